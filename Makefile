@@ -1,0 +1,50 @@
+# Thin wrapper over CMake: `make demo` and `make test` work on a fresh Debian 12 machine as root.
+# Each installs the Debian packages it needs when missing, configures, builds, then runs.
+
+BUILD   ?= build
+JOBS    ?= $(shell nproc)
+CMAKE_FLAGS ?=
+NP      ?= 2
+
+# Debian packages the build and the tests need (the CUDA toolkit is optional, found at /usr/local/cuda).
+DEB_PKGS := cmake make gcc pkg-config openmpi-bin libopenmpi-dev libpmix-dev libhwloc-dev \
+            libopenblas-dev libcmocka-dev
+
+# Open MPI refuses to run as root without these; tests and the demo run as whoever calls make.
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+# Ranks that yield when idle do not starve each other when there are more ranks than cores.
+export OMPI_MCA_mpi_yield_when_idle := 1
+
+.PHONY: all deps configure build demo test clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing missing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" -ne 0 ]; then \
+	    echo "error: not root; run: sudo apt-get install -y$$missing" >&2; exit 1; \
+	  fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing || exit 1; \
+	fi
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+configure: deps $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	mpirun -np $(NP) $(BUILD)/dtrain env
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure
+
+clean:
+	rm -rf $(BUILD)

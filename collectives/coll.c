@@ -1,0 +1,34 @@
+/*
+ * coll.c - what every collective backend shares: argument checks.
+ */
+#include "coll.h"
+#include "status.h"
+
+dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype t, int op, int root)
+{
+    if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "collective called without a context");
+    if (t != DT_F32 && t != DT_F16 && t != DT_BF16)
+        return dt_set_error(DT_ERR_INVALID_ARG, "unknown dtype %d (use DT_F32, DT_F16 or DT_BF16)", (int)t);
+    if (op != DT_SUM && op != DT_AVG)
+        return dt_set_error(DT_ERR_INVALID_ARG, "unknown reduction %d (use DT_SUM or DT_AVG)", op);
+    if (root < 0 || root >= c->size)
+        return dt_set_error(DT_ERR_INVALID_ARG, "root rank %d is not in the world of %d ranks", root, c->size);
+    if (!buf && count > 0)
+        return dt_set_error(DT_ERR_INVALID_ARG, "NULL buffer for %zu elements", count);
+    return DT_OK;
+}
+
+#ifndef DTRAIN_HAVE_NCCL
+#include <stdio.h>
+
+dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
+{
+    (void)comm;
+    (void)timeout_s;
+    *out = NULL;
+    return dt_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without NCCL; rebuild with the CUDA "
+                        "toolkit and NCCL installed (cmake -DDTRAIN_CUDA=ON)");
+}
+
+void coll_nccl_version(char *out, size_t n) { snprintf(out, n, "-"); }
+#endif

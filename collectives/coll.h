@@ -1,0 +1,48 @@
+/*
+ * coll.h - the collective backends behind one table: MPI (host memory; device buffers are staged
+ * through the host because this Open MPI is not CUDA-aware) and NCCL (device memory).
+ *
+ * Every operation is in place and blocking for now; every backend honours the deadline given at
+ * creation where it can (NCCL polls and aborts the communicator; MPI relies on the launcher).
+ */
+#ifndef DT_COLLECTIVES_COLL_H
+#define DT_COLLECTIVES_COLL_H
+
+#include "dtrain.h"
+
+#include <mpi.h>
+
+typedef struct coll coll;
+
+typedef struct coll_ops {
+    const char *name;
+    dt_status (*allreduce)(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op);
+    dt_status (*broadcast)(coll *c, void *buf, size_t count, dt_dtype t, int root);
+    dt_status (*barrier)(coll *c);
+    void (*abort)(coll *c);   /* tears the communicator down so no rank waits on it */
+    void (*destroy)(coll *c); /* frees everything, c included */
+} coll_ops;
+
+struct coll {
+    const coll_ops *ops;
+    MPI_Comm comm; /* owned: a duplicate of the communicator given at creation */
+    int rank, size;
+    double timeout_s;
+    int device_buffers; /* 1: buffers live in CUDA device memory */
+    void *impl;         /* the backend's own state */
+};
+
+/* MPI backend over a duplicate of comm. device_buffers 1 stages CUDA buffers through the host. */
+dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, coll **out);
+
+/* NCCL backend: ncclUniqueId from rank 0 broadcast over comm, ncclCommInitRank on the current CUDA
+ * device. DT_ERR_UNSUPPORTED when built without NCCL. */
+dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out);
+
+/* Checks arguments common to every backend (NULL buffer with count > 0, bad dtype/op/root). */
+dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype t, int op, int root);
+
+/* "NCCL 2.28.9" or "-" when built without NCCL. */
+void coll_nccl_version(char *out, size_t n);
+
+#endif

@@ -1,0 +1,210 @@
+/*
+ * coll_nccl.c - the NCCL collective backend, bootstrapped over MPI.
+ *
+ * Rank 0 makes the ncclUniqueId and MPI broadcasts it; every rank then joins with ncclCommInitRank
+ * on its already selected CUDA device. Collectives run on a dedicated non-blocking stream. While
+ * waiting, the host polls the stream and ncclCommGetAsyncError against the deadline, and aborts the
+ * communicator (ncclCommAbort) when a peer is gone, so that no rank hangs silently.
+ */
+#include "coll.h"
+#include "log.h"
+#include "status.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct nccl_state {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    int aborted;
+} nccl_state;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static dt_status nccl_fail(ncclResult_t r, const char *what, size_t count)
+{
+    const char *last = ncclGetLastError(NULL);
+    return dt_set_error(DT_ERR_MPI, "%s of %zu elements failed: %s%s%s. Run with NCCL_DEBUG=INFO for "
+                        "details", what, count, ncclGetErrorString(r), last && *last ? ": " : "",
+                        last ? last : "");
+}
+
+static ncclDataType_t nccl_type(dt_dtype t)
+{
+    return t == DT_F16 ? ncclHalf : t == DT_BF16 ? ncclBfloat16 : ncclFloat;
+}
+
+/* Waits for the stream, watching for NCCL async errors and the deadline. */
+static dt_status nccl_wait(coll *c, const char *what, size_t count)
+{
+    nccl_state *st = c->impl;
+    double start = now_s();
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(st->stream);
+        if (e == cudaSuccess) return DT_OK;
+        if (e != cudaErrorNotReady)
+            return dt_set_error(DT_ERR_DEVICE, "%s of %zu elements: CUDA error %s", what, count,
+                                cudaGetErrorString(e));
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(st->comm, &async);
+        if (async != ncclSuccess && async != ncclInProgress) {
+            c->ops->abort(c);
+            return nccl_fail(async, what, count);
+        }
+        double age = now_s() - start;
+        if (c->timeout_s > 0 && age > c->timeout_s) {
+            dt_log(DT_LOG_ERROR, "%s of %zu elements still running after %.1f s (timeout %.1f s): a "
+                   "peer is dead or stuck; aborting the NCCL communicator", what, count, age, c->timeout_s);
+            c->ops->abort(c);
+            return dt_set_error(DT_ERR_TIMEOUT, "%s of %zu elements did not finish within %.1f s: a peer "
+                                "rank is dead or stuck. Read the other ranks' messages; raise --timeout "
+                                "only if steps are legitimately this slow", what, count, c->timeout_s);
+        }
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op)
+{
+    dt_status s = coll_check_args(c, buf, count, t, op, 0);
+    if (s || count == 0) return s;
+    nccl_state *st = c->impl;
+    if (st->aborted) return dt_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    ncclResult_t r = ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum,
+                                   st->comm, st->stream);
+    if (r != ncclSuccess) return nccl_fail(r, "ncclAllReduce", count);
+    return nccl_wait(c, "ncclAllReduce", count);
+}
+
+static dt_status nccl_broadcast(coll *c, void *buf, size_t count, dt_dtype t, int root)
+{
+    dt_status s = coll_check_args(c, buf, count, t, DT_SUM, root);
+    if (s || count == 0) return s;
+    nccl_state *st = c->impl;
+    if (st->aborted) return dt_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    ncclResult_t r = ncclBroadcast(buf, buf, count, nccl_type(t), root, st->comm, st->stream);
+    if (r != ncclSuccess) return nccl_fail(r, "ncclBroadcast", count);
+    return nccl_wait(c, "ncclBroadcast", count);
+}
+
+static dt_status nccl_barrier(coll *c)
+{
+    int rc = MPI_Barrier(c->comm);
+    return rc == MPI_SUCCESS ? DT_OK : dt_set_error(DT_ERR_MPI, "MPI_Barrier failed (a peer may have died)");
+}
+
+static void nccl_abort(coll *c)
+{
+    nccl_state *st = c->impl;
+    if (st && !st->aborted && st->comm) {
+        ncclCommAbort(st->comm);
+        st->comm = NULL;
+        st->aborted = 1;
+    }
+}
+
+static void nccl_destroy(coll *c)
+{
+    if (!c) return;
+    nccl_state *st = c->impl;
+    if (st) {
+        if (st->comm) ncclCommDestroy(st->comm);
+        if (st->stream) cudaStreamDestroy(st->stream);
+        free(st);
+    }
+    if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+    free(c);
+}
+
+static const coll_ops nccl_ops = {
+    .name = "nccl",
+    .allreduce = nccl_allreduce,
+    .broadcast = nccl_broadcast,
+    .barrier = nccl_barrier,
+    .abort = nccl_abort,
+    .destroy = nccl_destroy,
+};
+
+dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
+{
+    *out = NULL;
+    coll *c = calloc(1, sizeof *c);
+    nccl_state *st = calloc(1, sizeof *st);
+    if (!c || !st) {
+        free(c);
+        free(st);
+        return dt_set_error(DT_ERR_NOMEM, "out of memory creating the NCCL backend");
+    }
+    c->ops = &nccl_ops;
+    c->impl = st;
+    c->timeout_s = timeout_s;
+    c->device_buffers = 1;
+    c->comm = MPI_COMM_NULL;
+    dt_status s = DT_OK;
+    if (MPI_Comm_dup(comm, &c->comm) != MPI_SUCCESS) {
+        s = dt_set_error(DT_ERR_MPI, "MPI_Comm_dup failed while creating the NCCL backend");
+        goto fail;
+    }
+    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c->comm, &c->rank);
+    MPI_Comm_size(c->comm, &c->size);
+
+    /* Every rank takes part in the broadcast even if rank 0 failed, so nobody waits forever. */
+    ncclUniqueId id;
+    int ok = 1;
+    if (c->rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) ok = 0;
+    int all_ok = 0;
+    if (MPI_Bcast(&ok, 1, MPI_INT, 0, c->comm) != MPI_SUCCESS ||
+        (ok && MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, c->comm) != MPI_SUCCESS)) {
+        s = dt_set_error(DT_ERR_MPI, "broadcasting the NCCL unique id over MPI failed");
+        goto fail;
+    }
+    if (!ok) {
+        s = dt_set_error(DT_ERR_MPI, "ncclGetUniqueId failed on rank 0; run with NCCL_DEBUG=INFO");
+        goto fail;
+    }
+    cudaError_t e = cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        s = dt_set_error(DT_ERR_DEVICE, "cudaStreamCreate failed: %s", cudaGetErrorString(e));
+        ok = 0;
+    } else {
+        ncclResult_t r = ncclCommInitRank(&st->comm, c->size, id, c->rank);
+        if (r != ncclSuccess) {
+            s = nccl_fail(r, "ncclCommInitRank", (size_t)c->size);
+            st->comm = NULL;
+            ok = 0;
+        }
+    }
+    /* All ranks agree whether the communicator came up, so a failure on one is seen by all. */
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->comm);
+    if (!all_ok) {
+        if (s == DT_OK)
+            s = dt_set_error(DT_ERR_MPI, "NCCL initialization failed on another rank; read its message");
+        goto fail;
+    }
+    *out = c;
+    return DT_OK;
+fail:
+    nccl_destroy(c);
+    return s;
+}
+
+void coll_nccl_version(char *out, size_t n)
+{
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess) {
+        snprintf(out, n, "-");
+        return;
+    }
+    /* NCCL >= 2.9 encodes major*10000 + minor*100 + patch. */
+    snprintf(out, n, "NCCL %d.%d.%d", v / 10000, (v % 10000) / 100, v % 100);
+}

@@ -1,0 +1,80 @@
+/*
+ * cmd_env.c - `dtrain env`: every rank's placement, gathered over MPI and printed by rank 0 as one
+ * line per rank, with the MPI, NCCL and CUDA versions each rank found (a node with a different
+ * install stands out).
+ */
+#include "cli.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct env_row {
+    dt_placement pl;
+    char mpi[96], nccl[96], cuda[96]; /* one size: dt_versions takes one length */
+} env_row;
+
+static const char *bound_name(const dt_placement *p)
+{
+    if (p->cores_shared) return "shared";
+    return p->pinned_by == 1 ? "dtrain" : p->pinned_by == 2 ? "launcher" : "none";
+}
+
+int cmd_env(int argc, char **argv)
+{
+    dt_config cfg;
+    int rc = cli_parse_common(argc, argv, "env", &cfg);
+    if (rc) return rc;
+    dt_ctx *ctx = cli_init(&cfg);
+    if (!ctx) return EXIT_FAIL;
+
+    env_row me;
+    memset(&me, 0, sizeof me);
+    dt_get_placement(ctx, &me.pl);
+    dt_versions(me.mpi, me.nccl, me.cuda, sizeof me.mpi);
+
+    int world = dt_world_size(ctx), rank = dt_rank(ctx);
+    env_row *rows = rank == 0 ? calloc((size_t)world, sizeof *rows) : NULL;
+    if (rank == 0 && !rows) {
+        cli_error("out of memory for %d rows", world);
+        dt_abort_job(ctx, EXIT_FAIL);
+        return EXIT_FAIL;
+    }
+    if (MPI_Gather(&me, sizeof me, MPI_BYTE, rows, sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
+        cli_error("gathering the placements over MPI failed");
+        dt_abort_job(ctx, EXIT_FAIL);
+        return EXIT_FAIL;
+    }
+    if (rank == 0) {
+        printf("dtrain %s, %d ranks on %d nodes, collectives: %s\n", dt_version_string(), world,
+               me.pl.num_nodes, dt_backend_name(ctx));
+        printf("%-7s %-7s %-5s %-16s %-9s %-7s %-12s %-8s %-4s %-22s %-12s %s\n", "RANK", "LOCAL", "NODE",
+               "HOST", "LAUNCHER", "DEVICE", "CORES", "BOUND", "BLAS", "MPI", "NCCL", "CUDA");
+        int shared = 0;
+        for (int r = 0; r < world; r++) {
+            const dt_placement *p = &rows[r].pl;
+            char rk[32], lc[32], dev[32];
+            snprintf(rk, sizeof rk, "%d/%d", p->rank, p->world_size);
+            snprintf(lc, sizeof lc, "%d/%d", p->local_rank, p->local_size);
+            if (p->device == DT_DEVICE_CUDA) snprintf(dev, sizeof dev, "cuda:%d", p->cuda_device);
+            else snprintf(dev, sizeof dev, "cpu");
+            printf("%-7s %-7s %-5d %-16s %-9s %-7s %-12s %-8s %-4d %-22s %-12s %s\n", rk, lc, p->node,
+                   p->hostname, dt_launcher_name(p->launcher), dev, p->cores, bound_name(p), p->blas_threads,
+                   rows[r].mpi, rows[r].nccl, rows[r].cuda);
+            shared |= p->cores_shared;
+        }
+        if (shared)
+            printf("note: some nodes run more ranks than they have cores, so cores are shared and those "
+                   "ranks are not pinned; expect slower steps (start fewer ranks per node).\n");
+        for (int i = 0; i < me.pl.num_nodes; i++) printf("node %d: %s\n", i, dt_node_name(ctx, i));
+        fflush(stdout);
+    }
+    free(rows);
+    dt_status s = dt_finalize(ctx);
+    if (s) {
+        cli_error("%s", dt_last_error());
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}

@@ -1,0 +1,248 @@
+/*
+ * affinity.c - CPU placement with hwloc and sched_getaffinity, see affinity.h.
+ *
+ * The binding is applied to the whole process (every thread: MPI's progress thread and OpenBLAS's
+ * pool exist before we run), through hwloc_set_cpubind(HWLOC_CPUBIND_PROCESS).
+ */
+#include "affinity.h"
+#include "log.h"
+#include "status.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <hwloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void affinity_block(int n, int b, int size, int *first, int *count)
+{
+    if (size <= 0 || n <= 0 || size > n || b < 0 || b >= size) {
+        *first = 0;
+        *count = 0;
+        return;
+    }
+    int base = n / size, rem = n % size;
+    *first = b * base + (b < rem ? b : rem);
+    *count = base + (b < rem ? 1 : 0);
+}
+
+void affinity_format(const cpu_set_t *set, char *out, size_t n)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, set)) continue;
+        int e = c;
+        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set)) e++;
+        int w = (e == c) ? snprintf(out + used, n - used, "%s%d", used ? "," : "", c)
+                         : snprintf(out + used, n - used, "%s%d-%d", used ? "," : "", c, e);
+        if (w < 0 || (size_t)w >= n - used) {
+            /* Too long for the buffer: end with an ellipsis rather than a cut number. */
+            if (n >= 4) strcpy(out + n - 4, "...");
+            return;
+        }
+        used += (size_t)w;
+        c = e;
+    }
+}
+
+dt_status affinity_parse(const char *s, cpu_set_t *out)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const char *p = s;
+    if (!s) return dt_set_error(DT_ERR_INVALID_ARG, "cpu list is missing");
+    while (*p && *p != '\n') {
+        char *end;
+        errno = 0;
+        long a = strtol(p, &end, 10);
+        if (end == p || errno || a < 0 || a >= CPU_SETSIZE) goto bad;
+        long b = a;
+        p = end;
+        if (*p == '-') {
+            p++;
+            b = strtol(p, &end, 10);
+            if (end == p || errno || b < a || b >= CPU_SETSIZE) goto bad;
+            p = end;
+        }
+        for (long c = a; c <= b; c++) CPU_SET((int)c, &set);
+        if (*p == ',') p++;
+        else if (*p && *p != '\n') goto bad;
+    }
+    *out = set;
+    return DT_OK;
+bad:
+    return dt_set_error(DT_ERR_INVALID_ARG, "cpu list '%s' is malformed at '%s'", s, p);
+}
+
+/* Reads the NUMA-local CPUs of a PCI device; leaves *out untouched and returns 0 when unknown. */
+static int affinity_gpu_cpus(const char *bus_id, cpu_set_t *out)
+{
+    if (!bus_id || !bus_id[0]) return 0;
+    char path[256], buf[1024];
+    snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/local_cpulist", bus_id);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t r = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[r] = '\0';
+    cpu_set_t set;
+    if (affinity_parse(buf, &set) != DT_OK) {
+        dt_log(DT_LOG_WARN, "ignoring %s: %s", path, dt_last_error());
+        return 0;
+    }
+    *out = set;
+    return 1;
+}
+
+/* The whole cores of `allowed` in hwloc order, each as its set of CPUs within `allowed`. */
+static int affinity_cores(hwloc_topology_t topo, const cpu_set_t *allowed, cpu_set_t *cores, int max)
+{
+    int n = 0;
+    int depth = hwloc_get_type_depth(topo, HWLOC_OBJ_CORE);
+    int total = depth < 0 ? 0 : hwloc_get_nbobjs_by_depth(topo, depth);
+    for (int i = 0; i < total && n < max; i++) {
+        hwloc_obj_t core = hwloc_get_obj_by_depth(topo, depth, i);
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        int pu;
+        hwloc_bitmap_foreach_begin(pu, core->cpuset)
+        {
+            if (pu < CPU_SETSIZE && CPU_ISSET(pu, allowed)) CPU_SET(pu, &set);
+        }
+        hwloc_bitmap_foreach_end();
+        if (CPU_COUNT(&set) > 0) cores[n++] = set;
+    }
+    if (n == 0) {
+        /* hwloc sees no cores (unusual VMs): treat each allowed CPU as a core. */
+        for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+            if (CPU_ISSET(c, allowed)) {
+                CPU_ZERO(&cores[n]);
+                CPU_SET(c, &cores[n]);
+                n++;
+            }
+    }
+    return n;
+}
+
+
+dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_id, int blas_threads,
+                         affinity_result *out)
+{
+    dt_status s = DT_OK;
+    hwloc_topology_t topo = NULL;
+    cpu_set_t *all_allowed = NULL, *all_cand = NULL, *cores = NULL;
+    int lrank = 0, lsize = 1;
+    memset(out, 0, sizeof *out);
+
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return dt_set_error(DT_ERR_INTERNAL, "sched_getaffinity failed: %s", strerror(errno));
+    if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0) {
+        s = dt_set_error(DT_ERR_INTERNAL, "hwloc could not load the machine topology: %s", strerror(errno));
+        topo = NULL;
+        goto done;
+    }
+    MPI_Comm_rank(local, &lrank);
+    MPI_Comm_size(local, &lsize);
+
+    /* The candidate set: the allowed CPUs, narrowed to the GPU's NUMA node when that leaves some. */
+    cpu_set_t cand = allowed, gpu;
+    if (affinity_gpu_cpus(gpu_bus_id, &gpu)) {
+        cpu_set_t both;
+        CPU_AND(&both, &allowed, &gpu);
+        if (CPU_COUNT(&both) > 0) cand = both;
+    }
+
+    all_allowed = malloc(sizeof(cpu_set_t) * (size_t)lsize);
+    all_cand = malloc(sizeof(cpu_set_t) * (size_t)lsize);
+    cores = malloc(sizeof(cpu_set_t) * CPU_SETSIZE);
+    if (!all_allowed || !all_cand || !cores) {
+        s = dt_set_error(DT_ERR_NOMEM, "out of memory placing %d local ranks", lsize);
+        goto done;
+    }
+    if (MPI_Allgather(&allowed, sizeof allowed, MPI_BYTE, all_allowed, sizeof allowed, MPI_BYTE, local) !=
+            MPI_SUCCESS ||
+        MPI_Allgather(&cand, sizeof cand, MPI_BYTE, all_cand, sizeof cand, MPI_BYTE, local) != MPI_SUCCESS) {
+        s = dt_set_error(DT_ERR_MPI, "MPI_Allgather of the local ranks' CPU sets failed");
+        goto done;
+    }
+
+    /* The launcher bound us when the local ranks were given different sets. */
+    int launcher_bound = 0;
+    for (int i = 0; i < lsize; i++)
+        if (!CPU_EQUAL(&all_allowed[i], &allowed)) launcher_bound = 1;
+    /* ...or, for a lone rank, when it may use fewer CPUs than its cgroup allows. Ranks that were all
+     * given the same subset (taskset around mpirun) are still split among themselves. */
+    if (lsize == 1) {
+        hwloc_const_cpuset_t machine = hwloc_topology_get_allowed_cpuset(topo);
+        int pu;
+        hwloc_bitmap_foreach_begin(pu, machine)
+        {
+            if (pu < CPU_SETSIZE && !CPU_ISSET(pu, &allowed)) launcher_bound = 1;
+        }
+        hwloc_bitmap_foreach_end();
+    }
+
+    cpu_set_t final = allowed;
+    if (mode == DT_PIN_NONE) {
+        out->pinned_by = 0;
+    } else if (launcher_bound) {
+        out->pinned_by = 2;
+    } else {
+        /* The group: local ranks with the same candidate set (same GPU NUMA node), by local rank. */
+        int gidx = 0, gsize = 0;
+        for (int i = 0; i < lsize; i++)
+            if (CPU_EQUAL(&all_cand[i], &cand)) {
+                if (i < lrank) gidx++;
+                gsize++;
+            }
+        int ncores = affinity_cores(topo, &cand, cores, CPU_SETSIZE);
+        if (gsize > ncores) {
+            /* Fewer cores than ranks: pinning would stack ranks on cores while others idle, so
+             * leave the scheduler to spread them, and say so. */
+            out->shared = 1;
+            out->pinned_by = 0;
+        } else {
+            int first, count;
+            affinity_block(ncores, gidx, gsize, &first, &count);
+            CPU_ZERO(&final);
+            for (int i = first; i < first + count; i++) CPU_OR(&final, &final, &cores[i]);
+            hwloc_bitmap_t bm = hwloc_bitmap_alloc();
+            for (int c = 0; c < CPU_SETSIZE; c++)
+                if (CPU_ISSET(c, &final)) hwloc_bitmap_set(bm, (unsigned)c);
+            int rc = hwloc_set_cpubind(topo, bm, HWLOC_CPUBIND_PROCESS);
+            hwloc_bitmap_free(bm);
+            if (rc != 0) {
+                s = dt_set_error(DT_ERR_INTERNAL, "binding to CPUs failed: %s. Fix: run with --pin none",
+                                 strerror(errno));
+                goto done;
+            }
+            out->pinned_by = 1;
+        }
+    }
+    if (lsize > 1 && !out->shared && mode != DT_PIN_NONE) {
+        /* Launcher bindings and the no-pin mode may still stack more ranks than cores. */
+        cpu_set_t uni;
+        CPU_ZERO(&uni);
+        for (int i = 0; i < lsize; i++) CPU_OR(&uni, &uni, &all_allowed[i]);
+        if (affinity_cores(topo, &uni, cores, CPU_SETSIZE) < lsize) out->shared = 1;
+    }
+    if (mode == DT_PIN_NONE && lsize > affinity_cores(topo, &allowed, cores, CPU_SETSIZE)) out->shared = 1;
+    out->cpus = final;
+    out->num_cores = affinity_cores(topo, &final, cores, CPU_SETSIZE);
+    affinity_format(&final, out->list, sizeof out->list);
+
+    int threads = blas_threads > 0 ? blas_threads : out->num_cores;
+    if (out->shared && blas_threads <= 0) threads = 1;
+    if (threads < 1) threads = 1;
+    openblas_set_num_threads(threads);
+    out->blas_threads = threads;
+done:
+    free(all_allowed);
+    free(all_cand);
+    free(cores);
+    if (topo) hwloc_topology_destroy(topo);
+    return s;
+}

@@ -1,0 +1,116 @@
+/*
+ * config.c - configuration defaults, the DTRAIN_* environment, name parsers, version strings.
+ *
+ * Precedence is flag > DTRAIN_* variable > default: callers apply dt_config_from_env() first and
+ * their flags after it.
+ */
+#include "dtrain.h"
+#include "coll.h"
+#include "device.h"
+#include "parse.h"
+#include "status.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void dt_config_defaults(dt_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->device = DT_DEVICE_AUTO;
+    cfg->pin = DT_PIN_AUTO;
+    cfg->timeout_s = 600.0;
+    cfg->init_mpi = 1;
+    cfg->blas_threads = 0;
+}
+
+dt_status dt_device_kind_parse(const char *s, dt_device_kind *out)
+{
+    if (s && strcmp(s, "auto") == 0) *out = DT_DEVICE_AUTO;
+    else if (s && strcmp(s, "cpu") == 0) *out = DT_DEVICE_CPU;
+    else if (s && strcmp(s, "cuda") == 0) *out = DT_DEVICE_CUDA;
+    else return dt_set_error(DT_ERR_INVALID_ARG, "device '%s' is not one of auto, cpu, cuda", s ? s : "(null)");
+    return DT_OK;
+}
+
+dt_status dt_pin_mode_parse(const char *s, dt_pin_mode *out)
+{
+    if (s && strcmp(s, "auto") == 0) *out = DT_PIN_AUTO;
+    else if (s && strcmp(s, "none") == 0) *out = DT_PIN_NONE;
+    else return dt_set_error(DT_ERR_INVALID_ARG, "pin mode '%s' is not one of auto, none", s ? s : "(null)");
+    return DT_OK;
+}
+
+const char *dt_device_kind_name(dt_device_kind k)
+{
+    switch (k) {
+    case DT_DEVICE_AUTO: return "auto";
+    case DT_DEVICE_CPU: return "cpu";
+    case DT_DEVICE_CUDA: return "cuda";
+    }
+    return "?";
+}
+
+const char *dt_launcher_name(dt_launcher l)
+{
+    switch (l) {
+    case DT_LAUNCHER_NONE: return "none";
+    case DT_LAUNCHER_OPENMPI: return "openmpi";
+    case DT_LAUNCHER_SLURM: return "slurm";
+    case DT_LAUNCHER_PMIX: return "pmix";
+    case DT_LAUNCHER_HYDRA: return "hydra";
+    case DT_LAUNCHER_TORCHRUN: return "torchrun";
+    }
+    return "?";
+}
+
+dt_status dt_config_from_env(dt_config *cfg)
+{
+    dt_config c = *cfg;
+    const char *v;
+    dt_status s;
+    if ((v = getenv("DTRAIN_DEVICE")) && (s = dt_device_kind_parse(v, &c.device)))
+        return dt_set_error(DT_ERR_ENV, "DTRAIN_DEVICE='%s' is not one of auto, cpu, cuda; fix or unset it", v);
+    if ((v = getenv("DTRAIN_PIN")) && (s = dt_pin_mode_parse(v, &c.pin)))
+        return dt_set_error(DT_ERR_ENV, "DTRAIN_PIN='%s' is not one of auto, none; fix or unset it", v);
+    if ((v = getenv("DTRAIN_TIMEOUT")) && (s = parse_double("DTRAIN_TIMEOUT", v, 0.0, 1e7, &c.timeout_s)))
+        return s;
+    if ((v = getenv("DTRAIN_BLAS_THREADS")) &&
+        (s = parse_int("DTRAIN_BLAS_THREADS", v, 0, 4096, &c.blas_threads)))
+        return s;
+    *cfg = c;
+    return DT_OK;
+}
+
+size_t dt_dtype_size(dt_dtype t) { return t == DT_F32 ? 4 : 2; }
+
+const char *dt_version_string(void)
+{
+    return DTRAIN_VERSION
+#if defined(DTRAIN_HAVE_CUDA) && defined(DTRAIN_HAVE_NCCL)
+        " (cuda, nccl)"
+#elif defined(DTRAIN_HAVE_CUDA)
+        " (cuda)"
+#else
+        " (cpu only)"
+#endif
+        ;
+}
+
+void dt_versions(char *mpi, char *nccl, char *cuda, size_t n)
+{
+    if (mpi) {
+        char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+        int len = 0;
+        if (MPI_Get_library_version(lib, &len) == MPI_SUCCESS) {
+            /* The first line, without Open MPI's ", package: ..." tail. */
+            lib[strcspn(lib, "\n,")] = '\0';
+            snprintf(mpi, n, "%s", lib);
+        } else {
+            snprintf(mpi, n, "-");
+        }
+    }
+    if (nccl) coll_nccl_version(nccl, n);
+    if (cuda) device_cuda_version(cuda, n);
+}

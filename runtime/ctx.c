@@ -1,0 +1,265 @@
+/*
+ * ctx.c - dt_init / dt_finalize: the order in which a process becomes a rank of the job.
+ *
+ *   1. the launcher's variables (strictly parsed)   -> who we think we are
+ *   2. device selection from the early local rank   -> before MPI_Init and any other CUDA call
+ *   3. MPI_Init_thread, then MPI's view              -> who we are; cross-checked against step 1
+ *   4. one GPU per local rank (checked over MPI), CPU placement, communicators
+ *
+ * Every failure unwinds what was built (goto-cleanup ladder) and returns the status; the library
+ * never exits the process.
+ */
+#include "affinity.h"
+#include "coll.h"
+#include "device.h"
+#include "log.h"
+#include "status.h"
+#include "topo.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dt_ctx {
+    dt_config cfg;
+    dt_placement pl;
+    MPI_Comm world, local;
+    int we_initialized_mpi;
+    coll *coll;
+    char **node_names;
+    int num_node_names;
+};
+
+static dt_status ctx_mpi_init(const dt_config *cfg, int *we_did)
+{
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    *we_did = 0;
+    if (finalized)
+        return dt_set_error(DT_ERR_MPI, "MPI was already finalized; dt_init must run before MPI_Finalize");
+    if (inited) return DT_OK;
+    if (!cfg->init_mpi)
+        return dt_set_error(DT_ERR_MPI, "MPI is not initialized and dt_config.init_mpi is 0: call "
+                            "MPI_Init_thread first or set init_mpi = 1");
+    int provided = 0;
+    /* MULTIPLE lets a communication thread run collectives beside the compute thread. */
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+        return dt_set_error(DT_ERR_MPI, "MPI_Init_thread failed: check the launcher (srun needs "
+                            "--mpi=pmix) and that mpirun belongs to the MPI dtrain was built with");
+    *we_did = 1;
+    if (provided < MPI_THREAD_SERIALIZED)
+        dt_log(DT_LOG_WARN, "MPI provides thread level %d only; overlapped communication needs "
+               "MPI_THREAD_SERIALIZED or better", provided);
+    return DT_OK;
+}
+
+/* Selects and activates the GPU; on the CPU just records it. */
+static dt_status ctx_select_device(dt_ctx *c, int local_rank, int local_size, char *bus_id, size_t n)
+{
+    dt_device_kind kind;
+    int ordinal = -1;
+    dt_status s = device_resolve(c->cfg.device, local_rank, local_size, &kind, &ordinal);
+    if (s) return s;
+    c->pl.device = kind;
+    c->pl.cuda_device = ordinal;
+    bus_id[0] = '\0';
+    if (kind == DT_DEVICE_CUDA) return device_activate(ordinal, bus_id, n);
+    return DT_OK;
+}
+
+dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
+{
+    dt_status s;
+    topo_env env;
+    int env_read = 0;
+    char bus_id[64] = "";
+    int device_chosen = 0;
+    *out = NULL;
+    dt_clear_error();
+
+    dt_ctx *c = calloc(1, sizeof *c);
+    if (!c) return dt_set_error(DT_ERR_NOMEM, "out of memory for the context");
+    c->world = c->local = MPI_COMM_NULL;
+    if (cfg_in) {
+        c->cfg = *cfg_in;
+    } else {
+        dt_config_defaults(&c->cfg);
+        if ((s = dt_config_from_env(&c->cfg))) goto fail;
+    }
+    if ((s = log_init_from_env())) goto fail;
+
+    /* 1. The launcher's word. */
+    if ((s = topo_read_env(NULL, NULL, &env))) goto fail;
+    env_read = 1;
+    c->pl.launcher = env.launcher;
+
+    /* 2. The device, while no CUDA context exists. PMIx-only launchers give no local rank before
+     * MPI; their device is chosen right after MPI_Init, which touches no GPU in this MPI. */
+    int early_local = env.launcher == DT_LAUNCHER_NONE ? 0 : env.local_rank;
+    if (early_local >= 0) {
+        if ((s = ctx_select_device(c, early_local, env.local_size, bus_id, sizeof bus_id))) goto fail;
+        device_chosen = 1;
+    }
+
+    /* 3. MPI, and its view of who we are. */
+    if ((s = ctx_mpi_init(&c->cfg, &c->we_initialized_mpi))) goto fail;
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &c->world) != MPI_SUCCESS) {
+        s = dt_set_error(DT_ERR_MPI, "MPI_Comm_dup(MPI_COMM_WORLD) failed");
+        goto fail;
+    }
+    MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
+    topo_mpi m;
+    if ((s = topo_query_mpi(c->world, &m, &c->local, &c->node_names))) goto fail;
+    c->num_node_names = m.num_nodes;
+    log_set_rank(m.rank);
+    if ((s = topo_check(&env, &m))) goto fail;
+    c->pl.rank = m.rank;
+    c->pl.world_size = m.size;
+    c->pl.local_rank = m.local_rank;
+    c->pl.local_size = m.local_size;
+    c->pl.node = m.node;
+    c->pl.num_nodes = m.num_nodes;
+    /* SLURM's node names (the step's list, in SLURM's node order) when SLURM placed us. */
+    if (env.hosts && env.node >= 0 && env.num_hosts == m.num_nodes) {
+        topo_free_names(c->node_names, c->num_node_names);
+        c->node_names = env.hosts;
+        c->num_node_names = env.num_hosts;
+        env.hosts = NULL;
+        env.num_hosts = 0;
+        c->pl.node = env.node;
+    }
+    {
+        char host[MPI_MAX_PROCESSOR_NAME] = "";
+        int len = 0;
+        MPI_Get_processor_name(host, &len);
+        snprintf(c->pl.hostname, sizeof c->pl.hostname, "%s", host);
+    }
+
+    /* 4. One GPU per local rank, then the cores, then the communicators. */
+    if (!device_chosen && (s = ctx_select_device(c, m.local_rank, m.local_size, bus_id, sizeof bus_id)))
+        goto fail;
+    {
+        char *ids = calloc((size_t)m.local_size, sizeof bus_id);
+        if (!ids) {
+            s = dt_set_error(DT_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        int rc = MPI_Allgather(bus_id, sizeof bus_id, MPI_CHAR, ids, sizeof bus_id, MPI_CHAR, c->local);
+        s = rc == MPI_SUCCESS ? device_check_unique(ids, m.local_size, sizeof bus_id)
+                              : dt_set_error(DT_ERR_MPI, "MPI_Allgather of GPU ids failed");
+        free(ids);
+        if (s) goto fail;
+    }
+    affinity_result aff;
+    if ((s = affinity_apply(c->cfg.pin, c->local, bus_id, c->cfg.blas_threads, &aff))) goto fail;
+    snprintf(c->pl.cores, sizeof c->pl.cores, "%s", aff.list);
+    c->pl.num_cores = aff.num_cores;
+    c->pl.pinned_by = aff.pinned_by;
+    c->pl.cores_shared = aff.shared;
+    c->pl.blas_threads = aff.blas_threads;
+
+    if (c->pl.device == DT_DEVICE_CUDA) {
+#ifdef DTRAIN_HAVE_NCCL
+        s = coll_nccl_create(c->world, c->cfg.timeout_s, &c->coll);
+#else
+        dt_log0(DT_LOG_WARN, "built without NCCL: GPU buffers are reduced through host memory by MPI");
+        s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);
+#endif
+    } else {
+        s = coll_mpi_create(c->world, 0, c->cfg.timeout_s, &c->coll);
+    }
+    if (s) goto fail;
+
+    dt_log0(DT_LOG_INFO, "dtrain %s: %d ranks on %d nodes, launcher %s, device %s, backend %s, pin %s, "
+            "timeout %.0f s", dt_version_string(), m.size, m.num_nodes, dt_launcher_name(env.launcher),
+            dt_device_kind_name(c->pl.device), c->coll->ops->name,
+            c->cfg.pin == DT_PIN_NONE ? "none" : "auto", c->cfg.timeout_s);
+    topo_env_free(&env);
+    *out = c;
+    return DT_OK;
+fail:
+    if (env_read) topo_env_free(&env);
+    if (c->coll) c->coll->ops->destroy(c->coll);
+    if (c->node_names) topo_free_names(c->node_names, c->num_node_names);
+    if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
+    if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
+    free(c);
+    return s;
+}
+
+dt_status dt_finalize(dt_ctx *c)
+{
+    if (!c) return DT_OK;
+    if (c->coll) c->coll->ops->destroy(c->coll);
+    topo_free_names(c->node_names, c->num_node_names);
+    if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
+    if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
+    int we = c->we_initialized_mpi;
+    free(c);
+    if (we && MPI_Finalize() != MPI_SUCCESS) return dt_set_error(DT_ERR_MPI, "MPI_Finalize failed");
+    return DT_OK;
+}
+
+void dt_abort_job(dt_ctx *c, int code)
+{
+    if (c && c->coll) c->coll->ops->abort(c->coll);
+    int inited = 0, finalized = 0, size = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized) return;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    /* A world of 1 has no peer to stop: finalize quietly and let the caller exit with its code. */
+    if (size == 1) {
+        MPI_Finalize();
+        return;
+    }
+    MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+dt_status dt_get_placement(const dt_ctx *c, dt_placement *out)
+{
+    if (!c || !out) return dt_set_error(DT_ERR_INVALID_ARG, "dt_get_placement needs a context and an output");
+    *out = c->pl;
+    return DT_OK;
+}
+
+int dt_rank(const dt_ctx *c) { return c ? c->pl.rank : -1; }
+int dt_world_size(const dt_ctx *c) { return c ? c->pl.world_size : -1; }
+int dt_local_rank(const dt_ctx *c) { return c ? c->pl.local_rank : -1; }
+
+const char *dt_node_name(const dt_ctx *c, int i)
+{
+    if (!c || i < 0 || i >= c->num_node_names) return NULL;
+    return c->node_names[i];
+}
+
+dt_status dt_gather_placement(const dt_ctx *c, dt_placement *all)
+{
+    if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement needs a context");
+    if (c->pl.rank == 0 && !all)
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement needs an output array on rank 0");
+    int rc = MPI_Gather(&c->pl, sizeof c->pl, MPI_BYTE, all, sizeof c->pl, MPI_BYTE, 0, c->world);
+    return rc == MPI_SUCCESS ? DT_OK : dt_set_error(DT_ERR_MPI, "MPI_Gather of placements failed");
+}
+
+const char *dt_backend_name(const dt_ctx *c) { return c && c->coll ? c->coll->ops->name : "none"; }
+
+dt_status dt_allreduce(dt_ctx *c, void *buf, size_t count, dt_dtype t, dt_redop op)
+{
+    if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "dt_allreduce needs a context");
+    return c->coll->ops->allreduce(c->coll, buf, count, t, op);
+}
+
+dt_status dt_broadcast(dt_ctx *c, void *buf, size_t count, dt_dtype t, int root)
+{
+    if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "dt_broadcast needs a context");
+    return c->coll->ops->broadcast(c->coll, buf, count, t, root);
+}
+
+dt_status dt_barrier(dt_ctx *c)
+{
+    if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "dt_barrier needs a context");
+    return c->coll->ops->barrier(c->coll);
+}

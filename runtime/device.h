@@ -1,0 +1,43 @@
+/*
+ * device.h - choosing this process's device: the CPU, or one CUDA GPU mapped from the local rank
+ * through what CUDA_VISIBLE_DEVICES lets this process see.
+ *
+ * The device is selected before MPI_Init and before any other CUDA call, so that no stray CUDA
+ * context lands on GPU 0. The GPU count goes through a replaceable function (the test seam) so the
+ * mapping is unit-tested on machines without a GPU.
+ */
+#ifndef DT_RUNTIME_DEVICE_H
+#define DT_RUNTIME_DEVICE_H
+
+#include "dtrain.h"
+
+#include <stddef.h>
+
+/* Returns how many GPUs this process can see (0 when none), writing why there are none to `why`. */
+typedef int (*device_count_fn)(char *why, size_t n);
+/* Replaces the GPU counter (NULL restores the CUDA one). For tests. */
+void device_set_count_fn(device_count_fn fn);
+/* The current counter's answer. */
+int device_count(char *why, size_t n);
+
+/* Pure mapping of a local rank to a visible ordinal: a process that sees exactly one GPU takes it;
+ * otherwise the local_rank-th one. local_size may be -1 (unknown). More local ranks than visible GPUs
+ * (with more than one visible) fails with DT_ERR_DEVICE and advice, never two ranks on one GPU. */
+dt_status device_map(int visible, int local_rank, int local_size, int *ordinal);
+
+/* Decides the device kind and ordinal for a request (auto|cpu|cuda). Does not touch the GPU. */
+dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, dt_device_kind *kind,
+                         int *ordinal);
+
+/* cudaSetDevice(ordinal) and the GPU's PCI bus id ("0000:3b:00.0") into bus_id (n bytes).
+ * DT_ERR_UNSUPPORTED without CUDA in the build. */
+dt_status device_activate(int ordinal, char *bus_id, size_t n);
+
+/* Pure check that no two local ranks hold the same GPU: ids has n entries of `stride` bytes each
+ * (PCI bus ids, "" for ranks on the CPU). On a duplicate fails naming both local ranks. */
+dt_status device_check_unique(const char *ids, int n, size_t stride);
+
+/* Runtime and driver version as text ("CUDA runtime 13.0, driver 12.8"), or "-" without CUDA. */
+void device_cuda_version(char *out, size_t n);
+
+#endif

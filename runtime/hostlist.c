@@ -1,0 +1,518 @@
+/*
+ * hostlist.c - SLURM host lists ("node[01-04,07],login") and SLURM_TASKS_PER_NODE ("2(x3),1")
+ * expanded in-process (see hostlist.h).
+ *
+ * Both parsers run in two passes over the string: the first validates everything and counts the
+ * output without allocating, so a malformed or oversized list is refused before any memory is
+ * taken and the second pass, which fills the output, has only out-of-memory left to fail on.
+ */
+#include "hostlist.h"
+
+#include "status.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Numbers inside brackets: 18 decimal digits always fit an unsigned long long, and no real
+ * cluster numbers its nodes beyond that. */
+#define HOSTLIST_MAX_DIGITS 18
+
+/* Inputs are quoted in full in messages up to this length; the 2 KiB last-error buffer must keep
+ * room for the explanation that follows the quote. Positions still refer to the full string. */
+#define HOSTLIST_MAX_QUOTED 1000
+
+static int hostlist_is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* Describes one character for a message: printable ones quoted, others by code, so a stray
+ * tab or newline is visible. */
+static const char *hostlist_char_desc(char c, char buf[24])
+{
+    unsigned char u = (unsigned char)c;
+    if (u == ' ')
+        snprintf(buf, 24, "a blank");
+    else if (u > 0x20 && u < 0x7f)
+        snprintf(buf, 24, "'%c'", c);
+    else
+        snprintf(buf, 24, "character 0x%02x", u);
+    return buf;
+}
+
+/* Records "<what>='<s>' is not a valid <kind>: <reason> (expected <example>)" and returns
+ * DT_ERR_ENV. Without a what: "<kind> '<s>' is not valid: ...". */
+static dt_status hostlist_fail(const char *what, const char *kind, const char *example,
+                               const char *s, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static dt_status hostlist_fail(const char *what, const char *kind, const char *example,
+                               const char *s, const char *fmt, ...)
+{
+    char reason[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+
+    size_t n = strlen(s);
+    int shown = n > HOSTLIST_MAX_QUOTED ? HOSTLIST_MAX_QUOTED : (int)n;
+    const char *cut = n > HOSTLIST_MAX_QUOTED ? "..." : "";
+    if (what != NULL)
+        return dt_set_error(DT_ERR_ENV, "%s='%.*s%s' is not a valid %s: %s (expected %s)", what, shown,
+                            s, cut, kind, reason, example);
+    return dt_set_error(DT_ERR_ENV, "%s '%.*s%s' is not valid: %s (expected %s)", kind, shown, s, cut,
+                        reason, example);
+}
+
+/* ================================================================ host lists */
+
+#define HL_KIND "host list"
+#define HL_EXAMPLE "comma-separated names such as node[01-04,07],gpu-a[1-2],login"
+#define HL_FAIL(...) hostlist_fail(what, HL_KIND, HL_EXAMPLE, s, __VA_ARGS__)
+
+/* What the validating pass learns, to size the expanding pass's buffers exactly. */
+typedef struct hostlist_shape {
+    size_t total;      /* names in all */
+    size_t max_groups; /* most bracket groups in one element */
+    size_t max_len;    /* longest name, without the terminator */
+} hostlist_shape;
+
+static size_t hostlist_num_digits(unsigned long long v)
+{
+    size_t d = 1;
+    while (v >= 10) {
+        v /= 10;
+        d++;
+    }
+    return d;
+}
+
+/* Reads the run of digits at s[*pos] into *val and advances *pos past it. Returns the number of
+ * digits (0 when s[*pos] is not a digit), or -1 when there are more than HOSTLIST_MAX_DIGITS
+ * (then *pos is not moved). */
+static int hostlist_read_number(const char *s, size_t *pos, unsigned long long *val)
+{
+    size_t i = *pos;
+    unsigned long long v = 0;
+    int n = 0;
+    while (hostlist_is_digit(s[i])) {
+        if (n == HOSTLIST_MAX_DIGITS)
+            return -1;
+        v = v * 10 + (unsigned long long)(s[i] - '0');
+        n++;
+        i++;
+    }
+    *pos = i;
+    *val = v;
+    return n;
+}
+
+/* Reads one bound of a range inside the group opened at s[open]; `upper` selects the wording of
+ * the errors, and rpos is where the range starts. */
+static dt_status hostlist_scan_bound(const char *what, const char *s, size_t *pos, size_t open,
+                                     size_t rpos, int upper, unsigned long long *val, int *width)
+{
+    char desc[24];
+    size_t i = *pos;
+    char c = s[i];
+    if (c == '\0')
+        return HL_FAIL("the '[' at position %zu is never closed", open + 1);
+    if (c == '[')
+        return HL_FAIL("nested '[' at position %zu (brackets cannot nest)", i + 1);
+    if (!upper && (c == ',' || c == ']'))
+        return HL_FAIL("empty range at position %zu", i + 1);
+    if (upper && (c == ',' || c == ']'))
+        return HL_FAIL("the range at position %zu has no upper bound after its '-'", rpos + 1);
+    if (!upper && c == '-')
+        return HL_FAIL("the range at position %zu has no lower bound before its '-'", rpos + 1);
+    if (!hostlist_is_digit(c))
+        return HL_FAIL("%s at position %zu is not a digit (brackets hold numbers and ranges such as "
+                       "01-04)",
+                       hostlist_char_desc(c, desc), i + 1);
+    int n = hostlist_read_number(s, &i, val);
+    if (n < 0)
+        return HL_FAIL("the number at position %zu is too large (at most %d digits)", i + 1,
+                       HOSTLIST_MAX_DIGITS);
+    *width = n;
+    *pos = i;
+    return DT_OK;
+}
+
+/* Adds b to a, saturating at HOSTLIST_MAX_ENTRIES + 1: only "over the limit" matters past it. */
+static unsigned long long hostlist_sat_add(unsigned long long a, unsigned long long b)
+{
+    const unsigned long long cap = HOSTLIST_MAX_ENTRIES + 1ULL;
+    return (a >= cap || b >= cap || a + b >= cap) ? cap : a + b;
+}
+
+static unsigned long long hostlist_sat_mul(unsigned long long a, unsigned long long b)
+{
+    const unsigned long long cap = HOSTLIST_MAX_ENTRIES + 1ULL;
+    if (a >= cap || b >= cap)
+        return cap;
+    /* Both are at most HOSTLIST_MAX_ENTRIES here, so the product cannot wrap. */
+    return a * b >= cap ? cap : a * b;
+}
+
+/* Pass 1: validates the whole list and measures it, allocating nothing. */
+static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *shape)
+{
+    char desc[24];
+    size_t i = 0;
+    unsigned long long total = 0;
+
+    shape->total = shape->max_groups = shape->max_len = 0;
+    if (s[0] == '\0')
+        return HL_FAIL("it is empty");
+    for (;;) {
+        size_t start = i, groups = 0, len = 0;
+        unsigned long long count = 1; /* names this element expands to */
+        while (s[i] != '\0' && s[i] != ',') {
+            char c = s[i];
+            unsigned char u = (unsigned char)c;
+            if (c == '[') {
+                size_t open = i++;
+                unsigned long long gsize = 0; /* numbers in this group */
+                size_t gwidth = 0;            /* widest number it prints */
+                for (;;) {
+                    size_t rpos = i;
+                    unsigned long long lo = 0, hi = 0;
+                    int wlo = 0, whi = 0;
+                    dt_status st = hostlist_scan_bound(what, s, &i, open, rpos, 0, &lo, &wlo);
+                    if (st != DT_OK)
+                        return st;
+                    hi = lo;
+                    if (s[i] == '-') {
+                        i++;
+                        st = hostlist_scan_bound(what, s, &i, open, rpos, 1, &hi, &whi);
+                        if (st != DT_OK)
+                            return st;
+                        if (hi < lo)
+                            return HL_FAIL("the range %.*s at position %zu is descending", (int)(i - rpos),
+                                           s + rpos, rpos + 1);
+                    }
+                    gsize = hostlist_sat_add(gsize, hi - lo + 1);
+                    /* Padding comes from the lower bound's text; the upper bound may be wider. */
+                    size_t w = hostlist_num_digits(hi);
+                    if ((size_t)wlo > w)
+                        w = (size_t)wlo;
+                    if (w > gwidth)
+                        gwidth = w;
+
+                    c = s[i];
+                    if (c == ',') {
+                        i++;
+                        continue;
+                    }
+                    if (c == ']') {
+                        i++;
+                        break;
+                    }
+                    if (c == '\0')
+                        return HL_FAIL("the '[' at position %zu is never closed", open + 1);
+                    if (c == '[')
+                        return HL_FAIL("nested '[' at position %zu (brackets cannot nest)", i + 1);
+                    if (c == '-')
+                        return HL_FAIL("the range at position %zu has more than one '-'", rpos + 1);
+                    return HL_FAIL("%s at position %zu is not a digit (brackets hold numbers and "
+                                   "ranges such as 01-04)",
+                                   hostlist_char_desc(c, desc), i + 1);
+                }
+                groups++;
+                len += gwidth;
+                count = hostlist_sat_mul(count, gsize);
+            } else if (c == ']') {
+                return HL_FAIL("the ']' at position %zu has no matching '['", i + 1);
+            } else if (u <= 0x20 || u == 0x7f) {
+                /* A blank or control character can never be part of a host name; it is almost
+                 * always a quoting mistake, better caught here than by a failed connection. */
+                return HL_FAIL("%s at position %zu cannot be part of a host name",
+                               hostlist_char_desc(c, desc), i + 1);
+            } else {
+                len++;
+                i++;
+            }
+        }
+        if (i == start)
+            return HL_FAIL("empty element at position %zu (a comma at the start or end, or two in a "
+                           "row)",
+                           i + 1);
+        total = hostlist_sat_add(total, count);
+        if (total > HOSTLIST_MAX_ENTRIES)
+            return HL_FAIL("it expands to more than %d names (the limit is passed by the element at "
+                           "position %zu)",
+                           HOSTLIST_MAX_ENTRIES, start + 1);
+        if (groups > shape->max_groups)
+            shape->max_groups = groups;
+        if (len > shape->max_len)
+            shape->max_len = len;
+        if (s[i] == '\0')
+            break;
+        i++; /* the comma */
+    }
+    shape->total = (size_t)total;
+    return DT_OK;
+}
+
+/* Where one bracket group stands during expansion. The group's text is known valid. */
+typedef struct hostlist_group {
+    size_t first;            /* index of its first range, just after the '[' */
+    size_t next;             /* index just after the current range: ',' or ']' */
+    unsigned long long val;  /* current number */
+    unsigned long long hi;   /* last number of the current range */
+    int width;               /* zero padding of the current range */
+} hostlist_group;
+
+/* Makes the range starting at s[pos] the group's current one, at its lower bound. */
+static void hostlist_group_load(const char *s, hostlist_group *g, size_t pos)
+{
+    unsigned long long lo = 0, hi = 0; /* always read: the text was validated by pass 1 */
+    size_t i = pos;
+    int w = hostlist_read_number(s, &i, &lo);
+    hi = lo;
+    if (s[i] == '-') {
+        i++;
+        (void)hostlist_read_number(s, &i, &hi);
+    }
+    g->val = lo;
+    g->hi = hi;
+    g->width = w;
+    g->next = i;
+}
+
+/* Pass 2: writes every name of the validated list s into names[0 .. shape->total). On failure the
+ * names written so far are freed; the array itself stays the caller's. */
+static dt_status hostlist_expand(const char *s, const hostlist_shape *shape, char **names)
+{
+    size_t ngroups_max = shape->max_groups > 0 ? shape->max_groups : 1;
+    hostlist_group *groups = malloc(ngroups_max * sizeof *groups);
+    char *buf = malloc(shape->max_len + 1);
+    size_t k = 0, i = 0;
+
+    if (groups == NULL || buf == NULL)
+        goto nomem;
+    for (;;) {
+        size_t start = i, ng = 0;
+        /* Find this element's groups and its end. */
+        while (s[i] != '\0' && s[i] != ',') {
+            if (s[i] == '[') {
+                groups[ng].first = i + 1;
+                hostlist_group_load(s, &groups[ng], i + 1);
+                ng++;
+                while (s[i] != ']')
+                    i++;
+            }
+            i++;
+        }
+        size_t end = i;
+
+        /* Odometer over the groups, the last one turning fastest, as SLURM orders them. */
+        for (;;) {
+            size_t len = 0, g = 0;
+            for (size_t j = start; j < end; j++) {
+                if (s[j] == '[') {
+                    len += (size_t)snprintf(buf + len, shape->max_len + 1 - len, "%0*llu", groups[g].width,
+                                            groups[g].val);
+                    g++;
+                    while (s[j] != ']')
+                        j++;
+                } else {
+                    buf[len++] = s[j];
+                }
+            }
+            buf[len] = '\0';
+            names[k] = malloc(len + 1);
+            if (names[k] == NULL)
+                goto nomem;
+            memcpy(names[k], buf, len + 1);
+            k++;
+
+            size_t t = ng;
+            while (t > 0) {
+                hostlist_group *gr = &groups[t - 1];
+                if (gr->val < gr->hi) {
+                    gr->val++;
+                    break;
+                }
+                if (s[gr->next] == ',') {
+                    hostlist_group_load(s, gr, gr->next + 1);
+                    break;
+                }
+                hostlist_group_load(s, gr, gr->first); /* wrap around and carry */
+                t--;
+            }
+            if (t == 0)
+                break;
+        }
+        if (s[i] == '\0')
+            break;
+        i++;
+    }
+    free(groups);
+    free(buf);
+    if (k != shape->total) { /* the two passes disagree: a bug, never a bad input */
+        for (size_t j = 0; j < k; j++)
+            free(names[j]);
+        return dt_set_error(DT_ERR_INTERNAL, "host list '%.200s': expanded %zu names, counted %zu", s, k,
+                            shape->total);
+    }
+    return DT_OK;
+
+nomem:
+    free(groups);
+    free(buf);
+    for (size_t j = 0; j < k; j++)
+        free(names[j]);
+    return dt_set_error(DT_ERR_NOMEM, "out of memory expanding a host list of %zu names", shape->total);
+}
+
+dt_status hostlist_parse(const char *what, const char *s, char ***names, int *count)
+{
+    if (names == NULL || count == NULL)
+        return dt_set_error(DT_ERR_INTERNAL, "hostlist_parse called with a NULL output pointer");
+    *names = NULL;
+    *count = 0;
+    if (s == NULL)
+        return dt_set_error(DT_ERR_ENV, "%s is not set", what != NULL ? what : HL_KIND);
+
+    hostlist_shape shape;
+    dt_status st = hostlist_scan(what, s, &shape);
+    if (st != DT_OK)
+        return st;
+    char **out = malloc(shape.total * sizeof *out);
+    if (out == NULL)
+        return dt_set_error(DT_ERR_NOMEM, "out of memory expanding a host list of %zu names", shape.total);
+    st = hostlist_expand(s, &shape, out);
+    if (st != DT_OK) {
+        free(out); /* hostlist_expand already freed the names in it */
+        return st;
+    }
+    *names = out;
+    *count = (int)shape.total;
+    return DT_OK;
+}
+
+void hostlist_free(char **names, int count)
+{
+    if (names == NULL)
+        return;
+    for (int i = 0; i < count; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* ================================================================ tasks per node */
+
+#define TPN_KIND "tasks-per-node list"
+#define TPN_EXAMPLE "comma-separated task counts such as 2(x3),1"
+#define TPN_FAIL(...) hostlist_fail(what, TPN_KIND, TPN_EXAMPLE, s, __VA_ARGS__)
+
+/* Reads the positive int at s[*pos]; `role` names it in messages ("task count", "repeat count"). */
+static dt_status tasks_per_node_number(const char *what, const char *s, size_t *pos, const char *role,
+                                       int *out)
+{
+    char desc[24];
+    size_t i = *pos;
+    if (s[i] == '-')
+        return TPN_FAIL("negative %s at position %zu", role, i + 1);
+    if (!hostlist_is_digit(s[i]))
+        return TPN_FAIL("%s at position %zu where a %s was expected",
+                        s[i] == '\0' ? "the end" : hostlist_char_desc(s[i], desc), i + 1, role);
+    long long v = 0;
+    while (hostlist_is_digit(s[i])) {
+        v = v * 10 + (s[i] - '0');
+        if (v > INT_MAX)
+            return TPN_FAIL("the %s at position %zu is too large (at most %d)", role, *pos + 1, INT_MAX);
+        i++;
+    }
+    if (v == 0)
+        return TPN_FAIL("the %s at position %zu is 0 (it must be at least 1)", role, *pos + 1);
+    *out = (int)v;
+    *pos = i;
+    return DT_OK;
+}
+
+/* Validates s and counts its entries; when counts is not NULL also writes them (the second pass,
+ * with counts sized from the first). */
+static dt_status tasks_per_node_scan(const char *what, const char *s, int *counts, size_t *total)
+{
+    char desc[24];
+    size_t i = 0;
+    unsigned long long n = 0;
+
+    if (s[0] == '\0')
+        return TPN_FAIL("it is empty");
+    for (;;) {
+        if (s[i] == ',' || s[i] == '\0')
+            return TPN_FAIL("empty element at position %zu (a comma at the start or end, or two in a "
+                            "row)",
+                            i + 1);
+        if (s[i] == '(')
+            return TPN_FAIL("the '(' at position %zu has no task count before it", i + 1);
+        int tasks = 0, reps = 1;
+        dt_status st = tasks_per_node_number(what, s, &i, "task count", &tasks);
+        if (st != DT_OK)
+            return st;
+        if (s[i] == '(') {
+            size_t open = i++;
+            if (s[i] == '\0')
+                return TPN_FAIL("the '(' at position %zu is never closed", open + 1);
+            if (s[i] != 'x')
+                return TPN_FAIL("%s at position %zu where 'x' was expected (repeats read like 2(x3))",
+                                hostlist_char_desc(s[i], desc), i + 1);
+            i++;
+            if (s[i] == '\0')
+                return TPN_FAIL("the '(' at position %zu is never closed", open + 1);
+            st = tasks_per_node_number(what, s, &i, "repeat count", &reps);
+            if (st != DT_OK)
+                return st;
+            if (s[i] == '\0')
+                return TPN_FAIL("the '(' at position %zu is never closed", open + 1);
+            if (s[i] != ')')
+                return TPN_FAIL("%s at position %zu where ')' was expected", hostlist_char_desc(s[i], desc),
+                                i + 1);
+            i++;
+        }
+        if (n + (unsigned long long)reps > HOSTLIST_MAX_ENTRIES)
+            return TPN_FAIL("it expands to more than %d entries", HOSTLIST_MAX_ENTRIES);
+        if (counts != NULL)
+            for (int r = 0; r < reps; r++)
+                counts[n + (unsigned long long)r] = tasks;
+        n += (unsigned long long)reps;
+        if (s[i] == '\0')
+            break;
+        if (s[i] != ',')
+            return TPN_FAIL("%s at position %zu where ',' or '(xN)' was expected after a task count",
+                            hostlist_char_desc(s[i], desc), i + 1);
+        i++;
+    }
+    *total = (size_t)n;
+    return DT_OK;
+}
+
+dt_status tasks_per_node_parse(const char *what, const char *s, int **counts, int *n)
+{
+    if (counts == NULL || n == NULL)
+        return dt_set_error(DT_ERR_INTERNAL, "tasks_per_node_parse called with a NULL output pointer");
+    *counts = NULL;
+    *n = 0;
+    if (s == NULL)
+        return dt_set_error(DT_ERR_ENV, "%s is not set", what != NULL ? what : "tasks per node");
+
+    size_t total;
+    dt_status st = tasks_per_node_scan(what, s, NULL, &total);
+    if (st != DT_OK)
+        return st;
+    int *out = malloc(total * sizeof *out);
+    if (out == NULL)
+        return dt_set_error(DT_ERR_NOMEM, "out of memory expanding a tasks-per-node list of %zu entries",
+                            total);
+    st = tasks_per_node_scan(what, s, out, &total); /* cannot fail: s was validated above */
+    if (st != DT_OK) {
+        free(out);
+        return st;
+    }
+    *counts = out;
+    *n = (int)total;
+    return DT_OK;
+}

@@ -1,0 +1,73 @@
+/*
+ * log.c - the logger: one fully formatted line per write so lines of different ranks sharing one
+ * terminal do not interleave mid-line.
+ */
+#include "log.h"
+#include "status.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static dt_log_level log_level = DT_LOG_WARN;
+static int log_rank = -1;
+
+static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+
+dt_status log_init_from_env(void)
+{
+    const char *v = getenv("DTRAIN_LOG");
+    if (!v || !*v) return DT_OK;
+    for (int i = 0; i <= DT_LOG_DEBUG; i++) {
+        if (strcasecmp(v, level_names[i]) == 0) {
+            log_level = (dt_log_level)i;
+            return DT_OK;
+        }
+    }
+    return dt_set_error(DT_ERR_ENV, "DTRAIN_LOG='%s' is not a log level; use error, warn, info or debug", v);
+}
+
+void log_set_level(dt_log_level l) { log_level = l; }
+dt_log_level log_get_level(void) { return log_level; }
+void log_set_rank(int rank) { log_rank = rank; }
+
+static void log_vwrite(dt_log_level l, const char *fmt, va_list ap)
+{
+    char host[64] = "?";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    char line[4096];
+    int n;
+    if (log_rank >= 0)
+        n = snprintf(line, sizeof line, "%s:%d [rank %d] dtrain %s ", host, (int)getpid(), log_rank,
+                     level_names[l]);
+    else
+        n = snprintf(line, sizeof line, "%s:%d [rank ?] dtrain %s ", host, (int)getpid(), level_names[l]);
+    if (n < 0 || (size_t)n >= sizeof line) n = 0;
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    size_t len = (m < 0) ? (size_t)n : strnlen(line, sizeof line - 1);
+    if (len == 0 || line[len - 1] != '\n') line[len++] = '\n';
+    fwrite(line, 1, len, stderr);
+    fflush(stderr);
+}
+
+void dt_log(dt_log_level l, const char *fmt, ...)
+{
+    if (l > log_level) return;
+    va_list ap;
+    va_start(ap, fmt);
+    log_vwrite(l, fmt, ap);
+    va_end(ap);
+}
+
+void dt_log0(dt_log_level l, const char *fmt, ...)
+{
+    if (l > log_level || log_rank > 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    log_vwrite(l, fmt, ap);
+    va_end(ap);
+}

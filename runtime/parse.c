@@ -1,0 +1,168 @@
+/*
+ * parse.c - strict decimal parsing of environment-variable and flag values (see parse.h).
+ *
+ * The syntax is checked by hand before strtol/strtod run, because those functions accept leading
+ * whitespace, hex prefixes, "nan"/"inf" and stop quietly at trailing garbage; a value that
+ * SLURM_PROCID or DTRAIN_TIMEOUT was not meant to hold must be reported, not silently truncated.
+ */
+#include "parse.h"
+
+#include "status.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Values are quoted in full in messages, up to this many characters: the last-error buffer is
+ * 2 KiB and the "expected ..." part after the value must not be cut off. */
+#define PARSE_MAX_QUOTED 200
+
+static int parse_is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static int parse_is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* Why a value that fails the syntax check failed, worded for the message. */
+static const char *parse_syntax_reason(const char *value, const char *what)
+{
+    size_t n = strlen(value);
+    if (n == 0)
+        return "is empty";
+    /* Blanks are the most common mistake (quoted shell assignments); name them explicitly. */
+    if (parse_is_space(value[0]) || parse_is_space(value[n - 1]))
+        return "has leading or trailing whitespace";
+    return what;
+}
+
+/* Quotes at most PARSE_MAX_QUOTED characters of value, marking a cut with "...". */
+static int parse_quoted_len(const char *value)
+{
+    return strlen(value) > PARSE_MAX_QUOTED ? PARSE_MAX_QUOTED : (int)strlen(value);
+}
+
+static const char *parse_quoted_tail(const char *value)
+{
+    return strlen(value) > PARSE_MAX_QUOTED ? "..." : "";
+}
+
+/* True when s is [+-]?[0-9]+ and nothing else. */
+static int parse_int_syntax_ok(const char *s)
+{
+    if (*s == '+' || *s == '-')
+        s++;
+    if (!parse_is_digit(*s))
+        return 0;
+    while (parse_is_digit(*s))
+        s++;
+    return *s == '\0';
+}
+
+dt_status parse_int(const char *name, const char *value, long lo, long hi, int *out)
+{
+    if (name == NULL || out == NULL)
+        return dt_set_error(DT_ERR_INTERNAL, "parse_int called with a NULL %s",
+                            name == NULL ? "name" : "output pointer");
+    /* *out is an int: a wider bound could accept a value that does not fit. */
+    if (lo < INT_MIN)
+        lo = INT_MIN;
+    if (hi > INT_MAX)
+        hi = INT_MAX;
+    if (lo > hi)
+        return dt_set_error(DT_ERR_INTERNAL, "parse_int(%s): empty range [%ld, %ld]", name, lo, hi);
+    if (value == NULL)
+        return dt_set_error(DT_ERR_ENV, "%s is not set (expected an integer from %ld to %ld)", name,
+                            lo, hi);
+
+    if (!parse_int_syntax_ok(value))
+        return dt_set_error(DT_ERR_ENV, "%s='%.*s%s' %s (expected an integer from %ld to %ld)", name,
+                            parse_quoted_len(value), value, parse_quoted_tail(value),
+                            parse_syntax_reason(value, "is not a whole number"), lo, hi);
+
+    /* The syntax is known good, so strtol reads every character; ERANGE is its only failure. */
+    errno = 0;
+    long v = strtol(value, NULL, 10);
+    if (errno == ERANGE || v < lo || v > hi)
+        return dt_set_error(DT_ERR_ENV, "%s='%.*s%s' is out of range (expected an integer from %ld to %ld)",
+                            name, parse_quoted_len(value), value, parse_quoted_tail(value), lo, hi);
+    *out = (int)v;
+    return DT_OK;
+}
+
+/* True when s is [+-]?(digits[.digits*]|.digits)([eE][+-]?digits)? and nothing else. */
+static int parse_double_syntax_ok(const char *s)
+{
+    int mantissa_digits = 0;
+    if (*s == '+' || *s == '-')
+        s++;
+    while (parse_is_digit(*s)) {
+        s++;
+        mantissa_digits++;
+    }
+    if (*s == '.') {
+        s++;
+        while (parse_is_digit(*s)) {
+            s++;
+            mantissa_digits++;
+        }
+    }
+    if (mantissa_digits == 0)
+        return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (!parse_is_digit(*s))
+            return 0;
+        while (parse_is_digit(*s))
+            s++;
+    }
+    return *s == '\0';
+}
+
+/* True for the spellings strtod would turn into a NaN or an infinity, to say "not finite" rather
+ * than the vaguer "not a number" for them. */
+static int parse_is_nonfinite_word(const char *s)
+{
+    if (*s == '+' || *s == '-')
+        s++;
+    return strncasecmp(s, "nan", 3) == 0 || strncasecmp(s, "inf", 3) == 0;
+}
+
+dt_status parse_double(const char *name, const char *value, double lo, double hi, double *out)
+{
+    if (name == NULL || out == NULL)
+        return dt_set_error(DT_ERR_INTERNAL, "parse_double called with a NULL %s",
+                            name == NULL ? "name" : "output pointer");
+    if (!(lo <= hi)) /* also catches a NaN bound */
+        return dt_set_error(DT_ERR_INTERNAL, "parse_double(%s): empty range [%g, %g]", name, lo, hi);
+    if (value == NULL)
+        return dt_set_error(DT_ERR_ENV, "%s is not set (expected a number from %.15g to %.15g)", name,
+                            lo, hi);
+
+    if (!parse_double_syntax_ok(value)) {
+        const char *why = parse_is_nonfinite_word(value) ? "is not a finite number" : "is not a number";
+        return dt_set_error(DT_ERR_ENV, "%s='%.*s%s' %s (expected a number from %.15g to %.15g)", name,
+                            parse_quoted_len(value), value, parse_quoted_tail(value),
+                            parse_syntax_reason(value, why), lo, hi);
+    }
+
+    /* ERANGE covers both overflow (1e999) and underflow (1e-999): neither is the value the user
+     * wrote, so both are reported instead of being rounded to infinity or zero. */
+    errno = 0;
+    double v = strtod(value, NULL);
+    if (errno == ERANGE)
+        return dt_set_error(DT_ERR_ENV,
+                            "%s='%.*s%s' is out of range: too large or too small in magnitude for a "
+                            "double (expected a number from %.15g to %.15g)",
+                            name, parse_quoted_len(value), value, parse_quoted_tail(value), lo, hi);
+    if (!isfinite(v) || v < lo || v > hi)
+        return dt_set_error(DT_ERR_ENV, "%s='%.*s%s' is out of range (expected a number from %.15g to %.15g)",
+                            name, parse_quoted_len(value), value, parse_quoted_tail(value), lo, hi);
+    *out = v;
+    return DT_OK;
+}

@@ -1,0 +1,28 @@
+/*
+ * parse.h - strict parsing of numbers taken from environment variables and command-line flags.
+ *
+ * A launcher variable such as SLURM_PROCID=" 3" or DTRAIN_TIMEOUT="10s" must fail loudly instead of
+ * being half-read by atoi/strtol: the whole string has to be a decimal number inside [lo, hi].
+ * Every failure returns DT_ERR_ENV through dt_set_error() with a message that names the variable,
+ * quotes its exact value and says what was expected, and leaves *out untouched.
+ */
+#ifndef DT_RUNTIME_PARSE_H
+#define DT_RUNTIME_PARSE_H
+
+#include "dtrain.h"
+
+/* Parses value as a decimal integer in [lo, hi] into *out.
+ * Accepted: an optional '+' or '-' followed by one or more digits 0-9, nothing else (no blanks,
+ * no hex, no trailing text). value NULL fails with "NAME is not set". lo and hi are clamped to the
+ * range of int. lo > hi, or name/out NULL, is a caller bug and fails with DT_ERR_INTERNAL. */
+dt_status parse_int(const char *name, const char *value, long lo, long hi, int *out);
+
+/* Parses value as a finite decimal floating-point number in [lo, hi] into *out.
+ * Accepted: an optional sign, digits with an optional '.' and fraction (at least one digit in
+ * all), then an optional exponent e/E, optional sign, digits: "600", "0.5", ".5", "1e3", "-2.5E-1".
+ * Rejected: blanks, hex ("0x1p3"), "nan", "inf", trailing text, and values too large or too small
+ * in magnitude for a double. Uses strtod, so the decimal point is '.' only under the C locale,
+ * which is what a library process has unless the application calls setlocale(). */
+dt_status parse_double(const char *name, const char *value, double lo, double hi, double *out);
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * status.c - status codes, their descriptions and the per-thread last-error message.
+ */
+#include "status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static _Thread_local char last_error[2048];
+
+const char *dt_strerror(dt_status s)
+{
+    switch (s) {
+    case DT_OK: return "success";
+    case DT_ERR_INVALID_ARG: return "invalid argument";
+    case DT_ERR_ENV: return "bad environment variable";
+    case DT_ERR_MPI: return "MPI error";
+    case DT_ERR_DEVICE: return "device error";
+    case DT_ERR_NOMEM: return "out of memory";
+    case DT_ERR_IO: return "I/O error";
+    case DT_ERR_CORRUPT: return "corrupt data";
+    case DT_ERR_TIMEOUT: return "timeout";
+    case DT_ERR_UNSUPPORTED: return "not supported by this build";
+    case DT_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+const char *dt_last_error(void) { return last_error; }
+
+void dt_clear_error(void) { last_error[0] = '\0'; }
+
+dt_status dt_set_error(dt_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return s;
+}

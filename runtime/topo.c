@@ -1,0 +1,324 @@
+/*
+ * topo.c - launcher detection, strict parsing of the launcher's variables, the MPI view of the
+ * same facts, and the cross-check between the two.
+ *
+ * Detection order matters because variables of other launchers can be present and stale: under
+ * mpirun inside an sbatch job SLURM_PROCID/SLURM_LOCALID come from the batch step and are wrong,
+ * so OMPI_COMM_WORLD_SIZE wins over SLURM_*. Under srun there are no OMPI_* variables at all.
+ */
+#include "topo.h"
+#include "hostlist.h"
+#include "parse.h"
+#include "status.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOPO_MAX_RANKS (INT_MAX - 1)
+
+static const char *topo_process_getenv(const char *name, void *arg)
+{
+    (void)arg;
+    return getenv(name);
+}
+
+/* A set variable: present and not empty. An empty value counts as set so that it is reported as
+ * malformed rather than silently ignored. */
+static int has(topo_getenv_fn get, void *arg, const char *name) { return get(name, arg) != NULL; }
+
+/* Parses variable `name` into *out when it is set; leaves *out at -1 when it is not. */
+static dt_status read_opt(topo_getenv_fn get, void *arg, const char *name, long lo, int *out,
+                          const char **var)
+{
+    const char *v = get(name, arg);
+    if (!v) return DT_OK;
+    dt_status s = parse_int(name, v, lo, TOPO_MAX_RANKS, out);
+    if (s == DT_OK && var) *var = name;
+    return s;
+}
+
+static dt_status read_req(topo_getenv_fn get, void *arg, const char *name, long lo, int *out,
+                          const char **var, const char *launcher)
+{
+    if (!get(name, arg))
+        return dt_set_error(DT_ERR_ENV,
+                            "%s is not set although the other variables say %s started this process; "
+                            "start the job with the launcher's normal command or unset its variables",
+                            name, launcher);
+    return read_opt(get, arg, name, lo, out, var);
+}
+
+static dt_launcher topo_detect(topo_getenv_fn get, void *arg)
+{
+    if (has(get, arg, "OMPI_COMM_WORLD_SIZE")) return DT_LAUNCHER_OPENMPI;
+    /* mpiexec.hydra sets MPI_LOCALRANKID; srun --mpi=pmi2 sets PMI_RANK too but not that one. */
+    if (has(get, arg, "PMI_RANK") &&
+        (has(get, arg, "MPI_LOCALRANKID") || !has(get, arg, "SLURM_STEP_ID")))
+        return DT_LAUNCHER_HYDRA;
+    if (has(get, arg, "SLURM_STEP_ID") && has(get, arg, "SLURM_PROCID")) return DT_LAUNCHER_SLURM;
+    if (has(get, arg, "PMIX_RANK")) return DT_LAUNCHER_PMIX;
+    if (has(get, arg, "RANK") && has(get, arg, "WORLD_SIZE")) return DT_LAUNCHER_TORCHRUN;
+    return DT_LAUNCHER_NONE;
+}
+
+static dt_status topo_read_slurm(topo_getenv_fn get, void *arg, topo_env *e)
+{
+    dt_status s;
+    if ((s = read_req(get, arg, "SLURM_PROCID", 0, &e->rank, &e->rank_var, "srun")) ||
+        (s = read_req(get, arg, "SLURM_NTASKS", 1, &e->size, &e->size_var, "srun")) ||
+        (s = read_opt(get, arg, "SLURM_LOCALID", 0, &e->local_rank, &e->local_rank_var)) ||
+        (s = read_opt(get, arg, "SLURM_NODEID", 0, &e->node, &e->node_var)) ||
+        (s = read_opt(get, arg, "SLURM_NNODES", 1, &e->num_nodes, &e->num_nodes_var)))
+        return s;
+    /* The step's node list describes the nodes of this srun; the job's may be larger. */
+    const char *hv = get("SLURM_STEP_NODELIST", arg) ? "SLURM_STEP_NODELIST"
+                     : get("SLURM_JOB_NODELIST", arg)                             ? "SLURM_JOB_NODELIST"
+                     : get("SLURM_NODELIST", arg)                                 ? "SLURM_NODELIST"
+                                                                                  : NULL;
+    if (hv) {
+        if ((s = hostlist_parse(hv, get(hv, arg), &e->hosts, &e->num_hosts))) return s;
+        e->hosts_var = hv;
+        if (e->num_nodes >= 0 && e->num_hosts != e->num_nodes && strcmp(hv, "SLURM_STEP_NODELIST") == 0)
+            return dt_set_error(DT_ERR_ENV, "%s='%s' names %d nodes but SLURM_NNODES=%d; the SLURM "
+                                "variables disagree, so they cannot be trusted: rerun with a clean srun",
+                                hv, get(hv, arg), e->num_hosts, e->num_nodes);
+        if (e->node >= 0 && e->node >= e->num_hosts)
+            return dt_set_error(DT_ERR_ENV, "SLURM_NODEID=%d is not below the %d nodes of %s='%s'",
+                                e->node, e->num_hosts, hv, get(hv, arg));
+    }
+    const char *tv = get("SLURM_STEP_TASKS_PER_NODE", arg) ? "SLURM_STEP_TASKS_PER_NODE"
+                     : get("SLURM_TASKS_PER_NODE", arg)    ? "SLURM_TASKS_PER_NODE"
+                                                           : NULL;
+    if (tv && e->node >= 0) {
+        int *counts = NULL, n = 0;
+        if ((s = tasks_per_node_parse(tv, get(tv, arg), &counts, &n))) return s;
+        if (e->node < n) {
+            e->local_size = counts[e->node];
+            e->local_size_var = tv;
+        }
+        free(counts);
+    }
+    return DT_OK;
+}
+
+dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out)
+{
+    if (!get) get = topo_process_getenv;
+    topo_env e;
+    memset(&e, 0, sizeof e);
+    e.rank = e.size = e.local_rank = e.local_size = e.node = e.num_nodes = e.pmix_rank = -1;
+    e.launcher = topo_detect(get, arg);
+    dt_status s = DT_OK;
+
+    switch (e.launcher) {
+    case DT_LAUNCHER_OPENMPI:
+        if ((s = read_req(get, arg, "OMPI_COMM_WORLD_RANK", 0, &e.rank, &e.rank_var, "mpirun")) ||
+            (s = read_req(get, arg, "OMPI_COMM_WORLD_SIZE", 1, &e.size, &e.size_var, "mpirun")) ||
+            (s = read_opt(get, arg, "OMPI_COMM_WORLD_LOCAL_RANK", 0, &e.local_rank, &e.local_rank_var)) ||
+            (s = read_opt(get, arg, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, &e.local_size, &e.local_size_var)))
+            goto fail;
+        break;
+    case DT_LAUNCHER_SLURM:
+        if ((s = topo_read_slurm(get, arg, &e))) goto fail;
+        break;
+    case DT_LAUNCHER_HYDRA:
+        if ((s = read_req(get, arg, "PMI_RANK", 0, &e.rank, &e.rank_var, "mpiexec")) ||
+            (s = read_opt(get, arg, "PMI_SIZE", 1, &e.size, &e.size_var)) ||
+            (s = read_opt(get, arg, "MPI_LOCALRANKID", 0, &e.local_rank, &e.local_rank_var)) ||
+            (s = read_opt(get, arg, "MPI_LOCALNRANKS", 1, &e.local_size, &e.local_size_var)))
+            goto fail;
+        break;
+    case DT_LAUNCHER_TORCHRUN:
+        if ((s = read_req(get, arg, "RANK", 0, &e.rank, &e.rank_var, "torchrun")) ||
+            (s = read_req(get, arg, "WORLD_SIZE", 1, &e.size, &e.size_var, "torchrun")) ||
+            (s = read_opt(get, arg, "LOCAL_RANK", 0, &e.local_rank, &e.local_rank_var)) ||
+            (s = read_opt(get, arg, "LOCAL_WORLD_SIZE", 1, &e.local_size, &e.local_size_var)) ||
+            (s = read_opt(get, arg, "GROUP_RANK", 0, &e.node, &e.node_var)))
+            goto fail;
+        break;
+    case DT_LAUNCHER_PMIX:
+    case DT_LAUNCHER_NONE:
+        break;
+    }
+    /* PMIX_RANK comes from the PMIx server of mpirun or srun --mpi=pmix, so it is never stale. */
+    if (e.launcher == DT_LAUNCHER_OPENMPI || e.launcher == DT_LAUNCHER_SLURM || e.launcher == DT_LAUNCHER_PMIX) {
+        if ((s = read_opt(get, arg, "PMIX_RANK", 0, &e.pmix_rank, NULL))) goto fail;
+        if (e.launcher == DT_LAUNCHER_PMIX) {
+            e.rank = e.pmix_rank;
+            e.rank_var = "PMIX_RANK";
+        }
+    }
+
+    /* Relations within the launcher's own variables. */
+    if (e.rank >= 0 && e.size >= 0 && e.rank >= e.size) {
+        s = dt_set_error(DT_ERR_ENV, "%s=%d is not below %s=%d: a rank must be smaller than the world "
+                         "size; the launcher's variables are inconsistent (set by hand?)",
+                         e.rank_var, e.rank, e.size_var, e.size);
+        goto fail;
+    }
+    if (e.local_rank >= 0 && e.local_size >= 0 && e.local_rank >= e.local_size) {
+        s = dt_set_error(DT_ERR_ENV, "%s=%d is not below %s=%d: a local rank must be smaller than the "
+                         "number of ranks on the node",
+                         e.local_rank_var, e.local_rank, e.local_size_var, e.local_size);
+        goto fail;
+    }
+    if (e.local_size >= 0 && e.size >= 0 && e.local_size > e.size) {
+        s = dt_set_error(DT_ERR_ENV, "%s=%d is larger than %s=%d", e.local_size_var, e.local_size,
+                         e.size_var, e.size);
+        goto fail;
+    }
+    *out = e;
+    return DT_OK;
+fail:
+    topo_env_free(&e);
+    return s;
+}
+
+void topo_env_free(topo_env *e)
+{
+    if (!e) return;
+    if (e->hosts) hostlist_free(e->hosts, e->num_hosts);
+    e->hosts = NULL;
+    e->num_hosts = 0;
+}
+
+/* ---------------------------------------------------------------- cross-check */
+
+static const char *launch_hint(dt_launcher l)
+{
+    switch (l) {
+    case DT_LAUNCHER_SLURM:
+        return "srun must hand the job to MPI through PMIx: run `srun --mpi=pmix ...` (or set "
+               "MpiDefault=pmix in slurm.conf), or start the ranks with mpirun";
+    case DT_LAUNCHER_TORCHRUN:
+        return "dtrain takes its ranks from MPI, not from torchrun: start it with mpirun or "
+               "`srun --mpi=pmix`, or unset RANK and WORLD_SIZE";
+    case DT_LAUNCHER_HYDRA:
+        return "the MPI library dtrain was built with does not speak this mpiexec's PMI: use the "
+               "mpirun of the same MPI";
+    default:
+        return "start every rank with the same launcher and the mpirun of the MPI dtrain was built with";
+    }
+}
+
+dt_status topo_check(const topo_env *e, const topo_mpi *m)
+{
+    const char *name = dt_launcher_name(e->launcher);
+    if (e->size > 1 && m->size == 1)
+        return dt_set_error(DT_ERR_MPI,
+                            "%s=%d but MPI sees a world of 1: every process started as its own MPI "
+                            "singleton and would train alone. Fix: %s",
+                            e->size_var, e->size, launch_hint(e->launcher));
+    if (e->size >= 0 && e->size != m->size)
+        return dt_set_error(DT_ERR_MPI, "%s=%d but MPI_COMM_WORLD has %d ranks (launcher %s). Fix: %s",
+                            e->size_var, e->size, m->size, name, launch_hint(e->launcher));
+    if (e->rank >= 0 && e->rank != m->rank)
+        return dt_set_error(DT_ERR_MPI, "%s=%d but MPI says this is rank %d (launcher %s). Fix: %s",
+                            e->rank_var, e->rank, m->rank, name, launch_hint(e->launcher));
+    if (e->pmix_rank >= 0 && e->pmix_rank != m->rank)
+        return dt_set_error(DT_ERR_MPI, "PMIX_RANK=%d but MPI says this is rank %d. Fix: %s",
+                            e->pmix_rank, m->rank, launch_hint(e->launcher));
+    if (e->local_rank >= 0 && e->local_rank != m->local_rank)
+        return dt_set_error(DT_ERR_MPI,
+                            "%s=%d but MPI says this is local rank %d of the %d ranks sharing this "
+                            "node's memory. Fix: place ranks so the launcher and MPI agree on nodes "
+                            "(one launcher per job), or unset the stale %s",
+                            e->local_rank_var, e->local_rank, m->local_rank, m->local_size,
+                            e->local_rank_var);
+    if (e->local_size >= 0 && e->local_size != m->local_size)
+        return dt_set_error(DT_ERR_MPI,
+                            "%s=%d but MPI finds %d ranks sharing this node's memory. Fix: place ranks "
+                            "so the launcher and MPI agree on nodes, or unset the stale %s",
+                            e->local_size_var, e->local_size, m->local_size, e->local_size_var);
+    if (e->num_nodes >= 0 && e->num_nodes != m->num_nodes)
+        return dt_set_error(DT_ERR_MPI, "%s=%d but MPI finds ranks on %d nodes. Fix: %s",
+                            e->num_nodes_var, e->num_nodes, m->num_nodes, launch_hint(e->launcher));
+    /* Only the step's list must match: the job's may hold nodes this step does not use. */
+    if (e->hosts_var && strcmp(e->hosts_var, "SLURM_STEP_NODELIST") == 0 && e->num_hosts != m->num_nodes)
+        return dt_set_error(DT_ERR_MPI, "%s names %d nodes but MPI finds ranks on %d nodes. Fix: %s",
+                            e->hosts_var, e->num_hosts, m->num_nodes, launch_hint(e->launcher));
+    return DT_OK;
+}
+
+/* ---------------------------------------------------------------- the MPI view */
+
+#define MPI_TRY(call)                                                                              \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ != MPI_SUCCESS) {                                                                  \
+            char msg_[MPI_MAX_ERROR_STRING];                                                       \
+            int len_ = 0;                                                                          \
+            MPI_Error_string(rc_, msg_, &len_);                                                    \
+            s = dt_set_error(DT_ERR_MPI, "%s failed: %s", #call, msg_);                            \
+            goto done;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+dt_status topo_query_mpi(MPI_Comm world, topo_mpi *out, MPI_Comm *local_comm, char ***node_names)
+{
+    dt_status s = DT_OK;
+    MPI_Comm local = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
+    char *all = NULL;
+    char **names = NULL;
+    topo_mpi m;
+    MPI_TRY(MPI_Comm_rank(world, &m.rank));
+    MPI_TRY(MPI_Comm_size(world, &m.size));
+    MPI_TRY(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, m.rank, MPI_INFO_NULL, &local));
+    MPI_TRY(MPI_Comm_rank(local, &m.local_rank));
+    MPI_TRY(MPI_Comm_size(local, &m.local_size));
+    /* The lowest rank of each node leads it; leaders ordered by world rank number the nodes. */
+    MPI_TRY(MPI_Comm_split(world, m.local_rank == 0 ? 0 : MPI_UNDEFINED, m.rank, &leaders));
+    int node = 0, num_nodes = 0;
+    char host[MPI_MAX_PROCESSOR_NAME] = {0};
+    int hl = 0;
+    MPI_TRY(MPI_Get_processor_name(host, &hl));
+    if (leaders != MPI_COMM_NULL) {
+        MPI_TRY(MPI_Comm_rank(leaders, &node));
+        MPI_TRY(MPI_Comm_size(leaders, &num_nodes));
+    }
+    int nn[2] = {node, num_nodes};
+    MPI_TRY(MPI_Bcast(nn, 2, MPI_INT, 0, local));
+    m.node = nn[0];
+    m.num_nodes = nn[1];
+    /* Every rank learns every node's name: leaders gather, then the block goes to all. */
+    all = calloc((size_t)m.num_nodes, MPI_MAX_PROCESSOR_NAME);
+    if (!all) {
+        s = dt_set_error(DT_ERR_NOMEM, "out of memory for %d host names", m.num_nodes);
+        goto done;
+    }
+    if (leaders != MPI_COMM_NULL)
+        MPI_TRY(MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME,
+                              MPI_CHAR, leaders));
+    MPI_TRY(MPI_Bcast(all, m.num_nodes * MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, local));
+    names = calloc((size_t)m.num_nodes, sizeof *names);
+    if (!names) {
+        s = dt_set_error(DT_ERR_NOMEM, "out of memory for %d host names", m.num_nodes);
+        goto done;
+    }
+    for (int i = 0; i < m.num_nodes; i++) {
+        names[i] = strndup(all + (size_t)i * MPI_MAX_PROCESSOR_NAME, MPI_MAX_PROCESSOR_NAME - 1);
+        if (!names[i]) {
+            s = dt_set_error(DT_ERR_NOMEM, "out of memory for host names");
+            goto done;
+        }
+    }
+    *out = m;
+    *local_comm = local;
+    local = MPI_COMM_NULL;
+    *node_names = names;
+    names = NULL;
+done:
+    if (names) topo_free_names(names, m.num_nodes);
+    free(all);
+    if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
+    if (local != MPI_COMM_NULL) MPI_Comm_free(&local);
+    return s;
+}
+
+void topo_free_names(char **names, int n)
+{
+    if (!names) return;
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}

@@ -1,0 +1,54 @@
+/*
+ * topo.h - "who am I": which launcher started this process, and its rank, world size, local rank,
+ * local size, node index and host list, from the launcher's environment variables first and then
+ * from MPI, with every value the launcher set cross-checked against MPI.
+ *
+ * The environment is read through a getenv-like callback so the unit tests can feed any set of
+ * variables without touching the process environment.
+ */
+#ifndef DT_RUNTIME_TOPO_H
+#define DT_RUNTIME_TOPO_H
+
+#include "dtrain.h"
+
+#include <mpi.h>
+
+typedef const char *(*topo_getenv_fn)(const char *name, void *arg);
+
+/* What the detected launcher's variables say. -1 marks a value the launcher did not set. */
+typedef struct topo_env {
+    dt_launcher launcher;
+    int rank, size, local_rank, local_size, node, num_nodes;
+    int pmix_rank;                  /* PMIX_RANK under any PMIx launcher, else -1 */
+    /* The variable each value came from, for messages; NULL where unset. */
+    const char *rank_var, *size_var, *local_rank_var, *local_size_var, *node_var, *num_nodes_var;
+    char **hosts;                   /* SLURM's step (or job) node list, expanded; NULL otherwise */
+    int num_hosts;
+    const char *hosts_var;
+} topo_env;
+
+/* Detects the launcher and parses its variables strictly. A malformed value, a rank not below the
+ * size, or an unparsable SLURM node list fails with DT_ERR_ENV naming the variable and value.
+ * Variables of launchers that did not start this process are ignored: they may be stale (SLURM_*
+ * under mpirun inside an sbatch job). get NULL means the process environment. */
+dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out);
+void topo_env_free(topo_env *e);
+
+/* What MPI says, authoritative once MPI is initialized. */
+typedef struct topo_mpi {
+    int rank, size, local_rank, local_size, node, num_nodes;
+} topo_mpi;
+
+/* Cross-checks every value the launcher set against MPI. Refuses the singleton trap (a launcher
+ * size > 1 while MPI sees a world of 1) with the exact fix. Fails with DT_ERR_MPI naming the
+ * variable, both values and what to do. */
+dt_status topo_check(const topo_env *env, const topo_mpi *mpi);
+
+/* Fills *out from MPI: rank/size of world, local rank/size from MPI_Comm_split_type(SHARED), node
+ * index = order of this node's lowest rank among the nodes'. *local_comm receives the shared-memory
+ * communicator (caller frees). *node_names receives num_nodes hostnames (MPI_Get_processor_name of
+ * each node's lowest rank), freed with topo_free_names. Collective over world. */
+dt_status topo_query_mpi(MPI_Comm world, topo_mpi *out, MPI_Comm *local_comm, char ***node_names);
+void topo_free_names(char **names, int n);
+
+#endif

@@ -1,0 +1,44 @@
+# lib.sh - helpers for the shell-driven tests: expect an exit code and a message, parse `dtrain env`.
+# Usage in a test: source lib.sh; DTRAIN=$1; MPIRUN=$2.
+set -u
+fails=0
+passes=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { passes=$((passes + 1)); echo "ok: $*"; }
+bad() { fails=$((fails + 1)); echo "FAIL: $*"; }
+
+# expect CODE 'text that must appear in stdout+stderr' command...
+expect() {
+    local code=$1 text=$2
+    shift 2
+    "$@" >"$tmp/out" 2>&1
+    local rc=$?
+    if [ "$rc" -ne "$code" ]; then
+        bad "'$*' exited $rc, expected $code"; sed 's/^/    /' "$tmp/out"; return
+    fi
+    if [ -n "$text" ] && ! grep -qF -- "$text" "$tmp/out"; then
+        bad "'$*' did not say '$text'"; sed 's/^/    /' "$tmp/out"; return
+    fi
+    ok "$* -> $rc${text:+, says '$text'}"
+}
+
+# Rows of `dtrain env` (lines that start with rank/world), one per rank.
+env_rows() { grep -E '^[0-9]+/[0-9]+ ' "$1"; }
+
+# Expands a cpulist "0-2,5" into one number per line.
+expand_cpus() {
+    local IFS=,
+    for part in $1; do
+        case $part in
+        *-*) seq "${part%-*}" "${part#*-}" ;;
+        *) echo "$part" ;;
+        esac
+    done
+}
+
+finish() {
+    echo "$passes passed, $fails failed"
+    [ "$fails" -eq 0 ]
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Refusals with a clear message: the singleton trap, malformed launcher variables, launcher/MPI
+# disagreements, a device that is not there. Exit 1 for run-time failures, 2 for bad usage.
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1 MPIRUN=$2
+
+# srun without PMIx: each process is an MPI singleton while SLURM says 4 tasks.
+expect 1 "srun --mpi=pmix" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_LOCALID=0 "$DTRAIN" env
+expect 1 "SLURM_NTASKS=4 but MPI sees a world of 1" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=4 "$DTRAIN" env
+expect 1 "WORLD_SIZE=2 but MPI sees a world of 1" env RANK=0 WORLD_SIZE=2 "$DTRAIN" env
+# Malformed values are refused before MPI starts, naming the variable and the value.
+expect 1 "SLURM_PROCID='abc'" env SLURM_STEP_ID=0 SLURM_PROCID=abc SLURM_NTASKS=4 "$DTRAIN" env
+expect 1 "SLURM_PROCID='-1'" env SLURM_STEP_ID=0 SLURM_PROCID=-1 SLURM_NTASKS=4 "$DTRAIN" env
+expect 1 "99999999999999999999" env SLURM_STEP_ID=0 SLURM_PROCID=99999999999999999999 SLURM_NTASKS=4 "$DTRAIN" env
+expect 1 "SLURM_PROCID=4 is not below SLURM_NTASKS=4" env SLURM_STEP_ID=0 SLURM_PROCID=4 SLURM_NTASKS=4 "$DTRAIN" env
+expect 1 "node[01-04" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_NODEID=0 "SLURM_STEP_NODELIST=node[01-04" "$DTRAIN" env
+expect 2 "DTRAIN_DEVICE='gpu'" env DTRAIN_DEVICE=gpu "$DTRAIN" env
+expect 2 "DTRAIN_TIMEOUT" env DTRAIN_TIMEOUT=soon "$DTRAIN" env
+# A well-formed world of 1 passes.
+expect 0 "0/1" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_NNODES=1 "SLURM_STEP_NODELIST=$(hostname)" SLURM_TASKS_PER_NODE=1 "$DTRAIN" env
+expect 0 "0/1" "$DTRAIN" env
+# Under mpirun, a variable that disagrees with MPI stops the job (every rank, no hang).
+expect 1 "OMPI_COMM_WORLD_RANK=0 but MPI says this is rank 1" "$MPIRUN" -np 2 bash -c "OMPI_COMM_WORLD_RANK=0 exec $DTRAIN env"
+expect 1 "OMPI_COMM_WORLD_LOCAL_SIZE=3 is larger than OMPI_COMM_WORLD_SIZE=2" "$MPIRUN" -np 2 bash -c "OMPI_COMM_WORLD_LOCAL_SIZE=3 exec $DTRAIN env"
+expect 1 "OMPI_COMM_WORLD_LOCAL_RANK=1 but MPI says this is local rank 0" "$MPIRUN" -np 2 bash -c \
+    "OMPI_COMM_WORLD_LOCAL_RANK=\$((1 - OMPI_COMM_WORLD_LOCAL_RANK)) exec $DTRAIN env"
+# No GPU here: --device cuda says so (how depends on whether CUDA was built in).
+if "$DTRAIN" version | grep -q cuda; then
+    if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+        echo "GPU present: the no-GPU refusal is not tested here"
+    else
+        expect 1 "--device cuda, but no GPU is visible" "$DTRAIN" env --device cuda
+    fi
+else
+    expect 1 "built without CUDA" "$DTRAIN" env --device cuda
+fi
+finish

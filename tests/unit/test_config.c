@@ -1,0 +1,101 @@
+/*
+ * test_config.c - configuration defaults, DTRAIN_* variables (and their malformed values), name
+ * parsers, status strings and the version string.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "dtrain.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void clear_env(void)
+{
+    unsetenv("DTRAIN_DEVICE");
+    unsetenv("DTRAIN_PIN");
+    unsetenv("DTRAIN_TIMEOUT");
+    unsetenv("DTRAIN_BLAS_THREADS");
+}
+
+static void test_defaults_and_env(void **st)
+{
+    (void)st;
+    clear_env();
+    dt_config c;
+    dt_config_defaults(&c);
+    assert_int_equal(c.device, DT_DEVICE_AUTO);
+    assert_int_equal(c.pin, DT_PIN_AUTO);
+    assert_true(c.timeout_s == 600.0);
+    assert_int_equal(c.init_mpi, 1);
+    assert_int_equal(dt_config_from_env(&c), DT_OK);
+    assert_int_equal(c.device, DT_DEVICE_AUTO);
+
+    setenv("DTRAIN_DEVICE", "cpu", 1);
+    setenv("DTRAIN_PIN", "none", 1);
+    setenv("DTRAIN_TIMEOUT", "30.5", 1);
+    setenv("DTRAIN_BLAS_THREADS", "3", 1);
+    assert_int_equal(dt_config_from_env(&c), DT_OK);
+    assert_int_equal(c.device, DT_DEVICE_CPU);
+    assert_int_equal(c.pin, DT_PIN_NONE);
+    assert_true(c.timeout_s == 30.5);
+    assert_int_equal(c.blas_threads, 3);
+    clear_env();
+}
+
+static void expect_env_error(const char *var, const char *val)
+{
+    clear_env();
+    setenv(var, val, 1);
+    dt_config c, before;
+    dt_config_defaults(&c);
+    before = c;
+    assert_int_equal(dt_config_from_env(&c), DT_ERR_ENV);
+    assert_memory_equal(&c, &before, sizeof c); /* unchanged on failure */
+    const char *msg = dt_last_error();
+    if (!strstr(msg, var) || !strstr(msg, val)) fail_msg("message '%s' lacks %s or '%s'", msg, var, val);
+    clear_env();
+}
+
+static void test_bad_env(void **st)
+{
+    (void)st;
+    expect_env_error("DTRAIN_DEVICE", "gpu");
+    expect_env_error("DTRAIN_DEVICE", "");
+    expect_env_error("DTRAIN_PIN", "yes");
+    expect_env_error("DTRAIN_TIMEOUT", "ten");
+    expect_env_error("DTRAIN_TIMEOUT", "-1");
+    expect_env_error("DTRAIN_TIMEOUT", "nan");
+    expect_env_error("DTRAIN_BLAS_THREADS", "2.5");
+    expect_env_error("DTRAIN_BLAS_THREADS", "-2");
+}
+
+static void test_names(void **st)
+{
+    (void)st;
+    dt_device_kind k;
+    assert_int_equal(dt_device_kind_parse("cuda", &k), DT_OK);
+    assert_int_equal(k, DT_DEVICE_CUDA);
+    assert_int_equal(dt_device_kind_parse("CUDA", &k), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_device_kind_parse(NULL, &k), DT_ERR_INVALID_ARG);
+    assert_string_equal(dt_device_kind_name(DT_DEVICE_CPU), "cpu");
+    assert_string_equal(dt_launcher_name(DT_LAUNCHER_SLURM), "slurm");
+    assert_string_equal(dt_launcher_name(DT_LAUNCHER_TORCHRUN), "torchrun");
+    for (int s = DT_OK; s <= DT_ERR_INTERNAL; s++) assert_true(strlen(dt_strerror((dt_status)s)) > 0);
+    assert_non_null(strstr(dt_version_string(), "0.1.0"));
+    assert_int_equal(dt_dtype_size(DT_F32), 4);
+    assert_int_equal(dt_dtype_size(DT_BF16), 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_and_env),
+        cmocka_unit_test(test_bad_env),
+        cmocka_unit_test(test_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,112 @@
+/*
+ * test_device.c - local rank -> GPU mapping under CUDA_VISIBLE_DEVICES semantics, through the GPU
+ * count seam, so it runs on machines without a GPU; and the one-GPU-per-rank check.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "device.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int fake_gpus;
+static int fake_count(char *why, size_t n)
+{
+    if (fake_gpus == 0) snprintf(why, n, "fake: no GPU");
+    return fake_gpus;
+}
+
+static void test_map(void **st)
+{
+    (void)st;
+    int o = -9;
+    /* Sees exactly one (srun --gpus-per-task=1): takes it, whatever the local rank. */
+    assert_int_equal(device_map(1, 3, 4, &o), DT_OK);
+    assert_int_equal(o, 0);
+    /* Sees several: the local-rank-th. */
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(device_map(4, r, 4, &o), DT_OK);
+        assert_int_equal(o, r);
+    }
+    assert_int_equal(device_map(8, 1, 2, &o), DT_OK);
+    assert_int_equal(o, 1);
+    /* More local ranks than GPUs: refused, never two ranks on one GPU. */
+    o = -9;
+    assert_int_equal(device_map(2, 0, 4, &o), DT_ERR_DEVICE);
+    assert_int_equal(o, -9);
+    assert_non_null(strstr(dt_last_error(), "4 ranks on this node but only 2 GPUs"));
+    assert_non_null(strstr(dt_last_error(), "--ntasks-per-node=2"));
+    assert_int_equal(device_map(2, 3, -1, &o), DT_ERR_DEVICE);
+    assert_int_equal(device_map(0, 0, 1, &o), DT_ERR_DEVICE);
+}
+
+static void test_resolve(void **st)
+{
+    (void)st;
+    device_set_count_fn(fake_count);
+    dt_device_kind k;
+    int o;
+    fake_gpus = 0;
+    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 0, 2, &k, &o), DT_OK);
+    assert_int_equal(k, DT_DEVICE_CPU);
+    assert_int_equal(o, -1);
+    assert_int_equal(device_resolve(DT_DEVICE_CPU, 0, 2, &k, &o), DT_OK);
+    assert_int_equal(k, DT_DEVICE_CPU);
+    dt_status s = device_resolve(DT_DEVICE_CUDA, 0, 2, &k, &o);
+#ifdef DTRAIN_HAVE_CUDA
+    assert_int_equal(s, DT_ERR_DEVICE);
+    assert_non_null(strstr(dt_last_error(), "fake: no GPU"));
+    assert_non_null(strstr(dt_last_error(), "--device cpu"));
+    fake_gpus = 4;
+    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 2, 4, &k, &o), DT_OK);
+    assert_int_equal(k, DT_DEVICE_CUDA);
+    assert_int_equal(o, 2);
+    assert_int_equal(device_resolve(DT_DEVICE_CUDA, 1, 4, &k, &o), DT_OK);
+    assert_int_equal(o, 1);
+    /* CPU on request even with GPUs. */
+    assert_int_equal(device_resolve(DT_DEVICE_CPU, 1, 4, &k, &o), DT_OK);
+    assert_int_equal(k, DT_DEVICE_CPU);
+    fake_gpus = 2;
+    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 0, 3, &k, &o), DT_ERR_DEVICE);
+#else
+    assert_int_equal(s, DT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(dt_last_error(), "without CUDA"));
+#endif
+    device_set_count_fn(NULL);
+}
+
+static void test_unique(void **st)
+{
+    (void)st;
+    char ids[4][16] = {"0000:01:00.0", "0000:02:00.0", "", ""};
+    assert_int_equal(device_check_unique(&ids[0][0], 4, 16), DT_OK); /* CPU ranks ("") never clash */
+    strcpy(ids[3], "0000:01:00.0");
+    assert_int_equal(device_check_unique(&ids[0][0], 4, 16), DT_ERR_DEVICE);
+    assert_non_null(strstr(dt_last_error(), "local ranks 0 and 3"));
+    assert_non_null(strstr(dt_last_error(), "0000:01:00.0"));
+}
+
+static void test_real_counter_without_gpu(void **st)
+{
+    (void)st;
+    /* On a machine without a driver the real counter says 0 and why, never fails hard. */
+    char why[256];
+    int n = device_count(why, sizeof why);
+    assert_true(n >= 0);
+    if (n == 0) assert_true(strlen(why) > 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_map),
+        cmocka_unit_test(test_resolve),
+        cmocka_unit_test(test_unique),
+        cmocka_unit_test(test_real_counter_without_gpu),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

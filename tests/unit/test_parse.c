@@ -1,0 +1,285 @@
+/*
+ * test_parse.c - unit tests of runtime/parse.c: parse_int and parse_double accept exactly the
+ * documented decimal forms inside [lo, hi], and every rejection returns DT_ERR_ENV with a message
+ * that names the variable and quotes the value, leaving the output untouched.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dtrain.h"
+#include "parse.h"
+#include "status.h"
+
+/* A value no test expects, to prove a failing parse did not write the output. */
+#define INT_SENTINEL 123456
+#define DOUBLE_SENTINEL -777.25
+
+/* Fails the test, showing the message, unless the last error contains needle. */
+static void expect_error_contains(const char *needle)
+{
+    const char *msg = dt_last_error();
+    if (strstr(msg, needle) == NULL)
+        fail_msg("last error \"%s\" does not contain \"%s\"", msg, needle);
+}
+
+/* ---------------------------------------------------------------- parse_int: accepted */
+
+typedef struct int_ok_case {
+    const char *value;
+    long lo, hi;
+    int expected;
+} int_ok_case;
+
+static void test_parse_int_accepts(void **state)
+{
+    (void)state;
+    static const int_ok_case cases[] = {
+        {"0", 0, 10, 0},
+        {"42", 0, 100, 42},
+        {"+7", 0, 10, 7},
+        {"-5", -10, 10, -5},
+        {"-0", 0, 10, 0},
+        {"007", 0, 10, 7},          /* leading zeros are still decimal, never octal */
+        {"010", 0, 100, 10},
+        {"3", 3, 3, 3},             /* lo == hi */
+        {"0", 0, 2147483646, 0},    /* both ends of the range are inclusive */
+        {"2147483646", 0, 2147483646, 2147483646},
+        {"2147483647", 0, LONG_MAX, INT_MAX}, /* hi clamped to INT_MAX, INT_MAX still accepted */
+        {"-2147483648", LONG_MIN, 0, INT_MIN},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int out = INT_SENTINEL;
+        dt_clear_error();
+        dt_status st = parse_int("SLURM_PROCID", cases[i].value, cases[i].lo, cases[i].hi, &out);
+        if (st != DT_OK)
+            fail_msg("parse_int('%s') failed: %s", cases[i].value, dt_last_error());
+        assert_int_equal(out, cases[i].expected);
+        assert_string_equal(dt_last_error(), "");
+    }
+}
+
+/* ---------------------------------------------------------------- parse_int: rejected */
+
+typedef struct int_bad_case {
+    const char *value;
+    long lo, hi;
+    const char *fragment; /* what the message must say besides NAME='value' */
+} int_bad_case;
+
+static void test_parse_int_rejects(void **state)
+{
+    (void)state;
+    static const int_bad_case cases[] = {
+        {"", 0, 10, "is empty"},
+        {" 3", 0, 10, "has leading or trailing whitespace"},
+        {"3 ", 0, 10, "has leading or trailing whitespace"},
+        {"3\n", 0, 10, "has leading or trailing whitespace"},
+        {"\t3", 0, 10, "has leading or trailing whitespace"},
+        {"abc", 0, 2147483646, "is not a whole number (expected an integer from 0 to 2147483646)"},
+        {"12abc", 0, 100, "is not a whole number"},
+        {"1 2", 0, 100, "is not a whole number"},
+        {"0x10", 0, 100, "is not a whole number"},
+        {"1.5", 0, 100, "is not a whole number"},
+        {"1e3", 0, 10000, "is not a whole number"},
+        {"+", 0, 10, "is not a whole number"},
+        {"-", -10, 10, "is not a whole number"},
+        {"--1", -10, 10, "is not a whole number"},
+        {"+-1", -10, 10, "is not a whole number"},
+        {"1-", 0, 10, "is not a whole number"},
+        {"-1", 0, 2147483646, "is out of range (expected an integer from 0 to 2147483646)"},
+        {"11", 0, 10, "is out of range (expected an integer from 0 to 10)"},
+        {"-11", -10, 10, "is out of range (expected an integer from -10 to 10)"},
+        {"2147483647", 0, 2147483646, "is out of range"},
+        {"2147483648", 0, LONG_MAX, "is out of range (expected an integer from 0 to 2147483647)"},
+        {"-2147483649", LONG_MIN, 0, "is out of range (expected an integer from -2147483648 to 0)"},
+        {"99999999999999999999", 0, 10, "is out of range"},   /* strtol overflow: ERANGE */
+        {"-99999999999999999999", -10, 10, "is out of range"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int out = INT_SENTINEL;
+        char quoted[256];
+        dt_clear_error();
+        dt_status st = parse_int("SLURM_PROCID", cases[i].value, cases[i].lo, cases[i].hi, &out);
+        if (st != DT_ERR_ENV)
+            fail_msg("parse_int('%s') returned %d, expected DT_ERR_ENV", cases[i].value, (int)st);
+        assert_int_equal(out, INT_SENTINEL);
+        snprintf(quoted, sizeof quoted, "SLURM_PROCID='%s'", cases[i].value);
+        expect_error_contains(quoted);
+        expect_error_contains(cases[i].fragment);
+    }
+}
+
+static void test_parse_int_exact_messages(void **state)
+{
+    (void)state;
+    int out = INT_SENTINEL;
+    assert_int_equal(parse_int("SLURM_PROCID", "abc", 0, 2147483646, &out), DT_ERR_ENV);
+    assert_string_equal(dt_last_error(),
+                        "SLURM_PROCID='abc' is not a whole number (expected an integer from 0 to 2147483646)");
+    assert_int_equal(parse_int("SLURM_PROCID", "-1", 0, 2147483646, &out), DT_ERR_ENV);
+    assert_string_equal(dt_last_error(),
+                        "SLURM_PROCID='-1' is out of range (expected an integer from 0 to 2147483646)");
+    assert_int_equal(out, INT_SENTINEL);
+}
+
+static void test_parse_int_unset(void **state)
+{
+    (void)state;
+    int out = INT_SENTINEL;
+    assert_int_equal(parse_int("SLURM_NTASKS", NULL, 1, 100, &out), DT_ERR_ENV);
+    assert_int_equal(out, INT_SENTINEL);
+    expect_error_contains("SLURM_NTASKS is not set");
+}
+
+/* A huge value is quoted only in part, so the "expected ..." explanation is never cut off. */
+static void test_parse_int_long_value(void **state)
+{
+    (void)state;
+    char value[3000];
+    memset(value, '7', sizeof value - 2);
+    value[sizeof value - 2] = 'x';
+    value[sizeof value - 1] = '\0';
+    int out = INT_SENTINEL;
+    assert_int_equal(parse_int("DTRAIN_BLAS_THREADS", value, 0, 64, &out), DT_ERR_ENV);
+    assert_int_equal(out, INT_SENTINEL);
+    expect_error_contains("DTRAIN_BLAS_THREADS='777");
+    expect_error_contains("...' is not a whole number (expected an integer from 0 to 64)");
+}
+
+static void test_parse_int_caller_bugs(void **state)
+{
+    (void)state;
+    int out = INT_SENTINEL;
+    assert_int_equal(parse_int("X", "5", 10, 0, &out), DT_ERR_INTERNAL);
+    assert_int_equal(out, INT_SENTINEL);
+    assert_int_equal(parse_int("X", "5", 0, 10, NULL), DT_ERR_INTERNAL);
+    assert_int_equal(parse_int(NULL, "5", 0, 10, &out), DT_ERR_INTERNAL);
+    assert_int_equal(out, INT_SENTINEL);
+}
+
+/* ---------------------------------------------------------------- parse_double: accepted */
+
+typedef struct double_ok_case {
+    const char *value;
+    double lo, hi, expected;
+} double_ok_case;
+
+static void test_parse_double_accepts(void **state)
+{
+    (void)state;
+    static const double_ok_case cases[] = {
+        {"600", 0, 86400, 600.0},
+        {"0", 0, 86400, 0.0},
+        {"0.5", 0, 1, 0.5},
+        {".5", 0, 1, 0.5},
+        {"5.", 0, 10, 5.0},
+        {"1e3", 0, 86400, 1000.0},
+        {"1E+3", 0, 86400, 1000.0},
+        {"2.5e-1", 0, 1, 0.25},
+        {"-2.5E-1", -1, 1, -0.25},
+        {"+1.25", 0, 10, 1.25},
+        {"007.5", 0, 10, 7.5},
+        {"86400", 0, 86400, 86400.0}, /* both ends inclusive */
+        {"1e308", 0, 1.7e308, 1e308},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double out = DOUBLE_SENTINEL;
+        dt_clear_error();
+        dt_status st = parse_double("DTRAIN_TIMEOUT", cases[i].value, cases[i].lo, cases[i].hi, &out);
+        if (st != DT_OK)
+            fail_msg("parse_double('%s') failed: %s", cases[i].value, dt_last_error());
+        assert_true(out == cases[i].expected);
+        assert_string_equal(dt_last_error(), "");
+    }
+}
+
+/* ---------------------------------------------------------------- parse_double: rejected */
+
+typedef struct double_bad_case {
+    const char *value;
+    double lo, hi;
+    const char *fragment;
+} double_bad_case;
+
+static void test_parse_double_rejects(void **state)
+{
+    (void)state;
+    static const double_bad_case cases[] = {
+        {"", 0, 86400, "is empty"},
+        {" 1", 0, 86400, "has leading or trailing whitespace"},
+        {"1 ", 0, 86400, "has leading or trailing whitespace"},
+        {"abc", 0, 86400, "is not a number (expected a number from 0 to 86400)"},
+        {"10s", 0, 86400, "is not a number"},
+        {"1,5", 0, 86400, "is not a number"},
+        {"1.2.3", 0, 86400, "is not a number"},
+        {".", 0, 86400, "is not a number"},
+        {"-", 0, 86400, "is not a number"},
+        {"e3", 0, 86400, "is not a number"},
+        {"1e", 0, 86400, "is not a number"},
+        {"1e+", 0, 86400, "is not a number"},
+        {"1e3.5", 0, 86400, "is not a number"},
+        {"0x10", 0, 86400, "is not a number"},
+        {"0x1p3", 0, 86400, "is not a number"},
+        {"nan", 0, 86400, "is not a finite number"},
+        {"NaN", 0, 86400, "is not a finite number"},
+        {"-nan", 0, 86400, "is not a finite number"},
+        {"inf", 0, 86400, "is not a finite number"},
+        {"+INF", 0, 86400, "is not a finite number"},
+        {"-infinity", -1, 86400, "is not a finite number"},
+        {"-1", 0, 86400, "is out of range (expected a number from 0 to 86400)"},
+        {"86400.5", 0, 86400, "is out of range"},
+        {"0.25", 0.5, 1, "is out of range (expected a number from 0.5 to 1)"},
+        {"1e999", 0, 86400, "is out of range: too large or too small in magnitude"}, /* overflow */
+        {"-1e999", -1, 86400, "is out of range: too large or too small in magnitude"},
+        {"1e-999", 0, 86400, "is out of range: too large or too small in magnitude"}, /* underflow */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double out = DOUBLE_SENTINEL;
+        char quoted[256];
+        dt_clear_error();
+        dt_status st = parse_double("DTRAIN_TIMEOUT", cases[i].value, cases[i].lo, cases[i].hi, &out);
+        if (st != DT_ERR_ENV)
+            fail_msg("parse_double('%s') returned %d, expected DT_ERR_ENV", cases[i].value, (int)st);
+        assert_true(out == DOUBLE_SENTINEL);
+        snprintf(quoted, sizeof quoted, "DTRAIN_TIMEOUT='%s'", cases[i].value);
+        expect_error_contains(quoted);
+        expect_error_contains(cases[i].fragment);
+    }
+}
+
+static void test_parse_double_unset_and_caller_bugs(void **state)
+{
+    (void)state;
+    double out = DOUBLE_SENTINEL;
+    assert_int_equal(parse_double("DTRAIN_TIMEOUT", NULL, 0, 86400, &out), DT_ERR_ENV);
+    expect_error_contains("DTRAIN_TIMEOUT is not set");
+    assert_int_equal(parse_double("X", "1", 2, 1, &out), DT_ERR_INTERNAL);
+    assert_int_equal(parse_double("X", "1", NAN, 1, &out), DT_ERR_INTERNAL);
+    assert_int_equal(parse_double("X", "1", 0, 2, NULL), DT_ERR_INTERNAL);
+    assert_int_equal(parse_double(NULL, "1", 0, 2, &out), DT_ERR_INTERNAL);
+    assert_true(out == DOUBLE_SENTINEL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_int_accepts),
+        cmocka_unit_test(test_parse_int_rejects),
+        cmocka_unit_test(test_parse_int_exact_messages),
+        cmocka_unit_test(test_parse_int_unset),
+        cmocka_unit_test(test_parse_int_long_value),
+        cmocka_unit_test(test_parse_int_caller_bugs),
+        cmocka_unit_test(test_parse_double_accepts),
+        cmocka_unit_test(test_parse_double_rejects),
+        cmocka_unit_test(test_parse_double_unset_and_caller_bugs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,240 @@
+/*
+ * test_topo.c - launcher detection, strict parsing of every launcher's variables, and the
+ * cross-check against MPI (including the singleton trap), fed through the getenv seam.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "topo.h"
+
+#include <string.h>
+
+/* A fake environment: NULL-terminated "NAME=VALUE" strings. */
+static const char *fake_getenv(const char *name, void *arg)
+{
+    const char *const *vars = arg;
+    size_t n = strlen(name);
+    for (; *vars; vars++)
+        if (strncmp(*vars, name, n) == 0 && (*vars)[n] == '=') return *vars + n + 1;
+    return NULL;
+}
+
+#define ENV(...) ((const char *[]){__VA_ARGS__, NULL})
+
+static dt_status read_env(const char **vars, topo_env *e) { return topo_read_env(fake_getenv, (void *)vars, e); }
+
+static void expect_error(const char **vars, const char *must1, const char *must2)
+{
+    topo_env e;
+    memset(&e, 0x5a, sizeof e);
+    dt_status s = read_env(vars, &e);
+    assert_int_equal(s, DT_ERR_ENV);
+    const char *msg = dt_last_error();
+    if (!strstr(msg, must1) || (must2 && !strstr(msg, must2))) fail_msg("message '%s' lacks '%s' / '%s'", msg, must1, must2 ? must2 : "");
+}
+
+static void test_none(void **st)
+{
+    (void)st;
+    topo_env e;
+    assert_int_equal(read_env(ENV("HOME=/root"), &e), DT_OK);
+    assert_int_equal(e.launcher, DT_LAUNCHER_NONE);
+    assert_int_equal(e.rank, -1);
+    assert_int_equal(e.size, -1);
+    assert_int_equal(e.local_rank, -1);
+    topo_env_free(&e);
+}
+
+static void test_openmpi_wins_over_stale_slurm(void **st)
+{
+    (void)st;
+    topo_env e;
+    /* mpirun inside an sbatch job: SLURM_PROCID/LOCALID come from the batch step and are stale,
+     * even malformed ones must not matter. */
+    assert_int_equal(read_env(ENV("OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=2",
+                                  "OMPI_COMM_WORLD_LOCAL_RANK=0", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
+                                  "SLURM_PROCID=0", "SLURM_LOCALID=junk", "SLURM_STEP_ID=0",
+                                  "SLURM_NTASKS=1", "PMIX_RANK=2"),
+                              &e),
+                     DT_OK);
+    assert_int_equal(e.launcher, DT_LAUNCHER_OPENMPI);
+    assert_int_equal(e.rank, 2);
+    assert_int_equal(e.size, 4);
+    assert_int_equal(e.local_rank, 0);
+    assert_int_equal(e.local_size, 2);
+    assert_int_equal(e.pmix_rank, 2);
+    assert_string_equal(e.rank_var, "OMPI_COMM_WORLD_RANK");
+    topo_env_free(&e);
+}
+
+static void test_slurm(void **st)
+{
+    (void)st;
+    topo_env e;
+    assert_int_equal(read_env(ENV("SLURM_STEP_ID=3", "SLURM_PROCID=5", "SLURM_NTASKS=8", "SLURM_LOCALID=1",
+                                  "SLURM_NODEID=2", "SLURM_NNODES=3", "SLURM_JOB_NODELIST=node[01-04]",
+                                  "SLURM_STEP_NODELIST=node[01-02,07]", "SLURM_STEP_TASKS_PER_NODE=3(x2),2",
+                                  "PMIX_RANK=5"),
+                              &e),
+                     DT_OK);
+    assert_int_equal(e.launcher, DT_LAUNCHER_SLURM);
+    assert_int_equal(e.rank, 5);
+    assert_int_equal(e.size, 8);
+    assert_int_equal(e.local_rank, 1);
+    assert_int_equal(e.local_size, 2); /* node 2 of 3(x2),2 */
+    assert_int_equal(e.node, 2);
+    assert_int_equal(e.num_nodes, 3);
+    assert_int_equal(e.num_hosts, 3);
+    assert_string_equal(e.hosts[0], "node01");
+    assert_string_equal(e.hosts[2], "node07"); /* the step's list, not the job's */
+    assert_string_equal(e.hosts_var, "SLURM_STEP_NODELIST");
+    topo_env_free(&e);
+}
+
+static void test_slurm_job_nodelist_fallback(void **st)
+{
+    (void)st;
+    topo_env e;
+    assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NODEID=0",
+                                  "SLURM_JOB_NODELIST=gpu-a[1-2],login", "SLURM_TASKS_PER_NODE=1(x2)"),
+                              &e),
+                     DT_OK);
+    assert_int_equal(e.num_hosts, 3);
+    assert_string_equal(e.hosts[1], "gpu-a2");
+    assert_string_equal(e.hosts[2], "login");
+    assert_int_equal(e.local_size, 1);
+    topo_env_free(&e);
+}
+
+static void test_hydra_torchrun_pmix(void **st)
+{
+    (void)st;
+    topo_env e;
+    assert_int_equal(read_env(ENV("PMI_RANK=1", "PMI_SIZE=2", "MPI_LOCALRANKID=1", "MPI_LOCALNRANKS=2"), &e), DT_OK);
+    assert_int_equal(e.launcher, DT_LAUNCHER_HYDRA);
+    assert_int_equal(e.rank, 1);
+    assert_int_equal(e.local_size, 2);
+    topo_env_free(&e);
+
+    assert_int_equal(read_env(ENV("RANK=3", "WORLD_SIZE=4", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2", "GROUP_RANK=1"), &e),
+                     DT_OK);
+    assert_int_equal(e.launcher, DT_LAUNCHER_TORCHRUN);
+    assert_int_equal(e.rank, 3);
+    assert_int_equal(e.size, 4);
+    assert_int_equal(e.local_rank, 1);
+    assert_int_equal(e.node, 1);
+    topo_env_free(&e);
+
+    assert_int_equal(read_env(ENV("PMIX_RANK=3"), &e), DT_OK);
+    assert_int_equal(e.launcher, DT_LAUNCHER_PMIX);
+    assert_int_equal(e.rank, 3);
+    assert_int_equal(e.size, -1);
+    topo_env_free(&e);
+}
+
+static void test_malformed_values(void **st)
+{
+    (void)st;
+#define SL(v) ENV("SLURM_STEP_ID=0", "SLURM_PROCID=" v, "SLURM_NTASKS=4")
+    expect_error(SL("abc"), "SLURM_PROCID", "'abc'");
+    expect_error(SL("-1"), "SLURM_PROCID", "'-1'");
+    expect_error(SL("99999999999999999999"), "SLURM_PROCID", "99999999999999999999");
+    expect_error(SL(""), "SLURM_PROCID", "''");
+    expect_error(SL("3x"), "SLURM_PROCID", "'3x'");
+    expect_error(SL(" 3"), "SLURM_PROCID", NULL);
+    expect_error(SL("4"), "SLURM_PROCID=4", "SLURM_NTASKS=4");
+#undef SL
+    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0"), "SLURM_NTASKS", "not set");
+    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=0"), "SLURM_NTASKS", "'0'");
+    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_LOCALID=x"), "SLURM_LOCALID", "'x'");
+    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NODEID=0",
+                     "SLURM_STEP_NODELIST=node[01-04"),
+                 "node[01-04", NULL);
+    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NODEID=2",
+                     "SLURM_STEP_NODELIST=node[01-02]"),
+                 "SLURM_NODEID=2", "node[01-02]");
+    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NODEID=0",
+                     "SLURM_TASKS_PER_NODE=2(x"),
+                 "2(x", NULL);
+    expect_error(ENV("OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_LOCAL_RANK=2",
+                     "OMPI_COMM_WORLD_LOCAL_SIZE=2"),
+                 "OMPI_COMM_WORLD_LOCAL_RANK=2", "OMPI_COMM_WORLD_LOCAL_SIZE=2");
+    expect_error(ENV("OMPI_COMM_WORLD_SIZE=two", "OMPI_COMM_WORLD_RANK=1"), "OMPI_COMM_WORLD_SIZE", "'two'");
+    expect_error(ENV("OMPI_COMM_WORLD_SIZE=2"), "OMPI_COMM_WORLD_RANK", "not set");
+    expect_error(ENV("RANK=1", "WORLD_SIZE=1"), "RANK=1", "WORLD_SIZE=1");
+    expect_error(ENV("RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=-3"), "LOCAL_RANK", "'-3'");
+    expect_error(ENV("PMIX_RANK=1e3"), "PMIX_RANK", "'1e3'");
+}
+
+static topo_mpi mpi_of(int rank, int size, int lr, int ls, int node, int nn)
+{
+    topo_mpi m = {rank, size, lr, ls, node, nn};
+    return m;
+}
+
+static void check_fails(const char **vars, topo_mpi m, const char *must1, const char *must2)
+{
+    topo_env e;
+    assert_int_equal(read_env(vars, &e), DT_OK);
+    dt_status s = topo_check(&e, &m);
+    topo_env_free(&e);
+    assert_int_equal(s, DT_ERR_MPI);
+    const char *msg = dt_last_error();
+    if (!strstr(msg, must1) || (must2 && !strstr(msg, must2))) fail_msg("message '%s' lacks '%s' / '%s'", msg, must1, must2 ? must2 : "");
+}
+
+static void test_check(void **st)
+{
+    (void)st;
+    topo_env e;
+    /* Agreement passes. */
+    assert_int_equal(read_env(ENV("OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=2", "OMPI_COMM_WORLD_LOCAL_RANK=2",
+                                  "OMPI_COMM_WORLD_LOCAL_SIZE=4", "PMIX_RANK=2"),
+                              &e),
+                     DT_OK);
+    topo_mpi ok = mpi_of(2, 4, 2, 4, 0, 1);
+    assert_int_equal(topo_check(&e, &ok), DT_OK);
+    topo_env_free(&e);
+    /* No launcher, a world of 1: fine. */
+    assert_int_equal(read_env(ENV("X=1"), &e), DT_OK);
+    topo_mpi one = mpi_of(0, 1, 0, 1, 0, 1);
+    assert_int_equal(topo_check(&e, &one), DT_OK);
+    topo_env_free(&e);
+
+    /* The singleton trap: srun without PMIx. */
+    check_fails(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=2", "SLURM_NTASKS=4"), one, "SLURM_NTASKS=4", "--mpi=pmix");
+    check_fails(ENV("RANK=0", "WORLD_SIZE=2"), one, "WORLD_SIZE=2", "mpirun");
+    /* Disagreements name the variable and both values. */
+    check_fails(ENV("OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=1"), mpi_of(1, 2, 1, 2, 0, 1),
+                "OMPI_COMM_WORLD_SIZE=4", "2 ranks");
+    check_fails(ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1"), mpi_of(0, 2, 0, 2, 0, 1),
+                "OMPI_COMM_WORLD_RANK=1", "rank 0");
+    check_fails(ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_LOCAL_RANK=0"),
+                mpi_of(1, 2, 1, 2, 0, 1), "OMPI_COMM_WORLD_LOCAL_RANK=0", "local rank 1");
+    check_fails(ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=1"),
+                mpi_of(1, 2, 1, 2, 0, 1), "OMPI_COMM_WORLD_LOCAL_SIZE=1", "2 ranks");
+    check_fails(ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1", "PMIX_RANK=0"), mpi_of(1, 2, 1, 2, 0, 1),
+                "PMIX_RANK=0", "rank 1");
+    check_fails(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_NNODES=2"),
+                mpi_of(1, 2, 1, 2, 0, 1), "SLURM_NNODES=2", "1 nodes");
+    check_fails(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_NODEID=0",
+                    "SLURM_STEP_NODELIST=n[1-2]"),
+                mpi_of(1, 2, 1, 2, 0, 1), "SLURM_STEP_NODELIST", "2 nodes");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_none),
+        cmocka_unit_test(test_openmpi_wins_over_stale_slurm),
+        cmocka_unit_test(test_slurm),
+        cmocka_unit_test(test_slurm_job_nodelist_fallback),
+        cmocka_unit_test(test_hydra_torchrun_pmix),
+        cmocka_unit_test(test_malformed_values),
+        cmocka_unit_test(test_check),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
