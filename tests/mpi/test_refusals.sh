@@ -24,6 +24,11 @@ expect 1 "OMPI_COMM_WORLD_RANK=0 but MPI says this is rank 1" "$MPIRUN" -np 2 ba
 expect 1 "OMPI_COMM_WORLD_LOCAL_SIZE=3 is larger than OMPI_COMM_WORLD_SIZE=2" "$MPIRUN" -np 2 bash -c "OMPI_COMM_WORLD_LOCAL_SIZE=3 exec $DTRAIN env"
 expect 1 "OMPI_COMM_WORLD_LOCAL_RANK=1 but MPI says this is local rank 0" "$MPIRUN" -np 2 bash -c \
     "OMPI_COMM_WORLD_LOCAL_RANK=\$((1 - OMPI_COMM_WORLD_LOCAL_RANK)) exec $DTRAIN env"
+# One rank failing alone, before or after MPI_Init, still ends the whole job (no hang).
+expect 1 "DTRAIN_LOG='bogus'" timeout 60 "$MPIRUN" -np 2 bash -c \
+    "[ \$OMPI_COMM_WORLD_RANK = 1 ] && export DTRAIN_LOG=bogus; exec $DTRAIN env"
+expect 1 "OMPI_COMM_WORLD_RANK=0 but MPI says this is rank 3" timeout 60 "$MPIRUN" -np 4 bash -c \
+    "[ \$OMPI_COMM_WORLD_RANK = 3 ] && export OMPI_COMM_WORLD_RANK=0; exec $DTRAIN env"
 # No GPU here: --device cuda says so (how depends on whether CUDA was built in).
 if "$DTRAIN" version | grep -q cuda; then
     if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
