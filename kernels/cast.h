@@ -151,6 +151,10 @@ void cpu_cast_bf16_to_f32(const uint16_t *in, float *out, size_t n);
 void cpu_cast_f32_to_16(dt_dtype t, const float *in, uint16_t *out, size_t n);
 void cpu_cast_16_to_f32(dt_dtype t, const uint16_t *in, float *out, size_t n);
 
+/* The fp16 array functions use x86 F16C instructions when the CPU has them. on = 0 forces the
+ * portable loops (so tests check both paths on any machine); returns whether F16C is now used. */
+int cpu_cast_use_f16c(int on);
+
 #ifdef __cplusplus
 }
 #endif

@@ -381,6 +381,20 @@ static void test_narrow_arrays_match_scalar(void **state)
 }
 
 /* Widening arrays vs the scalar converter, on every 16-bit pattern, whole and from offsets. */
+static int portable_path(void **state)
+{
+    (void)state;
+    assert_int_equal(cpu_cast_use_f16c(0), 0);
+    return 0;
+}
+
+static int f16c_path(void **state)
+{
+    (void)state;
+    cpu_cast_use_f16c(1);
+    return 0;
+}
+
 static void test_widen_arrays_match_scalar(void **state)
 {
     (void)state;
@@ -433,6 +447,9 @@ int main(void)
         cmocka_unit_test(test_arrays_n0),
         cmocka_unit_test(test_narrow_arrays_match_scalar),
         cmocka_unit_test(test_widen_arrays_match_scalar),
+        /* Again on the portable loops, which a CPU with F16C would otherwise never run. */
+        cmocka_unit_test_setup_teardown(test_narrow_arrays_match_scalar, portable_path, f16c_path),
+        cmocka_unit_test_setup_teardown(test_widen_arrays_match_scalar, portable_path, f16c_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
