@@ -40,8 +40,10 @@ configure: deps $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The main job on its built-in default: 2 ranks train the mlp on synthetic data; the loss falls.
 demo: build
 	mpirun -np $(NP) $(BUILD)/dtrain env
+	mpirun -np $(NP) $(BUILD)/dtrain train --model mlp --batch 64 --steps 150 --lr 0.05 --log-every 15
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure

@@ -182,6 +182,109 @@ DT_API dt_status dt_barrier(dt_ctx *ctx);
 /* Name of the collective backend in use: "mpi" or "nccl". */
 DT_API const char *dt_backend_name(const dt_ctx *ctx);
 
+/* ---------------------------------------------------------------- models
+ *
+ * A model is a stack of layers given as text, e.g. the preset "mlp" (= "fc:1024,relu,fc:1024,relu,
+ * fc:10") on input "784", or "cnn" (= "conv:32:3:1:1,relu,pool:2,conv:64:3:1:1,relu,pool:2,fc:128,
+ * relu,fc:10") on input "1x28x28". Tokens: fc:OUT, conv:OUT:K:STRIDE:PAD, pool:K (max, stride K),
+ * relu, flatten (implied before the first fc). The last layer must be fc (its width is the number of
+ * classes). Every parameter lives in one flat fp32 buffer, layer after layer, weights then bias;
+ * gradients mirror that layout. Computation runs on the CPU kernels. */
+
+typedef struct dt_model dt_model;
+
+/* Builds a model for batches of up to max_batch samples on ctx's device, parameters initialized
+ * from seed (PyTorch's default: uniform in +-1/sqrt(fan_in)) and broadcast from rank 0 so every
+ * rank starts identical. A bad spec or input fails with DT_ERR_INVALID_ARG naming the token.
+ * Collective (the broadcast). */
+DT_API dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed,
+                                 int max_batch, dt_model **out);
+DT_API void dt_model_free(dt_model *m);
+
+/* The flat parameter and gradient buffers (dt_model_num_params floats each), owned by m. */
+DT_API size_t dt_model_num_params(const dt_model *m);
+DT_API float *dt_model_params(dt_model *m);
+DT_API float *dt_model_grads(dt_model *m);
+/* Floats per input sample, and classes (width of the last fc). */
+DT_API size_t dt_model_input_size(const dt_model *m);
+DT_API int dt_model_num_classes(const dt_model *m);
+/* One line per layer with its output shape and parameter count, into buf (n bytes). */
+DT_API void dt_model_describe(const dt_model *m, char *buf, size_t n);
+
+/* Forward and backward on this rank's batch: x (batch, input_size), labels (batch) in
+ * [0, classes). Overwrites the gradients with d(loss)/d(params) where loss is the summed
+ * cross-entropy times grad_scale (pass 1/batch for this rank's mean; averaging over ranks with
+ * dt_model_sync_grads then gives the mean over the global batch). Returns the summed loss and the
+ * number of correct argmax predictions. A label out of range fails with DT_ERR_INVALID_ARG. */
+DT_API dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
+                                           float grad_scale, double *loss_sum, int *correct);
+
+/* Averages the gradients over all ranks (dt_allreduce with DT_AVG). Collective. */
+DT_API dt_status dt_model_sync_grads(dt_model *m);
+
+/* ---------------------------------------------------------------- optimizers */
+
+typedef enum dt_optim_kind { DT_OPTIM_SGD = 0, DT_OPTIM_ADAMW = 1 } dt_optim_kind;
+
+typedef struct dt_optim_config {
+    dt_optim_kind kind;
+    float lr;
+    float momentum;     /* SGD; 0 = plain SGD */
+    float weight_decay; /* SGD: added to the gradient; AdamW: decoupled */
+    float beta1, beta2, eps; /* AdamW */
+} dt_optim_config;
+
+/* SGD, lr 0.01, momentum 0.9, weight decay 0, betas 0.9/0.999, eps 1e-8. */
+DT_API void dt_optim_defaults(dt_optim_config *c);
+
+typedef struct dt_optimizer dt_optimizer;
+/* An optimizer over n parameters (allocates its state: momentum, or Adam's m and v). */
+DT_API dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer **out);
+DT_API void dt_optimizer_free(dt_optimizer *o);
+/* One update of params (n floats) from grads, PyTorch semantics. */
+DT_API dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads);
+
+/* ---------------------------------------------------------------- synthetic data
+ *
+ * A dataset that is worth learning and needs no files: sample i is drawn from (seed, i) alone, so
+ * any rank can make any sample; its label comes from a fixed random teacher network. Each epoch
+ * visits the samples in a seeded permutation shared by every rank; the global batch of
+ * world * batch samples at step s is split so rank r takes its own contiguous batch
+ * (DistributedSampler semantics, the last partial global batch of an epoch dropped). */
+
+typedef struct dt_dataset dt_dataset;
+/* size samples of shape (c, h, w), flattened, with `classes` labels; a flat input is (n, 1, 1).
+ * Images (h or w > 1) are spatially smooth, like natural ones: each channel is a coarse random
+ * grid (one value per 4x4 pixels) interpolated bilinearly, so pooling keeps what the label
+ * depends on. Flat inputs are independent uniform values in [-1, 1). */
+DT_API dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t size, uint64_t seed,
+                                     dt_dataset **out);
+/* The shape a model expects, for dt_synthetic_create. */
+DT_API void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w);
+DT_API void dt_dataset_free(dt_dataset *d);
+/* Fills x (batch, input_size) and labels (batch) for `rank` of `world` at global step `step`. */
+DT_API dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int batch, float *x,
+                                  int32_t *labels);
+
+/* ---------------------------------------------------------------- BLAS */
+
+/* The kernel set OpenBLAS chose for this CPU ("SkylakeX", "Haswell", "Prescott", ...). */
+DT_API const char *dt_blas_corename(void);
+/* A better OPENBLAS_CORETYPE for this CPU when OpenBLAS chose kernels below what the CPU can run
+ * (it falls back to "Prescott" on virtual machines that hide the CPU model), else NULL. OpenBLAS
+ * reads the variable once, when it loads: set it in the environment of a new process. */
+DT_API const char *dt_blas_coretype_advice(void);
+
+/* ---------------------------------------------------------------- kernels for custom models */
+
+/* C(M,N) = alpha * op(A) * op(B) + beta * C, row-major fp32 (OpenBLAS). */
+DT_API void dt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, float beta, float *c, int ldc);
+/* Softmax cross-entropy of logits (batch, classes): returns the summed loss, counts correct
+ * predictions, writes dlogits = (softmax - onehot) * grad_scale. */
+DT_API double dt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch,
+                              int classes, float grad_scale, int *correct);
+
 #ifdef __cplusplus
 }
 #endif

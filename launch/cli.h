@@ -11,9 +11,27 @@
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
-/* Parses the flags every command takes (--device, --pin, --timeout, --blas-threads) from argv,
- * on top of the defaults and DTRAIN_* variables. Returns EXIT_OK, or EXIT_USAGE after printing why. */
-int cli_parse_common(int argc, char **argv, const char *cmd, dt_config *cfg);
+struct option;
+
+/* A command's own flags: getopt_long entries (val >= 256, NULL-terminated), and a handler that
+ * takes one parsed flag and returns EXIT_OK or EXIT_USAGE after printing why. */
+typedef struct cli_extra {
+    const struct option *opts;
+    int (*handle)(int val, const char *arg, void *ud);
+    void *ud;
+} cli_extra;
+
+/* Parses the flags every command takes (--device, --pin, --timeout, --blas-threads) and the
+ * command's own (extra may be NULL) from argv, on top of the defaults and DTRAIN_* variables.
+ * Returns EXIT_OK, or EXIT_USAGE after printing why. */
+int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_extra *extra);
+#define cli_parse_common(argc, argv, cmd, cfg) cli_parse(argc, argv, cmd, cfg, NULL)
+
+/* Strict values of flags: the whole text must be a number within [lo, hi]. Print the error and
+ * return EXIT_USAGE otherwise. */
+int cli_int(const char *flag, const char *arg, long lo, long hi, int *out);
+int cli_long(const char *flag, const char *arg, long lo, long hi, long *out);
+int cli_float(const char *flag, const char *arg, double lo, double hi, float *out);
 
 /* dt_init with the message and the job-wide abort that a failure needs; returns NULL on failure
  * after printing the error (the caller exits with EXIT_FAIL). */
@@ -23,5 +41,6 @@ dt_ctx *cli_init(const dt_config *cfg);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 int cmd_env(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 #endif

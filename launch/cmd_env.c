@@ -47,8 +47,8 @@ int cmd_env(int argc, char **argv)
         return EXIT_FAIL;
     }
     if (rank == 0) {
-        printf("dtrain %s, %d ranks on %d nodes, collectives: %s\n", dt_version_string(), world,
-               me.pl.num_nodes, dt_backend_name(ctx));
+        printf("dtrain %s, %d ranks on %d nodes, collectives: %s, OpenBLAS kernels: %s\n", dt_version_string(),
+               world, me.pl.num_nodes, dt_backend_name(ctx), dt_blas_corename());
         printf("%-7s %-7s %-5s %-16s %-9s %-7s %-12s %-8s %-4s %-22s %-12s %s\n", "RANK", "LOCAL", "NODE",
                "HOST", "LAUNCHER", "DEVICE", "CORES", "BOUND", "BLAS", "MPI", "NCCL", "CUDA");
         int shared = 0;

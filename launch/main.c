@@ -3,11 +3,13 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void cli_error(const char *fmt, ...)
 {
@@ -25,6 +27,14 @@ static void usage(FILE *f)
             "usage: dtrain <command> [options]\n"
             "\n"
             "commands:\n"
+            "  train      data-parallel training on the built-in synthetic dataset:\n"
+            "             --model mlp|cnn|LAYERS  --input N|CxHxW  --batch B (per rank)  --steps S\n"
+            "             --optim sgd|adamw  --lr F  --momentum F  --weight-decay F  --beta1/--beta2/--eps F\n"
+            "             --seed N  --log-every K  --metrics FILE.jsonl  --dump-params FILE\n"
+            "             --dataset-size N (default 60000)\n"
+            "             LAYERS: fc:OUT, conv:OUT:K:STRIDE:PAD, pool:K, relu, flatten, comma-separated;\n"
+            "             mlp = fc:1024,relu,fc:1024,relu,fc:10 on 784; cnn = conv:32:3:1:1,relu,pool:2,\n"
+            "             conv:64:3:1:1,relu,pool:2,fc:128,relu,fc:10 on 1x28x28\n"
             "  env        print every rank's placement: rank, local rank, node, host, launcher,\n"
             "             device, CPU cores, and the MPI/NCCL/CUDA versions\n"
             "  version    print the version of dtrain and of what it was built with\n"
@@ -41,23 +51,64 @@ static void usage(FILE *f)
             "Exit codes: 0 success, 1 run-time failure, 2 bad usage.\n");
 }
 
-int cli_parse_common(int argc, char **argv, const char *cmd, dt_config *cfg)
+int cli_long(const char *flag, const char *arg, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (!*arg || *end || errno || v < lo || v > hi || arg[0] == ' ') {
+        cli_error("%s '%s' is not a whole number from %ld to %ld", flag, arg, lo, hi);
+        return EXIT_USAGE;
+    }
+    *out = v;
+    return EXIT_OK;
+}
+
+int cli_int(const char *flag, const char *arg, long lo, long hi, int *out)
+{
+    long v;
+    int rc = cli_long(flag, arg, lo, hi, &v);
+    if (rc == EXIT_OK) *out = (int)v;
+    return rc;
+}
+
+int cli_float(const char *flag, const char *arg, double lo, double hi, float *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (!*arg || *end || errno || !(v >= lo && v <= hi) || arg[0] == ' ') {
+        cli_error("%s '%s' is not a number from %g to %g", flag, arg, lo, hi);
+        return EXIT_USAGE;
+    }
+    *out = (float)v;
+    return EXIT_OK;
+}
+
+int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_extra *extra)
 {
     dt_config_defaults(cfg);
     if (dt_config_from_env(cfg)) {
         cli_error("%s", dt_last_error());
         return EXIT_USAGE;
     }
-    static const struct option opts[] = {
+    static const struct option common[] = {
         {"device", required_argument, NULL, 'd'},  {"pin", required_argument, NULL, 'p'},
         {"timeout", required_argument, NULL, 't'}, {"blas-threads", required_argument, NULL, 'b'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},
     };
+    enum { NCOMMON = sizeof common / sizeof *common, MAXOPTS = 64 };
+    struct option opts[MAXOPTS];
+    int n = 0;
+    for (int i = 0; i < NCOMMON; i++) opts[n++] = common[i];
+    for (const struct option *o = extra ? extra->opts : NULL; o && o->name && n < MAXOPTS - 1; o++) opts[n++] = *o;
+    memset(&opts[n], 0, sizeof opts[n]);
+
     optind = 1;
     opterr = 0;
     int o;
     while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        char *end = NULL;
+        int rc = EXIT_OK;
         switch (o) {
         case 'd':
             if (dt_device_kind_parse(optarg, &cfg->device)) {
@@ -71,31 +122,26 @@ int cli_parse_common(int argc, char **argv, const char *cmd, dt_config *cfg)
                 return EXIT_USAGE;
             }
             break;
-        case 't':
-            cfg->timeout_s = strtod(optarg, &end);
-            if (!*optarg || *end || !(cfg->timeout_s >= 0 && cfg->timeout_s <= 1e7)) {
-                cli_error("--timeout '%s' is not a number of seconds from 0 to 10000000", optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        case 'b': {
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < 0 || v > 4096) {
-                cli_error("--blas-threads '%s' is not a whole number from 0 to 4096", optarg);
-                return EXIT_USAGE;
-            }
-            cfg->blas_threads = (int)v;
+        case 't': {
+            float t;
+            if ((rc = cli_float("--timeout", optarg, 0, 1e7, &t))) return rc;
+            cfg->timeout_s = t;
             break;
         }
+        case 'b':
+            if ((rc = cli_int("--blas-threads", optarg, 0, 4096, &cfg->blas_threads))) return rc;
+            break;
         case 'h':
             usage(stdout);
             exit(EXIT_OK);
         case ':':
             cli_error("dtrain %s: option %s needs a value", cmd, argv[optind - 1]);
             return EXIT_USAGE;
-        default:
+        case '?':
             cli_error("dtrain %s: unknown option '%s'; see dtrain help", cmd, argv[optind - 1]);
             return EXIT_USAGE;
+        default:
+            if (!extra || (rc = extra->handle(o, optarg, extra->ud))) return rc ? rc : EXIT_USAGE;
         }
     }
     if (optind < argc) {
@@ -127,8 +173,27 @@ static int cmd_version(int argc, char **argv)
     return EXIT_OK;
 }
 
+/* OpenBLAS picks its kernels when it loads; when it guessed below this CPU (VMs that hide the
+ * CPU model get the SSE3 kernels), start again with the right OPENBLAS_CORETYPE. A user's own
+ * OPENBLAS_CORETYPE always wins, and DTRAIN_BLAS_COREFIX=0 turns this off. */
+static void blas_corefix(char **argv)
+{
+    const char *fix = getenv("DTRAIN_BLAS_COREFIX");
+    if (getenv("OPENBLAS_CORETYPE") || (fix && strcmp(fix, "0") == 0)) return;
+    const char *better = dt_blas_coretype_advice();
+    if (!better) return;
+    setenv("OPENBLAS_CORETYPE", better, 1);
+    setenv("DTRAIN_BLAS_COREFIX", "0", 1); /* never loop */
+    execv("/proc/self/exe", argv);
+    /* exec failed: carry on with the slower kernels, and say so. */
+    unsetenv("OPENBLAS_CORETYPE");
+    fprintf(stderr, "dtrain: warning: OpenBLAS runs its %s kernels on a CPU that can run %s ones; "
+            "set OPENBLAS_CORETYPE=%s for faster GEMM\n", dt_blas_corename(), better, better);
+}
+
 int main(int argc, char **argv)
 {
+    blas_corefix(argv);
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
@@ -139,7 +204,8 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     if (!strcmp(cmd, "env")) return cmd_env(argc - 1, argv + 1);
+    if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) return cmd_version(argc - 1, argv + 1);
-    cli_error("unknown command '%s'; the commands are env, version, help", cmd);
+    cli_error("unknown command '%s'; the commands are train, env, version, help", cmd);
     return EXIT_USAGE;
 }

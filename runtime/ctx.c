@@ -176,6 +176,11 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
             "timeout %.0f s", dt_version_string(), m.size, m.num_nodes, dt_launcher_name(env.launcher),
             dt_device_kind_name(c->pl.device), c->coll->ops->name,
             c->cfg.pin == DT_PIN_NONE ? "none" : "auto", c->cfg.timeout_s);
+    const char *better = dt_blas_coretype_advice();
+    if (better)
+        dt_log0(DT_LOG_WARN, "OpenBLAS runs its %s kernels on a CPU that can run %s ones: start the program "
+                "with OPENBLAS_CORETYPE=%s for much faster GEMM (4x measured on an AVX-512 VM)",
+                dt_blas_corename(), better, better);
     topo_env_free(&env);
     *out = c;
     return DT_OK;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "blas.h"
 #include "dtrain.h"
 
 #include <stdlib.h>
@@ -90,12 +91,30 @@ static void test_names(void **st)
     assert_int_equal(dt_dtype_size(DT_BF16), 2);
 }
 
+static void test_blas_advice(void **st)
+{
+    (void)st;
+    assert_string_equal(blas_advice_for("Prescott", 1, 1), "SkylakeX");
+    assert_string_equal(blas_advice_for("Haswell", 1, 1), "SkylakeX");
+    assert_string_equal(blas_advice_for("Prescott", 0, 1), "Haswell");
+    assert_string_equal(blas_advice_for("sandybridge", 0, 1), "Haswell");
+    assert_null(blas_advice_for("SkylakeX", 1, 1));
+    assert_null(blas_advice_for("Haswell", 0, 1));
+    assert_null(blas_advice_for("Zen", 0, 1));
+    assert_null(blas_advice_for("Prescott", 0, 0));
+    assert_null(blas_advice_for("", 1, 1));
+    /* In this process: either OpenBLAS already runs the best kernels or there is advice. */
+    const char *adv = dt_blas_coretype_advice();
+    print_message("OpenBLAS core %s, advice %s\n", dt_blas_corename(), adv ? adv : "none");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_env),
         cmocka_unit_test(test_bad_env),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_blas_advice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,559 @@
+#!/usr/bin/python3
+"""Compare dtrain's CPU training throughput with PyTorch DistributedDataParallel (gloo, CPU).
+
+For each model (mlp, cnn) and rank count (1, 2) this runs, on this machine, one after the other:
+  * dtrain:  mpirun -np R build/dtrain train ... --metrics FILE, mean samples_per_s over the logged
+             intervals after the first (warm-up) one;
+  * PyTorch: DDP(backend=gloo) on CPU, same layers, batch, optimizer; R processes from
+             torch.multiprocessing (spawn); wall time of S steps on rank 0 between two barriers,
+             after warm-up steps, on pre-generated random tensors.
+Then prints a markdown table, 2-rank scaling efficiencies and the targets.
+
+Run with Debian's python:  /usr/bin/python3 bench/ddp_compare.py [--quick] [--json OUT]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Same layer-list language as `dtrain train --model`: fc:N, relu, conv:OUT:K:STRIDE:PAD,
+# pool:K (max-pool, window K, stride K); a flatten is implied before the first fc.
+MODELS = {
+    "mlp": {"layers": "fc:1024,relu,fc:1024,relu,fc:10", "input": "784"},
+    "cnn": {"layers": "conv:32:3:1:1,relu,pool:2,conv:64:3:1:1,relu,pool:2,fc:128,relu,fc:10",
+            "input": "1x28x28"},
+}
+CLASSES = 10
+BATCH = 128            # per rank
+LR = 0.01
+MOMENTUM = 0.9
+# Default steps per run: each run takes roughly 10-20 s on a 2-core machine (measured with PyTorch;
+# see bench/README.md). --steps overrides, --quick shrinks them for a smoke test.
+DEFAULT_STEPS = {"mlp": 200, "cnn": 80}
+QUICK_STEPS = 20
+
+# Targets, checked when the runs they need are present.
+TARGET_MLP_RATIO_2 = 2.0
+TARGET_CNN_RATIO_2 = 1.2
+TARGET_DTRAIN_MLP_SCALING = 0.85
+
+MPI_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_mpi_yield_when_idle": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+}
+TORCH_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+class BenchError(Exception):
+    pass
+
+
+def die(msg):
+    print(f"ddp_compare: error: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+# ----------------------------------------------------------------------------------------------
+# machine
+
+def machine_info():
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+        nproc = int(nproc)
+    except (OSError, ValueError):
+        nproc = len(os.sched_getaffinity(0))
+    try:
+        with open("/proc/loadavg") as f:
+            load = " ".join(f.read().split()[:3])
+    except OSError:
+        load = "unknown"
+    return {"nproc": nproc, "cpu_model": cpu, "loadavg_at_start": load, "kernel": platform.release(),
+            "python": sys.version.split()[0], "hostname": socket.gethostname()}
+
+
+# ----------------------------------------------------------------------------------------------
+# dtrain
+
+def log_every_for(steps):
+    return max(1, steps // 10)
+
+
+def dtrain_command(dtrain, model, ranks, steps, metrics, nproc):
+    k = log_every_for(steps)
+    cmd = ["mpirun", "-np", str(ranks)]
+    if ranks > nproc:
+        cmd.append("--oversubscribe")
+    cmd += ["-x", "OPENBLAS_NUM_THREADS=1",
+            dtrain, "train",
+            "--model", model, "--input", MODELS[model]["input"],
+            "--batch", str(BATCH), "--steps", str(steps),
+            "--optim", "sgd", "--momentum", str(MOMENTUM), "--lr", str(LR),
+            "--log-every", str(k), "--metrics", metrics,
+            "--device", "cpu", "--blas-threads", "1"]
+    return cmd
+
+
+def env_prefix(env):
+    return " ".join(f"{k}={v}" for k, v in env.items())
+
+
+def show_cmd(cmd, env):
+    return env_prefix(env) + " " + " ".join(shlex.quote(c) for c in cmd)
+
+
+def read_metrics(path):
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise BenchError(f"{path}:{n}: not JSON ({e}): {line[:200]}")
+    rows = [r for r in rows if "samples_per_s" in r and "step" in r]
+    rows.sort(key=lambda r: r["step"])
+    return rows
+
+
+def run_dtrain(dtrain, model, ranks, steps, nproc, timeout, verbose):
+    with tempfile.TemporaryDirectory(prefix="ddp_compare.") as tmp:
+        metrics = os.path.join(tmp, "metrics.jsonl")
+        cmd = dtrain_command(dtrain, model, ranks, steps, metrics, nproc)
+        env = dict(os.environ, **MPI_ENV)
+        t0 = time.perf_counter()
+        # Own process group, so a run past --timeout takes mpirun's ranks down with it.
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+            raise BenchError(f"dtrain ran past --timeout {timeout} s: {show_cmd(cmd, MPI_ENV)}\n"
+                             f"--- stderr ---\n{err.rstrip()}")
+        wall = time.perf_counter() - t0
+        if verbose and out:
+            print(out, end="")
+        if p.returncode != 0:
+            raise BenchError(f"dtrain failed (exit {p.returncode}): {show_cmd(cmd, MPI_ENV)}\n"
+                             f"--- stderr ---\n{err.rstrip()}\n--- stdout (tail) ---\n"
+                             f"{out[-2000:].rstrip()}")
+        if not os.path.exists(metrics):
+            raise BenchError(f"dtrain wrote no metrics file ({metrics}): {show_cmd(cmd, MPI_ENV)}\n"
+                             f"--- stderr ---\n{err.rstrip()}")
+        rows = read_metrics(metrics)
+    if len(rows) < 2:
+        raise BenchError(f"dtrain logged {len(rows)} interval(s) for {model} at {ranks} ranks; "
+                         f"need at least 2 (the first is dropped as warm-up): raise --steps")
+    kept = rows[1:]
+    rate = statistics.fmean(float(r["samples_per_s"]) for r in kept)
+    last = rows[-1]
+    return {"samples_per_s": rate, "intervals": len(kept), "dropped_steps": rows[0]["step"],
+            "final_loss": last.get("loss"), "comm_wait_s": last.get("comm_wait_s"),
+            "wall_s": wall, "command": show_cmd(cmd, MPI_ENV)}
+
+
+def dtrain_env_report(dtrain, ranks, nproc):
+    cmd = ["mpirun", "-np", str(ranks)] + (["--oversubscribe"] if ranks > nproc else []) + \
+          ["-x", "OPENBLAS_NUM_THREADS=1", dtrain, "env", "--device", "cpu", "--blas-threads", "1"]
+    p = subprocess.run(cmd, env=dict(os.environ, **MPI_ENV), capture_output=True, text=True,
+                       timeout=120)
+    if p.returncode != 0:
+        return f"(dtrain env failed, exit {p.returncode}: {p.stderr.strip()[:500]})"
+    return p.stdout.rstrip()
+
+
+# ----------------------------------------------------------------------------------------------
+# PyTorch
+
+def parse_input(s):
+    try:
+        dims = tuple(int(x) for x in s.split("x"))
+    except ValueError:
+        raise BenchError(f"bad input shape '{s}'")
+    if not dims or any(d <= 0 for d in dims):
+        raise BenchError(f"bad input shape '{s}'")
+    return dims
+
+
+def build_torch_model(layers, input_shape):
+    """nn.Sequential from the dtrain layer list; returns (model, description)."""
+    import torch.nn as nn
+    mods = []
+    shape = tuple(input_shape)        # per sample: (N,) or (C, H, W)
+    for tok in layers.split(","):
+        f = tok.strip().split(":")
+        kind, args = f[0], [int(x) for x in f[1:]]
+        if kind == "fc":
+            if len(shape) != 1:
+                mods.append(nn.Flatten())
+                n = 1
+                for d in shape:
+                    n *= d
+                shape = (n,)
+            mods.append(nn.Linear(shape[0], args[0]))
+            shape = (args[0],)
+        elif kind == "relu":
+            mods.append(nn.ReLU())
+        elif kind == "conv":
+            out, k, s, p = args
+            c, h, w = shape
+            mods.append(nn.Conv2d(c, out, k, stride=s, padding=p))
+            shape = (out, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1)
+        elif kind == "pool":
+            k = args[0]
+            c, h, w = shape
+            mods.append(nn.MaxPool2d(k, stride=k))
+            shape = (c, h // k, w // k)
+        elif kind == "flatten":
+            mods.append(nn.Flatten())
+            n = 1
+            for d in shape:
+                n *= d
+            shape = (n,)
+        else:
+            raise BenchError(f"unknown layer '{tok}'")
+    return nn.Sequential(*mods)
+
+
+def _torch_worker(rank, world, port, model_name, steps, warmup, pin, out_path, seed):
+    # Runs in a fresh spawned interpreter; OMP_NUM_THREADS etc. were set in the parent's environment.
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    if pin:
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[rank % len(cores)]})
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=300))
+    torch.manual_seed(seed)
+    spec = MODELS[model_name]
+    in_shape = parse_input(spec["input"])
+    model = DDP(build_torch_model(spec["layers"], in_shape))
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+
+    # Data generated before timing: a few random batches per rank, cycled.
+    g = torch.Generator().manual_seed(seed * 1000 + rank + 1)
+    pool = 4
+    xs = [torch.randn((BATCH,) + in_shape, generator=g) for _ in range(pool)]
+    ys = [torch.randint(0, CLASSES, (BATCH,), generator=g) for _ in range(pool)]
+
+    def step(i):
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xs[i % pool]), ys[i % pool])
+        loss.backward()
+        opt.step()
+        return loss
+
+    for i in range(warmup):
+        step(i)
+    dist.barrier()
+    t0 = time.perf_counter()
+    for i in range(steps):
+        loss = step(warmup + i)
+    dist.barrier()
+    t1 = time.perf_counter()
+    if rank == 0:
+        dt = t1 - t0
+        with open(out_path, "w") as f:
+            json.dump({"time_s": dt, "samples_per_s": world * BATCH * steps / dt,
+                       "final_loss": float(loss.item()), "threads": torch.get_num_threads(),
+                       "affinity": sorted(os.sched_getaffinity(0))}, f)
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torch_description(model, ranks, steps, warmup, pin):
+    return (f"torch.multiprocessing.spawn(nprocs={ranks}) {env_prefix(TORCH_ENV)} "
+            f"MASTER_ADDR=127.0.0.1 MASTER_PORT=<free>: torch.set_num_threads(1), "
+            f"init_process_group('gloo'), DDP(nn.Sequential[{MODELS[model]['layers']}] on "
+            f"{MODELS[model]['input']}), SGD(lr={LR}, momentum={MOMENTUM}), cross_entropy, "
+            f"batch {BATCH}/rank, {warmup} warm-up + {steps} timed steps"
+            + (", rank r pinned to core r" if pin else ""))
+
+
+def run_torch(model, ranks, steps, warmup, pin, seed):
+    import torch.multiprocessing as mp
+    for k, v in TORCH_ENV.items():
+        os.environ[k] = v
+    with tempfile.TemporaryDirectory(prefix="ddp_compare.") as tmp:
+        out = os.path.join(tmp, "torch.json")
+        port = free_port()
+        t0 = time.perf_counter()
+        try:
+            mp.spawn(_torch_worker, args=(ranks, port, model, steps, warmup, pin, out, seed),
+                     nprocs=ranks, join=True, start_method="spawn")
+        except Exception as e:                      # ProcessRaisedException / ProcessExitedException
+            raise BenchError(f"PyTorch DDP run failed ({model}, {ranks} ranks): {e}")
+        wall = time.perf_counter() - t0
+        with open(out) as f:
+            r = json.load(f)
+    r["wall_s"] = wall
+    r["command"] = torch_description(model, ranks, steps, warmup, pin)
+    return r
+
+
+def torch_version():
+    try:
+        import torch
+    except ImportError as e:
+        die(f"PyTorch is missing for {sys.executable} ({e}); install Debian's package: "
+            f"apt-get install python3-torch   (and run this script with /usr/bin/python3)")
+    return torch.__version__
+
+
+# ----------------------------------------------------------------------------------------------
+# report
+
+def fmt(x, nd=1):
+    return "-" if x is None else f"{x:,.{nd}f}"
+
+
+def summarize(results, models, ranks_list):
+    def rate(fw, m, r):
+        x = results.get(fw, {}).get(f"{m}/{r}")
+        return x["samples_per_s"] if x else None
+
+    rows = []
+    for m in models:
+        for r in ranks_list:
+            d, t = rate("dtrain", m, r), rate("torch", m, r)
+            rows.append({"model": m, "ranks": r, "dtrain": d, "torch": t,
+                         "ratio": d / t if d and t else None})
+    scaling = {}
+    for fw in ("dtrain", "torch"):
+        for m in models:
+            one, two = rate(fw, m, 1), rate(fw, m, 2)
+            scaling[f"{fw}/{m}"] = two / (2 * one) if one and two else None
+
+    def ratio(m, r):
+        for row in rows:
+            if row["model"] == m and row["ranks"] == r:
+                return row["ratio"]
+        return None
+
+    targets = []
+    for name, val, goal in (
+            ("mlp ratio dtrain/DDP at 2 ranks", ratio("mlp", 2), TARGET_MLP_RATIO_2),
+            ("cnn ratio dtrain/DDP at 2 ranks", ratio("cnn", 2), TARGET_CNN_RATIO_2),
+            ("dtrain mlp 2-rank scaling efficiency", scaling.get("dtrain/mlp"),
+             TARGET_DTRAIN_MLP_SCALING)):
+        targets.append({"target": name, "value": val, "goal": goal,
+                        "status": "n/a" if val is None else ("met" if val >= goal else "not met")})
+    return rows, scaling, targets
+
+
+def print_report(rows, scaling, targets, models, commands, info, tv, env_reports, args):
+    print()
+    print("## dtrain vs PyTorch DDP (CPU)")
+    print()
+    print(f"machine: nproc={info['nproc']}, CPU: {info['cpu_model']}, kernel {info['kernel']}, "
+          f"python {info['python']}, torch {tv}, load average at start {info['loadavg_at_start']}")
+    print()
+    print("| model | ranks | dtrain samples/s | PyTorch DDP samples/s | ratio (dtrain/DDP) |")
+    print("|---|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['model']} | {r['ranks']} | {fmt(r['dtrain'])} | {fmt(r['torch'])} | "
+              f"{fmt(r['ratio'], 2)} |")
+    print()
+    print("2-rank scaling efficiency (2-rank samples/s / (2 x 1-rank samples/s)):")
+    print()
+    print("| model | dtrain | PyTorch DDP |")
+    print("|---|---:|---:|")
+    for m in models:
+        print(f"| {m} | {fmt(scaling.get(f'dtrain/{m}'), 2)} | {fmt(scaling.get(f'torch/{m}'), 2)} |")
+    print()
+    print("Targets:")
+    print()
+    for t in targets:
+        print(f"- {t['target']} >= {t['goal']}: {fmt(t['value'], 2)} -> {t['status']}")
+    print()
+    print("Commands:")
+    print()
+    print(f"    {' '.join(shlex.quote(a) for a in [sys.executable] + sys.argv)}")
+    for c in commands:
+        print(f"    {c}")
+    if env_reports:
+        print()
+        print("dtrain placement (`dtrain env` under the same mpirun):")
+        for r, text in env_reports.items():
+            print()
+            print("\n".join("    " + line for line in text.splitlines()))
+
+
+# ----------------------------------------------------------------------------------------------
+
+def parse_steps(s, models):
+    steps = {}
+    if "=" in s:
+        for part in s.split(","):
+            k, _, v = part.partition("=")
+            steps[k.strip()] = int(v)
+    else:
+        n = int(s)
+        steps = {m: n for m in models}
+    for m in models:
+        if m not in steps:
+            steps[m] = DEFAULT_STEPS[m]
+        if steps[m] < 2:
+            raise ValueError(f"--steps for {m} must be at least 2")
+    return steps
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dtrain", default=os.path.join(REPO, "build", "dtrain"),
+                    help="the dtrain binary (default: build/dtrain in the repository)")
+    ap.add_argument("--steps", default=None,
+                    help="steps per run: N for every model, or mlp=N,cnn=M "
+                         f"(default mlp={DEFAULT_STEPS['mlp']},cnn={DEFAULT_STEPS['cnn']})")
+    ap.add_argument("--models", default="mlp,cnn", help="comma list from: mlp, cnn (default both)")
+    ap.add_argument("--ranks", default="1,2", help="comma list of rank counts (default 1,2)")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"smoke test: {QUICK_STEPS} steps per run (unless --steps)")
+    ap.add_argument("--only", choices=("dtrain", "torch"), help="run one framework only")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per configuration and framework; the median is reported (default 1)")
+    ap.add_argument("--torch-pin", action="store_true",
+                    help="pin PyTorch rank r to core r (default: unpinned, as torch normally runs)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--timeout", type=int, default=900, help="seconds allowed per dtrain run")
+    ap.add_argument("--verbose", action="store_true", help="show dtrain's stdout")
+    args = ap.parse_args()
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    for m in models:
+        if m not in MODELS:
+            ap.error(f"--models: unknown model '{m}' (choose from {', '.join(MODELS)})")
+    try:
+        ranks_list = [int(r) for r in args.ranks.split(",") if r.strip()]
+        if not ranks_list or any(r < 1 for r in ranks_list):
+            raise ValueError
+    except ValueError:
+        ap.error(f"--ranks: expected a comma list of positive integers, got '{args.ranks}'")
+    try:
+        steps = parse_steps(args.steps, models) if args.steps else \
+            {m: (QUICK_STEPS if args.quick else DEFAULT_STEPS[m]) for m in models}
+    except ValueError as e:
+        ap.error(f"--steps: {e}")
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
+
+    do_dtrain = args.only in (None, "dtrain")
+    do_torch = args.only in (None, "torch")
+    info = machine_info()
+    dtrain = os.path.abspath(args.dtrain)
+
+    if args.dry_run:
+        for m in models:
+            for r in ranks_list:
+                if do_dtrain:
+                    print(show_cmd(dtrain_command(dtrain, m, r, steps[m], "<tmpdir>/metrics.jsonl",
+                                                  info["nproc"]), MPI_ENV))
+                if do_torch:
+                    print(torch_description(m, r, steps[m], log_every_for(steps[m]),
+                                            args.torch_pin))
+        return 0
+
+    tv = torch_version() if do_torch else None
+    if do_dtrain and not os.access(dtrain, os.X_OK):
+        die(f"no dtrain binary at {dtrain}; build it (make build, or cmake -B build && "
+            f"cmake --build build -j) or pass --dtrain PATH")
+
+    results = {"dtrain": {}, "torch": {}}
+    commands = []
+    try:
+        for m in models:
+            for r in ranks_list:
+                key = f"{m}/{r}"
+                for fw, enabled in (("dtrain", do_dtrain), ("torch", do_torch)):
+                    if not enabled:
+                        continue
+                    runs = []
+                    for i in range(args.repeat):
+                        print(f"[{fw}] {m}, {r} rank(s), {steps[m]} steps"
+                              + (f" (run {i + 1}/{args.repeat})" if args.repeat > 1 else "")
+                              + " ...", end="", flush=True)
+                        if fw == "dtrain":
+                            res = run_dtrain(dtrain, m, r, steps[m], info["nproc"], args.timeout,
+                                             args.verbose)
+                        else:
+                            res = run_torch(m, r, steps[m], log_every_for(steps[m]),
+                                            args.torch_pin, args.seed)
+                        print(f" {res['samples_per_s']:,.1f} samples/s ({res['wall_s']:.1f} s)",
+                              flush=True)
+                        runs.append(res)
+                    best = sorted(runs, key=lambda x: x["samples_per_s"])[len(runs) // 2]
+                    best = dict(best, runs=[x["samples_per_s"] for x in runs])
+                    results[fw][key] = best
+                    if best["command"] not in commands:
+                        commands.append(best["command"])
+    except BenchError as e:
+        print(file=sys.stderr)
+        die(str(e))
+
+    env_reports = {}
+    if do_dtrain:
+        for r in ranks_list:
+            env_reports[r] = dtrain_env_report(dtrain, r, info["nproc"])
+
+    rows, scaling, targets = summarize(results, models, ranks_list)
+    print_report(rows, scaling, targets, models, commands, info, tv, env_reports, args)
+
+    if args.json:
+        doc = {"machine": info, "torch_version": tv, "steps": steps, "batch_per_rank": BATCH,
+               "lr": LR, "momentum": MOMENTUM, "models": {m: MODELS[m] for m in models},
+               "results": results, "table": rows, "scaling": scaling, "targets": targets,
+               "dtrain_env": {str(k): v for k, v in env_reports.items()},
+               "argv": [sys.executable] + sys.argv}
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,273 @@
+/*
+ * cmd_train.c - `dtrain train`: data-parallel training of a layer-list model on the synthetic
+ * dataset, written against include/dtrain.h alone.
+ *
+ * Each step: make this rank's share of the global batch, forward + backward (gradient of the
+ * mean loss over this rank's batch), average the gradients over the ranks, optimizer step. Every
+ * --log-every steps the loss, accuracy and communication wait are averaged over the ranks and
+ * rank 0 prints a line (and a JSON object with --metrics).
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct train_opts {
+    const char *model, *input, *metrics, *dump;
+    int batch;
+    long steps, log_every, dataset_size;
+    dt_optim_config optim;
+    long seed;
+} train_opts;
+
+enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_LR, OPT_OPTIM, OPT_MOMENTUM, OPT_WD, OPT_SEED,
+       OPT_LOG_EVERY, OPT_METRICS, OPT_DUMP, OPT_DATASET, OPT_BETA1, OPT_BETA2, OPT_EPS };
+
+static const struct option train_options[] = {
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"input", required_argument, NULL, OPT_INPUT},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"lr", required_argument, NULL, OPT_LR},
+    {"optim", required_argument, NULL, OPT_OPTIM},
+    {"momentum", required_argument, NULL, OPT_MOMENTUM},
+    {"weight-decay", required_argument, NULL, OPT_WD},
+    {"beta1", required_argument, NULL, OPT_BETA1},
+    {"beta2", required_argument, NULL, OPT_BETA2},
+    {"eps", required_argument, NULL, OPT_EPS},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"log-every", required_argument, NULL, OPT_LOG_EVERY},
+    {"metrics", required_argument, NULL, OPT_METRICS},
+    {"dump-params", required_argument, NULL, OPT_DUMP},
+    {"dataset-size", required_argument, NULL, OPT_DATASET},
+    {NULL, 0, NULL, 0},
+};
+
+static int train_handle(int val, const char *arg, void *ud)
+{
+    train_opts *t = ud;
+    switch (val) {
+    case OPT_MODEL: t->model = arg; return EXIT_OK;
+    case OPT_INPUT: t->input = arg; return EXIT_OK;
+    case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &t->batch);
+    case OPT_STEPS: return cli_long("--steps", arg, 1, 1L << 40, &t->steps);
+    case OPT_LR: return cli_float("--lr", arg, 1e-12, 1e3, &t->optim.lr);
+    case OPT_MOMENTUM: return cli_float("--momentum", arg, 0, 0.999999, &t->optim.momentum);
+    case OPT_WD: return cli_float("--weight-decay", arg, 0, 10, &t->optim.weight_decay);
+    case OPT_BETA1: return cli_float("--beta1", arg, 0, 0.999999, &t->optim.beta1);
+    case OPT_BETA2: return cli_float("--beta2", arg, 0, 0.999999, &t->optim.beta2);
+    case OPT_EPS: return cli_float("--eps", arg, 1e-30, 1, &t->optim.eps);
+    case OPT_SEED: return cli_long("--seed", arg, 0, 1L << 62, &t->seed);
+    case OPT_LOG_EVERY: return cli_long("--log-every", arg, 1, 1L << 40, &t->log_every);
+    case OPT_DATASET: return cli_long("--dataset-size", arg, 1, 4294967295L, &t->dataset_size);
+    case OPT_METRICS: t->metrics = arg; return EXIT_OK;
+    case OPT_DUMP: t->dump = arg; return EXIT_OK;
+    case OPT_OPTIM:
+        if (!strcmp(arg, "sgd")) t->optim.kind = DT_OPTIM_SGD;
+        else if (!strcmp(arg, "adamw")) t->optim.kind = DT_OPTIM_ADAMW;
+        else {
+            cli_error("--optim '%s' is not one of sgd, adamw", arg);
+            return EXIT_USAGE;
+        }
+        return EXIT_OK;
+    }
+    return EXIT_USAGE;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Writes the parameters as raw little-endian fp32, atomically: a temporary file in the same
+ * directory, fsync, rename, so a reader never sees half a file. */
+static int dump_params(const char *path, const float *p, size_t n)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        cli_error("cannot write --dump-params %s: %s", tmp, strerror(errno));
+        return EXIT_FAIL;
+    }
+    const uint16_t probe = 1;
+    int little = *(const uint8_t *)&probe == 1;
+    size_t done = 0;
+    if (little) {
+        done = fwrite(p, sizeof(float), n, f);
+    } else {
+        for (; done < n; done++) {
+            uint32_t b;
+            memcpy(&b, &p[done], 4);
+            uint8_t le[4] = {(uint8_t)b, (uint8_t)(b >> 8), (uint8_t)(b >> 16), (uint8_t)(b >> 24)};
+            if (fwrite(le, 1, 4, f) != 4) break;
+        }
+    }
+    int ok = done == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        cli_error("writing --dump-params %s failed: %s", path, strerror(errno));
+        unlink(tmp);
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}
+
+static dt_status train_dataset(const dt_model *m, const train_opts *t, dt_dataset **out)
+{
+    int c, h, w;
+    dt_model_input_shape(m, &c, &h, &w);
+    return dt_synthetic_create(c, h, w, dt_model_num_classes(m), (size_t)t->dataset_size, (uint64_t)t->seed, out);
+}
+
+int cmd_train(int argc, char **argv)
+{
+    train_opts t = {.model = "mlp", .batch = 64, .steps = 100, .log_every = 10, .seed = 1,
+                    .dataset_size = 60000};
+    dt_optim_defaults(&t.optim);
+    dt_config cfg;
+    cli_extra extra = {train_options, train_handle, &t};
+    int rc = cli_parse(argc, argv, "train", &cfg, &extra);
+    if (rc) return rc;
+    /* Models run on the CPU kernels for now: auto means the CPU here. */
+    if (cfg.device == DT_DEVICE_AUTO) cfg.device = DT_DEVICE_CPU;
+
+    dt_ctx *ctx = cli_init(&cfg);
+    if (!ctx) return EXIT_FAIL;
+    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    dt_model *m = NULL;
+    dt_optimizer *opt = NULL;
+    dt_dataset *data = NULL;
+    float *x = NULL;
+    int32_t *labels = NULL;
+    FILE *metrics = NULL;
+    dt_status s = DT_OK;
+
+    if ((s = dt_model_create(ctx, t.model, t.input, (uint64_t)t.seed, t.batch, &m)) ||
+        (s = dt_optimizer_create(&t.optim, dt_model_num_params(m), &opt)) ||
+        (s = train_dataset(m, &t, &data)))
+        goto fail;
+    if ((size_t)t.dataset_size < (size_t)world * (size_t)t.batch) {
+        cli_error("--dataset-size %ld is smaller than one global batch of %d ranks x %d", t.dataset_size, world,
+                  t.batch);
+        goto fail_quiet;
+    }
+    x = malloc((size_t)t.batch * dt_model_input_size(m) * sizeof *x);
+    labels = malloc((size_t)t.batch * sizeof *labels);
+    if (!x || !labels) {
+        cli_error("out of memory for a batch of %d", t.batch);
+        goto fail_quiet;
+    }
+    if (rank == 0 && t.metrics && !(metrics = fopen(t.metrics, "w"))) {
+        cli_error("cannot write --metrics %s: %s", t.metrics, strerror(errno));
+        goto fail_quiet;
+    }
+    if (rank == 0) {
+        char desc[4096];
+        dt_model_describe(m, desc, sizeof desc);
+        printf("dtrain train: model %s, %d ranks x batch %d = %d per step, %ld steps, %s lr %g momentum %g "
+               "weight decay %g, seed %ld, backend %s\n%s",
+               t.model, world, t.batch, world * t.batch, t.steps, t.optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw",
+               (double)t.optim.lr, (double)t.optim.momentum, (double)t.optim.weight_decay, t.seed,
+               dt_backend_name(ctx), desc);
+        fflush(stdout);
+    }
+
+    const float scale = 1.0f / (float)t.batch;
+    double loss_acc = 0, comm_acc = 0, t_interval = now_s(), t_start = t_interval;
+    long correct_acc = 0, logged_steps = 0;
+    double total_samples_s = 0;
+    int intervals = 0;
+    for (long step = 0; step < t.steps; step++) {
+        double loss;
+        int correct;
+        if ((s = dt_dataset_batch(data, step, rank, world, t.batch, x, labels)) ||
+            (s = dt_model_forward_backward(m, x, labels, t.batch, scale, &loss, &correct)))
+            goto fail;
+        double t0 = now_s();
+        if ((s = dt_model_sync_grads(m))) goto fail;
+        comm_acc += now_s() - t0;
+        if ((s = dt_optimizer_step(opt, dt_model_params(m), dt_model_grads(m)))) goto fail;
+        loss_acc += loss;
+        correct_acc += correct;
+        logged_steps++;
+
+        if ((step + 1) % t.log_every == 0 || step + 1 == t.steps) {
+            /* Averages over ranks: summed loss, correct count, communication wait. */
+            float red[3] = {(float)loss_acc, (float)correct_acc, (float)comm_acc};
+            if ((s = dt_allreduce(ctx, red, 3, DT_F32, DT_SUM))) goto fail;
+            double now = now_s(), dt_int = now - t_interval;
+            double samples = (double)logged_steps * world * t.batch;
+            double mean_loss = red[0] / samples, acc = red[1] / samples;
+            double sps = samples / dt_int, step_s = dt_int / (double)logged_steps;
+            double comm_s = red[2] / world / (double)logged_steps;
+            if (!isfinite(mean_loss)) {
+                cli_error("the loss became %g at step %ld: lower --lr (now %g)", mean_loss, step + 1,
+                          (double)t.optim.lr);
+                goto fail_quiet;
+            }
+            total_samples_s += sps;
+            intervals++;
+            if (rank == 0) {
+                printf("step %6ld/%ld  loss %.4f  acc %.3f  %9.1f samples/s  step %7.2f ms  comm %6.2f ms\n",
+                       step + 1, t.steps, mean_loss, acc, sps, 1e3 * step_s, 1e3 * comm_s);
+                fflush(stdout);
+                if (metrics) {
+                    fprintf(metrics,
+                            "{\"step\": %ld, \"loss\": %.6f, \"accuracy\": %.6f, \"samples_per_s\": %.3f, "
+                            "\"step_time_s\": %.6f, \"comm_wait_s\": %.6f}\n",
+                            step + 1, mean_loss, acc, sps, step_s, comm_s);
+                    fflush(metrics);
+                }
+            }
+            loss_acc = comm_acc = 0;
+            correct_acc = logged_steps = 0;
+            t_interval = now_s();
+        }
+    }
+    if (rank == 0) {
+        printf("done: %ld steps in %.2f s, mean %.1f samples/s over %d log intervals\n", t.steps,
+               now_s() - t_start, total_samples_s / (intervals ? intervals : 1), intervals);
+        fflush(stdout);
+    }
+    if (rank == 0 && t.dump && dump_params(t.dump, dt_model_params(m), dt_model_num_params(m)) != EXIT_OK)
+        goto fail_quiet;
+    if (metrics && fclose(metrics) != 0) {
+        metrics = NULL;
+        cli_error("writing --metrics %s failed: %s", t.metrics, strerror(errno));
+        goto fail_quiet;
+    }
+    metrics = NULL;
+    free(x);
+    free(labels);
+    dt_dataset_free(data);
+    dt_optimizer_free(opt);
+    dt_model_free(m);
+    if ((s = dt_finalize(ctx))) {
+        cli_error("%s", dt_last_error());
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+
+fail:
+    cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+fail_quiet:
+    if (metrics) fclose(metrics);
+    free(x);
+    free(labels);
+    dt_dataset_free(data);
+    dt_optimizer_free(opt);
+    dt_model_free(m);
+    /* Every rank hits the same configuration errors; a rank that fails alone takes the job down. */
+    rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+    dt_abort_job(ctx, rc);
+    return rc;
+}

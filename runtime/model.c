@@ -1,0 +1,365 @@
+/*
+ * model.c - dt_model: a layer-list network on one flat parameter buffer, its forward and backward
+ * passes over the kernel op table, and the public optimizer and kernel entry points.
+ *
+ * Memory is sized once for the largest batch: one output buffer per layer (ReLU works in place on
+ * its input's buffer and flatten aliases it, since no backward pass needs the pre-ReLU values),
+ * two ping-pong buffers for the gradients flowing backward, argmax indices per pooling layer, and
+ * one convolution workspace shared by all layers. A step allocates nothing.
+ */
+#include "model.h"
+#include "rng.h"
+#include "status.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dt_model {
+    dt_ctx *ctx;
+    model_spec spec;
+    const kernel_ops *ops;
+    int max_batch;
+    float *params, *grads;
+    float **act;        /* act[i]: output of layer i (batch, out size); NULL for flatten */
+    const float **in;   /* in[i]: input of layer i in the current step */
+    int32_t **pool_idx; /* pool_idx[i]: argmax of pooling layer i, else NULL */
+    float *dbuf[2];     /* gradients flowing backward */
+    float *ws;          /* convolution workspace */
+    /* Called after backward wrote a layer's parameter gradients (for overlapped sync). */
+    void (*grad_ready)(void *arg, size_t off, size_t n);
+    void *grad_ready_arg;
+};
+
+static size_t layer_out_n(const layer *l) { return (size_t)l->out_c * l->out_h * l->out_w; }
+
+static conv_shape layer_conv_shape(const layer *l, int batch)
+{
+    conv_shape cs = {.batch = batch, .c_in = l->in_c, .h = l->in_h, .w = l->in_w, .c_out = l->out,
+                     .k = l->k, .stride = l->stride, .pad = l->pad};
+    conv_shape_init(&cs);
+    return cs;
+}
+
+/* PyTorch's default for Linear and Conv2d: weights and biases uniform in +-1/sqrt(fan_in). */
+static void model_init_params(dt_model *m, uint64_t seed)
+{
+    for (int i = 0; i < m->spec.n; i++) {
+        const layer *l = &m->spec.layers[i];
+        if (l->kind != LAYER_FC && l->kind != LAYER_CONV) continue;
+        size_t fan_in = l->kind == LAYER_FC ? (size_t)l->in_c : (size_t)l->in_c * l->k * l->k;
+        float bound = 1.0f / sqrtf((float)fan_in);
+        for (size_t j = 0; j < l->w_n + l->b_n; j++)
+            m->params[l->w_off + j] = bound * rng_uniform_pm1(rng_at(seed, 0x5041524dull + (uint64_t)i, j));
+    }
+}
+
+void dt_model_free(dt_model *m)
+{
+    if (!m) return;
+    for (int i = 0; i < m->spec.n; i++) {
+        if (m->act) free(m->act[i]); /* NULL for flatten and in-place ReLU */
+        if (m->pool_idx) free(m->pool_idx[i]);
+    }
+    free(m->act);
+    free(m->in);
+    free(m->pool_idx);
+    free(m->dbuf[0]);
+    free(m->dbuf[1]);
+    free(m->ws);
+    free(m->params);
+    free(m->grads);
+    model_spec_free(&m->spec);
+    free(m);
+}
+
+dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed, int max_batch,
+                          dt_model **out)
+{
+    *out = NULL;
+    if (max_batch < 1) return dt_set_error(DT_ERR_INVALID_ARG, "batch size %d must be at least 1", max_batch);
+    dt_placement pl;
+    if (ctx) {
+        dt_get_placement(ctx, &pl);
+        if (pl.device == DT_DEVICE_CUDA)
+            return dt_set_error(DT_ERR_UNSUPPORTED, "models run on the CPU kernels in this version; start "
+                                "with --device cpu (DTRAIN_DEVICE=cpu)");
+    }
+    dt_model *m = calloc(1, sizeof *m);
+    if (!m) return dt_set_error(DT_ERR_NOMEM, "out of memory for the model");
+    dt_status s = model_spec_parse(spec, input, &m->spec);
+    if (s) {
+        free(m);
+        return s;
+    }
+    m->ctx = ctx;
+    m->ops = kernels_cpu();
+    m->max_batch = max_batch;
+    const size_t B = (size_t)max_batch, n = (size_t)m->spec.n;
+    m->params = calloc(m->spec.num_params ? m->spec.num_params : 1, sizeof(float));
+    m->grads = calloc(m->spec.num_params ? m->spec.num_params : 1, sizeof(float));
+    m->act = calloc(n, sizeof *m->act);
+    m->in = calloc(n, sizeof *m->in);
+    m->pool_idx = calloc(n, sizeof *m->pool_idx);
+    m->dbuf[0] = malloc(B * m->spec.max_act * sizeof(float));
+    m->dbuf[1] = malloc(B * m->spec.max_act * sizeof(float));
+    int ok = m->params && m->grads && m->act && m->in && m->pool_idx && m->dbuf[0] && m->dbuf[1];
+    size_t ws = 0;
+    int input_is_x = 1; /* no layer so far wrote a buffer: the next input is x itself */
+    for (size_t i = 0; ok && i < n; i++) {
+        layer *l = &m->spec.layers[i];
+        switch (l->kind) {
+        case LAYER_FLATTEN:
+            break; /* its output is its input */
+        case LAYER_RELU:
+            if (!input_is_x) break; /* in place on its input's buffer; x itself is const */
+            m->act[i] = malloc(B * layer_out_n(l) * sizeof(float));
+            ok = ok && m->act[i];
+            break;
+        case LAYER_POOL:
+            m->pool_idx[i] = malloc(B * layer_out_n(l) * sizeof(int32_t));
+            ok = ok && m->pool_idx[i];
+            /* fall through */
+        default:
+            m->act[i] = malloc(B * layer_out_n(l) * sizeof(float));
+            ok = ok && m->act[i];
+        }
+        if (l->kind != LAYER_FLATTEN) input_is_x = 0;
+        if (l->kind == LAYER_CONV) {
+            l->cs = layer_conv_shape(l, max_batch);
+            size_t need = m->ops->conv_ws_floats(&l->cs);
+            if (need > ws) ws = need;
+        }
+    }
+    if (ok && ws) {
+        m->ws = malloc(ws * sizeof(float));
+        ok = m->ws != NULL;
+    }
+    if (!ok) {
+        size_t mib = (B * m->spec.max_act * 4 * (n + 2) + m->spec.num_params * 8 + ws * 4) >> 20;
+        dt_model_free(m);
+        return dt_set_error(DT_ERR_NOMEM, "out of memory for the model's buffers (about %zu MiB at batch %d): "
+                            "use a smaller --batch or model", mib, max_batch);
+    }
+    model_init_params(m, seed);
+    /* Identical start on every rank, whatever each rank computed. */
+    if (ctx && dt_world_size(ctx) > 1 && (s = dt_broadcast(ctx, m->params, m->spec.num_params, DT_F32, 0))) {
+        dt_model_free(m);
+        return s;
+    }
+    *out = m;
+    return DT_OK;
+}
+
+size_t dt_model_num_params(const dt_model *m) { return m->spec.num_params; }
+float *dt_model_params(dt_model *m) { return m->params; }
+float *dt_model_grads(dt_model *m) { return m->grads; }
+size_t dt_model_input_size(const dt_model *m) { return (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w; }
+int dt_model_num_classes(const dt_model *m) { return m->spec.classes; }
+
+void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w)
+{
+    *c = m->spec.in_c;
+    *h = m->spec.in_h;
+    *w = m->spec.in_w;
+}
+
+void dt_model_describe(const dt_model *m, char *buf, size_t n)
+{
+    static const char *names[] = {"fc", "conv", "relu", "pool", "flatten"};
+    size_t used = 0;
+    int w = snprintf(buf, n, "input %dx%dx%d, %zu parameters (%.2f MiB)\n", m->spec.in_c, m->spec.in_h,
+                     m->spec.in_w, m->spec.num_params, (double)m->spec.num_params * 4 / (1 << 20));
+    if (w > 0) used = (size_t)w < n ? (size_t)w : n;
+    for (int i = 0; i < m->spec.n && used < n; i++) {
+        const layer *l = &m->spec.layers[i];
+        w = snprintf(buf + used, n - used, "  %2d %-7s -> %dx%dx%d  %zu params\n", i, names[l->kind], l->out_c,
+                     l->out_h, l->out_w, l->w_n + l->b_n);
+        if (w < 0) break;
+        used += (size_t)w < n - used ? (size_t)w : n - used;
+    }
+}
+
+void model_set_grad_hook(dt_model *m, void (*fn)(void *, size_t, size_t), void *arg)
+{
+    m->grad_ready = fn;
+    m->grad_ready_arg = arg;
+}
+
+dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
+                                    float grad_scale, double *loss_sum, int *correct)
+{
+    if (batch < 1 || batch > m->max_batch)
+        return dt_set_error(DT_ERR_INVALID_ARG, "batch %d is outside 1..%d (the model's max batch)", batch,
+                            m->max_batch);
+    for (int i = 0; i < batch; i++)
+        if (labels[i] < 0 || labels[i] >= m->spec.classes)
+            return dt_set_error(DT_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", (int)labels[i], i,
+                                m->spec.classes - 1);
+    const kernel_ops *k = m->ops;
+    const int n = m->spec.n;
+    float *P = m->params, *G = m->grads;
+
+    /* Forward. */
+    const float *in = x;
+    for (int i = 0; i < n; i++) {
+        const layer *l = &m->spec.layers[i];
+        m->in[i] = in;
+        /* ReLU overwrites its input unless that is x; flatten passes its input on. */
+        float *y = m->act[i];
+        if (l->kind == LAYER_RELU && !y) y = (float *)in;
+        switch (l->kind) {
+        case LAYER_FC:
+            k->linear_fwd(in, P + l->w_off, P + l->b_off, y, batch, l->in_c, l->out);
+            break;
+        case LAYER_CONV: {
+            conv_shape cs = l->cs;
+            cs.batch = batch;
+            k->conv_fwd(&cs, in, P + l->w_off, P + l->b_off, y, m->ws);
+            break;
+        }
+        case LAYER_RELU:
+            k->relu_fwd(in, y, (size_t)batch * layer_out_n(l));
+            break;
+        case LAYER_POOL:
+            k->maxpool_fwd(in, y, m->pool_idx[i], batch, l->in_c, l->in_h, l->in_w, l->k);
+            break;
+        case LAYER_FLATTEN:
+            break;
+        }
+        in = l->kind == LAYER_FLATTEN ? in : y;
+    }
+    const float *logits = in;
+    float *dcur = m->dbuf[0];
+    int corr = 0;
+    double loss = k->softmax_xent(logits, labels, dcur, batch, m->spec.classes, grad_scale, &corr);
+
+    /* Backward, last layer first; each layer's parameter gradients are final when it is done. */
+    for (int i = n - 1; i >= 0; i--) {
+        const layer *l = &m->spec.layers[i];
+        const float *lin = m->in[i];
+        float *dprev = i ? (dcur == m->dbuf[0] ? m->dbuf[1] : m->dbuf[0]) : NULL;
+        switch (l->kind) {
+        case LAYER_FC:
+            k->linear_bwd(lin, P + l->w_off, dcur, dprev, G + l->w_off, G + l->b_off, batch, l->in_c, l->out);
+            break;
+        case LAYER_CONV: {
+            conv_shape cs = l->cs;
+            cs.batch = batch;
+            k->conv_bwd_filter(&cs, lin, dcur, G + l->w_off, G + l->b_off, m->ws);
+            if (dprev) k->conv_bwd_data(&cs, dcur, P + l->w_off, dprev, m->ws);
+            break;
+        }
+        case LAYER_RELU:
+            /* The output of layer i is the input of layer i + 1 (or the logits). */
+            k->relu_bwd(i + 1 < n ? m->in[i + 1] : logits, dcur, dcur, (size_t)batch * layer_out_n(l));
+            dprev = dcur;
+            break;
+        case LAYER_POOL:
+            if (dprev) k->maxpool_bwd(dcur, m->pool_idx[i], dprev, batch, l->in_c, l->in_h, l->in_w, l->k);
+            break;
+        case LAYER_FLATTEN:
+            dprev = dcur;
+            break;
+        }
+        if ((l->kind == LAYER_FC || l->kind == LAYER_CONV) && m->grad_ready)
+            m->grad_ready(m->grad_ready_arg, l->w_off, l->w_n + l->b_n);
+        if (dprev) dcur = dprev;
+    }
+    *loss_sum = loss;
+    *correct = corr;
+    return DT_OK;
+}
+
+dt_status dt_model_sync_grads(dt_model *m)
+{
+    if (!m->ctx || dt_world_size(m->ctx) == 1) return DT_OK;
+    return dt_allreduce(m->ctx, m->grads, m->spec.num_params, DT_F32, DT_AVG);
+}
+
+/* ---------------------------------------------------------------- optimizers */
+
+struct dt_optimizer {
+    dt_optim_config cfg;
+    size_t n;
+    float *s1, *s2; /* SGD: momentum; AdamW: m and v */
+    int t;          /* steps taken */
+};
+
+void dt_optim_defaults(dt_optim_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->kind = DT_OPTIM_SGD;
+    c->lr = 0.01f;
+    c->momentum = 0.9f;
+    c->weight_decay = 0.0f;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.999f;
+    c->eps = 1e-8f;
+}
+
+dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer **out)
+{
+    *out = NULL;
+    if (c->kind != DT_OPTIM_SGD && c->kind != DT_OPTIM_ADAMW)
+        return dt_set_error(DT_ERR_INVALID_ARG, "unknown optimizer %d (use sgd or adamw)", (int)c->kind);
+    if (!(c->lr > 0) || !isfinite(c->lr))
+        return dt_set_error(DT_ERR_INVALID_ARG, "learning rate %g must be a positive number", (double)c->lr);
+    if (!(c->momentum >= 0 && c->momentum < 1))
+        return dt_set_error(DT_ERR_INVALID_ARG, "momentum %g must be in [0, 1)", (double)c->momentum);
+    if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
+        return dt_set_error(DT_ERR_INVALID_ARG, "weight decay %g must be >= 0", (double)c->weight_decay);
+    if (c->kind == DT_OPTIM_ADAMW && (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) ||
+                                      !(c->eps > 0)))
+        return dt_set_error(DT_ERR_INVALID_ARG, "AdamW needs betas in [0, 1) and eps > 0 (got %g, %g, %g)",
+                            (double)c->beta1, (double)c->beta2, (double)c->eps);
+    dt_optimizer *o = calloc(1, sizeof *o);
+    if (!o) return dt_set_error(DT_ERR_NOMEM, "out of memory for the optimizer");
+    o->cfg = *c;
+    o->n = n;
+    int need1 = c->kind == DT_OPTIM_ADAMW || c->momentum > 0, need2 = c->kind == DT_OPTIM_ADAMW;
+    if (need1) o->s1 = calloc(n ? n : 1, sizeof(float));
+    if (need2) o->s2 = calloc(n ? n : 1, sizeof(float));
+    if ((need1 && !o->s1) || (need2 && !o->s2)) {
+        dt_optimizer_free(o);
+        return dt_set_error(DT_ERR_NOMEM, "out of memory for the optimizer state (%zu MiB)",
+                            (n * 4 * (size_t)(need1 + need2)) >> 20);
+    }
+    *out = o;
+    return DT_OK;
+}
+
+void dt_optimizer_free(dt_optimizer *o)
+{
+    if (!o) return;
+    free(o->s1);
+    free(o->s2);
+    free(o);
+}
+
+dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
+{
+    const kernel_ops *k = kernels_cpu();
+    const dt_optim_config *c = &o->cfg;
+    o->t++;
+    if (c->kind == DT_OPTIM_SGD)
+        k->sgd(params, grads, o->s1, o->n, c->lr, c->momentum, c->weight_decay, o->t == 1);
+    else
+        k->adamw(params, grads, o->s1, o->s2, o->n, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, o->t);
+    return DT_OK;
+}
+
+/* ---------------------------------------------------------------- public kernels */
+
+void dt_sgemm(int trans_a, int trans_b, int m, int n, int kk, float alpha, const float *a, int lda,
+              const float *b, int ldb, float beta, float *c, int ldc)
+{
+    kernels_cpu()->gemm(trans_a, trans_b, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+double dt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch, int classes,
+                       float grad_scale, int *correct)
+{
+    return kernels_cpu()->softmax_xent(logits, labels, dlogits, batch, classes, grad_scale, correct);
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# `dtrain train`: N ranks on B samples each learn what 1 rank learns on N*B; the same command
+# twice gives bit-identical parameters; mlp and cnn learn well above chance; bad flags are refused.
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1 MPIRUN=$2 CMP=$3
+
+train() { # ranks, then train flags
+    local np=$1; shift
+    "$MPIRUN" -np "$np" "$DTRAIN" train --blas-threads 1 "$@" >"$tmp/log" 2>&1 || { cat "$tmp/log"; return 1; }
+}
+
+# --- Equivalence: 20 steps of SGD with momentum, global batch 32 (mlp) and 16 (cnn).
+for model in mlp cnn; do
+    gb=32; [ $model = cnn ] && gb=16
+    common="--model $model --steps 20 --optim sgd --momentum 0.9 --lr 0.05 --weight-decay 0.0005 --seed 3 --log-every 20"
+    train 1 $common --batch $gb --dump-params "$tmp/$model.1" || bad "$model 1 rank failed"
+    for np in 2 4; do
+        train $np $common --batch $((gb / np)) --dump-params "$tmp/$model.$np" || bad "$model $np ranks failed"
+        out=$("$CMP" "$tmp/$model.$np" "$tmp/$model.1" 1e-5)
+        [ $? -eq 0 ] && ok "$model: $np ranks x $((gb / np)) == 1 rank x $gb: $out" || bad "$model: $np ranks x $((gb / np)) != 1 rank x $gb: $out"
+    done
+done
+
+# --- Reproducibility: the same command twice, bit for bit.
+train 2 --model cnn --steps 10 --batch 8 --seed 9 --dump-params "$tmp/r1" &&
+train 2 --model cnn --steps 10 --batch 8 --seed 9 --dump-params "$tmp/r2" || bad "reproducibility runs failed"
+out=$("$CMP" "$tmp/r1" "$tmp/r2" exact) && ok "same command twice: $out" || bad "same command twice: $out"
+train 2 --model cnn --steps 10 --batch 8 --seed 10 --dump-params "$tmp/r3"
+"$CMP" "$tmp/r1" "$tmp/r3" exact >/dev/null && bad "a different seed gave the same parameters" || ok "a different seed gives different parameters"
+
+# --- Learning: accuracy of the last logged interval (samples not seen before: one pass).
+learn() { # name, min accuracy, ranks, flags
+    local name=$1 min=$2 np=$3; shift 3
+    train "$np" "$@" --metrics "$tmp/m.jsonl" || { bad "$name: training failed"; return; }
+    local last acc loss0 loss1
+    last=$(tail -1 "$tmp/m.jsonl")
+    acc=$(sed 's/.*"accuracy": \([0-9.]*\).*/\1/' <<<"$last")
+    loss0=$(head -1 "$tmp/m.jsonl" | sed 's/.*"loss": \([0-9.]*\).*/\1/')
+    loss1=$(sed 's/.*"loss": \([0-9.]*\).*/\1/' <<<"$last")
+    if awk -v a="$acc" -v m="$min" -v l0="$loss0" -v l1="$loss1" 'BEGIN { exit !(a >= m && l1 < l0) }'; then
+        ok "$name: accuracy $acc >= $min (chance 0.10), loss $loss0 -> $loss1"
+    else
+        bad "$name: accuracy $acc < $min or loss did not fall ($loss0 -> $loss1)"; cat "$tmp/log"
+    fi
+}
+learn mlp 0.50 2 --model mlp --steps 300 --batch 32 --lr 0.05 --log-every 50
+learn cnn 0.45 2 --model cnn --steps 150 --batch 16 --lr 0.05 --log-every 50
+learn "mlp adamw" 0.50 2 --model mlp --steps 300 --batch 32 --optim adamw --lr 0.001 --weight-decay 0.01 --log-every 50
+
+# --- Metrics and dump files.
+train 1 --model fc:16,relu,fc:10 --input 12 --steps 6 --batch 4 --log-every 2 --metrics "$tmp/m2.jsonl" --dump-params "$tmp/p2"
+[ "$(wc -l <"$tmp/m2.jsonl")" -eq 3 ] && ok "metrics: one line per logged step" || bad "metrics: expected 3 lines"
+grep -q '"step": 6, "loss": [0-9.]*, "accuracy": [0-9.]*, "samples_per_s": [0-9.]*, "step_time_s": [0-9.]*, "comm_wait_s": [0-9.]*}' "$tmp/m2.jsonl" && ok "metrics fields" || { bad "metrics fields"; cat "$tmp/m2.jsonl"; }
+[ "$(stat -c %s "$tmp/p2")" -eq $(( (12 * 16 + 16 + 16 * 10 + 10) * 4 )) ] && ok "dump-params size = 4 x parameters" || bad "dump-params size"
+
+# --- Refusals.
+expect 2 "layer 2 'softmax' is not a layer" "$DTRAIN" train --model fc:10,softmax --input 4
+expect 2 "a 2x2 window does not fit the 1x1 map" "$DTRAIN" train --model conv:4:3:1:1,pool:2,pool:2,fc:10 --input 1x2x2
+expect 2 "input shape '28x28'" "$DTRAIN" train --model cnn --input 28x28
+expect 2 "--batch '0'" "$DTRAIN" train --batch 0
+expect 2 "--lr 'fast'" "$DTRAIN" train --lr fast
+expect 2 "--optim 'sgdm'" "$DTRAIN" train --optim sgdm
+expect 2 "--momentum '1'" "$DTRAIN" train --momentum 1
+expect 1 "cannot write --metrics /nonexistent/dir/m.jsonl" "$DTRAIN" train --steps 1 --metrics /nonexistent/dir/m.jsonl
+expect 1 "smaller than one global batch" "$DTRAIN" train --steps 1 --batch 64 --dataset-size 10
+expect 1 "the loss became" "$DTRAIN" train --model fc:64,relu,fc:10 --input 32 --steps 40 --lr 900 --log-every 10
+finish

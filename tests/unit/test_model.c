@@ -1,0 +1,266 @@
+/*
+ * test_model.c - the layer-list grammar and shapes, a finite-difference gradient check of whole
+ * models through the public API, the optimizers' formulas, and the synthetic dataset's
+ * determinism and sharding.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void expect_spec_error(const char *spec, const char *input, const char *must)
+{
+    model_spec s;
+    assert_int_equal(model_spec_parse(spec, input, &s), DT_ERR_INVALID_ARG);
+    if (!strstr(dt_last_error(), must)) fail_msg("error for '%s' on '%s': '%s' lacks '%s'", spec, input ? input : "-", dt_last_error(), must);
+}
+
+static void test_presets(void **st)
+{
+    (void)st;
+    model_spec s;
+    assert_int_equal(model_spec_parse("mlp", NULL, &s), DT_OK);
+    assert_int_equal(s.n, 5);
+    assert_int_equal(s.classes, 10);
+    /* 784*1024+1024 + 1024*1024+1024 + 1024*10+10 */
+    assert_int_equal(s.num_params, 1863690);
+    model_spec_free(&s);
+
+    assert_int_equal(model_spec_parse("cnn", NULL, &s), DT_OK);
+    /* conv 32*9+32, conv 64*32*9+64, (implied flatten), fc 3136*128+128, fc 128*10+10 */
+    assert_int_equal(s.num_params, 320 + 18496 + 401536 + 1290);
+    assert_int_equal(s.n, 10); /* 9 tokens + the implied flatten */
+    assert_int_equal(s.layers[6].kind, LAYER_FLATTEN);
+    assert_int_equal(s.layers[6].out_c, 64 * 7 * 7);
+    assert_int_equal(s.layers[5].out_h, 7);
+    model_spec_free(&s);
+
+    /* Stride, padding, odd sizes, pooling floors. */
+    assert_int_equal(model_spec_parse("conv:4:3:2:0,pool:2,fc:3", "3x9x7", &s), DT_OK);
+    assert_int_equal(s.layers[0].out_h, 4);
+    assert_int_equal(s.layers[0].out_w, 3);
+    assert_int_equal(s.layers[1].out_h, 2);
+    assert_int_equal(s.layers[1].out_w, 1);
+    assert_int_equal(s.layers[3].in_c, 4 * 2 * 1);
+    model_spec_free(&s);
+}
+
+static void test_spec_errors(void **st)
+{
+    (void)st;
+    expect_spec_error("fc:10,softmax,fc:10", "784", "layer 2 'softmax' is not a layer");
+    expect_spec_error("fc:0,fc:10", "784", "'fc:0'");
+    expect_spec_error("fc:-5,fc:10", "784", "'fc:-5'");
+    expect_spec_error("fc:ten", "784", "'fc:ten'");
+    expect_spec_error("conv:8:3:1:1,pool:2,pool:2,pool:2,fc:2", "1x4x4", "window does not fit the 1x1 map");
+    expect_spec_error("conv:8:5:1:0,fc:2", "1x3x3", "kernel 5 does not fit the 3x3 map");
+    expect_spec_error("conv:8:3:0:1,fc:2", "1x8x8", "'conv:8:3:0:1'");
+    expect_spec_error("conv:8:3:1,fc:2", "1x8x8", "conv:OUT:K:STRIDE:PAD");
+    expect_spec_error("fc:10,,fc:2", "784", "layer 2 is empty");
+    expect_spec_error("fc:10,", "784", "is empty");
+    expect_spec_error("fc:10,relu", "784", "last layer must be fc");
+    expect_spec_error("fc:1", "784", "at least 2");
+    expect_spec_error("conv:4:3:1:1,fc:2", "784", "needs an image input");
+    expect_spec_error("", "784", "empty");
+    expect_spec_error("fc:10", "28x28", "input shape '28x28'");
+    expect_spec_error("fc:10", "0", "input shape '0'");
+    expect_spec_error("fc:10", "1x28x", "input shape");
+    expect_spec_error("fc:10", NULL, "needs an input shape");
+}
+
+/* Whole-model gradient check: central differences of the mean loss around fp32 parameters.
+ * This catches wiring mistakes (a wrong buffer, offset or layer order gives errors of order 1);
+ * the per-op checks in test_kernels hold each op to fp64 references tightly. Here the forward
+ * runs in fp32 and ReLU/max-pool kinks can fall inside a difference step, so the bound is on the
+ * whole gradient vector (1%) plus a per-element sanity bound. */
+static void grad_check(const char *spec, const char *input, int batch)
+{
+    dt_model *m;
+    assert_int_equal(dt_model_create(NULL, spec, input, 7, batch, &m), DT_OK);
+    size_t in = dt_model_input_size(m), np = dt_model_num_params(m);
+    int classes = dt_model_num_classes(m);
+    float *x = malloc(batch * in * sizeof *x);
+    int32_t *y = malloc(batch * sizeof *y);
+    for (size_t i = 0; i < batch * in; i++) x[i] = (float)sin(0.37 * (double)i + 0.1);
+    for (int i = 0; i < batch; i++) y[i] = i % classes;
+    double loss;
+    int correct;
+    assert_int_equal(dt_model_forward_backward(m, x, y, batch, 1.0f / batch, &loss, &correct), DT_OK);
+    float *g = malloc(np * sizeof *g);
+    memcpy(g, dt_model_grads(m), np * sizeof *g);
+    double gmax = 0;
+    for (size_t i = 0; i < np; i++) gmax = fmax(gmax, fabs(g[i]));
+    float *p = dt_model_params(m);
+    double diff2 = 0, ref2 = 0, worst = 0;
+    for (size_t i = 0; i < np; i++) {
+        float keep = p[i];
+        const float h = 2e-3f;
+        double lp, lm;
+        p[i] = keep + h;
+        dt_model_forward_backward(m, x, y, batch, 1.0f / batch, &lp, &correct);
+        p[i] = keep - h;
+        dt_model_forward_backward(m, x, y, batch, 1.0f / batch, &lm, &correct);
+        p[i] = keep;
+        double fd = (lp - lm) / batch / (2.0 * ((double)(keep + h) - (double)keep));
+        double err = fabs(fd - g[i]);
+        diff2 += err * err;
+        ref2 += fd * fd;
+        if (err > worst) worst = err;
+        if (err > 0.05 * fmax(fabs(fd), fabs(g[i])) + 0.02 * gmax)
+            fail_msg("%s: d loss/d p[%zu]: backward %.6g, finite difference %.6g", spec, i, g[i], fd);
+    }
+    double rel = sqrt(diff2 / ref2);
+    print_message("%s on %s: %zu params, gradient relative error %.2e (worst element %.2e of max %.2e)\n", spec,
+                  input, np, rel, worst, gmax);
+    assert_true(rel < 1e-2);
+    free(g);
+    free(x);
+    free(y);
+    dt_model_free(m);
+}
+
+static void test_model_gradients(void **st)
+{
+    (void)st;
+    grad_check("fc:7,relu,fc:5,relu,fc:3", "6", 4);
+    grad_check("conv:3:3:1:1,relu,pool:2,conv:4:3:2:1,relu,fc:6,relu,fc:3", "2x8x7", 3);
+    grad_check("flatten,relu,fc:3", "2x3x3", 2); /* ReLU straight on the (const) input */
+    grad_check("relu,fc:4,relu,fc:2", "5", 2);
+}
+
+static void test_forward_backward_errors(void **st)
+{
+    (void)st;
+    dt_model *m;
+    assert_int_equal(dt_model_create(NULL, "fc:4,fc:3", "2", 1, 2, &m), DT_OK);
+    float x[4] = {0};
+    int32_t bad[2] = {0, 3};
+    double loss;
+    int c;
+    assert_int_equal(dt_model_forward_backward(m, x, bad, 2, 0.5f, &loss, &c), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "label 3"));
+    int32_t ok[2] = {0, 1};
+    assert_int_equal(dt_model_forward_backward(m, x, ok, 3, 0.5f, &loss, &c), DT_ERR_INVALID_ARG);
+    dt_model_free(m);
+    assert_int_equal(dt_model_create(NULL, "fc:4,fc:3", "2", 1, 0, &m), DT_ERR_INVALID_ARG);
+    assert_null(m);
+}
+
+static void test_optimizers(void **st)
+{
+    (void)st;
+    dt_optim_config c;
+    dt_optim_defaults(&c);
+    c.lr = 0.1f;
+    c.momentum = 0.5f;
+    c.weight_decay = 0.1f;
+    dt_optimizer *o;
+    assert_int_equal(dt_optimizer_create(&c, 1, &o), DT_OK);
+    float p = 1.0f, g = 2.0f;
+    /* step 1: g' = 2 + 0.1 = 2.1, buf = 2.1, p = 1 - 0.21 = 0.79
+     * step 2: g' = 2 + 0.079 = 2.079, buf = 1.05 + 2.079 = 3.129, p = 0.79 - 0.3129 = 0.4771 */
+    dt_optimizer_step(o, &p, &g);
+    assert_float_equal(p, 0.79f, 1e-6);
+    dt_optimizer_step(o, &p, &g);
+    assert_float_equal(p, 0.4771f, 1e-6);
+    dt_optimizer_free(o);
+
+    dt_optim_defaults(&c);
+    c.kind = DT_OPTIM_ADAMW;
+    c.lr = 0.1f;
+    c.weight_decay = 0.5f;
+    assert_int_equal(dt_optimizer_create(&c, 1, &o), DT_OK);
+    p = 1.0f;
+    g = 2.0f;
+    /* step 1: p = 1 - 0.1*0.5*1 = 0.95; m-hat = 2, v-hat = 4: p -= 0.1 * 2 / (2 + 1e-8) -> 0.85 */
+    dt_optimizer_step(o, &p, &g);
+    assert_float_equal(p, 0.85f, 1e-6);
+    dt_optimizer_free(o);
+
+    c.lr = -1;
+    assert_int_equal(dt_optimizer_create(&c, 1, &o), DT_ERR_INVALID_ARG);
+    dt_optim_defaults(&c);
+    c.momentum = 1.5f;
+    assert_int_equal(dt_optimizer_create(&c, 1, &o), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "momentum 1.5"));
+}
+
+static void test_dataset(void **st)
+{
+    (void)st;
+    const size_t in = 20;
+    dt_dataset *d, *d2;
+    assert_int_equal(dt_synthetic_create(in, 1, 1, 10, 1000, 5, &d), DT_OK);
+    assert_int_equal(dt_synthetic_create(in, 1, 1, 10, 1000, 5, &d2), DT_OK);
+    enum { W = 4, B = 8 };
+    float *all = malloc(40 * in * sizeof *all), *part = malloc(B * in * sizeof *part);
+    int32_t la[W * B], lp[B];
+    for (long step = 0; step < 70; step += 23) { /* 31 steps per epoch: crosses epochs */
+        assert_int_equal(dt_dataset_batch(d, step, 0, 1, W * B, all, la), DT_OK);
+        for (int r = 0; r < W; r++) {
+            assert_int_equal(dt_dataset_batch(d2, step, r, W, B, part, lp), DT_OK);
+            /* Rank r's batch is its contiguous slice of the global batch (DistributedSampler). */
+            assert_memory_equal(part, all + (size_t)r * B * in, B * in * sizeof *part);
+            assert_memory_equal(lp, la + r * B, sizeof lp);
+        }
+    }
+    /* Every class shows up, none dominates, on 2000 samples. */
+    int count[10] = {0};
+    int32_t l40[40];
+    for (long step = 0; step < 25; step++) {
+        assert_int_equal(dt_dataset_batch(d, step, 0, 1, 40, all, l40), DT_OK);
+        for (int i = 0; i < 40; i++) count[l40[i]]++;
+    }
+    for (int c = 0; c < 10; c++)
+        if (count[c] == 0 || count[c] > 500) fail_msg("class %d drawn %d times of 1000", c, count[c]);
+    /* Epochs are shuffled differently. */
+    float *e0 = malloc(B * in * sizeof *e0);
+    dt_dataset_batch(d, 0, 0, 1, B, e0, lp);
+    dt_dataset_batch(d, 125, 0, 1, B, part, lp); /* 125 steps of 8 = epoch 1, step 0 */
+    assert_true(memcmp(e0, part, B * in * sizeof *part) != 0);
+    assert_int_equal(dt_dataset_batch(d, 0, 0, 200, 8, all, la), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "smaller than one global batch of 1600"));
+    free(e0);
+    free(all);
+    free(part);
+    dt_dataset_free(d);
+    dt_dataset_free(d2);
+    assert_int_equal(dt_synthetic_create(0, 1, 1, 10, 10, 1, &d), DT_ERR_INVALID_ARG);
+
+    /* Images are smooth: neighbouring pixels differ far less than independent values would. */
+    assert_int_equal(dt_synthetic_create(2, 9, 11, 10, 100, 5, &d), DT_OK);
+    float img[2 * 9 * 11];
+    int32_t lab;
+    assert_int_equal(dt_dataset_batch(d, 0, 0, 1, 1, img, &lab), DT_OK);
+    double step2 = 0, var = 0, mean = 0;
+    for (int i = 0; i < 2 * 9 * 11; i++) mean += img[i] / (2 * 9 * 11);
+    for (int i = 0; i < 2 * 9 * 11; i++) var += (img[i] - mean) * (img[i] - mean) / (2 * 9 * 11);
+    for (int c = 0; c < 2; c++)
+        for (int y = 0; y < 9; y++)
+            for (int x = 0; x + 1 < 11; x++) {
+                double dd = img[c * 99 + y * 11 + x + 1] - img[c * 99 + y * 11 + x];
+                step2 += dd * dd / (2 * 9 * 10);
+            }
+    assert_true(step2 < 0.25 * 2 * var); /* independent pixels: E[step^2] = 2 var */
+    dt_dataset_free(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_presets),
+        cmocka_unit_test(test_spec_errors),
+        cmocka_unit_test(test_model_gradients),
+        cmocka_unit_test(test_forward_backward_errors),
+        cmocka_unit_test(test_optimizers),
+        cmocka_unit_test(test_dataset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
