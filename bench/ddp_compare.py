@@ -16,6 +16,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import platform
 import shlex
 import signal
@@ -311,6 +312,18 @@ def torch_description(model, ranks, steps, warmup, pin):
             + (", rank r pinned to core r" if pin else ""))
 
 
+def dtrain_blas_core(dtrain):
+    """The OpenBLAS kernel set dtrain runs (it re-executes itself with OPENBLAS_CORETYPE when
+    OpenBLAS guessed below the CPU), so that PyTorch, which uses the same OpenBLAS, gets it too."""
+    try:
+        p = subprocess.run([dtrain, "env", "--device", "cpu"], env=dict(os.environ, **MPI_ENV),
+                           capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"OpenBLAS kernels: (\S+)", p.stdout)
+    return m.group(1) if m else None
+
+
 def run_torch(model, ranks, steps, warmup, pin, seed):
     import torch.multiprocessing as mp
     for k, v in TORCH_ENV.items():
@@ -458,6 +471,9 @@ def main():
                     help="runs per configuration and framework; the median is reported (default 1)")
     ap.add_argument("--torch-pin", action="store_true",
                     help="pin PyTorch rank r to core r (default: unpinned, as torch normally runs)")
+    ap.add_argument("--torch-blas", choices=("same", "installed"), default="same",
+                    help="same: PyTorch's OpenBLAS runs the kernels dtrain runs (the fair comparison, "
+                         "default); installed: PyTorch as it comes, with whatever kernels OpenBLAS picks")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=900, help="seconds allowed per dtrain run")
     ap.add_argument("--verbose", action="store_true", help="show dtrain's stdout")
@@ -501,6 +517,16 @@ def main():
     if do_dtrain and not os.access(dtrain, os.X_OK):
         die(f"no dtrain binary at {dtrain}; build it (make build, or cmake -B build && "
             f"cmake --build build -j) or pass --dtrain PATH")
+
+    # Same BLAS kernels for both: PyTorch's CPU GEMMs go through the same OpenBLAS.
+    blas_core = os.environ.get("OPENBLAS_CORETYPE") or (dtrain_blas_core(dtrain) if os.access(dtrain, os.X_OK) else None)
+    if blas_core and do_torch and args.torch_blas == "same":
+        TORCH_ENV["OPENBLAS_CORETYPE"] = blas_core
+        print(f"OpenBLAS kernels for both frameworks: {blas_core} (PyTorch runs with OPENBLAS_CORETYPE={blas_core})")
+    info["openblas_core"] = blas_core
+    info["torch_blas"] = args.torch_blas
+    if do_torch and args.torch_blas == "installed":
+        print("PyTorch runs as installed: OpenBLAS picks its kernels itself (--torch-blas installed)")
 
     results = {"dtrain": {}, "torch": {}}
     commands = []

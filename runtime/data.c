@@ -94,13 +94,35 @@ static void data_permute(dt_dataset *d, long epoch)
     d->perm_epoch = epoch;
 }
 
+/* n values uniform in [-1, 1) of stream (seed, stream) from position j0: the per-stream key is
+ * hashed once, each value is one more mix (a loop the compiler vectorizes). */
+static void data_uniform(uint64_t seed, uint64_t stream, uint64_t j0, float *out, size_t n)
+{
+    const uint64_t key = rng_mix(seed ^ rng_mix(stream));
+    for (size_t j = 0; j < n; j++) out[j] = rng_uniform_pm1(rng_mix(key + j0 + j));
+}
+
+/* Dot product in a fixed order with 16 independent lanes: vectorizes without reassociating, and
+ * gives the same bits whatever batch the sample is in, so labels never depend on sharding. */
+static float data_dot(const float *a, const float *b, size_t n)
+{
+    float lane[16] = {0};
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int k = 0; k < 16; k++) lane[k] += a[j + k] * b[j + k];
+    float sum = 0;
+    for (; j < n; j++) sum += a[j] * b[j];
+    for (int k = 0; k < 16; k++) sum += lane[k];
+    return sum;
+}
+
 /* A smooth image: per channel a (gh, gw) grid of random values, bilinearly interpolated. */
 static void data_image(const dt_dataset *d, uint64_t index, float *x)
 {
-    uint64_t j = 0;
+    const size_t cells = (size_t)d->gh * d->gw;
     for (int c = 0; c < d->c; c++) {
         float *grid = d->grid;
-        for (int i = 0; i < d->gh * d->gw; i++) grid[i] = rng_uniform_pm1(rng_at(d->seed, STREAM_SAMPLE + index, j++));
+        data_uniform(d->seed, STREAM_SAMPLE + index, (uint64_t)c * cells, grid, cells);
         float *plane = x + (size_t)c * d->h * d->w;
         for (int y = 0; y < d->h; y++) {
             float fy = (float)y / IMAGE_CELL;
@@ -122,21 +144,16 @@ static int32_t data_sample(const dt_dataset *d, uint64_t index, float *x)
     if (d->h > 1 || d->w > 1)
         data_image(d, index, x);
     else
-        for (size_t j = 0; j < d->input_size; j++)
-            x[j] = rng_uniform_pm1(rng_at(d->seed, STREAM_SAMPLE + index, j));
+        data_uniform(d->seed, STREAM_SAMPLE + index, 0, x, d->input_size);
     float h[TEACHER_HIDDEN];
     for (int u = 0; u < TEACHER_HIDDEN; u++) {
-        const float *w = d->w1 + (size_t)u * d->input_size;
-        float a = 0;
-        for (size_t j = 0; j < d->input_size; j++) a += w[j] * x[j];
+        float a = data_dot(d->w1 + (size_t)u * d->input_size, x, d->input_size);
         h[u] = a > 0 ? a : 0;
     }
     int best = 0;
     float best_v = -INFINITY;
     for (int c = 0; c < d->classes; c++) {
-        const float *w = d->w2 + (size_t)c * TEACHER_HIDDEN;
-        float a = 0;
-        for (int u = 0; u < TEACHER_HIDDEN; u++) a += w[u] * h[u];
+        float a = data_dot(d->w2 + (size_t)c * TEACHER_HIDDEN, h, TEACHER_HIDDEN);
         if (a > best_v) {
             best_v = a;
             best = c;
