@@ -181,7 +181,9 @@ int cmd_train(int argc, char **argv)
         fflush(stdout);
     }
 
-    const float scale = 1.0f / (float)t.batch;
+    /* The gradient of the mean loss over the global batch, so summing over ranks is the average:
+     * one pass over the gradients fewer than averaging after the sum. */
+    const float scale = 1.0f / ((float)t.batch * (float)world);
     double loss_acc = 0, comm_acc = 0, t_interval = now_s(), t_start = t_interval;
     long correct_acc = 0, logged_steps = 0;
     double total_samples_s = 0;
@@ -193,7 +195,8 @@ int cmd_train(int argc, char **argv)
             (s = dt_model_forward_backward(m, x, labels, t.batch, scale, &loss, &correct)))
             goto fail;
         double t0 = now_s();
-        if ((s = dt_model_sync_grads(m))) goto fail;
+        if (world > 1 && (s = dt_allreduce(ctx, dt_model_grads(m), dt_model_num_params(m), DT_F32, DT_SUM)))
+            goto fail;
         comm_acc += now_s() - t0;
         if ((s = dt_optimizer_step(opt, dt_model_params(m), dt_model_grads(m)))) goto fail;
         loss_acc += loss;
