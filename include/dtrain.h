@@ -214,12 +214,40 @@ DT_API void dt_model_describe(const dt_model *m, char *buf, size_t n);
 /* Forward and backward on this rank's batch: x (batch, input_size), labels (batch) in
  * [0, classes). Overwrites the gradients with d(loss)/d(params) where loss is the summed
  * cross-entropy times grad_scale (pass 1/batch for this rank's mean; averaging over ranks with
- * dt_model_sync_grads then gives the mean over the global batch). Returns the summed loss and the
- * number of correct argmax predictions. A label out of range fails with DT_ERR_INVALID_ARG. */
+ * dt_model_sync_grads then gives the mean over the global batch). With overlap on and more than
+ * one rank, it also starts the gradient allreduces: call dt_model_sync_grads before reading the
+ * gradients (it is collective: every rank calls both). Returns the summed loss and the number of
+ * correct argmax predictions. A label out of range fails with DT_ERR_INVALID_ARG. */
 DT_API dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
                                            float grad_scale, double *loss_sum, int *correct);
 
-/* Averages the gradients over all ranks (dt_allreduce with DT_AVG). Collective. */
+/* How gradients are synchronized. With overlap, backward starts the allreduce of each bucket (a
+ * contiguous slice of the gradients, filled last layer first) the moment its layers are done, on
+ * the communication engine, while it goes on computing; dt_model_sync_grads then waits only for
+ * what is still in flight. Either way the result is bitwise the same: the engine adds every
+ * element in rank order whatever the buckets. */
+typedef struct dt_sync_config {
+    int overlap;            /* 1: allreduce buckets during backward (default); 0: all after backward */
+    double bucket_mb;       /* cap of a bucket in MiB (default 25; 0 = one bucket for everything) */
+    double first_bucket_mb; /* cap of the first bucket, the last layers (default 1) */
+    dt_redop op;            /* DT_AVG (default), or DT_SUM when grad_scale already divides by ranks */
+} dt_sync_config;
+
+/* overlap 1, 25 MiB buckets, 1 MiB first bucket, DT_AVG. */
+DT_API void dt_sync_defaults(dt_sync_config *c);
+
+/* Plans the buckets and checks that every rank has the same plan (a mismatch fails naming the
+ * ranks and their bucket counts instead of hanging later). dt_model_create applies the defaults.
+ * Collective. */
+DT_API dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c);
+
+/* Number of buckets in the plan and the size in elements of bucket i (0 = last layers). */
+DT_API int dt_model_num_buckets(const dt_model *m);
+DT_API size_t dt_model_bucket_size(const dt_model *m, int i);
+
+/* Completes the gradient synchronization of the last dt_model_forward_backward: waits for the
+ * buckets in flight, or (without overlap) allreduces them all now. Afterwards the gradients are
+ * the sum or average over ranks (dt_sync_config.op). Collective. */
 DT_API dt_status dt_model_sync_grads(dt_model *m);
 
 /* ---------------------------------------------------------------- optimizers */

@@ -24,10 +24,12 @@ typedef struct train_opts {
     long steps, log_every, dataset_size;
     dt_optim_config optim;
     long seed;
+    dt_sync_config sync;
 } train_opts;
 
 enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_LR, OPT_OPTIM, OPT_MOMENTUM, OPT_WD, OPT_SEED,
-       OPT_LOG_EVERY, OPT_METRICS, OPT_DUMP, OPT_DATASET, OPT_BETA1, OPT_BETA2, OPT_EPS };
+       OPT_LOG_EVERY, OPT_METRICS, OPT_DUMP, OPT_DATASET, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_BUCKET,
+       OPT_FIRST_BUCKET, OPT_NO_OVERLAP };
 
 static const struct option train_options[] = {
     {"model", required_argument, NULL, OPT_MODEL},
@@ -46,6 +48,9 @@ static const struct option train_options[] = {
     {"metrics", required_argument, NULL, OPT_METRICS},
     {"dump-params", required_argument, NULL, OPT_DUMP},
     {"dataset-size", required_argument, NULL, OPT_DATASET},
+    {"bucket-mb", required_argument, NULL, OPT_BUCKET},
+    {"first-bucket-mb", required_argument, NULL, OPT_FIRST_BUCKET},
+    {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
     {NULL, 0, NULL, 0},
 };
 
@@ -66,6 +71,19 @@ static int train_handle(int val, const char *arg, void *ud)
     case OPT_SEED: return cli_long("--seed", arg, 0, 1L << 62, &t->seed);
     case OPT_LOG_EVERY: return cli_long("--log-every", arg, 1, 1L << 40, &t->log_every);
     case OPT_DATASET: return cli_long("--dataset-size", arg, 1, 4294967295L, &t->dataset_size);
+    case OPT_BUCKET: {
+        float v;
+        int rc = cli_float("--bucket-mb", arg, 0, 1e6, &v);
+        t->sync.bucket_mb = v;
+        return rc;
+    }
+    case OPT_FIRST_BUCKET: {
+        float v;
+        int rc = cli_float("--first-bucket-mb", arg, 0, 1e6, &v);
+        t->sync.first_bucket_mb = v;
+        return rc;
+    }
+    case OPT_NO_OVERLAP: t->sync.overlap = 0; return EXIT_OK;
     case OPT_METRICS: t->metrics = arg; return EXIT_OK;
     case OPT_DUMP: t->dump = arg; return EXIT_OK;
     case OPT_OPTIM:
@@ -133,6 +151,7 @@ int cmd_train(int argc, char **argv)
     train_opts t = {.model = "mlp", .batch = 64, .steps = 100, .log_every = 10, .seed = 1,
                     .dataset_size = 60000};
     dt_optim_defaults(&t.optim);
+    dt_sync_defaults(&t.sync);
     dt_config cfg;
     cli_extra extra = {train_options, train_handle, &t};
     int rc = cli_parse(argc, argv, "train", &cfg, &extra);
@@ -155,6 +174,9 @@ int cmd_train(int argc, char **argv)
         (s = dt_optimizer_create(&t.optim, dt_model_num_params(m), &opt)) ||
         (s = train_dataset(m, &t, &data)))
         goto fail;
+    /* Gradients are already divided by the global batch (see scale below): sum them. */
+    t.sync.op = DT_SUM;
+    if ((s = dt_model_set_sync(m, &t.sync))) goto fail;
     if ((size_t)t.dataset_size < (size_t)world * (size_t)t.batch) {
         cli_error("--dataset-size %ld is smaller than one global batch of %d ranks x %d", t.dataset_size, world,
                   t.batch);
@@ -174,10 +196,13 @@ int cmd_train(int argc, char **argv)
         char desc[4096];
         dt_model_describe(m, desc, sizeof desc);
         printf("dtrain train: model %s, %d ranks x batch %d = %d per step, %ld steps, %s lr %g momentum %g "
-               "weight decay %g, seed %ld, backend %s\n%s",
+               "weight decay %g, seed %ld\ngradients: %d bucket(s) (cap %g MiB, first %g MiB), %s\n%s",
                t.model, world, t.batch, world * t.batch, t.steps, t.optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw",
                (double)t.optim.lr, (double)t.optim.momentum, (double)t.optim.weight_decay, t.seed,
-               dt_backend_name(ctx), desc);
+               dt_model_num_buckets(m), t.sync.bucket_mb, t.sync.first_bucket_mb,
+               world == 1 ? "no communication (1 rank)"
+               : t.sync.overlap ? "allreduced during backward" : "allreduced after backward (--no-overlap)",
+               desc);
         fflush(stdout);
     }
 
@@ -195,8 +220,7 @@ int cmd_train(int argc, char **argv)
             (s = dt_model_forward_backward(m, x, labels, t.batch, scale, &loss, &correct)))
             goto fail;
         double t0 = now_s();
-        if (world > 1 && (s = dt_allreduce(ctx, dt_model_grads(m), dt_model_num_params(m), DT_F32, DT_SUM)))
-            goto fail;
+        if ((s = dt_model_sync_grads(m))) goto fail;
         comm_acc += now_s() - t0;
         if ((s = dt_optimizer_step(opt, dt_model_params(m), dt_model_grads(m)))) goto fail;
         loss_acc += loss;

@@ -11,6 +11,7 @@
  */
 #include "affinity.h"
 #include "coll.h"
+#include "ctx_internal.h"
 #include "device.h"
 #include "log.h"
 #include "status.h"
@@ -268,3 +269,7 @@ dt_status dt_barrier(dt_ctx *c)
     if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "dt_barrier needs a context");
     return c->coll->ops->barrier(c->coll);
 }
+
+MPI_Comm ctx_world_comm(const dt_ctx *c) { return c->world; }
+MPI_Comm ctx_local_comm(const dt_ctx *c) { return c->local; }
+double ctx_timeout(const dt_ctx *c) { return c->cfg.timeout_s; }

@@ -8,6 +8,9 @@
  * one convolution workspace shared by all layers. A step allocates nothing.
  */
 #include "model.h"
+#include "bucket.h"
+#include "ctx_internal.h"
+#include "engine.h"
 #include "rng.h"
 #include "status.h"
 
@@ -30,6 +33,13 @@ struct dt_model {
     /* Called after backward wrote a layer's parameter gradients (for overlapped sync). */
     void (*grad_ready)(void *arg, size_t off, size_t n);
     void *grad_ready_arg;
+    /* Gradient synchronization: bucket plan over the parameter layers, and the engine. */
+    dt_sync_config sync;
+    bucket_plan plan;
+    int *player;        /* player[i]: parameter-layer index of layer i, or -1 */
+    int *pending;       /* per bucket: parameter layers not yet done in this backward */
+    engine *eng;
+    int in_flight;      /* buckets started and not yet waited for */
 };
 
 static size_t layer_out_n(const layer *l) { return (size_t)l->out_c * l->out_h * l->out_w; }
@@ -62,6 +72,10 @@ void dt_model_free(dt_model *m)
         if (m->act) free(m->act[i]); /* NULL for flatten and in-place ReLU */
         if (m->pool_idx) free(m->pool_idx[i]);
     }
+    bucket_plan_free(&m->plan);
+    engine_destroy(m->eng);
+    free(m->player);
+    free(m->pending);
     free(m->act);
     free(m->in);
     free(m->pool_idx);
@@ -148,6 +162,12 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
         dt_model_free(m);
         return s;
     }
+    dt_sync_config sc;
+    dt_sync_defaults(&sc);
+    if ((s = dt_model_set_sync(m, &sc))) {
+        dt_model_free(m);
+        return s;
+    }
     *out = m;
     return DT_OK;
 }
@@ -187,6 +207,8 @@ void model_set_grad_hook(dt_model *m, void (*fn)(void *, size_t, size_t), void *
     m->grad_ready_arg = arg;
 }
 
+static dt_status model_layer_done(dt_model *m, int p);
+
 dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
                                     float grad_scale, double *loss_sum, int *correct)
 {
@@ -200,6 +222,13 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     const kernel_ops *k = m->ops;
     const int n = m->spec.n;
     float *P = m->params, *G = m->grads;
+    /* Gradients still being reduced from a previous call must land before they are overwritten. */
+    if (m->in_flight) {
+        dt_status s = engine_wait_all(m->eng);
+        m->in_flight = 0;
+        if (s) return s;
+    }
+    for (int b = 0; b < m->plan.nb; b++) m->pending[b] = m->plan.b[b].nlayers;
 
     /* Forward. */
     const float *in = x;
@@ -263,8 +292,11 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
             dprev = dcur;
             break;
         }
-        if ((l->kind == LAYER_FC || l->kind == LAYER_CONV) && m->grad_ready)
-            m->grad_ready(m->grad_ready_arg, l->w_off, l->w_n + l->b_n);
+        if (l->kind == LAYER_FC || l->kind == LAYER_CONV) {
+            if (m->grad_ready) m->grad_ready(m->grad_ready_arg, l->w_off, l->w_n + l->b_n);
+            dt_status s = model_layer_done(m, m->player[i]);
+            if (s) return s;
+        }
         if (dprev) dcur = dprev;
     }
     *loss_sum = loss;
@@ -272,10 +304,125 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     return DT_OK;
 }
 
+void dt_sync_defaults(dt_sync_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->overlap = 1;
+    c->bucket_mb = 25.0;
+    c->first_bucket_mb = 1.0;
+    c->op = DT_AVG;
+}
+
+int dt_model_num_buckets(const dt_model *m) { return m->plan.nb; }
+size_t dt_model_bucket_size(const dt_model *m, int i) { return i >= 0 && i < m->plan.nb ? m->plan.b[i].n : 0; }
+
+/* Backward finished parameter layer p: start its bucket's allreduce when the bucket is complete. */
+static dt_status model_layer_done(dt_model *m, int p)
+{
+    if (!m->eng || !m->sync.overlap || p < 0) return DT_OK;
+    int b = m->plan.of_layer[p];
+    if (--m->pending[b] == 0) {
+        const bucket *bk = &m->plan.b[b];
+        dt_status s = engine_start(m->eng, m->grads + bk->off, bk->n, m->sync.op, b);
+        if (s) return s;
+        m->in_flight++;
+    }
+    engine_poke(m->eng);
+    return DT_OK;
+}
+
+dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
+{
+    if (!(c->bucket_mb >= 0) || !(c->first_bucket_mb >= 0) || c->bucket_mb > 1e6 || c->first_bucket_mb > 1e6)
+        return dt_set_error(DT_ERR_INVALID_ARG, "bucket sizes %g / %g MiB must be from 0 to 1e6", c->bucket_mb,
+                            c->first_bucket_mb);
+    if (c->op != DT_SUM && c->op != DT_AVG)
+        return dt_set_error(DT_ERR_INVALID_ARG, "gradient reduction %d must be DT_SUM or DT_AVG", (int)c->op);
+    if (m->in_flight) {
+        dt_status s = engine_wait_all(m->eng);
+        m->in_flight = 0;
+        if (s) return s;
+    }
+    /* The parameter layers, in forward order. */
+    int np = 0;
+    for (int i = 0; i < m->spec.n; i++) np += m->spec.layers[i].w_n + m->spec.layers[i].b_n > 0;
+    size_t *off = calloc((size_t)np + 1, sizeof *off), *cnt = calloc((size_t)np + 1, sizeof *cnt);
+    int *player = calloc((size_t)m->spec.n, sizeof *player);
+    if (!off || !cnt || !player) {
+        free(off), free(cnt), free(player);
+        return dt_set_error(DT_ERR_NOMEM, "out of memory planning buckets");
+    }
+    int p = 0;
+    for (int i = 0; i < m->spec.n; i++) {
+        const layer *l = &m->spec.layers[i];
+        player[i] = -1;
+        if (l->w_n + l->b_n == 0) continue;
+        off[p] = l->w_off;
+        cnt[p] = l->w_n + l->b_n;
+        player[i] = p++;
+    }
+    bucket_plan plan;
+    dt_status s = bucket_plan_build(off, cnt, np, sizeof(float), (size_t)(c->first_bucket_mb * 1048576.0),
+                                    (size_t)(c->bucket_mb * 1048576.0), &plan);
+    free(off);
+    free(cnt);
+    if (s) {
+        free(player);
+        return s;
+    }
+    int *pending = calloc((size_t)plan.nb, sizeof *pending);
+    if (!pending) {
+        free(player);
+        bucket_plan_free(&plan);
+        return dt_set_error(DT_ERR_NOMEM, "out of memory planning buckets");
+    }
+    /* Every rank must have the same plan, or the collectives would pair wrong buffers and hang. */
+    if (m->ctx && dt_world_size(m->ctx) > 1) {
+        int W = dt_world_size(m->ctx);
+        unsigned long long mine[2] = {bucket_plan_hash(&plan), (unsigned long long)plan.nb};
+        unsigned long long *all = malloc(sizeof mine * (size_t)W);
+        if (!all || MPI_Allgather(mine, 2, MPI_UNSIGNED_LONG_LONG, all, 2, MPI_UNSIGNED_LONG_LONG,
+                                  ctx_world_comm(m->ctx)) != MPI_SUCCESS) {
+            free(all), free(player), free(pending);
+            bucket_plan_free(&plan);
+            return dt_set_error(DT_ERR_MPI, "comparing bucket plans across ranks failed");
+        }
+        for (int r = 1; r < W; r++)
+            if (all[2 * r] != all[0]) {
+                s = dt_set_error(DT_ERR_INVALID_ARG, "ranks 0 and %d planned different gradient buckets (%llu and "
+                                 "%llu buckets): every rank must use the same model and --bucket-mb / "
+                                 "--first-bucket-mb", r, all[1], all[2 * r + 1]);
+                break;
+            }
+        free(all);
+        if (!s && !m->eng) s = engine_create(ctx_world_comm(m->ctx), ctx_local_comm(m->ctx), ctx_timeout(m->ctx), &m->eng);
+        if (s) {
+            free(player), free(pending);
+            bucket_plan_free(&plan);
+            return s;
+        }
+    }
+    bucket_plan_free(&m->plan);
+    free(m->player);
+    free(m->pending);
+    m->plan = plan;
+    m->player = player;
+    m->pending = pending;
+    m->sync = *c;
+    return DT_OK;
+}
+
 dt_status dt_model_sync_grads(dt_model *m)
 {
-    if (!m->ctx || dt_world_size(m->ctx) == 1) return DT_OK;
-    return dt_allreduce(m->ctx, m->grads, m->spec.num_params, DT_F32, DT_AVG);
+    if (!m->eng) return DT_OK; /* a world of one */
+    if (!m->sync.overlap) {
+        for (int b = 0; b < m->plan.nb; b++) {
+            dt_status s = engine_start(m->eng, m->grads + m->plan.b[b].off, m->plan.b[b].n, m->sync.op, b);
+            if (s) return s;
+        }
+    }
+    m->in_flight = 0;
+    return engine_wait_all(m->eng);
 }
 
 /* ---------------------------------------------------------------- optimizers */

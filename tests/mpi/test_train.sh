@@ -21,6 +21,27 @@ for model in mlp cnn; do
     done
 done
 
+# --- Buckets: overlapped bucketed allreduce == one allreduce of the whole buffer after backward,
+# bit for bit, whatever the buckets (the engine adds every element in rank order).
+for np in 2 4; do
+    for model in mlp cnn; do
+        common="--model $model --steps 20 --batch 4 --lr 0.05 --seed 5 --log-every 20"
+        train $np $common --no-overlap --bucket-mb 0 --first-bucket-mb 0 --dump-params "$tmp/whole" || bad "$model whole-buffer run failed"
+        for cfg in "--bucket-mb 25 --first-bucket-mb 1" "--bucket-mb 0 --first-bucket-mb 0" \
+                   "--bucket-mb 0.000001 --first-bucket-mb 0.000001" "--bucket-mb 0.5 --first-bucket-mb 0.1"; do
+            train $np $common $cfg --dump-params "$tmp/bk" || bad "$model $cfg failed"
+            nb=$(sed -n 's/^gradients: \([0-9]*\) bucket.*/\1/p' "$tmp/log")
+            out=$("$CMP" "$tmp/bk" "$tmp/whole" exact) && ok "$model, $np ranks, $nb bucket(s) ($cfg), overlapped: $out" || bad "$model, $np ranks, $cfg: $out"
+        done
+    done
+done
+# Without a communication thread (requests progress inline) the result is the same too.
+DTRAIN_COMM_THREAD=0 DTRAIN_LOG=info "$MPIRUN" -np 2 -x DTRAIN_COMM_THREAD -x DTRAIN_LOG "$DTRAIN" train --blas-threads 1 \
+    --model mlp --steps 20 --batch 4 --lr 0.05 --seed 5 --log-every 20 --dump-params "$tmp/inline" >"$tmp/log" 2>&1
+grep -q "communication engine: inline" "$tmp/log" && ok "DTRAIN_COMM_THREAD=0 runs the engine inline" || { bad "engine not inline"; cat "$tmp/log"; }
+train 2 --model mlp --steps 20 --batch 4 --lr 0.05 --seed 5 --log-every 20 --no-overlap --bucket-mb 0 --first-bucket-mb 0 --dump-params "$tmp/whole"
+out=$("$CMP" "$tmp/inline" "$tmp/whole" exact) && ok "inline progress (DTRAIN_COMM_THREAD=0): $out" || bad "inline progress: $out"
+
 # --- Reproducibility: the same command twice, bit for bit.
 train 2 --model cnn --steps 10 --batch 8 --seed 9 --dump-params "$tmp/r1" &&
 train 2 --model cnn --steps 10 --batch 8 --seed 9 --dump-params "$tmp/r2" || bad "reproducibility runs failed"

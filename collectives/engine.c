@@ -1,0 +1,393 @@
+/*
+ * engine.c - the communication engine (see engine.h): rank-ordered allreduce over point-to-point
+ * messages, a communication thread that drives it, and the watchdog.
+ *
+ * A request goes through two phases. Reduce-scatter: rank r sends part j of its bucket to rank j
+ * and receives part r from every other rank, then adds the W copies of part r in rank order.
+ * Allgather: rank r sends its summed part to everyone and receives theirs in place. Tags carry
+ * the sequence number, so several buckets can be in flight at once.
+ *
+ * The watchdog knows exactly who is missing: a receive that has not completed names the peer
+ * that has not sent. A request older than the deadline is reported (sequence number, bucket,
+ * bytes, phase, age, the ranks not heard from) and the job is aborted with MPI_Abort, so mpirun or
+ * srun ends every process instead of leaving them hanging.
+ */
+#include "engine.h"
+#include "log.h"
+#include "status.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ENGINE_MAX_REQS 4096     /* requests in flight at once (buckets of one step) */
+#define ENGINE_TAG_SPAN 8192     /* sequence numbers map to tags 2*(seq % span) + phase */
+#define ENGINE_POLL_NS 20000     /* the communication thread's sleep between polls */
+
+typedef struct req {
+    float *buf;
+    size_t count;
+    dt_redop op;
+    int bucket;
+    uint64_t seq;
+    double t_start;
+    int phase;          /* 0 not posted, 1 reduce-scatter, 2 allgather, 3 done */
+    MPI_Request *mr;    /* 2 (W-1) requests of the current phase */
+    int nmr;
+    float *scratch;     /* (W-1) x my part: the other ranks' copies of my part */
+} req;
+
+struct engine {
+    MPI_Comm comm;
+    int rank, size;
+    double timeout_s;
+    int threaded;
+    /* The request ring; in threaded mode guarded by mu. */
+    req reqs[ENGINE_MAX_REQS];
+    uint64_t next_seq;  /* requests started */
+    uint64_t posted;    /* requests the driver has posted to MPI */
+    uint64_t done;      /* requests finished (in order of completion count) */
+    dt_status failure;
+    char failure_msg[1024];
+    /* Scratch per bucket id, kept across steps (a step must not allocate). */
+    float **scratch;
+    size_t *scratch_n;
+    int nscratch;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    int stop;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int engine_threaded(const engine *e) { return e->threaded; }
+
+/* Part j of a bucket of n elements split among size ranks. */
+static void part_of(size_t n, int j, int size, size_t *off, size_t *cnt)
+{
+    size_t base = n / (size_t)size, rem = n % (size_t)size, uj = (size_t)j;
+    *off = uj * base + (uj < rem ? uj : rem);
+    *cnt = base + (uj < rem ? 1 : 0);
+}
+
+static float *scratch_for(engine *e, int bucket, size_t n)
+{
+    if (bucket < 0 || bucket >= e->nscratch) return NULL;
+    if (e->scratch_n[bucket] < n) {
+        free(e->scratch[bucket]);
+        e->scratch[bucket] = malloc(n * sizeof(float));
+        e->scratch_n[bucket] = e->scratch[bucket] ? n : 0;
+    }
+    return e->scratch[bucket];
+}
+
+/* MPI counts are ints: parts beyond INT_MAX elements would need splitting; refuse them clearly. */
+static int tag_of(uint64_t seq, int phase) { return (int)(2 * (seq % ENGINE_TAG_SPAN) + (uint64_t)phase - 1); }
+
+static dt_status req_post_phase(engine *e, req *q, int phase)
+{
+    const int W = e->size, me = e->rank;
+    size_t moff, mcnt;
+    part_of(q->count, me, W, &moff, &mcnt);
+    q->nmr = 0;
+    q->phase = phase;
+    int tag = tag_of(q->seq, phase);
+    for (int j = 0; j < W; j++) {
+        if (j == me) continue;
+        size_t joff, jcnt;
+        part_of(q->count, j, W, &joff, &jcnt);
+        int slot = j < me ? j : j - 1;
+        int rc1, rc2;
+        if (phase == 1) {
+            rc1 = MPI_Irecv(q->scratch + (size_t)slot * mcnt, (int)mcnt, MPI_FLOAT, j, tag, e->comm, &q->mr[q->nmr++]);
+            rc2 = MPI_Isend(q->buf + joff, (int)jcnt, MPI_FLOAT, j, tag, e->comm, &q->mr[q->nmr++]);
+        } else {
+            rc1 = MPI_Irecv(q->buf + joff, (int)jcnt, MPI_FLOAT, j, tag, e->comm, &q->mr[q->nmr++]);
+            rc2 = MPI_Isend(q->buf + moff, (int)mcnt, MPI_FLOAT, j, tag, e->comm, &q->mr[q->nmr++]);
+        }
+        if (rc1 != MPI_SUCCESS || rc2 != MPI_SUCCESS)
+            return dt_set_error(DT_ERR_MPI, "posting messages of collective #%llu (bucket %d) failed: a peer "
+                                "may have died", (unsigned long long)q->seq, q->bucket);
+    }
+    return DT_OK;
+}
+
+static dt_status req_post(engine *e, req *q)
+{
+    q->t_start = now_s();
+    if (e->size == 1) {
+        q->phase = 3;
+        return DT_OK;
+    }
+    size_t moff, mcnt;
+    part_of(q->count, e->rank, e->size, &moff, &mcnt);
+    q->scratch = scratch_for(e, q->bucket, (size_t)(e->size - 1) * mcnt);
+    if (!q->scratch && mcnt > 0)
+        return dt_set_error(DT_ERR_NOMEM, "out of memory for the %zu-element receive buffer of bucket %d",
+                            (size_t)(e->size - 1) * mcnt, q->bucket);
+    return req_post_phase(e, q, 1);
+}
+
+/* Adds the W copies of my part in rank order 0, 1, ..., W-1 (my own copy is in buf). */
+static void req_reduce(engine *e, req *q)
+{
+    const int W = e->size, me = e->rank;
+    size_t moff, mcnt;
+    part_of(q->count, me, W, &moff, &mcnt);
+    float *own = q->buf + moff;
+    float *acc = me == 0 ? own : q->scratch; /* slot 0 holds rank 0's copy when me > 0 */
+    for (int k = 1; k < W; k++) {
+        const float *src = k == me ? own : q->scratch + (size_t)(k < me ? k : k - 1) * mcnt;
+        for (size_t i = 0; i < mcnt; i++) acc[i] += src[i];
+    }
+    if (q->op == DT_AVG)
+        for (size_t i = 0; i < mcnt; i++) acc[i] /= (float)W;
+    if (acc != own) memcpy(own, acc, mcnt * sizeof(float));
+}
+
+/* Moves a request on when its phase's messages are done. Returns 1 when it finished now. */
+static int req_progress(engine *e, req *q, dt_status *st)
+{
+    if (q->phase == 3) return 0;
+    int flag = 0;
+    if (MPI_Testall(q->nmr, q->mr, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+        *st = dt_set_error(DT_ERR_MPI, "collective #%llu (bucket %d): a message failed; a peer rank may have "
+                           "died: read the other ranks' messages", (unsigned long long)q->seq, q->bucket);
+        q->phase = 3;
+        return 1;
+    }
+    if (!flag) return 0;
+    if (q->phase == 1) {
+        req_reduce(e, q);
+        if ((*st = req_post_phase(e, q, 2))) {
+            q->phase = 3;
+            return 1;
+        }
+        return 0;
+    }
+    q->phase = 3;
+    return 1;
+}
+
+/* The watchdog: which peers have not delivered, then abort the job. Never returns. */
+static void engine_expire(engine *e, req *q, double age)
+{
+    char missing[512] = "";
+    size_t used = 0;
+    int slot = 0;
+    for (int j = 0; j < e->size; j++) {
+        if (j == e->rank) continue;
+        int flag = 1;
+        /* Receives sit at even slots (posted first for each peer). */
+        MPI_Request_get_status(q->mr[2 * slot], &flag, MPI_STATUS_IGNORE);
+        if (!flag && used < sizeof missing - 16) used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? "," : "", j);
+        slot++;
+    }
+    dt_log(DT_LOG_ERROR,
+           "watchdog: collective #%llu (allreduce of bucket %d, %zu bytes, %s phase) has waited %.1f s, past the "
+           "%.1f s timeout; no data yet from rank(s) %s: they are dead, stuck or far behind. Aborting the job so "
+           "no rank hangs (raise --timeout only if steps are legitimately this slow)",
+           (unsigned long long)q->seq, q->bucket, q->count * sizeof(float),
+           q->phase == 1 ? "reduce-scatter" : "allgather", age, e->timeout_s, used ? missing : "(none: sends pending)");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort(); /* MPI_Abort does not return; if it did, nothing may go on */
+}
+
+/* One pass over the in-flight requests; returns how many finished. Caller holds no lock. */
+static int engine_drive(engine *e, uint64_t from, uint64_t to)
+{
+    int finished = 0;
+    double t = now_s();
+    for (uint64_t s = from; s < to; s++) {
+        req *q = &e->reqs[s % ENGINE_MAX_REQS];
+        dt_status st = DT_OK;
+        if (req_progress(e, q, &st)) {
+            finished++;
+            if (st && !e->failure) {
+                e->failure = st;
+                snprintf(e->failure_msg, sizeof e->failure_msg, "%s", dt_last_error());
+            }
+        } else if (q->phase != 3 && e->timeout_s > 0 && t - q->t_start > e->timeout_s) {
+            engine_expire(e, q, t - q->t_start);
+        }
+    }
+    return finished;
+}
+
+static void *engine_thread(void *arg)
+{
+    engine *e = arg;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->stop && e->done == e->next_seq) pthread_cond_wait(&e->cv_work, &e->mu);
+        if (e->stop && e->done == e->next_seq) break;
+        uint64_t to_post = e->next_seq;
+        pthread_mutex_unlock(&e->mu);
+        /* Post what the main thread queued, in order. */
+        while (e->posted < to_post) {
+            req *q = &e->reqs[e->posted % ENGINE_MAX_REQS];
+            dt_status st = req_post(e, q);
+            if (st && !e->failure) {
+                e->failure = st;
+                snprintf(e->failure_msg, sizeof e->failure_msg, "%s", dt_last_error());
+                q->phase = 3;
+            }
+            e->posted++;
+        }
+        /* Requests finish in any order; count the leading finished ones as done. */
+        engine_drive(e, e->done, e->posted);
+        pthread_mutex_lock(&e->mu);
+        uint64_t before = e->done;
+        while (e->done < e->posted && e->reqs[e->done % ENGINE_MAX_REQS].phase == 3) e->done++;
+        if (e->done != before) pthread_cond_broadcast(&e->cv_done);
+        if (e->done < e->posted || e->posted < e->next_seq) {
+            pthread_mutex_unlock(&e->mu);
+            struct timespec ts = {0, ENGINE_POLL_NS};
+            nanosleep(&ts, NULL);
+            pthread_mutex_lock(&e->mu);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+dt_status engine_create(MPI_Comm world, MPI_Comm local, double timeout_s, engine **out)
+{
+    (void)local;
+    *out = NULL;
+    engine *e = calloc(1, sizeof *e);
+    if (!e) return dt_set_error(DT_ERR_NOMEM, "out of memory for the communication engine");
+    e->comm = MPI_COMM_NULL;
+    if (MPI_Comm_dup(world, &e->comm) != MPI_SUCCESS) {
+        free(e);
+        return dt_set_error(DT_ERR_MPI, "MPI_Comm_dup failed creating the communication engine");
+    }
+    MPI_Comm_set_errhandler(e->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(e->comm, &e->rank);
+    MPI_Comm_size(e->comm, &e->size);
+    e->timeout_s = timeout_s;
+    e->nscratch = ENGINE_MAX_REQS;
+    e->scratch = calloc((size_t)e->nscratch, sizeof *e->scratch);
+    e->scratch_n = calloc((size_t)e->nscratch, sizeof *e->scratch_n);
+    int nmr = e->size > 1 ? 2 * (e->size - 1) : 1;
+    int ok = e->scratch && e->scratch_n;
+    for (int i = 0; ok && i < ENGINE_MAX_REQS; i++) {
+        e->reqs[i].mr = malloc((size_t)nmr * sizeof(MPI_Request));
+        e->reqs[i].phase = 3;
+        ok = e->reqs[i].mr != NULL;
+    }
+    if (!ok) {
+        engine_destroy(e);
+        return dt_set_error(DT_ERR_NOMEM, "out of memory for the communication engine");
+    }
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    const char *v = getenv("DTRAIN_COMM_THREAD");
+    e->threaded = provided == MPI_THREAD_MULTIPLE && !(v && strcmp(v, "0") == 0);
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv_work, NULL);
+    pthread_cond_init(&e->cv_done, NULL);
+    if (e->threaded && pthread_create(&e->thread, NULL, engine_thread, e) != 0) {
+        dt_log(DT_LOG_WARN, "could not start the communication thread; communication progresses inline");
+        e->threaded = 0;
+    }
+    dt_log0(DT_LOG_INFO, "communication engine: %s, timeout %.0f s",
+            e->threaded ? "communication thread" : "inline (no MPI_THREAD_MULTIPLE, or DTRAIN_COMM_THREAD=0)",
+            timeout_s);
+    *out = e;
+    return DT_OK;
+}
+
+void engine_destroy(engine *e)
+{
+    if (!e) return;
+    if (e->threaded) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = 1;
+        pthread_cond_broadcast(&e->cv_work);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+    }
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv_work);
+    pthread_cond_destroy(&e->cv_done);
+    for (int i = 0; i < ENGINE_MAX_REQS; i++) free(e->reqs[i].mr);
+    for (int i = 0; e->scratch && i < e->nscratch; i++) free(e->scratch[i]);
+    free(e->scratch);
+    free(e->scratch_n);
+    if (e->comm != MPI_COMM_NULL) MPI_Comm_free(&e->comm);
+    free(e);
+}
+
+dt_status engine_start(engine *e, float *buf, size_t count, dt_redop op, int bucket)
+{
+    if (bucket < 0 || bucket >= e->nscratch)
+        return dt_set_error(DT_ERR_INVALID_ARG, "bucket id %d is outside 0..%d", bucket, e->nscratch - 1);
+    if (count / (size_t)e->size + 1 > (size_t)2147483647)
+        return dt_set_error(DT_ERR_INVALID_ARG, "bucket %d of %zu elements is too large: use a smaller --bucket-mb",
+                            bucket, count);
+    if (e->threaded) pthread_mutex_lock(&e->mu);
+    if (e->next_seq - e->done >= ENGINE_MAX_REQS) {
+        if (e->threaded) pthread_mutex_unlock(&e->mu);
+        return dt_set_error(DT_ERR_INVALID_ARG, "more than %d collectives in flight", ENGINE_MAX_REQS);
+    }
+    req *q = &e->reqs[e->next_seq % ENGINE_MAX_REQS];
+    q->buf = buf;
+    q->count = count;
+    q->op = op;
+    q->bucket = bucket;
+    q->seq = e->next_seq;
+    q->phase = 0;
+    q->t_start = now_s();
+    e->next_seq++;
+    if (e->threaded) {
+        pthread_cond_signal(&e->cv_work);
+        pthread_mutex_unlock(&e->mu);
+        return DT_OK;
+    }
+    dt_status st = req_post(e, q);
+    e->posted++;
+    if (st) {
+        q->phase = 3;
+        return st;
+    }
+    return DT_OK;
+}
+
+void engine_poke(engine *e)
+{
+    if (e->threaded || e->done == e->posted) return;
+    engine_drive(e, e->done, e->posted);
+    while (e->done < e->posted && e->reqs[e->done % ENGINE_MAX_REQS].phase == 3) e->done++;
+}
+
+dt_status engine_wait_all(engine *e)
+{
+    if (e->threaded) {
+        pthread_mutex_lock(&e->mu);
+        while (e->done < e->next_seq) pthread_cond_wait(&e->cv_done, &e->mu);
+        pthread_mutex_unlock(&e->mu);
+    } else {
+        while (e->done < e->posted) {
+            engine_poke(e);
+            if (e->done < e->posted) {
+                struct timespec ts = {0, 2000};
+                nanosleep(&ts, NULL);
+            }
+        }
+    }
+    if (e->failure) {
+        dt_status s = e->failure;
+        e->failure = DT_OK;
+        return dt_set_error(s, "%s", e->failure_msg);
+    }
+    return DT_OK;
+}

@@ -1,0 +1,44 @@
+/*
+ * engine.h - the communication engine: allreduces started while backward still runs, completed
+ * by a communication thread, each with a sequence number and a deadline (the watchdog).
+ *
+ * The allreduce is rank-ordered and deterministic: a bucket is split into one part per rank, rank
+ * r receives every rank's copy of part r and adds them in rank order 0, 1, ..., then every rank
+ * gathers the summed parts. Every element is summed in the same order whatever the bucket
+ * boundaries, so any bucketing gives bitwise the same gradients as one allreduce of the whole
+ * buffer. Traffic per rank is 2 (W-1)/W of the bucket, like a ring, in 2 (W-1) messages.
+ *
+ * With MPI_THREAD_MULTIPLE a communication thread drives the requests and polls them with short
+ * sleeps (so it does not take the core from compute); otherwise (or DTRAIN_COMM_THREAD=0) the
+ * requests progress whenever the main thread calls engine_poke or engine_wait_all.
+ */
+#ifndef DT_COLLECTIVES_ENGINE_H
+#define DT_COLLECTIVES_ENGINE_H
+
+#include "dtrain.h"
+
+#include <mpi.h>
+#include <stdint.h>
+
+typedef struct engine engine;
+
+/* An engine over a duplicate of `world`; `local` (the ranks sharing this node) lets the watchdog
+ * name local ranks that are behind. timeout_s 0 means no deadline. Collective over world. */
+dt_status engine_create(MPI_Comm world, MPI_Comm local, double timeout_s, engine **out);
+void engine_destroy(engine *e);
+
+/* Starts the in-place fp32 allreduce (sum, or average when op is DT_AVG) of buf[0..count);
+ * `bucket` names it in watchdog messages. Every rank must start the same requests in the same
+ * order. Returns at once. */
+dt_status engine_start(engine *e, float *buf, size_t count, dt_redop op, int bucket);
+
+/* Lets requests progress without waiting (inline mode); a no-op with a communication thread. */
+void engine_poke(engine *e);
+
+/* Returns when every started request has finished; the first failure if any. */
+dt_status engine_wait_all(engine *e);
+
+/* 1 when a communication thread drives the requests. */
+int engine_threaded(const engine *e);
+
+#endif
