@@ -10,9 +10,12 @@
 #include "cast.h"
 #include "status.h"
 
+#include "log.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef DTRAIN_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -26,7 +29,41 @@
 
 typedef struct mpi_state {
     float *scratch; /* MPI16_CHUNK floats, allocated on first 16-bit use */
+    unsigned long long seq; /* collectives started on this communicator */
 } mpi_state;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Waits for a nonblocking collective against the deadline: the watchdog of the MPI backend. An
+ * MPI collective does not say which peers are missing; the engine's allreduce does (engine.c).
+ * Spins briefly (small collectives finish in microseconds), then polls with short sleeps. */
+static int mpi_wait(coll *c, MPI_Request *r, const char *what, size_t count)
+{
+    mpi_state *st = c->impl;
+    unsigned long long seq = st->seq++;
+    double start = now_s();
+    int flag = 0, spins = 0;
+    for (;;) {
+        int rc = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return rc;
+        if (flag) return MPI_SUCCESS;
+        if (++spins < 2000) continue;
+        double age = now_s() - start;
+        if (c->timeout_s > 0 && age > c->timeout_s) {
+            dt_log(DT_LOG_ERROR, "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s "
+                   "timeout: a peer rank is dead, stuck or far behind (MPI does not say which; read the other "
+                   "ranks' messages). Aborting the job so no rank hangs", seq, what, count, age, c->timeout_s);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+}
 
 static dt_status mpi_fail(int rc, const char *what, size_t count)
 {
@@ -50,7 +87,9 @@ static dt_status mpi_allreduce_host(coll *c, void *buf, size_t count, dt_dtype t
         float *p = buf;
         for (size_t off = 0; off < count; off += MPI32_CHUNK) {
             size_t n = count - off < MPI32_CHUNK ? count - off : MPI32_CHUNK;
-            int rc = MPI_Allreduce(MPI_IN_PLACE, p + off, (int)n, MPI_FLOAT, MPI_SUM, c->comm);
+            MPI_Request r;
+            int rc = MPI_Iallreduce(MPI_IN_PLACE, p + off, (int)n, MPI_FLOAT, MPI_SUM, c->comm, &r);
+            if (rc == MPI_SUCCESS) rc = mpi_wait(c, &r, "MPI_Allreduce", count);
             if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Allreduce", count);
             if (op == DT_AVG) scale_f32(p + off, n, c->size);
         }
@@ -66,7 +105,9 @@ static dt_status mpi_allreduce_host(coll *c, void *buf, size_t count, dt_dtype t
     for (size_t off = 0; off < count; off += MPI16_CHUNK) {
         size_t n = count - off < MPI16_CHUNK ? count - off : MPI16_CHUNK;
         cpu_cast_16_to_f32(t, p + off, st->scratch, n);
-        int rc = MPI_Allreduce(MPI_IN_PLACE, st->scratch, (int)n, MPI_FLOAT, MPI_SUM, c->comm);
+        MPI_Request r;
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, st->scratch, (int)n, MPI_FLOAT, MPI_SUM, c->comm, &r);
+        if (rc == MPI_SUCCESS) rc = mpi_wait(c, &r, "MPI_Allreduce", count);
         if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Allreduce", count);
         if (op == DT_AVG) scale_f32(st->scratch, n, c->size);
         cpu_cast_f32_to_16(t, st->scratch, p + off, n);
@@ -79,7 +120,9 @@ static dt_status mpi_bcast_host(coll *c, void *buf, size_t bytes, int root)
     char *p = buf;
     for (size_t off = 0; off < bytes; off += MPI32_CHUNK) {
         size_t n = bytes - off < MPI32_CHUNK ? bytes - off : MPI32_CHUNK;
-        int rc = MPI_Bcast(p + off, (int)n, MPI_BYTE, root, c->comm);
+        MPI_Request r;
+        int rc = MPI_Ibcast(p + off, (int)n, MPI_BYTE, root, c->comm, &r);
+        if (rc == MPI_SUCCESS) rc = mpi_wait(c, &r, "MPI_Bcast", bytes);
         if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Bcast", bytes);
     }
     return DT_OK;
@@ -152,7 +195,9 @@ static dt_status mpi_broadcast(coll *c, void *buf, size_t count, dt_dtype t, int
 
 static dt_status mpi_barrier(coll *c)
 {
-    int rc = MPI_Barrier(c->comm);
+    MPI_Request r;
+    int rc = MPI_Ibarrier(c->comm, &r);
+    if (rc == MPI_SUCCESS) rc = mpi_wait(c, &r, "MPI_Barrier", 0);
     return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, "MPI_Barrier", 0);
 }
 

@@ -80,7 +80,7 @@ typedef struct dt_config {
     int blas_threads;      /* 0 = one per core this process is pinned to */
 } dt_config;
 
-/* Defaults: device auto, pin auto, timeout 600 s, init_mpi 1, blas_threads 0. */
+/* Defaults: device auto, pin auto, timeout 300 s, init_mpi 1, blas_threads 0. */
 DT_API void dt_config_defaults(dt_config *cfg);
 
 /* Overrides fields from DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS when set.

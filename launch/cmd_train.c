@@ -10,6 +10,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -98,6 +99,46 @@ static int train_handle(int val, const char *arg, void *ud)
     return EXIT_USAGE;
 }
 
+/* Fault injection for tests: DTRAIN_FAULT=KIND:RANK:STEP makes rank RANK, at the start of step
+ * STEP (1-based; 0 = before the model is built and broadcast), stall forever (stall), exit with
+ * code 3 without finalizing (exit), or die by SIGKILL (kill). The job must then end, with a
+ * message, rather than hang. */
+typedef struct fault {
+    int kind; /* 0 none, 1 stall, 2 exit, 3 kill */
+    int rank;
+    long step;
+} fault;
+
+static int fault_parse(fault *f)
+{
+    memset(f, 0, sizeof *f);
+    const char *v = getenv("DTRAIN_FAULT");
+    if (!v || !*v) return EXIT_OK;
+    char kind[16];
+    int rank, n = 0;
+    long step;
+    if (sscanf(v, "%15[a-z]:%d:%ld%n", kind, &rank, &step, &n) != 3 || v[n] != '\0' || rank < 0 || step < 0 ||
+        (strcmp(kind, "stall") && strcmp(kind, "exit") && strcmp(kind, "kill"))) {
+        cli_error("DTRAIN_FAULT='%s' is not KIND:RANK:STEP with KIND stall, exit or kill (a test hook; unset it)", v);
+        return EXIT_USAGE;
+    }
+    f->kind = !strcmp(kind, "stall") ? 1 : !strcmp(kind, "exit") ? 2 : 3;
+    f->rank = rank;
+    f->step = step;
+    return EXIT_OK;
+}
+
+static void fault_maybe(const fault *f, int rank, long step)
+{
+    if (!f->kind || f->rank != rank || f->step != step) return;
+    static const char *names[] = {"", "stalls", "exits", "is killed"};
+    fprintf(stderr, "dtrain: fault injection (DTRAIN_FAULT): rank %d %s at step %ld\n", rank, names[f->kind], step);
+    fflush(stderr);
+    if (f->kind == 2) _exit(3);
+    if (f->kind == 3) raise(SIGKILL);
+    for (;;) pause();
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -156,12 +197,15 @@ int cmd_train(int argc, char **argv)
     cli_extra extra = {train_options, train_handle, &t};
     int rc = cli_parse(argc, argv, "train", &cfg, &extra);
     if (rc) return rc;
+    fault flt;
+    if ((rc = fault_parse(&flt))) return rc;
     /* Models run on the CPU kernels for now: auto means the CPU here. */
     if (cfg.device == DT_DEVICE_AUTO) cfg.device = DT_DEVICE_CPU;
 
     dt_ctx *ctx = cli_init(&cfg);
     if (!ctx) return EXIT_FAIL;
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    fault_maybe(&flt, rank, 0);
     dt_model *m = NULL;
     dt_optimizer *opt = NULL;
     dt_dataset *data = NULL;
@@ -216,6 +260,7 @@ int cmd_train(int argc, char **argv)
     for (long step = 0; step < t.steps; step++) {
         double loss;
         int correct;
+        fault_maybe(&flt, rank, step + 1);
         if ((s = dt_dataset_batch(data, step, rank, world, t.batch, x, labels)) ||
             (s = dt_model_forward_backward(m, x, labels, t.batch, scale, &loss, &correct)))
             goto fail;

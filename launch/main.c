@@ -35,6 +35,10 @@ static void usage(FILE *f)
             "             LAYERS: fc:OUT, conv:OUT:K:STRIDE:PAD, pool:K, relu, flatten, comma-separated;\n"
             "             mlp = fc:1024,relu,fc:1024,relu,fc:10 on 784; cnn = conv:32:3:1:1,relu,pool:2,\n"
             "             conv:64:3:1:1,relu,pool:2,fc:128,relu,fc:10 on 1x28x28\n"
+            "  bench      bench allreduce: bandwidth of the engine's fp32 allreduce against MPI_Allreduce,\n"
+            "             per size (nccl-tests style): -b/--minbytes N (default 8)  -e/--maxbytes N (64M)\n"
+            "             -f/--stepfactor F (2)  --iters N (20)  --warmup N (5)  --op sum|avg  --dtype fp32\n"
+            "             sizes take K, M, G suffixes (powers of 1024); exit 1 when a result is wrong\n"
             "  env        print every rank's placement: rank, local rank, node, host, launcher,\n"
             "             device, CPU cores, and the MPI/NCCL/CUDA versions\n"
             "  version    print the version of dtrain and of what it was built with\n"
@@ -43,7 +47,7 @@ static void usage(FILE *f)
             "options of every command (flag > DTRAIN_* variable > default):\n"
             "  --device auto|cpu|cuda   DTRAIN_DEVICE    default auto (CUDA when a GPU is visible)\n"
             "  --pin auto|none          DTRAIN_PIN       default auto (split cores among local ranks)\n"
-            "  --timeout SECONDS        DTRAIN_TIMEOUT   default 600 (0 = none); a collective older\n"
+            "  --timeout SECONDS        DTRAIN_TIMEOUT   default 300 (0 = none); a collective older\n"
             "                                            than this aborts the job\n"
             "  --blas-threads N         DTRAIN_BLAS_THREADS  default 0 (one per pinned core)\n"
             "\n"
@@ -205,7 +209,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "env")) return cmd_env(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) return cmd_version(argc - 1, argv + 1);
-    cli_error("unknown command '%s'; the commands are train, env, version, help", cmd);
+    cli_error("unknown command '%s'; the commands are train, bench, env, version, help", cmd);
     return EXIT_USAGE;
 }

@@ -20,7 +20,7 @@ void dt_config_defaults(dt_config *cfg)
     memset(cfg, 0, sizeof *cfg);
     cfg->device = DT_DEVICE_AUTO;
     cfg->pin = DT_PIN_AUTO;
-    cfg->timeout_s = 600.0;
+    cfg->timeout_s = 300.0;
     cfg->init_mpi = 1;
     cfg->blas_threads = 0;
 }

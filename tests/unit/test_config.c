@@ -30,7 +30,7 @@ static void test_defaults_and_env(void **st)
     dt_config_defaults(&c);
     assert_int_equal(c.device, DT_DEVICE_AUTO);
     assert_int_equal(c.pin, DT_PIN_AUTO);
-    assert_true(c.timeout_s == 600.0);
+    assert_true(c.timeout_s == 300.0);
     assert_int_equal(c.init_mpi, 1);
     assert_int_equal(dt_config_from_env(&c), DT_OK);
     assert_int_equal(c.device, DT_DEVICE_AUTO);

@@ -1,0 +1,453 @@
+/*
+ * cmd_bench.c - `dtrain bench allreduce`: an nccl-tests-style bandwidth benchmark of the
+ * communication engine's allreduce (collectives/engine.h, what training uses for its gradient
+ * buckets), side by side with MPI_Allreduce on the same buffer sizes in the same run.
+ *
+ * For each size from -b to -e (times -f): fill a host buffer with rank-dependent small integers
+ * (exact in fp32, so every sum is exact whatever the order), run --warmup allreduces, then time
+ * --iters of engine_start + engine_wait_all; the time of a size is the largest over the ranks of
+ * each rank's mean (as nccl-tests). Then the same for MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) on a
+ * duplicate of the world communicator. After each timed loop the buffer is filled afresh, reduced
+ * once more and every element compared with the exact expected value: #wrong counts the
+ * differences over all ranks.
+ *
+ * algbw = bytes / time; busbw = algbw * 2 (n - 1) / n, what each rank's link carries in an optimal
+ * allreduce, so busbw is comparable across rank counts (and 0 on one rank, where nothing moves).
+ */
+#include "cli.h"
+#include "ctx_internal.h"
+#include "engine.h"
+
+#include <getopt.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BENCH_MAX_BYTES (4ULL << 30) /* 1 Gi floats: MPI counts are ints */
+#define BENCH_RATIO_FROM (4ULL << 20) /* the minimum ratio is reported from 4 MiB up */
+#define BENCH_ABORTED (-1)            /* run_allreduce: the job was aborted, MPI is gone */
+
+typedef struct bench_opts {
+    unsigned long long minbytes, maxbytes;
+    int maxbytes_set;
+    long factor, iters, warmup;
+    dt_redop op;
+} bench_opts;
+
+enum { OPT_MINBYTES = 256, OPT_MAXBYTES, OPT_STEPFACTOR, OPT_ITERS, OPT_WARMUP, OPT_OP, OPT_DTYPE };
+
+static const struct option bench_options[] = {
+    {"minbytes", required_argument, NULL, OPT_MINBYTES},
+    {"maxbytes", required_argument, NULL, OPT_MAXBYTES},
+    {"stepfactor", required_argument, NULL, OPT_STEPFACTOR},
+    {"iters", required_argument, NULL, OPT_ITERS},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"op", required_argument, NULL, OPT_OP},
+    {"dtype", required_argument, NULL, OPT_DTYPE},
+    {NULL, 0, NULL, 0},
+};
+
+/* Short forms, as nccl-tests spells them; cli_parse takes long options only, so they are rewritten
+ * before it runs. */
+static const struct {
+    const char *shrt, *lng;
+} bench_short[] = {{"-b", "--minbytes"}, {"-e", "--maxbytes"}, {"-f", "--stepfactor"}};
+
+/* A byte count: digits, then at most one of K, M, G (either case, powers of 1024). */
+static int parse_bytes(const char *flag, const char *arg, unsigned long long *out)
+{
+    unsigned long long v = 0;
+    const char *p = arg;
+    int ok = *p >= '0' && *p <= '9';
+    for (; ok && *p >= '0' && *p <= '9'; p++) {
+        v = v * 10 + (unsigned long long)(*p - '0');
+        if (v > BENCH_MAX_BYTES) ok = 0; /* past any limit: stop before overflowing */
+    }
+    unsigned shift = 0;
+    if (ok && *p) {
+        switch (*p) {
+        case 'k': case 'K': shift = 10; break;
+        case 'm': case 'M': shift = 20; break;
+        case 'g': case 'G': shift = 30; break;
+        default: ok = 0;
+        }
+        if (ok && p[1]) ok = 0;
+    }
+    if (ok && v > (BENCH_MAX_BYTES >> shift)) ok = 0;
+    if (ok) v <<= shift;
+    if (!ok || v == 0) {
+        cli_error("%s '%s' is not a size from 1 byte to 4G: a whole number of bytes, optionally followed by K, M "
+                  "or G (powers of 1024), e.g. 8, 64K, 64M", flag, arg);
+        return EXIT_USAGE;
+    }
+    *out = v;
+    return EXIT_OK;
+}
+
+static int bench_handle(int val, const char *arg, void *ud)
+{
+    bench_opts *b = ud;
+    switch (val) {
+    case OPT_MINBYTES: return parse_bytes("-b/--minbytes", arg, &b->minbytes);
+    case OPT_MAXBYTES: b->maxbytes_set = 1; return parse_bytes("-e/--maxbytes", arg, &b->maxbytes);
+    case OPT_STEPFACTOR: return cli_long("-f/--stepfactor", arg, 2, 1024, &b->factor);
+    case OPT_ITERS: return cli_long("--iters", arg, 1, 1000000000L, &b->iters);
+    case OPT_WARMUP: return cli_long("--warmup", arg, 0, 1000000000L, &b->warmup);
+    case OPT_OP:
+        if (!strcmp(arg, "sum")) b->op = DT_SUM;
+        else if (!strcmp(arg, "avg")) b->op = DT_AVG;
+        else {
+            cli_error("--op '%s' is not one of sum, avg", arg);
+            return EXIT_USAGE;
+        }
+        return EXIT_OK;
+    case OPT_DTYPE:
+        if (!strcmp(arg, "fp32")) return EXIT_OK;
+        if (!strcmp(arg, "fp16") || !strcmp(arg, "bf16")) {
+            cli_error("--dtype %s: the engine's 16-bit allreduce is not there yet; only fp32 can be measured "
+                      "for now (--dtype fp32, the default)", arg);
+            return EXIT_USAGE;
+        }
+        cli_error("--dtype '%s' is not one of fp32, fp16, bf16 (only fp32 runs today)", arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_USAGE;
+}
+
+/* Takes a long option's value from the next word (no '=' in it)? Then that word is not a flag. */
+static int takes_next(const char *a)
+{
+    if (strncmp(a, "--", 2) != 0 || strchr(a, '=') || !a[2]) return 0;
+    return strcmp(a, "--help") != 0;
+}
+
+/* argv without the benchmark name, with -b/-e/-f (also -b8 and the like) as their long forms.
+ * Returns a NULL-terminated array whose strings are argv's or malloc'd (listed in *owned). */
+static char **rewrite_args(int argc, char **argv, int *nargc, char ***owned, int *nowned)
+{
+    char **out = calloc((size_t)argc + 1, sizeof *out);
+    char **own = calloc((size_t)argc + 1, sizeof *own);
+    if (!out || !own) {
+        free(out);
+        free(own);
+        return NULL;
+    }
+    int n = 0, no = 0, raw = 0;
+    out[n++] = argv[0];
+    for (int i = 2; i < argc; i++) {
+        char *a = argv[i];
+        if (raw || (i > 2 && takes_next(argv[i - 1]))) {
+            out[n++] = a; /* a value, or everything after "--" */
+            continue;
+        }
+        if (!strcmp(a, "--")) raw = 1;
+        int done = 0;
+        for (size_t k = 0; k < sizeof bench_short / sizeof *bench_short && !done; k++) {
+            size_t sl = strlen(bench_short[k].shrt);
+            if (strncmp(a, bench_short[k].shrt, sl) != 0) continue;
+            done = 1;
+            if (!a[sl]) {
+                out[n++] = (char *)bench_short[k].lng;
+                if (i + 1 < argc) out[n++] = argv[++i]; /* its value, whatever it looks like */
+            } else {
+                size_t len = strlen(bench_short[k].lng) + 1 + strlen(a + sl) + 1;
+                char *s = malloc(len);
+                if (!s) {
+                    for (int j = 0; j < no; j++) free(own[j]);
+                    free(own);
+                    free(out);
+                    return NULL;
+                }
+                snprintf(s, len, "%s=%s", bench_short[k].lng, a + sl);
+                own[no++] = s;
+                out[n++] = s;
+            }
+        }
+        if (!done) out[n++] = a;
+    }
+    out[n] = NULL;
+    *nargc = n;
+    *owned = own;
+    *nowned = no;
+    return out;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Small integers in [-8, 7], different on every rank: sums over up to 2^20 ranks stay exact. */
+static inline float fill_value(size_t i, int rank) { return (float)((int)((i * 7 + (size_t)rank * 3) % 16) - 8); }
+
+static void fill(float *buf, size_t count, int rank)
+{
+    for (size_t i = 0; i < count; i++) buf[i] = fill_value(i, rank);
+}
+
+/* Elements of buf that differ from the exact sum over ranks (divided by world for DT_AVG, the
+ * same single fp32 division the engine does). */
+static long long count_wrong(const float *buf, size_t count, int world, dt_redop op)
+{
+    long long wrong = 0;
+    for (size_t i = 0; i < count; i++) {
+        int sum = 0;
+        for (int r = 0; r < world; r++) sum += (int)((i * 7 + (size_t)r * 3) % 16) - 8;
+        float want = (float)sum;
+        if (op == DT_AVG) want /= (float)world;
+        if (buf[i] != want) wrong++;
+    }
+    return wrong;
+}
+
+typedef struct bench_run {
+    engine *eng;
+    MPI_Comm comm;
+    float *buf;
+    int rank, world;
+} bench_run;
+
+static int mpi_fail(const char *what, int rc)
+{
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    cli_error("%s failed: %s", what, msg);
+    return EXIT_FAIL;
+}
+
+/* The largest over ranks of each rank's mean seconds per iteration. */
+static int max_over_ranks(bench_run *b, double mine, double *out)
+{
+    int rc = MPI_Allreduce(&mine, out, 1, MPI_DOUBLE, MPI_MAX, b->comm);
+    return rc == MPI_SUCCESS ? EXIT_OK : mpi_fail("MPI_Allreduce of the timings", rc);
+}
+
+static int sum_over_ranks(bench_run *b, long long mine, long long *out)
+{
+    int rc = MPI_Allreduce(&mine, out, 1, MPI_LONG_LONG, MPI_SUM, b->comm);
+    return rc == MPI_SUCCESS ? EXIT_OK : mpi_fail("MPI_Allreduce of the error counts", rc);
+}
+
+static int engine_once(bench_run *b, size_t count, dt_redop op)
+{
+    dt_status s = engine_start(b->eng, b->buf, count, op, 0);
+    if (!s) s = engine_wait_all(b->eng);
+    if (s) {
+        cli_error("engine allreduce of %zu floats: %s (%s)", count, dt_last_error(), dt_strerror(s));
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}
+
+static int mpi_once(bench_run *b, size_t count)
+{
+    int rc = MPI_Allreduce(MPI_IN_PLACE, b->buf, (int)count, MPI_FLOAT, MPI_SUM, b->comm);
+    return rc == MPI_SUCCESS ? EXIT_OK : mpi_fail("MPI_Allreduce", rc);
+}
+
+/* Times one implementation at one size (which = 0 the engine, 1 MPI), then checks it once. */
+static int measure(bench_run *b, int which, size_t count, const bench_opts *o, double *t_iter, long long *wrong)
+{
+    int rc;
+    dt_redop op = which == 0 ? o->op : DT_SUM;
+    fill(b->buf, count, b->rank);
+    for (long w = 0; w < o->warmup; w++)
+        if ((rc = which == 0 ? engine_once(b, count, op) : mpi_once(b, count))) return rc;
+    if ((rc = MPI_Barrier(b->comm)) != MPI_SUCCESS) return mpi_fail("MPI_Barrier", rc);
+    double t0 = now_s();
+    for (long it = 0; it < o->iters; it++)
+        if ((rc = which == 0 ? engine_once(b, count, op) : mpi_once(b, count))) return rc;
+    double mine = (now_s() - t0) / (double)o->iters;
+    if ((rc = max_over_ranks(b, mine, t_iter))) return rc;
+
+    fill(b->buf, count, b->rank);
+    if ((rc = which == 0 ? engine_once(b, count, op) : mpi_once(b, count))) return rc;
+    return sum_over_ranks(b, count_wrong(b->buf, count, b->world, op), wrong);
+}
+
+static void human_bytes(unsigned long long v, char *buf, size_t n)
+{
+    if (v >= (1ULL << 30) && v % (1ULL << 30) == 0) snprintf(buf, n, "%lluG", v >> 30);
+    else if (v >= (1ULL << 20) && v % (1ULL << 20) == 0) snprintf(buf, n, "%lluM", v >> 20);
+    else if (v >= (1ULL << 10) && v % (1ULL << 10) == 0) snprintf(buf, n, "%lluK", v >> 10);
+    else snprintf(buf, n, "%llu", v);
+}
+
+static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
+{
+    bench_run b = {.eng = NULL, .comm = MPI_COMM_NULL, .buf = NULL, .rank = dt_rank(ctx),
+                   .world = dt_world_size(ctx)};
+    int rc = EXIT_OK, mrc;
+    dt_status s;
+    const size_t maxcount = o->maxbytes / 4 ? (size_t)(o->maxbytes / 4) : 1;
+
+    if ((mrc = MPI_Comm_dup(ctx_world_comm(ctx), &b.comm)) != MPI_SUCCESS) {
+        b.comm = MPI_COMM_NULL;
+        mpi_fail("MPI_Comm_dup of the world communicator", mrc);
+        goto fail;
+    }
+    MPI_Comm_set_errhandler(b.comm, MPI_ERRORS_RETURN);
+    if ((s = engine_create(ctx_world_comm(ctx), ctx_local_comm(ctx), ctx_timeout(ctx), &b.eng))) {
+        cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+        goto fail;
+    }
+    if (!(b.buf = malloc(maxcount * sizeof *b.buf))) {
+        cli_error("out of memory for a %zu-byte buffer: lower -e/--maxbytes", maxcount * sizeof *b.buf);
+        goto fail;
+    }
+
+    if (b.rank == 0) {
+        char lo[32], hi[32];
+        human_bytes(o->minbytes, lo, sizeof lo);
+        human_bytes(o->maxbytes, hi, sizeof hi);
+        printf("# dtrain bench allreduce: %d ranks, engine %s, op %s, fp32, sizes %s to %s x%ld, iters %ld, "
+               "warmup %ld\n",
+               b.world,
+               engine_threaded(b.eng) ? "threaded (communication thread)"
+                                      : "inline (no MPI_THREAD_MULTIPLE, or DTRAIN_COMM_THREAD=0)",
+               o->op == DT_AVG ? "avg" : "sum", lo, hi, o->factor, o->iters, o->warmup);
+        printf("# dtrain: engine_start + engine_wait_all on host memory; MPI: MPI_Allreduce(MPI_IN_PLACE, "
+               "MPI_FLOAT, MPI_SUM)%s\n", o->op == DT_AVG ? " (sum: MPI has no average)" : "");
+        printf("# time: the largest over ranks of each rank's mean per iteration; algbw = size / time, busbw = "
+               "algbw * 2(n-1)/n; ratio = dtrain busbw / MPI busbw = MPI time / dtrain time\n");
+        if (b.world == 1)
+            printf("# note: 1 rank: nothing moves between ranks, so busbw = algbw * 2(n-1)/n is 0; the ratio "
+                   "still compares times\n");
+        printf("#\n#%11s %10s %7s %16s %12s %12s %7s %14s %8s %8s %7s %10s\n", "size", "count", "type",
+               "dtrain time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "MPI time(us)", "algbw", "busbw",
+               "#wrong", "ratio(busbw dtrain/MPI)");
+        fflush(stdout);
+    }
+
+    const double busf = b.world > 1 ? 2.0 * (b.world - 1) / b.world : 0.0;
+    double bus_sum[2] = {0, 0}, min_ratio = -1;
+    size_t min_ratio_bytes = 0;
+    int rows = 0;
+    long long wrong_total = 0;
+    for (unsigned long long bytes = o->minbytes;;) {
+        size_t count = bytes / 4 ? (size_t)(bytes / 4) : 1;
+        size_t size = count * sizeof(float);
+        double t[2];
+        long long wrong[2];
+        for (int which = 0; which < 2; which++)
+            if (measure(&b, which, count, o, &t[which], &wrong[which])) goto fail;
+        double alg[2], bus[2];
+        for (int k = 0; k < 2; k++) {
+            alg[k] = t[k] > 0 ? (double)size / t[k] / 1e9 : 0;
+            bus[k] = alg[k] * busf;
+            bus_sum[k] += bus[k];
+        }
+        double ratio = t[0] > 0 ? t[1] / t[0] : 0;
+        if (size >= BENCH_RATIO_FROM && (min_ratio < 0 || ratio < min_ratio)) {
+            min_ratio = ratio;
+            min_ratio_bytes = size;
+        }
+        wrong_total += wrong[0] + wrong[1];
+        rows++;
+        if (b.rank == 0) {
+            printf("%12zu %10zu %7s %16.1f %12.3f %12.3f %7lld %14.1f %8.3f %8.3f %7lld %10.3f\n", size, count,
+                   "float", 1e6 * t[0], alg[0], bus[0], wrong[0], 1e6 * t[1], alg[1], bus[1], wrong[1], ratio);
+            fflush(stdout);
+        }
+        if (bytes > o->maxbytes / (unsigned long long)o->factor) break;
+        bytes *= (unsigned long long)o->factor;
+    }
+    if (b.rank == 0) {
+        printf("# Out of bounds values : %lld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
+        printf("# Avg bus bandwidth    : dtrain %.3f GB/s, MPI %.3f GB/s%s\n", bus_sum[0] / rows,
+               bus_sum[1] / rows, b.world == 1 ? " (0 on 1 rank)" : "");
+        if (min_ratio >= 0)
+            printf("# Min ratio from 4 MiB : %.3f (busbw dtrain/MPI, at %zu bytes)\n", min_ratio, min_ratio_bytes);
+        else
+            printf("# Min ratio from 4 MiB : - (no size of 4 MiB or more)\n");
+        fflush(stdout);
+    }
+    if (wrong_total) {
+        if (b.rank == 0)
+            cli_error("%lld element(s) differ from the exact allreduce result (see #wrong): the allreduce is broken",
+                      wrong_total);
+        rc = EXIT_FAIL; /* every rank knows the total: all exit 1 together, no abort needed */
+    }
+
+    free(b.buf);
+    engine_destroy(b.eng);
+    MPI_Comm_free(&b.comm);
+    return rc;
+
+fail:
+    /* This rank may have failed alone (out of memory, a dead peer): its peers must not wait for it.
+     * dt_abort_job returns only in a world of 1, with MPI finalized: the caller must not finalize. */
+    dt_abort_job(ctx, EXIT_FAIL);
+    return BENCH_ABORTED;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc < 2) {
+        cli_error("dtrain bench: name a benchmark: dtrain bench allreduce [-b MIN] [-e MAX] [-f FACTOR] ...; "
+                  "see dtrain help");
+        return EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
+        dt_config cfg;
+        return cli_parse_common(argc, argv, "bench", &cfg); /* prints the usage and exits 0 */
+    }
+    if (strcmp(name, "allreduce") != 0) {
+        if (name[0] == '-')
+            cli_error("dtrain bench: the first argument must be the benchmark name (allreduce), not '%s'", name);
+        else
+            cli_error("dtrain bench: unknown benchmark '%s'; the benchmarks are: allreduce", name);
+        return EXIT_USAGE;
+    }
+
+    bench_opts o = {.minbytes = 8, .maxbytes = 64ULL << 20, .factor = 2, .iters = 20, .warmup = 5,
+                    .op = DT_SUM};
+    int nargc = 0, nowned = 0;
+    char **owned = NULL;
+    char **nargv = rewrite_args(argc, argv, &nargc, &owned, &nowned);
+    if (!nargv) {
+        cli_error("out of memory parsing the command line");
+        return EXIT_FAIL;
+    }
+    dt_config cfg;
+    cli_extra extra = {bench_options, bench_handle, &o};
+    int rc = cli_parse(nargc, nargv, "bench allreduce", &cfg, &extra);
+    for (int i = 0; i < nowned; i++) free(owned[i]);
+    free(owned);
+    free(nargv);
+    if (rc) return rc;
+    if (!o.maxbytes_set && o.minbytes > o.maxbytes) o.maxbytes = o.minbytes;
+    if (o.minbytes > o.maxbytes) {
+        char lo[32], hi[32];
+        human_bytes(o.minbytes, lo, sizeof lo);
+        human_bytes(o.maxbytes, hi, sizeof hi);
+        cli_error("-b/--minbytes %s (%llu bytes) is larger than -e/--maxbytes %s (%llu bytes)", lo, o.minbytes, hi,
+                  o.maxbytes);
+        return EXIT_USAGE;
+    }
+    /* The engine reduces host memory: the buffers live on the CPU whatever GPU is visible. */
+    if (cfg.device == DT_DEVICE_CUDA) {
+        cli_error("dtrain bench allreduce measures host-memory buffers only for now: drop --device cuda "
+                  "(or DTRAIN_DEVICE=cuda)");
+        return EXIT_USAGE;
+    }
+    cfg.device = DT_DEVICE_CPU;
+
+    dt_ctx *ctx = cli_init(&cfg);
+    if (!ctx) return EXIT_FAIL;
+    rc = run_allreduce(ctx, &o);
+    if (rc == BENCH_ABORTED) return EXIT_FAIL;
+    dt_status s = dt_finalize(ctx);
+    if (s) {
+        cli_error("%s", dt_last_error());
+        return EXIT_FAIL;
+    }
+    return rc;
+}

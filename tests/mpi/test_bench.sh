@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# `dtrain bench allreduce`: the table has one row per size, every result is exact (#wrong 0 for
+# the engine and for MPI), and bad sizes, factors, dtypes and benchmark names are refused.
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1 MPIRUN=$2
+
+# Rows of the table: lines that start with a size and a count.
+rows() { grep -E '^ *[0-9]+ +[0-9]+ +float ' "$1"; }
+
+# bench NAME EXPECTED_ROWS LAUNCH... : runs, then checks exit 0, row count and #wrong columns.
+bench() {
+    local name=$1 want=$2
+    shift 2
+    "$@" >"$tmp/out" 2>&1
+    local rc=$?
+    if [ "$rc" -ne 0 ]; then
+        bad "$name: '$*' exited $rc"; sed 's/^/    /' "$tmp/out"; return
+    fi
+    local n
+    n=$(rows "$tmp/out" | wc -l)
+    if [ "$n" -ne "$want" ]; then
+        bad "$name: $n table rows, expected $want"; sed 's/^/    /' "$tmp/out"; return
+    fi
+    # Columns: size count type time algbw busbw #wrong | time algbw busbw #wrong ratio
+    local wrong
+    wrong=$(rows "$tmp/out" | awk 'NF != 12 || $7 != 0 || $11 != 0 { n++ } END { print n + 0 }')
+    if [ "$wrong" -ne 0 ]; then
+        bad "$name: $wrong row(s) with #wrong != 0 (or malformed)"; sed 's/^/    /' "$tmp/out"; return
+    fi
+    grep -q '^# Avg bus bandwidth' "$tmp/out" || { bad "$name: no Avg bus bandwidth line"; sed 's/^/    /' "$tmp/out"; return; }
+    ok "$name: $n rows, #wrong 0 for dtrain and MPI"
+}
+
+# Number of sizes from $1 to $2 multiplying by $3.
+nsizes() { local b=$1 n=0; while [ "$b" -le "$2" ]; do n=$((n + 1)); b=$((b * $3)); done; echo $n; }
+
+common="--iters 5 --warmup 1"
+bench "np2 8..1M x4" "$(nsizes 8 1048576 4)" "$MPIRUN" -np 2 "$DTRAIN" bench allreduce -b 8 -e 1M -f 4 $common
+grep -q '^# dtrain bench allreduce: 2 ranks, engine ' "$tmp/out" && ok "np2: header names ranks and engine mode" ||
+    bad "np2: no header line"
+bench "np4 4..64K x8" "$(nsizes 4 65536 8)" "$MPIRUN" -np 4 --oversubscribe "$DTRAIN" bench allreduce -b 4 -e 64K -f 8 $common
+bench "np4 --op avg, long forms" "$(nsizes 100 100000 10)" "$MPIRUN" -np 4 --oversubscribe "$DTRAIN" bench allreduce \
+    --minbytes 100 --maxbytes=100000 --stepfactor 10 --op avg $common
+bench "np1 (no launcher)" "$(nsizes 8 4096 8)" "$DTRAIN" bench allreduce -b8 -e4K -f8 $common
+grep -q 'busbw = algbw \* 2(n-1)/n is 0' "$tmp/out" && ok "np1: says busbw is 0 on 1 rank" || bad "np1: no note on busbw"
+
+# --- Refusals (before MPI starts, so no launcher is needed): exit 2, naming the value.
+expect 2 "'0' is not a size" "$DTRAIN" bench allreduce -b 0
+expect 2 "'0' is not a size" "$DTRAIN" bench allreduce -e 0
+expect 2 "'1X' is not a size" "$DTRAIN" bench allreduce -e 1X
+expect 2 "'-5' is not a size" "$DTRAIN" bench allreduce -b -5
+expect 2 "'5G' is not a size" "$DTRAIN" bench allreduce -e 5G
+expect 2 "--minbytes 2M (2097152 bytes) is larger than -e/--maxbytes 1M (1048576 bytes)" "$DTRAIN" bench allreduce -b 2M -e 1M
+expect 2 "--stepfactor '1' is not a whole number from 2" "$DTRAIN" bench allreduce -f 1
+expect 2 "--stepfactor '1.5'" "$DTRAIN" bench allreduce -f 1.5
+expect 2 "--iters '0'" "$DTRAIN" bench allreduce --iters 0
+expect 2 "--op 'max' is not one of sum, avg" "$DTRAIN" bench allreduce --op max
+expect 2 "--dtype 'fp64' is not one of fp32, fp16, bf16" "$DTRAIN" bench allreduce --dtype fp64
+expect 2 "--dtype fp16: the engine's 16-bit allreduce is not there yet" "$DTRAIN" bench allreduce --dtype fp16
+expect 2 "--dtype bf16: the engine's 16-bit allreduce is not there yet" "$DTRAIN" bench allreduce --dtype bf16
+expect 2 "unknown benchmark 'foo'" "$DTRAIN" bench foo
+expect 2 "name a benchmark" "$DTRAIN" bench
+expect 2 "benchmark name (allreduce), not '-b'" "$DTRAIN" bench -b 8
+expect 2 "needs a value" "$DTRAIN" bench allreduce -e
+expect 2 "unexpected argument 'extra'" "$DTRAIN" bench allreduce extra
+expect 2 "unknown command 'bogus'; the commands are train, bench" "$DTRAIN" bogus
+finish

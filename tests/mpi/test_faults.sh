@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Never a silent hang: a rank that stalls makes the job end within timeout + 10 s with the
+# watchdog's message on a surviving rank; a rank that exits or is killed ends the job within 30 s,
+# non-zero, with no rank left running. Faults come from DTRAIN_FAULT=KIND:RANK:STEP.
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1 MPIRUN=$2
+TIMEOUT=3
+marker="--dataset-size 4$$"   # a unique argument, to find leftover processes of this test
+
+fault() { # kind:rank:step, ranks, must-say, time limit
+    local spec=$1 np=$2 say=$3 limit=$4 t0 t1 rc
+    t0=$(date +%s.%N)
+    DTRAIN_FAULT=$spec timeout 120 "$MPIRUN" -np "$np" -x DTRAIN_FAULT "$DTRAIN" train --timeout $TIMEOUT --steps 40 \
+        --batch 4 --model fc:32,relu,fc:10 --input 16 --log-every 1 $marker >"$tmp/out" 2>&1
+    rc=$?
+    t1=$(date +%s.%N)
+    local took; took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    sleep 1
+    local left; left=$(pgrep -f -- "$marker" | wc -l)
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -qF -- "$say" "$tmp/out" &&
+       awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t <= l) }' && [ "$left" -eq 0 ]; then
+        ok "DTRAIN_FAULT=$spec on $np ranks: job ended in $took s (limit $limit), exit $rc, says '$say', no rank left"
+    else
+        bad "DTRAIN_FAULT=$spec on $np ranks: exit $rc after $took s (limit $limit), $left processes left, wanted '$say'"
+        sed 's/^/    /' "$tmp/out" | tail -20
+        pkill -9 -f -- "$marker"
+    fi
+}
+
+fault stall:1:5 2 "no data yet from rank(s) 1" $((TIMEOUT + 10))
+fault stall:2:3 4 "no data yet from rank(s) 2" $((TIMEOUT + 10))
+fault stall:1:0 2 "watchdog: collective #" $((TIMEOUT + 10))   # stalls before the broadcast (MPI backend)
+fault exit:1:5 2 "rank 1 exits at step 5" 30
+fault kill:0:4 2 "rank 0 is killed at step 4" 30
+expect 2 "DTRAIN_FAULT='sleep:1:2'" env DTRAIN_FAULT=sleep:1:2 "$DTRAIN" train --steps 1
+finish
