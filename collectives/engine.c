@@ -36,7 +36,7 @@ typedef struct req {
     int bucket;
     uint64_t seq;
     double t_start;
-    int phase;          /* 0 not posted, 1 reduce-scatter, 2 allgather, 3 done */
+    int phase;          /* 0 not posted, 1 reduce-scatter, 2 allgather, 3 done, 4 MPI_Iallreduce */
     MPI_Request *mr;    /* 2 (W-1) requests of the current phase */
     int nmr;
     float *scratch;     /* (W-1) x my part: the other ranks' copies of my part */
@@ -130,6 +130,21 @@ static dt_status req_post(engine *e, req *q)
         q->phase = 3;
         return DT_OK;
     }
+    if (e->size == 2 && e->threaded) {
+        /* Two ranks: every element is one addition, a + b = b + a, so MPI's own allreduce is as
+         * deterministic as the rank-ordered one; its blocking form is the fastest transport here
+         * (7 MiB: 1.4 ms, against 1.7 ms rank-ordered and 3 ms for MPI_Iallreduce), and this
+         * thread exists to block. The main thread watches the deadline meanwhile (engine_wait_all). */
+        q->phase = 4;
+        int rc = MPI_Allreduce(MPI_IN_PLACE, q->buf, (int)q->count, MPI_FLOAT, MPI_SUM, e->comm);
+        if (rc != MPI_SUCCESS)
+            return dt_set_error(DT_ERR_MPI, "collective #%llu (bucket %d) failed: a peer may have died",
+                                (unsigned long long)q->seq, q->bucket);
+        if (q->op == DT_AVG)
+            for (size_t i = 0; i < q->count; i++) q->buf[i] /= 2.0f;
+        q->phase = 3;
+        return DT_OK;
+    }
     size_t moff, mcnt;
     part_of(q->count, e->rank, e->size, &moff, &mcnt);
     q->scratch = scratch_for(e, q->bucket, (size_t)(e->size - 1) * mcnt);
@@ -193,7 +208,8 @@ static void engine_expire(engine *e, req *q, double age)
     char missing[512] = "";
     size_t used = 0;
     int slot = 0;
-    for (int j = 0; j < e->size; j++) {
+    if (q->phase == 4) used = (size_t)snprintf(missing, sizeof missing, "%d", 1 - e->rank);
+    for (int j = 0; j < e->size && q->phase != 4; j++) {
         if (j == e->rank) continue;
         int flag = 1;
         /* Receives sit at even slots (posted first for each peer). */
@@ -206,7 +222,7 @@ static void engine_expire(engine *e, req *q, double age)
            "%.1f s timeout; no data yet from rank(s) %s: they are dead, stuck or far behind. Aborting the job so "
            "no rank hangs (raise --timeout only if steps are legitimately this slow)",
            (unsigned long long)q->seq, q->bucket, q->count * sizeof(float),
-           q->phase == 1 ? "reduce-scatter" : "allgather", age, e->timeout_s, used ? missing : "(none: sends pending)");
+           q->phase == 1 ? "reduce-scatter" : q->phase == 2 ? "allgather" : "MPI_Iallreduce", age, e->timeout_s, used ? missing : "(none: sends pending)");
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
 }
@@ -395,7 +411,19 @@ dt_status engine_wait_all(engine *e)
 {
     if (e->threaded) {
         pthread_mutex_lock(&e->mu);
-        while (e->done < e->next_seq) pthread_cond_wait(&e->cv_done, &e->mu);
+        while (e->done < e->next_seq) {
+            /* The communication thread cannot watch a request it is blocked in (phase 4): this
+             * thread does, waking every 100 ms. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100000000L;
+            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&e->cv_done, &e->mu, &ts);
+            req *q = &e->reqs[e->done % ENGINE_MAX_REQS];
+            double age = now_s() - q->t_start;
+            if (e->done < e->next_seq && q->phase == 4 && e->timeout_s > 0 && age > e->timeout_s)
+                engine_expire(e, q, age);
+        }
         pthread_mutex_unlock(&e->mu);
     } else {
         /* Nothing else to do on this thread: poll without sleeping. */
