@@ -28,9 +28,13 @@ dt_status engine_create(MPI_Comm world, MPI_Comm local, double timeout_s, engine
 void engine_destroy(engine *e);
 
 /* Starts the in-place fp32 allreduce (sum, or average when op is DT_AVG) of buf[0..count);
- * `bucket` names it in watchdog messages. Every rank must start the same requests in the same
- * order. Returns at once. */
-dt_status engine_start(engine *e, float *buf, size_t count, dt_redop op, int bucket);
+ * `bucket` names it in watchdog messages (and keys its scratch memory). `wire` is the type sent
+ * between ranks: DT_F32, or DT_F16/DT_BF16 to halve the bytes (each rank's values are rounded to
+ * 16 bits, summed in fp32 in rank order, the sum rounded to 16 bits once more and widened back, so
+ * the result is identical on every rank and still independent of the buckets; fp16 overflows
+ * beyond 65504, so scale before). Every rank must start the same requests in the same order.
+ * Returns at once. */
+dt_status engine_start(engine *e, float *buf, size_t count, dt_redop op, int bucket, dt_dtype wire);
 
 /* Lets requests progress without waiting (inline mode); a no-op with a communication thread. */
 void engine_poke(engine *e);

@@ -231,9 +231,14 @@ typedef struct dt_sync_config {
     double bucket_mb;       /* cap of a bucket in MiB (default 25; 0 = one bucket for everything) */
     double first_bucket_mb; /* cap of the first bucket, the last layers (default 1) */
     dt_redop op;            /* DT_AVG (default), or DT_SUM when grad_scale already divides by ranks */
+    dt_dtype grad_comm;     /* what travels between ranks: DT_F32 (default), or DT_F16 / DT_BF16 to
+                               halve the bytes: each rank's gradient is rounded to 16 bits, the sum
+                               is taken in fp32 in rank order and rounded once more, so every rank
+                               gets the same values. fp16 overflows past 65504: the gradients of the
+                               mean loss over the global batch (see grad_scale) stay far below. */
 } dt_sync_config;
 
-/* overlap 1, 25 MiB buckets, 1 MiB first bucket, DT_AVG. */
+/* overlap 1, 25 MiB buckets, 1 MiB first bucket, DT_AVG, DT_F32 on the wire. */
 DT_API void dt_sync_defaults(dt_sync_config *c);
 
 /* Plans the buckets and checks that every rank has the same plan (a mismatch fails naming the

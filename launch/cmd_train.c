@@ -30,7 +30,7 @@ typedef struct train_opts {
 
 enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_LR, OPT_OPTIM, OPT_MOMENTUM, OPT_WD, OPT_SEED,
        OPT_LOG_EVERY, OPT_METRICS, OPT_DUMP, OPT_DATASET, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_BUCKET,
-       OPT_FIRST_BUCKET, OPT_NO_OVERLAP };
+       OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAD_COMM };
 
 static const struct option train_options[] = {
     {"model", required_argument, NULL, OPT_MODEL},
@@ -52,6 +52,7 @@ static const struct option train_options[] = {
     {"bucket-mb", required_argument, NULL, OPT_BUCKET},
     {"first-bucket-mb", required_argument, NULL, OPT_FIRST_BUCKET},
     {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
+    {"grad-comm", required_argument, NULL, OPT_GRAD_COMM},
     {NULL, 0, NULL, 0},
 };
 
@@ -85,6 +86,15 @@ static int train_handle(int val, const char *arg, void *ud)
         return rc;
     }
     case OPT_NO_OVERLAP: t->sync.overlap = 0; return EXIT_OK;
+    case OPT_GRAD_COMM:
+        if (!strcmp(arg, "fp32")) t->sync.grad_comm = DT_F32;
+        else if (!strcmp(arg, "fp16")) t->sync.grad_comm = DT_F16;
+        else if (!strcmp(arg, "bf16")) t->sync.grad_comm = DT_BF16;
+        else {
+            cli_error("--grad-comm '%s' is not one of fp32, fp16, bf16", arg);
+            return EXIT_USAGE;
+        }
+        return EXIT_OK;
     case OPT_METRICS: t->metrics = arg; return EXIT_OK;
     case OPT_DUMP: t->dump = arg; return EXIT_OK;
     case OPT_OPTIM:
@@ -240,13 +250,13 @@ int cmd_train(int argc, char **argv)
         char desc[4096];
         dt_model_describe(m, desc, sizeof desc);
         printf("dtrain train: model %s, %d ranks x batch %d = %d per step, %ld steps, %s lr %g momentum %g "
-               "weight decay %g, seed %ld\ngradients: %d bucket(s) (cap %g MiB, first %g MiB), %s\n%s",
+               "weight decay %g, seed %ld\ngradients: %d bucket(s) (cap %g MiB, first %g MiB), %s, %s on the wire\n%s",
                t.model, world, t.batch, world * t.batch, t.steps, t.optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw",
                (double)t.optim.lr, (double)t.optim.momentum, (double)t.optim.weight_decay, t.seed,
                dt_model_num_buckets(m), t.sync.bucket_mb, t.sync.first_bucket_mb,
                world == 1 ? "no communication (1 rank)"
                : t.sync.overlap ? "allreduced during backward" : "allreduced after backward (--no-overlap)",
-               desc);
+               t.sync.grad_comm == DT_F16 ? "fp16" : t.sync.grad_comm == DT_BF16 ? "bf16" : "fp32", desc);
         fflush(stdout);
     }
 

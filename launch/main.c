@@ -32,6 +32,7 @@ static void usage(FILE *f)
             "             --optim sgd|adamw  --lr F  --momentum F  --weight-decay F  --beta1/--beta2/--eps F\n"
             "             --seed N  --log-every K  --metrics FILE.jsonl  --dump-params FILE\n"
             "             --dataset-size N (default 60000)\n"
+            "             --bucket-mb F (25)  --first-bucket-mb F (1)  --no-overlap  --grad-comm fp32|fp16|bf16\n"
             "             LAYERS: fc:OUT, conv:OUT:K:STRIDE:PAD, pool:K, relu, flatten, comma-separated;\n"
             "             mlp = fc:1024,relu,fc:1024,relu,fc:10 on 784; cnn = conv:32:3:1:1,relu,pool:2,\n"
             "             conv:64:3:1:1,relu,pool:2,fc:128,relu,fc:10 on 1x28x28\n"

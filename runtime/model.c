@@ -311,6 +311,7 @@ void dt_sync_defaults(dt_sync_config *c)
     c->bucket_mb = 25.0;
     c->first_bucket_mb = 1.0;
     c->op = DT_AVG;
+    c->grad_comm = DT_F32;
 }
 
 int dt_model_num_buckets(const dt_model *m) { return m->plan.nb; }
@@ -323,7 +324,7 @@ static dt_status model_layer_done(dt_model *m, int p)
     int b = m->plan.of_layer[p];
     if (--m->pending[b] == 0) {
         const bucket *bk = &m->plan.b[b];
-        dt_status s = engine_start(m->eng, m->grads + bk->off, bk->n, m->sync.op, b);
+        dt_status s = engine_start(m->eng, m->grads + bk->off, bk->n, m->sync.op, b, m->sync.grad_comm);
         if (s) return s;
         m->in_flight++;
     }
@@ -336,6 +337,9 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
     if (!(c->bucket_mb >= 0) || !(c->first_bucket_mb >= 0) || c->bucket_mb > 1e6 || c->first_bucket_mb > 1e6)
         return dt_set_error(DT_ERR_INVALID_ARG, "bucket sizes %g / %g MiB must be from 0 to 1e6", c->bucket_mb,
                             c->first_bucket_mb);
+    if (c->grad_comm != DT_F32 && c->grad_comm != DT_F16 && c->grad_comm != DT_BF16)
+        return dt_set_error(DT_ERR_INVALID_ARG, "gradient communication type %d must be DT_F32, DT_F16 or DT_BF16",
+                            (int)c->grad_comm);
     if (c->op != DT_SUM && c->op != DT_AVG)
         return dt_set_error(DT_ERR_INVALID_ARG, "gradient reduction %d must be DT_SUM or DT_AVG", (int)c->op);
     if (m->in_flight) {
@@ -417,7 +421,8 @@ dt_status dt_model_sync_grads(dt_model *m)
     if (!m->eng) return DT_OK; /* a world of one */
     if (!m->sync.overlap) {
         for (int b = 0; b < m->plan.nb; b++) {
-            dt_status s = engine_start(m->eng, m->grads + m->plan.b[b].off, m->plan.b[b].n, m->sync.op, b);
+            dt_status s = engine_start(m->eng, m->grads + m->plan.b[b].off, m->plan.b[b].n, m->sync.op, b,
+                                       m->sync.grad_comm);
             if (s) return s;
         }
     }

@@ -5,7 +5,7 @@ here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 
 # Rows of the table: lines that start with a size and a count.
-rows() { grep -E '^ *[0-9]+ +[0-9]+ +float ' "$1"; }
+rows() { grep -E '^ *[0-9]+ +[0-9]+ +(float|half|bf16) ' "$1"; }
 
 # bench NAME EXPECTED_ROWS LAUNCH... : runs, then checks exit 0, row count and #wrong columns.
 bench() {
@@ -56,8 +56,11 @@ expect 2 "--stepfactor '1.5'" "$DTRAIN" bench allreduce -f 1.5
 expect 2 "--iters '0'" "$DTRAIN" bench allreduce --iters 0
 expect 2 "--op 'max' is not one of sum, avg" "$DTRAIN" bench allreduce --op max
 expect 2 "--dtype 'fp64' is not one of fp32, fp16, bf16" "$DTRAIN" bench allreduce --dtype fp64
-expect 2 "--dtype fp16: the engine's 16-bit allreduce is not there yet" "$DTRAIN" bench allreduce --dtype fp16
-expect 2 "--dtype bf16: the engine's 16-bit allreduce is not there yet" "$DTRAIN" bench allreduce --dtype bf16
+# 16-bit wire: the sums of small integers are exact in fp16 and bf16 too.
+for dt in fp16 bf16; do
+    bench "np2 --dtype $dt" "$(nsizes 8 1048576 16)" "$MPIRUN" -np 2 "$DTRAIN" bench allreduce -b 8 -e 1M -f 16 --dtype $dt $common
+    bench "np4 --dtype $dt" "$(nsizes 8 65536 64)" "$MPIRUN" -np 4 --oversubscribe "$DTRAIN" bench allreduce -b 8 -e 64K -f 64 --dtype $dt $common
+done
 expect 2 "unknown benchmark 'foo'" "$DTRAIN" bench foo
 expect 2 "name a benchmark" "$DTRAIN" bench
 expect 2 "benchmark name (allreduce), not '-b'" "$DTRAIN" bench -b 8

@@ -35,6 +35,18 @@ for np in 2 4; do
         done
     done
 done
+# 16-bit gradient communication: also independent of the buckets, bit for bit.
+for np in 2 4; do
+    for wire in fp16 bf16; do
+        common="--model mlp --steps 10 --batch 4 --lr 0.05 --seed 5 --log-every 10 --grad-comm $wire"
+        train $np $common --no-overlap --bucket-mb 0 --first-bucket-mb 0 --dump-params "$tmp/w16" || bad "$wire whole failed"
+        train $np $common --bucket-mb 0.000001 --first-bucket-mb 0.000001 --dump-params "$tmp/b16" || bad "$wire buckets failed"
+        out=$("$CMP" "$tmp/b16" "$tmp/w16" exact) && ok "--grad-comm $wire, $np ranks: per-layer buckets == whole buffer: $out" || bad "--grad-comm $wire, $np ranks: $out"
+        grep -q "$wire on the wire" "$tmp/log" && ok "--grad-comm $wire reported" || bad "--grad-comm $wire not reported"
+    done
+done
+expect 2 "--grad-comm 'fp8'" "$DTRAIN" train --grad-comm fp8
+
 # Without a communication thread (requests progress inline) the result is the same too.
 DTRAIN_COMM_THREAD=0 DTRAIN_LOG=info "$MPIRUN" -np 2 -x DTRAIN_COMM_THREAD -x DTRAIN_LOG "$DTRAIN" train --blas-threads 1 \
     --model mlp --steps 20 --batch 4 --lr 0.05 --seed 5 --log-every 20 --dump-params "$tmp/inline" >"$tmp/log" 2>&1
@@ -66,6 +78,7 @@ learn() { # name, min accuracy, ranks, flags
 }
 learn mlp 0.50 2 --model mlp --steps 300 --batch 32 --lr 0.05 --log-every 50
 learn cnn 0.45 2 --model cnn --steps 150 --batch 16 --lr 0.05 --log-every 50
+learn "mlp, fp16 gradients on the wire" 0.50 2 --model mlp --steps 300 --batch 32 --lr 0.05 --log-every 50 --grad-comm fp16
 learn "mlp adamw" 0.50 2 --model mlp --steps 300 --batch 32 --optim adamw --lr 0.001 --weight-decay 0.01 --log-every 50
 
 # --- Metrics and dump files.
