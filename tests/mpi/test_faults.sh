@@ -33,4 +33,7 @@ fault stall:1:0 2 "watchdog: collective #" $((TIMEOUT + 10))   # stalls before t
 fault exit:1:5 2 "rank 1 exits at step 5" 30
 fault kill:0:4 2 "rank 0 is killed at step 4" 30
 expect 2 "DTRAIN_FAULT='sleep:1:2'" env DTRAIN_FAULT=sleep:1:2 "$DTRAIN" train --steps 1
+# Ranks with different bucket plans would pair wrong buffers and hang: refused at start instead.
+expect 2 "ranks 0 and 1 planned different gradient buckets (3 and 2 buckets)" timeout 60 "$MPIRUN" -np 2 bash -c \
+    "exec $DTRAIN train --steps 2 --bucket-mb \$(( OMPI_COMM_WORLD_RANK == 0 ? 4 : 25 ))"
 finish
