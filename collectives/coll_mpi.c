@@ -7,6 +7,7 @@
  * Buffers in CUDA device memory are staged through host memory (this Open MPI is not CUDA-aware).
  */
 #include "coll.h"
+#include "clock.h"
 #include "cast.h"
 #include "status.h"
 
@@ -32,13 +33,6 @@ typedef struct mpi_state {
     unsigned long long seq; /* collectives started on this communicator */
 } mpi_state;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Waits for a nonblocking collective against the deadline: the watchdog of the MPI backend. An
  * MPI collective does not say which peers are missing; the engine's allreduce does (engine.c).
  * Spins briefly (small collectives finish in microseconds), then polls with short sleeps. */
@@ -46,14 +40,14 @@ static int mpi_wait(coll *c, MPI_Request *r, const char *what, size_t count)
 {
     mpi_state *st = c->impl;
     unsigned long long seq = st->seq++;
-    double start = now_s();
+    double start = clock_now_s();
     int flag = 0, spins = 0;
     for (;;) {
         int rc = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return rc;
         if (flag) return MPI_SUCCESS;
         if (++spins < 2000) continue;
-        double age = now_s() - start;
+        double age = clock_now_s() - start;
         if (c->timeout_s > 0 && age > c->timeout_s) {
             dt_log(DT_LOG_ERROR, "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s "
                    "timeout: a peer rank is dead, stuck or far behind (MPI does not say which; read the other "

@@ -7,6 +7,7 @@
  * communicator (ncclCommAbort) when a peer is gone, so that no rank hangs silently.
  */
 #include "coll.h"
+#include "clock.h"
 #include "log.h"
 #include "status.h"
 
@@ -21,13 +22,6 @@ typedef struct nccl_state {
     cudaStream_t stream;
     int aborted;
 } nccl_state;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static dt_status nccl_fail(ncclResult_t r, const char *what, size_t count)
 {
@@ -46,7 +40,7 @@ static ncclDataType_t nccl_type(dt_dtype t)
 static dt_status nccl_wait(coll *c, const char *what, size_t count)
 {
     nccl_state *st = c->impl;
-    double start = now_s();
+    double start = clock_now_s();
     for (;;) {
         cudaError_t e = cudaStreamQuery(st->stream);
         if (e == cudaSuccess) return DT_OK;
@@ -59,7 +53,7 @@ static dt_status nccl_wait(coll *c, const char *what, size_t count)
             c->ops->abort(c);
             return nccl_fail(async, what, count);
         }
-        double age = now_s() - start;
+        double age = clock_now_s() - start;
         if (c->timeout_s > 0 && age > c->timeout_s) {
             dt_log(DT_LOG_ERROR, "%s of %zu elements still running after %.1f s (timeout %.1f s): a "
                    "peer is dead or stuck; aborting the NCCL communicator", what, count, age, c->timeout_s);

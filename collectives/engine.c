@@ -13,6 +13,7 @@
  * srun ends every process instead of leaving them hanging.
  */
 #include "engine.h"
+#include "clock.h"
 #include "cast.h"
 #include "log.h"
 #include "status.h"
@@ -58,9 +59,9 @@ struct engine {
     dt_status failure;
     char failure_msg[1024];
     /* Scratch per bucket id, kept across steps (a step must not allocate). */
-    float **scratch;
+    void **scratch;     /* fp32 receive buffers */
     size_t *scratch_n;
-    uint16_t **scratch16;
+    void **scratch16;   /* 16-bit wire copies */
     size_t *scratch16_n;
     int nscratch;
     pthread_t thread;
@@ -68,13 +69,6 @@ struct engine {
     pthread_cond_t cv_work, cv_done;
     int stop;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int engine_threaded(const engine *e) { return e->threaded; }
 
@@ -86,26 +80,27 @@ static void part_of(size_t n, int j, int size, size_t *off, size_t *cnt)
     *cnt = base + (uj < rem ? 1 : 0);
 }
 
-static uint16_t *scratch16_for(engine *e, int bucket, size_t n)
+/* Scratch memory of bucket `bucket`, at least n elements of `elem` bytes, kept across steps.
+ * pool/have are the engine's per-bucket arrays for one element type. */
+static void *scratch_pool(void **pool, size_t *have, int nbuckets, int bucket, size_t n, size_t elem)
 {
-    if (bucket < 0 || bucket >= e->nscratch) return NULL;
-    if (e->scratch16_n[bucket] < n) {
-        free(e->scratch16[bucket]);
-        e->scratch16[bucket] = malloc(n * sizeof(uint16_t));
-        e->scratch16_n[bucket] = e->scratch16[bucket] ? n : 0;
+    if (bucket < 0 || bucket >= nbuckets) return NULL;
+    if (have[bucket] < n) {
+        free(pool[bucket]);
+        pool[bucket] = malloc(n * elem);
+        have[bucket] = pool[bucket] ? n : 0;
     }
-    return e->scratch16[bucket];
+    return pool[bucket];
 }
 
 static float *scratch_for(engine *e, int bucket, size_t n)
 {
-    if (bucket < 0 || bucket >= e->nscratch) return NULL;
-    if (e->scratch_n[bucket] < n) {
-        free(e->scratch[bucket]);
-        e->scratch[bucket] = malloc(n * sizeof(float));
-        e->scratch_n[bucket] = e->scratch[bucket] ? n : 0;
-    }
-    return e->scratch[bucket];
+    return scratch_pool(e->scratch, e->scratch_n, e->nscratch, bucket, n, sizeof(float));
+}
+
+static uint16_t *scratch16_for(engine *e, int bucket, size_t n)
+{
+    return scratch_pool(e->scratch16, e->scratch16_n, e->nscratch, bucket, n, sizeof(uint16_t));
 }
 
 /* MPI counts are ints: parts beyond INT_MAX elements would need splitting; refuse them clearly. */
@@ -151,7 +146,7 @@ static dt_status req_post_phase(engine *e, req *q, int phase)
 
 static dt_status req_post(engine *e, req *q)
 {
-    q->t_start = now_s();
+    q->t_start = clock_now_s();
     if (e->size == 1) {
         q->phase = 3;
         return DT_OK;
@@ -283,7 +278,7 @@ static void engine_expire(engine *e, req *q, double age)
 static int engine_drive(engine *e, uint64_t from, uint64_t to)
 {
     int finished = 0;
-    double t = now_s();
+    double t = clock_now_s();
     for (uint64_t s = from; s < to; s++) {
         req *q = &e->reqs[s % ENGINE_MAX_REQS];
         dt_status st = DT_OK;
@@ -306,7 +301,7 @@ static void *engine_thread(void *arg)
     /* The kernel's default 50 us timer slack turns each 20 us poll into ~75 us: a small allreduce,
      * which needs a few polls, then took ~275 us instead of ~90 us (measured). */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    double last_progress = now_s();
+    double last_progress = clock_now_s();
     pthread_mutex_lock(&e->mu);
     for (;;) {
         while (!e->stop && e->done == e->next_seq) pthread_cond_wait(&e->cv_work, &e->mu);
@@ -330,7 +325,7 @@ static void *engine_thread(void *arg)
         engine_drive(e, e->done, e->posted);
         uint64_t phases_after = 0;
         for (uint64_t s = e->done; s < e->posted; s++) phases_after += (uint64_t)e->reqs[s % ENGINE_MAX_REQS].phase;
-        double t = now_s();
+        double t = clock_now_s();
         /* Spin while things move (new requests, a phase completed); sleep once they stall. */
         if (phases_after != phases || e->posted != posted_before) last_progress = t;
         pthread_mutex_lock(&e->mu);
@@ -444,7 +439,7 @@ dt_status engine_start(engine *e, float *buf, size_t count, dt_redop op, int buc
     q->wire = wire;
     q->seq = e->next_seq;
     q->phase = 0;
-    q->t_start = now_s();
+    q->t_start = clock_now_s();
     e->next_seq++;
     if (e->threaded) {
         pthread_cond_signal(&e->cv_work);
@@ -480,7 +475,7 @@ dt_status engine_wait_all(engine *e)
             if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
             pthread_cond_timedwait(&e->cv_done, &e->mu, &ts);
             req *q = &e->reqs[e->done % ENGINE_MAX_REQS];
-            double age = now_s() - q->t_start;
+            double age = clock_now_s() - q->t_start;
             if (e->done < e->next_seq && q->phase == 4 && e->timeout_s > 0 && age > e->timeout_s)
                 engine_expire(e, q, age);
         }

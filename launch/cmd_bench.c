@@ -15,6 +15,7 @@
  * allreduce, so busbw is comparable across rank counts (and 0 on one rank, where nothing moves).
  */
 #include "cli.h"
+#include "clock.h"
 #include "ctx_internal.h"
 #include "engine.h"
 
@@ -176,13 +177,6 @@ static char **rewrite_args(int argc, char **argv, int *nargc, char ***owned, int
     return out;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Small integers in [-8, 7], different on every rank: sums over up to 2^20 ranks stay exact. */
 static inline float fill_value(size_t i, int rank) { return (float)((int)((i * 7 + (size_t)rank * 3) % 16) - 8); }
 
@@ -262,10 +256,10 @@ static int measure(bench_run *b, int which, size_t count, const bench_opts *o, d
     for (long w = 0; w < o->warmup; w++)
         if ((rc = which == 0 ? engine_once(b, count, op) : mpi_once(b, count))) return rc;
     if ((rc = MPI_Barrier(b->comm)) != MPI_SUCCESS) return mpi_fail("MPI_Barrier", rc);
-    double t0 = now_s();
+    double t0 = clock_now_s();
     for (long it = 0; it < o->iters; it++)
         if ((rc = which == 0 ? engine_once(b, count, op) : mpi_once(b, count))) return rc;
-    double mine = (now_s() - t0) / (double)o->iters;
+    double mine = (clock_now_s() - t0) / (double)o->iters;
     if ((rc = max_over_ranks(b, mine, t_iter))) return rc;
 
     fill(b->buf, count, b->rank);
