@@ -105,6 +105,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     }
 
     /* 3. MPI, and its view of who we are. */
+    if ((s = topo_check_before_mpi(&env))) goto fail;
     if ((s = ctx_mpi_init(&c->cfg, &c->we_initialized_mpi))) goto fail;
     if (MPI_Comm_dup(MPI_COMM_WORLD, &c->world) != MPI_SUCCESS) {
         s = dt_set_error(DT_ERR_MPI, "MPI_Comm_dup(MPI_COMM_WORLD) failed");

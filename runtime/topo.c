@@ -141,6 +141,7 @@ dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out)
     case DT_LAUNCHER_NONE:
         break;
     }
+    e.has_pmi = has(get, arg, "PMIX_RANK") || has(get, arg, "PMI_RANK") || has(get, arg, "PMI_FD");
     /* PMIX_RANK comes from the PMIx server of mpirun or srun --mpi=pmix, so it is never stale. */
     if (e.launcher == DT_LAUNCHER_OPENMPI || e.launcher == DT_LAUNCHER_SLURM || e.launcher == DT_LAUNCHER_PMIX) {
         if ((s = read_opt(get, arg, "PMIX_RANK", 0, &e.pmix_rank, NULL))) goto fail;
@@ -200,6 +201,16 @@ static const char *launch_hint(dt_launcher l)
     default:
         return "start every rank with the same launcher and the mpirun of the MPI dtrain was built with";
     }
+}
+
+dt_status topo_check_before_mpi(const topo_env *e)
+{
+    if (e->launcher == DT_LAUNCHER_SLURM && e->size > 1 && !e->has_pmi)
+        return dt_set_error(DT_ERR_MPI,
+                            "srun started %d tasks (SLURM_NTASKS=%d) without a PMI plugin: MPI cannot learn that "
+                            "they form one job, and each would train alone. Fix: %s",
+                            e->size, e->size, launch_hint(e->launcher));
+    return DT_OK;
 }
 
 dt_status topo_check(const topo_env *e, const topo_mpi *m)

@@ -22,6 +22,8 @@ typedef struct topo_env {
     int pmix_rank;                  /* PMIX_RANK under any PMIx launcher, else -1 */
     /* The variable each value came from, for messages; NULL where unset. */
     const char *rank_var, *size_var, *local_rank_var, *local_size_var, *node_var, *num_nodes_var;
+    int has_pmi;                    /* a PMI/PMIx server talks to this process (PMIX_RANK, PMI_RANK or
+                                       PMI_FD set): MPI_Init can learn the world from it */
     char **hosts;                   /* SLURM's step (or job) node list, expanded; NULL otherwise */
     int num_hosts;
     const char *hosts_var;
@@ -38,6 +40,10 @@ void topo_env_free(topo_env *e);
 typedef struct topo_mpi {
     int rank, size, local_rank, local_size, node, num_nodes;
 } topo_mpi;
+
+/* What can be refused before MPI_Init: srun started several tasks without a PMI plugin (srun
+ * --mpi=none), so MPI_Init would fail or make every task a singleton. DT_ERR_MPI with the fix. */
+dt_status topo_check_before_mpi(const topo_env *env);
 
 /* Cross-checks every value the launcher set against MPI. Refuses the singleton trap (a launcher
  * size > 1 while MPI sees a world of 1) with the exact fix. Fails with DT_ERR_MPI naming the

@@ -6,7 +6,7 @@ DTRAIN=$1 MPIRUN=$2
 
 # srun without PMIx: each process is an MPI singleton while SLURM says 4 tasks.
 expect 1 "srun --mpi=pmix" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_LOCALID=0 "$DTRAIN" env
-expect 1 "SLURM_NTASKS=4 but MPI sees a world of 1" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=4 "$DTRAIN" env
+expect 1 "srun started 4 tasks (SLURM_NTASKS=4) without a PMI plugin" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=4 "$DTRAIN" env
 expect 1 "WORLD_SIZE=2 but MPI sees a world of 1" env RANK=0 WORLD_SIZE=2 "$DTRAIN" env
 # Malformed values are refused before MPI starts, naming the variable and the value.
 expect 1 "SLURM_PROCID='abc'" env SLURM_STEP_ID=0 SLURM_PROCID=abc SLURM_NTASKS=4 "$DTRAIN" env

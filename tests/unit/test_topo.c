@@ -204,6 +204,19 @@ static void test_check(void **st)
     assert_int_equal(topo_check(&e, &one), DT_OK);
     topo_env_free(&e);
 
+    /* srun --mpi=none: refused before MPI_Init (which would fail or make singletons). */
+    assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2"), &e), DT_OK);
+    assert_int_equal(topo_check_before_mpi(&e), DT_ERR_MPI);
+    assert_non_null(strstr(dt_last_error(), "srun --mpi=pmix"));
+    assert_non_null(strstr(dt_last_error(), "SLURM_NTASKS=2"));
+    topo_env_free(&e);
+    assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2", "PMIX_RANK=1"), &e), DT_OK);
+    assert_int_equal(topo_check_before_mpi(&e), DT_OK);
+    topo_env_free(&e);
+    assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1"), &e), DT_OK);
+    assert_int_equal(topo_check_before_mpi(&e), DT_OK);
+    topo_env_free(&e);
+
     /* The singleton trap: srun without PMIx. */
     check_fails(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=2", "SLURM_NTASKS=4"), one, "SLURM_NTASKS=4", "--mpi=pmix");
     check_fails(ENV("RANK=0", "WORLD_SIZE=2"), one, "WORLD_SIZE=2", "mpirun");
