@@ -8,7 +8,7 @@ NP      ?= 2
 
 # Debian packages the build and the tests need (the CUDA toolkit is optional, found at /usr/local/cuda).
 DEB_PKGS := cmake make gcc pkg-config openmpi-bin libopenmpi-dev libpmix-dev libhwloc-dev \
-            libopenblas-dev libcmocka-dev slurmctld slurmd slurm-client munge iproute2 util-linux procps
+            libopenblas-dev libcmocka-dev zlib1g-dev slurmctld slurmd slurm-client munge iproute2 util-linux procps
 
 # Open MPI refuses to run as root without these; tests and the demo run as whoever calls make.
 export OMPI_ALLOW_RUN_AS_ROOT := 1

@@ -277,6 +277,23 @@ DT_API void dt_optimizer_free(dt_optimizer *o);
 /* One update of params (n floats) from grads, PyTorch semantics. */
 DT_API dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads);
 
+/* ---------------------------------------------------------------- checkpoints
+ *
+ * DIR/ckpt-<step>.dtc holds the parameters, the optimizer state and the step, each section with a
+ * CRC-32, written atomically (temporary file, fsync, rename, fsync of the directory). The data
+ * position needs no saving: a step's batches follow from (seed, step, world). */
+
+/* Writes the checkpoint of `step` (rank 0 writes; every rank holds the same state). Every rank
+ * learns whether it worked. Collective. */
+DT_API dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
+                                    long step);
+
+/* Loads the newest checkpoint in dir that passes every check into m and o and sets *step to its
+ * step; damaged files are skipped with a warning naming them. No checkpoint: *step = 0 and DT_OK.
+ * A sound checkpoint of another model or optimizer fails with DT_ERR_INVALID_ARG. Collective. */
+DT_API dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
+                                           long *step);
+
 /* ---------------------------------------------------------------- synthetic data
  *
  * A dataset that is worth learning and needs no files: sample i is drawn from (seed, i) alone, so

@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 typedef struct train_opts {
-    const char *model, *input, *metrics, *dump;
+    const char *model, *input, *metrics, *dump, *ckpt_dir;
+    long ckpt_every;
+    int resume; /* 1: --resume auto */
     int batch;
     long steps, log_every, dataset_size;
     dt_optim_config optim;
@@ -30,7 +32,7 @@ typedef struct train_opts {
 
 enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_LR, OPT_OPTIM, OPT_MOMENTUM, OPT_WD, OPT_SEED,
        OPT_LOG_EVERY, OPT_METRICS, OPT_DUMP, OPT_DATASET, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_BUCKET,
-       OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAD_COMM };
+       OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAD_COMM, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_RESUME };
 
 static const struct option train_options[] = {
     {"model", required_argument, NULL, OPT_MODEL},
@@ -53,6 +55,9 @@ static const struct option train_options[] = {
     {"first-bucket-mb", required_argument, NULL, OPT_FIRST_BUCKET},
     {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
     {"grad-comm", required_argument, NULL, OPT_GRAD_COMM},
+    {"checkpoint-dir", required_argument, NULL, OPT_CKPT_DIR},
+    {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
+    {"resume", required_argument, NULL, OPT_RESUME},
     {NULL, 0, NULL, 0},
 };
 
@@ -95,6 +100,16 @@ static int train_handle(int val, const char *arg, void *ud)
             return EXIT_USAGE;
         }
         return EXIT_OK;
+    case OPT_CKPT_DIR: t->ckpt_dir = arg; return EXIT_OK;
+    case OPT_CKPT_EVERY: return cli_long("--checkpoint-every", arg, 0, 1L << 40, &t->ckpt_every);
+    case OPT_RESUME:
+        if (!strcmp(arg, "auto")) t->resume = 1;
+        else if (!strcmp(arg, "never")) t->resume = 0;
+        else {
+            cli_error("--resume '%s' is not one of auto, never", arg);
+            return EXIT_USAGE;
+        }
+        return EXIT_OK;
     case OPT_METRICS: t->metrics = arg; return EXIT_OK;
     case OPT_DUMP: t->dump = arg; return EXIT_OK;
     case OPT_OPTIM:
@@ -111,10 +126,10 @@ static int train_handle(int val, const char *arg, void *ud)
 
 /* Fault injection for tests: DTRAIN_FAULT=KIND:RANK:STEP makes rank RANK, at the start of step
  * STEP (1-based; 0 = before the model is built and broadcast), stall forever (stall), exit with
- * code 3 without finalizing (exit), or die by SIGKILL (kill). The job must then end, with a
- * message, rather than hang. */
+ * code 3 without finalizing (exit), die by SIGKILL (kill): the job must then end, with a message,
+ * rather than hang; or send itself SIGUSR1 / SIGTERM (usr1, term): the job must stop cleanly. */
 typedef struct fault {
-    int kind; /* 0 none, 1 stall, 2 exit, 3 kill */
+    int kind; /* 0 none, 1 stall, 2 exit, 3 kill, 4 SIGUSR1, 5 SIGTERM (to itself) */
     int rank;
     long step;
 } fault;
@@ -127,12 +142,15 @@ static int fault_parse(fault *f)
     char kind[16];
     int rank, n = 0;
     long step;
-    if (sscanf(v, "%15[a-z]:%d:%ld%n", kind, &rank, &step, &n) != 3 || v[n] != '\0' || rank < 0 || step < 0 ||
-        (strcmp(kind, "stall") && strcmp(kind, "exit") && strcmp(kind, "kill"))) {
-        cli_error("DTRAIN_FAULT='%s' is not KIND:RANK:STEP with KIND stall, exit or kill (a test hook; unset it)", v);
+    if (sscanf(v, "%15[a-z0-9]:%d:%ld%n", kind, &rank, &step, &n) != 3 || v[n] != '\0' || rank < 0 || step < 0 ||
+        (strcmp(kind, "stall") && strcmp(kind, "exit") && strcmp(kind, "kill") && strcmp(kind, "usr1") &&
+         strcmp(kind, "term"))) {
+        cli_error("DTRAIN_FAULT='%s' is not KIND:RANK:STEP with KIND stall, exit, kill, usr1 or term (a test hook; "
+                  "unset it)", v);
         return EXIT_USAGE;
     }
-    f->kind = !strcmp(kind, "stall") ? 1 : !strcmp(kind, "exit") ? 2 : 3;
+    f->kind = !strcmp(kind, "stall") ? 1 : !strcmp(kind, "exit") ? 2 : !strcmp(kind, "kill") ? 3
+              : !strcmp(kind, "usr1") ? 4 : 5;
     f->rank = rank;
     f->step = step;
     return EXIT_OK;
@@ -141,12 +159,34 @@ static int fault_parse(fault *f)
 static void fault_maybe(const fault *f, int rank, long step)
 {
     if (!f->kind || f->rank != rank || f->step != step) return;
-    static const char *names[] = {"", "stalls", "exits", "is killed"};
+    static const char *names[] = {"", "stalls", "exits", "is killed", "gets SIGUSR1", "gets SIGTERM"};
     fprintf(stderr, "dtrain: fault injection (DTRAIN_FAULT): rank %d %s at step %ld\n", rank, names[f->kind], step);
     fflush(stderr);
     if (f->kind == 2) _exit(3);
     if (f->kind == 3) raise(SIGKILL);
+    if (f->kind == 4 || f->kind == 5) {
+        raise(f->kind == 4 ? SIGUSR1 : SIGTERM); /* through the real handler */
+        return;
+    }
     for (;;) pause();
+}
+
+/* SIGUSR1 (SLURM's --signal, scancel --signal) and SIGTERM (preemption, scancel) ask for a clean
+ * stop: the ranks agree on it at the end of a step, write a checkpoint and exit with
+ * EXIT_PREEMPTED, so a requeued job resumes with --resume auto. */
+enum { EXIT_PREEMPTED = 75 }; /* EX_TEMPFAIL: try again later */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+static void install_stop_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 static double now_s(void)
@@ -209,6 +249,15 @@ int cmd_train(int argc, char **argv)
     if (rc) return rc;
     fault flt;
     if ((rc = fault_parse(&flt))) return rc;
+    if (t.resume && !t.ckpt_dir) {
+        cli_error("--resume auto needs --checkpoint-dir DIR (where to look for checkpoints)");
+        return EXIT_USAGE;
+    }
+    if (t.ckpt_every && !t.ckpt_dir) {
+        cli_error("--checkpoint-every needs --checkpoint-dir DIR");
+        return EXIT_USAGE;
+    }
+    install_stop_handlers();
     /* Models run on the CPU kernels for now: auto means the CPU here. */
     if (cfg.device == DT_DEVICE_AUTO) cfg.device = DT_DEVICE_CPU;
 
@@ -262,12 +311,22 @@ int cmd_train(int argc, char **argv)
 
     /* The gradient of the mean loss over the global batch, so summing over ranks is the average:
      * one pass over the gradients fewer than averaging after the sum. */
+    long first_step = 0;
+    if (t.resume) {
+        if ((s = dt_checkpoint_load_latest(ctx, t.ckpt_dir, m, opt, &first_step))) goto fail;
+        if (rank == 0) {
+            if (first_step) printf("resumed from %s/ckpt-%010ld.dtc at step %ld\n", t.ckpt_dir, first_step, first_step);
+            else printf("no checkpoint in %s: starting at step 0\n", t.ckpt_dir);
+            fflush(stdout);
+        }
+    }
     const float scale = 1.0f / ((float)t.batch * (float)world);
     double loss_acc = 0, comm_acc = 0, t_interval = now_s(), t_start = t_interval;
     long correct_acc = 0, logged_steps = 0;
     double total_samples_s = 0;
     int intervals = 0;
-    for (long step = 0; step < t.steps; step++) {
+    long step = first_step;
+    for (; step < t.steps; step++) {
         double loss;
         int correct;
         fault_maybe(&flt, rank, step + 1);
@@ -278,6 +337,33 @@ int cmd_train(int argc, char **argv)
         if ((s = dt_model_sync_grads(m))) goto fail;
         comm_acc += now_s() - t0;
         if ((s = dt_optimizer_step(opt, dt_model_params(m), dt_model_grads(m)))) goto fail;
+        /* Stop requests are agreed by all ranks at the same step (a signal reaches ranks at
+         * different times, or only some of them). */
+        float stop = (float)stop_signal;
+        if (world > 1 && (s = dt_allreduce(ctx, &stop, 1, DT_F32, DT_SUM))) goto fail;
+        if (stop > 0) {
+            long done_steps = step + 1;
+            if (t.ckpt_dir && (s = dt_checkpoint_save(ctx, t.ckpt_dir, m, opt, done_steps))) goto fail;
+            if (rank == 0) {
+                printf("stopping after step %ld on a signal (%s); %s%s%s\n", done_steps,
+                       stop_signal == SIGTERM ? "SIGTERM" : stop_signal == SIGUSR1 ? "SIGUSR1" : "on another rank",
+                       t.ckpt_dir ? "checkpoint in " : "no --checkpoint-dir: nothing saved",
+                       t.ckpt_dir ? t.ckpt_dir : "", t.ckpt_dir ? "; continue with --resume auto" : "");
+                fflush(stdout);
+            }
+            if (metrics) fclose(metrics);
+            metrics = NULL;
+            free(x);
+            free(labels);
+            dt_dataset_free(data);
+            dt_optimizer_free(opt);
+            dt_model_free(m);
+            dt_finalize(ctx);
+            return EXIT_PREEMPTED;
+        }
+        if (t.ckpt_every && (step + 1) % t.ckpt_every == 0 && step + 1 < t.steps &&
+            (s = dt_checkpoint_save(ctx, t.ckpt_dir, m, opt, step + 1)))
+            goto fail;
         loss_acc += loss;
         correct_acc += correct;
         logged_steps++;
@@ -322,6 +408,8 @@ int cmd_train(int argc, char **argv)
     }
     if (rank == 0 && t.dump && dump_params(t.dump, dt_model_params(m), dt_model_num_params(m)) != EXIT_OK)
         goto fail_quiet;
+    /* The finished run's checkpoint: a requeued job that already finished does no step again. */
+    if (t.ckpt_dir && first_step < t.steps && (s = dt_checkpoint_save(ctx, t.ckpt_dir, m, opt, t.steps))) goto fail;
     if (metrics && fclose(metrics) != 0) {
         metrics = NULL;
         cli_error("writing --metrics %s failed: %s", t.metrics, strerror(errno));

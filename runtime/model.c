@@ -502,6 +502,45 @@ dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
     return DT_OK;
 }
 
+/* ---------------------------------------------------------------- checkpoint access */
+
+uint64_t model_fingerprint(const dt_model *m)
+{
+    uint64_t h = 1469598103934665603ull;
+    int v[4 + 8];
+    for (int i = -1; i < m->spec.n; i++) {
+        int k = 0;
+        if (i < 0) {
+            v[k++] = m->spec.in_c, v[k++] = m->spec.in_h, v[k++] = m->spec.in_w;
+        } else {
+            const layer *l = &m->spec.layers[i];
+            v[k++] = (int)l->kind, v[k++] = l->out, v[k++] = l->k, v[k++] = l->stride, v[k++] = l->pad;
+            v[k++] = l->out_c, v[k++] = l->out_h, v[k++] = l->out_w;
+        }
+        for (int j = 0; j < k; j++)
+            for (int b = 0; b < 4; b++) {
+                h ^= ((uint32_t)v[j] >> (8 * b)) & 0xff;
+                h *= 1099511628211ull;
+            }
+    }
+    return h;
+}
+
+const float *model_params_const(const dt_model *m) { return m->params; }
+
+void optimizer_state(const dt_optimizer *o, dt_optim_config *cfg, int *t, const float **s1, size_t *n1,
+                     const float **s2, size_t *n2)
+{
+    *cfg = o->cfg;
+    *t = o->t;
+    *s1 = o->s1;
+    *n1 = o->s1 ? o->n : 0;
+    *s2 = o->s2;
+    *n2 = o->s2 ? o->n : 0;
+}
+
+void optimizer_set_t(dt_optimizer *o, int t) { o->t = t; }
+
 /* ---------------------------------------------------------------- public kernels */
 
 void dt_sgemm(int trans_a, int trans_b, int m, int n, int kk, float alpha, const float *a, int lda,

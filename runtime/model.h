@@ -9,6 +9,7 @@
 #include "ops.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum { LAYER_FC, LAYER_CONV, LAYER_RELU, LAYER_POOL, LAYER_FLATTEN } layer_kind;
 
@@ -39,6 +40,15 @@ void model_spec_free(model_spec *s);
 const char *model_preset(const char *name);
 /* The input shape a preset expects ("784", "1x28x28"), or NULL. */
 const char *model_preset_input(const char *name);
+
+/* For checkpoints: a fingerprint of the architecture (layers and input shape), the parameters,
+ * and the optimizer's configuration, step count and state arrays (s1/s2 NULL with n 0 when the
+ * optimizer keeps none). */
+uint64_t model_fingerprint(const dt_model *m);
+const float *model_params_const(const dt_model *m);
+void optimizer_state(const dt_optimizer *o, dt_optim_config *cfg, int *t, const float **s1, size_t *n1,
+                     const float **s2, size_t *n2);
+void optimizer_set_t(dt_optimizer *o, int t);
 
 /* Registers fn(arg, offset, count) to be called during backward as soon as a layer's parameter
  * gradients (the flat slice [offset, offset + count)) are final. */
