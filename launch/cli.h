@@ -2,7 +2,7 @@
  * cli.h - what the `dtrain` subcommands share: common flags and exit codes.
  *
  * Exit codes: 0 success, 1 a run-time failure (the message says what and how to fix it), 2 bad
- * usage (unknown command, flag or value).
+ * usage (unknown command, flag or value), 75 `train` stopped on SIGUSR1/SIGTERM with a checkpoint.
  */
 #ifndef DT_LAUNCH_CLI_H
 #define DT_LAUNCH_CLI_H

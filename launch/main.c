@@ -33,6 +33,8 @@ static void usage(FILE *f)
             "             --seed N  --log-every K  --metrics FILE.jsonl  --dump-params FILE\n"
             "             --dataset-size N (default 60000)\n"
             "             --bucket-mb F (25)  --first-bucket-mb F (1)  --no-overlap  --grad-comm fp32|fp16|bf16\n"
+            "             --checkpoint-dir DIR  --checkpoint-every N  --resume auto|never\n"
+            "             SIGUSR1/SIGTERM: all ranks stop after the same step, checkpoint, exit 75\n"
             "             LAYERS: fc:OUT, conv:OUT:K:STRIDE:PAD, pool:K, relu, flatten, comma-separated;\n"
             "             mlp = fc:1024,relu,fc:1024,relu,fc:10 on 784; cnn = conv:32:3:1:1,relu,pool:2,\n"
             "             conv:64:3:1:1,relu,pool:2,fc:128,relu,fc:10 on 1x28x28\n"
@@ -53,7 +55,7 @@ static void usage(FILE *f)
             "  --blas-threads N         DTRAIN_BLAS_THREADS  default 0 (one per pinned core)\n"
             "\n"
             "Launch with srun --mpi=pmix, mpirun, or nothing (a world of 1).\n"
-            "Exit codes: 0 success, 1 run-time failure, 2 bad usage.\n");
+            "Exit codes: 0 success, 1 run-time failure, 2 bad usage, 75 stopped on a signal (checkpointed).\n");
 }
 
 int cli_long(const char *flag, const char *arg, long lo, long hi, long *out)
