@@ -133,6 +133,9 @@ typedef struct dt_placement {
     dt_launcher launcher;      /* who started this process */
     dt_device_kind device;     /* DT_DEVICE_CPU or DT_DEVICE_CUDA, never AUTO */
     int cuda_device;           /* CUDA ordinal in this process's view, -1 on the CPU */
+    char gpu[64];              /* the GPU this rank uses or, with no usable GPU, would use: its entry
+                                  in CUDA_VISIBLE_DEVICES (or SLURM_STEP_GPUS); "" when none is
+                                  assigned; "-" plus a reason when the mapping fails */
     char hostname[256];
     char cores[256];           /* the cores this process runs on, as a list "0-3,8" */
     int num_cores;             /* how many */

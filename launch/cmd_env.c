@@ -49,9 +49,9 @@ int cmd_env(int argc, char **argv)
     if (rank == 0) {
         printf("dtrain %s, %d ranks on %d nodes, collectives: %s, OpenBLAS kernels: %s\n", dt_version_string(),
                world, me.pl.num_nodes, dt_backend_name(ctx), dt_blas_corename());
-        printf("%-7s %-7s %-5s %-16s %-9s %-7s %-12s %-8s %-4s %-22s %-12s %s\n", "RANK", "LOCAL", "NODE",
-               "HOST", "LAUNCHER", "DEVICE", "CORES", "BOUND", "BLAS", "MPI", "NCCL", "CUDA");
-        int shared = 0;
+        printf("%-7s %-7s %-5s %-16s %-9s %-7s %-5s %-12s %-8s %-4s %-22s %-12s %s\n", "RANK", "LOCAL", "NODE",
+               "HOST", "LAUNCHER", "DEVICE", "GPU", "CORES", "BOUND", "BLAS", "MPI", "NCCL", "CUDA");
+        int shared = 0, gpu_unused = 0;
         for (int r = 0; r < world; r++) {
             const dt_placement *p = &rows[r].pl;
             char rk[32], lc[32], dev[32];
@@ -59,14 +59,23 @@ int cmd_env(int argc, char **argv)
             snprintf(lc, sizeof lc, "%d/%d", p->local_rank, p->local_size);
             if (p->device == DT_DEVICE_CUDA) snprintf(dev, sizeof dev, "cuda:%d", p->cuda_device);
             else snprintf(dev, sizeof dev, "cpu");
-            printf("%-7s %-7s %-5d %-16s %-9s %-7s %-12s %-8s %-4d %-22s %-12s %s\n", rk, lc, p->node,
-                   p->hostname, dt_launcher_name(p->launcher), dev, p->cores, bound_name(p), p->blas_threads,
+            /* Spaces would break the columns of the "- (4 ranks, 2 GPUs)" form. */
+            char gpu[64];
+            snprintf(gpu, sizeof gpu, "%s", p->gpu[0] ? p->gpu : "-");
+            for (char *q = gpu; *q; q++)
+                if (*q == ' ') *q = '_';
+            printf("%-7s %-7s %-5d %-16s %-9s %-7s %-5s %-12s %-8s %-4d %-22s %-12s %s\n", rk, lc, p->node,
+                   p->hostname, dt_launcher_name(p->launcher), dev, gpu, p->cores, bound_name(p), p->blas_threads,
                    rows[r].mpi, rows[r].nccl, rows[r].cuda);
             shared |= p->cores_shared;
+            gpu_unused |= p->device == DT_DEVICE_CPU && p->gpu[0] && p->gpu[0] != '-';
         }
         if (shared)
             printf("note: some nodes run more ranks than they have cores, so cores are shared and those "
                    "ranks are not pinned; expect slower steps (start fewer ranks per node).\n");
+        if (gpu_unused)
+            printf("note: GPUs are assigned but none is usable here (%s), so ranks run on the CPU; the GPU column "
+                   "shows the device each rank would take.\n", cfg.device == DT_DEVICE_CPU ? "--device cpu" : "no driver or device");
         for (int i = 0; i < me.pl.num_nodes; i++) printf("node %d: %s\n", i, dt_node_name(ctx, i));
         fflush(stdout);
     }

@@ -154,6 +154,29 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
         free(ids);
         if (s) goto fail;
     }
+    /* The GPU this rank takes, or would take where none is usable (fake GPUs of a test cluster,
+     * or a CPU run on a GPU allocation): its entry in the list the launcher gave. */
+    {
+        const char *list = getenv("CUDA_VISIBLE_DEVICES");
+        if (!list) list = getenv("SLURM_STEP_GPUS");
+        if (c->pl.device == DT_DEVICE_CUDA && (!list || !*list))
+            snprintf(c->pl.gpu, sizeof c->pl.gpu, "%d", c->pl.cuda_device);
+        else
+            device_plan(list, m.local_rank, m.local_size, c->pl.gpu, sizeof c->pl.gpu);
+        /* Two ranks of a node on one GPU are refused when the GPU is used (above); when it is only
+         * planned, say so in the plan. */
+        char *all = calloc((size_t)m.local_size, sizeof c->pl.gpu);
+        if (all && MPI_Allgather(c->pl.gpu, sizeof c->pl.gpu, MPI_CHAR, all, sizeof c->pl.gpu, MPI_CHAR, c->local) ==
+                       MPI_SUCCESS && c->pl.gpu[0] && c->pl.gpu[0] != '-')
+            for (int r = 0; r < m.local_size; r++)
+                if (r != m.local_rank && strcmp(all + (size_t)r * sizeof c->pl.gpu, c->pl.gpu) == 0) {
+                    char keep[64];
+                    snprintf(keep, sizeof keep, "%s", c->pl.gpu);
+                    snprintf(c->pl.gpu, sizeof c->pl.gpu, "- (%.24s also local rank %d)", keep, r);
+                    break;
+                }
+        free(all);
+    }
     affinity_result aff;
     if ((s = affinity_apply(c->cfg.pin, c->local, bus_id, c->cfg.blas_threads, &aff))) goto fail;
     snprintf(c->pl.cores, sizeof c->pl.cores, "%s", aff.list);

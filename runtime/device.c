@@ -140,6 +140,23 @@ dt_status device_check_unique(const char *ids, int n, size_t stride)
     return DT_OK;
 }
 
+void device_plan(const char *list, int local_rank, int local_size, char *out, size_t n)
+{
+    out[0] = '\0';
+    if (!list || !*list) return;
+    int count = 1;
+    for (const char *p = list; *p; p++) count += *p == ',';
+    int ordinal;
+    if (device_map(count, local_rank, local_size, &ordinal) != DT_OK) {
+        snprintf(out, n, "- (%d ranks, %d GPUs)", local_size, count);
+        return;
+    }
+    const char *p = list;
+    for (int i = 0; i < ordinal; i++) p = strchr(p, ',') + 1;
+    size_t len = strcspn(p, ",");
+    snprintf(out, n, "%.*s", (int)(len < n ? len : n - 1), p);
+}
+
 void device_cuda_version(char *out, size_t n)
 {
 #ifdef DTRAIN_HAVE_CUDA

@@ -37,6 +37,11 @@ dt_status device_activate(int ordinal, char *bus_id, size_t n);
  * (PCI bus ids, "" for ranks on the CPU). On a duplicate fails naming both local ranks. */
 dt_status device_check_unique(const char *ids, int n, size_t stride);
 
+/* The entry of a comma-separated device list (CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS) that local rank
+ * `local_rank` of `local_size` takes under the rules of device_map, into out (n bytes): "" when the
+ * list is empty or absent, "-" and the reason when the ranks outnumber the devices. Pure. */
+void device_plan(const char *list, int local_rank, int local_size, char *out, size_t n);
+
 /* Runtime and driver version as text ("CUDA runtime 13.0, driver 12.8"), or "-" without CUDA. */
 void device_cuda_version(char *out, size_t n);
 

@@ -15,9 +15,9 @@ env_rows "$tmp/env" >"$tmp/rows"
 if grep -q "cores are shared" "$tmp/env"; then
     cores=$(nproc)
     [ "$cores" -lt 4 ] && ok "shared-cores note with $cores cores for 4 ranks" || bad "shared note although $cores cores >= 4"
-    [ "$(awk '{print $8}' "$tmp/rows" | sort -u)" = "shared" ] && ok "every rank says shared" || bad "BOUND column not 'shared'"
+    [ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "shared" ] && ok "every rank says shared" || bad "BOUND column not 'shared'"
 else
-    for c in $(awk '{print $7}' "$tmp/rows"); do expand_cpus "$c"; done | sort | uniq -d >"$tmp/dups"
+    for c in $(awk '{print $8}' "$tmp/rows"); do expand_cpus "$c"; done | sort | uniq -d >"$tmp/dups"
     [ ! -s "$tmp/dups" ] && ok "core sets are disjoint" || bad "core sets overlap: $(tr '\n' ' ' <"$tmp/dups")"
 fi
 finish

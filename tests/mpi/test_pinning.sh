@@ -9,29 +9,29 @@ if [ "$(nproc)" -lt 2 ]; then echo "SKIP: needs 2 cores, have $(nproc)"; exit 77
 run_env() { "$MPIRUN" -np 2 "$@" "$DTRAIN" env >"$tmp/env" 2>&1 || { cat "$tmp/env"; bad "'$*' failed"; }; cat "$tmp/env"; env_rows "$tmp/env" >"$tmp/rows"; }
 
 run_env --bind-to none
-[ "$(awk '{print $8}' "$tmp/rows" | sort -u)" = "dtrain" ] && ok "--bind-to none: dtrain pinned" || bad "--bind-to none: BOUND is not dtrain"
-for c in $(awk '{print $7}' "$tmp/rows"); do expand_cpus "$c"; done | sort | uniq -d >"$tmp/dups"
+[ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "dtrain" ] && ok "--bind-to none: dtrain pinned" || bad "--bind-to none: BOUND is not dtrain"
+for c in $(awk '{print $8}' "$tmp/rows"); do expand_cpus "$c"; done | sort | uniq -d >"$tmp/dups"
 [ ! -s "$tmp/dups" ] && ok "--bind-to none: disjoint cores" || bad "--bind-to none: overlapping cores"
-[ "$(awk '{print $9}' "$tmp/rows" | sort -u)" -ge 1 ] && ok "BLAS threads set" || bad "BLAS threads missing"
+[ "$(awk '{print $10}' "$tmp/rows" | sort -u)" -ge 1 ] && ok "BLAS threads set" || bad "BLAS threads missing"
 want_blas=$(( $(nproc) / 2 ))
-awk -v w="$want_blas" '$9 != w {exit 1}' "$tmp/rows" && ok "BLAS threads = cores per rank ($want_blas)" || bad "BLAS threads not $want_blas"
+awk -v w="$want_blas" '$10 != w {exit 1}' "$tmp/rows" && ok "BLAS threads = cores per rank ($want_blas)" || bad "BLAS threads not $want_blas"
 
 run_env --bind-to core
-[ "$(awk '{print $8}' "$tmp/rows" | sort -u)" = "launcher" ] && ok "--bind-to core: launcher binding kept" || bad "--bind-to core: BOUND is not launcher"
-[ "$(awk '{print $7}' "$tmp/rows" | sort -u | wc -l)" -eq 2 ] && ok "--bind-to core: two different cores" || bad "--bind-to core: cores not distinct"
+[ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "launcher" ] && ok "--bind-to core: launcher binding kept" || bad "--bind-to core: BOUND is not launcher"
+[ "$(awk '{print $8}' "$tmp/rows" | sort -u | wc -l)" -eq 2 ] && ok "--bind-to core: two different cores" || bad "--bind-to core: cores not distinct"
 # What mpirun bound each rank to, seen from outside dtrain, must be what dtrain reports.
 "$MPIRUN" -np 2 --bind-to core bash -c 'echo "$OMPI_COMM_WORLD_RANK $(taskset -cp $$ | sed "s/.*: //")"' |
     while read -r r c; do echo "$r $(expand_cpus "$c" | tr '\n' ' ')"; done | sort >"$tmp/launcher"
-awk '{split($1,a,"/"); print a[1], $7}' "$tmp/rows" | while read -r r c; do echo "$r $(expand_cpus "$c" | tr '\n' ' ')"; done | sort >"$tmp/reported"
+awk '{split($1,a,"/"); print a[1], $8}' "$tmp/rows" | while read -r r c; do echo "$r $(expand_cpus "$c" | tr '\n' ' ')"; done | sort >"$tmp/reported"
 diff "$tmp/launcher" "$tmp/reported" >/dev/null && ok "reported cores = mpirun's binding" || { bad "reported cores differ from mpirun's"; cat "$tmp/launcher" "$tmp/reported"; }
 
 # --pin is a dtrain flag: pass it after the command.
 "$MPIRUN" -np 2 --bind-to none "$DTRAIN" env --pin none >"$tmp/env" 2>&1; cat "$tmp/env"; env_rows "$tmp/env" >"$tmp/rows"
-[ "$(awk '{print $8}' "$tmp/rows" | sort -u)" = "none" ] && ok "--pin none: not pinned" || bad "--pin none: BOUND is not none"
+[ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "none" ] && ok "--pin none: not pinned" || bad "--pin none: BOUND is not none"
 all=$(expand_cpus "$(taskset -cp $$ | sed 's/.*: //')" | tr '\n' ' ')
-for c in $(awk '{print $7}' "$tmp/rows"); do
+for c in $(awk '{print $8}' "$tmp/rows"); do
     [ "$(expand_cpus "$c" | tr '\n' ' ')" = "$all" ] && ok "--pin none: all cores ($c)" || bad "--pin none: $c is not all of $all"
 done
 DTRAIN_PIN=none "$MPIRUN" -np 2 --bind-to none -x DTRAIN_PIN "$DTRAIN" env >"$tmp/env" 2>&1; env_rows "$tmp/env" >"$tmp/rows"
-[ "$(awk '{print $8}' "$tmp/rows" | sort -u)" = "none" ] && ok "DTRAIN_PIN=none: not pinned" || bad "DTRAIN_PIN=none ignored"
+[ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "none" ] && ok "DTRAIN_PIN=none: not pinned" || bad "DTRAIN_PIN=none ignored"
 finish

@@ -45,33 +45,65 @@ fi
 # --- srun without PMI: refused with what to add.
 expect 1 "srun --mpi=pmix" timeout 60 srun -N 1 -n 2 --mpi=none "$DTRAIN" env
 
-# --- Fake GPUs: each rank's CUDA_VISIBLE_DEVICES, no two ranks of a node on one GPU.
+# --- Fake GPUs: `dtrain env` shows the GPU each rank would take, never two ranks of a node on one.
+gpu_check() { # name, srun args...
+    local name=$1; shift
+    if timeout 60 srun --mpi=pmix "$@" "$DTRAIN" env >"$tmp/genv" 2>&1; then
+        env_rows "$tmp/genv" >"$tmp/grows"
+        local dups bad_rows
+        dups=$(awk '{print $3, $7}' "$tmp/grows" | sort | uniq -d | wc -l)
+        bad_rows=$(awk '$7 !~ /^[0-9]+$/' "$tmp/grows" | wc -l)
+        if [ "$dups" -eq 0 ] && [ "$bad_rows" -eq 0 ] && grep -q "the GPU column shows the device each rank would take" "$tmp/genv"; then
+            ok "$name: GPUs per rank (node gpu): $(awk '{print $3 ":" $7}' "$tmp/grows" | tr '\n' ' ')"
+        else
+            bad "$name: GPU column wrong"; cat "$tmp/genv"
+        fi
+    else
+        bad "$name: srun failed"; cat "$tmp/genv"
+    fi
+}
+gpu_check "--gres=gpu:2, 2 tasks" -N 1 -n 2 --gres=gpu:2
+gpu_check "--gpus-per-task=1, 2 nodes x 2 tasks" -N 2 -n 4 --gpus-per-task=1
+gpu_check "--gres=gpu:4, 2 nodes x 2 tasks" -N 2 -n 4 --gres=gpu:4
+
+# --- The variables srun sets for fake GPUs.
 timeout 60 srun -N 1 -n 2 --gres=gpu:2 --mpi=pmix bash -c 'echo "rank $SLURM_PROCID sees CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"' >"$tmp/g1" 2>&1
 grep -q "rank 0 sees CUDA_VISIBLE_DEVICES=0,1" "$tmp/g1" && ok "--gres=gpu:2: every task sees 0,1 (dtrain maps local rank r to GPU r)" || { bad "--gres=gpu:2"; cat "$tmp/g1"; }
 timeout 60 srun -N 1 -n 2 --gpus-per-task=1 --mpi=pmix bash -c 'echo "rank $SLURM_PROCID sees CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"' >"$tmp/g2" 2>&1
 [ "$(sed -n 's/.*CUDA_VISIBLE_DEVICES=//p' "$tmp/g2" | sort -u | wc -l)" -eq 2 ] && ok "--gpus-per-task=1: each task sees its own GPU" || { bad "--gpus-per-task=1"; cat "$tmp/g2"; }
 
-# --- sbatch: a small CPU training job completes with falling loss and exit code 0.
-cat >"$tmp/job.sbatch" <<JOB
-#!/bin/bash
-#SBATCH --nodes=2
-#SBATCH --ntasks-per-node=2
-#SBATCH --output=$tmp/job.out
-srun --mpi=pmix $DTRAIN train --model mlp --batch 32 --steps 60 --lr 0.05 --log-every 20
-JOB
-jid=$(sbatch --parsable "$tmp/job.sbatch" 2>&1)
-for _ in $(seq 120); do
-    state=$(scontrol show job "$jid" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-    case $state in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
-    sleep 0.5
-done
+# --- sbatch of the multi-node template, made small (CPU, a few steps): completes, loss falls, exit 0.
+wait_job() { # jobid -> sets state
+    for _ in $(seq 240); do
+        state=$(scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+        case $state in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) return ;; esac
+        sleep 0.5
+    done
+}
+jid=$(cd "$tmp" && DTRAIN=$DTRAIN TRAIN_ARGS="--model mlp --batch 16 --steps 60 --lr 0.05 --log-every 20 --blas-threads 1" \
+      sbatch --parsable --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --gres=gpu:2 --time=5 \
+      --output="$tmp/job.out" "$repo/slurm/train-multi-node.sbatch" 2>&1)
+wait_job "$jid"
 code=$(scontrol show job "$jid" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9]*:[0-9]*\).*/\1/p')
 first=$(grep -m1 '^step' "$tmp/job.out" 2>/dev/null | sed 's/.*loss \([0-9.]*\).*/\1/')
 last=$(grep '^step' "$tmp/job.out" 2>/dev/null | tail -1 | sed 's/.*loss \([0-9.]*\).*/\1/')
-if [ "$state" = COMPLETED ] && [ "$code" = "0:0" ] && awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }'; then
-    ok "sbatch job $jid: COMPLETED, exit 0:0, loss $first -> $last"
+if [ "$state" = COMPLETED ] && [ "$code" = "0:0" ] && awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' &&
+   [ "$(env_rows "$tmp/job.out" | wc -l)" -eq 4 ]; then
+    ok "sbatch slurm/train-multi-node.sbatch (2 nodes x 2, small): COMPLETED, exit 0:0, 4 ranks placed, loss $first -> $last"
 else
-    bad "sbatch job $jid: state '$state', exit '$code', loss '$first' -> '$last'"; cat "$tmp/job.out" 2>/dev/null
+    bad "template job $jid: state '$state', exit '$code', loss '$first' -> '$last'"; cat "$tmp/job.out" 2>/dev/null
+fi
+
+# --- The mpirun template inside an allocation.
+jid=$(cd "$tmp" && DTRAIN=$DTRAIN TRAIN_ARGS="--model mlp --batch 16 --steps 20 --lr 0.05 --log-every 10 --blas-threads 1" \
+      sbatch --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --gres=gpu:2 --time=5 \
+      --output="$tmp/mt.out" "$repo/slurm/mpirun-in-allocation.sbatch" 2>&1)
+wait_job "$jid"
+if [ "$state" = COMPLETED ] && [ "$(env_rows "$tmp/mt.out" | awk '{print $5}' | sort -u)" = "openmpi" ] &&
+   grep -q '^done: 20 steps' "$tmp/mt.out"; then
+    ok "sbatch slurm/mpirun-in-allocation.sbatch: COMPLETED, ranks launched by openmpi, trained"
+else
+    bad "mpirun template job $jid: state '$state'"; cat "$tmp/mt.out" 2>/dev/null
 fi
 
 # --- mpirun inside an allocation: openmpi, not the batch step's stale SLURM_PROCID.

@@ -90,6 +90,24 @@ static void test_unique(void **st)
     assert_non_null(strstr(dt_last_error(), "0000:01:00.0"));
 }
 
+static void test_plan(void **st)
+{
+    (void)st;
+    char out[64];
+    device_plan("0,1,2,3", 2, 4, out, sizeof out);
+    assert_string_equal(out, "2");
+    device_plan("5", 1, 2, out, sizeof out); /* --gpus-per-task=1: each sees its own one */
+    assert_string_equal(out, "5");
+    device_plan("GPU-aa,GPU-bb", 1, 2, out, sizeof out);
+    assert_string_equal(out, "GPU-bb");
+    device_plan("0,1", 0, 4, out, sizeof out);
+    assert_string_equal(out, "- (4 ranks, 2 GPUs)");
+    device_plan("", 0, 1, out, sizeof out);
+    assert_string_equal(out, "");
+    device_plan(NULL, 0, 1, out, sizeof out);
+    assert_string_equal(out, "");
+}
+
 static void test_real_counter_without_gpu(void **st)
 {
     (void)st;
@@ -106,6 +124,7 @@ int main(void)
         cmocka_unit_test(test_map),
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_unique),
+        cmocka_unit_test(test_plan),
         cmocka_unit_test(test_real_counter_without_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
