@@ -230,6 +230,17 @@ static int dump_params(const char *path, const float *p, size_t n)
     return EXIT_OK;
 }
 
+/* Frees what a run holds (any of it may be NULL). */
+static void release(dt_model *m, dt_optimizer *opt, dt_dataset *data, float *x, int32_t *labels, FILE *metrics)
+{
+    if (metrics) fclose(metrics);
+    free(x);
+    free(labels);
+    dt_dataset_free(data);
+    dt_optimizer_free(opt);
+    dt_model_free(m);
+}
+
 static dt_status train_dataset(const dt_model *m, const train_opts *t, dt_dataset **out)
 {
     int c, h, w;
@@ -326,6 +337,7 @@ int cmd_train(int argc, char **argv)
     double total_samples_s = 0;
     int intervals = 0;
     long step = first_step;
+    int stopped = 0;
     for (; step < t.steps; step++) {
         double loss;
         int correct;
@@ -351,15 +363,8 @@ int cmd_train(int argc, char **argv)
                        t.ckpt_dir ? t.ckpt_dir : "", t.ckpt_dir ? "; continue with --resume auto" : "");
                 fflush(stdout);
             }
-            if (metrics) fclose(metrics);
-            metrics = NULL;
-            free(x);
-            free(labels);
-            dt_dataset_free(data);
-            dt_optimizer_free(opt);
-            dt_model_free(m);
-            dt_finalize(ctx);
-            return EXIT_PREEMPTED;
+            stopped = 1;
+            break;
         }
         if (t.ckpt_every && (step + 1) % t.ckpt_every == 0 && step + 1 < t.steps &&
             (s = dt_checkpoint_save(ctx, t.ckpt_dir, m, opt, step + 1)))
@@ -401,6 +406,11 @@ int cmd_train(int argc, char **argv)
             t_interval = now_s();
         }
     }
+    if (stopped) {
+        release(m, opt, data, x, labels, metrics);
+        dt_finalize(ctx);
+        return EXIT_PREEMPTED;
+    }
     if (rank == 0) {
         printf("done: %ld steps in %.2f s, mean %.1f samples/s over %d log intervals\n", t.steps,
                now_s() - t_start, total_samples_s / (intervals ? intervals : 1), intervals);
@@ -415,12 +425,7 @@ int cmd_train(int argc, char **argv)
         cli_error("writing --metrics %s failed: %s", t.metrics, strerror(errno));
         goto fail_quiet;
     }
-    metrics = NULL;
-    free(x);
-    free(labels);
-    dt_dataset_free(data);
-    dt_optimizer_free(opt);
-    dt_model_free(m);
+    release(m, opt, data, x, labels, NULL);
     if ((s = dt_finalize(ctx))) {
         cli_error("%s", dt_last_error());
         return EXIT_FAIL;
@@ -430,12 +435,7 @@ int cmd_train(int argc, char **argv)
 fail:
     cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
 fail_quiet:
-    if (metrics) fclose(metrics);
-    free(x);
-    free(labels);
-    dt_dataset_free(data);
-    dt_optimizer_free(opt);
-    dt_model_free(m);
+    release(m, opt, data, x, labels, metrics);
     /* Every rank hits the same configuration errors; a rank that fails alone takes the job down. */
     rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
     dt_abort_job(ctx, rc);
