@@ -344,9 +344,8 @@ static void *engine_thread(void *arg)
     return NULL;
 }
 
-dt_status engine_create(MPI_Comm world, MPI_Comm local, double timeout_s, engine **out)
+dt_status engine_create(MPI_Comm world, double timeout_s, engine **out)
 {
-    (void)local;
     *out = NULL;
     engine *e = calloc(1, sizeof *e);
     if (!e) return dt_set_error(DT_ERR_NOMEM, "out of memory for the communication engine");

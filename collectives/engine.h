@@ -22,9 +22,8 @@
 
 typedef struct engine engine;
 
-/* An engine over a duplicate of `world`; `local` (the ranks sharing this node) lets the watchdog
- * name local ranks that are behind. timeout_s 0 means no deadline. Collective over world. */
-dt_status engine_create(MPI_Comm world, MPI_Comm local, double timeout_s, engine **out);
+/* An engine over a duplicate of `world`. timeout_s 0 means no deadline. Collective over world. */
+dt_status engine_create(MPI_Comm world, double timeout_s, engine **out);
 void engine_destroy(engine *e);
 
 /* Starts the in-place fp32 allreduce (sum, or average when op is DT_AVG) of buf[0..count);

@@ -295,5 +295,4 @@ dt_status dt_barrier(dt_ctx *c)
 }
 
 MPI_Comm ctx_world_comm(const dt_ctx *c) { return c->world; }
-MPI_Comm ctx_local_comm(const dt_ctx *c) { return c->local; }
 double ctx_timeout(const dt_ctx *c) { return c->cfg.timeout_s; }

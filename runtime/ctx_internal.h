@@ -9,7 +9,6 @@
 #include <mpi.h>
 
 MPI_Comm ctx_world_comm(const dt_ctx *c);
-MPI_Comm ctx_local_comm(const dt_ctx *c);
 double ctx_timeout(const dt_ctx *c);
 
 #endif

@@ -399,7 +399,7 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
                 break;
             }
         free(all);
-        if (!s && !m->eng) s = engine_create(ctx_world_comm(m->ctx), ctx_local_comm(m->ctx), ctx_timeout(m->ctx), &m->eng);
+        if (!s && !m->eng) s = engine_create(ctx_world_comm(m->ctx), ctx_timeout(m->ctx), &m->eng);
         if (s) {
             free(player), free(pending);
             bucket_plan_free(&plan);
