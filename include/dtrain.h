@@ -103,7 +103,9 @@ typedef struct dt_ctx dt_ctx; /* opaque */
  * the environment. Collective: every rank of the job must call it. */
 DT_API dt_status dt_init(const dt_config *cfg, dt_ctx **out);
 
-/* Releases the context (and finalizes MPI when dt_init initialized it). Collective. NULL is a no-op. */
+/* Releases the context (and finalizes MPI when dt_init initialized it). Free every model made with
+ * this context first (a model owns a communication thread and communicator). Collective. NULL is
+ * a no-op. */
 DT_API dt_status dt_finalize(dt_ctx *ctx);
 
 /* Ends every process of the job with exit code `code` (MPI_Abort): for a rank that failed alone,
@@ -202,6 +204,8 @@ typedef struct dt_model dt_model;
  * Collective (the broadcast). */
 DT_API dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed,
                                  int max_batch, dt_model **out);
+/* Lets gradient allreduces still in flight finish, then frees everything. Collective when the model
+ * has a communication engine (world > 1). NULL is a no-op. */
 DT_API void dt_model_free(dt_model *m);
 
 /* The flat parameter and gradient buffers (dt_model_num_params floats each), owned by m. */
