@@ -13,8 +13,10 @@ DEB_PKGS := cmake make gcc pkg-config openmpi-bin libopenmpi-dev libpmix-dev lib
 # Open MPI refuses to run as root without these; tests and the demo run as whoever calls make.
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
-# Ranks that yield when idle do not starve each other when there are more ranks than cores.
+# Ranks that yield when idle do not starve each other when there are more ranks than cores, and a
+# machine with fewer cores than NP may still run the demo.
 export OMPI_MCA_mpi_yield_when_idle := 1
+export OMPI_MCA_rmaps_base_oversubscribe := 1
 
 .PHONY: all deps configure build demo test clean
 
