@@ -30,9 +30,6 @@ struct dt_model {
     int32_t **pool_idx; /* pool_idx[i]: argmax of pooling layer i, else NULL */
     float *dbuf[2];     /* gradients flowing backward */
     float *ws;          /* convolution workspace */
-    /* Called after backward wrote a layer's parameter gradients (for overlapped sync). */
-    void (*grad_ready)(void *arg, size_t off, size_t n);
-    void *grad_ready_arg;
     /* Gradient synchronization: bucket plan over the parameter layers, and the engine. */
     dt_sync_config sync;
     bucket_plan plan;
@@ -201,12 +198,6 @@ void dt_model_describe(const dt_model *m, char *buf, size_t n)
     }
 }
 
-void model_set_grad_hook(dt_model *m, void (*fn)(void *, size_t, size_t), void *arg)
-{
-    m->grad_ready = fn;
-    m->grad_ready_arg = arg;
-}
-
 static dt_status model_layer_done(dt_model *m, int p);
 
 dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
@@ -293,7 +284,6 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
             break;
         }
         if (l->kind == LAYER_FC || l->kind == LAYER_CONV) {
-            if (m->grad_ready) m->grad_ready(m->grad_ready_arg, l->w_off, l->w_n + l->b_n);
             dt_status s = model_layer_done(m, m->player[i]);
             if (s) return s;
         }

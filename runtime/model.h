@@ -50,8 +50,4 @@ void optimizer_state(const dt_optimizer *o, dt_optim_config *cfg, int *t, const 
                      const float **s2, size_t *n2);
 void optimizer_set_t(dt_optimizer *o, int t);
 
-/* Registers fn(arg, offset, count) to be called during backward as soon as a layer's parameter
- * gradients (the flat slice [offset, offset + count)) are final. */
-void model_set_grad_hook(dt_model *m, void (*fn)(void *arg, size_t off, size_t n), void *arg);
-
 #endif
