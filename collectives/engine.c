@@ -42,8 +42,10 @@ typedef struct req {
     MPI_Request *mr;    /* 2 (W-1) requests of the current phase */
     int nmr;
     float *scratch;     /* (W-1) x my part: the other ranks' copies of my part */
-    dt_dtype wire;      /* what travels: fp32, or 16-bit copies in wire16 */
-    uint16_t *wire16;   /* 16-bit wire: the bucket (count), then (W-1) x my part received */
+    dt_dtype wire;      /* what travels: fp32, or 16-bit values */
+    uint16_t *buf16;    /* the bucket itself when it is kept in 16 bits (then wire is its type) */
+    uint16_t *wire16;   /* 16-bit wire: the bucket's 16-bit values (buf16, or a rounded copy of buf) */
+    uint16_t *recv16;   /* 16-bit wire: (W-1) x my part received */
 } req;
 
 struct engine {
@@ -121,8 +123,7 @@ static dt_status req_post_phase(engine *e, req *q, int phase)
         int slot = j < me ? j : j - 1;
         int rc1, rc2;
         if (q->wire != DT_F32) {
-            /* 16-bit: the bucket's rounded copy is wire16[0..count), received parts follow it. */
-            uint16_t *recv = q->wire16 + q->count;
+            uint16_t *recv = q->recv16;
             if (phase == 1) {
                 rc1 = MPI_Irecv(recv + (size_t)slot * mcnt, (int)mcnt, MPI_UINT16_T, j, tag, e->comm, &q->mr[q->nmr++]);
                 rc2 = MPI_Isend(q->wire16 + joff, (int)jcnt, MPI_UINT16_T, j, tag, e->comm, &q->mr[q->nmr++]);
@@ -169,10 +170,14 @@ static dt_status req_post(engine *e, req *q)
     size_t moff, mcnt;
     part_of(q->count, e->rank, e->size, &moff, &mcnt);
     if (q->wire != DT_F32) {
-        q->wire16 = scratch16_for(e, q->bucket, q->count + (size_t)(e->size - 1) * mcnt);
-        if (!q->wire16)
-            return dt_set_error(DT_ERR_NOMEM, "out of memory for the 16-bit copy of bucket %d", q->bucket);
-        cpu_cast_f32_to_16(q->wire, q->buf, q->wire16, q->count);
+        /* A bucket kept in 16 bits travels as it is; an fp32 one as a rounded copy, received parts
+         * after it in the same scratch. */
+        const size_t own = q->buf16 ? 0 : q->count, need = own + (size_t)(e->size - 1) * mcnt;
+        uint16_t *sc = scratch16_for(e, q->bucket, need ? need : 1);
+        if (!sc) return dt_set_error(DT_ERR_NOMEM, "out of memory for the 16-bit copy of bucket %d", q->bucket);
+        q->wire16 = q->buf16 ? q->buf16 : sc;
+        q->recv16 = sc + own;
+        if (!q->buf16) cpu_cast_f32_to_16(q->wire, q->buf, q->wire16, q->count);
         return req_post_phase(e, q, 1);
     }
     q->scratch = scratch_for(e, q->bucket, (size_t)(e->size - 1) * mcnt);
@@ -189,11 +194,10 @@ static void req_reduce(engine *e, req *q)
     const int W = e->size, me = e->rank;
     size_t moff, mcnt;
     part_of(q->count, me, W, &moff, &mcnt);
-    float *own = q->buf + moff;
     float acc[ENGINE_BLOCK];
     if (q->wire != DT_F32) {
         /* Widen each rank's 16-bit copy, add in rank order in fp32, round the sum once. */
-        const uint16_t *recv = q->wire16 + q->count;
+        const uint16_t *recv = q->recv16;
         float tmp[ENGINE_BLOCK];
         for (size_t b = 0; b < mcnt; b += ENGINE_BLOCK) {
             size_t n = mcnt - b < ENGINE_BLOCK ? mcnt - b : ENGINE_BLOCK;
@@ -209,6 +213,7 @@ static void req_reduce(engine *e, req *q)
         }
         return;
     }
+    float *own = q->buf + moff;
     for (size_t b = 0; b < mcnt; b += ENGINE_BLOCK) {
         size_t n = mcnt - b < ENGINE_BLOCK ? mcnt - b : ENGINE_BLOCK;
         for (int k = 0; k < W; k++) {
@@ -244,7 +249,7 @@ static int req_progress(engine *e, req *q, dt_status *st)
         }
         return 0;
     }
-    if (q->wire != DT_F32) cpu_cast_16_to_f32(q->wire, q->wire16, q->buf, q->count);
+    if (q->wire != DT_F32 && !q->buf16) cpu_cast_16_to_f32(q->wire, q->wire16, q->buf, q->count);
     q->phase = 3;
     return 1;
 }
@@ -416,7 +421,8 @@ void engine_destroy(engine *e)
     free(e);
 }
 
-dt_status engine_start(engine *e, float *buf, size_t count, dt_redop op, int bucket, dt_dtype wire)
+static dt_status engine_start_any(engine *e, float *buf, uint16_t *buf16, size_t count, dt_redop op, int bucket,
+                                  dt_dtype wire)
 {
     if (wire != DT_F32 && wire != DT_F16 && wire != DT_BF16)
         return dt_set_error(DT_ERR_INVALID_ARG, "unknown wire type %d (use DT_F32, DT_F16 or DT_BF16)", (int)wire);
@@ -432,6 +438,7 @@ dt_status engine_start(engine *e, float *buf, size_t count, dt_redop op, int buc
     }
     req *q = &e->reqs[e->next_seq % ENGINE_MAX_REQS];
     q->buf = buf;
+    q->buf16 = buf16;
     q->count = count;
     q->op = op;
     q->bucket = bucket;
@@ -452,6 +459,18 @@ dt_status engine_start(engine *e, float *buf, size_t count, dt_redop op, int buc
         return st;
     }
     return DT_OK;
+}
+
+dt_status engine_start(engine *e, float *buf, size_t count, dt_redop op, int bucket, dt_dtype wire)
+{
+    return engine_start_any(e, buf, NULL, count, op, bucket, wire);
+}
+
+dt_status engine_start16(engine *e, uint16_t *buf, size_t count, dt_redop op, int bucket, dt_dtype t)
+{
+    if (t != DT_F16 && t != DT_BF16)
+        return dt_set_error(DT_ERR_INVALID_ARG, "16-bit bucket of type %d: use DT_F16 or DT_BF16", (int)t);
+    return engine_start_any(e, NULL, buf, count, op, bucket, t);
 }
 
 void engine_poke(engine *e)

@@ -35,6 +35,10 @@ void engine_destroy(engine *e);
  * Returns at once. */
 dt_status engine_start(engine *e, float *buf, size_t count, dt_redop op, int bucket, dt_dtype wire);
 
+/* The same for a bucket kept in 16 bits (t is DT_F16 or DT_BF16, and also the wire type): the
+ * values travel as they are, are summed in fp32 in rank order and rounded once into buf. */
+dt_status engine_start16(engine *e, uint16_t *buf, size_t count, dt_redop op, int bucket, dt_dtype t);
+
 /* Lets requests progress without waiting (inline mode); a no-op with a communication thread. */
 void engine_poke(engine *e);
 
