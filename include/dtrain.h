@@ -43,7 +43,8 @@ typedef enum dt_status {
     DT_ERR_CORRUPT = 7,     /* a file or message failed its checks */
     DT_ERR_TIMEOUT = 8,     /* a collective passed its deadline */
     DT_ERR_UNSUPPORTED = 9, /* not built in, or not supported by this backend */
-    DT_ERR_INTERNAL = 10    /* a bug in dtrain: please report it with the message */
+    DT_ERR_INTERNAL = 10,   /* a bug in dtrain: please report it with the message */
+    DT_ERR_NUMERIC = 11     /* training diverged: gradients stay non-finite (loss scaling gave up) */
 } dt_status;
 
 /* A short fixed description of a status code; never NULL. */
@@ -208,7 +209,8 @@ DT_API dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *inpu
  * has a communication engine (world > 1). NULL is a no-op. */
 DT_API void dt_model_free(dt_model *m);
 
-/* The flat parameter and gradient buffers (dt_model_num_params floats each), owned by m. */
+/* The flat parameter and gradient buffers (dt_model_num_params floats each), owned by m. The
+ * gradients are NULL when they are kept in 16 bits (dt_model_set_precision). */
 DT_API size_t dt_model_num_params(const dt_model *m);
 DT_API float *dt_model_params(dt_model *m);
 DT_API float *dt_model_grads(dt_model *m);
@@ -284,10 +286,125 @@ DT_API void dt_optimizer_free(dt_optimizer *o);
 /* One update of params (n floats) from grads, PyTorch semantics. */
 DT_API dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads);
 
+/* ---------------------------------------------------------------- mixed precision: the model
+ *
+ * A model computes in fp32 unless told otherwise. In fp16 or bf16 (the way torch.autocast does on
+ * a GPU): the fp32 parameters stay the master copy the optimizer updates; each forward rounds them
+ * to a 16-bit copy; every layer's output (activations, and the gradients flowing backward) is
+ * stored in 16 bits; GEMMs and convolutions take the 16-bit values widened to fp32 and accumulate
+ * in fp32 (the CPU path: OpenBLAS sgemm between conversions), and the result is rounded once;
+ * softmax, the loss and every reduction are fp32. Parameter gradients are kept and allreduced in
+ * the 16-bit type (half the memory and bytes), or in fp32 when asked (as torch.cuda.amp does). */
+
+/* compute: DT_F32, DT_F16 or DT_BF16; grads: DT_F32 or the same type as compute. Reallocates the
+ * activation and gradient buffers (gradient values are lost; call it before training). Not
+ * collective, but every rank must choose the same (the gradient allreduce pairs buffers). */
+DT_API dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads);
+DT_API dt_dtype dt_model_precision(const dt_model *m);
+/* The type the gradients are kept in. dt_model_grads returns NULL when it is 16-bit. */
+DT_API dt_dtype dt_model_grad_dtype(const dt_model *m);
+
+/* After dt_model_sync_grads: divides the gradients by the loss scale (pass 1/scale; 1 when not
+ * scaling) and sets *found_inf when any is inf or NaN. fp32 gradients are unscaled in place in the
+ * same pass as the check; 16-bit ones are only checked (read once, 2 bytes an element) and unscaled
+ * as dt_model_optimizer_step widens them, since dividing fp16 values in place would flush the small
+ * ones to zero, which is what scaling is there to prevent. Every rank holds the same reduced
+ * gradients, so every rank gets the same answer. */
+DT_API dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf);
+/* One optimizer step of the fp32 parameters from the gradients in whatever type they are kept
+ * (after dt_model_unscale_grads). Skip it for a step whose gradients overflowed. */
+DT_API dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o);
+
+/* With the check on, backward looks at each layer's own gradients as they are made, before the
+ * allreduce (a read of the layer's gradients), and remembers the first layer (in backward order)
+ * holding an inf or NaN: dt_model_nonfinite_layer returns its index, -1 when none was found in the
+ * last backward. Say who caused an overflow, since after the allreduce every rank has it. */
+DT_API void dt_model_set_nonfinite_check(dt_model *m, int on);
+DT_API int dt_model_nonfinite_layer(const dt_model *m);
+/* "layer 3 (fc:1024)" for layer index i, into buf. */
+DT_API void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n);
+/* Testing: the next backward puts +inf into the first gradient of the first layer it finishes. */
+DT_API void dt_model_inject_inf(dt_model *m);
+
+/* Bytes this rank holds for the model, by kind (host memory; the engine's send/receive scratch is
+ * not counted). */
+typedef struct dt_memory_summary {
+    size_t params;      /* fp32 master parameters, plus their 16-bit copy in fp16/bf16 */
+    size_t grads;       /* the gradient buffer (4 or 2 bytes an element) */
+    size_t optimizer;   /* momentum, or Adam's two moments (fp32) */
+    size_t activations; /* layer outputs, the two backward buffers, pooling indices, at max batch */
+    size_t workspace;   /* convolution scratch, and the fp32 conversion scratch of 16-bit runs */
+} dt_memory_summary;
+/* o may be NULL (no optimizer state counted). */
+DT_API void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary *out);
+
+/* ---------------------------------------------------------------- mixed precision: loss scaling
+ *
+ * Dynamic loss scaling as torch.cuda.amp.GradScaler does it, with Megatron-style hysteresis. The
+ * loss (in dtrain: grad_scale of dt_model_forward_backward) is multiplied by dt_scaler_scale()
+ * before backward, so small fp16 gradients do not flush to zero; after the allreduce the gradients
+ * are divided by it again and checked for inf/nan, and dt_scaler_update() gets the verdict. Every
+ * rank sees the same reduced gradients, so every rank takes the same decision without talking.
+ *
+ * update(found_inf):
+ *   - no overflow: the step is taken; after growth_interval consecutive good steps the scale grows
+ *     by growth_factor (at most max_scale) and the hysteresis budget is refilled;
+ *   - overflow: the step is skipped (the caller leaves the parameters alone), the run of good steps
+ *     restarts, the hysteresis budget drops by one, and when it is spent the scale backs off by
+ *     backoff_factor (at least min_scale; the budget stays spent, so every further overflow backs
+ *     off again until the scale grows once more). hysteresis 1 = back off at every overflow (torch);
+ *   - the run gives up (DT_ERR_NUMERIC, with the step and the history of the scale in
+ *     dt_last_error()) when an overflow comes while the scale already sits at min_scale, or when
+ *     more than max_overflow_fraction of the last `window` updates overflowed.
+ * A static scale (dynamic 0) never changes; overflowing steps are still skipped and still count
+ * toward the window. */
+
+typedef struct dt_scaler_config {
+    int dynamic;                  /* 1 (default): grow and back off; 0: keep init_scale */
+    double init_scale;            /* 65536 */
+    double growth_factor;         /* 2 (> 1) */
+    double backoff_factor;        /* 0.5 (in (0, 1)) */
+    int growth_interval;          /* 2000 consecutive good steps before growing (>= 1) */
+    int hysteresis;               /* 1: overflows tolerated before backing off (>= 1) */
+    double min_scale;             /* 1 (> 0): the floor */
+    double max_scale;             /* 2^24 = 16777216 (>= min_scale) */
+    int window;                   /* 100: recent updates that the overflow fraction looks at (>= 1) */
+    double max_overflow_fraction; /* 0.5: give up when more than this of the window overflowed, (0, 1] */
+} dt_scaler_config;
+
+/* The defaults listed above. */
+DT_API void dt_scaler_defaults(dt_scaler_config *c);
+
+typedef struct dt_scaler dt_scaler;
+/* Checks every field (a bad one fails with DT_ERR_INVALID_ARG naming it, its value and the range;
+ * init_scale must lie in [min_scale, max_scale]). */
+DT_API dt_status dt_scaler_create(const dt_scaler_config *c, dt_scaler **out);
+DT_API void dt_scaler_free(dt_scaler *s);
+/* The current scale: multiply the loss by it. */
+DT_API float dt_scaler_scale(const dt_scaler *s);
+/* Records one step's verdict (found_inf nonzero: some reduced gradient was inf or nan) and moves the
+ * state machine. DT_OK: go on (skip the optimizer step when found_inf). DT_ERR_NUMERIC: stop
+ * training; dt_last_error() names the step, the scale and the recent history of the scale. */
+DT_API dt_status dt_scaler_update(dt_scaler *s, int found_inf);
+/* Updates so far, and those that overflowed (skipped steps). */
+DT_API long dt_scaler_updates(const dt_scaler *s);
+DT_API long dt_scaler_skipped(const dt_scaler *s);
+
+/* The whole state, for checkpoints: the scale, the run of good steps, the hysteresis budget, the
+ * update and skip counts. set_state checks the values (DT_ERR_CORRUPT when out of range). */
+typedef struct dt_scaler_state {
+    double scale;
+    int good_steps;
+    int hysteresis_left;
+    long updates, skipped;
+} dt_scaler_state;
+DT_API void dt_scaler_get_state(const dt_scaler *s, dt_scaler_state *st);
+DT_API dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st);
+
 /* ---------------------------------------------------------------- checkpoints
  *
- * DIR/ckpt-<step>.dtc holds the parameters, the optimizer state and the step, each section with a
- * CRC-32, written atomically (temporary file, fsync, rename, fsync of the directory). The data
+ * DIR/ckpt-<step>.dtc holds the parameters, the optimizer state, the loss scaler's state (the
+ * _scaled calls) and the step, each section with a CRC-32, written atomically (temporary file, fsync, rename, fsync of the directory). The data
  * position needs no saving: a step's batches follow from (seed, step, world). */
 
 /* Writes the checkpoint of `step` (rank 0 writes; every rank holds the same state). Every rank
@@ -300,6 +417,15 @@ DT_API dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model
  * A sound checkpoint of another model or optimizer fails with DT_ERR_INVALID_ARG. Collective. */
 DT_API dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
                                            long *step);
+
+/* The same, with the loss scaler's state (scale, good-step run, hysteresis, counts) saved and
+ * restored too, so a resumed fp16 run scales exactly as the uninterrupted one would. sc may be NULL;
+ * a checkpoint without scaler state (or with state out of range for this run's settings) leaves sc
+ * at its initial state. */
+DT_API dt_status dt_checkpoint_save_scaled(dt_ctx *ctx, const char *dir, const dt_model *m,
+                                           const dt_optimizer *o, const dt_scaler *sc, long step);
+DT_API dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
+                                                  dt_scaler *sc, long *step);
 
 /* ---------------------------------------------------------------- synthetic data
  *

@@ -28,11 +28,17 @@ typedef struct train_opts {
     dt_optim_config optim;
     long seed;
     dt_sync_config sync;
+    int grad_comm_set;  /* --grad-comm given */
+    dt_dtype precision;
+    int loss_scale;     /* -1 default for the precision, 0 none, 1 dynamic, 2 static (--loss-scale N) */
+    dt_scaler_config scaler;
 } train_opts;
 
 enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_LR, OPT_OPTIM, OPT_MOMENTUM, OPT_WD, OPT_SEED,
        OPT_LOG_EVERY, OPT_METRICS, OPT_DUMP, OPT_DATASET, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_BUCKET,
-       OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAD_COMM, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_RESUME };
+       OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAD_COMM, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_RESUME, OPT_PRECISION,
+       OPT_LS, OPT_LS_INIT, OPT_LS_GROWTH, OPT_LS_BACKOFF, OPT_LS_INTERVAL, OPT_LS_HYST, OPT_LS_MIN, OPT_LS_MAX,
+       OPT_LS_WINDOW, OPT_LS_FRACTION };
 
 static const struct option train_options[] = {
     {"model", required_argument, NULL, OPT_MODEL},
@@ -58,13 +64,67 @@ static const struct option train_options[] = {
     {"checkpoint-dir", required_argument, NULL, OPT_CKPT_DIR},
     {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
     {"resume", required_argument, NULL, OPT_RESUME},
+    {"precision", required_argument, NULL, OPT_PRECISION},
+    {"loss-scale", required_argument, NULL, OPT_LS},
+    {"loss-scale-init", required_argument, NULL, OPT_LS_INIT},
+    {"loss-scale-growth", required_argument, NULL, OPT_LS_GROWTH},
+    {"loss-scale-backoff", required_argument, NULL, OPT_LS_BACKOFF},
+    {"loss-scale-interval", required_argument, NULL, OPT_LS_INTERVAL},
+    {"loss-scale-hysteresis", required_argument, NULL, OPT_LS_HYST},
+    {"loss-scale-min", required_argument, NULL, OPT_LS_MIN},
+    {"loss-scale-max", required_argument, NULL, OPT_LS_MAX},
+    {"loss-scale-window", required_argument, NULL, OPT_LS_WINDOW},
+    {"max-overflow-fraction", required_argument, NULL, OPT_LS_FRACTION},
     {NULL, 0, NULL, 0},
 };
+
+static int parse_dtype(const char *flag, const char *arg, dt_dtype *out)
+{
+    if (!strcmp(arg, "fp32")) *out = DT_F32;
+    else if (!strcmp(arg, "fp16")) *out = DT_F16;
+    else if (!strcmp(arg, "bf16")) *out = DT_BF16;
+    else {
+        cli_error("%s '%s' is not one of fp32, fp16, bf16", flag, arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* A float flag stored in a double field of the scaler configuration. */
+static int cli_dbl(const char *flag, const char *arg, double lo, double hi, double *out)
+{
+    float v;
+    int rc = cli_float(flag, arg, lo, hi, &v);
+    if (!rc) *out = v;
+    return rc;
+}
 
 static int train_handle(int val, const char *arg, void *ud)
 {
     train_opts *t = ud;
     switch (val) {
+    case OPT_PRECISION: return parse_dtype("--precision", arg, &t->precision);
+    case OPT_LS:
+        if (!strcmp(arg, "dynamic")) t->loss_scale = 1;
+        else if (!strcmp(arg, "none")) t->loss_scale = 0;
+        else {
+            float v;
+            if (cli_float("--loss-scale (dynamic, none or a number)", arg, 1.0 / 16777216.0, 16777216.0 * 256, &v))
+                return EXIT_USAGE;
+            t->loss_scale = 2;
+            t->scaler.init_scale = v;
+        }
+        return EXIT_OK;
+    case OPT_LS_INIT: return cli_dbl("--loss-scale-init", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.init_scale);
+    case OPT_LS_GROWTH: return cli_dbl("--loss-scale-growth", arg, 1.0000001, 1e6, &t->scaler.growth_factor);
+    case OPT_LS_BACKOFF: return cli_dbl("--loss-scale-backoff", arg, 1e-6, 0.9999999, &t->scaler.backoff_factor);
+    case OPT_LS_INTERVAL: return cli_int("--loss-scale-interval", arg, 1, 1 << 30, &t->scaler.growth_interval);
+    case OPT_LS_HYST: return cli_int("--loss-scale-hysteresis", arg, 1, 1 << 20, &t->scaler.hysteresis);
+    case OPT_LS_MIN: return cli_dbl("--loss-scale-min", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.min_scale);
+    case OPT_LS_MAX: return cli_dbl("--loss-scale-max", arg, 1.0 / 16777216.0, 4294967296.0 * 65536.0,
+                                    &t->scaler.max_scale);
+    case OPT_LS_WINDOW: return cli_int("--loss-scale-window", arg, 1, 1 << 20, &t->scaler.window);
+    case OPT_LS_FRACTION: return cli_dbl("--max-overflow-fraction", arg, 1e-6, 1, &t->scaler.max_overflow_fraction);
     case OPT_MODEL: t->model = arg; return EXIT_OK;
     case OPT_INPUT: t->input = arg; return EXIT_OK;
     case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &t->batch);
@@ -91,15 +151,7 @@ static int train_handle(int val, const char *arg, void *ud)
         return rc;
     }
     case OPT_NO_OVERLAP: t->sync.overlap = 0; return EXIT_OK;
-    case OPT_GRAD_COMM:
-        if (!strcmp(arg, "fp32")) t->sync.grad_comm = DT_F32;
-        else if (!strcmp(arg, "fp16")) t->sync.grad_comm = DT_F16;
-        else if (!strcmp(arg, "bf16")) t->sync.grad_comm = DT_BF16;
-        else {
-            cli_error("--grad-comm '%s' is not one of fp32, fp16, bf16", arg);
-            return EXIT_USAGE;
-        }
-        return EXIT_OK;
+    case OPT_GRAD_COMM: t->grad_comm_set = 1; return parse_dtype("--grad-comm", arg, &t->sync.grad_comm);
     case OPT_CKPT_DIR: t->ckpt_dir = arg; return EXIT_OK;
     case OPT_CKPT_EVERY: return cli_long("--checkpoint-every", arg, 0, 1L << 40, &t->ckpt_every);
     case OPT_RESUME:
@@ -127,9 +179,11 @@ static int train_handle(int val, const char *arg, void *ud)
 /* Fault injection for tests: DTRAIN_FAULT=KIND:RANK:STEP makes rank RANK, at the start of step
  * STEP (1-based; 0 = before the model is built and broadcast), stall forever (stall), exit with
  * code 3 without finalizing (exit), die by SIGKILL (kill): the job must then end, with a message,
- * rather than hang; or send itself SIGUSR1 / SIGTERM (usr1, term): the job must stop cleanly. */
+ * rather than hang; or send itself SIGUSR1 / SIGTERM (usr1, term): the job must stop cleanly; or
+ * (inf) put an inf into its own gradients in that step's backward, before the allreduce: every
+ * rank must skip that step and back off its loss scale. */
 typedef struct fault {
-    int kind; /* 0 none, 1 stall, 2 exit, 3 kill, 4 SIGUSR1, 5 SIGTERM (to itself) */
+    int kind; /* 0 none, 1 stall, 2 exit, 3 kill, 4 SIGUSR1, 5 SIGTERM (to itself), 6 inf gradient */
     int rank;
     long step;
 } fault;
@@ -144,24 +198,29 @@ static int fault_parse(fault *f)
     long step;
     if (sscanf(v, "%15[a-z0-9]:%d:%ld%n", kind, &rank, &step, &n) != 3 || v[n] != '\0' || rank < 0 || step < 0 ||
         (strcmp(kind, "stall") && strcmp(kind, "exit") && strcmp(kind, "kill") && strcmp(kind, "usr1") &&
-         strcmp(kind, "term"))) {
-        cli_error("DTRAIN_FAULT='%s' is not KIND:RANK:STEP with KIND stall, exit, kill, usr1 or term (a test hook; "
-                  "unset it)", v);
+         strcmp(kind, "term") && strcmp(kind, "inf"))) {
+        cli_error("DTRAIN_FAULT='%s' is not KIND:RANK:STEP with KIND stall, exit, kill, usr1, term or inf (a test "
+                  "hook; unset it)", v);
         return EXIT_USAGE;
     }
     f->kind = !strcmp(kind, "stall") ? 1 : !strcmp(kind, "exit") ? 2 : !strcmp(kind, "kill") ? 3
-              : !strcmp(kind, "usr1") ? 4 : 5;
+              : !strcmp(kind, "usr1") ? 4 : !strcmp(kind, "term") ? 5 : 6;
     f->rank = rank;
     f->step = step;
     return EXIT_OK;
 }
 
-static void fault_maybe(const fault *f, int rank, long step)
+static void fault_maybe(const fault *f, int rank, long step, dt_model *m)
 {
     if (!f->kind || f->rank != rank || f->step != step) return;
-    static const char *names[] = {"", "stalls", "exits", "is killed", "gets SIGUSR1", "gets SIGTERM"};
+    static const char *names[] = {"", "stalls", "exits", "is killed", "gets SIGUSR1", "gets SIGTERM",
+                                  "puts an inf into its gradients"};
     fprintf(stderr, "dtrain: fault injection (DTRAIN_FAULT): rank %d %s at step %ld\n", rank, names[f->kind], step);
     fflush(stderr);
+    if (f->kind == 6) {
+        if (m) dt_model_inject_inf(m);
+        return;
+    }
     if (f->kind == 2) _exit(3);
     if (f->kind == 3) raise(SIGKILL);
     if (f->kind == 4 || f->kind == 5) {
@@ -231,8 +290,12 @@ static int dump_params(const char *path, const float *p, size_t n)
 }
 
 /* Frees what a run holds (any of it may be NULL). */
+static dt_scaler *run_scaler;
+
 static void release(dt_model *m, dt_optimizer *opt, dt_dataset *data, float *x, int32_t *labels, FILE *metrics)
 {
+    dt_scaler_free(run_scaler);
+    run_scaler = NULL;
     if (metrics) fclose(metrics);
     free(x);
     free(labels);
@@ -248,16 +311,99 @@ static dt_status train_dataset(const dt_model *m, const train_opts *t, dt_datase
     return dt_synthetic_create(c, h, w, dt_model_num_classes(m), (size_t)t->dataset_size, (uint64_t)t->seed, out);
 }
 
+/* Whether every rank ends with the same parameters, bit for bit (they must: every rank applies the
+ * same reduced gradients, and skips the same overflowing steps). Each rank hashes its parameters
+ * (FNV-1a, 64 bits) and cuts the hash into 16 four-bit digits; the digits d and their squares are
+ * summed over ranks (exact in fp32 below 70,000 ranks), and sum (d - mine)^2 = sum d^2 - 2 mine
+ * sum d + W mine^2 is 0 for every digit exactly when all ranks agree. Collective. Returns 1 when
+ * they agree, 0 when not, -1 when the check itself failed. */
+static int params_agree(dt_ctx *ctx, const float *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n * sizeof *p; i++) h = (h ^ b[i]) * 1099511628211ull;
+    float d[32];
+    for (int k = 0; k < 16; k++) {
+        d[k] = (float)((h >> (4 * k)) & 15u);
+        d[16 + k] = d[k] * d[k];
+    }
+    float mine[16];
+    memcpy(mine, d, sizeof mine);
+    const int W = dt_world_size(ctx);
+    if (W > 1 && dt_allreduce(ctx, d, 32, DT_F32, DT_SUM)) return -1;
+    for (int k = 0; k < 16; k++)
+        if (d[16 + k] - 2.0f * mine[k] * d[k] + (float)W * mine[k] * mine[k] != 0.0f) return 0;
+    return 1;
+}
+
+/* Loss scaling gave up at `step`: every rank is here (the verdict is shared). Rank 0 prints the
+ * scaler's message and which ranks' own gradients were non-finite before the allreduce, and in
+ * which layer, so the user knows where the overflow starts. Collective. */
+static void report_numeric_stop(dt_ctx *ctx, const dt_model *m, long step)
+{
+    char why[1024];
+    snprintf(why, sizeof why, "%s", dt_last_error());
+    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    float *bad = calloc((size_t)world, sizeof *bad);
+    if (bad) {
+        bad[rank] = (float)(dt_model_nonfinite_layer(m) + 1);
+        if (world > 1 && dt_allreduce(ctx, bad, (size_t)world, DT_F32, DT_SUM)) {
+            free(bad);
+            bad = NULL;
+        }
+    }
+    if (rank == 0) {
+        char where[1024] = "", name[64];
+        size_t used = 0;
+        for (int r = 0; bad && r < world && used < sizeof where - 100; r++) {
+            if (bad[r] < 1) continue;
+            dt_model_layer_name(m, (int)bad[r] - 1, name, sizeof name);
+            used += (size_t)snprintf(where + used, sizeof where - used, "%s rank %d %s", used ? ";" : "", r, name);
+        }
+        cli_error("training stopped at step %ld: %s. First non-finite gradients before the allreduce, in backward "
+                  "order:%s", step, why, used ? where
+                  : " none on any rank (the sum overflowed in the allreduce: use --grad-comm fp32 or bf16)");
+    }
+    free(bad);
+}
+
 int cmd_train(int argc, char **argv)
 {
     train_opts t = {.model = "mlp", .batch = 64, .steps = 100, .log_every = 10, .seed = 1,
                     .dataset_size = 60000};
     dt_optim_defaults(&t.optim);
     dt_sync_defaults(&t.sync);
+    t.precision = DT_F32;
+    t.loss_scale = -1;
+    dt_scaler_defaults(&t.scaler);
     dt_config cfg;
     cli_extra extra = {train_options, train_handle, &t};
     int rc = cli_parse(argc, argv, "train", &cfg, &extra);
     if (rc) return rc;
+    static const char *tname[] = {"fp32", "fp16", "bf16"};
+    /* Gradients of a 16-bit run are kept and sent in its type, or in fp32 when asked. */
+    dt_dtype grad_t = DT_F32;
+    if (t.precision != DT_F32) {
+        if (t.grad_comm_set && t.sync.grad_comm != DT_F32 && t.sync.grad_comm != t.precision) {
+            cli_error("--grad-comm %s does not go with --precision %s: the gradients of a %s run are kept and sent "
+                      "in %s (the default) or in fp32 (--grad-comm fp32)", tname[t.sync.grad_comm],
+                      tname[t.precision], tname[t.precision], tname[t.precision]);
+            return EXIT_USAGE;
+        }
+        grad_t = t.grad_comm_set && t.sync.grad_comm == DT_F32 ? DT_F32 : t.precision;
+        t.sync.grad_comm = DT_F32; /* the wire type of fp32 gradients; 16-bit ones travel as they are */
+    }
+    /* Loss scaling: dynamic by default for fp16 only (bf16 has fp32's range). */
+    const int use_scaler = t.loss_scale < 0 ? t.precision == DT_F16 : t.loss_scale > 0;
+    if (t.loss_scale == 2) {
+        t.scaler.dynamic = 0;
+        if (t.scaler.max_scale < t.scaler.init_scale) t.scaler.max_scale = t.scaler.init_scale;
+        if (t.scaler.min_scale > t.scaler.init_scale) t.scaler.min_scale = t.scaler.init_scale;
+    }
+    if (use_scaler && dt_scaler_create(&t.scaler, &run_scaler)) {
+        cli_error("%s", dt_last_error());
+        return EXIT_USAGE;
+    }
     fault flt;
     if ((rc = fault_parse(&flt))) return rc;
     if (t.resume && !t.ckpt_dir) {
@@ -275,7 +421,7 @@ int cmd_train(int argc, char **argv)
     dt_ctx *ctx = cli_init(&cfg);
     if (!ctx) return EXIT_FAIL;
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
-    fault_maybe(&flt, rank, 0);
+    fault_maybe(&flt, rank, 0, NULL);
     dt_model *m = NULL;
     dt_optimizer *opt = NULL;
     dt_dataset *data = NULL;
@@ -290,7 +436,9 @@ int cmd_train(int argc, char **argv)
         goto fail;
     /* Gradients are already divided by the global batch (see scale below): sum them. */
     t.sync.op = DT_SUM;
-    if ((s = dt_model_set_sync(m, &t.sync))) goto fail;
+    if ((s = dt_model_set_precision(m, t.precision, grad_t)) || (s = dt_model_set_sync(m, &t.sync))) goto fail;
+    dt_scaler *sc = run_scaler;
+    if (sc) dt_model_set_nonfinite_check(m, 1);
     if ((size_t)t.dataset_size < (size_t)world * (size_t)t.batch) {
         cli_error("--dataset-size %ld is smaller than one global batch of %d ranks x %d", t.dataset_size, world,
                   t.batch);
@@ -316,7 +464,22 @@ int cmd_train(int argc, char **argv)
                dt_model_num_buckets(m), t.sync.bucket_mb, t.sync.first_bucket_mb,
                world == 1 ? "no communication (1 rank)"
                : t.sync.overlap ? "allreduced during backward" : "allreduced after backward (--no-overlap)",
-               t.sync.grad_comm == DT_F16 ? "fp16" : t.sync.grad_comm == DT_BF16 ? "bf16" : "fp32", desc);
+               tname[grad_t != DT_F32 ? grad_t : t.sync.grad_comm], desc);
+        dt_memory_summary mem;
+        dt_model_memory(m, opt, &mem);
+        const double MiB = 1048576.0;
+        /* The engine's reduce-scatter + allgather (or MPI's allreduce at 2 ranks) sends 2 (W-1)/W of
+         * the gradient bytes from each rank. */
+        const dt_dtype wire = grad_t != DT_F32 ? grad_t : t.sync.grad_comm;
+        const double sent = (double)dt_model_num_params(m) * (wire == DT_F32 ? 4.0 : 2.0) * 2.0 * (world - 1) / world;
+        printf("precision %s (gradients %s), loss scaling %s; gradient bytes sent per rank per step: %.0f (%.2f MiB)\n",
+               tname[t.precision], tname[grad_t], !sc ? "off" : t.scaler.dynamic ? "dynamic" : "static", sent,
+               sent / 1048576.0);
+        printf("memory per rank (batch %d): parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB, "
+               "activations %.2f MiB, workspace %.2f MiB, total %.2f MiB\n", t.batch, mem.params / MiB,
+               mem.grads / MiB, mem.optimizer / MiB,
+               mem.activations / MiB, mem.workspace / MiB,
+               (double)(mem.params + mem.grads + mem.optimizer + mem.activations + mem.workspace) / MiB);
         fflush(stdout);
     }
 
@@ -324,7 +487,7 @@ int cmd_train(int argc, char **argv)
      * one pass over the gradients fewer than averaging after the sum. */
     long first_step = 0;
     if (t.resume) {
-        if ((s = dt_checkpoint_load_latest(ctx, t.ckpt_dir, m, opt, &first_step))) goto fail;
+        if ((s = dt_checkpoint_load_latest_scaled(ctx, t.ckpt_dir, m, opt, sc, &first_step))) goto fail;
         if (rank == 0) {
             if (first_step) printf("resumed from %s/ckpt-%010ld.dtc at step %ld\n", t.ckpt_dir, first_step, first_step);
             else printf("no checkpoint in %s: starting at step 0\n", t.ckpt_dir);
@@ -333,7 +496,7 @@ int cmd_train(int argc, char **argv)
     }
     const float scale = 1.0f / ((float)t.batch * (float)world);
     double loss_acc = 0, comm_acc = 0, t_interval = now_s(), t_start = t_interval;
-    long correct_acc = 0, logged_steps = 0;
+    long correct_acc = 0, logged_steps = 0, skipped_acc = 0;
     double total_samples_s = 0;
     int intervals = 0;
     long step = first_step;
@@ -341,21 +504,34 @@ int cmd_train(int argc, char **argv)
     for (; step < t.steps; step++) {
         double loss;
         int correct;
-        fault_maybe(&flt, rank, step + 1);
+        fault_maybe(&flt, rank, step + 1, m);
+        const float lscale = sc ? dt_scaler_scale(sc) : 1.0f;
         if ((s = dt_dataset_batch(data, step, rank, world, t.batch, x, labels)) ||
-            (s = dt_model_forward_backward(m, x, labels, t.batch, scale, &loss, &correct)))
+            (s = dt_model_forward_backward(m, x, labels, t.batch, scale * lscale, &loss, &correct)))
             goto fail;
         double t0 = now_s();
         if ((s = dt_model_sync_grads(m))) goto fail;
         comm_acc += now_s() - t0;
-        if ((s = dt_optimizer_step(opt, dt_model_params(m), dt_model_grads(m)))) goto fail;
+        int overflow = 0;
+        if (sc) {
+            /* The reduced gradients are the same on every rank, and so is the verdict. */
+            if ((s = dt_model_unscale_grads(m, 1.0f / lscale, &overflow))) goto fail;
+            skipped_acc += overflow;
+            if ((s = dt_scaler_update(sc, overflow))) {
+                report_numeric_stop(ctx, m, step + 1);
+                release(m, opt, data, x, labels, metrics);
+                dt_finalize(ctx);
+                return EXIT_FAIL;
+            }
+        }
+        if (!overflow && (s = dt_model_optimizer_step(m, opt))) goto fail;
         /* Stop requests are agreed by all ranks at the same step (a signal reaches ranks at
          * different times, or only some of them). */
         float stop = (float)stop_signal;
         if (world > 1 && (s = dt_allreduce(ctx, &stop, 1, DT_F32, DT_SUM))) goto fail;
         if (stop > 0) {
             long done_steps = step + 1;
-            if (t.ckpt_dir && (s = dt_checkpoint_save(ctx, t.ckpt_dir, m, opt, done_steps))) goto fail;
+            if (t.ckpt_dir && (s = dt_checkpoint_save_scaled(ctx, t.ckpt_dir, m, opt, sc, done_steps))) goto fail;
             if (rank == 0) {
                 printf("stopping after step %ld on a signal (%s); %s%s%s\n", done_steps,
                        stop_signal == SIGTERM ? "SIGTERM" : stop_signal == SIGUSR1 ? "SIGUSR1" : "on another rank",
@@ -367,7 +543,7 @@ int cmd_train(int argc, char **argv)
             break;
         }
         if (t.ckpt_every && (step + 1) % t.ckpt_every == 0 && step + 1 < t.steps &&
-            (s = dt_checkpoint_save(ctx, t.ckpt_dir, m, opt, step + 1)))
+            (s = dt_checkpoint_save_scaled(ctx, t.ckpt_dir, m, opt, sc, step + 1)))
             goto fail;
         loss_acc += loss;
         correct_acc += correct;
@@ -390,19 +566,25 @@ int cmd_train(int argc, char **argv)
             total_samples_s += sps;
             intervals++;
             if (rank == 0) {
-                printf("step %6ld/%ld  loss %.4f  acc %.3f  %9.1f samples/s  step %7.2f ms  comm %6.2f ms\n",
-                       step + 1, t.steps, mean_loss, acc, sps, 1e3 * step_s, 1e3 * comm_s);
+                char amp[96] = "";
+                if (sc)
+                    snprintf(amp, sizeof amp, "  scale %g  skipped %ld/%ld", (double)dt_scaler_scale(sc),
+                             skipped_acc, logged_steps);
+                printf("step %6ld/%ld  loss %.4f  acc %.3f  %9.1f samples/s  step %7.2f ms  comm %6.2f ms%s\n",
+                       step + 1, t.steps, mean_loss, acc, sps, 1e3 * step_s, 1e3 * comm_s, amp);
                 fflush(stdout);
                 if (metrics) {
                     fprintf(metrics,
                             "{\"step\": %ld, \"loss\": %.6f, \"accuracy\": %.6f, \"samples_per_s\": %.3f, "
-                            "\"step_time_s\": %.6f, \"comm_wait_s\": %.6f}\n",
-                            step + 1, mean_loss, acc, sps, step_s, comm_s);
+                            "\"step_time_s\": %.6f, \"comm_wait_s\": %.6f, \"precision\": \"%s\", "
+                            "\"loss_scale\": %g, \"skipped_steps\": %ld, \"skipped_total\": %ld}\n",
+                            step + 1, mean_loss, acc, sps, step_s, comm_s, tname[t.precision],
+                            sc ? (double)dt_scaler_scale(sc) : 1.0, skipped_acc, sc ? dt_scaler_skipped(sc) : 0L);
                     fflush(metrics);
                 }
             }
             loss_acc = comm_acc = 0;
-            correct_acc = logged_steps = 0;
+            correct_acc = logged_steps = skipped_acc = 0;
             t_interval = now_s();
         }
     }
@@ -411,15 +593,27 @@ int cmd_train(int argc, char **argv)
         dt_finalize(ctx);
         return EXIT_PREEMPTED;
     }
+    const double t_end = now_s();
+    const int agree = params_agree(ctx, dt_model_params(m), dt_model_num_params(m));
+    if (agree == 0) {
+        if (rank == 0)
+            cli_error("the ranks ended with different parameters: a bug in dtrain (or a rank's memory is faulty); "
+                      "please report it with this command line");
+        goto fail_quiet;
+    }
     if (rank == 0) {
-        printf("done: %ld steps in %.2f s, mean %.1f samples/s over %d log intervals\n", t.steps,
-               now_s() - t_start, total_samples_s / (intervals ? intervals : 1), intervals);
+        printf("done: %ld steps in %.2f s, mean %.1f samples/s over %d log intervals; parameters %s on all %d "
+               "ranks\n", t.steps, t_end - t_start, total_samples_s / (intervals ? intervals : 1), intervals,
+               agree > 0 ? "identical" : "not compared", world);
+        if (sc)
+            printf("loss scale %g at the end, %ld of %ld steps skipped (gradients overflowed)\n",
+                   (double)dt_scaler_scale(sc), dt_scaler_skipped(sc), dt_scaler_updates(sc));
         fflush(stdout);
     }
     if (rank == 0 && t.dump && dump_params(t.dump, dt_model_params(m), dt_model_num_params(m)) != EXIT_OK)
         goto fail_quiet;
     /* The finished run's checkpoint: a requeued job that already finished does no step again. */
-    if (t.ckpt_dir && first_step < t.steps && (s = dt_checkpoint_save(ctx, t.ckpt_dir, m, opt, t.steps))) goto fail;
+    if (t.ckpt_dir && first_step < t.steps && (s = dt_checkpoint_save_scaled(ctx, t.ckpt_dir, m, opt, sc, t.steps))) goto fail;
     if (metrics && fclose(metrics) != 0) {
         metrics = NULL;
         cli_error("writing --metrics %s failed: %s", t.metrics, strerror(errno));

@@ -2,8 +2,10 @@
  * checkpoint.c - checkpoints of a training run: model parameters, optimizer state and step.
  *
  * File DIR/ckpt-<step>.dtc: a header (magic, version, model fingerprint, parameter count, step,
- * world size, optimizer kind and step count) and three sections (parameters, first and second
- * optimizer state), each with its length and CRC-32 (zlib). Written by rank 0 to a temporary name,
+ * world size, optimizer kind and step count), the loss scaler's state (version 2; with its own
+ * CRC, marked absent when the run has no scaler) and three sections (parameters, first and second
+ * optimizer state), each with its length and CRC-32 (zlib). Version 1 files (no scaler block) are
+ * still read. Written by rank 0 to a temporary name,
  * fsync'ed, renamed, and the directory fsync'ed, so a crash leaves the old checkpoint or the new
  * one, never half of one. Loading takes the newest file that passes every check, warning about the
  * ones it skips. The data position needs no saving: a step's batch is a function of (seed, step).
@@ -24,7 +26,7 @@
 #include <zlib.h>
 
 #define CKPT_MAGIC "DTCKPT1\n"
-#define CKPT_VERSION 1u
+#define CKPT_VERSION 2u
 
 typedef struct ckpt_header {
     char magic[8];
@@ -36,6 +38,14 @@ typedef struct ckpt_header {
     uint64_t section_n[3];        /* floats in each section */
     uint32_t section_crc[3], pad;
 } ckpt_header;
+
+/* Version 2: right after the header. */
+typedef struct ckpt_scaler {
+    uint32_t present, crc; /* crc of the block with crc = 0 */
+    double scale;
+    int32_t good_steps, hysteresis_left;
+    int64_t updates, skipped;
+} ckpt_scaler;
 
 static uint32_t crc_of(const void *p, size_t bytes)
 {
@@ -64,7 +74,8 @@ static dt_status write_all(int fd, const void *p, size_t n, const char *path)
     return DT_OK;
 }
 
-static dt_status ckpt_write(const char *dir, long step, int world, const dt_model *m, const dt_optimizer *o)
+static dt_status ckpt_write(const char *dir, long step, int world, const dt_model *m, const dt_optimizer *o,
+                            const dt_scaler *sc)
 {
     char path[4096], tmp[4200];
     snprintf(path, sizeof path, "%s/ckpt-%010ld.dtc", dir, step);
@@ -91,12 +102,26 @@ static dt_status ckpt_write(const char *dir, long step, int world, const dt_mode
         h.section_crc[i] = crc_of(sec[i], n[i] * sizeof(float));
     }
     h.header_crc = crc_of(&h, sizeof h);
+    ckpt_scaler cs;
+    memset(&cs, 0, sizeof cs);
+    if (sc) {
+        dt_scaler_state st;
+        dt_scaler_get_state(sc, &st);
+        cs.present = 1;
+        cs.scale = st.scale;
+        cs.good_steps = st.good_steps;
+        cs.hysteresis_left = st.hysteresis_left;
+        cs.updates = st.updates;
+        cs.skipped = st.skipped;
+    }
+    cs.crc = crc_of(&cs, sizeof cs);
 
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return dt_set_error(DT_ERR_IO, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return dt_set_error(DT_ERR_IO, "cannot write checkpoint %s: %s", tmp, strerror(errno));
     dt_status s = write_all(fd, &h, sizeof h, tmp);
+    if (!s) s = write_all(fd, &cs, sizeof cs, tmp);
     for (int i = 0; !s && i < 3; i++) s = write_all(fd, sec[i], n[i] * sizeof(float), tmp);
     if (!s && fsync(fd) != 0) s = dt_set_error(DT_ERR_IO, "fsync of checkpoint %s failed: %s", tmp, strerror(errno));
     if (close(fd) != 0 && !s) s = dt_set_error(DT_ERR_IO, "closing checkpoint %s failed: %s", tmp, strerror(errno));
@@ -117,11 +142,17 @@ static dt_status ckpt_write(const char *dir, long step, int world, const dt_mode
 
 dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o, long step)
 {
+    return dt_checkpoint_save_scaled(ctx, dir, m, o, NULL, step);
+}
+
+dt_status dt_checkpoint_save_scaled(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
+                                    const dt_scaler *sc, long step)
+{
     if (!dir || !*dir) return dt_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");
     int rank = ctx ? dt_rank(ctx) : 0, world = ctx ? dt_world_size(ctx) : 1;
     /* Every rank holds the same parameters and optimizer state: rank 0 writes, all learn whether
      * it worked, so either every rank goes on or every rank reports the failure. */
-    dt_status s = rank == 0 ? ckpt_write(dir, step, world, m, o) : DT_OK;
+    dt_status s = rank == 0 ? ckpt_write(dir, step, world, m, o, sc) : DT_OK;
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", s ? dt_last_error() : "");
     if (ctx && world > 1) {
@@ -137,7 +168,7 @@ dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, co
 
 /* Reads and checks one file into m and o (rank 0). DT_ERR_CORRUPT for a damaged file (the caller
  * tries an older one), DT_ERR_INVALID_ARG for a sound file of another model or optimizer. */
-static dt_status ckpt_read(const char *path, dt_model *m, dt_optimizer *o, long *step, int *world)
+static dt_status ckpt_read(const char *path, dt_model *m, dt_optimizer *o, dt_scaler *sc, long *step, int *world)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return dt_set_error(DT_ERR_IO, "cannot open checkpoint %s: %s", path, strerror(errno));
@@ -153,10 +184,25 @@ static dt_status ckpt_read(const char *path, dt_model *m, dt_optimizer *o, long 
         s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s is not a dtrain checkpoint or its header is damaged", path);
         goto done;
     }
-    if (h.version != CKPT_VERSION) {
-        s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this dtrain reads version %u", path,
+    if (h.version != 1 && h.version != CKPT_VERSION) {
+        s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this dtrain reads versions 1 to %u", path,
                          h.version, CKPT_VERSION);
         goto done;
+    }
+    ckpt_scaler cs;
+    memset(&cs, 0, sizeof cs);
+    if (h.version >= 2) {
+        uint32_t cwant;
+        if (fread(&cs, sizeof cs, 1, f) != 1) {
+            s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s is truncated (no loss-scaler block)", path);
+            goto done;
+        }
+        cwant = cs.crc;
+        cs.crc = 0;
+        if (crc_of(&cs, sizeof cs) != cwant || cs.present > 1) {
+            s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: the loss-scaler block is damaged (CRC mismatch)", path);
+            goto done;
+        }
     }
     if (h.fingerprint != model_fingerprint(m) || h.nparams != dt_model_num_params(m)) {
         s = dt_set_error(DT_ERR_INVALID_ARG, "checkpoint %s was written for another model (%llu parameters, this one "
@@ -191,6 +237,18 @@ static dt_status ckpt_read(const char *path, dt_model *m, dt_optimizer *o, long 
         free(buf[i]);
     }
     if (s) goto done;
+    if (sc && cs.present) {
+        dt_scaler_state st = {.scale = cs.scale, .good_steps = cs.good_steps, .hysteresis_left = cs.hysteresis_left,
+                              .updates = (long)cs.updates, .skipped = (long)cs.skipped};
+        if (dt_scaler_set_state(sc, &st)) {
+            /* Parameters are already in: the scaler simply starts afresh, as for a run without one. */
+            dt_log(DT_LOG_WARN, "checkpoint %s: loss-scaler state not usable with this run's settings (%s); the "
+                   "loss scale starts again from its initial value", path, dt_last_error());
+        }
+    } else if (sc) {
+        dt_log(DT_LOG_INFO, "checkpoint %s holds no loss-scaler state: the loss scale starts from its initial value",
+               path);
+    }
     optimizer_set_t(o, h.optim_t);
     *step = (long)h.step;
     *world = (int)h.world;
@@ -206,6 +264,12 @@ static int ckpt_step_of(const char *name, long *step)
 }
 
 dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, long *step)
+{
+    return dt_checkpoint_load_latest_scaled(ctx, dir, m, o, NULL, step);
+}
+
+dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
+                                           dt_scaler *sc, long *step)
 {
     int rank = ctx ? dt_rank(ctx) : 0, world = ctx ? dt_world_size(ctx) : 1;
     long found = -1;
@@ -243,7 +307,7 @@ dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, d
             snprintf(path, sizeof path, "%s/ckpt-%010ld.dtc", dir, best);
             long st = -1;
             int w = world;
-            dt_status r = ckpt_read(path, m, o, &st, &w);
+            dt_status r = ckpt_read(path, m, o, sc, &st, &w);
             if (r == DT_OK) {
                 found = st;
                 saved_world = w;
@@ -278,6 +342,20 @@ dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, d
             int64_t tt = t;
             if ((c = dt_broadcast(ctx, &tt, 2, DT_F32, 0))) return c;
             optimizer_set_t(o, (int)tt);
+            if (sc) {
+                /* Rank 0's scaler, restored or not, is every rank's: they must all scale alike. */
+                dt_scaler_state st;
+                dt_scaler_get_state(sc, &st);
+                int64_t v[6] = {0, st.good_steps, st.hysteresis_left, st.updates, st.skipped, 0};
+                memcpy(&v[0], &st.scale, sizeof st.scale);
+                if ((c = dt_broadcast(ctx, v, 12, DT_F32, 0))) return c;
+                memcpy(&st.scale, &v[0], sizeof st.scale);
+                st.good_steps = (int)v[1];
+                st.hysteresis_left = (int)v[2];
+                st.updates = (long)v[3];
+                st.skipped = (long)v[4];
+                if (rank != 0 && (c = dt_scaler_set_state(sc, &st))) return c;
+            }
         }
     } else if (s) {
         return dt_set_error(s, "%s", msg);

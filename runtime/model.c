@@ -8,7 +8,10 @@
  * one convolution workspace shared by all layers. A step allocates nothing.
  */
 #include "model.h"
+#include "model_internal.h"
+#include "amp.h"
 #include "bucket.h"
+#include "cast.h"
 #include "ctx_internal.h"
 #include "engine.h"
 #include "rng.h"
@@ -19,27 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct dt_model {
-    dt_ctx *ctx;
-    model_spec spec;
-    const kernel_ops *ops;
-    int max_batch;
-    float *params, *grads;
-    float **act;        /* act[i]: output of layer i (batch, out size); NULL for flatten */
-    const float **in;   /* in[i]: input of layer i in the current step */
-    int32_t **pool_idx; /* pool_idx[i]: argmax of pooling layer i, else NULL */
-    float *dbuf[2];     /* gradients flowing backward */
-    float *ws;          /* convolution workspace */
-    /* Gradient synchronization: bucket plan over the parameter layers, and the engine. */
-    dt_sync_config sync;
-    bucket_plan plan;
-    int *player;        /* player[i]: parameter-layer index of layer i, or -1 */
-    int *pending;       /* per bucket: parameter layers not yet done in this backward */
-    engine *eng;
-    int in_flight;      /* buckets started and not yet waited for */
-};
 
-static size_t layer_out_n(const layer *l) { return (size_t)l->out_c * l->out_h * l->out_w; }
+
 
 static conv_shape layer_conv_shape(const layer *l, int batch)
 {
@@ -62,25 +46,92 @@ static void model_init_params(dt_model *m, uint64_t seed)
     }
 }
 
+/* Frees the buffers whose element type follows the precision (NULL entries are fine). */
+static void model_free_acts(dt_model *m)
+{
+    for (int i = 0; i < m->spec.n; i++) {
+        if (m->act) free(m->act[i]), m->act[i] = NULL;
+        if (m->a16) free(m->a16[i]), m->a16[i] = NULL;
+    }
+    for (int j = 0; j < 2; j++) {
+        free(m->dbuf[j]), m->dbuf[j] = NULL;
+        free(m->d16[j]), m->d16[j] = NULL;
+    }
+    free(m->sx), free(m->sy), free(m->sdy), free(m->sw), free(m->sg), free(m->st);
+    m->sx = m->sy = m->sdy = m->sw = m->sg = m->st = NULL;
+}
+
+/* Whether layer i needs its own output buffer: not flatten (it aliases its input), and not a ReLU
+ * that can work in place (every ReLU except one applied to x itself, which is const). */
+static int layer_owns_output(const dt_model *m, int i)
+{
+    const layer *l = &m->spec.layers[i];
+    if (l->kind == LAYER_FLATTEN) return 0;
+    if (l->kind != LAYER_RELU) return 1;
+    for (int j = 0; j < i; j++)
+        if (m->spec.layers[j].kind != LAYER_FLATTEN) return 0;
+    return 1;
+}
+
+/* Bytes of the precision-dependent buffers: activations (layer outputs and the two backward
+ * buffers) and the fp32 conversion scratch of 16-bit runs. */
+static void model_act_bytes(const dt_model *m, dt_dtype prec, size_t *act, size_t *scratch)
+{
+    const size_t B = (size_t)m->max_batch, e = prec == DT_F32 ? 4 : 2, na = B * m->spec.max_act;
+    size_t a = 2 * na * e;
+    for (int i = 0; i < m->spec.n; i++)
+        if (layer_owns_output(m, i)) a += B * layer_out_n(&m->spec.layers[i]) * e;
+    *act = a;
+    size_t sa, sw, st;
+    model_amp_scratch(m, &sa, &sw, &st);
+    *scratch = prec == DT_F32 ? 0 : (3 * sa + 2 * sw + st) * sizeof(float);
+}
+
+/* Allocates the buffers of m->prec (after model_free_acts); 0 when out of memory. */
+static int model_alloc_acts(dt_model *m)
+{
+    const size_t B = (size_t)m->max_batch, na = B * m->spec.max_act;
+    int ok = 1;
+    for (int i = 0; i < m->spec.n; i++) {
+        if (!layer_owns_output(m, i)) continue;
+        const size_t cnt = B * layer_out_n(&m->spec.layers[i]);
+        if (m->prec == DT_F32)
+            ok = ok && (m->act[i] = malloc(cnt * sizeof(float)));
+        else
+            ok = ok && (m->a16[i] = malloc(cnt * sizeof(uint16_t)));
+    }
+    if (m->prec == DT_F32) {
+        for (int j = 0; j < 2; j++) ok = ok && (m->dbuf[j] = malloc(na * sizeof(float)));
+        return ok;
+    }
+    for (int j = 0; j < 2; j++) ok = ok && (m->d16[j] = malloc(na * sizeof(uint16_t)));
+    size_t sa, sw, st;
+    model_amp_scratch(m, &sa, &sw, &st);
+    ok = ok && (m->sx = malloc(sa * sizeof(float))) && (m->sy = malloc(sa * sizeof(float))) &&
+         (m->sdy = malloc(sa * sizeof(float))) && (m->sw = malloc(sw * sizeof(float))) &&
+         (m->sg = malloc(sw * sizeof(float))) && (m->st = malloc(st * sizeof(float)));
+    return ok;
+}
+
 void dt_model_free(dt_model *m)
 {
     if (!m) return;
-    for (int i = 0; i < m->spec.n; i++) {
-        if (m->act) free(m->act[i]); /* NULL for flatten and in-place ReLU */
+    model_free_acts(m);
+    for (int i = 0; i < m->spec.n; i++)
         if (m->pool_idx) free(m->pool_idx[i]);
-    }
     bucket_plan_free(&m->plan);
     engine_destroy(m->eng);
     free(m->player);
     free(m->pending);
     free(m->act);
+    free(m->a16);
     free(m->in);
+    free(m->in16);
     free(m->pool_idx);
-    free(m->dbuf[0]);
-    free(m->dbuf[1]);
     free(m->ws);
     free(m->params);
     free(m->grads);
+    free(m->g16);
     model_spec_free(&m->spec);
     free(m);
 }
@@ -111,32 +162,21 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     m->params = calloc(m->spec.num_params ? m->spec.num_params : 1, sizeof(float));
     m->grads = calloc(m->spec.num_params ? m->spec.num_params : 1, sizeof(float));
     m->act = calloc(n, sizeof *m->act);
+    m->a16 = calloc(n, sizeof *m->a16);
     m->in = calloc(n, sizeof *m->in);
+    m->in16 = calloc(n, sizeof *m->in16);
     m->pool_idx = calloc(n, sizeof *m->pool_idx);
-    m->dbuf[0] = malloc(B * m->spec.max_act * sizeof(float));
-    m->dbuf[1] = malloc(B * m->spec.max_act * sizeof(float));
-    int ok = m->params && m->grads && m->act && m->in && m->pool_idx && m->dbuf[0] && m->dbuf[1];
+    m->prec = m->grad_t = DT_F32;
+    m->inv_scale = 1.0f;
+    m->bad_layer = -1;
+    int ok = m->params && m->grads && m->act && m->a16 && m->in && m->in16 && m->pool_idx && model_alloc_acts(m);
     size_t ws = 0;
-    int input_is_x = 1; /* no layer so far wrote a buffer: the next input is x itself */
     for (size_t i = 0; ok && i < n; i++) {
         layer *l = &m->spec.layers[i];
-        switch (l->kind) {
-        case LAYER_FLATTEN:
-            break; /* its output is its input */
-        case LAYER_RELU:
-            if (!input_is_x) break; /* in place on its input's buffer; x itself is const */
-            m->act[i] = malloc(B * layer_out_n(l) * sizeof(float));
-            ok = ok && m->act[i];
-            break;
-        case LAYER_POOL:
+        if (l->kind == LAYER_POOL) {
             m->pool_idx[i] = malloc(B * layer_out_n(l) * sizeof(int32_t));
             ok = ok && m->pool_idx[i];
-            /* fall through */
-        default:
-            m->act[i] = malloc(B * layer_out_n(l) * sizeof(float));
-            ok = ok && m->act[i];
         }
-        if (l->kind != LAYER_FLATTEN) input_is_x = 0;
         if (l->kind == LAYER_CONV) {
             l->cs = layer_conv_shape(l, max_batch);
             size_t need = m->ops->conv_ws_floats(&l->cs);
@@ -171,7 +211,7 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
 
 size_t dt_model_num_params(const dt_model *m) { return m->spec.num_params; }
 float *dt_model_params(dt_model *m) { return m->params; }
-float *dt_model_grads(dt_model *m) { return m->grads; }
+float *dt_model_grads(dt_model *m) { return m->g16 ? NULL : m->grads; }
 size_t dt_model_input_size(const dt_model *m) { return (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w; }
 int dt_model_num_classes(const dt_model *m) { return m->spec.classes; }
 
@@ -200,6 +240,25 @@ void dt_model_describe(const dt_model *m, char *buf, size_t n)
 
 static dt_status model_layer_done(dt_model *m, int p);
 
+/* Backward finished layer i's parameter gradients: the testing inf, the local finite check, then
+ * the bucket bookkeeping. */
+dt_status model_grads_done(dt_model *m, int i)
+{
+    const layer *l = &m->spec.layers[i];
+    const size_t off = l->w_off, cnt = l->w_n + l->b_n;
+    if (m->inject_inf && cnt) {
+        m->inject_inf = 0;
+        if (m->g16)
+            m->g16[off] = m->grad_t == DT_F16 ? 0x7c00u : 0x7f80u;
+        else
+            m->grads[off] = INFINITY;
+    }
+    if (m->check_local && m->bad_layer < 0 &&
+        (m->g16 ? cpu_count_nonfinite16(m->grad_t, m->g16 + off, cnt) : cpu_count_nonfinite(m->grads + off, cnt)))
+        m->bad_layer = i;
+    return model_layer_done(m, m->player[i]);
+}
+
 dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
                                     float grad_scale, double *loss_sum, int *correct)
 {
@@ -220,6 +279,9 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
         if (s) return s;
     }
     for (int b = 0; b < m->plan.nb; b++) m->pending[b] = m->plan.b[b].nlayers;
+    m->bad_layer = -1;
+    m->inv_scale = 1.0f;
+    if (m->prec != DT_F32) return model_fb16(m, x, labels, batch, grad_scale, loss_sum, correct);
 
     /* Forward. */
     const float *in = x;
@@ -284,7 +346,7 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
             break;
         }
         if (l->kind == LAYER_FC || l->kind == LAYER_CONV) {
-            dt_status s = model_layer_done(m, m->player[i]);
+            dt_status s = model_grads_done(m, i);
             if (s) return s;
         }
         if (dprev) dcur = dprev;
@@ -314,7 +376,8 @@ static dt_status model_layer_done(dt_model *m, int p)
     int b = m->plan.of_layer[p];
     if (--m->pending[b] == 0) {
         const bucket *bk = &m->plan.b[b];
-        dt_status s = engine_start(m->eng, m->grads + bk->off, bk->n, m->sync.op, b, m->sync.grad_comm);
+        dt_status s = m->g16 ? engine_start16(m->eng, m->g16 + bk->off, bk->n, m->sync.op, b, m->grad_t)
+                             : engine_start(m->eng, m->grads + bk->off, bk->n, m->sync.op, b, m->sync.grad_comm);
         if (s) return s;
         m->in_flight++;
     }
@@ -411,8 +474,9 @@ dt_status dt_model_sync_grads(dt_model *m)
     if (!m->eng) return DT_OK; /* a world of one */
     if (!m->sync.overlap) {
         for (int b = 0; b < m->plan.nb; b++) {
-            dt_status s = engine_start(m->eng, m->grads + m->plan.b[b].off, m->plan.b[b].n, m->sync.op, b,
-                                       m->sync.grad_comm);
+            const bucket *bk = &m->plan.b[b];
+            dt_status s = m->g16 ? engine_start16(m->eng, m->g16 + bk->off, bk->n, m->sync.op, b, m->grad_t)
+                                 : engine_start(m->eng, m->grads + bk->off, bk->n, m->sync.op, b, m->sync.grad_comm);
             if (s) return s;
         }
     }
@@ -490,6 +554,147 @@ dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
     else
         k->adamw(params, grads, o->s1, o->s2, o->n, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, o->t);
     return DT_OK;
+}
+
+/* ---------------------------------------------------------------- mixed precision */
+
+static const char *dtype_name(dt_dtype t) { return t == DT_F16 ? "fp16" : t == DT_BF16 ? "bf16" : "fp32"; }
+
+dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
+{
+    if (compute != DT_F32 && compute != DT_F16 && compute != DT_BF16)
+        return dt_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)compute);
+    if (grads != DT_F32 && grads != compute)
+        return dt_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
+                            dtype_name(compute), dtype_name(compute), dtype_name(grads));
+    if (m->in_flight) {
+        dt_status s = engine_wait_all(m->eng);
+        m->in_flight = 0;
+        if (s) return s;
+    }
+    const size_t np = m->spec.num_params ? m->spec.num_params : 1;
+    if (compute != m->prec) {
+        model_free_acts(m);
+        m->prec = compute;
+        if (!model_alloc_acts(m)) {
+            size_t act, scratch;
+            model_act_bytes(m, compute, &act, &scratch);
+            model_free_acts(m);
+            m->prec = DT_F32;
+            int ok = model_alloc_acts(m);
+            return dt_set_error(DT_ERR_NOMEM, "out of memory for %s activations (%zu MiB at batch %d)%s: use a "
+                                "smaller --batch", dtype_name(compute), (act + scratch) >> 20, m->max_batch,
+                                ok ? "; the model stays in fp32" : "");
+        }
+    }
+    const dt_dtype have = m->g16 ? m->grad_t : DT_F32;
+    if (grads != have) {
+        if (grads == DT_F32) {
+            float *g = calloc(np, sizeof *g);
+            if (!g) return dt_set_error(DT_ERR_NOMEM, "out of memory for fp32 gradients (%zu MiB)", (np * 4) >> 20);
+            free(m->g16);
+            m->g16 = NULL;
+            m->grads = g;
+        } else {
+            uint16_t *g = calloc(np, sizeof *g);
+            if (!g) return dt_set_error(DT_ERR_NOMEM, "out of memory for 16-bit gradients (%zu MiB)", (np * 2) >> 20);
+            free(m->grads);
+            m->grads = NULL;
+            m->g16 = g;
+        }
+    }
+    m->grad_t = grads;
+    return DT_OK;
+}
+
+dt_dtype dt_model_precision(const dt_model *m) { return m->prec; }
+dt_dtype dt_model_grad_dtype(const dt_model *m) { return m->g16 ? m->grad_t : DT_F32; }
+
+dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
+{
+    if (!(inv_scale > 0) || !isfinite(inv_scale))
+        return dt_set_error(DT_ERR_INVALID_ARG, "gradient unscale factor %g must be a positive number",
+                            (double)inv_scale);
+    const size_t n = m->spec.num_params;
+    size_t bad;
+    if (m->g16) {
+        bad = cpu_count_nonfinite16(m->grad_t, m->g16, n);
+        m->inv_scale = inv_scale; /* applied by dt_model_optimizer_step as it widens */
+    } else {
+        bad = inv_scale == 1.0f ? cpu_count_nonfinite(m->grads, n) : cpu_unscale_count_nonfinite(m->grads, n, inv_scale);
+    }
+    *found_inf = bad != 0;
+    return DT_OK;
+}
+
+void dt_model_set_nonfinite_check(dt_model *m, int on) { m->check_local = on != 0; }
+int dt_model_nonfinite_layer(const dt_model *m) { return m->bad_layer; }
+void dt_model_inject_inf(dt_model *m) { m->inject_inf = 1; }
+
+void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n)
+{
+    if (i < 0 || i >= m->spec.n) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    const layer *l = &m->spec.layers[i];
+    switch (l->kind) {
+    case LAYER_FC: snprintf(buf, n, "layer %d (fc:%d)", i, l->out); break;
+    case LAYER_CONV: snprintf(buf, n, "layer %d (conv:%d:%d:%d:%d)", i, l->out, l->k, l->stride, l->pad); break;
+    case LAYER_POOL: snprintf(buf, n, "layer %d (pool:%d)", i, l->k); break;
+    case LAYER_RELU: snprintf(buf, n, "layer %d (relu)", i); break;
+    case LAYER_FLATTEN: snprintf(buf, n, "layer %d (flatten)", i); break;
+    }
+}
+
+dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
+{
+    if (o->n != m->spec.num_params)
+        return dt_set_error(DT_ERR_INVALID_ARG, "the optimizer was made for %zu parameters, the model has %zu", o->n,
+                            m->spec.num_params);
+    if (!m->g16) return dt_optimizer_step(o, m->params, m->grads);
+    /* 16-bit gradients: widen and unscale a block at a time into a buffer that stays in cache and
+     * run the optimizer on the block (its update is elementwise, so blocks change nothing). */
+    const kernel_ops *k = kernels_cpu();
+    const dt_optim_config *c = &o->cfg;
+    o->t++;
+    enum { BLK = 2048 };
+    float g[BLK];
+    const float inv = m->inv_scale;
+    for (size_t off = 0; off < o->n; off += BLK) {
+        const size_t cnt = o->n - off < BLK ? o->n - off : BLK;
+        cpu_cast_16_to_f32(m->grad_t, m->g16 + off, g, cnt);
+        if (inv != 1.0f)
+            for (size_t i = 0; i < cnt; i++) g[i] *= inv;
+        if (c->kind == DT_OPTIM_SGD)
+            k->sgd(m->params + off, g, o->s1 ? o->s1 + off : NULL, cnt, c->lr, c->momentum, c->weight_decay, o->t == 1);
+        else
+            k->adamw(m->params + off, g, o->s1 + off, o->s2 + off, cnt, c->lr, c->beta1, c->beta2, c->eps,
+                     c->weight_decay, o->t);
+    }
+    return DT_OK;
+}
+
+void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary *out)
+{
+    const size_t np = m->spec.num_params;
+    memset(out, 0, sizeof *out);
+    out->params = np * 4;
+    out->grads = np * (m->g16 ? 2 : 4);
+    out->optimizer = o ? 4 * ((o->s1 ? o->n : 0) + (o->s2 ? o->n : 0)) : 0;
+    size_t act, scratch;
+    model_act_bytes(m, m->prec, &act, &scratch);
+    for (int i = 0; i < m->spec.n; i++)
+        if (m->spec.layers[i].kind == LAYER_POOL)
+            act += (size_t)m->max_batch * layer_out_n(&m->spec.layers[i]) * sizeof(int32_t);
+    out->activations = act;
+    size_t ws = 0;
+    for (int i = 0; i < m->spec.n; i++)
+        if (m->spec.layers[i].kind == LAYER_CONV) {
+            size_t need = m->ops->conv_ws_floats(&m->spec.layers[i].cs);
+            if (need > ws) ws = need;
+        }
+    out->workspace = ws * 4 + scratch;
 }
 
 /* ---------------------------------------------------------------- checkpoint access */

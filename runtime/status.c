@@ -22,6 +22,7 @@ const char *dt_strerror(dt_status s)
     case DT_ERR_TIMEOUT: return "timeout";
     case DT_ERR_UNSUPPORTED: return "not supported by this build";
     case DT_ERR_INTERNAL: return "internal error";
+    case DT_ERR_NUMERIC: return "numeric failure";
     }
     return "unknown status";
 }

@@ -1,0 +1,33 @@
+/*
+ * amp.h - the CPU loops of mixed precision: finite checks, the fused unscale + check, and ReLU on
+ * 16-bit activations. (The conversions themselves are in cast.h.)
+ *
+ * A gradient that is inf or NaN anywhere must be found, whatever the other values are, so the
+ * checks look at every element (no early exit: the loops stay branch-free and vectorized, and the
+ * time does not depend on the data).
+ */
+#ifndef DT_KERNELS_AMP_H
+#define DT_KERNELS_AMP_H
+
+#include "dtrain.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Number of elements of x[0..n) that are inf or NaN. */
+size_t cpu_count_nonfinite(const float *x, size_t n);
+/* The same for 16-bit values of type t (DT_F16 or DT_BF16). */
+size_t cpu_count_nonfinite16(dt_dtype t, const uint16_t *x, size_t n);
+/* One pass: g[i] *= inv_scale, and the count of results that are inf or NaN. */
+size_t cpu_unscale_count_nonfinite(float *g, size_t n, float inv_scale);
+
+/* out = in rounded to type t (DT_F16 or DT_BF16) and widened back: the 16-bit value as a float.
+ * in == out is allowed. */
+void cpu_round16(dt_dtype t, const float *in, float *out, size_t n);
+
+/* ReLU on 16-bit values of type t: y = x < 0 ? 0 : x (NaN passes, as in ops.h); in place allowed. */
+void cpu_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, size_t n);
+/* dx = y > 0 ? dy : 0 (y is the forward output); dx may alias dy. */
+void cpu_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * model_internal.h - the inside of dt_model, shared by model.c (fp32 passes, buffers, sync,
+ * optimizers) and model_amp.c (the 16-bit forward and backward).
+ */
+#ifndef DT_RUNTIME_MODEL_INTERNAL_H
+#define DT_RUNTIME_MODEL_INTERNAL_H
+
+#include "bucket.h"
+#include "engine.h"
+#include "model.h"
+
+struct dt_model {
+    dt_ctx *ctx;
+    model_spec spec;
+    const kernel_ops *ops;
+    int max_batch;
+    float *params, *grads;
+    float **act;        /* act[i]: output of layer i (batch, out size); NULL for flatten */
+    const float **in;   /* in[i]: input of layer i in the current step */
+    int32_t **pool_idx; /* pool_idx[i]: argmax of pooling layer i, else NULL */
+    float *dbuf[2];     /* gradients flowing backward */
+    float *ws;          /* convolution workspace */
+    /* Gradient synchronization: bucket plan over the parameter layers, and the engine. */
+    dt_sync_config sync;
+    bucket_plan plan;
+    int *player;        /* player[i]: parameter-layer index of layer i, or -1 */
+    int *pending;       /* per bucket: parameter layers not yet done in this backward */
+    engine *eng;
+    int in_flight;      /* buckets started and not yet waited for */
+    /* Mixed precision (dt_model_set_precision). With prec fp32 the buffers above are used; with
+     * fp16/bf16 the 16-bit ones below replace act, dbuf (and grads when grad_t is 16-bit), and
+     * every op widens its inputs into fp32 scratch, computes (GEMMs accumulate in fp32) and
+     * rounds its output once. */
+    dt_dtype prec, grad_t;
+    uint16_t *g16;       /* the gradients when kept in 16 bits */
+    uint16_t **a16;      /* a16[i]: output of layer i (the same sharing rules as act) */
+    const uint16_t **in16; /* in16[i]: input of layer i; NULL when it is x */
+    uint16_t *d16[2];    /* gradients flowing backward */
+    float *sx, *sy, *sdy; /* fp32 scratch of model_amp_scratch's act floats each */
+    float *sw, *sg, *st; /* fp32 scratch for weights, weight gradients, bias sums / conv chunks */
+    float inv_scale;     /* 16-bit gradients: the unscale the optimizer step applies */
+    int check_local;     /* look for non-finite gradients layer by layer before the allreduce */
+    int bad_layer;       /* the first layer (backward order) found non-finite, else -1 */
+    int inject_inf;      /* testing: put an inf into the next backward's first gradient */
+};
+
+static inline size_t layer_out_n(const layer *l) { return (size_t)l->out_c * l->out_h * l->out_w; }
+static inline size_t layer_in_n(const layer *l) { return (size_t)l->in_c * l->in_h * l->in_w; }
+
+/* Backward is done with layer i's parameter gradients: fault injection, the local finite check,
+ * and starting its bucket's allreduce when the bucket is complete (model.c). */
+dt_status model_grads_done(dt_model *m, int i);
+
+/* Floats of each fp32 scratch buffer a 16-bit model needs: `act` for sx, sy and sdy, `w` for sw and
+ * sg, `t` for st (model_amp.c). */
+void model_amp_scratch(const dt_model *m, size_t *act, size_t *w, size_t *t);
+
+/* Forward and backward of a 16-bit model (model_amp.c); the contract of dt_model_forward_backward
+ * after its argument checks. */
+dt_status model_fb16(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
+                     double *loss_sum, int *correct);
+
+#endif
