@@ -289,8 +289,8 @@ DT_API dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *
 /* ---------------------------------------------------------------- mixed precision: the model
  *
  * A model computes in fp32 unless told otherwise. In fp16 or bf16 (the way torch.autocast does on
- * a GPU): the fp32 parameters stay the master copy the optimizer updates; each forward rounds them
- * to a 16-bit copy; every layer's output (activations, and the gradients flowing backward) is
+ * a GPU): the fp32 parameters stay the master copy the optimizer updates; every op uses them
+ * rounded to 16 bits; every layer's output (activations, and the gradients flowing backward) is
  * stored in 16 bits; GEMMs and convolutions take the 16-bit values widened to fp32 and accumulate
  * in fp32 (the CPU path: OpenBLAS sgemm between conversions), and the result is rounded once;
  * softmax, the loss and every reduction are fp32. Parameter gradients are kept and allreduced in
@@ -329,7 +329,8 @@ DT_API void dt_model_inject_inf(dt_model *m);
 /* Bytes this rank holds for the model, by kind (host memory; the engine's send/receive scratch is
  * not counted). */
 typedef struct dt_memory_summary {
-    size_t params;      /* fp32 master parameters, plus their 16-bit copy in fp16/bf16 */
+    size_t params;      /* fp32 master parameters (the CPU path keeps no 16-bit copy: weights are
+                           rounded as each op reads them) */
     size_t grads;       /* the gradient buffer (4 or 2 bytes an element) */
     size_t optimizer;   /* momentum, or Adam's two moments (fp32) */
     size_t activations; /* layer outputs, the two backward buffers, pooling indices, at max batch */

@@ -598,7 +598,8 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
         } else {
             uint16_t *g = calloc(np, sizeof *g);
             if (!g) return dt_set_error(DT_ERR_NOMEM, "out of memory for 16-bit gradients (%zu MiB)", (np * 2) >> 20);
-            free(m->grads);
+            free(m->grads); /* from fp32, */
+            free(m->g16);   /* or from the other 16-bit type */
             m->grads = NULL;
             m->g16 = g;
         }
