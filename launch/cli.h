@@ -43,5 +43,6 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cmd_env(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_bench_gemm(int argc, char **argv); /* argv[0] = "gemm" */
 
 #endif

@@ -63,8 +63,30 @@ for dt in fp16 bf16; do
 done
 expect 2 "unknown benchmark 'foo'" "$DTRAIN" bench foo
 expect 2 "name a benchmark" "$DTRAIN" bench
-expect 2 "benchmark name (allreduce), not '-b'" "$DTRAIN" bench -b 8
+expect 2 "benchmark name (allreduce, gemm), not '-b'" "$DTRAIN" bench -b 8
 expect 2 "needs a value" "$DTRAIN" bench allreduce -e
 expect 2 "unexpected argument 'extra'" "$DTRAIN" bench allreduce extra
 expect 2 "unknown command 'bogus'; the commands are train, bench" "$DTRAIN" bogus
+
+# --- bench gemm: every size and type gets a row; the CPU fp32 results are checked against fp64
+# and must pass; without a usable GPU the GPU columns say why they are empty.
+"$DTRAIN" bench gemm --n 128,300 --dtype fp32,tf32,bf16,fp16 --iters 3 >"$tmp/g" 2>&1
+rc=$?
+rows=$(grep -cE '^ +(128|300) +(fp32|tf32|bf16|fp16) ' "$tmp/g")
+if [ $rc -eq 0 ] && [ "$rows" -eq 8 ] && [ "$(grep -cE ' fp32 .* ok$' "$tmp/g")" -eq 2 ] && ! grep -q WRONG "$tmp/g"; then
+    ok "bench gemm: 8 rows, CPU fp32 checked ok: $(grep -E '^ +300 +fp32' "$tmp/g" | tr -s ' ')"
+else
+    bad "bench gemm (exit $rc, $rows rows)"; cat "$tmp/g"
+fi
+if grep -q "^# GPU: none\|^# GPU columns skipped" "$tmp/g"; then
+    ok "bench gemm without a GPU says so: $(grep '^# GPU' "$tmp/g" | head -1)"
+elif grep -qE ' bf16 .* ok$' "$tmp/g"; then
+    ok "bench gemm ran on the GPU: $(grep '^# GPU' "$tmp/g" | head -1)"
+else
+    bad "bench gemm: neither a GPU result nor a reason"; cat "$tmp/g"
+fi
+expect 2 "--n (a comma-separated list of sizes) '0'" "$DTRAIN" bench gemm --n 0
+expect 2 "--n (a comma-separated list of sizes) 'x'" "$DTRAIN" bench gemm --n 64,x
+expect 2 "--dtype 'fp8' is not one of fp32, tf32, bf16, fp16" "$DTRAIN" bench gemm --dtype fp8
+expect 2 "unexpected argument 'more'" "$DTRAIN" bench gemm more
 finish

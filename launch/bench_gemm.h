@@ -1,0 +1,40 @@
+/*
+ * bench_gemm.h - `dtrain bench gemm`: square matrix products on the CPU (OpenBLAS) and the GPU
+ * (cuBLAS), the classic first CPU-vs-GPU comparison.
+ */
+#ifndef DT_LAUNCH_BENCH_GEMM_H
+#define DT_LAUNCH_BENCH_GEMM_H
+
+#include <stddef.h>
+
+/* The GEMM types: fp32; tf32 (fp32 data, tensor cores with 10-bit mantissas); bf16 and fp16
+ * (16-bit data, fp32 accumulation, 16-bit output). */
+typedef enum { GEMM_FP32 = 0, GEMM_TF32, GEMM_BF16, GEMM_FP16, GEMM_NTYPES } gemm_type;
+
+/* One timed GEMM configuration's result. */
+typedef struct gemm_result {
+    int ran;            /* 0: not run (no such kernel here, or no GPU) */
+    double ms;          /* mean time of one product */
+    double tflops;      /* 2 n^3 / time */
+    double max_err;     /* sampled entries against an fp64 product of the same (rounded) inputs,
+                           relative to sum |a_ik b_kj| */
+    char note[160];     /* why it did not run */
+} gemm_result;
+
+/* Fills a (n x n, row-major) with the seeded values both sides use: uniform in [-1, 1). */
+void gemm_fill(float *a, size_t n, unsigned seed);
+
+/* Checks `samples` entries of C = A B (C given at those entries by c_at) against fp64 sums of the
+ * products of A and B as the GEMM saw them (rounded to its input type). */
+double gemm_check(const float *a, const float *b, size_t n, gemm_type t, const size_t *rows, const size_t *cols,
+                  const float *c_vals, int samples);
+
+/* The GPU side (bench_gemm_cuda.c, built with CUDA). Fills `r` for type t at size n, at most
+ * `iters` timed products after `warmup` (or until about max_s seconds have passed). Returns 0, or
+ * -1 when no GPU can be used at all (r->note says why). */
+int gemm_gpu_run(size_t n, gemm_type t, int warmup, int iters, double max_s, const float *a, const float *b,
+                 gemm_result *r);
+/* "NVIDIA H200, cuBLAS 130000", or why there is no GPU. */
+void gemm_gpu_describe(char *buf, size_t len);
+
+#endif

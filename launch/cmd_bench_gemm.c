@@ -1,0 +1,316 @@
+/*
+ * cmd_bench_gemm.c - `dtrain bench gemm`: C = A B for square n x n matrices, in TFLOP/s on the CPU
+ * (OpenBLAS sgemm on all the cores this rank is bound to) and on the GPU (cuBLAS cublasGemmEx in
+ * fp32, tf32, bf16 and fp16), and the GPU/CPU ratio: the comparison users run first.
+ *
+ * Both sides multiply the same seeded matrices (uniform in [-1, 1)). A product's time is the mean
+ * over timed repetitions after a warm-up one, repeated until --iters or about --max-seconds. Each
+ * result is checked: 16 sampled entries of C against fp64 sums over the inputs as the GEMM saw them
+ * (rounded to bf16/fp16/tf32), relative to sum |a_ik b_kj|; the tolerance is by type (fp32 1e-5,
+ * tf32 5e-3, bf16 1e-2, fp16 2e-3: the input rounding plus the output rounding of the 16-bit
+ * types, and accumulation-order slack), and a larger error prints WRONG and fails the command.
+ * OpenBLAS 0.3.21 (Debian 12) has no 16-bit or tf32 GEMM, so the CPU runs fp32 only and every
+ * GPU/CPU ratio is against CPU fp32, as such comparisons usually are.
+ */
+#include "bench_gemm.h"
+#include "cli.h"
+
+#include <cblas.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cast.h"
+
+static const char *type_name[GEMM_NTYPES] = {"fp32", "tf32", "bf16", "fp16"};
+static const double type_tol[GEMM_NTYPES] = {1e-5, 5e-3, 1e-2, 2e-3};
+
+#define GEMM_MAX_SIZES 16
+#define GEMM_SAMPLES 16
+
+typedef struct gemm_opts {
+    size_t n[GEMM_MAX_SIZES];
+    int nn;
+    int types[GEMM_NTYPES];
+    int warmup, iters;
+    double max_s;
+    int cpu, gpu;
+} gemm_opts;
+
+enum { OPT_N = 256, OPT_DTYPE, OPT_ITERS, OPT_WARMUP, OPT_MAXS, OPT_NO_CPU, OPT_NO_GPU };
+
+static const struct option gemm_options[] = {
+    {"n", required_argument, NULL, OPT_N},
+    {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"iters", required_argument, NULL, OPT_ITERS},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"max-seconds", required_argument, NULL, OPT_MAXS},
+    {"no-cpu", no_argument, NULL, OPT_NO_CPU},
+    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
+    {NULL, 0, NULL, 0},
+};
+
+static int parse_sizes(const char *arg, gemm_opts *o)
+{
+    char buf[512];
+    if (strlen(arg) >= sizeof buf) {
+        cli_error("--n '%.40s...' is too long", arg);
+        return EXIT_USAGE;
+    }
+    strcpy(buf, arg);
+    o->nn = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        long v;
+        if (o->nn == GEMM_MAX_SIZES) {
+            cli_error("--n: at most %d sizes", GEMM_MAX_SIZES);
+            return EXIT_USAGE;
+        }
+        if (cli_long("--n (a comma-separated list of sizes)", tok, 1, 65536, &v)) return EXIT_USAGE;
+        o->n[o->nn++] = (size_t)v;
+    }
+    if (!o->nn) {
+        cli_error("--n '%s' names no size: give e.g. --n 4096,8192", arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+static int parse_types(const char *arg, gemm_opts *o)
+{
+    char buf[256];
+    if (strlen(arg) >= sizeof buf) {
+        cli_error("--dtype '%.40s...' is too long", arg);
+        return EXIT_USAGE;
+    }
+    strcpy(buf, arg);
+    memset(o->types, 0, sizeof o->types);
+    int any = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int k = 0;
+        while (k < GEMM_NTYPES && strcmp(tok, type_name[k])) k++;
+        if (k == GEMM_NTYPES) {
+            cli_error("--dtype '%s' is not one of fp32, tf32, bf16, fp16", tok);
+            return EXIT_USAGE;
+        }
+        o->types[k] = any = 1;
+    }
+    if (!any) {
+        cli_error("--dtype '%s' names no type: give e.g. --dtype fp32,bf16", arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+static int gemm_handle(int val, const char *arg, void *ud)
+{
+    gemm_opts *o = ud;
+    switch (val) {
+    case OPT_N: return parse_sizes(arg, o);
+    case OPT_DTYPE: return parse_types(arg, o);
+    case OPT_ITERS: return cli_int("--iters", arg, 1, 100000, &o->iters);
+    case OPT_WARMUP: return cli_int("--warmup", arg, 0, 100000, &o->warmup);
+    case OPT_MAXS: {
+        float v;
+        int rc = cli_float("--max-seconds", arg, 0.01, 3600, &v);
+        o->max_s = v;
+        return rc;
+    }
+    case OPT_NO_CPU: o->cpu = 0; return EXIT_OK;
+    case OPT_NO_GPU: o->gpu = 0; return EXIT_OK;
+    }
+    return EXIT_USAGE;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void gemm_fill(float *a, size_t n, unsigned seed)
+{
+    uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
+    for (size_t i = 0; i < n * n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17; /* xorshift64 */
+        a[i] = (float)((double)(s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+    }
+}
+
+/* x as the GEMM of type t reads it. tf32 keeps 10 mantissa bits; cuBLAS rounds to nearest. */
+static double as_input(float x, gemm_type t)
+{
+    switch (t) {
+    case GEMM_BF16: return dt_bf16_to_f32(dt_f32_to_bf16(x));
+    case GEMM_FP16: return dt_f16_to_f32(dt_f32_to_f16(x));
+    case GEMM_TF32: {
+        uint32_t u;
+        memcpy(&u, &x, sizeof u);
+        u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
+    default: return x;
+    }
+}
+
+double gemm_check(const float *a, const float *b, size_t n, gemm_type t, const size_t *rows, const size_t *cols,
+                  const float *c_vals, int samples)
+{
+    double worst = 0;
+    for (int s = 0; s < samples; s++) {
+        double sum = 0, mag = 0;
+        for (size_t k = 0; k < n; k++) {
+            double p = as_input(a[rows[s] * n + k], t) * as_input(b[k * n + cols[s]], t);
+            sum += p;
+            mag += fabs(p);
+        }
+        double err = fabs((double)c_vals[s] - sum) / (mag > 0 ? mag : 1);
+        if (!(err <= worst)) worst = err; /* a NaN result stays the worst */
+    }
+    return worst;
+}
+
+static void sample_points(size_t n, size_t *rows, size_t *cols)
+{
+    for (int s = 0; s < GEMM_SAMPLES; s++) {
+        rows[s] = (size_t)((s * 7919u + 13u) % n);
+        cols[s] = (size_t)((s * 104729u + 7u) % n);
+    }
+    rows[0] = cols[0] = 0;
+    rows[1] = cols[1] = n - 1;
+}
+
+static void cpu_run(size_t n, const gemm_opts *o, const float *a, const float *b, float *c, gemm_result *r)
+{
+    const int N = (int)n;
+    memset(r, 0, sizeof *r);
+    for (int w = 0; w < o->warmup; w++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+    double t0 = now_s(), t = 0;
+    int done = 0;
+    while (done < o->iters && (done == 0 || t < o->max_s)) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+        done++;
+        t = now_s() - t0;
+    }
+    r->ran = 1;
+    r->ms = 1e3 * t / done;
+    r->tflops = 2.0 * (double)n * (double)n * (double)n / (t / done) * 1e-12;
+    size_t rows[GEMM_SAMPLES], cols[GEMM_SAMPLES];
+    float vals[GEMM_SAMPLES];
+    sample_points(n, rows, cols);
+    for (int s = 0; s < GEMM_SAMPLES; s++) vals[s] = c[rows[s] * n + cols[s]];
+    r->max_err = gemm_check(a, b, n, GEMM_FP32, rows, cols, vals, GEMM_SAMPLES);
+}
+
+#ifndef DTRAIN_HAVE_CUDA
+int gemm_gpu_run(size_t n, gemm_type t, int warmup, int iters, double max_s, const float *a, const float *b,
+                 gemm_result *r)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->note, sizeof r->note, "this dtrain was built without CUDA");
+    return -1;
+}
+void gemm_gpu_describe(char *buf, size_t len) { snprintf(buf, len, "none (built without CUDA)"); }
+#endif
+
+static void print_cell(const gemm_result *r, int digits_ms)
+{
+    if (r->ran)
+        printf(" %10.*f %11.3f", digits_ms, r->ms, r->tflops);
+    else
+        printf(" %10s %11s", "-", "-");
+}
+
+int cmd_bench_gemm(int argc, char **argv)
+{
+    gemm_opts o = {.nn = 3, .n = {4096, 8192, 10000}, .types = {1, 1, 1, 1}, .warmup = 1, .iters = 20,
+                   .max_s = 3.0, .cpu = 1, .gpu = 1};
+    dt_config cfg;
+    cli_extra extra = {gemm_options, gemm_handle, &o};
+    int rc = cli_parse(argc, argv, "bench gemm", &cfg, &extra);
+    if (rc) return rc;
+    /* The benchmark wants this rank's cores for OpenBLAS and its GPU: placement does both. */
+    dt_ctx *ctx = cli_init(&cfg);
+    if (!ctx) return EXIT_FAIL;
+    dt_placement pl;
+    dt_get_placement(ctx, &pl);
+    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+
+    char gpu_desc[256];
+    gemm_gpu_describe(gpu_desc, sizeof gpu_desc);
+    if (rank == 0) {
+        printf("# dtrain bench gemm: C = A B, n x n x n, fp32 in and out (bf16/fp16: 16-bit in and out, fp32 "
+               "accumulation), 2 n^3 flops\n");
+        printf("# CPU: OpenBLAS %s kernels, %d thread(s) on cores %s%s\n", dt_blas_corename(), pl.blas_threads,
+               pl.cores, o.cpu ? "" : " (not run: --no-cpu)");
+        printf("# GPU: %s%s\n", gpu_desc, o.gpu ? "" : " (not run: --no-gpu)");
+        if (world > 1) printf("# every one of the %d ranks runs the benchmark at once; rank 0's numbers\n", world);
+        printf("# OpenBLAS has no tf32/bf16/fp16 GEMM: the CPU column is fp32, and GPU/CPU is against it\n");
+        printf("# %7s %6s %10s %11s %10s %11s %8s %10s %6s\n", "n", "type", "CPU ms", "CPU TFLOP/s", "GPU ms",
+               "GPU TFLOP/s", "GPU/CPU", "max err", "check");
+        fflush(stdout);
+    }
+    int wrong = 0, gpu_gone = !o.gpu;
+    char gpu_note[160] = "";
+    for (int si = 0; si < o.nn; si++) {
+        const size_t n = o.n[si];
+        float *a = malloc(n * n * sizeof *a), *b = malloc(n * n * sizeof *b), *c = o.cpu ? malloc(n * n * sizeof *c) : NULL;
+        if (!a || !b || (o.cpu && !c)) {
+            free(a), free(b), free(c);
+            cli_error("out of host memory for three %zu x %zu matrices (%.1f GiB): use a smaller --n", n, n,
+                      3.0 * (double)n * (double)n * 4 / (1 << 30));
+            dt_abort_job(ctx, EXIT_FAIL);
+            return EXIT_FAIL;
+        }
+        gemm_fill(a, n, 1);
+        gemm_fill(b, n, 2);
+        gemm_result cpu = {0};
+        if (o.cpu) cpu_run(n, &o, a, b, c, &cpu);
+        for (int t = 0; t < GEMM_NTYPES; t++) {
+            if (!o.types[t]) continue;
+            gemm_result gpu = {0};
+            if (!gpu_gone && gemm_gpu_run(n, (gemm_type)t, o.warmup, o.iters, o.max_s, a, b, &gpu) < 0) {
+                gpu_gone = 1;
+                snprintf(gpu_note, sizeof gpu_note, "%s", gpu.note);
+            }
+            const gemm_result *cpu_row = t == GEMM_FP32 ? &cpu : NULL;
+            const double err = gpu.ran ? gpu.max_err : cpu_row && cpu_row->ran ? cpu_row->max_err : NAN;
+            const int bad = (gpu.ran && !(gpu.max_err <= type_tol[t])) ||
+                            (cpu_row && cpu_row->ran && !(cpu_row->max_err <= type_tol[GEMM_FP32]));
+            wrong += bad;
+            if (rank == 0) {
+                printf("  %7zu %6s", n, type_name[t]);
+                static const gemm_result none = {0};
+                print_cell(cpu_row ? cpu_row : &none, 2);
+                print_cell(&gpu, 3);
+                if (gpu.ran && cpu.ran)
+                    printf(" %8.1f", gpu.tflops / cpu.tflops);
+                else
+                    printf(" %8s", "-");
+                if (isnan(err))
+                    printf(" %10s %6s\n", "-", "-");
+                else
+                    printf(" %10.2e %6s\n", err, bad ? "WRONG" : "ok");
+                fflush(stdout);
+            }
+        }
+        free(a), free(b), free(c);
+    }
+    if (rank == 0 && o.gpu && gpu_gone && gpu_note[0]) printf("# GPU columns skipped: %s\n", gpu_note);
+    if (rank == 0 && wrong)
+        cli_error("%d result(s) outside the tolerance (fp32 1e-5, tf32 5e-3, bf16 1e-2, fp16 2e-3 of sum |a b|): "
+                  "the GEMM library or the device is computing wrong values", wrong);
+    dt_status s = dt_finalize(ctx);
+    if (s) {
+        cli_error("%s", dt_last_error());
+        return EXIT_FAIL;
+    }
+    return wrong ? EXIT_FAIL : EXIT_OK;
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# device_check.sh - the one script to run when a GPU machine is lent: builds with CUDA, runs the
+# GPU tests, then the GPU benchmarks, and leaves every output under OUT (default ./gpu-out) for the
+# issue note. Usage, from the repository root:  bash tests/gpu/device_check.sh [OUT]
+# Needs the CUDA toolkit and the Debian packages of `make deps`. Times: about 3-5 minutes.
+set -u
+out=${1:-${OUT:-gpu-out}}
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+log() { echo "== $*" | tee -a "$out/summary.txt"; }
+
+log "machine: $(hostname), $(nproc) cores, $(date -u)"
+nvidia-smi >"$out/nvidia-smi.txt" 2>&1 && log "nvidia-smi: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)" || log "nvidia-smi failed"
+if ! command -v mpirun >/dev/null || ! pkg-config --exists cmocka hwloc openblas 2>/dev/null; then
+    log "installing build dependencies (make deps)"
+    make deps >"$out/deps.txt" 2>&1 || log "make deps failed: see deps.txt"
+fi
+log "configure and build with CUDA (build-gpu/)"
+cmake -S . -B build-gpu -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$out/configure.txt" 2>&1 &&
+    cmake --build build-gpu -j"$(nproc)" >"$out/build.txt" 2>&1 || { log "build failed: see configure.txt/build.txt"; exit 1; }
+grep -E "✓|✗" "$out/configure.txt" | tee -a "$out/summary.txt"
+
+log "ctest -L gpu"
+ctest --test-dir build-gpu -L gpu --output-on-failure >"$out/ctest-gpu.txt" 2>&1
+tail -5 "$out/ctest-gpu.txt" | tee -a "$out/summary.txt"
+
+log "dtrain bench gemm (default sizes 4096, 8192, 10000; all types)"
+timeout 400 build-gpu/dtrain bench gemm --max-seconds 2 >"$out/bench-gemm.txt" 2>&1
+cat "$out/bench-gemm.txt" | tee -a "$out/summary.txt"
+
+log "dtrain bench allreduce on one rank (host buffers)"
+timeout 60 mpirun -np 1 build-gpu/dtrain bench allreduce -b 1M -e 64M -f 4 >"$out/bench-allreduce.txt" 2>&1
+tail -3 "$out/bench-allreduce.txt" | tee -a "$out/summary.txt"
+log "done"
