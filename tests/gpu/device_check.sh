@@ -13,12 +13,16 @@ log "machine: $(hostname), $(nproc) cores, $(date -u)"
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 && log "nvidia-smi: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)" || log "nvidia-smi failed"
 if ! command -v mpirun >/dev/null || ! pkg-config --exists cmocka hwloc openblas 2>/dev/null; then
     log "installing build dependencies (make deps)"
-    make deps >"$out/deps.txt" 2>&1 || log "make deps failed: see deps.txt"
+    timeout 300 make deps >"$out/deps.txt" 2>&1 || log "make deps failed: see deps.txt"
 fi
 log "configure and build with CUDA (build-gpu/)"
 cmake -S . -B build-gpu -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$out/configure.txt" 2>&1 &&
     cmake --build build-gpu -j"$(nproc)" >"$out/build.txt" 2>&1 || { log "build failed: see configure.txt/build.txt"; exit 1; }
 grep -E "✓|✗" "$out/configure.txt" | tee -a "$out/summary.txt"
+
+log "dtrain env"
+timeout 60 build-gpu/dtrain env >"$out/env.txt" 2>&1
+cat "$out/env.txt" | tee -a "$out/summary.txt"
 
 log "ctest -L gpu"
 ctest --test-dir build-gpu -L gpu --output-on-failure >"$out/ctest-gpu.txt" 2>&1

@@ -1,0 +1,885 @@
+/*
+ * cuda/ops.cu - the CUDA op table (kernels_cuda(), contract in ops.h) and the CUDA entry points of
+ * cuda_ops.h: each kernel beside the extern "C"-reachable host function that launches it.
+ *
+ * Semantics follow the CPU table (kernels/cpu/), the oracle of tests/gpu/test_cuda_ops.c:
+ *   - GEMMs are cublasSgemm / cublasSgemmStridedBatched in cuBLAS's default math mode (fp32
+ *     arithmetic; no TF32 unless NVIDIA_TF32_OVERRIDE turns it on). ops.h is row-major and cuBLAS
+ *     column-major: the memory of a row-major matrix is its transpose in column-major, so
+ *     C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, i.e. cuBLAS gets B first and n, m
+ *     swapped (as launch/bench_gemm_cuda.c does).
+ *   - Convolutions: im2col into the workspace, one strided-batched GEMM for a group of images
+ *     (forward, backward-data) or one GEMM whose inner dimension runs over the group's pixels
+ *     (backward-filter, which needs dy gathered into (O, g*P) like the CPU's grouped path). col2im
+ *     is a gather: each input pixel sums the column entries that read it, in the CPU's (kh, kw)
+ *     order, so no atomics are needed.
+ *   - Elementwise ops use the __fmul_rn/__fadd_rn intrinsics where the CPU rounds each operation
+ *     (nvcc would otherwise contract a*b+c into one FMA), so SGD and ReLU match bit for bit; AdamW
+ *     follows the CPU's AVX2 path, FMAs included (the one every x86-64 host with AVX2 takes).
+ *   - Reductions (bias gradients, the loss, the correct count, the non-finite counts) run in a
+ *     fixed order with no float atomics: per-thread sums, fixed shared-memory trees, per-block
+ *     partials summed by one thread. Results repeat bit for bit run to run on the same GPU model
+ *     and grid (the grids depend only on the sizes).
+ *
+ * Launches go to the stream of cuda_ops_set_stream and are checked with cudaGetLastError; the first
+ * failure is recorded for cuda_ops_last_error(). Only softmax_xent and the non-finite counters
+ * synchronize (they return host values). All loops are grid-stride loops over size_t indices.
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* status.h declares dt_set_error for C without extern "C" guards of its own. */
+extern "C" {
+#include "status.h"
+}
+#include "cuda_ops.h"
+
+#define OPS_BLOCK 256       /* threads per block of every elementwise / gather kernel */
+#define OPS_MAX_BLOCKS 65535
+#define OPS_WARPS (OPS_BLOCK / 32)
+#define OPS_MAX_PARTS 1024  /* blocks of the reductions that end in per-block partials */
+
+/* Convolution groups: as many images per GEMM as keep im2col's columns plus the (O, g*P) copy of
+ * dy under this many floats (64 MiB), at least one image, at most 4096. */
+#define CONV_WS_CAP ((size_t)1 << 24)
+#define CONV_MAX_GROUP 4096
+
+/* ---------------------------------------------------------------- state and errors */
+
+typedef struct ops_result {
+    double loss;
+    unsigned long long count;
+    int correct;
+} ops_result;
+
+/* Device scratch of the reductions that return a host value. */
+typedef struct ops_scratch {
+    double part_loss[OPS_MAX_PARTS];
+    unsigned long long part_count[OPS_MAX_PARTS];
+    int part_correct[OPS_MAX_PARTS];
+    ops_result res;
+} ops_scratch;
+
+static cudaStream_t g_stream;    /* NULL: the default stream */
+static cublasHandle_t g_blas;    /* created on first use, bound to g_stream */
+static ops_scratch *g_scratch;   /* cudaMalloc'ed on first use */
+static dt_status g_err = DT_OK;  /* the first failure since cuda_ops_clear_error() */
+static char g_msg[768];
+
+static void ops_fail(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ops_fail(dt_status s, const char *fmt, ...)
+{
+    char buf[sizeof g_msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (g_err == DT_OK) {
+        g_err = s;
+        memcpy(g_msg, buf, sizeof g_msg);
+    }
+    dt_set_error(s, "%s", buf);
+}
+
+static const char *cublas_name(cublasStatus_t st) { return cublasGetStatusName(st); }
+static const char *cublas_text(cublasStatus_t st) { return cublasGetStatusString(st); }
+
+/* A failed launch (bad configuration, no device, no kernel image for this GPU) shows up here; so
+ * may an earlier asynchronous error of the same context, which is then reported too. */
+static int check_launch(const char *op, const char *kernel, size_t n)
+{
+    const cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return 1;
+    ops_fail(DT_ERR_DEVICE,
+             "cuda %s: launching %s for %zu elements failed: %s (%s); check that the GPU is healthy "
+             "and that dtrain was built for its compute capability (CMAKE_CUDA_ARCHITECTURES)",
+             op, kernel, n, cudaGetErrorName(e), cudaGetErrorString(e));
+    return 0;
+}
+
+static unsigned int grid_for(size_t n, size_t max_blocks)
+{
+    const size_t blocks = (n + OPS_BLOCK - 1) / OPS_BLOCK;
+    return (unsigned int)(blocks < max_blocks ? (blocks ? blocks : 1) : max_blocks);
+}
+
+static cublasHandle_t blas(const char *op)
+{
+    if (g_blas) return g_blas;
+    cublasHandle_t h;
+    cublasStatus_t st = cublasCreate(&h);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        ops_fail(DT_ERR_DEVICE,
+                 "cuda %s: cublasCreate failed: %s (%s); check that a GPU is visible and has free "
+                 "memory",
+                 op, cublas_name(st), cublas_text(st));
+        return NULL;
+    }
+    st = cublasSetStream(h, g_stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        ops_fail(DT_ERR_DEVICE, "cuda %s: cublasSetStream failed: %s (%s)", op, cublas_name(st),
+                 cublas_text(st));
+        cublasDestroy(h);
+        return NULL;
+    }
+    g_blas = h;
+    return h;
+}
+
+static ops_scratch *scratch(const char *op)
+{
+    if (g_scratch) return g_scratch;
+    void *p = NULL;
+    const cudaError_t e = cudaMalloc(&p, sizeof(ops_scratch));
+    if (e != cudaSuccess) {
+        ops_fail(e == cudaErrorMemoryAllocation ? DT_ERR_NOMEM : DT_ERR_DEVICE,
+                 "cuda %s: cudaMalloc of %zu bytes of reduction scratch failed: %s (%s)", op,
+                 sizeof(ops_scratch), cudaGetErrorName(e), cudaGetErrorString(e));
+        return NULL;
+    }
+    g_scratch = (ops_scratch *)p;
+    return g_scratch;
+}
+
+/* Copies the reduction result back and waits for the stream. */
+static int fetch_result(const char *op, ops_result *r)
+{
+    cudaError_t e = cudaMemcpyAsync(r, &g_scratch->res, sizeof *r, cudaMemcpyDeviceToHost, g_stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(g_stream);
+    if (e == cudaSuccess) return 1;
+    ops_fail(DT_ERR_DEVICE,
+             "cuda %s: copying the result back failed: %s (%s) (the error may come from any "
+             "earlier kernel on the stream)",
+             op, cudaGetErrorName(e), cudaGetErrorString(e));
+    return 0;
+}
+
+extern "C" dt_status cuda_ops_set_stream(void *stream)
+{
+    const cudaStream_t s = (cudaStream_t)stream;
+    if (!g_blas) {
+        cublasHandle_t h;
+        const cublasStatus_t st = cublasCreate(&h);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            return dt_set_error(DT_ERR_DEVICE,
+                                "cuda_ops_set_stream: cublasCreate failed: %s (%s); check that a GPU "
+                                "is visible and has free memory",
+                                cublas_name(st), cublas_text(st));
+        g_blas = h;
+    }
+    const cublasStatus_t st = cublasSetStream(g_blas, s);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return dt_set_error(DT_ERR_DEVICE, "cuda_ops_set_stream: cublasSetStream(%p) failed: %s (%s)",
+                            stream, cublas_name(st), cublas_text(st));
+    g_stream = s;
+    return DT_OK;
+}
+
+extern "C" void *cuda_ops_stream(void) { return (void *)g_stream; }
+
+extern "C" dt_status cuda_ops_last_error(void)
+{
+    if (g_err != DT_OK) dt_set_error(g_err, "%s", g_msg);
+    return g_err;
+}
+
+extern "C" void cuda_ops_clear_error(void)
+{
+    g_err = DT_OK;
+    g_msg[0] = '\0';
+}
+
+extern "C" void cuda_ops_release(void)
+{
+    if (g_blas) cublasDestroy(g_blas);
+    if (g_scratch) cudaFree(g_scratch);
+    g_blas = NULL;
+    g_scratch = NULL;
+    g_stream = NULL;
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+/* Row-major C(m,n) = alpha op(A) op(B) + beta C through column-major cuBLAS: C^T = op(B)^T op(A)^T. */
+static void rm_gemm(const char *op, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                    const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (m <= 0 || n <= 0) return;
+    cublasHandle_t h = blas(op);
+    if (!h) return;
+    const cublasStatus_t st = cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
+                                          k, &alpha, b, ldb, a, lda, &beta, c, ldc);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        ops_fail(DT_ERR_DEVICE,
+                 "cuda %s: cublasSgemm (row-major m %d n %d k %d, trans_a %d trans_b %d, ld %d/%d/%d) "
+                 "failed: %s (%s)",
+                 op, m, n, k, ta, tb, lda, ldb, ldc, cublas_name(st), cublas_text(st));
+}
+
+/* The same for `count` products, matrix i at a + i*sa, b + i*sb, c + i*sc (sa 0: one A for all). */
+static void rm_gemm_batched(const char *op, int ta, int tb, int m, int n, int k, float alpha, const float *a,
+                            int lda, long long sa, const float *b, int ldb, long long sb, float beta, float *c,
+                            int ldc, long long sc, int count)
+{
+    if (m <= 0 || n <= 0 || count <= 0) return;
+    cublasHandle_t h = blas(op);
+    if (!h) return;
+    const cublasStatus_t st =
+        cublasSgemmStridedBatched(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+                                  b, ldb, sb, a, lda, sa, &beta, c, ldc, sc, count);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        ops_fail(DT_ERR_DEVICE,
+                 "cuda %s: cublasSgemmStridedBatched (row-major m %d n %d k %d x %d, trans_a %d "
+                 "trans_b %d) failed: %s (%s)",
+                 op, m, n, k, count, ta, tb, cublas_name(st), cublas_text(st));
+}
+
+static void cuda_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                      const float *b, int ldb, float beta, float *c, int ldc)
+{
+    rm_gemm("gemm", trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* ---------------------------------------------------------------- bias broadcast and sums */
+
+/* y[i] = b[(i / inner) % outer] for i < n: the bias of a (rows, out) matrix (inner 1) or of NCHW
+ * planes (inner = H*W, outer = channels). */
+static __global__ void bias_broadcast_kernel(float *__restrict__ y, const float *__restrict__ b, size_t n, size_t inner,
+                                      size_t outer)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        y[i] = b[(i / inner) % outer];
+}
+
+static void bias_broadcast(const char *op, float *y, const float *b, size_t n, size_t inner, size_t outer)
+{
+    if (n == 0) return;
+    bias_broadcast_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(y, b, n, inner, outer);
+    check_launch(op, "the bias broadcast", n);
+}
+
+/* db[j] = sum over rows i of dy[i*cols + j], one thread per column adding rows in order in fp32:
+ * exactly the CPU's loop (add_row in cpu/ops.c), so the result is the same bit for bit. Adjacent
+ * threads read adjacent columns (coalesced). */
+static __global__ void col_sum_kernel(const float *__restrict__ dy, float *__restrict__ db, int rows, int cols)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < (size_t)cols; j += stride) {
+        float acc = 0.0f;
+        for (int i = 0; i < rows; i++) acc += dy[(size_t)i * cols + j];
+        db[j] = acc;
+    }
+}
+
+/* db[o] = sum over images n and pixels p of dy[(n*O + o)*P + p], one block per channel: each
+ * thread sums a fixed strided subset in double, then a fixed shared-memory tree (as the CPU, the
+ * sum is in double and rounded to float once). */
+static __global__ void conv_bias_grad_kernel(const float *__restrict__ dy, float *__restrict__ db, int batch, int O,
+                                      size_t P)
+{
+    __shared__ double sh[OPS_BLOCK];
+    const size_t total = (size_t)batch * P;
+    for (int o = blockIdx.x; o < O; o += gridDim.x) {
+        double acc = 0.0;
+        for (size_t j = threadIdx.x; j < total; j += blockDim.x) {
+            const size_t n = j / P, p = j - n * P;
+            acc += dy[(n * O + o) * P + p];
+        }
+        sh[threadIdx.x] = acc;
+        __syncthreads();
+        for (int w = OPS_BLOCK / 2; w > 0; w >>= 1) {
+            if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) db[o] = (float)sh[0];
+        __syncthreads(); /* sh is reused by the next channel */
+    }
+}
+
+/* ---------------------------------------------------------------- fully connected */
+
+/* y(B,OUT) = x(B,IN) W(OUT,IN)^T + b: the bias broadcast into y, then the GEMM adds to it (beta 1),
+ * as the CPU does. */
+static void cuda_linear_fwd(const float *x, const float *w, const float *b, float *y, int batch, int in, int out)
+{
+    if (batch <= 0 || out <= 0) return;
+    const size_t n = (size_t)batch * out;
+    if (b) bias_broadcast("linear_fwd", y, b, n, 1, (size_t)out);
+    if (in <= 0) { /* an empty product: cuBLAS would reject lda 0 */
+        if (!b) {
+            const cudaError_t e = cudaMemsetAsync(y, 0, n * sizeof *y, g_stream);
+            if (e != cudaSuccess)
+                ops_fail(DT_ERR_DEVICE, "cuda linear_fwd: cudaMemsetAsync failed: %s (%s)", cudaGetErrorName(e),
+                         cudaGetErrorString(e));
+        }
+        return;
+    }
+    rm_gemm("linear_fwd", 0, 1, batch, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out);
+}
+
+/* dW(OUT,IN) = dy^T x;  db = column sums of dy;  dx(B,IN) = dy W. */
+static void cuda_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                            int batch, int in, int out)
+{
+    if (out <= 0) return;
+    rm_gemm("linear_bwd", 1, 0, out, in, batch, 1.0f, dy, out, x, in, 0.0f, dw, in);
+    if (db) {
+        col_sum_kernel<<<grid_for((size_t)out, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(dy, db, batch, out);
+        check_launch("linear_bwd", "the bias-gradient column sums", (size_t)out);
+    }
+    if (dx) rm_gemm("linear_bwd", 0, 0, batch, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+}
+
+/* ---------------------------------------------------------------- convolution */
+
+/* Shape numbers as the kernels want them. */
+typedef struct conv_geo {
+    int C, H, W, k, S, pad, Ho, Wo;
+} conv_geo;
+
+static conv_geo geo_of(const conv_shape *s)
+{
+    conv_geo g = {s->c_in, s->h, s->w, s->k, s->stride, s->pad, s->h_out, s->w_out};
+    return g;
+}
+
+/* im2col of g images starting at x (NCHW, C*H*W apart): element (i, row, pix) with row =
+ * (c*k + kh)*k + kw and pix = oh*Wo + ow goes to col[i*img_stride + row*ld + pix] and holds
+ * x_i[c][oh*S - pad + kh][ow*S - pad + kw], or 0 in the padding (the CPU's definition, conv.c).
+ * Layout (g, K, P): img_stride K*P, ld P; layout (K, g*P): img_stride P, ld g*P. */
+static __global__ void im2col_kernel(const float *__restrict__ x, float *__restrict__ col, conv_geo q, int g,
+                              size_t img_stride, size_t ld)
+{
+    const size_t P = (size_t)q.Ho * q.Wo, K = (size_t)q.C * q.k * q.k, plane = (size_t)q.H * q.W;
+    const size_t total = (size_t)g * K * P, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+        const size_t pix = idx % P, t = idx / P;
+        const size_t row = t % K, i = t / K;
+        const int kw = (int)(row % q.k), kh = (int)((row / q.k) % q.k), c = (int)(row / ((size_t)q.k * q.k));
+        const int oh = (int)(pix / q.Wo), ow = (int)(pix % q.Wo);
+        const int ih = oh * q.S - q.pad + kh, iw = ow * q.S - q.pad + kw;
+        float v = 0.0f;
+        if (ih >= 0 && ih < q.H && iw >= 0 && iw < q.W) v = x[(i * q.C + c) * plane + (size_t)ih * q.W + iw];
+        col[i * img_stride + row * ld + pix] = v;
+    }
+}
+
+/* col2im as a gather into g images of dx (NCHW, overwritten): each input pixel (ih, iw) of channel
+ * c sums col[(c*k + kh)*k + kw][oh*Wo + ow] over the (kh, kw) with ih = oh*S - pad + kh and
+ * iw = ow*S - pad + kw for an output (oh, ow) inside the image, in increasing kh then kw, the order
+ * in which the CPU's col2im adds them; pixels that no window reads get 0. */
+static __global__ void col2im_kernel(const float *__restrict__ col, float *__restrict__ dx, conv_geo q, int g,
+                              size_t img_stride, size_t ld)
+{
+    const size_t total = (size_t)g * q.C * q.H * q.W, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+        const int iw = (int)(idx % q.W);
+        size_t t = idx / q.W;
+        const int ih = (int)(t % q.H);
+        t /= q.H;
+        const int c = (int)(t % q.C);
+        const size_t i = t / q.C;
+        const float *ci = col + i * img_stride;
+        float sum = 0.0f;
+        for (int kh = 0; kh < q.k; kh++) {
+            const int y = ih + q.pad - kh; /* = oh*S; decreases with kh */
+            if (y < 0) break;
+            if (y % q.S) continue;
+            const int oh = y / q.S;
+            if (oh >= q.Ho) continue;
+            for (int kw = 0; kw < q.k; kw++) {
+                const int xw = iw + q.pad - kw;
+                if (xw < 0) break;
+                if (xw % q.S) continue;
+                const int ow = xw / q.S;
+                if (ow >= q.Wo) continue;
+                sum += ci[((size_t)(c * q.k + kh) * q.k + kw) * ld + (size_t)oh * q.Wo + ow];
+            }
+        }
+        dx[idx] = sum;
+    }
+}
+
+/* dy of g images (NCHW (g, O, P)) -> the GEMM layout (O, g*P): out[o*g*P + i*P + p]. */
+static __global__ void gather_dy_kernel(const float *__restrict__ dy, float *__restrict__ out, int g, int O, size_t P)
+{
+    const size_t total = (size_t)g * O * P, ld = (size_t)g * P, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+        const size_t p = idx % P, t = idx / P;
+        const size_t o = t % O, i = t / O;
+        out[o * ld + i * P + p] = dy[idx];
+    }
+}
+
+static int conv_is_pointwise(const conv_shape *s) { return s->k == 1 && s->stride == 1 && s->pad == 0; }
+
+/* Images per group: depends on the shape and is capped by the batch, so a workspace sized for a
+ * batch also serves every smaller one. */
+static int conv_group(const conv_shape *s)
+{
+    const size_t K = (size_t)s->c_in * s->k * s->k, P = (size_t)s->h_out * s->w_out, O = (size_t)s->c_out;
+    size_t g = CONV_WS_CAP / (P * (K + O));
+    if (g < 1) g = 1;
+    if (g > CONV_MAX_GROUP) g = CONV_MAX_GROUP;
+    if (g > (size_t)s->batch) g = (size_t)s->batch;
+    return (int)g;
+}
+
+/* G images' columns (K, G*P) plus the (O, G*P) copy of dy that backward-filter gathers; forward
+ * and backward-data use only the first part (and a pointwise forward/backward-data none). */
+static size_t cuda_conv_ws_floats(const conv_shape *s)
+{
+    const size_t K = (size_t)s->c_in * s->k * s->k, P = (size_t)s->h_out * s->w_out, O = (size_t)s->c_out;
+    return (size_t)conv_group(s) * P * (K + O);
+}
+
+static void im2col(const char *op, const conv_shape *s, const float *x, float *col, int g, size_t img_stride,
+                   size_t ld)
+{
+    const size_t n = (size_t)g * s->c_in * s->k * s->k * s->h_out * s->w_out;
+    if (n == 0) return;
+    im2col_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(x, col, geo_of(s), g, img_stride, ld);
+    check_launch(op, "im2col", n);
+}
+
+static void cuda_conv_fwd(const conv_shape *s, const float *x, const float *w, const float *b, float *y, float *ws)
+{
+    // x (B, C, H, W), w (O, C, k, k), b (O) or NULL, y (B, O, Ho, Wo)
+    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
+    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
+    for (int b0 = 0; b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G;
+        float *yb = y + (size_t)b0 * out_sz;
+        if (b) bias_broadcast("conv_fwd", yb, b, (size_t)g * out_sz, (size_t)P, (size_t)O);
+        const float *col = x + (size_t)b0 * in_sz; /* pointwise: x_i (C, H*W) is its own column matrix */
+        if (!conv_is_pointwise(s)) {
+            im2col("conv_fwd", s, col, ws, g, (size_t)K * P, (size_t)P);
+            col = ws;
+        }
+        /* y_i (O, P) = W (O, K) col_i (K, P) [+ y_i holding the bias] */
+        rm_gemm_batched("conv_fwd", 0, 0, O, P, K, 1.0f, w, K, 0, col, P, (long long)K * P, b ? 1.0f : 0.0f, yb, P,
+                        (long long)out_sz, g);
+    }
+}
+
+static void cuda_conv_bwd_data(const conv_shape *s, const float *dy, const float *w, float *dx, float *ws)
+{
+    // dy (B, O, Ho, Wo), w (O, C, k, k), dx (B, C, H, W)
+    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
+    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
+    const int pointwise = conv_is_pointwise(s);
+    for (int b0 = 0; b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G;
+        float *dxb = dx + (size_t)b0 * in_sz;
+        /* dcol_i (K, P) = W^T (K, O) dy_i (O, P); pointwise: dcol_i is dx_i itself */
+        float *dcol = pointwise ? dxb : ws;
+        rm_gemm_batched("conv_bwd_data", 1, 0, K, P, O, 1.0f, w, K, 0, dy + (size_t)b0 * out_sz, P,
+                        (long long)out_sz, 0.0f, dcol, P, (long long)K * P, g);
+        if (!pointwise) {
+            const size_t n = (size_t)g * in_sz;
+            col2im_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(ws, dxb, geo_of(s), g,
+                                                                                  (size_t)K * P, (size_t)P);
+            check_launch("conv_bwd_data", "col2im", n);
+        }
+    }
+}
+
+static void cuda_conv_bwd_filter(const conv_shape *s, const float *x, const float *dy, float *dw, float *db,
+                                 float *ws)
+{
+    // x (B, C, H, W), dy (B, O, Ho, Wo), dw (O, C, k, k), db (O) or NULL
+    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
+    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
+    if (db && O > 0) {
+        conv_bias_grad_kernel<<<(unsigned int)(O < OPS_MAX_BLOCKS ? O : OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(
+            dy, db, s->batch, O, (size_t)P);
+        check_launch("conv_bwd_filter", "the bias-gradient sums", (size_t)O);
+    }
+    float *col = ws, *dyg = ws + (size_t)K * G * P;
+    for (int b0 = 0; b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
+        /* col (K, g*P): image i in columns [i*P, (i+1)*P) */
+        im2col("conv_bwd_filter", s, x + (size_t)b0 * in_sz, col, g, (size_t)P, (size_t)ld);
+        const size_t n = (size_t)g * out_sz;
+        gather_dy_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(dy + (size_t)b0 * out_sz, dyg, g,
+                                                                                 O, (size_t)P);
+        check_launch("conv_bwd_filter", "the dy gather", n);
+        /* dW (O, K) (+)= dy_g (O, g*P) col^T (g*P, K); the first group overwrites */
+        rm_gemm("conv_bwd_filter", 0, 1, O, K, ld, 1.0f, dyg, ld, col, ld, b0 ? 1.0f : 0.0f, dw, K);
+    }
+}
+
+/* ---------------------------------------------------------------- ReLU */
+
+/* No __restrict__: both allow in-place use. `v < 0 ? 0 : v` lets a NaN through, as on the CPU. */
+static __global__ void relu_fwd_kernel(const float *x, float *y, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float v = x[i];
+        y[i] = v < 0.0f ? 0.0f : v;
+    }
+}
+
+static __global__ void relu_bwd_kernel(const float *y, const float *dy, float *dx, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float g = dy[i];
+        dx[i] = y[i] > 0.0f ? g : 0.0f;
+    }
+}
+
+static void cuda_relu_fwd(const float *x, float *y, size_t n)
+{
+    if (n == 0) return;
+    relu_fwd_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(x, y, n);
+    check_launch("relu_fwd", "relu_fwd", n);
+}
+
+static void cuda_relu_bwd(const float *y, const float *dy, float *dx, size_t n)
+{
+    if (n == 0) return;
+    relu_bwd_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(y, dy, dx, n);
+    check_launch("relu_bwd", "relu_bwd", n);
+}
+
+/* ---------------------------------------------------------------- max pooling */
+
+/* One thread per output: the window walked in row-major order from its top-left value, taking a
+ * value that is greater or NaN (the CPU's POOL_TAKE): ties keep the first maximum, a NaN wins, and
+ * of several NaNs the last one does. idx = offset within the input plane. */
+static __global__ void maxpool_fwd_kernel(const float *__restrict__ x, float *__restrict__ y, int32_t *__restrict__ idx,
+                                   size_t planes, int H, int W, int k)
+{
+    const int Ho = H / k, Wo = W / k;
+    const size_t total = planes * Ho * Wo, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t o = (size_t)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += stride) {
+        const int ow = (int)(o % Wo);
+        const size_t t = o / Wo;
+        const int oh = (int)(t % Ho);
+        const size_t pl = t / Ho;
+        const float *xp = x + pl * H * W;
+        const int base = oh * k * W + ow * k;
+        float best = xp[base];
+        int bi = base;
+        for (int i = 0; i < k; i++)
+            for (int j = i ? 0 : 1; j < k; j++) {
+                const int at = base + i * W + j;
+                const float v = xp[at];
+                if (v > best || v != v) {
+                    best = v;
+                    bi = at;
+                }
+            }
+        y[o] = best;
+        idx[o] = bi;
+    }
+}
+
+/* A gather: each input gets dy of its window's output when it is that window's argmax, else 0
+ * (rows/columns past the last whole window too). The windows do not overlap, so this equals the
+ * CPU's zero-then-scatter for any idx that maxpool_fwd produced. */
+static __global__ void maxpool_bwd_kernel(const float *__restrict__ dy, const int32_t *__restrict__ idx,
+                                   float *__restrict__ dx, size_t planes, int H, int W, int k)
+{
+    const int Ho = H / k, Wo = W / k;
+    const size_t total = planes * H * W, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        const int iw = (int)(i % W);
+        const size_t t = i / W;
+        const int ih = (int)(t % H);
+        const size_t pl = t / H;
+        const int oh = ih / k, ow = iw / k;
+        float v = 0.0f;
+        if (oh < Ho && ow < Wo) {
+            const size_t o = (pl * Ho + oh) * Wo + ow;
+            if (idx[o] == ih * W + iw) v = dy[o];
+        }
+        dx[i] = v;
+    }
+}
+
+static void cuda_maxpool_fwd(const float *x, float *y, int32_t *idx, int batch, int c, int h, int w, int k)
+{
+    if (batch <= 0 || c <= 0 || k <= 0) return;
+    const size_t planes = (size_t)batch * c, n = planes * (size_t)(h / k) * (w / k);
+    if (n == 0) return;
+    maxpool_fwd_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(x, y, idx, planes, h, w, k);
+    check_launch("maxpool_fwd", "maxpool_fwd", n);
+}
+
+static void cuda_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int batch, int c, int h, int w, int k)
+{
+    if (batch <= 0 || c <= 0 || k <= 0) return;
+    const size_t planes = (size_t)batch * c, n = planes * (size_t)h * w;
+    if (n == 0) return;
+    maxpool_bwd_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(dy, idx, dx, planes, h, w, k);
+    check_launch("maxpool_bwd", "maxpool_bwd", n);
+}
+
+/* ---------------------------------------------------------------- softmax cross-entropy */
+
+/* Does (v, j) beat the current (m, am) (am < 0: none yet) as the CPU's argmax? The CPU starts from
+ * element 0 and takes strictly greater values in order: a NaN at 0 is kept (nothing is greater),
+ * a NaN elsewhere is never taken, ties keep the first index. */
+__device__ static bool xent_beats(float v, int j, float m, int am)
+{
+    if (v != v) return j == 0;
+    if (am < 0) return true;
+    if (m != m) return false; /* the NaN at index 0 */
+    return v > m || (v == m && j < am);
+}
+
+/* One warp per row (rows strided over all warps of the grid). Per row: m, argmax; s = sum of
+ * e_j = expf(x_j - m) in double; loss = log(s) - (x[label] - m); dlogits = e_j * (float)(gs / s),
+ * minus gs at the label (each step rounded as on the CPU). Lane 0 of each warp adds its rows' loss
+ * and correct flags in row order; thread 0 adds the warps in order into this block's partial. A
+ * label outside [0, classes) gives a NaN loss and no label term. */
+static __global__ void xent_rows_kernel(const float *__restrict__ logits, const int32_t *__restrict__ labels,
+                                 float *__restrict__ dlogits, int batch, int classes, float gs,
+                                 double *__restrict__ part_loss, int *__restrict__ part_correct)
+{
+    __shared__ double sh_loss[OPS_WARPS];
+    __shared__ int sh_correct[OPS_WARPS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nwarps = gridDim.x * OPS_WARPS;
+    double wloss = 0.0;
+    int wcorrect = 0;
+    for (int r = blockIdx.x * OPS_WARPS + warp; r < batch; r += nwarps) {
+        const float *row = logits + (size_t)r * classes;
+        float m = 0.0f;
+        int am = -1;
+        for (int j = lane; j < classes; j += 32) {
+            const float v = row[j];
+            if (xent_beats(v, j, m, am)) m = v, am = j;
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            const float v = __shfl_xor_sync(0xffffffffu, m, off);
+            const int j = __shfl_xor_sync(0xffffffffu, am, off);
+            if (j >= 0 && xent_beats(v, j, m, am)) m = v, am = j;
+        }
+        float *d = dlogits ? dlogits + (size_t)r * classes : NULL;
+        double sum = 0.0;
+        for (int j = lane; j < classes; j += 32) {
+            const float e = expf(__fsub_rn(row[j], m));
+            if (d) d[j] = e;
+            sum += (double)e;
+        }
+        for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        const int label = labels[r];
+        const bool valid = label >= 0 && label < classes;
+        if (d) {
+            const float scale = (float)((double)gs / sum);
+            for (int j = lane; j < classes; j += 32) {
+                float v = __fmul_rn(d[j], scale);
+                if (j == label) v = __fsub_rn(v, gs);
+                d[j] = v;
+            }
+        }
+        if (lane == 0) {
+            wloss += valid ? log(sum) - ((double)row[label] - (double)m) : nan("");
+            wcorrect += valid && am == label;
+        }
+    }
+    if (lane == 0) {
+        sh_loss[warp] = wloss;
+        sh_correct[warp] = wcorrect;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double l = 0.0;
+        int c = 0;
+        for (int i = 0; i < OPS_WARPS; i++) l += sh_loss[i], c += sh_correct[i];
+        part_loss[blockIdx.x] = l;
+        part_correct[blockIdx.x] = c;
+    }
+}
+
+/* One thread adds the block partials in order. */
+static __global__ void xent_final_kernel(ops_scratch *s, int parts)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    double l = 0.0;
+    int c = 0;
+    for (int i = 0; i < parts; i++) l += s->part_loss[i], c += s->part_correct[i];
+    s->res.loss = l;
+    s->res.correct = c;
+}
+
+/* Synchronizes the stream: the loss and the count are host values. On a failure: NaN, *correct 0,
+ * and the error recorded. */
+static double cuda_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch, int classes,
+                                float grad_scale, int *correct)
+{
+    static const char op[] = "softmax_xent";
+    if (correct) *correct = 0;
+    if (batch <= 0) return 0.0;
+    if (classes <= 0) {
+        ops_fail(DT_ERR_INVALID_ARG, "cuda softmax_xent: %d classes; there must be at least one", classes);
+        return NAN;
+    }
+    ops_scratch *s = scratch(op);
+    if (!s) return NAN;
+    const int want = (batch + OPS_WARPS - 1) / OPS_WARPS, parts = want < OPS_MAX_PARTS ? want : OPS_MAX_PARTS;
+    xent_rows_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>(logits, labels, dlogits, batch, classes, grad_scale,
+                                                        s->part_loss, s->part_correct);
+    if (!check_launch(op, "the per-row losses", (size_t)batch * classes)) return NAN;
+    xent_final_kernel<<<1, 32, 0, g_stream>>>(s, parts);
+    if (!check_launch(op, "the loss sum", (size_t)parts)) return NAN;
+    ops_result r;
+    if (!fetch_result(op, &r)) return NAN;
+    if (correct) *correct = r.correct;
+    return r.loss;
+}
+
+/* ---------------------------------------------------------------- optimizers */
+
+/* The CPU formulas with each operation rounded on its own (no contraction into FMAs):
+ *   g = grad + wd*p;  buf = first ? g : momentum*buf + g;  p -= lr*buf   (momentum 0: p -= lr*g) */
+static __global__ void sgd_kernel(float *__restrict__ p, const float *__restrict__ grad, float *__restrict__ buf, size_t n,
+                           float lr, float momentum, float wd, int mode /* 0 plain, 1 first, 2 momentum */)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float pi = p[i];
+        float g = __fadd_rn(grad[i], __fmul_rn(wd, pi));
+        if (mode == 2) g = __fadd_rn(__fmul_rn(momentum, buf[i]), g);
+        if (mode != 0) buf[i] = g;
+        p[i] = __fsub_rn(pi, __fmul_rn(lr, g));
+    }
+}
+
+static void cuda_sgd(float *p, const float *grad, float *buf, size_t n, float lr, float momentum, float wd, int first)
+{
+    if (n == 0) return;
+    const int mode = momentum == 0.0f ? 0 : first ? 1 : 2;
+    sgd_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(p, grad, buf, n, lr, momentum, wd, mode);
+    check_launch("sgd", "sgd", n);
+}
+
+/* AdamW as the CPU's AVX2 path (cpu/optim.c), constants computed on the host in double as there:
+ *   p' = p*decay;  m = fma(b1, m, c1*g);  v = fma(b2, v, (c2*g)*g);
+ *   p = p' - step * (m / fma(sqrt(v), inv_bc2, eps))   (one rounding: fma(-step, q, p')) */
+static __global__ void adamw_kernel(float *__restrict__ p, const float *__restrict__ grad, float *__restrict__ m,
+                             float *__restrict__ v, size_t n, float decay, float b1, float c1, float b2, float c2,
+                             float step, float inv_bc2, float eps)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float g = grad[i];
+        const float pi = __fmul_rn(p[i], decay);
+        const float mi = __fmaf_rn(b1, m[i], __fmul_rn(c1, g));
+        const float vi = __fmaf_rn(b2, v[i], __fmul_rn(__fmul_rn(c2, g), g));
+        const float denom = __fmaf_rn(__fsqrt_rn(vi), inv_bc2, eps);
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = __fmaf_rn(-step, __fdiv_rn(mi, denom), pi);
+    }
+}
+
+static void cuda_adamw(float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1, float b2,
+                       float eps, float wd, int t)
+{
+    if (n == 0) return;
+    const float decay = (float)(1.0 - (double)lr * wd);
+    const float c1 = (float)(1.0 - (double)b1), c2 = (float)(1.0 - (double)b2);
+    const float step = (float)((double)lr / (1.0 - pow(b1, t)));
+    const float inv_bc2 = (float)(1.0 / sqrt(1.0 - pow(b2, t)));
+    adamw_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(p, grad, m, v, n, decay, b1, c1, b2, c2,
+                                                                         step, inv_bc2, eps);
+    check_launch("adamw", "adamw", n);
+}
+
+/* ---------------------------------------------------------------- non-finite counts (amp.h) */
+
+__device__ static unsigned int nonfinite(float v) { return (__float_as_uint(v) & 0x7fffffffu) >= 0x7f800000u; }
+
+/* Per-block counts (a fixed tree in shared memory) into part_count; with `scale`, d[i] *= inv_scale
+ * first and the product is what is counted (and stored). */
+static __global__ void count_nonfinite_kernel(float *d, size_t n, int scale, float inv_scale,
+                                       unsigned long long *__restrict__ part_count)
+{
+    __shared__ unsigned long long sh[OPS_BLOCK];
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    unsigned long long c = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float v = d[i];
+        if (scale) {
+            v = v * inv_scale;
+            d[i] = v;
+        }
+        c += nonfinite(v);
+    }
+    sh[threadIdx.x] = c;
+    __syncthreads();
+    for (int w = OPS_BLOCK / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) part_count[blockIdx.x] = sh[0];
+}
+
+static __global__ void count_final_kernel(ops_scratch *s, int parts)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    unsigned long long c = 0;
+    for (int i = 0; i < parts; i++) c += s->part_count[i];
+    s->res.count = c;
+}
+
+static size_t count_nonfinite(const char *op, float *d, size_t n, int scale, float inv_scale)
+{
+    if (n == 0) return 0;
+    ops_scratch *s = scratch(op);
+    if (!s) return SIZE_MAX;
+    const unsigned int parts = grid_for(n, OPS_MAX_PARTS);
+    count_nonfinite_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>(d, n, scale, inv_scale, s->part_count);
+    if (!check_launch(op, "the non-finite count", n)) return SIZE_MAX;
+    count_final_kernel<<<1, 32, 0, g_stream>>>(s, (int)parts);
+    if (!check_launch(op, "the count sum", parts)) return SIZE_MAX;
+    ops_result r;
+    if (!fetch_result(op, &r)) return SIZE_MAX;
+    return (size_t)r.count;
+}
+
+extern "C" size_t cuda_count_nonfinite(const float *d, size_t n)
+{
+    /* scale 0: the kernel only reads d */
+    return count_nonfinite("cuda_count_nonfinite", (float *)d, n, 0, 1.0f);
+}
+
+extern "C" size_t cuda_unscale_count_nonfinite(float *d, size_t n, float inv_scale)
+{
+    return count_nonfinite("cuda_unscale_count_nonfinite", d, n, 1, inv_scale);
+}
+
+/* ---------------------------------------------------------------- the table */
+
+static const kernel_ops cuda_ops = {
+    /* .name = */ "cuda",
+    /* .gemm = */ cuda_gemm,
+    /* .linear_fwd = */ cuda_linear_fwd,
+    /* .linear_bwd = */ cuda_linear_bwd,
+    /* .conv_ws_floats = */ cuda_conv_ws_floats,
+    /* .conv_fwd = */ cuda_conv_fwd,
+    /* .conv_bwd_data = */ cuda_conv_bwd_data,
+    /* .conv_bwd_filter = */ cuda_conv_bwd_filter,
+    /* .relu_fwd = */ cuda_relu_fwd,
+    /* .relu_bwd = */ cuda_relu_bwd,
+    /* .maxpool_fwd = */ cuda_maxpool_fwd,
+    /* .maxpool_bwd = */ cuda_maxpool_bwd,
+    /* .softmax_xent = */ cuda_softmax_xent,
+    /* .sgd = */ cuda_sgd,
+    /* .adamw = */ cuda_adamw,
+};
+
+extern "C" const kernel_ops *kernels_cuda(void) { return &cuda_ops; }

@@ -1,0 +1,86 @@
+/*
+ * cuda_ops.h - the CUDA op table (kernels/cuda/ops.cu) and the few CUDA-only entry points around
+ * it: the stream it launches on, its error state, and the finite checks of mixed precision on
+ * device memory (the GPU versions of cpu_count_nonfinite / cpu_unscale_count_nonfinite, amp.h).
+ *
+ * Everything here is declared only when DTRAIN_HAVE_CUDA is defined (as the CUDA part of cast.h),
+ * and takes device pointers. The table has the contract of kernels/ops.h; the CPU table is its
+ * oracle (tests/gpu/test_cuda_ops.c).
+ *
+ * State: the table keeps process-wide state (the stream, one cuBLAS handle bound to it, a small
+ * device scratch buffer for reductions, the first failure), created on the device that is current
+ * when it is first needed. Use it from one thread at a time, on one device per process (one rank
+ * per GPU, as dtrain runs).
+ *
+ * Asynchrony: the table's ops only launch work on the stream and return, except softmax_xent,
+ * which copies the loss and the correct count back and SYNCHRONIZES the stream (its result is a
+ * host value). cuda_count_nonfinite and cuda_unscale_count_nonfinite synchronize too.
+ *
+ * Errors: the table's functions return void (or a value), so a failed launch, a cuBLAS error or a
+ * failed copy is recorded: the first failure since the last cuda_ops_clear_error() is what
+ * cuda_ops_last_error() returns. Errors of a kernel's execution show up only at a later
+ * synchronizing call (softmax_xent, the counters, or the caller's own), as with any CUDA launch.
+ */
+#ifndef DT_KERNELS_CUDA_OPS_H
+#define DT_KERNELS_CUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtrain.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "ops.h" /* ops.h has no extern "C" guards of its own */
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef DTRAIN_HAVE_CUDA
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The CUDA table ("cuda"): every entry of kernel_ops, on device memory, on the stream set with
+ * cuda_ops_set_stream (the default stream until then). GEMMs are cuBLAS fp32 with its default math
+ * mode (no TF32 unless NVIDIA_TF32_OVERRIDE says so); convolutions are im2col/col2im kernels
+ * around cuBLAS; reductions that feed results (bias gradients, the loss) run in a fixed order, so
+ * results are the same from run to run on the same GPU model. Never NULL; needs no GPU to call
+ * (the entries need one). */
+const kernel_ops *kernels_cuda(void);
+
+/* Makes every op launch on `stream` (a cudaStream_t passed as void *, so that C callers need no
+ * CUDA headers; NULL = the default stream) and binds the cuBLAS handle to it, creating the handle
+ * on first use. DT_ERR_DEVICE with the cuBLAS or CUDA error in dt_last_error() on failure (no GPU,
+ * no cuBLAS, out of memory); the stream is then still the one set before. */
+dt_status cuda_ops_set_stream(void *stream);
+/* The stream set last (NULL = the default stream). */
+void *cuda_ops_stream(void);
+
+/* Number of elements of d[0..n) that are inf or NaN (d on the device): a device reduction on the
+ * ops' stream, copied back; synchronizes that stream. On a CUDA failure it returns SIZE_MAX (so a
+ * failed check never passes as "all finite") and records the error (cuda_ops_last_error). */
+size_t cuda_count_nonfinite(const float *d, size_t n);
+/* One pass: d[i] *= inv_scale, and the count of results that are inf or NaN; otherwise as
+ * cuda_count_nonfinite. */
+size_t cuda_unscale_count_nonfinite(float *d, size_t n, float inv_scale);
+
+/* The first failure of an op since the last cuda_ops_clear_error() (DT_OK when none); when not
+ * DT_OK, dt_last_error() of the calling thread then holds its message (what failed, the CUDA or
+ * cuBLAS error, what to check). Does not clear it. */
+dt_status cuda_ops_last_error(void);
+/* Forgets the recorded failure. (A sticky CUDA error, e.g. after an illegal address, stays with
+ * the CUDA context: the next op records it again.) */
+void cuda_ops_clear_error(void);
+
+/* Frees the cuBLAS handle and the scratch buffer (the next op creates them again) and resets the
+ * stream to the default one. Call before cudaDeviceReset or at exit if you care. */
+void cuda_ops_release(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DTRAIN_HAVE_CUDA */
+
+#endif /* DT_KERNELS_CUDA_OPS_H */
