@@ -195,7 +195,8 @@ DT_API const char *dt_backend_name(const dt_ctx *ctx);
  * relu,fc:10") on input "1x28x28". Tokens: fc:OUT, conv:OUT:K:STRIDE:PAD, pool:K (max, stride K),
  * relu, flatten (implied before the first fc). The last layer must be fc (its width is the number of
  * classes). Every parameter lives in one flat fp32 buffer, layer after layer, weights then bias;
- * gradients mirror that layout. Computation runs on the CPU kernels. */
+ * gradients mirror that layout. Computation runs on the context's device: the CPU kernels, or
+ * the CUDA ones (kernels/cuda) when the placement chose a GPU. */
 
 typedef struct dt_model dt_model;
 
@@ -214,6 +215,13 @@ DT_API void dt_model_free(dt_model *m);
 DT_API size_t dt_model_num_params(const dt_model *m);
 DT_API float *dt_model_params(dt_model *m);
 DT_API float *dt_model_grads(dt_model *m);
+/* On a GPU model (the context's device is CUDA) the parameter and gradient buffers are device
+ * memory: read them with dt_model_get_params. GPU models train in fp32; their gradients are
+ * allreduced through NCCL after backward (no bucket overlap yet) and they cannot be checkpointed
+ * yet. */
+DT_API int dt_model_on_gpu(const dt_model *m);
+/* Copies the parameters into host memory (dt_model_num_params floats), from either device. */
+DT_API dt_status dt_model_get_params(const dt_model *m, float *host);
 /* Floats per input sample, and classes (width of the last fc). */
 DT_API size_t dt_model_input_size(const dt_model *m);
 DT_API int dt_model_num_classes(const dt_model *m);

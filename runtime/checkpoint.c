@@ -149,6 +149,9 @@ dt_status dt_checkpoint_save_scaled(dt_ctx *ctx, const char *dir, const dt_model
                                     const dt_scaler *sc, long step)
 {
     if (!dir || !*dir) return dt_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");
+    if (model_is_cuda(m))
+        return dt_set_error(DT_ERR_UNSUPPORTED, "checkpoints of GPU models are not built yet: train with --device cpu "
+                            "to checkpoint");
     int rank = ctx ? dt_rank(ctx) : 0, world = ctx ? dt_world_size(ctx) : 1;
     /* Every rank holds the same parameters and optimizer state: rank 0 writes, all learn whether
      * it worked, so either every rank goes on or every rank reports the failure. */
@@ -271,6 +274,9 @@ dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, d
 dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
                                            dt_scaler *sc, long *step)
 {
+    if (model_is_cuda(m))
+        return dt_set_error(DT_ERR_UNSUPPORTED, "checkpoints of GPU models are not built yet: train with --device cpu "
+                            "to resume");
     int rank = ctx ? dt_rank(ctx) : 0, world = ctx ? dt_world_size(ctx) : 1;
     long found = -1;
     int saved_world = world;

@@ -9,6 +9,10 @@
  */
 #include "model.h"
 #include "model_internal.h"
+#include "devmem.h"
+#ifdef DTRAIN_HAVE_CUDA
+#include "cuda_ops.h"
+#endif
 #include "amp.h"
 #include "bucket.h"
 #include "cast.h"
@@ -33,28 +37,36 @@ static conv_shape layer_conv_shape(const layer *l, int batch)
     return cs;
 }
 
-/* PyTorch's default for Linear and Conv2d: weights and biases uniform in +-1/sqrt(fan_in). */
-static void model_init_params(dt_model *m, uint64_t seed)
+/* PyTorch's default for Linear and Conv2d: weights and biases uniform in +-1/sqrt(fan_in). Made on
+ * the host, then copied to a GPU model's device. */
+static dt_status model_init_params(dt_model *m, uint64_t seed)
 {
+    float *p = m->params;
+    if (m->cuda && !(p = malloc((m->spec.num_params ? m->spec.num_params : 1) * sizeof *p)))
+        return dt_set_error(DT_ERR_NOMEM, "out of host memory initializing the parameters");
     for (int i = 0; i < m->spec.n; i++) {
         const layer *l = &m->spec.layers[i];
         if (l->kind != LAYER_FC && l->kind != LAYER_CONV) continue;
         size_t fan_in = l->kind == LAYER_FC ? (size_t)l->in_c : (size_t)l->in_c * l->k * l->k;
         float bound = 1.0f / sqrtf((float)fan_in);
         for (size_t j = 0; j < l->w_n + l->b_n; j++)
-            m->params[l->w_off + j] = bound * rng_uniform_pm1(rng_at(seed, 0x5041524dull + (uint64_t)i, j));
+            p[l->w_off + j] = bound * rng_uniform_pm1(rng_at(seed, 0x5041524dull + (uint64_t)i, j));
     }
+    if (!m->cuda) return DT_OK;
+    dt_status s = devmem_to_device(1, m->params, p, m->spec.num_params * sizeof *p);
+    free(p);
+    return s;
 }
 
 /* Frees the buffers whose element type follows the precision (NULL entries are fine). */
 static void model_free_acts(dt_model *m)
 {
     for (int i = 0; i < m->spec.n; i++) {
-        if (m->act) free(m->act[i]), m->act[i] = NULL;
+        if (m->act) devmem_free(m->cuda, m->act[i]), m->act[i] = NULL;
         if (m->a16) free(m->a16[i]), m->a16[i] = NULL;
     }
     for (int j = 0; j < 2; j++) {
-        free(m->dbuf[j]), m->dbuf[j] = NULL;
+        devmem_free(m->cuda, m->dbuf[j]), m->dbuf[j] = NULL;
         free(m->d16[j]), m->d16[j] = NULL;
     }
     free(m->sx), free(m->sy), free(m->sdy), free(m->sw), free(m->sg), free(m->st);
@@ -87,6 +99,13 @@ static void model_act_bytes(const dt_model *m, dt_dtype prec, size_t *act, size_
     *scratch = prec == DT_F32 ? 0 : (3 * sa + 2 * sw + st) * sizeof(float);
 }
 
+/* A buffer on the model's device, or NULL (dt_last_error says why). */
+static void *mbuf(const dt_model *m, size_t bytes, const char *what)
+{
+    void *p = NULL;
+    return devmem_alloc(m->cuda, bytes, what, &p) ? NULL : p;
+}
+
 /* Allocates the buffers of m->prec (after model_free_acts); 0 when out of memory. */
 static int model_alloc_acts(dt_model *m)
 {
@@ -96,12 +115,12 @@ static int model_alloc_acts(dt_model *m)
         if (!layer_owns_output(m, i)) continue;
         const size_t cnt = B * layer_out_n(&m->spec.layers[i]);
         if (m->prec == DT_F32)
-            ok = ok && (m->act[i] = malloc(cnt * sizeof(float)));
+            ok = ok && (m->act[i] = mbuf(m, cnt * sizeof(float), "activations"));
         else
             ok = ok && (m->a16[i] = malloc(cnt * sizeof(uint16_t)));
     }
     if (m->prec == DT_F32) {
-        for (int j = 0; j < 2; j++) ok = ok && (m->dbuf[j] = malloc(na * sizeof(float)));
+        for (int j = 0; j < 2; j++) ok = ok && (m->dbuf[j] = mbuf(m, na * sizeof(float), "backward buffers"));
         return ok;
     }
     for (int j = 0; j < 2; j++) ok = ok && (m->d16[j] = malloc(na * sizeof(uint16_t)));
@@ -118,7 +137,7 @@ void dt_model_free(dt_model *m)
     if (!m) return;
     model_free_acts(m);
     for (int i = 0; i < m->spec.n; i++)
-        if (m->pool_idx) free(m->pool_idx[i]);
+        if (m->pool_idx) devmem_free(m->cuda, m->pool_idx[i]);
     bucket_plan_free(&m->plan);
     engine_destroy(m->eng);
     free(m->player);
@@ -128,9 +147,11 @@ void dt_model_free(dt_model *m)
     free(m->in);
     free(m->in16);
     free(m->pool_idx);
-    free(m->ws);
-    free(m->params);
-    free(m->grads);
+    devmem_free(m->cuda, m->ws);
+    devmem_free(m->cuda, m->params);
+    devmem_free(m->cuda, m->grads);
+    devmem_free(m->cuda, m->xdev);
+    devmem_free(m->cuda, m->ldev);
     free(m->g16);
     model_spec_free(&m->spec);
     free(m);
@@ -142,12 +163,20 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     *out = NULL;
     if (max_batch < 1) return dt_set_error(DT_ERR_INVALID_ARG, "batch size %d must be at least 1", max_batch);
     dt_placement pl;
+    int cuda = 0;
     if (ctx) {
         dt_get_placement(ctx, &pl);
-        if (pl.device == DT_DEVICE_CUDA)
-            return dt_set_error(DT_ERR_UNSUPPORTED, "models run on the CPU kernels in this version; start "
-                                "with --device cpu (DTRAIN_DEVICE=cpu)");
+        cuda = pl.device == DT_DEVICE_CUDA;
     }
+#ifdef DTRAIN_HAVE_CUDA
+    if (cuda && dt_world_size(ctx) > 1 && strcmp(dt_backend_name(ctx), "nccl") != 0)
+        return dt_set_error(DT_ERR_UNSUPPORTED, "training on GPUs across ranks needs the NCCL backend, and this "
+                            "context uses %s: check that NCCL initialized (dtrain env)", dt_backend_name(ctx));
+    if (cuda && cuda_ops_set_stream(NULL)) return DT_ERR_DEVICE;
+#else
+    if (cuda)
+        return dt_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without CUDA: use --device cpu");
+#endif
     dt_model *m = calloc(1, sizeof *m);
     if (!m) return dt_set_error(DT_ERR_NOMEM, "out of memory for the model");
     dt_status s = model_spec_parse(spec, input, &m->spec);
@@ -156,11 +185,20 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
         return s;
     }
     m->ctx = ctx;
+    m->cuda = cuda;
+#ifdef DTRAIN_HAVE_CUDA
+    m->ops = cuda ? kernels_cuda() : kernels_cpu();
+#else
     m->ops = kernels_cpu();
+#endif
     m->max_batch = max_batch;
     const size_t B = (size_t)max_batch, n = (size_t)m->spec.n;
-    m->params = calloc(m->spec.num_params ? m->spec.num_params : 1, sizeof(float));
-    m->grads = calloc(m->spec.num_params ? m->spec.num_params : 1, sizeof(float));
+    m->params = mbuf(m, m->spec.num_params * sizeof(float), "parameters");
+    m->grads = mbuf(m, m->spec.num_params * sizeof(float), "gradients");
+    if (cuda) {
+        m->xdev = mbuf(m, B * dt_model_input_size(m) * sizeof(float), "the input batch");
+        m->ldev = mbuf(m, B * sizeof(int32_t), "the labels");
+    }
     m->act = calloc(n, sizeof *m->act);
     m->a16 = calloc(n, sizeof *m->a16);
     m->in = calloc(n, sizeof *m->in);
@@ -169,12 +207,13 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     m->prec = m->grad_t = DT_F32;
     m->inv_scale = 1.0f;
     m->bad_layer = -1;
-    int ok = m->params && m->grads && m->act && m->a16 && m->in && m->in16 && m->pool_idx && model_alloc_acts(m);
+    int ok = m->params && m->grads && m->act && m->a16 && m->in && m->in16 && m->pool_idx &&
+             (!cuda || (m->xdev && m->ldev)) && model_alloc_acts(m);
     size_t ws = 0;
     for (size_t i = 0; ok && i < n; i++) {
         layer *l = &m->spec.layers[i];
         if (l->kind == LAYER_POOL) {
-            m->pool_idx[i] = malloc(B * layer_out_n(l) * sizeof(int32_t));
+            m->pool_idx[i] = mbuf(m, B * layer_out_n(l) * sizeof(int32_t), "pooling indices");
             ok = ok && m->pool_idx[i];
         }
         if (l->kind == LAYER_CONV) {
@@ -184,8 +223,14 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
         }
     }
     if (ok && ws) {
-        m->ws = malloc(ws * sizeof(float));
+        m->ws = mbuf(m, ws * sizeof(float), "the convolution workspace");
         ok = m->ws != NULL;
+    }
+    if (!ok && cuda) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        dt_model_free(m);
+        return dt_set_error(DT_ERR_NOMEM, "%s", why);
     }
     if (!ok) {
         size_t mib = (B * m->spec.max_act * 4 * (n + 2) + m->spec.num_params * 8 + ws * 4) >> 20;
@@ -193,7 +238,10 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
         return dt_set_error(DT_ERR_NOMEM, "out of memory for the model's buffers (about %zu MiB at batch %d): "
                             "use a smaller --batch or model", mib, max_batch);
     }
-    model_init_params(m, seed);
+    if ((s = model_init_params(m, seed))) {
+        dt_model_free(m);
+        return s;
+    }
     /* Identical start on every rank, whatever each rank computed. */
     if (ctx && dt_world_size(ctx) > 1 && (s = dt_broadcast(ctx, m->params, m->spec.num_params, DT_F32, 0))) {
         dt_model_free(m);
@@ -248,14 +296,27 @@ dt_status model_grads_done(dt_model *m, int i)
     const size_t off = l->w_off, cnt = l->w_n + l->b_n;
     if (m->inject_inf && cnt) {
         m->inject_inf = 0;
+        const float inf = INFINITY;
         if (m->g16)
             m->g16[off] = m->grad_t == DT_F16 ? 0x7c00u : 0x7f80u;
-        else
-            m->grads[off] = INFINITY;
+        else if (m->cuda) {
+            dt_status s = devmem_to_device(1, m->grads + off, &inf, sizeof inf);
+            if (s) return s;
+        } else
+            m->grads[off] = inf;
     }
-    if (m->check_local && m->bad_layer < 0 &&
-        (m->g16 ? cpu_count_nonfinite16(m->grad_t, m->g16 + off, cnt) : cpu_count_nonfinite(m->grads + off, cnt)))
-        m->bad_layer = i;
+    if (m->check_local && m->bad_layer < 0) {
+        size_t bad;
+        if (m->g16)
+            bad = cpu_count_nonfinite16(m->grad_t, m->g16 + off, cnt);
+#ifdef DTRAIN_HAVE_CUDA
+        else if (m->cuda)
+            bad = cuda_count_nonfinite(m->grads + off, cnt);
+#endif
+        else
+            bad = cpu_count_nonfinite(m->grads + off, cnt);
+        if (bad) m->bad_layer = i;
+    }
     return model_layer_done(m, m->player[i]);
 }
 
@@ -282,6 +343,15 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     m->bad_layer = -1;
     m->inv_scale = 1.0f;
     if (m->prec != DT_F32) return model_fb16(m, x, labels, batch, grad_scale, loss_sum, correct);
+    if (m->cuda) {
+        /* The batch goes to the device; the ops then read it there. */
+        dt_status s;
+        if ((s = devmem_to_device(1, m->xdev, x, (size_t)batch * dt_model_input_size(m) * sizeof *x)) ||
+            (s = devmem_to_device(1, m->ldev, labels, (size_t)batch * sizeof *labels)))
+            return s;
+        x = m->xdev;
+        labels = m->ldev;
+    }
 
     /* Forward. */
     const float *in = x;
@@ -353,6 +423,14 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     }
     *loss_sum = loss;
     *correct = corr;
+#ifdef DTRAIN_HAVE_CUDA
+    /* Launches are checked as they go; a failure is reported here, once per step. */
+    if (m->cuda && cuda_ops_last_error()) {
+        dt_status s = cuda_ops_last_error();
+        cuda_ops_clear_error();
+        return s;
+    }
+#endif
     return DT_OK;
 }
 
@@ -452,7 +530,8 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
                 break;
             }
         free(all);
-        if (!s && !m->eng) s = engine_create(ctx_world_comm(m->ctx), ctx_timeout(m->ctx), &m->eng);
+        /* A GPU model's gradients are allreduced by the context's NCCL backend in dt_model_sync_grads. */
+        if (!s && !m->eng && !m->cuda) s = engine_create(ctx_world_comm(m->ctx), ctx_timeout(m->ctx), &m->eng);
         if (s) {
             free(player), free(pending);
             bucket_plan_free(&plan);
@@ -471,6 +550,8 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
 
 dt_status dt_model_sync_grads(dt_model *m)
 {
+    if (m->cuda && m->ctx && dt_world_size(m->ctx) > 1)
+        return dt_allreduce(m->ctx, m->grads, m->spec.num_params, DT_F32, m->sync.op);
     if (!m->eng) return DT_OK; /* a world of one */
     if (!m->sync.overlap) {
         for (int b = 0; b < m->plan.nb; b++) {
@@ -491,6 +572,10 @@ struct dt_optimizer {
     size_t n;
     float *s1, *s2; /* SGD: momentum; AdamW: m and v */
     int t;          /* steps taken */
+    /* For a GPU model the state lives on the device (made from s1/s2 at the first step there);
+     * s1/s2 are then not kept up to date. */
+    float *d1, *d2;
+    int on_device;
 };
 
 void dt_optim_defaults(dt_optim_config *c)
@@ -541,6 +626,8 @@ void dt_optimizer_free(dt_optimizer *o)
     if (!o) return;
     free(o->s1);
     free(o->s2);
+    devmem_free(1, o->d1);
+    devmem_free(1, o->d2);
     free(o);
 }
 
@@ -564,6 +651,9 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
 {
     if (compute != DT_F32 && compute != DT_F16 && compute != DT_BF16)
         return dt_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)compute);
+    if (m->cuda && (compute != DT_F32 || grads != DT_F32))
+        return dt_set_error(DT_ERR_UNSUPPORTED, "mixed precision runs on the CPU in this version; on the GPU use "
+                            "--precision fp32 (or train 16-bit with --device cpu)");
     if (grads != DT_F32 && grads != compute)
         return dt_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
                             dtype_name(compute), dtype_name(compute), dtype_name(grads));
@@ -621,6 +711,10 @@ dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
     if (m->g16) {
         bad = cpu_count_nonfinite16(m->grad_t, m->g16, n);
         m->inv_scale = inv_scale; /* applied by dt_model_optimizer_step as it widens */
+#ifdef DTRAIN_HAVE_CUDA
+    } else if (m->cuda) {
+        bad = inv_scale == 1.0f ? cuda_count_nonfinite(m->grads, n) : cuda_unscale_count_nonfinite(m->grads, n, inv_scale);
+#endif
     } else {
         bad = inv_scale == 1.0f ? cpu_count_nonfinite(m->grads, n) : cpu_unscale_count_nonfinite(m->grads, n, inv_scale);
     }
@@ -653,6 +747,32 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
     if (o->n != m->spec.num_params)
         return dt_set_error(DT_ERR_INVALID_ARG, "the optimizer was made for %zu parameters, the model has %zu", o->n,
                             m->spec.num_params);
+    if (m->cuda) {
+        if (!o->on_device) {
+            dt_status s;
+            if ((o->s1 && ((s = devmem_alloc(1, o->n * sizeof(float), "the optimizer state", (void **)&o->d1)) ||
+                           (s = devmem_to_device(1, o->d1, o->s1, o->n * sizeof(float))))) ||
+                (o->s2 && ((s = devmem_alloc(1, o->n * sizeof(float), "the optimizer state", (void **)&o->d2)) ||
+                           (s = devmem_to_device(1, o->d2, o->s2, o->n * sizeof(float))))))
+                return s;
+            o->on_device = 1;
+        }
+        const dt_optim_config *c = &o->cfg;
+        o->t++;
+        if (c->kind == DT_OPTIM_SGD)
+            m->ops->sgd(m->params, m->grads, o->d1, o->n, c->lr, c->momentum, c->weight_decay, o->t == 1);
+        else
+            m->ops->adamw(m->params, m->grads, o->d1, o->d2, o->n, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
+                          o->t);
+#ifdef DTRAIN_HAVE_CUDA
+        if (cuda_ops_last_error()) {
+            dt_status s = cuda_ops_last_error();
+            cuda_ops_clear_error();
+            return s;
+        }
+#endif
+        return DT_OK;
+    }
     if (!m->g16) return dt_optimizer_step(o, m->params, m->grads);
     /* 16-bit gradients: widen and unscale a block at a time into a buffer that stays in cache and
      * run the optimizer on the block (its update is elementwise, so blocks change nothing). */
@@ -723,6 +843,14 @@ uint64_t model_fingerprint(const dt_model *m)
 }
 
 const float *model_params_const(const dt_model *m) { return m->params; }
+int model_is_cuda(const dt_model *m) { return m->cuda; }
+
+dt_status dt_model_get_params(const dt_model *m, float *host)
+{
+    return devmem_to_host(m->cuda, host, m->params, m->spec.num_params * sizeof *host);
+}
+
+int dt_model_on_gpu(const dt_model *m) { return m->cuda; }
 
 void optimizer_state(const dt_optimizer *o, dt_optim_config *cfg, int *t, const float **s1, size_t *n1,
                      const float **s2, size_t *n2)

@@ -49,5 +49,7 @@ const float *model_params_const(const dt_model *m);
 void optimizer_state(const dt_optimizer *o, dt_optim_config *cfg, int *t, const float **s1, size_t *n1,
                      const float **s2, size_t *n2);
 void optimizer_set_t(dt_optimizer *o, int t);
+/* 1 when the model's buffers live on a GPU. */
+int model_is_cuda(const dt_model *m);
 
 #endif

@@ -42,6 +42,12 @@ struct dt_model {
     int check_local;     /* look for non-finite gradients layer by layer before the allreduce */
     int bad_layer;       /* the first layer (backward order) found non-finite, else -1 */
     int inject_inf;      /* testing: put an inf into the next backward's first gradient */
+    /* A CUDA model: every buffer above that the ops touch (params, grads, act, dbuf, pool_idx, ws)
+     * is device memory, the ops are kernels_cuda(), and each step copies the batch into xdev and
+     * ldev. Gradients are allreduced after backward through the context's NCCL backend. */
+    int cuda;
+    float *xdev;
+    int32_t *ldev;
 };
 
 static inline size_t layer_out_n(const layer *l) { return (size_t)l->out_c * l->out_h * l->out_w; }

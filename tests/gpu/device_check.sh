@@ -32,6 +32,16 @@ log "dtrain bench gemm (default sizes 4096, 8192, 10000; all types)"
 timeout 400 build-gpu/dtrain bench gemm --max-seconds 2 >"$out/bench-gemm.txt" 2>&1
 cat "$out/bench-gemm.txt" | tee -a "$out/summary.txt"
 
+log "training steps, CPU (16 threads) against GPU, fp32, 1 rank"
+for spec in "mlp 784 256" "cnn 1x28x28 256" "fc:8192,relu,fc:8192,relu,fc:10 1024 512"; do
+    set -- $spec
+    for dev in cpu cuda; do
+        timeout 120 build-gpu/dtrain train --device $dev --model "$1" --input "$2" --batch "$3" --steps 60 --log-every 20 \
+            >"$out/train-$dev.txt" 2>&1
+        echo "$dev $1 batch $3: $(grep '^done' "$out/train-$dev.txt" || tail -1 "$out/train-$dev.txt")" | tee -a "$out/summary.txt"
+    done
+done
+
 log "dtrain bench allreduce on one rank (host buffers)"
 timeout 60 mpirun -np 1 build-gpu/dtrain bench allreduce -b 1M -e 64M -f 4 >"$out/bench-allreduce.txt" 2>&1
 tail -3 "$out/bench-allreduce.txt" | tee -a "$out/summary.txt"

@@ -1,0 +1,78 @@
+/*
+ * devmem.c - see devmem.h. Device allocations are zeroed (cudaMemset) like calloc, so a fresh
+ * model holds the same values on either device.
+ */
+#include "devmem.h"
+#include "status.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef DTRAIN_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+dt_status devmem_alloc(int cuda, size_t bytes, const char *what, void **out)
+{
+    *out = NULL;
+    const size_t n = bytes ? bytes : 1;
+    if (!cuda) {
+        *out = calloc(1, n);
+        if (!*out)
+            return dt_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB): use a smaller --batch or model",
+                                what, (double)n / 1048576.0);
+        return DT_OK;
+    }
+#ifdef DTRAIN_HAVE_CUDA
+    cudaError_t e = cudaMalloc(out, n);
+    if (e == cudaSuccess) e = cudaMemset(*out, 0, n);
+    if (e != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        if (*out) cudaFree(*out);
+        *out = NULL;
+        cudaGetLastError(); /* clear the sticky-free error state of an OOM */
+        cudaMemGetInfo(&fr, &tot);
+        return dt_set_error(DT_ERR_NOMEM, "out of GPU memory for %s: asked %.1f MiB, %.1f MiB free of %.1f MiB "
+                            "(%s): use a smaller --batch, or --precision bf16 when it reaches the GPU", what,
+                            (double)n / 1048576.0, (double)fr / 1048576.0, (double)tot / 1048576.0,
+                            cudaGetErrorString(e));
+    }
+    return DT_OK;
+#else
+    return dt_set_error(DT_ERR_UNSUPPORTED, "GPU memory asked for %s, but this dtrain was built without CUDA", what);
+#endif
+}
+
+void devmem_free(int cuda, void *p)
+{
+    if (!p) return;
+    if (!cuda) {
+        free(p);
+        return;
+    }
+#ifdef DTRAIN_HAVE_CUDA
+    cudaFree(p);
+#endif
+}
+
+static dt_status copy(int cuda, void *dst, const void *src, size_t bytes, int to_device)
+{
+    if (!bytes) return DT_OK;
+    if (!cuda) {
+        memcpy(dst, src, bytes);
+        return DT_OK;
+    }
+#ifdef DTRAIN_HAVE_CUDA
+    cudaError_t e = cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess)
+        return dt_set_error(DT_ERR_DEVICE, "copying %zu bytes %s the GPU failed: %s", bytes, to_device ? "to" : "from",
+                            cudaGetErrorString(e));
+    return DT_OK;
+#else
+    (void)to_device;
+    return dt_set_error(DT_ERR_UNSUPPORTED, "a GPU copy in a build without CUDA");
+#endif
+}
+
+dt_status devmem_to_device(int cuda, void *dst, const void *src, size_t bytes) { return copy(cuda, dst, src, bytes, 1); }
+dt_status devmem_to_host(int cuda, void *dst, const void *src, size_t bytes) { return copy(cuda, dst, src, bytes, 0); }

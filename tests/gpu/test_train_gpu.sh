@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# GPU training: `dtrain train --device cuda` follows the CPU run of the same seed: the loss of
+# every one of 50 steps within 2e-3 relative, the final parameters within 1e-2 (cuBLAS and
+# OpenBLAS sum in different orders, and 50 steps of SGD carry the differences along); mlp and
+# cnn. Exit 77 (SKIP) with the reason when no GPU can be used.
+here=$(dirname "$0"); source "$here/../mpi/lib.sh"
+DTRAIN=$1 MPIRUN=$2 CMP=$3
+
+if ! "$DTRAIN" env --device cuda >"$tmp/env" 2>&1; then
+    echo "SKIP: no usable GPU: $(grep -m1 -i 'error' "$tmp/env" || head -1 "$tmp/env")"
+    exit 77
+fi
+grep -E '^0/1 ' "$tmp/env"
+
+run() { # device, model, out prefix, extra flags
+    local dev=$1 model=$2 out=$3; shift 3
+    "$MPIRUN" -np 1 "$DTRAIN" train --device "$dev" --model "$model" --steps 50 --batch 32 --lr 0.05 --seed 11 \
+        --log-every 1 --metrics "$out.jsonl" --dump-params "$out.params" "$@" >"$out.log" 2>&1
+}
+for model in mlp cnn; do
+    if ! run cpu $model "$tmp/cpu-$model"; then bad "$model on the CPU failed"; cat "$tmp/cpu-$model.log"; continue; fi
+    if ! run cuda $model "$tmp/gpu-$model"; then bad "$model on the GPU failed"; cat "$tmp/gpu-$model.log"; continue; fi
+    worst=$(paste -d' ' <(sed 's/.*"loss": \([0-9.e+-]*\).*/\1/' "$tmp/cpu-$model.jsonl") \
+                        <(sed 's/.*"loss": \([0-9.e+-]*\).*/\1/' "$tmp/gpu-$model.jsonl") |
+            awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 > 0 ? $1 : 1); if (r > w) w = r } END { printf "%.3g", w }')
+    steps=$(wc -l <"$tmp/gpu-$model.jsonl")
+    if [ "$steps" -eq 50 ] && awk -v w="$worst" 'BEGIN { exit !(w <= 2e-3) }'; then
+        ok "$model: GPU loss curve = CPU's over 50 steps, worst relative difference $worst"
+    else
+        bad "$model: GPU loss curve ($steps steps) differs from the CPU's by $worst"
+    fi
+    out=$("$CMP" "$tmp/gpu-$model.params" "$tmp/cpu-$model.params" 1e-2)
+    [ $? -eq 0 ] && ok "$model: final parameters GPU vs CPU: $out" || bad "$model: final parameters: $out"
+    grep -h "samples/s" "$tmp/cpu-$model.log" "$tmp/gpu-$model.log" | grep '^done' | sed "s/^/    $model: /"
+done
+expect 2 "--device cuda trains in fp32 without checkpoints" "$DTRAIN" train --device cuda --checkpoint-dir "$tmp/ck"
+expect 2 "--device cuda trains in fp32 without checkpoints" "$DTRAIN" train --device cuda --precision bf16
+finish
