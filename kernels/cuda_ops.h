@@ -74,6 +74,28 @@ dt_status cuda_ops_last_error(void);
  * the CUDA context: the next op records it again.) */
 void cuda_ops_clear_error(void);
 
+/* Mixed precision (runtime/model_amp.c on a CUDA model). 16-bit arrays are uint16_t bit patterns
+ * of type t (DT_F16 or DT_BF16); all on the ops' stream, launches checked as above. */
+/* Row-major C(m,n) = op(A) op(B) + beta C, A and B 16-bit of type t, accumulated in fp32 on the
+ * tensor cores (cublasGemmEx, CUBLAS_COMPUTE_32F); C of type ct: DT_F32, or t (rounded once). */
+void cuda_gemm16(dt_dtype t, int trans_a, int trans_b, int m, int n, int k, const uint16_t *a, int lda,
+                 const uint16_t *b, int ldb, float beta, void *c, dt_dtype ct, int ldc);
+/* out = in rounded to t and widened back (in == out allowed). */
+void cuda_round16(dt_dtype t, const float *in, float *out, size_t n);
+/* The 16-bit ReLU of amp.h: y = x < 0 ? 0 : x (NaN passes); dx = y > 0 ? dy : 0 (dx may alias dy). */
+void cuda_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, size_t n);
+void cuda_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n);
+/* y16(rows, cols) = round(y32 + b16 widened, per column). */
+void cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16, int rows, int cols);
+/* db[j] = sum over the rows of dy16[i][j], in fp32, rows in order. */
+void cuda_col_sums16(dt_dtype t, const uint16_t *dy, int rows, int cols, float *db);
+/* acc[i] += g[i]. */
+void cuda_add(float *acc, const float *g, size_t n);
+/* The table's fp32 GEMMs on the TF32 tensor cores (on) or in full fp32 (off, the default). Exact
+ * for operands that hold 16-bit values: fp16 and bf16 numbers are all representable in TF32, so
+ * only the fp32 accumulation order can differ. */
+void cuda_ops_set_tf32(int on);
+
 /* Frees the cuBLAS handle and the scratch buffer (the next op creates them again) and resets the
  * stream to the default one. Call before cudaDeviceReset or at exit if you care. */
 void cuda_ops_release(void);

@@ -418,10 +418,18 @@ int cmd_train(int argc, char **argv)
     /* The GPU path trains fp32 without checkpoints so far: it is taken when asked for (--device
      * cuda), and auto stays on the CPU until it is complete. */
     if (cfg.device == DT_DEVICE_AUTO) cfg.device = DT_DEVICE_CPU;
-    if (cfg.device == DT_DEVICE_CUDA && (t.ckpt_dir || t.precision != DT_F32)) {
-        cli_error("--device cuda trains in fp32 without checkpoints in this version: drop %s, or use --device cpu",
-                  t.ckpt_dir ? "--checkpoint-dir" : "--precision");
+    if (cfg.device == DT_DEVICE_CUDA && t.ckpt_dir) {
+        cli_error("--device cuda trains without checkpoints in this version: drop --checkpoint-dir, or use "
+                  "--device cpu");
         return EXIT_USAGE;
+    }
+    /* On the GPU, 16-bit models keep fp32 gradients (as torch.cuda.amp). */
+    if (cfg.device == DT_DEVICE_CUDA && t.precision != DT_F32) {
+        if (t.grad_comm_set && grad_t != DT_F32) {
+            cli_error("--device cuda keeps the gradients of a 16-bit model in fp32 in this version: drop --grad-comm");
+            return EXIT_USAGE;
+        }
+        grad_t = DT_F32;
     }
 
     dt_ctx *ctx = cli_init(&cfg);

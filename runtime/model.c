@@ -61,16 +61,20 @@ static dt_status model_init_params(dt_model *m, uint64_t seed)
 /* Frees the buffers whose element type follows the precision (NULL entries are fine). */
 static void model_free_acts(dt_model *m)
 {
+    const int c = m->cuda;
     for (int i = 0; i < m->spec.n; i++) {
-        if (m->act) devmem_free(m->cuda, m->act[i]), m->act[i] = NULL;
-        if (m->a16) free(m->a16[i]), m->a16[i] = NULL;
+        if (m->act) devmem_free(c, m->act[i]), m->act[i] = NULL;
+        if (m->a16) devmem_free(c, m->a16[i]), m->a16[i] = NULL;
     }
     for (int j = 0; j < 2; j++) {
-        devmem_free(m->cuda, m->dbuf[j]), m->dbuf[j] = NULL;
-        free(m->d16[j]), m->d16[j] = NULL;
+        devmem_free(c, m->dbuf[j]), m->dbuf[j] = NULL;
+        devmem_free(c, m->d16[j]), m->d16[j] = NULL;
     }
-    free(m->sx), free(m->sy), free(m->sdy), free(m->sw), free(m->sg), free(m->st);
+    devmem_free(c, m->sx), devmem_free(c, m->sy), devmem_free(c, m->sdy);
+    devmem_free(c, m->sw), devmem_free(c, m->sg), devmem_free(c, m->st);
+    devmem_free(c, m->p16), devmem_free(c, m->x16);
     m->sx = m->sy = m->sdy = m->sw = m->sg = m->st = NULL;
+    m->p16 = m->x16 = NULL;
 }
 
 /* Whether layer i needs its own output buffer: not flatten (it aliases its input), and not a ReLU
@@ -97,6 +101,7 @@ static void model_act_bytes(const dt_model *m, dt_dtype prec, size_t *act, size_
     size_t sa, sw, st;
     model_amp_scratch(m, &sa, &sw, &st);
     *scratch = prec == DT_F32 ? 0 : (3 * sa + 2 * sw + st) * sizeof(float);
+    if (prec != DT_F32 && m->cuda) *scratch += B * dt_model_input_size(m) * sizeof(uint16_t); /* x16 */
 }
 
 /* A buffer on the model's device, or NULL (dt_last_error says why). */
@@ -117,18 +122,24 @@ static int model_alloc_acts(dt_model *m)
         if (m->prec == DT_F32)
             ok = ok && (m->act[i] = mbuf(m, cnt * sizeof(float), "activations"));
         else
-            ok = ok && (m->a16[i] = malloc(cnt * sizeof(uint16_t)));
+            ok = ok && (m->a16[i] = mbuf(m, cnt * sizeof(uint16_t), "16-bit activations"));
     }
     if (m->prec == DT_F32) {
         for (int j = 0; j < 2; j++) ok = ok && (m->dbuf[j] = mbuf(m, na * sizeof(float), "backward buffers"));
         return ok;
     }
-    for (int j = 0; j < 2; j++) ok = ok && (m->d16[j] = malloc(na * sizeof(uint16_t)));
+    for (int j = 0; j < 2; j++) ok = ok && (m->d16[j] = mbuf(m, na * sizeof(uint16_t), "16-bit backward buffers"));
     size_t sa, sw, st;
     model_amp_scratch(m, &sa, &sw, &st);
-    ok = ok && (m->sx = malloc(sa * sizeof(float))) && (m->sy = malloc(sa * sizeof(float))) &&
-         (m->sdy = malloc(sa * sizeof(float))) && (m->sw = malloc(sw * sizeof(float))) &&
-         (m->sg = malloc(sw * sizeof(float))) && (m->st = malloc(st * sizeof(float)));
+    ok = ok && (m->sx = mbuf(m, sa * sizeof(float), "conversion scratch")) &&
+         (m->sy = mbuf(m, sa * sizeof(float), "conversion scratch")) &&
+         (m->sdy = mbuf(m, sa * sizeof(float), "conversion scratch")) &&
+         (m->sw = mbuf(m, sw * sizeof(float), "conversion scratch")) &&
+         (m->sg = mbuf(m, sw * sizeof(float), "conversion scratch")) &&
+         (m->st = mbuf(m, st * sizeof(float), "conversion scratch"));
+    if (ok && m->cuda)
+        ok = (m->p16 = mbuf(m, m->spec.num_params * sizeof(uint16_t), "16-bit parameters")) &&
+             (m->x16 = mbuf(m, (size_t)m->max_batch * dt_model_input_size(m) * sizeof(uint16_t), "16-bit input"));
     return ok;
 }
 
@@ -342,7 +353,6 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     for (int b = 0; b < m->plan.nb; b++) m->pending[b] = m->plan.b[b].nlayers;
     m->bad_layer = -1;
     m->inv_scale = 1.0f;
-    if (m->prec != DT_F32) return model_fb16(m, x, labels, batch, grad_scale, loss_sum, correct);
     if (m->cuda) {
         /* The batch goes to the device; the ops then read it there. */
         dt_status s;
@@ -351,6 +361,16 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
             return s;
         x = m->xdev;
         labels = m->ldev;
+    }
+    if (m->prec != DT_F32) {
+        dt_status s = model_fb16(m, x, labels, batch, grad_scale, loss_sum, correct);
+#ifdef DTRAIN_HAVE_CUDA
+        if (!s && m->cuda && cuda_ops_last_error()) {
+            s = cuda_ops_last_error();
+            cuda_ops_clear_error();
+        }
+#endif
+        return s;
     }
 
     /* Forward. */
@@ -651,9 +671,9 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
 {
     if (compute != DT_F32 && compute != DT_F16 && compute != DT_BF16)
         return dt_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)compute);
-    if (m->cuda && (compute != DT_F32 || grads != DT_F32))
-        return dt_set_error(DT_ERR_UNSUPPORTED, "mixed precision runs on the CPU in this version; on the GPU use "
-                            "--precision fp32 (or train 16-bit with --device cpu)");
+    if (m->cuda && grads != DT_F32)
+        return dt_set_error(DT_ERR_UNSUPPORTED, "on the GPU, gradients of a %s model are kept in fp32 in this "
+                            "version (pass DT_F32; dtrain train does)", compute == DT_F16 ? "fp16" : "bf16");
     if (grads != DT_F32 && grads != compute)
         return dt_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
                             dtype_name(compute), dtype_name(compute), dtype_name(grads));
@@ -800,7 +820,7 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
 {
     const size_t np = m->spec.num_params;
     memset(out, 0, sizeof *out);
-    out->params = np * 4;
+    out->params = np * 4 + (m->cuda && m->prec != DT_F32 ? np * 2 : 0); /* + the 16-bit copy on a GPU */
     out->grads = np * (m->g16 ? 2 : 4);
     out->optimizer = o ? 4 * ((o->s1 ? o->n : 0) + (o->s2 ? o->n : 0)) : 0;
     size_t act, scratch;

@@ -17,6 +17,9 @@
 #include "cast.h"
 #include "model_internal.h"
 #include "status.h"
+#ifdef DTRAIN_HAVE_CUDA
+#include "cuda_ops.h"
+#endif
 
 #include <string.h>
 
@@ -25,14 +28,17 @@
 
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
-/* Samples per chunk for layer l: the whole batch for fc, else what fits AMP_ACT_CHUNK. */
-static int layer_chunk(const layer *l, int batch)
+#define AMP_ACT_CHUNK_GPU ((size_t)1 << 26) /* on a GPU: 256 MiB, whole batches (launches cost) */
+
+/* Samples per chunk for layer l: the whole batch for fc, else what fits the chunk. */
+static int layer_chunk_of(const layer *l, int batch, int gpu)
 {
     if (l->kind == LAYER_FC) return batch;
-    size_t c = AMP_ACT_CHUNK / zmax(zmax(layer_in_n(l), layer_out_n(l)), 1);
+    size_t c = (gpu ? AMP_ACT_CHUNK_GPU : AMP_ACT_CHUNK) / zmax(zmax(layer_in_n(l), layer_out_n(l)), 1);
     if (c < 1) c = 1;
     return c > (size_t)batch ? batch : (int)c;
 }
+#define layer_chunk(l, batch) layer_chunk_of((l), (batch), m->cuda)
 
 /* Output rows of fc layer l whose weights are widened at a time. */
 static int fc_rows(const layer *l)
@@ -72,8 +78,79 @@ void model_amp_scratch(const dt_model *m, size_t *act, size_t *w, size_t *t)
     *t = tt;
 }
 
-static void to16(const dt_model *m, const float *in, uint16_t *out, size_t n) { cpu_cast_f32_to_16(m->prec, in, out, n); }
-static void to32(const dt_model *m, const uint16_t *in, float *out, size_t n) { cpu_cast_16_to_f32(m->prec, in, out, n); }
+/* The elementwise steps, on the model's device. On a GPU (fp32 gradients only) the fc layers take
+ * their own path below (tensor-core GEMMs on the 16-bit values); the others share this code. */
+#ifdef DTRAIN_HAVE_CUDA
+#define ON_GPU(m) ((m)->cuda)
+#else
+#define ON_GPU(m) 0
+#endif
+
+static void to16(const dt_model *m, const float *in, uint16_t *out, size_t n)
+{
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) {
+        cuda_cast_f32_to_16(m->prec, in, out, n, cuda_ops_stream());
+        return;
+    }
+#endif
+    cpu_cast_f32_to_16(m->prec, in, out, n);
+}
+
+static void to32(const dt_model *m, const uint16_t *in, float *out, size_t n)
+{
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) {
+        cuda_cast_16_to_f32(m->prec, in, out, n, cuda_ops_stream());
+        return;
+    }
+#endif
+    cpu_cast_16_to_f32(m->prec, in, out, n);
+}
+
+static void round16(const dt_model *m, const float *in, float *out, size_t n)
+{
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) {
+        cuda_round16(m->prec, in, out, n);
+        return;
+    }
+#endif
+    cpu_round16(m->prec, in, out, n);
+}
+
+static void relu16_fwd(const dt_model *m, const uint16_t *x, uint16_t *y, size_t n)
+{
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) {
+        cuda_relu16_fwd(m->prec, x, y, n);
+        return;
+    }
+#endif
+    cpu_relu16_fwd(m->prec, x, y, n);
+}
+
+static void relu16_bwd(const dt_model *m, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n)
+{
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) {
+        cuda_relu16_bwd(m->prec, y, dy, dx, n);
+        return;
+    }
+#endif
+    cpu_relu16_bwd(m->prec, y, dy, dx, n);
+}
+
+static void add_to(const dt_model *m, float *acc, const float *g, size_t n)
+{
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) {
+        cuda_add(acc, g, n);
+        return;
+    }
+#endif
+    for (size_t j = 0; j < n; j++) acc[j] += g[j];
+}
 
 /* Samples b0 .. b0+bs of layer i's input, widened into dst: the 16-bit output of the layer before,
  * or x rounded to 16 bits (as autocast rounds a layer's fp32 input). */
@@ -83,7 +160,7 @@ static void input32(const dt_model *m, int i, const float *x, int b0, int bs, fl
     if (m->in16[i])
         to32(m, m->in16[i] + off, dst, cnt);
     else
-        cpu_round16(m->prec, x + off, dst, cnt);
+        round16(m, x + off, dst, cnt);
 }
 
 /* Column sums of dy (batch, n) into db (fp32). */
@@ -96,8 +173,47 @@ static void col_sums(const float *dy, int batch, int n, float *db)
     }
 }
 
+#ifdef DTRAIN_HAVE_CUDA
+/* Layer i's input in 16 bits on the GPU: the layer before's output, or x rounded into x16. */
+static const uint16_t *input16_gpu(dt_model *m, int i, const float *x, int batch)
+{
+    if (m->in16[i]) return m->in16[i];
+    to16(m, x, m->x16, (size_t)batch * layer_in_n(&m->spec.layers[i]));
+    return m->x16;
+}
+
+/* y = x W^T + b with x and W in 16 bits on the tensor cores, fp32 accumulation, one rounding. */
+static void fc_fwd_gpu(dt_model *m, int i, const float *x, int batch, uint16_t *y)
+{
+    const layer *l = &m->spec.layers[i];
+    const uint16_t *x16 = input16_gpu(m, i, x, batch);
+    cuda_gemm16(m->prec, 0, 1, batch, l->out, l->in_c, x16, l->in_c, m->p16 + l->w_off, l->in_c, 0.0f, m->sy, DT_F32,
+                l->out);
+    cuda_bias_to16(m->prec, m->sy, m->p16 + l->b_off, y, batch, l->out);
+}
+
+/* dW = dy^T x and db into the fp32 gradients; dx = dy W in 16 bits. */
+static void fc_bwd_gpu(dt_model *m, int i, const float *x, int batch, const uint16_t *dy, uint16_t *dx)
+{
+    const layer *l = &m->spec.layers[i];
+    const uint16_t *x16 = input16_gpu(m, i, x, batch);
+    cuda_gemm16(m->prec, 1, 0, l->out, l->in_c, batch, dy, l->out, x16, l->in_c, 0.0f, m->grads + l->w_off, DT_F32,
+                l->in_c);
+    cuda_col_sums16(m->prec, dy, batch, l->out, m->grads + l->b_off);
+    if (dx)
+        cuda_gemm16(m->prec, 0, 0, batch, l->in_c, l->out, dy, l->out, m->p16 + l->w_off, l->in_c, 0.0f, dx, m->prec,
+                    l->in_c);
+}
+#endif
+
 static void fc_fwd(dt_model *m, int i, const float *x, int batch, uint16_t *y)
 {
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) {
+        fc_fwd_gpu(m, i, x, batch, y);
+        return;
+    }
+#endif
     const layer *l = &m->spec.layers[i];
     const kernel_ops *k = m->ops;
     const int in = l->in_c, out = l->out, R = fc_rows(l);
@@ -116,6 +232,12 @@ static void fc_fwd(dt_model *m, int i, const float *x, int batch, uint16_t *y)
 
 static void fc_bwd(dt_model *m, int i, const float *x, int batch, const uint16_t *dy, uint16_t *dx)
 {
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) {
+        fc_bwd_gpu(m, i, x, batch, dy, dx);
+        return;
+    }
+#endif
     const layer *l = &m->spec.layers[i];
     const kernel_ops *k = m->ops;
     const int in = l->in_c, out = l->out, R = fc_rows(l);
@@ -143,18 +265,31 @@ static void fc_bwd(dt_model *m, int i, const float *x, int batch, const uint16_t
     if (dx) to16(m, m->sy, dx, (size_t)batch * (size_t)in);
 }
 
+/* On a GPU the fp32 convolution GEMMs of a 16-bit model run on the TF32 tensor cores: their
+ * operands are 16-bit values, which TF32 holds exactly (see cuda_ops_set_tf32). */
+static void tf32(const dt_model *m, int on)
+{
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) cuda_ops_set_tf32(on);
+#else
+    (void)m, (void)on;
+#endif
+}
+
 static void conv_fwd16(dt_model *m, int i, const float *x, int batch, uint16_t *y)
 {
     const layer *l = &m->spec.layers[i];
     const size_t out_n = layer_out_n(l);
     const int C = layer_chunk(l, batch);
-    cpu_round16(m->prec, m->params + l->w_off, m->sw, l->w_n + l->b_n);
+    round16(m, m->params + l->w_off, m->sw, l->w_n + l->b_n);
     for (int b0 = 0; b0 < batch; b0 += C) {
         const int bs = batch - b0 < C ? batch - b0 : C;
         conv_shape cs = l->cs;
         cs.batch = bs;
         input32(m, i, x, b0, bs, m->sx);
+        tf32(m, 1);
         m->ops->conv_fwd(&cs, m->sx, m->sw, m->sw + l->w_n, m->sy, m->ws);
+        tf32(m, 0);
         to16(m, m->sy, y + (size_t)b0 * out_n, (size_t)bs * out_n);
     }
 }
@@ -165,7 +300,7 @@ static void conv_bwd16(dt_model *m, int i, const float *x, int batch, const uint
     const size_t out_n = layer_out_n(l), in_n = layer_in_n(l), np = l->w_n + l->b_n;
     const int C = layer_chunk(l, batch);
     float *acc = m->g16 ? m->sg : m->grads + l->w_off; /* weights then bias, summed over chunks */
-    if (dx) cpu_round16(m->prec, m->params + l->w_off, m->sw, np);
+    if (dx) round16(m, m->params + l->w_off, m->sw, np);
     for (int b0 = 0; b0 < batch; b0 += C) {
         const int bs = batch - b0 < C ? batch - b0 : C;
         conv_shape cs = l->cs;
@@ -173,11 +308,14 @@ static void conv_bwd16(dt_model *m, int i, const float *x, int batch, const uint
         to32(m, dy + (size_t)b0 * out_n, m->sdy, (size_t)bs * out_n);
         input32(m, i, x, b0, bs, m->sx);
         float *g = b0 ? m->st : acc;
+        tf32(m, 1);
         m->ops->conv_bwd_filter(&cs, m->sx, m->sdy, g, g + l->w_n, m->ws);
-        if (b0)
-            for (size_t j = 0; j < np; j++) acc[j] += g[j];
+        tf32(m, 0);
+        if (b0) add_to(m, acc, g, np);
         if (dx) {
+            tf32(m, 1);
             m->ops->conv_bwd_data(&cs, m->sdy, m->sw, m->sy, m->ws);
+            tf32(m, 0);
             to16(m, m->sy, dx + (size_t)b0 * in_n, (size_t)bs * in_n);
         }
     }
@@ -216,6 +354,7 @@ dt_status model_fb16(dt_model *m, const float *x, const int32_t *labels, int bat
 {
     const int n = m->spec.n;
     const size_t B = (size_t)batch;
+    if (ON_GPU(m)) to16(m, m->params, m->p16, m->spec.num_params); /* what the tensor cores read */
 
     const uint16_t *in = NULL; /* NULL: x */
     for (int i = 0; i < n; i++) {
@@ -230,7 +369,7 @@ dt_status model_fb16(dt_model *m, const float *x, const int32_t *labels, int bat
         case LAYER_POOL: pool_fwd16(m, i, x, batch, y); break;
         case LAYER_RELU:
             if (!in) to16(m, x, y, out_n); /* ReLU straight on the input */
-            cpu_relu16_fwd(m->prec, in ? in : y, y, out_n);
+            relu16_fwd(m, in ? in : y, y, out_n);
             break;
         case LAYER_FLATTEN: break;
         }
@@ -257,7 +396,7 @@ dt_status model_fb16(dt_model *m, const float *x, const int32_t *labels, int bat
             break;
         case LAYER_RELU:
             /* The output of layer i is the input of layer i + 1 (or the logits). */
-            cpu_relu16_bwd(m->prec, i + 1 < n ? m->in16[i + 1] : logits, dcur, dcur, B * layer_out_n(l));
+            relu16_bwd(m, i + 1 < n ? m->in16[i + 1] : logits, dcur, dcur, B * layer_out_n(l));
             dprev = dcur;
             break;
         case LAYER_FLATTEN: dprev = dcur; break;

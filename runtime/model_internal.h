@@ -48,6 +48,9 @@ struct dt_model {
     int cuda;
     float *xdev;
     int32_t *ldev;
+    /* A 16-bit CUDA model also keeps the parameters rounded to 16 bits (p16, made at each forward,
+     * what the tensor-core GEMMs read) and the input batch in 16 bits (x16). */
+    uint16_t *p16, *x16;
 };
 
 static inline size_t layer_out_n(const layer *l) { return (size_t)l->out_c * l->out_h * l->out_w; }

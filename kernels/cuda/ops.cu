@@ -883,3 +883,149 @@ static const kernel_ops cuda_ops = {
 };
 
 extern "C" const kernel_ops *kernels_cuda(void) { return &cuda_ops; }
+
+/* ---------------------------------------------------------------- mixed precision (model_amp.c)
+ *
+ * 16-bit values travel as uint16_t bit patterns (the host's type for them); the kernels convert
+ * with the CUDA intrinsics, which round to nearest even like cast.h (a NaN may come out with
+ * another payload). bf selects bf16 over fp16. */
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+static __device__ __forceinline__ float wide16(int bf, uint16_t v)
+{
+    return bf ? __bfloat162float(__ushort_as_bfloat16(v)) : __half2float(__ushort_as_half(v));
+}
+
+static __device__ __forceinline__ uint16_t narrow16(int bf, float f)
+{
+    return bf ? __bfloat16_as_ushort(__float2bfloat16_rn(f)) : __half_as_ushort(__float2half_rn(f));
+}
+
+static __global__ void round16_kernel(int bf, const float *in, float *out, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        out[i] = wide16(bf, narrow16(bf, in[i]));
+}
+
+static __global__ void relu16_fwd_kernel(uint16_t inf, const uint16_t *x, uint16_t *y, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const uint16_t v = x[i];
+        y[i] = ((v & 0x8000u) && (uint16_t)(v & 0x7fffu) <= inf) ? (uint16_t)0 : v;
+    }
+}
+
+static __global__ void relu16_bwd_kernel(uint16_t inf, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const uint16_t v = y[i];
+        dx[i] = (!(v & 0x8000u) && v != 0 && v <= inf) ? dy[i] : (uint16_t)0;
+    }
+}
+
+static __global__ void bias_to16_kernel(int bf, const float *__restrict__ y32, const uint16_t *__restrict__ b16,
+                                        uint16_t *__restrict__ y16, size_t n, size_t cols)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        y16[i] = narrow16(bf, y32[i] + wide16(bf, b16[i % cols]));
+}
+
+/* db[j] = sum over rows of dy[i][j] in fp32, rows in order (deterministic). */
+static __global__ void col_sums16_kernel(int bf, const uint16_t *__restrict__ dy, int rows, int cols,
+                                         float *__restrict__ db)
+{
+    const int stride = (int)(gridDim.x * blockDim.x);
+    for (int j = (int)(blockIdx.x * blockDim.x + threadIdx.x); j < cols; j += stride) {
+        float s = 0.0f;
+        for (int i = 0; i < rows; i++) s += wide16(bf, dy[(size_t)i * (size_t)cols + (size_t)j]);
+        db[j] = s;
+    }
+}
+
+static __global__ void add_kernel(float *__restrict__ acc, const float *__restrict__ g, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) acc[i] += g[i];
+}
+
+static uint16_t inf16(dt_dtype t) { return t == DT_BF16 ? (uint16_t)0x7f80u : (uint16_t)0x7c00u; }
+
+extern "C" void cuda_round16(dt_dtype t, const float *in, float *out, size_t n)
+{
+    if (!n) return;
+    round16_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, in, out, n);
+    check_launch("round16", "round16_kernel", n);
+}
+
+extern "C" void cuda_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, size_t n)
+{
+    if (!n) return;
+    relu16_fwd_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(inf16(t), x, y, n);
+    check_launch("relu16_fwd", "relu16_fwd_kernel", n);
+}
+
+extern "C" void cuda_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n)
+{
+    if (!n) return;
+    relu16_bwd_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(inf16(t), y, dy, dx, n);
+    check_launch("relu16_bwd", "relu16_bwd_kernel", n);
+}
+
+extern "C" void cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16, int rows, int cols)
+{
+    const size_t n = (size_t)rows * (size_t)cols;
+    if (!n) return;
+    bias_to16_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, y32, b16, y16, n,
+                                                                               (size_t)cols);
+    check_launch("bias_to16", "bias_to16_kernel", n);
+}
+
+extern "C" void cuda_col_sums16(dt_dtype t, const uint16_t *dy, int rows, int cols, float *db)
+{
+    if (cols <= 0) return;
+    col_sums16_kernel<<<grid_for((size_t)cols, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, dy, rows,
+                                                                                           cols, db);
+    check_launch("col_sums16", "col_sums16_kernel", (size_t)cols);
+}
+
+extern "C" void cuda_add(float *acc, const float *g, size_t n)
+{
+    if (!n) return;
+    add_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(acc, g, n);
+    check_launch("add", "add_kernel", n);
+}
+
+extern "C" void cuda_gemm16(dt_dtype t, int ta, int tb, int m, int n, int k, const uint16_t *a, int lda,
+                            const uint16_t *b, int ldb, float beta, void *c, dt_dtype ct, int ldc)
+{
+    if (m <= 0 || n <= 0) return;
+    cublasHandle_t h = blas("gemm16");
+    if (!h) return;
+    const cudaDataType_t ab = t == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const cudaDataType_t cc = ct == DT_F32 ? CUDA_R_32F : ab;
+    const float alpha = 1.0f;
+    /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */
+    const cublasStatus_t st =
+        cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ab, ldb, a,
+                     ab, lda, &beta, c, cc, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        ops_fail(DT_ERR_DEVICE,
+                 "cuda gemm16: cublasGemmEx (%s, row-major m %d n %d k %d, trans_a %d trans_b %d, ld %d/%d/%d) "
+                 "failed: %s (%s)",
+                 t == DT_BF16 ? "bf16" : "fp16", m, n, k, ta, tb, lda, ldb, ldc, cublas_name(st), cublas_text(st));
+}
+
+extern "C" void cuda_ops_set_tf32(int on)
+{
+    cublasHandle_t h = blas("set_tf32");
+    if (!h) return;
+    const cublasStatus_t st = cublasSetMathMode(h, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        ops_fail(DT_ERR_DEVICE, "cuda set_tf32: cublasSetMathMode failed: %s (%s)", cublas_name(st), cublas_text(st));
+}

@@ -29,7 +29,7 @@ ctest --test-dir build-gpu -L gpu --output-on-failure >"$out/ctest-gpu.txt" 2>&1
 tail -5 "$out/ctest-gpu.txt" | tee -a "$out/summary.txt"
 
 log "dtrain bench gemm (default sizes 4096, 8192, 10000; all types)"
-timeout 400 build-gpu/dtrain bench gemm --max-seconds 2 >"$out/bench-gemm.txt" 2>&1
+timeout 400 build-gpu/dtrain bench gemm --max-seconds ${GEMM_SECONDS:-2} ${GEMM_ARGS:-} >"$out/bench-gemm.txt" 2>&1
 cat "$out/bench-gemm.txt" | tee -a "$out/summary.txt"
 
 log "training steps, CPU (16 threads) against GPU, fp32, 1 rank"
@@ -39,6 +39,18 @@ for spec in "mlp 784 256" "cnn 1x28x28 256" "fc:8192,relu,fc:8192,relu,fc:10 102
         timeout 120 build-gpu/dtrain train --device $dev --model "$1" --input "$2" --batch "$3" --steps 60 --log-every 20 \
             >"$out/train-$dev.txt" 2>&1
         echo "$dev $1 batch $3: $(grep '^done' "$out/train-$dev.txt" || tail -1 "$out/train-$dev.txt")" | tee -a "$out/summary.txt"
+    done
+done
+
+log "GPU training steps by precision (1 rank): fp32 vs bf16 vs fp16"
+for spec in "fc:8192,relu,fc:8192,relu,fc:8192,relu,fc:10 1024 1024" "cnn 1x28x28 1024"; do
+    set -- $spec
+    for p in fp32 bf16 fp16; do
+        timeout 120 build-gpu/dtrain train --device cuda --model "$1" --input "$2" --batch "$3" --steps 100 \
+            --log-every 20 --precision $p >"$out/amp-$p.txt" 2>&1
+        echo "$p $1 batch $3: $(grep '^memory' "$out/amp-$p.txt" | sed 's/memory per rank //')" | tee -a "$out/summary.txt"
+        echo "$p $1 batch $3: $(grep '^done' "$out/amp-$p.txt" || tail -2 "$out/amp-$p.txt")" | tee -a "$out/summary.txt"
+        grep '^step' "$out/amp-$p.txt" | tail -1 | tee -a "$out/summary.txt"
     done
 done
 

@@ -2,7 +2,7 @@
 # GPU training: `dtrain train --device cuda` follows the CPU run of the same seed: the loss of
 # every one of 50 steps within 2e-3 relative, the final parameters within 1e-2 (cuBLAS and
 # OpenBLAS sum in different orders, and 50 steps of SGD carry the differences along); mlp and
-# cnn. Exit 77 (SKIP) with the reason when no GPU can be used.
+# cnn; then the same for bf16 and fp16. Exit 77 (SKIP) with the reason when no GPU can be used.
 here=$(dirname "$0"); source "$here/../mpi/lib.sh"
 DTRAIN=$1 MPIRUN=$2 CMP=$3
 
@@ -33,6 +33,26 @@ for model in mlp cnn; do
     [ $? -eq 0 ] && ok "$model: final parameters GPU vs CPU: $out" || bad "$model: final parameters: $out"
     grep -h "samples/s" "$tmp/cpu-$model.log" "$tmp/gpu-$model.log" | grep '^done' | sed "s/^/    $model: /"
 done
-expect 2 "--device cuda trains in fp32 without checkpoints" "$DTRAIN" train --device cuda --checkpoint-dir "$tmp/ck"
-expect 2 "--device cuda trains in fp32 without checkpoints" "$DTRAIN" train --device cuda --precision bf16
+# Mixed precision on the GPU (fc layers on the tensor cores, fp32 gradients) follows the CPU's
+# mixed precision with fp32 gradients: every step's loss within 1e-2 relative (16-bit rounding
+# amplifies the different summation orders), and the loss falls.
+for p in bf16 fp16; do
+    for model in mlp cnn; do
+        if ! run cpu $model "$tmp/cpu-$model-$p" --precision $p --grad-comm fp32; then bad "$model $p on the CPU failed"; cat "$tmp/cpu-$model-$p.log"; continue; fi
+        if ! run cuda $model "$tmp/gpu-$model-$p" --precision $p; then bad "$model $p on the GPU failed"; cat "$tmp/gpu-$model-$p.log"; continue; fi
+        worst=$(paste -d' ' <(sed 's/.*"loss": \([0-9.e+-]*\).*/\1/' "$tmp/cpu-$model-$p.jsonl") \
+                            <(sed 's/.*"loss": \([0-9.e+-]*\).*/\1/' "$tmp/gpu-$model-$p.jsonl") |
+                awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 > 0 ? $1 : 1); if (r > w) w = r } END { printf "%.3g", w }')
+        first=$(head -1 "$tmp/gpu-$model-$p.jsonl" | sed 's/.*"loss": \([0-9.]*\).*/\1/')
+        last=$(tail -1 "$tmp/gpu-$model-$p.jsonl" | sed 's/.*"loss": \([0-9.]*\).*/\1/')
+        if awk -v w="$worst" -v a="$first" -v b="$last" 'BEGIN { exit !(w <= 1e-2 && b < a) }'; then
+            ok "$model $p on the GPU follows the CPU's $p: worst relative loss difference $worst, loss $first -> $last"
+        else
+            bad "$model $p on the GPU: worst relative loss difference $worst, loss $first -> $last"
+        fi
+        grep -h "^memory" "$tmp/gpu-$model-$p.log" | sed "s/^/    $model $p: /"
+    done
+done
+expect 2 "--device cuda trains without checkpoints" "$DTRAIN" train --device cuda --checkpoint-dir "$tmp/ck"
+expect 2 "keeps the gradients of a 16-bit model in fp32" "$DTRAIN" train --device cuda --precision bf16 --grad-comm bf16
 finish
