@@ -91,6 +91,18 @@ void cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint16_t 
 void cuda_col_sums16(dt_dtype t, const uint16_t *dy, int rows, int cols, float *db);
 /* acc[i] += g[i]. */
 void cuda_add(float *acc, const float *g, size_t n);
+/* Convolutions of a 16-bit model with 16-bit columns and GEMMs on the tensor cores (fp32
+ * accumulation), same layouts and workspace (ws, conv_ws_floats of the table) as the fp32 ops.
+ * fwd: y = round(conv(x, w) + b) via fp32 scratch y32 (batch x O x Ho x Wo floats); b may be NULL.
+ * bwd_data: dx = round(conv^T(dy, w)) via fp32 scratch dx32 (batch x C x H x W floats).
+ * bwd_filter: dw (fp32, overwritten) and db (fp32, NULL to skip; dy32 is batch x O x Ho x Wo
+ * floats of scratch for it). */
+void cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *w, const uint16_t *b,
+                     float *y32, uint16_t *y, float *ws);
+void cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *dy, const uint16_t *w, float *dx32,
+                          uint16_t *dx, float *ws);
+void cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *dy, float *dw,
+                            float *db, float *dy32, float *ws);
 /* The table's fp32 GEMMs on the TF32 tensor cores (on) or in full fp32 (off, the default). Exact
  * for operands that hold 16-bit values: fp16 and bf16 numbers are all representable in TF32, so
  * only the fp32 accumulation order can differ. */

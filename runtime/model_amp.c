@@ -12,6 +12,10 @@
  * ReLU layers run over the batch in chunks of samples that fit AMP_ACT_CHUNK floats. fc layers take
  * the whole batch (their activations are small, and GEMM wants the rows). Weight gradients of a
  * chunked convolution are summed over the chunks in fp32 and rounded once.
+ *
+ * On a GPU (m->cuda) the same passes run with GPU launchers, on whole batches, with fp32
+ * parameter gradients; fc layers and convolutions multiply the 16-bit values themselves on the
+ * tensor cores (a 16-bit parameter copy made at each forward, cuda_gemm16 and cuda_conv_*16).
  */
 #include "amp.h"
 #include "cast.h"
@@ -28,13 +32,12 @@
 
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
-#define AMP_ACT_CHUNK_GPU ((size_t)1 << 26) /* on a GPU: 256 MiB, whole batches (launches cost) */
 
 /* Samples per chunk for layer l: the whole batch for fc, else what fits the chunk. */
 static int layer_chunk_of(const layer *l, int batch, int gpu)
 {
-    if (l->kind == LAYER_FC) return batch;
-    size_t c = (gpu ? AMP_ACT_CHUNK_GPU : AMP_ACT_CHUNK) / zmax(zmax(layer_in_n(l), layer_out_n(l)), 1);
+    if (l->kind == LAYER_FC || gpu) return batch; /* the GPU paths take whole batches */
+    size_t c = AMP_ACT_CHUNK / zmax(zmax(layer_in_n(l), layer_out_n(l)), 1);
     if (c < 1) c = 1;
     return c > (size_t)batch ? batch : (int)c;
 }
@@ -265,19 +268,18 @@ static void fc_bwd(dt_model *m, int i, const float *x, int batch, const uint16_t
     if (dx) to16(m, m->sy, dx, (size_t)batch * (size_t)in);
 }
 
-/* On a GPU the fp32 convolution GEMMs of a 16-bit model run on the TF32 tensor cores: their
- * operands are 16-bit values, which TF32 holds exactly (see cuda_ops_set_tf32). */
-static void tf32(const dt_model *m, int on)
-{
-#ifdef DTRAIN_HAVE_CUDA
-    if (m->cuda) cuda_ops_set_tf32(on);
-#else
-    (void)m, (void)on;
-#endif
-}
-
 static void conv_fwd16(dt_model *m, int i, const float *x, int batch, uint16_t *y)
 {
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) { /* 16-bit columns and tensor-core GEMMs (cuda_ops.h) */
+        const layer *lc = &m->spec.layers[i];
+        conv_shape cs = lc->cs;
+        cs.batch = batch;
+        cuda_conv_fwd16(m->prec, &cs, input16_gpu(m, i, x, batch), m->p16 + lc->w_off, m->p16 + lc->b_off, m->sy, y,
+                        m->ws);
+        return;
+    }
+#endif
     const layer *l = &m->spec.layers[i];
     const size_t out_n = layer_out_n(l);
     const int C = layer_chunk(l, batch);
@@ -287,15 +289,24 @@ static void conv_fwd16(dt_model *m, int i, const float *x, int batch, uint16_t *
         conv_shape cs = l->cs;
         cs.batch = bs;
         input32(m, i, x, b0, bs, m->sx);
-        tf32(m, 1);
         m->ops->conv_fwd(&cs, m->sx, m->sw, m->sw + l->w_n, m->sy, m->ws);
-        tf32(m, 0);
         to16(m, m->sy, y + (size_t)b0 * out_n, (size_t)bs * out_n);
     }
 }
 
 static void conv_bwd16(dt_model *m, int i, const float *x, int batch, const uint16_t *dy, uint16_t *dx)
 {
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) { /* fp32 parameter gradients on the GPU */
+        const layer *lc = &m->spec.layers[i];
+        conv_shape cs = lc->cs;
+        cs.batch = batch;
+        cuda_conv_bwd_filter16(m->prec, &cs, input16_gpu(m, i, x, batch), dy, m->grads + lc->w_off,
+                               m->grads + lc->b_off, m->sdy, m->ws);
+        if (dx) cuda_conv_bwd_data16(m->prec, &cs, dy, m->p16 + lc->w_off, m->sy, dx, m->ws);
+        return;
+    }
+#endif
     const layer *l = &m->spec.layers[i];
     const size_t out_n = layer_out_n(l), in_n = layer_in_n(l), np = l->w_n + l->b_n;
     const int C = layer_chunk(l, batch);
@@ -308,14 +319,10 @@ static void conv_bwd16(dt_model *m, int i, const float *x, int batch, const uint
         to32(m, dy + (size_t)b0 * out_n, m->sdy, (size_t)bs * out_n);
         input32(m, i, x, b0, bs, m->sx);
         float *g = b0 ? m->st : acc;
-        tf32(m, 1);
         m->ops->conv_bwd_filter(&cs, m->sx, m->sdy, g, g + l->w_n, m->ws);
-        tf32(m, 0);
         if (b0) add_to(m, acc, g, np);
         if (dx) {
-            tf32(m, 1);
             m->ops->conv_bwd_data(&cs, m->sdy, m->sw, m->sy, m->ws);
-            tf32(m, 0);
             to16(m, m->sy, dx + (size_t)b0 * in_n, (size_t)bs * in_n);
         }
     }

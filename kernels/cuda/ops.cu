@@ -355,7 +355,8 @@ static conv_geo geo_of(const conv_shape *s)
  * (c*k + kh)*k + kw and pix = oh*Wo + ow goes to col[i*img_stride + row*ld + pix] and holds
  * x_i[c][oh*S - pad + kh][ow*S - pad + kw], or 0 in the padding (the CPU's definition, conv.c).
  * Layout (g, K, P): img_stride K*P, ld P; layout (K, g*P): img_stride P, ld g*P. */
-static __global__ void im2col_kernel(const float *__restrict__ x, float *__restrict__ col, conv_geo q, int g,
+template <typename T>
+static __global__ void im2col_kernel(const T *__restrict__ x, T *__restrict__ col, conv_geo q, int g,
                               size_t img_stride, size_t ld)
 {
     const size_t P = (size_t)q.Ho * q.Wo, K = (size_t)q.C * q.k * q.k, plane = (size_t)q.H * q.W;
@@ -366,7 +367,7 @@ static __global__ void im2col_kernel(const float *__restrict__ x, float *__restr
         const int kw = (int)(row % q.k), kh = (int)((row / q.k) % q.k), c = (int)(row / ((size_t)q.k * q.k));
         const int oh = (int)(pix / q.Wo), ow = (int)(pix % q.Wo);
         const int ih = oh * q.S - q.pad + kh, iw = ow * q.S - q.pad + kw;
-        float v = 0.0f;
+        T v = (T)0; /* +0 in fp32, and the +0 pattern of fp16/bf16 */
         if (ih >= 0 && ih < q.H && iw >= 0 && iw < q.W) v = x[(i * q.C + c) * plane + (size_t)ih * q.W + iw];
         col[i * img_stride + row * ld + pix] = v;
     }
@@ -409,7 +410,8 @@ static __global__ void col2im_kernel(const float *__restrict__ col, float *__res
 }
 
 /* dy of g images (NCHW (g, O, P)) -> the GEMM layout (O, g*P): out[o*g*P + i*P + p]. */
-static __global__ void gather_dy_kernel(const float *__restrict__ dy, float *__restrict__ out, int g, int O, size_t P)
+template <typename T>
+static __global__ void gather_dy_kernel(const T *__restrict__ dy, T *__restrict__ out, int g, int O, size_t P)
 {
     const size_t total = (size_t)g * O * P, ld = (size_t)g * P, stride = (size_t)gridDim.x * blockDim.x;
     for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
@@ -1028,4 +1030,131 @@ extern "C" void cuda_ops_set_tf32(int on)
     const cublasStatus_t st = cublasSetMathMode(h, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
     if (st != CUBLAS_STATUS_SUCCESS)
         ops_fail(DT_ERR_DEVICE, "cuda set_tf32: cublasSetMathMode failed: %s (%s)", cublas_name(st), cublas_text(st));
+}
+
+/* ---------------------------------------------------------------- 16-bit convolutions (AMP)
+ *
+ * The fp32 convolution's structure (im2col in groups of images, strided-batched GEMMs, the gather
+ * of dy for the filter gradient) with 16-bit columns and GEMMs on the tensor cores
+ * (cublasGemmEx, fp32 accumulation). Outputs that are rounded once go through fp32 scratch: the
+ * forward result before the bias, and the column gradient before col2im. */
+
+static void rm_gemm16_batched(const char *op, dt_dtype t, int ta, int tb, int m, int n, int k, const void *a, int lda,
+                              long long sa, const void *b, int ldb, long long sb, float beta, void *c,
+                              cudaDataType_t ct, int ldc, long long sc, int count)
+{
+    if (m <= 0 || n <= 0 || count <= 0) return;
+    cublasHandle_t h = blas(op);
+    if (!h) return;
+    const cudaDataType_t ab = t == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const float alpha = 1.0f;
+    const cublasStatus_t st = cublasGemmStridedBatchedEx(
+        h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ab, ldb, sb, a, ab, lda,
+        sa, &beta, c, ct, ldc, sc, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        ops_fail(DT_ERR_DEVICE,
+                 "cuda %s: cublasGemmStridedBatchedEx (row-major m %d n %d k %d x %d, trans_a %d trans_b %d) failed: "
+                 "%s (%s)",
+                 op, m, n, k, count, ta, tb, cublas_name(st), cublas_text(st));
+}
+
+/* y16[i] = round(y32[i] + b16[(i / inner) % outer]) (b16 may be NULL: no bias). */
+static __global__ void bias_round16_kernel(int bf, const float *__restrict__ y32, const uint16_t *__restrict__ b16,
+                                           uint16_t *__restrict__ y16, size_t n, size_t inner, size_t outer)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        y16[i] = narrow16(bf, y32[i] + (b16 ? wide16(bf, b16[(i / inner) % outer]) : 0.0f));
+}
+
+static __global__ void widen16_kernel(int bf, const uint16_t *__restrict__ in, float *__restrict__ out, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = wide16(bf, in[i]);
+}
+
+extern "C" void cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *w,
+                                const uint16_t *b, float *y32, uint16_t *y, float *ws)
+{
+    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
+    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
+    uint16_t *col16 = (uint16_t *)ws; /* K * G * P halves: within the fp32 workspace */
+    for (int b0 = 0; b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G;
+        const uint16_t *col = x + (size_t)b0 * in_sz;
+        if (!conv_is_pointwise(s)) {
+            const size_t n = (size_t)g * K * P;
+            im2col_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(x + (size_t)b0 * in_sz, col16,
+                                                                                  geo_of(s), g, (size_t)K * P,
+                                                                                  (size_t)P);
+            if (!check_launch("conv_fwd16", "im2col", n)) return;
+            col = col16;
+        }
+        /* y32_i (O, P) = W (O, K) col_i (K, P) */
+        rm_gemm16_batched("conv_fwd16", t, 0, 0, O, P, K, w, K, 0, col, P, (long long)K * P, 0.0f,
+                          y32 + (size_t)b0 * out_sz, CUDA_R_32F, P, (long long)out_sz, g);
+    }
+    const size_t n = (size_t)s->batch * out_sz;
+    if (!n) return;
+    bias_round16_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, y32, b, y, n,
+                                                                                (size_t)P, (size_t)O);
+    check_launch("conv_fwd16", "bias and rounding", n);
+}
+
+extern "C" void cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *dy, const uint16_t *w,
+                                     float *dx32, uint16_t *dx, float *ws)
+{
+    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
+    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
+    const int pointwise = conv_is_pointwise(s);
+    for (int b0 = 0; b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G;
+        float *dxb = dx32 + (size_t)b0 * in_sz;
+        /* dcol_i (K, P) = W^T (K, O) dy_i (O, P), in fp32; pointwise: dcol_i is dx_i itself */
+        float *dcol = pointwise ? dxb : ws;
+        rm_gemm16_batched("conv_bwd_data16", t, 1, 0, K, P, O, w, K, 0, dy + (size_t)b0 * out_sz, P,
+                          (long long)out_sz, 0.0f, dcol, CUDA_R_32F, P, (long long)K * P, g);
+        if (!pointwise) {
+            const size_t n = (size_t)g * in_sz;
+            col2im_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(ws, dxb, geo_of(s), g,
+                                                                                  (size_t)K * P, (size_t)P);
+            if (!check_launch("conv_bwd_data16", "col2im", n)) return;
+        }
+    }
+    const size_t n = (size_t)s->batch * in_sz;
+    if (!n) return;
+    bias_round16_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, dx32, NULL, dx, n, 1,
+                                                                                1);
+    check_launch("conv_bwd_data16", "rounding", n);
+}
+
+extern "C" void cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *dy,
+                                       float *dw, float *db, float *dy32, float *ws)
+{
+    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
+    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
+    if (db && O > 0) {
+        /* The bias gradient from dy widened: the fp32 kernel's fixed-order sums. */
+        const size_t n = (size_t)s->batch * out_sz;
+        widen16_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, dy, dy32, n);
+        if (!check_launch("conv_bwd_filter16", "widening dy", n)) return;
+        conv_bias_grad_kernel<<<(unsigned int)(O < OPS_MAX_BLOCKS ? O : OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(
+            dy32, db, s->batch, O, (size_t)P);
+        if (!check_launch("conv_bwd_filter16", "the bias-gradient sums", (size_t)O)) return;
+    }
+    uint16_t *col = (uint16_t *)ws, *dyg = col + (size_t)K * G * P; /* (K + O) * G * P halves */
+    for (int b0 = 0; b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
+        size_t n = (size_t)g * K * P;
+        im2col_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(x + (size_t)b0 * in_sz, col, geo_of(s),
+                                                                              g, (size_t)P, (size_t)ld);
+        if (!check_launch("conv_bwd_filter16", "im2col", n)) return;
+        n = (size_t)g * out_sz;
+        gather_dy_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(dy + (size_t)b0 * out_sz, dyg, g, O,
+                                                                                 (size_t)P);
+        if (!check_launch("conv_bwd_filter16", "the dy gather", n)) return;
+        /* dW (O, K) (+)= dy_g (O, g*P) col^T (g*P, K) */
+        rm_gemm16_batched("conv_bwd_filter16", t, 0, 1, O, K, ld, dyg, ld, 0, col, ld, 0, b0 ? 1.0f : 0.0f, dw,
+                          CUDA_R_32F, K, 0, 1);
+    }
 }
