@@ -173,8 +173,8 @@ typedef enum dt_redop { DT_SUM = 0, DT_AVG = 1 } dt_redop;
 /* Bytes per element of a dtype (4 or 2). */
 DT_API size_t dt_dtype_size(dt_dtype t);
 
-/* In-place allreduce over every rank of the job. buf holds count elements of dtype t in the memory
- * of the context's device (host memory on the CPU, device memory under CUDA). 16-bit types are
+/* In-place allreduce over every rank of the job. buf holds count elements of dtype t in host memory
+ * or, under CUDA, in device memory (reduced by NCCL; host memory then goes through MPI). 16-bit types are
  * accumulated in fp32 and rounded once (MPI backend). DT_AVG divides the sum by the world size.
  * count may be 0. Collective: every rank calls it with the same count, dtype and op. */
 DT_API dt_status dt_allreduce(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, dt_redop op);
@@ -216,9 +216,9 @@ DT_API size_t dt_model_num_params(const dt_model *m);
 DT_API float *dt_model_params(dt_model *m);
 DT_API float *dt_model_grads(dt_model *m);
 /* On a GPU model (the context's device is CUDA) the parameter and gradient buffers are device
- * memory: read them with dt_model_get_params. GPU models train in fp32; their gradients are
- * allreduced through NCCL after backward (no bucket overlap yet) and they cannot be checkpointed
- * yet. */
+ * memory: read them with dt_model_get_params. Its gradients are allreduced through NCCL after
+ * backward (no bucket overlap yet); in fp16/bf16 they stay fp32. Checkpoints copy through host
+ * memory. */
 DT_API int dt_model_on_gpu(const dt_model *m);
 /* Copies the parameters into host memory (dt_model_num_params floats), from either device. */
 DT_API dt_status dt_model_get_params(const dt_model *m, float *host);

@@ -418,11 +418,6 @@ int cmd_train(int argc, char **argv)
     /* The GPU path trains fp32 without checkpoints so far: it is taken when asked for (--device
      * cuda), and auto stays on the CPU until it is complete. */
     if (cfg.device == DT_DEVICE_AUTO) cfg.device = DT_DEVICE_CPU;
-    if (cfg.device == DT_DEVICE_CUDA && t.ckpt_dir) {
-        cli_error("--device cuda trains without checkpoints in this version: drop --checkpoint-dir, or use "
-                  "--device cpu");
-        return EXIT_USAGE;
-    }
     /* On the GPU, 16-bit models keep fp32 gradients (as torch.cuda.amp). */
     if (cfg.device == DT_DEVICE_CUDA && t.precision != DT_F32) {
         if (t.grad_comm_set && grad_t != DT_F32) {

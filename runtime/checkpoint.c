@@ -84,8 +84,18 @@ static dt_status ckpt_write(const char *dir, long step, int world, const dt_mode
     size_t n[3];
     dt_optim_config oc;
     int t;
-    sec[0] = model_params_const(m);
     n[0] = dt_model_num_params(m);
+    float *host = NULL; /* a GPU model's parameters, copied down */
+    if (model_is_cuda(m)) {
+        dt_status c;
+        if (!(host = malloc(n[0] ? n[0] * sizeof *host : 1)))
+            return dt_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint of step %ld", step);
+        if ((c = dt_model_get_params(m, host)) || (c = optimizer_to_host((dt_optimizer *)o))) {
+            free(host);
+            return c;
+        }
+    }
+    sec[0] = host ? host : model_params_const(m);
     optimizer_state(o, &oc, &t, &sec[1], &n[1], &sec[2], &n[2]);
     ckpt_header h;
     memset(&h, 0, sizeof h);
@@ -116,13 +126,19 @@ static dt_status ckpt_write(const char *dir, long step, int world, const dt_mode
     }
     cs.crc = crc_of(&cs, sizeof cs);
 
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        free(host);
         return dt_set_error(DT_ERR_IO, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
+    }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return dt_set_error(DT_ERR_IO, "cannot write checkpoint %s: %s", tmp, strerror(errno));
+    if (fd < 0) {
+        free(host);
+        return dt_set_error(DT_ERR_IO, "cannot write checkpoint %s: %s", tmp, strerror(errno));
+    }
     dt_status s = write_all(fd, &h, sizeof h, tmp);
     if (!s) s = write_all(fd, &cs, sizeof cs, tmp);
     for (int i = 0; !s && i < 3; i++) s = write_all(fd, sec[i], n[i] * sizeof(float), tmp);
+    free(host);
     if (!s && fsync(fd) != 0) s = dt_set_error(DT_ERR_IO, "fsync of checkpoint %s failed: %s", tmp, strerror(errno));
     if (close(fd) != 0 && !s) s = dt_set_error(DT_ERR_IO, "closing checkpoint %s failed: %s", tmp, strerror(errno));
     if (!s && rename(tmp, path) != 0)
@@ -149,9 +165,6 @@ dt_status dt_checkpoint_save_scaled(dt_ctx *ctx, const char *dir, const dt_model
                                     const dt_scaler *sc, long step)
 {
     if (!dir || !*dir) return dt_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");
-    if (model_is_cuda(m))
-        return dt_set_error(DT_ERR_UNSUPPORTED, "checkpoints of GPU models are not built yet: train with --device cpu "
-                            "to checkpoint");
     int rank = ctx ? dt_rank(ctx) : 0, world = ctx ? dt_world_size(ctx) : 1;
     /* Every rank holds the same parameters and optimizer state: rank 0 writes, all learn whether
      * it worked, so either every rank goes on or every rank reports the failure. */
@@ -235,11 +248,15 @@ static dt_status ckpt_read(const char *path, dt_model *m, dt_optimizer *o, dt_sc
     }
     if (!s && fgetc(f) != EOF)
         s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s has data after its last section", path);
+    /* A GPU model's parameters go up from the host buffer. */
+    if (!s && model_is_cuda(m)) s = model_params_from_host(m, buf[0]);
     for (int i = 0; i < 3; i++) {
-        if (!s && h.section_n[i]) memcpy(dst[i], buf[i], (size_t)h.section_n[i] * sizeof(float));
+        if (!s && h.section_n[i] && !(i == 0 && model_is_cuda(m)))
+            memcpy(dst[i], buf[i], (size_t)h.section_n[i] * sizeof(float));
         free(buf[i]);
     }
     if (s) goto done;
+    optimizer_host_changed(o);
     if (sc && cs.present) {
         dt_scaler_state st = {.scale = cs.scale, .good_steps = cs.good_steps, .hysteresis_left = cs.hysteresis_left,
                               .updates = (long)cs.updates, .skipped = (long)cs.skipped};
@@ -274,9 +291,7 @@ dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, d
 dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
                                            dt_scaler *sc, long *step)
 {
-    if (model_is_cuda(m))
-        return dt_set_error(DT_ERR_UNSUPPORTED, "checkpoints of GPU models are not built yet: train with --device cpu "
-                            "to resume");
+
     int rank = ctx ? dt_rank(ctx) : 0, world = ctx ? dt_world_size(ctx) : 1;
     long found = -1;
     int saved_world = world;
@@ -345,6 +360,7 @@ dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_mode
             optimizer_state(o, &oc, &t, &c1, &n1, &c2, &n2);
             if (n1 && (c = dt_broadcast(ctx, (float *)c1, n1, DT_F32, 0))) return c;
             if (n2 && (c = dt_broadcast(ctx, (float *)c2, n2, DT_F32, 0))) return c;
+            optimizer_host_changed(o);
             int64_t tt = t;
             if ((c = dt_broadcast(ctx, &tt, 2, DT_F32, 0))) return c;
             optimizer_set_t(o, (int)tt);

@@ -18,6 +18,9 @@
 #include "topo.h"
 
 #include <mpi.h>
+#ifdef DTRAIN_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,7 @@ struct dt_ctx {
     MPI_Comm world, local;
     int we_initialized_mpi;
     coll *coll;
+    coll *coll_host; /* on a GPU: MPI for host buffers (a training loop's counters and flags) */
     char **node_names;
     int num_node_names;
 };
@@ -192,6 +196,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
         dt_log0(DT_LOG_WARN, "built without NCCL: GPU buffers are reduced through host memory by MPI");
         s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);
 #endif
+        if (!s) s = coll_mpi_create(c->world, 0, c->cfg.timeout_s, &c->coll_host);
     } else {
         s = coll_mpi_create(c->world, 0, c->cfg.timeout_s, &c->coll);
     }
@@ -212,6 +217,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
 fail:
     if (env_read) topo_env_free(&env);
     if (c->coll) c->coll->ops->destroy(c->coll);
+    if (c->coll_host) c->coll_host->ops->destroy(c->coll_host);
     if (c->node_names) topo_free_names(c->node_names, c->num_node_names);
     if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
     if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
@@ -223,6 +229,7 @@ dt_status dt_finalize(dt_ctx *c)
 {
     if (!c) return DT_OK;
     if (c->coll) c->coll->ops->destroy(c->coll);
+    if (c->coll_host) c->coll_host->ops->destroy(c->coll_host);
     topo_free_names(c->node_names, c->num_node_names);
     if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
     if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
@@ -276,16 +283,35 @@ dt_status dt_gather_placement(const dt_ctx *c, dt_placement *all)
 
 const char *dt_backend_name(const dt_ctx *c) { return c && c->coll ? c->coll->ops->name : "none"; }
 
+/* The backend for buf: on a GPU context, host memory goes through MPI and device memory through
+ * the device backend (NCCL); on the CPU there is one backend. */
+static coll *coll_for(const dt_ctx *c, const void *buf)
+{
+#ifdef DTRAIN_HAVE_CUDA
+    if (c->coll_host && buf) {
+        struct cudaPointerAttributes a;
+        if (cudaPointerGetAttributes(&a, buf) != cudaSuccess) {
+            cudaGetLastError(); /* an unregistered host pointer on old runtimes */
+            return c->coll_host;
+        }
+        if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) return c->coll_host;
+    }
+#endif
+    return c->coll;
+}
+
 dt_status dt_allreduce(dt_ctx *c, void *buf, size_t count, dt_dtype t, dt_redop op)
 {
     if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "dt_allreduce needs a context");
-    return c->coll->ops->allreduce(c->coll, buf, count, t, op);
+    coll *k = coll_for(c, buf);
+    return k->ops->allreduce(k, buf, count, t, op);
 }
 
 dt_status dt_broadcast(dt_ctx *c, void *buf, size_t count, dt_dtype t, int root)
 {
     if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "dt_broadcast needs a context");
-    return c->coll->ops->broadcast(c->coll, buf, count, t, root);
+    coll *k = coll_for(c, buf);
+    return k->ops->broadcast(k, buf, count, t, root);
 }
 
 dt_status dt_barrier(dt_ctx *c)

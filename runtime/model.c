@@ -180,9 +180,8 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
         cuda = pl.device == DT_DEVICE_CUDA;
     }
 #ifdef DTRAIN_HAVE_CUDA
-    if (cuda && dt_world_size(ctx) > 1 && strcmp(dt_backend_name(ctx), "nccl") != 0)
-        return dt_set_error(DT_ERR_UNSUPPORTED, "training on GPUs across ranks needs the NCCL backend, and this "
-                            "context uses %s: check that NCCL initialized (dtrain env)", dt_backend_name(ctx));
+    /* Across ranks the gradients go through NCCL, or (a build without NCCL) through host memory
+     * by MPI: both take device buffers. */
     if (cuda && cuda_ops_set_stream(NULL)) return DT_ERR_DEVICE;
 #else
     if (cuda)
@@ -596,6 +595,7 @@ struct dt_optimizer {
      * s1/s2 are then not kept up to date. */
     float *d1, *d2;
     int on_device;
+    int upload; /* s1/s2 were changed on the host (a checkpoint was loaded): copy them up again */
 };
 
 void dt_optim_defaults(dt_optim_config *c)
@@ -768,14 +768,15 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
         return dt_set_error(DT_ERR_INVALID_ARG, "the optimizer was made for %zu parameters, the model has %zu", o->n,
                             m->spec.num_params);
     if (m->cuda) {
-        if (!o->on_device) {
+        if (!o->on_device || o->upload) {
             dt_status s;
-            if ((o->s1 && ((s = devmem_alloc(1, o->n * sizeof(float), "the optimizer state", (void **)&o->d1)) ||
-                           (s = devmem_to_device(1, o->d1, o->s1, o->n * sizeof(float))))) ||
-                (o->s2 && ((s = devmem_alloc(1, o->n * sizeof(float), "the optimizer state", (void **)&o->d2)) ||
-                           (s = devmem_to_device(1, o->d2, o->s2, o->n * sizeof(float))))))
+            if ((o->s1 && !o->d1 && (s = devmem_alloc(1, o->n * sizeof(float), "the optimizer state", (void **)&o->d1))) ||
+                (o->s2 && !o->d2 && (s = devmem_alloc(1, o->n * sizeof(float), "the optimizer state", (void **)&o->d2))) ||
+                (o->s1 && (s = devmem_to_device(1, o->d1, o->s1, o->n * sizeof(float)))) ||
+                (o->s2 && (s = devmem_to_device(1, o->d2, o->s2, o->n * sizeof(float)))))
                 return s;
             o->on_device = 1;
+            o->upload = 0;
         }
         const dt_optim_config *c = &o->cfg;
         o->t++;
@@ -884,6 +885,23 @@ void optimizer_state(const dt_optimizer *o, dt_optim_config *cfg, int *t, const 
 }
 
 void optimizer_set_t(dt_optimizer *o, int t) { o->t = t; }
+
+dt_status optimizer_to_host(dt_optimizer *o)
+{
+    if (!o->on_device || o->upload) return DT_OK; /* the host copy is the current one */
+    dt_status s;
+    if ((o->s1 && (s = devmem_to_host(1, o->s1, o->d1, o->n * sizeof(float)))) ||
+        (o->s2 && (s = devmem_to_host(1, o->s2, o->d2, o->n * sizeof(float)))))
+        return s;
+    return DT_OK;
+}
+
+void optimizer_host_changed(dt_optimizer *o) { o->upload = o->on_device; }
+
+dt_status model_params_from_host(dt_model *m, const float *host)
+{
+    return devmem_to_device(m->cuda, m->params, host, m->spec.num_params * sizeof *host);
+}
 
 /* ---------------------------------------------------------------- public kernels */
 

@@ -51,5 +51,11 @@ void optimizer_state(const dt_optimizer *o, dt_optim_config *cfg, int *t, const 
 void optimizer_set_t(dt_optimizer *o, int t);
 /* 1 when the model's buffers live on a GPU. */
 int model_is_cuda(const dt_model *m);
+/* For checkpoints of GPU models: the optimizer state copied down into its host arrays (a no-op
+ * when they are current), and told that the host arrays changed (the next GPU step copies them
+ * up); the parameters copied up from host memory. */
+dt_status optimizer_to_host(dt_optimizer *o);
+void optimizer_host_changed(dt_optimizer *o);
+dt_status model_params_from_host(dt_model *m, const float *host);
 
 #endif

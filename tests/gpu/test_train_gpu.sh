@@ -53,6 +53,18 @@ for p in bf16 fp16; do
         grep -h "^memory" "$tmp/gpu-$model-$p.log" | sed "s/^/    $model $p: /"
     done
 done
-expect 2 "--device cuda trains without checkpoints" "$DTRAIN" train --device cuda --checkpoint-dir "$tmp/ck"
+# Stop and resume on the GPU: the checkpoint goes through host memory, and the resumed run ends
+# bit for bit where the uninterrupted one does (fp32 cnn; fp16 mlp with its loss scaler).
+for cfg in "cnn fp32" "mlp fp16"; do
+    set -- $cfg
+    common="--device cuda --model $1 --precision $2 --steps 24 --batch 32 --lr 0.05 --seed 5 --log-every 8 --loss-scale-interval 3"
+    [ "$2" = fp32 ] && common=${common% --loss-scale-interval 3}
+    "$MPIRUN" -np 1 "$DTRAIN" train $common --dump-params "$tmp/ref" >"$tmp/log" 2>&1 || { bad "$cfg reference failed"; cat "$tmp/log"; continue; }
+    DTRAIN_FAULT=usr1:0:11 "$MPIRUN" -np 1 -x DTRAIN_FAULT "$DTRAIN" train $common --checkpoint-dir "$tmp/ck-$1" >"$tmp/log" 2>&1
+    [ $? -eq 75 ] && ok "$cfg on the GPU stopped at step 11 with a checkpoint" || { bad "$cfg stop"; cat "$tmp/log"; }
+    "$MPIRUN" -np 1 "$DTRAIN" train $common --checkpoint-dir "$tmp/ck-$1" --resume auto --dump-params "$tmp/res" >"$tmp/log" 2>&1 ||
+        { bad "$cfg resume failed"; cat "$tmp/log"; }
+    out=$("$CMP" "$tmp/res" "$tmp/ref" exact) && ok "$cfg on the GPU: stopped + resumed == uninterrupted: $out" || bad "$cfg resume: $out"
+done
 expect 2 "keeps the gradients of a 16-bit model in fp32" "$DTRAIN" train --device cuda --precision bf16 --grad-comm bf16
 finish
