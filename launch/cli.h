@@ -44,5 +44,6 @@ int cmd_env(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_bench_gemm(int argc, char **argv); /* argv[0] = "gemm" */
+int cmd_bench_step(int argc, char **argv); /* argv[0] = "step" */
 
 #endif

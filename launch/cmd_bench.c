@@ -402,12 +402,13 @@ int cmd_bench(int argc, char **argv)
         return cli_parse_common(argc, argv, "bench", &cfg); /* prints the usage and exits 0 */
     }
     if (!strcmp(name, "gemm")) return cmd_bench_gemm(argc - 1, argv + 1);
+    if (!strcmp(name, "step")) return cmd_bench_step(argc - 1, argv + 1);
     if (strcmp(name, "allreduce") != 0) {
         if (name[0] == '-')
-            cli_error("dtrain bench: the first argument must be the benchmark name (allreduce, gemm), not '%s'",
+            cli_error("dtrain bench: the first argument must be the benchmark name (allreduce, gemm, step), not '%s'",
                       name);
         else
-            cli_error("dtrain bench: unknown benchmark '%s'; the benchmarks are: allreduce, gemm", name);
+            cli_error("dtrain bench: unknown benchmark '%s'; the benchmarks are: allreduce, gemm, step", name);
         return EXIT_USAGE;
     }
 

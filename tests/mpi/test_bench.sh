@@ -63,7 +63,7 @@ for dt in fp16 bf16; do
 done
 expect 2 "unknown benchmark 'foo'" "$DTRAIN" bench foo
 expect 2 "name a benchmark" "$DTRAIN" bench
-expect 2 "benchmark name (allreduce, gemm), not '-b'" "$DTRAIN" bench -b 8
+expect 2 "benchmark name (allreduce, gemm, step), not '-b'" "$DTRAIN" bench -b 8
 expect 2 "needs a value" "$DTRAIN" bench allreduce -e
 expect 2 "unexpected argument 'extra'" "$DTRAIN" bench allreduce extra
 expect 2 "unknown command 'bogus'; the commands are train, bench" "$DTRAIN" bogus
@@ -89,4 +89,21 @@ expect 2 "--n (a comma-separated list of sizes) '0'" "$DTRAIN" bench gemm --n 0
 expect 2 "--n (a comma-separated list of sizes) 'x'" "$DTRAIN" bench gemm --n 64,x
 expect 2 "--dtype 'fp8' is not one of fp32, tf32, bf16, fp16" "$DTRAIN" bench gemm --dtype fp8
 expect 2 "unexpected argument 'more'" "$DTRAIN" bench gemm more
+
+# --- bench step: one row per precision, side by side, with samples/s and the memory summary;
+# 16-bit rows hold fewer gradient and activation bytes than fp32's.
+"$MPIRUN" -np 2 "$DTRAIN" bench step --model cnn --batch 8 --steps 3 --warmup 1 --precision fp32,bf16,fp16 --blas-threads 1 >"$tmp/s" 2>&1
+rc=$?
+rows=$(grep -cE '^  (fp32|bf16|fp16) +[0-9.]+ +[0-9.]+ ' "$tmp/s")
+g32=$(awk '$1 == "fp32" { print $6 }' "$tmp/s") g16=$(awk '$1 == "bf16" { print $6 }' "$tmp/s")
+a32=$(awk '$1 == "fp32" { print $8 }' "$tmp/s") a16=$(awk '$1 == "bf16" { print $8 }' "$tmp/s")
+if [ $rc -eq 0 ] && [ "$rows" -eq 3 ] && grep -q "2 rank(s) x batch 8" "$tmp/s" &&
+   awk -v a="$g32" -v b="$g16" -v c="$a32" -v d="$a16" 'BEGIN { exit !(b < a && d < c) }'; then
+    ok "bench step: fp32/bf16/fp16 rows, 16-bit gradients $g16 < $g32 MiB, activations $a16 < $a32 MiB"
+else
+    bad "bench step (exit $rc, $rows rows)"; cat "$tmp/s"
+fi
+expect 2 "--precision 'fp8' is not one of fp32, fp16, bf16" "$DTRAIN" bench step --precision fp8
+expect 2 "--steps '0'" "$DTRAIN" bench step --steps 0
+expect 2 "fc:0" "$DTRAIN" bench step --model fc:0 --input 4
 finish

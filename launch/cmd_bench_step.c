@@ -1,0 +1,209 @@
+/*
+ * cmd_bench_step.c - `dtrain bench step`: training steps per second of one model in each of the
+ * given precisions, side by side in one run, on the device the placement chose (or --device).
+ *
+ * Each precision gets a fresh model (same seed), its optimizer (SGD, momentum 0.9) and, for fp16,
+ * a dynamic loss scaler; then --warmup untimed steps and --steps timed ones, each the whole
+ * training step of `dtrain train`: the synthetic batch, forward and backward, the gradient
+ * allreduce, the finite check and the optimizer. On a GPU every step reads its loss back, which
+ * waits for that step's forward; the clock stops after the last step's loss, so at most one
+ * backward and optimizer step (of --steps) is left outside it. Rank 0 prints samples/s over all
+ * ranks, the step time, dtrain's memory summary, and the ratio to the first precision listed.
+ */
+#include "cli.h"
+#include "status.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct step_opts {
+    const char *model, *input;
+    int batch, steps, warmup;
+    dt_dtype prec[3];
+    int nprec;
+} step_opts;
+
+enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_PRECISION };
+
+static const struct option step_options[] = {
+    {"model", required_argument, NULL, OPT_MODEL},   {"input", required_argument, NULL, OPT_INPUT},
+    {"batch", required_argument, NULL, OPT_BATCH},   {"steps", required_argument, NULL, OPT_STEPS},
+    {"warmup", required_argument, NULL, OPT_WARMUP}, {"precision", required_argument, NULL, OPT_PRECISION},
+    {NULL, 0, NULL, 0},
+};
+
+static const char *pname[] = {"fp32", "fp16", "bf16"};
+
+static int parse_precisions(const char *arg, step_opts *o)
+{
+    char buf[64];
+    if (strlen(arg) >= sizeof buf) {
+        cli_error("--precision '%.20s...' is too long: give e.g. fp32,bf16,fp16", arg);
+        return EXIT_USAGE;
+    }
+    strcpy(buf, arg);
+    o->nprec = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int k = 0;
+        while (k < 3 && strcmp(tok, pname[k])) k++;
+        if (k == 3) {
+            cli_error("--precision '%s' is not one of fp32, fp16, bf16", tok);
+            return EXIT_USAGE;
+        }
+        if (o->nprec == 3) {
+            cli_error("--precision '%s': at most three precisions", arg);
+            return EXIT_USAGE;
+        }
+        o->prec[o->nprec++] = (dt_dtype)k;
+    }
+    if (!o->nprec) {
+        cli_error("--precision '%s' names no precision", arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+static int step_handle(int val, const char *arg, void *ud)
+{
+    step_opts *o = ud;
+    switch (val) {
+    case OPT_MODEL: o->model = arg; return EXIT_OK;
+    case OPT_INPUT: o->input = arg; return EXIT_OK;
+    case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &o->batch);
+    case OPT_STEPS: return cli_int("--steps", arg, 1, 1 << 24, &o->steps);
+    case OPT_WARMUP: return cli_int("--warmup", arg, 0, 1 << 24, &o->warmup);
+    case OPT_PRECISION: return parse_precisions(arg, o);
+    }
+    return EXIT_USAGE;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One configuration: fills *sps (global samples/s), *ms (step), *mem. */
+static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, double *sps, double *ms,
+                               dt_memory_summary *mem, long *skipped)
+{
+    const int world = dt_world_size(ctx), rank = dt_rank(ctx);
+    dt_model *m = NULL;
+    dt_optimizer *opt = NULL;
+    dt_dataset *data = NULL;
+    dt_scaler *sc = NULL;
+    float *x = NULL;
+    int32_t *labels = NULL;
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    dt_sync_config sy;
+    dt_sync_defaults(&sy);
+    sy.op = DT_SUM; /* the gradient of the global mean, as dtrain train */
+    int c, h, w;
+    dt_status s;
+    if ((s = dt_model_create(ctx, o->model, o->input, 1, o->batch, &m))) goto out;
+    const dt_dtype gt = p != DT_F32 && !dt_model_on_gpu(m) ? p : DT_F32;
+    if ((s = dt_model_set_precision(m, p, gt)) || (s = dt_model_set_sync(m, &sy)) ||
+        (s = dt_optimizer_create(&oc, dt_model_num_params(m), &opt)))
+        goto out;
+    dt_model_input_shape(m, &c, &h, &w);
+    if ((s = dt_synthetic_create(c, h, w, dt_model_num_classes(m), 60000, 1, &data))) goto out;
+    if (p == DT_F16) {
+        dt_scaler_config scc;
+        dt_scaler_defaults(&scc);
+        if ((s = dt_scaler_create(&scc, &sc))) goto out;
+        dt_model_set_nonfinite_check(m, 1);
+    }
+    x = malloc((size_t)o->batch * dt_model_input_size(m) * sizeof *x);
+    labels = malloc((size_t)o->batch * sizeof *labels);
+    if (!x || !labels) {
+        s = dt_set_error(DT_ERR_NOMEM, "out of memory for a batch of %d", o->batch);
+        goto out;
+    }
+    const float scale = 1.0f / ((float)o->batch * (float)world);
+    double t0 = 0;
+    for (int step = 0; step < o->warmup + o->steps; step++) {
+        if (step == o->warmup) {
+            if ((s = dt_barrier(ctx))) goto out;
+            t0 = now_s();
+        }
+        double loss;
+        int correct, overflow = 0;
+        const float ls = sc ? dt_scaler_scale(sc) : 1.0f;
+        if ((s = dt_dataset_batch(data, step, rank, world, o->batch, x, labels)) ||
+            (s = dt_model_forward_backward(m, x, labels, o->batch, scale * ls, &loss, &correct)) ||
+            (s = dt_model_sync_grads(m)))
+            goto out;
+        if (sc && ((s = dt_model_unscale_grads(m, 1.0f / ls, &overflow)) || (s = dt_scaler_update(sc, overflow))))
+            goto out;
+        if (!overflow && (s = dt_model_optimizer_step(m, opt))) goto out;
+    }
+    if ((s = dt_barrier(ctx))) goto out;
+    const double t = now_s() - t0;
+    *sps = (double)o->steps * o->batch * world / t;
+    *ms = 1e3 * t / o->steps;
+    *skipped = sc ? dt_scaler_skipped(sc) : 0;
+    dt_model_memory(m, opt, mem);
+out:
+    free(x);
+    free(labels);
+    dt_scaler_free(sc);
+    dt_dataset_free(data);
+    dt_optimizer_free(opt);
+    dt_model_free(m);
+    return s;
+}
+
+int cmd_bench_step(int argc, char **argv)
+{
+    step_opts o = {.model = "mlp", .batch = 128, .steps = 50, .warmup = 5, .prec = {DT_F32, DT_BF16, DT_F16},
+                   .nprec = 3};
+    dt_config cfg;
+    cli_extra extra = {step_options, step_handle, &o};
+    int rc = cli_parse(argc, argv, "bench step", &cfg, &extra);
+    if (rc) return rc;
+    dt_ctx *ctx = cli_init(&cfg);
+    if (!ctx) return EXIT_FAIL;
+    dt_placement pl;
+    dt_get_placement(ctx, &pl);
+    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    if (rank == 0) {
+        printf("# dtrain bench step: model %s, %d rank(s) x batch %d, %d timed steps after %d, SGD momentum 0.9, "
+               "device %s%s%s\n", o.model, world, o.batch, o.steps, o.warmup,
+               pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
+               pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)");
+        printf("# %-9s %12s %9s %8s %10s %10s %10s %12s %10s %8s\n", "precision", "samples/s", "step ms", "ratio",
+               "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB", "skipped");
+        fflush(stdout);
+    }
+    double base = 0;
+    for (int i = 0; i < o.nprec; i++) {
+        double sps = 0, ms = 0;
+        long skipped = 0;
+        dt_memory_summary mem;
+        dt_status s = run_precision(ctx, &o, o.prec[i], &sps, &ms, &mem, &skipped);
+        if (s) {
+            cli_error("%s: %s (%s)", pname[o.prec[i]], dt_last_error(), dt_strerror(s));
+            dt_abort_job(ctx, s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL);
+            return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+        }
+        if (i == 0) base = sps;
+        if (rank == 0) {
+            const double M = 1048576.0;
+            printf("  %-9s %12.1f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld\n", pname[o.prec[i]], sps, ms,
+                   sps / base, mem.params / M, mem.grads / M, mem.optimizer / M, mem.activations / M,
+                   mem.workspace / M, skipped);
+            fflush(stdout);
+        }
+    }
+    dt_status s = dt_finalize(ctx);
+    if (s) {
+        cli_error("%s", dt_last_error());
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}
