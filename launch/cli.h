@@ -33,6 +33,11 @@ int cli_int(const char *flag, const char *arg, long lo, long hi, int *out);
 int cli_long(const char *flag, const char *arg, long lo, long hi, long *out);
 int cli_float(const char *flag, const char *arg, double lo, double hi, float *out);
 
+/* A comma-separated list: calls each(item) for every item in order (items are NUL-terminated
+ * copies); each prints its own error and returns EXIT_USAGE to stop. An empty list, more than max
+ * items or a text over 511 characters is an error naming the flag. */
+int cli_list(const char *flag, const char *arg, int max, int (*each)(const char *item, void *ud), void *ud);
+
 /* dt_init with the message and the job-wide abort that a failure needs; returns NULL on failure
  * after printing the error (the caller exits with EXIT_FAIL). */
 dt_ctx *cli_init(const dt_config *cfg);

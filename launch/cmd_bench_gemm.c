@@ -54,55 +54,38 @@ static const struct option gemm_options[] = {
     {NULL, 0, NULL, 0},
 };
 
+static int add_size(const char *item, void *ud)
+{
+    gemm_opts *o = ud;
+    long v;
+    if (cli_long("--n (a comma-separated list of sizes)", item, 1, 65536, &v)) return EXIT_USAGE;
+    o->n[o->nn++] = (size_t)v;
+    return EXIT_OK;
+}
+
+static int add_type(const char *item, void *ud)
+{
+    gemm_opts *o = ud;
+    int k = 0;
+    while (k < GEMM_NTYPES && strcmp(item, type_name[k])) k++;
+    if (k == GEMM_NTYPES) {
+        cli_error("--dtype '%s' is not one of fp32, tf32, bf16, fp16", item);
+        return EXIT_USAGE;
+    }
+    o->types[k] = 1;
+    return EXIT_OK;
+}
+
 static int parse_sizes(const char *arg, gemm_opts *o)
 {
-    char buf[512];
-    if (strlen(arg) >= sizeof buf) {
-        cli_error("--n '%.40s...' is too long", arg);
-        return EXIT_USAGE;
-    }
-    strcpy(buf, arg);
     o->nn = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        long v;
-        if (o->nn == GEMM_MAX_SIZES) {
-            cli_error("--n: at most %d sizes", GEMM_MAX_SIZES);
-            return EXIT_USAGE;
-        }
-        if (cli_long("--n (a comma-separated list of sizes)", tok, 1, 65536, &v)) return EXIT_USAGE;
-        o->n[o->nn++] = (size_t)v;
-    }
-    if (!o->nn) {
-        cli_error("--n '%s' names no size: give e.g. --n 4096,8192", arg);
-        return EXIT_USAGE;
-    }
-    return EXIT_OK;
+    return cli_list("--n", arg, GEMM_MAX_SIZES, add_size, o);
 }
 
 static int parse_types(const char *arg, gemm_opts *o)
 {
-    char buf[256];
-    if (strlen(arg) >= sizeof buf) {
-        cli_error("--dtype '%.40s...' is too long", arg);
-        return EXIT_USAGE;
-    }
-    strcpy(buf, arg);
     memset(o->types, 0, sizeof o->types);
-    int any = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        int k = 0;
-        while (k < GEMM_NTYPES && strcmp(tok, type_name[k])) k++;
-        if (k == GEMM_NTYPES) {
-            cli_error("--dtype '%s' is not one of fp32, tf32, bf16, fp16", tok);
-            return EXIT_USAGE;
-        }
-        o->types[k] = any = 1;
-    }
-    if (!any) {
-        cli_error("--dtype '%s' names no type: give e.g. --dtype fp32,bf16", arg);
-        return EXIT_USAGE;
-    }
-    return EXIT_OK;
+    return cli_list("--dtype", arg, GEMM_NTYPES * 4, add_type, o);
 }
 
 static int gemm_handle(int val, const char *arg, void *ud)

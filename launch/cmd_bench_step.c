@@ -37,33 +37,23 @@ static const struct option step_options[] = {
 
 static const char *pname[] = {"fp32", "fp16", "bf16"};
 
+static int add_precision(const char *item, void *ud)
+{
+    step_opts *o = ud;
+    int k = 0;
+    while (k < 3 && strcmp(item, pname[k])) k++;
+    if (k == 3) {
+        cli_error("--precision '%s' is not one of fp32, fp16, bf16", item);
+        return EXIT_USAGE;
+    }
+    o->prec[o->nprec++] = (dt_dtype)k;
+    return EXIT_OK;
+}
+
 static int parse_precisions(const char *arg, step_opts *o)
 {
-    char buf[64];
-    if (strlen(arg) >= sizeof buf) {
-        cli_error("--precision '%.20s...' is too long: give e.g. fp32,bf16,fp16", arg);
-        return EXIT_USAGE;
-    }
-    strcpy(buf, arg);
     o->nprec = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        int k = 0;
-        while (k < 3 && strcmp(tok, pname[k])) k++;
-        if (k == 3) {
-            cli_error("--precision '%s' is not one of fp32, fp16, bf16", tok);
-            return EXIT_USAGE;
-        }
-        if (o->nprec == 3) {
-            cli_error("--precision '%s': at most three precisions", arg);
-            return EXIT_USAGE;
-        }
-        o->prec[o->nprec++] = (dt_dtype)k;
-    }
-    if (!o->nprec) {
-        cli_error("--precision '%s' names no precision", arg);
-        return EXIT_USAGE;
-    }
-    return EXIT_OK;
+    return cli_list("--precision", arg, 3, add_precision, o);
 }
 
 static int step_handle(int val, const char *arg, void *ud)

@@ -103,6 +103,31 @@ int cli_float(const char *flag, const char *arg, double lo, double hi, float *ou
     return EXIT_OK;
 }
 
+int cli_list(const char *flag, const char *arg, int max, int (*each)(const char *item, void *ud), void *ud)
+{
+    char buf[512];
+    if (strlen(arg) >= sizeof buf) {
+        cli_error("%s '%.40s...' is too long", flag, arg);
+        return EXIT_USAGE;
+    }
+    strcpy(buf, arg);
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n == max) {
+            cli_error("%s '%s': at most %d items", flag, arg, max);
+            return EXIT_USAGE;
+        }
+        int rc = each(tok, ud);
+        if (rc) return rc;
+        n++;
+    }
+    if (!n) {
+        cli_error("%s '%s' names nothing: give a comma-separated list", flag, arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
 int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_extra *extra)
 {
     dt_config_defaults(cfg);
