@@ -410,6 +410,24 @@ typedef struct dt_scaler_state {
 DT_API void dt_scaler_get_state(const dt_scaler *s, dt_scaler_state *st);
 DT_API dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st);
 
+/* ---------------------------------------------------------------- one training step */
+
+typedef struct dt_step_result {
+    double loss_sum;    /* summed loss of this rank's batch (unscaled) */
+    int correct;        /* argmax == label on this rank's batch */
+    int skipped;        /* 1: the reduced gradients overflowed and the optimizer step was skipped */
+    double comm_wait_s; /* time spent waiting in dt_model_sync_grads (the exposed communication) */
+} dt_step_result;
+
+/* The whole step of `dtrain train` on this rank's batch: forward and backward with the loss
+ * multiplied by grad_scale and by the scaler's scale (sc may be NULL: no loss scaling), the
+ * gradient allreduce, the finite check and unscale after it (with a scaler), the scaler's update,
+ * and the optimizer step unless the gradients overflowed. A scaler that gives up returns
+ * DT_ERR_NUMERIC (the model's dt_model_nonfinite_layer then says where the inf started, when the
+ * check is on). Collective. */
+DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x,
+                                     const int32_t *labels, int batch, float grad_scale, dt_step_result *r);
+
 /* ---------------------------------------------------------------- checkpoints
  *
  * DIR/ckpt-<step>.dtc holds the parameters, the optimizer state, the loss scaler's state (the

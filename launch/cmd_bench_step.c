@@ -121,16 +121,10 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, doub
             if ((s = dt_barrier(ctx))) goto out;
             t0 = now_s();
         }
-        double loss;
-        int correct, overflow = 0;
-        const float ls = sc ? dt_scaler_scale(sc) : 1.0f;
+        dt_step_result r;
         if ((s = dt_dataset_batch(data, step, rank, world, o->batch, x, labels)) ||
-            (s = dt_model_forward_backward(m, x, labels, o->batch, scale * ls, &loss, &correct)) ||
-            (s = dt_model_sync_grads(m)))
+            (s = dt_model_train_step(m, opt, sc, x, labels, o->batch, scale, &r)))
             goto out;
-        if (sc && ((s = dt_model_unscale_grads(m, 1.0f / ls, &overflow)) || (s = dt_scaler_update(sc, overflow))))
-            goto out;
-        if (!overflow && (s = dt_model_optimizer_step(m, opt))) goto out;
     }
     if ((s = dt_barrier(ctx))) goto out;
     const double t = now_s() - t0;

@@ -511,29 +511,21 @@ int cmd_train(int argc, char **argv)
     long step = first_step;
     int stopped = 0;
     for (; step < t.steps; step++) {
-        double loss;
-        int correct;
         fault_maybe(&flt, rank, step + 1, m);
-        const float lscale = sc ? dt_scaler_scale(sc) : 1.0f;
-        if ((s = dt_dataset_batch(data, step, rank, world, t.batch, x, labels)) ||
-            (s = dt_model_forward_backward(m, x, labels, t.batch, scale * lscale, &loss, &correct)))
-            goto fail;
-        double t0 = now_s();
-        if ((s = dt_model_sync_grads(m))) goto fail;
-        comm_acc += now_s() - t0;
-        int overflow = 0;
-        if (sc) {
-            /* The reduced gradients are the same on every rank, and so is the verdict. */
-            if ((s = dt_model_unscale_grads(m, 1.0f / lscale, &overflow))) goto fail;
-            skipped_acc += overflow;
-            if ((s = dt_scaler_update(sc, overflow))) {
-                report_numeric_stop(ctx, m, step + 1);
-                release(m, opt, data, x, labels, metrics);
-                dt_finalize(ctx);
-                return EXIT_FAIL;
-            }
+        dt_step_result r;
+        if ((s = dt_dataset_batch(data, step, rank, world, t.batch, x, labels))) goto fail;
+        s = dt_model_train_step(m, opt, sc, x, labels, t.batch, scale, &r);
+        if (s == DT_ERR_NUMERIC) {
+            report_numeric_stop(ctx, m, step + 1);
+            release(m, opt, data, x, labels, metrics);
+            dt_finalize(ctx);
+            return EXIT_FAIL;
         }
-        if (!overflow && (s = dt_model_optimizer_step(m, opt))) goto fail;
+        if (s) goto fail;
+        const double loss = r.loss_sum;
+        const int correct = r.correct;
+        comm_acc += r.comm_wait_s;
+        skipped_acc += r.skipped;
         /* Stop requests are agreed by all ranks at the same step (a signal reaches ranks at
          * different times, or only some of them). */
         float stop = (float)stop_signal;

@@ -839,6 +839,35 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
     out->workspace = ws * 4 + scratch;
 }
 
+/* ---------------------------------------------------------------- one training step */
+
+#include <time.h>
+
+static double step_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
+                              int batch, float grad_scale, dt_step_result *r)
+{
+    memset(r, 0, sizeof *r);
+    const float ls = sc ? dt_scaler_scale(sc) : 1.0f;
+    dt_status s = dt_model_forward_backward(m, x, labels, batch, grad_scale * ls, &r->loss_sum, &r->correct);
+    if (s) return s;
+    const double t0 = step_now_s();
+    if ((s = dt_model_sync_grads(m))) return s;
+    r->comm_wait_s = step_now_s() - t0;
+    if (sc) {
+        /* The reduced gradients are the same on every rank, and so is the verdict. */
+        if ((s = dt_model_unscale_grads(m, 1.0f / ls, &r->skipped))) return s;
+        if ((s = dt_scaler_update(sc, r->skipped))) return s;
+    }
+    return r->skipped ? DT_OK : dt_model_optimizer_step(m, o);
+}
+
 /* ---------------------------------------------------------------- checkpoint access */
 
 uint64_t model_fingerprint(const dt_model *m)
