@@ -14,6 +14,7 @@
  */
 #include "bench_gemm.h"
 #include "cli.h"
+#include "clock.h"
 
 #include <cblas.h>
 #include <getopt.h>
@@ -22,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cast.h"
 
@@ -108,13 +108,6 @@ static int gemm_handle(int val, const char *arg, void *ud)
     return EXIT_USAGE;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void gemm_fill(float *a, size_t n, unsigned seed)
 {
     uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
@@ -175,12 +168,12 @@ static void cpu_run(size_t n, const gemm_opts *o, const float *a, const float *b
     memset(r, 0, sizeof *r);
     for (int w = 0; w < o->warmup; w++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
-    double t0 = now_s(), t = 0;
+    double t0 = clock_now_s(), t = 0;
     int done = 0;
     while (done < o->iters && (done == 0 || t < o->max_s)) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
         done++;
-        t = now_s() - t0;
+        t = clock_now_s() - t0;
     }
     r->ran = 1;
     r->ms = 1e3 * t / done;

@@ -11,13 +11,13 @@
  * ranks, the step time, dtrain's memory summary, and the ratio to the first precision listed.
  */
 #include "cli.h"
+#include "clock.h"
 #include "status.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct step_opts {
     const char *model, *input;
@@ -70,13 +70,6 @@ static int step_handle(int val, const char *arg, void *ud)
     return EXIT_USAGE;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* One configuration: fills *sps (global samples/s), *ms (step), *mem. */
 static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, double *sps, double *ms,
                                dt_memory_summary *mem, long *skipped)
@@ -119,7 +112,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, doub
     for (int step = 0; step < o->warmup + o->steps; step++) {
         if (step == o->warmup) {
             if ((s = dt_barrier(ctx))) goto out;
-            t0 = now_s();
+            t0 = clock_now_s();
         }
         dt_step_result r;
         if ((s = dt_dataset_batch(data, step, rank, world, o->batch, x, labels)) ||
@@ -127,7 +120,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, doub
             goto out;
     }
     if ((s = dt_barrier(ctx))) goto out;
-    const double t = now_s() - t0;
+    const double t = clock_now_s() - t0;
     *sps = (double)o->steps * o->batch * world / t;
     *ms = 1e3 * t / o->steps;
     *skipped = sc ? dt_scaler_skipped(sc) : 0;

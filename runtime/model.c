@@ -15,6 +15,7 @@
 #endif
 #include "amp.h"
 #include "bucket.h"
+#include "clock.h"
 #include "cast.h"
 #include "ctx_internal.h"
 #include "engine.h"
@@ -673,7 +674,7 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
         return dt_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)compute);
     if (m->cuda && grads != DT_F32)
         return dt_set_error(DT_ERR_UNSUPPORTED, "on the GPU, gradients of a %s model are kept in fp32 in this "
-                            "version (pass DT_F32; dtrain train does)", compute == DT_F16 ? "fp16" : "bf16");
+                            "version (pass DT_F32; dtrain train does)", dtype_name(compute));
     if (grads != DT_F32 && grads != compute)
         return dt_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
                             dtype_name(compute), dtype_name(compute), dtype_name(grads));
@@ -841,15 +842,6 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
 
 /* ---------------------------------------------------------------- one training step */
 
-#include <time.h>
-
-static double step_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
                               int batch, float grad_scale, dt_step_result *r)
 {
@@ -857,9 +849,9 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
     const float ls = sc ? dt_scaler_scale(sc) : 1.0f;
     dt_status s = dt_model_forward_backward(m, x, labels, batch, grad_scale * ls, &r->loss_sum, &r->correct);
     if (s) return s;
-    const double t0 = step_now_s();
+    const double t0 = clock_now_s();
     if ((s = dt_model_sync_grads(m))) return s;
-    r->comm_wait_s = step_now_s() - t0;
+    r->comm_wait_s = clock_now_s() - t0;
     if (sc) {
         /* The reduced gradients are the same on every rank, and so is the verdict. */
         if ((s = dt_model_unscale_grads(m, 1.0f / ls, &r->skipped))) return s;
