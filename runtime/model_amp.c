@@ -77,8 +77,10 @@ void model_amp_scratch(const dt_model *m, size_t *act, size_t *w, size_t *t)
         }
     }
     *act = a;
-    *w = ww;
-    *t = tt;
+    /* sw, sg and st serve the CPU's widened fc weights and chunked convolution sums; the GPU paths
+     * read the 16-bit parameter copy and write fp32 gradients directly, and never touch them. */
+    *w = m->cuda ? 1 : ww;
+    *t = m->cuda ? 1 : tt;
 }
 
 /* The elementwise steps, on the model's device. On a GPU (fp32 gradients only) the fc layers take
