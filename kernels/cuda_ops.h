@@ -89,8 +89,6 @@ void cuda_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *dy, uint16_t
 void cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16, int rows, int cols);
 /* db[j] = sum over the rows of dy16[i][j], in fp32, rows in order. */
 void cuda_col_sums16(dt_dtype t, const uint16_t *dy, int rows, int cols, float *db);
-/* acc[i] += g[i]. */
-void cuda_add(float *acc, const float *g, size_t n);
 /* Convolutions of a 16-bit model with 16-bit columns and GEMMs on the tensor cores (fp32
  * accumulation), same layouts and workspace (ws, conv_ws_floats of the table) as the fp32 ops.
  * fwd: y = round(conv(x, w) + b) via fp32 scratch y32 (batch x O x Ho x Wo floats); b may be NULL.
@@ -103,10 +101,6 @@ void cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *dy, c
                           uint16_t *dx, float *ws);
 void cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *dy, float *dw,
                             float *db, float *dy32, float *ws);
-/* The table's fp32 GEMMs on the TF32 tensor cores (on) or in full fp32 (off, the default). Exact
- * for operands that hold 16-bit values: fp16 and bf16 numbers are all representable in TF32, so
- * only the fp32 accumulation order can differ. */
-void cuda_ops_set_tf32(int on);
 
 /* Frees the cuBLAS handle and the scratch buffer (the next op creates them again) and resets the
  * stream to the default one. Call before cudaDeviceReset or at exit if you care. */

@@ -146,16 +146,6 @@ static void relu16_bwd(const dt_model *m, const uint16_t *y, const uint16_t *dy,
     cpu_relu16_bwd(m->prec, y, dy, dx, n);
 }
 
-static void add_to(const dt_model *m, float *acc, const float *g, size_t n)
-{
-#ifdef DTRAIN_HAVE_CUDA
-    if (m->cuda) {
-        cuda_add(acc, g, n);
-        return;
-    }
-#endif
-    for (size_t j = 0; j < n; j++) acc[j] += g[j];
-}
 
 /* Samples b0 .. b0+bs of layer i's input, widened into dst: the 16-bit output of the layer before,
  * or x rounded to 16 bits (as autocast rounds a layer's fp32 input). */
@@ -322,7 +312,8 @@ static void conv_bwd16(dt_model *m, int i, const float *x, int batch, const uint
         input32(m, i, x, b0, bs, m->sx);
         float *g = b0 ? m->st : acc;
         m->ops->conv_bwd_filter(&cs, m->sx, m->sdy, g, g + l->w_n, m->ws);
-        if (b0) add_to(m, acc, g, np);
+        if (b0)
+            for (size_t j = 0; j < np; j++) acc[j] += g[j];
         if (dx) {
             m->ops->conv_bwd_data(&cs, m->sdy, m->sw, m->sy, m->ws);
             to16(m, m->sy, dx + (size_t)b0 * in_n, (size_t)bs * in_n);

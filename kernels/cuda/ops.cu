@@ -40,6 +40,7 @@ extern "C" {
 #include "status.h"
 }
 #include "cuda_ops.h"
+#include "cast.h"
 
 #define OPS_BLOCK 256       /* threads per block of every elementwise / gather kernel */
 #define OPS_MAX_BLOCKS 65535
@@ -930,14 +931,6 @@ static __global__ void relu16_bwd_kernel(uint16_t inf, const uint16_t *y, const 
     }
 }
 
-static __global__ void bias_to16_kernel(int bf, const float *__restrict__ y32, const uint16_t *__restrict__ b16,
-                                        uint16_t *__restrict__ y16, size_t n, size_t cols)
-{
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        y16[i] = narrow16(bf, y32[i] + wide16(bf, b16[i % cols]));
-}
-
 /* db[j] = sum over rows of dy[i][j] in fp32, rows in order (deterministic). */
 static __global__ void col_sums16_kernel(int bf, const uint16_t *__restrict__ dy, int rows, int cols,
                                          float *__restrict__ db)
@@ -948,12 +941,6 @@ static __global__ void col_sums16_kernel(int bf, const uint16_t *__restrict__ dy
         for (int i = 0; i < rows; i++) s += wide16(bf, dy[(size_t)i * (size_t)cols + (size_t)j]);
         db[j] = s;
     }
-}
-
-static __global__ void add_kernel(float *__restrict__ acc, const float *__restrict__ g, size_t n)
-{
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) acc[i] += g[i];
 }
 
 static uint16_t inf16(dt_dtype t) { return t == DT_BF16 ? (uint16_t)0x7f80u : (uint16_t)0x7c00u; }
@@ -979,28 +966,12 @@ extern "C" void cuda_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *d
     check_launch("relu16_bwd", "relu16_bwd_kernel", n);
 }
 
-extern "C" void cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16, int rows, int cols)
-{
-    const size_t n = (size_t)rows * (size_t)cols;
-    if (!n) return;
-    bias_to16_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, y32, b16, y16, n,
-                                                                               (size_t)cols);
-    check_launch("bias_to16", "bias_to16_kernel", n);
-}
-
 extern "C" void cuda_col_sums16(dt_dtype t, const uint16_t *dy, int rows, int cols, float *db)
 {
     if (cols <= 0) return;
     col_sums16_kernel<<<grid_for((size_t)cols, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, dy, rows,
                                                                                            cols, db);
     check_launch("col_sums16", "col_sums16_kernel", (size_t)cols);
-}
-
-extern "C" void cuda_add(float *acc, const float *g, size_t n)
-{
-    if (!n) return;
-    add_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(acc, g, n);
-    check_launch("add", "add_kernel", n);
 }
 
 extern "C" void cuda_gemm16(dt_dtype t, int ta, int tb, int m, int n, int k, const uint16_t *a, int lda,
@@ -1021,15 +992,6 @@ extern "C" void cuda_gemm16(dt_dtype t, int ta, int tb, int m, int n, int k, con
                  "cuda gemm16: cublasGemmEx (%s, row-major m %d n %d k %d, trans_a %d trans_b %d, ld %d/%d/%d) "
                  "failed: %s (%s)",
                  t == DT_BF16 ? "bf16" : "fp16", m, n, k, ta, tb, lda, ldb, ldc, cublas_name(st), cublas_text(st));
-}
-
-extern "C" void cuda_ops_set_tf32(int on)
-{
-    cublasHandle_t h = blas("set_tf32");
-    if (!h) return;
-    const cublasStatus_t st = cublasSetMathMode(h, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        ops_fail(DT_ERR_DEVICE, "cuda set_tf32: cublasSetMathMode failed: %s (%s)", cublas_name(st), cublas_text(st));
 }
 
 /* ---------------------------------------------------------------- 16-bit convolutions (AMP)
@@ -1067,10 +1029,14 @@ static __global__ void bias_round16_kernel(int bf, const float *__restrict__ y32
         y16[i] = narrow16(bf, y32[i] + (b16 ? wide16(bf, b16[(i / inner) % outer]) : 0.0f));
 }
 
-static __global__ void widen16_kernel(int bf, const uint16_t *__restrict__ in, float *__restrict__ out, size_t n)
+extern "C" void cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16, int rows, int cols)
 {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = wide16(bf, in[i]);
+    const size_t n = (size_t)rows * (size_t)cols;
+    if (!n) return;
+    /* Row-major (rows, cols): the bias index is the column, i % cols. */
+    bias_round16_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, y32, b16, y16, n, 1,
+                                                                                (size_t)cols);
+    check_launch("bias_to16", "bias_round16_kernel", n);
 }
 
 extern "C" void cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *w,
@@ -1136,8 +1102,11 @@ extern "C" void cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const ui
     if (db && O > 0) {
         /* The bias gradient from dy widened: the fp32 kernel's fixed-order sums. */
         const size_t n = (size_t)s->batch * out_sz;
-        widen16_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, dy, dy32, n);
-        if (!check_launch("conv_bwd_filter16", "widening dy", n)) return;
+        const dt_status st = cuda_cast_16_to_f32(t, dy, dy32, n, (void *)g_stream);
+        if (st) {
+            ops_fail(st, "cuda conv_bwd_filter16: widening dy: %s", dt_last_error());
+            return;
+        }
         conv_bias_grad_kernel<<<(unsigned int)(O < OPS_MAX_BLOCKS ? O : OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(
             dy32, db, s->batch, O, (size_t)P);
         if (!check_launch("conv_bwd_filter16", "the bias-gradient sums", (size_t)O)) return;
