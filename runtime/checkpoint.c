@@ -86,7 +86,7 @@ static dt_status ckpt_write(const char *dir, long step, int world, const dt_mode
     int t;
     n[0] = dt_model_num_params(m);
     float *host = NULL; /* a GPU model's parameters, copied down */
-    if (model_is_cuda(m)) {
+    if (dt_model_on_gpu(m)) {
         dt_status c;
         if (!(host = malloc(n[0] ? n[0] * sizeof *host : 1)))
             return dt_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint of step %ld", step);
@@ -249,9 +249,9 @@ static dt_status ckpt_read(const char *path, dt_model *m, dt_optimizer *o, dt_sc
     if (!s && fgetc(f) != EOF)
         s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s has data after its last section", path);
     /* A GPU model's parameters go up from the host buffer. */
-    if (!s && model_is_cuda(m)) s = model_params_from_host(m, buf[0]);
+    if (!s && dt_model_on_gpu(m)) s = model_params_from_host(m, buf[0]);
     for (int i = 0; i < 3; i++) {
-        if (!s && h.section_n[i] && !(i == 0 && model_is_cuda(m)))
+        if (!s && h.section_n[i] && !(i == 0 && dt_model_on_gpu(m)))
             memcpy(dst[i], buf[i], (size_t)h.section_n[i] * sizeof(float));
         free(buf[i]);
     }

@@ -885,7 +885,6 @@ uint64_t model_fingerprint(const dt_model *m)
 }
 
 const float *model_params_const(const dt_model *m) { return m->params; }
-int model_is_cuda(const dt_model *m) { return m->cuda; }
 
 dt_status dt_model_get_params(const dt_model *m, float *host)
 {

@@ -49,8 +49,6 @@ const float *model_params_const(const dt_model *m);
 void optimizer_state(const dt_optimizer *o, dt_optim_config *cfg, int *t, const float **s1, size_t *n1,
                      const float **s2, size_t *n2);
 void optimizer_set_t(dt_optimizer *o, int t);
-/* 1 when the model's buffers live on a GPU. */
-int model_is_cuda(const dt_model *m);
 /* For checkpoints of GPU models: the optimizer state copied down into its host arrays (a no-op
  * when they are current), and told that the host arrays changed (the next GPU step copies them
  * up); the parameters copied up from host memory. */
