@@ -476,6 +476,25 @@ DT_API void dt_dataset_free(dt_dataset *d);
 DT_API dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int batch, float *x,
                                   int32_t *labels);
 
+/* A background loader: `threads` worker threads make the batches of steps first_step,
+ * first_step + 1, ... ahead of their use, at most `depth` of them (the one in use included), into
+ * host buffers that are page-locked (pinned) when ctx's device is a GPU, so that the model's copy
+ * to the device runs asynchronously. A batch is made by all workers together (chunks of its
+ * samples) and is the same as dt_dataset_batch's for that step. threads 0: no threads, each batch
+ * is made by the caller inside dt_loader_next. The loader uses d alone while it lives (call no
+ * dt_dataset_batch on d meanwhile). threads 0..256, depth 2..64 (ignored when threads is 0). */
+typedef struct dt_loader dt_loader;
+DT_API dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch,
+                                  long first_step, int threads, int depth, dt_loader **out);
+/* The next step's batch, in step order: *step, inputs *x (batch x input size) and *labels. The
+ * buffers stay valid until the next call, which hands them back for refilling. An error of a
+ * worker (a dataset smaller than one global batch, ...) is returned here. */
+DT_API dt_status dt_loader_next(dt_loader *l, long *step, const float **x, const int32_t **labels);
+/* Seconds dt_loader_next spent waiting for a batch that was not ready yet, since creation. */
+DT_API double dt_loader_wait_s(const dt_loader *l);
+/* Stops the workers and frees the buffers; NULL is fine. */
+DT_API void dt_loader_free(dt_loader *l);
+
 /* ---------------------------------------------------------------- BLAS */
 
 /* The kernel set OpenBLAS chose for this CPU ("SkylakeX", "Haswell", "Prescott", ...). */

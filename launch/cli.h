@@ -38,6 +38,13 @@ int cli_float(const char *flag, const char *arg, double lo, double hi, float *ou
  * items or a text over 511 characters is an error naming the flag. */
 int cli_list(const char *flag, const char *arg, int max, int (*each)(const char *item, void *ud), void *ud);
 
+/* --loader-threads N|auto (auto = -1), and what auto means for ctx's placement: on a GPU, one
+ * thread per core of the rank but one, 1 to 8; on the CPU 0 (the batch is made by the training
+ * thread, leaving the cores to OpenBLAS). A given N stays. */
+int cli_loader_threads(const char *arg, int *out);
+int cli_loader_auto(const dt_ctx *ctx, int requested);
+#define CLI_LOADER_DEPTH 3 /* batches: the one in use and two made ahead */
+
 /* dt_init with the message and the job-wide abort that a failure needs; returns NULL on failure
  * after printing the error (the caller exits with EXIT_FAIL). */
 dt_ctx *cli_init(const dt_config *cfg);

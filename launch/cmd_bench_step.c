@@ -4,7 +4,8 @@
  *
  * Each precision gets a fresh model (same seed), its optimizer (SGD, momentum 0.9) and, for fp16,
  * a dynamic loss scaler; then --warmup untimed steps and --steps timed ones, each the whole
- * training step of `dtrain train`: the synthetic batch, forward and backward, the gradient
+ * training step of `dtrain train`: the synthetic batch (from the background loader, as in
+ * train; "data ms" is how long a step waited for it), forward and backward, the gradient
  * allreduce, the finite check and the optimizer. On a GPU every step reads its loss back, which
  * waits for that step's forward; the clock stops after the last step's loss, so at most one
  * backward and optimizer step (of --steps) is left outside it. Rank 0 prints samples/s over all
@@ -24,14 +25,16 @@ typedef struct step_opts {
     int batch, steps, warmup;
     dt_dtype prec[3];
     int nprec;
+    int loader_threads; /* -1 auto */
 } step_opts;
 
-enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_PRECISION };
+enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_PRECISION, OPT_LOADER };
 
 static const struct option step_options[] = {
     {"model", required_argument, NULL, OPT_MODEL},   {"input", required_argument, NULL, OPT_INPUT},
     {"batch", required_argument, NULL, OPT_BATCH},   {"steps", required_argument, NULL, OPT_STEPS},
     {"warmup", required_argument, NULL, OPT_WARMUP}, {"precision", required_argument, NULL, OPT_PRECISION},
+    {"loader-threads", required_argument, NULL, OPT_LOADER},
     {NULL, 0, NULL, 0},
 };
 
@@ -66,21 +69,21 @@ static int step_handle(int val, const char *arg, void *ud)
     case OPT_STEPS: return cli_int("--steps", arg, 1, 1 << 24, &o->steps);
     case OPT_WARMUP: return cli_int("--warmup", arg, 0, 1 << 24, &o->warmup);
     case OPT_PRECISION: return parse_precisions(arg, o);
+    case OPT_LOADER: return cli_loader_threads(arg, &o->loader_threads);
     }
     return EXIT_USAGE;
 }
 
 /* One configuration: fills *sps (global samples/s), *ms (step), *mem. */
 static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, double *sps, double *ms,
-                               dt_memory_summary *mem, long *skipped)
+                               double *wait_ms, dt_memory_summary *mem, long *skipped)
 {
     const int world = dt_world_size(ctx), rank = dt_rank(ctx);
     dt_model *m = NULL;
     dt_optimizer *opt = NULL;
     dt_dataset *data = NULL;
+    dt_loader *ld = NULL;
     dt_scaler *sc = NULL;
-    float *x = NULL;
-    int32_t *labels = NULL;
     dt_optim_config oc;
     dt_optim_defaults(&oc);
     dt_sync_config sy;
@@ -101,21 +104,21 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, doub
         if ((s = dt_scaler_create(&scc, &sc))) goto out;
         dt_model_set_nonfinite_check(m, 1);
     }
-    x = malloc((size_t)o->batch * dt_model_input_size(m) * sizeof *x);
-    labels = malloc((size_t)o->batch * sizeof *labels);
-    if (!x || !labels) {
-        s = dt_set_error(DT_ERR_NOMEM, "out of memory for a batch of %d", o->batch);
+    if ((s = dt_loader_create(ctx, data, rank, world, o->batch, 0, o->loader_threads, CLI_LOADER_DEPTH, &ld)))
         goto out;
-    }
     const float scale = 1.0f / ((float)o->batch * (float)world);
-    double t0 = 0;
+    double t0 = 0, w0 = 0;
     for (int step = 0; step < o->warmup + o->steps; step++) {
         if (step == o->warmup) {
             if ((s = dt_barrier(ctx))) goto out;
             t0 = clock_now_s();
+            w0 = dt_loader_wait_s(ld);
         }
         dt_step_result r;
-        if ((s = dt_dataset_batch(data, step, rank, world, o->batch, x, labels)) ||
+        const float *x;
+        const int32_t *labels;
+        long data_step;
+        if ((s = dt_loader_next(ld, &data_step, &x, &labels)) ||
             (s = dt_model_train_step(m, opt, sc, x, labels, o->batch, scale, &r)))
             goto out;
     }
@@ -123,11 +126,11 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, doub
     const double t = clock_now_s() - t0;
     *sps = (double)o->steps * o->batch * world / t;
     *ms = 1e3 * t / o->steps;
+    *wait_ms = 1e3 * (dt_loader_wait_s(ld) - w0) / o->steps;
     *skipped = sc ? dt_scaler_skipped(sc) : 0;
     dt_model_memory(m, opt, mem);
 out:
-    free(x);
-    free(labels);
+    dt_loader_free(ld);
     dt_scaler_free(sc);
     dt_dataset_free(data);
     dt_optimizer_free(opt);
@@ -138,7 +141,7 @@ out:
 int cmd_bench_step(int argc, char **argv)
 {
     step_opts o = {.model = "mlp", .batch = 128, .steps = 50, .warmup = 5, .prec = {DT_F32, DT_BF16, DT_F16},
-                   .nprec = 3};
+                   .nprec = 3, .loader_threads = -1};
     dt_config cfg;
     cli_extra extra = {step_options, step_handle, &o};
     int rc = cli_parse(argc, argv, "bench step", &cfg, &extra);
@@ -148,21 +151,22 @@ int cmd_bench_step(int argc, char **argv)
     dt_placement pl;
     dt_get_placement(ctx, &pl);
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    o.loader_threads = cli_loader_auto(ctx, o.loader_threads);
     if (rank == 0) {
         printf("# dtrain bench step: model %s, %d rank(s) x batch %d, %d timed steps after %d, SGD momentum 0.9, "
-               "device %s%s%s\n", o.model, world, o.batch, o.steps, o.warmup,
+               "device %s%s%s, %d loader thread(s)\n", o.model, world, o.batch, o.steps, o.warmup,
                pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
-               pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)");
-        printf("# %-9s %12s %9s %8s %10s %10s %10s %12s %10s %8s\n", "precision", "samples/s", "step ms", "ratio",
-               "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB", "skipped");
+               pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads);
+        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s\n", "precision", "samples/s", "step ms",
+               "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB", "skipped");
         fflush(stdout);
     }
     double base = 0;
     for (int i = 0; i < o.nprec; i++) {
-        double sps = 0, ms = 0;
+        double sps = 0, ms = 0, wait_ms = 0;
         long skipped = 0;
         dt_memory_summary mem;
-        dt_status s = run_precision(ctx, &o, o.prec[i], &sps, &ms, &mem, &skipped);
+        dt_status s = run_precision(ctx, &o, o.prec[i], &sps, &ms, &wait_ms, &mem, &skipped);
         if (s) {
             cli_error("%s: %s (%s)", pname[o.prec[i]], dt_last_error(), dt_strerror(s));
             dt_abort_job(ctx, s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL);
@@ -171,8 +175,8 @@ int cmd_bench_step(int argc, char **argv)
         if (i == 0) base = sps;
         if (rank == 0) {
             const double M = 1048576.0;
-            printf("  %-9s %12.1f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld\n", pname[o.prec[i]], sps, ms,
-                   sps / base, mem.params / M, mem.grads / M, mem.optimizer / M, mem.activations / M,
+            printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld\n", pname[o.prec[i]], sps,
+                   ms, wait_ms, sps / base, mem.params / M, mem.grads / M, mem.optimizer / M, mem.activations / M,
                    mem.workspace / M, skipped);
             fflush(stdout);
         }

@@ -32,13 +32,14 @@ typedef struct train_opts {
     dt_dtype precision;
     int loss_scale;     /* -1 default for the precision, 0 none, 1 dynamic, 2 static (--loss-scale N) */
     dt_scaler_config scaler;
+    int loader_threads; /* -1 auto */
 } train_opts;
 
 enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_LR, OPT_OPTIM, OPT_MOMENTUM, OPT_WD, OPT_SEED,
        OPT_LOG_EVERY, OPT_METRICS, OPT_DUMP, OPT_DATASET, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_BUCKET,
        OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAD_COMM, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_RESUME, OPT_PRECISION,
        OPT_LS, OPT_LS_INIT, OPT_LS_GROWTH, OPT_LS_BACKOFF, OPT_LS_INTERVAL, OPT_LS_HYST, OPT_LS_MIN, OPT_LS_MAX,
-       OPT_LS_WINDOW, OPT_LS_FRACTION };
+       OPT_LS_WINDOW, OPT_LS_FRACTION, OPT_LOADER };
 
 static const struct option train_options[] = {
     {"model", required_argument, NULL, OPT_MODEL},
@@ -75,6 +76,7 @@ static const struct option train_options[] = {
     {"loss-scale-max", required_argument, NULL, OPT_LS_MAX},
     {"loss-scale-window", required_argument, NULL, OPT_LS_WINDOW},
     {"max-overflow-fraction", required_argument, NULL, OPT_LS_FRACTION},
+    {"loader-threads", required_argument, NULL, OPT_LOADER},
     {NULL, 0, NULL, 0},
 };
 
@@ -125,6 +127,7 @@ static int train_handle(int val, const char *arg, void *ud)
                                     &t->scaler.max_scale);
     case OPT_LS_WINDOW: return cli_int("--loss-scale-window", arg, 1, 1 << 20, &t->scaler.window);
     case OPT_LS_FRACTION: return cli_dbl("--max-overflow-fraction", arg, 1e-6, 1, &t->scaler.max_overflow_fraction);
+    case OPT_LOADER: return cli_loader_threads(arg, &t->loader_threads);
     case OPT_MODEL: t->model = arg; return EXIT_OK;
     case OPT_INPUT: t->input = arg; return EXIT_OK;
     case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &t->batch);
@@ -292,13 +295,12 @@ static int dump_params(const char *path, const float *p, size_t n)
 /* Frees what a run holds (any of it may be NULL). */
 static dt_scaler *run_scaler;
 
-static void release(dt_model *m, dt_optimizer *opt, dt_dataset *data, float *x, int32_t *labels, FILE *metrics)
+static void release(dt_model *m, dt_optimizer *opt, dt_dataset *data, dt_loader *ld, FILE *metrics)
 {
     dt_scaler_free(run_scaler);
     run_scaler = NULL;
     if (metrics) fclose(metrics);
-    free(x);
-    free(labels);
+    dt_loader_free(ld);
     dt_dataset_free(data);
     dt_optimizer_free(opt);
     dt_model_free(m);
@@ -434,8 +436,8 @@ int cmd_train(int argc, char **argv)
     dt_model *m = NULL;
     dt_optimizer *opt = NULL;
     dt_dataset *data = NULL;
-    float *x = NULL;
-    int32_t *labels = NULL;
+    dt_loader *ld = NULL;
+    const int loader_threads = cli_loader_auto(ctx, t.loader_threads);
     FILE *metrics = NULL;
     dt_status s = DT_OK;
 
@@ -451,12 +453,6 @@ int cmd_train(int argc, char **argv)
     if ((size_t)t.dataset_size < (size_t)world * (size_t)t.batch) {
         cli_error("--dataset-size %ld is smaller than one global batch of %d ranks x %d", t.dataset_size, world,
                   t.batch);
-        goto fail_quiet;
-    }
-    x = malloc((size_t)t.batch * dt_model_input_size(m) * sizeof *x);
-    labels = malloc((size_t)t.batch * sizeof *labels);
-    if (!x || !labels) {
-        cli_error("out of memory for a batch of %d", t.batch);
         goto fail_quiet;
     }
     if (rank == 0 && t.metrics && !(metrics = fopen(t.metrics, "w"))) {
@@ -484,6 +480,11 @@ int cmd_train(int argc, char **argv)
         printf("precision %s (gradients %s), loss scaling %s; gradient bytes sent per rank per step: %.0f (%.2f MiB)\n",
                tname[t.precision], tname[grad_t], !sc ? "off" : t.scaler.dynamic ? "dynamic" : "static", sent,
                sent / 1048576.0);
+        if (loader_threads)
+            printf("data: %d loader threads make batches ahead (%d at most)%s\n", loader_threads, CLI_LOADER_DEPTH - 1,
+                   dt_model_on_gpu(m) ? " in pinned host memory, copied to the GPU asynchronously" : "");
+        else
+            printf("data: made by the training thread (--loader-threads 0)\n");
         printf("memory per rank (batch %d): parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB, "
                "activations %.2f MiB, workspace %.2f MiB, total %.2f MiB\n", t.batch, mem.params / MiB,
                mem.grads / MiB, mem.optimizer / MiB,
@@ -503,6 +504,8 @@ int cmd_train(int argc, char **argv)
             fflush(stdout);
         }
     }
+    if ((s = dt_loader_create(ctx, data, rank, world, t.batch, first_step, loader_threads, CLI_LOADER_DEPTH, &ld)))
+        goto fail;
     const float scale = 1.0f / ((float)t.batch * (float)world);
     double loss_acc = 0, comm_acc = 0, t_interval = now_s(), t_start = t_interval;
     long correct_acc = 0, logged_steps = 0, skipped_acc = 0;
@@ -513,11 +516,15 @@ int cmd_train(int argc, char **argv)
     for (; step < t.steps; step++) {
         fault_maybe(&flt, rank, step + 1, m);
         dt_step_result r;
-        if ((s = dt_dataset_batch(data, step, rank, world, t.batch, x, labels))) goto fail;
+        const float *x;
+        const int32_t *labels;
+        long data_step;
+        if ((s = dt_loader_next(ld, &data_step, &x, &labels))) goto fail;
+        (void)data_step; /* == step: the loader started at first_step */
         s = dt_model_train_step(m, opt, sc, x, labels, t.batch, scale, &r);
         if (s == DT_ERR_NUMERIC) {
             report_numeric_stop(ctx, m, step + 1);
-            release(m, opt, data, x, labels, metrics);
+            release(m, opt, data, ld, metrics);
             dt_finalize(ctx);
             return EXIT_FAIL;
         }
@@ -590,7 +597,7 @@ int cmd_train(int argc, char **argv)
         }
     }
     if (stopped) {
-        release(m, opt, data, x, labels, metrics);
+        release(m, opt, data, ld, metrics);
         dt_finalize(ctx);
         return EXIT_PREEMPTED;
     }
@@ -633,7 +640,7 @@ int cmd_train(int argc, char **argv)
         cli_error("writing --metrics %s failed: %s", t.metrics, strerror(errno));
         goto fail_quiet;
     }
-    release(m, opt, data, x, labels, NULL);
+    release(m, opt, data, ld, NULL);
     if ((s = dt_finalize(ctx))) {
         cli_error("%s", dt_last_error());
         return EXIT_FAIL;
@@ -643,7 +650,7 @@ int cmd_train(int argc, char **argv)
 fail:
     cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
 fail_quiet:
-    release(m, opt, data, x, labels, metrics);
+    release(m, opt, data, ld, metrics);
     /* Every rank hits the same configuration errors; a rank that fails alone takes the job down. */
     rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
     dt_abort_job(ctx, rc);

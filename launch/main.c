@@ -194,6 +194,25 @@ int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
     return EXIT_OK;
 }
 
+int cli_loader_threads(const char *arg, int *out)
+{
+    if (!strcmp(arg, "auto")) {
+        *out = -1;
+        return EXIT_OK;
+    }
+    return cli_int("--loader-threads", arg, 0, 256, out);
+}
+
+int cli_loader_auto(const dt_ctx *ctx, int requested)
+{
+    if (requested >= 0) return requested;
+    dt_placement pl;
+    if (dt_get_placement(ctx, &pl) || pl.device != DT_DEVICE_CUDA) return 0;
+    /* A GPU step is faster than one core makes its batch: keep one core for the training thread. */
+    const int n = pl.num_cores - 1;
+    return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+
 dt_ctx *cli_init(const dt_config *cfg)
 {
     dt_ctx *ctx = NULL;

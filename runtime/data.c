@@ -30,7 +30,7 @@ struct dt_dataset {
     float *w1; /* (TEACHER_HIDDEN, input_size) */
     float *w2; /* (classes, TEACHER_HIDDEN) */
     uint32_t *perm;
-    float *grid; /* (gh, gw) scratch of one image channel */
+    float *grid; /* (gh, gw) scratch of one image channel, for dt_dataset_batch */
     long perm_epoch;
 };
 
@@ -117,11 +117,10 @@ static float data_dot(const float *a, const float *b, size_t n)
 }
 
 /* A smooth image: per channel a (gh, gw) grid of random values, bilinearly interpolated. */
-static void data_image(const dt_dataset *d, uint64_t index, float *x)
+static void data_image(const dt_dataset *d, uint64_t index, float *x, float *grid)
 {
     const size_t cells = (size_t)d->gh * d->gw;
     for (int c = 0; c < d->c; c++) {
-        float *grid = d->grid;
         data_uniform(d->seed, STREAM_SAMPLE + index, (uint64_t)c * cells, grid, cells);
         float *plane = x + (size_t)c * d->h * d->w;
         for (int y = 0; y < d->h; y++) {
@@ -139,10 +138,10 @@ static void data_image(const dt_dataset *d, uint64_t index, float *x)
     }
 }
 
-static int32_t data_sample(const dt_dataset *d, uint64_t index, float *x)
+static int32_t data_sample(const dt_dataset *d, uint64_t index, float *x, float *grid)
 {
     if (d->h > 1 || d->w > 1)
-        data_image(d, index, x);
+        data_image(d, index, x, grid);
     else
         data_uniform(d->seed, STREAM_SAMPLE + index, 0, x, d->input_size);
     float h[TEACHER_HIDDEN];
@@ -162,7 +161,12 @@ static int32_t data_sample(const dt_dataset *d, uint64_t index, float *x)
     return best;
 }
 
-dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int batch, float *x, int32_t *labels)
+size_t data_grid_floats(const dt_dataset *d) { return (size_t)d->gh * d->gw; }
+size_t data_input_size(const dt_dataset *d) { return d->input_size; }
+
+/* Checks the arguments, makes the permutation of the step's epoch, and returns where the batch
+ * starts in it. */
+static dt_status data_batch_pos(dt_dataset *d, long step, int rank, int world, int batch, size_t *pos)
 {
     if (step < 0 || world < 1 || rank < 0 || rank >= world || batch < 1)
         return dt_set_error(DT_ERR_INVALID_ARG, "dt_dataset_batch: bad step %ld, rank %d of %d or batch %d", step,
@@ -175,8 +179,29 @@ dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int ba
                             d->size, global, world, batch);
     long epoch = (long)((size_t)step / per_epoch);
     if (epoch != d->perm_epoch) data_permute(d, epoch);
-    size_t pos = ((size_t)step % per_epoch) * global + (size_t)rank * (size_t)batch;
-    for (int i = 0; i < batch; i++)
-        labels[i] = data_sample(d, d->perm[pos + (size_t)i], x + (size_t)i * d->input_size);
+    *pos = ((size_t)step % per_epoch) * global + (size_t)rank * (size_t)batch;
+    return DT_OK;
+}
+
+dt_status data_batch_indices(dt_dataset *d, long step, int rank, int world, int batch, uint32_t *idx)
+{
+    size_t pos;
+    dt_status s = data_batch_pos(d, step, rank, world, batch, &pos);
+    if (s) return s;
+    memcpy(idx, d->perm + pos, (size_t)batch * sizeof *idx);
+    return DT_OK;
+}
+
+void data_make(const dt_dataset *d, const uint32_t *idx, int n, float *x, int32_t *labels, float *grid)
+{
+    for (int i = 0; i < n; i++) labels[i] = data_sample(d, idx[i], x + (size_t)i * d->input_size, grid);
+}
+
+dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int batch, float *x, int32_t *labels)
+{
+    size_t pos;
+    dt_status s = data_batch_pos(d, step, rank, world, batch, &pos);
+    if (s) return s;
+    data_make(d, d->perm + pos, batch, x, labels, d->grid);
     return DT_OK;
 }

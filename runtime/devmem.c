@@ -9,6 +9,7 @@
 #include <string.h>
 
 #ifdef DTRAIN_HAVE_CUDA
+#include "cuda_ops.h"
 #include <cuda_runtime.h>
 #endif
 
@@ -76,3 +77,54 @@ static dt_status copy(int cuda, void *dst, const void *src, size_t bytes, int to
 
 dt_status devmem_to_device(int cuda, void *dst, const void *src, size_t bytes) { return copy(cuda, dst, src, bytes, 1); }
 dt_status devmem_to_host(int cuda, void *dst, const void *src, size_t bytes) { return copy(cuda, dst, src, bytes, 0); }
+
+dt_status devmem_to_device_async(int cuda, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes) return DT_OK;
+    if (!cuda) return copy(0, dst, src, bytes, 1);
+#ifdef DTRAIN_HAVE_CUDA
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)cuda_ops_stream());
+    if (e != cudaSuccess)
+        return dt_set_error(DT_ERR_DEVICE, "copying %zu bytes to the GPU failed: %s", bytes, cudaGetErrorString(e));
+    return DT_OK;
+#else
+    return dt_set_error(DT_ERR_UNSUPPORTED, "a GPU copy in a build without CUDA");
+#endif
+}
+
+dt_status devmem_host_alloc(int pinned, size_t bytes, const char *what, void **out)
+{
+    *out = NULL;
+    const size_t n = bytes ? bytes : 1;
+#ifdef DTRAIN_HAVE_CUDA
+    if (pinned) {
+        cudaError_t e = cudaHostAlloc(out, n, cudaHostAllocPortable);
+        if (e == cudaSuccess) return DT_OK;
+        *out = NULL;
+        cudaGetLastError();
+        return dt_set_error(DT_ERR_NOMEM, "cannot pin %.1f MiB of host memory for %s (%s): raise the locked-memory "
+                            "limit (ulimit -l) or use a smaller --batch", (double)n / 1048576.0, what,
+                            cudaGetErrorString(e));
+    }
+#else
+    (void)pinned;
+#endif
+    if (!(*out = malloc(n)))
+        return dt_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB): use a smaller --batch", what,
+                            (double)n / 1048576.0);
+    return DT_OK;
+}
+
+void devmem_host_free(int pinned, void *p)
+{
+    if (!p) return;
+#ifdef DTRAIN_HAVE_CUDA
+    if (pinned) {
+        cudaFreeHost(p);
+        return;
+    }
+#else
+    (void)pinned;
+#endif
+    free(p);
+}

@@ -17,5 +17,14 @@ void devmem_free(int cuda, void *p);
 /* Copies between host and the device (plain memcpy when cuda is 0); synchronous. */
 dt_status devmem_to_device(int cuda, void *dst, const void *src, size_t bytes);
 dt_status devmem_to_host(int cuda, void *dst, const void *src, size_t bytes);
+/* Host to device on the CUDA ops' stream, asynchronous to the host when src is pinned (a plain
+ * copy when cuda is 0). src must stay unchanged until that stream has passed the copy. */
+dt_status devmem_to_device_async(int cuda, void *dst, const void *src, size_t bytes);
+
+/* Host memory, page-locked (cudaHostAlloc) when pinned is 1 so that copies to the GPU run
+ * asynchronously at full speed; plain malloc when 0 or in a build without CUDA. Not zeroed.
+ * Free with devmem_host_free(pinned, p) with the same pinned. */
+dt_status devmem_host_alloc(int pinned, size_t bytes, const char *what, void **out);
+void devmem_host_free(int pinned, void *p);
 
 #endif

@@ -354,10 +354,12 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     m->bad_layer = -1;
     m->inv_scale = 1.0f;
     if (m->cuda) {
-        /* The batch goes to the device; the ops then read it there. */
+        /* The batch goes to the device on the ops' stream, asynchronously from pinned memory (the
+         * loader's); the loss read back after the forward pass waits for it, so x and labels are
+         * free again when this returns. */
         dt_status s;
-        if ((s = devmem_to_device(1, m->xdev, x, (size_t)batch * dt_model_input_size(m) * sizeof *x)) ||
-            (s = devmem_to_device(1, m->ldev, labels, (size_t)batch * sizeof *labels)))
+        if ((s = devmem_to_device_async(1, m->xdev, x, (size_t)batch * dt_model_input_size(m) * sizeof *x)) ||
+            (s = devmem_to_device_async(1, m->ldev, labels, (size_t)batch * sizeof *labels)))
             return s;
         x = m->xdev;
         labels = m->ldev;

@@ -58,6 +58,10 @@ out=$("$CMP" "$tmp/inline" "$tmp/whole" exact) && ok "inline progress (DTRAIN_CO
 train 2 --model cnn --steps 10 --batch 8 --seed 9 --dump-params "$tmp/r1" &&
 train 2 --model cnn --steps 10 --batch 8 --seed 9 --dump-params "$tmp/r2" || bad "reproducibility runs failed"
 out=$("$CMP" "$tmp/r1" "$tmp/r2" exact) && ok "same command twice: $out" || bad "same command twice: $out"
+# The background loader (threads making batches ahead, across epoch ends) trains on the same data.
+train 2 --model cnn --steps 10 --batch 8 --seed 9 --dataset-size 40 --loader-threads 3 --dump-params "$tmp/l3" &&
+train 2 --model cnn --steps 10 --batch 8 --seed 9 --dataset-size 40 --loader-threads 0 --dump-params "$tmp/l0" || bad "loader runs failed"
+out=$("$CMP" "$tmp/l3" "$tmp/l0" exact) && ok "--loader-threads 3 == --loader-threads 0 over 5 epochs: $out" || bad "loader threads change the run: $out"
 train 2 --model cnn --steps 10 --batch 8 --seed 10 --dump-params "$tmp/r3"
 "$CMP" "$tmp/r1" "$tmp/r3" exact >/dev/null && bad "a different seed gave the same parameters" || ok "a different seed gives different parameters"
 

@@ -252,6 +252,67 @@ static void test_dataset(void **st)
     dt_dataset_free(d);
 }
 
+/* The background loader hands out exactly dt_dataset_batch's batches, in step order, whatever the
+ * number of threads and depth, across epochs and from any first step; a worker's error reaches
+ * dt_loader_next after the good batches before it. */
+static void test_loader(void **st)
+{
+    (void)st;
+    enum { B = 12, STEPS = 40 };
+    const int shapes[2][3] = {{1, 7, 9}, {30, 1, 1}};
+    for (int sh = 0; sh < 2; sh++) {
+        const int c = shapes[sh][0], h = shapes[sh][1], w = shapes[sh][2];
+        const size_t in = (size_t)c * h * w;
+        dt_dataset *ref, *d;
+        assert_int_equal(dt_synthetic_create(c, h, w, 10, 100, 9, &ref), DT_OK); /* 4 steps per epoch at 2 x 12 */
+        float *x = malloc(B * in * sizeof *x);
+        int32_t lab[B];
+        const int threads[] = {0, 1, 3, 7}, depths[] = {2, 3, 5, 2};
+        for (int k = 0; k < 4; k++) {
+            assert_int_equal(dt_synthetic_create(c, h, w, 10, 100, 9, &d), DT_OK);
+            dt_loader *l;
+            const long first = k == 2 ? 7 : 0;
+            assert_int_equal(dt_loader_create(NULL, d, 1, 2, B, first, threads[k], depths[k], &l), DT_OK);
+            for (long s = first; s < STEPS; s++) {
+                long got;
+                const float *lx;
+                const int32_t *ll;
+                assert_int_equal(dt_loader_next(l, &got, &lx, &ll), DT_OK);
+                assert_int_equal(got, s);
+                assert_int_equal(dt_dataset_batch(ref, s, 1, 2, B, x, lab), DT_OK);
+                assert_memory_equal(lx, x, B * in * sizeof *x);
+                assert_memory_equal(ll, lab, sizeof lab);
+            }
+            assert_true(dt_loader_wait_s(l) >= 0);
+            dt_loader_free(l); /* with batches still being made ahead */
+            dt_dataset_free(d);
+        }
+        free(x);
+        dt_dataset_free(ref);
+    }
+    /* 100 samples cannot make a global batch of 4 x 30: every batch fails, with the fix. */
+    dt_dataset *d;
+    assert_int_equal(dt_synthetic_create(5, 1, 1, 10, 100, 9, &d), DT_OK);
+    for (int t = 0; t <= 2; t += 2) {
+        dt_loader *l;
+        assert_int_equal(dt_loader_create(NULL, d, 0, 4, 30, 0, t, 3, &l), DT_OK);
+        long got;
+        const float *lx;
+        const int32_t *ll;
+        assert_int_equal(dt_loader_next(l, &got, &lx, &ll), DT_ERR_INVALID_ARG);
+        assert_non_null(strstr(dt_last_error(), "smaller than one global batch of 120"));
+        dt_loader_free(l);
+    }
+    dt_loader *l = NULL;
+    assert_int_equal(dt_loader_create(NULL, d, 0, 1, 4, 0, 2, 1, &l), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "depth 1"));
+    assert_int_equal(dt_loader_create(NULL, d, 0, 1, 4, 0, 300, 3, &l), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_loader_create(NULL, d, 2, 2, 4, 0, 1, 3, &l), DT_ERR_INVALID_ARG);
+    assert_null(l);
+    dt_loader_free(NULL);
+    dt_dataset_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +322,7 @@ int main(void)
         cmocka_unit_test(test_forward_backward_errors),
         cmocka_unit_test(test_optimizers),
         cmocka_unit_test(test_dataset),
+        cmocka_unit_test(test_loader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

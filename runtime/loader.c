@@ -1,0 +1,251 @@
+/*
+ * loader.c - the background batch loader (dt_loader_* in dtrain.h).
+ *
+ * A ring of `depth` slots; the batch of step s lives in slot s % depth. A slot goes FREE ->
+ * FILLING (a worker fixed its sample indices, in step order, since that may make a new epoch's
+ * permutation) -> READY (every chunk of its samples made) -> HELD (returned by dt_loader_next) ->
+ * FREE (at the next dt_loader_next). Workers take chunks of the batch being filled, so all of them
+ * work on one batch at a time and a batch is ready as soon as possible; the indices are copied
+ * into the slot, so a chunk never reads the dataset's permutation, which the next batch may
+ * replace. Chunks write disjoint rows, with the grid scratch of their worker.
+ */
+#include "data_internal.h"
+#include "devmem.h"
+#include "clock.h"
+#include "status.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
+
+typedef struct lslot {
+    float *x;
+    int32_t *labels;
+    uint32_t *idx;
+    long step;
+    int state;
+    int next_chunk, chunks_left;
+} lslot;
+
+typedef struct worker {
+    struct dt_loader *l;
+    float *grid;
+    pthread_t th;
+    int started;
+} worker;
+
+struct dt_loader {
+    dt_dataset *d;
+    int rank, world, batch, depth, nthreads, pinned, chunk, nchunks;
+    size_t in_sz;
+    lslot *slot;
+    worker *w;
+    float *grid; /* the caller's grid scratch when nthreads is 0 */
+    long next_fill, next_out;
+    int fill; /* the slot whose chunks are being handed out, or -1 */
+    int held; /* the slot the caller holds, or -1 */
+    int stop;
+    dt_status err;
+    char errmsg[1024];
+    double wait_s;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_ready;
+};
+
+/* Under mu: starts filling the next step's slot when it is free. 1 if a batch is being filled. */
+static int begin_fill(dt_loader *l)
+{
+    if (l->fill >= 0) return 1;
+    if (l->err || l->stop) return 0;
+    const int i = (int)(l->next_fill % l->depth);
+    lslot *sl = &l->slot[i];
+    if (sl->state != SLOT_FREE) return 0;
+    dt_status s = data_batch_indices(l->d, l->next_fill, l->rank, l->world, l->batch, sl->idx);
+    if (s) {
+        l->err = s;
+        snprintf(l->errmsg, sizeof l->errmsg, "%s", dt_last_error());
+        pthread_cond_broadcast(&l->cv_ready);
+        return 0;
+    }
+    sl->step = l->next_fill++;
+    sl->state = SLOT_FILLING;
+    sl->next_chunk = 0;
+    sl->chunks_left = l->nchunks;
+    l->fill = i;
+    return 1;
+}
+
+static void make_chunk(dt_loader *l, lslot *sl, int c, float *grid)
+{
+    const int i0 = c * l->chunk, n = l->batch - i0 < l->chunk ? l->batch - i0 : l->chunk;
+    data_make(l->d, sl->idx + i0, n, sl->x + (size_t)i0 * l->in_sz, sl->labels + i0, grid);
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    dt_loader *l = w->l;
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop) {
+        if (!begin_fill(l)) {
+            pthread_cond_wait(&l->cv_work, &l->mu);
+            continue;
+        }
+        lslot *sl = &l->slot[l->fill];
+        const int c = sl->next_chunk++;
+        if (sl->next_chunk == l->nchunks) {
+            l->fill = -1;
+            pthread_cond_broadcast(&l->cv_work); /* idle workers may start the next batch */
+        }
+        pthread_mutex_unlock(&l->mu);
+        make_chunk(l, sl, c, w->grid);
+        pthread_mutex_lock(&l->mu);
+        if (--sl->chunks_left == 0) {
+            sl->state = SLOT_READY;
+            pthread_cond_broadcast(&l->cv_ready);
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+void dt_loader_free(dt_loader *l)
+{
+    if (!l) return;
+    if (l->w) {
+        pthread_mutex_lock(&l->mu);
+        l->stop = 1;
+        pthread_cond_broadcast(&l->cv_work);
+        pthread_mutex_unlock(&l->mu);
+        for (int t = 0; t < l->nthreads; t++) {
+            if (l->w[t].started) pthread_join(l->w[t].th, NULL);
+            free(l->w[t].grid);
+        }
+        free(l->w);
+    }
+    for (int i = 0; l->slot && i < l->depth; i++) {
+        devmem_host_free(l->pinned, l->slot[i].x);
+        devmem_host_free(l->pinned, l->slot[i].labels);
+        free(l->slot[i].idx);
+    }
+    free(l->slot);
+    free(l->grid);
+    pthread_cond_destroy(&l->cv_work);
+    pthread_cond_destroy(&l->cv_ready);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first_step,
+                           int threads, int depth, dt_loader **out)
+{
+    *out = NULL;
+    if (!d || batch < 1 || world < 1 || rank < 0 || rank >= world || first_step < 0)
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_loader_create: bad dataset, batch %d, rank %d of %d or first "
+                            "step %ld", batch, rank, world, first_step);
+    if (threads < 0 || threads > 256)
+        return dt_set_error(DT_ERR_INVALID_ARG, "loader threads %d must be from 0 to 256", threads);
+    if (threads > 0 && (depth < 2 || depth > 64))
+        return dt_set_error(DT_ERR_INVALID_ARG, "loader depth %d must be from 2 to 64 batches", depth);
+    dt_loader *l = calloc(1, sizeof *l);
+    if (!l) return dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv_work, NULL);
+    pthread_cond_init(&l->cv_ready, NULL);
+    dt_placement pl;
+    l->pinned = ctx && dt_get_placement(ctx, &pl) == DT_OK && pl.device == DT_DEVICE_CUDA;
+    l->d = d;
+    l->rank = rank, l->world = world, l->batch = batch;
+    l->depth = threads ? depth : 1;
+    l->nthreads = threads;
+    l->in_sz = data_input_size(d);
+    l->next_fill = l->next_out = first_step;
+    l->fill = l->held = -1;
+    /* Chunks small enough for every worker to get several per batch, large enough to amortize
+     * taking the lock. */
+    l->chunk = threads ? batch / (4 * threads) : batch;
+    if (l->chunk < 8) l->chunk = batch < 8 ? batch : 8;
+    l->nchunks = (batch + l->chunk - 1) / l->chunk;
+    const size_t grid = data_grid_floats(d);
+    dt_status s = DT_OK;
+    if (!(l->slot = calloc((size_t)l->depth, sizeof *l->slot))) s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+    for (int i = 0; !s && i < l->depth; i++) {
+        lslot *sl = &l->slot[i];
+        if ((s = devmem_host_alloc(l->pinned, (size_t)batch * l->in_sz * sizeof(float), "a batch of inputs",
+                                   (void **)&sl->x)) ||
+            (s = devmem_host_alloc(l->pinned, (size_t)batch * sizeof(int32_t), "a batch of labels",
+                                   (void **)&sl->labels)))
+            break;
+        if (!(sl->idx = malloc((size_t)batch * sizeof *sl->idx))) s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+    }
+    if (!s && !threads && !(l->grid = malloc(grid * sizeof(float))))
+        s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+    if (!s && threads) {
+        if (!(l->w = calloc((size_t)threads, sizeof *l->w))) s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+        for (int t = 0; !s && t < threads; t++) {
+            l->w[t].l = l;
+            if (!(l->w[t].grid = malloc(grid * sizeof(float)))) {
+                s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+                break;
+            }
+            int rc = pthread_create(&l->w[t].th, NULL, worker_main, &l->w[t]);
+            if (rc) {
+                s = dt_set_error(DT_ERR_NOMEM, "cannot start loader thread %d of %d (%s): use fewer --loader-threads",
+                                 t + 1, threads, strerror(rc));
+                break;
+            }
+            l->w[t].started = 1;
+        }
+    }
+    if (s) {
+        dt_loader_free(l);
+        return s;
+    }
+    *out = l;
+    return DT_OK;
+}
+
+dt_status dt_loader_next(dt_loader *l, long *step, const float **x, const int32_t **labels)
+{
+    if (!l->nthreads) {
+        lslot *sl = &l->slot[0];
+        dt_status s = data_batch_indices(l->d, l->next_out, l->rank, l->world, l->batch, sl->idx);
+        if (s) return s;
+        const double t0 = clock_now_s();
+        make_chunk(l, sl, 0, l->grid);
+        l->wait_s += clock_now_s() - t0;
+        *step = l->next_out++;
+        *x = sl->x;
+        *labels = sl->labels;
+        return DT_OK;
+    }
+    pthread_mutex_lock(&l->mu);
+    if (l->held >= 0) {
+        l->slot[l->held].state = SLOT_FREE;
+        l->held = -1;
+        pthread_cond_broadcast(&l->cv_work);
+    }
+    lslot *sl = &l->slot[l->next_out % l->depth];
+    const double t0 = clock_now_s();
+    /* A failure is that of a later batch while this one is still being made: wait for it. */
+    while (!(sl->state == SLOT_READY && sl->step == l->next_out) && !(l->err && l->next_fill <= l->next_out))
+        pthread_cond_wait(&l->cv_ready, &l->mu);
+    l->wait_s += clock_now_s() - t0;
+    if (!(sl->state == SLOT_READY && sl->step == l->next_out)) {
+        dt_status err = l->err;
+        pthread_mutex_unlock(&l->mu);
+        return dt_set_error(err, "%s", l->errmsg);
+    }
+    sl->state = SLOT_HELD;
+    l->held = (int)(sl - l->slot);
+    *step = l->next_out++;
+    *x = sl->x;
+    *labels = sl->labels;
+    pthread_mutex_unlock(&l->mu);
+    return DT_OK;
+}
+
+double dt_loader_wait_s(const dt_loader *l) { return l->wait_s; }
