@@ -454,6 +454,27 @@ DT_API dt_status dt_checkpoint_save_scaled(dt_ctx *ctx, const char *dir, const d
 DT_API dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
                                                   dt_scaler *sc, long *step);
 
+/* Where a training step's time goes. Profiling waits for the device at every boundary below (a
+ * GPU's work is otherwise asynchronous), so profiled steps run somewhat slower than plain ones;
+ * the split is what to look at. Seconds summed over `steps` profiled steps. */
+typedef struct dt_step_profile {
+    long steps;
+    double input_s;     /* the batch to the device, and (16-bit on a GPU) the weights to 16 bits */
+    double forward_s;   /* every layer's forward pass */
+    double loss_s;      /* softmax cross-entropy and the loss read back */
+    double backward_s;  /* every layer's backward pass, with the per-layer finite check of fp16 */
+    double allreduce_s; /* waiting for the gradient allreduce after backward */
+    double check_s;     /* the unscale and finite check of the loss scaler */
+    double optimizer_s; /* the optimizer step */
+} dt_step_profile;
+/* Turns profiling on (and zeroes the counts) or off. dt_model_train_step fills every field;
+ * dt_model_forward_backward the first four and backward_s. */
+DT_API dt_status dt_model_set_profile(dt_model *m, int on);
+DT_API void dt_model_profile(const dt_model *m, dt_step_profile *out);
+/* Seconds summed over the profiled steps of layer i's forward and backward (0 for a layer that
+ * does nothing, such as flatten). */
+DT_API void dt_model_layer_profile(const dt_model *m, int i, double *forward_s, double *backward_s);
+
 /* ---------------------------------------------------------------- synthetic data
  *
  * A dataset that is worth learning and needs no files: sample i is drawn from (seed, i) alone, so

@@ -57,6 +57,8 @@ const kernel_ops *kernels_cuda(void);
 dt_status cuda_ops_set_stream(void *stream);
 /* The stream set last (NULL = the default stream). */
 void *cuda_ops_stream(void);
+/* Waits for everything launched on that stream; a failure is recorded as below and returned. */
+dt_status cuda_ops_sync(void);
 
 /* Number of elements of d[0..n) that are inf or NaN (d on the device): a device reduction on the
  * ops' stream, copied back; synchronizes that stream. On a CUDA failure it returns SIZE_MAX (so a

@@ -10,6 +10,8 @@
  * waits for that step's forward; the clock stops after the last step's loss, so at most one
  * backward and optimizer step (of --steps) is left outside it. Rank 0 prints samples/s over all
  * ranks, the step time, dtrain's memory summary, and the ratio to the first precision listed.
+ * --profile N then takes N more steps with dt_model_set_profile and prints rank 0's split of a
+ * step into its phases and layers.
  */
 #include "cli.h"
 #include "clock.h"
@@ -26,15 +28,17 @@ typedef struct step_opts {
     dt_dtype prec[3];
     int nprec;
     int loader_threads; /* -1 auto */
+    int profile;        /* --profile: steps profiled after the timed ones */
 } step_opts;
 
-enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_PRECISION, OPT_LOADER };
+enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_PRECISION, OPT_LOADER, OPT_PROFILE };
 
 static const struct option step_options[] = {
     {"model", required_argument, NULL, OPT_MODEL},   {"input", required_argument, NULL, OPT_INPUT},
     {"batch", required_argument, NULL, OPT_BATCH},   {"steps", required_argument, NULL, OPT_STEPS},
     {"warmup", required_argument, NULL, OPT_WARMUP}, {"precision", required_argument, NULL, OPT_PRECISION},
     {"loader-threads", required_argument, NULL, OPT_LOADER},
+    {"profile", required_argument, NULL, OPT_PROFILE},
     {NULL, 0, NULL, 0},
 };
 
@@ -70,13 +74,40 @@ static int step_handle(int val, const char *arg, void *ud)
     case OPT_WARMUP: return cli_int("--warmup", arg, 0, 1 << 24, &o->warmup);
     case OPT_PRECISION: return parse_precisions(arg, o);
     case OPT_LOADER: return cli_loader_threads(arg, &o->loader_threads);
+    case OPT_PROFILE: return cli_int("--profile", arg, 0, 1 << 20, &o->profile);
     }
     return EXIT_USAGE;
 }
 
 /* One configuration: fills *sps (global samples/s), *ms (step), *mem. */
+/* The profile of the steps just taken, per step, into buf: the phases, then every layer that
+ * took time. */
+static void profile_text(const dt_model *m, char *buf, size_t n)
+{
+    dt_step_profile pr;
+    dt_model_profile(m, &pr);
+    const double k = 1e3 / (double)(pr.steps ? pr.steps : 1);
+    const double total = pr.input_s + pr.forward_s + pr.loss_s + pr.backward_s + pr.allreduce_s + pr.check_s +
+                         pr.optimizer_s;
+    int w = snprintf(buf, n, "    profile, ms per step over %ld steps (waiting for the device at each boundary): "
+                     "input %.3f, forward %.3f, loss %.3f, backward %.3f, allreduce %.3f, check %.3f, optimizer %.3f; "
+                     "total %.3f\n", pr.steps, k * pr.input_s, k * pr.forward_s, k * pr.loss_s, k * pr.backward_s,
+                     k * pr.allreduce_s, k * pr.check_s, k * pr.optimizer_s, k * total);
+    size_t u = w > 0 && (size_t)w < n ? (size_t)w : n;
+    for (int i = 0; u < n; i++) {
+        char name[96];
+        dt_model_layer_name(m, i, name, sizeof name);
+        if (!strcmp(name, "-")) break; /* past the last layer */
+        double f, b;
+        dt_model_layer_profile(m, i, &f, &b);
+        if (f + b <= 0) continue;
+        w = snprintf(buf + u, n - u, "      %-26s forward %8.3f  backward %8.3f\n", name, k * f, k * b);
+        u = w > 0 && (size_t)w < n - u ? u + (size_t)w : n;
+    }
+}
+
 static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, double *sps, double *ms,
-                               double *wait_ms, dt_memory_summary *mem, long *skipped)
+                               double *wait_ms, dt_memory_summary *mem, long *skipped, char *prof, size_t nprof)
 {
     const int world = dt_world_size(ctx), rank = dt_rank(ctx);
     dt_model *m = NULL;
@@ -127,6 +158,20 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, doub
     *sps = (double)o->steps * o->batch * world / t;
     *ms = 1e3 * t / o->steps;
     *wait_ms = 1e3 * (dt_loader_wait_s(ld) - w0) / o->steps;
+    prof[0] = '\0';
+    if (o->profile) {
+        if ((s = dt_model_set_profile(m, 1))) goto out;
+        for (int step = 0; step < o->profile; step++) {
+            dt_step_result r;
+            const float *x;
+            const int32_t *labels;
+            long data_step;
+            if ((s = dt_loader_next(ld, &data_step, &x, &labels)) ||
+                (s = dt_model_train_step(m, opt, sc, x, labels, o->batch, scale, &r)))
+                goto out;
+        }
+        profile_text(m, prof, nprof);
+    }
     *skipped = sc ? dt_scaler_skipped(sc) : 0;
     dt_model_memory(m, opt, mem);
 out:
@@ -166,7 +211,8 @@ int cmd_bench_step(int argc, char **argv)
         double sps = 0, ms = 0, wait_ms = 0;
         long skipped = 0;
         dt_memory_summary mem;
-        dt_status s = run_precision(ctx, &o, o.prec[i], &sps, &ms, &wait_ms, &mem, &skipped);
+        char prof[4096];
+        dt_status s = run_precision(ctx, &o, o.prec[i], &sps, &ms, &wait_ms, &mem, &skipped, prof, sizeof prof);
         if (s) {
             cli_error("%s: %s (%s)", pname[o.prec[i]], dt_last_error(), dt_strerror(s));
             dt_abort_job(ctx, s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL);
@@ -178,6 +224,7 @@ int cmd_bench_step(int argc, char **argv)
             printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld\n", pname[o.prec[i]], sps,
                    ms, wait_ms, sps / base, mem.params / M, mem.grads / M, mem.optimizer / M, mem.activations / M,
                    mem.workspace / M, skipped);
+            fputs(prof, stdout);
             fflush(stdout);
         }
     }

@@ -165,6 +165,8 @@ void dt_model_free(dt_model *m)
     devmem_free(m->cuda, m->xdev);
     devmem_free(m->cuda, m->ldev);
     free(m->g16);
+    free(m->prof_fwd);
+    free(m->prof_bwd);
     model_spec_free(&m->spec);
     free(m);
 }
@@ -299,6 +301,54 @@ void dt_model_describe(const dt_model *m, char *buf, size_t n)
 
 static dt_status model_layer_done(dt_model *m, int p);
 
+double model_prof_mark(dt_model *m)
+{
+    if (!m->prof) return 0;
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) cuda_ops_sync();
+#endif
+    const double t = clock_now_s(), d = t - m->prof_t;
+    m->prof_t = t;
+    return d;
+}
+
+dt_status dt_model_set_profile(dt_model *m, int on)
+{
+    if (on && !m->prof_fwd) {
+        m->prof_fwd = calloc((size_t)m->spec.n, sizeof *m->prof_fwd);
+        m->prof_bwd = calloc((size_t)m->spec.n, sizeof *m->prof_bwd);
+        if (!m->prof_fwd || !m->prof_bwd) {
+            free(m->prof_fwd), free(m->prof_bwd);
+            m->prof_fwd = m->prof_bwd = NULL;
+            return dt_set_error(DT_ERR_NOMEM, "out of memory for the profile");
+        }
+    }
+    if (on) {
+        memset(m->prof_fwd, 0, (size_t)m->spec.n * sizeof *m->prof_fwd);
+        memset(m->prof_bwd, 0, (size_t)m->spec.n * sizeof *m->prof_bwd);
+        memset(&m->prof_step, 0, sizeof m->prof_step);
+    }
+    m->prof = on != 0;
+    return DT_OK;
+}
+
+void dt_model_profile(const dt_model *m, dt_step_profile *out)
+{
+    *out = m->prof_step;
+    out->forward_s = out->backward_s = 0;
+    for (int i = 0; m->prof_fwd && i < m->spec.n; i++) {
+        out->forward_s += m->prof_fwd[i];
+        out->backward_s += m->prof_bwd[i];
+    }
+}
+
+void dt_model_layer_profile(const dt_model *m, int i, double *forward_s, double *backward_s)
+{
+    const int ok = m->prof_fwd && i >= 0 && i < m->spec.n;
+    *forward_s = ok ? m->prof_fwd[i] : 0;
+    *backward_s = ok ? m->prof_bwd[i] : 0;
+}
+
 /* Backward finished layer i's parameter gradients: the testing inf, the local finite check, then
  * the bucket bookkeeping. */
 dt_status model_grads_done(dt_model *m, int i)
@@ -351,6 +401,8 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
         if (s) return s;
     }
     for (int b = 0; b < m->plan.nb; b++) m->pending[b] = m->plan.b[b].nlayers;
+    model_prof_mark(m);
+    if (m->prof) m->prof_step.steps++;
     m->bad_layer = -1;
     m->inv_scale = 1.0f;
     if (m->cuda) {
@@ -365,6 +417,7 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
         labels = m->ldev;
     }
     if (m->prec != DT_F32) {
+        m->prof_step.input_s += model_prof_mark(m);
         dt_status s = model_fb16(m, x, labels, batch, grad_scale, loss_sum, correct);
 #ifdef DTRAIN_HAVE_CUDA
         if (!s && m->cuda && cuda_ops_last_error()) {
@@ -376,6 +429,7 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     }
 
     /* Forward. */
+    m->prof_step.input_s += model_prof_mark(m);
     const float *in = x;
     for (int i = 0; i < n; i++) {
         const layer *l = &m->spec.layers[i];
@@ -403,11 +457,13 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
             break;
         }
         in = l->kind == LAYER_FLATTEN ? in : y;
+        if (m->prof) m->prof_fwd[i] += model_prof_mark(m);
     }
     const float *logits = in;
     float *dcur = m->dbuf[0];
     int corr = 0;
     double loss = k->softmax_xent(logits, labels, dcur, batch, m->spec.classes, grad_scale, &corr);
+    m->prof_step.loss_s += model_prof_mark(m);
 
     /* Backward, last layer first; each layer's parameter gradients are final when it is done. */
     for (int i = n - 1; i >= 0; i--) {
@@ -441,6 +497,7 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
             dt_status s = model_grads_done(m, i);
             if (s) return s;
         }
+        if (m->prof) m->prof_bwd[i] += model_prof_mark(m);
         if (dprev) dcur = dprev;
     }
     *loss_sum = loss;
@@ -854,12 +911,17 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
     const double t0 = clock_now_s();
     if ((s = dt_model_sync_grads(m))) return s;
     r->comm_wait_s = clock_now_s() - t0;
+    m->prof_step.allreduce_s += model_prof_mark(m);
     if (sc) {
         /* The reduced gradients are the same on every rank, and so is the verdict. */
         if ((s = dt_model_unscale_grads(m, 1.0f / ls, &r->skipped))) return s;
         if ((s = dt_scaler_update(sc, r->skipped))) return s;
+        m->prof_step.check_s += model_prof_mark(m);
     }
-    return r->skipped ? DT_OK : dt_model_optimizer_step(m, o);
+    if (r->skipped) return DT_OK;
+    s = dt_model_optimizer_step(m, o);
+    m->prof_step.optimizer_s += model_prof_mark(m);
+    return s;
 }
 
 /* ---------------------------------------------------------------- checkpoint access */

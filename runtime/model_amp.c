@@ -355,6 +355,7 @@ dt_status model_fb16(dt_model *m, const float *x, const int32_t *labels, int bat
     const int n = m->spec.n;
     const size_t B = (size_t)batch;
     if (ON_GPU(m)) to16(m, m->params, m->p16, m->spec.num_params); /* what the tensor cores read */
+    m->prof_step.input_s += model_prof_mark(m);
 
     const uint16_t *in = NULL; /* NULL: x */
     for (int i = 0; i < n; i++) {
@@ -374,6 +375,7 @@ dt_status model_fb16(dt_model *m, const float *x, const int32_t *labels, int bat
         case LAYER_FLATTEN: break;
         }
         if (l->kind != LAYER_FLATTEN) in = y;
+        if (m->prof) m->prof_fwd[i] += model_prof_mark(m);
     }
     if (!in) return dt_set_error(DT_ERR_INVALID_ARG, "the model has no layer that computes anything");
     /* The loss in fp32 from the 16-bit logits; its gradient (times the loss scale) rounded to 16 bits. */
@@ -384,6 +386,7 @@ dt_status model_fb16(dt_model *m, const float *x, const int32_t *labels, int bat
     double loss = m->ops->softmax_xent(m->sy, labels, m->sdy, batch, m->spec.classes, grad_scale, &corr);
     uint16_t *dcur = m->d16[0];
     to16(m, m->sdy, dcur, nlog);
+    m->prof_step.loss_s += model_prof_mark(m);
 
     for (int i = n - 1; i >= 0; i--) {
         const layer *l = &m->spec.layers[i];
@@ -405,6 +408,7 @@ dt_status model_fb16(dt_model *m, const float *x, const int32_t *labels, int bat
             dt_status s = model_grads_done(m, i);
             if (s) return s;
         }
+        if (m->prof) m->prof_bwd[i] += model_prof_mark(m);
         if (dprev) dcur = dprev;
     }
     *loss_sum = loss;

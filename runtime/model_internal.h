@@ -51,7 +51,16 @@ struct dt_model {
     /* A 16-bit CUDA model also keeps the parameters rounded to 16 bits (p16, made at each forward,
      * what the tensor-core GEMMs read) and the input batch in 16 bits (x16). */
     uint16_t *p16, *x16;
+    /* dt_model_set_profile: per-layer seconds, the step's phases, and the clock of the last mark. */
+    int prof;
+    double *prof_fwd, *prof_bwd;
+    dt_step_profile prof_step;
+    double prof_t;
 };
+
+/* Profiling: when on, waits for the device and returns the seconds since the previous mark
+ * (0 when off; a failed wait is left for the step's own error check). */
+double model_prof_mark(dt_model *m);
 
 static inline size_t layer_out_n(const layer *l) { return (size_t)l->out_c * l->out_h * l->out_w; }
 static inline size_t layer_in_n(const layer *l) { return (size_t)l->in_c * l->in_h * l->in_w; }

@@ -185,6 +185,15 @@ extern "C" dt_status cuda_ops_set_stream(void *stream)
 
 extern "C" void *cuda_ops_stream(void) { return (void *)g_stream; }
 
+extern "C" dt_status cuda_ops_sync(void)
+{
+    const cudaError_t e = cudaStreamSynchronize(g_stream);
+    if (e == cudaSuccess) return DT_OK;
+    ops_fail(DT_ERR_DEVICE, "cuda: waiting for the stream failed: %s (%s) (the error may come from any earlier "
+             "kernel on it)", cudaGetErrorName(e), cudaGetErrorString(e));
+    return cuda_ops_last_error();
+}
+
 extern "C" dt_status cuda_ops_last_error(void)
 {
     if (g_err != DT_OK) dt_set_error(g_err, "%s", g_msg);
