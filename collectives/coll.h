@@ -2,8 +2,10 @@
  * coll.h - the collective backends behind one table: MPI (host memory; device buffers are staged
  * through the host because this Open MPI is not CUDA-aware) and NCCL (device memory).
  *
- * Every operation is in place and blocking for now; every backend honours the deadline given at
- * creation where it can (NCCL polls and aborts the communicator; MPI relies on the launcher).
+ * Every operation is in place. allreduce/broadcast/barrier block; NCCL also has an asynchronous
+ * pair (start / wait_all) for the buckets of device gradients. Every backend honours the deadline
+ * given at creation where it can (NCCL polls and aborts the communicator; MPI relies on the
+ * launcher and the engine's watchdog).
  */
 #ifndef DT_COLLECTIVES_COLL_H
 #define DT_COLLECTIVES_COLL_H
@@ -20,6 +22,14 @@ typedef struct coll_ops {
     dt_status (*broadcast)(coll *c, void *buf, size_t count, dt_dtype t, int root);
     dt_status (*barrier)(coll *c);
     void (*abort)(coll *c);   /* tears the communicator down so no rank waits on it */
+    /* Optional (NULL where the backend has none): asynchronous device allreduce. start queues an
+     * in-place allreduce of buf on the backend's own stream, behind the work queued so far on
+     * `after` (a cudaStream_t; NULL is the default stream) through an event: the host does not
+     * wait. wait_all waits for everything started, under the deadline (aborting the communicator
+     * when it passes or the backend reports an error), then makes `after` wait for it through an
+     * event, never a device-wide synchronization. */
+    dt_status (*start)(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, void *after);
+    dt_status (*wait_all)(coll *c, void *after);
     void (*destroy)(coll *c); /* frees everything, c included */
 } coll_ops;
 

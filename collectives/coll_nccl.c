@@ -3,8 +3,15 @@
  *
  * Rank 0 makes the ncclUniqueId and MPI broadcasts it; every rank then joins with ncclCommInitRank
  * on its already selected CUDA device. Collectives run on a dedicated non-blocking stream. While
- * waiting, the host polls the stream and ncclCommGetAsyncError against the deadline, and aborts the
- * communicator (ncclCommAbort) when a peer is gone, so that no rank hangs silently.
+ * waiting, the host polls the stream (or an event on it) and ncclCommGetAsyncError against the
+ * deadline, and aborts the communicator (ncclCommAbort) when a peer is gone, so that no rank hangs
+ * silently.
+ *
+ * Gradient buckets (start / wait_all): each start records an event on the compute stream and
+ * makes the NCCL stream wait for it, then queues ncclAllReduce there, so the reduction of a bucket
+ * overlaps the backward pass of the layers before it. wait_all records an event after the last
+ * one, polls it under the deadline, and makes the compute stream wait for it (the optimizer's
+ * kernels queue behind it; nothing waits for the whole device).
  */
 #include "coll.h"
 #include "clock.h"
@@ -20,7 +27,12 @@
 typedef struct nccl_state {
     ncclComm_t comm;
     cudaStream_t stream;
+    cudaEvent_t ready; /* recorded on the caller's stream before a start */
+    cudaEvent_t done;  /* recorded on ours by wait_all */
     int aborted;
+    int started;       /* starts since the last wait_all */
+    size_t started_n;  /* their elements */
+    double t_first;    /* when the first of them was started */
 } nccl_state;
 
 static dt_status nccl_fail(ncclResult_t r, const char *what, size_t count)
@@ -36,13 +48,13 @@ static ncclDataType_t nccl_type(dt_dtype t)
     return t == DT_F16 ? ncclHalf : t == DT_BF16 ? ncclBfloat16 : ncclFloat;
 }
 
-/* Waits for the stream, watching for NCCL async errors and the deadline. */
-static dt_status nccl_wait(coll *c, const char *what, size_t count)
+/* Waits for the stream (ev NULL) or for ev, watching for NCCL async errors and the deadline
+ * counted from `start`. */
+static dt_status nccl_poll(coll *c, cudaEvent_t ev, double start, const char *what, size_t count)
 {
     nccl_state *st = c->impl;
-    double start = clock_now_s();
     for (;;) {
-        cudaError_t e = cudaStreamQuery(st->stream);
+        cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(st->stream);
         if (e == cudaSuccess) return DT_OK;
         if (e != cudaErrorNotReady)
             return dt_set_error(DT_ERR_DEVICE, "%s of %zu elements: CUDA error %s", what, count,
@@ -65,6 +77,53 @@ static dt_status nccl_wait(coll *c, const char *what, size_t count)
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
     }
+}
+
+static dt_status nccl_wait(coll *c, const char *what, size_t count)
+{
+    return nccl_poll(c, NULL, clock_now_s(), what, count);
+}
+
+static dt_status cuda_fail(cudaError_t e, const char *what)
+{
+    return dt_set_error(DT_ERR_DEVICE, "%s failed: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+static dt_status nccl_start(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, void *after)
+{
+    dt_status s = coll_check_args(c, buf, count, t, op, 0);
+    if (s || count == 0) return s;
+    nccl_state *st = c->impl;
+    if (st->aborted) return dt_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    cudaError_t e = cudaEventRecord(st->ready, (cudaStream_t)after);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(st->stream, st->ready, 0);
+    if (e != cudaSuccess) return cuda_fail(e, "ordering a gradient bucket after the backward pass (cudaEventRecord)");
+    ncclResult_t r = ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum, st->comm,
+                                   st->stream);
+    if (r != ncclSuccess) return nccl_fail(r, "ncclAllReduce of a gradient bucket", count);
+    if (st->started++ == 0) {
+        st->t_first = clock_now_s();
+        st->started_n = 0;
+    }
+    st->started_n += count;
+    return DT_OK;
+}
+
+static dt_status nccl_wait_all(coll *c, void *after)
+{
+    nccl_state *st = c->impl;
+    if (!st->started) return DT_OK;
+    const int n = st->started;
+    st->started = 0;
+    if (st->aborted) return dt_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    cudaError_t e = cudaEventRecord(st->done, st->stream);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaEventRecord after the gradient allreduce");
+    char what[96];
+    snprintf(what, sizeof what, "ncclAllReduce of %d gradient bucket(s)", n);
+    dt_status s = nccl_poll(c, st->done, st->t_first, what, st->started_n);
+    if (s) return s;
+    e = cudaStreamWaitEvent((cudaStream_t)after, st->done, 0);
+    return e == cudaSuccess ? DT_OK : cuda_fail(e, "cudaStreamWaitEvent on the gradient allreduce");
 }
 
 static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op)
@@ -112,6 +171,8 @@ static void nccl_destroy(coll *c)
     nccl_state *st = c->impl;
     if (st) {
         if (st->comm) ncclCommDestroy(st->comm);
+        if (st->ready) cudaEventDestroy(st->ready);
+        if (st->done) cudaEventDestroy(st->done);
         if (st->stream) cudaStreamDestroy(st->stream);
         free(st);
     }
@@ -126,6 +187,8 @@ static const coll_ops nccl_ops = {
     .barrier = nccl_barrier,
     .abort = nccl_abort,
     .destroy = nccl_destroy,
+    .start = nccl_start,
+    .wait_all = nccl_wait_all,
 };
 
 dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
@@ -167,8 +230,10 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
         goto fail;
     }
     cudaError_t e = cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->ready, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
     if (e != cudaSuccess) {
-        s = dt_set_error(DT_ERR_DEVICE, "cudaStreamCreate failed: %s", cudaGetErrorString(e));
+        s = dt_set_error(DT_ERR_DEVICE, "creating the NCCL stream and its events failed: %s", cudaGetErrorString(e));
         ok = 0;
     } else {
         ncclResult_t r = ncclCommInitRank(&st->comm, c->size, id, c->rank);

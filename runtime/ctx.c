@@ -321,4 +321,5 @@ dt_status dt_barrier(dt_ctx *c)
 }
 
 MPI_Comm ctx_world_comm(const dt_ctx *c) { return c->world; }
+coll *ctx_device_coll(const dt_ctx *c) { return c && c->coll && c->coll->device_buffers ? c->coll : NULL; }
 double ctx_timeout(const dt_ctx *c) { return c->cfg.timeout_s; }

@@ -10,5 +10,9 @@
 
 MPI_Comm ctx_world_comm(const dt_ctx *c);
 double ctx_timeout(const dt_ctx *c);
+/* The backend of device buffers on a GPU context (NCCL, or MPI staging through the host in a
+ * build without NCCL); NULL on the CPU. */
+struct coll;
+struct coll *ctx_device_coll(const dt_ctx *c);
 
 #endif

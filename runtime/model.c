@@ -17,6 +17,7 @@
 #include "bucket.h"
 #include "clock.h"
 #include "cast.h"
+#include "coll.h"
 #include "ctx_internal.h"
 #include "engine.h"
 #include "rng.h"
@@ -301,6 +302,34 @@ void dt_model_describe(const dt_model *m, char *buf, size_t n)
 
 static dt_status model_layer_done(dt_model *m, int p);
 
+/* The stream the ops run on, which the NCCL buckets follow (NULL: the default stream). */
+static void *compute_stream(void)
+{
+#ifdef DTRAIN_HAVE_CUDA
+    return cuda_ops_stream();
+#else
+    return NULL;
+#endif
+}
+
+/* Waits for the buckets of the last backward still being reduced. */
+static dt_status model_wait_inflight(dt_model *m)
+{
+    if (!m->in_flight) return DT_OK;
+    m->in_flight = 0;
+    return m->dcoll ? m->dcoll->ops->wait_all(m->dcoll, compute_stream()) : engine_wait_all(m->eng);
+}
+
+/* Starts the allreduce of bucket b: on the NCCL stream for a GPU model, else by the engine. */
+static dt_status bucket_start(dt_model *m, int b)
+{
+    const bucket *bk = &m->plan.b[b];
+    if (m->dcoll)
+        return m->dcoll->ops->start(m->dcoll, m->grads + bk->off, bk->n, DT_F32, m->sync.op, compute_stream());
+    return m->g16 ? engine_start16(m->eng, m->g16 + bk->off, bk->n, m->sync.op, b, m->grad_t)
+                  : engine_start(m->eng, m->grads + bk->off, bk->n, m->sync.op, b, m->sync.grad_comm);
+}
+
 double model_prof_mark(dt_model *m)
 {
     if (!m->prof) return 0;
@@ -395,11 +424,8 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     const int n = m->spec.n;
     float *P = m->params, *G = m->grads;
     /* Gradients still being reduced from a previous call must land before they are overwritten. */
-    if (m->in_flight) {
-        dt_status s = engine_wait_all(m->eng);
-        m->in_flight = 0;
-        if (s) return s;
-    }
+    dt_status ws = model_wait_inflight(m);
+    if (ws) return ws;
     for (int b = 0; b < m->plan.nb; b++) m->pending[b] = m->plan.b[b].nlayers;
     model_prof_mark(m);
     if (m->prof) m->prof_step.steps++;
@@ -529,16 +555,14 @@ size_t dt_model_bucket_size(const dt_model *m, int i) { return i >= 0 && i < m->
 /* Backward finished parameter layer p: start its bucket's allreduce when the bucket is complete. */
 static dt_status model_layer_done(dt_model *m, int p)
 {
-    if (!m->eng || !m->sync.overlap || p < 0) return DT_OK;
+    if ((!m->eng && !m->dcoll) || !m->sync.overlap || p < 0) return DT_OK;
     int b = m->plan.of_layer[p];
     if (--m->pending[b] == 0) {
-        const bucket *bk = &m->plan.b[b];
-        dt_status s = m->g16 ? engine_start16(m->eng, m->g16 + bk->off, bk->n, m->sync.op, b, m->grad_t)
-                             : engine_start(m->eng, m->grads + bk->off, bk->n, m->sync.op, b, m->sync.grad_comm);
+        dt_status s = bucket_start(m, b);
         if (s) return s;
         m->in_flight++;
     }
-    engine_poke(m->eng);
+    if (m->eng) engine_poke(m->eng);
     return DT_OK;
 }
 
@@ -552,11 +576,8 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
                             (int)c->grad_comm);
     if (c->op != DT_SUM && c->op != DT_AVG)
         return dt_set_error(DT_ERR_INVALID_ARG, "gradient reduction %d must be DT_SUM or DT_AVG", (int)c->op);
-    if (m->in_flight) {
-        dt_status s = engine_wait_all(m->eng);
-        m->in_flight = 0;
-        if (s) return s;
-    }
+    dt_status ws = model_wait_inflight(m);
+    if (ws) return ws;
     /* The parameter layers, in forward order. */
     int np = 0;
     for (int i = 0; i < m->spec.n; i++) np += m->spec.layers[i].w_n + m->spec.layers[i].b_n > 0;
@@ -590,8 +611,12 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
         bucket_plan_free(&plan);
         return dt_set_error(DT_ERR_NOMEM, "out of memory planning buckets");
     }
-    /* Every rank must have the same plan, or the collectives would pair wrong buffers and hang. */
-    if (m->ctx && dt_world_size(m->ctx) > 1) {
+    /* Every rank must have the same plan, or the collectives would pair wrong buffers and hang.
+     * DTRAIN_COMM_WORLD1=1 makes a GPU model reduce its buckets even in a world of one (a test of
+     * the NCCL path on one GPU: a sum over one rank changes no bit). */
+    const char *w1 = getenv("DTRAIN_COMM_WORLD1");
+    const int comm1 = m->cuda && w1 && !strcmp(w1, "1");
+    if (m->ctx && (dt_world_size(m->ctx) > 1 || comm1)) {
         int W = dt_world_size(m->ctx);
         unsigned long long mine[2] = {bucket_plan_hash(&plan), (unsigned long long)plan.nb};
         unsigned long long *all = malloc(sizeof mine * (size_t)W);
@@ -609,8 +634,13 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
                 break;
             }
         free(all);
-        /* A GPU model's gradients are allreduced by the context's NCCL backend in dt_model_sync_grads. */
+        /* A GPU model's gradients go to the context's device backend: bucket by bucket where it
+         * can start them asynchronously (NCCL), else whole after backward (dt_model_sync_grads). */
         if (!s && !m->eng && !m->cuda) s = engine_create(ctx_world_comm(m->ctx), ctx_timeout(m->ctx), &m->eng);
+        if (m->cuda) {
+            coll *dc = ctx_device_coll(m->ctx);
+            m->dcoll = dc && dc->ops->start ? dc : NULL;
+        }
         if (s) {
             free(player), free(pending);
             bucket_plan_free(&plan);
@@ -629,19 +659,18 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
 
 dt_status dt_model_sync_grads(dt_model *m)
 {
-    if (m->cuda && m->ctx && dt_world_size(m->ctx) > 1)
+    /* A GPU backend without asynchronous starts (MPI through host memory): the whole buffer. */
+    if (m->cuda && !m->dcoll && m->ctx && dt_world_size(m->ctx) > 1)
         return dt_allreduce(m->ctx, m->grads, m->spec.num_params, DT_F32, m->sync.op);
-    if (!m->eng) return DT_OK; /* a world of one */
+    if (!m->eng && !m->dcoll) return DT_OK; /* a world of one */
     if (!m->sync.overlap) {
         for (int b = 0; b < m->plan.nb; b++) {
-            const bucket *bk = &m->plan.b[b];
-            dt_status s = m->g16 ? engine_start16(m->eng, m->g16 + bk->off, bk->n, m->sync.op, b, m->grad_t)
-                                 : engine_start(m->eng, m->grads + bk->off, bk->n, m->sync.op, b, m->sync.grad_comm);
+            dt_status s = bucket_start(m, b);
             if (s) return s;
         }
     }
-    m->in_flight = 0;
-    return engine_wait_all(m->eng);
+    m->in_flight = 1; /* whatever was started (none, some or all): wait for all of it */
+    return model_wait_inflight(m);
 }
 
 /* ---------------------------------------------------------------- optimizers */
@@ -737,11 +766,8 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
     if (grads != DT_F32 && grads != compute)
         return dt_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
                             dtype_name(compute), dtype_name(compute), dtype_name(grads));
-    if (m->in_flight) {
-        dt_status s = engine_wait_all(m->eng);
-        m->in_flight = 0;
-        if (s) return s;
-    }
+    dt_status ws = model_wait_inflight(m);
+    if (ws) return ws;
     const size_t np = m->spec.num_params ? m->spec.num_params : 1;
     if (compute != m->prec) {
         model_free_acts(m);

@@ -26,6 +26,7 @@ struct dt_model {
     int *player;        /* player[i]: parameter-layer index of layer i, or -1 */
     int *pending;       /* per bucket: parameter layers not yet done in this backward */
     engine *eng;
+    struct coll *dcoll; /* a GPU model's buckets go here (NCCL) instead of eng, when it can start them */
     int in_flight;      /* buckets started and not yet waited for */
     /* Mixed precision (dt_model_set_precision). With prec fp32 the buffers above are used; with
      * fp16/bf16 the 16-bit ones below replace act, dbuf (and grads when grad_t is 16-bit), and
@@ -44,7 +45,9 @@ struct dt_model {
     int inject_inf;      /* testing: put an inf into the next backward's first gradient */
     /* A CUDA model: every buffer above that the ops touch (params, grads, act, dbuf, pool_idx, ws)
      * is device memory, the ops are kernels_cuda(), and each step copies the batch into xdev and
-     * ldev. Gradients are allreduced after backward through the context's NCCL backend. */
+     * ldev. Gradient buckets are allreduced by the context's NCCL backend on its own stream as
+ * backward completes them (dcoll); a build without NCCL reduces the whole buffer after backward
+ * through host memory. */
     int cuda;
     float *xdev;
     int32_t *ldev;
