@@ -67,6 +67,9 @@ size_t cuda_count_nonfinite(const float *d, size_t n);
 /* One pass: d[i] *= inv_scale, and the count of results that are inf or NaN; otherwise as
  * cuda_count_nonfinite. */
 size_t cuda_unscale_count_nonfinite(float *d, size_t n, float inv_scale);
+/* *flag (device memory) = stamp when d[0..n) holds an inf or NaN, else left alone: the per-layer
+ * check of backward, queued on the ops' stream without waiting for it. */
+void cuda_flag_nonfinite(const float *d, size_t n, int *flag, int stamp);
 
 /* The first failure of an op since the last cuda_ops_clear_error() (DT_OK when none); when not
  * DT_OK, dt_last_error() of the calling thread then holds its message (what failed, the CUDA or

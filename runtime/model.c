@@ -165,6 +165,7 @@ void dt_model_free(dt_model *m)
     devmem_free(m->cuda, m->grads);
     devmem_free(m->cuda, m->xdev);
     devmem_free(m->cuda, m->ldev);
+    devmem_free(m->cuda, m->dflags);
     free(m->g16);
     free(m->prof_fwd);
     free(m->prof_bwd);
@@ -212,6 +213,7 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     if (cuda) {
         m->xdev = mbuf(m, B * dt_model_input_size(m) * sizeof(float), "the input batch");
         m->ldev = mbuf(m, B * sizeof(int32_t), "the labels");
+        m->dflags = mbuf(m, n * sizeof(int), "the finite-check flags");
     }
     m->act = calloc(n, sizeof *m->act);
     m->a16 = calloc(n, sizeof *m->a16);
@@ -222,7 +224,7 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     m->inv_scale = 1.0f;
     m->bad_layer = -1;
     int ok = m->params && m->grads && m->act && m->a16 && m->in && m->in16 && m->pool_idx &&
-             (!cuda || (m->xdev && m->ldev)) && model_alloc_acts(m);
+             (!cuda || (m->xdev && m->ldev && m->dflags)) && model_alloc_acts(m);
     size_t ws = 0;
     for (size_t i = 0; ok && i < n; i++) {
         layer *l = &m->spec.layers[i];
@@ -395,14 +397,16 @@ dt_status model_grads_done(dt_model *m, int i)
         } else
             m->grads[off] = inf;
     }
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->check_local && m->cuda) {
+        cuda_flag_nonfinite(m->grads + off, cnt, m->dflags + i, m->fb_count);
+        return model_layer_done(m, m->player[i]);
+    }
+#endif
     if (m->check_local && m->bad_layer < 0) {
         size_t bad;
         if (m->g16)
             bad = cpu_count_nonfinite16(m->grad_t, m->g16 + off, cnt);
-#ifdef DTRAIN_HAVE_CUDA
-        else if (m->cuda)
-            bad = cuda_count_nonfinite(m->grads + off, cnt);
-#endif
         else
             bad = cpu_count_nonfinite(m->grads + off, cnt);
         if (bad) m->bad_layer = i;
@@ -430,6 +434,7 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     model_prof_mark(m);
     if (m->prof) m->prof_step.steps++;
     m->bad_layer = -1;
+    m->fb_count++;
     m->inv_scale = 1.0f;
     if (m->cuda) {
         /* The batch goes to the device on the ops' stream, asynchronously from pinned memory (the
@@ -829,7 +834,18 @@ dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
 }
 
 void dt_model_set_nonfinite_check(dt_model *m, int on) { m->check_local = on != 0; }
-int dt_model_nonfinite_layer(const dt_model *m) { return m->bad_layer; }
+int dt_model_nonfinite_layer(const dt_model *m)
+{
+    if (!m->dflags || !m->check_local) return m->bad_layer;
+    /* A GPU model flagged layers on the device: the first in backward order of the last pass. */
+    const int n = m->spec.n;
+    int *f = malloc((size_t)n * sizeof *f), bad = -1;
+    if (f && devmem_to_host(1, f, m->dflags, (size_t)n * sizeof *f) == DT_OK)
+        for (int i = n - 1; i >= 0 && bad < 0; i--)
+            if (f[i] == m->fb_count && m->fb_count > 0) bad = i;
+    free(f);
+    return bad;
+}
 void dt_model_inject_inf(dt_model *m) { m->inject_inf = 1; }
 
 void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n)

@@ -42,6 +42,9 @@ struct dt_model {
     float inv_scale;     /* 16-bit gradients: the unscale the optimizer step applies */
     int check_local;     /* look for non-finite gradients layer by layer before the allreduce */
     int bad_layer;       /* the first layer (backward order) found non-finite, else -1 */
+    int *dflags;         /* GPU: per layer, the pass number (fb_count) of the last pass that found
+                            it non-finite; read only when asked (dt_model_nonfinite_layer) */
+    int fb_count;        /* forward/backward passes taken */
     int inject_inf;      /* testing: put an inf into the next backward's first gradient */
     /* A CUDA model: every buffer above that the ops touch (params, grads, act, dbuf, pool_idx, ws)
      * is device memory, the ops are kernels_cuda(), and each step copies the batch into xdev and

@@ -863,6 +863,23 @@ static size_t count_nonfinite(const char *op, float *d, size_t n, int scale, flo
     return (size_t)r.count;
 }
 
+/* flag = stamp when any d[i] is inf or NaN; nothing is written otherwise, so blocks need no
+ * agreement and the host reads the flags whenever it likes. */
+static __global__ void flag_nonfinite_kernel(const float *__restrict__ d, size_t n, int *flag, int stamp)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    unsigned int bad = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) bad |= nonfinite(d[i]);
+    if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = stamp;
+}
+
+extern "C" void cuda_flag_nonfinite(const float *d, size_t n, int *flag, int stamp)
+{
+    if (n == 0) return;
+    flag_nonfinite_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(d, n, flag, stamp);
+    check_launch("cuda_flag_nonfinite", "the non-finite flag", n);
+}
+
 extern "C" size_t cuda_count_nonfinite(const float *d, size_t n)
 {
     /* scale 0: the kernel only reads d */

@@ -78,5 +78,10 @@ for cfg in "cnn fp32 --no-overlap" "cnn fp32 --bucket-mb=0.05" "mlp bf16 --first
         { bad "$cfg with NCCL buckets failed"; cat "$tmp/log"; continue; }
     out=$("$CMP" "$tmp/nccl" "$tmp/ref" exact) && ok "$cfg: NCCL buckets on their stream == no communication: $out" || bad "$cfg NCCL buckets: $out"
 done
+# The per-layer finite check runs on the device without waiting (a flag per layer, read when
+# the run gives up): the stop still names layer 4 (fc:10), where backward meets the inf first.
+expect 1 "training stopped at step 3" env DTRAIN_FAULT=inf:0:3 "$MPIRUN" -np 1 -x DTRAIN_FAULT "$DTRAIN" train \
+    --device cuda --model mlp --batch 8 --precision fp16 --loss-scale-init 1024 --loss-scale-min 1024 --steps 10
+grep -q "rank 0 layer 4 (fc:10)" "$tmp/out" && ok "GPU fp16 stop names rank 0 layer 4 (fc:10)" || { bad "GPU stop message"; cat "$tmp/out"; }
 expect 2 "keeps the gradients of a 16-bit model in fp32" "$DTRAIN" train --device cuda --precision bf16 --grad-comm bf16
 finish
