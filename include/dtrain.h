@@ -334,15 +334,19 @@ DT_API void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n);
 /* Testing: the next backward puts +inf into the first gradient of the first layer it finishes. */
 DT_API void dt_model_inject_inf(dt_model *m);
 
-/* Bytes this rank holds for the model, by kind (host memory; the engine's send/receive scratch is
- * not counted). */
+/* Bytes this rank holds for the model, by kind, in the model's memory (the GPU's for a GPU model;
+ * the engine's send/receive scratch is not counted). Parameters, gradients and each optimizer
+ * moment are one allocation each; activations and workspace share one, the activation pool,
+ * sized for the largest batch and reused by every step. */
 typedef struct dt_memory_summary {
     size_t params;      /* fp32 master parameters (the CPU path keeps no 16-bit copy: weights are
-                           rounded as each op reads them) */
+                           rounded as each op reads them; a 16-bit GPU model keeps one) */
     size_t grads;       /* the gradient buffer (4 or 2 bytes an element) */
     size_t optimizer;   /* momentum, or Adam's two moments (fp32) */
     size_t activations; /* layer outputs, the two backward buffers, pooling indices, at max batch */
     size_t workspace;   /* convolution scratch, and the fp32 conversion scratch of 16-bit runs */
+    size_t pool;        /* the activation pool's allocation: activations + workspace, aligned */
+    size_t device_free, device_total; /* a GPU model: the device's free and total memory now; else 0 */
 } dt_memory_summary;
 /* o may be NULL (no optimizer state counted). */
 DT_API void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary *out);

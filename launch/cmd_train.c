@@ -490,6 +490,9 @@ int cmd_train(int argc, char **argv)
                mem.grads / MiB, mem.optimizer / MiB,
                mem.activations / MiB, mem.workspace / MiB,
                (double)(mem.params + mem.grads + mem.optimizer + mem.activations + mem.workspace) / MiB);
+        if (mem.device_total)
+            printf("GPU memory: activations and workspace in one pool of %.2f MiB, reused by every step; the device "
+                   "has %.0f MiB free of %.0f MiB\n", mem.pool / MiB, mem.device_free / MiB, mem.device_total / MiB);
         fflush(stdout);
     }
 

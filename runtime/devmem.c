@@ -56,6 +56,19 @@ void devmem_free(int cuda, void *p)
 #endif
 }
 
+void devmem_info(int cuda, size_t *free_bytes, size_t *total_bytes)
+{
+    *free_bytes = *total_bytes = 0;
+#ifdef DTRAIN_HAVE_CUDA
+    if (cuda && cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) {
+        cudaGetLastError();
+        *free_bytes = *total_bytes = 0;
+    }
+#else
+    (void)cuda;
+#endif
+}
+
 static dt_status copy(int cuda, void *dst, const void *src, size_t bytes, int to_device)
 {
     if (!bytes) return DT_OK;

@@ -14,6 +14,8 @@
  * `what`, the bytes asked for and, on a GPU, the bytes free and in total, and the fix. */
 dt_status devmem_alloc(int cuda, size_t bytes, const char *what, void **out);
 void devmem_free(int cuda, void *p);
+/* The device's free and total bytes now (cudaMemGetInfo); 0 and 0 when cuda is 0 or it fails. */
+void devmem_info(int cuda, size_t *free_bytes, size_t *total_bytes);
 /* Copies between host and the device (plain memcpy when cuda is 0); synchronous. */
 dt_status devmem_to_device(int cuda, void *dst, const void *src, size_t bytes);
 dt_status devmem_to_host(int cuda, void *dst, const void *src, size_t bytes);

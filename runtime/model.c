@@ -60,23 +60,21 @@ static dt_status model_init_params(dt_model *m, uint64_t seed)
     return s;
 }
 
-/* Frees the buffers whose element type follows the precision (NULL entries are fine). */
+/* Frees the activation pool and forgets every buffer carved from it. */
 static void model_free_acts(dt_model *m)
 {
-    const int c = m->cuda;
+    devmem_free(m->cuda, m->pool);
+    m->pool = NULL;
+    m->pool_bytes = 0;
     for (int i = 0; i < m->spec.n; i++) {
-        if (m->act) devmem_free(c, m->act[i]), m->act[i] = NULL;
-        if (m->a16) devmem_free(c, m->a16[i]), m->a16[i] = NULL;
+        if (m->act) m->act[i] = NULL;
+        if (m->a16) m->a16[i] = NULL;
+        if (m->pool_idx) m->pool_idx[i] = NULL;
     }
-    for (int j = 0; j < 2; j++) {
-        devmem_free(c, m->dbuf[j]), m->dbuf[j] = NULL;
-        devmem_free(c, m->d16[j]), m->d16[j] = NULL;
-    }
-    devmem_free(c, m->sx), devmem_free(c, m->sy), devmem_free(c, m->sdy);
-    devmem_free(c, m->sw), devmem_free(c, m->sg), devmem_free(c, m->st);
-    devmem_free(c, m->p16), devmem_free(c, m->x16);
+    for (int j = 0; j < 2; j++) m->dbuf[j] = NULL, m->d16[j] = NULL;
     m->sx = m->sy = m->sdy = m->sw = m->sg = m->st = NULL;
     m->p16 = m->x16 = NULL;
+    m->ws = NULL;
 }
 
 /* Whether layer i needs its own output buffer: not flatten (it aliases its input), and not a ReLU
@@ -113,44 +111,83 @@ static void *mbuf(const dt_model *m, size_t bytes, const char *what)
     return devmem_alloc(m->cuda, bytes, what, &p) ? NULL : p;
 }
 
-/* Allocates the buffers of m->prec (after model_free_acts); 0 when out of memory. */
-static int model_alloc_acts(dt_model *m)
+/* The per-step buffers (for m->prec, at the largest batch) as (slot, bytes) pairs. */
+typedef struct carve {
+    void **slot;
+    size_t bytes;
+} carve;
+
+static int act_plan(dt_model *m, carve *c)
 {
-    const size_t B = (size_t)m->max_batch, na = B * m->spec.max_act;
-    int ok = 1;
+    const size_t B = (size_t)m->max_batch, na = B * m->spec.max_act, e = m->prec == DT_F32 ? 4 : 2;
+    int k = 0;
     for (int i = 0; i < m->spec.n; i++) {
-        if (!layer_owns_output(m, i)) continue;
-        const size_t cnt = B * layer_out_n(&m->spec.layers[i]);
-        if (m->prec == DT_F32)
-            ok = ok && (m->act[i] = mbuf(m, cnt * sizeof(float), "activations"));
-        else
-            ok = ok && (m->a16[i] = mbuf(m, cnt * sizeof(uint16_t), "16-bit activations"));
+        const layer *l = &m->spec.layers[i];
+        if (layer_owns_output(m, i))
+            c[k++] = (carve){m->prec == DT_F32 ? (void **)&m->act[i] : (void **)&m->a16[i], B * layer_out_n(l) * e};
+        if (l->kind == LAYER_POOL) c[k++] = (carve){(void **)&m->pool_idx[i], B * layer_out_n(l) * sizeof(int32_t)};
     }
-    if (m->prec == DT_F32) {
-        for (int j = 0; j < 2; j++) ok = ok && (m->dbuf[j] = mbuf(m, na * sizeof(float), "backward buffers"));
-        return ok;
-    }
-    for (int j = 0; j < 2; j++) ok = ok && (m->d16[j] = mbuf(m, na * sizeof(uint16_t), "16-bit backward buffers"));
+    for (int j = 0; j < 2; j++)
+        c[k++] = (carve){m->prec == DT_F32 ? (void **)&m->dbuf[j] : (void **)&m->d16[j], na * e};
+    size_t ws = 0;
+    for (int i = 0; i < m->spec.n; i++)
+        if (m->spec.layers[i].kind == LAYER_CONV) {
+            const size_t need = m->ops->conv_ws_floats(&m->spec.layers[i].cs);
+            if (need > ws) ws = need;
+        }
+    if (ws) c[k++] = (carve){(void **)&m->ws, ws * sizeof(float)};
+    if (m->prec == DT_F32) return k;
     size_t sa, sw, st;
     model_amp_scratch(m, &sa, &sw, &st);
-    ok = ok && (m->sx = mbuf(m, sa * sizeof(float), "conversion scratch")) &&
-         (m->sy = mbuf(m, sa * sizeof(float), "conversion scratch")) &&
-         (m->sdy = mbuf(m, sa * sizeof(float), "conversion scratch")) &&
-         (m->sw = mbuf(m, sw * sizeof(float), "conversion scratch")) &&
-         (m->sg = mbuf(m, sw * sizeof(float), "conversion scratch")) &&
-         (m->st = mbuf(m, st * sizeof(float), "conversion scratch"));
-    if (ok && m->cuda)
-        ok = (m->p16 = mbuf(m, m->spec.num_params * sizeof(uint16_t), "16-bit parameters")) &&
-             (m->x16 = mbuf(m, (size_t)m->max_batch * dt_model_input_size(m) * sizeof(uint16_t), "16-bit input"));
-    return ok;
+    c[k++] = (carve){(void **)&m->sx, sa * sizeof(float)};
+    c[k++] = (carve){(void **)&m->sy, sa * sizeof(float)};
+    c[k++] = (carve){(void **)&m->sdy, sa * sizeof(float)};
+    c[k++] = (carve){(void **)&m->sw, sw * sizeof(float)};
+    c[k++] = (carve){(void **)&m->sg, sw * sizeof(float)};
+    c[k++] = (carve){(void **)&m->st, st * sizeof(float)};
+    if (m->cuda) {
+        c[k++] = (carve){(void **)&m->p16, m->spec.num_params * sizeof(uint16_t)};
+        c[k++] = (carve){(void **)&m->x16, B * dt_model_input_size(m) * sizeof(uint16_t)};
+    }
+    return k;
+}
+
+#define POOL_ALIGN 256 /* every buffer of the pool starts on a 256-byte boundary */
+
+/* Allocates the activation pool of m->prec (after model_free_acts) as one allocation, sized for
+ * the largest batch and reused by every step, and carves the per-step buffers from it: layer
+ * outputs, the backward buffers, pooling indices, the convolution workspace and (16-bit) the
+ * conversion scratch. 0 when out of memory (dt_last_error says how much was asked). */
+static int model_alloc_acts(dt_model *m)
+{
+    carve *c = malloc((3 * (size_t)m->spec.n + 16) * sizeof *c);
+    if (!c) {
+        dt_set_error(DT_ERR_NOMEM, "out of memory planning the activation pool");
+        return 0;
+    }
+    const int k = act_plan(m, c);
+    size_t total = 0;
+    for (int j = 0; j < k; j++) total += (c[j].bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+    char what[64];
+    snprintf(what, sizeof what, "the %s activation pool", m->prec == DT_F32 ? "fp32" : "16-bit");
+    if (!(m->pool = mbuf(m, total, what))) {
+        free(c);
+        return 0;
+    }
+    m->pool_bytes = total;
+    char *p = m->pool;
+    for (int j = 0; j < k; j++) {
+        *c[j].slot = p;
+        p += (c[j].bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+    }
+    free(c);
+    return 1;
 }
 
 void dt_model_free(dt_model *m)
 {
     if (!m) return;
     model_free_acts(m);
-    for (int i = 0; i < m->spec.n; i++)
-        if (m->pool_idx) devmem_free(m->cuda, m->pool_idx[i]);
     bucket_plan_free(&m->plan);
     engine_destroy(m->eng);
     free(m->player);
@@ -160,7 +197,6 @@ void dt_model_free(dt_model *m)
     free(m->in);
     free(m->in16);
     free(m->pool_idx);
-    devmem_free(m->cuda, m->ws);
     devmem_free(m->cuda, m->params);
     devmem_free(m->cuda, m->grads);
     devmem_free(m->cuda, m->xdev);
@@ -223,36 +259,21 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     m->prec = m->grad_t = DT_F32;
     m->inv_scale = 1.0f;
     m->bad_layer = -1;
-    int ok = m->params && m->grads && m->act && m->a16 && m->in && m->in16 && m->pool_idx &&
-             (!cuda || (m->xdev && m->ldev && m->dflags)) && model_alloc_acts(m);
-    size_t ws = 0;
-    for (size_t i = 0; ok && i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         layer *l = &m->spec.layers[i];
-        if (l->kind == LAYER_POOL) {
-            m->pool_idx[i] = mbuf(m, B * layer_out_n(l) * sizeof(int32_t), "pooling indices");
-            ok = ok && m->pool_idx[i];
-        }
-        if (l->kind == LAYER_CONV) {
-            l->cs = layer_conv_shape(l, max_batch);
-            size_t need = m->ops->conv_ws_floats(&l->cs);
-            if (need > ws) ws = need;
-        }
+        if (l->kind == LAYER_CONV) l->cs = layer_conv_shape(l, max_batch);
     }
-    if (ok && ws) {
-        m->ws = mbuf(m, ws * sizeof(float), "the convolution workspace");
-        ok = m->ws != NULL;
+    int ok = m->params && m->grads && (!cuda || (m->xdev && m->ldev && m->dflags)); /* else the error is set */
+    if (ok && !(m->act && m->a16 && m->in && m->in16 && m->pool_idx)) {
+        dt_set_error(DT_ERR_NOMEM, "out of host memory for the model's layer tables");
+        ok = 0;
     }
-    if (!ok && cuda) {
+    if (!ok || !model_alloc_acts(m)) {
+        /* dt_last_error names the allocation, the bytes asked for and (GPU) free, and the fix. */
         char why[1024];
         snprintf(why, sizeof why, "%s", dt_last_error());
         dt_model_free(m);
         return dt_set_error(DT_ERR_NOMEM, "%s", why);
-    }
-    if (!ok) {
-        size_t mib = (B * m->spec.max_act * 4 * (n + 2) + m->spec.num_params * 8 + ws * 4) >> 20;
-        dt_model_free(m);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory for the model's buffers (about %zu MiB at batch %d): "
-                            "use a smaller --batch or model", mib, max_batch);
     }
     if ((s = model_init_params(m, seed))) {
         dt_model_free(m);
@@ -778,13 +799,12 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
         model_free_acts(m);
         m->prec = compute;
         if (!model_alloc_acts(m)) {
-            size_t act, scratch;
-            model_act_bytes(m, compute, &act, &scratch);
+            char why[1024];
+            snprintf(why, sizeof why, "%s", dt_last_error()); /* the bytes asked for, and free on a GPU */
             model_free_acts(m);
             m->prec = DT_F32;
             int ok = model_alloc_acts(m);
-            return dt_set_error(DT_ERR_NOMEM, "out of memory for %s activations (%zu MiB at batch %d)%s: use a "
-                                "smaller --batch", dtype_name(compute), (act + scratch) >> 20, m->max_batch,
+            return dt_set_error(DT_ERR_NOMEM, "%s (%s at batch %d)%s", why, dtype_name(compute), m->max_batch,
                                 ok ? "; the model stays in fp32" : "");
         }
     }
@@ -939,6 +959,8 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
             if (need > ws) ws = need;
         }
     out->workspace = ws * 4 + scratch;
+    out->pool = m->pool_bytes;
+    devmem_info(m->cuda, &out->device_free, &out->device_total);
 }
 
 /* ---------------------------------------------------------------- one training step */

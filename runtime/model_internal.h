@@ -20,6 +20,9 @@ struct dt_model {
     int32_t **pool_idx; /* pool_idx[i]: argmax of pooling layer i, else NULL */
     float *dbuf[2];     /* gradients flowing backward */
     float *ws;          /* convolution workspace */
+    void *pool;         /* the activation pool: one allocation holding the buffers above that a
+                           step uses (act, a16, dbuf, d16, pool_idx, ws, the conversion scratch) */
+    size_t pool_bytes;
     /* Gradient synchronization: bucket plan over the parameter layers, and the engine. */
     dt_sync_config sync;
     bucket_plan plan;
