@@ -417,9 +417,6 @@ int cmd_train(int argc, char **argv)
         return EXIT_USAGE;
     }
     install_stop_handlers();
-    /* The GPU path trains fp32 without checkpoints so far: it is taken when asked for (--device
-     * cuda), and auto stays on the CPU until it is complete. */
-    if (cfg.device == DT_DEVICE_AUTO) cfg.device = DT_DEVICE_CPU;
     /* On the GPU, 16-bit models keep fp32 gradients (as torch.cuda.amp). */
     if (cfg.device == DT_DEVICE_CUDA && t.precision != DT_F32) {
         if (t.grad_comm_set && grad_t != DT_F32) {
@@ -432,6 +429,18 @@ int cmd_train(int argc, char **argv)
     dt_ctx *ctx = cli_init(&cfg);
     if (!ctx) return EXIT_FAIL;
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    /* --device auto took a GPU: the same rule. */
+    dt_placement pl;
+    dt_get_placement(ctx, &pl);
+    if (pl.device == DT_DEVICE_CUDA && t.precision != DT_F32 && grad_t != DT_F32) {
+        if (t.grad_comm_set) {
+            cli_error("--device auto chose the GPU, which keeps the gradients of a 16-bit model in fp32 in this "
+                      "version: drop --grad-comm, or train on the CPU with --device cpu");
+            dt_abort_job(ctx, EXIT_USAGE);
+            return EXIT_USAGE;
+        }
+        grad_t = DT_F32;
+    }
     fault_maybe(&flt, rank, 0, NULL);
     dt_model *m = NULL;
     dt_optimizer *opt = NULL;
