@@ -98,14 +98,19 @@ void cuda_col_sums16(dt_dtype t, const uint16_t *dy, int rows, int cols, float *
  * accumulation), same layouts and workspace (ws, conv_ws_floats of the table) as the fp32 ops.
  * fwd: y = round(conv(x, w) + b) via fp32 scratch y32 (batch x O x Ho x Wo floats); b may be NULL.
  * bwd_data: dx = round(conv^T(dy, w)) via fp32 scratch dx32 (batch x C x H x W floats).
- * bwd_filter: dw (fp32, overwritten) and db (fp32, NULL to skip; dy32 is batch x O x Ho x Wo
- * floats of scratch for it). */
+ * bwd_filter: dw (fp32, overwritten) and db (fp32, NULL to skip), reading dy in 16 bits. */
 void cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *w, const uint16_t *b,
                      float *y32, uint16_t *y, float *ws);
 void cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *dy, const uint16_t *w, float *dx32,
                           uint16_t *dx, float *ws);
 void cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *dy, float *dw,
-                            float *db, float *dy32, float *ws);
+                            float *db, float *ws);
+
+/* Max pooling of 16-bit values, exactly the fp32 op on the widened values rounded back (the
+ * maximum is one of the inputs; the gradient copies dy or writes +0): same idx as the fp32 op. */
+void cuda_maxpool16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, int32_t *idx, int batch, int c, int h, int w,
+                        int k);
+void cuda_maxpool16_bwd(const uint16_t *dy, const int32_t *idx, uint16_t *dx, int batch, int c, int h, int w, int k);
 
 /* Frees the cuBLAS handle and the scratch buffer (the next op creates them again) and resets the
  * stream to the default one. Call before cudaDeviceReset or at exit if you care. */

@@ -98,9 +98,9 @@ static void model_act_bytes(const dt_model *m, dt_dtype prec, size_t *act, size_
     for (int i = 0; i < m->spec.n; i++)
         if (layer_owns_output(m, i)) a += B * layer_out_n(&m->spec.layers[i]) * e;
     *act = a;
-    size_t sa, sw, st;
-    model_amp_scratch(m, &sa, &sw, &st);
-    *scratch = prec == DT_F32 ? 0 : (3 * sa + 2 * sw + st) * sizeof(float);
+    size_t sx, sy, sdy, sw, st;
+    model_amp_scratch(m, &sx, &sy, &sdy, &sw, &st);
+    *scratch = prec == DT_F32 ? 0 : (sx + sy + sdy + 2 * sw + st) * sizeof(float);
     if (prec != DT_F32 && m->cuda) *scratch += B * dt_model_input_size(m) * sizeof(uint16_t); /* x16 */
 }
 
@@ -137,11 +137,11 @@ static int act_plan(dt_model *m, carve *c)
         }
     if (ws) c[k++] = (carve){(void **)&m->ws, ws * sizeof(float)};
     if (m->prec == DT_F32) return k;
-    size_t sa, sw, st;
-    model_amp_scratch(m, &sa, &sw, &st);
-    c[k++] = (carve){(void **)&m->sx, sa * sizeof(float)};
-    c[k++] = (carve){(void **)&m->sy, sa * sizeof(float)};
-    c[k++] = (carve){(void **)&m->sdy, sa * sizeof(float)};
+    size_t sx, sy, sdy, sw, st;
+    model_amp_scratch(m, &sx, &sy, &sdy, &sw, &st);
+    c[k++] = (carve){(void **)&m->sx, sx * sizeof(float)};
+    c[k++] = (carve){(void **)&m->sy, sy * sizeof(float)};
+    c[k++] = (carve){(void **)&m->sdy, sdy * sizeof(float)};
     c[k++] = (carve){(void **)&m->sw, sw * sizeof(float)};
     c[k++] = (carve){(void **)&m->sg, sw * sizeof(float)};
     c[k++] = (carve){(void **)&m->st, st * sizeof(float)};

@@ -51,7 +51,7 @@ static int fc_rows(const layer *l)
     return r > (size_t)l->out ? l->out : (int)r;
 }
 
-void model_amp_scratch(const dt_model *m, size_t *act, size_t *w, size_t *t)
+void model_amp_scratch(const dt_model *m, size_t *sx, size_t *sy, size_t *sdy, size_t *w, size_t *t)
 {
     const size_t B = (size_t)m->max_batch;
     size_t a = B * (size_t)m->spec.classes, ww = 1, tt = 1;
@@ -76,9 +76,13 @@ void model_amp_scratch(const dt_model *m, size_t *act, size_t *w, size_t *t)
             break;
         }
     }
-    *act = a;
-    /* sw, sg and st serve the CPU's widened fc weights and chunked convolution sums; the GPU paths
-     * read the 16-bit parameter copy and write fp32 gradients directly, and never touch them. */
+    /* The GPU paths run on the 16-bit values: sy takes the fp32 results of GEMMs (and the logits),
+     * sdy only the loss gradient, and sx, like sw, sg and st (the CPU's widened fc weights and
+     * chunked convolution sums), is not used: the GPU reads the 16-bit parameter copy and writes
+     * fp32 gradients directly. */
+    *sx = m->cuda ? 1 : a;
+    *sy = a;
+    *sdy = m->cuda ? B * (size_t)m->spec.classes : a;
     *w = m->cuda ? 1 : ww;
     *t = m->cuda ? 1 : tt;
 }
@@ -294,7 +298,7 @@ static void conv_bwd16(dt_model *m, int i, const float *x, int batch, const uint
         conv_shape cs = lc->cs;
         cs.batch = batch;
         cuda_conv_bwd_filter16(m->prec, &cs, input16_gpu(m, i, x, batch), dy, m->grads + lc->w_off,
-                               m->grads + lc->b_off, m->sdy, m->ws);
+                               m->grads + lc->b_off, m->ws);
         if (dx) cuda_conv_bwd_data16(m->prec, &cs, dy, m->p16 + lc->w_off, m->sy, dx, m->ws);
         return;
     }
@@ -325,6 +329,13 @@ static void conv_bwd16(dt_model *m, int i, const float *x, int batch, const uint
 static void pool_fwd16(dt_model *m, int i, const float *x, int batch, uint16_t *y)
 {
     const layer *l = &m->spec.layers[i];
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) { /* on the 16-bit values themselves */
+        cuda_maxpool16_fwd(m->prec, input16_gpu(m, i, x, batch), y, m->pool_idx[i], batch, l->in_c, l->in_h, l->in_w,
+                           l->k);
+        return;
+    }
+#endif
     const size_t out_n = layer_out_n(l);
     const int C = layer_chunk(l, batch);
     for (int b0 = 0; b0 < batch; b0 += C) {
@@ -338,6 +349,12 @@ static void pool_fwd16(dt_model *m, int i, const float *x, int batch, uint16_t *
 static void pool_bwd16(dt_model *m, int i, int batch, const uint16_t *dy, uint16_t *dx)
 {
     const layer *l = &m->spec.layers[i];
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) {
+        cuda_maxpool16_bwd(dy, m->pool_idx[i], dx, batch, l->in_c, l->in_h, l->in_w, l->k);
+        return;
+    }
+#endif
     const size_t out_n = layer_out_n(l), in_n = layer_in_n(l);
     const int C = layer_chunk(l, batch);
     for (int b0 = 0; b0 < batch; b0 += C) {

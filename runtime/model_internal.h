@@ -78,9 +78,9 @@ static inline size_t layer_in_n(const layer *l) { return (size_t)l->in_c * l->in
  * and starting its bucket's allreduce when the bucket is complete (model.c). */
 dt_status model_grads_done(dt_model *m, int i);
 
-/* Floats of each fp32 scratch buffer a 16-bit model needs: `act` for sx, sy and sdy, `w` for sw and
- * sg, `t` for st (model_amp.c). */
-void model_amp_scratch(const dt_model *m, size_t *act, size_t *w, size_t *t);
+/* Floats of each fp32 scratch buffer a 16-bit model needs: sx, sy and sdy, `w` for sw and sg, `t`
+ * for st (model_amp.c). */
+void model_amp_scratch(const dt_model *m, size_t *sx, size_t *sy, size_t *sdy, size_t *w, size_t *t);
 
 /* Forward and backward of a 16-bit model (model_amp.c); the contract of dt_model_forward_backward
  * after its argument checks. */

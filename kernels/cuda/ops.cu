@@ -42,10 +42,44 @@ extern "C" {
 #include "cuda_ops.h"
 #include "cast.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+/* 16-bit values are uint16_t bit patterns; bf selects bf16 over fp16 (see the mixed-precision
+ * section below). */
+static __device__ __forceinline__ float wide16(int bf, uint16_t v)
+{
+    return bf ? __bfloat162float(__ushort_as_bfloat16(v)) : __half2float(__ushort_as_half(v));
+}
+
+static __device__ __forceinline__ uint16_t narrow16(int bf, float f)
+{
+    return bf ? __bfloat16_as_ushort(__float2bfloat16_rn(f)) : __half_as_ushort(__float2half_rn(f));
+}
+
+/* An element as fp32, for kernels templated on fp32 or 16-bit storage. */
+static __device__ __forceinline__ float as32(float v, int) { return v; }
+static __device__ __forceinline__ float as32(uint16_t v, int bf) { return wide16(bf, v); }
+
+/* Index arithmetic: kernels that split a flat index into coordinates are templated on the index
+ * type I and launched with 32-bit indices whenever every index of the launch is below 2^31 (then
+ * a grid-stride step cannot wrap either): a 32-bit division or modulo costs a few times less than
+ * a 64-bit one, and these kernels do several per element. Larger launches use size_t. */
+#define IDX32_LIMIT ((size_t)1 << 31)
+#define LAUNCH_IDX(kernel, n, ...)                                                                          \
+    do {                                                                                                    \
+        if ((size_t)(n) < IDX32_LIMIT)                                                                      \
+            kernel<uint32_t><<<grid_for((n), OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(__VA_ARGS__);       \
+        else                                                                                                \
+            kernel<size_t><<<grid_for((n), OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(__VA_ARGS__);         \
+    } while (0)
+
 #define OPS_BLOCK 256       /* threads per block of every elementwise / gather kernel */
 #define OPS_MAX_BLOCKS 65535
 #define OPS_WARPS (OPS_BLOCK / 32)
 #define OPS_MAX_PARTS 1024  /* blocks of the reductions that end in per-block partials */
+#define OPS_DB_PARTS 16384  /* partial sums of the convolution bias gradient */
+#define OPS_DB_BLOCKS 1056  /* blocks it aims for (8 per multiprocessor of an H100/H200) */
 
 /* Convolution groups: as many images per GEMM as keep im2col's columns plus the (O, g*P) copy of
  * dy under this many floats (64 MiB), at least one image, at most 4096. */
@@ -65,6 +99,7 @@ typedef struct ops_scratch {
     double part_loss[OPS_MAX_PARTS];
     unsigned long long part_count[OPS_MAX_PARTS];
     int part_correct[OPS_MAX_PARTS];
+    double part_db[OPS_DB_PARTS]; /* convolution bias gradients: per (channel, slice of the batch) */
     ops_result res;
 } ops_scratch;
 
@@ -261,18 +296,17 @@ static void cuda_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha
 
 /* y[i] = b[(i / inner) % outer] for i < n: the bias of a (rows, out) matrix (inner 1) or of NCHW
  * planes (inner = H*W, outer = channels). */
-static __global__ void bias_broadcast_kernel(float *__restrict__ y, const float *__restrict__ b, size_t n, size_t inner,
-                                      size_t outer)
+template <typename I>
+static __global__ void bias_broadcast_kernel(float *__restrict__ y, const float *__restrict__ b, I n, I inner, I outer)
 {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        y[i] = b[(i / inner) % outer];
+    const I stride = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) y[i] = b[(i / inner) % outer];
 }
 
 static void bias_broadcast(const char *op, float *y, const float *b, size_t n, size_t inner, size_t outer)
 {
     if (n == 0) return;
-    bias_broadcast_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(y, b, n, inner, outer);
+    LAUNCH_IDX(bias_broadcast_kernel, n, y, b, n, inner, outer);
     check_launch(op, "the bias broadcast", n);
 }
 
@@ -289,29 +323,71 @@ static __global__ void col_sum_kernel(const float *__restrict__ dy, float *__res
     }
 }
 
-/* db[o] = sum over images n and pixels p of dy[(n*O + o)*P + p], one block per channel: each
- * thread sums a fixed strided subset in double, then a fixed shared-memory tree (as the CPU, the
- * sum is in double and rounded to float once). */
-static __global__ void conv_bias_grad_kernel(const float *__restrict__ dy, float *__restrict__ db, int batch, int O,
-                                      size_t P)
+/* The convolution bias gradient db[o] = sum over images n and pixels p of dy[(n*O + o)*P + p], in
+ * double (as the CPU) and rounded to float once, in a fixed order whatever the timing: pass one
+ * gives each (channel o, slice c of nb slices of the batch) a block that sums its slice's
+ * elements thread by thread and then in a fixed shared-memory tree, into part[o*nb + c] (or, when
+ * nb is 1, straight into db); pass two adds a channel's nb partials in order. dy is fp32 or
+ * 16-bit (T), read where it lies. */
+template <typename T>
+static __global__ void conv_bias_part_kernel(const T *__restrict__ dy, int bf, int batch, int O, uint32_t P, int nb,
+                                             double *__restrict__ part, float *__restrict__ db)
 {
     __shared__ double sh[OPS_BLOCK];
-    const size_t total = (size_t)batch * P;
-    for (int o = blockIdx.x; o < O; o += gridDim.x) {
-        double acc = 0.0;
-        for (size_t j = threadIdx.x; j < total; j += blockDim.x) {
-            const size_t n = j / P, p = j - n * P;
-            acc += dy[(n * O + o) * P + p];
-        }
-        sh[threadIdx.x] = acc;
-        __syncthreads();
-        for (int w = OPS_BLOCK / 2; w > 0; w >>= 1) {
-            if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-            __syncthreads();
-        }
-        if (threadIdx.x == 0) db[o] = (float)sh[0];
-        __syncthreads(); /* sh is reused by the next channel */
+    const int o = blockIdx.y, c = blockIdx.x;
+    const int n0 = (int)((long long)batch * c / nb), n1 = (int)((long long)batch * (c + 1) / nb);
+    const uint32_t cnt = (uint32_t)(n1 - n0) * P; /* < 2^31: checked by the launcher */
+    double acc = 0.0;
+    for (uint32_t j = threadIdx.x; j < cnt; j += blockDim.x) {
+        const uint32_t n = j / P, p = j - n * P;
+        acc += as32(dy[((size_t)(n0 + n) * O + o) * P + p], bf);
     }
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = OPS_BLOCK / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        if (nb == 1)
+            db[o] = (float)sh[0];
+        else
+            part[(size_t)o * nb + c] = sh[0];
+    }
+}
+
+static __global__ void conv_bias_final_kernel(const double *__restrict__ part, int O, int nb, float *__restrict__ db)
+{
+    const int o = blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= O) return;
+    double acc = 0.0;
+    for (int c = 0; c < nb; c++) acc += part[(size_t)o * nb + c];
+    db[o] = (float)acc;
+}
+
+template <typename T>
+static void conv_bias_grad(const char *op, const T *dy, int bf, int batch, int O, size_t P, float *db)
+{
+    if (O <= 0) return;
+    if (O > 65535 || (size_t)batch * P >= IDX32_LIMIT) {
+        ops_fail(DT_ERR_UNSUPPORTED, "cuda %s: %d output channels of %zu values over a batch of %d are beyond the "
+                 "bias-gradient kernel (at most 65535 channels, 2^31 values a channel): use a smaller --batch", op, O,
+                 P, batch);
+        return;
+    }
+    ops_scratch *s = scratch(op);
+    if (!s) return;
+    /* Enough blocks to fill the GPU, at most one slice per image and OPS_DB_PARTS partials. */
+    int nb = (OPS_DB_BLOCKS + O - 1) / O;
+    if (nb > batch) nb = batch;
+    if (nb > OPS_DB_PARTS / O) nb = OPS_DB_PARTS / O;
+    if (nb < 1) nb = 1;
+    conv_bias_part_kernel<<<dim3((unsigned int)nb, (unsigned int)O), OPS_BLOCK, 0, g_stream>>>(
+        dy, bf, batch, O, (uint32_t)P, nb, s->part_db, db);
+    if (!check_launch(op, "the bias-gradient partial sums", (size_t)O * nb) || nb == 1) return;
+    conv_bias_final_kernel<<<(unsigned int)((O + OPS_BLOCK - 1) / OPS_BLOCK), OPS_BLOCK, 0, g_stream>>>(s->part_db, O,
+                                                                                                      nb, db);
+    check_launch(op, "the bias-gradient sums", (size_t)O);
 }
 
 /* ---------------------------------------------------------------- fully connected */
@@ -365,21 +441,22 @@ static conv_geo geo_of(const conv_shape *s)
  * (c*k + kh)*k + kw and pix = oh*Wo + ow goes to col[i*img_stride + row*ld + pix] and holds
  * x_i[c][oh*S - pad + kh][ow*S - pad + kw], or 0 in the padding (the CPU's definition, conv.c).
  * Layout (g, K, P): img_stride K*P, ld P; layout (K, g*P): img_stride P, ld g*P. */
-template <typename T>
+template <typename I, typename T>
 static __global__ void im2col_kernel(const T *__restrict__ x, T *__restrict__ col, conv_geo q, int g,
                               size_t img_stride, size_t ld)
 {
-    const size_t P = (size_t)q.Ho * q.Wo, K = (size_t)q.C * q.k * q.k, plane = (size_t)q.H * q.W;
-    const size_t total = (size_t)g * K * P, stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
-        const size_t pix = idx % P, t = idx / P;
-        const size_t row = t % K, i = t / K;
-        const int kw = (int)(row % q.k), kh = (int)((row / q.k) % q.k), c = (int)(row / ((size_t)q.k * q.k));
-        const int oh = (int)(pix / q.Wo), ow = (int)(pix % q.Wo);
+    const I P = (I)q.Ho * q.Wo, K = (I)q.C * q.k * q.k, k = (I)q.k, kk = (I)q.k * q.k, Wo = (I)q.Wo;
+    const size_t plane = (size_t)q.H * q.W;
+    const I total = (I)g * K * P, stride = (I)gridDim.x * blockDim.x;
+    for (I idx = (I)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+        const I pix = idx % P, t = idx / P;
+        const I row = t % K, i = t / K;
+        const int kw = (int)(row % k), kh = (int)((row / k) % k), c = (int)(row / kk);
+        const int oh = (int)(pix / Wo), ow = (int)(pix % Wo);
         const int ih = oh * q.S - q.pad + kh, iw = ow * q.S - q.pad + kw;
         T v = (T)0; /* +0 in fp32, and the +0 pattern of fp16/bf16 */
-        if (ih >= 0 && ih < q.H && iw >= 0 && iw < q.W) v = x[(i * q.C + c) * plane + (size_t)ih * q.W + iw];
-        col[i * img_stride + row * ld + pix] = v;
+        if (ih >= 0 && ih < q.H && iw >= 0 && iw < q.W) v = x[((size_t)i * q.C + c) * plane + (size_t)ih * q.W + iw];
+        col[(size_t)i * img_stride + (size_t)row * ld + pix] = v;
     }
 }
 
@@ -387,18 +464,20 @@ static __global__ void im2col_kernel(const T *__restrict__ x, T *__restrict__ co
  * c sums col[(c*k + kh)*k + kw][oh*Wo + ow] over the (kh, kw) with ih = oh*S - pad + kh and
  * iw = ow*S - pad + kw for an output (oh, ow) inside the image, in increasing kh then kw, the order
  * in which the CPU's col2im adds them; pixels that no window reads get 0. */
+template <typename I>
 static __global__ void col2im_kernel(const float *__restrict__ col, float *__restrict__ dx, conv_geo q, int g,
                               size_t img_stride, size_t ld)
 {
-    const size_t total = (size_t)g * q.C * q.H * q.W, stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
-        const int iw = (int)(idx % q.W);
-        size_t t = idx / q.W;
-        const int ih = (int)(t % q.H);
-        t /= q.H;
-        const int c = (int)(t % q.C);
-        const size_t i = t / q.C;
-        const float *ci = col + i * img_stride;
+    const I W = (I)q.W, H = (I)q.H, C = (I)q.C;
+    const I total = (I)g * C * H * W, stride = (I)gridDim.x * blockDim.x;
+    for (I idx = (I)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+        const int iw = (int)(idx % W);
+        I t = idx / W;
+        const int ih = (int)(t % H);
+        t /= H;
+        const int c = (int)(t % C);
+        const I i = t / C;
+        const float *ci = col + (size_t)i * img_stride;
         float sum = 0.0f;
         for (int kh = 0; kh < q.k; kh++) {
             const int y = ih + q.pad - kh; /* = oh*S; decreases with kh */
@@ -420,13 +499,13 @@ static __global__ void col2im_kernel(const float *__restrict__ col, float *__res
 }
 
 /* dy of g images (NCHW (g, O, P)) -> the GEMM layout (O, g*P): out[o*g*P + i*P + p]. */
-template <typename T>
-static __global__ void gather_dy_kernel(const T *__restrict__ dy, T *__restrict__ out, int g, int O, size_t P)
+template <typename I, typename T>
+static __global__ void gather_dy_kernel(const T *__restrict__ dy, T *__restrict__ out, int g, int O, size_t P_)
 {
-    const size_t total = (size_t)g * O * P, ld = (size_t)g * P, stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
-        const size_t p = idx % P, t = idx / P;
-        const size_t o = t % O, i = t / O;
+    const I P = (I)P_, total = (I)g * O * P, ld = (I)g * P, stride = (I)gridDim.x * blockDim.x;
+    for (I idx = (I)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+        const I p = idx % P, t = idx / P;
+        const I o = t % (I)O, i = t / (I)O;
         out[o * ld + i * P + p] = dy[idx];
     }
 }
@@ -458,7 +537,7 @@ static void im2col(const char *op, const conv_shape *s, const float *x, float *c
 {
     const size_t n = (size_t)g * s->c_in * s->k * s->k * s->h_out * s->w_out;
     if (n == 0) return;
-    im2col_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(x, col, geo_of(s), g, img_stride, ld);
+    LAUNCH_IDX(im2col_kernel, n, x, col, geo_of(s), g, img_stride, ld);
     check_launch(op, "im2col", n);
 }
 
@@ -497,8 +576,7 @@ static void cuda_conv_bwd_data(const conv_shape *s, const float *dy, const float
                         (long long)out_sz, 0.0f, dcol, P, (long long)K * P, g);
         if (!pointwise) {
             const size_t n = (size_t)g * in_sz;
-            col2im_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(ws, dxb, geo_of(s), g,
-                                                                                  (size_t)K * P, (size_t)P);
+            LAUNCH_IDX(col2im_kernel, n, ws, dxb, geo_of(s), g, (size_t)K * P, (size_t)P);
             check_launch("conv_bwd_data", "col2im", n);
         }
     }
@@ -510,19 +588,14 @@ static void cuda_conv_bwd_filter(const conv_shape *s, const float *x, const floa
     // x (B, C, H, W), dy (B, O, Ho, Wo), dw (O, C, k, k), db (O) or NULL
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
     const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
-    if (db && O > 0) {
-        conv_bias_grad_kernel<<<(unsigned int)(O < OPS_MAX_BLOCKS ? O : OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(
-            dy, db, s->batch, O, (size_t)P);
-        check_launch("conv_bwd_filter", "the bias-gradient sums", (size_t)O);
-    }
+    if (db) conv_bias_grad("conv_bwd_filter", dy, 0, s->batch, O, (size_t)P, db);
     float *col = ws, *dyg = ws + (size_t)K * G * P;
     for (int b0 = 0; b0 < s->batch; b0 += G) {
         const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
         /* col (K, g*P): image i in columns [i*P, (i+1)*P) */
         im2col("conv_bwd_filter", s, x + (size_t)b0 * in_sz, col, g, (size_t)P, (size_t)ld);
         const size_t n = (size_t)g * out_sz;
-        gather_dy_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(dy + (size_t)b0 * out_sz, dyg, g,
-                                                                                 O, (size_t)P);
+        LAUNCH_IDX(gather_dy_kernel, n, dy + (size_t)b0 * out_sz, dyg, g, O, (size_t)P);
         check_launch("conv_bwd_filter", "the dy gather", n);
         /* dW (O, K) (+)= dy_g (O, g*P) col^T (g*P, K); the first group overwrites */
         rm_gemm("conv_bwd_filter", 0, 1, O, K, ld, 1.0f, dyg, ld, col, ld, b0 ? 1.0f : 0.0f, dw, K);
@@ -568,74 +641,108 @@ static void cuda_relu_bwd(const float *y, const float *dy, float *dx, size_t n)
 
 /* One thread per output: the window walked in row-major order from its top-left value, taking a
  * value that is greater or NaN (the CPU's POOL_TAKE): ties keep the first maximum, a NaN wins, and
- * of several NaNs the last one does. idx = offset within the input plane. */
-static __global__ void maxpool_fwd_kernel(const float *__restrict__ x, float *__restrict__ y, int32_t *__restrict__ idx,
-                                   size_t planes, int H, int W, int k)
+ * of several NaNs the last one does. idx = offset within the input plane. T is fp32 or a 16-bit
+ * type (compared widened; the output is the winning element itself, so exact). */
+template <typename I, typename T>
+static __global__ void maxpool_fwd_kernel(const T *__restrict__ x, T *__restrict__ y, int32_t *__restrict__ idx,
+                                          int bf, size_t planes, int H, int W, int k)
 {
-    const int Ho = H / k, Wo = W / k;
-    const size_t total = planes * Ho * Wo, stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t o = (size_t)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += stride) {
+    const I Ho = (I)(H / k), Wo = (I)(W / k);
+    const I total = (I)planes * Ho * Wo, stride = (I)gridDim.x * blockDim.x;
+    for (I o = (I)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += stride) {
         const int ow = (int)(o % Wo);
-        const size_t t = o / Wo;
+        const I t = o / Wo;
         const int oh = (int)(t % Ho);
-        const size_t pl = t / Ho;
-        const float *xp = x + pl * H * W;
+        const I pl = t / Ho;
+        const T *xp = x + (size_t)pl * H * W;
         const int base = oh * k * W + ow * k;
-        float best = xp[base];
+        float best = as32(xp[base], bf);
         int bi = base;
         for (int i = 0; i < k; i++)
             for (int j = i ? 0 : 1; j < k; j++) {
                 const int at = base + i * W + j;
-                const float v = xp[at];
+                const float v = as32(xp[at], bf);
                 if (v > best || v != v) {
                     best = v;
                     bi = at;
                 }
             }
-        y[o] = best;
+        y[o] = xp[bi];
         idx[o] = bi;
     }
 }
 
 /* A gather: each input gets dy of its window's output when it is that window's argmax, else 0
  * (rows/columns past the last whole window too). The windows do not overlap, so this equals the
- * CPU's zero-then-scatter for any idx that maxpool_fwd produced. */
-static __global__ void maxpool_bwd_kernel(const float *__restrict__ dy, const int32_t *__restrict__ idx,
-                                   float *__restrict__ dx, size_t planes, int H, int W, int k)
+ * CPU's zero-then-scatter for any idx that maxpool_fwd produced. (T)0 is +0 in every type. */
+template <typename I, typename T>
+static __global__ void maxpool_bwd_kernel(const T *__restrict__ dy, const int32_t *__restrict__ idx,
+                                          T *__restrict__ dx, size_t planes, int H, int W, int k)
 {
-    const int Ho = H / k, Wo = W / k;
-    const size_t total = planes * H * W, stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        const int iw = (int)(i % W);
-        const size_t t = i / W;
-        const int ih = (int)(t % H);
-        const size_t pl = t / H;
-        const int oh = ih / k, ow = iw / k;
-        float v = 0.0f;
+    const I Ho = (I)(H / k), Wo = (I)(W / k), Hi = (I)H, Wi = (I)W;
+    const I total = (I)planes * Hi * Wi, stride = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        const int iw = (int)(i % Wi);
+        const I t = i / Wi;
+        const int ih = (int)(t % Hi);
+        const I pl = t / Hi;
+        const I oh = (I)(ih / k), ow = (I)(iw / k);
+        T v = (T)0;
         if (oh < Ho && ow < Wo) {
-            const size_t o = (pl * Ho + oh) * Wo + ow;
+            const I o = (pl * Ho + oh) * Wo + ow;
             if (idx[o] == ih * W + iw) v = dy[o];
         }
         dx[i] = v;
     }
 }
 
-static void cuda_maxpool_fwd(const float *x, float *y, int32_t *idx, int batch, int c, int h, int w, int k)
+template <typename T>
+static void maxpool_fwd(const char *op, const T *x, T *y, int32_t *idx, int bf, int batch, int c, int h, int w, int k)
 {
     if (batch <= 0 || c <= 0 || k <= 0) return;
     const size_t planes = (size_t)batch * c, n = planes * (size_t)(h / k) * (w / k);
     if (n == 0) return;
-    maxpool_fwd_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(x, y, idx, planes, h, w, k);
-    check_launch("maxpool_fwd", "maxpool_fwd", n);
+    /* The input is the larger index space. */
+    const size_t span = planes * (size_t)h * w;
+    if (span < IDX32_LIMIT)
+        maxpool_fwd_kernel<uint32_t><<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(x, y, idx, bf, planes, h,
+                                                                                             w, k);
+    else
+        maxpool_fwd_kernel<size_t><<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(x, y, idx, bf, planes, h,
+                                                                                           w, k);
+    check_launch(op, "maxpool_fwd", n);
 }
 
-static void cuda_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int batch, int c, int h, int w, int k)
+template <typename T>
+static void maxpool_bwd(const char *op, const T *dy, const int32_t *idx, T *dx, int batch, int c, int h, int w, int k)
 {
     if (batch <= 0 || c <= 0 || k <= 0) return;
     const size_t planes = (size_t)batch * c, n = planes * (size_t)h * w;
     if (n == 0) return;
-    maxpool_bwd_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(dy, idx, dx, planes, h, w, k);
-    check_launch("maxpool_bwd", "maxpool_bwd", n);
+    LAUNCH_IDX(maxpool_bwd_kernel, n, dy, idx, dx, planes, h, w, k);
+    check_launch(op, "maxpool_bwd", n);
+}
+
+static void cuda_maxpool_fwd(const float *x, float *y, int32_t *idx, int batch, int c, int h, int w, int k)
+{
+    maxpool_fwd("maxpool_fwd", x, y, idx, 0, batch, c, h, w, k);
+}
+
+static void cuda_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int batch, int c, int h, int w, int k)
+{
+    maxpool_bwd("maxpool_bwd", dy, idx, dx, batch, c, h, w, k);
+}
+
+extern "C" void cuda_maxpool16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, int32_t *idx, int batch, int c, int h,
+                                   int w, int k)
+{
+    maxpool_fwd("maxpool16_fwd", x, y, idx, t == DT_BF16, batch, c, h, w, k);
+}
+
+extern "C" void cuda_maxpool16_bwd(const uint16_t *dy, const int32_t *idx, uint16_t *dx, int batch, int c, int h,
+                                   int w, int k)
+{
+    maxpool_bwd("maxpool16_bwd", dy, idx, dx, batch, c, h, w, k);
 }
 
 /* ---------------------------------------------------------------- softmax cross-entropy */
@@ -919,18 +1026,6 @@ extern "C" const kernel_ops *kernels_cuda(void) { return &cuda_ops; }
  * with the CUDA intrinsics, which round to nearest even like cast.h (a NaN may come out with
  * another payload). bf selects bf16 over fp16. */
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-static __device__ __forceinline__ float wide16(int bf, uint16_t v)
-{
-    return bf ? __bfloat162float(__ushort_as_bfloat16(v)) : __half2float(__ushort_as_half(v));
-}
-
-static __device__ __forceinline__ uint16_t narrow16(int bf, float f)
-{
-    return bf ? __bfloat16_as_ushort(__float2bfloat16_rn(f)) : __half_as_ushort(__float2half_rn(f));
-}
 
 static __global__ void round16_kernel(int bf, const float *in, float *out, size_t n)
 {
@@ -1047,11 +1142,12 @@ static void rm_gemm16_batched(const char *op, dt_dtype t, int ta, int tb, int m,
 }
 
 /* y16[i] = round(y32[i] + b16[(i / inner) % outer]) (b16 may be NULL: no bias). */
+template <typename I>
 static __global__ void bias_round16_kernel(int bf, const float *__restrict__ y32, const uint16_t *__restrict__ b16,
-                                           uint16_t *__restrict__ y16, size_t n, size_t inner, size_t outer)
+                                           uint16_t *__restrict__ y16, I n, I inner, I outer)
 {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    const I stride = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
         y16[i] = narrow16(bf, y32[i] + (b16 ? wide16(bf, b16[(i / inner) % outer]) : 0.0f));
 }
 
@@ -1060,8 +1156,7 @@ extern "C" void cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16
     const size_t n = (size_t)rows * (size_t)cols;
     if (!n) return;
     /* Row-major (rows, cols): the bias index is the column, i % cols. */
-    bias_round16_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, y32, b16, y16, n, 1,
-                                                                                (size_t)cols);
+    LAUNCH_IDX(bias_round16_kernel, n, t == DT_BF16, y32, b16, y16, n, 1, (size_t)cols);
     check_launch("bias_to16", "bias_round16_kernel", n);
 }
 
@@ -1076,9 +1171,7 @@ extern "C" void cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t 
         const uint16_t *col = x + (size_t)b0 * in_sz;
         if (!conv_is_pointwise(s)) {
             const size_t n = (size_t)g * K * P;
-            im2col_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(x + (size_t)b0 * in_sz, col16,
-                                                                                  geo_of(s), g, (size_t)K * P,
-                                                                                  (size_t)P);
+            LAUNCH_IDX(im2col_kernel, n, x + (size_t)b0 * in_sz, col16, geo_of(s), g, (size_t)K * P, (size_t)P);
             if (!check_launch("conv_fwd16", "im2col", n)) return;
             col = col16;
         }
@@ -1088,8 +1181,7 @@ extern "C" void cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t 
     }
     const size_t n = (size_t)s->batch * out_sz;
     if (!n) return;
-    bias_round16_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, y32, b, y, n,
-                                                                                (size_t)P, (size_t)O);
+    LAUNCH_IDX(bias_round16_kernel, n, t == DT_BF16, y32, b, y, n, (size_t)P, (size_t)O);
     check_launch("conv_fwd16", "bias and rounding", n);
 }
 
@@ -1108,45 +1200,31 @@ extern "C" void cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint
                           (long long)out_sz, 0.0f, dcol, CUDA_R_32F, P, (long long)K * P, g);
         if (!pointwise) {
             const size_t n = (size_t)g * in_sz;
-            col2im_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(ws, dxb, geo_of(s), g,
-                                                                                  (size_t)K * P, (size_t)P);
+            LAUNCH_IDX(col2im_kernel, n, ws, dxb, geo_of(s), g, (size_t)K * P, (size_t)P);
             if (!check_launch("conv_bwd_data16", "col2im", n)) return;
         }
     }
     const size_t n = (size_t)s->batch * in_sz;
     if (!n) return;
-    bias_round16_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, dx32, NULL, dx, n, 1,
-                                                                                1);
+    LAUNCH_IDX(bias_round16_kernel, n, t == DT_BF16, dx32, NULL, dx, n, 1, 1);
     check_launch("conv_bwd_data16", "rounding", n);
 }
 
 extern "C" void cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *dy,
-                                       float *dw, float *db, float *dy32, float *ws)
+                                       float *dw, float *db, float *ws)
 {
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
     const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
-    if (db && O > 0) {
-        /* The bias gradient from dy widened: the fp32 kernel's fixed-order sums. */
-        const size_t n = (size_t)s->batch * out_sz;
-        const dt_status st = cuda_cast_16_to_f32(t, dy, dy32, n, (void *)g_stream);
-        if (st) {
-            ops_fail(st, "cuda conv_bwd_filter16: widening dy: %s", dt_last_error());
-            return;
-        }
-        conv_bias_grad_kernel<<<(unsigned int)(O < OPS_MAX_BLOCKS ? O : OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(
-            dy32, db, s->batch, O, (size_t)P);
-        if (!check_launch("conv_bwd_filter16", "the bias-gradient sums", (size_t)O)) return;
-    }
+    /* The bias gradient from dy where it lies: the fp32 kernel's fixed-order double sums. */
+    if (db) conv_bias_grad("conv_bwd_filter16", dy, t == DT_BF16, s->batch, O, (size_t)P, db);
     uint16_t *col = (uint16_t *)ws, *dyg = col + (size_t)K * G * P; /* (K + O) * G * P halves */
     for (int b0 = 0; b0 < s->batch; b0 += G) {
         const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
         size_t n = (size_t)g * K * P;
-        im2col_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(x + (size_t)b0 * in_sz, col, geo_of(s),
-                                                                              g, (size_t)P, (size_t)ld);
+        LAUNCH_IDX(im2col_kernel, n, x + (size_t)b0 * in_sz, col, geo_of(s), g, (size_t)P, (size_t)ld);
         if (!check_launch("conv_bwd_filter16", "im2col", n)) return;
         n = (size_t)g * out_sz;
-        gather_dy_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(dy + (size_t)b0 * out_sz, dyg, g, O,
-                                                                                 (size_t)P);
+        LAUNCH_IDX(gather_dy_kernel, n, dy + (size_t)b0 * out_sz, dyg, g, O, (size_t)P);
         if (!check_launch("conv_bwd_filter16", "the dy gather", n)) return;
         /* dW (O, K) (+)= dy_g (O, g*P) col^T (g*P, K) */
         rm_gemm16_batched("conv_bwd_filter16", t, 0, 1, O, K, ld, dyg, ld, 0, col, ld, 0, b0 ? 1.0f : 0.0f, dw,

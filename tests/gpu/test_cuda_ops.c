@@ -45,6 +45,7 @@
 #define DTRAIN_HAVE_CUDA 1
 #endif
 #include "amp.h"
+#include "cast.h"
 #include "cuda_ops.h"
 #include "dtrain.h"
 
@@ -450,6 +451,8 @@ static void check_conv(void)
         {5, 3, 10, 11, 6, 4, 3, 2, 0, 0}, /* non-square, k 4, stride 3, padding 2 */
         {4, 1, 28, 28, 8, 5, 1, 0, 0, 0}, /* MNIST-like first layer */
         {2, 3, 6, 6, 2, 3, 2, 0, 0, 0},   /* stride 2, a trailing row/column no window reads */
+        {67, 8, 14, 14, 32, 3, 1, 1, 0, 0}, /* the bias gradient in 33 uneven slices of the batch */
+        {4, 16, 3, 3, 2048, 1, 1, 0, 0, 0}, /* 2048 channels: the bias gradient in one pass */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) check_conv_shape(shapes[i], shapes[i].batch, 1, 0);
     check_conv_shape(shapes[0], shapes[0].batch, 0, 0); /* no bias */
@@ -547,6 +550,41 @@ static void check_maxpool(void)
         cmp_bits(what, gidx, idx, ny, 4);
         snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d dx", B, C, H, W, k);
         cmp_bits(what, gdx, dx, nx, 4);
+        /* The 16-bit pooling of mixed precision: the fp32 op on the widened values, rounded back
+         * (exact: the maximum is an input, the gradient a copy of dy or +0); NaNs as NaNs. */
+        for (int bf = 0; bf <= 1 && ny; bf++) {
+            const dt_dtype t = bf ? DT_BF16 : DT_F16;
+            uint16_t *x16 = xmalloc(nx * 2), *y16 = xmalloc(ny * 2), *gy16 = xmalloc(ny * 2), *dy16 = xmalloc(ny * 2),
+                     *dx16 = xmalloc(nx * 2), *gdx16 = xmalloc(nx * 2);
+            cpu_cast_f32_to_16(t, x, x16, nx);
+            cpu_cast_16_to_f32(t, x16, x, nx);
+            cpu_cast_f32_to_16(t, dy, dy16, ny);
+            cpu_cast_16_to_f32(t, dy16, dy, ny);
+            cpu_ops->maxpool_fwd(x, y, idx, B, C, H, W, k);
+            cpu_cast_f32_to_16(t, y, y16, ny);
+            cpu_ops->maxpool_bwd(dy, idx, dx, B, C, H, W, k);
+            cpu_cast_f32_to_16(t, dx, dx16, nx);
+            uint16_t *d_x16 = dmalloc(nx * 2), *d_y16 = dmalloc(ny * 2), *d_dy16 = dmalloc(ny * 2), *d_dx16 = dmalloc(nx * 2);
+            up(d_x16, x16, nx * 2);
+            up(d_dy16, dy16, ny * 2);
+            cuda_maxpool16_fwd(t, d_x16, d_y16, d_idx, B, C, H, W, k);
+            cuda_maxpool16_bwd(d_dy16, d_idx, d_dx16, B, C, H, W, k);
+            ops_ok("maxpool16");
+            down(gy16, d_y16, ny * 2);
+            down(gidx, d_idx, ny * sizeof *gidx);
+            down(gdx16, d_dx16, nx * 2);
+            const uint16_t inf = bf ? 0x7f80u : 0x7c00u;
+            size_t bad = 0;
+            for (size_t i = 0; i < ny; i++) {
+                const int n1 = (gy16[i] & 0x7fffu) > inf, n2 = (y16[i] & 0x7fffu) > inf;
+                bad += n1 != n2 || (!n1 && gy16[i] != y16[i]) || gidx[i] != idx[i];
+            }
+            for (size_t i = 0; i < nx; i++) bad += gdx16[i] != dx16[i];
+            check(bad == 0, "maxpool16 %s %dx%dx%dx%d k%d: y, argmax and dx as the fp32 op on widened values "
+                  "(%zu differ)", bf ? "bf16" : "fp16", B, C, H, W, k, bad);
+            cudaFree(d_x16), cudaFree(d_y16), cudaFree(d_dy16), cudaFree(d_dx16);
+            free(x16), free(y16), free(gy16), free(dy16), free(dx16), free(gdx16);
+        }
         cudaFree(d_x), cudaFree(d_y), cudaFree(d_dy), cudaFree(d_dx), cudaFree(d_idx);
         free(x), free(y), free(gy), free(dy), free(dx), free(gdx), free(idx), free(gidx);
     }
