@@ -372,7 +372,7 @@ static void report_numeric_stop(dt_ctx *ctx, const dt_model *m, long step)
 int cmd_train(int argc, char **argv)
 {
     train_opts t = {.model = "mlp", .batch = 64, .steps = 100, .log_every = 10, .seed = 1,
-                    .dataset_size = 60000};
+                    .dataset_size = 60000, .loader_threads = -1};
     dt_optim_defaults(&t.optim);
     dt_sync_defaults(&t.sync);
     t.precision = DT_F32;
