@@ -493,7 +493,8 @@ int cmd_train(int argc, char **argv)
             printf("data: %d loader threads make batches ahead (%d at most)%s\n", loader_threads, CLI_LOADER_DEPTH - 1,
                    dt_model_on_gpu(m) ? " in pinned host memory, copied to the GPU asynchronously" : "");
         else
-            printf("data: made by the training thread (--loader-threads 0)\n");
+            printf("data: made by the training thread%s\n",
+                   t.loader_threads < 0 ? " (the default on the CPU; --loader-threads N makes batches ahead)" : "");
         printf("memory per rank (batch %d): parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB, "
                "activations %.2f MiB, workspace %.2f MiB, total %.2f MiB\n", t.batch, mem.params / MiB,
                mem.grads / MiB, mem.optimizer / MiB,
