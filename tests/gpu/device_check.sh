@@ -27,9 +27,18 @@ grep -E "^[0-9]+: (ok|FAIL)|tests passed|Failed|Passed" "$out/ctest-gpu.txt" | t
 stamp
 
 log "dtrain bench gemm at n=8192"
-timeout 120 $D bench gemm --n 8192 --dtype fp32,tf32,bf16,fp16 --max-seconds 1 >"$out/bench.txt" 2>&1
+timeout 120 $D bench gemm --n 8192 --dtype fp32,bf16 --max-seconds 1 >"$out/bench.txt" 2>&1
 cat "$out/bench.txt" | tee -a "$out/summary.txt"
 stamp
+
+# OLD=DIR (a source tree of an earlier version, e.g. from git archive): build it too and run the
+# same steps with both, side by side.
+if [ -n "${OLD:-}" ] && [ -d "$OLD" ]; then
+    log "configure and build the earlier version in $OLD (build-old/)"
+    cmake -S "$OLD" -B build-old -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$out/build-old.txt" 2>&1 &&
+        cmake --build build-old -j"$(nproc)" --target dtrain_cmd >>"$out/build-old.txt" 2>&1 || log "the earlier version did not build"
+    stamp
+fi
 
 # Training steps: each precision side by side in one run, then a profiled split of a step.
 step() { # label, then bench step flags
@@ -46,6 +55,17 @@ step "cnn, loader 0" --model cnn --input 1x28x28 --batch 1024 --steps 60 --loade
 step "cnn 3x32x32 batch 512" --model cnn --input 3x32x32 --batch 512 --steps 60 --profile 5
 step "mlp batch 256" --model mlp --batch 256 --steps 100
 stamp
+if [ -x build-old/dtrain ]; then
+    log "earlier version against this one, same steps (samples/s; loader auto in both)"
+    for spec in "cnn 1x28x28 1024" "cnn 3x32x32 512" "$FC 1024 1024"; do
+        set -- $spec
+        for bin in build-old/dtrain $D; do
+            echo "-- $bin: $1 $2 batch $3" | tee -a "$out/summary.txt"
+            timeout 150 $bin bench step --device cuda --model "$1" --input "$2" --batch "$3" --steps 60 2>&1 | tail -3 | tee -a "$out/summary.txt"
+        done
+    done
+    stamp
+fi
 log "NCCL bucket path on one rank (DTRAIN_COMM_WORLD1=1) against none"
 DTRAIN_COMM_WORLD1=1 step "fc:8192x3 NCCL buckets" --model $FC --input 1024 --batch 1024 --steps 40 --precision fp32,bf16 --profile 10
 stamp
