@@ -106,6 +106,17 @@ static void profile_text(const dt_model *m, char *buf, size_t n)
     }
 }
 
+/* One training step on the loader's next batch. */
+static dt_status one_step(dt_loader *ld, dt_model *m, dt_optimizer *opt, dt_scaler *sc, int batch, float scale)
+{
+    dt_step_result r;
+    const float *x;
+    const int32_t *labels;
+    long data_step;
+    dt_status s = dt_loader_next(ld, &data_step, &x, &labels);
+    return s ? s : dt_model_train_step(m, opt, sc, x, labels, batch, scale, &r);
+}
+
 static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, double *sps, double *ms,
                                double *wait_ms, dt_memory_summary *mem, long *skipped, char *prof, size_t nprof)
 {
@@ -145,13 +156,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, doub
             t0 = clock_now_s();
             w0 = dt_loader_wait_s(ld);
         }
-        dt_step_result r;
-        const float *x;
-        const int32_t *labels;
-        long data_step;
-        if ((s = dt_loader_next(ld, &data_step, &x, &labels)) ||
-            (s = dt_model_train_step(m, opt, sc, x, labels, o->batch, scale, &r)))
-            goto out;
+        if ((s = one_step(ld, m, opt, sc, o->batch, scale))) goto out;
     }
     if ((s = dt_barrier(ctx))) goto out;
     const double t = clock_now_s() - t0;
@@ -161,15 +166,8 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, doub
     prof[0] = '\0';
     if (o->profile) {
         if ((s = dt_model_set_profile(m, 1))) goto out;
-        for (int step = 0; step < o->profile; step++) {
-            dt_step_result r;
-            const float *x;
-            const int32_t *labels;
-            long data_step;
-            if ((s = dt_loader_next(ld, &data_step, &x, &labels)) ||
-                (s = dt_model_train_step(m, opt, sc, x, labels, o->batch, scale, &r)))
-                goto out;
-        }
+        for (int step = 0; step < o->profile; step++)
+            if ((s = one_step(ld, m, opt, sc, o->batch, scale))) goto out;
         profile_text(m, prof, nprof);
     }
     *skipped = sc ? dt_scaler_skipped(sc) : 0;
