@@ -106,8 +106,9 @@ void cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *dy, c
 void cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *dy, float *dw,
                             float *db, float *ws);
 
-/* Max pooling of 16-bit values, exactly the fp32 op on the widened values rounded back (the
- * maximum is one of the inputs; the gradient copies dy or writes +0): same idx as the fp32 op. */
+/* Max pooling of 16-bit values: the fp32 op on the widened values rounded back, exactly (the
+ * maximum is one of the inputs, the gradient copies dy or writes +0), with the same idx; a NaN
+ * maximum keeps its own 16-bit pattern. */
 void cuda_maxpool16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, int32_t *idx, int batch, int c, int h, int w,
                         int k);
 void cuda_maxpool16_bwd(const uint16_t *dy, const int32_t *idx, uint16_t *dx, int batch, int c, int h, int w, int k);

@@ -23,7 +23,8 @@
  *
  * Launches go to the stream of cuda_ops_set_stream and are checked with cudaGetLastError; the first
  * failure is recorded for cuda_ops_last_error(). Only softmax_xent and the non-finite counters
- * synchronize (they return host values). All loops are grid-stride loops over size_t indices.
+ * synchronize (they return host values). Loops are grid-stride loops; kernels that split flat
+ * indices into coordinates use 32-bit indices when the launch allows (LAUNCH_IDX), else size_t.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -334,25 +335,28 @@ static __global__ void conv_bias_part_kernel(const T *__restrict__ dy, int bf, i
                                              double *__restrict__ part, float *__restrict__ db)
 {
     __shared__ double sh[OPS_BLOCK];
-    const int o = blockIdx.y, c = blockIdx.x;
+    const int c = blockIdx.x;
     const int n0 = (int)((long long)batch * c / nb), n1 = (int)((long long)batch * (c + 1) / nb);
-    const uint32_t cnt = (uint32_t)(n1 - n0) * P; /* < 2^31: checked by the launcher */
-    double acc = 0.0;
-    for (uint32_t j = threadIdx.x; j < cnt; j += blockDim.x) {
-        const uint32_t n = j / P, p = j - n * P;
-        acc += as32(dy[((size_t)(n0 + n) * O + o) * P + p], bf);
-    }
-    sh[threadIdx.x] = acc;
-    __syncthreads();
-    for (int w = OPS_BLOCK / 2; w > 0; w >>= 1) {
-        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+    const uint32_t cnt = (uint32_t)(n1 - n0) * P; /* < 2^31: the launcher sizes the slices so */
+    for (int o = blockIdx.y; o < O; o += gridDim.y) { /* the same o for every thread of the block */
+        double acc = 0.0;
+        for (uint32_t j = threadIdx.x; j < cnt; j += blockDim.x) {
+            const uint32_t n = j / P, p = j - n * P;
+            acc += as32(dy[((size_t)(n0 + n) * O + o) * P + p], bf);
+        }
+        sh[threadIdx.x] = acc;
         __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        if (nb == 1)
-            db[o] = (float)sh[0];
-        else
-            part[(size_t)o * nb + c] = sh[0];
+        for (int w = OPS_BLOCK / 2; w > 0; w >>= 1) {
+            if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) {
+            if (nb == 1)
+                db[o] = (float)sh[0];
+            else
+                part[(size_t)o * nb + c] = sh[0];
+        }
+        __syncthreads(); /* sh is reused by the next channel */
     }
 }
 
@@ -368,22 +372,25 @@ static __global__ void conv_bias_final_kernel(const double *__restrict__ part, i
 template <typename T>
 static void conv_bias_grad(const char *op, const T *dy, int bf, int batch, int O, size_t P, float *db)
 {
-    if (O <= 0) return;
-    if (O > 65535 || (size_t)batch * P >= IDX32_LIMIT) {
-        ops_fail(DT_ERR_UNSUPPORTED, "cuda %s: %d output channels of %zu values over a batch of %d are beyond the "
-                 "bias-gradient kernel (at most 65535 channels, 2^31 values a channel): use a smaller --batch", op, O,
-                 P, batch);
+    if (O <= 0 || batch <= 0) return;
+    /* Enough blocks to fill the GPU, at most one slice per image; and slices small enough for
+     * 32-bit indices (more of them when batch x P is large). */
+    int nb = (OPS_DB_BLOCKS + O - 1) / O;
+    const size_t need = ((size_t)batch * P + (IDX32_LIMIT / 2) - 1) / (IDX32_LIMIT / 2);
+    if ((size_t)nb < need) nb = (int)(need < (size_t)batch ? need : (size_t)batch);
+    if (nb > batch) nb = batch;
+    const size_t slice = ((size_t)batch + nb - 1) / nb * P;
+    if (slice >= IDX32_LIMIT || (nb > 1 && (size_t)O * nb > OPS_DB_PARTS)) {
+        ops_fail(DT_ERR_UNSUPPORTED, "cuda %s: the bias gradient of %d channels of %zu values over a batch of %d is "
+                 "beyond this kernel (at most %d partial sums, 2^31 values a slice): use a smaller --batch", op, O, P,
+                 batch, OPS_DB_PARTS);
         return;
     }
-    ops_scratch *s = scratch(op);
-    if (!s) return;
-    /* Enough blocks to fill the GPU, at most one slice per image and OPS_DB_PARTS partials. */
-    int nb = (OPS_DB_BLOCKS + O - 1) / O;
-    if (nb > batch) nb = batch;
-    if (nb > OPS_DB_PARTS / O) nb = OPS_DB_PARTS / O;
-    if (nb < 1) nb = 1;
-    conv_bias_part_kernel<<<dim3((unsigned int)nb, (unsigned int)O), OPS_BLOCK, 0, g_stream>>>(
-        dy, bf, batch, O, (uint32_t)P, nb, s->part_db, db);
+    ops_scratch *s = NULL;
+    if (nb > 1 && !(s = scratch(op))) return;
+    const unsigned int gy = (unsigned int)(O < 65535 ? O : 65535);
+    conv_bias_part_kernel<<<dim3((unsigned int)nb, gy), OPS_BLOCK, 0, g_stream>>>(dy, bf, batch, O, (uint32_t)P, nb,
+                                                                                s ? s->part_db : NULL, db);
     if (!check_launch(op, "the bias-gradient partial sums", (size_t)O * nb) || nb == 1) return;
     conv_bias_final_kernel<<<(unsigned int)((O + OPS_BLOCK - 1) / OPS_BLOCK), OPS_BLOCK, 0, g_stream>>>(s->part_db, O,
                                                                                                       nb, db);

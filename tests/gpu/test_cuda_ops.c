@@ -441,6 +441,52 @@ static void check_conv_shape(conv_shape s, int ws_batch, int bias, int twice)
     free(gy), free(gdx), free(gdw), free(gdb);
 }
 
+/* The 16-bit convolution's filter gradient: db equals, bit for bit, the fp32 op's db on the
+ * widened dy (the same fixed-order double sums, reading 16-bit dy in place); dW within 1e-4 of
+ * the fp32 op's on the widened values (the products are exact either way, only the summation
+ * order differs). */
+static void check_conv16_filter(conv_shape s)
+{
+    if (conv_shape_init(&s) != DT_OK) {
+        check(0, "conv_shape_init: %s", dt_last_error());
+        return;
+    }
+    const size_t nx = (size_t)s.batch * s.c_in * s.h * s.w, ny = (size_t)s.batch * s.c_out * s.h_out * s.w_out;
+    const size_t nw = (size_t)s.c_out * s.c_in * s.k * s.k, no = (size_t)s.c_out;
+    float *x = fmalloc(nx), *dy = fmalloc(ny), *xr = fmalloc(nx), *dyr = fmalloc(ny);
+    float *dw = fmalloc(nw), *db = fmalloc(no), *dw16 = fmalloc(nw), *db16 = fmalloc(no);
+    uint16_t *x16 = xmalloc(nx * 2), *dy16 = xmalloc(ny * 2);
+    fill(x, nx, 1.0f);
+    fill(dy, ny, 1.0f);
+    float *d_ws = dfloats(gpu_ops->conv_ws_floats(&s)), *d_dw = dfloats(nw), *d_db = dfloats(no),
+          *d_dw16 = dfloats(nw), *d_db16 = dfloats(no);
+    for (int bf = 0; bf <= 1; bf++) {
+        const dt_dtype t = bf ? DT_BF16 : DT_F16;
+        cpu_cast_f32_to_16(t, x, x16, nx);
+        cpu_cast_16_to_f32(t, x16, xr, nx);
+        cpu_cast_f32_to_16(t, dy, dy16, ny);
+        cpu_cast_16_to_f32(t, dy16, dyr, ny);
+        float *d_x = dcopy(xr, nx), *d_dy = dcopy(dyr, ny);
+        uint16_t *d_x16 = dmalloc(nx * 2), *d_dy16 = dmalloc(ny * 2);
+        up(d_x16, x16, nx * 2);
+        up(d_dy16, dy16, ny * 2);
+        gpu_ops->conv_bwd_filter(&s, d_x, d_dy, d_dw, d_db, d_ws);
+        cuda_conv_bwd_filter16(t, &s, d_x16, d_dy16, d_dw16, d_db16, d_ws);
+        ops_ok("conv16 filter gradient");
+        down(dw, d_dw, nw * 4), down(db, d_db, no * 4), down(dw16, d_dw16, nw * 4), down(db16, d_db16, no * 4);
+        char what[128];
+        snprintf(what, sizeof what, "conv16 %s %dx%dx%dx%d->%d k%d db", bf ? "bf16" : "fp16", s.batch, s.c_in, s.h,
+                 s.w, s.c_out, s.k);
+        cmp_bits(what, db16, db, no, 4);
+        snprintf(what, sizeof what, "conv16 %s %dx%dx%dx%d->%d k%d dW", bf ? "bf16" : "fp16", s.batch, s.c_in, s.h,
+                 s.w, s.c_out, s.k);
+        cmp_rel(what, dw16, dw, nw, 1e-4);
+        cudaFree(d_x), cudaFree(d_dy), cudaFree(d_x16), cudaFree(d_dy16);
+    }
+    cudaFree(d_ws), cudaFree(d_dw), cudaFree(d_db), cudaFree(d_dw16), cudaFree(d_db16);
+    free(x), free(dy), free(xr), free(dyr), free(dw), free(db), free(dw16), free(db16), free(x16), free(dy16);
+}
+
 static void check_conv(void)
 {
     /* batch, c_in, h, w, c_out, k, stride, pad */
@@ -463,6 +509,9 @@ static void check_conv(void)
     conv_shape small = big;
     small.batch = 3;
     check_conv_shape(small, 8, 1, 0);
+    const conv_shape f16[] = {{67, 8, 14, 14, 32, 3, 1, 1, 0, 0}, {4, 16, 3, 3, 2048, 1, 1, 0, 0, 0},
+                              {5, 3, 10, 11, 6, 4, 3, 2, 0, 0}};
+    for (size_t i = 0; i < sizeof f16 / sizeof *f16; i++) check_conv16_filter(f16[i]);
 }
 
 /* ---------------------------------------------------------------- ReLU and pooling */
@@ -552,19 +601,26 @@ static void check_maxpool(void)
         cmp_bits(what, gdx, dx, nx, 4);
         /* The 16-bit pooling of mixed precision: the fp32 op on the widened values, rounded back
          * (exact: the maximum is an input, the gradient a copy of dy or +0); NaNs as NaNs. */
-        for (int bf = 0; bf <= 1 && ny; bf++) {
+        float *x0 = fmalloc(nx), *dy0 = fmalloc(ny + 1), *xr = fmalloc(nx), *dyr = fmalloc(ny + 1);
+        memcpy(x0, x, nx * sizeof *x);
+        memcpy(dy0, dy, ny * sizeof *dy);
+        for (int bf = 0; bf <= 1; bf++) {
             const dt_dtype t = bf ? DT_BF16 : DT_F16;
-            uint16_t *x16 = xmalloc(nx * 2), *y16 = xmalloc(ny * 2), *gy16 = xmalloc(ny * 2), *dy16 = xmalloc(ny * 2),
-                     *dx16 = xmalloc(nx * 2), *gdx16 = xmalloc(nx * 2);
-            cpu_cast_f32_to_16(t, x, x16, nx);
-            cpu_cast_16_to_f32(t, x16, x, nx);
-            cpu_cast_f32_to_16(t, dy, dy16, ny);
-            cpu_cast_16_to_f32(t, dy16, dy, ny);
-            cpu_ops->maxpool_fwd(x, y, idx, B, C, H, W, k);
+            /* ny may be 0 (no whole window): dx is then all +0. */
+            uint16_t *x16 = xmalloc(nx * 2), *y16 = xmalloc(ny * 2 + 2), *gy16 = xmalloc(ny * 2 + 2),
+                     *dy16 = xmalloc(ny * 2 + 2), *dx16 = xmalloc(nx * 2), *gdx16 = xmalloc(nx * 2);
+            cpu_cast_f32_to_16(t, x0, x16, nx); /* from the same fp32 values for each type */
+            cpu_cast_16_to_f32(t, x16, xr, nx);
+            cpu_cast_f32_to_16(t, dy0, dy16, ny);
+            cpu_cast_16_to_f32(t, dy16, dyr, ny);
+            cpu_ops->maxpool_fwd(xr, y, idx, B, C, H, W, k);
             cpu_cast_f32_to_16(t, y, y16, ny);
-            cpu_ops->maxpool_bwd(dy, idx, dx, B, C, H, W, k);
+            cpu_ops->maxpool_bwd(dyr, idx, dx, B, C, H, W, k);
             cpu_cast_f32_to_16(t, dx, dx16, nx);
-            uint16_t *d_x16 = dmalloc(nx * 2), *d_y16 = dmalloc(ny * 2), *d_dy16 = dmalloc(ny * 2), *d_dx16 = dmalloc(nx * 2);
+            memset(gdx16, 0xff, nx * 2); /* poisoned: every element must be written */
+            uint16_t *d_x16 = dmalloc(nx * 2), *d_y16 = dmalloc(ny * 2 + 2), *d_dy16 = dmalloc(ny * 2 + 2),
+                     *d_dx16 = dmalloc(nx * 2);
+            up(d_dx16, gdx16, nx * 2);
             up(d_x16, x16, nx * 2);
             up(d_dy16, dy16, ny * 2);
             cuda_maxpool16_fwd(t, d_x16, d_y16, d_idx, B, C, H, W, k);
@@ -585,6 +641,7 @@ static void check_maxpool(void)
             cudaFree(d_x16), cudaFree(d_y16), cudaFree(d_dy16), cudaFree(d_dx16);
             free(x16), free(y16), free(gy16), free(dy16), free(dx16), free(gdx16);
         }
+        free(x0), free(dy0), free(xr), free(dyr);
         cudaFree(d_x), cudaFree(d_y), cudaFree(d_dy), cudaFree(d_dx), cudaFree(d_idx);
         free(x), free(y), free(gy), free(dy), free(dx), free(gdx), free(idx), free(gidx);
     }
