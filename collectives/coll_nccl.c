@@ -12,6 +12,11 @@
  * overlaps the backward pass of the layers before it. wait_all records an event after the last
  * one, polls it under the deadline, and makes the compute stream wait for it (the optimizer's
  * kernels queue behind it; nothing waits for the whole device).
+ *
+ * The communicator is nonblocking (NCCL >= 2.14): ncclCommInitRank and any later call may return
+ * ncclInProgress, and the state is then polled (ncclCommGetAsyncError) under the same deadline
+ * before the next call, so a peer that dies or cannot be reached during initialization, or while
+ * NCCL connects lazily at the first collective, ends the job with a message instead of a hang.
  */
 #include "coll.h"
 #include "clock.h"
@@ -23,6 +28,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+#define NCCL_NONBLOCKING 1
+#else
+#define NCCL_NONBLOCKING 0
+#endif
 
 typedef struct nccl_state {
     ncclComm_t comm;
@@ -79,6 +90,38 @@ static dt_status nccl_poll(coll *c, cudaEvent_t ev, double start, const char *wh
     }
 }
 
+/* After a call that returned r: while the communicator reports ncclInProgress (a nonblocking
+ * call still under way), poll it against the deadline counted from `start`; abort it on an error
+ * or at the deadline. `hint` ends the timeout message. */
+static dt_status nccl_settle(coll *c, ncclResult_t r, double start, const char *what, size_t count,
+                             const char *hint)
+{
+    nccl_state *st = c->impl;
+    if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(r, what, count);
+    for (;;) {
+        ncclResult_t state = ncclSuccess;
+        const ncclResult_t q = ncclCommGetAsyncError(st->comm, &state);
+        if (q != ncclSuccess) state = q;
+        if (state == ncclSuccess) return DT_OK;
+        if (state != ncclInProgress) {
+            c->ops->abort(c);
+            return nccl_fail(state, what, count);
+        }
+        const double age = clock_now_s() - start;
+        if (c->timeout_s > 0 && age > c->timeout_s) {
+            dt_log(DT_LOG_ERROR, "%s still in progress after %.1f s (timeout %.1f s); aborting the NCCL communicator",
+                   what, age, c->timeout_s);
+            c->ops->abort(c);
+            return dt_set_error(DT_ERR_TIMEOUT, "%s did not finish within %.1f s: %s", what, c->timeout_s, hint);
+        }
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+#define HINT_PEER "a peer rank is dead or stuck. Read the other ranks' messages; raise --timeout only if steps are legitimately this slow"
+#define HINT_INIT "a peer rank is dead or stuck, or the ranks cannot reach each other (run with NCCL_DEBUG=INFO; NCCL_SOCKET_IFNAME picks the network interface)"
+
 static dt_status nccl_wait(coll *c, const char *what, size_t count)
 {
     return nccl_poll(c, NULL, clock_now_s(), what, count);
@@ -98,9 +141,10 @@ static dt_status nccl_start(coll *c, void *buf, size_t count, dt_dtype t, dt_red
     cudaError_t e = cudaEventRecord(st->ready, (cudaStream_t)after);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(st->stream, st->ready, 0);
     if (e != cudaSuccess) return cuda_fail(e, "ordering a gradient bucket after the backward pass (cudaEventRecord)");
+    const double t0 = clock_now_s();
     ncclResult_t r = ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum, st->comm,
                                    st->stream);
-    if (r != ncclSuccess) return nccl_fail(r, "ncclAllReduce of a gradient bucket", count);
+    if ((s = nccl_settle(c, r, t0, "ncclAllReduce of a gradient bucket", count, HINT_PEER))) return s;
     if (st->started++ == 0) {
         st->t_first = clock_now_s();
         st->started_n = 0;
@@ -132,9 +176,10 @@ static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt
     if (s || count == 0) return s;
     nccl_state *st = c->impl;
     if (st->aborted) return dt_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    const double t0 = clock_now_s();
     ncclResult_t r = ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum,
                                    st->comm, st->stream);
-    if (r != ncclSuccess) return nccl_fail(r, "ncclAllReduce", count);
+    if ((s = nccl_settle(c, r, t0, "ncclAllReduce", count, HINT_PEER))) return s;
     return nccl_wait(c, "ncclAllReduce", count);
 }
 
@@ -144,8 +189,9 @@ static dt_status nccl_broadcast(coll *c, void *buf, size_t count, dt_dtype t, in
     if (s || count == 0) return s;
     nccl_state *st = c->impl;
     if (st->aborted) return dt_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    const double t0 = clock_now_s();
     ncclResult_t r = ncclBroadcast(buf, buf, count, nccl_type(t), root, st->comm, st->stream);
-    if (r != ncclSuccess) return nccl_fail(r, "ncclBroadcast", count);
+    if ((s = nccl_settle(c, r, t0, "ncclBroadcast", count, HINT_PEER))) return s;
     return nccl_wait(c, "ncclBroadcast", count);
 }
 
@@ -170,6 +216,13 @@ static void nccl_destroy(coll *c)
     if (!c) return;
     nccl_state *st = c->impl;
     if (st) {
+#if NCCL_NONBLOCKING
+        /* Finalize (flushes, may be in progress) under the deadline, then destroy; a finalize that
+         * fails or times out aborts the communicator instead. */
+        if (st->comm && !st->aborted && nccl_settle(c, ncclCommFinalize(st->comm), clock_now_s(), "ncclCommFinalize",
+                                                    0, HINT_PEER))
+            dt_log(DT_LOG_WARN, "closing NCCL: %s", dt_last_error());
+#endif
         if (st->comm) ncclCommDestroy(st->comm);
         if (st->ready) cudaEventDestroy(st->ready);
         if (st->done) cudaEventDestroy(st->done);
@@ -236,12 +289,27 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
         s = dt_set_error(DT_ERR_DEVICE, "creating the NCCL stream and its events failed: %s", cudaGetErrorString(e));
         ok = 0;
     } else {
+#if NCCL_NONBLOCKING
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        const double t0 = clock_now_s();
+        ncclResult_t r = ncclCommInitRankConfig(&st->comm, c->size, id, c->rank, &config);
+        if (r == ncclSuccess || r == ncclInProgress) {
+            if ((s = nccl_settle(c, r, t0, "ncclCommInitRank", (size_t)c->size, HINT_INIT))) ok = 0;
+        } else {
+            s = nccl_fail(r, "ncclCommInitRank", (size_t)c->size);
+            if (st->comm) ncclCommAbort(st->comm);
+            st->comm = NULL;
+            ok = 0;
+        }
+#else
         ncclResult_t r = ncclCommInitRank(&st->comm, c->size, id, c->rank);
         if (r != ncclSuccess) {
             s = nccl_fail(r, "ncclCommInitRank", (size_t)c->size);
             st->comm = NULL;
             ok = 0;
         }
+#endif
     }
     /* All ranks agree whether the communicator came up, so a failure on one is seen by all. */
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->comm);
