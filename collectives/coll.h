@@ -42,7 +42,8 @@ struct coll {
     void *impl;         /* the backend's own state */
 };
 
-/* MPI backend over a duplicate of comm. device_buffers 1 stages CUDA buffers through the host. */
+/* MPI backend over a duplicate of comm. device_buffers 1: CUDA buffers, handed to MPI directly
+ * when it is CUDA-aware (fp32 and broadcasts), else staged through the host. */
 dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, coll **out);
 
 /* NCCL backend: ncclUniqueId from rank 0 broadcast over comm, ncclCommInitRank on the current CUDA
@@ -51,6 +52,9 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out);
 
 /* Checks arguments common to every backend (NULL buffer with count > 0, bad dtype/op/root). */
 dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype t, int op, int root);
+
+/* Whether the MPI library takes CUDA device buffers (Open MPI's MPIX_Query_cuda_support). */
+int coll_mpi_cuda_aware(void);
 
 /* "NCCL 2.28.9" or "-" when built without NCCL. */
 void coll_nccl_version(char *out, size_t n);

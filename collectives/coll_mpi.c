@@ -4,7 +4,9 @@
  * fp32 goes straight to MPI_Allreduce. fp16/bf16 are widened to fp32 chunk by chunk, summed by MPI
  * in fp32 and rounded once on the way back, so the result does not depend on the reduction order
  * and loses no more precision than one rounding. Counts above INT_MAX are split into chunks.
- * Buffers in CUDA device memory are staged through host memory (this Open MPI is not CUDA-aware).
+ * Buffers in CUDA device memory (the backend of GPU runs in a build without NCCL) go to MPI
+ * directly when Open MPI reports that it is CUDA-aware (MPIX_Query_cuda_support, fp32 and
+ * broadcasts), else they are staged through host memory (Debian's Open MPI is not CUDA-aware).
  */
 #include "coll.h"
 #include "clock.h"
@@ -21,6 +23,18 @@
 #ifdef DTRAIN_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h> /* MPIX_CUDA_AWARE_SUPPORT, MPIX_Query_cuda_support */
+#endif
+
+int coll_mpi_cuda_aware(void)
+{
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    return MPIX_Query_cuda_support() == 1;
+#else
+    return 0; /* not built with CUDA support (or not Open MPI): nothing to ask */
+#endif
+}
 
 /* Elements per fp32 chunk of a 16-bit allreduce: 16 MiB of scratch, large enough that MPI runs at
  * its bandwidth, small enough not to matter next to the model. */
@@ -31,6 +45,7 @@
 typedef struct mpi_state {
     float *scratch; /* MPI16_CHUNK floats, allocated on first 16-bit use */
     unsigned long long seq; /* collectives started on this communicator */
+    int cuda_aware;         /* device buffers go to MPI as they are */
 } mpi_state;
 
 /* Waits for a nonblocking collective against the deadline: the watchdog of the MPI backend. An
@@ -152,7 +167,9 @@ static dt_status mpi_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt_
     dt_status s = coll_check_args(c, buf, count, t, op, 0);
     if (s || count == 0) return s;
 #ifdef DTRAIN_HAVE_CUDA
-    if (c->device_buffers) {
+    const mpi_state *st = c->impl;
+    /* 16-bit data is widened on the host, so only fp32 skips the staging. */
+    if (c->device_buffers && !(st->cuda_aware && t == DT_F32)) {
         void *host = NULL;
         size_t bytes = count * dt_dtype_size(t);
         if ((s = mpi_stage(buf, &host, bytes, 1))) return s;
@@ -173,7 +190,8 @@ static dt_status mpi_broadcast(coll *c, void *buf, size_t count, dt_dtype t, int
     if (s || count == 0) return s;
     size_t bytes = count * dt_dtype_size(t);
 #ifdef DTRAIN_HAVE_CUDA
-    if (c->device_buffers) {
+    const mpi_state *st = c->impl;
+    if (c->device_buffers && !st->cuda_aware) {
         void *host = NULL;
         if ((s = mpi_stage(buf, &host, bytes, 1))) return s;
         s = mpi_bcast_host(c, host, bytes, root);
@@ -236,6 +254,7 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
     c->impl = st;
     c->timeout_s = timeout_s;
     c->device_buffers = device_buffers;
+    st->cuda_aware = device_buffers && coll_mpi_cuda_aware();
     c->comm = MPI_COMM_NULL;
     int rc = MPI_Comm_dup(comm, &c->comm);
     if (rc != MPI_SUCCESS) {
