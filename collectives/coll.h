@@ -42,8 +42,8 @@ struct coll {
     void *impl;         /* the backend's own state */
 };
 
-/* MPI backend over a duplicate of comm. device_buffers 1: CUDA buffers, handed to MPI directly
- * when it is CUDA-aware (fp32 and broadcasts), else staged through the host. */
+/* MPI backend over a duplicate of comm. device_buffers 1: CUDA buffers, staged through the host
+ * (see coll_mpi.c for why even a CUDA-aware MPI gets host buffers). */
 dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, coll **out);
 
 /* NCCL backend: ncclUniqueId from rank 0 broadcast over comm, ncclCommInitRank on the current CUDA
@@ -53,7 +53,8 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out);
 /* Checks arguments common to every backend (NULL buffer with count > 0, bad dtype/op/root). */
 dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype t, int op, int root);
 
-/* Whether the MPI library takes CUDA device buffers (Open MPI's MPIX_Query_cuda_support). */
+/* Whether the MPI library takes CUDA device buffers (Open MPI's MPIX_Query_cuda_support): 1, 0,
+ * or -1 when a CUDA-built Open MPI cannot say yet (before MPI_Init). */
 int coll_mpi_cuda_aware(void);
 
 /* "NCCL 2.28.9" or "-" when built without NCCL. */

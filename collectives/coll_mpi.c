@@ -4,9 +4,11 @@
  * fp32 goes straight to MPI_Allreduce. fp16/bf16 are widened to fp32 chunk by chunk, summed by MPI
  * in fp32 and rounded once on the way back, so the result does not depend on the reduction order
  * and loses no more precision than one rounding. Counts above INT_MAX are split into chunks.
- * Buffers in CUDA device memory (the backend of GPU runs in a build without NCCL) go to MPI
- * directly when Open MPI reports that it is CUDA-aware (MPIX_Query_cuda_support, fp32 and
- * broadcasts), else they are staged through host memory (Debian's Open MPI is not CUDA-aware).
+ * Buffers in CUDA device memory (the backend of GPU runs in a build without NCCL) are staged
+ * through host memory, also when Open MPI reports that it is CUDA-aware: its CUDA support does
+ * not cover the nonblocking collectives that the deadline polls (MPI_Iallreduce, MPI_Ibcast),
+ * and averaging and 16-bit widening run on the host. Whether it is CUDA-aware is reported
+ * (dtrain version) all the same.
  */
 #include "coll.h"
 #include "clock.h"
@@ -30,6 +32,9 @@
 int coll_mpi_cuda_aware(void)
 {
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init) return -1; /* the run-time answer needs MPI started */
     return MPIX_Query_cuda_support() == 1;
 #else
     return 0; /* not built with CUDA support (or not Open MPI): nothing to ask */
@@ -45,7 +50,6 @@ int coll_mpi_cuda_aware(void)
 typedef struct mpi_state {
     float *scratch; /* MPI16_CHUNK floats, allocated on first 16-bit use */
     unsigned long long seq; /* collectives started on this communicator */
-    int cuda_aware;         /* device buffers go to MPI as they are */
 } mpi_state;
 
 /* Waits for a nonblocking collective against the deadline: the watchdog of the MPI backend. An
@@ -167,9 +171,7 @@ static dt_status mpi_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt_
     dt_status s = coll_check_args(c, buf, count, t, op, 0);
     if (s || count == 0) return s;
 #ifdef DTRAIN_HAVE_CUDA
-    const mpi_state *st = c->impl;
-    /* 16-bit data is widened on the host, so only fp32 skips the staging. */
-    if (c->device_buffers && !(st->cuda_aware && t == DT_F32)) {
+    if (c->device_buffers) {
         void *host = NULL;
         size_t bytes = count * dt_dtype_size(t);
         if ((s = mpi_stage(buf, &host, bytes, 1))) return s;
@@ -190,8 +192,7 @@ static dt_status mpi_broadcast(coll *c, void *buf, size_t count, dt_dtype t, int
     if (s || count == 0) return s;
     size_t bytes = count * dt_dtype_size(t);
 #ifdef DTRAIN_HAVE_CUDA
-    const mpi_state *st = c->impl;
-    if (c->device_buffers && !st->cuda_aware) {
+    if (c->device_buffers) {
         void *host = NULL;
         if ((s = mpi_stage(buf, &host, bytes, 1))) return s;
         s = mpi_bcast_host(c, host, bytes, root);
@@ -254,7 +255,6 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
     c->impl = st;
     c->timeout_s = timeout_s;
     c->device_buffers = device_buffers;
-    st->cuda_aware = device_buffers && coll_mpi_cuda_aware();
     c->comm = MPI_COMM_NULL;
     int rc = MPI_Comm_dup(comm, &c->comm);
     if (rc != MPI_SUCCESS) {

@@ -46,12 +46,14 @@ typedef struct nccl_state {
     double t_first;    /* when the first of them was started */
 } nccl_state;
 
+/* count 0: an operation on no buffer (initialization, finalization). */
 static dt_status nccl_fail(ncclResult_t r, const char *what, size_t count)
 {
     const char *last = ncclGetLastError(NULL);
-    return dt_set_error(DT_ERR_MPI, "%s of %zu elements failed: %s%s%s. Run with NCCL_DEBUG=INFO for "
-                        "details", what, count, ncclGetErrorString(r), last && *last ? ": " : "",
-                        last ? last : "");
+    char of[48] = "";
+    if (count) snprintf(of, sizeof of, " of %zu elements", count);
+    return dt_set_error(DT_ERR_MPI, "%s%s failed: %s%s%s. Run with NCCL_DEBUG=INFO for details", what, of,
+                        ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
 }
 
 static ncclDataType_t nccl_type(dt_dtype t)
@@ -92,20 +94,27 @@ static dt_status nccl_poll(coll *c, cudaEvent_t ev, double start, const char *wh
 
 /* After a call that returned r: while the communicator reports ncclInProgress (a nonblocking
  * call still under way), poll it against the deadline counted from `start`; abort it on an error
- * or at the deadline. `hint` ends the timeout message. */
+ * or at the deadline. `hint` ends the timeout message. A communicator that reported an error
+ * must be aborted (its queued kernels may wait for a dead peer, and a later cudaFree would wait
+ * for them); only a refused argument leaves it usable. */
 static dt_status nccl_settle(coll *c, ncclResult_t r, double start, const char *what, size_t count,
                              const char *hint)
 {
     nccl_state *st = c->impl;
-    if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(r, what, count);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        const dt_status s = nccl_fail(r, what, count);
+        if (r != ncclInvalidArgument && r != ncclInvalidUsage) c->ops->abort(c);
+        return s;
+    }
     for (;;) {
         ncclResult_t state = ncclSuccess;
         const ncclResult_t q = ncclCommGetAsyncError(st->comm, &state);
         if (q != ncclSuccess) state = q;
         if (state == ncclSuccess) return DT_OK;
         if (state != ncclInProgress) {
+            const dt_status s = nccl_fail(state, what, count);
             c->ops->abort(c);
-            return nccl_fail(state, what, count);
+            return s;
         }
         const double age = clock_now_s() - start;
         if (c->timeout_s > 0 && age > c->timeout_s) {
@@ -122,9 +131,11 @@ static dt_status nccl_settle(coll *c, ncclResult_t r, double start, const char *
 #define HINT_PEER "a peer rank is dead or stuck. Read the other ranks' messages; raise --timeout only if steps are legitimately this slow"
 #define HINT_INIT "a peer rank is dead or stuck, or the ranks cannot reach each other (run with NCCL_DEBUG=INFO; NCCL_SOCKET_IFNAME picks the network interface)"
 
-static dt_status nccl_wait(coll *c, const char *what, size_t count)
+/* Waits for the stream under the deadline counted from start (the call's, so that settling and
+ * running share one --timeout). */
+static dt_status nccl_wait(coll *c, double start, const char *what, size_t count)
 {
-    return nccl_poll(c, NULL, clock_now_s(), what, count);
+    return nccl_poll(c, NULL, start, what, count);
 }
 
 static dt_status cuda_fail(cudaError_t e, const char *what)
@@ -180,7 +191,7 @@ static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt
     ncclResult_t r = ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum,
                                    st->comm, st->stream);
     if ((s = nccl_settle(c, r, t0, "ncclAllReduce", count, HINT_PEER))) return s;
-    return nccl_wait(c, "ncclAllReduce", count);
+    return nccl_wait(c, t0, "ncclAllReduce", count);
 }
 
 static dt_status nccl_broadcast(coll *c, void *buf, size_t count, dt_dtype t, int root)
@@ -192,7 +203,7 @@ static dt_status nccl_broadcast(coll *c, void *buf, size_t count, dt_dtype t, in
     const double t0 = clock_now_s();
     ncclResult_t r = ncclBroadcast(buf, buf, count, nccl_type(t), root, st->comm, st->stream);
     if ((s = nccl_settle(c, r, t0, "ncclBroadcast", count, HINT_PEER))) return s;
-    return nccl_wait(c, "ncclBroadcast", count);
+    return nccl_wait(c, t0, "ncclBroadcast", count);
 }
 
 static dt_status nccl_barrier(coll *c)
@@ -218,7 +229,7 @@ static void nccl_destroy(coll *c)
     if (st) {
 #if NCCL_NONBLOCKING
         /* Finalize (flushes, may be in progress) under the deadline, then destroy; a finalize that
-         * fails or times out aborts the communicator instead. */
+         * fails or times out has aborted the communicator instead (comm NULL). */
         if (st->comm && !st->aborted && nccl_settle(c, ncclCommFinalize(st->comm), clock_now_s(), "ncclCommFinalize",
                                                     0, HINT_PEER))
             dt_log(DT_LOG_WARN, "closing NCCL: %s", dt_last_error());
@@ -282,6 +293,8 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
         s = dt_set_error(DT_ERR_MPI, "ncclGetUniqueId failed on rank 0; run with NCCL_DEBUG=INFO");
         goto fail;
     }
+    char what[64];
+    snprintf(what, sizeof what, "ncclCommInitRank (rank %d of %d)", c->rank, c->size);
     cudaError_t e = cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->ready, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
@@ -295,9 +308,9 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
         const double t0 = clock_now_s();
         ncclResult_t r = ncclCommInitRankConfig(&st->comm, c->size, id, c->rank, &config);
         if (r == ncclSuccess || r == ncclInProgress) {
-            if ((s = nccl_settle(c, r, t0, "ncclCommInitRank", (size_t)c->size, HINT_INIT))) ok = 0;
+            if ((s = nccl_settle(c, r, t0, what, 0, HINT_INIT))) ok = 0;
         } else {
-            s = nccl_fail(r, "ncclCommInitRank", (size_t)c->size);
+            s = nccl_fail(r, what, 0);
             if (st->comm) ncclCommAbort(st->comm);
             st->comm = NULL;
             ok = 0;
@@ -305,7 +318,7 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
 #else
         ncclResult_t r = ncclCommInitRank(&st->comm, c->size, id, c->rank);
         if (r != ncclSuccess) {
-            s = nccl_fail(r, "ncclCommInitRank", (size_t)c->size);
+            s = nccl_fail(r, what, 0);
             st->comm = NULL;
             ok = 0;
         }

@@ -106,7 +106,8 @@ void dt_versions(char *mpi, char *nccl, char *cuda, size_t n)
         if (MPI_Get_library_version(lib, &len) == MPI_SUCCESS) {
             /* The first line, without Open MPI's ", package: ..." tail. */
             lib[strcspn(lib, "\n,")] = '\0';
-            snprintf(mpi, n, "%s (%sCUDA-aware)", lib, coll_mpi_cuda_aware() ? "" : "not ");
+            const int aware = coll_mpi_cuda_aware();
+            snprintf(mpi, n, "%s (%s)", lib, aware > 0 ? "CUDA-aware" : aware < 0 ? "CUDA-aware build" : "not CUDA-aware");
         } else {
             snprintf(mpi, n, "-");
         }

@@ -193,8 +193,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
 #ifdef DTRAIN_HAVE_NCCL
         s = coll_nccl_create(c->world, c->cfg.timeout_s, &c->coll);
 #else
-        dt_log0(DT_LOG_WARN, "built without NCCL: GPU buffers are reduced by MPI%s",
-                coll_mpi_cuda_aware() ? " (CUDA-aware: directly)" : " through host memory (MPI is not CUDA-aware)");
+        dt_log0(DT_LOG_WARN, "built without NCCL: GPU buffers are reduced by MPI through host memory");
         s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);
 #endif
         if (!s) s = coll_mpi_create(c->world, 0, c->cfg.timeout_s, &c->coll_host);

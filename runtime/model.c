@@ -31,6 +31,8 @@
 
 
 
+static dt_status model_wait_inflight(dt_model *m);
+
 static conv_shape layer_conv_shape(const layer *l, int batch)
 {
     conv_shape cs = {.batch = batch, .c_in = l->in_c, .h = l->in_h, .w = l->in_w, .c_out = l->out,
@@ -187,6 +189,9 @@ static int model_alloc_acts(dt_model *m)
 void dt_model_free(dt_model *m)
 {
     if (!m) return;
+    /* Buckets still being reduced by the context's NCCL backend (an error path left them): wait, so
+     * that the backend's next wait starts clean and no reduction writes into freed memory. */
+    if (m->dcoll) model_wait_inflight(m);
     model_free_acts(m);
     bucket_plan_free(&m->plan);
     engine_destroy(m->eng);
@@ -689,13 +694,13 @@ dt_status dt_model_sync_grads(dt_model *m)
     if (m->cuda && !m->dcoll && m->ctx && dt_world_size(m->ctx) > 1)
         return dt_allreduce(m->ctx, m->grads, m->spec.num_params, DT_F32, m->sync.op);
     if (!m->eng && !m->dcoll) return DT_OK; /* a world of one */
+    m->in_flight = 1; /* whatever is started (none, some or all, even if a start fails): wait for it */
     if (!m->sync.overlap) {
         for (int b = 0; b < m->plan.nb; b++) {
             dt_status s = bucket_start(m, b);
             if (s) return s;
         }
     }
-    m->in_flight = 1; /* whatever was started (none, some or all): wait for all of it */
     return model_wait_inflight(m);
 }
 
