@@ -72,6 +72,14 @@ typedef enum dt_pin_mode {
 } dt_pin_mode;
 
 /* Plain configuration: fill with dt_config_defaults(), optionally dt_config_from_env(), then edit. */
+/* What carries collectives on GPU buffers: NCCL (the default where dtrain was built with it), or
+ * MPI through host memory (slower; needs no NCCL, and lets several ranks share one GPU, which NCCL
+ * refuses: for debugging and for testing many ranks on one GPU). */
+typedef enum dt_gpu_comm {
+    DT_GPU_COMM_NCCL = 0,
+    DT_GPU_COMM_MPI = 1
+} dt_gpu_comm;
+
 typedef struct dt_config {
     dt_device_kind device;
     dt_pin_mode pin;
@@ -79,18 +87,22 @@ typedef struct dt_config {
     int init_mpi;          /* 1: dt_init calls MPI_Init_thread (and dt_finalize MPI_Finalize) when
                               MPI is not initialized yet; 0: the caller initializes MPI itself */
     int blas_threads;      /* 0 = one per core this process is pinned to */
+    dt_gpu_comm gpu_comm;  /* collectives on GPU buffers */
 } dt_config;
 
-/* Defaults: device auto, pin auto, timeout 300 s, init_mpi 1, blas_threads 0. */
+/* Defaults: device auto, pin auto, timeout 300 s, init_mpi 1, blas_threads 0, gpu_comm nccl. */
 DT_API void dt_config_defaults(dt_config *cfg);
 
-/* Overrides fields from DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS when set.
+/* Overrides fields from DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS and
+ * DTRAIN_GPU_COMM when set.
  * A malformed value fails with DT_ERR_ENV naming the variable; cfg is then left unchanged. */
 DT_API dt_status dt_config_from_env(dt_config *cfg);
 
 /* Parsers shared by the command line and the environment: "auto|cpu|cuda", "auto|none". */
 DT_API dt_status dt_device_kind_parse(const char *s, dt_device_kind *out);
 DT_API dt_status dt_pin_mode_parse(const char *s, dt_pin_mode *out);
+/* "nccl|mpi". */
+DT_API dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out);
 DT_API const char *dt_device_kind_name(dt_device_kind k);
 
 /* ---------------------------------------------------------------- context */

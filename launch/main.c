@@ -2,6 +2,7 @@
  * main.c - the `dtrain` command: subcommand dispatch, common flags, exit codes.
  */
 #include "cli.h"
+#include "coll.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -64,6 +65,8 @@ static void usage(FILE *f)
             "  --timeout SECONDS        DTRAIN_TIMEOUT   default 300 (0 = none); a collective older\n"
             "                                            than this aborts the job\n"
             "  --blas-threads N         DTRAIN_BLAS_THREADS  default 0 (one per pinned core)\n"
+            "  --gpu-comm nccl|mpi      DTRAIN_GPU_COMM  default nccl; mpi: GPU collectives through host\n"
+            "                                            memory (ranks may then share a GPU)\n"
             "\n"
             "Launch with srun --mpi=pmix, mpirun, or nothing (a world of 1).\n"
             "Exit codes: 0 success, 1 run-time failure, 2 bad usage, 75 stopped on a signal (checkpointed).\n");
@@ -138,7 +141,7 @@ int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
     static const struct option common[] = {
         {"device", required_argument, NULL, 'd'},  {"pin", required_argument, NULL, 'p'},
         {"timeout", required_argument, NULL, 't'}, {"blas-threads", required_argument, NULL, 'b'},
-        {"help", no_argument, NULL, 'h'},
+        {"gpu-comm", required_argument, NULL, 'g'}, {"help", no_argument, NULL, 'h'},
     };
     enum { NCOMMON = sizeof common / sizeof *common, MAXOPTS = 64 };
     struct option opts[MAXOPTS];
@@ -173,6 +176,12 @@ int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
         }
         case 'b':
             if ((rc = cli_int("--blas-threads", optarg, 0, 4096, &cfg->blas_threads))) return rc;
+            break;
+        case 'g':
+            if (dt_gpu_comm_parse(optarg, &cfg->gpu_comm)) {
+                cli_error("--gpu-comm %s: %s", optarg, dt_last_error());
+                return EXIT_USAGE;
+            }
             break;
         case 'h':
             usage(stdout);
@@ -231,7 +240,10 @@ static int cmd_version(int argc, char **argv)
     if (rc) return rc;
     char mpi[128], nccl[128], cuda[128];
     dt_versions(mpi, nccl, cuda, sizeof mpi);
-    printf("dtrain %s\nMPI: %s\nNCCL: %s\nCUDA: %s\n", dt_version_string(), mpi, nccl, cuda);
+    /* Before MPI starts a CUDA-built Open MPI can only say that it was built so. */
+    const int aware = coll_mpi_cuda_aware();
+    printf("dtrain %s\nMPI: %s (%s)\nNCCL: %s\nCUDA: %s\n", dt_version_string(), mpi,
+           aware > 0 ? "CUDA-aware" : aware < 0 ? "CUDA-aware build" : "not CUDA-aware", nccl, cuda);
     return EXIT_OK;
 }
 

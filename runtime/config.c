@@ -23,6 +23,15 @@ void dt_config_defaults(dt_config *cfg)
     cfg->timeout_s = 300.0;
     cfg->init_mpi = 1;
     cfg->blas_threads = 0;
+    cfg->gpu_comm = DT_GPU_COMM_NCCL;
+}
+
+dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out)
+{
+    if (s && strcmp(s, "nccl") == 0) *out = DT_GPU_COMM_NCCL;
+    else if (s && strcmp(s, "mpi") == 0) *out = DT_GPU_COMM_MPI;
+    else return dt_set_error(DT_ERR_INVALID_ARG, "GPU communication '%s' is not one of nccl, mpi", s ? s : "(null)");
+    return DT_OK;
 }
 
 dt_status dt_device_kind_parse(const char *s, dt_device_kind *out)
@@ -79,6 +88,8 @@ dt_status dt_config_from_env(dt_config *cfg)
     if ((v = getenv("DTRAIN_BLAS_THREADS")) &&
         (s = parse_int("DTRAIN_BLAS_THREADS", v, 0, 4096, &c.blas_threads)))
         return s;
+    if ((v = getenv("DTRAIN_GPU_COMM")) && (s = dt_gpu_comm_parse(v, &c.gpu_comm)))
+        return dt_set_error(DT_ERR_ENV, "DTRAIN_GPU_COMM='%s' is not one of nccl, mpi; fix or unset it", v);
     *cfg = c;
     return DT_OK;
 }
@@ -106,8 +117,7 @@ void dt_versions(char *mpi, char *nccl, char *cuda, size_t n)
         if (MPI_Get_library_version(lib, &len) == MPI_SUCCESS) {
             /* The first line, without Open MPI's ", package: ..." tail. */
             lib[strcspn(lib, "\n,")] = '\0';
-            const int aware = coll_mpi_cuda_aware();
-            snprintf(mpi, n, "%s (%s)", lib, aware > 0 ? "CUDA-aware" : aware < 0 ? "CUDA-aware build" : "not CUDA-aware");
+            snprintf(mpi, n, "%s", lib);
         } else {
             snprintf(mpi, n, "-");
         }

@@ -65,7 +65,8 @@ static dt_status ctx_select_device(dt_ctx *c, int local_rank, int local_size, ch
 {
     dt_device_kind kind;
     int ordinal = -1;
-    dt_status s = device_resolve(c->cfg.device, local_rank, local_size, &kind, &ordinal);
+    const int share = c->cfg.gpu_comm == DT_GPU_COMM_MPI;
+    dt_status s = device_resolve(c->cfg.device, local_rank, local_size, share, &kind, &ordinal);
     if (s) return s;
     c->pl.device = kind;
     c->pl.cuda_device = ordinal;
@@ -153,8 +154,10 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
             goto fail;
         }
         int rc = MPI_Allgather(bus_id, sizeof bus_id, MPI_CHAR, ids, sizeof bus_id, MPI_CHAR, c->local);
-        s = rc == MPI_SUCCESS ? device_check_unique(ids, m.local_size, sizeof bus_id)
-                              : dt_set_error(DT_ERR_MPI, "MPI_Allgather of GPU ids failed");
+        /* Collectives through MPI (--gpu-comm mpi) let ranks share a GPU; NCCL does not. */
+        s = rc != MPI_SUCCESS ? dt_set_error(DT_ERR_MPI, "MPI_Allgather of GPU ids failed")
+            : c->cfg.gpu_comm == DT_GPU_COMM_MPI ? DT_OK
+                                                 : device_check_unique(ids, m.local_size, sizeof bus_id);
         free(ids);
         if (s) goto fail;
     }
@@ -166,12 +169,13 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
         if (c->pl.device == DT_DEVICE_CUDA && (!list || !*list))
             snprintf(c->pl.gpu, sizeof c->pl.gpu, "%d", c->pl.cuda_device);
         else
-            device_plan(list, m.local_rank, m.local_size, c->pl.gpu, sizeof c->pl.gpu);
+            device_plan(list, m.local_rank, m.local_size, c->cfg.gpu_comm == DT_GPU_COMM_MPI, c->pl.gpu,
+                        sizeof c->pl.gpu);
         /* Two ranks of a node on one GPU are refused when the GPU is used (above); when it is only
          * planned, say so in the plan. */
         char *all = calloc((size_t)m.local_size, sizeof c->pl.gpu);
         if (all && MPI_Allgather(c->pl.gpu, sizeof c->pl.gpu, MPI_CHAR, all, sizeof c->pl.gpu, MPI_CHAR, c->local) ==
-                       MPI_SUCCESS && c->pl.gpu[0] && c->pl.gpu[0] != '-')
+                       MPI_SUCCESS && c->pl.gpu[0] && c->pl.gpu[0] != '-' && c->cfg.gpu_comm != DT_GPU_COMM_MPI)
             for (int r = 0; r < m.local_size; r++)
                 if (r != m.local_rank && strcmp(all + (size_t)r * sizeof c->pl.gpu, c->pl.gpu) == 0) {
                     char keep[64];
@@ -191,7 +195,12 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
 
     if (c->pl.device == DT_DEVICE_CUDA) {
 #ifdef DTRAIN_HAVE_NCCL
-        s = coll_nccl_create(c->world, c->cfg.timeout_s, &c->coll);
+        if (c->cfg.gpu_comm == DT_GPU_COMM_MPI) {
+            dt_log0(DT_LOG_INFO, "--gpu-comm mpi: GPU buffers are reduced by MPI through host memory");
+            s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);
+        } else {
+            s = coll_nccl_create(c->world, c->cfg.timeout_s, &c->coll);
+        }
 #else
         dt_log0(DT_LOG_WARN, "built without NCCL: GPU buffers are reduced by MPI through host memory");
         s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);

@@ -42,7 +42,7 @@ int device_count(char *why, size_t n)
     return count_fn(why, n);
 }
 
-dt_status device_map(int visible, int local_rank, int local_size, int *ordinal)
+dt_status device_map(int visible, int local_rank, int local_size, int share, int *ordinal)
 {
     if (visible <= 0)
         return dt_set_error(DT_ERR_DEVICE, "no GPU is visible to this process");
@@ -54,6 +54,10 @@ dt_status device_map(int visible, int local_rank, int local_size, int *ordinal)
         *ordinal = 0;
         return DT_OK;
     }
+    if (share) {
+        *ordinal = local_rank % visible;
+        return DT_OK;
+    }
     int ranks = local_size > 0 ? local_size : local_rank + 1;
     if (ranks > visible || local_rank >= visible)
         return dt_set_error(DT_ERR_DEVICE,
@@ -61,13 +65,14 @@ dt_status device_map(int visible, int local_rank, int local_size, int *ordinal)
                             "ranks would share one GPU, which NCCL does not support and can hang. Fix: "
                             "start at most %d ranks per node (srun --ntasks-per-node=%d, mpirun "
                             "--map-by ppr:%d:node), make more GPUs visible (CUDA_VISIBLE_DEVICES, "
-                            "srun --gres=gpu:N), or train on the CPU with --device cpu",
+                            "srun --gres=gpu:N), share GPUs with --gpu-comm mpi (slower), or train on "
+                            "the CPU with --device cpu",
                             ranks, visible, local_rank, visible, visible, visible);
     *ordinal = local_rank;
     return DT_OK;
 }
 
-dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, dt_device_kind *kind,
+dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, int share, dt_device_kind *kind,
                          int *ordinal)
 {
     if (req == DT_DEVICE_CPU) {
@@ -94,7 +99,7 @@ dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, dt_
         *ordinal = -1;
         return DT_OK;
     }
-    dt_status s = device_map(visible, local_rank, local_size, ordinal);
+    dt_status s = device_map(visible, local_rank, local_size, share, ordinal);
     if (s) return s;
     *kind = DT_DEVICE_CUDA;
     return DT_OK;
@@ -132,22 +137,23 @@ dt_status device_check_unique(const char *ids, int n, size_t stride)
             if (strncmp(a, ids + (size_t)j * stride, stride) == 0)
                 return dt_set_error(DT_ERR_DEVICE,
                                     "local ranks %d and %d both selected GPU %s: two ranks on one GPU "
-                                    "is not supported (NCCL can hang). Fix: give each task its own GPU "
-                                    "(srun --gpus-per-task=1, or distinct CUDA_VISIBLE_DEVICES), start "
-                                    "fewer ranks per node, or use --device cpu",
+                                    "is not supported by NCCL (it can hang). Fix: give each task its own "
+                                    "GPU (srun --gpus-per-task=1, or distinct CUDA_VISIBLE_DEVICES), start "
+                                    "fewer ranks per node, share the GPU with --gpu-comm mpi (slower), or "
+                                    "use --device cpu",
                                     i, j, a);
     }
     return DT_OK;
 }
 
-void device_plan(const char *list, int local_rank, int local_size, char *out, size_t n)
+void device_plan(const char *list, int local_rank, int local_size, int share, char *out, size_t n)
 {
     out[0] = '\0';
     if (!list || !*list) return;
     int count = 1;
     for (const char *p = list; *p; p++) count += *p == ',';
     int ordinal;
-    if (device_map(count, local_rank, local_size, &ordinal) != DT_OK) {
+    if (device_map(count, local_rank, local_size, share, &ordinal) != DT_OK) {
         snprintf(out, n, "- (%d ranks, %d GPUs)", local_size, count);
         return;
     }

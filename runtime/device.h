@@ -22,11 +22,13 @@ int device_count(char *why, size_t n);
 
 /* Pure mapping of a local rank to a visible ordinal: a process that sees exactly one GPU takes it;
  * otherwise the local_rank-th one. local_size may be -1 (unknown). More local ranks than visible GPUs
- * (with more than one visible) fails with DT_ERR_DEVICE and advice, never two ranks on one GPU. */
-dt_status device_map(int visible, int local_rank, int local_size, int *ordinal);
+ * (with more than one visible) fails with DT_ERR_DEVICE and advice, never two ranks on one GPU;
+ * unless share is 1 (collectives through MPI, --gpu-comm mpi): then ranks take the GPUs round
+ * robin. */
+dt_status device_map(int visible, int local_rank, int local_size, int share, int *ordinal);
 
 /* Decides the device kind and ordinal for a request (auto|cpu|cuda). Does not touch the GPU. */
-dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, dt_device_kind *kind,
+dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, int share, dt_device_kind *kind,
                          int *ordinal);
 
 /* cudaSetDevice(ordinal) and the GPU's PCI bus id ("0000:3b:00.0") into bus_id (n bytes).
@@ -38,9 +40,9 @@ dt_status device_activate(int ordinal, char *bus_id, size_t n);
 dt_status device_check_unique(const char *ids, int n, size_t stride);
 
 /* The entry of a comma-separated device list (CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS) that local rank
- * `local_rank` of `local_size` takes under the rules of device_map, into out (n bytes): "" when the
+ * `local_rank` of `local_size` takes under the rules of device_map (share as there), into out (n bytes): "" when the
  * list is empty or absent, "-" and the reason when the ranks outnumber the devices. Pure. */
-void device_plan(const char *list, int local_rank, int local_size, char *out, size_t n);
+void device_plan(const char *list, int local_rank, int local_size, int share, char *out, size_t n);
 
 /* Runtime and driver version as text ("CUDA runtime 13.0, driver 12.8"), or "-" without CUDA. */
 void device_cuda_version(char *out, size_t n);

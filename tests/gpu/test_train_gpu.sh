@@ -78,6 +78,23 @@ for cfg in "cnn fp32 --no-overlap" "cnn fp32 --bucket-mb=0.05" "mlp bf16 --first
         { bad "$cfg with NCCL buckets failed"; cat "$tmp/log"; continue; }
     out=$("$CMP" "$tmp/nccl" "$tmp/ref" exact) && ok "$cfg: NCCL buckets on their stream == no communication: $out" || bad "$cfg NCCL buckets: $out"
 done
+# Data parallel on one GPU: --gpu-comm mpi (collectives through host memory) lets 2 ranks share it
+# (NCCL refuses), so the multi-rank GPU path is checked here: 2 ranks x 16 == 1 rank x 32 after 20
+# steps of SGD with momentum, fp32, within 1e-4 (cuBLAS sums a batch of 16 and one of 32 in
+# different orders); and a 2-rank bf16 run ends with identical parameters on both ranks.
+common="--device cuda --gpu-comm mpi --model cnn --steps 20 --momentum 0.9 --lr 0.05 --seed 3 --log-every 20"
+if "$MPIRUN" -np 1 "$DTRAIN" train $common --batch 32 --dump-params "$tmp/dp1" >"$tmp/log" 2>&1 &&
+   "$MPIRUN" -np 2 "$DTRAIN" train $common --batch 16 --dump-params "$tmp/dp2" >"$tmp/log" 2>&1; then
+    out=$("$CMP" "$tmp/dp2" "$tmp/dp1" 1e-4) && ok "cnn on one GPU: 2 ranks x 16 == 1 rank x 32 (--gpu-comm mpi): $out" ||
+        bad "cnn 2 ranks vs 1 on one GPU: $out"
+else
+    bad "2 ranks on one GPU with --gpu-comm mpi failed"; cat "$tmp/log"
+fi
+"$MPIRUN" -np 2 "$DTRAIN" train $common --precision bf16 --batch 16 >"$tmp/log" 2>&1 &&
+    grep -q "parameters identical on all 2 ranks" "$tmp/log" && ok "bf16, 2 ranks on one GPU: parameters identical on both" ||
+    { bad "bf16 2 ranks on one GPU"; cat "$tmp/log"; }
+expect 1 "two ranks on one GPU" "$MPIRUN" -np 2 "$DTRAIN" env --device cuda
+
 # The per-layer finite check runs on the device without waiting (a flag per layer, read when
 # the run gives up): the stop still names layer 4 (fc:10), where backward meets the inf first.
 expect 1 "training stopped at step 3" env DTRAIN_FAULT=inf:0:3 "$MPIRUN" -np 1 -x DTRAIN_FAULT "$DTRAIN" train \

@@ -20,6 +20,7 @@ static void clear_env(void)
     unsetenv("DTRAIN_PIN");
     unsetenv("DTRAIN_TIMEOUT");
     unsetenv("DTRAIN_BLAS_THREADS");
+    unsetenv("DTRAIN_GPU_COMM");
 }
 
 static void test_defaults_and_env(void **st)
@@ -32,6 +33,7 @@ static void test_defaults_and_env(void **st)
     assert_int_equal(c.pin, DT_PIN_AUTO);
     assert_true(c.timeout_s == 300.0);
     assert_int_equal(c.init_mpi, 1);
+    assert_int_equal(c.gpu_comm, DT_GPU_COMM_NCCL);
     assert_int_equal(dt_config_from_env(&c), DT_OK);
     assert_int_equal(c.device, DT_DEVICE_AUTO);
 
@@ -39,7 +41,9 @@ static void test_defaults_and_env(void **st)
     setenv("DTRAIN_PIN", "none", 1);
     setenv("DTRAIN_TIMEOUT", "30.5", 1);
     setenv("DTRAIN_BLAS_THREADS", "3", 1);
+    setenv("DTRAIN_GPU_COMM", "mpi", 1);
     assert_int_equal(dt_config_from_env(&c), DT_OK);
+    assert_int_equal(c.gpu_comm, DT_GPU_COMM_MPI);
     assert_int_equal(c.device, DT_DEVICE_CPU);
     assert_int_equal(c.pin, DT_PIN_NONE);
     assert_true(c.timeout_s == 30.5);
@@ -72,6 +76,7 @@ static void test_bad_env(void **st)
     expect_env_error("DTRAIN_TIMEOUT", "nan");
     expect_env_error("DTRAIN_BLAS_THREADS", "2.5");
     expect_env_error("DTRAIN_BLAS_THREADS", "-2");
+    expect_env_error("DTRAIN_GPU_COMM", "gloo");
 }
 
 static void test_names(void **st)

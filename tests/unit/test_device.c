@@ -25,23 +25,32 @@ static void test_map(void **st)
     (void)st;
     int o = -9;
     /* Sees exactly one (srun --gpus-per-task=1): takes it, whatever the local rank. */
-    assert_int_equal(device_map(1, 3, 4, &o), DT_OK);
+    assert_int_equal(device_map(1, 3, 4, 0, &o), DT_OK);
     assert_int_equal(o, 0);
     /* Sees several: the local-rank-th. */
     for (int r = 0; r < 4; r++) {
-        assert_int_equal(device_map(4, r, 4, &o), DT_OK);
+        assert_int_equal(device_map(4, r, 4, 0, &o), DT_OK);
         assert_int_equal(o, r);
     }
-    assert_int_equal(device_map(8, 1, 2, &o), DT_OK);
+    assert_int_equal(device_map(8, 1, 2, 0, &o), DT_OK);
     assert_int_equal(o, 1);
     /* More local ranks than GPUs: refused, never two ranks on one GPU. */
     o = -9;
-    assert_int_equal(device_map(2, 0, 4, &o), DT_ERR_DEVICE);
+    assert_int_equal(device_map(2, 0, 4, 0, &o), DT_ERR_DEVICE);
     assert_int_equal(o, -9);
     assert_non_null(strstr(dt_last_error(), "4 ranks on this node but only 2 GPUs"));
     assert_non_null(strstr(dt_last_error(), "--ntasks-per-node=2"));
-    assert_int_equal(device_map(2, 3, -1, &o), DT_ERR_DEVICE);
-    assert_int_equal(device_map(0, 0, 1, &o), DT_ERR_DEVICE);
+    assert_int_equal(device_map(2, 3, -1, 0, &o), DT_ERR_DEVICE);
+    assert_int_equal(device_map(0, 0, 1, 0, &o), DT_ERR_DEVICE);
+    assert_non_null(strstr(dt_last_error(), "no GPU"));
+    /* Collectives through MPI (--gpu-comm mpi): ranks share the GPUs round robin. */
+    for (int r = 0; r < 5; r++) {
+        assert_int_equal(device_map(2, r, 5, 1, &o), DT_OK);
+        assert_int_equal(o, r % 2);
+    }
+    assert_int_equal(device_map(1, 3, 4, 1, &o), DT_OK);
+    assert_int_equal(o, 0);
+    assert_int_equal(device_map(0, 0, 1, 1, &o), DT_ERR_DEVICE);
 }
 
 static void test_resolve(void **st)
@@ -51,27 +60,27 @@ static void test_resolve(void **st)
     dt_device_kind k;
     int o;
     fake_gpus = 0;
-    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 0, 2, &k, &o), DT_OK);
+    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 0, 2, 0, &k, &o), DT_OK);
     assert_int_equal(k, DT_DEVICE_CPU);
     assert_int_equal(o, -1);
-    assert_int_equal(device_resolve(DT_DEVICE_CPU, 0, 2, &k, &o), DT_OK);
+    assert_int_equal(device_resolve(DT_DEVICE_CPU, 0, 2, 0, &k, &o), DT_OK);
     assert_int_equal(k, DT_DEVICE_CPU);
-    dt_status s = device_resolve(DT_DEVICE_CUDA, 0, 2, &k, &o);
+    dt_status s = device_resolve(DT_DEVICE_CUDA, 0, 2, 0, &k, &o);
 #ifdef DTRAIN_HAVE_CUDA
     assert_int_equal(s, DT_ERR_DEVICE);
     assert_non_null(strstr(dt_last_error(), "fake: no GPU"));
     assert_non_null(strstr(dt_last_error(), "--device cpu"));
     fake_gpus = 4;
-    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 2, 4, &k, &o), DT_OK);
+    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 2, 4, 0, &k, &o), DT_OK);
     assert_int_equal(k, DT_DEVICE_CUDA);
     assert_int_equal(o, 2);
-    assert_int_equal(device_resolve(DT_DEVICE_CUDA, 1, 4, &k, &o), DT_OK);
+    assert_int_equal(device_resolve(DT_DEVICE_CUDA, 1, 4, 0, &k, &o), DT_OK);
     assert_int_equal(o, 1);
     /* CPU on request even with GPUs. */
-    assert_int_equal(device_resolve(DT_DEVICE_CPU, 1, 4, &k, &o), DT_OK);
+    assert_int_equal(device_resolve(DT_DEVICE_CPU, 1, 4, 0, &k, &o), DT_OK);
     assert_int_equal(k, DT_DEVICE_CPU);
     fake_gpus = 2;
-    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 0, 3, &k, &o), DT_ERR_DEVICE);
+    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 0, 3, 0, &k, &o), DT_ERR_DEVICE);
 #else
     assert_int_equal(s, DT_ERR_UNSUPPORTED);
     assert_non_null(strstr(dt_last_error(), "without CUDA"));
@@ -94,17 +103,19 @@ static void test_plan(void **st)
 {
     (void)st;
     char out[64];
-    device_plan("0,1,2,3", 2, 4, out, sizeof out);
+    device_plan("0,1,2,3", 2, 4, 0, out, sizeof out);
     assert_string_equal(out, "2");
-    device_plan("5", 1, 2, out, sizeof out); /* --gpus-per-task=1: each sees its own one */
+    device_plan("5", 1, 2, 0, out, sizeof out); /* --gpus-per-task=1: each sees its own one */
     assert_string_equal(out, "5");
-    device_plan("GPU-aa,GPU-bb", 1, 2, out, sizeof out);
+    device_plan("GPU-aa,GPU-bb", 1, 2, 0, out, sizeof out);
     assert_string_equal(out, "GPU-bb");
-    device_plan("0,1", 0, 4, out, sizeof out);
+    device_plan("0,1", 0, 4, 0, out, sizeof out);
     assert_string_equal(out, "- (4 ranks, 2 GPUs)");
-    device_plan("", 0, 1, out, sizeof out);
+    device_plan("0,1", 3, 4, 1, out, sizeof out); /* shared under --gpu-comm mpi */
+    assert_string_equal(out, "1");
+    device_plan("", 0, 1, 0, out, sizeof out);
     assert_string_equal(out, "");
-    device_plan(NULL, 0, 1, out, sizeof out);
+    device_plan(NULL, 0, 1, 0, out, sizeof out);
     assert_string_equal(out, "");
 }
 
