@@ -71,7 +71,6 @@ typedef enum dt_pin_mode {
     DT_PIN_NONE = 1  /* leave the affinity exactly as the launcher set it */
 } dt_pin_mode;
 
-/* Plain configuration: fill with dt_config_defaults(), optionally dt_config_from_env(), then edit. */
 /* What carries collectives on GPU buffers: NCCL (the default where dtrain was built with it), or
  * MPI through host memory (slower; needs no NCCL, and lets several ranks share one GPU, which NCCL
  * refuses: for debugging and for testing many ranks on one GPU). */
@@ -80,6 +79,7 @@ typedef enum dt_gpu_comm {
     DT_GPU_COMM_MPI = 1
 } dt_gpu_comm;
 
+/* Plain configuration: fill with dt_config_defaults(), optionally dt_config_from_env(), then edit. */
 typedef struct dt_config {
     dt_device_kind device;
     dt_pin_mode pin;
