@@ -301,7 +301,19 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
     if (e != cudaSuccess) {
         s = dt_set_error(DT_ERR_DEVICE, "creating the NCCL stream and its events failed: %s", cudaGetErrorString(e));
         ok = 0;
-    } else {
+    }
+    /* Every rank agrees it can start before any joins: ncclCommInitRank would otherwise wait the
+     * whole deadline for a rank that failed here. */
+    int all_ready = 0;
+    if (MPI_Allreduce(&ok, &all_ready, 1, MPI_INT, MPI_MIN, c->comm) != MPI_SUCCESS) {
+        if (s == DT_OK) s = dt_set_error(DT_ERR_MPI, "MPI_Allreduce before ncclCommInitRank failed");
+        goto fail;
+    }
+    if (!all_ready) {
+        if (s == DT_OK) s = dt_set_error(DT_ERR_DEVICE, "another rank could not create its NCCL stream; read its message");
+        goto fail;
+    }
+    {
 #if NCCL_NONBLOCKING
         ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
         config.blocking = 0;
