@@ -61,81 +61,68 @@ static ncclDataType_t nccl_type(dt_dtype t)
     return t == DT_F16 ? ncclHalf : t == DT_BF16 ? ncclBfloat16 : ncclFloat;
 }
 
-/* Waits for the stream (ev NULL) or for ev, watching for NCCL async errors and the deadline
- * counted from `start`. */
-static dt_status nccl_poll(coll *c, cudaEvent_t ev, double start, const char *what, size_t count)
-{
-    nccl_state *st = c->impl;
-    for (;;) {
-        cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(st->stream);
-        if (e == cudaSuccess) return DT_OK;
-        if (e != cudaErrorNotReady)
-            return dt_set_error(DT_ERR_DEVICE, "%s of %zu elements: CUDA error %s", what, count,
-                                cudaGetErrorString(e));
-        ncclResult_t async = ncclSuccess;
-        ncclCommGetAsyncError(st->comm, &async);
-        if (async != ncclSuccess && async != ncclInProgress) {
-            c->ops->abort(c);
-            return nccl_fail(async, what, count);
-        }
-        double age = clock_now_s() - start;
-        if (c->timeout_s > 0 && age > c->timeout_s) {
-            dt_log(DT_LOG_ERROR, "%s of %zu elements still running after %.1f s (timeout %.1f s): a "
-                   "peer is dead or stuck; aborting the NCCL communicator", what, count, age, c->timeout_s);
-            c->ops->abort(c);
-            return dt_set_error(DT_ERR_TIMEOUT, "%s of %zu elements did not finish within %.1f s: a peer "
-                                "rank is dead or stuck. Read the other ranks' messages; raise --timeout "
-                                "only if steps are legitimately this slow", what, count, c->timeout_s);
-        }
-        struct timespec ts = {0, 50000};
-        nanosleep(&ts, NULL);
-    }
-}
+#define HINT_PEER "a peer rank is dead or stuck. Read the other ranks' messages; raise --timeout only if steps are legitimately this slow"
+#define HINT_INIT "a peer rank is dead or stuck, or the ranks cannot reach each other (run with NCCL_DEBUG=INFO; NCCL_SOCKET_IFNAME picks the network interface)"
 
-/* After a call that returned r: while the communicator reports ncclInProgress (a nonblocking
- * call still under way), poll it against the deadline counted from `start`; abort it on an error
- * or at the deadline. `hint` ends the timeout message. A communicator that reported an error
- * must be aborted (its queued kernels may wait for a dead peer, and a later cudaFree would wait
- * for them); only a refused argument leaves it usable. */
-static dt_status nccl_settle(coll *c, ncclResult_t r, double start, const char *what, size_t count,
-                             const char *hint)
+/* The one waiting loop of this backend, against the deadline counted from `start`. cuda_work 1:
+ * until the stream (ev NULL) or ev has passed its work; cuda_work 0: until the communicator has
+ * settled (no nonblocking call still ncclInProgress). An error NCCL reports aborts the
+ * communicator (its queued kernels may wait for a dead peer, and a later cudaFree would wait for
+ * them); so does the deadline, with a message ending in `hint`. */
+static dt_status nccl_watch(coll *c, int cuda_work, cudaEvent_t ev, double start, const char *what, size_t count,
+                            const char *hint)
 {
     nccl_state *st = c->impl;
-    if (r != ncclSuccess && r != ncclInProgress) {
-        const dt_status s = nccl_fail(r, what, count);
-        if (r != ncclInvalidArgument && r != ncclInvalidUsage) c->ops->abort(c);
-        return s;
-    }
+    char of[48] = "";
+    if (count) snprintf(of, sizeof of, " of %zu elements", count);
     for (;;) {
+        if (cuda_work) {
+            const cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(st->stream);
+            if (e == cudaSuccess) return DT_OK;
+            if (e != cudaErrorNotReady)
+                return dt_set_error(DT_ERR_DEVICE, "%s%s: CUDA error %s", what, of, cudaGetErrorString(e));
+        }
         ncclResult_t state = ncclSuccess;
         const ncclResult_t q = ncclCommGetAsyncError(st->comm, &state);
         if (q != ncclSuccess) state = q;
-        if (state == ncclSuccess) return DT_OK;
-        if (state != ncclInProgress) {
+        if (!cuda_work && state == ncclSuccess) return DT_OK;
+        if (state != ncclSuccess && state != ncclInProgress) {
             const dt_status s = nccl_fail(state, what, count);
             c->ops->abort(c);
             return s;
         }
         const double age = clock_now_s() - start;
         if (c->timeout_s > 0 && age > c->timeout_s) {
-            dt_log(DT_LOG_ERROR, "%s still in progress after %.1f s (timeout %.1f s); aborting the NCCL communicator",
-                   what, age, c->timeout_s);
+            dt_log(DT_LOG_ERROR, "%s%s still running after %.1f s (timeout %.1f s); aborting the NCCL communicator",
+                   what, of, age, c->timeout_s);
             c->ops->abort(c);
-            return dt_set_error(DT_ERR_TIMEOUT, "%s did not finish within %.1f s: %s", what, c->timeout_s, hint);
+            return dt_set_error(DT_ERR_TIMEOUT, "%s%s did not finish within %.1f s: %s", what, of, c->timeout_s,
+                                hint);
         }
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
     }
 }
 
-#define HINT_PEER "a peer rank is dead or stuck. Read the other ranks' messages; raise --timeout only if steps are legitimately this slow"
-#define HINT_INIT "a peer rank is dead or stuck, or the ranks cannot reach each other (run with NCCL_DEBUG=INFO; NCCL_SOCKET_IFNAME picks the network interface)"
+/* After a call that returned r: a nonblocking call may still be under way (ncclInProgress); wait
+ * for the communicator to settle. An immediate error aborts it too, unless NCCL only refused an
+ * argument (the communicator is then still usable). */
+static dt_status nccl_settle(coll *c, ncclResult_t r, double start, const char *what, size_t count,
+                             const char *hint)
+{
+    if (r != ncclSuccess && r != ncclInProgress) {
+        const dt_status s = nccl_fail(r, what, count);
+        if (r != ncclInvalidArgument && r != ncclInvalidUsage) c->ops->abort(c);
+        return s;
+    }
+    return nccl_watch(c, 0, NULL, start, what, count, hint);
+}
 
 /* Waits for the stream under the deadline counted from start (the call's, so that settling and
  * running share one --timeout). */
 static dt_status nccl_wait(coll *c, double start, const char *what, size_t count)
 {
-    return nccl_poll(c, NULL, start, what, count);
+    return nccl_watch(c, 1, NULL, start, what, count, HINT_PEER);
 }
 
 static dt_status cuda_fail(cudaError_t e, const char *what)
@@ -175,7 +162,7 @@ static dt_status nccl_wait_all(coll *c, void *after)
     if (e != cudaSuccess) return cuda_fail(e, "cudaEventRecord after the gradient allreduce");
     char what[96];
     snprintf(what, sizeof what, "ncclAllReduce of %d gradient bucket(s)", n);
-    dt_status s = nccl_poll(c, st->done, st->t_first, what, st->started_n);
+    dt_status s = nccl_watch(c, 1, st->done, st->t_first, what, st->started_n, HINT_PEER);
     if (s) return s;
     e = cudaStreamWaitEvent((cudaStream_t)after, st->done, 0);
     return e == cudaSuccess ? DT_OK : cuda_fail(e, "cudaStreamWaitEvent on the gradient allreduce");
