@@ -91,21 +91,6 @@ static int layer_owns_output(const dt_model *m, int i)
     return 1;
 }
 
-/* Bytes of the precision-dependent buffers: activations (layer outputs and the two backward
- * buffers) and the fp32 conversion scratch of 16-bit runs. */
-static void model_act_bytes(const dt_model *m, dt_dtype prec, size_t *act, size_t *scratch)
-{
-    const size_t B = (size_t)m->max_batch, e = prec == DT_F32 ? 4 : 2, na = B * m->spec.max_act;
-    size_t a = 2 * na * e;
-    for (int i = 0; i < m->spec.n; i++)
-        if (layer_owns_output(m, i)) a += B * layer_out_n(&m->spec.layers[i]) * e;
-    *act = a;
-    size_t sx, sy, sdy, sw, st;
-    model_amp_scratch(m, &sx, &sy, &sdy, &sw, &st);
-    *scratch = prec == DT_F32 ? 0 : (sx + sy + sdy + 2 * sw + st) * sizeof(float);
-    if (prec != DT_F32 && m->cuda) *scratch += B * dt_model_input_size(m) * sizeof(uint16_t); /* x16 */
-}
-
 /* A buffer on the model's device, or NULL (dt_last_error says why). */
 static void *mbuf(const dt_model *m, size_t bytes, const char *what)
 {
@@ -113,11 +98,17 @@ static void *mbuf(const dt_model *m, size_t bytes, const char *what)
     return devmem_alloc(m->cuda, bytes, what, &p) ? NULL : p;
 }
 
-/* The per-step buffers (for m->prec, at the largest batch) as (slot, bytes) pairs. */
+/* The per-step buffers (for m->prec, at the largest batch) as (slot, bytes, kind): what the
+ * activation pool holds, and what dt_model_memory reports. */
+enum { CARVE_ACT, CARVE_WORK, CARVE_P16 }; /* activations, workspace, the 16-bit parameter copy */
 typedef struct carve {
     void **slot;
     size_t bytes;
+    int kind;
 } carve;
+
+/* Entries act_plan may write: per layer an output and pooling indices, then at most 11 more. */
+static size_t carve_max(const dt_model *m) { return 2 * (size_t)m->spec.n + 16; }
 
 static int act_plan(dt_model *m, carve *c)
 {
@@ -126,30 +117,32 @@ static int act_plan(dt_model *m, carve *c)
     for (int i = 0; i < m->spec.n; i++) {
         const layer *l = &m->spec.layers[i];
         if (layer_owns_output(m, i))
-            c[k++] = (carve){m->prec == DT_F32 ? (void **)&m->act[i] : (void **)&m->a16[i], B * layer_out_n(l) * e};
-        if (l->kind == LAYER_POOL) c[k++] = (carve){(void **)&m->pool_idx[i], B * layer_out_n(l) * sizeof(int32_t)};
+            c[k++] = (carve){m->prec == DT_F32 ? (void **)&m->act[i] : (void **)&m->a16[i], B * layer_out_n(l) * e,
+                             CARVE_ACT};
+        if (l->kind == LAYER_POOL)
+            c[k++] = (carve){(void **)&m->pool_idx[i], B * layer_out_n(l) * sizeof(int32_t), CARVE_ACT};
     }
     for (int j = 0; j < 2; j++)
-        c[k++] = (carve){m->prec == DT_F32 ? (void **)&m->dbuf[j] : (void **)&m->d16[j], na * e};
+        c[k++] = (carve){m->prec == DT_F32 ? (void **)&m->dbuf[j] : (void **)&m->d16[j], na * e, CARVE_ACT};
     size_t ws = 0;
     for (int i = 0; i < m->spec.n; i++)
         if (m->spec.layers[i].kind == LAYER_CONV) {
             const size_t need = m->ops->conv_ws_floats(&m->spec.layers[i].cs);
             if (need > ws) ws = need;
         }
-    if (ws) c[k++] = (carve){(void **)&m->ws, ws * sizeof(float)};
+    if (ws) c[k++] = (carve){(void **)&m->ws, ws * sizeof(float), CARVE_WORK};
     if (m->prec == DT_F32) return k;
     size_t sx, sy, sdy, sw, st;
     model_amp_scratch(m, &sx, &sy, &sdy, &sw, &st);
-    c[k++] = (carve){(void **)&m->sx, sx * sizeof(float)};
-    c[k++] = (carve){(void **)&m->sy, sy * sizeof(float)};
-    c[k++] = (carve){(void **)&m->sdy, sdy * sizeof(float)};
-    c[k++] = (carve){(void **)&m->sw, sw * sizeof(float)};
-    c[k++] = (carve){(void **)&m->sg, sw * sizeof(float)};
-    c[k++] = (carve){(void **)&m->st, st * sizeof(float)};
+    c[k++] = (carve){(void **)&m->sx, sx * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){(void **)&m->sy, sy * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){(void **)&m->sdy, sdy * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){(void **)&m->sw, sw * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){(void **)&m->sg, sw * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){(void **)&m->st, st * sizeof(float), CARVE_WORK};
     if (m->cuda) {
-        c[k++] = (carve){(void **)&m->p16, m->spec.num_params * sizeof(uint16_t)};
-        c[k++] = (carve){(void **)&m->x16, B * dt_model_input_size(m) * sizeof(uint16_t)};
+        c[k++] = (carve){(void **)&m->p16, m->spec.num_params * sizeof(uint16_t), CARVE_P16};
+        c[k++] = (carve){(void **)&m->x16, B * dt_model_input_size(m) * sizeof(uint16_t), CARVE_WORK};
     }
     return k;
 }
@@ -162,7 +155,7 @@ static int act_plan(dt_model *m, carve *c)
  * conversion scratch. 0 when out of memory (dt_last_error says how much was asked). */
 static int model_alloc_acts(dt_model *m)
 {
-    carve *c = malloc((3 * (size_t)m->spec.n + 16) * sizeof *c);
+    carve *c = malloc(carve_max(m) * sizeof *c);
     if (!c) {
         dt_set_error(DT_ERR_NOMEM, "out of memory planning the activation pool");
         return 0;
@@ -948,22 +941,18 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
 {
     const size_t np = m->spec.num_params;
     memset(out, 0, sizeof *out);
-    out->params = np * 4 + (m->cuda && m->prec != DT_F32 ? np * 2 : 0); /* + the 16-bit copy on a GPU */
+    out->params = np * 4;
     out->grads = np * (m->g16 ? 2 : 4);
     out->optimizer = o ? 4 * ((o->s1 ? o->n : 0) + (o->s2 ? o->n : 0)) : 0;
-    size_t act, scratch;
-    model_act_bytes(m, m->prec, &act, &scratch);
-    for (int i = 0; i < m->spec.n; i++)
-        if (m->spec.layers[i].kind == LAYER_POOL)
-            act += (size_t)m->max_batch * layer_out_n(&m->spec.layers[i]) * sizeof(int32_t);
-    out->activations = act;
-    size_t ws = 0;
-    for (int i = 0; i < m->spec.n; i++)
-        if (m->spec.layers[i].kind == LAYER_CONV) {
-            size_t need = m->ops->conv_ws_floats(&m->spec.layers[i].cs);
-            if (need > ws) ws = need;
-        }
-    out->workspace = ws * 4 + scratch;
+    /* The pool's buffers as act_plan lists them (it only takes their addresses here). */
+    carve *c = malloc(carve_max(m) * sizeof *c);
+    const int k = c ? act_plan((dt_model *)m, c) : 0;
+    for (int j = 0; j < k; j++) {
+        if (c[j].kind == CARVE_ACT) out->activations += c[j].bytes;
+        if (c[j].kind == CARVE_WORK) out->workspace += c[j].bytes;
+        if (c[j].kind == CARVE_P16) out->params += c[j].bytes; /* the 16-bit copy of a GPU model */
+    }
+    free(c);
     out->pool = m->pool_bytes;
     devmem_info(m->cuda, &out->device_free, &out->device_total);
 }
