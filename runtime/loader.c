@@ -43,7 +43,6 @@ struct dt_loader {
     size_t in_sz;
     lslot *slot;
     worker *w;
-    float *grid; /* the caller's grid scratch when nthreads is 0 */
     long next_fill, next_out;
     int fill; /* the slot whose chunks are being handed out, or -1 */
     int held; /* the slot the caller holds, or -1 */
@@ -132,7 +131,6 @@ void dt_loader_free(dt_loader *l)
         free(l->slot[i].idx);
     }
     free(l->slot);
-    free(l->grid);
     pthread_cond_destroy(&l->cv_work);
     pthread_cond_destroy(&l->cv_ready);
     pthread_mutex_destroy(&l->mu);
@@ -179,10 +177,9 @@ dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world
             (s = devmem_host_alloc(l->pinned, (size_t)batch * sizeof(int32_t), "a batch of labels",
                                    (void **)&sl->labels)))
             break;
-        if (!(sl->idx = malloc((size_t)batch * sizeof *sl->idx))) s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+        if (threads && !(sl->idx = malloc((size_t)batch * sizeof *sl->idx)))
+            s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     }
-    if (!s && !threads && !(l->grid = malloc(grid * sizeof(float))))
-        s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     if (!s && threads) {
         if (!(l->w = calloc((size_t)threads, sizeof *l->w))) s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
         for (int t = 0; !s && t < threads; t++) {
@@ -211,12 +208,12 @@ dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world
 dt_status dt_loader_next(dt_loader *l, long *step, const float **x, const int32_t **labels)
 {
     if (!l->nthreads) {
+        /* No workers: the caller makes the batch, as dt_dataset_batch does. */
         lslot *sl = &l->slot[0];
-        dt_status s = data_batch_indices(l->d, l->next_out, l->rank, l->world, l->batch, sl->idx);
-        if (s) return s;
         const double t0 = clock_now_s();
-        make_chunk(l, sl, 0, l->grid);
+        dt_status s = dt_dataset_batch(l->d, l->next_out, l->rank, l->world, l->batch, sl->x, sl->labels);
         l->wait_s += clock_now_s() - t0;
+        if (s) return s;
         *step = l->next_out++;
         *x = sl->x;
         *labels = sl->labels;
