@@ -292,6 +292,19 @@ static int dump_params(const char *path, const float *p, size_t n)
     return EXIT_OK;
 }
 
+/* On the GPU, 16-bit models keep fp32 gradients (as torch.cuda.amp): *grad_t becomes fp32, or a
+ * 16-bit --grad-comm given with them is a usage error naming `who` chose the GPU and `alt`. */
+static int gpu_grads(const train_opts *t, dt_dtype *grad_t, const char *who, const char *alt)
+{
+    if (t->precision == DT_F32 || *grad_t == DT_F32) return EXIT_OK;
+    if (t->grad_comm_set) {
+        cli_error("%s keeps the gradients of a 16-bit model in fp32 in this version: drop --grad-comm%s", who, alt);
+        return EXIT_USAGE;
+    }
+    *grad_t = DT_F32;
+    return EXIT_OK;
+}
+
 /* Frees what a run holds (any of it may be NULL). */
 static dt_scaler *run_scaler;
 
@@ -417,14 +430,8 @@ int cmd_train(int argc, char **argv)
         return EXIT_USAGE;
     }
     install_stop_handlers();
-    /* On the GPU, 16-bit models keep fp32 gradients (as torch.cuda.amp). */
-    if (cfg.device == DT_DEVICE_CUDA && t.precision != DT_F32) {
-        if (t.grad_comm_set && grad_t != DT_F32) {
-            cli_error("--device cuda keeps the gradients of a 16-bit model in fp32 in this version: drop --grad-comm");
-            return EXIT_USAGE;
-        }
-        grad_t = DT_F32;
-    }
+    /* Asked for the GPU: its rule before anything starts. */
+    if (cfg.device == DT_DEVICE_CUDA && (rc = gpu_grads(&t, &grad_t, "--device cuda", ""))) return rc;
 
     dt_ctx *ctx = cli_init(&cfg);
     if (!ctx) return EXIT_FAIL;
@@ -432,14 +439,10 @@ int cmd_train(int argc, char **argv)
     /* --device auto took a GPU: the same rule. */
     dt_placement pl;
     dt_get_placement(ctx, &pl);
-    if (pl.device == DT_DEVICE_CUDA && t.precision != DT_F32 && grad_t != DT_F32) {
-        if (t.grad_comm_set) {
-            cli_error("--device auto chose the GPU, which keeps the gradients of a 16-bit model in fp32 in this "
-                      "version: drop --grad-comm, or train on the CPU with --device cpu");
-            dt_abort_job(ctx, EXIT_USAGE);
-            return EXIT_USAGE;
-        }
-        grad_t = DT_F32;
+    if (pl.device == DT_DEVICE_CUDA &&
+        (rc = gpu_grads(&t, &grad_t, "--device auto chose the GPU, which", ", or train on the CPU with --device cpu"))) {
+        dt_abort_job(ctx, rc);
+        return rc;
     }
     fault_maybe(&flt, rank, 0, NULL);
     dt_model *m = NULL;
