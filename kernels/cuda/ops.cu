@@ -709,14 +709,8 @@ static void maxpool_fwd(const char *op, const T *x, T *y, int32_t *idx, int bf, 
     if (batch <= 0 || c <= 0 || k <= 0) return;
     const size_t planes = (size_t)batch * c, n = planes * (size_t)(h / k) * (w / k);
     if (n == 0) return;
-    /* The input is the larger index space. */
-    const size_t span = planes * (size_t)h * w;
-    if (span < IDX32_LIMIT)
-        maxpool_fwd_kernel<uint32_t><<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(x, y, idx, bf, planes, h,
-                                                                                             w, k);
-    else
-        maxpool_fwd_kernel<size_t><<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(x, y, idx, bf, planes, h,
-                                                                                           w, k);
+    /* Only output indices are of type I (input addresses are size_t). */
+    LAUNCH_IDX(maxpool_fwd_kernel, n, x, y, idx, bf, planes, h, w, k);
     check_launch(op, "maxpool_fwd", n);
 }
 
