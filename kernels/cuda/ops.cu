@@ -23,8 +23,9 @@
  *
  * Launches go to the stream of cuda_ops_set_stream and are checked with cudaGetLastError; the first
  * failure is recorded for cuda_ops_last_error(). Only softmax_xent and the non-finite counters
- * synchronize (they return host values). Loops are grid-stride loops; kernels that split flat
- * indices into coordinates use 32-bit indices when the launch allows (LAUNCH_IDX), else size_t.
+ * synchronize (they return host values). Loops are grid-stride loops; kernels that need coordinates
+ * are row kernels (LAUNCH_ROWS): a block works out a row's coordinates once and its threads walk
+ * the row with 32-bit indices, at most one division each.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -62,18 +63,23 @@ static __device__ __forceinline__ uint16_t narrow16(int bf, float f)
 static __device__ __forceinline__ float as32(float v, int) { return v; }
 static __device__ __forceinline__ float as32(uint16_t v, int bf) { return wide16(bf, v); }
 
-/* Index arithmetic: kernels that split a flat index into coordinates are templated on the index
- * type I and launched with 32-bit indices whenever every index of the launch is below 2^31 (then
- * a grid-stride step cannot wrap either): a 32-bit division or modulo costs a few times less than
- * a 64-bit one, and these kernels do several per element. Larger launches use size_t. */
+/* Indices below 2^31 (the bias-gradient slices) take 32-bit arithmetic. */
 #define IDX32_LIMIT ((size_t)1 << 31)
-#define LAUNCH_IDX(kernel, n, ...)                                                                          \
-    do {                                                                                                    \
-        if ((size_t)(n) < IDX32_LIMIT)                                                                      \
-            kernel<uint32_t><<<grid_for((n), OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(__VA_ARGS__);       \
-        else                                                                                                \
-            kernel<size_t><<<grid_for((n), OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(__VA_ARGS__);         \
-    } while (0)
+
+/* Row kernels: work split into `rows` rows of at most 2^31 elements each (an image plane, a row
+ * of a column matrix); a block takes a row at a time and works out the row's coordinates once,
+ * its threads walk the row's elements (32-bit, one division at most per element). Small rows get
+ * smaller blocks (a multiple of a warp) so fewer threads idle; at most OPS_ROW_MAX_BLOCKS blocks
+ * (a few waves of an H100/H200), each looping over rows, so short rows cost no block launch each. */
+#define OPS_ROW_MAX_BLOCKS 4096u
+static unsigned int row_threads(size_t per_row)
+{
+    const size_t t = (per_row + 31) / 32 * 32;
+    return (unsigned int)(t < 32 ? 32 : t > 256 ? 256 : t);
+}
+#define LAUNCH_ROWS(kernel, rows, per_row, ...)                                                             \
+    kernel<<<(unsigned int)((rows) < OPS_ROW_MAX_BLOCKS ? (rows) : OPS_ROW_MAX_BLOCKS), row_threads(per_row), 0, \
+             g_stream>>>(__VA_ARGS__)
 
 #define OPS_BLOCK 256       /* threads per block of every elementwise / gather kernel */
 #define OPS_MAX_BLOCKS 65535
@@ -295,20 +301,28 @@ static void cuda_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha
 
 /* ---------------------------------------------------------------- bias broadcast and sums */
 
-/* y[i] = b[(i / inner) % outer] for i < n: the bias of a (rows, out) matrix (inner 1) or of NCHW
- * planes (inner = H*W, outer = channels). */
-template <typename I>
-static __global__ void bias_broadcast_kernel(float *__restrict__ y, const float *__restrict__ b, I n, I inner, I outer)
+/* The bias into y as `rows` rows of `per` values: row r of NCHW planes takes b[r % outer] (CHAN:
+ * a convolution, outer = channels), a row of a (rows, out) matrix takes b[column]. */
+template <bool CHAN>
+static __global__ void bias_broadcast_kernel(float *__restrict__ y, const float *__restrict__ b, size_t rows,
+                                             uint32_t per, uint32_t outer)
 {
-    const I stride = (I)gridDim.x * blockDim.x;
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) y[i] = b[(i / inner) % outer];
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        float *yr = y + r * per;
+        const float br = CHAN ? b[r % outer] : 0.0f;
+        for (uint32_t p = threadIdx.x; p < per; p += blockDim.x) yr[p] = CHAN ? br : b[p];
+    }
 }
 
-static void bias_broadcast(const char *op, float *y, const float *b, size_t n, size_t inner, size_t outer)
+/* y (rows, per) from the bias: chan, per channel plane (outer channels); else per column. */
+static void bias_broadcast(const char *op, float *y, const float *b, size_t rows, size_t per, size_t outer, int chan)
 {
-    if (n == 0) return;
-    LAUNCH_IDX(bias_broadcast_kernel, n, y, b, n, inner, outer);
-    check_launch(op, "the bias broadcast", n);
+    if (rows == 0 || per == 0) return;
+    if (chan)
+        LAUNCH_ROWS(bias_broadcast_kernel<true>, rows, per, y, b, rows, (uint32_t)per, (uint32_t)outer);
+    else
+        LAUNCH_ROWS(bias_broadcast_kernel<false>, rows, per, y, b, rows, (uint32_t)per, (uint32_t)outer);
+    check_launch(op, "the bias broadcast", rows * per);
 }
 
 /* db[j] = sum over rows i of dy[i*cols + j], one thread per column adding rows in order in fp32:
@@ -405,7 +419,7 @@ static void cuda_linear_fwd(const float *x, const float *w, const float *b, floa
 {
     if (batch <= 0 || out <= 0) return;
     const size_t n = (size_t)batch * out;
-    if (b) bias_broadcast("linear_fwd", y, b, n, 1, (size_t)out);
+    if (b) bias_broadcast("linear_fwd", y, b, (size_t)batch, (size_t)out, (size_t)out, 0);
     if (in <= 0) { /* an empty product: cuBLAS would reject lda 0 */
         if (!b) {
             const cudaError_t e = cudaMemsetAsync(y, 0, n * sizeof *y, g_stream);
@@ -447,74 +461,103 @@ static conv_geo geo_of(const conv_shape *s)
 /* im2col of g images starting at x (NCHW, C*H*W apart): element (i, row, pix) with row =
  * (c*k + kh)*k + kw and pix = oh*Wo + ow goes to col[i*img_stride + row*ld + pix] and holds
  * x_i[c][oh*S - pad + kh][ow*S - pad + kw], or 0 in the padding (the CPU's definition, conv.c).
- * Layout (g, K, P): img_stride K*P, ld P; layout (K, g*P): img_stride P, ld g*P. */
-template <typename I, typename T>
+ * Layout (g, K, P): img_stride K*P, ld P; layout (K, g*P): img_stride P, ld g*P.
+ * A row kernel: one (image, row) per block turn, its threads along the row's P pixels. */
+template <typename T>
 static __global__ void im2col_kernel(const T *__restrict__ x, T *__restrict__ col, conv_geo q, int g,
-                              size_t img_stride, size_t ld)
+                                     size_t img_stride, size_t ld)
 {
-    const I P = (I)q.Ho * q.Wo, K = (I)q.C * q.k * q.k, k = (I)q.k, kk = (I)q.k * q.k, Wo = (I)q.Wo;
-    const size_t plane = (size_t)q.H * q.W;
-    const I total = (I)g * K * P, stride = (I)gridDim.x * blockDim.x;
-    for (I idx = (I)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
-        const I pix = idx % P, t = idx / P;
-        const I row = t % K, i = t / K;
-        const int kw = (int)(row % k), kh = (int)((row / k) % k), c = (int)(row / kk);
-        const int oh = (int)(pix / Wo), ow = (int)(pix % Wo);
-        const int ih = oh * q.S - q.pad + kh, iw = ow * q.S - q.pad + kw;
-        T v = (T)0; /* +0 in fp32, and the +0 pattern of fp16/bf16 */
-        if (ih >= 0 && ih < q.H && iw >= 0 && iw < q.W) v = x[((size_t)i * q.C + c) * plane + (size_t)ih * q.W + iw];
-        col[(size_t)i * img_stride + (size_t)row * ld + pix] = v;
+    const uint32_t K = (uint32_t)q.C * q.k * q.k, P = (uint32_t)q.Ho * q.Wo, Wo = (uint32_t)q.Wo;
+    const size_t plane = (size_t)q.H * q.W, rows = (size_t)g * K;
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const uint32_t row = (uint32_t)(r % K);
+        const size_t i = r / K;
+        const int kw = (int)(row % (uint32_t)q.k), kh = (int)((row / (uint32_t)q.k) % (uint32_t)q.k);
+        const int c = (int)(row / ((uint32_t)q.k * q.k));
+        const T *xp = x + ((size_t)i * q.C + c) * plane;
+        T *cp = col + i * img_stride + (size_t)row * ld;
+        for (uint32_t pix = threadIdx.x; pix < P; pix += blockDim.x) {
+            const uint32_t oh = pix / Wo, ow = pix - oh * Wo;
+            const int ih = (int)oh * q.S - q.pad + kh, iw = (int)ow * q.S - q.pad + kw;
+            T v = (T)0; /* +0 in fp32, and the +0 pattern of fp16/bf16 */
+            if (ih >= 0 && ih < q.H && iw >= 0 && iw < q.W) v = xp[(size_t)ih * q.W + iw];
+            cp[pix] = v;
+        }
     }
 }
 
 /* col2im as a gather into g images of dx (NCHW, overwritten): each input pixel (ih, iw) of channel
  * c sums col[(c*k + kh)*k + kw][oh*Wo + ow] over the (kh, kw) with ih = oh*S - pad + kh and
  * iw = ow*S - pad + kw for an output (oh, ow) inside the image, in increasing kh then kw, the order
- * in which the CPU's col2im adds them; pixels that no window reads get 0. */
-template <typename I>
+ * in which the CPU's col2im adds them; pixels that no window reads get 0. A row kernel: one
+ * (image, channel) plane per block turn; S1 (stride 1, the common case) needs no divisions. */
+template <bool S1>
 static __global__ void col2im_kernel(const float *__restrict__ col, float *__restrict__ dx, conv_geo q, int g,
-                              size_t img_stride, size_t ld)
+                                     size_t img_stride, size_t ld)
 {
-    const I W = (I)q.W, H = (I)q.H, C = (I)q.C;
-    const I total = (I)g * C * H * W, stride = (I)gridDim.x * blockDim.x;
-    for (I idx = (I)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
-        const int iw = (int)(idx % W);
-        I t = idx / W;
-        const int ih = (int)(t % H);
-        t /= H;
-        const int c = (int)(t % C);
-        const I i = t / C;
-        const float *ci = col + (size_t)i * img_stride;
-        float sum = 0.0f;
-        for (int kh = 0; kh < q.k; kh++) {
-            const int y = ih + q.pad - kh; /* = oh*S; decreases with kh */
-            if (y < 0) break;
-            if (y % q.S) continue;
-            const int oh = y / q.S;
-            if (oh >= q.Ho) continue;
-            for (int kw = 0; kw < q.k; kw++) {
-                const int xw = iw + q.pad - kw;
-                if (xw < 0) break;
-                if (xw % q.S) continue;
-                const int ow = xw / q.S;
-                if (ow >= q.Wo) continue;
-                sum += ci[((size_t)(c * q.k + kh) * q.k + kw) * ld + (size_t)oh * q.Wo + ow];
+    const uint32_t W = (uint32_t)q.W, HW = (uint32_t)q.H * q.W;
+    const size_t rows = (size_t)g * q.C;
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int c = (int)(r % (uint32_t)q.C);
+        const size_t i = r / (uint32_t)q.C;
+        const float *ci = col + i * img_stride + (size_t)c * q.k * q.k * ld;
+        float *dp = dx + r * HW;
+        for (uint32_t p = threadIdx.x; p < HW; p += blockDim.x) {
+            const int ih = (int)(p / W), iw = (int)(p - (uint32_t)ih * W);
+            float sum = 0.0f;
+            for (int kh = 0; kh < q.k; kh++) {
+                const int y = ih + q.pad - kh; /* = oh*S; decreases with kh */
+                if (y < 0) break;
+                if (!S1 && y % q.S) continue;
+                const int oh = S1 ? y : y / q.S;
+                if (oh >= q.Ho) continue;
+                for (int kw = 0; kw < q.k; kw++) {
+                    const int xw = iw + q.pad - kw;
+                    if (xw < 0) break;
+                    if (!S1 && xw % q.S) continue;
+                    const int ow = S1 ? xw : xw / q.S;
+                    if (ow >= q.Wo) continue;
+                    sum += ci[(size_t)(kh * q.k + kw) * ld + (size_t)oh * q.Wo + ow];
+                }
             }
+            dp[p] = sum;
         }
-        dx[idx] = sum;
     }
 }
 
-/* dy of g images (NCHW (g, O, P)) -> the GEMM layout (O, g*P): out[o*g*P + i*P + p]. */
-template <typename I, typename T>
-static __global__ void gather_dy_kernel(const T *__restrict__ dy, T *__restrict__ out, int g, int O, size_t P_)
+static int col2im(const char *op, const conv_shape *s, const float *col, float *dx, int g, size_t img_stride,
+                  size_t ld)
 {
-    const I P = (I)P_, total = (I)g * O * P, ld = (I)g * P, stride = (I)gridDim.x * blockDim.x;
-    for (I idx = (I)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
-        const I p = idx % P, t = idx / P;
-        const I o = t % (I)O, i = t / (I)O;
-        out[o * ld + i * P + p] = dy[idx];
+    const size_t rows = (size_t)g * s->c_in, hw = (size_t)s->h * s->w;
+    if (rows == 0 || hw == 0) return 1;
+    if (s->stride == 1)
+        LAUNCH_ROWS(col2im_kernel<true>, rows, hw, col, dx, geo_of(s), g, img_stride, ld);
+    else
+        LAUNCH_ROWS(col2im_kernel<false>, rows, hw, col, dx, geo_of(s), g, img_stride, ld);
+    return check_launch(op, "col2im", rows * hw);
+}
+
+/* dy of g images (NCHW (g, O, P)) -> the GEMM layout (O, g*P): out[o*g*P + i*P + p]. A row
+ * kernel: one (image, channel) plane of P values per block turn. */
+template <typename T>
+static __global__ void gather_dy_kernel(const T *__restrict__ dy, T *__restrict__ out, int g, int O, uint32_t P)
+{
+    const size_t rows = (size_t)g * O, ld = (size_t)g * P;
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const size_t o = r % (uint32_t)O, i = r / (uint32_t)O;
+        const T *src = dy + r * P;
+        T *dst = out + o * ld + i * P;
+        for (uint32_t p = threadIdx.x; p < P; p += blockDim.x) dst[p] = src[p];
     }
+}
+
+template <typename T>
+static int gather_dy(const char *op, const T *dy, T *out, int g, int O, size_t P)
+{
+    const size_t rows = (size_t)g * O;
+    if (rows == 0 || P == 0) return 1;
+    LAUNCH_ROWS(gather_dy_kernel, rows, P, dy, out, g, O, (uint32_t)P);
+    return check_launch(op, "the dy gather", rows * P);
 }
 
 static int conv_is_pointwise(const conv_shape *s) { return s->k == 1 && s->stride == 1 && s->pad == 0; }
@@ -539,13 +582,13 @@ static size_t cuda_conv_ws_floats(const conv_shape *s)
     return (size_t)conv_group(s) * P * (K + O);
 }
 
-static void im2col(const char *op, const conv_shape *s, const float *x, float *col, int g, size_t img_stride,
-                   size_t ld)
+template <typename T>
+static int im2col(const char *op, const conv_shape *s, const T *x, T *col, int g, size_t img_stride, size_t ld)
 {
-    const size_t n = (size_t)g * s->c_in * s->k * s->k * s->h_out * s->w_out;
-    if (n == 0) return;
-    LAUNCH_IDX(im2col_kernel, n, x, col, geo_of(s), g, img_stride, ld);
-    check_launch(op, "im2col", n);
+    const size_t rows = (size_t)g * s->c_in * s->k * s->k, P = (size_t)s->h_out * s->w_out;
+    if (rows == 0 || P == 0) return 1;
+    LAUNCH_ROWS(im2col_kernel, rows, P, x, col, geo_of(s), g, img_stride, ld);
+    return check_launch(op, "im2col", rows * P);
 }
 
 static void cuda_conv_fwd(const conv_shape *s, const float *x, const float *w, const float *b, float *y, float *ws)
@@ -556,7 +599,7 @@ static void cuda_conv_fwd(const conv_shape *s, const float *x, const float *w, c
     for (int b0 = 0; b0 < s->batch; b0 += G) {
         const int g = s->batch - b0 < G ? s->batch - b0 : G;
         float *yb = y + (size_t)b0 * out_sz;
-        if (b) bias_broadcast("conv_fwd", yb, b, (size_t)g * out_sz, (size_t)P, (size_t)O);
+        if (b) bias_broadcast("conv_fwd", yb, b, (size_t)g * O, (size_t)P, (size_t)O, 1);
         const float *col = x + (size_t)b0 * in_sz; /* pointwise: x_i (C, H*W) is its own column matrix */
         if (!conv_is_pointwise(s)) {
             im2col("conv_fwd", s, col, ws, g, (size_t)K * P, (size_t)P);
@@ -581,11 +624,7 @@ static void cuda_conv_bwd_data(const conv_shape *s, const float *dy, const float
         float *dcol = pointwise ? dxb : ws;
         rm_gemm_batched("conv_bwd_data", 1, 0, K, P, O, 1.0f, w, K, 0, dy + (size_t)b0 * out_sz, P,
                         (long long)out_sz, 0.0f, dcol, P, (long long)K * P, g);
-        if (!pointwise) {
-            const size_t n = (size_t)g * in_sz;
-            LAUNCH_IDX(col2im_kernel, n, ws, dxb, geo_of(s), g, (size_t)K * P, (size_t)P);
-            check_launch("conv_bwd_data", "col2im", n);
-        }
+        if (!pointwise) col2im("conv_bwd_data", s, ws, dxb, g, (size_t)K * P, (size_t)P);
     }
 }
 
@@ -601,9 +640,7 @@ static void cuda_conv_bwd_filter(const conv_shape *s, const float *x, const floa
         const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
         /* col (K, g*P): image i in columns [i*P, (i+1)*P) */
         im2col("conv_bwd_filter", s, x + (size_t)b0 * in_sz, col, g, (size_t)P, (size_t)ld);
-        const size_t n = (size_t)g * out_sz;
-        LAUNCH_IDX(gather_dy_kernel, n, dy + (size_t)b0 * out_sz, dyg, g, O, (size_t)P);
-        check_launch("conv_bwd_filter", "the dy gather", n);
+        gather_dy("conv_bwd_filter", dy + (size_t)b0 * out_sz, dyg, g, O, (size_t)P);
         /* dW (O, K) (+)= dy_g (O, g*P) col^T (g*P, K); the first group overwrites */
         rm_gemm("conv_bwd_filter", 0, 1, O, K, ld, 1.0f, dyg, ld, col, ld, b0 ? 1.0f : 0.0f, dw, K);
     }
@@ -646,60 +683,60 @@ static void cuda_relu_bwd(const float *y, const float *dy, float *dx, size_t n)
 
 /* ---------------------------------------------------------------- max pooling */
 
-/* One thread per output: the window walked in row-major order from its top-left value, taking a
- * value that is greater or NaN (the CPU's POOL_TAKE): ties keep the first maximum, a NaN wins, and
- * of several NaNs the last one does. idx = offset within the input plane. T is fp32 or a 16-bit
- * type (compared widened; the output is the winning element itself, so exact). */
-template <typename I, typename T>
+/* Row kernels, one plane per block turn. Forward: a thread per output, the window walked in
+ * row-major order from its top-left value, taking a value that is greater or NaN (the CPU's
+ * POOL_TAKE): ties keep the first maximum, a NaN wins, and of several NaNs the last one does.
+ * idx = offset within the input plane. T is fp32 or a 16-bit type (compared widened; the output
+ * is the winning element itself, so exact). */
+template <typename T>
 static __global__ void maxpool_fwd_kernel(const T *__restrict__ x, T *__restrict__ y, int32_t *__restrict__ idx,
                                           int bf, size_t planes, int H, int W, int k)
 {
-    const I Ho = (I)(H / k), Wo = (I)(W / k);
-    const I total = (I)planes * Ho * Wo, stride = (I)gridDim.x * blockDim.x;
-    for (I o = (I)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += stride) {
-        const int ow = (int)(o % Wo);
-        const I t = o / Wo;
-        const int oh = (int)(t % Ho);
-        const I pl = t / Ho;
-        const T *xp = x + (size_t)pl * H * W;
-        const int base = oh * k * W + ow * k;
-        float best = as32(xp[base], bf);
-        int bi = base;
-        for (int i = 0; i < k; i++)
-            for (int j = i ? 0 : 1; j < k; j++) {
-                const int at = base + i * W + j;
-                const float v = as32(xp[at], bf);
-                if (v > best || v != v) {
-                    best = v;
-                    bi = at;
+    const uint32_t Wo = (uint32_t)(W / k), HWo = (uint32_t)(H / k) * Wo;
+    for (size_t pl = blockIdx.x; pl < planes; pl += gridDim.x) {
+        const T *xp = x + pl * H * W;
+        for (uint32_t o = threadIdx.x; o < HWo; o += blockDim.x) {
+            const uint32_t oh = o / Wo, ow = o - oh * Wo;
+            const int base = (int)oh * k * W + (int)ow * k;
+            float best = as32(xp[base], bf);
+            int bi = base;
+            for (int i = 0; i < k; i++)
+                for (int j = i ? 0 : 1; j < k; j++) {
+                    const int at = base + i * W + j;
+                    const float v = as32(xp[at], bf);
+                    if (v > best || v != v) {
+                        best = v;
+                        bi = at;
+                    }
                 }
-            }
-        y[o] = xp[bi];
-        idx[o] = bi;
+            y[pl * HWo + o] = xp[bi];
+            idx[pl * HWo + o] = bi;
+        }
     }
 }
 
-/* A gather: each input gets dy of its window's output when it is that window's argmax, else 0
- * (rows/columns past the last whole window too). The windows do not overlap, so this equals the
- * CPU's zero-then-scatter for any idx that maxpool_fwd produced. (T)0 is +0 in every type. */
-template <typename I, typename T>
+/* Backward as a gather: each input gets dy of its window's output when it is that window's
+ * argmax, else 0 (rows/columns past the last whole window too). The windows do not overlap, so
+ * this equals the CPU's zero-then-scatter for any idx that maxpool_fwd produced. (T)0 is +0 in
+ * every type. */
+template <typename T>
 static __global__ void maxpool_bwd_kernel(const T *__restrict__ dy, const int32_t *__restrict__ idx,
                                           T *__restrict__ dx, size_t planes, int H, int W, int k)
 {
-    const I Ho = (I)(H / k), Wo = (I)(W / k), Hi = (I)H, Wi = (I)W;
-    const I total = (I)planes * Hi * Wi, stride = (I)gridDim.x * blockDim.x;
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        const int iw = (int)(i % Wi);
-        const I t = i / Wi;
-        const int ih = (int)(t % Hi);
-        const I pl = t / Hi;
-        const I oh = (I)(ih / k), ow = (I)(iw / k);
-        T v = (T)0;
-        if (oh < Ho && ow < Wo) {
-            const I o = (pl * Ho + oh) * Wo + ow;
-            if (idx[o] == ih * W + iw) v = dy[o];
+    const uint32_t Ho = (uint32_t)(H / k), Wo = (uint32_t)(W / k), HW = (uint32_t)H * W, HWo = Ho * Wo;
+    for (size_t pl = blockIdx.x; pl < planes; pl += gridDim.x) {
+        const T *dyp = dy + pl * HWo;
+        const int32_t *ip = idx + pl * HWo;
+        for (uint32_t i = threadIdx.x; i < HW; i += blockDim.x) {
+            const uint32_t ih = i / (uint32_t)W, iw = i - ih * (uint32_t)W;
+            const uint32_t oh = ih / (uint32_t)k, ow = iw / (uint32_t)k;
+            T v = (T)0;
+            if (oh < Ho && ow < Wo) {
+                const uint32_t o = oh * Wo + ow;
+                if (ip[o] == (int32_t)i) v = dyp[o];
+            }
+            dx[pl * HW + i] = v;
         }
-        dx[i] = v;
     }
 }
 
@@ -707,21 +744,20 @@ template <typename T>
 static void maxpool_fwd(const char *op, const T *x, T *y, int32_t *idx, int bf, int batch, int c, int h, int w, int k)
 {
     if (batch <= 0 || c <= 0 || k <= 0) return;
-    const size_t planes = (size_t)batch * c, n = planes * (size_t)(h / k) * (w / k);
-    if (n == 0) return;
-    /* Only output indices are of type I (input addresses are size_t). */
-    LAUNCH_IDX(maxpool_fwd_kernel, n, x, y, idx, bf, planes, h, w, k);
-    check_launch(op, "maxpool_fwd", n);
+    const size_t planes = (size_t)batch * c, per = (size_t)(h / k) * (w / k);
+    if (per == 0) return;
+    LAUNCH_ROWS(maxpool_fwd_kernel, planes, per, x, y, idx, bf, planes, h, w, k);
+    check_launch(op, "maxpool_fwd", planes * per);
 }
 
 template <typename T>
 static void maxpool_bwd(const char *op, const T *dy, const int32_t *idx, T *dx, int batch, int c, int h, int w, int k)
 {
     if (batch <= 0 || c <= 0 || k <= 0) return;
-    const size_t planes = (size_t)batch * c, n = planes * (size_t)h * w;
-    if (n == 0) return;
-    LAUNCH_IDX(maxpool_bwd_kernel, n, dy, idx, dx, planes, h, w, k);
-    check_launch(op, "maxpool_bwd", n);
+    const size_t planes = (size_t)batch * c, per = (size_t)h * w;
+    if (per == 0) return;
+    LAUNCH_ROWS(maxpool_bwd_kernel, planes, per, dy, idx, dx, planes, h, w, k);
+    check_launch(op, "maxpool_bwd", planes * per);
 }
 
 static void cuda_maxpool_fwd(const float *x, float *y, int32_t *idx, int batch, int c, int h, int w, int k)
@@ -1035,22 +1071,55 @@ static __global__ void round16_kernel(int bf, const float *in, float *out, size_
         out[i] = wide16(bf, narrow16(bf, in[i]));
 }
 
-static __global__ void relu16_fwd_kernel(uint16_t inf, const uint16_t *x, uint16_t *y, size_t n)
+/* 16-bit ReLU on bit patterns (inf: the +inf pattern): forward zeroes negatives down to -inf and
+ * keeps NaNs; backward passes dy where y > 0 (positive, not NaN). Eight values a thread at a time
+ * (16-byte loads) when every pointer is 16-byte aligned (vec), the rest one by one. */
+static __device__ __forceinline__ uint16_t relu16_y(uint16_t inf, uint16_t v)
 {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const uint16_t v = x[i];
-        y[i] = ((v & 0x8000u) && (uint16_t)(v & 0x7fffu) <= inf) ? (uint16_t)0 : v;
-    }
+    return ((v & 0x8000u) && (uint16_t)(v & 0x7fffu) <= inf) ? (uint16_t)0 : v;
 }
 
-static __global__ void relu16_bwd_kernel(uint16_t inf, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n)
+static __device__ __forceinline__ uint16_t relu16_dx(uint16_t inf, uint16_t y, uint16_t g)
 {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const uint16_t v = y[i];
-        dx[i] = (!(v & 0x8000u) && v != 0 && v <= inf) ? dy[i] : (uint16_t)0;
+    return (!(y & 0x8000u) && y != 0 && y <= inf) ? g : (uint16_t)0;
+}
+
+typedef union {
+    uint4 v;
+    uint16_t h[8];
+} pack8;
+
+static __global__ void relu16_fwd_kernel(uint16_t inf, const uint16_t *x, uint16_t *y, size_t n, int vec)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x, nv = vec ? n / 8 : 0;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (size_t v = i; v < nv; v += stride) {
+        pack8 a;
+        a.v = ((const uint4 *)x)[v];
+        for (int e = 0; e < 8; e++) a.h[e] = relu16_y(inf, a.h[e]);
+        ((uint4 *)y)[v] = a.v;
     }
+    for (i += nv * 8; i < n; i += stride) y[i] = relu16_y(inf, x[i]);
+}
+
+static __global__ void relu16_bwd_kernel(uint16_t inf, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n,
+                                         int vec)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x, nv = vec ? n / 8 : 0;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (size_t v = i; v < nv; v += stride) {
+        pack8 a, g;
+        a.v = ((const uint4 *)y)[v];
+        g.v = ((const uint4 *)dy)[v];
+        for (int e = 0; e < 8; e++) g.h[e] = relu16_dx(inf, a.h[e], g.h[e]);
+        ((uint4 *)dx)[v] = g.v;
+    }
+    for (i += nv * 8; i < n; i += stride) dx[i] = relu16_dx(inf, y[i], dy[i]);
+}
+
+static int aligned16(const void *a, const void *b, const void *c)
+{
+    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15u) == 0;
 }
 
 /* db[j] = sum over rows of dy[i][j] in fp32, rows in order (deterministic). */
@@ -1077,14 +1146,18 @@ extern "C" void cuda_round16(dt_dtype t, const float *in, float *out, size_t n)
 extern "C" void cuda_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, size_t n)
 {
     if (!n) return;
-    relu16_fwd_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(inf16(t), x, y, n);
+    const int vec = aligned16(x, y, y);
+    relu16_fwd_kernel<<<grid_for(vec ? (n + 7) / 8 : n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(inf16(t), x, y, n,
+                                                                                                  vec);
     check_launch("relu16_fwd", "relu16_fwd_kernel", n);
 }
 
 extern "C" void cuda_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n)
 {
     if (!n) return;
-    relu16_bwd_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(inf16(t), y, dy, dx, n);
+    const int vec = aligned16(y, dy, dx);
+    relu16_bwd_kernel<<<grid_for(vec ? (n + 7) / 8 : n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(inf16(t), y, dy,
+                                                                                                  dx, n, vec);
     check_launch("relu16_bwd", "relu16_bwd_kernel", n);
 }
 
@@ -1142,23 +1215,38 @@ static void rm_gemm16_batched(const char *op, dt_dtype t, int ta, int tb, int m,
                  op, m, n, k, count, ta, tb, cublas_name(st), cublas_text(st));
 }
 
-/* y16[i] = round(y32[i] + b16[(i / inner) % outer]) (b16 may be NULL: no bias). */
-template <typename I>
+/* y16 = round(y32 + bias) as `rows` rows of `per` values, the bias as in bias_broadcast_kernel
+ * (b16 NULL: + 0.0f, which is what rounding alone gives but for -0, made +0 as before). */
+template <bool CHAN>
 static __global__ void bias_round16_kernel(int bf, const float *__restrict__ y32, const uint16_t *__restrict__ b16,
-                                           uint16_t *__restrict__ y16, I n, I inner, I outer)
+                                           uint16_t *__restrict__ y16, size_t rows, uint32_t per, uint32_t outer)
 {
-    const I stride = (I)gridDim.x * blockDim.x;
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        y16[i] = narrow16(bf, y32[i] + (b16 ? wide16(bf, b16[(i / inner) % outer]) : 0.0f));
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *src = y32 + r * per;
+        uint16_t *dst = y16 + r * per;
+        const float br = CHAN && b16 ? wide16(bf, b16[r % outer]) : 0.0f;
+        for (uint32_t p = threadIdx.x; p < per; p += blockDim.x)
+            dst[p] = narrow16(bf, src[p] + (CHAN || !b16 ? br : wide16(bf, b16[p])));
+    }
+}
+
+static int bias_round16(const char *op, dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16,
+                        size_t rows, size_t per, size_t outer, int chan)
+{
+    if (rows == 0 || per == 0) return 1;
+    if (chan)
+        LAUNCH_ROWS(bias_round16_kernel<true>, rows, per, t == DT_BF16, y32, b16, y16, rows, (uint32_t)per,
+                    (uint32_t)outer);
+    else
+        LAUNCH_ROWS(bias_round16_kernel<false>, rows, per, t == DT_BF16, y32, b16, y16, rows, (uint32_t)per,
+                    (uint32_t)outer);
+    return check_launch(op, "bias and rounding", rows * per);
 }
 
 extern "C" void cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16, int rows, int cols)
 {
-    const size_t n = (size_t)rows * (size_t)cols;
-    if (!n) return;
-    /* Row-major (rows, cols): the bias index is the column, i % cols. */
-    LAUNCH_IDX(bias_round16_kernel, n, t == DT_BF16, y32, b16, y16, n, 1, (size_t)cols);
-    check_launch("bias_to16", "bias_round16_kernel", n);
+    if (rows <= 0 || cols <= 0) return;
+    bias_round16("bias_to16", t, y32, b16, y16, (size_t)rows, (size_t)cols, (size_t)cols, 0);
 }
 
 extern "C" void cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *w,
@@ -1171,19 +1259,14 @@ extern "C" void cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t 
         const int g = s->batch - b0 < G ? s->batch - b0 : G;
         const uint16_t *col = x + (size_t)b0 * in_sz;
         if (!conv_is_pointwise(s)) {
-            const size_t n = (size_t)g * K * P;
-            LAUNCH_IDX(im2col_kernel, n, x + (size_t)b0 * in_sz, col16, geo_of(s), g, (size_t)K * P, (size_t)P);
-            if (!check_launch("conv_fwd16", "im2col", n)) return;
+            if (!im2col("conv_fwd16", s, x + (size_t)b0 * in_sz, col16, g, (size_t)K * P, (size_t)P)) return;
             col = col16;
         }
         /* y32_i (O, P) = W (O, K) col_i (K, P) */
         rm_gemm16_batched("conv_fwd16", t, 0, 0, O, P, K, w, K, 0, col, P, (long long)K * P, 0.0f,
                           y32 + (size_t)b0 * out_sz, CUDA_R_32F, P, (long long)out_sz, g);
     }
-    const size_t n = (size_t)s->batch * out_sz;
-    if (!n) return;
-    LAUNCH_IDX(bias_round16_kernel, n, t == DT_BF16, y32, b, y, n, (size_t)P, (size_t)O);
-    check_launch("conv_fwd16", "bias and rounding", n);
+    if (s->batch > 0) bias_round16("conv_fwd16", t, y32, b, y, (size_t)s->batch * O, (size_t)P, (size_t)O, 1);
 }
 
 extern "C" void cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *dy, const uint16_t *w,
@@ -1199,16 +1282,10 @@ extern "C" void cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint
         float *dcol = pointwise ? dxb : ws;
         rm_gemm16_batched("conv_bwd_data16", t, 1, 0, K, P, O, w, K, 0, dy + (size_t)b0 * out_sz, P,
                           (long long)out_sz, 0.0f, dcol, CUDA_R_32F, P, (long long)K * P, g);
-        if (!pointwise) {
-            const size_t n = (size_t)g * in_sz;
-            LAUNCH_IDX(col2im_kernel, n, ws, dxb, geo_of(s), g, (size_t)K * P, (size_t)P);
-            if (!check_launch("conv_bwd_data16", "col2im", n)) return;
-        }
+        if (!pointwise && !col2im("conv_bwd_data16", s, ws, dxb, g, (size_t)K * P, (size_t)P)) return;
     }
-    const size_t n = (size_t)s->batch * in_sz;
-    if (!n) return;
-    LAUNCH_IDX(bias_round16_kernel, n, t == DT_BF16, dx32, NULL, dx, n, 1, 1);
-    check_launch("conv_bwd_data16", "rounding", n);
+    if (s->batch > 0) bias_round16("conv_bwd_data16", t, dx32, NULL, dx, (size_t)s->batch * s->c_in,
+                                   (size_t)s->h * s->w, 1, 1);
 }
 
 extern "C" void cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *dy,
@@ -1221,12 +1298,9 @@ extern "C" void cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const ui
     uint16_t *col = (uint16_t *)ws, *dyg = col + (size_t)K * G * P; /* (K + O) * G * P halves */
     for (int b0 = 0; b0 < s->batch; b0 += G) {
         const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
-        size_t n = (size_t)g * K * P;
-        LAUNCH_IDX(im2col_kernel, n, x + (size_t)b0 * in_sz, col, geo_of(s), g, (size_t)P, (size_t)ld);
-        if (!check_launch("conv_bwd_filter16", "im2col", n)) return;
-        n = (size_t)g * out_sz;
-        LAUNCH_IDX(gather_dy_kernel, n, dy + (size_t)b0 * out_sz, dyg, g, O, (size_t)P);
-        if (!check_launch("conv_bwd_filter16", "the dy gather", n)) return;
+        if (!im2col("conv_bwd_filter16", s, x + (size_t)b0 * in_sz, col, g, (size_t)P, (size_t)ld) ||
+            !gather_dy("conv_bwd_filter16", dy + (size_t)b0 * out_sz, dyg, g, O, (size_t)P))
+            return;
         /* dW (O, K) (+)= dy_g (O, g*P) col^T (g*P, K) */
         rm_gemm16_batched("conv_bwd_filter16", t, 0, 1, O, K, ld, dyg, ld, 0, col, ld, 0, b0 ? 1.0f : 0.0f, dw,
                           CUDA_R_32F, K, 0, 1);
