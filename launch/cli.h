@@ -48,6 +48,10 @@ int cli_loader_auto(const dt_ctx *ctx, int requested);
 /* dt_init with the message and the job-wide abort that a failure needs; returns NULL on failure
  * after printing the error (the caller exits with EXIT_FAIL). */
 dt_ctx *cli_init(const dt_config *cfg);
+/* A crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) then prints the rank, the host, the faulting
+ * address and where the program was as FILE+0xOFFSET for addr2line, and dies of the same signal
+ * (crash.c; cli_init installs it once MPI has started). */
+void cli_crash_report_install(int rank, const char *host);
 
 /* Prints "dtrain: error: <msg>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

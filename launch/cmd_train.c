@@ -181,12 +181,13 @@ static int train_handle(int val, const char *arg, void *ud)
 
 /* Fault injection for tests: DTRAIN_FAULT=KIND:RANK:STEP makes rank RANK, at the start of step
  * STEP (1-based; 0 = before the model is built and broadcast), stall forever (stall), exit with
- * code 3 without finalizing (exit), die by SIGKILL (kill): the job must then end, with a message,
- * rather than hang; or send itself SIGUSR1 / SIGTERM (usr1, term): the job must stop cleanly; or
+ * code 3 without finalizing (exit), die by SIGKILL (kill) or call through a NULL function pointer
+ * (segv: the crash report must name the rank and the caller): the job must then end, with a
+ * message, rather than hang; or send itself SIGUSR1 / SIGTERM (usr1, term): the job must stop cleanly; or
  * (inf) put an inf into its own gradients in that step's backward, before the allreduce: every
  * rank must skip that step and back off its loss scale. */
 typedef struct fault {
-    int kind; /* 0 none, 1 stall, 2 exit, 3 kill, 4 SIGUSR1, 5 SIGTERM (to itself), 6 inf gradient */
+    int kind; /* 0 none, 1 stall, 2 exit, 3 kill, 4 SIGUSR1, 5 SIGTERM (to itself), 6 inf gradient, 7 segv */
     int rank;
     long step;
 } fault;
@@ -201,23 +202,32 @@ static int fault_parse(fault *f)
     long step;
     if (sscanf(v, "%15[a-z0-9]:%d:%ld%n", kind, &rank, &step, &n) != 3 || v[n] != '\0' || rank < 0 || step < 0 ||
         (strcmp(kind, "stall") && strcmp(kind, "exit") && strcmp(kind, "kill") && strcmp(kind, "usr1") &&
-         strcmp(kind, "term") && strcmp(kind, "inf"))) {
-        cli_error("DTRAIN_FAULT='%s' is not KIND:RANK:STEP with KIND stall, exit, kill, usr1, term or inf (a test "
-                  "hook; unset it)", v);
+         strcmp(kind, "term") && strcmp(kind, "inf") && strcmp(kind, "segv"))) {
+        cli_error("DTRAIN_FAULT='%s' is not KIND:RANK:STEP with KIND stall, exit, kill, usr1, term, inf or segv (a "
+                  "test hook; unset it)", v);
         return EXIT_USAGE;
     }
     f->kind = !strcmp(kind, "stall") ? 1 : !strcmp(kind, "exit") ? 2 : !strcmp(kind, "kill") ? 3
-              : !strcmp(kind, "usr1") ? 4 : !strcmp(kind, "term") ? 5 : 6;
+              : !strcmp(kind, "usr1") ? 4 : !strcmp(kind, "term") ? 5 : !strcmp(kind, "inf") ? 6 : 7;
     f->rank = rank;
     f->step = step;
     return EXIT_OK;
+}
+
+/* The segv fault: a call through a pointer that stays NULL, the crash whose backtrace is empty;
+ * not inlined and not a tail call, so the crash report's caller is this function. */
+static void (*volatile fault_null_fn)(void);
+static __attribute__((noinline)) void fault_segv(void)
+{
+    fault_null_fn();
+    __asm__ volatile("" ::: "memory");
 }
 
 static void fault_maybe(const fault *f, int rank, long step, dt_model *m)
 {
     if (!f->kind || f->rank != rank || f->step != step) return;
     static const char *names[] = {"", "stalls", "exits", "is killed", "gets SIGUSR1", "gets SIGTERM",
-                                  "puts an inf into its gradients"};
+                                  "puts an inf into its gradients", "calls a NULL function pointer"};
     fprintf(stderr, "dtrain: fault injection (DTRAIN_FAULT): rank %d %s at step %ld\n", rank, names[f->kind], step);
     fflush(stderr);
     if (f->kind == 6) {
@@ -226,6 +236,7 @@ static void fault_maybe(const fault *f, int rank, long step, dt_model *m)
     }
     if (f->kind == 2) _exit(3);
     if (f->kind == 3) raise(SIGKILL);
+    if (f->kind == 7) fault_segv();
     if (f->kind == 4 || f->kind == 5) {
         raise(f->kind == 4 ? SIGUSR1 : SIGTERM); /* through the real handler */
         return;

@@ -228,7 +228,12 @@ dt_ctx *cli_init(const dt_config *cfg)
 {
     dt_ctx *ctx = NULL;
     dt_status s = dt_init(cfg, &ctx);
-    if (s == DT_OK) return ctx;
+    if (s == DT_OK) {
+        dt_placement pl;
+        dt_get_placement(ctx, &pl);
+        cli_crash_report_install(pl.rank, pl.hostname);
+        return ctx;
+    }
     cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
     /* Peers that initialized fine would otherwise wait for this rank forever. */
     dt_abort_job(NULL, EXIT_FAIL);

@@ -32,6 +32,13 @@ fault stall:2:3 4 "no data yet from rank(s) 2" $((TIMEOUT + 10))
 fault stall:1:0 2 "watchdog: collective #" $((TIMEOUT + 10))   # stalls before the broadcast (MPI backend)
 fault exit:1:5 2 "rank 1 exits at step 5" 30
 fault kill:0:4 2 "rank 0 is killed at step 4" 30
+# A call through a NULL function pointer leaves nothing for a backtrace to unwind: the crash
+# report names the rank and the caller, as FILE+0xOFFSET that addr2line turns into the function.
+fault segv:1:3 2 "rank 1 on $(hostname) crashed: SIGSEGV (address not mapped), fault address" 30
+caller=$(sed -n 's/.*return address on the stack.* = \(.*\)+\(0x[0-9a-f]*\)$/\1 \2/p' "$tmp/out" | head -1)
+fn=$(addr2line -f -e ${caller% *} ${caller#* } 2>/dev/null | head -1) # binutils: there with gcc
+[ "$fn" = fault_segv ] && ok "the crash report's caller ${caller% *}+${caller#* } is fault_segv (addr2line)" ||
+    { bad "crash report: caller '$caller' -> '$fn', wanted fault_segv"; tail -12 "$tmp/out"; }
 expect 2 "DTRAIN_FAULT='sleep:1:2'" env DTRAIN_FAULT=sleep:1:2 "$DTRAIN" train --steps 1
 # Ranks with different bucket plans would pair wrong buffers and hang: refused at start instead.
 expect 2 "ranks 0 and 1 planned different gradient buckets (3 and 2 buckets)" timeout 60 "$MPIRUN" -np 2 bash -c \

@@ -72,6 +72,16 @@ grep -q "rank 0 sees CUDA_VISIBLE_DEVICES=0,1" "$tmp/g1" && ok "--gres=gpu:2: ev
 timeout 60 srun -N 1 -n 2 --gpus-per-task=1 --mpi=pmix bash -c 'echo "rank $SLURM_PROCID sees CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"' >"$tmp/g2" 2>&1
 [ "$(sed -n 's/.*CUDA_VISIBLE_DEVICES=//p' "$tmp/g2" | sort -u | wc -l)" -eq 2 ] && ok "--gpus-per-task=1: each task sees its own GPU" || { bad "--gpus-per-task=1"; cat "$tmp/g2"; }
 
+# After a failed job: the functions behind a crash report's FILE+0xOFFSET lines (crash.c), and
+# the tails of the nodes' slurmd logs.
+explain_failure() {
+    # crash.c's "= /file+0xOFF" and glibc's "/file(+0xOFF)"
+    grep -oE '/[^ ()]+\(?\+0x[0-9a-f]+' "$1" 2>/dev/null | tr -d '(' | sort -u | while read -r at; do
+        echo "  $at: $(addr2line -f -e "${at%+*}" "${at##*+}" 2>/dev/null | head -1)"
+    done
+    for f in "$cluster"/log/slurmd.node*.log; do echo "--- tail of $f"; tail -15 "$f"; done
+}
+
 # --- sbatch of the multi-node template, made small (CPU, a few steps): completes, loss falls, exit 0.
 wait_job() { # jobid -> sets state
     for _ in $(seq 240); do
@@ -92,6 +102,7 @@ if [ "$state" = COMPLETED ] && [ "$code" = "0:0" ] && awk -v a="$first" -v b="$l
     ok "sbatch slurm/train-multi-node.sbatch (2 nodes x 2, small): COMPLETED, exit 0:0, 4 ranks placed, loss $first -> $last"
 else
     bad "template job $jid: state '$state', exit '$code', loss '$first' -> '$last'"; cat "$tmp/job.out" 2>/dev/null
+    explain_failure "$tmp/job.out"
 fi
 
 # --- The mpirun template inside an allocation.
@@ -103,7 +114,7 @@ if [ "$state" = COMPLETED ] && [ "$(env_rows "$tmp/mt.out" | awk '{print $5}' | 
    grep -q '^done: 20 steps' "$tmp/mt.out"; then
     ok "sbatch slurm/mpirun-in-allocation.sbatch: COMPLETED, ranks launched by openmpi, trained"
 else
-    bad "mpirun template job $jid: state '$state'"; cat "$tmp/mt.out" 2>/dev/null
+    bad "mpirun template job $jid: state '$state'"; cat "$tmp/mt.out" 2>/dev/null; explain_failure "$tmp/mt.out"
 fi
 
 # --- mpirun inside an allocation: openmpi, not the batch step's stale SLURM_PROCID.
@@ -127,7 +138,7 @@ if [ "$state" = COMPLETED ] && grep -q "batch step SLURM_PROCID=0" "$tmp/mpi.out
    [ "$(env_rows "$tmp/mpi.out" | awk '{print $1}' | sort | tr '\n' ' ')" = "0/2 1/2 " ]; then
     ok "mpirun inside an sbatch allocation: ranks 0/2 and 1/2, launcher openmpi (stale SLURM_PROCID ignored)"
 else
-    bad "mpirun in allocation: state '$state'"; cat "$tmp/mpi.out" 2>/dev/null
+    bad "mpirun in allocation: state '$state'"; cat "$tmp/mpi.out" 2>/dev/null; explain_failure "$tmp/mpi.out"
 fi
 
 # --- Preemption: an sbatch job with --requeue is signalled mid-run, stops at an agreed step with a
@@ -172,7 +183,7 @@ if [ "$state" = COMPLETED ] && [ "${restarts:-0}" -ge 1 ] && [ -n "$stopped" ] &
    grep -q "resumed from .* at step $stopped" "$tmp/req.out"; then
     ok "sbatch --requeue job $jid: SIGUSR1 mid-run, stopped after step $stopped, requeued ($restarts restart), resumed there, COMPLETED"
 else
-    bad "requeue job $jid: state '$state', restarts '$restarts', stopped at '$stopped'"; cat "$tmp/req.out" 2>/dev/null
+    bad "requeue job $jid: state '$state', restarts '$restarts', stopped at '$stopped'"; cat "$tmp/req.out" 2>/dev/null; explain_failure "$tmp/req.out"
 fi
 if cmp -s "$tmp/req.params" "$tmp/ref"; then ok "requeued and resumed == uninterrupted, bit for bit"; else bad "requeued run's parameters differ from the uninterrupted run's"; fi
 
