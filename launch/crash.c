@@ -10,8 +10,10 @@
  *   dtrain:   backtrace: glibc's frames
  *   dtrain:   `addr2line -f -e FILE 0xOFF` names the function (and the line in a -g build)
  * then restores the default action and raises the signal again, so the exit status (128 + signal)
- * and any core dump are what they would have been. Installed by the dtrain command after MPI
- * starts (MPI installs its handler in MPI_Init; this replaces it), never by the library.
+ * and any core dump are what they would have been. Installed by the dtrain command before MPI
+ * starts, so it covers a crash inside MPI_Init too (Open MPI then leaves it in place: it installs
+ * its own only where no handler is set), with the rank the launcher's environment gives; once MPI
+ * runs, the rank MPI gives. Never installed by the library.
  */
 #include "cli.h"
 
@@ -20,11 +22,13 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
 #include <unistd.h>
 
-static int crash_rank = -1;
+static int crash_rank = -1; /* -1: not known yet */
+static int crash_installed;
 static char crash_host[128];
 static char crash_stack[64 * 1024]; /* the handler's own stack: a stack overflow is reported too */
 
@@ -74,7 +78,10 @@ static void on_crash(int sig, siginfo_t *si, void *uctx)
     char name[32];
     if (abbrev) snprintf(name, sizeof name, "SIG%s", abbrev);
     else snprintf(name, sizeof name, "signal %d", sig);
-    snprintf(line, sizeof line, "dtrain: rank %d on %s crashed: %s%s%s%s, fault address %p\n", crash_rank,
+    char who[48];
+    if (crash_rank >= 0) snprintf(who, sizeof who, "rank %d", crash_rank);
+    else snprintf(who, sizeof who, "rank ? (before MPI said)");
+    snprintf(line, sizeof line, "dtrain: %s on %s crashed: %s%s%s%s, fault address %p\n", who,
              crash_host[0] ? crash_host : "?", name, *code ? " (" : "", code, *code ? ")" : "",
              si ? si->si_addr : NULL);
     put(line);
@@ -109,8 +116,20 @@ static void on_crash(int sig, siginfo_t *si, void *uctx)
 
 void cli_crash_report_install(int rank, const char *host)
 {
+    if (rank < 0) { /* before MPI: the launcher's word, if any */
+        static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMIX_RANK", "PMI_RANK", "RANK"};
+        for (size_t i = 0; rank < 0 && i < sizeof vars / sizeof *vars; i++) {
+            const char *v = getenv(vars[i]);
+            char *end;
+            const long r = v && *v ? strtol(v, &end, 10) : -1;
+            if (v && *v && !*end && r >= 0 && r < 1L << 30) rank = (int)r;
+        }
+    }
     crash_rank = rank;
-    snprintf(crash_host, sizeof crash_host, "%s", host ? host : "");
+    if (host && *host) snprintf(crash_host, sizeof crash_host, "%s", host);
+    else if (gethostname(crash_host, sizeof crash_host - 1) != 0) crash_host[0] = '\0';
+    if (crash_installed) return;
+    crash_installed = 1;
     void *warm[1];
     backtrace(warm, 1); /* loads libgcc_s now: the handler must not be the first to need it */
     stack_t st;

@@ -227,6 +227,7 @@ int cli_loader_auto(const dt_ctx *ctx, int requested)
 dt_ctx *cli_init(const dt_config *cfg)
 {
     dt_ctx *ctx = NULL;
+    cli_crash_report_install(-1, NULL); /* before MPI_Init: a crash in it is reported too */
     dt_status s = dt_init(cfg, &ctx);
     if (s == DT_OK) {
         dt_placement pl;
