@@ -736,30 +736,22 @@ static void check_amp16(void)
         snprintf(what, sizeof what, "round16 %s", tn);
         cmp_bits(what, gr, r, n, 4);
 
-        cuda_relu16_fwd(t, d_x16, d_y16, n);
-        cpu_relu16_fwd(t, x16, y16, n);
-        cuda_relu16_bwd(t, d_y16, d_dy16, d_dx16, n);
-        cpu_relu16_bwd(t, y16, dy16, dx16, n);
-        ops_ok("relu16");
-        down(g16, d_y16, n * 2);
-        snprintf(what, sizeof what, "relu16 %s y", tn);
-        cmp_bits(what, g16, y16, n, 2);
-        down(g16, d_dx16, n * 2);
-        snprintf(what, sizeof what, "relu16 %s dx", tn);
-        cmp_bits(what, g16, dx16, n, 2);
-        /* Buffers off 16-byte alignment take the one-by-one path (the aligned ones above took
-         * eight at a time, and the last n % 8 one by one). */
-        cuda_relu16_fwd(t, d_x16 + 1, d_y16 + 1, n - 1);
-        cpu_relu16_fwd(t, x16 + 1, y16 + 1, n - 1);
-        cuda_relu16_bwd(t, d_y16 + 1, d_dy16 + 1, d_dx16 + 1, n - 1);
-        cpu_relu16_bwd(t, y16 + 1, dy16 + 1, dx16 + 1, n - 1);
-        ops_ok("relu16 unaligned");
-        down(g16, d_y16, n * 2);
-        snprintf(what, sizeof what, "relu16 %s y unaligned", tn);
-        cmp_bits(what, g16, y16, n, 2);
-        down(g16, d_dx16, n * 2);
-        snprintf(what, sizeof what, "relu16 %s dx unaligned", tn);
-        cmp_bits(what, g16, dx16, n, 2);
+        /* Offset 0: 16-byte aligned, eight values a thread and the last n % 8 one by one;
+         * offset 1: off alignment, all one by one. */
+        for (int off = 0; off < 2; off++) {
+            const char *how = off ? " unaligned" : "";
+            cuda_relu16_fwd(t, d_x16 + off, d_y16 + off, n - off);
+            cpu_relu16_fwd(t, x16 + off, y16 + off, n - off);
+            cuda_relu16_bwd(t, d_y16 + off, d_dy16 + off, d_dx16 + off, n - off);
+            cpu_relu16_bwd(t, y16 + off, dy16 + off, dx16 + off, n - off);
+            ops_ok(off ? "relu16 unaligned" : "relu16");
+            down(g16, d_y16, n * 2);
+            snprintf(what, sizeof what, "relu16 %s y%s", tn, how);
+            cmp_bits(what, g16, y16, n, 2);
+            down(g16, d_dx16, n * 2);
+            snprintf(what, sizeof what, "relu16 %s dx%s", tn, how);
+            cmp_bits(what, g16, dx16, n, 2);
+        }
 
         cuda_bias_to16(t, d_y32, d_b16, d_y16, R, C);
         for (size_t i = 0; i < n; i++) r[i] = y32[i] + bb[i % C];
