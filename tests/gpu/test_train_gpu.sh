@@ -101,4 +101,14 @@ expect 1 "training stopped at step 3" env DTRAIN_FAULT=inf:0:3 "$MPIRUN" -np 1 -
     --device cuda --model mlp --batch 8 --precision fp16 --loss-scale-init 1024 --loss-scale-min 1024 --steps 10
 grep -q "rank 0 layer 4 (fc:10)" "$tmp/out" && ok "GPU fp16 stop names rank 0 layer 4 (fc:10)" || { bad "GPU stop message"; cat "$tmp/out"; }
 expect 2 "keeps the gradients of a 16-bit model in fp32" "$DTRAIN" train --device cuda --precision bf16 --grad-comm bf16
+
+# Out of GPU memory: an error naming what was asked, what is free of how much, and the fix. 24
+# convolutions of 256 channels on 28x28 at batch 8192 want about 160 GB of activations (6.6 GB a
+# layer; 159 MiB at batch 8), more than any GPU of today has; the input batch is 25 MB of host memory.
+big=$(for i in $(seq 24); do printf 'conv:256:3:1:1,relu,'; done)fc:10
+expect 1 "out of GPU memory for" "$MPIRUN" -np 1 "$DTRAIN" train --device cuda --model "$big" --input 1x28x28 --batch 8192 \
+    --steps 1
+grep -E "asked [0-9.]+ MiB, [0-9.]+ MiB free of [0-9.]+ MiB .*use a smaller --batch" "$tmp/out" >/dev/null &&
+    ok "out of GPU memory: $(grep -o 'asked [0-9.]* MiB, [0-9.]* MiB free of [0-9.]* MiB' "$tmp/out" | head -1)" ||
+    { bad "out-of-memory message"; cat "$tmp/out"; }
 finish
