@@ -32,13 +32,6 @@
 
 static int failures;
 
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 static int f32_is_nan(uint32_t u) { return (u & 0x7fffffffu) > 0x7f800000u; }
 
 static int is_nan16(dt_dtype t, uint16_t v)
@@ -126,11 +119,11 @@ static void check_narrow(dt_dtype t, const float *h_in, size_t n, float *d_f, ui
             continue;
         }
         if (bad++ < 5)
-            printf("  fp32 0x%08x -> %s: GPU 0x%04x, CPU 0x%04x\n", f32_bits(h_in[i]),
+            printf("  fp32 0x%08x -> %s: GPU 0x%04x, CPU 0x%04x\n", dt_cast_f32_bits_(h_in[i]),
                    type_name(t), gpu[i], cpu[i]);
     }
     for (size_t i = 0; i < n; i++)
-        nans += f32_is_nan(f32_bits(h_in[i]));
+        nans += f32_is_nan(dt_cast_f32_bits_(h_in[i]));
     printf("%s fp32->%s %zu values: %zu differ (%zu NaN inputs; %zu NaN outputs with another "
            "payload)\n",
            bad ? "FAIL" : "ok  ", type_name(t), n, bad, nans, payload);
@@ -150,7 +143,7 @@ static void check_widen(dt_dtype t, const uint16_t *h_in, size_t n, uint16_t *d_
 
     size_t bad = 0, payload = 0;
     for (size_t i = 0; i < n; i++) {
-        const uint32_t g = f32_bits(gpu[i]), c = f32_bits(cpu[i]);
+        const uint32_t g = dt_cast_f32_bits_(gpu[i]), c = dt_cast_f32_bits_(cpu[i]);
         if (g == c)
             continue;
         if (f32_is_nan(g) && f32_is_nan(c)) {

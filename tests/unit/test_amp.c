@@ -61,20 +61,6 @@ static void rng_seed(const char *name, int k)
 /* Uniform in [-1, 1). */
 static float urand(void) { return (float)((double)(rnext() >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
 
-static uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 static void *xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
@@ -904,7 +890,7 @@ static size_t special_floats(float *v, size_t cap)
         1.0f, -1.0f, 0.1f, -3.14159265f, 1e-10f, -1e-30f, 3e38f,
     };
     size_t n = 0;
-    for (size_t i = 0; i < sizeof bits / sizeof *bits; i++) v[n++] = u2f(bits[i]);
+    for (size_t i = 0; i < sizeof bits / sizeof *bits; i++) v[n++] = dt_cast_bits_f32_(bits[i]);
     for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) v[n++] = vals[i];
     while (n < cap) {
         const double e = -30.0 + 50.0 * (0.5 + 0.5 * (double)urand());
@@ -925,13 +911,14 @@ static void round16_check(dt_dtype t)
     cpu_round16(t, inplace, inplace, N);
     for (size_t i = 0; i < N; i++) {
         const float want = t == DT_F16 ? dt_f16_to_f32(dt_f32_to_f16(in[i])) : dt_bf16_to_f32(dt_f32_to_bf16(in[i]));
-        if (f2u(out[i]) != f2u(want) || f2u(inplace[i]) != f2u(want))
+        const uint32_t w = dt_cast_f32_bits_(want), o = dt_cast_f32_bits_(out[i]), ip = dt_cast_f32_bits_(inplace[i]);
+        if (o != w || ip != w)
             fail_msg("cpu_round16(%s) of %.9g (0x%08x): 0x%08x (in place 0x%08x), scalar 0x%08x", tname(t), (double)in[i],
-                     f2u(in[i]), f2u(out[i]), f2u(inplace[i]), f2u(want));
+                     dt_cast_f32_bits_(in[i]), o, ip, w);
     }
     /* Spot checks of the scalar reference itself, so that the comparison means something. */
     assert_true(isnan(out[6]) && isnan(out[7]) && signbit(out[7])); /* sNaN stays NaN, never inf */
-    assert_true(f2u(out[1]) == 0x80000000u);                        /* -0 stays -0 */
+    assert_true(dt_cast_f32_bits_(out[1]) == 0x80000000u);                        /* -0 stays -0 */
     if (t == DT_F16) {
         assert_true(out[22] == 65504.0f && out[24] == 65504.0f && isinf(out[25]) && out[26] == -INFINITY);
         assert_true(out[28] == 6.103515625e-05f && out[29] == 6.0975551605224609e-05f); /* exact */
@@ -940,9 +927,11 @@ static void round16_check(dt_dtype t)
         assert_true(out[35] == 1.0f && out[36] == 1.001953125f && out[37] == -1.0f);
         assert_true(out[12] == 0.0f);                     /* an fp32 subnormal */
     } else {
-        assert_true(out[15] == INFINITY && out[17] == u2f(0x7f7f0000u) && out[18] == INFINITY);
-        assert_true(out[19] == 1.0f && out[20] == u2f(0x3f820000u) && out[21] == u2f(0x3f810000u));
-        assert_true(out[12] == 0.0f && out[14] == u2f(0x00400000u)); /* bf16 keeps fp32 subnormals' top bits */
+        assert_true(out[15] == INFINITY && out[17] == dt_cast_bits_f32_(0x7f7f0000u) && out[18] == INFINITY);
+        assert_true(out[19] == 1.0f && out[20] == dt_cast_bits_f32_(0x3f820000u) &&
+                    out[21] == dt_cast_bits_f32_(0x3f810000u));
+        /* bf16 keeps fp32 subnormals' top bits */
+        assert_true(out[12] == 0.0f && out[14] == dt_cast_bits_f32_(0x00400000u));
     }
 }
 
@@ -1019,10 +1008,10 @@ static void test_count_nonfinite(void **st)
     for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
         const size_t n = sizes[si];
         for (size_t pos = 0; pos < n; pos++) {
-            for (size_t i = 0; i < n; i++) f[i] = u2f(good32[(i + pos) % 6]);
+            for (size_t i = 0; i < n; i++) f[i] = dt_cast_bits_f32_(good32[(i + pos) % 6]);
             assert_int_equal(cpu_count_nonfinite(f, n), 0);
             for (size_t b = 0; b < 6; b++) {
-                f[pos] = u2f(bad32[b]);
+                f[pos] = dt_cast_bits_f32_(bad32[b]);
                 if (cpu_count_nonfinite(f, n) != 1) fail_msg("n %zu: 0x%08x at %zu not counted once", n, bad32[b], pos);
                 memcpy(g, f, n * sizeof *f);
                 if (cpu_unscale_count_nonfinite(g, n, 0.5f) != 1)
@@ -1042,7 +1031,7 @@ static void test_count_nonfinite(void **st)
         size_t want = 0;
         for (size_t i = 0; i < n; i++) {
             const int b = (n - 1 - i) % 3 == 0;
-            f[i] = b ? u2f(bad32[i % 6]) : (float)i - 10.0f;
+            f[i] = b ? dt_cast_bits_f32_(bad32[i % 6]) : (float)i - 10.0f;
             h[i] = b ? bad16[0][i % 5] : good16[0][i % 5];
             want += (size_t)b;
         }
