@@ -50,8 +50,8 @@ int cli_loader_auto(const dt_ctx *ctx, int requested);
 dt_ctx *cli_init(const dt_config *cfg);
 /* A crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) then prints the rank, the host, the faulting
  * address and where the program was as FILE+0xOFFSET for addr2line, and dies of the same signal
- * (crash.c). cli_init installs it before MPI_Init (rank < 0: the launcher's environment's, host
- * NULL: gethostname) and sets MPI's rank and host after; a second call only updates those. */
+ * (crash.c). cli_init installs it before MPI_Init (rank -1: not known yet, host NULL:
+ * gethostname) and sets MPI's rank and host after; a second call only updates those. */
 void cli_crash_report_install(int rank, const char *host);
 
 /* Prints "dtrain: error: <msg>" to stderr. */

@@ -12,8 +12,9 @@
  * then restores the default action and raises the signal again, so the exit status (128 + signal)
  * and any core dump are what they would have been. Installed by the dtrain command before MPI
  * starts, so it covers a crash inside MPI_Init too (Open MPI then leaves it in place: it installs
- * its own only where no handler is set), with the rank the launcher's environment gives; once MPI
- * runs, the rank MPI gives. Never installed by the library.
+ * its own only where no handler is set); until MPI has said the rank, the report gives the pid,
+ * which mpirun's and srun's own lines about the dead process pair with its rank. Never installed
+ * by the library.
  */
 #include "cli.h"
 
@@ -22,7 +23,6 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -78,9 +78,9 @@ static void on_crash(int sig, siginfo_t *si, void *uctx)
     char name[32];
     if (abbrev) snprintf(name, sizeof name, "SIG%s", abbrev);
     else snprintf(name, sizeof name, "signal %d", sig);
-    char who[48];
+    char who[64];
     if (crash_rank >= 0) snprintf(who, sizeof who, "rank %d", crash_rank);
-    else snprintf(who, sizeof who, "rank ? (before MPI said)");
+    else snprintf(who, sizeof who, "pid %ld (its rank not known yet: dtrain was starting)", (long)getpid());
     snprintf(line, sizeof line, "dtrain: %s on %s crashed: %s%s%s%s, fault address %p\n", who,
              crash_host[0] ? crash_host : "?", name, *code ? " (" : "", code, *code ? ")" : "",
              si ? si->si_addr : NULL);
@@ -102,7 +102,7 @@ static void on_crash(int sig, siginfo_t *si, void *uctx)
 #else
     (void)uc;
 #endif
-    if (pc || uc) where("program counter", pc);
+    if (uc) where("program counter", pc);
     if (ret) where("return address on the stack (the caller, after a call to a bad address)", ret);
     void *frames[48];
     const int n = backtrace(frames, 48);
@@ -116,15 +116,6 @@ static void on_crash(int sig, siginfo_t *si, void *uctx)
 
 void cli_crash_report_install(int rank, const char *host)
 {
-    if (rank < 0) { /* before MPI: the launcher's word, if any */
-        static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMIX_RANK", "PMI_RANK", "RANK"};
-        for (size_t i = 0; rank < 0 && i < sizeof vars / sizeof *vars; i++) {
-            const char *v = getenv(vars[i]);
-            char *end;
-            const long r = v && *v ? strtol(v, &end, 10) : -1;
-            if (v && *v && !*end && r >= 0 && r < 1L << 30) rank = (int)r;
-        }
-    }
     crash_rank = rank;
     if (host && *host) snprintf(crash_host, sizeof crash_host, "%s", host);
     else if (gethostname(crash_host, sizeof crash_host - 1) != 0) crash_host[0] = '\0';
