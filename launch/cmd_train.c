@@ -200,15 +200,17 @@ static int fault_parse(fault *f)
     char kind[16];
     int rank, n = 0;
     long step;
-    if (sscanf(v, "%15[a-z0-9]:%d:%ld%n", kind, &rank, &step, &n) != 3 || v[n] != '\0' || rank < 0 || step < 0 ||
-        (strcmp(kind, "stall") && strcmp(kind, "exit") && strcmp(kind, "kill") && strcmp(kind, "usr1") &&
-         strcmp(kind, "term") && strcmp(kind, "inf") && strcmp(kind, "segv"))) {
+    /* KIND's name, indexed by fault.kind */
+    static const char *const kinds[] = {"", "stall", "exit", "kill", "usr1", "term", "inf", "segv"};
+    const int parsed = sscanf(v, "%15[a-z0-9]:%d:%ld%n", kind, &rank, &step, &n) == 3 && v[n] == '\0';
+    for (int k = 1; parsed && k < (int)(sizeof kinds / sizeof *kinds); k++)
+        if (!strcmp(kind, kinds[k])) f->kind = k;
+    if (!f->kind || rank < 0 || step < 0) {
+        f->kind = 0;
         cli_error("DTRAIN_FAULT='%s' is not KIND:RANK:STEP with KIND stall, exit, kill, usr1, term, inf or segv (a "
                   "test hook; unset it)", v);
         return EXIT_USAGE;
     }
-    f->kind = !strcmp(kind, "stall") ? 1 : !strcmp(kind, "exit") ? 2 : !strcmp(kind, "kill") ? 3
-              : !strcmp(kind, "usr1") ? 4 : !strcmp(kind, "term") ? 5 : !strcmp(kind, "inf") ? 6 : 7;
     f->rank = rank;
     f->step = step;
     return EXIT_OK;

@@ -34,7 +34,8 @@ dt_status devmem_alloc(int cuda, size_t bytes, const char *what, void **out)
         cudaGetLastError(); /* clear the sticky-free error state of an OOM */
         cudaMemGetInfo(&fr, &tot);
         return dt_set_error(DT_ERR_NOMEM, "out of GPU memory for %s: asked %.1f MiB, %.1f MiB free of %.1f MiB "
-                            "(%s): use a smaller --batch, or --precision bf16 (16-bit activations take half the memory)", what,
+                            "(%s): use a smaller --batch, or --precision bf16 (16-bit activations take half "
+                            "the memory)", what,
                             (double)n / 1048576.0, (double)fr / 1048576.0, (double)tot / 1048576.0,
                             cudaGetErrorString(e));
     }
