@@ -4,6 +4,8 @@
  * The syntax is checked by hand before strtol/strtod run, because those functions accept leading
  * whitespace, hex prefixes, "nan"/"inf" and stop quietly at trailing garbage; a value that
  * SLURM_PROCID or DTRAIN_TIMEOUT was not meant to hold must be reported, not silently truncated.
+ * Flags (a name that starts with '-') go through the same checks as variables, so a value is taken
+ * or refused alike wherever it is given; only the wording and the status code differ.
  */
 #include "parse.h"
 
@@ -50,6 +52,15 @@ static const char *parse_quoted_tail(const char *value)
     return strlen(value) > PARSE_MAX_QUOTED ? "..." : "";
 }
 
+/* A flag is quoted as typed on the command line ("--timeout 'x'"), a variable as assigned
+ * ("DTRAIN_TIMEOUT='x'"). */
+static int parse_is_flag(const char *name) { return name[0] == '-'; }
+static const char *parse_joiner(const char *name) { return parse_is_flag(name) ? " " : "="; }
+static const char *parse_unset(const char *name) { return parse_is_flag(name) ? "needs a value" : "is not set"; }
+
+/* A bad flag is bad usage; a bad variable, a bad environment. */
+static dt_status parse_bad(const char *name) { return parse_is_flag(name) ? DT_ERR_INVALID_ARG : DT_ERR_ENV; }
+
 /* True when s is [+-]?[0-9]+ and nothing else. */
 static int parse_int_syntax_ok(const char *s)
 {
@@ -60,6 +71,33 @@ static int parse_int_syntax_ok(const char *s)
     while (parse_is_digit(*s))
         s++;
     return *s == '\0';
+}
+
+dt_status parse_long(const char *name, const char *value, long lo, long hi, long *out)
+{
+    if (name == NULL || out == NULL)
+        return dt_set_error(DT_ERR_INTERNAL, "parse_long called with a NULL %s",
+                            name == NULL ? "name" : "output pointer");
+    if (lo > hi)
+        return dt_set_error(DT_ERR_INTERNAL, "parse_long(%s): empty range [%ld, %ld]", name, lo, hi);
+    if (value == NULL)
+        return dt_set_error(parse_bad(name), "%s %s (expected an integer from %ld to %ld)", name,
+                            parse_unset(name), lo, hi);
+
+    if (!parse_int_syntax_ok(value))
+        return dt_set_error(parse_bad(name), "%s%s'%.*s%s' %s (expected an integer from %ld to %ld)", name,
+                            parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
+                            parse_syntax_reason(value, "is not a whole number"), lo, hi);
+
+    /* The syntax is known good, so strtol reads every character; ERANGE is its only failure. */
+    errno = 0;
+    long v = strtol(value, NULL, 10);
+    if (errno == ERANGE || v < lo || v > hi)
+        return dt_set_error(parse_bad(name), "%s%s'%.*s%s' is out of range (expected an integer from %ld to %ld)",
+                            name, parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
+                            lo, hi);
+    *out = v;
+    return DT_OK;
 }
 
 dt_status parse_int(const char *name, const char *value, long lo, long hi, int *out)
@@ -74,23 +112,11 @@ dt_status parse_int(const char *name, const char *value, long lo, long hi, int *
         hi = INT_MAX;
     if (lo > hi)
         return dt_set_error(DT_ERR_INTERNAL, "parse_int(%s): empty range [%ld, %ld]", name, lo, hi);
-    if (value == NULL)
-        return dt_set_error(DT_ERR_ENV, "%s is not set (expected an integer from %ld to %ld)", name,
-                            lo, hi);
-
-    if (!parse_int_syntax_ok(value))
-        return dt_set_error(DT_ERR_ENV, "%s='%.*s%s' %s (expected an integer from %ld to %ld)", name,
-                            parse_quoted_len(value), value, parse_quoted_tail(value),
-                            parse_syntax_reason(value, "is not a whole number"), lo, hi);
-
-    /* The syntax is known good, so strtol reads every character; ERANGE is its only failure. */
-    errno = 0;
-    long v = strtol(value, NULL, 10);
-    if (errno == ERANGE || v < lo || v > hi)
-        return dt_set_error(DT_ERR_ENV, "%s='%.*s%s' is out of range (expected an integer from %ld to %ld)",
-                            name, parse_quoted_len(value), value, parse_quoted_tail(value), lo, hi);
-    *out = (int)v;
-    return DT_OK;
+    long v = 0;
+    dt_status s = parse_long(name, value, lo, hi, &v);
+    if (s == DT_OK)
+        *out = (int)v;
+    return s;
 }
 
 /* True when s is [+-]?(digits[.digits*]|.digits)([eE][+-]?digits)? and nothing else. */
@@ -141,13 +167,13 @@ dt_status parse_double(const char *name, const char *value, double lo, double hi
     if (!(lo <= hi)) /* also catches a NaN bound */
         return dt_set_error(DT_ERR_INTERNAL, "parse_double(%s): empty range [%g, %g]", name, lo, hi);
     if (value == NULL)
-        return dt_set_error(DT_ERR_ENV, "%s is not set (expected a number from %.15g to %.15g)", name,
-                            lo, hi);
+        return dt_set_error(parse_bad(name), "%s %s (expected a number from %.15g to %.15g)", name,
+                            parse_unset(name), lo, hi);
 
     if (!parse_double_syntax_ok(value)) {
         const char *why = parse_is_nonfinite_word(value) ? "is not a finite number" : "is not a number";
-        return dt_set_error(DT_ERR_ENV, "%s='%.*s%s' %s (expected a number from %.15g to %.15g)", name,
-                            parse_quoted_len(value), value, parse_quoted_tail(value),
+        return dt_set_error(parse_bad(name), "%s%s'%.*s%s' %s (expected a number from %.15g to %.15g)", name,
+                            parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
                             parse_syntax_reason(value, why), lo, hi);
     }
 
@@ -156,13 +182,15 @@ dt_status parse_double(const char *name, const char *value, double lo, double hi
     errno = 0;
     double v = strtod(value, NULL);
     if (errno == ERANGE)
-        return dt_set_error(DT_ERR_ENV,
-                            "%s='%.*s%s' is out of range: too large or too small in magnitude for a "
+        return dt_set_error(parse_bad(name),
+                            "%s%s'%.*s%s' is out of range: too large or too small in magnitude for a "
                             "double (expected a number from %.15g to %.15g)",
-                            name, parse_quoted_len(value), value, parse_quoted_tail(value), lo, hi);
+                            name, parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
+                            lo, hi);
     if (!isfinite(v) || v < lo || v > hi)
-        return dt_set_error(DT_ERR_ENV, "%s='%.*s%s' is out of range (expected a number from %.15g to %.15g)",
-                            name, parse_quoted_len(value), value, parse_quoted_tail(value), lo, hi);
+        return dt_set_error(parse_bad(name), "%s%s'%.*s%s' is out of range (expected a number from %.15g to %.15g)",
+                            name, parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
+                            lo, hi);
     *out = v;
     return DT_OK;
 }

@@ -3,8 +3,14 @@
  *
  * A launcher variable such as SLURM_PROCID=" 3" or DTRAIN_TIMEOUT="10s" must fail loudly instead of
  * being half-read by atoi/strtol: the whole string has to be a decimal number inside [lo, hi].
- * Every failure returns DT_ERR_ENV through dt_set_error() with a message that names the variable,
- * quotes its exact value and says what was expected, and leaves *out untouched.
+ * These are the one parser of numbers for variables and flags alike, so "\t1" or "0x1p3" is refused
+ * the same way as DTRAIN_TIMEOUT and as --timeout.
+ *
+ * name is the variable ("SLURM_PROCID") or the flag ("--timeout": any name that starts with '-').
+ * Every failure goes through dt_set_error() with a message that names it, quotes the exact value
+ * (SLURM_PROCID='abc', --timeout 'abc') and says what was expected, and leaves *out untouched. The
+ * status is DT_ERR_ENV for a variable and DT_ERR_INVALID_ARG for a flag; a NULL value reads "NAME is
+ * not set" or "--flag needs a value".
  */
 #ifndef DT_RUNTIME_PARSE_H
 #define DT_RUNTIME_PARSE_H
@@ -13,8 +19,10 @@
 
 /* Parses value as a decimal integer in [lo, hi] into *out.
  * Accepted: an optional '+' or '-' followed by one or more digits 0-9, nothing else (no blanks,
- * no hex, no trailing text). value NULL fails with "NAME is not set". lo and hi are clamped to the
- * range of int. lo > hi, or name/out NULL, is a caller bug and fails with DT_ERR_INTERNAL. */
+ * no hex, no trailing text). lo > hi, or name/out NULL, is a caller bug and fails with
+ * DT_ERR_INTERNAL. */
+dt_status parse_long(const char *name, const char *value, long lo, long hi, long *out);
+/* parse_long into an int: lo and hi are clamped to the range of int. */
 dt_status parse_int(const char *name, const char *value, long lo, long hi, int *out);
 
 /* Parses value as a finite decimal floating-point number in [lo, hi] into *out.

@@ -1,7 +1,8 @@
 /*
- * test_parse.c - unit tests of runtime/parse.c: parse_int and parse_double accept exactly the
- * documented decimal forms inside [lo, hi], and every rejection returns DT_ERR_ENV with a message
- * that names the variable and quotes the value, leaving the output untouched.
+ * test_parse.c - unit tests of runtime/parse.c: parse_int, parse_long and parse_double accept
+ * exactly the documented decimal forms inside [lo, hi], and every rejection returns DT_ERR_ENV (a
+ * variable) or DT_ERR_INVALID_ARG (a flag) with a message that names the variable or flag and quotes
+ * the value, leaving the output untouched.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -268,6 +269,68 @@ static void test_parse_double_unset_and_caller_bugs(void **state)
     assert_true(out == DOUBLE_SENTINEL);
 }
 
+/* ---------------------------------------------------------------- flags: the same rule */
+
+/* A flag's value is held to the rule of a variable's: what DTRAIN_TIMEOUT refuses, --timeout
+ * refuses too (a tab before the number, a hex float), worded as typed and as bad usage. */
+static void test_flags_same_rule(void **state)
+{
+    (void)state;
+    static const char *const bad_numbers[] = {"\t5", " 5", "5\n", "0x1p3", "0x10", "inf", "nan", "5s", ""};
+    for (size_t i = 0; i < sizeof bad_numbers / sizeof bad_numbers[0]; i++) {
+        double d = DOUBLE_SENTINEL, e = DOUBLE_SENTINEL;
+        assert_int_equal(parse_double("DTRAIN_TIMEOUT", bad_numbers[i], 0, 1e7, &e), DT_ERR_ENV);
+        dt_status st = parse_double("--timeout", bad_numbers[i], 0, 1e7, &d);
+        if (st != DT_ERR_INVALID_ARG)
+            fail_msg("--timeout '%s' returned %d, expected DT_ERR_INVALID_ARG", bad_numbers[i], (int)st);
+        char quoted[64];
+        snprintf(quoted, sizeof quoted, "--timeout '%s' ", bad_numbers[i]);
+        expect_error_contains(quoted);
+        expect_error_contains("(expected a number from 0 to 10000000)");
+        assert_true(d == DOUBLE_SENTINEL && e == DOUBLE_SENTINEL);
+
+        long l = 99;
+        assert_int_equal(parse_long("--steps", bad_numbers[i], 0, 100, &l), DT_ERR_INVALID_ARG);
+        assert_int_equal(l, 99);
+    }
+    double d = 0;
+    assert_int_equal(parse_double("--timeout", "2.5", 0, 1e7, &d), DT_OK);
+    assert_true(d == 2.5);
+
+    int out = INT_SENTINEL;
+    assert_int_equal(parse_int("--blas-threads", "1.5", 0, 4096, &out), DT_ERR_INVALID_ARG);
+    assert_string_equal(dt_last_error(),
+                        "--blas-threads '1.5' is not a whole number (expected an integer from 0 to 4096)");
+    assert_int_equal(parse_int("--blas-threads", "\t1", 0, 4096, &out), DT_ERR_INVALID_ARG);
+    assert_string_equal(dt_last_error(), "--blas-threads '\t1' has leading or trailing whitespace (expected an "
+                                         "integer from 0 to 4096)");
+    assert_int_equal(parse_int("--blas-threads", NULL, 0, 4096, &out), DT_ERR_INVALID_ARG);
+    assert_string_equal(dt_last_error(), "--blas-threads needs a value (expected an integer from 0 to 4096)");
+    assert_int_equal(out, INT_SENTINEL);
+}
+
+/* parse_long: the whole range of long, which parse_int clamps to int. */
+static void test_parse_long(void **state)
+{
+    (void)state;
+    long out = 0;
+    assert_int_equal(parse_long("--dataset-size", "4294967296", 1, LONG_MAX, &out), DT_OK);
+    assert_true(out == 4294967296L);
+    assert_int_equal(parse_long("--seed", "-9223372036854775808", LONG_MIN, LONG_MAX, &out), DT_OK);
+    assert_true(out == LONG_MIN);
+    out = 7;
+    assert_int_equal(parse_long("--dataset-size", "9223372036854775808", 1, LONG_MAX, &out), DT_ERR_INVALID_ARG);
+    expect_error_contains("--dataset-size '9223372036854775808' is out of range (expected an integer from 1 to "
+                          "9223372036854775807)");
+    assert_int_equal(parse_long("DTRAIN_X", "0", 1, 10, &out), DT_ERR_ENV);
+    expect_error_contains("DTRAIN_X='0' is out of range (expected an integer from 1 to 10)");
+    assert_int_equal(out, 7);
+    assert_int_equal(parse_long("X", "5", 10, 0, &out), DT_ERR_INTERNAL);
+    assert_int_equal(parse_long(NULL, "5", 0, 10, &out), DT_ERR_INTERNAL);
+    assert_int_equal(parse_long("X", "5", 0, 10, NULL), DT_ERR_INTERNAL);
+    assert_int_equal(out, 7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +343,8 @@ int main(void)
         cmocka_unit_test(test_parse_double_accepts),
         cmocka_unit_test(test_parse_double_rejects),
         cmocka_unit_test(test_parse_double_unset_and_caller_bugs),
+        cmocka_unit_test(test_flags_same_rule),
+        cmocka_unit_test(test_parse_long),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
