@@ -6,7 +6,9 @@
  */
 #include "dtrain.h"
 #include "coll.h"
+#include "config.h"
 #include "device.h"
+#include "log.h"
 #include "parse.h"
 #include "status.h"
 
@@ -74,6 +76,11 @@ const char *dt_launcher_name(dt_launcher l)
     return "?";
 }
 
+dt_status config_timeout_parse(const char *name, const char *value, double *out)
+{
+    return parse_double_or_zero(name, value, CONFIG_TIMEOUT_MIN_S, CONFIG_TIMEOUT_MAX_S, "never", out);
+}
+
 dt_status dt_config_from_env(dt_config *cfg)
 {
     dt_config c = *cfg;
@@ -83,13 +90,18 @@ dt_status dt_config_from_env(dt_config *cfg)
         return dt_set_error(DT_ERR_ENV, "DTRAIN_DEVICE='%s' is not one of auto, cpu, cuda; fix or unset it", v);
     if ((v = getenv("DTRAIN_PIN")) && (s = dt_pin_mode_parse(v, &c.pin)))
         return dt_set_error(DT_ERR_ENV, "DTRAIN_PIN='%s' is not one of auto, none; fix or unset it", v);
-    if ((v = getenv("DTRAIN_TIMEOUT")) && (s = parse_double("DTRAIN_TIMEOUT", v, 0.0, 1e7, &c.timeout_s)))
+    if ((v = getenv("DTRAIN_TIMEOUT")) && (s = config_timeout_parse("DTRAIN_TIMEOUT", v, &c.timeout_s)))
         return s;
     if ((v = getenv("DTRAIN_BLAS_THREADS")) &&
         (s = parse_int("DTRAIN_BLAS_THREADS", v, 0, 4096, &c.blas_threads)))
         return s;
     if ((v = getenv("DTRAIN_GPU_COMM")) && (s = dt_gpu_comm_parse(v, &c.gpu_comm)))
         return dt_set_error(DT_ERR_ENV, "DTRAIN_GPU_COMM='%s' is not one of nccl, mpi; fix or unset it", v);
+    /* DTRAIN_LOG is read here too, not only by dt_init, so that a malformed value is refused with
+     * the other DTRAIN_* variables, as bad usage, before MPI starts. Last, so that cfg and the
+     * level stay as they were when anything else is wrong. */
+    if ((s = log_init_from_env()))
+        return s;
     *cfg = c;
     return DT_OK;
 }

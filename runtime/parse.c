@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -159,22 +160,28 @@ static int parse_is_nonfinite_word(const char *s)
     return strncasecmp(s, "nan", 3) == 0 || strncasecmp(s, "inf", 3) == 0;
 }
 
-dt_status parse_double(const char *name, const char *value, double lo, double hi, double *out)
+/* parse_double and parse_double_or_zero: zero_means NULL for the plain range [lo, hi]. */
+static dt_status parse_double_in(const char *name, const char *value, double lo, double hi,
+                                 const char *zero_means, double *out)
 {
     if (name == NULL || out == NULL)
         return dt_set_error(DT_ERR_INTERNAL, "parse_double called with a NULL %s",
                             name == NULL ? "name" : "output pointer");
     if (!(lo <= hi)) /* also catches a NaN bound */
         return dt_set_error(DT_ERR_INTERNAL, "parse_double(%s): empty range [%g, %g]", name, lo, hi);
+    char expected[160];
+    if (zero_means)
+        snprintf(expected, sizeof expected, "0 (%s) or a number from %.15g to %.15g", zero_means, lo, hi);
+    else
+        snprintf(expected, sizeof expected, "a number from %.15g to %.15g", lo, hi);
     if (value == NULL)
-        return dt_set_error(parse_bad(name), "%s %s (expected a number from %.15g to %.15g)", name,
-                            parse_unset(name), lo, hi);
+        return dt_set_error(parse_bad(name), "%s %s (expected %s)", name, parse_unset(name), expected);
 
     if (!parse_double_syntax_ok(value)) {
         const char *why = parse_is_nonfinite_word(value) ? "is not a finite number" : "is not a number";
-        return dt_set_error(parse_bad(name), "%s%s'%.*s%s' %s (expected a number from %.15g to %.15g)", name,
-                            parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
-                            parse_syntax_reason(value, why), lo, hi);
+        return dt_set_error(parse_bad(name), "%s%s'%.*s%s' %s (expected %s)", name, parse_joiner(name),
+                            parse_quoted_len(value), value, parse_quoted_tail(value),
+                            parse_syntax_reason(value, why), expected);
     }
 
     /* ERANGE covers both overflow (1e999) and underflow (1e-999): neither is the value the user
@@ -184,13 +191,23 @@ dt_status parse_double(const char *name, const char *value, double lo, double hi
     if (errno == ERANGE)
         return dt_set_error(parse_bad(name),
                             "%s%s'%.*s%s' is out of range: too large or too small in magnitude for a "
-                            "double (expected a number from %.15g to %.15g)",
+                            "double (expected %s)",
                             name, parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
-                            lo, hi);
-    if (!isfinite(v) || v < lo || v > hi)
-        return dt_set_error(parse_bad(name), "%s%s'%.*s%s' is out of range (expected a number from %.15g to %.15g)",
-                            name, parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
-                            lo, hi);
+                            expected);
+    if (!isfinite(v) || ((v < lo || v > hi) && !(zero_means && v == 0)))
+        return dt_set_error(parse_bad(name), "%s%s'%.*s%s' is out of range (expected %s)", name,
+                            parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value), expected);
     *out = v;
     return DT_OK;
+}
+
+dt_status parse_double(const char *name, const char *value, double lo, double hi, double *out)
+{
+    return parse_double_in(name, value, lo, hi, NULL, out);
+}
+
+dt_status parse_double_or_zero(const char *name, const char *value, double lo, double hi, const char *zero_means,
+                               double *out)
+{
+    return parse_double_in(name, value, lo, hi, zero_means ? zero_means : "off", out);
 }

@@ -33,4 +33,10 @@ dt_status parse_int(const char *name, const char *value, long lo, long hi, int *
  * which is what a library process has unless the application calls setlocale(). */
 dt_status parse_double(const char *name, const char *value, double lo, double hi, double *out);
 
+/* parse_double for a setting where 0 turns something off and other values must be in [lo, hi]
+ * (lo > 0): --timeout is 0 (never) or 1 to 1e7 seconds. zero_means words the 0 in messages
+ * ("expected 0 (never) or a number from 1 to 10000000"); NULL reads "off". */
+dt_status parse_double_or_zero(const char *name, const char *value, double lo, double hi, const char *zero_means,
+                               double *out);
+
 #endif

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Refusals with a clear message: the singleton trap, malformed launcher variables, launcher/MPI
-# disagreements, a device that is not there. Exit 1 for run-time failures, 2 for bad usage.
+# disagreements, a device that is not there. Exit 1 for run-time failures (a launcher's variables
+# included: the launch is broken, not the command), 2 for bad usage (flags and DTRAIN_* variables).
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 
@@ -16,6 +17,9 @@ expect 1 "SLURM_PROCID=4 is not below SLURM_NTASKS=4" env SLURM_STEP_ID=0 SLURM_
 expect 1 "node[01-04" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_NODEID=0 "SLURM_STEP_NODELIST=node[01-04" "$DTRAIN" env
 expect 2 "DTRAIN_DEVICE='gpu'" env DTRAIN_DEVICE=gpu "$DTRAIN" env
 expect 2 "DTRAIN_TIMEOUT" env DTRAIN_TIMEOUT=soon "$DTRAIN" env
+expect 2 "DTRAIN_LOG='verbose' is not a log level" env DTRAIN_LOG=verbose "$DTRAIN" env
+expect 2 "DTRAIN_TIMEOUT='1e-45' is out of range (expected 0 (never) or a number from 1 to 10000000)" \
+    env DTRAIN_TIMEOUT=1e-45 "$DTRAIN" env
 # A well-formed world of 1 passes.
 expect 0 "0/1" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_NNODES=1 "SLURM_STEP_NODELIST=$(hostname)" SLURM_TASKS_PER_NODE=1 "$DTRAIN" env
 expect 0 "0/1" "$DTRAIN" env
@@ -25,7 +29,7 @@ expect 1 "OMPI_COMM_WORLD_LOCAL_SIZE=3 is larger than OMPI_COMM_WORLD_SIZE=2" "$
 expect 1 "OMPI_COMM_WORLD_LOCAL_RANK=1 but MPI says this is local rank 0" "$MPIRUN" -np 2 bash -c \
     "OMPI_COMM_WORLD_LOCAL_RANK=\$((1 - OMPI_COMM_WORLD_LOCAL_RANK)) exec $DTRAIN env"
 # One rank failing alone, before or after MPI_Init, still ends the whole job (no hang).
-expect 1 "DTRAIN_LOG='bogus'" timeout 60 "$MPIRUN" -np 2 bash -c \
+expect 2 "DTRAIN_LOG='bogus'" timeout 60 "$MPIRUN" -np 2 bash -c \
     "[ \$OMPI_COMM_WORLD_RANK = 1 ] && export DTRAIN_LOG=bogus; exec $DTRAIN env"
 expect 1 "OMPI_COMM_WORLD_RANK=0 but MPI says this is rank 3" timeout 60 "$MPIRUN" -np 4 bash -c \
     "[ \$OMPI_COMM_WORLD_RANK = 3 ] && export OMPI_COMM_WORLD_RANK=0; exec $DTRAIN env"

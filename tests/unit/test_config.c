@@ -9,7 +9,9 @@
 #include <cmocka.h>
 
 #include "blas.h"
+#include "config.h"
 #include "dtrain.h"
+#include "log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@ static void clear_env(void)
     unsetenv("DTRAIN_TIMEOUT");
     unsetenv("DTRAIN_BLAS_THREADS");
     unsetenv("DTRAIN_GPU_COMM");
+    unsetenv("DTRAIN_LOG");
 }
 
 static void test_defaults_and_env(void **st)
@@ -77,6 +80,67 @@ static void test_bad_env(void **st)
     expect_env_error("DTRAIN_BLAS_THREADS", "2.5");
     expect_env_error("DTRAIN_BLAS_THREADS", "-2");
     expect_env_error("DTRAIN_GPU_COMM", "gloo");
+    /* DTRAIN_LOG is refused with the others (bad usage), not later by dt_init (a run-time failure). */
+    expect_env_error("DTRAIN_LOG", "verbose");
+    /* Under a second a healthy collective can pass the deadline and the job would be aborted
+     * blaming a live rank: 0 (never) or 1 s and more. */
+    expect_env_error("DTRAIN_TIMEOUT", "1e-45");
+    expect_env_error("DTRAIN_TIMEOUT", "0.5");
+    expect_env_error("DTRAIN_TIMEOUT", "10000001");
+}
+
+static void test_timeout_rule(void **st)
+{
+    (void)st;
+    static const struct {
+        const char *v;
+        double t;
+    } ok[] = {{"0", 0}, {"-0", 0}, {"1", 1}, {"2.5", 2.5}, {"300", 300}, {"1e7", 1e7}};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        double t = -1;
+        assert_int_equal(config_timeout_parse("--timeout", ok[i].v, &t), DT_OK);
+        assert_true(t == ok[i].t);
+        assert_true(config_timeout_valid(t));
+    }
+    static const char *const bad[] = {"1e-45", "0.999", "0.5", "-1", "10000001", "1e-400", "0x1p3", "\t5"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        double t = -1;
+        assert_int_equal(config_timeout_parse("--timeout", bad[i], &t), DT_ERR_INVALID_ARG);
+        assert_true(t == -1);
+        if (!strstr(dt_last_error(), "(expected 0 (never) or a number from 1 to 10000000)"))
+            fail_msg("--timeout '%s': '%s' does not give the range", bad[i], dt_last_error());
+    }
+    double t = -1;
+    assert_int_equal(config_timeout_parse("DTRAIN_TIMEOUT", "1e-45", &t), DT_ERR_ENV);
+    assert_string_equal(dt_last_error(),
+                        "DTRAIN_TIMEOUT='1e-45' is out of range (expected 0 (never) or a number from 1 to 10000000)");
+    assert_false(config_timeout_valid(1e-45));
+    assert_false(config_timeout_valid(-1));
+    assert_false(config_timeout_valid(2e7));
+}
+
+static void test_log_level_from_env(void **st)
+{
+    (void)st;
+    clear_env();
+    dt_log_level before = log_get_level();
+    setenv("DTRAIN_LOG", "debug", 1);
+    dt_config c;
+    dt_config_defaults(&c);
+    assert_int_equal(dt_config_from_env(&c), DT_OK);
+    assert_int_equal(log_get_level(), DT_LOG_DEBUG);
+    /* Anything else wrong: the level stays. */
+    log_set_level(before);
+    setenv("DTRAIN_LOG", "info", 1);
+    setenv("DTRAIN_PIN", "yes", 1);
+    assert_int_equal(dt_config_from_env(&c), DT_ERR_ENV);
+    assert_int_equal(log_get_level(), before);
+    clear_env();
+    setenv("DTRAIN_LOG", "verbose", 1);
+    assert_int_equal(dt_config_from_env(&c), DT_ERR_ENV);
+    assert_string_equal(dt_last_error(), "DTRAIN_LOG='verbose' is not a log level; use error, warn, info or debug");
+    clear_env();
+    log_set_level(before);
 }
 
 static void test_names(void **st)
@@ -118,6 +182,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_env),
         cmocka_unit_test(test_bad_env),
+        cmocka_unit_test(test_timeout_rule),
+        cmocka_unit_test(test_log_level_from_env),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_blas_advice),
     };
