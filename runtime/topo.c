@@ -12,6 +12,7 @@
 #include "status.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,6 +143,8 @@ dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out)
         break;
     }
     e.has_pmi = has(get, arg, "PMIX_RANK") || has(get, arg, "PMI_RANK") || has(get, arg, "PMI_FD");
+    const char *mt = get("SLURM_MPI_TYPE", arg);
+    snprintf(e.mpi_type, sizeof e.mpi_type, "%s", mt ? mt : "");
     /* PMIX_RANK comes from the PMIx server of mpirun or srun --mpi=pmix, so it is never stale. */
     if (e.launcher == DT_LAUNCHER_OPENMPI || e.launcher == DT_LAUNCHER_SLURM || e.launcher == DT_LAUNCHER_PMIX) {
         if ((s = read_opt(get, arg, "PMIX_RANK", 0, &e.pmix_rank, NULL))) goto fail;
@@ -205,12 +208,27 @@ static const char *launch_hint(dt_launcher l)
 
 dt_status topo_check_before_mpi(const topo_env *e)
 {
-    if (e->launcher == DT_LAUNCHER_SLURM && e->size > 1 && !e->has_pmi)
+    if (e->launcher != DT_LAUNCHER_SLURM || e->has_pmi) return DT_OK;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (inited) return DT_OK;
+    if (e->size > 1)
         return dt_set_error(DT_ERR_MPI,
                             "srun started %d tasks (SLURM_NTASKS=%d) without a PMI plugin: MPI cannot learn that "
                             "they form one job, and each would train alone. Fix: %s",
                             e->size, e->size, launch_hint(e->launcher));
-    return DT_OK;
+#ifdef OPEN_MPI
+    /* One task of an srun step (SLURM_STEP_ID set) with no PMI server to talk to: Open MPI takes it
+     * for a direct launch and aborts inside MPI_Init ("OPAL ERROR: Unreachable"). A batch script or
+     * an salloc shell has no SLURM_STEP_ID (launcher none), srun under MpiDefault=pmix sets
+     * PMIX_RANK, and mpirun's ranks have OMPI_* variables: none of them reaches this point. */
+    return dt_set_error(DT_ERR_MPI,
+                        "srun started this task without a PMI plugin (SLURM_MPI_TYPE %s%s, no PMIX_RANK): "
+                        "Open MPI cannot start under srun without PMIx and would abort inside MPI_Init. Fix: %s",
+                        e->mpi_type[0] ? "is " : "unset", e->mpi_type, launch_hint(e->launcher));
+#else
+    return DT_OK; /* other MPIs start a singleton here, which is what one task asks for */
+#endif
 }
 
 dt_status topo_check(const topo_env *e, const topo_mpi *m)

@@ -24,6 +24,7 @@ typedef struct topo_env {
     const char *rank_var, *size_var, *local_rank_var, *local_size_var, *node_var, *num_nodes_var;
     int has_pmi;                    /* a PMI/PMIx server talks to this process (PMIX_RANK, PMI_RANK or
                                        PMI_FD set): MPI_Init can learn the world from it */
+    char mpi_type[32];              /* SLURM_MPI_TYPE (srun's --mpi plugin), "" when unset: for messages */
     char **hosts;                   /* SLURM's step (or job) node list, expanded; NULL otherwise */
     int num_hosts;
     const char *hosts_var;
@@ -41,8 +42,12 @@ typedef struct topo_mpi {
     int rank, size, local_rank, local_size, node, num_nodes;
 } topo_mpi;
 
-/* What can be refused before MPI_Init: srun started several tasks without a PMI plugin (srun
- * --mpi=none), so MPI_Init would fail or make every task a singleton. DT_ERR_MPI with the fix. */
+/* What can be refused before MPI_Init: srun started this process without a PMI plugin (srun
+ * --mpi=none, or MpiDefault=none in slurm.conf): no PMIX_RANK, PMI_RANK or PMI_FD in a SLURM step.
+ * With several tasks MPI_Init would fail or make every task a singleton; with one task Open MPI
+ * aborts inside MPI_Init without naming the fix, so under Open MPI one task is refused too.
+ * DT_ERR_MPI with the fix. Nothing is refused once MPI is initialized (the caller's MPI_Init
+ * worked; topo_check judges the result). */
 dt_status topo_check_before_mpi(const topo_env *env);
 
 /* Cross-checks every value the launcher set against MPI. Refuses the singleton trap (a launcher

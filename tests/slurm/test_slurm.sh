@@ -42,8 +42,11 @@ else
     cat "$tmp/env"; bad "srun -N 2 -n 4 dtrain env failed"
 fi
 
-# --- srun without PMI: refused with what to add.
+# --- srun without PMI: refused with what to add, also for one task (where Open MPI would abort
+# inside MPI_Init without naming the fix); plain srun under MpiDefault=pmix is not refused.
 expect 1 "srun --mpi=pmix" timeout 60 srun -N 1 -n 2 --mpi=none "$DTRAIN" env
+expect 1 "srun --mpi=pmix" timeout 60 srun -N 1 -n 1 --mpi=none "$DTRAIN" env
+expect 0 "LAUNCHER" timeout 60 srun -N 1 -n 1 "$DTRAIN" env
 
 # --- Fake GPUs: `dtrain env` shows the GPU each rank would take, never two ranks of a node on one.
 gpu_check() { # name, srun args...

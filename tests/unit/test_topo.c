@@ -213,9 +213,39 @@ static void test_check(void **st)
     assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2", "PMIX_RANK=1"), &e), DT_OK);
     assert_int_equal(topo_check_before_mpi(&e), DT_OK);
     topo_env_free(&e);
+    /* One task without PMI (srun --mpi=none -n 1): Open MPI would abort inside MPI_Init without a
+     * word on the fix, so dtrain refuses first, naming SLURM_MPI_TYPE as srun left it. */
     assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1"), &e), DT_OK);
+#ifdef OPEN_MPI
+    assert_int_equal(topo_check_before_mpi(&e), DT_ERR_MPI);
+    assert_non_null(strstr(dt_last_error(), "srun --mpi=pmix"));
+    assert_non_null(strstr(dt_last_error(), "SLURM_MPI_TYPE unset"));
+#else
     assert_int_equal(topo_check_before_mpi(&e), DT_OK);
+#endif
     topo_env_free(&e);
+#ifdef OPEN_MPI
+    assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_MPI_TYPE=none"), &e),
+                     DT_OK);
+    assert_int_equal(topo_check_before_mpi(&e), DT_ERR_MPI);
+    assert_non_null(strstr(dt_last_error(), "SLURM_MPI_TYPE is none"));
+    topo_env_free(&e);
+#endif
+    /* Left alone: an srun task with a PMI server (PMIX_RANK under MpiDefault=pmix; PMI_FD under
+     * --mpi=pmi2, for an MPI with PMI-2 support), mpirun inside an allocation (OMPI_* beside the
+     * batch step's SLURM_*), a batch script or an salloc shell (SLURM_JOB_ID, no SLURM_STEP_ID). */
+    const char **fine[] = {
+        ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_MPI_TYPE=pmix", "PMIX_RANK=0"),
+        ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "PMI_FD=5", "PMI_RANK=0", "PMI_SIZE=1"),
+        ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1", "PMIX_RANK=1", "SLURM_STEP_ID=0",
+            "SLURM_PROCID=0", "SLURM_NTASKS=1"),
+        ENV("SLURM_JOB_ID=7", "SLURM_PROCID=0", "SLURM_NTASKS=1"),
+    };
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        assert_int_equal(read_env(fine[i], &e), DT_OK);
+        if (topo_check_before_mpi(&e) != DT_OK) fail_msg("case %zu refused: %s", i, dt_last_error());
+        topo_env_free(&e);
+    }
 
     /* The singleton trap: srun without PMIx. */
     check_fails(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=2", "SLURM_NTASKS=4"), one, "SLURM_NTASKS=4", "--mpi=pmix");
