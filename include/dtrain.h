@@ -228,9 +228,9 @@ DT_API size_t dt_model_num_params(const dt_model *m);
 DT_API float *dt_model_params(dt_model *m);
 DT_API float *dt_model_grads(dt_model *m);
 /* On a GPU model (the context's device is CUDA) the parameter and gradient buffers are device
- * memory: read them with dt_model_get_params. Its gradients are allreduced through NCCL after
- * backward (no bucket overlap yet); in fp16/bf16 they stay fp32. Checkpoints copy through host
- * memory. */
+ * memory: read them with dt_model_get_params. Its gradients are allreduced through NCCL in
+ * buckets on a communication stream as backward completes them (dt_model_set_sync); in fp16/bf16
+ * they stay fp32. Checkpoints copy through host memory. */
 DT_API int dt_model_on_gpu(const dt_model *m);
 /* Copies the parameters into host memory (dt_model_num_params floats), from either device. */
 DT_API dt_status dt_model_get_params(const dt_model *m, float *host);
@@ -447,24 +447,39 @@ DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc
 /* ---------------------------------------------------------------- checkpoints
  *
  * DIR/ckpt-<step>.dtc holds the parameters, the optimizer state, the loss scaler's state (the
- * _scaled calls) and the step, each section with a CRC-32, written atomically (temporary file, fsync, rename, fsync of the directory). The data
- * position needs no saving: a step's batches follow from (seed, step, world). */
+ * _scaled calls) and the step, each section with a CRC-32, written atomically (temporary file,
+ * fsync, rename, fsync of the directory): a crash, a full disk or a file-size limit leaves the
+ * previous checkpoint or the new one, never half of one. The data position needs no saving: a
+ * step's batches follow from (seed, step, world).
+ *
+ * Reading trusts nothing in a file: every header field is checked against the model, the
+ * optimizer, the file's name and size and sane ranges before anything is allocated or copied, each
+ * section's CRC and values (finite; AdamW's second moment >= 0) are checked before the model is
+ * touched, and only regular files are opened (a FIFO or directory named like a checkpoint is
+ * skipped with a warning, never waited on). */
 
-/* Writes the checkpoint of `step` (rank 0 writes; every rank holds the same state). Every rank
- * learns whether it worked. Collective. */
+/* Writes the checkpoint of `step` (0 to 10^18-1; rank 0 writes, every rank holds the same state).
+ * o NULL writes the weights only (enough for inference and evaluation; it cannot resume an
+ * optimizer). Every rank learns whether it worked: DT_ERR_IO names the cause (full disk, quota,
+ * file-size limit) and the fix, and the temporary file is removed. DT_ERR_INVALID_ARG for a NULL
+ * model or dir, or a step out of range. Collective. */
 DT_API dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
                                     long step);
 
 /* Loads the newest checkpoint in dir that passes every check into m and o and sets *step to its
- * step; damaged files are skipped with a warning naming them. No checkpoint: *step = 0 and DT_OK.
- * A sound checkpoint of another model or optimizer fails with DT_ERR_INVALID_ARG. Collective. */
+ * step; damaged or crafted files are skipped for an older one with a warning naming the file, the
+ * field and both values. No loadable checkpoint (or no dir): *step = 0 and DT_OK. A sound
+ * checkpoint of another model or optimizer fails with DT_ERR_INVALID_ARG and loads nothing. o NULL
+ * loads the weights only (of a full or a weights-only checkpoint); a weights-only checkpoint with o
+ * non-NULL is DT_ERR_INVALID_ARG. DT_ERR_IO when dir exists but cannot be read. Collective. */
 DT_API dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
                                            long *step);
 
 /* The same, with the loss scaler's state (scale, good-step run, hysteresis, counts) saved and
  * restored too, so a resumed fp16 run scales exactly as the uninterrupted one would. sc may be NULL;
- * a checkpoint without scaler state (or with state out of range for this run's settings) leaves sc
- * at its initial state. */
+ * a checkpoint without scaler state (or with sound state out of range for this run's settings, e.g.
+ * another growth interval) leaves sc at its initial state with a warning; damaged scaler state
+ * (a NaN scale, negative counts) makes the file damaged. */
 DT_API dt_status dt_checkpoint_save_scaled(dt_ctx *ctx, const char *dir, const dt_model *m,
                                            const dt_optimizer *o, const dt_scaler *sc, long step);
 DT_API dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,

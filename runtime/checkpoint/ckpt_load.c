@@ -1,0 +1,185 @@
+/*
+ * ckpt_load.c - resuming: rank 0 finds the newest checkpoint in a directory that passes every
+ * check (ckpt_read.c), skipping damaged ones with a warning that names them, and every rank gets
+ * its state by broadcast.
+ */
+#include "ckpt_format.h"
+#include "log.h"
+#include "model.h"
+#include "status.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ckpt_entry {
+    long step;
+    char *name;
+} ckpt_entry;
+
+/* Newest first; for two names of one step ("ckpt-5.dtc", "ckpt-0000000005.dtc") the name order. */
+static int entry_cmp(const void *a, const void *b)
+{
+    const ckpt_entry *x = a, *y = b;
+    if (x->step != y->step) return x->step < y->step ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+static void entries_free(ckpt_entry *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(e[i].name);
+    free(e);
+}
+
+/* The directory's entries named like checkpoints, newest first. A missing directory holds none. */
+static dt_status list_checkpoints(const char *dir, ckpt_entry **out, size_t *count)
+{
+    *out = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT) return DT_OK;
+        return dt_set_error(DT_ERR_IO, "cannot read checkpoint directory %s: %s", dir, strerror(errno));
+    }
+    ckpt_entry *e = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    long st;
+    while ((de = readdir(d))) {
+        if (!ckpt_name_step(de->d_name, &st)) continue;
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 16;
+            ckpt_entry *ne = realloc(e, ncap * sizeof *e);
+            if (!ne) goto nomem;
+            e = ne;
+            cap = ncap;
+        }
+        if (!(e[n].name = strdup(de->d_name))) goto nomem;
+        e[n++].step = st;
+    }
+    closedir(d);
+    if (n) qsort(e, n, sizeof *e, entry_cmp);
+    *out = e;
+    *count = n;
+    return DT_OK;
+nomem:
+    closedir(d);
+    entries_free(e, n);
+    return dt_set_error(DT_ERR_NOMEM, "out of memory listing checkpoint directory %s", dir);
+}
+
+/* Rank 0: the newest loadable checkpoint. *found = -1 when none; DT_ERR_INVALID_ARG for a sound
+ * checkpoint of another model or optimizer (a user error, not damage: nothing older is tried). */
+static dt_status load_newest(const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc, long *found,
+                             int *saved_world)
+{
+    ckpt_entry *e;
+    size_t n;
+    *found = -1;
+    dt_status s = list_checkpoints(dir, &e, &n);
+    if (s) return s;
+    size_t skipped = 0;
+    for (size_t i = 0; i < n && *found < 0; i++) {
+        char path[4200];
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e[i].name) >= sizeof path) {
+            s = dt_set_error(DT_ERR_INVALID_ARG, "checkpoint directory name is too long (%zu characters)",
+                             strlen(dir));
+            break;
+        }
+        long st = -1;
+        int w = 1;
+        dt_status r = ckpt_read_file(path, e[i].step, m, o, sc, &st, &w);
+        if (r == DT_OK) {
+            *found = st;
+            *saved_world = w;
+        } else if (r == DT_ERR_INVALID_ARG) {
+            s = r;
+            break;
+        } else {
+            skipped++;
+            dt_log(DT_LOG_WARN, "skipping checkpoint: %s", dt_last_error());
+        }
+    }
+    if (!s && *found < 0 && skipped > 0)
+        dt_log(DT_LOG_WARN, "none of the %zu checkpoint file(s) in %s could be loaded (see above): starting from "
+               "step 0; the damaged files are left in place", skipped, dir);
+    entries_free(e, n);
+    return s;
+}
+
+dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, long *step)
+{
+    return dt_checkpoint_load_latest_scaled(ctx, dir, m, o, NULL, step);
+}
+
+/* Every rank other than 0 takes rank 0's state. */
+static dt_status broadcast_state(dt_ctx *ctx, int rank, dt_model *m, dt_optimizer *o, dt_scaler *sc)
+{
+    dt_status c;
+    if ((c = dt_broadcast(ctx, dt_model_params(m), dt_model_num_params(m), DT_F32, 0))) return c;
+    if (o) {
+        dt_optim_config oc;
+        int t;
+        const float *c1, *c2;
+        size_t n1, n2;
+        optimizer_state(o, &oc, &t, &c1, &n1, &c2, &n2);
+        if (n1 && (c = dt_broadcast(ctx, (float *)c1, n1, DT_F32, 0))) return c;
+        if (n2 && (c = dt_broadcast(ctx, (float *)c2, n2, DT_F32, 0))) return c;
+        optimizer_host_changed(o);
+        int64_t tt = t; /* broadcast moves bytes: one int64 as 2 floats */
+        if ((c = dt_broadcast(ctx, &tt, 2, DT_F32, 0))) return c;
+        optimizer_set_t(o, (int)tt);
+    }
+    if (sc) {
+        /* Rank 0's scaler, restored or not, is every rank's: they must all scale alike. */
+        dt_scaler_state st;
+        dt_scaler_get_state(sc, &st);
+        int64_t v[6] = {0, st.good_steps, st.hysteresis_left, st.updates, st.skipped, 0};
+        memcpy(&v[0], &st.scale, sizeof st.scale);
+        if ((c = dt_broadcast(ctx, v, 12, DT_F32, 0))) return c;
+        memcpy(&st.scale, &v[0], sizeof st.scale);
+        st.good_steps = (int)v[1];
+        st.hysteresis_left = (int)v[2];
+        st.updates = (long)v[3];
+        st.skipped = (long)v[4];
+        if (rank != 0 && (c = dt_scaler_set_state(sc, &st))) return c;
+    }
+    return DT_OK;
+}
+
+dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
+                                           dt_scaler *sc, long *step)
+{
+    if (!dir || !*dir) return dt_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");
+    if (!m || !step) return dt_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_load_latest: model or step is NULL");
+    int rank = ctx ? dt_rank(ctx) : 0, world = ctx ? dt_world_size(ctx) : 1;
+    long found = -1;
+    int saved_world = world;
+    dt_status s = DT_OK;
+    char msg[2048] = "";
+    if (rank == 0) {
+        s = load_newest(dir, m, o, sc, &found, &saved_world);
+        if (s) snprintf(msg, sizeof msg, "%s", dt_last_error());
+    }
+    if (ctx && world > 1) {
+        /* Rank 0's verdict goes to every rank (broadcast moves bytes: 4 int64 as 8 floats). */
+        int64_t hdr[4] = {(int64_t)s, found, saved_world, 0};
+        dt_status c;
+        if ((c = dt_broadcast(ctx, hdr, 8, DT_F32, 0))) return c;
+        if (hdr[0] != DT_OK)
+            return dt_set_error((dt_status)hdr[0], "%s",
+                                rank == 0 ? msg : "rank 0 refused the checkpoints: read its message");
+        found = (long)hdr[1];
+        saved_world = (int)hdr[2];
+        if (found >= 0 && (c = broadcast_state(ctx, rank, m, o, sc))) return c;
+    } else if (s) {
+        return dt_set_error(s, "%s", msg);
+    }
+    if (found >= 0 && saved_world != world)
+        dt_log0(DT_LOG_WARN, "checkpoint of step %ld was written by %d ranks, resuming on %d: the global batch and "
+                "the data each rank sees change from here", found, saved_world, world);
+    *step = found >= 0 ? found : 0;
+    return DT_OK;
+}
