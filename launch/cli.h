@@ -9,6 +9,8 @@
 
 #include "dtrain.h"
 
+#include <stdio.h>
+
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 struct option;
@@ -53,6 +55,12 @@ dt_ctx *cli_init(const dt_config *cfg);
  * (crash.c). cli_init installs it before MPI_Init (rank -1: not known yet, host NULL:
  * gethostname) and sets MPI's rank and host after; a second call only updates those. */
 void cli_crash_report_install(int rank, const char *host);
+
+/* The overview: the commands and the options of every command (help.c). */
+void cli_usage(FILE *f);
+/* Prints the help screen of topic ("train", "bench", "bench gemm", ...) to f and returns 0, or
+ * returns -1 when there is none; f NULL only looks it up. */
+int cli_help(const char *topic, FILE *f);
 
 /* Prints "dtrain: error: <msg>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The command line: commands, flags and their values, exit codes.
+# The command line: commands, flags and their values, exit codes, help screens.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1
 
@@ -18,4 +18,65 @@ expect 2 "needs a value" "$DTRAIN" env --device
 expect 2 "unknown option '--frobnicate'" "$DTRAIN" env --frobnicate
 expect 2 "unexpected argument 'extra'" "$DTRAIN" env extra
 expect 0 "0/1" "$DTRAIN" env --device cpu --pin none --timeout 5 --blas-threads 1
+
+# Help: `dtrain help X` and `dtrain X --help` print X's own screen to stdout (nothing on stderr)
+# and exit 0; every screen fits a terminal of 24 x 80.
+screen() { # CODE EXPECTED-TEXT command... : stdout and stderr apart
+    local code=$1 text=$2
+    shift 2
+    "$@" >"$tmp/so" 2>"$tmp/se"
+    local rc=$? lines cols
+    lines=$(wc -l <"$tmp/so")
+    cols=$(awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }' "$tmp/so")
+    if [ "$rc" -eq "$code" ] && [ ! -s "$tmp/se" ] && grep -qF -- "$text" "$tmp/so" && [ "$lines" -le 24 ] && [ "$cols" -le 80 ]; then
+        ok "$* -> $rc, stdout only, $lines lines of at most $cols columns, says '$text'"
+    else
+        bad "'$*': exit $rc (wanted $code), $lines lines, $cols columns, stderr $(wc -c <"$tmp/se") bytes, wanted '$text'"
+        sed 's/^/    /' "$tmp/so" "$tmp/se"
+    fi
+}
+screen 0 "usage: dtrain <command>" "$DTRAIN" help
+screen 0 "usage: dtrain <command>" "$DTRAIN" --help
+screen 0 "bench gemm" "$DTRAIN" help
+for topic in train env version bench "bench allreduce" "bench gemm" "bench step"; do
+    screen 0 "usage: dtrain $topic" "$DTRAIN" help $topic
+    "$DTRAIN" help $topic >"$tmp/a" 2>&1
+    "$DTRAIN" $topic --help >"$tmp/b" 2>&1
+    cmp -s "$tmp/a" "$tmp/b" && ok "dtrain $topic --help == dtrain help $topic" ||
+        { bad "dtrain $topic --help differs from dtrain help $topic"; diff "$tmp/a" "$tmp/b" | head; }
+done
+screen 0 "usage: dtrain train" "$DTRAIN" train -h
+# Every flag a command takes is on its screen, spelled out (--loss-scale-growth, not -growth).
+flags_of() { # the command's flags as its own unknown-option check sees them: try each word of the screen
+    grep -oE -- '--[a-z0-9-]+[a-z0-9]' "$tmp/so" | sort -u
+}
+"$DTRAIN" help train >"$tmp/so"
+for f in model input batch steps lr optim momentum weight-decay beta1 beta2 eps seed log-every metrics dump-params \
+         dataset-size bucket-mb first-bucket-mb no-overlap grad-comm checkpoint-dir checkpoint-every resume precision \
+         loss-scale loss-scale-init loss-scale-growth loss-scale-backoff loss-scale-interval loss-scale-hysteresis \
+         loss-scale-min loss-scale-max loss-scale-window max-overflow-fraction loader-threads; do
+    flags_of | grep -qx -- "--$f" || bad "dtrain help train does not name --$f"
+done
+! grep -qE -- '(^| )-[a-z]+ [A-Z]' "$tmp/so" && ok "dtrain help train spells every flag out" ||
+    { bad "dtrain help train abbreviates a flag:"; grep -E -- '(^| )-[a-z]+ [A-Z]' "$tmp/so"; }
+expect 2 "no help for 'bogus'" "$DTRAIN" help bogus
+expect 2 "no help for 'bench bogus': the benchmarks are allreduce, gemm, step" "$DTRAIN" help bench bogus
+
+# Unknown flags: the closest of the command's own flags, and the error's prefix once.
+expect 2 "unknown option '--bach'; did you mean --batch?" "$DTRAIN" train --bach 4
+expect 2 "did you mean --batch?" "$DTRAIN" train --bacth 4
+expect 2 "did you mean --batch?" "$DTRAIN" train -batch 4
+expect 2 "did you mean --loss-scale-growth?" "$DTRAIN" train --loss-scale-grwth 2
+expect 2 "did you mean --iters?" "$DTRAIN" bench gemm --itres 1
+expect 2 "did you mean --timeout?" "$DTRAIN" env --timeot 5
+expect 2 "'--loss-scale-m' is ambiguous: it could be --loss-scale-min, --loss-scale-max" "$DTRAIN" train --loss-scale-m 3
+expect 2 "--no-overlap takes no value" "$DTRAIN" train --no-overlap=1
+"$DTRAIN" train --frobnicate >"$tmp/out" 2>&1
+grep -q "did you mean" "$tmp/out" && bad "a far-off flag got a suggestion: $(cat "$tmp/out")" || ok "no suggestion for a far-off flag"
+"$DTRAIN" env --bach >"$tmp/out" 2>&1
+grep -q "did you mean" "$tmp/out" && bad "env suggested another command's flag: $(cat "$tmp/out")" ||
+    ok "env suggests only its own flags"
+"$DTRAIN" train --bach 4 >"$tmp/out" 2>&1
+[ "$(cat "$tmp/out")" = "dtrain: error: unknown option '--bach'; did you mean --batch? (see dtrain help train)" ] &&
+    ok "one prefix: $(cat "$tmp/out")" || bad "unknown option message: $(cat "$tmp/out")"
 finish

@@ -1,0 +1,252 @@
+/*
+ * cli.c - what the `dtrain` subcommands share: the common flags and each command's own, strict
+ * flag values, dt_init with the job-wide abort a failure needs, and error messages.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_error(const char *fmt, ...)
+{
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "dtrain: error: %s\n", msg);
+}
+
+int cli_long(const char *flag, const char *arg, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (!*arg || *end || errno || v < lo || v > hi || arg[0] == ' ') {
+        cli_error("%s '%s' is not a whole number from %ld to %ld", flag, arg, lo, hi);
+        return EXIT_USAGE;
+    }
+    *out = v;
+    return EXIT_OK;
+}
+
+int cli_int(const char *flag, const char *arg, long lo, long hi, int *out)
+{
+    long v;
+    int rc = cli_long(flag, arg, lo, hi, &v);
+    if (rc == EXIT_OK) *out = (int)v;
+    return rc;
+}
+
+int cli_float(const char *flag, const char *arg, double lo, double hi, float *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (!*arg || *end || errno || !(v >= lo && v <= hi) || arg[0] == ' ') {
+        cli_error("%s '%s' is not a number from %g to %g", flag, arg, lo, hi);
+        return EXIT_USAGE;
+    }
+    *out = (float)v;
+    return EXIT_OK;
+}
+
+int cli_list(const char *flag, const char *arg, int max, int (*each)(const char *item, void *ud), void *ud)
+{
+    char buf[512];
+    if (strlen(arg) >= sizeof buf) {
+        cli_error("%s '%.40s...' is too long", flag, arg);
+        return EXIT_USAGE;
+    }
+    strcpy(buf, arg);
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n == max) {
+            cli_error("%s '%s': at most %d items", flag, arg, max);
+            return EXIT_USAGE;
+        }
+        int rc = each(tok, ud);
+        if (rc) return rc;
+        n++;
+    }
+    if (!n) {
+        cli_error("%s '%s' names nothing: give a comma-separated list", flag, arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* Edit distance of a and b (insertions, deletions, substitutions and swaps of neighbours, each
+ * 1), or a number above limit once it must exceed it. Names longer than 63 are never close. */
+static int edit_distance(const char *a, size_t na, const char *b, int limit)
+{
+    enum { MAXLEN = 64 };
+    const size_t nb = strlen(b);
+    if (na >= MAXLEN || nb >= MAXLEN) return limit + 1;
+    int d[MAXLEN][MAXLEN];
+    for (size_t i = 0; i <= na; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= nb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= na; i++) {
+        for (size_t j = 1; j <= nb; j++) {
+            int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    }
+    return d[na][nb];
+}
+
+/* The error for a flag getopt_long did not take: an unknown name (with the closest of the
+ * command's own flags, when one is close), an abbreviation of several, or a value given to a
+ * flag that takes none. */
+static void unknown_option(int argc, char **argv, const char *cmd, const struct option *opts)
+{
+    /* A long option always ends its word; an unknown short one is the first letter of its word
+     * (-h, the only short option, exits), which getopt_long has not passed yet when more follow. */
+    const char *word = optopt && optind < argc && argv[optind][0] == '-' && argv[optind][1] == optopt
+                       ? argv[optind] : argv[optind - 1];
+    const char *name = word;
+    while (*name == '-') name++;
+    const size_t len = strcspn(name, "=");
+    const struct option *best = NULL, *exact = NULL;
+    int best_d = 0, prefixed = 0;
+    char several[256] = "";
+    /* Close enough to be a slip rather than another word: 1 edit in a short name, 2 in a longer. */
+    const int limit = len <= 4 ? 1 : 2;
+    for (const struct option *o = opts; o->name; o++) {
+        if (strlen(o->name) == len && !strncmp(o->name, name, len)) exact = o;
+        if (len && !strncmp(o->name, name, len)) {
+            size_t used = strlen(several);
+            snprintf(several + used, sizeof several - used, "%s--%s", prefixed++ ? ", " : "", o->name);
+        }
+        const int dist = edit_distance(name, len, o->name, limit);
+        if (dist <= limit && (!best || dist < best_d)) {
+            best = o;
+            best_d = dist;
+        }
+    }
+    if (exact && name[len] == '=' && exact->has_arg == no_argument)
+        cli_error("--%s takes no value: '%s' (see dtrain help %s)", exact->name, word, cmd);
+    else if (!exact && prefixed > 1 && word[0] == '-' && word[1] == '-')
+        cli_error("option '%s' is ambiguous: it could be %s (see dtrain help %s)", word, several, cmd);
+    else if (best)
+        cli_error("unknown option '%s'; did you mean --%s? (see dtrain help %s)", word, best->name, cmd);
+    else
+        cli_error("unknown option '%s' (see dtrain help %s)", word, cmd);
+}
+
+int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_extra *extra)
+{
+    dt_config_defaults(cfg);
+    if (dt_config_from_env(cfg)) {
+        cli_error("%s", dt_last_error());
+        return EXIT_USAGE;
+    }
+    static const struct option common[] = {
+        {"device", required_argument, NULL, 'd'},  {"pin", required_argument, NULL, 'p'},
+        {"timeout", required_argument, NULL, 't'}, {"blas-threads", required_argument, NULL, 'b'},
+        {"gpu-comm", required_argument, NULL, 'g'}, {"help", no_argument, NULL, 'h'},
+    };
+    enum { NCOMMON = sizeof common / sizeof *common, MAXOPTS = 64 };
+    struct option opts[MAXOPTS];
+    int n = 0;
+    for (int i = 0; i < NCOMMON; i++) opts[n++] = common[i];
+    for (const struct option *o = extra ? extra->opts : NULL; o && o->name && n < MAXOPTS - 1; o++) opts[n++] = *o;
+    memset(&opts[n], 0, sizeof opts[n]);
+
+    optind = 1;
+    opterr = 0;
+    int o;
+    while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        int rc = EXIT_OK;
+        switch (o) {
+        case 'd':
+            if (dt_device_kind_parse(optarg, &cfg->device)) {
+                cli_error("--device %s: %s", optarg, dt_last_error());
+                return EXIT_USAGE;
+            }
+            break;
+        case 'p':
+            if (dt_pin_mode_parse(optarg, &cfg->pin)) {
+                cli_error("--pin %s: %s", optarg, dt_last_error());
+                return EXIT_USAGE;
+            }
+            break;
+        case 't': {
+            float t;
+            if ((rc = cli_float("--timeout", optarg, 0, 1e7, &t))) return rc;
+            cfg->timeout_s = t;
+            break;
+        }
+        case 'b':
+            if ((rc = cli_int("--blas-threads", optarg, 0, 4096, &cfg->blas_threads))) return rc;
+            break;
+        case 'g':
+            if (dt_gpu_comm_parse(optarg, &cfg->gpu_comm)) {
+                cli_error("--gpu-comm %s: %s", optarg, dt_last_error());
+                return EXIT_USAGE;
+            }
+            break;
+        case 'h':
+            if (cli_help(cmd, stdout) != 0) cli_usage(stdout);
+            exit(EXIT_OK);
+        case ':':
+            cli_error("%s needs a value (see dtrain help %s)", argv[optind - 1], cmd);
+            return EXIT_USAGE;
+        case '?':
+            unknown_option(argc, argv, cmd, opts);
+            return EXIT_USAGE;
+        default:
+            if (!extra || (rc = extra->handle(o, optarg, extra->ud))) return rc ? rc : EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        cli_error("unexpected argument '%s' (see dtrain help %s)", argv[optind], cmd);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+int cli_loader_threads(const char *arg, int *out)
+{
+    if (!strcmp(arg, "auto")) {
+        *out = -1;
+        return EXIT_OK;
+    }
+    return cli_int("--loader-threads", arg, 0, 256, out);
+}
+
+int cli_loader_auto(const dt_ctx *ctx, int requested)
+{
+    if (requested >= 0) return requested;
+    dt_placement pl;
+    if (dt_get_placement(ctx, &pl) || pl.device != DT_DEVICE_CUDA) return 0;
+    /* A GPU step is faster than one core makes its batch: keep one core for the training thread. */
+    const int n = pl.num_cores - 1;
+    return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+
+dt_ctx *cli_init(const dt_config *cfg)
+{
+    dt_ctx *ctx = NULL;
+    cli_crash_report_install(-1, NULL); /* before MPI_Init: a crash in it is reported too */
+    dt_status s = dt_init(cfg, &ctx);
+    if (s == DT_OK) {
+        dt_placement pl;
+        dt_get_placement(ctx, &pl);
+        cli_crash_report_install(pl.rank, pl.hostname);
+        return ctx;
+    }
+    cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+    /* Peers that initialized fine would otherwise wait for this rank forever. */
+    dt_abort_job(NULL, EXIT_FAIL);
+    return NULL;
+}
+

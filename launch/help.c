@@ -1,0 +1,146 @@
+/*
+ * help.c - the help screens: `dtrain help` (the commands and the options they all take) and one
+ * screen per command and benchmark (`dtrain help train`, `dtrain train --help`, `dtrain help
+ * bench gemm`, `dtrain bench gemm --help`), each short enough for a terminal of 24 x 80.
+ *
+ * Defaults shown here are the code's (train_opts in cmd_train.c, dt_*_defaults in the library);
+ * tests/mpi/test_cli.sh checks that every screen fits and names each flag its command takes.
+ */
+#include "cli.h"
+
+#include <string.h>
+
+static const char overview[] =
+    "usage: dtrain <command> [options]      dtrain help <command>: its options\n"
+    "\n"
+    "commands:\n"
+    "  train            data-parallel training on the built-in synthetic dataset\n"
+    "  bench allreduce  the engine's allreduce against MPI_Allreduce, per size\n"
+    "  bench gemm       TFLOP/s of matrix products on the CPU and the GPU\n"
+    "  bench step       samples/s of training steps per precision\n"
+    "  env              every rank's placement: rank, node, device, cores, versions\n"
+    "  version          versions of dtrain and of what it was built with\n"
+    "  help [COMMAND]   this text, or a command's options\n"
+    "\n"
+    "options of every command (flag > DTRAIN_* variable > default):\n"
+    "  --device auto|cpu|cuda  DTRAIN_DEVICE        auto: CUDA if a GPU is visible\n"
+    "  --pin auto|none         DTRAIN_PIN           auto: split cores per local rank\n"
+    "  --timeout SECONDS       DTRAIN_TIMEOUT       300 (0 = none): a collective\n"
+    "                                               older than this aborts the job\n"
+    "  --blas-threads N        DTRAIN_BLAS_THREADS  0: one per pinned core\n"
+    "  --gpu-comm nccl|mpi     DTRAIN_GPU_COMM      nccl; mpi: through host memory\n"
+    "                                               (ranks may then share a GPU)\n"
+    "\n"
+    "Launch with srun --mpi=pmix, mpirun, or nothing (a world of 1).\n"
+    "Exit codes: 0 success, 1 run-time failure, 2 bad usage, 75 stopped on a signal\n"
+    "after a checkpoint (continue with --resume auto).\n";
+
+static const char common_line[] = "options of every command (--device, --pin, --timeout, ...): dtrain help\n";
+
+static const char train[] =
+    "usage: dtrain train [options]   data-parallel training on synthetic data\n"
+    "model and data\n"
+    "  --model mlp|cnn|LAYERS (mlp)  LAYERS: fc:OUT,conv:OUT:K:STRIDE:PAD,pool:K,\n"
+    "                                relu,flatten; the last is fc:CLASSES\n"
+    "  --input N|CxHxW (the model's)  --dataset-size N (60000)  --seed N (1)\n"
+    "  --batch B per rank (64)  --steps N (100)  --loader-threads N|auto (auto)\n"
+    "optimizer and gradients\n"
+    "  --optim sgd|adamw (sgd)  --lr F (0.01)  --momentum F (0.9)\n"
+    "  --weight-decay F (0)  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)\n"
+    "  --bucket-mb F (25)  --first-bucket-mb F (1)  --no-overlap\n"
+    "  --grad-comm fp32|fp16|bf16 (fp32; a 16-bit run's own type)\n"
+    "precision (fp16 scales the loss dynamically unless told otherwise)\n"
+    "  --precision fp32|fp16|bf16 (fp32)  --loss-scale dynamic|none|F\n"
+    "  --loss-scale-init F (65536)  --loss-scale-growth F (2)\n"
+    "  --loss-scale-backoff F (0.5)  --loss-scale-interval N (2000)\n"
+    "  --loss-scale-hysteresis N (1)  --max-overflow-fraction F (0.5)\n"
+    "  --loss-scale-min F (1)  --loss-scale-max F (2^24)  --loss-scale-window N (100)\n"
+    "output and checkpoints\n"
+    "  --log-every N (10)  --metrics FILE.jsonl (appended on resume)\n"
+    "  --dump-params FILE  --checkpoint-dir DIR  --checkpoint-every N (0)\n"
+    "  --resume auto|never (never)   SIGUSR1/SIGTERM: every rank stops after the\n"
+    "                                same step, checkpoints and exits 75\n";
+
+static const char bench[] =
+    "usage: dtrain bench allreduce|gemm|step [options]\n"
+    "\n"
+    "benchmarks (dtrain help bench <benchmark>: its options):\n"
+    "  allreduce  bandwidth of the engine's allreduce against MPI_Allreduce, per size\n"
+    "  gemm       TFLOP/s of n x n matrix products on the CPU and the GPU\n"
+    "  step       samples/s of training steps per precision, side by side\n";
+
+static const char bench_allreduce[] =
+    "usage: dtrain bench allreduce [options]\n"
+    "Bandwidth of the engine's allreduce of fp32 host buffers against MPI_Allreduce,\n"
+    "per size, nccl-tests style; exits 1 when a result is wrong.\n"
+    "\n"
+    "  -b, --minbytes N         the smallest size (8)\n"
+    "  -e, --maxbytes N         the largest size (64M)\n"
+    "  -f, --stepfactor N       each size is the last times N (2)\n"
+    "  --iters N                timed iterations per size (20)\n"
+    "  --warmup N               untimed iterations before them (5)\n"
+    "  --op sum|avg             (sum)\n"
+    "  --dtype fp32|fp16|bf16   what the engine sends: fp32, or 16-bit copies (fp32)\n"
+    "Sizes take K, M, G suffixes (powers of 1024), up to 4G.\n";
+
+static const char bench_gemm[] =
+    "usage: dtrain bench gemm [options]\n"
+    "TFLOP/s of n x n matrix products on the CPU (OpenBLAS, this rank's cores) and\n"
+    "the GPU (cuBLAS), and the GPU/CPU ratio; exits 1 when a checked result is wrong.\n"
+    "\n"
+    "  --n N,N,...          sizes (4096,8192,10000)\n"
+    "  --dtype T,T,...      of fp32,tf32,bf16,fp16 (all); the CPU runs fp32 only\n"
+    "  --iters N            timed repetitions at most (20)\n"
+    "  --warmup N           untimed ones before them (1)\n"
+    "  --max-seconds F      repeat a product for about F seconds at most (3)\n"
+    "  --no-cpu, --no-gpu   leave a side out\n";
+
+static const char bench_step[] =
+    "usage: dtrain bench step [options]\n"
+    "Samples/s of whole training steps of one model in each precision, side by side,\n"
+    "on the device the placement chose (or --device).\n"
+    "\n"
+    "  --model M                as in dtrain train (mlp)\n"
+    "  --input N|CxHxW          (the model's)\n"
+    "  --batch B                per rank (128)\n"
+    "  --precision P,P,...      of fp32,fp16,bf16 (fp32,bf16,fp16); ratios are to\n"
+    "                           the first\n"
+    "  --steps N                timed steps (50)\n"
+    "  --warmup N               untimed steps before them (5)\n"
+    "  --loader-threads N|auto  (auto: 0 on the CPU, cores-1 up to 8 on a GPU)\n"
+    "  --profile N              then N profiled steps: time per phase and per layer\n";
+
+static const char env[] =
+    "usage: dtrain env [options]\n"
+    "Every rank's placement, gathered by rank 0: rank/world, local rank/size, node,\n"
+    "host, launcher, device, the GPU it takes, CPU cores and who bound them, BLAS\n"
+    "threads, and the MPI/NCCL/CUDA versions. Start it as you start training:\n"
+    "  srun --mpi=pmix build/dtrain env     mpirun -np 8 build/dtrain env\n";
+
+static const char version[] =
+    "usage: dtrain version\n"
+    "Versions of dtrain and of what it was built with: MPI (and whether it is\n"
+    "CUDA-aware), NCCL, CUDA.\n";
+
+static const struct {
+    const char *topic, *text;
+    int common; /* ends with the line that points at the options of every command */
+} screens[] = {
+    {"train", train, 1},          {"bench", bench, 1},           {"bench allreduce", bench_allreduce, 1},
+    {"bench gemm", bench_gemm, 1}, {"bench step", bench_step, 1}, {"env", env, 1},
+    {"version", version, 1},       {"help", overview, 0},
+};
+
+void cli_usage(FILE *f) { fputs(overview, f); }
+
+int cli_help(const char *topic, FILE *f)
+{
+    for (size_t i = 0; i < sizeof screens / sizeof *screens; i++) {
+        if (strcmp(topic, screens[i].topic) != 0) continue;
+        if (!f) return 0;
+        fputs(screens[i].text, f);
+        if (screens[i].common) fputs(common_line, f);
+        return 0;
+    }
+    return -1;
+}
