@@ -3,8 +3,9 @@
  *
  * The program owns its model: a two-layer perceptron (input -> 64 -> classes) whose parameters it
  * keeps in one flat buffer and whose forward and backward passes it computes itself with
- * dt_sgemm. dtrain provides placement, the synthetic data, the loss and the gradient averaging
- * across ranks. Exits 0 when the loss fell by at least a quarter.
+ * dt_sgemm. dtrain provides placement, the synthetic data, the loss, the gradient averaging
+ * across ranks and the check that the ranks' parameters stayed identical. Exits 0 when the loss
+ * fell by at least a quarter.
  *
  *   mpirun -np 2 ./example_custom_loop
  */
@@ -99,6 +100,13 @@ int main(void)
         if (step < 20) first += l / 20;
         if (step >= STEPS - 20) last += l / 20;
         if (rank == 0 && (step + 1) % 50 == 0) printf("step %d loss %.4f acc %.2f\n", step + 1, l, (double)correct / BATCH);
+    }
+    /* Every rank applied the same averaged gradients, so every rank must hold the same parameters:
+     * the check names any rank that drifted (it would, had the allreduce above been left out). */
+    if ((s = dt_check_replicas(ctx, p, np * sizeof *p, NULL, NULL))) {
+        fprintf(stderr, "custom_loop: %s\n", dt_last_error());
+        dt_abort_job(ctx, 1);
+        return 1;
     }
     int ok = last < 0.75 * first;
     if (rank == 0)

@@ -265,9 +265,13 @@ typedef struct dt_sync_config {
                                is taken in fp32 in rank order and rounded once more, so every rank
                                gets the same values. fp16 overflows past 65504: the gradients of the
                                mean loss over the global batch (see grad_scale) stay far below. */
+    int allow_unreduced;    /* 0 (default): with more than one rank, dt_model_optimizer_step on
+                               gradients that dt_model_sync_grads has not reduced is an error (the
+                               ranks would drift apart unseen); 1: allowed, for loops that skip the
+                               reduction on purpose (local SGD, periodic averaging) */
 } dt_sync_config;
 
-/* overlap 1, 25 MiB buckets, 1 MiB first bucket, DT_AVG, DT_F32 on the wire. */
+/* overlap 1, 25 MiB buckets, 1 MiB first bucket, DT_AVG, DT_F32 on the wire, allow_unreduced 0. */
 DT_API void dt_sync_defaults(dt_sync_config *c);
 
 /* Plans the buckets and checks that every rank has the same plan (a mismatch fails naming the
@@ -283,6 +287,17 @@ DT_API size_t dt_model_bucket_size(const dt_model *m, int i);
  * buckets in flight, or (without overlap) allreduces them all now. Afterwards the gradients are
  * the sum or average over ranks (dt_sync_config.op). Collective. */
 DT_API dt_status dt_model_sync_grads(dt_model *m);
+
+/* Whether every rank holds the same bytes in buf (host memory, `bytes` long): each rank hashes
+ * its copy (64-bit, not cryptographic) and the hashes are shared with one allreduce of 5 floats
+ * per rank. DT_OK when all agree; DT_ERR_NUMERIC when some differ, with *differ = how many ranks
+ * differ from rank 0 and *first_rank = the lowest of them (both may be NULL; 0 and -1 when all
+ * agree), and a message naming them and the usual cause. A world of one agrees with itself.
+ * Collective: every rank calls it with the same bytes. */
+DT_API dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *differ, int *first_rank);
+/* The same for a model's parameters, on either device (a GPU model's are copied to host memory
+ * for the hash): the check `dtrain train` runs at the end of a run. Collective. */
+DT_API dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *differ, int *first_rank);
 
 /* ---------------------------------------------------------------- optimizers */
 

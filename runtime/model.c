@@ -450,6 +450,7 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     dt_status ws = model_wait_inflight(m);
     if (ws) return ws;
     for (int b = 0; b < m->plan.nb; b++) m->pending[b] = m->plan.b[b].nlayers;
+    m->unreduced = m->ctx && dt_world_size(m->ctx) > 1;
     model_prof_mark(m);
     if (m->prof) m->prof_step.steps++;
     m->bad_layer = -1;
@@ -681,7 +682,7 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
     return DT_OK;
 }
 
-dt_status dt_model_sync_grads(dt_model *m)
+static dt_status model_sync_grads(dt_model *m)
 {
     /* A GPU backend without asynchronous starts (MPI through host memory): the whole buffer. */
     if (m->cuda && !m->dcoll && m->ctx && dt_world_size(m->ctx) > 1)
@@ -695,6 +696,13 @@ dt_status dt_model_sync_grads(dt_model *m)
         }
     }
     return model_wait_inflight(m);
+}
+
+dt_status dt_model_sync_grads(dt_model *m)
+{
+    dt_status s = model_sync_grads(m);
+    if (!s) m->unreduced = 0;
+    return s;
 }
 
 /* ---------------------------------------------------------------- optimizers */
@@ -884,6 +892,15 @@ void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n)
 
 dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
 {
+    if (!m || !o) return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the model or optimizer is NULL");
+    /* Each rank stepping on its own gradients makes the replicas drift apart while every printed
+     * loss can still look right; say so at the first such step rather than never. */
+    if (m->unreduced && !m->sync.allow_unreduced)
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the gradients of the last backward were "
+                            "not reduced across the %d ranks, so their parameters would drift apart: call "
+                            "dt_model_sync_grads after dt_model_forward_backward (dt_model_train_step does both), "
+                            "or set dt_sync_config.allow_unreduced = 1 if the loop skips the reduction on purpose",
+                            dt_world_size(m->ctx));
     if (o->n != m->spec.num_params)
         return dt_set_error(DT_ERR_INVALID_ARG, "the optimizer was made for %zu parameters, the model has %zu", o->n,
                             m->spec.num_params);

@@ -31,6 +31,8 @@ struct dt_model {
     engine *eng;
     struct coll *dcoll; /* a GPU model's buckets go here (NCCL) instead of eng, when it can start them */
     int in_flight;      /* buckets started and not yet waited for */
+    int unreduced;      /* the gradients of the last backward are this rank's own: more than one
+                           rank, and dt_model_sync_grads has not completed since */
     /* Mixed precision (dt_model_set_precision). With prec fp32 the buffers above are used; with
      * fp16/bf16 the 16-bit ones below replace act, dbuf (and grads when grad_t is 16-bit), and
      * every op widens its inputs into fp32 scratch, computes (GEMMs accumulate in fp32) and

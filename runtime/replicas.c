@@ -1,0 +1,99 @@
+/*
+ * replicas.c - are the ranks' copies of a buffer bit-identical? The check `dtrain train` runs at
+ * the end of a run, open to every loop: data-parallel replicas must hold the same parameters (each
+ * applies the same reduced gradients), and when they do not, a loop that forgot to reduce, or a
+ * rank that went wrong, shows here by name instead of as a quietly worse model.
+ */
+#include "dtrain.h"
+#include "status.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* FNV-1a over 8-byte words, then the tail bytes: one multiply per word keeps a final check of a
+ * few hundred MiB well under a second. Not cryptographic; it detects drift, not an adversary. */
+static uint64_t buffer_hash(const void *buf, size_t bytes)
+{
+    const unsigned char *b = buf;
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)bytes;
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 1099511628211ull;
+    }
+    for (; i < bytes; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h ^ (h >> 29);
+}
+
+/* failed: this rank could not produce its copy; it still joins, and every rank learns who failed
+ * instead of reading the gap as a difference. */
+static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int failed, int *differ,
+                                int *first_rank)
+{
+    if (differ) *differ = 0;
+    if (first_rank) *first_rank = -1;
+    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    if (world == 1) return DT_OK;
+    /* Every rank's hash reaches every rank: four 16-bit digits and a failed flag per rank, exact in
+     * fp32, each in its own rank's slot of a zeroed array, summed. */
+    enum { SLOT = 5 };
+    float *d = calloc((size_t)world * SLOT, sizeof *d);
+    if (!d) return dt_set_error(DT_ERR_NOMEM, "dt_check_replicas: out of memory for %d ranks' hashes", world);
+    const uint64_t h = failed ? 0 : buffer_hash(buf, bytes);
+    for (int k = 0; k < 4; k++) d[(size_t)rank * SLOT + k] = (float)((h >> (16 * k)) & 0xffffu);
+    d[(size_t)rank * SLOT + 4] = failed ? 1.0f : 0.0f;
+    dt_status s = dt_allreduce(ctx, d, (size_t)world * SLOT, DT_F32, DT_SUM);
+    if (s) {
+        free(d);
+        return s;
+    }
+    for (int r = 0; r < world; r++)
+        if (d[(size_t)r * SLOT + 4] != 0) {
+            free(d);
+            return dt_set_error(DT_ERR_IO, "dt_check_replicas: rank %d could not read its copy, so nothing was "
+                                "compared: read rank %d's message", r, r);
+        }
+    int n = 0, first = -1;
+    for (int r = 1; r < world; r++)
+        if (memcmp(d + (size_t)r * SLOT, d, 4 * sizeof *d) != 0) {
+            if (first < 0) first = r;
+            n++;
+        }
+    free(d);
+    if (differ) *differ = n;
+    if (first_rank) *first_rank = first;
+    if (n)
+        return dt_set_error(DT_ERR_NUMERIC, "the replicas differ: %d of the %d ranks hold other values than rank 0 "
+                            "(the first is rank %d); every rank must apply the same reduced gradients (call "
+                            "dt_model_sync_grads, or dt_allreduce the gradients, before each optimizer step)",
+                            n, world, first);
+    return DT_OK;
+}
+
+dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *differ, int *first_rank)
+{
+    if (!ctx || (!buf && bytes)) return dt_set_error(DT_ERR_INVALID_ARG, "dt_check_replicas: ctx or buf is NULL");
+    return check_replicas(ctx, buf, bytes, 0, differ, first_rank);
+}
+
+dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *differ, int *first_rank)
+{
+    if (!ctx || !m) return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_check_replicas: ctx or model is NULL");
+    const size_t n = dt_model_num_params(m);
+    if (!dt_model_on_gpu(m))
+        return check_replicas(ctx, dt_model_params((dt_model *)m), n * sizeof(float), 0, differ, first_rank);
+    /* A GPU model's parameters come down first. Every rank joins the collective even when that
+     * failed, so none waits for it; the failing rank reports its own cause. */
+    float *host = malloc(n ? n * sizeof *host : 1);
+    dt_status s = host ? dt_model_get_params(m, host)
+                       : dt_set_error(DT_ERR_NOMEM, "dt_model_check_replicas: out of host memory (%zu MiB)",
+                                      (n * sizeof *host) >> 20);
+    char why[1024] = "";
+    if (s) snprintf(why, sizeof why, "%s", dt_last_error());
+    dt_status c = check_replicas(ctx, host, n * sizeof(float), s != DT_OK, differ, first_rank);
+    free(host);
+    return s ? dt_set_error(s, "%s", why) : c;
+}

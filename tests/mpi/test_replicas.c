@@ -1,0 +1,129 @@
+/*
+ * test_replicas.c - a custom loop that forgets to reduce its gradients is caught, and the replica
+ * check names the ranks that drifted. With more than one rank: an optimizer step on unreduced
+ * gradients is an error naming the fix, unless dt_sync_config.allow_unreduced says it is on
+ * purpose; then dt_model_check_replicas reports the drift; a loop that reduces keeps the ranks
+ * identical; dt_check_replicas on a plain buffer names the first differing rank. With one rank
+ * nothing is unreduced and every check passes.
+ */
+#include "dtrain.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures, checks, rank, world;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            fprintf(stderr, "FAIL rank %d line %d: ", rank, __LINE__);                             \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, " (last error: %s)\n", dt_last_error());                               \
+        }                                                                                          \
+    } while (0)
+
+enum { BATCH = 8 };
+
+/* One forward/backward on this rank's batch of step `step` (ranks see different samples). */
+static void backward(dt_model *m, dt_dataset *d, long step)
+{
+    float x[BATCH * 16];
+    int32_t y[BATCH];
+    double loss;
+    int correct;
+    CHECK(dt_dataset_batch(d, step, rank, world, BATCH, x, y) == DT_OK, "batch");
+    CHECK(dt_model_forward_backward(m, x, y, BATCH, 1.0f / BATCH, &loss, &correct) == DT_OK, "forward_backward");
+}
+
+static dt_model *new_model(dt_ctx *ctx, int allow_unreduced)
+{
+    dt_model *m = NULL;
+    CHECK(dt_model_create(ctx, "fc:8,relu,fc:4", "16", 3, BATCH, &m) == DT_OK, "model");
+    dt_sync_config sc;
+    dt_sync_defaults(&sc);
+    sc.allow_unreduced = allow_unreduced;
+    CHECK(dt_model_set_sync(m, &sc) == DT_OK, "set_sync");
+    return m;
+}
+
+int main(void)
+{
+    dt_config cfg;
+    dt_config_defaults(&cfg);
+    cfg.device = DT_DEVICE_CPU;
+    dt_ctx *ctx = NULL;
+    if (dt_init(&cfg, &ctx)) {
+        fprintf(stderr, "test_replicas: %s\n", dt_last_error());
+        return 1;
+    }
+    rank = dt_rank(ctx);
+    world = dt_world_size(ctx);
+    dt_dataset *d = NULL;
+    CHECK(dt_synthetic_create(16, 1, 1, 4, 1000, 5, &d) == DT_OK, "dataset");
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+
+    /* 1. The forgotten reduction. */
+    dt_model *m = new_model(ctx, 0);
+    dt_optimizer *o = NULL;
+    CHECK(dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK, "optimizer");
+    backward(m, d, 0);
+    dt_status s = dt_model_optimizer_step(m, o);
+    if (world > 1) {
+        CHECK(s == DT_ERR_INVALID_ARG, "step on unreduced gradients returned %d", (int)s);
+        CHECK(strstr(dt_last_error(), "not reduced across the 2 ranks") != NULL, "message");
+        CHECK(strstr(dt_last_error(), "call dt_model_sync_grads") != NULL, "message names the fix");
+        CHECK(strstr(dt_last_error(), "allow_unreduced") != NULL, "message names the opt-out");
+    } else {
+        CHECK(s == DT_OK, "a world of one has nothing to reduce");
+    }
+    /* Reducing makes the step legal again. */
+    CHECK(dt_model_sync_grads(m) == DT_OK, "sync");
+    CHECK(dt_model_optimizer_step(m, o) == DT_OK, "step after sync");
+    int differ = -1, first = -2;
+    CHECK(dt_model_check_replicas(ctx, m, &differ, &first) == DT_OK && differ == 0 && first == -1,
+          "after reduced steps the replicas agree (differ %d first %d)", differ, first);
+    dt_model_free(m);
+    dt_optimizer_free(o);
+
+    /* 2. Unreduced steps on purpose: allowed, and the drift is what the replica check sees. */
+    m = new_model(ctx, 1);
+    CHECK(dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK, "optimizer");
+    for (long step = 0; step < 3; step++) {
+        backward(m, d, step);
+        CHECK(dt_model_optimizer_step(m, o) == DT_OK, "allowed unreduced step");
+    }
+    s = dt_model_check_replicas(ctx, m, &differ, &first);
+    if (world > 1) {
+        CHECK(s == DT_ERR_NUMERIC && differ == world - 1 && first == 1, "drift: status %d differ %d first %d",
+              (int)s, differ, first);
+        CHECK(strstr(dt_last_error(), "the first is rank 1") != NULL, "message names the rank");
+    } else {
+        CHECK(s == DT_OK && differ == 0, "one rank agrees with itself");
+    }
+    /* The pending reductions of the last backward still complete (every rank calls this). */
+    CHECK(dt_model_sync_grads(m) == DT_OK, "sync");
+    dt_model_free(m);
+    dt_optimizer_free(o);
+
+    /* 3. A plain buffer that only the last rank changes. */
+    float buf[100];
+    for (int i = 0; i < 100; i++) buf[i] = (float)i;
+    CHECK(dt_check_replicas(ctx, buf, sizeof buf, &differ, &first) == DT_OK && differ == 0, "equal buffers");
+    if (rank == world - 1 && world > 1) buf[99] = -1.0f;
+    s = dt_check_replicas(ctx, buf, sizeof buf, &differ, &first);
+    if (world > 1)
+        CHECK(s == DT_ERR_NUMERIC && differ == 1 && first == world - 1, "last rank differs: %d %d %d", (int)s, differ,
+              first);
+    CHECK(dt_check_replicas(NULL, buf, sizeof buf, NULL, NULL) == DT_ERR_INVALID_ARG, "NULL ctx");
+
+    dt_dataset_free(d);
+    float bad = (float)failures;
+    dt_allreduce(ctx, &bad, 1, DT_F32, DT_SUM);
+    if (rank == 0) printf("test_replicas: %d ranks, %d checks, %s\n", world, checks, bad > 0 ? "FAILED" : "all passed");
+    dt_finalize(ctx);
+    return bad > 0 ? 1 : 0;
+}
