@@ -7,12 +7,18 @@
  *
  * A flatten is implied before the first fc that follows a spatial (HxW > 1x1) map. Every error
  * names the token (by position and text) and says what would fit.
+ *
+ * Sizes are computed in 64 bits, every product checked, and held to the bounds below before any
+ * of them lands in an int shape field or sizes a buffer: a model too large is refused here with
+ * its true size, never built with a wrapped one.
  */
 #include "model.h"
 #include "status.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,48 +44,98 @@ const char *model_preset_input(const char *name)
     return NULL;
 }
 
-/* Strict positive int from text [s, s+len). */
-static int spec_int(const char *s, size_t len, int lo, int *out)
+/* The bounds, and what each protects:
+ *  - SPEC_MAX_ELEMS: floats per sample of the input and of every layer's output (1 GiB of fp32).
+ *    Every number of the grammar is at most this too. Shapes are ints, and batch x elements must
+ *    stay a sane buffer size.
+ *  - SPEC_MAX_LAYER_WEIGHTS: a layer's weights. GEMM dimensions are ints, and a convolution's
+ *    C x K x K is one of them.
+ *  - SPEC_MAX_PARAMS: the whole flat buffer. Every rank holds the parameters, the gradients and up
+ *    to two optimizer states in fp32: 64 GiB at this bound.
+ *  - SPEC_MAX_CLASSES: the logits of a sample. ImageNet-21k has 21,841 classes; label spaces far
+ *    beyond 10^6 need a sampled softmax, which this loss is not. */
+#define SPEC_MAX_ELEMS (UINT64_C(1) << 28)
+#define SPEC_MAX_LAYER_WEIGHTS ((uint64_t)INT_MAX)
+#define SPEC_MAX_PARAMS (UINT64_C(1) << 32)
+#define SPEC_MAX_CLASSES (1 << 20)
+
+/* a * b, or UINT64_MAX when that does not fit (every bound is far below it). */
+static uint64_t spec_mul(uint64_t a, uint64_t b)
 {
-    if (len == 0 || len > 9) return 0;
-    long v = 0;
+    if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
+    return a * b;
+}
+
+/* A count for a message: exact, or "about 1.2e+27" (approx, the product in floating point) when
+ * the 64-bit product overflowed. */
+static const char *spec_count(char buf[64], uint64_t v, double approx)
+{
+    if (v == UINT64_MAX) snprintf(buf, 64, "about %.3g", approx);
+    else snprintf(buf, 64, "%" PRIu64, v);
+    return buf;
+}
+
+/* The decimal number in text [s, s+len): 1 when it is digits only and at most hi (*out set), 0 when
+ * it is not a number, -1 when it is a number above hi (however many digits it has). */
+static int spec_number(const char *s, size_t len, uint64_t hi, uint64_t *out)
+{
+    if (len == 0) return 0;
+    uint64_t v = 0;
+    int over = 0;
     for (size_t i = 0; i < len; i++) {
         if (s[i] < '0' || s[i] > '9') return 0;
-        v = v * 10 + (s[i] - '0');
+        if (!over) {
+            v = v * 10 + (uint64_t)(s[i] - '0');
+            over = v > hi; /* hi is far below UINT64_MAX / 10: no wrap before this test */
+        }
     }
-    if (v < lo) return 0;
-    *out = (int)v;
+    if (over) return -1;
+    *out = v;
     return 1;
 }
 
-/* Splits token text "name:a:b" into its numeric fields after the name; returns the field count
- * or -1 when a field is not a number >= lo. */
-static int spec_fields(const char *tok, size_t len, int *vals, int max, int lo)
+/* The numeric fields of token text [p, p+len) = "name:a:b..." after the name, field i in
+ * [lo[i], SPEC_MAX_ELEMS]. Returns 1 with vals set; 0 when the text is not `want` numbers (the
+ * caller says what the token must be); -1 when the form is right but a number is out of range, with
+ * the error set, naming the field and its range. */
+static int spec_fields(const char *spec, int index, const char *tok, const char *p, size_t len, int want,
+                       const char *const *names, const int *lo, int *vals, dt_status *st)
 {
-    const char *p = memchr(tok, ':', len);
-    if (!p) return 0;
-    int n = 0;
-    const char *end = tok + len;
-    p++;
-    while (1) {
-        const char *q = memchr(p, ':', (size_t)(end - p));
-        size_t flen = (size_t)((q ? q : end) - p);
-        if (n >= max || !spec_int(p, flen, lo, &vals[n])) return -1;
-        n++;
-        if (!q) break;
-        p = q + 1;
+    const char *q = memchr(p, ':', len), *end = p + len;
+    if (!q) return 0;
+    int fields = 1;
+    for (const char *t = q + 1; t < end; t++) fields += *t == ':';
+    if (fields != want) return 0;
+    q++;
+    for (int n = 0; n < want; n++) {
+        const char *c = memchr(q, ':', (size_t)(end - q));
+        const size_t flen = (size_t)((c ? c : end) - q);
+        uint64_t v = 0;
+        const int r = spec_number(q, flen, SPEC_MAX_ELEMS, &v);
+        if (r == 0) return 0;
+        if (r < 0 || v < (uint64_t)lo[n]) {
+            *st = dt_set_error(DT_ERR_INVALID_ARG, "model '%s': layer %d '%s': %s = %.*s%s is out of range: it must "
+                               "be from %d to %" PRIu64, spec, index, tok, names[n], (int)(flen < 24 ? flen : 24), q,
+                               flen <= 24 ? "" : "...", lo[n], SPEC_MAX_ELEMS);
+            return -1;
+        }
+        vals[n] = (int)v;
+        q = c ? c + 1 : end;
     }
-    return n;
+    return 1;
 }
 
 static dt_status spec_input(const char *input, model_spec *s)
 {
-    int v[3], n = 0;
+    uint64_t v[3];
+    int n = 0, big = 0;
     const char *p = input;
     while (n < 3) {
         const char *x = strchr(p, 'x');
         size_t len = x ? (size_t)(x - p) : strlen(p);
-        if (!spec_int(p, len, 1, &v[n])) break;
+        const int r = spec_number(p, len, SPEC_MAX_ELEMS, &v[n]);
+        if (r == 0 || (r > 0 && v[n] == 0)) break;
+        if (r < 0) big = 1, v[n] = 0;
         n++;
         if (!x) {
             p = NULL;
@@ -89,14 +145,23 @@ static dt_status spec_input(const char *input, model_spec *s)
     }
     if (p != NULL || (n != 1 && n != 3))
         return dt_set_error(DT_ERR_INVALID_ARG, "input shape '%s' is not N (features) or CxHxW with "
-                            "positive sizes, e.g. 784 or 1x28x28", input);
+                            "sizes from 1 to %" PRIu64 ", e.g. 784 or 1x28x28", input, SPEC_MAX_ELEMS);
+    if (big)
+        return dt_set_error(DT_ERR_INVALID_ARG, "input shape '%s': every size must be from 1 to %" PRIu64
+                            " (and at most %" PRIu64 " elements per sample in all): use a smaller input", input,
+                            SPEC_MAX_ELEMS, SPEC_MAX_ELEMS);
+    const uint64_t elems = n == 1 ? v[0] : spec_mul(spec_mul(v[0], v[1]), v[2]);
+    if (elems > SPEC_MAX_ELEMS)
+        return dt_set_error(DT_ERR_INVALID_ARG, "input shape '%s' has %" PRIu64 " elements per sample; at most "
+                            "%" PRIu64 " (1 GiB of fp32) are supported: use a smaller input (crop or downsample "
+                            "it)", input, elems, SPEC_MAX_ELEMS);
     if (n == 1) {
-        s->in_c = v[0];
+        s->in_c = (int)v[0];
         s->in_h = s->in_w = 1;
     } else {
-        s->in_c = v[0];
-        s->in_h = v[1];
-        s->in_w = v[2];
+        s->in_c = (int)v[0];
+        s->in_h = (int)v[1];
+        s->in_w = (int)v[2];
     }
     return DT_OK;
 }
@@ -132,23 +197,34 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
         return dt_set_error(DT_ERR_INVALID_ARG, "model '%s' needs an input shape (--input N or CxHxW)", spec_in);
     if ((st = spec_input(input, &s))) return st;
 
+    /* The current map. Its element count is at most SPEC_MAX_ELEMS (checked for the input and after
+     * every layer), so c * h * w always fits an int. */
     int c = s.in_c, h = s.in_h, w = s.in_w;
-    size_t params = 0, max_act = (size_t)c * h * w;
+    uint64_t params = 0;
+    size_t max_act = (size_t)c * h * w;
     const char *p = spec;
     int index = 0;
+    char n1[64];
+    static const char *const fc_names[] = {"OUT"}, *const conv_names[] = {"OUT", "K", "STRIDE", "PAD"},
+                             *const pool_names[] = {"K"};
+    static const int fc_lo[] = {1}, conv_lo[] = {1, 1, 1, 0}, pool_lo[] = {1};
     while (1) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         index++;
         char tok[64];
-        snprintf(tok, sizeof tok, "%.*s", (int)(len < 60 ? len : 60), p);
+        snprintf(tok, sizeof tok, "%.*s%s", (int)(len < 60 ? len : 60), p, len > 60 ? "..." : "");
         if (len == 0) SPEC_FAIL("model '%s': layer %d is empty (a doubled or trailing comma?)", spec_in, index);
         layer l;
         memset(&l, 0, sizeof l);
         int v[4];
+        uint64_t w_n = 0;
         if (len > 3 && strncmp(p, "fc:", 3) == 0) {
-            if (spec_fields(p, len, v, 1, 1) != 1)
-                SPEC_FAIL("model '%s': layer %d '%s' must be fc:OUT with OUT >= 1", spec_in, index, tok);
+            const int r = spec_fields(spec_in, index, tok, p, len, 1, fc_names, fc_lo, v, &st);
+            if (r < 0) goto fail;
+            if (r == 0)
+                SPEC_FAIL("model '%s': layer %d '%s' must be fc:OUT with OUT a whole number from 1 to %" PRIu64,
+                          spec_in, index, tok, SPEC_MAX_ELEMS);
             if (h != 1 || w != 1) {
                 /* The implied flatten. */
                 layer f = {.kind = LAYER_FLATTEN, .in_c = c, .in_h = h, .in_w = w, .out_c = c * h * w,
@@ -161,28 +237,47 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
             l.out = v[0];
             l.in_c = c, l.in_h = 1, l.in_w = 1;
             l.out_c = v[0], l.out_h = 1, l.out_w = 1;
-            l.w_n = (size_t)v[0] * c;
+            w_n = spec_mul((uint64_t)v[0], (uint64_t)c);
+            if (w_n > SPEC_MAX_LAYER_WEIGHTS)
+                SPEC_FAIL("model '%s': layer %d '%s' has %s weights (%d outputs x %d inputs); at most %" PRIu64
+                          " per layer are supported (GEMM dimensions are ints): use fewer outputs, or shrink its "
+                          "input (a pool or a strided conv before it)", spec_in, index, tok,
+                          spec_count(n1, w_n, (double)v[0] * c), v[0], c, SPEC_MAX_LAYER_WEIGHTS);
             l.b_n = (size_t)v[0];
         } else if (len > 5 && strncmp(p, "conv:", 5) == 0) {
-            if (spec_fields(p, len, v, 4, 0) != 4 || v[0] < 1 || v[1] < 1 || v[2] < 1)
-                SPEC_FAIL("model '%s': layer %d '%s' must be conv:OUT:K:STRIDE:PAD with OUT, K, STRIDE >= 1 "
-                          "and PAD >= 0", spec_in, index, tok);
+            const int r = spec_fields(spec_in, index, tok, p, len, 4, conv_names, conv_lo, v, &st);
+            if (r < 0) goto fail;
+            if (r == 0)
+                SPEC_FAIL("model '%s': layer %d '%s' must be conv:OUT:K:STRIDE:PAD with OUT, K, STRIDE from 1 to "
+                          "%" PRIu64 " and PAD from 0 to %" PRIu64, spec_in, index, tok, SPEC_MAX_ELEMS,
+                          SPEC_MAX_ELEMS);
             if (h == 1 && w == 1 && s.in_h == 1 && s.in_w == 1)
                 SPEC_FAIL("model '%s': layer %d '%s' needs an image input CxHxW, not %s", spec_in, index, tok, input);
             l.kind = LAYER_CONV;
             l.out = v[0], l.k = v[1], l.stride = v[2], l.pad = v[3];
-            if (l.k > h + 2 * l.pad || l.k > w + 2 * l.pad)
+            /* Each term is at most 2^28, so these fit an int64 and the output sizes an int. */
+            const int64_t hp = (int64_t)h + 2 * (int64_t)l.pad, wp = (int64_t)w + 2 * (int64_t)l.pad;
+            if (l.k > hp || l.k > wp)
                 SPEC_FAIL("model '%s': layer %d '%s': kernel %d does not fit the %dx%d map with padding %d",
                           spec_in, index, tok, l.k, h, w, l.pad);
             l.in_c = c, l.in_h = h, l.in_w = w;
             l.out_c = l.out;
-            l.out_h = (h + 2 * l.pad - l.k) / l.stride + 1;
-            l.out_w = (w + 2 * l.pad - l.k) / l.stride + 1;
-            l.w_n = (size_t)l.out * c * l.k * l.k;
+            l.out_h = (int)((hp - l.k) / l.stride + 1);
+            l.out_w = (int)((wp - l.k) / l.stride + 1);
+            w_n = spec_mul(spec_mul((uint64_t)l.out, (uint64_t)c), spec_mul((uint64_t)l.k, (uint64_t)l.k));
+            if (w_n > SPEC_MAX_LAYER_WEIGHTS)
+                SPEC_FAIL("model '%s': layer %d '%s' has %s weights (%d outputs x %d channels x %dx%d); at most "
+                          "%" PRIu64 " per layer are supported (GEMM dimensions are ints): use fewer outputs or "
+                          "a smaller kernel", spec_in, index, tok,
+                          spec_count(n1, w_n, (double)l.out * c * l.k * l.k), l.out, c, l.k, l.k,
+                          SPEC_MAX_LAYER_WEIGHTS);
             l.b_n = (size_t)l.out;
         } else if (len > 5 && strncmp(p, "pool:", 5) == 0) {
-            if (spec_fields(p, len, v, 1, 1) != 1)
-                SPEC_FAIL("model '%s': layer %d '%s' must be pool:K with K >= 1", spec_in, index, tok);
+            const int r = spec_fields(spec_in, index, tok, p, len, 1, pool_names, pool_lo, v, &st);
+            if (r < 0) goto fail;
+            if (r == 0)
+                SPEC_FAIL("model '%s': layer %d '%s' must be pool:K with K a whole number from 1 to %" PRIu64,
+                          spec_in, index, tok, SPEC_MAX_ELEMS);
             if (h < v[0] || w < v[0])
                 SPEC_FAIL("model '%s': layer %d '%s': a %dx%d window does not fit the %dx%d map", spec_in, index,
                           tok, v[0], v[0], h, w);
@@ -201,15 +296,25 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
             SPEC_FAIL("model '%s': layer %d '%s' is not a layer; use fc:OUT, conv:OUT:K:STRIDE:PAD, pool:K, "
                       "relu or flatten", spec_in, index, tok);
         }
-        size_t out_n = (size_t)l.out_c * l.out_h * l.out_w;
-        if (out_n > (size_t)1 << 28 || l.w_n > (size_t)1 << 31)
-            SPEC_FAIL("model '%s': layer %d '%s' is too large (%zu outputs, %zu weights per sample)", spec_in,
-                      index, tok, out_n, l.w_n);
-        l.w_off = params;
-        l.b_off = params + l.w_n;
-        params += l.w_n + l.b_n;
+        const uint64_t out_n = spec_mul(spec_mul((uint64_t)l.out_c, (uint64_t)l.out_h), (uint64_t)l.out_w);
+        if (out_n > SPEC_MAX_ELEMS)
+            SPEC_FAIL("model '%s': layer %d '%s' has %s outputs per sample (%dx%dx%d); at most %" PRIu64 " (1 GiB "
+                      "of fp32) are supported: use fewer outputs or channels, a larger stride, or a pool before it",
+                      spec_in, index, tok, spec_count(n1, out_n, (double)l.out_c * l.out_h * l.out_w), l.out_c,
+                      l.out_h, l.out_w, SPEC_MAX_ELEMS);
+        /* Both terms are at most 2^32, so the sum cannot wrap. */
+        const uint64_t total = params + w_n + (uint64_t)l.b_n;
+        if (total > SPEC_MAX_PARAMS)
+            SPEC_FAIL("model '%s' has more than %" PRIu64 " parameters (%" PRIu64 " through layer %d '%s'); at most "
+                      "%" PRIu64 " are supported (16 GiB of fp32, 64 GiB on every rank with the gradients and the "
+                      "optimizer's state): make the model smaller", spec_in, SPEC_MAX_PARAMS, total, index, tok,
+                      SPEC_MAX_PARAMS);
+        l.w_n = (size_t)w_n;
+        l.w_off = (size_t)params;
+        l.b_off = (size_t)params + l.w_n;
+        params = total;
         c = l.out_c, h = l.out_h, w = l.out_w;
-        if (out_n > max_act) max_act = out_n;
+        if (out_n > max_act) max_act = (size_t)out_n;
         if ((st = spec_push(&s, &cap, l))) goto fail;
         if (!comma) break;
         p = comma + 1;
@@ -220,7 +325,10 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
     s.classes = s.layers[s.n - 1].out;
     if (s.classes < 2) SPEC_FAIL("model '%s': the last fc has %d output; classification needs at least 2",
                                  spec_in, s.classes);
-    s.num_params = params;
+    if (s.classes > SPEC_MAX_CLASSES)
+        SPEC_FAIL("model '%s': the last fc has %d outputs, one per class; at most %d classes are supported: use "
+                  "fewer classes", spec_in, s.classes, SPEC_MAX_CLASSES);
+    s.num_params = (size_t)params;
     s.max_act = max_act;
     *out = s;
     return DT_OK;

@@ -75,6 +75,61 @@ static void test_spec_errors(void **st)
     expect_spec_error("fc:10", NULL, "needs an input shape");
 }
 
+/* Sizes are computed in 64 bits and bounded before they reach an int: each message gives the true
+ * size, the bound and what to change (these wrapped in 32 bits, or said something false, before). */
+static void test_spec_bounds(void **st)
+{
+    (void)st;
+    /* Input: at most 2^28 elements per sample. */
+    expect_spec_error("fc:10", "1x65536x65537", "input shape '1x65536x65537' has 4295032832 elements per sample; "
+                                                "at most 268435456 (1 GiB of fp32) are supported");
+    expect_spec_error("fc:16", "1x99999x99999", "has 9999800001 elements per sample");
+    expect_spec_error("fc:16", "99999999999", "every size must be from 1 to 268435456");
+    expect_spec_error("fc:16", "1x99999999999999999999999x1", "every size must be from 1 to 268435456");
+    expect_spec_error("fc:16", "1xax1", "with sizes from 1 to 268435456");
+    /* Numbers of the grammar: out of range, not "must be fc:OUT". */
+    expect_spec_error("fc:9999999999", "4", "layer 1 'fc:9999999999': OUT = 9999999999 is out of range: it must "
+                                            "be from 1 to 268435456");
+    expect_spec_error("fc:99999999999999999999999999,fc:2", "4", "OUT = 999999999999999999999999... is out of range");
+    expect_spec_error("fc:0,fc:10", "784", "OUT = 0 is out of range: it must be from 1 to 268435456");
+    expect_spec_error("conv:1:1:1:999999999,fc:2", "1x200000000x1",
+                      "'conv:1:1:1:999999999': PAD = 999999999 is out of range: it must be from 0 to 268435456");
+    expect_spec_error("conv:8:3:0:1,fc:2", "1x8x8", "STRIDE = 0 is out of range: it must be from 1 to 268435456");
+    expect_spec_error("pool:0,fc:2", "1x8x8", "K = 0 is out of range");
+    expect_spec_error("fc:ten", "784", "must be fc:OUT with OUT a whole number from 1 to 268435456");
+    expect_spec_error("conv:8:3:1:1:1,fc:2", "1x8x8", "with OUT, K, STRIDE from 1 to 268435456 and PAD from 0");
+    /* Conv output: the padded size no longer wraps into "kernel 1 does not fit". */
+    expect_spec_error("conv:1:1:1:200000000,fc:2", "1x200000000x1",
+                      "layer 1 'conv:1:1:1:200000000' has 240000000600000000 outputs per sample "
+                      "(1x600000000x400000001); at most 268435456");
+    /* Weights per layer: at most INT_MAX, true even past 2^64. */
+    expect_spec_error("fc:65536,fc:65536,fc:2", "16", "layer 2 'fc:65536' has 4294967296 weights (65536 outputs x "
+                                                      "65536 inputs); at most 2147483647 per layer");
+    expect_spec_error("conv:4:3:1:1,fc:2000000", "1x64x64", "has 32768000000 weights (2000000 outputs x 16384 inputs)");
+    expect_spec_error("conv:268435456:268435456:1:268435456,fc:2", "1x2x2", "has about 1.93e+25 weights");
+    /* All parameters: at most 2^32. */
+    expect_spec_error("fc:40000,fc:40000,fc:40000,fc:40000,fc:10", "40000",
+                      "has more than 4294967296 parameters (4800120000 through layer 3 'fc:40000')");
+    /* Classes: at most 2^20. */
+    expect_spec_error("fc:1048577", "1", "the last fc has 1048577 outputs, one per class; at most 1048576 classes");
+
+    /* At the bounds, accepted with the right sizes. */
+    model_spec s;
+    assert_int_equal(model_spec_parse("fc:1048576", "1", &s), DT_OK);
+    assert_int_equal(s.classes, 1048576);
+    model_spec_free(&s);
+    assert_int_equal(model_spec_parse("fc:2", "1x16384x16384", &s), DT_OK);
+    assert_int_equal(s.layers[0].kind, LAYER_FLATTEN);
+    assert_int_equal(s.layers[0].out_c, 268435456);
+    assert_true(s.num_params == (size_t)2 * 268435456 + 2);
+    assert_true(s.max_act == 268435456);
+    model_spec_free(&s);
+    assert_int_equal(model_spec_parse("conv:2:3:1:1,fc:2", "1x8192x8192", &s), DT_OK);
+    assert_int_equal(s.layers[0].out_h, 8192);
+    assert_true(s.max_act == (size_t)2 * 8192 * 8192);
+    model_spec_free(&s);
+}
+
 /* Whole-model gradient check: central differences of the mean loss around fp32 parameters.
  * This catches wiring mistakes (a wrong buffer, offset or layer order gives errors of order 1);
  * the per-op checks in test_kernels hold each op to fp64 references tightly. Here the forward
@@ -318,6 +373,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_presets),
         cmocka_unit_test(test_spec_errors),
+        cmocka_unit_test(test_spec_bounds),
         cmocka_unit_test(test_model_gradients),
         cmocka_unit_test(test_forward_backward_errors),
         cmocka_unit_test(test_optimizers),
