@@ -62,6 +62,9 @@ void cli_usage(FILE *f);
  * returns -1 when there is none; f NULL only looks it up. */
 int cli_help(const char *topic, FILE *f);
 
+/* The plural ending for a count: "1 rank", "2 ranks". */
+static inline const char *cli_s(long n) { return n == 1 ? "" : "s"; }
+
 /* Prints "dtrain: error: <msg>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

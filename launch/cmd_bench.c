@@ -392,8 +392,7 @@ fail:
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
-        cli_error("dtrain bench: name a benchmark: dtrain bench allreduce [-b MIN] [-e MAX] [-f FACTOR] ...; "
-                  "see dtrain help");
+        cli_error("name a benchmark: dtrain bench allreduce|gemm|step [options] (see dtrain help bench)");
         return EXIT_USAGE;
     }
     const char *name = argv[1];
@@ -405,10 +404,9 @@ int cmd_bench(int argc, char **argv)
     if (!strcmp(name, "step")) return cmd_bench_step(argc - 1, argv + 1);
     if (strcmp(name, "allreduce") != 0) {
         if (name[0] == '-')
-            cli_error("dtrain bench: the first argument must be the benchmark name (allreduce, gemm, step), not '%s'",
-                      name);
+            cli_error("the first argument of dtrain bench is the benchmark (allreduce, gemm, step), not '%s'", name);
         else
-            cli_error("dtrain bench: unknown benchmark '%s'; the benchmarks are: allreduce, gemm, step", name);
+            cli_error("unknown benchmark '%s'; the benchmarks are allreduce, gemm, step (see dtrain help bench)", name);
         return EXIT_USAGE;
     }
 

@@ -457,6 +457,12 @@ int cmd_train(int argc, char **argv)
         dt_abort_job(ctx, rc);
         return rc;
     }
+    if ((size_t)t.dataset_size < (size_t)world * (size_t)t.batch) {
+        cli_error("--dataset-size %ld is smaller than one global batch of %d rank%s x %d", t.dataset_size, world,
+                  cli_s(world), t.batch);
+        dt_abort_job(ctx, EXIT_USAGE); /* every rank has the same flags: none goes on */
+        return EXIT_USAGE;
+    }
     fault_maybe(&flt, rank, 0, NULL);
     dt_model *m = NULL;
     dt_optimizer *opt = NULL;
@@ -475,11 +481,6 @@ int cmd_train(int argc, char **argv)
     if ((s = dt_model_set_precision(m, t.precision, grad_t)) || (s = dt_model_set_sync(m, &t.sync))) goto fail;
     dt_scaler *sc = run_scaler;
     if (sc) dt_model_set_nonfinite_check(m, 1);
-    if ((size_t)t.dataset_size < (size_t)world * (size_t)t.batch) {
-        cli_error("--dataset-size %ld is smaller than one global batch of %d ranks x %d", t.dataset_size, world,
-                  t.batch);
-        goto fail_quiet;
-    }
     if (rank == 0 && t.metrics && !(metrics = fopen(t.metrics, "w"))) {
         cli_error("cannot write --metrics %s: %s", t.metrics, strerror(errno));
         goto fail_quiet;
@@ -487,11 +488,12 @@ int cmd_train(int argc, char **argv)
     if (rank == 0) {
         char desc[4096];
         dt_model_describe(m, desc, sizeof desc);
-        printf("dtrain train: model %s, %d ranks x batch %d = %d per step, %ld steps, %s lr %g momentum %g "
-               "weight decay %g, seed %ld\ngradients: %d bucket(s) (cap %g MiB, first %g MiB), %s, %s on the wire\n%s",
-               t.model, world, t.batch, world * t.batch, t.steps, t.optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw",
-               (double)t.optim.lr, (double)t.optim.momentum, (double)t.optim.weight_decay, t.seed,
-               dt_model_num_buckets(m), t.sync.bucket_mb, t.sync.first_bucket_mb,
+        const int nbuckets = dt_model_num_buckets(m);
+        printf("dtrain train: model %s, %d rank%s x batch %d = %d per step, %ld step%s, %s lr %g momentum %g "
+               "weight decay %g, seed %ld\ngradients: %d bucket%s (cap %g MiB, first %g MiB), %s, %s on the wire\n%s",
+               t.model, world, cli_s(world), t.batch, world * t.batch, t.steps, cli_s(t.steps),
+               t.optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw", (double)t.optim.lr, (double)t.optim.momentum,
+               (double)t.optim.weight_decay, t.seed, nbuckets, cli_s(nbuckets), t.sync.bucket_mb, t.sync.first_bucket_mb,
                world == 1 ? "no communication (1 rank)"
                : t.sync.overlap ? "allreduced during backward" : "allreduced after backward (--no-overlap)",
                tname[grad_t != DT_F32 ? grad_t : t.sync.grad_comm], desc);
@@ -506,8 +508,8 @@ int cmd_train(int argc, char **argv)
                tname[t.precision], tname[grad_t], !sc ? "off" : t.scaler.dynamic ? "dynamic" : "static", sent,
                sent / 1048576.0);
         if (loader_threads)
-            printf("data: %d loader threads make batches ahead (%d at most)%s\n", loader_threads, CLI_LOADER_DEPTH - 1,
-                   dt_model_on_gpu(m) ? " in pinned host memory, copied to the GPU asynchronously" : "");
+            printf("data: %d loader thread%s make%s batches ahead (%d at most)%s\n", loader_threads,
+                   cli_s(loader_threads), loader_threads == 1 ? "s" : "", CLI_LOADER_DEPTH - 1, dt_model_on_gpu(m) ? " in pinned host memory, copied to the GPU asynchronously" : "");
         else
             printf("data: made by the training thread%s\n",
                    t.loader_threads < 0 ? " (the default on the CPU; --loader-threads N makes batches ahead)" : "");
@@ -649,12 +651,15 @@ int cmd_train(int argc, char **argv)
         goto fail_quiet;
     }
     if (rank == 0) {
-        printf("done: %ld steps in %.2f s, mean %.1f samples/s over %d log intervals; parameters %s on all %d "
-               "ranks\n", t.steps, t_end - t_start, total_samples_s / (intervals ? intervals : 1), intervals,
-               agree > 0 ? "identical" : "not compared", world);
+        char ranks[64];
+        if (world == 1) snprintf(ranks, sizeof ranks, "one rank, nothing to compare");
+        else snprintf(ranks, sizeof ranks, "parameters %s on all %d ranks", agree > 0 ? "identical" : "not compared", world);
+        printf("done: %ld step%s in %.2f s, mean %.1f samples/s over %d log interval%s; %s\n", t.steps, cli_s(t.steps),
+               t_end - t_start, total_samples_s / (intervals ? intervals : 1), intervals, cli_s(intervals), ranks);
         if (sc)
-            printf("loss scale %g at the end, %ld of %ld steps skipped (gradients overflowed)\n",
-                   (double)dt_scaler_scale(sc), dt_scaler_skipped(sc), dt_scaler_updates(sc));
+            printf("loss scale %g at the end, %ld of %ld step%s skipped (gradients overflowed)\n",
+                   (double)dt_scaler_scale(sc), dt_scaler_skipped(sc), dt_scaler_updates(sc),
+                   cli_s(dt_scaler_updates(sc)));
         fflush(stdout);
     }
     if (rank == 0 && t.dump && dump_params(t.dump, final_params, dt_model_num_params(m)) != EXIT_OK) {

@@ -79,4 +79,19 @@ grep -q "did you mean" "$tmp/out" && bad "env suggested another command's flag: 
 "$DTRAIN" train --bach 4 >"$tmp/out" 2>&1
 [ "$(cat "$tmp/out")" = "dtrain: error: unknown option '--bach'; did you mean --batch? (see dtrain help train)" ] &&
     ok "one prefix: $(cat "$tmp/out")" || bad "unknown option message: $(cat "$tmp/out")"
+expect 2 "the benchmarks are allreduce, gemm, step" "$DTRAIN" bench foo
+"$DTRAIN" bench >"$tmp/out" 2>&1
+grep -q "error: dtrain bench:" "$tmp/out" && bad "prefix twice: $(cat "$tmp/out")" || ok "dtrain bench: one prefix: $(cat "$tmp/out")"
+
+# Bad usage found once the world is known is still exit 2; counts are singular or plural.
+expect 2 "--dataset-size 3 is smaller than one global batch of 1 rank x 4" "$DTRAIN" train --dataset-size 3 --batch 4
+"$DTRAIN" train --model fc:16,relu,fc:10 --input 16 --batch 4 --steps 1 --log-every 1 --bucket-mb 0 --loader-threads 1 \
+    >"$tmp/out" 2>&1 || bad "a 1-step run failed: $(cat "$tmp/out")"
+if grep -qE '(^|[^0-9.])1 (ranks|steps|buckets|threads|intervals|log intervals|nodes)\b|\((s)\)' "$tmp/out"; then
+    bad "wrong plurals:"; grep -E '(^|[^0-9.])1 (ranks|steps|buckets|threads|intervals|log intervals|nodes)\b|\((s)\)' "$tmp/out"
+else
+    grep -q "1 rank x batch 4 = 4 per step, 1 step," "$tmp/out" && grep -q "^gradients: 1 bucket " "$tmp/out" &&
+        grep -q "1 loader thread makes" "$tmp/out" && grep -q "^done: 1 step in .* over 1 log interval; " "$tmp/out" &&
+        ok "singular counts: 1 rank, 1 step, 1 bucket, 1 loader thread, 1 log interval" || { bad "singulars"; cat "$tmp/out"; }
+fi
 finish
