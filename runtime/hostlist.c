@@ -138,20 +138,34 @@ static dt_status hostlist_scan_bound(const char *what, const char *s, size_t *po
     return DT_OK;
 }
 
-/* Adds b to a, saturating at HOSTLIST_MAX_ENTRIES + 1: only "over the limit" matters past it. */
+/* Counts of names and bytes saturate here: only "over a limit" matters past it, and it is far above
+ * both limits. */
+#define HOSTLIST_SAT (1ULL << 62)
+
 static unsigned long long hostlist_sat_add(unsigned long long a, unsigned long long b)
 {
-    const unsigned long long cap = HOSTLIST_MAX_ENTRIES + 1ULL;
-    return (a >= cap || b >= cap || a + b >= cap) ? cap : a + b;
+    return (a >= HOSTLIST_SAT || b >= HOSTLIST_SAT - a) ? HOSTLIST_SAT : a + b;
 }
 
 static unsigned long long hostlist_sat_mul(unsigned long long a, unsigned long long b)
 {
-    const unsigned long long cap = HOSTLIST_MAX_ENTRIES + 1ULL;
-    if (a >= cap || b >= cap)
-        return cap;
-    /* Both are at most HOSTLIST_MAX_ENTRIES here, so the product cannot wrap. */
-    return a * b >= cap ? cap : a * b;
+    if (a == 0 || b == 0)
+        return 0;
+    return (a >= HOSTLIST_SAT || b >= HOSTLIST_SAT / a) ? HOSTLIST_SAT : a * b;
+}
+
+/* Characters that the numbers lo..hi take when printed at least `width` wide (zero padded). */
+static unsigned long long hostlist_range_chars(unsigned long long lo, unsigned long long hi, int width)
+{
+    unsigned long long sum = 0, first = 0, last = 9; /* the numbers of d digits: [first, last] */
+    for (int d = 1; d <= HOSTLIST_MAX_DIGITS && first <= hi; d++) {
+        const unsigned long long a = lo > first ? lo : first, b = hi < last ? hi : last;
+        if (a <= b)
+            sum = hostlist_sat_add(sum, hostlist_sat_mul(b - a + 1, (unsigned long long)(d > width ? d : width)));
+        first = last + 1;
+        last = last * 10 + 9;
+    }
+    return sum;
 }
 
 /* Pass 1: validates the whole list and measures it, allocating nothing. */
@@ -159,7 +173,7 @@ static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *
 {
     char desc[24];
     size_t i = 0;
-    unsigned long long total = 0;
+    unsigned long long total = 0, bytes = 0;
 
     shape->total = shape->max_groups = shape->max_len = 0;
     if (s[0] == '\0')
@@ -167,13 +181,15 @@ static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *
     for (;;) {
         size_t start = i, groups = 0, len = 0;
         unsigned long long count = 1; /* names this element expands to */
+        unsigned long long chars = 0; /* characters of those names, terminators not counted */
         while (s[i] != '\0' && s[i] != ',') {
             char c = s[i];
             unsigned char u = (unsigned char)c;
             if (c == '[') {
                 size_t open = i++;
-                unsigned long long gsize = 0; /* numbers in this group */
-                size_t gwidth = 0;            /* widest number it prints */
+                unsigned long long gsize = 0;  /* numbers in this group */
+                unsigned long long gchars = 0; /* characters they print */
+                size_t gwidth = 0;             /* widest number it prints */
                 for (;;) {
                     size_t rpos = i;
                     unsigned long long lo = 0, hi = 0;
@@ -192,6 +208,7 @@ static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *
                                            s + rpos, rpos + 1);
                     }
                     gsize = hostlist_sat_add(gsize, hi - lo + 1);
+                    gchars = hostlist_sat_add(gchars, hostlist_range_chars(lo, hi, wlo));
                     /* Padding comes from the lower bound's text; the upper bound may be wider. */
                     size_t w = hostlist_num_digits(hi);
                     if ((size_t)wlo > w)
@@ -220,6 +237,8 @@ static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *
                 }
                 groups++;
                 len += gwidth;
+                /* Each name so far is followed by each of the group's numbers. */
+                chars = hostlist_sat_add(hostlist_sat_mul(chars, gsize), hostlist_sat_mul(gchars, count));
                 count = hostlist_sat_mul(count, gsize);
             } else if (c == ']') {
                 return HL_FAIL("the ']' at position %zu has no matching '['", i + 1);
@@ -230,6 +249,7 @@ static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *
                                hostlist_char_desc(c, desc), i + 1);
             } else {
                 len++;
+                chars = hostlist_sat_add(chars, count);
                 i++;
             }
         }
@@ -242,6 +262,13 @@ static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *
             return HL_FAIL("it expands to more than %d names (the limit is passed by the element at "
                            "position %zu)",
                            HOSTLIST_MAX_ENTRIES, start + 1);
+        /* What the output takes: the names, their terminators and the array of pointers. */
+        bytes = hostlist_sat_add(bytes, hostlist_sat_add(chars, hostlist_sat_mul(count, 1 + sizeof(char *))));
+        if (bytes > HOSTLIST_MAX_BYTES)
+            return HL_FAIL("it expands to more than %d MiB of names (the limit is passed by the element at "
+                           "position %zu: %llu names of up to %zu characters); real clusters' lists take a "
+                           "few MiB at most",
+                           HOSTLIST_MAX_BYTES >> 20, start + 1, count, len);
         if (groups > shape->max_groups)
             shape->max_groups = groups;
         if (len > shape->max_len)

@@ -17,6 +17,12 @@
  * node[1-100000000] allocating gigabytes. */
 #define HOSTLIST_MAX_ENTRIES 1000000
 
+/* The most bytes one expanded host list may take: its names, their terminators and the array of
+ * pointers to them. The count alone does not bound it: one 100,000-character name with [1-1000000]
+ * is a million names of 100 KB. 32 MiB holds a million names of 24 characters, while the lists of
+ * the largest clusters (~10^5 nodes) take a few MiB. */
+#define HOSTLIST_MAX_BYTES (32 << 20)
+
 /* Expands a host list such as "node[01-04,07],gpu-a[1-2],login" into its names, in order
  * (node01 node02 node03 node04 node07 gpu-a1 gpu-a2 login).
  *  - Elements are separated by commas outside brackets; none may be empty.
@@ -29,7 +35,7 @@
  *  - Duplicates are kept, as SLURM keeps them.
  *  - Rejected: an empty list or element, unbalanced or nested brackets, empty ranges, descending
  *    ranges, non-digits inside brackets, blanks or control characters, more than
- *    HOSTLIST_MAX_ENTRIES names in total.
+ *    HOSTLIST_MAX_ENTRIES names or HOSTLIST_MAX_BYTES bytes in total.
  * what names the source for messages (NULL: "host list"). s NULL fails with "<what> is not set".
  * On success *names holds *count (>= 1) strings; release them with hostlist_free(). */
 dt_status hostlist_parse(const char *what, const char *s, char ***names, int *count);

@@ -132,6 +132,62 @@ static void test_hostlist_at_the_limit(void **state)
     hostlist_free(names, count);
 }
 
+/* The bytes of the expanded list are bounded, not only the count of names: a long prefix times a
+ * big range is refused before anything is allocated (it reached gigabytes before). */
+static void test_hostlist_byte_limit(void **state)
+{
+    (void)state;
+    char **names = names_sentinel;
+    int count = 77;
+    /* A 100,000-character prefix and a million numbers: about 100 GB. */
+    const size_t plen = 100000;
+    char *s = malloc(plen + 32);
+    assert_non_null(s);
+    memset(s, 'p', plen);
+    strcpy(s + plen, "[1-1000000]");
+    assert_int_equal(hostlist_parse("SLURM_JOB_NODELIST", s, &names, &count), DT_ERR_ENV);
+    assert_null(names);
+    assert_int_equal(count, 0);
+    expect_error_contains("it expands to more than 32 MiB of names (the limit is passed by the element at position 1: "
+                          "1000000 names of up to 100007 characters)");
+    free(s);
+
+    /* Over several elements: 40 elements of 1,000 names of 1,004 characters. */
+    const size_t elen = 1000 + 8;
+    s = malloc(40 * (elen + 1) + 1);
+    assert_non_null(s);
+    char *q = s;
+    for (int e = 0; e < 40; e++) {
+        memset(q, 'a' + e % 26, 1000);
+        memcpy(q + 1000, "[1-1000]", 8);
+        q += elen;
+        *q++ = ',';
+    }
+    q[-1] = '\0';
+    names = names_sentinel;
+    assert_int_equal(hostlist_parse("SLURM_JOB_NODELIST", s, &names, &count), DT_ERR_ENV);
+    assert_null(names);
+    /* 1,000 names take 1000 * (1003.9 + 1 + 8) bytes: element 34 passes 32 MiB. */
+    char where[64];
+    snprintf(where, sizeof where, "element at position %zu:", 33 * (elen + 1) + 1);
+    expect_error_contains(where);
+    free(s);
+
+    if (sizeof(char *) != 8)
+        skip();
+    /* Exactly at the limit: 524,288 names of 55 characters take 524288 * (55 + 1 + 8) = 32 MiB. */
+    char exact[80];
+    memset(exact, 'x', 49);
+    strcpy(exact + 49, "[000000-524287]");
+    assert_int_equal(hostlist_parse("SLURM_JOB_NODELIST", exact, &names, &count), DT_OK);
+    assert_int_equal(count, 524288);
+    assert_int_equal(strlen(names[count - 1]), 55);
+    hostlist_free(names, count);
+    strcpy(exact + 49, "[000000-524288]");
+    assert_int_equal(hostlist_parse("SLURM_JOB_NODELIST", exact, &names, &count), DT_ERR_ENV);
+    expect_error_contains("more than 32 MiB of names");
+}
+
 static void test_hostlist_free_null(void **state)
 {
     (void)state;
@@ -402,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_hostlist_accepts),
         cmocka_unit_test(test_hostlist_no_padding_from_upper_bound),
         cmocka_unit_test(test_hostlist_at_the_limit),
+        cmocka_unit_test(test_hostlist_byte_limit),
         cmocka_unit_test(test_hostlist_free_null),
         cmocka_unit_test(test_hostlist_rejects),
         cmocka_unit_test(test_hostlist_unset_and_generic_name),
