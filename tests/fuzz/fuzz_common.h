@@ -1,0 +1,120 @@
+/*
+ * fuzz_common.h - what the libFuzzer harnesses share: turning the fuzz input into C strings and
+ * into an environment, and checks that turn a broken promise of the code under test into a report.
+ *
+ * Every harness is a plain LLVMFuzzerTestOneInput: it must return 0 for any input, and abort() (via
+ * FUZZ_CHECK) when the code under test breaks what its header promises. ASan and UBSan report
+ * memory errors, leaks and undefined behaviour (signed overflow included) by themselves.
+ */
+#ifndef DT_FUZZ_COMMON_H
+#define DT_FUZZ_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A promise of the code under test that this input broke: print it and die, so libFuzzer keeps the
+ * input as a crash artifact. */
+#define FUZZ_CHECK(cond, ...)                                                                        \
+    do {                                                                                             \
+        if (!(cond)) {                                                                               \
+            fprintf(stderr, "fuzz check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
+            fprintf(stderr, __VA_ARGS__);                                                            \
+            fputc('\n', stderr);                                                                     \
+            abort();                                                                                 \
+        }                                                                                            \
+    } while (0)
+
+/* A NUL-terminated copy of data (an embedded NUL ends the C string early, as it would in argv or
+ * the environment). */
+static inline char *fuzz_str(const uint8_t *data, size_t size)
+{
+    char *s = malloc(size + 1);
+    if (!s) abort();
+    if (size) memcpy(s, data, size);
+    s[size] = '\0';
+    return s;
+}
+
+/* Splits a copy of the input at its first NUL or newline into two strings: *a before it, *b after
+ * (NULL when the input has no separator). Free *a only. */
+static inline void fuzz_split(const uint8_t *data, size_t size, char **a, char **b)
+{
+    char *s = fuzz_str(data, size);
+    *a = s;
+    *b = NULL;
+    for (size_t i = 0; i < size; i++)
+        if (s[i] == '\0' || s[i] == '\n') {
+            s[i] = '\0';
+            *b = s + i + 1;
+            break;
+        }
+}
+
+/* The environment a harness runs the code under: the input's lines (split at newlines and NULs)
+ * as NAME=VALUE entries of `environ`, and nothing else, so no variable of the shell that started
+ * the fuzzer leaks into a run and no run leaks into the next. The entries point into one buffer
+ * that the harness owns: no setenv(), whose copies glibc never frees, would grow the heap for
+ * ever over millions of runs. prefix, when not NULL, is put before every name that does not
+ * already start with it ("DTRAIN_": "TIMEOUT=5" sets DTRAIN_TIMEOUT), so the fuzzer need not
+ * find the prefix by itself. Lines without '=' stay in environ, as a broken environment could
+ * hold them; getenv() never matches them. */
+typedef struct fuzz_env {
+    char *buf;
+    char **vars;   /* NULL-terminated, what environ points to during the run */
+    size_t n;
+    char **saved;  /* environ before */
+} fuzz_env;
+
+extern char **environ;
+
+static inline void fuzz_env_set(fuzz_env *e, const uint8_t *data, size_t size, const char *prefix)
+{
+    size_t lines = 1, plen = prefix ? strlen(prefix) : 0;
+    for (size_t i = 0; i < size; i++) lines += data[i] == '\n' || data[i] == '\0';
+    e->buf = malloc(size + 1 + lines * plen);
+    e->vars = calloc(lines + 1, sizeof *e->vars);
+    if (!e->buf || !e->vars) abort();
+    e->n = 0;
+    char *w = e->buf;
+    size_t start = 0;
+    for (size_t i = 0; i <= size; i++) {
+        if (i < size && data[i] != '\n' && data[i] != '\0') continue;
+        size_t len = i - start;
+        if (len) {
+            char *line = w;
+            if (plen && !(len >= plen && memcmp(data + start, prefix, plen) == 0)) {
+                memcpy(w, prefix, plen);
+                w += plen;
+            }
+            memcpy(w, data + start, len);
+            w += len;
+            *w++ = '\0';
+            e->vars[e->n++] = line;
+        }
+        start = i + 1;
+    }
+    e->vars[e->n] = NULL;
+    e->saved = environ;
+    environ = e->vars;
+}
+
+/* The value the environment of fuzz_env_set gives name, as getenv() would: the first entry. */
+static inline const char *fuzz_env_get(const fuzz_env *e, const char *name)
+{
+    size_t len = strlen(name);
+    for (size_t i = 0; i < e->n; i++)
+        if (strncmp(e->vars[i], name, len) == 0 && e->vars[i][len] == '=') return e->vars[i] + len + 1;
+    return NULL;
+}
+
+static inline void fuzz_env_restore(fuzz_env *e)
+{
+    environ = e->saved;
+    free(e->vars);
+    free(e->buf);
+}
+
+#endif

@@ -1,0 +1,99 @@
+/*
+ * fuzz_config.c - configuration from the environment: dt_config_from_env (runtime/config.c:
+ * DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS, DTRAIN_GPU_COMM), DTRAIN_LOG
+ * (log_init_from_env, runtime/log.c) and the DTRAIN_FAULT test hook of `dtrain train` (fault_parse,
+ * static in launch/cmd_train.c, hence the #include).
+ *
+ * Input: lines NAME=VALUE, the whole environment of the run (see fuzz_env_set); "DTRAIN_" is put
+ * before names that lack it, so "TIMEOUT=5" sets DTRAIN_TIMEOUT.
+ * Beyond ASan/UBSan: a success gives a configuration inside the documented ranges, equal to what
+ * each variable says; a failure leaves cfg unchanged (dtrain.h) and names a variable.
+ */
+#include "fuzz_common.h"
+#include "log.h"
+
+#include <strings.h>
+
+#include "../../launch/cmd_train.c"
+
+static int cfg_same(const dt_config *a, const dt_config *b)
+{
+    return a->device == b->device && a->pin == b->pin && a->timeout_s == b->timeout_s &&
+           a->blas_threads == b->blas_threads && a->gpu_comm == b->gpu_comm;
+}
+
+static void check_config(const fuzz_env *env)
+{
+    dt_config def, cfg;
+    dt_config_defaults(&def);
+    cfg = def;
+    if (dt_config_from_env(&cfg) != DT_OK) {
+        FUZZ_CHECK(cfg_same(&cfg, &def), "a refused environment changed the configuration");
+        FUZZ_CHECK(strstr(dt_last_error(), "DTRAIN_"), "the error names no variable: %s", dt_last_error());
+        return;
+    }
+    FUZZ_CHECK(cfg.timeout_s >= 0 && cfg.timeout_s <= 1e7, "timeout %g", cfg.timeout_s);
+    FUZZ_CHECK(cfg.blas_threads >= 0 && cfg.blas_threads <= 4096, "blas threads %d", cfg.blas_threads);
+    dt_device_kind k;
+    dt_pin_mode p;
+    dt_gpu_comm g;
+    const char *v;
+    if ((v = fuzz_env_get(env, "DTRAIN_DEVICE")))
+        FUZZ_CHECK(dt_device_kind_parse(v, &k) == DT_OK && k == cfg.device, "DTRAIN_DEVICE='%s'", v);
+    else
+        FUZZ_CHECK(cfg.device == def.device, "device changed with DTRAIN_DEVICE unset");
+    if ((v = fuzz_env_get(env, "DTRAIN_PIN")))
+        FUZZ_CHECK(dt_pin_mode_parse(v, &p) == DT_OK && p == cfg.pin, "DTRAIN_PIN='%s'", v);
+    else
+        FUZZ_CHECK(cfg.pin == def.pin, "pin changed with DTRAIN_PIN unset");
+    if ((v = fuzz_env_get(env, "DTRAIN_GPU_COMM")))
+        FUZZ_CHECK(dt_gpu_comm_parse(v, &g) == DT_OK && g == cfg.gpu_comm, "DTRAIN_GPU_COMM='%s'", v);
+    else
+        FUZZ_CHECK(cfg.gpu_comm == def.gpu_comm, "gpu comm changed with DTRAIN_GPU_COMM unset");
+    if (!fuzz_env_get(env, "DTRAIN_TIMEOUT"))
+        FUZZ_CHECK(cfg.timeout_s == def.timeout_s, "timeout changed with DTRAIN_TIMEOUT unset");
+    if (!fuzz_env_get(env, "DTRAIN_BLAS_THREADS"))
+        FUZZ_CHECK(cfg.blas_threads == def.blas_threads, "blas threads changed with DTRAIN_BLAS_THREADS unset");
+}
+
+static void check_log(const fuzz_env *env)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    const dt_log_level before = log_get_level();
+    const char *v = fuzz_env_get(env, "DTRAIN_LOG");
+    if (log_init_from_env() == DT_OK) {
+        const dt_log_level l = log_get_level();
+        FUZZ_CHECK(l >= DT_LOG_ERROR && l <= DT_LOG_DEBUG, "log level %d", (int)l);
+        if (v && *v) FUZZ_CHECK(strcasecmp(v, names[l]) == 0, "DTRAIN_LOG='%s' gave level %s", v, names[l]);
+    } else {
+        FUZZ_CHECK(v && *v, "log_init_from_env refused an unset DTRAIN_LOG");
+    }
+    log_set_level(before);
+}
+
+static void check_fault(const fuzz_env *env)
+{
+    fault f;
+    if (fault_parse(&f) != EXIT_OK) {
+        FUZZ_CHECK(f.kind == 0, "a refused DTRAIN_FAULT armed fault %d", f.kind);
+        return;
+    }
+    const char *v = fuzz_env_get(env, "DTRAIN_FAULT");
+    if (!v || !*v) {
+        FUZZ_CHECK(f.kind == 0, "fault %d with DTRAIN_FAULT unset", f.kind);
+        return;
+    }
+    FUZZ_CHECK(f.kind >= 1 && f.kind <= 7 && f.rank >= 0 && f.step >= 0, "DTRAIN_FAULT='%s' gave %d:%d:%ld", v,
+               f.kind, f.rank, f.step);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_env env;
+    fuzz_env_set(&env, data, size, "DTRAIN_");
+    check_config(&env);
+    check_log(&env);
+    check_fault(&env);
+    fuzz_env_restore(&env);
+    return 0;
+}

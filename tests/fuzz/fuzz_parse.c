@@ -1,0 +1,192 @@
+/*
+ * fuzz_parse.c - the number, size and list parsers of variables and flags: parse_int and
+ * parse_double (runtime/parse.c), the command's cli_long/cli_int/cli_float/cli_list and
+ * cli_loader_threads (launch/main.c), bench's byte sizes with K/M/G (parse_bytes, static in
+ * launch/cmd_bench.c, hence the #include), and CPU lists (affinity_parse, runtime/affinity.c).
+ *
+ * Input: one string, given to every parser. Beyond ASan/UBSan, each parser is held to what its
+ * header promises, against an independent reading of the text:
+ *  - parse_int accepts exactly [+-]?[0-9]+ inside [lo, hi], with that value; parse_double only
+ *    its documented grammar, finite and inside [lo, hi]; a failure leaves *out untouched;
+ *  - cli_long/cli_int/cli_float accept only a whole number text within [lo, hi] ("the whole text
+ *    must be a number");
+ *  - parse_bytes gives digits times 1, 1024, 1024^2 or 1024^3 (K, M, G), from 1 to 4G;
+ *  - cli_list calls back once per non-empty comma-separated item, at most max times.
+ */
+#include "fuzz_common.h"
+#include "parse.h"
+#include "affinity.h"
+
+#include "../../launch/cmd_bench.c"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+
+/* [+-]?[0-9]+ and its value, saturated far outside any range used here. */
+static int ref_int(const char *s, long double *v)
+{
+    int neg = *s == '-';
+    if (*s == '+' || *s == '-') s++;
+    if (!isdigit((unsigned char)*s)) return 0;
+    long double x = 0;
+    for (; isdigit((unsigned char)*s); s++)
+        if (x < 1e30L) x = x * 10 + (*s - '0');
+    *v = neg ? -x : x;
+    return *s == '\0';
+}
+
+/* parse.h's grammar for doubles: [+-]?(digits[.digits*]|.digits)([eE][+-]?digits)?. */
+static int ref_double_syntax(const char *s)
+{
+    int digits = 0;
+    if (*s == '+' || *s == '-') s++;
+    for (; isdigit((unsigned char)*s); s++) digits++;
+    if (*s == '.')
+        for (s++; isdigit((unsigned char)*s); s++) digits++;
+    if (!digits) return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-') s++;
+        if (!isdigit((unsigned char)*s)) return 0;
+        while (isdigit((unsigned char)*s)) s++;
+    }
+    return *s == '\0';
+}
+
+static void check_parse_int(const char *s, long lo, long hi)
+{
+    int v = 0x5eed;
+    long double ref;
+    /* parse.h: lo and hi are clamped to the range of int. */
+    const long double rlo = lo < INT_MIN ? INT_MIN : lo, rhi = hi > INT_MAX ? INT_MAX : hi;
+    const int want = ref_int(s, &ref) && ref >= rlo && ref <= rhi;
+    const dt_status st = parse_int("DTRAIN_FUZZ", s, lo, hi, &v);
+    FUZZ_CHECK((st == DT_OK) == want, "parse_int('%s', %ld, %ld) %s", s, lo, hi, st == DT_OK ? "accepted" : "refused");
+    FUZZ_CHECK(st == DT_OK ? (long double)v == ref : v == 0x5eed, "parse_int('%s') gave %d", s, v);
+}
+
+static void check_parse_double(const char *s, double lo, double hi)
+{
+    double v = -0.125;
+    const dt_status st = parse_double("DTRAIN_FUZZ", s, lo, hi, &v);
+    int want = 0;
+    double ref = 0;
+    if (ref_double_syntax(s)) {
+        errno = 0;
+        ref = strtod(s, NULL);
+        want = errno != ERANGE && isfinite(ref) && ref >= lo && ref <= hi;
+    }
+    FUZZ_CHECK((st == DT_OK) == want, "parse_double('%s', %g, %g) %s", s, lo, hi, st == DT_OK ? "accepted" : "refused");
+    if (st == DT_OK)
+        FUZZ_CHECK(v == ref && v >= lo && v <= hi, "parse_double('%s') gave %.17g", s, v);
+    else
+        FUZZ_CHECK(v == -0.125, "a refusal of '%s' changed *out to %.17g", s, v);
+}
+
+static void check_cli_numbers(const char *s)
+{
+    long double ref;
+    const int whole = ref_int(s, &ref);
+    long l = 12345;
+    if (cli_long("--fuzz", s, LONG_MIN, LONG_MAX, &l) == EXIT_OK)
+        FUZZ_CHECK(whole && (long double)l == ref, "cli_long accepted '%s' as %ld", s, l);
+    else
+        FUZZ_CHECK(l == 12345, "cli_long changed *out on '%s'", s);
+    int i = 777;
+    if (cli_int("--fuzz", s, 0, 4096, &i) == EXIT_OK)
+        FUZZ_CHECK(whole && i >= 0 && i <= 4096 && (long double)i == ref, "cli_int accepted '%s' as %d", s, i);
+    float f = 0.25f;
+    if (cli_float("--fuzz", s, 0, 1e7, &f) == EXIT_OK)
+        FUZZ_CHECK(ref_double_syntax(s) && f >= 0 && f <= 1e7f, "cli_float accepted '%s' as %g", s, f);
+    int threads = -2;
+    if (cli_loader_threads(s, &threads) == EXIT_OK)
+        FUZZ_CHECK(threads == -1 || (threads >= 0 && threads <= 256), "--loader-threads '%s' gave %d", s, threads);
+}
+
+static void check_bytes(const char *s)
+{
+    unsigned long long v = 99;
+    if (parse_bytes("--fuzz", s, &v) != EXIT_OK) {
+        FUZZ_CHECK(v == 99, "parse_bytes changed *out on '%s'", s);
+        return;
+    }
+    size_t n = strspn(s, "0123456789");
+    FUZZ_CHECK(n >= 1 && n <= 20, "parse_bytes accepted '%s'", s);
+    unsigned long long digits = strtoull(s, NULL, 10), unit = 1;
+    switch (s[n]) {
+    case '\0': break;
+    case 'k': case 'K': unit = 1ull << 10; break;
+    case 'm': case 'M': unit = 1ull << 20; break;
+    case 'g': case 'G': unit = 1ull << 30; break;
+    default: FUZZ_CHECK(0, "parse_bytes accepted the suffix of '%s'", s);
+    }
+    FUZZ_CHECK(s[n] == '\0' || s[n + 1] == '\0', "parse_bytes accepted trailing text in '%s'", s);
+    FUZZ_CHECK(v >= 1 && v <= BENCH_MAX_BYTES && v == digits * unit, "parse_bytes('%s') gave %llu", s, v);
+}
+
+typedef struct list_seen {
+    int n;
+    char items[64][512];
+} list_seen;
+
+static int list_item(const char *item, void *ud)
+{
+    list_seen *l = ud;
+    FUZZ_CHECK(item[0] && !strchr(item, ','), "cli_list gave item '%s'", item);
+    FUZZ_CHECK(l->n < 64, "cli_list gave more items than its max");
+    snprintf(l->items[l->n++], sizeof l->items[0], "%s", item);
+    return EXIT_OK;
+}
+
+static void check_list(const char *s)
+{
+    static list_seen seen;
+    seen.n = 0;
+    const int max = 8;
+    if (cli_list("--fuzz", s, max, list_item, &seen) != EXIT_OK) return;
+    FUZZ_CHECK(seen.n >= 1 && seen.n <= max, "cli_list accepted '%s' with %d items", s, seen.n);
+    /* The items, rejoined with commas, are the text without its empty items. */
+    int k = 0;
+    for (const char *p = s; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len) {
+            FUZZ_CHECK(k < seen.n && strlen(seen.items[k]) == len && memcmp(seen.items[k], p, len) == 0,
+                       "cli_list item %d of '%s'", k, s);
+            k++;
+        }
+        p += len;
+        if (*p) p++;
+    }
+    FUZZ_CHECK(k == seen.n, "cli_list gave %d items for '%s', expected %d", seen.n, s, k);
+}
+
+static void check_cpulist(const char *s)
+{
+    cpu_set_t set;
+    if (affinity_parse(s, &set) != DT_OK) return;
+    /* What it parsed, formatted and parsed again, is the same set. */
+    char text[8192];
+    affinity_format(&set, text, sizeof text);
+    cpu_set_t again;
+    FUZZ_CHECK(affinity_parse(text, &again) == DT_OK || CPU_COUNT(&set) == 0, "'%s' formats as '%s', which "
+               "does not parse", s, text);
+    if (CPU_COUNT(&set)) FUZZ_CHECK(CPU_EQUAL(&set, &again), "'%s' -> '%s' is another set", s, text);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *s = fuzz_str(data, size);
+    check_parse_int(s, INT_MIN, INT_MAX);
+    check_parse_int(s, 0, 4096);
+    check_parse_int(s, -5, LONG_MAX); /* clamped to INT_MAX */
+    check_parse_double(s, -1e300, 1e300);
+    check_parse_double(s, 0.0, 1e7);
+    check_cli_numbers(s);
+    check_bytes(s);
+    check_list(s);
+    check_cpulist(s);
+    free(s);
+    return 0;
+}

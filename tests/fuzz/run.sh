@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# run.sh - builds the libFuzzer harnesses (tests/fuzz/fuzz_*.c) with clang + ASan + UBSan in their own
+# build directory, incrementally, then for each harness:
+#   1. runs every input of its seed corpus (tests/fuzz/corpus/<harness>/) once, at full length: the
+#      regression inputs of crashes once found must stay harmless;
+#   2. fuzzes it for FUZZ_SECONDS seconds from that corpus and prints libFuzzer's final
+#      "#N DONE cov: X ft: Y" line.
+# Any report (ASan, UBSan, a leak, a failed FUZZ_CHECK, more than 2 GiB of memory, an input slower than
+# 25 s) fails the run; the input is kept under <build>/work/<harness>/ and the output says how to make it
+# a corpus entry. Exit 0 all clean, 1 a report or a build failure, 77 no clang/libFuzzer here (SKIP).
+#
+#   tests/fuzz/run.sh [BUILD_DIR]     (default build-fuzz/ at the top of the tree)
+#   FUZZ_SECONDS=60 (per harness)  FUZZ_JOBS=2 (build)  FUZZ_ONLY="fuzz_topo fuzz_parse" (a subset)
+#   FUZZ_CC=clang  FUZZ_MAX_LEN=4096 (longest mutated input; seed inputs run at any length in step 1)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${1:-$root/build-fuzz}
+secs=${FUZZ_SECONDS:-60}
+jobs=${FUZZ_JOBS:-2}
+cc=${FUZZ_CC:-clang}
+max_len=${FUZZ_MAX_LEN:-4096}
+# The memory limits turn "expands to gigabytes" into a report instead of a machine brought down.
+limits="-rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=25"
+
+if ! command -v "$cc" >/dev/null 2>&1; then
+    echo "SKIP: no $cc here, so no libFuzzer: apt-get install clang libclang-rt-14-dev (or make deps)"
+    exit 77
+fi
+mkdir -p "$build" || exit 1
+probe=$build/probe
+printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' >"$probe.c"
+if ! "$cc" -fsanitize=fuzzer,address,undefined "$probe.c" -o "$probe" >"$probe.log" 2>&1; then
+    echo "SKIP: $cc cannot link -fsanitize=fuzzer,address,undefined (libFuzzer missing:" \
+         "apt-get install libclang-rt-14-dev, or make deps):"
+    tail -3 "$probe.log"
+    exit 77
+fi
+
+# Readable stack traces: the sanitizers look for llvm-symbolizer on PATH, which Debian's clang
+# package alone does not put there.
+if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ] && ! command -v llvm-symbolizer >/dev/null 2>&1; then
+    for s in /usr/lib/llvm-*/bin/llvm-symbolizer; do [ -x "$s" ] && export ASAN_SYMBOLIZER_PATH=$s; done
+fi
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S "$here" -B "$build" -DCMAKE_C_COMPILER="$cc" >"$build/configure.log" 2>&1 ||
+        { cat "$build/configure.log"; echo "fuzz: configure failed"; exit 1; }
+fi
+t0=$(date +%s)
+if ! cmake --build "$build" -j "$jobs" >"$build/build.log" 2>&1; then
+    grep -E "error|Error" "$build/build.log" | head -30
+    echo "fuzz: the build failed (full log: $build/build.log)"
+    exit 1
+fi
+echo "fuzz: built in $(( $(date +%s) - t0 )) s ($build)"
+
+failed=""
+for src in "$here"/fuzz_*.c; do
+    name=$(basename "$src" .c)
+    if [ -n "${FUZZ_ONLY:-}" ] && [[ " $FUZZ_ONLY " != *" $name "* ]]; then continue; fi
+    bin=$build/$name
+    seeds=$here/corpus/$name
+    work=$build/work/$name
+    mkdir -p "$work/corpus" "$seeds"
+    dict=()
+    [ -f "$here/$name.dict" ] && dict=(-dict="$here/$name.dict")
+
+    # 1. the seed corpus, each input once and whole.
+    mapfile -t files < <(find "$seeds" -type f | sort)
+    if [ ${#files[@]} -gt 0 ]; then
+        if ! "$bin" $limits -artifact_prefix="$work/" "${files[@]}" >"$work/regression.log" 2>&1; then
+            last=$(grep -E '^Running: ' "$work/regression.log" | tail -1 | sed 's/^Running: //')
+            echo "FAIL $name: seed input ${last#$root/} reports:"
+            grep -vE "^(Running: |Executed |INFO: )" "$work/regression.log" | tail -40
+            failed="$failed $name"
+            continue
+        fi
+    fi
+
+    # 2. fuzzing; new inputs go to the build directory's corpus, never into the source tree.
+    t0=$(date +%s)
+    "$bin" $limits -max_len="$max_len" -max_total_time="$secs" -print_final_stats=1 "${dict[@]}" \
+        -artifact_prefix="$work/" "$work/corpus" "$seeds" >"$work/fuzz.log" 2>&1
+    rc=$?
+    done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$work/fuzz.log" | tail -1 | tr -s '[:space:]' ' ')
+    if [ $rc -ne 0 ]; then
+        artifact=$(grep -oE "Test unit written to [^ ]+" "$work/fuzz.log" | tail -1 | sed 's/Test unit written to //')
+        echo "FAIL $name after $(( $(date +%s) - t0 )) s:"
+        grep -vE '^(#[0-9]+|INFO:|Dictionary:|MS:)' "$work/fuzz.log" | tail -40
+        if [ -n "$artifact" ]; then
+            echo "  the input: $artifact (reproduce: $bin $artifact)"
+            echo "  once fixed, keep it: cp $artifact tests/fuzz/corpus/$name/crash-<what>"
+        fi
+        failed="$failed $name"
+        continue
+    fi
+    echo "ok   $name: ${#files[@]} seed inputs, then ${secs} s: ${done_line:-no DONE line (see $work/fuzz.log)}"
+done
+
+if [ -n "$failed" ]; then
+    echo "fuzz: reports from:$failed"
+    exit 1
+fi
+echo "fuzz: no reports"
