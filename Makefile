@@ -7,8 +7,11 @@ CMAKE_FLAGS ?=
 NP      ?= 2
 
 # Debian packages the build and the tests need (the CUDA toolkit is optional, found at /usr/local/cuda).
+# clang, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and llvm (llvm-symbolizer, for
+# readable stack traces) build and run the fuzz harnesses of tests/fuzz/.
 DEB_PKGS := cmake make gcc pkg-config openmpi-bin libopenmpi-dev libpmix-dev libhwloc-dev \
-            libopenblas-dev libcmocka-dev zlib1g-dev slurmctld slurmd slurm-client munge iproute2 util-linux procps
+            libopenblas-dev libcmocka-dev zlib1g-dev slurmctld slurmd slurm-client munge iproute2 util-linux procps \
+            clang libclang-rt-14-dev llvm
 
 # Open MPI refuses to run as root without these; tests and the demo run as whoever calls make.
 export OMPI_ALLOW_RUN_AS_ROOT := 1
@@ -18,7 +21,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMPI_MCA_mpi_yield_when_idle := 1
 export OMPI_MCA_rmaps_base_oversubscribe := 1
 
-.PHONY: all deps configure build demo test clean
+.PHONY: all deps configure build demo test fuzz clean
 
 all: build
 
@@ -50,5 +53,12 @@ demo: build
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure
 
+# libFuzzer harnesses (tests/fuzz/): built with clang + ASan + UBSan in their own build directory,
+# each run FUZZ_SECONDS on its seed corpus; any report fails. `make test` runs them for 3 s each.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(JOBS) tests/fuzz/run.sh $(FUZZ_BUILD)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)
