@@ -1,9 +1,10 @@
 /*
  * cmd_env.c - `dtrain env`: every rank's placement, gathered over MPI and printed by rank 0 as one
  * line per rank, with the MPI, NCCL and CUDA versions each rank found (a node with a different
- * install stands out).
+ * install stands out), and a warning for a CUDA_VISIBLE_DEVICES that hides GPUs by mistake.
  */
 #include "cli.h"
+#include "device.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -13,7 +14,33 @@
 typedef struct env_row {
     dt_placement pl;
     char mpi[96], nccl[96], cuda[96]; /* one size: dt_versions takes one length */
+    char visible[512];                /* what is wrong with this rank's CUDA_VISIBLE_DEVICES, or "" */
 } env_row;
+
+/* Prints each distinct CUDA_VISIBLE_DEVICES warning once, with the ranks it concerns: under srun
+ * every task can have its own list. */
+static void print_visible_warnings(const env_row *rows, int world)
+{
+    for (int r = 0; r < world; r++) {
+        if (!rows[r].visible[0]) continue;
+        int first = 1;
+        for (int q = 0; q < r && first; q++) first = strcmp(rows[q].visible, rows[r].visible) != 0;
+        if (!first) continue;
+        int n = 0, shown = 0;
+        char ranks[160] = "";
+        size_t len = 0;
+        for (int q = r; q < world; q++) {
+            if (strcmp(rows[q].visible, rows[r].visible) != 0) continue;
+            n++;
+            if (shown < 8 && len < sizeof ranks - 16) {
+                len += (size_t)snprintf(ranks + len, sizeof ranks - len, "%s%d", shown ? ", " : "", q);
+                shown++;
+            }
+        }
+        printf("warning: %s (rank%s %s%s)\n", rows[r].visible, n > 1 ? "s" : "", ranks,
+               n > shown ? ", ..." : "");
+    }
+}
 
 static const char *bound_name(const dt_placement *p)
 {
@@ -33,6 +60,7 @@ int cmd_env(int argc, char **argv)
     memset(&me, 0, sizeof me);
     dt_get_placement(ctx, &me.pl);
     dt_versions(me.mpi, me.nccl, me.cuda, sizeof me.mpi);
+    device_visible_parse(getenv("CUDA_VISIBLE_DEVICES"), me.visible, sizeof me.visible);
 
     int world = dt_world_size(ctx), rank = dt_rank(ctx);
     env_row *rows = rank == 0 ? calloc((size_t)world, sizeof *rows) : NULL;
@@ -76,6 +104,7 @@ int cmd_env(int argc, char **argv)
         if (gpu_unused)
             printf("note: GPUs are assigned but none is usable here (%s), so ranks run on the CPU; the GPU column "
                    "shows the device each rank would take.\n", cfg.device == DT_DEVICE_CPU ? "--device cpu" : "no driver or device");
+        print_visible_warnings(rows, world);
         for (int i = 0; i < me.pl.num_nodes; i++) printf("node %d: %s\n", i, dt_node_name(ctx, i));
         fflush(stdout);
     }

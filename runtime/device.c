@@ -146,12 +146,133 @@ dt_status device_check_unique(const char *ids, int n, size_t stride)
     return DT_OK;
 }
 
+/* What one entry of CUDA_VISIBLE_DEVICES is. */
+enum { CVD_INDEX, CVD_UUID, CVD_EMPTY, CVD_NEGATIVE, CVD_BAD_UUID, CVD_OTHER };
+
+static int cvd_is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+/* Classifies the entry [p, p+len) (blanks around it already trimmed); an index goes to *index
+ * (saturated) and *tail tells whether text followed its digits, which CUDA ignores. */
+static int cvd_classify(const char *p, size_t len, unsigned long *index, int *tail)
+{
+    *tail = 0;
+    if (len == 0) return CVD_EMPTY;
+    if (len > 4 && (strncmp(p, "GPU-", 4) == 0 || strncmp(p, "MIG-", 4) == 0)) {
+        /* GPU-<hex and dashes>, as nvidia-smi -L prints (a unique prefix is enough); MIG-<...> also
+         * takes the older MIG-GPU-<uuid>/<gi>/<ci> form. */
+        const int mig = p[0] == 'M';
+        int hex = 0;
+        for (size_t i = 4; i < len; i++) {
+            if (cvd_is_hex(p[i])) hex = 1;
+            else if (p[i] != '-' && !(mig && (p[i] == '/' || p[i] == 'G' || p[i] == 'P' || p[i] == 'U')))
+                return CVD_BAD_UUID;
+        }
+        return hex ? CVD_UUID : CVD_BAD_UUID;
+    }
+    if (len >= 4 && (strncmp(p, "GPU-", 4) == 0 || strncmp(p, "MIG-", 4) == 0)) return CVD_BAD_UUID;
+    size_t i = 0;
+    if (p[0] == '-' && len > 1 && p[1] >= '0' && p[1] <= '9') return CVD_NEGATIVE;
+    if (p[0] == '+') i = 1;
+    if (i >= len || p[i] < '0' || p[i] > '9') return CVD_OTHER;
+    unsigned long v = 0;
+    for (; i < len && p[i] >= '0' && p[i] <= '9'; i++) v = v > 100000000UL ? v : v * 10 + (unsigned long)(p[i] - '0');
+    *index = v;
+    *tail = i < len;
+    return CVD_INDEX;
+}
+
+int device_visible_parse(const char *list, char *why, size_t n)
+{
+    if (why && n) why[0] = '\0';
+    if (!list) return -1;
+    int entries = 1;
+    for (const char *q = list; *q; q++) entries += *q == ',';
+    const char *p = list;
+    int seen = 0;
+    for (int e = 0; e < entries; e++) {
+        size_t len = strcspn(p, ",");
+        const char *next = p + len + (p[len] == ',');
+        /* Blanks around an entry are skipped by CUDA, as by strtoul. */
+        size_t lead = 0;
+        while (lead < len && (p[lead] == ' ' || p[lead] == '\t')) lead++;
+        const char *t = p + lead;
+        size_t tl = len - lead;
+        while (tl > 0 && (t[tl - 1] == ' ' || t[tl - 1] == '\t')) tl--;
+        unsigned long idx = 0;
+        int tail = 0;
+        const int kind = cvd_classify(t, tl, &idx, &tail);
+        if (kind == CVD_INDEX || kind == CVD_UUID) {
+            /* The same device twice makes CUDA report none at all. */
+            const char *r = list;
+            for (int f = 0; f < e; f++) {
+                size_t rl = strcspn(r, ",");
+                size_t rlead = 0;
+                while (rlead < rl && (r[rlead] == ' ' || r[rlead] == '\t')) rlead++;
+                unsigned long ridx = 0;
+                int rtail = 0;
+                size_t rtl = rl - rlead;
+                while (rtl > 0 && (r[rlead + rtl - 1] == ' ' || r[rlead + rtl - 1] == '\t')) rtl--;
+                const int rk = cvd_classify(r + rlead, rtl, &ridx, &rtail);
+                const int same = kind == CVD_INDEX ? rk == CVD_INDEX && ridx == idx
+                                                   : rk == CVD_UUID && rtl == tl && strncmp(r + rlead, t, tl) == 0;
+                if (same) {
+                    if (why && n)
+                        snprintf(why, n, "CUDA_VISIBLE_DEVICES='%.200s': entries %d and %d name the same GPU (%.*s); "
+                                 "CUDA then shows no GPU at all. Fix: list each GPU once", list, f + 1, e + 1,
+                                 (int)(tl < 64 ? tl : 64), t);
+                    return 0;
+                }
+                r += rl + 1;
+            }
+            if (kind == CVD_INDEX && tail && why && n && !why[0])
+                snprintf(why, n, "CUDA_VISIBLE_DEVICES='%.200s': entry %d '%.*s' is read by CUDA as index %lu (the "
+                         "text after the number is ignored). Fix: give indices or GPU-/MIG- UUIDs only",
+                         list, e + 1, (int)(tl < 64 ? tl : 64), t, idx);
+            seen++;
+            p = next;
+            continue;
+        }
+        if (why && n) {
+            char what[160];
+            switch (kind) {
+            case CVD_EMPTY:
+                snprintf(what, sizeof what, "entry %d is empty (a doubled, leading or trailing comma?)", e + 1);
+                break;
+            case CVD_NEGATIVE:
+                snprintf(what, sizeof what, "entry %d '%.*s' is negative", e + 1, (int)(tl < 64 ? tl : 64), t);
+                break;
+            case CVD_BAD_UUID:
+                snprintf(what, sizeof what, "entry %d '%.*s' is not a GPU UUID (GPU- or MIG- and hex digits, as "
+                         "nvidia-smi -L prints them)", e + 1, (int)(tl < 64 ? tl : 64), t);
+                break;
+            default:
+                snprintf(what, sizeof what, "entry %d '%.*s' is not a device index (0, 1, ...) or UUID (GPU-..., "
+                         "MIG-...)", e + 1, (int)(tl < 64 ? tl : 64), t);
+            }
+            const int after = entries - e - 1;
+            char seen_txt[96], hid[64];
+            if (seen == 0) snprintf(seen_txt, sizeof seen_txt, "it sees no GPU");
+            else snprintf(seen_txt, sizeof seen_txt, "it sees only the %d entr%s before it (%.*s)", seen,
+                          seen == 1 ? "y" : "ies", (int)(p - list - 1 < 48 ? p - list - 1 : 48), list);
+            if (after == 0) snprintf(hid, sizeof hid, "nothing follows it");
+            else snprintf(hid, sizeof hid, "the %d entr%s after it %s hidden", after, after == 1 ? "y" : "ies",
+                          after == 1 ? "is" : "are");
+            snprintf(why, n, "CUDA_VISIBLE_DEVICES='%.200s': %s; CUDA reads the list up to its first invalid entry, "
+                     "so %s and %s%s", list, what, seen_txt, hid,
+                     kind == CVD_NEGATIVE && seen == 0 ? " (-1 is the usual way to hide every GPU)" : "");
+        }
+        return seen;
+    }
+    return seen;
+}
+
 void device_plan(const char *list, int local_rank, int local_size, int share, char *out, size_t n)
 {
     out[0] = '\0';
     if (!list || !*list) return;
-    int count = 1;
-    for (const char *p = list; *p; p++) count += *p == ',';
+    /* Only the entries CUDA reads: those before the first invalid one. */
+    const int count = device_visible_parse(list, NULL, 0);
+    if (count <= 0) return;
     int ordinal;
     if (device_map(count, local_rank, local_size, share, &ordinal) != DT_OK) {
         snprintf(out, n, "- (%d ranks, %d GPUs)", local_size, count);

@@ -39,9 +39,19 @@ dt_status device_activate(int ordinal, char *bus_id, size_t n);
  * (PCI bus ids, "" for ranks on the CPU). On a duplicate fails naming both local ranks. */
 dt_status device_check_unique(const char *ids, int n, size_t stride);
 
+/* Reads a CUDA_VISIBLE_DEVICES value the way CUDA does (CUDA Programming Guide, "CUDA Environment
+ * Variables"): comma-separated device indices or UUIDs (GPU-<hex>, a unique prefix of it, or MIG-...),
+ * enumerated up to the first invalid entry, the rest hidden; a negative entry is invalid (-1 hides
+ * every GPU), and a GPU listed twice makes CUDA show none. Returns how many entries CUDA takes, -1
+ * for a NULL list (no restriction). When an entry is malformed (empty, negative, not an index or
+ * UUID, a duplicate, text after an index) writes into why (n bytes; NULL allowed) a warning naming
+ * the entry and what it does to the visible GPUs, else "". Pure. */
+int device_visible_parse(const char *list, char *why, size_t n);
+
 /* The entry of a comma-separated device list (CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS) that local rank
  * `local_rank` of `local_size` takes under the rules of device_map (share as there), into out (n bytes): "" when the
- * list is empty or absent, "-" and the reason when the ranks outnumber the devices. Pure. */
+ * list is empty, absent or shows CUDA no GPU (device_visible_parse), "-" and the reason when the ranks outnumber the
+ * entries CUDA reads. Pure. */
 void device_plan(const char *list, int local_rank, int local_size, int share, char *out, size_t n);
 
 /* Runtime and driver version as text ("CUDA runtime 13.0, driver 12.8"), or "-" without CUDA. */

@@ -18,6 +18,17 @@ expect 2 "needs a value" "$DTRAIN" env --device
 expect 2 "unknown option '--frobnicate'" "$DTRAIN" env --frobnicate
 expect 2 "unexpected argument 'extra'" "$DTRAIN" env extra
 expect 0 "0/1" "$DTRAIN" env --device cpu --pin none --timeout 5 --blas-threads 1
+# A CUDA_VISIBLE_DEVICES that hides GPUs by mistake is named, with what CUDA makes of it.
+expect 0 "warning: CUDA_VISIBLE_DEVICES='GPU-xyz,,': entry 1 'GPU-xyz' is not a GPU UUID" \
+    env CUDA_VISIBLE_DEVICES=GPU-xyz,, "$DTRAIN" env --device cpu
+expect 0 "entry 1 '-1' is negative; CUDA reads the list up to its first invalid entry, so it sees no GPU" \
+    env CUDA_VISIBLE_DEVICES=-1 "$DTRAIN" env --device cpu
+expect 0 "entry 1 'a' is not a device index (0, 1, ...) or UUID" env CUDA_VISIBLE_DEVICES=a,b "$DTRAIN" env --device cpu
+if CUDA_VISIBLE_DEVICES=0,1 "$DTRAIN" env --device cpu 2>&1 | grep -q "warning: CUDA_VISIBLE_DEVICES"; then
+    bad "a well-formed CUDA_VISIBLE_DEVICES=0,1 was warned about"
+else
+    ok "no warning for CUDA_VISIBLE_DEVICES=0,1"
+fi
 
 # Help: `dtrain help X` and `dtrain X --help` print X's own screen to stdout (nothing on stderr)
 # and exit 0; every screen fits a terminal of 24 x 80.
