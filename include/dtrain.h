@@ -83,7 +83,8 @@ typedef enum dt_gpu_comm {
 typedef struct dt_config {
     dt_device_kind device;
     dt_pin_mode pin;
-    double timeout_s;      /* deadline of a collective before the job is aborted; 0 = none */
+    double timeout_s;      /* deadline of a collective before the job is aborted: 0 = none, else
+                              1 to 1e7 seconds (DTRAIN_TIMEOUT refuses other values) */
     int init_mpi;          /* 1: dt_init calls MPI_Init_thread (and dt_finalize MPI_Finalize) when
                               MPI is not initialized yet; 0: the caller initializes MPI itself */
     int blas_threads;      /* 0 = one per core this process is pinned to */
@@ -94,7 +95,8 @@ typedef struct dt_config {
 DT_API void dt_config_defaults(dt_config *cfg);
 
 /* Overrides fields from DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS and
- * DTRAIN_GPU_COMM when set.
+ * DTRAIN_GPU_COMM when set, and checks DTRAIN_LOG (setting the log level dt_init would set), so
+ * that every malformed DTRAIN_* variable is refused here, before MPI starts.
  * A malformed value fails with DT_ERR_ENV naming the variable; cfg is then left unchanged. */
 DT_API dt_status dt_config_from_env(dt_config *cfg);
 
