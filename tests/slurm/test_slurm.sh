@@ -85,7 +85,12 @@ explain_failure() {
     for f in "$cluster"/log/slurmd.node*.log; do echo "--- tail of $f"; tail -15 "$f"; done
 }
 
-# --- sbatch of the multi-node template, made small (CPU, a few steps): completes, loss falls, exit 0.
+# --- Every template in slurm/, submitted as the README shows it: `sbatch slurm/NAME.sbatch` from a
+# directory that holds build/dtrain, DTRAIN unset (the templates find the binary themselves), only
+# made to fit this cluster (2 ranks per node: 2 cores each) and small (TRAIN_ARGS). Each asks for
+# GPUs and gets the cluster's fake ones, so each must end as the templates say a node without a
+# driver does: COMPLETED with exit 0:0, every rank on the CPU, the GPU column showing the GPU each
+# rank would take and the note saying so. A new template without a check here fails the test.
 wait_job() { # jobid -> sets state
     for _ in $(seq 240); do
         state=$(scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
@@ -93,32 +98,61 @@ wait_job() { # jobid -> sets state
         sleep 0.5
     done
 }
-jid=$(cd "$tmp" && DTRAIN=$DTRAIN TRAIN_ARGS="--model mlp --batch 16 --steps 60 --lr 0.05 --log-every 20 --blas-threads 1" \
-      sbatch --parsable --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --gres=gpu:2 --time=5 \
-      --output="$tmp/job.out" "$repo/slurm/train-multi-node.sbatch" 2>&1)
-wait_job "$jid"
-code=$(scontrol show job "$jid" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9]*:[0-9]*\).*/\1/p')
-first=$(grep -m1 '^step' "$tmp/job.out" 2>/dev/null | sed 's/.*loss \([0-9.]*\).*/\1/')
-last=$(grep '^step' "$tmp/job.out" 2>/dev/null | tail -1 | sed 's/.*loss \([0-9.]*\).*/\1/')
-if [ "$state" = COMPLETED ] && [ "$code" = "0:0" ] && awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' &&
-   [ "$(env_rows "$tmp/job.out" | wc -l)" -eq 4 ]; then
-    ok "sbatch slurm/train-multi-node.sbatch (2 nodes x 2, small): COMPLETED, exit 0:0, 4 ranks placed, loss $first -> $last"
-else
-    bad "template job $jid: state '$state', exit '$code', loss '$first' -> '$last'"; cat "$tmp/job.out" 2>/dev/null
-    explain_failure "$tmp/job.out"
-fi
-
-# --- The mpirun template inside an allocation.
-jid=$(cd "$tmp" && DTRAIN=$DTRAIN TRAIN_ARGS="--model mlp --batch 16 --steps 20 --lr 0.05 --log-every 10 --blas-threads 1" \
-      sbatch --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --gres=gpu:2 --time=5 \
-      --output="$tmp/mt.out" "$repo/slurm/mpirun-in-allocation.sbatch" 2>&1)
-wait_job "$jid"
-if [ "$state" = COMPLETED ] && [ "$(env_rows "$tmp/mt.out" | awk '{print $5}' | sort -u)" = "openmpi" ] &&
-   grep -q '^done: 20 steps' "$tmp/mt.out"; then
-    ok "sbatch slurm/mpirun-in-allocation.sbatch: COMPLETED, ranks launched by openmpi, trained"
-else
-    bad "mpirun template job $jid: state '$state'"; cat "$tmp/mt.out" 2>/dev/null; explain_failure "$tmp/mt.out"
-fi
+sub="$tmp/submit"
+mkdir -p "$sub/build" && ln -s "$DTRAIN" "$sub/build/dtrain" && ln -s "$repo/slurm" "$sub/slurm"
+small="--model fc:64,relu,fc:10 --input 784 --batch 16 --steps 20 --lr 0.1 --log-every 5 --blas-threads 1"
+fits="--ntasks-per-node=2 --cpus-per-task=1"
+declare -A tjob
+for t in "$repo"/slurm/*.sbatch; do
+    name=$(basename "$t")
+    # All are submitted at once: SLURM runs them one after the other (each takes both nodes).
+    tjob[$name]=$(cd "$sub" && env -u DTRAIN TRAIN_ARGS="$small" sbatch --parsable $fits "slurm/$name" 2>&1)
+done
+# Rows with DEVICE cpu and a GPU index, and the note of a node without a driver.
+no_driver_ok() { # out-file ranks
+    [ "$(env_rows "$1" | wc -l)" -eq "$2" ] &&
+    [ "$(env_rows "$1" | awk '$6 == "cpu" && $7 ~ /^[0-9]+$/' | wc -l)" -eq "$2" ] &&
+    grep -q "GPUs are assigned but none is usable here (no driver or device)" "$1"
+}
+for t in "$repo"/slurm/*.sbatch; do   # in the order they were submitted, so they run in it
+    name=$(basename "$t"); jid=${tjob[$name]}
+    wait_job "$jid"
+    code=$(scontrol show job "$jid" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9]*:[0-9]*\).*/\1/p')
+    case $name in env.sbatch) out="$sub/dtrain-env-$jid.out" ;; *) out="$sub/dtrain-$jid.out" ;; esac
+    what=""; good=1
+    [ "$state" = COMPLETED ] && [ "$code" = "0:0" ] || good=0
+    case $name in
+    env.sbatch)
+        no_driver_ok "$out" 4 || good=0
+        [ "$(env_rows "$out" | awk '{print $5}' | sort -u)" = slurm ] || good=0
+        what="4 ranks on 2 nodes, launcher slurm" ;;
+    train-multi-node.sbatch|train-single-node.sbatch)
+        [ "$name" = train-multi-node.sbatch ] && n=4 || n=2
+        first=$(grep -m1 '^step' "$out" 2>/dev/null | sed 's/.*loss \([0-9.]*\).*/\1/')
+        last=$(grep '^step' "$out" 2>/dev/null | tail -1 | sed 's/.*loss \([0-9.]*\).*/\1/')
+        no_driver_ok "$out" $n || good=0
+        grep -q "^done: 20 steps .* parameters identical on all $n ranks" "$out" || good=0
+        awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || good=0
+        # The final checkpoint where the template puts it (and the metrics of the multi-node one).
+        ck=$(cd "$sub/ckpt-$jid" 2>/dev/null && ls ckpt-*20.dtc 2>/dev/null | tail -1)
+        [ -n "$ck" ] || good=0
+        [ "$name" = train-single-node.sbatch ] || [ -s "$sub/metrics-$jid.jsonl" ] || good=0
+        what="$n ranks, loss $first -> $last, final checkpoint ckpt-$jid/${ck:-(none)}" ;;
+    mpirun-in-allocation.sbatch)
+        no_driver_ok "$out" 4 || good=0
+        [ "$(env_rows "$out" | awk '{print $5}' | sort -u)" = openmpi ] || good=0
+        grep -q '^done: 20 steps .* parameters identical on all 4 ranks' "$out" || good=0
+        what="4 ranks launched by openmpi on 2 nodes, trained" ;;
+    *)
+        good=0; what="no check for this template in tests/slurm/test_slurm.sh: add one" ;;
+    esac
+    if [ $good -eq 1 ]; then
+        ok "sbatch slurm/$name (job $jid): COMPLETED, exit 0:0, CPU with the GPUs named, $what"
+    else
+        bad "sbatch slurm/$name (job $jid): state '$state', exit '$code'; $what"; cat "$out" 2>/dev/null
+        explain_failure "$out"
+    fi
+done
 
 # --- mpirun inside an allocation: openmpi, not the batch step's stale SLURM_PROCID.
 cat >"$tmp/mpi.sbatch" <<JOB
