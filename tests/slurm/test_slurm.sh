@@ -21,6 +21,8 @@ if ! bash "$repo/slurm/cluster/up.sh" "$cluster" 2 2 4 >"$tmp/up.log" 2>&1; then
 fi
 trap 'bash "$repo/slurm/cluster/down.sh" "$cluster" >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 source "$repo/slurm/cluster/env.sh" "$cluster"
+# The cluster's daemons, from its own pid files (down.sh removes them).
+cl_pids=" $(cat "$cluster"/run/*.pid 2>/dev/null | tr '\n' ' ') "
 t1=$(date +%s.%N)
 ok "cluster of 2 nodes up in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
 
@@ -224,11 +226,54 @@ else
 fi
 if cmp -s "$tmp/req.params" "$tmp/ref"; then ok "requeued and resumed == uninterrupted, bit for bit"; else bad "requeued run's parameters differ from the uninterrupted run's"; fi
 
+# --- Down: nothing of the cluster is left, and nothing else is touched. A munged of its own
+# (socket, pid and key outside the cluster's directory) stands in for a machine's system munged:
+# down.sh must leave it running, and the count below must not take it for the cluster's.
+# alive = exists and is not a zombie (dead, waiting for PID 1 to reap it; kill -0 succeeds on those)
+alive() { local st; { read -r st <"/proc/$1/stat"; } 2>/dev/null || return 1; st=${st##*) }; [ "${st%% *}" != Z ]; }
+cluster_procs() { # the cluster's processes still alive, one "pid comm" a line
+    local p v c hit
+    for p in /proc/[0-9]*; do
+        p=${p#/proc/}
+        [ "$p" = $$ ] || [ "$p" = "$BASHPID" ] && continue
+        alive "$p" || continue
+        hit=0
+        # Its daemons (pid files), whatever names the cluster's directory on its command line
+        # (munged), or runs with its SLURM_CONF (slurmscriptd, slurmstepd, sruns, job tasks).
+        case "$cl_pids" in *" $p "*) hit=1 ;; esac
+        if [ $hit = 0 ]; then
+            while IFS= read -r -d '' v; do case $v in *"$cluster/"*) hit=1; break ;; esac; done 2>/dev/null <"/proc/$p/cmdline"
+        fi
+        if [ $hit = 0 ]; then
+            while IFS= read -r -d '' v; do [ "$v" = "SLURM_CONF=$SLURM_CONF" ] && { hit=1; break; }; done 2>/dev/null <"/proc/$p/environ"
+        fi
+        [ $hit = 1 ] && { read -r c 2>/dev/null <"/proc/$p/comm"; echo "$p ${c:-?}"; }
+    done
+    return 0
+}
+decoy=""
+mkdir -p "$tmp/decoy"
+if [ -r /etc/munge/munge.key ]; then install -m 0400 /etc/munge/munge.key "$tmp/decoy/key"
+else dd if=/dev/urandom of="$tmp/decoy/key" bs=1024 count=1 status=none; chmod 0400 "$tmp/decoy/key"; fi
+# Started without this test's SLURM_CONF, as the system's would be (down.sh takes any munged that
+# runs with the cluster's SLURM_CONF for the cluster's).
+if env -u SLURM_CONF munged --force --socket="$tmp/decoy/sock" --pid-file="$tmp/decoy/pid" --key-file="$tmp/decoy/key" \
+          --log-file="$tmp/decoy/log" --seed-file="$tmp/decoy/seed" >/dev/null 2>&1; then
+    for _ in $(seq 50); do [ -s "$tmp/decoy/pid" ] && break; sleep 0.1; done
+    decoy=$(cat "$tmp/decoy/pid" 2>/dev/null)
+fi
+[ -n "$decoy" ] || bad "a second munged (standing in for the system's) did not start"
+trap 'bash "$repo/slurm/cluster/down.sh" "$cluster" >/dev/null 2>&1; [ -n "$decoy" ] && kill "$decoy" 2>/dev/null; rm -rf "$tmp"' EXIT
 t2=$(date +%s.%N)
 bash "$repo/slurm/cluster/down.sh" "$cluster" >"$tmp/down.log" 2>&1 || { cat "$tmp/down.log"; bad "down.sh failed"; }
 t3=$(date +%s.%N)
-# Zombies (already dead, waiting for PID 1 to reap them) do not count.
-left=$(ps -eo stat=,comm= | awk '$1 !~ /^Z/ && ($2 == "slurmctld" || $2 == "slurmd" || $2 == "munged")' | wc -l)
-[ "$left" -eq 0 ] && ok "cluster down in $(awk -v a="$t2" -v b="$t3" 'BEGIN { printf "%.1f", b - a }') s, no slurm daemon left" || bad "$left slurm daemons left"
+left=$(cluster_procs)
+[ -z "$left" ] && ok "cluster down in $(awk -v a="$t2" -v b="$t3" 'BEGIN { printf "%.1f", b - a }') s, none of its processes left" ||
+    bad "processes of the cluster left after down.sh: $(tr '\n' ' ' <<<"$left")"
+if [ -n "$decoy" ]; then
+    alive "$decoy" && ok "a munged that is not the cluster's (pid $decoy) is still running" ||
+        bad "down.sh killed a munged that was not the cluster's (pid $decoy)"
+    kill "$decoy" 2>/dev/null
+fi
 trap 'rm -rf "$tmp"' EXIT
 finish
