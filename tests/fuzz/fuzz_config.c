@@ -6,8 +6,9 @@
  *
  * Input: lines NAME=VALUE, the whole environment of the run (see fuzz_env_set); "DTRAIN_" is put
  * before names that lack it, so "TIMEOUT=5" sets DTRAIN_TIMEOUT.
- * Beyond ASan/UBSan: a success gives a configuration inside the documented ranges, equal to what
- * each variable says; a failure leaves cfg unchanged (dtrain.h) and names a variable.
+ * Beyond ASan/UBSan: a success gives a configuration inside the documented ranges (timeout 0 or
+ * 1 to 1e7 s, 0 to 4096 BLAS threads), equal to what each variable says; a failure leaves cfg
+ * unchanged (dtrain.h) and names a variable.
  */
 #include "fuzz_common.h"
 #include "log.h"
@@ -24,15 +25,18 @@ static int cfg_same(const dt_config *a, const dt_config *b)
 
 static void check_config(const fuzz_env *env)
 {
+    const dt_log_level level = log_get_level(); /* dt_config_from_env sets it from DTRAIN_LOG */
     dt_config def, cfg;
     dt_config_defaults(&def);
     cfg = def;
-    if (dt_config_from_env(&cfg) != DT_OK) {
+    const dt_status st = dt_config_from_env(&cfg);
+    log_set_level(level);
+    if (st != DT_OK) {
         FUZZ_CHECK(cfg_same(&cfg, &def), "a refused environment changed the configuration");
         FUZZ_CHECK(strstr(dt_last_error(), "DTRAIN_"), "the error names no variable: %s", dt_last_error());
         return;
     }
-    FUZZ_CHECK(cfg.timeout_s >= 0 && cfg.timeout_s <= 1e7, "timeout %g", cfg.timeout_s);
+    FUZZ_CHECK(cfg.timeout_s == 0 || (cfg.timeout_s >= 1 && cfg.timeout_s <= 1e7), "timeout %g", cfg.timeout_s);
     FUZZ_CHECK(cfg.blas_threads >= 0 && cfg.blas_threads <= 4096, "blas threads %d", cfg.blas_threads);
     dt_device_kind k;
     dt_pin_mode p;

@@ -1,17 +1,21 @@
 /*
- * fuzz_parse.c - the number, size and list parsers of variables and flags: parse_int and
- * parse_double (runtime/parse.c), the command's cli_long/cli_int/cli_float/cli_list and
- * cli_loader_threads (launch/main.c), bench's byte sizes with K/M/G (parse_bytes, static in
- * launch/cmd_bench.c, hence the #include), and CPU lists (affinity_parse, runtime/affinity.c).
+ * fuzz_parse.c - the number, size and list parsers of variables and flags: parse_int, parse_long,
+ * parse_double and parse_double_or_zero (runtime/parse.c); the command's cli_long, cli_int,
+ * cli_float, cli_list and cli_loader_threads (launch/cli.c); bench's byte sizes with K/M/G
+ * (parse_bytes, static in launch/cmd_bench.c, hence the #include); CPU lists (affinity_parse,
+ * runtime/affinity.c).
  *
  * Input: one string, given to every parser. Beyond ASan/UBSan, each parser is held to what its
  * header promises, against an independent reading of the text:
- *  - parse_int accepts exactly [+-]?[0-9]+ inside [lo, hi], with that value; parse_double only
- *    its documented grammar, finite and inside [lo, hi]; a failure leaves *out untouched;
- *  - cli_long/cli_int/cli_float accept only a whole number text within [lo, hi] ("the whole text
- *    must be a number");
+ *  - parse_int/parse_long accept exactly [+-]?[0-9]+ inside [lo, hi], with that value;
+ *    parse_double and parse_double_or_zero only their documented grammar, finite and inside
+ *    [lo, hi] (or 0); a failure leaves *out untouched; a flag's failure is bad usage;
+ *  - cli_long/cli_int accept only [+-]?[0-9]+ and cli_float only parse.h's decimal grammar
+ *    ("the whole text must be a number"; parse.h: "\t1" and "0x1p3" are refused the same way for
+ *    flags and variables), within [lo, hi];
  *  - parse_bytes gives digits times 1, 1024, 1024^2 or 1024^3 (K, M, G), from 1 to 4G;
- *  - cli_list calls back once per non-empty comma-separated item, at most max times.
+ *  - cli_list calls back once per non-empty comma-separated item, at most max times;
+ *  - a CPU list, formatted and parsed again, is the same set.
  */
 #include "fuzz_common.h"
 #include "parse.h"
@@ -67,20 +71,34 @@ static void check_parse_int(const char *s, long lo, long hi)
     FUZZ_CHECK(st == DT_OK ? (long double)v == ref : v == 0x5eed, "parse_int('%s') gave %d", s, v);
 }
 
-static void check_parse_double(const char *s, double lo, double hi)
+static void check_parse_long(const char *s)
+{
+    long v = 0x5eed;
+    long double ref;
+    const int want = ref_int(s, &ref) && ref >= LONG_MIN && ref <= LONG_MAX;
+    const dt_status st = parse_long("--fuzz", s, LONG_MIN, LONG_MAX, &v);
+    FUZZ_CHECK((st == DT_OK) == want, "parse_long('%s') %s", s, st == DT_OK ? "accepted" : "refused");
+    FUZZ_CHECK(st == DT_OK ? (long double)v == ref : v == 0x5eed, "parse_long('%s') gave %ld", s, v);
+    FUZZ_CHECK(st == DT_OK || st == DT_ERR_INVALID_ARG, "a flag's refusal is bad usage, not status %d", (int)st);
+}
+
+/* zero: also accept 0 outside [lo, hi] (parse_double_or_zero). */
+static void check_parse_double(const char *name, const char *s, double lo, double hi, int zero)
 {
     double v = -0.125;
-    const dt_status st = parse_double("DTRAIN_FUZZ", s, lo, hi, &v);
+    const dt_status st = zero ? parse_double_or_zero(name, s, lo, hi, "never", &v)
+                              : parse_double(name, s, lo, hi, &v);
     int want = 0;
     double ref = 0;
     if (ref_double_syntax(s)) {
         errno = 0;
         ref = strtod(s, NULL);
-        want = errno != ERANGE && isfinite(ref) && ref >= lo && ref <= hi;
+        want = errno != ERANGE && isfinite(ref) && ((ref >= lo && ref <= hi) || (zero && ref == 0));
     }
-    FUZZ_CHECK((st == DT_OK) == want, "parse_double('%s', %g, %g) %s", s, lo, hi, st == DT_OK ? "accepted" : "refused");
+    FUZZ_CHECK((st == DT_OK) == want, "parse_double%s('%s', %g, %g) %s", zero ? "_or_zero" : "", s, lo, hi,
+               st == DT_OK ? "accepted" : "refused");
     if (st == DT_OK)
-        FUZZ_CHECK(v == ref && v >= lo && v <= hi, "parse_double('%s') gave %.17g", s, v);
+        FUZZ_CHECK(v == ref, "parse_double('%s') gave %.17g", s, v);
     else
         FUZZ_CHECK(v == -0.125, "a refusal of '%s' changed *out to %.17g", s, v);
 }
@@ -181,8 +199,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_parse_int(s, INT_MIN, INT_MAX);
     check_parse_int(s, 0, 4096);
     check_parse_int(s, -5, LONG_MAX); /* clamped to INT_MAX */
-    check_parse_double(s, -1e300, 1e300);
-    check_parse_double(s, 0.0, 1e7);
+    check_parse_long(s);
+    check_parse_double("DTRAIN_FUZZ", s, -1e300, 1e300, 0);
+    check_parse_double("--fuzz", s, 0.0, 1e7, 0);
+    check_parse_double("DTRAIN_TIMEOUT", s, 1, 1e7, 1);
     check_cli_numbers(s);
     check_bytes(s);
     check_list(s);
