@@ -145,6 +145,7 @@ dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out)
     e.has_pmi = has(get, arg, "PMIX_RANK") || has(get, arg, "PMI_RANK") || has(get, arg, "PMI_FD");
     const char *mt = get("SLURM_MPI_TYPE", arg);
     snprintf(e.mpi_type, sizeof e.mpi_type, "%s", mt ? mt : "");
+    e.slurm_direct = has(get, arg, "SLURM_STEP_ID") && has(get, arg, "SLURM_NODELIST");
     /* PMIX_RANK comes from the PMIx server of mpirun or srun --mpi=pmix, so it is never stale. */
     if (e.launcher == DT_LAUNCHER_OPENMPI || e.launcher == DT_LAUNCHER_SLURM || e.launcher == DT_LAUNCHER_PMIX) {
         if ((s = read_opt(get, arg, "PMIX_RANK", 0, &e.pmix_rank, NULL))) goto fail;
@@ -218,10 +219,12 @@ dt_status topo_check_before_mpi(const topo_env *e)
                             "they form one job, and each would train alone. Fix: %s",
                             e->size, e->size, launch_hint(e->launcher));
 #ifdef OPEN_MPI
-    /* One task of an srun step (SLURM_STEP_ID set) with no PMI server to talk to: Open MPI takes it
-     * for a direct launch and aborts inside MPI_Init ("OPAL ERROR: Unreachable"). A batch script or
-     * an salloc shell has no SLURM_STEP_ID (launcher none), srun under MpiDefault=pmix sets
-     * PMIX_RANK, and mpirun's ranks have OMPI_* variables: none of them reaches this point. */
+    /* One task of an srun step with no PMI server to talk to: Open MPI (4.1) takes SLURM_STEP_ID
+     * with SLURM_NODELIST for a direct launch and aborts inside MPI_Init ("OPAL ERROR: Unreachable"),
+     * while without SLURM_NODELIST it starts a singleton. A batch script or an salloc shell has no
+     * SLURM_STEP_ID (launcher none), srun under MpiDefault=pmix sets PMIX_RANK, and mpirun's ranks
+     * have OMPI_* variables: none of them is refused here. */
+    if (!e->slurm_direct) return DT_OK;
     return dt_set_error(DT_ERR_MPI,
                         "srun started this task without a PMI plugin (SLURM_MPI_TYPE %s%s, no PMIX_RANK): "
                         "Open MPI cannot start under srun without PMIx and would abort inside MPI_Init. Fix: %s",

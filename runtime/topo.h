@@ -25,6 +25,8 @@ typedef struct topo_env {
     int has_pmi;                    /* a PMI/PMIx server talks to this process (PMIX_RANK, PMI_RANK or
                                        PMI_FD set): MPI_Init can learn the world from it */
     char mpi_type[32];              /* SLURM_MPI_TYPE (srun's --mpi plugin), "" when unset: for messages */
+    int slurm_direct;               /* SLURM_STEP_ID and SLURM_NODELIST set: what Open MPI takes for a
+                                       task started by srun, which needs a PMI server in MPI_Init */
     char **hosts;                   /* SLURM's step (or job) node list, expanded; NULL otherwise */
     int num_hosts;
     const char *hosts_var;

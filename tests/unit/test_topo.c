@@ -215,7 +215,7 @@ static void test_check(void **st)
     topo_env_free(&e);
     /* One task without PMI (srun --mpi=none -n 1): Open MPI would abort inside MPI_Init without a
      * word on the fix, so dtrain refuses first, naming SLURM_MPI_TYPE as srun left it. */
-    assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1"), &e), DT_OK);
+    assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NODELIST=n1"), &e), DT_OK);
 #ifdef OPEN_MPI
     assert_int_equal(topo_check_before_mpi(&e), DT_ERR_MPI);
     assert_non_null(strstr(dt_last_error(), "srun --mpi=pmix"));
@@ -225,7 +225,9 @@ static void test_check(void **st)
 #endif
     topo_env_free(&e);
 #ifdef OPEN_MPI
-    assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_MPI_TYPE=none"), &e),
+    assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NODELIST=n1",
+                                  "SLURM_MPI_TYPE=none"),
+                              &e),
                      DT_OK);
     assert_int_equal(topo_check_before_mpi(&e), DT_ERR_MPI);
     assert_non_null(strstr(dt_last_error(), "SLURM_MPI_TYPE is none"));
@@ -233,13 +235,16 @@ static void test_check(void **st)
 #endif
     /* Left alone: an srun task with a PMI server (PMIX_RANK under MpiDefault=pmix; PMI_FD under
      * --mpi=pmi2, for an MPI with PMI-2 support), mpirun inside an allocation (OMPI_* beside the
-     * batch step's SLURM_*), a batch script or an salloc shell (SLURM_JOB_ID, no SLURM_STEP_ID). */
+     * batch step's SLURM_*), a batch script or an salloc shell (SLURM_JOB_ID, no SLURM_STEP_ID),
+     * and a world of 1 with SLURM's task variables set by hand (tests/mpi/test_refusals.sh). */
     const char **fine[] = {
         ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_MPI_TYPE=pmix", "PMIX_RANK=0"),
         ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "PMI_FD=5", "PMI_RANK=0", "PMI_SIZE=1"),
         ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1", "PMIX_RANK=1", "SLURM_STEP_ID=0",
             "SLURM_PROCID=0", "SLURM_NTASKS=1"),
-        ENV("SLURM_JOB_ID=7", "SLURM_PROCID=0", "SLURM_NTASKS=1"),
+        ENV("SLURM_JOB_ID=7", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NODELIST=n1"),
+        /* SLURM's task variables without SLURM_NODELIST: Open MPI starts a singleton there. */
+        ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_STEP_NODELIST=n1"),
     };
     for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
         assert_int_equal(read_env(fine[i], &e), DT_OK);
