@@ -1,8 +1,12 @@
 /*
- * coll.c - what every collective backend shares: argument checks.
+ * coll.c - what every collective backend shares: argument checks, the watchdog's test hook.
  */
 #include "coll.h"
 #include "status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype t, int op, int root)
 {
@@ -18,8 +22,22 @@ dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype
     return DT_OK;
 }
 
+int coll_test_hang(const char *layer, int rank, unsigned long long seq)
+{
+    /* Read once: the variable is a test's, set before the job starts. */
+    static int parsed, h_rank = -1;
+    static unsigned long long h_seq;
+    static char h_layer[16];
+    if (!parsed) {
+        const char *v = getenv("DTRAIN_TEST_HANG");
+        int n = 0;
+        if (!v || sscanf(v, "%15[a-z]:%d:%llu%n", h_layer, &h_rank, &h_seq, &n) != 3 || v[n]) h_rank = -1;
+        parsed = 1;
+    }
+    return h_rank >= 0 && h_rank == rank && h_seq == seq && strcmp(h_layer, layer) == 0;
+}
+
 #ifndef DTRAIN_HAVE_NCCL
-#include <stdio.h>
 
 dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
 {

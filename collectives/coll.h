@@ -53,6 +53,13 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out);
 /* Checks arguments common to every backend (NULL buffer with count > 0, bad dtype/op/root). */
 dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype t, int op, int root);
 
+/* A test hook, for the watchdog's tests only: DTRAIN_TEST_HANG=LAYER:RANK:SEQ makes rank RANK,
+ * at collective #SEQ of LAYER (mpi: this backend's operations; engine: a two-rank allreduce by
+ * MPI_Allreduce), announce its arrival and then never take part in the exchange: the case of a
+ * rank that stops inside a collective, which no fault of dtrain train reaches. 1 when the caller
+ * is that rank at that collective (it then waits forever, keeping its arrival message going). */
+int coll_test_hang(const char *layer, int rank, unsigned long long seq);
+
 /* Whether the MPI library takes CUDA device buffers (Open MPI's MPIX_Query_cuda_support): 1, 0,
  * or -1 when a CUDA-built Open MPI cannot say yet (before MPI_Init). */
 int coll_mpi_cuda_aware(void);

@@ -9,6 +9,10 @@
  * not cover the nonblocking collectives that the deadline polls (MPI_Iallreduce, MPI_Ibcast),
  * and averaging and 16-bit widening run on the host. Whether it is CUDA-aware is reported
  * (dtrain version) all the same.
+ *
+ * Every operation is nonblocking underneath and polled against the deadline. A collective does not
+ * say which ranks have not joined it, so each one comes with a roll call (roll_post) through rank
+ * 0: the watchdog then names the ranks that never arrived instead of guessing.
  */
 #include "coll.h"
 #include "clock.h"
@@ -18,6 +22,7 @@
 #include "log.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -47,35 +52,199 @@ int coll_mpi_cuda_aware(void)
 /* Elements per MPI call for fp32 (the count argument is an int). */
 #define MPI32_CHUNK ((size_t)1 << 30)
 
+/* The roll call's tag: point-to-point messages on the backend's own communicator, apart from
+ * every collective's traffic (MPI keeps collective and point-to-point matching apart). */
+#define ROLL_TAG 7411
+/* How long a rank that heard from rank 0 waits past its own deadline for rank 0, which knows who
+ * is missing, to report and end the job. */
+#define ROLL_GRACE_S 2.0
+
+/* One rank's arrival at a collective: its sequence number, which operation, how many elements. */
+typedef struct roll_msg {
+    unsigned long long seq, kind, count;
+} roll_msg;
+
 typedef struct mpi_state {
     float *scratch; /* MPI16_CHUNK floats, allocated on first 16-bit use */
     unsigned long long seq; /* collectives started on this communicator */
+    /* The roll call of the collective in progress (see roll_post). Rank 0: receives from ranks
+     * 1..W-1 at roll[0..W-2], sends to them at roll[W-1..2W-3]; another rank: the receive from
+     * rank 0 at roll[0], its send at roll[1]. */
+    MPI_Request *roll;
+    roll_msg *roll_in; /* what each receive brought */
+    roll_msg roll_out;
+    int nroll;         /* requests of the current roll call; 0 when there is none */
+    int roll_done;     /* 1 once they have all completed */
+    double t_hub;      /* another rank: when rank 0's arrival was first seen (0: not yet) */
 } mpi_state;
 
-/* Waits for a nonblocking collective against the deadline: the watchdog of the MPI backend. An
- * MPI collective does not say which peers are missing; the engine's allreduce does (engine.c).
- * Spins briefly (small collectives finish in microseconds), then polls with short sleeps. */
-static int mpi_wait(coll *c, MPI_Request *r, const char *what, size_t count)
+static const char *const op_names[] = {"MPI_Allreduce", "MPI_Bcast", "MPI_Barrier"};
+enum { OP_ALLREDUCE, OP_BCAST, OP_BARRIER };
+
+/* The roll call: a collective does not say which ranks have reached it, so every rank also tells
+ * rank 0 that it arrived (a small message posted before the collective), and rank 0 tells every
+ * rank. Rank 0 then knows exactly who has not arrived; another rank knows whether rank 0 has.
+ * W-1 messages each way at rank 0, one each way elsewhere; none without a deadline. The
+ * operation completes when both the collective and the roll call have. */
+static int roll_post(coll *c, int kind, size_t count)
 {
     mpi_state *st = c->impl;
-    unsigned long long seq = st->seq++;
-    double start = clock_now_s();
+    st->nroll = 0;
+    st->roll_done = 0;
+    st->t_hub = 0;
+    if (c->size == 1 || c->timeout_s <= 0) return MPI_SUCCESS;
+    st->roll_out = (roll_msg){st->seq, (unsigned long long)kind, count};
+    int rc = MPI_SUCCESS;
+    if (c->rank == 0) {
+        for (int j = 1; j < c->size && rc == MPI_SUCCESS; j++)
+            rc = MPI_Irecv(&st->roll_in[j - 1], 3, MPI_UNSIGNED_LONG_LONG, j, ROLL_TAG, c->comm, &st->roll[j - 1]);
+        for (int j = 1; j < c->size && rc == MPI_SUCCESS; j++)
+            rc = MPI_Isend(&st->roll_out, 3, MPI_UNSIGNED_LONG_LONG, j, ROLL_TAG, c->comm, &st->roll[c->size - 2 + j]);
+        st->nroll = 2 * (c->size - 1);
+    } else {
+        rc = MPI_Irecv(&st->roll_in[0], 3, MPI_UNSIGNED_LONG_LONG, 0, ROLL_TAG, c->comm, &st->roll[0]);
+        if (rc == MPI_SUCCESS) rc = MPI_Isend(&st->roll_out, 3, MPI_UNSIGNED_LONG_LONG, 0, ROLL_TAG, c->comm, &st->roll[1]);
+        st->nroll = 2;
+    }
+    return rc;
+}
+
+/* Whether receive i of the roll call has completed (without completing it; a completed roll call
+ * has null requests, which count as complete). */
+static int roll_arrived(mpi_state *st, int i)
+{
+    int flag = 0;
+    MPI_Request_get_status(st->roll[i], &flag, MPI_STATUS_IGNORE);
+    return flag;
+}
+
+/* The watchdog's verdict, from the roll call; logs it and ends the job. Never returns. */
+static void roll_expire(coll *c, const char *what, size_t count, double age)
+{
+    mpi_state *st = c->impl;
+    const unsigned long long seq = st->roll_out.seq;
+    char missing[512] = "", elsewhere[512] = "";
+    size_t nm = 0, ne = 0;
+    const char *cause;
+    char verdict[1400];
+    if (st->nroll == 0) {
+        /* No roll call: nothing is known about the others. */
+        snprintf(verdict, sizeof verdict, "a peer rank is dead, stuck or far behind");
+    } else if (c->rank == 0) {
+        for (int j = 1; j < c->size; j++) {
+            if (!roll_arrived(st, j - 1)) {
+                if (nm < sizeof missing - 16) nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s%d", nm ? "," : "", j);
+            } else if (st->roll_in[j - 1].seq != seq || st->roll_in[j - 1].kind != st->roll_out.kind ||
+                       st->roll_in[j - 1].count != count) {
+                const roll_msg *m = &st->roll_in[j - 1];
+                if (ne < sizeof elsewhere - 80)
+                    ne += (size_t)snprintf(elsewhere + ne, sizeof elsewhere - ne, "%srank %d is at #%llu (%s of %llu "
+                                           "elements)", ne ? ", " : "", j, m->seq, m->kind < 3 ? op_names[m->kind] : "?",
+                                           m->count);
+            }
+        }
+        if (nm)
+            snprintf(verdict, sizeof verdict, "rank(s) %s have not reached it (no word from them): they are dead, stuck "
+                     "or far behind%s%s", missing, ne ? "; " : "", elsewhere);
+        else if (ne)
+            snprintf(verdict, sizeof verdict, "the ranks called different collectives: %s (a bug in the program)",
+                     elsewhere);
+        else
+            snprintf(verdict, sizeof verdict, "every rank reached it, yet it has not completed: a rank stopped or died "
+                     "inside it, or the network between the ranks failed (MPI does not say which rank)");
+    } else if (!st->t_hub) {
+        snprintf(verdict, sizeof verdict, "rank 0 has not reached it (no word from it): it is dead, stuck or far "
+                 "behind (rank 0 knows about the other ranks; this rank hears only from rank 0)");
+    } else {
+        snprintf(verdict, sizeof verdict, "rank 0 reached it %.1f s ago and has not ended the job: if a rank never "
+                 "came, rank 0's message names it; if none is missing, a rank stopped inside the collective (this "
+                 "rank hears only from rank 0)", clock_now_s() - st->t_hub);
+    }
+    cause = verdict;
+    dt_log(DT_LOG_ERROR, "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s timeout; "
+           "%s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately this slow)", seq, what,
+           count, age, c->timeout_s, cause);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort(); /* MPI_Abort does not return; if it did, nothing may go on */
+}
+
+/* Waits for a nonblocking collective, and the roll call when one is pending, against the
+ * deadline: the watchdog of the MPI backend. A rank other than 0 that has heard from rank 0 gives
+ * rank 0, which knows who is missing, the time to say so before it ends the job itself. Spins
+ * briefly (small collectives finish in microseconds), then polls with short sleeps. */
+static int mpi_wait(coll *c, MPI_Request *r, int kind, size_t count, double start)
+{
+    mpi_state *st = c->impl;
     int flag = 0, spins = 0;
     for (;;) {
-        int rc = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+        int rc = flag ? MPI_SUCCESS : MPI_Test(r, &flag, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return rc;
-        if (flag) return MPI_SUCCESS;
-        if (++spins < 2000) continue;
-        double age = clock_now_s() - start;
-        if (c->timeout_s > 0 && age > c->timeout_s) {
-            dt_log(DT_LOG_ERROR, "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s "
-                   "timeout: a peer rank is dead, stuck or far behind (MPI does not say which; read the other "
-                   "ranks' messages). Aborting the job so no rank hangs", seq, what, count, age, c->timeout_s);
-            MPI_Abort(MPI_COMM_WORLD, 1);
+        if (st->nroll && !st->roll_done) {
+            int all = 0;
+            if (c->rank != 0 && !st->t_hub && roll_arrived(st, 0)) st->t_hub = clock_now_s();
+            rc = MPI_Testall(st->nroll, st->roll, &all, MPI_STATUSES_IGNORE);
+            if (rc != MPI_SUCCESS) return rc;
+            if (all) {
+                st->roll_done = 1;
+                if (c->rank != 0 && !st->t_hub) st->t_hub = clock_now_s();
+            }
         }
+        if (flag && (!st->nroll || st->roll_done)) return MPI_SUCCESS;
+        if (++spins < 2000) continue;
+        const double now = clock_now_s(), age = now - start;
+        if (c->timeout_s > 0 && age > c->timeout_s &&
+            !(c->rank != 0 && st->t_hub && now < st->t_hub + c->timeout_s + ROLL_GRACE_S))
+            roll_expire(c, op_names[kind], count, age);
         struct timespec ts = {0, 20000};
         nanosleep(&ts, NULL);
     }
+}
+
+/* Drops a roll call left pending by a failed collective, so the next one starts clean. */
+static void roll_drop(coll *c)
+{
+    mpi_state *st = c->impl;
+    for (int i = 0; !st->roll_done && i < st->nroll; i++) {
+        if (st->roll[i] == MPI_REQUEST_NULL) continue;
+        const int is_recv = c->rank == 0 ? i < c->size - 1 : i == 0;
+        if (is_recv) {
+            MPI_Cancel(&st->roll[i]);
+            MPI_Wait(&st->roll[i], MPI_STATUS_IGNORE);
+        } else {
+            MPI_Request_free(&st->roll[i]);
+        }
+    }
+    st->nroll = 0;
+}
+
+/* The start of one operation: its sequence number and roll call, and a debug line. */
+static int op_begin(coll *c, int kind, size_t count, size_t bytes, double *start)
+{
+    mpi_state *st = c->impl;
+    *start = clock_now_s();
+    if (log_enabled(DT_LOG_DEBUG))
+        dt_log(DT_LOG_DEBUG, "coll %s: start #%llu %s of %zu elements (%zu bytes)", c->ops->name, st->seq,
+               op_names[kind], count, bytes);
+    const int rc = roll_post(c, kind, count);
+    if (rc == MPI_SUCCESS && st->nroll && coll_test_hang("mpi", c->rank, st->seq))
+        for (;;) { /* the test hook: arrived, and never joins the collective */
+            int all;
+            MPI_Testall(st->nroll, st->roll, &all, MPI_STATUSES_IGNORE);
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    return rc;
+}
+
+/* The end of one operation: a debug line with its time; a failure drops the roll call. */
+static void op_end(coll *c, int kind, size_t count, size_t bytes, double start, int ok)
+{
+    mpi_state *st = c->impl;
+    if (!ok) roll_drop(c);
+    if (log_enabled(DT_LOG_DEBUG))
+        dt_log(DT_LOG_DEBUG, "coll %s: end #%llu %s of %zu elements (%zu bytes) %s in %.0f us", c->ops->name, st->seq,
+               op_names[kind], count, bytes, ok ? "done" : "failed", (clock_now_s() - start) * 1e6);
+    st->seq++;
 }
 
 static dt_status mpi_fail(int rc, const char *what, size_t count)
@@ -96,49 +265,44 @@ static void scale_f32(float *p, size_t n, int size)
 static dt_status mpi_allreduce_host(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op)
 {
     mpi_state *st = c->impl;
-    if (t == DT_F32) {
-        float *p = buf;
-        for (size_t off = 0; off < count; off += MPI32_CHUNK) {
-            size_t n = count - off < MPI32_CHUNK ? count - off : MPI32_CHUNK;
-            MPI_Request r;
-            int rc = MPI_Iallreduce(MPI_IN_PLACE, p + off, (int)n, MPI_FLOAT, MPI_SUM, c->comm, &r);
-            if (rc == MPI_SUCCESS) rc = mpi_wait(c, &r, "MPI_Allreduce", count);
-            if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Allreduce", count);
-            if (op == DT_AVG) scale_f32(p + off, n, c->size);
-        }
-        return DT_OK;
-    }
-    if (!st->scratch) {
+    if (t != DT_F32 && !st->scratch) {
         st->scratch = malloc(MPI16_CHUNK * sizeof(float));
         if (!st->scratch)
             return dt_set_error(DT_ERR_NOMEM, "out of memory for the %zu MiB fp32 scratch of 16-bit "
                                 "allreduce", MPI16_CHUNK * sizeof(float) >> 20);
     }
-    uint16_t *p = buf;
-    for (size_t off = 0; off < count; off += MPI16_CHUNK) {
-        size_t n = count - off < MPI16_CHUNK ? count - off : MPI16_CHUNK;
-        cpu_cast_16_to_f32(t, p + off, st->scratch, n);
+    double start;
+    int rc = op_begin(c, OP_ALLREDUCE, count, count * dt_dtype_size(t), &start);
+    const size_t chunk = t == DT_F32 ? MPI32_CHUNK : MPI16_CHUNK;
+    for (size_t off = 0; rc == MPI_SUCCESS && off < count; off += chunk) {
+        const size_t n = count - off < chunk ? count - off : chunk;
+        /* fp32 in place; 16 bits widened into the scratch, summed there and rounded back once. */
+        float *p = t == DT_F32 ? (float *)buf + off : st->scratch;
+        if (t != DT_F32) cpu_cast_16_to_f32(t, (uint16_t *)buf + off, p, n);
         MPI_Request r;
-        int rc = MPI_Iallreduce(MPI_IN_PLACE, st->scratch, (int)n, MPI_FLOAT, MPI_SUM, c->comm, &r);
-        if (rc == MPI_SUCCESS) rc = mpi_wait(c, &r, "MPI_Allreduce", count);
-        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Allreduce", count);
-        if (op == DT_AVG) scale_f32(st->scratch, n, c->size);
-        cpu_cast_f32_to_16(t, st->scratch, p + off, n);
+        rc = MPI_Iallreduce(MPI_IN_PLACE, p, (int)n, MPI_FLOAT, MPI_SUM, c->comm, &r);
+        if (rc == MPI_SUCCESS) rc = mpi_wait(c, &r, OP_ALLREDUCE, count, start);
+        if (rc != MPI_SUCCESS) break;
+        if (op == DT_AVG) scale_f32(p, n, c->size);
+        if (t != DT_F32) cpu_cast_f32_to_16(t, p, (uint16_t *)buf + off, n);
     }
-    return DT_OK;
+    op_end(c, OP_ALLREDUCE, count, count * dt_dtype_size(t), start, rc == MPI_SUCCESS);
+    return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, "MPI_Allreduce", count);
 }
 
-static dt_status mpi_bcast_host(coll *c, void *buf, size_t bytes, int root)
+static dt_status mpi_bcast_host(coll *c, void *buf, size_t count, size_t bytes, int root)
 {
     char *p = buf;
-    for (size_t off = 0; off < bytes; off += MPI32_CHUNK) {
+    double start;
+    int rc = op_begin(c, OP_BCAST, count, bytes, &start);
+    for (size_t off = 0; rc == MPI_SUCCESS && off < bytes; off += MPI32_CHUNK) {
         size_t n = bytes - off < MPI32_CHUNK ? bytes - off : MPI32_CHUNK;
         MPI_Request r;
-        int rc = MPI_Ibcast(p + off, (int)n, MPI_BYTE, root, c->comm, &r);
-        if (rc == MPI_SUCCESS) rc = mpi_wait(c, &r, "MPI_Bcast", bytes);
-        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Bcast", bytes);
+        rc = MPI_Ibcast(p + off, (int)n, MPI_BYTE, root, c->comm, &r);
+        if (rc == MPI_SUCCESS) rc = mpi_wait(c, &r, OP_BCAST, count, start);
     }
-    return DT_OK;
+    op_end(c, OP_BCAST, count, bytes, start, rc == MPI_SUCCESS);
+    return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, "MPI_Bcast", count);
 }
 
 #ifdef DTRAIN_HAVE_CUDA
@@ -195,7 +359,7 @@ static dt_status mpi_broadcast(coll *c, void *buf, size_t count, dt_dtype t, int
     if (c->device_buffers) {
         void *host = NULL;
         if ((s = mpi_stage(buf, &host, bytes, 1))) return s;
-        s = mpi_bcast_host(c, host, bytes, root);
+        s = mpi_bcast_host(c, host, count, bytes, root);
         if (s) {
             free(host);
             return s;
@@ -203,14 +367,17 @@ static dt_status mpi_broadcast(coll *c, void *buf, size_t count, dt_dtype t, int
         return mpi_stage(buf, &host, bytes, 0);
     }
 #endif
-    return mpi_bcast_host(c, buf, bytes, root);
+    return mpi_bcast_host(c, buf, count, bytes, root);
 }
 
 static dt_status mpi_barrier(coll *c)
 {
     MPI_Request r;
-    int rc = MPI_Ibarrier(c->comm, &r);
-    if (rc == MPI_SUCCESS) rc = mpi_wait(c, &r, "MPI_Barrier", 0);
+    double start;
+    int rc = op_begin(c, OP_BARRIER, 0, 0, &start);
+    if (rc == MPI_SUCCESS) rc = MPI_Ibarrier(c->comm, &r);
+    if (rc == MPI_SUCCESS) rc = mpi_wait(c, &r, OP_BARRIER, 0, start);
+    op_end(c, OP_BARRIER, 0, 0, start, rc == MPI_SUCCESS);
     return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, "MPI_Barrier", 0);
 }
 
@@ -222,7 +389,11 @@ static void mpi_destroy(coll *c)
 {
     if (!c) return;
     mpi_state *st = c->impl;
-    if (st) free(st->scratch);
+    if (st) {
+        free(st->scratch);
+        free(st->roll);
+        free(st->roll_in);
+    }
     free(st);
     if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
     free(c);
@@ -265,6 +436,13 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
     MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(c->comm, &c->rank);
     MPI_Comm_size(c->comm, &c->size);
+    const size_t nroll = c->size > 1 ? 2 * (size_t)(c->size - 1) : 1;
+    st->roll = malloc(nroll * sizeof *st->roll);
+    st->roll_in = malloc((nroll / 2 + 1) * sizeof *st->roll_in);
+    if (!st->roll || !st->roll_in) {
+        mpi_destroy(c);
+        return dt_set_error(DT_ERR_NOMEM, "out of memory creating the MPI backend");
+    }
     *out = c;
     return DT_OK;
 }

@@ -15,6 +15,8 @@ typedef enum { DT_LOG_ERROR = 0, DT_LOG_WARN = 1, DT_LOG_INFO = 2, DT_LOG_DEBUG 
 dt_status log_init_from_env(void);
 void log_set_level(dt_log_level l);
 dt_log_level log_get_level(void);
+/* Whether lines of level l are printed: check it before formatting a costly debug line. */
+static inline int log_enabled(dt_log_level l) { return l <= log_get_level(); }
 /* Called once the rank is known; before that the prefix says [rank ?]. */
 void log_set_rank(int rank);
 

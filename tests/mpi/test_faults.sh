@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Never a silent hang: a rank that stalls makes the job end within timeout + 10 s with the
 # watchdog's message on a surviving rank; a rank that exits or is killed ends the job within 30 s,
-# non-zero, with no rank left running. Faults come from DTRAIN_FAULT=KIND:RANK:STEP.
+# non-zero, with no rank left running. Faults come from DTRAIN_FAULT=KIND:RANK:STEP; mpi_opts
+# (empty by default) adds options to mpirun.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 TIMEOUT=3
 marker="--dataset-size 4$$"   # a unique argument, to find leftover processes of this test
 
-fault() { # kind:rank:step, ranks, must-say, time limit
-    local spec=$1 np=$2 say=$3 limit=$4 t0 t1 rc
+fault() { # kind:rank:step (or hang=LAYER:RANK:SEQ for DTRAIN_TEST_HANG), ranks, must-say, time limit
+    local spec=$1 np=$2 say=$3 limit=$4 t0 t1 rc var=DTRAIN_FAULT
+    case $spec in hang=*) var=DTRAIN_TEST_HANG spec=${spec#hang=} ;; esac
     t0=$(date +%s.%N)
-    DTRAIN_FAULT=$spec timeout 120 "$MPIRUN" -np "$np" -x DTRAIN_FAULT "$DTRAIN" train --timeout $TIMEOUT --steps 40 \
+    env "$var=$spec" timeout 120 "$MPIRUN" ${mpi_opts-} -np "$np" -x "$var" "$DTRAIN" train --timeout $TIMEOUT --steps 40 \
         --batch 4 --model fc:32,relu,fc:10 --input 16 --log-every 1 $marker >"$tmp/out" 2>&1
     rc=$?
     t1=$(date +%s.%N)
@@ -19,9 +21,9 @@ fault() { # kind:rank:step, ranks, must-say, time limit
     local left; left=$(pgrep -f -- "$marker" | wc -l)
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -qF -- "$say" "$tmp/out" &&
        awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t <= l) }' && [ "$left" -eq 0 ]; then
-        ok "DTRAIN_FAULT=$spec on $np ranks: job ended in $took s (limit $limit), exit $rc, says '$say', no rank left"
+        ok "$var=$spec ${mpi_opts-}on $np ranks: job ended in $took s (limit $limit), exit $rc, says '$say', no rank left"
     else
-        bad "DTRAIN_FAULT=$spec on $np ranks: exit $rc after $took s (limit $limit), $left processes left, wanted '$say'"
+        bad "$var=$spec ${mpi_opts-}on $np ranks: exit $rc after $took s (limit $limit), $left processes left, wanted '$say'"
         sed 's/^/    /' "$tmp/out" | tail -20
         pkill -9 -f -- "$marker"
     fi
@@ -29,7 +31,22 @@ fault() { # kind:rank:step, ranks, must-say, time limit
 
 fault stall:1:5 2 "no data yet from rank(s) 1" $((TIMEOUT + 10))
 fault stall:2:3 4 "no data yet from rank(s) 2" $((TIMEOUT + 10))
-fault stall:1:0 2 "watchdog: collective #" $((TIMEOUT + 10))   # stalls before the broadcast (MPI backend)
+# The watchdog names the ranks it has not heard from, before the first broadcast too (rank 0
+# hears from every rank, the others from rank 0), and says so when every rank came but the
+# collective still does not finish (DTRAIN_TEST_HANG: a test hook, see collectives/coll.h).
+fault stall:1:0 2 "rank(s) 1 have not reached it (no word from them)" $((TIMEOUT + 10)) # before the broadcast
+fault stall:0:0 2 "rank 0 has not reached it (no word from it)" $((TIMEOUT + 10))
+fault stall:2:0 4 "rank(s) 2 have not reached it (no word from them)" $((TIMEOUT + 10))
+fault hang=mpi:1:1 2 "every rank reached it, yet it has not completed" $((TIMEOUT + 10))
+fault hang=mpi:0:1 2 "rank 0 reached it" $((TIMEOUT + 10))
+fault hang=engine:1:2 2 "rank 1 reached it, yet MPI_Allreduce has not completed" $((TIMEOUT + 10))
+# kill -9: mpirun ends the job itself (above), while srun by default lets the survivors wait, as
+# mpirun does with orte_abort_on_non_zero_status 0: their watchdog names the dead rank.
+mpi_opts="--mca orte_abort_on_non_zero_status 0 "
+fault kill:1:0 2 "rank(s) 1 have not reached it (no word from them)" $((TIMEOUT + 10))
+fault kill:0:0 2 "rank 0 has not reached it (no word from it)" $((TIMEOUT + 10))
+fault kill:0:4 2 "no data yet from rank(s) 0" $((TIMEOUT + 10))
+mpi_opts=
 fault exit:1:5 2 "rank 1 exits at step 5" 30
 fault kill:0:4 2 "rank 0 is killed at step 4" 30
 # A call through a NULL function pointer leaves nothing for a backtrace to unwind: the crash
@@ -43,4 +60,5 @@ expect 2 "DTRAIN_FAULT='sleep:1:2'" env DTRAIN_FAULT=sleep:1:2 "$DTRAIN" train -
 # Ranks with different bucket plans would pair wrong buffers and hang: refused at start instead.
 expect 2 "ranks 0 and 1 planned different gradient buckets (3 and 2 buckets)" timeout 60 "$MPIRUN" -np 2 bash -c \
     "exec $DTRAIN train --steps 2 --bucket-mb \$(( OMPI_COMM_WORLD_RANK == 0 ? 4 : 25 ))"
+
 finish
