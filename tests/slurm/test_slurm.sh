@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # dtrain under a real SLURM: a local cluster of two nodes (network namespaces) brought up for
 # this test and torn down after it. srun -N 2 -n 4 places ranks on two nodes; srun without PMI is
-# refused with the fix; fake GPUs reach each rank; an sbatch job trains; mpirun inside an
-# allocation is recognized as openmpi despite stale SLURM_PROCID. Exit 77 (SKIP) where the
-# cluster cannot start here (not root, no slurmctld installed), saying why.
+# refused with the fix (one task or two); fake GPUs reach each rank; every slurm/*.sbatch template,
+# submitted the README's way, completes; mpirun inside an allocation is recognized as openmpi
+# despite stale SLURM_PROCID; a requeued job resumes bit for bit; down.sh leaves nothing of the
+# cluster and nothing else touched. Exit 77 (SKIP) where the cluster cannot start here (not root,
+# no slurmctld installed), saying why.
 here=$(dirname "$0"); source "$here/../mpi/lib.sh"
 DTRAIN=$1
 repo=$(cd "$here/../.." && pwd)
