@@ -1,0 +1,99 @@
+/*
+ * fuzz_checkpoint.c - the checkpoint reader (runtime/checkpoint/ckpt_read.c, ckpt_load.c): a file
+ * from outside, read into a 9-parameter model (fc:3 on 2 inputs).
+ *
+ * Input: one mode byte, then the file's bytes. Mode bit 0: recompute every CRC of the image first
+ * (ckpt_seal), so the fuzzer reaches the field checks behind them instead of stopping at the CRC;
+ * bits 1-2: the optimizer the file is read for (AdamW, SGD with momentum, SGD without, none =
+ * weights only); bit 3: with a loss scaler; bit 4: through dt_checkpoint_load_latest on the
+ * directory (name listing and fallback) instead of ckpt_read_file.
+ * Beyond ASan/UBSan (a copy past the parameter buffer, a huge allocation: -malloc_limit_mb), the
+ * reader must keep its promises: a file it accepts gives finite parameters and the step of its
+ * name; a file it refuses leaves the parameters untouched.
+ */
+#include "fuzz_common.h"
+#include "checkpoint/ckpt_format.h"
+#include "dtrain.h"
+#include "log.h"
+
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static dt_model *model;
+static dt_optimizer *optims[3];
+static dt_scaler *scaler;
+static float baseline[9];
+static char dir[64], path[128];
+
+static void setup(void)
+{
+    log_set_level(DT_LOG_ERROR); /* the skipped-file warnings of millions of runs say nothing */
+    snprintf(dir, sizeof dir, "/tmp/fuzz-ckpt-%d", (int)getpid());
+    FUZZ_CHECK(mkdir(dir, 0700) == 0 || access(dir, W_OK) == 0, "cannot make %s", dir);
+    snprintf(path, sizeof path, "%s/ckpt-0000000007.dtc", dir);
+    FUZZ_CHECK(dt_model_create(NULL, "fc:3", "2", 1, 2, &model) == DT_OK, "%s", dt_last_error());
+    FUZZ_CHECK(dt_model_num_params(model) == 9, "model size");
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    oc.kind = DT_OPTIM_ADAMW;
+    FUZZ_CHECK(dt_optimizer_create(&oc, 9, &optims[0]) == DT_OK, "adamw");
+    oc.kind = DT_OPTIM_SGD;
+    FUZZ_CHECK(dt_optimizer_create(&oc, 9, &optims[1]) == DT_OK, "sgd");
+    oc.momentum = 0;
+    FUZZ_CHECK(dt_optimizer_create(&oc, 9, &optims[2]) == DT_OK, "sgd without momentum");
+    dt_scaler_config scc;
+    dt_scaler_defaults(&scc);
+    FUZZ_CHECK(dt_scaler_create(&scc, &scaler) == DT_OK, "scaler");
+    memcpy(baseline, dt_model_params(model), sizeof baseline);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!model) setup();
+    if (size < 1) return 0;
+    const int mode = data[0];
+    size_t len = size - 1;
+    unsigned char *img = malloc(len ? len : 1);
+    FUZZ_CHECK(img, "out of memory");
+    memcpy(img, data + 1, len);
+    if (mode & 1) ckpt_seal(img, len);
+    /* The name carries the header's step when it has one a name can carry, so the fuzzer is not
+     * stopped by the name check either. */
+    long name_step = 7;
+    if (len >= sizeof(ckpt_header)) {
+        ckpt_header h;
+        memcpy(&h, img, sizeof h);
+        if (h.step >= 0 && h.step <= 999999999999999999LL) name_step = (long)h.step;
+    }
+    snprintf(path, sizeof path, "%s/ckpt-%010ld.dtc", dir, name_step);
+    FILE *f = fopen(path, "wb");
+    FUZZ_CHECK(f, "cannot write %s", path);
+    FUZZ_CHECK(fwrite(img, 1, len, f) == len, "short write");
+    fclose(f);
+    free(img);
+
+    const int which = (mode >> 1) & 3;
+    dt_optimizer *o = which < 3 ? optims[which] : NULL;
+    dt_scaler *sc = (mode & 8) ? scaler : NULL;
+    memcpy(dt_model_params(model), baseline, sizeof baseline);
+    long step = -1;
+    int world = -1;
+    dt_status s;
+    if (mode & 16)
+        s = dt_checkpoint_load_latest_scaled(NULL, dir, model, o, sc, &step);
+    else
+        s = ckpt_read_file(path, name_step, model, o, sc, &step, &world);
+    const float *p = dt_model_params(model);
+    if (s == DT_OK && !((mode & 16) && step == 0)) {
+        FUZZ_CHECK(step == name_step, "accepted step %ld from a file named for step %ld", step, name_step);
+        for (int i = 0; i < 9; i++) FUZZ_CHECK(isfinite(p[i]), "accepted parameter %d = %g", i, (double)p[i]);
+        if (!(mode & 16)) FUZZ_CHECK(world >= 1, "accepted world %d", world);
+    } else {
+        /* Refused, or (the directory load) nothing loadable: the model is as it was. */
+        FUZZ_CHECK(memcmp(p, baseline, sizeof baseline) == 0, "status %d, yet the parameters changed", (int)s);
+        FUZZ_CHECK(s != DT_OK || step == 0, "nothing loaded but step %ld", step);
+    }
+    unlink(path);
+    return 0;
+}
