@@ -8,6 +8,7 @@
  * rank 0 prints a line (and a JSON object with --metrics).
  */
 #include "cli.h"
+#include "fault_inject.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -177,73 +178,6 @@ static int train_handle(int val, const char *arg, void *ud)
         return EXIT_OK;
     }
     return EXIT_USAGE;
-}
-
-/* Fault injection for tests: DTRAIN_FAULT=KIND:RANK:STEP makes rank RANK, at the start of step
- * STEP (1-based; 0 = before the model is built and broadcast), stall forever (stall), exit with
- * code 3 without finalizing (exit), die by SIGKILL (kill) or call through a NULL function pointer
- * (segv: the crash report must name the rank and the caller): the job must then end, with a
- * message, rather than hang; or send itself SIGUSR1 / SIGTERM (usr1, term): the job must stop cleanly; or
- * (inf) put an inf into its own gradients in that step's backward, before the allreduce: every
- * rank must skip that step and back off its loss scale. */
-typedef struct fault {
-    int kind; /* 0 none, 1 stall, 2 exit, 3 kill, 4 SIGUSR1, 5 SIGTERM (to itself), 6 inf gradient, 7 segv */
-    int rank;
-    long step;
-} fault;
-
-static int fault_parse(fault *f)
-{
-    memset(f, 0, sizeof *f);
-    const char *v = getenv("DTRAIN_FAULT");
-    if (!v || !*v) return EXIT_OK;
-    char kind[16];
-    int rank, n = 0;
-    long step;
-    /* KIND's name, indexed by fault.kind */
-    static const char *const kinds[] = {"", "stall", "exit", "kill", "usr1", "term", "inf", "segv"};
-    const int parsed = sscanf(v, "%15[a-z0-9]:%d:%ld%n", kind, &rank, &step, &n) == 3 && v[n] == '\0';
-    for (int k = 1; parsed && k < (int)(sizeof kinds / sizeof *kinds); k++)
-        if (!strcmp(kind, kinds[k])) f->kind = k;
-    if (!f->kind || rank < 0 || step < 0) {
-        f->kind = 0;
-        cli_error("DTRAIN_FAULT='%s' is not KIND:RANK:STEP with KIND stall, exit, kill, usr1, term, inf or segv (a "
-                  "test hook; unset it)", v);
-        return EXIT_USAGE;
-    }
-    f->rank = rank;
-    f->step = step;
-    return EXIT_OK;
-}
-
-/* The segv fault: a call through a pointer that stays NULL, the crash whose backtrace is empty;
- * not inlined and not a tail call, so the crash report's caller is this function. */
-static void (*volatile fault_null_fn)(void);
-static __attribute__((noinline)) void fault_segv(void)
-{
-    fault_null_fn();
-    __asm__ volatile("" ::: "memory");
-}
-
-static void fault_maybe(const fault *f, int rank, long step, dt_model *m)
-{
-    if (!f->kind || f->rank != rank || f->step != step) return;
-    static const char *names[] = {"", "stalls", "exits", "is killed", "gets SIGUSR1", "gets SIGTERM",
-                                  "puts an inf into its gradients", "calls a NULL function pointer"};
-    fprintf(stderr, "dtrain: fault injection (DTRAIN_FAULT): rank %d %s at step %ld\n", rank, names[f->kind], step);
-    fflush(stderr);
-    if (f->kind == 6) {
-        if (m) dt_model_inject_inf(m);
-        return;
-    }
-    if (f->kind == 2) _exit(3);
-    if (f->kind == 3) raise(SIGKILL);
-    if (f->kind == 7) fault_segv();
-    if (f->kind == 4 || f->kind == 5) {
-        raise(f->kind == 4 ? SIGUSR1 : SIGTERM); /* through the real handler */
-        return;
-    }
-    for (;;) pause();
 }
 
 /* SIGUSR1 (SLURM's --signal, scancel --signal) and SIGTERM (preemption, scancel) ask for a clean
@@ -462,6 +396,10 @@ int cmd_train(int argc, char **argv)
                   cli_s(world), t.batch);
         dt_abort_job(ctx, EXIT_USAGE); /* every rank has the same flags: none goes on */
         return EXIT_USAGE;
+    }
+    if ((rc = fault_check(&flt, world, t.steps))) {
+        dt_abort_job(ctx, rc);
+        return rc;
     }
     fault_maybe(&flt, rank, 0, NULL);
     dt_model *m = NULL;

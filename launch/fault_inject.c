@@ -1,0 +1,129 @@
+/*
+ * fault_inject.c - the DTRAIN_FAULT test hook of `dtrain train`: read strictly, checked against
+ * the job, injected at its rank and step (see fault_inject.h for the kinds).
+ */
+#include "fault_inject.h"
+
+#include "cli.h"
+#include "parse.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* KIND's name and what the rank then does, indexed by fault.kind. */
+static const struct {
+    const char *name, *does;
+} kinds[] = {
+    {"", ""},
+    {"stall", "stalls"},
+    {"exit", "exits"},
+    {"kill", "is killed"},
+    {"usr1", "gets SIGUSR1"},
+    {"term", "gets SIGTERM"},
+    {"inf", "puts an inf into its gradients"},
+    {"segv", "calls a NULL function pointer"},
+};
+enum { NKINDS = sizeof kinds / sizeof *kinds };
+
+#define FAULT_FORM "the form is KIND:RANK:STEP, KIND one of stall, exit, kill, usr1, term, inf, segv (a test hook; unset it)"
+
+/* One of RANK and STEP: digits only (parse_long also takes a sign, which a rank or step never
+ * needs), then parse_long's range check. */
+static int fault_number(const char *v, const char *what, const char *text, long hi, long *out)
+{
+    if (!(text[0] >= '0' && text[0] <= '9')) {
+        cli_error("DTRAIN_FAULT='%s': %s '%s' is not a whole number from 0 to %ld; %s", v, what, text, hi, FAULT_FORM);
+        return EXIT_USAGE;
+    }
+    if (parse_long(what, text, 0, hi, out) != DT_OK) {
+        cli_error("DTRAIN_FAULT='%s': %s; %s", v, dt_last_error(), FAULT_FORM);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+int fault_parse(fault *f)
+{
+    memset(f, 0, sizeof *f);
+    const char *v = getenv("DTRAIN_FAULT");
+    if (!v || !*v) return EXIT_OK;
+    char buf[128];
+    if (strlen(v) >= sizeof buf) {
+        cli_error("DTRAIN_FAULT='%.40s...' is too long; %s", v, FAULT_FORM);
+        return EXIT_USAGE;
+    }
+    strcpy(buf, v);
+    /* Exactly three fields: strsep keeps empty ones, so "stall::1" and "stall:1:2:" fail below. */
+    char *rest = buf, *field[4] = {NULL, NULL, NULL, NULL};
+    int n = 0;
+    for (char *tok; n < 4 && (tok = strsep(&rest, ":")) != NULL;) field[n++] = tok;
+    if (n != 3) {
+        cli_error("DTRAIN_FAULT='%s' has %s fields; %s", v, n < 3 ? "too few" : "too many", FAULT_FORM);
+        return EXIT_USAGE;
+    }
+    int kind = 0;
+    for (int k = 1; k < NKINDS; k++)
+        if (!strcmp(field[0], kinds[k].name)) kind = k;
+    if (!kind) {
+        cli_error("DTRAIN_FAULT='%s': KIND '%s' is not a fault; %s", v, field[0], FAULT_FORM);
+        return EXIT_USAGE;
+    }
+    long rank, step;
+    if (fault_number(v, "RANK", field[1], 2147483647L, &rank) || fault_number(v, "STEP", field[2], 1L << 40, &step))
+        return EXIT_USAGE;
+    f->kind = kind;
+    f->rank = (int)rank;
+    f->step = step;
+    return EXIT_OK;
+}
+
+int fault_check(const fault *f, int world, long steps)
+{
+    if (!f->kind) return EXIT_OK;
+    const char *v = getenv("DTRAIN_FAULT");
+    if (f->rank >= world) {
+        char ranks[48];
+        if (world == 1) snprintf(ranks, sizeof ranks, "rank 0 only");
+        else snprintf(ranks, sizeof ranks, "ranks 0 to %d", world - 1);
+        cli_error("DTRAIN_FAULT='%s': rank %d is not in this job: the world size is %d (%s)", v ? v : "", f->rank,
+                  world, ranks);
+        return EXIT_USAGE;
+    }
+    if (f->step > steps) {
+        cli_error("DTRAIN_FAULT='%s': step %ld comes after the last step of this run (--steps %ld)", v ? v : "", f->step,
+                  steps);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* The segv fault: a call through a pointer that stays NULL, the crash whose backtrace is empty;
+ * not inlined and not a tail call, so the crash report's caller is this function. */
+static void (*volatile fault_null_fn)(void);
+static __attribute__((noinline)) void fault_segv(void)
+{
+    fault_null_fn();
+    __asm__ volatile("" ::: "memory");
+}
+
+void fault_maybe(const fault *f, int rank, long step, dt_model *m)
+{
+    if (!f->kind || f->rank != rank || f->step != step) return;
+    fprintf(stderr, "dtrain: fault injection (DTRAIN_FAULT): rank %d %s at step %ld\n", rank, kinds[f->kind].does, step);
+    fflush(stderr);
+    if (f->kind == 6) {
+        if (m) dt_model_inject_inf(m);
+        return;
+    }
+    if (f->kind == 2) _exit(3);
+    if (f->kind == 3) raise(SIGKILL);
+    if (f->kind == 7) fault_segv();
+    if (f->kind == 4 || f->kind == 5) {
+        raise(f->kind == 4 ? SIGUSR1 : SIGTERM); /* through the real handler */
+        return;
+    }
+    for (;;) pause();
+}

@@ -1,0 +1,36 @@
+/*
+ * fault_inject.h - the DTRAIN_FAULT test hook of `dtrain train` (fault_inject.c).
+ *
+ * DTRAIN_FAULT=KIND:RANK:STEP makes rank RANK, at the start of step STEP (1-based; 0 = before the
+ * model is built and broadcast), stall forever (stall), exit with code 3 without finalizing
+ * (exit), die by SIGKILL (kill) or call through a NULL function pointer (segv: the crash report
+ * must name the rank and the caller): the job must then end, with a message, rather than hang; or
+ * send itself SIGUSR1 / SIGTERM (usr1, term): the job must stop cleanly; or (inf) put an inf into
+ * its own gradients in that step's backward, before the allreduce: every rank must skip that step
+ * and back off its loss scale.
+ */
+#ifndef DT_LAUNCH_FAULT_INJECT_H
+#define DT_LAUNCH_FAULT_INJECT_H
+
+#include "dtrain.h"
+
+typedef struct fault {
+    int kind; /* 0 none, 1 stall, 2 exit, 3 kill, 4 SIGUSR1, 5 SIGTERM (to itself), 6 inf gradient, 7 segv */
+    int rank;
+    long step;
+} fault;
+
+/* Reads DTRAIN_FAULT into *f (kind 0 when unset or empty). RANK and STEP are digits only (no
+ * sign, no blanks), within int and within --steps' range. Returns EXIT_OK, or EXIT_USAGE after
+ * printing why (f->kind is then 0). */
+int fault_parse(fault *f);
+
+/* The checks that need the job: RANK must be a rank of the world, STEP at most the run's last
+ * step (else the fault would silently never happen). Returns EXIT_OK, or EXIT_USAGE after printing
+ * the value and the limit. */
+int fault_check(const fault *f, int world, long steps);
+
+/* Injects the fault when this is its rank and step (m may be NULL before the model exists). */
+void fault_maybe(const fault *f, int rank, long step, dt_model *m);
+
+#endif
