@@ -9,6 +9,7 @@
  */
 #include "cli.h"
 #include "fault_inject.h"
+#include "metrics.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -419,10 +420,6 @@ int cmd_train(int argc, char **argv)
     if ((s = dt_model_set_precision(m, t.precision, grad_t)) || (s = dt_model_set_sync(m, &t.sync))) goto fail;
     dt_scaler *sc = run_scaler;
     if (sc) dt_model_set_nonfinite_check(m, 1);
-    if (rank == 0 && t.metrics && !(metrics = fopen(t.metrics, "w"))) {
-        cli_error("cannot write --metrics %s: %s", t.metrics, strerror(errno));
-        goto fail_quiet;
-    }
     if (rank == 0) {
         char desc[4096];
         dt_model_describe(m, desc, sizeof desc);
@@ -473,6 +470,9 @@ int cmd_train(int argc, char **argv)
             fflush(stdout);
         }
     }
+    /* After the resume: its step says which records of an earlier run stay. */
+    if (rank == 0 && t.metrics && !(metrics = metrics_open(t.metrics, t.resume, first_step))) goto fail_quiet;
+    if (rank == 0) fflush(stdout);
     if ((s = dt_loader_create(ctx, data, rank, world, t.batch, first_step, loader_threads, CLI_LOADER_DEPTH, &ld)))
         goto fail;
     const float scale = 1.0f / ((float)t.batch * (float)world);
@@ -550,14 +550,14 @@ int cmd_train(int argc, char **argv)
                 printf("step %6ld/%ld  loss %.4f  acc %.3f  %9.1f samples/s  step %7.2f ms  comm %6.2f ms%s\n",
                        step + 1, t.steps, mean_loss, acc, sps, 1e3 * step_s, 1e3 * comm_s, amp);
                 fflush(stdout);
-                if (metrics) {
-                    fprintf(metrics,
-                            "{\"step\": %ld, \"loss\": %.6f, \"accuracy\": %.6f, \"samples_per_s\": %.3f, "
-                            "\"step_time_s\": %.6f, \"comm_wait_s\": %.6f, \"precision\": \"%s\", "
-                            "\"loss_scale\": %g, \"skipped_steps\": %ld, \"skipped_total\": %ld}\n",
-                            step + 1, mean_loss, acc, sps, step_s, comm_s, tname[t.precision],
-                            sc ? (double)dt_scaler_scale(sc) : 1.0, skipped_acc, sc ? dt_scaler_skipped(sc) : 0L);
-                    fflush(metrics);
+                const metrics_record rec = {
+                    .step = step + 1, .loss = mean_loss, .accuracy = acc, .samples_per_s = sps, .step_time_s = step_s,
+                    .comm_wait_s = comm_s, .precision = tname[t.precision],
+                    .loss_scale = sc ? (double)dt_scaler_scale(sc) : 1.0, .skipped_steps = skipped_acc,
+                    .skipped_total = sc ? dt_scaler_skipped(sc) : 0L};
+                if (metrics && metrics_write(metrics, &rec) != 0) {
+                    cli_error("writing --metrics %s failed: %s", t.metrics, strerror(errno));
+                    goto fail_quiet;
                 }
             }
             loss_acc = comm_acc = 0;

@@ -2,43 +2,84 @@
 # Stop and resume: a SIGUSR1 or SIGTERM on one rank stops every rank after the same step with a
 # checkpoint and exit code 75; --resume auto continues from it, and the final parameters equal an
 # uninterrupted run's bit for bit. Damaged checkpoints are skipped for an older sound one; a
-# checkpoint of another model is refused.
+# checkpoint of another model is refused. --metrics keeps the records up to the checkpoint's step and
+# appends, so the file of a requeued job holds every logged step once.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2 CMP=$3
 common="--model mlp --steps 60 --batch 8 --lr 0.05 --seed 4 --log-every 10 --blas-threads 1"
+iso='"time": "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z", '
+# metrics_steps FILE: the steps of its records, space-separated; and every record has its time.
+metrics_steps() { sed -n 's/.*"step": \([0-9]*\),.*/\1/p' "$1" | tr '\n' ' '; }
+metrics_timed() { [ -s "$1" ] && ! grep -vqE "^\{$iso\"step\": [0-9]+, .*\}$" "$1"; }
 
 "$MPIRUN" -np 2 "$DTRAIN" train $common --dump-params "$tmp/ref" >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "reference run failed"; }
 
 for sig in usr1 term; do
     ck="$tmp/ck-$sig"
     DTRAIN_FAULT=$sig:1:23 "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" train $common --checkpoint-dir "$ck" --resume auto \
-        --dump-params "$tmp/p-$sig" >"$tmp/log" 2>&1
+        --dump-params "$tmp/p-$sig" --metrics "$tmp/m-$sig.jsonl" >"$tmp/log" 2>&1
     rc=$?
     if [ "$rc" -eq 75 ] && grep -q "stopping after step 23 on a signal" "$tmp/log" && [ -f "$ck/ckpt-0000000023.dtc" ]; then
         ok "$sig on rank 1 at step 23: every rank stopped after step 23, exit 75, checkpoint written"
     else
         bad "$sig: exit $rc"; cat "$tmp/log"
     fi
-    "$MPIRUN" -np 2 "$DTRAIN" train $common --checkpoint-dir "$ck" --resume auto --dump-params "$tmp/p-$sig" >"$tmp/log" 2>&1 ||
-        { cat "$tmp/log"; bad "resume after $sig failed"; }
+    "$MPIRUN" -np 2 "$DTRAIN" train $common --checkpoint-dir "$ck" --resume auto --dump-params "$tmp/p-$sig" \
+        --metrics "$tmp/m-$sig.jsonl" >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "resume after $sig failed"; }
     grep -q "resumed from .*ckpt-0000000023.dtc at step 23" "$tmp/log" && ok "resumed at step 23" || { bad "did not resume at 23"; cat "$tmp/log"; }
+    [ "$(metrics_steps "$tmp/m-$sig.jsonl")" = "10 20 30 40 50 60 " ] && metrics_timed "$tmp/m-$sig.jsonl" &&
+        grep -q "metrics: appending to .*m-$sig.jsonl after its 2 records up to step 20$" "$tmp/log" &&
+        ok "--metrics after the resume: steps $(metrics_steps "$tmp/m-$sig.jsonl")each once, each with its time" ||
+        { bad "--metrics after the resume at 23: steps $(metrics_steps "$tmp/m-$sig.jsonl")"; cat "$tmp/m-$sig.jsonl"; grep metrics "$tmp/log"; }
     out=$("$CMP" "$tmp/p-$sig" "$tmp/ref" exact) && ok "interrupted + resumed == uninterrupted: $out" || bad "after $sig: $out"
 done
 
 # Periodic checkpoints; the newest damaged: it is skipped for the older sound one, same result.
 ck="$tmp/ck-every"
-DTRAIN_FAULT=usr1:0:35 "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" train $common --checkpoint-dir "$ck" --checkpoint-every 10 >"$tmp/log" 2>&1
+DTRAIN_FAULT=usr1:0:35 "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" train $common --checkpoint-dir "$ck" --checkpoint-every 10 \
+    --metrics "$tmp/m-every.jsonl" >"$tmp/log" 2>&1
 ls "$ck" | tr '\n' ' ' | grep -q "ckpt-0000000010.dtc ckpt-0000000020.dtc ckpt-0000000030.dtc ckpt-0000000035.dtc" &&
     ok "checkpoints every 10 steps and at the stop: $(ls "$ck" | tr '\n' ' ')" || bad "checkpoint files: $(ls "$ck" | tr '\n' ' ')"
 truncate -s 1000 "$ck/ckpt-0000000035.dtc"
 printf 'X' | dd of="$ck/ckpt-0000000030.dtc" bs=1 seek=5000 conv=notrunc status=none
-"$MPIRUN" -np 2 "$DTRAIN" train $common --checkpoint-dir "$ck" --resume auto --dump-params "$tmp/p-every" >"$tmp/log" 2>&1 ||
-    { cat "$tmp/log"; bad "resume from older checkpoint failed"; }
+cp "$tmp/m-every.jsonl" "$tmp/m-every.before"
+"$MPIRUN" -np 2 "$DTRAIN" train $common --checkpoint-dir "$ck" --resume auto --dump-params "$tmp/p-every" \
+    --metrics "$tmp/m-every.jsonl" >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "resume from older checkpoint failed"; }
 grep -q "skipping checkpoint: checkpoint .*ckpt-0000000035.dtc is 1000 bytes; its header describes .* (truncated)" "$tmp/log" &&
 grep -q "skipping checkpoint: checkpoint .*ckpt-0000000030.dtc: section 0 is damaged (CRC mismatch)" "$tmp/log" &&
 grep -q "resumed from .*ckpt-0000000020.dtc at step 20" "$tmp/log" && ok "damaged checkpoints 35 and 30 skipped, resumed at 20" ||
     { bad "damaged checkpoints not handled"; cat "$tmp/log"; }
 out=$("$CMP" "$tmp/p-every" "$tmp/ref" exact) && ok "resumed from the older checkpoint == uninterrupted: $out" || bad "older: $out"
+# Resumed at 20 with records up to 30: the record of step 30 is dropped, 10 and 20 kept as they were.
+[ "$(metrics_steps "$tmp/m-every.before")" = "10 20 30 " ] && [ "$(metrics_steps "$tmp/m-every.jsonl")" = "10 20 30 40 50 60 " ] &&
+    [ "$(head -2 "$tmp/m-every.jsonl")" = "$(head -2 "$tmp/m-every.before")" ] && metrics_timed "$tmp/m-every.jsonl" &&
+    grep -q "after its 2 records up to step 20; dropped 1 of later steps (they run again)" "$tmp/log" &&
+    ok "--metrics resumed at 20: kept 10 and 20 byte for byte, dropped 30, appended 30 to 60" ||
+    { bad "--metrics resumed at 20: before $(metrics_steps "$tmp/m-every.before"), after $(metrics_steps "$tmp/m-every.jsonl")";
+      cat "$tmp/m-every.jsonl"; grep metrics "$tmp/log"; }
+
+# A --metrics file that is not ours is kept aside, with a warning, never rewritten or lost.
+small="--model fc:16,relu,fc:10 --input 16 --batch 4 --log-every 5 --blas-threads 1 --checkpoint-dir $tmp/ck-small"
+"$DTRAIN" train $small --steps 10 --metrics "$tmp/m-small.jsonl" >"$tmp/log" 2>&1 || { bad "small run failed"; cat "$tmp/log"; }
+printf 'step,loss\n5,2.3\n' >"$tmp/m-small.jsonl"
+expect 0 "warning: --metrics $tmp/m-small.jsonl: line 1 is not a metrics record, so it is not this run's metrics file: kept it as $tmp/m-small.jsonl.bad-" \
+    "$DTRAIN" train $small --steps 15 --resume auto --metrics "$tmp/m-small.jsonl"
+bad_copy=$(ls "$tmp"/m-small.jsonl.bad-* 2>/dev/null | head -1)
+[ -n "$bad_copy" ] && [ "$(cat "$bad_copy")" = "$(printf 'step,loss\n5,2.3')" ] && [ "$(metrics_steps "$tmp/m-small.jsonl")" = "15 " ] &&
+    ok "the foreign file kept as ${bad_copy##*/}, a fresh one holds step 15" ||
+    { bad "foreign metrics file: aside '$bad_copy', new steps $(metrics_steps "$tmp/m-small.jsonl")"; ls "$tmp"; }
+# A record cut short after the checkpoint's step (a stop in mid-write) is dropped with the others.
+"$DTRAIN" train $small --steps 10 --checkpoint-dir "$tmp/ck-5" --checkpoint-every 5 --metrics "$tmp/m-cut.jsonl" >"$tmp/log" 2>&1
+rm -f "$tmp/ck-5/ckpt-0000000010.dtc"
+truncate -s -9 "$tmp/m-cut.jsonl"
+expect 0 "after its 1 record up to step 5; dropped a last line cut short (line 2)" "$DTRAIN" train $small --steps 10 --checkpoint-dir "$tmp/ck-5" \
+    --resume auto --metrics "$tmp/m-cut.jsonl"
+[ "$(metrics_steps "$tmp/m-cut.jsonl")" = "5 10 " ] && metrics_timed "$tmp/m-cut.jsonl" && ! ls "$tmp"/m-cut.jsonl.bad-* >/dev/null 2>&1 &&
+    ok "a record cut short after the checkpoint is dropped: steps 5 10" || { bad "cut record"; cat "$tmp/m-cut.jsonl"; }
+# Without --resume the file starts afresh, as before.
+"$DTRAIN" train $small --steps 5 --checkpoint-dir "$tmp/ck-fresh" --metrics "$tmp/m-cut.jsonl" >"$tmp/log" 2>&1
+[ "$(metrics_steps "$tmp/m-cut.jsonl")" = "5 " ] && ok "a run that does not resume starts its --metrics afresh" ||
+    bad "fresh run: steps $(metrics_steps "$tmp/m-cut.jsonl")"
 expect 2 "was written for another model" "$DTRAIN" train --model fc:16,relu,fc:10 --input 784 --steps 5 --checkpoint-dir "$ck" --resume auto
 expect 2 "--resume auto needs --checkpoint-dir" "$DTRAIN" train --resume auto
 expect 2 "--resume 'yes'" "$DTRAIN" train --resume yes

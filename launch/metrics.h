@@ -1,0 +1,36 @@
+/*
+ * metrics.h - the --metrics file of `dtrain train` (metrics.c): one JSON object a line per
+ * logged step, written by rank 0, kept across a resume.
+ *
+ * A record: {"time": "2026-01-31T12:00:00.123Z", "step": 10, "loss": 2.302585, "accuracy": 0.1,
+ * "samples_per_s": 1234.5, "step_time_s": 0.01, "comm_wait_s": 0.001, "precision": "fp32",
+ * "loss_scale": 1, "skipped_steps": 0, "skipped_total": 0}; time is when rank 0 wrote it, in UTC
+ * (ISO 8601, milliseconds), the rest as README.md says.
+ */
+#ifndef DT_LAUNCH_METRICS_H
+#define DT_LAUNCH_METRICS_H
+
+#include <stdio.h>
+
+typedef struct metrics_record {
+    long step;
+    double loss, accuracy, samples_per_s, step_time_s, comm_wait_s;
+    const char *precision;
+    double loss_scale;
+    long skipped_steps, skipped_total;
+} metrics_record;
+
+/* Opens path for the records of a run. A run that does not resume starts the file afresh. A run
+ * resumed after first_step keeps the file's records of steps <= first_step and drops the later
+ * ones (those steps run again), by truncating the file after the last record kept, then appends;
+ * a last line cut short (a write the stop interrupted) is dropped too, and said so.
+ * A file that is not a metrics file (a line that is not a record of our form, steps that do not
+ * rise) is never rewritten: it is renamed to path.bad-<UTC time>, with a
+ * warning, and a fresh file begins. Prints what it kept and dropped. Returns NULL after printing
+ * why it could not. */
+FILE *metrics_open(const char *path, int resume, long first_step);
+
+/* Appends r with the time now and flushes. Returns 0, or -1 when the write failed (errno). */
+int metrics_write(FILE *f, const metrics_record *r);
+
+#endif
