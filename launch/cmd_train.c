@@ -10,10 +10,10 @@
 #include "cli.h"
 #include "fault_inject.h"
 #include "metrics.h"
+#include "train_flags.h"
 
 #include <errno.h>
 #include <signal.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,165 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct train_opts {
-    const char *model, *input, *metrics, *dump, *ckpt_dir;
-    long ckpt_every;
-    int resume; /* 1: --resume auto */
-    int batch;
-    long steps, log_every, dataset_size;
-    dt_optim_config optim;
-    long seed;
-    dt_sync_config sync;
-    int grad_comm_set;  /* --grad-comm given */
-    dt_dtype precision;
-    int loss_scale;     /* -1 default for the precision, 0 none, 1 dynamic, 2 static (--loss-scale N) */
-    dt_scaler_config scaler;
-    int loader_threads; /* -1 auto */
-} train_opts;
-
-enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_LR, OPT_OPTIM, OPT_MOMENTUM, OPT_WD, OPT_SEED,
-       OPT_LOG_EVERY, OPT_METRICS, OPT_DUMP, OPT_DATASET, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_BUCKET,
-       OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAD_COMM, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_RESUME, OPT_PRECISION,
-       OPT_LS, OPT_LS_INIT, OPT_LS_GROWTH, OPT_LS_BACKOFF, OPT_LS_INTERVAL, OPT_LS_HYST, OPT_LS_MIN, OPT_LS_MAX,
-       OPT_LS_WINDOW, OPT_LS_FRACTION, OPT_LOADER };
-
-static const struct option train_options[] = {
-    {"model", required_argument, NULL, OPT_MODEL},
-    {"input", required_argument, NULL, OPT_INPUT},
-    {"batch", required_argument, NULL, OPT_BATCH},
-    {"steps", required_argument, NULL, OPT_STEPS},
-    {"lr", required_argument, NULL, OPT_LR},
-    {"optim", required_argument, NULL, OPT_OPTIM},
-    {"momentum", required_argument, NULL, OPT_MOMENTUM},
-    {"weight-decay", required_argument, NULL, OPT_WD},
-    {"beta1", required_argument, NULL, OPT_BETA1},
-    {"beta2", required_argument, NULL, OPT_BETA2},
-    {"eps", required_argument, NULL, OPT_EPS},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"log-every", required_argument, NULL, OPT_LOG_EVERY},
-    {"metrics", required_argument, NULL, OPT_METRICS},
-    {"dump-params", required_argument, NULL, OPT_DUMP},
-    {"dataset-size", required_argument, NULL, OPT_DATASET},
-    {"bucket-mb", required_argument, NULL, OPT_BUCKET},
-    {"first-bucket-mb", required_argument, NULL, OPT_FIRST_BUCKET},
-    {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
-    {"grad-comm", required_argument, NULL, OPT_GRAD_COMM},
-    {"checkpoint-dir", required_argument, NULL, OPT_CKPT_DIR},
-    {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
-    {"resume", required_argument, NULL, OPT_RESUME},
-    {"precision", required_argument, NULL, OPT_PRECISION},
-    {"loss-scale", required_argument, NULL, OPT_LS},
-    {"loss-scale-init", required_argument, NULL, OPT_LS_INIT},
-    {"loss-scale-growth", required_argument, NULL, OPT_LS_GROWTH},
-    {"loss-scale-backoff", required_argument, NULL, OPT_LS_BACKOFF},
-    {"loss-scale-interval", required_argument, NULL, OPT_LS_INTERVAL},
-    {"loss-scale-hysteresis", required_argument, NULL, OPT_LS_HYST},
-    {"loss-scale-min", required_argument, NULL, OPT_LS_MIN},
-    {"loss-scale-max", required_argument, NULL, OPT_LS_MAX},
-    {"loss-scale-window", required_argument, NULL, OPT_LS_WINDOW},
-    {"max-overflow-fraction", required_argument, NULL, OPT_LS_FRACTION},
-    {"loader-threads", required_argument, NULL, OPT_LOADER},
-    {NULL, 0, NULL, 0},
-};
-
-static int parse_dtype(const char *flag, const char *arg, dt_dtype *out)
-{
-    if (!strcmp(arg, "fp32")) *out = DT_F32;
-    else if (!strcmp(arg, "fp16")) *out = DT_F16;
-    else if (!strcmp(arg, "bf16")) *out = DT_BF16;
-    else {
-        cli_error("%s '%s' is not one of fp32, fp16, bf16", flag, arg);
-        return EXIT_USAGE;
-    }
-    return EXIT_OK;
-}
-
-/* A float flag stored in a double field of the scaler configuration. */
-static int cli_dbl(const char *flag, const char *arg, double lo, double hi, double *out)
-{
-    float v;
-    int rc = cli_float(flag, arg, lo, hi, &v);
-    if (!rc) *out = v;
-    return rc;
-}
-
-static int train_handle(int val, const char *arg, void *ud)
-{
-    train_opts *t = ud;
-    switch (val) {
-    case OPT_PRECISION: return parse_dtype("--precision", arg, &t->precision);
-    case OPT_LS:
-        if (!strcmp(arg, "dynamic")) t->loss_scale = 1;
-        else if (!strcmp(arg, "none")) t->loss_scale = 0;
-        else {
-            float v;
-            if (cli_float("--loss-scale (dynamic, none or a number)", arg, 1.0 / 16777216.0, 16777216.0 * 256, &v))
-                return EXIT_USAGE;
-            t->loss_scale = 2;
-            t->scaler.init_scale = v;
-        }
-        return EXIT_OK;
-    case OPT_LS_INIT: return cli_dbl("--loss-scale-init", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.init_scale);
-    case OPT_LS_GROWTH: return cli_dbl("--loss-scale-growth", arg, 1.0000001, 1e6, &t->scaler.growth_factor);
-    case OPT_LS_BACKOFF: return cli_dbl("--loss-scale-backoff", arg, 1e-6, 0.9999999, &t->scaler.backoff_factor);
-    case OPT_LS_INTERVAL: return cli_int("--loss-scale-interval", arg, 1, 1 << 30, &t->scaler.growth_interval);
-    case OPT_LS_HYST: return cli_int("--loss-scale-hysteresis", arg, 1, 1 << 20, &t->scaler.hysteresis);
-    case OPT_LS_MIN: return cli_dbl("--loss-scale-min", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.min_scale);
-    case OPT_LS_MAX: return cli_dbl("--loss-scale-max", arg, 1.0 / 16777216.0, 4294967296.0 * 65536.0,
-                                    &t->scaler.max_scale);
-    case OPT_LS_WINDOW: return cli_int("--loss-scale-window", arg, 1, 1 << 20, &t->scaler.window);
-    case OPT_LS_FRACTION: return cli_dbl("--max-overflow-fraction", arg, 1e-6, 1, &t->scaler.max_overflow_fraction);
-    case OPT_LOADER: return cli_loader_threads(arg, &t->loader_threads);
-    case OPT_MODEL: t->model = arg; return EXIT_OK;
-    case OPT_INPUT: t->input = arg; return EXIT_OK;
-    case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &t->batch);
-    case OPT_STEPS: return cli_long("--steps", arg, 1, 1L << 40, &t->steps);
-    case OPT_LR: return cli_float("--lr", arg, 1e-12, 1e3, &t->optim.lr);
-    case OPT_MOMENTUM: return cli_float("--momentum", arg, 0, 0.999999, &t->optim.momentum);
-    case OPT_WD: return cli_float("--weight-decay", arg, 0, 10, &t->optim.weight_decay);
-    case OPT_BETA1: return cli_float("--beta1", arg, 0, 0.999999, &t->optim.beta1);
-    case OPT_BETA2: return cli_float("--beta2", arg, 0, 0.999999, &t->optim.beta2);
-    case OPT_EPS: return cli_float("--eps", arg, 1e-30, 1, &t->optim.eps);
-    case OPT_SEED: return cli_long("--seed", arg, 0, 1L << 62, &t->seed);
-    case OPT_LOG_EVERY: return cli_long("--log-every", arg, 1, 1L << 40, &t->log_every);
-    case OPT_DATASET: return cli_long("--dataset-size", arg, 1, 4294967295L, &t->dataset_size);
-    case OPT_BUCKET: {
-        float v;
-        int rc = cli_float("--bucket-mb", arg, 0, 1e6, &v);
-        t->sync.bucket_mb = v;
-        return rc;
-    }
-    case OPT_FIRST_BUCKET: {
-        float v;
-        int rc = cli_float("--first-bucket-mb", arg, 0, 1e6, &v);
-        t->sync.first_bucket_mb = v;
-        return rc;
-    }
-    case OPT_NO_OVERLAP: t->sync.overlap = 0; return EXIT_OK;
-    case OPT_GRAD_COMM: t->grad_comm_set = 1; return parse_dtype("--grad-comm", arg, &t->sync.grad_comm);
-    case OPT_CKPT_DIR: t->ckpt_dir = arg; return EXIT_OK;
-    case OPT_CKPT_EVERY: return cli_long("--checkpoint-every", arg, 0, 1L << 40, &t->ckpt_every);
-    case OPT_RESUME:
-        if (!strcmp(arg, "auto")) t->resume = 1;
-        else if (!strcmp(arg, "never")) t->resume = 0;
-        else {
-            cli_error("--resume '%s' is not one of auto, never", arg);
-            return EXIT_USAGE;
-        }
-        return EXIT_OK;
-    case OPT_METRICS: t->metrics = arg; return EXIT_OK;
-    case OPT_DUMP: t->dump = arg; return EXIT_OK;
-    case OPT_OPTIM:
-        if (!strcmp(arg, "sgd")) t->optim.kind = DT_OPTIM_SGD;
-        else if (!strcmp(arg, "adamw")) t->optim.kind = DT_OPTIM_ADAMW;
-        else {
-            cli_error("--optim '%s' is not one of sgd, adamw", arg);
-            return EXIT_USAGE;
-        }
-        return EXIT_OK;
-    }
-    return EXIT_USAGE;
-}
 
 /* SIGUSR1 (SLURM's --signal, scancel --signal) and SIGTERM (preemption, scancel) ask for a clean
  * stop: the ranks agree on it at the end of a step, write a checkpoint and exit with
@@ -332,16 +173,9 @@ static void report_numeric_stop(dt_ctx *ctx, const dt_model *m, long step)
 
 int cmd_train(int argc, char **argv)
 {
-    train_opts t = {.model = "mlp", .batch = 64, .steps = 100, .log_every = 10, .seed = 1,
-                    .dataset_size = 60000, .loader_threads = -1};
-    dt_optim_defaults(&t.optim);
-    dt_sync_defaults(&t.sync);
-    t.precision = DT_F32;
-    t.loss_scale = -1;
-    dt_scaler_defaults(&t.scaler);
+    train_opts t;
     dt_config cfg;
-    cli_extra extra = {train_options, train_handle, &t};
-    int rc = cli_parse(argc, argv, "train", &cfg, &extra);
+    int rc = train_flags_parse(argc, argv, &cfg, &t);
     if (rc) return rc;
     static const char *tname[] = {"fp32", "fp16", "bf16"};
     /* Gradients of a 16-bit run are kept and sent in its type, or in fp32 when asked. */

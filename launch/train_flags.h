@@ -1,0 +1,31 @@
+/*
+ * train_flags.h - the flags of `dtrain train` (train_flags.c): their table, their values read
+ * strictly, and the defaults they start from.
+ */
+#ifndef DT_LAUNCH_TRAIN_FLAGS_H
+#define DT_LAUNCH_TRAIN_FLAGS_H
+
+#include "dtrain.h"
+
+typedef struct train_opts {
+    const char *model, *input, *metrics, *dump, *ckpt_dir;
+    long ckpt_every;
+    int resume; /* 1: --resume auto */
+    int batch;
+    long steps, log_every, dataset_size;
+    dt_optim_config optim;
+    long seed;
+    dt_sync_config sync;
+    int grad_comm_set;  /* --grad-comm given */
+    dt_dtype precision;
+    int loss_scale;     /* -1 default for the precision, 0 none, 1 dynamic, 2 static (--loss-scale N) */
+    dt_scaler_config scaler;
+    int loader_threads; /* -1 auto */
+} train_opts;
+
+/* Parses dtrain train's command line into *cfg (the flags of every command, over DTRAIN_* and
+ * the defaults) and *t (its own, over the defaults that dtrain help train shows). Returns
+ * EXIT_OK, or EXIT_USAGE after printing why (help exits 0 itself). */
+int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t);
+
+#endif
