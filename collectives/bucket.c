@@ -6,6 +6,7 @@
  * copy. The first bucket is kept small (PyTorch DDP's 1 MiB) so communication starts early.
  */
 #include "bucket.h"
+#include "log.h"
 #include "status.h"
 
 #include <stdlib.h>
@@ -55,6 +56,15 @@ dt_status bucket_plan_build(const size_t *off, const size_t *n, int nlayers, siz
     out->nb = nb;
     out->of_layer = of_layer;
     out->nlayers = nlayers;
+    if (log_enabled(DT_LOG_DEBUG)) {
+        dt_log0(DT_LOG_DEBUG, "bucket plan: %d bucket(s) over %d parameter layers, %zu-byte elements, first cap %zu "
+                "bytes, cap %zu bytes (0: no cap), filled in backward order", nb, nlayers, elem_bytes,
+                first_cap_bytes, cap_bytes);
+        for (int i = 0; i < nb; i++)
+            dt_log0(DT_LOG_DEBUG, "bucket plan: bucket %d: parameter layers %d..%d, elements [%zu, %zu), %zu bytes", i,
+                    b[i].first_layer, b[i].first_layer + b[i].nlayers - 1, b[i].off, b[i].off + b[i].n,
+                    b[i].n * elem_bytes);
+    }
     return DT_OK;
 }
 

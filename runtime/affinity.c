@@ -149,10 +149,21 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
 
     /* The candidate set: the allowed CPUs, narrowed to the GPU's NUMA node when that leaves some. */
     cpu_set_t cand = allowed, gpu;
-    if (affinity_gpu_cpus(gpu_bus_id, &gpu)) {
+    const int gpu_known = affinity_gpu_cpus(gpu_bus_id, &gpu);
+    if (gpu_known) {
         cpu_set_t both;
         CPU_AND(&both, &allowed, &gpu);
         if (CPU_COUNT(&both) > 0) cand = both;
+    }
+    const int debug = log_enabled(DT_LOG_DEBUG);
+    if (debug) {
+        char a[256], g[256] = "", k[256];
+        affinity_format(&allowed, a, sizeof a);
+        if (gpu_known) affinity_format(&gpu, g, sizeof g);
+        affinity_format(&cand, k, sizeof k);
+        dt_log(DT_LOG_DEBUG, "placement: allowed CPUs %s (%d); GPU %s%s%s; candidates %s (%d), local rank %d of %d",
+               a, CPU_COUNT(&allowed), gpu_bus_id && gpu_bus_id[0] ? gpu_bus_id : "none",
+               gpu_known ? " near CPUs " : "", gpu_known ? g : "", k, CPU_COUNT(&cand), lrank, lsize);
     }
 
     all_allowed = malloc(sizeof(cpu_set_t) * (size_t)lsize);
@@ -186,10 +197,14 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
     }
 
     cpu_set_t final = allowed;
+    char why[256] = "";
     if (mode == DT_PIN_NONE) {
         out->pinned_by = 0;
+        snprintf(why, sizeof why, "--pin none: not pinned");
     } else if (launcher_bound) {
         out->pinned_by = 2;
+        snprintf(why, sizeof why, "kept the launcher's binding (%s)",
+                 lsize > 1 ? "the local ranks were given different CPU sets" : "fewer CPUs than the machine allows");
     } else {
         /* The group: local ranks with the same candidate set (same GPU NUMA node), by local rank. */
         int gidx = 0, gsize = 0;
@@ -204,6 +219,8 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
              * leave the scheduler to spread them, and say so. */
             out->shared = 1;
             out->pinned_by = 0;
+            snprintf(why, sizeof why, "not pinned: %d local ranks share %d candidate cores, the scheduler spreads them",
+                     gsize, ncores);
         } else {
             int first, count;
             affinity_block(ncores, gidx, gsize, &first, &count);
@@ -220,6 +237,8 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
                 goto done;
             }
             out->pinned_by = 1;
+            snprintf(why, sizeof why, "pinned: cores %d..%d of the %d candidate cores, block %d of the %d local ranks "
+                     "with these candidates", first, first + count - 1, ncores, gidx, gsize);
         }
     }
     if (lsize > 1 && !out->shared && mode != DT_PIN_NONE) {
@@ -239,6 +258,9 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
     if (threads < 1) threads = 1;
     openblas_set_num_threads(threads);
     out->blas_threads = threads;
+    if (debug)
+        dt_log(DT_LOG_DEBUG, "placement: CPUs %s (%d cores): %s; %d BLAS thread(s)%s", out->list, out->num_cores, why,
+               threads, blas_threads > 0 ? " (--blas-threads)" : out->shared ? " (cores shared)" : ", one per core");
 done:
     free(all_allowed);
     free(all_cand);

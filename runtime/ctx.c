@@ -71,6 +71,13 @@ static dt_status ctx_select_device(dt_ctx *c, int local_rank, int local_size, ch
     c->pl.device = kind;
     c->pl.cuda_device = ordinal;
     bus_id[0] = '\0';
+    if (log_enabled(DT_LOG_DEBUG)) {
+        char gpu[32] = "";
+        if (kind == DT_DEVICE_CUDA) snprintf(gpu, sizeof gpu, ", visible GPU %d", ordinal);
+        dt_log(DT_LOG_DEBUG, "placement: device %s%s (--device %s, local rank %d of %d)", dt_device_kind_name(kind), gpu,
+               c->cfg.device == DT_DEVICE_CUDA ? "cuda" : c->cfg.device == DT_DEVICE_CPU ? "cpu" : "auto", local_rank,
+               local_size);
+    }
     if (kind == DT_DEVICE_CUDA) return device_activate(ordinal, bus_id, n);
     return DT_OK;
 }
@@ -100,6 +107,9 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     if ((s = topo_read_env(NULL, NULL, &env))) goto fail;
     env_read = 1;
     c->pl.launcher = env.launcher;
+    if (log_enabled(DT_LOG_DEBUG))
+        dt_log(DT_LOG_DEBUG, "placement: launcher %s (rank %d of %d, local rank %d of %d by its variables)",
+               dt_launcher_name(env.launcher), env.rank, env.size, env.local_rank, env.local_size);
 
     /* 2. The device, while no CUDA context exists. PMIx-only launchers give no local rank before
      * MPI; their device is chosen right after MPI_Init, which touches no GPU in this MPI. */

@@ -61,4 +61,21 @@ expect 2 "DTRAIN_FAULT='sleep:1:2'" env DTRAIN_FAULT=sleep:1:2 "$DTRAIN" train -
 expect 2 "ranks 0 and 1 planned different gradient buckets (3 and 2 buckets)" timeout 60 "$MPIRUN" -np 2 bash -c \
     "exec $DTRAIN train --steps 2 --bucket-mb \$(( OMPI_COMM_WORLD_RANK == 0 ? 4 : 25 ))"
 
+# DTRAIN_LOG=debug: placement, the bucket plan, each collective's start and end; info: none of it.
+for level in debug info; do
+    expect 0 "" env DTRAIN_LOG=$level timeout 60 "$MPIRUN" -np 2 -x DTRAIN_LOG "$DTRAIN" train --steps 2 --batch 4 \
+        --model fc:32,relu,fc:10 --input 16
+    cp "$tmp/out" "$tmp/log-$level"
+done
+for line in "placement: launcher openmpi \\(rank 1 of 2" "placement: device cpu \\(--device" \
+    "placement: allowed CPUs [0-9,-]+ \([0-9]+\); GPU none; candidates" "placement: CPUs [0-9,-]+ \([0-9]+ cores\): .*BLAS thread" \
+    "bucket plan: bucket 0: parameter layers 0\.\.1, elements \[0, 874\), 3496 bytes" \
+    "coll mpi: start #0 MPI_Bcast of 874 elements \(3496 bytes\)" "coll mpi: end #0 MPI_Bcast of 874 elements \(3496 bytes\) done in [0-9]+ us" \
+    "engine: start #1 allreduce of bucket 0, 874 elements, 3496 bytes fp32" \
+    "engine: end #1 allreduce of bucket 0, 874 elements, 3496 bytes fp32, by MPI_Allreduce done in [0-9]+ us"; do
+    grep -qE "\] dtrain DEBUG $line" "$tmp/log-debug" && ok "DTRAIN_LOG=debug prints '$line'" ||
+        { bad "DTRAIN_LOG=debug did not print '$line'"; grep DEBUG "$tmp/log-debug" | head -20; }
+done
+! grep -q "dtrain DEBUG" "$tmp/log-info" && ok "DTRAIN_LOG=info prints no debug line" ||
+    { bad "DTRAIN_LOG=info printed debug lines"; grep DEBUG "$tmp/log-info" | head -5; }
 finish
