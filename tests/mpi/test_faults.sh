@@ -78,4 +78,20 @@ for line in "placement: launcher openmpi \\(rank 1 of 2" "placement: device cpu 
 done
 ! grep -q "dtrain DEBUG" "$tmp/log-info" && ok "DTRAIN_LOG=info prints no debug line" ||
     { bad "DTRAIN_LOG=info printed debug lines"; grep DEBUG "$tmp/log-info" | head -5; }
+
+# DTRAIN_FAULT itself is read strictly: a malformed value, or a rank or step the run does not
+# have, is refused (exit 2) rather than wrapped, half-read or silently never injected.
+quick="train --steps 3 --batch 2 --model fc:8,relu,fc:10 --input 8 --log-every 1"
+expect 2 "RANK='4294967296' is out of range" env DTRAIN_FAULT=stall:4294967296:1 timeout -s KILL 10 "$DTRAIN" $quick
+expect 2 "RANK ' 1' is not a whole number" env "DTRAIN_FAULT=stall: 1:1" timeout -s KILL 10 "$DTRAIN" $quick
+expect 2 "RANK '+0' is not a whole number" env DTRAIN_FAULT=stall:+0:1 timeout -s KILL 10 "$DTRAIN" $quick
+expect 2 "STEP '-1' is not a whole number" env DTRAIN_FAULT=stall:0:-1 timeout -s KILL 10 "$DTRAIN" $quick
+expect 2 "KIND ' stall' is not a fault" env "DTRAIN_FAULT= stall:0:1" timeout -s KILL 10 "$DTRAIN" $quick
+expect 2 "'stall:0:1:' has too many fields" env DTRAIN_FAULT=stall:0:1: timeout -s KILL 10 "$DTRAIN" $quick
+expect 2 "'stall:0' has too few fields" env DTRAIN_FAULT=stall:0 timeout -s KILL 10 "$DTRAIN" $quick
+expect 2 "rank 1 is not in this job: the world size is 1 (rank 0 only)" env DTRAIN_FAULT=stall:1:1 timeout -s KILL 10 "$DTRAIN" $quick
+expect 2 "rank 2 is not in this job: the world size is 2 (ranks 0 to 1)" env DTRAIN_FAULT=stall:2:1 timeout -s KILL 60 \
+    "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" $quick
+expect 2 "step 9 comes after the last step of this run (--steps 3)" env DTRAIN_FAULT=stall:0:9 timeout -s KILL 10 "$DTRAIN" $quick
+expect 75 "rank 0 gets SIGUSR1 at step 3" env DTRAIN_FAULT=usr1:0:3 timeout -s KILL 10 "$DTRAIN" $quick
 finish
