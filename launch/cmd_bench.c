@@ -404,7 +404,8 @@ int cmd_bench(int argc, char **argv)
     if (!strcmp(name, "step")) return cmd_bench_step(argc - 1, argv + 1);
     if (strcmp(name, "allreduce") != 0) {
         if (name[0] == '-')
-            cli_error("the first argument of dtrain bench is the benchmark (allreduce, gemm, step), not '%s'", name);
+            cli_error("the first argument of dtrain bench must be the benchmark name (allreduce, gemm, step), not '%s'",
+                      name);
         else
             cli_error("unknown benchmark '%s'; the benchmarks are allreduce, gemm, step (see dtrain help bench)", name);
         return EXIT_USAGE;
