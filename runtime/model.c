@@ -642,23 +642,20 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
     const char *w1 = getenv("DTRAIN_COMM_WORLD1");
     const int comm1 = m->cuda && w1 && !strcmp(w1, "1");
     if (m->ctx && (dt_world_size(m->ctx) > 1 || comm1)) {
-        int W = dt_world_size(m->ctx);
+        /* Through dt_broadcast and dt_check_replicas, which run under the watchdog's deadline: a
+         * rank that never arrives is named instead of hanging every other rank here. */
         unsigned long long mine[2] = {bucket_plan_hash(&plan), (unsigned long long)plan.nb};
-        unsigned long long *all = malloc(sizeof mine * (size_t)W);
-        if (!all || MPI_Allgather(mine, 2, MPI_UNSIGNED_LONG_LONG, all, 2, MPI_UNSIGNED_LONG_LONG,
-                                  ctx_world_comm(m->ctx)) != MPI_SUCCESS) {
-            free(all), free(player), free(pending);
-            bucket_plan_free(&plan);
-            return dt_set_error(DT_ERR_MPI, "comparing bucket plans across ranks failed");
+        int64_t nb0 = plan.nb; /* rank 0's bucket count, for the message (broadcast moves bytes) */
+        int differ = 0, first = -1;
+        s = dt_broadcast(m->ctx, &nb0, 2, DT_F32, 0);
+        if (!s) {
+            s = dt_check_replicas(m->ctx, mine, sizeof mine, &differ, &first);
+            if (s == DT_ERR_NUMERIC)
+                s = dt_set_error(DT_ERR_INVALID_ARG, "%d rank(s) planned other gradient buckets than rank 0 (the "
+                                 "first is rank %d; rank 0 has %lld buckets, rank %d has %llu): every rank must use "
+                                 "the same model and --bucket-mb / --first-bucket-mb", differ, first, (long long)nb0,
+                                 dt_rank(m->ctx), mine[1]);
         }
-        for (int r = 1; r < W; r++)
-            if (all[2 * r] != all[0]) {
-                s = dt_set_error(DT_ERR_INVALID_ARG, "ranks 0 and %d planned different gradient buckets (%llu and "
-                                 "%llu buckets): every rank must use the same model and --bucket-mb / "
-                                 "--first-bucket-mb", r, all[1], all[2 * r + 1]);
-                break;
-            }
-        free(all);
         /* A GPU model's gradients go to the context's device backend: bucket by bucket where it
          * can start them asynchronously (NCCL), else whole after backward (dt_model_sync_grads). */
         if (!s && !m->eng && !m->cuda) s = engine_create(ctx_world_comm(m->ctx), ctx_timeout(m->ctx), &m->eng);
