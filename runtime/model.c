@@ -650,11 +650,14 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
         s = dt_broadcast(m->ctx, &nb0, 2, DT_F32, 0);
         if (!s) {
             s = dt_check_replicas(m->ctx, mine, sizeof mine, &differ, &first);
-            if (s == DT_ERR_NUMERIC)
+            if (s == DT_ERR_NUMERIC) {
+                char own[64] = ""; /* the differing rank adds its own count */
+                if ((long long)mine[1] != (long long)nb0 || dt_rank(m->ctx) == first)
+                    snprintf(own, sizeof own, ", rank %d has %llu", dt_rank(m->ctx), mine[1]);
                 s = dt_set_error(DT_ERR_INVALID_ARG, "%d rank(s) planned other gradient buckets than rank 0 (the "
-                                 "first is rank %d; rank 0 has %lld buckets, rank %d has %llu): every rank must use "
-                                 "the same model and --bucket-mb / --first-bucket-mb", differ, first, (long long)nb0,
-                                 dt_rank(m->ctx), mine[1]);
+                                 "first is rank %d; rank 0 has %lld buckets%s): every rank must use the same model "
+                                 "and --bucket-mb / --first-bucket-mb", differ, first, (long long)nb0, own);
+            }
         }
         /* A GPU model's gradients go to the context's device backend: bucket by bucket where it
          * can start them asynchronously (NCCL), else whole after backward (dt_model_sync_grads). */
