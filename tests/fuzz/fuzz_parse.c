@@ -131,7 +131,7 @@ static void check_bytes(const char *s)
         return;
     }
     size_t n = strspn(s, "0123456789");
-    FUZZ_CHECK(n >= 1 && n <= 20, "parse_bytes accepted '%s'", s);
+    FUZZ_CHECK(n >= 1, "parse_bytes accepted '%s'", s);
     unsigned long long digits = strtoull(s, NULL, 10), unit = 1;
     switch (s[n]) {
     case '\0': break;
