@@ -15,14 +15,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A promise of the code under test that this input broke: print it and die, so libFuzzer keeps the
- * input as a crash artifact. */
+#include <sanitizer/common_interface_defs.h>
+
+/* A promise of the code under test that this input broke: say which and die, so libFuzzer keeps the
+ * input as a crash artifact. The message goes out through the sanitizers' report stream, which
+ * stays open when run.sh has libFuzzer close stderr (-close_fd_mask=2) against the flood of error
+ * messages that refused inputs print. */
 #define FUZZ_CHECK(cond, ...)                                                                        \
     do {                                                                                             \
         if (!(cond)) {                                                                               \
-            fprintf(stderr, "fuzz check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-            fprintf(stderr, __VA_ARGS__);                                                            \
-            fputc('\n', stderr);                                                                     \
+            char fuzz_msg_[1024];                                                                    \
+            int fuzz_n_ = snprintf(fuzz_msg_, sizeof fuzz_msg_, "fuzz check failed at %s:%d: %s: ",  \
+                                   __FILE__, __LINE__, #cond);                                       \
+            if (fuzz_n_ > 0 && (size_t)fuzz_n_ < sizeof fuzz_msg_)                                   \
+                snprintf(fuzz_msg_ + fuzz_n_, sizeof fuzz_msg_ - (size_t)fuzz_n_, __VA_ARGS__);      \
+            __sanitizer_report_error_summary(fuzz_msg_);                                             \
             abort();                                                                                 \
         }                                                                                            \
     } while (0)
