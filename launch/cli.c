@@ -3,8 +3,9 @@
  * flag values, dt_init with the job-wide abort a failure needs, and error messages.
  */
 #include "cli.h"
+#include "config.h"
+#include "parse.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,16 +22,14 @@ void cli_error(const char *fmt, ...)
     fprintf(stderr, "dtrain: error: %s\n", msg);
 }
 
+/* The command's numbers go through runtime/parse.c, the one parser of numbers for flags and
+ * variables: "\t5", " 5" and "0x10" are refused alike, with the range in the message. */
 int cli_long(const char *flag, const char *arg, long lo, long hi, long *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(arg, &end, 10);
-    if (!*arg || *end || errno || v < lo || v > hi || arg[0] == ' ') {
-        cli_error("%s '%s' is not a whole number from %ld to %ld", flag, arg, lo, hi);
+    if (parse_long(flag, arg, lo, hi, out)) {
+        cli_error("%s", dt_last_error());
         return EXIT_USAGE;
     }
-    *out = v;
     return EXIT_OK;
 }
 
@@ -44,11 +43,14 @@ int cli_int(const char *flag, const char *arg, long lo, long hi, int *out)
 
 int cli_float(const char *flag, const char *arg, double lo, double hi, float *out)
 {
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(arg, &end);
-    if (!*arg || *end || errno || !(v >= lo && v <= hi) || arg[0] == ' ') {
-        cli_error("%s '%s' is not a number from %g to %g", flag, arg, lo, hi);
+    double v;
+    if (parse_double(flag, arg, lo, hi, &v)) {
+        cli_error("%s", dt_last_error());
+        return EXIT_USAGE;
+    }
+    /* A value inside the range can still be too small for a float (--lr 1e-50 would become 0). */
+    if (v != 0 && (float)v == 0.0f) {
+        cli_error("%s '%s' is too small for single precision (the smallest is about 1e-38)", flag, arg);
         return EXIT_USAGE;
     }
     *out = (float)v;
@@ -179,12 +181,12 @@ int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
                 return EXIT_USAGE;
             }
             break;
-        case 't': {
-            float t;
-            if ((rc = cli_float("--timeout", optarg, 0, 1e7, &t))) return rc;
-            cfg->timeout_s = t;
+        case 't':
+            if (config_timeout_parse("--timeout", optarg, &cfg->timeout_s)) {
+                cli_error("%s", dt_last_error());
+                return EXIT_USAGE;
+            }
             break;
-        }
         case 'b':
             if ((rc = cli_int("--blas-threads", optarg, 0, 4096, &cfg->blas_threads))) return rc;
             break;

@@ -51,7 +51,7 @@ expect 2 "'1X' is not a size" "$DTRAIN" bench allreduce -e 1X
 expect 2 "'-5' is not a size" "$DTRAIN" bench allreduce -b -5
 expect 2 "'5G' is not a size" "$DTRAIN" bench allreduce -e 5G
 expect 2 "--minbytes 2M (2097152 bytes) is larger than -e/--maxbytes 1M (1048576 bytes)" "$DTRAIN" bench allreduce -b 2M -e 1M
-expect 2 "--stepfactor '1' is not a whole number from 2" "$DTRAIN" bench allreduce -f 1
+expect 2 "--stepfactor '1' is out of range (expected an integer from 2" "$DTRAIN" bench allreduce -f 1
 expect 2 "--stepfactor '1.5'" "$DTRAIN" bench allreduce -f 1.5
 expect 2 "--iters '0'" "$DTRAIN" bench allreduce --iters 0
 expect 2 "--op 'max' is not one of sum, avg" "$DTRAIN" bench allreduce --op max

@@ -105,4 +105,12 @@ else
         grep -q "1 loader thread makes" "$tmp/out" && grep -q "^done: 1 step in .* over 1 log interval; " "$tmp/out" &&
         ok "singular counts: 1 rank, 1 step, 1 bucket, 1 loader thread, 1 log interval" || { bad "singulars"; cat "$tmp/out"; }
 fi
+# Flags and DTRAIN_* variables share one number parser: blanks, tabs and hex are refused alike,
+# with the range; --timeout is 0 (never) or 1 to 1e7 s, like DTRAIN_TIMEOUT.
+expect 2 "--timeout '0x1p3' is not a number" "$DTRAIN" env --timeout 0x1p3
+expect 2 "--lr '0x10' is not a number" "$DTRAIN" train --lr 0x10 --steps 1
+expect 2 "has leading or trailing whitespace" "$DTRAIN" env --blas-threads "$(printf '\t1')"
+expect 2 "has leading or trailing whitespace" "$DTRAIN" train --steps "$(printf '\t5')"
+expect 2 "--timeout '1e-45' is out of range (expected 0 (never) or a number from 1 to 10000000)" "$DTRAIN" env --timeout 1e-45
+expect 0 "" "$DTRAIN" env --timeout 0
 finish
