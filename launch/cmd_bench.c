@@ -304,9 +304,9 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
         char lo[32], hi[32];
         human_bytes(o->minbytes, lo, sizeof lo);
         human_bytes(o->maxbytes, hi, sizeof hi);
-        printf("# dtrain bench allreduce: %d ranks, engine %s, op %s, fp32, sizes %s to %s x%ld, iters %ld, "
+        printf("# dtrain bench allreduce: %d rank%s, engine %s, op %s, fp32, sizes %s to %s x%ld, iters %ld, "
                "warmup %ld\n",
-               b.world,
+               b.world, cli_s(b.world),
                engine_threaded(b.eng) ? "threaded (communication thread)"
                                       : "inline (no MPI_THREAD_MULTIPLE, or DTRAIN_COMM_THREAD=0)",
                o->op == DT_AVG ? "avg" : "sum", lo, hi, o->factor, o->iters, o->warmup);

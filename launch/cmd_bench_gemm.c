@@ -224,8 +224,8 @@ int cmd_bench_gemm(int argc, char **argv)
     if (rank == 0) {
         printf("# dtrain bench gemm: C = A B, n x n x n, fp32 in and out (bf16/fp16: 16-bit in and out, fp32 "
                "accumulation), 2 n^3 flops\n");
-        printf("# CPU: OpenBLAS %s kernels, %d thread(s) on cores %s%s\n", dt_blas_corename(), pl.blas_threads,
-               pl.cores, o.cpu ? "" : " (not run: --no-cpu)");
+        printf("# CPU: OpenBLAS %s kernels, %d thread%s on cores %s%s\n", dt_blas_corename(), pl.blas_threads,
+               cli_s(pl.blas_threads), pl.cores, o.cpu ? "" : " (not run: --no-cpu)");
         printf("# GPU: %s%s\n", gpu_desc, o.gpu ? "" : " (not run: --no-gpu)");
         if (world > 1) printf("# every one of the %d ranks runs the benchmark at once; rank 0's numbers\n", world);
         printf("# OpenBLAS has no tf32/bf16/fp16 GEMM: the CPU column is fp32, and GPU/CPU is against it\n");

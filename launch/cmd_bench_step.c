@@ -196,10 +196,10 @@ int cmd_bench_step(int argc, char **argv)
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
     o.loader_threads = cli_loader_auto(ctx, o.loader_threads);
     if (rank == 0) {
-        printf("# dtrain bench step: model %s, %d rank(s) x batch %d, %d timed steps after %d, SGD momentum 0.9, "
-               "device %s%s%s, %d loader thread(s)\n", o.model, world, o.batch, o.steps, o.warmup,
-               pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
-               pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads);
+        printf("# dtrain bench step: model %s, %d rank%s x batch %d, %d timed step%s after %d, SGD momentum 0.9, "
+               "device %s%s%s, %d loader thread%s\n", o.model, world, cli_s(world), o.batch, o.steps, cli_s(o.steps),
+               o.warmup, pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
+               pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads, cli_s(o.loader_threads));
         printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s\n", "precision", "samples/s", "step ms",
                "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB", "skipped");
         fflush(stdout);

@@ -75,8 +75,9 @@ int cmd_env(int argc, char **argv)
         return EXIT_FAIL;
     }
     if (rank == 0) {
-        printf("dtrain %s, %d ranks on %d nodes, collectives: %s, OpenBLAS kernels: %s\n", dt_version_string(),
-               world, me.pl.num_nodes, dt_backend_name(ctx), dt_blas_corename());
+        printf("dtrain %s, %d rank%s on %d node%s, collectives: %s, OpenBLAS kernels: %s\n", dt_version_string(),
+               world, cli_s(world), me.pl.num_nodes, cli_s(me.pl.num_nodes), dt_backend_name(ctx),
+               dt_blas_corename());
         printf("%-7s %-7s %-5s %-16s %-9s %-7s %-5s %-12s %-8s %-4s %-22s %-12s %s\n", "RANK", "LOCAL", "NODE",
                "HOST", "LAUNCHER", "DEVICE", "GPU", "CORES", "BOUND", "BLAS", "MPI", "NCCL", "CUDA");
         int shared = 0, gpu_unused = 0;

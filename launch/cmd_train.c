@@ -115,31 +115,6 @@ static dt_status train_dataset(const dt_model *m, const train_opts *t, dt_datase
     return dt_synthetic_create(c, h, w, dt_model_num_classes(m), (size_t)t->dataset_size, (uint64_t)t->seed, out);
 }
 
-/* Whether every rank ends with the same parameters, bit for bit (they must: every rank applies the
- * same reduced gradients, and skips the same overflowing steps). Each rank hashes its parameters
- * (FNV-1a, 64 bits) and cuts the hash into 16 four-bit digits; the digits d and their squares are
- * summed over ranks (exact in fp32 below 70,000 ranks), and sum (d - mine)^2 = sum d^2 - 2 mine
- * sum d + W mine^2 is 0 for every digit exactly when all ranks agree. Collective. Returns 1 when
- * they agree, 0 when not, -1 when the check itself failed. */
-static int params_agree(dt_ctx *ctx, const float *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *b = (const unsigned char *)p;
-    for (size_t i = 0; i < n * sizeof *p; i++) h = (h ^ b[i]) * 1099511628211ull;
-    float d[32];
-    for (int k = 0; k < 16; k++) {
-        d[k] = (float)((h >> (4 * k)) & 15u);
-        d[16 + k] = d[k] * d[k];
-    }
-    float mine[16];
-    memcpy(mine, d, sizeof mine);
-    const int W = dt_world_size(ctx);
-    if (W > 1 && dt_allreduce(ctx, d, 32, DT_F32, DT_SUM)) return -1;
-    for (int k = 0; k < 16; k++)
-        if (d[16 + k] - 2.0f * mine[k] * d[k] + (float)W * mine[k] * mine[k] != 0.0f) return 0;
-    return 1;
-}
-
 /* Loss scaling gave up at `step`: every rank is here (the verdict is shared). Rank 0 prints the
  * scaler's message and which ranks' own gradients were non-finite before the allreduce, and in
  * which layer, so the user knows where the overflow starts. Collective. */
@@ -414,14 +389,19 @@ int cmd_train(int argc, char **argv)
         else goto fail;
         goto fail_quiet;
     }
-    const int agree = params_agree(ctx, final_params, dt_model_num_params(m));
-    if (agree == 0) {
+    /* Every rank must end with the same parameters, bit for bit: each applies the same reduced
+     * gradients and skips the same overflowing steps. */
+    int differ = 0, first_differ = -1;
+    s = dt_check_replicas(ctx, final_params, dt_model_num_params(m) * sizeof *final_params, &differ, &first_differ);
+    if (s == DT_ERR_NUMERIC) {
         if (rank == 0)
-            cli_error("the ranks ended with different parameters: a bug in dtrain (or a rank's memory is faulty); "
-                      "please report it with this command line");
+            cli_error("the ranks ended with different parameters (%d of %d differ from rank 0, the first is rank %d): "
+                      "a bug in dtrain (or a rank's memory is faulty); please report it with this command line",
+                      differ, world, first_differ);
         free(host_params);
         goto fail_quiet;
     }
+    const int agree = s == DT_OK;
     if (rank == 0) {
         char ranks[64];
         if (world == 1) snprintf(ranks, sizeof ranks, "one rank, nothing to compare");

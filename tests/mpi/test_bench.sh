@@ -97,7 +97,7 @@ rc=$?
 rows=$(grep -cE '^  (fp32|bf16|fp16) +[0-9.]+ +[0-9.]+ ' "$tmp/s")
 g32=$(awk '$1 == "fp32" { print $7 }' "$tmp/s") g16=$(awk '$1 == "bf16" { print $7 }' "$tmp/s")
 a32=$(awk '$1 == "fp32" { print $9 }' "$tmp/s") a16=$(awk '$1 == "bf16" { print $9 }' "$tmp/s")
-if [ $rc -eq 0 ] && [ "$rows" -eq 3 ] && grep -q "2 rank(s) x batch 8" "$tmp/s" &&
+if [ $rc -eq 0 ] && [ "$rows" -eq 3 ] && grep -q "2 ranks x batch 8" "$tmp/s" &&
    awk -v a="$g32" -v b="$g16" -v c="$a32" -v d="$a16" 'BEGIN { exit !(b < a && d < c) }'; then
     ok "bench step: fp32/bf16/fp16 rows, 16-bit gradients $g16 < $g32 MiB, activations $a16 < $a32 MiB"
 else

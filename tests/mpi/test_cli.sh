@@ -113,4 +113,5 @@ expect 2 "has leading or trailing whitespace" "$DTRAIN" env --blas-threads "$(pr
 expect 2 "has leading or trailing whitespace" "$DTRAIN" train --steps "$(printf '\t5')"
 expect 2 "--timeout '1e-45' is out of range (expected 0 (never) or a number from 1 to 10000000)" "$DTRAIN" env --timeout 1e-45
 expect 0 "" "$DTRAIN" env --timeout 0
+expect 0 "1 rank on 1 node," "$DTRAIN" env
 finish
