@@ -37,7 +37,7 @@ fault stall:2:3 4 "no data yet from rank(s) 2" $((TIMEOUT + 10))
 fault stall:1:0 2 "rank(s) 1 have not reached it (no word from them)" $((TIMEOUT + 10)) # before the broadcast
 fault stall:0:0 2 "rank 0 has not reached it (no word from it)" $((TIMEOUT + 10))
 fault stall:2:0 4 "rank(s) 2 have not reached it (no word from them)" $((TIMEOUT + 10))
-fault hang=mpi:1:1 2 "every rank reached it, yet it has not completed" $((TIMEOUT + 10))
+fault hang=mpi:1:2 2 "every rank reached it, yet it has not completed" $((TIMEOUT + 10))
 fault hang=mpi:0:1 2 "rank 0 reached it" $((TIMEOUT + 10))
 fault hang=engine:1:2 2 "rank 1 reached it, yet MPI_Allreduce has not completed" $((TIMEOUT + 10))
 # kill -9: mpirun ends the job itself (above), while srun by default lets the survivors wait, as
