@@ -5,7 +5,7 @@
 # checkpoint of another model is refused. --metrics keeps the records up to the checkpoint's step and
 # appends, so the file of a requeued job holds every logged step once.
 here=$(dirname "$0"); source "$here/lib.sh"
-DTRAIN=$1 MPIRUN=$2 CMP=$3
+DTRAIN=$1 MPIRUN=$2 CMP=$3 CRAFT=$4
 common="--model mlp --steps 60 --batch 8 --lr 0.05 --seed 4 --log-every 10 --blas-threads 1"
 iso='"time": "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z", '
 # metrics_steps FILE: the steps of its records, space-separated; and every record has its time.
@@ -57,6 +57,28 @@ out=$("$CMP" "$tmp/p-every" "$tmp/ref" exact) && ok "resumed from the older chec
     ok "--metrics resumed at 20: kept 10 and 20 byte for byte, dropped 30, appended 30 to 60" ||
     { bad "--metrics resumed at 20: before $(metrics_steps "$tmp/m-every.before"), after $(metrics_steps "$tmp/m-every.jsonl")";
       cat "$tmp/m-every.jsonl"; grep metrics "$tmp/log"; }
+
+# Crafted files with valid CRCs (the audit's): section 0 longer than the model (it used to be
+# copied past the parameter buffer), a header step that is not the name's, a FIFO and a directory
+# named like checkpoints (a FIFO used to block the open forever). Each is skipped with a message
+# naming the field and both values, and the run resumes from the sound step-20 file, bit for bit.
+ck="$tmp/ck-craft"
+mkdir -p "$ck" && cp "$tmp/ck-every/ckpt-0000000020.dtc" "$ck/"
+"$CRAFT" "$ck/ckpt-0000000020.dtc" "$ck/ckpt-0000000040.dtc" section0-plus 4096 &&
+    "$CRAFT" "$ck/ckpt-0000000020.dtc" "$ck/ckpt-0000000041.dtc" step 4611686018427387904 &&
+    "$CRAFT" "$ck/ckpt-0000000020.dtc" "$ck/ckpt-0000000042.dtc" step 42 && mv "$ck/ckpt-0000000042.dtc" "$ck/ckpt-0000000043.dtc" &&
+    mkfifo "$ck/ckpt-0000000050.dtc" && mkdir "$ck/ckpt-0000000045.dtc" || bad "crafting checkpoints failed"
+timeout -s KILL 120 "$MPIRUN" -np 2 "$DTRAIN" train $common --checkpoint-dir "$ck" --resume auto --dump-params "$tmp/p-craft" \
+    >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "resume past crafted checkpoints failed"; }
+grep -q "ckpt-0000000050.dtc is a FIFO (named pipe), not a checkpoint file" "$tmp/log" &&
+grep -q "ckpt-0000000045.dtc is a directory, not a checkpoint file" "$tmp/log" &&
+grep -q "ckpt-0000000043.dtc: header field step is 42 but the file name says step 43" "$tmp/log" &&
+grep -q "ckpt-0000000041.dtc: header field step is 4611686018427387904 but the file name says step 41" "$tmp/log" &&
+grep -q "ckpt-0000000040.dtc: section 0 (parameters) claims 1867786 floats; the model has 1863690" "$tmp/log" &&
+grep -q "resumed from .*ckpt-0000000020.dtc at step 20" "$tmp/log" &&
+    ok "FIFO, directory, wrong steps and a longer section 0 skipped with their fields named, resumed at 20" ||
+    { bad "crafted checkpoints not handled"; cat "$tmp/log"; }
+out=$("$CMP" "$tmp/p-craft" "$tmp/ref" exact) && ok "resumed past crafted files == uninterrupted: $out" || bad "crafted: $out"
 
 # A --metrics file that is not ours is kept aside, with a warning, never rewritten or lost.
 small="--model fc:16,relu,fc:10 --input 16 --batch 4 --log-every 5 --blas-threads 1 --checkpoint-dir $tmp/ck-small"
