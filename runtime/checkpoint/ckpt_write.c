@@ -45,7 +45,7 @@ static dt_status write_all(int fd, const void *p, size_t n, const char *path, si
             struct rlimit rl;
             if (err == EFBIG && getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
                 return dt_set_error(DT_ERR_IO, "writing checkpoint %s failed: %s (limit %llu bytes, the checkpoint "
-                                    "is %zu): %s", path, strerror(err), (unsigned long long)rl.rlim_cur, total,
+                                    "is %zu bytes): %s", path, strerror(err), (unsigned long long)rl.rlim_cur, total,
                                     write_advice(err));
             return dt_set_error(DT_ERR_IO, "writing checkpoint %s failed: %s: %s", path, strerror(err),
                                 write_advice(err));
