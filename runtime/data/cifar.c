@@ -1,0 +1,185 @@
+/*
+ * cifar.c - the CIFAR-10 and CIFAR-100 binary formats (reader.h), as distributed in
+ * cifar-10-binary.tar.gz and cifar-100-binary.tar.gz.
+ *
+ * A file is a run of fixed-size records, no header:
+ *   CIFAR-10:  1 label byte (0..9),                          then 3072 pixel bytes;
+ *   CIFAR-100: 1 coarse label byte (0..19), 1 fine (0..99), then 3072 pixel bytes;
+ * the pixels are 1024 red, 1024 green, 1024 blue, each a 32x32 image row by row: already the C x H
+ * x W order a sample is read in. A directory holds the splits: CIFAR-10 data_batch_1.bin ..
+ * data_batch_5.bin (train, all five, in that order) and test_batch.bin (test); CIFAR-100 train.bin
+ * and test.bin. Any of them may be gzip-compressed (name.gz). A path that is one file is that file
+ * alone, whichever split was asked for: the file is the split.
+ *
+ * At open every file is read whole into memory (as stored: 3 KiB per sample, 150 MiB for
+ * CIFAR-10's train split) and checked: a whole, non-zero number of records, every label in range.
+ * read() then only copies bytes out: no allocation, no checks but i, safe from any thread.
+ */
+#include "file_io.h"
+#include "reader.h"
+#include "status.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define CIFAR_PIXELS 3072 /* 3 x 32 x 32 */
+#define CIFAR10_BATCHES 5
+#define CIFAR_MAX_FILES CIFAR10_BATCHES
+
+typedef struct cifar_impl {
+    int nfiles;
+    size_t rec;        /* bytes per record: 3073 or 3074 */
+    size_t hdr;        /* label bytes before the pixels: 1 or 2 */
+    size_t label_at;   /* which of them is the label read: 0 (CIFAR-10, CIFAR-100 coarse) or 1 */
+    unsigned char *data[CIFAR_MAX_FILES];
+    size_t first[CIFAR_MAX_FILES + 1]; /* sample index of each file's first record; [nfiles] = count */
+} cifar_impl;
+
+static dt_status cifar_read(const ds_split *s, size_t i, float *x, int32_t *label)
+{
+    const cifar_impl *c = s->impl;
+    if (i >= s->count)
+        return dt_set_error(DT_ERR_INVALID_ARG, "sample %zu of %s (%s split) does not exist: it has %zu (0..%zu)", i,
+                            s->source, s->split, s->count, s->count ? s->count - 1 : 0);
+    int f = 0;
+    while (i >= c->first[f + 1]) f++;
+    const unsigned char *r = c->data[f] + (i - c->first[f]) * c->rec;
+    const unsigned char *px = r + c->hdr;
+    for (size_t k = 0; k < CIFAR_PIXELS; k++) x[k] = (float)px[k];
+    *label = (int32_t)r[c->label_at];
+    return DT_OK;
+}
+
+static void cifar_free(cifar_impl *c)
+{
+    if (!c) return;
+    for (int f = 0; f < c->nfiles; f++) free(c->data[f]);
+    free(c);
+}
+
+static void cifar_close(ds_split *s)
+{
+    cifar_free(s->impl);
+    s->impl = NULL;
+}
+
+static const ds_ops cifar_ops = {cifar_read, cifar_close};
+
+/* Reads and checks one file of records into c->data[c->nfiles], numbering its samples on from the
+ * previous files'. name: the format's name for messages. */
+static dt_status load_file(cifar_impl *c, const char *file, const char *name, int cifar100)
+{
+    unsigned char *buf;
+    size_t len;
+    const size_t max = DS_MAX_FILE_BYTES;
+    dt_status st = ds_read_file(file, max, &buf, &len);
+    if (st) return st;
+    const size_t n = len / c->rec;
+    const size_t base = c->first[c->nfiles];
+    if (len == 0)
+        st = dt_set_error(DT_ERR_CORRUPT, "%s is empty: a %s file holds records of %zu bytes (the label%s, then 3072 "
+                          "pixels); download the dataset again", file, name, c->rec, cifar100 ? "s" : "");
+    else if (len % c->rec != 0)
+        st = dt_set_error(DT_ERR_CORRUPT, "%s is %zu bytes, not a whole number of %s records of %zu bytes: %zu "
+                          "records and %zu bytes left over (cut short, or not %s: give --data-format cifar%s if it "
+                          "is the other one); download it again", file, len, name, c->rec, n, len % c->rec, name,
+                          cifar100 ? "10" : "100");
+    /* Every label, so that training never meets a bad one. */
+    for (size_t r = 0; !st && r < n; r++) {
+        const unsigned char *p = buf + r * c->rec;
+        if (!cifar100 && p[0] >= 10)
+            st = dt_set_error(DT_ERR_CORRUPT, "%s: record %zu (sample %zu, at byte %zu) has label %d, but %s has 10 "
+                              "classes (0..9): the file is damaged or not %s; download it again", file, r, base + r,
+                              r * c->rec, p[0], name, name);
+        else if (cifar100 && (p[0] >= 20 || p[1] >= 100)) {
+            const int coarse = p[0] >= 20;
+            st = dt_set_error(DT_ERR_CORRUPT, "%s: record %zu (sample %zu, at byte %zu) has %s label %d, but %s has "
+                              "%s classes (0..%d): the file is damaged or not %s; download it again", file, r,
+                              base + r, r * c->rec + (coarse ? 0 : 1), coarse ? "coarse" : "fine",
+                              coarse ? p[0] : p[1], name, coarse ? "20 coarse" : "100 fine", coarse ? 19 : 99, name);
+        }
+    }
+    if (st) {
+        free(buf); /* after the messages, which read from it */
+        return st;
+    }
+    c->data[c->nfiles] = buf;
+    c->first[c->nfiles + 1] = base + n;
+    c->nfiles++;
+    return DT_OK;
+}
+
+dt_status cifar_open(const char *path, const ds_open_opts *opts, ds_split *s)
+{
+    if (!opts || !opts->format || (strcmp(opts->format, "cifar10") != 0 && strcmp(opts->format, "cifar100") != 0))
+        return dt_set_error(DT_ERR_INVALID_ARG, "cifar_open: format '%s' is not cifar10 or cifar100",
+                            opts && opts->format ? opts->format : "(none)");
+    const int cifar100 = strcmp(opts->format, "cifar100") == 0;
+    const char *name = cifar100 ? "CIFAR-100" : "CIFAR-10";
+    const char *split = opts->split ? opts->split : "train";
+    const int test = strcmp(split, "test") == 0;
+    if (!test && strcmp(split, "train") != 0)
+        return dt_set_error(DT_ERR_INVALID_ARG, "split '%s' is not train or test", split);
+    if (!path || !*path) return dt_set_error(DT_ERR_INVALID_ARG, "no %s path given", name);
+    struct stat sb;
+    if (stat(path, &sb) != 0) return dt_set_error(DT_ERR_IO, "%s dataset %s does not exist", name, path);
+
+    cifar_impl *c = calloc(1, sizeof *c);
+    if (!c) return dt_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
+    c->hdr = cifar100 ? 2 : 1;
+    c->rec = c->hdr + CIFAR_PIXELS;
+    c->label_at = cifar100 && !opts->cifar100_coarse ? 1 : 0;
+
+    dt_status st = DT_OK;
+    if (!S_ISDIR(sb.st_mode)) {
+        /* One file: that file is the split (ds_read_file refuses what is not a regular file). */
+        st = load_file(c, path, name, cifar100);
+    } else {
+        const int nfiles = cifar100 || test ? 1 : CIFAR10_BATCHES;
+        for (int f = 0; f < nfiles && !st; f++) {
+            char base[32], want[4200], found[4200];
+            if (cifar100)
+                snprintf(base, sizeof base, "%s.bin", test ? "test" : "train");
+            else if (test)
+                snprintf(base, sizeof base, "test_batch.bin");
+            else
+                snprintf(base, sizeof base, "data_batch_%d.bin", f + 1);
+            int n = snprintf(want, sizeof want, "%s/%s", path, base);
+            if (n < 0 || (size_t)n >= sizeof want - 3) {
+                st = dt_set_error(DT_ERR_INVALID_ARG, "%s dataset path %.64s... is too long (%zu characters)", name,
+                                  path, strlen(path));
+                break;
+            }
+            if (!ds_find_file(want, found, sizeof found)) {
+                if (cifar100 || test)
+                    st = dt_set_error(DT_ERR_IO, "%s %s split: %s (or %s.gz) does not exist; the binary version of "
+                                      "the dataset (%s) has it", name, split, want, want,
+                                      cifar100 ? "cifar-100-binary.tar.gz" : "cifar-10-binary.tar.gz");
+                else
+                    st = dt_set_error(DT_ERR_IO, "CIFAR-10 train split: %s (or %s.gz) does not exist, and the split "
+                                      "is data_batch_1.bin .. data_batch_5.bin, all five (%d found before it): "
+                                      "extract cifar-10-binary.tar.gz again", want, want, f);
+                break;
+            }
+            st = load_file(c, found, name, cifar100);
+        }
+    }
+    if (st) {
+        cifar_free(c);
+        return st;
+    }
+    s->ops = &cifar_ops;
+    s->impl = c;
+    s->count = c->first[c->nfiles];
+    s->c = 3;
+    s->h = 32;
+    s->w = 32;
+    s->classes = cifar100 ? (opts->cifar100_coarse ? 20 : 100) : 10;
+    snprintf(s->format, sizeof s->format, "%s", opts->format);
+    snprintf(s->split, sizeof s->split, "%s", split);
+    snprintf(s->source, sizeof s->source, "%s", path);
+    return DT_OK;
+}

@@ -1,0 +1,124 @@
+/*
+ * reader.c - ds_open: which format a dataset path holds, and the dispatch to that format's reader
+ * (reader.h). Detection looks at the names a known layout has (MNIST's train-images-idx3-ubyte,
+ * CIFAR-10's data_batch_1.bin, CIFAR-100's train.bin), and for a single file at the IDX magic,
+ * then at a size of whole CIFAR records.
+ */
+#include "reader.h"
+#include "file_io.h"
+#include "status.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+typedef struct format_entry {
+    const char *name;
+    dt_status (*open)(const char *path, const ds_open_opts *opts, ds_split *s);
+} format_entry;
+
+static const format_entry formats[] = {
+    {"idx", idx_open},
+    {"cifar10", cifar_open},
+    {"cifar100", cifar_open},
+};
+
+/* The format a directory's layout says, or NULL. */
+static const char *detect_dir(const char *dir)
+{
+    static const struct {
+        const char *file, *format;
+    } marks[] = {
+        {"train-images-idx3-ubyte", "idx"}, {"t10k-images-idx3-ubyte", "idx"},
+        {"data_batch_1.bin", "cifar10"},    {"test_batch.bin", "cifar10"},
+        {"train.bin", "cifar100"},          {"test.bin", "cifar100"},
+    };
+    char p[4200], found[4200];
+    for (size_t i = 0; i < sizeof marks / sizeof *marks; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, marks[i].file);
+        if (ds_find_file(p, found, sizeof found)) return marks[i].format;
+    }
+    return NULL;
+}
+
+/* The format one file holds: IDX by its magic (read through zlib, so a .gz file is looked into),
+ * else CIFAR by its plain size (records of 3073 or 3074 bytes; both divide a size only from
+ * 3073 x 3074 bytes on, which is no real CIFAR file). NULL when neither. */
+static const char *detect_file(const char *path, const struct stat *sb)
+{
+    unsigned char m[4] = {0xff, 0xff, 0xff, 0xff};
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0 && S_ISREG(sb->st_mode)) {
+        gzFile z = gzdopen(fd, "rb");
+        if (z) {
+            if (gzread(z, m, 4) != 4) memset(m, 0xff, sizeof m);
+            gzclose(z);
+        } else {
+            close(fd);
+        }
+    } else if (fd >= 0) {
+        close(fd);
+    }
+    if (m[0] == 0 && m[1] == 0 && m[3] >= 1 && m[3] <= 4) return "idx";
+    const long long n = (long long)sb->st_size;
+    const size_t pl = strlen(path);
+    if (n > 0 && !(pl > 3 && strcmp(path + pl - 3, ".gz") == 0)) {
+        if (n % 3073 == 0) return "cifar10";
+        if (n % 3074 == 0) return "cifar100";
+    }
+    /* Not IDX and not recognisably CIFAR: the IDX reader's message says what it expected. */
+    return S_ISREG(sb->st_mode) && m[0] == 0 && m[1] == 0 ? "idx" : NULL;
+}
+
+dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
+{
+    *out = NULL;
+    ds_open_opts o = {0};
+    if (opts) o = *opts;
+    if (!path || !*path) return dt_set_error(DT_ERR_INVALID_ARG, "no dataset path given");
+    if (o.split && strcmp(o.split, "train") != 0 && strcmp(o.split, "test") != 0)
+        return dt_set_error(DT_ERR_INVALID_ARG, "split '%s' is not train or test", o.split);
+    struct stat sb;
+    if (stat(path, &sb) != 0) return dt_set_error(DT_ERR_IO, "dataset %s does not exist", path);
+    const char *fmt = o.format && strcmp(o.format, "auto") != 0 ? o.format : NULL;
+    if (!fmt) {
+        fmt = S_ISDIR(sb.st_mode) ? detect_dir(path) : detect_file(path, &sb);
+        if (!fmt && !S_ISDIR(sb.st_mode))
+            return dt_set_error(DT_ERR_INVALID_ARG, "%s is not a dataset file dtrain recognises: not IDX (it starts "
+                                "00 00 <type> <rank>), and not whole CIFAR-10 or CIFAR-100 records (%lld bytes is "
+                                "no multiple of 3073 or 3074); give --data-format to force a format", path,
+                                (long long)sb.st_size);
+        if (!fmt)
+            return dt_set_error(DT_ERR_INVALID_ARG, "no dataset recognised in %s: looked for "
+                                "train-images-idx3-ubyte[.gz] (MNIST IDX), data_batch_1.bin (CIFAR-10) and train.bin "
+                                "(CIFAR-100); give --data-format to force one", path);
+    }
+    const format_entry *f = NULL;
+    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+        if (strcmp(formats[i].name, fmt) == 0) f = &formats[i];
+    if (!f) return dt_set_error(DT_ERR_INVALID_ARG, "dataset format '%s' is not idx, cifar10, cifar100 or auto", fmt);
+    ds_split *s = calloc(1, sizeof *s);
+    if (!s) return dt_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
+    snprintf(s->format, sizeof s->format, "%s", f->name);
+    snprintf(s->split, sizeof s->split, "%s", o.split ? o.split : "train");
+    snprintf(s->source, sizeof s->source, "%s", path);
+    o.format = f->name;
+    dt_status st = f->open(path, &o, s);
+    if (st) {
+        ds_close(s);
+        return st;
+    }
+    *out = s;
+    return DT_OK;
+}
+
+void ds_close(ds_split *s)
+{
+    if (!s) return;
+    if (s->ops && s->ops->close) s->ops->close(s);
+    free(s);
+}

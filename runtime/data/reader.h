@@ -1,0 +1,79 @@
+/*
+ * reader.h - the one interface every dataset format is read through (ARCHITECTURE: runtime/data/).
+ *
+ * A format opens one split of a dataset ("train" or "test") into a ds_split: how many samples,
+ * their shape (C x H x W; flat features are F x 1 x 1), the number of classes, and a read
+ * function that puts sample i's values (as stored: 0..255 for uint8 pixels, no normalization)
+ * and label into the caller's buffers. The sampler, the loader threads, augmentation and
+ * normalization sit above and know no format. One file per format (idx.c, cifar.c, ...); file
+ * reading shared by all of them is in file_io.c.
+ *
+ * Everything a file says is input from outside: a reader checks every header field, count and
+ * label against the file's real size and sane bounds before it allocates or reads, and its errors
+ * name the file, the offset or sample, the value found and the fix.
+ */
+#ifndef DT_DATA_READER_H
+#define DT_DATA_READER_H
+
+#include "dtrain.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The most bytes a reader holds in memory for one file (decompressed): 16 GiB. A header that
+ * claims more is refused before anything is allocated. */
+#define DS_MAX_FILE_BYTES ((size_t)-1 < (16ull << 30) ? (size_t)-1 : (size_t)(16ull << 30))
+/* The most values in one sample (as the model spec's bound: 1 GiB of fp32) and classes. */
+#define DS_MAX_SAMPLE_VALUES (1u << 28)
+#define DS_MAX_CLASSES (1 << 20)
+
+typedef struct ds_split ds_split;
+
+typedef struct ds_ops {
+    /* Sample i (< count): c*h*w values into x, its label into *label. Reads only: several
+     * threads may read one split at once. DT_ERR_INVALID_ARG for i out of range. */
+    dt_status (*read)(const ds_split *s, size_t i, float *x, int32_t *label);
+    /* Frees the format's state (impl); ds_close frees the split itself. */
+    void (*close)(ds_split *s);
+} ds_ops;
+
+struct ds_split {
+    const ds_ops *ops;
+    void *impl;          /* the format's own state */
+    size_t count;        /* samples */
+    int c, h, w;         /* shape of one sample */
+    int classes;         /* labels lie in [0, classes) */
+    char format[16];     /* "idx", "cifar10", "cifar100" */
+    char split[8];       /* "train" or "test" */
+    char source[1024];   /* the path it came from, for messages */
+};
+
+typedef struct ds_open_opts {
+    const char *format;   /* NULL or "auto": detected from the path's contents */
+    const char *split;    /* "train" (NULL) or "test" */
+    int cifar100_coarse;  /* CIFAR-100: 1 = the 20 coarse labels, 0 = the 100 fine ones */
+} ds_open_opts;
+
+/* Opens one split of the dataset at path (a directory of a known layout, or one file), detecting
+ * the format from what is there unless opts->format names it. opts may be NULL (auto, train).
+ * A path naming one file is that file's samples, whatever split is asked for (s->split still
+ * says which was asked). CIFAR-100 checks both label bytes of every record, whichever it uses;
+ * cifar100_coarse means nothing to other formats.
+ * DT_ERR_IO: cannot read; DT_ERR_CORRUPT: a file fails its checks; DT_ERR_INVALID_ARG: an
+ * unknown format or split, or nothing recognisable at path (the message lists what was looked
+ * for). The caller owns *out: ds_close. */
+dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out);
+void ds_close(ds_split *s);
+
+static inline dt_status ds_read(const ds_split *s, size_t i, float *x, int32_t *label)
+{
+    return s->ops->read(s, i, x, label);
+}
+
+/* Per format, for ds_open (and the fuzz harnesses): each fills *s (zeroed by the caller) for the
+ * split at path, or fails with the split untouched but for what ds_close may free. A split that
+ * the caller owns itself (on the stack) is released with s->ops->close(s) when s->ops is set. */
+dt_status idx_open(const char *path, const ds_open_opts *opts, ds_split *s);
+dt_status cifar_open(const char *path, const ds_open_opts *opts, ds_split *s);
+
+#endif

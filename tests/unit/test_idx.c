@@ -1,0 +1,327 @@
+/*
+ * test_idx.c - MNIST-style IDX datasets: files this test writes (every type code and rank, plain
+ * and gzip) read back value for value through ds_open, and every malformed file refused with a
+ * message naming the file and what is wrong.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "data/idx.h"
+#include "data/reader.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+static char dir[64];
+
+/* dir/name in one of 4 rotating buffers: valid for the next three calls, so copy one kept longer. */
+static char *path_of(const char *name)
+{
+    static char p[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+/* An IDX image: type, dims, then values v(i) for i = 0.. in the type, big-endian. */
+static size_t make_idx(unsigned char *out, int type, int nd, const uint32_t *dims, double (*v)(size_t))
+{
+    size_t n = 4;
+    out[0] = out[1] = 0;
+    out[2] = (unsigned char)type;
+    out[3] = (unsigned char)nd;
+    size_t total = 1;
+    for (int d = 0; d < nd; d++) {
+        for (int b = 0; b < 4; b++) out[n++] = (unsigned char)(dims[d] >> (24 - 8 * b));
+        total *= dims[d];
+    }
+    for (size_t i = 0; i < total; i++) {
+        double x = v(i);
+        uint64_t u = 0;
+        int size = type == 0x0B ? 2 : type == 0x0C || type == 0x0D ? 4 : type == 0x0E ? 8 : 1;
+        if (type == 0x0D) {
+            float f = (float)x;
+            uint32_t w;
+            memcpy(&w, &f, 4);
+            u = w;
+        } else if (type == 0x0E) {
+            memcpy(&u, &x, 8);
+        } else {
+            u = (uint64_t)(int64_t)x;
+        }
+        for (int b = size - 1; b >= 0; b--) out[n++] = (unsigned char)(u >> (8 * b));
+    }
+    return n;
+}
+
+static void write_file(const char *name, const void *p, size_t n, int gz)
+{
+    if (gz) {
+        gzFile z = gzopen(path_of(name), "wb");
+        assert_non_null(z);
+        assert_int_equal(gzwrite(z, p, (unsigned)n), (int)n);
+        gzclose(z);
+    } else {
+        FILE *f = fopen(path_of(name), "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(p, 1, n, f), n);
+        fclose(f);
+    }
+}
+
+static double pix(size_t i) { return (double)((i * 37 + 11) % 256); }
+static double lab(size_t i) { return (double)(i % 10); }
+static double sgn(size_t i) { return (double)((int)(i % 200) - 100); }
+static double real(size_t i) { return (double)i * 0.25 - 3.0; }
+static double bad_lab(size_t i) { return i == 5 ? 10.0 : (double)(i % 10); }
+
+static unsigned char buf[1 << 20];
+
+/* N images of H x W (ubyte) and N labels, as split `stem`, plain or gzip. */
+static void write_mnist(const char *stem, uint32_t n, uint32_t h, uint32_t w, int gz)
+{
+    char name[128];
+    uint32_t di[3] = {n, h, w}, dl[1] = {n};
+    size_t len = make_idx(buf, 0x08, 3, di, pix);
+    snprintf(name, sizeof name, "%s-images-idx3-ubyte%s", stem, gz ? ".gz" : "");
+    write_file(name, buf, len, gz);
+    len = make_idx(buf, 0x08, 1, dl, lab);
+    snprintf(name, sizeof name, "%s-labels-idx1-ubyte%s", stem, gz ? ".gz" : "");
+    write_file(name, buf, len, gz);
+}
+
+static int setup(void **st)
+{
+    (void)st;
+    snprintf(dir, sizeof dir, "/tmp/dtidx-XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **st)
+{
+    (void)st;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void expect_open_fails(const char *path, const ds_open_opts *o, dt_status want, const char *must)
+{
+    ds_split *s = NULL;
+    dt_status r = ds_open(path, o, &s);
+    if (r != want) fail_msg("%s: status %d, want %d: %s", path, (int)r, (int)want, dt_last_error());
+    assert_null(s);
+    if (!strstr(dt_last_error(), must)) fail_msg("message '%s' lacks '%s'", dt_last_error(), must);
+}
+
+static void test_mnist_layout(void **st)
+{
+    (void)st;
+    write_mnist("train", 20, 4, 3, 0);
+    write_mnist("t10k", 10, 4, 3, 1); /* the test split gzip-compressed */
+    ds_split *s;
+    assert_int_equal(ds_open(dir, NULL, &s), DT_OK);
+    assert_string_equal(s->format, "idx");
+    assert_int_equal(s->count, 20);
+    assert_int_equal(s->c, 1);
+    assert_int_equal(s->h, 4);
+    assert_int_equal(s->w, 3);
+    assert_int_equal(s->classes, 10);
+    float x[12];
+    int32_t y;
+    for (size_t i = 0; i < 20; i++) {
+        assert_int_equal(ds_read(s, i, x, &y), DT_OK);
+        assert_int_equal(y, (int)(i % 10));
+        for (size_t j = 0; j < 12; j++) assert_true(x[j] == (float)pix(i * 12 + j));
+    }
+    assert_int_equal(ds_read(s, 20, x, &y), DT_ERR_INVALID_ARG);
+    ds_close(s);
+    ds_open_opts o = {.split = "test"};
+    assert_int_equal(ds_open(dir, &o, &s), DT_OK);
+    assert_int_equal(s->count, 10);
+    assert_int_equal(ds_read(s, 9, x, &y), DT_OK);
+    assert_int_equal(y, 9);
+    assert_true(x[11] == (float)pix(9 * 12 + 11));
+    ds_close(s);
+    /* One images file names its labels file beside it. */
+    assert_int_equal(ds_open(path_of("train-images-idx3-ubyte"), NULL, &s), DT_OK);
+    assert_int_equal(s->count, 20);
+    ds_close(s);
+    assert_int_equal(ds_open(path_of("t10k-images-idx3-ubyte.gz"), NULL, &s), DT_OK);
+    assert_int_equal(s->count, 10);
+    ds_close(s);
+}
+
+/* Every type code and the ranks: N x F features, N x C x H x W, N. */
+static void test_types_and_ranks(void **st)
+{
+    (void)st;
+    struct {
+        int type, nd;
+        uint32_t dims[4];
+        double (*v)(size_t);
+        int c, h, w;
+    } cases[] = {
+        {0x09, 2, {6, 5}, sgn, 5, 1, 1},     {0x0B, 4, {6, 2, 3, 2}, sgn, 2, 3, 2}, {0x0C, 3, {6, 2, 2}, sgn, 1, 2, 2},
+        {0x0D, 2, {6, 3}, real, 3, 1, 1},    {0x0E, 2, {6, 3}, real, 3, 1, 1},      {0x08, 1, {6}, pix, 1, 1, 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        size_t len = make_idx(buf, cases[k].type, cases[k].nd, cases[k].dims, cases[k].v);
+        write_file("x-images-idx2-ubyte", buf, len, k % 2);
+        uint32_t dl[1] = {6};
+        len = make_idx(buf, k % 2 ? 0x0C : 0x08, 1, dl, lab); /* int32 labels too */
+        write_file("x-labels-idx1-ubyte", buf, len, 0);
+        ds_split *s;
+        const char *p = path_of(k % 2 ? "x-images-idx2-ubyte.gz" : "x-images-idx2-ubyte");
+        if (k % 2) rename(path_of("x-images-idx2-ubyte"), p);
+        if (ds_open(p, NULL, &s)) fail_msg("case %zu: %s", k, dt_last_error());
+        assert_int_equal(s->c, cases[k].c);
+        assert_int_equal(s->h, cases[k].h);
+        assert_int_equal(s->w, cases[k].w);
+        size_t per = (size_t)s->c * s->h * s->w;
+        float x[16];
+        int32_t y;
+        for (size_t i = 0; i < 6; i++) {
+            assert_int_equal(ds_read(s, i, x, &y), DT_OK);
+            for (size_t j = 0; j < per; j++)
+                if (x[j] != (float)cases[k].v(i * per + j))
+                    fail_msg("case %zu sample %zu value %zu: %g, want %g", k, i, j, (double)x[j], cases[k].v(i * per + j));
+        }
+        ds_close(s);
+        unlink(p);
+    }
+}
+
+static void test_refusals(void **st)
+{
+    (void)st;
+    uint32_t di[3] = {8, 2, 2}, dl[1] = {8};
+    size_t il = make_idx(buf, 0x08, 3, di, pix);
+    static unsigned char img[4096], labs[4096];
+    memcpy(img, buf, il);
+    size_t ll = make_idx(labs, 0x08, 1, dl, lab);
+    const char *I = "r-images-idx3-ubyte", *L = "r-labels-idx1-ubyte";
+    char P[256];
+    snprintf(P, sizeof P, "%s", path_of(I));
+    write_file(L, labs, ll, 0);
+
+    write_file(I, img, il - 1, 0);
+    expect_open_fails(P, NULL, DT_ERR_CORRUPT, "truncated");
+    write_file(I, img, il + 1, 0);
+    expect_open_fails(P, NULL, DT_ERR_CORRUPT, "data after the values");
+    img[0] = 0x1f;
+    write_file(I, img, il, 0);
+    /* Detected as nothing known; forced to IDX, the IDX reader says what it expected. */
+    expect_open_fails(P, NULL, DT_ERR_INVALID_ARG, "is not a dataset file dtrain recognises");
+    ds_open_opts forced = {.format = "idx"};
+    expect_open_fails(P, &forced, DT_ERR_CORRUPT, "is not an IDX file: its first bytes are 1f 00 08");
+    img[0] = 0;
+    img[3] = 7;
+    write_file(I, img, il, 0);
+    expect_open_fails(P, NULL, DT_ERR_CORRUPT, "byte 3 says 7 dimensions");
+    img[3] = 3;
+    img[7] = 0; /* N = 0 */
+    write_file(I, img, il, 0);
+    expect_open_fails(P, NULL, DT_ERR_CORRUPT, "dimension 0 (offset 4) is 0");
+    img[7] = 8;
+    /* Huge dimensions with a short file: refused from the header alone. */
+    static unsigned char huge[16] = {0, 0, 8, 3, 0xff, 0xff, 0xff, 0xff, 0, 0, 0x40, 0, 0, 0, 0x40, 1};
+    write_file(I, huge, sizeof huge, 0);
+    expect_open_fails(P, NULL, DT_ERR_CORRUPT, "more than 268435456 values");
+
+    write_file(I, img, il, 0);
+    uint32_t dl7[1] = {7};
+    ll = make_idx(labs, 0x08, 1, dl7, lab);
+    write_file(L, labs, ll, 0);
+    expect_open_fails(P, NULL, DT_ERR_CORRUPT, "holds 7 labels but its images file 8 images");
+    ll = make_idx(labs, 0x08, 1, dl, bad_lab);
+    write_file(L, labs, ll, 0); /* label 10 is fine (11 classes): a negative one is not */
+    ll = make_idx(labs, 0x09, 1, dl, sgn);
+    write_file(L, labs, ll, 0);
+    expect_open_fails(P, NULL, DT_ERR_CORRUPT, "label -100 of sample 0 is outside 0 to");
+    ll = make_idx(labs, 0x0D, 1, dl, lab);
+    write_file(L, labs, ll, 0);
+    expect_open_fails(P, NULL, DT_ERR_CORRUPT, "labels must be integers");
+    unlink(path_of(L));
+    expect_open_fails(P, NULL, DT_ERR_IO, "the labels of");
+
+    /* A NaN pixel in float data. */
+    uint32_t df[2] = {8, 2};
+    il = make_idx(img, 0x0D, 2, df, real);
+    memcpy(img + 4 + 8 + 4 * 5, "\x7f\xc0\x00\x00", 4);
+    write_file(I, img, il, 0);
+    ll = make_idx(labs, 0x08, 1, dl, lab);
+    write_file(L, labs, ll, 0);
+    expect_open_fails(P, NULL, DT_ERR_CORRUPT, "value 1 of sample 2 is nan");
+
+    /* Damaged gzip. */
+    il = make_idx(img, 0x08, 3, di, pix);
+    write_file("g-images-idx3-ubyte.gz", img, il, 1);
+    write_file("g-labels-idx1-ubyte", labs, ll, 0);
+    FILE *f = fopen(path_of("g-images-idx3-ubyte.gz"), "r+b");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    assert_int_equal(truncate(path_of("g-images-idx3-ubyte.gz"), n - 12), 0);
+    expect_open_fails(path_of("g-images-idx3-ubyte.gz"), NULL, DT_ERR_CORRUPT, "compressed data is damaged");
+
+    /* Directories: nothing recognisable; a split that is missing. */
+    mkdir(path_of("empty"), 0755);
+    expect_open_fails(path_of("empty"), NULL, DT_ERR_INVALID_ARG, "no dataset recognised in");
+    mkdir(path_of("trainonly"), 0755);
+    il = make_idx(img, 0x08, 3, di, pix);
+    char nm[128];
+    snprintf(nm, sizeof nm, "trainonly/train-images-idx3-ubyte");
+    write_file(nm, img, il, 0);
+    snprintf(nm, sizeof nm, "trainonly/train-labels-idx1-ubyte");
+    write_file(nm, labs, ll, 0);
+    ds_open_opts o = {.split = "test"};
+    expect_open_fails(path_of("trainonly"), &o, DT_ERR_IO, "has no test split");
+    ds_open_opts bad = {.format = "hdf5"};
+    expect_open_fails(path_of("trainonly"), &bad, DT_ERR_INVALID_ARG, "'hdf5' is not idx, cifar10, cifar100 or auto");
+    ds_open_opts bads = {.split = "val"};
+    expect_open_fails(path_of("trainonly"), &bads, DT_ERR_INVALID_ARG, "split 'val' is not train or test");
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_idx: the reader blocked on a FIFO\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(1);
+}
+
+static void test_fifo(void **st)
+{
+    (void)st;
+    mkdir(path_of("fifo"), 0755);
+    assert_int_equal(mkfifo(path_of("fifo/train-images-idx3-ubyte"), 0644), 0);
+    uint32_t dl[1] = {8};
+    size_t ll = make_idx(buf, 0x08, 1, dl, lab);
+    write_file("fifo/train-labels-idx1-ubyte", buf, ll, 0);
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    expect_open_fails(path_of("fifo"), NULL, DT_ERR_IO, "is not a regular file");
+    alarm(0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_mnist_layout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_types_and_ranks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fifo, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
