@@ -71,6 +71,7 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cmd_env(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_data(int argc, char **argv);       /* argv[0] = "data" */
 int cmd_bench_gemm(int argc, char **argv); /* argv[0] = "gemm" */
 int cmd_bench_step(int argc, char **argv); /* argv[0] = "step" */
 

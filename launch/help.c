@@ -18,6 +18,7 @@ static const char overview[] =
     "  bench allreduce  the engine's allreduce against MPI_Allreduce, per size\n"
     "  bench gemm       TFLOP/s of matrix products on the CPU and the GPU\n"
     "  bench step       samples/s of training steps per precision\n"
+    "  data info PATH   what a dataset holds: splits, shape, classes, mean/std\n"
     "  env              every rank's placement: rank, node, device, cores, versions\n"
     "  version          versions of dtrain and of what it was built with\n"
     "  help [COMMAND]   this text, or a command's options\n"
@@ -110,6 +111,24 @@ static const char bench_step[] =
     "  --loader-threads N|auto  (auto: 0 on the CPU, cores-1 up to 8 on a GPU)\n"
     "  --profile N              then N profiled steps: time per phase and per layer\n";
 
+static const char data[] =
+    "usage: dtrain data info PATH [options]\n"
+    "\n"
+    "commands:\n"
+    "  info   what a dataset holds (dtrain help data info: its options)\n";
+
+static const char data_info[] =
+    "usage: dtrain data info PATH [options]\n"
+    "What the dataset at PATH holds, per split (train, test): its format, samples,\n"
+    "shape, classes and the samples of each, the value range, and the mean and\n"
+    "standard deviation of each channel. Every file is checked whole.\n"
+    "PATH: an MNIST-style IDX directory (train-images-idx3-ubyte, t10k-..., each\n"
+    "optionally .gz), a CIFAR-10 (data_batch_1..5.bin, test_batch.bin) or CIFAR-100\n"
+    "(train.bin, test.bin) directory, or one such file.\n"
+    "\n"
+    "  --data-format auto|idx|cifar10|cifar100   (auto: from what is there)\n"
+    "  --cifar100-labels fine|coarse             CIFAR-100's 100 or 20 classes (fine)\n";
+
 static const char env[] =
     "usage: dtrain env [options]\n"
     "Every rank's placement, gathered by rank 0: rank/world, local rank/size, node,\n"
@@ -128,7 +147,8 @@ static const struct {
 } screens[] = {
     {"train", train, 1},          {"bench", bench, 1},           {"bench allreduce", bench_allreduce, 1},
     {"bench gemm", bench_gemm, 1}, {"bench step", bench_step, 1}, {"env", env, 1},
-    {"version", version, 1},       {"help", overview, 0},
+    {"version", version, 1},       {"help", overview, 0},         {"data", data, 0},
+    {"data info", data_info, 0},
 };
 
 void cli_usage(FILE *f) { fputs(overview, f); }

@@ -70,8 +70,9 @@ static const char *detect_file(const char *path, const struct stat *sb)
         if (n % 3073 == 0) return "cifar10";
         if (n % 3074 == 0) return "cifar100";
     }
-    /* Not IDX and not recognisably CIFAR: the IDX reader's message says what it expected. */
-    return S_ISREG(sb->st_mode) && m[0] == 0 && m[1] == 0 ? "idx" : NULL;
+    /* An IDX magic with a bad rank: the IDX reader's message says what it expected. */
+    const int idx_type = m[2] == 0x08 || m[2] == 0x09 || m[2] == 0x0B || m[2] == 0x0C || m[2] == 0x0D || m[2] == 0x0E;
+    return S_ISREG(sb->st_mode) && m[0] == 0 && m[1] == 0 && idx_type ? "idx" : NULL;
 }
 
 dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)

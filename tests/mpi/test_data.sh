@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# `dtrain data info`: what a dataset holds, on files this test writes byte by byte (an MNIST-style
+# IDX directory, a CIFAR-10 batch), and the refusal of damaged ones naming the file.
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1
+
+# IDX: 3 images of 2x2 (ubyte) with labels 0, 1, 1; a test split of 1 image, gzip-compressed.
+d="$tmp/mnist"
+mkdir -p "$d"
+printf '\x00\x00\x08\x03\x00\x00\x00\x03\x00\x00\x00\x02\x00\x00\x00\x02\x00\x10\x20\x30\x40\x50\x60\x70\x80\x90\xa0\xff' \
+    >"$d/train-images-idx3-ubyte"
+printf '\x00\x00\x08\x01\x00\x00\x00\x03\x00\x01\x01' >"$d/train-labels-idx1-ubyte"
+printf '\x00\x00\x08\x03\x00\x00\x00\x01\x00\x00\x00\x02\x00\x00\x00\x02\x01\x02\x03\x04' | gzip >"$d/t10k-images-idx3-ubyte.gz"
+printf '\x00\x00\x08\x01\x00\x00\x00\x01\x01' | gzip >"$d/t10k-labels-idx1-ubyte.gz"
+"$DTRAIN" data info "$d" >"$tmp/out" 2>&1
+rc=$?
+# Values 0x00, 0x10, ..., 0xa0 and 0xff: min 0, max 255, mean 1135/12 = 94.58.
+if [ $rc -eq 0 ] && grep -q "^dataset $d: idx$" "$tmp/out" &&
+    grep -q "train: 3 samples of 1x2x2 (4 values), 2 classes" "$tmp/out" &&
+    grep -q "values: min 0, max 255; per channel mean / std: 94.58 / 68.45" "$tmp/out" &&
+    grep -q "samples per class: 0: 1, 1: 2$" "$tmp/out" &&
+    grep -q "test: 1 sample of 1x2x2 (4 values), 2 classes" "$tmp/out"; then
+    ok "data info on an IDX directory: splits, shape, classes, range, mean, per-class counts"
+else
+    bad "data info on an IDX directory: exit $rc"; cat "$tmp/out"
+fi
+
+# CIFAR-10: one test batch of 2 records (label, 3072 pixels), detected by its size.
+c="$tmp/cifar"
+mkdir -p "$c"
+{ printf '\x07'; head -c 3072 /dev/zero; printf '\x03'; head -c 3072 /dev/zero | tr '\0' '\377'; } >"$c/test_batch.bin"
+expect 0 "train: 2 samples of 3x32x32 (3072 values), 10 classes" "$DTRAIN" data info "$c/test_batch.bin"
+grep -q "values: min 0, max 255; per channel mean / std: 127.5 / 127.5 127.5 / 127.5 127.5 / 127.5" "$tmp/out" &&
+    ok "CIFAR-10 channels: mean 127.5, std 127.5 each" || { bad "CIFAR channel statistics"; cat "$tmp/out"; }
+grep -q "samples per class: 0: 0, 1: 0, 2: 0, 3: 1, 4: 0, 5: 0, 6: 0, 7: 1, 8: 0, 9: 0; 8 classes without a sample" "$tmp/out" &&
+    ok "labels 7 and 3 counted, 8 classes without a sample" || { bad "per-class counts"; cat "$tmp/out"; }
+
+# Damaged files are refused naming the file and what is wrong; a directory of nothing known too.
+truncate -s -1 "$d/train-images-idx3-ubyte"
+expect 1 "train-images-idx3-ubyte is 27 bytes; its header (16 bytes) describes 12 bytes of values (truncated)" \
+    "$DTRAIN" data info "$d"
+head -c 3000 /dev/zero >"$c/test_batch.bin"
+expect 2 "is not a dataset file dtrain recognises" "$DTRAIN" data info "$c/test_batch.bin"
+expect 1 "test_batch.bin is 3000 bytes" "$DTRAIN" data info --data-format cifar10 "$c/test_batch.bin"
+mkdir -p "$tmp/empty"
+expect 2 "no dataset recognised in $tmp/empty" "$DTRAIN" data info "$tmp/empty"
+expect 1 "does not exist" "$DTRAIN" data info "$tmp/nothing"
+expect 2 "dataset format 'hdf5' is not idx, cifar10, cifar100 or auto" "$DTRAIN" data info --data-format hdf5 "$tmp/empty"
+expect 2 "takes one PATH" "$DTRAIN" data info
+expect 0 "usage: dtrain data info PATH" "$DTRAIN" data info --help
+finish
