@@ -1,6 +1,8 @@
 /*
- * model.c - dt_model: a layer-list network on one flat parameter buffer, its forward and backward
- * passes over the kernel op table, and the public optimizer and kernel entry points.
+ * model.c - dt_model: a layer-list network on one flat parameter buffer, its buffers, and its
+ * fp32 forward and backward passes over the kernel op table; the whole training step; the public
+ * kernel entry points. Gradient synchronization is model_sync.c, the optimizers optimizer.c,
+ * precision model_precision.c (16-bit passes model_amp.c), profiling model_profile.c.
  *
  * Memory is sized once for the largest batch: one output buffer per layer (ReLU works in place on
  * its input's buffer and flatten aliases it, since no backward pass needs the pre-ReLU values),
@@ -13,13 +15,7 @@
 #ifdef DTRAIN_HAVE_CUDA
 #include "cuda_ops.h"
 #endif
-#include "amp.h"
-#include "bucket.h"
 #include "clock.h"
-#include "cast.h"
-#include "coll.h"
-#include "ctx_internal.h"
-#include "engine.h"
 #include "rng.h"
 #include "status.h"
 
@@ -28,10 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-
-
-static dt_status model_wait_inflight(dt_model *m);
 
 static conv_shape layer_conv_shape(const layer *l, int batch)
 {
@@ -63,7 +55,7 @@ static dt_status model_init_params(dt_model *m, uint64_t seed)
 }
 
 /* Frees the activation pool and forgets every buffer carved from it. */
-static void model_free_acts(dt_model *m)
+void model_free_acts(dt_model *m)
 {
     devmem_free(m->cuda, m->pool);
     m->pool = NULL;
@@ -153,7 +145,7 @@ static int act_plan(dt_model *m, carve *c)
  * the largest batch and reused by every step, and carves the per-step buffers from it: layer
  * outputs, the backward buffers, pooling indices, the convolution workspace and (16-bit) the
  * conversion scratch. 0 when out of memory (dt_last_error says how much was asked). */
-static int model_alloc_acts(dt_model *m)
+int model_alloc_acts(dt_model *m)
 {
     carve *c = malloc(carve_max(m) * sizeof *c);
     if (!c) {
@@ -321,117 +313,9 @@ void dt_model_describe(const dt_model *m, char *buf, size_t n)
     }
 }
 
-static dt_status model_layer_done(dt_model *m, int p);
 
-/* The stream the ops run on, which the NCCL buckets follow (NULL: the default stream). */
-static void *compute_stream(void)
-{
-#ifdef DTRAIN_HAVE_CUDA
-    return cuda_ops_stream();
-#else
-    return NULL;
-#endif
-}
 
-/* Waits for the buckets of the last backward still being reduced. */
-static dt_status model_wait_inflight(dt_model *m)
-{
-    if (!m->in_flight) return DT_OK;
-    m->in_flight = 0;
-    return m->dcoll ? m->dcoll->ops->wait_all(m->dcoll, compute_stream()) : engine_wait_all(m->eng);
-}
 
-/* Starts the allreduce of bucket b: on the NCCL stream for a GPU model, else by the engine. */
-static dt_status bucket_start(dt_model *m, int b)
-{
-    const bucket *bk = &m->plan.b[b];
-    if (m->dcoll)
-        return m->dcoll->ops->start(m->dcoll, m->grads + bk->off, bk->n, DT_F32, m->sync.op, compute_stream());
-    return m->g16 ? engine_start16(m->eng, m->g16 + bk->off, bk->n, m->sync.op, b, m->grad_t)
-                  : engine_start(m->eng, m->grads + bk->off, bk->n, m->sync.op, b, m->sync.grad_comm);
-}
-
-double model_prof_mark(dt_model *m)
-{
-    if (!m->prof) return 0;
-#ifdef DTRAIN_HAVE_CUDA
-    if (m->cuda) cuda_ops_sync();
-#endif
-    const double t = clock_now_s(), d = t - m->prof_t;
-    m->prof_t = t;
-    return d;
-}
-
-dt_status dt_model_set_profile(dt_model *m, int on)
-{
-    if (on && !m->prof_fwd) {
-        m->prof_fwd = calloc((size_t)m->spec.n, sizeof *m->prof_fwd);
-        m->prof_bwd = calloc((size_t)m->spec.n, sizeof *m->prof_bwd);
-        if (!m->prof_fwd || !m->prof_bwd) {
-            free(m->prof_fwd), free(m->prof_bwd);
-            m->prof_fwd = m->prof_bwd = NULL;
-            return dt_set_error(DT_ERR_NOMEM, "out of memory for the profile");
-        }
-    }
-    if (on) {
-        memset(m->prof_fwd, 0, (size_t)m->spec.n * sizeof *m->prof_fwd);
-        memset(m->prof_bwd, 0, (size_t)m->spec.n * sizeof *m->prof_bwd);
-        memset(&m->prof_step, 0, sizeof m->prof_step);
-    }
-    m->prof = on != 0;
-    return DT_OK;
-}
-
-void dt_model_profile(const dt_model *m, dt_step_profile *out)
-{
-    *out = m->prof_step;
-    out->forward_s = out->backward_s = 0;
-    for (int i = 0; m->prof_fwd && i < m->spec.n; i++) {
-        out->forward_s += m->prof_fwd[i];
-        out->backward_s += m->prof_bwd[i];
-    }
-}
-
-void dt_model_layer_profile(const dt_model *m, int i, double *forward_s, double *backward_s)
-{
-    const int ok = m->prof_fwd && i >= 0 && i < m->spec.n;
-    *forward_s = ok ? m->prof_fwd[i] : 0;
-    *backward_s = ok ? m->prof_bwd[i] : 0;
-}
-
-/* Backward finished layer i's parameter gradients: the testing inf, the local finite check, then
- * the bucket bookkeeping. */
-dt_status model_grads_done(dt_model *m, int i)
-{
-    const layer *l = &m->spec.layers[i];
-    const size_t off = l->w_off, cnt = l->w_n + l->b_n;
-    if (m->inject_inf && cnt) {
-        m->inject_inf = 0;
-        const float inf = INFINITY;
-        if (m->g16)
-            m->g16[off] = m->grad_t == DT_F16 ? 0x7c00u : 0x7f80u;
-        else if (m->cuda) {
-            dt_status s = devmem_to_device(1, m->grads + off, &inf, sizeof inf);
-            if (s) return s;
-        } else
-            m->grads[off] = inf;
-    }
-#ifdef DTRAIN_HAVE_CUDA
-    if (m->check_local && m->cuda) {
-        cuda_flag_nonfinite(m->grads + off, cnt, m->dflags + i, m->fb_count);
-        return model_layer_done(m, m->player[i]);
-    }
-#endif
-    if (m->check_local && m->bad_layer < 0) {
-        size_t bad;
-        if (m->g16)
-            bad = cpu_count_nonfinite16(m->grad_t, m->g16 + off, cnt);
-        else
-            bad = cpu_count_nonfinite(m->grads + off, cnt);
-        if (bad) m->bad_layer = i;
-    }
-    return model_layer_done(m, m->player[i]);
-}
 
 dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
                                     float grad_scale, double *loss_sum, int *correct)
@@ -564,315 +448,8 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     return DT_OK;
 }
 
-void dt_sync_defaults(dt_sync_config *c)
-{
-    memset(c, 0, sizeof *c);
-    c->overlap = 1;
-    c->bucket_mb = 25.0;
-    c->first_bucket_mb = 1.0;
-    c->op = DT_AVG;
-    c->grad_comm = DT_F32;
-}
 
-int dt_model_num_buckets(const dt_model *m) { return m->plan.nb; }
-size_t dt_model_bucket_size(const dt_model *m, int i) { return i >= 0 && i < m->plan.nb ? m->plan.b[i].n : 0; }
 
-/* Backward finished parameter layer p: start its bucket's allreduce when the bucket is complete. */
-static dt_status model_layer_done(dt_model *m, int p)
-{
-    if ((!m->eng && !m->dcoll) || !m->sync.overlap || p < 0) return DT_OK;
-    int b = m->plan.of_layer[p];
-    if (--m->pending[b] == 0) {
-        dt_status s = bucket_start(m, b);
-        if (s) return s;
-        m->in_flight++;
-    }
-    if (m->eng) engine_poke(m->eng);
-    return DT_OK;
-}
-
-dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
-{
-    if (!(c->bucket_mb >= 0) || !(c->first_bucket_mb >= 0) || c->bucket_mb > 1e6 || c->first_bucket_mb > 1e6)
-        return dt_set_error(DT_ERR_INVALID_ARG, "bucket sizes %g / %g MiB must be from 0 to 1e6", c->bucket_mb,
-                            c->first_bucket_mb);
-    if (c->grad_comm != DT_F32 && c->grad_comm != DT_F16 && c->grad_comm != DT_BF16)
-        return dt_set_error(DT_ERR_INVALID_ARG, "gradient communication type %d must be DT_F32, DT_F16 or DT_BF16",
-                            (int)c->grad_comm);
-    if (c->op != DT_SUM && c->op != DT_AVG)
-        return dt_set_error(DT_ERR_INVALID_ARG, "gradient reduction %d must be DT_SUM or DT_AVG", (int)c->op);
-    dt_status ws = model_wait_inflight(m);
-    if (ws) return ws;
-    /* The parameter layers, in forward order. */
-    int np = 0;
-    for (int i = 0; i < m->spec.n; i++) np += m->spec.layers[i].w_n + m->spec.layers[i].b_n > 0;
-    size_t *off = calloc((size_t)np + 1, sizeof *off), *cnt = calloc((size_t)np + 1, sizeof *cnt);
-    int *player = calloc((size_t)m->spec.n, sizeof *player);
-    if (!off || !cnt || !player) {
-        free(off), free(cnt), free(player);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory planning buckets");
-    }
-    int p = 0;
-    for (int i = 0; i < m->spec.n; i++) {
-        const layer *l = &m->spec.layers[i];
-        player[i] = -1;
-        if (l->w_n + l->b_n == 0) continue;
-        off[p] = l->w_off;
-        cnt[p] = l->w_n + l->b_n;
-        player[i] = p++;
-    }
-    bucket_plan plan;
-    dt_status s = bucket_plan_build(off, cnt, np, sizeof(float), (size_t)(c->first_bucket_mb * 1048576.0),
-                                    (size_t)(c->bucket_mb * 1048576.0), &plan);
-    free(off);
-    free(cnt);
-    if (s) {
-        free(player);
-        return s;
-    }
-    int *pending = calloc((size_t)plan.nb, sizeof *pending);
-    if (!pending) {
-        free(player);
-        bucket_plan_free(&plan);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory planning buckets");
-    }
-    /* Every rank must have the same plan, or the collectives would pair wrong buffers and hang.
-     * DTRAIN_COMM_WORLD1=1 makes a GPU model reduce its buckets even in a world of one (a test of
-     * the NCCL path on one GPU: a sum over one rank changes no bit). */
-    const char *w1 = getenv("DTRAIN_COMM_WORLD1");
-    const int comm1 = m->cuda && w1 && !strcmp(w1, "1");
-    if (m->ctx && (dt_world_size(m->ctx) > 1 || comm1)) {
-        /* Through dt_broadcast and dt_check_replicas, which run under the watchdog's deadline: a
-         * rank that never arrives is named instead of hanging every other rank here. */
-        unsigned long long mine[2] = {bucket_plan_hash(&plan), (unsigned long long)plan.nb};
-        int64_t nb0 = plan.nb; /* rank 0's bucket count, for the message (broadcast moves bytes) */
-        int differ = 0, first = -1;
-        s = dt_broadcast(m->ctx, &nb0, 2, DT_F32, 0);
-        if (!s) {
-            s = dt_check_replicas(m->ctx, mine, sizeof mine, &differ, &first);
-            if (s == DT_ERR_NUMERIC) {
-                char own[64] = ""; /* the differing rank adds its own count */
-                if ((long long)mine[1] != (long long)nb0 || dt_rank(m->ctx) == first)
-                    snprintf(own, sizeof own, ", rank %d has %llu", dt_rank(m->ctx), mine[1]);
-                s = dt_set_error(DT_ERR_INVALID_ARG, "%d rank(s) planned other gradient buckets than rank 0 (the "
-                                 "first is rank %d; rank 0 has %lld buckets%s): every rank must use the same model "
-                                 "and --bucket-mb / --first-bucket-mb", differ, first, (long long)nb0, own);
-            }
-        }
-        /* A GPU model's gradients go to the context's device backend: bucket by bucket where it
-         * can start them asynchronously (NCCL), else whole after backward (dt_model_sync_grads). */
-        if (!s && !m->eng && !m->cuda) s = engine_create(ctx_world_comm(m->ctx), ctx_timeout(m->ctx), &m->eng);
-        if (m->cuda) {
-            coll *dc = ctx_device_coll(m->ctx);
-            m->dcoll = dc && dc->ops->start ? dc : NULL;
-        }
-        if (s) {
-            free(player), free(pending);
-            bucket_plan_free(&plan);
-            return s;
-        }
-    }
-    bucket_plan_free(&m->plan);
-    free(m->player);
-    free(m->pending);
-    m->plan = plan;
-    m->player = player;
-    m->pending = pending;
-    m->sync = *c;
-    return DT_OK;
-}
-
-static dt_status model_sync_grads(dt_model *m)
-{
-    /* A GPU backend without asynchronous starts (MPI through host memory): the whole buffer. */
-    if (m->cuda && !m->dcoll && m->ctx && dt_world_size(m->ctx) > 1)
-        return dt_allreduce(m->ctx, m->grads, m->spec.num_params, DT_F32, m->sync.op);
-    if (!m->eng && !m->dcoll) return DT_OK; /* a world of one */
-    m->in_flight = 1; /* whatever is started (none, some or all, even if a start fails): wait for it */
-    if (!m->sync.overlap) {
-        for (int b = 0; b < m->plan.nb; b++) {
-            dt_status s = bucket_start(m, b);
-            if (s) return s;
-        }
-    }
-    return model_wait_inflight(m);
-}
-
-dt_status dt_model_sync_grads(dt_model *m)
-{
-    dt_status s = model_sync_grads(m);
-    if (!s) m->unreduced = 0;
-    return s;
-}
-
-/* ---------------------------------------------------------------- optimizers */
-
-struct dt_optimizer {
-    dt_optim_config cfg;
-    size_t n;
-    float *s1, *s2; /* SGD: momentum; AdamW: m and v */
-    int t;          /* steps taken */
-    /* For a GPU model the state lives on the device (made from s1/s2 at the first step there);
-     * s1/s2 are then not kept up to date. */
-    float *d1, *d2;
-    int on_device;
-    int upload; /* s1/s2 were changed on the host (a checkpoint was loaded): copy them up again */
-};
-
-void dt_optim_defaults(dt_optim_config *c)
-{
-    memset(c, 0, sizeof *c);
-    c->kind = DT_OPTIM_SGD;
-    c->lr = 0.01f;
-    c->momentum = 0.9f;
-    c->weight_decay = 0.0f;
-    c->beta1 = 0.9f;
-    c->beta2 = 0.999f;
-    c->eps = 1e-8f;
-}
-
-dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer **out)
-{
-    *out = NULL;
-    if (c->kind != DT_OPTIM_SGD && c->kind != DT_OPTIM_ADAMW)
-        return dt_set_error(DT_ERR_INVALID_ARG, "unknown optimizer %d (use sgd or adamw)", (int)c->kind);
-    if (!(c->lr > 0) || !isfinite(c->lr))
-        return dt_set_error(DT_ERR_INVALID_ARG, "learning rate %g must be a positive number", (double)c->lr);
-    if (!(c->momentum >= 0 && c->momentum < 1))
-        return dt_set_error(DT_ERR_INVALID_ARG, "momentum %g must be in [0, 1)", (double)c->momentum);
-    if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
-        return dt_set_error(DT_ERR_INVALID_ARG, "weight decay %g must be >= 0", (double)c->weight_decay);
-    if (c->kind == DT_OPTIM_ADAMW && (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) ||
-                                      !(c->eps > 0)))
-        return dt_set_error(DT_ERR_INVALID_ARG, "AdamW needs betas in [0, 1) and eps > 0 (got %g, %g, %g)",
-                            (double)c->beta1, (double)c->beta2, (double)c->eps);
-    dt_optimizer *o = calloc(1, sizeof *o);
-    if (!o) return dt_set_error(DT_ERR_NOMEM, "out of memory for the optimizer");
-    o->cfg = *c;
-    o->n = n;
-    int need1 = c->kind == DT_OPTIM_ADAMW || c->momentum > 0, need2 = c->kind == DT_OPTIM_ADAMW;
-    if (need1) o->s1 = calloc(n ? n : 1, sizeof(float));
-    if (need2) o->s2 = calloc(n ? n : 1, sizeof(float));
-    if ((need1 && !o->s1) || (need2 && !o->s2)) {
-        dt_optimizer_free(o);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory for the optimizer state (%zu MiB)",
-                            (n * 4 * (size_t)(need1 + need2)) >> 20);
-    }
-    *out = o;
-    return DT_OK;
-}
-
-void dt_optimizer_free(dt_optimizer *o)
-{
-    if (!o) return;
-    free(o->s1);
-    free(o->s2);
-    devmem_free(1, o->d1);
-    devmem_free(1, o->d2);
-    free(o);
-}
-
-dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
-{
-    const kernel_ops *k = kernels_cpu();
-    const dt_optim_config *c = &o->cfg;
-    o->t++;
-    if (c->kind == DT_OPTIM_SGD)
-        k->sgd(params, grads, o->s1, o->n, c->lr, c->momentum, c->weight_decay, o->t == 1);
-    else
-        k->adamw(params, grads, o->s1, o->s2, o->n, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, o->t);
-    return DT_OK;
-}
-
-/* ---------------------------------------------------------------- mixed precision */
-
-static const char *dtype_name(dt_dtype t) { return t == DT_F16 ? "fp16" : t == DT_BF16 ? "bf16" : "fp32"; }
-
-dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
-{
-    if (compute != DT_F32 && compute != DT_F16 && compute != DT_BF16)
-        return dt_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)compute);
-    if (m->cuda && grads != DT_F32)
-        return dt_set_error(DT_ERR_UNSUPPORTED, "on the GPU, gradients of a %s model are kept in fp32 in this "
-                            "version (pass DT_F32; dtrain train does)", dtype_name(compute));
-    if (grads != DT_F32 && grads != compute)
-        return dt_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
-                            dtype_name(compute), dtype_name(compute), dtype_name(grads));
-    dt_status ws = model_wait_inflight(m);
-    if (ws) return ws;
-    const size_t np = m->spec.num_params ? m->spec.num_params : 1;
-    if (compute != m->prec) {
-        model_free_acts(m);
-        m->prec = compute;
-        if (!model_alloc_acts(m)) {
-            char why[1024];
-            snprintf(why, sizeof why, "%s", dt_last_error()); /* the bytes asked for, and free on a GPU */
-            model_free_acts(m);
-            m->prec = DT_F32;
-            int ok = model_alloc_acts(m);
-            return dt_set_error(DT_ERR_NOMEM, "%s (%s at batch %d)%s", why, dtype_name(compute), m->max_batch,
-                                ok ? "; the model stays in fp32" : "");
-        }
-    }
-    const dt_dtype have = m->g16 ? m->grad_t : DT_F32;
-    if (grads != have) {
-        if (grads == DT_F32) {
-            float *g = calloc(np, sizeof *g);
-            if (!g) return dt_set_error(DT_ERR_NOMEM, "out of memory for fp32 gradients (%zu MiB)", (np * 4) >> 20);
-            free(m->g16);
-            m->g16 = NULL;
-            m->grads = g;
-        } else {
-            uint16_t *g = calloc(np, sizeof *g);
-            if (!g) return dt_set_error(DT_ERR_NOMEM, "out of memory for 16-bit gradients (%zu MiB)", (np * 2) >> 20);
-            free(m->grads); /* from fp32, */
-            free(m->g16);   /* or from the other 16-bit type */
-            m->grads = NULL;
-            m->g16 = g;
-        }
-    }
-    m->grad_t = grads;
-    return DT_OK;
-}
-
-dt_dtype dt_model_precision(const dt_model *m) { return m->prec; }
-dt_dtype dt_model_grad_dtype(const dt_model *m) { return m->g16 ? m->grad_t : DT_F32; }
-
-dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
-{
-    if (!(inv_scale > 0) || !isfinite(inv_scale))
-        return dt_set_error(DT_ERR_INVALID_ARG, "gradient unscale factor %g must be a positive number",
-                            (double)inv_scale);
-    const size_t n = m->spec.num_params;
-    size_t bad;
-    if (m->g16) {
-        bad = cpu_count_nonfinite16(m->grad_t, m->g16, n);
-        m->inv_scale = inv_scale; /* applied by dt_model_optimizer_step as it widens */
-#ifdef DTRAIN_HAVE_CUDA
-    } else if (m->cuda) {
-        bad = inv_scale == 1.0f ? cuda_count_nonfinite(m->grads, n) : cuda_unscale_count_nonfinite(m->grads, n, inv_scale);
-#endif
-    } else {
-        bad = inv_scale == 1.0f ? cpu_count_nonfinite(m->grads, n) : cpu_unscale_count_nonfinite(m->grads, n, inv_scale);
-    }
-    *found_inf = bad != 0;
-    return DT_OK;
-}
-
-void dt_model_set_nonfinite_check(dt_model *m, int on) { m->check_local = on != 0; }
-int dt_model_nonfinite_layer(const dt_model *m)
-{
-    if (!m->dflags || !m->check_local) return m->bad_layer;
-    /* A GPU model flagged layers on the device: the first in backward order of the last pass. */
-    const int n = m->spec.n;
-    int *f = malloc((size_t)n * sizeof *f), bad = -1;
-    if (f && devmem_to_host(1, f, m->dflags, (size_t)n * sizeof *f) == DT_OK)
-        for (int i = n - 1; i >= 0 && bad < 0; i--)
-            if (f[i] == m->fb_count && m->fb_count > 0) bad = i;
-    free(f);
-    return bad;
-}
-void dt_model_inject_inf(dt_model *m) { m->inject_inf = 1; }
 
 void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n)
 {
@@ -890,69 +467,6 @@ void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n)
     }
 }
 
-dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
-{
-    if (!m || !o) return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the model or optimizer is NULL");
-    /* Each rank stepping on its own gradients makes the replicas drift apart while every printed
-     * loss can still look right; say so at the first such step rather than never. */
-    if (m->unreduced && !m->sync.allow_unreduced)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the gradients of the last backward were "
-                            "not reduced across the %d ranks, so their parameters would drift apart: call "
-                            "dt_model_sync_grads after dt_model_forward_backward (dt_model_train_step does both), "
-                            "or set dt_sync_config.allow_unreduced = 1 if the loop skips the reduction on purpose",
-                            dt_world_size(m->ctx));
-    if (o->n != m->spec.num_params)
-        return dt_set_error(DT_ERR_INVALID_ARG, "the optimizer was made for %zu parameters, the model has %zu", o->n,
-                            m->spec.num_params);
-    if (m->cuda) {
-        if (!o->on_device || o->upload) {
-            dt_status s;
-            if ((o->s1 && !o->d1 && (s = devmem_alloc(1, o->n * sizeof(float), "the optimizer state", (void **)&o->d1))) ||
-                (o->s2 && !o->d2 && (s = devmem_alloc(1, o->n * sizeof(float), "the optimizer state", (void **)&o->d2))) ||
-                (o->s1 && (s = devmem_to_device(1, o->d1, o->s1, o->n * sizeof(float)))) ||
-                (o->s2 && (s = devmem_to_device(1, o->d2, o->s2, o->n * sizeof(float)))))
-                return s;
-            o->on_device = 1;
-            o->upload = 0;
-        }
-        const dt_optim_config *c = &o->cfg;
-        o->t++;
-        if (c->kind == DT_OPTIM_SGD)
-            m->ops->sgd(m->params, m->grads, o->d1, o->n, c->lr, c->momentum, c->weight_decay, o->t == 1);
-        else
-            m->ops->adamw(m->params, m->grads, o->d1, o->d2, o->n, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
-                          o->t);
-#ifdef DTRAIN_HAVE_CUDA
-        if (cuda_ops_last_error()) {
-            dt_status s = cuda_ops_last_error();
-            cuda_ops_clear_error();
-            return s;
-        }
-#endif
-        return DT_OK;
-    }
-    if (!m->g16) return dt_optimizer_step(o, m->params, m->grads);
-    /* 16-bit gradients: widen and unscale a block at a time into a buffer that stays in cache and
-     * run the optimizer on the block (its update is elementwise, so blocks change nothing). */
-    const kernel_ops *k = kernels_cpu();
-    const dt_optim_config *c = &o->cfg;
-    o->t++;
-    enum { BLK = 2048 };
-    float g[BLK];
-    const float inv = m->inv_scale;
-    for (size_t off = 0; off < o->n; off += BLK) {
-        const size_t cnt = o->n - off < BLK ? o->n - off : BLK;
-        cpu_cast_16_to_f32(m->grad_t, m->g16 + off, g, cnt);
-        if (inv != 1.0f)
-            for (size_t i = 0; i < cnt; i++) g[i] *= inv;
-        if (c->kind == DT_OPTIM_SGD)
-            k->sgd(m->params + off, g, o->s1 ? o->s1 + off : NULL, cnt, c->lr, c->momentum, c->weight_decay, o->t == 1);
-        else
-            k->adamw(m->params + off, g, o->s1 + off, o->s2 + off, cnt, c->lr, c->beta1, c->beta2, c->eps,
-                     c->weight_decay, o->t);
-    }
-    return DT_OK;
-}
 
 void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary *out)
 {
@@ -960,7 +474,14 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
     memset(out, 0, sizeof *out);
     out->params = np * 4;
     out->grads = np * (m->g16 ? 2 : 4);
-    out->optimizer = o ? 4 * ((o->s1 ? o->n : 0) + (o->s2 ? o->n : 0)) : 0;
+    if (o) {
+        dt_optim_config oc;
+        int t;
+        const float *s1, *s2;
+        size_t n1, n2;
+        optimizer_state(o, &oc, &t, &s1, &n1, &s2, &n2);
+        out->optimizer = 4 * (n1 + n2);
+    }
     /* The pool's buffers as act_plan lists them (it only takes their addresses here). */
     carve *c = malloc(carve_max(m) * sizeof *c);
     const int k = c ? act_plan((dt_model *)m, c) : 0;
@@ -1032,30 +553,6 @@ dt_status dt_model_get_params(const dt_model *m, float *host)
 
 int dt_model_on_gpu(const dt_model *m) { return m->cuda; }
 
-void optimizer_state(const dt_optimizer *o, dt_optim_config *cfg, int *t, const float **s1, size_t *n1,
-                     const float **s2, size_t *n2)
-{
-    *cfg = o->cfg;
-    *t = o->t;
-    *s1 = o->s1;
-    *n1 = o->s1 ? o->n : 0;
-    *s2 = o->s2;
-    *n2 = o->s2 ? o->n : 0;
-}
-
-void optimizer_set_t(dt_optimizer *o, int t) { o->t = t; }
-
-dt_status optimizer_to_host(dt_optimizer *o)
-{
-    if (!o->on_device || o->upload) return DT_OK; /* the host copy is the current one */
-    dt_status s;
-    if ((o->s1 && (s = devmem_to_host(1, o->s1, o->d1, o->n * sizeof(float)))) ||
-        (o->s2 && (s = devmem_to_host(1, o->s2, o->d2, o->n * sizeof(float)))))
-        return s;
-    return DT_OK;
-}
-
-void optimizer_host_changed(dt_optimizer *o) { o->upload = o->on_device; }
 
 dt_status model_params_from_host(dt_model *m, const float *host)
 {

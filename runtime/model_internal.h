@@ -1,6 +1,7 @@
 /*
- * model_internal.h - the inside of dt_model, shared by model.c (fp32 passes, buffers, sync,
- * optimizers) and model_amp.c (the 16-bit forward and backward).
+ * model_internal.h - the inside of dt_model, shared by model.c (buffers, fp32 passes, the step),
+ * model_sync.c (gradient buckets), model_precision.c, model_amp.c (the 16-bit forward and
+ * backward), model_profile.c and optimizer.c.
  */
 #ifndef DT_RUNTIME_MODEL_INTERNAL_H
 #define DT_RUNTIME_MODEL_INTERNAL_H
@@ -79,6 +80,14 @@ static inline size_t layer_in_n(const layer *l) { return (size_t)l->in_c * l->in
 /* Backward is done with layer i's parameter gradients: fault injection, the local finite check,
  * and starting its bucket's allreduce when the bucket is complete (model.c). */
 dt_status model_grads_done(dt_model *m, int i);
+
+/* Waits for the buckets of the last backward still being reduced (model_sync.c). */
+dt_status model_wait_inflight(dt_model *m);
+
+/* The activation pool of m->prec: freed, and allocated for the max batch (1, or 0 with the error
+ * set: the bytes asked for, and what is free on a GPU) (model.c). */
+void model_free_acts(dt_model *m);
+int model_alloc_acts(dt_model *m);
 
 /* Floats of each fp32 scratch buffer a 16-bit model needs: sx, sy and sdy, `w` for sw and sg, `t`
  * for st (model_amp.c). */

@@ -1,0 +1,61 @@
+/*
+ * model_profile.c - where a model's step time goes (dt_model_set_profile): per-layer forward and
+ * backward seconds and the step's phases, measured between marks that wait for the device.
+ */
+#include "model_internal.h"
+#include "clock.h"
+#include "status.h"
+#ifdef DTRAIN_HAVE_CUDA
+#include "cuda_ops.h"
+#endif
+
+#include <stdlib.h>
+#include <string.h>
+
+double model_prof_mark(dt_model *m)
+{
+    if (!m->prof) return 0;
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) cuda_ops_sync();
+#endif
+    const double t = clock_now_s(), d = t - m->prof_t;
+    m->prof_t = t;
+    return d;
+}
+
+dt_status dt_model_set_profile(dt_model *m, int on)
+{
+    if (on && !m->prof_fwd) {
+        m->prof_fwd = calloc((size_t)m->spec.n, sizeof *m->prof_fwd);
+        m->prof_bwd = calloc((size_t)m->spec.n, sizeof *m->prof_bwd);
+        if (!m->prof_fwd || !m->prof_bwd) {
+            free(m->prof_fwd), free(m->prof_bwd);
+            m->prof_fwd = m->prof_bwd = NULL;
+            return dt_set_error(DT_ERR_NOMEM, "out of memory for the profile");
+        }
+    }
+    if (on) {
+        memset(m->prof_fwd, 0, (size_t)m->spec.n * sizeof *m->prof_fwd);
+        memset(m->prof_bwd, 0, (size_t)m->spec.n * sizeof *m->prof_bwd);
+        memset(&m->prof_step, 0, sizeof m->prof_step);
+    }
+    m->prof = on != 0;
+    return DT_OK;
+}
+
+void dt_model_profile(const dt_model *m, dt_step_profile *out)
+{
+    *out = m->prof_step;
+    out->forward_s = out->backward_s = 0;
+    for (int i = 0; m->prof_fwd && i < m->spec.n; i++) {
+        out->forward_s += m->prof_fwd[i];
+        out->backward_s += m->prof_bwd[i];
+    }
+}
+
+void dt_model_layer_profile(const dt_model *m, int i, double *forward_s, double *backward_s)
+{
+    const int ok = m->prof_fwd && i >= 0 && i < m->spec.n;
+    *forward_s = ok ? m->prof_fwd[i] : 0;
+    *backward_s = ok ? m->prof_bwd[i] : 0;
+}
