@@ -28,18 +28,29 @@ static const struct {
 };
 enum { NKINDS = sizeof kinds / sizeof *kinds };
 
-#define FAULT_FORM "the form is KIND:RANK:STEP, KIND one of stall, exit, kill, usr1, term, inf, segv (a test hook; unset it)"
+/* The form, with the kinds named from the table above so a new kind cannot be missing here. */
+static const char *fault_form(void)
+{
+    static char form[256];
+    if (!form[0]) {
+        size_t n = (size_t)snprintf(form, sizeof form, "the form is KIND:RANK:STEP, KIND one of");
+        for (int k = 1; k < NKINDS && n < sizeof form; k++)
+            n += (size_t)snprintf(form + n, sizeof form - n, "%s %s", k > 1 ? "," : "", kinds[k].name);
+        if (n < sizeof form) snprintf(form + n, sizeof form - n, " (a test hook; unset it)");
+    }
+    return form;
+}
 
 /* One of RANK and STEP: digits only (parse_long also takes a sign, which a rank or step never
  * needs), then parse_long's range check. */
 static int fault_number(const char *v, const char *what, const char *text, long hi, long *out)
 {
     if (!(text[0] >= '0' && text[0] <= '9')) {
-        cli_error("DTRAIN_FAULT='%s': %s '%s' is not a whole number from 0 to %ld; %s", v, what, text, hi, FAULT_FORM);
+        cli_error("DTRAIN_FAULT='%s': %s '%s' is not a whole number from 0 to %ld; %s", v, what, text, hi, fault_form());
         return EXIT_USAGE;
     }
     if (parse_long(what, text, 0, hi, out) != DT_OK) {
-        cli_error("DTRAIN_FAULT='%s': %s; %s", v, dt_last_error(), FAULT_FORM);
+        cli_error("DTRAIN_FAULT='%s': %s; %s", v, dt_last_error(), fault_form());
         return EXIT_USAGE;
     }
     return EXIT_OK;
@@ -52,7 +63,7 @@ int fault_parse(fault *f)
     if (!v || !*v) return EXIT_OK;
     char buf[128];
     if (strlen(v) >= sizeof buf) {
-        cli_error("DTRAIN_FAULT='%.40s...' is too long; %s", v, FAULT_FORM);
+        cli_error("DTRAIN_FAULT='%.40s...' is too long; %s", v, fault_form());
         return EXIT_USAGE;
     }
     strcpy(buf, v);
@@ -61,14 +72,14 @@ int fault_parse(fault *f)
     int n = 0;
     for (char *tok; n < 4 && (tok = strsep(&rest, ":")) != NULL;) field[n++] = tok;
     if (n != 3) {
-        cli_error("DTRAIN_FAULT='%s' has %s fields; %s", v, n < 3 ? "too few" : "too many", FAULT_FORM);
+        cli_error("DTRAIN_FAULT='%s' has %s fields; %s", v, n < 3 ? "too few" : "too many", fault_form());
         return EXIT_USAGE;
     }
     int kind = 0;
     for (int k = 1; k < NKINDS; k++)
         if (!strcmp(field[0], kinds[k].name)) kind = k;
     if (!kind) {
-        cli_error("DTRAIN_FAULT='%s': KIND '%s' is not a fault; %s", v, field[0], FAULT_FORM);
+        cli_error("DTRAIN_FAULT='%s': KIND '%s' is not a fault; %s", v, field[0], fault_form());
         return EXIT_USAGE;
     }
     long rank, step;
