@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "block_guard.h"
+
 #include "checkpoint/ckpt_format.h"
 #include "dtrain.h"
 
@@ -301,14 +303,6 @@ static void test_names(void **state)
         if (ckpt_name_step(bad[i], &st)) fail_msg("'%s' taken as a checkpoint name", bad[i]);
 }
 
-static void on_alarm(int sig)
-{
-    (void)sig;
-    static const char msg[] = "test_checkpoint: the reader blocked on a FIFO\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    _exit(1);
-}
-
 /* A FIFO and a directory named like newer checkpoints are skipped without blocking: the sound
  * step-5 file loads. */
 static void test_fifo_and_directory(void **state)
@@ -321,13 +315,12 @@ static void test_fifo_and_directory(void **state)
     assert_int_equal(ckpt_read_file(path_in(f, "ckpt-0000000008.dtc"), 8, f->m, f->o, f->sc, &step, &world),
                      DT_ERR_CORRUPT);
     assert_non_null(strstr(dt_last_error(), "is a directory, not a checkpoint file"));
-    signal(SIGALRM, on_alarm);
-    alarm(20);
+    block_guard_start(20);
     assert_int_equal(ckpt_read_file(path_in(f, "ckpt-0000000009.dtc"), 9, f->m, f->o, f->sc, &step, &world),
                      DT_ERR_CORRUPT);
     assert_non_null(strstr(dt_last_error(), "is a FIFO"));
     assert_int_equal(dt_checkpoint_load_latest_scaled(NULL, f->dir, f->m, f->o, f->sc, &step), DT_OK);
-    alarm(0);
+    block_guard_stop();
     assert_int_equal(step, 5);
     unlink(path_in(f, "ckpt-0000000009.dtc"));
     rmdir(path_in(f, "ckpt-0000000008.dtc"));

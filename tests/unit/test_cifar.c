@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "block_guard.h"
+
 #include "data/reader.h"
 #include "dtrain.h"
 
@@ -390,14 +392,6 @@ static void test_missing_batch(void **state)
     expect_error(path_in(f, "nothing.bin"), "cifar10", NULL, DT_ERR_IO, "nothing.bin", "does not exist", NULL);
 }
 
-static void on_alarm(int sig)
-{
-    (void)sig;
-    static const char msg[] = "test_cifar: the reader blocked on a FIFO\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    _exit(1);
-}
-
 /* A FIFO named data_batch_1.bin (and one given as the path) is refused without blocking; so is a
  * directory in a batch file's place. */
 static void test_fifo(void **state)
@@ -406,11 +400,10 @@ static void test_fifo(void **state)
     write_cifar10(f, 0);
     unlink(path_in(f, "data_batch_1.bin"));
     assert_int_equal(mkfifo(path_in(f, "data_batch_1.bin"), 0644), 0);
-    signal(SIGALRM, on_alarm);
-    alarm(20);
+    block_guard_start(20);
     expect_error(f->dir, NULL, NULL, DT_ERR_IO, "data_batch_1.bin", "not a regular file", NULL);
     expect_error(path_in(f, "data_batch_1.bin"), "cifar10", NULL, DT_ERR_IO, "not a regular file", NULL, NULL);
-    alarm(0);
+    block_guard_stop();
     unlink(path_in(f, "data_batch_1.bin"));
     assert_int_equal(mkdir(path_in(f, "data_batch_1.bin"), 0755), 0);
     expect_error(f->dir, NULL, NULL, DT_ERR_IO, "data_batch_1.bin", NULL, NULL);

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "block_guard.h"
+
 #include "data/idx.h"
 #include "data/reader.h"
 
@@ -293,14 +295,6 @@ static void test_refusals(void **st)
     expect_open_fails(path_of("trainonly"), &bads, DT_ERR_INVALID_ARG, "split 'val' is not train or test");
 }
 
-static void on_alarm(int sig)
-{
-    (void)sig;
-    static const char msg[] = "test_idx: the reader blocked on a FIFO\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    _exit(1);
-}
-
 static void test_fifo(void **st)
 {
     (void)st;
@@ -309,10 +303,9 @@ static void test_fifo(void **st)
     uint32_t dl[1] = {8};
     size_t ll = make_idx(buf, 0x08, 1, dl, lab);
     write_file("fifo/train-labels-idx1-ubyte", buf, ll, 0);
-    signal(SIGALRM, on_alarm);
-    alarm(20);
+    block_guard_start(20);
     expect_open_fails(path_of("fifo"), NULL, DT_ERR_IO, "is not a regular file");
-    alarm(0);
+    block_guard_stop();
 }
 
 int main(void)
