@@ -317,6 +317,45 @@ void dt_model_describe(const dt_model *m, char *buf, size_t n)
 
 
 
+/* The fp32 forward pass over a batch already on the model's device: every layer's input and
+ * output kept for backward. Returns the logits (batch, classes), in device memory on a GPU. */
+const float *model_forward32(dt_model *m, const float *x, int batch)
+{
+    const kernel_ops *k = m->ops;
+    const int n = m->spec.n;
+    float *P = m->params;
+    const float *in = x;
+    for (int i = 0; i < n; i++) {
+        const layer *l = &m->spec.layers[i];
+        m->in[i] = in;
+        /* ReLU overwrites its input unless that is x; flatten passes its input on. */
+        float *y = m->act[i];
+        if (l->kind == LAYER_RELU && !y) y = (float *)in;
+        switch (l->kind) {
+        case LAYER_FC:
+            k->linear_fwd(in, P + l->w_off, P + l->b_off, y, batch, l->in_c, l->out);
+            break;
+        case LAYER_CONV: {
+            conv_shape cs = l->cs;
+            cs.batch = batch;
+            k->conv_fwd(&cs, in, P + l->w_off, P + l->b_off, y, m->ws);
+            break;
+        }
+        case LAYER_RELU:
+            k->relu_fwd(in, y, (size_t)batch * layer_out_n(l));
+            break;
+        case LAYER_POOL:
+            k->maxpool_fwd(in, y, m->pool_idx[i], batch, l->in_c, l->in_h, l->in_w, l->k);
+            break;
+        case LAYER_FLATTEN:
+            break;
+        }
+        in = l->kind == LAYER_FLATTEN ? in : y;
+        if (m->prof) m->prof_fwd[i] += model_prof_mark(m);
+    }
+    return in;
+}
+
 dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
                                     float grad_scale, double *loss_sum, int *correct)
 {
@@ -365,36 +404,7 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
 
     /* Forward. */
     m->prof_step.input_s += model_prof_mark(m);
-    const float *in = x;
-    for (int i = 0; i < n; i++) {
-        const layer *l = &m->spec.layers[i];
-        m->in[i] = in;
-        /* ReLU overwrites its input unless that is x; flatten passes its input on. */
-        float *y = m->act[i];
-        if (l->kind == LAYER_RELU && !y) y = (float *)in;
-        switch (l->kind) {
-        case LAYER_FC:
-            k->linear_fwd(in, P + l->w_off, P + l->b_off, y, batch, l->in_c, l->out);
-            break;
-        case LAYER_CONV: {
-            conv_shape cs = l->cs;
-            cs.batch = batch;
-            k->conv_fwd(&cs, in, P + l->w_off, P + l->b_off, y, m->ws);
-            break;
-        }
-        case LAYER_RELU:
-            k->relu_fwd(in, y, (size_t)batch * layer_out_n(l));
-            break;
-        case LAYER_POOL:
-            k->maxpool_fwd(in, y, m->pool_idx[i], batch, l->in_c, l->in_h, l->in_w, l->k);
-            break;
-        case LAYER_FLATTEN:
-            break;
-        }
-        in = l->kind == LAYER_FLATTEN ? in : y;
-        if (m->prof) m->prof_fwd[i] += model_prof_mark(m);
-    }
-    const float *logits = in;
+    const float *logits = model_forward32(m, x, batch);
     float *dcur = m->dbuf[0];
     int corr = 0;
     double loss = k->softmax_xent(logits, labels, dcur, batch, m->spec.classes, grad_scale, &corr);

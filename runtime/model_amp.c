@@ -366,14 +366,13 @@ static void pool_bwd16(dt_model *m, int i, int batch, const uint16_t *dy, uint16
     }
 }
 
-dt_status model_fb16(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
-                     double *loss_sum, int *correct)
+/* The 16-bit forward pass (x in fp32, on the model's device): every layer's input and output
+ * kept for backward. Returns the 16-bit logits, or NULL when no layer computes anything. */
+const uint16_t *model_forward16(dt_model *m, const float *x, int batch)
 {
     const int n = m->spec.n;
     const size_t B = (size_t)batch;
     if (ON_GPU(m)) to16(m, m->params, m->p16, m->spec.num_params); /* what the tensor cores read */
-    m->prof_step.input_s += model_prof_mark(m);
-
     const uint16_t *in = NULL; /* NULL: x */
     for (int i = 0; i < n; i++) {
         const layer *l = &m->spec.layers[i];
@@ -394,6 +393,25 @@ dt_status model_fb16(dt_model *m, const float *x, const int32_t *labels, int bat
         if (l->kind != LAYER_FLATTEN) in = y;
         if (m->prof) m->prof_fwd[i] += model_prof_mark(m);
     }
+    return in;
+}
+
+const float *model_forward16_logits32(dt_model *m, const float *x, int batch)
+{
+    const uint16_t *logits = model_forward16(m, x, batch);
+    if (!logits) return NULL;
+    to32(m, logits, m->sy, (size_t)batch * (size_t)m->spec.classes);
+    return m->sy;
+}
+
+dt_status model_fb16(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
+                     double *loss_sum, int *correct)
+{
+    const int n = m->spec.n;
+    const size_t B = (size_t)batch;
+    m->prof_step.input_s += model_prof_mark(m);
+
+    const uint16_t *in = model_forward16(m, x, batch);
     if (!in) return dt_set_error(DT_ERR_INVALID_ARG, "the model has no layer that computes anything");
     /* The loss in fp32 from the 16-bit logits; its gradient (times the loss scale) rounded to 16 bits. */
     const uint16_t *logits = in;

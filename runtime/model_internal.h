@@ -93,6 +93,13 @@ int model_alloc_acts(dt_model *m);
  * for st (model_amp.c). */
 void model_amp_scratch(const dt_model *m, size_t *sx, size_t *sy, size_t *sdy, size_t *w, size_t *t);
 
+/* The forward passes alone (model.c, model_amp.c), x already on the model's device: the logits
+ * (batch, classes) in fp32, on the model's device; the 16-bit one widens its logits into the sy
+ * scratch, and returns NULL when no layer computes anything. Used by training and evaluation. */
+const float *model_forward32(dt_model *m, const float *x, int batch);
+const uint16_t *model_forward16(dt_model *m, const float *x, int batch);
+const float *model_forward16_logits32(dt_model *m, const float *x, int batch);
+
 /* Forward and backward of a 16-bit model (model_amp.c); the contract of dt_model_forward_backward
  * after its argument checks. */
 dt_status model_fb16(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,

@@ -1,0 +1,75 @@
+/*
+ * model_eval.c - dt_model_evaluate: the forward pass alone on a batch, for held-out accuracy,
+ * `dtrain eval`'s per-class figures and the confusion matrix.
+ *
+ * It runs the same forward pass as training (model_forward32 / model_forward16 in the model's
+ * precision), then the loss and argmax of each sample on the host in double: eval batches are
+ * small next to the forward's work, and per-sample predictions are what the confusion matrix needs.
+ * Gradients, the optimizer and the gradient engine are untouched (buckets still in flight from
+ * a training step finish first, since they share nothing but the stream).
+ */
+#include "model.h"
+#include "model_internal.h"
+#include "devmem.h"
+#include "cuda_ops.h"
+#include "status.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, int batch, double *loss_sum,
+                            int *correct, int32_t *pred)
+{
+    if (!m || !x || !labels || !loss_sum || !correct)
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_evaluate: model, inputs, labels, loss and correct "
+                            "are required");
+    if (batch < 1 || batch > m->max_batch)
+        return dt_set_error(DT_ERR_INVALID_ARG, "evaluation batch %d is outside 1..%d (the model's max batch)", batch,
+                            m->max_batch);
+    const int classes = m->spec.classes;
+    for (int i = 0; i < batch; i++)
+        if (labels[i] < 0 || labels[i] >= classes)
+            return dt_set_error(DT_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", (int)labels[i], i,
+                                classes - 1);
+    dt_status s = model_wait_inflight(m);
+    if (s) return s;
+    if (m->cuda) {
+        if ((s = devmem_to_device(1, m->xdev, x, (size_t)batch * dt_model_input_size(m) * sizeof *x))) return s;
+        x = m->xdev;
+    }
+    const float *logits = m->prec == DT_F32 ? model_forward32(m, x, batch) : model_forward16_logits32(m, x, batch);
+    if (!logits) return dt_set_error(DT_ERR_INVALID_ARG, "the model has no layer that computes anything");
+    const size_t nlog = (size_t)batch * (size_t)classes;
+    float *host = malloc(nlog * sizeof *host);
+    if (!host) return dt_set_error(DT_ERR_NOMEM, "out of memory for %zu logits", nlog);
+    if ((s = devmem_to_host(m->cuda, host, logits, nlog * sizeof *host))) {
+        free(host);
+        return s;
+    }
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda && cuda_ops_last_error()) {
+        s = cuda_ops_last_error();
+        cuda_ops_clear_error();
+        free(host);
+        return s;
+    }
+#endif
+    double loss = 0;
+    int corr = 0;
+    for (int i = 0; i < batch; i++) {
+        const float *z = host + (size_t)i * classes;
+        /* Stable log-softmax: the first maximum is the prediction, as in training's argmax. */
+        int best = 0;
+        for (int c = 1; c < classes; c++)
+            if (z[c] > z[best]) best = c;
+        double sum = 0;
+        for (int c = 0; c < classes; c++) sum += exp((double)z[c] - (double)z[best]);
+        loss += log(sum) - ((double)z[labels[i]] - (double)z[best]);
+        corr += best == labels[i];
+        if (pred) pred[i] = best;
+    }
+    free(host);
+    *loss_sum = loss;
+    *correct = corr;
+    return DT_OK;
+}
