@@ -251,6 +251,14 @@ DT_API void dt_model_describe(const dt_model *m, char *buf, size_t n);
  * correct argmax predictions. A label out of range fails with DT_ERR_INVALID_ARG. */
 DT_API dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
                                            float grad_scale, double *loss_sum, int *correct);
+/* The forward pass alone, in the model's precision, on `batch` samples (1..max_batch): x (batch,
+ * input_size) and labels (batch) in host memory. Sets *loss_sum (summed cross-entropy, in double),
+ * *correct (argmax == label) and, when pred is not NULL, pred[i] = sample i's argmax class (the
+ * first maximum). Gradients and the optimizer are untouched; gradient allreduces still in flight
+ * finish first. Not collective: for a figure over a dataset, each rank evaluates its shard and the
+ * caller sums (dtrain train --eval-every, dtrain eval). DT_ERR_INVALID_ARG: a bad batch or label. */
+DT_API dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, int batch,
+                                   double *loss_sum, int *correct, int32_t *pred);
 
 /* How gradients are synchronized. With overlap, backward starts the allreduce of each bucket (a
  * contiguous slice of the gradients, filled last layer first) the moment its layers are done, on

@@ -177,6 +177,7 @@ dt_status cifar_open(const char *path, const ds_open_opts *opts, ds_split *s)
     s->c = 3;
     s->h = 32;
     s->w = 32;
+    s->uint8_values = 1;
     s->classes = cifar100 ? (opts->cifar100_coarse ? 20 : 100) : 10;
     snprintf(s->format, sizeof s->format, "%s", opts->format);
     snprintf(s->split, sizeof s->split, "%s", split);

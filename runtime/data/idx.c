@@ -228,5 +228,6 @@ dt_status idx_open(const char *path, const ds_open_opts *opts, ds_split *s)
         return dt_set_error(DT_ERR_CORRUPT, "%s: every label is 0; a classification dataset needs at least 2 classes",
                             lab_path);
     s->count = d->img.count;
+    s->uint8_values = d->img.type == 0x08;
     return DT_OK;
 }

@@ -31,7 +31,9 @@ typedef struct ds_split ds_split;
 
 typedef struct ds_ops {
     /* Sample i (< count): c*h*w values into x, its label into *label. Reads only: several
-     * threads may read one split at once. DT_ERR_INVALID_ARG for i out of range. */
+     * threads may read one split at once. DT_ERR_INVALID_ARG for i out of range; DT_ERR_CORRUPT
+     * for a sample that cannot be decoded (an image file), the message naming its file: the
+     * loader fails the run or, with --bad-samples skip, counts it and takes another sample. */
     dt_status (*read)(const ds_split *s, size_t i, float *x, int32_t *label);
     /* Frees the format's state (impl); ds_close frees the split itself. */
     void (*close)(ds_split *s);
@@ -43,7 +45,10 @@ struct ds_split {
     size_t count;        /* samples */
     int c, h, w;         /* shape of one sample */
     int classes;         /* labels lie in [0, classes) */
-    char format[16];     /* "idx", "cifar10", "cifar100" */
+    int uint8_values;    /* 1: values are bytes 0..255 (--normalize unit divides them by 255) */
+    const float *mean;   /* per channel (c values) when the format stores them (dts), else NULL */
+    const float *std;    /* likewise */
+    char format[16];     /* "idx", "cifar10", "cifar100", "imagefolder", "dts" */
     char split[8];       /* "train" or "test" */
     char source[1024];   /* the path it came from, for messages */
 };
@@ -52,6 +57,10 @@ typedef struct ds_open_opts {
     const char *format;   /* NULL or "auto": detected from the path's contents */
     const char *split;    /* "train" (NULL) or "test" */
     int cifar100_coarse;  /* CIFAR-100: 1 = the 20 coarse labels, 0 = the 100 fine ones */
+    /* Image folders: the shape each image is resized (shorter side) and center-cropped to, C 1
+     * (gray) or 3 (RGB); 0 = not given, and an image folder fails naming --input. Other formats
+     * ignore it (the caller checks their shape against the model's). */
+    int c, h, w;
 } ds_open_opts;
 
 /* Opens one split of the dataset at path (a directory of a known layout, or one file), detecting
