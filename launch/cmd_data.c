@@ -1,63 +1,193 @@
 /*
- * cmd_data.c - `dtrain data info PATH`: what a dataset holds, per split, read through the one
- * reader interface (runtime/data/reader.h): format, samples, shape, classes and how many samples
- * each has, the value range and the per-channel mean and standard deviation (the figures
- * `--normalize standard` will use). One process, no MPI: it only reads files.
+ * cmd_data.c - `dtrain data info|convert|verify`: datasets read through the one reader interface
+ * (runtime/data/reader.h), so every command works on every format.
+ *   info PATH           per split: format, samples, shape, classes with their counts, value range,
+ *                       per-channel mean and std (the figures `--normalize standard` will use)
+ *   convert SRC DST     SRC's split(s) as .dts shards: DST ending in .dts is one file, one split
+ *                       (--split, default train); any other DST is a directory that receives
+ *                       train.dts and, when SRC has a test split, test.dts (--split all, default)
+ *   verify PATH         reads every sample and label, and for .dts checks the payload CRC
+ * One process, no MPI: they only read and write files.
  */
 #include "cli.h"
+#include "data/dts.h"
 #include "data/reader.h"
+#include "data/stats.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-enum { OPT_FORMAT = 256, OPT_CIFAR100_LABELS };
+enum { OPT_FORMAT = 256, OPT_CIFAR100_LABELS, OPT_THREADS, OPT_SPLIT, OPT_INPUT, OPT_DTYPE, OPT_FORCE };
 
 /* Classes listed one by one up to this many; beyond, the smallest and largest counts. */
 #define DATA_INFO_MAX_LISTED 20
 
-/* One pass over the split: value range, per-channel mean and std (in double), samples per class. */
-static int split_info(const ds_split *s)
+typedef struct data_args {
+    ds_open_opts open;
+    int threads;
+    const char *split; /* convert: "train", "test", "all" or NULL (by DST's name) */
+    int dtype, force;
+    const char *pos[2];
+    int npos;
+} data_args;
+
+/* Default threads: the machine's cores, up to 8 (beyond, reading is the disk's pace anyway). */
+static int default_threads(void)
 {
-    const size_t per = (size_t)s->c * s->h * s->w, hw = (size_t)s->h * s->w;
-    float *x = malloc(per * sizeof *x);
-    double *sum = calloc((size_t)s->c, sizeof *sum), *sq = calloc((size_t)s->c, sizeof *sq);
-    size_t *counts = calloc((size_t)s->classes, sizeof *counts);
-    if (!x || !sum || !sq || !counts) {
-        free(x), free(sum), free(sq), free(counts);
-        cli_error("out of memory summarizing %s", s->source);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
+
+/* --input CxHxW: three numbers 1..65535 joined by 'x'. */
+static int parse_input(const char *arg, ds_open_opts *o)
+{
+    char *end;
+    long v[3];
+    const char *p = arg;
+    for (int i = 0; i < 3; i++) {
+        errno = 0;
+        v[i] = strtol(p, &end, 10);
+        if (end == p || errno || v[i] < 1 || v[i] > 65535 || (i < 2 && *end != 'x') || (i == 2 && *end)) {
+            cli_error("--input '%s' is not CxHxW (three numbers 1..65535, as 3x224x224)", arg);
+            return EXIT_USAGE;
+        }
+        p = end + 1;
+    }
+    o->c = (int)v[0], o->h = (int)v[1], o->w = (int)v[2];
+    return EXIT_OK;
+}
+
+/* The flags of `data <cmd>`; convert takes them all, info and verify the reading ones. */
+static int parse_args(const char *cmd, int argc, char **argv, int npos, data_args *a)
+{
+    static const struct option opts[] = {{"data-format", required_argument, NULL, OPT_FORMAT},
+                                         {"cifar100-labels", required_argument, NULL, OPT_CIFAR100_LABELS},
+                                         {"threads", required_argument, NULL, OPT_THREADS},
+                                         {"split", required_argument, NULL, OPT_SPLIT},
+                                         {"input", required_argument, NULL, OPT_INPUT},
+                                         {"dtype", required_argument, NULL, OPT_DTYPE},
+                                         {"force", no_argument, NULL, OPT_FORCE},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    const int convert = strcmp(cmd, "data convert") == 0;
+    memset(a, 0, sizeof *a);
+    a->threads = default_threads();
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        if (!convert && (c == OPT_SPLIT || c == OPT_INPUT || c == OPT_DTYPE || c == OPT_FORCE)) {
+            const char *name = "";
+            for (const struct option *q = opts; q->name; q++)
+                if (q->val == c) name = q->name;
+            cli_error("%s takes no --%s (it is an option of dtrain data convert)", cmd, name);
+            return EXIT_USAGE;
+        }
+        switch (c) {
+        case OPT_FORMAT: a->open.format = optarg; break;
+        case OPT_CIFAR100_LABELS:
+            if (strcmp(optarg, "fine") != 0 && strcmp(optarg, "coarse") != 0) {
+                cli_error("--cifar100-labels '%s' is not fine or coarse", optarg);
+                return EXIT_USAGE;
+            }
+            a->open.cifar100_coarse = strcmp(optarg, "coarse") == 0;
+            break;
+        case OPT_THREADS:
+            if (cli_int("--threads", optarg, 1, 256, &a->threads)) return EXIT_USAGE;
+            break;
+        case OPT_SPLIT:
+            if (strcmp(optarg, "train") != 0 && strcmp(optarg, "test") != 0 && strcmp(optarg, "all") != 0) {
+                cli_error("--split '%s' is not train, test or all", optarg);
+                return EXIT_USAGE;
+            }
+            a->split = optarg;
+            break;
+        case OPT_INPUT:
+            if (parse_input(optarg, &a->open)) return EXIT_USAGE;
+            break;
+        case OPT_DTYPE:
+            if (!(a->dtype = dts_dtype_parse(optarg))) {
+                cli_error("--dtype '%s' is not uint8, fp16 or fp32", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case OPT_FORCE: a->force = 1; break;
+        case 'h': cli_help(cmd, stdout); return -1;
+        default: cli_error("unknown option '%s' (see dtrain help %s)", argv[optind - 1], cmd); return EXIT_USAGE;
+        }
+    }
+    if (argc - optind != npos) {
+        cli_error("dtrain %s takes %s, got %d argument%s", cmd, npos == 1 ? "one PATH (a dataset directory or file)" :
+                  "SRC and DST (a dataset, then a .dts file or a directory)", argc - optind, cli_s(argc - optind));
+        return EXIT_USAGE;
+    }
+    for (int i = 0; i < npos; i++) a->pos[i] = argv[optind + i];
+    a->npos = npos;
+    return EXIT_OK;
+}
+
+/* Opens split of path, printing the error; EXIT_OK, EXIT_USAGE or EXIT_FAIL. */
+static int open_split(const char *path, const data_args *a, const char *split, ds_split **out)
+{
+    ds_open_opts o = a->open;
+    o.split = split;
+    dt_status s = ds_open(path, &o, out);
+    if (!s) return EXIT_OK;
+    cli_error("%s", dt_last_error());
+    return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+}
+
+/* Whether path holds a test split of its own: a directory whose test split opens. One file is its
+ * own samples whatever the split, so it has none. *test is the open split or NULL; *why, when
+ * there is none, says why. */
+static void open_test(const char *path, const data_args *a, ds_split **test, char *why, size_t n)
+{
+    struct stat sb;
+    *test = NULL;
+    if (stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        snprintf(why, n, "%s is one file, which is one split", path);
+        return;
+    }
+    ds_open_opts o = a->open;
+    o.split = "test";
+    if (ds_open(path, &o, test) != DT_OK) snprintf(why, n, "%s", dt_last_error());
+}
+
+static void print_channels(const char *what, int c, const double *mean, const double *std)
+{
+    printf("%s", what);
+    for (int k = 0; k < c && k < 16; k++) printf(" %.4g / %.4g", mean[k], std[k]);
+    printf("%s\n", c > 16 ? " ..." : "");
+}
+
+static int split_info(const ds_split *s, int threads)
+{
+    ds_stats st;
+    if (ds_compute_stats(s, threads, &st)) {
+        cli_error("%s", dt_last_error());
         return EXIT_FAIL;
     }
-    float lo = INFINITY, hi = -INFINITY;
-    for (size_t i = 0; i < s->count; i++) {
-        int32_t y;
-        if (ds_read(s, i, x, &y)) {
-            cli_error("%s", dt_last_error());
-            free(x), free(sum), free(sq), free(counts);
-            return EXIT_FAIL;
-        }
-        counts[y]++;
-        for (int c = 0; c < s->c; c++)
-            for (size_t j = 0; j < hw; j++) {
-                const float v = x[(size_t)c * hw + j];
-                lo = v < lo ? v : lo;
-                hi = v > hi ? v : hi;
-                sum[c] += v;
-                sq[c] += (double)v * v;
-            }
-    }
+    const size_t per = (size_t)s->c * s->h * s->w;
     printf("  %s: %zu sample%s of %dx%dx%d (%zu values), %d classes\n", s->split, s->count, cli_s((long)s->count),
            s->c, s->h, s->w, per, s->classes);
-    printf("    values: min %g, max %g; per channel mean / std:", (double)lo, (double)hi);
-    const double n = (double)s->count * (double)hw;
-    for (int c = 0; c < s->c && c < 16; c++) {
-        const double mean = sum[c] / n, var = sq[c] / n - mean * mean;
-        printf(" %.4g / %.4g", mean, sqrt(var > 0 ? var : 0));
+    printf("    values: min %g, max %g;", (double)st.lo, (double)st.hi);
+    print_channels(" per channel mean / std:", s->c, st.mean, st.std);
+    if (s->mean && s->std) {
+        double *m = malloc((size_t)s->c * sizeof *m), *d = malloc((size_t)s->c * sizeof *d);
+        if (m && d) {
+            for (int k = 0; k < s->c; k++) m[k] = s->mean[k], d[k] = s->std[k];
+            print_channels("    stored in the file, mean / std:", s->c, m, d);
+        }
+        free(m), free(d);
     }
-    printf("%s\n", s->c > 16 ? " ..." : "");
     printf("    samples per class:");
+    const size_t *counts = st.class_counts;
     if (s->classes <= DATA_INFO_MAX_LISTED) {
         for (int k = 0; k < s->classes; k++) printf("%s %d: %zu", k ? "," : "", k, counts[k]);
     } else {
@@ -72,56 +202,149 @@ static int split_info(const ds_split *s)
     for (int k = 0; k < s->classes; k++) empty += counts[k] == 0;
     if (empty) printf("; %d class%s without a sample", empty, empty == 1 ? "" : "es");
     printf("\n");
-    free(x), free(sum), free(sq), free(counts);
+    ds_stats_free(&st);
     return EXIT_OK;
 }
 
 static int data_info(int argc, char **argv)
 {
-    static const struct option opts[] = {{"data-format", required_argument, NULL, OPT_FORMAT},
-                                         {"cifar100-labels", required_argument, NULL, OPT_CIFAR100_LABELS},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    ds_open_opts o = {0};
-    optind = 1;
-    opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
-        switch (c) {
-        case OPT_FORMAT: o.format = optarg; break;
-        case OPT_CIFAR100_LABELS:
-            if (strcmp(optarg, "fine") != 0 && strcmp(optarg, "coarse") != 0) {
-                cli_error("--cifar100-labels '%s' is not fine or coarse", optarg);
-                return EXIT_USAGE;
-            }
-            o.cifar100_coarse = strcmp(optarg, "coarse") == 0;
-            break;
-        case 'h': cli_help("data info", stdout); return EXIT_OK;
-        default:
-            cli_error("unknown option '%s' (see dtrain help data info)", argv[optind - 1]);
+    data_args a;
+    int rc = parse_args("data info", argc, argv, 1, &a);
+    if (rc) return rc < 0 ? EXIT_OK : rc;
+    const char *path = a.pos[0];
+    ds_split *train = NULL, *test = NULL;
+    if ((rc = open_split(path, &a, "train", &train))) return rc;
+    printf("dataset %s: %s\n", path, train->format);
+    rc = split_info(train, a.threads);
+    char why[1200];
+    if (!rc) open_test(path, &a, &test, why, sizeof why);
+    if (!rc && test) rc = split_info(test, a.threads);
+    else if (!rc) printf("  test: none (%s)\n", why);
+    ds_close(train);
+    ds_close(test);
+    return rc;
+}
+
+static int ends_with(const char *s, const char *tail)
+{
+    const size_t n = strlen(s), t = strlen(tail);
+    return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
+static int convert_one(const ds_split *s, const char *dst, const data_args *a)
+{
+    dts_write_opts wo = {.dtype = a->dtype, .threads = a->threads, .force = a->force};
+    dts_write_result r;
+    printf("converting %s (%s, %s split, %zu sample%s of %dx%dx%d) -> %s\n", s->source, s->format, s->split,
+           s->count, cli_s((long)s->count), s->c, s->h, s->w, dst);
+    fflush(stdout);
+    dt_status st = dts_write(s, dst, &wo, &r);
+    if (st) {
+        cli_error("%s", dt_last_error());
+        return st == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+    }
+    const double mb = (double)r.bytes / 1e6;
+    printf("  wrote %s: %zu sample%s of %dx%dx%d %s, %d classes, %llu bytes (%.1f MB) in %.2f s, %.1f MB/s, "
+           "%.0f samples/s\n", dst, r.count, cli_s((long)r.count), s->c, s->h, s->w, dts_dtype_name(r.dtype),
+           s->classes, (unsigned long long)r.bytes, mb, r.seconds, r.seconds > 0 ? mb / r.seconds : 0,
+           r.seconds > 0 ? (double)r.count / r.seconds : 0);
+    return EXIT_OK;
+}
+
+static int data_convert(int argc, char **argv)
+{
+    data_args a;
+    int rc = parse_args("data convert", argc, argv, 2, &a);
+    if (rc) return rc < 0 ? EXIT_OK : rc;
+    const char *src = a.pos[0], *dst = a.pos[1];
+    /* A file past the size limit must fail with a message, not kill the process (SIGXFSZ). */
+    signal(SIGXFSZ, SIG_IGN);
+    const int one_file = ends_with(dst, ".dts");
+    if (one_file) {
+        if (a.split && strcmp(a.split, "all") == 0) {
+            cli_error("DST %s is one .dts file, which holds one split: give --split train or test, or a directory "
+                      "as DST for both", dst);
             return EXIT_USAGE;
         }
+        ds_split *s = NULL;
+        if ((rc = open_split(src, &a, a.split ? a.split : "train", &s))) return rc;
+        rc = convert_one(s, dst, &a);
+        ds_close(s);
+        return rc;
     }
-    if (optind != argc - 1) {
-        cli_error("dtrain data info takes one PATH (a dataset directory or file), got %d", argc - optind);
-        return EXIT_USAGE;
-    }
-    const char *path = argv[optind];
+    const char *want = a.split ? a.split : "all";
     ds_split *train = NULL, *test = NULL;
-    o.split = "train";
-    dt_status s = ds_open(path, &o, &train);
-    if (s) {
+    char why[1200] = "";
+    if (strcmp(want, "test") != 0 && (rc = open_split(src, &a, "train", &train))) return rc;
+    if (strcmp(want, "test") == 0 && (rc = open_split(src, &a, "test", &test))) return rc;
+    if (strcmp(want, "all") == 0) open_test(src, &a, &test, why, sizeof why);
+    char tp[4200], sp[4200];
+    snprintf(tp, sizeof tp, "%s/train.dts", dst);
+    snprintf(sp, sizeof sp, "%s/test.dts", dst);
+    struct stat sb;
+    /* Both refusals before anything is written, so a half-done pair is never left behind. */
+    for (int k = 0; k < 2 && !a.force; k++)
+        if ((k ? test : train) && stat(k ? sp : tp, &sb) == 0) {
+            cli_error("%s exists: give --force to replace it, or another DST", k ? sp : tp);
+            rc = EXIT_USAGE;
+        }
+    if (!rc && mkdir(dst, 0777) != 0 && errno != EEXIST) {
+        cli_error("cannot create the directory %s: %s (DST is a directory unless it ends in .dts)", dst,
+                  strerror(errno));
+        rc = EXIT_FAIL;
+    }
+    if (!rc && stat(dst, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        cli_error("%s is a file and not a directory: name a .dts file DST ending in .dts, or give a directory", dst);
+        rc = EXIT_USAGE;
+    }
+    if (!rc && train) rc = convert_one(train, tp, &a);
+    if (!rc && test) rc = convert_one(test, sp, &a);
+    if (!rc && !test && strcmp(want, "all") == 0) printf("  test: none (%s)\n", why);
+    ds_close(train);
+    ds_close(test);
+    return rc;
+}
+
+/* Every sample and label of one split; for a .dts the payload CRC too. */
+static int verify_split(const ds_split *s, int threads)
+{
+    if (strcmp(s->format, "dts") == 0 && dts_verify(s->source) != DT_OK) {
         cli_error("%s", dt_last_error());
-        return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+        return EXIT_FAIL;
     }
-    printf("dataset %s: %s\n", path, train->format);
-    int rc = split_info(train);
-    o.split = "test";
-    if (!rc && ds_open(path, &o, &test) == DT_OK) {
-        /* One file is its own samples whatever the split: a second listing would repeat them. */
-        if (strcmp(test->source, train->source) != 0 || test->count != train->count) rc = split_info(test);
-    } else if (!rc) {
-        printf("  test: none (%s)\n", dt_last_error());
+    ds_stats st;
+    size_t bad = 0;
+    if (ds_compute_stats_at(s, threads, &st, &bad)) {
+        if (strcmp(s->format, "dts") == 0)
+            cli_error("%s (sample %zu is at byte offset %llu of %s)", dt_last_error(), bad,
+                      (unsigned long long)dts_sample_offset(s, bad), s->source);
+        else
+            cli_error("%s (sample %zu of the %s split)", dt_last_error(), bad, s->split);
+        return EXIT_FAIL;
     }
+    ds_stats_free(&st);
+    printf("  %s: OK, %zu sample%s of %dx%dx%d read, every label in 0..%d, every value finite%s\n", s->split, s->count,
+           cli_s((long)s->count), s->c, s->h, s->w, s->classes - 1,
+           strcmp(s->format, "dts") == 0 ? ", payload CRC-32 matches" : "");
+    return EXIT_OK;
+}
+
+static int data_verify(int argc, char **argv)
+{
+    data_args a;
+    int rc = parse_args("data verify", argc, argv, 1, &a);
+    if (rc) return rc < 0 ? EXIT_OK : rc;
+    const char *path = a.pos[0];
+    ds_split *train = NULL, *test = NULL;
+    if ((rc = open_split(path, &a, "train", &train))) return rc;
+    printf("verifying %s: %s\n", path, train->format);
+    rc = verify_split(train, a.threads);
+    char why[1200];
+    if (!rc) open_test(path, &a, &test, why, sizeof why);
+    if (!rc && test) rc = verify_split(test, a.threads);
+    else if (!rc) printf("  test: none (%s)\n", why);
+    if (!rc) printf("OK: %zu sample%s checked\n", train->count + (test ? test->count : 0),
+                    cli_s((long)(train->count + (test ? test->count : 0))));
     ds_close(train);
     ds_close(test);
     return rc;
@@ -134,6 +357,8 @@ int cmd_data(int argc, char **argv)
         return argc < 2 ? EXIT_USAGE : EXIT_OK;
     }
     if (!strcmp(argv[1], "info")) return data_info(argc - 1, argv + 1);
-    cli_error("unknown data command '%s'; it is info (dtrain help data)", argv[1]);
+    if (!strcmp(argv[1], "convert")) return data_convert(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "verify")) return data_verify(argc - 1, argv + 1);
+    cli_error("unknown data command '%s'; it is info, convert or verify (dtrain help data)", argv[1]);
     return EXIT_USAGE;
 }

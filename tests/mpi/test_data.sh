@@ -35,6 +35,46 @@ grep -q "values: min 0, max 255; per channel mean / std: 127.5 / 127.5 127.5 / 1
 grep -q "samples per class: 0: 0, 1: 0, 2: 0, 3: 1, 4: 0, 5: 0, 6: 0, 7: 1, 8: 0, 9: 0; 8 classes without a sample" "$tmp/out" &&
     ok "labels 7 and 3 counted, 8 classes without a sample" || { bad "per-class counts"; cat "$tmp/out"; }
 
+# convert: the IDX directory -> a directory of train.dts + test.dts, which info reads with the same
+# counts and statistics (and the ones stored in the header), and verify checks whole.
+"$DTRAIN" data info "$d" | grep -v "^dataset" >"$tmp/idx.info"
+expect 0 "wrote $tmp/shards/test.dts: 1 sample of 1x2x2 uint8, 2 classes, 196 bytes" \
+    "$DTRAIN" data convert --threads 2 "$d" "$tmp/shards"
+grep -q "wrote $tmp/shards/train.dts: 3 samples of 1x2x2 uint8, 2 classes, 204 bytes" "$tmp/out" &&
+    ok "convert wrote train.dts (3 samples, 204 bytes) beside test.dts" || { bad "convert train.dts"; cat "$tmp/out"; }
+"$DTRAIN" data info "$tmp/shards" >"$tmp/dts.info" 2>&1
+if grep -q "^dataset $tmp/shards: dts$" "$tmp/dts.info" &&
+    grep -q "stored in the file, mean / std: 94.58 / 68.45" "$tmp/dts.info" &&
+    grep -v -e "^dataset" -e "stored in the file" "$tmp/dts.info" | cmp -s - "$tmp/idx.info"; then
+    ok "data info of the .dts shards: the IDX directory's counts, range and mean/std, stored ones equal"
+else
+    bad "data info of the .dts shards differs from the IDX directory's"; diff "$tmp/idx.info" "$tmp/dts.info"
+fi
+expect 0 "OK: 4 samples checked" "$DTRAIN" data verify "$tmp/shards"
+grep -q "train: OK, 3 samples of 1x2x2 read, every label in 0..1, every value finite, payload CRC-32 matches" \
+    "$tmp/out" && ok "verify read the train shard and its CRC" || { bad "verify train"; cat "$tmp/out"; }
+expect 0 "OK: 4 samples checked" "$DTRAIN" data verify "$d"
+expect 2 "$tmp/shards/train.dts exists: give --force" "$DTRAIN" data convert "$d" "$tmp/shards"
+expect 0 "wrote $tmp/shards/train.dts" "$DTRAIN" data convert --force "$d" "$tmp/shards"
+expect 0 "wrote $tmp/one.dts: 1 sample of 1x2x2 fp16" "$DTRAIN" data convert --split test --dtype fp16 "$d" "$tmp/one.dts"
+expect 0 "per channel mean / std: 2.5 / 1.118" "$DTRAIN" data info "$tmp/one.dts"
+expect 2 "holds one split: give --split train or test" "$DTRAIN" data convert --split all "$d" "$tmp/x.dts"
+expect 2 "--dtype 'int8' is not uint8, fp16 or fp32" "$DTRAIN" data convert --dtype int8 "$d" "$tmp/x.dts"
+expect 2 "data info takes no --dtype" "$DTRAIN" data info --dtype fp16 "$d"
+# A flipped sample byte: info still opens it (the payload is not read at open), verify finds it.
+cp "$tmp/shards/train.dts" "$tmp/flip.dts"
+printf '\x55' | dd of="$tmp/flip.dts" bs=1 seek=129 conv=notrunc 2>/dev/null
+expect 0 "train: 3 samples" "$DTRAIN" data info "$tmp/flip.dts"
+expect 1 "samples or labels are damaged" "$DTRAIN" data verify "$tmp/flip.dts"
+# A label >= classes is refused at open, naming the sample and offset (labels at 128 + 64 = 192).
+cp "$tmp/shards/train.dts" "$tmp/label.dts"
+printf '\x07' | dd of="$tmp/label.dts" bs=1 seek=196 conv=notrunc 2>/dev/null
+expect 1 "label 7 of sample 1 (offset 196) is outside 0 to 1" "$DTRAIN" data verify "$tmp/label.dts"
+head -c 100 "$tmp/shards/train.dts" >"$tmp/short.dts"
+expect 1 "shorter than its 128-byte header" "$DTRAIN" data verify "$tmp/short.dts"
+expect 0 "usage: dtrain data convert SRC DST" "$DTRAIN" data convert --help
+expect 0 "usage: dtrain data verify PATH" "$DTRAIN" data verify --help
+
 # Damaged files are refused naming the file and what is wrong; a directory of nothing known too.
 truncate -s -1 "$d/train-images-idx3-ubyte"
 expect 1 "train-images-idx3-ubyte is 27 bytes; its header (16 bytes) describes 12 bytes of values (truncated)" \
@@ -45,7 +85,7 @@ expect 1 "test_batch.bin is 3000 bytes" "$DTRAIN" data info --data-format cifar1
 mkdir -p "$tmp/empty"
 expect 2 "no dataset recognised in $tmp/empty" "$DTRAIN" data info "$tmp/empty"
 expect 1 "does not exist" "$DTRAIN" data info "$tmp/nothing"
-expect 2 "dataset format 'hdf5' is not idx, cifar10, cifar100 or auto" "$DTRAIN" data info --data-format hdf5 "$tmp/empty"
+expect 2 "dataset format 'hdf5' is not idx, cifar10, cifar100, " "$DTRAIN" data info --data-format hdf5 "$tmp/empty"
 expect 2 "takes one PATH" "$DTRAIN" data info
 expect 0 "usage: dtrain data info PATH" "$DTRAIN" data info --help
 finish

@@ -1,0 +1,370 @@
+/*
+ * dts_write.c - writes any open ds_split as a .dts shard (layout in dts.h).
+ *
+ * Reading is the slow part (an image folder decodes and resizes every image), so worker threads
+ * read and convert chunks of samples while this thread writes them, in order: chunk k belongs to
+ * worker k % T, which has two buffers, so each worker fills one while the other waits to be
+ * written. Each worker also sums the statistics of the values as stored (after rounding to fp16),
+ * over a fixed set of chunks, and the sums merge in worker order: the header's mean and std do not
+ * depend on timing. The file is written under a temporary name in the target's directory, then
+ * fsync'd, renamed over the target and the directory fsync'd: a crash or a full disk leaves either
+ * the old file or the new one, never half of one.
+ */
+#include "dts.h"
+#include "stats.h"
+#include "status.h"
+#include "cast.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define CHUNK_BYTES (1u << 20) /* samples per chunk: about this many bytes of stored values */
+
+typedef struct chunk_slot {
+    unsigned char *buf; /* stored values, chunk samples */
+    int32_t *labels;
+    size_t first, n; /* samples [first, first + n) */
+    int full;
+    dt_status status;
+    char msg[1024];
+} chunk_slot;
+
+typedef struct writer {
+    const ds_split *src;
+    int dtype, threads;
+    size_t per, row_bytes, chunk, nchunks;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int abort;
+} writer;
+
+typedef struct worker {
+    writer *w;
+    int index;
+    chunk_slot slot[2];
+    ds_stats_acc acc;
+    float *x;
+    uint16_t *h;
+} worker;
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    put32(p, (uint32_t)v);
+    put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+/* Sample i's values (x) into the dtype at out, and x back to the stored values for the stats. */
+static dt_status store(const writer *w, size_t i, float *x, uint16_t *h, unsigned char *out)
+{
+    const ds_split *s = w->src;
+    for (size_t j = 0; j < w->per; j++) {
+        const float v = x[j];
+        if (!isfinite(v))
+            return dt_set_error(DT_ERR_INVALID_ARG, "%s: value %zu of sample %zu is %g: a dataset must hold finite "
+                                "values", s->source, j, i, (double)v);
+        if (w->dtype == DTS_UINT8 && !(v >= 0 && v <= 255 && v == floorf(v)))
+            return dt_set_error(DT_ERR_INVALID_ARG, "%s: value %zu of sample %zu is %g, not a byte 0..255: store "
+                                "this dataset with --dtype fp16 or fp32", s->source, j, i, (double)v);
+    }
+    switch (w->dtype) {
+    case DTS_UINT8:
+        for (size_t j = 0; j < w->per; j++) out[j] = (unsigned char)x[j];
+        break;
+    case DTS_FP16:
+        cpu_cast_f32_to_16(DT_F16, x, h, w->per);
+        for (size_t j = 0; j < w->per; j++)
+            if ((h[j] & 0x7c00u) == 0x7c00u)
+                return dt_set_error(DT_ERR_INVALID_ARG, "%s: value %zu of sample %zu is %g, past fp16's largest "
+                                    "(65504): store this dataset with --dtype fp32", s->source, j, i, (double)x[j]);
+        memcpy(out, h, w->per * sizeof *h);
+        cpu_cast_16_to_f32(DT_F16, h, x, w->per);
+        break;
+    default: memcpy(out, x, w->per * sizeof *x); break;
+    }
+    return DT_OK;
+}
+
+static void *worker_run(void *arg)
+{
+    worker *k = arg;
+    writer *w = k->w;
+    for (size_t c = (size_t)k->index, round = 0; c < w->nchunks; c += (size_t)w->threads, round++) {
+        chunk_slot *sl = &k->slot[round % 2];
+        pthread_mutex_lock(&w->mu);
+        while (sl->full && !w->abort) pthread_cond_wait(&w->cv, &w->mu);
+        const int stop = w->abort;
+        pthread_mutex_unlock(&w->mu);
+        if (stop) break;
+        sl->first = c * w->chunk;
+        sl->n = w->chunk < w->src->count - sl->first ? w->chunk : w->src->count - sl->first;
+        dt_status st = DT_OK;
+        for (size_t j = 0; !st && j < sl->n; j++) {
+            const size_t i = sl->first + j;
+            st = ds_read(w->src, i, k->x, &sl->labels[j]);
+            if (!st && (sl->labels[j] < 0 || sl->labels[j] >= w->src->classes))
+                st = dt_set_error(DT_ERR_CORRUPT, "%s: label %d of sample %zu is outside 0 to %d", w->src->source,
+                                  (int)sl->labels[j], i, w->src->classes - 1);
+            if (!st) st = store(w, i, k->x, k->h, sl->buf + j * w->row_bytes);
+            if (!st) ds_stats_acc_add(&k->acc, k->x, sl->labels[j]);
+        }
+        if (st) snprintf(sl->msg, sizeof sl->msg, "%s", dt_last_error());
+        pthread_mutex_lock(&w->mu);
+        sl->status = st;
+        sl->full = 1;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        if (st) break;
+    }
+    return NULL;
+}
+
+/* Writes n bytes at off; a full disk or a size limit is said as such. */
+static dt_status write_at(int fd, const char *path, const void *p, size_t n, uint64_t off, uint64_t total)
+{
+    const unsigned char *b = p;
+    while (n) {
+        ssize_t r = pwrite(fd, b, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == ENOSPC || errno == EDQUOT))
+            return dt_set_error(DT_ERR_IO, "cannot write %s: no space left on its device (or quota) at byte %llu of "
+                                "%llu: free space there or write the shard to another directory", path,
+                                (unsigned long long)off, (unsigned long long)total);
+        if (r < 0 && errno == EFBIG)
+            return dt_set_error(DT_ERR_IO, "cannot write %s: the file would pass the file-size limit (ulimit -f, or "
+                                "the filesystem's) at byte %llu of %llu: raise the limit or write to another "
+                                "filesystem", path, (unsigned long long)off, (unsigned long long)total);
+        if (r <= 0)
+            return dt_set_error(DT_ERR_IO, "cannot write %s at byte %llu: %s", path, (unsigned long long)off,
+                                r < 0 ? strerror(errno) : "nothing written");
+        b += r, n -= (size_t)r, off += (uint64_t)r;
+    }
+    return DT_OK;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The directory of path (for the temporary file and the fsync), and its base name. */
+static void split_path(const char *path, char *dir, size_t dn, const char **base)
+{
+    const char *sl = strrchr(path, '/');
+    if (!sl) {
+        snprintf(dir, dn, ".");
+        *base = path;
+    } else {
+        snprintf(dir, dn, "%.*s", sl == path ? 1 : (int)(sl - path), path);
+        *base = sl + 1;
+    }
+}
+
+/* Runs the workers and writes samples, padding and labels at their offsets; fills stats and crc. */
+static dt_status write_payload(writer *w, int fd, const char *tmp, uint64_t header_bytes, uint64_t total,
+                               ds_stats *stats, uint32_t *crc_out)
+{
+    const ds_split *s = w->src;
+    worker *ks = calloc((size_t)w->threads, sizeof *ks);
+    pthread_t *tid = calloc((size_t)w->threads, sizeof *tid);
+    int32_t *labels = malloc(s->count * sizeof *labels);
+    dt_status st = DT_OK;
+    int started = 0;
+    if (!ks || !tid || !labels) st = dt_set_error(DT_ERR_NOMEM, "out of memory writing %s", tmp);
+    for (int t = 0; !st && t < w->threads; t++) {
+        worker *k = &ks[t];
+        k->w = w;
+        k->index = t;
+        k->x = malloc(w->per * sizeof *k->x);
+        k->h = malloc(w->per * sizeof *k->h);
+        for (int b = 0; b < 2; b++) {
+            k->slot[b].buf = malloc(w->chunk * w->row_bytes);
+            k->slot[b].labels = malloc(w->chunk * sizeof *k->slot[b].labels);
+        }
+        if (!k->x || !k->h || !k->slot[0].buf || !k->slot[1].buf || !k->slot[0].labels || !k->slot[1].labels)
+            st = dt_set_error(DT_ERR_NOMEM, "out of memory for the buffers of %d writer threads: lower --threads",
+                              w->threads);
+        if (!st) st = ds_stats_acc_init(&k->acc, s->c, (size_t)s->h * s->w, s->classes);
+    }
+    for (; !st && started < w->threads; started++)
+        if (pthread_create(&tid[started], NULL, worker_run, &ks[started]) != 0)
+            st = dt_set_error(DT_ERR_NOMEM, "cannot start writer thread %d of %d: lower --threads", started + 1,
+                              w->threads);
+    uint32_t crc = 0;
+    uint64_t off = header_bytes;
+    for (size_t c = 0; !st && c < w->nchunks; c++) {
+        chunk_slot *sl = &ks[c % (size_t)w->threads].slot[(c / (size_t)w->threads) % 2];
+        pthread_mutex_lock(&w->mu);
+        while (!sl->full) pthread_cond_wait(&w->cv, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+        if (sl->status) {
+            st = dt_set_error(sl->status, "%s", sl->msg);
+            break;
+        }
+        const size_t bytes = sl->n * w->row_bytes;
+        st = write_at(fd, tmp, sl->buf, bytes, off, total);
+        crc = (uint32_t)crc32(crc, sl->buf, (uInt)bytes); /* a chunk is far below 4 GiB */
+        off += bytes;
+        memcpy(labels + sl->first, sl->labels, sl->n * sizeof *labels);
+        pthread_mutex_lock(&w->mu);
+        sl->full = 0;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+    pthread_mutex_lock(&w->mu);
+    w->abort = 1; /* a failure stops the workers; after success they have finished anyway */
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    if (!st) {
+        static const unsigned char zeros[DTS_ALIGN];
+        const size_t pad = (size_t)(round_up(off, DTS_ALIGN) - off);
+        unsigned char *lb = (unsigned char *)labels;
+        for (size_t i = 0; i < s->count; i++) put32(lb + 4 * i, (uint32_t)labels[i]); /* little-endian on disk */
+        crc = (uint32_t)crc32(crc, zeros, (uInt)pad);
+        st = write_at(fd, tmp, zeros, pad, off, total);
+        if (!st) st = write_at(fd, tmp, lb, s->count * 4, off + pad, total);
+        for (size_t done = 0; !st && done < s->count * 4;) {
+            const size_t n = s->count * 4 - done > (1u << 30) ? (1u << 30) : s->count * 4 - done;
+            crc = (uint32_t)crc32(crc, lb + done, (uInt)n);
+            done += n;
+        }
+    }
+    if (!st) {
+        for (int t = 1; t < w->threads; t++) ds_stats_acc_merge(&ks[0].acc, &ks[t].acc);
+        st = ds_stats_acc_finish(&ks[0].acc, stats);
+    }
+    for (int t = 0; ks && t < w->threads; t++) {
+        ds_stats_acc_free(&ks[t].acc);
+        free(ks[t].x), free(ks[t].h);
+        for (int b = 0; b < 2; b++) free(ks[t].slot[b].buf), free(ks[t].slot[b].labels);
+    }
+    free(ks);
+    free(tid);
+    free(labels);
+    *crc_out = crc;
+    return st;
+}
+
+dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts *opts, dts_write_result *res)
+{
+    const double t0 = now_s();
+    dts_write_opts o = {0};
+    if (opts) o = *opts;
+    const int dtype = o.dtype ? o.dtype : src->uint8_values ? DTS_UINT8 : DTS_FP32;
+    const size_t esize = dts_dtype_size(dtype);
+    if (!esize) return dt_set_error(DT_ERR_INVALID_ARG, "dtype %d is not uint8, fp16 or fp32", o.dtype);
+    const uint64_t per = (uint64_t)src->c * (uint64_t)src->h * (uint64_t)src->w;
+    if (src->c < 1 || src->h < 1 || src->w < 1 || per > DS_MAX_SAMPLE_VALUES || src->count < 1 || src->classes < 1 ||
+        src->classes > DS_MAX_CLASSES)
+        return dt_set_error(DT_ERR_INVALID_ARG, "%s: %zu samples of %dx%dx%d in %d classes cannot be a .dts shard "
+                            "(1 to %u values a sample, 1 to %d classes, at least one sample)", src->source, src->count,
+                            src->c, src->h, src->w, src->classes, DS_MAX_SAMPLE_VALUES, DS_MAX_CLASSES);
+    struct stat sb;
+    if (!o.force && stat(path, &sb) == 0)
+        return dt_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it, or another name", path);
+    const uint64_t header_bytes = round_up(DTS_FIXED_BYTES + 8 * (uint64_t)src->c, DTS_ALIGN);
+    const uint64_t row = per * esize, samples = (uint64_t)src->count * row; /* count < 2^61 in memory */
+    const uint64_t total = round_up(samples, DTS_ALIGN) + 4 * (uint64_t)src->count, file_bytes = header_bytes + total;
+    char dir[4200], tmp[4300];
+    const char *base;
+    split_path(path, dir, sizeof dir, &base);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", dir, base, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return dt_set_error(DT_ERR_IO, "cannot create %s (for %s): %s", tmp, path, strerror(errno));
+    dt_status st = DT_OK;
+    /* A full disk found now rather than after an hour of decoding images. */
+    struct statvfs vf;
+    if (fstatvfs(fd, &vf) == 0 && vf.f_frsize && (uint64_t)vf.f_bavail * vf.f_frsize < file_bytes)
+        st = dt_set_error(DT_ERR_IO, "cannot write %s: it needs %llu bytes and its filesystem has %llu free: free "
+                          "space there or write the shard to another directory", path,
+                          (unsigned long long)file_bytes, (unsigned long long)vf.f_bavail * vf.f_frsize);
+    int threads = o.threads < 1 ? 1 : o.threads;
+    writer w = {.src = src, .dtype = dtype, .per = (size_t)per, .row_bytes = (size_t)row};
+    w.chunk = row >= CHUNK_BYTES ? 1 : CHUNK_BYTES / (size_t)row;
+    w.nchunks = (src->count + w.chunk - 1) / w.chunk;
+    if ((size_t)threads > w.nchunks) threads = (int)w.nchunks;
+    w.threads = threads;
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    ds_stats stats = {0};
+    uint32_t pcrc = 0;
+    if (!st) st = write_payload(&w, fd, tmp, header_bytes, file_bytes, &stats, &pcrc);
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    unsigned char *hdr = NULL;
+    if (!st && !(hdr = calloc(1, (size_t)header_bytes)))
+        st = dt_set_error(DT_ERR_NOMEM, "out of memory writing the header of %s", path);
+    if (!st) {
+        memcpy(hdr, DTS_MAGIC, 8);
+        put32(hdr + 8, DTS_VERSION);
+        put32(hdr + 12, (uint32_t)header_bytes);
+        put32(hdr + 16, (uint32_t)src->c);
+        put32(hdr + 20, (uint32_t)src->h);
+        put32(hdr + 24, (uint32_t)src->w);
+        put32(hdr + 28, (uint32_t)dtype);
+        put64(hdr + 32, src->count);
+        put32(hdr + 40, (uint32_t)src->classes);
+        put64(hdr + 48, total);
+        put32(hdr + 56, pcrc);
+        for (int c = 0; c < src->c; c++) {
+            const float m = (float)stats.mean[c], sd = (float)stats.std[c];
+            uint32_t u;
+            memcpy(&u, &m, 4);
+            put32(hdr + DTS_FIXED_BYTES + 4 * (size_t)c, u);
+            memcpy(&u, &sd, 4);
+            put32(hdr + DTS_FIXED_BYTES + 4 * ((size_t)src->c + (size_t)c), u);
+        }
+        put32(hdr + 44, (uint32_t)crc32(0, hdr, (uInt)header_bytes)); /* with the field still 0 */
+        st = write_at(fd, tmp, hdr, (size_t)header_bytes, 0, file_bytes);
+    }
+    free(hdr);
+    ds_stats_free(&stats);
+    if (!st && fsync(fd) != 0)
+        st = dt_set_error(DT_ERR_IO, "cannot write %s: fsync failed (%s): the disk may be full or failing", path,
+                          strerror(errno));
+    if (close(fd) != 0 && !st) st = dt_set_error(DT_ERR_IO, "cannot write %s: close failed (%s)", path, strerror(errno));
+    if (!st) {
+        /* Without --force the rename must not replace a file made since the check above. */
+        int r = o.force ? rename(tmp, path) : renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
+        if (r != 0 && !o.force && (errno == EINVAL || errno == ENOSYS)) r = link(tmp, path) == 0 ? unlink(tmp) : -1;
+        if (r != 0)
+            st = errno == EEXIST ? dt_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it", path)
+                                 : dt_set_error(DT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    }
+    if (st) {
+        unlink(tmp);
+        return st;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd); /* the rename itself durable; a filesystem that cannot fsync a directory is no failure */
+        close(dfd);
+    }
+    if (res) {
+        res->count = src->count;
+        res->bytes = file_bytes;
+        res->dtype = dtype;
+        res->seconds = now_s() - t0;
+    }
+    return DT_OK;
+}
