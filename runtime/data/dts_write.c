@@ -342,7 +342,8 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     if (!st && fsync(fd) != 0)
         st = dt_set_error(DT_ERR_IO, "cannot write %s: fsync failed (%s): the disk may be full or failing", path,
                           strerror(errno));
-    if (close(fd) != 0 && !st) st = dt_set_error(DT_ERR_IO, "cannot write %s: close failed (%s)", path, strerror(errno));
+    if (close(fd) != 0 && !st)
+        st = dt_set_error(DT_ERR_IO, "cannot write %s: close failed (%s)", path, strerror(errno));
     if (!st) {
         /* Without --force the rename must not replace a file made since the check above. */
         int r = o.force ? rename(tmp, path) : renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
