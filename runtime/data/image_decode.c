@@ -1,0 +1,400 @@
+/*
+ * image_decode.c - JPEG (TurboJPEG) and PNG (libpng) files from memory to C x H x W floats, resized
+ * and centre-cropped as torchvision's Resize(S) + CenterCrop((H, W)) with S = min(H, W)
+ * (image_decode.h).
+ *
+ * Three steps: decode to 8-bit interleaved pixels with 1 or 3 channels (gray when the target is
+ * gray or the source is; RGB otherwise); resample the part of the resized image that the crop
+ * keeps, separably, with PIL's bilinear filter (a triangle whose support grows with the downscale
+ * factor, so downscaling averages every source pixel: antialiased, as PIL's Image.resize that
+ * torchvision calls); write it channel-major, repeating a gray channel for an RGB target. The
+ * resample runs in float without PIL's 8-bit rounding between the two passes, so values can
+ * differ from PIL's by about one level.
+ *
+ * Everything a file says is untrusted: the pixel count is bounded before any allocation, libpng's
+ * errors come back through setjmp with their message, TurboJPEG stops at the first warning (a
+ * truncated file is an error, as PIL's "image file is truncated") and limits progressive scans.
+ */
+#include "image_decode.h"
+#include "status.h"
+
+#include <math.h>
+#include <png.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+/* Decoded pixels: w x h x nc bytes, rows packed; ow, oh: the image's own size before any DCT
+ * scaling (the resized shape is computed from it, so scaling never changes the geometry). */
+typedef struct img_raw {
+    unsigned char *px;
+    int w, h, nc;
+    int ow, oh;
+} img_raw;
+
+static const char fix_hint[] = "fix or remove the file, or pass --bad-samples skip";
+
+/* ------------------------------------------------------------------ JPEG */
+
+/* The smallest DCT scaling factor of 1/2 or below whose scaled shorter side is still >=
+ * target_short; 1/1 when none is. */
+static tjscalingfactor pick_scale(int w, int h, int target_short)
+{
+    tjscalingfactor best = {1, 1};
+    int n = 0;
+    tjscalingfactor *sf = tjGetScalingFactors(&n);
+    const int short_side = w < h ? w : h;
+    for (int i = 0; sf && i < n; i++) {
+        /* Only 1/2 and below: libjpeg-turbo's 5/8..7/8 IDCTs have no SIMD and decode a 500x375
+         * photo no faster than 1/1 or slower (measured: 1/1 1.9 ms, 7/8 3.4, 3/4 2.6, 5/8 2.0, 1/2
+         * 1.2, 1/4 1.1); factors above 1 would upscale. */
+        if (2 * sf[i].num > sf[i].denom) continue;
+        if (TJSCALED(short_side, sf[i]) < target_short) continue;
+        if ((double)sf[i].num / sf[i].denom < (double)best.num / best.denom) best = sf[i];
+    }
+    return best;
+}
+
+/* CMYK as libjpeg returns it from Adobe files (inverted: 255 = no ink) to RGB in place. */
+static void cmyk_to_rgb(unsigned char *px, size_t pixels)
+{
+    for (size_t i = 0; i < pixels; i++) {
+        const unsigned k = px[4 * i + 3];
+        for (int ch = 0; ch < 3; ch++) px[3 * i + ch] = (unsigned char)((px[4 * i + ch] * k + 127) / 255);
+    }
+}
+
+static dt_status decode_jpeg(const char *name, const unsigned char *data, size_t len, int c, int target_short,
+                             unsigned flags, img_raw *r)
+{
+    tjhandle tj = tjInitDecompress();
+    if (!tj) return dt_set_error(DT_ERR_NOMEM, "cannot start a JPEG decoder for %s: %s", name, tjGetErrorStr2(NULL));
+    dt_status st = DT_OK;
+    int w = 0, h = 0, subsamp = 0, cs = 0;
+    if (len > (unsigned long)-1 || tjDecompressHeader3(tj, data, (unsigned long)len, &w, &h, &subsamp, &cs) != 0) {
+        st = dt_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: %s; %s", name, tjGetErrorStr2(tj), fix_hint);
+        goto done;
+    }
+    if (w < 1 || h < 1) { /* a header cut short before its frame marker can come back "fine" */
+        st = dt_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: its header gives no image size (%d x %d; "
+                          "cut short?); %s", name, w, h, fix_hint);
+        goto done;
+    }
+    if ((uint64_t)w * (uint64_t)h > IMG_MAX_PIXELS) {
+        st = dt_set_error(DT_ERR_CORRUPT, "%s: a JPEG of %d x %d pixels is more than dtrain decodes (%u pixels); "
+                          "shrink it, or %s", name, w, h, IMG_MAX_PIXELS, fix_hint);
+        goto done;
+    }
+    const tjscalingfactor sf = flags & IMG_NO_DCT_SCALE ? (tjscalingfactor){1, 1} : pick_scale(w, h, target_short);
+    const int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
+    /* libjpeg converts YCbCr to gray by keeping Y: the same 601 luma as PIL's convert("L"). CMYK
+     * cannot go to gray or RGB inside libjpeg, so it comes out as CMYK and is converted here. */
+    const int pf = cmyk ? TJPF_CMYK : c == 1 ? TJPF_GRAY : TJPF_RGB;
+    const int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
+    r->px = malloc((size_t)sw * (size_t)sh * (size_t)tjPixelSize[pf]);
+    if (!r->px) {
+        st = dt_set_error(DT_ERR_NOMEM, "out of memory decoding %s (%d x %d pixels)", name, sw, sh);
+        goto done;
+    }
+    if (tjDecompress2(tj, data, (unsigned long)len, r->px, sw, 0, sh, pf, TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS)) {
+        st = dt_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: %s; %s", name, tjGetErrorStr2(tj), fix_hint);
+        goto done;
+    }
+    r->w = sw, r->h = sh, r->ow = w, r->oh = h;
+    r->nc = pf == TJPF_GRAY ? 1 : 3;
+    if (cmyk) cmyk_to_rgb(r->px, (size_t)sw * (size_t)sh);
+done:
+    tjDestroy(tj);
+    if (st) {
+        free(r->px);
+        r->px = NULL;
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------------ PNG */
+
+/* What the libpng callbacks share; it lives in decode_png's frame, not in the frame that calls
+ * setjmp, so its fields keep their values across the longjmp (C11 7.13.2.1). */
+typedef struct png_ctx {
+    const unsigned char *data;
+    size_t len, at;
+    char msg[200];
+    unsigned char *px;
+} png_ctx;
+
+static void png_read_mem(png_structp png, png_bytep out, size_t n)
+{
+    png_ctx *p = png_get_io_ptr(png);
+    if (n > p->len - p->at) png_error(png, "the file ends early (truncated)");
+    memcpy(out, p->data + p->at, n);
+    p->at += n;
+}
+
+static void png_fail(png_structp png, png_const_charp msg)
+{
+    png_ctx *p = png_get_error_ptr(png);
+    snprintf(p->msg, sizeof p->msg, "%s", msg);
+    png_longjmp(png, 1);
+}
+
+static void png_warn(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
+
+/* Reads the PNG into p->px; 0, or -1 with the reason in p->msg. */
+static int png_run(png_ctx *p, img_raw *r)
+{
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, p, png_fail, png_warn);
+    if (!png) {
+        snprintf(p->msg, sizeof p->msg, "out of memory");
+        return -1;
+    }
+    png_infop info = png_create_info_struct(png);
+    if (!info || setjmp(png_jmpbuf(png))) {
+        if (!info) snprintf(p->msg, sizeof p->msg, "out of memory");
+        png_destroy_read_struct(&png, info ? &info : NULL, NULL);
+        return -1;
+    }
+    png_set_read_fn(png, p, png_read_mem);
+    png_read_info(png, info);
+    const png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+    if ((uint64_t)w * h > IMG_MAX_PIXELS) {
+        snprintf(p->msg, sizeof p->msg, "%u x %u pixels is more than dtrain decodes (%u pixels)", (unsigned)w,
+                 (unsigned)h, IMG_MAX_PIXELS);
+        png_destroy_read_struct(&png, &info, NULL);
+        return -1;
+    }
+    const int type = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
+    /* To 8-bit gray or RGB, as PIL's convert("RGB") / convert("L") sees the file: palette
+     * entries become their colours, transparency (an alpha channel or tRNS) is dropped, 16-bit
+     * samples keep their high byte. */
+    if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (depth == 16) png_set_strip_16(png);
+    if ((type & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
+    const int passes = png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    const int nc = png_get_channels(png, info);
+    const size_t rowbytes = png_get_rowbytes(png, info);
+    if ((nc != 1 && nc != 3) || rowbytes != (size_t)w * (size_t)nc) {
+        snprintf(p->msg, sizeof p->msg, "unexpected layout after conversion (%d channels, %zu bytes a row)", nc,
+                 rowbytes);
+        png_destroy_read_struct(&png, &info, NULL);
+        return -1;
+    }
+    p->px = malloc(rowbytes * h);
+    if (!p->px) png_error(png, "out of memory");
+    /* Row by row rather than png_read_image, whose row-pointer array would be 8 bytes a row: 2 GiB
+     * for a 1-pixel-wide image of IMG_MAX_PIXELS rows. An interlaced file is read in its passes. */
+    for (int pass = 0; pass < passes; pass++)
+        for (png_uint_32 y = 0; y < h; y++) png_read_row(png, p->px + rowbytes * y, NULL);
+    png_destroy_read_struct(&png, &info, NULL);
+    r->w = r->ow = (int)w, r->h = r->oh = (int)h, r->nc = nc;
+    return 0;
+}
+
+static dt_status decode_png(const char *name, const unsigned char *data, size_t len, img_raw *r)
+{
+    png_ctx p = {.data = data, .len = len};
+    const int rc = png_run(&p, r);
+    if (rc) {
+        free(p.px);
+        return dt_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as PNG: %s; %s", name, p.msg, fix_hint);
+    }
+    r->px = p.px;
+    return DT_OK;
+}
+
+/* ------------------------------------------------------------------ resize + crop */
+
+/* RGB to gray in place, PIL's convert("L"): L = (19595 R + 38470 G + 7471 B + 2^15) >> 16. */
+static void rgb_to_gray(unsigned char *px, size_t pixels)
+{
+    for (size_t i = 0; i < pixels; i++)
+        px[i] = (unsigned char)((px[3 * i] * 19595u + px[3 * i + 1] * 38470u + px[3 * i + 2] * 7471u + 0x8000u) >> 16);
+}
+
+/* One axis of the resample: for output positions first .. first+n-1 of a resized length out_len
+ * taken from in_len source pixels, each its first source pixel, tap count and weights (PIL's
+ * precompute_coeffs with the bilinear filter: support 1 scaled by the downscale factor). */
+typedef struct axis {
+    int n, ksize;
+    int *start, *taps;
+    float *wt; /* n x ksize */
+} axis;
+
+static int axis_build(axis *a, int in_len, double out_len, int64_t first, int n)
+{
+    const double scale = in_len / out_len;
+    const double fs = scale > 1 ? scale : 1;
+    const double support = fs;
+    a->n = n;
+    a->ksize = (int)ceil(support) * 2 + 1;
+    a->start = malloc(sizeof *a->start * (size_t)n);
+    a->taps = malloc(sizeof *a->taps * (size_t)n);
+    a->wt = malloc(sizeof *a->wt * (size_t)n * (size_t)a->ksize);
+    if (!a->start || !a->taps || !a->wt) return -1;
+    for (int i = 0; i < n; i++) {
+        const double center = ((double)(first + i) + 0.5) * scale;
+        int lo = (int)fmax(center - support + 0.5, 0);
+        int hi = (int)fmin(center + support + 0.5, in_len);
+        if (hi - lo > a->ksize) hi = lo + a->ksize;
+        if (lo >= in_len) lo = in_len - 1, hi = in_len;
+        float *wt = a->wt + (size_t)i * a->ksize;
+        double sum = 0;
+        for (int k = 0; k < hi - lo; k++) {
+            const double x = fabs((lo + k - center + 0.5) / fs);
+            wt[k] = x < 1 ? (float)(1 - x) : 0.f;
+            sum += wt[k];
+        }
+        if (sum <= 0) { /* cannot happen for a triangle over its support; keep the nearest pixel */
+            lo = (int)fmin(fmax(center, 0), in_len - 1), hi = lo + 1, wt[0] = 1, sum = 1;
+        }
+        for (int k = 0; k < hi - lo; k++) wt[k] = (float)(wt[k] / sum);
+        a->start[i] = lo;
+        a->taps[i] = hi - lo;
+    }
+    return 0;
+}
+
+static void axis_free(axis *a)
+{
+    free(a->start);
+    free(a->taps);
+    free(a->wt);
+}
+
+/* Where the crop of `crop` starts in a resized length `len`: torchvision's CenterCrop pads a short
+ * side by (crop - len) // 2 before (a negative start here), else starts at round((len - crop) / 2)
+ * with Python's round half to even. */
+static int64_t crop_start(int64_t len, int crop)
+{
+    if (len < crop) return -((crop - len) / 2);
+    const int64_t d = len - crop, k = d / 2;
+    return d % 2 == 0 ? k : (k % 2 == 0 ? k : k + 1);
+}
+
+/* Resamples r into out (c x oh x ow, CHW). */
+static dt_status resize_crop(const char *name, const img_raw *r, int c, int oh, int ow, float *out)
+{
+    /* torchvision's Resize(S): the shorter side becomes S, the other int(S * long / short). */
+    const int S = oh < ow ? oh : ow;
+    int64_t rw, rh;
+    if (r->ow <= r->oh) {
+        rw = S;
+        rh = (int64_t)((double)S * r->oh / r->ow);
+    } else {
+        rh = S;
+        rw = (int64_t)((double)S * r->ow / r->oh);
+    }
+    if (rw < 1) rw = 1;
+    if (rh < 1) rh = 1;
+    /* The output rows/columns that fall on the resized image (the rest is CenterCrop's padding). */
+    const int64_t y0 = crop_start(rh, oh), x0 = crop_start(rw, ow);
+    const int ys = y0 < 0 ? (int)-y0 : 0, xs = x0 < 0 ? (int)-x0 : 0;
+    const int ny = (int)(rh < oh ? rh : oh), nx = (int)(rw < ow ? rw : ow);
+    memset(out, 0, sizeof *out * (size_t)c * (size_t)oh * (size_t)ow);
+
+    axis ax = {0}, ay = {0};
+    float *tmp = NULL, *acc = NULL;
+    dt_status st = DT_OK;
+    if (axis_build(&ax, r->w, (double)rw, x0 + xs, nx) || axis_build(&ay, r->h, (double)rh, y0 + ys, ny)) {
+        st = dt_set_error(DT_ERR_NOMEM, "out of memory resizing %s", name);
+        goto done;
+    }
+    /* Horizontal pass over the source rows the vertical pass will use. */
+    const int row_lo = ay.start[0];
+    const int row_hi = ay.start[ny - 1] + ay.taps[ny - 1];
+    const int nc = r->nc;
+    tmp = malloc(sizeof *tmp * (size_t)(row_hi - row_lo) * (size_t)nx * (size_t)nc);
+    if (!tmp) {
+        st = dt_set_error(DT_ERR_NOMEM, "out of memory resizing %s", name);
+        goto done;
+    }
+    for (int y = row_lo; y < row_hi; y++) {
+        const unsigned char *src = r->px + (size_t)y * (size_t)r->w * (size_t)nc;
+        float *dst = tmp + (size_t)(y - row_lo) * (size_t)nx * (size_t)nc;
+        for (int x = 0; x < nx; x++) {
+            const float *wt = ax.wt + (size_t)x * ax.ksize;
+            const unsigned char *sp = src + (size_t)ax.start[x] * nc;
+            const int taps = ax.taps[x];
+            if (nc == 3) { /* the common case, unrolled over channels: 2x faster than the loop */
+                float a0 = 0, a1 = 0, a2 = 0;
+                for (int k = 0; k < taps; k++) {
+                    a0 += wt[k] * sp[3 * k];
+                    a1 += wt[k] * sp[3 * k + 1];
+                    a2 += wt[k] * sp[3 * k + 2];
+                }
+                dst[3 * x] = a0, dst[3 * x + 1] = a1, dst[3 * x + 2] = a2;
+            } else {
+                float a = 0;
+                for (int k = 0; k < taps; k++) a += wt[k] * sp[k];
+                dst[x] = a;
+            }
+        }
+    }
+    /* Vertical pass: whole rows weighted and summed (contiguous, so the compiler vectorizes it),
+     * then spread into the output planes; a gray source fills every plane of an RGB target. */
+    const size_t plane = (size_t)oh * (size_t)ow, rowlen = (size_t)nx * (size_t)nc;
+    acc = malloc(sizeof *acc * rowlen);
+    if (!acc) {
+        st = dt_set_error(DT_ERR_NOMEM, "out of memory resizing %s", name);
+        goto done;
+    }
+    for (int y = 0; y < ny; y++) {
+        const float *wt = ay.wt + (size_t)y * ay.ksize;
+        memset(acc, 0, sizeof *acc * rowlen);
+        for (int k = 0; k < ay.taps[y]; k++) {
+            const float *row = tmp + (size_t)(ay.start[y] - row_lo + k) * rowlen, wk = wt[k];
+            for (size_t j = 0; j < rowlen; j++) acc[j] += wk * row[j];
+        }
+        for (int ch = 0; ch < nc; ch++) {
+            float *o = out + (size_t)ch * plane + (size_t)(ys + y) * ow + (size_t)xs;
+            for (int x = 0; x < nx; x++) {
+                const float v = acc[(size_t)x * nc + ch];
+                o[x] = v < 0 ? 0 : v > 255 ? 255 : v;
+            }
+        }
+    }
+    if (nc == 1 && c == 3)
+        for (int ch = 1; ch < 3; ch++) memcpy(out + (size_t)ch * plane, out, sizeof *out * plane);
+done:
+    axis_free(&ax);
+    axis_free(&ay);
+    free(tmp);
+    free(acc);
+    return st;
+}
+
+dt_status image_decode(const char *name, const unsigned char *data, size_t len, int c, int h, int w,
+                       unsigned flags, float *out)
+{
+    if (!name) name = "(image)";
+    if ((c != 1 && c != 3) || h < 1 || w < 1 || h > IMG_MAX_SIDE || w > IMG_MAX_SIDE)
+        return dt_set_error(DT_ERR_INVALID_ARG, "image shape %dx%dx%d (CxHxW) cannot be decoded to: C must be 1 or 3, "
+                            "H and W 1..%d; give --input like 3x224x224", c, h, w, IMG_MAX_SIDE);
+    if (!data || len == 0)
+        return dt_set_error(DT_ERR_CORRUPT, "%s is empty (0 bytes), so it holds no image; %s", name, fix_hint);
+    static const unsigned char png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    img_raw r = {0};
+    dt_status st;
+    if (len >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff)
+        st = decode_jpeg(name, data, len, c, h < w ? h : w, flags, &r);
+    else if (len >= 8 && memcmp(data, png_magic, 8) == 0)
+        st = decode_png(name, data, len, &r);
+    else {
+        unsigned char m[4] = {0};
+        memcpy(m, data, len < 4 ? len : 4);
+        return dt_set_error(DT_ERR_CORRUPT, "%s is neither JPEG (starts ff d8 ff) nor PNG (starts 89 50 4e 47): it "
+                            "starts %02x %02x %02x %02x (%zu bytes); %s", name, m[0], m[1], m[2], m[3], len, fix_hint);
+    }
+    if (st) return st;
+    if (c == 1 && r.nc == 3) {
+        rgb_to_gray(r.px, (size_t)r.w * (size_t)r.h);
+        r.nc = 1;
+    }
+    st = resize_crop(name, &r, c, h, w, out);
+    free(r.px);
+    return st;
+}
