@@ -71,6 +71,15 @@ size_t cuda_unscale_count_nonfinite(float *d, size_t n, float inv_scale);
  * check of backward, queued on the ops' stream without waiting for it. */
 void cuda_flag_nonfinite(const float *d, size_t n, int *flag, int stamp);
 
+/* *out = the sum of d[i]^2 over d[0..n) in double (d on the device; the norm for gradient
+ * clipping): a fixed-order device reduction on the ops' stream, copied back; synchronizes that
+ * stream. The same n and values give the same bits on the same GPU model. DT_ERR_DEVICE (or
+ * DT_ERR_NOMEM for the scratch) on failure, recorded as below, *out then 0. */
+dt_status cuda_sum_squares(const float *d, size_t n, double *out);
+/* Gradient accumulation on the ops' stream: g[i] += acc[i] when add, then acc[i] = g[i] when store
+ * (both device buffers of n floats); queued without waiting. */
+void cuda_accum_grads(float *g, float *acc, size_t n, int add, int store);
+
 /* The first failure of an op since the last cuda_ops_clear_error() (DT_OK when none); when not
  * DT_OK, dt_last_error() of the calling thread then holds its message (what failed, the CUDA or
  * cuBLAS error, what to check). Does not clear it. */

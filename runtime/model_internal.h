@@ -52,6 +52,16 @@ struct dt_model {
                             it non-finite; read only when asked (dt_model_nonfinite_layer) */
     int fb_count;        /* forward/backward passes taken */
     int inject_inf;      /* testing: put an inf into the next backward's first gradient */
+    float grad_mul;      /* 16-bit gradients: the clip coefficient the optimizer step applies
+                            after inv_scale (1 when not clipping) */
+    /* Gradient accumulation (model_step.c): micro-batches per optimizer step, those of the current
+     * group already taken, and the running sum of the group's earlier micro-batches (fp32, on the
+     * model's device; NULL while accum_steps is 1). accum_last: the pass under way ends a group. */
+    int accum_steps, accum_pos, accum_last;
+    float *gacc;
+    double clip_norm;    /* dt_model_set_clip_grad_norm: 0 off, +inf report only */
+    long comm_starts;    /* gradient collectives started (buckets, or the whole buffer): what tests
+                            count to prove that accumulation's micro-batches send nothing */
     /* A CUDA model: every buffer above that the ops touch (params, grads, act, dbuf, pool_idx, ws)
      * is device memory, the ops are kernels_cuda(), and each step copies the batch into xdev and
      * ldev. Gradient buckets are allreduced by the context's NCCL backend on its own stream as
@@ -80,6 +90,19 @@ static inline size_t layer_in_n(const layer *l) { return (size_t)l->in_c * l->in
 /* Backward is done with layer i's parameter gradients: fault injection, the local finite check,
  * and starting its bucket's allreduce when the bucket is complete (model.c). */
 dt_status model_grads_done(dt_model *m, int i);
+
+/* Accumulation (model_step.c): layer i's gradients of this pass are done; adds the group's
+ * earlier sum into them and keeps the new sum for the next micro-batch. Returns 1 when the pass
+ * ends its group (the allreduce may start), 0 on the group's other micro-batches. */
+int model_accum_layer(dt_model *m, int i);
+/* DT_OK at a group boundary, else DT_ERR_INVALID_ARG naming fn and the position in the group. */
+dt_status model_group_complete(const dt_model *m, const char *fn);
+/* The forward and backward pass itself (model.c): dt_model_forward_backward's contract, which
+ * model_step.c wraps with the accumulation bookkeeping. */
+dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
+                                 double *loss_sum, int *correct);
+/* Gradient collectives started since the model was made (tests). */
+long model_comm_starts(const dt_model *m);
 
 /* Waits for the buckets of the last backward still being reduced (model_sync.c). */
 dt_status model_wait_inflight(dt_model *m);

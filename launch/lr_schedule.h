@@ -1,0 +1,52 @@
+/*
+ * lr_schedule.h - learning-rate schedules of `dtrain train --lr-schedule`: pure functions from the
+ * spec and the step to the rate, which the train loop hands to dt_optimizer_set_lr before each
+ * optimizer step. The rate depends on the step alone, so a resumed run continues the schedule
+ * without saving anything.
+ *
+ * Steps count optimizer steps from 0 (the rate used by step s); total = the run's optimizer steps.
+ * With W warmup steps (0 <= W < total):
+ *   warmup, s < W:  lr = base * (s + 1) / W  (linear from base / W, reaching base at step W - 1:
+ *                   PyTorch's LinearLR with start_factor 1 / W over W - 1 steps; no step at lr 0)
+ *   after it, t = s - W over T = total - W steps:
+ *   constant        lr = base
+ *   cosine          lr = min + (base - min) * (1 + cos(pi * t / T)) / 2   (CosineAnnealingLR, T_max T)
+ *   linear          lr = base + (min - base) * t / (T - 1)                (min exactly at the last step)
+ *   step:M..:G      lr = max(min, base * G^k), k = milestones <= s        (MultiStepLR; the milestones
+ *                   count from step 0, warmup included, and during warmup its factor multiplies too)
+ * A milestone is a whole number of steps (30) or epochs (30e: epoch 30 starts at step 30 * steps
+ * per epoch); milestones increase strictly; 0 < G <= 1.
+ */
+#ifndef DT_LAUNCH_LR_SCHEDULE_H
+#define DT_LAUNCH_LR_SCHEDULE_H
+
+#include <stddef.h>
+
+#define LR_MAX_MILESTONES 64
+
+typedef enum lr_kind { LR_CONSTANT = 0, LR_COSINE, LR_LINEAR, LR_STEP } lr_kind;
+
+typedef struct lr_schedule {
+    lr_kind kind;
+    int n;                               /* milestones (LR_STEP) */
+    long milestone[LR_MAX_MILESTONES];   /* in optimizer steps, strictly increasing, >= 1 */
+    double gamma;                        /* LR_STEP: factor at each milestone, (0, 1] */
+} lr_schedule;
+
+/* Parses spec ("constant", "cosine", "linear", "step:M1,M2,...:GAMMA"); steps_per_epoch converts
+ * milestones given in epochs (0 when unknown: an epoch milestone is then an error). 0 on success,
+ * else -1 with a message in err (errlen bytes) naming the bad part and the form expected. */
+int lr_schedule_parse(const char *spec, long steps_per_epoch, lr_schedule *out, char *err, size_t errlen);
+
+/* Checks the figures a schedule is used with: base_lr > 0, 0 <= min_lr <= base_lr, 0 <= warmup <
+ * total_steps. 0 when sound, else -1 with the message in err. */
+int lr_schedule_check(const lr_schedule *s, double base_lr, double min_lr, long warmup, long total_steps, char *err,
+                      size_t errlen);
+
+/* The rate of optimizer step `step` (0-based; steps past the end keep the last step's rate). */
+double lr_at(const lr_schedule *s, double base_lr, double min_lr, long step, long total_steps, long warmup);
+
+/* The spec's canonical name ("cosine", "step"), for step lines and metrics. */
+const char *lr_schedule_name(const lr_schedule *s);
+
+#endif

@@ -1,0 +1,141 @@
+/*
+ * model_step.c - the whole training step (dt_model_train_step) and gradient accumulation: groups
+ * of k forward/backward passes whose gradients are summed and reduced once.
+ *
+ * Accumulation keeps the running sum of a group's earlier micro-batches in its own fp32 buffer
+ * (gacc) rather than asking every backward kernel to add into the gradients: the kernels (CPU,
+ * CUDA, 16-bit) keep overwriting, and the sum is folded in per layer the moment backward finishes
+ * that layer (model_accum_layer, from model_grads_done), so on a group's last micro-batch each
+ * bucket still starts its allreduce as soon as its layers are done, with the whole group's sum in
+ * it. The price is one more buffer and one pass over each layer's gradients per micro-batch.
+ */
+#include "model_internal.h"
+#include "cast.h"
+#include "clock.h"
+#include "devmem.h"
+#include "status.h"
+#ifdef DTRAIN_HAVE_CUDA
+#include "cuda_ops.h"
+#endif
+
+#include <math.h>
+#include <string.h>
+
+#define ACCUM_MAX 65536
+
+dt_status dt_model_set_accum_steps(dt_model *m, int k)
+{
+    if (k < 1 || k > ACCUM_MAX)
+        return dt_set_error(DT_ERR_INVALID_ARG, "--accum-steps %d must be from 1 to %d micro-batches per optimizer "
+                            "step", k, ACCUM_MAX);
+    dt_status s = model_wait_inflight(m);
+    if (s) return s;
+    if (k > 1 && !m->gacc) {
+        void *p = NULL;
+        const size_t n = m->spec.num_params ? m->spec.num_params : 1;
+        if ((s = devmem_alloc(m->cuda, n * sizeof(float), "the gradient accumulation buffer", &p))) return s;
+        m->gacc = p;
+    } else if (k == 1 && m->gacc) {
+        devmem_free(m->cuda, m->gacc);
+        m->gacc = NULL;
+    }
+    m->accum_steps = k;
+    m->accum_pos = 0;
+    return DT_OK;
+}
+
+int dt_model_accum_steps(const dt_model *m) { return m->accum_steps; }
+int dt_model_accum_pos(const dt_model *m) { return m->accum_pos; }
+
+dt_status model_group_complete(const dt_model *m, const char *fn)
+{
+    if (m->accum_pos == 0) return DT_OK;
+    return dt_set_error(DT_ERR_INVALID_ARG, "%s: the accumulation group is at micro-batch %d of %d; the gradients "
+                        "are reduced, unscaled and stepped on once per group, after its last "
+                        "dt_model_forward_backward (dt_model_set_accum_steps)", fn, m->accum_pos, m->accum_steps);
+}
+
+/* The 16-bit gradients of one layer (CPU only: a GPU model keeps fp32 gradients): widened in
+ * blocks, the sum added in fp32, rounded once back into 16 bits. */
+static void accum16(dt_model *m, size_t off, size_t cnt, int add, int store)
+{
+    enum { BLK = 2048 };
+    float g[BLK];
+    for (size_t o = off; o < off + cnt; o += BLK) {
+        const size_t c = off + cnt - o < BLK ? off + cnt - o : BLK;
+        cpu_cast_16_to_f32(m->grad_t, m->g16 + o, g, c);
+        if (add)
+            for (size_t i = 0; i < c; i++) g[i] += m->gacc[o + i];
+        if (store) memcpy(m->gacc + o, g, c * sizeof *g);
+        if (add) cpu_cast_f32_to_16(m->grad_t, g, m->g16 + o, c);
+    }
+}
+
+int model_accum_layer(dt_model *m, int i)
+{
+    if (m->accum_steps == 1) return 1;
+    const layer *l = &m->spec.layers[i];
+    const size_t off = l->w_off, cnt = l->w_n + l->b_n;
+    /* The first micro-batch of a group has nothing to add; the last has nothing to keep. */
+    const int add = m->accum_pos > 0, store = !m->accum_last;
+    if (m->g16) {
+        accum16(m, off, cnt, add, store);
+        return m->accum_last;
+    }
+#ifdef DTRAIN_HAVE_CUDA
+    if (m->cuda) {
+        cuda_accum_grads(m->grads + off, m->gacc + off, cnt, add, store);
+        return m->accum_last;
+    }
+#endif
+    float *g = m->grads + off, *a = m->gacc + off;
+    if (add)
+        for (size_t j = 0; j < cnt; j++) g[j] += a[j];
+    if (store) memcpy(a, g, cnt * sizeof *g);
+    return m->accum_last;
+}
+
+dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
+                                    float grad_scale, double *loss_sum, int *correct)
+{
+    m->accum_last = m->accum_pos == m->accum_steps - 1;
+    /* The local finite check names the first layer that went non-finite anywhere in the group. */
+    if (m->accum_pos == 0) m->bad_layer = -1;
+    dt_status s = model_forward_backward(m, x, labels, batch, grad_scale, loss_sum, correct);
+    if (s) return s;
+    m->accum_pos = m->accum_last ? 0 : m->accum_pos + 1;
+    return DT_OK;
+}
+
+dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
+                              int batch, float grad_scale, dt_step_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->grad_norm = NAN;
+    /* The scale changes only at dt_scaler_update, once per group, so every micro-batch of a group
+     * is scaled alike and the sum unscales with one factor. */
+    const float ls = sc ? dt_scaler_scale(sc) : 1.0f;
+    dt_status s = dt_model_forward_backward(m, x, labels, batch, grad_scale * ls, &r->loss_sum, &r->correct);
+    if (s) return s;
+    if (m->accum_pos != 0) return DT_OK; /* the group goes on: nothing to send or step yet */
+    const double t0 = clock_now_s();
+    if ((s = dt_model_sync_grads(m))) return s;
+    r->comm_wait_s = clock_now_s() - t0;
+    m->prof_step.allreduce_s += model_prof_mark(m);
+    if (sc) {
+        /* The reduced gradients are the same on every rank, and so is the verdict. */
+        if ((s = dt_model_unscale_grads(m, 1.0f / ls, &r->skipped))) return s;
+        if ((s = dt_scaler_update(sc, r->skipped))) return s;
+        m->prof_step.check_s += model_prof_mark(m);
+    }
+    if (r->skipped) {
+        if (m->clip_norm > 0) r->grad_norm = INFINITY; /* overflowed: not computed, no clipping */
+        return DT_OK;
+    }
+    /* Clipping sees the unscaled gradients, as torch's scaler.unscale_ then clip_grad_norm_ does. */
+    if (m->clip_norm > 0 && (s = dt_model_clip_grad_norm(m, m->clip_norm, &r->grad_norm))) return s;
+    s = dt_model_optimizer_step(m, o);
+    m->prof_step.optimizer_s += model_prof_mark(m);
+    if (!s) r->stepped = 1;
+    return s;
+}

@@ -1,0 +1,206 @@
+/*
+ * test_lr_schedule.c - launch/lr_schedule.c: the rate at given steps against the formulas of
+ * lr_schedule.h (constant, cosine, linear, step with milestones in steps and epochs, warmup, the
+ * floor), and every parse and check error with the part it names.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "lr_schedule.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define PI 3.14159265358979323846
+
+static lr_schedule parse_ok(const char *spec, long spe)
+{
+    lr_schedule s;
+    char err[256] = "";
+    if (lr_schedule_parse(spec, spe, &s, err, sizeof err)) fail_msg("'%s' failed: %s", spec, err);
+    return s;
+}
+
+static void near(double got, double want)
+{
+    if (!(fabs(got - want) <= 1e-12 * fabs(want) + 1e-15)) fail_msg("lr %.17g, expected %.17g", got, want);
+}
+
+static void test_constant(void **st)
+{
+    (void)st;
+    lr_schedule s = parse_ok("constant", 0);
+    assert_int_equal(s.kind, LR_CONSTANT);
+    assert_string_equal(lr_schedule_name(&s), "constant");
+    for (long k = 0; k < 10; k++) near(lr_at(&s, 0.1, 0.001, k, 10, 0), 0.1);
+    /* warmup: base * (s + 1) / W, then base */
+    near(lr_at(&s, 0.1, 0, 0, 10, 4), 0.1 * 1 / 4);
+    near(lr_at(&s, 0.1, 0, 2, 10, 4), 0.1 * 3 / 4);
+    near(lr_at(&s, 0.1, 0, 3, 10, 4), 0.1);
+    near(lr_at(&s, 0.1, 0, 9, 10, 4), 0.1);
+}
+
+static void test_cosine(void **st)
+{
+    (void)st;
+    lr_schedule s = parse_ok("cosine", 0);
+    const double base = 0.4, mn = 0.01;
+    const long total = 100;
+    near(lr_at(&s, base, mn, 0, total, 0), base);
+    near(lr_at(&s, base, mn, 50, total, 0), mn + (base - mn) * 0.5);
+    near(lr_at(&s, base, mn, 25, total, 0), mn + (base - mn) * (1 + cos(PI * 25 / 100)) / 2);
+    near(lr_at(&s, base, mn, 99, total, 0), mn + (base - mn) * (1 + cos(PI * 99 / 100)) / 2);
+    /* past the end: the last step's rate */
+    near(lr_at(&s, base, mn, 150, total, 0), lr_at(&s, base, mn, 99, total, 0));
+    /* with 10 warmup steps: ramp, then cosine over the 90 that remain */
+    near(lr_at(&s, base, mn, 4, total, 10), base * 5 / 10);
+    near(lr_at(&s, base, mn, 9, total, 10), base);
+    near(lr_at(&s, base, mn, 10, total, 10), base);
+    near(lr_at(&s, base, mn, 55, total, 10), mn + (base - mn) * (1 + cos(PI * 45 / 90)) / 2);
+    /* monotone after warmup, never below the floor */
+    double prev = 1e9;
+    for (long k = 10; k < total; k++) {
+        const double lr = lr_at(&s, base, mn, k, total, 10);
+        assert_true(lr <= prev && lr >= mn);
+        prev = lr;
+    }
+}
+
+static void test_linear(void **st)
+{
+    (void)st;
+    lr_schedule s = parse_ok("linear", 0);
+    const double base = 1.0, mn = 0.1;
+    near(lr_at(&s, base, mn, 0, 11, 0), base);
+    near(lr_at(&s, base, mn, 5, 11, 0), base + (mn - base) * 5 / 10);
+    near(lr_at(&s, base, mn, 10, 11, 0), mn); /* the floor exactly at the last step */
+    /* warmup 3 of 13: linear over the last 10 */
+    near(lr_at(&s, base, mn, 0, 13, 3), base / 3);
+    near(lr_at(&s, base, mn, 3, 13, 3), base);
+    near(lr_at(&s, base, mn, 12, 13, 3), mn);
+    /* a schedule of one step after warmup stays at base */
+    near(lr_at(&s, base, mn, 3, 4, 3), base);
+}
+
+static void test_step(void **st)
+{
+    (void)st;
+    lr_schedule s = parse_ok("step:30,60,90:0.1", 0);
+    assert_int_equal(s.kind, LR_STEP);
+    assert_int_equal(s.n, 3);
+    near(lr_at(&s, 1.0, 0, 0, 100, 0), 1.0);
+    near(lr_at(&s, 1.0, 0, 29, 100, 0), 1.0);
+    near(lr_at(&s, 1.0, 0, 30, 100, 0), 0.1);
+    near(lr_at(&s, 1.0, 0, 59, 100, 0), 0.1);
+    near(lr_at(&s, 1.0, 0, 60, 100, 0), pow(0.1, 2));
+    near(lr_at(&s, 1.0, 0, 99, 100, 0), pow(0.1, 3));
+    /* the floor */
+    near(lr_at(&s, 1.0, 0.005, 99, 100, 0), 0.005);
+    /* epochs: 30e at 25 steps per epoch = step 750; steps and epochs mix */
+    s = parse_ok("step:30e,1000,60e:0.5", 25);
+    assert_int_equal(s.n, 3);
+    assert_int_equal(s.milestone[0], 750);
+    assert_int_equal(s.milestone[1], 1000);
+    assert_int_equal(s.milestone[2], 1500);
+    near(lr_at(&s, 0.2, 0, 749, 2000, 0), 0.2);
+    near(lr_at(&s, 0.2, 0, 750, 2000, 0), 0.1);
+    near(lr_at(&s, 0.2, 0, 1000, 2000, 0), 0.05);
+    near(lr_at(&s, 0.2, 0, 1999, 2000, 0), 0.025);
+    /* warmup multiplies, milestones count from step 0 */
+    s = parse_ok("step:2:0.5", 0);
+    near(lr_at(&s, 1.0, 0, 0, 10, 4), 1.0 * 1 / 4);
+    near(lr_at(&s, 1.0, 0, 2, 10, 4), 0.5 * 3 / 4);
+    near(lr_at(&s, 1.0, 0, 5, 10, 4), 0.5);
+    /* gamma 1 is allowed (no change) */
+    s = parse_ok("step:5:1", 0);
+    near(lr_at(&s, 0.3, 0, 9, 10, 0), 0.3);
+}
+
+static void expect_parse_error(const char *spec, long spe, const char *must)
+{
+    lr_schedule s;
+    char err[256] = "";
+    assert_int_equal(lr_schedule_parse(spec, spe, &s, err, sizeof err), -1);
+    if (!strstr(err, must)) fail_msg("error for '%s': '%s' lacks '%s'", spec ? spec : "(null)", err, must);
+}
+
+static void test_parse_errors(void **st)
+{
+    (void)st;
+    expect_parse_error(NULL, 0, "empty");
+    expect_parse_error("", 0, "empty");
+    expect_parse_error("cosin", 0, "unknown schedule 'cosin'");
+    expect_parse_error("exp", 0, "use constant, cosine, linear or step:M1,M2,...:GAMMA");
+    expect_parse_error("cosine:10", 0, "'cosine' takes no arguments (':10' after it)");
+    expect_parse_error("linearx", 0, "'linear' takes no arguments");
+    expect_parse_error("constant ", 0, "'constant' takes no arguments");
+    expect_parse_error("step", 0, "'step' needs milestones and a factor");
+    expect_parse_error("step:", 0, "needs milestones and a factor");
+    expect_parse_error("step:30", 0, "needs milestones and a factor");
+    expect_parse_error("step::0.1", 0, "needs milestones and a factor");
+    expect_parse_error("step:30:", 0, "factor '' is not a number");
+    expect_parse_error("step:30:abc", 0, "factor 'abc' is not a number");
+    expect_parse_error("step:30:0.1x", 0, "factor '0.1x' is not a number");
+    expect_parse_error("step:30:nan", 0, "factor 'nan' is not a number");
+    expect_parse_error("step:30:0", 0, "factor 0 must be in (0, 1]");
+    expect_parse_error("step:30:1.5", 0, "factor 1.5 must be in (0, 1]");
+    expect_parse_error("step:30:-0.1", 0, "factor -0.1 must be in (0, 1]");
+    expect_parse_error("step:3x:0.1", 0, "milestone '3x' is not a whole number of steps or epochs (30 or 30e)");
+    expect_parse_error("step:30,-5:0.1", 0, "milestone '-5' is not a whole number");
+    expect_parse_error("step:e:0.1", 0, "milestone 'e' is not a whole number");
+    expect_parse_error("step:3.5:0.1", 0, "milestone '3.5' is not a whole number");
+    expect_parse_error("step:30,,60:0.1", 0, "an empty milestone");
+    expect_parse_error("step:30,:0.1", 0, "an empty milestone");
+    expect_parse_error("step:,30:0.1", 0, "an empty milestone");
+    expect_parse_error("step:0,30:0.1", 0, "milestone '0' is at the start of the run");
+    expect_parse_error("step:60,30:0.1", 0, "milestone '30' (step 30) is not after the one before it (step 60)");
+    expect_parse_error("step:30,30:0.1", 0, "is not after the one before it");
+    expect_parse_error("step:2e,40:0.1", 25, "milestone '40' (step 40) is not after the one before it (step 50)");
+    expect_parse_error("step:30e:0.1", 0, "milestone '30e' is in epochs, but the epoch length in steps is not known");
+    expect_parse_error("step:99999999999999999999:0.1", 0, "is too large");
+    expect_parse_error("step:9223372036854775807e:0.1", 2, "(x 2 steps per epoch) is too large");
+    expect_parse_error("step:30:60:0.1", 0, "has more than two parts");
+    char many[1024] = "step:";
+    for (int i = 1; i <= LR_MAX_MILESTONES + 1; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%d,", i);
+    strcpy(many + strlen(many) - 1, ":0.5");
+    expect_parse_error(many, 0, "more than 64 milestones");
+}
+
+static void expect_check_error(double base, double mn, long warm, long total, const char *must)
+{
+    lr_schedule s = parse_ok("cosine", 0);
+    char err[256] = "";
+    assert_int_equal(lr_schedule_check(&s, base, mn, warm, total, err, sizeof err), -1);
+    if (!strstr(err, must)) fail_msg("check error '%s' lacks '%s'", err, must);
+}
+
+static void test_check(void **st)
+{
+    (void)st;
+    lr_schedule s = parse_ok("cosine", 0);
+    char err[256];
+    assert_int_equal(lr_schedule_check(&s, 0.1, 0, 0, 10, err, sizeof err), 0);
+    assert_int_equal(lr_schedule_check(&s, 0.1, 0.1, 9, 10, err, sizeof err), 0);
+    expect_check_error(0, 0, 0, 10, "--lr 0 must be a positive number");
+    expect_check_error(NAN, 0, 0, 10, "must be a positive number");
+    expect_check_error(0.1, -1, 0, 10, "--min-lr -1 must be from 0 to --lr (0.1)");
+    expect_check_error(0.1, 0.2, 0, 10, "--min-lr 0.2 must be from 0 to --lr");
+    expect_check_error(0.1, 0, -1, 10, "--warmup-steps -1 must be from 0 to 9");
+    expect_check_error(0.1, 0, 10, 10, "--warmup-steps 10 must be from 0 to 9 (fewer than the run's 10 optimizer "
+                       "steps, so the cosine schedule");
+    expect_check_error(0.1, 0, 0, 0, "the run has 0 optimizer steps");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_constant), cmocka_unit_test(test_cosine), cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_step),     cmocka_unit_test(test_parse_errors), cmocka_unit_test(test_check),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
