@@ -10,7 +10,7 @@ NP      ?= 2
 # clang, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and llvm (llvm-symbolizer, for
 # readable stack traces) build and run the fuzz harnesses of tests/fuzz/.
 DEB_PKGS := cmake make gcc pkg-config openmpi-bin libopenmpi-dev libpmix-dev libhwloc-dev \
-            libopenblas-dev libcmocka-dev zlib1g-dev slurmctld slurmd slurm-client munge iproute2 util-linux procps \
+            libopenblas-dev libcmocka-dev zlib1g-dev libturbojpeg0-dev libpng-dev slurmctld slurmd slurm-client munge iproute2 util-linux procps \
             clang libclang-rt-14-dev llvm
 
 # Open MPI refuses to run as root without these; tests and the demo run as whoever calls make.

@@ -1,13 +1,15 @@
 /*
  * reader.c - ds_open: which format a dataset path holds, and the dispatch to that format's reader
  * (reader.h). Detection looks at the names a known layout has (MNIST's train-images-idx3-ubyte,
- * CIFAR-10's data_batch_1.bin, CIFAR-100's train.bin), and for a single file at the IDX magic,
+ * CIFAR-10's data_batch_1.bin, CIFAR-100's train.bin; failing those, class folders mean an image
+ * folder), and for a single file at the IDX magic,
  * then at a size of whole CIFAR records.
  */
 #include "reader.h"
 #include "file_io.h"
 #include "status.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +27,30 @@ static const format_entry formats[] = {
     {"idx", idx_open},
     {"cifar10", cifar_open},
     {"cifar100", cifar_open},
+    {"imagefolder", imagefolder_open},
+    {"dts", dts_open},
 };
+
+/* Whether dir holds a folder that is not hidden: the class folders of torchvision's ImageFolder
+ * layout (ROOT/<class>/<image>, or ROOT/train + ROOT/val), which has no marker file. */
+static int has_subdir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char p[4200];
+        struct stat sb;
+        found = e->d_type == DT_DIR ||
+                ((e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) &&
+                 (size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < sizeof p && stat(p, &sb) == 0 &&
+                 S_ISDIR(sb.st_mode));
+    }
+    closedir(d);
+    return found;
+}
 
 /* The format a directory's layout says, or NULL. */
 static const char *detect_dir(const char *dir)
@@ -36,13 +61,14 @@ static const char *detect_dir(const char *dir)
         {"train-images-idx3-ubyte", "idx"}, {"t10k-images-idx3-ubyte", "idx"},
         {"data_batch_1.bin", "cifar10"},    {"test_batch.bin", "cifar10"},
         {"train.bin", "cifar100"},          {"test.bin", "cifar100"},
+        {"train.dts", "dts"},               {"test.dts", "dts"},
     };
     char p[4200], found[4200];
     for (size_t i = 0; i < sizeof marks / sizeof *marks; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, marks[i].file);
         if (ds_find_file(p, found, sizeof found)) return marks[i].format;
     }
-    return NULL;
+    return has_subdir(dir) ? "imagefolder" : NULL;
 }
 
 /* The format one file holds: IDX by its magic (read through zlib, so a .gz file is looked into),
@@ -50,12 +76,15 @@ static const char *detect_dir(const char *dir)
  * 3073 x 3074 bytes on, which is no real CIFAR file). NULL when neither. */
 static const char *detect_file(const char *path, const struct stat *sb)
 {
-    unsigned char m[4] = {0xff, 0xff, 0xff, 0xff};
+    unsigned char m[8] = {0xff, 0xff, 0xff, 0xff};
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd >= 0 && S_ISREG(sb->st_mode)) {
         gzFile z = gzdopen(fd, "rb");
         if (z) {
-            if (gzread(z, m, 4) != 4) memset(m, 0xff, sizeof m);
+            /* 8 bytes for the .dts magic; an IDX header has at least 8 (magic, one dimension). */
+            const int got = gzread(z, m, 8);
+            if (got < 4) memset(m, 0xff, sizeof m);
+            if (got < 8) memset(m + 4, 0xff, 4);
             gzclose(z);
         } else {
             close(fd);
@@ -63,6 +92,8 @@ static const char *detect_file(const char *path, const struct stat *sb)
     } else if (fd >= 0) {
         close(fd);
     }
+    /* A .dts shard before the size test: its size can happen to be whole CIFAR records. */
+    if (memcmp(m, "DTSHARD1", 8) == 0) return "dts";
     if (m[0] == 0 && m[1] == 0 && m[3] >= 1 && m[3] <= 4) return "idx";
     const long long n = (long long)sb->st_size;
     const size_t pl = strlen(path);
@@ -90,18 +121,21 @@ dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
         fmt = S_ISDIR(sb.st_mode) ? detect_dir(path) : detect_file(path, &sb);
         if (!fmt && !S_ISDIR(sb.st_mode))
             return dt_set_error(DT_ERR_INVALID_ARG, "%s is not a dataset file dtrain recognises: not IDX (it starts "
-                                "00 00 <type> <rank>), and not whole CIFAR-10 or CIFAR-100 records (%lld bytes is "
+                                "00 00 <type> <rank>), not a .dts shard (it starts DTSHARD1), and not "
+                                "whole CIFAR-10 or CIFAR-100 records (%lld bytes is "
                                 "no multiple of 3073 or 3074); give --data-format to force a format", path,
                                 (long long)sb.st_size);
         if (!fmt)
             return dt_set_error(DT_ERR_INVALID_ARG, "no dataset recognised in %s: looked for "
-                                "train-images-idx3-ubyte[.gz] (MNIST IDX), data_batch_1.bin (CIFAR-10) and train.bin "
-                                "(CIFAR-100); give --data-format to force one", path);
+                                "train-images-idx3-ubyte[.gz] (MNIST IDX), data_batch_1.bin (CIFAR-10), train.bin "
+                                "(CIFAR-100), train.dts (dtrain shard) and class folders (an image folder, ROOT/<class>/"
+                                "<image>.jpg|.png); give --data-format to force one", path);
     }
     const format_entry *f = NULL;
     for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
         if (strcmp(formats[i].name, fmt) == 0) f = &formats[i];
-    if (!f) return dt_set_error(DT_ERR_INVALID_ARG, "dataset format '%s' is not idx, cifar10, cifar100 or auto", fmt);
+    if (!f) return dt_set_error(DT_ERR_INVALID_ARG, "dataset format '%s' is not idx, cifar10, cifar100, "
+                                "imagefolder, dts or auto", fmt);
     ds_split *s = calloc(1, sizeof *s);
     if (!s) return dt_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
     snprintf(s->format, sizeof s->format, "%s", f->name);

@@ -84,5 +84,9 @@ static inline dt_status ds_read(const ds_split *s, size_t i, float *x, int32_t *
  * the caller owns itself (on the stack) is released with s->ops->close(s) when s->ops is set. */
 dt_status idx_open(const char *path, const ds_open_opts *opts, ds_split *s);
 dt_status cifar_open(const char *path, const ds_open_opts *opts, ds_split *s);
+dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split *s); /* imagefolder.c */
+/* An image folder's class k (0 <= k < s->classes): its folder name; NULL for another format. */
+const char *imagefolder_class_name(const ds_split *s, int k);
+dt_status dts_open(const char *path, const ds_open_opts *opts, ds_split *s); /* dts.h */
 
 #endif

@@ -290,7 +290,7 @@ static void test_refusals(void **st)
     ds_open_opts o = {.split = "test"};
     expect_open_fails(path_of("trainonly"), &o, DT_ERR_IO, "has no test split");
     ds_open_opts bad = {.format = "hdf5"};
-    expect_open_fails(path_of("trainonly"), &bad, DT_ERR_INVALID_ARG, "'hdf5' is not idx, cifar10, cifar100 or auto");
+    expect_open_fails(path_of("trainonly"), &bad, DT_ERR_INVALID_ARG, "'hdf5' is not idx, cifar10, cifar100, imagefolder, dts or auto");
     ds_open_opts bads = {.split = "val"};
     expect_open_fails(path_of("trainonly"), &bads, DT_ERR_INVALID_ARG, "split 'val' is not train or test");
 }
