@@ -1,8 +1,9 @@
 /*
  * model.c - dt_model: a layer-list network on one flat parameter buffer, its buffers, and its
- * fp32 forward and backward passes over the kernel op table; the whole training step; the public
- * kernel entry points. Gradient synchronization is model_sync.c, the optimizers optimizer.c,
- * precision model_precision.c (16-bit passes model_amp.c), profiling model_profile.c.
+ * fp32 forward and backward passes over the kernel op table; the public kernel entry points.
+ * Gradient synchronization is model_sync.c, the optimizers optimizer.c, precision
+ * model_precision.c (16-bit passes model_amp.c), profiling model_profile.c, the whole training
+ * step with accumulation model_step.c, gradient norms and clipping model_clip.c.
  *
  * Memory is sized once for the largest batch: one output buffer per layer (ReLU works in place on
  * its input's buffer and flatten aliases it, since no backward pass needs the pre-ReLU values),
@@ -15,7 +16,6 @@
 #ifdef DTRAIN_HAVE_CUDA
 #include "cuda_ops.h"
 #endif
-#include "clock.h"
 #include "rng.h"
 #include "status.h"
 
@@ -192,6 +192,7 @@ void dt_model_free(dt_model *m)
     devmem_free(m->cuda, m->xdev);
     devmem_free(m->cuda, m->ldev);
     devmem_free(m->cuda, m->dflags);
+    devmem_free(m->cuda, m->gacc);
     free(m->g16);
     free(m->prof_fwd);
     free(m->prof_bwd);
@@ -247,8 +248,9 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     m->in16 = calloc(n, sizeof *m->in16);
     m->pool_idx = calloc(n, sizeof *m->pool_idx);
     m->prec = m->grad_t = DT_F32;
-    m->inv_scale = 1.0f;
+    m->inv_scale = m->grad_mul = 1.0f;
     m->bad_layer = -1;
+    m->accum_steps = 1;
     for (size_t i = 0; i < n; i++) {
         layer *l = &m->spec.layers[i];
         if (l->kind == LAYER_CONV) l->cs = layer_conv_shape(l, max_batch);
@@ -356,8 +358,8 @@ const float *model_forward32(dt_model *m, const float *x, int batch)
     return in;
 }
 
-dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
-                                    float grad_scale, double *loss_sum, int *correct)
+dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
+                                 double *loss_sum, int *correct)
 {
     if (batch < 1 || batch > m->max_batch)
         return dt_set_error(DT_ERR_INVALID_ARG, "batch %d is outside 1..%d (the model's max batch)", batch,
@@ -376,9 +378,9 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     m->unreduced = m->ctx && dt_world_size(m->ctx) > 1;
     model_prof_mark(m);
     if (m->prof) m->prof_step.steps++;
-    m->bad_layer = -1;
     m->fb_count++;
     m->inv_scale = 1.0f;
+    m->grad_mul = 1.0f;
     if (m->cuda) {
         /* The batch goes to the device on the ops' stream, asynchronously from pinned memory (the
          * loader's); the loss read back after the forward pass waits for it, so x and labels are
@@ -483,7 +485,7 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
     const size_t np = m->spec.num_params;
     memset(out, 0, sizeof *out);
     out->params = np * 4;
-    out->grads = np * (m->g16 ? 2 : 4);
+    out->grads = np * (m->g16 ? 2 : 4) + (m->gacc ? np * 4 : 0);
     if (o) {
         dt_optim_config oc;
         int t;
@@ -503,31 +505,6 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
     free(c);
     out->pool = m->pool_bytes;
     devmem_info(m->cuda, &out->device_free, &out->device_total);
-}
-
-/* ---------------------------------------------------------------- one training step */
-
-dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
-                              int batch, float grad_scale, dt_step_result *r)
-{
-    memset(r, 0, sizeof *r);
-    const float ls = sc ? dt_scaler_scale(sc) : 1.0f;
-    dt_status s = dt_model_forward_backward(m, x, labels, batch, grad_scale * ls, &r->loss_sum, &r->correct);
-    if (s) return s;
-    const double t0 = clock_now_s();
-    if ((s = dt_model_sync_grads(m))) return s;
-    r->comm_wait_s = clock_now_s() - t0;
-    m->prof_step.allreduce_s += model_prof_mark(m);
-    if (sc) {
-        /* The reduced gradients are the same on every rank, and so is the verdict. */
-        if ((s = dt_model_unscale_grads(m, 1.0f / ls, &r->skipped))) return s;
-        if ((s = dt_scaler_update(sc, r->skipped))) return s;
-        m->prof_step.check_s += model_prof_mark(m);
-    }
-    if (r->skipped) return DT_OK;
-    s = dt_model_optimizer_step(m, o);
-    m->prof_step.optimizer_s += model_prof_mark(m);
-    return s;
 }
 
 /* ---------------------------------------------------------------- checkpoint access */
@@ -562,6 +539,13 @@ dt_status dt_model_get_params(const dt_model *m, float *host)
 }
 
 int dt_model_on_gpu(const dt_model *m) { return m->cuda; }
+
+dt_status dt_model_set_params(dt_model *m, const float *host)
+{
+    if (!m || !host) return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_set_params: model or parameters are NULL");
+    dt_status s = model_wait_inflight(m);
+    return s ? s : model_params_from_host(m, host);
+}
 
 
 dt_status model_params_from_host(dt_model *m, const float *host)

@@ -30,6 +30,7 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
                             dtype_name(compute), dtype_name(compute), dtype_name(grads));
     dt_status ws = model_wait_inflight(m);
     if (ws) return ws;
+    m->accum_pos = 0; /* the gradients are lost: an accumulation group starts again */
     const size_t np = m->spec.num_params ? m->spec.num_params : 1;
     if (compute != m->prec) {
         model_free_acts(m);
@@ -73,6 +74,8 @@ dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
     if (!(inv_scale > 0) || !isfinite(inv_scale))
         return dt_set_error(DT_ERR_INVALID_ARG, "gradient unscale factor %g must be a positive number",
                             (double)inv_scale);
+    dt_status gs = model_group_complete(m, "dt_model_unscale_grads");
+    if (gs) return gs;
     const size_t n = m->spec.num_params;
     size_t bad;
     if (m->g16) {

@@ -44,18 +44,21 @@ dt_status model_wait_inflight(dt_model *m)
 static dt_status bucket_start(dt_model *m, int b)
 {
     const bucket *bk = &m->plan.b[b];
+    m->comm_starts++;
     if (m->dcoll)
         return m->dcoll->ops->start(m->dcoll, m->grads + bk->off, bk->n, DT_F32, m->sync.op, compute_stream());
     return m->g16 ? engine_start16(m->eng, m->g16 + bk->off, bk->n, m->sync.op, b, m->grad_t)
                   : engine_start(m->eng, m->grads + bk->off, bk->n, m->sync.op, b, m->sync.grad_comm);
 }
 
-/* Backward finished layer i's parameter gradients: the testing inf, the local finite check, then
- * the bucket bookkeeping. */
+/* Backward finished layer i's parameter gradients: the accumulation group's earlier sum added
+ * in, the testing inf, the local finite check (of the sum), then the bucket bookkeeping, which
+ * only the pass that ends a group reaches: the other micro-batches start no collective. */
 dt_status model_grads_done(dt_model *m, int i)
 {
     const layer *l = &m->spec.layers[i];
     const size_t off = l->w_off, cnt = l->w_n + l->b_n;
+    const int ends_group = model_accum_layer(m, i);
     if (m->inject_inf && cnt) {
         m->inject_inf = 0;
         const float inf = INFINITY;
@@ -70,7 +73,7 @@ dt_status model_grads_done(dt_model *m, int i)
 #ifdef DTRAIN_HAVE_CUDA
     if (m->check_local && m->cuda) {
         cuda_flag_nonfinite(m->grads + off, cnt, m->dflags + i, m->fb_count);
-        return model_layer_done(m, m->player[i]);
+        return ends_group ? model_layer_done(m, m->player[i]) : DT_OK;
     }
 #endif
     if (m->check_local && m->bad_layer < 0) {
@@ -81,7 +84,7 @@ dt_status model_grads_done(dt_model *m, int i)
             bad = cpu_count_nonfinite(m->grads + off, cnt);
         if (bad) m->bad_layer = i;
     }
-    return model_layer_done(m, m->player[i]);
+    return ends_group ? model_layer_done(m, m->player[i]) : DT_OK;
 }
 
 void dt_sync_defaults(dt_sync_config *c)
@@ -205,8 +208,10 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
 static dt_status model_sync_grads(dt_model *m)
 {
     /* A GPU backend without asynchronous starts (MPI through host memory): the whole buffer. */
-    if (m->cuda && !m->dcoll && m->ctx && dt_world_size(m->ctx) > 1)
+    if (m->cuda && !m->dcoll && m->ctx && dt_world_size(m->ctx) > 1) {
+        m->comm_starts++;
         return dt_allreduce(m->ctx, m->grads, m->spec.num_params, DT_F32, m->sync.op);
+    }
     if (!m->eng && !m->dcoll) return DT_OK; /* a world of one */
     m->in_flight = 1; /* whatever is started (none, some or all, even if a start fails): wait for it */
     if (!m->sync.overlap) {
@@ -218,9 +223,13 @@ static dt_status model_sync_grads(dt_model *m)
     return model_wait_inflight(m);
 }
 
+long model_comm_starts(const dt_model *m) { return m->comm_starts; }
+
 dt_status dt_model_sync_grads(dt_model *m)
 {
-    dt_status s = model_sync_grads(m);
+    dt_status s = model_group_complete(m, "dt_model_sync_grads");
+    if (s) return s;
+    s = model_sync_grads(m);
     if (!s) m->unreduced = 0;
     return s;
 }

@@ -92,9 +92,22 @@ dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
     return DT_OK;
 }
 
+float dt_optimizer_lr(const dt_optimizer *o) { return o->cfg.lr; }
+
+dt_status dt_optimizer_set_lr(dt_optimizer *o, float lr)
+{
+    if (!(lr > 0) || !isfinite(lr))
+        return dt_set_error(DT_ERR_INVALID_ARG, "learning rate %g must be a positive finite number (the optimizer "
+                            "keeps %g): check the schedule's --lr, --min-lr and factor", (double)lr, (double)o->cfg.lr);
+    o->cfg.lr = lr;
+    return DT_OK;
+}
+
 dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
 {
     if (!m || !o) return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the model or optimizer is NULL");
+    dt_status gs = model_group_complete(m, "dt_model_optimizer_step");
+    if (gs) return gs;
     /* Each rank stepping on its own gradients makes the replicas drift apart while every printed
      * loss can still look right; say so at the first such step rather than never. */
     if (m->unreduced && !m->sync.allow_unreduced)
@@ -141,12 +154,15 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
     o->t++;
     enum { BLK = 2048 };
     float g[BLK];
-    const float inv = m->inv_scale;
+    const float inv = m->inv_scale, clip = m->grad_mul;
     for (size_t off = 0; off < o->n; off += BLK) {
         const size_t cnt = o->n - off < BLK ? o->n - off : BLK;
         cpu_cast_16_to_f32(m->grad_t, m->g16 + off, g, cnt);
         if (inv != 1.0f)
             for (size_t i = 0; i < cnt; i++) g[i] *= inv;
+        /* Clipping's coefficient after the unscale, as PyTorch multiplies the unscaled .grad. */
+        if (clip != 1.0f)
+            for (size_t i = 0; i < cnt; i++) g[i] *= clip;
         if (c->kind == DT_OPTIM_SGD)
             k->sgd(m->params + off, g, o->s1 ? o->s1 + off : NULL, cnt, c->lr, c->momentum, c->weight_decay, o->t == 1);
         else
