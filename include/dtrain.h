@@ -225,7 +225,14 @@ DT_API dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *inpu
 DT_API void dt_model_free(dt_model *m);
 
 /* The flat parameter and gradient buffers (dt_model_num_params floats each), owned by m. The
- * gradients are NULL when they are kept in 16 bits (dt_model_set_precision). */
+ * gradients are NULL when they are kept in 16 bits (dt_model_set_precision).
+ *
+ * Layout: PyTorch's state_dict order, so weights move between the two with numpy reshapes. Layer
+ * by layer in model order, each fc layer holds its weight as [out][in] row-major then its bias
+ * [out] (nn.Linear's weight and bias), each conv layer its weight as [out][in][k][k] then its bias
+ * [out] (nn.Conv2d's); relu, pool and flatten hold nothing. Activations are NCHW and flatten keeps
+ * (c, h, w) order, as torch.flatten does, so an fc after a conv reads the same features as
+ * PyTorch's. The gradients use the same offsets. (tests/unit/test_layout.c checks it.) */
 DT_API size_t dt_model_num_params(const dt_model *m);
 DT_API float *dt_model_params(dt_model *m);
 DT_API float *dt_model_grads(dt_model *m);
@@ -236,6 +243,10 @@ DT_API float *dt_model_grads(dt_model *m);
 DT_API int dt_model_on_gpu(const dt_model *m);
 /* Copies the parameters into host memory (dt_model_num_params floats), from either device. */
 DT_API dt_status dt_model_get_params(const dt_model *m, float *host);
+/* Replaces the parameters with host's (dt_model_num_params floats, copied; the optimizer's state
+ * is untouched), on either device. Not collective: give every rank the same values (broadcast
+ * them) or the replicas drift. */
+DT_API dt_status dt_model_set_params(dt_model *m, const float *host);
 /* Floats per input sample, and classes (width of the last fc). */
 DT_API size_t dt_model_input_size(const dt_model *m);
 DT_API int dt_model_num_classes(const dt_model *m);
@@ -330,6 +341,12 @@ DT_API dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_opti
 DT_API void dt_optimizer_free(dt_optimizer *o);
 /* One update of params (n floats) from grads, PyTorch semantics. */
 DT_API dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads);
+/* The learning rate the next step uses, and changing it between steps (a schedule: the CLI's
+ * --lr-schedule). Nothing else changes: momentum and Adam's moments carry on, as when a PyTorch
+ * scheduler writes param_group['lr']. DT_ERR_INVALID_ARG for a rate that is not a positive
+ * finite number (the optimizer keeps its rate). */
+DT_API float dt_optimizer_lr(const dt_optimizer *o);
+DT_API dt_status dt_optimizer_set_lr(dt_optimizer *o, float lr);
 
 /* ---------------------------------------------------------------- mixed precision: the model
  *
@@ -360,6 +377,44 @@ DT_API dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found
  * (after dt_model_unscale_grads). Skip it for a step whose gradients overflowed. */
 DT_API dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o);
 
+/* ---------------------------------------------------------------- clipping and accumulation */
+
+/* The global L2 norm of the gradients as the optimizer step would read them: after
+ * dt_model_sync_grads and dt_model_unscale_grads (16-bit gradients times the pending unscale),
+ * so the norm of the reduced, unscaled gradients, the same on every rank with no communication
+ * (every rank holds the same reduced gradients and the sum runs in double in a fixed order, so
+ * the bits agree too). inf or NaN when a gradient is. Costs one read of the gradients (a device
+ * reduction on a GPU, which waits for it). Not collective. */
+DT_API dt_status dt_model_grad_norm(const dt_model *m, double *norm);
+/* PyTorch's clip_grad_norm_(max_norm) on the gradients: *norm (may be NULL) = dt_model_grad_norm;
+ * when it is finite and coef = max_norm / (norm + 1e-6) (rounded to fp32) is below 1, every
+ * gradient is multiplied by coef (16-bit ones as dt_model_optimizer_step widens them). A
+ * non-finite norm clips nothing (the step should be skipped; a loss scaler does). max_norm must
+ * be > 0 (+inf: only the norm). Not collective. */
+DT_API dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm);
+/* Clipping inside dt_model_train_step, between the unscale and the optimizer step: 0 (default)
+ * off, > 0 clip to max_norm, +inf compute and report the norm without clipping. The norm is
+ * computed only then (dt_step_result.grad_norm is NaN otherwise). DT_ERR_INVALID_ARG for a
+ * negative or NaN max_norm. */
+DT_API dt_status dt_model_set_clip_grad_norm(dt_model *m, double max_norm);
+
+/* Gradient accumulation: k >= 1 micro-batches per optimizer step (default 1). Calls to
+ * dt_model_forward_backward then come in groups of k: the first of a group overwrites the
+ * gradients, the next ones add theirs (after each call the gradient buffer holds the group's
+ * running sum, this rank's own), and only the k-th starts the gradient allreduce, so the other
+ * k - 1 send nothing. dt_model_sync_grads, dt_model_unscale_grads and dt_model_optimizer_step
+ * before a group is complete are DT_ERR_INVALID_ARG. With grad_scale = 1 / (k * batch) on every
+ * micro-batch (and DT_AVG, the default), a group equals one step on a batch of k * batch per
+ * rank: the mean over the k * batch * world samples of the global batch (DT_SUM: 1 / (k * batch
+ * * world)). The sum of earlier micro-batches lives in one more fp32 buffer of
+ * dt_model_num_params floats on the model's device (16-bit gradients are added in fp32 and
+ * rounded once per micro-batch). Setting it (even to the same k) starts a new group; so does
+ * dt_model_set_precision. DT_ERR_INVALID_ARG for k < 1 or > 65536; DT_ERR_NOMEM. */
+DT_API dt_status dt_model_set_accum_steps(dt_model *m, int k);
+/* k, and the micro-batches of the current group already taken (0 .. k-1; 0 at a step boundary). */
+DT_API int dt_model_accum_steps(const dt_model *m);
+DT_API int dt_model_accum_pos(const dt_model *m);
+
 /* With the check on, backward looks at each layer's own gradients as they are made, before the
  * allreduce (a read of the layer's gradients), and remembers the first layer (in backward order)
  * holding an inf or NaN: dt_model_nonfinite_layer returns its index, -1 when none was found in the
@@ -378,7 +433,8 @@ DT_API void dt_model_inject_inf(dt_model *m);
 typedef struct dt_memory_summary {
     size_t params;      /* fp32 master parameters (the CPU path keeps no 16-bit copy: weights are
                            rounded as each op reads them; a 16-bit GPU model keeps one) */
-    size_t grads;       /* the gradient buffer (4 or 2 bytes an element) */
+    size_t grads;       /* the gradient buffer (4 or 2 bytes an element), and with accumulation
+                           (dt_model_set_accum_steps > 1) its fp32 sum buffer */
     size_t optimizer;   /* momentum, or Adam's two moments (fp32) */
     size_t activations; /* layer outputs, the two backward buffers, pooling indices, at max batch */
     size_t workspace;   /* convolution scratch, and the fp32 conversion scratch of 16-bit runs */
@@ -458,12 +514,20 @@ typedef struct dt_step_result {
     int correct;        /* argmax == label on this rank's batch */
     int skipped;        /* 1: the reduced gradients overflowed and the optimizer step was skipped */
     double comm_wait_s; /* time spent waiting in dt_model_sync_grads (the exposed communication) */
+    int stepped;        /* 1: this call ended its accumulation group and the optimizer stepped (0 on
+                           micro-batches 1..k-1 of dt_model_set_accum_steps, and on skipped steps) */
+    double grad_norm;   /* with dt_model_set_clip_grad_norm on: the norm before clipping of the
+                           reduced, unscaled gradients; +inf on a skipped step (not computed: the
+                           gradients overflowed); NaN when clipping is off or the group goes on */
 } dt_step_result;
 
 /* The whole step of `dtrain train` on this rank's batch: forward and backward with the loss
  * multiplied by grad_scale and by the scaler's scale (sc may be NULL: no loss scaling), the
  * gradient allreduce, the finite check and unscale after it (with a scaler), the scaler's update,
- * and the optimizer step unless the gradients overflowed. A scaler that gives up returns
+ * clipping (dt_model_set_clip_grad_norm) and the optimizer step unless the gradients overflowed.
+ * With dt_model_set_accum_steps(k), calls 1..k-1 of a group only run forward and backward (r's
+ * stepped 0, no communication) and the k-th does the rest, once for the group: grad_scale is
+ * then 1 / (k * batch), and the scaler's scale stays the same within a group. A scaler that gives up returns
  * DT_ERR_NUMERIC (the model's dt_model_nonfinite_layer then says where the inf started, when the
  * check is on). Collective. */
 DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x,
@@ -509,6 +573,25 @@ DT_API dt_status dt_checkpoint_save_scaled(dt_ctx *ctx, const char *dir, const d
                                            const dt_optimizer *o, const dt_scaler *sc, long step);
 DT_API dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
                                                   dt_scaler *sc, long *step);
+/* What a checkpoint keeps about the data, so a resumed run and `dtrain eval` use what training
+ * used: the data position after the checkpoint's step (dt_dataset_position's epoch and offset:
+ * a run resumed on another rank count continues mid-epoch from it) and the normalization (a
+ * dt_normalize, and for DT_NORMALIZE_STANDARD the per-channel mean and std). */
+typedef struct dt_ckpt_data {
+    int present;        /* load: 1 when the checkpoint held this block (saved by dtrain 0.1 wave 2 on) */
+    long epoch, offset;
+    int normalize;      /* a dt_normalize */
+    int channels;       /* save: entries in mean and std (0 when not standard); load: their room */
+    float *mean, *std;  /* the caller's buffers */
+} dt_ckpt_data;
+/* dt_checkpoint_save_scaled with the data block (data may be NULL: none saved). */
+DT_API dt_status dt_checkpoint_save_data(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
+                                         const dt_scaler *sc, const dt_ckpt_data *data, long step);
+/* dt_checkpoint_load_latest_scaled that also reads the data block into *data (may be NULL), on
+ * every rank: present 0 when the checkpoint has none (an older one) or nothing was loaded. A block
+ * whose channel count is not data->channels fails with DT_ERR_INVALID_ARG (other data). */
+DT_API dt_status dt_checkpoint_load_latest_data(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
+                                                dt_scaler *sc, dt_ckpt_data *data, long *step);
 
 /* Where a training step's time goes. Profiling waits for the device at every boundary below (a
  * GPU's work is otherwise asynchronous), so profiled steps run somewhat slower than plain ones;
@@ -531,27 +614,128 @@ DT_API void dt_model_profile(const dt_model *m, dt_step_profile *out);
  * does nothing, such as flatten). */
 DT_API void dt_model_layer_profile(const dt_model *m, int i, double *forward_s, double *backward_s);
 
-/* ---------------------------------------------------------------- synthetic data
+/* ---------------------------------------------------------------- datasets
  *
- * A dataset that is worth learning and needs no files: sample i is drawn from (seed, i) alone, so
- * any rank can make any sample; its label comes from a fixed random teacher network. Each epoch
- * visits the samples in a seeded permutation shared by every rank; the global batch of
- * world * batch samples at step s is split so rank r takes its own contiguous batch
- * (DistributedSampler semantics, the last partial global batch of an epoch dropped). */
+ * A dataset is one split of samples (C x H x W values and a label each) with the sampler that
+ * says which samples each rank trains on at each step, the normalization and the augmentation.
+ * Its source is a file format (dt_dataset_open: MNIST IDX, CIFAR-10/100 binary, image folders,
+ * dtrain .dts shards) or the built-in synthetic data (dt_synthetic_create); every source goes
+ * through the same sampler, loader and transforms.
+ *
+ * Sampling (DistributedSampler's semantics at batch granularity): epoch e visits the samples in
+ * a permutation drawn from (seed, e), the same on every rank (file order with shuffle off). Step
+ * s takes the next world * batch positions of that order and rank r the batch at r * batch
+ * within them, so with shuffle off batch i of rank r is samples (i * world + r) * batch ... The
+ * last step of an epoch is padded by wrapping to the epoch's first samples, so every rank has
+ * ceil(n / (world * batch)) full batches per epoch, or with drop_last the samples that do not
+ * fill a whole step are left out (floor(...) steps). The data position is a function of (seed,
+ * step) and of an anchor (dt_dataset_set_position, from a checkpoint), so a run resumed on
+ * another number of ranks continues mid-epoch without repeating or skipping a sample.
+ *
+ * Per sample, in this order: read (bytes 0..255 stay 0..255), augmentation (a crop after zero
+ * padding, a horizontal flip, drawn from (seed, epoch, sample index): the same whatever thread or
+ * rank makes it), normalization. */
 
 typedef struct dt_dataset dt_dataset;
-/* size samples of shape (c, h, w), flattened, with `classes` labels; a flat input is (n, 1, 1).
- * Images (h or w > 1) are spatially smooth, like natural ones: each channel is a coarse random
- * grid (one value per 4x4 pixels) interpolated bilinearly, so pooling keeps what the label
- * depends on. Flat inputs are independent uniform values in [-1, 1). */
+
+typedef enum dt_normalize {
+    DT_NORMALIZE_NONE = 0,     /* values as read */
+    DT_NORMALIZE_UNIT = 1,     /* bytes / 255 (other values as read) */
+    DT_NORMALIZE_STANDARD = 2  /* (value - mean[c]) / std[c] per channel (in the values' own units) */
+} dt_normalize;
+
+typedef struct dt_data_config {
+    const char *format;     /* NULL or "auto": detected; or idx, cifar10, cifar100, imagefolder, dts */
+    const char *split;      /* "train" (NULL) or "test" (MNIST t10k-*, CIFAR test, an image folder's val/) */
+    int cifar100_coarse;    /* CIFAR-100: 1 the 20 coarse labels, 0 the 100 fine ones */
+    int c, h, w;            /* the shape images are decoded to (image folders); 0 = not given */
+    dt_normalize normalize;
+    /* DT_NORMALIZE_STANDARD with given per-channel statistics (c floats each, copied): a
+     * checkpoint's or the training split's, so evaluation uses the training figures. NULL: the
+     * file's own (a .dts header), else computed once over this split. */
+    const float *mean, *std;
+    double holdout;         /* 0, or in (0, 1): this fraction of the split is kept aside */
+    int holdout_part;       /* with holdout: 0 the samples trained on, 1 those kept aside */
+    uint64_t seed;          /* the epoch orders and the augmentation */
+    int shuffle;            /* 1: a new order each epoch; 0: file order */
+    int drop_last;          /* 1: drop the samples that do not fill a last whole step */
+    int crop_pad;           /* augmentation: random crop after padding each side by this many zeros */
+    int flip;               /* augmentation: horizontal flip with probability 1/2 */
+    int skip_bad;           /* a sample that cannot be decoded: 0 fails, 1 is replaced (and counted) */
+    int threads;            /* threads for computing the statistics at open (0: one) */
+} dt_data_config;
+
+/* train split, auto format, DT_NORMALIZE_STANDARD, no holdout, seed 1, shuffle on, padding, no
+ * augmentation, bad samples fail, 1 thread. */
+DT_API void dt_data_defaults(dt_data_config *c);
+/* Opens the dataset at path (a directory of a known layout, or one file) as c says (NULL: the
+ * defaults). The caller owns *out (dt_dataset_free). DT_ERR_IO: unreadable; DT_ERR_CORRUPT: a
+ * file fails its checks (the message names the file, the offset or sample, and the fix);
+ * DT_ERR_INVALID_ARG: an unknown format or split, nothing recognisable, bad settings. */
+DT_API dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset **out);
+/* The built-in synthetic data: size samples of shape (c, h, w) with `classes` labels (a flat
+ * input is (n, 1, 1)). Images (h or w > 1) are spatially smooth, like natural ones: each channel
+ * is a coarse random grid (one value per 4x4 pixels) interpolated bilinearly, so pooling keeps
+ * what the label depends on. Flat inputs are independent uniform values in [-1, 1). Labels come
+ * from a fixed random teacher network drawn from seed. dt_synthetic_create: seed drives the
+ * order too, no normalization, drop_last on; dt_synthetic_open: cfg's sampler, transforms and
+ * seed (cfg->format, split, c/h/w and holdout are ignored). */
 DT_API dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t size, uint64_t seed,
                                      dt_dataset **out);
+DT_API dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t data_seed,
+                                   const dt_data_config *cfg, dt_dataset **out);
 /* The shape a model expects, for dt_synthetic_create. */
 DT_API void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w);
 DT_API void dt_dataset_free(dt_dataset *d);
+/* Samples (after the holdout), shape, classes (labels lie in [0, classes)), the format's name
+ * and the path (or a description) it came from. */
+DT_API size_t dt_dataset_size(const dt_dataset *d);
+DT_API void dt_dataset_shape(const dt_dataset *d, int *c, int *h, int *w);
+DT_API int dt_dataset_num_classes(const dt_dataset *d);
+DT_API const char *dt_dataset_format(const dt_dataset *d);
+DT_API const char *dt_dataset_source(const dt_dataset *d);
+/* The normalization in use: its kind, and for DT_NORMALIZE_STANDARD the per-channel mean and std
+ * (dt_dataset_shape's c floats each, owned by d), else NULL. */
+DT_API dt_normalize dt_dataset_normalization(const dt_dataset *d, const float **mean, const float **std);
+/* Replaces the normalization (a checkpoint's, so a resumed run and evaluation use training's
+ * figures): mean and std (c floats each, copied) for DT_NORMALIZE_STANDARD, else ignored. Not while
+ * a loader uses d. DT_ERR_INVALID_ARG: missing or non-finite figures (d unchanged). */
+DT_API dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const float *mean, const float *std);
+/* Whether the values are bytes 0..255 (uint8 images), as DT_NORMALIZE_UNIT divides them. */
+DT_API int dt_dataset_uint8(const dt_dataset *d);
+/* Samples replaced because they could not be decoded (skip_bad), so far. */
+DT_API long dt_dataset_bad_samples(const dt_dataset *d);
+/* Steps in a whole epoch for `world` ranks of `batch` (0: drop_last and the dataset is smaller
+ * than one global batch). */
+DT_API long dt_dataset_steps_per_epoch(const dt_dataset *d, int world, int batch);
+/* The data position at the start of `step`: the epoch and the samples of its order already taken
+ * (a checkpoint saves it). DT_ERR_INVALID_ARG for a step before the anchor or a global batch the
+ * dataset cannot fill. */
+DT_API dt_status dt_dataset_position(const dt_dataset *d, long step, int world, int batch, long *epoch,
+                                     long *offset);
+/* Anchors the position: at `step`, (epoch, offset) as dt_dataset_position gave it in the run
+ * that saved the checkpoint, whatever its rank count. DT_ERR_INVALID_ARG when it cannot be a
+ * position of this dataset (offset >= size). */
+DT_API dt_status dt_dataset_set_position(dt_dataset *d, long step, long epoch, long offset);
 /* Fills x (batch, input_size) and labels (batch) for `rank` of `world` at global step `step`. */
 DT_API dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int batch, float *x,
                                   int32_t *labels);
+
+/* The figures of a model over a whole dataset (dt_evaluate). The caller provides the arrays it
+ * wants (classes entries each, classes x classes for the confusion matrix, row = true label,
+ * column = prediction) or NULL. */
+typedef struct dt_eval_result {
+    double loss_sum;      /* summed cross-entropy over every sample */
+    long correct, count;  /* top-1 correct, and samples */
+    long *class_correct, *class_count;
+    long *confusion;
+} dt_eval_result;
+/* Evaluates m over every sample of d once (no padding, no augmentation): rank r of W takes
+ * samples r, r + W, ... in batches of up to `batch` (<= the model's max batch), read by `threads`
+ * loader threads, and the sums are added over the ranks, so every rank gets the same figures and
+ * the counts are exact whatever the rank count. Collective. */
+DT_API dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int threads,
+                             dt_eval_result *r);
 
 /* A background loader: `threads` worker threads make the batches of steps first_step,
  * first_step + 1, ... ahead of their use, at most `depth` of them (the one in use included), into

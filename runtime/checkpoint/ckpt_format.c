@@ -59,6 +59,19 @@ void ckpt_seal(void *buf, size_t len)
         memcpy(b + off, &cs, sizeof cs);
         off += sizeof cs;
     }
+    if (h.version >= 3 && len >= off + sizeof(ckpt_data)) {
+        ckpt_data cd;
+        memcpy(&cd, b + off, sizeof cd);
+        const size_t floats = 2 * (size_t)cd.channels;
+        if (cd.channels <= CKPT_MAX_CHANNELS && floats * sizeof(float) <= len - off - sizeof cd) {
+            cd.crc = 0;
+            uint32_t c = (uint32_t)crc32(0L, (const Bytef *)&cd, sizeof cd);
+            c = (uint32_t)crc32(c, b + off + sizeof cd, (uInt)(floats * sizeof(float)));
+            cd.crc = c;
+            memcpy(b + off, &cd, sizeof cd);
+            off += sizeof cd + floats * sizeof(float);
+        }
+    }
     for (int i = 0; i < 3; i++) {
         /* Sections the image holds in full get their CRC; the rest keep the header's value. */
         uint64_t n = h.section_n[i];

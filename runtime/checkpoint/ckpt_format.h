@@ -8,6 +8,9 @@
  *                header_crc covers the header with header_crc = 0.
  *   ckpt_scaler  (version 2) the loss scaler's state, with its own CRC; present = 0 when the run
  *                had no scaler.
+ *   ckpt_data    (version 3) the data position after the checkpoint's step (epoch, offset) and the
+ *                normalization (kind, channels), then the per-channel mean and std (channels
+ *                floats each), CRC over both with crc = 0; present = 0 when saved without it.
  *   section 0    the parameters (nparams floats)
  *   section 1    SGD momentum, or AdamW's first moment (0 floats when the optimizer keeps none)
  *   section 2    AdamW's second moment (0 floats otherwise)
@@ -24,7 +27,9 @@
 #include <stdint.h>
 
 #define CKPT_MAGIC "DTCKPT1\n"
-#define CKPT_VERSION 2u
+#define CKPT_VERSION 3u
+/* The most channels a data block may claim (as a dataset's classes bound). */
+#define CKPT_MAX_CHANNELS (1u << 20)
 /* optim_kind of a checkpoint saved without an optimizer (weights only). */
 #define CKPT_OPTIM_NONE 0xFFFFFFFFu
 /* The most ranks a header may claim: far above any job, far below anything that overflows. */
@@ -51,6 +56,13 @@ typedef struct ckpt_scaler {
     int64_t updates, skipped;
 } ckpt_scaler;
 
+/* Version 3: right after the scaler block, followed by mean[channels] and std[channels]. */
+typedef struct ckpt_data {
+    uint32_t present, crc; /* crc of the block (crc = 0) and its floats */
+    int64_t epoch, offset;
+    uint32_t normalize, channels;
+} ckpt_data;
+
 /* CRC-32 (zlib) of any number of bytes. */
 uint32_t ckpt_crc(const void *p, size_t bytes);
 
@@ -66,6 +78,11 @@ int ckpt_name_step(const char *name, long *step);
  * DT_ERR_INVALID_ARG: a sound file of another model or optimizer. */
 dt_status ckpt_read_file(const char *path, long name_step, dt_model *m, dt_optimizer *o, dt_scaler *sc,
                          long *step, int *world);
+/* The same, and the data block into *data when not NULL (data->channels: the room in its mean
+ * and std on entry; present 0 when the file has none). A data block whose channels differ from
+ * that room is DT_ERR_INVALID_ARG (a checkpoint of other data). */
+dt_status ckpt_read_file_data(const char *path, long name_step, dt_model *m, dt_optimizer *o, dt_scaler *sc,
+                              dt_ckpt_data *data, long *step, int *world);
 
 /* Test hook: recomputes every CRC of the checkpoint image in buf (header, scaler block, and each
  * section the image holds in full), so tests and the fuzz harness can craft files whose CRCs are

@@ -71,8 +71,8 @@ nomem:
 
 /* Rank 0: the newest loadable checkpoint. *found = -1 when none; DT_ERR_INVALID_ARG for a sound
  * checkpoint of another model or optimizer (a user error, not damage: nothing older is tried). */
-static dt_status load_newest(const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc, long *found,
-                             int *saved_world)
+static dt_status load_newest(const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc, dt_ckpt_data *data,
+                             long *found, int *saved_world)
 {
     ckpt_entry *e;
     size_t n;
@@ -89,7 +89,7 @@ static dt_status load_newest(const char *dir, dt_model *m, dt_optimizer *o, dt_s
         }
         long st = -1;
         int w = 1;
-        dt_status r = ckpt_read_file(path, e[i].step, m, o, sc, &st, &w);
+        dt_status r = ckpt_read_file_data(path, e[i].step, m, o, sc, data, &st, &w);
         if (r == DT_OK) {
             *found = st;
             *saved_world = w;
@@ -148,9 +148,30 @@ static dt_status broadcast_state(dt_ctx *ctx, int rank, dt_model *m, dt_optimize
     return DT_OK;
 }
 
+/* Rank 0's data block to every rank. */
+static dt_status broadcast_data(dt_ctx *ctx, dt_ckpt_data *data)
+{
+    int64_t v[6] = {data->present, data->epoch, data->offset, data->normalize, 0, 0};
+    dt_status c;
+    if ((c = dt_broadcast(ctx, v, 12, DT_F32, 0))) return c;
+    data->present = (int)v[0], data->epoch = (long)v[1], data->offset = (long)v[2], data->normalize = (int)v[3];
+    if (data->present && data->normalize == 2 && data->channels > 0 && data->mean && data->std &&
+        ((c = dt_broadcast(ctx, data->mean, (size_t)data->channels, DT_F32, 0)) ||
+         (c = dt_broadcast(ctx, data->std, (size_t)data->channels, DT_F32, 0))))
+        return c;
+    return DT_OK;
+}
+
 dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
                                            dt_scaler *sc, long *step)
 {
+    return dt_checkpoint_load_latest_data(ctx, dir, m, o, sc, NULL, step);
+}
+
+dt_status dt_checkpoint_load_latest_data(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
+                                         dt_scaler *sc, dt_ckpt_data *data, long *step)
+{
+    if (data) data->present = 0;
     if (!dir || !*dir) return dt_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");
     if (!m || !step) return dt_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_load_latest: model or step is NULL");
     int rank = ctx ? dt_rank(ctx) : 0, world = ctx ? dt_world_size(ctx) : 1;
@@ -159,7 +180,7 @@ dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_mode
     dt_status s = DT_OK;
     char msg[2048] = "";
     if (rank == 0) {
-        s = load_newest(dir, m, o, sc, &found, &saved_world);
+        s = load_newest(dir, m, o, sc, data, &found, &saved_world);
         if (s) snprintf(msg, sizeof msg, "%s", dt_last_error());
     }
     if (ctx && world > 1) {
@@ -173,12 +194,17 @@ dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_mode
         found = (long)hdr[1];
         saved_world = (int)hdr[2];
         if (found >= 0 && (c = broadcast_state(ctx, rank, m, o, sc))) return c;
+        if (found >= 0 && data && (c = broadcast_data(ctx, data))) return c;
     } else if (s) {
         return dt_set_error(s, "%s", msg);
     }
-    if (found >= 0 && saved_world != world)
+    /* Weights alone (evaluation) do not care how many ranks trained them. */
+    if (found >= 0 && saved_world != world && o)
         dt_log0(DT_LOG_WARN, "checkpoint of step %ld was written by %d ranks, resuming on %d: the global batch and "
-                "the data each rank sees change from here", found, saved_world, world);
+                "the data each rank sees change from here%s", found, saved_world, world,
+                data && data->present ? " (the epoch goes on from the saved data position: no sample repeated or "
+                                        "skipped)" : "");
+    if (found < 0 && data) data->present = 0;
     *step = found >= 0 ? found : 0;
     return DT_OK;
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 static const char *file_kind(mode_t mode)
 {
@@ -152,14 +153,54 @@ static dt_status check_values(const char *path, int section, const float *v, siz
     return DT_OK;
 }
 
+/* Reads and checks the version 3 data block at fd's position into *cd and *floats (2 x channels,
+ * the caller frees). */
+static dt_status read_data_block(int fd, const char *path, ckpt_data *cd, float **floats)
+{
+    *floats = NULL;
+    if (!read_exact(fd, cd, sizeof *cd))
+        return dt_set_error(DT_ERR_CORRUPT, "checkpoint %s is truncated (no data block)", path);
+    if (cd->channels > CKPT_MAX_CHANNELS)
+        return dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: data block claims %u channels; at most %u", path,
+                            cd->channels, CKPT_MAX_CHANNELS);
+    const size_t n = 2 * (size_t)cd->channels;
+    if (n && !(*floats = malloc(n * sizeof(float))))
+        return dt_set_error(DT_ERR_NOMEM, "out of memory reading checkpoint %s's data block", path);
+    if (n && !read_exact(fd, *floats, n * sizeof(float)))
+        return dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: the data block is truncated", path);
+    const uint32_t want = cd->crc;
+    cd->crc = 0;
+    uint32_t c = (uint32_t)crc32(0L, (const Bytef *)cd, sizeof *cd);
+    if (n) c = (uint32_t)crc32(c, (const Bytef *)*floats, (uInt)(n * sizeof(float)));
+    if (c != want) return dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: the data block is damaged (CRC mismatch)", path);
+    if (cd->present > 1 || cd->normalize > 2 || cd->epoch < 0 || cd->offset < 0 || (!cd->present && cd->channels))
+        return dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: data block fields present %u, normalize %u, epoch %lld, "
+                            "offset %lld are out of range", path, cd->present, cd->normalize, (long long)cd->epoch,
+                            (long long)cd->offset);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite((*floats)[i]) || (i >= cd->channels && (*floats)[i] < 0))
+            return dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: normalization %s %g of channel %zu must be finite%s",
+                                path, i < cd->channels ? "mean" : "std", (double)(*floats)[i], i % cd->channels,
+                                i < cd->channels ? "" : " and >= 0");
+    return DT_OK;
+}
+
 dt_status ckpt_read_file(const char *path, long name_step, dt_model *m, dt_optimizer *o, dt_scaler *sc,
                          long *step, int *world)
+{
+    return ckpt_read_file_data(path, name_step, m, o, sc, NULL, step, world);
+}
+
+dt_status ckpt_read_file_data(const char *path, long name_step, dt_model *m, dt_optimizer *o, dt_scaler *sc,
+                              dt_ckpt_data *data, long *step, int *world)
 {
     if (!path || !m || !step || !world) return dt_set_error(DT_ERR_INVALID_ARG, "ckpt_read_file: NULL argument");
     /* Non-blocking, so a FIFO named like a checkpoint cannot hang the open; then regular files only. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return dt_set_error(DT_ERR_IO, "cannot open checkpoint %s: %s", path, strerror(errno));
-    float *buf[3] = {NULL, NULL, NULL};
+    float *buf[3] = {NULL, NULL, NULL}, *dfl = NULL;
+    ckpt_data cd;
+    memset(&cd, 0, sizeof cd);
     dt_status s = DT_OK;
     struct stat sb;
     ckpt_header h;
@@ -185,7 +226,7 @@ dt_status ckpt_read_file(const char *path, long name_step, dt_model *m, dt_optim
         s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s is not a dtrain checkpoint or its header is damaged", path);
         goto done;
     }
-    if (h.version != 1 && h.version != CKPT_VERSION) {
+    if (h.version < 1 || h.version > CKPT_VERSION) {
         s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this dtrain reads versions 1 to %u", path,
                          h.version, CKPT_VERSION);
         goto done;
@@ -203,9 +244,16 @@ dt_status ckpt_read_file(const char *path, long name_step, dt_model *m, dt_optim
         }
     }
     if ((s = check_header(path, &h, name_step, m, o)) || (s = check_scaler(path, &cs))) goto done;
+    if (h.version >= 3 && (s = read_data_block(fd, path, &cd, &dfl))) goto done;
+    if (data && cd.present && cd.channels && cd.channels != (uint32_t)data->channels) {
+        s = dt_set_error(DT_ERR_INVALID_ARG, "checkpoint %s was trained on data of %u channels; this data has %d: "
+                         "use the same --data, or a new --checkpoint-dir", path, cd.channels, data->channels);
+        goto done;
+    }
     /* The sizes are now bounded by the model's, so this sum cannot overflow; it must be the file's. */
     uint64_t payload = (h.section_n[0] + h.section_n[1] + h.section_n[2]) * sizeof(float);
-    uint64_t expect = sizeof h + (h.version >= 2 ? sizeof cs : 0) + payload;
+    uint64_t expect = sizeof h + (h.version >= 2 ? sizeof cs : 0) +
+                      (h.version >= 3 ? sizeof cd + 2 * (uint64_t)cd.channels * sizeof(float) : 0) + payload;
     if ((uint64_t)sb.st_size != expect) {
         s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s is %lld bytes; its header describes %llu (%s)", path,
                          (long long)sb.st_size, (unsigned long long)expect,
@@ -259,9 +307,22 @@ dt_status ckpt_read_file(const char *path, long name_step, dt_model *m, dt_optim
         dt_log(DT_LOG_INFO, "checkpoint %s holds no loss-scaler state: the loss scale starts from its initial value",
                path);
     }
+    if (data) {
+        data->present = (int)cd.present;
+        data->epoch = (long)cd.epoch;
+        data->offset = (long)cd.offset;
+        data->normalize = (int)cd.normalize;
+        if (cd.channels && data->mean && data->std) {
+            memcpy(data->mean, dfl, cd.channels * sizeof(float));
+            memcpy(data->std, dfl + cd.channels, cd.channels * sizeof(float));
+        } else if (cd.present && cd.normalize == 2) {
+            data->normalize = -1; /* standard, saved without its figures: the caller's own stand */
+        }
+    }
     *step = (long)h.step;
     *world = (int)h.world;
 done:
+    free(dfl);
     for (int i = 0; i < 3; i++) free(buf[i]);
     close(fd);
     return s;

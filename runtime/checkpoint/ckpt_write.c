@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 /* The cause of a failed write, worded as what to do about it. */
 static const char *write_advice(int err)
@@ -62,9 +63,11 @@ static dt_status write_all(int fd, const void *p, size_t n, const char *path, si
  * message and the temporary file can be removed. The process's signal dispositions stay as the
  * application set them. */
 static dt_status write_image(int fd, const char *tmp, const ckpt_header *h, const ckpt_scaler *cs,
-                             const float *const sec[3], const size_t n[3])
+                             const ckpt_data *cd, const float *mean, const float *std, const float *const sec[3],
+                             const size_t n[3])
 {
-    size_t total = sizeof *h + sizeof *cs + (n[0] + n[1] + n[2]) * sizeof(float);
+    const size_t nch = cd->channels;
+    size_t total = sizeof *h + sizeof *cs + sizeof *cd + (2 * nch + n[0] + n[1] + n[2]) * sizeof(float);
     sigset_t xfsz, old, pending;
     sigemptyset(&xfsz);
     sigaddset(&xfsz, SIGXFSZ);
@@ -72,6 +75,9 @@ static dt_status write_image(int fd, const char *tmp, const ckpt_header *h, cons
     int masked = pthread_sigmask(SIG_BLOCK, &xfsz, &old) == 0;
     dt_status s = write_all(fd, h, sizeof *h, tmp, total);
     if (!s) s = write_all(fd, cs, sizeof *cs, tmp, total);
+    if (!s) s = write_all(fd, cd, sizeof *cd, tmp, total);
+    if (!s && nch) s = write_all(fd, mean, nch * sizeof(float), tmp, total);
+    if (!s && nch) s = write_all(fd, std, nch * sizeof(float), tmp, total);
     for (int i = 0; !s && i < 3; i++) s = write_all(fd, sec[i], n[i] * sizeof(float), tmp, total);
     if (masked) {
         if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ)) {
@@ -85,7 +91,7 @@ static dt_status write_image(int fd, const char *tmp, const ckpt_header *h, cons
 }
 
 static dt_status ckpt_write(const char *dir, long step, int world, const dt_model *m, const dt_optimizer *o,
-                            const dt_scaler *sc)
+                            const dt_scaler *sc, const dt_ckpt_data *data)
 {
     char path[4096], tmp[4200];
     if ((size_t)snprintf(path, sizeof path, "%s/ckpt-%010ld.dtc", dir, step) >= sizeof path)
@@ -136,6 +142,23 @@ static dt_status ckpt_write(const char *dir, long step, int world, const dt_mode
         cs.skipped = st.skipped;
     }
     cs.crc = ckpt_crc(&cs, sizeof cs);
+    ckpt_data cd;
+    memset(&cd, 0, sizeof cd);
+    if (data) {
+        cd.present = 1;
+        cd.epoch = data->epoch;
+        cd.offset = data->offset;
+        cd.normalize = (uint32_t)data->normalize;
+        cd.channels = data->mean && data->std && data->channels > 0 ? (uint32_t)data->channels : 0;
+    }
+    {
+        uLong c = crc32(0L, (const Bytef *)&cd, sizeof cd);
+        if (cd.channels) {
+            c = crc32(c, (const Bytef *)data->mean, (uInt)(cd.channels * sizeof(float)));
+            c = crc32(c, (const Bytef *)data->std, (uInt)(cd.channels * sizeof(float)));
+        }
+        cd.crc = (uint32_t)c;
+    }
 
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         free(host);
@@ -146,7 +169,8 @@ static dt_status ckpt_write(const char *dir, long step, int world, const dt_mode
         free(host);
         return dt_set_error(DT_ERR_IO, "cannot write checkpoint %s: %s", tmp, strerror(errno));
     }
-    dt_status s = write_image(fd, tmp, &h, &cs, sec, n);
+    dt_status s = write_image(fd, tmp, &h, &cs, &cd, cd.channels ? data->mean : NULL, cd.channels ? data->std : NULL,
+                              sec, n);
     free(host);
     if (!s && fsync(fd) != 0)
         s = dt_set_error(DT_ERR_IO, "fsync of checkpoint %s failed: %s: %s", tmp, strerror(errno),
@@ -175,14 +199,24 @@ dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, co
 dt_status dt_checkpoint_save_scaled(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
                                     const dt_scaler *sc, long step)
 {
+    return dt_checkpoint_save_data(ctx, dir, m, o, sc, NULL, step);
+}
+
+dt_status dt_checkpoint_save_data(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
+                                  const dt_scaler *sc, const dt_ckpt_data *data, long step)
+{
     if (!dir || !*dir) return dt_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");
     if (!m) return dt_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: the model is NULL");
     if (step < 0 || step > 999999999999999999L)
         return dt_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: step %ld must be 0 to 10^18-1", step);
+    if (data && (data->epoch < 0 || data->offset < 0 || data->normalize < 0 || data->normalize > 2 ||
+                 data->channels < 0 || (unsigned)data->channels > CKPT_MAX_CHANNELS))
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: data block epoch %ld offset %ld normalize %d "
+                            "channels %d out of range", data->epoch, data->offset, data->normalize, data->channels);
     int rank = ctx ? dt_rank(ctx) : 0, world = ctx ? dt_world_size(ctx) : 1;
     /* Every rank holds the same parameters and optimizer state: rank 0 writes, all learn whether
      * it worked, so either every rank goes on or every rank reports the failure. */
-    dt_status s = rank == 0 ? ckpt_write(dir, step, world, m, o, sc) : DT_OK;
+    dt_status s = rank == 0 ? ckpt_write(dir, step, world, m, o, sc, data) : DT_OK;
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", s ? dt_last_error() : "");
     if (ctx && world > 1) {

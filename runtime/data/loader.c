@@ -1,5 +1,6 @@
 /*
- * loader.c - the background batch loader (dt_loader_* in dtrain.h).
+ * loader.c - the background batch loader (dt_loader_* in dtrain.h), for training steps and, in
+ * its eval mode, for the batches of one pass over a rank's shard (dt_evaluate).
  *
  * A ring of `depth` slots; the batch of step s lives in slot s % depth. A slot goes FREE ->
  * FILLING (a worker fixed its sample indices, in step order, since that may make a new epoch's
@@ -7,9 +8,10 @@
  * FREE (at the next dt_loader_next). Workers take chunks of the batch being filled, so all of them
  * work on one batch at a time and a batch is ready as soon as possible; the indices are copied
  * into the slot, so a chunk never reads the dataset's permutation, which the next batch may
- * replace. Chunks write disjoint rows, with the grid scratch of their worker.
+ * replace. Chunks write disjoint rows, with the scratch of their worker.
  */
-#include "data_internal.h"
+#include "loader.h"
+#include "dataset.h"
 #include "devmem.h"
 #include "clock.h"
 #include "status.h"
@@ -25,14 +27,15 @@ typedef struct lslot {
     float *x;
     int32_t *labels;
     uint32_t *idx;
-    long step;
+    long step, epoch;
+    int n; /* samples in the batch (eval mode's last batch may be short) */
     int state;
     int next_chunk, chunks_left;
 } lslot;
 
 typedef struct worker {
     struct dt_loader *l;
-    float *grid;
+    float *scratch;
     pthread_t th;
     int started;
 } worker;
@@ -40,6 +43,8 @@ typedef struct worker {
 struct dt_loader {
     dt_dataset *d;
     int rank, world, batch, depth, nthreads, pinned, chunk, nchunks;
+    int eval;    /* eval mode: item k is batch k of samples rank, rank + world, ... */
+    long items;  /* eval mode: the batches of the pass */
     size_t in_sz;
     lslot *slot;
     worker *w;
@@ -48,11 +53,39 @@ struct dt_loader {
     int held; /* the slot the caller holds, or -1 */
     int stop;
     dt_status err;
+    long err_item; /* the item whose making failed (or the first not planned) */
     char errmsg[1024];
     double wait_s;
+    float *scratch; /* no workers: the caller's */
+    FILE *sample_log; /* test hook DTRAIN_TEST_SAMPLE_LOG (loader.h) */
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_ready;
 };
+
+/* Test hook: the step and the dataset indices of each training batch handed out. */
+static void log_samples(dt_loader *l, const lslot *sl)
+{
+    fprintf(l->sample_log, "%ld", sl->step);
+    for (int j = 0; j < sl->n; j++)
+        fprintf(l->sample_log, " %u", l->d->view ? l->d->view[sl->idx[j]] : sl->idx[j]);
+    fprintf(l->sample_log, "\n");
+    fflush(l->sample_log);
+}
+
+/* The sample indices (and epoch, count) of item k into slot sl. */
+static dt_status plan(dt_loader *l, long k, lslot *sl)
+{
+    if (!l->eval) {
+        sl->n = l->batch;
+        return dataset_plan(l->d, k, l->rank, l->world, l->batch, sl->idx, &sl->epoch);
+    }
+    const size_t n = l->d->n, W = (size_t)l->world, first = (size_t)k * (size_t)l->batch;
+    const size_t mine = n > (size_t)l->rank ? (n - (size_t)l->rank + W - 1) / W : 0;
+    sl->epoch = 0;
+    sl->n = (int)(mine - first < (size_t)l->batch ? mine - first : (size_t)l->batch);
+    for (int j = 0; j < sl->n; j++) sl->idx[j] = (uint32_t)((size_t)l->rank + (first + (size_t)j) * W);
+    return DT_OK;
+}
 
 /* Under mu: starts filling the next step's slot when it is free. 1 if a batch is being filled. */
 static int begin_fill(dt_loader *l)
@@ -61,10 +94,11 @@ static int begin_fill(dt_loader *l)
     if (l->err || l->stop) return 0;
     const int i = (int)(l->next_fill % l->depth);
     lslot *sl = &l->slot[i];
-    if (sl->state != SLOT_FREE) return 0;
-    dt_status s = data_batch_indices(l->d, l->next_fill, l->rank, l->world, l->batch, sl->idx);
+    if (sl->state != SLOT_FREE || (l->eval && l->next_fill >= l->items)) return 0;
+    dt_status s = plan(l, l->next_fill, sl);
     if (s) {
         l->err = s;
+        l->err_item = l->next_fill;
         snprintf(l->errmsg, sizeof l->errmsg, "%s", dt_last_error());
         pthread_cond_broadcast(&l->cv_ready);
         return 0;
@@ -77,10 +111,22 @@ static int begin_fill(dt_loader *l)
     return 1;
 }
 
-static void make_chunk(dt_loader *l, lslot *sl, int c, float *grid)
+/* Chunk c of the batch in slot sl; a failure is kept (the first one) for dt_loader_next. */
+static void make_chunk(dt_loader *l, lslot *sl, int c, float *scratch)
 {
-    const int i0 = c * l->chunk, n = l->batch - i0 < l->chunk ? l->batch - i0 : l->chunk;
-    data_make(l->d, sl->idx + i0, n, sl->x + (size_t)i0 * l->in_sz, sl->labels + i0, grid);
+    const int i0 = c * l->chunk, n = sl->n - i0 < l->chunk ? sl->n - i0 : l->chunk;
+    if (n <= 0) return;
+    dt_status s = dataset_fill(l->d, sl->idx + i0, sl->epoch, n, !l->eval, sl->x + (size_t)i0 * l->in_sz,
+                               sl->labels + i0, scratch);
+    if (s) {
+        pthread_mutex_lock(&l->mu);
+        if (!l->err) {
+            l->err = s;
+            l->err_item = sl->step;
+            snprintf(l->errmsg, sizeof l->errmsg, "%s", dt_last_error());
+        }
+        pthread_mutex_unlock(&l->mu);
+    }
 }
 
 static void *worker_main(void *arg)
@@ -100,7 +146,7 @@ static void *worker_main(void *arg)
             pthread_cond_broadcast(&l->cv_work); /* idle workers may start the next batch */
         }
         pthread_mutex_unlock(&l->mu);
-        make_chunk(l, sl, c, w->grid);
+        make_chunk(l, sl, c, w->scratch);
         pthread_mutex_lock(&l->mu);
         if (--sl->chunks_left == 0) {
             sl->state = SLOT_READY;
@@ -121,7 +167,7 @@ void dt_loader_free(dt_loader *l)
         pthread_mutex_unlock(&l->mu);
         for (int t = 0; t < l->nthreads; t++) {
             if (l->w[t].started) pthread_join(l->w[t].th, NULL);
-            free(l->w[t].grid);
+            free(l->w[t].scratch);
         }
         free(l->w);
     }
@@ -131,19 +177,22 @@ void dt_loader_free(dt_loader *l)
         free(l->slot[i].idx);
     }
     free(l->slot);
+    free(l->scratch);
+    if (l->sample_log) fclose(l->sample_log);
     pthread_cond_destroy(&l->cv_work);
     pthread_cond_destroy(&l->cv_ready);
     pthread_mutex_destroy(&l->mu);
     free(l);
 }
 
-dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first_step,
-                           int threads, int depth, dt_loader **out)
+/* Both modes: eval with items batches of the shard, or training from first_step. */
+static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first,
+                              int threads, int depth, int eval, long items, dt_loader **out)
 {
     *out = NULL;
-    if (!d || batch < 1 || world < 1 || rank < 0 || rank >= world || first_step < 0)
+    if (!d || batch < 1 || world < 1 || rank < 0 || rank >= world || first < 0)
         return dt_set_error(DT_ERR_INVALID_ARG, "dt_loader_create: bad dataset, batch %d, rank %d of %d or first "
-                            "step %ld", batch, rank, world, first_step);
+                            "step %ld", batch, rank, world, first);
     if (threads < 0 || threads > 256)
         return dt_set_error(DT_ERR_INVALID_ARG, "loader threads %d must be from 0 to 256", threads);
     if (threads > 0 && (depth < 2 || depth > 64))
@@ -157,17 +206,24 @@ dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world
     l->pinned = ctx && dt_get_placement(ctx, &pl) == DT_OK && pl.device == DT_DEVICE_CUDA;
     l->d = d;
     l->rank = rank, l->world = world, l->batch = batch;
+    l->eval = eval, l->items = items;
     l->depth = threads ? depth : 1;
     l->nthreads = threads;
-    l->in_sz = data_input_size(d);
-    l->next_fill = l->next_out = first_step;
+    l->in_sz = d->input_size;
+    l->next_fill = l->next_out = first;
     l->fill = l->held = -1;
     /* Chunks small enough for every worker to get several per batch, large enough to amortize
      * taking the lock. */
     l->chunk = threads ? batch / (4 * threads) : batch;
     if (l->chunk < 8) l->chunk = batch < 8 ? batch : 8;
     l->nchunks = (batch + l->chunk - 1) / l->chunk;
-    const size_t grid = data_grid_floats(d);
+    const size_t scratch = dataset_scratch_floats(d) + 1;
+    const char *log_path = eval ? NULL : getenv("DTRAIN_TEST_SAMPLE_LOG");
+    if (log_path && *log_path) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s.%d", log_path, rank);
+        l->sample_log = fopen(p, "a");
+    }
     dt_status s = DT_OK;
     if (!(l->slot = calloc((size_t)l->depth, sizeof *l->slot))) s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     for (int i = 0; !s && i < l->depth; i++) {
@@ -177,14 +233,16 @@ dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world
             (s = devmem_host_alloc(l->pinned, (size_t)batch * sizeof(int32_t), "a batch of labels",
                                    (void **)&sl->labels)))
             break;
-        if (threads && !(sl->idx = malloc((size_t)batch * sizeof *sl->idx)))
+        if (!(sl->idx = malloc((size_t)batch * sizeof *sl->idx)))
             s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     }
+    if (!s && !threads && !(l->scratch = malloc(scratch * sizeof(float))))
+        s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     if (!s && threads) {
         if (!(l->w = calloc((size_t)threads, sizeof *l->w))) s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
         for (int t = 0; !s && t < threads; t++) {
             l->w[t].l = l;
-            if (!(l->w[t].grid = malloc(grid * sizeof(float)))) {
+            if (!(l->w[t].scratch = malloc(scratch * sizeof(float)))) {
                 s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
                 break;
             }
@@ -205,18 +263,39 @@ dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world
     return DT_OK;
 }
 
-dt_status dt_loader_next(dt_loader *l, long *step, const float **x, const int32_t **labels)
+dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first_step,
+                           int threads, int depth, dt_loader **out)
 {
+    return loader_start(ctx, d, rank, world, batch, first_step, threads, depth, 0, 0, out);
+}
+
+dt_status loader_create_eval(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, int threads,
+                             int depth, long *batches, dt_loader **out)
+{
+    const size_t n = d ? d->n : 0, W = world > 0 ? (size_t)world : 1;
+    const size_t mine = rank >= 0 && n > (size_t)rank ? (n - (size_t)rank + W - 1) / W : 0;
+    *batches = batch > 0 ? (long)((mine + (size_t)batch - 1) / (size_t)batch) : 0;
+    return loader_start(ctx, d, rank, world, batch, 0, threads, depth, 1, *batches, out);
+}
+
+dt_status loader_next_n(dt_loader *l, long *item, const float **x, const int32_t **labels, int *n)
+{
+    if (l->eval && l->next_out >= l->items)
+        return dt_set_error(DT_ERR_INVALID_ARG, "the evaluation pass has only %ld batches", l->items);
     if (!l->nthreads) {
-        /* No workers: the caller makes the batch, as dt_dataset_batch does. */
+        /* No workers: the caller makes the batch. */
         lslot *sl = &l->slot[0];
         const double t0 = clock_now_s();
-        dt_status s = dt_dataset_batch(l->d, l->next_out, l->rank, l->world, l->batch, sl->x, sl->labels);
+        dt_status s = plan(l, l->next_out, sl);
+        if (!s) s = dataset_fill(l->d, sl->idx, sl->epoch, sl->n, !l->eval, sl->x, sl->labels, l->scratch);
         l->wait_s += clock_now_s() - t0;
         if (s) return s;
-        *step = l->next_out++;
+        sl->step = l->next_out;
+        if (l->sample_log) log_samples(l, sl);
+        *item = l->next_out++;
         *x = sl->x;
         *labels = sl->labels;
+        *n = sl->n;
         return DT_OK;
     }
     pthread_mutex_lock(&l->mu);
@@ -227,22 +306,30 @@ dt_status dt_loader_next(dt_loader *l, long *step, const float **x, const int32_
     }
     lslot *sl = &l->slot[l->next_out % l->depth];
     const double t0 = clock_now_s();
-    /* A failure is that of a later batch while this one is still being made: wait for it. */
-    while (!(sl->state == SLOT_READY && sl->step == l->next_out) && !(l->err && l->next_fill <= l->next_out))
+    /* A failure of a later batch waits until the batches before it are handed out. */
+    while (!(sl->state == SLOT_READY && sl->step == l->next_out) && !(l->err && l->err_item <= l->next_out))
         pthread_cond_wait(&l->cv_ready, &l->mu);
     l->wait_s += clock_now_s() - t0;
-    if (!(sl->state == SLOT_READY && sl->step == l->next_out)) {
+    if (l->err && l->err_item <= l->next_out) {
         dt_status err = l->err;
         pthread_mutex_unlock(&l->mu);
         return dt_set_error(err, "%s", l->errmsg);
     }
     sl->state = SLOT_HELD;
     l->held = (int)(sl - l->slot);
-    *step = l->next_out++;
+    if (l->sample_log) log_samples(l, sl);
+    *item = l->next_out++;
     *x = sl->x;
     *labels = sl->labels;
+    *n = sl->n;
     pthread_mutex_unlock(&l->mu);
     return DT_OK;
+}
+
+dt_status dt_loader_next(dt_loader *l, long *step, const float **x, const int32_t **labels)
+{
+    int n;
+    return loader_next_n(l, step, x, labels, &n);
 }
 
 double dt_loader_wait_s(const dt_loader *l) { return l->wait_s; }

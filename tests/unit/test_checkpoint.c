@@ -111,6 +111,11 @@ static ckpt_scaler *scl(unsigned char *img) { return (ckpt_scaler *)(void *)(img
 static float *section(unsigned char *img, int i)
 {
     size_t off = sizeof(ckpt_header) + sizeof(ckpt_scaler);
+    if (hdr(img)->version >= 3) {
+        ckpt_data cd;
+        memcpy(&cd, img + off, sizeof cd);
+        off += sizeof cd + 2 * (size_t)cd.channels * sizeof(float);
+    }
     for (int k = 0; k < i; k++) off += hdr(img)->section_n[k] * sizeof(float);
     return (float *)(void *)(img + off);
 }
@@ -189,7 +194,7 @@ static void test_section0_shorter(void **state)
 {
     fixture *f = *state;
     unsigned char *c = malloc(f->len);
-    size_t s0 = sizeof(ckpt_header) + sizeof(ckpt_scaler);
+    const size_t s0 = (size_t)((unsigned char *)section(f->img, 0) - f->img);
     memcpy(c, f->img, s0 + 5 * sizeof(float));
     memcpy(c + s0 + 5 * sizeof(float), f->img + s0 + 9 * sizeof(float), f->len - s0 - 9 * sizeof(float));
     hdr(c)->step = 7;
@@ -244,8 +249,8 @@ static void test_header_fields(void **state)
     hdr(c)->fingerprint ^= 1;
     expect_refused(f, c, f->len, DT_ERR_INVALID_ARG, "another model", NULL);
     hdr(c)->fingerprint ^= 1;
-    hdr(c)->version = 3;
-    expect_refused(f, c, f->len, DT_ERR_CORRUPT, "version 3", NULL);
+    hdr(c)->version = CKPT_VERSION + 1;
+    expect_refused(f, c, f->len, DT_ERR_CORRUPT, "version 4", "versions 1 to 3", NULL);
     free(c);
 }
 
@@ -411,6 +416,53 @@ static void test_other_optimizer(void **state)
     dt_optimizer_free(sgd);
 }
 
+
+/* Version 3's data block: the data position and the normalization come back as saved; a block
+ * whose figures are crafted is refused, and one of other data (channels) is another dataset's. */
+static void test_data_block(void **state)
+{
+    fixture *f = *state;
+    float mean[3] = {0.5f, 0.25f, 0.125f}, sd[3] = {2, 3, 4};
+    const dt_ckpt_data in = {.epoch = 4, .offset = 1234, .normalize = DT_NORMALIZE_STANDARD, .channels = 3,
+                             .mean = mean, .std = sd};
+    assert_int_equal(dt_checkpoint_save_data(NULL, f->dir, f->m, f->o, f->sc, &in, 9), DT_OK);
+    float m2[3] = {0}, s2[3] = {0};
+    dt_ckpt_data out = {.channels = 3, .mean = m2, .std = s2};
+    long step = -1;
+    assert_int_equal(dt_checkpoint_load_latest_data(NULL, f->dir, f->m, f->o, f->sc, &out, &step), DT_OK);
+    assert_int_equal(step, 9);
+    assert_int_equal(out.present, 1);
+    assert_int_equal(out.epoch, 4);
+    assert_int_equal(out.offset, 1234);
+    assert_int_equal(out.normalize, DT_NORMALIZE_STANDARD);
+    assert_memory_equal(m2, mean, sizeof mean);
+    assert_memory_equal(s2, sd, sizeof sd);
+    /* Other data: 1 channel, not 3. */
+    dt_ckpt_data other = {.channels = 1, .mean = m2, .std = s2};
+    assert_int_equal(dt_checkpoint_load_latest_data(NULL, f->dir, f->m, f->o, f->sc, &other, &step),
+                     DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "3 channels"));
+    /* Crafted blocks, sealed with valid CRCs. */
+    unsigned char *img;
+    size_t len;
+    read_whole(path_in(f, "ckpt-0000000009.dtc"), &img, &len);
+    unlink(path_in(f, "ckpt-0000000009.dtc"));
+    hdr(img)->step = 7;
+    const size_t off = sizeof(ckpt_header) + sizeof(ckpt_scaler);
+    ckpt_data *cd = (ckpt_data *)(void *)(img + off);
+    float *fl = (float *)(void *)(img + off + sizeof *cd);
+    fl[4] = -1; /* std of channel 1 */
+    expect_refused(f, img, len, DT_ERR_CORRUPT, "std -1 of channel 1", NULL);
+    fl[4] = 3;
+    cd->epoch = -2;
+    expect_refused(f, img, len, DT_ERR_CORRUPT, "epoch -2", NULL);
+    cd->epoch = 4;
+    cd->channels = 2000000;
+    expect_refused(f, img, len, DT_ERR_CORRUPT, "2000000 channels", NULL);
+    cd->channels = 3;
+    free(img);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -428,6 +480,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_file_size_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_weights_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_optimizer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_data_block, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

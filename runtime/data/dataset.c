@@ -1,0 +1,294 @@
+/*
+ * dataset.c - dt_dataset (dtrain.h): a split of any format opened through the reader interface,
+ * the holdout's view of it, the normalization's figures, and the sampler's position.
+ */
+#include "dataset.h"
+#include "stats.h"
+#include "synthetic.h"
+#include "rng.h"
+#include "status.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The holdout is drawn from a fixed stream, not from --seed: the same fraction of the same file
+ * is the same held-out set in every run, so `dtrain eval --holdout F` sees what training kept
+ * aside. */
+#define STREAM_HOLDOUT 0x686f6c64ull
+
+void dt_data_defaults(dt_data_config *c)
+{
+    *c = (dt_data_config){.normalize = DT_NORMALIZE_STANDARD, .seed = 1, .shuffle = 1};
+}
+
+void dt_dataset_free(dt_dataset *d)
+{
+    if (!d) return;
+    ds_close(d->split);
+    free(d->view);
+    sampler_free(&d->smp);
+    free(d->mean);
+    free(d->std);
+    free(d->mul);
+    free(d->add);
+    free(d);
+}
+
+/* The view of the holdout: the split's samples in a fixed random order, the last
+ * round(fraction x count) of them kept aside; each part sorted so it keeps file order. */
+static int cmp_u32(const void *a, const void *b)
+{
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static dt_status make_holdout(dt_dataset *d, double fraction, int part)
+{
+    const size_t n = d->split->count;
+    const size_t aside = (size_t)llround(fraction * (double)n);
+    if (aside < 1 || aside >= n)
+        return dt_set_error(DT_ERR_INVALID_ARG, "--holdout %g of %zu samples keeps %zu aside: it must leave at least "
+                            "one sample on each side", fraction, n, aside);
+    uint32_t *order = malloc(n * sizeof *order);
+    if (!order) return dt_set_error(DT_ERR_NOMEM, "out of memory for the holdout of %zu samples", n);
+    for (size_t i = 0; i < n; i++) order[i] = (uint32_t)i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(rng_at(0, STREAM_HOLDOUT, i) % (i + 1));
+        uint32_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    const size_t first = part ? n - aside : 0, count = part ? aside : n - aside;
+    memmove(order, order + first, count * sizeof *order);
+    qsort(order, count, sizeof *order, cmp_u32);
+    d->view = order;
+    d->n = count;
+    return DT_OK;
+}
+
+/* Decoded formats (image folders) estimate their statistics from this many samples at most,
+ * evenly spaced: a pass over ImageNet's 1.28 M JPEGs would take as long as an epoch, and 20000
+ * samples pin a channel's mean and std to about 1% of its std. */
+#define STATS_DECODED_MAX 20000
+
+/* The statistics of the samples a holdout trains on (not those it keeps aside), or of every
+ * stride-th sample. */
+static dt_status view_stats(const dt_dataset *d, size_t stride, ds_stats *out)
+{
+    ds_stats_acc acc;
+    float *x = malloc(d->input_size * sizeof *x);
+    dt_status s = x ? ds_stats_acc_init(&acc, d->c, (size_t)d->h * d->w, d->classes)
+                    : dt_set_error(DT_ERR_NOMEM, "out of memory for a sample");
+    if (s) {
+        free(x);
+        return s;
+    }
+    for (size_t k = 0; k < d->n && !s; k += stride) {
+        int32_t y;
+        const size_t i = d->view ? d->view[k] : k;
+        if (!(s = ds_read(d->split, i, x, &y)) && (y < 0 || y >= d->classes))
+            s = dt_set_error(DT_ERR_CORRUPT, "%s: sample %zu has label %d, outside 0..%d", d->split->source, i,
+                             (int)y, d->classes - 1);
+        if (!s) ds_stats_acc_add(&acc, x, y);
+    }
+    free(x);
+    if (s) {
+        ds_stats_acc_free(&acc);
+        return s;
+    }
+    return ds_stats_acc_finish(&acc, out);
+}
+
+/* The per-channel multiply-add of the normalization; standard needs the mean and std. */
+static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int threads)
+{
+    const int C = d->c;
+    d->norm = cfg->normalize;
+    if (d->norm == DT_NORMALIZE_NONE) return DT_OK;
+    if (d->norm != DT_NORMALIZE_UNIT && d->norm != DT_NORMALIZE_STANDARD)
+        return dt_set_error(DT_ERR_INVALID_ARG, "normalization %d is not none, unit or standard", (int)d->norm);
+    if (!(d->mul = malloc((size_t)C * sizeof *d->mul)) || !(d->add = malloc((size_t)C * sizeof *d->add)) ||
+        !(d->mean = malloc((size_t)C * sizeof *d->mean)) || !(d->std = malloc((size_t)C * sizeof *d->std)))
+        return dt_set_error(DT_ERR_NOMEM, "out of memory for the normalization of %d channels", C);
+    if (d->norm == DT_NORMALIZE_UNIT) {
+        for (int c = 0; c < C; c++) d->mul[c] = d->split->uint8_values ? 1.0f / 255.0f : 1.0f, d->add[c] = 0;
+        free(d->mean), free(d->std);
+        d->mean = d->std = NULL;
+        return DT_OK;
+    }
+    if (cfg->mean && cfg->std) {
+        memcpy(d->mean, cfg->mean, (size_t)C * sizeof *d->mean);
+        memcpy(d->std, cfg->std, (size_t)C * sizeof *d->std);
+    } else if (d->split->mean && d->split->std && !d->view) {
+        memcpy(d->mean, d->split->mean, (size_t)C * sizeof *d->mean);
+        memcpy(d->std, d->split->std, (size_t)C * sizeof *d->std);
+    } else {
+        ds_stats st;
+        const int decoded = strcmp(d->split->format, "imagefolder") == 0;
+        const size_t stride = decoded && d->n > STATS_DECODED_MAX ? (d->n + STATS_DECODED_MAX - 1) / STATS_DECODED_MAX : 1;
+        dt_status s = d->view || stride > 1 ? view_stats(d, stride, &st) : ds_compute_stats(d->split, threads, &st);
+        if (s) return s;
+        for (int c = 0; c < C; c++) d->mean[c] = (float)st.mean[c], d->std[c] = (float)st.std[c];
+        ds_stats_free(&st);
+    }
+    for (int c = 0; c < C; c++) {
+        if (!isfinite(d->mean[c]) || !isfinite(d->std[c]) || d->std[c] < 0)
+            return dt_set_error(DT_ERR_INVALID_ARG, "channel %d's mean %g / std %g cannot normalize: they must be "
+                                "finite and the std >= 0", c, (double)d->mean[c], (double)d->std[c]);
+        /* A constant channel (std 0) is only centred: dividing would make infinities. */
+        const float sd = d->std[c] > 0 ? d->std[c] : 1.0f;
+        d->mul[c] = 1.0f / sd;
+        d->add[c] = -d->mean[c] / sd;
+    }
+    return DT_OK;
+}
+
+/* The common part of both opens: takes split (owned from here on). */
+static dt_status dataset_finish(ds_split *split, const dt_data_config *cfg, int use_holdout, dt_dataset **out)
+{
+    *out = NULL;
+    dt_dataset *d = calloc(1, sizeof *d);
+    if (!d) {
+        ds_close(split);
+        return dt_set_error(DT_ERR_NOMEM, "out of memory for the dataset");
+    }
+    d->split = split;
+    d->n = split->count;
+    d->c = split->c, d->h = split->h, d->w = split->w, d->classes = split->classes;
+    d->input_size = (size_t)d->c * d->h * d->w;
+    d->seed = cfg->seed;
+    d->crop_pad = cfg->crop_pad, d->flip = cfg->flip, d->skip_bad = cfg->skip_bad;
+    dt_status s = DT_OK;
+    if (cfg->crop_pad < 0 || cfg->crop_pad > 4096 || (cfg->crop_pad && (d->h < 2 || d->w < 2)))
+        s = dt_set_error(DT_ERR_INVALID_ARG, "augmentation crop padding %d: it needs images (H and W > 1, now %dx%d) "
+                         "and a padding of 0 to 4096 pixels", cfg->crop_pad, d->h, d->w);
+    else if (cfg->flip && d->w < 2)
+        s = dt_set_error(DT_ERR_INVALID_ARG, "augmentation flip needs images (W > 1, now %d)", d->w);
+    else if (use_holdout && cfg->holdout != 0 && !(cfg->holdout > 0 && cfg->holdout < 1))
+        s = dt_set_error(DT_ERR_INVALID_ARG, "--holdout %g is not a fraction in (0, 1)", cfg->holdout);
+    if (!s && use_holdout && cfg->holdout > 0) s = make_holdout(d, cfg->holdout, cfg->holdout_part);
+    if (!s) s = sampler_init(&d->smp, d->n, cfg->seed, cfg->shuffle, cfg->drop_last);
+    if (!s) s = set_normalization(d, cfg, cfg->threads);
+    if (s) {
+        dt_dataset_free(d);
+        return s;
+    }
+    *out = d;
+    return DT_OK;
+}
+
+dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset **out)
+{
+    *out = NULL;
+    dt_data_config cfg;
+    if (c) cfg = *c;
+    else dt_data_defaults(&cfg);
+    const ds_open_opts o = {.format = cfg.format, .split = cfg.split, .cifar100_coarse = cfg.cifar100_coarse,
+                            .c = cfg.c, .h = cfg.h, .w = cfg.w};
+    ds_split *split;
+    dt_status s = ds_open(path, &o, &split);
+    if (s) return s;
+    return dataset_finish(split, &cfg, 1, out);
+}
+
+dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t data_seed,
+                            const dt_data_config *cfg, dt_dataset **out)
+{
+    *out = NULL;
+    ds_split *split;
+    dt_status s = synthetic_open(c, h, w, classes, size, data_seed, &split);
+    if (s) return s;
+    return dataset_finish(split, cfg, 0, out);
+}
+
+dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t size, uint64_t seed, dt_dataset **out)
+{
+    dt_data_config cfg;
+    dt_data_defaults(&cfg);
+    cfg.normalize = DT_NORMALIZE_NONE;
+    cfg.seed = seed;
+    cfg.drop_last = 1;
+    return dt_synthetic_open(c, h, w, classes, size, seed, &cfg, out);
+}
+
+dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const float *mean, const float *std)
+{
+    if (kind == DT_NORMALIZE_STANDARD && (!mean || !std))
+        return dt_set_error(DT_ERR_INVALID_ARG, "standard normalization needs the per-channel mean and std");
+    dt_data_config cfg;
+    dt_data_defaults(&cfg);
+    cfg.normalize = kind, cfg.mean = mean, cfg.std = std;
+    float *old[4] = {d->mean, d->std, d->mul, d->add};
+    const dt_normalize old_kind = d->norm;
+    d->mean = d->std = d->mul = d->add = NULL;
+    dt_status s = set_normalization(d, &cfg, 1);
+    if (s) {
+        free(d->mean), free(d->std), free(d->mul), free(d->add);
+        d->mean = old[0], d->std = old[1], d->mul = old[2], d->add = old[3];
+        d->norm = old_kind;
+        return s;
+    }
+    for (int i = 0; i < 4; i++) free(old[i]);
+    return DT_OK;
+}
+
+size_t dt_dataset_size(const dt_dataset *d) { return d->n; }
+int dt_dataset_num_classes(const dt_dataset *d) { return d->classes; }
+const char *dt_dataset_format(const dt_dataset *d) { return d->split->format; }
+const char *dt_dataset_source(const dt_dataset *d) { return d->split->source; }
+int dt_dataset_uint8(const dt_dataset *d) { return d->split->uint8_values; }
+long dt_dataset_bad_samples(const dt_dataset *d) { return __atomic_load_n(&d->bad, __ATOMIC_RELAXED); }
+
+void dt_dataset_shape(const dt_dataset *d, int *c, int *h, int *w)
+{
+    *c = d->c, *h = d->h, *w = d->w;
+}
+
+dt_normalize dt_dataset_normalization(const dt_dataset *d, const float **mean, const float **std)
+{
+    if (mean) *mean = d->norm == DT_NORMALIZE_STANDARD ? d->mean : NULL;
+    if (std) *std = d->norm == DT_NORMALIZE_STANDARD ? d->std : NULL;
+    return d->norm;
+}
+
+long dt_dataset_steps_per_epoch(const dt_dataset *d, int world, int batch)
+{
+    if (world < 1 || batch < 1) return 0;
+    return (long)sampler_steps_per_epoch(&d->smp, (size_t)world * (size_t)batch);
+}
+
+dt_status dt_dataset_position(const dt_dataset *d, long step, int world, int batch, long *epoch, long *offset)
+{
+    if (world < 1 || batch < 1)
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_dataset_position: %d ranks of batch %d", world, batch);
+    size_t off;
+    dt_status s = sampler_locate(&d->smp, step, (size_t)world * (size_t)batch, epoch, &off);
+    if (!s) *offset = (long)off;
+    return s;
+}
+
+dt_status dt_dataset_set_position(dt_dataset *d, long step, long epoch, long offset)
+{
+    if (offset < 0)
+        return dt_set_error(DT_ERR_INVALID_ARG, "data position offset %ld is negative", offset);
+    return sampler_set_anchor(&d->smp, step, epoch, (size_t)offset);
+}
+
+dt_status dataset_plan(dt_dataset *d, long step, int rank, int world, int batch, uint32_t *idx, long *epoch)
+{
+    return sampler_batch(&d->smp, step, rank, world, batch, idx, epoch);
+}
+
+dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int batch, float *x, int32_t *labels)
+{
+    uint32_t *idx = malloc((size_t)(batch > 0 ? batch : 1) * sizeof *idx);
+    float *scratch = malloc((dataset_scratch_floats(d) + 1) * sizeof *scratch);
+    long epoch;
+    dt_status s = !idx || !scratch ? dt_set_error(DT_ERR_NOMEM, "out of memory for a batch of %d", batch)
+                                   : dataset_plan(d, step, rank, world, batch, idx, &epoch);
+    if (!s) s = dataset_fill(d, idx, epoch, batch, 1, x, labels, scratch);
+    free(idx);
+    free(scratch);
+    return s;
+}

@@ -1,0 +1,47 @@
+/*
+ * dataset.h - the dataset behind dt_dataset (dtrain.h), in pieces for the loader threads and
+ * evaluation: a split of some format (reader.h), an optional view of it (the holdout), the
+ * sampler, and the per-sample transforms.
+ *
+ * Threading: dataset_plan fixes a batch's sample indices in step order (it may make a new
+ * epoch's order: one thread at a time, the loader's lock); dataset_fill makes any samples from
+ * any thread at once, each thread with its own scratch.
+ */
+#ifndef DT_DATA_DATASET_H
+#define DT_DATA_DATASET_H
+
+#include "dtrain.h"
+#include "reader.h"
+#include "sampler.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct dt_dataset {
+    ds_split *split;     /* owned */
+    uint32_t *view;      /* the holdout's view: sample k is split sample view[k]; NULL: all */
+    size_t n;            /* samples (of the view) */
+    int c, h, w, classes;
+    size_t input_size;
+    ds_sampler smp;
+    uint64_t seed;
+    dt_normalize norm;
+    float *mean, *std;   /* per channel, for DT_NORMALIZE_STANDARD */
+    float *mul, *add;    /* per channel: normalized = value * mul + add */
+    int crop_pad, flip, skip_bad;
+    long bad;            /* samples replaced (atomic) */
+};
+
+/* Floats of scratch dataset_fill needs per thread. */
+size_t dataset_scratch_floats(const dt_dataset *d);
+
+/* The batch of `rank` at `step` (dt_dataset_batch's): its view indices and epoch. */
+dt_status dataset_plan(dt_dataset *d, long step, int rank, int world, int batch, uint32_t *idx, long *epoch);
+
+/* Samples idx[0..n) of `epoch` (view indices) into x (n x input size) and labels: read, then
+ * augmented when `augment` (from (seed, epoch, index)), then normalized. scratch:
+ * dataset_scratch_floats floats. Thread-safe. */
+dt_status dataset_fill(dt_dataset *d, const uint32_t *idx, long epoch, int n, int augment, float *x,
+                       int32_t *labels, float *scratch);
+
+#endif

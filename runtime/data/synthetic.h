@@ -1,0 +1,13 @@
+/*
+ * synthetic.h - the built-in synthetic dataset as a reader format (synthetic.c).
+ */
+#ifndef DT_DATA_SYNTHETIC_H
+#define DT_DATA_SYNTHETIC_H
+
+#include "reader.h"
+
+/* size samples of shape c x h x w with `classes` labels from a teacher drawn from seed; the
+ * caller owns *out (ds_close). DT_ERR_INVALID_ARG, DT_ERR_NOMEM. */
+dt_status synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t seed, ds_split **out);
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * transform.c - one sample from its file to the batch (dataset.h): read through the format,
+ * replace an undecodable one when asked, augment, normalize.
+ *
+ * Augmentation is torchvision's RandomCrop(size, padding=P) then RandomHorizontalFlip on the
+ * values as read (so padding is 0 before normalization, as there), with the crop offset and the
+ * flip drawn from (seed, epoch, sample index): the result is the same whatever thread, loader
+ * thread count or rank makes the sample.
+ */
+#include "dataset.h"
+#include "rng.h"
+#include "status.h"
+
+#include <string.h>
+
+#define STREAM_AUGMENT 0x6175676dull
+
+size_t dataset_scratch_floats(const dt_dataset *d) { return d->crop_pad || d->flip ? d->input_size : 0; }
+
+/* Reads view sample k; with skip_bad an undecodable sample is replaced by the next one that
+ * decodes (in view order), so a batch stays full and the choice is the same on every run. */
+static dt_status read_sample(dt_dataset *d, uint32_t k, float *x, int32_t *label)
+{
+    for (size_t tries = 0; tries < d->n; tries++) {
+        const size_t kk = ((size_t)k + tries) % d->n;
+        const size_t i = d->view ? d->view[kk] : kk;
+        dt_status s = ds_read(d->split, i, x, label);
+        if (s != DT_ERR_CORRUPT || !d->skip_bad) {
+            if (!s && (*label < 0 || *label >= d->classes))
+                return dt_set_error(DT_ERR_CORRUPT, "%s: sample %zu has label %d, outside 0..%d", d->split->source, i,
+                                    (int)*label, d->classes - 1);
+            return s;
+        }
+        __atomic_add_fetch(&d->bad, 1, __ATOMIC_RELAXED);
+    }
+    return dt_set_error(DT_ERR_CORRUPT, "%s: no sample could be decoded", d->split->source);
+}
+
+/* Crop after zero padding and flip, from src into dst (one C x H x W sample). */
+static void augment(const dt_dataset *d, uint64_t r, const float *src, float *dst)
+{
+    const int P = d->crop_pad, H = d->h, W = d->w;
+    const int dy = P ? (int)(r % (uint64_t)(2 * P + 1)) - P : 0;
+    const int dx = P ? (int)((r >> 16) % (uint64_t)(2 * P + 1)) - P : 0;
+    const int flip = d->flip && (r >> 63);
+    for (int c = 0; c < d->c; c++) {
+        const float *sp = src + (size_t)c * H * W;
+        float *dp = dst + (size_t)c * H * W;
+        for (int y = 0; y < H; y++) {
+            const int sy = y + dy;
+            float *row = dp + (size_t)y * W;
+            if (sy < 0 || sy >= H) {
+                memset(row, 0, (size_t)W * sizeof *row);
+                continue;
+            }
+            for (int x = 0; x < W; x++) {
+                const int ox = flip ? W - 1 - x : x, sx = ox + dx;
+                row[x] = sx >= 0 && sx < W ? sp[(size_t)sy * W + sx] : 0.0f;
+            }
+        }
+    }
+}
+
+dt_status dataset_fill(dt_dataset *d, const uint32_t *idx, long epoch, int n, int augment_on, float *x,
+                       int32_t *labels, float *scratch)
+{
+    const size_t hw = (size_t)d->h * d->w;
+    const int aug = augment_on && (d->crop_pad || d->flip);
+    for (int j = 0; j < n; j++) {
+        float *row = x + (size_t)j * d->input_size;
+        dt_status s = read_sample(d, idx[j], aug ? scratch : row, &labels[j]);
+        if (s) return s;
+        if (aug) augment(d, rng_at(d->seed, STREAM_AUGMENT + (uint64_t)epoch, idx[j]), scratch, row);
+        if (d->norm == DT_NORMALIZE_NONE) continue;
+        for (int c = 0; c < d->c; c++) {
+            const float mul = d->mul[c], add = d->add[c];
+            float *p = row + (size_t)c * hw;
+            for (size_t i = 0; i < hw; i++) p[i] = p[i] * mul + add;
+        }
+    }
+    return DT_OK;
+}
