@@ -72,7 +72,9 @@ int cmd_env(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_data(int argc, char **argv);       /* argv[0] = "data" */
+int cmd_eval(int argc, char **argv);
 int cmd_bench_gemm(int argc, char **argv); /* argv[0] = "gemm" */
 int cmd_bench_step(int argc, char **argv); /* argv[0] = "step" */
+int cmd_bench_data(int argc, char **argv); /* argv[0] = "data" */
 
 #endif

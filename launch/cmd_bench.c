@@ -392,7 +392,7 @@ fail:
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
-        cli_error("name a benchmark: dtrain bench allreduce|gemm|step [options] (see dtrain help bench)");
+        cli_error("name a benchmark: dtrain bench allreduce|gemm|step|data [options] (see dtrain help bench)");
         return EXIT_USAGE;
     }
     const char *name = argv[1];
@@ -402,12 +402,13 @@ int cmd_bench(int argc, char **argv)
     }
     if (!strcmp(name, "gemm")) return cmd_bench_gemm(argc - 1, argv + 1);
     if (!strcmp(name, "step")) return cmd_bench_step(argc - 1, argv + 1);
+    if (!strcmp(name, "data")) return cmd_bench_data(argc - 1, argv + 1);
     if (strcmp(name, "allreduce") != 0) {
         if (name[0] == '-')
-            cli_error("the first argument of dtrain bench must be the benchmark name (allreduce, gemm, step), not '%s'",
+            cli_error("the first argument of dtrain bench must be the benchmark name (allreduce, gemm, step, data), not '%s'",
                       name);
         else
-            cli_error("unknown benchmark '%s'; the benchmarks are allreduce, gemm, step (see dtrain help bench)", name);
+            cli_error("unknown benchmark '%s'; the benchmarks are allreduce, gemm, step, data (see dtrain help bench)", name);
         return EXIT_USAGE;
     }
 

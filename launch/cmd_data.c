@@ -82,7 +82,8 @@ static int parse_args(const char *cmd, int argc, char **argv, int npos, data_arg
     optind = 1;
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
-        if (!convert && (c == OPT_SPLIT || c == OPT_INPUT || c == OPT_DTYPE || c == OPT_FORCE)) {
+        /* --input is the decode size of an image folder: info and verify need it too. */
+        if (!convert && (c == OPT_SPLIT || c == OPT_DTYPE || c == OPT_FORCE)) {
             const char *name = "";
             for (const struct option *q = opts; q->name; q++)
                 if (q->val == c) name = q->name;

@@ -1,15 +1,19 @@
 /*
- * cmd_train.c - `dtrain train`: data-parallel training of a layer-list model on the synthetic
- * dataset, written against include/dtrain.h alone.
+ * cmd_train.c - `dtrain train`: data-parallel training of a layer-list model on a dataset file
+ * (--data) or the synthetic data, written against include/dtrain.h alone.
  *
  * Each step: make this rank's share of the global batch, forward + backward (gradient of the
  * mean loss over this rank's batch), average the gradients over the ranks, optimizer step. Every
  * --log-every steps the loss, accuracy and communication wait are averaged over the ranks and
- * rank 0 prints a line (and a JSON object with --metrics).
+ * rank 0 prints a line (and a JSON object with --metrics); every --eval-every steps and at the
+ * end the model is evaluated on the held-out set, sharded over the ranks.
  */
 #include "cli.h"
 #include "fault_inject.h"
 #include "metrics.h"
+#include "lr_schedule.h"
+#include "params_io.h"
+#include "train_data.h"
 #include "train_flags.h"
 
 #include <errno.h>
@@ -47,40 +51,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Writes the parameters as raw little-endian fp32, atomically: a temporary file in the same
- * directory, fsync, rename, so a reader never sees half a file. */
-static int dump_params(const char *path, const float *p, size_t n)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        cli_error("cannot write --dump-params %s: %s", tmp, strerror(errno));
-        return EXIT_FAIL;
-    }
-    const uint16_t probe = 1;
-    int little = *(const uint8_t *)&probe == 1;
-    size_t done = 0;
-    if (little) {
-        done = fwrite(p, sizeof(float), n, f);
-    } else {
-        for (; done < n; done++) {
-            uint32_t b;
-            memcpy(&b, &p[done], 4);
-            uint8_t le[4] = {(uint8_t)b, (uint8_t)(b >> 8), (uint8_t)(b >> 16), (uint8_t)(b >> 24)};
-            if (fwrite(le, 1, 4, f) != 4) break;
-        }
-    }
-    int ok = done == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        cli_error("writing --dump-params %s failed: %s", path, strerror(errno));
-        unlink(tmp);
-        return EXIT_FAIL;
-    }
-    return EXIT_OK;
-}
-
 /* On the GPU, 16-bit models keep fp32 gradients (as torch.cuda.amp): *grad_t becomes fp32, or a
  * 16-bit --grad-comm given with them is a usage error naming `who` chose the GPU and `alt`. */
 static int gpu_grads(const train_opts *t, dt_dtype *grad_t, const char *who, const char *alt)
@@ -97,22 +67,29 @@ static int gpu_grads(const train_opts *t, dt_dtype *grad_t, const char *who, con
 /* Frees what a run holds (any of it may be NULL). */
 static dt_scaler *run_scaler;
 
-static void release(dt_model *m, dt_optimizer *opt, dt_dataset *data, dt_loader *ld, FILE *metrics)
+static void release(dt_model *m, dt_optimizer *opt, train_data *data, dt_loader *ld, FILE *metrics)
 {
     dt_scaler_free(run_scaler);
     run_scaler = NULL;
     if (metrics) fclose(metrics);
     dt_loader_free(ld);
-    dt_dataset_free(data);
+    train_data_free(data);
     dt_optimizer_free(opt);
     dt_model_free(m);
 }
 
-static dt_status train_dataset(const dt_model *m, const train_opts *t, dt_dataset **out)
+/* The held-out figures after `step` steps, and the line that says them (len bytes). Collective. */
+static dt_status run_eval(dt_ctx *ctx, dt_model *m, const train_data *d, const train_opts *t, int threads, long step,
+                          double *loss, double *acc, char *line, size_t len)
 {
-    int c, h, w;
-    dt_model_input_shape(m, &c, &h, &w);
-    return dt_synthetic_create(c, h, w, dt_model_num_classes(m), (size_t)t->dataset_size, (uint64_t)t->seed, out);
+    dt_eval_result r = {0};
+    dt_status s = dt_evaluate(ctx, m, d->eval, t->batch, threads, &r);
+    if (s) return s;
+    *loss = r.count ? r.loss_sum / (double)r.count : 0;
+    *acc = r.count ? (double)r.correct / (double)r.count : 0;
+    snprintf(line, len, "eval %6ld/%ld  held-out loss %.4f  acc %.4f  (%ld of %ld correct)\n", step,
+             t->steps, *loss, *acc, r.correct, r.count);
+    return DT_OK;
 }
 
 /* Loss scaling gave up at `step`: every rank is here (the verdict is shared). Rank 0 prints the
@@ -201,7 +178,7 @@ int cmd_train(int argc, char **argv)
         dt_abort_job(ctx, rc);
         return rc;
     }
-    if ((size_t)t.dataset_size < (size_t)world * (size_t)t.batch) {
+    if (!t.data && (size_t)t.dataset_size < (size_t)world * (size_t)t.batch) {
         cli_error("--dataset-size %ld is smaller than one global batch of %d rank%s x %d", t.dataset_size, world,
                   cli_s(world), t.batch);
         dt_abort_job(ctx, EXIT_USAGE); /* every rank has the same flags: none goes on */
@@ -214,16 +191,63 @@ int cmd_train(int argc, char **argv)
     fault_maybe(&flt, rank, 0, NULL);
     dt_model *m = NULL;
     dt_optimizer *opt = NULL;
-    dt_dataset *data = NULL;
+    train_data data = {0};
     dt_loader *ld = NULL;
     const int loader_threads = cli_loader_auto(ctx, t.loader_threads);
+    /* The statistics pass and evaluation read with the loader's threads, at least one. */
+    const int read_threads = loader_threads > 0 ? loader_threads : 1;
     FILE *metrics = NULL;
     dt_status s = DT_OK;
 
-    if ((s = dt_model_create(ctx, t.model, t.input, (uint64_t)t.seed, t.batch, &m)) ||
-        (s = dt_optimizer_create(&t.optim, dt_model_num_params(m), &opt)) ||
-        (s = train_dataset(m, &t, &data)))
+    if ((rc = train_data_open(&t, read_threads, &data))) {
+        dt_abort_job(ctx, rc);
+        return rc;
+    }
+    if ((s = dt_model_create(ctx, t.model, data.input[0] ? data.input : NULL, (uint64_t)t.seed, t.batch, &m)) ||
+        (s = dt_optimizer_create(&t.optim, dt_model_num_params(m), &opt)))
         goto fail;
+    if ((rc = train_data_check_and_eval(&t, m, read_threads, &data))) {
+        release(m, opt, &data, NULL, NULL);
+        dt_abort_job(ctx, rc);
+        return rc;
+    }
+    /* Optimizer steps per epoch: each takes --accum-steps batches. */
+    const long steps_per_epoch = dt_dataset_steps_per_epoch(data.train, world, t.batch) / t.accum_steps;
+    if (t.epochs) {
+        if (t.steps_set) {
+            cli_error("give --epochs or --steps, not both (--epochs %ld is %ld steps here)", t.epochs,
+                      t.epochs * steps_per_epoch);
+            release(m, opt, &data, NULL, NULL);
+            dt_abort_job(ctx, EXIT_USAGE);
+            return EXIT_USAGE;
+        }
+        if (steps_per_epoch < 1) {
+            cli_error("an epoch of %zu samples has no whole optimizer step of %d rank%s x %d x --accum-steps %d: use "
+                      "a smaller --batch or --accum-steps", dt_dataset_size(data.train), world, cli_s(world), t.batch,
+                      t.accum_steps);
+            release(m, opt, &data, NULL, NULL);
+            dt_abort_job(ctx, EXIT_USAGE);
+            return EXIT_USAGE;
+        }
+        t.steps = t.epochs * steps_per_epoch;
+    }
+    lr_schedule sched;
+    char why[512];
+    if (lr_schedule_parse(t.lr_schedule ? t.lr_schedule : "constant", steps_per_epoch, &sched, why, sizeof why) ||
+        lr_schedule_check(&sched, t.optim.lr, t.min_lr, t.warmup_steps, t.steps, why, sizeof why)) {
+        cli_error("--lr-schedule %s: %s", t.lr_schedule ? t.lr_schedule : "constant", why);
+        release(m, opt, &data, NULL, NULL);
+        dt_abort_job(ctx, EXIT_USAGE);
+        return EXIT_USAGE;
+    }
+    if ((t.accum_steps > 1 && (s = dt_model_set_accum_steps(m, t.accum_steps))) ||
+        (t.clip_grad_norm > 0 && (s = dt_model_set_clip_grad_norm(m, t.clip_grad_norm))))
+        goto fail;
+    if (t.init_params && (rc = params_load(ctx, m, t.init_params))) {
+        release(m, opt, &data, NULL, NULL);
+        dt_abort_job(ctx, rc);
+        return rc;
+    }
     /* Gradients are already divided by the global batch (see scale below): sum them. */
     t.sync.op = DT_SUM;
     if ((s = dt_model_set_precision(m, t.precision, grad_t)) || (s = dt_model_set_sync(m, &t.sync))) goto fail;
@@ -233,9 +257,17 @@ int cmd_train(int argc, char **argv)
         char desc[4096];
         dt_model_describe(m, desc, sizeof desc);
         const int nbuckets = dt_model_num_buckets(m);
-        printf("dtrain train: model %s, %d rank%s x batch %d = %d per step, %ld step%s, %s lr %g momentum %g "
+        train_data_describe(&t, &data, world, stdout);
+        char accum_txt[48] = "";
+        if (t.accum_steps > 1) snprintf(accum_txt, sizeof accum_txt, " x %d accumulated", t.accum_steps);
+        if (t.lr_schedule || t.warmup_steps)
+            printf("lr schedule: %s from %g%s, %ld warmup step%s\n", lr_schedule_name(&sched), (double)t.optim.lr,
+                   sched.kind == LR_CONSTANT ? "" : t.min_lr > 0 ? " to --min-lr" : " to 0", t.warmup_steps,
+                   cli_s(t.warmup_steps));
+        if (t.clip_grad_norm > 0) printf("gradient clipping: global L2 norm at most %g\n", t.clip_grad_norm);
+        printf("dtrain train: model %s, %d rank%s x batch %d%s = %d per step, %ld step%s, %s lr %g momentum %g "
                "weight decay %g, seed %ld\ngradients: %d bucket%s (cap %g MiB, first %g MiB), %s, %s on the wire\n%s",
-               t.model, world, cli_s(world), t.batch, world * t.batch, t.steps, cli_s(t.steps),
+               t.model, world, cli_s(world), t.batch, accum_txt, world * t.batch * t.accum_steps, t.steps, cli_s(t.steps),
                t.optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw", (double)t.optim.lr, (double)t.optim.momentum,
                (double)t.optim.weight_decay, t.seed, nbuckets, cli_s(nbuckets), t.sync.bucket_mb, t.sync.first_bucket_mb,
                world == 1 ? "no communication (1 rank)"
@@ -272,7 +304,7 @@ int cmd_train(int argc, char **argv)
      * one pass over the gradients fewer than averaging after the sum. */
     long first_step = 0;
     if (t.resume) {
-        if ((s = dt_checkpoint_load_latest_scaled(ctx, t.ckpt_dir, m, opt, sc, &first_step))) goto fail;
+        if ((s = train_data_resume(ctx, t.ckpt_dir, m, opt, sc, &data, t.accum_steps, &first_step))) goto fail;
         if (rank == 0) {
             if (first_step) printf("resumed from %s/ckpt-%010ld.dtc at step %ld\n", t.ckpt_dir, first_step, first_step);
             else printf("no checkpoint in %s: starting at step 0\n", t.ckpt_dir);
@@ -282,10 +314,13 @@ int cmd_train(int argc, char **argv)
     /* After the resume: its step says which records of an earlier run stay. */
     if (rank == 0 && t.metrics && !(metrics = metrics_open(t.metrics, t.resume, first_step))) goto fail_quiet;
     if (rank == 0) fflush(stdout);
-    if ((s = dt_loader_create(ctx, data, rank, world, t.batch, first_step, loader_threads, CLI_LOADER_DEPTH, &ld)))
+    if ((s = dt_loader_create(ctx, data.train, rank, world, t.batch, first_step * t.accum_steps, loader_threads,
+                              CLI_LOADER_DEPTH, &ld)))
         goto fail;
-    const float scale = 1.0f / ((float)t.batch * (float)world);
-    double loss_acc = 0, comm_acc = 0, t_interval = now_s(), t_start = t_interval;
+    /* The mean over the K x W x B samples of an optimizer step. */
+    const float scale = 1.0f / ((float)t.accum_steps * (float)t.batch * (float)world);
+    double lr_now = t.optim.lr, grad_norm = NAN;
+    double loss_acc = 0, comm_acc = 0, t_interval = now_s(), t_start = t_interval, wait_mark = 0;
     long correct_acc = 0, logged_steps = 0, skipped_acc = 0;
     double total_samples_s = 0;
     int intervals = 0;
@@ -297,27 +332,34 @@ int cmd_train(int argc, char **argv)
         const float *x;
         const int32_t *labels;
         long data_step;
-        if ((s = dt_loader_next(ld, &data_step, &x, &labels))) goto fail;
-        (void)data_step; /* == step: the loader started at first_step */
-        s = dt_model_train_step(m, opt, sc, x, labels, t.batch, scale, &r);
-        if (s == DT_ERR_NUMERIC) {
-            report_numeric_stop(ctx, m, step + 1);
-            release(m, opt, data, ld, metrics);
-            dt_finalize(ctx);
-            return EXIT_FAIL;
+        lr_now = lr_at(&sched, t.optim.lr, t.min_lr, step, t.steps, t.warmup_steps);
+        if ((s = dt_optimizer_set_lr(opt, (float)lr_now))) goto fail;
+        /* K micro-batches (data steps step * K ..): only the last one communicates and steps. */
+        double loss = 0;
+        long correct = 0;
+        for (int j = 0; j < t.accum_steps; j++) {
+            if ((s = dt_loader_next(ld, &data_step, &x, &labels))) goto fail;
+            s = dt_model_train_step(m, opt, sc, x, labels, t.batch, scale, &r);
+            if (s == DT_ERR_NUMERIC) {
+                report_numeric_stop(ctx, m, step + 1);
+                release(m, opt, &data, ld, metrics);
+                dt_finalize(ctx);
+                return EXIT_FAIL;
+            }
+            if (s) goto fail;
+            loss += r.loss_sum;
+            correct += r.correct;
+            comm_acc += r.comm_wait_s;
         }
-        if (s) goto fail;
-        const double loss = r.loss_sum;
-        const int correct = r.correct;
-        comm_acc += r.comm_wait_s;
         skipped_acc += r.skipped;
+        grad_norm = r.grad_norm;
         /* Stop requests are agreed by all ranks at the same step (a signal reaches ranks at
          * different times, or only some of them). */
         float stop = (float)stop_signal;
         if (world > 1 && (s = dt_allreduce(ctx, &stop, 1, DT_F32, DT_SUM))) goto fail;
         if (stop > 0) {
             long done_steps = step + 1;
-            if (t.ckpt_dir && (s = dt_checkpoint_save_scaled(ctx, t.ckpt_dir, m, opt, sc, done_steps))) goto fail;
+            if (t.ckpt_dir && (s = train_data_save(ctx, t.ckpt_dir, m, opt, sc, &data, world, t.batch, t.accum_steps, done_steps))) goto fail;
             if (rank == 0) {
                 printf("stopping after step %ld on a signal (%s); %s%s%s\n", done_steps,
                        stop_signal == SIGTERM ? "SIGTERM" : stop_signal == SIGUSR1 ? "SIGUSR1" : "on another rank",
@@ -329,21 +371,35 @@ int cmd_train(int argc, char **argv)
             break;
         }
         if (t.ckpt_every && (step + 1) % t.ckpt_every == 0 && step + 1 < t.steps &&
-            (s = dt_checkpoint_save_scaled(ctx, t.ckpt_dir, m, opt, sc, step + 1)))
+            (s = train_data_save(ctx, t.ckpt_dir, m, opt, sc, &data, world, t.batch, t.accum_steps, step + 1)))
             goto fail;
         loss_acc += loss;
         correct_acc += correct;
         logged_steps++;
 
-        if ((step + 1) % t.log_every == 0 || step + 1 == t.steps) {
+        /* An evaluation step is a log step too, so its record carries the held-out figures. */
+        const int eval_step = data.eval && ((t.eval_every && (step + 1) % t.eval_every == 0) || step + 1 == t.steps);
+        if ((step + 1) % t.log_every == 0 || step + 1 == t.steps || eval_step) {
             /* Averages over ranks: summed loss, correct count, communication wait. */
             float red[3] = {(float)loss_acc, (float)correct_acc, (float)comm_acc};
             if ((s = dt_allreduce(ctx, red, 3, DT_F32, DT_SUM))) goto fail;
             double now = now_s(), dt_int = now - t_interval;
-            double samples = (double)logged_steps * world * t.batch;
+            double samples = (double)logged_steps * world * t.batch * t.accum_steps;
             double mean_loss = red[0] / samples, acc = red[1] / samples;
             double sps = samples / dt_int, step_s = dt_int / (double)logged_steps;
             double comm_s = red[2] / world / (double)logged_steps;
+            /* This rank's wait for the loader in the interval: input is the bottleneck when it grows. */
+            const double wait_now = dt_loader_wait_s(ld), data_s = (wait_now - wait_mark) / (double)logged_steps;
+            wait_mark = wait_now;
+            long ep = 0, off = 0;
+            dt_dataset_position(data.train, (step + 1) * t.accum_steps, world, t.batch, &ep, &off);
+            const double epoch_f = (double)ep + (double)off / (double)dt_dataset_size(data.train);
+            double eval_loss = 0, eval_acc = 0;
+            char eval_line[256] = "";
+            const int do_eval = eval_step;
+            if (do_eval && (s = run_eval(ctx, m, &data, &t, read_threads, step + 1, &eval_loss, &eval_acc, eval_line,
+                                         sizeof eval_line)))
+                goto fail;
             if (!isfinite(mean_loss)) {
                 cli_error("the loss became %g at step %ld: lower --lr (now %g)", mean_loss, step + 1,
                           (double)t.optim.lr);
@@ -356,11 +412,17 @@ int cmd_train(int argc, char **argv)
                 if (sc)
                     snprintf(amp, sizeof amp, "  scale %g  skipped %ld/%ld", (double)dt_scaler_scale(sc),
                              skipped_acc, logged_steps);
-                printf("step %6ld/%ld  loss %.4f  acc %.3f  %9.1f samples/s  step %7.2f ms  comm %6.2f ms%s\n",
-                       step + 1, t.steps, mean_loss, acc, sps, 1e3 * step_s, 1e3 * comm_s, amp);
+                char clip[48] = "";
+                if (t.clip_grad_norm > 0) snprintf(clip, sizeof clip, "  grad norm %.3g", grad_norm);
+                printf("step %6ld/%ld  epoch %.2f  loss %.4f  acc %.3f  lr %.3g  %9.1f samples/s  step %7.2f ms  "
+                       "comm %6.2f ms  data %6.2f ms%s%s\n", step + 1, t.steps, epoch_f, mean_loss, acc, lr_now, sps,
+                       1e3 * step_s, 1e3 * comm_s, 1e3 * data_s, clip, amp);
+                fputs(eval_line, stdout);
                 fflush(stdout);
                 const metrics_record rec = {
-                    .step = step + 1, .loss = mean_loss, .accuracy = acc, .samples_per_s = sps, .step_time_s = step_s,
+                    .step = step + 1, .epoch = epoch_f, .data_wait_s = data_s, .has_eval = do_eval,
+                    .eval_loss = eval_loss, .eval_accuracy = eval_acc, .lr = lr_now,
+                    .has_grad_norm = t.clip_grad_norm > 0, .grad_norm = grad_norm, .loss = mean_loss, .accuracy = acc, .samples_per_s = sps, .step_time_s = step_s,
                     .comm_wait_s = comm_s, .precision = tname[t.precision],
                     .loss_scale = sc ? (double)dt_scaler_scale(sc) : 1.0, .skipped_steps = skipped_acc,
                     .skipped_total = sc ? dt_scaler_skipped(sc) : 0L};
@@ -375,7 +437,7 @@ int cmd_train(int argc, char **argv)
         }
     }
     if (stopped) {
-        release(m, opt, data, ld, metrics);
+        release(m, opt, &data, ld, metrics);
         dt_finalize(ctx);
         return EXIT_PREEMPTED;
     }
@@ -414,19 +476,19 @@ int cmd_train(int argc, char **argv)
                    cli_s(dt_scaler_updates(sc)));
         fflush(stdout);
     }
-    if (rank == 0 && t.dump && dump_params(t.dump, final_params, dt_model_num_params(m)) != EXIT_OK) {
+    if (rank == 0 && t.dump && params_dump(t.dump, final_params, dt_model_num_params(m)) != EXIT_OK) {
         free(host_params);
         goto fail_quiet;
     }
     free(host_params);
     /* The finished run's checkpoint: a requeued job that already finished does no step again. */
-    if (t.ckpt_dir && first_step < t.steps && (s = dt_checkpoint_save_scaled(ctx, t.ckpt_dir, m, opt, sc, t.steps))) goto fail;
+    if (t.ckpt_dir && first_step < t.steps && (s = train_data_save(ctx, t.ckpt_dir, m, opt, sc, &data, world, t.batch, t.accum_steps, t.steps))) goto fail;
     if (metrics && fclose(metrics) != 0) {
         metrics = NULL;
         cli_error("writing --metrics %s failed: %s", t.metrics, strerror(errno));
         goto fail_quiet;
     }
-    release(m, opt, data, ld, NULL);
+    release(m, opt, &data, ld, NULL);
     if ((s = dt_finalize(ctx))) {
         cli_error("%s", dt_last_error());
         return EXIT_FAIL;
@@ -436,7 +498,7 @@ int cmd_train(int argc, char **argv)
 fail:
     cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
 fail_quiet:
-    release(m, opt, data, ld, metrics);
+    release(m, opt, &data, ld, metrics);
     /* Every rank hits the same configuration errors; a rank that fails alone takes the job down. */
     rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
     dt_abort_job(ctx, rc);

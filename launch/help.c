@@ -12,16 +12,17 @@
 
 static const char overview[] =
     "usage: dtrain <command> [options]      dtrain help <command>: its options\n"
-    "\n"
     "commands:\n"
-    "  train            data-parallel training on the built-in synthetic dataset\n"
+    "  train            data-parallel training on a dataset or synthetic data\n"
+    "  eval             a checkpoint's accuracy and confusion matrix on a dataset\n"
     "  bench allreduce  the engine's allreduce against MPI_Allreduce, per size\n"
     "  bench gemm       TFLOP/s of matrix products on the CPU and the GPU\n"
-    "  bench step       samples/s of training steps per precision\n"
-    "  data info PATH   what a dataset holds: splits, shape, classes, mean/std\n"
+    "  bench step|data  samples/s of training steps; of the input pipeline\n"
+    "  data info|convert|verify   a dataset's splits, shape, classes, mean/std;\n"
+    "                   it as .dts shards (mmap'd); read whole, checking the CRC\n"
     "  env              every rank's placement: rank, node, device, cores, versions\n"
     "  version          versions of dtrain and of what it was built with\n"
-    "  help [COMMAND]   this text, or a command's options\n"
+    "  help [COMMAND]   this text, or a command's options (help train data, ...)\n"
     "\n"
     "options of every command (flag > DTRAIN_* variable > default):\n"
     "  --device auto|cpu|cuda  DTRAIN_DEVICE        auto: CUDA if a GPU is visible\n"
@@ -31,7 +32,6 @@ static const char overview[] =
     "  --blas-threads N        DTRAIN_BLAS_THREADS  0: one per pinned core\n"
     "  --gpu-comm nccl|mpi     DTRAIN_GPU_COMM      nccl; mpi: through host memory\n"
     "                                               (ranks may then share a GPU)\n"
-    "\n"
     "Launch with srun --mpi=pmix, mpirun, or nothing (a world of 1).\n"
     "Exit codes: 0 success, 1 run-time failure, 2 bad usage, 75 stopped on a signal\n"
     "after a checkpoint (continue with --resume auto).\n";
@@ -39,36 +39,86 @@ static const char overview[] =
 static const char common_line[] = "options of every command (--device, --pin, --timeout, ...): dtrain help\n";
 
 static const char train[] =
-    "usage: dtrain train [options]   data-parallel training on synthetic data\n"
-    "model and data\n"
+    "usage: dtrain train [options]   data-parallel training (dtrain help train data:\n"
+    "                                the data flags; help train precision: fp16/bf16)\n"
+    "model and steps\n"
     "  --model mlp|cnn|LAYERS (mlp)  LAYERS: fc:OUT,conv:OUT:K:STRIDE:PAD,pool:K,\n"
     "                                relu,flatten; the last is fc:CLASSES\n"
-    "  --input N|CxHxW (the model's)  --dataset-size N (60000)  --seed N (1)\n"
-    "  --batch B per rank (64)  --steps N (100)  --loader-threads N|auto (auto)\n"
+    "  --input N|CxHxW (the data's, or the model's)  --seed N (1)  --batch B (64)\n"
+    "  --steps N (100) or --epochs N  --init-params FILE (--dump-params' layout)\n"
     "optimizer and gradients\n"
     "  --optim sgd|adamw (sgd)  --lr F (0.01)  --momentum F (0.9)\n"
     "  --weight-decay F (0)  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)\n"
+    "  --lr-schedule constant|cosine|linear|step:M1,M2,..:GAMMA (constant; Me =\n"
+    "     epoch M)  --warmup-steps N (0)  --min-lr F (0)\n"
+    "  --accum-steps K (1)  --clip-grad-norm F (0: off)\n"
     "  --bucket-mb F (25)  --first-bucket-mb F (1)  --no-overlap\n"
     "  --grad-comm fp32|fp16|bf16 (fp32; a 16-bit run's own type)\n"
-    "precision (fp16 scales the loss dynamically unless told otherwise)\n"
-    "  --precision fp32|fp16|bf16 (fp32)  --loss-scale dynamic|none|F\n"
-    "  --loss-scale-init F (65536)  --loss-scale-growth F (2)\n"
-    "  --loss-scale-backoff F (0.5)  --loss-scale-interval N (2000)\n"
-    "  --loss-scale-hysteresis N (1)  --max-overflow-fraction F (0.5)\n"
-    "  --loss-scale-min F (1)  --loss-scale-max F (2^24)  --loss-scale-window N (100)\n"
     "output and checkpoints\n"
     "  --log-every N (10)  --metrics FILE.jsonl (appended on resume)\n"
     "  --dump-params FILE  --checkpoint-dir DIR  --checkpoint-every N (0)\n"
     "  --resume auto|never (never)   SIGUSR1/SIGTERM: every rank stops after the\n"
     "                                same step, checkpoints and exits 75\n";
 
+static const char train_data[] =
+    "usage: dtrain train --data PATH [options]   (the other flags: dtrain help train)\n"
+    "  --data PATH            MNIST IDX dir, CIFAR-10/100 dir or file, image folder\n"
+    "                         (ROOT/<class>/*.jpg|png), .dts; none: synthetic data\n"
+    "  --data-format auto|idx|cifar10|cifar100|imagefolder|dts (auto)\n"
+    "  --cifar100-labels fine|coarse (fine)  --dataset-size N (synthetic: 60000)\n"
+    "  --normalize none|unit|standard (standard; synthetic: none)   unit: bytes/255;\n"
+    "                         standard: per-channel mean/std of the training split\n"
+    "  --eval-data PATH       held-out data (default: the test split, if any)\n"
+    "  --holdout F            else keep this fraction of the training set aside\n"
+    "  --eval-every N (0)     held-out loss/accuracy every N steps; always at the end\n"
+    "  --shuffle epoch|none (epoch)  --drop-last (pad the last step by wrapping)\n"
+    "  --augment crop:P,flip  random crop after P pixels of zero padding, h-flip\n"
+    "  --bad-samples fail|skip (fail)   undecodable images: stop, or replace+count\n"
+    "  --loader-threads N|auto (auto)   threads that read/decode/augment ahead\n"
+    "Each epoch is a permutation from (seed, epoch); step s takes the next W x B\n"
+    "samples and rank r the B at r x B among them. The position is saved in\n"
+    "checkpoints: resuming on other ranks goes on mid-epoch. dtrain eval: test it.\n";
+
+static const char train_precision[] =
+    "usage: dtrain train --precision fp16|bf16 [options]  (others: dtrain help train)\n"
+    "fp16 scales the loss dynamically unless told otherwise\n"
+    "  --precision fp32|fp16|bf16 (fp32)  --loss-scale dynamic|none|F\n"
+    "  --loss-scale-init F (65536)  --loss-scale-growth F (2)\n"
+    "  --loss-scale-backoff F (0.5)  --loss-scale-interval N (2000)\n"
+    "  --loss-scale-hysteresis N (1)  --max-overflow-fraction F (0.5)\n"
+    "  --loss-scale-min F (1)  --loss-scale-max F (2^24)  --loss-scale-window N (100)\n";
+
+static const char eval[] =
+    "usage: dtrain eval --checkpoint-dir DIR --data PATH [options]\n"
+    "A trained model's accuracy, mean loss, per-class accuracy and confusion matrix,\n"
+    "sharded over the ranks (the figures do not depend on how many), with the\n"
+    "normalization training used (kept in the checkpoint).\n"
+    "\n"
+    "  --model M --input CxHxW   as for training (the checkpoint refuses another)\n"
+    "  --split test|train (test)  --holdout F   the share training kept aside\n"
+    "  --data-format F  --cifar100-labels fine|coarse   as for dtrain train\n"
+    "  --batch N (256)  --loader-threads N|auto (auto)\n"
+    "  --confusion-csv FILE      the matrix as CSV (printed up to 20 classes)\n";
+
 static const char bench[] =
-    "usage: dtrain bench allreduce|gemm|step [options]\n"
+    "usage: dtrain bench allreduce|gemm|step|data [options]\n"
     "\n"
     "benchmarks (dtrain help bench <benchmark>: its options):\n"
     "  allreduce  bandwidth of the engine's allreduce against MPI_Allreduce, per size\n"
     "  gemm       TFLOP/s of n x n matrix products on the CPU and the GPU\n"
-    "  step       samples/s of training steps per precision, side by side\n";
+    "  step       samples/s of training steps per precision, side by side\n"
+    "  data       samples/s of the input pipeline per loader thread count\n";
+
+static const char bench_data[] =
+    "usage: dtrain bench data --data PATH [options]\n"
+    "Samples/s of the input pipeline alone: read, decode, augment and normalize into\n"
+    "the loader's batches, per loader thread count, side by side (one process).\n"
+    "\n"
+    "  --data PATH  --data-format F  --input CxHxW (image folders: the decode size)\n"
+    "  --threads LIST (1,2)    loader thread counts (0: the caller's thread)\n"
+    "  --batch N (256)  --batches N (20)  --warmup N (2)\n"
+    "  --augment none|flip|crop:P|crop:P,flip (none)  --normalize none|unit|standard\n"
+    "bench/data_compare.py runs it against torchvision's ImageFolder + DataLoader.\n";
 
 static const char bench_allreduce[] =
     "usage: dtrain bench allreduce [options]\n"
@@ -113,9 +163,13 @@ static const char bench_step[] =
 
 static const char data[] =
     "usage: dtrain data info PATH [options]\n"
+    "       dtrain data convert SRC DST [options]\n"
+    "       dtrain data verify PATH [options]\n"
     "\n"
     "commands:\n"
-    "  info   what a dataset holds (dtrain help data info: its options)\n";
+    "  info      what a dataset holds (dtrain help data info: its options)\n"
+    "  convert   writes a dataset as .dts shards (dtrain help data convert)\n"
+    "  verify    reads a dataset whole and checks it (dtrain help data verify)\n";
 
 static const char data_info[] =
     "usage: dtrain data info PATH [options]\n"
@@ -124,10 +178,40 @@ static const char data_info[] =
     "standard deviation of each channel. Every file is checked whole.\n"
     "PATH: an MNIST-style IDX directory (train-images-idx3-ubyte, t10k-..., each\n"
     "optionally .gz), a CIFAR-10 (data_batch_1..5.bin, test_batch.bin) or CIFAR-100\n"
-    "(train.bin, test.bin) directory, or one such file.\n"
+    "(train.bin, test.bin) directory, a directory of .dts shards (train.dts,\n"
+    "test.dts), an image folder (ROOT/<class>/*.jpg|png, or ROOT/train + ROOT/val).\n"
     "\n"
-    "  --data-format auto|idx|cifar10|cifar100   (auto: from what is there)\n"
-    "  --cifar100-labels fine|coarse             CIFAR-100's 100 or 20 classes (fine)\n";
+    "  --data-format auto|idx|cifar10|cifar100|imagefolder|dts  (auto: detected)\n"
+    "  --input CxHxW                             image folders: the decode size\n"
+    "  --cifar100-labels fine|coarse             CIFAR-100's 100 or 20 classes (fine)\n"
+    "  --threads N                               reading threads (cores, up to 8)\n";
+
+static const char data_convert[] =
+    "usage: dtrain data convert SRC DST [options]\n"
+    "Writes the dataset at SRC (any format dtrain reads) as .dts shards: one file per\n"
+    "split, read later by mmap without copying, with the per-channel mean/std in its\n"
+    "header (docs/dts-format.md). DST ending in .dts is one file holding one split\n"
+    "(--split train|test, default train); any other DST is a directory (made if\n"
+    "missing) that receives train.dts and, when SRC has a test split, test.dts.\n"
+    "Images are decoded and resized once, here. An existing DST file is kept unless\n"
+    "--force; a failed write leaves no file behind.\n"
+    "\n"
+    "  --split train|test|all        which split(s) (all for a directory DST)\n"
+    "  --dtype uint8|fp16|fp32       stored values (uint8 for byte sources, else fp32)\n"
+    "  --input CxHxW                 image folders: the size images are made\n"
+    "  --data-format F  --cifar100-labels fine|coarse   as for dtrain data info\n"
+    "  --threads N                   reading threads (cores, up to 8)\n"
+    "  --force                       replace existing .dts files\n";
+
+static const char data_verify[] =
+    "usage: dtrain data verify PATH [options]\n"
+    "Reads every sample and label of the dataset at PATH (any format), both splits:\n"
+    "every label must be below the class count and every value finite; a .dts file's\n"
+    "payload CRC-32 is checked too. Prints OK with the counts, or the first problem\n"
+    "(file, sample, byte offset) and exits 1.\n"
+    "\n"
+    "  --data-format F  --cifar100-labels fine|coarse  --threads N  --input CxHxW\n"
+    "                                                as for data info\n";
 
 static const char env[] =
     "usage: dtrain env [options]\n"
@@ -145,10 +229,13 @@ static const struct {
     const char *topic, *text;
     int common; /* ends with the line that points at the options of every command */
 } screens[] = {
-    {"train", train, 1},          {"bench", bench, 1},           {"bench allreduce", bench_allreduce, 1},
-    {"bench gemm", bench_gemm, 1}, {"bench step", bench_step, 1}, {"env", env, 1},
+    {"train", train, 1},          {"train data", train_data, 0}, {"train precision", train_precision, 0},
+    {"eval", eval, 1},            {"bench", bench, 1},           {"bench allreduce", bench_allreduce, 1},
+    {"bench gemm", bench_gemm, 1}, {"bench step", bench_step, 1},
+    {"bench data", bench_data, 1}, {"env", env, 1},
     {"version", version, 1},       {"help", overview, 0},         {"data", data, 0},
     {"data info", data_info, 0},
+    {"data convert", data_convert, 0}, {"data verify", data_verify, 0},
 };
 
 void cli_usage(FILE *f) { fputs(overview, f); }

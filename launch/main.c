@@ -39,7 +39,7 @@ static int cmd_help(int argc, char **argv)
     if (!strcmp(argv[1], "bench"))
         cli_error("no help for '%s': the benchmarks are allreduce, gemm, step (dtrain help bench gemm)", topic);
     else
-        cli_error("no help for '%s': the commands are train, bench, data, env, version, help", topic);
+        cli_error("no help for '%s': the commands are train, eval, bench, data, env, version, help", topic);
     return EXIT_USAGE;
 }
 
@@ -78,7 +78,8 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "data")) return cmd_data(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) return cmd_version(argc - 1, argv + 1);
-    cli_error("unknown command '%s'; the commands are train, bench, data, env, version, help", cmd);
+    cli_error("unknown command '%s'; the commands are train, eval, bench, data, env, version, help", cmd);
     return EXIT_USAGE;
 }

@@ -29,11 +29,15 @@ int metrics_write(FILE *f, const metrics_record *r)
     char when[40];
     utc_now(when, sizeof when, 1);
     fprintf(f,
-            "{\"time\": \"%s\", \"step\": %ld, \"loss\": %.6f, \"accuracy\": %.6f, \"samples_per_s\": %.3f, "
-            "\"step_time_s\": %.6f, \"comm_wait_s\": %.6f, \"precision\": \"%s\", \"loss_scale\": %g, "
-            "\"skipped_steps\": %ld, \"skipped_total\": %ld}\n",
-            when, r->step, r->loss, r->accuracy, r->samples_per_s, r->step_time_s, r->comm_wait_s, r->precision,
-            r->loss_scale, r->skipped_steps, r->skipped_total);
+            "{\"time\": \"%s\", \"step\": %ld, \"epoch\": %.4f, \"loss\": %.6f, \"accuracy\": %.6f, "
+            "\"samples_per_s\": %.3f, \"step_time_s\": %.6f, \"comm_wait_s\": %.6f, \"data_wait_s\": %.6f, "
+            "\"precision\": \"%s\", \"loss_scale\": %g, \"skipped_steps\": %ld, \"skipped_total\": %ld",
+            when, r->step, r->epoch, r->loss, r->accuracy, r->samples_per_s, r->step_time_s, r->comm_wait_s,
+            r->data_wait_s, r->precision, r->loss_scale, r->skipped_steps, r->skipped_total);
+    fprintf(f, ", \"lr\": %.6g", r->lr);
+    if (r->has_grad_norm) fprintf(f, ", \"grad_norm\": %.6g", r->grad_norm);
+    if (r->has_eval) fprintf(f, ", \"eval_loss\": %.6f, \"eval_accuracy\": %.6f", r->eval_loss, r->eval_accuracy);
+    fprintf(f, "}\n");
     return fflush(f) == 0 && !ferror(f) ? 0 : -1;
 }
 

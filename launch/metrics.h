@@ -2,10 +2,12 @@
  * metrics.h - the --metrics file of `dtrain train` (metrics.c): one JSON object a line per
  * logged step, written by rank 0, kept across a resume.
  *
- * A record: {"time": "2026-01-31T12:00:00.123Z", "step": 10, "loss": 2.302585, "accuracy": 0.1,
- * "samples_per_s": 1234.5, "step_time_s": 0.01, "comm_wait_s": 0.001, "precision": "fp32",
- * "loss_scale": 1, "skipped_steps": 0, "skipped_total": 0}; time is when rank 0 wrote it, in UTC
- * (ISO 8601, milliseconds), the rest as README.md says.
+ * A record: {"time": "2026-01-31T12:00:00.123Z", "step": 10, "epoch": 0.0213, "loss": 2.302585,
+ * "accuracy": 0.1, "samples_per_s": 1234.5, "step_time_s": 0.01, "comm_wait_s": 0.001,
+ * "data_wait_s": 0.0001, "precision": "fp32", "loss_scale": 1, "skipped_steps": 0,
+ * "skipped_total": 0, "lr": 0.01} and, on a step that evaluated, "eval_loss" and "eval_accuracy",
+ * with --clip-grad-norm "grad_norm" (the last step's, before clipping); time is when
+ * rank 0 wrote it, in UTC (ISO 8601, milliseconds), the rest as README.md says.
  */
 #ifndef DT_LAUNCH_METRICS_H
 #define DT_LAUNCH_METRICS_H
@@ -14,6 +16,13 @@
 
 typedef struct metrics_record {
     long step;
+    double epoch; /* epochs done, with the fraction of the current one */
+    double data_wait_s;
+    int has_eval;
+    double eval_loss, eval_accuracy;
+    double lr;
+    int has_grad_norm;  /* --clip-grad-norm: the norm of the interval's last optimizer step */
+    double grad_norm;
     double loss, accuracy, samples_per_s, step_time_s, comm_wait_s;
     const char *precision;
     double loss_scale;

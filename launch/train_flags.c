@@ -7,13 +7,16 @@
 #include "cli.h"
 
 #include <getopt.h>
+#include <stdio.h>
 #include <string.h>
 
 enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_LR, OPT_OPTIM, OPT_MOMENTUM, OPT_WD, OPT_SEED,
        OPT_LOG_EVERY, OPT_METRICS, OPT_DUMP, OPT_DATASET, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_BUCKET,
        OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAD_COMM, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_RESUME, OPT_PRECISION,
        OPT_LS, OPT_LS_INIT, OPT_LS_GROWTH, OPT_LS_BACKOFF, OPT_LS_INTERVAL, OPT_LS_HYST, OPT_LS_MIN, OPT_LS_MAX,
-       OPT_LS_WINDOW, OPT_LS_FRACTION, OPT_LOADER };
+       OPT_LS_WINDOW, OPT_LS_FRACTION, OPT_LOADER, OPT_DATA, OPT_DATA_FORMAT, OPT_CIFAR100_LABELS, OPT_NORMALIZE,
+       OPT_EVAL_DATA, OPT_HOLDOUT, OPT_EVAL_EVERY, OPT_EPOCHS, OPT_DROP_LAST, OPT_SHUFFLE, OPT_AUGMENT,
+       OPT_BAD_SAMPLES, OPT_INIT_PARAMS, OPT_LR_SCHEDULE, OPT_WARMUP, OPT_MIN_LR, OPT_ACCUM, OPT_CLIP };
 
 static const struct option train_options[] = {
     {"model", required_argument, NULL, OPT_MODEL},
@@ -51,6 +54,24 @@ static const struct option train_options[] = {
     {"loss-scale-window", required_argument, NULL, OPT_LS_WINDOW},
     {"max-overflow-fraction", required_argument, NULL, OPT_LS_FRACTION},
     {"loader-threads", required_argument, NULL, OPT_LOADER},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"data-format", required_argument, NULL, OPT_DATA_FORMAT},
+    {"cifar100-labels", required_argument, NULL, OPT_CIFAR100_LABELS},
+    {"normalize", required_argument, NULL, OPT_NORMALIZE},
+    {"eval-data", required_argument, NULL, OPT_EVAL_DATA},
+    {"holdout", required_argument, NULL, OPT_HOLDOUT},
+    {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
+    {"epochs", required_argument, NULL, OPT_EPOCHS},
+    {"drop-last", no_argument, NULL, OPT_DROP_LAST},
+    {"shuffle", required_argument, NULL, OPT_SHUFFLE},
+    {"augment", required_argument, NULL, OPT_AUGMENT},
+    {"bad-samples", required_argument, NULL, OPT_BAD_SAMPLES},
+    {"init-params", required_argument, NULL, OPT_INIT_PARAMS},
+    {"lr-schedule", required_argument, NULL, OPT_LR_SCHEDULE},
+    {"warmup-steps", required_argument, NULL, OPT_WARMUP},
+    {"min-lr", required_argument, NULL, OPT_MIN_LR},
+    {"accum-steps", required_argument, NULL, OPT_ACCUM},
+    {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
     {NULL, 0, NULL, 0},
 };
 
@@ -75,10 +96,100 @@ static int cli_dbl(const char *flag, const char *arg, double lo, double hi, doub
     return rc;
 }
 
+/* --augment crop:P,flip (either or both, in any order). */
+static int parse_augment(const char *arg, train_opts *t)
+{
+    char buf[256];
+    if (strlen(arg) >= sizeof buf) {
+        cli_error("--augment '%.40s...' is too long: it is crop:P, flip, or crop:P,flip", arg);
+        return EXIT_USAGE;
+    }
+    snprintf(buf, sizeof buf, "%s", arg);
+    t->crop_pad = 0, t->flip = 0;
+    if (!strcmp(buf, "none")) return EXIT_OK;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(tok, "flip")) {
+            t->flip = 1;
+        } else if (!strncmp(tok, "crop:", 5)) {
+            if (cli_int("--augment crop:P (the padding in pixels)", tok + 5, 1, 4096, &t->crop_pad)) return EXIT_USAGE;
+        } else {
+            cli_error("--augment part '%s' is not crop:P (random crop after padding P pixels) or flip (random "
+                      "horizontal flip); e.g. --augment crop:4,flip", tok);
+            return EXIT_USAGE;
+        }
+    }
+    return EXIT_OK;
+}
+
 static int train_handle(int val, const char *arg, void *ud)
 {
     train_opts *t = ud;
     switch (val) {
+    case OPT_DATA: t->data = arg; return EXIT_OK;
+    case OPT_INIT_PARAMS: t->init_params = arg; return EXIT_OK;
+    case OPT_LR_SCHEDULE: t->lr_schedule = arg; return EXIT_OK;
+    case OPT_WARMUP: return cli_long("--warmup-steps", arg, 0, 1L << 40, &t->warmup_steps);
+    case OPT_MIN_LR: return cli_float("--min-lr", arg, 0, 1e3, &t->min_lr);
+    case OPT_ACCUM: return cli_int("--accum-steps", arg, 1, 1 << 16, &t->accum_steps);
+    case OPT_CLIP: {
+        float v;
+        if (cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &v))
+            return EXIT_USAGE;
+        t->clip_grad_norm = v;
+        return EXIT_OK;
+    }
+    case OPT_DATA_FORMAT:
+        if (strcmp(arg, "auto") && strcmp(arg, "idx") && strcmp(arg, "cifar10") && strcmp(arg, "cifar100") &&
+            strcmp(arg, "imagefolder") && strcmp(arg, "dts")) {
+            cli_error("--data-format '%s' is not one of auto, idx, cifar10, cifar100, imagefolder, dts", arg);
+            return EXIT_USAGE;
+        }
+        t->data_format = arg;
+        return EXIT_OK;
+    case OPT_CIFAR100_LABELS:
+        if (strcmp(arg, "fine") && strcmp(arg, "coarse")) {
+            cli_error("--cifar100-labels '%s' is not fine or coarse", arg);
+            return EXIT_USAGE;
+        }
+        t->cifar100_coarse = !strcmp(arg, "coarse");
+        return EXIT_OK;
+    case OPT_NORMALIZE:
+        if (!strcmp(arg, "none")) t->normalize = DT_NORMALIZE_NONE;
+        else if (!strcmp(arg, "unit")) t->normalize = DT_NORMALIZE_UNIT;
+        else if (!strcmp(arg, "standard")) t->normalize = DT_NORMALIZE_STANDARD;
+        else {
+            cli_error("--normalize '%s' is not one of none, unit (bytes / 255), standard (per-channel mean/std)", arg);
+            return EXIT_USAGE;
+        }
+        return EXIT_OK;
+    case OPT_EVAL_DATA: t->eval_data = arg; return EXIT_OK;
+    case OPT_HOLDOUT: {
+        float v;
+        if (cli_float("--holdout (the fraction kept aside)", arg, 1e-6, 0.999999, &v)) return EXIT_USAGE;
+        t->holdout = v;
+        return EXIT_OK;
+    }
+    case OPT_EVAL_EVERY: return cli_long("--eval-every", arg, 0, 1L << 40, &t->eval_every);
+    case OPT_EPOCHS: return cli_long("--epochs", arg, 1, 1L << 30, &t->epochs);
+    case OPT_DROP_LAST: t->drop_last = 1; return EXIT_OK;
+    case OPT_SHUFFLE:
+        if (!strcmp(arg, "none")) t->shuffle = 0;
+        else if (!strcmp(arg, "epoch")) t->shuffle = 1;
+        else {
+            cli_error("--shuffle '%s' is not epoch (a new order each epoch, the default) or none (file order)", arg);
+            return EXIT_USAGE;
+        }
+        return EXIT_OK;
+    case OPT_AUGMENT: return parse_augment(arg, t);
+    case OPT_BAD_SAMPLES:
+        if (!strcmp(arg, "fail")) t->skip_bad = 0;
+        else if (!strcmp(arg, "skip")) t->skip_bad = 1;
+        else {
+            cli_error("--bad-samples '%s' is not fail (stop at the first undecodable sample) or skip (replace it and "
+                      "count it)", arg);
+            return EXIT_USAGE;
+        }
+        return EXIT_OK;
     case OPT_PRECISION: return parse_dtype("--precision", arg, &t->precision);
     case OPT_LS:
         if (!strcmp(arg, "dynamic")) t->loss_scale = 1;
@@ -105,7 +216,7 @@ static int train_handle(int val, const char *arg, void *ud)
     case OPT_MODEL: t->model = arg; return EXIT_OK;
     case OPT_INPUT: t->input = arg; return EXIT_OK;
     case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &t->batch);
-    case OPT_STEPS: return cli_long("--steps", arg, 1, 1L << 40, &t->steps);
+    case OPT_STEPS: t->steps_set = 1; return cli_long("--steps", arg, 1, 1L << 40, &t->steps);
     case OPT_LR: return cli_float("--lr", arg, 1e-12, 1e3, &t->optim.lr);
     case OPT_MOMENTUM: return cli_float("--momentum", arg, 0, 0.999999, &t->optim.momentum);
     case OPT_WD: return cli_float("--weight-decay", arg, 0, 10, &t->optim.weight_decay);
@@ -156,7 +267,8 @@ static int train_handle(int val, const char *arg, void *ud)
 int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t)
 {
     *t = (train_opts){.model = "mlp", .batch = 64, .steps = 100, .log_every = 10, .seed = 1, .dataset_size = 60000,
-                      .loader_threads = -1, .precision = DT_F32, .loss_scale = -1};
+                      .loader_threads = -1, .precision = DT_F32, .loss_scale = -1, .normalize = -1,
+                      .shuffle = 1, .accum_steps = 1};
     dt_optim_defaults(&t->optim);
     dt_sync_defaults(&t->sync);
     dt_scaler_defaults(&t->scaler);

@@ -63,10 +63,10 @@ for dt in fp16 bf16; do
 done
 expect 2 "unknown benchmark 'foo'" "$DTRAIN" bench foo
 expect 2 "name a benchmark" "$DTRAIN" bench
-expect 2 "benchmark name (allreduce, gemm, step), not '-b'" "$DTRAIN" bench -b 8
+expect 2 "benchmark name (allreduce, gemm, step, data), not '-b'" "$DTRAIN" bench -b 8
 expect 2 "needs a value" "$DTRAIN" bench allreduce -e
 expect 2 "unexpected argument 'extra'" "$DTRAIN" bench allreduce extra
-expect 2 "unknown command 'bogus'; the commands are train, bench" "$DTRAIN" bogus
+expect 2 "unknown command 'bogus'; the commands are train, eval, bench" "$DTRAIN" bogus
 
 # --- bench gemm: every size and type gets a row; the CPU fp32 results are checked against fp64
 # and must pass; without a usable GPU the GPU columns say why they are empty.
@@ -106,4 +106,14 @@ fi
 expect 2 "--precision 'fp8' is not one of fp32, fp16, bf16" "$DTRAIN" bench step --precision fp8
 expect 2 "--steps '0'" "$DTRAIN" bench step --steps 0
 expect 2 "fc:0" "$DTRAIN" bench step --model fc:0 --input 4
+# bench data: the input pipeline per thread count, on an IDX set this test writes.
+python3 "$(dirname "$0")/make_idx.py" "$tmp/idx" 600 10 10 60
+"$DTRAIN" bench data --data "$tmp/idx" --threads 0,2 --batch 64 --batches 3 >"$tmp/out" 2>&1
+if grep -q "dtrain bench data: $tmp/idx (idx), 600 samples of 1x8x8; batch 64" "$tmp/out" &&
+    grep -qE "^ +0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +1.00x$" "$tmp/out" && grep -qE "^ +2 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x$" "$tmp/out"; then
+    ok "bench data: samples/s for 0 and 2 loader threads"
+else
+    bad "bench data output"; cat "$tmp/out"
+fi
+expect 2 "needs --data PATH" "$DTRAIN" bench data
 finish

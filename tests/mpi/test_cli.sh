@@ -49,7 +49,7 @@ screen() { # CODE EXPECTED-TEXT command... : stdout and stderr apart
 screen 0 "usage: dtrain <command>" "$DTRAIN" help
 screen 0 "usage: dtrain <command>" "$DTRAIN" --help
 screen 0 "bench gemm" "$DTRAIN" help
-for topic in train env version bench "bench allreduce" "bench gemm" "bench step"; do
+for topic in train eval env version bench "bench allreduce" "bench gemm" "bench step" "bench data"; do
     screen 0 "usage: dtrain $topic" "$DTRAIN" help $topic
     "$DTRAIN" help $topic >"$tmp/a" 2>&1
     "$DTRAIN" $topic --help >"$tmp/b" 2>&1
@@ -57,16 +57,21 @@ for topic in train env version bench "bench allreduce" "bench gemm" "bench step"
         { bad "dtrain $topic --help differs from dtrain help $topic"; diff "$tmp/a" "$tmp/b" | head; }
 done
 screen 0 "usage: dtrain train" "$DTRAIN" train -h
+screen 0 "usage: dtrain train --data PATH" "$DTRAIN" help train data
+screen 0 "usage: dtrain train --precision" "$DTRAIN" help train precision
 # Every flag a command takes is on its screen, spelled out (--loss-scale-growth, not -growth).
 flags_of() { # the command's flags as its own unknown-option check sees them: try each word of the screen
     grep -oE -- '--[a-z0-9-]+[a-z0-9]' "$tmp/so" | sort -u
 }
-"$DTRAIN" help train >"$tmp/so"
+# train's flags are on its three screens (train, train data, train precision).
+{ "$DTRAIN" help train; "$DTRAIN" help train data; "$DTRAIN" help train precision; } >"$tmp/so"
 for f in model input batch steps lr optim momentum weight-decay beta1 beta2 eps seed log-every metrics dump-params \
          dataset-size bucket-mb first-bucket-mb no-overlap grad-comm checkpoint-dir checkpoint-every resume precision \
          loss-scale loss-scale-init loss-scale-growth loss-scale-backoff loss-scale-interval loss-scale-hysteresis \
-         loss-scale-min loss-scale-max loss-scale-window max-overflow-fraction loader-threads; do
-    flags_of | grep -qx -- "--$f" || bad "dtrain help train does not name --$f"
+         loss-scale-min loss-scale-max loss-scale-window max-overflow-fraction loader-threads \
+         data data-format cifar100-labels normalize eval-data holdout eval-every epochs drop-last shuffle augment \
+         bad-samples lr-schedule warmup-steps min-lr accum-steps clip-grad-norm init-params; do
+    flags_of | grep -qx -- "--$f" || bad "dtrain help train (data, precision) does not name --$f"
 done
 ! grep -qE -- '(^| )-[a-z]+ [A-Z]' "$tmp/so" && ok "dtrain help train spells every flag out" ||
     { bad "dtrain help train abbreviates a flag:"; grep -E -- '(^| )-[a-z]+ [A-Z]' "$tmp/so"; }

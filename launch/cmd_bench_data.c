@@ -1,0 +1,137 @@
+/*
+ * cmd_bench_data.c - `dtrain bench data`: samples/s of the input pipeline alone (read + decode +
+ * augment + normalize into the loader's batch buffers) on a dataset, per loader thread count,
+ * side by side in one run.
+ *
+ * For each thread count the dataset is opened once (its statistics pass is not timed), then a
+ * loader is started at step 0 and --warmup batches are taken untimed, then --batches timed: the
+ * consumer takes each batch the moment it is ready, so the figure is what the loader can feed,
+ * the ceiling of training on this data. One process, no MPI.
+ */
+#include "cli.h"
+#include "clock.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct bdata_opts {
+    const char *data, *format, *input;
+    int batch, batches, warmup, crop_pad, flip, normalize;
+    int threads[16], nthreads;
+} bdata_opts;
+
+enum { OPT_DATA = 256, OPT_FORMAT, OPT_INPUT, OPT_BATCH, OPT_BATCHES, OPT_WARMUP, OPT_THREADS, OPT_AUGMENT,
+       OPT_NORMALIZE };
+
+static const struct option bdata_options[] = {
+    {"data", required_argument, NULL, OPT_DATA},         {"data-format", required_argument, NULL, OPT_FORMAT},
+    {"input", required_argument, NULL, OPT_INPUT},       {"batch", required_argument, NULL, OPT_BATCH},
+    {"batches", required_argument, NULL, OPT_BATCHES},   {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"threads", required_argument, NULL, OPT_THREADS},   {"augment", required_argument, NULL, OPT_AUGMENT},
+    {"normalize", required_argument, NULL, OPT_NORMALIZE}, {NULL, 0, NULL, 0},
+};
+
+static int add_threads(const char *item, void *ud)
+{
+    bdata_opts *o = ud;
+    return cli_int("--threads (a list of loader thread counts)", item, 0, 256, &o->threads[o->nthreads++]);
+}
+
+static int bdata_handle(int val, const char *arg, void *ud)
+{
+    bdata_opts *o = ud;
+    switch (val) {
+    case OPT_DATA: o->data = arg; return EXIT_OK;
+    case OPT_FORMAT: o->format = arg; return EXIT_OK;
+    case OPT_INPUT: o->input = arg; return EXIT_OK;
+    case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 16, &o->batch);
+    case OPT_BATCHES: return cli_int("--batches", arg, 1, 1 << 20, &o->batches);
+    case OPT_WARMUP: return cli_int("--warmup", arg, 0, 1 << 20, &o->warmup);
+    case OPT_THREADS: o->nthreads = 0; return cli_list("--threads", arg, 16, add_threads, o);
+    case OPT_AUGMENT:
+        o->crop_pad = 0, o->flip = 0;
+        if (!strcmp(arg, "none")) return EXIT_OK;
+        if (!strcmp(arg, "flip")) return o->flip = 1, EXIT_OK;
+        if (sscanf(arg, "crop:%d,flip", &o->crop_pad) == 1 && strstr(arg, ",flip")) return o->flip = 1, EXIT_OK;
+        if (!strncmp(arg, "crop:", 5) && cli_int("--augment crop:P", arg + 5, 1, 4096, &o->crop_pad) == EXIT_OK)
+            return EXIT_OK;
+        cli_error("--augment '%s' is not none, flip, crop:P or crop:P,flip", arg);
+        return EXIT_USAGE;
+    case OPT_NORMALIZE:
+        if (!strcmp(arg, "none")) o->normalize = DT_NORMALIZE_NONE;
+        else if (!strcmp(arg, "unit")) o->normalize = DT_NORMALIZE_UNIT;
+        else if (!strcmp(arg, "standard")) o->normalize = DT_NORMALIZE_STANDARD;
+        else {
+            cli_error("--normalize '%s' is not none, unit or standard", arg);
+            return EXIT_USAGE;
+        }
+        return EXIT_OK;
+    }
+    return EXIT_USAGE;
+}
+
+int cmd_bench_data(int argc, char **argv)
+{
+    bdata_opts o = {.batch = 256, .batches = 20, .warmup = 2, .normalize = DT_NORMALIZE_STANDARD,
+                    .threads = {1, 2}, .nthreads = 2};
+    dt_config cfg;
+    const cli_extra extra = {bdata_options, bdata_handle, &o};
+    int rc = cli_parse(argc, argv, "bench data", &cfg, &extra);
+    if (rc) return rc;
+    if (!o.data) {
+        cli_error("dtrain bench data needs --data PATH (the dataset to read)");
+        return EXIT_USAGE;
+    }
+    dt_data_config dc;
+    dt_data_defaults(&dc);
+    dc.format = o.format;
+    dc.normalize = (dt_normalize)o.normalize;
+    dc.crop_pad = o.crop_pad, dc.flip = o.flip;
+    dc.threads = 2;
+    if (o.input && sscanf(o.input, "%dx%dx%d", &dc.c, &dc.h, &dc.w) != 3) {
+        cli_error("--input '%s' is not CxHxW", o.input);
+        return EXIT_USAGE;
+    }
+    dt_dataset *d;
+    dt_status s = dt_dataset_open(o.data, &dc, &d);
+    if (s) {
+        cli_error("--data %s: %s", o.data, dt_last_error());
+        return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+    }
+    int C, H, W;
+    dt_dataset_shape(d, &C, &H, &W);
+    printf("dtrain bench data: %s (%s), %zu samples of %dx%dx%d; batch %d, %d timed batches after %d warmup;%s%s "
+           "normalize %s\n", o.data, dt_dataset_format(d), dt_dataset_size(d), C, H, W, o.batch, o.batches, o.warmup,
+           o.crop_pad ? " random crop," : "", o.flip ? " flip," : "",
+           o.normalize == DT_NORMALIZE_STANDARD ? "standard" : o.normalize == DT_NORMALIZE_UNIT ? "unit" : "none");
+    printf("%8s %14s %16s %12s %10s\n", "threads", "samples/s", "per thread", "MB/s out", "ratio");
+    double first = 0;
+    for (int k = 0; k < o.nthreads; k++) {
+        const int T = o.threads[k];
+        dt_loader *l;
+        if ((s = dt_loader_create(NULL, d, 0, 1, o.batch, 0, T, 4, &l))) break;
+        const float *x;
+        const int32_t *y;
+        long step;
+        for (int i = 0; i < o.warmup && !s; i++) s = dt_loader_next(l, &step, &x, &y);
+        const double t0 = clock_now_s();
+        for (int i = 0; i < o.batches && !s; i++) s = dt_loader_next(l, &step, &x, &y);
+        const double el = clock_now_s() - t0;
+        dt_loader_free(l);
+        if (s) break;
+        const double sps = (double)o.batches * o.batch / el;
+        if (k == 0) first = sps;
+        printf("%8d %14.1f %16.1f %12.1f %9.2fx\n", T, sps, sps / (T ? T : 1),
+               sps * (double)C * H * W * sizeof(float) / 1e6, sps / first);
+        fflush(stdout);
+    }
+    if (dt_dataset_bad_samples(d)) printf("samples replaced (undecodable): %ld\n", dt_dataset_bad_samples(d));
+    dt_dataset_free(d);
+    if (s) {
+        cli_error("%s", dt_last_error());
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}

@@ -1,0 +1,205 @@
+/*
+ * cmd_eval.c - `dtrain eval`: a trained model's figures on a dataset, under any launcher: top-1
+ * accuracy, mean loss, per-class accuracy and the confusion matrix, evaluated with dt_evaluate
+ * (sharded over the ranks and summed, so the figures do not depend on the rank count).
+ *
+ * The model is the one the checkpoint was trained as (--model and --input as for training; the
+ * checkpoint's fingerprint refuses another), its weights the newest sound checkpoint's, and the
+ * normalization the one training used, from the checkpoint's data block.
+ */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { OPT_MODEL = 256, OPT_INPUT, OPT_DATA, OPT_FORMAT, OPT_CIFAR100, OPT_CKPT, OPT_SPLIT, OPT_HOLDOUT, OPT_BATCH,
+       OPT_LOADER, OPT_CONFUSION };
+
+typedef struct eval_opts {
+    const char *model, *input, *data, *format, *ckpt_dir, *split, *confusion_csv;
+    int cifar100_coarse, batch, loader_threads;
+    double holdout;
+} eval_opts;
+
+static const struct option eval_options[] = {
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"input", required_argument, NULL, OPT_INPUT},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"data-format", required_argument, NULL, OPT_FORMAT},
+    {"cifar100-labels", required_argument, NULL, OPT_CIFAR100},
+    {"checkpoint-dir", required_argument, NULL, OPT_CKPT},
+    {"split", required_argument, NULL, OPT_SPLIT},
+    {"holdout", required_argument, NULL, OPT_HOLDOUT},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"loader-threads", required_argument, NULL, OPT_LOADER},
+    {"confusion-csv", required_argument, NULL, OPT_CONFUSION},
+    {NULL, 0, NULL, 0},
+};
+
+static int eval_handle(int val, const char *arg, void *ud)
+{
+    eval_opts *e = ud;
+    switch (val) {
+    case OPT_MODEL: e->model = arg; return EXIT_OK;
+    case OPT_INPUT: e->input = arg; return EXIT_OK;
+    case OPT_DATA: e->data = arg; return EXIT_OK;
+    case OPT_FORMAT: e->format = arg; return EXIT_OK;
+    case OPT_CKPT: e->ckpt_dir = arg; return EXIT_OK;
+    case OPT_CONFUSION: e->confusion_csv = arg; return EXIT_OK;
+    case OPT_CIFAR100:
+        if (strcmp(arg, "fine") && strcmp(arg, "coarse")) {
+            cli_error("--cifar100-labels '%s' is not fine or coarse", arg);
+            return EXIT_USAGE;
+        }
+        e->cifar100_coarse = !strcmp(arg, "coarse");
+        return EXIT_OK;
+    case OPT_SPLIT:
+        if (strcmp(arg, "test") && strcmp(arg, "train")) {
+            cli_error("--split '%s' is not test or train", arg);
+            return EXIT_USAGE;
+        }
+        e->split = arg;
+        return EXIT_OK;
+    case OPT_HOLDOUT: {
+        float v;
+        if (cli_float("--holdout (the fraction training kept aside)", arg, 1e-6, 0.999999, &v)) return EXIT_USAGE;
+        e->holdout = v;
+        return EXIT_OK;
+    }
+    case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &e->batch);
+    case OPT_LOADER: return cli_loader_threads(arg, &e->loader_threads);
+    }
+    return EXIT_USAGE;
+}
+
+/* The figures, as rank 0 prints them: totals, per class, and the matrix for up to 20 classes. */
+static void print_result(const eval_opts *e, const dt_dataset *d, long step, const dt_eval_result *r, int K)
+{
+    printf("dtrain eval: %s (%s split%s), checkpoint of step %ld in %s\n", e->data,
+           e->holdout > 0 ? "the --holdout part of the train" : e->split, e->holdout > 0 ? "" : "", step,
+           e->ckpt_dir);
+    printf("accuracy %.4f (%ld of %ld correct), mean loss %.4f\n", r->count ? (double)r->correct / r->count : 0,
+           r->correct, r->count, r->count ? r->loss_sum / (double)r->count : 0);
+    printf("per class (accuracy, samples):");
+    for (int k = 0; k < K; k++) {
+        if (!r->class_count[k]) continue;
+        printf("%s %d: %.3f (%ld)", k ? "," : "", k, (double)r->class_correct[k] / r->class_count[k],
+               r->class_count[k]);
+    }
+    printf("\n");
+    if (K <= 20) {
+        printf("confusion matrix (row: true class, column: predicted):\n      ");
+        for (int k = 0; k < K; k++) printf(" %6d", k);
+        printf("\n");
+        for (int i = 0; i < K; i++) {
+            printf("%6d", i);
+            for (int j = 0; j < K; j++) printf(" %6ld", r->confusion[(size_t)i * K + j]);
+            printf("\n");
+        }
+    } else if (!e->confusion_csv) {
+        printf("confusion matrix: %d classes, too many to print: --confusion-csv FILE writes it\n", K);
+    }
+    (void)d;
+}
+
+static int write_csv(const char *path, const dt_eval_result *r, int K)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        cli_error("cannot write --confusion-csv %s", path);
+        return EXIT_FAIL;
+    }
+    fprintf(f, "true\\predicted");
+    for (int k = 0; k < K; k++) fprintf(f, ",%d", k);
+    fprintf(f, "\n");
+    for (int i = 0; i < K; i++) {
+        fprintf(f, "%d", i);
+        for (int j = 0; j < K; j++) fprintf(f, ",%ld", r->confusion[(size_t)i * K + j]);
+        fprintf(f, "\n");
+    }
+    return fclose(f) == 0 ? EXIT_OK : EXIT_FAIL;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    eval_opts e = {.model = "mlp", .split = "test", .batch = 256, .loader_threads = -1};
+    dt_config cfg;
+    const cli_extra extra = {eval_options, eval_handle, &e};
+    int rc = cli_parse(argc, argv, "eval", &cfg, &extra);
+    if (rc) return rc;
+    if (!e.ckpt_dir || !e.data) {
+        cli_error("dtrain eval needs --checkpoint-dir DIR (the trained model) and --data PATH (what to evaluate on)");
+        return EXIT_USAGE;
+    }
+    dt_ctx *ctx = cli_init(&cfg);
+    if (!ctx) return EXIT_FAIL;
+    const int threads = cli_loader_auto(ctx, e.loader_threads) > 0 ? cli_loader_auto(ctx, e.loader_threads) : 1;
+    dt_data_config dc;
+    dt_data_defaults(&dc);
+    dc.format = e.format;
+    dc.cifar100_coarse = e.cifar100_coarse;
+    dc.split = e.holdout > 0 ? "train" : e.split;
+    dc.holdout = e.holdout, dc.holdout_part = 1;
+    dc.shuffle = 0;
+    dc.normalize = DT_NORMALIZE_NONE; /* the checkpoint's comes below: no statistics pass */
+    if (e.input && sscanf(e.input, "%dx%dx%d", &dc.c, &dc.h, &dc.w) != 3) dc.c = dc.h = dc.w = 0;
+    dt_dataset *d = NULL;
+    dt_model *m = NULL;
+    dt_eval_result r = {0};
+    float *stats = NULL;
+    dt_status s = dt_dataset_open(e.data, &dc, &d);
+    if (s) goto fail;
+    int C, H, W;
+    dt_dataset_shape(d, &C, &H, &W);
+    char input[64];
+    if (e.input) snprintf(input, sizeof input, "%s", e.input);
+    else if (H == 1 && W == 1) snprintf(input, sizeof input, "%d", C);
+    else snprintf(input, sizeof input, "%dx%dx%d", C, H, W);
+    if ((s = dt_model_create(ctx, e.model, input, 1, e.batch, &m))) goto fail;
+    const int K = dt_model_num_classes(m);
+    if (!(stats = malloc(2 * (size_t)C * sizeof *stats))) {
+        cli_error("out of memory");
+        goto fail_quiet;
+    }
+    dt_ckpt_data cd = {.channels = C, .mean = stats, .std = stats + C};
+    long step = 0;
+    if ((s = dt_checkpoint_load_latest_data(ctx, e.ckpt_dir, m, NULL, NULL, &cd, &step))) goto fail;
+    if (step == 0 && !cd.present) {
+        cli_error("no loadable checkpoint in %s: train with --checkpoint-dir %s first", e.ckpt_dir, e.ckpt_dir);
+        goto fail_quiet;
+    }
+    if (cd.present && cd.normalize >= 0) {
+        if ((s = dt_dataset_set_normalization(d, (dt_normalize)cd.normalize, cd.mean, cd.std))) goto fail;
+    } else if (dt_rank(ctx) == 0) {
+        fprintf(stderr, "dtrain: warning: the checkpoint in %s keeps no normalization (an older one): evaluating on "
+                "the values as read\n", e.ckpt_dir);
+    }
+    r.class_correct = calloc((size_t)K, sizeof(long));
+    r.class_count = calloc((size_t)K, sizeof(long));
+    r.confusion = calloc((size_t)K * K, sizeof(long));
+    if (!r.class_correct || !r.class_count || !r.confusion) {
+        cli_error("out of memory for the figures of %d classes", K);
+        goto fail_quiet;
+    }
+    if ((s = dt_evaluate(ctx, m, d, e.batch, threads, &r))) goto fail;
+    if (dt_rank(ctx) == 0) {
+        print_result(&e, d, step, &r, K);
+        if (e.confusion_csv && (rc = write_csv(e.confusion_csv, &r, K))) goto fail_quiet;
+        fflush(stdout);
+    }
+    free(r.class_correct), free(r.class_count), free(r.confusion), free(stats);
+    dt_model_free(m);
+    dt_dataset_free(d);
+    return dt_finalize(ctx) ? EXIT_FAIL : EXIT_OK;
+fail:
+    cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+fail_quiet:
+    free(r.class_correct), free(r.class_count), free(r.confusion), free(stats);
+    dt_model_free(m);
+    dt_dataset_free(d);
+    rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+    dt_abort_job(ctx, rc);
+    return rc;
+}

@@ -1,0 +1,24 @@
+/*
+ * params_io.h - the flat parameter files of `dtrain train`: --dump-params writes them, and
+ * --init-params reads them back (params_io.c).
+ *
+ * The layout is PyTorch's state_dict order (include/dtrain.h, dt_model_params): per layer in
+ * order, an fc layer's weight [out][in] row-major then its bias (nn.Linear), a conv layer's
+ * weight [out][in][k][k] then its bias (nn.Conv2d); raw little-endian fp32, nothing else, so
+ * `numpy.fromfile(path, "<f4")` reads it and a few slices move it to or from a torch model.
+ */
+#ifndef DT_LAUNCH_PARAMS_IO_H
+#define DT_LAUNCH_PARAMS_IO_H
+
+#include "dtrain.h"
+
+#include <stddef.h>
+
+/* Writes n floats to path atomically (a temporary file, fsync, rename). EXIT_OK or EXIT_FAIL
+ * after printing why. */
+int params_dump(const char *path, const float *p, size_t n);
+/* Rank 0 reads path, which must hold exactly the model's parameter count of floats, and every
+ * rank takes its values (collective). EXIT_OK, or EXIT_FAIL / EXIT_USAGE after printing why. */
+int params_load(dt_ctx *ctx, dt_model *m, const char *path);
+
+#endif

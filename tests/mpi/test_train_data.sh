@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# `dtrain train --data` and `dtrain eval` on an IDX dataset this test writes (make_idx.py: 8x8
+# bytes, 10 classes, a class's bright block under noise): the model learns it to high held-out
+# accuracy; the sampler's promises hold through real runs (every sample once per epoch, and a
+# stop/resume on another rank count continues mid-epoch without repeating or skipping one);
+# evaluation counts are exact whatever the rank count; bad data and flags are refused.
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1
+MPIRUN=$2
+run() { local np=$1; shift; timeout 240 "$MPIRUN" -np "$np" "$DTRAIN" "$@"; }
+
+python3 "$here/make_idx.py" "$tmp/easy" 3000 500 10 60
+python3 "$here/make_idx.py" "$tmp/hard" 3000 500 10 200
+
+# --- Learning, with held-out figures in the step lines and the metrics.
+run 2 train --data "$tmp/easy" --model mlp --batch 32 --epochs 2 --lr 0.05 --log-every 20 --eval-every 40 \
+    --metrics "$tmp/m.jsonl" >"$tmp/out" 2>&1
+rc=$?
+acc=$(grep "^eval  *94/94" "$tmp/out" | sed 's/.*acc \([0-9.]*\).*/\1/')
+if [ $rc -eq 0 ] && grep -q "data: $tmp/easy (idx), 3000 samples of 1x8x8, 10 classes; 47 steps per epoch" "$tmp/out" &&
+    grep -q "held-out: 500 samples from the test split" "$tmp/out" &&
+    awk -v a="$acc" 'BEGIN { exit !(a >= 0.95) }'; then
+    ok "mlp learns the IDX set: held-out accuracy $acc after 2 epochs"
+else
+    bad "training on IDX data: exit $rc, held-out accuracy '$acc'"; cat "$tmp/out"
+fi
+grep -q '"step": 40, "epoch": 0.85[0-9]*, .*"eval_loss": [0-9.]*, "eval_accuracy": [0-9.]*}' "$tmp/m.jsonl" &&
+    ok "metrics carry epoch, eval_loss and eval_accuracy" || { bad "metrics eval fields"; cat "$tmp/m.jsonl"; }
+grep -q "normalize: standard, per channel mean / std (of values / 255): 0.1" "$tmp/out" &&
+    ok "standard normalization from the training split, printed" || bad "normalization line"
+
+# --- The sampler through real runs: 2 ranks x 25 for 20 steps (1000 samples of the 3000), then
+# --resume auto on 3 ranks x 25 to the end of the epoch: ceil(2000 / 75) = 27 steps, the last one
+# padded with 25 samples from the epoch's start. Every sample is seen, exactly 25 twice.
+for W2 in 3 1; do
+    rm -rf "$tmp/ck" "$tmp/log".*
+    DTRAIN_TEST_SAMPLE_LOG="$tmp/log" run 2 train --data "$tmp/hard" --batch 25 --steps 20 --checkpoint-dir "$tmp/ck" \
+        --log-every 10 >"$tmp/out1" 2>&1
+    rc1=$?
+    steps2=$((20 + (2000 + 25 * W2 - 1) / (25 * W2)))
+    DTRAIN_TEST_SAMPLE_LOG="$tmp/log" run $W2 train --data "$tmp/hard" --batch 25 --steps $steps2 \
+        --checkpoint-dir "$tmp/ck" --resume auto --log-every 10 >"$tmp/out2" 2>&1
+    rc2=$?
+    pad=$(( (steps2 - 20) * 25 * W2 - 2000 ))
+    verdict=$(cat "$tmp/log".* | python3 -c '
+import sys, collections
+c = collections.Counter()
+for line in sys.stdin:
+    f = line.split()
+    c.update(int(x) for x in f[1:])
+missing = [i for i in range(3000) if c[i] == 0]
+twice = sum(1 for v in c.values() if v == 2)
+more = sum(1 for v in c.values() if v > 2)
+print("missing=%d twice=%d more=%d" % (len(missing), twice, more))')
+    if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$verdict" = "missing=0 twice=$pad more=0" ] &&
+        grep -q "data: resuming in epoch 0 after 1000 of its samples" "$tmp/out2"; then
+        ok "an epoch over a stop at 2 ranks and a resume at $W2: every sample, $pad padded ($verdict)"
+    else
+        bad "epoch across resume 2 -> $W2 ranks: exits $rc1 $rc2, $verdict (want missing=0 twice=$pad more=0)"
+        cat "$tmp/out1" "$tmp/out2"
+    fi
+done
+
+# --- Shuffle off: batch i of rank r is samples (i * W + r) * B ...
+rm -f "$tmp/log".*
+DTRAIN_TEST_SAMPLE_LOG="$tmp/log" run 2 train --data "$tmp/hard" --batch 4 --steps 2 --shuffle none >"$tmp/out" 2>&1
+if [ "$(head -1 "$tmp/log.0")" = "0 0 1 2 3" ] && [ "$(head -1 "$tmp/log.1")" = "0 4 5 6 7" ] &&
+    [ "$(sed -n 2p "$tmp/log.1")" = "1 12 13 14 15" ]; then
+    ok "--shuffle none: rank r's batch i is samples (i * W + r) * B .."
+else
+    bad "--shuffle none order"; cat "$tmp/log".*
+fi
+
+# --- Evaluation is exact whatever the rank count: the same checkpoint at 1, 2 and 3 ranks.
+rm -rf "$tmp/ck"
+run 2 train --data "$tmp/hard" --batch 32 --steps 30 --lr 0.02 --checkpoint-dir "$tmp/ck" >"$tmp/out" 2>&1
+for np in 1 2 3; do
+    run $np eval --data "$tmp/hard" --checkpoint-dir "$tmp/ck" >"$tmp/eval$np" 2>&1 || bad "eval at $np ranks failed"
+done
+line1=$(grep "^accuracy" "$tmp/eval1")
+if [ -n "$line1" ] && [ "$line1" = "$(grep "^accuracy" "$tmp/eval2")" ] && [ "$line1" = "$(grep "^accuracy" "$tmp/eval3")" ] &&
+    cmp -s <(grep -A 12 "^confusion" "$tmp/eval1") <(grep -A 12 "^confusion" "$tmp/eval3") &&
+    grep -q "of 500 correct" "$tmp/eval1"; then
+    ok "dtrain eval at 1, 2, 3 ranks: the same counts and confusion matrix ($line1)"
+else
+    bad "eval differs across rank counts"; cat "$tmp/eval1" "$tmp/eval3"
+fi
+# The final held-out line of training is the same figure.
+grep -q "$(grep '^accuracy' "$tmp/eval1" | sed 's/accuracy \([0-9.]*\) (\([0-9]*\) of.*/acc \1  (\2 of 500 correct/')" "$tmp/out" &&
+    ok "training's last eval line equals dtrain eval's" || { bad "train vs eval figures"; grep "^eval" "$tmp/out"; cat "$tmp/eval1"; }
+
+# --- --holdout keeps a fixed share aside; dtrain eval --holdout evaluates that same share.
+expect 0 "held-out: 300 samples from --holdout 0.1 of $tmp/hard/train-images-idx3-ubyte" \
+    run 1 train --data "$tmp/hard/train-images-idx3-ubyte" --holdout 0.1 --batch 32 --steps 5
+
+# --- The loop's options through the command: accumulation, clipping, a schedule, in the metrics.
+run 2 train --data "$tmp/hard" --batch 16 --accum-steps 2 --clip-grad-norm 1 --lr-schedule cosine --warmup-steps 5 \
+    --epochs 1 --lr 0.05 --log-every 47 --metrics "$tmp/m3.jsonl" >"$tmp/out" 2>&1
+if grep -q "2 ranks x batch 16 x 2 accumulated = 64 per step, 47 steps" "$tmp/out" &&
+    grep -q "lr schedule: cosine from 0.05 to 0, 5 warmup steps" "$tmp/out" &&
+    grep -q '"step": 47, .*"lr": [0-9.e-]*, "grad_norm": [0-9.e+-]*, "eval_loss"' "$tmp/m3.jsonl"; then
+    ok "--accum-steps 2 --clip-grad-norm 1 --lr-schedule cosine: 47 steps an epoch, lr and grad_norm in metrics"
+else
+    bad "accumulation/clipping/schedule run"; cat "$tmp/out" "$tmp/m3.jsonl"
+fi
+# --init-params reads what --dump-params wrote: a step at lr 1e-12 leaves it (within 1e-6).
+run 1 train --data "$tmp/hard" --steps 5 --dump-params "$tmp/p.bin" >/dev/null 2>&1
+run 1 train --data "$tmp/hard" --steps 1 --lr 1e-12 --momentum 0 --init-params "$tmp/p.bin" --dump-params "$tmp/q.bin" \
+    >"$tmp/out" 2>&1
+python3 -c '
+import array, sys
+a, b = array.array("f"), array.array("f")
+a.frombytes(open(sys.argv[1], "rb").read()); b.frombytes(open(sys.argv[2], "rb").read())
+sys.exit(0 if len(a) == len(b) == 1126410 and max(abs(x - y) for x, y in zip(a, b)) < 1e-6 else 1)' "$tmp/p.bin" "$tmp/q.bin" &&
+    ok "--init-params loads --dump-params' file exactly" || { bad "--init-params round trip"; cat "$tmp/out"; }
+head -c 100 "$tmp/p.bin" >"$tmp/short.bin"
+expect 2 "holds 100 bytes; this model has 1126410 parameters, 4505640 bytes" run 2 train --data "$tmp/hard" --init-params "$tmp/short.bin"
+expect 2 "--lr-schedule step:10,5:0.1: " run 1 train --data "$tmp/hard" --lr-schedule step:10,5:0.1
+
+# --- Refusals, each naming the value and the fix.
+python3 "$here/make_idx.py" "$tmp/k12" 200 50 12 60
+expect 1 "does not exist" run 1 train --data "$tmp/nothing"
+expect 2 "holds samples of 1x8x8 (64 values) but the model takes 1x28x28 (784)" run 1 train --data "$tmp/hard" --model cnn --input 1x28x28
+expect 2 "has 12 classes but the model's last layer has 10 outputs: end the model with fc:12" run 1 train --data "$tmp/k12"
+expect 2 "give --epochs or --steps, not both" run 1 train --data "$tmp/hard" --epochs 1 --steps 5
+expect 2 "--eval-data needs --data PATH" run 1 train --eval-data "$tmp/hard"
+expect 2 "--augment part 'rotate' is not crop:P" run 1 train --data "$tmp/hard" --augment crop:2,rotate
+expect 2 "--normalize 'z' is not one of none, unit" run 1 train --data "$tmp/hard" --normalize z
+expect 2 "--shuffle 'yes' is not epoch" run 1 train --data "$tmp/hard" --shuffle yes
+mkdir -p "$tmp/trunc"
+head -c 1000 "$tmp/hard/train-images-idx3-ubyte" >"$tmp/trunc/train-images-idx3-ubyte"
+cp "$tmp/hard/train-labels-idx1-ubyte" "$tmp/trunc/"
+expect 1 "$tmp/trunc/train-images-idx3-ubyte" run 1 train --data "$tmp/trunc"
+expect 2 "needs --checkpoint-dir DIR" run 1 eval --data "$tmp/hard"
+expect 1 "no loadable checkpoint in $tmp/none" run 1 eval --data "$tmp/hard" --checkpoint-dir "$tmp/none"
+finish
