@@ -464,12 +464,21 @@ int cmd_train(int argc, char **argv)
         goto fail_quiet;
     }
     const int agree = s == DT_OK;
+    /* --bad-samples skip: how many undecodable samples the ranks replaced (each counts its own). */
+    float bad = (float)dt_dataset_bad_samples(data.train);
+    if (t.skip_bad && world > 1 && (s = dt_allreduce(ctx, &bad, 1, DT_F32, DT_SUM))) {
+        free(host_params);
+        goto fail;
+    }
     if (rank == 0) {
         char ranks[64];
         if (world == 1) snprintf(ranks, sizeof ranks, "one rank, nothing to compare");
         else snprintf(ranks, sizeof ranks, "parameters %s on all %d ranks", agree > 0 ? "identical" : "not compared", world);
         printf("done: %ld step%s in %.2f s, mean %.1f samples/s over %d log interval%s; %s\n", t.steps, cli_s(t.steps),
                t_end - t_start, total_samples_s / (intervals ? intervals : 1), intervals, cli_s(intervals), ranks);
+        if (t.skip_bad)
+            printf("--bad-samples skip: %.0f undecodable sample%s replaced by the next one%s\n", (double)bad,
+                   bad == 1 ? "" : "s", bad > 0 ? " (dtrain data verify PATH lists them)" : "");
         if (sc)
             printf("loss scale %g at the end, %ld of %ld step%s skipped (gradients overflowed)\n",
                    (double)dt_scaler_scale(sc), dt_scaler_skipped(sc), dt_scaler_updates(sc),

@@ -87,7 +87,12 @@ static dt_status view_stats(const dt_dataset *d, size_t stride, ds_stats *out)
     for (size_t k = 0; k < d->n && !s; k += stride) {
         int32_t y;
         const size_t i = d->view ? d->view[k] : k;
-        if (!(s = ds_read(d->split, i, x, &y)) && (y < 0 || y >= d->classes))
+        s = ds_read(d->split, i, x, &y);
+        if (s == DT_ERR_CORRUPT && d->skip_bad) {
+            s = DT_OK; /* not in the figures; training replaces it too */
+            continue;
+        }
+        if (!s && (y < 0 || y >= d->classes))
             s = dt_set_error(DT_ERR_CORRUPT, "%s: sample %zu has label %d, outside 0..%d", d->split->source, i,
                              (int)y, d->classes - 1);
         if (!s) ds_stats_acc_add(&acc, x, y);
@@ -127,7 +132,8 @@ static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int
         ds_stats st;
         const int decoded = strcmp(d->split->format, "imagefolder") == 0;
         const size_t stride = decoded && d->n > STATS_DECODED_MAX ? (d->n + STATS_DECODED_MAX - 1) / STATS_DECODED_MAX : 1;
-        dt_status s = d->view || stride > 1 ? view_stats(d, stride, &st) : ds_compute_stats(d->split, threads, &st);
+        dt_status s = d->view || stride > 1 || d->skip_bad ? view_stats(d, stride, &st)
+                                                           : ds_compute_stats(d->split, threads, &st);
         if (s) return s;
         for (int c = 0; c < C; c++) d->mean[c] = (float)st.mean[c], d->std[c] = (float)st.std[c];
         ds_stats_free(&st);

@@ -117,6 +117,20 @@ head -c 100 "$tmp/p.bin" >"$tmp/short.bin"
 expect 2 "holds 100 bytes; this model has 1126410 parameters, 4505640 bytes" run 2 train --data "$tmp/hard" --init-params "$tmp/short.bin"
 expect 2 "--lr-schedule step:10,5:0.1: " run 1 train --data "$tmp/hard" --lr-schedule step:10,5:0.1
 
+# --- An image folder of PNGs (resized and center-cropped to --input), with one undecodable file:
+# it fails naming the file, or --bad-samples skip replaces and counts it.
+python3 "$here/make_images.py" "$tmp/imgs" 20 3
+echo "not an image" >"$tmp/imgs/class1/zz.png"
+expect 1 "$tmp/imgs/class1/zz.png is neither JPEG" run 1 train --data "$tmp/imgs" --input 3x8x8 --holdout 0.2 --steps 2
+run 2 train --data "$tmp/imgs" --input 3x8x8 --holdout 0.2 --batch 8 --epochs 6 --lr 0.05 --bad-samples skip \
+    --augment flip --loader-threads 2 >"$tmp/out" 2>&1
+if grep -q "data: $tmp/imgs (imagefolder), 49 samples of 3x8x8, 3 classes" "$tmp/out" &&
+    grep -qE "^--bad-samples skip: [1-9][0-9]* undecodable samples? replaced" "$tmp/out"; then
+    ok "image folder: trains with --bad-samples skip, and says how many it replaced"
+else
+    bad "image folder with a bad file and --bad-samples skip"; cat "$tmp/out"
+fi
+
 # --- Refusals, each naming the value and the fix.
 python3 "$here/make_idx.py" "$tmp/k12" 200 50 12 60
 expect 1 "does not exist" run 1 train --data "$tmp/nothing"
