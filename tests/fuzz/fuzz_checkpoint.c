@@ -6,7 +6,9 @@
  * (ckpt_seal), so the fuzzer reaches the field checks behind them instead of stopping at the CRC;
  * bits 1-2: the optimizer the file is read for (AdamW, SGD with momentum, SGD without, none =
  * weights only); bit 3: with a loss scaler; bit 4: through dt_checkpoint_load_latest on the
- * directory (name listing and fallback) instead of ckpt_read_file.
+ * directory (name listing and fallback) instead of ckpt_read_file; bit 5: also read the version 3
+ * data block, for data of 3 channels (a block of other channels is refused, one that is accepted
+ * gives finite figures and std >= 0).
  * Beyond ASan/UBSan (a copy past the parameter buffer, a huge allocation: -malloc_limit_mb), the
  * reader must keep its promises: a file it accepts gives finite parameters and the step of its
  * name; a file it refuses leaves the parameters untouched.
@@ -79,11 +81,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(dt_model_params(model), baseline, sizeof baseline);
     long step = -1;
     int world = -1;
+    float stats[6] = {0};
+    dt_ckpt_data cd = {.channels = 3, .mean = stats, .std = stats + 3};
+    dt_ckpt_data *want_data = (mode & 32) ? &cd : NULL;
     dt_status s;
     if (mode & 16)
-        s = dt_checkpoint_load_latest_scaled(NULL, dir, model, o, sc, &step);
+        s = dt_checkpoint_load_latest_data(NULL, dir, model, o, sc, want_data, &step);
     else
-        s = ckpt_read_file(path, name_step, model, o, sc, &step, &world);
+        s = ckpt_read_file_data(path, name_step, model, o, sc, want_data, &step, &world);
+    if (s == DT_OK && want_data && cd.present) {
+        FUZZ_CHECK(cd.epoch >= 0 && cd.offset >= 0, "accepted data position %ld, %ld", cd.epoch, cd.offset);
+        for (int i = 0; i < 6; i++)
+            FUZZ_CHECK(isfinite(stats[i]) && (i < 3 || stats[i] >= 0), "accepted figure %d = %g", i, (double)stats[i]);
+    }
     const float *p = dt_model_params(model);
     if (s == DT_OK && !((mode & 16) && step == 0)) {
         FUZZ_CHECK(step == name_step, "accepted step %ld from a file named for step %ld", step, name_step);
