@@ -131,6 +131,14 @@ else
     bad "image folder with a bad file and --bad-samples skip"; cat "$tmp/out"
 fi
 
+# Augmentation is drawn from (seed, epoch, sample): the run is the same bits at 0 and 3 loader threads.
+for lt in 0 3; do
+    run 1 train --data "$tmp/imgs" --input 3x8x8 --batch 8 --steps 12 --augment crop:2,flip --bad-samples skip --loader-threads $lt \
+        --dump-params "$tmp/aug$lt.bin" >"$tmp/out" 2>&1 || { bad "augmented run with $lt loader threads"; cat "$tmp/out"; }
+done
+cmp -s "$tmp/aug0.bin" "$tmp/aug3.bin" && ok "--augment crop:2,flip: the same parameters with 0 and 3 loader threads" ||
+    bad "augmentation depends on the loader thread count"
+
 # --- Refusals, each naming the value and the fix.
 python3 "$here/make_idx.py" "$tmp/k12" 200 50 12 60
 expect 1 "does not exist" run 1 train --data "$tmp/nothing"
