@@ -302,6 +302,101 @@ static void test_resize_crop_geometry(void **state)
     ds_close(s);
 }
 
+/* The resample against a direct double-precision one of PIL's bilinear filter (a triangle whose
+ * support grows with the downscale factor, weights normalized per output pixel), 2-D over the
+ * whole resized image, then torchvision's centre crop: noise PNGs (RGB and gray) to shapes that
+ * upscale (3 taps), downscale by up to 2, 3 and 6 (5, 7 and 13 taps: the last is the generic
+ * loop), pad (CenterCrop larger than the resized side) and gray from RGB. */
+static int ref_taps(int in_len, int64_t out_len, int64_t i, double *wt)
+{
+    const double scale = (double)in_len / (double)out_len, fs = scale > 1 ? scale : 1;
+    const double center = ((double)i + 0.5) * scale;
+    int lo = (int)floor(center - fs + 0.5), hi = (int)floor(center + fs + 0.5);
+    if (lo < 0) lo = 0;
+    if (hi > in_len) hi = in_len;
+    double sum = 0;
+    for (int k = lo; k < hi; k++) {
+        const double x = fabs((k - center + 0.5) / fs);
+        wt[k - lo] = x < 1 ? 1 - x : 0;
+        sum += wt[k - lo];
+    }
+    for (int k = lo; k < hi; k++) wt[k - lo] /= sum;
+    wt[hi - lo] = -1; /* end mark */
+    return lo;
+}
+
+static int64_t ref_crop(int64_t len, int crop)
+{
+    if (len < crop) return -((crop - len) / 2);
+    const int64_t d = len - crop, k = d / 2;
+    return d % 2 == 0 || k % 2 == 0 ? k : k + 1;
+}
+
+static void test_resize_reference(void **state)
+{
+    (void)state;
+    static const int shapes[][5] = { /* source w, h, nc; target c, side (square) or -h x w below */
+        {97, 61, 3, 3, 32}, {97, 61, 3, 3, 200}, {97, 61, 3, 1, 24}, {150, 90, 3, 3, 30},
+        {90, 150, 1, 3, 15}, {300, 180, 3, 3, 30}, {61, 97, 3, 3, -1}, {400, 23, 1, 1, -2},
+    };
+    static const int rect[][2] = {{0, 0}, {40, 20}, {31, 50}}; /* -1, -2: h x w */
+    uint32_t seed = 12345;
+    for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
+        const int sw = shapes[t][0], sh = shapes[t][1], nc = shapes[t][2], c = shapes[t][3];
+        const int oh = shapes[t][4] > 0 ? shapes[t][4] : rect[-shapes[t][4]][0];
+        const int ow = shapes[t][4] > 0 ? shapes[t][4] : rect[-shapes[t][4]][1];
+        unsigned char *px = malloc((size_t)sw * sh * nc);
+        assert_non_null(px);
+        for (int i = 0; i < sw * sh * nc; i++) px[i] = (unsigned char)((seed = seed * 1103515245u + 12345u) >> 24);
+        png_image im;
+        memset(&im, 0, sizeof im);
+        im.version = PNG_IMAGE_VERSION, im.width = (png_uint_32)sw, im.height = (png_uint_32)sh;
+        im.format = nc == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
+        png_alloc_size_t n = 0;
+        assert_int_not_equal(png_image_write_to_memory(&im, NULL, &n, 0, px, 0, NULL), 0);
+        unsigned char *png = malloc(n);
+        assert_non_null(png);
+        assert_int_not_equal(png_image_write_to_memory(&im, png, &n, 0, px, 0, NULL), 0);
+        float *out = malloc(sizeof *out * (size_t)c * oh * ow);
+        assert_non_null(out);
+        assert_int_equal(image_decode("ref.png", png, n, c, oh, ow, 0, out), DT_OK);
+        /* The source as the resample sees it: gray by PIL's luma when the target is gray. */
+        const int sc = c == 1 ? 1 : nc;
+        unsigned char *src = malloc((size_t)sw * sh * sc);
+        assert_non_null(src);
+        for (int i = 0; i < sw * sh; i++)
+            for (int ch = 0; ch < sc; ch++)
+                src[i * sc + ch] = nc == sc ? px[i * nc + ch]
+                                            : (unsigned char)((px[3 * i] * 19595u + px[3 * i + 1] * 38470u +
+                                                               px[3 * i + 2] * 7471u + 0x8000u) >> 16);
+        const int S = oh < ow ? oh : ow;
+        const int64_t rw = sw <= sh ? S : (int64_t)((double)S * sw / sh);
+        const int64_t rh = sw <= sh ? (int64_t)((double)S * sh / sw) : S;
+        const int64_t y0 = ref_crop(rh, oh), x0 = ref_crop(rw, ow);
+        double wy[64], wx[64], worst = 0;
+        for (int y = 0; y < oh; y++)
+            for (int x = 0; x < ow; x++)
+                for (int ch = 0; ch < c; ch++) {
+                    const int64_t Y = y0 + y, X = x0 + x;
+                    double want = 0;
+                    if (Y >= 0 && Y < rh && X >= 0 && X < rw) {
+                        const int ly = ref_taps(sh, rh, Y, wy), lx = ref_taps(sw, rw, X, wx);
+                        for (int j = 0; wy[j] >= 0; j++)
+                            for (int i = 0; wx[i] >= 0; i++)
+                                want += wy[j] * wx[i] * src[((size_t)(ly + j) * sw + lx + i) * sc + (sc == 1 ? 0 : ch)];
+                    }
+                    const double d = fabs(out[((size_t)ch * oh + y) * ow + x] - want);
+                    if (d > worst) worst = d;
+                }
+        if (worst > 0.01)
+            fail_msg("%dx%dx%d to %dx%dx%d: %g levels from the reference", sw, sh, nc, c, oh, ow, worst);
+        free(src);
+        free(out);
+        free(png);
+        free(px);
+    }
+}
+
 /* A 512 x 256 smooth JPEG to 3x32x32: DCT scaling (1/8 here) stays close to the full decode, and a
  * PNG of the same pixels upscaled 4 x 2 to 3x64x64... stays in 0..255. */
 static void test_dct_scaling(void **state)
@@ -540,6 +635,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_layout_and_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_png16, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_crop_geometry, setup, teardown),
+        cmocka_unit_test(test_resize_reference),
         cmocka_unit_test_setup_teardown(test_dct_scaling, setup, teardown),
         cmocka_unit_test(test_cmyk_jpeg),
         cmocka_unit_test_setup_teardown(test_train_val, setup, teardown),
