@@ -16,7 +16,8 @@
  *   - Elementwise ops use the __fmul_rn/__fadd_rn intrinsics where the CPU rounds each operation
  *     (nvcc would otherwise contract a*b+c into one FMA), so SGD and ReLU match bit for bit; AdamW
  *     follows the CPU's AVX2 path, FMAs included (the one every x86-64 host with AVX2 takes).
- *   - Reductions (bias gradients, the loss, the correct count, the non-finite counts) run in a
+ *   - Reductions (bias gradients, the loss, the correct count; the non-finite counts and norms of
+ *     reduce.cu) run in a
  *     fixed order with no float atomics: per-thread sums, fixed shared-memory trees, per-block
  *     partials summed by one thread. Results repeat bit for bit run to run on the same GPU model
  *     and grid (the grids depend only on the sizes).
@@ -27,95 +28,12 @@
  * are row kernels (LAUNCH_ROWS): a block works out a row's coordinates once and its threads walk
  * the row with 32-bit indices, at most one division each.
  */
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
+#include "ops_internal.cuh"
 
-#include <math.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
-/* status.h declares dt_set_error for C without extern "C" guards of its own. */
-extern "C" {
-#include "status.h"
-}
-#include "cuda_ops.h"
-#include "cast.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-/* 16-bit values are uint16_t bit patterns; bf selects bf16 over fp16 (see the mixed-precision
- * section below). */
-static __device__ __forceinline__ float wide16(int bf, uint16_t v)
-{
-    return bf ? __bfloat162float(__ushort_as_bfloat16(v)) : __half2float(__ushort_as_half(v));
-}
-
-static __device__ __forceinline__ uint16_t narrow16(int bf, float f)
-{
-    return bf ? __bfloat16_as_ushort(__float2bfloat16_rn(f)) : __half_as_ushort(__float2half_rn(f));
-}
-
-/* An element as fp32, for kernels templated on fp32 or 16-bit storage. */
-static __device__ __forceinline__ float as32(float v, int) { return v; }
-static __device__ __forceinline__ float as32(uint16_t v, int bf) { return wide16(bf, v); }
-
-/* Indices below 2^31 (the bias-gradient slices) take 32-bit arithmetic. */
-#define IDX32_LIMIT ((size_t)1 << 31)
-
-/* Row kernels: work split into `rows` rows of at most 2^31 elements each (an image plane, a row
- * of a column matrix); a block takes a row at a time and works out the row's coordinates once,
- * its threads walk the row's elements (32-bit, one division at most per element). Small rows get
- * smaller blocks (a multiple of a warp) so fewer threads idle; at most OPS_ROW_MAX_BLOCKS blocks
- * (a few waves of an H100/H200), each looping over rows, so short rows cost no block launch each. */
-#define OPS_ROW_MAX_BLOCKS 4096u
-static unsigned int row_threads(size_t per_row)
-{
-    const size_t t = (per_row + 31) / 32 * 32;
-    return (unsigned int)(t < 32 ? 32 : t > 256 ? 256 : t);
-}
-#define LAUNCH_ROWS(kernel, rows, per_row, ...)                                                             \
-    kernel<<<(unsigned int)((rows) < OPS_ROW_MAX_BLOCKS ? (rows) : OPS_ROW_MAX_BLOCKS), row_threads(per_row), 0, \
-             g_stream>>>(__VA_ARGS__)
-
-#define OPS_BLOCK 256       /* threads per block of every elementwise / gather kernel */
-#define OPS_MAX_BLOCKS 65535
-#define OPS_WARPS (OPS_BLOCK / 32)
-#define OPS_MAX_PARTS 1024  /* blocks of the reductions that end in per-block partials */
-#define OPS_DB_PARTS 16384  /* partial sums of the convolution bias gradient */
-#define OPS_DB_BLOCKS 1056  /* blocks it aims for (8 per multiprocessor of an H100/H200) */
-
-/* Convolution groups: as many images per GEMM as keep im2col's columns plus the (O, g*P) copy of
- * dy under this many floats (64 MiB), at least one image, at most 4096. */
-#define CONV_WS_CAP ((size_t)1 << 24)
-#define CONV_MAX_GROUP 4096
-
-/* ---------------------------------------------------------------- state and errors */
-
-typedef struct ops_result {
-    double loss;
-    double sumsq; /* cuda_sum_squares */
-    unsigned long long count;
-    int correct;
-} ops_result;
-
-/* Device scratch of the reductions that return a host value. */
-typedef struct ops_scratch {
-    double part_loss[OPS_MAX_PARTS];
-    unsigned long long part_count[OPS_MAX_PARTS];
-    double part_sumsq[OPS_MAX_PARTS];
-    int part_correct[OPS_MAX_PARTS];
-    double part_db[OPS_DB_PARTS]; /* convolution bias gradients: per (channel, slice of the batch) */
-    ops_result res;
-} ops_scratch;
-
-static cudaStream_t g_stream;    /* NULL: the default stream */
+cudaStream_t g_stream;    /* NULL: the default stream */
 static cublasHandle_t g_blas;    /* created on first use, bound to g_stream */
 static ops_scratch *g_scratch;   /* cudaMalloc'ed on first use */
-static dt_status g_err = DT_OK;  /* the first failure since cuda_ops_clear_error() */
+dt_status g_err = DT_OK;  /* the first failure since cuda_ops_clear_error() */
 static char g_msg[768];
 
 static void ops_fail(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -138,7 +56,7 @@ static const char *cublas_text(cublasStatus_t st) { return cublasGetStatusString
 
 /* A failed launch (bad configuration, no device, no kernel image for this GPU) shows up here; so
  * may an earlier asynchronous error of the same context, which is then reported too. */
-static int check_launch(const char *op, const char *kernel, size_t n)
+int check_launch(const char *op, const char *kernel, size_t n)
 {
     const cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) return 1;
@@ -149,7 +67,7 @@ static int check_launch(const char *op, const char *kernel, size_t n)
     return 0;
 }
 
-static unsigned int grid_for(size_t n, size_t max_blocks)
+unsigned int grid_for(size_t n, size_t max_blocks)
 {
     const size_t blocks = (n + OPS_BLOCK - 1) / OPS_BLOCK;
     return (unsigned int)(blocks < max_blocks ? (blocks ? blocks : 1) : max_blocks);
@@ -178,7 +96,7 @@ static cublasHandle_t blas(const char *op)
     return h;
 }
 
-static ops_scratch *scratch(const char *op)
+ops_scratch *scratch(const char *op)
 {
     if (g_scratch) return g_scratch;
     void *p = NULL;
@@ -194,7 +112,7 @@ static ops_scratch *scratch(const char *op)
 }
 
 /* Copies the reduction result back and waits for the stream. */
-static int fetch_result(const char *op, ops_result *r)
+int fetch_result(const char *op, ops_result *r)
 {
     cudaError_t e = cudaMemcpyAsync(r, &g_scratch->res, sizeof *r, cudaMemcpyDeviceToHost, g_stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(g_stream);
@@ -955,157 +873,6 @@ static void cuda_adamw(float *p, const float *grad, float *m, float *v, size_t n
     adamw_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(p, grad, m, v, n, decay, b1, c1, b2, c2,
                                                                          step, inv_bc2, eps);
     check_launch("adamw", "adamw", n);
-}
-
-/* ---------------------------------------------------------------- non-finite counts (amp.h) */
-
-__device__ static unsigned int nonfinite(float v) { return (__float_as_uint(v) & 0x7fffffffu) >= 0x7f800000u; }
-
-/* Per-block counts (a fixed tree in shared memory) into part_count; with `scale`, d[i] *= inv_scale
- * first and the product is what is counted (and stored). */
-static __global__ void count_nonfinite_kernel(float *d, size_t n, int scale, float inv_scale,
-                                       unsigned long long *__restrict__ part_count)
-{
-    __shared__ unsigned long long sh[OPS_BLOCK];
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    unsigned long long c = 0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float v = d[i];
-        if (scale) {
-            v = v * inv_scale;
-            d[i] = v;
-        }
-        c += nonfinite(v);
-    }
-    sh[threadIdx.x] = c;
-    __syncthreads();
-    for (int w = OPS_BLOCK / 2; w > 0; w >>= 1) {
-        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) part_count[blockIdx.x] = sh[0];
-}
-
-static __global__ void count_final_kernel(ops_scratch *s, int parts)
-{
-    if (threadIdx.x != 0 || blockIdx.x != 0) return;
-    unsigned long long c = 0;
-    for (int i = 0; i < parts; i++) c += s->part_count[i];
-    s->res.count = c;
-}
-
-static size_t count_nonfinite(const char *op, float *d, size_t n, int scale, float inv_scale)
-{
-    if (n == 0) return 0;
-    ops_scratch *s = scratch(op);
-    if (!s) return SIZE_MAX;
-    const unsigned int parts = grid_for(n, OPS_MAX_PARTS);
-    count_nonfinite_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>(d, n, scale, inv_scale, s->part_count);
-    if (!check_launch(op, "the non-finite count", n)) return SIZE_MAX;
-    count_final_kernel<<<1, 32, 0, g_stream>>>(s, (int)parts);
-    if (!check_launch(op, "the count sum", parts)) return SIZE_MAX;
-    ops_result r;
-    if (!fetch_result(op, &r)) return SIZE_MAX;
-    return (size_t)r.count;
-}
-
-/* flag = stamp when any d[i] is inf or NaN; nothing is written otherwise, so blocks need no
- * agreement and the host reads the flags whenever it likes. */
-static __global__ void flag_nonfinite_kernel(const float *__restrict__ d, size_t n, int *flag, int stamp)
-{
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    unsigned int bad = 0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) bad |= nonfinite(d[i]);
-    if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = stamp;
-}
-
-extern "C" void cuda_flag_nonfinite(const float *d, size_t n, int *flag, int stamp)
-{
-    if (n == 0) return;
-    flag_nonfinite_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(d, n, flag, stamp);
-    check_launch("cuda_flag_nonfinite", "the non-finite flag", n);
-}
-
-extern "C" size_t cuda_count_nonfinite(const float *d, size_t n)
-{
-    /* scale 0: the kernel only reads d */
-    return count_nonfinite("cuda_count_nonfinite", (float *)d, n, 0, 1.0f);
-}
-
-extern "C" size_t cuda_unscale_count_nonfinite(float *d, size_t n, float inv_scale)
-{
-    return count_nonfinite("cuda_unscale_count_nonfinite", d, n, 1, inv_scale);
-}
-
-/* ---------------------------------------------------------------- gradient norms, accumulation */
-
-/* Per-block sums of d[i]^2 in double: each thread's strided share in index order, then a fixed
- * tree in shared memory, so the result depends on n alone (the grid follows from it), never on
- * timing: every rank holding the same gradients gets the same bits, which clipping relies on. */
-static __global__ void sum_squares_kernel(const float *__restrict__ d, size_t n, double *__restrict__ part)
-{
-    __shared__ double sh[OPS_BLOCK];
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    double acc = 0.0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const double v = (double)d[i];
-        acc = __fma_rn(v, v, acc);
-    }
-    sh[threadIdx.x] = acc;
-    __syncthreads();
-    for (int w = OPS_BLOCK / 2; w > 0; w >>= 1) {
-        if ((int)threadIdx.x < w) sh[threadIdx.x] = __dadd_rn(sh[threadIdx.x], sh[threadIdx.x + w]);
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
-}
-
-static __global__ void sum_squares_final_kernel(ops_scratch *s, int parts)
-{
-    if (threadIdx.x != 0 || blockIdx.x != 0) return;
-    double t = 0.0;
-    for (int i = 0; i < parts; i++) t = __dadd_rn(t, s->part_sumsq[i]);
-    s->res.sumsq = t;
-}
-
-extern "C" dt_status cuda_sum_squares(const float *d, size_t n, double *out)
-{
-    const char *op = "cuda_sum_squares";
-    *out = 0.0;
-    if (n == 0) return DT_OK;
-    ops_scratch *s = scratch(op);
-    if (!s) return g_err;
-    const unsigned int parts = grid_for(n, OPS_MAX_PARTS);
-    sum_squares_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>(d, n, s->part_sumsq);
-    if (!check_launch(op, "the sum of squares", n)) return g_err;
-    sum_squares_final_kernel<<<1, 32, 0, g_stream>>>(s, (int)parts);
-    if (!check_launch(op, "the sum of the partial sums", parts)) return g_err;
-    ops_result r;
-    if (!fetch_result(op, &r)) return g_err;
-    *out = r.sumsq;
-    return DT_OK;
-}
-
-/* g += acc (add) and then acc = g (store): one pass of gradient accumulation. Exact fp32 adds,
- * as the CPU's loop does them. */
-static __global__ void accum_kernel(float *__restrict__ g, float *__restrict__ acc, size_t n, int add, int store)
-{
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float v = g[i];
-        if (add) {
-            v = __fadd_rn(v, acc[i]);
-            g[i] = v;
-        }
-        if (store) acc[i] = v;
-    }
-}
-
-extern "C" void cuda_accum_grads(float *g, float *acc, size_t n, int add, int store)
-{
-    if (n == 0 || (!add && !store)) return;
-    accum_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(g, acc, n, add, store);
-    check_launch("cuda_accum_grads", "gradient accumulation", n);
 }
 
 /* ---------------------------------------------------------------- the table */
