@@ -216,6 +216,53 @@ int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
     return EXIT_OK;
 }
 
+/* --augment crop:P,flip (either or both, in any order). */
+int cli_augment(const char *arg, int *crop_pad, int *flip)
+{
+    char buf[256];
+    if (strlen(arg) >= sizeof buf) {
+        cli_error("--augment '%.40s...' is too long: it is crop:P, flip, or crop:P,flip", arg);
+        return EXIT_USAGE;
+    }
+    snprintf(buf, sizeof buf, "%s", arg);
+    *crop_pad = 0, *flip = 0;
+    if (!strcmp(buf, "none")) return EXIT_OK;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(tok, "flip")) {
+            *flip = 1;
+        } else if (!strncmp(tok, "crop:", 5)) {
+            if (cli_int("--augment crop:P (the padding in pixels)", tok + 5, 1, 4096, crop_pad)) return EXIT_USAGE;
+        } else {
+            cli_error("--augment part '%s' is not crop:P (random crop after padding P pixels) or flip (random "
+                      "horizontal flip); e.g. --augment crop:4,flip", tok);
+            return EXIT_USAGE;
+        }
+    }
+    return EXIT_OK;
+}
+
+int cli_cifar100_labels(const char *arg, int *coarse)
+{
+    if (strcmp(arg, "fine") && strcmp(arg, "coarse")) {
+        cli_error("--cifar100-labels '%s' is not fine or coarse", arg);
+        return EXIT_USAGE;
+    }
+    *coarse = !strcmp(arg, "coarse");
+    return EXIT_OK;
+}
+
+int cli_normalize(const char *arg, int *out)
+{
+    if (!strcmp(arg, "none")) *out = DT_NORMALIZE_NONE;
+    else if (!strcmp(arg, "unit")) *out = DT_NORMALIZE_UNIT;
+    else if (!strcmp(arg, "standard")) *out = DT_NORMALIZE_STANDARD;
+    else {
+        cli_error("--normalize '%s' is not one of none, unit (bytes / 255), standard (per-channel mean/std)", arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
 int cli_loader_threads(const char *arg, int *out)
 {
     if (!strcmp(arg, "auto")) {

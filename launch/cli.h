@@ -40,6 +40,12 @@ int cli_float(const char *flag, const char *arg, double lo, double hi, float *ou
  * items or a text over 511 characters is an error naming the flag. */
 int cli_list(const char *flag, const char *arg, int max, int (*each)(const char *item, void *ud), void *ud);
 
+/* The data flags the commands share: --augment crop:P,flip (either or both, any order, or none),
+ * --normalize none|unit|standard (a dt_normalize), --cifar100-labels fine|coarse (1: coarse). */
+int cli_augment(const char *arg, int *crop_pad, int *flip);
+int cli_normalize(const char *arg, int *out);
+int cli_cifar100_labels(const char *arg, int *coarse);
+
 /* --loader-threads N|auto (auto = -1), and what auto means for ctx's placement: on a GPU, one
  * thread per core of the rank but one, 1 to 8; on the CPU 0 (the batch is made by the training
  * thread, leaving the cores to OpenBLAS). A given N stays. */

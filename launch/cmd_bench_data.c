@@ -50,24 +50,8 @@ static int bdata_handle(int val, const char *arg, void *ud)
     case OPT_BATCHES: return cli_int("--batches", arg, 1, 1 << 20, &o->batches);
     case OPT_WARMUP: return cli_int("--warmup", arg, 0, 1 << 20, &o->warmup);
     case OPT_THREADS: o->nthreads = 0; return cli_list("--threads", arg, 16, add_threads, o);
-    case OPT_AUGMENT:
-        o->crop_pad = 0, o->flip = 0;
-        if (!strcmp(arg, "none")) return EXIT_OK;
-        if (!strcmp(arg, "flip")) return o->flip = 1, EXIT_OK;
-        if (sscanf(arg, "crop:%d,flip", &o->crop_pad) == 1 && strstr(arg, ",flip")) return o->flip = 1, EXIT_OK;
-        if (!strncmp(arg, "crop:", 5) && cli_int("--augment crop:P", arg + 5, 1, 4096, &o->crop_pad) == EXIT_OK)
-            return EXIT_OK;
-        cli_error("--augment '%s' is not none, flip, crop:P or crop:P,flip", arg);
-        return EXIT_USAGE;
-    case OPT_NORMALIZE:
-        if (!strcmp(arg, "none")) o->normalize = DT_NORMALIZE_NONE;
-        else if (!strcmp(arg, "unit")) o->normalize = DT_NORMALIZE_UNIT;
-        else if (!strcmp(arg, "standard")) o->normalize = DT_NORMALIZE_STANDARD;
-        else {
-            cli_error("--normalize '%s' is not none, unit or standard", arg);
-            return EXIT_USAGE;
-        }
-        return EXIT_OK;
+    case OPT_AUGMENT: return cli_augment(arg, &o->crop_pad, &o->flip);
+    case OPT_NORMALIZE: return cli_normalize(arg, &o->normalize);
     }
     return EXIT_USAGE;
 }

@@ -93,11 +93,7 @@ static int parse_args(const char *cmd, int argc, char **argv, int npos, data_arg
         switch (c) {
         case OPT_FORMAT: a->open.format = optarg; break;
         case OPT_CIFAR100_LABELS:
-            if (strcmp(optarg, "fine") != 0 && strcmp(optarg, "coarse") != 0) {
-                cli_error("--cifar100-labels '%s' is not fine or coarse", optarg);
-                return EXIT_USAGE;
-            }
-            a->open.cifar100_coarse = strcmp(optarg, "coarse") == 0;
+            if (cli_cifar100_labels(optarg, &a->open.cifar100_coarse)) return EXIT_USAGE;
             break;
         case OPT_THREADS:
             if (cli_int("--threads", optarg, 1, 256, &a->threads)) return EXIT_USAGE;

@@ -48,13 +48,7 @@ static int eval_handle(int val, const char *arg, void *ud)
     case OPT_FORMAT: e->format = arg; return EXIT_OK;
     case OPT_CKPT: e->ckpt_dir = arg; return EXIT_OK;
     case OPT_CONFUSION: e->confusion_csv = arg; return EXIT_OK;
-    case OPT_CIFAR100:
-        if (strcmp(arg, "fine") && strcmp(arg, "coarse")) {
-            cli_error("--cifar100-labels '%s' is not fine or coarse", arg);
-            return EXIT_USAGE;
-        }
-        e->cifar100_coarse = !strcmp(arg, "coarse");
-        return EXIT_OK;
+    case OPT_CIFAR100: return cli_cifar100_labels(arg, &e->cifar100_coarse);
     case OPT_SPLIT:
         if (strcmp(arg, "test") && strcmp(arg, "train")) {
             cli_error("--split '%s' is not test or train", arg);
@@ -135,7 +129,7 @@ int cmd_eval(int argc, char **argv)
     }
     dt_ctx *ctx = cli_init(&cfg);
     if (!ctx) return EXIT_FAIL;
-    const int threads = cli_loader_auto(ctx, e.loader_threads) > 0 ? cli_loader_auto(ctx, e.loader_threads) : 1;
+    const int auto_threads = cli_loader_auto(ctx, e.loader_threads), threads = auto_threads > 0 ? auto_threads : 1;
     dt_data_config dc;
     dt_data_defaults(&dc);
     dc.format = e.format;

@@ -96,31 +96,6 @@ static int cli_dbl(const char *flag, const char *arg, double lo, double hi, doub
     return rc;
 }
 
-/* --augment crop:P,flip (either or both, in any order). */
-static int parse_augment(const char *arg, train_opts *t)
-{
-    char buf[256];
-    if (strlen(arg) >= sizeof buf) {
-        cli_error("--augment '%.40s...' is too long: it is crop:P, flip, or crop:P,flip", arg);
-        return EXIT_USAGE;
-    }
-    snprintf(buf, sizeof buf, "%s", arg);
-    t->crop_pad = 0, t->flip = 0;
-    if (!strcmp(buf, "none")) return EXIT_OK;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (!strcmp(tok, "flip")) {
-            t->flip = 1;
-        } else if (!strncmp(tok, "crop:", 5)) {
-            if (cli_int("--augment crop:P (the padding in pixels)", tok + 5, 1, 4096, &t->crop_pad)) return EXIT_USAGE;
-        } else {
-            cli_error("--augment part '%s' is not crop:P (random crop after padding P pixels) or flip (random "
-                      "horizontal flip); e.g. --augment crop:4,flip", tok);
-            return EXIT_USAGE;
-        }
-    }
-    return EXIT_OK;
-}
-
 static int train_handle(int val, const char *arg, void *ud)
 {
     train_opts *t = ud;
@@ -146,22 +121,8 @@ static int train_handle(int val, const char *arg, void *ud)
         }
         t->data_format = arg;
         return EXIT_OK;
-    case OPT_CIFAR100_LABELS:
-        if (strcmp(arg, "fine") && strcmp(arg, "coarse")) {
-            cli_error("--cifar100-labels '%s' is not fine or coarse", arg);
-            return EXIT_USAGE;
-        }
-        t->cifar100_coarse = !strcmp(arg, "coarse");
-        return EXIT_OK;
-    case OPT_NORMALIZE:
-        if (!strcmp(arg, "none")) t->normalize = DT_NORMALIZE_NONE;
-        else if (!strcmp(arg, "unit")) t->normalize = DT_NORMALIZE_UNIT;
-        else if (!strcmp(arg, "standard")) t->normalize = DT_NORMALIZE_STANDARD;
-        else {
-            cli_error("--normalize '%s' is not one of none, unit (bytes / 255), standard (per-channel mean/std)", arg);
-            return EXIT_USAGE;
-        }
-        return EXIT_OK;
+    case OPT_CIFAR100_LABELS: return cli_cifar100_labels(arg, &t->cifar100_coarse);
+    case OPT_NORMALIZE: return cli_normalize(arg, &t->normalize);
     case OPT_EVAL_DATA: t->eval_data = arg; return EXIT_OK;
     case OPT_HOLDOUT: {
         float v;
@@ -180,7 +141,7 @@ static int train_handle(int val, const char *arg, void *ud)
             return EXIT_USAGE;
         }
         return EXIT_OK;
-    case OPT_AUGMENT: return parse_augment(arg, t);
+    case OPT_AUGMENT: return cli_augment(arg, &t->crop_pad, &t->flip);
     case OPT_BAD_SAMPLES:
         if (!strcmp(arg, "fail")) t->skip_bad = 0;
         else if (!strcmp(arg, "skip")) t->skip_bad = 1;
