@@ -1,70 +1,188 @@
 /*
- * bucket.c - the bucket planner (see bucket.h).
+ * bucket.c - the reducer's bucket planner (see bucket.h).
  *
- * Parameters are laid out in forward order, so the layers backward finishes first sit at the end
- * of the buffer and a run of consecutive layers is one contiguous slice: a bucket needs no packing
- * copy. The first bucket is kept small (PyTorch DDP's 1 MiB) so communication starts early.
+ * A model lays its parameters out in forward order, so the ranges backward finishes first sit at
+ * the end of the buffer and a run of consecutive ranges is one contiguous slice: a bucket needs
+ * no packing copy. Ranges that are not adjacent in memory to the bucket being filled start a new
+ * one, so any tiling in any order works, bucketing only what is contiguous. The first bucket is
+ * kept small (PyTorch DDP's 1 MiB) so communication starts early.
  */
 #include "bucket.h"
 #include "log.h"
 #include "status.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-dt_status bucket_plan_build(const size_t *off, const size_t *n, int nlayers, size_t elem_bytes,
-                            size_t first_cap_bytes, size_t cap_bytes, bucket_plan *out)
+typedef struct range_key {
+    size_t offset;
+    int index;
+} range_key;
+
+static int cmp_range_key(const void *a, const void *b)
+{
+    const size_t x = ((const range_key *)a)->offset, y = ((const range_key *)b)->offset;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+static void plan_log(const bucket_plan *p, size_t elem_bytes, size_t first_cap, size_t cap)
+{
+    if (!log_enabled(DT_LOG_DEBUG)) return;
+    dt_log0(DT_LOG_DEBUG, "bucket plan: %d bucket(s) over %d range(s) of %zu elements, %zu-byte elements, first cap "
+            "%zu bytes, cap %zu bytes (0: no cap), filled in backward order", p->nb, p->nr, p->count, elem_bytes,
+            first_cap, cap);
+    for (int i = 0; i < p->nb; i++)
+        dt_log0(DT_LOG_DEBUG, "bucket plan: bucket %d: ranges %d..%d, elements [%zu, %zu), %zu bytes", i,
+                p->b[i].first_range, p->b[i].first_range + p->b[i].nranges - 1, p->b[i].off, p->b[i].off + p->b[i].n,
+                p->b[i].n * elem_bytes);
+}
+
+/* Bucket indices sorted by offset (buckets never overlap, so by offset is a total order). */
+static dt_status index_buckets(bucket_plan *p)
+{
+    p->b_by_off = malloc((size_t)p->nb * sizeof *p->b_by_off);
+    if (!p->b_by_off) return dt_set_error(DT_ERR_NOMEM, "out of memory planning %d buckets", p->nb);
+    for (int i = 0; i < p->nb; i++) p->b_by_off[i] = i;
+    /* Insertion sort: plans by size are already in reverse order, plans by ranges nearly so. */
+    for (int i = 1; i < p->nb; i++) {
+        int v = p->b_by_off[i], j = i - 1;
+        while (j >= 0 && p->b[p->b_by_off[j]].off > p->b[v].off) p->b_by_off[j + 1] = p->b_by_off[j], j--;
+        p->b_by_off[j + 1] = v;
+    }
+    return DT_OK;
+}
+
+dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t elem_bytes, size_t first_cap_bytes,
+                             size_t cap_bytes, bucket_plan *out)
 {
     memset(out, 0, sizeof *out);
-    if (nlayers < 1) return dt_set_error(DT_ERR_INVALID_ARG, "bucket plan: the model has no parameters");
-    for (int l = 0; l + 1 < nlayers; l++)
-        if (off[l] + n[l] != off[l + 1])
-            return dt_set_error(DT_ERR_INTERNAL, "bucket plan: parameter layer %d is not contiguous with %d", l,
-                                l + 1);
-    bucket *b = calloc((size_t)nlayers, sizeof *b);
-    int *of_layer = calloc((size_t)nlayers, sizeof *of_layer);
-    if (!b || !of_layer) {
-        free(b);
-        free(of_layer);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory planning %d buckets", nlayers);
+    if (nr < 1 || !r) return dt_set_error(DT_ERR_INVALID_ARG, "bucket plan: no ranges given");
+    for (int i = 0; i < nr; i++) {
+        if (r[i].count == 0)
+            return dt_set_error(DT_ERR_INVALID_ARG, "range %d [%zu, %zu) is empty: every range holds at least one "
+                                "element", i, r[i].offset, r[i].offset);
+        if (r[i].offset >= count || r[i].count > count - r[i].offset)
+            return dt_set_error(DT_ERR_INVALID_ARG, "range %d [%zu, %zu) runs past the buffer of %zu elements", i,
+                                r[i].offset, r[i].offset + (r[i].count <= SIZE_MAX - r[i].offset ? r[i].count : 0),
+                                count);
     }
+    out->count = count;
+    out->nr = nr;
+    out->r = malloc((size_t)nr * sizeof *out->r);
+    out->by_off = malloc((size_t)nr * sizeof *out->by_off);
+    out->of_range = malloc((size_t)nr * sizeof *out->of_range);
+    out->b = calloc((size_t)nr, sizeof *out->b);
+    if (!out->r || !out->by_off || !out->of_range || !out->b) {
+        bucket_plan_free(out);
+        return dt_set_error(DT_ERR_NOMEM, "out of memory planning buckets over %d ranges", nr);
+    }
+    memcpy(out->r, r, (size_t)nr * sizeof *r);
+    range_key *key = malloc((size_t)nr * sizeof *key);
+    if (!key) {
+        bucket_plan_free(out);
+        return dt_set_error(DT_ERR_NOMEM, "out of memory planning buckets over %d ranges", nr);
+    }
+    for (int i = 0; i < nr; i++) key[i] = (range_key){r[i].offset, i};
+    qsort(key, (size_t)nr, sizeof *key, cmp_range_key);
+    for (int i = 0; i < nr; i++) out->by_off[i] = key[i].index;
+    free(key);
+    /* The tiling: sorted by offset, each range starts where the previous one ends. */
+    size_t end = 0;
+    for (int k = 0; k < nr; k++) {
+        const int i = out->by_off[k];
+        const dt_range *x = &out->r[i];
+        if (x->offset < end) {
+            const int j = out->by_off[k - 1];
+            dt_status s = dt_set_error(DT_ERR_INVALID_ARG, "ranges %d [%zu, %zu) and %d [%zu, %zu) overlap: each "
+                                       "element of the buffer belongs to exactly one range", j, out->r[j].offset,
+                                       out->r[j].offset + out->r[j].count, i, x->offset, x->offset + x->count);
+            bucket_plan_free(out);
+            return s;
+        }
+        if (x->offset > end) {
+            dt_status s = dt_set_error(DT_ERR_INVALID_ARG, "the ranges leave elements [%zu, %zu) of the buffer "
+                                       "uncovered (before range %d): the ranges must tile [0, %zu) exactly", end,
+                                       x->offset, i, count);
+            bucket_plan_free(out);
+            return s;
+        }
+        end = x->offset + x->count;
+    }
+    if (end != count) {
+        dt_status s = dt_set_error(DT_ERR_INVALID_ARG, "the ranges leave elements [%zu, %zu) of the buffer uncovered "
+                                   "(after the last range): the ranges must tile [0, %zu) exactly", end, count, count);
+        bucket_plan_free(out);
+        return s;
+    }
+    /* Buckets in ready order. */
     int nb = 0;
     size_t bytes = 0;
-    for (int l = nlayers - 1; l >= 0; l--) {
-        size_t lb = n[l] * elem_bytes;
-        /* A new bucket for the first layer, or when this layer would overflow the current one
-         * (whose cap is first_cap_bytes for bucket 0; a cap of 0 never overflows). */
-        size_t cap = nb == 1 ? first_cap_bytes : cap_bytes;
-        int open = nb == 0 || (cap > 0 && bytes + lb > cap);
-        if (open) {
-            b[nb].first_layer = l;
-            b[nb].nlayers = 0;
-            b[nb].off = off[l];
-            b[nb].n = 0;
-            nb++;
+    for (int i = 0; i < nr; i++) {
+        const dt_range *x = &out->r[i];
+        const size_t rb = x->count * elem_bytes;
+        bucket *cur = nb ? &out->b[nb - 1] : NULL;
+        const size_t cap = nb == 1 ? first_cap_bytes : cap_bytes;
+        const int adjacent = cur && (x->offset + x->count == cur->off || cur->off + cur->n == x->offset);
+        if (!cur || !adjacent || (cap > 0 && bytes + rb > cap)) {
+            cur = &out->b[nb++];
+            cur->off = x->offset;
+            cur->n = 0;
+            cur->first_range = i;
+            cur->nranges = 0;
             bytes = 0;
         }
-        bucket *cur = &b[nb - 1];
-        cur->first_layer = l;
-        cur->nlayers++;
-        cur->off = off[l];
-        cur->n += n[l];
-        bytes += lb;
-        of_layer[l] = nb - 1;
+        if (x->offset < cur->off) cur->off = x->offset;
+        cur->n += x->count;
+        cur->nranges++;
+        bytes += rb;
+        out->of_range[i] = nb - 1;
     }
-    out->b = b;
     out->nb = nb;
-    out->of_layer = of_layer;
-    out->nlayers = nlayers;
-    if (log_enabled(DT_LOG_DEBUG)) {
-        dt_log0(DT_LOG_DEBUG, "bucket plan: %d bucket(s) over %d parameter layers, %zu-byte elements, first cap %zu "
-                "bytes, cap %zu bytes (0: no cap), filled in backward order", nb, nlayers, elem_bytes,
-                first_cap_bytes, cap_bytes);
-        for (int i = 0; i < nb; i++)
-            dt_log0(DT_LOG_DEBUG, "bucket plan: bucket %d: parameter layers %d..%d, elements [%zu, %zu), %zu bytes", i,
-                    b[i].first_layer, b[i].first_layer + b[i].nlayers - 1, b[i].off, b[i].off + b[i].n,
-                    b[i].n * elem_bytes);
+    dt_status s = index_buckets(out);
+    if (s) {
+        bucket_plan_free(out);
+        return s;
     }
+    plan_log(out, elem_bytes, first_cap_bytes, cap_bytes);
+    return DT_OK;
+}
+
+dt_status bucket_plan_auto(size_t count, size_t elem_bytes, size_t first_cap_bytes, size_t cap_bytes,
+                           bucket_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    if (count == 0) return dt_set_error(DT_ERR_INVALID_ARG, "bucket plan: the buffer is empty");
+    /* Caps in elements (at least one); a cap of 0 never closes a bucket, as with ranges. */
+    const size_t first = first_cap_bytes ? (first_cap_bytes / elem_bytes ? first_cap_bytes / elem_bytes : 1) : 0;
+    const size_t each = cap_bytes ? (cap_bytes / elem_bytes ? cap_bytes / elem_bytes : 1) : count;
+    size_t nb = 0;
+    for (size_t end = count; end > 0; nb++) {
+        const size_t cap = nb == 0 && first ? first : each;
+        end -= end < cap ? end : cap;
+        if (nb >= (size_t)1 << 20)
+            return dt_set_error(DT_ERR_INVALID_ARG, "bucket caps of %zu / %zu bytes cut %zu elements into more than "
+                                "2^20 buckets: raise the caps", first_cap_bytes, cap_bytes, count);
+    }
+    out->b = calloc(nb, sizeof *out->b);
+    if (!out->b) return dt_set_error(DT_ERR_NOMEM, "out of memory planning %zu buckets", nb);
+    out->count = count;
+    int i = 0;
+    for (size_t end = count; end > 0; i++) {
+        const size_t cap = i == 0 && first ? first : each;
+        const size_t n = end < cap ? end : cap;
+        out->b[i].off = end - n;
+        out->b[i].n = n;
+        out->b[i].first_range = -1;
+        end -= n;
+    }
+    out->nb = i;
+    dt_status s = index_buckets(out);
+    if (s) {
+        bucket_plan_free(out);
+        return s;
+    }
+    plan_log(out, elem_bytes, first_cap_bytes, cap_bytes);
     return DT_OK;
 }
 
@@ -72,20 +190,61 @@ void bucket_plan_free(bucket_plan *p)
 {
     if (!p) return;
     free(p->b);
-    free(p->of_layer);
+    free(p->r);
+    free(p->of_range);
+    free(p->by_off);
+    free(p->b_by_off);
     memset(p, 0, sizeof *p);
+}
+
+int bucket_plan_find_range(const bucket_plan *p, size_t off, int *nearest)
+{
+    if (nearest) *nearest = -1;
+    if (!p->nr) return -1;
+    int lo = 0, hi = p->nr - 1;
+    while (lo < hi) { /* the last range starting at or before off */
+        int mid = (lo + hi + 1) / 2;
+        if (p->r[p->by_off[mid]].offset <= off) lo = mid;
+        else hi = mid - 1;
+    }
+    const int i = p->by_off[lo];
+    if (nearest) *nearest = i;
+    return p->r[i].offset == off ? i : -1;
+}
+
+int bucket_plan_bucket_at(const bucket_plan *p, size_t off)
+{
+    int lo = 0, hi = p->nb - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (p->b[p->b_by_off[mid]].off <= off) lo = mid;
+        else hi = mid - 1;
+    }
+    return p->b_by_off[lo];
+}
+
+static unsigned long long fnv_words(unsigned long long h, const size_t *v, int n)
+{
+    for (int k = 0; k < n; k++)
+        for (int byte = 0; byte < 8; byte++) {
+            h ^= ((unsigned long long)v[k] >> (8 * byte)) & 0xff;
+            h *= 1099511628211ull;
+        }
+    return h;
 }
 
 unsigned long long bucket_plan_hash(const bucket_plan *p)
 {
     unsigned long long h = 1469598103934665603ull; /* FNV-1a over the boundaries */
+    size_t head[2] = {p->count, (size_t)p->nr};
+    h = fnv_words(h, head, 2);
     for (int i = 0; i < p->nb; i++) {
-        unsigned long long v[2] = {p->b[i].off, p->b[i].n};
-        for (int k = 0; k < 2; k++)
-            for (int byte = 0; byte < 8; byte++) {
-                h ^= (v[k] >> (8 * byte)) & 0xff;
-                h *= 1099511628211ull;
-            }
+        size_t v[2] = {p->b[i].off, p->b[i].n};
+        h = fnv_words(h, v, 2);
+    }
+    for (int i = 0; i < p->nr; i++) {
+        size_t v[2] = {p->r[i].offset, p->r[i].count};
+        h = fnv_words(h, v, 2);
     }
     return h ^ (unsigned long long)p->nb;
 }

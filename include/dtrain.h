@@ -205,6 +205,7 @@ DT_API dt_status dt_barrier(dt_ctx *ctx);
 DT_API const char *dt_backend_name(const dt_ctx *ctx);
 
 /* The rest of the API, by concern; each part uses the types declared before it. */
+#include "dtrain/reducer.h"
 #include "dtrain/model.h"
 #include "dtrain/training.h"
 #include "dtrain/checkpoint.h"

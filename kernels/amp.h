@@ -21,6 +21,15 @@ size_t cpu_count_nonfinite16(dt_dtype t, const uint16_t *x, size_t n);
 /* One pass: g[i] *= inv_scale, and the count of results that are inf or NaN. */
 size_t cpu_unscale_count_nonfinite(float *g, size_t n, float inv_scale);
 
+/* Sum of g[i]^2 in double, for gradient norms: element i goes to lane i % CPU_SUMSQ_LANES of
+ * lane[] (which the caller zeroes once and may feed block after block, each block a multiple of
+ * the lane count but the last), and cpu_sumsq_total adds the lanes in order. Independent lanes keep
+ * the adds from waiting on each other, and the order depends on n alone, so the same values give
+ * the same bits everywhere. */
+enum { CPU_SUMSQ_LANES = 8 };
+void cpu_sumsq_lanes(const float *g, size_t n, double lane[CPU_SUMSQ_LANES]);
+double cpu_sumsq_total(const double lane[CPU_SUMSQ_LANES]);
+
 /* out = in rounded to type t (DT_F16 or DT_BF16) and widened back: the 16-bit value as a float.
  * in == out is allowed. */
 void cpu_round16(dt_dtype t, const float *in, float *out, size_t n);

@@ -13,6 +13,7 @@
 #include "coll.h"
 #include "ctx_internal.h"
 #include "device.h"
+#include "devmem.h"
 #include "log.h"
 #include "status.h"
 #include "topo.h"
@@ -306,17 +307,7 @@ const char *dt_backend_name(const dt_ctx *c) { return c && c->coll ? c->coll->op
  * the device backend (NCCL); on the CPU there is one backend. */
 static coll *coll_for(const dt_ctx *c, const void *buf)
 {
-#ifdef DTRAIN_HAVE_CUDA
-    if (c->coll_host && buf) {
-        struct cudaPointerAttributes a;
-        if (cudaPointerGetAttributes(&a, buf) != cudaSuccess) {
-            cudaGetLastError(); /* an unregistered host pointer on old runtimes */
-            return c->coll_host;
-        }
-        if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) return c->coll_host;
-    }
-#endif
-    return c->coll;
+    return c->coll_host && !devmem_is_device(buf) ? c->coll_host : c->coll;
 }
 
 dt_status dt_allreduce(dt_ctx *c, void *buf, size_t count, dt_dtype t, dt_redop op)

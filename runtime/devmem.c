@@ -142,3 +142,19 @@ void devmem_host_free(int pinned, void *p)
 #endif
     free(p);
 }
+
+int devmem_is_device(const void *p)
+{
+#ifdef DTRAIN_HAVE_CUDA
+    if (!p) return 0;
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError(); /* an unregistered host pointer on old runtimes */
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+#else
+    (void)p;
+    return 0;
+#endif
+}

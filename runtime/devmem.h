@@ -29,4 +29,8 @@ dt_status devmem_to_device_async(int cuda, void *dst, const void *src, size_t by
 dt_status devmem_host_alloc(int pinned, size_t bytes, const char *what, void **out);
 void devmem_host_free(int pinned, void *p);
 
+/* 1 when p points into CUDA device (or managed) memory, 0 for host memory of any kind (malloc'd,
+ * pinned, NULL) and always 0 in a build without CUDA. */
+int devmem_is_device(const void *p);
+
 #endif

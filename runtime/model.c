@@ -174,14 +174,10 @@ int model_alloc_acts(dt_model *m)
 void dt_model_free(dt_model *m)
 {
     if (!m) return;
-    /* Buckets still being reduced by the context's NCCL backend (an error path left them): wait, so
-     * that the backend's next wait starts clean and no reduction writes into freed memory. */
-    if (m->dcoll) model_wait_inflight(m);
+    /* Buckets still being reduced (an error path left them) finish before the buffers go, so no
+     * reduction writes into freed memory; then the reducer and its communicator. */
+    dt_reducer_free(m->red);
     model_free_acts(m);
-    bucket_plan_free(&m->plan);
-    engine_destroy(m->eng);
-    free(m->player);
-    free(m->pending);
     free(m->act);
     free(m->a16);
     free(m->in);
@@ -374,7 +370,6 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     /* Gradients still being reduced from a previous call must land before they are overwritten. */
     dt_status ws = model_wait_inflight(m);
     if (ws) return ws;
-    for (int b = 0; b < m->plan.nb; b++) m->pending[b] = m->plan.b[b].nlayers;
     m->unreduced = m->ctx && dt_world_size(m->ctx) > 1;
     model_prof_mark(m);
     if (m->prof) m->prof_step.steps++;

@@ -19,37 +19,13 @@
 
 #include <math.h>
 
-enum { LANES = 8, BLK = 2048 };
-
-/* Sum of g[i]^2 in double: element i goes to lane i % LANES, and the lanes are added in order at
- * the end. Independent lanes keep the adds from waiting on each other, and the order depends on n
- * alone. */
-static void sumsq_lanes(const float *g, size_t n, double lane[LANES])
-{
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) {
-            const double v = g[i + j];
-            lane[j] += v * v;
-        }
-    for (int j = 0; i < n; i++, j++) {
-        const double v = g[i];
-        lane[j] += v * v;
-    }
-}
-
-static double lanes_total(const double lane[LANES])
-{
-    double t = 0.0;
-    for (int j = 0; j < LANES; j++) t += lane[j];
-    return t;
-}
+enum { BLK = 2048 };
 
 dt_status dt_model_grad_norm(const dt_model *m, double *norm)
 {
     if (!m || !norm) return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_grad_norm: the model or norm is NULL");
     const size_t n = m->spec.num_params;
-    double lane[LANES] = {0};
+    double lane[CPU_SUMSQ_LANES] = {0};
     if (m->g16) {
         /* Widened a block at a time into a buffer that stays in cache, scaled in float exactly as
          * dt_model_optimizer_step will scale them before using them. */
@@ -62,9 +38,9 @@ dt_status dt_model_grad_norm(const dt_model *m, double *norm)
             if (m->grad_mul != 1.0f)
                 for (size_t i = 0; i < cnt; i++) g[i] *= m->grad_mul;
             /* Blocks are multiples of LANES, so lanes line up with the fp32 path's. */
-            sumsq_lanes(g, cnt, lane);
+            cpu_sumsq_lanes(g, cnt, lane);
         }
-        *norm = sqrt(lanes_total(lane));
+        *norm = sqrt(cpu_sumsq_total(lane));
         return DT_OK;
     }
 #ifdef DTRAIN_HAVE_CUDA
@@ -79,8 +55,8 @@ dt_status dt_model_grad_norm(const dt_model *m, double *norm)
         return DT_OK;
     }
 #endif
-    sumsq_lanes(m->grads, n, lane);
-    *norm = sqrt(lanes_total(lane));
+    cpu_sumsq_lanes(m->grads, n, lane);
+    *norm = sqrt(cpu_sumsq_total(lane));
     return DT_OK;
 }
 

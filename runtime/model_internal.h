@@ -6,8 +6,6 @@
 #ifndef DT_RUNTIME_MODEL_INTERNAL_H
 #define DT_RUNTIME_MODEL_INTERNAL_H
 
-#include "bucket.h"
-#include "engine.h"
 #include "model.h"
 
 struct dt_model {
@@ -24,14 +22,10 @@ struct dt_model {
     void *pool;         /* the activation pool: one allocation holding the buffers above that a
                            step uses (act, a16, dbuf, d16, pool_idx, ws, the conversion scratch) */
     size_t pool_bytes;
-    /* Gradient synchronization: bucket plan over the parameter layers, and the engine. */
+    /* Gradient synchronization: the reducer over the gradient buffer, its ranges the parameter
+     * layers in backward order (model_sync.c); NULL without a context. */
     dt_sync_config sync;
-    bucket_plan plan;
-    int *player;        /* player[i]: parameter-layer index of layer i, or -1 */
-    int *pending;       /* per bucket: parameter layers not yet done in this backward */
-    engine *eng;
-    struct coll *dcoll; /* a GPU model's buckets go here (NCCL) instead of eng, when it can start them */
-    int in_flight;      /* buckets started and not yet waited for */
+    dt_reducer *red;
     int unreduced;      /* the gradients of the last backward are this rank's own: more than one
                            rank, and dt_model_sync_grads has not completed since */
     /* Mixed precision (dt_model_set_precision). With prec fp32 the buffers above are used; with
@@ -65,7 +59,7 @@ struct dt_model {
     /* A CUDA model: every buffer above that the ops touch (params, grads, act, dbuf, pool_idx, ws)
      * is device memory, the ops are kernels_cuda(), and each step copies the batch into xdev and
      * ldev. Gradient buckets are allreduced by the context's NCCL backend on its own stream as
- * backward completes them (dcoll); a build without NCCL reduces the whole buffer after backward
+ * backward completes them (the reducer); a build without NCCL reduces the whole buffer after backward
  * through host memory. */
     int cuda;
     float *xdev;
@@ -104,8 +98,11 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
 /* Gradient collectives started since the model was made (tests). */
 long model_comm_starts(const dt_model *m);
 
-/* Waits for the buckets of the last backward still being reduced (model_sync.c). */
+/* Waits for the buckets of the last backward still being reduced and closes its step
+ * (model_sync.c). */
 dt_status model_wait_inflight(dt_model *m);
+/* Points the reducer at the gradient buffer of the model's current precision (model_sync.c). */
+dt_status model_sync_rebind(dt_model *m);
 
 /* The activation pool of m->prec: freed, and allocated for the max batch (1, or 0 with the error
  * set: the bytes asked for, and what is free on a GPU) (model.c). */

@@ -5,6 +5,7 @@
  * rank that went wrong, shows here by name instead of as a quietly worse model.
  */
 #include "dtrain.h"
+#include "devmem.h"
 #include "status.h"
 
 #include <stdint.h>
@@ -76,24 +77,45 @@ static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int 
 dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *differ, int *first_rank)
 {
     if (!ctx || (!buf && bytes)) return dt_set_error(DT_ERR_INVALID_ARG, "dt_check_replicas: ctx or buf is NULL");
-    return check_replicas(ctx, buf, bytes, 0, differ, first_rank);
+    if (!bytes || !devmem_is_device(buf)) return check_replicas(ctx, buf, bytes, 0, differ, first_rank);
+    /* Device memory comes down first. Every rank joins the collective even when that failed, so
+     * none waits for it; the failing rank reports its own cause. */
+    void *host = malloc(bytes);
+    dt_status s = host ? devmem_to_host(1, host, buf, bytes)
+                       : dt_set_error(DT_ERR_NOMEM, "dt_check_replicas: out of host memory (%zu MiB)", bytes >> 20);
+    char why[1024] = "";
+    if (s) snprintf(why, sizeof why, "%s", dt_last_error());
+    dt_status c = check_replicas(ctx, host, bytes, s != DT_OK, differ, first_rank);
+    free(host);
+    return s ? dt_set_error(s, "%s", why) : c;
 }
 
 dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *differ, int *first_rank)
 {
     if (!ctx || !m) return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_check_replicas: ctx or model is NULL");
-    const size_t n = dt_model_num_params(m);
-    if (!dt_model_on_gpu(m))
-        return check_replicas(ctx, dt_model_params((dt_model *)m), n * sizeof(float), 0, differ, first_rank);
-    /* A GPU model's parameters come down first. Every rank joins the collective even when that
-     * failed, so none waits for it; the failing rank reports its own cause. */
-    float *host = malloc(n ? n * sizeof *host : 1);
-    dt_status s = host ? dt_model_get_params(m, host)
-                       : dt_set_error(DT_ERR_NOMEM, "dt_model_check_replicas: out of host memory (%zu MiB)",
-                                      (n * sizeof *host) >> 20);
-    char why[1024] = "";
-    if (s) snprintf(why, sizeof why, "%s", dt_last_error());
-    dt_status c = check_replicas(ctx, host, n * sizeof(float), s != DT_OK, differ, first_rank);
+    return dt_check_replicas(ctx, dt_model_params((dt_model *)m), dt_model_num_params(m) * sizeof(float), differ,
+                             first_rank);
+}
+
+dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint64_t *sum)
+{
+    if (!sum || (!buf && bytes))
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_buffer_checksum: the buffer or sum is NULL");
+    if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_buffer_checksum: memory kind %d must be DT_MEMORY_HOST or "
+                            "DT_MEMORY_DEVICE", (int)mem);
+    if (bytes && devmem_is_device(buf) != (mem == DT_MEMORY_DEVICE))
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_buffer_checksum: the buffer %p is %s memory but was given as %s",
+                            buf, mem == DT_MEMORY_DEVICE ? "host" : "CUDA device",
+                            mem == DT_MEMORY_DEVICE ? "DT_MEMORY_DEVICE" : "DT_MEMORY_HOST");
+    if (mem == DT_MEMORY_HOST || !bytes) {
+        *sum = buffer_hash(buf, bytes);
+        return DT_OK;
+    }
+    void *host = malloc(bytes);
+    if (!host) return dt_set_error(DT_ERR_NOMEM, "dt_buffer_checksum: out of host memory (%zu MiB)", bytes >> 20);
+    dt_status s = devmem_to_host(1, host, buf, bytes);
+    if (!s) *sum = buffer_hash(host, bytes);
     free(host);
-    return s ? dt_set_error(s, "%s", why) : c;
+    return s;
 }

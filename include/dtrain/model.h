@@ -117,7 +117,8 @@ DT_API size_t dt_model_bucket_size(const dt_model *m, int i);
  * the sum or average over ranks (dt_sync_config.op). Collective. */
 DT_API dt_status dt_model_sync_grads(dt_model *m);
 
-/* Whether every rank holds the same bytes in buf (host memory, `bytes` long): each rank hashes
+/* Whether every rank holds the same bytes in buf (`bytes` long; host memory, or device memory
+ * under CUDA, told apart by the pointer and copied to the host for the hash): each rank hashes
  * its copy (64-bit, not cryptographic) and the hashes are shared with one allreduce of 5 floats
  * per rank. DT_OK when all agree; DT_ERR_NUMERIC when some differ, with *differ = how many ranks
  * differ from rank 0 and *first_rank = the lowest of them (both may be NULL; 0 and -1 when all

@@ -177,3 +177,24 @@ void cpu_round16(dt_dtype t, const float *in, float *out, size_t n)
         cpu_cast_16_to_f32(t, tmp, out + off, c);
     }
 }
+
+void cpu_sumsq_lanes(const float *g, size_t n, double lane[CPU_SUMSQ_LANES])
+{
+    size_t i = 0;
+    for (; i + CPU_SUMSQ_LANES <= n; i += CPU_SUMSQ_LANES)
+        for (int j = 0; j < CPU_SUMSQ_LANES; j++) {
+            const double v = g[i + j];
+            lane[j] += v * v;
+        }
+    for (int j = 0; i < n; i++, j++) {
+        const double v = g[i];
+        lane[j] += v * v;
+    }
+}
+
+double cpu_sumsq_total(const double lane[CPU_SUMSQ_LANES])
+{
+    double t = 0.0;
+    for (int j = 0; j < CPU_SUMSQ_LANES; j++) t += lane[j];
+    return t;
+}

@@ -1,6 +1,7 @@
 /*
- * test_bucket.c - the gradient bucket planner: backward order, caps, the small first bucket,
- * oversized layers, one bucket for everything, contiguity, and the cross-rank fingerprint.
+ * test_bucket.c - the reducer's bucket planner: ranges given in backward order, caps, the small
+ * first bucket, oversized ranges, one bucket for everything, ranges that are not adjacent in ready
+ * order, plans by size alone, the lookups, the cross-rank fingerprint, and the tiling errors.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,20 +13,24 @@
 
 #include <string.h>
 
-/* Layers of n[l] floats laid out contiguously in forward order. */
+/* Layers of n[l] floats laid out contiguously in forward order, given in backward order. */
 static void plan(const size_t *n, int nl, double first_mb, double cap_mb, bucket_plan *p)
 {
-    size_t off[16];
-    off[0] = 0;
-    for (int l = 1; l < nl; l++) off[l] = off[l - 1] + n[l - 1];
-    assert_int_equal(bucket_plan_build(off, n, nl, 4, (size_t)(first_mb * 1048576), (size_t)(cap_mb * 1048576), p),
+    dt_range r[16];
+    size_t off = 0, total = 0;
+    for (int l = 0; l < nl; l++) total += n[l];
+    for (int l = 0; l < nl; l++) {
+        r[nl - 1 - l] = (dt_range){off, n[l]};
+        off += n[l];
+    }
+    assert_int_equal(bucket_plan_ranges(total, r, nl, 4, (size_t)(first_mb * 1048576), (size_t)(cap_mb * 1048576), p),
                      DT_OK);
-    /* Invariants: buckets tile the buffer backward, every layer in exactly one bucket. */
-    size_t end = off[nl - 1] + n[nl - 1];
+    /* Invariants: buckets tile the buffer backward, every range in exactly one bucket. */
+    size_t end = total;
     for (int b = 0; b < p->nb; b++) {
         assert_int_equal(p->b[b].off + p->b[b].n, end);
         end = p->b[b].off;
-        for (int k = 0; k < p->b[b].nlayers; k++) assert_int_equal(p->of_layer[p->b[b].first_layer + k], b);
+        for (int k = 0; k < p->b[b].nranges; k++) assert_int_equal(p->of_range[p->b[b].first_range + k], b);
     }
     assert_int_equal(end, 0);
 }
@@ -38,9 +43,9 @@ static void test_mlp_like(void **st)
     bucket_plan p;
     plan(n, 3, 1, 25, &p); /* defaults: fc3 alone (first bucket), then fc2 + fc1 */
     assert_int_equal(p.nb, 2);
-    assert_int_equal(p.b[0].first_layer, 2);
+    assert_int_equal(p.b[0].first_range, 0);
     assert_int_equal(p.b[0].n, 10250);
-    assert_int_equal(p.b[1].nlayers, 2);
+    assert_int_equal(p.b[1].nranges, 2);
     bucket_plan_free(&p);
     plan(n, 3, 1, 4, &p); /* 4 MiB caps: fc2 (4.00 MiB + fc1 would overflow) and fc1 apart */
     assert_int_equal(p.nb, 3);
@@ -49,7 +54,7 @@ static void test_mlp_like(void **st)
     assert_int_equal(p.nb, 1);
     assert_int_equal(p.b[0].n, 803840 + 1049600 + 10250);
     bucket_plan_free(&p);
-    plan(n, 3, 1e-6, 1e-6, &p); /* tiny caps: one bucket per layer, oversized layers alone */
+    plan(n, 3, 1e-6, 1e-6, &p); /* tiny caps: one bucket per range, oversized ranges alone */
     assert_int_equal(p.nb, 3);
     bucket_plan_free(&p);
 }
@@ -63,10 +68,54 @@ static void test_first_bucket_small(void **st)
     bucket_plan p;
     plan(n, 10, 1, 2, &p);
     assert_int_equal(p.nb, 2);
-    assert_int_equal(p.b[0].nlayers, 4);
-    assert_int_equal(p.b[0].first_layer, 6);
-    assert_int_equal(p.b[1].nlayers, 6);
+    assert_int_equal(p.b[0].nranges, 4);
+    assert_int_equal(p.b[0].off, 6 * 65536);
+    assert_int_equal(p.b[1].nranges, 6);
     bucket_plan_free(&p);
+}
+
+static void test_not_adjacent(void **st)
+{
+    (void)st;
+    /* Ready order 0..: [0,10), [20,30), [10,20): the second is not adjacent to the first, so it opens
+     * a bucket; the third touches the second and joins it. */
+    const dt_range r[3] = {{0, 10}, {20, 10}, {10, 10}};
+    bucket_plan p;
+    assert_int_equal(bucket_plan_ranges(30, r, 3, 4, 0, 0, &p), DT_OK);
+    assert_int_equal(p.nb, 2);
+    assert_int_equal(p.b[0].off, 0);
+    assert_int_equal(p.b[0].n, 10);
+    assert_int_equal(p.b[1].off, 10);
+    assert_int_equal(p.b[1].n, 20);
+    assert_int_equal(p.of_range[2], 1);
+    int near;
+    assert_int_equal(bucket_plan_find_range(&p, 20, &near), 1);
+    assert_int_equal(bucket_plan_find_range(&p, 25, &near), -1);
+    assert_int_equal(near, 1);
+    assert_int_equal(bucket_plan_bucket_at(&p, 0), 0);
+    assert_int_equal(bucket_plan_bucket_at(&p, 29), 1);
+    bucket_plan_free(&p);
+}
+
+static void test_auto(void **st)
+{
+    (void)st;
+    bucket_plan p;
+    /* 1000 floats, first cap 400 bytes (100 floats), then 1200 bytes (300): 100 + 300 + 300 + 300. */
+    assert_int_equal(bucket_plan_auto(1000, 4, 400, 1200, &p), DT_OK);
+    assert_int_equal(p.nb, 4);
+    assert_int_equal(p.b[0].off, 900);
+    assert_int_equal(p.b[0].n, 100);
+    assert_int_equal(p.b[3].off, 0);
+    assert_int_equal(p.b[3].n, 300);
+    assert_int_equal(bucket_plan_bucket_at(&p, 899), 1);
+    assert_int_equal(bucket_plan_bucket_at(&p, 900), 0);
+    assert_null(p.r);
+    bucket_plan_free(&p);
+    assert_int_equal(bucket_plan_auto(1000, 4, 0, 0, &p), DT_OK);
+    assert_int_equal(p.nb, 1);
+    bucket_plan_free(&p);
+    assert_int_equal(bucket_plan_auto(0, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
 }
 
 static void test_hash_and_errors(void **st)
@@ -82,10 +131,22 @@ static void test_hash_and_errors(void **st)
     bucket_plan_free(&a);
     bucket_plan_free(&b);
     bucket_plan_free(&c);
-    size_t off[2] = {0, 150}, cnt[2] = {100, 10}; /* a gap: not contiguous */
     bucket_plan p;
-    assert_int_equal(bucket_plan_build(off, cnt, 2, 4, 0, 0, &p), DT_ERR_INTERNAL);
-    assert_int_equal(bucket_plan_build(off, cnt, 0, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
+    const dt_range gap[2] = {{0, 100}, {150, 10}};
+    assert_int_equal(bucket_plan_ranges(160, gap, 2, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "[100, 150)"));
+    const dt_range overlap[2] = {{0, 100}, {90, 70}};
+    assert_int_equal(bucket_plan_ranges(160, overlap, 2, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "overlap"));
+    const dt_range past[2] = {{0, 100}, {100, 70}};
+    assert_int_equal(bucket_plan_ranges(160, past, 2, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "past the buffer"));
+    const dt_range short_[1] = {{0, 100}};
+    assert_int_equal(bucket_plan_ranges(160, short_, 1, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "[100, 160)"));
+    const dt_range empty[2] = {{0, 160}, {160, 0}};
+    assert_int_equal(bucket_plan_ranges(160, empty, 2, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
+    assert_int_equal(bucket_plan_ranges(160, gap, 0, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
 }
 
 int main(void)
@@ -93,6 +154,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_like),
         cmocka_unit_test(test_first_bucket_small),
+        cmocka_unit_test(test_not_adjacent),
+        cmocka_unit_test(test_auto),
         cmocka_unit_test(test_hash_and_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,266 @@
+/*
+ * reducer.c - making and freeing a dt_reducer (include/dtrain/reducer.h): the configuration and
+ * memory checks, the bucket plan (bucket.c), the plan compared across ranks so that a rank with
+ * another plan is named instead of hanging a collective later, and the engine or device backend
+ * that will carry the buckets. The step itself (ready, wait) is reducer_step.c.
+ */
+#include "reducer_impl.h"
+#include "reducer_internal.h"
+#include "ctx_internal.h"
+#include "devmem.h"
+#include "status.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The engine keys its scratch memory by bucket id, one per request in flight. */
+#define REDUCER_MAX_BUCKETS 4096
+
+static const char *dtype_name(dt_dtype t) { return t == DT_F16 ? "fp16" : t == DT_BF16 ? "bf16" : "fp32"; }
+
+void dt_reducer_defaults(dt_reducer_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->memory = DT_MEMORY_HOST;
+    c->dtype = DT_F32;
+    c->wire = DT_F32;
+    c->op = DT_AVG;
+    c->bucket_mb = 25.0;
+    c->first_bucket_mb = 1.0;
+    c->overlap = 1;
+}
+
+static dt_status check_types(dt_memory mem, dt_dtype dtype, dt_dtype wire)
+{
+    if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
+        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: buffer type %d must be DT_F32, DT_F16 or DT_BF16",
+                            (int)dtype);
+    if (wire != DT_F32 && wire != DT_F16 && wire != DT_BF16)
+        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: wire type %d must be DT_F32, DT_F16 or DT_BF16", (int)wire);
+    if (dtype != DT_F32 && wire != dtype)
+        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: a %s buffer travels as %s (wire %s asked): set wire to the "
+                            "buffer's type", dtype_name(dtype), dtype_name(dtype), dtype_name(wire));
+    if (mem == DT_MEMORY_DEVICE && wire != dtype)
+        return dt_set_error(DT_ERR_UNSUPPORTED, "reducer: an fp32 device buffer travels as fp32 in this version (wire "
+                            "%s asked): keep the gradients in %s on the device to halve the bytes, or use wire DT_F32",
+                            dtype_name(wire), dtype_name(wire));
+    return DT_OK;
+}
+
+/* The buffer's memory kind against what the pointer is. */
+static dt_status check_memory(const dt_ctx *ctx, const void *buf, dt_memory mem)
+{
+    if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)
+        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: memory kind %d must be DT_MEMORY_HOST or DT_MEMORY_DEVICE",
+                            (int)mem);
+    const int dev = devmem_is_device(buf);
+    if (mem == DT_MEMORY_HOST && dev)
+        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: the gradient buffer %p is CUDA device memory but was given as "
+                            "DT_MEMORY_HOST: set memory to DT_MEMORY_DEVICE", buf);
+    if (mem == DT_MEMORY_DEVICE) {
+#ifndef DTRAIN_HAVE_CUDA
+        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: DT_MEMORY_DEVICE in a build without CUDA: rebuild with the "
+                            "CUDA toolkit, or give host memory");
+#else
+        dt_placement pl;
+        if (dt_get_placement(ctx, &pl) == DT_OK && pl.device != DT_DEVICE_CUDA)
+            return dt_set_error(DT_ERR_INVALID_ARG, "reducer: DT_MEMORY_DEVICE on a context placed on the CPU: run with "
+                                "--device cuda (DTRAIN_DEVICE=cuda) or give host memory");
+        if (!dev)
+            return dt_set_error(DT_ERR_INVALID_ARG, "reducer: the gradient buffer %p is host memory but was given as "
+                                "DT_MEMORY_DEVICE: set memory to DT_MEMORY_HOST, or cudaMalloc the buffer", buf);
+#endif
+    }
+    return DT_OK;
+}
+
+static dt_status check_config(const dt_reducer_config *c)
+{
+    if (!(c->bucket_mb >= 0) || !(c->first_bucket_mb >= 0) || c->bucket_mb > 1e6 || c->first_bucket_mb > 1e6)
+        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: bucket caps %g / %g MiB must be from 0 to 1e6", c->bucket_mb,
+                            c->first_bucket_mb);
+    if (c->op != DT_SUM && c->op != DT_AVG)
+        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: reduction %d must be DT_SUM or DT_AVG", (int)c->op);
+    return check_types(c->memory, c->dtype, c->wire);
+}
+
+/* Every rank must have the same plan, or the collectives would pair wrong buffers and hang. Through
+ * dt_broadcast and dt_check_replicas, which run under the watchdog's deadline: a rank that never
+ * arrives is named instead of hanging every other rank here. */
+static dt_status check_plan_across_ranks(dt_reducer *r)
+{
+    const bucket_plan *p = &r->plan;
+    unsigned long long mine[4] = {bucket_plan_hash(p), (unsigned long long)p->nb,
+                                  (unsigned long long)r->cfg.dtype * 16 + (unsigned long long)r->cfg.wire,
+                                  (unsigned long long)r->cfg.op * 2 + (unsigned long long)(r->cfg.overlap != 0)};
+    float nb0 = (float)p->nb; /* rank 0's bucket count, for the message (exact below 2^24) */
+    int differ = 0, first = -1;
+    dt_status s = dt_broadcast(r->ctx, &nb0, 1, DT_F32, 0);
+    if (!s) s = dt_check_replicas(r->ctx, mine, sizeof mine, &differ, &first);
+    if (s == DT_ERR_NUMERIC) {
+        char own[96] = ""; /* the differing rank adds its own count */
+        if ((float)p->nb != nb0 || dt_rank(r->ctx) == first)
+            snprintf(own, sizeof own, ", rank %d has %d", dt_rank(r->ctx), p->nb);
+        s = dt_set_error(DT_ERR_INVALID_ARG, "%d rank(s) planned other gradient buckets than rank 0 (the first is rank "
+                         "%d; rank 0 has %.0f buckets%s): every rank must give the reducer the same buffer size, "
+                         "ranges, types, reduction and caps (--bucket-mb / --first-bucket-mb)", differ, first,
+                         (double)nb0, own);
+    }
+    return s;
+}
+
+static dt_status alloc_step(dt_reducer *r)
+{
+    const bucket_plan *p = &r->plan;
+    r->covered = calloc((size_t)p->nb, sizeof *r->covered);
+    r->started = calloc((size_t)p->nb, 1);
+    r->range_ready = calloc(p->nr ? (size_t)p->nr : 1, 1);
+    if (!r->covered || !r->started || !r->range_ready)
+        return dt_set_error(DT_ERR_NOMEM, "reducer: out of memory for the bookkeeping of %d buckets", p->nb);
+    return DT_OK;
+}
+
+dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_range *ranges, int nranges,
+                            const dt_reducer_config *c, dt_reducer **out)
+{
+    if (!out) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: out is NULL");
+    *out = NULL;
+    if (!ctx || !grads) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: ctx or the gradient buffer is NULL");
+    if (count == 0) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: the gradient buffer has 0 elements");
+    if (nranges < 0 || (nranges > 0 && !ranges) || (ranges && nranges == 0))
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: %d range(s) at %p: give ranges and their count, "
+                            "or NULL and 0 for buckets by size", nranges, (const void *)ranges);
+    dt_reducer_config cfg;
+    if (c) cfg = *c;
+    else dt_reducer_defaults(&cfg);
+    dt_status s = check_config(&cfg);
+    if (!s) s = check_memory(ctx, grads, cfg.memory);
+    if (s) return s;
+    dt_reducer *r = calloc(1, sizeof *r);
+    if (!r) return dt_set_error(DT_ERR_NOMEM, "dt_reducer_create: out of memory");
+    r->ctx = ctx;
+    r->buf = grads;
+    r->count = count;
+    r->cfg = cfg;
+    r->esz = dt_dtype_size(cfg.dtype);
+    r->sync = 1;
+    const size_t first = (size_t)(cfg.first_bucket_mb * 1048576.0), cap = (size_t)(cfg.bucket_mb * 1048576.0);
+    s = ranges ? bucket_plan_ranges(count, ranges, nranges, r->esz, first, cap, &r->plan)
+               : bucket_plan_auto(count, r->esz, first, cap, &r->plan);
+    if (!s && r->plan.nb > REDUCER_MAX_BUCKETS)
+        s = dt_set_error(DT_ERR_INVALID_ARG, "reducer: the plan has %d buckets, at most %d: raise bucket_mb (now %g MiB)",
+                         r->plan.nb, REDUCER_MAX_BUCKETS, cfg.bucket_mb);
+    if (!s) s = alloc_step(r);
+    /* DTRAIN_COMM_WORLD1=1 makes device memory reduce even in a world of one (a test of the NCCL
+     * path on one GPU: a sum over one rank changes no bit). */
+    const char *w1 = getenv("DTRAIN_COMM_WORLD1");
+    const int comm1 = cfg.memory == DT_MEMORY_DEVICE && w1 && !strcmp(w1, "1");
+    r->comm = dt_world_size(ctx) > 1 || comm1;
+    /* Every rank runs the same checks above on the same arguments, so all fail alike or none do;
+     * the plan check is the first collective. */
+    if (!s && r->comm) s = check_plan_across_ranks(r);
+    if (!s && r->comm) {
+        if (cfg.memory == DT_MEMORY_HOST) {
+            s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), &r->eng);
+        } else {
+            coll *dc = ctx_device_coll(ctx);
+            r->dcoll = dc && dc->ops->start ? dc : NULL;
+            r->whole_at_wait = !r->dcoll;
+        }
+    }
+    if (s) {
+        dt_reducer_free(r);
+        return s;
+    }
+    *out = r;
+    return DT_OK;
+}
+
+void dt_reducer_free(dt_reducer *r)
+{
+    if (!r) return;
+    if (r->in_flight) (void)reducer_discard_step(r);
+    if (r->eng) engine_destroy(r->eng);
+    bucket_plan_free(&r->plan);
+    free(r->covered);
+    free(r->started);
+    free(r->range_ready);
+    free(r->spans);
+    free(r);
+}
+
+dt_status reducer_set_buffer(dt_reducer *r, void *buf, dt_dtype dtype, dt_dtype wire)
+{
+    if (reducer_step_open(r))
+        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: the buffer cannot change in the middle of a step (%d range(s) "
+                            "ready): call dt_reducer_wait first", r->nready);
+    dt_status s = check_types(r->cfg.memory, dtype, wire);
+    if (s) return s;
+    /* The plan is in elements, so it holds for any element size (the caps were applied to the
+     * size at creation). */
+    r->esz = dt_dtype_size(dtype);
+    r->buf = buf;
+    r->cfg.dtype = dtype;
+    r->cfg.wire = wire;
+    return DT_OK;
+}
+
+int reducer_communicates(const dt_reducer *r) { return r->comm; }
+int dt_reducer_num_buckets(const dt_reducer *r) { return r ? r->plan.nb : 0; }
+
+dt_status dt_reducer_bucket(const dt_reducer *r, int i, dt_range *out)
+{
+    if (!r || !out) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_bucket: the reducer or out is NULL");
+    if (i < 0 || i >= r->plan.nb)
+        return dt_set_error(DT_ERR_INVALID_ARG, "bucket %d does not exist: the plan has buckets 0..%d", i,
+                            r->plan.nb - 1);
+    out->offset = r->plan.b[i].off;
+    out->count = r->plan.b[i].n;
+    return DT_OK;
+}
+
+void dt_reducer_get_stats(const dt_reducer *r, dt_reducer_stats *out)
+{
+    if (!out) return;
+    if (!r) memset(out, 0, sizeof *out);
+    else *out = r->stats;
+}
+
+/* The gradient utilities on the reducer's own buffer, between steps. */
+static dt_status between_steps(const dt_reducer *r, const char *fn)
+{
+    if (!r) return dt_set_error(DT_ERR_INVALID_ARG, "%s: the reducer is NULL", fn);
+    if (reducer_step_open(r))
+        return dt_set_error(DT_ERR_INVALID_ARG, "%s: %d range(s) are ready and not reduced yet: call dt_reducer_wait "
+                            "first", fn, r->nready);
+    return DT_OK;
+}
+
+dt_status dt_reducer_unscale_check(dt_reducer *r, float inv_scale, int *found_inf)
+{
+    dt_status s = between_steps(r, "dt_reducer_unscale_check");
+    return s ? s : dt_buffer_unscale_check(r->buf, r->count, r->cfg.dtype, r->cfg.memory, inv_scale, found_inf);
+}
+
+dt_status dt_reducer_grad_norm(dt_reducer *r, double *norm)
+{
+    dt_status s = between_steps(r, "dt_reducer_grad_norm");
+    return s ? s : dt_buffer_norm(r->ctx, r->buf, r->count, r->cfg.dtype, r->cfg.memory, 0, norm);
+}
+
+dt_status dt_reducer_clip_grad_norm(dt_reducer *r, double max_norm, double *norm)
+{
+    if (!(max_norm > 0))
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_clip_grad_norm: maximum norm %g must be > 0", max_norm);
+    double total;
+    dt_status s = dt_reducer_grad_norm(r, &total);
+    if (s) return s;
+    if (norm) *norm = total;
+    /* PyTorch: clip_coef = max_norm / (total_norm + 1e-6), applied when below 1. A non-finite norm
+     * means the step is to be skipped; multiplying would only turn the infs into NaNs. */
+    if (!isfinite(total)) return DT_OK;
+    const float coef = (float)(max_norm / (total + 1e-6));
+    return coef < 1.0f ? dt_buffer_scale(r->buf, r->count, r->cfg.dtype, r->cfg.memory, coef) : DT_OK;
+}

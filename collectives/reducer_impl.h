@@ -1,0 +1,49 @@
+/*
+ * reducer_impl.h - the inside of a dt_reducer, shared by reducer.c (creation, the plan check
+ * across ranks, freeing) and reducer_step.c (ready, wait, the step's bookkeeping).
+ */
+#ifndef DT_COLLECTIVES_REDUCER_IMPL_H
+#define DT_COLLECTIVES_REDUCER_IMPL_H
+
+#include "bucket.h"
+#include "coll.h"
+#include "engine.h"
+
+#include <stddef.h>
+
+/* One slice marked ready in a step of a plan by size (sorted, disjoint, merged when adjacent). */
+typedef struct ready_span {
+    size_t lo, hi;
+} ready_span;
+
+struct dt_reducer {
+    dt_ctx *ctx;
+    void *buf;
+    size_t count, esz;
+    dt_reducer_config cfg;
+    bucket_plan plan;
+    /* Who carries the buckets: the engine (host memory, more than one rank), the context's device
+     * backend when it can start them asynchronously (NCCL), or, for device memory without one,
+     * dt_allreduce of the whole buffer in wait(). None of them in a world of one. */
+    engine *eng;
+    coll *dcoll;
+    int whole_at_wait;
+    int comm;            /* 1 when anything is communicated at all */
+    int sync;            /* dt_reducer_set_sync */
+    /* The step: per bucket the elements ready and whether it started; per range whether it is
+     * ready (plans by ranges), or the spans ready (plans by size). */
+    size_t *covered;
+    unsigned char *started, *range_ready;
+    ready_span *spans;
+    int nspans, spans_cap;
+    int nready;          /* ready() calls accepted in this step */
+    int next_start;      /* buckets start in index order, so every rank starts them alike */
+    int in_flight;       /* 1: something was started and not waited for */
+    int in_wait;         /* wait() is starting the rest (not counted as overlapped) */
+    dt_reducer_stats stats;
+};
+
+/* Starts bucket b on whoever carries it (reducer_step.c). */
+dt_status reducer_start_bucket(dt_reducer *r, int b);
+
+#endif

@@ -1,0 +1,224 @@
+/*
+ * reducer_step.c - one step of a dt_reducer: dt_reducer_ready() checks the slice against the plan
+ * and the step so far, counts it into its bucket and starts the buckets that are complete;
+ * dt_reducer_wait() starts the rest and waits for all. Buckets start strictly in index order (a
+ * complete bucket waits for the earlier ones), so every rank starts the same collectives in the
+ * same order even when ranges become ready in another order on different ranks.
+ */
+#include "reducer_impl.h"
+#include "reducer_internal.h"
+#include "clock.h"
+#include "status.h"
+#ifdef DTRAIN_HAVE_CUDA
+#include "cuda_ops.h"
+#endif
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+dt_status reducer_start_bucket(dt_reducer *r, int b)
+{
+    const bucket *bk = &r->plan.b[b];
+    r->started[b] = 1;
+    r->in_flight = 1;
+    r->stats.starts++;
+    if (!r->in_wait) r->stats.overlapped++;
+    r->stats.bytes_sent += (double)bk->n * (double)dt_dtype_size(r->cfg.wire);
+    char *base = r->buf;
+    if (r->dcoll)
+        return r->dcoll->ops->start(r->dcoll, base + bk->off * r->esz, bk->n, r->cfg.dtype, r->cfg.op,
+                                    r->cfg.stream);
+    if (r->cfg.dtype != DT_F32)
+        return engine_start16(r->eng, (uint16_t *)(void *)(base + bk->off * r->esz), bk->n, r->cfg.op, b,
+                              r->cfg.dtype);
+    return engine_start(r->eng, (float *)(void *)(base + bk->off * r->esz), bk->n, r->cfg.op, b, r->cfg.wire);
+}
+
+/* Starts every complete bucket that is next in index order. */
+static dt_status start_ready_buckets(dt_reducer *r)
+{
+    if (!r->comm || !r->sync || r->whole_at_wait || !r->cfg.overlap) return DT_OK;
+    while (r->next_start < r->plan.nb && r->covered[r->next_start] == r->plan.b[r->next_start].n) {
+        dt_status s = reducer_start_bucket(r, r->next_start++);
+        if (s) return s;
+    }
+    if (r->eng) engine_poke(r->eng);
+    return DT_OK;
+}
+
+/* Plans by size: [lo, hi) must not overlap a span already ready; it joins the sorted set. */
+static dt_status spans_add(dt_reducer *r, size_t lo, size_t hi)
+{
+    int i = 0;
+    while (i < r->nspans && r->spans[i].hi <= lo) i++; /* the first span ending after lo */
+    if (i < r->nspans && r->spans[i].lo < hi)
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: elements [%zu, %zu) overlap elements [%zu, %zu) "
+                            "already ready in this step (ready twice): mark each slice once between two "
+                            "dt_reducer_wait calls", lo, hi, r->spans[i].lo, r->spans[i].hi);
+    const int join_prev = i > 0 && r->spans[i - 1].hi == lo, join_next = i < r->nspans && r->spans[i].lo == hi;
+    if (join_prev && join_next) {
+        r->spans[i - 1].hi = r->spans[i].hi;
+        memmove(r->spans + i, r->spans + i + 1, (size_t)(r->nspans - i - 1) * sizeof *r->spans);
+        r->nspans--;
+    } else if (join_prev) {
+        r->spans[i - 1].hi = hi;
+    } else if (join_next) {
+        r->spans[i].lo = lo;
+    } else {
+        if (r->nspans == r->spans_cap) {
+            int cap = r->spans_cap ? 2 * r->spans_cap : 16;
+            ready_span *ns = realloc(r->spans, (size_t)cap * sizeof *ns);
+            if (!ns) return dt_set_error(DT_ERR_NOMEM, "dt_reducer_ready: out of memory for %d ready slices", cap);
+            r->spans = ns;
+            r->spans_cap = cap;
+        }
+        memmove(r->spans + i + 1, r->spans + i, (size_t)(r->nspans - i) * sizeof *r->spans);
+        r->spans[i] = (ready_span){lo, hi};
+        r->nspans++;
+    }
+    return DT_OK;
+}
+
+/* The plan's bookkeeping for a slice of a plan by ranges: exactly one range, not ready yet. */
+static dt_status mark_range(dt_reducer *r, size_t offset, size_t count)
+{
+    const bucket_plan *p = &r->plan;
+    int near;
+    const int i = bucket_plan_find_range(p, offset, &near);
+    if (i < 0 || p->r[i].count != count) {
+        const dt_range *n = &p->r[i < 0 ? near : i];
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: [%zu, %zu) is not one of the %d ranges given to "
+                            "dt_reducer_create (the nearest is range %d [%zu, %zu)): mark whole ranges", offset,
+                            offset + count, p->nr, i < 0 ? near : i, n->offset, n->offset + n->count);
+    }
+    if (r->range_ready[i])
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: range %d [%zu, %zu) was already ready in this step "
+                            "(ready twice): mark each range once between two dt_reducer_wait calls", i, offset,
+                            offset + count);
+    r->range_ready[i] = 1;
+    r->covered[p->of_range[i]] += count;
+    return DT_OK;
+}
+
+dt_status dt_reducer_ready(dt_reducer *r, size_t offset, size_t count)
+{
+    if (!r) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: the reducer is NULL");
+    if (count == 0 || offset >= r->count || count > r->count - offset)
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: [%zu, +%zu) is %s the buffer of %zu elements",
+                            offset, count, count == 0 ? "an empty slice of" : "past the end of", r->count);
+    dt_status s;
+    if (r->plan.r) {
+        s = mark_range(r, offset, count);
+    } else {
+        s = spans_add(r, offset, offset + count);
+        /* The slice may span buckets: each gets its share. */
+        for (size_t at = offset; !s && at < offset + count;) {
+            const int b = bucket_plan_bucket_at(&r->plan, at);
+            const size_t end = r->plan.b[b].off + r->plan.b[b].n, upto = end < offset + count ? end : offset + count;
+            r->covered[b] += upto - at;
+            at = upto;
+        }
+    }
+    if (s) return s;
+    r->nready++;
+    return start_ready_buckets(r);
+}
+
+int reducer_step_open(const dt_reducer *r) { return r->nready > 0 || r->in_flight; }
+
+/* Forgets the step's bookkeeping. */
+static void step_reset(dt_reducer *r)
+{
+    memset(r->covered, 0, (size_t)r->plan.nb * sizeof *r->covered);
+    memset(r->started, 0, (size_t)r->plan.nb);
+    if (r->plan.nr) memset(r->range_ready, 0, (size_t)r->plan.nr);
+    r->nspans = 0;
+    r->nready = 0;
+    r->next_start = 0;
+}
+
+static dt_status wait_in_flight(dt_reducer *r)
+{
+    if (!r->in_flight) return DT_OK;
+    r->in_flight = 0;
+    if (r->dcoll) return r->dcoll->ops->wait_all(r->dcoll, r->cfg.stream);
+    return engine_wait_all(r->eng);
+}
+
+dt_status reducer_discard_step(dt_reducer *r)
+{
+    dt_status s = wait_in_flight(r);
+    step_reset(r);
+    return s;
+}
+
+/* The first bucket not complete, and the message naming what was never ready (DT_OK when all). */
+static dt_status check_complete(const dt_reducer *r)
+{
+    const bucket_plan *p = &r->plan;
+    if (p->r) {
+        int missing = 0, first = -1;
+        for (int i = 0; i < p->nr; i++)
+            if (!r->range_ready[i] && missing++ == 0) first = i;
+        if (!missing) return DT_OK;
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_wait: %d of the %d ranges were never marked ready in this "
+                            "step, the first (in backward order) range %d [%zu, %zu): call dt_reducer_ready for every "
+                            "range before dt_reducer_wait; this step's gradients are not usable", missing, p->nr,
+                            first, p->r[first].offset, p->r[first].offset + p->r[first].count);
+    }
+    size_t at = 0;
+    for (int i = 0; i < r->nspans && r->spans[i].lo == at; i++) at = r->spans[i].hi;
+    if (at == r->count) return DT_OK;
+    size_t end = r->count;
+    for (int i = 0; i < r->nspans; i++)
+        if (r->spans[i].lo > at) {
+            end = r->spans[i].lo;
+            break;
+        }
+    return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_wait: elements [%zu, %zu) of the buffer were never marked ready "
+                        "in this step: call dt_reducer_ready for the whole buffer before dt_reducer_wait; this step's "
+                        "gradients are not usable", at, end);
+}
+
+dt_status dt_reducer_wait(dt_reducer *r)
+{
+    if (!r) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_wait: the reducer is NULL");
+    const double t0 = clock_now_s();
+    char why[1024] = "";
+    dt_status incomplete = check_complete(r);
+    if (incomplete) snprintf(why, sizeof why, "%s", dt_last_error());
+    dt_status s = DT_OK;
+    if (r->comm && r->sync) {
+        r->in_wait = 1;
+        if (r->whole_at_wait) {
+            /* Device memory without asynchronous starts (MPI staging through the host). */
+            r->stats.starts++;
+            r->stats.bytes_sent += (double)r->count * (double)r->esz;
+            s = dt_allreduce(r->ctx, r->buf, r->count, r->cfg.dtype, r->cfg.op);
+        } else {
+            /* Whatever is not started yet, incomplete buckets included, so every rank takes part in
+             * the same collectives even when this one forgot a range. */
+            while (!s && r->next_start < r->plan.nb) s = reducer_start_bucket(r, r->next_start++);
+        }
+        r->in_wait = 0;
+        dt_status w = wait_in_flight(r);
+        if (!s) s = w;
+    }
+    step_reset(r);
+    r->stats.wait_s += clock_now_s() - t0;
+    if (!s && !incomplete) r->stats.steps++;
+    if (s) return s;
+    return incomplete ? dt_set_error(incomplete, "%s", why) : DT_OK;
+}
+
+dt_status dt_reducer_set_sync(dt_reducer *r, int sync)
+{
+    if (!r) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_set_sync: the reducer is NULL");
+    if (reducer_step_open(r))
+        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_set_sync: %d range(s) are ready in this step: change sync "
+                            "between steps (after dt_reducer_wait)", r->nready);
+    r->sync = sync != 0;
+    return DT_OK;
+}

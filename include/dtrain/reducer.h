@@ -1,0 +1,238 @@
+/**
+ * @file dtrain/reducer.h
+ * @brief Part of the public API: the gradient reducer over the caller's own buffers, and the
+ * buffer utilities that go with it (finite check and unscale, scaling, norms, checksums).
+ *
+ * Include <dtrain.h>, which includes every part in order after the types they share; this file is
+ * not meant to be included on its own.
+ *
+ * The reducer is the engine behind dt_model's gradient synchronization, open to any model: a loop
+ * that computes its own gradients (its own kernels, its own layers) in one flat buffer creates a
+ * reducer over that buffer, calls dt_reducer_ready() for each parameter range as its backward pass
+ * finishes it, and dt_reducer_wait() before the optimizer. Ranges are grouped into buckets; a
+ * bucket's allreduce starts the moment its last range is ready, on the communication thread (host
+ * memory) or on the communication stream behind an event of the caller's stream (device memory,
+ * NCCL), so communication overlaps the rest of backward.
+ *
+ * Results: the allreduce of host memory adds every element in rank order whatever the buckets, so
+ * any plan (and dt_allreduce of the whole buffer) gives the same bits. NCCL's sums on device
+ * memory are deterministic for a fixed plan and world on the same GPUs.
+ *
+ * Rules of one step: between two dt_reducer_wait() calls, each range is marked ready at most
+ * once, and every range must be ready when dt_reducer_wait() is called. After ready(), the caller
+ * must not write that range (the communication reads and overwrites it) until wait() returns.
+ *
+ * Threading: a reducer is used by one thread at a time; it may run its own communication thread.
+ * Several reducers may exist at once: host ones each have their own communicator; device ones
+ * share the context's NCCL communicator and stream, so use one at a time (wait() of one also
+ * waits for what the other started).
+ *
+ * Errors: every call returns a dt_status; dt_last_error() names the range, bucket, rank or value
+ * and the fix. A reducer whose step failed stays usable: the next dt_reducer_ready() starts a new
+ * step.
+ */
+#ifndef DTRAIN_REDUCER_H
+#define DTRAIN_REDUCER_H
+
+#ifndef DTRAIN_H
+#error "include <dtrain.h>, which includes dtrain/reducer.h"
+#endif
+
+/* ---------------------------------------------------------------- the gradient reducer */
+
+/** Where a buffer lives. */
+typedef enum dt_memory {
+    DT_MEMORY_HOST = 0,  /**< host memory (malloc, or cudaHostAlloc'd pinned memory) */
+    DT_MEMORY_DEVICE = 1 /**< CUDA device memory of the context's GPU (cudaMalloc) */
+} dt_memory;
+
+/** A slice of a flat buffer, in elements: [offset, offset + count). */
+typedef struct dt_range {
+    size_t offset; /**< first element */
+    size_t count;  /**< number of elements (> 0) */
+} dt_range;
+
+/** How a reducer groups and reduces. Fill with dt_reducer_defaults(), then edit. */
+typedef struct dt_reducer_config {
+    dt_memory memory;       /**< where the gradient buffer lives (default DT_MEMORY_HOST); checked against the
+                                 pointer under CUDA (a device pointer given as host memory is an error) */
+    dt_dtype dtype;         /**< the buffer's element type: DT_F32 (default), DT_F16 or DT_BF16 */
+    dt_dtype wire;          /**< what travels between ranks: DT_F32 (default), or DT_F16 / DT_BF16. A 16-bit
+                                 buffer travels in its own type (wire must equal dtype). An fp32 host buffer may
+                                 travel in 16 bits: each rank's values are rounded, summed in fp32 in rank order
+                                 and the sum rounded once, so every rank gets the same values (half the bytes;
+                                 fp16 overflows past 65504; in a world of one nothing travels and nothing is
+                                 rounded). Device memory: wire must equal dtype. */
+    dt_redop op;            /**< DT_AVG (default): the mean over ranks; DT_SUM: the sum */
+    double bucket_mb;       /**< cap of a bucket in MiB (default 25); 0: one bucket for everything */
+    double first_bucket_mb; /**< cap of the first bucket, the first ranges backward produces (default 1): small,
+                                 so that communication starts early */
+    int overlap;            /**< 1 (default): a bucket's allreduce starts when its last range is ready; 0: every
+                                 bucket starts in dt_reducer_wait() (no overlap; for comparison) */
+    void *stream;           /**< DT_MEMORY_DEVICE: the cudaStream_t (as void *) the caller's backward runs on;
+                                 ready() records an event on it and the allreduce follows that event, and wait()
+                                 makes this stream wait for the allreduces (the host does not block on the
+                                 device). NULL: the default stream. Ignored for host memory. */
+} dt_reducer_config;
+
+/** Host memory, fp32 buffer and wire, DT_AVG, buckets of 25 MiB with a first bucket of 1 MiB,
+ *  overlap on, default stream. */
+DT_API void dt_reducer_defaults(dt_reducer_config *c);
+
+/** A reducer: opaque. */
+typedef struct dt_reducer dt_reducer;
+
+/**
+ * Creates a reducer over the caller's gradient buffer.
+ *
+ * @param ctx     the context (its world is the group that reduces); must outlive the reducer.
+ * @param grads   the flat gradient buffer, `count` elements of c->dtype in c->memory. Owned by the
+ *                caller, who keeps it allocated until dt_reducer_free(). The reducer reads and
+ *                overwrites it in place between ready() and wait().
+ * @param count   elements in grads (> 0).
+ * @param ranges  the parameter ranges in the order backward produces them (typically the last layer
+ *                first), or NULL for automatic buckets. Given ranges must tile [0, count) exactly: no
+ *                overlap, no gap, none past the buffer. Buckets then take consecutive ranges of this
+ *                list that are adjacent in memory, while they stay within the caps (a range above
+ *                the cap gets a bucket of its own). With NULL, buckets are slices of the buffer cut
+ *                by the caps from its end backward (the first bucket holds the last elements), and
+ *                dt_reducer_ready() takes any slice of the buffer. Copied: the caller may free it.
+ * @param nranges entries in ranges (0 with NULL).
+ * @param c       the configuration; NULL means dt_reducer_defaults().
+ * @param out     receives the reducer; NULL on failure.
+ *
+ * Collective over the world: every rank must create its reducers in the same order with the same
+ * count, ranges, dtype, wire, op and caps. The plan is checked across ranks (under the context's
+ * deadline): a rank with another plan fails on every rank with DT_ERR_INVALID_ARG naming the first
+ * differing rank and both bucket counts, instead of hanging later.
+ *
+ * @return DT_OK; DT_ERR_INVALID_ARG for a NULL ctx/grads/out, count 0, a bad dtype/wire/op/cap,
+ *         ranges that overlap, leave a gap or run past the buffer (naming the two ranges or the
+ *         gap), a device pointer given as host memory or the reverse, device memory in a build or
+ *         placement without CUDA; DT_ERR_UNSUPPORTED for a 16-bit wire on an fp32 device buffer;
+ *         DT_ERR_NOMEM; DT_ERR_MPI; DT_ERR_TIMEOUT when a rank never arrives.
+ */
+DT_API dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_range *ranges, int nranges,
+                                   const dt_reducer_config *c, dt_reducer **out);
+
+/** Waits for the allreduces still in flight (their errors are dropped: free after a failed wait
+ *  if you must) and frees the reducer and its communicator. Not the caller's buffer. Collective.
+ *  NULL is a no-op. */
+DT_API void dt_reducer_free(dt_reducer *r);
+
+/**
+ * Marks grads[offset, offset + count) as final for this step. With ranges given at creation it
+ * must be exactly one of them; with automatic buckets any slice of the buffer not marked yet in
+ * this step. When the last range of a bucket is ready (and sync and overlap are on) its allreduce
+ * starts: on the host at once (the communication thread drives it); on the device behind an event
+ * recorded now on the configured stream, so the caller may call ready() right after queueing the
+ * kernels that produce the range, without synchronizing.
+ *
+ * Not collective by itself, but every rank must mark the same ranges in the same step.
+ *
+ * @return DT_OK; DT_ERR_INVALID_ARG when the slice runs past the buffer, is not one of the given
+ *         ranges (naming the nearest one), or overlaps a range already ready in this step
+ *         ("ready twice", naming it): nothing is started then; an error of starting the allreduce
+ *         (DT_ERR_MPI, DT_ERR_DEVICE).
+ */
+DT_API dt_status dt_reducer_ready(dt_reducer *r, size_t offset, size_t count);
+
+/**
+ * Completes the step: starts what is not started yet (every bucket, with overlap off) and waits for
+ * every allreduce of this step, under the context's deadline (the watchdog names the rank that did
+ * not take part and aborts the job rather than hang). Afterwards the buffer holds the sum or mean
+ * over ranks. Device memory: the host waits for the NCCL allreduces under the deadline (the
+ * watchdog polls them), and the configured stream is made to wait for them too, so the optimizer's
+ * kernels queued next on that stream read the reduced gradients. With sync off (dt_reducer_set_sync) only
+ * the bookkeeping runs: the buffer keeps this rank's values.
+ *
+ * Collective: every rank calls it once per backward, sync or not.
+ *
+ * @return DT_OK; DT_ERR_INVALID_ARG naming the first range (and how many) never marked ready in
+ *         this step: the other buckets are still reduced, so every rank stays in step and none
+ *         hangs, but this step's gradients are not usable; DT_ERR_TIMEOUT, DT_ERR_MPI or
+ *         DT_ERR_DEVICE from the communication.
+ */
+DT_API dt_status dt_reducer_wait(dt_reducer *r);
+
+/**
+ * Gradient accumulation: with sync 0, ready() and wait() only check the step's bookkeeping and
+ * nothing is sent, so the caller's buffer keeps summing its micro-batches locally (PyTorch DDP's
+ * no_sync()); with sync 1 (the default) the next step reduces again. Change it between steps only
+ * (after wait()), and the same way on every rank.
+ *
+ * @return DT_OK; DT_ERR_INVALID_ARG in the middle of a step (some range ready, wait() not called).
+ */
+DT_API dt_status dt_reducer_set_sync(dt_reducer *r, int sync);
+
+/** The plan: number of buckets, and bucket i's slice of the buffer (i = 0 is the first to fill in
+ *  backward). DT_ERR_INVALID_ARG for i out of range. */
+DT_API int dt_reducer_num_buckets(const dt_reducer *r);
+DT_API dt_status dt_reducer_bucket(const dt_reducer *r, int i, dt_range *out);
+
+/** What a reducer did so far: for benchmarks and logs. */
+typedef struct dt_reducer_stats {
+    long steps;          /**< dt_reducer_wait() calls that completed */
+    long starts;         /**< bucket allreduces started (with sync on) */
+    long overlapped;     /**< ...of those, started by ready() before wait() was called */
+    double wait_s;       /**< seconds spent inside dt_reducer_wait(): the communication left exposed */
+    double bytes_sent;   /**< bytes this rank's buckets put on the wire, counted as the bucket's size in the
+                              wire type (the engine sends 2 (W-1)/W of it per rank) */
+} dt_reducer_stats;
+/** Copies the counters into *out. */
+DT_API void dt_reducer_get_stats(const dt_reducer *r, dt_reducer_stats *out);
+
+/** After dt_reducer_wait(): dt_buffer_unscale_check() of the reducer's buffer (its dtype, memory
+ *  and, on the device, after its stream). */
+DT_API dt_status dt_reducer_unscale_check(dt_reducer *r, float inv_scale, int *found_inf);
+/** After dt_reducer_wait(): the L2 norm of the reduced gradients (dt_buffer_norm, local: every rank
+ *  holds the same reduced values, so every rank gets the same bits). */
+DT_API dt_status dt_reducer_grad_norm(dt_reducer *r, double *norm);
+/** PyTorch's clip_grad_norm_(max_norm) on the reduced gradients: *norm (may be NULL) receives the
+ *  norm before clipping; when it is finite and coef = max_norm / (norm + 1e-6) is below 1 every
+ *  gradient is multiplied by coef. A non-finite norm clips nothing (skip the step). max_norm > 0.
+ *  DT_ERR_INVALID_ARG for max_norm <= 0 or NaN. */
+DT_API dt_status dt_reducer_clip_grad_norm(dt_reducer *r, double max_norm, double *norm);
+
+/* ---------------------------------------------------------------- buffer utilities
+ *
+ * For loops that keep their own buffers (with or without a reducer). Host memory is processed on
+ * the calling thread; device memory on dtrain's CUDA stream after a device synchronization (so
+ * whatever the caller queued on any stream is finished first), and the call returns when the result
+ * is ready. A buffer's memory kind is checked against the pointer under CUDA. */
+
+/**
+ * The loss scaler's check (dt_scaler): multiplies buf[0..count) by inv_scale in place (skipped when
+ * inv_scale is 1) and sets *found_inf to 1 when any result is inf or NaN, else 0, in one pass.
+ * 16-bit buffers are checked only, and inv_scale must then be 1: dividing fp16 values in place
+ * flushes the small ones to zero, which is what scaling prevents; keep fp32 master gradients, or
+ * multiply by inv_scale where you widen them. Not collective: after a reduction every rank sees
+ * the same values and gets the same answer.
+ * @return DT_OK; DT_ERR_INVALID_ARG for a NULL buf with count > 0, a bad dtype or memory, an
+ *         inv_scale that is not positive and finite, inv_scale != 1 on a 16-bit buffer;
+ *         DT_ERR_DEVICE.
+ */
+DT_API dt_status dt_buffer_unscale_check(void *buf, size_t count, dt_dtype t, dt_memory mem, float inv_scale,
+                                         int *found_inf);
+/** buf[i] *= mul in place (16-bit values are widened, multiplied in fp32 and rounded once).
+ *  DT_ERR_INVALID_ARG for a NULL buf with count > 0, a bad dtype or memory, a mul that is not
+ *  finite; DT_ERR_DEVICE. */
+DT_API dt_status dt_buffer_scale(void *buf, size_t count, dt_dtype t, dt_memory mem, float mul);
+/**
+ * The L2 norm of buf[0..count), summed in double in a fixed order (the same values give the same
+ * bits). across_ranks 0: this rank's buffer alone, not collective. across_ranks 1: the norm of the
+ * concatenation of every rank's buffer (each rank holds a shard): the sums of squares are added by
+ * one MPI_Allreduce, whose result every rank receives alike; collective over ctx's world (ctx may
+ * be NULL only with across_ranks 0). inf or NaN when an element is.
+ * @return DT_OK; DT_ERR_INVALID_ARG for a NULL buf with count > 0 or a bad dtype or memory;
+ *         DT_ERR_DEVICE; DT_ERR_MPI.
+ */
+DT_API dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_dtype t, dt_memory mem,
+                                int across_ranks, double *norm);
+/** A 64-bit checksum of `bytes` bytes of buf (the hash dt_check_replicas compares; not
+ *  cryptographic): equal bytes give equal sums on every rank and machine. Device memory is copied
+ *  to the host for it. DT_ERR_INVALID_ARG for a NULL buf with bytes > 0 or a bad memory;
+ *  DT_ERR_NOMEM; DT_ERR_DEVICE. */
+DT_API dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint64_t *sum);
+
+#endif /* DTRAIN_REDUCER_H */
