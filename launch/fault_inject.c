@@ -5,6 +5,7 @@
 #include "fault_inject.h"
 
 #include "cli.h"
+#include "test_hooks.h"
 #include "parse.h"
 
 #include <signal.h>
@@ -126,7 +127,7 @@ void fault_maybe(const fault *f, int rank, long step, dt_model *m)
     fprintf(stderr, "dtrain: fault injection (DTRAIN_FAULT): rank %d %s at step %ld\n", rank, kinds[f->kind].does, step);
     fflush(stderr);
     if (f->kind == 6) {
-        if (m) dt_model_inject_inf(m);
+        if (m) model_test_inject_inf(m);
         return;
     }
     if (f->kind == 2) _exit(3);

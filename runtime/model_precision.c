@@ -8,6 +8,7 @@
 #include "amp.h"
 #include "devmem.h"
 #include "status.h"
+#include "test_hooks.h"
 #ifdef DTRAIN_HAVE_CUDA
 #include "cuda_ops.h"
 #endif
@@ -63,7 +64,7 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
         }
     }
     m->grad_t = grads;
-    return DT_OK;
+    return model_sync_rebind(m);
 }
 
 dt_dtype dt_model_precision(const dt_model *m) { return m->prec; }
@@ -105,4 +106,4 @@ int dt_model_nonfinite_layer(const dt_model *m)
     free(f);
     return bad;
 }
-void dt_model_inject_inf(dt_model *m) { m->inject_inf = 1; }
+void model_test_inject_inf(dt_model *m) { m->inject_inf = 1; }

@@ -85,8 +85,6 @@ DT_API void dt_model_set_nonfinite_check(dt_model *m, int on);
 DT_API int dt_model_nonfinite_layer(const dt_model *m);
 /* "layer 3 (fc:1024)" for layer index i, into buf. */
 DT_API void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n);
-/* Testing: the next backward puts +inf into the first gradient of the first layer it finishes. */
-DT_API void dt_model_inject_inf(dt_model *m);
 
 /* Bytes this rank holds for the model, by kind, in the model's memory (the GPU's for a GPU model;
  * the engine's send/receive scratch is not counted). Parameters, gradients and each optimizer

@@ -12,25 +12,15 @@
  * the unscaled gradients; an overflowing step reports +inf and does not step.
  */
 #include "dtrain.h"
+#include "mpi_check.h"
 #include "model_internal.h"
+#include "test_hooks.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures, checks, rank, world;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL rank %d line %d: ", rank, __LINE__);                             \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, " (last error: %s)\n", dt_last_error());                               \
-        }                                                                                          \
-    } while (0)
 
 enum { IN = 8, CLS = 4, B = 4, K = 4, STEPS = 3 };
 #define SPEC "fc:16,relu,fc:4"
@@ -250,7 +240,7 @@ static void test_clipping(dt_ctx *ctx)
     dt_model *m = model(ctx, B);
     dt_optimizer *o = sgd(m, 0.5f, 0.0f);
     CHECK(dt_model_set_clip_grad_norm(m, F) == DT_OK, "set_clip");
-    dt_model_inject_inf(m);
+    model_test_inject_inf(m);
     CHECK(dt_model_train_step(m, o, sc, x, y, B, 1.0f / B, &r) == DT_OK, "overflowing step");
     CHECK(r.skipped == 1 && r.stepped == 0 && isinf(r.grad_norm), "skipped %d stepped %d norm %g", r.skipped,
           r.stepped, r.grad_norm);
@@ -296,8 +286,7 @@ int main(void)
     test_accumulation16(ctx);
     test_clipping(ctx);
     test_lr();
-    if (rank == 0 || failures) printf("test_accum_clip rank %d of %d: %d/%d checks passed\n", rank, world,
-                                      checks - failures, checks);
+    int rc = mpi_check_finish(ctx, "test_accum_clip");
     dt_finalize(ctx);
-    return failures ? 1 : 0;
+    return rc;
 }

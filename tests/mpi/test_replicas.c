@@ -7,23 +7,12 @@
  * nothing is unreduced and every check passes.
  */
 #include "dtrain.h"
+#include "mpi_check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures, checks, rank, world;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL rank %d line %d: ", rank, __LINE__);                             \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, " (last error: %s)\n", dt_last_error());                               \
-        }                                                                                          \
-    } while (0)
 
 enum { BATCH = 8 };
 
@@ -121,9 +110,7 @@ int main(void)
     CHECK(dt_check_replicas(NULL, buf, sizeof buf, NULL, NULL) == DT_ERR_INVALID_ARG, "NULL ctx");
 
     dt_dataset_free(d);
-    float bad = (float)failures;
-    dt_allreduce(ctx, &bad, 1, DT_F32, DT_SUM);
-    if (rank == 0) printf("test_replicas: %d ranks, %d checks, %s\n", world, checks, bad > 0 ? "FAILED" : "all passed");
+    int rc = mpi_check_finish(ctx, "test_replicas");
     dt_finalize(ctx);
-    return bad > 0 ? 1 : 0;
+    return rc;
 }

@@ -31,6 +31,7 @@
 #include "dtrain.h"
 #include "amp.h"
 #include "cast.h"
+#include "test_hooks.h"
 
 #include <float.h>
 #include <math.h>
@@ -660,7 +661,7 @@ static void inject_case(const char *spec, const char *input, int batch, dt_dtype
     const float gs = 1.0f / (float)batch;
 
     /* Check off: found_inf still says so, but no layer is named. */
-    dt_model_inject_inf(m);
+    model_test_inject_inf(m);
     assert_int_equal(dt_model_forward_backward(m, x, y, batch, gs, &l, &c), DT_OK);
     inf = -1;
     assert_int_equal(dt_model_unscale_grads(m, 1.0f, &inf), DT_OK);
@@ -676,7 +677,7 @@ static void inject_case(const char *spec, const char *input, int batch, dt_dtype
     /* Check on: the first layer done in backward, the last fc, is named. Also with an unscale
      * factor other than 1 (fp32 gradients go through the fused unscale + count then). */
     dt_model_set_nonfinite_check(m, 1);
-    dt_model_inject_inf(m);
+    model_test_inject_inf(m);
     assert_int_equal(dt_model_forward_backward(m, x, y, batch, gs, &l, &c), DT_OK);
     inf = -1;
     assert_int_equal(dt_model_unscale_grads(m, 0.5f, &inf), DT_OK);
@@ -694,7 +695,7 @@ static void inject_case(const char *spec, const char *input, int batch, dt_dtype
 
     /* Switching the check off again. */
     dt_model_set_nonfinite_check(m, 0);
-    dt_model_inject_inf(m);
+    model_test_inject_inf(m);
     assert_int_equal(dt_model_forward_backward(m, x, y, batch, gs, &l, &c), DT_OK);
     assert_int_equal(dt_model_nonfinite_layer(m), -1);
     free(x);

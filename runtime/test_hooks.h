@@ -1,0 +1,20 @@
+/*
+ * test_hooks.h - the hooks that tests and `dtrain train`'s fault injection (launch/fault_inject.c)
+ * use to make failures happen on purpose. Internal: not part of include/dtrain.h, not exported by
+ * libdtrain.so; programs link them from libdtrain.a like the unit tests do.
+ *
+ * The environment's test hooks are documented where they act: DTRAIN_TEST_HANG (coll.h: a rank that
+ * stops inside a collective), DTRAIN_TEST_SAMPLE_LOG (data/loader.h: which samples each rank read),
+ * DTRAIN_COMM_WORLD1 (collectives/reducer.c: device buckets reduced even in a world of one), and
+ * DTRAIN_FAULT (launch/fault_inject.h).
+ */
+#ifndef DT_RUNTIME_TEST_HOOKS_H
+#define DT_RUNTIME_TEST_HOOKS_H
+
+#include "dtrain.h"
+
+/* The next backward of m puts +inf into the first gradient of the first layer it finishes (before
+ * the allreduce): the overflow a loss scaler must catch, on one rank or all. */
+void model_test_inject_inf(dt_model *m);
+
+#endif
