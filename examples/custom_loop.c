@@ -1,11 +1,18 @@
 /*
  * custom_loop.c - a training loop a user writes in C against include/dtrain.h alone.
  *
- * The program owns its model: a two-layer perceptron (input -> 64 -> classes) whose parameters it
+ * The program owns its model: a two-layer perceptron (input -> HID -> classes) whose parameters it
  * keeps in one flat buffer and whose forward and backward passes it computes itself with
- * dt_sgemm. dtrain provides placement, the synthetic data, the loss, the gradient averaging
- * across ranks and the check that the ranks' parameters stayed identical. Exits 0 when the loss
- * fell by at least a quarter.
+ * dt_sgemm. dtrain provides placement, the synthetic data, the loss, and the gradient reducer:
+ * backward tells it when each layer's gradients are final (dt_reducer_ready), so layer 2's
+ * allreduce runs on the communication thread while layer 1's backward is still computing, and
+ * dt_reducer_wait completes the step before the optimizer. Gradient clipping and the check that
+ * every rank holds the same weights come with it.
+ *
+ * The loop runs twice from the same start: with the reducer, and with one blocking dt_allreduce of
+ * the whole gradient after backward. dtrain's host allreduce adds every element in rank order
+ * whatever the buckets, so the two must end with the same parameters bit for bit; the program
+ * says so and exits 0 only when they do and the loss fell by at least a quarter.
  *
  *   mpirun -np 2 ./example_custom_loop
  */
@@ -16,52 +23,53 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { IN = 64, HID = 64, CLASSES = 10, BATCH = 32, STEPS = 300 };
+enum { IN = 64, HID = 256, CLASSES = 10, BATCH = 32, STEPS = 300 };
+#define LR 0.05f
+#define MAX_NORM 5.0
 
-int main(void)
+/* Flat parameters: W1 (HID, IN), b1 (HID), W2 (CLASSES, HID), b2 (CLASSES); gradients alike. */
+enum { N_W1 = HID * IN, N_B1 = HID, N_W2 = CLASSES * HID, N_B2 = CLASSES, NP = N_W1 + N_B1 + N_W2 + N_B2 };
+/* Each layer's slice of the buffers: layer 1 = W1, b1; layer 2 = W2, b2. */
+static const dt_range layer1 = {0, N_W1 + N_B1}, layer2 = {N_W1 + N_B1, N_W2 + N_B2};
+
+static void die(dt_ctx *ctx, const char *what)
 {
-    dt_config cfg;
-    dt_config_defaults(&cfg);
-    cfg.device = DT_DEVICE_CPU; /* the buffers below are host memory */
-    dt_ctx *ctx = NULL;
-    dt_status s = dt_init(&cfg, &ctx);
-    if (s != DT_OK) {
-        fprintf(stderr, "custom_loop: %s\n", dt_last_error());
-        dt_abort_job(NULL, 1);
-        return 1;
-    }
-    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    fprintf(stderr, "custom_loop: %s: %s\n", what, dt_last_error());
+    dt_abort_job(ctx, 1);
+    exit(1);
+}
 
-    /* Flat parameters: W1 (HID, IN), b1 (HID), W2 (CLASSES, HID), b2 (CLASSES); grads alike. */
-    const size_t n_w1 = HID * IN, n_b1 = HID, n_w2 = CLASSES * HID, n_b2 = CLASSES;
-    const size_t np = n_w1 + n_b1 + n_w2 + n_b2;
-    float *p = calloc(np, sizeof *p), *g = calloc(np, sizeof *g), *vel = calloc(np, sizeof *vel);
+/* Trains from params p (NP floats, the same on every rank) for STEPS steps, with the reducer
+ * (use_reducer 1) or one blocking allreduce after backward (0). Returns the mean loss of the first
+ * and last 20 steps. */
+static void train(dt_ctx *ctx, dt_dataset *data, int use_reducer, float *p, double *first, double *last)
+{
+    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    float *g = calloc(NP, sizeof *g), *vel = calloc(NP, sizeof *vel);
     float *x = malloc(BATCH * IN * sizeof *x), *h = malloc(BATCH * HID * sizeof *h);
     float *logits = malloc(BATCH * CLASSES * sizeof *logits), *dlogits = malloc(BATCH * CLASSES * sizeof *dlogits);
     float *dh = malloc(BATCH * HID * sizeof *dh);
     int32_t labels[BATCH];
-    if (!p || !g || !vel || !x || !h || !logits || !dlogits || !dh) {
+    if (!g || !vel || !x || !h || !logits || !dlogits || !dh) {
         fprintf(stderr, "custom_loop: out of memory\n");
         dt_abort_job(ctx, 1);
-        return 1;
+        exit(1);
     }
-    float *W1 = p, *b1 = p + n_w1, *W2 = b1 + n_b1, *b2 = W2 + n_w2;
-    float *gW1 = g, *gb1 = g + n_w1, *gW2 = gb1 + n_b1, *gb2 = gW2 + n_w2;
+    float *W1 = p, *b1 = p + N_W1, *W2 = b1 + N_B1, *b2 = W2 + N_W2;
+    float *gW1 = g, *gb1 = g + N_W1, *gW2 = gb1 + N_B1, *gb2 = gW2 + N_W2;
 
-    /* Rank 0 initializes; everyone starts from its parameters. */
-    if (rank == 0) {
-        srand(42);
-        for (size_t i = 0; i < n_w1; i++) W1[i] = ((float)rand() / RAND_MAX * 2 - 1) / sqrtf(IN);
-        for (size_t i = 0; i < n_w2; i++) W2[i] = ((float)rand() / RAND_MAX * 2 - 1) / sqrtf(HID);
-    }
-    dt_dataset *data = NULL;
-    if ((s = dt_broadcast(ctx, p, np, DT_F32, 0)) || (s = dt_synthetic_create(IN, 1, 1, CLASSES, 100000, 3, &data))) {
-        fprintf(stderr, "custom_loop: %s\n", dt_last_error());
-        dt_abort_job(ctx, 1);
-        return 1;
+    /* The reducer over g: the layers in the order backward finishes them (layer 2 first), and caps
+     * small enough that each layer is its own bucket, so layer 2's allreduce starts at once. */
+    dt_reducer *red = NULL;
+    if (use_reducer) {
+        const dt_range ranges[2] = {layer2, layer1};
+        dt_reducer_config rc;
+        dt_reducer_defaults(&rc); /* host memory, fp32, the mean over ranks */
+        rc.first_bucket_mb = rc.bucket_mb = 0.001;
+        if (dt_reducer_create(ctx, g, NP, ranges, 2, &rc, &red)) die(ctx, "dt_reducer_create");
     }
 
-    double first = 0, last = 0;
+    *first = *last = 0;
     for (int step = 0; step < STEPS; step++) {
         dt_dataset_batch(data, step, rank, world, BATCH, x, labels);
         /* h = relu(x W1^T + b1) */
@@ -73,46 +81,98 @@ int main(void)
         dt_sgemm(0, 1, BATCH, CLASSES, HID, 1.0f, h, HID, W2, HID, 1.0f, logits, CLASSES);
         int correct;
         double loss = dt_softmax_xent(logits, labels, dlogits, BATCH, CLASSES, 1.0f / BATCH, &correct) / BATCH;
-        /* Backward: gW2 = dlogits^T h, gb2 = sum dlogits, dh = dlogits W2 (masked), gW1 = dh^T x. */
+
+        /* Backward of layer 2: gW2 = dlogits^T h, gb2 = sum dlogits. Then its gradients are final. */
         dt_sgemm(1, 0, CLASSES, HID, BATCH, 1.0f, dlogits, CLASSES, h, HID, 0.0f, gW2, HID);
-        memset(gb2, 0, n_b2 * sizeof *gb2);
-        memset(gb1, 0, n_b1 * sizeof *gb1);
+        memset(gb2, 0, N_B2 * sizeof *gb2);
         for (int i = 0; i < BATCH; i++)
             for (int c = 0; c < CLASSES; c++) gb2[c] += dlogits[i * CLASSES + c];
+        if (red && dt_reducer_ready(red, layer2.offset, layer2.count)) die(ctx, "dt_reducer_ready(layer 2)");
+        /* Backward of layer 1 (while layer 2's allreduce runs): dh = dlogits W2 (masked), gW1 = dh^T x. */
         dt_sgemm(0, 0, BATCH, HID, CLASSES, 1.0f, dlogits, CLASSES, W2, HID, 0.0f, dh, HID);
         for (int i = 0; i < BATCH * HID; i++) dh[i] = h[i] > 0 ? dh[i] : 0;
+        memset(gb1, 0, N_B1 * sizeof *gb1);
         for (int i = 0; i < BATCH; i++)
             for (int j = 0; j < HID; j++) gb1[j] += dh[i * HID + j];
         dt_sgemm(1, 0, HID, IN, BATCH, 1.0f, dh, HID, x, IN, 0.0f, gW1, IN);
 
-        /* The one call that makes it data-parallel: average the flat gradient over the ranks. */
-        if ((s = dt_allreduce(ctx, g, np, DT_F32, DT_AVG))) {
-            fprintf(stderr, "custom_loop: %s\n", dt_last_error());
-            dt_abort_job(ctx, 1);
-            return 1;
+        /* The gradients averaged over the ranks, then clipped to a global norm of MAX_NORM. */
+        if (red) {
+            if (dt_reducer_ready(red, layer1.offset, layer1.count)) die(ctx, "dt_reducer_ready(layer 1)");
+            if (dt_reducer_wait(red)) die(ctx, "dt_reducer_wait");
+            if (dt_reducer_clip_grad_norm(red, MAX_NORM, NULL)) die(ctx, "dt_reducer_clip_grad_norm");
+        } else {
+            double norm;
+            if (dt_allreduce(ctx, g, NP, DT_F32, DT_AVG)) die(ctx, "dt_allreduce");
+            if (dt_buffer_norm(ctx, g, NP, DT_F32, DT_MEMORY_HOST, 0, &norm)) die(ctx, "dt_buffer_norm");
+            const float coef = (float)(MAX_NORM / (norm + 1e-6));
+            if (isfinite(norm) && coef < 1.0f && dt_buffer_scale(g, NP, DT_F32, DT_MEMORY_HOST, coef))
+                die(ctx, "dt_buffer_scale");
         }
-        for (size_t i = 0; i < np; i++) {
+        for (size_t i = 0; i < NP; i++) {
             vel[i] = 0.9f * vel[i] + g[i];
-            p[i] -= 0.05f * vel[i];
+            p[i] -= LR * vel[i];
         }
         float l = (float)loss;
-        dt_allreduce(ctx, &l, 1, DT_F32, DT_AVG);
-        if (step < 20) first += l / 20;
-        if (step >= STEPS - 20) last += l / 20;
-        if (rank == 0 && (step + 1) % 50 == 0) printf("step %d loss %.4f acc %.2f\n", step + 1, l, (double)correct / BATCH);
+        if (dt_allreduce(ctx, &l, 1, DT_F32, DT_AVG)) die(ctx, "dt_allreduce(loss)");
+        if (step < 20) *first += l / 20;
+        if (step >= STEPS - 20) *last += l / 20;
+        if (rank == 0 && (step + 1) % 100 == 0)
+            printf("%s step %d loss %.4f acc %.2f\n", red ? "reducer " : "blocking", step + 1, l,
+                   (double)correct / BATCH);
     }
+    if (red && rank == 0) {
+        dt_reducer_stats st;
+        dt_reducer_get_stats(red, &st);
+        printf("reducer: %d buckets, %ld allreduces, %ld started during backward, %.3f s waiting\n",
+               dt_reducer_num_buckets(red), st.starts, st.overlapped, st.wait_s);
+    }
+    dt_reducer_free(red);
+    free(g), free(vel), free(x), free(h), free(logits), free(dlogits), free(dh);
+}
+
+int main(void)
+{
+    dt_config cfg;
+    dt_config_defaults(&cfg);
+    cfg.device = DT_DEVICE_CPU; /* the buffers here are host memory */
+    dt_ctx *ctx = NULL;
+    if (dt_init(&cfg, &ctx) != DT_OK) die(NULL, "dt_init");
+    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+
+    /* Rank 0 initializes; everyone starts from its parameters. */
+    float *init = calloc(NP, sizeof *init), *p_red = malloc(NP * sizeof *p_red), *p_blk = malloc(NP * sizeof *p_blk);
+    if (!init || !p_red || !p_blk) die(ctx, "out of memory");
+    if (rank == 0) {
+        srand(42);
+        for (size_t i = 0; i < N_W1; i++) init[i] = ((float)rand() / RAND_MAX * 2 - 1) / sqrtf(IN);
+        for (size_t i = 0; i < N_W2; i++) init[layer2.offset + i] = ((float)rand() / RAND_MAX * 2 - 1) / sqrtf(HID);
+    }
+    dt_dataset *data = NULL;
+    if (dt_broadcast(ctx, init, NP, DT_F32, 0)) die(ctx, "dt_broadcast");
+    if (dt_synthetic_create(IN, 1, 1, CLASSES, 100000, 3, &data)) die(ctx, "dt_synthetic_create");
+
+    double first, last, first_b, last_b;
+    memcpy(p_red, init, NP * sizeof *init);
+    memcpy(p_blk, init, NP * sizeof *init);
+    train(ctx, data, 1, p_red, &first, &last);
+    train(ctx, data, 0, p_blk, &first_b, &last_b);
+
     /* Every rank applied the same averaged gradients, so every rank must hold the same parameters:
-     * the check names any rank that drifted (it would, had the allreduce above been left out). */
-    if ((s = dt_check_replicas(ctx, p, np * sizeof *p, NULL, NULL))) {
-        fprintf(stderr, "custom_loop: %s\n", dt_last_error());
-        dt_abort_job(ctx, 1);
-        return 1;
+     * the check names any rank that drifted (it would, had the reduction been left out). */
+    if (dt_check_replicas(ctx, p_red, NP * sizeof *p_red, NULL, NULL)) die(ctx, "dt_check_replicas");
+    uint64_t sum_red, sum_blk;
+    if (dt_buffer_checksum(p_red, NP * sizeof *p_red, DT_MEMORY_HOST, &sum_red) ||
+        dt_buffer_checksum(p_blk, NP * sizeof *p_blk, DT_MEMORY_HOST, &sum_blk))
+        die(ctx, "dt_buffer_checksum");
+    const int same = memcmp(p_red, p_blk, NP * sizeof *p_red) == 0, learned = last < 0.75 * first;
+    if (rank == 0) {
+        printf("custom_loop: %d ranks, loss %.4f -> %.4f: %s\n", world, first, last, learned ? "learned" : "DID NOT LEARN");
+        printf("custom_loop: reducer vs blocking allreduce: parameters %s (checksums %016llx, %016llx)\n",
+               same ? "equal bit for bit" : "DIFFER", (unsigned long long)sum_red, (unsigned long long)sum_blk);
     }
-    int ok = last < 0.75 * first;
-    if (rank == 0)
-        printf("custom_loop: %d ranks, loss %.4f -> %.4f: %s\n", world, first, last, ok ? "learned" : "DID NOT LEARN");
     dt_dataset_free(data);
-    free(p), free(g), free(vel), free(x), free(h), free(logits), free(dlogits), free(dh);
+    free(init), free(p_red), free(p_blk);
     dt_finalize(ctx);
-    return ok ? 0 : 1;
+    return same && learned ? 0 : 1;
 }
