@@ -88,7 +88,7 @@ dt_status cuda_ops_last_error(void);
  * the CUDA context: the next op records it again.) */
 void cuda_ops_clear_error(void);
 
-/* Mixed precision (runtime/model_amp.c on a CUDA model). 16-bit arrays are uint16_t bit patterns
+/* Mixed precision (runtime/model/model_amp.c on a CUDA model). 16-bit arrays are uint16_t bit patterns
  * of type t (DT_F16 or DT_BF16); all on the ops' stream, launches checked as above. */
 /* Row-major C(m,n) = op(A) op(B) + beta C, A and B 16-bit of type t, accumulated in fp32 on the
  * tensor cores (cublasGemmEx, CUBLAS_COMPUTE_32F); C of type ct: DT_F32, or t (rounded once). */

@@ -5,7 +5,7 @@
  */
 #include "ckpt_format.h"
 #include "log.h"
-#include "model.h"
+#include "model/model.h"
 #include "status.h"
 
 #include <dirent.h>

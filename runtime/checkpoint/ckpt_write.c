@@ -8,7 +8,7 @@
  */
 #include "ckpt_format.h"
 #include "log.h"
-#include "model.h"
+#include "model/model.h"
 #include "status.h"
 
 #include <errno.h>

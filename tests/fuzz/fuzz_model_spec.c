@@ -1,5 +1,5 @@
 /*
- * fuzz_model_spec.c - the model-spec grammar (runtime/model_spec.c): --model and --input.
+ * fuzz_model_spec.c - the model-spec grammar (runtime/model/model_spec.c): --model and --input.
  *
  * Input: the spec, then a NUL or newline, then the input shape ("fc:10\n1x28x28"); without a
  * separator the whole input is the spec and the shape is left to the preset (NULL).
@@ -9,7 +9,7 @@
  * [0, num_params) in order.
  */
 #include "fuzz_common.h"
-#include "model.h"
+#include "model/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -13,7 +13,7 @@
  */
 #include "dtrain.h"
 #include "mpi_check.h"
-#include "model_internal.h"
+#include "model/model_internal.h"
 #include "test_hooks.h"
 
 #include <math.h>

@@ -1,0 +1,18 @@
+/*
+ * kernels_api.c - the kernel entry points include/dtrain.h offers custom models: the CPU table's
+ * GEMM (OpenBLAS) and softmax cross-entropy, the same code dt_model runs on the CPU.
+ */
+#include "dtrain.h"
+#include "ops.h"
+
+void dt_sgemm(int trans_a, int trans_b, int m, int n, int kk, float alpha, const float *a, int lda,
+              const float *b, int ldb, float beta, float *c, int ldc)
+{
+    kernels_cpu()->gemm(trans_a, trans_b, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+double dt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch, int classes,
+                       float grad_scale, int *correct)
+{
+    return kernels_cpu()->softmax_xent(logits, labels, dlogits, batch, classes, grad_scale, correct);
+}
