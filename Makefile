@@ -5,6 +5,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 NP      ?= 2
+PREFIX  ?= /usr/local
 
 # Debian packages the build and the tests need (the CUDA toolkit is optional, found at /usr/local/cuda).
 # clang, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and llvm (llvm-symbolizer, for
@@ -21,7 +22,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMPI_MCA_mpi_yield_when_idle := 1
 export OMPI_MCA_rmaps_base_oversubscribe := 1
 
-.PHONY: all deps configure build demo test fuzz clean
+.PHONY: all deps configure build demo test install fuzz clean
 
 all: build
 
@@ -52,6 +53,11 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure
+
+# Headers, libdtrain.so/.a, the command, the sbatch templates, the CMake package and dtrain.pc under
+# PREFIX (cmake/install.cmake lists them).
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # libFuzzer harnesses (tests/fuzz/): built with clang + ASan + UBSan in their own build directory,
 # each run FUZZ_SECONDS on its seed corpus; any report fails. `make test` runs them for 3 s each.
