@@ -24,6 +24,12 @@ set_target_properties(dtrain dtrain_cmd PROPERTIES INSTALL_RPATH_USE_LINK_PATH O
 
 # The exported targets carry only the public include directory: dtrain_obj's internal ones (runtime,
 # collectives, kernels) reach dtrain_static in the build tree alone ($<BUILD_INTERFACE>).
+# nvcc compiles the host side of kernels/cuda with g++, so libdtrain.a needs the C++ runtime. In the
+# tree CMake links its users with the CUDA linker, which adds it; a consumer that enables only C does
+# not, so the installed target names it.
+if(DTRAIN_HAVE_CUDA)
+  target_link_libraries(dtrain_static INTERFACE $<INSTALL_INTERFACE:stdc++>)
+endif()
 install(TARGETS dtrain dtrain_static EXPORT dtrainTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -65,7 +71,7 @@ endif()
 set(_pc_libs ${MPI_C_LIBRARIES} ${HWLOC_LINK_LIBRARIES} ${OPENBLAS_LINK_LIBRARIES} ${ZLIB_LIBRARIES}
     ${TURBOJPEG_LINK_LIBRARIES} ${PNG_LINK_LIBRARIES})
 if(DTRAIN_HAVE_CUDA)
-  # nvcc's objects in libdtrain.a call into the C++ runtime.
+  # nvcc's objects in libdtrain.a call into the C++ runtime (as above).
   list(APPEND _pc_libs ${CUDA_cublas_LIBRARY} ${CUDA_cudart_LIBRARY} -lstdc++)
 endif()
 if(DTRAIN_HAVE_NCCL)
