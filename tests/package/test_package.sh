@@ -107,7 +107,7 @@ fi
 if libs=$(pkg-config --static --libs dtrain 2>"$tmp/pc.err"); then
     echo "pkg-config --static --libs dtrain: $libs"
     libs=${libs/-ldtrain/$libdir/libdtrain.a}
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2046,SC2086
     if "$cc" -o "$tmp/pc_static" "$src/examples/custom_loop.c" $(pkg-config --cflags dtrain) $libs \
            >"$tmp/pc_static.log" 2>&1; then
         readelf -d "$tmp/pc_static" | grep -q 'libdtrain' && bad "pc_static needs libdtrain.so"
