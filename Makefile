@@ -5,13 +5,14 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 NP      ?= 2
+PREFIX  ?= /usr/local
 
 # Debian packages the build and the tests need (the CUDA toolkit is optional, found at /usr/local/cuda).
 # clang, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and llvm (llvm-symbolizer, for
-# readable stack traces) build and run the fuzz harnesses of tests/fuzz/.
+# readable stack traces) build and run the fuzz harnesses of tests/fuzz/. doxygen: make docs.
 DEB_PKGS := cmake make gcc pkg-config openmpi-bin libopenmpi-dev libpmix-dev libhwloc-dev \
             libopenblas-dev libcmocka-dev zlib1g-dev libturbojpeg0-dev libpng-dev slurmctld slurmd slurm-client munge iproute2 util-linux procps \
-            clang libclang-rt-14-dev llvm
+            clang libclang-rt-14-dev llvm doxygen
 
 # Open MPI refuses to run as root without these; tests and the demo run as whoever calls make.
 export OMPI_ALLOW_RUN_AS_ROOT := 1
@@ -21,7 +22,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMPI_MCA_mpi_yield_when_idle := 1
 export OMPI_MCA_rmaps_base_oversubscribe := 1
 
-.PHONY: all deps configure build demo test fuzz clean
+.PHONY: all deps configure build demo test install docs fuzz clean
 
 all: build
 
@@ -52,6 +53,16 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure
+
+# Headers, libdtrain.so/.a, the command, the sbatch templates, the CMake package and dtrain.pc under
+# PREFIX (cmake/install.cmake lists them).
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# The API reference from the public headers' comments: $(BUILD)/docs/html/index.html. Fails on any
+# Doxygen warning (an undocumented function, field or value).
+docs: configure
+	cmake --build $(BUILD) --target docs
 
 # libFuzzer harnesses (tests/fuzz/): built with clang + ASan + UBSan in their own build directory,
 # each run FUZZ_SECONDS on its seed corpus; any report fails. `make test` runs them for 3 s each.

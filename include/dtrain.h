@@ -1,4 +1,5 @@
-/*
+/**
+ * @file
  * dtrain.h - the public header of dtrain, a runtime for data-parallel training: the status,
  * configuration, context, placement and collectives here, then the parts in include/dtrain/ (model,
  * training, checkpoint, data), included below; a program includes this file alone.
@@ -11,6 +12,42 @@
  *
  * Threading: one dt_ctx is used by one thread at a time. dt_last_error() is per thread.
  */
+/**
+ * @mainpage dtrain API reference
+ *
+ * A program includes `<dtrain.h>` alone (it includes the parts in dtrain/) and links libdtrain:
+ *
+ *     find_package(dtrain 0.1 REQUIRED)                      # CMake
+ *     target_link_libraries(app PRIVATE dtrain::dtrain)      # or dtrain::dtrain_static
+ *
+ *     cc app.c $(pkg-config --cflags --libs dtrain) -lm      # pkg-config
+ *
+ * then runs under the job's launcher (`mpirun -np 2 ./app`, `srun ./app`). The Modules page lists the
+ * API by concern. A function that can fail returns a #dt_status, and then dt_last_error() says what
+ * failed and how to fix it.
+ *
+ * A data-parallel training loop of your own (examples/custom_loop.c does exactly this):
+ *  1. dt_config_defaults(), edit the fields (dt_config::device), dt_init(): one context per process.
+ *     On a failure print dt_last_error() and end the job with dt_abort_job().
+ *  2. dt_rank() and dt_world_size() say which share of the work is this process's.
+ *  3. Keep the parameters in one flat buffer and dt_broadcast() it from rank 0, so every rank starts
+ *     from the same values.
+ *  4. Make a reducer over the flat gradient buffer: dt_reducer_create() with its parameter ranges in
+ *     the order backward finishes them (#dt_range, #dt_reducer_config).
+ *  5. Each step: this rank's batch (dt_dataset_batch() of a dt_synthetic_create() or
+ *     dt_dataset_open() dataset), forward with your own code or dt_sgemm() and dt_softmax_xent(),
+ *     backward calling dt_reducer_ready() as each range's gradients are final (its bucket's
+ *     allreduce then overlaps the rest of backward), dt_reducer_wait(), optionally
+ *     dt_reducer_clip_grad_norm(), then your update. (dt_allreduce() of the whole gradient after
+ *     backward is the simple, blocking alternative: the same bits, no overlap.)
+ *  6. Save named sections (parameters, moments, your own state) with dt_ckpt_begin(),
+ *     dt_ckpt_add(), dt_ckpt_commit(); resume with dt_ckpt_open_latest() and dt_ckpt_read().
+ *  7. At the end dt_check_replicas() confirms that every rank holds the same parameters;
+ *     dt_finalize() releases the context.
+ *
+ * Or let dtrain own the model: dt_model_create(), dt_optimizer_create(), dt_model_train_step() in
+ * the loop, dt_checkpoint_save() now and then, and dt_evaluate() on a held-out split.
+ */
 #ifndef DTRAIN_H
 #define DTRAIN_H
 
@@ -21,188 +58,241 @@
 extern "C" {
 #endif
 
-#define DT_VERSION_MAJOR 0
-#define DT_VERSION_MINOR 1
-#define DT_VERSION_PATCH 0
+/** @defgroup version Version
+ * The version of these headers; dt_version_string() gives the library's, at run time.
+ * @{ */
+#define DT_VERSION_MAJOR 0 /**< Raised by a change that breaks programs (the soname follows it). */
+#define DT_VERSION_MINOR 1 /**< Raised by additions. */
+#define DT_VERSION_PATCH 0 /**< Raised by fixes. */
+/** One number to compare in `#if`: major * 10000 + minor * 100 + patch. */
 #define DT_VERSION_CODE (DT_VERSION_MAJOR * 10000 + DT_VERSION_MINOR * 100 + DT_VERSION_PATCH)
+/** @} */
 
+/* The mark of every public declaration: what libdtrain.so exports (everything else is hidden). Not
+ * in the reference, which shows the declarations without it. */
+/** @cond */
 #if defined(__GNUC__)
 #define DT_API __attribute__((visibility("default")))
 #else
 #define DT_API
 #endif
+/** @endcond */
 
-/* ---------------------------------------------------------------- status and errors */
+/** @defgroup status Status and errors
+ * Every function that can fail returns a dt_status; dt_last_error() holds the message.
+ * @{ */
 
+/** What a call returns: DT_OK, or the kind of failure (dt_last_error() has the details). */
 typedef enum dt_status {
-    DT_OK = 0,
-    DT_ERR_INVALID_ARG = 1, /* a bad argument, flag or configuration value */
-    DT_ERR_ENV = 2,         /* a malformed or inconsistent environment variable */
-    DT_ERR_MPI = 3,         /* MPI failed or disagrees with the launcher */
-    DT_ERR_DEVICE = 4,      /* no usable device, or a bad device mapping */
-    DT_ERR_NOMEM = 5,       /* out of host or device memory */
-    DT_ERR_IO = 6,          /* a file could not be read or written */
-    DT_ERR_CORRUPT = 7,     /* a file or message failed its checks */
-    DT_ERR_TIMEOUT = 8,     /* a collective passed its deadline */
-    DT_ERR_UNSUPPORTED = 9, /* not built in, or not supported by this backend */
-    DT_ERR_INTERNAL = 10,   /* a bug in dtrain: please report it with the message */
-    DT_ERR_NUMERIC = 11     /* training diverged: gradients stay non-finite (loss scaling gave up) */
+    DT_OK = 0,              /**< success */
+    DT_ERR_INVALID_ARG = 1, /**< a bad argument, flag or configuration value */
+    DT_ERR_ENV = 2,         /**< a malformed or inconsistent environment variable */
+    DT_ERR_MPI = 3,         /**< MPI failed or disagrees with the launcher */
+    DT_ERR_DEVICE = 4,      /**< no usable device, or a bad device mapping */
+    DT_ERR_NOMEM = 5,       /**< out of host or device memory */
+    DT_ERR_IO = 6,          /**< a file could not be read or written */
+    DT_ERR_CORRUPT = 7,     /**< a file or message failed its checks */
+    DT_ERR_TIMEOUT = 8,     /**< a collective passed its deadline */
+    DT_ERR_UNSUPPORTED = 9, /**< not built in, or not supported by this backend */
+    DT_ERR_INTERNAL = 10,   /**< a bug in dtrain: please report it with the message */
+    DT_ERR_NUMERIC = 11     /**< training diverged: gradients stay non-finite (loss scaling gave up) */
 } dt_status;
 
-/* A short fixed description of a status code; never NULL. */
+/** A short fixed description of a status code; never NULL. */
 DT_API const char *dt_strerror(dt_status s);
 
-/* The message of the last failure on this thread: what failed, the offending value and the fix.
+/** The message of the last failure on this thread: what failed, the offending value and the fix.
  * Empty string when nothing failed yet. The pointer stays valid until the next dtrain call on this
  * thread. */
 DT_API const char *dt_last_error(void);
 
-/* "0.1.0" plus the optional parts this build has, e.g. "0.1.0 (cuda, nccl)". Static storage. */
+/** "0.1.0" plus the optional parts this build has, such as "0.1.0 (cuda, nccl)". Static storage. */
 DT_API const char *dt_version_string(void);
 
-/* ---------------------------------------------------------------- configuration */
+/** @} */
 
+/** @defgroup config Configuration
+ * What dt_init() is told: a plain struct filled with defaults, then from the environment, then edited.
+ * @{ */
+
+/** Where a process computes. */
 typedef enum dt_device_kind {
-    DT_DEVICE_AUTO = 0, /* CUDA when a GPU is visible, else the CPU */
-    DT_DEVICE_CPU = 1,
-    DT_DEVICE_CUDA = 2
+    DT_DEVICE_AUTO = 0, /**< CUDA when a GPU is visible, else the CPU */
+    DT_DEVICE_CPU = 1,  /**< the CPU cores this process is pinned to (OpenBLAS) */
+    DT_DEVICE_CUDA = 2  /**< a GPU (CUDA and cuBLAS); dt_init() fails when none is visible */
 } dt_device_kind;
 
+/** Whether dtrain pins the process to CPU cores. */
 typedef enum dt_pin_mode {
-    DT_PIN_AUTO = 0, /* keep a launcher's binding, else split the allowed cores among local ranks */
-    DT_PIN_NONE = 1  /* leave the affinity exactly as the launcher set it */
+    DT_PIN_AUTO = 0, /**< keep a launcher's binding, else split the allowed cores among local ranks */
+    DT_PIN_NONE = 1  /**< leave the affinity exactly as the launcher set it */
 } dt_pin_mode;
 
-/* What carries collectives on GPU buffers: NCCL (the default where dtrain was built with it), or
+/** What carries collectives on GPU buffers: NCCL (the default where dtrain was built with it), or
  * MPI through host memory (slower; needs no NCCL, and lets several ranks share one GPU, which NCCL
  * refuses: for debugging and for testing many ranks on one GPU). */
 typedef enum dt_gpu_comm {
-    DT_GPU_COMM_NCCL = 0,
-    DT_GPU_COMM_MPI = 1
+    DT_GPU_COMM_NCCL = 0, /**< NCCL on the GPU buffers */
+    DT_GPU_COMM_MPI = 1   /**< MPI, copying through host memory */
 } dt_gpu_comm;
 
-/* Plain configuration: fill with dt_config_defaults(), optionally dt_config_from_env(), then edit. */
+/** Plain configuration: fill with dt_config_defaults(), optionally dt_config_from_env(), then edit. */
 typedef struct dt_config {
-    dt_device_kind device;
-    dt_pin_mode pin;
-    double timeout_s;      /* deadline of a collective before the job is aborted: 0 = none, else
-                              1 to 1e7 seconds (DTRAIN_TIMEOUT refuses other values) */
-    int init_mpi;          /* 1: dt_init calls MPI_Init_thread (and dt_finalize MPI_Finalize) when
-                              MPI is not initialized yet; 0: the caller initializes MPI itself */
-    int blas_threads;      /* 0 = one per core this process is pinned to */
-    dt_gpu_comm gpu_comm;  /* collectives on GPU buffers */
+    dt_device_kind device; /**< where to compute (DTRAIN_DEVICE) */
+    dt_pin_mode pin;       /**< whether to pin to CPU cores (DTRAIN_PIN) */
+    double timeout_s;      /**< deadline of a collective before the job is aborted: 0 = none, else
+                                1 to 1e7 seconds (DTRAIN_TIMEOUT refuses other values) */
+    int init_mpi;          /**< 1: dt_init calls MPI_Init_thread (and dt_finalize MPI_Finalize) when
+                                MPI is not initialized yet; 0: the caller initializes MPI itself */
+    int blas_threads;      /**< 0 = one per core this process is pinned to */
+    dt_gpu_comm gpu_comm;  /**< collectives on GPU buffers */
 } dt_config;
 
-/* Defaults: device auto, pin auto, timeout 300 s, init_mpi 1, blas_threads 0, gpu_comm nccl. */
+/** Defaults: device auto, pin auto, timeout 300 s, init_mpi 1, blas_threads 0, gpu_comm nccl. */
 DT_API void dt_config_defaults(dt_config *cfg);
 
-/* Overrides fields from DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS and
+/** Overrides fields from DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS and
  * DTRAIN_GPU_COMM when set, and checks DTRAIN_LOG (setting the log level dt_init would set), so
  * that every malformed DTRAIN_* variable is refused here, before MPI starts.
  * A malformed value fails with DT_ERR_ENV naming the variable; cfg is then left unchanged. */
 DT_API dt_status dt_config_from_env(dt_config *cfg);
 
-/* Parsers shared by the command line and the environment: "auto|cpu|cuda", "auto|none". */
+/** Parses "auto|cpu|cuda" (the command line's --device, DTRAIN_DEVICE) into *out;
+ * DT_ERR_INVALID_ARG for anything else. */
 DT_API dt_status dt_device_kind_parse(const char *s, dt_device_kind *out);
+/** Parses "auto|none" (--pin, DTRAIN_PIN) into *out; DT_ERR_INVALID_ARG for anything else. */
 DT_API dt_status dt_pin_mode_parse(const char *s, dt_pin_mode *out);
-/* "nccl|mpi". */
+/** Parses "nccl|mpi" (--gpu-comm, DTRAIN_GPU_COMM) into *out; DT_ERR_INVALID_ARG for anything else. */
 DT_API dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out);
+/** "auto", "cpu" or "cuda"; static storage. */
 DT_API const char *dt_device_kind_name(dt_device_kind k);
 
-/* ---------------------------------------------------------------- context */
+/** @} */
 
-typedef struct dt_ctx dt_ctx; /* opaque */
+/** @defgroup context Context
+ * One dt_ctx per process, from dt_init() to dt_finalize().
+ * @{ */
 
-/* Resolves identity, selects the device, initializes MPI (see cfg->init_mpi), cross-checks the
+/** The process's view of the job: placement, device and communicators. Opaque; made by dt_init(). */
+typedef struct dt_ctx dt_ctx;
+
+/** Resolves identity, selects the device, initializes MPI (see cfg->init_mpi), cross-checks the
  * launcher against MPI, pins CPU cores and builds the communicators. On success *out owns a context
  * that dt_finalize() releases. On failure *out is NULL, nothing stays allocated, and MPI may still
  * be initialized (call dt_abort_job or MPI_Finalize as you see fit). cfg NULL means defaults plus
  * the environment. Collective: every rank of the job must call it. */
 DT_API dt_status dt_init(const dt_config *cfg, dt_ctx **out);
 
-/* Releases the context (and finalizes MPI when dt_init initialized it). Free every model made with
+/** Releases the context (and finalizes MPI when dt_init initialized it). Free every model made with
  * this context first (a model owns a communication thread and communicator). Collective. NULL is
  * a no-op. */
 DT_API dt_status dt_finalize(dt_ctx *ctx);
 
-/* Ends every process of the job with exit code `code` (MPI_Abort): for a rank that failed alone,
+/** Ends every process of the job with exit code `code` (MPI_Abort): for a rank that failed alone,
  * so that its peers do not wait forever on it. Usable before or after dt_init (ctx may be NULL).
  * Returns only when there is no job to abort: MPI not initialized, or a world of 1 (MPI is then
  * finalized); the caller then exits with `code` itself. */
 DT_API void dt_abort_job(dt_ctx *ctx, int code);
 
-/* ---------------------------------------------------------------- placement */
+/** @} */
 
+/** @defgroup placement Placement
+ * Who started this process, where it runs (node, cores, GPU) and who its peers are.
+ * @{ */
+
+/** The launcher that started the process, as dt_init() recognised it. */
 typedef enum dt_launcher {
-    DT_LAUNCHER_NONE = 0,    /* started directly: a world of 1 */
-    DT_LAUNCHER_OPENMPI = 1, /* mpirun / mpiexec of Open MPI (OMPI_COMM_WORLD_*) */
-    DT_LAUNCHER_SLURM = 2,   /* srun (SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID) */
-    DT_LAUNCHER_PMIX = 3,    /* another PMIx launcher (PMIX_RANK only) */
-    DT_LAUNCHER_HYDRA = 4,   /* MPICH / Intel MPI mpiexec.hydra (PMI_RANK / PMI_SIZE) */
-    DT_LAUNCHER_TORCHRUN = 5 /* RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE */
+    DT_LAUNCHER_NONE = 0,    /**< started directly: a world of 1 */
+    DT_LAUNCHER_OPENMPI = 1, /**< mpirun / mpiexec of Open MPI (OMPI_COMM_WORLD_*) */
+    DT_LAUNCHER_SLURM = 2,   /**< srun (SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID) */
+    DT_LAUNCHER_PMIX = 3,    /**< another PMIx launcher (PMIX_RANK only) */
+    DT_LAUNCHER_HYDRA = 4,   /**< MPICH / Intel MPI mpiexec.hydra (PMI_RANK / PMI_SIZE) */
+    DT_LAUNCHER_TORCHRUN = 5 /**< RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE */
 } dt_launcher;
 
+/** "none", "openmpi", "slurm", "pmix", "hydra" or "torchrun"; static storage. */
 DT_API const char *dt_launcher_name(dt_launcher l);
 
-/* Where this process stands, as resolved by dt_init and confirmed by MPI. */
+/** Where this process stands, as resolved by dt_init and confirmed by MPI. */
 typedef struct dt_placement {
-    int rank, world_size;      /* MPI_COMM_WORLD */
-    int local_rank, local_size; /* among the ranks that share this node's memory */
-    int node, num_nodes;       /* node index and count */
-    dt_launcher launcher;      /* who started this process */
-    dt_device_kind device;     /* DT_DEVICE_CPU or DT_DEVICE_CUDA, never AUTO */
-    int cuda_device;           /* CUDA ordinal in this process's view, -1 on the CPU */
-    char gpu[64];              /* the GPU this rank uses or, with no usable GPU, would use: its entry
-                                  in CUDA_VISIBLE_DEVICES (or SLURM_STEP_GPUS); "" when none is
-                                  assigned; "-" plus a reason when the mapping fails */
-    char hostname[256];
-    char cores[256];           /* the cores this process runs on, as a list "0-3,8" */
-    int num_cores;             /* how many */
-    int pinned_by;             /* 0: not pinned, 1: dtrain pinned it, 2: the launcher's binding kept */
-    int cores_shared;          /* 1 when local ranks outnumber the cores, so cores are shared */
-    int blas_threads;          /* threads OpenBLAS was given */
+    int rank;                  /**< this process's rank in MPI_COMM_WORLD */
+    int world_size;            /**< ranks in MPI_COMM_WORLD */
+    int local_rank;            /**< this process's index among the ranks that share this node's memory */
+    int local_size;            /**< ranks that share this node's memory */
+    int node;                  /**< this node's index, 0 .. num_nodes - 1 */
+    int num_nodes;             /**< nodes in the job */
+    dt_launcher launcher;      /**< who started this process */
+    dt_device_kind device;     /**< DT_DEVICE_CPU or DT_DEVICE_CUDA, never AUTO */
+    int cuda_device;           /**< CUDA ordinal in this process's view, -1 on the CPU */
+    char gpu[64];              /**< the GPU this rank uses or, with no usable GPU, would use: its entry
+                                    in CUDA_VISIBLE_DEVICES (or SLURM_STEP_GPUS); "" when none is
+                                    assigned; "-" plus a reason when the mapping fails */
+    char hostname[256];        /**< this node's hostname */
+    char cores[256];           /**< the cores this process runs on, as a list "0-3,8" */
+    int num_cores;             /**< how many */
+    int pinned_by;             /**< 0: not pinned, 1: dtrain pinned it, 2: the launcher's binding kept */
+    int cores_shared;          /**< 1 when local ranks outnumber the cores, so cores are shared */
+    int blas_threads;          /**< threads OpenBLAS was given */
 } dt_placement;
 
-/* Copies the placement into *out. */
+/** Copies the placement into *out. */
 DT_API dt_status dt_get_placement(const dt_ctx *ctx, dt_placement *out);
+/** This process's rank in the job, 0 .. dt_world_size() - 1 (dt_placement::rank). */
 DT_API int dt_rank(const dt_ctx *ctx);
+/** The number of ranks in the job (dt_placement::world_size). */
 DT_API int dt_world_size(const dt_ctx *ctx);
+/** This process's index among the ranks of its node (dt_placement::local_rank). */
 DT_API int dt_local_rank(const dt_ctx *ctx);
 
-/* Gathers every rank's placement on rank 0: all must hold dt_world_size() entries there (indexed by
+/** Gathers every rank's placement on rank 0: all must hold dt_world_size() entries there (indexed by
  * rank) and may be NULL on other ranks. Collective. */
 DT_API dt_status dt_gather_placement(const dt_ctx *ctx, dt_placement *all);
 
-/* The name of the host list entry of node i (SLURM's node list when SLURM launched the step, else
+/** The name of the host list entry of node i (SLURM's node list when SLURM launched the step, else
  * the hostname MPI reports for that node), or NULL when i is out of range. Owned by ctx. */
 DT_API const char *dt_node_name(const dt_ctx *ctx, int i);
 
-/* Versions found at run time, written as text ("Open MPI v4.1.4", "NCCL 2.28.9", "CUDA 13.0"),
+/** Versions found at run time, written as text ("Open MPI v4.1.4", "NCCL 2.28.9", "CUDA 13.0"),
  * or "-" where absent. Each writes at most n bytes including the terminator. */
 DT_API void dt_versions(char *mpi, char *nccl, char *cuda, size_t n);
 
-/* ---------------------------------------------------------------- collectives */
+/** @} */
 
-typedef enum dt_dtype { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 } dt_dtype;
-typedef enum dt_redop { DT_SUM = 0, DT_AVG = 1 } dt_redop;
+/** @defgroup collectives Collectives
+ * Allreduce, broadcast and barrier over every rank of the job, on host or device buffers.
+ * @{ */
 
-/* Bytes per element of a dtype (4 or 2). */
+/** Element types of buffers and of the gradient wire. */
+typedef enum dt_dtype {
+    DT_F32 = 0, /**< IEEE fp32 (float) */
+    DT_F16 = 1, /**< IEEE fp16 (half): 5 exponent bits, 10 mantissa bits */
+    DT_BF16 = 2 /**< bfloat16: fp32's 8 exponent bits, 7 mantissa bits */
+} dt_dtype;
+/** How an allreduce combines the ranks' values. */
+typedef enum dt_redop {
+    DT_SUM = 0, /**< the sum over ranks */
+    DT_AVG = 1  /**< the sum divided by the world size */
+} dt_redop;
+
+/** Bytes per element of a dtype (4 or 2). */
 DT_API size_t dt_dtype_size(dt_dtype t);
 
-/* In-place allreduce over every rank of the job. buf holds count elements of dtype t in host memory
+/** In-place allreduce over every rank of the job. buf holds count elements of dtype t in host memory
  * or, under CUDA, in device memory (reduced by NCCL; host memory then goes through MPI). 16-bit types are
  * accumulated in fp32 and rounded once (MPI backend). DT_AVG divides the sum by the world size.
  * count may be 0. Collective: every rank calls it with the same count, dtype and op. */
 DT_API dt_status dt_allreduce(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, dt_redop op);
 
-/* Broadcasts count elements of dtype t from rank root to every rank, in place. Collective. */
+/** Broadcasts count elements of dtype t from rank root to every rank, in place. Collective. */
 DT_API dt_status dt_broadcast(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, int root);
 
-/* Returns when every rank has entered it. Collective. */
+/** Returns when every rank has entered it. Collective. */
 DT_API dt_status dt_barrier(dt_ctx *ctx);
 
-/* Name of the collective backend in use: "mpi" or "nccl". */
+/** Name of the collective backend in use: "mpi" or "nccl". */
 DT_API const char *dt_backend_name(const dt_ctx *ctx);
+
+/** @} */
 
 /* The rest of the API, by concern; each part uses the types declared before it. */
 #include "dtrain/reducer.h"
@@ -211,24 +301,33 @@ DT_API const char *dt_backend_name(const dt_ctx *ctx);
 #include "dtrain/checkpoint.h"
 #include "dtrain/data.h"
 
-/* ---------------------------------------------------------------- BLAS */
+/** @defgroup blas BLAS
+ * Which OpenBLAS kernels the CPU path runs.
+ * @{ */
 
-/* The kernel set OpenBLAS chose for this CPU ("SkylakeX", "Haswell", "Prescott", ...). */
+/** The kernel set OpenBLAS chose for this CPU ("SkylakeX", "Haswell", "Prescott", ...). */
 DT_API const char *dt_blas_corename(void);
-/* A better OPENBLAS_CORETYPE for this CPU when OpenBLAS chose kernels below what the CPU can run
+/** A better OPENBLAS_CORETYPE for this CPU when OpenBLAS chose kernels below what the CPU can run
  * (it falls back to "Prescott" on virtual machines that hide the CPU model), else NULL. OpenBLAS
  * reads the variable once, when it loads: set it in the environment of a new process. */
 DT_API const char *dt_blas_coretype_advice(void);
 
-/* ---------------------------------------------------------------- kernels for custom models */
+/** @} */
 
-/* C(M,N) = alpha * op(A) * op(B) + beta * C, row-major fp32 (OpenBLAS). */
+/** @defgroup kernels Kernels for custom models
+ * The building blocks of a model a program computes itself (examples/custom_loop.c).
+ * @{ */
+
+/** C(M,N) = alpha * op(A) * op(B) + beta * C, row-major fp32 (OpenBLAS). op(X) is X, or X
+ * transposed when trans_x is nonzero; lda, ldb and ldc are the row strides of A, B and C as stored. */
 DT_API void dt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc);
-/* Softmax cross-entropy of logits (batch, classes): returns the summed loss, counts correct
+/** Softmax cross-entropy of logits (batch, classes): returns the summed loss, counts correct
  * predictions, writes dlogits = (softmax - onehot) * grad_scale. */
 DT_API double dt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch,
                               int classes, float grad_scale, int *correct);
+
+/** @} */
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
-/*
- * dtrain/data.h - part of the public API: datasets (every format), sampling, transforms, the background loader and evaluation.
- * Include <dtrain.h>, which includes every part in order after the types they share; this
- * file is not meant to be included on its own.
+/**
+ * @file
+ * dtrain/data.h - part of the public API: datasets (every format), sampling, transforms, the
+ * background loader and evaluation. Include `<dtrain.h>`, which includes every part in order after
+ * the types they share; this file is not meant to be included on its own.
  */
 #ifndef DTRAIN_DATA_H
 #define DTRAIN_DATA_H
@@ -10,7 +11,7 @@
 #error "include <dtrain.h>, which includes dtrain/data.h"
 #endif
 
-/* ---------------------------------------------------------------- datasets
+/** @defgroup datasets Datasets
  *
  * A dataset is one split of samples (C x H x W values and a label each) with the sampler that
  * says which samples each rank trains on at each step, the normalization and the augmentation.
@@ -30,126 +31,162 @@
  *
  * Per sample, in this order: read (bytes 0..255 stay 0..255), augmentation (a crop after zero
  * padding, a horizontal flip, drawn from (seed, epoch, sample index): the same whatever thread or
- * rank makes it), normalization. */
+ * rank makes it), normalization.
+ * @{ */
 
+/** One split of a dataset with its sampler and transforms. Opaque; made by dt_dataset_open(),
+ * dt_synthetic_create() or dt_synthetic_open(), freed by dt_dataset_free(). */
 typedef struct dt_dataset dt_dataset;
 
+/** How sample values are normalized after augmentation. */
 typedef enum dt_normalize {
-    DT_NORMALIZE_NONE = 0,     /* values as read */
-    DT_NORMALIZE_UNIT = 1,     /* bytes / 255 (other values as read) */
-    DT_NORMALIZE_STANDARD = 2  /* (value - mean[c]) / std[c] per channel (in the values' own units) */
+    DT_NORMALIZE_NONE = 0,     /**< values as read */
+    DT_NORMALIZE_UNIT = 1,     /**< bytes / 255 (other values as read) */
+    DT_NORMALIZE_STANDARD = 2  /**< (value - mean[c]) / std[c] per channel (in the values' own units) */
 } dt_normalize;
 
+/** How to open a dataset: fill with dt_data_defaults(), then edit. */
 typedef struct dt_data_config {
-    const char *format;     /* NULL or "auto": detected; or idx, cifar10, cifar100, imagefolder, dts */
-    const char *split;      /* "train" (NULL) or "test" (MNIST t10k-*, CIFAR test, an image folder's val/) */
-    int cifar100_coarse;    /* CIFAR-100: 1 the 20 coarse labels, 0 the 100 fine ones */
-    int c, h, w;            /* the shape images are decoded to (image folders); 0 = not given */
-    dt_normalize normalize;
-    /* DT_NORMALIZE_STANDARD with given per-channel statistics (c floats each, copied): a
+    const char *format;     /**< NULL or "auto": detected; or idx, cifar10, cifar100, imagefolder, dts */
+    const char *split;      /**< "train" (NULL) or "test" (MNIST t10k-*, CIFAR test, an image folder's val/) */
+    int cifar100_coarse;    /**< CIFAR-100: 1 the 20 coarse labels, 0 the 100 fine ones */
+    int c;                  /**< channels images are decoded to (image folders); 0 = not given */
+    int h;                  /**< height images are decoded to (image folders); 0 = not given */
+    int w;                  /**< width images are decoded to (image folders); 0 = not given */
+    dt_normalize normalize; /**< the normalization (see mean and std for DT_NORMALIZE_STANDARD) */
+    /** DT_NORMALIZE_STANDARD with given per-channel statistics (c floats each, copied): a
      * checkpoint's or the training split's, so evaluation uses the training figures. NULL: the
      * file's own (a .dts header), else computed once over this split. */
-    const float *mean, *std;
-    double holdout;         /* 0, or in (0, 1): this fraction of the split is kept aside */
-    int holdout_part;       /* with holdout: 0 the samples trained on, 1 those kept aside */
-    uint64_t seed;          /* the epoch orders and the augmentation */
-    int shuffle;            /* 1: a new order each epoch; 0: file order */
-    int drop_last;          /* 1: drop the samples that do not fill a last whole step */
-    int crop_pad;           /* augmentation: random crop after padding each side by this many zeros */
-    int flip;               /* augmentation: horizontal flip with probability 1/2 */
-    int skip_bad;           /* a sample that cannot be decoded: 0 fails, 1 is replaced (and counted) */
-    int threads;            /* threads for computing the statistics at open (0: one) */
+    const float *mean;
+    const float *std;       /**< the per-channel standard deviations, given with mean (or NULL) */
+    double holdout;         /**< 0, or in (0, 1): this fraction of the split is kept aside */
+    int holdout_part;       /**< with holdout: 0 the samples trained on, 1 those kept aside */
+    uint64_t seed;          /**< the epoch orders and the augmentation */
+    int shuffle;            /**< 1: a new order each epoch; 0: file order */
+    int drop_last;          /**< 1: drop the samples that do not fill a last whole step */
+    int crop_pad;           /**< augmentation: random crop after padding each side by this many zeros */
+    int flip;               /**< augmentation: horizontal flip with probability 1/2 */
+    int skip_bad;           /**< a sample that cannot be decoded: 0 fails, 1 is replaced (and counted) */
+    int threads;            /**< threads for computing the statistics at open (0: one) */
 } dt_data_config;
 
-/* train split, auto format, DT_NORMALIZE_STANDARD, no holdout, seed 1, shuffle on, padding, no
- * augmentation, bad samples fail, 1 thread. */
+/** Fills c with the defaults: train split, auto format, DT_NORMALIZE_STANDARD, no holdout, seed 1,
+ * shuffle on, padding, no augmentation, bad samples fail, 1 thread. */
 DT_API void dt_data_defaults(dt_data_config *c);
-/* Opens the dataset at path (a directory of a known layout, or one file) as c says (NULL: the
+/** Opens the dataset at path (a directory of a known layout, or one file) as c says (NULL: the
  * defaults). The caller owns *out (dt_dataset_free). DT_ERR_IO: unreadable; DT_ERR_CORRUPT: a
  * file fails its checks (the message names the file, the offset or sample, and the fix);
  * DT_ERR_INVALID_ARG: an unknown format or split, nothing recognisable, bad settings. */
 DT_API dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset **out);
-/* The built-in synthetic data: size samples of shape (c, h, w) with `classes` labels (a flat
+/** The built-in synthetic data: size samples of shape (c, h, w) with `classes` labels (a flat
  * input is (n, 1, 1)). Images (h or w > 1) are spatially smooth, like natural ones: each channel
  * is a coarse random grid (one value per 4x4 pixels) interpolated bilinearly, so pooling keeps
  * what the label depends on. Flat inputs are independent uniform values in [-1, 1). Labels come
  * from a fixed random teacher network drawn from seed. dt_synthetic_create: seed drives the
  * order too, no normalization, drop_last on; dt_synthetic_open: cfg's sampler, transforms and
- * seed (cfg->format, split, c/h/w and holdout are ignored). */
+ * seed (cfg->format, split, c/h/w and holdout are ignored). The caller owns *out
+ * (dt_dataset_free). */
 DT_API dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t size, uint64_t seed,
                                      dt_dataset **out);
+/** The synthetic data of dt_synthetic_create() (samples and labels drawn from data_seed) with cfg's
+ * sampler, transforms and seed: see there. */
 DT_API dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t data_seed,
                                    const dt_data_config *cfg, dt_dataset **out);
-/* The shape a model expects, for dt_synthetic_create. */
+/** The shape a model expects, for dt_synthetic_create. */
 DT_API void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w);
+/** Closes the dataset's files and frees it. NULL is a no-op. */
 DT_API void dt_dataset_free(dt_dataset *d);
-/* Samples (after the holdout), shape, classes (labels lie in [0, classes)), the format's name
- * and the path (or a description) it came from. */
+/** Samples in the dataset (after the holdout). */
 DT_API size_t dt_dataset_size(const dt_dataset *d);
+/** The shape of a sample: channels, height, width. */
 DT_API void dt_dataset_shape(const dt_dataset *d, int *c, int *h, int *w);
+/** Classes: labels lie in [0, classes). */
 DT_API int dt_dataset_num_classes(const dt_dataset *d);
+/** The format's name (idx, cifar10, cifar100, imagefolder, dts, synthetic); owned by d. */
 DT_API const char *dt_dataset_format(const dt_dataset *d);
+/** The path (or a description) the samples came from; owned by d. */
 DT_API const char *dt_dataset_source(const dt_dataset *d);
-/* The normalization in use: its kind, and for DT_NORMALIZE_STANDARD the per-channel mean and std
+/** The normalization in use: its kind, and for DT_NORMALIZE_STANDARD the per-channel mean and std
  * (dt_dataset_shape's c floats each, owned by d), else NULL. */
 DT_API dt_normalize dt_dataset_normalization(const dt_dataset *d, const float **mean, const float **std);
-/* Replaces the normalization (a checkpoint's, so a resumed run and evaluation use training's
+/** Replaces the normalization (a checkpoint's, so a resumed run and evaluation use training's
  * figures): mean and std (c floats each, copied) for DT_NORMALIZE_STANDARD, else ignored. Not while
  * a loader uses d. DT_ERR_INVALID_ARG: missing or non-finite figures (d unchanged). */
 DT_API dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const float *mean, const float *std);
-/* Whether the values are bytes 0..255 (uint8 images), as DT_NORMALIZE_UNIT divides them. */
+/** Whether the values are bytes 0..255 (uint8 images), as DT_NORMALIZE_UNIT divides them. */
 DT_API int dt_dataset_uint8(const dt_dataset *d);
-/* Samples replaced because they could not be decoded (skip_bad), so far. */
+/** Samples replaced because they could not be decoded (skip_bad), so far. */
 DT_API long dt_dataset_bad_samples(const dt_dataset *d);
-/* Steps in a whole epoch for `world` ranks of `batch` (0: drop_last and the dataset is smaller
+/** Steps in a whole epoch for `world` ranks of `batch` (0: drop_last and the dataset is smaller
  * than one global batch). */
 DT_API long dt_dataset_steps_per_epoch(const dt_dataset *d, int world, int batch);
-/* The data position at the start of `step`: the epoch and the samples of its order already taken
+/** The data position at the start of `step`: the epoch and the samples of its order already taken
  * (a checkpoint saves it). DT_ERR_INVALID_ARG for a step before the anchor or a global batch the
  * dataset cannot fill. */
 DT_API dt_status dt_dataset_position(const dt_dataset *d, long step, int world, int batch, long *epoch,
                                      long *offset);
-/* Anchors the position: at `step`, (epoch, offset) as dt_dataset_position gave it in the run
+/** Anchors the position: at `step`, (epoch, offset) as dt_dataset_position gave it in the run
  * that saved the checkpoint, whatever its rank count. DT_ERR_INVALID_ARG when it cannot be a
  * position of this dataset (offset >= size). */
 DT_API dt_status dt_dataset_set_position(dt_dataset *d, long step, long epoch, long offset);
-/* Fills x (batch, input_size) and labels (batch) for `rank` of `world` at global step `step`. */
+/** Fills x (batch, input_size) and labels (batch) for `rank` of `world` at global step `step`
+ * (the sampling above; x and labels are the caller's, in host memory). DT_ERR_INVALID_ARG for a
+ * bad step, rank, world or batch, or a global batch the dataset cannot fill; a sample that cannot
+ * be decoded fails (DT_ERR_CORRUPT) unless dt_data_config::skip_bad replaces it. */
 DT_API dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int batch, float *x,
                                   int32_t *labels);
 
-/* The figures of a model over a whole dataset (dt_evaluate). The caller provides the arrays it
+/** @} */
+
+/** @defgroup evaluate Evaluation
+ * A model's loss, accuracy, per-class figures and confusion matrix over a whole dataset.
+ * @{ */
+
+/** The figures of a model over a whole dataset (dt_evaluate). The caller provides the arrays it
  * wants (classes entries each, classes x classes for the confusion matrix, row = true label,
  * column = prediction) or NULL. */
 typedef struct dt_eval_result {
-    double loss_sum;      /* summed cross-entropy over every sample */
-    long correct, count;  /* top-1 correct, and samples */
-    long *class_correct, *class_count;
-    long *confusion;
+    double loss_sum;      /**< summed cross-entropy over every sample */
+    long correct;         /**< top-1 correct */
+    long count;           /**< samples */
+    long *class_correct;  /**< the caller's classes entries, or NULL: top-1 correct per true label */
+    long *class_count;    /**< the caller's classes entries, or NULL: samples per true label */
+    long *confusion;      /**< the caller's classes x classes entries, or NULL: [true label][prediction] */
 } dt_eval_result;
-/* Evaluates m over every sample of d once (no padding, no augmentation): rank r of W takes
+/** Evaluates m over every sample of d once (no padding, no augmentation): rank r of W takes
  * samples r, r + W, ... in batches of up to `batch` (<= the model's max batch), read by `threads`
  * loader threads, and the sums are added over the ranks, so every rank gets the same figures and
  * the counts are exact whatever the rank count. Collective. */
 DT_API dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int threads,
                              dt_eval_result *r);
 
-/* A background loader: `threads` worker threads make the batches of steps first_step,
- * first_step + 1, ... ahead of their use, at most `depth` of them (the one in use included), into
- * host buffers that are page-locked (pinned) when ctx's device is a GPU, so that the model's copy
- * to the device runs asynchronously. A batch is made by all workers together (chunks of its
- * samples) and is the same as dt_dataset_batch's for that step. threads 0: no threads, each batch
- * is made by the caller inside dt_loader_next. The loader uses d alone while it lives (call no
- * dt_dataset_batch on d meanwhile). threads 0..256, depth 2..64 (ignored when threads is 0). */
+/** @} */
+
+/** @defgroup loader The background loader
+ * Batches made ahead of their use by worker threads, into pinned memory on a GPU.
+ * @{ */
+
+/** A background loader and its worker threads. Opaque; made by dt_loader_create(). */
 typedef struct dt_loader dt_loader;
+/** Starts a background loader: `threads` worker threads make the batches of steps first_step,
+ * first_step + 1, ... ahead of their use, at most `depth` of them (the one in use included), into
+ * host buffers that are page-locked (pinned) when ctx's device is a GPU, so that the model's copy to
+ * the device runs asynchronously. A batch is made by all workers together (chunks of its samples)
+ * and is the same as dt_dataset_batch's for that step. threads 0: no threads, each batch is made by
+ * the caller inside dt_loader_next. The loader uses d alone while it lives (call no dt_dataset_batch
+ * on d meanwhile). threads 0..256, depth 2..64 (ignored when threads is 0). The caller owns *out
+ * (dt_loader_free). */
 DT_API dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch,
                                   long first_step, int threads, int depth, dt_loader **out);
-/* The next step's batch, in step order: *step, inputs *x (batch x input size) and *labels. The
+/** The next step's batch, in step order: *step, inputs *x (batch x input size) and *labels. The
  * buffers stay valid until the next call, which hands them back for refilling. An error of a
  * worker (a dataset smaller than one global batch, ...) is returned here. */
 DT_API dt_status dt_loader_next(dt_loader *l, long *step, const float **x, const int32_t **labels);
-/* Seconds dt_loader_next spent waiting for a batch that was not ready yet, since creation. */
+/** Seconds dt_loader_next spent waiting for a batch that was not ready yet, since creation. */
 DT_API double dt_loader_wait_s(const dt_loader *l);
-/* Stops the workers and frees the buffers; NULL is fine. */
+/** Stops the workers and frees the buffers; NULL is fine. */
 DT_API void dt_loader_free(dt_loader *l);
+
+/** @} */
 
 #endif /* DTRAIN_DATA_H */

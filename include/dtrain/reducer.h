@@ -38,7 +38,9 @@
 #error "include <dtrain.h>, which includes dtrain/reducer.h"
 #endif
 
-/* ---------------------------------------------------------------- the gradient reducer */
+/** @defgroup reducer Gradient reducer
+ * Bucketed, overlapped gradient allreduce over the caller's own flat buffer.
+ * @{ */
 
 /** Where a buffer lives. */
 typedef enum dt_memory {
@@ -165,9 +167,10 @@ DT_API dt_status dt_reducer_wait(dt_reducer *r);
  */
 DT_API dt_status dt_reducer_set_sync(dt_reducer *r, int sync);
 
-/** The plan: number of buckets, and bucket i's slice of the buffer (i = 0 is the first to fill in
- *  backward). DT_ERR_INVALID_ARG for i out of range. */
+/** The number of buckets in the plan (0 for a NULL r). */
 DT_API int dt_reducer_num_buckets(const dt_reducer *r);
+/** Bucket i's slice of the buffer into *out (i = 0 is the first to fill in backward).
+ *  DT_ERR_INVALID_ARG for a NULL r or out, or i out of range. */
 DT_API dt_status dt_reducer_bucket(const dt_reducer *r, int i, dt_range *out);
 
 /** What a reducer did so far: for benchmarks and logs. */
@@ -179,7 +182,7 @@ typedef struct dt_reducer_stats {
     double bytes_sent;   /**< bytes this rank's buckets put on the wire, counted as the bucket's size in the
                               wire type (the engine sends 2 (W-1)/W of it per rank) */
 } dt_reducer_stats;
-/** Copies the counters into *out. */
+/** Copies the counters into *out (zeros for a NULL r; nothing for a NULL out). */
 DT_API void dt_reducer_get_stats(const dt_reducer *r, dt_reducer_stats *out);
 
 /** After dt_reducer_wait(): dt_buffer_unscale_check() of the reducer's buffer (its dtype, memory
@@ -194,12 +197,14 @@ DT_API dt_status dt_reducer_grad_norm(dt_reducer *r, double *norm);
  *  DT_ERR_INVALID_ARG for max_norm <= 0 or NaN. */
 DT_API dt_status dt_reducer_clip_grad_norm(dt_reducer *r, double max_norm, double *norm);
 
-/* ---------------------------------------------------------------- buffer utilities
- *
+/** @} */
+
+/** @defgroup buffers Buffer utilities
  * For loops that keep their own buffers (with or without a reducer). Host memory is processed on
  * the calling thread; device memory on dtrain's CUDA stream after a device synchronization (so
  * whatever the caller queued on any stream is finished first), and the call returns when the result
- * is ready. A buffer's memory kind is checked against the pointer under CUDA. */
+ * is ready. A buffer's memory kind is checked against the pointer under CUDA.
+ * @{ */
 
 /**
  * The loss scaler's check (dt_scaler): multiplies buf[0..count) by inv_scale in place (skipped when
@@ -234,5 +239,7 @@ DT_API dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_d
  *  to the host for it. DT_ERR_INVALID_ARG for a NULL buf with bytes > 0 or a bad memory;
  *  DT_ERR_NOMEM; DT_ERR_DEVICE. */
 DT_API dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint64_t *sum);
+
+/** @} */
 
 #endif /* DTRAIN_REDUCER_H */

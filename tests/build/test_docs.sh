@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The API reference builds without a Doxygen warning (an undocumented function, field or value in a
+# public header fails, as `make docs` does), and it documents every dt_* / DT_* name the examples
+# use, so that the reference alone is enough to write them. Names declared only in a header still
+# to convert (PENDING, as in cmake/docs.cmake) are reported, not failed. SKIP without doxygen.
+# Usage: test_docs.sh DOXYFILE SOURCE_DIR DOXYGEN [PENDING...]
+set -uo pipefail
+doxyfile=$1 src=$2 doxygen=$3
+shift 3
+command -v "$doxygen" >/dev/null || { echo "SKIP: doxygen is not installed (apt-get install doxygen, or make deps)"; exit 77; }
+tmp=$(mktemp -d /tmp/dtrain-docs.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+DOXYGEN=$doxygen bash "$src/docs/doxygen.sh" "$doxyfile" "$tmp" "$@"
+rc=$?
+[ "$rc" -eq 0 ] || exit 1
+index=$tmp/xml/index.xml
+[ -f "$index" ] || { echo "FAIL: doxygen wrote no $index"; exit 1; }
+
+fails=0 checked=0
+for ex in "$src"/examples/*.c "$src"/examples/*.cu; do
+    [ -f "$ex" ] || continue
+    for name in $(grep -oE '\b(dt|DT)_[A-Za-z0-9_]+' "$ex" | sort -u); do
+        checked=$((checked + 1))
+        grep -q "<name>$name</name>" "$index" && continue
+        where=$(grep -lw "$name" "$src"/include/dtrain.h "$src"/include/dtrain/*.h 2>/dev/null | sed "s|^$src/include/||")
+        pending=0
+        for p in "$@"; do [ "$where" = "$p" ] && pending=1; done
+        if [ "$pending" -eq 1 ]; then
+            echo "note: $(basename "$ex") uses $name, of $where (still to convert): not in the reference yet"
+        else
+            echo "FAIL: $(basename "$ex") uses $name, which the reference does not document (declared in: ${where:-no public header})"
+            fails=$((fails + 1))
+        fi
+    done
+done
+[ "$fails" -eq 0 ] || exit 1
+echo "ok: no Doxygen warning; all $checked dtrain names the examples use (per example) are in the reference"

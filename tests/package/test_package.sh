@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The installed package works for a project outside the tree: install this build into a temporary
+# prefix (cmake --install BUILD --prefix T), check what landed there, then build
+# examples/custom_loop.c against T both ways a user would, and run each under mpirun -np 2:
+#   - CMake: find_package(dtrain) with dtrain::dtrain (libdtrain.so) and dtrain::dtrain_static;
+#   - pkg-config: cc prog.c $(pkg-config --cflags --libs dtrain), and a static link with --static.
+# custom_loop exits 0 only when it learned and the ranks' parameters agree.
+# Usage: test_package.sh BUILD_DIR SOURCE_DIR MPIEXEC CMAKE_COMMAND C_COMPILER
+set -uo pipefail
+build=$1 src=$2 mpiexec=$3 cmake=$4 cc=$5
+command -v pkg-config >/dev/null || { echo "SKIP: pkg-config is not installed"; exit 77; }
+command -v readelf >/dev/null || { echo "SKIP: readelf is not installed (binutils)"; exit 77; }
+
+tmp=$(mktemp -d /tmp/dtrain-package.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+T=$tmp/prefix
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# Stop at a failure the later steps depend on, with the log that explains it.
+die() { echo "FAIL: $1"; [ -f "${2:-}" ] && tail -40 "$2"; exit 1; }
+# The program learned on 2 ranks: it prints "learned" and exits 0.
+run2() {
+    local name=$1; shift
+    if "$mpiexec" --oversubscribe -np 2 "$@" >"$tmp/$name.out" 2>&1 && grep -q ': learned$' "$tmp/$name.out"; then
+        ok "$name: $(grep ': learned$' "$tmp/$name.out")"
+    else
+        bad "$name under mpirun -np 2:"; tail -20 "$tmp/$name.out"
+    fi
+}
+
+# ---------------------------------------------------------------- install
+"$cmake" --install "$build" --prefix "$T" >"$tmp/install.log" 2>&1 || die "cmake --install $build --prefix $T" "$tmp/install.log"
+libdir=$(dirname "$(find "$T" -name libdtrain.a | head -1)")
+[ -d "$libdir" ] && [ "$libdir" != . ] || die "no libdtrain.a under $T" "$tmp/install.log"
+for f in include/dtrain.h bin/dtrain share/dtrain/slurm/env.sbatch; do
+    [ -f "$T/$f" ] || bad "$T/$f was not installed"
+done
+for h in "$src"/include/dtrain/*.h; do
+    [ -f "$T/include/dtrain/$(basename "$h")" ] || bad "include/dtrain/$(basename "$h") was not installed"
+done
+for f in "$libdir"/cmake/dtrain/dtrainConfig.cmake "$libdir"/cmake/dtrain/dtrainConfigVersion.cmake "$libdir"/pkgconfig/dtrain.pc; do
+    [ -f "$f" ] || bad "${f#"$T"/} was not installed"
+done
+# The shared library under its versioned name, with soname libdtrain.so.<major> and the links to it.
+real=$(find "$libdir" -maxdepth 1 -name 'libdtrain.so.*.*.*' | head -1)
+soname=$(readelf -d "$real" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+if [[ "$soname" =~ ^libdtrain\.so\.[0-9]+$ ]] && [ -L "$libdir/$soname" ] && [ -L "$libdir/libdtrain.so" ]; then
+    ok "$(basename "$real"): soname $soname, with the links $soname and libdtrain.so"
+else
+    bad "shared library '${real:-none}': soname '$soname' or its links are missing"
+fi
+# Nothing installed names the source or build tree: no text file (an internal include directory in
+# the CMake or pkg-config files would), no run-time path of the library or the command.
+srcdir=$(cd "$src" && pwd -P) builddir=$(cd "$build" && pwd -P)
+leaks=$(grep -rlIF -e "$srcdir" -e "$builddir" "$T")
+for f in "$real" "$T/bin/dtrain"; do
+    readelf -d "$f" 2>/dev/null | grep -E 'R(UN)?PATH' | grep -qF -e "$srcdir" -e "$builddir" && leaks="$leaks $f"
+done
+[ -z "$leaks" ] && ok "nothing installed names the source or build tree" || bad "these name the source or build tree: $leaks"
+# The sbatch templates run the installed command by default.
+for t in "$src"/slurm/*.sbatch; do
+    i=$T/share/dtrain/slurm/$(basename "$t")
+    if grep -qF "\${DTRAIN:-$T/bin/dtrain}" "$i" 2>/dev/null && ! grep -q 'build/dtrain' "$i"; then :; else
+        bad "$i does not default DTRAIN to $T/bin/dtrain"
+    fi
+done
+# The installed command runs from the prefix alone.
+if "$mpiexec" --oversubscribe -np 2 "$T/bin/dtrain" env >"$tmp/env.out" 2>&1 && grep -q '^1/2 ' "$tmp/env.out"; then
+    ok "$T/bin/dtrain env ran on 2 ranks"
+else
+    bad "$T/bin/dtrain env under mpirun -np 2:"; cat "$tmp/env.out"
+fi
+
+# ---------------------------------------------------------------- find_package(dtrain)
+# A clean environment for the search: nothing but the prefix, no package registry.
+if "$cmake" -S "$src/tests/package/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$T" \
+       -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DDTRAIN_PROGRAM="$src/examples/custom_loop.c" \
+       -DDTRAIN_EXPECT_PREFIX="$T" -DCMAKE_C_COMPILER="$cc" >"$tmp/consumer.log" 2>&1 &&
+   "$cmake" --build "$tmp/consumer" -j 2 >>"$tmp/consumer.log" 2>&1; then
+    grep '^-- ok:' "$tmp/consumer.log" | sed 's/^-- //'
+    needed=$(readelf -d "$tmp/consumer/custom_loop_shared" | sed -n 's/.*(NEEDED).*\[\(libdtrain[^]]*\)\]/\1/p')
+    [ "$needed" = "$soname" ] && ok "custom_loop_shared needs $needed" || bad "custom_loop_shared needs '$needed', not $soname"
+    readelf -d "$tmp/consumer/custom_loop_static" | grep -q 'libdtrain' && bad "custom_loop_static needs libdtrain.so"
+    run2 cmake_shared "$tmp/consumer/custom_loop_shared"
+    run2 cmake_static "$tmp/consumer/custom_loop_static"
+else
+    bad "the find_package(dtrain) project did not configure or build:"; tail -40 "$tmp/consumer.log"
+fi
+
+# ---------------------------------------------------------------- pkg-config
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+if flags=$(pkg-config --cflags --libs dtrain 2>"$tmp/pc.err"); then
+    echo "pkg-config --cflags --libs dtrain: $flags"
+    # The run-time path is the user's choice (-rpath, LD_LIBRARY_PATH, ldconfig); here -rpath.
+    # shellcheck disable=SC2086
+    if "$cc" -o "$tmp/pc_shared" "$src/examples/custom_loop.c" $flags -lm -Wl,-rpath,"$(pkg-config --variable=libdir dtrain)" \
+           >"$tmp/pc_shared.log" 2>&1; then
+        run2 pkgconfig_shared "$tmp/pc_shared"
+    else
+        bad "cc ... \$(pkg-config --cflags --libs dtrain):"; cat "$tmp/pc_shared.log"
+    fi
+else
+    bad "pkg-config --cflags --libs dtrain:"; cat "$tmp/pc.err"
+fi
+# Static: the archive where -ldtrain stood, then Libs.private and the Requires.private modules.
+if libs=$(pkg-config --static --libs dtrain 2>"$tmp/pc.err"); then
+    echo "pkg-config --static --libs dtrain: $libs"
+    libs=${libs/-ldtrain/$libdir/libdtrain.a}
+    # shellcheck disable=SC2046,SC2086
+    if "$cc" -o "$tmp/pc_static" "$src/examples/custom_loop.c" $(pkg-config --cflags dtrain) $libs \
+           >"$tmp/pc_static.log" 2>&1; then
+        readelf -d "$tmp/pc_static" | grep -q 'libdtrain' && bad "pc_static needs libdtrain.so"
+        run2 pkgconfig_static "$tmp/pc_static"
+    else
+        bad "cc ... libdtrain.a \$(pkg-config --static --libs dtrain):"; cat "$tmp/pc_static.log"
+    fi
+else
+    bad "pkg-config --static --libs dtrain:"; cat "$tmp/pc.err"
+fi
+
+[ "$fails" -eq 0 ] && { echo "PASS: installed into $T, built and ran against it with CMake and pkg-config"; exit 0; }
+echo "$fails check(s) failed"; exit 1
