@@ -221,7 +221,10 @@ dt_status dt_ckpt_read(dt_ckpt_reader *r, const char *name, void *dst, size_t by
     unsigned char *stage = NULL;
     if (dev && bytes && !(stage = malloc(bytes < CHUNK ? bytes : CHUNK)))
         s = dt_set_error(DT_ERR_NOMEM, "dt_ckpt_read: out of host memory staging section \"%s\"", name);
-    if ((s = ckpt_agree(r->ctx, s))) return s;
+    if ((s = ckpt_agree(r->ctx, s))) {
+        free(stage);
+        return s;
+    }
     /* Every rank goes through every chunk, whatever fails on the way, so none is left waiting;
      * the first failure of each rank is what it reports to the others at the end. */
     dt_status local = DT_OK;

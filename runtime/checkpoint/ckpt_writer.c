@@ -310,15 +310,21 @@ static dt_status gather_per_rank(dt_ckpt_writer *w)
             s = dt_set_error(DT_ERR_MPI, "dt_ckpt_commit: MPI_Gather of per-rank section \"%s\" failed (a peer may "
                              "have died)", x->name);
     }
-    return s;
+    return ckpt_agree(w->ctx, s);
 }
 
 dt_status dt_ckpt_commit(dt_ckpt_writer *w)
 {
     if (!w) return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: the writer is NULL");
+    /* Each step ends in an agreement, so every rank either goes on to the next or returns the same
+     * failure: none is left waiting in a collective the others skipped. */
     dt_status s = agree_on_list(w);
     if (!s) s = gather_per_rank(w);
-    if (!s && w->rank == 0) {
+    if (s) {
+        dt_ckpt_discard(w);
+        return s;
+    }
+    if (w->rank == 0) {
         ckpt4_entry *e = calloc(w->n ? w->n : 1, sizeof *e);
         const void **data = calloc(w->n ? w->n : 1, sizeof *data);
         if (!e || !data) {
@@ -335,8 +341,8 @@ dt_status dt_ckpt_commit(dt_ckpt_writer *w)
         free(e);
         free(data);
     }
-    /* The write's outcome (and a gather's) to every rank. */
-    if (w->world > 1) s = ckpt_agree(w->ctx, s);
+    /* The write's outcome to every rank. */
+    s = ckpt_agree(w->ctx, s);
     dt_ckpt_discard(w);
     return s;
 }
