@@ -68,10 +68,11 @@ DT_API dt_status dt_ckpt_begin(dt_ctx *ctx, const char *dir, long step, dt_ckpt_
  *  @param data the bytes (NULL allowed when bytes is 0, and on ranks other than 0)
  *  @param bytes 0 or more
  *  @return DT_OK; DT_ERR_INVALID_ARG naming the name for a NULL writer or name, a name too long,
- *          empty, with a character outside the set, reserved or already added, or more than
- *          DT_CKPT_MAX_SECTIONS sections; these leave the writer as it was (fix the call and go
- *          on). Failures of this rank's data - NULL data on rank 0, DT_ERR_NOMEM, DT_ERR_DEVICE
- *          for a failed device copy - are returned too and make the commit fail on every rank. */
+ *          empty, with a character outside the set, reserved or already added, more than
+ *          DT_CKPT_MAX_SECTIONS sections, or a checkpoint past 2^62 bytes; these leave the writer
+ *          as it was (fix the call and go on). Failures of this rank's data - NULL data on rank
+ *          0, DT_ERR_NOMEM, DT_ERR_DEVICE for a failed device copy - are returned too and make the
+ *          commit fail on every rank. */
 DT_API dt_status dt_ckpt_add(dt_ckpt_writer *w, const char *name, const void *data, size_t bytes);
 
 /** Adds per-rank section `name`: every rank's own `bytes` bytes (its RNG state, say), host or
@@ -140,7 +141,8 @@ DT_API dt_status dt_ckpt_section_size(const dt_ckpt_reader *r, const char *name,
  *  @param bytes must equal the section's size
  *  @return DT_OK on every rank, or on every rank: DT_ERR_INVALID_ARG naming the name for a missing
  *          section (listing those the file has), a size other than the section's (naming both),
- *          NULL arguments, or a rank that asked for another section or size than rank 0;
+ *          a NULL name or dst (a NULL r fails on that rank only, as there is no context to
+ *          reach the others), or a rank that asked for another section or size than rank 0;
  *          DT_ERR_CORRUPT or DT_ERR_IO when the file fails its CRC or cannot be read now;
  *          DT_ERR_NOMEM; DT_ERR_DEVICE. On a failure dst's contents are unspecified. */
 DT_API dt_status dt_ckpt_read(dt_ckpt_reader *r, const char *name, void *dst, size_t bytes);
