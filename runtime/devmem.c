@@ -89,6 +89,22 @@ static dt_status copy(int cuda, void *dst, const void *src, size_t bytes, int to
 #endif
 }
 
+int devmem_is_device(const void *p)
+{
+#ifdef DTRAIN_HAVE_CUDA
+    if (!p) return 0;
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError(); /* an unregistered host pointer on old runtimes, or no device at all */
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+#else
+    (void)p;
+    return 0;
+#endif
+}
+
 dt_status devmem_to_device(int cuda, void *dst, const void *src, size_t bytes) { return copy(cuda, dst, src, bytes, 1); }
 dt_status devmem_to_host(int cuda, void *dst, const void *src, size_t bytes) { return copy(cuda, dst, src, bytes, 0); }
 
@@ -141,20 +157,4 @@ void devmem_host_free(int pinned, void *p)
     (void)pinned;
 #endif
     free(p);
-}
-
-int devmem_is_device(const void *p)
-{
-#ifdef DTRAIN_HAVE_CUDA
-    if (!p) return 0;
-    struct cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        cudaGetLastError(); /* an unregistered host pointer on old runtimes */
-        return 0;
-    }
-    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
-#else
-    (void)p;
-    return 0;
-#endif
 }

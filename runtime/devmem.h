@@ -23,14 +23,15 @@ dt_status devmem_to_host(int cuda, void *dst, const void *src, size_t bytes);
  * copy when cuda is 0). src must stay unchanged until that stream has passed the copy. */
 dt_status devmem_to_device_async(int cuda, void *dst, const void *src, size_t bytes);
 
+/* 1 when p points into memory of the CUDA device (cudaMalloc'd or managed), so that a caller's
+ * buffer of either kind is copied the right way without a flag to get wrong; 0 for host memory
+ * (pageable or pinned), NULL, when the CUDA runtime finds no device, and in a build without CUDA. */
+int devmem_is_device(const void *p);
+
 /* Host memory, page-locked (cudaHostAlloc) when pinned is 1 so that copies to the GPU run
  * asynchronously at full speed; plain malloc when 0 or in a build without CUDA. Not zeroed.
  * Free with devmem_host_free(pinned, p) with the same pinned. */
 dt_status devmem_host_alloc(int pinned, size_t bytes, const char *what, void **out);
 void devmem_host_free(int pinned, void *p);
-
-/* 1 when p points into CUDA device (or managed) memory, 0 for host memory of any kind (malloc'd,
- * pinned, NULL) and always 0 in a build without CUDA. */
-int devmem_is_device(const void *p);
 
 #endif

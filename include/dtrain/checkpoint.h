@@ -1,5 +1,8 @@
-/*
- * dtrain/checkpoint.h - part of the public API: checkpoints of a model, its optimizer and scaler, and the data block.
+/**
+ * @file
+ * @brief Part of the public API: checkpoints of named sections of any state (a
+ * user's own training loop), and of a dt_model with its optimizer, scaler and data block, both
+ * written by one writer in one format (docs/checkpoint-format.md).
  * Include <dtrain.h>, which includes every part in order after the types they share; this
  * file is not meant to be included on its own.
  */
@@ -10,21 +13,185 @@
 #error "include <dtrain.h>, which includes dtrain/checkpoint.h"
 #endif
 
-/* ---------------------------------------------------------------- checkpoints
+/** @defgroup ckpt_sections Checkpoints of named sections
+ * Any state of a user's own loop, by name, written atomically.
  *
- * DIR/ckpt-<step>.dtc holds the parameters, the optimizer state, the loss scaler's state (the
- * _scaled calls) and the step, each section with a CRC-32, written atomically (temporary file,
- * fsync, rename, fsync of the directory): a crash, a full disk or a file-size limit leaves the
- * previous checkpoint or the new one, never half of one. The data position needs no saving: a
- * step's batches follow from (seed, step, world).
+ * A checkpoint is the file DIR/ckpt-STEP.dtc (the step zero-padded to 10 digits): named sections
+ * of bytes, each with a CRC-32, written atomically (a temporary file in DIR, fsync, rename, fsync of
+ * DIR): a crash, a full disk, a quota or a file-size limit leaves the previous checkpoint or the new
+ * one, never half of one. A user's own loop saves what it needs (parameters, optimizer moments, an
+ * RNG state, a data position) as sections and reads them back by name; dt_model's checkpoints
+ * (dt_checkpoint_save below) are written by the same writer, so dt_ckpt_open_latest opens them
+ * too (sections "dtrain.model", "params", "optim.m", "optim.v", "scaler", "data").
  *
- * Reading trusts nothing in a file: every header field is checked against the model, the
- * optimizer, the file's name and size and sane ranges before anything is allocated or copied, each
- * section's CRC and values (finite; AdamW's second moment >= 0) are checked before the model is
- * touched, and only regular files are opened (a FIFO or directory named like a checkpoint is
- * skipped with a warning, never waited on). */
+ * Across ranks: the state in a plain section is the same on every rank (data-parallel training),
+ * so rank 0 writes its bytes and reads the file; the others take part in the collectives and get
+ * the bytes by broadcast (no shared file system is assumed: only rank 0 touches DIR). A per-rank
+ * section holds one blob from each rank (dt_ckpt_add_per_rank): gathered to rank 0 at the commit
+ * and handed back to each rank by dt_ckpt_read_rank. Every rank learns every outcome: a failure on
+ * one rank (a full disk on rank 0, a section another rank did not add) fails the call on all of
+ * them with the cause, never leaves one rank waiting.
+ *
+ * Reading trusts nothing in a file: the header, the table of sections (names, sizes, CRCs) and
+ * every length are checked against the file's name and size before anything is allocated or read,
+ * and dt_ckpt_open_latest takes the newest file whose every section passes its CRC, skipping
+ * damaged or crafted ones (and FIFOs or directories named like checkpoints) with a warning that
+ * names the file and the reason.
+ * @{ */
 
-/* Writes the checkpoint of `step` (0 to 10^18-1; rank 0 writes, every rank holds the same state).
+/** The longest section name: 1 to DT_CKPT_NAME_MAX bytes of [A-Za-z0-9._-]. */
+#define DT_CKPT_NAME_MAX 63
+/** The most sections one checkpoint may hold. */
+#define DT_CKPT_MAX_SECTIONS 65536
+/** The largest blob one rank may add to a per-rank section (64 MiB): per-rank sections are for
+ *  small state such as an RNG or a data position. */
+#define DT_CKPT_PER_RANK_MAX ((size_t)64 << 20)
+
+/** A checkpoint being written: from dt_ckpt_begin to dt_ckpt_commit or dt_ckpt_discard. */
+typedef struct dt_ckpt_writer dt_ckpt_writer;
+
+/** Starts checkpoint `step` of directory dir (the file dir/ckpt-STEP.dtc, written at the commit;
+ *  dir is created then if missing, its parent must exist). Local: no collective, no file touched.
+ *  Call it on every rank with the same dir and step (the commit checks that).
+ *  @param ctx  the context (NULL: a single process)
+ *  @param dir  the directory; copied
+ *  @param step 0 to 10^18-1
+ *  @param out  receives the writer, which the caller owns until dt_ckpt_commit or dt_ckpt_discard
+ *  @return DT_OK; DT_ERR_INVALID_ARG for a NULL or empty dir or out, a step out of range or a dir
+ *          name too long for a path; DT_ERR_NOMEM. */
+DT_API dt_status dt_ckpt_begin(dt_ctx *ctx, const char *dir, long step, dt_ckpt_writer **out);
+
+/** Adds section `name` of `bytes` bytes. Every rank adds the same sections (names and sizes, in
+ *  the same order); the bytes written are rank 0's: data is read on rank 0 only, other ranks may
+ *  pass NULL. On rank 0 data is host memory or, in a CUDA build, device memory (told apart by the
+ *  CUDA runtime; no flag to get wrong), copied at this call: the caller may change or free its
+ *  buffer as soon as it returns.
+ *  @param w    the writer of dt_ckpt_begin()
+ *  @param name 1 to DT_CKPT_NAME_MAX bytes of [A-Za-z0-9._-], unique in the checkpoint, not
+ *              starting with "dtrain." (dtrain's own sections)
+ *  @param data the bytes (NULL allowed when bytes is 0, and on ranks other than 0)
+ *  @param bytes 0 or more
+ *  @return DT_OK; DT_ERR_INVALID_ARG naming the name for a NULL writer or name, a name too long,
+ *          empty, with a character outside the set, reserved or already added, more than
+ *          DT_CKPT_MAX_SECTIONS sections, or a checkpoint past 2^62 bytes; these leave the writer
+ *          as it was (fix the call and go on). Failures of this rank's data - NULL data on rank
+ *          0, DT_ERR_NOMEM, DT_ERR_DEVICE for a failed device copy - are returned too and make the
+ *          commit fail on every rank. */
+DT_API dt_status dt_ckpt_add(dt_ckpt_writer *w, const char *name, const void *data, size_t bytes);
+
+/** Adds per-rank section `name`: every rank's own `bytes` bytes (its RNG state, say), host or
+ *  device memory, copied at this call. Every rank passes the same name and bytes; the file holds
+ *  world * bytes, rank r's blob at r * bytes, read back with dt_ckpt_read_rank.
+ *  @param w    the writer of dt_ckpt_begin()
+ *  @param name as for dt_ckpt_add()
+ *  @param data this rank's bytes (host or device memory)
+ *  @param bytes 0 to DT_CKPT_PER_RANK_MAX
+ *  @return as dt_ckpt_add; DT_ERR_INVALID_ARG also for bytes over DT_CKPT_PER_RANK_MAX, and NULL
+ *          data with bytes > 0 on any rank fails the commit on every rank. */
+DT_API dt_status dt_ckpt_add_per_rank(dt_ckpt_writer *w, const char *name, const void *data, size_t bytes);
+
+/** Writes the checkpoint and frees w, whatever the outcome. Collective: every rank calls it.
+ *  First every rank's sections, dir and step are compared with rank 0's; then the per-rank
+ *  sections are gathered; then rank 0 writes the temporary file, fsyncs it, renames it into place
+ *  and fsyncs the directory. An existing file of the same step is replaced.
+ *  @return DT_OK on every rank, or the same failure on every rank: DT_ERR_INVALID_ARG when a rank's
+ *          sections, dir or step differ from rank 0's (naming the rank and both lists) or
+ *          w is NULL (that rank only: pass the writer); DT_ERR_IO naming the file and the cause
+ *          (full disk, quota, file-size limit, a directory that cannot be made) with its fix, and
+ *          the temporary file removed; an earlier data failure of dt_ckpt_add (DT_ERR_NOMEM,
+ *          DT_ERR_DEVICE, DT_ERR_INVALID_ARG) on any rank; DT_ERR_MPI or DT_ERR_TIMEOUT from the
+ *          collectives. Ranks other than the one that failed say "rank R: " and its message. */
+DT_API dt_status dt_ckpt_commit(dt_ckpt_writer *w);
+
+/** Frees w and what it copied without writing anything. Local: to drop a checkpoint call it on
+ *  every rank in place of dt_ckpt_commit (a rank left in the commit would wait for the others until
+ *  the collective timeout, DTRAIN_TIMEOUT). NULL is ignored. */
+DT_API void dt_ckpt_discard(dt_ckpt_writer *w);
+
+/** An open checkpoint: its table of sections on every rank, the file on rank 0. */
+typedef struct dt_ckpt_reader dt_ckpt_reader;
+
+/** Opens the newest checkpoint of dir whose header, table and every section pass their checks
+ *  and CRCs; damaged or crafted files are skipped for older ones, each with a warning naming the
+ *  file and the reason, and so are files of format versions 1 to 3 (dt_model checkpoints of an
+ *  older dtrain, which dt_checkpoint_load_latest reads). Collective: rank 0 reads the directory and
+ *  picks; every rank gets the same checkpoint's table.
+ *  @param ctx  the context (NULL: a single process)
+ *  @param dir  the directory
+ *  @param out  receives the reader (the caller owns it: dt_ckpt_close), or NULL when dir holds no
+ *              sound checkpoint or does not exist
+ *  @param step receives the checkpoint's step, 0 when none (a checkpoint of step 0 also gives 0:
+ *              test *out)
+ *  @return DT_OK (also when there is none); DT_ERR_INVALID_ARG for NULL or empty dir, out or step;
+ *          DT_ERR_IO when dir exists but cannot be read; DT_ERR_NOMEM; on every rank alike. */
+DT_API dt_status dt_ckpt_open_latest(dt_ctx *ctx, const char *dir, dt_ckpt_reader **out, long *step);
+
+/** The number of sections of r (0 for NULL). Local. */
+DT_API int dt_ckpt_num_sections(const dt_ckpt_reader *r);
+/** The name of section i, 0 <= i < dt_ckpt_num_sections(r), in the order they were added; NULL
+ *  for another i or a NULL r. The string belongs to r. Local. */
+DT_API const char *dt_ckpt_section_name(const dt_ckpt_reader *r, int i);
+/** The path of the open checkpoint (belongs to r; NULL for a NULL r). Local. */
+DT_API const char *dt_ckpt_path(const dt_ckpt_reader *r);
+/** The number of ranks of the job that wrote it (0 for a NULL r). Local. */
+DT_API int dt_ckpt_saved_world(const dt_ckpt_reader *r);
+
+/** The size in bytes of section name into *bytes (for a per-rank section: all ranks' blobs
+ *  together). Local.
+ *  @return DT_OK; DT_ERR_INVALID_ARG for NULL arguments, or naming the name and listing the
+ *          sections the file has when it holds none of that name (*bytes then 0). */
+DT_API dt_status dt_ckpt_section_size(const dt_ckpt_reader *r, const char *name, size_t *bytes);
+
+/** Reads section name into dst (host memory, or device memory in a CUDA build) on every rank.
+ *  Collective: every rank reads the same sections in the same order. Rank 0 reads the file and
+ *  checks the section's CRC again (the file may have changed since it was opened); the bytes reach
+ *  the other ranks by broadcast, 64 MiB at a time. A per-rank section reads whole: every rank gets
+ *  all ranks' blobs.
+ *  @param r    the reader of dt_ckpt_open_latest()
+ *  @param name the section
+ *  @param dst  receives the bytes (host memory, or device memory in a CUDA build)
+ *  @param bytes must equal the section's size
+ *  @return DT_OK on every rank, or on every rank: DT_ERR_INVALID_ARG naming the name for a missing
+ *          section (listing those the file has), a size other than the section's (naming both),
+ *          a NULL name or dst (a NULL r fails on that rank only, as there is no context to
+ *          reach the others), or a rank that asked for another section or size than rank 0;
+ *          DT_ERR_CORRUPT or DT_ERR_IO when the file fails its CRC or cannot be read now;
+ *          DT_ERR_NOMEM; DT_ERR_DEVICE. On a failure dst's contents are unspecified. */
+DT_API dt_status dt_ckpt_read(dt_ckpt_reader *r, const char *name, void *dst, size_t bytes);
+
+/** Reads this rank's blob of per-rank section name into dst (host or device memory). Collective,
+ *  like dt_ckpt_read; rank 0 checks the whole section's CRC before any rank's dst is written.
+ *  @param r    the reader of dt_ckpt_open_latest()
+ *  @param name the per-rank section
+ *  @param dst  receives this rank's blob
+ *  @param bytes must equal one rank's blob (the section's size divided by dt_ckpt_saved_world)
+ *  @return as dt_ckpt_read; DT_ERR_INVALID_ARG also for a section that is not per-rank, and for a
+ *          job whose rank count is not the one that wrote it (a blob per rank cannot be split or
+ *          merged: read all of them with dt_ckpt_read and decide). */
+DT_API dt_status dt_ckpt_read_rank(dt_ckpt_reader *r, const char *name, void *dst, size_t bytes);
+
+/** Closes r and frees it (NULL is ignored). Local. */
+DT_API void dt_ckpt_close(dt_ckpt_reader *r);
+
+/** @} */
+
+/** @defgroup ckpt_model Checkpoints of a model
+ * A dt_model with its optimizer, loss scaler and data block.
+ *
+ * dt_model's checkpoints are named-section checkpoints as above (format version 4): the
+ * parameters, the optimizer state, the loss scaler's state (the _scaled calls), the data block
+ * (the _data calls) and the step. The readers below also read the files of format versions 1 to 3
+ * that earlier dtrain versions wrote. The data position needs no saving: a step's batches follow
+ * from (seed, step, world).
+ *
+ * Reading trusts nothing in a file: every field is checked against the model, the optimizer, the
+ * file's name and size and sane ranges before anything is allocated or copied, each section's CRC
+ * and values (finite; AdamW's second moment >= 0) are checked before the model is touched, and
+ * only regular files are opened (a FIFO or directory named like a checkpoint is skipped with a
+ * warning, never waited on).
+ * @{ */
+
+/** Writes the checkpoint of `step` (0 to 10^18-1; rank 0 writes, every rank holds the same state).
  * o NULL writes the weights only (enough for inference and evaluation; it cannot resume an
  * optimizer). Every rank learns whether it worked: DT_ERR_IO names the cause (full disk, quota,
  * file-size limit) and the fix, and the temporary file is removed. DT_ERR_INVALID_ARG for a NULL
@@ -32,42 +199,53 @@
 DT_API dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
                                     long step);
 
-/* Loads the newest checkpoint in dir that passes every check into m and o and sets *step to its
+/** Loads the newest checkpoint in dir that passes every check into m and o and sets *step to its
  * step; damaged or crafted files are skipped for an older one with a warning naming the file, the
  * field and both values. No loadable checkpoint (or no dir): *step = 0 and DT_OK. A sound
  * checkpoint of another model or optimizer fails with DT_ERR_INVALID_ARG and loads nothing. o NULL
  * loads the weights only (of a full or a weights-only checkpoint); a weights-only checkpoint with o
- * non-NULL is DT_ERR_INVALID_ARG. DT_ERR_IO when dir exists but cannot be read. Collective. */
+ * non-NULL is DT_ERR_INVALID_ARG, and so is a newest sound file without dt_model state (written with
+ * dt_ckpt_commit: open it with dt_ckpt_open_latest). DT_ERR_IO when dir exists but cannot be read.
+ * Collective. */
 DT_API dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
                                            long *step);
 
-/* The same, with the loss scaler's state (scale, good-step run, hysteresis, counts) saved and
- * restored too, so a resumed fp16 run scales exactly as the uninterrupted one would. sc may be NULL;
- * a checkpoint without scaler state (or with sound state out of range for this run's settings, e.g.
- * another growth interval) leaves sc at its initial state with a warning; damaged scaler state
- * (a NaN scale, negative counts) makes the file damaged. */
+/** dt_checkpoint_save() with the loss scaler's state (scale, good-step run, hysteresis, counts)
+ * saved too (sc may be NULL: none), so a resumed fp16 run scales exactly as the uninterrupted one
+ * would. Errors as dt_checkpoint_save(). Collective. */
 DT_API dt_status dt_checkpoint_save_scaled(dt_ctx *ctx, const char *dir, const dt_model *m,
                                            const dt_optimizer *o, const dt_scaler *sc, long step);
+/** dt_checkpoint_load_latest() that also restores the loss scaler's state into sc (may be NULL). A
+ * checkpoint without scaler state (or with sound state out of range for this run's settings, e.g.
+ * another growth interval) leaves sc at its initial state with a warning; damaged scaler state (a
+ * NaN scale, negative counts) makes the file damaged (an older one is tried). Errors as
+ * dt_checkpoint_load_latest(). Collective. */
 DT_API dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
                                                   dt_scaler *sc, long *step);
-/* What a checkpoint keeps about the data, so a resumed run and `dtrain eval` use what training
+
+/** What a checkpoint keeps about the data, so a resumed run and `dtrain eval` use what training
  * used: the data position after the checkpoint's step (dt_dataset_position's epoch and offset:
  * a run resumed on another rank count continues mid-epoch from it) and the normalization (a
  * dt_normalize, and for DT_NORMALIZE_STANDARD the per-channel mean and std). */
 typedef struct dt_ckpt_data {
-    int present;        /* load: 1 when the checkpoint held this block (saved by dtrain 0.1 wave 2 on) */
-    long epoch, offset;
-    int normalize;      /* a dt_normalize */
-    int channels;       /* save: entries in mean and std (0 when not standard); load: their room */
-    float *mean, *std;  /* the caller's buffers */
+    int present;   /**< load: 1 when the checkpoint held this block (saved by dtrain 0.1 wave 2 on) */
+    long epoch;    /**< the data position's epoch after the checkpoint's step */
+    long offset;   /**< the data position's offset in that epoch */
+    int normalize; /**< a dt_normalize */
+    int channels;  /**< save: entries in mean and std (0 when not standard); load: their room */
+    float *mean;   /**< the caller's buffer of channels per-channel means */
+    float *std;    /**< the caller's buffer of channels per-channel standard deviations */
 } dt_ckpt_data;
-/* dt_checkpoint_save_scaled with the data block (data may be NULL: none saved). */
+/** dt_checkpoint_save_scaled() with the data block (data may be NULL: none saved). Errors as
+ * dt_checkpoint_save(). Collective. */
 DT_API dt_status dt_checkpoint_save_data(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
                                          const dt_scaler *sc, const dt_ckpt_data *data, long step);
-/* dt_checkpoint_load_latest_scaled that also reads the data block into *data (may be NULL), on
+/** dt_checkpoint_load_latest_scaled() that also reads the data block into *data (may be NULL), on
  * every rank: present 0 when the checkpoint has none (an older one) or nothing was loaded. A block
  * whose channel count is not data->channels fails with DT_ERR_INVALID_ARG (other data). */
 DT_API dt_status dt_checkpoint_load_latest_data(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
                                                 dt_scaler *sc, dt_ckpt_data *data, long *step);
+
+/** @} */
 
 #endif /* DTRAIN_CHECKPOINT_H */

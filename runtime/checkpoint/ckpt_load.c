@@ -1,73 +1,16 @@
 /*
- * ckpt_load.c - resuming: rank 0 finds the newest checkpoint in a directory that passes every
- * check (ckpt_read.c), skipping damaged ones with a warning that names them, and every rank gets
- * its state by broadcast.
+ * ckpt_load.c - resuming a dt_model: rank 0 finds the newest checkpoint in a directory that passes
+ * every check (ckpt_read.c; any format version), skipping damaged ones with a warning that names
+ * them, and every rank gets its state by broadcast.
  */
 #include "ckpt_format.h"
 #include "log.h"
 #include "model/model.h"
 #include "status.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct ckpt_entry {
-    long step;
-    char *name;
-} ckpt_entry;
-
-/* Newest first (a step has one name, so steps never tie). */
-static int entry_cmp(const void *a, const void *b)
-{
-    const ckpt_entry *x = a, *y = b;
-    return x->step < y->step ? 1 : x->step > y->step ? -1 : 0;
-}
-
-static void entries_free(ckpt_entry *e, size_t n)
-{
-    for (size_t i = 0; i < n; i++) free(e[i].name);
-    free(e);
-}
-
-/* The directory's entries named like checkpoints, newest first. A missing directory holds none. */
-static dt_status list_checkpoints(const char *dir, ckpt_entry **out, size_t *count)
-{
-    *out = NULL;
-    *count = 0;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT) return DT_OK;
-        return dt_set_error(DT_ERR_IO, "cannot read checkpoint directory %s: %s", dir, strerror(errno));
-    }
-    ckpt_entry *e = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *de;
-    long st;
-    while ((de = readdir(d))) {
-        if (!ckpt_name_step(de->d_name, &st)) continue;
-        if (n == cap) {
-            size_t ncap = cap ? 2 * cap : 16;
-            ckpt_entry *ne = realloc(e, ncap * sizeof *e);
-            if (!ne) goto nomem;
-            e = ne;
-            cap = ncap;
-        }
-        if (!(e[n].name = strdup(de->d_name))) goto nomem;
-        e[n++].step = st;
-    }
-    closedir(d);
-    if (n) qsort(e, n, sizeof *e, entry_cmp);
-    *out = e;
-    *count = n;
-    return DT_OK;
-nomem:
-    closedir(d);
-    entries_free(e, n);
-    return dt_set_error(DT_ERR_NOMEM, "out of memory listing checkpoint directory %s", dir);
-}
 
 /* Rank 0: the newest loadable checkpoint. *found = -1 when none; DT_ERR_INVALID_ARG for a sound
  * checkpoint of another model or optimizer (a user error, not damage: nothing older is tried). */
@@ -77,7 +20,7 @@ static dt_status load_newest(const char *dir, dt_model *m, dt_optimizer *o, dt_s
     ckpt_entry *e;
     size_t n;
     *found = -1;
-    dt_status s = list_checkpoints(dir, &e, &n);
+    dt_status s = ckpt_list(dir, &e, &n);
     if (s) return s;
     size_t skipped = 0;
     for (size_t i = 0; i < n && *found < 0; i++) {
@@ -104,7 +47,7 @@ static dt_status load_newest(const char *dir, dt_model *m, dt_optimizer *o, dt_s
     if (!s && *found < 0 && skipped > 0)
         dt_log(DT_LOG_WARN, "none of the %zu checkpoint file(s) in %s could be loaded (see above): starting from "
                "step 0; the damaged files are left in place", skipped, dir);
-    entries_free(e, n);
+    ckpt_list_free(e, n);
     return s;
 }
 

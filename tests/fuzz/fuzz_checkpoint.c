@@ -1,6 +1,7 @@
 /*
- * fuzz_checkpoint.c - the checkpoint reader (runtime/checkpoint/ckpt_read.c, ckpt_load.c): a file
- * from outside, read into a 9-parameter model (fc:3 on 2 inputs).
+ * fuzz_checkpoint.c - dt_model's checkpoint reader (runtime/checkpoint/ckpt_read.c for format
+ * versions 1-3, ckpt_read4.c and ckpt_file.c for version 4, ckpt_load.c): a file from outside,
+ * read into a 9-parameter model (fc:3 on 2 inputs).
  *
  * Input: one mode byte, then the file's bytes. Mode bit 0: recompute every CRC of the image first
  * (ckpt_seal), so the fuzzer reaches the field checks behind them instead of stopping at the CRC;
@@ -63,11 +64,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The name carries the header's step when it has one a name can carry, so the fuzzer is not
      * stopped by the name check either. */
     long name_step = 7;
-    if (len >= sizeof(ckpt_header)) {
-        ckpt_header h;
-        memcpy(&h, img, sizeof h);
-        if (h.step >= 0 && h.step <= 999999999999999999LL) name_step = (long)h.step;
-    }
+    int64_t hstep = -1;
+    uint32_t version = 0;
+    if (len >= 16) memcpy(&version, img + 8, sizeof version);
+    if (version == 4 && len >= sizeof(ckpt4_header))
+        memcpy(&hstep, img + offsetof(ckpt4_header, step), sizeof hstep);
+    else if (version != 4 && len >= sizeof(ckpt_header))
+        memcpy(&hstep, img + offsetof(ckpt_header, step), sizeof hstep);
+    if (hstep >= 0 && hstep <= CKPT_MAX_STEP) name_step = (long)hstep;
     snprintf(path, sizeof path, "%s/ckpt-%010ld.dtc", dir, name_step);
     FILE *f = fopen(path, "wb");
     FUZZ_CHECK(f, "cannot write %s", path);

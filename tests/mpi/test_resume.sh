@@ -46,7 +46,7 @@ cp "$tmp/m-every.jsonl" "$tmp/m-every.before"
 "$MPIRUN" -np 2 "$DTRAIN" train $common --checkpoint-dir "$ck" --resume auto --dump-params "$tmp/p-every" \
     --metrics "$tmp/m-every.jsonl" >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "resume from older checkpoint failed"; }
 grep -q "skipping checkpoint: checkpoint .*ckpt-0000000035.dtc is 1000 bytes; its header describes .* (truncated)" "$tmp/log" &&
-grep -q "skipping checkpoint: checkpoint .*ckpt-0000000030.dtc: section 0 is damaged (CRC mismatch)" "$tmp/log" &&
+grep -q "skipping checkpoint: checkpoint .*ckpt-0000000030.dtc: section \"params\" is damaged (CRC mismatch)" "$tmp/log" &&
 grep -q "resumed from .*ckpt-0000000020.dtc at step 20" "$tmp/log" && ok "damaged checkpoints 35 and 30 skipped, resumed at 20" ||
     { bad "damaged checkpoints not handled"; cat "$tmp/log"; }
 out=$("$CMP" "$tmp/p-every" "$tmp/ref" exact) && ok "resumed from the older checkpoint == uninterrupted: $out" || bad "older: $out"
@@ -58,13 +58,13 @@ out=$("$CMP" "$tmp/p-every" "$tmp/ref" exact) && ok "resumed from the older chec
     { bad "--metrics resumed at 20: before $(metrics_steps "$tmp/m-every.before"), after $(metrics_steps "$tmp/m-every.jsonl")";
       cat "$tmp/m-every.jsonl"; grep metrics "$tmp/log"; }
 
-# Crafted files with valid CRCs (the audit's): section 0 longer than the model (it used to be
+# Crafted files with valid CRCs (the audit's): the parameters longer than the model (they used to be
 # copied past the parameter buffer), a header step that is not the name's, a FIFO and a directory
 # named like checkpoints (a FIFO used to block the open forever). Each is skipped with a message
 # naming the field and both values, and the run resumes from the sound step-20 file, bit for bit.
 ck="$tmp/ck-craft"
 mkdir -p "$ck" && cp "$tmp/ck-every/ckpt-0000000020.dtc" "$ck/"
-"$CRAFT" "$ck/ckpt-0000000020.dtc" "$ck/ckpt-0000000040.dtc" section0-plus 4096 &&
+"$CRAFT" "$ck/ckpt-0000000020.dtc" "$tmp/step40" step 40 && "$CRAFT" "$tmp/step40" "$ck/ckpt-0000000040.dtc" section0-plus 4096 &&
     "$CRAFT" "$ck/ckpt-0000000020.dtc" "$ck/ckpt-0000000041.dtc" step 4611686018427387904 &&
     "$CRAFT" "$ck/ckpt-0000000020.dtc" "$ck/ckpt-0000000042.dtc" step 42 && mv "$ck/ckpt-0000000042.dtc" "$ck/ckpt-0000000043.dtc" &&
     mkfifo "$ck/ckpt-0000000050.dtc" && mkdir "$ck/ckpt-0000000045.dtc" || bad "crafting checkpoints failed"
@@ -74,7 +74,7 @@ grep -q "ckpt-0000000050.dtc is a FIFO (named pipe), not a checkpoint file" "$tm
 grep -q "ckpt-0000000045.dtc is a directory, not a checkpoint file" "$tmp/log" &&
 grep -q "ckpt-0000000043.dtc: header field step is 42 but the file name says step 43" "$tmp/log" &&
 grep -q "ckpt-0000000041.dtc: header field step is 4611686018427387904 but the file name says step 41" "$tmp/log" &&
-grep -q "ckpt-0000000040.dtc: section 0 (parameters) claims 1867786 floats; the model has 1863690" "$tmp/log" &&
+grep -q "ckpt-0000000040.dtc: section \"params\" holds 1867786 floats; the model has 1863690" "$tmp/log" &&
 grep -q "resumed from .*ckpt-0000000020.dtc at step 20" "$tmp/log" &&
     ok "FIFO, directory, wrong steps and a longer section 0 skipped with their fields named, resumed at 20" ||
     { bad "crafted checkpoints not handled"; cat "$tmp/log"; }

@@ -1,8 +1,10 @@
 /*
- * test_checkpoint.c - the checkpoint reader trusts nothing in a file: CRC-valid crafted files, one
- * per header and section field, are refused with a message naming the field and both values, and
- * leave the model untouched; FIFOs and directories named like checkpoints are skipped without
- * blocking; a file-size limit is an error, not a SIGXFSZ death; weights-only save and load.
+ * test_checkpoint.c - dt_model's checkpoint reader trusts nothing in a file of the fixed layout
+ * (format versions 1 to 3, which users still have on disk; ckpt_v3.h lays them out): CRC-valid
+ * crafted files, one per header and section field, are refused with a message naming the field and
+ * both values, and leave the model untouched; FIFOs and directories named like checkpoints are
+ * skipped without blocking; a file-size limit is an error, not a SIGXFSZ death; weights-only save
+ * and load. The named-section files of version 4 are test_ckpt_sections.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +13,7 @@
 #include <cmocka.h>
 
 #include "block_guard.h"
+#include "ckpt_v3.h"
 
 #include "checkpoint/ckpt_format.h"
 #include "dtrain.h"
@@ -27,7 +30,7 @@
 #include <unistd.h>
 
 /* A 9-parameter model (fc:3 on 2 inputs), AdamW (both moment sections), a scaler; one sound
- * checkpoint of step 5 in dir, and its bytes in img. */
+ * version-3 checkpoint of step 5 in dir, and its bytes in img. */
 typedef struct fixture {
     char dir[64];
     dt_model *m;
@@ -43,19 +46,6 @@ static char *path_in(const fixture *f, const char *name)
     static char p[256];
     snprintf(p, sizeof p, "%s/%s", f->dir, name);
     return p;
-}
-
-static void read_whole(const char *path, unsigned char **out, size_t *len)
-{
-    FILE *fp = fopen(path, "rb");
-    assert_non_null(fp);
-    fseek(fp, 0, SEEK_END);
-    *len = (size_t)ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    *out = malloc(*len + 4096 * sizeof(float));
-    assert_non_null(*out);
-    assert_int_equal(fread(*out, 1, *len, fp), *len);
-    fclose(fp);
 }
 
 static void write_whole(const char *path, const void *p, size_t len)
@@ -83,8 +73,8 @@ static int setup(void **state)
     float g[9];
     for (int i = 0; i < 9; i++) g[i] = 0.1f * (float)(i + 1);
     if (dt_optimizer_step(f->o, dt_model_params(f->m), g)) return -1;
-    if (dt_checkpoint_save_scaled(NULL, f->dir, f->m, f->o, f->sc, 5)) return -1;
-    read_whole(path_in(f, "ckpt-0000000005.dtc"), &f->img, &f->len);
+    if (!(f->img = ckpt_v3_image(f->m, f->o, f->sc, NULL, 5, &f->len))) return -1;
+    write_whole(path_in(f, "ckpt-0000000005.dtc"), f->img, f->len);
     /* The parameters move on, so a load that happens shows in them. */
     for (int i = 0; i < 9; i++) dt_model_params(f->m)[i] += 1.0f;
     memcpy(f->before, dt_model_params(f->m), sizeof f->before);
@@ -250,7 +240,9 @@ static void test_header_fields(void **state)
     expect_refused(f, c, f->len, DT_ERR_INVALID_ARG, "another model", NULL);
     hdr(c)->fingerprint ^= 1;
     hdr(c)->version = CKPT_VERSION + 1;
-    expect_refused(f, c, f->len, DT_ERR_CORRUPT, "version 4", "versions 1 to 3", NULL);
+    expect_refused(f, c, f->len, DT_ERR_CORRUPT, "version 5", "versions 1 to 4", NULL);
+    hdr(c)->version = 0;
+    expect_refused(f, c, f->len, DT_ERR_CORRUPT, "version 0", "versions 1 to 4", NULL);
     free(c);
 }
 
@@ -442,11 +434,21 @@ static void test_data_block(void **state)
     assert_int_equal(dt_checkpoint_load_latest_data(NULL, f->dir, f->m, f->o, f->sc, &other, &step),
                      DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "3 channels"));
-    /* Crafted blocks, sealed with valid CRCs. */
-    unsigned char *img;
-    size_t len;
-    read_whole(path_in(f, "ckpt-0000000009.dtc"), &img, &len);
+    /* The same block in a version-3 file loads the same. */
     unlink(path_in(f, "ckpt-0000000009.dtc"));
+    size_t len;
+    unsigned char *img = ckpt_v3_image(f->m, f->o, f->sc, &in, 9, &len);
+    write_whole(path_in(f, "ckpt-0000000009.dtc"), img, len);
+    memset(m2, 0, sizeof m2);
+    memset(&out, 0, sizeof out);
+    out.channels = 3, out.mean = m2, out.std = s2;
+    assert_int_equal(dt_checkpoint_load_latest_data(NULL, f->dir, f->m, f->o, f->sc, &out, &step), DT_OK);
+    assert_int_equal(step, 9);
+    assert_int_equal(out.present, 1);
+    assert_int_equal(out.offset, 1234);
+    assert_memory_equal(m2, mean, sizeof mean);
+    unlink(path_in(f, "ckpt-0000000009.dtc"));
+    /* Crafted blocks, sealed with valid CRCs. */
     hdr(img)->step = 7;
     const size_t off = sizeof(ckpt_header) + sizeof(ckpt_scaler);
     ckpt_data *cd = (ckpt_data *)(void *)(img + off);
