@@ -9,6 +9,9 @@
  * dt_reducer_wait completes the step before the optimizer. Gradient clipping and the check that
  * every rank holds the same weights come with it.
  *
+ * At the end the parameters and a few bytes of the loop's own state go into a checkpoint of named
+ * sections (dt_ckpt_*), which is read back by name and compared.
+ *
  * The loop runs twice from the same start: with the reducer, and with one blocking dt_allreduce of
  * the whole gradient after backward. dtrain's host allreduce adds every element in rank order
  * whatever the buckets, so the two must end with the same parameters bit for bit; the program
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { IN = 64, HID = 256, CLASSES = 10, BATCH = 32, STEPS = 300 };
 #define LR 0.05f
@@ -131,6 +135,44 @@ static void train(dt_ctx *ctx, dt_dataset *data, int use_reducer, float *p, doub
     free(g), free(vel), free(x), free(h), free(logits), free(dlogits), free(dh);
 }
 
+/* The loop's state as named sections: the parameters, the step it reached, and each rank's own
+ * seed (a per-rank section). Saved atomically, then opened as the newest sound checkpoint of the
+ * directory and read back by name; returns 1 when every byte came back. */
+static int checkpoint_round_trip(dt_ctx *ctx, const float *p)
+{
+    /* One directory name for every rank: rank 0's process id, broadcast (exact in a float). */
+    float id = dt_rank(ctx) == 0 ? (float)getpid() : 0.0f;
+    if (dt_broadcast(ctx, &id, 1, DT_F32, 0)) die(ctx, "dt_broadcast");
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/dtrain-custom-loop-%.0f", (double)id);
+    const long step = STEPS;
+    const uint64_t seed = 1000u + (uint64_t)dt_rank(ctx);
+    uint64_t seed_back = 0;
+    dt_ckpt_writer *w = NULL;
+    if (dt_ckpt_begin(ctx, dir, step, &w) || dt_ckpt_add(w, "params", p, NP * sizeof *p) ||
+        dt_ckpt_add(w, "step", &step, sizeof step) || dt_ckpt_add_per_rank(w, "seed", &seed, sizeof seed))
+        die(ctx, "dt_ckpt_add");
+    if (dt_ckpt_commit(w)) die(ctx, "dt_ckpt_commit");
+    dt_ckpt_reader *r = NULL;
+    long at = -1, step_back = -1;
+    float *p_back = malloc(NP * sizeof *p_back);
+    if (!p_back) die(ctx, "out of memory");
+    if (dt_ckpt_open_latest(ctx, dir, &r, &at) || !r) die(ctx, "dt_ckpt_open_latest");
+    if (dt_ckpt_read(r, "params", p_back, NP * sizeof *p_back) || dt_ckpt_read(r, "step", &step_back, sizeof step_back) ||
+        dt_ckpt_read_rank(r, "seed", &seed_back, sizeof seed_back))
+        die(ctx, "dt_ckpt_read");
+    const int ok = at == step && step_back == step && seed_back == seed && !memcmp(p, p_back, NP * sizeof *p);
+    if (dt_rank(ctx) == 0) { /* only rank 0 touches the directory */
+        char path[128];
+        snprintf(path, sizeof path, "%s", dt_ckpt_path(r));
+        unlink(path);
+        rmdir(dir);
+    }
+    dt_ckpt_close(r);
+    free(p_back);
+    return ok;
+}
+
 int main(void)
 {
     dt_config cfg;
@@ -166,13 +208,15 @@ int main(void)
         dt_buffer_checksum(p_blk, NP * sizeof *p_blk, DT_MEMORY_HOST, &sum_blk))
         die(ctx, "dt_buffer_checksum");
     const int same = memcmp(p_red, p_blk, NP * sizeof *p_red) == 0, learned = last < 0.75 * first;
+    const int restored = checkpoint_round_trip(ctx, p_red);
     if (rank == 0) {
         printf("custom_loop: %d ranks, loss %.4f -> %.4f: %s\n", world, first, last, learned ? "learned" : "DID NOT LEARN");
         printf("custom_loop: reducer vs blocking allreduce: parameters %s (checksums %016llx, %016llx)\n",
                same ? "equal bit for bit" : "DIFFER", (unsigned long long)sum_red, (unsigned long long)sum_blk);
+        printf("custom_loop: checkpoint of named sections: %s\n", restored ? "read back intact" : "DIFFERS");
     }
     dt_dataset_free(data);
     free(init), free(p_red), free(p_blk);
     dt_finalize(ctx);
-    return same && learned ? 0 : 1;
+    return same && learned && restored ? 0 : 1;
 }
