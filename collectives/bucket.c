@@ -53,6 +53,18 @@ static dt_status index_buckets(bucket_plan *p)
     return DT_OK;
 }
 
+/* The lookups, and the plan in the debug log; the plan is freed on failure. */
+static dt_status finish_plan(bucket_plan *p, size_t elem_bytes, size_t first_cap, size_t cap)
+{
+    dt_status s = index_buckets(p);
+    if (s) {
+        bucket_plan_free(p);
+        return s;
+    }
+    plan_log(p, elem_bytes, first_cap, cap);
+    return DT_OK;
+}
+
 dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t elem_bytes, size_t first_cap_bytes,
                              size_t cap_bytes, bucket_plan *out)
 {
@@ -139,13 +151,7 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
         out->of_range[i] = nb - 1;
     }
     out->nb = nb;
-    dt_status s = index_buckets(out);
-    if (s) {
-        bucket_plan_free(out);
-        return s;
-    }
-    plan_log(out, elem_bytes, first_cap_bytes, cap_bytes);
-    return DT_OK;
+    return finish_plan(out, elem_bytes, first_cap_bytes, cap_bytes);
 }
 
 dt_status bucket_plan_auto(size_t count, size_t elem_bytes, size_t first_cap_bytes, size_t cap_bytes,
@@ -177,13 +183,7 @@ dt_status bucket_plan_auto(size_t count, size_t elem_bytes, size_t first_cap_byt
         end -= n;
     }
     out->nb = i;
-    dt_status s = index_buckets(out);
-    if (s) {
-        bucket_plan_free(out);
-        return s;
-    }
-    plan_log(out, elem_bytes, first_cap_bytes, cap_bytes);
-    return DT_OK;
+    return finish_plan(out, elem_bytes, first_cap_bytes, cap_bytes);
 }
 
 void bucket_plan_free(bucket_plan *p)

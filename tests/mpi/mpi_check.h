@@ -1,6 +1,7 @@
 /*
  * mpi_check.h - the check macro of the multi-rank C tests: a failed check prints the rank, the
- * line and dtrain's last error and is counted; mpi_check_finish sums the failures over the ranks
+ * line and dtrain's last error and is counted; mpi_check_init starts dtrain on the CPU;
+ * mpi_check_finish sums the failures over the ranks
  * so every rank exits with the same verdict.
  */
 #ifndef DT_TESTS_MPI_CHECK_H
@@ -9,6 +10,7 @@
 #include "dtrain.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static int failures, checks, rank, world;
 
@@ -22,6 +24,23 @@ static int failures, checks, rank, world;
             fprintf(stderr, " (last error: %s)\n", dt_last_error());                               \
         }                                                                                          \
     } while (0)
+
+/* dt_init on the CPU, and rank and world set; a failure ends the job naming the test. */
+static inline dt_ctx *mpi_check_init(const char *name)
+{
+    dt_config cfg;
+    dt_config_defaults(&cfg);
+    cfg.device = DT_DEVICE_CPU;
+    dt_ctx *ctx = NULL;
+    if (dt_init(&cfg, &ctx) != DT_OK) {
+        fprintf(stderr, "%s: dt_init failed: %s\n", name, dt_last_error());
+        dt_abort_job(NULL, 1);
+        exit(1);
+    }
+    rank = dt_rank(ctx);
+    world = dt_world_size(ctx);
+    return ctx;
+}
 
 /* Every rank's failures summed; prints the verdict on rank 0 as "NAME: W ranks, N checks, ...".
  * Returns the exit code (0 or 1). Collective. */

@@ -272,16 +272,7 @@ static void test_lr(void)
 
 int main(void)
 {
-    dt_config cfg;
-    dt_config_defaults(&cfg);
-    cfg.device = DT_DEVICE_CPU;
-    dt_ctx *ctx = NULL;
-    if (dt_init(&cfg, &ctx)) {
-        fprintf(stderr, "test_accum_clip: %s\n", dt_last_error());
-        return 1;
-    }
-    rank = dt_rank(ctx);
-    world = dt_world_size(ctx);
+    dt_ctx *ctx = mpi_check_init("test_accum_clip");
     test_accumulation(ctx);
     test_accumulation16(ctx);
     test_clipping(ctx);

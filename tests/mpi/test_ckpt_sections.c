@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE /* mkdtemp */
 #include "dtrain.h"
+#include "mpi_check.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -17,17 +18,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-static int rank, world, failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL rank %d line %d: ", rank, __LINE__);                             \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-        }                                                                                          \
-    } while (0)
 
 /* s must be want with every substring in the message. */
 static void expect(dt_status s, dt_status want, const char *a, const char *b, const char *what)
@@ -152,17 +142,7 @@ static void test_failures(dt_ctx *ctx, const char *dir)
 
 int main(void)
 {
-    dt_config cfg;
-    dt_config_defaults(&cfg);
-    cfg.device = DT_DEVICE_CPU;
-    dt_ctx *ctx = NULL;
-    if (dt_init(&cfg, &ctx) != DT_OK) {
-        fprintf(stderr, "dt_init failed: %s\n", dt_last_error());
-        dt_abort_job(NULL, 1);
-        return 1;
-    }
-    rank = dt_rank(ctx);
-    world = dt_world_size(ctx);
+    dt_ctx *ctx = mpi_check_init("test_ckpt_sections");
     /* Rank 0's temporary directory, by name to every rank (which never touch it). */
     char dir[64] = "/tmp/dtsec-mpi-XXXXXX";
     if (rank == 0 && !mkdtemp(dir)) dir[0] = '\0';
@@ -173,14 +153,12 @@ int main(void)
     }
     test_round_trip(ctx, dir);
     test_failures(ctx, dir);
-    float f = (float)failures;
-    if (dt_allreduce(ctx, &f, 1, DT_F32, DT_SUM) != DT_OK) f = 1;
     if (rank == 0) {
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-        if (system(cmd) != 0) f += 1;
-        printf("test_ckpt_sections: %d ranks: %s\n", world, f == 0 ? "all checks passed" : "FAILED");
+        CHECK(system(cmd) == 0, "%s", cmd);
     }
+    int rc = mpi_check_finish(ctx, "test_ckpt_sections");
     dt_finalize(ctx);
-    return f == 0 ? 0 : 1;
+    return rc;
 }

@@ -253,16 +253,7 @@ static void test_utilities(dt_ctx *ctx)
 
 int main(void)
 {
-    dt_config cfg;
-    dt_config_defaults(&cfg);
-    cfg.device = DT_DEVICE_CPU;
-    dt_ctx *ctx = NULL;
-    if (dt_init(&cfg, &ctx) != DT_OK) {
-        fprintf(stderr, "test_reducer: %s\n", dt_last_error());
-        return 1;
-    }
-    rank = dt_rank(ctx);
-    world = dt_world_size(ctx);
+    dt_ctx *ctx = mpi_check_init("test_reducer");
     test_results(ctx);
     test_bad_input(ctx);
     test_utilities(ctx);
