@@ -10,7 +10,7 @@
  * every rank holds the same weights come with it.
  *
  * At the end the parameters and a few bytes of the loop's own state go into a checkpoint of named
- * sections (dt_ckpt_*), which is read back by name and compared.
+ * sections (dt_ckpt_begin, dt_ckpt_add, dt_ckpt_commit), which is read back by name and compared.
  *
  * The loop runs twice from the same start: with the reducer, and with one blocking dt_allreduce of
  * the whole gradient after backward. dtrain's host allreduce adds every element in rank order
