@@ -52,20 +52,17 @@ static void die(const char *what, const char *why)
     dt_abort_job(g_ctx, 1);
     exit(1);
 }
-#define CUDA_CHECK(call)                                                                                                \
-    do {                                                                                                                \
-        cudaError_t e_ = (call);                                                                                        \
-        if (e_ != cudaSuccess) die(#call, cudaGetErrorString(e_));                                                      \
+#define CUDA_CHECK(call)                                                                                       \
+    do {                                                                                                       \
+        cudaError_t e_ = (call);                                                                               \
+        if (e_ != cudaSuccess) die(#call, cudaGetErrorString(e_));                                             \
     } while (0)
-#define CUBLAS_CHECK(call)                                                                                              \
-    do {                                                                                                                \
-        cublasStatus_t s_ = (call);                                                                                     \
-        if (s_ != CUBLAS_STATUS_SUCCESS) die(#call, cublasGetStatusString(s_));                                         \
+#define CUBLAS_CHECK(call)                                                                                     \
+    do {                                                                                                       \
+        cublasStatus_t s_ = (call);                                                                            \
+        if (s_ != CUBLAS_STATUS_SUCCESS) die(#call, cublasGetStatusString(s_));                                \
     } while (0)
-#define DT_CHECK(call)                                                                                                  \
-    do {                                                                                                                \
-        if ((call) != DT_OK) die(#call, dt_last_error());                                                               \
-    } while (0)
+#define DT_CHECK(call) do { if ((call) != DT_OK) die(#call, dt_last_error()); } while (0)
 
 /* h = max(h, 0) in place; n elements. */
 __global__ void relu_kernel(float *h, int n)
@@ -150,12 +147,14 @@ static void train(dt_ctx *ctx, dt_dataset *data, gpu_state *st, int use_reducer,
         gemm(bl, 0, 0, BATCH, CLASSES, 1, 1.0f, st->ones, 1, b2, CLASSES, 0.0f, st->logits, CLASSES);
         gemm(bl, 0, 1, BATCH, CLASSES, HID, 1.0f, st->h, HID, W2, HID, 1.0f, st->logits, CLASSES);
         /* The loss on the host: the step's one wait for the device. */
-        CUDA_CHECK(cudaMemcpyAsync(st->hlogits, st->logits, BATCH * CLASSES * sizeof(float), cudaMemcpyDeviceToHost, s));
+        CUDA_CHECK(cudaMemcpyAsync(st->hlogits, st->logits, BATCH * CLASSES * sizeof(float), cudaMemcpyDeviceToHost,
+                                   s));
         CUDA_CHECK(cudaStreamSynchronize(s));
         int correct;
         double loss = dt_softmax_xent(st->hlogits, st->labels, st->hdlogits, BATCH, CLASSES, 1.0f / BATCH, &correct) /
                       BATCH;
-        CUDA_CHECK(cudaMemcpyAsync(st->dlogits, st->hdlogits, BATCH * CLASSES * sizeof(float), cudaMemcpyHostToDevice, s));
+        CUDA_CHECK(cudaMemcpyAsync(st->dlogits, st->hdlogits, BATCH * CLASSES * sizeof(float), cudaMemcpyHostToDevice,
+                                   s));
 
         /* Backward of layer 2: gW2 = dlogits^T h, gb2 = dlogits^T ones. Queued, then marked ready:
          * the allreduce follows these kernels on the device, the host goes straight on. */
