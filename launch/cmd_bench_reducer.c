@@ -5,34 +5,47 @@
  * The loop is what a user writes against the public header: a stack of L fully connected layers
  * of width W (x W_l^T + b_l, ReLU between layers, softmax cross-entropy over the W outputs of the
  * last), batch B per rank, fp32 parameters and gradients in flat host buffers, forward and backward
- * by dt_sgemm. It runs in four variants, interleaved round by round (one step of each per round,
+ * by dt_sgemm. It runs in five variants, interleaved round by round (one step of each per round,
  * their order rotating, so a slow phase of a shared machine falls on all of them alike):
  *
  *   A  the reducer: backward calls dt_reducer_ready() for each layer as soon as its weight and
  *      bias gradients are final (last layer first), dt_reducer_wait() after backward;
  *   B  the same loop, then one blocking dt_allreduce() of the whole gradient;
  *   C  the same loop with no communication (compute only);
- *   D  that allreduce alone.
+ *   D  that allreduce alone;
+ *   E  A with overlap off: the same reducer, buckets and engine, every bucket started in wait().
+ *
+ * A against B is what a user gains by moving from the blocking call to the reducer; A against E is
+ * what overlap alone gains, since the two differ in nothing else (B against E is the blocking
+ * dt_allreduce against the reducer's engine: different transports, see below).
  *
  * Each step starts after a barrier (not timed) and its time is the slowest rank's; the table holds
- * the median over the timed rounds (and the min and max). From those: A/B (below 1 when overlap
- * pays), D/B (the share of a blocking step spent communicating: a model where overlap matters has
- * at least a third), and the fraction of communication hidden, (B - A) / D, clamped to [0, 1].
- * A and B take the same batch in each round, so their gradients of the last round must be equal bit
- * for bit (the host allreduce adds every element in rank order whatever the buckets): the run fails
- * when they are not. With --wire fp16|bf16, B and D use a reducer with one bucket and overlap off
+ * the median over the timed rounds (and the min and max). From those: A/B (below 1 when the
+ * reducer pays), D/B (the share of a blocking step spent communicating: a model where overlap
+ * matters has at least a third), the fraction of communication hidden, (B - A) / D, and overlap's
+ * own, (E - A) / (E - C) (E - C is the engine's communication in a blocking step), both clamped to
+ * [0, 1].
+ * A, B and E take the same batch in each round, so their gradients of the last round must be equal
+ * bit for bit (the host allreduce adds every element in rank order whatever the buckets): the run
+ * fails when they are not. With --wire fp16|bf16, B and D use a reducer with one bucket and overlap off
  * (a blocking allreduce at wait()) instead of dt_allreduce, which has no 16-bit wire for fp32
  * buffers, so that A and B send the same bytes and round alike. No optimizer runs: it would cost
  * every variant the same.
  *
- * Why 2 cores allow little overlap (bench/REDUCER-NOTES.md has the numbers): at -np 2 each rank
- * has one core. Overlap needs something other than that core to move and add the bytes, and on
- * one machine there is nothing else: MPI's shared-memory transport copies with the CPU, the sums
- * are CPU work, and the communication thread that drives them runs on the core the GEMMs use, so
- * while a bucket is reduced during backward the GEMMs get a share of the core, not all of it. What
- * overlap still wins here is the waiting of one rank for the other inside a blocking allreduce,
- * and the time a rank spends copying while the other computes. A GPU (NCCL on its own stream,
- * copy engines and NVLink doing the moving) or a NIC with its own DMA is what hides communication.
+ * Why 2 cores allow little overlap (bench/REDUCER-NOTES.md has the runs): at -np 2 on the 2-core VM
+ * each rank is bound to one core. Overlap needs something other than that core to move and add the
+ * bytes, and on one machine there is nothing else: MPI's shared-memory transport copies with the
+ * CPU, the sums are CPU work, and the communication thread that drives them (the engine calls the
+ * blocking MPI_Allreduce on it at 2 ranks) runs on the core the GEMMs use. So a bucket reduced
+ * during backward takes its time out of backward instead of hiding it: with the defaults, A's
+ * compute is 1-5 ms slower than C's while A's wait() still leaves 14-18 ms exposed, against 15-17
+ * ms of communication in E, and A/E is 0.97-1.13 (median 1.11: overlap costs a little, the thread's
+ * switching), with the thread or inline (DTRAIN_COMM_THREAD=0: 1.06-1.11) and with one bucket
+ * per layer (--bucket-mb 4: 0.98-1.09). A still beats B (A/B 0.74-0.85) but not by overlap:
+ * dt_allreduce of host memory is MPI_Iallreduce polled against the deadline with a roll call and
+ * a division pass, 1.3-1.4x slower here than the engine's blocking MPI_Allreduce (B/E), which is
+ * also why (B-A)/D reads 0.23-0.45 while (E-A)/(E-C) is 0. A GPU (NCCL on its own stream, copy
+ * engines and NVLink doing the moving) or a NIC with its own DMA is what hides communication.
  */
 #include "cli.h"
 #include "status.h"
@@ -45,7 +58,7 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_PARAMS (1ULL << 28) /* per buffer: 1 GiB of fp32; the bench holds four such buffers */
+#define MAX_PARAMS (1ULL << 28) /* per buffer: 1 GiB of fp32; the bench holds five such buffers */
 
 typedef struct red_opts {
     int layers, width, batch, steps, warmup;
@@ -104,7 +117,7 @@ typedef struct net {
     float **act;         /* act[0] = x (B, W), act[l+1] = layer l's output (B, W) */
     float *dz, *dtmp;    /* gradient of a layer's output, of its input (B, W) */
     int32_t *labels;
-    float *g[3];         /* gradients of A, B and C (D reduces C's) */
+    float *g[5];         /* gradients of each variant but D (g[VD] is NULL: D reduces C's) */
 } net;
 
 static uint64_t mix(uint64_t x)
@@ -166,13 +179,13 @@ static dt_status backward(net *m, float *g, dt_reducer *red)
     return DT_OK;
 }
 
-enum { VA, VB, VC, VD, NV };
+enum { VA, VB, VC, VD, VE, NV };
 static const char *vname[NV] = {"A reducer, ready() per layer", "B one blocking allreduce", "C compute only",
-                                "D the allreduce alone"};
+                                "D the allreduce alone", "E reducer with overlap off"};
 
 typedef struct variants {
-    dt_reducer *red;   /* A */
-    dt_reducer *whole[2]; /* 16-bit wire only: one-bucket reducers without overlap over B's and C's buffers */
+    dt_reducer *red, *noov; /* A, E */
+    dt_reducer *whole[2];   /* 16-bit wire only: one-bucket reducers without overlap over B's and C's buffers */
 } variants;
 
 /* The allreduce of B and D: dt_allreduce, or with a 16-bit wire a one-bucket reducer. */
@@ -200,6 +213,10 @@ static dt_status run_variant(dt_ctx *ctx, net *m, const variants *v, int k)
         s = backward(m, m->g[VC], NULL);
         break;
     case VD: s = allreduce_whole(ctx, m, v, 1); break;
+    case VE:
+        forward(m);
+        if (!(s = backward(m, m->g[VE], v->noov))) s = dt_reducer_wait(v->noov);
+        break;
     }
     return s;
 }
@@ -216,7 +233,7 @@ static void net_free(net *m)
     for (int i = 0; m->act && i <= m->L; i++) free(m->act[i]);
     free(m->act);
     free(m->dz), free(m->dtmp), free(m->labels);
-    for (int k = 0; k < 3; k++) free(m->g[k]);
+    for (int k = 0; k < NV; k++) free(m->g[k]);
 }
 
 static dt_status net_alloc(net *m, const red_opts *o, int world)
@@ -232,7 +249,7 @@ static dt_status net_alloc(net *m, const red_opts *o, int world)
     m->labels = malloc((size_t)o->batch * sizeof *m->labels);
     int ok = m->p && m->act && m->dz && m->dtmp && m->labels;
     for (int i = 0; ok && i <= o->layers; i++) ok = (m->act[i] = malloc(act * sizeof **m->act)) != NULL;
-    for (int k = 0; ok && k < 3; k++) ok = (m->g[k] = calloc(m->n, sizeof **m->g)) != NULL;
+    for (int k = 0; ok && k < NV; k++) ok = k == VD || (m->g[k] = calloc(m->n, sizeof **m->g)) != NULL;
     if (!ok) {
         net_free(m);
         return DT_ERR_NOMEM;
@@ -260,20 +277,25 @@ static dt_status make_reducers(dt_ctx *ctx, const net *m, const red_opts *o, var
     if (o->bucket_mb >= 0) rc.bucket_mb = o->bucket_mb;
     if (o->first_bucket_mb >= 0) rc.first_bucket_mb = o->first_bucket_mb;
     dt_status s = dt_reducer_create(ctx, m->g[VA], m->n, ranges, m->L, &rc, &v->red);
+    rc.overlap = 0;
+    if (!s) s = dt_reducer_create(ctx, m->g[VE], m->n, ranges, m->L, &rc, &v->noov);
     free(ranges);
     if (s || o->wire == DT_F32) return s;
     /* Both caps 0: one bucket (a first cap alone would still close the first bucket). */
     rc.bucket_mb = rc.first_bucket_mb = 0;
     rc.overlap = 0;
-    for (int i = 0; i < 2 && !s; i++) s = dt_reducer_create(ctx, m->g[i == 0 ? VB : VC], m->n, NULL, 0, &rc, &v->whole[i]);
+    for (int i = 0; i < 2 && !s; i++)
+        s = dt_reducer_create(ctx, m->g[i == 0 ? VB : VC], m->n, NULL, 0, &rc, &v->whole[i]);
     return s;
 }
 
-/* The elements of A's gradients that differ from B's, summed over the ranks. */
+/* The elements of A's gradients that differ from B's or E's, summed over the ranks. */
 static long long grads_differ(const net *m)
 {
     long long mine = 0, all = 0;
-    for (size_t i = 0; i < m->n; i++) mine += memcmp(&m->g[VA][i], &m->g[VB][i], sizeof(float)) != 0;
+    for (size_t i = 0; i < m->n; i++)
+        mine += memcmp(&m->g[VA][i], &m->g[VB][i], sizeof(float)) != 0 ||
+                memcmp(&m->g[VA][i], &m->g[VE][i], sizeof(float)) != 0;
     MPI_Allreduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     return all;
 }
@@ -295,7 +317,7 @@ static void print_header(dt_ctx *ctx, const net *m, const red_opts *o, const var
            m->B, m->n, mib);
     printf("# rank 0: cores %s (%d), %d BLAS thread%s; communication %s\n", pl.cores, pl.num_cores, pl.blas_threads,
            cli_s(pl.blas_threads), threaded ? "thread on" : "inline (DTRAIN_COMM_THREAD=0 or no MPI_THREAD_MULTIPLE)");
-    printf("# A: %d bucket%s (caps %g / first %g MiB), wire %s; B, D: %s\n", dt_reducer_num_buckets(v->red),
+    printf("# A, E: %d bucket%s (caps %g / first %g MiB), wire %s; B, D: %s\n", dt_reducer_num_buckets(v->red),
            cli_s(dt_reducer_num_buckets(v->red)), o->bucket_mb >= 0 ? o->bucket_mb : def.bucket_mb,
            o->first_bucket_mb >= 0 ? o->first_bucket_mb : def.first_bucket_mb, wire_name(o->wire),
            o->wire == DT_F32 ? "dt_allreduce of the whole gradient (DT_AVG)"
@@ -353,14 +375,21 @@ static int report(dt_ctx *ctx, const net *m, const red_opts *o, const variants *
            1e3 * st.wait_s / (double)(st.steps ? st.steps : 1), st.overlapped, st.starts);
     printf("summary: A/B %.3f, D/B %.3f, hidden (B-A)/D %.3f%s, A and B gradients of the last step %s\n",
            med[VA] / med[VB], share, hidden, clamp, differ ? "DIFFER" : "equal bit for bit");
+    /* The engine's own communication time in a blocking step is E - C; overlap hid what A saves of it. */
+    const double eng = med[VE] - med[VC], raw_e = eng > 0 ? (med[VE] - med[VA]) / eng : 0;
+    const double hidden_e = raw_e < 0 ? 0 : raw_e > 1 ? 1 : raw_e;
+    char clamp_e[64] = "";
+    if (hidden_e != raw_e) snprintf(clamp_e, sizeof clamp_e, " (clamped from %.3f)", raw_e);
+    printf("overlap alone: A/E %.3f, hidden (E-A)/(E-C) %.3f%s; B/E %.3f (dt_allreduce against the reducer's "
+           "engine)\n", med[VA] / med[VE], hidden_e, clamp_e, med[VB] / med[VE]);
     if (m->world > 1 && share < 1.0 / 3.0)
         printf("warning: communication is %.2f of a blocking step (D/B), under the third where overlap matters: "
                "lower --batch (the bytes per step do not depend on it, the compute does)\n", share);
     if (m->world == 1) printf("note: 1 rank: nothing is communicated, so D/B and the hidden fraction mean nothing\n");
     fflush(stdout);
     if (differ)
-        cli_error("%lld gradient element(s) of the reducer's step differ from the blocking allreduce's: the reducer "
-                  "is broken", differ);
+        cli_error("%lld gradient element(s) of the reducer's step differ from the blocking allreduce's or the "
+                  "reducer's without overlap: the reducer is broken", differ);
     return differ ? EXIT_FAIL : EXIT_OK;
 }
 
@@ -375,7 +404,7 @@ int cmd_bench_reducer(int argc, char **argv)
     const unsigned long long n = ((unsigned long long)o.width * o.width + o.width) * (unsigned long long)o.layers;
     if (n > MAX_PARAMS) {
         cli_error("--layers %d x --width %d is %llu parameters, more than 2^28 (1 GiB of fp32 per buffer, and the "
-                  "bench holds four): lower --layers or --width", o.layers, o.width, n);
+                  "bench holds five): lower --layers or --width", o.layers, o.width, n);
         return EXIT_USAGE;
     }
     if (cfg.device == DT_DEVICE_CUDA) {
@@ -387,10 +416,10 @@ int cmd_bench_reducer(int argc, char **argv)
     if (!ctx) return EXIT_FAIL;
 
     net m;
-    variants v = {NULL, {NULL, NULL}};
+    variants v = {NULL, NULL, {NULL, NULL}};
     double *t = calloc((size_t)NV * o.steps, sizeof *t);
     dt_status s = net_alloc(&m, &o, dt_world_size(ctx));
-    if (s || !t) s = dt_set_error(DT_ERR_NOMEM, "out of memory for %llu parameters (x 4 buffers): lower --layers or "
+    if (s || !t) s = dt_set_error(DT_ERR_NOMEM, "out of memory for %llu parameters (x 5 buffers): lower --layers or "
                                   "--width", n);
     if (!s) s = make_reducers(ctx, &m, &o, &v);
     if (!s && dt_rank(ctx) == 0) print_header(ctx, &m, &o, &v);
@@ -403,6 +432,7 @@ int cmd_bench_reducer(int argc, char **argv)
     }
     rc = report(ctx, &m, &o, &v, t);
     dt_reducer_free(v.red);
+    dt_reducer_free(v.noov);
     dt_reducer_free(v.whole[0]);
     dt_reducer_free(v.whole[1]);
     net_free(&m);

@@ -117,27 +117,27 @@ else
 fi
 expect 2 "needs --data PATH" "$DTRAIN" bench data
 
-# --- bench reducer: a row per variant (A reducer, B blocking allreduce, C compute, D allreduce),
-# the summary with A/B, D/B and the hidden fraction, and the reducer's gradients equal to the
-# blocking allreduce's bit for bit; with a 16-bit wire too. Small sizes: a few seconds.
+# --- bench reducer: a row per variant (A reducer, B blocking allreduce, C compute, D allreduce,
+# E reducer without overlap), the summary with A/B, D/B and the hidden fraction, A/E, and the
+# reducer's gradients equal to the others' bit for bit; with a 16-bit wire too. A few seconds.
 reducer_run() { # name, then flags
     local name=$1; shift
     "$MPIRUN" -np 2 "$DTRAIN" bench reducer --layers 3 --width 96 --batch 4 --steps 3 --warmup 1 "$@" >"$tmp/r" 2>&1
     local rc=$? rows
-    rows=$(grep -cE '^  [ABCD] .* +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} *$' "$tmp/r")
-    if [ $rc -eq 0 ] && [ "$rows" -eq 4 ] &&
+    rows=$(grep -cE '^  [ABCDE] .* +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} *$' "$tmp/r")
+    if [ $rc -eq 0 ] && [ "$rows" -eq 5 ] && grep -qE '^overlap alone: A/E [0-9.]+, hidden \(E-A\)/\(E-C\) [0-9.]+.*; B/E [0-9.]+ ' "$tmp/r" &&
        grep -qE '^summary: A/B [0-9.]+, D/B [0-9.]+, hidden \(B-A\)/D [0-9.]+.*, A and B gradients of the last step equal bit for bit$' "$tmp/r" &&
        grep -q "^# dtrain bench reducer: 2 ranks, 3 fc layers of 96x96 (+bias), batch 4 per rank, 27936 parameters" "$tmp/r"; then
-        ok "bench reducer $name: 4 rows, $(grep '^summary' "$tmp/r")"
+        ok "bench reducer $name: 5 rows, $(grep '^summary' "$tmp/r")"
     else
         bad "bench reducer $name (exit $rc, $rows rows)"; sed 's/^/    /' "$tmp/r"
     fi
 }
 reducer_run "np2 defaults caps"
-grep -q '^# A: 1 bucket (caps 25 / first 1 MiB), wire fp32; B, D: dt_allreduce' "$tmp/r" && ok "bench reducer: header names A's plan" ||
+grep -q '^# A, E: 1 bucket (caps 25 / first 1 MiB), wire fp32; B, D: dt_allreduce' "$tmp/r" && ok "bench reducer: header names A's plan" ||
     { bad "bench reducer: no plan line"; sed 's/^/    /' "$tmp/r"; }
 reducer_run "np2 one bucket per layer, bf16 wire" --bucket-mb 0.02 --first-bucket-mb 0.02 --wire bf16
-grep -q '^# A: 3 buckets (caps 0.02 / first 0.02 MiB), wire bf16; B, D: a one-bucket reducer' "$tmp/r" &&
+grep -q '^# A, E: 3 buckets (caps 0.02 / first 0.02 MiB), wire bf16; B, D: a one-bucket reducer' "$tmp/r" &&
     ok "bench reducer --wire bf16: 3 buckets, B and D on a one-bucket reducer" || { bad "bench reducer bf16 plan"; sed 's/^/    /' "$tmp/r"; }
 "$DTRAIN" bench reducer --layers 2 --width 32 --batch 2 --steps 2 --warmup 0 >"$tmp/r" 2>&1 &&
     grep -q "^note: 1 rank: nothing is communicated" "$tmp/r" && ok "bench reducer np1: runs, says nothing is communicated" ||
