@@ -280,7 +280,10 @@ DT_API size_t dt_dtype_size(dt_dtype t);
 /** In-place allreduce over every rank of the job. buf holds count elements of dtype t in host memory
  * or, under CUDA, in device memory (reduced by NCCL; host memory then goes through MPI). 16-bit types are
  * accumulated in fp32 and rounded once (MPI backend). DT_AVG divides the sum by the world size.
- * count may be 0. Collective: every rank calls it with the same count, dtype and op. */
+ * count may be 0. Device memory is reduced on dtrain's own stream, which does not wait for the
+ * caller's streams: synchronize the work that writes buf first (cudaStreamSynchronize); the call
+ * returns when the result is in buf. (dt_reducer_ready orders itself after the caller's stream.)
+ * Collective: every rank calls it with the same count, dtype and op. */
 DT_API dt_status dt_allreduce(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, dt_redop op);
 
 /** Broadcasts count elements of dtype t from rank root to every rank, in place. Collective. */

@@ -82,5 +82,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_bench_gemm(int argc, char **argv); /* argv[0] = "gemm" */
 int cmd_bench_step(int argc, char **argv); /* argv[0] = "step" */
 int cmd_bench_data(int argc, char **argv); /* argv[0] = "data" */
+int cmd_bench_reducer(int argc, char **argv); /* argv[0] = "reducer" */
 
 #endif

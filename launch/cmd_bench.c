@@ -389,10 +389,11 @@ fail:
     return BENCH_ABORTED;
 }
 
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
-        cli_error("name a benchmark: dtrain bench allreduce|gemm|step|data [options] (see dtrain help bench)");
+        cli_error("name a benchmark: dtrain bench allreduce|gemm|step|data|reducer [options] (see dtrain help bench)");
         return EXIT_USAGE;
     }
     const char *name = argv[1];
@@ -403,12 +404,13 @@ int cmd_bench(int argc, char **argv)
     if (!strcmp(name, "gemm")) return cmd_bench_gemm(argc - 1, argv + 1);
     if (!strcmp(name, "step")) return cmd_bench_step(argc - 1, argv + 1);
     if (!strcmp(name, "data")) return cmd_bench_data(argc - 1, argv + 1);
+    if (!strcmp(name, "reducer")) return cmd_bench_reducer(argc - 1, argv + 1);
     if (strcmp(name, "allreduce") != 0) {
         if (name[0] == '-')
-            cli_error("the first argument of dtrain bench must be the benchmark name (allreduce, gemm, step, data), not '%s'",
+            cli_error("the first argument of dtrain bench must be the benchmark name (allreduce, gemm, step, data, reducer), not '%s'",
                       name);
         else
-            cli_error("unknown benchmark '%s'; the benchmarks are allreduce, gemm, step, data (see dtrain help bench)", name);
+            cli_error("unknown benchmark '%s'; the benchmarks are allreduce, gemm, step, data, reducer (see dtrain help bench)", name);
         return EXIT_USAGE;
     }
 

@@ -18,12 +18,12 @@ static const char overview[] =
     "  bench allreduce  the engine's allreduce against MPI_Allreduce, per size\n"
     "  bench gemm       TFLOP/s of matrix products on the CPU and the GPU\n"
     "  bench step|data  samples/s of training steps; of the input pipeline\n"
+    "  bench reducer    per-layer ready() in a user's loop against one allreduce\n"
     "  data info|convert|verify   a dataset's splits, shape, classes, mean/std;\n"
     "                   it as .dts shards (mmap'd); read whole, checking the CRC\n"
     "  env              every rank's placement: rank, node, device, cores, versions\n"
     "  version          versions of dtrain and of what it was built with\n"
     "  help [COMMAND]   this text, or a command's options (help train data, ...)\n"
-    "\n"
     "options of every command (flag > DTRAIN_* variable > default):\n"
     "  --device auto|cpu|cuda  DTRAIN_DEVICE        auto: CUDA if a GPU is visible\n"
     "  --pin auto|none         DTRAIN_PIN           auto: split cores per local rank\n"
@@ -101,13 +101,34 @@ static const char eval[] =
     "  --confusion-csv FILE      the matrix as CSV (printed up to 20 classes)\n";
 
 static const char bench[] =
-    "usage: dtrain bench allreduce|gemm|step|data [options]\n"
+    "usage: dtrain bench allreduce|gemm|step|data|reducer [options]\n"
     "\n"
     "benchmarks (dtrain help bench <benchmark>: its options):\n"
     "  allreduce  bandwidth of the engine's allreduce against MPI_Allreduce, per size\n"
     "  gemm       TFLOP/s of n x n matrix products on the CPU and the GPU\n"
     "  step       samples/s of training steps per precision, side by side\n"
-    "  data       samples/s of the input pipeline per loader thread count\n";
+    "  data       samples/s of the input pipeline per loader thread count\n"
+    "  reducer    a user loop's per-layer ready() against one blocking allreduce\n";
+
+static const char bench_reducer[] =
+    "usage: dtrain bench reducer [options]\n"
+    "A user's own loop (L fc layers of width W, batch B per rank, fp32 host buffers,\n"
+    "dt_sgemm) in five variants, interleaved in one run, the median step of each:\n"
+    "A the reducer, ready() per layer as backward goes; B one blocking allreduce\n"
+    "after backward; C compute only; D the allreduce alone; E A without overlap.\n"
+    "Prints A/B, the communication share D/B (a warning below 1/3), the fraction\n"
+    "hidden (B-A)/D, and A/E: overlap alone. Exits 1 unless A's, B's and E's last\n"
+    "gradients are equal bit for bit.\n"
+    "\n"
+    "  --layers L              fc layers (6)\n"
+    "  --width W               their width (1024)\n"
+    "  --batch B               per rank (16)\n"
+    "  --steps N               timed rounds, one step of each variant (20)\n"
+    "  --warmup N              untimed rounds before them (3)\n"
+    "  --bucket-mb F           A's and E's bucket cap in MiB (the reducer's, 25)\n"
+    "  --first-bucket-mb F     their first bucket's cap (1)\n"
+    "  --wire fp32|fp16|bf16   what travels (fp32); 16-bit: B and D use a one-bucket\n"
+    "                          reducer, since dt_allreduce has no 16-bit wire\n";
 
 static const char bench_data[] =
     "usage: dtrain bench data --data PATH [options]\n"
@@ -232,7 +253,7 @@ static const struct {
     {"train", train, 1},          {"train data", train_data, 0}, {"train precision", train_precision, 0},
     {"eval", eval, 1},            {"bench", bench, 1},           {"bench allreduce", bench_allreduce, 1},
     {"bench gemm", bench_gemm, 1}, {"bench step", bench_step, 1},
-    {"bench data", bench_data, 1}, {"env", env, 1},
+    {"bench data", bench_data, 1}, {"bench reducer", bench_reducer, 1}, {"env", env, 1},
     {"version", version, 1},       {"help", overview, 0},         {"data", data, 0},
     {"data info", data_info, 0},
     {"data convert", data_convert, 0}, {"data verify", data_verify, 0},

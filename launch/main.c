@@ -37,7 +37,7 @@ static int cmd_help(int argc, char **argv)
     }
     if (cli_help(topic, stdout) == 0) return EXIT_OK;
     if (!strcmp(argv[1], "bench"))
-        cli_error("no help for '%s': the benchmarks are allreduce, gemm, step (dtrain help bench gemm)", topic);
+        cli_error("no help for '%s': the benchmarks are allreduce, gemm, step, data, reducer (dtrain help bench gemm)", topic);
     else
         cli_error("no help for '%s': the commands are train, eval, bench, data, env, version, help", topic);
     return EXIT_USAGE;

@@ -66,7 +66,9 @@ typedef struct dt_reducer_config {
                                  fp16 overflows past 65504; in a world of one nothing travels and nothing is
                                  rounded). Device memory: wire must equal dtype. */
     dt_redop op;            /**< DT_AVG (default): the mean over ranks; DT_SUM: the sum */
-    double bucket_mb;       /**< cap of a bucket in MiB (default 25); 0: one bucket for everything */
+    double bucket_mb;       /**< cap of a bucket in MiB (default 25); 0: no cap, so with first_bucket_mb 0 too
+                                 everything is one bucket (with the default first cap, the first bucket
+                                 still closes at 1 MiB and the rest is a second one) */
     double first_bucket_mb; /**< cap of the first bucket, the first ranges backward produces (default 1): small,
                                  so that communication starts early */
     int overlap;            /**< 1 (default): a bucket's allreduce starts when its last range is ready; 0: every

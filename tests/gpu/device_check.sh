@@ -26,6 +26,18 @@ ctest --test-dir build-gpu -L gpu --output-on-failure >"$out/ctest-gpu.txt" 2>&1
 grep -E "^[0-9]+: (ok|FAIL)|tests passed|Failed|Passed" "$out/ctest-gpu.txt" | tee -a "$out/summary.txt"
 stamp
 
+# The user-loop example on the GPU (ctest -L gpu ran it once; here both ways, with their output):
+# one rank alone, and with DTRAIN_COMM_WORLD1=1 the reducer's NCCL bucket path on the example's stream.
+log "examples/custom_loop_cuda: caller's buffers, stream and cuBLAS, the reducer on that stream"
+for w1 in 0 1; do
+    echo "-- DTRAIN_COMM_WORLD1=$w1" | tee -a "$out/summary.txt"
+    DTRAIN_COMM_WORLD1=$w1 timeout 120 build-gpu/example_custom_loop_cuda >"$out/custom_loop_cuda-$w1.txt" 2>&1
+    rc=$?
+    grep -E "^reducer|^custom_loop_cuda|SKIP|error" "$out/custom_loop_cuda-$w1.txt" | tee -a "$out/summary.txt"
+    log "custom_loop_cuda (DTRAIN_COMM_WORLD1=$w1) exit $rc"
+done
+stamp
+
 log "dtrain bench gemm at n=8192"
 timeout 120 $D bench gemm --n 8192 --dtype fp32,bf16 --max-seconds 1 >"$out/bench.txt" 2>&1
 cat "$out/bench.txt" | tee -a "$out/summary.txt"
@@ -76,6 +88,12 @@ if [ "${QUICK:-0}" != 1 ]; then
     log "the same steps on this machine's CPU cores (fp32, OpenBLAS)"
     timeout 120 $D bench step --device cpu --model cnn --input 1x28x28 --batch 256 --steps 5 --warmup 1 --precision fp32 2>&1 | tail -1 | tee -a "$out/summary.txt"
     timeout 120 $D bench step --device cpu --model mlp --batch 256 --steps 20 --precision fp32 2>&1 | tail -1 | tee -a "$out/summary.txt"
+    # The host reducer where cores are not scarce (each rank has several: the communication thread
+    # need not share the GEMMs' core), against the 2-core numbers in bench/REDUCER-NOTES.md.
+    log "bench reducer at np 2 on this machine's cores (host memory), 1 BLAS thread, then the default"
+    for bt in 1 0; do
+        timeout 120 mpirun -np 2 $D bench reducer --blas-threads $bt 2>&1 | grep -vE '^#( 20|$)' | tee -a "$out/summary.txt"
+    done
 fi
 stamp
 log "done"

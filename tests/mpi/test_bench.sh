@@ -63,7 +63,7 @@ for dt in fp16 bf16; do
 done
 expect 2 "unknown benchmark 'foo'" "$DTRAIN" bench foo
 expect 2 "name a benchmark" "$DTRAIN" bench
-expect 2 "benchmark name (allreduce, gemm, step, data), not '-b'" "$DTRAIN" bench -b 8
+expect 2 "benchmark name (allreduce, gemm, step, data, reducer), not '-b'" "$DTRAIN" bench -b 8
 expect 2 "needs a value" "$DTRAIN" bench allreduce -e
 expect 2 "unexpected argument 'extra'" "$DTRAIN" bench allreduce extra
 expect 2 "unknown command 'bogus'; the commands are train, eval, bench" "$DTRAIN" bogus
@@ -116,4 +116,38 @@ else
     bad "bench data output"; cat "$tmp/out"
 fi
 expect 2 "needs --data PATH" "$DTRAIN" bench data
+
+# --- bench reducer: a row per variant (A reducer, B blocking allreduce, C compute, D allreduce,
+# E reducer without overlap), the summary with A/B, D/B and the hidden fraction, A/E, and the
+# reducer's gradients equal to the others' bit for bit; with a 16-bit wire too. A few seconds.
+reducer_run() { # name, then flags
+    local name=$1; shift
+    "$MPIRUN" -np 2 "$DTRAIN" bench reducer --layers 3 --width 96 --batch 4 --steps 3 --warmup 1 "$@" >"$tmp/r" 2>&1
+    local rc=$? rows
+    rows=$(grep -cE '^  [ABCDE] .* +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} *$' "$tmp/r")
+    if [ $rc -eq 0 ] && [ "$rows" -eq 5 ] && grep -qE '^overlap alone: A/E [0-9.]+, hidden \(E-A\)/\(E-C\) [0-9.]+.*; B/E [0-9.]+ ' "$tmp/r" &&
+       grep -qE '^summary: A/B [0-9.]+, D/B [0-9.]+, hidden \(B-A\)/D [0-9.]+.*, A and B gradients of the last step equal bit for bit$' "$tmp/r" &&
+       grep -q "^# dtrain bench reducer: 2 ranks, 3 fc layers of 96x96 (+bias), batch 4 per rank, 27936 parameters" "$tmp/r"; then
+        ok "bench reducer $name: 5 rows, $(grep '^summary' "$tmp/r")"
+    else
+        bad "bench reducer $name (exit $rc, $rows rows)"; sed 's/^/    /' "$tmp/r"
+    fi
+}
+reducer_run "np2 defaults caps"
+grep -q '^# A, E: 1 bucket (caps 25 / first 1 MiB), wire fp32; B, D: dt_allreduce' "$tmp/r" && ok "bench reducer: header names A's plan" ||
+    { bad "bench reducer: no plan line"; sed 's/^/    /' "$tmp/r"; }
+reducer_run "np2 one bucket per layer, bf16 wire" --bucket-mb 0.02 --first-bucket-mb 0.02 --wire bf16
+grep -q '^# A, E: 3 buckets (caps 0.02 / first 0.02 MiB), wire bf16; B, D: a one-bucket reducer' "$tmp/r" &&
+    ok "bench reducer --wire bf16: 3 buckets, B and D on a one-bucket reducer" || { bad "bench reducer bf16 plan"; sed 's/^/    /' "$tmp/r"; }
+"$DTRAIN" bench reducer --layers 2 --width 32 --batch 2 --steps 2 --warmup 0 >"$tmp/r" 2>&1 &&
+    grep -q "^note: 1 rank: nothing is communicated" "$tmp/r" && ok "bench reducer np1: runs, says nothing is communicated" ||
+    { bad "bench reducer np1"; sed 's/^/    /' "$tmp/r"; }
+expect 2 "--layers '0' is out of range" "$DTRAIN" bench reducer --layers 0
+expect 2 "--width '1' is out of range" "$DTRAIN" bench reducer --width 1
+expect 2 "--batch 'x' is not" "$DTRAIN" bench reducer --batch x
+expect 2 "--bucket-mb '-1' is out of range" "$DTRAIN" bench reducer --bucket-mb -1
+expect 2 "--wire 'fp8' is not one of fp32, fp16, bf16" "$DTRAIN" bench reducer --wire fp8
+expect 2 "--layers 4096 x --width 65536 is 17592454479872 parameters, more than 2^28" "$DTRAIN" bench reducer --layers 4096 --width 65536
+expect 2 "measures host-memory buffers only" "$DTRAIN" bench reducer --device cuda
+expect 2 "did you mean --layers?" "$DTRAIN" bench reducer --laeyrs 3
 finish
