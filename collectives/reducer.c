@@ -42,10 +42,6 @@ static dt_status check_types(dt_memory mem, dt_dtype dtype, dt_dtype wire)
     if (dtype != DT_F32 && wire != dtype)
         return dt_set_error(DT_ERR_INVALID_ARG, "reducer: a %s buffer travels as %s (wire %s asked): set wire to the "
                             "buffer's type", dtype_name(dtype), dtype_name(dtype), dtype_name(wire));
-    if (mem == DT_MEMORY_DEVICE && wire != dtype)
-        return dt_set_error(DT_ERR_UNSUPPORTED, "reducer: an fp32 device buffer travels as fp32 in this version (wire "
-                            "%s asked): keep the gradients in %s on the device to halve the bytes, or use wire DT_F32",
-                            dtype_name(wire), dtype_name(wire));
     return DT_OK;
 }
 
@@ -168,6 +164,9 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
             coll *dc = ctx_device_coll(ctx);
             r->dcoll = dc && dc->ops->start ? dc : NULL;
             r->whole_at_wait = !r->dcoll;
+            if (cfg.dtype == DT_F32 && cfg.wire != DT_F32)
+                s = devmem_alloc(1, count * sizeof(uint16_t), "the 16-bit wire copy of the gradients",
+                                 (void **)&r->wire16);
         }
     }
     if (s) {
@@ -183,6 +182,7 @@ void dt_reducer_free(dt_reducer *r)
     if (!r) return;
     if (r->in_flight) (void)reducer_discard_step(r);
     if (r->eng) engine_destroy(r->eng);
+    devmem_free(1, r->wire16);
     bucket_plan_free(&r->plan);
     free(r->covered);
     free(r->started);
@@ -198,6 +198,9 @@ dt_status reducer_set_buffer(dt_reducer *r, void *buf, dt_dtype dtype, dt_dtype 
                             "ready): call dt_reducer_wait first", r->nready);
     dt_status s = check_types(r->cfg.memory, dtype, wire);
     if (s) return s;
+    if (r->comm && r->cfg.memory == DT_MEMORY_DEVICE && (dtype == DT_F32 && wire != DT_F32) != (r->wire16 != NULL))
+        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: a device buffer cannot change between an fp32 and a 16-bit "
+                            "wire after creation: create a new reducer");
     /* The plan is in elements, so it holds for any element size (the caps were applied to the
      * size at creation). */
     r->esz = dt_dtype_size(dtype);

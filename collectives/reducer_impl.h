@@ -10,6 +10,7 @@
 #include "engine.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* One slice marked ready in a step of a plan by size (sorted, disjoint, merged when adjacent). */
 typedef struct ready_span {
@@ -28,6 +29,9 @@ struct dt_reducer {
     engine *eng;
     coll *dcoll;
     int whole_at_wait;
+    /* An fp32 device buffer on a 16-bit wire: its 16-bit copy (count elements, device memory), the
+     * bucket rounded into it on the caller's stream before the allreduce and widened back after. */
+    uint16_t *wire16;
     int comm;            /* 1 when anything is communicated at all */
     int sync;            /* dt_reducer_set_sync */
     /* The step: per bucket the elements ready and whether it started; per range whether it is

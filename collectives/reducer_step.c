@@ -10,7 +10,8 @@
 #include "clock.h"
 #include "status.h"
 #ifdef DTRAIN_HAVE_CUDA
-#include "cuda_ops.h"
+#include "cast.h"
+#include <cuda_runtime_api.h>
 #endif
 
 #include <stdint.h>
@@ -27,6 +28,16 @@ dt_status reducer_start_bucket(dt_reducer *r, int b)
     if (!r->in_wait) r->stats.overlapped++;
     r->stats.bytes_sent += (double)bk->n * (double)dt_dtype_size(r->cfg.wire);
     char *base = r->buf;
+#ifdef DTRAIN_HAVE_CUDA
+    if (r->dcoll && r->wire16) {
+        /* Rounded on the caller's stream (behind the kernels that made the bucket); the allreduce
+         * follows that stream; wait() widens the sums back. */
+        uint16_t *w = r->wire16 + bk->off;
+        dt_status s = cuda_cast_f32_to_16(r->cfg.wire, (const float *)(void *)(base + bk->off * r->esz), w, bk->n,
+                                          r->cfg.stream);
+        return s ? s : r->dcoll->ops->start(r->dcoll, w, bk->n, r->cfg.wire, r->cfg.op, r->cfg.stream);
+    }
+#endif
     if (r->dcoll)
         return r->dcoll->ops->start(r->dcoll, base + bk->off * r->esz, bk->n, r->cfg.dtype, r->cfg.op,
                                     r->cfg.stream);
@@ -182,6 +193,43 @@ static dt_status check_complete(const dt_reducer *r)
                         "gradients are not usable", at, end);
 }
 
+/* The whole buffer in one dt_allreduce (device memory without asynchronous starts), through the
+ * 16-bit copy when the wire is 16-bit. dt_allreduce does not follow the caller's stream: it is
+ * synchronized first. */
+static dt_status whole_allreduce(dt_reducer *r)
+{
+#ifdef DTRAIN_HAVE_CUDA
+    if (r->wire16) {
+        dt_status s = cuda_cast_f32_to_16(r->cfg.wire, r->buf, r->wire16, r->count, r->cfg.stream);
+        if (!s && cudaStreamSynchronize((cudaStream_t)r->cfg.stream) != cudaSuccess)
+            s = dt_set_error(DT_ERR_DEVICE, "reducer: the stream of the backward pass failed before the allreduce");
+        if (!s) s = dt_allreduce(r->ctx, r->wire16, r->count, r->cfg.wire, r->cfg.op);
+        return s ? s : cuda_cast_16_to_f32(r->cfg.wire, r->wire16, r->buf, r->count, r->cfg.stream);
+    }
+    if (r->cfg.memory == DT_MEMORY_DEVICE && cudaStreamSynchronize((cudaStream_t)r->cfg.stream) != cudaSuccess)
+        return dt_set_error(DT_ERR_DEVICE, "reducer: the stream of the backward pass failed before the allreduce");
+#endif
+    return dt_allreduce(r->ctx, r->buf, r->count, r->cfg.dtype, r->cfg.op);
+}
+
+/* After the allreduces of a 16-bit wire: the sums widened back into the fp32 buffer, on the
+ * caller's stream (which wait_all made wait for them). */
+static dt_status widen_started(dt_reducer *r)
+{
+#ifdef DTRAIN_HAVE_CUDA
+    for (int b = 0; b < r->plan.nb; b++) {
+        if (!r->started[b]) continue;
+        const bucket *bk = &r->plan.b[b];
+        dt_status s = cuda_cast_16_to_f32(r->cfg.wire, r->wire16 + bk->off, (float *)r->buf + bk->off, bk->n,
+                                          r->cfg.stream);
+        if (s) return s;
+    }
+#else
+    (void)r;
+#endif
+    return DT_OK;
+}
+
 dt_status dt_reducer_wait(dt_reducer *r)
 {
     if (!r) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_wait: the reducer is NULL");
@@ -195,8 +243,8 @@ dt_status dt_reducer_wait(dt_reducer *r)
         if (r->whole_at_wait) {
             /* Device memory without asynchronous starts (MPI staging through the host). */
             r->stats.starts++;
-            r->stats.bytes_sent += (double)r->count * (double)r->esz;
-            s = dt_allreduce(r->ctx, r->buf, r->count, r->cfg.dtype, r->cfg.op);
+            r->stats.bytes_sent += (double)r->count * (double)dt_dtype_size(r->cfg.wire);
+            s = whole_allreduce(r);
         } else {
             /* Whatever is not started yet, incomplete buckets included, so every rank takes part in
              * the same collectives even when this one forgot a range. */
@@ -205,6 +253,7 @@ dt_status dt_reducer_wait(dt_reducer *r)
         r->in_wait = 0;
         dt_status w = wait_in_flight(r);
         if (!s) s = w;
+        if (!s && r->wire16 && !r->whole_at_wait) s = widen_started(r);
     }
     step_reset(r);
     r->stats.wait_s += clock_now_s() - t0;

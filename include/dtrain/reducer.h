@@ -64,7 +64,9 @@ typedef struct dt_reducer_config {
                                  travel in 16 bits: each rank's values are rounded, summed in fp32 in rank order
                                  and the sum rounded once, so every rank gets the same values (half the bytes;
                                  fp16 overflows past 65504; in a world of one nothing travels and nothing is
-                                 rounded). Device memory: wire must equal dtype. */
+                                 rounded). An fp32 device buffer on a 16-bit wire is rounded into a 16-bit copy
+                                 (2 bytes an element of device memory) on the caller's stream and NCCL sums in
+                                 the 16-bit type, so the sums carry more rounding than on the host. */
     dt_redop op;            /**< DT_AVG (default): the mean over ranks; DT_SUM: the sum */
     double bucket_mb;       /**< cap of a bucket in MiB (default 25); 0: no cap, so with first_bucket_mb 0 too
                                  everything is one bucket (with the default first cap, the first bucket
@@ -113,8 +115,7 @@ typedef struct dt_reducer dt_reducer;
  * @return DT_OK; DT_ERR_INVALID_ARG for a NULL ctx/grads/out, count 0, a bad dtype/wire/op/cap,
  *         ranges that overlap, leave a gap or run past the buffer (naming the two ranges or the
  *         gap), a device pointer given as host memory or the reverse, device memory in a build or
- *         placement without CUDA; DT_ERR_UNSUPPORTED for a 16-bit wire on an fp32 device buffer;
- *         DT_ERR_NOMEM; DT_ERR_MPI; DT_ERR_TIMEOUT when a rank never arrives.
+ *         placement without CUDA; DT_ERR_NOMEM (also for the 16-bit wire copy on the device); DT_ERR_MPI; DT_ERR_TIMEOUT when a rank never arrives.
  */
 DT_API dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_range *ranges, int nranges,
                                    const dt_reducer_config *c, dt_reducer **out);
