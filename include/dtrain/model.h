@@ -56,7 +56,8 @@ DT_API float *dt_model_grads(dt_model *m);
 /** Whether the model lives on the GPU. On a GPU model (the context's device is CUDA) the parameter
  * and gradient buffers are device memory: read them with dt_model_get_params. Its gradients are
  * allreduced through NCCL in buckets on a communication stream as backward completes them
- * (dt_model_set_sync); in fp16/bf16 they stay fp32. Checkpoints copy through host memory. */
+ * (dt_model_set_sync); in fp16/bf16 they are kept in fp32 (and travel as dt_sync_config::grad_comm
+ * says). Checkpoints copy through host memory. */
 DT_API int dt_model_on_gpu(const dt_model *m);
 /** Copies the parameters into host memory (dt_model_num_params floats), from either device. */
 DT_API dt_status dt_model_get_params(const dt_model *m, float *host);

@@ -30,12 +30,13 @@ static void *compute_stream(void)
 dt_status model_wait_inflight(dt_model *m) { return m->red ? reducer_discard_step(m->red) : DT_OK; }
 
 /* The buffer, element type and wire type the reducer reduces for the model's precision: 16-bit
- * gradients travel as they are; fp32 ones as --grad-comm says on the host, as fp32 on a GPU. */
+ * gradients travel as they are, fp32 ones as dt_sync_config.grad_comm says (on a GPU through the
+ * reducer's 16-bit device copy). */
 static void sync_buffer(const dt_model *m, void **buf, dt_dtype *dtype, dt_dtype *wire)
 {
     *buf = m->g16 ? (void *)m->g16 : (void *)m->grads;
     *dtype = m->g16 ? m->grad_t : DT_F32;
-    *wire = m->g16 ? m->grad_t : m->cuda ? DT_F32 : m->sync.grad_comm;
+    *wire = m->g16 ? m->grad_t : m->sync.grad_comm;
 }
 
 dt_status model_sync_rebind(dt_model *m)
