@@ -47,18 +47,15 @@ dt_status ckpt_check_optim(const char *path, const char *fields, const char *lab
         return dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: a weights-only checkpoint has optimizer step counter %d; "
                             "it must be 0", path, t);
     if (!o) return DT_OK; /* loading weights only: any optimizer state in the file is left unread */
-    dt_optim_config oc;
-    int ot;
-    const float *s1, *s2;
-    size_t m1, m2;
-    optimizer_state(o, &oc, &ot, &s1, &m1, &s2, &m2);
+    const optimizer_view v = optimizer_state(o);
+    const size_t m1 = v.n1, m2 = v.n2;
     if (kind == CKPT_OPTIM_NONE)
         return dt_set_error(DT_ERR_INVALID_ARG, "checkpoint %s holds weights only (it was saved without an "
                             "optimizer): load it without an optimizer (NULL), or resume from a full checkpoint", path);
-    if (kind != (uint32_t)oc.kind)
+    if (kind != (uint32_t)v.cfg.kind)
         return dt_set_error(DT_ERR_INVALID_ARG, "checkpoint %s holds the state of optimizer %s, this run uses %s: "
                             "resume with the same --optim", path, ckpt_optim_name(kind),
-                            ckpt_optim_name((uint32_t)oc.kind));
+                            ckpt_optim_name((uint32_t)v.cfg.kind));
     if (n1 != m1 || n2 != m2)
         return dt_set_error(DT_ERR_INVALID_ARG, "checkpoint %s holds %llu + %llu floats of optimizer state, this "
                             "optimizer keeps %zu + %zu (momentum 0 keeps none): resume with the same --momentum",
@@ -116,13 +113,9 @@ dt_status ckpt_apply(const char *path, const ckpt_state *st, dt_model *m, dt_opt
         memcpy(dt_model_params(m), st->sec[0], st->n[0] * sizeof(float));
     }
     if (o) {
-        dt_optim_config oc;
-        int t;
-        const float *s1, *s2;
-        size_t n1, n2;
-        optimizer_state(o, &oc, &t, &s1, &n1, &s2, &n2);
-        if (n1) memcpy((float *)s1, st->sec[1], n1 * sizeof(float));
-        if (n2) memcpy((float *)s2, st->sec[2], n2 * sizeof(float));
+        const optimizer_view v = optimizer_state(o);
+        if (v.n1) memcpy(v.s1, st->sec[1], v.n1 * sizeof(float));
+        if (v.n2) memcpy(v.s2, st->sec[2], v.n2 * sizeof(float));
         optimizer_host_changed(o);
         optimizer_set_t(o, st->optim_t);
     }

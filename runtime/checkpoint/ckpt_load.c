@@ -62,15 +62,11 @@ static dt_status broadcast_state(dt_ctx *ctx, int rank, dt_model *m, dt_optimize
     dt_status c;
     if ((c = dt_broadcast(ctx, dt_model_params(m), dt_model_num_params(m), DT_F32, 0))) return c;
     if (o) {
-        dt_optim_config oc;
-        int t;
-        const float *c1, *c2;
-        size_t n1, n2;
-        optimizer_state(o, &oc, &t, &c1, &n1, &c2, &n2);
-        if (n1 && (c = dt_broadcast(ctx, (float *)c1, n1, DT_F32, 0))) return c;
-        if (n2 && (c = dt_broadcast(ctx, (float *)c2, n2, DT_F32, 0))) return c;
+        const optimizer_view v = optimizer_state(o);
+        if (v.n1 && (c = dt_broadcast(ctx, v.s1, v.n1, DT_F32, 0))) return c;
+        if (v.n2 && (c = dt_broadcast(ctx, v.s2, v.n2, DT_F32, 0))) return c;
         optimizer_host_changed(o);
-        int64_t tt = t; /* broadcast moves bytes: one int64 as 2 floats */
+        int64_t tt = v.t; /* broadcast moves bytes: one int64 as 2 floats */
         if ((c = dt_broadcast(ctx, &tt, 2, DT_F32, 0))) return c;
         optimizer_set_t(o, (int)tt);
     }

@@ -26,10 +26,7 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
 {
     const int root = ckpt_writer_rank(w) == 0;
     const size_t np = dt_model_num_params(m);
-    dt_optim_config oc = {0};
-    int t = 0;
-    const float *s1 = NULL, *s2 = NULL;
-    size_t n1 = 0, n2 = 0;
+    optimizer_view v = {.t = 0};
     dt_status s;
     const float *params = model_params_const(m);
     if (root && dt_model_on_gpu(m)) {
@@ -47,17 +44,17 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
         params = NULL;
         if (o && (s = optimizer_to_host((dt_optimizer *)o))) return ckpt_writer_fail(w, s);
     }
-    if (o) optimizer_state(o, &oc, &t, &s1, &n1, &s2, &n2);
+    if (o) v = optimizer_state(o);
     memset(b, 0, sizeof *b);
     b->meta.fingerprint = model_fingerprint(m);
     b->meta.nparams = np;
-    b->meta.optim_kind = o ? (uint32_t)oc.kind : CKPT_OPTIM_NONE;
-    b->meta.optim_t = t;
+    b->meta.optim_kind = o ? (uint32_t)v.cfg.kind : CKPT_OPTIM_NONE;
+    b->meta.optim_t = v.t;
     /* The meta section first: a reader finds what the file is before anything else. */
     if ((s = ckpt_writer_add_ref(w, CKPT4_MODEL, &b->meta, sizeof b->meta))) return s;
     if (params && (s = ckpt_writer_add_ref(w, CKPT4_PARAMS, root ? params : NULL, np * sizeof(float)))) return s;
-    if (n1 && (s = ckpt_writer_add_ref(w, CKPT4_MOMENT1, root ? s1 : NULL, n1 * sizeof(float)))) return s;
-    if (n2 && (s = ckpt_writer_add_ref(w, CKPT4_MOMENT2, root ? s2 : NULL, n2 * sizeof(float)))) return s;
+    if (v.n1 && (s = ckpt_writer_add_ref(w, CKPT4_MOMENT1, root ? v.s1 : NULL, v.n1 * sizeof(float)))) return s;
+    if (v.n2 && (s = ckpt_writer_add_ref(w, CKPT4_MOMENT2, root ? v.s2 : NULL, v.n2 * sizeof(float)))) return s;
     if (sc) {
         dt_scaler_state st;
         dt_scaler_get_state(sc, &st);

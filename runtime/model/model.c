@@ -340,12 +340,8 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
     out->params = np * 4;
     out->grads = np * (m->g16 ? 2 : 4) + (m->gacc ? np * 4 : 0);
     if (o) {
-        dt_optim_config oc;
-        int t;
-        const float *s1, *s2;
-        size_t n1, n2;
-        optimizer_state(o, &oc, &t, &s1, &n1, &s2, &n2);
-        out->optimizer = 4 * (n1 + n2);
+        const optimizer_view v = optimizer_state(o);
+        out->optimizer = 4 * (v.n1 + v.n2);
     }
     /* The pool's buffers as act_plan lists them (it only takes their addresses here). */
     carve *c = malloc(carve_max(m) * sizeof *c);

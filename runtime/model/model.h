@@ -46,8 +46,15 @@ const char *model_preset_input(const char *name);
  * optimizer keeps none). */
 uint64_t model_fingerprint(const dt_model *m);
 const float *model_params_const(const dt_model *m);
-void optimizer_state(const dt_optimizer *o, dt_optim_config *cfg, int *t, const float **s1, size_t *n1,
-                     const float **s2, size_t *n2);
+/* What a checkpoint reads and writes of an optimizer: its configuration, step count and state
+ * arrays (host memory; s1 SGD momentum or AdamW's m, s2 AdamW's v; NULL with n 0 when not kept). */
+typedef struct optimizer_view {
+    dt_optim_config cfg;
+    int t;
+    float *s1, *s2;
+    size_t n1, n2;
+} optimizer_view;
+optimizer_view optimizer_state(const dt_optimizer *o);
 void optimizer_set_t(dt_optimizer *o, int t);
 /* For checkpoints of GPU models: the optimizer state copied down into its host arrays (a no-op
  * when they are current), and told that the host arrays changed (the next GPU step copies them

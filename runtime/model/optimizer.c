@@ -172,15 +172,10 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
     return DT_OK;
 }
 
-void optimizer_state(const dt_optimizer *o, dt_optim_config *cfg, int *t, const float **s1, size_t *n1,
-                     const float **s2, size_t *n2)
+optimizer_view optimizer_state(const dt_optimizer *o)
 {
-    *cfg = o->cfg;
-    *t = o->t;
-    *s1 = o->s1;
-    *n1 = o->s1 ? o->n : 0;
-    *s2 = o->s2;
-    *n2 = o->s2 ? o->n : 0;
+    return (optimizer_view){.cfg = o->cfg, .t = o->t, .s1 = o->s1, .s2 = o->s2, .n1 = o->s1 ? o->n : 0,
+                            .n2 = o->s2 ? o->n : 0};
 }
 
 void optimizer_set_t(dt_optimizer *o, int t) { o->t = t; }

@@ -21,9 +21,9 @@ static inline unsigned char *ckpt_v3_image(const dt_model *m, const dt_optimizer
 {
     const float *sec[3] = {model_params_const(m), NULL, NULL};
     size_t n[3] = {dt_model_num_params(m), 0, 0};
-    dt_optim_config oc = {0};
-    int t = 0;
-    if (o) optimizer_state(o, &oc, &t, &sec[1], &n[1], &sec[2], &n[2]);
+    optimizer_view v = {.t = 0};
+    if (o) v = optimizer_state(o);
+    sec[1] = v.s1, n[1] = v.n1, sec[2] = v.s2, n[2] = v.n2;
     ckpt_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, CKPT_MAGIC, 8);
@@ -32,8 +32,8 @@ static inline unsigned char *ckpt_v3_image(const dt_model *m, const dt_optimizer
     h.nparams = n[0];
     h.step = step;
     h.world = 1;
-    h.optim_kind = o ? (uint32_t)oc.kind : CKPT_OPTIM_NONE;
-    h.optim_t = t;
+    h.optim_kind = o ? (uint32_t)v.cfg.kind : CKPT_OPTIM_NONE;
+    h.optim_t = v.t;
     for (int i = 0; i < 3; i++) h.section_n[i] = n[i];
     ckpt_scaler cs;
     memset(&cs, 0, sizeof cs);
