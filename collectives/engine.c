@@ -33,14 +33,25 @@
 #define ENGINE_BLOCK 1024        /* elements summed at a time in the reduction */
 #define ENGINE_ARRIVE_TAG (2 * ENGINE_TAG_SPAN) /* the arrival messages, beside every data tag */
 
+/* Where a request stands. Written by whoever drives it (the communication thread, or the main
+ * thread inline) and read by the main thread's watchdog in engine_wait_all while the driver runs,
+ * so the phase and the start time are atomics. */
+typedef enum req_phase {
+    PHASE_QUEUED = 0,  /* started, not posted to MPI yet */
+    PHASE_SCATTER = 1, /* reduce-scatter messages in flight */
+    PHASE_GATHER = 2,  /* allgather messages in flight */
+    PHASE_DONE = 3,    /* finished (or failed): the slot may be reused */
+    PHASE_MPI = 4      /* inside a blocking MPI_Allreduce on the communication thread */
+} req_phase;
+
 typedef struct req {
     float *buf;
     size_t count;
     dt_redop op;
     int bucket;
     uint64_t seq;
-    double t_start;
-    int phase;          /* 0 not posted, 1 reduce-scatter, 2 allgather, 3 done, 4 MPI_Iallreduce */
+    _Atomic double t_start;
+    _Atomic int phase;  /* a req_phase */
     MPI_Request *mr;    /* 2 (W-1) requests of the current phase */
     int nmr;
     float *scratch;     /* (W-1) x my part: the other ranks' copies of my part */
@@ -48,7 +59,7 @@ typedef struct req {
     uint16_t *buf16;    /* the bucket itself when it is kept in 16 bits (then wire is its type) */
     uint16_t *wire16;   /* 16-bit wire: the bucket's 16-bit values (buf16, or a rounded copy of buf) */
     uint16_t *recv16;   /* 16-bit wire: (W-1) x my part received */
-    /* MPI_Allreduce (phase 4): the arrival messages exchanged with the peer before it, so the
+    /* MPI_Allreduce (PHASE_MPI): the arrival messages exchanged with the peer before it, so the
      * watchdog can tell a peer that never came from one that stopped inside the allreduce.
      * [0] the receive, [1] the send; guarded by mu while the watchdog may look at them. */
     MPI_Request arrive[2];
@@ -113,9 +124,9 @@ static uint16_t *scratch16_for(engine *e, int bucket, size_t n)
 }
 
 /* MPI counts are ints: parts beyond INT_MAX elements would need splitting; refuse them clearly. */
-static int tag_of(uint64_t seq, int phase) { return (int)(2 * (seq % ENGINE_TAG_SPAN) + (uint64_t)phase - 1); }
+static int tag_of(uint64_t seq, req_phase phase) { return (int)(2 * (seq % ENGINE_TAG_SPAN) + (uint64_t)phase - 1); }
 
-static dt_status req_post_phase(engine *e, req *q, int phase)
+static dt_status req_post_phase(engine *e, req *q, req_phase phase)
 {
     const int W = e->size, me = e->rank;
     size_t moff, mcnt;
@@ -131,14 +142,14 @@ static dt_status req_post_phase(engine *e, req *q, int phase)
         int rc1, rc2;
         if (q->wire != DT_F32) {
             uint16_t *recv = q->recv16;
-            if (phase == 1) {
+            if (phase == PHASE_SCATTER) {
                 rc1 = MPI_Irecv(recv + (size_t)slot * mcnt, (int)mcnt, MPI_UINT16_T, j, tag, e->comm, &q->mr[q->nmr++]);
                 rc2 = MPI_Isend(q->wire16 + joff, (int)jcnt, MPI_UINT16_T, j, tag, e->comm, &q->mr[q->nmr++]);
             } else {
                 rc1 = MPI_Irecv(q->wire16 + joff, (int)jcnt, MPI_UINT16_T, j, tag, e->comm, &q->mr[q->nmr++]);
                 rc2 = MPI_Isend(q->wire16 + moff, (int)mcnt, MPI_UINT16_T, j, tag, e->comm, &q->mr[q->nmr++]);
             }
-        } else if (phase == 1) {
+        } else if (phase == PHASE_SCATTER) {
             rc1 = MPI_Irecv(q->scratch + (size_t)slot * mcnt, (int)mcnt, MPI_FLOAT, j, tag, e->comm, &q->mr[q->nmr++]);
             rc2 = MPI_Isend(q->buf + joff, (int)jcnt, MPI_FLOAT, j, tag, e->comm, &q->mr[q->nmr++]);
         } else {
@@ -174,7 +185,7 @@ static dt_status req_post(engine *e, req *q)
 {
     q->t_start = clock_now_s();
     if (e->size == 1) {
-        q->phase = 3;
+        q->phase = PHASE_DONE;
         req_log_end(e, q, 1);
         return DT_OK;
     }
@@ -185,7 +196,7 @@ static dt_status req_post(engine *e, req *q)
          * thread exists to block. The main thread watches the deadline meanwhile (engine_wait_all). */
         const int peer = 1 - e->rank;
         pthread_mutex_lock(&e->mu);
-        q->phase = 4;
+        q->phase = PHASE_MPI;
         int rc = MPI_Irecv(&q->arrive_in, 1, MPI_UINT64_T, peer, ENGINE_ARRIVE_TAG, e->comm, &q->arrive[0]);
         if (rc == MPI_SUCCESS) rc = MPI_Isend(&q->seq, 1, MPI_UINT64_T, peer, ENGINE_ARRIVE_TAG, e->comm, &q->arrive[1]);
         pthread_mutex_unlock(&e->mu);
@@ -211,7 +222,7 @@ static dt_status req_post(engine *e, req *q)
         }
         if (q->op == DT_AVG)
             for (size_t i = 0; i < q->count; i++) q->buf[i] /= 2.0f;
-        q->phase = 3;
+        q->phase = PHASE_DONE;
         req_log_end(e, q, 1);
         return DT_OK;
     }
@@ -226,13 +237,13 @@ static dt_status req_post(engine *e, req *q)
         q->wire16 = q->buf16 ? q->buf16 : sc;
         q->recv16 = sc + own;
         if (!q->buf16) cpu_cast_f32_to_16(q->wire, q->buf, q->wire16, q->count);
-        return req_post_phase(e, q, 1);
+        return req_post_phase(e, q, PHASE_SCATTER);
     }
     q->scratch = scratch_for(e, q->bucket, (size_t)(e->size - 1) * mcnt);
     if (!q->scratch && mcnt > 0)
         return dt_set_error(DT_ERR_NOMEM, "out of memory for the %zu-element receive buffer of bucket %d",
                             (size_t)(e->size - 1) * mcnt, q->bucket);
-    return req_post_phase(e, q, 1);
+    return req_post_phase(e, q, PHASE_SCATTER);
 }
 
 /* Adds the W copies of my part in rank order 0, 1, ..., W-1 (my own copy is in buf), a block at
@@ -280,43 +291,43 @@ static void req_reduce(engine *e, req *q)
 /* Moves a request on when its phase's messages are done. Returns 1 when it finished now. */
 static int req_progress(engine *e, req *q, dt_status *st)
 {
-    if (q->phase == 3) return 0;
+    if (q->phase == PHASE_DONE) return 0;
     int flag = 0;
     if (MPI_Testall(q->nmr, q->mr, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
         *st = dt_set_error(DT_ERR_MPI, "collective #%llu (bucket %d): a message failed; a peer rank may have "
                            "died: read the other ranks' messages", (unsigned long long)q->seq, q->bucket);
-        q->phase = 3;
+        q->phase = PHASE_DONE;
         req_log_end(e, q, 0);
         return 1;
     }
     if (!flag) return 0;
-    if (q->phase == 1) {
+    if (q->phase == PHASE_SCATTER) {
         req_reduce(e, q);
-        if ((*st = req_post_phase(e, q, 2))) {
-            q->phase = 3;
+        if ((*st = req_post_phase(e, q, PHASE_GATHER))) {
+            q->phase = PHASE_DONE;
             req_log_end(e, q, 0);
             return 1;
         }
         return 0;
     }
     if (q->wire != DT_F32 && !q->buf16) cpu_cast_16_to_f32(q->wire, q->wire16, q->buf, q->count);
-    q->phase = 3;
+    q->phase = PHASE_DONE;
     req_log_end(e, q, 1);
     return 1;
 }
 
 /* The watchdog: which peers have not delivered, then abort the job. Never returns. In threaded
- * mode a request in phase 4 is watched by the main thread, holding mu. */
+ * mode a request in PHASE_MPI is watched by the main thread, holding mu. */
 static void engine_expire(engine *e, req *q, double age)
 {
     char missing[512] = "", verdict[768];
     size_t used = 0;
-    if (q->phase == 4) {
+    if (q->phase == PHASE_MPI) {
         int flag = 0;
         MPI_Request_get_status(q->arrive[0], &flag, MPI_STATUS_IGNORE);
         if (!flag) used = (size_t)snprintf(missing, sizeof missing, "%d", 1 - e->rank);
     }
-    for (int j = 0, slot = 0; j < e->size && q->phase != 4; j++) {
+    for (int j = 0, slot = 0; j < e->size && q->phase != PHASE_MPI; j++) {
         if (j == e->rank) continue;
         int flag = 1;
         /* Receives sit at even slots (posted first for each peer). */
@@ -326,7 +337,7 @@ static void engine_expire(engine *e, req *q, double age)
     }
     if (used)
         snprintf(verdict, sizeof verdict, "no data yet from rank(s) %s: they are dead, stuck or far behind", missing);
-    else if (q->phase == 4)
+    else if (q->phase == PHASE_MPI)
         snprintf(verdict, sizeof verdict, "rank %d reached it, yet MPI_Allreduce has not completed: a rank stopped "
                  "or died inside it, or the network between the ranks failed", 1 - e->rank);
     else
@@ -337,7 +348,7 @@ static void engine_expire(engine *e, req *q, double age)
            "%.1f s timeout; %s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately "
            "this slow)",
            (unsigned long long)q->seq, q->bucket, req_wire_bytes(q),
-           q->phase == 1 ? "reduce-scatter phase" : q->phase == 2 ? "allgather phase" : "by MPI_Allreduce", age,
+           q->phase == PHASE_SCATTER ? "reduce-scatter phase" : q->phase == PHASE_GATHER ? "allgather phase" : "by MPI_Allreduce", age,
            e->timeout_s, verdict);
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
@@ -357,7 +368,7 @@ static int engine_drive(engine *e, uint64_t from, uint64_t to)
                 e->failure = st;
                 snprintf(e->failure_msg, sizeof e->failure_msg, "%s", dt_last_error());
             }
-        } else if (q->phase != 3 && e->timeout_s > 0 && t - q->t_start > e->timeout_s) {
+        } else if (q->phase != PHASE_DONE && e->timeout_s > 0 && t - q->t_start > e->timeout_s) {
             engine_expire(e, q, t - q->t_start);
         }
     }
@@ -384,7 +395,7 @@ static void *engine_thread(void *arg)
             if (st && !e->failure) {
                 e->failure = st;
                 snprintf(e->failure_msg, sizeof e->failure_msg, "%s", dt_last_error());
-                q->phase = 3;
+                q->phase = PHASE_DONE;
             }
             e->posted++;
         }
@@ -399,7 +410,7 @@ static void *engine_thread(void *arg)
         if (phases_after != phases || e->posted != posted_before) last_progress = t;
         pthread_mutex_lock(&e->mu);
         uint64_t before = e->done;
-        while (e->done < e->posted && e->reqs[e->done % ENGINE_MAX_REQS].phase == 3) e->done++;
+        while (e->done < e->posted && e->reqs[e->done % ENGINE_MAX_REQS].phase == PHASE_DONE) e->done++;
         if (e->done != before) pthread_cond_broadcast(&e->cv_done);
         if ((e->done < e->posted || e->posted < e->next_seq) && t - last_progress > ENGINE_SPIN_S) {
             /* Nothing moved for a while: sleep briefly, leaving the core to compute. */
@@ -419,8 +430,12 @@ dt_status engine_create(MPI_Comm world, double timeout_s, engine **out)
     engine *e = calloc(1, sizeof *e);
     if (!e) return dt_set_error(DT_ERR_NOMEM, "out of memory for the communication engine");
     e->comm = MPI_COMM_NULL;
+    /* First, so that engine_destroy may run from every failure below. */
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv_work, NULL);
+    pthread_cond_init(&e->cv_done, NULL);
     if (MPI_Comm_dup(world, &e->comm) != MPI_SUCCESS) {
-        free(e);
+        engine_destroy(e);
         return dt_set_error(DT_ERR_MPI, "MPI_Comm_dup failed creating the communication engine");
     }
     MPI_Comm_set_errhandler(e->comm, MPI_ERRORS_RETURN);
@@ -436,7 +451,7 @@ dt_status engine_create(MPI_Comm world, double timeout_s, engine **out)
     int ok = e->scratch && e->scratch_n && e->scratch16 && e->scratch16_n;
     for (int i = 0; ok && i < ENGINE_MAX_REQS; i++) {
         e->reqs[i].mr = malloc((size_t)nmr * sizeof(MPI_Request));
-        e->reqs[i].phase = 3;
+        e->reqs[i].phase = PHASE_DONE;
         ok = e->reqs[i].mr != NULL;
     }
     if (!ok) {
@@ -447,9 +462,6 @@ dt_status engine_create(MPI_Comm world, double timeout_s, engine **out)
     MPI_Query_thread(&provided);
     const char *v = getenv("DTRAIN_COMM_THREAD");
     e->threaded = provided == MPI_THREAD_MULTIPLE && !(v && strcmp(v, "0") == 0);
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv_work, NULL);
-    pthread_cond_init(&e->cv_done, NULL);
     if (e->threaded && pthread_create(&e->thread, NULL, engine_thread, e) != 0) {
         dt_log(DT_LOG_WARN, "could not start the communication thread; communication progresses inline");
         e->threaded = 0;
@@ -508,7 +520,7 @@ static dt_status engine_start_any(engine *e, float *buf, uint16_t *buf16, size_t
     q->bucket = bucket;
     q->wire = wire;
     q->seq = e->next_seq;
-    q->phase = 0;
+    q->phase = PHASE_QUEUED;
     q->t_start = clock_now_s();
     e->next_seq++;
     if (log_enabled(DT_LOG_DEBUG))
@@ -522,7 +534,7 @@ static dt_status engine_start_any(engine *e, float *buf, uint16_t *buf16, size_t
     dt_status st = req_post(e, q);
     e->posted++;
     if (st) {
-        q->phase = 3;
+        q->phase = PHASE_DONE;
         return st;
     }
     return DT_OK;
@@ -544,7 +556,7 @@ void engine_poke(engine *e)
 {
     if (e->threaded || e->done == e->posted) return;
     engine_drive(e, e->done, e->posted);
-    while (e->done < e->posted && e->reqs[e->done % ENGINE_MAX_REQS].phase == 3) e->done++;
+    while (e->done < e->posted && e->reqs[e->done % ENGINE_MAX_REQS].phase == PHASE_DONE) e->done++;
 }
 
 dt_status engine_wait_all(engine *e)
@@ -552,7 +564,7 @@ dt_status engine_wait_all(engine *e)
     if (e->threaded) {
         pthread_mutex_lock(&e->mu);
         while (e->done < e->next_seq) {
-            /* The communication thread cannot watch a request it is blocked in (phase 4): this
+            /* The communication thread cannot watch a request it is blocked in (PHASE_MPI): this
              * thread does, waking every 100 ms. */
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -561,7 +573,7 @@ dt_status engine_wait_all(engine *e)
             pthread_cond_timedwait(&e->cv_done, &e->mu, &ts);
             req *q = &e->reqs[e->done % ENGINE_MAX_REQS];
             double age = clock_now_s() - q->t_start;
-            if (e->done < e->next_seq && q->phase == 4 && e->timeout_s > 0 && age > e->timeout_s)
+            if (e->done < e->next_seq && q->phase == PHASE_MPI && e->timeout_s > 0 && age > e->timeout_s)
                 engine_expire(e, q, age);
         }
         pthread_mutex_unlock(&e->mu);
