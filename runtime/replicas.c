@@ -39,31 +39,36 @@ static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int 
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
     if (world == 1) return DT_OK;
     /* Every rank's hash reaches every rank: four 16-bit digits and a failed flag per rank, exact in
-     * fp32, each in its own rank's slot of a zeroed array, summed. */
-    enum { SLOT = 5 };
-    float *d = calloc((size_t)world * SLOT, sizeof *d);
-    if (!d) return dt_set_error(DT_ERR_NOMEM, "dt_check_replicas: out of memory for %d ranks' hashes", world);
+     * fp32, each in its own rank's slot of a zeroed array, summed; CHUNK ranks per allreduce, in a
+     * buffer on the stack, so that no rank can fail to allocate it and skip a collective its peers
+     * enter (that would hang them). */
+    enum { SLOT = 5, CHUNK = 256 };
+    float d[CHUNK * SLOT], h0[4] = {0};
     const uint64_t h = failed ? 0 : buffer_hash(buf, bytes);
-    for (int k = 0; k < 4; k++) d[(size_t)rank * SLOT + k] = (float)((h >> (16 * k)) & 0xffffu);
-    d[(size_t)rank * SLOT + 4] = failed ? 1.0f : 0.0f;
-    dt_status s = dt_allreduce(ctx, d, (size_t)world * SLOT, DT_F32, DT_SUM);
-    if (s) {
-        free(d);
-        return s;
+    int n = 0, first = -1, failed_rank = -1;
+    for (int base = 0; base < world; base += CHUNK) {
+        const int m = world - base < CHUNK ? world - base : CHUNK;
+        memset(d, 0, sizeof d);
+        if (rank >= base && rank < base + m) {
+            float *mine = d + (size_t)(rank - base) * SLOT;
+            for (int k = 0; k < 4; k++) mine[k] = (float)((h >> (16 * k)) & 0xffffu);
+            mine[4] = failed ? 1.0f : 0.0f;
+        }
+        dt_status s = dt_allreduce(ctx, d, (size_t)m * SLOT, DT_F32, DT_SUM);
+        if (s) return s;
+        if (base == 0) memcpy(h0, d, sizeof h0); /* rank 0's */
+        for (int j = 0; j < m; j++) {
+            const float *e = d + (size_t)j * SLOT;
+            if (e[4] != 0 && failed_rank < 0) failed_rank = base + j;
+            if (base + j > 0 && memcmp(e, h0, sizeof h0) != 0) {
+                if (first < 0) first = base + j;
+                n++;
+            }
+        }
     }
-    for (int r = 0; r < world; r++)
-        if (d[(size_t)r * SLOT + 4] != 0) {
-            free(d);
-            return dt_set_error(DT_ERR_IO, "dt_check_replicas: rank %d could not read its copy, so nothing was "
-                                "compared: read rank %d's message", r, r);
-        }
-    int n = 0, first = -1;
-    for (int r = 1; r < world; r++)
-        if (memcmp(d + (size_t)r * SLOT, d, 4 * sizeof *d) != 0) {
-            if (first < 0) first = r;
-            n++;
-        }
-    free(d);
+    if (failed_rank >= 0)
+        return dt_set_error(DT_ERR_IO, "dt_check_replicas: rank %d could not read its copy, so nothing was "
+                            "compared: read rank %d's message", failed_rank, failed_rank);
     if (differ) *differ = n;
     if (first_rank) *first_rank = first;
     if (n)

@@ -132,8 +132,9 @@ DT_API dt_status dt_model_sync_grads(dt_model *m);
 
 /** Whether every rank holds the same bytes in buf (`bytes` long; host memory, or device memory
  * under CUDA, told apart by the pointer and copied to the host for the hash): each rank hashes
- * its copy (64-bit, not cryptographic) and the hashes are shared with one allreduce of 5 floats
- * per rank. DT_OK when all agree; DT_ERR_NUMERIC when some differ, with *differ = how many ranks
+ * its copy (64-bit, not cryptographic) and the hashes are shared by allreduces of 5 floats
+ * per rank (256 ranks at a time; nothing is allocated, so no rank can drop out of them). DT_OK when
+ * all agree; DT_ERR_NUMERIC when some differ, with *differ = how many ranks
  * differ from rank 0 and *first_rank = the lowest of them (both may be NULL; 0 and -1 when all
  * agree), and a message naming them and the usual cause. A world of one agrees with itself.
  * Collective: every rank calls it with the same bytes. */
