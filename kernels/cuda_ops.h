@@ -29,13 +29,7 @@
 
 #include "dtrain.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include "ops.h" /* ops.h has no extern "C" guards of its own */
-#ifdef __cplusplus
-}
-#endif
+#include "ops.h"
 
 #ifdef DTRAIN_HAVE_CUDA
 #ifdef __cplusplus

@@ -16,6 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Geometry of a 2-D convolution: square kernel k, stride s, zero padding p on every side. */
 typedef struct conv_shape {
     int batch, c_in, h, w;  /* input  (batch, c_in, h, w) */
@@ -79,4 +83,7 @@ typedef struct kernel_ops {
 /* The CPU table (CBLAS from OpenBLAS for every GEMM). */
 const kernel_ops *kernels_cpu(void);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -9,6 +9,10 @@
 
 #include "dtrain.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Records a printf-style message as this thread's last error and returns s, so a failure reads
  * `return dt_set_error(DT_ERR_ENV, "SLURM_PROCID='%s' is not a number; ...", v);`. */
 dt_status dt_set_error(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -16,4 +20,7 @@ dt_status dt_set_error(dt_status s, const char *fmt, ...) __attribute__((format(
 /* Clears this thread's last error (dt_last_error() then returns ""). */
 void dt_clear_error(void);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

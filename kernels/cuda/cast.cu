@@ -19,10 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* status.h declares dt_set_error for C without extern "C" guards of its own. */
-extern "C" {
 #include "status.h"
-}
 #include "cast.h"
 
 /* 256 threads per block; at most 65535 blocks (about 16.8 million threads, which saturates any

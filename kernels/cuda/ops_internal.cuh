@@ -17,10 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* status.h declares dt_set_error for C without extern "C" guards of its own. */
-extern "C" {
 #include "status.h"
-}
 #include "cuda_ops.h"
 #include "cast.h"
 
