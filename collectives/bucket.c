@@ -8,6 +8,7 @@
  * kept small (PyTorch DDP's 1 MiB) so communication starts early.
  */
 #include "bucket.h"
+#include "hash.h"
 #include "log.h"
 #include "status.h"
 
@@ -223,28 +224,10 @@ int bucket_plan_bucket_at(const bucket_plan *p, size_t off)
     return p->b_by_off[lo];
 }
 
-static unsigned long long fnv_words(unsigned long long h, const size_t *v, int n)
-{
-    for (int k = 0; k < n; k++)
-        for (int byte = 0; byte < 8; byte++) {
-            h ^= ((unsigned long long)v[k] >> (8 * byte)) & 0xff;
-            h *= 1099511628211ull;
-        }
-    return h;
-}
-
 unsigned long long bucket_plan_hash(const bucket_plan *p)
 {
-    unsigned long long h = 1469598103934665603ull; /* FNV-1a over the boundaries */
-    size_t head[2] = {p->count, (size_t)p->nr};
-    h = fnv_words(h, head, 2);
-    for (int i = 0; i < p->nb; i++) {
-        size_t v[2] = {p->b[i].off, p->b[i].n};
-        h = fnv_words(h, v, 2);
-    }
-    for (int i = 0; i < p->nr; i++) {
-        size_t v[2] = {p->r[i].offset, p->r[i].count};
-        h = fnv_words(h, v, 2);
-    }
+    uint64_t h = fnv1a_int(fnv1a_int(FNV1A_OFFSET, p->count, 8), (uint64_t)p->nr, 8); /* the boundaries */
+    for (int i = 0; i < p->nb; i++) h = fnv1a_int(fnv1a_int(h, p->b[i].off, 8), p->b[i].n, 8);
+    for (int i = 0; i < p->nr; i++) h = fnv1a_int(fnv1a_int(h, p->r[i].offset, 8), p->r[i].count, 8);
     return h ^ (unsigned long long)p->nb;
 }

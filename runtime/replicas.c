@@ -6,28 +6,13 @@
  */
 #include "dtrain.h"
 #include "devmem.h"
+#include "hash.h"
 #include "status.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* FNV-1a over 8-byte words, then the tail bytes: one multiply per word keeps a final check of a
- * few hundred MiB well under a second. Not cryptographic; it detects drift, not an adversary. */
-static uint64_t buffer_hash(const void *buf, size_t bytes)
-{
-    const unsigned char *b = buf;
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)bytes;
-    size_t i = 0;
-    for (; i + 8 <= bytes; i += 8) {
-        uint64_t w;
-        memcpy(&w, b + i, 8);
-        h = (h ^ w) * 1099511628211ull;
-    }
-    for (; i < bytes; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h ^ (h >> 29);
-}
 
 /* failed: this rank could not produce its copy; it still joins, and every rank learns who failed
  * instead of reading the gap as a difference. */
@@ -44,7 +29,7 @@ static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int 
      * enter (that would hang them). */
     enum { SLOT = 5, CHUNK = 256 };
     float d[CHUNK * SLOT], h0[4] = {0};
-    const uint64_t h = failed ? 0 : buffer_hash(buf, bytes);
+    const uint64_t h = failed ? 0 : fnv1a_buffer(buf, bytes);
     int n = 0, first = -1, failed_rank = -1;
     for (int base = 0; base < world; base += CHUNK) {
         const int m = world - base < CHUNK ? world - base : CHUNK;
@@ -114,13 +99,13 @@ dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint6
                             buf, mem == DT_MEMORY_DEVICE ? "host" : "CUDA device",
                             mem == DT_MEMORY_DEVICE ? "DT_MEMORY_DEVICE" : "DT_MEMORY_HOST");
     if (mem == DT_MEMORY_HOST || !bytes) {
-        *sum = buffer_hash(buf, bytes);
+        *sum = fnv1a_buffer(buf, bytes);
         return DT_OK;
     }
     void *host = malloc(bytes);
     if (!host) return dt_set_error(DT_ERR_NOMEM, "dt_buffer_checksum: out of host memory (%zu MiB)", bytes >> 20);
     dt_status s = devmem_to_host(1, host, buf, bytes);
-    if (!s) *sum = buffer_hash(host, bytes);
+    if (!s) *sum = fnv1a_buffer(host, bytes);
     free(host);
     return s;
 }

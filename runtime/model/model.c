@@ -14,6 +14,7 @@
 #include "model.h"
 #include "model_internal.h"
 #include "devmem.h"
+#include "hash.h"
 #ifdef DTRAIN_HAVE_CUDA
 #include "cuda_ops.h"
 #endif
@@ -360,7 +361,7 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
 
 uint64_t model_fingerprint(const dt_model *m)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = FNV1A_OFFSET;
     int v[4 + 8];
     for (int i = -1; i < m->spec.n; i++) {
         int k = 0;
@@ -371,11 +372,7 @@ uint64_t model_fingerprint(const dt_model *m)
             v[k++] = (int)l->kind, v[k++] = l->out, v[k++] = l->k, v[k++] = l->stride, v[k++] = l->pad;
             v[k++] = l->out_c, v[k++] = l->out_h, v[k++] = l->out_w;
         }
-        for (int j = 0; j < k; j++)
-            for (int b = 0; b < 4; b++) {
-                h ^= ((uint32_t)v[j] >> (8 * b)) & 0xff;
-                h *= 1099511628211ull;
-            }
+        for (int j = 0; j < k; j++) h = fnv1a_int(h, (uint32_t)v[j], 4);
     }
     return h;
 }
