@@ -56,9 +56,16 @@ static dt_status nccl_fail(ncclResult_t r, const char *what, size_t count)
                         ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
 }
 
+/* dt_dtype to NCCL's type; coll_check_args has refused any other value (and DT_U8 in a reduction). */
 static ncclDataType_t nccl_type(dt_dtype t)
 {
-    return t == DT_F16 ? ncclHalf : t == DT_BF16 ? ncclBfloat16 : ncclFloat;
+    switch (t) {
+    case DT_F16: return ncclHalf;
+    case DT_BF16: return ncclBfloat16;
+    case DT_U8: return ncclUint8;
+    case DT_F32: break;
+    }
+    return ncclFloat;
 }
 
 #define HINT_PEER "a peer rank is dead or stuck. Read the other ranks' messages; raise --timeout only if steps are legitimately this slow"
@@ -183,7 +190,7 @@ static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt
 
 static dt_status nccl_broadcast(coll *c, void *buf, size_t count, dt_dtype t, int root)
 {
-    dt_status s = coll_check_args(c, buf, count, t, DT_SUM, root);
+    dt_status s = coll_check_args(c, buf, count, t, COLL_NO_REDUCTION, root);
     if (s || count == 0) return s;
     nccl_state *st = c->impl;
     if (st->aborted) return dt_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
