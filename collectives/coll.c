@@ -11,9 +11,14 @@
 dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype t, int op, int root)
 {
     if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "collective called without a context");
-    if (t != DT_F32 && t != DT_F16 && t != DT_BF16)
-        return dt_set_error(DT_ERR_INVALID_ARG, "unknown dtype %d (use DT_F32, DT_F16 or DT_BF16)", (int)t);
-    if (op != DT_SUM && op != DT_AVG)
+    const int reduce = op != COLL_NO_REDUCTION;
+    if (t == DT_U8 && reduce)
+        return dt_set_error(DT_ERR_INVALID_ARG, "allreduce of dtype DT_U8: raw bytes have no sum; DT_U8 is for "
+                            "dt_broadcast only (reduce DT_F32, DT_F16 or DT_BF16 values)");
+    if (t != DT_F32 && t != DT_F16 && t != DT_BF16 && t != DT_U8)
+        return dt_set_error(DT_ERR_INVALID_ARG, "unknown dtype %d (use DT_F32, DT_F16 or DT_BF16, or DT_U8 to "
+                            "broadcast bytes)", (int)t);
+    if (reduce && op != DT_SUM && op != DT_AVG)
         return dt_set_error(DT_ERR_INVALID_ARG, "unknown reduction %d (use DT_SUM or DT_AVG)", op);
     if (root < 0 || root >= c->size)
         return dt_set_error(DT_ERR_INVALID_ARG, "root rank %d is not in the world of %d ranks", root, c->size);

@@ -50,7 +50,11 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
  * device. DT_ERR_UNSUPPORTED when built without NCCL. */
 dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out);
 
-/* Checks arguments common to every backend (NULL buffer with count > 0, bad dtype/op/root). */
+/* The op a broadcast gives coll_check_args: it reduces nothing, so it alone may move DT_U8. */
+#define COLL_NO_REDUCTION (-1)
+
+/* Checks arguments common to every backend (NULL buffer with count > 0, bad dtype/op/root). op is
+ * the allreduce's dt_redop, which refuses DT_U8, or COLL_NO_REDUCTION for a broadcast. */
 dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype t, int op, int root);
 
 /* A test hook, for the watchdog's tests only: DTRAIN_TEST_HANG=LAYER:RANK:SEQ makes rank RANK,

@@ -352,7 +352,7 @@ static dt_status mpi_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt_
 
 static dt_status mpi_broadcast(coll *c, void *buf, size_t count, dt_dtype t, int root)
 {
-    dt_status s = coll_check_args(c, buf, count, t, DT_SUM, root);
+    dt_status s = coll_check_args(c, buf, count, t, COLL_NO_REDUCTION, root);
     if (s || count == 0) return s;
     size_t bytes = count * dt_dtype_size(t);
 #ifdef DTRAIN_HAVE_CUDA

@@ -56,9 +56,26 @@ static dt_status nccl_fail(ncclResult_t r, const char *what, size_t count)
                         ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
 }
 
+/* An MPI call of the bootstrap failed: say which, and MPI's words, as an MPI failure (not NCCL's). */
+static dt_status mpi_call_fail(int rc, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return dt_set_error(DT_ERR_MPI, "%s failed while creating the NCCL backend: %s. A peer may have died: read the "
+                        "other ranks' messages", what, msg);
+}
+
+/* dt_dtype to NCCL's type; coll_check_args has refused any other value (and DT_U8 in a reduction). */
 static ncclDataType_t nccl_type(dt_dtype t)
 {
-    return t == DT_F16 ? ncclHalf : t == DT_BF16 ? ncclBfloat16 : ncclFloat;
+    switch (t) {
+    case DT_F16: return ncclHalf;
+    case DT_BF16: return ncclBfloat16;
+    case DT_U8: return ncclUint8;
+    case DT_F32: break;
+    }
+    return ncclFloat;
 }
 
 #define HINT_PEER "a peer rank is dead or stuck. Read the other ranks' messages; raise --timeout only if steps are legitimately this slow"
@@ -183,7 +200,7 @@ static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt
 
 static dt_status nccl_broadcast(coll *c, void *buf, size_t count, dt_dtype t, int root)
 {
-    dt_status s = coll_check_args(c, buf, count, t, DT_SUM, root);
+    dt_status s = coll_check_args(c, buf, count, t, COLL_NO_REDUCTION, root);
     if (s || count == 0) return s;
     nccl_state *st = c->impl;
     if (st->aborted) return dt_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
@@ -258,8 +275,10 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
     c->device_buffers = 1;
     c->comm = MPI_COMM_NULL;
     dt_status s = DT_OK;
-    if (MPI_Comm_dup(comm, &c->comm) != MPI_SUCCESS) {
-        s = dt_set_error(DT_ERR_MPI, "MPI_Comm_dup failed while creating the NCCL backend");
+    int rc = MPI_Comm_dup(comm, &c->comm);
+    if (rc != MPI_SUCCESS) {
+        c->comm = MPI_COMM_NULL;
+        s = mpi_call_fail(rc, "MPI_Comm_dup");
         goto fail;
     }
     MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
@@ -271,9 +290,10 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
     int ok = 1;
     if (c->rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) ok = 0;
     int all_ok = 0;
-    if (MPI_Bcast(&ok, 1, MPI_INT, 0, c->comm) != MPI_SUCCESS ||
-        (ok && MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, c->comm) != MPI_SUCCESS)) {
-        s = dt_set_error(DT_ERR_MPI, "broadcasting the NCCL unique id over MPI failed");
+    rc = MPI_Bcast(&ok, 1, MPI_INT, 0, c->comm);
+    if (rc == MPI_SUCCESS && ok) rc = MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, c->comm);
+    if (rc != MPI_SUCCESS) {
+        s = mpi_call_fail(rc, "MPI_Bcast of the NCCL unique id");
         goto fail;
     }
     if (!ok) {
@@ -292,8 +312,9 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
     /* Every rank agrees it can start before any joins: ncclCommInitRank would otherwise wait the
      * whole deadline for a rank that failed here. */
     int all_ready = 0;
-    if (MPI_Allreduce(&ok, &all_ready, 1, MPI_INT, MPI_MIN, c->comm) != MPI_SUCCESS) {
-        if (s == DT_OK) s = dt_set_error(DT_ERR_MPI, "MPI_Allreduce before ncclCommInitRank failed");
+    rc = MPI_Allreduce(&ok, &all_ready, 1, MPI_INT, MPI_MIN, c->comm);
+    if (rc != MPI_SUCCESS) {
+        if (s == DT_OK) s = mpi_call_fail(rc, "MPI_Allreduce before ncclCommInitRank");
         goto fail;
     }
     if (!all_ready) {
@@ -323,8 +344,18 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
         }
 #endif
     }
-    /* All ranks agree whether the communicator came up, so a failure on one is seen by all. */
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->comm);
+    /* All ranks agree whether the communicator came up, so a failure on one is seen by all. That
+     * agreement failing is an MPI failure, said as such (all_ok would stay 0 and blame NCCL on
+     * another rank); the peers' communicators are then in an unknown state, so this one is aborted
+     * rather than finalized (a finalize could wait the whole deadline for them). A failure of this
+     * rank's own NCCL init stays the message: it is the cause. */
+    rc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->comm);
+    if (rc != MPI_SUCCESS) {
+        if (s == DT_OK) s = mpi_call_fail(rc, "MPI_Allreduce after ncclCommInitRank (whether every rank's NCCL "
+                                          "communicator came up)");
+        nccl_abort(c);
+        goto fail;
+    }
     if (!all_ok) {
         if (s == DT_OK)
             s = dt_set_error(DT_ERR_MPI, "NCCL initialization failed on another rank; read its message");

@@ -140,11 +140,11 @@ static void train(dt_ctx *ctx, dt_dataset *data, int use_reducer, float *p, doub
  * directory and read back by name; returns 1 when every byte came back. */
 static int checkpoint_round_trip(dt_ctx *ctx, const float *p)
 {
-    /* One directory name for every rank: rank 0's process id, broadcast (exact in a float). */
-    float id = dt_rank(ctx) == 0 ? (float)getpid() : 0.0f;
-    if (dt_broadcast(ctx, &id, 1, DT_F32, 0)) die(ctx, "dt_broadcast");
+    /* One directory name for every rank: rank 0's process id, broadcast as bytes (DT_U8). */
+    long id = dt_rank(ctx) == 0 ? (long)getpid() : 0;
+    if (dt_broadcast(ctx, &id, sizeof id, DT_U8, 0)) die(ctx, "dt_broadcast");
     char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/dtrain-custom-loop-%.0f", (double)id);
+    snprintf(dir, sizeof dir, "/tmp/dtrain-custom-loop-%ld", id);
     const long step = STEPS;
     const uint64_t seed = 1000u + (uint64_t)dt_rank(ctx);
     uint64_t seed_back = 0;

@@ -264,9 +264,11 @@ DT_API void dt_versions(char *mpi, char *nccl, char *cuda, size_t n);
 
 /** Element types of buffers and of the gradient wire. */
 typedef enum dt_dtype {
-    DT_F32 = 0, /**< IEEE fp32 (float) */
-    DT_F16 = 1, /**< IEEE fp16 (half): 5 exponent bits, 10 mantissa bits */
-    DT_BF16 = 2 /**< bfloat16: fp32's 8 exponent bits, 7 mantissa bits */
+    DT_F32 = 0,  /**< IEEE fp32 (float) */
+    DT_F16 = 1,  /**< IEEE fp16 (half): 5 exponent bits, 10 mantissa bits */
+    DT_BF16 = 2, /**< bfloat16: fp32's 8 exponent bits, 7 mantissa bits */
+    DT_U8 = 3    /**< raw bytes, for dt_broadcast only (integers, structs, text): nothing reduces them, so
+                  *   dt_allreduce, the reducer, the dt_buffer_* utilities and the precisions refuse it */
 } dt_dtype;
 /** How an allreduce combines the ranks' values. */
 typedef enum dt_redop {
@@ -274,10 +276,12 @@ typedef enum dt_redop {
     DT_AVG = 1  /**< the sum divided by the world size */
 } dt_redop;
 
-/** Bytes per element of a dtype (4 or 2). */
+/** Bytes per element of a dtype: 4 (DT_F32), 2 (DT_F16, DT_BF16), 1 (DT_U8), 0 for a value that is not a
+ * dt_dtype. */
 DT_API size_t dt_dtype_size(dt_dtype t);
 
-/** In-place allreduce over every rank of the job. buf holds count elements of dtype t in host memory
+/** In-place allreduce over every rank of the job. buf holds count elements of dtype t (DT_F32, DT_F16 or
+ * DT_BF16; DT_U8 is refused with DT_ERR_INVALID_ARG: bytes have no sum) in host memory
  * or, under CUDA, in device memory (reduced by NCCL; host memory then goes through MPI). 16-bit types are
  * accumulated in fp32 and rounded once (MPI backend). DT_AVG divides the sum by the world size.
  * count may be 0. Device memory is reduced on dtrain's own stream, which does not wait for the
@@ -286,7 +290,11 @@ DT_API size_t dt_dtype_size(dt_dtype t);
  * Collective: every rank calls it with the same count, dtype and op. */
 DT_API dt_status dt_allreduce(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, dt_redop op);
 
-/** Broadcasts count elements of dtype t from rank root to every rank, in place. Collective. */
+/** Broadcasts count elements of dtype t from rank root to every rank, in place, in host memory or, under CUDA,
+ * device memory. Any dtype: the bytes arrive unchanged, so data that is not floating point (int64 counters,
+ * doubles, structs, text) goes as DT_U8 with count its size in bytes. DT_ERR_INVALID_ARG for a NULL buf
+ * with count > 0, an unknown dtype or a root outside the world. Collective: every rank calls it with the
+ * same count, dtype and root. */
 DT_API dt_status dt_broadcast(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, int root);
 
 /** Returns when every rank has entered it. Collective. */

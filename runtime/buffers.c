@@ -27,6 +27,9 @@ static const char *mem_name(dt_memory m) { return m == DT_MEMORY_DEVICE ? "DT_ME
 static dt_status check_buffer(const char *fn, const void *buf, size_t count, dt_dtype t, dt_memory mem)
 {
     if (!buf && count) return dt_set_error(DT_ERR_INVALID_ARG, "%s: the buffer is NULL with %zu elements", fn, count);
+    if (t == DT_U8)
+        return dt_set_error(DT_ERR_INVALID_ARG, "%s: element type DT_U8 (raw bytes) has no values to scale or measure: "
+                            "give DT_F32, DT_F16 or DT_BF16", fn);
     if (t != DT_F32 && t != DT_F16 && t != DT_BF16)
         return dt_set_error(DT_ERR_INVALID_ARG, "%s: element type %d must be DT_F32, DT_F16 or DT_BF16", fn, (int)t);
     if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)

@@ -134,7 +134,8 @@ void cpu_cast_f32_to_16(dt_dtype t, const float *in, uint16_t *out, size_t n)
     switch (t) {
     case DT_F16: cpu_cast_f32_to_f16(in, out, n); break;
     case DT_BF16: cpu_cast_f32_to_bf16(in, out, n); break;
-    case DT_F32: break; /* not a 16-bit type: callers validate the dtype first */
+    case DT_F32:
+    case DT_U8: break; /* not a 16-bit type: callers validate the dtype first */
     }
 }
 
@@ -143,6 +144,7 @@ void cpu_cast_16_to_f32(dt_dtype t, const uint16_t *in, float *out, size_t n)
     switch (t) {
     case DT_F16: cpu_cast_f16_to_f32(in, out, n); break;
     case DT_BF16: cpu_cast_bf16_to_f32(in, out, n); break;
-    case DT_F32: break; /* not a 16-bit type: callers validate the dtype first */
+    case DT_F32:
+    case DT_U8: break; /* not a 16-bit type: callers validate the dtype first */
     }
 }

@@ -10,9 +10,8 @@
 #include "status.h"
 
 #include <stdio.h>
-#include <string.h>
 
-/* What the failing rank tells the others: its status and message, 2 KiB (512 floats). */
+/* What the failing rank tells the others: its status and message, 2 KiB. */
 typedef struct verdict {
     int32_t status;
     char msg[2044];
@@ -43,7 +42,7 @@ dt_status ckpt_agree(dt_ctx *ctx, dt_status mine)
     }
     if (root < 0) return dt_set_error(DT_ERR_INTERNAL, "ckpt_agree: %g ranks failed but none said which", failed);
     verdict v = own;
-    if ((c = dt_broadcast(ctx, &v, sizeof v / sizeof(float), DT_F32, root))) return c;
+    if ((c = dt_broadcast(ctx, &v, sizeof v, DT_U8, root))) return c;
     if (mine) return dt_set_error(mine, "%s", own.msg);
     const int others = (int)failed - 1;
     if (others > 0)
@@ -55,14 +54,5 @@ dt_status ckpt_agree(dt_ctx *ctx, dt_status mine)
 dt_status ckpt_bcast_bytes(dt_ctx *ctx, void *buf, size_t n)
 {
     if (!ctx || dt_world_size(ctx) <= 1 || n == 0) return DT_OK;
-    const size_t floats = n / sizeof(float), tail = n % sizeof(float);
-    dt_status c;
-    if (floats && (c = dt_broadcast(ctx, buf, floats, DT_F32, 0))) return c;
-    if (tail) {
-        unsigned char t[sizeof(float)] = {0};
-        memcpy(t, (unsigned char *)buf + floats * sizeof(float), tail);
-        if ((c = dt_broadcast(ctx, t, 1, DT_F32, 0))) return c;
-        memcpy((unsigned char *)buf + floats * sizeof(float), t, tail);
-    }
-    return DT_OK;
+    return dt_broadcast(ctx, buf, n, DT_U8, 0);
 }

@@ -222,7 +222,8 @@ dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *
  * and message, the others with the lowest failing rank's status and message ("rank R: ..."). With
  * ctx NULL or one rank, returns mine. */
 dt_status ckpt_agree(dt_ctx *ctx, dt_status mine);
-/* n bytes at host buf from rank 0 to every rank (whole floats, then the tail). */
+/* n bytes at host buf from rank 0 to every rank (dt_broadcast of DT_U8); nothing with ctx NULL, one rank or
+ * n 0. */
 dt_status ckpt_bcast_bytes(dt_ctx *ctx, void *buf, size_t n);
 
 /* ---------------------------------------------------------------- dt_model's readers */

@@ -66,8 +66,8 @@ static dt_status broadcast_state(dt_ctx *ctx, int rank, dt_model *m, dt_optimize
         if (v.n1 && (c = dt_broadcast(ctx, v.s1, v.n1, DT_F32, 0))) return c;
         if (v.n2 && (c = dt_broadcast(ctx, v.s2, v.n2, DT_F32, 0))) return c;
         optimizer_host_changed(o);
-        int64_t tt = v.t; /* broadcast moves bytes: one int64 as 2 floats */
-        if ((c = dt_broadcast(ctx, &tt, 2, DT_F32, 0))) return c;
+        int64_t tt = v.t;
+        if ((c = dt_broadcast(ctx, &tt, sizeof tt, DT_U8, 0))) return c;
         optimizer_set_t(o, (int)tt);
     }
     if (sc) {
@@ -76,7 +76,7 @@ static dt_status broadcast_state(dt_ctx *ctx, int rank, dt_model *m, dt_optimize
         dt_scaler_get_state(sc, &st);
         int64_t v[6] = {0, st.good_steps, st.hysteresis_left, st.updates, st.skipped, 0};
         memcpy(&v[0], &st.scale, sizeof st.scale);
-        if ((c = dt_broadcast(ctx, v, 12, DT_F32, 0))) return c;
+        if ((c = dt_broadcast(ctx, v, sizeof v, DT_U8, 0))) return c;
         memcpy(&st.scale, &v[0], sizeof st.scale);
         st.good_steps = (int)v[1];
         st.hysteresis_left = (int)v[2];
@@ -92,7 +92,7 @@ static dt_status broadcast_data(dt_ctx *ctx, dt_ckpt_data *data)
 {
     int64_t v[6] = {data->present, data->epoch, data->offset, data->normalize, 0, 0};
     dt_status c;
-    if ((c = dt_broadcast(ctx, v, 12, DT_F32, 0))) return c;
+    if ((c = dt_broadcast(ctx, v, sizeof v, DT_U8, 0))) return c;
     data->present = (int)v[0], data->epoch = (long)v[1], data->offset = (long)v[2], data->normalize = (int)v[3];
     if (data->present && data->normalize == 2 && data->channels > 0 && data->mean && data->std &&
         ((c = dt_broadcast(ctx, data->mean, (size_t)data->channels, DT_F32, 0)) ||
@@ -123,10 +123,10 @@ dt_status dt_checkpoint_load_latest_data(dt_ctx *ctx, const char *dir, dt_model 
         if (s) snprintf(msg, sizeof msg, "%s", dt_last_error());
     }
     if (ctx && world > 1) {
-        /* Rank 0's verdict goes to every rank (broadcast moves bytes: 4 int64 as 8 floats). */
+        /* Rank 0's verdict goes to every rank. */
         int64_t hdr[4] = {(int64_t)s, found, saved_world, 0};
         dt_status c;
-        if ((c = dt_broadcast(ctx, hdr, 8, DT_F32, 0))) return c;
+        if ((c = dt_broadcast(ctx, hdr, sizeof hdr, DT_U8, 0))) return c;
         if (hdr[0] != DT_OK)
             return dt_set_error((dt_status)hdr[0], "%s",
                                 rank == 0 ? msg : "rank 0 refused the checkpoints: read its message");

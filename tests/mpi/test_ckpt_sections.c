@@ -1,8 +1,8 @@
 /*
  * test_ckpt_sections.c - checkpoints of named sections across ranks (run at np 2 and 3): the file
  * holds rank 0's bytes of a plain section and every rank's own blob of a per-rank one; every rank
- * reads the same bytes back (a section of 65 MiB + 3 bytes crosses the 64 MiB broadcast chunk and
- * the whole-float boundary), and its own blob. Every failure reaches every rank, with the cause,
+ * reads the same bytes back (a section of 65 MiB + 3 bytes crosses the 64 MiB broadcast chunk at
+ * an odd length), and its own blob. Every failure reaches every rank, with the cause,
  * and no rank is left waiting: sections that differ between ranks, a read of another section on
  * one rank, a missing section, data missing on one rank, a file-size limit on rank 0, a directory
  * that cannot be made.
@@ -146,7 +146,10 @@ int main(void)
     /* Rank 0's temporary directory, by name to every rank (which never touch it). */
     char dir[64] = "/tmp/dtsec-mpi-XXXXXX";
     if (rank == 0 && !mkdtemp(dir)) dir[0] = '\0';
-    dt_broadcast(ctx, dir, sizeof dir / sizeof(float), DT_F32, 0);
+    if (dt_broadcast(ctx, dir, sizeof dir, DT_U8, 0)) {
+        fprintf(stderr, "broadcasting the directory name: %s\n", dt_last_error());
+        dt_abort_job(ctx, 1);
+    }
     if (!dir[0]) {
         fprintf(stderr, "cannot make a temporary directory\n");
         dt_abort_job(ctx, 1);

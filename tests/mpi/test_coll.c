@@ -2,7 +2,9 @@
  * test_coll.c - collectives at any rank count, checked element by element against exact values.
  *
  * Allreduce (sum and average) in place on fp32, fp16 and bf16 at counts 0, 1, 7, 1,000,003 and
- * 64 MiB; broadcast from the last rank; barrier; bad arguments. Inputs are small integers so every
+ * 64 MiB; broadcast from the last rank; a DT_U8 broadcast of raw bytes (every byte value, odd lengths,
+ * from each rank in turn, an int64 and a double among them) and DT_U8 refused by allreduce; barrier;
+ * bad arguments. Inputs are small integers so every
  * expected sum and average is exactly representable in all three types and any wrong element is
  * a real error. `--device cuda` runs the same on GPU buffers (exit 77 = SKIP without a GPU).
  */
@@ -147,6 +149,55 @@ static void test_broadcast(dt_ctx *ctx, size_t count)
     free(host);
 }
 
+/* Byte i of rank r's buffer: every value 0..255 occurs within 256 bytes, and each rank's differ. */
+static unsigned char byte_of(int r, size_t i) { return (unsigned char)(i * 37 + (size_t)r * 101 + 11); }
+
+/* A DT_U8 broadcast of count bytes from root: every byte arrives unchanged (no float conversion
+ * could keep NaN payloads and signalling patterns of every byte value), and the neighbours of the
+ * buffer are untouched (count is bytes, not floats). */
+static void test_broadcast_bytes(dt_ctx *ctx, size_t count, int root)
+{
+    const size_t pad = 8; /* guard bytes each side, checked on the host copy */
+    unsigned char *host = malloc(count + 2 * pad);
+    unsigned char *buf = dev_alloc(count + 2 * pad);
+    if (!host || !buf) {
+        CHECK(0, "out of memory for %zu bytes", count + 2 * pad);
+        free(host);
+        if (buf) dev_free(buf);
+        return;
+    }
+    for (size_t i = 0; i < count + 2 * pad; i++) host[i] = byte_of(rank, i);
+    copy(buf, host, count + 2 * pad, 1);
+    dt_status s = dt_broadcast(ctx, buf + pad, count, DT_U8, root);
+    CHECK(s == DT_OK, "DT_U8 broadcast of %zu bytes from rank %d: %s", count, root, dt_last_error());
+    copy(host, buf, count + 2 * pad, 0);
+    size_t bad = 0, first_bad = 0, guard = 0;
+    for (size_t i = 0; i < count; i++)
+        if (host[pad + i] != byte_of(root, pad + i) && bad++ == 0) first_bad = i;
+    for (size_t i = 0; i < pad; i++)
+        guard += (host[i] != byte_of(rank, i)) + (host[pad + count + i] != byte_of(rank, pad + count + i));
+    CHECK(bad == 0, "DT_U8 broadcast of %zu bytes from rank %d: %zu wrong bytes, first at %zu (0x%02x, want 0x%02x)",
+          count, root, bad, first_bad, host[pad + first_bad], byte_of(root, pad + first_bad));
+    CHECK(guard == 0, "DT_U8 broadcast of %zu bytes from rank %d wrote %zu bytes outside the buffer", count, root,
+          guard);
+    dev_free(buf);
+    free(host);
+}
+
+/* What checkpoints broadcast: an int64 above 2^53 and a double whose bits no float holds. */
+static void test_broadcast_scalars(dt_ctx *ctx)
+{
+    struct {
+        int64_t step;
+        double scale;
+        char tag[3];
+    } v = {rank == 0 ? INT64_C(0x7edcba9876543211) : -1, rank == 0 ? 1.0 / 3.0 : 0.0, {rank == 0 ? 'o' : 'x', 'k', 0}};
+    dt_status s = dt_broadcast(ctx, &v, sizeof v, DT_U8, 0);
+    CHECK(s == DT_OK, "DT_U8 broadcast of a struct: %s", dt_last_error());
+    CHECK(v.step == INT64_C(0x7edcba9876543211) && v.scale == 1.0 / 3.0 && strcmp(v.tag, "ok") == 0,
+          "DT_U8 broadcast of a struct: step %lld, scale %.17g, tag %s", (long long)v.step, v.scale, v.tag);
+}
+
 int main(int argc, char **argv)
 {
     dt_config cfg;
@@ -183,6 +234,12 @@ int main(int argc, char **argv)
     }
     test_allreduce(ctx, DT_F32, DT_AVG, ((size_t)64 << 20) / 4);
     for (int ci = 0; ci < 4; ci++) test_broadcast(ctx, counts[ci]);
+    /* Bytes: empty, odd lengths around a float's size and every byte value, and 3 MiB + 5. */
+    const size_t nbytes[] = {0, 1, 2, 3, 5, 7, 255, 257, 1001, ((size_t)3 << 20) + 5};
+    for (int r = 0; r < world; r++)
+        for (size_t k = 0; k < sizeof nbytes / sizeof *nbytes; k++) test_broadcast_bytes(ctx, nbytes[k], r);
+    if (!on_gpu) test_broadcast_scalars(ctx); /* host memory: the struct lives on the stack */
+    CHECK(dt_dtype_size(DT_U8) == 1, "dt_dtype_size(DT_U8) = %zu", dt_dtype_size(DT_U8));
     CHECK(dt_barrier(ctx) == DT_OK, "barrier: %s", dt_last_error());
 
     /* Bad arguments are refused with a message, on every rank alike (nothing is sent). */
@@ -193,6 +250,19 @@ int main(int argc, char **argv)
     CHECK(s == DT_ERR_INVALID_ARG && strstr(dt_last_error(), "dtype"), "bad dtype: %d %s", s, dt_last_error());
     s = dt_broadcast(ctx, &one, 1, DT_F32, world);
     CHECK(s == DT_ERR_INVALID_ARG && strstr(dt_last_error(), "root"), "bad root: %d %s", s, dt_last_error());
+    s = dt_broadcast(ctx, &one, 1, (dt_dtype)9, 0);
+    CHECK(s == DT_ERR_INVALID_ARG && strstr(dt_last_error(), "dtype 9"), "broadcast of dtype 9: %d %s", s,
+          dt_last_error());
+    /* Bytes have no sum: refused by name, for both reductions, on host and device buffers. */
+    unsigned char *u8 = dev_alloc(4);
+    for (int op = DT_SUM; op <= DT_AVG; op++) {
+        s = dt_allreduce(ctx, u8, 4, DT_U8, (dt_redop)op);
+        CHECK(s == DT_ERR_INVALID_ARG && strstr(dt_last_error(), "DT_U8") && strstr(dt_last_error(), "dt_broadcast"),
+              "allreduce of DT_U8 (op %d): %d %s", op, s, dt_last_error());
+    }
+    s = dt_allreduce(ctx, u8, 0, DT_U8, DT_SUM);
+    CHECK(s == DT_ERR_INVALID_ARG, "allreduce of 0 DT_U8 elements: %d %s", s, dt_last_error());
+    dev_free(u8);
 
     /* Every rank must pass: agree on the failure count. */
     float f = (float)failures;

@@ -158,6 +158,13 @@ static void test_bad_input(dt_ctx *ctx)
     dt_reducer_defaults(&c);
     c.dtype = DT_F16;
     CHECK(dt_reducer_create(ctx, g, N, NULL, 0, &c, &red) == DT_ERR_INVALID_ARG, "fp16 buffer on an fp32 wire");
+    /* Raw bytes (DT_U8, for dt_broadcast) are neither a gradient nor a wire. */
+    dt_reducer_defaults(&c);
+    c.dtype = DT_U8;
+    CHECK(dt_reducer_create(ctx, g, N, NULL, 0, &c, &red) == DT_ERR_INVALID_ARG && !red, "DT_U8 buffer refused");
+    dt_reducer_defaults(&c);
+    c.wire = DT_U8;
+    CHECK(dt_reducer_create(ctx, g, N, NULL, 0, &c, &red) == DT_ERR_INVALID_ARG && !red, "DT_U8 wire refused");
     CHECK(dt_reducer_create(ctx, g, 0, NULL, 0, NULL, &red) == DT_ERR_INVALID_ARG, "empty buffer");
 
     dt_range back[5];
@@ -232,6 +239,9 @@ static void test_utilities(dt_ctx *ctx)
     h[1] = 0x4000; /* 2.0 */
     CHECK(dt_buffer_scale(h, 2, DT_F16, DT_MEMORY_HOST, 0.5f) == DT_OK && h[0] == 0x3800 && h[1] == 0x3c00,
           "fp16 scaled: %04x %04x", h[0], h[1]);
+    CHECK(dt_buffer_scale(h, 2, DT_U8, DT_MEMORY_HOST, 0.5f) == DT_ERR_INVALID_ARG &&
+          strstr(dt_last_error(), "DT_U8") != NULL, "DT_U8 scale refused: %s", dt_last_error());
+    CHECK(dt_buffer_norm(NULL, h, 2, DT_U8, DT_MEMORY_HOST, 0, &local) == DT_ERR_INVALID_ARG, "DT_U8 norm refused");
     uint64_t a = 0, b = 1;
     const char bytes[] = "the same weights";
     CHECK(dt_buffer_checksum(bytes, sizeof bytes, DT_MEMORY_HOST, &a) == DT_OK, "checksum");
