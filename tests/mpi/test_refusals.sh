@@ -53,11 +53,12 @@ scaler_freed() { # exit code, text, arguments of `dtrain train`
     valgrind --leak-check=full --show-leak-kinds=all --num-callers=40 "$DTRAIN" train --precision fp16 "$@" \
         >"$tmp/vg" 2>&1
     rc=$?
-    if [ "$rc" -eq "$code" ] && grep -qF -- "$text" "$tmp/vg" && grep -q "LEAK SUMMARY\|no leaks are possible" "$tmp/vg" &&
-       ! grep -q dt_scaler_create "$tmp/vg"; then
+    if [ "$rc" -eq "$code" ] && grep -qF -- "$text" "$tmp/vg" &&
+       grep -q "LEAK SUMMARY\|no leaks are possible" "$tmp/vg" && ! grep -q dt_scaler_create "$tmp/vg"; then
         ok "train --precision fp16 $* under valgrind -> $rc, says '$text', frees its loss scaler"
     else
-        bad "train --precision fp16 $* under valgrind: exit $rc (wanted $code, '$text'), or dt_scaler_create's blocks left"
+        bad "train --precision fp16 $* under valgrind: exit $rc (wanted $code, '$text')," \
+            "or dt_scaler_create's blocks left"
         grep -B2 -A8 "dt_scaler_create\|dtrain: " "$tmp/vg" | head -30 | sed 's/^/    /'
     fi
 }

@@ -31,7 +31,7 @@ typedef struct {
     pid_t pid;
 } crash_run;
 
-/* Runs crash(arg) in a child with the report installed as (rank, host); collects what it said. */
+/* Runs crash() in a child with the report installed as (rank, host); collects what it said. */
 static void run_crash(int rank, const char *host, void (*crash)(void), crash_run *out)
 {
     memset(out, 0, sizeof *out);
@@ -121,8 +121,8 @@ static void test_before_the_rank_the_pid(void **state)
     run_crash(-1, "nodeB", call_null, &r);
     assert_died_of(&r, SIGSEGV);
     char want[160];
-    snprintf(want, sizeof want, "dtrain: pid %ld (its rank not known yet: dtrain was starting) on nodeB crashed: SIGSEGV",
-             (long)r.pid);
+    snprintf(want, sizeof want,
+             "dtrain: pid %ld (its rank not known yet: dtrain was starting) on nodeB crashed: SIGSEGV", (long)r.pid);
     assert_says(&r, want);
 }
 
