@@ -65,12 +65,9 @@ static int gpu_grads(const train_opts *t, dt_dtype *grad_t, const char *who, con
 }
 
 /* Frees what a run holds (any of it may be NULL). */
-static dt_scaler *run_scaler;
-
-static void release(dt_model *m, dt_optimizer *opt, train_data *data, dt_loader *ld, FILE *metrics)
+static void release(dt_scaler *sc, dt_model *m, dt_optimizer *opt, train_data *data, dt_loader *ld, FILE *metrics)
 {
-    dt_scaler_free(run_scaler);
-    run_scaler = NULL;
+    dt_scaler_free(sc);
     if (metrics) fclose(metrics);
     dt_loader_free(ld);
     train_data_free(data);
@@ -149,85 +146,78 @@ int cmd_train(int argc, char **argv)
         if (t.scaler.max_scale < t.scaler.init_scale) t.scaler.max_scale = t.scaler.init_scale;
         if (t.scaler.min_scale > t.scaler.init_scale) t.scaler.min_scale = t.scaler.init_scale;
     }
-    if (use_scaler && dt_scaler_create(&t.scaler, &run_scaler)) {
+    /* What the run holds, released by release() on every way out (each may still be NULL). */
+    dt_scaler *sc = NULL;
+    dt_model *m = NULL;
+    dt_optimizer *opt = NULL;
+    train_data data = {0};
+    dt_loader *ld = NULL;
+    FILE *metrics = NULL;
+    dt_ctx *ctx = NULL;
+    dt_status s = DT_OK;
+    if (use_scaler && dt_scaler_create(&t.scaler, &sc)) {
         cli_error("%s", dt_last_error());
         return EXIT_USAGE;
     }
     fault flt;
-    if ((rc = fault_parse(&flt))) return rc;
+    if ((rc = fault_parse(&flt))) goto refuse;
     if (t.resume && !t.ckpt_dir) {
         cli_error("--resume auto needs --checkpoint-dir DIR (where to look for checkpoints)");
-        return EXIT_USAGE;
+        rc = EXIT_USAGE;
+        goto refuse;
     }
     if (t.ckpt_every && !t.ckpt_dir) {
         cli_error("--checkpoint-every needs --checkpoint-dir DIR");
-        return EXIT_USAGE;
+        rc = EXIT_USAGE;
+        goto refuse;
     }
     install_stop_handlers();
     /* Asked for the GPU: its rule before anything starts. */
-    if (cfg.device == DT_DEVICE_CUDA && (rc = gpu_grads(&t, &grad_t, "--device cuda", ""))) return rc;
+    if (cfg.device == DT_DEVICE_CUDA && (rc = gpu_grads(&t, &grad_t, "--device cuda", ""))) goto refuse;
 
-    dt_ctx *ctx = cli_init(&cfg);
-    if (!ctx) return EXIT_FAIL;
+    if (!(ctx = cli_init(&cfg))) {
+        rc = EXIT_FAIL;
+        goto refuse;
+    }
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
     /* --device auto took a GPU: the same rule. */
     dt_placement pl;
     dt_get_placement(ctx, &pl);
     if (pl.device == DT_DEVICE_CUDA &&
-        (rc = gpu_grads(&t, &grad_t, "--device auto chose the GPU, which", ", or train on the CPU with --device cpu"))) {
-        dt_abort_job(ctx, rc);
-        return rc;
-    }
+        (rc = gpu_grads(&t, &grad_t, "--device auto chose the GPU, which", ", or train on the CPU with --device cpu")))
+        goto abort_rc;
     if (!t.data && (size_t)t.dataset_size < (size_t)world * (size_t)t.batch) {
         cli_error("--dataset-size %ld is smaller than one global batch of %d rank%s x %d", t.dataset_size, world,
                   cli_s(world), t.batch);
-        dt_abort_job(ctx, EXIT_USAGE); /* every rank has the same flags: none goes on */
-        return EXIT_USAGE;
+        rc = EXIT_USAGE; /* every rank has the same flags: none goes on */
+        goto abort_rc;
     }
-    if ((rc = fault_check(&flt, world, t.steps))) {
-        dt_abort_job(ctx, rc);
-        return rc;
-    }
+    if ((rc = fault_check(&flt, world, t.steps))) goto abort_rc;
     fault_maybe(&flt, rank, 0, NULL);
-    dt_model *m = NULL;
-    dt_optimizer *opt = NULL;
-    train_data data = {0};
-    dt_loader *ld = NULL;
     const int loader_threads = cli_loader_auto(ctx, t.loader_threads);
     /* The statistics pass and evaluation read with the loader's threads, at least one. */
     const int read_threads = loader_threads > 0 ? loader_threads : 1;
-    FILE *metrics = NULL;
-    dt_status s = DT_OK;
 
-    if ((rc = train_data_open(&t, read_threads, &data))) {
-        dt_abort_job(ctx, rc);
-        return rc;
-    }
+    if ((rc = train_data_open(&t, read_threads, &data))) goto abort_rc;
     if ((s = dt_model_create(ctx, t.model, data.input[0] ? data.input : NULL, (uint64_t)t.seed, t.batch, &m)) ||
         (s = dt_optimizer_create(&t.optim, dt_model_num_params(m), &opt)))
         goto fail;
-    if ((rc = train_data_check_and_eval(&t, m, read_threads, &data))) {
-        release(m, opt, &data, NULL, NULL);
-        dt_abort_job(ctx, rc);
-        return rc;
-    }
+    if ((rc = train_data_check_and_eval(&t, m, read_threads, &data))) goto abort_rc;
     /* Optimizer steps per epoch: each takes --accum-steps batches. */
     const long steps_per_epoch = dt_dataset_steps_per_epoch(data.train, world, t.batch) / t.accum_steps;
     if (t.epochs) {
         if (t.steps_set) {
             cli_error("give --epochs or --steps, not both (--epochs %ld is %ld steps here)", t.epochs,
                       t.epochs * steps_per_epoch);
-            release(m, opt, &data, NULL, NULL);
-            dt_abort_job(ctx, EXIT_USAGE);
-            return EXIT_USAGE;
+            rc = EXIT_USAGE;
+            goto abort_rc;
         }
         if (steps_per_epoch < 1) {
             cli_error("an epoch of %zu samples has no whole optimizer step of %d rank%s x %d x --accum-steps %d: use "
                       "a smaller --batch or --accum-steps", dt_dataset_size(data.train), world, cli_s(world), t.batch,
                       t.accum_steps);
-            release(m, opt, &data, NULL, NULL);
-            dt_abort_job(ctx, EXIT_USAGE);
-            return EXIT_USAGE;
+            rc = EXIT_USAGE;
+            goto abort_rc;
         }
         t.steps = t.epochs * steps_per_epoch;
     }
@@ -236,22 +226,16 @@ int cmd_train(int argc, char **argv)
     if (lr_schedule_parse(t.lr_schedule ? t.lr_schedule : "constant", steps_per_epoch, &sched, why, sizeof why) ||
         lr_schedule_check(&sched, t.optim.lr, t.min_lr, t.warmup_steps, t.steps, why, sizeof why)) {
         cli_error("--lr-schedule %s: %s", t.lr_schedule ? t.lr_schedule : "constant", why);
-        release(m, opt, &data, NULL, NULL);
-        dt_abort_job(ctx, EXIT_USAGE);
-        return EXIT_USAGE;
+        rc = EXIT_USAGE;
+        goto abort_rc;
     }
     if ((t.accum_steps > 1 && (s = dt_model_set_accum_steps(m, t.accum_steps))) ||
         (t.clip_grad_norm > 0 && (s = dt_model_set_clip_grad_norm(m, t.clip_grad_norm))))
         goto fail;
-    if (t.init_params && (rc = params_load(ctx, m, t.init_params))) {
-        release(m, opt, &data, NULL, NULL);
-        dt_abort_job(ctx, rc);
-        return rc;
-    }
+    if (t.init_params && (rc = params_load(ctx, m, t.init_params))) goto abort_rc;
     /* Gradients are already divided by the global batch (see scale below): sum them. */
     t.sync.op = DT_SUM;
     if ((s = dt_model_set_precision(m, t.precision, grad_t)) || (s = dt_model_set_sync(m, &t.sync))) goto fail;
-    dt_scaler *sc = run_scaler;
     if (sc) dt_model_set_nonfinite_check(m, 1);
     if (rank == 0) {
         char desc[4096];
@@ -342,7 +326,7 @@ int cmd_train(int argc, char **argv)
             s = dt_model_train_step(m, opt, sc, x, labels, t.batch, scale, &r);
             if (s == DT_ERR_NUMERIC) {
                 report_numeric_stop(ctx, m, step + 1);
-                release(m, opt, &data, ld, metrics);
+                release(sc, m, opt, &data, ld, metrics);
                 dt_finalize(ctx);
                 return EXIT_FAIL;
             }
@@ -437,7 +421,7 @@ int cmd_train(int argc, char **argv)
         }
     }
     if (stopped) {
-        release(m, opt, &data, ld, metrics);
+        release(sc, m, opt, &data, ld, metrics);
         dt_finalize(ctx);
         return EXIT_PREEMPTED;
     }
@@ -445,11 +429,15 @@ int cmd_train(int argc, char **argv)
     /* The final parameters on the host (a copy from a GPU model), for the check and the dump. */
     float *host_params = dt_model_on_gpu(m) ? malloc(dt_model_num_params(m) * sizeof *host_params) : NULL;
     const float *final_params = host_params ? host_params : dt_model_params(m);
-    if (dt_model_on_gpu(m) && (!host_params || (s = dt_model_get_params(m, host_params)))) {
-        free(host_params);
-        if (!host_params) cli_error("out of host memory for a copy of the parameters");
-        else goto fail;
+    if (dt_model_on_gpu(m) && !host_params) {
+        cli_error("out of host memory for a copy of the %zu parameters (%.1f MiB) to check and dump them: free host "
+                  "memory or run fewer ranks per node", dt_model_num_params(m),
+                  (double)dt_model_num_params(m) * sizeof *host_params / 1048576.0);
         goto fail_quiet;
+    }
+    if (host_params && (s = dt_model_get_params(m, host_params))) {
+        free(host_params);
+        goto fail;
     }
     /* Every rank must end with the same parameters, bit for bit: each applies the same reduced
      * gradients and skips the same overflowing steps. */
@@ -497,7 +485,7 @@ int cmd_train(int argc, char **argv)
         cli_error("writing --metrics %s failed: %s", t.metrics, strerror(errno));
         goto fail_quiet;
     }
-    release(m, opt, &data, ld, NULL);
+    release(sc, m, opt, &data, ld, NULL);
     if ((s = dt_finalize(ctx))) {
         cli_error("%s", dt_last_error());
         return EXIT_FAIL;
@@ -507,9 +495,14 @@ int cmd_train(int argc, char **argv)
 fail:
     cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
 fail_quiet:
-    release(m, opt, &data, ld, metrics);
-    /* Every rank hits the same configuration errors; a rank that fails alone takes the job down. */
     rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+abort_rc: /* after dt_init, the error printed, rc the exit code */
+    release(sc, m, opt, &data, ld, metrics);
+    /* Every rank hits the same configuration errors; a rank that fails alone takes the job down. */
     dt_abort_job(ctx, rc);
+    return rc;
+
+refuse: /* a refusal before dt_init (or dt_init failed, already aborting): nothing but the scaler is held */
+    dt_scaler_free(sc);
     return rc;
 }

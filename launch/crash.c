@@ -3,9 +3,9 @@
  *
  * MPI's own handler prints a glibc backtrace, which is empty after a call through a NULL function
  * pointer (the program counter is 0, so there is nothing to unwind from) and names neither the
- * rank nor where to look. This one prints, on stderr and with write(2) only:
+ * rank nor where to look. This one prints, on stderr:
  *   dtrain: rank R on HOST crashed: SIGSEGV (address not mapped), fault address 0x...
- *   dtrain:   program counter 0x... = FILE+0xOFF (symbol+0x.. when the file exports it)
+ *   dtrain:   program counter 0x... = FILE+0xOFF
  *   dtrain:   return address on the stack 0x... = FILE+0xOFF (x86-64; the caller after a bad call)
  *   dtrain:   backtrace: glibc's frames
  *   dtrain:   `addr2line -f -e FILE 0xOFF` names the function (and the line in a -g build)
@@ -15,11 +15,26 @@
  * its own only where no handler is set); until MPI has said the rank, the report gives the pid,
  * which mpirun's and srun's own lines about the dead process pair with its rank. Never installed
  * by the library.
+ *
+ * The handler may interrupt anything, malloc and stdio included, so it calls only what
+ * signal-safety(7) lists as async-signal-safe: write, open, read, close, getpid, signal, raise
+ * and the string functions POSIX.1-2008 TC2 added there. The numbers are formatted by hand; the
+ * rank and host, which snprintf formats, are formatted at install time. The file and offset of an
+ * address come from /proc/self/maps read with open/read (dladdr takes the dynamic loader's lock
+ * and is not on the list). Beyond the list, two glibc calls: backtrace_symbols_fd, which glibc
+ * documents as AS-Safe (it writes with writev, no malloc), and backtrace, AS-Unsafe only on its
+ * first call, which loads libgcc_s: install makes that call, and the handler calls it last, after
+ * every line of ours is out. The handler runs on the faulting thread's alternate signal stack
+ * (thread_stack.h), so a stack overflow is reported too, on every thread that installed one.
  */
 #include "cli.h"
+#include "log.h"
+#include "thread_stack.h"
 
-#include <dlfcn.h>
+#include <elf.h>
 #include <execinfo.h>
+#include <fcntl.h>
+#include <link.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,39 +42,189 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-static int crash_rank = -1; /* -1: not known yet */
+/* "dtrain: rank R on HOST crashed: " (or the pid while the rank is unknown), formatted at install
+ * time. Two buffers: an update writes the one the handler is not reading, then switches. */
+static char crash_prefix[2][384];
+static volatile sig_atomic_t crash_prefix_cur = -1;
 static int crash_installed;
-static char crash_host[128];
-static char crash_stack[64 * 1024]; /* the handler's own stack: a stack overflow is reported too */
 
-static void put(const char *s)
+/* ---- formatting without stdio: a line in a fixed buffer, cut short rather than overrun */
+
+typedef struct {
+    char b[1024];
+    size_t n;
+} line;
+
+static void put_s(line *l, const char *s)
 {
-    size_t n = strlen(s);
+    while (*s && l->n < sizeof l->b - 1) l->b[l->n++] = *s++;
+}
+
+/* v in base 10 or 16, without leading zeros. */
+static void put_u(line *l, uintptr_t v, unsigned base)
+{
+    char d[2 * sizeof v + 1];
+    size_t k = sizeof d;
+    d[--k] = '\0';
+    do {
+        d[--k] = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v && k > 0);
+    put_s(l, d + k);
+}
+
+static void put_hex(line *l, uintptr_t v)
+{
+    put_s(l, "0x");
+    put_u(l, v, 16);
+}
+
+static void put_line(line *l)
+{
+    const char *s = l->b;
+    size_t n = l->n;
     while (n > 0) {
         const ssize_t w = write(STDERR_FILENO, s, n);
-        if (w <= 0) return;
+        if (w <= 0) break;
         s += w;
         n -= (size_t)w;
     }
+    l->n = 0;
 }
 
-/* "label 0x... = /path/file+0xoff (sym+0x..)" for an address inside a loaded file. */
-static void where(const char *label, const void *addr)
+/* ---- which file holds an address: /proc/self/maps, read with open/read */
+
+typedef struct {
+    uintptr_t start, end; /* the mapping that holds the address */
+    int readable;
+    uintptr_t base;       /* where its file is loaded (that file's mapping at offset 0), 0: unknown */
+    int base_readable;
+    char path[512];       /* the file, a [pseudo] name, or "" for anonymous memory */
+} map_hit;
+
+static uintptr_t parse_hex(const char **p)
 {
-    char line[1024];
-    Dl_info info;
-    memset(&info, 0, sizeof info);
-    if (addr && dladdr(addr, &info) && info.dli_fname && info.dli_fname[0]) {
-        const size_t off = (size_t)((const char *)addr - (const char *)info.dli_fbase);
-        if (info.dli_sname && info.dli_saddr)
-            snprintf(line, sizeof line, "dtrain:   %s %p = %s+0x%zx (%s+0x%zx)\n", label, addr, info.dli_fname, off,
-                     info.dli_sname, (size_t)((const char *)addr - (const char *)info.dli_saddr));
-        else
-            snprintf(line, sizeof line, "dtrain:   %s %p = %s+0x%zx\n", label, addr, info.dli_fname, off);
-    } else {
-        snprintf(line, sizeof line, "dtrain:   %s %p (in no loaded file)\n", label, addr);
+    uintptr_t v = 0;
+    for (;; (*p)++) {
+        const char c = **p;
+        if (c >= '0' && c <= '9') v = v * 16 + (uintptr_t)(c - '0');
+        else if (c >= 'a' && c <= 'f') v = v * 16 + (uintptr_t)(c - 'a' + 10);
+        else return v;
     }
-    put(line);
+}
+
+static void copy_path(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* One line "start-end perms offset dev inode   path" of the maps file. Returns 1 when it holds
+ * addr (h filled); notes the load address of each file it passes, since a file's mappings are
+ * listed in address order from its first one (offset 0). */
+static int map_line(const char *s, uintptr_t addr, map_hit *h, char *base_path, size_t cap)
+{
+    const uintptr_t start = parse_hex(&s);
+    if (*s++ != '-') return 0;
+    const uintptr_t end = parse_hex(&s);
+    if (*s++ != ' ' || strlen(s) < 5) return 0;
+    const int readable = s[0] == 'r';
+    s += 5;
+    const uintptr_t offset = parse_hex(&s);
+    for (int field = 0; field < 2 && *s; field++) { /* dev, inode */
+        while (*s == ' ') s++;
+        while (*s && *s != ' ') s++;
+    }
+    while (*s == ' ') s++;
+    if (offset == 0 && *s == '/') {
+        h->base = start;
+        h->base_readable = readable;
+        copy_path(base_path, cap, s);
+    }
+    if (addr < start || addr >= end) return 0;
+    h->start = start;
+    h->end = end;
+    h->readable = readable;
+    copy_path(h->path, sizeof h->path, s);
+    if (h->path[0] != '/' || strcmp(h->path, base_path) != 0) h->base = 0;
+    return 1;
+}
+
+/* Fills h for the mapping that holds addr; 0 when none does or the maps file cannot be read. */
+static int map_find(uintptr_t addr, map_hit *h)
+{
+    memset(h, 0, sizeof *h);
+    const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[2048], ln[768], base_path[sizeof h->path] = "";
+    size_t used = 0;
+    int found = 0;
+    ssize_t got;
+    while (!found && (got = read(fd, buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < got && !found; i++) {
+            if (buf[i] != '\n') {
+                if (used < sizeof ln - 1) ln[used++] = buf[i]; /* a longer path is cut: never its address */
+                continue;
+            }
+            ln[used] = '\0';
+            used = 0;
+            found = map_line(ln, addr, h, base_path, sizeof base_path);
+        }
+    }
+    close(fd);
+    return found;
+}
+
+/* "dtrain:   label 0x... = /path/file+0xoff" for an address inside a loaded file. The offset is
+ * the address addr2line takes: from the load address for a shared object or a PIE, the address
+ * itself for an executable linked at a fixed address (ET_EXEC). */
+static void where(const char *label, uintptr_t addr)
+{
+    line l = {.n = 0};
+    map_hit h;
+    put_s(&l, "dtrain:   ");
+    put_s(&l, label);
+    put_s(&l, " ");
+    put_hex(&l, addr);
+    if (addr && map_find(addr, &h) && h.path[0] == '/' && h.base) {
+        const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)h.base;
+        const int fixed = h.base_readable && memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_type == ET_EXEC;
+        put_s(&l, " = ");
+        put_s(&l, h.path);
+        put_s(&l, "+");
+        put_hex(&l, fixed ? addr : addr - h.base);
+    } else if (addr && h.path[0]) {
+        put_s(&l, " (in ");
+        put_s(&l, h.path);
+        put_s(&l, ", no file offset)");
+    } else {
+        put_s(&l, " (in no loaded file)");
+    }
+    put_s(&l, "\n");
+    put_line(&l);
+}
+
+/* The word on top of the stack, if that memory is readable (after a stack overflow it may not be). */
+static int stack_top(uintptr_t sp, uintptr_t *out)
+{
+    map_hit h;
+    if (!sp || (sp & (sizeof(void *) - 1)) || !map_find(sp, &h) || !h.readable || sp + sizeof(void *) > h.end)
+        return 0;
+    *out = *(const uintptr_t *)sp;
+    return 1;
+}
+
+static const char *sig_name(int sig)
+{
+    switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    default: return NULL;
+    }
 }
 
 static const char *code_name(int sig, int code)
@@ -72,62 +237,83 @@ static const char *code_name(int sig, int code)
 
 static void on_crash(int sig, siginfo_t *si, void *uctx)
 {
-    char line[512];
+    line l = {.n = 0};
+    const int cur = crash_prefix_cur;
+    put_s(&l, cur >= 0 ? crash_prefix[cur] : "dtrain: crashed: ");
+    const char *name = sig_name(sig);
+    if (name) {
+        put_s(&l, name);
+    } else {
+        put_s(&l, "signal ");
+        put_u(&l, (uintptr_t)sig, 10);
+    }
     const char *code = code_name(sig, si ? si->si_code : 0);
-    const char *abbrev = sigabbrev_np(sig);
-    char name[32];
-    if (abbrev) snprintf(name, sizeof name, "SIG%s", abbrev);
-    else snprintf(name, sizeof name, "signal %d", sig);
-    char who[64];
-    if (crash_rank >= 0) snprintf(who, sizeof who, "rank %d", crash_rank);
-    else snprintf(who, sizeof who, "pid %ld (its rank not known yet: dtrain was starting)", (long)getpid());
-    snprintf(line, sizeof line, "dtrain: %s on %s crashed: %s%s%s%s, fault address %p\n", who,
-             crash_host[0] ? crash_host : "?", name, *code ? " (" : "", code, *code ? ")" : "",
-             si ? si->si_addr : NULL);
-    put(line);
-    const void *pc = NULL, *ret = NULL;
+    if (*code) {
+        put_s(&l, " (");
+        put_s(&l, code);
+        put_s(&l, ")");
+    }
+    put_s(&l, ", fault address ");
+    put_hex(&l, si ? (uintptr_t)si->si_addr : 0);
+    put_s(&l, "\n");
+    put_line(&l);
+
+    uintptr_t pc = 0, ret = 0;
+    int have_ret = 0;
     const ucontext_t *uc = (const ucontext_t *)uctx;
 #if defined(__x86_64__)
     if (uc) {
-        pc = (const void *)(uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+        pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
         /* After a call to a bad address the top of the stack is the caller's return address. */
-        const void *const *sp = (const void *const *)(uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-        if (sp && ((uintptr_t)sp & 7u) == 0) ret = *sp;
+        have_ret = stack_top((uintptr_t)uc->uc_mcontext.gregs[REG_RSP], &ret);
     }
 #elif defined(__aarch64__)
     if (uc) {
-        pc = (const void *)(uintptr_t)uc->uc_mcontext.pc;
-        ret = (const void *)(uintptr_t)uc->uc_mcontext.regs[30]; /* the link register */
+        pc = (uintptr_t)uc->uc_mcontext.pc;
+        ret = (uintptr_t)uc->uc_mcontext.regs[30]; /* the link register */
+        have_ret = 1;
     }
 #else
     (void)uc;
 #endif
     if (uc) where("program counter", pc);
-    if (ret) where("return address on the stack (the caller, after a call to a bad address)", ret);
+    if (have_ret && ret) where("return address on the stack (the caller, after a call to a bad address)", ret);
+    put_s(&l, "dtrain:   backtrace:\n");
+    put_line(&l);
     void *frames[48];
     const int n = backtrace(frames, 48);
-    put("dtrain:   backtrace:\n");
     backtrace_symbols_fd(frames, n, STDERR_FILENO);
-    put("dtrain:   `addr2line -f -e FILE 0xOFFSET` names the function of a FILE+0xOFFSET above (and the line "
-        "in a build with -g); please report these lines\n");
+    put_s(&l, "dtrain:   `addr2line -f -e FILE 0xOFFSET` names the function of a FILE+0xOFFSET above (and the line "
+              "in a build with -g); please report these lines\n");
+    put_line(&l);
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
 void cli_crash_report_install(int rank, const char *host)
 {
-    crash_rank = rank;
-    if (host && *host) snprintf(crash_host, sizeof crash_host, "%s", host);
-    else if (gethostname(crash_host, sizeof crash_host - 1) != 0) crash_host[0] = '\0';
+    char name[128];
+    if (host && *host) {
+        snprintf(name, sizeof name, "%s", host);
+    } else if (gethostname(name, sizeof name - 1) != 0) {
+        snprintf(name, sizeof name, "?");
+    } else {
+        name[sizeof name - 1] = '\0';
+    }
+    const int next = crash_prefix_cur == 0 ? 1 : 0;
+    if (rank >= 0)
+        snprintf(crash_prefix[next], sizeof crash_prefix[next], "dtrain: rank %d on %s crashed: ", rank, name);
+    else
+        snprintf(crash_prefix[next], sizeof crash_prefix[next],
+                 "dtrain: pid %ld (its rank not known yet: dtrain was starting) on %s crashed: ", (long)getpid(), name);
+    crash_prefix_cur = next;
     if (crash_installed) return;
     crash_installed = 1;
     void *warm[1];
     backtrace(warm, 1); /* loads libgcc_s now: the handler must not be the first to need it */
-    stack_t st;
-    memset(&st, 0, sizeof st);
-    st.ss_sp = crash_stack;
-    st.ss_size = sizeof crash_stack;
-    sigaltstack(&st, NULL);
+    /* The main thread's alternate stack; dtrain's other threads install theirs when they start. */
+    if (thread_altstack_install() != DT_OK)
+        dt_log(DT_LOG_WARN, "crash report: %s; a stack overflow will end the process without one", dt_last_error());
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_crash;

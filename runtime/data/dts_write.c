@@ -13,6 +13,8 @@
 #include "dts.h"
 #include "stats.h"
 #include "status.h"
+#include "log.h"
+#include "thread_stack.h"
 #include "cast.h"
 
 #include <errno.h>
@@ -105,6 +107,9 @@ static void *worker_run(void *arg)
 {
     worker *k = arg;
     writer *w = k->w;
+    /* As every dtrain thread: an alternate signal stack, for the crash report of a stack overflow. */
+    if (thread_altstack_install() != DT_OK)
+        dt_log(DT_LOG_WARN, "conversion thread: %s; a crash on it may go unreported", dt_last_error());
     for (size_t c = (size_t)k->index, round = 0; c < w->nchunks; c += (size_t)w->threads, round++) {
         chunk_slot *sl = &k->slot[round % 2];
         pthread_mutex_lock(&w->mu);

@@ -15,6 +15,8 @@
 #include "devmem.h"
 #include "clock.h"
 #include "status.h"
+#include "thread_stack.h"
+#include "log.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -133,6 +135,10 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     dt_loader *l = w->l;
+    /* Its own alternate signal stack: a stack overflow here is then reported like one on the main
+     * thread (the dtrain command's crash handler runs SA_ONSTACK). */
+    if (thread_altstack_install() != DT_OK)
+        dt_log(DT_LOG_WARN, "loader thread: %s; a crash on it may go unreported", dt_last_error());
     pthread_mutex_lock(&l->mu);
     while (!l->stop) {
         if (!begin_fill(l)) {

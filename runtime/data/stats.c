@@ -5,6 +5,8 @@
  */
 #include "stats.h"
 #include "status.h"
+#include "log.h"
+#include "thread_stack.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -120,6 +122,9 @@ typedef struct stats_job {
 static void *stats_run(void *arg)
 {
     stats_job *j = arg;
+    /* As every dtrain thread: an alternate signal stack, for the crash report of a stack overflow. */
+    if (thread_altstack_install() != DT_OK)
+        dt_log(DT_LOG_WARN, "statistics thread: %s; a crash on it may go unreported", dt_last_error());
     const ds_split *s = j->s;
     const size_t per = (size_t)s->c * s->h * s->w;
     float *x = malloc(per * sizeof *x);
