@@ -99,4 +99,44 @@ unsigned int grid_for(size_t n, size_t max_blocks);
 ops_scratch *scratch(const char *op);
 int fetch_result(const char *op, ops_result *r);
 
+/* Shared by the files of the CUDA table (each defined in the file named): ops.cu records failures
+ * and owns the one cuBLAS handle; gemm.cu the row-major GEMMs and the bias broadcast; the rest are
+ * the table's entries, gathered into kernels_cuda() by ops.cu. */
+/* ops.cu */
+void ops_fail(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *cublas_name(cublasStatus_t st);
+const char *cublas_text(cublasStatus_t st);
+cublasHandle_t blas(const char *op);
+/* gemm.cu */
+void rm_gemm(const char *op, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+             const float *b, int ldb, float beta, float *c, int ldc);
+void rm_gemm_batched(const char *op, int ta, int tb, int m, int n, int k, float alpha, const float *a,
+                     int lda, long long sa, const float *b, int ldb, long long sb, float beta, float *c,
+                     int ldc, long long sc, int count);
+void bias_broadcast(const char *op, float *y, const float *b, size_t rows, size_t per, size_t outer, int chan);
+void cuda_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+               const float *b, int ldb, float beta, float *c, int ldc);
+void cuda_linear_fwd(const float *x, const float *w, const float *b, float *y, int batch, int in, int out);
+void cuda_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                     int batch, int in, int out);
+/* conv.cu */
+size_t cuda_conv_ws_floats(const conv_shape *s);
+void cuda_conv_fwd(const conv_shape *s, const float *x, const float *w, const float *b, float *y, float *ws);
+void cuda_conv_bwd_data(const conv_shape *s, const float *dy, const float *w, float *dx, float *ws);
+void cuda_conv_bwd_filter(const conv_shape *s, const float *x, const float *dy, float *dw, float *db,
+                          float *ws);
+/* elementwise.cu */
+void cuda_relu_fwd(const float *x, float *y, size_t n);
+void cuda_relu_bwd(const float *y, const float *dy, float *dx, size_t n);
+/* pool.cu */
+void cuda_maxpool_fwd(const float *x, float *y, int32_t *idx, int batch, int c, int h, int w, int k);
+void cuda_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int batch, int c, int h, int w, int k);
+/* loss.cu */
+double cuda_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch, int classes,
+                         float grad_scale, int *correct);
+/* optim.cu */
+void cuda_sgd(float *p, const float *grad, float *buf, size_t n, float lr, float momentum, float wd, int first);
+void cuda_adamw(float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1, float b2,
+                float eps, float wd, int t);
+
 #endif

@@ -1,0 +1,398 @@
+/*
+ * conv.cu - convolutions of the CUDA table: im2col/col2im kernels in groups of images around strided-batched GEMMs, the gather of dy for the filter gradient, the bias gradient in a fixed order; fp32, and the same structure with 16-bit columns for mixed precision.
+ */
+#include "ops_internal.cuh"
+
+/* The convolution bias gradient db[o] = sum over images n and pixels p of dy[(n*O + o)*P + p], in
+ * double (as the CPU) and rounded to float once, in a fixed order whatever the timing: pass one
+ * gives each (channel o, slice c of nb slices of the batch) a block that sums its slice's
+ * elements thread by thread and then in a fixed shared-memory tree, into part[o*nb + c] (or, when
+ * nb is 1, straight into db); pass two adds a channel's nb partials in order. dy is fp32 or
+ * 16-bit (T), read where it lies. */
+template <typename T>
+static __global__ void conv_bias_part_kernel(const T *__restrict__ dy, int bf, int batch, int O, uint32_t P, int nb,
+                                             double *__restrict__ part, float *__restrict__ db)
+{
+    __shared__ double sh[OPS_BLOCK];
+    const int c = blockIdx.x;
+    const int n0 = (int)((long long)batch * c / nb), n1 = (int)((long long)batch * (c + 1) / nb);
+    const uint32_t cnt = (uint32_t)(n1 - n0) * P; /* < 2^31: the launcher sizes the slices so */
+    for (int o = blockIdx.y; o < O; o += gridDim.y) { /* the same o for every thread of the block */
+        double acc = 0.0;
+        for (uint32_t j = threadIdx.x; j < cnt; j += blockDim.x) {
+            const uint32_t n = j / P, p = j - n * P;
+            acc += as32(dy[((size_t)(n0 + n) * O + o) * P + p], bf);
+        }
+        sh[threadIdx.x] = acc;
+        __syncthreads();
+        for (int w = OPS_BLOCK / 2; w > 0; w >>= 1) {
+            if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) {
+            if (nb == 1)
+                db[o] = (float)sh[0];
+            else
+                part[(size_t)o * nb + c] = sh[0];
+        }
+        __syncthreads(); /* sh is reused by the next channel */
+    }
+}
+
+static __global__ void conv_bias_final_kernel(const double *__restrict__ part, int O, int nb, float *__restrict__ db)
+{
+    const int o = blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= O) return;
+    double acc = 0.0;
+    for (int c = 0; c < nb; c++) acc += part[(size_t)o * nb + c];
+    db[o] = (float)acc;
+}
+
+template <typename T>
+static void conv_bias_grad(const char *op, const T *dy, int bf, int batch, int O, size_t P, float *db)
+{
+    if (O <= 0 || batch <= 0) return;
+    /* Enough blocks to fill the GPU, at most one slice per image; and slices small enough for
+     * 32-bit indices (more of them when batch x P is large). */
+    int nb = (OPS_DB_BLOCKS + O - 1) / O;
+    const size_t need = ((size_t)batch * P + (IDX32_LIMIT / 2) - 1) / (IDX32_LIMIT / 2);
+    if ((size_t)nb < need) nb = (int)(need < (size_t)batch ? need : (size_t)batch);
+    if (nb > batch) nb = batch;
+    const size_t slice = ((size_t)batch + nb - 1) / nb * P;
+    if (slice >= IDX32_LIMIT || (nb > 1 && (size_t)O * nb > OPS_DB_PARTS)) {
+        ops_fail(DT_ERR_UNSUPPORTED, "cuda %s: the bias gradient of %d channels of %zu values over a batch of %d is "
+                 "beyond this kernel (at most %d partial sums, 2^31 values a slice): use a smaller --batch", op, O, P,
+                 batch, OPS_DB_PARTS);
+        return;
+    }
+    ops_scratch *s = NULL;
+    if (nb > 1 && !(s = scratch(op))) return;
+    const unsigned int gy = (unsigned int)(O < 65535 ? O : 65535);
+    conv_bias_part_kernel<<<dim3((unsigned int)nb, gy), OPS_BLOCK, 0, g_stream>>>(dy, bf, batch, O, (uint32_t)P, nb,
+                                                                                s ? s->part_db : NULL, db);
+    if (!check_launch(op, "the bias-gradient partial sums", (size_t)O * nb) || nb == 1) return;
+    conv_bias_final_kernel<<<(unsigned int)((O + OPS_BLOCK - 1) / OPS_BLOCK), OPS_BLOCK, 0, g_stream>>>(s->part_db, O,
+                                                                                                      nb, db);
+    check_launch(op, "the bias-gradient sums", (size_t)O);
+}
+
+/* ---------------------------------------------------------------- convolution */
+
+/* Shape numbers as the kernels want them. */
+typedef struct conv_geo {
+    int C, H, W, k, S, pad, Ho, Wo;
+} conv_geo;
+
+static conv_geo geo_of(const conv_shape *s)
+{
+    conv_geo g = {s->c_in, s->h, s->w, s->k, s->stride, s->pad, s->h_out, s->w_out};
+    return g;
+}
+
+/* im2col of g images starting at x (NCHW, C*H*W apart): element (i, row, pix) with row =
+ * (c*k + kh)*k + kw and pix = oh*Wo + ow goes to col[i*img_stride + row*ld + pix] and holds
+ * x_i[c][oh*S - pad + kh][ow*S - pad + kw], or 0 in the padding (the CPU's definition, conv.c).
+ * Layout (g, K, P): img_stride K*P, ld P; layout (K, g*P): img_stride P, ld g*P.
+ * A row kernel: one (image, row) per block turn, its threads along the row's P pixels. */
+template <typename T>
+static __global__ void im2col_kernel(const T *__restrict__ x, T *__restrict__ col, conv_geo q, int g,
+                                     size_t img_stride, size_t ld)
+{
+    const uint32_t K = (uint32_t)q.C * q.k * q.k, P = (uint32_t)q.Ho * q.Wo, Wo = (uint32_t)q.Wo;
+    const size_t plane = (size_t)q.H * q.W, rows = (size_t)g * K;
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const uint32_t row = (uint32_t)(r % K);
+        const size_t i = r / K;
+        const int kw = (int)(row % (uint32_t)q.k), kh = (int)((row / (uint32_t)q.k) % (uint32_t)q.k);
+        const int c = (int)(row / ((uint32_t)q.k * q.k));
+        const T *xp = x + ((size_t)i * q.C + c) * plane;
+        T *cp = col + i * img_stride + (size_t)row * ld;
+        for (uint32_t pix = threadIdx.x; pix < P; pix += blockDim.x) {
+            const uint32_t oh = pix / Wo, ow = pix - oh * Wo;
+            const int ih = (int)oh * q.S - q.pad + kh, iw = (int)ow * q.S - q.pad + kw;
+            T v = (T)0; /* +0 in fp32, and the +0 pattern of fp16/bf16 */
+            if (ih >= 0 && ih < q.H && iw >= 0 && iw < q.W) v = xp[(size_t)ih * q.W + iw];
+            cp[pix] = v;
+        }
+    }
+}
+
+/* col2im as a gather into g images of dx (NCHW, overwritten): each input pixel (ih, iw) of channel
+ * c sums col[(c*k + kh)*k + kw][oh*Wo + ow] over the (kh, kw) with ih = oh*S - pad + kh and
+ * iw = ow*S - pad + kw for an output (oh, ow) inside the image, in increasing kh then kw, the order
+ * in which the CPU's col2im adds them; pixels that no window reads get 0. A row kernel: one
+ * (image, channel) plane per block turn; S1 (stride 1, the common case) needs no divisions. */
+template <bool S1>
+static __global__ void col2im_kernel(const float *__restrict__ col, float *__restrict__ dx, conv_geo q, int g,
+                                     size_t img_stride, size_t ld)
+{
+    const uint32_t W = (uint32_t)q.W, HW = (uint32_t)q.H * q.W;
+    const size_t rows = (size_t)g * q.C;
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int c = (int)(r % (uint32_t)q.C);
+        const size_t i = r / (uint32_t)q.C;
+        const float *ci = col + i * img_stride + (size_t)c * q.k * q.k * ld;
+        float *dp = dx + r * HW;
+        for (uint32_t p = threadIdx.x; p < HW; p += blockDim.x) {
+            const int ih = (int)(p / W), iw = (int)(p - (uint32_t)ih * W);
+            float sum = 0.0f;
+            for (int kh = 0; kh < q.k; kh++) {
+                const int y = ih + q.pad - kh; /* = oh*S; decreases with kh */
+                if (y < 0) break;
+                if (!S1 && y % q.S) continue;
+                const int oh = S1 ? y : y / q.S;
+                if (oh >= q.Ho) continue;
+                for (int kw = 0; kw < q.k; kw++) {
+                    const int xw = iw + q.pad - kw;
+                    if (xw < 0) break;
+                    if (!S1 && xw % q.S) continue;
+                    const int ow = S1 ? xw : xw / q.S;
+                    if (ow >= q.Wo) continue;
+                    sum += ci[(size_t)(kh * q.k + kw) * ld + (size_t)oh * q.Wo + ow];
+                }
+            }
+            dp[p] = sum;
+        }
+    }
+}
+
+static int col2im(const char *op, const conv_shape *s, const float *col, float *dx, int g, size_t img_stride,
+                  size_t ld)
+{
+    const size_t rows = (size_t)g * s->c_in, hw = (size_t)s->h * s->w;
+    if (rows == 0 || hw == 0) return 1;
+    if (s->stride == 1)
+        LAUNCH_ROWS(col2im_kernel<true>, rows, hw, col, dx, geo_of(s), g, img_stride, ld);
+    else
+        LAUNCH_ROWS(col2im_kernel<false>, rows, hw, col, dx, geo_of(s), g, img_stride, ld);
+    return check_launch(op, "col2im", rows * hw);
+}
+
+/* dy of g images (NCHW (g, O, P)) -> the GEMM layout (O, g*P): out[o*g*P + i*P + p]. A row
+ * kernel: one (image, channel) plane of P values per block turn. */
+template <typename T>
+static __global__ void gather_dy_kernel(const T *__restrict__ dy, T *__restrict__ out, int g, int O, uint32_t P)
+{
+    const size_t rows = (size_t)g * O, ld = (size_t)g * P;
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const size_t o = r % (uint32_t)O, i = r / (uint32_t)O;
+        const T *src = dy + r * P;
+        T *dst = out + o * ld + i * P;
+        for (uint32_t p = threadIdx.x; p < P; p += blockDim.x) dst[p] = src[p];
+    }
+}
+
+template <typename T>
+static int gather_dy(const char *op, const T *dy, T *out, int g, int O, size_t P)
+{
+    const size_t rows = (size_t)g * O;
+    if (rows == 0 || P == 0) return 1;
+    LAUNCH_ROWS(gather_dy_kernel, rows, P, dy, out, g, O, (uint32_t)P);
+    return check_launch(op, "the dy gather", rows * P);
+}
+
+static int conv_is_pointwise(const conv_shape *s) { return s->k == 1 && s->stride == 1 && s->pad == 0; }
+
+/* Images per group: depends on the shape and is capped by the batch, so a workspace sized for a
+ * batch also serves every smaller one. */
+static int conv_group(const conv_shape *s)
+{
+    const size_t K = (size_t)s->c_in * s->k * s->k, P = (size_t)s->h_out * s->w_out, O = (size_t)s->c_out;
+    size_t g = CONV_WS_CAP / (P * (K + O));
+    if (g < 1) g = 1;
+    if (g > CONV_MAX_GROUP) g = CONV_MAX_GROUP;
+    if (g > (size_t)s->batch) g = (size_t)s->batch;
+    return (int)g;
+}
+
+/* G images' columns (K, G*P) plus the (O, G*P) copy of dy that backward-filter gathers; forward
+ * and backward-data use only the first part (and a pointwise forward/backward-data none). */
+size_t cuda_conv_ws_floats(const conv_shape *s)
+{
+    const size_t K = (size_t)s->c_in * s->k * s->k, P = (size_t)s->h_out * s->w_out, O = (size_t)s->c_out;
+    return (size_t)conv_group(s) * P * (K + O);
+}
+
+template <typename T>
+static int im2col(const char *op, const conv_shape *s, const T *x, T *col, int g, size_t img_stride, size_t ld)
+{
+    const size_t rows = (size_t)g * s->c_in * s->k * s->k, P = (size_t)s->h_out * s->w_out;
+    if (rows == 0 || P == 0) return 1;
+    LAUNCH_ROWS(im2col_kernel, rows, P, x, col, geo_of(s), g, img_stride, ld);
+    return check_launch(op, "im2col", rows * P);
+}
+
+void cuda_conv_fwd(const conv_shape *s, const float *x, const float *w, const float *b, float *y, float *ws)
+{
+    // x (B, C, H, W), w (O, C, k, k), b (O) or NULL, y (B, O, Ho, Wo)
+    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
+    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
+    for (int b0 = 0; b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G;
+        float *yb = y + (size_t)b0 * out_sz;
+        if (b) bias_broadcast("conv_fwd", yb, b, (size_t)g * O, (size_t)P, (size_t)O, 1);
+        const float *col = x + (size_t)b0 * in_sz; /* pointwise: x_i (C, H*W) is its own column matrix */
+        if (!conv_is_pointwise(s)) {
+            im2col("conv_fwd", s, col, ws, g, (size_t)K * P, (size_t)P);
+            col = ws;
+        }
+        /* y_i (O, P) = W (O, K) col_i (K, P) [+ y_i holding the bias] */
+        rm_gemm_batched("conv_fwd", 0, 0, O, P, K, 1.0f, w, K, 0, col, P, (long long)K * P, b ? 1.0f : 0.0f, yb, P,
+                        (long long)out_sz, g);
+    }
+}
+
+void cuda_conv_bwd_data(const conv_shape *s, const float *dy, const float *w, float *dx, float *ws)
+{
+    // dy (B, O, Ho, Wo), w (O, C, k, k), dx (B, C, H, W)
+    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
+    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
+    const int pointwise = conv_is_pointwise(s);
+    for (int b0 = 0; b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G;
+        float *dxb = dx + (size_t)b0 * in_sz;
+        /* dcol_i (K, P) = W^T (K, O) dy_i (O, P); pointwise: dcol_i is dx_i itself */
+        float *dcol = pointwise ? dxb : ws;
+        rm_gemm_batched("conv_bwd_data", 1, 0, K, P, O, 1.0f, w, K, 0, dy + (size_t)b0 * out_sz, P,
+                        (long long)out_sz, 0.0f, dcol, P, (long long)K * P, g);
+        if (!pointwise) col2im("conv_bwd_data", s, ws, dxb, g, (size_t)K * P, (size_t)P);
+    }
+}
+
+void cuda_conv_bwd_filter(const conv_shape *s, const float *x, const float *dy, float *dw, float *db,
+                          float *ws)
+{
+    // x (B, C, H, W), dy (B, O, Ho, Wo), dw (O, C, k, k), db (O) or NULL
+    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
+    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
+    if (db) conv_bias_grad("conv_bwd_filter", dy, 0, s->batch, O, (size_t)P, db);
+    float *col = ws, *dyg = ws + (size_t)K * G * P;
+    for (int b0 = 0; b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
+        /* col (K, g*P): image i in columns [i*P, (i+1)*P) */
+        im2col("conv_bwd_filter", s, x + (size_t)b0 * in_sz, col, g, (size_t)P, (size_t)ld);
+        gather_dy("conv_bwd_filter", dy + (size_t)b0 * out_sz, dyg, g, O, (size_t)P);
+        /* dW (O, K) (+)= dy_g (O, g*P) col^T (g*P, K); the first group overwrites */
+        rm_gemm("conv_bwd_filter", 0, 1, O, K, ld, 1.0f, dyg, ld, col, ld, b0 ? 1.0f : 0.0f, dw, K);
+    }
+}
+
+
+/* ---------------------------------------------------------------- 16-bit convolutions (AMP)
+ *
+ * The fp32 convolution's structure (im2col in groups of images, strided-batched GEMMs, the gather
+ * of dy for the filter gradient) with 16-bit columns and GEMMs on the tensor cores
+ * (cublasGemmEx, fp32 accumulation). Outputs that are rounded once go through fp32 scratch: the
+ * forward result before the bias, and the column gradient before col2im. */
+
+static void rm_gemm16_batched(const char *op, dt_dtype t, int ta, int tb, int m, int n, int k, const void *a, int lda,
+                              long long sa, const void *b, int ldb, long long sb, float beta, void *c,
+                              cudaDataType_t ct, int ldc, long long sc, int count)
+{
+    if (m <= 0 || n <= 0 || count <= 0) return;
+    cublasHandle_t h = blas(op);
+    if (!h) return;
+    const cudaDataType_t ab = t == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const float alpha = 1.0f;
+    const cublasStatus_t st = cublasGemmStridedBatchedEx(
+        h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ab, ldb, sb, a, ab, lda,
+        sa, &beta, c, ct, ldc, sc, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        ops_fail(DT_ERR_DEVICE,
+                 "cuda %s: cublasGemmStridedBatchedEx (row-major m %d n %d k %d x %d, trans_a %d trans_b %d) failed: "
+                 "%s (%s)",
+                 op, m, n, k, count, ta, tb, cublas_name(st), cublas_text(st));
+}
+
+/* y16 = round(y32 + bias) as `rows` rows of `per` values, the bias as in bias_broadcast_kernel
+ * (b16 NULL: + 0.0f, which is what rounding alone gives but for -0, made +0 as before). */
+template <bool CHAN>
+static __global__ void bias_round16_kernel(int bf, const float *__restrict__ y32, const uint16_t *__restrict__ b16,
+                                           uint16_t *__restrict__ y16, size_t rows, uint32_t per, uint32_t outer)
+{
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *src = y32 + r * per;
+        uint16_t *dst = y16 + r * per;
+        const float br = CHAN && b16 ? wide16(bf, b16[r % outer]) : 0.0f;
+        for (uint32_t p = threadIdx.x; p < per; p += blockDim.x)
+            dst[p] = narrow16(bf, src[p] + (CHAN || !b16 ? br : wide16(bf, b16[p])));
+    }
+}
+
+static int bias_round16(const char *op, dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16,
+                        size_t rows, size_t per, size_t outer, int chan)
+{
+    if (rows == 0 || per == 0) return 1;
+    if (chan)
+        LAUNCH_ROWS(bias_round16_kernel<true>, rows, per, t == DT_BF16, y32, b16, y16, rows, (uint32_t)per,
+                    (uint32_t)outer);
+    else
+        LAUNCH_ROWS(bias_round16_kernel<false>, rows, per, t == DT_BF16, y32, b16, y16, rows, (uint32_t)per,
+                    (uint32_t)outer);
+    return check_launch(op, "bias and rounding", rows * per);
+}
+
+extern "C" void cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16, int rows, int cols)
+{
+    if (rows <= 0 || cols <= 0) return;
+    bias_round16("bias_to16", t, y32, b16, y16, (size_t)rows, (size_t)cols, (size_t)cols, 0);
+}
+
+extern "C" void cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *w,
+                                const uint16_t *b, float *y32, uint16_t *y, float *ws)
+{
+    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
+    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
+    uint16_t *col16 = (uint16_t *)ws; /* K * G * P halves: within the fp32 workspace */
+    for (int b0 = 0; b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G;
+        const uint16_t *col = x + (size_t)b0 * in_sz;
+        if (!conv_is_pointwise(s)) {
+            if (!im2col("conv_fwd16", s, x + (size_t)b0 * in_sz, col16, g, (size_t)K * P, (size_t)P)) return;
+            col = col16;
+        }
+        /* y32_i (O, P) = W (O, K) col_i (K, P) */
+        rm_gemm16_batched("conv_fwd16", t, 0, 0, O, P, K, w, K, 0, col, P, (long long)K * P, 0.0f,
+                          y32 + (size_t)b0 * out_sz, CUDA_R_32F, P, (long long)out_sz, g);
+    }
+    if (s->batch > 0) bias_round16("conv_fwd16", t, y32, b, y, (size_t)s->batch * O, (size_t)P, (size_t)O, 1);
+}
+
+extern "C" void cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *dy, const uint16_t *w,
+                                     float *dx32, uint16_t *dx, float *ws)
+{
+    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
+    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
+    const int pointwise = conv_is_pointwise(s);
+    for (int b0 = 0; b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G;
+        float *dxb = dx32 + (size_t)b0 * in_sz;
+        /* dcol_i (K, P) = W^T (K, O) dy_i (O, P), in fp32; pointwise: dcol_i is dx_i itself */
+        float *dcol = pointwise ? dxb : ws;
+        rm_gemm16_batched("conv_bwd_data16", t, 1, 0, K, P, O, w, K, 0, dy + (size_t)b0 * out_sz, P,
+                          (long long)out_sz, 0.0f, dcol, CUDA_R_32F, P, (long long)K * P, g);
+        if (!pointwise && !col2im("conv_bwd_data16", s, ws, dxb, g, (size_t)K * P, (size_t)P)) return;
+    }
+    if (s->batch > 0) bias_round16("conv_bwd_data16", t, dx32, NULL, dx, (size_t)s->batch * s->c_in,
+                                   (size_t)s->h * s->w, 1, 1);
+}
+
+extern "C" void cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *dy,
+                                       float *dw, float *db, float *ws)
+{
+    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
+    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
+    /* The bias gradient from dy where it lies: the fp32 kernel's fixed-order double sums. */
+    if (db) conv_bias_grad("conv_bwd_filter16", dy, t == DT_BF16, s->batch, O, (size_t)P, db);
+    uint16_t *col = (uint16_t *)ws, *dyg = col + (size_t)K * G * P; /* (K + O) * G * P halves */
+    for (int b0 = 0; b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
+        if (!im2col("conv_bwd_filter16", s, x + (size_t)b0 * in_sz, col, g, (size_t)P, (size_t)ld) ||
+            !gather_dy("conv_bwd_filter16", dy + (size_t)b0 * out_sz, dyg, g, O, (size_t)P))
+            return;
+        /* dW (O, K) (+)= dy_g (O, g*P) col^T (g*P, K) */
+        rm_gemm16_batched("conv_bwd_filter16", t, 0, 1, O, K, ld, dyg, ld, 0, col, ld, 0, b0 ? 1.0f : 0.0f, dw,
+                          CUDA_R_32F, K, 0, 1);
+    }
+}
+

@@ -1,0 +1,120 @@
+/*
+ * loss.cu - softmax cross-entropy of the CUDA table: one row per block, partial sums in a fixed order, the loss and correct count copied back.
+ */
+#include "ops_internal.cuh"
+
+/* ---------------------------------------------------------------- softmax cross-entropy */
+
+/* Does (v, j) beat the current (m, am) (am < 0: none yet) as the CPU's argmax? The CPU starts from
+ * element 0 and takes strictly greater values in order: a NaN at 0 is kept (nothing is greater),
+ * a NaN elsewhere is never taken, ties keep the first index. */
+__device__ static bool xent_beats(float v, int j, float m, int am)
+{
+    if (v != v) return j == 0;
+    if (am < 0) return true;
+    if (m != m) return false; /* the NaN at index 0 */
+    return v > m || (v == m && j < am);
+}
+
+/* One warp per row (rows strided over all warps of the grid). Per row: m, argmax; s = sum of
+ * e_j = expf(x_j - m) in double; loss = log(s) - (x[label] - m); dlogits = e_j * (float)(gs / s),
+ * minus gs at the label (each step rounded as on the CPU). Lane 0 of each warp adds its rows' loss
+ * and correct flags in row order; thread 0 adds the warps in order into this block's partial. A
+ * label outside [0, classes) gives a NaN loss and no label term. */
+static __global__ void xent_rows_kernel(const float *__restrict__ logits, const int32_t *__restrict__ labels,
+                                 float *__restrict__ dlogits, int batch, int classes, float gs,
+                                 double *__restrict__ part_loss, int *__restrict__ part_correct)
+{
+    __shared__ double sh_loss[OPS_WARPS];
+    __shared__ int sh_correct[OPS_WARPS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nwarps = gridDim.x * OPS_WARPS;
+    double wloss = 0.0;
+    int wcorrect = 0;
+    for (int r = blockIdx.x * OPS_WARPS + warp; r < batch; r += nwarps) {
+        const float *row = logits + (size_t)r * classes;
+        float m = 0.0f;
+        int am = -1;
+        for (int j = lane; j < classes; j += 32) {
+            const float v = row[j];
+            if (xent_beats(v, j, m, am)) m = v, am = j;
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            const float v = __shfl_xor_sync(0xffffffffu, m, off);
+            const int j = __shfl_xor_sync(0xffffffffu, am, off);
+            if (j >= 0 && xent_beats(v, j, m, am)) m = v, am = j;
+        }
+        float *d = dlogits ? dlogits + (size_t)r * classes : NULL;
+        double sum = 0.0;
+        for (int j = lane; j < classes; j += 32) {
+            const float e = expf(__fsub_rn(row[j], m));
+            if (d) d[j] = e;
+            sum += (double)e;
+        }
+        for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        const int label = labels[r];
+        const bool valid = label >= 0 && label < classes;
+        if (d) {
+            const float scale = (float)((double)gs / sum);
+            for (int j = lane; j < classes; j += 32) {
+                float v = __fmul_rn(d[j], scale);
+                if (j == label) v = __fsub_rn(v, gs);
+                d[j] = v;
+            }
+        }
+        if (lane == 0) {
+            wloss += valid ? log(sum) - ((double)row[label] - (double)m) : nan("");
+            wcorrect += valid && am == label;
+        }
+    }
+    if (lane == 0) {
+        sh_loss[warp] = wloss;
+        sh_correct[warp] = wcorrect;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double l = 0.0;
+        int c = 0;
+        for (int i = 0; i < OPS_WARPS; i++) l += sh_loss[i], c += sh_correct[i];
+        part_loss[blockIdx.x] = l;
+        part_correct[blockIdx.x] = c;
+    }
+}
+
+/* One thread adds the block partials in order. */
+static __global__ void xent_final_kernel(ops_scratch *s, int parts)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    double l = 0.0;
+    int c = 0;
+    for (int i = 0; i < parts; i++) l += s->part_loss[i], c += s->part_correct[i];
+    s->res.loss = l;
+    s->res.correct = c;
+}
+
+/* Synchronizes the stream: the loss and the count are host values. On a failure: NaN, *correct 0,
+ * and the error recorded. */
+double cuda_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch, int classes,
+                         float grad_scale, int *correct)
+{
+    static const char op[] = "softmax_xent";
+    if (correct) *correct = 0;
+    if (batch <= 0) return 0.0;
+    if (classes <= 0) {
+        ops_fail(DT_ERR_INVALID_ARG, "cuda softmax_xent: %d classes; there must be at least one", classes);
+        return NAN;
+    }
+    ops_scratch *s = scratch(op);
+    if (!s) return NAN;
+    const int want = (batch + OPS_WARPS - 1) / OPS_WARPS, parts = want < OPS_MAX_PARTS ? want : OPS_MAX_PARTS;
+    xent_rows_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>(logits, labels, dlogits, batch, classes, grad_scale,
+                                                        s->part_loss, s->part_correct);
+    if (!check_launch(op, "the per-row losses", (size_t)batch * classes)) return NAN;
+    xent_final_kernel<<<1, 32, 0, g_stream>>>(s, parts);
+    if (!check_launch(op, "the loss sum", (size_t)parts)) return NAN;
+    ops_result r;
+    if (!fetch_result(op, &r)) return NAN;
+    if (correct) *correct = r.correct;
+    return r.loss;
+}
+
