@@ -22,8 +22,8 @@ set(DTRAIN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/dtrain)
 # needs no path to libdtrain.so.
 set_target_properties(dtrain dtrain_cmd PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 
-# The exported targets carry only the public include directory: dtrain_obj's internal ones (runtime,
-# collectives, kernels) reach dtrain_static in the build tree alone ($<BUILD_INTERFACE>).
+# The exported targets carry only the public include directory: the layers' internal include root
+# reaches dtrain_static in the build tree alone ($<BUILD_INTERFACE>).
 # nvcc compiles the host side of kernels/cuda with g++, so libdtrain.a needs the C++ runtime. In the
 # tree CMake links its users with the CUDA linker, which adds it; a consumer that enables only C does
 # not, so the installed target names it.
@@ -84,6 +84,7 @@ list(JOIN _pc_libs " " DTRAIN_PC_LIBS_PRIVATE)
 # files that name it (the .pc, the sbatch templates' default path to the command).
 set(DTRAIN_PC_PREFIX "@DTRAIN_INSTALL_PREFIX@")
 configure_file(cmake/dtrain.pc.in ${CMAKE_CURRENT_BINARY_DIR}/dtrain.pc.in @ONLY)
-file(GLOB DTRAIN_SBATCH CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/slurm/*.sbatch)
+set(DTRAIN_SBATCH ${DTRAIN_SBATCH_TEMPLATES}) # cmake/sources.cmake
+list(TRANSFORM DTRAIN_SBATCH PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
 configure_file(cmake/install_prefixed.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/install_prefixed.cmake @ONLY)
 install(SCRIPT ${CMAKE_CURRENT_BINARY_DIR}/install_prefixed.cmake)

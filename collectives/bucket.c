@@ -7,10 +7,10 @@
  * one, so any tiling in any order works, bucketing only what is contiguous. The first bucket is
  * kept small (PyTorch DDP's 1 MiB) so communication starts early.
  */
-#include "bucket.h"
-#include "hash.h"
-#include "log.h"
-#include "status.h"
+#include "collectives/bucket.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/status.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,12 +29,12 @@ static int cmp_range_key(const void *a, const void *b)
 
 static void plan_log(const bucket_plan *p, size_t elem_bytes, size_t first_cap, size_t cap)
 {
-    if (!log_enabled(DT_LOG_DEBUG)) return;
-    dt_log0(DT_LOG_DEBUG, "bucket plan: %d bucket(s) over %d range(s) of %zu elements, %zu-byte elements, first cap "
+    if (!log_enabled(LOG_LEVEL_DEBUG)) return;
+    log_msg0(LOG_LEVEL_DEBUG, "bucket plan: %d bucket(s) over %d range(s) of %zu elements, %zu-byte elements, first cap "
             "%zu bytes, cap %zu bytes (0: no cap), filled in backward order", p->nb, p->nr, p->count, elem_bytes,
             first_cap, cap);
     for (int i = 0; i < p->nb; i++)
-        dt_log0(DT_LOG_DEBUG, "bucket plan: bucket %d: ranges %d..%d, elements [%zu, %zu), %zu bytes", i,
+        log_msg0(LOG_LEVEL_DEBUG, "bucket plan: bucket %d: ranges %d..%d, elements [%zu, %zu), %zu bytes", i,
                 p->b[i].first_range, p->b[i].first_range + p->b[i].nranges - 1, p->b[i].off, p->b[i].off + p->b[i].n,
                 p->b[i].n * elem_bytes);
 }
@@ -43,7 +43,7 @@ static void plan_log(const bucket_plan *p, size_t elem_bytes, size_t first_cap, 
 static dt_status index_buckets(bucket_plan *p)
 {
     p->b_by_off = malloc((size_t)p->nb * sizeof *p->b_by_off);
-    if (!p->b_by_off) return dt_set_error(DT_ERR_NOMEM, "out of memory planning %d buckets", p->nb);
+    if (!p->b_by_off) return status_set_error(DT_ERR_NOMEM, "out of memory planning %d buckets", p->nb);
     for (int i = 0; i < p->nb; i++) p->b_by_off[i] = i;
     /* Insertion sort: plans by size are already in reverse order, plans by ranges nearly so. */
     for (int i = 1; i < p->nb; i++) {
@@ -70,13 +70,13 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
                              size_t cap_bytes, bucket_plan *out)
 {
     memset(out, 0, sizeof *out);
-    if (nr < 1 || !r) return dt_set_error(DT_ERR_INVALID_ARG, "bucket plan: no ranges given");
+    if (nr < 1 || !r) return status_set_error(DT_ERR_INVALID_ARG, "bucket plan: no ranges given");
     for (int i = 0; i < nr; i++) {
         if (r[i].count == 0)
-            return dt_set_error(DT_ERR_INVALID_ARG, "range %d [%zu, %zu) is empty: every range holds at least one "
+            return status_set_error(DT_ERR_INVALID_ARG, "range %d [%zu, %zu) is empty: every range holds at least one "
                                 "element", i, r[i].offset, r[i].offset);
         if (r[i].offset >= count || r[i].count > count - r[i].offset)
-            return dt_set_error(DT_ERR_INVALID_ARG, "range %d [%zu, %zu) runs past the buffer of %zu elements", i,
+            return status_set_error(DT_ERR_INVALID_ARG, "range %d [%zu, %zu) runs past the buffer of %zu elements", i,
                                 r[i].offset, r[i].offset + (r[i].count <= SIZE_MAX - r[i].offset ? r[i].count : 0),
                                 count);
     }
@@ -88,13 +88,13 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
     out->b = calloc((size_t)nr, sizeof *out->b);
     if (!out->r || !out->by_off || !out->of_range || !out->b) {
         bucket_plan_free(out);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory planning buckets over %d ranges", nr);
+        return status_set_error(DT_ERR_NOMEM, "out of memory planning buckets over %d ranges", nr);
     }
     memcpy(out->r, r, (size_t)nr * sizeof *r);
     range_key *key = malloc((size_t)nr * sizeof *key);
     if (!key) {
         bucket_plan_free(out);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory planning buckets over %d ranges", nr);
+        return status_set_error(DT_ERR_NOMEM, "out of memory planning buckets over %d ranges", nr);
     }
     for (int i = 0; i < nr; i++) key[i] = (range_key){r[i].offset, i};
     qsort(key, (size_t)nr, sizeof *key, cmp_range_key);
@@ -107,14 +107,14 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
         const dt_range *x = &out->r[i];
         if (x->offset < end) {
             const int j = out->by_off[k - 1];
-            dt_status s = dt_set_error(DT_ERR_INVALID_ARG, "ranges %d [%zu, %zu) and %d [%zu, %zu) overlap: each "
+            dt_status s = status_set_error(DT_ERR_INVALID_ARG, "ranges %d [%zu, %zu) and %d [%zu, %zu) overlap: each "
                                        "element of the buffer belongs to exactly one range", j, out->r[j].offset,
                                        out->r[j].offset + out->r[j].count, i, x->offset, x->offset + x->count);
             bucket_plan_free(out);
             return s;
         }
         if (x->offset > end) {
-            dt_status s = dt_set_error(DT_ERR_INVALID_ARG, "the ranges leave elements [%zu, %zu) of the buffer "
+            dt_status s = status_set_error(DT_ERR_INVALID_ARG, "the ranges leave elements [%zu, %zu) of the buffer "
                                        "uncovered (before range %d): the ranges must tile [0, %zu) exactly", end,
                                        x->offset, i, count);
             bucket_plan_free(out);
@@ -123,7 +123,7 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
         end = x->offset + x->count;
     }
     if (end != count) {
-        dt_status s = dt_set_error(DT_ERR_INVALID_ARG, "the ranges leave elements [%zu, %zu) of the buffer uncovered "
+        dt_status s = status_set_error(DT_ERR_INVALID_ARG, "the ranges leave elements [%zu, %zu) of the buffer uncovered "
                                    "(after the last range): the ranges must tile [0, %zu) exactly", end, count, count);
         bucket_plan_free(out);
         return s;
@@ -159,7 +159,7 @@ dt_status bucket_plan_auto(size_t count, size_t elem_bytes, size_t first_cap_byt
                            bucket_plan *out)
 {
     memset(out, 0, sizeof *out);
-    if (count == 0) return dt_set_error(DT_ERR_INVALID_ARG, "bucket plan: the buffer is empty");
+    if (count == 0) return status_set_error(DT_ERR_INVALID_ARG, "bucket plan: the buffer is empty");
     /* Caps in elements (at least one); a cap of 0 never closes a bucket, as with ranges. */
     const size_t first = first_cap_bytes ? (first_cap_bytes / elem_bytes ? first_cap_bytes / elem_bytes : 1) : 0;
     const size_t each = cap_bytes ? (cap_bytes / elem_bytes ? cap_bytes / elem_bytes : 1) : count;
@@ -168,11 +168,11 @@ dt_status bucket_plan_auto(size_t count, size_t elem_bytes, size_t first_cap_byt
         const size_t cap = nb == 0 && first ? first : each;
         end -= end < cap ? end : cap;
         if (nb >= (size_t)1 << 20)
-            return dt_set_error(DT_ERR_INVALID_ARG, "bucket caps of %zu / %zu bytes cut %zu elements into more than "
+            return status_set_error(DT_ERR_INVALID_ARG, "bucket caps of %zu / %zu bytes cut %zu elements into more than "
                                 "2^20 buckets: raise the caps", first_cap_bytes, cap_bytes, count);
     }
     out->b = calloc(nb, sizeof *out->b);
-    if (!out->b) return dt_set_error(DT_ERR_NOMEM, "out of memory planning %zu buckets", nb);
+    if (!out->b) return status_set_error(DT_ERR_NOMEM, "out of memory planning %zu buckets", nb);
     out->count = count;
     int i = 0;
     for (size_t end = count; end > 0; i++) {

@@ -1,8 +1,8 @@
 /*
  * coll.c - what every collective backend shares: argument checks, the watchdog's test hook.
  */
-#include "coll.h"
-#include "status.h"
+#include "collectives/coll.h"
+#include "base/status.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,20 +10,20 @@
 
 dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype t, int op, int root)
 {
-    if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "collective called without a context");
+    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "collective called without a context");
     const int reduce = op != COLL_NO_REDUCTION;
     if (t == DT_U8 && reduce)
-        return dt_set_error(DT_ERR_INVALID_ARG, "allreduce of dtype DT_U8: raw bytes have no sum; DT_U8 is for "
+        return status_set_error(DT_ERR_INVALID_ARG, "allreduce of dtype DT_U8: raw bytes have no sum; DT_U8 is for "
                             "dt_broadcast only (reduce DT_F32, DT_F16 or DT_BF16 values)");
     if (t != DT_F32 && t != DT_F16 && t != DT_BF16 && t != DT_U8)
-        return dt_set_error(DT_ERR_INVALID_ARG, "unknown dtype %d (use DT_F32, DT_F16 or DT_BF16, or DT_U8 to "
+        return status_set_error(DT_ERR_INVALID_ARG, "unknown dtype %d (use DT_F32, DT_F16 or DT_BF16, or DT_U8 to "
                             "broadcast bytes)", (int)t);
     if (reduce && op != DT_SUM && op != DT_AVG)
-        return dt_set_error(DT_ERR_INVALID_ARG, "unknown reduction %d (use DT_SUM or DT_AVG)", op);
+        return status_set_error(DT_ERR_INVALID_ARG, "unknown reduction %d (use DT_SUM or DT_AVG)", op);
     if (root < 0 || root >= c->size)
-        return dt_set_error(DT_ERR_INVALID_ARG, "root rank %d is not in the world of %d ranks", root, c->size);
+        return status_set_error(DT_ERR_INVALID_ARG, "root rank %d is not in the world of %d ranks", root, c->size);
     if (!buf && count > 0)
-        return dt_set_error(DT_ERR_INVALID_ARG, "NULL buffer for %zu elements", count);
+        return status_set_error(DT_ERR_INVALID_ARG, "NULL buffer for %zu elements", count);
     return DT_OK;
 }
 
@@ -49,7 +49,7 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
     (void)comm;
     (void)timeout_s;
     *out = NULL;
-    return dt_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without NCCL; rebuild with the CUDA "
+    return status_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without NCCL; rebuild with the CUDA "
                         "toolkit and NCCL installed (cmake -DDTRAIN_CUDA=ON)");
 }
 

@@ -14,12 +14,12 @@
  * say which ranks have not joined it, so each one comes with a roll call (roll_post) through rank
  * 0: the watchdog then names the ranks that never arrived instead of guessing.
  */
-#include "coll.h"
-#include "clock.h"
-#include "cast.h"
-#include "status.h"
+#include "collectives/coll.h"
+#include "base/clock.h"
+#include "kernels/cast.h"
+#include "base/status.h"
 
-#include "log.h"
+#include "base/log.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -161,7 +161,7 @@ static void roll_expire(coll *c, const char *what, size_t count, double age)
                  "rank hears only from rank 0)", clock_now_s() - st->t_hub);
     }
     cause = verdict;
-    dt_log(DT_LOG_ERROR, "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s timeout; "
+    log_msg(LOG_LEVEL_ERROR, "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s timeout; "
            "%s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately this slow)", seq, what,
            count, age, c->timeout_s, cause);
     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -222,8 +222,8 @@ static int op_begin(coll *c, int kind, size_t count, size_t bytes, double *start
 {
     mpi_state *st = c->impl;
     *start = clock_now_s();
-    if (log_enabled(DT_LOG_DEBUG))
-        dt_log(DT_LOG_DEBUG, "coll %s: start #%llu %s of %zu elements (%zu bytes)", c->ops->name, st->seq,
+    if (log_enabled(LOG_LEVEL_DEBUG))
+        log_msg(LOG_LEVEL_DEBUG, "coll %s: start #%llu %s of %zu elements (%zu bytes)", c->ops->name, st->seq,
                op_names[kind], count, bytes);
     const int rc = roll_post(c, kind, count);
     if (rc == MPI_SUCCESS && st->nroll && coll_test_hang("mpi", c->rank, st->seq))
@@ -241,8 +241,8 @@ static void op_end(coll *c, int kind, size_t count, size_t bytes, double start, 
 {
     mpi_state *st = c->impl;
     if (!ok) roll_drop(c);
-    if (log_enabled(DT_LOG_DEBUG))
-        dt_log(DT_LOG_DEBUG, "coll %s: end #%llu %s of %zu elements (%zu bytes) %s in %.0f us", c->ops->name, st->seq,
+    if (log_enabled(LOG_LEVEL_DEBUG))
+        log_msg(LOG_LEVEL_DEBUG, "coll %s: end #%llu %s of %zu elements (%zu bytes) %s in %.0f us", c->ops->name, st->seq,
                op_names[kind], count, bytes, ok ? "done" : "failed", (clock_now_s() - start) * 1e6);
     st->seq++;
 }
@@ -252,7 +252,7 @@ static dt_status mpi_fail(int rc, const char *what, size_t count)
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, msg, &len);
-    return dt_set_error(DT_ERR_MPI, "%s of %zu elements failed: %s. A peer may have died or run out "
+    return status_set_error(DT_ERR_MPI, "%s of %zu elements failed: %s. A peer may have died or run out "
                         "of memory: read the other ranks' messages", what, count, msg);
 }
 
@@ -268,7 +268,7 @@ static dt_status mpi_allreduce_host(coll *c, void *buf, size_t count, dt_dtype t
     if (t != DT_F32 && !st->scratch) {
         st->scratch = malloc(MPI16_CHUNK * sizeof(float));
         if (!st->scratch)
-            return dt_set_error(DT_ERR_NOMEM, "out of memory for the %zu MiB fp32 scratch of 16-bit "
+            return status_set_error(DT_ERR_NOMEM, "out of memory for the %zu MiB fp32 scratch of 16-bit "
                                 "allreduce", MPI16_CHUNK * sizeof(float) >> 20);
     }
     double start;
@@ -312,7 +312,7 @@ static dt_status mpi_stage(void *dev, void **host, size_t bytes, int to_host)
     cudaError_t e;
     if (to_host) {
         *host = malloc(bytes ? bytes : 1);
-        if (!*host) return dt_set_error(DT_ERR_NOMEM, "out of host memory staging %zu bytes", bytes);
+        if (!*host) return status_set_error(DT_ERR_NOMEM, "out of host memory staging %zu bytes", bytes);
         e = cudaMemcpy(*host, dev, bytes, cudaMemcpyDeviceToHost);
     } else {
         e = cudaMemcpy(dev, *host, bytes, cudaMemcpyHostToDevice);
@@ -320,7 +320,7 @@ static dt_status mpi_stage(void *dev, void **host, size_t bytes, int to_host)
     if (e != cudaSuccess) {
         free(*host);
         *host = NULL;
-        return dt_set_error(DT_ERR_DEVICE, "cudaMemcpy of %zu bytes failed: %s", bytes, cudaGetErrorString(e));
+        return status_set_error(DT_ERR_DEVICE, "cudaMemcpy of %zu bytes failed: %s", bytes, cudaGetErrorString(e));
     }
     if (!to_host) {
         free(*host);
@@ -413,14 +413,14 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
     *out = NULL;
 #ifndef DTRAIN_HAVE_CUDA
     if (device_buffers)
-        return dt_set_error(DT_ERR_UNSUPPORTED, "device buffers need a CUDA build of dtrain");
+        return status_set_error(DT_ERR_UNSUPPORTED, "device buffers need a CUDA build of dtrain");
 #endif
     coll *c = calloc(1, sizeof *c);
     mpi_state *st = calloc(1, sizeof *st);
     if (!c || !st) {
         free(c);
         free(st);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory creating the MPI backend");
+        return status_set_error(DT_ERR_NOMEM, "out of memory creating the MPI backend");
     }
     c->ops = &mpi_ops;
     c->impl = st;
@@ -441,7 +441,7 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
     st->roll_in = malloc((nroll / 2 + 1) * sizeof *st->roll_in);
     if (!st->roll || !st->roll_in) {
         mpi_destroy(c);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory creating the MPI backend");
+        return status_set_error(DT_ERR_NOMEM, "out of memory creating the MPI backend");
     }
     *out = c;
     return DT_OK;

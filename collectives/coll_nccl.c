@@ -18,10 +18,10 @@
  * before the next call, so a peer that dies or cannot be reached during initialization, or while
  * NCCL connects lazily at the first collective, ends the job with a message instead of a hang.
  */
-#include "coll.h"
-#include "clock.h"
-#include "log.h"
-#include "status.h"
+#include "collectives/coll.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/status.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -52,7 +52,7 @@ static dt_status nccl_fail(ncclResult_t r, const char *what, size_t count)
     const char *last = ncclGetLastError(NULL);
     char of[48] = "";
     if (count) snprintf(of, sizeof of, " of %zu elements", count);
-    return dt_set_error(DT_ERR_MPI, "%s%s failed: %s%s%s. Run with NCCL_DEBUG=INFO for details", what, of,
+    return status_set_error(DT_ERR_MPI, "%s%s failed: %s%s%s. Run with NCCL_DEBUG=INFO for details", what, of,
                         ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
 }
 
@@ -62,7 +62,7 @@ static dt_status mpi_call_fail(int rc, const char *what)
     char msg[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     MPI_Error_string(rc, msg, &len);
-    return dt_set_error(DT_ERR_MPI, "%s failed while creating the NCCL backend: %s. A peer may have died: read the "
+    return status_set_error(DT_ERR_MPI, "%s failed while creating the NCCL backend: %s. A peer may have died: read the "
                         "other ranks' messages", what, msg);
 }
 
@@ -97,7 +97,7 @@ static dt_status nccl_watch(coll *c, int cuda_work, cudaEvent_t ev, double start
             const cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(st->stream);
             if (e == cudaSuccess) return DT_OK;
             if (e != cudaErrorNotReady)
-                return dt_set_error(DT_ERR_DEVICE, "%s%s: CUDA error %s", what, of, cudaGetErrorString(e));
+                return status_set_error(DT_ERR_DEVICE, "%s%s: CUDA error %s", what, of, cudaGetErrorString(e));
         }
         ncclResult_t state = ncclSuccess;
         const ncclResult_t q = ncclCommGetAsyncError(st->comm, &state);
@@ -110,10 +110,10 @@ static dt_status nccl_watch(coll *c, int cuda_work, cudaEvent_t ev, double start
         }
         const double age = clock_now_s() - start;
         if (c->timeout_s > 0 && age > c->timeout_s) {
-            dt_log(DT_LOG_ERROR, "%s%s still running after %.1f s (timeout %.1f s); aborting the NCCL communicator",
+            log_msg(LOG_LEVEL_ERROR, "%s%s still running after %.1f s (timeout %.1f s); aborting the NCCL communicator",
                    what, of, age, c->timeout_s);
             c->ops->abort(c);
-            return dt_set_error(DT_ERR_TIMEOUT, "%s%s did not finish within %.1f s: %s", what, of, c->timeout_s,
+            return status_set_error(DT_ERR_TIMEOUT, "%s%s did not finish within %.1f s: %s", what, of, c->timeout_s,
                                 hint);
         }
         struct timespec ts = {0, 50000};
@@ -144,7 +144,7 @@ static dt_status nccl_wait(coll *c, double start, const char *what, size_t count
 
 static dt_status cuda_fail(cudaError_t e, const char *what)
 {
-    return dt_set_error(DT_ERR_DEVICE, "%s failed: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    return status_set_error(DT_ERR_DEVICE, "%s failed: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 static dt_status nccl_start(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, void *after)
@@ -152,7 +152,7 @@ static dt_status nccl_start(coll *c, void *buf, size_t count, dt_dtype t, dt_red
     dt_status s = coll_check_args(c, buf, count, t, op, 0);
     if (s || count == 0) return s;
     nccl_state *st = c->impl;
-    if (st->aborted) return dt_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    if (st->aborted) return status_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
     cudaError_t e = cudaEventRecord(st->ready, (cudaStream_t)after);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(st->stream, st->ready, 0);
     if (e != cudaSuccess) return cuda_fail(e, "ordering a gradient bucket after the backward pass (cudaEventRecord)");
@@ -174,7 +174,7 @@ static dt_status nccl_wait_all(coll *c, void *after)
     if (!st->started) return DT_OK;
     const int n = st->started;
     st->started = 0;
-    if (st->aborted) return dt_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    if (st->aborted) return status_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
     cudaError_t e = cudaEventRecord(st->done, st->stream);
     if (e != cudaSuccess) return cuda_fail(e, "cudaEventRecord after the gradient allreduce");
     char what[96];
@@ -190,7 +190,7 @@ static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt
     dt_status s = coll_check_args(c, buf, count, t, op, 0);
     if (s || count == 0) return s;
     nccl_state *st = c->impl;
-    if (st->aborted) return dt_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    if (st->aborted) return status_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
     const double t0 = clock_now_s();
     ncclResult_t r = ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum,
                                    st->comm, st->stream);
@@ -203,7 +203,7 @@ static dt_status nccl_broadcast(coll *c, void *buf, size_t count, dt_dtype t, in
     dt_status s = coll_check_args(c, buf, count, t, COLL_NO_REDUCTION, root);
     if (s || count == 0) return s;
     nccl_state *st = c->impl;
-    if (st->aborted) return dt_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    if (st->aborted) return status_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
     const double t0 = clock_now_s();
     ncclResult_t r = ncclBroadcast(buf, buf, count, nccl_type(t), root, st->comm, st->stream);
     if ((s = nccl_settle(c, r, t0, "ncclBroadcast", count, HINT_PEER))) return s;
@@ -213,7 +213,7 @@ static dt_status nccl_broadcast(coll *c, void *buf, size_t count, dt_dtype t, in
 static dt_status nccl_barrier(coll *c)
 {
     int rc = MPI_Barrier(c->comm);
-    return rc == MPI_SUCCESS ? DT_OK : dt_set_error(DT_ERR_MPI, "MPI_Barrier failed (a peer may have died)");
+    return rc == MPI_SUCCESS ? DT_OK : status_set_error(DT_ERR_MPI, "MPI_Barrier failed (a peer may have died)");
 }
 
 static void nccl_abort(coll *c)
@@ -236,7 +236,7 @@ static void nccl_destroy(coll *c)
          * fails or times out has aborted the communicator instead (comm NULL). */
         if (st->comm && !st->aborted && nccl_settle(c, ncclCommFinalize(st->comm), clock_now_s(), "ncclCommFinalize",
                                                     0, HINT_PEER))
-            dt_log(DT_LOG_WARN, "closing NCCL: %s", dt_last_error());
+            log_msg(LOG_LEVEL_WARN, "closing NCCL: %s", dt_last_error());
 #endif
         if (st->comm) ncclCommDestroy(st->comm);
         if (st->ready) cudaEventDestroy(st->ready);
@@ -267,7 +267,7 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
     if (!c || !st) {
         free(c);
         free(st);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory creating the NCCL backend");
+        return status_set_error(DT_ERR_NOMEM, "out of memory creating the NCCL backend");
     }
     c->ops = &nccl_ops;
     c->impl = st;
@@ -297,7 +297,7 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
         goto fail;
     }
     if (!ok) {
-        s = dt_set_error(DT_ERR_MPI, "ncclGetUniqueId failed on rank 0; run with NCCL_DEBUG=INFO");
+        s = status_set_error(DT_ERR_MPI, "ncclGetUniqueId failed on rank 0; run with NCCL_DEBUG=INFO");
         goto fail;
     }
     char what[64];
@@ -306,7 +306,7 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->ready, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
     if (e != cudaSuccess) {
-        s = dt_set_error(DT_ERR_DEVICE, "creating the NCCL stream and its events failed: %s", cudaGetErrorString(e));
+        s = status_set_error(DT_ERR_DEVICE, "creating the NCCL stream and its events failed: %s", cudaGetErrorString(e));
         ok = 0;
     }
     /* Every rank agrees it can start before any joins: ncclCommInitRank would otherwise wait the
@@ -318,7 +318,7 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
         goto fail;
     }
     if (!all_ready) {
-        if (s == DT_OK) s = dt_set_error(DT_ERR_DEVICE, "another rank could not create its NCCL stream; read its message");
+        if (s == DT_OK) s = status_set_error(DT_ERR_DEVICE, "another rank could not create its NCCL stream; read its message");
         goto fail;
     }
     {
@@ -358,7 +358,7 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
     }
     if (!all_ok) {
         if (s == DT_OK)
-            s = dt_set_error(DT_ERR_MPI, "NCCL initialization failed on another rank; read its message");
+            s = status_set_error(DT_ERR_MPI, "NCCL initialization failed on another rank; read its message");
         goto fail;
     }
     *out = c;

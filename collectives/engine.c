@@ -12,13 +12,13 @@
  * bytes, phase, age, the ranks not heard from) and the job is aborted with MPI_Abort, so mpirun or
  * srun ends every process instead of leaving them hanging.
  */
-#include "engine.h"
-#include "coll.h"
-#include "clock.h"
-#include "cast.h"
-#include "log.h"
-#include "status.h"
-#include "thread_stack.h"
+#include "collectives/engine.h"
+#include "collectives/coll.h"
+#include "base/clock.h"
+#include "kernels/cast.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "base/thread_stack.h"
 
 #include <pthread.h>
 #include <sys/prctl.h>
@@ -158,7 +158,7 @@ static dt_status req_post_phase(engine *e, req *q, req_phase phase)
             rc2 = MPI_Isend(q->buf + moff, (int)mcnt, MPI_FLOAT, j, tag, e->comm, &q->mr[q->nmr++]);
         }
         if (rc1 != MPI_SUCCESS || rc2 != MPI_SUCCESS)
-            return dt_set_error(DT_ERR_MPI, "posting messages of collective #%llu (bucket %d) failed: a peer "
+            return status_set_error(DT_ERR_MPI, "posting messages of collective #%llu (bucket %d) failed: a peer "
                                 "may have died", (unsigned long long)q->seq, q->bucket);
     }
     return DT_OK;
@@ -175,8 +175,8 @@ static size_t req_wire_bytes(const req *q) { return q->count * (q->wire == DT_F3
 /* A debug line when a request has finished (ok) or failed, with its time since it was posted. */
 static void req_log_end(const engine *e, const req *q, int ok)
 {
-    if (!log_enabled(DT_LOG_DEBUG)) return;
-    dt_log(DT_LOG_DEBUG, "engine: end #%llu allreduce of bucket %d, %zu elements, %zu bytes %s, %s %s in %.0f us",
+    if (!log_enabled(LOG_LEVEL_DEBUG)) return;
+    log_msg(LOG_LEVEL_DEBUG, "engine: end #%llu allreduce of bucket %d, %zu elements, %zu bytes %s, %s %s in %.0f us",
            (unsigned long long)q->seq, q->bucket, q->count, req_wire_bytes(q), wire_name(q->wire),
            e->size == 1 ? "no communication (1 rank)" : req_by_mpi(e, q) ? "by MPI_Allreduce" : "rank-ordered",
            ok ? "done" : "failed", (clock_now_s() - q->t_start) * 1e6);
@@ -218,7 +218,7 @@ static dt_status req_post(engine *e, req *q)
         }
         if (rc != MPI_SUCCESS) {
             req_log_end(e, q, 0);
-            return dt_set_error(DT_ERR_MPI, "collective #%llu (bucket %d) failed: a peer may have died",
+            return status_set_error(DT_ERR_MPI, "collective #%llu (bucket %d) failed: a peer may have died",
                                 (unsigned long long)q->seq, q->bucket);
         }
         if (q->op == DT_AVG)
@@ -234,7 +234,7 @@ static dt_status req_post(engine *e, req *q)
          * after it in the same scratch. */
         const size_t own = q->buf16 ? 0 : q->count, need = own + (size_t)(e->size - 1) * mcnt;
         uint16_t *sc = scratch16_for(e, q->bucket, need ? need : 1);
-        if (!sc) return dt_set_error(DT_ERR_NOMEM, "out of memory for the 16-bit copy of bucket %d", q->bucket);
+        if (!sc) return status_set_error(DT_ERR_NOMEM, "out of memory for the 16-bit copy of bucket %d", q->bucket);
         q->wire16 = q->buf16 ? q->buf16 : sc;
         q->recv16 = sc + own;
         if (!q->buf16) cpu_cast_f32_to_16(q->wire, q->buf, q->wire16, q->count);
@@ -242,7 +242,7 @@ static dt_status req_post(engine *e, req *q)
     }
     q->scratch = scratch_for(e, q->bucket, (size_t)(e->size - 1) * mcnt);
     if (!q->scratch && mcnt > 0)
-        return dt_set_error(DT_ERR_NOMEM, "out of memory for the %zu-element receive buffer of bucket %d",
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the %zu-element receive buffer of bucket %d",
                             (size_t)(e->size - 1) * mcnt, q->bucket);
     return req_post_phase(e, q, PHASE_SCATTER);
 }
@@ -295,7 +295,7 @@ static int req_progress(engine *e, req *q, dt_status *st)
     if (q->phase == PHASE_DONE) return 0;
     int flag = 0;
     if (MPI_Testall(q->nmr, q->mr, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
-        *st = dt_set_error(DT_ERR_MPI, "collective #%llu (bucket %d): a message failed; a peer rank may have "
+        *st = status_set_error(DT_ERR_MPI, "collective #%llu (bucket %d): a message failed; a peer rank may have "
                            "died: read the other ranks' messages", (unsigned long long)q->seq, q->bucket);
         q->phase = PHASE_DONE;
         req_log_end(e, q, 0);
@@ -344,7 +344,7 @@ static void engine_expire(engine *e, req *q, double age)
     else
         snprintf(verdict, sizeof verdict, "every rank's data for this phase has come, but this rank's own sends are "
                  "not done: a peer stopped receiving, or the network between the ranks failed");
-    dt_log(DT_LOG_ERROR,
+    log_msg(LOG_LEVEL_ERROR,
            "watchdog: collective #%llu (allreduce of bucket %d, %zu bytes, %s) has waited %.1f s, past the "
            "%.1f s timeout; %s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately "
            "this slow)",
@@ -381,7 +381,7 @@ static void *engine_thread(void *arg)
     engine *e = arg;
     /* A crash on this thread (a stack overflow included) is reported like one on the main thread. */
     if (thread_altstack_install() != DT_OK)
-        dt_log(DT_LOG_WARN, "communication thread: %s; a crash on it may go unreported", dt_last_error());
+        log_msg(LOG_LEVEL_WARN, "communication thread: %s; a crash on it may go unreported", dt_last_error());
     /* The kernel's default 50 us timer slack turns each 20 us poll into ~75 us: a small allreduce,
      * which needs a few polls, then took ~275 us instead of ~90 us (measured). */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
@@ -432,7 +432,7 @@ dt_status engine_create(MPI_Comm world, double timeout_s, engine **out)
 {
     *out = NULL;
     engine *e = calloc(1, sizeof *e);
-    if (!e) return dt_set_error(DT_ERR_NOMEM, "out of memory for the communication engine");
+    if (!e) return status_set_error(DT_ERR_NOMEM, "out of memory for the communication engine");
     e->comm = MPI_COMM_NULL;
     /* First, so that engine_destroy may run from every failure below. */
     pthread_mutex_init(&e->mu, NULL);
@@ -440,7 +440,7 @@ dt_status engine_create(MPI_Comm world, double timeout_s, engine **out)
     pthread_cond_init(&e->cv_done, NULL);
     if (MPI_Comm_dup(world, &e->comm) != MPI_SUCCESS) {
         engine_destroy(e);
-        return dt_set_error(DT_ERR_MPI, "MPI_Comm_dup failed creating the communication engine");
+        return status_set_error(DT_ERR_MPI, "MPI_Comm_dup failed creating the communication engine");
     }
     MPI_Comm_set_errhandler(e->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(e->comm, &e->rank);
@@ -460,17 +460,17 @@ dt_status engine_create(MPI_Comm world, double timeout_s, engine **out)
     }
     if (!ok) {
         engine_destroy(e);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory for the communication engine");
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the communication engine");
     }
     int provided = 0;
     MPI_Query_thread(&provided);
     const char *v = getenv("DTRAIN_COMM_THREAD");
     e->threaded = provided == MPI_THREAD_MULTIPLE && !(v && strcmp(v, "0") == 0);
     if (e->threaded && pthread_create(&e->thread, NULL, engine_thread, e) != 0) {
-        dt_log(DT_LOG_WARN, "could not start the communication thread; communication progresses inline");
+        log_msg(LOG_LEVEL_WARN, "could not start the communication thread; communication progresses inline");
         e->threaded = 0;
     }
-    dt_log0(DT_LOG_INFO, "communication engine: %s, timeout %.0f s",
+    log_msg0(LOG_LEVEL_INFO, "communication engine: %s, timeout %.0f s",
             e->threaded ? "communication thread" : "inline (no MPI_THREAD_MULTIPLE, or DTRAIN_COMM_THREAD=0)",
             timeout_s);
     *out = e;
@@ -505,16 +505,16 @@ static dt_status engine_start_any(engine *e, float *buf, uint16_t *buf16, size_t
                                   dt_dtype wire)
 {
     if (wire != DT_F32 && wire != DT_F16 && wire != DT_BF16)
-        return dt_set_error(DT_ERR_INVALID_ARG, "unknown wire type %d (use DT_F32, DT_F16 or DT_BF16)", (int)wire);
+        return status_set_error(DT_ERR_INVALID_ARG, "unknown wire type %d (use DT_F32, DT_F16 or DT_BF16)", (int)wire);
     if (bucket < 0 || bucket >= e->nscratch)
-        return dt_set_error(DT_ERR_INVALID_ARG, "bucket id %d is outside 0..%d", bucket, e->nscratch - 1);
+        return status_set_error(DT_ERR_INVALID_ARG, "bucket id %d is outside 0..%d", bucket, e->nscratch - 1);
     if (count / (size_t)e->size + 1 > (size_t)2147483647)
-        return dt_set_error(DT_ERR_INVALID_ARG, "bucket %d of %zu elements is too large: use a smaller --bucket-mb",
+        return status_set_error(DT_ERR_INVALID_ARG, "bucket %d of %zu elements is too large: use a smaller --bucket-mb",
                             bucket, count);
     if (e->threaded) pthread_mutex_lock(&e->mu);
     if (e->next_seq - e->done >= ENGINE_MAX_REQS) {
         if (e->threaded) pthread_mutex_unlock(&e->mu);
-        return dt_set_error(DT_ERR_INVALID_ARG, "more than %d collectives in flight", ENGINE_MAX_REQS);
+        return status_set_error(DT_ERR_INVALID_ARG, "more than %d collectives in flight", ENGINE_MAX_REQS);
     }
     req *q = &e->reqs[e->next_seq % ENGINE_MAX_REQS];
     q->buf = buf;
@@ -527,8 +527,8 @@ static dt_status engine_start_any(engine *e, float *buf, uint16_t *buf16, size_t
     q->phase = PHASE_QUEUED;
     q->t_start = clock_now_s();
     e->next_seq++;
-    if (log_enabled(DT_LOG_DEBUG))
-        dt_log(DT_LOG_DEBUG, "engine: start #%llu allreduce of bucket %d, %zu elements, %zu bytes %s",
+    if (log_enabled(LOG_LEVEL_DEBUG))
+        log_msg(LOG_LEVEL_DEBUG, "engine: start #%llu allreduce of bucket %d, %zu elements, %zu bytes %s",
                (unsigned long long)q->seq, bucket, count, req_wire_bytes(q), wire_name(wire));
     if (e->threaded) {
         pthread_cond_signal(&e->cv_work);
@@ -552,7 +552,7 @@ dt_status engine_start(engine *e, float *buf, size_t count, dt_redop op, int buc
 dt_status engine_start16(engine *e, uint16_t *buf, size_t count, dt_redop op, int bucket, dt_dtype t)
 {
     if (t != DT_F16 && t != DT_BF16)
-        return dt_set_error(DT_ERR_INVALID_ARG, "16-bit bucket of type %d: use DT_F16 or DT_BF16", (int)t);
+        return status_set_error(DT_ERR_INVALID_ARG, "16-bit bucket of type %d: use DT_F16 or DT_BF16", (int)t);
     return engine_start_any(e, NULL, buf, count, op, bucket, t);
 }
 
@@ -588,7 +588,7 @@ dt_status engine_wait_all(engine *e)
     if (e->failure) {
         dt_status s = e->failure;
         e->failure = DT_OK;
-        return dt_set_error(s, "%s", e->failure_msg);
+        return status_set_error(s, "%s", e->failure_msg);
     }
     return DT_OK;
 }

@@ -4,11 +4,11 @@
  * another plan is named instead of hanging a collective later, and the engine or device backend
  * that will carry the buckets. The step itself (ready, wait) is reducer_step.c.
  */
-#include "reducer_impl.h"
-#include "reducer_internal.h"
-#include "ctx_internal.h"
-#include "devmem.h"
-#include "status.h"
+#include "collectives/reducer_impl.h"
+#include "collectives/reducer_internal.h"
+#include "collectives/ctx_comm.h"
+#include "kernels/devmem.h"
+#include "base/status.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -35,12 +35,12 @@ void dt_reducer_defaults(dt_reducer_config *c)
 static dt_status check_types(dt_memory mem, dt_dtype dtype, dt_dtype wire)
 {
     if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
-        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: buffer type %d must be DT_F32, DT_F16 or DT_BF16",
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: buffer type %d must be DT_F32, DT_F16 or DT_BF16",
                             (int)dtype);
     if (wire != DT_F32 && wire != DT_F16 && wire != DT_BF16)
-        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: wire type %d must be DT_F32, DT_F16 or DT_BF16", (int)wire);
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: wire type %d must be DT_F32, DT_F16 or DT_BF16", (int)wire);
     if (dtype != DT_F32 && wire != dtype)
-        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: a %s buffer travels as %s (wire %s asked): set wire to the "
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: a %s buffer travels as %s (wire %s asked): set wire to the "
                             "buffer's type", dtype_name(dtype), dtype_name(dtype), dtype_name(wire));
     return DT_OK;
 }
@@ -49,23 +49,23 @@ static dt_status check_types(dt_memory mem, dt_dtype dtype, dt_dtype wire)
 static dt_status check_memory(const dt_ctx *ctx, const void *buf, dt_memory mem)
 {
     if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)
-        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: memory kind %d must be DT_MEMORY_HOST or DT_MEMORY_DEVICE",
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: memory kind %d must be DT_MEMORY_HOST or DT_MEMORY_DEVICE",
                             (int)mem);
     const int dev = devmem_is_device(buf);
     if (mem == DT_MEMORY_HOST && dev)
-        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: the gradient buffer %p is CUDA device memory but was given as "
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: the gradient buffer %p is CUDA device memory but was given as "
                             "DT_MEMORY_HOST: set memory to DT_MEMORY_DEVICE", buf);
     if (mem == DT_MEMORY_DEVICE) {
 #ifndef DTRAIN_HAVE_CUDA
-        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: DT_MEMORY_DEVICE in a build without CUDA: rebuild with the "
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: DT_MEMORY_DEVICE in a build without CUDA: rebuild with the "
                             "CUDA toolkit, or give host memory");
 #else
         dt_placement pl;
         if (dt_get_placement(ctx, &pl) == DT_OK && pl.device != DT_DEVICE_CUDA)
-            return dt_set_error(DT_ERR_INVALID_ARG, "reducer: DT_MEMORY_DEVICE on a context placed on the CPU: run with "
+            return status_set_error(DT_ERR_INVALID_ARG, "reducer: DT_MEMORY_DEVICE on a context placed on the CPU: run with "
                                 "--device cuda (DTRAIN_DEVICE=cuda) or give host memory");
         if (!dev)
-            return dt_set_error(DT_ERR_INVALID_ARG, "reducer: the gradient buffer %p is host memory but was given as "
+            return status_set_error(DT_ERR_INVALID_ARG, "reducer: the gradient buffer %p is host memory but was given as "
                                 "DT_MEMORY_DEVICE: set memory to DT_MEMORY_HOST, or cudaMalloc the buffer", buf);
 #endif
     }
@@ -75,10 +75,10 @@ static dt_status check_memory(const dt_ctx *ctx, const void *buf, dt_memory mem)
 static dt_status check_config(const dt_reducer_config *c)
 {
     if (!(c->bucket_mb >= 0) || !(c->first_bucket_mb >= 0) || c->bucket_mb > 1e6 || c->first_bucket_mb > 1e6)
-        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: bucket caps %g / %g MiB must be from 0 to 1e6", c->bucket_mb,
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: bucket caps %g / %g MiB must be from 0 to 1e6", c->bucket_mb,
                             c->first_bucket_mb);
     if (c->op != DT_SUM && c->op != DT_AVG)
-        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: reduction %d must be DT_SUM or DT_AVG", (int)c->op);
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: reduction %d must be DT_SUM or DT_AVG", (int)c->op);
     return check_types(c->memory, c->dtype, c->wire);
 }
 
@@ -99,7 +99,7 @@ static dt_status check_plan_across_ranks(dt_reducer *r)
         char own[96] = ""; /* the differing rank adds its own count */
         if ((float)p->nb != nb0 || dt_rank(r->ctx) == first)
             snprintf(own, sizeof own, ", rank %d has %d", dt_rank(r->ctx), p->nb);
-        s = dt_set_error(DT_ERR_INVALID_ARG, "%d rank(s) planned other gradient buckets than rank 0 (the first is rank "
+        s = status_set_error(DT_ERR_INVALID_ARG, "%d rank(s) planned other gradient buckets than rank 0 (the first is rank "
                          "%d; rank 0 has %.0f buckets%s): every rank must give the reducer the same buffer size, "
                          "ranges, types, reduction and caps (--bucket-mb / --first-bucket-mb)", differ, first,
                          (double)nb0, own);
@@ -114,19 +114,19 @@ static dt_status alloc_step(dt_reducer *r)
     r->started = calloc((size_t)p->nb, 1);
     r->range_ready = calloc(p->nr ? (size_t)p->nr : 1, 1);
     if (!r->covered || !r->started || !r->range_ready)
-        return dt_set_error(DT_ERR_NOMEM, "reducer: out of memory for the bookkeeping of %d buckets", p->nb);
+        return status_set_error(DT_ERR_NOMEM, "reducer: out of memory for the bookkeeping of %d buckets", p->nb);
     return DT_OK;
 }
 
 dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_range *ranges, int nranges,
                             const dt_reducer_config *c, dt_reducer **out)
 {
-    if (!out) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: out is NULL");
+    if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: out is NULL");
     *out = NULL;
-    if (!ctx || !grads) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: ctx or the gradient buffer is NULL");
-    if (count == 0) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: the gradient buffer has 0 elements");
+    if (!ctx || !grads) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: ctx or the gradient buffer is NULL");
+    if (count == 0) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: the gradient buffer has 0 elements");
     if (nranges < 0 || (nranges > 0 && !ranges) || (ranges && nranges == 0))
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: %d range(s) at %p: give ranges and their count, "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: %d range(s) at %p: give ranges and their count, "
                             "or NULL and 0 for buckets by size", nranges, (const void *)ranges);
     dt_reducer_config cfg;
     if (c) cfg = *c;
@@ -135,7 +135,7 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
     if (!s) s = check_memory(ctx, grads, cfg.memory);
     if (s) return s;
     dt_reducer *r = calloc(1, sizeof *r);
-    if (!r) return dt_set_error(DT_ERR_NOMEM, "dt_reducer_create: out of memory");
+    if (!r) return status_set_error(DT_ERR_NOMEM, "dt_reducer_create: out of memory");
     r->ctx = ctx;
     r->buf = grads;
     r->count = count;
@@ -146,7 +146,7 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
     s = ranges ? bucket_plan_ranges(count, ranges, nranges, r->esz, first, cap, &r->plan)
                : bucket_plan_auto(count, r->esz, first, cap, &r->plan);
     if (!s && r->plan.nb > REDUCER_MAX_BUCKETS)
-        s = dt_set_error(DT_ERR_INVALID_ARG, "reducer: the plan has %d buckets, at most %d: raise bucket_mb (now %g MiB)",
+        s = status_set_error(DT_ERR_INVALID_ARG, "reducer: the plan has %d buckets, at most %d: raise bucket_mb (now %g MiB)",
                          r->plan.nb, REDUCER_MAX_BUCKETS, cfg.bucket_mb);
     if (!s) s = alloc_step(r);
     /* DTRAIN_COMM_WORLD1=1 makes device memory reduce even in a world of one (a test of the NCCL
@@ -194,12 +194,12 @@ void dt_reducer_free(dt_reducer *r)
 dt_status reducer_set_buffer(dt_reducer *r, void *buf, dt_dtype dtype, dt_dtype wire)
 {
     if (reducer_step_open(r))
-        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: the buffer cannot change in the middle of a step (%d range(s) "
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: the buffer cannot change in the middle of a step (%d range(s) "
                             "ready): call dt_reducer_wait first", r->nready);
     dt_status s = check_types(r->cfg.memory, dtype, wire);
     if (s) return s;
     if (r->comm && r->cfg.memory == DT_MEMORY_DEVICE && (dtype == DT_F32 && wire != DT_F32) != (r->wire16 != NULL))
-        return dt_set_error(DT_ERR_INVALID_ARG, "reducer: a device buffer cannot change between an fp32 and a 16-bit "
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: a device buffer cannot change between an fp32 and a 16-bit "
                             "wire after creation: create a new reducer");
     /* The plan is in elements, so it holds for any element size (the caps were applied to the
      * size at creation). */
@@ -215,9 +215,9 @@ int dt_reducer_num_buckets(const dt_reducer *r) { return r ? r->plan.nb : 0; }
 
 dt_status dt_reducer_bucket(const dt_reducer *r, int i, dt_range *out)
 {
-    if (!r || !out) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_bucket: the reducer or out is NULL");
+    if (!r || !out) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_bucket: the reducer or out is NULL");
     if (i < 0 || i >= r->plan.nb)
-        return dt_set_error(DT_ERR_INVALID_ARG, "bucket %d does not exist: the plan has buckets 0..%d", i,
+        return status_set_error(DT_ERR_INVALID_ARG, "bucket %d does not exist: the plan has buckets 0..%d", i,
                             r->plan.nb - 1);
     out->offset = r->plan.b[i].off;
     out->count = r->plan.b[i].n;
@@ -234,9 +234,9 @@ void dt_reducer_get_stats(const dt_reducer *r, dt_reducer_stats *out)
 /* The gradient utilities on the reducer's own buffer, between steps. */
 static dt_status between_steps(const dt_reducer *r, const char *fn)
 {
-    if (!r) return dt_set_error(DT_ERR_INVALID_ARG, "%s: the reducer is NULL", fn);
+    if (!r) return status_set_error(DT_ERR_INVALID_ARG, "%s: the reducer is NULL", fn);
     if (reducer_step_open(r))
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s: %d range(s) are ready and not reduced yet: call dt_reducer_wait "
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: %d range(s) are ready and not reduced yet: call dt_reducer_wait "
                             "first", fn, r->nready);
     return DT_OK;
 }
@@ -256,7 +256,7 @@ dt_status dt_reducer_grad_norm(dt_reducer *r, double *norm)
 dt_status dt_reducer_clip_grad_norm(dt_reducer *r, double max_norm, double *norm)
 {
     if (!(max_norm > 0))
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_clip_grad_norm: maximum norm %g must be > 0", max_norm);
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_clip_grad_norm: maximum norm %g must be > 0", max_norm);
     double total;
     dt_status s = dt_reducer_grad_norm(r, &total);
     if (s) return s;

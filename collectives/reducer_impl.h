@@ -5,9 +5,9 @@
 #ifndef DT_COLLECTIVES_REDUCER_IMPL_H
 #define DT_COLLECTIVES_REDUCER_IMPL_H
 
-#include "bucket.h"
-#include "coll.h"
-#include "engine.h"
+#include "collectives/bucket.h"
+#include "collectives/coll.h"
+#include "collectives/engine.h"
 
 #include <stddef.h>
 #include <stdint.h>

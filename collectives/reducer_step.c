@@ -5,12 +5,12 @@
  * complete bucket waits for the earlier ones), so every rank starts the same collectives in the
  * same order even when ranges become ready in another order on different ranks.
  */
-#include "reducer_impl.h"
-#include "reducer_internal.h"
-#include "clock.h"
-#include "status.h"
+#include "collectives/reducer_impl.h"
+#include "collectives/reducer_internal.h"
+#include "base/clock.h"
+#include "base/status.h"
 #ifdef DTRAIN_HAVE_CUDA
-#include "cast.h"
+#include "kernels/cast.h"
 #include <cuda_runtime_api.h>
 #endif
 
@@ -65,7 +65,7 @@ static dt_status spans_add(dt_reducer *r, size_t lo, size_t hi)
     int i = 0;
     while (i < r->nspans && r->spans[i].hi <= lo) i++; /* the first span ending after lo */
     if (i < r->nspans && r->spans[i].lo < hi)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: elements [%zu, %zu) overlap elements [%zu, %zu) "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: elements [%zu, %zu) overlap elements [%zu, %zu) "
                             "already ready in this step (ready twice): mark each slice once between two "
                             "dt_reducer_wait calls", lo, hi, r->spans[i].lo, r->spans[i].hi);
     const int join_prev = i > 0 && r->spans[i - 1].hi == lo, join_next = i < r->nspans && r->spans[i].lo == hi;
@@ -81,7 +81,7 @@ static dt_status spans_add(dt_reducer *r, size_t lo, size_t hi)
         if (r->nspans == r->spans_cap) {
             int cap = r->spans_cap ? 2 * r->spans_cap : 16;
             ready_span *ns = realloc(r->spans, (size_t)cap * sizeof *ns);
-            if (!ns) return dt_set_error(DT_ERR_NOMEM, "dt_reducer_ready: out of memory for %d ready slices", cap);
+            if (!ns) return status_set_error(DT_ERR_NOMEM, "dt_reducer_ready: out of memory for %d ready slices", cap);
             r->spans = ns;
             r->spans_cap = cap;
         }
@@ -100,12 +100,12 @@ static dt_status mark_range(dt_reducer *r, size_t offset, size_t count)
     const int i = bucket_plan_find_range(p, offset, &near);
     if (i < 0 || p->r[i].count != count) {
         const dt_range *n = &p->r[i < 0 ? near : i];
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: [%zu, %zu) is not one of the %d ranges given to "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: [%zu, %zu) is not one of the %d ranges given to "
                             "dt_reducer_create (the nearest is range %d [%zu, %zu)): mark whole ranges", offset,
                             offset + count, p->nr, i < 0 ? near : i, n->offset, n->offset + n->count);
     }
     if (r->range_ready[i])
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: range %d [%zu, %zu) was already ready in this step "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: range %d [%zu, %zu) was already ready in this step "
                             "(ready twice): mark each range once between two dt_reducer_wait calls", i, offset,
                             offset + count);
     r->range_ready[i] = 1;
@@ -115,9 +115,9 @@ static dt_status mark_range(dt_reducer *r, size_t offset, size_t count)
 
 dt_status dt_reducer_ready(dt_reducer *r, size_t offset, size_t count)
 {
-    if (!r) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: the reducer is NULL");
+    if (!r) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: the reducer is NULL");
     if (count == 0 || offset >= r->count || count > r->count - offset)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: [%zu, +%zu) is %s the buffer of %zu elements",
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: [%zu, +%zu) is %s the buffer of %zu elements",
                             offset, count, count == 0 ? "an empty slice of" : "past the end of", r->count);
     dt_status s;
     if (r->plan.r) {
@@ -174,7 +174,7 @@ static dt_status check_complete(const dt_reducer *r)
         for (int i = 0; i < p->nr; i++)
             if (!r->range_ready[i] && missing++ == 0) first = i;
         if (!missing) return DT_OK;
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_wait: %d of the %d ranges were never marked ready in this "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_wait: %d of the %d ranges were never marked ready in this "
                             "step, the first (in backward order) range %d [%zu, %zu): call dt_reducer_ready for every "
                             "range before dt_reducer_wait; this step's gradients are not usable", missing, p->nr,
                             first, p->r[first].offset, p->r[first].offset + p->r[first].count);
@@ -188,7 +188,7 @@ static dt_status check_complete(const dt_reducer *r)
             end = r->spans[i].lo;
             break;
         }
-    return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_wait: elements [%zu, %zu) of the buffer were never marked ready "
+    return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_wait: elements [%zu, %zu) of the buffer were never marked ready "
                         "in this step: call dt_reducer_ready for the whole buffer before dt_reducer_wait; this step's "
                         "gradients are not usable", at, end);
 }
@@ -202,12 +202,12 @@ static dt_status whole_allreduce(dt_reducer *r)
     if (r->wire16) {
         dt_status s = cuda_cast_f32_to_16(r->cfg.wire, r->buf, r->wire16, r->count, r->cfg.stream);
         if (!s && cudaStreamSynchronize((cudaStream_t)r->cfg.stream) != cudaSuccess)
-            s = dt_set_error(DT_ERR_DEVICE, "reducer: the stream of the backward pass failed before the allreduce");
+            s = status_set_error(DT_ERR_DEVICE, "reducer: the stream of the backward pass failed before the allreduce");
         if (!s) s = dt_allreduce(r->ctx, r->wire16, r->count, r->cfg.wire, r->cfg.op);
         return s ? s : cuda_cast_16_to_f32(r->cfg.wire, r->wire16, r->buf, r->count, r->cfg.stream);
     }
     if (r->cfg.memory == DT_MEMORY_DEVICE && cudaStreamSynchronize((cudaStream_t)r->cfg.stream) != cudaSuccess)
-        return dt_set_error(DT_ERR_DEVICE, "reducer: the stream of the backward pass failed before the allreduce");
+        return status_set_error(DT_ERR_DEVICE, "reducer: the stream of the backward pass failed before the allreduce");
 #endif
     return dt_allreduce(r->ctx, r->buf, r->count, r->cfg.dtype, r->cfg.op);
 }
@@ -232,7 +232,7 @@ static dt_status widen_started(dt_reducer *r)
 
 dt_status dt_reducer_wait(dt_reducer *r)
 {
-    if (!r) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_wait: the reducer is NULL");
+    if (!r) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_wait: the reducer is NULL");
     const double t0 = clock_now_s();
     char why[1024] = "";
     dt_status incomplete = check_complete(r);
@@ -259,14 +259,14 @@ dt_status dt_reducer_wait(dt_reducer *r)
     r->stats.wait_s += clock_now_s() - t0;
     if (!s && !incomplete) r->stats.steps++;
     if (s) return s;
-    return incomplete ? dt_set_error(incomplete, "%s", why) : DT_OK;
+    return incomplete ? status_set_error(incomplete, "%s", why) : DT_OK;
 }
 
 dt_status dt_reducer_set_sync(dt_reducer *r, int sync)
 {
-    if (!r) return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_set_sync: the reducer is NULL");
+    if (!r) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_set_sync: the reducer is NULL");
     if (reducer_step_open(r))
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_reducer_set_sync: %d range(s) are ready in this step: change sync "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_set_sync: %d range(s) are ready in this step: change sync "
                             "between steps (after dt_reducer_wait)", r->nready);
     r->sync = sync != 0;
     return DT_OK;

@@ -29,7 +29,7 @@
 
 #include "dtrain.h"
 
-#include "ops.h"
+#include "kernels/ops.h"
 
 #ifdef DTRAIN_HAVE_CUDA
 #ifdef __cplusplus

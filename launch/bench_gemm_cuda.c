@@ -8,8 +8,8 @@
  * the host (cast.h), so the check on the host sees exactly what the GPU multiplied. Times come from
  * CUDA events around a batch of products, sized after one timed product to fit --max-seconds.
  */
-#include "bench_gemm.h"
-#include "cast.h"
+#include "launch/bench_gemm.h"
+#include "kernels/cast.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -146,7 +146,7 @@ int gemm_gpu_run(size_t n, gemm_type t, int warmup, int iters, double max_s, con
             if (half) {
                 uint16_t v;
                 CU(cudaMemcpy(&v, (char *)dc + off, 2, cudaMemcpyDeviceToHost));
-                vals[s] = t == GEMM_BF16 ? dt_bf16_to_f32(v) : dt_f16_to_f32(v);
+                vals[s] = t == GEMM_BF16 ? half_bf16_to_f32(v) : half_f16_to_f32(v);
             } else {
                 CU(cudaMemcpy(&vals[s], (char *)dc + off, 4, cudaMemcpyDeviceToHost));
             }

@@ -2,9 +2,9 @@
  * cli.c - what the `dtrain` subcommands share: the common flags and each command's own, strict
  * flag values, dt_init with the job-wide abort a failure needs, and error messages.
  */
-#include "cli.h"
-#include "config.h"
-#include "parse.h"
+#include "launch/cli.h"
+#include "runtime/placement/config.h"
+#include "base/parse.h"
 
 #include <getopt.h>
 #include <stdarg.h>

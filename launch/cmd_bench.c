@@ -14,10 +14,10 @@
  * algbw = bytes / time; busbw = algbw * 2 (n - 1) / n, what each rank's link carries in an optimal
  * allreduce, so busbw is comparable across rank counts (and 0 on one rank, where nothing moves).
  */
-#include "cli.h"
-#include "clock.h"
-#include "ctx_internal.h"
-#include "engine.h"
+#include "launch/cli.h"
+#include "base/clock.h"
+#include "collectives/ctx_comm.h"
+#include "collectives/engine.h"
 
 #include <getopt.h>
 #include <mpi.h>

@@ -8,8 +8,8 @@
  * consumer takes each batch the moment it is ready, so the figure is what the loader can feed,
  * the ceiling of training on this data. One process, no MPI.
  */
-#include "cli.h"
-#include "clock.h"
+#include "launch/cli.h"
+#include "base/clock.h"
 
 #include <getopt.h>
 #include <stdio.h>

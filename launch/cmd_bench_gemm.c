@@ -12,9 +12,9 @@
  * OpenBLAS 0.3.21 (Debian 12) has no 16-bit or tf32 GEMM, so the CPU runs fp32 only and every
  * GPU/CPU ratio is against CPU fp32, as such comparisons usually are.
  */
-#include "bench_gemm.h"
-#include "cli.h"
-#include "clock.h"
+#include "launch/bench_gemm.h"
+#include "launch/cli.h"
+#include "base/clock.h"
 
 #include <cblas.h>
 #include <getopt.h>
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cast.h"
+#include "kernels/cast.h"
 
 static const char *type_name[GEMM_NTYPES] = {"fp32", "tf32", "bf16", "fp16"};
 static const double type_tol[GEMM_NTYPES] = {1e-5, 5e-3, 1e-2, 2e-3};
@@ -121,8 +121,8 @@ void gemm_fill(float *a, size_t n, unsigned seed)
 static double as_input(float x, gemm_type t)
 {
     switch (t) {
-    case GEMM_BF16: return dt_bf16_to_f32(dt_f32_to_bf16(x));
-    case GEMM_FP16: return dt_f16_to_f32(dt_f32_to_f16(x));
+    case GEMM_BF16: return half_bf16_to_f32(half_f32_to_bf16(x));
+    case GEMM_FP16: return half_f16_to_f32(half_f32_to_f16(x));
     case GEMM_TF32: {
         uint32_t u;
         memcpy(&u, &x, sizeof u);

@@ -47,8 +47,8 @@
  * also why (B-A)/D reads 0.23-0.45 while (E-A)/(E-C) is 0. A GPU (NCCL on its own stream, copy
  * engines and NVLink doing the moving) or a NIC with its own DMA is what hides communication.
  */
-#include "cli.h"
-#include "status.h"
+#include "launch/cli.h"
+#include "base/status.h"
 
 #include <getopt.h>
 #include <mpi.h>
@@ -269,7 +269,7 @@ static dt_status net_alloc(net *m, const red_opts *o, int world)
 static dt_status make_reducers(dt_ctx *ctx, const net *m, const red_opts *o, variants *v)
 {
     dt_range *ranges = malloc((size_t)m->L * sizeof *ranges);
-    if (!ranges) return dt_set_error(DT_ERR_NOMEM, "out of memory for %d ranges", m->L);
+    if (!ranges) return status_set_error(DT_ERR_NOMEM, "out of memory for %d ranges", m->L);
     for (int l = 0; l < m->L; l++) ranges[l] = (dt_range){(size_t)(m->L - 1 - l) * m->per_layer, m->per_layer};
     dt_reducer_config rc;
     dt_reducer_defaults(&rc);
@@ -345,7 +345,7 @@ static dt_status run_rounds(dt_ctx *ctx, net *m, const red_opts *o, const varian
     }
     if (s) return s;
     if (MPI_Allreduce(MPI_IN_PLACE, t, NV * o->steps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
-        return dt_set_error(DT_ERR_MPI, "MPI_Allreduce of the step times failed");
+        return status_set_error(DT_ERR_MPI, "MPI_Allreduce of the step times failed");
     return DT_OK;
 }
 
@@ -419,7 +419,7 @@ int cmd_bench_reducer(int argc, char **argv)
     variants v = {NULL, NULL, {NULL, NULL}};
     double *t = calloc((size_t)NV * o.steps, sizeof *t);
     dt_status s = net_alloc(&m, &o, dt_world_size(ctx));
-    if (s || !t) s = dt_set_error(DT_ERR_NOMEM, "out of memory for %llu parameters (x 5 buffers): lower --layers or "
+    if (s || !t) s = status_set_error(DT_ERR_NOMEM, "out of memory for %llu parameters (x 5 buffers): lower --layers or "
                                   "--width", n);
     if (!s) s = make_reducers(ctx, &m, &o, &v);
     if (!s && dt_rank(ctx) == 0) print_header(ctx, &m, &o, &v);

@@ -13,9 +13,9 @@
  * --profile N then takes N more steps with dt_model_set_profile and prints rank 0's split of a
  * step into its phases and layers.
  */
-#include "cli.h"
-#include "clock.h"
-#include "status.h"
+#include "launch/cli.h"
+#include "base/clock.h"
+#include "base/status.h"
 
 #include <getopt.h>
 #include <stdio.h>

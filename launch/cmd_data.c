@@ -9,10 +9,10 @@
  *   verify PATH         reads every sample and label, and for .dts checks the payload CRC
  * One process, no MPI: they only read and write files.
  */
-#include "cli.h"
-#include "data/dts.h"
-#include "data/reader.h"
-#include "data/stats.h"
+#include "launch/cli.h"
+#include "runtime/data/dts.h"
+#include "runtime/data/reader.h"
+#include "runtime/data/stats.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -3,8 +3,8 @@
  * line per rank, with the MPI, NCCL and CUDA versions each rank found (a node with a different
  * install stands out), and a warning for a CUDA_VISIBLE_DEVICES that hides GPUs by mistake.
  */
-#include "cli.h"
-#include "device.h"
+#include "launch/cli.h"
+#include "runtime/placement/device.h"
 
 #include <mpi.h>
 #include <stdio.h>

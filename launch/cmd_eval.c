@@ -7,7 +7,7 @@
  * checkpoint's fingerprint refuses another), its weights the newest sound checkpoint's, and the
  * normalization the one training used, from the checkpoint's data block.
  */
-#include "cli.h"
+#include "launch/cli.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -8,13 +8,13 @@
  * rank 0 prints a line (and a JSON object with --metrics); every --eval-every steps and at the
  * end the model is evaluated on the held-out set, sharded over the ranks.
  */
-#include "cli.h"
-#include "fault_inject.h"
-#include "metrics.h"
-#include "lr_schedule.h"
-#include "params_io.h"
-#include "train_data.h"
-#include "train_flags.h"
+#include "launch/cli.h"
+#include "launch/fault_inject.h"
+#include "launch/metrics.h"
+#include "launch/lr_schedule.h"
+#include "launch/params_io.h"
+#include "launch/train_data.h"
+#include "launch/train_flags.h"
 
 #include <errno.h>
 #include <signal.h>

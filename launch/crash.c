@@ -27,9 +27,9 @@
  * every line of ours is out. The handler runs on the faulting thread's alternate signal stack
  * (thread_stack.h), so a stack overflow is reported too, on every thread that installed one.
  */
-#include "cli.h"
-#include "log.h"
-#include "thread_stack.h"
+#include "launch/cli.h"
+#include "base/log.h"
+#include "base/thread_stack.h"
 
 #include <elf.h>
 #include <execinfo.h>
@@ -313,7 +313,7 @@ void cli_crash_report_install(int rank, const char *host)
     backtrace(warm, 1); /* loads libgcc_s now: the handler must not be the first to need it */
     /* The main thread's alternate stack; dtrain's other threads install theirs when they start. */
     if (thread_altstack_install() != DT_OK)
-        dt_log(DT_LOG_WARN, "crash report: %s; a stack overflow will end the process without one", dt_last_error());
+        log_msg(LOG_LEVEL_WARN, "crash report: %s; a stack overflow will end the process without one", dt_last_error());
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_crash;

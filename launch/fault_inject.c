@@ -2,11 +2,11 @@
  * fault_inject.c - the DTRAIN_FAULT test hook of `dtrain train`: read strictly, checked against
  * the job, injected at its rank and step (see fault_inject.h for the kinds).
  */
-#include "fault_inject.h"
+#include "launch/fault_inject.h"
 
-#include "cli.h"
-#include "test_hooks.h"
-#include "parse.h"
+#include "launch/cli.h"
+#include "runtime/test_hooks.h"
+#include "base/parse.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * Defaults shown here are the code's (train_opts in cmd_train.c, dt_*_defaults in the library);
  * tests/mpi/test_cli.sh checks that every screen fits and names each flag its command takes.
  */
-#include "cli.h"
+#include "launch/cli.h"
 
 #include <string.h>
 

@@ -5,7 +5,7 @@
  * the part that is not and shows the form expected, so a typo fails at start rather than training
  * a whole run on a rate nobody asked for.
  */
-#include "lr_schedule.h"
+#include "launch/lr_schedule.h"
 
 #include <errno.h>
 #include <limits.h>

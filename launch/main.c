@@ -1,8 +1,8 @@
 /*
  * main.c - the `dtrain` command: subcommand dispatch, the usage, `dtrain version`.
  */
-#include "cli.h"
-#include "coll.h"
+#include "launch/cli.h"
+#include "collectives/coll.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,9 +2,9 @@
  * metrics.c - the --metrics file of `dtrain train`: records written with a wall-clock time, and
  * the file kept across a resume, so a requeued job's file holds every step once (metrics.h).
  */
-#include "metrics.h"
+#include "launch/metrics.h"
 
-#include "cli.h"
+#include "launch/cli.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
 /*
  * params_io.c - flat fp32 parameter files (params_io.h).
  */
-#include "params_io.h"
+#include "launch/params_io.h"
 
-#include "cli.h"
+#include "launch/cli.h"
 
 #include <errno.h>
 #include <fcntl.h>

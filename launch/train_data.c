@@ -7,9 +7,9 @@
  * t10k-*, CIFAR test_batch.bin / test.bin, an image folder's val/), else --holdout's share. The
  * held-out set uses the training set's normalization figures, never its own.
  */
-#include "train_data.h"
+#include "launch/train_data.h"
 
-#include "cli.h"
+#include "launch/cli.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #ifndef DT_LAUNCH_TRAIN_DATA_H
 #define DT_LAUNCH_TRAIN_DATA_H
 
-#include "train_flags.h"
+#include "launch/train_flags.h"
 
 #include <stdio.h>
 

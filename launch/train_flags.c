@@ -2,9 +2,9 @@
  * train_flags.c - the flags of `dtrain train`: the getopt table, each value read strictly into
  * train_opts, and the defaults (those dtrain help train shows, launch/help.c).
  */
-#include "train_flags.h"
+#include "launch/train_flags.h"
 
-#include "cli.h"
+#include "launch/cli.h"
 
 #include <getopt.h>
 #include <stdio.h>

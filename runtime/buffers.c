@@ -5,13 +5,13 @@
  * 16-bit device buffers go through an fp32 scratch a chunk at a time.
  */
 #include "dtrain.h"
-#include "amp.h"
-#include "cast.h"
-#include "ctx_internal.h"
-#include "devmem.h"
-#include "status.h"
+#include "kernels/amp.h"
+#include "kernels/cast.h"
+#include "collectives/ctx_comm.h"
+#include "kernels/devmem.h"
+#include "base/status.h"
 #ifdef DTRAIN_HAVE_CUDA
-#include "cuda_ops.h"
+#include "kernels/cuda_ops.h"
 #include <cuda_runtime_api.h>
 #endif
 
@@ -26,21 +26,21 @@ static const char *mem_name(dt_memory m) { return m == DT_MEMORY_DEVICE ? "DT_ME
 /* The arguments every utility shares, and the memory kind against the pointer. */
 static dt_status check_buffer(const char *fn, const void *buf, size_t count, dt_dtype t, dt_memory mem)
 {
-    if (!buf && count) return dt_set_error(DT_ERR_INVALID_ARG, "%s: the buffer is NULL with %zu elements", fn, count);
+    if (!buf && count) return status_set_error(DT_ERR_INVALID_ARG, "%s: the buffer is NULL with %zu elements", fn, count);
     if (t == DT_U8)
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s: element type DT_U8 (raw bytes) has no values to scale or measure: "
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: element type DT_U8 (raw bytes) has no values to scale or measure: "
                             "give DT_F32, DT_F16 or DT_BF16", fn);
     if (t != DT_F32 && t != DT_F16 && t != DT_BF16)
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s: element type %d must be DT_F32, DT_F16 or DT_BF16", fn, (int)t);
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: element type %d must be DT_F32, DT_F16 or DT_BF16", fn, (int)t);
     if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s: memory kind %d must be DT_MEMORY_HOST or DT_MEMORY_DEVICE", fn,
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: memory kind %d must be DT_MEMORY_HOST or DT_MEMORY_DEVICE", fn,
                             (int)mem);
 #ifndef DTRAIN_HAVE_CUDA
     if (mem == DT_MEMORY_DEVICE)
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s: DT_MEMORY_DEVICE in a build without CUDA: give host memory", fn);
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: DT_MEMORY_DEVICE in a build without CUDA: give host memory", fn);
 #endif
     if (count && devmem_is_device(buf) != (mem == DT_MEMORY_DEVICE))
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s: the buffer %p is %s memory but was given as %s", fn, buf,
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: the buffer %p is %s memory but was given as %s", fn, buf,
                             mem == DT_MEMORY_DEVICE ? "host" : "CUDA device", mem_name(mem));
     return DT_OK;
 }
@@ -51,7 +51,7 @@ static dt_status device_settle(const char *fn)
 {
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess)
-        return dt_set_error(DT_ERR_DEVICE, "%s: the device reported %s (%s) from earlier work", fn, cudaGetErrorName(e),
+        return status_set_error(DT_ERR_DEVICE, "%s: the device reported %s (%s) from earlier work", fn, cudaGetErrorName(e),
                             cudaGetErrorString(e));
     return DT_OK;
 }
@@ -60,7 +60,7 @@ static dt_status device_failed(const char *fn)
 {
     dt_status s = cuda_ops_last_error();
     cuda_ops_clear_error();
-    return s ? s : dt_set_error(DT_ERR_DEVICE, "%s: a CUDA reduction failed", fn);
+    return s ? s : status_set_error(DT_ERR_DEVICE, "%s: a CUDA reduction failed", fn);
 }
 
 /* mode 0: count non-finite (mul ignored); 1: x *= mul, count; 2: sum of squares into *ss. 16-bit
@@ -148,12 +148,12 @@ static dt_status buffer_pass(const char *fn, void *buf, size_t count, dt_dtype t
 
 dt_status dt_buffer_unscale_check(void *buf, size_t count, dt_dtype t, dt_memory mem, float inv_scale, int *found_inf)
 {
-    if (!found_inf) return dt_set_error(DT_ERR_INVALID_ARG, "dt_buffer_unscale_check: found_inf is NULL");
+    if (!found_inf) return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_unscale_check: found_inf is NULL");
     if (!(inv_scale > 0) || !isfinite(inv_scale))
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_buffer_unscale_check: unscale factor %g must be a positive finite "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_unscale_check: unscale factor %g must be a positive finite "
                             "number (1 / the loss scale)", (double)inv_scale);
     if (t != DT_F32 && inv_scale != 1.0f)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_buffer_unscale_check: a 16-bit buffer is checked only (inv_scale "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_unscale_check: a 16-bit buffer is checked only (inv_scale "
                             "%g given, 1 required): dividing fp16 gradients in place flushes the small ones to zero; "
                             "keep fp32 master gradients, or apply inv_scale where you widen them", (double)inv_scale);
     size_t bad = 0;
@@ -165,7 +165,7 @@ dt_status dt_buffer_unscale_check(void *buf, size_t count, dt_dtype t, dt_memory
 dt_status dt_buffer_scale(void *buf, size_t count, dt_dtype t, dt_memory mem, float mul)
 {
     if (!isfinite(mul))
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_buffer_scale: factor %g must be finite", (double)mul);
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_scale: factor %g must be finite", (double)mul);
     size_t bad;
     if (mul == 1.0f) return check_buffer("dt_buffer_scale", buf, count, t, mem);
     return buffer_pass("dt_buffer_scale", buf, count, t, mem, 1, mul, &bad, NULL);
@@ -174,8 +174,8 @@ dt_status dt_buffer_scale(void *buf, size_t count, dt_dtype t, dt_memory mem, fl
 dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_dtype t, dt_memory mem, int across_ranks,
                          double *norm)
 {
-    if (!norm) return dt_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: norm is NULL");
-    if (across_ranks && !ctx) return dt_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: across_ranks needs a context");
+    if (!norm) return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: norm is NULL");
+    if (across_ranks && !ctx) return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: across_ranks needs a context");
     size_t bad;
     double ss = 0;
     /* mode 2 only reads the buffer. */
@@ -189,7 +189,7 @@ dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_dtype t,
     double mine = s ? NAN : ss, total = 0;
     int rc = MPI_Allreduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, ctx_world_comm(ctx));
     if (s) return s;
-    if (rc != MPI_SUCCESS) return dt_set_error(DT_ERR_MPI, "dt_buffer_norm: MPI_Allreduce of the sums of squares failed");
+    if (rc != MPI_SUCCESS) return status_set_error(DT_ERR_MPI, "dt_buffer_norm: MPI_Allreduce of the sums of squares failed");
     *norm = sqrt(total);
     return DT_OK;
 }

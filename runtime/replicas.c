@@ -5,9 +5,9 @@
  * rank that went wrong, shows here by name instead of as a quietly worse model.
  */
 #include "dtrain.h"
-#include "devmem.h"
-#include "hash.h"
-#include "status.h"
+#include "kernels/devmem.h"
+#include "base/hash.h"
+#include "base/status.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -52,12 +52,12 @@ static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int 
         }
     }
     if (failed_rank >= 0)
-        return dt_set_error(DT_ERR_IO, "dt_check_replicas: rank %d could not read its copy, so nothing was "
+        return status_set_error(DT_ERR_IO, "dt_check_replicas: rank %d could not read its copy, so nothing was "
                             "compared: read rank %d's message", failed_rank, failed_rank);
     if (differ) *differ = n;
     if (first_rank) *first_rank = first;
     if (n)
-        return dt_set_error(DT_ERR_NUMERIC, "the replicas differ: %d of the %d ranks hold other values than rank 0 "
+        return status_set_error(DT_ERR_NUMERIC, "the replicas differ: %d of the %d ranks hold other values than rank 0 "
                             "(the first is rank %d); every rank must apply the same reduced gradients (call "
                             "dt_model_sync_grads, or dt_allreduce the gradients, before each optimizer step)",
                             n, world, first);
@@ -66,23 +66,23 @@ static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int 
 
 dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *differ, int *first_rank)
 {
-    if (!ctx || (!buf && bytes)) return dt_set_error(DT_ERR_INVALID_ARG, "dt_check_replicas: ctx or buf is NULL");
+    if (!ctx || (!buf && bytes)) return status_set_error(DT_ERR_INVALID_ARG, "dt_check_replicas: ctx or buf is NULL");
     if (!bytes || !devmem_is_device(buf)) return check_replicas(ctx, buf, bytes, 0, differ, first_rank);
     /* Device memory comes down first. Every rank joins the collective even when that failed, so
      * none waits for it; the failing rank reports its own cause. */
     void *host = malloc(bytes);
     dt_status s = host ? devmem_to_host(1, host, buf, bytes)
-                       : dt_set_error(DT_ERR_NOMEM, "dt_check_replicas: out of host memory (%zu MiB)", bytes >> 20);
+                       : status_set_error(DT_ERR_NOMEM, "dt_check_replicas: out of host memory (%zu MiB)", bytes >> 20);
     char why[1024] = "";
     if (s) snprintf(why, sizeof why, "%s", dt_last_error());
     dt_status c = check_replicas(ctx, host, bytes, s != DT_OK, differ, first_rank);
     free(host);
-    return s ? dt_set_error(s, "%s", why) : c;
+    return s ? status_set_error(s, "%s", why) : c;
 }
 
 dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *differ, int *first_rank)
 {
-    if (!ctx || !m) return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_check_replicas: ctx or model is NULL");
+    if (!ctx || !m) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_check_replicas: ctx or model is NULL");
     return dt_check_replicas(ctx, dt_model_params((dt_model *)m), dt_model_num_params(m) * sizeof(float), differ,
                              first_rank);
 }
@@ -90,12 +90,12 @@ dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *differ, i
 dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint64_t *sum)
 {
     if (!sum || (!buf && bytes))
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_buffer_checksum: the buffer or sum is NULL");
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_checksum: the buffer or sum is NULL");
     if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_buffer_checksum: memory kind %d must be DT_MEMORY_HOST or "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_checksum: memory kind %d must be DT_MEMORY_HOST or "
                             "DT_MEMORY_DEVICE", (int)mem);
     if (bytes && devmem_is_device(buf) != (mem == DT_MEMORY_DEVICE))
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_buffer_checksum: the buffer %p is %s memory but was given as %s",
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_checksum: the buffer %p is %s memory but was given as %s",
                             buf, mem == DT_MEMORY_DEVICE ? "host" : "CUDA device",
                             mem == DT_MEMORY_DEVICE ? "DT_MEMORY_DEVICE" : "DT_MEMORY_HOST");
     if (mem == DT_MEMORY_HOST || !bytes) {
@@ -103,7 +103,7 @@ dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint6
         return DT_OK;
     }
     void *host = malloc(bytes);
-    if (!host) return dt_set_error(DT_ERR_NOMEM, "dt_buffer_checksum: out of host memory (%zu MiB)", bytes >> 20);
+    if (!host) return status_set_error(DT_ERR_NOMEM, "dt_buffer_checksum: out of host memory (%zu MiB)", bytes >> 20);
     dt_status s = devmem_to_host(1, host, buf, bytes);
     if (!s) *sum = fnv1a_buffer(host, bytes);
     free(host);

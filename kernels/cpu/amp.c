@@ -6,9 +6,9 @@
  * integer compare that gcc vectorizes, and -ffinite-math-only could not optimize it away the way
  * it may drop isfinite(). Loops run in fixed blocks (see ops_cpu.h) with AVX2 clones.
  */
-#include "amp.h"
-#include "cast.h"
-#include "ops_cpu.h"
+#include "kernels/amp.h"
+#include "kernels/cast.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <string.h>
 
@@ -117,7 +117,7 @@ DT_CPU_CLONES void cpu_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t 
 
 /* bf16: the rounded value as a float is the fp32 pattern rounded to nearest even at bit 16 with
  * the low half cleared, in one integer pass; a NaN keeps its top bits and comes out quiet (the
- * same values as dt_f32_to_bf16 then dt_bf16_to_f32). */
+ * same values as half_f32_to_bf16 then half_bf16_to_f32). */
 static inline uint32_t round_bf16_bits(uint32_t x)
 {
     const uint32_t rne = (x + 0x7fffu + ((x >> 16) & 1u)) & 0xffff0000u;
@@ -152,7 +152,7 @@ __attribute__((target("avx,f16c"))) static void round_f16_f16c(const float *in, 
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT)));
-    for (; i < n; i++) out[i] = dt_f16_to_f32(dt_f32_to_f16(in[i]));
+    for (; i < n; i++) out[i] = half_f16_to_f32(half_f32_to_f16(in[i]));
 }
 #endif
 

@@ -10,7 +10,7 @@
  * multiple of the vector length; a plain `for (i = 0; i < n; i++)` stays scalar, the blocked inner
  * loop does not (several times faster for fp16). restrict spares gcc an overlap check.
  */
-#include "cast.h"
+#include "kernels/cast.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -40,7 +40,7 @@ __attribute__((target("avx,f16c"))) static void f16c_f32_to_f16(const float *res
         __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
         _mm_storeu_si128((__m128i *)(void *)(out + i), h);
     }
-    for (; i < n; i++) out[i] = dt_f32_to_f16(in[i]);
+    for (; i < n; i++) out[i] = half_f32_to_f16(in[i]);
 }
 
 __attribute__((target("avx,f16c"))) static void f16c_f16_to_f32(const uint16_t *restrict in,
@@ -49,7 +49,7 @@ __attribute__((target("avx,f16c"))) static void f16c_f16_to_f32(const uint16_t *
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(in + i))));
-    for (; i < n; i++) out[i] = dt_f16_to_f32(in[i]);
+    for (; i < n; i++) out[i] = half_f16_to_f32(in[i]);
 }
 
 static int cast_f16c_allowed = 1;
@@ -88,9 +88,9 @@ void cpu_cast_f32_to_f16(const float *restrict in, uint16_t *restrict out, size_
     size_t i = 0;
     for (; i + DT_CAST_BLOCK <= n; i += DT_CAST_BLOCK)
         for (size_t j = 0; j < DT_CAST_BLOCK; j++)
-            out[i + j] = dt_f32_to_f16(in[i + j]);
+            out[i + j] = half_f32_to_f16(in[i + j]);
     for (; i < n; i++)
-        out[i] = dt_f32_to_f16(in[i]);
+        out[i] = half_f32_to_f16(in[i]);
 }
 
 void cpu_cast_f16_to_f32(const uint16_t *restrict in, float *restrict out, size_t n)
@@ -104,9 +104,9 @@ void cpu_cast_f16_to_f32(const uint16_t *restrict in, float *restrict out, size_
     size_t i = 0;
     for (; i + DT_CAST_BLOCK <= n; i += DT_CAST_BLOCK)
         for (size_t j = 0; j < DT_CAST_BLOCK; j++)
-            out[i + j] = dt_f16_to_f32(in[i + j]);
+            out[i + j] = half_f16_to_f32(in[i + j]);
     for (; i < n; i++)
-        out[i] = dt_f16_to_f32(in[i]);
+        out[i] = half_f16_to_f32(in[i]);
 }
 
 DT_CAST_CLONES void cpu_cast_f32_to_bf16(const float *restrict in, uint16_t *restrict out, size_t n)
@@ -114,9 +114,9 @@ DT_CAST_CLONES void cpu_cast_f32_to_bf16(const float *restrict in, uint16_t *res
     size_t i = 0;
     for (; i + DT_CAST_BLOCK <= n; i += DT_CAST_BLOCK)
         for (size_t j = 0; j < DT_CAST_BLOCK; j++)
-            out[i + j] = dt_f32_to_bf16(in[i + j]);
+            out[i + j] = half_f32_to_bf16(in[i + j]);
     for (; i < n; i++)
-        out[i] = dt_f32_to_bf16(in[i]);
+        out[i] = half_f32_to_bf16(in[i]);
 }
 
 DT_CAST_CLONES void cpu_cast_bf16_to_f32(const uint16_t *restrict in, float *restrict out, size_t n)
@@ -124,9 +124,9 @@ DT_CAST_CLONES void cpu_cast_bf16_to_f32(const uint16_t *restrict in, float *res
     size_t i = 0;
     for (; i + DT_CAST_BLOCK <= n; i += DT_CAST_BLOCK)
         for (size_t j = 0; j < DT_CAST_BLOCK; j++)
-            out[i + j] = dt_bf16_to_f32(in[i + j]);
+            out[i + j] = half_bf16_to_f32(in[i + j]);
     for (; i < n; i++)
-        out[i] = dt_bf16_to_f32(in[i]);
+        out[i] = half_bf16_to_f32(in[i]);
 }
 
 void cpu_cast_f32_to_16(dt_dtype t, const float *in, uint16_t *out, size_t n)

@@ -12,7 +12,7 @@
  * stride G*P), at the price of gathering dy / scattering y between the (O, G*P) GEMM layout and
  * NCHW. conv_group() picks G from measurements (see there).
  */
-#include "ops_cpu.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <cblas.h>
 #include <string.h>

@@ -15,9 +15,9 @@
  * (openblas_get_corename() says which it took). The variable is read when the library loads, so it
  * has to be in the environment of the process, not set by it.
  */
-#include "ops_cpu.h"
+#include "kernels/cpu/ops_cpu.h"
 
-#include "status.h"
+#include "base/status.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -36,11 +36,11 @@ dt_status conv_shape_init(conv_shape *s)
              {"stride", s->stride, 1}, {"padding", s->pad, 0}};
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (f[i].v < f[i].min)
-            return dt_set_error(DT_ERR_INVALID_ARG, "conv %s %d is invalid: it must be >= %d", f[i].name, f[i].v,
+            return status_set_error(DT_ERR_INVALID_ARG, "conv %s %d is invalid: it must be >= %d", f[i].name, f[i].v,
                                 f[i].min);
     const long long hp = (long long)s->h + 2LL * s->pad, wp = (long long)s->w + 2LL * s->pad;
     if (s->k > hp || s->k > wp)
-        return dt_set_error(DT_ERR_INVALID_ARG,
+        return status_set_error(DT_ERR_INVALID_ARG,
                             "conv kernel %d does not fit input %dx%d with padding %d; use a kernel of at most "
                             "%lld or more padding",
                             s->k, s->h, s->w, s->pad, hp < wp ? hp : wp);
@@ -49,7 +49,7 @@ dt_status conv_shape_init(conv_shape *s)
      * per image, plus fewer than 128 more where small images share a GEMM. Offsets are size_t. */
     const long long kk = (long long)s->c_in * s->k * s->k, pix = ho * wo;
     if (kk + 1 > INT_MAX || pix + 128 > INT_MAX)
-        return dt_set_error(DT_ERR_INVALID_ARG,
+        return status_set_error(DT_ERR_INVALID_ARG,
                             "conv of %d channels %dx%d (kernel %d, stride %d) is too large for 32-bit BLAS "
                             "dimensions (%lld x %lld per image); split the layer",
                             s->c_in, s->h, s->w, s->k, s->stride, kk, pix);

@@ -7,7 +7,7 @@
 #ifndef DT_KERNELS_CPU_OPS_CPU_H
 #define DT_KERNELS_CPU_OPS_CPU_H
 
-#include "ops.h"
+#include "kernels/ops.h"
 
 /* Elementwise loops run in fixed blocks of this many floats plus a scalar tail: at -O2, gcc 12's
  * "very cheap" vectorizer cost model only vectorizes a loop whose trip count is a known multiple

@@ -9,7 +9,7 @@
  * The formulas follow PyTorch's torch.optim.SGD (dampening 0, no Nesterov) and torch.optim.AdamW
  * (single-tensor path) term by term; fused multiply-adds may change the last bit.
  */
-#include "ops_cpu.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <math.h>
 

@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
-#include "cast.h"
+#include "base/status.h"
+#include "kernels/cast.h"
 
 /* 256 threads per block; at most 65535 blocks (about 16.8 million threads, which saturates any
  * current GPU), each thread striding over the rest. 65535 is also the oldest gridDim.x limit. */
@@ -39,7 +39,7 @@ static dt_status cast_check_launch(const char *fn, const char *what, size_t n)
 {
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
-        return dt_set_error(DT_ERR_DEVICE,
+        return status_set_error(DT_ERR_DEVICE,
                             "%s: launching the %s kernel for %zu elements failed: %s (%s); check "
                             "that the GPU is healthy and that dtrain was built for its compute "
                             "capability (CMAKE_CUDA_ARCHITECTURES)",
@@ -51,11 +51,11 @@ static dt_status cast_check_args(const char *fn, dt_dtype t, const void *d_in, c
                                  size_t n)
 {
     if (t != DT_F16 && t != DT_BF16)
-        return dt_set_error(DT_ERR_INVALID_ARG,
+        return status_set_error(DT_ERR_INVALID_ARG,
                             "%s: dtype %d is not a 16-bit type; pass DT_F16 (%d) or DT_BF16 (%d)",
                             fn, (int)t, (int)DT_F16, (int)DT_BF16);
     if (n > 0 && (d_in == NULL || d_out == NULL))
-        return dt_set_error(DT_ERR_INVALID_ARG,
+        return status_set_error(DT_ERR_INVALID_ARG,
                             "%s: %s buffer is NULL for %zu elements; pass device buffers of n "
                             "elements, or n = 0",
                             fn, d_in == NULL ? "the input" : "the output", n);

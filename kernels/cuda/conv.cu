@@ -1,7 +1,7 @@
 /*
  * conv.cu - convolutions of the CUDA table: im2col/col2im kernels in groups of images around strided-batched GEMMs, the gather of dy for the filter gradient, the bias gradient in a fixed order; fp32, and the same structure with 16-bit columns for mixed precision.
  */
-#include "ops_internal.cuh"
+#include "kernels/cuda/ops_internal.cuh"
 
 /* The convolution bias gradient db[o] = sum over images n and pixels p of dy[(n*O + o)*P + p], in
  * double (as the CPU) and rounded to float once, in a fixed order whatever the timing: pass one

@@ -1,7 +1,7 @@
 /*
  * elementwise.cu - elementwise ops of the CUDA table: ReLU in fp32, and the 16-bit ones of mixed precision (rounding, ReLU on bit patterns, column sums of 16-bit gradients).
  */
-#include "ops_internal.cuh"
+#include "kernels/cuda/ops_internal.cuh"
 
 /* ---------------------------------------------------------------- ReLU */
 

@@ -1,7 +1,7 @@
 /*
  * gemm.cu - the CUDA table's GEMMs (cuBLAS, row-major on column-major), the bias broadcast and sums, the fully connected layer, and the 16-bit GEMM of mixed precision (cublasGemmEx on the tensor cores).
  */
-#include "ops_internal.cuh"
+#include "kernels/cuda/ops_internal.cuh"
 
 /* ---------------------------------------------------------------- GEMM */
 

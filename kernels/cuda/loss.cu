@@ -1,7 +1,7 @@
 /*
  * loss.cu - softmax cross-entropy of the CUDA table: one row per block, partial sums in a fixed order, the loss and correct count copied back.
  */
-#include "ops_internal.cuh"
+#include "kernels/cuda/ops_internal.cuh"
 
 /* ---------------------------------------------------------------- softmax cross-entropy */
 

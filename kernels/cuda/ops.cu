@@ -32,7 +32,7 @@
  * are row kernels (LAUNCH_ROWS): a block works out a row's coordinates once and its threads walk
  * the row with 32-bit indices, at most one division each.
  */
-#include "ops_internal.cuh"
+#include "kernels/cuda/ops_internal.cuh"
 
 cudaStream_t g_stream;    /* NULL: the default stream */
 static cublasHandle_t g_blas;    /* created on first use, bound to g_stream */
@@ -51,7 +51,7 @@ void ops_fail(dt_status s, const char *fmt, ...)
         g_err = s;
         memcpy(g_msg, buf, sizeof g_msg);
     }
-    dt_set_error(s, "%s", buf);
+    status_set_error(s, "%s", buf);
 }
 
 const char *cublas_name(cublasStatus_t st) { return cublasGetStatusName(st); }
@@ -134,7 +134,7 @@ extern "C" dt_status cuda_ops_set_stream(void *stream)
         cublasHandle_t h;
         const cublasStatus_t st = cublasCreate(&h);
         if (st != CUBLAS_STATUS_SUCCESS)
-            return dt_set_error(DT_ERR_DEVICE,
+            return status_set_error(DT_ERR_DEVICE,
                                 "cuda_ops_set_stream: cublasCreate failed: %s (%s); check that a GPU "
                                 "is visible and has free memory",
                                 cublas_name(st), cublas_text(st));
@@ -142,7 +142,7 @@ extern "C" dt_status cuda_ops_set_stream(void *stream)
     }
     const cublasStatus_t st = cublasSetStream(g_blas, s);
     if (st != CUBLAS_STATUS_SUCCESS)
-        return dt_set_error(DT_ERR_DEVICE, "cuda_ops_set_stream: cublasSetStream(%p) failed: %s (%s)",
+        return status_set_error(DT_ERR_DEVICE, "cuda_ops_set_stream: cublasSetStream(%p) failed: %s (%s)",
                             stream, cublas_name(st), cublas_text(st));
     g_stream = s;
     return DT_OK;
@@ -161,7 +161,7 @@ extern "C" dt_status cuda_ops_sync(void)
 
 extern "C" dt_status cuda_ops_last_error(void)
 {
-    if (g_err != DT_OK) dt_set_error(g_err, "%s", g_msg);
+    if (g_err != DT_OK) status_set_error(g_err, "%s", g_msg);
     return g_err;
 }
 

@@ -17,9 +17,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "status.h"
-#include "cuda_ops.h"
-#include "cast.h"
+#include "base/status.h"
+#include "kernels/cuda_ops.h"
+#include "kernels/cast.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

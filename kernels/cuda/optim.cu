@@ -1,7 +1,7 @@
 /*
  * optim.cu - the optimizer steps of the CUDA table: SGD with momentum and weight decay, AdamW (PyTorch semantics).
  */
-#include "ops_internal.cuh"
+#include "kernels/cuda/ops_internal.cuh"
 
 /* ---------------------------------------------------------------- optimizers */
 

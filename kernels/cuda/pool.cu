@@ -1,7 +1,7 @@
 /*
  * pool.cu - max pooling of the CUDA table, forward (argmax indices kept) and backward, for fp32 and 16-bit values.
  */
-#include "ops_internal.cuh"
+#include "kernels/cuda/ops_internal.cuh"
 
 /* ---------------------------------------------------------------- max pooling */
 

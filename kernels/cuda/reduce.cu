@@ -4,7 +4,7 @@
  * the global gradient norm, and the accumulation of micro-batch gradients. They run on the ops'
  * stream (ops.cu) and report failures through its error state.
  */
-#include "ops_internal.cuh"
+#include "kernels/cuda/ops_internal.cuh"
 
 /* ---------------------------------------------------------------- non-finite counts (amp.h) */
 

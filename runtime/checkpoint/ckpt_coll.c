@@ -6,8 +6,8 @@
  * Both go through dt_allreduce / dt_broadcast on host memory, so the collective timeout
  * (DTRAIN_TIMEOUT) also covers a rank that never arrives.
  */
-#include "ckpt_format.h"
-#include "status.h"
+#include "runtime/checkpoint/ckpt_format.h"
+#include "base/status.h"
 
 #include <stdio.h>
 
@@ -40,15 +40,15 @@ dt_status ckpt_agree(dt_ctx *ctx, dt_status mine)
         for (int i = 0; i < n && root < 0; i++)
             if (slot[i] != 0) root = base + i;
     }
-    if (root < 0) return dt_set_error(DT_ERR_INTERNAL, "ckpt_agree: %g ranks failed but none said which", failed);
+    if (root < 0) return status_set_error(DT_ERR_INTERNAL, "ckpt_agree: %g ranks failed but none said which", failed);
     verdict v = own;
     if ((c = dt_broadcast(ctx, &v, sizeof v, DT_U8, root))) return c;
-    if (mine) return dt_set_error(mine, "%s", own.msg);
+    if (mine) return status_set_error(mine, "%s", own.msg);
     const int others = (int)failed - 1;
     if (others > 0)
-        return dt_set_error((dt_status)v.status, "rank %d (and %d other rank%s): %s", root, others,
+        return status_set_error((dt_status)v.status, "rank %d (and %d other rank%s): %s", root, others,
                             others == 1 ? "" : "s", v.msg);
-    return dt_set_error((dt_status)v.status, "rank %d: %s", root, v.msg);
+    return status_set_error((dt_status)v.status, "rank %d: %s", root, v.msg);
 }
 
 dt_status ckpt_bcast_bytes(dt_ctx *ctx, void *buf, size_t n)

@@ -8,8 +8,8 @@
  * sections' sizes must add up to the file's size exactly, so no section reaches past the end or
  * overlaps another, and no read can be longer than the file.
  */
-#include "ckpt_format.h"
-#include "status.h"
+#include "runtime/checkpoint/ckpt_format.h"
+#include "base/status.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -50,28 +50,28 @@ static dt_status check_entries(const char *path, const ckpt4_header *h, const ck
         int tail_zero = 1;
         for (size_t k = len; k < sizeof x->name; k++) tail_zero &= x->name[k] == 0;
         if (len == sizeof x->name || !tail_zero || !ckpt_name_valid(x->name))
-            return dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: the name of section %u is not 1 to %d characters of "
+            return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: the name of section %u is not 1 to %d characters of "
                                 "[A-Za-z0-9._-] followed by NULs", path, i, DT_CKPT_NAME_MAX);
         if (x->reserved != 0)
-            return dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" has reserved field %llu; it must be 0",
+            return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" has reserved field %llu; it must be 0",
                                 path, x->name, (unsigned long long)x->reserved);
         if (x->ranks != 0 && x->ranks != h->world)
-            return dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" claims blobs of %u ranks; a per-rank "
+            return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" claims blobs of %u ranks; a per-rank "
                                 "section holds one for each of the %u ranks that wrote the file, or the field is 0",
                                 path, x->name, x->ranks, h->world);
         if (x->ranks != 0 && x->bytes % x->ranks != 0)
-            return dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: per-rank section \"%s\" is %llu bytes, not a whole "
+            return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: per-rank section \"%s\" is %llu bytes, not a whole "
                                 "number of blobs for %u ranks", path, x->name, (unsigned long long)x->bytes, x->ranks);
     }
     if (h->nsections < 2) return DT_OK;
     const ckpt4_entry **sorted = malloc(h->nsections * sizeof *sorted);
-    if (!sorted) return dt_set_error(DT_ERR_NOMEM, "out of memory checking checkpoint %s", path);
+    if (!sorted) return status_set_error(DT_ERR_NOMEM, "out of memory checking checkpoint %s", path);
     for (uint32_t i = 0; i < h->nsections; i++) sorted[i] = &e[i];
     qsort(sorted, h->nsections, sizeof *sorted, name_cmp);
     dt_status s = DT_OK;
     for (uint32_t i = 1; i < h->nsections && !s; i++)
         if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0)
-            s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: two sections are named \"%s\"", path, sorted[i]->name);
+            s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: two sections are named \"%s\"", path, sorted[i]->name);
     free(sorted);
     return s;
 }
@@ -88,7 +88,7 @@ static dt_status verify_section(const ckpt_file *f, uint32_t i, unsigned char *b
         at += n;
     }
     if (c != f->e[i].crc)
-        return dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" is damaged (CRC mismatch)", f->path,
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" is damaged (CRC mismatch)", f->path,
                             f->e[i].name);
     return DT_OK;
 }
@@ -99,7 +99,7 @@ dt_status ckpt_file_open_fd(int fd, uint64_t size, const char *path, long name_s
     ckpt_file *f = calloc(1, sizeof *f);
     if (!f) {
         close(fd);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory opening checkpoint %s", path);
+        return status_set_error(DT_ERR_NOMEM, "out of memory opening checkpoint %s", path);
     }
     f->fd = fd;
     f->path = path;
@@ -107,42 +107,42 @@ dt_status ckpt_file_open_fd(int fd, uint64_t size, const char *path, long name_s
     dt_status s = DT_OK;
     ckpt4_header h;
     if (size < sizeof h || !pread_exact(fd, &h, sizeof h, 0)) {
-        s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s is truncated (%llu bytes, a header needs %zu)", path,
+        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s is truncated (%llu bytes, a header needs %zu)", path,
                          (unsigned long long)size, sizeof h);
         goto fail;
     }
     const uint32_t want = h.header_crc;
     h.header_crc = 0;
     if (memcmp(h.magic, CKPT_MAGIC, 8) != 0 || ckpt_crc(&h, sizeof h) != want) {
-        s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s is not a dtrain checkpoint or its header is damaged", path);
+        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s is not a dtrain checkpoint or its header is damaged", path);
         goto fail;
     }
     if (h.version != 4) {
-        s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this reader reads version 4", path, h.version);
+        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this reader reads version 4", path, h.version);
         goto fail;
     }
     if (h.step != name_step) {
-        s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field step is %lld but the file name says step %ld",
+        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field step is %lld but the file name says step %ld",
                          path, (long long)h.step, name_step);
         goto fail;
     }
     if (h.world < 1 || h.world > CKPT_MAX_WORLD) {
-        s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field world is %u; it must be 1 to %u", path, h.world,
+        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field world is %u; it must be 1 to %u", path, h.world,
                          CKPT_MAX_WORLD);
         goto fail;
     }
     if (h.reserved != 0) {
-        s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: reserved header field is %u; it must be 0", path, h.reserved);
+        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: reserved header field is %u; it must be 0", path, h.reserved);
         goto fail;
     }
     /* The table's size from the count, bounded before it is allocated. */
     const uint64_t table = (uint64_t)h.nsections * sizeof(ckpt4_entry);
     if (h.nsections > DT_CKPT_MAX_SECTIONS || table > size - sizeof h) {
         if (h.nsections > DT_CKPT_MAX_SECTIONS)
-            s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field nsections is %u; a file holds at most %d",
+            s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field nsections is %u; a file holds at most %d",
                              path, h.nsections, DT_CKPT_MAX_SECTIONS);
         else
-            s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s is %llu bytes; its header describes a table of %u "
+            s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s is %llu bytes; its header describes a table of %u "
                              "sections, %llu bytes with the header (truncated)", path, (unsigned long long)size,
                              h.nsections, (unsigned long long)(sizeof h + table));
         goto fail;
@@ -153,16 +153,16 @@ dt_status ckpt_file_open_fd(int fd, uint64_t size, const char *path, long name_s
     f->e = malloc(table ? (size_t)table : 1);
     f->off = malloc(h.nsections ? h.nsections * sizeof *f->off : 1);
     if (!f->e || !f->off) {
-        s = dt_set_error(DT_ERR_NOMEM, "out of memory reading the section table of checkpoint %s", path);
+        s = status_set_error(DT_ERR_NOMEM, "out of memory reading the section table of checkpoint %s", path);
         goto fail;
     }
     if (table && !pread_exact(fd, f->e, (size_t)table, sizeof h)) {
-        s = dt_set_error(DT_ERR_IO, "cannot read the section table of checkpoint %s: %s", path,
+        s = status_set_error(DT_ERR_IO, "cannot read the section table of checkpoint %s: %s", path,
                          errno ? strerror(errno) : "end of file");
         goto fail;
     }
     if (ckpt_crc(f->e, (size_t)table) != h.table_crc) {
-        s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: the section table is damaged (CRC mismatch)", path);
+        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: the section table is damaged (CRC mismatch)", path);
         goto fail;
     }
     if ((s = check_entries(path, &h, f->e))) goto fail;
@@ -173,7 +173,7 @@ dt_status ckpt_file_open_fd(int fd, uint64_t size, const char *path, long name_s
         total = f->e[i].bytes > UINT64_MAX - total ? UINT64_MAX : total + f->e[i].bytes;
     }
     if (total != size) {
-        s = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s is %llu bytes; its header describes %s%llu (%s)", path,
+        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s is %llu bytes; its header describes %s%llu (%s)", path,
                          (unsigned long long)size, total == UINT64_MAX ? "at least " : "", (unsigned long long)total,
                          size < total ? "truncated" : "data after its last section");
         goto fail;
@@ -182,7 +182,7 @@ dt_status ckpt_file_open_fd(int fd, uint64_t size, const char *path, long name_s
         const size_t cap = (size_t)1 << 20;
         unsigned char *buf = malloc(cap);
         if (!buf) {
-            s = dt_set_error(DT_ERR_NOMEM, "out of memory checking checkpoint %s", path);
+            s = status_set_error(DT_ERR_NOMEM, "out of memory checking checkpoint %s", path);
             goto fail;
         }
         for (uint32_t i = 0; i < f->n && !s; i++) s = verify_section(f, i, buf, cap);
@@ -206,11 +206,11 @@ int ckpt_file_find(const ckpt_file *f, const char *name)
 dt_status ckpt_file_pread(const ckpt_file *f, uint32_t i, uint64_t at, void *dst, size_t n)
 {
     if (i >= f->n || at > f->e[i].bytes || n > f->e[i].bytes - at)
-        return dt_set_error(DT_ERR_INTERNAL, "ckpt_file_pread: bytes [%llu, +%zu) of section %u are outside it",
+        return status_set_error(DT_ERR_INTERNAL, "ckpt_file_pread: bytes [%llu, +%zu) of section %u are outside it",
                             (unsigned long long)at, n, i);
     errno = 0;
     if (!pread_exact(f->fd, dst, n, f->off[i] + at))
-        return dt_set_error(errno ? DT_ERR_IO : DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" cannot be read (%s)",
+        return status_set_error(errno ? DT_ERR_IO : DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" cannot be read (%s)",
                             f->path, f->e[i].name, errno ? strerror(errno) : "the file is shorter than when opened");
     return DT_OK;
 }
@@ -220,7 +220,7 @@ dt_status ckpt_file_read(const ckpt_file *f, uint32_t i, void *dst)
     dt_status s = ckpt_file_pread(f, i, 0, dst, (size_t)f->e[i].bytes);
     if (s) return s;
     if (ckpt_crc(dst, (size_t)f->e[i].bytes) != f->e[i].crc)
-        return dt_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" is damaged (CRC mismatch)", f->path,
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" is damaged (CRC mismatch)", f->path,
                             f->e[i].name);
     return DT_OK;
 }

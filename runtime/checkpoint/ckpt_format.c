@@ -3,8 +3,8 @@
  * CRC, the file-name and section-name rules, the directory listing, the guarded open, and the test
  * hook that re-seals a crafted image (see ckpt_format.h).
  */
-#include "ckpt_format.h"
-#include "status.h"
+#include "runtime/checkpoint/ckpt_format.h"
+#include "base/status.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -87,7 +87,7 @@ dt_status ckpt_list(const char *dir, ckpt_entry **out, size_t *count)
     DIR *d = opendir(dir);
     if (!d) {
         if (errno == ENOENT) return DT_OK;
-        return dt_set_error(DT_ERR_IO, "cannot read checkpoint directory %s: %s", dir, strerror(errno));
+        return status_set_error(DT_ERR_IO, "cannot read checkpoint directory %s: %s", dir, strerror(errno));
     }
     ckpt_entry *e = NULL;
     size_t n = 0, cap = 0;
@@ -113,7 +113,7 @@ dt_status ckpt_list(const char *dir, ckpt_entry **out, size_t *count)
 nomem:
     closedir(d);
     ckpt_list_free(e, n);
-    return dt_set_error(DT_ERR_NOMEM, "out of memory listing checkpoint directory %s", dir);
+    return status_set_error(DT_ERR_NOMEM, "out of memory listing checkpoint directory %s", dir);
 }
 
 static const char *file_kind(mode_t mode)
@@ -132,16 +132,16 @@ dt_status ckpt_open_regular(const char *path, int *fd, uint64_t *size, uint32_t 
     *size = 0;
     *version = 0;
     int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (f < 0) return dt_set_error(DT_ERR_IO, "cannot open checkpoint %s: %s", path, strerror(errno));
+    if (f < 0) return status_set_error(DT_ERR_IO, "cannot open checkpoint %s: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(f, &sb) != 0) {
-        dt_status s = dt_set_error(DT_ERR_IO, "cannot stat checkpoint %s: %s", path, strerror(errno));
+        dt_status s = status_set_error(DT_ERR_IO, "cannot stat checkpoint %s: %s", path, strerror(errno));
         close(f);
         return s;
     }
     if (!S_ISREG(sb.st_mode)) {
         close(f);
-        return dt_set_error(DT_ERR_CORRUPT, "%s is %s, not a checkpoint file: rename or remove it", path,
+        return status_set_error(DT_ERR_CORRUPT, "%s is %s, not a checkpoint file: rename or remove it", path,
                             file_kind(sb.st_mode));
     }
     unsigned char head[16];

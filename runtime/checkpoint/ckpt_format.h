@@ -34,8 +34,8 @@
  * optimizer sections. Nothing in a file is trusted: the readers check every field against the
  * model, the optimizer, the file's name and size, and sane ranges before they allocate or copy.
  */
-#ifndef DT_CKPT_FORMAT_H
-#define DT_CKPT_FORMAT_H
+#ifndef DT_RUNTIME_CHECKPOINT_CKPT_FORMAT_H
+#define DT_RUNTIME_CHECKPOINT_CKPT_FORMAT_H
 
 #include "dtrain.h"
 

@@ -3,10 +3,10 @@
  * every check (ckpt_read.c; any format version), skipping damaged ones with a warning that names
  * them, and every rank gets its state by broadcast.
  */
-#include "ckpt_format.h"
-#include "log.h"
-#include "model/model.h"
-#include "status.h"
+#include "runtime/checkpoint/ckpt_format.h"
+#include "base/log.h"
+#include "runtime/model/model.h"
+#include "base/status.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +26,7 @@ static dt_status load_newest(const char *dir, dt_model *m, dt_optimizer *o, dt_s
     for (size_t i = 0; i < n && *found < 0; i++) {
         char path[4200];
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e[i].name) >= sizeof path) {
-            s = dt_set_error(DT_ERR_INVALID_ARG, "checkpoint directory name is too long (%zu characters)",
+            s = status_set_error(DT_ERR_INVALID_ARG, "checkpoint directory name is too long (%zu characters)",
                              strlen(dir));
             break;
         }
@@ -41,11 +41,11 @@ static dt_status load_newest(const char *dir, dt_model *m, dt_optimizer *o, dt_s
             break;
         } else {
             skipped++;
-            dt_log(DT_LOG_WARN, "skipping checkpoint: %s", dt_last_error());
+            log_msg(LOG_LEVEL_WARN, "skipping checkpoint: %s", dt_last_error());
         }
     }
     if (!s && *found < 0 && skipped > 0)
-        dt_log(DT_LOG_WARN, "none of the %zu checkpoint file(s) in %s could be loaded (see above): starting from "
+        log_msg(LOG_LEVEL_WARN, "none of the %zu checkpoint file(s) in %s could be loaded (see above): starting from "
                "step 0; the damaged files are left in place", skipped, dir);
     ckpt_list_free(e, n);
     return s;
@@ -111,8 +111,8 @@ dt_status dt_checkpoint_load_latest_data(dt_ctx *ctx, const char *dir, dt_model 
                                          dt_scaler *sc, dt_ckpt_data *data, long *step)
 {
     if (data) data->present = 0;
-    if (!dir || !*dir) return dt_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");
-    if (!m || !step) return dt_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_load_latest: model or step is NULL");
+    if (!dir || !*dir) return status_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");
+    if (!m || !step) return status_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_load_latest: model or step is NULL");
     int rank = ctx ? dt_rank(ctx) : 0, world = ctx ? dt_world_size(ctx) : 1;
     long found = -1;
     int saved_world = world;
@@ -128,18 +128,18 @@ dt_status dt_checkpoint_load_latest_data(dt_ctx *ctx, const char *dir, dt_model 
         dt_status c;
         if ((c = dt_broadcast(ctx, hdr, sizeof hdr, DT_U8, 0))) return c;
         if (hdr[0] != DT_OK)
-            return dt_set_error((dt_status)hdr[0], "%s",
+            return status_set_error((dt_status)hdr[0], "%s",
                                 rank == 0 ? msg : "rank 0 refused the checkpoints: read its message");
         found = (long)hdr[1];
         saved_world = (int)hdr[2];
         if (found >= 0 && (c = broadcast_state(ctx, rank, m, o, sc))) return c;
         if (found >= 0 && data && (c = broadcast_data(ctx, data))) return c;
     } else if (s) {
-        return dt_set_error(s, "%s", msg);
+        return status_set_error(s, "%s", msg);
     }
     /* Weights alone (evaluation) do not care how many ranks trained them. */
     if (found >= 0 && saved_world != world && o)
-        dt_log0(DT_LOG_WARN, "checkpoint of step %ld was written by %d ranks, resuming on %d: the global batch and "
+        log_msg0(LOG_LEVEL_WARN, "checkpoint of step %ld was written by %d ranks, resuming on %d: the global batch and "
                 "the data each rank sees change from here%s", found, saved_world, world,
                 data && data->present ? " (the epoch goes on from the saved data position: no sample repeated or "
                                         "skipped)" : "");

@@ -9,11 +9,11 @@
  * others by broadcast, 64 MiB at a time through host memory (a device destination is filled from
  * there), and the CRC, checked again on rank 0, decides on every rank whether the read succeeded.
  */
-#include "ckpt_format.h"
-#include "ctx_internal.h"
-#include "devmem.h"
-#include "log.h"
-#include "status.h"
+#include "runtime/checkpoint/ckpt_format.h"
+#include "collectives/ctx_comm.h"
+#include "kernels/devmem.h"
+#include "base/log.h"
+#include "base/status.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -51,7 +51,7 @@ static dt_status find_newest(const char *dir, dt_ckpt_reader *r)
     if (s) return s;
     for (size_t i = 0; i < n && !r->f; i++) {
         if ((size_t)snprintf(r->path, sizeof r->path, "%s/%s", dir, e[i].name) >= sizeof r->path) {
-            s = dt_set_error(DT_ERR_INVALID_ARG, "checkpoint directory name is too long (%zu characters)",
+            s = status_set_error(DT_ERR_INVALID_ARG, "checkpoint directory name is too long (%zu characters)",
                              strlen(dir));
             break;
         }
@@ -60,7 +60,7 @@ static dt_status find_newest(const char *dir, dt_ckpt_reader *r)
         uint32_t version;
         dt_status o = ckpt_open_regular(r->path, &fd, &size, &version);
         if (!o && version >= 1 && version <= CKPT_VERSION_FIXED) {
-            o = dt_set_error(DT_ERR_CORRUPT, "checkpoint %s has format version %u, a dt_model checkpoint of an older "
+            o = status_set_error(DT_ERR_CORRUPT, "checkpoint %s has format version %u, a dt_model checkpoint of an older "
                              "dtrain (dt_checkpoint_load_latest reads it); dt_ckpt_open_latest reads version %u",
                              r->path, version, CKPT_VERSION);
             close(fd);
@@ -72,12 +72,12 @@ static dt_status find_newest(const char *dir, dt_ckpt_reader *r)
             break;
         }
         if (o) {
-            dt_log(DT_LOG_WARN, "skipping checkpoint: %s", dt_last_error());
+            log_msg(LOG_LEVEL_WARN, "skipping checkpoint: %s", dt_last_error());
             skipped++;
         }
     }
     if (!s && !r->f && skipped > 0)
-        dt_log(DT_LOG_WARN, "none of the %zu checkpoint file(s) in %s could be opened (see above); the files are left "
+        log_msg(LOG_LEVEL_WARN, "none of the %zu checkpoint file(s) in %s could be opened (see above); the files are left "
                "in place", skipped, dir);
     if (r->f) {
         r->step = r->f->step;
@@ -96,12 +96,12 @@ typedef struct found_info {
 
 dt_status dt_ckpt_open_latest(dt_ctx *ctx, const char *dir, dt_ckpt_reader **out, long *step)
 {
-    if (!out || !step) return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_open_latest: out or step is NULL");
+    if (!out || !step) return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_open_latest: out or step is NULL");
     *out = NULL;
     *step = 0;
-    if (!dir || !*dir) return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_open_latest: no checkpoint directory given");
+    if (!dir || !*dir) return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_open_latest: no checkpoint directory given");
     dt_ckpt_reader *r = calloc(1, sizeof *r);
-    dt_status s = r ? DT_OK : dt_set_error(DT_ERR_NOMEM, "dt_ckpt_open_latest: out of memory");
+    dt_status s = r ? DT_OK : status_set_error(DT_ERR_NOMEM, "dt_ckpt_open_latest: out of memory");
     const int rank = ctx ? dt_rank(ctx) : 0, world = ctx ? dt_world_size(ctx) : 1;
     if (r) {
         r->ctx = ctx;
@@ -119,7 +119,7 @@ dt_status dt_ckpt_open_latest(dt_ctx *ctx, const char *dir, dt_ckpt_reader **out
             r->n = (uint32_t)fi.n;
             snprintf(r->path, sizeof r->path, "%s/ckpt-%010ld.dtc", dir, r->step);
             if (!(r->e = malloc(r->n ? r->n * sizeof *r->e : 1)))
-                s = dt_set_error(DT_ERR_NOMEM, "dt_ckpt_open_latest: out of memory for a table of %u sections", r->n);
+                s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_open_latest: out of memory for a table of %u sections", r->n);
         }
         if ((s = ckpt_agree(ctx, s))) goto fail;
         if (!fi.found) goto none;
@@ -152,7 +152,7 @@ int dt_ckpt_saved_world(const dt_ckpt_reader *r) { return r ? r->saved_world : 0
 static dt_status find(const dt_ckpt_reader *r, const char *fn, const char *name, int *idx)
 {
     *idx = -1;
-    if (!name) return dt_set_error(DT_ERR_INVALID_ARG, "%s: the section name is NULL", fn);
+    if (!name) return status_set_error(DT_ERR_INVALID_ARG, "%s: the section name is NULL", fn);
     for (uint32_t i = 0; i < r->n; i++)
         if (strcmp(r->e[i].name, name) == 0) {
             *idx = (int)i;
@@ -160,13 +160,13 @@ static dt_status find(const dt_ckpt_reader *r, const char *fn, const char *name,
         }
     char names[1200];
     ckpt_names_list(r->e, r->n, names, sizeof names);
-    return dt_set_error(DT_ERR_INVALID_ARG, "%s: checkpoint %s holds no section \"%.*s\"; its sections: %s", fn,
+    return status_set_error(DT_ERR_INVALID_ARG, "%s: checkpoint %s holds no section \"%.*s\"; its sections: %s", fn,
                         r->path, DT_CKPT_NAME_MAX + 8, name, names);
 }
 
 dt_status dt_ckpt_section_size(const dt_ckpt_reader *r, const char *name, size_t *bytes)
 {
-    if (!r || !bytes) return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_section_size: reader or bytes is NULL");
+    if (!r || !bytes) return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_section_size: reader or bytes is NULL");
     *bytes = 0;
     int i;
     dt_status s = find(r, "dt_ckpt_section_size", name, &i);
@@ -184,18 +184,18 @@ static dt_status agree_request(dt_ckpt_reader *r, const char *fn, const char *na
         const ckpt4_entry *x = &r->e[*idx];
         const uint64_t want = per_rank && x->ranks ? x->bytes / x->ranks : x->bytes;
         if (per_rank && !x->ranks)
-            mine = dt_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %s is not per-rank: read it with "
+            mine = status_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %s is not per-rank: read it with "
                                 "dt_ckpt_read", fn, name, r->path);
         else if (per_rank && r->saved_world != r->world)
-            mine = dt_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %s holds one blob for each of the %d ranks "
+            mine = status_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %s holds one blob for each of the %d ranks "
                                 "that wrote it, and this job has %d: a blob per rank cannot be split or merged; read "
                                 "all of them with dt_ckpt_read (%llu bytes) and decide", fn, name, r->path,
                                 r->saved_world, r->world, (unsigned long long)x->bytes);
         else if (bytes != want)
-            mine = dt_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %s is %llu bytes%s; the call asks for %zu",
+            mine = status_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %s is %llu bytes%s; the call asks for %zu",
                                 fn, name, r->path, (unsigned long long)want, per_rank ? " per rank" : "", bytes);
         else if (!dst && bytes)
-            mine = dt_set_error(DT_ERR_INVALID_ARG, "%s: the destination of section \"%s\" (%zu bytes) is NULL", fn,
+            mine = status_set_error(DT_ERR_INVALID_ARG, "%s: the destination of section \"%s\" (%zu bytes) is NULL", fn,
                                 name, bytes);
     }
     if (r->world <= 1) return mine;
@@ -205,7 +205,7 @@ static dt_status agree_request(dt_ckpt_reader *r, const char *fn, const char *na
     dt_status c;
     if ((c = ckpt_bcast_bytes(r->ctx, &req, sizeof req))) return c;
     if (!mine && req.idx >= 0 && (uint64_t)req.idx < r->n && (req.idx != me.idx || req.bytes != me.bytes))
-        mine = dt_set_error(DT_ERR_INVALID_ARG, "%s: rank %d reads section \"%s\" (%zu bytes) where rank 0 reads "
+        mine = status_set_error(DT_ERR_INVALID_ARG, "%s: rank %d reads section \"%s\" (%zu bytes) where rank 0 reads "
                             "\"%s\" (%lld bytes): every rank reads the same sections in the same order", fn, r->rank,
                             name, bytes, r->e[req.idx].name, (long long)req.bytes);
     return ckpt_agree(r->ctx, mine);
@@ -213,14 +213,14 @@ static dt_status agree_request(dt_ckpt_reader *r, const char *fn, const char *na
 
 dt_status dt_ckpt_read(dt_ckpt_reader *r, const char *name, void *dst, size_t bytes)
 {
-    if (!r) return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_read: the reader is NULL");
+    if (!r) return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_read: the reader is NULL");
     int idx;
     dt_status s = agree_request(r, "dt_ckpt_read", name, dst, bytes, 0, &idx);
     if (s) return s;
     const int dev = devmem_is_device(dst);
     unsigned char *stage = NULL;
     if (dev && bytes && !(stage = malloc(bytes < CHUNK ? bytes : CHUNK)))
-        s = dt_set_error(DT_ERR_NOMEM, "dt_ckpt_read: out of host memory staging section \"%s\"", name);
+        s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_read: out of host memory staging section \"%s\"", name);
     if ((s = ckpt_agree(r->ctx, s))) {
         free(stage);
         return s;
@@ -257,32 +257,32 @@ dt_status dt_ckpt_read(dt_ckpt_reader *r, const char *name, void *dst, size_t by
     }
     free(stage);
     if (r->rank == 0 && !local && crc != r->e[idx].crc)
-        local = dt_set_error(DT_ERR_CORRUPT, "dt_ckpt_read: checkpoint %s: section \"%s\" is damaged (CRC mismatch; "
+        local = status_set_error(DT_ERR_CORRUPT, "dt_ckpt_read: checkpoint %s: section \"%s\" is damaged (CRC mismatch; "
                              "it changed since it was opened)", r->path, name);
     else if (local)
-        dt_set_error(local, "%s", local_msg);
+        status_set_error(local, "%s", local_msg);
     return ckpt_agree(r->ctx, local);
 }
 
 dt_status dt_ckpt_read_rank(dt_ckpt_reader *r, const char *name, void *dst, size_t bytes)
 {
-    if (!r) return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_read_rank: the reader is NULL");
+    if (!r) return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_read_rank: the reader is NULL");
     int idx;
     dt_status s = agree_request(r, "dt_ckpt_read_rank", name, dst, bytes, 1, &idx);
     if (s || bytes == 0) return s;
     const int dev = devmem_is_device(dst);
     unsigned char *all = NULL, *mine = dev ? NULL : dst;
     if (r->rank == 0 && !(all = malloc((size_t)r->e[idx].bytes)))
-        s = dt_set_error(DT_ERR_NOMEM, "dt_ckpt_read_rank: out of host memory for section \"%s\" (%.1f MiB)", name,
+        s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_read_rank: out of host memory for section \"%s\" (%.1f MiB)", name,
                          (double)r->e[idx].bytes / 1048576.0);
     if (!s && dev && !(mine = malloc(bytes)))
-        s = dt_set_error(DT_ERR_NOMEM, "dt_ckpt_read_rank: out of host memory staging section \"%s\"", name);
+        s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_read_rank: out of host memory staging section \"%s\"", name);
     if (!s && r->rank == 0) s = ckpt_file_read(r->f, (uint32_t)idx, all); /* the CRC before any rank's dst */
     if ((s = ckpt_agree(r->ctx, s))) goto done;
     if (r->world > 1) {
         int rc = MPI_Scatter(all, (int)bytes, MPI_BYTE, mine, (int)bytes, MPI_BYTE, 0, ctx_world_comm(r->ctx));
         if (rc != MPI_SUCCESS)
-            s = dt_set_error(DT_ERR_MPI, "dt_ckpt_read_rank: MPI_Scatter of section \"%s\" failed (a peer may have "
+            s = status_set_error(DT_ERR_MPI, "dt_ckpt_read_rank: MPI_Scatter of section \"%s\" failed (a peer may have "
                              "died)", name);
     } else {
         memcpy(mine, all, bytes);

@@ -8,9 +8,9 @@
  * commit returns), and a GPU model's parameters and optimizer state are copied down on rank 0
  * first. The commit is collective: every rank learns whether the write worked.
  */
-#include "ckpt_format.h"
-#include "model/model.h"
-#include "status.h"
+#include "runtime/checkpoint/ckpt_format.h"
+#include "runtime/model/model.h"
+#include "base/status.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +32,7 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
     if (root && dt_model_on_gpu(m)) {
         float *host = malloc(np ? np * sizeof *host : 1);
         if (!host) {
-            dt_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's parameters (%.1f MiB)",
+            status_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's parameters (%.1f MiB)",
                          (double)np * sizeof(float) / 1048576.0);
             return ckpt_writer_fail(w, DT_ERR_NOMEM);
         }
@@ -68,7 +68,7 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
         const size_t bytes = sizeof(ckpt4_data) + 2 * (size_t)ch * sizeof(float);
         unsigned char *buf = calloc(1, bytes);
         if (!buf) {
-            dt_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's data block");
+            status_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's data block");
             return ckpt_writer_fail(w, DT_ERR_NOMEM);
         }
         const ckpt4_data cd = {.epoch = data->epoch, .offset = data->offset,
@@ -97,13 +97,13 @@ dt_status dt_checkpoint_save_scaled(dt_ctx *ctx, const char *dir, const dt_model
 dt_status dt_checkpoint_save_data(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
                                   const dt_scaler *sc, const dt_ckpt_data *data, long step)
 {
-    if (!dir || !*dir) return dt_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");
-    if (!m) return dt_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: the model is NULL");
+    if (!dir || !*dir) return status_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");
+    if (!m) return status_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: the model is NULL");
     if (step < 0 || step > CKPT_MAX_STEP)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: step %ld must be 0 to 10^18-1", step);
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: step %ld must be 0 to 10^18-1", step);
     if (data && (data->epoch < 0 || data->offset < 0 || data->normalize < 0 || data->normalize > 2 ||
                  data->channels < 0 || (unsigned)data->channels > CKPT_MAX_CHANNELS))
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: data block epoch %ld offset %ld normalize %d "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: data block epoch %ld offset %ld normalize %d "
                             "channels %d out of range", data->epoch, data->offset, data->normalize, data->channels);
     dt_ckpt_writer *w;
     dt_status s = dt_ckpt_begin(ctx, dir, step, &w);

@@ -6,9 +6,9 @@
  * DIR/ckpt-<step>.dtc.tmp.<pid> is written, fsynced, renamed into place and the directory fsynced;
  * on any failure the temporary file is removed and the error says what to do.
  */
-#include "ckpt_format.h"
-#include "log.h"
-#include "status.h"
+#include "runtime/checkpoint/ckpt_format.h"
+#include "base/log.h"
+#include "base/status.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,10 +43,10 @@ static dt_status write_all(int fd, const void *p, size_t n, const char *path, ui
             int err = w < 0 ? errno : ENOSPC; /* a write of 0 bytes to a regular file: no room */
             struct rlimit rl;
             if (err == EFBIG && getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-                return dt_set_error(DT_ERR_IO, "writing checkpoint %s failed: %s (limit %llu bytes, the checkpoint "
+                return status_set_error(DT_ERR_IO, "writing checkpoint %s failed: %s (limit %llu bytes, the checkpoint "
                                     "is %llu bytes): %s", path, strerror(err), (unsigned long long)rl.rlim_cur,
                                     (unsigned long long)total, write_advice(err));
-            return dt_set_error(DT_ERR_IO, "writing checkpoint %s failed: %s: %s", path, strerror(err),
+            return status_set_error(DT_ERR_IO, "writing checkpoint %s failed: %s: %s", path, strerror(err),
                                 write_advice(err));
         }
         b += w;
@@ -88,7 +88,7 @@ dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *
 {
     char path[4096], tmp[4200];
     if ((size_t)snprintf(path, sizeof path, "%s/ckpt-%010ld.dtc", dir, step) >= sizeof path)
-        return dt_set_error(DT_ERR_INVALID_ARG, "checkpoint directory name is too long (%zu characters)",
+        return status_set_error(DT_ERR_INVALID_ARG, "checkpoint directory name is too long (%zu characters)",
                             strlen(dir));
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     ckpt4_header h;
@@ -107,16 +107,16 @@ dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *
     h.header_crc = ckpt_crc(&h, sizeof h);
 
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return dt_set_error(DT_ERR_IO, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
+        return status_set_error(DT_ERR_IO, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return dt_set_error(DT_ERR_IO, "cannot write checkpoint %s: %s", tmp, strerror(errno));
+    if (fd < 0) return status_set_error(DT_ERR_IO, "cannot write checkpoint %s: %s", tmp, strerror(errno));
     dt_status s = write_image(fd, tmp, &h, e, data, total);
     if (!s && fsync(fd) != 0)
-        s = dt_set_error(DT_ERR_IO, "fsync of checkpoint %s failed: %s: %s", tmp, strerror(errno),
+        s = status_set_error(DT_ERR_IO, "fsync of checkpoint %s failed: %s: %s", tmp, strerror(errno),
                          write_advice(errno));
-    if (close(fd) != 0 && !s) s = dt_set_error(DT_ERR_IO, "closing checkpoint %s failed: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && !s) s = status_set_error(DT_ERR_IO, "closing checkpoint %s failed: %s", tmp, strerror(errno));
     if (!s && rename(tmp, path) != 0)
-        s = dt_set_error(DT_ERR_IO, "renaming checkpoint %s to %s failed: %s", tmp, path, strerror(errno));
+        s = status_set_error(DT_ERR_IO, "renaming checkpoint %s to %s failed: %s", tmp, path, strerror(errno));
     if (s) {
         unlink(tmp);
         return s;
@@ -126,7 +126,7 @@ dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *
         fsync(dfd); /* the rename itself reaches the disk */
         close(dfd);
     }
-    dt_log(DT_LOG_INFO, "checkpoint %s written (step %ld, %u section%s, %.1f MiB)", path, step, n, n == 1 ? "" : "s",
+    log_msg(LOG_LEVEL_INFO, "checkpoint %s written (step %ld, %u section%s, %.1f MiB)", path, step, n, n == 1 ? "" : "s",
            (double)total / 1048576.0);
     return DT_OK;
 }

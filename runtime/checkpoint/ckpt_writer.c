@@ -9,10 +9,10 @@
  * to rank 0, rank 0 writes the file (ckpt_write_file.c), and every step's outcome reaches every
  * rank through ckpt_agree, so all go on or all report the same failure.
  */
-#include "ckpt_format.h"
-#include "ctx_internal.h"
-#include "devmem.h"
-#include "status.h"
+#include "runtime/checkpoint/ckpt_format.h"
+#include "collectives/ctx_comm.h"
+#include "kernels/devmem.h"
+#include "base/status.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -41,18 +41,18 @@ struct dt_ckpt_writer {
 
 dt_status dt_ckpt_begin(dt_ctx *ctx, const char *dir, long step, dt_ckpt_writer **out)
 {
-    if (!out) return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: out is NULL");
+    if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: out is NULL");
     *out = NULL;
-    if (!dir || !*dir) return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: no checkpoint directory given");
+    if (!dir || !*dir) return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: no checkpoint directory given");
     if (strlen(dir) > 4000)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: checkpoint directory name is too long (%zu "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: checkpoint directory name is too long (%zu "
                             "characters; at most 4000)", strlen(dir));
     if (step < 0 || step > CKPT_MAX_STEP)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: step %ld must be 0 to 10^18-1", step);
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: step %ld must be 0 to 10^18-1", step);
     dt_ckpt_writer *w = calloc(1, sizeof *w);
     if (!w || !(w->dir = strdup(dir))) {
         free(w);
-        return dt_set_error(DT_ERR_NOMEM, "dt_ckpt_begin: out of memory");
+        return status_set_error(DT_ERR_NOMEM, "dt_ckpt_begin: out of memory");
     }
     w->ctx = ctx;
     w->rank = ctx ? dt_rank(ctx) : 0;
@@ -78,36 +78,36 @@ dt_status ckpt_writer_fail(dt_ckpt_writer *w, dt_status s)
 static dt_status check_name(const dt_ckpt_writer *w, const char *fn, const char *name, size_t bytes, int per_rank,
                             int user)
 {
-    if (!w) return dt_set_error(DT_ERR_INVALID_ARG, "%s: the writer is NULL", fn);
-    if (!name) return dt_set_error(DT_ERR_INVALID_ARG, "%s: the section name is NULL", fn);
+    if (!w) return status_set_error(DT_ERR_INVALID_ARG, "%s: the writer is NULL", fn);
+    if (!name) return status_set_error(DT_ERR_INVALID_ARG, "%s: the section name is NULL", fn);
     const size_t len = strlen(name);
-    if (len == 0) return dt_set_error(DT_ERR_INVALID_ARG, "%s: the section name is empty", fn);
+    if (len == 0) return status_set_error(DT_ERR_INVALID_ARG, "%s: the section name is empty", fn);
     if (len > DT_CKPT_NAME_MAX)
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s: section name \"%.*s...\" is %zu bytes; at most %d", fn, 32, name,
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: section name \"%.*s...\" is %zu bytes; at most %d", fn, 32, name,
                             len, DT_CKPT_NAME_MAX);
     if (!ckpt_name_valid(name)) {
         size_t at = strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s: section name \"%s\" has character 0x%02x at byte %zu; names "
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: section name \"%s\" has character 0x%02x at byte %zu; names "
                             "are made of [A-Za-z0-9._-]", fn, name, (unsigned char)name[at], at);
     }
     if (user && strncmp(name, CKPT4_RESERVED_PREFIX, strlen(CKPT4_RESERVED_PREFIX)) == 0)
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s: section name \"%s\" starts with \"%s\", which dtrain keeps for "
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: section name \"%s\" starts with \"%s\", which dtrain keeps for "
                             "its own sections: choose another name", fn, name, CKPT4_RESERVED_PREFIX);
     for (uint32_t i = 0; i < w->n; i++)
         if (strcmp(w->s[i].name, name) == 0)
-            return dt_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" was already added to the checkpoint of step "
+            return status_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" was already added to the checkpoint of step "
                                 "%ld: names are unique in a checkpoint", fn, name, w->step);
     if (w->n >= DT_CKPT_MAX_SECTIONS)
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s: the checkpoint of step %ld already holds %d sections, the most "
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: the checkpoint of step %ld already holds %d sections, the most "
                             "a file may hold (section \"%s\"): put small pieces together in one section", fn, w->step,
                             DT_CKPT_MAX_SECTIONS, name);
     if (per_rank && bytes > DT_CKPT_PER_RANK_MAX)
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s: per-rank section \"%s\" of %zu bytes is larger than %zu: "
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: per-rank section \"%s\" of %zu bytes is larger than %zu: "
                             "per-rank sections are for small state; save large state as a plain section", fn, name,
                             bytes, DT_CKPT_PER_RANK_MAX);
     const uint64_t file_bytes = per_rank ? (uint64_t)bytes * (uint64_t)w->world : (uint64_t)bytes;
     if (file_bytes > ((uint64_t)1 << 62) - w->total - sizeof(ckpt4_entry))
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %zu bytes would make the checkpoint larger "
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %zu bytes would make the checkpoint larger "
                             "than 2^62 bytes", fn, name, bytes);
     return DT_OK;
 }
@@ -127,7 +127,7 @@ static dt_status add(dt_ckpt_writer *w, const char *fn, const char *name, const 
         wsec *ns = realloc(w->s, ncap * sizeof *ns);
         if (!ns) {
             if (mode == ADD_OWNED) free((void *)data);
-            return ckpt_writer_fail(w, dt_set_error(DT_ERR_NOMEM, "%s: out of memory adding section \"%s\"", fn,
+            return ckpt_writer_fail(w, status_set_error(DT_ERR_NOMEM, "%s: out of memory adding section \"%s\"", fn,
                                                     name));
         }
         w->s = ns;
@@ -149,14 +149,14 @@ static dt_status add(dt_ckpt_writer *w, const char *fn, const char *name, const 
     const int needed = per_rank || w->rank == 0; /* whose bytes reach the file */
     if (!needed || bytes == 0) return DT_OK;
     if (!data)
-        return ckpt_writer_fail(w, dt_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %zu bytes has no data "
+        return ckpt_writer_fail(w, status_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %zu bytes has no data "
                                                 "(NULL) on rank %d", fn, name, bytes, w->rank));
     if (mode == ADD_REF) {
         x->data = data;
         return DT_OK;
     }
     if (!(x->owned = malloc(bytes)))
-        return ckpt_writer_fail(w, dt_set_error(DT_ERR_NOMEM, "%s: out of host memory copying section \"%s\" "
+        return ckpt_writer_fail(w, status_set_error(DT_ERR_NOMEM, "%s: out of host memory copying section \"%s\" "
                                                 "(%.1f MiB) on rank %d", fn, name, (double)bytes / 1048576.0, w->rank));
     if (devmem_is_device(data)) {
         if ((s = devmem_to_host(1, x->owned, data, bytes))) return ckpt_writer_fail(w, s);
@@ -233,24 +233,24 @@ static list_key key_of(const dt_ckpt_writer *w)
 static dt_status describe_difference(const dt_ckpt_writer *w, const list_key *k0, const list_item *theirs)
 {
     if (k0->step != w->step)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: rank %d commits step %ld, rank 0 step %lld: every "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: rank %d commits step %ld, rank 0 step %lld: every "
                             "rank commits the same step", w->rank, w->step, (long long)k0->step);
     for (uint32_t i = 0; i < w->n && i < k0->n; i++) {
         list_item it;
         item_of(&w->s[i], &it);
         if (memcmp(&it, &theirs[i], sizeof it) != 0)
-            return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: section %u is \"%s\" (%llu bytes%s) on rank %d "
+            return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: section %u is \"%s\" (%llu bytes%s) on rank %d "
                                 "but \"%s\" (%llu bytes%s) on rank 0: every rank adds the same sections, with the "
                                 "same sizes, in the same order", i, it.name, (unsigned long long)it.bytes,
                                 it.per_rank ? ", per rank" : "", w->rank, theirs[i].name,
                                 (unsigned long long)theirs[i].bytes, theirs[i].per_rank ? ", per rank" : "");
     }
     if (w->n != k0->n)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: rank %d added %u sections, rank 0 %u (the first %u "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: rank %d added %u sections, rank 0 %u (the first %u "
                             "alike; the next is \"%s\" on rank %d): every rank adds the same sections",
                             w->rank, w->n, k0->n, w->n < k0->n ? w->n : k0->n,
                             w->n < k0->n ? theirs[w->n].name : w->s[k0->n].name, w->n < k0->n ? 0 : w->rank);
-    return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: rank %d writes to checkpoint directory %s, which is "
+    return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: rank %d writes to checkpoint directory %s, which is "
                         "not rank 0's: every rank passes the same dir to dt_ckpt_begin", w->rank, w->dir);
 }
 
@@ -258,7 +258,7 @@ static dt_status describe_difference(const dt_ckpt_writer *w, const list_key *k0
 static dt_status agree_on_list(dt_ckpt_writer *w)
 {
     dt_status mine = DT_OK;
-    if (w->failed) mine = dt_set_error(w->failed, "%s", w->fail_msg ? w->fail_msg : "out of memory");
+    if (w->failed) mine = status_set_error(w->failed, "%s", w->fail_msg ? w->fail_msg : "out of memory");
     if (w->world <= 1) return mine;
     list_key k0 = key_of(w), me = k0;
     dt_status c;
@@ -268,7 +268,7 @@ static dt_status agree_on_list(dt_ckpt_writer *w)
     if (differ > 0) {
         /* Rank 0's list to all, so the rank that differs can say where. */
         list_item *theirs = calloc(k0.n ? k0.n : 1, sizeof *theirs);
-        if (!theirs) return dt_set_error(DT_ERR_NOMEM, "dt_ckpt_commit: out of memory comparing section lists");
+        if (!theirs) return status_set_error(DT_ERR_NOMEM, "dt_ckpt_commit: out of memory comparing section lists");
         if (w->rank == 0)
             for (uint32_t i = 0; i < w->n; i++) item_of(&w->s[i], &theirs[i]);
         c = ckpt_bcast_bytes(w->ctx, theirs, (size_t)k0.n * sizeof *theirs);
@@ -291,7 +291,7 @@ static dt_status gather_per_rank(dt_ckpt_writer *w)
             if (!x->per_rank || x->bytes == 0) continue;
             void *all = malloc(x->bytes * (size_t)w->world);
             if (!all) {
-                s = dt_set_error(DT_ERR_NOMEM, "dt_ckpt_commit: out of host memory gathering per-rank section "
+                s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_commit: out of host memory gathering per-rank section "
                                  "\"%s\" (%.1f MiB)", x->name, (double)x->bytes * w->world / 1048576.0);
                 break;
             }
@@ -307,7 +307,7 @@ static dt_status gather_per_rank(dt_ckpt_writer *w)
         int rc = MPI_Gather(w->rank == 0 ? MPI_IN_PLACE : x->data, (int)x->bytes, MPI_BYTE, x->owned, (int)x->bytes,
                             MPI_BYTE, 0, ctx_world_comm(w->ctx));
         if (rc != MPI_SUCCESS)
-            s = dt_set_error(DT_ERR_MPI, "dt_ckpt_commit: MPI_Gather of per-rank section \"%s\" failed (a peer may "
+            s = status_set_error(DT_ERR_MPI, "dt_ckpt_commit: MPI_Gather of per-rank section \"%s\" failed (a peer may "
                              "have died)", x->name);
     }
     return ckpt_agree(w->ctx, s);
@@ -315,7 +315,7 @@ static dt_status gather_per_rank(dt_ckpt_writer *w)
 
 dt_status dt_ckpt_commit(dt_ckpt_writer *w)
 {
-    if (!w) return dt_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: the writer is NULL");
+    if (!w) return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: the writer is NULL");
     /* Each step ends in an agreement, so every rank either goes on to the next or returns the same
      * failure: none is left waiting in a collective the others skipped. */
     dt_status s = agree_on_list(w);
@@ -328,7 +328,7 @@ dt_status dt_ckpt_commit(dt_ckpt_writer *w)
         ckpt4_entry *e = calloc(w->n ? w->n : 1, sizeof *e);
         const void **data = calloc(w->n ? w->n : 1, sizeof *data);
         if (!e || !data) {
-            s = dt_set_error(DT_ERR_NOMEM, "dt_ckpt_commit: out of memory");
+            s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_commit: out of memory");
         } else {
             for (uint32_t i = 0; i < w->n; i++) {
                 memcpy(e[i].name, w->s[i].name, sizeof e[i].name);

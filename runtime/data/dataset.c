@@ -2,11 +2,11 @@
  * dataset.c - dt_dataset (dtrain.h): a split of any format opened through the reader interface,
  * the holdout's view of it, the normalization's figures, and the sampler's position.
  */
-#include "dataset.h"
-#include "stats.h"
-#include "synthetic.h"
-#include "rng.h"
-#include "status.h"
+#include "runtime/data/dataset.h"
+#include "runtime/data/stats.h"
+#include "runtime/data/synthetic.h"
+#include "base/rng.h"
+#include "base/status.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -48,10 +48,10 @@ static dt_status make_holdout(dt_dataset *d, double fraction, int part)
     const size_t n = d->split->count;
     const size_t aside = (size_t)llround(fraction * (double)n);
     if (aside < 1 || aside >= n)
-        return dt_set_error(DT_ERR_INVALID_ARG, "--holdout %g of %zu samples keeps %zu aside: it must leave at least "
+        return status_set_error(DT_ERR_INVALID_ARG, "--holdout %g of %zu samples keeps %zu aside: it must leave at least "
                             "one sample on each side", fraction, n, aside);
     uint32_t *order = malloc(n * sizeof *order);
-    if (!order) return dt_set_error(DT_ERR_NOMEM, "out of memory for the holdout of %zu samples", n);
+    if (!order) return status_set_error(DT_ERR_NOMEM, "out of memory for the holdout of %zu samples", n);
     for (size_t i = 0; i < n; i++) order[i] = (uint32_t)i;
     for (size_t i = n - 1; i > 0; i--) {
         size_t j = (size_t)(rng_at(0, STREAM_HOLDOUT, i) % (i + 1));
@@ -79,7 +79,7 @@ static dt_status view_stats(const dt_dataset *d, size_t stride, ds_stats *out)
     ds_stats_acc acc;
     float *x = malloc(d->input_size * sizeof *x);
     dt_status s = x ? ds_stats_acc_init(&acc, d->c, (size_t)d->h * d->w, d->classes)
-                    : dt_set_error(DT_ERR_NOMEM, "out of memory for a sample");
+                    : status_set_error(DT_ERR_NOMEM, "out of memory for a sample");
     if (s) {
         free(x);
         return s;
@@ -93,7 +93,7 @@ static dt_status view_stats(const dt_dataset *d, size_t stride, ds_stats *out)
             continue;
         }
         if (!s && (y < 0 || y >= d->classes))
-            s = dt_set_error(DT_ERR_CORRUPT, "%s: sample %zu has label %d, outside 0..%d", d->split->source, i,
+            s = status_set_error(DT_ERR_CORRUPT, "%s: sample %zu has label %d, outside 0..%d", d->split->source, i,
                              (int)y, d->classes - 1);
         if (!s) ds_stats_acc_add(&acc, x, y);
     }
@@ -112,10 +112,10 @@ static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int
     d->norm = cfg->normalize;
     if (d->norm == DT_NORMALIZE_NONE) return DT_OK;
     if (d->norm != DT_NORMALIZE_UNIT && d->norm != DT_NORMALIZE_STANDARD)
-        return dt_set_error(DT_ERR_INVALID_ARG, "normalization %d is not none, unit or standard", (int)d->norm);
+        return status_set_error(DT_ERR_INVALID_ARG, "normalization %d is not none, unit or standard", (int)d->norm);
     if (!(d->mul = malloc((size_t)C * sizeof *d->mul)) || !(d->add = malloc((size_t)C * sizeof *d->add)) ||
         !(d->mean = malloc((size_t)C * sizeof *d->mean)) || !(d->std = malloc((size_t)C * sizeof *d->std)))
-        return dt_set_error(DT_ERR_NOMEM, "out of memory for the normalization of %d channels", C);
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the normalization of %d channels", C);
     if (d->norm == DT_NORMALIZE_UNIT) {
         for (int c = 0; c < C; c++) d->mul[c] = d->split->uint8_values ? 1.0f / 255.0f : 1.0f, d->add[c] = 0;
         free(d->mean), free(d->std);
@@ -140,7 +140,7 @@ static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int
     }
     for (int c = 0; c < C; c++) {
         if (!isfinite(d->mean[c]) || !isfinite(d->std[c]) || d->std[c] < 0)
-            return dt_set_error(DT_ERR_INVALID_ARG, "channel %d's mean %g / std %g cannot normalize: they must be "
+            return status_set_error(DT_ERR_INVALID_ARG, "channel %d's mean %g / std %g cannot normalize: they must be "
                                 "finite and the std >= 0", c, (double)d->mean[c], (double)d->std[c]);
         /* A constant channel (std 0) is only centred: dividing would make infinities. */
         const float sd = d->std[c] > 0 ? d->std[c] : 1.0f;
@@ -157,7 +157,7 @@ static dt_status dataset_finish(ds_split *split, const dt_data_config *cfg, int 
     dt_dataset *d = calloc(1, sizeof *d);
     if (!d) {
         ds_close(split);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory for the dataset");
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the dataset");
     }
     d->split = split;
     d->n = split->count;
@@ -167,12 +167,12 @@ static dt_status dataset_finish(ds_split *split, const dt_data_config *cfg, int 
     d->crop_pad = cfg->crop_pad, d->flip = cfg->flip, d->skip_bad = cfg->skip_bad;
     dt_status s = DT_OK;
     if (cfg->crop_pad < 0 || cfg->crop_pad > 4096 || (cfg->crop_pad && (d->h < 2 || d->w < 2)))
-        s = dt_set_error(DT_ERR_INVALID_ARG, "augmentation crop padding %d: it needs images (H and W > 1, now %dx%d) "
+        s = status_set_error(DT_ERR_INVALID_ARG, "augmentation crop padding %d: it needs images (H and W > 1, now %dx%d) "
                          "and a padding of 0 to 4096 pixels", cfg->crop_pad, d->h, d->w);
     else if (cfg->flip && d->w < 2)
-        s = dt_set_error(DT_ERR_INVALID_ARG, "augmentation flip needs images (W > 1, now %d)", d->w);
+        s = status_set_error(DT_ERR_INVALID_ARG, "augmentation flip needs images (W > 1, now %d)", d->w);
     else if (use_holdout && cfg->holdout != 0 && !(cfg->holdout > 0 && cfg->holdout < 1))
-        s = dt_set_error(DT_ERR_INVALID_ARG, "--holdout %g is not a fraction in (0, 1)", cfg->holdout);
+        s = status_set_error(DT_ERR_INVALID_ARG, "--holdout %g is not a fraction in (0, 1)", cfg->holdout);
     if (!s && use_holdout && cfg->holdout > 0) s = make_holdout(d, cfg->holdout, cfg->holdout_part);
     if (!s) s = sampler_init(&d->smp, d->n, cfg->seed, cfg->shuffle, cfg->drop_last);
     if (!s) s = set_normalization(d, cfg, cfg->threads);
@@ -221,7 +221,7 @@ dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t size, uin
 dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const float *mean, const float *std)
 {
     if (kind == DT_NORMALIZE_STANDARD && (!mean || !std))
-        return dt_set_error(DT_ERR_INVALID_ARG, "standard normalization needs the per-channel mean and std");
+        return status_set_error(DT_ERR_INVALID_ARG, "standard normalization needs the per-channel mean and std");
     dt_data_config cfg;
     dt_data_defaults(&cfg);
     cfg.normalize = kind, cfg.mean = mean, cfg.std = std;
@@ -267,7 +267,7 @@ long dt_dataset_steps_per_epoch(const dt_dataset *d, int world, int batch)
 dt_status dt_dataset_position(const dt_dataset *d, long step, int world, int batch, long *epoch, long *offset)
 {
     if (world < 1 || batch < 1)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_dataset_position: %d ranks of batch %d", world, batch);
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_dataset_position: %d ranks of batch %d", world, batch);
     size_t off;
     dt_status s = sampler_locate(&d->smp, step, (size_t)world * (size_t)batch, epoch, &off);
     if (!s) *offset = (long)off;
@@ -277,7 +277,7 @@ dt_status dt_dataset_position(const dt_dataset *d, long step, int world, int bat
 dt_status dt_dataset_set_position(dt_dataset *d, long step, long epoch, long offset)
 {
     if (offset < 0)
-        return dt_set_error(DT_ERR_INVALID_ARG, "data position offset %ld is negative", offset);
+        return status_set_error(DT_ERR_INVALID_ARG, "data position offset %ld is negative", offset);
     return sampler_set_anchor(&d->smp, step, epoch, (size_t)offset);
 }
 
@@ -291,7 +291,7 @@ dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int ba
     uint32_t *idx = malloc((size_t)(batch > 0 ? batch : 1) * sizeof *idx);
     float *scratch = malloc((dataset_scratch_floats(d) + 1) * sizeof *scratch);
     long epoch;
-    dt_status s = !idx || !scratch ? dt_set_error(DT_ERR_NOMEM, "out of memory for a batch of %d", batch)
+    dt_status s = !idx || !scratch ? status_set_error(DT_ERR_NOMEM, "out of memory for a batch of %d", batch)
                                    : dataset_plan(d, step, rank, world, batch, idx, &epoch);
     if (!s) s = dataset_fill(d, idx, epoch, batch, 1, x, labels, scratch);
     free(idx);

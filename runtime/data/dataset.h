@@ -7,12 +7,12 @@
  * epoch's order: one thread at a time, the loader's lock); dataset_fill makes any samples from
  * any thread at once, each thread with its own scratch.
  */
-#ifndef DT_DATA_DATASET_H
-#define DT_DATA_DATASET_H
+#ifndef DT_RUNTIME_DATA_DATASET_H
+#define DT_RUNTIME_DATA_DATASET_H
 
 #include "dtrain.h"
-#include "reader.h"
-#include "sampler.h"
+#include "runtime/data/reader.h"
+#include "runtime/data/sampler.h"
 
 #include <stddef.h>
 #include <stdint.h>

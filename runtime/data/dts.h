@@ -38,10 +38,10 @@
  * CRC and the finiteness of fp values are checked by dts_verify (`dtrain data verify`), which
  * reads the whole file.
  */
-#ifndef DT_DATA_DTS_H
-#define DT_DATA_DTS_H
+#ifndef DT_RUNTIME_DATA_DTS_H
+#define DT_RUNTIME_DATA_DTS_H
 
-#include "reader.h"
+#include "runtime/data/reader.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -10,12 +10,12 @@
  * fsync'd, renamed over the target and the directory fsync'd: a crash or a full disk leaves either
  * the old file or the new one, never half of one.
  */
-#include "dts.h"
-#include "stats.h"
-#include "status.h"
-#include "log.h"
-#include "thread_stack.h"
-#include "cast.h"
+#include "runtime/data/dts.h"
+#include "runtime/data/stats.h"
+#include "base/status.h"
+#include "base/log.h"
+#include "base/thread_stack.h"
+#include "kernels/cast.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -79,10 +79,10 @@ static dt_status store(const writer *w, size_t i, float *x, uint16_t *h, unsigne
     for (size_t j = 0; j < w->per; j++) {
         const float v = x[j];
         if (!isfinite(v))
-            return dt_set_error(DT_ERR_INVALID_ARG, "%s: value %zu of sample %zu is %g: a dataset must hold finite "
+            return status_set_error(DT_ERR_INVALID_ARG, "%s: value %zu of sample %zu is %g: a dataset must hold finite "
                                 "values", s->source, j, i, (double)v);
         if (w->dtype == DTS_UINT8 && !(v >= 0 && v <= 255 && v == floorf(v)))
-            return dt_set_error(DT_ERR_INVALID_ARG, "%s: value %zu of sample %zu is %g, not a byte 0..255: store "
+            return status_set_error(DT_ERR_INVALID_ARG, "%s: value %zu of sample %zu is %g, not a byte 0..255: store "
                                 "this dataset with --dtype fp16 or fp32", s->source, j, i, (double)v);
     }
     switch (w->dtype) {
@@ -93,7 +93,7 @@ static dt_status store(const writer *w, size_t i, float *x, uint16_t *h, unsigne
         cpu_cast_f32_to_16(DT_F16, x, h, w->per);
         for (size_t j = 0; j < w->per; j++)
             if ((h[j] & 0x7c00u) == 0x7c00u)
-                return dt_set_error(DT_ERR_INVALID_ARG, "%s: value %zu of sample %zu is %g, past fp16's largest "
+                return status_set_error(DT_ERR_INVALID_ARG, "%s: value %zu of sample %zu is %g, past fp16's largest "
                                     "(65504): store this dataset with --dtype fp32", s->source, j, i, (double)x[j]);
         memcpy(out, h, w->per * sizeof *h);
         cpu_cast_16_to_f32(DT_F16, h, x, w->per);
@@ -109,7 +109,7 @@ static void *worker_run(void *arg)
     writer *w = k->w;
     /* As every dtrain thread: an alternate signal stack, for the crash report of a stack overflow. */
     if (thread_altstack_install() != DT_OK)
-        dt_log(DT_LOG_WARN, "conversion thread: %s; a crash on it may go unreported", dt_last_error());
+        log_msg(LOG_LEVEL_WARN, "conversion thread: %s; a crash on it may go unreported", dt_last_error());
     for (size_t c = (size_t)k->index, round = 0; c < w->nchunks; c += (size_t)w->threads, round++) {
         chunk_slot *sl = &k->slot[round % 2];
         pthread_mutex_lock(&w->mu);
@@ -124,7 +124,7 @@ static void *worker_run(void *arg)
             const size_t i = sl->first + j;
             st = ds_read(w->src, i, k->x, &sl->labels[j]);
             if (!st && (sl->labels[j] < 0 || sl->labels[j] >= w->src->classes))
-                st = dt_set_error(DT_ERR_CORRUPT, "%s: label %d of sample %zu is outside 0 to %d", w->src->source,
+                st = status_set_error(DT_ERR_CORRUPT, "%s: label %d of sample %zu is outside 0 to %d", w->src->source,
                                   (int)sl->labels[j], i, w->src->classes - 1);
             if (!st) st = store(w, i, k->x, k->h, sl->buf + j * w->row_bytes);
             if (!st) ds_stats_acc_add(&k->acc, k->x, sl->labels[j]);
@@ -148,15 +148,15 @@ static dt_status write_at(int fd, const char *path, const void *p, size_t n, uin
         ssize_t r = pwrite(fd, b, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == ENOSPC || errno == EDQUOT))
-            return dt_set_error(DT_ERR_IO, "cannot write %s: no space left on its device (or quota) at byte %llu of "
+            return status_set_error(DT_ERR_IO, "cannot write %s: no space left on its device (or quota) at byte %llu of "
                                 "%llu: free space there or write the shard to another directory", path,
                                 (unsigned long long)off, (unsigned long long)total);
         if (r < 0 && errno == EFBIG)
-            return dt_set_error(DT_ERR_IO, "cannot write %s: the file would pass the file-size limit (ulimit -f, or "
+            return status_set_error(DT_ERR_IO, "cannot write %s: the file would pass the file-size limit (ulimit -f, or "
                                 "the filesystem's) at byte %llu of %llu: raise the limit or write to another "
                                 "filesystem", path, (unsigned long long)off, (unsigned long long)total);
         if (r <= 0)
-            return dt_set_error(DT_ERR_IO, "cannot write %s at byte %llu: %s", path, (unsigned long long)off,
+            return status_set_error(DT_ERR_IO, "cannot write %s at byte %llu: %s", path, (unsigned long long)off,
                                 r < 0 ? strerror(errno) : "nothing written");
         b += r, n -= (size_t)r, off += (uint64_t)r;
     }
@@ -193,7 +193,7 @@ static dt_status write_payload(writer *w, int fd, const char *tmp, uint64_t head
     int32_t *labels = malloc(s->count * sizeof *labels);
     dt_status st = DT_OK;
     int started = 0;
-    if (!ks || !tid || !labels) st = dt_set_error(DT_ERR_NOMEM, "out of memory writing %s", tmp);
+    if (!ks || !tid || !labels) st = status_set_error(DT_ERR_NOMEM, "out of memory writing %s", tmp);
     for (int t = 0; !st && t < w->threads; t++) {
         worker *k = &ks[t];
         k->w = w;
@@ -205,13 +205,13 @@ static dt_status write_payload(writer *w, int fd, const char *tmp, uint64_t head
             k->slot[b].labels = malloc(w->chunk * sizeof *k->slot[b].labels);
         }
         if (!k->x || !k->h || !k->slot[0].buf || !k->slot[1].buf || !k->slot[0].labels || !k->slot[1].labels)
-            st = dt_set_error(DT_ERR_NOMEM, "out of memory for the buffers of %d writer threads: lower --threads",
+            st = status_set_error(DT_ERR_NOMEM, "out of memory for the buffers of %d writer threads: lower --threads",
                               w->threads);
         if (!st) st = ds_stats_acc_init(&k->acc, s->c, (size_t)s->h * s->w, s->classes);
     }
     for (; !st && started < w->threads; started++)
         if (pthread_create(&tid[started], NULL, worker_run, &ks[started]) != 0)
-            st = dt_set_error(DT_ERR_NOMEM, "cannot start writer thread %d of %d: lower --threads", started + 1,
+            st = status_set_error(DT_ERR_NOMEM, "cannot start writer thread %d of %d: lower --threads", started + 1,
                               w->threads);
     uint32_t crc = 0;
     uint64_t off = header_bytes;
@@ -221,7 +221,7 @@ static dt_status write_payload(writer *w, int fd, const char *tmp, uint64_t head
         while (!sl->full) pthread_cond_wait(&w->cv, &w->mu);
         pthread_mutex_unlock(&w->mu);
         if (sl->status) {
-            st = dt_set_error(sl->status, "%s", sl->msg);
+            st = status_set_error(sl->status, "%s", sl->msg);
             break;
         }
         const size_t bytes = sl->n * w->row_bytes;
@@ -276,16 +276,16 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     if (opts) o = *opts;
     const int dtype = o.dtype ? o.dtype : src->uint8_values ? DTS_UINT8 : DTS_FP32;
     const size_t esize = dts_dtype_size(dtype);
-    if (!esize) return dt_set_error(DT_ERR_INVALID_ARG, "dtype %d is not uint8, fp16 or fp32", o.dtype);
+    if (!esize) return status_set_error(DT_ERR_INVALID_ARG, "dtype %d is not uint8, fp16 or fp32", o.dtype);
     const uint64_t per = (uint64_t)src->c * (uint64_t)src->h * (uint64_t)src->w;
     if (src->c < 1 || src->h < 1 || src->w < 1 || per > DS_MAX_SAMPLE_VALUES || src->count < 1 || src->classes < 1 ||
         src->classes > DS_MAX_CLASSES)
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s: %zu samples of %dx%dx%d in %d classes cannot be a .dts shard "
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: %zu samples of %dx%dx%d in %d classes cannot be a .dts shard "
                             "(1 to %u values a sample, 1 to %d classes, at least one sample)", src->source, src->count,
                             src->c, src->h, src->w, src->classes, DS_MAX_SAMPLE_VALUES, DS_MAX_CLASSES);
     struct stat sb;
     if (!o.force && stat(path, &sb) == 0)
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it, or another name", path);
+        return status_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it, or another name", path);
     const uint64_t header_bytes = round_up(DTS_FIXED_BYTES + 8 * (uint64_t)src->c, DTS_ALIGN);
     const uint64_t row = per * esize, samples = (uint64_t)src->count * row; /* count < 2^61 in memory */
     const uint64_t total = round_up(samples, DTS_ALIGN) + 4 * (uint64_t)src->count, file_bytes = header_bytes + total;
@@ -295,12 +295,12 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", dir, base, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0)
-        return dt_set_error(DT_ERR_IO, "cannot create %s (for %s): %s", tmp, path, strerror(errno));
+        return status_set_error(DT_ERR_IO, "cannot create %s (for %s): %s", tmp, path, strerror(errno));
     dt_status st = DT_OK;
     /* A full disk found now rather than after an hour of decoding images. */
     struct statvfs vf;
     if (fstatvfs(fd, &vf) == 0 && vf.f_frsize && (uint64_t)vf.f_bavail * vf.f_frsize < file_bytes)
-        st = dt_set_error(DT_ERR_IO, "cannot write %s: it needs %llu bytes and its filesystem has %llu free: free "
+        st = status_set_error(DT_ERR_IO, "cannot write %s: it needs %llu bytes and its filesystem has %llu free: free "
                           "space there or write the shard to another directory", path,
                           (unsigned long long)file_bytes, (unsigned long long)vf.f_bavail * vf.f_frsize);
     int threads = o.threads < 1 ? 1 : o.threads;
@@ -318,7 +318,7 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     pthread_cond_destroy(&w.cv);
     unsigned char *hdr = NULL;
     if (!st && !(hdr = calloc(1, (size_t)header_bytes)))
-        st = dt_set_error(DT_ERR_NOMEM, "out of memory writing the header of %s", path);
+        st = status_set_error(DT_ERR_NOMEM, "out of memory writing the header of %s", path);
     if (!st) {
         memcpy(hdr, DTS_MAGIC, 8);
         put32(hdr + 8, DTS_VERSION);
@@ -345,17 +345,17 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     free(hdr);
     ds_stats_free(&stats);
     if (!st && fsync(fd) != 0)
-        st = dt_set_error(DT_ERR_IO, "cannot write %s: fsync failed (%s): the disk may be full or failing", path,
+        st = status_set_error(DT_ERR_IO, "cannot write %s: fsync failed (%s): the disk may be full or failing", path,
                           strerror(errno));
     if (close(fd) != 0 && !st)
-        st = dt_set_error(DT_ERR_IO, "cannot write %s: close failed (%s)", path, strerror(errno));
+        st = status_set_error(DT_ERR_IO, "cannot write %s: close failed (%s)", path, strerror(errno));
     if (!st) {
         /* Without --force the rename must not replace a file made since the check above. */
         int r = o.force ? rename(tmp, path) : renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
         if (r != 0 && !o.force && (errno == EINVAL || errno == ENOSYS)) r = link(tmp, path) == 0 ? unlink(tmp) : -1;
         if (r != 0)
-            st = errno == EEXIST ? dt_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it", path)
-                                 : dt_set_error(DT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+            st = errno == EEXIST ? status_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it", path)
+                                 : status_set_error(DT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
     }
     if (st) {
         unlink(tmp);

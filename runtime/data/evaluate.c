@@ -8,9 +8,9 @@
  * stay exact for counts up to 2^36 over up to 4096 ranks. The loss sum is sent as a float
  * and its remainder, so it keeps about 48 bits.
  */
-#include "dataset.h"
-#include "loader.h"
-#include "status.h"
+#include "runtime/data/dataset.h"
+#include "runtime/data/loader.h"
+#include "base/status.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,13 +32,13 @@ static void counts_in(const float *f, size_t n, long *c)
 dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int threads, dt_eval_result *r)
 {
     if (!ctx || !m || !d || !r)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_evaluate: context, model, dataset and result are required");
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_evaluate: context, model, dataset and result are required");
     const int K = dt_model_num_classes(m);
     if (d->classes > K)
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s has %d classes, the model only %d outputs", d->split->source,
+        return status_set_error(DT_ERR_INVALID_ARG, "%s has %d classes, the model only %d outputs", d->split->source,
                             d->classes, K);
     if ((size_t)d->input_size != dt_model_input_size(m))
-        return dt_set_error(DT_ERR_INVALID_ARG, "%s's samples are %dx%dx%d (%zu values), the model takes %zu",
+        return status_set_error(DT_ERR_INVALID_ARG, "%s's samples are %dx%dx%d (%zu values), the model takes %zu",
                             d->split->source, d->c, d->h, d->w, d->input_size, dt_model_input_size(m));
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
     /* Per-class figures: correct and count per class, the confusion matrix, then the totals. */
@@ -49,7 +49,7 @@ dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int th
     dt_loader *ld = NULL;
     long batches = 0;
     double loss = 0;
-    dt_status s = !cnt || !wire || !pred ? dt_set_error(DT_ERR_NOMEM, "out of memory for evaluation") : DT_OK;
+    dt_status s = !cnt || !wire || !pred ? status_set_error(DT_ERR_NOMEM, "out of memory for evaluation") : DT_OK;
     if (!s) s = loader_create_eval(ctx, d, rank, world, batch, threads, EVAL_DEPTH, &batches, &ld);
     long *cls_ok = cnt, *cls_n = cnt + ncls, *conf = cnt + 2 * ncls, *tot = cnt + 2 * ncls + nconf;
     for (long b = 0; !s && b < batches; b++) {
@@ -80,10 +80,10 @@ dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int th
     dt_status cs = world > 1 ? dt_allreduce(ctx, &failed, 1, DT_F32, DT_SUM) : DT_OK;
     if (!cs && failed == 0 && world > 1) cs = dt_allreduce(ctx, wire, 2 * nc + 2, DT_F32, DT_SUM);
     if (!s && !cs && failed > 0)
-        s = dt_set_error(DT_ERR_IO, "evaluation failed on %g other rank%s (see their messages)", (double)failed,
+        s = status_set_error(DT_ERR_IO, "evaluation failed on %g other rank%s (see their messages)", (double)failed,
                          failed == 1 ? "" : "s");
     else if (s)
-        s = dt_set_error(s, "%s", why);
+        s = status_set_error(s, "%s", why);
     else if (cs)
         s = cs;
     if (!s) {

@@ -2,8 +2,8 @@
  * file_io.c - dataset files into memory (see file_io.h). zlib reads both gzip and plain files
  * (gzread passes plain data through), so one path serves MNIST's .gz files and CIFAR's raw ones.
  */
-#include "file_io.h"
-#include "status.h"
+#include "runtime/data/file_io.h"
+#include "base/status.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,35 +34,35 @@ dt_status ds_read_file(const char *path, size_t max_bytes, unsigned char **buf, 
     *len = 0;
     /* Non-blocking, so a FIFO cannot hang the open; then regular files only. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return dt_set_error(DT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) return status_set_error(DT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return dt_set_error(DT_ERR_IO, "%s is not a regular file (a directory, FIFO or device): give the dataset's "
+        return status_set_error(DT_ERR_IO, "%s is not a regular file (a directory, FIFO or device): give the dataset's "
                             "files", path);
     }
     gzFile z = gzdopen(fd, "rb");
     if (!z) {
         close(fd);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
+        return status_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
     }
     gzbuffer(z, 1 << 17);
     /* A plain file's size is known; a compressed one grows the buffer as it inflates. */
     size_t cap = sb.st_size > 0 && (size_t)sb.st_size <= max_bytes ? (size_t)sb.st_size + 1 : 1u << 20, n = 0;
     unsigned char *b = malloc(cap);
     dt_status s = DT_OK;
-    if (!b) s = dt_set_error(DT_ERR_NOMEM, "out of memory reading %s (%zu bytes)", path, cap);
+    if (!b) s = status_set_error(DT_ERR_NOMEM, "out of memory reading %s (%zu bytes)", path, cap);
     while (!s) {
         if (n == cap) {
             if (cap > max_bytes) {
-                s = dt_set_error(DT_ERR_CORRUPT, "%s holds more than %zu bytes (decompressed), the most a dataset "
+                s = status_set_error(DT_ERR_CORRUPT, "%s holds more than %zu bytes (decompressed), the most a dataset "
                                  "file may: split it, or convert it to a .dts shard", path, max_bytes);
                 break;
             }
             size_t ncap = cap * 2 > max_bytes + 1 ? max_bytes + 1 : cap * 2;
             unsigned char *nb = realloc(b, ncap);
             if (!nb) {
-                s = dt_set_error(DT_ERR_NOMEM, "out of memory reading %s (%zu bytes)", path, ncap);
+                s = status_set_error(DT_ERR_NOMEM, "out of memory reading %s (%zu bytes)", path, ncap);
                 break;
             }
             b = nb;
@@ -73,7 +73,7 @@ dt_status ds_read_file(const char *path, size_t max_bytes, unsigned char **buf, 
         if (r < 0) {
             int zerr;
             const char *msg = gzerror(z, &zerr);
-            s = dt_set_error(DT_ERR_CORRUPT, "%s: the compressed data is damaged after %zu bytes (%s): download it "
+            s = status_set_error(DT_ERR_CORRUPT, "%s: the compressed data is damaged after %zu bytes (%s): download it "
                              "again", path, n, zerr == Z_ERRNO ? strerror(errno) : msg);
             break;
         }
@@ -82,7 +82,7 @@ dt_status ds_read_file(const char *path, size_t max_bytes, unsigned char **buf, 
             int zerr;
             const char *msg = gzerror(z, &zerr);
             if (zerr != Z_OK && zerr != Z_STREAM_END)
-                s = dt_set_error(DT_ERR_CORRUPT, "%s: the compressed data is damaged after %zu bytes (%s): download "
+                s = status_set_error(DT_ERR_CORRUPT, "%s: the compressed data is damaged after %zu bytes (%s): download "
                                  "it again", path, n, msg);
             break;
         }
@@ -90,7 +90,7 @@ dt_status ds_read_file(const char *path, size_t max_bytes, unsigned char **buf, 
     }
     gzclose(z); /* closes fd */
     if (!s && n > max_bytes)
-        s = dt_set_error(DT_ERR_CORRUPT, "%s holds more than %zu bytes (decompressed), the most a dataset file may: "
+        s = status_set_error(DT_ERR_CORRUPT, "%s holds more than %zu bytes (decompressed), the most a dataset file may: "
                          "split it, or convert it to a .dts shard", path, max_bytes);
     if (s) {
         free(b);

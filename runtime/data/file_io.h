@@ -2,8 +2,8 @@
  * file_io.h - reading dataset files into memory for the format readers: whole files, plain or
  * gzip-compressed (zlib), with a size bound and errors that name the file.
  */
-#ifndef DT_DATA_FILE_IO_H
-#define DT_DATA_FILE_IO_H
+#ifndef DT_RUNTIME_DATA_FILE_IO_H
+#define DT_RUNTIME_DATA_FILE_IO_H
 
 #include "dtrain.h"
 

@@ -8,10 +8,10 @@
  * N -> 1 x 1 x 1. Both files are checked whole at open (header, sizes, every label, finite floats),
  * so a step never meets a bad sample, and kept in memory, read-only, for any number of threads.
  */
-#include "idx.h"
-#include "file_io.h"
-#include "reader.h"
-#include "status.h"
+#include "runtime/data/idx.h"
+#include "runtime/data/file_io.h"
+#include "runtime/data/reader.h"
+#include "base/status.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -39,18 +39,18 @@ dt_status idx_parse(const char *what, const unsigned char *buf, size_t len, idx_
 {
     memset(out, 0, sizeof *out);
     if (len < 4)
-        return dt_set_error(DT_ERR_CORRUPT, "%s is %zu bytes, too short for an IDX header (4 bytes at least)", what,
+        return status_set_error(DT_ERR_CORRUPT, "%s is %zu bytes, too short for an IDX header (4 bytes at least)", what,
                             len);
     if (buf[0] != 0 || buf[1] != 0 || !type_size(buf[2]))
-        return dt_set_error(DT_ERR_CORRUPT, "%s is not an IDX file: its first bytes are %02x %02x %02x, an IDX file "
+        return status_set_error(DT_ERR_CORRUPT, "%s is not an IDX file: its first bytes are %02x %02x %02x, an IDX file "
                             "starts 00 00 then a type code 08, 09, 0b, 0c, 0d or 0e", what, buf[0], buf[1], buf[2]);
     const int nd = buf[3];
     if (nd < 1 || nd > IDX_MAX_DIMS)
-        return dt_set_error(DT_ERR_CORRUPT, "%s: byte 3 says %d dimensions; dtrain reads 1 to %d (N, N x F, N x H x W, "
+        return status_set_error(DT_ERR_CORRUPT, "%s: byte 3 says %d dimensions; dtrain reads 1 to %d (N, N x F, N x H x W, "
                             "N x C x H x W)", what, nd, IDX_MAX_DIMS);
     const size_t hdr = 4 + 4 * (size_t)nd;
     if (len < hdr)
-        return dt_set_error(DT_ERR_CORRUPT, "%s is truncated: %zu bytes, its header needs %zu", what, len, hdr);
+        return status_set_error(DT_ERR_CORRUPT, "%s is truncated: %zu bytes, its header needs %zu", what, len, hdr);
     out->type = buf[2];
     out->elem = type_size(buf[2]);
     out->ndims = nd;
@@ -58,11 +58,11 @@ dt_status idx_parse(const char *what, const unsigned char *buf, size_t len, idx_
     for (int d = 0; d < nd; d++) {
         out->dims[d] = be32(buf + 4 + 4 * d);
         if (out->dims[d] == 0)
-            return dt_set_error(DT_ERR_CORRUPT, "%s: dimension %d (offset %d) is 0", what, d, 4 + 4 * d);
+            return status_set_error(DT_ERR_CORRUPT, "%s: dimension %d (offset %d) is 0", what, d, 4 + 4 * d);
         if (d > 0) {
             per *= out->dims[d]; /* at most 2^28 before this step, times < 2^32: no overflow */
             if (per > DS_MAX_SAMPLE_VALUES)
-                return dt_set_error(DT_ERR_CORRUPT, "%s: a sample has more than %u values (dimensions 1 to %d); "
+                return status_set_error(DT_ERR_CORRUPT, "%s: a sample has more than %u values (dimensions 1 to %d); "
                                     "dtrain takes at most that many per sample", what, DS_MAX_SAMPLE_VALUES, d);
         }
     }
@@ -71,7 +71,7 @@ dt_status idx_parse(const char *what, const unsigned char *buf, size_t len, idx_
     /* count < 2^32 and per <= 2^28 and elem <= 8: the product fits 64 bits. */
     const uint64_t payload = (uint64_t)out->count * per * (uint64_t)out->elem;
     if ((uint64_t)(len - hdr) != payload)
-        return dt_set_error(DT_ERR_CORRUPT, "%s is %zu bytes; its header (%zu bytes) describes %llu bytes of values "
+        return status_set_error(DT_ERR_CORRUPT, "%s is %zu bytes; its header (%zu bytes) describes %llu bytes of values "
                             "(%s): %s", what, len, hdr, (unsigned long long)payload,
                             (uint64_t)(len - hdr) < payload ? "truncated" : "data after the values",
                             (uint64_t)(len - hdr) < payload ? "download it again" : "is it another format?");
@@ -105,18 +105,18 @@ float idx_value(const idx_array *a, size_t i, size_t j)
 dt_status idx_check_labels(const char *what, const idx_array *a, size_t count, int *classes)
 {
     if (a->ndims != 1)
-        return dt_set_error(DT_ERR_CORRUPT, "%s: a labels file has one dimension (N); this one has %d", what, a->ndims);
+        return status_set_error(DT_ERR_CORRUPT, "%s: a labels file has one dimension (N); this one has %d", what, a->ndims);
     if (a->type == 0x0D || a->type == 0x0E)
-        return dt_set_error(DT_ERR_CORRUPT, "%s: labels must be integers (type 08, 09, 0b or 0c), not floating point "
+        return status_set_error(DT_ERR_CORRUPT, "%s: labels must be integers (type 08, 09, 0b or 0c), not floating point "
                             "(type %02x)", what, a->type);
     if (a->count != count)
-        return dt_set_error(DT_ERR_CORRUPT, "%s holds %zu labels but its images file %zu images: the two files must "
+        return status_set_error(DT_ERR_CORRUPT, "%s holds %zu labels but its images file %zu images: the two files must "
                             "come from the same split", what, a->count, count);
     float top = -1;
     for (size_t i = 0; i < a->count; i++) {
         float v = idx_value(a, i, 0);
         if (v < 0 || v >= (float)DS_MAX_CLASSES)
-            return dt_set_error(DT_ERR_CORRUPT, "%s: label %.0f of sample %zu is outside 0 to %d", what, (double)v, i,
+            return status_set_error(DT_ERR_CORRUPT, "%s: label %.0f of sample %zu is outside 0 to %d", what, (double)v, i,
                                 DS_MAX_CLASSES - 1);
         if (v > top) top = v;
     }
@@ -131,7 +131,7 @@ dt_status idx_check_finite(const char *what, const idx_array *a)
         for (size_t j = 0; j < a->per_sample; j++) {
             float v = idx_value(a, i, j);
             if (!isfinite(v))
-                return dt_set_error(DT_ERR_CORRUPT, "%s: value %zu of sample %zu is %g (as float); a dataset must "
+                return status_set_error(DT_ERR_CORRUPT, "%s: value %zu of sample %zu is %g (as float); a dataset must "
                                     "hold finite values", what, j, i, (double)v);
         }
     return DT_OK;
@@ -148,7 +148,7 @@ static dt_status idx_read(const ds_split *s, size_t i, float *x, int32_t *label)
 {
     const idx_split *d = s->impl;
     if (i >= s->count)
-        return dt_set_error(DT_ERR_INVALID_ARG, "sample %zu is outside %s (%zu samples)", i, s->source, s->count);
+        return status_set_error(DT_ERR_INVALID_ARG, "sample %zu is outside %s (%zu samples)", i, s->source, s->count);
     for (size_t j = 0; j < d->img.per_sample; j++) x[j] = idx_value(&d->img, i, j);
     *label = (int32_t)idx_value(&d->lab, i, 0);
     return DT_OK;
@@ -189,7 +189,7 @@ dt_status idx_open(const char *path, const ds_open_opts *opts, ds_split *s)
         const char *stem = test ? "t10k" : "train";
         snprintf(want, sizeof want, "%s/%s-images-idx3-ubyte", path, stem);
         if (!ds_find_file(want, img_path, sizeof img_path))
-            return dt_set_error(DT_ERR_IO, "%s has no %s split: %s[.gz] is missing", path, test ? "test" : "train",
+            return status_set_error(DT_ERR_IO, "%s has no %s split: %s[.gz] is missing", path, test ? "test" : "train",
                                 want);
         snprintf(want, sizeof want, "%s/%s-labels-idx1-ubyte", path, stem);
     } else {
@@ -199,14 +199,14 @@ dt_status idx_open(const char *path, const ds_open_opts *opts, ds_split *s)
         size_t bl = strlen(base);
         if (bl > 3 && strcmp(base + bl - 3, ".gz") == 0) base[bl - 3] = '\0';
         if (!labels_name_for(base, want, sizeof want))
-            return dt_set_error(DT_ERR_INVALID_ARG, "%s: an IDX images file needs its labels file beside it, named "
+            return status_set_error(DT_ERR_INVALID_ARG, "%s: an IDX images file needs its labels file beside it, named "
                                 "like it with 'labels' for 'images' and 'idx1' (train-images-idx3-ubyte -> "
                                 "train-labels-idx1-ubyte); give the directory instead", path);
     }
     if (!ds_find_file(want, lab_path, sizeof lab_path))
-        return dt_set_error(DT_ERR_IO, "the labels of %s are missing: %s[.gz] does not exist", img_path, want);
+        return status_set_error(DT_ERR_IO, "the labels of %s are missing: %s[.gz] does not exist", img_path, want);
     idx_split *d = calloc(1, sizeof *d);
-    if (!d) return dt_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
+    if (!d) return status_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
     s->ops = &idx_ops;
     s->impl = d;
     size_t n;
@@ -225,7 +225,7 @@ dt_status idx_open(const char *path, const ds_open_opts *opts, ds_split *s)
     default: s->c = (int)dm[1], s->h = (int)dm[2], s->w = (int)dm[3]; break;
     }
     if (s->classes < 2)
-        return dt_set_error(DT_ERR_CORRUPT, "%s: every label is 0; a classification dataset needs at least 2 classes",
+        return status_set_error(DT_ERR_CORRUPT, "%s: every label is 0; a classification dataset needs at least 2 classes",
                             lab_path);
     s->count = d->img.count;
     s->uint8_values = d->img.type == 0x08;

@@ -6,8 +6,8 @@
  * int32, 0x0D float32, 0x0E float64), the number of dimensions, each dimension as a big-endian
  * uint32, then the values, big-endian, row-major.
  */
-#ifndef DT_DATA_IDX_H
-#define DT_DATA_IDX_H
+#ifndef DT_RUNTIME_DATA_IDX_H
+#define DT_RUNTIME_DATA_IDX_H
 
 #include "dtrain.h"
 

@@ -15,8 +15,8 @@
  * errors come back through setjmp with their message, TurboJPEG stops at the first warning (a
  * truncated file is an error, as PIL's "image file is truncated") and limits progressive scans.
  */
-#include "image_decode.h"
-#include "status.h"
+#include "runtime/data/image_decode.h"
+#include "base/status.h"
 
 #include <math.h>
 #include <png.h>
@@ -70,20 +70,20 @@ static dt_status decode_jpeg(const char *name, const unsigned char *data, size_t
                              unsigned flags, img_raw *r)
 {
     tjhandle tj = tjInitDecompress();
-    if (!tj) return dt_set_error(DT_ERR_NOMEM, "cannot start a JPEG decoder for %s: %s", name, tjGetErrorStr2(NULL));
+    if (!tj) return status_set_error(DT_ERR_NOMEM, "cannot start a JPEG decoder for %s: %s", name, tjGetErrorStr2(NULL));
     dt_status st = DT_OK;
     int w = 0, h = 0, subsamp = 0, cs = 0;
     if (len > (unsigned long)-1 || tjDecompressHeader3(tj, data, (unsigned long)len, &w, &h, &subsamp, &cs) != 0) {
-        st = dt_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: %s; %s", name, tjGetErrorStr2(tj), fix_hint);
+        st = status_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: %s; %s", name, tjGetErrorStr2(tj), fix_hint);
         goto done;
     }
     if (w < 1 || h < 1) { /* a header cut short before its frame marker can come back "fine" */
-        st = dt_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: its header gives no image size (%d x %d; "
+        st = status_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: its header gives no image size (%d x %d; "
                           "cut short?); %s", name, w, h, fix_hint);
         goto done;
     }
     if ((uint64_t)w * (uint64_t)h > IMG_MAX_PIXELS) {
-        st = dt_set_error(DT_ERR_CORRUPT, "%s: a JPEG of %d x %d pixels is more than dtrain decodes (%u pixels); "
+        st = status_set_error(DT_ERR_CORRUPT, "%s: a JPEG of %d x %d pixels is more than dtrain decodes (%u pixels); "
                           "shrink it, or %s", name, w, h, IMG_MAX_PIXELS, fix_hint);
         goto done;
     }
@@ -95,11 +95,11 @@ static dt_status decode_jpeg(const char *name, const unsigned char *data, size_t
     const int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
     r->px = malloc((size_t)sw * (size_t)sh * (size_t)tjPixelSize[pf]);
     if (!r->px) {
-        st = dt_set_error(DT_ERR_NOMEM, "out of memory decoding %s (%d x %d pixels)", name, sw, sh);
+        st = status_set_error(DT_ERR_NOMEM, "out of memory decoding %s (%d x %d pixels)", name, sw, sh);
         goto done;
     }
     if (tjDecompress2(tj, data, (unsigned long)len, r->px, sw, 0, sh, pf, TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS)) {
-        st = dt_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: %s; %s", name, tjGetErrorStr2(tj), fix_hint);
+        st = status_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: %s; %s", name, tjGetErrorStr2(tj), fix_hint);
         goto done;
     }
     r->w = sw, r->h = sh, r->ow = w, r->oh = h;
@@ -200,7 +200,7 @@ static dt_status decode_png(const char *name, const unsigned char *data, size_t 
     const int rc = png_run(&p, r);
     if (rc) {
         free(p.px);
-        return dt_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as PNG: %s; %s", name, p.msg, fix_hint);
+        return status_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as PNG: %s; %s", name, p.msg, fix_hint);
     }
     r->px = p.px;
     return DT_OK;
@@ -363,7 +363,7 @@ static dt_status resize_crop(const char *name, const img_raw *r, int c, int oh, 
     const size_t rowlen = ((size_t)r->w + (size_t)ax.k) * (size_t)nc + 1;
     const size_t bytes = sizeof(float) * (nwx + nwy + rowlen) + sizeof(int) * 2 * ((size_t)nx + (size_t)ny);
     float *block = malloc(bytes);
-    if (!block) return dt_set_error(DT_ERR_NOMEM, "out of memory resizing %s", name);
+    if (!block) return status_set_error(DT_ERR_NOMEM, "out of memory resizing %s", name);
     ax.wt = block, ay.wt = block + nwx;
     float *row = ay.wt + nwy;
     int *ints = (int *)(row + rowlen);
@@ -416,10 +416,10 @@ dt_status image_decode(const char *name, const unsigned char *data, size_t len, 
 {
     if (!name) name = "(image)";
     if ((c != 1 && c != 3) || h < 1 || w < 1 || h > IMG_MAX_SIDE || w > IMG_MAX_SIDE)
-        return dt_set_error(DT_ERR_INVALID_ARG, "image shape %dx%dx%d (CxHxW) cannot be decoded to: C must be 1 or 3, "
+        return status_set_error(DT_ERR_INVALID_ARG, "image shape %dx%dx%d (CxHxW) cannot be decoded to: C must be 1 or 3, "
                             "H and W 1..%d; give --input like 3x224x224", c, h, w, IMG_MAX_SIDE);
     if (!data || len == 0)
-        return dt_set_error(DT_ERR_CORRUPT, "%s is empty (0 bytes), so it holds no image; %s", name, fix_hint);
+        return status_set_error(DT_ERR_CORRUPT, "%s is empty (0 bytes), so it holds no image; %s", name, fix_hint);
     static const unsigned char png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     img_raw r = {0};
     dt_status st;
@@ -430,7 +430,7 @@ dt_status image_decode(const char *name, const unsigned char *data, size_t len, 
     else {
         unsigned char m[4] = {0};
         memcpy(m, data, len < 4 ? len : 4);
-        return dt_set_error(DT_ERR_CORRUPT, "%s is neither JPEG (starts ff d8 ff) nor PNG (starts 89 50 4e 47): it "
+        return status_set_error(DT_ERR_CORRUPT, "%s is neither JPEG (starts ff d8 ff) nor PNG (starts 89 50 4e 47): it "
                             "starts %02x %02x %02x %02x (%zu bytes); %s", name, m[0], m[1], m[2], m[3], len, fix_hint);
     }
     if (st) return st;

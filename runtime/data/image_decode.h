@@ -3,8 +3,8 @@
  * 0..255 the way torchvision's ImageFolder + Resize(min(H, W)) + CenterCrop((H, W)) sees it.
  * Used by the image-folder reader (imagefolder.c), the fuzz harness and benchmarks.
  */
-#ifndef DT_DATA_IMAGE_DECODE_H
-#define DT_DATA_IMAGE_DECODE_H
+#ifndef DT_RUNTIME_DATA_IMAGE_DECODE_H
+#define DT_RUNTIME_DATA_IMAGE_DECODE_H
 
 #include "dtrain.h"
 

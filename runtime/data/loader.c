@@ -10,13 +10,13 @@
  * into the slot, so a chunk never reads the dataset's permutation, which the next batch may
  * replace. Chunks write disjoint rows, with the scratch of their worker.
  */
-#include "loader.h"
-#include "dataset.h"
-#include "devmem.h"
-#include "clock.h"
-#include "status.h"
-#include "thread_stack.h"
-#include "log.h"
+#include "runtime/data/loader.h"
+#include "runtime/data/dataset.h"
+#include "kernels/devmem.h"
+#include "base/clock.h"
+#include "base/status.h"
+#include "base/thread_stack.h"
+#include "base/log.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -138,7 +138,7 @@ static void *worker_main(void *arg)
     /* Its own alternate signal stack: a stack overflow here is then reported like one on the main
      * thread (the dtrain command's crash handler runs SA_ONSTACK). */
     if (thread_altstack_install() != DT_OK)
-        dt_log(DT_LOG_WARN, "loader thread: %s; a crash on it may go unreported", dt_last_error());
+        log_msg(LOG_LEVEL_WARN, "loader thread: %s; a crash on it may go unreported", dt_last_error());
     pthread_mutex_lock(&l->mu);
     while (!l->stop) {
         if (!begin_fill(l)) {
@@ -197,14 +197,14 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
 {
     *out = NULL;
     if (!d || batch < 1 || world < 1 || rank < 0 || rank >= world || first < 0)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_loader_create: bad dataset, batch %d, rank %d of %d or first "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_loader_create: bad dataset, batch %d, rank %d of %d or first "
                             "step %ld", batch, rank, world, first);
     if (threads < 0 || threads > 256)
-        return dt_set_error(DT_ERR_INVALID_ARG, "loader threads %d must be from 0 to 256", threads);
+        return status_set_error(DT_ERR_INVALID_ARG, "loader threads %d must be from 0 to 256", threads);
     if (threads > 0 && (depth < 2 || depth > 64))
-        return dt_set_error(DT_ERR_INVALID_ARG, "loader depth %d must be from 2 to 64 batches", depth);
+        return status_set_error(DT_ERR_INVALID_ARG, "loader depth %d must be from 2 to 64 batches", depth);
     dt_loader *l = calloc(1, sizeof *l);
-    if (!l) return dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+    if (!l) return status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv_work, NULL);
     pthread_cond_init(&l->cv_ready, NULL);
@@ -231,7 +231,7 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
         l->sample_log = fopen(p, "a");
     }
     dt_status s = DT_OK;
-    if (!(l->slot = calloc((size_t)l->depth, sizeof *l->slot))) s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+    if (!(l->slot = calloc((size_t)l->depth, sizeof *l->slot))) s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     for (int i = 0; !s && i < l->depth; i++) {
         lslot *sl = &l->slot[i];
         if ((s = devmem_host_alloc(l->pinned, (size_t)batch * l->in_sz * sizeof(float), "a batch of inputs",
@@ -240,21 +240,21 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
                                    (void **)&sl->labels)))
             break;
         if (!(sl->idx = malloc((size_t)batch * sizeof *sl->idx)))
-            s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+            s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     }
     if (!s && !threads && !(l->scratch = malloc(scratch * sizeof(float))))
-        s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+        s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     if (!s && threads) {
-        if (!(l->w = calloc((size_t)threads, sizeof *l->w))) s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+        if (!(l->w = calloc((size_t)threads, sizeof *l->w))) s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
         for (int t = 0; !s && t < threads; t++) {
             l->w[t].l = l;
             if (!(l->w[t].scratch = malloc(scratch * sizeof(float)))) {
-                s = dt_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+                s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
                 break;
             }
             int rc = pthread_create(&l->w[t].th, NULL, worker_main, &l->w[t]);
             if (rc) {
-                s = dt_set_error(DT_ERR_NOMEM, "cannot start loader thread %d of %d (%s): use fewer --loader-threads",
+                s = status_set_error(DT_ERR_NOMEM, "cannot start loader thread %d of %d (%s): use fewer --loader-threads",
                                  t + 1, threads, strerror(rc));
                 break;
             }
@@ -287,7 +287,7 @@ dt_status loader_create_eval(const dt_ctx *ctx, dt_dataset *d, int rank, int wor
 dt_status loader_next_n(dt_loader *l, long *item, const float **x, const int32_t **labels, int *n)
 {
     if (l->eval && l->next_out >= l->items)
-        return dt_set_error(DT_ERR_INVALID_ARG, "the evaluation pass has only %ld batches", l->items);
+        return status_set_error(DT_ERR_INVALID_ARG, "the evaluation pass has only %ld batches", l->items);
     if (!l->nthreads) {
         /* No workers: the caller makes the batch. */
         lslot *sl = &l->slot[0];
@@ -319,7 +319,7 @@ dt_status loader_next_n(dt_loader *l, long *item, const float **x, const int32_t
     if (l->err && l->err_item <= l->next_out) {
         dt_status err = l->err;
         pthread_mutex_unlock(&l->mu);
-        return dt_set_error(err, "%s", l->errmsg);
+        return status_set_error(err, "%s", l->errmsg);
     }
     sl->state = SLOT_HELD;
     l->held = (int)(sl - l->slot);

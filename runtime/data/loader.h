@@ -7,8 +7,8 @@
  * "step i1 i2 ..." (the dataset's sample indices of each batch it hands out) to PATH.<rank>, so
  * tests can check the sampler's promises through a real `dtrain train` run and its resumption.
  */
-#ifndef DT_DATA_LOADER_H
-#define DT_DATA_LOADER_H
+#ifndef DT_RUNTIME_DATA_LOADER_H
+#define DT_RUNTIME_DATA_LOADER_H
 
 #include "dtrain.h"
 

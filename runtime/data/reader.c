@@ -5,9 +5,9 @@
  * folder), and for a single file at the IDX magic,
  * then at a size of whole CIFAR records.
  */
-#include "reader.h"
-#include "file_io.h"
-#include "status.h"
+#include "runtime/data/reader.h"
+#include "runtime/data/file_io.h"
+#include "base/status.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -111,22 +111,22 @@ dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
     *out = NULL;
     ds_open_opts o = {0};
     if (opts) o = *opts;
-    if (!path || !*path) return dt_set_error(DT_ERR_INVALID_ARG, "no dataset path given");
+    if (!path || !*path) return status_set_error(DT_ERR_INVALID_ARG, "no dataset path given");
     if (o.split && strcmp(o.split, "train") != 0 && strcmp(o.split, "test") != 0)
-        return dt_set_error(DT_ERR_INVALID_ARG, "split '%s' is not train or test", o.split);
+        return status_set_error(DT_ERR_INVALID_ARG, "split '%s' is not train or test", o.split);
     struct stat sb;
-    if (stat(path, &sb) != 0) return dt_set_error(DT_ERR_IO, "dataset %s does not exist", path);
+    if (stat(path, &sb) != 0) return status_set_error(DT_ERR_IO, "dataset %s does not exist", path);
     const char *fmt = o.format && strcmp(o.format, "auto") != 0 ? o.format : NULL;
     if (!fmt) {
         fmt = S_ISDIR(sb.st_mode) ? detect_dir(path) : detect_file(path, &sb);
         if (!fmt && !S_ISDIR(sb.st_mode))
-            return dt_set_error(DT_ERR_INVALID_ARG, "%s is not a dataset file dtrain recognises: not IDX (it starts "
+            return status_set_error(DT_ERR_INVALID_ARG, "%s is not a dataset file dtrain recognises: not IDX (it starts "
                                 "00 00 <type> <rank>), not a .dts shard (it starts DTSHARD1), and not "
                                 "whole CIFAR-10 or CIFAR-100 records (%lld bytes is "
                                 "no multiple of 3073 or 3074); give --data-format to force a format", path,
                                 (long long)sb.st_size);
         if (!fmt)
-            return dt_set_error(DT_ERR_INVALID_ARG, "no dataset recognised in %s: looked for "
+            return status_set_error(DT_ERR_INVALID_ARG, "no dataset recognised in %s: looked for "
                                 "train-images-idx3-ubyte[.gz] (MNIST IDX), data_batch_1.bin (CIFAR-10), train.bin "
                                 "(CIFAR-100), train.dts (dtrain shard) and class folders (an image folder, ROOT/<class>/"
                                 "<image>.jpg|.png); give --data-format to force one", path);
@@ -134,10 +134,10 @@ dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
     const format_entry *f = NULL;
     for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
         if (strcmp(formats[i].name, fmt) == 0) f = &formats[i];
-    if (!f) return dt_set_error(DT_ERR_INVALID_ARG, "dataset format '%s' is not idx, cifar10, cifar100, "
+    if (!f) return status_set_error(DT_ERR_INVALID_ARG, "dataset format '%s' is not idx, cifar10, cifar100, "
                                 "imagefolder, dts or auto", fmt);
     ds_split *s = calloc(1, sizeof *s);
-    if (!s) return dt_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
+    if (!s) return status_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
     snprintf(s->format, sizeof s->format, "%s", f->name);
     snprintf(s->split, sizeof s->split, "%s", o.split ? o.split : "train");
     snprintf(s->source, sizeof s->source, "%s", path);

@@ -12,8 +12,8 @@
  * label against the file's real size and sane bounds before it allocates or reads, and its errors
  * name the file, the offset or sample, the value found and the fix.
  */
-#ifndef DT_DATA_READER_H
-#define DT_DATA_READER_H
+#ifndef DT_RUNTIME_DATA_READER_H
+#define DT_RUNTIME_DATA_READER_H
 
 #include "dtrain.h"
 

@@ -1,9 +1,9 @@
 /*
  * sampler.c - the data position of a step and the samples it holds (sampler.h).
  */
-#include "sampler.h"
-#include "rng.h"
-#include "status.h"
+#include "runtime/data/sampler.h"
+#include "base/rng.h"
+#include "base/status.h"
 
 #include <stdlib.h>
 
@@ -15,9 +15,9 @@ dt_status sampler_init(ds_sampler *s, size_t n, uint64_t seed, int shuffle, int 
 {
     *s = (ds_sampler){.n = n, .seed = seed, .shuffle = shuffle, .drop_last = drop_last, .perm_epoch = -1};
     if (n < 1 || n > UINT32_MAX + (size_t)1)
-        return dt_set_error(DT_ERR_INVALID_ARG, "a dataset of %zu samples: the sampler takes 1 to 2^32", n);
+        return status_set_error(DT_ERR_INVALID_ARG, "a dataset of %zu samples: the sampler takes 1 to 2^32", n);
     if (shuffle && !(s->perm = malloc(n * sizeof *s->perm)))
-        return dt_set_error(DT_ERR_NOMEM, "out of memory for the order of %zu samples (%zu MiB)", n,
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the order of %zu samples (%zu MiB)", n,
                             n * sizeof *s->perm >> 20);
     return DT_OK;
 }
@@ -44,10 +44,10 @@ static size_t steps_left(const ds_sampler *s, size_t o, size_t g)
 dt_status sampler_locate(const ds_sampler *s, long step, size_t g, long *epoch, size_t *offset)
 {
     if (g < 1 || (s->drop_last && s->n < g))
-        return dt_set_error(DT_ERR_INVALID_ARG, "the dataset of %zu samples is smaller than one global batch of %zu: "
+        return status_set_error(DT_ERR_INVALID_ARG, "the dataset of %zu samples is smaller than one global batch of %zu: "
                             "use a smaller --batch or fewer ranks%s", s->n, g, s->drop_last ? ", or drop --drop-last" : "");
     if (step < s->s0)
-        return dt_set_error(DT_ERR_INVALID_ARG, "step %ld comes before the data position's anchor at step %ld", step,
+        return status_set_error(DT_ERR_INVALID_ARG, "step %ld comes before the data position's anchor at step %ld", step,
                             s->s0);
     size_t d = (size_t)(step - s->s0);
     const size_t r = steps_left(s, s->o0, g);
@@ -66,7 +66,7 @@ dt_status sampler_locate(const ds_sampler *s, long step, size_t g, long *epoch, 
 dt_status sampler_set_anchor(ds_sampler *s, long step, long epoch, size_t offset)
 {
     if (step < 0 || epoch < 0 || offset >= s->n)
-        return dt_set_error(DT_ERR_INVALID_ARG, "data position epoch %ld offset %zu at step %ld does not fit a dataset "
+        return status_set_error(DT_ERR_INVALID_ARG, "data position epoch %ld offset %zu at step %ld does not fit a dataset "
                             "of %zu samples: the checkpoint was taken on other data (use the same --data, or start "
                             "a new --checkpoint-dir)", epoch, offset, step, s->n);
     s->s0 = step, s->e0 = epoch, s->o0 = offset;
@@ -96,7 +96,7 @@ uint32_t sampler_at(ds_sampler *s, long epoch, size_t p)
 dt_status sampler_batch(ds_sampler *s, long step, int rank, int world, int batch, uint32_t *idx, long *epoch)
 {
     if (step < 0 || world < 1 || rank < 0 || rank >= world || batch < 1)
-        return dt_set_error(DT_ERR_INVALID_ARG, "bad step %ld, rank %d of %d or batch %d", step, rank, world, batch);
+        return status_set_error(DT_ERR_INVALID_ARG, "bad step %ld, rank %d of %d or batch %d", step, rank, world, batch);
     size_t off;
     dt_status st = sampler_locate(s, step, (size_t)world * (size_t)batch, epoch, &off);
     if (st) return st;

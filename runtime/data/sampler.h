@@ -16,8 +16,8 @@
  * So a run resumed on another number of ranks (another G) continues mid-epoch exactly where the
  * checkpoint was taken: no sample of the epoch repeated or skipped.
  */
-#ifndef DT_DATA_SAMPLER_H
-#define DT_DATA_SAMPLER_H
+#ifndef DT_RUNTIME_DATA_SAMPLER_H
+#define DT_RUNTIME_DATA_SAMPLER_H
 
 #include "dtrain.h"
 

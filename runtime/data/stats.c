@@ -3,10 +3,10 @@
  * contiguous index ranges, one per thread, each with its own double accumulators, merged in
  * thread order so that the figures never depend on which thread finished first.
  */
-#include "stats.h"
-#include "status.h"
-#include "log.h"
-#include "thread_stack.h"
+#include "runtime/data/stats.h"
+#include "base/status.h"
+#include "base/log.h"
+#include "base/thread_stack.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -27,7 +27,7 @@ dt_status ds_stats_acc_init(ds_stats_acc *a, int c, size_t hw, int classes)
     a->counts = calloc((size_t)classes, sizeof *a->counts);
     if (!a->sum || !a->sq || !a->counts) {
         ds_stats_acc_free(a);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory for the statistics of %d channels, %d classes", c, classes);
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the statistics of %d channels, %d classes", c, classes);
     }
     return DT_OK;
 }
@@ -85,7 +85,7 @@ dt_status ds_stats_acc_finish(ds_stats_acc *a, ds_stats *out)
     if (!out->mean || !out->std) {
         ds_stats_free(out);
         ds_stats_acc_free(a);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory for the statistics of %d channels", a->c);
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the statistics of %d channels", a->c);
     }
     const double n = (double)a->samples * (double)a->hw;
     for (int c = 0; c < a->c; c++) {
@@ -124,12 +124,12 @@ static void *stats_run(void *arg)
     stats_job *j = arg;
     /* As every dtrain thread: an alternate signal stack, for the crash report of a stack overflow. */
     if (thread_altstack_install() != DT_OK)
-        dt_log(DT_LOG_WARN, "statistics thread: %s; a crash on it may go unreported", dt_last_error());
+        log_msg(LOG_LEVEL_WARN, "statistics thread: %s; a crash on it may go unreported", dt_last_error());
     const ds_split *s = j->s;
     const size_t per = (size_t)s->c * s->h * s->w;
     float *x = malloc(per * sizeof *x);
     if (!x) {
-        j->status = dt_set_error(DT_ERR_NOMEM, "out of memory reading %s (%zu values a sample)", s->source, per);
+        j->status = status_set_error(DT_ERR_NOMEM, "out of memory reading %s (%zu values a sample)", s->source, per);
         snprintf(j->msg, sizeof j->msg, "%s", dt_last_error());
         j->bad = j->begin;
         return NULL;
@@ -138,11 +138,11 @@ static void *stats_run(void *arg)
         int32_t y;
         dt_status st = ds_read(s, i, x, &y);
         if (!st && (y < 0 || y >= s->classes))
-            st = dt_set_error(DT_ERR_CORRUPT, "%s: label %d of sample %zu is outside 0 to %d", s->source, (int)y, i,
+            st = status_set_error(DT_ERR_CORRUPT, "%s: label %d of sample %zu is outside 0 to %d", s->source, (int)y, i,
                               s->classes - 1);
         for (size_t k = 0; !st && k < per; k++)
             if (!isfinite(x[k]))
-                st = dt_set_error(DT_ERR_CORRUPT, "%s: value %zu of sample %zu is %g: a dataset must hold finite "
+                st = status_set_error(DT_ERR_CORRUPT, "%s: value %zu of sample %zu is %g: a dataset must hold finite "
                                   "values", s->source, k, i, (double)x[k]);
         if (st) {
             j->status = st;
@@ -165,7 +165,7 @@ dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, siz
     pthread_t *tid = calloc((size_t)t, sizeof *tid);
     int *started = calloc((size_t)t, sizeof *started);
     dt_status st = DT_OK;
-    if (!jobs || !tid || !started) st = dt_set_error(DT_ERR_NOMEM, "out of memory for %d statistics threads", t);
+    if (!jobs || !tid || !started) st = status_set_error(DT_ERR_NOMEM, "out of memory for %d statistics threads", t);
     int made = 0;
     for (; !st && made < t; made++) {
         stats_job *j = &jobs[made];
@@ -179,7 +179,7 @@ dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, siz
     /* Thread 0 is the caller: threads 0/1 start nothing. */
     for (int k = 1; !st && k < t; k++) {
         if (pthread_create(&tid[k], NULL, stats_run, &jobs[k]) != 0) {
-            st = dt_set_error(DT_ERR_NOMEM, "cannot start statistics thread %d of %d: lower --threads", k + 1, t);
+            st = status_set_error(DT_ERR_NOMEM, "cannot start statistics thread %d of %d: lower --threads", k + 1, t);
             break;
         }
         started[k] = 1;
@@ -191,7 +191,7 @@ dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, siz
         /* The lowest range that failed holds the lowest failing sample. */
         for (int k = 0; k < t; k++)
             if (jobs[k].status) {
-                st = dt_set_error(jobs[k].status, "%s", jobs[k].msg);
+                st = status_set_error(jobs[k].status, "%s", jobs[k].msg);
                 if (bad_sample) *bad_sample = jobs[k].bad;
                 break;
             }

@@ -7,10 +7,10 @@
  * Sums are in double, one accumulator per thread over a fixed range of samples, merged in thread
  * order: the result depends on the thread count (in the last bits) but never on timing.
  */
-#ifndef DT_DATA_STATS_H
-#define DT_DATA_STATS_H
+#ifndef DT_RUNTIME_DATA_STATS_H
+#define DT_RUNTIME_DATA_STATS_H
 
-#include "reader.h"
+#include "runtime/data/reader.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -9,9 +9,9 @@
  * teacher, a two-layer ReLU network (input -> 32 -> classes) drawn from the seed. The teacher is
  * nonlinear, so a linear model cannot fit it exactly, yet an MLP or a CNN learns it quickly.
  */
-#include "synthetic.h"
-#include "rng.h"
-#include "status.h"
+#include "runtime/data/synthetic.h"
+#include "base/rng.h"
+#include "base/status.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -81,11 +81,11 @@ static dt_status synth_read(const ds_split *s, size_t i, float *x, int32_t *labe
 {
     const synth *d = s->impl;
     if (i >= s->count)
-        return dt_set_error(DT_ERR_INVALID_ARG, "synthetic sample %zu is past the %zu samples", i, s->count);
+        return status_set_error(DT_ERR_INVALID_ARG, "synthetic sample %zu is past the %zu samples", i, s->count);
     if (s->h > 1 || s->w > 1) {
         const size_t cells = (size_t)d->gh * d->gw;
         float stack[GRID_STACK], *grid = cells <= GRID_STACK ? stack : malloc(cells * sizeof *grid);
-        if (!grid) return dt_set_error(DT_ERR_NOMEM, "out of memory making a synthetic image");
+        if (!grid) return status_set_error(DT_ERR_NOMEM, "out of memory making a synthetic image");
         synth_image(s, d, i, x, grid);
         if (grid != stack) free(grid);
     } else {
@@ -125,19 +125,19 @@ dt_status synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t
 {
     *out = NULL;
     if (c < 1 || h < 1 || w < 1 || classes < 2 || classes > DS_MAX_CLASSES)
-        return dt_set_error(DT_ERR_INVALID_ARG, "synthetic data needs a shape of at least 1x1x1 and 2 to %d classes "
+        return status_set_error(DT_ERR_INVALID_ARG, "synthetic data needs a shape of at least 1x1x1 and 2 to %d classes "
                             "(got %dx%dx%d and %d)", DS_MAX_CLASSES, c, h, w, classes);
     const size_t input_size = (size_t)c * h * w;
     if (input_size > DS_MAX_SAMPLE_VALUES)
-        return dt_set_error(DT_ERR_INVALID_ARG, "synthetic samples of %dx%dx%d = %zu values: at most %u", c, h, w,
+        return status_set_error(DT_ERR_INVALID_ARG, "synthetic samples of %dx%dx%d = %zu values: at most %u", c, h, w,
                             input_size, DS_MAX_SAMPLE_VALUES);
     if (size < 1 || size > UINT32_MAX)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dataset size %zu must be from 1 to %u samples", size, UINT32_MAX);
+        return status_set_error(DT_ERR_INVALID_ARG, "dataset size %zu must be from 1 to %u samples", size, UINT32_MAX);
     ds_split *s = calloc(1, sizeof *s);
     synth *d = calloc(1, sizeof *d);
     if (!s || !d) {
         free(s), free(d);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory for the dataset");
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the dataset");
     }
     s->ops = &synth_ops;
     s->impl = d;
@@ -155,7 +155,7 @@ dt_status synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t
     d->w2 = malloc((size_t)classes * TEACHER_HIDDEN * sizeof(float));
     if (!d->w1 || !d->w2) {
         ds_close(s);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory for the synthetic teacher of %zu inputs", input_size);
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the synthetic teacher of %zu inputs", input_size);
     }
     /* Scaled so each teacher unit has unit variance whatever the input size. */
     float s1 = sqrtf(3.0f / (float)input_size), s2 = sqrtf(3.0f / TEACHER_HIDDEN);

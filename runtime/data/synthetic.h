@@ -1,10 +1,10 @@
 /*
  * synthetic.h - the built-in synthetic dataset as a reader format (synthetic.c).
  */
-#ifndef DT_DATA_SYNTHETIC_H
-#define DT_DATA_SYNTHETIC_H
+#ifndef DT_RUNTIME_DATA_SYNTHETIC_H
+#define DT_RUNTIME_DATA_SYNTHETIC_H
 
-#include "reader.h"
+#include "runtime/data/reader.h"
 
 /* size samples of shape c x h x w with `classes` labels from a teacher drawn from seed; the
  * caller owns *out (ds_close). DT_ERR_INVALID_ARG, DT_ERR_NOMEM. */

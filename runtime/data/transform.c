@@ -7,9 +7,9 @@
  * flip drawn from (seed, epoch, sample index): the result is the same whatever thread, loader
  * thread count or rank makes the sample.
  */
-#include "dataset.h"
-#include "rng.h"
-#include "status.h"
+#include "runtime/data/dataset.h"
+#include "base/rng.h"
+#include "base/status.h"
 
 #include <string.h>
 
@@ -27,13 +27,13 @@ static dt_status read_sample(dt_dataset *d, uint32_t k, float *x, int32_t *label
         dt_status s = ds_read(d->split, i, x, label);
         if (s != DT_ERR_CORRUPT || !d->skip_bad) {
             if (!s && (*label < 0 || *label >= d->classes))
-                return dt_set_error(DT_ERR_CORRUPT, "%s: sample %zu has label %d, outside 0..%d", d->split->source, i,
+                return status_set_error(DT_ERR_CORRUPT, "%s: sample %zu has label %d, outside 0..%d", d->split->source, i,
                                     (int)*label, d->classes - 1);
             return s;
         }
         __atomic_add_fetch(&d->bad, 1, __ATOMIC_RELAXED);
     }
-    return dt_set_error(DT_ERR_CORRUPT, "%s: no sample could be decoded", d->split->source);
+    return status_set_error(DT_ERR_CORRUPT, "%s: no sample could be decoded", d->split->source);
 }
 
 /* Crop after zero padding and flip, from src into dst (one C x H x W sample). */

@@ -3,7 +3,7 @@
  * GEMM (OpenBLAS) and softmax cross-entropy, the same code dt_model runs on the CPU.
  */
 #include "dtrain.h"
-#include "ops.h"
+#include "kernels/ops.h"
 
 void dt_sgemm(int trans_a, int trans_b, int m, int n, int kk, float alpha, const float *a, int lda,
               const float *b, int ldb, float beta, float *c, int ldc)

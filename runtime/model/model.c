@@ -11,15 +11,15 @@
  * two ping-pong buffers for the gradients flowing backward, argmax indices per pooling layer, and
  * one convolution workspace shared by all layers. A step allocates nothing.
  */
-#include "model.h"
-#include "model_internal.h"
-#include "devmem.h"
-#include "hash.h"
+#include "runtime/model/model.h"
+#include "runtime/model/model_internal.h"
+#include "kernels/devmem.h"
+#include "base/hash.h"
 #ifdef DTRAIN_HAVE_CUDA
-#include "cuda_ops.h"
+#include "kernels/cuda_ops.h"
 #endif
-#include "rng.h"
-#include "status.h"
+#include "base/rng.h"
+#include "base/status.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -41,7 +41,7 @@ static dt_status model_init_params(dt_model *m, uint64_t seed)
 {
     float *p = m->params;
     if (m->cuda && !(p = malloc((m->spec.num_params ? m->spec.num_params : 1) * sizeof *p)))
-        return dt_set_error(DT_ERR_NOMEM, "out of host memory initializing the parameters");
+        return status_set_error(DT_ERR_NOMEM, "out of host memory initializing the parameters");
     for (int i = 0; i < m->spec.n; i++) {
         const layer *l = &m->spec.layers[i];
         if (l->kind != LAYER_FC && l->kind != LAYER_CONV) continue;
@@ -151,7 +151,7 @@ int model_alloc_acts(dt_model *m)
 {
     carve *c = malloc(carve_max(m) * sizeof *c);
     if (!c) {
-        dt_set_error(DT_ERR_NOMEM, "out of memory planning the activation pool");
+        status_set_error(DT_ERR_NOMEM, "out of memory planning the activation pool");
         return 0;
     }
     const int k = act_plan(m, c);
@@ -202,7 +202,7 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
                           dt_model **out)
 {
     *out = NULL;
-    if (max_batch < 1) return dt_set_error(DT_ERR_INVALID_ARG, "batch size %d must be at least 1", max_batch);
+    if (max_batch < 1) return status_set_error(DT_ERR_INVALID_ARG, "batch size %d must be at least 1", max_batch);
     dt_placement pl;
     int cuda = 0;
     if (ctx) {
@@ -215,10 +215,10 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     if (cuda && cuda_ops_set_stream(NULL)) return DT_ERR_DEVICE;
 #else
     if (cuda)
-        return dt_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without CUDA: use --device cpu");
+        return status_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without CUDA: use --device cpu");
 #endif
     dt_model *m = calloc(1, sizeof *m);
-    if (!m) return dt_set_error(DT_ERR_NOMEM, "out of memory for the model");
+    if (!m) return status_set_error(DT_ERR_NOMEM, "out of memory for the model");
     dt_status s = model_spec_parse(spec, input, &m->spec);
     if (s) {
         free(m);
@@ -255,7 +255,7 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     }
     int ok = m->params && m->grads && (!cuda || (m->xdev && m->ldev && m->dflags)); /* else the error is set */
     if (ok && !(m->act && m->a16 && m->in && m->in16 && m->pool_idx)) {
-        dt_set_error(DT_ERR_NOMEM, "out of host memory for the model's layer tables");
+        status_set_error(DT_ERR_NOMEM, "out of host memory for the model's layer tables");
         ok = 0;
     }
     if (!ok || !model_alloc_acts(m)) {
@@ -263,7 +263,7 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
         char why[1024];
         snprintf(why, sizeof why, "%s", dt_last_error());
         dt_model_free(m);
-        return dt_set_error(DT_ERR_NOMEM, "%s", why);
+        return status_set_error(DT_ERR_NOMEM, "%s", why);
     }
     if ((s = model_init_params(m, seed))) {
         dt_model_free(m);
@@ -388,7 +388,7 @@ int dt_model_on_gpu(const dt_model *m) { return m->cuda; }
 
 dt_status dt_model_set_params(dt_model *m, const float *host)
 {
-    if (!m || !host) return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_set_params: model or parameters are NULL");
+    if (!m || !host) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_set_params: model or parameters are NULL");
     dt_status s = model_wait_inflight(m);
     return s ? s : model_params_from_host(m, host);
 }

@@ -2,11 +2,11 @@
  * model.h - layer-list models: the spec grammar, shapes, the flat parameter layout, and the
  * forward/backward pass over the kernel op table.
  */
-#ifndef DT_RUNTIME_MODEL_H
-#define DT_RUNTIME_MODEL_H
+#ifndef DT_RUNTIME_MODEL_MODEL_H
+#define DT_RUNTIME_MODEL_MODEL_H
 
 #include "dtrain.h"
-#include "ops.h"
+#include "kernels/ops.h"
 
 #include <stddef.h>
 #include <stdint.h>

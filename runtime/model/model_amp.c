@@ -17,12 +17,12 @@
  * parameter gradients; fc layers and convolutions multiply the 16-bit values themselves on the
  * tensor cores (a 16-bit parameter copy made at each forward, cuda_gemm16 and cuda_conv_*16).
  */
-#include "amp.h"
-#include "cast.h"
-#include "model_internal.h"
-#include "status.h"
+#include "kernels/amp.h"
+#include "kernels/cast.h"
+#include "runtime/model/model_internal.h"
+#include "base/status.h"
 #ifdef DTRAIN_HAVE_CUDA
-#include "cuda_ops.h"
+#include "kernels/cuda_ops.h"
 #endif
 
 #include <string.h>
@@ -412,7 +412,7 @@ dt_status model_fb16(dt_model *m, const float *x, const int32_t *labels, int bat
     m->prof_step.input_s += model_prof_mark(m);
 
     const uint16_t *in = model_forward16(m, x, batch);
-    if (!in) return dt_set_error(DT_ERR_INVALID_ARG, "the model has no layer that computes anything");
+    if (!in) return status_set_error(DT_ERR_INVALID_ARG, "the model has no layer that computes anything");
     /* The loss in fp32 from the 16-bit logits; its gradient (times the loss scale) rounded to 16 bits. */
     const uint16_t *logits = in;
     const size_t nlog = B * (size_t)m->spec.classes;

@@ -9,12 +9,12 @@
  * will: fp32 ones as they are (dt_model_unscale_grads unscaled them in place), 16-bit ones widened
  * and multiplied by the pending unscale and clip factors, in the optimizer's order.
  */
-#include "model_internal.h"
-#include "amp.h"
-#include "cast.h"
-#include "status.h"
+#include "runtime/model/model_internal.h"
+#include "kernels/amp.h"
+#include "kernels/cast.h"
+#include "base/status.h"
 #ifdef DTRAIN_HAVE_CUDA
-#include "cuda_ops.h"
+#include "kernels/cuda_ops.h"
 #endif
 
 #include <math.h>
@@ -23,7 +23,7 @@ enum { BLK = 2048 };
 
 dt_status dt_model_grad_norm(const dt_model *m, double *norm)
 {
-    if (!m || !norm) return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_grad_norm: the model or norm is NULL");
+    if (!m || !norm) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_grad_norm: the model or norm is NULL");
     const size_t n = m->spec.num_params;
     double lane[CPU_SUMSQ_LANES] = {0};
     if (m->g16) {
@@ -62,9 +62,9 @@ dt_status dt_model_grad_norm(const dt_model *m, double *norm)
 
 dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm)
 {
-    if (!m) return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_clip_grad_norm: the model is NULL");
+    if (!m) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_clip_grad_norm: the model is NULL");
     if (!(max_norm > 0))
-        return dt_set_error(DT_ERR_INVALID_ARG, "maximum gradient norm %g must be > 0 (+inf: report the norm only)",
+        return status_set_error(DT_ERR_INVALID_ARG, "maximum gradient norm %g must be > 0 (+inf: report the norm only)",
                             max_norm);
     dt_status s = model_group_complete(m, "dt_model_clip_grad_norm");
     if (s) return s;
@@ -97,7 +97,7 @@ dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm)
 dt_status dt_model_set_clip_grad_norm(dt_model *m, double max_norm)
 {
     if (!(max_norm >= 0))
-        return dt_set_error(DT_ERR_INVALID_ARG, "--clip-grad-norm %g must be >= 0 (0: off; inf: report the norm "
+        return status_set_error(DT_ERR_INVALID_ARG, "--clip-grad-norm %g must be >= 0 (0: off; inf: report the norm "
                             "without clipping)", max_norm);
     m->clip_norm = max_norm;
     return DT_OK;

@@ -8,11 +8,11 @@
  * Gradients, the optimizer and the gradient engine are untouched (buckets still in flight from
  * a training step finish first, since they share nothing but the stream).
  */
-#include "model.h"
-#include "model_internal.h"
-#include "devmem.h"
-#include "cuda_ops.h"
-#include "status.h"
+#include "runtime/model/model.h"
+#include "runtime/model/model_internal.h"
+#include "kernels/devmem.h"
+#include "kernels/cuda_ops.h"
+#include "base/status.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -21,15 +21,15 @@ dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, 
                             int *correct, int32_t *pred)
 {
     if (!m || !x || !labels || !loss_sum || !correct)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_evaluate: model, inputs, labels, loss and correct "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_model_evaluate: model, inputs, labels, loss and correct "
                             "are required");
     if (batch < 1 || batch > m->max_batch)
-        return dt_set_error(DT_ERR_INVALID_ARG, "evaluation batch %d is outside 1..%d (the model's max batch)", batch,
+        return status_set_error(DT_ERR_INVALID_ARG, "evaluation batch %d is outside 1..%d (the model's max batch)", batch,
                             m->max_batch);
     const int classes = m->spec.classes;
     for (int i = 0; i < batch; i++)
         if (labels[i] < 0 || labels[i] >= classes)
-            return dt_set_error(DT_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", (int)labels[i], i,
+            return status_set_error(DT_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", (int)labels[i], i,
                                 classes - 1);
     dt_status s = model_wait_inflight(m);
     if (s) return s;
@@ -38,10 +38,10 @@ dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, 
         x = m->xdev;
     }
     const float *logits = m->prec == DT_F32 ? model_forward32(m, x, batch) : model_forward16_logits32(m, x, batch);
-    if (!logits) return dt_set_error(DT_ERR_INVALID_ARG, "the model has no layer that computes anything");
+    if (!logits) return status_set_error(DT_ERR_INVALID_ARG, "the model has no layer that computes anything");
     const size_t nlog = (size_t)batch * (size_t)classes;
     float *host = malloc(nlog * sizeof *host);
-    if (!host) return dt_set_error(DT_ERR_NOMEM, "out of memory for %zu logits", nlog);
+    if (!host) return status_set_error(DT_ERR_NOMEM, "out of memory for %zu logits", nlog);
     if ((s = devmem_to_host(m->cuda, host, logits, nlog * sizeof *host))) {
         free(host);
         return s;

@@ -3,10 +3,10 @@
  * model_sync.c (gradient buckets), model_precision.c, model_amp.c (the 16-bit forward and
  * backward), model_profile.c and optimizer.c.
  */
-#ifndef DT_RUNTIME_MODEL_INTERNAL_H
-#define DT_RUNTIME_MODEL_INTERNAL_H
+#ifndef DT_RUNTIME_MODEL_MODEL_INTERNAL_H
+#define DT_RUNTIME_MODEL_MODEL_INTERNAL_H
 
-#include "model.h"
+#include "runtime/model/model.h"
 
 struct dt_model {
     dt_ctx *ctx;

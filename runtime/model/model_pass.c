@@ -4,12 +4,12 @@
  * hands each layer's parameter gradients to the reducer the moment they are final
  * (model_grads_done, model_sync.c), so their allreduce overlaps the layers still to come.
  */
-#include "model_internal.h"
-#include "devmem.h"
+#include "runtime/model/model_internal.h"
+#include "kernels/devmem.h"
 #ifdef DTRAIN_HAVE_CUDA
-#include "cuda_ops.h"
+#include "kernels/cuda_ops.h"
 #endif
-#include "status.h"
+#include "base/status.h"
 
 /* The fp32 forward pass over a batch already on the model's device: every layer's input and
  * output kept for backward. Returns the logits (batch, classes), in device memory on a GPU. */
@@ -54,11 +54,11 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
                                  double *loss_sum, int *correct)
 {
     if (batch < 1 || batch > m->max_batch)
-        return dt_set_error(DT_ERR_INVALID_ARG, "batch %d is outside 1..%d (the model's max batch)", batch,
+        return status_set_error(DT_ERR_INVALID_ARG, "batch %d is outside 1..%d (the model's max batch)", batch,
                             m->max_batch);
     for (int i = 0; i < batch; i++)
         if (labels[i] < 0 || labels[i] >= m->spec.classes)
-            return dt_set_error(DT_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", (int)labels[i], i,
+            return status_set_error(DT_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", (int)labels[i], i,
                                 m->spec.classes - 1);
     const kernel_ops *k = m->ops;
     const int n = m->spec.n;

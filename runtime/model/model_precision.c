@@ -4,13 +4,13 @@
  * with the finite check after the allreduce, and the layer where non-finite gradients began. The
  * 16-bit passes themselves are model_amp.c.
  */
-#include "model_internal.h"
-#include "amp.h"
-#include "devmem.h"
-#include "status.h"
-#include "test_hooks.h"
+#include "runtime/model/model_internal.h"
+#include "kernels/amp.h"
+#include "kernels/devmem.h"
+#include "base/status.h"
+#include "runtime/test_hooks.h"
 #ifdef DTRAIN_HAVE_CUDA
-#include "cuda_ops.h"
+#include "kernels/cuda_ops.h"
 #endif
 
 #include <math.h>
@@ -22,12 +22,12 @@ static const char *dtype_name(dt_dtype t) { return t == DT_F16 ? "fp16" : t == D
 dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
 {
     if (compute != DT_F32 && compute != DT_F16 && compute != DT_BF16)
-        return dt_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)compute);
+        return status_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)compute);
     if (m->cuda && grads != DT_F32)
-        return dt_set_error(DT_ERR_UNSUPPORTED, "on the GPU, gradients of a %s model are kept in fp32 in this "
+        return status_set_error(DT_ERR_UNSUPPORTED, "on the GPU, gradients of a %s model are kept in fp32 in this "
                             "version (pass DT_F32; dtrain train does)", dtype_name(compute));
     if (grads != DT_F32 && grads != compute)
-        return dt_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
+        return status_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
                             dtype_name(compute), dtype_name(compute), dtype_name(grads));
     dt_status ws = model_wait_inflight(m);
     if (ws) return ws;
@@ -42,7 +42,7 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
             model_free_acts(m);
             m->prec = DT_F32;
             int ok = model_alloc_acts(m);
-            return dt_set_error(DT_ERR_NOMEM, "%s (%s at batch %d)%s", why, dtype_name(compute), m->max_batch,
+            return status_set_error(DT_ERR_NOMEM, "%s (%s at batch %d)%s", why, dtype_name(compute), m->max_batch,
                                 ok ? "; the model stays in fp32" : "");
         }
     }
@@ -50,13 +50,13 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
     if (grads != have) {
         if (grads == DT_F32) {
             float *g = calloc(np, sizeof *g);
-            if (!g) return dt_set_error(DT_ERR_NOMEM, "out of memory for fp32 gradients (%zu MiB)", (np * 4) >> 20);
+            if (!g) return status_set_error(DT_ERR_NOMEM, "out of memory for fp32 gradients (%zu MiB)", (np * 4) >> 20);
             free(m->g16);
             m->g16 = NULL;
             m->grads = g;
         } else {
             uint16_t *g = calloc(np, sizeof *g);
-            if (!g) return dt_set_error(DT_ERR_NOMEM, "out of memory for 16-bit gradients (%zu MiB)", (np * 2) >> 20);
+            if (!g) return status_set_error(DT_ERR_NOMEM, "out of memory for 16-bit gradients (%zu MiB)", (np * 2) >> 20);
             free(m->grads); /* from fp32, */
             free(m->g16);   /* or from the other 16-bit type */
             m->grads = NULL;
@@ -73,7 +73,7 @@ dt_dtype dt_model_grad_dtype(const dt_model *m) { return m->g16 ? m->grad_t : DT
 dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
 {
     if (!(inv_scale > 0) || !isfinite(inv_scale))
-        return dt_set_error(DT_ERR_INVALID_ARG, "gradient unscale factor %g must be a positive number",
+        return status_set_error(DT_ERR_INVALID_ARG, "gradient unscale factor %g must be a positive number",
                             (double)inv_scale);
     dt_status gs = model_group_complete(m, "dt_model_unscale_grads");
     if (gs) return gs;

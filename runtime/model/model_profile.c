@@ -2,11 +2,11 @@
  * model_profile.c - where a model's step time goes (dt_model_set_profile): per-layer forward and
  * backward seconds and the step's phases, measured between marks that wait for the device.
  */
-#include "model_internal.h"
-#include "clock.h"
-#include "status.h"
+#include "runtime/model/model_internal.h"
+#include "base/clock.h"
+#include "base/status.h"
 #ifdef DTRAIN_HAVE_CUDA
-#include "cuda_ops.h"
+#include "kernels/cuda_ops.h"
 #endif
 
 #include <stdlib.h>
@@ -31,7 +31,7 @@ dt_status dt_model_set_profile(dt_model *m, int on)
         if (!m->prof_fwd || !m->prof_bwd) {
             free(m->prof_fwd), free(m->prof_bwd);
             m->prof_fwd = m->prof_bwd = NULL;
-            return dt_set_error(DT_ERR_NOMEM, "out of memory for the profile");
+            return status_set_error(DT_ERR_NOMEM, "out of memory for the profile");
         }
     }
     if (on) {

@@ -12,8 +12,8 @@
  * of them lands in an int shape field or sizes a buffer: a model too large is refused here with
  * its true size, never built with a wrapped one.
  */
-#include "model.h"
-#include "status.h"
+#include "runtime/model/model.h"
+#include "base/status.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -114,7 +114,7 @@ static int spec_fields(const char *spec, int index, const char *tok, const char 
         const int r = spec_number(q, flen, SPEC_MAX_ELEMS, &v);
         if (r == 0) return 0;
         if (r < 0 || v < (uint64_t)lo[n]) {
-            *st = dt_set_error(DT_ERR_INVALID_ARG, "model '%s': layer %d '%s': %s = %.*s%s is out of range: it must "
+            *st = status_set_error(DT_ERR_INVALID_ARG, "model '%s': layer %d '%s': %s = %.*s%s is out of range: it must "
                                "be from %d to %" PRIu64, spec, index, tok, names[n], (int)(flen < 24 ? flen : 24), q,
                                flen <= 24 ? "" : "...", lo[n], SPEC_MAX_ELEMS);
             return -1;
@@ -144,15 +144,15 @@ static dt_status spec_input(const char *input, model_spec *s)
         p = x + 1;
     }
     if (p != NULL || (n != 1 && n != 3))
-        return dt_set_error(DT_ERR_INVALID_ARG, "input shape '%s' is not N (features) or CxHxW with "
+        return status_set_error(DT_ERR_INVALID_ARG, "input shape '%s' is not N (features) or CxHxW with "
                             "sizes from 1 to %" PRIu64 ", e.g. 784 or 1x28x28", input, SPEC_MAX_ELEMS);
     if (big)
-        return dt_set_error(DT_ERR_INVALID_ARG, "input shape '%s': every size must be from 1 to %" PRIu64
+        return status_set_error(DT_ERR_INVALID_ARG, "input shape '%s': every size must be from 1 to %" PRIu64
                             " (and at most %" PRIu64 " elements per sample in all): use a smaller input", input,
                             SPEC_MAX_ELEMS, SPEC_MAX_ELEMS);
     const uint64_t elems = n == 1 ? v[0] : spec_mul(spec_mul(v[0], v[1]), v[2]);
     if (elems > SPEC_MAX_ELEMS)
-        return dt_set_error(DT_ERR_INVALID_ARG, "input shape '%s' has %" PRIu64 " elements per sample; at most "
+        return status_set_error(DT_ERR_INVALID_ARG, "input shape '%s' has %" PRIu64 " elements per sample; at most "
                             "%" PRIu64 " (1 GiB of fp32) are supported: use a smaller input (crop or downsample "
                             "it)", input, elems, SPEC_MAX_ELEMS);
     if (n == 1) {
@@ -172,7 +172,7 @@ static dt_status spec_push(model_spec *s, int *cap, layer l)
     if (s->n == *cap) {
         int nc = *cap ? *cap * 2 : 8;
         layer *nl = realloc(s->layers, (size_t)nc * sizeof *nl);
-        if (!nl) return dt_set_error(DT_ERR_NOMEM, "out of memory parsing the model");
+        if (!nl) return status_set_error(DT_ERR_NOMEM, "out of memory parsing the model");
         s->layers = nl;
         *cap = nc;
     }
@@ -180,7 +180,7 @@ static dt_status spec_push(model_spec *s, int *cap, layer l)
     return DT_OK;
 }
 
-#define SPEC_FAIL(...) do { st = dt_set_error(DT_ERR_INVALID_ARG, __VA_ARGS__); goto fail; } while (0)
+#define SPEC_FAIL(...) do { st = status_set_error(DT_ERR_INVALID_ARG, __VA_ARGS__); goto fail; } while (0)
 
 dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *out)
 {
@@ -189,12 +189,12 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
     dt_status st = DT_OK;
     int cap = 0;
     if (!spec_in || !*spec_in)
-        return dt_set_error(DT_ERR_INVALID_ARG, "the model is empty: give a preset (mlp, cnn) or a "
+        return status_set_error(DT_ERR_INVALID_ARG, "the model is empty: give a preset (mlp, cnn) or a "
                             "layer list such as fc:128,relu,fc:10");
     const char *spec = model_preset(spec_in) ? model_preset(spec_in) : spec_in;
     if (!input || !*input) input = model_preset_input(spec_in);
     if (!input)
-        return dt_set_error(DT_ERR_INVALID_ARG, "model '%s' needs an input shape (--input N or CxHxW)", spec_in);
+        return status_set_error(DT_ERR_INVALID_ARG, "model '%s' needs an input shape (--input N or CxHxW)", spec_in);
     if ((st = spec_input(input, &s))) return st;
 
     /* The current map. Its element count is at most SPEC_MAX_ELEMS (checked for the input and after

@@ -9,13 +9,13 @@
  * bucket still starts its allreduce as soon as its layers are done, with the whole group's sum in
  * it. The price is one more buffer and one pass over each layer's gradients per micro-batch.
  */
-#include "model_internal.h"
-#include "cast.h"
-#include "clock.h"
-#include "devmem.h"
-#include "status.h"
+#include "runtime/model/model_internal.h"
+#include "kernels/cast.h"
+#include "base/clock.h"
+#include "kernels/devmem.h"
+#include "base/status.h"
 #ifdef DTRAIN_HAVE_CUDA
-#include "cuda_ops.h"
+#include "kernels/cuda_ops.h"
 #endif
 
 #include <math.h>
@@ -26,7 +26,7 @@
 dt_status dt_model_set_accum_steps(dt_model *m, int k)
 {
     if (k < 1 || k > ACCUM_MAX)
-        return dt_set_error(DT_ERR_INVALID_ARG, "--accum-steps %d must be from 1 to %d micro-batches per optimizer "
+        return status_set_error(DT_ERR_INVALID_ARG, "--accum-steps %d must be from 1 to %d micro-batches per optimizer "
                             "step", k, ACCUM_MAX);
     dt_status s = model_wait_inflight(m);
     if (s) return s;
@@ -50,7 +50,7 @@ int dt_model_accum_pos(const dt_model *m) { return m->accum_pos; }
 dt_status model_group_complete(const dt_model *m, const char *fn)
 {
     if (m->accum_pos == 0) return DT_OK;
-    return dt_set_error(DT_ERR_INVALID_ARG, "%s: the accumulation group is at micro-batch %d of %d; the gradients "
+    return status_set_error(DT_ERR_INVALID_ARG, "%s: the accumulation group is at micro-batch %d of %d; the gradients "
                         "are reduced, unscaled and stepped on once per group, after its last "
                         "dt_model_forward_backward (dt_model_set_accum_steps)", fn, m->accum_pos, m->accum_steps);
 }

@@ -4,13 +4,13 @@
  * order, marks each ready as backward finishes it (after the per-layer hook: the accumulation sum,
  * the testing inf and the local finite check), and waits in dt_model_sync_grads.
  */
-#include "model_internal.h"
-#include "amp.h"
-#include "devmem.h"
-#include "reducer_internal.h"
-#include "status.h"
+#include "runtime/model/model_internal.h"
+#include "kernels/amp.h"
+#include "kernels/devmem.h"
+#include "collectives/reducer_internal.h"
+#include "base/status.h"
 #ifdef DTRAIN_HAVE_CUDA
-#include "cuda_ops.h"
+#include "kernels/cuda_ops.h"
 #endif
 
 #include <math.h>
@@ -103,7 +103,7 @@ size_t dt_model_bucket_size(const dt_model *m, int i)
 dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
 {
     if (c->grad_comm != DT_F32 && c->grad_comm != DT_F16 && c->grad_comm != DT_BF16)
-        return dt_set_error(DT_ERR_INVALID_ARG, "gradient communication type %d must be DT_F32, DT_F16 or DT_BF16",
+        return status_set_error(DT_ERR_INVALID_ARG, "gradient communication type %d must be DT_F32, DT_F16 or DT_BF16",
                             (int)c->grad_comm);
     dt_status ws = model_wait_inflight(m);
     if (ws) return ws;
@@ -113,7 +113,7 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
     }
     /* The parameter layers, last first: the order backward finishes them. */
     dt_range *r = calloc((size_t)m->spec.n, sizeof *r);
-    if (!r) return dt_set_error(DT_ERR_NOMEM, "out of memory planning buckets");
+    if (!r) return status_set_error(DT_ERR_NOMEM, "out of memory planning buckets");
     int nr = 0;
     for (int i = m->spec.n - 1; i >= 0; i--) {
         const layer *l = &m->spec.layers[i];

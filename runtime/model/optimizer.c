@@ -3,12 +3,12 @@
  * state (host arrays, and device copies for a GPU model), the step on the CPU or the GPU and from
  * 16-bit gradients, and the access checkpoints need.
  */
-#include "model_internal.h"
-#include "cast.h"
-#include "devmem.h"
-#include "status.h"
+#include "runtime/model/model_internal.h"
+#include "kernels/cast.h"
+#include "kernels/devmem.h"
+#include "base/status.h"
 #ifdef DTRAIN_HAVE_CUDA
-#include "cuda_ops.h"
+#include "kernels/cuda_ops.h"
 #endif
 
 #include <math.h>
@@ -43,19 +43,19 @@ dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer *
 {
     *out = NULL;
     if (c->kind != DT_OPTIM_SGD && c->kind != DT_OPTIM_ADAMW)
-        return dt_set_error(DT_ERR_INVALID_ARG, "unknown optimizer %d (use sgd or adamw)", (int)c->kind);
+        return status_set_error(DT_ERR_INVALID_ARG, "unknown optimizer %d (use sgd or adamw)", (int)c->kind);
     if (!(c->lr > 0) || !isfinite(c->lr))
-        return dt_set_error(DT_ERR_INVALID_ARG, "learning rate %g must be a positive number", (double)c->lr);
+        return status_set_error(DT_ERR_INVALID_ARG, "learning rate %g must be a positive number", (double)c->lr);
     if (!(c->momentum >= 0 && c->momentum < 1))
-        return dt_set_error(DT_ERR_INVALID_ARG, "momentum %g must be in [0, 1)", (double)c->momentum);
+        return status_set_error(DT_ERR_INVALID_ARG, "momentum %g must be in [0, 1)", (double)c->momentum);
     if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
-        return dt_set_error(DT_ERR_INVALID_ARG, "weight decay %g must be >= 0", (double)c->weight_decay);
+        return status_set_error(DT_ERR_INVALID_ARG, "weight decay %g must be >= 0", (double)c->weight_decay);
     if (c->kind == DT_OPTIM_ADAMW && (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) ||
                                       !(c->eps > 0)))
-        return dt_set_error(DT_ERR_INVALID_ARG, "AdamW needs betas in [0, 1) and eps > 0 (got %g, %g, %g)",
+        return status_set_error(DT_ERR_INVALID_ARG, "AdamW needs betas in [0, 1) and eps > 0 (got %g, %g, %g)",
                             (double)c->beta1, (double)c->beta2, (double)c->eps);
     dt_optimizer *o = calloc(1, sizeof *o);
-    if (!o) return dt_set_error(DT_ERR_NOMEM, "out of memory for the optimizer");
+    if (!o) return status_set_error(DT_ERR_NOMEM, "out of memory for the optimizer");
     o->cfg = *c;
     o->n = n;
     int need1 = c->kind == DT_OPTIM_ADAMW || c->momentum > 0, need2 = c->kind == DT_OPTIM_ADAMW;
@@ -63,7 +63,7 @@ dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer *
     if (need2) o->s2 = calloc(n ? n : 1, sizeof(float));
     if ((need1 && !o->s1) || (need2 && !o->s2)) {
         dt_optimizer_free(o);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory for the optimizer state (%zu MiB)",
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the optimizer state (%zu MiB)",
                             (n * 4 * (size_t)(need1 + need2)) >> 20);
     }
     *out = o;
@@ -97,7 +97,7 @@ float dt_optimizer_lr(const dt_optimizer *o) { return o->cfg.lr; }
 dt_status dt_optimizer_set_lr(dt_optimizer *o, float lr)
 {
     if (!(lr > 0) || !isfinite(lr))
-        return dt_set_error(DT_ERR_INVALID_ARG, "learning rate %g must be a positive finite number (the optimizer "
+        return status_set_error(DT_ERR_INVALID_ARG, "learning rate %g must be a positive finite number (the optimizer "
                             "keeps %g): check the schedule's --lr, --min-lr and factor", (double)lr, (double)o->cfg.lr);
     o->cfg.lr = lr;
     return DT_OK;
@@ -105,19 +105,19 @@ dt_status dt_optimizer_set_lr(dt_optimizer *o, float lr)
 
 dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
 {
-    if (!m || !o) return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the model or optimizer is NULL");
+    if (!m || !o) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the model or optimizer is NULL");
     dt_status gs = model_group_complete(m, "dt_model_optimizer_step");
     if (gs) return gs;
     /* Each rank stepping on its own gradients makes the replicas drift apart while every printed
      * loss can still look right; say so at the first such step rather than never. */
     if (m->unreduced && !m->sync.allow_unreduced)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the gradients of the last backward were "
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the gradients of the last backward were "
                             "not reduced across the %d ranks, so their parameters would drift apart: call "
                             "dt_model_sync_grads after dt_model_forward_backward (dt_model_train_step does both), "
                             "or set dt_sync_config.allow_unreduced = 1 if the loop skips the reduction on purpose",
                             dt_world_size(m->ctx));
     if (o->n != m->spec.num_params)
-        return dt_set_error(DT_ERR_INVALID_ARG, "the optimizer was made for %zu parameters, the model has %zu", o->n,
+        return status_set_error(DT_ERR_INVALID_ARG, "the optimizer was made for %zu parameters, the model has %zu", o->n,
                             m->spec.num_params);
     if (m->cuda) {
         if (!o->on_device || o->upload) {

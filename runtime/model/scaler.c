@@ -15,7 +15,7 @@
  * scale changes (a ring of 8) so the log shows how the run got there.
  */
 #include "dtrain.h"
-#include "status.h"
+#include "base/status.h"
 
 #include <float.h>
 #include <math.h>
@@ -70,31 +70,31 @@ void dt_scaler_defaults(dt_scaler_config *c)
 static dt_status scaler_check_config(const dt_scaler_config *c)
 {
     if (c->dynamic != 0 && c->dynamic != 1)
-        return dt_set_error(DT_ERR_INVALID_ARG, "loss scale dynamic %d must be 0 (static) or 1 (dynamic)",
+        return status_set_error(DT_ERR_INVALID_ARG, "loss scale dynamic %d must be 0 (static) or 1 (dynamic)",
                             c->dynamic);
     if (!(c->min_scale >= (double)FLT_MIN && c->min_scale <= (double)FLT_MAX))
-        return dt_set_error(DT_ERR_INVALID_ARG,
+        return status_set_error(DT_ERR_INVALID_ARG,
                             "loss scale min_scale %g must be > 0 (and a normal float, in [%g, %g])", c->min_scale,
                             (double)FLT_MIN, (double)FLT_MAX);
     if (!(c->max_scale >= c->min_scale && c->max_scale <= (double)FLT_MAX))
-        return dt_set_error(DT_ERR_INVALID_ARG, "loss scale max_scale %g must be in [min_scale %g, %g]", c->max_scale,
+        return status_set_error(DT_ERR_INVALID_ARG, "loss scale max_scale %g must be in [min_scale %g, %g]", c->max_scale,
                             c->min_scale, (double)FLT_MAX);
     if (!(c->init_scale >= c->min_scale && c->init_scale <= c->max_scale))
-        return dt_set_error(DT_ERR_INVALID_ARG, "loss scale init_scale %g must be in [min_scale %g, max_scale %g]",
+        return status_set_error(DT_ERR_INVALID_ARG, "loss scale init_scale %g must be in [min_scale %g, max_scale %g]",
                             c->init_scale, c->min_scale, c->max_scale);
     if (!(c->growth_factor > 1.0 && isfinite(c->growth_factor)))
-        return dt_set_error(DT_ERR_INVALID_ARG, "loss scale growth_factor %g must be > 1 (and finite)",
+        return status_set_error(DT_ERR_INVALID_ARG, "loss scale growth_factor %g must be > 1 (and finite)",
                             c->growth_factor);
     if (!(c->backoff_factor > 0.0 && c->backoff_factor < 1.0))
-        return dt_set_error(DT_ERR_INVALID_ARG, "loss scale backoff_factor %g must be in (0, 1)", c->backoff_factor);
+        return status_set_error(DT_ERR_INVALID_ARG, "loss scale backoff_factor %g must be in (0, 1)", c->backoff_factor);
     if (c->growth_interval < 1)
-        return dt_set_error(DT_ERR_INVALID_ARG, "loss scale growth_interval %d must be >= 1", c->growth_interval);
+        return status_set_error(DT_ERR_INVALID_ARG, "loss scale growth_interval %d must be >= 1", c->growth_interval);
     if (c->hysteresis < 1)
-        return dt_set_error(DT_ERR_INVALID_ARG, "loss scale hysteresis %d must be >= 1", c->hysteresis);
+        return status_set_error(DT_ERR_INVALID_ARG, "loss scale hysteresis %d must be >= 1", c->hysteresis);
     if (c->window < 1)
-        return dt_set_error(DT_ERR_INVALID_ARG, "loss scale window %d must be >= 1", c->window);
+        return status_set_error(DT_ERR_INVALID_ARG, "loss scale window %d must be >= 1", c->window);
     if (!(c->max_overflow_fraction > 0.0 && c->max_overflow_fraction <= 1.0))
-        return dt_set_error(DT_ERR_INVALID_ARG, "loss scale max_overflow_fraction %g must be in (0, 1]",
+        return status_set_error(DT_ERR_INVALID_ARG, "loss scale max_overflow_fraction %g must be in (0, 1]",
                             c->max_overflow_fraction);
     return DT_OK;
 }
@@ -109,17 +109,17 @@ static void scaler_clear_window(dt_scaler *s)
 
 dt_status dt_scaler_create(const dt_scaler_config *c, dt_scaler **out)
 {
-    if (!out) return dt_set_error(DT_ERR_INVALID_ARG, "dt_scaler_create: out is NULL");
+    if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_scaler_create: out is NULL");
     *out = NULL;
-    if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "dt_scaler_create: config is NULL");
+    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_scaler_create: config is NULL");
     dt_status st = scaler_check_config(c);
     if (st != DT_OK) return st;
     dt_scaler *s = calloc(1, sizeof *s);
-    if (!s) return dt_set_error(DT_ERR_NOMEM, "out of memory for the loss scaler");
+    if (!s) return status_set_error(DT_ERR_NOMEM, "out of memory for the loss scaler");
     s->ring = calloc((size_t)c->window, 1);
     if (!s->ring) {
         free(s);
-        return dt_set_error(DT_ERR_NOMEM, "out of memory for the loss scaler's window of %d updates", c->window);
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the loss scaler's window of %d updates", c->window);
     }
     s->cfg = *c;
     s->scale = c->init_scale;
@@ -180,7 +180,7 @@ static void scaler_format_history(const dt_scaler *s, char *buf, size_t n)
 
 dt_status dt_scaler_update(dt_scaler *s, int found_inf)
 {
-    if (!s) return dt_set_error(DT_ERR_INVALID_ARG, "dt_scaler_update: scaler is NULL");
+    if (!s) return status_set_error(DT_ERR_INVALID_ARG, "dt_scaler_update: scaler is NULL");
     const dt_scaler_config *c = &s->cfg;
     unsigned char flag = found_inf ? 1 : 0;
 
@@ -197,7 +197,7 @@ dt_status dt_scaler_update(dt_scaler *s, int found_inf)
         if (flag) {
             if (s->scale <= c->min_scale) { /* already at the floor: backing off cannot help */
                 scaler_format_history(s, hist, sizeof hist);
-                return dt_set_error(DT_ERR_NUMERIC,
+                return status_set_error(DT_ERR_NUMERIC,
                                     "loss scaling gave up at step %ld: overflow with the scale %.8g already "
                                     "at min_scale (%d of the last %d updates overflowed); loss scale "
                                     "history: %s; " SCALER_FIX,
@@ -222,7 +222,7 @@ dt_status dt_scaler_update(dt_scaler *s, int found_inf)
     long allowed = (long)floor(c->max_overflow_fraction * (double)c->window + 1e-9);
     if (s->ring_overflows > allowed) {
         scaler_format_history(s, hist, sizeof hist);
-        return dt_set_error(DT_ERR_NUMERIC,
+        return status_set_error(DT_ERR_NUMERIC,
                             "loss scaling gave up at step %ld: %d of the last %d updates overflowed (more than "
                             "max_overflow_fraction %g of the window of %d), scale %.8g; loss scale history: %s; "
                             SCALER_FIX,
@@ -246,21 +246,21 @@ void dt_scaler_get_state(const dt_scaler *s, dt_scaler_state *st)
  * set_state it starts empty, and the scale history restarts from the restored scale. */
 dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st)
 {
-    if (!s || !st) return dt_set_error(DT_ERR_INVALID_ARG, "dt_scaler_set_state: scaler or state is NULL");
+    if (!s || !st) return status_set_error(DT_ERR_INVALID_ARG, "dt_scaler_set_state: scaler or state is NULL");
     const dt_scaler_config *c = &s->cfg;
     if (!(isfinite(st->scale) && st->scale >= c->min_scale && st->scale <= c->max_scale))
-        return dt_set_error(DT_ERR_CORRUPT, "loss scaler state: scale %g must be in [min_scale %g, max_scale %g]",
+        return status_set_error(DT_ERR_CORRUPT, "loss scaler state: scale %g must be in [min_scale %g, max_scale %g]",
                             st->scale, c->min_scale, c->max_scale);
     if (st->good_steps < 0 || st->good_steps >= c->growth_interval)
-        return dt_set_error(DT_ERR_CORRUPT, "loss scaler state: good_steps %d must be in [0, growth_interval %d)",
+        return status_set_error(DT_ERR_CORRUPT, "loss scaler state: good_steps %d must be in [0, growth_interval %d)",
                             st->good_steps, c->growth_interval);
     if (st->hysteresis_left < 0 || st->hysteresis_left > c->hysteresis)
-        return dt_set_error(DT_ERR_CORRUPT, "loss scaler state: hysteresis_left %d must be in [0, hysteresis %d]",
+        return status_set_error(DT_ERR_CORRUPT, "loss scaler state: hysteresis_left %d must be in [0, hysteresis %d]",
                             st->hysteresis_left, c->hysteresis);
     if (st->skipped < 0)
-        return dt_set_error(DT_ERR_CORRUPT, "loss scaler state: skipped %ld must be >= 0", st->skipped);
+        return status_set_error(DT_ERR_CORRUPT, "loss scaler state: skipped %ld must be >= 0", st->skipped);
     if (st->updates < st->skipped)
-        return dt_set_error(DT_ERR_CORRUPT, "loss scaler state: updates %ld must be >= skipped %ld", st->updates,
+        return status_set_error(DT_ERR_CORRUPT, "loss scaler state: updates %ld must be >= skipped %ld", st->updates,
                             st->skipped);
     s->scale = st->scale;
     s->good_steps = st->good_steps;

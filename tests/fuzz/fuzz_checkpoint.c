@@ -15,9 +15,9 @@
  * name; a file it refuses leaves the parameters untouched.
  */
 #include "fuzz_common.h"
-#include "checkpoint/ckpt_format.h"
+#include "runtime/checkpoint/ckpt_format.h"
 #include "dtrain.h"
-#include "log.h"
+#include "base/log.h"
 
 #include <math.h>
 #include <sys/stat.h>
@@ -31,7 +31,7 @@ static char dir[64], path[128];
 
 static void setup(void)
 {
-    log_set_level(DT_LOG_ERROR); /* the skipped-file warnings of millions of runs say nothing */
+    log_set_level(LOG_LEVEL_ERROR); /* the skipped-file warnings of millions of runs say nothing */
     snprintf(dir, sizeof dir, "/tmp/fuzz-ckpt-%d", (int)getpid());
     FUZZ_CHECK(mkdir(dir, 0700) == 0 || access(dir, W_OK) == 0, "cannot make %s", dir);
     snprintf(path, sizeof path, "%s/ckpt-0000000007.dtc", dir);

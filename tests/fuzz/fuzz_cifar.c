@@ -17,9 +17,9 @@
  */
 #include "fuzz_common.h"
 
-#include "data/reader.h"
+#include "runtime/data/reader.h"
 #include "dtrain.h"
-#include "log.h"
+#include "base/log.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,7 +35,7 @@ static size_t file_cap;
 
 static void setup(void)
 {
-    log_set_level(DT_LOG_ERROR);
+    log_set_level(LOG_LEVEL_ERROR);
     snprintf(dir, sizeof dir, "/tmp/fuzz-cifar-%d", (int)getpid());
     FUZZ_CHECK(mkdir(dir, 0700) == 0 || access(dir, W_OK) == 0, "cannot make %s", dir);
 }

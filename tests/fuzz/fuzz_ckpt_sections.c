@@ -13,9 +13,9 @@
  * section is refused; a refused file opens nothing.
  */
 #include "fuzz_common.h"
-#include "checkpoint/ckpt_format.h"
+#include "runtime/checkpoint/ckpt_format.h"
 #include "dtrain.h"
-#include "log.h"
+#include "base/log.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -104,7 +104,7 @@ static void through_file(const unsigned char *img, size_t len, long name_step)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!dir[0]) {
-        log_set_level(DT_LOG_ERROR);
+        log_set_level(LOG_LEVEL_ERROR);
         snprintf(dir, sizeof dir, "/tmp/fuzz-ckpt-sections-%d", (int)getpid());
         FUZZ_CHECK(mkdir(dir, 0700) == 0 || access(dir, W_OK) == 0, "cannot make %s", dir);
     }

@@ -11,11 +11,11 @@
  * unchanged (dtrain.h) and names a variable.
  */
 #include "fuzz_common.h"
-#include "log.h"
+#include "base/log.h"
 
 #include <strings.h>
 
-#include "../../launch/cmd_train.c"
+#include "launch/cmd_train.c"
 
 static int cfg_same(const dt_config *a, const dt_config *b)
 {
@@ -25,7 +25,7 @@ static int cfg_same(const dt_config *a, const dt_config *b)
 
 static void check_config(const fuzz_env *env)
 {
-    const dt_log_level level = log_get_level(); /* dt_config_from_env sets it from DTRAIN_LOG */
+    const log_level level = log_get_level(); /* dt_config_from_env sets it from DTRAIN_LOG */
     dt_config def, cfg;
     dt_config_defaults(&def);
     cfg = def;
@@ -63,11 +63,11 @@ static void check_config(const fuzz_env *env)
 static void check_log(const fuzz_env *env)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
-    const dt_log_level before = log_get_level();
+    const log_level before = log_get_level();
     const char *v = fuzz_env_get(env, "DTRAIN_LOG");
     if (log_init_from_env() == DT_OK) {
-        const dt_log_level l = log_get_level();
-        FUZZ_CHECK(l >= DT_LOG_ERROR && l <= DT_LOG_DEBUG, "log level %d", (int)l);
+        const log_level l = log_get_level();
+        FUZZ_CHECK(l >= LOG_LEVEL_ERROR && l <= LOG_LEVEL_DEBUG, "log level %d", (int)l);
         if (v && *v) FUZZ_CHECK(strcasecmp(v, names[l]) == 0, "DTRAIN_LOG='%s' gave level %s", v, names[l]);
     } else {
         FUZZ_CHECK(v && *v, "log_init_from_env refused an unset DTRAIN_LOG");

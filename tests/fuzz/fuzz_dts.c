@@ -10,9 +10,9 @@
  * in [0, classes); the header's stats are finite with std >= 0.
  */
 #include "fuzz_common.h"
-#include "data/dts.h"
-#include "data/reader.h"
-#include "data/stats.h"
+#include "runtime/data/dts.h"
+#include "runtime/data/reader.h"
+#include "runtime/data/stats.h"
 
 #include <math.h>
 #include <unistd.h>

@@ -9,7 +9,7 @@
  * without brackets expands to exactly its comma-separated elements.
  */
 #include "fuzz_common.h"
-#include "hostlist.h"
+#include "runtime/placement/hostlist.h"
 
 static void check_hosts(const char *s)
 {

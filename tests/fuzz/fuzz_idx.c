@@ -10,9 +10,9 @@
  * every sample can be read; accepted labels lie in [0, classes).
  */
 #include "fuzz_common.h"
-#include "data/file_io.h"
-#include "data/idx.h"
-#include "data/reader.h"
+#include "runtime/data/file_io.h"
+#include "runtime/data/idx.h"
+#include "runtime/data/reader.h"
 
 #include <unistd.h>
 

@@ -9,7 +9,7 @@
  * accepted image's every value is finite and in 0..255; a refusal leaves a message naming the file.
  */
 #include "fuzz_common.h"
-#include "data/image_decode.h"
+#include "runtime/data/image_decode.h"
 
 #include <math.h>
 

@@ -9,7 +9,7 @@
  * [0, num_params) in order.
  */
 #include "fuzz_common.h"
-#include "model/model.h"
+#include "runtime/model/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

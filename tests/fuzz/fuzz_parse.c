@@ -18,10 +18,10 @@
  *  - a CPU list, formatted and parsed again, is the same set.
  */
 #include "fuzz_common.h"
-#include "parse.h"
-#include "affinity.h"
+#include "base/parse.h"
+#include "runtime/placement/affinity.h"
 
-#include "../../launch/cmd_bench.c"
+#include "launch/cmd_bench.c"
 
 #include <ctype.h>
 #include <errno.h>

@@ -14,8 +14,8 @@
  *    a host list of num_hosts names (and none without SLURM); values >= -1.
  */
 #include "fuzz_common.h"
-#include "device.h"
-#include "topo.h"
+#include "runtime/placement/device.h"
+#include "runtime/placement/topo.h"
 
 static const char *env_lookup(const char *name, void *arg) { return fuzz_env_get(arg, name); }
 

@@ -24,7 +24,7 @@
 #ifndef DTRAIN_HAVE_CUDA
 #define DTRAIN_HAVE_CUDA 1
 #endif
-#include "cast.h"
+#include "kernels/cast.h"
 #include "dtrain.h"
 
 #define N_MAIN ((size_t)4 * 1024 * 1024 + 5) /* odd: the last block is partial */
@@ -119,11 +119,11 @@ static void check_narrow(dt_dtype t, const float *h_in, size_t n, float *d_f, ui
             continue;
         }
         if (bad++ < 5)
-            printf("  fp32 0x%08x -> %s: GPU 0x%04x, CPU 0x%04x\n", dt_cast_f32_bits_(h_in[i]),
+            printf("  fp32 0x%08x -> %s: GPU 0x%04x, CPU 0x%04x\n", half_f32_bits(h_in[i]),
                    type_name(t), gpu[i], cpu[i]);
     }
     for (size_t i = 0; i < n; i++)
-        nans += f32_is_nan(dt_cast_f32_bits_(h_in[i]));
+        nans += f32_is_nan(half_f32_bits(h_in[i]));
     printf("%s fp32->%s %zu values: %zu differ (%zu NaN inputs; %zu NaN outputs with another "
            "payload)\n",
            bad ? "FAIL" : "ok  ", type_name(t), n, bad, nans, payload);
@@ -143,7 +143,7 @@ static void check_widen(dt_dtype t, const uint16_t *h_in, size_t n, uint16_t *d_
 
     size_t bad = 0, payload = 0;
     for (size_t i = 0; i < n; i++) {
-        const uint32_t g = dt_cast_f32_bits_(gpu[i]), c = dt_cast_f32_bits_(cpu[i]);
+        const uint32_t g = half_f32_bits(gpu[i]), c = half_f32_bits(cpu[i]);
         if (g == c)
             continue;
         if (f32_is_nan(g) && f32_is_nan(c)) {

@@ -52,9 +52,9 @@
 #ifndef DTRAIN_HAVE_CUDA
 #define DTRAIN_HAVE_CUDA 1
 #endif
-#include "amp.h"
-#include "cast.h"
-#include "cuda_ops.h"
+#include "kernels/amp.h"
+#include "kernels/cast.h"
+#include "kernels/cuda_ops.h"
 #include "dtrain.h"
 
 static int failures;

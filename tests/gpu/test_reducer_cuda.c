@@ -18,7 +18,7 @@
 #ifndef DTRAIN_HAVE_CUDA
 #define DTRAIN_HAVE_CUDA 1
 #endif
-#include "cast.h"
+#include "kernels/cast.h"
 #include "dtrain.h"
 
 #include <math.h>

@@ -9,7 +9,7 @@
  * (section 0 grows). The output is re-sealed with ckpt_seal (runtime/checkpoint/ckpt_format.h), so
  * only the field checks behind the CRCs can refuse it.
  */
-#include "checkpoint/ckpt_format.h"
+#include "runtime/checkpoint/ckpt_format.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -13,8 +13,8 @@
  */
 #include "dtrain.h"
 #include "mpi_check.h"
-#include "model/model_internal.h"
-#include "test_hooks.h"
+#include "runtime/model/model_internal.h"
+#include "runtime/test_hooks.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -7,9 +7,9 @@
 #ifndef DT_TEST_CKPT_V3_H
 #define DT_TEST_CKPT_V3_H
 
-#include "checkpoint/ckpt_format.h"
+#include "runtime/checkpoint/ckpt_format.h"
 #include "dtrain.h"
-#include "model/model.h"
+#include "runtime/model/model.h"
 
 #include <stdlib.h>
 #include <string.h>

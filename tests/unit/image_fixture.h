@@ -14,8 +14,8 @@
 
 #include "block_guard.h"
 
-#include "data/image_decode.h"
-#include "data/reader.h"
+#include "runtime/data/image_decode.h"
+#include "runtime/data/reader.h"
 #include "dtrain.h"
 
 #include <ftw.h>

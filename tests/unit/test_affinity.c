@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "affinity.h"
+#include "runtime/placement/affinity.h"
 
 #include <string.h>
 

@@ -23,8 +23,8 @@
 #include <cmocka.h>
 
 #include "dtrain.h"
-#include "amp.h"
-#include "cast.h"
+#include "kernels/amp.h"
+#include "kernels/cast.h"
 
 #include <float.h>
 #include <math.h>

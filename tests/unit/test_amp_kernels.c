@@ -11,8 +11,8 @@
 #include <cmocka.h>
 
 #include "dtrain.h"
-#include "amp.h"
-#include "cast.h"
+#include "kernels/amp.h"
+#include "kernels/cast.h"
 
 #include <float.h>
 #include <math.h>
@@ -54,7 +54,7 @@ static size_t special_floats(float *v, size_t cap)
         1.0f, -1.0f, 0.1f, -3.14159265f, 1e-10f, -1e-30f, 3e38f,
     };
     size_t n = 0;
-    for (size_t i = 0; i < sizeof bits / sizeof *bits; i++) v[n++] = dt_cast_bits_f32_(bits[i]);
+    for (size_t i = 0; i < sizeof bits / sizeof *bits; i++) v[n++] = half_bits_f32(bits[i]);
     for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) v[n++] = vals[i];
     while (n < cap) {
         const double e = -30.0 + 50.0 * (0.5 + 0.5 * (double)urand());
@@ -74,15 +74,15 @@ static void round16_check(dt_dtype t)
     memcpy(inplace, in, sizeof in);
     cpu_round16(t, inplace, inplace, N);
     for (size_t i = 0; i < N; i++) {
-        const float want = t == DT_F16 ? dt_f16_to_f32(dt_f32_to_f16(in[i])) : dt_bf16_to_f32(dt_f32_to_bf16(in[i]));
-        const uint32_t w = dt_cast_f32_bits_(want), o = dt_cast_f32_bits_(out[i]), ip = dt_cast_f32_bits_(inplace[i]);
+        const float want = t == DT_F16 ? half_f16_to_f32(half_f32_to_f16(in[i])) : half_bf16_to_f32(half_f32_to_bf16(in[i]));
+        const uint32_t w = half_f32_bits(want), o = half_f32_bits(out[i]), ip = half_f32_bits(inplace[i]);
         if (o != w || ip != w)
             fail_msg("cpu_round16(%s) of %.9g (0x%08x): 0x%08x (in place 0x%08x), scalar 0x%08x", tname(t), (double)in[i],
-                     dt_cast_f32_bits_(in[i]), o, ip, w);
+                     half_f32_bits(in[i]), o, ip, w);
     }
     /* Spot checks of the scalar reference itself, so that the comparison means something. */
     assert_true(isnan(out[6]) && isnan(out[7]) && signbit(out[7])); /* sNaN stays NaN, never inf */
-    assert_true(dt_cast_f32_bits_(out[1]) == 0x80000000u);                        /* -0 stays -0 */
+    assert_true(half_f32_bits(out[1]) == 0x80000000u);                        /* -0 stays -0 */
     if (t == DT_F16) {
         assert_true(out[22] == 65504.0f && out[24] == 65504.0f && isinf(out[25]) && out[26] == -INFINITY);
         assert_true(out[28] == 6.103515625e-05f && out[29] == 6.0975551605224609e-05f); /* exact */
@@ -91,11 +91,11 @@ static void round16_check(dt_dtype t)
         assert_true(out[35] == 1.0f && out[36] == 1.001953125f && out[37] == -1.0f);
         assert_true(out[12] == 0.0f);                     /* an fp32 subnormal */
     } else {
-        assert_true(out[15] == INFINITY && out[17] == dt_cast_bits_f32_(0x7f7f0000u) && out[18] == INFINITY);
-        assert_true(out[19] == 1.0f && out[20] == dt_cast_bits_f32_(0x3f820000u) &&
-                    out[21] == dt_cast_bits_f32_(0x3f810000u));
+        assert_true(out[15] == INFINITY && out[17] == half_bits_f32(0x7f7f0000u) && out[18] == INFINITY);
+        assert_true(out[19] == 1.0f && out[20] == half_bits_f32(0x3f820000u) &&
+                    out[21] == half_bits_f32(0x3f810000u));
         /* bf16 keeps fp32 subnormals' top bits */
-        assert_true(out[12] == 0.0f && out[14] == dt_cast_bits_f32_(0x00400000u));
+        assert_true(out[12] == 0.0f && out[14] == half_bits_f32(0x00400000u));
     }
 }
 
@@ -112,7 +112,7 @@ static void test_round16(void **st)
     cpu_cast_use_f16c(1);
 }
 
-static float widen16(dt_dtype t, uint16_t h) { return t == DT_F16 ? dt_f16_to_f32(h) : dt_bf16_to_f32(h); }
+static float widen16(dt_dtype t, uint16_t h) { return t == DT_F16 ? half_f16_to_f32(h) : half_bf16_to_f32(h); }
 
 /* The 16-bit ReLU over all 65536 patterns of each format, against the float rule y = x < 0 ? 0 : x
  * on the widened value (NaN passes unchanged, -0 comes out +0) and dx = y > 0 ? dy : 0. */
@@ -172,10 +172,10 @@ static void test_count_nonfinite(void **st)
     for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
         const size_t n = sizes[si];
         for (size_t pos = 0; pos < n; pos++) {
-            for (size_t i = 0; i < n; i++) f[i] = dt_cast_bits_f32_(good32[(i + pos) % 6]);
+            for (size_t i = 0; i < n; i++) f[i] = half_bits_f32(good32[(i + pos) % 6]);
             assert_int_equal(cpu_count_nonfinite(f, n), 0);
             for (size_t b = 0; b < 6; b++) {
-                f[pos] = dt_cast_bits_f32_(bad32[b]);
+                f[pos] = half_bits_f32(bad32[b]);
                 if (cpu_count_nonfinite(f, n) != 1) fail_msg("n %zu: 0x%08x at %zu not counted once", n, bad32[b], pos);
                 memcpy(g, f, n * sizeof *f);
                 if (cpu_unscale_count_nonfinite(g, n, 0.5f) != 1)
@@ -195,7 +195,7 @@ static void test_count_nonfinite(void **st)
         size_t want = 0;
         for (size_t i = 0; i < n; i++) {
             const int b = (n - 1 - i) % 3 == 0;
-            f[i] = b ? dt_cast_bits_f32_(bad32[i % 6]) : (float)i - 10.0f;
+            f[i] = b ? half_bits_f32(bad32[i % 6]) : (float)i - 10.0f;
             h[i] = b ? bad16[0][i % 5] : good16[0][i % 5];
             want += (size_t)b;
         }

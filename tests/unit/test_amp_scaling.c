@@ -14,9 +14,9 @@
 #include <cmocka.h>
 
 #include "dtrain.h"
-#include "amp.h"
-#include "cast.h"
-#include "test_hooks.h"
+#include "kernels/amp.h"
+#include "kernels/cast.h"
+#include "runtime/test_hooks.h"
 
 #include <float.h>
 #include <math.h>
@@ -94,7 +94,7 @@ static void test_scaling_prevents_underflow(void **st)
     int32_t *y;
     rng_seed("underflow", 0);
     make_batch(m, B, 1.0f / 1048576.0f, &x, &y);
-    for (size_t i = 0; i < (size_t)B * 20; i++) x[i] = dt_f16_to_f32(dt_f32_to_f16(x[i]));
+    for (size_t i = 0; i < (size_t)B * 20; i++) x[i] = half_f16_to_f32(half_f32_to_f16(x[i]));
     float *g_ref = xmalloc(np * sizeof(float)), *g1 = xmalloc(np * sizeof(float)), *gS = xmalloc(np * sizeof(float)),
           *gb = xmalloc(np * sizeof(float));
     double l;

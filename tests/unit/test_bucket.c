@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "bucket.h"
+#include "collectives/bucket.h"
 
 #include <string.h>
 

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cast.h"
+#include "kernels/cast.h"
 
 /* _Float16 exists in gcc >= 12 on x86-64 (SSE2) and on aarch64; elsewhere the fp16 oracle tests
  * are skipped rather than failed. */
@@ -96,7 +96,7 @@ __extension__ typedef _Float16 native_f16;
 
 static uint16_t ref_f32_to_f16(uint32_t bits)
 {
-    native_f16 h = (native_f16)dt_cast_bits_f32_(bits);
+    native_f16 h = (native_f16)half_bits_f32(bits);
     uint16_t u;
     memcpy(&u, &h, sizeof u);
     return u;
@@ -106,7 +106,7 @@ static uint32_t ref_f16_to_f32(uint16_t h)
 {
     native_f16 v;
     memcpy(&v, &h, sizeof v);
-    return dt_cast_f32_bits_((float)v);
+    return half_f32_bits((float)v);
 }
 #endif
 
@@ -115,7 +115,7 @@ static uint32_t ref_f16_to_f32(uint16_t h)
  * -ffast-math) still gets their true value. */
 static double f32_value(uint32_t ax)
 {
-    return (ax >> 23) == 0u ? (double)ax * 0x1p-149 : (double)dt_cast_bits_f32_(ax);
+    return (ax >> 23) == 0u ? (double)ax * 0x1p-149 : (double)half_bits_f32(ax);
 }
 
 /* bf16 by the definition of rounding: of the two bf16 values around |x| (the truncation and the
@@ -159,8 +159,8 @@ static void test_f16_all_patterns(void **state)
     (void)state;
     for (uint32_t i = 0; i < 65536u; i++) {
         const uint16_t h = (uint16_t)i;
-        const uint32_t f = dt_cast_f32_bits_(dt_f16_to_f32(h));
-        const uint16_t back = dt_f32_to_f16(dt_cast_bits_f32_(f));
+        const uint32_t f = half_f32_bits(half_f16_to_f32(h));
+        const uint16_t back = half_f32_to_f16(half_bits_f32(f));
 #if HAVE_FLOAT16_ORACLE
         if (f != ref_f16_to_f32(h))
             fail_msg("f16 0x%04x -> f32 0x%08x, want 0x%08x", h, f, ref_f16_to_f32(h));
@@ -176,14 +176,14 @@ static void test_f16_all_patterns(void **state)
         }
     }
     /* A few values written out, so that the test does not only rely on the oracle. */
-    assert_int_equal(dt_cast_f32_bits_(dt_f16_to_f32(0x0001u)), 0x33800000u); /* 2^-24 */
-    assert_int_equal(dt_cast_f32_bits_(dt_f16_to_f32(0x03ffu)), 0x387fc000u); /* largest subnormal */
-    assert_int_equal(dt_cast_f32_bits_(dt_f16_to_f32(0x0400u)), 0x38800000u); /* 2^-14 */
-    assert_int_equal(dt_cast_f32_bits_(dt_f16_to_f32(0x7bffu)), 0x477fe000u); /* 65504 */
-    assert_int_equal(dt_cast_f32_bits_(dt_f16_to_f32(0x3c00u)), 0x3f800000u); /* 1 */
-    assert_int_equal(dt_cast_f32_bits_(dt_f16_to_f32(0x8000u)), 0x80000000u); /* -0 */
-    assert_int_equal(dt_cast_f32_bits_(dt_f16_to_f32(0xfc00u)), 0xff800000u); /* -inf */
-    assert_int_equal(dt_cast_f32_bits_(dt_f16_to_f32(0x7c01u)), 0x7fc02000u); /* sNaN quieted */
+    assert_int_equal(half_f32_bits(half_f16_to_f32(0x0001u)), 0x33800000u); /* 2^-24 */
+    assert_int_equal(half_f32_bits(half_f16_to_f32(0x03ffu)), 0x387fc000u); /* largest subnormal */
+    assert_int_equal(half_f32_bits(half_f16_to_f32(0x0400u)), 0x38800000u); /* 2^-14 */
+    assert_int_equal(half_f32_bits(half_f16_to_f32(0x7bffu)), 0x477fe000u); /* 65504 */
+    assert_int_equal(half_f32_bits(half_f16_to_f32(0x3c00u)), 0x3f800000u); /* 1 */
+    assert_int_equal(half_f32_bits(half_f16_to_f32(0x8000u)), 0x80000000u); /* -0 */
+    assert_int_equal(half_f32_bits(half_f16_to_f32(0xfc00u)), 0xff800000u); /* -inf */
+    assert_int_equal(half_f32_bits(half_f16_to_f32(0x7c01u)), 0x7fc02000u); /* sNaN quieted */
 }
 
 static void test_bf16_all_patterns(void **state)
@@ -191,8 +191,8 @@ static void test_bf16_all_patterns(void **state)
     (void)state;
     for (uint32_t i = 0; i < 65536u; i++) {
         const uint16_t b = (uint16_t)i;
-        const uint32_t f = dt_cast_f32_bits_(dt_bf16_to_f32(b));
-        const uint16_t back = dt_f32_to_bf16(dt_cast_bits_f32_(f));
+        const uint32_t f = half_f32_bits(half_bf16_to_f32(b));
+        const uint16_t back = half_f32_to_bf16(half_bits_f32(f));
         if (bf16_is_nan(b)) {
             if (f != (((uint32_t)b << 16) | 0x400000u))
                 fail_msg("bf16 NaN 0x%04x -> f32 0x%08x, want the quieted 0x%08x", b, f,
@@ -214,56 +214,56 @@ static void test_bf16_all_patterns(void **state)
 static void test_f32_to_f16_edges(void **state)
 {
     (void)state;
-    assert_int_equal(dt_f32_to_f16(65504.0f), 0x7bffu);
-    assert_int_equal(dt_f32_to_f16(65519.99f), 0x7bffu);
-    assert_int_equal(dt_f32_to_f16(65520.0f), 0x7c00u);      /* ties to even: inf */
-    assert_int_equal(dt_f32_to_f16(-65520.0f), 0xfc00u);
-    assert_int_equal(dt_f32_to_f16(1e30f), 0x7c00u);
-    assert_int_equal(dt_f32_to_f16(dt_cast_bits_f32_(0x7f800000u)), 0x7c00u);
-    assert_int_equal(dt_f32_to_f16(dt_cast_bits_f32_(0xff800000u)), 0xfc00u);
-    assert_int_equal(dt_f32_to_f16(0x1p-24f), 0x0001u);      /* smallest subnormal */
-    assert_int_equal(dt_f32_to_f16(-0x1p-24f), 0x8001u);
-    assert_int_equal(dt_f32_to_f16(0x1p-25f), 0x0000u);      /* tie: to even zero */
-    assert_int_equal(dt_f32_to_f16(dt_cast_bits_f32_(0x33000001u)), 0x0001u); /* just above the tie */
-    assert_int_equal(dt_f32_to_f16(0x1.8p-24f), 0x0002u);    /* 1.5 ulp: tie to even 2 */
-    assert_int_equal(dt_f32_to_f16(0x1.4p-23f), 0x0002u);    /* 2.5 ulp: tie to even 2 */
-    assert_int_equal(dt_f32_to_f16(0x1.ffcp-15f), 0x0400u);  /* 1023.5 ulp: tie, up to 2^-14 */
-    assert_int_equal(dt_f32_to_f16(0x1.ff8p-15f), 0x03ffu);  /* 1023 ulp: largest subnormal */
-    assert_int_equal(dt_f32_to_f16(0x1p-14f), 0x0400u);
-    assert_int_equal(dt_f32_to_f16(1.0f + 0x1p-11f), 0x3c00u);   /* tie: even 1.0 */
-    assert_int_equal(dt_f32_to_f16(1.0f + 0x3p-11f), 0x3c02u);   /* tie: even 1 + 2^-9 */
-    assert_int_equal(dt_f32_to_f16(-0.0f), 0x8000u);
-    assert_int_equal(dt_f32_to_f16(0.0f), 0x0000u);
-    assert_int_equal(dt_f32_to_f16(dt_cast_bits_f32_(0x00000001u)), 0x0000u);
-    assert_int_equal(dt_f32_to_f16(dt_cast_bits_f32_(0x80000001u)), 0x8000u);
+    assert_int_equal(half_f32_to_f16(65504.0f), 0x7bffu);
+    assert_int_equal(half_f32_to_f16(65519.99f), 0x7bffu);
+    assert_int_equal(half_f32_to_f16(65520.0f), 0x7c00u);      /* ties to even: inf */
+    assert_int_equal(half_f32_to_f16(-65520.0f), 0xfc00u);
+    assert_int_equal(half_f32_to_f16(1e30f), 0x7c00u);
+    assert_int_equal(half_f32_to_f16(half_bits_f32(0x7f800000u)), 0x7c00u);
+    assert_int_equal(half_f32_to_f16(half_bits_f32(0xff800000u)), 0xfc00u);
+    assert_int_equal(half_f32_to_f16(0x1p-24f), 0x0001u);      /* smallest subnormal */
+    assert_int_equal(half_f32_to_f16(-0x1p-24f), 0x8001u);
+    assert_int_equal(half_f32_to_f16(0x1p-25f), 0x0000u);      /* tie: to even zero */
+    assert_int_equal(half_f32_to_f16(half_bits_f32(0x33000001u)), 0x0001u); /* just above the tie */
+    assert_int_equal(half_f32_to_f16(0x1.8p-24f), 0x0002u);    /* 1.5 ulp: tie to even 2 */
+    assert_int_equal(half_f32_to_f16(0x1.4p-23f), 0x0002u);    /* 2.5 ulp: tie to even 2 */
+    assert_int_equal(half_f32_to_f16(0x1.ffcp-15f), 0x0400u);  /* 1023.5 ulp: tie, up to 2^-14 */
+    assert_int_equal(half_f32_to_f16(0x1.ff8p-15f), 0x03ffu);  /* 1023 ulp: largest subnormal */
+    assert_int_equal(half_f32_to_f16(0x1p-14f), 0x0400u);
+    assert_int_equal(half_f32_to_f16(1.0f + 0x1p-11f), 0x3c00u);   /* tie: even 1.0 */
+    assert_int_equal(half_f32_to_f16(1.0f + 0x3p-11f), 0x3c02u);   /* tie: even 1 + 2^-9 */
+    assert_int_equal(half_f32_to_f16(-0.0f), 0x8000u);
+    assert_int_equal(half_f32_to_f16(0.0f), 0x0000u);
+    assert_int_equal(half_f32_to_f16(half_bits_f32(0x00000001u)), 0x0000u);
+    assert_int_equal(half_f32_to_f16(half_bits_f32(0x80000001u)), 0x8000u);
     /* NaNs stay quiet NaNs with their sign and top payload, whatever the dropped bits. */
-    assert_int_equal(dt_f32_to_f16(dt_cast_bits_f32_(0x7fc00000u)), 0x7e00u);
-    assert_int_equal(dt_f32_to_f16(dt_cast_bits_f32_(0x7f800001u)), 0x7e00u);
-    assert_int_equal(dt_f32_to_f16(dt_cast_bits_f32_(0xff800001u)), 0xfe00u);
-    assert_int_equal(dt_f32_to_f16(dt_cast_bits_f32_(0x7f802000u)), 0x7e01u);
-    assert_int_equal(dt_f32_to_f16(dt_cast_bits_f32_(0xffffffffu)), 0xffffu);
+    assert_int_equal(half_f32_to_f16(half_bits_f32(0x7fc00000u)), 0x7e00u);
+    assert_int_equal(half_f32_to_f16(half_bits_f32(0x7f800001u)), 0x7e00u);
+    assert_int_equal(half_f32_to_f16(half_bits_f32(0xff800001u)), 0xfe00u);
+    assert_int_equal(half_f32_to_f16(half_bits_f32(0x7f802000u)), 0x7e01u);
+    assert_int_equal(half_f32_to_f16(half_bits_f32(0xffffffffu)), 0xffffu);
 }
 
 static void test_f32_to_bf16_edges(void **state)
 {
     (void)state;
-    assert_int_equal(dt_f32_to_bf16(1.0f), 0x3f80u);
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0x3f808000u)), 0x3f80u); /* tie: even */
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0x3f818000u)), 0x3f82u); /* tie: even */
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0x3f808001u)), 0x3f81u);
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0x7f7f7fffu)), 0x7f7fu);
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0x7f7f8000u)), 0x7f80u); /* tie past max: inf */
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0x7f7fffffu)), 0x7f80u); /* FLT_MAX: inf */
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0xff7fffffu)), 0xff80u);
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0x7f800000u)), 0x7f80u);
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0x00008000u)), 0x0000u); /* subnormal tie: even */
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0x00018000u)), 0x0002u);
-    assert_int_equal(dt_f32_to_bf16(-0.0f), 0x8000u);
+    assert_int_equal(half_f32_to_bf16(1.0f), 0x3f80u);
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0x3f808000u)), 0x3f80u); /* tie: even */
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0x3f818000u)), 0x3f82u); /* tie: even */
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0x3f808001u)), 0x3f81u);
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0x7f7f7fffu)), 0x7f7fu);
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0x7f7f8000u)), 0x7f80u); /* tie past max: inf */
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0x7f7fffffu)), 0x7f80u); /* FLT_MAX: inf */
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0xff7fffffu)), 0xff80u);
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0x7f800000u)), 0x7f80u);
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0x00008000u)), 0x0000u); /* subnormal tie: even */
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0x00018000u)), 0x0002u);
+    assert_int_equal(half_f32_to_bf16(-0.0f), 0x8000u);
     /* The plain formula would give inf (0x7f80) or -0 (0x8000) for these NaNs. */
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0x7f800001u)), 0x7fc0u);
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0xff800001u)), 0xffc0u);
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0x7fffffffu)), 0x7fffu);
-    assert_int_equal(dt_f32_to_bf16(dt_cast_bits_f32_(0x7fc00000u)), 0x7fc0u);
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0x7f800001u)), 0x7fc0u);
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0xff800001u)), 0xffc0u);
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0x7fffffffu)), 0x7fffu);
+    assert_int_equal(half_f32_to_bf16(half_bits_f32(0x7fc00000u)), 0x7fc0u);
 }
 
 static void test_f32_to_f16_vs_native(void **state)
@@ -273,7 +273,7 @@ static void test_f32_to_f16_vs_native(void **state)
     size_t n;
     uint32_t *v = make_inputs(&n);
     for (size_t i = 0; i < n; i++) {
-        const uint16_t got = dt_f32_to_f16(dt_cast_bits_f32_(v[i]));
+        const uint16_t got = half_f32_to_f16(half_bits_f32(v[i]));
         const uint16_t want = ref_f32_to_f16(v[i]);
         if (got != want)
             fail_msg("f32 0x%08x -> f16 0x%04x, _Float16 gives 0x%04x", v[i], got, want);
@@ -290,7 +290,7 @@ static void test_f32_to_bf16_vs_reference(void **state)
     size_t n;
     uint32_t *v = make_inputs(&n);
     for (size_t i = 0; i < n; i++) {
-        const uint16_t got = dt_f32_to_bf16(dt_cast_bits_f32_(v[i]));
+        const uint16_t got = half_f32_to_bf16(half_bits_f32(v[i]));
         const uint16_t want = ref_f32_to_bf16(v[i]);
         if (got != want)
             fail_msg("f32 0x%08x -> bf16 0x%04x, want 0x%04x", v[i], got, want);
@@ -323,7 +323,7 @@ static void test_arrays_n0(void **state)
     assert_int_equal(h, 0xabcdu);
     cpu_cast_16_to_f32(DT_F16, &h, &f, 0);
     cpu_cast_16_to_f32(DT_BF16, &h, &f, 0);
-    assert_int_equal(dt_cast_f32_bits_(f), dt_cast_f32_bits_(1.0f));
+    assert_int_equal(half_f32_bits(f), half_f32_bits(1.0f));
 }
 
 /* Narrowing arrays vs the scalar converter, on the random inputs; starting one element in makes
@@ -345,8 +345,8 @@ static void check_narrow_array(dt_dtype t, const uint32_t *v, size_t n)
         cpu_cast_f32_to_16(t, in + start, out2, m);
         assert_int_equal(out[m], 0x5a5au);
         for (size_t i = 0; i < m; i++) {
-            const float x = dt_cast_bits_f32_(v[start + i]);
-            const uint16_t want = t == DT_F16 ? dt_f32_to_f16(x) : dt_f32_to_bf16(x);
+            const float x = half_bits_f32(v[start + i]);
+            const uint16_t want = t == DT_F16 ? half_f32_to_f16(x) : half_f32_to_bf16(x);
             if (out[i] != want || out2[i] != want)
                 fail_msg("%s array[%zu] of f32 0x%08x: 0x%04x / dispatch 0x%04x, scalar 0x%04x",
                          t == DT_F16 ? "f16" : "bf16", i, v[start + i], out[i], out2[i], want);
@@ -404,15 +404,15 @@ static void test_widen_arrays_match_scalar(void **state)
             else
                 cpu_cast_bf16_to_f32(in + start, out, m);
             cpu_cast_16_to_f32(t, in + start, out2, m);
-            assert_int_equal(dt_cast_f32_bits_(out[m]), dt_cast_f32_bits_(42.0f));
+            assert_int_equal(half_f32_bits(out[m]), half_f32_bits(42.0f));
             for (size_t i = 0; i < m; i++) {
                 const uint16_t h = in[start + i];
                 const uint32_t want =
-                    dt_cast_f32_bits_(t == DT_F16 ? dt_f16_to_f32(h) : dt_bf16_to_f32(h));
-                if (dt_cast_f32_bits_(out[i]) != want || dt_cast_f32_bits_(out2[i]) != want)
+                    half_f32_bits(t == DT_F16 ? half_f16_to_f32(h) : half_bf16_to_f32(h));
+                if (half_f32_bits(out[i]) != want || half_f32_bits(out2[i]) != want)
                     fail_msg("%s array of 0x%04x: 0x%08x / dispatch 0x%08x, scalar 0x%08x",
-                             t == DT_F16 ? "f16" : "bf16", h, dt_cast_f32_bits_(out[i]),
-                             dt_cast_f32_bits_(out2[i]), want);
+                             t == DT_F16 ? "f16" : "bf16", h, half_f32_bits(out[i]),
+                             half_f32_bits(out2[i]), want);
             }
         }
     }

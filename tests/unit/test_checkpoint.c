@@ -15,7 +15,7 @@
 #include "block_guard.h"
 #include "ckpt_v3.h"
 
-#include "checkpoint/ckpt_format.h"
+#include "runtime/checkpoint/ckpt_format.h"
 #include "dtrain.h"
 
 #include <fcntl.h>

@@ -14,7 +14,7 @@
 
 #include "block_guard.h"
 
-#include "data/reader.h"
+#include "runtime/data/reader.h"
 #include "dtrain.h"
 
 #include <ftw.h>

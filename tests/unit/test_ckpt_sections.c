@@ -12,10 +12,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "checkpoint/ckpt_format.h"
+#include "runtime/checkpoint/ckpt_format.h"
 #include "ckpt_v3.h"
 #include "dtrain.h"
-#include "log.h"
+#include "base/log.h"
 
 #include <math.h>
 #include <signal.h>
@@ -245,7 +245,7 @@ static void test_damaged_and_crafted(void **state)
     save(at("ckpt-0000000009.dtc"), c, len);
     dt_ckpt_reader *r;
     long step;
-    log_set_level(DT_LOG_ERROR);
+    log_set_level(LOG_LEVEL_ERROR);
     assert_int_equal(dt_ckpt_open_latest(NULL, dir, &r, &step), DT_OK);
     assert_int_equal(step, 5);
     dt_ckpt_close(r);
@@ -254,7 +254,7 @@ static void test_damaged_and_crafted(void **state)
     assert_int_equal(dt_ckpt_open_latest(NULL, dir, &r, &step), DT_OK);
     assert_int_equal(step, 5);
     dt_ckpt_close(r);
-    log_set_level(DT_LOG_WARN);
+    log_set_level(LOG_LEVEL_WARN);
     expect_file(c, len, 1, DT_ERR_CORRUPT, "section \"big\" is damaged (CRC mismatch)");
     memcpy(c, img, len);
     expect_file(c, len - 5, 1, DT_ERR_CORRUPT, "; its header describes");
@@ -427,9 +427,9 @@ static void test_model_files(void **state)
     size_t vlen;
     unsigned char *v3 = ckpt_v3_image(m, o, sc, NULL, 10, &vlen);
     save(at("ckpt-0000000010.dtc"), v3, vlen);
-    log_set_level(DT_LOG_ERROR);
+    log_set_level(LOG_LEVEL_ERROR);
     assert_int_equal(dt_ckpt_open_latest(NULL, dir, &r, &step), DT_OK);
-    log_set_level(DT_LOG_WARN);
+    log_set_level(LOG_LEVEL_WARN);
     assert_int_equal(step, 4);
     dt_ckpt_close(r);
     for (int i = 0; i < 9; i++) dt_model_params(m)[i] = 0;

@@ -8,10 +8,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "blas.h"
-#include "config.h"
+#include "runtime/placement/blas.h"
+#include "runtime/placement/config.h"
 #include "dtrain.h"
-#include "log.h"
+#include "base/log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -123,12 +123,12 @@ static void test_log_level_from_env(void **st)
 {
     (void)st;
     clear_env();
-    dt_log_level before = log_get_level();
+    log_level before = log_get_level();
     setenv("DTRAIN_LOG", "debug", 1);
     dt_config c;
     dt_config_defaults(&c);
     assert_int_equal(dt_config_from_env(&c), DT_OK);
-    assert_int_equal(log_get_level(), DT_LOG_DEBUG);
+    assert_int_equal(log_get_level(), LOG_LEVEL_DEBUG);
     /* Anything else wrong: the level stays. */
     log_set_level(before);
     setenv("DTRAIN_LOG", "info", 1);

@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "cli.h"
-#include "thread_stack.h"
+#include "launch/cli.h"
+#include "base/thread_stack.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

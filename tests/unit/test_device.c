@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "device.h"
+#include "runtime/placement/device.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -13,10 +13,10 @@
 
 #include "block_guard.h"
 
-#include "cast.h"
-#include "data/dts.h"
-#include "data/reader.h"
-#include "data/stats.h"
+#include "kernels/cast.h"
+#include "runtime/data/dts.h"
+#include "runtime/data/reader.h"
+#include "runtime/data/stats.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -84,7 +84,7 @@ static ds_split mem_split(mem_impl *m, int kind, size_t count, int c, int h, int
 }
 
 /* The value a dtype stores for v. */
-static float stored(int dtype, float v) { return dtype == DTS_FP16 ? dt_f16_to_f32(dt_f32_to_f16(v)) : v; }
+static float stored(int dtype, float v) { return dtype == DTS_FP16 ? half_f16_to_f32(half_f32_to_f16(v)) : v; }
 
 /* ---------------------------------------------------------------- file helpers */
 

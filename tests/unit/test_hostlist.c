@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "dtrain.h"
-#include "hostlist.h"
-#include "status.h"
+#include "runtime/placement/hostlist.h"
+#include "base/status.h"
 
 /* Fails the test, showing the message, unless the last error contains needle. */
 static void expect_error_contains(const char *needle)
@@ -70,7 +70,7 @@ static void test_hostlist_accepts(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char **names = names_sentinel;
         int count = -1;
-        dt_clear_error();
+        status_clear_error();
         dt_status st = hostlist_parse("SLURM_JOB_NODELIST", cases[i].input, &names, &count);
         if (st != DT_OK)
             fail_msg("hostlist_parse('%s') failed: %s", cases[i].input, dt_last_error());
@@ -257,7 +257,7 @@ static void test_hostlist_rejects(void **state)
         char **names = names_sentinel;
         int count = 77;
         char quoted[256];
-        dt_clear_error();
+        status_clear_error();
         dt_status st = hostlist_parse("SLURM_JOB_NODELIST", cases[i].input, &names, &count);
         if (st != DT_ERR_ENV)
             fail_msg("hostlist_parse('%s') returned %d, expected DT_ERR_ENV", cases[i].input, (int)st);
@@ -344,7 +344,7 @@ static void test_tasks_per_node_accepts(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int *counts = counts_sentinel;
         int n = -1;
-        dt_clear_error();
+        status_clear_error();
         dt_status st = tasks_per_node_parse("SLURM_TASKS_PER_NODE", cases[i].input, &counts, &n);
         if (st != DT_OK)
             fail_msg("tasks_per_node_parse('%s') failed: %s", cases[i].input, dt_last_error());
@@ -421,7 +421,7 @@ static void test_tasks_per_node_rejects(void **state)
         int *counts = counts_sentinel;
         int n = 77;
         char quoted[256];
-        dt_clear_error();
+        status_clear_error();
         dt_status st = tasks_per_node_parse("SLURM_TASKS_PER_NODE", cases[i].input, &counts, &n);
         if (st != DT_ERR_ENV)
             fail_msg("tasks_per_node_parse('%s') returned %d, expected DT_ERR_ENV", cases[i].input, (int)st);

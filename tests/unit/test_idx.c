@@ -11,8 +11,8 @@
 
 #include "block_guard.h"
 
-#include "data/idx.h"
-#include "data/reader.h"
+#include "runtime/data/idx.h"
+#include "runtime/data/reader.h"
 
 #include <math.h>
 #include <signal.h>

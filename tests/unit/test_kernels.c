@@ -16,8 +16,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "ops.h"
-#include "status.h"
+#include "kernels/ops.h"
+#include "base/status.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -218,7 +218,7 @@ static void test_conv_shape_init(void **st)
     assert_int_equal(s.h_out, 1);
     assert_int_equal(s.w_out, 1);
 
-    dt_clear_error();
+    status_clear_error();
     s = (conv_shape){.batch = 1, .c_in = 1, .h = 3, .w = 3, .c_out = 1, .k = 5, .stride = 1, .pad = 0};
     assert_int_equal(conv_shape_init(&s), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "conv kernel 5 does not fit input 3x3 with padding 0"));
@@ -243,7 +243,7 @@ static void test_conv_shape_init(void **st)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         conv_shape t = bad[i].s;
-        dt_clear_error();
+        status_clear_error();
         assert_int_equal(conv_shape_init(&t), DT_ERR_INVALID_ARG);
         if (!strstr(dt_last_error(), bad[i].msg)) fail_msg("case %zu: '%s' lacks '%s'", i, dt_last_error(), bad[i].msg);
     }

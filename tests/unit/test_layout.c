@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "dtrain.h"
-#include "model/model_internal.h"
+#include "runtime/model/model_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

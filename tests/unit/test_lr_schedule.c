@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "lr_schedule.h"
+#include "launch/lr_schedule.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "model/model.h"
+#include "runtime/model/model.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "dtrain.h"
-#include "parse.h"
-#include "status.h"
+#include "base/parse.h"
+#include "base/status.h"
 
 /* A value no test expects, to prove a failing parse did not write the output. */
 #define INT_SENTINEL 123456
@@ -58,7 +58,7 @@ static void test_parse_int_accepts(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int out = INT_SENTINEL;
-        dt_clear_error();
+        status_clear_error();
         dt_status st = parse_int("SLURM_PROCID", cases[i].value, cases[i].lo, cases[i].hi, &out);
         if (st != DT_OK)
             fail_msg("parse_int('%s') failed: %s", cases[i].value, dt_last_error());
@@ -107,7 +107,7 @@ static void test_parse_int_rejects(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int out = INT_SENTINEL;
         char quoted[256];
-        dt_clear_error();
+        status_clear_error();
         dt_status st = parse_int("SLURM_PROCID", cases[i].value, cases[i].lo, cases[i].hi, &out);
         if (st != DT_ERR_ENV)
             fail_msg("parse_int('%s') returned %d, expected DT_ERR_ENV", cases[i].value, (int)st);
@@ -193,7 +193,7 @@ static void test_parse_double_accepts(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         double out = DOUBLE_SENTINEL;
-        dt_clear_error();
+        status_clear_error();
         dt_status st = parse_double("DTRAIN_TIMEOUT", cases[i].value, cases[i].lo, cases[i].hi, &out);
         if (st != DT_OK)
             fail_msg("parse_double('%s') failed: %s", cases[i].value, dt_last_error());
@@ -245,7 +245,7 @@ static void test_parse_double_rejects(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         double out = DOUBLE_SENTINEL;
         char quoted[256];
-        dt_clear_error();
+        status_clear_error();
         dt_status st = parse_double("DTRAIN_TIMEOUT", cases[i].value, cases[i].lo, cases[i].hi, &out);
         if (st != DT_ERR_ENV)
             fail_msg("parse_double('%s') returned %d, expected DT_ERR_ENV", cases[i].value, (int)st);

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "dtrain.h"
-#include "data/dataset.h"
+#include "runtime/data/dataset.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "status.h"
-#include "thread_stack.h"
+#include "base/status.h"
+#include "base/thread_stack.h"
 
 #include <errno.h>
 #include <pthread.h>

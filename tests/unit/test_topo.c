@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "topo.h"
+#include "runtime/placement/topo.h"
 
 #include <string.h>
 

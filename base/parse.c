@@ -7,9 +7,9 @@
  * Flags (a name that starts with '-') go through the same checks as variables, so a value is taken
  * or refused alike wherever it is given; only the wording and the status code differ.
  */
-#include "parse.h"
+#include "base/parse.h"
 
-#include "status.h"
+#include "base/status.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -77,16 +77,16 @@ static int parse_int_syntax_ok(const char *s)
 dt_status parse_long(const char *name, const char *value, long lo, long hi, long *out)
 {
     if (name == NULL || out == NULL)
-        return dt_set_error(DT_ERR_INTERNAL, "parse_long called with a NULL %s",
+        return status_set_error(DT_ERR_INTERNAL, "parse_long called with a NULL %s",
                             name == NULL ? "name" : "output pointer");
     if (lo > hi)
-        return dt_set_error(DT_ERR_INTERNAL, "parse_long(%s): empty range [%ld, %ld]", name, lo, hi);
+        return status_set_error(DT_ERR_INTERNAL, "parse_long(%s): empty range [%ld, %ld]", name, lo, hi);
     if (value == NULL)
-        return dt_set_error(parse_bad(name), "%s %s (expected an integer from %ld to %ld)", name,
+        return status_set_error(parse_bad(name), "%s %s (expected an integer from %ld to %ld)", name,
                             parse_unset(name), lo, hi);
 
     if (!parse_int_syntax_ok(value))
-        return dt_set_error(parse_bad(name), "%s%s'%.*s%s' %s (expected an integer from %ld to %ld)", name,
+        return status_set_error(parse_bad(name), "%s%s'%.*s%s' %s (expected an integer from %ld to %ld)", name,
                             parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
                             parse_syntax_reason(value, "is not a whole number"), lo, hi);
 
@@ -94,7 +94,7 @@ dt_status parse_long(const char *name, const char *value, long lo, long hi, long
     errno = 0;
     long v = strtol(value, NULL, 10);
     if (errno == ERANGE || v < lo || v > hi)
-        return dt_set_error(parse_bad(name), "%s%s'%.*s%s' is out of range (expected an integer from %ld to %ld)",
+        return status_set_error(parse_bad(name), "%s%s'%.*s%s' is out of range (expected an integer from %ld to %ld)",
                             name, parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
                             lo, hi);
     *out = v;
@@ -104,7 +104,7 @@ dt_status parse_long(const char *name, const char *value, long lo, long hi, long
 dt_status parse_int(const char *name, const char *value, long lo, long hi, int *out)
 {
     if (name == NULL || out == NULL)
-        return dt_set_error(DT_ERR_INTERNAL, "parse_int called with a NULL %s",
+        return status_set_error(DT_ERR_INTERNAL, "parse_int called with a NULL %s",
                             name == NULL ? "name" : "output pointer");
     /* *out is an int: a wider bound could accept a value that does not fit. */
     if (lo < INT_MIN)
@@ -112,7 +112,7 @@ dt_status parse_int(const char *name, const char *value, long lo, long hi, int *
     if (hi > INT_MAX)
         hi = INT_MAX;
     if (lo > hi)
-        return dt_set_error(DT_ERR_INTERNAL, "parse_int(%s): empty range [%ld, %ld]", name, lo, hi);
+        return status_set_error(DT_ERR_INTERNAL, "parse_int(%s): empty range [%ld, %ld]", name, lo, hi);
     long v = 0;
     dt_status s = parse_long(name, value, lo, hi, &v);
     if (s == DT_OK)
@@ -165,21 +165,21 @@ static dt_status parse_double_in(const char *name, const char *value, double lo,
                                  const char *zero_means, double *out)
 {
     if (name == NULL || out == NULL)
-        return dt_set_error(DT_ERR_INTERNAL, "parse_double called with a NULL %s",
+        return status_set_error(DT_ERR_INTERNAL, "parse_double called with a NULL %s",
                             name == NULL ? "name" : "output pointer");
     if (!(lo <= hi)) /* also catches a NaN bound */
-        return dt_set_error(DT_ERR_INTERNAL, "parse_double(%s): empty range [%g, %g]", name, lo, hi);
+        return status_set_error(DT_ERR_INTERNAL, "parse_double(%s): empty range [%g, %g]", name, lo, hi);
     char expected[160];
     if (zero_means)
         snprintf(expected, sizeof expected, "0 (%s) or a number from %.15g to %.15g", zero_means, lo, hi);
     else
         snprintf(expected, sizeof expected, "a number from %.15g to %.15g", lo, hi);
     if (value == NULL)
-        return dt_set_error(parse_bad(name), "%s %s (expected %s)", name, parse_unset(name), expected);
+        return status_set_error(parse_bad(name), "%s %s (expected %s)", name, parse_unset(name), expected);
 
     if (!parse_double_syntax_ok(value)) {
         const char *why = parse_is_nonfinite_word(value) ? "is not a finite number" : "is not a number";
-        return dt_set_error(parse_bad(name), "%s%s'%.*s%s' %s (expected %s)", name, parse_joiner(name),
+        return status_set_error(parse_bad(name), "%s%s'%.*s%s' %s (expected %s)", name, parse_joiner(name),
                             parse_quoted_len(value), value, parse_quoted_tail(value),
                             parse_syntax_reason(value, why), expected);
     }
@@ -189,13 +189,13 @@ static dt_status parse_double_in(const char *name, const char *value, double lo,
     errno = 0;
     double v = strtod(value, NULL);
     if (errno == ERANGE)
-        return dt_set_error(parse_bad(name),
+        return status_set_error(parse_bad(name),
                             "%s%s'%.*s%s' is out of range: too large or too small in magnitude for a "
                             "double (expected %s)",
                             name, parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
                             expected);
     if (!isfinite(v) || ((v < lo || v > hi) && !(zero_means && v == 0)))
-        return dt_set_error(parse_bad(name), "%s%s'%.*s%s' is out of range (expected %s)", name,
+        return status_set_error(parse_bad(name), "%s%s'%.*s%s' is out of range (expected %s)", name,
                             parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value), expected);
     *out = v;
     return DT_OK;

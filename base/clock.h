@@ -1,8 +1,8 @@
 /*
  * clock.h - seconds on the monotonic clock, for deadlines and timings inside dtrain.
  */
-#ifndef DT_RUNTIME_CLOCK_H
-#define DT_RUNTIME_CLOCK_H
+#ifndef DT_BASE_CLOCK_H
+#define DT_BASE_CLOCK_H
 
 #include <time.h>
 

@@ -4,9 +4,9 @@
  * The binding is applied to the whole process (every thread: MPI's progress thread and OpenBLAS's
  * pool exist before we run), through hwloc_set_cpubind(HWLOC_CPUBIND_PROCESS).
  */
-#include "affinity.h"
-#include "log.h"
-#include "status.h"
+#include "runtime/placement/affinity.h"
+#include "base/log.h"
+#include "base/status.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -52,7 +52,7 @@ dt_status affinity_parse(const char *s, cpu_set_t *out)
     cpu_set_t set;
     CPU_ZERO(&set);
     const char *p = s;
-    if (!s) return dt_set_error(DT_ERR_INVALID_ARG, "cpu list is missing");
+    if (!s) return status_set_error(DT_ERR_INVALID_ARG, "cpu list is missing");
     while (*p && *p != '\n') {
         char *end;
         errno = 0;
@@ -73,7 +73,7 @@ dt_status affinity_parse(const char *s, cpu_set_t *out)
     *out = set;
     return DT_OK;
 bad:
-    return dt_set_error(DT_ERR_INVALID_ARG, "cpu list '%s' is malformed at '%s'", s, p);
+    return status_set_error(DT_ERR_INVALID_ARG, "cpu list '%s' is malformed at '%s'", s, p);
 }
 
 /* Reads the NUMA-local CPUs of a PCI device; leaves *out untouched and returns 0 when unknown. */
@@ -89,7 +89,7 @@ static int affinity_gpu_cpus(const char *bus_id, cpu_set_t *out)
     buf[r] = '\0';
     cpu_set_t set;
     if (affinity_parse(buf, &set) != DT_OK) {
-        dt_log(DT_LOG_WARN, "ignoring %s: %s", path, dt_last_error());
+        log_msg(LOG_LEVEL_WARN, "ignoring %s: %s", path, dt_last_error());
         return 0;
     }
     *out = set;
@@ -138,9 +138,9 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
 
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
-        return dt_set_error(DT_ERR_INTERNAL, "sched_getaffinity failed: %s", strerror(errno));
+        return status_set_error(DT_ERR_INTERNAL, "sched_getaffinity failed: %s", strerror(errno));
     if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0) {
-        s = dt_set_error(DT_ERR_INTERNAL, "hwloc could not load the machine topology: %s", strerror(errno));
+        s = status_set_error(DT_ERR_INTERNAL, "hwloc could not load the machine topology: %s", strerror(errno));
         topo = NULL;
         goto done;
     }
@@ -155,13 +155,13 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
         CPU_AND(&both, &allowed, &gpu);
         if (CPU_COUNT(&both) > 0) cand = both;
     }
-    const int debug = log_enabled(DT_LOG_DEBUG);
+    const int debug = log_enabled(LOG_LEVEL_DEBUG);
     if (debug) {
         char a[256], g[256] = "", k[256];
         affinity_format(&allowed, a, sizeof a);
         if (gpu_known) affinity_format(&gpu, g, sizeof g);
         affinity_format(&cand, k, sizeof k);
-        dt_log(DT_LOG_DEBUG, "placement: allowed CPUs %s (%d); GPU %s%s%s; candidates %s (%d), local rank %d of %d",
+        log_msg(LOG_LEVEL_DEBUG, "placement: allowed CPUs %s (%d); GPU %s%s%s; candidates %s (%d), local rank %d of %d",
                a, CPU_COUNT(&allowed), gpu_bus_id && gpu_bus_id[0] ? gpu_bus_id : "none",
                gpu_known ? " near CPUs " : "", gpu_known ? g : "", k, CPU_COUNT(&cand), lrank, lsize);
     }
@@ -170,13 +170,13 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
     all_cand = malloc(sizeof(cpu_set_t) * (size_t)lsize);
     cores = malloc(sizeof(cpu_set_t) * CPU_SETSIZE);
     if (!all_allowed || !all_cand || !cores) {
-        s = dt_set_error(DT_ERR_NOMEM, "out of memory placing %d local ranks", lsize);
+        s = status_set_error(DT_ERR_NOMEM, "out of memory placing %d local ranks", lsize);
         goto done;
     }
     if (MPI_Allgather(&allowed, sizeof allowed, MPI_BYTE, all_allowed, sizeof allowed, MPI_BYTE, local) !=
             MPI_SUCCESS ||
         MPI_Allgather(&cand, sizeof cand, MPI_BYTE, all_cand, sizeof cand, MPI_BYTE, local) != MPI_SUCCESS) {
-        s = dt_set_error(DT_ERR_MPI, "MPI_Allgather of the local ranks' CPU sets failed");
+        s = status_set_error(DT_ERR_MPI, "MPI_Allgather of the local ranks' CPU sets failed");
         goto done;
     }
 
@@ -232,7 +232,7 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
             int rc = hwloc_set_cpubind(topo, bm, HWLOC_CPUBIND_PROCESS);
             hwloc_bitmap_free(bm);
             if (rc != 0) {
-                s = dt_set_error(DT_ERR_INTERNAL, "binding to CPUs failed: %s. Fix: run with --pin none",
+                s = status_set_error(DT_ERR_INTERNAL, "binding to CPUs failed: %s. Fix: run with --pin none",
                                  strerror(errno));
                 goto done;
             }
@@ -259,7 +259,7 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
     openblas_set_num_threads(threads);
     out->blas_threads = threads;
     if (debug)
-        dt_log(DT_LOG_DEBUG, "placement: CPUs %s (%d cores): %s; %d BLAS thread(s)%s", out->list, out->num_cores, why,
+        log_msg(LOG_LEVEL_DEBUG, "placement: CPUs %s (%d cores): %s; %d BLAS thread(s)%s", out->list, out->num_cores, why,
                threads, blas_threads > 0 ? " (--blas-threads)" : out->shared ? " (cores shared)" : ", one per core");
 done:
     free(all_allowed);

@@ -6,8 +6,8 @@
  * context lands on GPU 0. The GPU count goes through a replaceable function (the test seam) so the
  * mapping is unit-tested on machines without a GPU.
  */
-#ifndef DT_RUNTIME_DEVICE_H
-#define DT_RUNTIME_DEVICE_H
+#ifndef DT_RUNTIME_PLACEMENT_DEVICE_H
+#define DT_RUNTIME_PLACEMENT_DEVICE_H
 
 #include "dtrain.h"
 

@@ -6,10 +6,10 @@
  * mpirun inside an sbatch job SLURM_PROCID/SLURM_LOCALID come from the batch step and are wrong,
  * so OMPI_COMM_WORLD_SIZE wins over SLURM_*. Under srun there are no OMPI_* variables at all.
  */
-#include "topo.h"
-#include "hostlist.h"
-#include "parse.h"
-#include "status.h"
+#include "runtime/placement/topo.h"
+#include "runtime/placement/hostlist.h"
+#include "base/parse.h"
+#include "base/status.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -43,7 +43,7 @@ static dt_status read_req(topo_getenv_fn get, void *arg, const char *name, long 
                           const char **var, const char *launcher)
 {
     if (!get(name, arg))
-        return dt_set_error(DT_ERR_ENV,
+        return status_set_error(DT_ERR_ENV,
                             "%s is not set although the other variables say %s started this process; "
                             "start the job with the launcher's normal command or unset its variables",
                             name, launcher);
@@ -81,11 +81,11 @@ static dt_status topo_read_slurm(topo_getenv_fn get, void *arg, topo_env *e)
         if ((s = hostlist_parse(hv, get(hv, arg), &e->hosts, &e->num_hosts))) return s;
         e->hosts_var = hv;
         if (e->num_nodes >= 0 && e->num_hosts != e->num_nodes && strcmp(hv, "SLURM_STEP_NODELIST") == 0)
-            return dt_set_error(DT_ERR_ENV, "%s='%s' names %d nodes but SLURM_NNODES=%d; the SLURM "
+            return status_set_error(DT_ERR_ENV, "%s='%s' names %d nodes but SLURM_NNODES=%d; the SLURM "
                                 "variables disagree, so they cannot be trusted: rerun with a clean srun",
                                 hv, get(hv, arg), e->num_hosts, e->num_nodes);
         if (e->node >= 0 && e->node >= e->num_hosts)
-            return dt_set_error(DT_ERR_ENV, "SLURM_NODEID=%d is not below the %d nodes of %s='%s'",
+            return status_set_error(DT_ERR_ENV, "SLURM_NODEID=%d is not below the %d nodes of %s='%s'",
                                 e->node, e->num_hosts, hv, get(hv, arg));
     }
     const char *tv = get("SLURM_STEP_TASKS_PER_NODE", arg) ? "SLURM_STEP_TASKS_PER_NODE"
@@ -157,19 +157,19 @@ dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out)
 
     /* Relations within the launcher's own variables. */
     if (e.rank >= 0 && e.size >= 0 && e.rank >= e.size) {
-        s = dt_set_error(DT_ERR_ENV, "%s=%d is not below %s=%d: a rank must be smaller than the world "
+        s = status_set_error(DT_ERR_ENV, "%s=%d is not below %s=%d: a rank must be smaller than the world "
                          "size; the launcher's variables are inconsistent (set by hand?)",
                          e.rank_var, e.rank, e.size_var, e.size);
         goto fail;
     }
     if (e.local_rank >= 0 && e.local_size >= 0 && e.local_rank >= e.local_size) {
-        s = dt_set_error(DT_ERR_ENV, "%s=%d is not below %s=%d: a local rank must be smaller than the "
+        s = status_set_error(DT_ERR_ENV, "%s=%d is not below %s=%d: a local rank must be smaller than the "
                          "number of ranks on the node",
                          e.local_rank_var, e.local_rank, e.local_size_var, e.local_size);
         goto fail;
     }
     if (e.local_size >= 0 && e.size >= 0 && e.local_size > e.size) {
-        s = dt_set_error(DT_ERR_ENV, "%s=%d is larger than %s=%d", e.local_size_var, e.local_size,
+        s = status_set_error(DT_ERR_ENV, "%s=%d is larger than %s=%d", e.local_size_var, e.local_size,
                          e.size_var, e.size);
         goto fail;
     }
@@ -214,7 +214,7 @@ dt_status topo_check_before_mpi(const topo_env *e)
     MPI_Initialized(&inited);
     if (inited) return DT_OK;
     if (e->size > 1)
-        return dt_set_error(DT_ERR_MPI,
+        return status_set_error(DT_ERR_MPI,
                             "srun started %d tasks (SLURM_NTASKS=%d) without a PMI plugin: MPI cannot learn that "
                             "they form one job, and each would train alone. Fix: %s",
                             e->size, e->size, launch_hint(e->launcher));
@@ -225,7 +225,7 @@ dt_status topo_check_before_mpi(const topo_env *e)
      * SLURM_STEP_ID (launcher none), srun under MpiDefault=pmix sets PMIX_RANK, and mpirun's ranks
      * have OMPI_* variables: none of them is refused here. */
     if (!e->slurm_direct) return DT_OK;
-    return dt_set_error(DT_ERR_MPI,
+    return status_set_error(DT_ERR_MPI,
                         "srun started this task without a PMI plugin (SLURM_MPI_TYPE %s%s, no PMIX_RANK): "
                         "Open MPI cannot start under srun without PMIx and would abort inside MPI_Init. Fix: %s",
                         e->mpi_type[0] ? "is " : "unset", e->mpi_type, launch_hint(e->launcher));
@@ -238,37 +238,37 @@ dt_status topo_check(const topo_env *e, const topo_mpi *m)
 {
     const char *name = dt_launcher_name(e->launcher);
     if (e->size > 1 && m->size == 1)
-        return dt_set_error(DT_ERR_MPI,
+        return status_set_error(DT_ERR_MPI,
                             "%s=%d but MPI sees a world of 1: every process started as its own MPI "
                             "singleton and would train alone. Fix: %s",
                             e->size_var, e->size, launch_hint(e->launcher));
     if (e->size >= 0 && e->size != m->size)
-        return dt_set_error(DT_ERR_MPI, "%s=%d but MPI_COMM_WORLD has %d ranks (launcher %s). Fix: %s",
+        return status_set_error(DT_ERR_MPI, "%s=%d but MPI_COMM_WORLD has %d ranks (launcher %s). Fix: %s",
                             e->size_var, e->size, m->size, name, launch_hint(e->launcher));
     if (e->rank >= 0 && e->rank != m->rank)
-        return dt_set_error(DT_ERR_MPI, "%s=%d but MPI says this is rank %d (launcher %s). Fix: %s",
+        return status_set_error(DT_ERR_MPI, "%s=%d but MPI says this is rank %d (launcher %s). Fix: %s",
                             e->rank_var, e->rank, m->rank, name, launch_hint(e->launcher));
     if (e->pmix_rank >= 0 && e->pmix_rank != m->rank)
-        return dt_set_error(DT_ERR_MPI, "PMIX_RANK=%d but MPI says this is rank %d. Fix: %s",
+        return status_set_error(DT_ERR_MPI, "PMIX_RANK=%d but MPI says this is rank %d. Fix: %s",
                             e->pmix_rank, m->rank, launch_hint(e->launcher));
     if (e->local_rank >= 0 && e->local_rank != m->local_rank)
-        return dt_set_error(DT_ERR_MPI,
+        return status_set_error(DT_ERR_MPI,
                             "%s=%d but MPI says this is local rank %d of the %d ranks sharing this "
                             "node's memory. Fix: place ranks so the launcher and MPI agree on nodes "
                             "(one launcher per job), or unset the stale %s",
                             e->local_rank_var, e->local_rank, m->local_rank, m->local_size,
                             e->local_rank_var);
     if (e->local_size >= 0 && e->local_size != m->local_size)
-        return dt_set_error(DT_ERR_MPI,
+        return status_set_error(DT_ERR_MPI,
                             "%s=%d but MPI finds %d ranks sharing this node's memory. Fix: place ranks "
                             "so the launcher and MPI agree on nodes, or unset the stale %s",
                             e->local_size_var, e->local_size, m->local_size, e->local_size_var);
     if (e->num_nodes >= 0 && e->num_nodes != m->num_nodes)
-        return dt_set_error(DT_ERR_MPI, "%s=%d but MPI finds ranks on %d nodes. Fix: %s",
+        return status_set_error(DT_ERR_MPI, "%s=%d but MPI finds ranks on %d nodes. Fix: %s",
                             e->num_nodes_var, e->num_nodes, m->num_nodes, launch_hint(e->launcher));
     /* Only the step's list must match: the job's may hold nodes this step does not use. */
     if (e->hosts_var && strcmp(e->hosts_var, "SLURM_STEP_NODELIST") == 0 && e->num_hosts != m->num_nodes)
-        return dt_set_error(DT_ERR_MPI, "%s names %d nodes but MPI finds ranks on %d nodes. Fix: %s",
+        return status_set_error(DT_ERR_MPI, "%s names %d nodes but MPI finds ranks on %d nodes. Fix: %s",
                             e->hosts_var, e->num_hosts, m->num_nodes, launch_hint(e->launcher));
     return DT_OK;
 }
@@ -282,7 +282,7 @@ dt_status topo_check(const topo_env *e, const topo_mpi *m)
             char msg_[MPI_MAX_ERROR_STRING];                                                       \
             int len_ = 0;                                                                          \
             MPI_Error_string(rc_, msg_, &len_);                                                    \
-            s = dt_set_error(DT_ERR_MPI, "%s failed: %s", #call, msg_);                            \
+            s = status_set_error(DT_ERR_MPI, "%s failed: %s", #call, msg_);                            \
             goto done;                                                                             \
         }                                                                                          \
     } while (0)
@@ -316,7 +316,7 @@ dt_status topo_query_mpi(MPI_Comm world, topo_mpi *out, MPI_Comm *local_comm, ch
     /* Every rank learns every node's name: leaders gather, then the block goes to all. */
     all = calloc((size_t)m.num_nodes, MPI_MAX_PROCESSOR_NAME);
     if (!all) {
-        s = dt_set_error(DT_ERR_NOMEM, "out of memory for %d host names", m.num_nodes);
+        s = status_set_error(DT_ERR_NOMEM, "out of memory for %d host names", m.num_nodes);
         goto done;
     }
     if (leaders != MPI_COMM_NULL)
@@ -325,13 +325,13 @@ dt_status topo_query_mpi(MPI_Comm world, topo_mpi *out, MPI_Comm *local_comm, ch
     MPI_TRY(MPI_Bcast(all, m.num_nodes * MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, local));
     names = calloc((size_t)m.num_nodes, sizeof *names);
     if (!names) {
-        s = dt_set_error(DT_ERR_NOMEM, "out of memory for %d host names", m.num_nodes);
+        s = status_set_error(DT_ERR_NOMEM, "out of memory for %d host names", m.num_nodes);
         goto done;
     }
     for (int i = 0; i < m.num_nodes; i++) {
         names[i] = strndup(all + (size_t)i * MPI_MAX_PROCESSOR_NAME, MPI_MAX_PROCESSOR_NAME - 1);
         if (!names[i]) {
-            s = dt_set_error(DT_ERR_NOMEM, "out of memory for host names");
+            s = status_set_error(DT_ERR_NOMEM, "out of memory for host names");
             goto done;
         }
     }

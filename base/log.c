@@ -2,8 +2,8 @@
  * log.c - the logger: one fully formatted line per write so lines of different ranks sharing one
  * terminal do not interleave mid-line.
  */
-#include "log.h"
-#include "status.h"
+#include "base/log.h"
+#include "base/status.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static dt_log_level log_level = DT_LOG_WARN;
+static log_level current_level = LOG_LEVEL_WARN;
 static int log_rank = -1;
 
 static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
@@ -21,20 +21,20 @@ dt_status log_init_from_env(void)
 {
     const char *v = getenv("DTRAIN_LOG");
     if (!v || !*v) return DT_OK;
-    for (int i = 0; i <= DT_LOG_DEBUG; i++) {
+    for (int i = 0; i <= LOG_LEVEL_DEBUG; i++) {
         if (strcasecmp(v, level_names[i]) == 0) {
-            log_level = (dt_log_level)i;
+            current_level = (log_level)i;
             return DT_OK;
         }
     }
-    return dt_set_error(DT_ERR_ENV, "DTRAIN_LOG='%s' is not a log level; use error, warn, info or debug", v);
+    return status_set_error(DT_ERR_ENV, "DTRAIN_LOG='%s' is not a log level; use error, warn, info or debug", v);
 }
 
-void log_set_level(dt_log_level l) { log_level = l; }
-dt_log_level log_get_level(void) { return log_level; }
+void log_set_level(log_level l) { current_level = l; }
+log_level log_get_level(void) { return current_level; }
 void log_set_rank(int rank) { log_rank = rank; }
 
-static void log_vwrite(dt_log_level l, const char *fmt, va_list ap)
+static void log_vwrite(log_level l, const char *fmt, va_list ap)
 {
     char host[64] = "?";
     gethostname(host, sizeof host - 1);
@@ -54,18 +54,18 @@ static void log_vwrite(dt_log_level l, const char *fmt, va_list ap)
     fflush(stderr);
 }
 
-void dt_log(dt_log_level l, const char *fmt, ...)
+void log_msg(log_level l, const char *fmt, ...)
 {
-    if (l > log_level) return;
+    if (l > current_level) return;
     va_list ap;
     va_start(ap, fmt);
     log_vwrite(l, fmt, ap);
     va_end(ap);
 }
 
-void dt_log0(dt_log_level l, const char *fmt, ...)
+void log_msg0(log_level l, const char *fmt, ...)
 {
-    if (l > log_level || log_rank > 0) return;
+    if (l > current_level || log_rank > 0) return;
     va_list ap;
     va_start(ap, fmt);
     log_vwrite(l, fmt, ap);

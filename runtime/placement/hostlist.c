@@ -6,9 +6,9 @@
  * output without allocating, so a malformed or oversized list is refused before any memory is
  * taken and the second pass, which fills the output, has only out-of-memory left to fail on.
  */
-#include "hostlist.h"
+#include "runtime/placement/hostlist.h"
 
-#include "status.h"
+#include "base/status.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -58,9 +58,9 @@ static dt_status hostlist_fail(const char *what, const char *kind, const char *e
     int shown = n > HOSTLIST_MAX_QUOTED ? HOSTLIST_MAX_QUOTED : (int)n;
     const char *cut = n > HOSTLIST_MAX_QUOTED ? "..." : "";
     if (what != NULL)
-        return dt_set_error(DT_ERR_ENV, "%s='%.*s%s' is not a valid %s: %s (expected %s)", what, shown,
+        return status_set_error(DT_ERR_ENV, "%s='%.*s%s' is not a valid %s: %s (expected %s)", what, shown,
                             s, cut, kind, reason, example);
-    return dt_set_error(DT_ERR_ENV, "%s '%.*s%s' is not valid: %s (expected %s)", kind, shown, s, cut,
+    return status_set_error(DT_ERR_ENV, "%s '%.*s%s' is not valid: %s (expected %s)", kind, shown, s, cut,
                         reason, example);
 }
 
@@ -380,7 +380,7 @@ static dt_status hostlist_expand(const char *s, const hostlist_shape *shape, cha
     if (k != shape->total) { /* the two passes disagree: a bug, never a bad input */
         for (size_t j = 0; j < k; j++)
             free(names[j]);
-        return dt_set_error(DT_ERR_INTERNAL, "host list '%.200s': expanded %zu names, counted %zu", s, k,
+        return status_set_error(DT_ERR_INTERNAL, "host list '%.200s': expanded %zu names, counted %zu", s, k,
                             shape->total);
     }
     return DT_OK;
@@ -390,17 +390,17 @@ nomem:
     free(buf);
     for (size_t j = 0; j < k; j++)
         free(names[j]);
-    return dt_set_error(DT_ERR_NOMEM, "out of memory expanding a host list of %zu names", shape->total);
+    return status_set_error(DT_ERR_NOMEM, "out of memory expanding a host list of %zu names", shape->total);
 }
 
 dt_status hostlist_parse(const char *what, const char *s, char ***names, int *count)
 {
     if (names == NULL || count == NULL)
-        return dt_set_error(DT_ERR_INTERNAL, "hostlist_parse called with a NULL output pointer");
+        return status_set_error(DT_ERR_INTERNAL, "hostlist_parse called with a NULL output pointer");
     *names = NULL;
     *count = 0;
     if (s == NULL)
-        return dt_set_error(DT_ERR_ENV, "%s is not set", what != NULL ? what : HL_KIND);
+        return status_set_error(DT_ERR_ENV, "%s is not set", what != NULL ? what : HL_KIND);
 
     hostlist_shape shape;
     dt_status st = hostlist_scan(what, s, &shape);
@@ -408,7 +408,7 @@ dt_status hostlist_parse(const char *what, const char *s, char ***names, int *co
         return st;
     char **out = malloc(shape.total * sizeof *out);
     if (out == NULL)
-        return dt_set_error(DT_ERR_NOMEM, "out of memory expanding a host list of %zu names", shape.total);
+        return status_set_error(DT_ERR_NOMEM, "out of memory expanding a host list of %zu names", shape.total);
     st = hostlist_expand(s, &shape, out);
     if (st != DT_OK) {
         free(out); /* hostlist_expand already freed the names in it */
@@ -520,11 +520,11 @@ static dt_status tasks_per_node_scan(const char *what, const char *s, int *count
 dt_status tasks_per_node_parse(const char *what, const char *s, int **counts, int *n)
 {
     if (counts == NULL || n == NULL)
-        return dt_set_error(DT_ERR_INTERNAL, "tasks_per_node_parse called with a NULL output pointer");
+        return status_set_error(DT_ERR_INTERNAL, "tasks_per_node_parse called with a NULL output pointer");
     *counts = NULL;
     *n = 0;
     if (s == NULL)
-        return dt_set_error(DT_ERR_ENV, "%s is not set", what != NULL ? what : "tasks per node");
+        return status_set_error(DT_ERR_ENV, "%s is not set", what != NULL ? what : "tasks per node");
 
     size_t total;
     dt_status st = tasks_per_node_scan(what, s, NULL, &total);
@@ -532,7 +532,7 @@ dt_status tasks_per_node_parse(const char *what, const char *s, int **counts, in
         return st;
     int *out = malloc(total * sizeof *out);
     if (out == NULL)
-        return dt_set_error(DT_ERR_NOMEM, "out of memory expanding a tasks-per-node list of %zu entries",
+        return status_set_error(DT_ERR_NOMEM, "out of memory expanding a tasks-per-node list of %zu entries",
                             total);
     st = tasks_per_node_scan(what, s, out, &total); /* cannot fail: s was validated above */
     if (st != DT_OK) {

@@ -6,8 +6,8 @@
  * candidate set (the allowed cores, narrowed to the GPU's NUMA node when there is a GPU) split it
  * in contiguous blocks of whole cores, in hwloc's order. BLAS threads follow the result.
  */
-#ifndef DT_RUNTIME_AFFINITY_H
-#define DT_RUNTIME_AFFINITY_H
+#ifndef DT_RUNTIME_PLACEMENT_AFFINITY_H
+#define DT_RUNTIME_PLACEMENT_AFFINITY_H
 
 #include "dtrain.h"
 

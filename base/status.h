@@ -2,10 +2,10 @@
  * status.h - the thread-local last-error message behind dt_last_error().
  *
  * Every failing internal function records what failed, the offending value and the fix with
- * dt_set_error(), then returns the status; callers pass the status up unchanged.
+ * status_set_error(), then returns the status; callers pass the status up unchanged.
  */
-#ifndef DT_RUNTIME_STATUS_H
-#define DT_RUNTIME_STATUS_H
+#ifndef DT_BASE_STATUS_H
+#define DT_BASE_STATUS_H
 
 #include "dtrain.h"
 
@@ -14,11 +14,11 @@ extern "C" {
 #endif
 
 /* Records a printf-style message as this thread's last error and returns s, so a failure reads
- * `return dt_set_error(DT_ERR_ENV, "SLURM_PROCID='%s' is not a number; ...", v);`. */
-dt_status dt_set_error(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ * `return status_set_error(DT_ERR_ENV, "SLURM_PROCID='%s' is not a number; ...", v);`. */
+dt_status status_set_error(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Clears this thread's last error (dt_last_error() then returns ""). */
-void dt_clear_error(void);
+void status_clear_error(void);
 
 #ifdef __cplusplus
 }

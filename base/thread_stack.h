@@ -8,8 +8,8 @@
  * thread_altstack_install() first. Installing one changes nothing while no SA_ONSTACK handler is
  * set, so the library does it too, without installing any handler.
  */
-#ifndef DT_RUNTIME_THREAD_STACK_H
-#define DT_RUNTIME_THREAD_STACK_H
+#ifndef DT_BASE_THREAD_STACK_H
+#define DT_BASE_THREAD_STACK_H
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,8 +6,8 @@
  * The environment is read through a getenv-like callback so the unit tests can feed any set of
  * variables without touching the process environment.
  */
-#ifndef DT_RUNTIME_TOPO_H
-#define DT_RUNTIME_TOPO_H
+#ifndef DT_RUNTIME_PLACEMENT_TOPO_H
+#define DT_RUNTIME_PLACEMENT_TOPO_H
 
 #include "dtrain.h"
 

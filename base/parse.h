@@ -7,13 +7,13 @@
  * the same way as DTRAIN_TIMEOUT and as --timeout.
  *
  * name is the variable ("SLURM_PROCID") or the flag ("--timeout": any name that starts with '-').
- * Every failure goes through dt_set_error() with a message that names it, quotes the exact value
+ * Every failure goes through status_set_error() with a message that names it, quotes the exact value
  * (SLURM_PROCID='abc', --timeout 'abc') and says what was expected, and leaves *out untouched. The
  * status is DT_ERR_ENV for a variable and DT_ERR_INVALID_ARG for a flag; a NULL value reads "NAME is
  * not set" or "--flag needs a value".
  */
-#ifndef DT_RUNTIME_PARSE_H
-#define DT_RUNTIME_PARSE_H
+#ifndef DT_BASE_PARSE_H
+#define DT_BASE_PARSE_H
 
 #include "dtrain.h"
 

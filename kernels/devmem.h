@@ -3,8 +3,8 @@
  * models, behind one small interface so model.c keeps one code path. Without CUDA in the build
  * only host memory exists (cuda must be 0).
  */
-#ifndef DT_RUNTIME_DEVMEM_H
-#define DT_RUNTIME_DEVMEM_H
+#ifndef DT_KERNELS_DEVMEM_H
+#define DT_KERNELS_DEVMEM_H
 
 #include "dtrain.h"
 

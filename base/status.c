@@ -1,7 +1,7 @@
 /*
  * status.c - status codes, their descriptions and the per-thread last-error message.
  */
-#include "status.h"
+#include "base/status.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,9 +29,9 @@ const char *dt_strerror(dt_status s)
 
 const char *dt_last_error(void) { return last_error; }
 
-void dt_clear_error(void) { last_error[0] = '\0'; }
+void status_clear_error(void) { last_error[0] = '\0'; }
 
-dt_status dt_set_error(dt_status s, const char *fmt, ...)
+dt_status status_set_error(dt_status s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

@@ -1,8 +1,8 @@
 /*
  * device.c - device selection: CPU or a CUDA GPU from the local rank, see device.h.
  */
-#include "device.h"
-#include "status.h"
+#include "runtime/placement/device.h"
+#include "base/status.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -45,9 +45,9 @@ int device_count(char *why, size_t n)
 dt_status device_map(int visible, int local_rank, int local_size, int share, int *ordinal)
 {
     if (visible <= 0)
-        return dt_set_error(DT_ERR_DEVICE, "no GPU is visible to this process");
+        return status_set_error(DT_ERR_DEVICE, "no GPU is visible to this process");
     if (local_rank < 0)
-        return dt_set_error(DT_ERR_INTERNAL, "device_map called with an unknown local rank");
+        return status_set_error(DT_ERR_INTERNAL, "device_map called with an unknown local rank");
     if (visible == 1) {
         /* srun --gpus-per-task / --gpu-bind give each task exactly its own GPU. That no two local
          * ranks see the same one is checked after MPI_Init (device_check_unique). */
@@ -60,7 +60,7 @@ dt_status device_map(int visible, int local_rank, int local_size, int share, int
     }
     int ranks = local_size > 0 ? local_size : local_rank + 1;
     if (ranks > visible || local_rank >= visible)
-        return dt_set_error(DT_ERR_DEVICE,
+        return status_set_error(DT_ERR_DEVICE,
                             "%d ranks on this node but only %d GPUs are visible (local rank %d): two "
                             "ranks would share one GPU, which NCCL does not support and can hang. Fix: "
                             "start at most %d ranks per node (srun --ntasks-per-node=%d, mpirun "
@@ -82,7 +82,7 @@ dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, int
     }
 #ifndef DTRAIN_HAVE_CUDA
     if (req == DT_DEVICE_CUDA)
-        return dt_set_error(DT_ERR_UNSUPPORTED,
+        return status_set_error(DT_ERR_UNSUPPORTED,
                             "--device cuda, but this dtrain was built without CUDA. Fix: rebuild with "
                             "the CUDA toolkit installed (cmake -DDTRAIN_CUDA=ON), or use --device cpu");
 #endif
@@ -90,7 +90,7 @@ dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, int
     int visible = device_count(why, sizeof why);
     if (visible <= 0) {
         if (req == DT_DEVICE_CUDA)
-            return dt_set_error(DT_ERR_DEVICE,
+            return status_set_error(DT_ERR_DEVICE,
                                 "--device cuda, but no GPU is visible (%s). Fix: check nvidia-smi and "
                                 "CUDA_VISIBLE_DEVICES, request GPUs from SLURM (srun --gres=gpu:N), or "
                                 "use --device cpu",
@@ -110,12 +110,12 @@ dt_status device_activate(int ordinal, char *bus_id, size_t n)
 #ifdef DTRAIN_HAVE_CUDA
     cudaError_t e = cudaSetDevice(ordinal);
     if (e != cudaSuccess)
-        return dt_set_error(DT_ERR_DEVICE, "cudaSetDevice(%d) failed: %s. Fix: check nvidia-smi for a "
+        return status_set_error(DT_ERR_DEVICE, "cudaSetDevice(%d) failed: %s. Fix: check nvidia-smi for a "
                             "GPU in a bad state or in exclusive mode held by another process",
                             ordinal, cudaGetErrorString(e));
     e = cudaDeviceGetPCIBusId(bus_id, (int)n, ordinal);
     if (e != cudaSuccess)
-        return dt_set_error(DT_ERR_DEVICE, "cudaDeviceGetPCIBusId(%d) failed: %s", ordinal,
+        return status_set_error(DT_ERR_DEVICE, "cudaDeviceGetPCIBusId(%d) failed: %s", ordinal,
                             cudaGetErrorString(e));
     /* CUDA prints hex digits upper case; sysfs names them lower case. */
     for (char *p = bus_id; *p; p++)
@@ -124,7 +124,7 @@ dt_status device_activate(int ordinal, char *bus_id, size_t n)
 #else
     (void)ordinal;
     if (n) bus_id[0] = '\0';
-    return dt_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without CUDA");
+    return status_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without CUDA");
 #endif
 }
 
@@ -135,7 +135,7 @@ dt_status device_check_unique(const char *ids, int n, size_t stride)
         if (!a[0]) continue;
         for (int j = i + 1; j < n; j++)
             if (strncmp(a, ids + (size_t)j * stride, stride) == 0)
-                return dt_set_error(DT_ERR_DEVICE,
+                return status_set_error(DT_ERR_DEVICE,
                                     "local ranks %d and %d both selected GPU %s: two ranks on one GPU "
                                     "is not supported by NCCL (it can hang). Fix: give each task its own "
                                     "GPU (srun --gpus-per-task=1, or distinct CUDA_VISIBLE_DEVICES), start "

@@ -5,12 +5,12 @@
  * their flags after it.
  */
 #include "dtrain.h"
-#include "coll.h"
-#include "config.h"
-#include "device.h"
-#include "log.h"
-#include "parse.h"
-#include "status.h"
+#include "collectives/coll.h"
+#include "runtime/placement/config.h"
+#include "runtime/placement/device.h"
+#include "base/log.h"
+#include "base/parse.h"
+#include "base/status.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -32,7 +32,7 @@ dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out)
 {
     if (s && strcmp(s, "nccl") == 0) *out = DT_GPU_COMM_NCCL;
     else if (s && strcmp(s, "mpi") == 0) *out = DT_GPU_COMM_MPI;
-    else return dt_set_error(DT_ERR_INVALID_ARG, "GPU communication '%s' is not one of nccl, mpi", s ? s : "(null)");
+    else return status_set_error(DT_ERR_INVALID_ARG, "GPU communication '%s' is not one of nccl, mpi", s ? s : "(null)");
     return DT_OK;
 }
 
@@ -41,7 +41,7 @@ dt_status dt_device_kind_parse(const char *s, dt_device_kind *out)
     if (s && strcmp(s, "auto") == 0) *out = DT_DEVICE_AUTO;
     else if (s && strcmp(s, "cpu") == 0) *out = DT_DEVICE_CPU;
     else if (s && strcmp(s, "cuda") == 0) *out = DT_DEVICE_CUDA;
-    else return dt_set_error(DT_ERR_INVALID_ARG, "device '%s' is not one of auto, cpu, cuda", s ? s : "(null)");
+    else return status_set_error(DT_ERR_INVALID_ARG, "device '%s' is not one of auto, cpu, cuda", s ? s : "(null)");
     return DT_OK;
 }
 
@@ -49,7 +49,7 @@ dt_status dt_pin_mode_parse(const char *s, dt_pin_mode *out)
 {
     if (s && strcmp(s, "auto") == 0) *out = DT_PIN_AUTO;
     else if (s && strcmp(s, "none") == 0) *out = DT_PIN_NONE;
-    else return dt_set_error(DT_ERR_INVALID_ARG, "pin mode '%s' is not one of auto, none", s ? s : "(null)");
+    else return status_set_error(DT_ERR_INVALID_ARG, "pin mode '%s' is not one of auto, none", s ? s : "(null)");
     return DT_OK;
 }
 
@@ -87,16 +87,16 @@ dt_status dt_config_from_env(dt_config *cfg)
     const char *v;
     dt_status s;
     if ((v = getenv("DTRAIN_DEVICE")) && (s = dt_device_kind_parse(v, &c.device)))
-        return dt_set_error(DT_ERR_ENV, "DTRAIN_DEVICE='%s' is not one of auto, cpu, cuda; fix or unset it", v);
+        return status_set_error(DT_ERR_ENV, "DTRAIN_DEVICE='%s' is not one of auto, cpu, cuda; fix or unset it", v);
     if ((v = getenv("DTRAIN_PIN")) && (s = dt_pin_mode_parse(v, &c.pin)))
-        return dt_set_error(DT_ERR_ENV, "DTRAIN_PIN='%s' is not one of auto, none; fix or unset it", v);
+        return status_set_error(DT_ERR_ENV, "DTRAIN_PIN='%s' is not one of auto, none; fix or unset it", v);
     if ((v = getenv("DTRAIN_TIMEOUT")) && (s = config_timeout_parse("DTRAIN_TIMEOUT", v, &c.timeout_s)))
         return s;
     if ((v = getenv("DTRAIN_BLAS_THREADS")) &&
         (s = parse_int("DTRAIN_BLAS_THREADS", v, 0, 4096, &c.blas_threads)))
         return s;
     if ((v = getenv("DTRAIN_GPU_COMM")) && (s = dt_gpu_comm_parse(v, &c.gpu_comm)))
-        return dt_set_error(DT_ERR_ENV, "DTRAIN_GPU_COMM='%s' is not one of nccl, mpi; fix or unset it", v);
+        return status_set_error(DT_ERR_ENV, "DTRAIN_GPU_COMM='%s' is not one of nccl, mpi; fix or unset it", v);
     /* DTRAIN_LOG is read here too, not only by dt_init, so that a malformed value is refused with
      * the other DTRAIN_* variables, as bad usage, before MPI starts. Last, so that cfg and the
      * level stay as they were when anything else is wrong. */

@@ -8,7 +8,7 @@
  * of a fresh process; `dtrain` re-executes itself with it (see launch/main.c), and dt_init warns
  * programs that embed libdtrain.
  */
-#include "blas.h"
+#include "runtime/placement/blas.h"
 #include "dtrain.h"
 
 #include <cblas.h>

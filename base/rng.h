@@ -3,8 +3,8 @@
  * three, so any rank can make any sample or parameter without sharing generator state, and the
  * result does not depend on the order or the thread that asks.
  */
-#ifndef DT_RUNTIME_RNG_H
-#define DT_RUNTIME_RNG_H
+#ifndef DT_BASE_RNG_H
+#define DT_BASE_RNG_H
 
 #include <stdint.h>
 

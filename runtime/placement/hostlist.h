@@ -3,13 +3,13 @@
  * dtrain never has to run `scontrol show hostnames` (which may be missing on compute nodes and
  * costs a round trip to slurmctld per rank).
  *
- * Both parsers are strict: a malformed value fails with DT_ERR_ENV through dt_set_error(), with a
+ * Both parsers are strict: a malformed value fails with DT_ERR_ENV through status_set_error(), with a
  * message that names the variable (`what`, e.g. "SLURM_JOB_NODELIST"), quotes the whole input and
  * says what is wrong at which position (1-based character offset). On failure the output
  * parameters are set to NULL / 0 and nothing stays allocated.
  */
-#ifndef DT_RUNTIME_HOSTLIST_H
-#define DT_RUNTIME_HOSTLIST_H
+#ifndef DT_RUNTIME_PLACEMENT_HOSTLIST_H
+#define DT_RUNTIME_PLACEMENT_HOSTLIST_H
 
 #include "dtrain.h"
 

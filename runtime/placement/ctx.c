@@ -9,14 +9,14 @@
  * Every failure unwinds what was built (goto-cleanup ladder) and returns the status; the library
  * never exits the process.
  */
-#include "affinity.h"
-#include "coll.h"
-#include "ctx_internal.h"
-#include "device.h"
-#include "devmem.h"
-#include "log.h"
-#include "status.h"
-#include "topo.h"
+#include "runtime/placement/affinity.h"
+#include "collectives/coll.h"
+#include "collectives/ctx_comm.h"
+#include "runtime/placement/device.h"
+#include "kernels/devmem.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "runtime/placement/topo.h"
 
 #include <mpi.h>
 #ifdef DTRAIN_HAVE_CUDA
@@ -44,19 +44,19 @@ static dt_status ctx_mpi_init(const dt_config *cfg, int *we_did)
     MPI_Finalized(&finalized);
     *we_did = 0;
     if (finalized)
-        return dt_set_error(DT_ERR_MPI, "MPI was already finalized; dt_init must run before MPI_Finalize");
+        return status_set_error(DT_ERR_MPI, "MPI was already finalized; dt_init must run before MPI_Finalize");
     if (inited) return DT_OK;
     if (!cfg->init_mpi)
-        return dt_set_error(DT_ERR_MPI, "MPI is not initialized and dt_config.init_mpi is 0: call "
+        return status_set_error(DT_ERR_MPI, "MPI is not initialized and dt_config.init_mpi is 0: call "
                             "MPI_Init_thread first or set init_mpi = 1");
     int provided = 0;
     /* MULTIPLE lets a communication thread run collectives beside the compute thread. */
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
-        return dt_set_error(DT_ERR_MPI, "MPI_Init_thread failed: check the launcher (srun needs "
+        return status_set_error(DT_ERR_MPI, "MPI_Init_thread failed: check the launcher (srun needs "
                             "--mpi=pmix) and that mpirun belongs to the MPI dtrain was built with");
     *we_did = 1;
     if (provided < MPI_THREAD_SERIALIZED)
-        dt_log(DT_LOG_WARN, "MPI provides thread level %d only; overlapped communication needs "
+        log_msg(LOG_LEVEL_WARN, "MPI provides thread level %d only; overlapped communication needs "
                "MPI_THREAD_SERIALIZED or better", provided);
     return DT_OK;
 }
@@ -72,10 +72,10 @@ static dt_status ctx_select_device(dt_ctx *c, int local_rank, int local_size, ch
     c->pl.device = kind;
     c->pl.cuda_device = ordinal;
     bus_id[0] = '\0';
-    if (log_enabled(DT_LOG_DEBUG)) {
+    if (log_enabled(LOG_LEVEL_DEBUG)) {
         char gpu[32] = "";
         if (kind == DT_DEVICE_CUDA) snprintf(gpu, sizeof gpu, ", visible GPU %d", ordinal);
-        dt_log(DT_LOG_DEBUG, "placement: device %s%s (--device %s, local rank %d of %d)", dt_device_kind_name(kind), gpu,
+        log_msg(LOG_LEVEL_DEBUG, "placement: device %s%s (--device %s, local rank %d of %d)", dt_device_kind_name(kind), gpu,
                c->cfg.device == DT_DEVICE_CUDA ? "cuda" : c->cfg.device == DT_DEVICE_CPU ? "cpu" : "auto", local_rank,
                local_size);
     }
@@ -91,10 +91,10 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     char bus_id[64] = "";
     int device_chosen = 0;
     *out = NULL;
-    dt_clear_error();
+    status_clear_error();
 
     dt_ctx *c = calloc(1, sizeof *c);
-    if (!c) return dt_set_error(DT_ERR_NOMEM, "out of memory for the context");
+    if (!c) return status_set_error(DT_ERR_NOMEM, "out of memory for the context");
     c->world = c->local = MPI_COMM_NULL;
     if (cfg_in) {
         c->cfg = *cfg_in;
@@ -108,8 +108,8 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     if ((s = topo_read_env(NULL, NULL, &env))) goto fail;
     env_read = 1;
     c->pl.launcher = env.launcher;
-    if (log_enabled(DT_LOG_DEBUG))
-        dt_log(DT_LOG_DEBUG, "placement: launcher %s (rank %d of %d, local rank %d of %d by its variables)",
+    if (log_enabled(LOG_LEVEL_DEBUG))
+        log_msg(LOG_LEVEL_DEBUG, "placement: launcher %s (rank %d of %d, local rank %d of %d by its variables)",
                dt_launcher_name(env.launcher), env.rank, env.size, env.local_rank, env.local_size);
 
     /* 2. The device, while no CUDA context exists. PMIx-only launchers give no local rank before
@@ -124,7 +124,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     if ((s = topo_check_before_mpi(&env))) goto fail;
     if ((s = ctx_mpi_init(&c->cfg, &c->we_initialized_mpi))) goto fail;
     if (MPI_Comm_dup(MPI_COMM_WORLD, &c->world) != MPI_SUCCESS) {
-        s = dt_set_error(DT_ERR_MPI, "MPI_Comm_dup(MPI_COMM_WORLD) failed");
+        s = status_set_error(DT_ERR_MPI, "MPI_Comm_dup(MPI_COMM_WORLD) failed");
         goto fail;
     }
     MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
@@ -161,12 +161,12 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     {
         char *ids = calloc((size_t)m.local_size, sizeof bus_id);
         if (!ids) {
-            s = dt_set_error(DT_ERR_NOMEM, "out of memory");
+            s = status_set_error(DT_ERR_NOMEM, "out of memory");
             goto fail;
         }
         int rc = MPI_Allgather(bus_id, sizeof bus_id, MPI_CHAR, ids, sizeof bus_id, MPI_CHAR, c->local);
         /* Collectives through MPI (--gpu-comm mpi) let ranks share a GPU; NCCL does not. */
-        s = rc != MPI_SUCCESS ? dt_set_error(DT_ERR_MPI, "MPI_Allgather of GPU ids failed")
+        s = rc != MPI_SUCCESS ? status_set_error(DT_ERR_MPI, "MPI_Allgather of GPU ids failed")
             : c->cfg.gpu_comm == DT_GPU_COMM_MPI ? DT_OK
                                                  : device_check_unique(ids, m.local_size, sizeof bus_id);
         free(ids);
@@ -207,13 +207,13 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     if (c->pl.device == DT_DEVICE_CUDA) {
 #ifdef DTRAIN_HAVE_NCCL
         if (c->cfg.gpu_comm == DT_GPU_COMM_MPI) {
-            dt_log0(DT_LOG_INFO, "--gpu-comm mpi: GPU buffers are reduced by MPI through host memory");
+            log_msg0(LOG_LEVEL_INFO, "--gpu-comm mpi: GPU buffers are reduced by MPI through host memory");
             s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);
         } else {
             s = coll_nccl_create(c->world, c->cfg.timeout_s, &c->coll);
         }
 #else
-        dt_log0(DT_LOG_WARN, "built without NCCL: GPU buffers are reduced by MPI through host memory");
+        log_msg0(LOG_LEVEL_WARN, "built without NCCL: GPU buffers are reduced by MPI through host memory");
         s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);
 #endif
         if (!s) s = coll_mpi_create(c->world, 0, c->cfg.timeout_s, &c->coll_host);
@@ -222,13 +222,13 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     }
     if (s) goto fail;
 
-    dt_log0(DT_LOG_INFO, "dtrain %s: %d ranks on %d nodes, launcher %s, device %s, backend %s, pin %s, "
+    log_msg0(LOG_LEVEL_INFO, "dtrain %s: %d ranks on %d nodes, launcher %s, device %s, backend %s, pin %s, "
             "timeout %.0f s", dt_version_string(), m.size, m.num_nodes, dt_launcher_name(env.launcher),
             dt_device_kind_name(c->pl.device), c->coll->ops->name,
             c->cfg.pin == DT_PIN_NONE ? "none" : "auto", c->cfg.timeout_s);
     const char *better = dt_blas_coretype_advice();
     if (better)
-        dt_log0(DT_LOG_WARN, "OpenBLAS runs its %s kernels on a CPU that can run %s ones: start the program "
+        log_msg0(LOG_LEVEL_WARN, "OpenBLAS runs its %s kernels on a CPU that can run %s ones: start the program "
                 "with OPENBLAS_CORETYPE=%s for much faster GEMM (4x measured on an AVX-512 VM)",
                 dt_blas_corename(), better, better);
     topo_env_free(&env);
@@ -255,7 +255,7 @@ dt_status dt_finalize(dt_ctx *c)
     if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
     int we = c->we_initialized_mpi;
     free(c);
-    if (we && MPI_Finalize() != MPI_SUCCESS) return dt_set_error(DT_ERR_MPI, "MPI_Finalize failed");
+    if (we && MPI_Finalize() != MPI_SUCCESS) return status_set_error(DT_ERR_MPI, "MPI_Finalize failed");
     return DT_OK;
 }
 
@@ -277,7 +277,7 @@ void dt_abort_job(dt_ctx *c, int code)
 
 dt_status dt_get_placement(const dt_ctx *c, dt_placement *out)
 {
-    if (!c || !out) return dt_set_error(DT_ERR_INVALID_ARG, "dt_get_placement needs a context and an output");
+    if (!c || !out) return status_set_error(DT_ERR_INVALID_ARG, "dt_get_placement needs a context and an output");
     *out = c->pl;
     return DT_OK;
 }
@@ -294,11 +294,11 @@ const char *dt_node_name(const dt_ctx *c, int i)
 
 dt_status dt_gather_placement(const dt_ctx *c, dt_placement *all)
 {
-    if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement needs a context");
+    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement needs a context");
     if (c->pl.rank == 0 && !all)
-        return dt_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement needs an output array on rank 0");
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement needs an output array on rank 0");
     int rc = MPI_Gather(&c->pl, sizeof c->pl, MPI_BYTE, all, sizeof c->pl, MPI_BYTE, 0, c->world);
-    return rc == MPI_SUCCESS ? DT_OK : dt_set_error(DT_ERR_MPI, "MPI_Gather of placements failed");
+    return rc == MPI_SUCCESS ? DT_OK : status_set_error(DT_ERR_MPI, "MPI_Gather of placements failed");
 }
 
 const char *dt_backend_name(const dt_ctx *c) { return c && c->coll ? c->coll->ops->name : "none"; }
@@ -312,21 +312,21 @@ static coll *coll_for(const dt_ctx *c, const void *buf)
 
 dt_status dt_allreduce(dt_ctx *c, void *buf, size_t count, dt_dtype t, dt_redop op)
 {
-    if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "dt_allreduce needs a context");
+    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_allreduce needs a context");
     coll *k = coll_for(c, buf);
     return k->ops->allreduce(k, buf, count, t, op);
 }
 
 dt_status dt_broadcast(dt_ctx *c, void *buf, size_t count, dt_dtype t, int root)
 {
-    if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "dt_broadcast needs a context");
+    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_broadcast needs a context");
     coll *k = coll_for(c, buf);
     return k->ops->broadcast(k, buf, count, t, root);
 }
 
 dt_status dt_barrier(dt_ctx *c)
 {
-    if (!c) return dt_set_error(DT_ERR_INVALID_ARG, "dt_barrier needs a context");
+    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_barrier needs a context");
     return c->coll->ops->barrier(c->coll);
 }
 

@@ -4,8 +4,8 @@
  * dt_check_replicas). Integers are fed least significant byte first, so a fingerprint does not
  * depend on the machine's byte order.
  */
-#ifndef DT_RUNTIME_HASH_H
-#define DT_RUNTIME_HASH_H
+#ifndef DT_BASE_HASH_H
+#define DT_BASE_HASH_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,14 +2,14 @@
  * devmem.c - see devmem.h. Device allocations are zeroed (cudaMemset) like calloc, so a fresh
  * model holds the same values on either device.
  */
-#include "devmem.h"
-#include "status.h"
+#include "kernels/devmem.h"
+#include "base/status.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #ifdef DTRAIN_HAVE_CUDA
-#include "cuda_ops.h"
+#include "kernels/cuda_ops.h"
 #include <cuda_runtime.h>
 #endif
 
@@ -20,7 +20,7 @@ dt_status devmem_alloc(int cuda, size_t bytes, const char *what, void **out)
     if (!cuda) {
         *out = calloc(1, n);
         if (!*out)
-            return dt_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB): use a smaller --batch or model",
+            return status_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB): use a smaller --batch or model",
                                 what, (double)n / 1048576.0);
         return DT_OK;
     }
@@ -33,7 +33,7 @@ dt_status devmem_alloc(int cuda, size_t bytes, const char *what, void **out)
         *out = NULL;
         cudaGetLastError(); /* clear the sticky-free error state of an OOM */
         cudaMemGetInfo(&fr, &tot);
-        return dt_set_error(DT_ERR_NOMEM, "out of GPU memory for %s: asked %.1f MiB, %.1f MiB free of %.1f MiB "
+        return status_set_error(DT_ERR_NOMEM, "out of GPU memory for %s: asked %.1f MiB, %.1f MiB free of %.1f MiB "
                             "(%s): use a smaller --batch, or --precision bf16 (16-bit activations take half "
                             "the memory)", what,
                             (double)n / 1048576.0, (double)fr / 1048576.0, (double)tot / 1048576.0,
@@ -41,7 +41,7 @@ dt_status devmem_alloc(int cuda, size_t bytes, const char *what, void **out)
     }
     return DT_OK;
 #else
-    return dt_set_error(DT_ERR_UNSUPPORTED, "GPU memory asked for %s, but this dtrain was built without CUDA", what);
+    return status_set_error(DT_ERR_UNSUPPORTED, "GPU memory asked for %s, but this dtrain was built without CUDA", what);
 #endif
 }
 
@@ -80,12 +80,12 @@ static dt_status copy(int cuda, void *dst, const void *src, size_t bytes, int to
 #ifdef DTRAIN_HAVE_CUDA
     cudaError_t e = cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
     if (e != cudaSuccess)
-        return dt_set_error(DT_ERR_DEVICE, "copying %zu bytes %s the GPU failed: %s", bytes, to_device ? "to" : "from",
+        return status_set_error(DT_ERR_DEVICE, "copying %zu bytes %s the GPU failed: %s", bytes, to_device ? "to" : "from",
                             cudaGetErrorString(e));
     return DT_OK;
 #else
     (void)to_device;
-    return dt_set_error(DT_ERR_UNSUPPORTED, "a GPU copy in a build without CUDA");
+    return status_set_error(DT_ERR_UNSUPPORTED, "a GPU copy in a build without CUDA");
 #endif
 }
 
@@ -115,10 +115,10 @@ dt_status devmem_to_device_async(int cuda, void *dst, const void *src, size_t by
 #ifdef DTRAIN_HAVE_CUDA
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)cuda_ops_stream());
     if (e != cudaSuccess)
-        return dt_set_error(DT_ERR_DEVICE, "copying %zu bytes to the GPU failed: %s", bytes, cudaGetErrorString(e));
+        return status_set_error(DT_ERR_DEVICE, "copying %zu bytes to the GPU failed: %s", bytes, cudaGetErrorString(e));
     return DT_OK;
 #else
-    return dt_set_error(DT_ERR_UNSUPPORTED, "a GPU copy in a build without CUDA");
+    return status_set_error(DT_ERR_UNSUPPORTED, "a GPU copy in a build without CUDA");
 #endif
 }
 
@@ -132,7 +132,7 @@ dt_status devmem_host_alloc(int pinned, size_t bytes, const char *what, void **o
         if (e == cudaSuccess) return DT_OK;
         *out = NULL;
         cudaGetLastError();
-        return dt_set_error(DT_ERR_NOMEM, "cannot pin %.1f MiB of host memory for %s (%s): raise the locked-memory "
+        return status_set_error(DT_ERR_NOMEM, "cannot pin %.1f MiB of host memory for %s (%s): raise the locked-memory "
                             "limit (ulimit -l) or use a smaller --batch", (double)n / 1048576.0, what,
                             cudaGetErrorString(e));
     }
@@ -140,7 +140,7 @@ dt_status devmem_host_alloc(int pinned, size_t bytes, const char *what, void **o
     (void)pinned;
 #endif
     if (!(*out = malloc(n)))
-        return dt_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB): use a smaller --batch", what,
+        return status_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB): use a smaller --batch", what,
                             (double)n / 1048576.0);
     return DT_OK;
 }

@@ -2,8 +2,8 @@
  * config.h - rules of dt_config's settings that the command line and the DTRAIN_* variables share,
  * so a value is taken or refused alike wherever it is given (config.c).
  */
-#ifndef DT_RUNTIME_CONFIG_H
-#define DT_RUNTIME_CONFIG_H
+#ifndef DT_RUNTIME_PLACEMENT_CONFIG_H
+#define DT_RUNTIME_PLACEMENT_CONFIG_H
 
 #include "dtrain.h"
 

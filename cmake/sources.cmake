@@ -1,0 +1,53 @@
+# The library's and the command's sources, one list per layer, paths relative to the source root.
+# The top-level build and the fuzz build (tests/fuzz) both read this file, so a new source is listed
+# once and built and fuzzed alike. Layers, bottom to top: base, kernels, collectives, runtime, launch;
+# each may include its own headers and those of the layers below (cmake/layers.cmake enforces it).
+
+set(DTRAIN_BASE_SOURCES
+  base/status.c base/log.c base/parse.c base/thread_stack.c)
+
+set(DTRAIN_KERNELS_SOURCES
+  kernels/devmem.c
+  kernels/cpu/amp.c kernels/cpu/cast.c kernels/cpu/conv.c kernels/cpu/ops.c kernels/cpu/optim.c)
+set(DTRAIN_KERNELS_CUDA_SOURCES
+  kernels/cuda/cast.cu kernels/cuda/ops.cu kernels/cuda/gemm.cu kernels/cuda/conv.cu
+  kernels/cuda/elementwise.cu kernels/cuda/pool.cu kernels/cuda/loss.cu kernels/cuda/optim.cu
+  kernels/cuda/reduce.cu)
+
+set(DTRAIN_COLLECTIVES_SOURCES
+  collectives/coll.c collectives/coll_mpi.c collectives/bucket.c collectives/engine.c
+  collectives/reducer.c collectives/reducer_step.c)
+set(DTRAIN_COLLECTIVES_NCCL_SOURCES collectives/coll_nccl.c)
+
+set(DTRAIN_RUNTIME_SOURCES
+  runtime/placement/config.c runtime/placement/topo.c runtime/placement/hostlist.c
+  runtime/placement/device.c runtime/placement/affinity.c runtime/placement/blas.c
+  runtime/placement/ctx.c
+  runtime/buffers.c runtime/replicas.c
+  runtime/model/model_spec.c runtime/model/model.c runtime/model/model_pass.c
+  runtime/model/kernels_api.c runtime/model/model_sync.c runtime/model/model_precision.c
+  runtime/model/model_profile.c runtime/model/model_eval.c runtime/model/model_step.c
+  runtime/model/model_clip.c runtime/model/optimizer.c runtime/model/scaler.c
+  runtime/model/model_amp.c
+  runtime/checkpoint/ckpt_format.c runtime/checkpoint/ckpt_read.c runtime/checkpoint/ckpt_write.c
+  runtime/checkpoint/ckpt_load.c runtime/checkpoint/ckpt_file.c runtime/checkpoint/ckpt_coll.c
+  runtime/checkpoint/ckpt_writer.c runtime/checkpoint/ckpt_write_file.c
+  runtime/checkpoint/ckpt_reader.c runtime/checkpoint/ckpt_apply.c runtime/checkpoint/ckpt_read4.c
+  runtime/data/dataset.c runtime/data/sampler.c runtime/data/transform.c runtime/data/synthetic.c
+  runtime/data/loader.c runtime/data/evaluate.c runtime/data/stats.c runtime/data/reader.c
+  runtime/data/file_io.c runtime/data/idx.c runtime/data/cifar.c runtime/data/imagefolder.c
+  runtime/data/image_decode.c runtime/data/dts_read.c runtime/data/dts_write.c)
+
+# The command (launch/main.c holds main()).
+set(DTRAIN_LAUNCH_SOURCES
+  launch/main.c launch/cli.c launch/help.c launch/crash.c launch/fault_inject.c launch/metrics.c
+  launch/train_flags.c launch/train_data.c launch/lr_schedule.c launch/params_io.c
+  launch/cmd_train.c launch/cmd_eval.c launch/cmd_data.c launch/cmd_env.c
+  launch/cmd_bench.c launch/cmd_bench_gemm.c launch/cmd_bench_step.c launch/cmd_bench_data.c
+  launch/cmd_bench_reducer.c)
+set(DTRAIN_LAUNCH_CUDA_SOURCES launch/bench_gemm_cuda.c)
+
+# The sbatch templates installed to share/dtrain/slurm.
+set(DTRAIN_SBATCH_TEMPLATES
+  slurm/env.sbatch slurm/mpirun-in-allocation.sbatch slurm/train-multi-node.sbatch
+  slurm/train-single-node.sbatch)
