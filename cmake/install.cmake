@@ -22,8 +22,8 @@ set(DTRAIN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/dtrain)
 # needs no path to libdtrain.so.
 set_target_properties(dtrain dtrain_cmd PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 
-# The exported targets carry only the public include directory: the layers' internal include root
-# reaches dtrain_static in the build tree alone ($<BUILD_INTERFACE>).
+# The exported targets carry only the public include directory; the internal library of the command
+# and the tests (dtrain_internal) is not installed.
 # nvcc compiles the host side of kernels/cuda with g++, so libdtrain.a needs the C++ runtime. In the
 # tree CMake links its users with the CUDA linker, which adds it; a consumer that enables only C does
 # not, so the installed target names it.

@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# libdtrain.so exports the public API of include/dtrain.h and nothing else: every defined dynamic
-# symbol is a dt_* one (the linker version script runtime/libdtrain.map). Internal functions that
-# leak (the target_clones resolvers of kernels/cpu, say) would let programs link against them and
-# clash with a program's own symbols of the same name.
-# Usage: test_symbols.sh path/to/libdtrain.so
-lib=$1
+# libdtrain.so and libdtrain.a define the public API of include/dtrain.h and nothing else: every
+# defined global symbol is a dt_* one (for the .so the linker version script runtime/libdtrain.map;
+# for the .a the prelink step of CMakeLists.txt, which makes every other symbol local). Internal
+# functions that leak (parse_int, log_msg, the target_clones resolvers of kernels/cpu) would let
+# programs link against them and clash with a program's own symbols of the same name.
+# Usage: test_symbols.sh path/to/libdtrain.so [path/to/libdtrain.a]
 command -v nm >/dev/null || { echo "SKIP: nm is not installed (binutils)"; exit 77; }
-[ -f "$lib" ] || { echo "FAIL: $lib does not exist"; exit 1; }
-syms=$(nm -D --defined-only "$lib") || { echo "FAIL: nm -D $lib failed"; exit 1; }
-names=$(awk '{print $NF}' <<<"$syms" | sort -u)
-others=$(grep -v '^dt_' <<<"$names")
-count=$(grep -c '^dt_' <<<"$names")
-if [ -n "$others" ]; then
-    echo "FAIL: $lib exports symbols outside the dt_* API:"; sed 's/^/    /' <<<"$others"
-    exit 1
-fi
-[ "$count" -gt 0 ] || { echo "FAIL: $lib exports no dt_* symbol at all"; exit 1; }
-echo "ok: $lib exports $count symbols, all dt_*"
+check() { # check LIB NM-FLAGS...
+    local lib=$1; shift
+    [ -f "$lib" ] || { echo "FAIL: $lib does not exist"; exit 1; }
+    local syms names others count
+    syms=$(nm "$@" "$lib") || { echo "FAIL: nm $* $lib failed"; exit 1; }
+    # Defined symbols only: "ADDRESS TYPE NAME" lines (archive member headers and blanks drop out).
+    names=$(awk 'NF == 3 {print $3}' <<<"$syms" | sort -u)
+    others=$(grep -v '^dt_' <<<"$names")
+    count=$(grep -c '^dt_' <<<"$names")
+    if [ -n "$others" ]; then
+        echo "FAIL: $lib defines global symbols outside the dt_* API:"; sed 's/^/    /' <<<"$others" | head -40
+        exit 1
+    fi
+    [ "$count" -gt 0 ] || { echo "FAIL: $lib defines no dt_* symbol at all"; exit 1; }
+    echo "ok: $lib defines $count global symbols, all dt_*"
+}
+check "$1" -D --defined-only
+[ -n "${2:-}" ] && check "$2" -g --defined-only
+exit 0
