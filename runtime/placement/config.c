@@ -7,7 +7,7 @@
 #include "dtrain.h"
 #include "collectives/coll.h"
 #include "runtime/placement/config.h"
-#include "runtime/placement/device.h"
+#include "kernels/device_info.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/status.h"
@@ -144,5 +144,5 @@ void dt_versions(char *mpi, char *nccl, char *cuda, size_t n)
         }
     }
     if (nccl) coll_nccl_version(nccl, n);
-    if (cuda) device_cuda_version(cuda, n);
+    if (cuda) device_info_cuda_version(cuda, n);
 }
