@@ -9,7 +9,11 @@ set(DTRAIN_BASE_SOURCES
 set(DTRAIN_KERNELS_SOURCES
   kernels/devmem.c
   kernels/cpu/amp.c kernels/cpu/cast.c kernels/cpu/conv.c kernels/cpu/ops.c kernels/cpu/optim.c)
+# Exactly one of the next two lists joins DTRAIN_KERNELS_SOURCES: the build, not an #ifdef, picks
+# the implementation of kernels/device_info.h (and of the CUDA kernels).
+set(DTRAIN_KERNELS_NOCUDA_SOURCES kernels/cpu/device_info_none.c)
 set(DTRAIN_KERNELS_CUDA_SOURCES
+  kernels/cuda/device_info.c
   kernels/cuda/cast.cu kernels/cuda/ops.cu kernels/cuda/gemm.cu kernels/cuda/conv.cu
   kernels/cuda/elementwise.cu kernels/cuda/pool.cu kernels/cuda/loss.cu kernels/cuda/optim.cu
   kernels/cuda/reduce.cu)

@@ -53,5 +53,7 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
                         "toolkit and NCCL installed (cmake -DDTRAIN_CUDA=ON)");
 }
 
+int coll_nccl_built(void) { return 0; }
+
 void coll_nccl_version(char *out, size_t n) { snprintf(out, n, "-"); }
 #endif

@@ -68,6 +68,10 @@ int coll_test_hang(const char *layer, int rank, unsigned long long seq);
  * or -1 when a CUDA-built Open MPI cannot say yet (before MPI_Init). */
 int coll_mpi_cuda_aware(void);
 
+/* 1 when this build has the NCCL backend (collectives/coll_nccl.c), 0 when coll_nccl_create can only
+ * refuse. Lets a caller choose the backend without #ifdef DTRAIN_HAVE_NCCL. */
+int coll_nccl_built(void);
+
 /* "NCCL 2.28.9" or "-" when built without NCCL. */
 void coll_nccl_version(char *out, size_t n);
 

@@ -7,7 +7,7 @@
 #include "dtrain.h"
 #include "collectives/coll.h"
 #include "runtime/placement/config.h"
-#include "runtime/placement/device.h"
+#include "kernels/device_info.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/status.h"
@@ -119,15 +119,10 @@ size_t dt_dtype_size(dt_dtype t)
 
 const char *dt_version_string(void)
 {
-    return DTRAIN_VERSION
-#if defined(DTRAIN_HAVE_CUDA) && defined(DTRAIN_HAVE_NCCL)
-        " (cuda, nccl)"
-#elif defined(DTRAIN_HAVE_CUDA)
-        " (cuda)"
-#else
-        " (cpu only)"
-#endif
-        ;
+    /* The build's features, asked of the layers that have them (kernels/device_info.h for CUDA,
+     * collectives/coll.h for NCCL); NCCL is built only with CUDA. */
+    if (!device_info_cuda_built()) return DTRAIN_VERSION " (cpu only)";
+    return coll_nccl_built() ? DTRAIN_VERSION " (cuda, nccl)" : DTRAIN_VERSION " (cuda)";
 }
 
 void dt_versions(char *mpi, char *nccl, char *cuda, size_t n)
@@ -144,5 +139,5 @@ void dt_versions(char *mpi, char *nccl, char *cuda, size_t n)
         }
     }
     if (nccl) coll_nccl_version(nccl, n);
-    if (cuda) device_cuda_version(cuda, n);
+    if (cuda) device_info_cuda_version(cuda, n);
 }

@@ -19,9 +19,6 @@
 #include "runtime/placement/topo.h"
 
 #include <mpi.h>
-#ifdef DTRAIN_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,17 +202,15 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     c->pl.blas_threads = aff.blas_threads;
 
     if (c->pl.device == DT_DEVICE_CUDA) {
-#ifdef DTRAIN_HAVE_NCCL
-        if (c->cfg.gpu_comm == DT_GPU_COMM_MPI) {
+        if (!coll_nccl_built()) {
+            log_msg0(LOG_LEVEL_WARN, "built without NCCL: GPU buffers are reduced by MPI through host memory");
+            s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);
+        } else if (c->cfg.gpu_comm == DT_GPU_COMM_MPI) {
             log_msg0(LOG_LEVEL_INFO, "--gpu-comm mpi: GPU buffers are reduced by MPI through host memory");
             s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);
         } else {
             s = coll_nccl_create(c->world, c->cfg.timeout_s, &c->coll);
         }
-#else
-        log_msg0(LOG_LEVEL_WARN, "built without NCCL: GPU buffers are reduced by MPI through host memory");
-        s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);
-#endif
         if (!s) s = coll_mpi_create(c->world, 0, c->cfg.timeout_s, &c->coll_host);
     } else {
         s = coll_mpi_create(c->world, 0, c->cfg.timeout_s, &c->coll);

@@ -3,38 +3,15 @@
  */
 #include "runtime/placement/device.h"
 #include "base/status.h"
+#include "kernels/device_info.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#ifdef DTRAIN_HAVE_CUDA
-#include <cuda_runtime.h>
+/* The build's own counter (kernels/device_info.h) unless a test has put its own in. */
+static device_count_fn count_fn = device_info_count;
 
-static int device_count_cuda(char *why, size_t n)
-{
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    /* Without a driver this is cudaErrorInsufficientDriver (35), not cudaErrorNoDevice (100):
-     * both mean there is no GPU to use. */
-    if (e != cudaSuccess) {
-        snprintf(why, n, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
-        cudaGetLastError();
-        return 0;
-    }
-    if (count == 0) snprintf(why, n, "CUDA reports 0 devices (CUDA_VISIBLE_DEVICES hides them?)");
-    return count;
-}
-#else
-static int device_count_cuda(char *why, size_t n)
-{
-    snprintf(why, n, "this dtrain was built without CUDA");
-    return 0;
-}
-#endif
-
-static device_count_fn count_fn = device_count_cuda;
-
-void device_set_count_fn(device_count_fn fn) { count_fn = fn ? fn : device_count_cuda; }
+void device_set_count_fn(device_count_fn fn) { count_fn = fn ? fn : device_info_count; }
 
 int device_count(char *why, size_t n)
 {
@@ -80,12 +57,11 @@ dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, int
         *ordinal = -1;
         return DT_OK;
     }
-#ifndef DTRAIN_HAVE_CUDA
-    if (req == DT_DEVICE_CUDA)
+    /* Asked of the build, not the counter, so that a test's counter cannot hide it. */
+    if (req == DT_DEVICE_CUDA && !device_info_cuda_built())
         return status_set_error(DT_ERR_UNSUPPORTED,
                             "--device cuda, but this dtrain was built without CUDA. Fix: rebuild with "
                             "the CUDA toolkit installed (cmake -DDTRAIN_CUDA=ON), or use --device cpu");
-#endif
     char why[256];
     int visible = device_count(why, sizeof why);
     if (visible <= 0) {
@@ -107,25 +83,12 @@ dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, int
 
 dt_status device_activate(int ordinal, char *bus_id, size_t n)
 {
-#ifdef DTRAIN_HAVE_CUDA
-    cudaError_t e = cudaSetDevice(ordinal);
-    if (e != cudaSuccess)
-        return status_set_error(DT_ERR_DEVICE, "cudaSetDevice(%d) failed: %s. Fix: check nvidia-smi for a "
-                            "GPU in a bad state or in exclusive mode held by another process",
-                            ordinal, cudaGetErrorString(e));
-    e = cudaDeviceGetPCIBusId(bus_id, (int)n, ordinal);
-    if (e != cudaSuccess)
-        return status_set_error(DT_ERR_DEVICE, "cudaDeviceGetPCIBusId(%d) failed: %s", ordinal,
-                            cudaGetErrorString(e));
+    dt_status s = device_info_select(ordinal, bus_id, n);
+    if (s) return s;
     /* CUDA prints hex digits upper case; sysfs names them lower case. */
     for (char *p = bus_id; *p; p++)
         if (*p >= 'A' && *p <= 'F') *p = (char)(*p - 'A' + 'a');
     return DT_OK;
-#else
-    (void)ordinal;
-    if (n) bus_id[0] = '\0';
-    return status_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without CUDA");
-#endif
 }
 
 dt_status device_check_unique(const char *ids, int n, size_t stride)
@@ -282,21 +245,4 @@ void device_plan(const char *list, int local_rank, int local_size, int share, ch
     for (int i = 0; i < ordinal; i++) p = strchr(p, ',') + 1;
     size_t len = strcspn(p, ",");
     snprintf(out, n, "%.*s", (int)(len < n ? len : n - 1), p);
-}
-
-void device_cuda_version(char *out, size_t n)
-{
-#ifdef DTRAIN_HAVE_CUDA
-    int rt = 0, drv = 0;
-    cudaRuntimeGetVersion(&rt);
-    if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
-    cudaGetLastError();
-    if (drv)
-        snprintf(out, n, "CUDA %d.%d (driver %d.%d)", rt / 1000, (rt % 1000) / 10, drv / 1000,
-                 (drv % 1000) / 10);
-    else
-        snprintf(out, n, "CUDA %d.%d (no driver)", rt / 1000, (rt % 1000) / 10);
-#else
-    snprintf(out, n, "-");
-#endif
 }

@@ -15,7 +15,7 @@
 
 /* Returns how many GPUs this process can see (0 when none), writing why there are none to `why`. */
 typedef int (*device_count_fn)(char *why, size_t n);
-/* Replaces the GPU counter (NULL restores the CUDA one). For tests. */
+/* Replaces the GPU counter (NULL restores the build's own, device_info_count). For tests. */
 void device_set_count_fn(device_count_fn fn);
 /* The current counter's answer. */
 int device_count(char *why, size_t n);
@@ -31,8 +31,8 @@ dt_status device_map(int visible, int local_rank, int local_size, int share, int
 dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, int share, dt_device_kind *kind,
                          int *ordinal);
 
-/* cudaSetDevice(ordinal) and the GPU's PCI bus id ("0000:3b:00.0") into bus_id (n bytes).
- * DT_ERR_UNSUPPORTED without CUDA in the build. */
+/* cudaSetDevice(ordinal) and the GPU's PCI bus id, lower case as sysfs names it ("0000:3b:00.0"), into
+ * bus_id (n bytes), through device_info_select. DT_ERR_UNSUPPORTED without CUDA in the build. */
 dt_status device_activate(int ordinal, char *bus_id, size_t n);
 
 /* Pure check that no two local ranks hold the same GPU: ids has n entries of `stride` bytes each
@@ -53,8 +53,5 @@ int device_visible_parse(const char *list, char *why, size_t n);
  * list is empty, absent or shows CUDA no GPU (device_visible_parse), "-" and the reason when the ranks outnumber the
  * entries CUDA reads. Pure. */
 void device_plan(const char *list, int local_rank, int local_size, int share, char *out, size_t n);
-
-/* Runtime and driver version as text ("CUDA runtime 13.0, driver 12.8"), or "-" without CUDA. */
-void device_cuda_version(char *out, size_t n);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "kernels/device_info.h"
 #include "runtime/placement/device.h"
 
 #include <stdio.h>
@@ -187,6 +188,31 @@ static void test_real_counter_without_gpu(void **st)
     if (n == 0) assert_true(strlen(why) > 0);
 }
 
+/* The build links the device_info implementation of its own kind (cmake/sources.cmake), and one
+ * without CUDA refuses every GPU question with the reason and the fix. */
+static void test_build_kind(void **st)
+{
+    (void)st;
+#ifdef DTRAIN_HAVE_CUDA
+    assert_int_equal(device_info_cuda_built(), 1);
+    assert_non_null(strstr(dt_version_string(), "(cuda"));
+#else
+    assert_int_equal(device_info_cuda_built(), 0);
+    assert_non_null(strstr(dt_version_string(), "(cpu only)"));
+    char why[256];
+    assert_int_equal(device_count(why, sizeof why), 0);
+    assert_non_null(strstr(why, "built without CUDA"));
+    assert_non_null(strstr(why, "-DDTRAIN_CUDA=ON"));
+    char bus[32] = "stale";
+    assert_int_equal(device_activate(0, bus, sizeof bus), DT_ERR_UNSUPPORTED);
+    assert_string_equal(bus, "");
+    assert_non_null(strstr(dt_last_error(), "without CUDA"));
+    char ver[64];
+    device_info_cuda_version(ver, sizeof ver);
+    assert_string_equal(ver, "-");
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_visible_devices),
         cmocka_unit_test(test_real_counter_without_gpu),
+        cmocka_unit_test(test_build_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
