@@ -95,7 +95,8 @@ typedef enum dt_status {
     DT_ERR_TIMEOUT = 8,     /**< a collective passed its deadline */
     DT_ERR_UNSUPPORTED = 9, /**< not built in, or not supported by this backend */
     DT_ERR_INTERNAL = 10,   /**< a bug in dtrain: please report it with the message */
-    DT_ERR_NUMERIC = 11     /**< training diverged: gradients stay non-finite (loss scaling gave up) */
+    DT_ERR_NUMERIC = 11,    /**< training diverged: gradients stay non-finite (loss scaling gave up) */
+    DT_ERR_COMM = 12        /**< the GPU communication library (NCCL) failed or its communicator was aborted */
 } dt_status;
 
 /** A short fixed description of a status code; never NULL. */

@@ -115,7 +115,8 @@ typedef struct dt_reducer dt_reducer;
  * @return DT_OK; DT_ERR_INVALID_ARG for a NULL ctx/grads/out, count 0, a bad dtype/wire/op/cap,
  *         ranges that overlap, leave a gap or run past the buffer (naming the two ranges or the
  *         gap), a device pointer given as host memory or the reverse, device memory in a build or
- *         placement without CUDA; DT_ERR_NOMEM (also for the 16-bit wire copy on the device); DT_ERR_MPI; DT_ERR_TIMEOUT when a rank never arrives.
+ *         placement without CUDA; DT_ERR_NOMEM (also for the 16-bit wire copy on the device); DT_ERR_MPI;
+ *         DT_ERR_TIMEOUT when a rank never arrives.
  */
 DT_API dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_range *ranges, int nranges,
                                    const dt_reducer_config *c, dt_reducer **out);
@@ -138,7 +139,7 @@ DT_API void dt_reducer_free(dt_reducer *r);
  * @return DT_OK; DT_ERR_INVALID_ARG when the slice runs past the buffer, is not one of the given
  *         ranges (naming the nearest one), or overlaps a range already ready in this step
  *         ("ready twice", naming it): nothing is started then; an error of starting the allreduce
- *         (DT_ERR_MPI, DT_ERR_DEVICE).
+ *         (DT_ERR_MPI; on device memory DT_ERR_COMM or DT_ERR_DEVICE).
  */
 DT_API dt_status dt_reducer_ready(dt_reducer *r, size_t offset, size_t count);
 
@@ -155,8 +156,8 @@ DT_API dt_status dt_reducer_ready(dt_reducer *r, size_t offset, size_t count);
  *
  * @return DT_OK; DT_ERR_INVALID_ARG naming the first range (and how many) never marked ready in
  *         this step: the other buckets are still reduced, so every rank stays in step and none
- *         hangs, but this step's gradients are not usable; DT_ERR_TIMEOUT, DT_ERR_MPI or
- *         DT_ERR_DEVICE from the communication.
+ *         hangs, but this step's gradients are not usable; DT_ERR_TIMEOUT, DT_ERR_MPI, DT_ERR_COMM
+ *         (NCCL) or DT_ERR_DEVICE from the communication.
  */
 DT_API dt_status dt_reducer_wait(dt_reducer *r);
 
