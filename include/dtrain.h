@@ -214,6 +214,13 @@ typedef enum dt_launcher {
 /** "none", "openmpi", "slurm", "pmix", "hydra" or "torchrun"; static storage. */
 DT_API const char *dt_launcher_name(dt_launcher l);
 
+/** Who bound the process to its cores (dt_placement::pinned_by). */
+typedef enum dt_pinned_by {
+    DT_PINNED_NONE = 0,       /**< not pinned: --pin none, or more local ranks than cores */
+    DT_PINNED_BY_DTRAIN = 1,  /**< dtrain split the allowed cores among the local ranks */
+    DT_PINNED_BY_LAUNCHER = 2 /**< the launcher's binding was kept */
+} dt_pinned_by;
+
 /** Where this process stands, as resolved by dt_init and confirmed by MPI. */
 typedef struct dt_placement {
     int rank;                  /**< this process's rank in MPI_COMM_WORLD */
@@ -231,7 +238,7 @@ typedef struct dt_placement {
     char hostname[256];        /**< this node's hostname */
     char cores[256];           /**< the cores this process runs on, as a list "0-3,8" */
     int num_cores;             /**< how many */
-    int pinned_by;             /**< 0: not pinned, 1: dtrain pinned it, 2: the launcher's binding kept */
+    dt_pinned_by pinned_by;    /**< who bound the process to its cores */
     int cores_shared;          /**< 1 when local ranks outnumber the cores, so cores are shared */
     int blas_threads;          /**< threads OpenBLAS was given */
 } dt_placement;
