@@ -18,8 +18,6 @@
 /* The engine keys its scratch memory by bucket id, one per request in flight. */
 #define REDUCER_MAX_BUCKETS 4096
 
-static const char *dtype_name(dt_dtype t) { return t == DT_F16 ? "fp16" : t == DT_BF16 ? "bf16" : "fp32"; }
-
 void dt_reducer_defaults(dt_reducer_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -41,7 +39,7 @@ static dt_status check_types(dt_memory mem, dt_dtype dtype, dt_dtype wire)
         return status_set_error(DT_ERR_INVALID_ARG, "reducer: wire type %d must be DT_F32, DT_F16 or DT_BF16", (int)wire);
     if (dtype != DT_F32 && wire != dtype)
         return status_set_error(DT_ERR_INVALID_ARG, "reducer: a %s buffer travels as %s (wire %s asked): set wire to the "
-                            "buffer's type", dtype_name(dtype), dtype_name(dtype), dtype_name(wire));
+                            "buffer's type", dt_dtype_name(dtype), dt_dtype_name(dtype), dt_dtype_name(wire));
     return DT_OK;
 }
 

@@ -287,6 +287,12 @@ typedef enum dt_redop {
 /** Bytes per element of a dtype: 4 (DT_F32), 2 (DT_F16, DT_BF16), 1 (DT_U8), 0 for a value that is not a
  * dt_dtype. */
 DT_API size_t dt_dtype_size(dt_dtype t);
+/** The name of a dtype: "fp32", "fp16", "bf16" or "u8" ("?" for a value that is not a dt_dtype); static
+ * storage. The spelling of the command line's --precision, --grad-comm and --wire. */
+DT_API const char *dt_dtype_name(dt_dtype t);
+/** Parses a name of dt_dtype_name() (exactly, lower case) into *out; DT_ERR_INVALID_ARG naming s for
+ * anything else (*out unchanged). */
+DT_API dt_status dt_dtype_parse(const char *s, dt_dtype *out);
 
 /** In-place allreduce over every rank of the job. buf holds count elements of dtype t (DT_F32, DT_F16 or
  * DT_BF16; DT_U8 is refused with DT_ERR_INVALID_ARG: bytes have no sum) in host memory

@@ -106,17 +106,6 @@ dt_status dt_config_from_env(dt_config *cfg)
     return DT_OK;
 }
 
-size_t dt_dtype_size(dt_dtype t)
-{
-    switch (t) {
-    case DT_F32: return 4;
-    case DT_F16:
-    case DT_BF16: return 2;
-    case DT_U8: return 1;
-    }
-    return 0; /* not a dt_dtype: a size of 0 moves nothing rather than a guessed amount */
-}
-
 const char *dt_version_string(void)
 {
     return DTRAIN_VERSION

@@ -159,6 +159,31 @@ static void test_names(void **st)
     assert_non_null(strstr(dt_version_string(), "0.1.0"));
     assert_int_equal(dt_dtype_size(DT_F32), 4);
     assert_int_equal(dt_dtype_size(DT_BF16), 2);
+    assert_int_equal(dt_dtype_size((dt_dtype)7), 0);
+}
+
+/* dt_dtype_name and dt_dtype_parse are inverses on every dtype, and the parser takes nothing else. */
+static void test_dtype_names(void **st)
+{
+    (void)st;
+    static const dt_dtype all[] = {DT_F32, DT_F16, DT_BF16, DT_U8};
+    static const char *const names[] = {"fp32", "fp16", "bf16", "u8"};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        assert_string_equal(dt_dtype_name(all[i]), names[i]);
+        dt_dtype t = (dt_dtype)99;
+        assert_int_equal(dt_dtype_parse(names[i], &t), DT_OK);
+        assert_int_equal(t, all[i]);
+    }
+    assert_string_equal(dt_dtype_name((dt_dtype)7), "?");
+    static const char *const bad[] = {"FP16", "f32", "float", "", "fp16 ", "half"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        dt_dtype t = DT_BF16;
+        assert_int_equal(dt_dtype_parse(bad[i], &t), DT_ERR_INVALID_ARG);
+        assert_int_equal(t, DT_BF16);
+        if (!strstr(dt_last_error(), "fp32, fp16, bf16, u8")) fail_msg("'%s': %s", bad[i], dt_last_error());
+    }
+    dt_dtype t = DT_F32;
+    assert_int_equal(dt_dtype_parse(NULL, &t), DT_ERR_INVALID_ARG);
 }
 
 static void test_blas_advice(void **st)
@@ -186,6 +211,7 @@ int main(void)
         cmocka_unit_test(test_timeout_rule),
         cmocka_unit_test(test_log_level_from_env),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_dtype_names),
         cmocka_unit_test(test_blas_advice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
