@@ -426,7 +426,7 @@ static void *engine_thread(void *arg)
     return NULL;
 }
 
-dt_status engine_create(MPI_Comm world, double timeout_s, engine **out)
+dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, engine **out)
 {
     *out = NULL;
     engine *e = calloc(1, sizeof *e);
@@ -462,8 +462,7 @@ dt_status engine_create(MPI_Comm world, double timeout_s, engine **out)
     }
     int provided = 0;
     MPI_Query_thread(&provided);
-    const char *v = getenv("DTRAIN_COMM_THREAD");
-    e->threaded = provided == MPI_THREAD_MULTIPLE && !(v && strcmp(v, "0") == 0);
+    e->threaded = provided == MPI_THREAD_MULTIPLE && use_thread;
     if (e->threaded && pthread_create(&e->thread, NULL, engine_thread, e) != 0) {
         log_msg(LOG_LEVEL_WARN, "could not start the communication thread; communication progresses inline");
         e->threaded = 0;

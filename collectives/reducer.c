@@ -147,17 +147,16 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
         s = status_set_error(DT_ERR_INVALID_ARG, "reducer: the plan has %d buckets, at most %d: raise bucket_mb (now %g MiB)",
                          r->plan.nb, REDUCER_MAX_BUCKETS, cfg.bucket_mb);
     if (!s) s = alloc_step(r);
-    /* DTRAIN_COMM_WORLD1=1 makes device memory reduce even in a world of one (a test of the NCCL
+    /* dt_config::comm_world1 makes device memory reduce even in a world of one (a test of the NCCL
      * path on one GPU: a sum over one rank changes no bit). */
-    const char *w1 = getenv("DTRAIN_COMM_WORLD1");
-    const int comm1 = cfg.memory == DT_MEMORY_DEVICE && w1 && !strcmp(w1, "1");
+    const int comm1 = cfg.memory == DT_MEMORY_DEVICE && ctx_config(ctx)->comm_world1;
     r->comm = dt_world_size(ctx) > 1 || comm1;
     /* Every rank runs the same checks above on the same arguments, so all fail alike or none do;
      * the plan check is the first collective. */
     if (!s && r->comm) s = check_plan_across_ranks(r);
     if (!s && r->comm) {
         if (cfg.memory == DT_MEMORY_HOST) {
-            s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), &r->eng);
+            s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), ctx_config(ctx)->comm_thread, &r->eng);
         } else {
             coll *dc = ctx_device_coll(ctx);
             r->dcoll = dc && dc->ops->start ? dc : NULL;

@@ -146,15 +146,23 @@ typedef struct dt_config {
     int init_mpi;          /**< 1: dt_init calls MPI_Init_thread (and dt_finalize MPI_Finalize) when
                                 MPI is not initialized yet; 0: the caller initializes MPI itself */
     int blas_threads;      /**< 0 = one per core this process is pinned to */
-    dt_gpu_comm gpu_comm;  /**< collectives on GPU buffers */
+    dt_gpu_comm gpu_comm;  /**< collectives on GPU buffers (DTRAIN_GPU_COMM) */
+    int comm_thread;       /**< 1 (default): the allreduces of host-memory reducers progress on a communication
+                                thread when MPI provides MPI_THREAD_MULTIPLE; 0: inline, inside the reducer's
+                                calls (DTRAIN_COMM_THREAD) */
+    int comm_world1;       /**< 0 (default): in a world of one, reducers send nothing; 1: device-memory reducers
+                                still reduce through NCCL on their stream, to test that path on one GPU (a sum
+                                over one rank changes no bit) (DTRAIN_COMM_WORLD1) */
 } dt_config;
 
-/** Defaults: device auto, pin auto, timeout 300 s, init_mpi 1, blas_threads 0, gpu_comm nccl. */
+/** Defaults: device auto, pin auto, timeout 300 s, init_mpi 1, blas_threads 0, gpu_comm nccl,
+ * comm_thread 1, comm_world1 0. */
 DT_API void dt_config_defaults(dt_config *cfg);
 
-/** Overrides fields from DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS and
- * DTRAIN_GPU_COMM when set, and checks DTRAIN_LOG (setting the log level dt_init would set), so
- * that every malformed DTRAIN_* variable is refused here, before MPI starts.
+/** Overrides fields from DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS,
+ * DTRAIN_GPU_COMM, DTRAIN_COMM_THREAD and DTRAIN_COMM_WORLD1 (0 or 1) when set, and checks
+ * DTRAIN_LOG (setting the log level dt_init would set), so that every malformed DTRAIN_* variable
+ * is refused here, before MPI starts.
  * A malformed value fails with DT_ERR_ENV naming the variable; cfg is then left unchanged. */
 DT_API dt_status dt_config_from_env(dt_config *cfg);
 

@@ -283,7 +283,7 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
         goto fail;
     }
     MPI_Comm_set_errhandler(b.comm, MPI_ERRORS_RETURN);
-    if ((s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), &b.eng))) {
+    if ((s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), ctx_config(ctx)->comm_thread, &b.eng))) {
         cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
         goto fail;
     }

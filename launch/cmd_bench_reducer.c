@@ -48,6 +48,7 @@
  * engines and NVLink doing the moving) or a NIC with its own DMA is what hides communication.
  */
 #include "launch/cli.h"
+#include "collectives/ctx_comm.h"
 #include "base/status.h"
 
 #include <getopt.h>
@@ -296,9 +297,8 @@ static void print_header(dt_ctx *ctx, const net *m, const red_opts *o, const var
     dt_get_placement(ctx, &pl);
     int provided = 0;
     MPI_Query_thread(&provided);
-    const char *env = getenv("DTRAIN_COMM_THREAD");
     /* The engine's own rule (collectives/engine.c): a thread only with MPI_THREAD_MULTIPLE. */
-    const int threaded = provided == MPI_THREAD_MULTIPLE && !(env && !strcmp(env, "0"));
+    const int threaded = provided == MPI_THREAD_MULTIPLE && ctx_config(ctx)->comm_thread;
     const double mib = (double)m->n * 4 / 1048576.0;
     dt_reducer_config def;
     dt_reducer_defaults(&def);

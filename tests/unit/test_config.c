@@ -23,6 +23,8 @@ static void clear_env(void)
     unsetenv("DTRAIN_TIMEOUT");
     unsetenv("DTRAIN_BLAS_THREADS");
     unsetenv("DTRAIN_GPU_COMM");
+    unsetenv("DTRAIN_COMM_THREAD");
+    unsetenv("DTRAIN_COMM_WORLD1");
     unsetenv("DTRAIN_LOG");
 }
 
@@ -37,6 +39,8 @@ static void test_defaults_and_env(void **st)
     assert_true(c.timeout_s == 300.0);
     assert_int_equal(c.init_mpi, 1);
     assert_int_equal(c.gpu_comm, DT_GPU_COMM_NCCL);
+    assert_int_equal(c.comm_thread, 1);
+    assert_int_equal(c.comm_world1, 0);
     assert_int_equal(dt_config_from_env(&c), DT_OK);
     assert_int_equal(c.device, DT_DEVICE_AUTO);
 
@@ -45,7 +49,11 @@ static void test_defaults_and_env(void **st)
     setenv("DTRAIN_TIMEOUT", "30.5", 1);
     setenv("DTRAIN_BLAS_THREADS", "3", 1);
     setenv("DTRAIN_GPU_COMM", "mpi", 1);
+    setenv("DTRAIN_COMM_THREAD", "0", 1);
+    setenv("DTRAIN_COMM_WORLD1", "1", 1);
     assert_int_equal(dt_config_from_env(&c), DT_OK);
+    assert_int_equal(c.comm_thread, 0);
+    assert_int_equal(c.comm_world1, 1);
     assert_int_equal(c.gpu_comm, DT_GPU_COMM_MPI);
     assert_int_equal(c.device, DT_DEVICE_CPU);
     assert_int_equal(c.pin, DT_PIN_NONE);
@@ -80,6 +88,10 @@ static void test_bad_env(void **st)
     expect_env_error("DTRAIN_BLAS_THREADS", "2.5");
     expect_env_error("DTRAIN_BLAS_THREADS", "-2");
     expect_env_error("DTRAIN_GPU_COMM", "gloo");
+    expect_env_error("DTRAIN_COMM_THREAD", "no");
+    expect_env_error("DTRAIN_COMM_THREAD", "2");
+    expect_env_error("DTRAIN_COMM_WORLD1", "yes");
+    expect_env_error("DTRAIN_COMM_WORLD1", "");
     /* DTRAIN_LOG is refused with the others (bad usage), not later by dt_init (a run-time failure). */
     expect_env_error("DTRAIN_LOG", "verbose");
     /* Under a second a healthy collective can pass the deadline and the job would be aborted
