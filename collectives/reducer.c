@@ -89,18 +89,18 @@ static dt_status check_plan_across_ranks(dt_reducer *r)
     unsigned long long mine[4] = {bucket_plan_hash(p), (unsigned long long)p->nb,
                                   (unsigned long long)r->cfg.dtype * 16 + (unsigned long long)r->cfg.wire,
                                   (unsigned long long)r->cfg.op * 2 + (unsigned long long)(r->cfg.overlap != 0)};
-    float nb0 = (float)p->nb; /* rank 0's bucket count, for the message (exact below 2^24) */
+    int32_t nb0 = p->nb; /* rank 0's bucket count, for the message: an integer, so it goes as bytes */
     int differ = 0, first = -1;
-    dt_status s = dt_broadcast(r->ctx, &nb0, 1, DT_F32, 0);
+    dt_status s = dt_broadcast(r->ctx, &nb0, sizeof nb0, DT_U8, 0);
     if (!s) s = dt_check_replicas(r->ctx, mine, sizeof mine, &differ, &first);
     if (s == DT_ERR_NUMERIC) {
         char own[96] = ""; /* the differing rank adds its own count */
-        if ((float)p->nb != nb0 || dt_rank(r->ctx) == first)
+        if (p->nb != nb0 || dt_rank(r->ctx) == first)
             snprintf(own, sizeof own, ", rank %d has %d", dt_rank(r->ctx), p->nb);
         s = status_set_error(DT_ERR_INVALID_ARG, "%d rank(s) planned other gradient buckets than rank 0 (the first is rank "
-                         "%d; rank 0 has %.0f buckets%s): every rank must give the reducer the same buffer size, "
+                         "%d; rank 0 has %d buckets%s): every rank must give the reducer the same buffer size, "
                          "ranges, types, reduction and caps (--bucket-mb / --first-bucket-mb)", differ, first,
-                         (double)nb0, own);
+                         (int)nb0, own);
     }
     return s;
 }
