@@ -179,8 +179,8 @@ DT_API void dt_ckpt_close(dt_ckpt_reader *r);
  * A dt_model with its optimizer, loss scaler and data block.
  *
  * dt_model's checkpoints are named-section checkpoints as above (format version 4): the
- * parameters, the optimizer state, the loss scaler's state (the _scaled calls), the data block
- * (the _data calls) and the step. The readers below also read the files of format versions 1 to 3
+ * parameters, the optimizer state, the loss scaler's state, the data block and the step, each
+ * but the parameters optional. The readers below also read the files of format versions 1 to 3
  * that earlier dtrain versions wrote. The data position needs no saving: a step's batches follow
  * from (seed, step, world).
  *
@@ -190,38 +190,6 @@ DT_API void dt_ckpt_close(dt_ckpt_reader *r);
  * only regular files are opened (a FIFO or directory named like a checkpoint is skipped with a
  * warning, never waited on).
  * @{ */
-
-/** Writes the checkpoint of `step` (0 to 10^18-1; rank 0 writes, every rank holds the same state).
- * o NULL writes the weights only (enough for inference and evaluation; it cannot resume an
- * optimizer). Every rank learns whether it worked: DT_ERR_IO names the cause (full disk, quota,
- * file-size limit) and the fix, and the temporary file is removed. DT_ERR_INVALID_ARG for a NULL
- * model or dir, or a step out of range. Collective. */
-DT_API dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
-                                    long step);
-
-/** Loads the newest checkpoint in dir that passes every check into m and o and sets *step to its
- * step; damaged or crafted files are skipped for an older one with a warning naming the file, the
- * field and both values. No loadable checkpoint (or no dir): *step = 0 and DT_OK. A sound
- * checkpoint of another model or optimizer fails with DT_ERR_INVALID_ARG and loads nothing. o NULL
- * loads the weights only (of a full or a weights-only checkpoint); a weights-only checkpoint with o
- * non-NULL is DT_ERR_INVALID_ARG, and so is a newest sound file without dt_model state (written with
- * dt_ckpt_commit: open it with dt_ckpt_open_latest). DT_ERR_IO when dir exists but cannot be read.
- * Collective. */
-DT_API dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
-                                           long *step);
-
-/** dt_checkpoint_save() with the loss scaler's state (scale, good-step run, hysteresis, counts)
- * saved too (sc may be NULL: none), so a resumed fp16 run scales exactly as the uninterrupted one
- * would. Errors as dt_checkpoint_save(). Collective. */
-DT_API dt_status dt_checkpoint_save_scaled(dt_ctx *ctx, const char *dir, const dt_model *m,
-                                           const dt_optimizer *o, const dt_scaler *sc, long step);
-/** dt_checkpoint_load_latest() that also restores the loss scaler's state into sc (may be NULL). A
- * checkpoint without scaler state (or with sound state out of range for this run's settings, e.g.
- * another growth interval) leaves sc at its initial state with a warning; damaged scaler state (a
- * NaN scale, negative counts) makes the file damaged (an older one is tried). Errors as
- * dt_checkpoint_load_latest(). Collective. */
-DT_API dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
-                                                  dt_scaler *sc, long *step);
 
 /** What a checkpoint keeps about the data, so a resumed run and `dtrain eval` use what training
  * used: the data position after the checkpoint's step (dt_dataset_position's epoch and offset:
@@ -236,15 +204,48 @@ typedef struct dt_ckpt_data {
     float *mean;   /**< the caller's buffer of channels per-channel means */
     float *std;    /**< the caller's buffer of channels per-channel standard deviations */
 } dt_ckpt_data;
-/** dt_checkpoint_save_scaled() with the data block (data may be NULL: none saved). Errors as
- * dt_checkpoint_save(). Collective. */
-DT_API dt_status dt_checkpoint_save_data(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
-                                         const dt_scaler *sc, const dt_ckpt_data *data, long step);
-/** dt_checkpoint_load_latest_scaled() that also reads the data block into *data (may be NULL), on
- * every rank: present 0 when the checkpoint has none (an older one) or nothing was loaded. A block
- * whose channel count is not data->channels fails with DT_ERR_INVALID_ARG (other data). */
-DT_API dt_status dt_checkpoint_load_latest_data(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
-                                                dt_scaler *sc, dt_ckpt_data *data, long *step);
+
+/** Writes the checkpoint of `step` of model m and what goes with it; rank 0 writes, every rank
+ * holds the same state. Collective.
+ * @param ctx  the context (NULL: a single process)
+ * @param dir  the directory (created if missing; its parent must exist)
+ * @param m    the model: its parameters
+ * @param o    its optimizer's state, or NULL for the weights only (enough for inference and
+ *             evaluation; such a checkpoint cannot resume an optimizer)
+ * @param sc   the loss scaler, whose state (scale, good-step run, hysteresis, counts) is saved so
+ *             that a resumed fp16 run scales exactly as the uninterrupted one would; NULL: none
+ * @param data the data block (position and normalization), or NULL: none
+ * @param step 0 to 10^18-1
+ * @return DT_OK on every rank, or on every rank: DT_ERR_IO naming the cause (full disk, quota,
+ *         file-size limit) and the fix, the temporary file removed; DT_ERR_INVALID_ARG for a NULL
+ *         model or dir, a step out of range or a data block out of range; DT_ERR_NOMEM;
+ *         DT_ERR_DEVICE; DT_ERR_MPI or DT_ERR_TIMEOUT from the collectives. */
+DT_API dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
+                                    const dt_scaler *sc, const dt_ckpt_data *data, long step);
+
+/** Loads the newest checkpoint in dir that passes every check into m (and o, sc, data where not
+ * NULL) and sets *step to its step; damaged or crafted files are skipped for an older one with a
+ * warning naming the file, the field and both values. Collective.
+ * @param ctx  the context (NULL: a single process)
+ * @param dir  the directory
+ * @param m    receives the parameters
+ * @param o    receives the optimizer state, or NULL to load the weights only (of a full or a
+ *             weights-only checkpoint); a weights-only checkpoint with o non-NULL is refused
+ * @param sc   receives the loss scaler's state, or NULL. A checkpoint without scaler state (or with
+ *             sound state out of range for this run's settings, e.g. another growth interval)
+ *             leaves sc at its initial state with a warning; damaged scaler state (a NaN scale,
+ *             negative counts) makes the file damaged (an older one is tried)
+ * @param data receives the data block on every rank, or NULL: present 0 when the checkpoint has
+ *             none (an older one) or nothing was loaded; mean and std are the caller's buffers of
+ *             data->channels floats
+ * @param step receives the step; 0 when dir holds no loadable checkpoint or does not exist
+ * @return DT_OK (also when there is nothing to load); DT_ERR_INVALID_ARG, loading nothing, for a
+ *         sound checkpoint of another model or optimizer, a weights-only one with o non-NULL, a
+ *         data block whose channel count is not data->channels, or a newest sound file without
+ *         dt_model state (written with dt_ckpt_commit: open it with dt_ckpt_open_latest);
+ *         DT_ERR_IO when dir exists but cannot be read. */
+DT_API dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
+                                           dt_scaler *sc, dt_ckpt_data *data, long *step);
 
 /** @} */
 

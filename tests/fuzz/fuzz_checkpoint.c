@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dt_ckpt_data *want_data = (mode & 32) ? &cd : NULL;
     dt_status s;
     if (mode & 16)
-        s = dt_checkpoint_load_latest_data(NULL, dir, model, o, sc, want_data, &step);
+        s = dt_checkpoint_load_latest(NULL, dir, model, o, sc, want_data, &step);
     else
         s = ckpt_read_file_data(path, name_step, model, o, sc, want_data, &step, &world);
     if (s == DT_OK && want_data && cd.present) {
