@@ -1,10 +1,9 @@
 /**
  * @file
- * @brief Part of the public API: checkpoints of named sections of any state (a
- * user's own training loop), and of a dt_model with its optimizer, scaler and data block, both
- * written by one writer in one format (docs/checkpoint-format.md).
- * Include <dtrain.h>, which includes every part in order after the types they share; this
- * file is not meant to be included on its own.
+ * @brief Part of the public API: checkpoints of named sections of any state (a user's
+ * own training loop), and of a dt_model with its optimizer, scaler and data block.
+ * Include `<dtrain.h>`, which includes every part in order after the types they share; this file
+ * is not meant to be included on its own.
  */
 #ifndef DTRAIN_CHECKPOINT_H
 #define DTRAIN_CHECKPOINT_H
@@ -13,30 +12,15 @@
 #error "include <dtrain.h>, which includes dtrain/checkpoint.h"
 #endif
 
+/** @defgroup checkpoint Checkpoint
+ * Named sections of any state, and a dt_model with its optimizer, scaler and data block, written
+ * atomically by one writer in one format (docs/library.md, "Checkpoints"; the bytes:
+ * docs/checkpoint-format.md). */
+
 /** @defgroup ckpt_sections Checkpoints of named sections
- * Any state of a user's own loop, by name, written atomically.
- *
- * A checkpoint is the file DIR/ckpt-STEP.dtc (the step zero-padded to 10 digits): named sections
- * of bytes, each with a CRC-32, written atomically (a temporary file in DIR, fsync, rename, fsync of
- * DIR): a crash, a full disk, a quota or a file-size limit leaves the previous checkpoint or the new
- * one, never half of one. A user's own loop saves what it needs (parameters, optimizer moments, an
- * RNG state, a data position) as sections and reads them back by name; dt_model's checkpoints
- * (dt_checkpoint_save below) are written by the same writer, so dt_ckpt_open_latest opens them
- * too (sections "dtrain.model", "params", "optim.m", "optim.v", "scaler", "data").
- *
- * Across ranks: the state in a plain section is the same on every rank (data-parallel training),
- * so rank 0 writes its bytes and reads the file; the others take part in the collectives and get
- * the bytes by broadcast (no shared file system is assumed: only rank 0 touches DIR). A per-rank
- * section holds one blob from each rank (dt_ckpt_add_per_rank): gathered to rank 0 at the commit
- * and handed back to each rank by dt_ckpt_read_rank. Every rank learns every outcome: a failure on
- * one rank (a full disk on rank 0, a section another rank did not add) fails the call on all of
- * them with the cause, never leaves one rank waiting.
- *
- * Reading trusts nothing in a file: the header, the table of sections (names, sizes, CRCs) and
- * every length are checked against the file's name and size before anything is allocated or read,
- * and dt_ckpt_open_latest takes the newest file whose every section passes its CRC, skipping
- * damaged or crafted ones (and FIFOs or directories named like checkpoints) with a warning that
- * names the file and the reason.
+ * @ingroup checkpoint
+ * Any state of a user's own loop, by name: rank 0 writes and reads, the other ranks take part by
+ * broadcast.
  * @{ */
 
 /** The longest section name: 1 to DT_CKPT_NAME_MAX bytes of [A-Za-z0-9._-]. */
@@ -176,19 +160,9 @@ DT_API void dt_ckpt_close(dt_ckpt_reader *r);
 /** @} */
 
 /** @defgroup ckpt_model Checkpoints of a model
- * A dt_model with its optimizer, loss scaler and data block.
- *
- * dt_model's checkpoints are named-section checkpoints as above (format version 4): the
- * parameters, the optimizer state, the loss scaler's state, the data block and the step, each
- * but the parameters optional. The readers below also read the files of format versions 1 to 3
- * that earlier dtrain versions wrote. The data position needs no saving: a step's batches follow
- * from (seed, step, world).
- *
- * Reading trusts nothing in a file: every field is checked against the model, the optimizer, the
- * file's name and size and sane ranges before anything is allocated or copied, each section's CRC
- * and values (finite; AdamW's second moment >= 0) are checked before the model is touched, and
- * only regular files are opened (a FIFO or directory named like a checkpoint is skipped with a
- * warning, never waited on).
+ * @ingroup checkpoint
+ * A dt_model with its optimizer, loss scaler and data block (format version 4; versions 1 to 3 are
+ * read too).
  * @{ */
 
 /** What a checkpoint keeps about the data, so a resumed run and `dtrain eval` use what training

@@ -1,35 +1,9 @@
 /**
- * @file dtrain/reducer.h
+ * @file
  * @brief Part of the public API: the gradient reducer over the caller's own buffers, and the
  * buffer utilities that go with it (finite check and unscale, scaling, norms, checksums).
- *
- * Include <dtrain.h>, which includes every part in order after the types they share; this file is
- * not meant to be included on its own.
- *
- * The reducer is the engine behind dt_model's gradient synchronization, open to any model: a loop
- * that computes its own gradients (its own kernels, its own layers) in one flat buffer creates a
- * reducer over that buffer, calls dt_reducer_ready() for each parameter range as its backward pass
- * finishes it, and dt_reducer_wait() before the optimizer. Ranges are grouped into buckets; a
- * bucket's allreduce starts the moment its last range is ready, on the communication thread (host
- * memory) or on the communication stream behind an event of the caller's stream (device memory,
- * NCCL), so communication overlaps the rest of backward.
- *
- * Results: the allreduce of host memory adds every element in rank order whatever the buckets, so
- * any plan (and dt_allreduce of the whole buffer) gives the same bits. NCCL's sums on device
- * memory are deterministic for a fixed plan and world on the same GPUs.
- *
- * Rules of one step: between two dt_reducer_wait() calls, each range is marked ready at most
- * once, and every range must be ready when dt_reducer_wait() is called. After ready(), the caller
- * must not write that range (the communication reads and overwrites it) until wait() returns.
- *
- * Threading: a reducer is used by one thread at a time; it may run its own communication thread.
- * Several reducers may exist at once: host ones each have their own communicator; device ones
- * share the context's NCCL communicator and stream, so use one at a time (wait() of one also
- * waits for what the other started).
- *
- * Errors: every call returns a dt_status; dt_last_error() names the range, bucket, rank or value
- * and the fix. A reducer whose step failed stays usable: the next dt_reducer_ready() starts a new
- * step.
+ * Include `<dtrain.h>`, which includes every part in order after the types they share; this file
+ * is not meant to be included on its own.
  */
 #ifndef DTRAIN_REDUCER_H
 #define DTRAIN_REDUCER_H
@@ -39,7 +13,9 @@
 #endif
 
 /** @defgroup reducer Gradient reducer
- * Bucketed, overlapped gradient allreduce over the caller's own flat buffer.
+ * @ingroup collectives
+ * Bucketed, overlapped gradient allreduce over the caller's own flat buffer (docs/library.md, "The
+ * gradient reducer": overlap, results, the rules of a step, threading).
  * @{ */
 
 /** Where a buffer lives. */
@@ -204,10 +180,11 @@ DT_API dt_status dt_reducer_clip_grad_norm(dt_reducer *r, double max_norm, doubl
 /** @} */
 
 /** @defgroup buffers Buffer utilities
+ * @ingroup collectives
  * For loops that keep their own buffers (with or without a reducer). Host memory is processed on
  * the calling thread; device memory on dtrain's CUDA stream after a device synchronization (so
- * whatever the caller queued on any stream is finished first), and the call returns when the result
- * is ready. A buffer's memory kind is checked against the pointer under CUDA.
+ * whatever the caller queued on any stream is finished first), and the call returns when the
+ * result is ready. A buffer's memory kind is checked against the pointer under CUDA.
  * @{ */
 
 /**
