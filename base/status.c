@@ -23,6 +23,7 @@ const char *dt_strerror(dt_status s)
     case DT_ERR_UNSUPPORTED: return "not supported by this build";
     case DT_ERR_INTERNAL: return "internal error";
     case DT_ERR_NUMERIC: return "numeric failure";
+    case DT_ERR_COMM: return "NCCL error";
     }
     return "unknown status";
 }

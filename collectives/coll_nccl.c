@@ -52,7 +52,7 @@ static dt_status nccl_fail(ncclResult_t r, const char *what, size_t count)
     const char *last = ncclGetLastError(NULL);
     char of[48] = "";
     if (count) snprintf(of, sizeof of, " of %zu elements", count);
-    return status_set_error(DT_ERR_MPI, "%s%s failed: %s%s%s. Run with NCCL_DEBUG=INFO for details", what, of,
+    return status_set_error(DT_ERR_COMM, "%s%s failed: %s%s%s. Run with NCCL_DEBUG=INFO for details", what, of,
                         ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
 }
 
@@ -152,7 +152,7 @@ static dt_status nccl_start(coll *c, void *buf, size_t count, dt_dtype t, dt_red
     dt_status s = coll_check_args(c, buf, count, t, op, 0);
     if (s || count == 0) return s;
     nccl_state *st = c->impl;
-    if (st->aborted) return status_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    if (st->aborted) return status_set_error(DT_ERR_COMM, "the NCCL communicator was aborted earlier");
     cudaError_t e = cudaEventRecord(st->ready, (cudaStream_t)after);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(st->stream, st->ready, 0);
     if (e != cudaSuccess) return cuda_fail(e, "ordering a gradient bucket after the backward pass (cudaEventRecord)");
@@ -174,7 +174,7 @@ static dt_status nccl_wait_all(coll *c, void *after)
     if (!st->started) return DT_OK;
     const int n = st->started;
     st->started = 0;
-    if (st->aborted) return status_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    if (st->aborted) return status_set_error(DT_ERR_COMM, "the NCCL communicator was aborted earlier");
     cudaError_t e = cudaEventRecord(st->done, st->stream);
     if (e != cudaSuccess) return cuda_fail(e, "cudaEventRecord after the gradient allreduce");
     char what[96];
@@ -190,7 +190,7 @@ static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt
     dt_status s = coll_check_args(c, buf, count, t, op, 0);
     if (s || count == 0) return s;
     nccl_state *st = c->impl;
-    if (st->aborted) return status_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    if (st->aborted) return status_set_error(DT_ERR_COMM, "the NCCL communicator was aborted earlier");
     const double t0 = clock_now_s();
     ncclResult_t r = ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum,
                                    st->comm, st->stream);
@@ -203,7 +203,7 @@ static dt_status nccl_broadcast(coll *c, void *buf, size_t count, dt_dtype t, in
     dt_status s = coll_check_args(c, buf, count, t, COLL_NO_REDUCTION, root);
     if (s || count == 0) return s;
     nccl_state *st = c->impl;
-    if (st->aborted) return status_set_error(DT_ERR_MPI, "the NCCL communicator was aborted earlier");
+    if (st->aborted) return status_set_error(DT_ERR_COMM, "the NCCL communicator was aborted earlier");
     const double t0 = clock_now_s();
     ncclResult_t r = ncclBroadcast(buf, buf, count, nccl_type(t), root, st->comm, st->stream);
     if ((s = nccl_settle(c, r, t0, "ncclBroadcast", count, HINT_PEER))) return s;
@@ -297,7 +297,7 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
         goto fail;
     }
     if (!ok) {
-        s = status_set_error(DT_ERR_MPI, "ncclGetUniqueId failed on rank 0; run with NCCL_DEBUG=INFO");
+        s = status_set_error(DT_ERR_COMM, "ncclGetUniqueId failed on rank 0; run with NCCL_DEBUG=INFO");
         goto fail;
     }
     char what[64];
@@ -358,7 +358,7 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
     }
     if (!all_ok) {
         if (s == DT_OK)
-            s = status_set_error(DT_ERR_MPI, "NCCL initialization failed on another rank; read its message");
+            s = status_set_error(DT_ERR_COMM, "NCCL initialization failed on another rank; read its message");
         goto fail;
     }
     *out = c;

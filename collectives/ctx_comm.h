@@ -1,6 +1,6 @@
 /*
- * ctx_comm.h - the communication view of a dt_ctx: its world communicator, its collective timeout
- * and its device backend.
+ * ctx_comm.h - the communication view of a dt_ctx: its world communicator, its collective timeout,
+ * its configuration and its device backend.
  *
  * dt_ctx is defined above this layer (runtime/placement/ctx.c implements these accessors); they are
  * declared here so that the reducer and the other users of a context's communicators need nothing
@@ -16,6 +16,9 @@
 
 MPI_Comm ctx_world_comm(const dt_ctx *c);
 double ctx_timeout(const dt_ctx *c);
+/* The configuration dt_init was given (owned by c), for the settings a layer below runtime/ acts
+ * on: dt_config::comm_thread, dt_config::comm_world1. */
+const dt_config *ctx_config(const dt_ctx *c);
 /* The backend of device buffers on a GPU context (NCCL, or MPI staging through the host in a
  * build without NCCL); NULL on the CPU. */
 struct coll;

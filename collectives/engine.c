@@ -167,8 +167,6 @@ static dt_status req_post_phase(engine *e, req *q, req_phase phase)
 /* Two ranks, fp32, a communication thread: the request goes by MPI_Allreduce (see req_post). */
 static int req_by_mpi(const engine *e, const req *q) { return e->size == 2 && e->threaded && q->wire == DT_F32; }
 
-static const char *wire_name(dt_dtype t) { return t == DT_F16 ? "fp16" : t == DT_BF16 ? "bf16" : "fp32"; }
-
 /* The bytes of a request's bucket as it travels. */
 static size_t req_wire_bytes(const req *q) { return q->count * (q->wire == DT_F32 ? sizeof(float) : sizeof(uint16_t)); }
 
@@ -177,7 +175,7 @@ static void req_log_end(const engine *e, const req *q, int ok)
 {
     if (!log_enabled(LOG_LEVEL_DEBUG)) return;
     log_msg(LOG_LEVEL_DEBUG, "engine: end #%llu allreduce of bucket %d, %zu elements, %zu bytes %s, %s %s in %.0f us",
-           (unsigned long long)q->seq, q->bucket, q->count, req_wire_bytes(q), wire_name(q->wire),
+           (unsigned long long)q->seq, q->bucket, q->count, req_wire_bytes(q), dt_dtype_name(q->wire),
            e->size == 1 ? "no communication (1 rank)" : req_by_mpi(e, q) ? "by MPI_Allreduce" : "rank-ordered",
            ok ? "done" : "failed", (clock_now_s() - q->t_start) * 1e6);
 }
@@ -428,7 +426,7 @@ static void *engine_thread(void *arg)
     return NULL;
 }
 
-dt_status engine_create(MPI_Comm world, double timeout_s, engine **out)
+dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, engine **out)
 {
     *out = NULL;
     engine *e = calloc(1, sizeof *e);
@@ -464,8 +462,7 @@ dt_status engine_create(MPI_Comm world, double timeout_s, engine **out)
     }
     int provided = 0;
     MPI_Query_thread(&provided);
-    const char *v = getenv("DTRAIN_COMM_THREAD");
-    e->threaded = provided == MPI_THREAD_MULTIPLE && !(v && strcmp(v, "0") == 0);
+    e->threaded = provided == MPI_THREAD_MULTIPLE && use_thread;
     if (e->threaded && pthread_create(&e->thread, NULL, engine_thread, e) != 0) {
         log_msg(LOG_LEVEL_WARN, "could not start the communication thread; communication progresses inline");
         e->threaded = 0;
@@ -529,7 +526,7 @@ static dt_status engine_start_any(engine *e, float *buf, uint16_t *buf16, size_t
     e->next_seq++;
     if (log_enabled(LOG_LEVEL_DEBUG))
         log_msg(LOG_LEVEL_DEBUG, "engine: start #%llu allreduce of bucket %d, %zu elements, %zu bytes %s",
-               (unsigned long long)q->seq, bucket, count, req_wire_bytes(q), wire_name(wire));
+               (unsigned long long)q->seq, bucket, count, req_wire_bytes(q), dt_dtype_name(wire));
     if (e->threaded) {
         pthread_cond_signal(&e->cv_work);
         pthread_mutex_unlock(&e->mu);

@@ -9,7 +9,7 @@
  * buffer. Traffic per rank is 2 (W-1)/W of the bucket, like a ring, in 2 (W-1) messages.
  *
  * With MPI_THREAD_MULTIPLE a communication thread drives the requests and polls them with short
- * sleeps (so it does not take the core from compute); otherwise (or DTRAIN_COMM_THREAD=0) the
+ * sleeps (so it does not take the core from compute); otherwise (or dt_config::comm_thread 0) the
  * requests progress whenever the main thread calls engine_poke or engine_wait_all.
  */
 #ifndef DT_COLLECTIVES_ENGINE_H
@@ -22,8 +22,10 @@
 
 typedef struct engine engine;
 
-/* An engine over a duplicate of `world`. timeout_s 0 means no deadline. Collective over world. */
-dt_status engine_create(MPI_Comm world, double timeout_s, engine **out);
+/* An engine over a duplicate of `world`. timeout_s 0 means no deadline. use_thread 1: a communication
+ * thread when MPI provides MPI_THREAD_MULTIPLE (dt_config::comm_thread); 0: inline. Collective over
+ * world. */
+dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, engine **out);
 void engine_destroy(engine *e);
 
 /* Starts the in-place fp32 allreduce (sum, or average when op is DT_AVG) of buf[0..count);

@@ -18,8 +18,6 @@
 /* The engine keys its scratch memory by bucket id, one per request in flight. */
 #define REDUCER_MAX_BUCKETS 4096
 
-static const char *dtype_name(dt_dtype t) { return t == DT_F16 ? "fp16" : t == DT_BF16 ? "bf16" : "fp32"; }
-
 void dt_reducer_defaults(dt_reducer_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -41,7 +39,7 @@ static dt_status check_types(dt_memory mem, dt_dtype dtype, dt_dtype wire)
         return status_set_error(DT_ERR_INVALID_ARG, "reducer: wire type %d must be DT_F32, DT_F16 or DT_BF16", (int)wire);
     if (dtype != DT_F32 && wire != dtype)
         return status_set_error(DT_ERR_INVALID_ARG, "reducer: a %s buffer travels as %s (wire %s asked): set wire to the "
-                            "buffer's type", dtype_name(dtype), dtype_name(dtype), dtype_name(wire));
+                            "buffer's type", dt_dtype_name(dtype), dt_dtype_name(dtype), dt_dtype_name(wire));
     return DT_OK;
 }
 
@@ -91,18 +89,18 @@ static dt_status check_plan_across_ranks(dt_reducer *r)
     unsigned long long mine[4] = {bucket_plan_hash(p), (unsigned long long)p->nb,
                                   (unsigned long long)r->cfg.dtype * 16 + (unsigned long long)r->cfg.wire,
                                   (unsigned long long)r->cfg.op * 2 + (unsigned long long)(r->cfg.overlap != 0)};
-    float nb0 = (float)p->nb; /* rank 0's bucket count, for the message (exact below 2^24) */
+    int32_t nb0 = p->nb; /* rank 0's bucket count, for the message: an integer, so it goes as bytes */
     int differ = 0, first = -1;
-    dt_status s = dt_broadcast(r->ctx, &nb0, 1, DT_F32, 0);
+    dt_status s = dt_broadcast(r->ctx, &nb0, sizeof nb0, DT_U8, 0);
     if (!s) s = dt_check_replicas(r->ctx, mine, sizeof mine, &differ, &first);
     if (s == DT_ERR_NUMERIC) {
         char own[96] = ""; /* the differing rank adds its own count */
-        if ((float)p->nb != nb0 || dt_rank(r->ctx) == first)
+        if (p->nb != nb0 || dt_rank(r->ctx) == first)
             snprintf(own, sizeof own, ", rank %d has %d", dt_rank(r->ctx), p->nb);
         s = status_set_error(DT_ERR_INVALID_ARG, "%d rank(s) planned other gradient buckets than rank 0 (the first is rank "
-                         "%d; rank 0 has %.0f buckets%s): every rank must give the reducer the same buffer size, "
+                         "%d; rank 0 has %d buckets%s): every rank must give the reducer the same buffer size, "
                          "ranges, types, reduction and caps (--bucket-mb / --first-bucket-mb)", differ, first,
-                         (double)nb0, own);
+                         (int)nb0, own);
     }
     return s;
 }
@@ -149,17 +147,16 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
         s = status_set_error(DT_ERR_INVALID_ARG, "reducer: the plan has %d buckets, at most %d: raise bucket_mb (now %g MiB)",
                          r->plan.nb, REDUCER_MAX_BUCKETS, cfg.bucket_mb);
     if (!s) s = alloc_step(r);
-    /* DTRAIN_COMM_WORLD1=1 makes device memory reduce even in a world of one (a test of the NCCL
+    /* dt_config::comm_world1 makes device memory reduce even in a world of one (a test of the NCCL
      * path on one GPU: a sum over one rank changes no bit). */
-    const char *w1 = getenv("DTRAIN_COMM_WORLD1");
-    const int comm1 = cfg.memory == DT_MEMORY_DEVICE && w1 && !strcmp(w1, "1");
+    const int comm1 = cfg.memory == DT_MEMORY_DEVICE && ctx_config(ctx)->comm_world1;
     r->comm = dt_world_size(ctx) > 1 || comm1;
     /* Every rank runs the same checks above on the same arguments, so all fail alike or none do;
      * the plan check is the first collective. */
     if (!s && r->comm) s = check_plan_across_ranks(r);
     if (!s && r->comm) {
         if (cfg.memory == DT_MEMORY_HOST) {
-            s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), &r->eng);
+            s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), ctx_config(ctx)->comm_thread, &r->eng);
         } else {
             coll *dc = ctx_device_coll(ctx);
             r->dcoll = dc && dc->ops->start ? dc : NULL;

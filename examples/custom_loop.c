@@ -177,6 +177,7 @@ int main(void)
 {
     dt_config cfg;
     dt_config_defaults(&cfg);
+    if (dt_config_from_env(&cfg) != DT_OK) die(NULL, "dt_config_from_env"); /* DTRAIN_TIMEOUT, ... */
     cfg.device = DT_DEVICE_CPU; /* the buffers here are host memory */
     dt_ctx *ctx = NULL;
     if (dt_init(&cfg, &ctx) != DT_OK) die(NULL, "dt_init");

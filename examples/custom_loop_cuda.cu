@@ -217,6 +217,8 @@ int main(void)
     }
     dt_config cfg;
     dt_config_defaults(&cfg);
+    /* The DTRAIN_* variables, DTRAIN_COMM_WORLD1 among them (the NCCL bucket path at one rank). */
+    if (dt_config_from_env(&cfg) != DT_OK) die("dt_config_from_env", dt_last_error());
     cfg.device = DT_DEVICE_CUDA; /* dt_init picks this rank's GPU and makes it current */
     if (dt_init(&cfg, &g_ctx) != DT_OK) die("dt_init", dt_last_error());
     dt_ctx *ctx = g_ctx;

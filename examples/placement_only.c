@@ -29,7 +29,8 @@ enum { N = 120, STEPS = 3000 }; /* interior points of the rod (x = i dx, i = 1..
 static const char *bound_by(const dt_placement *p)
 {
     if (p->cores_shared) return "nobody (cores shared)";
-    return p->pinned_by == 1 ? "dtrain" : p->pinned_by == 2 ? "the launcher" : "nobody";
+    if (p->pinned_by == DT_PINNED_BY_DTRAIN) return "dtrain";
+    return p->pinned_by == DT_PINNED_BY_LAUNCHER ? "the launcher" : "nobody";
 }
 
 int main(int argc, char **argv)

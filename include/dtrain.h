@@ -1,52 +1,9 @@
 /**
  * @file
- * dtrain.h - the public header of dtrain, a runtime for data-parallel training: the status,
- * configuration, context, placement and collectives here, then the parts in include/dtrain/ (model,
- * training, checkpoint, data), included below; a program includes this file alone.
- *
- * A process calls dt_init() once: dtrain works out which launcher started it (srun, mpirun,
- * mpiexec.hydra, torchrun-style variables, or nothing), selects its device before any other CUDA
- * call, initializes MPI, cross-checks the launcher's variables against MPI, pins itself to CPU cores
- * and builds the communicators. Every function returns a dt_status; on failure dt_last_error()
- * says what failed and what to do about it. The library never exits the process.
- *
- * Threading: one dt_ctx is used by one thread at a time. dt_last_error() is per thread.
- */
-/**
- * @mainpage dtrain API reference
- *
- * A program includes `<dtrain.h>` alone (it includes the parts in dtrain/) and links libdtrain:
- *
- *     find_package(dtrain 0.1 REQUIRED)                      # CMake
- *     target_link_libraries(app PRIVATE dtrain::dtrain)      # or dtrain::dtrain_static
- *
- *     cc app.c $(pkg-config --cflags --libs dtrain) -lm      # pkg-config
- *
- * then runs under the job's launcher (`mpirun -np 2 ./app`, `srun ./app`). The Modules page lists the
- * API by concern. A function that can fail returns a #dt_status, and then dt_last_error() says what
- * failed and how to fix it.
- *
- * A data-parallel training loop of your own (examples/custom_loop.c does exactly this):
- *  1. dt_config_defaults(), edit the fields (dt_config::device), dt_init(): one context per process.
- *     On a failure print dt_last_error() and end the job with dt_abort_job().
- *  2. dt_rank() and dt_world_size() say which share of the work is this process's.
- *  3. Keep the parameters in one flat buffer and dt_broadcast() it from rank 0, so every rank starts
- *     from the same values.
- *  4. Make a reducer over the flat gradient buffer: dt_reducer_create() with its parameter ranges in
- *     the order backward finishes them (#dt_range, #dt_reducer_config).
- *  5. Each step: this rank's batch (dt_dataset_batch() of a dt_synthetic_create() or
- *     dt_dataset_open() dataset), forward with your own code or dt_sgemm() and dt_softmax_xent(),
- *     backward calling dt_reducer_ready() as each range's gradients are final (its bucket's
- *     allreduce then overlaps the rest of backward), dt_reducer_wait(), optionally
- *     dt_reducer_clip_grad_norm(), then your update. (dt_allreduce() of the whole gradient after
- *     backward is the simple, blocking alternative: the same bits, no overlap.)
- *  6. Save named sections (parameters, moments, your own state) with dt_ckpt_begin(),
- *     dt_ckpt_add(), dt_ckpt_commit(); resume with dt_ckpt_open_latest() and dt_ckpt_read().
- *  7. At the end dt_check_replicas() confirms that every rank holds the same parameters;
- *     dt_finalize() releases the context.
- *
- * Or let dtrain own the model: dt_model_create(), dt_optimizer_create(), dt_model_train_step() in
- * the loop, dt_checkpoint_save() now and then, and dt_evaluate() on a held-out split.
+ * dtrain.h - the public header of dtrain, a runtime for data-parallel training: version, status,
+ * context and configuration, placement and collectives here, then the parts in include/dtrain/
+ * (the reducer, the model, optimizer and scaler, checkpoints, data); a program includes this file
+ * alone. What the pieces do together, and the rules across calls: docs/library.md.
  */
 #ifndef DTRAIN_H
 #define DTRAIN_H
@@ -61,11 +18,13 @@ extern "C" {
 /** @defgroup version Version
  * The version of these headers; dt_version_string() gives the library's, at run time.
  * @{ */
+
 #define DT_VERSION_MAJOR 0 /**< Raised by a change that breaks programs (the soname follows it). */
 #define DT_VERSION_MINOR 1 /**< Raised by additions. */
 #define DT_VERSION_PATCH 0 /**< Raised by fixes. */
 /** One number to compare in `#if`: major * 10000 + minor * 100 + patch. */
 #define DT_VERSION_CODE (DT_VERSION_MAJOR * 10000 + DT_VERSION_MINOR * 100 + DT_VERSION_PATCH)
+
 /** @} */
 
 /* The mark of every public declaration: what libdtrain.so exports (everything else is hidden). Not
@@ -95,7 +54,8 @@ typedef enum dt_status {
     DT_ERR_TIMEOUT = 8,     /**< a collective passed its deadline */
     DT_ERR_UNSUPPORTED = 9, /**< not built in, or not supported by this backend */
     DT_ERR_INTERNAL = 10,   /**< a bug in dtrain: please report it with the message */
-    DT_ERR_NUMERIC = 11     /**< training diverged: gradients stay non-finite (loss scaling gave up) */
+    DT_ERR_NUMERIC = 11,    /**< training diverged: gradients stay non-finite (loss scaling gave up) */
+    DT_ERR_COMM = 12        /**< the GPU communication library (NCCL) failed or its communicator was aborted */
 } dt_status;
 
 /** A short fixed description of a status code; never NULL. */
@@ -111,8 +71,13 @@ DT_API const char *dt_version_string(void);
 
 /** @} */
 
+/** @defgroup context Context
+ * One dt_ctx per process, from dt_init() to dt_finalize(), and the configuration it is made with. */
+
 /** @defgroup config Configuration
- * What dt_init() is told: a plain struct filled with defaults, then from the environment, then edited.
+ * @ingroup context
+ * What dt_init() is told: a plain struct filled with defaults, then from the environment, then
+ * edited.
  * @{ */
 
 /** Where a process computes. */
@@ -145,15 +110,23 @@ typedef struct dt_config {
     int init_mpi;          /**< 1: dt_init calls MPI_Init_thread (and dt_finalize MPI_Finalize) when
                                 MPI is not initialized yet; 0: the caller initializes MPI itself */
     int blas_threads;      /**< 0 = one per core this process is pinned to */
-    dt_gpu_comm gpu_comm;  /**< collectives on GPU buffers */
+    dt_gpu_comm gpu_comm;  /**< collectives on GPU buffers (DTRAIN_GPU_COMM) */
+    int comm_thread;       /**< 1 (default): the allreduces of host-memory reducers progress on a communication
+                                thread when MPI provides MPI_THREAD_MULTIPLE; 0: inline, inside the reducer's
+                                calls (DTRAIN_COMM_THREAD) */
+    int comm_world1;       /**< 0 (default): in a world of one, reducers send nothing; 1: device-memory reducers
+                                still reduce through NCCL on their stream, to test that path on one GPU (a sum
+                                over one rank changes no bit) (DTRAIN_COMM_WORLD1) */
 } dt_config;
 
-/** Defaults: device auto, pin auto, timeout 300 s, init_mpi 1, blas_threads 0, gpu_comm nccl. */
+/** Defaults: device auto, pin auto, timeout 300 s, init_mpi 1, blas_threads 0, gpu_comm nccl,
+ * comm_thread 1, comm_world1 0. */
 DT_API void dt_config_defaults(dt_config *cfg);
 
-/** Overrides fields from DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS and
- * DTRAIN_GPU_COMM when set, and checks DTRAIN_LOG (setting the log level dt_init would set), so
- * that every malformed DTRAIN_* variable is refused here, before MPI starts.
+/** Overrides fields from DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS,
+ * DTRAIN_GPU_COMM, DTRAIN_COMM_THREAD and DTRAIN_COMM_WORLD1 (0 or 1) when set, and checks
+ * DTRAIN_LOG (setting the log level dt_init would set), so that every malformed DTRAIN_* variable
+ * is refused here, before MPI starts.
  * A malformed value fails with DT_ERR_ENV naming the variable; cfg is then left unchanged. */
 DT_API dt_status dt_config_from_env(dt_config *cfg);
 
@@ -169,8 +142,9 @@ DT_API const char *dt_device_kind_name(dt_device_kind k);
 
 /** @} */
 
-/** @defgroup context Context
- * One dt_ctx per process, from dt_init() to dt_finalize().
+/** @defgroup ctx_life Making and ending a context
+ * @ingroup context
+ * dt_init(), dt_finalize() and dt_abort_job().
  * @{ */
 
 /** The process's view of the job: placement, device and communicators. Opaque; made by dt_init(). */
@@ -213,6 +187,13 @@ typedef enum dt_launcher {
 /** "none", "openmpi", "slurm", "pmix", "hydra" or "torchrun"; static storage. */
 DT_API const char *dt_launcher_name(dt_launcher l);
 
+/** Who bound the process to its cores (dt_placement::pinned_by). */
+typedef enum dt_pinned_by {
+    DT_PINNED_NONE = 0,       /**< not pinned: --pin none, or more local ranks than cores */
+    DT_PINNED_BY_DTRAIN = 1,  /**< dtrain split the allowed cores among the local ranks */
+    DT_PINNED_BY_LAUNCHER = 2 /**< the launcher's binding was kept */
+} dt_pinned_by;
+
 /** Where this process stands, as resolved by dt_init and confirmed by MPI. */
 typedef struct dt_placement {
     int rank;                  /**< this process's rank in MPI_COMM_WORLD */
@@ -230,7 +211,7 @@ typedef struct dt_placement {
     char hostname[256];        /**< this node's hostname */
     char cores[256];           /**< the cores this process runs on, as a list "0-3,8" */
     int num_cores;             /**< how many */
-    int pinned_by;             /**< 0: not pinned, 1: dtrain pinned it, 2: the launcher's binding kept */
+    dt_pinned_by pinned_by;    /**< who bound the process to its cores */
     int cores_shared;          /**< 1 when local ranks outnumber the cores, so cores are shared */
     int blas_threads;          /**< threads OpenBLAS was given */
 } dt_placement;
@@ -258,8 +239,23 @@ DT_API void dt_versions(char *mpi, char *nccl, char *cuda, size_t n);
 
 /** @} */
 
+/** @defgroup blas BLAS
+ * @ingroup placement
+ * Which OpenBLAS kernels the CPU path runs.
+ * @{ */
+
+/** The kernel set OpenBLAS chose for this CPU ("SkylakeX", "Haswell", "Prescott", ...). */
+DT_API const char *dt_blas_corename(void);
+/** A better OPENBLAS_CORETYPE for this CPU when OpenBLAS chose kernels below what the CPU can run
+ * (it falls back to "Prescott" on virtual machines that hide the CPU model), else NULL. OpenBLAS
+ * reads the variable once, when it loads: set it in the environment of a new process. */
+DT_API const char *dt_blas_coretype_advice(void);
+
+/** @} */
+
 /** @defgroup collectives Collectives
- * Allreduce, broadcast and barrier over every rank of the job, on host or device buffers.
+ * Allreduce, broadcast, barrier and the replica check over every rank of the job, on host or
+ * device buffers.
  * @{ */
 
 /** Element types of buffers and of the gradient wire. */
@@ -279,6 +275,12 @@ typedef enum dt_redop {
 /** Bytes per element of a dtype: 4 (DT_F32), 2 (DT_F16, DT_BF16), 1 (DT_U8), 0 for a value that is not a
  * dt_dtype. */
 DT_API size_t dt_dtype_size(dt_dtype t);
+/** The name of a dtype: "fp32", "fp16", "bf16" or "u8" ("?" for a value that is not a dt_dtype); static
+ * storage. The spelling of the command line's --precision, --grad-comm and --wire. */
+DT_API const char *dt_dtype_name(dt_dtype t);
+/** Parses a name of dt_dtype_name() (exactly, lower case) into *out; DT_ERR_INVALID_ARG naming s for
+ * anything else (*out unchanged). */
+DT_API dt_status dt_dtype_parse(const char *s, dt_dtype *out);
 
 /** In-place allreduce over every rank of the job. buf holds count elements of dtype t (DT_F32, DT_F16 or
  * DT_BF16; DT_U8 is refused with DT_ERR_INVALID_ARG: bytes have no sum) in host memory
@@ -287,7 +289,8 @@ DT_API size_t dt_dtype_size(dt_dtype t);
  * count may be 0. Device memory is reduced on dtrain's own stream, which does not wait for the
  * caller's streams: synchronize the work that writes buf first (cudaStreamSynchronize); the call
  * returns when the result is in buf. (dt_reducer_ready orders itself after the caller's stream.)
- * Collective: every rank calls it with the same count, dtype and op. */
+ * Collective: every rank calls it with the same count, dtype and op. Errors: DT_ERR_INVALID_ARG (a bad
+ * argument, named), DT_ERR_MPI, DT_ERR_COMM (NCCL), DT_ERR_DEVICE, DT_ERR_TIMEOUT. */
 DT_API dt_status dt_allreduce(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, dt_redop op);
 
 /** Broadcasts count elements of dtype t from rank root to every rank, in place, in host memory or, under CUDA,
@@ -303,42 +306,24 @@ DT_API dt_status dt_barrier(dt_ctx *ctx);
 /** Name of the collective backend in use: "mpi" or "nccl". */
 DT_API const char *dt_backend_name(const dt_ctx *ctx);
 
+/** Whether every rank holds the same bytes in buf (`bytes` long; host memory, or device memory
+ * under CUDA, told apart by the pointer and copied to the host for the hash): each rank hashes
+ * its copy (64-bit, not cryptographic) and the hashes are shared by allreduces of 5 floats
+ * per rank (256 ranks at a time; nothing is allocated, so no rank can drop out of them). DT_OK when
+ * all agree; DT_ERR_NUMERIC when some differ, with *differ = how many ranks
+ * differ from rank 0 and *first_rank = the lowest of them (both may be NULL; 0 and -1 when all
+ * agree), and a message naming them and the usual cause. A world of one agrees with itself.
+ * Collective: every rank calls it with the same bytes. */
+DT_API dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *differ, int *first_rank);
+
 /** @} */
 
-/* The rest of the API, by concern; each part uses the types declared before it. */
+/* The rest of the API, by object; each part uses the types declared before it. */
 #include "dtrain/reducer.h"
 #include "dtrain/model.h"
 #include "dtrain/training.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/data.h"
-
-/** @defgroup blas BLAS
- * Which OpenBLAS kernels the CPU path runs.
- * @{ */
-
-/** The kernel set OpenBLAS chose for this CPU ("SkylakeX", "Haswell", "Prescott", ...). */
-DT_API const char *dt_blas_corename(void);
-/** A better OPENBLAS_CORETYPE for this CPU when OpenBLAS chose kernels below what the CPU can run
- * (it falls back to "Prescott" on virtual machines that hide the CPU model), else NULL. OpenBLAS
- * reads the variable once, when it loads: set it in the environment of a new process. */
-DT_API const char *dt_blas_coretype_advice(void);
-
-/** @} */
-
-/** @defgroup kernels Kernels for custom models
- * The building blocks of a model a program computes itself (examples/custom_loop.c).
- * @{ */
-
-/** C(M,N) = alpha * op(A) * op(B) + beta * C, row-major fp32 (OpenBLAS). op(X) is X, or X
- * transposed when trans_x is nonzero; lda, ldb and ldc are the row strides of A, B and C as stored. */
-DT_API void dt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                     const float *b, int ldb, float beta, float *c, int ldc);
-/** Softmax cross-entropy of logits (batch, classes): returns the summed loss, counts correct
- * predictions, writes dlogits = (softmax - onehot) * grad_scale. */
-DT_API double dt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch,
-                              int classes, float grad_scale, int *correct);
-
-/** @} */
 
 #ifdef __cplusplus
 }

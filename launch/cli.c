@@ -216,6 +216,17 @@ int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
     return EXIT_OK;
 }
 
+int cli_float_dtype(const char *flag, const char *arg, dt_dtype *out)
+{
+    dt_dtype t;
+    if (dt_dtype_parse(arg, &t) || t == DT_U8) {
+        cli_error("%s '%s' is not one of fp32, fp16, bf16", flag, arg);
+        return EXIT_USAGE;
+    }
+    *out = t;
+    return EXIT_OK;
+}
+
 /* --augment crop:P,flip (either or both, in any order). */
 int cli_augment(const char *arg, int *crop_pad, int *flip)
 {

@@ -35,6 +35,10 @@ int cli_int(const char *flag, const char *arg, long lo, long hi, int *out);
 int cli_long(const char *flag, const char *arg, long lo, long hi, long *out);
 int cli_float(const char *flag, const char *arg, double lo, double hi, float *out);
 
+/* A floating-point dt_dtype by its dt_dtype_name (fp32, fp16, bf16); DT_U8, which nothing reduces,
+ * is refused with the others. */
+int cli_float_dtype(const char *flag, const char *arg, dt_dtype *out);
+
 /* A comma-separated list: calls each(item) for every item in order (items are NUL-terminated
  * copies); each prints its own error and returns EXIT_USAGE to stop. An empty list, more than max
  * items or a text over 511 characters is an error naming the flag. */

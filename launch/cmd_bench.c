@@ -106,15 +106,7 @@ static int bench_handle(int val, const char *arg, void *ud)
             return EXIT_USAGE;
         }
         return EXIT_OK;
-    case OPT_DTYPE:
-        if (!strcmp(arg, "fp32")) b->wire = DT_F32;
-        else if (!strcmp(arg, "fp16")) b->wire = DT_F16;
-        else if (!strcmp(arg, "bf16")) b->wire = DT_BF16;
-        else {
-            cli_error("--dtype '%s' is not one of fp32, fp16, bf16", arg);
-            return EXIT_USAGE;
-        }
-        return EXIT_OK;
+    case OPT_DTYPE: return cli_float_dtype("--dtype", arg, &b->wire);
     }
     return EXIT_USAGE;
 }
@@ -291,7 +283,7 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
         goto fail;
     }
     MPI_Comm_set_errhandler(b.comm, MPI_ERRORS_RETURN);
-    if ((s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), &b.eng))) {
+    if ((s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), ctx_config(ctx)->comm_thread, &b.eng))) {
         cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
         goto fail;
     }

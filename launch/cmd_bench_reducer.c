@@ -48,6 +48,7 @@
  * engines and NVLink doing the moving) or a NIC with its own DMA is what hides communication.
  */
 #include "launch/cli.h"
+#include "collectives/ctx_comm.h"
 #include "base/status.h"
 
 #include <getopt.h>
@@ -76,8 +77,6 @@ static const struct option red_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-static const char *wire_name(dt_dtype t) { return t == DT_F16 ? "fp16" : t == DT_BF16 ? "bf16" : "fp32"; }
-
 static int red_handle(int val, const char *arg, void *ud)
 {
     red_opts *o = ud;
@@ -89,15 +88,7 @@ static int red_handle(int val, const char *arg, void *ud)
     case OPT_WARMUP: return cli_int("--warmup", arg, 0, 1 << 20, &o->warmup);
     case OPT_BUCKET: return cli_float("--bucket-mb", arg, 0, 1e6, &o->bucket_mb);
     case OPT_FIRST: return cli_float("--first-bucket-mb", arg, 0, 1e6, &o->first_bucket_mb);
-    case OPT_WIRE:
-        if (!strcmp(arg, "fp32")) o->wire = DT_F32;
-        else if (!strcmp(arg, "fp16")) o->wire = DT_F16;
-        else if (!strcmp(arg, "bf16")) o->wire = DT_BF16;
-        else {
-            cli_error("--wire '%s' is not one of fp32, fp16, bf16", arg);
-            return EXIT_USAGE;
-        }
-        return EXIT_OK;
+    case OPT_WIRE: return cli_float_dtype("--wire", arg, &o->wire);
     }
     return EXIT_USAGE;
 }
@@ -306,9 +297,8 @@ static void print_header(dt_ctx *ctx, const net *m, const red_opts *o, const var
     dt_get_placement(ctx, &pl);
     int provided = 0;
     MPI_Query_thread(&provided);
-    const char *env = getenv("DTRAIN_COMM_THREAD");
     /* The engine's own rule (collectives/engine.c): a thread only with MPI_THREAD_MULTIPLE. */
-    const int threaded = provided == MPI_THREAD_MULTIPLE && !(env && !strcmp(env, "0"));
+    const int threaded = provided == MPI_THREAD_MULTIPLE && ctx_config(ctx)->comm_thread;
     const double mib = (double)m->n * 4 / 1048576.0;
     dt_reducer_config def;
     dt_reducer_defaults(&def);
@@ -319,7 +309,7 @@ static void print_header(dt_ctx *ctx, const net *m, const red_opts *o, const var
            cli_s(pl.blas_threads), threaded ? "thread on" : "inline (DTRAIN_COMM_THREAD=0 or no MPI_THREAD_MULTIPLE)");
     printf("# A, E: %d bucket%s (caps %g / first %g MiB), wire %s; B, D: %s\n", dt_reducer_num_buckets(v->red),
            cli_s(dt_reducer_num_buckets(v->red)), o->bucket_mb >= 0 ? o->bucket_mb : def.bucket_mb,
-           o->first_bucket_mb >= 0 ? o->first_bucket_mb : def.first_bucket_mb, wire_name(o->wire),
+           o->first_bucket_mb >= 0 ? o->first_bucket_mb : def.first_bucket_mb, dt_dtype_name(o->wire),
            o->wire == DT_F32 ? "dt_allreduce of the whole gradient (DT_AVG)"
                              : "a one-bucket reducer without overlap (the same wire; dt_allreduce has none)");
     printf("# %d timed round%s after %d, one step of each variant per round in rotating order, each after a "

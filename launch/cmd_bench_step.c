@@ -42,19 +42,13 @@ static const struct option step_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-static const char *pname[] = {"fp32", "fp16", "bf16"};
-
 static int add_precision(const char *item, void *ud)
 {
     step_opts *o = ud;
-    int k = 0;
-    while (k < 3 && strcmp(item, pname[k])) k++;
-    if (k == 3) {
-        cli_error("--precision '%s' is not one of fp32, fp16, bf16", item);
-        return EXIT_USAGE;
-    }
-    o->prec[o->nprec++] = (dt_dtype)k;
-    return EXIT_OK;
+    dt_dtype t;
+    const int rc = cli_float_dtype("--precision", item, &t);
+    if (!rc) o->prec[o->nprec++] = t;
+    return rc;
 }
 
 static int parse_precisions(const char *arg, step_opts *o)
@@ -212,16 +206,16 @@ int cmd_bench_step(int argc, char **argv)
         char prof[4096];
         dt_status s = run_precision(ctx, &o, o.prec[i], &sps, &ms, &wait_ms, &mem, &skipped, prof, sizeof prof);
         if (s) {
-            cli_error("%s: %s (%s)", pname[o.prec[i]], dt_last_error(), dt_strerror(s));
+            cli_error("%s: %s (%s)", dt_dtype_name(o.prec[i]), dt_last_error(), dt_strerror(s));
             dt_abort_job(ctx, s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL);
             return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
         }
         if (i == 0) base = sps;
         if (rank == 0) {
             const double M = 1048576.0;
-            printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld\n", pname[o.prec[i]], sps,
-                   ms, wait_ms, sps / base, mem.params / M, mem.grads / M, mem.optimizer / M, mem.activations / M,
-                   mem.workspace / M, skipped);
+            printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld\n",
+                   dt_dtype_name(o.prec[i]), sps, ms, wait_ms, sps / base, mem.params / M, mem.grads / M,
+                   mem.optimizer / M, mem.activations / M, mem.workspace / M, skipped);
             fputs(prof, stdout);
             fflush(stdout);
         }

@@ -45,7 +45,7 @@ static void print_visible_warnings(const env_row *rows, int world)
 static const char *bound_name(const dt_placement *p)
 {
     if (p->cores_shared) return "shared";
-    return p->pinned_by == 1 ? "dtrain" : p->pinned_by == 2 ? "launcher" : "none";
+    return p->pinned_by == DT_PINNED_BY_DTRAIN ? "dtrain" : p->pinned_by == DT_PINNED_BY_LAUNCHER ? "launcher" : "none";
 }
 
 int cmd_env(int argc, char **argv)

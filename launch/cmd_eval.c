@@ -159,7 +159,7 @@ int cmd_eval(int argc, char **argv)
     }
     dt_ckpt_data cd = {.channels = C, .mean = stats, .std = stats + C};
     long step = 0;
-    if ((s = dt_checkpoint_load_latest_data(ctx, e.ckpt_dir, m, NULL, NULL, &cd, &step))) goto fail;
+    if ((s = dt_checkpoint_load_latest(ctx, e.ckpt_dir, m, NULL, NULL, &cd, &step))) goto fail;
     if (step == 0 && !cd.present) {
         cli_error("no loadable checkpoint in %s: train with --checkpoint-dir %s first", e.ckpt_dir, e.ckpt_dir);
         goto fail_quiet;

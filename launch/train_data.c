@@ -190,7 +190,7 @@ dt_status train_data_save(dt_ctx *ctx, const char *dir, const dt_model *m, const
         dt_dataset_shape(d->train, &cd.channels, &h, &w);
         cd.mean = (float *)mean, cd.std = (float *)std;
     }
-    return dt_checkpoint_save_data(ctx, dir, m, o, sc, &cd, step);
+    return dt_checkpoint_save(ctx, dir, m, o, sc, &cd, step);
 }
 
 dt_status train_data_resume(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc,
@@ -201,7 +201,7 @@ dt_status train_data_resume(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimi
     float *buf = malloc(2 * (size_t)C * sizeof *buf);
     if (!buf) return DT_ERR_NOMEM;
     dt_ckpt_data cd = {.channels = C, .mean = buf, .std = buf + C};
-    dt_status s = dt_checkpoint_load_latest_data(ctx, dir, m, o, sc, &cd, first_step);
+    dt_status s = dt_checkpoint_load_latest(ctx, dir, m, o, sc, &cd, first_step);
     const int rank0 = dt_rank(ctx) == 0;
     if (!s && cd.present && cd.normalize >= 0) {
         const float *mean, *std;

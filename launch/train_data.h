@@ -27,7 +27,7 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
 void train_data_describe(const train_opts *t, const train_data *d, int world, FILE *out);
 /* Steps are optimizer steps, of `accum` batches each (the data position counts batches). */
 /* Checkpoints with the data block: the data position after `step` for world x batch, and the
- * normalization in use (dt_checkpoint_save_data). */
+ * normalization in use (dt_checkpoint_save). */
 dt_status train_data_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
                           const dt_scaler *sc, const train_data *d, int world, int batch, int accum, long step);
 /* --resume auto: loads the newest checkpoint; when it holds a data block, the training and

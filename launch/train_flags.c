@@ -75,18 +75,6 @@ static const struct option train_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-static int parse_dtype(const char *flag, const char *arg, dt_dtype *out)
-{
-    if (!strcmp(arg, "fp32")) *out = DT_F32;
-    else if (!strcmp(arg, "fp16")) *out = DT_F16;
-    else if (!strcmp(arg, "bf16")) *out = DT_BF16;
-    else {
-        cli_error("%s '%s' is not one of fp32, fp16, bf16", flag, arg);
-        return EXIT_USAGE;
-    }
-    return EXIT_OK;
-}
-
 /* A float flag stored in a double field of the scaler configuration. */
 static int cli_dbl(const char *flag, const char *arg, double lo, double hi, double *out)
 {
@@ -151,7 +139,7 @@ static int train_handle(int val, const char *arg, void *ud)
             return EXIT_USAGE;
         }
         return EXIT_OK;
-    case OPT_PRECISION: return parse_dtype("--precision", arg, &t->precision);
+    case OPT_PRECISION: return cli_float_dtype("--precision", arg, &t->precision);
     case OPT_LS:
         if (!strcmp(arg, "dynamic")) t->loss_scale = 1;
         else if (!strcmp(arg, "none")) t->loss_scale = 0;
@@ -200,7 +188,7 @@ static int train_handle(int val, const char *arg, void *ud)
         return rc;
     }
     case OPT_NO_OVERLAP: t->sync.overlap = 0; return EXIT_OK;
-    case OPT_GRAD_COMM: t->grad_comm_set = 1; return parse_dtype("--grad-comm", arg, &t->sync.grad_comm);
+    case OPT_GRAD_COMM: t->grad_comm_set = 1; return cli_float_dtype("--grad-comm", arg, &t->sync.grad_comm);
     case OPT_CKPT_DIR: t->ckpt_dir = arg; return EXIT_OK;
     case OPT_CKPT_EVERY: return cli_long("--checkpoint-every", arg, 0, 1L << 40, &t->ckpt_every);
     case OPT_RESUME:

@@ -5,8 +5,8 @@
  *
  * The environment's test hooks are documented where they act: DTRAIN_TEST_HANG (coll.h: a rank that
  * stops inside a collective), DTRAIN_TEST_SAMPLE_LOG (data/loader.h: which samples each rank read),
- * DTRAIN_COMM_WORLD1 (collectives/reducer.c: device buckets reduced even in a world of one), and
- * DTRAIN_FAULT (launch/fault_inject.h).
+ * and DTRAIN_FAULT (launch/fault_inject.h). DTRAIN_COMM_WORLD1, which makes device buckets reduce
+ * even in a world of one, is a setting now: dt_config::comm_world1.
  */
 #ifndef DT_RUNTIME_TEST_HOOKS_H
 #define DT_RUNTIME_TEST_HOOKS_H

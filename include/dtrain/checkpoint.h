@@ -1,10 +1,9 @@
 /**
  * @file
- * @brief Part of the public API: checkpoints of named sections of any state (a
- * user's own training loop), and of a dt_model with its optimizer, scaler and data block, both
- * written by one writer in one format (docs/checkpoint-format.md).
- * Include <dtrain.h>, which includes every part in order after the types they share; this
- * file is not meant to be included on its own.
+ * @brief Part of the public API: checkpoints of named sections of any state (a user's
+ * own training loop), and of a dt_model with its optimizer, scaler and data block.
+ * Include `<dtrain.h>`, which includes every part in order after the types they share; this file
+ * is not meant to be included on its own.
  */
 #ifndef DTRAIN_CHECKPOINT_H
 #define DTRAIN_CHECKPOINT_H
@@ -13,30 +12,15 @@
 #error "include <dtrain.h>, which includes dtrain/checkpoint.h"
 #endif
 
+/** @defgroup checkpoint Checkpoint
+ * Named sections of any state, and a dt_model with its optimizer, scaler and data block, written
+ * atomically by one writer in one format (docs/library.md, "Checkpoints"; the bytes:
+ * docs/checkpoint-format.md). */
+
 /** @defgroup ckpt_sections Checkpoints of named sections
- * Any state of a user's own loop, by name, written atomically.
- *
- * A checkpoint is the file DIR/ckpt-STEP.dtc (the step zero-padded to 10 digits): named sections
- * of bytes, each with a CRC-32, written atomically (a temporary file in DIR, fsync, rename, fsync of
- * DIR): a crash, a full disk, a quota or a file-size limit leaves the previous checkpoint or the new
- * one, never half of one. A user's own loop saves what it needs (parameters, optimizer moments, an
- * RNG state, a data position) as sections and reads them back by name; dt_model's checkpoints
- * (dt_checkpoint_save below) are written by the same writer, so dt_ckpt_open_latest opens them
- * too (sections "dtrain.model", "params", "optim.m", "optim.v", "scaler", "data").
- *
- * Across ranks: the state in a plain section is the same on every rank (data-parallel training),
- * so rank 0 writes its bytes and reads the file; the others take part in the collectives and get
- * the bytes by broadcast (no shared file system is assumed: only rank 0 touches DIR). A per-rank
- * section holds one blob from each rank (dt_ckpt_add_per_rank): gathered to rank 0 at the commit
- * and handed back to each rank by dt_ckpt_read_rank. Every rank learns every outcome: a failure on
- * one rank (a full disk on rank 0, a section another rank did not add) fails the call on all of
- * them with the cause, never leaves one rank waiting.
- *
- * Reading trusts nothing in a file: the header, the table of sections (names, sizes, CRCs) and
- * every length are checked against the file's name and size before anything is allocated or read,
- * and dt_ckpt_open_latest takes the newest file whose every section passes its CRC, skipping
- * damaged or crafted ones (and FIFOs or directories named like checkpoints) with a warning that
- * names the file and the reason.
+ * @ingroup checkpoint
+ * Any state of a user's own loop, by name: rank 0 writes and reads, the other ranks take part by
+ * broadcast.
  * @{ */
 
 /** The longest section name: 1 to DT_CKPT_NAME_MAX bytes of [A-Za-z0-9._-]. */
@@ -176,52 +160,10 @@ DT_API void dt_ckpt_close(dt_ckpt_reader *r);
 /** @} */
 
 /** @defgroup ckpt_model Checkpoints of a model
- * A dt_model with its optimizer, loss scaler and data block.
- *
- * dt_model's checkpoints are named-section checkpoints as above (format version 4): the
- * parameters, the optimizer state, the loss scaler's state (the _scaled calls), the data block
- * (the _data calls) and the step. The readers below also read the files of format versions 1 to 3
- * that earlier dtrain versions wrote. The data position needs no saving: a step's batches follow
- * from (seed, step, world).
- *
- * Reading trusts nothing in a file: every field is checked against the model, the optimizer, the
- * file's name and size and sane ranges before anything is allocated or copied, each section's CRC
- * and values (finite; AdamW's second moment >= 0) are checked before the model is touched, and
- * only regular files are opened (a FIFO or directory named like a checkpoint is skipped with a
- * warning, never waited on).
+ * @ingroup checkpoint
+ * A dt_model with its optimizer, loss scaler and data block (format version 4; versions 1 to 3 are
+ * read too).
  * @{ */
-
-/** Writes the checkpoint of `step` (0 to 10^18-1; rank 0 writes, every rank holds the same state).
- * o NULL writes the weights only (enough for inference and evaluation; it cannot resume an
- * optimizer). Every rank learns whether it worked: DT_ERR_IO names the cause (full disk, quota,
- * file-size limit) and the fix, and the temporary file is removed. DT_ERR_INVALID_ARG for a NULL
- * model or dir, or a step out of range. Collective. */
-DT_API dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
-                                    long step);
-
-/** Loads the newest checkpoint in dir that passes every check into m and o and sets *step to its
- * step; damaged or crafted files are skipped for an older one with a warning naming the file, the
- * field and both values. No loadable checkpoint (or no dir): *step = 0 and DT_OK. A sound
- * checkpoint of another model or optimizer fails with DT_ERR_INVALID_ARG and loads nothing. o NULL
- * loads the weights only (of a full or a weights-only checkpoint); a weights-only checkpoint with o
- * non-NULL is DT_ERR_INVALID_ARG, and so is a newest sound file without dt_model state (written with
- * dt_ckpt_commit: open it with dt_ckpt_open_latest). DT_ERR_IO when dir exists but cannot be read.
- * Collective. */
-DT_API dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
-                                           long *step);
-
-/** dt_checkpoint_save() with the loss scaler's state (scale, good-step run, hysteresis, counts)
- * saved too (sc may be NULL: none), so a resumed fp16 run scales exactly as the uninterrupted one
- * would. Errors as dt_checkpoint_save(). Collective. */
-DT_API dt_status dt_checkpoint_save_scaled(dt_ctx *ctx, const char *dir, const dt_model *m,
-                                           const dt_optimizer *o, const dt_scaler *sc, long step);
-/** dt_checkpoint_load_latest() that also restores the loss scaler's state into sc (may be NULL). A
- * checkpoint without scaler state (or with sound state out of range for this run's settings, e.g.
- * another growth interval) leaves sc at its initial state with a warning; damaged scaler state (a
- * NaN scale, negative counts) makes the file damaged (an older one is tried). Errors as
- * dt_checkpoint_load_latest(). Collective. */
-DT_API dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
-                                                  dt_scaler *sc, long *step);
 
 /** What a checkpoint keeps about the data, so a resumed run and `dtrain eval` use what training
  * used: the data position after the checkpoint's step (dt_dataset_position's epoch and offset:
@@ -236,15 +178,48 @@ typedef struct dt_ckpt_data {
     float *mean;   /**< the caller's buffer of channels per-channel means */
     float *std;    /**< the caller's buffer of channels per-channel standard deviations */
 } dt_ckpt_data;
-/** dt_checkpoint_save_scaled() with the data block (data may be NULL: none saved). Errors as
- * dt_checkpoint_save(). Collective. */
-DT_API dt_status dt_checkpoint_save_data(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
-                                         const dt_scaler *sc, const dt_ckpt_data *data, long step);
-/** dt_checkpoint_load_latest_scaled() that also reads the data block into *data (may be NULL), on
- * every rank: present 0 when the checkpoint has none (an older one) or nothing was loaded. A block
- * whose channel count is not data->channels fails with DT_ERR_INVALID_ARG (other data). */
-DT_API dt_status dt_checkpoint_load_latest_data(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
-                                                dt_scaler *sc, dt_ckpt_data *data, long *step);
+
+/** Writes the checkpoint of `step` of model m and what goes with it; rank 0 writes, every rank
+ * holds the same state. Collective.
+ * @param ctx  the context (NULL: a single process)
+ * @param dir  the directory (created if missing; its parent must exist)
+ * @param m    the model: its parameters
+ * @param o    its optimizer's state, or NULL for the weights only (enough for inference and
+ *             evaluation; such a checkpoint cannot resume an optimizer)
+ * @param sc   the loss scaler, whose state (scale, good-step run, hysteresis, counts) is saved so
+ *             that a resumed fp16 run scales exactly as the uninterrupted one would; NULL: none
+ * @param data the data block (position and normalization), or NULL: none
+ * @param step 0 to 10^18-1
+ * @return DT_OK on every rank, or on every rank: DT_ERR_IO naming the cause (full disk, quota,
+ *         file-size limit) and the fix, the temporary file removed; DT_ERR_INVALID_ARG for a NULL
+ *         model or dir, a step out of range or a data block out of range; DT_ERR_NOMEM;
+ *         DT_ERR_DEVICE; DT_ERR_MPI or DT_ERR_TIMEOUT from the collectives. */
+DT_API dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
+                                    const dt_scaler *sc, const dt_ckpt_data *data, long step);
+
+/** Loads the newest checkpoint in dir that passes every check into m (and o, sc, data where not
+ * NULL) and sets *step to its step; damaged or crafted files are skipped for an older one with a
+ * warning naming the file, the field and both values. Collective.
+ * @param ctx  the context (NULL: a single process)
+ * @param dir  the directory
+ * @param m    receives the parameters
+ * @param o    receives the optimizer state, or NULL to load the weights only (of a full or a
+ *             weights-only checkpoint); a weights-only checkpoint with o non-NULL is refused
+ * @param sc   receives the loss scaler's state, or NULL. A checkpoint without scaler state (or with
+ *             sound state out of range for this run's settings, e.g. another growth interval)
+ *             leaves sc at its initial state with a warning; damaged scaler state (a NaN scale,
+ *             negative counts) makes the file damaged (an older one is tried)
+ * @param data receives the data block on every rank, or NULL: present 0 when the checkpoint has
+ *             none (an older one) or nothing was loaded; mean and std are the caller's buffers of
+ *             data->channels floats
+ * @param step receives the step; 0 when dir holds no loadable checkpoint or does not exist
+ * @return DT_OK (also when there is nothing to load); DT_ERR_INVALID_ARG, loading nothing, for a
+ *         sound checkpoint of another model or optimizer, a weights-only one with o non-NULL, a
+ *         data block whose channel count is not data->channels, or a newest sound file without
+ *         dt_model state (written with dt_ckpt_commit: open it with dt_ckpt_open_latest);
+ *         DT_ERR_IO when dir exists but cannot be read. */
+DT_API dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
+                                           dt_scaler *sc, dt_ckpt_data *data, long *step);
 
 /** @} */
 

@@ -1,8 +1,9 @@
 /**
  * @file
- * dtrain/data.h - part of the public API: datasets (every format), sampling, transforms, the
- * background loader and evaluation. Include `<dtrain.h>`, which includes every part in order after
- * the types they share; this file is not meant to be included on its own.
+ * @brief Part of the public API: datasets (every format), sampling, transforms, the
+ * background loader and evaluation.
+ * Include `<dtrain.h>`, which includes every part in order after the types they share; this file
+ * is not meant to be included on its own.
  */
 #ifndef DTRAIN_DATA_H
 #define DTRAIN_DATA_H
@@ -11,27 +12,14 @@
 #error "include <dtrain.h>, which includes dtrain/data.h"
 #endif
 
+/** @defgroup data Data
+ * Datasets of every format with their sampler and transforms, evaluation, and the background
+ * loader. */
+
 /** @defgroup datasets Datasets
- *
- * A dataset is one split of samples (C x H x W values and a label each) with the sampler that
- * says which samples each rank trains on at each step, the normalization and the augmentation.
- * Its source is a file format (dt_dataset_open: MNIST IDX, CIFAR-10/100 binary, image folders,
- * dtrain .dts shards) or the built-in synthetic data (dt_synthetic_create); every source goes
- * through the same sampler, loader and transforms.
- *
- * Sampling (DistributedSampler's semantics at batch granularity): epoch e visits the samples in
- * a permutation drawn from (seed, e), the same on every rank (file order with shuffle off). Step
- * s takes the next world * batch positions of that order and rank r the batch at r * batch
- * within them, so with shuffle off batch i of rank r is samples (i * world + r) * batch ... The
- * last step of an epoch is padded by wrapping to the epoch's first samples, so every rank has
- * ceil(n / (world * batch)) full batches per epoch, or with drop_last the samples that do not
- * fill a whole step are left out (floor(...) steps). The data position is a function of (seed,
- * step) and of an anchor (dt_dataset_set_position, from a checkpoint), so a run resumed on
- * another number of ranks continues mid-epoch without repeating or skipping a sample.
- *
- * Per sample, in this order: read (bytes 0..255 stay 0..255), augmentation (a crop after zero
- * padding, a horizontal flip, drawn from (seed, epoch, sample index): the same whatever thread or
- * rank makes it), normalization.
+ * @ingroup data
+ * One split of samples with the sampler that says which samples each rank takes at each step
+ * (docs/library.md, "Datasets and sampling").
  * @{ */
 
 /** One split of a dataset with its sampler and transforms. Opaque; made by dt_dataset_open(),
@@ -92,8 +80,6 @@ DT_API dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t si
  * sampler, transforms and seed: see there. */
 DT_API dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t data_seed,
                                    const dt_data_config *cfg, dt_dataset **out);
-/** The shape a model expects, for dt_synthetic_create. */
-DT_API void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w);
 /** Closes the dataset's files and frees it. NULL is a no-op. */
 DT_API void dt_dataset_free(dt_dataset *d);
 /** Samples in the dataset (after the holdout). */
@@ -139,6 +125,7 @@ DT_API dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world,
 /** @} */
 
 /** @defgroup evaluate Evaluation
+ * @ingroup data
  * A model's loss, accuracy, per-class figures and confusion matrix over a whole dataset.
  * @{ */
 
@@ -163,6 +150,7 @@ DT_API dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch,
 /** @} */
 
 /** @defgroup loader The background loader
+ * @ingroup data
  * Batches made ahead of their use by worker threads, into pinned memory on a GPU.
  * @{ */
 

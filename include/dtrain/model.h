@@ -1,8 +1,10 @@
 /**
  * @file
- * dtrain/model.h - part of the public API: models (the layer grammar, parameters, forward and
- * backward, gradient synchronization) and optimizers. Include `<dtrain.h>`, which includes every
- * part in order after the types they share; this file is not meant to be included on its own.
+ * @brief Part of the public API: models (the layer grammar, parameters, forward and
+ * backward, gradient synchronization, precision, clipping and accumulation) and the kernels for
+ * models of your own.
+ * Include `<dtrain.h>`, which includes every part in order after the types they share; this file
+ * is not meant to be included on its own.
  */
 #ifndef DTRAIN_MODEL_H
 #define DTRAIN_MODEL_H
@@ -11,15 +13,9 @@
 #error "include <dtrain.h>, which includes dtrain/model.h"
 #endif
 
-/** @defgroup models Models
- *
- * A model is a stack of layers given as text, e.g. the preset "mlp" (= "fc:1024,relu,fc:1024,relu,
- * fc:10") on input "784", or "cnn" (= "conv:32:3:1:1,relu,pool:2,conv:64:3:1:1,relu,pool:2,fc:128,
- * relu,fc:10") on input "1x28x28". Tokens: fc:OUT, conv:OUT:K:STRIDE:PAD, pool:K (max, stride K),
- * relu, flatten (implied before the first fc). The last layer must be fc (its width is the number of
- * classes). Every parameter lives in one flat fp32 buffer, layer after layer, weights then bias;
- * gradients mirror that layout. Computation runs on the context's device: the CPU kernels, or
- * the CUDA ones (kernels/cuda) when the placement chose a GPU.
+/** @defgroup model Model
+ * A stack of layers over one flat parameter buffer: making it, forward and backward, gradient
+ * synchronization (docs/library.md, "Models": the layer grammar and the parameter layout).
  * @{ */
 
 /** A model: its layers, flat parameters and gradients, activations and gradient engine. Opaque; made
@@ -37,14 +33,8 @@ DT_API dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *inpu
 DT_API void dt_model_free(dt_model *m);
 
 /** The number of parameters: the length in floats of the dt_model_params() and dt_model_grads()
- * buffers.
- *
- * Layout of both: PyTorch's state_dict order, so weights move between the two with numpy reshapes. Layer
- * by layer in model order, each fc layer holds its weight as [out][in] row-major then its bias
- * [out] (nn.Linear's weight and bias), each conv layer its weight as [out][in][k][k] then its bias
- * [out] (nn.Conv2d's); relu, pool and flatten hold nothing. Activations are NCHW and flatten keeps
- * (c, h, w) order, as torch.flatten does, so an fc after a conv reads the same features as
- * PyTorch's. The gradients use the same offsets. (tests/unit/test_layout.c checks it.) */
+ * buffers, laid out in PyTorch's state_dict order (docs/library.md, "Models": weights then bias,
+ * layer by layer). */
 DT_API size_t dt_model_num_params(const dt_model *m);
 /** The flat parameter buffer (dt_model_num_params() floats, the layout above), owned by m: host
  * memory, or device memory on a GPU model (dt_model_on_gpu()). */
@@ -67,6 +57,8 @@ DT_API dt_status dt_model_get_params(const dt_model *m, float *host);
 DT_API dt_status dt_model_set_params(dt_model *m, const float *host);
 /** Floats per input sample (C x H x W of the input shape). */
 DT_API size_t dt_model_input_size(const dt_model *m);
+/** The input shape the model expects (channels, height, width), for dt_synthetic_create. */
+DT_API void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w);
 /** Classes: the width of the last fc layer; labels lie in [0, classes). */
 DT_API int dt_model_num_classes(const dt_model *m);
 /** One line per layer with its output shape and parameter count, into buf (n bytes). */
@@ -130,61 +122,106 @@ DT_API size_t dt_model_bucket_size(const dt_model *m, int i);
  * the sum or average over ranks (dt_sync_config.op). Collective. */
 DT_API dt_status dt_model_sync_grads(dt_model *m);
 
-/** Whether every rank holds the same bytes in buf (`bytes` long; host memory, or device memory
- * under CUDA, told apart by the pointer and copied to the host for the hash): each rank hashes
- * its copy (64-bit, not cryptographic) and the hashes are shared by allreduces of 5 floats
- * per rank (256 ranks at a time; nothing is allocated, so no rank can drop out of them). DT_OK when
- * all agree; DT_ERR_NUMERIC when some differ, with *differ = how many ranks
- * differ from rank 0 and *first_rank = the lowest of them (both may be NULL; 0 and -1 when all
- * agree), and a message naming them and the usual cause. A world of one agrees with itself.
- * Collective: every rank calls it with the same bytes. */
-DT_API dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *differ, int *first_rank);
-/** The same for a model's parameters, on either device (a GPU model's are copied to host memory
+/** dt_check_replicas() for a model's parameters, on either device (a GPU model's are copied to host memory
  * for the hash): the check `dtrain train` runs at the end of a run. Collective. */
 DT_API dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *differ, int *first_rank);
 
 /** @} */
 
-/** @defgroup optim Optimizers
- * SGD with momentum and AdamW over flat fp32 buffers, with PyTorch's semantics.
+/** @defgroup precision Mixed precision
+ * @ingroup model
+ * fp16 or bf16 compute on fp32 master parameters (docs/library.md, "Mixed precision").
  * @{ */
 
-/** Which update rule. */
-typedef enum dt_optim_kind {
-    DT_OPTIM_SGD = 0,  /**< SGD with momentum (torch.optim.SGD) */
-    DT_OPTIM_ADAMW = 1 /**< AdamW, decoupled weight decay (torch.optim.AdamW) */
-} dt_optim_kind;
+/** Sets the model's precision. compute: DT_F32, DT_F16 or DT_BF16; grads: DT_F32 or the same type as
+ * compute. Reallocates the activation and gradient buffers (gradient values are lost; call it before
+ * training). Not collective, but every rank must choose the same (the gradient allreduce pairs
+ * buffers). */
+DT_API dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads);
+/** The type the model computes in (dt_model_set_precision()'s compute; DT_F32 by default). */
+DT_API dt_dtype dt_model_precision(const dt_model *m);
+/** The type the gradients are kept in. dt_model_grads returns NULL when it is 16-bit. */
+DT_API dt_dtype dt_model_grad_dtype(const dt_model *m);
 
-/** An optimizer's settings: fill with dt_optim_defaults(), then edit. */
-typedef struct dt_optim_config {
-    dt_optim_kind kind; /**< the update rule */
-    float lr;           /**< learning rate (> 0); dt_optimizer_set_lr() changes it between steps */
-    float momentum;     /**< SGD; 0 = plain SGD */
-    float weight_decay; /**< SGD: added to the gradient; AdamW: decoupled */
-    float beta1;        /**< AdamW: decay of the first moment */
-    float beta2;        /**< AdamW: decay of the second moment */
-    float eps;          /**< AdamW: added to the root of the second moment */
-} dt_optim_config;
+/** After dt_model_sync_grads: divides the gradients by the loss scale (pass 1/scale; 1 when not
+ * scaling) and sets *found_inf when any is inf or NaN. fp32 gradients are unscaled in place in the
+ * same pass as the check; 16-bit ones are only checked (read once, 2 bytes an element) and unscaled
+ * as dt_model_optimizer_step widens them, since dividing fp16 values in place would flush the small
+ * ones to zero, which is what scaling is there to prevent. Every rank holds the same reduced
+ * gradients, so every rank gets the same answer. */
+DT_API dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf);
 
-/** Fills c with the defaults: SGD, lr 0.01, momentum 0.9, weight decay 0, betas 0.9/0.999, eps 1e-8. */
-DT_API void dt_optim_defaults(dt_optim_config *c);
+/** @} */
 
-/** An optimizer and its state (momentum, or Adam's moments). Opaque. */
-typedef struct dt_optimizer dt_optimizer;
-/** An optimizer over n parameters (allocates its state: momentum, or Adam's m and v). */
-DT_API dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer **out);
-/** Frees the optimizer and its state. NULL is a no-op. */
-DT_API void dt_optimizer_free(dt_optimizer *o);
-/** One update of params (n floats, host memory) from grads, PyTorch semantics. A model's
- * parameters, on either device, are updated by dt_model_optimizer_step() instead. */
-DT_API dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads);
-/** The learning rate the next step uses. */
-DT_API float dt_optimizer_lr(const dt_optimizer *o);
-/** Changes the learning rate between steps (a schedule: the CLI's --lr-schedule). Nothing else
- * changes: momentum and Adam's moments carry on, as when a PyTorch scheduler writes
- * param_group['lr']. DT_ERR_INVALID_ARG for a rate that is not a positive finite number (the
- * optimizer keeps its rate). */
-DT_API dt_status dt_optimizer_set_lr(dt_optimizer *o, float lr);
+/** @defgroup clipping Clipping, accumulation and the finite check
+ * @ingroup model
+ * What happens to the gradients between backward and the optimizer step.
+ * @{ */
+
+/** The global L2 norm of the gradients as the optimizer step would read them: after
+ * dt_model_sync_grads and dt_model_unscale_grads (16-bit gradients times the pending unscale),
+ * so the norm of the reduced, unscaled gradients, the same on every rank with no communication
+ * (every rank holds the same reduced gradients and the sum runs in double in a fixed order, so
+ * the bits agree too). inf or NaN when a gradient is. Costs one read of the gradients (a device
+ * reduction on a GPU, which waits for it). Not collective. */
+DT_API dt_status dt_model_grad_norm(const dt_model *m, double *norm);
+/** PyTorch's clip_grad_norm_(max_norm) on the gradients: *norm (may be NULL) = dt_model_grad_norm;
+ * when it is finite and coef = max_norm / (norm + 1e-6) (rounded to fp32) is below 1, every
+ * gradient is multiplied by coef (16-bit ones as dt_model_optimizer_step widens them). A
+ * non-finite norm clips nothing (the step should be skipped; a loss scaler does). max_norm must
+ * be > 0 (+inf: only the norm). Not collective. */
+DT_API dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm);
+/** Clipping inside dt_model_train_step, between the unscale and the optimizer step: 0 (default)
+ * off, > 0 clip to max_norm, +inf compute and report the norm without clipping. The norm is
+ * computed only then (dt_step_result.grad_norm is NaN otherwise). DT_ERR_INVALID_ARG for a
+ * negative or NaN max_norm. */
+DT_API dt_status dt_model_set_clip_grad_norm(dt_model *m, double max_norm);
+
+/** Gradient accumulation: k >= 1 micro-batches per optimizer step (default 1). Calls to
+ * dt_model_forward_backward then come in groups of k: the first of a group overwrites the
+ * gradients, the next ones add theirs (after each call the gradient buffer holds the group's
+ * running sum, this rank's own), and only the k-th starts the gradient allreduce, so the other
+ * k - 1 send nothing. dt_model_sync_grads, dt_model_unscale_grads and dt_model_optimizer_step
+ * before a group is complete are DT_ERR_INVALID_ARG. With grad_scale = 1 / (k * batch) on every
+ * micro-batch (and DT_AVG, the default), a group equals one step on a batch of k * batch per
+ * rank: the mean over the k * batch * world samples of the global batch (DT_SUM:
+ * 1 / (k * batch * world)). The sum of earlier micro-batches lives in one more fp32 buffer of
+ * dt_model_num_params floats on the model's device (16-bit gradients are added in fp32 and
+ * rounded once per micro-batch). Setting it (even to the same k) starts a new group; so does
+ * dt_model_set_precision. DT_ERR_INVALID_ARG for k < 1 or > 65536; DT_ERR_NOMEM. */
+DT_API dt_status dt_model_set_accum_steps(dt_model *m, int k);
+/** k: the micro-batches per optimizer step (dt_model_set_accum_steps()). */
+DT_API int dt_model_accum_steps(const dt_model *m);
+/** The micro-batches of the current group already taken (0 .. k-1; 0 at a step boundary). */
+DT_API int dt_model_accum_pos(const dt_model *m);
+
+/** Turns the per-layer finite check on (on nonzero) or off. With the check on, backward looks at
+ * each layer's own gradients as they are made, before the allreduce (a read of the layer's
+ * gradients), and remembers the first layer (in backward order) holding an inf or NaN:
+ * dt_model_nonfinite_layer returns its index, -1 when none was found in the last backward. Say who
+ * caused an overflow, since after the allreduce every rank has it. */
+DT_API void dt_model_set_nonfinite_check(dt_model *m, int on);
+/** The index of the first layer (in backward order) whose own gradients held an inf or NaN in the
+ * last backward, -1 when none did (or the check is off): see dt_model_set_nonfinite_check(). */
+DT_API int dt_model_nonfinite_layer(const dt_model *m);
+/** "layer 3 (fc:1024)" for layer index i, into buf (n bytes); "-" when i is out of range. */
+DT_API void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n);
+
+/** @} */
+
+/** @defgroup kernels Kernels for models of your own
+ * @ingroup model
+ * The building blocks of a model a program computes itself (examples/custom_loop.c).
+ * @{ */
+
+/** C(M,N) = alpha * op(A) * op(B) + beta * C, row-major fp32 (OpenBLAS). op(X) is X, or X
+ * transposed when trans_x is nonzero; lda, ldb and ldc are the row strides of A, B and C as stored. */
+DT_API void dt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, float beta, float *c, int ldc);
+/** Softmax cross-entropy of logits (batch, classes): returns the summed loss, counts correct
+ * predictions, writes dlogits = (softmax - onehot) * grad_scale. */
+DT_API double dt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch,
+                              int classes, float grad_scale, int *correct);
 
 /** @} */
 

@@ -1,35 +1,9 @@
 /**
- * @file dtrain/reducer.h
+ * @file
  * @brief Part of the public API: the gradient reducer over the caller's own buffers, and the
  * buffer utilities that go with it (finite check and unscale, scaling, norms, checksums).
- *
- * Include <dtrain.h>, which includes every part in order after the types they share; this file is
- * not meant to be included on its own.
- *
- * The reducer is the engine behind dt_model's gradient synchronization, open to any model: a loop
- * that computes its own gradients (its own kernels, its own layers) in one flat buffer creates a
- * reducer over that buffer, calls dt_reducer_ready() for each parameter range as its backward pass
- * finishes it, and dt_reducer_wait() before the optimizer. Ranges are grouped into buckets; a
- * bucket's allreduce starts the moment its last range is ready, on the communication thread (host
- * memory) or on the communication stream behind an event of the caller's stream (device memory,
- * NCCL), so communication overlaps the rest of backward.
- *
- * Results: the allreduce of host memory adds every element in rank order whatever the buckets, so
- * any plan (and dt_allreduce of the whole buffer) gives the same bits. NCCL's sums on device
- * memory are deterministic for a fixed plan and world on the same GPUs.
- *
- * Rules of one step: between two dt_reducer_wait() calls, each range is marked ready at most
- * once, and every range must be ready when dt_reducer_wait() is called. After ready(), the caller
- * must not write that range (the communication reads and overwrites it) until wait() returns.
- *
- * Threading: a reducer is used by one thread at a time; it may run its own communication thread.
- * Several reducers may exist at once: host ones each have their own communicator; device ones
- * share the context's NCCL communicator and stream, so use one at a time (wait() of one also
- * waits for what the other started).
- *
- * Errors: every call returns a dt_status; dt_last_error() names the range, bucket, rank or value
- * and the fix. A reducer whose step failed stays usable: the next dt_reducer_ready() starts a new
- * step.
+ * Include `<dtrain.h>`, which includes every part in order after the types they share; this file
+ * is not meant to be included on its own.
  */
 #ifndef DTRAIN_REDUCER_H
 #define DTRAIN_REDUCER_H
@@ -39,7 +13,9 @@
 #endif
 
 /** @defgroup reducer Gradient reducer
- * Bucketed, overlapped gradient allreduce over the caller's own flat buffer.
+ * @ingroup collectives
+ * Bucketed, overlapped gradient allreduce over the caller's own flat buffer (docs/library.md, "The
+ * gradient reducer": overlap, results, the rules of a step, threading).
  * @{ */
 
 /** Where a buffer lives. */
@@ -115,7 +91,8 @@ typedef struct dt_reducer dt_reducer;
  * @return DT_OK; DT_ERR_INVALID_ARG for a NULL ctx/grads/out, count 0, a bad dtype/wire/op/cap,
  *         ranges that overlap, leave a gap or run past the buffer (naming the two ranges or the
  *         gap), a device pointer given as host memory or the reverse, device memory in a build or
- *         placement without CUDA; DT_ERR_NOMEM (also for the 16-bit wire copy on the device); DT_ERR_MPI; DT_ERR_TIMEOUT when a rank never arrives.
+ *         placement without CUDA; DT_ERR_NOMEM (also for the 16-bit wire copy on the device); DT_ERR_MPI;
+ *         DT_ERR_TIMEOUT when a rank never arrives.
  */
 DT_API dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_range *ranges, int nranges,
                                    const dt_reducer_config *c, dt_reducer **out);
@@ -138,7 +115,7 @@ DT_API void dt_reducer_free(dt_reducer *r);
  * @return DT_OK; DT_ERR_INVALID_ARG when the slice runs past the buffer, is not one of the given
  *         ranges (naming the nearest one), or overlaps a range already ready in this step
  *         ("ready twice", naming it): nothing is started then; an error of starting the allreduce
- *         (DT_ERR_MPI, DT_ERR_DEVICE).
+ *         (DT_ERR_MPI; on device memory DT_ERR_COMM or DT_ERR_DEVICE).
  */
 DT_API dt_status dt_reducer_ready(dt_reducer *r, size_t offset, size_t count);
 
@@ -155,8 +132,8 @@ DT_API dt_status dt_reducer_ready(dt_reducer *r, size_t offset, size_t count);
  *
  * @return DT_OK; DT_ERR_INVALID_ARG naming the first range (and how many) never marked ready in
  *         this step: the other buckets are still reduced, so every rank stays in step and none
- *         hangs, but this step's gradients are not usable; DT_ERR_TIMEOUT, DT_ERR_MPI or
- *         DT_ERR_DEVICE from the communication.
+ *         hangs, but this step's gradients are not usable; DT_ERR_TIMEOUT, DT_ERR_MPI, DT_ERR_COMM
+ *         (NCCL) or DT_ERR_DEVICE from the communication.
  */
 DT_API dt_status dt_reducer_wait(dt_reducer *r);
 
@@ -203,10 +180,11 @@ DT_API dt_status dt_reducer_clip_grad_norm(dt_reducer *r, double max_norm, doubl
 /** @} */
 
 /** @defgroup buffers Buffer utilities
+ * @ingroup collectives
  * For loops that keep their own buffers (with or without a reducer). Host memory is processed on
  * the calling thread; device memory on dtrain's CUDA stream after a device synchronization (so
- * whatever the caller queued on any stream is finished first), and the call returns when the result
- * is ready. A buffer's memory kind is checked against the pointer under CUDA.
+ * whatever the caller queued on any stream is finished first), and the call returns when the
+ * result is ready. A buffer's memory kind is checked against the pointer under CUDA.
  * @{ */
 
 /**

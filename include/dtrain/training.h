@@ -1,8 +1,9 @@
 /**
  * @file
- * dtrain/training.h - part of the public API: mixed precision, clipping and accumulation, memory,
- * the loss scaler, the whole training step and its profile. Include `<dtrain.h>`, which includes
- * every part in order after the types they share; this file is not meant to be included on its own.
+ * @brief Part of the public API: what trains a model: optimizers, the loss scaler, and
+ * the training step with its memory summary and profile.
+ * Include `<dtrain.h>`, which includes every part in order after the types they share; this file
+ * is not meant to be included on its own.
  */
 #ifndef DTRAIN_TRAINING_H
 #define DTRAIN_TRAINING_H
@@ -11,135 +12,52 @@
 #error "include <dtrain.h>, which includes dtrain/training.h"
 #endif
 
-/** @defgroup precision Mixed precision: the model
- *
- * A model computes in fp32 unless told otherwise. In fp16 or bf16 (the way torch.autocast does on
- * a GPU): the fp32 parameters stay the master copy the optimizer updates; every op uses them
- * rounded to 16 bits; every layer's output (activations, and the gradients flowing backward) is
- * stored in 16 bits; GEMMs and convolutions take the 16-bit values widened to fp32 and accumulate
- * in fp32 (the CPU path: OpenBLAS sgemm between conversions), and the result is rounded once;
- * softmax, the loss and every reduction are fp32. Parameter gradients are kept and allreduced in
- * the 16-bit type (half the memory and bytes), or in fp32 when asked (as torch.cuda.amp does).
+/** @defgroup optimizer Optimizer
+ * SGD with momentum and AdamW over flat fp32 buffers, with PyTorch's semantics.
  * @{ */
 
-/** Sets the model's precision. compute: DT_F32, DT_F16 or DT_BF16; grads: DT_F32 or the same type as
- * compute. Reallocates the activation and gradient buffers (gradient values are lost; call it before
- * training). Not collective, but every rank must choose the same (the gradient allreduce pairs
- * buffers). */
-DT_API dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads);
-/** The type the model computes in (dt_model_set_precision()'s compute; DT_F32 by default). */
-DT_API dt_dtype dt_model_precision(const dt_model *m);
-/** The type the gradients are kept in. dt_model_grads returns NULL when it is 16-bit. */
-DT_API dt_dtype dt_model_grad_dtype(const dt_model *m);
+/** Which update rule. */
+typedef enum dt_optim_kind {
+    DT_OPTIM_SGD = 0,  /**< SGD with momentum (torch.optim.SGD) */
+    DT_OPTIM_ADAMW = 1 /**< AdamW, decoupled weight decay (torch.optim.AdamW) */
+} dt_optim_kind;
 
-/** After dt_model_sync_grads: divides the gradients by the loss scale (pass 1/scale; 1 when not
- * scaling) and sets *found_inf when any is inf or NaN. fp32 gradients are unscaled in place in the
- * same pass as the check; 16-bit ones are only checked (read once, 2 bytes an element) and unscaled
- * as dt_model_optimizer_step widens them, since dividing fp16 values in place would flush the small
- * ones to zero, which is what scaling is there to prevent. Every rank holds the same reduced
- * gradients, so every rank gets the same answer. */
-DT_API dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf);
-/** One optimizer step of the fp32 parameters from the gradients in whatever type they are kept
- * (after dt_model_unscale_grads). Skip it for a step whose gradients overflowed. */
-DT_API dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o);
+/** An optimizer's settings: fill with dt_optim_defaults(), then edit. */
+typedef struct dt_optim_config {
+    dt_optim_kind kind; /**< the update rule */
+    float lr;           /**< learning rate (> 0); dt_optimizer_set_lr() changes it between steps */
+    float momentum;     /**< SGD; 0 = plain SGD */
+    float weight_decay; /**< SGD: added to the gradient; AdamW: decoupled */
+    float beta1;        /**< AdamW: decay of the first moment */
+    float beta2;        /**< AdamW: decay of the second moment */
+    float eps;          /**< AdamW: added to the root of the second moment */
+} dt_optim_config;
+
+/** Fills c with the defaults: SGD, lr 0.01, momentum 0.9, weight decay 0, betas 0.9/0.999, eps 1e-8. */
+DT_API void dt_optim_defaults(dt_optim_config *c);
+
+/** An optimizer and its state (momentum, or Adam's moments). Opaque. */
+typedef struct dt_optimizer dt_optimizer;
+/** An optimizer over n parameters (allocates its state: momentum, or Adam's m and v). */
+DT_API dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer **out);
+/** Frees the optimizer and its state. NULL is a no-op. */
+DT_API void dt_optimizer_free(dt_optimizer *o);
+/** One update of params (n floats, host memory) from grads, PyTorch semantics. A model's
+ * parameters, on either device, are updated by dt_model_optimizer_step() instead. */
+DT_API dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads);
+/** The learning rate the next step uses. */
+DT_API float dt_optimizer_lr(const dt_optimizer *o);
+/** Changes the learning rate between steps (a schedule: the CLI's --lr-schedule). Nothing else
+ * changes: momentum and Adam's moments carry on, as when a PyTorch scheduler writes
+ * param_group['lr']. DT_ERR_INVALID_ARG for a rate that is not a positive finite number (the
+ * optimizer keeps its rate). */
+DT_API dt_status dt_optimizer_set_lr(dt_optimizer *o, float lr);
 
 /** @} */
 
-/** @defgroup clipping Clipping, accumulation, the finite check and memory
- * What happens to the gradients between backward and the optimizer step, and what a model holds.
- * @{ */
-
-/** The global L2 norm of the gradients as the optimizer step would read them: after
- * dt_model_sync_grads and dt_model_unscale_grads (16-bit gradients times the pending unscale),
- * so the norm of the reduced, unscaled gradients, the same on every rank with no communication
- * (every rank holds the same reduced gradients and the sum runs in double in a fixed order, so
- * the bits agree too). inf or NaN when a gradient is. Costs one read of the gradients (a device
- * reduction on a GPU, which waits for it). Not collective. */
-DT_API dt_status dt_model_grad_norm(const dt_model *m, double *norm);
-/** PyTorch's clip_grad_norm_(max_norm) on the gradients: *norm (may be NULL) = dt_model_grad_norm;
- * when it is finite and coef = max_norm / (norm + 1e-6) (rounded to fp32) is below 1, every
- * gradient is multiplied by coef (16-bit ones as dt_model_optimizer_step widens them). A
- * non-finite norm clips nothing (the step should be skipped; a loss scaler does). max_norm must
- * be > 0 (+inf: only the norm). Not collective. */
-DT_API dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm);
-/** Clipping inside dt_model_train_step, between the unscale and the optimizer step: 0 (default)
- * off, > 0 clip to max_norm, +inf compute and report the norm without clipping. The norm is
- * computed only then (dt_step_result.grad_norm is NaN otherwise). DT_ERR_INVALID_ARG for a
- * negative or NaN max_norm. */
-DT_API dt_status dt_model_set_clip_grad_norm(dt_model *m, double max_norm);
-
-/** Gradient accumulation: k >= 1 micro-batches per optimizer step (default 1). Calls to
- * dt_model_forward_backward then come in groups of k: the first of a group overwrites the
- * gradients, the next ones add theirs (after each call the gradient buffer holds the group's
- * running sum, this rank's own), and only the k-th starts the gradient allreduce, so the other
- * k - 1 send nothing. dt_model_sync_grads, dt_model_unscale_grads and dt_model_optimizer_step
- * before a group is complete are DT_ERR_INVALID_ARG. With grad_scale = 1 / (k * batch) on every
- * micro-batch (and DT_AVG, the default), a group equals one step on a batch of k * batch per
- * rank: the mean over the k * batch * world samples of the global batch (DT_SUM:
- * 1 / (k * batch * world)). The sum of earlier micro-batches lives in one more fp32 buffer of
- * dt_model_num_params floats on the model's device (16-bit gradients are added in fp32 and
- * rounded once per micro-batch). Setting it (even to the same k) starts a new group; so does
- * dt_model_set_precision. DT_ERR_INVALID_ARG for k < 1 or > 65536; DT_ERR_NOMEM. */
-DT_API dt_status dt_model_set_accum_steps(dt_model *m, int k);
-/** k: the micro-batches per optimizer step (dt_model_set_accum_steps()). */
-DT_API int dt_model_accum_steps(const dt_model *m);
-/** The micro-batches of the current group already taken (0 .. k-1; 0 at a step boundary). */
-DT_API int dt_model_accum_pos(const dt_model *m);
-
-/** Turns the per-layer finite check on (on nonzero) or off. With the check on, backward looks at
- * each layer's own gradients as they are made, before the allreduce (a read of the layer's
- * gradients), and remembers the first layer (in backward order) holding an inf or NaN:
- * dt_model_nonfinite_layer returns its index, -1 when none was found in the last backward. Say who
- * caused an overflow, since after the allreduce every rank has it. */
-DT_API void dt_model_set_nonfinite_check(dt_model *m, int on);
-/** The index of the first layer (in backward order) whose own gradients held an inf or NaN in the
- * last backward, -1 when none did (or the check is off): see dt_model_set_nonfinite_check(). */
-DT_API int dt_model_nonfinite_layer(const dt_model *m);
-/** "layer 3 (fc:1024)" for layer index i, into buf (n bytes); "-" when i is out of range. */
-DT_API void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n);
-
-/** Bytes this rank holds for the model, by kind, in the model's memory (the GPU's for a GPU model;
- * the engine's send/receive scratch is not counted). Parameters, gradients and each optimizer
- * moment are one allocation each; activations and workspace share one, the activation pool,
- * sized for the largest batch and reused by every step. */
-typedef struct dt_memory_summary {
-    size_t params;      /**< fp32 master parameters (the CPU path keeps no 16-bit copy: weights are
-                           rounded as each op reads them; a 16-bit GPU model keeps one) */
-    size_t grads;       /**< the gradient buffer (4 or 2 bytes an element), and with accumulation
-                           (dt_model_set_accum_steps > 1) its fp32 sum buffer */
-    size_t optimizer;   /**< momentum, or Adam's two moments (fp32) */
-    size_t activations; /**< layer outputs, the two backward buffers, pooling indices, at max batch */
-    size_t workspace;   /**< convolution scratch, and the fp32 conversion scratch of 16-bit runs */
-    size_t pool;        /**< the activation pool's allocation: activations + workspace, aligned */
-    size_t device_free;  /**< a GPU model: the device's free memory now; else 0 */
-    size_t device_total; /**< a GPU model: the device's total memory; else 0 */
-} dt_memory_summary;
-/** Fills *out with what m (and the optimizer o, which may be NULL: no optimizer state counted)
- * holds in this rank's memory. */
-DT_API void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary *out);
-
-/** @} */
-
-/** @defgroup scaler Mixed precision: loss scaling
- *
- * Dynamic loss scaling as torch.cuda.amp.GradScaler does it, with Megatron-style hysteresis. The
- * loss (in dtrain: grad_scale of dt_model_forward_backward) is multiplied by dt_scaler_scale()
- * before backward, so small fp16 gradients do not flush to zero; after the allreduce the gradients
- * are divided by it again and checked for inf/nan, and dt_scaler_update() gets the verdict. Every
- * rank sees the same reduced gradients, so every rank takes the same decision without talking.
- *
- * update(found_inf):
- *   - no overflow: the step is taken; after growth_interval consecutive good steps the scale grows
- *     by growth_factor (at most max_scale) and the hysteresis budget is refilled;
- *   - overflow: the step is skipped (the caller leaves the parameters alone), the run of good steps
- *     restarts, the hysteresis budget drops by one, and when it is spent the scale backs off by
- *     backoff_factor (at least min_scale; the budget stays spent, so every further overflow backs
- *     off again until the scale grows once more). hysteresis 1 = back off at every overflow (torch);
- *   - the run gives up (DT_ERR_NUMERIC, with the step and the history of the scale in
- *     dt_last_error()) when an overflow comes while the scale already sits at min_scale, or when
- *     more than max_overflow_fraction of the last `window` updates overflowed.
- * A static scale (dynamic 0) never changes; overflowing steps are still skipped and still count
- * toward the window.
+/** @defgroup scaler Loss scaler
+ * Dynamic loss scaling of fp16 training, with hysteresis (docs/library.md, "Loss scaling": the
+ * state machine).
  * @{ */
 
 /** A loss scaler's settings (the defaults of dt_scaler_defaults() first, then the valid range). */
@@ -194,9 +112,36 @@ DT_API dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st);
 
 /** @} */
 
-/** @defgroup step One training step
- * dt_model_train_step(): the whole step of `dtrain train`, and where its time goes.
+/** @defgroup step The training step
+ * @ingroup model
+ * The optimizer step of a model, what a model holds in memory, and dt_model_train_step(): the
+ * whole step of `dtrain train` and where its time goes.
  * @{ */
+
+/** One optimizer step of the fp32 parameters from the gradients in whatever type they are kept
+ * (after dt_model_unscale_grads). Skip it for a step whose gradients overflowed. */
+DT_API dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o);
+
+/** Bytes this rank holds for the model, by kind, in the model's memory (the GPU's for a GPU model;
+ * the engine's send/receive scratch is not counted). Parameters, gradients and each optimizer
+ * moment are one allocation each; activations and workspace share one, the activation pool,
+ * sized for the largest batch and reused by every step. */
+typedef struct dt_memory_summary {
+    size_t params;      /**< fp32 master parameters (the CPU path keeps no 16-bit copy: weights are
+                           rounded as each op reads them; a 16-bit GPU model keeps one) */
+    size_t grads;       /**< the gradient buffer (4 or 2 bytes an element), and with accumulation
+                           (dt_model_set_accum_steps > 1) its fp32 sum buffer */
+    size_t optimizer;   /**< momentum, or Adam's two moments (fp32) */
+    size_t activations; /**< layer outputs, the two backward buffers, pooling indices, at max batch */
+    size_t workspace;   /**< convolution scratch, and the fp32 conversion scratch of 16-bit runs */
+    size_t pool;        /**< the activation pool's allocation: activations + workspace, aligned */
+    size_t device_free;  /**< a GPU model: the device's free memory now; else 0 */
+    size_t device_total; /**< a GPU model: the device's total memory; else 0 */
+} dt_memory_summary;
+/** Fills *out with what m (and the optimizer o, which may be NULL: no optimizer state counted)
+ * holds in this rank's memory. */
+DT_API void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary *out);
+
 
 /** What one dt_model_train_step() did. */
 typedef struct dt_step_result {

@@ -13,7 +13,7 @@
  *                 (0: one blob; the world size: one blob per rank, rank r's at r * bytes/ranks)
  *   data          the sections' bytes in table order, back to back: the file is exactly
  *                 header + table + the sum of the sections' bytes.
- *   A dt_model checkpoint (dt_checkpoint_save*) holds "dtrain.model" (ckpt4_model), "params"
+ *   A dt_model checkpoint (dt_checkpoint_save) holds "dtrain.model" (ckpt4_model), "params"
  *   (nparams floats), "optim.m" and "optim.v" when the optimizer keeps them (SGD momentum or
  *   AdamW's first moment; AdamW's second), "scaler" (ckpt4_scaler) and "data" (ckpt4_data, then
  *   mean[channels] and std[channels]) when saved with them.

@@ -51,11 +51,6 @@ static dt_status load_newest(const char *dir, dt_model *m, dt_optimizer *o, dt_s
     return s;
 }
 
-dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, long *step)
-{
-    return dt_checkpoint_load_latest_scaled(ctx, dir, m, o, NULL, step);
-}
-
 /* Every rank other than 0 takes rank 0's state. */
 static dt_status broadcast_state(dt_ctx *ctx, int rank, dt_model *m, dt_optimizer *o, dt_scaler *sc)
 {
@@ -101,14 +96,8 @@ static dt_status broadcast_data(dt_ctx *ctx, dt_ckpt_data *data)
     return DT_OK;
 }
 
-dt_status dt_checkpoint_load_latest_scaled(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
-                                           dt_scaler *sc, long *step)
-{
-    return dt_checkpoint_load_latest_data(ctx, dir, m, o, sc, NULL, step);
-}
-
-dt_status dt_checkpoint_load_latest_data(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
-                                         dt_scaler *sc, dt_ckpt_data *data, long *step)
+dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc,
+                                    dt_ckpt_data *data, long *step)
 {
     if (data) data->present = 0;
     if (!dir || !*dir) return status_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");

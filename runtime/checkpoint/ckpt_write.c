@@ -1,5 +1,5 @@
 /*
- * ckpt_write.c - dt_model's checkpoints (dt_checkpoint_save, _scaled, _data): the model, its
+ * ckpt_write.c - dt_model's checkpoints (dt_checkpoint_save): the model, its
  * optimizer, the loss scaler and the data block as named sections of the one checkpoint writer
  * (ckpt_writer.c), format version 4 (ckpt_format.h).
  *
@@ -83,19 +83,8 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
     return DT_OK;
 }
 
-dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o, long step)
-{
-    return dt_checkpoint_save_scaled(ctx, dir, m, o, NULL, step);
-}
-
-dt_status dt_checkpoint_save_scaled(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
-                                    const dt_scaler *sc, long step)
-{
-    return dt_checkpoint_save_data(ctx, dir, m, o, sc, NULL, step);
-}
-
-dt_status dt_checkpoint_save_data(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
-                                  const dt_scaler *sc, const dt_ckpt_data *data, long step)
+dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
+                             const dt_scaler *sc, const dt_ckpt_data *data, long step)
 {
     if (!dir || !*dir) return status_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");
     if (!m) return status_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: the model is NULL");

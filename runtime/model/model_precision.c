@@ -17,18 +17,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static const char *dtype_name(dt_dtype t) { return t == DT_F16 ? "fp16" : t == DT_BF16 ? "bf16" : "fp32"; }
-
 dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
 {
     if (compute != DT_F32 && compute != DT_F16 && compute != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)compute);
     if (m->cuda && grads != DT_F32)
         return status_set_error(DT_ERR_UNSUPPORTED, "on the GPU, gradients of a %s model are kept in fp32 in this "
-                            "version (pass DT_F32; dtrain train does)", dtype_name(compute));
+                            "version (pass DT_F32; dtrain train does)", dt_dtype_name(compute));
     if (grads != DT_F32 && grads != compute)
         return status_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
-                            dtype_name(compute), dtype_name(compute), dtype_name(grads));
+                            dt_dtype_name(compute), dt_dtype_name(compute), dt_dtype_name(grads));
     dt_status ws = model_wait_inflight(m);
     if (ws) return ws;
     m->accum_pos = 0; /* the gradients are lost: an accumulation group starts again */
@@ -42,7 +40,7 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
             model_free_acts(m);
             m->prec = DT_F32;
             int ok = model_alloc_acts(m);
-            return status_set_error(DT_ERR_NOMEM, "%s (%s at batch %d)%s", why, dtype_name(compute), m->max_batch,
+            return status_set_error(DT_ERR_NOMEM, "%s (%s at batch %d)%s", why, dt_dtype_name(compute), m->max_batch,
                                 ok ? "; the model stays in fp32" : "");
         }
     }

@@ -199,10 +199,10 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
     cpu_set_t final = allowed;
     char why[256] = "";
     if (mode == DT_PIN_NONE) {
-        out->pinned_by = 0;
+        out->pinned_by = DT_PINNED_NONE;
         snprintf(why, sizeof why, "--pin none: not pinned");
     } else if (launcher_bound) {
-        out->pinned_by = 2;
+        out->pinned_by = DT_PINNED_BY_LAUNCHER;
         snprintf(why, sizeof why, "kept the launcher's binding (%s)",
                  lsize > 1 ? "the local ranks were given different CPU sets" : "fewer CPUs than the machine allows");
     } else {
@@ -218,7 +218,7 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
             /* Fewer cores than ranks: pinning would stack ranks on cores while others idle, so
              * leave the scheduler to spread them, and say so. */
             out->shared = 1;
-            out->pinned_by = 0;
+            out->pinned_by = DT_PINNED_NONE;
             snprintf(why, sizeof why, "not pinned: %d local ranks share %d candidate cores, the scheduler spreads them",
                      gsize, ncores);
         } else {
@@ -236,7 +236,7 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
                                  strerror(errno));
                 goto done;
             }
-            out->pinned_by = 1;
+            out->pinned_by = DT_PINNED_BY_DTRAIN;
             snprintf(why, sizeof why, "pinned: cores %d..%d of the %d candidate cores, block %d of the %d local ranks "
                      "with these candidates", first, first + count - 1, ncores, gidx, gsize);
         }

@@ -17,7 +17,7 @@
 typedef struct affinity_result {
     cpu_set_t cpus;    /* the CPUs (hardware threads) this process now runs on */
     int num_cores;     /* whole cores among them */
-    int pinned_by;     /* 0 none, 1 dtrain, 2 the launcher's binding was kept */
+    dt_pinned_by pinned_by;
     int shared;        /* 1 when there were fewer cores than local ranks to place */
     int blas_threads;  /* what OpenBLAS was set to */
     char list[256];    /* cpus as "0-3,8" */

@@ -26,6 +26,8 @@ void dt_config_defaults(dt_config *cfg)
     cfg->init_mpi = 1;
     cfg->blas_threads = 0;
     cfg->gpu_comm = DT_GPU_COMM_NCCL;
+    cfg->comm_thread = 1;
+    cfg->comm_world1 = 0;
 }
 
 dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out)
@@ -97,6 +99,10 @@ dt_status dt_config_from_env(dt_config *cfg)
         return s;
     if ((v = getenv("DTRAIN_GPU_COMM")) && (s = dt_gpu_comm_parse(v, &c.gpu_comm)))
         return status_set_error(DT_ERR_ENV, "DTRAIN_GPU_COMM='%s' is not one of nccl, mpi; fix or unset it", v);
+    if ((v = getenv("DTRAIN_COMM_THREAD")) && (s = parse_int("DTRAIN_COMM_THREAD", v, 0, 1, &c.comm_thread)))
+        return s;
+    if ((v = getenv("DTRAIN_COMM_WORLD1")) && (s = parse_int("DTRAIN_COMM_WORLD1", v, 0, 1, &c.comm_world1)))
+        return s;
     /* DTRAIN_LOG is read here too, not only by dt_init, so that a malformed value is refused with
      * the other DTRAIN_* variables, as bad usage, before MPI starts. Last, so that cfg and the
      * level stay as they were when anything else is wrong. */
@@ -104,17 +110,6 @@ dt_status dt_config_from_env(dt_config *cfg)
         return s;
     *cfg = c;
     return DT_OK;
-}
-
-size_t dt_dtype_size(dt_dtype t)
-{
-    switch (t) {
-    case DT_F32: return 4;
-    case DT_F16:
-    case DT_BF16: return 2;
-    case DT_U8: return 1;
-    }
-    return 0; /* not a dt_dtype: a size of 0 moves nothing rather than a guessed amount */
 }
 
 const char *dt_version_string(void)

@@ -218,9 +218,10 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     if (s) goto fail;
 
     log_msg0(LOG_LEVEL_INFO, "dtrain %s: %d ranks on %d nodes, launcher %s, device %s, backend %s, pin %s, "
-            "timeout %.0f s", dt_version_string(), m.size, m.num_nodes, dt_launcher_name(env.launcher),
-            dt_device_kind_name(c->pl.device), c->coll->ops->name,
-            c->cfg.pin == DT_PIN_NONE ? "none" : "auto", c->cfg.timeout_s);
+            "timeout %.0f s, comm thread %s, comm world1 %s", dt_version_string(), m.size, m.num_nodes,
+            dt_launcher_name(env.launcher), dt_device_kind_name(c->pl.device), c->coll->ops->name,
+            c->cfg.pin == DT_PIN_NONE ? "none" : "auto", c->cfg.timeout_s, c->cfg.comm_thread ? "on" : "off",
+            c->cfg.comm_world1 ? "on" : "off");
     const char *better = dt_blas_coretype_advice();
     if (better)
         log_msg0(LOG_LEVEL_WARN, "OpenBLAS runs its %s kernels on a CPU that can run %s ones: start the program "
@@ -328,3 +329,4 @@ dt_status dt_barrier(dt_ctx *c)
 MPI_Comm ctx_world_comm(const dt_ctx *c) { return c->world; }
 coll *ctx_device_coll(const dt_ctx *c) { return c && c->coll && c->coll->device_buffers ? c->coll : NULL; }
 double ctx_timeout(const dt_ctx *c) { return c->cfg.timeout_s; }
+const dt_config *ctx_config(const dt_ctx *c) { return &c->cfg; }

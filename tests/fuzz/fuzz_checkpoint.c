@@ -17,10 +17,8 @@
 #include "fuzz_common.h"
 #include "runtime/checkpoint/ckpt_format.h"
 #include "dtrain.h"
-#include "base/log.h"
 
 #include <math.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static dt_model *model;
@@ -31,9 +29,7 @@ static char dir[64], path[128];
 
 static void setup(void)
 {
-    log_set_level(LOG_LEVEL_ERROR); /* the skipped-file warnings of millions of runs say nothing */
-    snprintf(dir, sizeof dir, "/tmp/fuzz-ckpt-%d", (int)getpid());
-    FUZZ_CHECK(mkdir(dir, 0700) == 0 || access(dir, W_OK) == 0, "cannot make %s", dir);
+    fuzz_scratch_dir(dir, sizeof dir, "ckpt");
     snprintf(path, sizeof path, "%s/ckpt-0000000007.dtc", dir);
     FUZZ_CHECK(dt_model_create(NULL, "fc:3", "2", 1, 2, &model) == DT_OK, "%s", dt_last_error());
     FUZZ_CHECK(dt_model_num_params(model) == 9, "model size");
@@ -73,10 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(&hstep, img + offsetof(ckpt_header, step), sizeof hstep);
     if (hstep >= 0 && hstep <= CKPT_MAX_STEP) name_step = (long)hstep;
     snprintf(path, sizeof path, "%s/ckpt-%010ld.dtc", dir, name_step);
-    FILE *f = fopen(path, "wb");
-    FUZZ_CHECK(f, "cannot write %s", path);
-    FUZZ_CHECK(fwrite(img, 1, len, f) == len, "short write");
-    fclose(f);
+    fuzz_write_file(path, img, len);
     free(img);
 
     const int which = (mode >> 1) & 3;
@@ -90,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dt_ckpt_data *want_data = (mode & 32) ? &cd : NULL;
     dt_status s;
     if (mode & 16)
-        s = dt_checkpoint_load_latest_data(NULL, dir, model, o, sc, want_data, &step);
+        s = dt_checkpoint_load_latest(NULL, dir, model, o, sc, want_data, &step);
     else
         s = ckpt_read_file_data(path, name_step, model, o, sc, want_data, &step, &world);
     if (s == DT_OK && want_data && cd.present) {

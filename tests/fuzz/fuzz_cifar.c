@@ -19,9 +19,7 @@
 
 #include "runtime/data/reader.h"
 #include "dtrain.h"
-#include "base/log.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -35,9 +33,7 @@ static size_t file_cap;
 
 static void setup(void)
 {
-    log_set_level(LOG_LEVEL_ERROR);
-    snprintf(dir, sizeof dir, "/tmp/fuzz-cifar-%d", (int)getpid());
-    FUZZ_CHECK(mkdir(dir, 0700) == 0 || access(dir, W_OK) == 0, "cannot make %s", dir);
+    fuzz_scratch_dir(dir, sizeof dir, "cifar");
 }
 
 /* The file's bytes for this input (in the static buffer `file`). */
@@ -79,10 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(len == 0 || gzwrite(z, file, (unsigned)len) == (int)len, "short gzwrite");
         FUZZ_CHECK(gzclose(z) == Z_OK, "gzclose");
     } else {
-        FILE *f = fopen(path, "wb");
-        FUZZ_CHECK(f, "cannot write %s", path);
-        FUZZ_CHECK(len == 0 || fwrite(file, 1, len, f) == len, "short write");
-        fclose(f);
+        fuzz_write_file(path, file, len);
     }
 
     /* What the file is: sound when it is a whole, non-zero number of records with every label (both of

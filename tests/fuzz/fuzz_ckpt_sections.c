@@ -15,9 +15,7 @@
 #include "fuzz_common.h"
 #include "runtime/checkpoint/ckpt_format.h"
 #include "dtrain.h"
-#include "base/log.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[64], path[128];
@@ -103,11 +101,7 @@ static void through_file(const unsigned char *img, size_t len, long name_step)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!dir[0]) {
-        log_set_level(LOG_LEVEL_ERROR);
-        snprintf(dir, sizeof dir, "/tmp/fuzz-ckpt-sections-%d", (int)getpid());
-        FUZZ_CHECK(mkdir(dir, 0700) == 0 || access(dir, W_OK) == 0, "cannot make %s", dir);
-    }
+    fuzz_scratch_dir(dir, sizeof dir, "ckpt-sections");
     if (size < 1) return 0;
     const int mode = data[0];
     size_t len = size - 1;
@@ -123,10 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (h.step >= 0 && h.step <= CKPT_MAX_STEP) name_step = (long)h.step;
     }
     snprintf(path, sizeof path, "%s/ckpt-%010ld.dtc", dir, name_step);
-    FILE *f = fopen(path, "wb");
-    FUZZ_CHECK(f, "cannot write %s", path);
-    FUZZ_CHECK(fwrite(img, 1, len, f) == len, "short write");
-    fclose(f);
+    fuzz_write_file(path, img, len);
     if (mode & 2) through_reader(img, len);
     else through_file(img, len, name_step);
     unlink(path);

@@ -1,6 +1,7 @@
 /*
- * fuzz_common.h - what the libFuzzer harnesses share: turning the fuzz input into C strings and
- * into an environment, and checks that turn a broken promise of the code under test into a report.
+ * fuzz_common.h - what the libFuzzer harnesses share: turning the fuzz input into C strings, into
+ * an environment and into files in a scratch directory of the process's own, and checks that turn
+ * a broken promise of the code under test into a report.
  *
  * Every harness is a plain LLVMFuzzerTestOneInput: it must return 0 for any input, and abort() (via
  * FUZZ_CHECK) when the code under test breaks what its header promises. ASan and UBSan report
@@ -15,7 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <sanitizer/common_interface_defs.h>
+
+#include "base/log.h"
 
 /* A promise of the code under test that this input broke: say which and die, so libFuzzer keeps the
  * input as a crash artifact. The message goes out through the sanitizers' report stream, which
@@ -33,6 +39,34 @@
             abort();                                                                                 \
         }                                                                                            \
     } while (0)
+
+/* The path /tmp/fuzz-NAME-PIDEXT into path (n bytes): a file or directory of this process's own, so
+ * that parallel fuzzing jobs (run.sh's FUZZ_JOBS) never write each other's inputs. */
+static inline void fuzz_scratch_path(char *path, size_t n, const char *name, const char *ext)
+{
+    const int len = snprintf(path, n, "/tmp/fuzz-%s-%d%s", name, (int)getpid(), ext ? ext : "");
+    if (len < 0 || (size_t)len >= n) abort();
+}
+
+/* The scratch directory of the harness `name` (fuzz_scratch_path, no extension) into dir, made at
+ * the first call, which also lowers the library's log level to errors: the warnings of millions of
+ * refused files say nothing. Later calls return at once (dir already holds the path). */
+static inline void fuzz_scratch_dir(char *dir, size_t n, const char *name)
+{
+    if (dir[0]) return;
+    log_set_level(LOG_LEVEL_ERROR);
+    fuzz_scratch_path(dir, n, name, NULL);
+    FUZZ_CHECK(mkdir(dir, 0700) == 0 || access(dir, W_OK) == 0, "cannot make %s", dir);
+}
+
+/* Writes len bytes of data to path, replacing the file, or aborts naming it. */
+static inline void fuzz_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    FUZZ_CHECK(f, "cannot write %s", path);
+    FUZZ_CHECK(len == 0 || fwrite(data, 1, len, f) == len, "short write of %s", path);
+    FUZZ_CHECK(fclose(f) == 0, "cannot close %s", path);
+}
 
 /* A NUL-terminated copy of data (an embedded NUL ends the C string early, as it would in argv or
  * the environment). */

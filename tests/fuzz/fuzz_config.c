@@ -1,17 +1,20 @@
 /*
  * fuzz_config.c - configuration from the environment: dt_config_from_env (runtime/config.c:
- * DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS, DTRAIN_GPU_COMM), DTRAIN_LOG
+ * DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS, DTRAIN_GPU_COMM, DTRAIN_COMM_THREAD,
+ * DTRAIN_COMM_WORLD1), DTRAIN_LOG
  * (log_init_from_env, runtime/log.c) and the DTRAIN_FAULT test hook of `dtrain train` (fault_parse,
  * static in launch/cmd_train.c, hence the #include).
  *
  * Input: lines NAME=VALUE, the whole environment of the run (see fuzz_env_set); "DTRAIN_" is put
  * before names that lack it, so "TIMEOUT=5" sets DTRAIN_TIMEOUT.
  * Beyond ASan/UBSan: a success gives a configuration inside the documented ranges (timeout 0 or
- * 1 to 1e7 s, 0 to 4096 BLAS threads), equal to what each variable says; a failure leaves cfg
+ * 1 to 1e7 s, 0 to 4096 BLAS threads, comm_thread and comm_world1 0 or 1), equal to what each
+ * variable says; a failure leaves cfg
  * unchanged (dtrain.h) and names a variable.
  */
 #include "fuzz_common.h"
 #include "base/log.h"
+#include "base/parse.h"
 
 #include <strings.h>
 
@@ -20,7 +23,8 @@
 static int cfg_same(const dt_config *a, const dt_config *b)
 {
     return a->device == b->device && a->pin == b->pin && a->timeout_s == b->timeout_s &&
-           a->blas_threads == b->blas_threads && a->gpu_comm == b->gpu_comm;
+           a->blas_threads == b->blas_threads && a->gpu_comm == b->gpu_comm && a->comm_thread == b->comm_thread &&
+           a->comm_world1 == b->comm_world1;
 }
 
 static void check_config(const fuzz_env *env)
@@ -41,6 +45,7 @@ static void check_config(const fuzz_env *env)
     dt_device_kind k;
     dt_pin_mode p;
     dt_gpu_comm g;
+    int n;
     const char *v;
     if ((v = fuzz_env_get(env, "DTRAIN_DEVICE")))
         FUZZ_CHECK(dt_device_kind_parse(v, &k) == DT_OK && k == cfg.device, "DTRAIN_DEVICE='%s'", v);
@@ -54,6 +59,16 @@ static void check_config(const fuzz_env *env)
         FUZZ_CHECK(dt_gpu_comm_parse(v, &g) == DT_OK && g == cfg.gpu_comm, "DTRAIN_GPU_COMM='%s'", v);
     else
         FUZZ_CHECK(cfg.gpu_comm == def.gpu_comm, "gpu comm changed with DTRAIN_GPU_COMM unset");
+    if ((v = fuzz_env_get(env, "DTRAIN_COMM_THREAD")))
+        FUZZ_CHECK(parse_int("DTRAIN_COMM_THREAD", v, 0, 1, &n) == DT_OK && n == cfg.comm_thread,
+                   "DTRAIN_COMM_THREAD='%s' gave %d", v, cfg.comm_thread);
+    else
+        FUZZ_CHECK(cfg.comm_thread == def.comm_thread, "comm thread changed with DTRAIN_COMM_THREAD unset");
+    if ((v = fuzz_env_get(env, "DTRAIN_COMM_WORLD1")))
+        FUZZ_CHECK(parse_int("DTRAIN_COMM_WORLD1", v, 0, 1, &n) == DT_OK && n == cfg.comm_world1,
+                   "DTRAIN_COMM_WORLD1='%s' gave %d", v, cfg.comm_world1);
+    else
+        FUZZ_CHECK(cfg.comm_world1 == def.comm_world1, "comm world1 changed with DTRAIN_COMM_WORLD1 unset");
     if (!fuzz_env_get(env, "DTRAIN_TIMEOUT"))
         FUZZ_CHECK(cfg.timeout_s == def.timeout_s, "timeout changed with DTRAIN_TIMEOUT unset");
     if (!fuzz_env_get(env, "DTRAIN_BLAS_THREADS"))

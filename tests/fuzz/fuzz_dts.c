@@ -55,11 +55,8 @@ static void check(const ds_split *s, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static char path[64];
-    if (!path[0]) snprintf(path, sizeof path, "/tmp/fuzz-dts-%d.dts", (int)getpid());
-    FILE *f = fopen(path, "wb");
-    FUZZ_CHECK(f, "cannot write %s", path);
-    FUZZ_CHECK(fwrite(data, 1, size, f) == size, "short write");
-    fclose(f);
+    if (!path[0]) fuzz_scratch_path(path, sizeof path, "dts", ".dts");
+    fuzz_write_file(path, data, size);
     ds_split *s = NULL;
     ds_open_opts o = {0};
     if (ds_open(path, &o, &s) == DT_OK) {

@@ -56,11 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     static char path[64];
-    if (!path[0]) snprintf(path, sizeof path, "/tmp/fuzz-idx-%d.gz", (int)getpid());
-    FILE *f = fopen(path, "wb");
-    FUZZ_CHECK(f, "cannot write %s", path);
-    FUZZ_CHECK(fwrite(data + 1, 1, size - 1, f) == size - 1, "short write");
-    fclose(f);
+    if (!path[0]) fuzz_scratch_path(path, sizeof path, "idx", ".gz");
+    fuzz_write_file(path, data + 1, size - 1);
     unsigned char *b;
     size_t len;
     /* A small bound: a few bytes of gzip may claim gigabytes, which must be refused, not read. */

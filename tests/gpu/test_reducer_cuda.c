@@ -1,11 +1,12 @@
 /*
  * test_reducer_cuda.c - the reducer and the buffer utilities on device memory.
  *
- * At one rank with DTRAIN_COMM_WORLD1=1 the reducer's buckets go through NCCL on its stream even
- * in a world of one (a sum over one rank changes no bit; without it nothing travels): an fp32 buffer on an fp32 wire comes back
- * unchanged, on a bf16 wire rounded to bf16 exactly as the CPU rounds, a 16-bit buffer unchanged;
- * the buffer is filled by an asynchronous copy on the caller's stream right before ready(), so a
- * reducer that did not follow that stream would reduce stale bytes. No-sync steps leave the buffer
+ * At one rank with DTRAIN_COMM_WORLD1=1 (dt_config::comm_world1) the reducer's buckets go through
+ * NCCL on its stream even in a world of one (a sum over one rank changes no bit; without it nothing
+ * travels): an fp32 buffer on an fp32 wire comes back unchanged, on a bf16 wire rounded to bf16
+ * exactly as the CPU rounds, a 16-bit buffer unchanged; the buffer is filled by an asynchronous copy
+ * on the caller's stream right before ready(), so a reducer that did not follow that stream would
+ * reduce stale bytes. No-sync steps leave the buffer
  * alone. A device pointer given as host memory and the reverse are refused. dt_buffer_unscale_check,
  * dt_buffer_scale, dt_buffer_norm and dt_buffer_checksum on device memory equal their host results
  * (the norm to 1e-12 relative: the device sums in another fixed order), and dt_check_replicas takes
@@ -20,24 +21,13 @@
 #endif
 #include "kernels/cast.h"
 #include "dtrain.h"
+#include "../mpi/mpi_check.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures, checks;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL line %d: ", __LINE__);                                           \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, " (last error: %s)\n", dt_last_error());                               \
-        }                                                                                          \
-    } while (0)
 
 enum { N = 100003 };
 
@@ -46,8 +36,10 @@ static void fill(float *h)
     for (size_t i = 0; i < N; i++) h[i] = (float)sin(0.37 * (double)i) * (float)(1 + i % 13) * 1e-3f;
 }
 
-/* One step over two ranges, the buffer written on the stream just before each ready(). */
-static void reduce_case(dt_ctx *ctx, cudaStream_t st, dt_dtype dtype, dt_dtype wire)
+/* One step over two ranges, the buffer written on the stream just before each ready(). comm: whether
+ * the buckets travel (dt_config::comm_world1 at one rank), so an fp32 buffer on a 16-bit wire comes
+ * back rounded; else nothing travels and nothing is rounded. */
+static void reduce_case(dt_ctx *ctx, cudaStream_t st, dt_dtype dtype, dt_dtype wire, int comm)
 {
     const size_t esz = dt_dtype_size(dtype);
     float *h = malloc(N * sizeof *h), *want = malloc(N * sizeof *want);
@@ -59,8 +51,6 @@ static void reduce_case(dt_ctx *ctx, cudaStream_t st, dt_dtype dtype, dt_dtype w
     if (dtype != DT_F32) cpu_cast_f32_to_16(dtype, h, h16, N);
     const void *src = dtype == DT_F32 ? (const void *)h : (const void *)h16;
     /* What comes back: the values, or (fp32 on a 16-bit wire) their rounding. */
-    const char *w1 = getenv("DTRAIN_COMM_WORLD1");
-    const int comm = w1 && !strcmp(w1, "1"); /* else nothing travels and nothing is rounded */
     if (dtype == DT_F32 && wire != DT_F32 && comm) {
         cpu_cast_f32_to_16(wire, h, back16, N);
         cpu_cast_16_to_f32(wire, back16, want, N);
@@ -166,21 +156,22 @@ int main(void)
     }
     dt_config cfg;
     dt_config_defaults(&cfg);
-    cfg.device = DT_DEVICE_CUDA;
-    dt_ctx *ctx = NULL;
-    if (dt_init(&cfg, &ctx) != DT_OK) {
+    if (dt_config_from_env(&cfg) != DT_OK) { /* DTRAIN_COMM_WORLD1 */
         fprintf(stderr, "test_reducer_cuda: %s\n", dt_last_error());
         return 1;
     }
+    cfg.device = DT_DEVICE_CUDA;
+    dt_ctx *ctx = mpi_check_init_config("test_reducer_cuda", &cfg);
+    const int comm = cfg.comm_world1; /* the test runs at one rank */
     cudaStream_t st;
     CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess, "stream");
-    reduce_case(ctx, st, DT_F32, DT_F32);
-    reduce_case(ctx, st, DT_F32, DT_BF16);
-    reduce_case(ctx, st, DT_F32, DT_F16);
-    reduce_case(ctx, st, DT_F16, DT_F16);
+    reduce_case(ctx, st, DT_F32, DT_F32, comm);
+    reduce_case(ctx, st, DT_F32, DT_BF16, comm);
+    reduce_case(ctx, st, DT_F32, DT_F16, comm);
+    reduce_case(ctx, st, DT_F16, DT_F16, comm);
     utilities(ctx);
     cudaStreamDestroy(st);
-    printf("test_reducer_cuda: %d checks, %s\n", checks, failures ? "FAILED" : "all passed");
+    const int rc = mpi_check_finish(ctx, "test_reducer_cuda");
     dt_finalize(ctx);
-    return failures ? 1 : 0;
+    return rc;
 }

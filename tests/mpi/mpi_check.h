@@ -1,8 +1,8 @@
 /*
  * mpi_check.h - the check macro of the multi-rank C tests: a failed check prints the rank, the
- * line and dtrain's last error and is counted; mpi_check_init starts dtrain on the CPU;
- * mpi_check_finish sums the failures over the ranks
- * so every rank exits with the same verdict.
+ * line and dtrain's last error and is counted; mpi_check_init starts dtrain on the CPU (or
+ * mpi_check_init_config as told); mpi_check_finish sums the failures over the ranks so every rank
+ * exits with the same verdict.
  */
 #ifndef DT_TESTS_MPI_CHECK_H
 #define DT_TESTS_MPI_CHECK_H
@@ -25,14 +25,11 @@ static int failures, checks, rank, world;
         }                                                                                          \
     } while (0)
 
-/* dt_init on the CPU, and rank and world set; a failure ends the job naming the test. */
-static inline dt_ctx *mpi_check_init(const char *name)
+/* dt_init with cfg, and rank and world set; a failure ends the job naming the test. */
+static inline dt_ctx *mpi_check_init_config(const char *name, const dt_config *cfg)
 {
-    dt_config cfg;
-    dt_config_defaults(&cfg);
-    cfg.device = DT_DEVICE_CPU;
     dt_ctx *ctx = NULL;
-    if (dt_init(&cfg, &ctx) != DT_OK) {
+    if (dt_init(cfg, &ctx) != DT_OK) {
         fprintf(stderr, "%s: dt_init failed: %s\n", name, dt_last_error());
         dt_abort_job(NULL, 1);
         exit(1);
@@ -40,6 +37,15 @@ static inline dt_ctx *mpi_check_init(const char *name)
     rank = dt_rank(ctx);
     world = dt_world_size(ctx);
     return ctx;
+}
+
+/* dt_init on the CPU with the defaults (no DTRAIN_* variable), as mpi_check_init_config. */
+static inline dt_ctx *mpi_check_init(const char *name)
+{
+    dt_config cfg;
+    dt_config_defaults(&cfg);
+    cfg.device = DT_DEVICE_CPU;
+    return mpi_check_init_config(name, &cfg);
 }
 
 /* Every rank's failures summed; prints the verdict on rank 0 as "NAME: W ranks, N checks, ...".

@@ -51,6 +51,9 @@ expect 2 "--grad-comm 'fp8'" "$DTRAIN" train --grad-comm fp8
 DTRAIN_COMM_THREAD=0 DTRAIN_LOG=info "$MPIRUN" -np 2 -x DTRAIN_COMM_THREAD -x DTRAIN_LOG "$DTRAIN" train --blas-threads 1 \
     --model mlp --steps 20 --batch 4 --lr 0.05 --seed 5 --log-every 20 --dump-params "$tmp/inline" >"$tmp/log" 2>&1
 grep -q "communication engine: inline" "$tmp/log" && ok "DTRAIN_COMM_THREAD=0 runs the engine inline" || { bad "engine not inline"; cat "$tmp/log"; }
+grep -q "comm thread off, comm world1 off" "$tmp/log" && ok "the printed configuration shows comm thread off" ||
+    { bad "configuration line lacks comm thread off"; cat "$tmp/log"; }
+expect 2 "DTRAIN_COMM_THREAD='no'" env DTRAIN_COMM_THREAD=no "$DTRAIN" train
 train 2 --model mlp --steps 20 --batch 4 --lr 0.05 --seed 5 --log-every 20 --no-overlap --bucket-mb 0 --first-bucket-mb 0 --dump-params "$tmp/whole"
 out=$("$CMP" "$tmp/inline" "$tmp/whole" exact) && ok "inline progress (DTRAIN_COMM_THREAD=0): $out" || bad "inline progress: $out"
 

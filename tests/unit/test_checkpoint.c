@@ -316,7 +316,7 @@ static void test_fifo_and_directory(void **state)
     assert_int_equal(ckpt_read_file(path_in(f, "ckpt-0000000009.dtc"), 9, f->m, f->o, f->sc, &step, &world),
                      DT_ERR_CORRUPT);
     assert_non_null(strstr(dt_last_error(), "is a FIFO"));
-    assert_int_equal(dt_checkpoint_load_latest_scaled(NULL, f->dir, f->m, f->o, f->sc, &step), DT_OK);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, f->o, f->sc, NULL, &step), DT_OK);
     block_guard_stop();
     assert_int_equal(step, 5);
     unlink(path_in(f, "ckpt-0000000009.dtc"));
@@ -333,7 +333,7 @@ static void test_load_latest_skips_crafted(void **state)
     ckpt_seal(c, f->len);
     write_whole(path_in(f, "ckpt-0000000007.dtc"), c, f->len);
     long step = -1;
-    assert_int_equal(dt_checkpoint_load_latest_scaled(NULL, f->dir, f->m, f->o, f->sc, &step), DT_OK);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, f->o, f->sc, NULL, &step), DT_OK);
     assert_int_equal(step, 5);
     unlink(path_in(f, "ckpt-0000000007.dtc"));
     memcpy(dt_model_params(f->m), f->before, sizeof f->before);
@@ -350,7 +350,7 @@ static void test_file_size_limit(void **state)
     lim = old;
     lim.rlim_cur = 100;
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    dt_status s = dt_checkpoint_save_scaled(NULL, f->dir, f->m, f->o, f->sc, 6);
+    dt_status s = dt_checkpoint_save(NULL, f->dir, f->m, f->o, f->sc, NULL, 6);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
     assert_int_equal(s, DT_ERR_IO);
     assert_non_null(strstr(dt_last_error(), "File too large"));
@@ -364,7 +364,7 @@ static void test_file_size_limit(void **state)
     sigpending(&pend);
     assert_false(sigismember(&pend, SIGXFSZ));
     long step = -1;
-    assert_int_equal(dt_checkpoint_load_latest_scaled(NULL, f->dir, f->m, f->o, f->sc, &step), DT_OK);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, f->o, f->sc, NULL, &step), DT_OK);
     assert_int_equal(step, 5);
     memcpy(dt_model_params(f->m), f->before, sizeof f->before);
 }
@@ -375,22 +375,22 @@ static void test_weights_only(void **state)
     fixture *f = *state;
     char wdir[128];
     snprintf(wdir, sizeof wdir, "%s/weights", f->dir);
-    assert_int_equal(dt_checkpoint_save(NULL, wdir, f->m, NULL, 3), DT_OK);
+    assert_int_equal(dt_checkpoint_save(NULL, wdir, f->m, NULL, NULL, NULL, 3), DT_OK);
     for (int i = 0; i < 9; i++) dt_model_params(f->m)[i] = 0;
     long step = -1;
-    assert_int_equal(dt_checkpoint_load_latest(NULL, wdir, f->m, NULL, &step), DT_OK);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, wdir, f->m, NULL, NULL, NULL, &step), DT_OK);
     assert_int_equal(step, 3);
     assert_memory_equal(dt_model_params(f->m), f->before, sizeof f->before);
     /* A weights-only file cannot resume an optimizer. */
-    assert_int_equal(dt_checkpoint_load_latest(NULL, wdir, f->m, f->o, &step), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, wdir, f->m, f->o, NULL, NULL, &step), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "weights only"));
     /* A full checkpoint loads its weights without an optimizer. */
-    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, NULL, &step), DT_OK);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, NULL, NULL, NULL, &step), DT_OK);
     assert_int_equal(step, 5);
     assert_memory_equal(dt_model_params(f->m), section(f->img, 0), sizeof f->before);
     memcpy(dt_model_params(f->m), f->before, sizeof f->before);
-    assert_int_equal(dt_checkpoint_save(NULL, wdir, NULL, NULL, 3), DT_ERR_INVALID_ARG);
-    assert_int_equal(dt_checkpoint_save(NULL, wdir, f->m, NULL, -1), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_checkpoint_save(NULL, wdir, NULL, NULL, NULL, NULL, 3), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_checkpoint_save(NULL, wdir, f->m, NULL, NULL, NULL, -1), DT_ERR_INVALID_ARG);
 }
 
 /* A sound checkpoint of another optimizer is refused as a user error, naming both. */
@@ -402,7 +402,7 @@ static void test_other_optimizer(void **state)
     dt_optimizer *sgd;
     assert_int_equal(dt_optimizer_create(&oc, 9, &sgd), DT_OK);
     long step = -1;
-    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, sgd, &step), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, sgd, NULL, NULL, &step), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "optimizer adamw, this run uses sgd"));
     assert_memory_equal(dt_model_params(f->m), f->before, sizeof f->before);
     dt_optimizer_free(sgd);
@@ -417,11 +417,11 @@ static void test_data_block(void **state)
     float mean[3] = {0.5f, 0.25f, 0.125f}, sd[3] = {2, 3, 4};
     const dt_ckpt_data in = {.epoch = 4, .offset = 1234, .normalize = DT_NORMALIZE_STANDARD, .channels = 3,
                              .mean = mean, .std = sd};
-    assert_int_equal(dt_checkpoint_save_data(NULL, f->dir, f->m, f->o, f->sc, &in, 9), DT_OK);
+    assert_int_equal(dt_checkpoint_save(NULL, f->dir, f->m, f->o, f->sc, &in, 9), DT_OK);
     float m2[3] = {0}, s2[3] = {0};
     dt_ckpt_data out = {.channels = 3, .mean = m2, .std = s2};
     long step = -1;
-    assert_int_equal(dt_checkpoint_load_latest_data(NULL, f->dir, f->m, f->o, f->sc, &out, &step), DT_OK);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, f->o, f->sc, &out, &step), DT_OK);
     assert_int_equal(step, 9);
     assert_int_equal(out.present, 1);
     assert_int_equal(out.epoch, 4);
@@ -431,7 +431,7 @@ static void test_data_block(void **state)
     assert_memory_equal(s2, sd, sizeof sd);
     /* Other data: 1 channel, not 3. */
     dt_ckpt_data other = {.channels = 1, .mean = m2, .std = s2};
-    assert_int_equal(dt_checkpoint_load_latest_data(NULL, f->dir, f->m, f->o, f->sc, &other, &step),
+    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, f->o, f->sc, &other, &step),
                      DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "3 channels"));
     /* The same block in a version-3 file loads the same. */
@@ -442,7 +442,7 @@ static void test_data_block(void **state)
     memset(m2, 0, sizeof m2);
     memset(&out, 0, sizeof out);
     out.channels = 3, out.mean = m2, out.std = s2;
-    assert_int_equal(dt_checkpoint_load_latest_data(NULL, f->dir, f->m, f->o, f->sc, &out, &step), DT_OK);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, f->o, f->sc, &out, &step), DT_OK);
     assert_int_equal(step, 9);
     assert_int_equal(out.present, 1);
     assert_int_equal(out.offset, 1234);

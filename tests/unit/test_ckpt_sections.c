@@ -351,7 +351,7 @@ static void test_model_files(void **state)
     for (int i = 0; i < 9; i++) g[i] = 0.1f * (float)(i + 1);
     assert_int_equal(dt_optimizer_step(o, dt_model_params(m), g), DT_OK);
     memcpy(saved, dt_model_params(m), sizeof saved);
-    assert_int_equal(dt_checkpoint_save_scaled(NULL, dir, m, o, sc, 4), DT_OK);
+    assert_int_equal(dt_checkpoint_save(NULL, dir, m, o, sc, NULL, 4), DT_OK);
     dt_ckpt_reader *r;
     long step;
     assert_int_equal(dt_ckpt_open_latest(NULL, dir, &r, &step), DT_OK);
@@ -419,7 +419,7 @@ static void test_model_files(void **state)
     assert_int_equal(dt_ckpt_begin(NULL, dir, 8, &w), DT_OK);
     assert_int_equal(dt_ckpt_add(w, "weights", saved, sizeof saved), DT_OK);
     assert_int_equal(dt_ckpt_commit(w), DT_OK);
-    expect_error(dt_checkpoint_load_latest(NULL, dir, m, o, &step), DT_ERR_INVALID_ARG,
+    expect_error(dt_checkpoint_load_latest(NULL, dir, m, o, NULL, NULL, &step), DT_ERR_INVALID_ARG,
                  "holds no dt_model state (no section \"dtrain.model\"; its sections: \"weights\")");
     unlink(at("ckpt-0000000008.dtc"));
     /* A version-3 file, newer: dt_ckpt_open_latest skips it for the version-4 one; dt_model's
@@ -433,7 +433,7 @@ static void test_model_files(void **state)
     assert_int_equal(step, 4);
     dt_ckpt_close(r);
     for (int i = 0; i < 9; i++) dt_model_params(m)[i] = 0;
-    assert_int_equal(dt_checkpoint_load_latest_scaled(NULL, dir, m, o, sc, &step), DT_OK);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, dir, m, o, sc, NULL, &step), DT_OK);
     assert_int_equal(step, 10);
     assert_memory_equal(dt_model_params(m), saved, sizeof saved);
     free(v3);

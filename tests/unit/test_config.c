@@ -23,6 +23,8 @@ static void clear_env(void)
     unsetenv("DTRAIN_TIMEOUT");
     unsetenv("DTRAIN_BLAS_THREADS");
     unsetenv("DTRAIN_GPU_COMM");
+    unsetenv("DTRAIN_COMM_THREAD");
+    unsetenv("DTRAIN_COMM_WORLD1");
     unsetenv("DTRAIN_LOG");
 }
 
@@ -37,6 +39,8 @@ static void test_defaults_and_env(void **st)
     assert_true(c.timeout_s == 300.0);
     assert_int_equal(c.init_mpi, 1);
     assert_int_equal(c.gpu_comm, DT_GPU_COMM_NCCL);
+    assert_int_equal(c.comm_thread, 1);
+    assert_int_equal(c.comm_world1, 0);
     assert_int_equal(dt_config_from_env(&c), DT_OK);
     assert_int_equal(c.device, DT_DEVICE_AUTO);
 
@@ -45,7 +49,11 @@ static void test_defaults_and_env(void **st)
     setenv("DTRAIN_TIMEOUT", "30.5", 1);
     setenv("DTRAIN_BLAS_THREADS", "3", 1);
     setenv("DTRAIN_GPU_COMM", "mpi", 1);
+    setenv("DTRAIN_COMM_THREAD", "0", 1);
+    setenv("DTRAIN_COMM_WORLD1", "1", 1);
     assert_int_equal(dt_config_from_env(&c), DT_OK);
+    assert_int_equal(c.comm_thread, 0);
+    assert_int_equal(c.comm_world1, 1);
     assert_int_equal(c.gpu_comm, DT_GPU_COMM_MPI);
     assert_int_equal(c.device, DT_DEVICE_CPU);
     assert_int_equal(c.pin, DT_PIN_NONE);
@@ -80,6 +88,10 @@ static void test_bad_env(void **st)
     expect_env_error("DTRAIN_BLAS_THREADS", "2.5");
     expect_env_error("DTRAIN_BLAS_THREADS", "-2");
     expect_env_error("DTRAIN_GPU_COMM", "gloo");
+    expect_env_error("DTRAIN_COMM_THREAD", "no");
+    expect_env_error("DTRAIN_COMM_THREAD", "2");
+    expect_env_error("DTRAIN_COMM_WORLD1", "yes");
+    expect_env_error("DTRAIN_COMM_WORLD1", "");
     /* DTRAIN_LOG is refused with the others (bad usage), not later by dt_init (a run-time failure). */
     expect_env_error("DTRAIN_LOG", "verbose");
     /* Under a second a healthy collective can pass the deadline and the job would be aborted
@@ -154,10 +166,36 @@ static void test_names(void **st)
     assert_string_equal(dt_device_kind_name(DT_DEVICE_CPU), "cpu");
     assert_string_equal(dt_launcher_name(DT_LAUNCHER_SLURM), "slurm");
     assert_string_equal(dt_launcher_name(DT_LAUNCHER_TORCHRUN), "torchrun");
-    for (int s = DT_OK; s <= DT_ERR_INTERNAL; s++) assert_true(strlen(dt_strerror((dt_status)s)) > 0);
+    for (int s = DT_OK; s <= DT_ERR_COMM; s++) assert_string_not_equal(dt_strerror((dt_status)s), "unknown status");
+    assert_string_equal(dt_strerror(DT_ERR_COMM), "NCCL error");
     assert_non_null(strstr(dt_version_string(), "0.1.0"));
     assert_int_equal(dt_dtype_size(DT_F32), 4);
     assert_int_equal(dt_dtype_size(DT_BF16), 2);
+    assert_int_equal(dt_dtype_size((dt_dtype)7), 0);
+}
+
+/* dt_dtype_name and dt_dtype_parse are inverses on every dtype, and the parser takes nothing else. */
+static void test_dtype_names(void **st)
+{
+    (void)st;
+    static const dt_dtype all[] = {DT_F32, DT_F16, DT_BF16, DT_U8};
+    static const char *const names[] = {"fp32", "fp16", "bf16", "u8"};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        assert_string_equal(dt_dtype_name(all[i]), names[i]);
+        dt_dtype t = (dt_dtype)99;
+        assert_int_equal(dt_dtype_parse(names[i], &t), DT_OK);
+        assert_int_equal(t, all[i]);
+    }
+    assert_string_equal(dt_dtype_name((dt_dtype)7), "?");
+    static const char *const bad[] = {"FP16", "f32", "float", "", "fp16 ", "half"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        dt_dtype t = DT_BF16;
+        assert_int_equal(dt_dtype_parse(bad[i], &t), DT_ERR_INVALID_ARG);
+        assert_int_equal(t, DT_BF16);
+        if (!strstr(dt_last_error(), "fp32, fp16, bf16, u8")) fail_msg("'%s': %s", bad[i], dt_last_error());
+    }
+    dt_dtype t = DT_F32;
+    assert_int_equal(dt_dtype_parse(NULL, &t), DT_ERR_INVALID_ARG);
 }
 
 static void test_blas_advice(void **st)
@@ -185,6 +223,7 @@ int main(void)
         cmocka_unit_test(test_timeout_rule),
         cmocka_unit_test(test_log_level_from_env),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_dtype_names),
         cmocka_unit_test(test_blas_advice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
