@@ -175,15 +175,12 @@ int cmd_train(int argc, char **argv)
     /* Asked for the GPU: its rule before anything starts. */
     if (cfg.device == DT_DEVICE_CUDA && (rc = gpu_grads(&t, &grad_t, "--device cuda", ""))) goto refuse;
 
-    if (!(ctx = cli_init(&cfg))) {
-        rc = EXIT_FAIL;
-        goto refuse;
-    }
-    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    cli_job job;
+    if ((rc = cli_begin(&cfg, &job))) goto refuse;
+    ctx = job.ctx;
+    const int rank = job.rank, world = job.world;
     /* --device auto took a GPU: the same rule. */
-    dt_placement pl;
-    dt_get_placement(ctx, &pl);
-    if (pl.device == DT_DEVICE_CUDA &&
+    if (job.pl.device == DT_DEVICE_CUDA &&
         (rc = gpu_grads(&t, &grad_t, "--device auto chose the GPU, which", ", or train on the CPU with --device cpu")))
         goto abort_rc;
     if (!t.data && (size_t)t.dataset_size < (size_t)world * (size_t)t.batch) {
