@@ -1,6 +1,7 @@
 /*
- * cli.c - what the `dtrain` subcommands share: the common flags and each command's own, strict
- * flag values, dt_init with the job-wide abort a failure needs, and error messages.
+ * cli.c - what the `dtrain` subcommands share on their command lines: the common flags and each
+ * command's own, strict flag values, the data flags, and error messages. How a command starts
+ * and ends (dt_init, dt_finalize) is prologue.c's.
  */
 #include "launch/cli.h"
 #include "runtime/placement/config.h"
@@ -292,21 +293,3 @@ int cli_loader_auto(const dt_ctx *ctx, int requested)
     const int n = pl.num_cores - 1;
     return n < 1 ? 1 : n > 8 ? 8 : n;
 }
-
-dt_ctx *cli_init(const dt_config *cfg)
-{
-    dt_ctx *ctx = NULL;
-    cli_crash_report_install(-1, NULL); /* before MPI_Init: a crash in it is reported too */
-    dt_status s = dt_init(cfg, &ctx);
-    if (s == DT_OK) {
-        dt_placement pl;
-        dt_get_placement(ctx, &pl);
-        cli_crash_report_install(pl.rank, pl.hostname);
-        return ctx;
-    }
-    cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
-    /* Peers that initialized fine would otherwise wait for this rank forever. */
-    dt_abort_job(NULL, EXIT_FAIL);
-    return NULL;
-}
-

@@ -1,5 +1,6 @@
 /*
- * cli.h - what the `dtrain` subcommands share: common flags and exit codes.
+ * cli.h - what the `dtrain` subcommands share: common flags and exit codes (cli.c), the prologue
+ * and epilogue of a command that runs on the job (prologue.c), the help screens (help.c).
  *
  * Exit codes: 0 success, 1 a run-time failure (the message says what and how to fix it), 2 bad
  * usage (unknown command, flag or value), 75 `train` stopped on SIGUSR1/SIGTERM with a checkpoint.
@@ -16,11 +17,15 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 struct option;
 
 /* A command's own flags: getopt_long entries (val >= 256, NULL-terminated), and a handler that
- * takes one parsed flag and returns EXIT_OK or EXIT_USAGE after printing why. */
+ * takes one parsed flag and returns EXIT_OK or EXIT_USAGE after printing why. check (may be NULL)
+ * is cli_start's: the command's checks of its flags together, once all are parsed and before
+ * dt_init, so a refused command starts nothing; it may edit cfg, and returns EXIT_OK or
+ * EXIT_USAGE after printing why. Both get ud. */
 typedef struct cli_extra {
     const struct option *opts;
     int (*handle)(int val, const char *arg, void *ud);
     void *ud;
+    int (*check)(dt_config *cfg, void *ud);
 } cli_extra;
 
 /* Parses the flags every command takes (--device, --pin, --timeout, --blas-threads) and the
@@ -57,16 +62,47 @@ int cli_loader_threads(const char *arg, int *out);
 int cli_loader_auto(const dt_ctx *ctx, int requested);
 #define CLI_LOADER_DEPTH 3 /* batches: the one in use and two made ahead */
 
-/* dt_init with the message and the job-wide abort that a failure needs; returns NULL on failure
- * after printing the error (the caller exits with EXIT_FAIL). */
-dt_ctx *cli_init(const dt_config *cfg);
+/* ---------------------------------------------------------------- the prologue (prologue.c) */
+
+/* Before anything else: restarts the program with a better OPENBLAS_CORETYPE when OpenBLAS chose
+ * kernels below this CPU (execv; returns when there is nothing to fix or exec failed, with a
+ * warning). OPENBLAS_CORETYPE set by the user, or DTRAIN_BLAS_COREFIX=0, leaves it alone. */
+void cli_blas_corefix(char **argv);
+
+/* A command running on the job: its context (the command finalizes it, with cli_finish) and this
+ * rank's placement. */
+typedef struct cli_job {
+    dt_ctx *ctx;
+    dt_placement pl;
+    int rank, world;
+} cli_job;
+
+/* The prologue of a command that runs on the job: cli_parse into *cfg, extra->check, then
+ * cli_begin. Returns EXIT_OK with *job filled, or the exit code after printing why: EXIT_USAGE
+ * before dt_init (nothing started), EXIT_FAIL when dt_init failed (the job is being aborted). */
+int cli_start(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_extra *extra, cli_job *job);
+/* The second half of cli_start, for a command whose checks before dt_init hold resources (train):
+ * dt_init with the crash report, the message and the job-wide abort a failure needs, then this
+ * rank's placement into *job. EXIT_OK, or EXIT_FAIL after printing the error. */
+int cli_begin(const dt_config *cfg, cli_job *job);
+/* The epilogue: dt_finalize(ctx); returns rc, or EXIT_FAIL after printing why finalize failed. */
+int cli_finish(dt_ctx *ctx, int rc);
+/* A library failure s after dt_init: prints "[what: ]<last error> (<status>)" (what may be NULL:
+ * what failed, when the last error does not say), takes the job down
+ * (dt_abort_job: this rank may have failed alone) and returns the exit code, EXIT_USAGE for
+ * DT_ERR_INVALID_ARG and EXIT_FAIL otherwise. Returns only in a world of one rank, with MPI
+ * finalized: the caller frees what it holds and must not call dt_finalize. */
+int cli_fail(dt_ctx *ctx, dt_status s, const char *what);
+
 /* A crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) then prints the rank, the host, the faulting
  * address and where the program was as FILE+0xOFFSET for addr2line, and dies of the same signal
- * (crash.c). cli_init installs it before MPI_Init (rank -1: not known yet, host NULL:
+ * (crash.c). cli_begin installs it before MPI_Init (rank -1: not known yet, host NULL:
  * gethostname) and sets MPI's rank and host after; a second call only updates those. */
 void cli_crash_report_install(int rank, const char *host);
 
-/* The overview: the commands and the options of every command (help.c). */
+/* ---------------------------------------------------------------- help (help.c) */
+
+/* The overview: the commands and the options of every command. */
 void cli_usage(FILE *f);
 /* Prints the help screen of topic ("train", "bench", "bench gemm", ...) to f and returns 0, or
  * returns -1 when there is none; f NULL only looks it up. */
@@ -78,6 +114,9 @@ static inline const char *cli_s(long n) { return n == 1 ? "" : "s"; }
 /* Prints "dtrain: error: <msg>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The commands: argv[0] is the command's name, EXIT_* returned. */
+int cmd_help(int argc, char **argv);       /* argv[0] = "help" */
+int cmd_version(int argc, char **argv);
 int cmd_env(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

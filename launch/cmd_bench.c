@@ -381,6 +381,28 @@ fail:
     return BENCH_ABORTED;
 }
 
+/* The flags together, before dt_init: the size range, and host memory only. */
+static int bench_check(dt_config *cfg, void *ud)
+{
+    bench_opts *o = ud;
+    if (!o->maxbytes_set && o->minbytes > o->maxbytes) o->maxbytes = o->minbytes;
+    if (o->minbytes > o->maxbytes) {
+        char lo[32], hi[32];
+        human_bytes(o->minbytes, lo, sizeof lo);
+        human_bytes(o->maxbytes, hi, sizeof hi);
+        cli_error("-b/--minbytes %s (%llu bytes) is larger than -e/--maxbytes %s (%llu bytes)", lo, o->minbytes, hi,
+                  o->maxbytes);
+        return EXIT_USAGE;
+    }
+    /* The engine reduces host memory: the buffers live on the CPU whatever GPU is visible. */
+    if (cfg->device == DT_DEVICE_CUDA) {
+        cli_error("dtrain bench allreduce measures host-memory buffers only for now: drop --device cuda "
+                  "(or DTRAIN_DEVICE=cuda)");
+        return EXIT_USAGE;
+    }
+    cfg->device = DT_DEVICE_CPU;
+    return EXIT_OK;
+}
 
 int cmd_bench(int argc, char **argv)
 {
@@ -399,10 +421,11 @@ int cmd_bench(int argc, char **argv)
     if (!strcmp(name, "reducer")) return cmd_bench_reducer(argc - 1, argv + 1);
     if (strcmp(name, "allreduce") != 0) {
         if (name[0] == '-')
-            cli_error("the first argument of dtrain bench must be the benchmark name (allreduce, gemm, step, data, reducer), not '%s'",
-                      name);
+            cli_error("the first argument of dtrain bench must be the benchmark name (allreduce, gemm, step, data, "
+                      "reducer), not '%s'", name);
         else
-            cli_error("unknown benchmark '%s'; the benchmarks are allreduce, gemm, step, data, reducer (see dtrain help bench)", name);
+            cli_error("unknown benchmark '%s'; the benchmarks are allreduce, gemm, step, data, reducer (see dtrain "
+                      "help bench)", name);
         return EXIT_USAGE;
     }
 
@@ -416,37 +439,14 @@ int cmd_bench(int argc, char **argv)
         return EXIT_FAIL;
     }
     dt_config cfg;
-    cli_extra extra = {bench_options, bench_handle, &o};
-    int rc = cli_parse(nargc, nargv, "bench allreduce", &cfg, &extra);
+    cli_extra extra = {bench_options, bench_handle, &o, bench_check};
+    cli_job job;
+    int rc = cli_start(nargc, nargv, "bench allreduce", &cfg, &extra, &job);
     for (int i = 0; i < nowned; i++) free(owned[i]);
     free(owned);
     free(nargv);
     if (rc) return rc;
-    if (!o.maxbytes_set && o.minbytes > o.maxbytes) o.maxbytes = o.minbytes;
-    if (o.minbytes > o.maxbytes) {
-        char lo[32], hi[32];
-        human_bytes(o.minbytes, lo, sizeof lo);
-        human_bytes(o.maxbytes, hi, sizeof hi);
-        cli_error("-b/--minbytes %s (%llu bytes) is larger than -e/--maxbytes %s (%llu bytes)", lo, o.minbytes, hi,
-                  o.maxbytes);
-        return EXIT_USAGE;
-    }
-    /* The engine reduces host memory: the buffers live on the CPU whatever GPU is visible. */
-    if (cfg.device == DT_DEVICE_CUDA) {
-        cli_error("dtrain bench allreduce measures host-memory buffers only for now: drop --device cuda "
-                  "(or DTRAIN_DEVICE=cuda)");
-        return EXIT_USAGE;
-    }
-    cfg.device = DT_DEVICE_CPU;
-
-    dt_ctx *ctx = cli_init(&cfg);
-    if (!ctx) return EXIT_FAIL;
-    rc = run_allreduce(ctx, &o);
+    rc = run_allreduce(job.ctx, &o);
     if (rc == BENCH_ABORTED) return EXIT_FAIL;
-    dt_status s = dt_finalize(ctx);
-    if (s) {
-        cli_error("%s", dt_last_error());
-        return EXIT_FAIL;
-    }
-    return rc;
+    return cli_finish(job.ctx, rc);
 }

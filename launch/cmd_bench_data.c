@@ -61,7 +61,7 @@ int cmd_bench_data(int argc, char **argv)
     bdata_opts o = {.batch = 256, .batches = 20, .warmup = 2, .normalize = DT_NORMALIZE_STANDARD,
                     .threads = {1, 2}, .nthreads = 2};
     dt_config cfg;
-    const cli_extra extra = {bdata_options, bdata_handle, &o};
+    const cli_extra extra = {bdata_options, bdata_handle, &o, NULL};
     int rc = cli_parse(argc, argv, "bench data", &cfg, &extra);
     if (rc) return rc;
     if (!o.data) {

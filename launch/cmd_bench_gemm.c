@@ -209,15 +209,14 @@ int cmd_bench_gemm(int argc, char **argv)
     gemm_opts o = {.nn = 3, .n = {4096, 8192, 10000}, .types = {1, 1, 1, 1}, .warmup = 1, .iters = 20,
                    .max_s = 3.0, .cpu = 1, .gpu = 1};
     dt_config cfg;
-    cli_extra extra = {gemm_options, gemm_handle, &o};
-    int rc = cli_parse(argc, argv, "bench gemm", &cfg, &extra);
-    if (rc) return rc;
+    cli_extra extra = {gemm_options, gemm_handle, &o, NULL};
+    cli_job job;
     /* The benchmark wants this rank's cores for OpenBLAS and its GPU: placement does both. */
-    dt_ctx *ctx = cli_init(&cfg);
-    if (!ctx) return EXIT_FAIL;
-    dt_placement pl;
-    dt_get_placement(ctx, &pl);
-    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    int rc = cli_start(argc, argv, "bench gemm", &cfg, &extra, &job);
+    if (rc) return rc;
+    dt_ctx *ctx = job.ctx;
+    const dt_placement pl = job.pl;
+    const int rank = job.rank, world = job.world;
 
     char gpu_desc[256];
     gemm_gpu_describe(gpu_desc, sizeof gpu_desc);
@@ -237,7 +236,8 @@ int cmd_bench_gemm(int argc, char **argv)
     char gpu_note[160] = "";
     for (int si = 0; si < o.nn; si++) {
         const size_t n = o.n[si];
-        float *a = malloc(n * n * sizeof *a), *b = malloc(n * n * sizeof *b), *c = o.cpu ? malloc(n * n * sizeof *c) : NULL;
+        float *a = malloc(n * n * sizeof *a), *b = malloc(n * n * sizeof *b);
+        float *c = o.cpu ? malloc(n * n * sizeof *c) : NULL;
         if (!a || !b || (o.cpu && !c)) {
             free(a), free(b), free(c);
             cli_error("out of host memory for three %zu x %zu matrices (%.1f GiB): use a smaller --n", n, n,
@@ -283,10 +283,5 @@ int cmd_bench_gemm(int argc, char **argv)
     if (rank == 0 && wrong)
         cli_error("%d result(s) outside the tolerance (fp32 1e-5, tf32 5e-3, bf16 1e-2, fp16 2e-3 of sum |a b|): "
                   "the GEMM library or the device is computing wrong values", wrong);
-    dt_status s = dt_finalize(ctx);
-    if (s) {
-        cli_error("%s", dt_last_error());
-        return EXIT_FAIL;
-    }
-    return wrong ? EXIT_FAIL : EXIT_OK;
+    return cli_finish(ctx, wrong ? EXIT_FAIL : EXIT_OK);
 }

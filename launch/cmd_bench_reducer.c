@@ -93,6 +93,24 @@ static int red_handle(int val, const char *arg, void *ud)
     return EXIT_USAGE;
 }
 
+/* The flags together, before dt_init: the size of the net, and host memory only. */
+static int red_check(dt_config *cfg, void *ud)
+{
+    const red_opts *o = ud;
+    const unsigned long long n = ((unsigned long long)o->width * o->width + o->width) * (unsigned long long)o->layers;
+    if (n > MAX_PARAMS) {
+        cli_error("--layers %d x --width %d is %llu parameters, more than 2^28 (1 GiB of fp32 per buffer, and the "
+                  "bench holds five): lower --layers or --width", o->layers, o->width, n);
+        return EXIT_USAGE;
+    }
+    if (cfg->device == DT_DEVICE_CUDA) {
+        cli_error("dtrain bench reducer measures host-memory buffers only: drop --device cuda (or DTRAIN_DEVICE=cuda)");
+        return EXIT_USAGE;
+    }
+    cfg->device = DT_DEVICE_CPU;
+    return EXIT_OK;
+}
+
 static double now_s(void)
 {
     struct timespec t;
@@ -388,29 +406,20 @@ int cmd_bench_reducer(int argc, char **argv)
     red_opts o = {.layers = 6, .width = 1024, .batch = 16, .steps = 20, .warmup = 3, .bucket_mb = -1,
                   .first_bucket_mb = -1, .wire = DT_F32};
     dt_config cfg;
-    cli_extra extra = {red_options, red_handle, &o};
-    int rc = cli_parse(argc, argv, "bench reducer", &cfg, &extra);
+    cli_extra extra = {red_options, red_handle, &o, red_check};
+    cli_job job;
+    int rc = cli_start(argc, argv, "bench reducer", &cfg, &extra, &job);
     if (rc) return rc;
+    dt_ctx *ctx = job.ctx;
     const unsigned long long n = ((unsigned long long)o.width * o.width + o.width) * (unsigned long long)o.layers;
-    if (n > MAX_PARAMS) {
-        cli_error("--layers %d x --width %d is %llu parameters, more than 2^28 (1 GiB of fp32 per buffer, and the "
-                  "bench holds five): lower --layers or --width", o.layers, o.width, n);
-        return EXIT_USAGE;
-    }
-    if (cfg.device == DT_DEVICE_CUDA) {
-        cli_error("dtrain bench reducer measures host-memory buffers only: drop --device cuda (or DTRAIN_DEVICE=cuda)");
-        return EXIT_USAGE;
-    }
-    cfg.device = DT_DEVICE_CPU;
-    dt_ctx *ctx = cli_init(&cfg);
-    if (!ctx) return EXIT_FAIL;
 
     net m;
     variants v = {NULL, NULL, {NULL, NULL}};
     double *t = calloc((size_t)NV * o.steps, sizeof *t);
     dt_status s = net_alloc(&m, &o, dt_world_size(ctx));
-    if (s || !t) s = status_set_error(DT_ERR_NOMEM, "out of memory for %llu parameters (x 5 buffers): lower --layers or "
-                                  "--width", n);
+    if (s || !t)
+        s = status_set_error(DT_ERR_NOMEM, "out of memory for %llu parameters (x 5 buffers): lower --layers or --width",
+                             n);
     if (!s) s = make_reducers(ctx, &m, &o, &v);
     if (!s && dt_rank(ctx) == 0) print_header(ctx, &m, &o, &v);
     if (!s) s = run_rounds(ctx, &m, &o, &v, t);
@@ -427,10 +436,5 @@ int cmd_bench_reducer(int argc, char **argv)
     dt_reducer_free(v.whole[1]);
     net_free(&m);
     free(t);
-    s = dt_finalize(ctx);
-    if (s) {
-        cli_error("%s", dt_last_error());
-        return EXIT_FAIL;
-    }
-    return rc;
+    return cli_finish(ctx, rc);
 }

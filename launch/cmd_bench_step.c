@@ -180,14 +180,13 @@ int cmd_bench_step(int argc, char **argv)
     step_opts o = {.model = "mlp", .batch = 128, .steps = 50, .warmup = 5, .prec = {DT_F32, DT_BF16, DT_F16},
                    .nprec = 3, .loader_threads = -1};
     dt_config cfg;
-    cli_extra extra = {step_options, step_handle, &o};
-    int rc = cli_parse(argc, argv, "bench step", &cfg, &extra);
+    cli_extra extra = {step_options, step_handle, &o, NULL};
+    cli_job job;
+    int rc = cli_start(argc, argv, "bench step", &cfg, &extra, &job);
     if (rc) return rc;
-    dt_ctx *ctx = cli_init(&cfg);
-    if (!ctx) return EXIT_FAIL;
-    dt_placement pl;
-    dt_get_placement(ctx, &pl);
-    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    dt_ctx *ctx = job.ctx;
+    const dt_placement pl = job.pl;
+    const int rank = job.rank, world = job.world;
     o.loader_threads = cli_loader_auto(ctx, o.loader_threads);
     if (rank == 0) {
         printf("# dtrain bench step: model %s, %d rank%s x batch %d, %d timed step%s after %d, SGD momentum 0.9, "
@@ -205,11 +204,7 @@ int cmd_bench_step(int argc, char **argv)
         dt_memory_summary mem;
         char prof[4096];
         dt_status s = run_precision(ctx, &o, o.prec[i], &sps, &ms, &wait_ms, &mem, &skipped, prof, sizeof prof);
-        if (s) {
-            cli_error("%s: %s (%s)", dt_dtype_name(o.prec[i]), dt_last_error(), dt_strerror(s));
-            dt_abort_job(ctx, s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL);
-            return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
-        }
+        if (s) return cli_fail(ctx, s, dt_dtype_name(o.prec[i]));
         if (i == 0) base = sps;
         if (rank == 0) {
             const double M = 1048576.0;
@@ -220,10 +215,5 @@ int cmd_bench_step(int argc, char **argv)
             fflush(stdout);
         }
     }
-    dt_status s = dt_finalize(ctx);
-    if (s) {
-        cli_error("%s", dt_last_error());
-        return EXIT_FAIL;
-    }
-    return EXIT_OK;
+    return cli_finish(ctx, EXIT_OK);
 }

@@ -51,18 +51,18 @@ static const char *bound_name(const dt_placement *p)
 int cmd_env(int argc, char **argv)
 {
     dt_config cfg;
-    int rc = cli_parse_common(argc, argv, "env", &cfg);
+    cli_job job;
+    int rc = cli_start(argc, argv, "env", &cfg, NULL, &job);
     if (rc) return rc;
-    dt_ctx *ctx = cli_init(&cfg);
-    if (!ctx) return EXIT_FAIL;
+    dt_ctx *ctx = job.ctx;
 
     env_row me;
     memset(&me, 0, sizeof me);
-    dt_get_placement(ctx, &me.pl);
+    me.pl = job.pl;
     dt_versions(me.mpi, me.nccl, me.cuda, sizeof me.mpi);
     device_visible_parse(getenv("CUDA_VISIBLE_DEVICES"), me.visible, sizeof me.visible);
 
-    int world = dt_world_size(ctx), rank = dt_rank(ctx);
+    const int world = job.world, rank = job.rank;
     env_row *rows = rank == 0 ? calloc((size_t)world, sizeof *rows) : NULL;
     if (rank == 0 && !rows) {
         cli_error("out of memory for %d rows", world);
@@ -104,16 +104,12 @@ int cmd_env(int argc, char **argv)
                    "ranks are not pinned; expect slower steps (start fewer ranks per node).\n");
         if (gpu_unused)
             printf("note: GPUs are assigned but none is usable here (%s), so ranks run on the CPU; the GPU column "
-                   "shows the device each rank would take.\n", cfg.device == DT_DEVICE_CPU ? "--device cpu" : "no driver or device");
+                   "shows the device each rank would take.\n",
+                   cfg.device == DT_DEVICE_CPU ? "--device cpu" : "no driver or device");
         print_visible_warnings(rows, world);
         for (int i = 0; i < me.pl.num_nodes; i++) printf("node %d: %s\n", i, dt_node_name(ctx, i));
         fflush(stdout);
     }
     free(rows);
-    dt_status s = dt_finalize(ctx);
-    if (s) {
-        cli_error("%s", dt_last_error());
-        return EXIT_FAIL;
-    }
-    return EXIT_OK;
+    return cli_finish(ctx, EXIT_OK);
 }

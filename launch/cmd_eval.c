@@ -69,6 +69,18 @@ static int eval_handle(int val, const char *arg, void *ud)
 }
 
 /* The figures, as rank 0 prints them: totals, per class, and the matrix for up to 20 classes. */
+/* Before dt_init: what eval cannot go without. */
+static int eval_check(dt_config *cfg, void *ud)
+{
+    (void)cfg;
+    const eval_opts *e = ud;
+    if (!e->ckpt_dir || !e->data) {
+        cli_error("dtrain eval needs --checkpoint-dir DIR (the trained model) and --data PATH (what to evaluate on)");
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
 static void print_result(const eval_opts *e, const dt_dataset *d, long step, const dt_eval_result *r, int K)
 {
     printf("dtrain eval: %s (%s split%s), checkpoint of step %ld in %s\n", e->data,
@@ -120,15 +132,11 @@ int cmd_eval(int argc, char **argv)
 {
     eval_opts e = {.model = "mlp", .split = "test", .batch = 256, .loader_threads = -1};
     dt_config cfg;
-    const cli_extra extra = {eval_options, eval_handle, &e};
-    int rc = cli_parse(argc, argv, "eval", &cfg, &extra);
+    const cli_extra extra = {eval_options, eval_handle, &e, eval_check};
+    cli_job job;
+    int rc = cli_start(argc, argv, "eval", &cfg, &extra, &job);
     if (rc) return rc;
-    if (!e.ckpt_dir || !e.data) {
-        cli_error("dtrain eval needs --checkpoint-dir DIR (the trained model) and --data PATH (what to evaluate on)");
-        return EXIT_USAGE;
-    }
-    dt_ctx *ctx = cli_init(&cfg);
-    if (!ctx) return EXIT_FAIL;
+    dt_ctx *ctx = job.ctx;
     const int auto_threads = cli_loader_auto(ctx, e.loader_threads), threads = auto_threads > 0 ? auto_threads : 1;
     dt_data_config dc;
     dt_data_defaults(&dc);
@@ -186,7 +194,7 @@ int cmd_eval(int argc, char **argv)
     free(r.class_correct), free(r.class_count), free(r.confusion), free(stats);
     dt_model_free(m);
     dt_dataset_free(d);
-    return dt_finalize(ctx) ? EXIT_FAIL : EXIT_OK;
+    return cli_finish(ctx, EXIT_OK);
 fail:
     cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
 fail_quiet:

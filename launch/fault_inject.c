@@ -14,20 +14,19 @@
 #include <string.h>
 #include <unistd.h>
 
-/* KIND's name and what the rank then does, indexed by fault.kind. */
+/* KIND's name and what the rank then does, indexed by fault_kind. */
 static const struct {
     const char *name, *does;
-} kinds[] = {
-    {"", ""},
-    {"stall", "stalls"},
-    {"exit", "exits"},
-    {"kill", "is killed"},
-    {"usr1", "gets SIGUSR1"},
-    {"term", "gets SIGTERM"},
-    {"inf", "puts an inf into its gradients"},
-    {"segv", "calls a NULL function pointer"},
+} kinds[FAULT_NKINDS] = {
+    [FAULT_NONE] = {"", ""},
+    [FAULT_STALL] = {"stall", "stalls"},
+    [FAULT_EXIT] = {"exit", "exits"},
+    [FAULT_KILL] = {"kill", "is killed"},
+    [FAULT_USR1] = {"usr1", "gets SIGUSR1"},
+    [FAULT_TERM] = {"term", "gets SIGTERM"},
+    [FAULT_INF] = {"inf", "puts an inf into its gradients"},
+    [FAULT_SEGV] = {"segv", "calls a NULL function pointer"},
 };
-enum { NKINDS = sizeof kinds / sizeof *kinds };
 
 /* The form, with the kinds named from the table above so a new kind cannot be missing here. */
 static const char *fault_form(void)
@@ -35,7 +34,7 @@ static const char *fault_form(void)
     static char form[256];
     if (!form[0]) {
         size_t n = (size_t)snprintf(form, sizeof form, "the form is KIND:RANK:STEP, KIND one of");
-        for (int k = 1; k < NKINDS && n < sizeof form; k++)
+        for (int k = FAULT_NONE + 1; k < FAULT_NKINDS && n < sizeof form; k++)
             n += (size_t)snprintf(form + n, sizeof form - n, "%s %s", k > 1 ? "," : "", kinds[k].name);
         if (n < sizeof form) snprintf(form + n, sizeof form - n, " (a test hook; unset it)");
     }
@@ -47,7 +46,8 @@ static const char *fault_form(void)
 static int fault_number(const char *v, const char *what, const char *text, long hi, long *out)
 {
     if (!(text[0] >= '0' && text[0] <= '9')) {
-        cli_error("DTRAIN_FAULT='%s': %s '%s' is not a whole number from 0 to %ld; %s", v, what, text, hi, fault_form());
+        cli_error("DTRAIN_FAULT='%s': %s '%s' is not a whole number from 0 to %ld; %s", v, what, text, hi,
+                  fault_form());
         return EXIT_USAGE;
     }
     if (parse_long(what, text, 0, hi, out) != DT_OK) {
@@ -76,10 +76,10 @@ int fault_parse(fault *f)
         cli_error("DTRAIN_FAULT='%s' has %s fields; %s", v, n < 3 ? "too few" : "too many", fault_form());
         return EXIT_USAGE;
     }
-    int kind = 0;
-    for (int k = 1; k < NKINDS; k++)
-        if (!strcmp(field[0], kinds[k].name)) kind = k;
-    if (!kind) {
+    fault_kind kind = FAULT_NONE;
+    for (int k = FAULT_NONE + 1; k < FAULT_NKINDS; k++)
+        if (!strcmp(field[0], kinds[k].name)) kind = (fault_kind)k;
+    if (kind == FAULT_NONE) {
         cli_error("DTRAIN_FAULT='%s': KIND '%s' is not a fault; %s", v, field[0], fault_form());
         return EXIT_USAGE;
     }
@@ -94,7 +94,7 @@ int fault_parse(fault *f)
 
 int fault_check(const fault *f, int world, long steps)
 {
-    if (!f->kind) return EXIT_OK;
+    if (f->kind == FAULT_NONE) return EXIT_OK;
     const char *v = getenv("DTRAIN_FAULT");
     if (f->rank >= world) {
         char ranks[48];
@@ -105,8 +105,8 @@ int fault_check(const fault *f, int world, long steps)
         return EXIT_USAGE;
     }
     if (f->step > steps) {
-        cli_error("DTRAIN_FAULT='%s': step %ld comes after the last step of this run (--steps %ld)", v ? v : "", f->step,
-                  steps);
+        cli_error("DTRAIN_FAULT='%s': step %ld comes after the last step of this run (--steps %ld)", v ? v : "",
+                  f->step, steps);
         return EXIT_USAGE;
     }
     return EXIT_OK;
@@ -123,19 +123,23 @@ static __attribute__((noinline)) void fault_segv(void)
 
 void fault_maybe(const fault *f, int rank, long step, dt_model *m)
 {
-    if (!f->kind || f->rank != rank || f->step != step) return;
-    fprintf(stderr, "dtrain: fault injection (DTRAIN_FAULT): rank %d %s at step %ld\n", rank, kinds[f->kind].does, step);
+    if (f->kind == FAULT_NONE || f->rank != rank || f->step != step) return;
+    fprintf(stderr, "dtrain: fault injection (DTRAIN_FAULT): rank %d %s at step %ld\n", rank, kinds[f->kind].does,
+            step);
     fflush(stderr);
-    if (f->kind == 6) {
+    switch (f->kind) {
+    case FAULT_INF:
         if (m) model_test_inject_inf(m);
         return;
+    case FAULT_EXIT: _exit(3);
+    case FAULT_USR1: raise(SIGUSR1); return; /* through the real handler */
+    case FAULT_TERM: raise(SIGTERM); return;
+    case FAULT_KILL: raise(SIGKILL); break;
+    case FAULT_SEGV: fault_segv(); break;
+    case FAULT_STALL: break;
+    case FAULT_NONE:
+    case FAULT_NKINDS: return;
     }
-    if (f->kind == 2) _exit(3);
-    if (f->kind == 3) raise(SIGKILL);
-    if (f->kind == 7) fault_segv();
-    if (f->kind == 4 || f->kind == 5) {
-        raise(f->kind == 4 ? SIGUSR1 : SIGTERM); /* through the real handler */
-        return;
-    }
+    /* The stall; a kill or a crash that somehow returned stalls too, rather than train on. */
     for (;;) pause();
 }

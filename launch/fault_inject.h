@@ -14,15 +14,28 @@
 
 #include "dtrain.h"
 
+/* The kinds, in the order the error message lists them (KIND names in fault_inject.c). */
+typedef enum fault_kind {
+    FAULT_NONE = 0,
+    FAULT_STALL, /* stall forever */
+    FAULT_EXIT,  /* _exit(3) without finalizing */
+    FAULT_KILL,  /* SIGKILL to itself */
+    FAULT_USR1,  /* SIGUSR1 to itself, through the real handler */
+    FAULT_TERM,  /* SIGTERM to itself, through the real handler */
+    FAULT_INF,   /* an inf in its own gradients, before the allreduce */
+    FAULT_SEGV,  /* a call through a NULL function pointer */
+    FAULT_NKINDS
+} fault_kind;
+
 typedef struct fault {
-    int kind; /* 0 none, 1 stall, 2 exit, 3 kill, 4 SIGUSR1, 5 SIGTERM (to itself), 6 inf gradient, 7 segv */
+    fault_kind kind; /* FAULT_NONE: no fault armed */
     int rank;
     long step;
 } fault;
 
-/* Reads DTRAIN_FAULT into *f (kind 0 when unset or empty). RANK and STEP are digits only (no
+/* Reads DTRAIN_FAULT into *f (FAULT_NONE when unset or empty). RANK and STEP are digits only (no
  * sign, no blanks), within int and within --steps' range. Returns EXIT_OK, or EXIT_USAGE after
- * printing why (f->kind is then 0). */
+ * printing why (f->kind is then FAULT_NONE). */
 int fault_parse(fault *f);
 
 /* The checks that need the job: RANK must be a rank of the world, STEP at most the run's last

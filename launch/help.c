@@ -1,13 +1,15 @@
 /*
- * help.c - the help screens: `dtrain help` (the commands and the options they all take) and one
- * screen per command and benchmark (`dtrain help train`, `dtrain train --help`, `dtrain help
- * bench gemm`, `dtrain bench gemm --help`), each short enough for a terminal of 24 x 80.
+ * help.c - the help screens and the `dtrain help` command: the overview (the commands and the
+ * options they all take) and one screen per command and benchmark (`dtrain help train`, `dtrain
+ * train --help`, `dtrain help bench gemm`, `dtrain bench gemm --help`), each short enough for a
+ * terminal of 24 x 80.
  *
- * Defaults shown here are the code's (train_opts in cmd_train.c, dt_*_defaults in the library);
+ * Defaults shown here are the code's (train_flags_parse in train_flags.c, dt_*_defaults in the library);
  * tests/mpi/test_cli.sh checks that every screen fits and names each flag its command takes.
  */
 #include "launch/cli.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char overview[] =
@@ -271,4 +273,25 @@ int cli_help(const char *topic, FILE *f)
         return 0;
     }
     return -1;
+}
+
+/* `dtrain help [COMMAND [BENCHMARK]]`: the overview, or one command's screen, on stdout. */
+int cmd_help(int argc, char **argv)
+{
+    if (argc < 2) {
+        cli_usage(stdout);
+        return EXIT_OK;
+    }
+    char topic[128] = "";
+    for (int i = 1; i < argc; i++) {
+        size_t used = strlen(topic);
+        snprintf(topic + used, sizeof topic - used, "%s%s", i > 1 ? " " : "", argv[i]);
+    }
+    if (cli_help(topic, stdout) == 0) return EXIT_OK;
+    if (!strcmp(argv[1], "bench"))
+        cli_error("no help for '%s': the benchmarks are allreduce, gemm, step, data, reducer (dtrain help bench gemm)",
+                  topic);
+    else
+        cli_error("no help for '%s': the commands are train, eval, bench, data, env, version, help", topic);
+    return EXIT_USAGE;
 }

@@ -1,9 +1,11 @@
 /*
- * params_io.c - flat fp32 parameter files (params_io.h).
+ * params_io.c - flat fp32 parameter files (params_io.h): written through the checkpoint's atomic
+ * writer, read by rank 0 and broadcast.
  */
 #include "launch/params_io.h"
 
 #include "launch/cli.h"
+#include "runtime/checkpoint/ckpt_write_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,34 +22,28 @@ static int host_is_little(void)
     return *(const uint8_t *)&probe == 1;
 }
 
-/* Writes the parameters as raw little-endian fp32, atomically: a temporary file in the same
- * directory, fsync, rename, so a reader never sees half a file. */
+/* Writes the parameters as raw little-endian fp32 through the checkpoint's atomic writer (a
+ * temporary file in the same directory, fsync, rename, the directory fsynced), so a crash or a
+ * full disk leaves the old file or the new one, never half of one. */
 int params_dump(const char *path, const float *p, size_t n)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        cli_error("cannot write --dump-params %s: %s", tmp, strerror(errno));
-        return EXIT_FAIL;
-    }
-    const int little = host_is_little();
-    size_t done = 0;
-    if (little) {
-        done = fwrite(p, sizeof(float), n, f);
-    } else {
-        for (; done < n; done++) {
-            uint32_t b;
-            memcpy(&b, &p[done], 4);
-            uint8_t le[4] = {(uint8_t)b, (uint8_t)(b >> 8), (uint8_t)(b >> 16), (uint8_t)(b >> 24)};
-            if (fwrite(le, 1, 4, f) != 4) break;
+    /* The file is little-endian: a big-endian host writes a swapped copy. */
+    uint32_t *swapped = NULL;
+    if (!host_is_little()) {
+        if (!(swapped = malloc(n * sizeof *swapped))) {
+            cli_error("out of host memory for a little-endian copy of the %zu parameters of --dump-params %s", n, path);
+            return EXIT_FAIL;
+        }
+        for (size_t i = 0; i < n; i++) {
+            memcpy(&swapped[i], &p[i], 4);
+            swapped[i] = __builtin_bswap32(swapped[i]);
         }
     }
-    int ok = done == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        cli_error("writing --dump-params %s failed: %s", path, strerror(errno));
-        unlink(tmp);
+    const ckpt_part part = {swapped ? (const void *)swapped : (const void *)p, n * sizeof *p};
+    const dt_status s = ckpt_write_file_atomic(path, "--dump-params file", "--dump-params path", &part, 1);
+    free(swapped);
+    if (s != DT_OK) {
+        cli_error("%s", dt_last_error());
         return EXIT_FAIL;
     }
     return EXIT_OK;
@@ -70,8 +66,8 @@ static int read_params(const char *path, float *p, size_t n, char *why, size_t l
     if ((unsigned long long)sb.st_size != (unsigned long long)n * 4) {
         snprintf(why, len, "--init-params %s holds %lld bytes; this model has %zu parameters, %zu bytes of fp32: "
                  "write it from the same --model and --input (dtrain train --dump-params, or numpy's "
-                 "tofile of a float32 array in the layout of README.md, Parameter files)", path, (long long)sb.st_size, n,
-                 n * 4);
+                 "tofile of a float32 array in the layout of README.md, Parameter files)", path, (long long)sb.st_size,
+                 n, n * 4);
         close(fd);
         return -1;
     }

@@ -14,8 +14,9 @@
 
 #include <stddef.h>
 
-/* Writes n floats to path atomically (a temporary file, fsync, rename). EXIT_OK or EXIT_FAIL
- * after printing why. */
+/* Writes n floats to path atomically, with the checkpoint's writer (ckpt_write_file_atomic: a
+ * temporary file, fsync, rename, the directory fsynced): a reader or a crash never sees half a
+ * file. EXIT_OK, or EXIT_FAIL after printing why (the file, the cause, the fix). */
 int params_dump(const char *path, const float *p, size_t n);
 /* Rank 0 reads path, which must hold exactly the model's parameter count of floats, and every
  * rank takes its values (collective). EXIT_OK, or EXIT_FAIL / EXIT_USAGE after printing why. */

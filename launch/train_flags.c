@@ -221,6 +221,6 @@ int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t)
     dt_optim_defaults(&t->optim);
     dt_sync_defaults(&t->sync);
     dt_scaler_defaults(&t->scaler);
-    const cli_extra extra = {train_options, train_handle, t};
+    const cli_extra extra = {train_options, train_handle, t, NULL};
     return cli_parse(argc, argv, "train", cfg, &extra);
 }

@@ -4,9 +4,12 @@
  * part of dt_ckpt_commit (see ckpt_format.h for the layout).
  *
  * DIR/ckpt-<step>.dtc.tmp.<pid> is written, fsynced, renamed into place and the directory fsynced;
- * on any failure the temporary file is removed and the error says what to do.
+ * on any failure the temporary file is removed and the error says what to do. The same writer
+ * serves any file that must never be seen half written (ckpt_write_file.h: dtrain train's
+ * --dump-params).
  */
 #include "runtime/checkpoint/ckpt_format.h"
+#include "runtime/checkpoint/ckpt_write_file.h"
 #include "base/log.h"
 #include "base/status.h"
 
@@ -21,57 +24,64 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The cause of a failed write, worded as what to do about it. */
-static const char *write_advice(int err)
+/* The cause of a failed write, worded as what to do about it; alt is the setting to change
+ * ("--checkpoint-dir"), what names the file ("checkpoint"). */
+static void write_advice(int err, const char *what, const char *alt, char *buf, size_t len)
 {
     switch (err) {
-    case ENOSPC: return "the file system is full: free space or use another --checkpoint-dir";
-    case EDQUOT: return "the disk quota is exhausted: free space or use another --checkpoint-dir";
-    case EFBIG: return "the file-size limit (ulimit -f, RLIMIT_FSIZE) is below the checkpoint's size: raise it "
-                       "(ulimit -f unlimited)";
-    default: return "check the directory and the file system";
+    case ENOSPC: snprintf(buf, len, "the file system is full: free space or use another %s", alt); break;
+    case EDQUOT: snprintf(buf, len, "the disk quota is exhausted: free space or use another %s", alt); break;
+    case EFBIG:
+        snprintf(buf, len, "the file-size limit (ulimit -f, RLIMIT_FSIZE) is below the %s's size: raise it "
+                 "(ulimit -f unlimited)", what);
+        break;
+    default: snprintf(buf, len, "check the directory and the file system"); break;
     }
 }
 
-static dt_status write_all(int fd, const void *p, size_t n, const char *path, uint64_t total)
+/* Where a file is written: what names it in messages, alt what the user can change instead. */
+typedef struct write_target {
+    const char *tmp, *what, *alt;
+    uint64_t total; /* the file's bytes */
+} write_target;
+
+static dt_status write_all(int fd, const void *p, size_t n, const write_target *w)
 {
     const char *b = p;
+    char advice[256];
     while (n > 0) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            int err = w < 0 ? errno : ENOSPC; /* a write of 0 bytes to a regular file: no room */
+        ssize_t k = write(fd, b, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            int err = k < 0 ? errno : ENOSPC; /* a write of 0 bytes to a regular file: no room */
             struct rlimit rl;
+            write_advice(err, w->what, w->alt, advice, sizeof advice);
             if (err == EFBIG && getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-                return status_set_error(DT_ERR_IO, "writing checkpoint %s failed: %s (limit %llu bytes, the checkpoint "
-                                    "is %llu bytes): %s", path, strerror(err), (unsigned long long)rl.rlim_cur,
-                                    (unsigned long long)total, write_advice(err));
-            return status_set_error(DT_ERR_IO, "writing checkpoint %s failed: %s: %s", path, strerror(err),
-                                write_advice(err));
+                return status_set_error(DT_ERR_IO, "writing %s %s failed: %s (limit %llu bytes, the %s is %llu "
+                                        "bytes): %s", w->what, w->tmp, strerror(err), (unsigned long long)rl.rlim_cur,
+                                        w->what, (unsigned long long)w->total, advice);
+            return status_set_error(DT_ERR_IO, "writing %s %s failed: %s: %s", w->what, w->tmp, strerror(err), advice);
         }
-        b += w;
-        n -= (size_t)w;
+        b += k;
+        n -= (size_t)k;
     }
     return DT_OK;
 }
 
-/* Writes header, table and sections to fd. A file-size limit would kill the process with SIGXFSZ
- * before write() could return EFBIG; the signal is held back in this thread for the writes, and one
- * that the writes raised is taken off again, so the limit becomes an error message and the
- * temporary file can be removed. The process's signal dispositions stay as the application set
- * them. */
-static dt_status write_image(int fd, const char *tmp, const ckpt4_header *h, const ckpt4_entry *e,
-                             const void *const *data, uint64_t total)
+/* Writes the parts to fd. A file-size limit would kill the process with SIGXFSZ before write()
+ * could return EFBIG; the signal is held back in this thread for the writes, and one that the
+ * writes raised is taken off again, so the limit becomes an error message and the temporary file
+ * can be removed. The process's signal dispositions stay as the application set them. */
+static dt_status write_image(int fd, const ckpt_part *parts, size_t n, const write_target *w)
 {
     sigset_t xfsz, old, pending;
     sigemptyset(&xfsz);
     sigaddset(&xfsz, SIGXFSZ);
     int was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ);
     int masked = pthread_sigmask(SIG_BLOCK, &xfsz, &old) == 0;
-    dt_status s = write_all(fd, h, sizeof *h, tmp, total);
-    if (!s) s = write_all(fd, e, (size_t)h->nsections * sizeof *e, tmp, total);
-    for (uint32_t i = 0; !s && i < h->nsections; i++)
-        if (e[i].bytes) s = write_all(fd, data[i], (size_t)e[i].bytes, tmp, total);
+    dt_status s = DT_OK;
+    for (size_t i = 0; !s && i < n; i++)
+        if (parts[i].bytes) s = write_all(fd, parts[i].data, parts[i].bytes, w);
     if (masked) {
         if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ)) {
             struct timespec zero = {0, 0};
@@ -83,14 +93,54 @@ static dt_status write_image(int fd, const char *tmp, const ckpt4_header *h, con
     return s;
 }
 
+dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts,
+                                 size_t n)
+{
+    char tmp[4200], dir[4096];
+    const size_t len = strlen(path);
+    if (len >= sizeof dir)
+        return status_set_error(DT_ERR_INVALID_ARG, "the %s name is too long (%zu characters; at most %zu)", what,
+                                len, sizeof dir - 1);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    /* The directory whose entry the rename changes: everything before the last '/'. */
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    write_target w = {tmp, what, alt, 0};
+    for (size_t i = 0; i < n; i++) w.total += parts[i].bytes;
+
+    char advice[256];
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return status_set_error(DT_ERR_IO, "cannot write %s %s: %s", what, tmp, strerror(errno));
+    dt_status s = write_image(fd, parts, n, &w);
+    if (!s && fsync(fd) != 0) {
+        const int err = errno;
+        write_advice(err, what, alt, advice, sizeof advice);
+        s = status_set_error(DT_ERR_IO, "fsync of %s %s failed: %s: %s", what, tmp, strerror(err), advice);
+    }
+    if (close(fd) != 0 && !s) s = status_set_error(DT_ERR_IO, "closing %s %s failed: %s", what, tmp, strerror(errno));
+    if (!s && rename(tmp, path) != 0)
+        s = status_set_error(DT_ERR_IO, "renaming %s %s to %s failed: %s", what, tmp, path, strerror(errno));
+    if (s) {
+        unlink(tmp);
+        return s;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd); /* the rename itself reaches the disk */
+        close(dfd);
+    }
+    return DT_OK;
+}
+
 dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *e, uint32_t n,
                             const void *const *data)
 {
-    char path[4096], tmp[4200];
+    char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/ckpt-%010ld.dtc", dir, step) >= sizeof path)
         return status_set_error(DT_ERR_INVALID_ARG, "checkpoint directory name is too long (%zu characters)",
                             strlen(dir));
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     ckpt4_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, CKPT_MAGIC, 8);
@@ -108,25 +158,17 @@ dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *
 
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return status_set_error(DT_ERR_IO, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return status_set_error(DT_ERR_IO, "cannot write checkpoint %s: %s", tmp, strerror(errno));
-    dt_status s = write_image(fd, tmp, &h, e, data, total);
-    if (!s && fsync(fd) != 0)
-        s = status_set_error(DT_ERR_IO, "fsync of checkpoint %s failed: %s: %s", tmp, strerror(errno),
-                         write_advice(errno));
-    if (close(fd) != 0 && !s) s = status_set_error(DT_ERR_IO, "closing checkpoint %s failed: %s", tmp, strerror(errno));
-    if (!s && rename(tmp, path) != 0)
-        s = status_set_error(DT_ERR_IO, "renaming checkpoint %s to %s failed: %s", tmp, path, strerror(errno));
-    if (s) {
-        unlink(tmp);
-        return s;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd); /* the rename itself reaches the disk */
-        close(dfd);
-    }
-    log_msg(LOG_LEVEL_INFO, "checkpoint %s written (step %ld, %u section%s, %.1f MiB)", path, step, n, n == 1 ? "" : "s",
-           (double)total / 1048576.0);
+    /* The file: the header, the table, then each section's bytes. */
+    ckpt_part *parts = malloc(((size_t)n + 2) * sizeof *parts);
+    if (!parts)
+        return status_set_error(DT_ERR_NOMEM, "out of host memory for the table of a checkpoint of %u sections", n);
+    parts[0] = (ckpt_part){&h, sizeof h};
+    parts[1] = (ckpt_part){e, (size_t)n * sizeof *e};
+    for (uint32_t i = 0; i < n; i++) parts[i + 2] = (ckpt_part){data[i], (size_t)e[i].bytes};
+    dt_status s = ckpt_write_file_atomic(path, "checkpoint", "--checkpoint-dir", parts, (size_t)n + 2);
+    free(parts);
+    if (s) return s;
+    log_msg(LOG_LEVEL_INFO, "checkpoint %s written (step %ld, %u section%s, %.1f MiB)", path, step, n,
+            n == 1 ? "" : "s", (double)total / 1048576.0);
     return DT_OK;
 }

@@ -3,7 +3,7 @@
  * DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS, DTRAIN_GPU_COMM, DTRAIN_COMM_THREAD,
  * DTRAIN_COMM_WORLD1), DTRAIN_LOG
  * (log_init_from_env, runtime/log.c) and the DTRAIN_FAULT test hook of `dtrain train` (fault_parse,
- * static in launch/cmd_train.c, hence the #include).
+ * launch/fault_inject.c, from the launch archive).
  *
  * Input: lines NAME=VALUE, the whole environment of the run (see fuzz_env_set); "DTRAIN_" is put
  * before names that lack it, so "TIMEOUT=5" sets DTRAIN_TIMEOUT.
@@ -18,7 +18,8 @@
 
 #include <strings.h>
 
-#include "launch/cmd_train.c"
+#include "launch/cli.h"
+#include "launch/fault_inject.h"
 
 static int cfg_same(const dt_config *a, const dt_config *b)
 {
@@ -94,16 +95,16 @@ static void check_fault(const fuzz_env *env)
 {
     fault f;
     if (fault_parse(&f) != EXIT_OK) {
-        FUZZ_CHECK(f.kind == 0, "a refused DTRAIN_FAULT armed fault %d", f.kind);
+        FUZZ_CHECK(f.kind == FAULT_NONE, "a refused DTRAIN_FAULT armed fault %d", (int)f.kind);
         return;
     }
     const char *v = fuzz_env_get(env, "DTRAIN_FAULT");
     if (!v || !*v) {
-        FUZZ_CHECK(f.kind == 0, "fault %d with DTRAIN_FAULT unset", f.kind);
+        FUZZ_CHECK(f.kind == FAULT_NONE, "fault %d with DTRAIN_FAULT unset", (int)f.kind);
         return;
     }
-    FUZZ_CHECK(f.kind >= 1 && f.kind <= 7 && f.rank >= 0 && f.step >= 0, "DTRAIN_FAULT='%s' gave %d:%d:%ld", v,
-               f.kind, f.rank, f.step);
+    FUZZ_CHECK(f.kind > FAULT_NONE && f.kind < FAULT_NKINDS && f.rank >= 0 && f.step >= 0,
+               "DTRAIN_FAULT='%s' gave %d:%d:%ld", v, (int)f.kind, f.rank, f.step);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,0 +1,88 @@
+/*
+ * prologue.c - how every `dtrain` command starts and ends: the OpenBLAS kernel fix before anything
+ * runs, then parse the flags, check them together, dt_init with the job-wide abort that a failure
+ * needs, this rank's placement; at the end dt_finalize, and a failure after dt_init that takes the
+ * job down. The commands call these rather than repeat the lines (cli.h).
+ */
+#include "launch/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* OpenBLAS picks its kernels when it loads; when it guessed below this CPU (VMs that hide the
+ * CPU model get the SSE3 kernels), start again with the right OPENBLAS_CORETYPE. A user's own
+ * OPENBLAS_CORETYPE always wins, and DTRAIN_BLAS_COREFIX=0 turns this off. */
+void cli_blas_corefix(char **argv)
+{
+    const char *fix = getenv("DTRAIN_BLAS_COREFIX");
+    if (getenv("OPENBLAS_CORETYPE") || (fix && strcmp(fix, "0") == 0)) return;
+    const char *better = dt_blas_coretype_advice();
+    if (!better) return;
+    setenv("OPENBLAS_CORETYPE", better, 1);
+    setenv("DTRAIN_BLAS_COREFIX", "0", 1); /* never loop */
+    execv("/proc/self/exe", argv);
+    /* exec failed: carry on with the slower kernels, and say so. */
+    unsetenv("OPENBLAS_CORETYPE");
+    fprintf(stderr, "dtrain: warning: OpenBLAS runs its %s kernels on a CPU that can run %s ones; "
+            "set OPENBLAS_CORETYPE=%s for faster GEMM\n", dt_blas_corename(), better, better);
+}
+
+/* dt_init with the message and the job-wide abort that a failure needs; NULL on failure after
+ * printing the error. */
+static dt_ctx *cli_init(const dt_config *cfg)
+{
+    dt_ctx *ctx = NULL;
+    cli_crash_report_install(-1, NULL); /* before MPI_Init: a crash in it is reported too */
+    dt_status s = dt_init(cfg, &ctx);
+    if (s == DT_OK) {
+        dt_placement pl;
+        dt_get_placement(ctx, &pl);
+        cli_crash_report_install(pl.rank, pl.hostname);
+        return ctx;
+    }
+    cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+    /* Peers that initialized fine would otherwise wait for this rank forever. */
+    dt_abort_job(NULL, EXIT_FAIL);
+    return NULL;
+}
+
+int cli_begin(const dt_config *cfg, cli_job *job)
+{
+    memset(job, 0, sizeof *job);
+    if (!(job->ctx = cli_init(cfg))) return EXIT_FAIL;
+    dt_get_placement(job->ctx, &job->pl);
+    job->rank = dt_rank(job->ctx);
+    job->world = dt_world_size(job->ctx);
+    return EXIT_OK;
+}
+
+int cli_start(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_extra *extra, cli_job *job)
+{
+    memset(job, 0, sizeof *job);
+    int rc = cli_parse(argc, argv, cmd, cfg, extra);
+    /* Refusals that need all the flags come before dt_init: a refused command starts nothing. */
+    if (!rc && extra && extra->check) rc = extra->check(cfg, extra->ud);
+    return rc ? rc : cli_begin(cfg, job);
+}
+
+int cli_finish(dt_ctx *ctx, int rc)
+{
+    if (dt_finalize(ctx) != DT_OK) {
+        cli_error("%s", dt_last_error());
+        return EXIT_FAIL;
+    }
+    return rc;
+}
+
+int cli_fail(dt_ctx *ctx, dt_status s, const char *what)
+{
+    if (what) cli_error("%s: %s (%s)", what, dt_last_error(), dt_strerror(s));
+    else cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+    /* A bad value given to the library is a usage error; anything else is a run-time failure. */
+    const int rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+    /* This rank may have failed alone: its peers must not wait for it. */
+    dt_abort_job(ctx, rc);
+    return rc;
+}

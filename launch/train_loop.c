@@ -1,0 +1,172 @@
+/*
+ * train_loop.c - the steps of `dtrain train` (train_run.h). Each optimizer step: --accum-steps
+ * batches of this rank's share of the global batch, forward + backward (the gradient of the mean
+ * loss over the global batch), the gradients summed over the ranks, the optimizer step. Between
+ * steps: the stop signals the ranks agree on, the checkpoints, and every --log-every steps the
+ * loss, accuracy and waits averaged over the ranks (rank 0 prints them, train_report.c), with an
+ * evaluation on the held-out set every --eval-every steps and at the end.
+ */
+#include "launch/train_run.h"
+
+#include "launch/cli.h"
+#include "base/clock.h"
+
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+void train_stop_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The held-out figures after `step` steps, and the line that says them (len bytes). Collective. */
+static dt_status run_eval(const train_run *r, long step, double *loss, double *acc, char *line, size_t len)
+{
+    dt_eval_result e = {0};
+    dt_status s = dt_evaluate(r->ctx, r->m, r->data.eval, r->t.batch, r->read_threads, &e);
+    if (s) return s;
+    *loss = e.count ? e.loss_sum / (double)e.count : 0;
+    *acc = e.count ? (double)e.correct / (double)e.count : 0;
+    snprintf(line, len, "eval %6ld/%ld  held-out loss %.4f  acc %.4f  (%ld of %ld correct)\n", step,
+             r->t.steps, *loss, *acc, e.correct, e.count);
+    return DT_OK;
+}
+
+/* What a log interval adds up over its steps, on this rank. */
+typedef struct interval {
+    double loss, comm_s, t_begin, wait_mark;
+    long correct, steps, skipped;
+} interval;
+
+/* The end of a log interval after `step` steps: the figures averaged over the ranks, the
+ * evaluation when due, rank 0's line and record. Collective. EXIT_OK or the exit code after
+ * printing why. */
+static int log_interval(train_run *r, interval *iv, long step, int do_eval, double lr, double grad_norm)
+{
+    const train_opts *t = &r->t;
+    /* Averages over ranks: summed loss, correct count, communication wait. */
+    float red[3] = {(float)iv->loss, (float)iv->correct, (float)iv->comm_s};
+    dt_status s = dt_allreduce(r->ctx, red, 3, DT_F32, DT_SUM);
+    if (s) return train_status_error(s);
+    const double dt_int = clock_now_s() - iv->t_begin;
+    const double samples = (double)iv->steps * r->world * t->batch * t->accum_steps;
+    const double mean_loss = red[0] / samples;
+    /* This rank's wait for the loader in the interval: input is the bottleneck when it grows. */
+    const double wait_now = dt_loader_wait_s(r->ld), data_s = (wait_now - iv->wait_mark) / (double)iv->steps;
+    iv->wait_mark = wait_now;
+    long ep = 0, off = 0;
+    dt_dataset_position(r->data.train, step * t->accum_steps, r->world, t->batch, &ep, &off);
+    metrics_record rec = {
+        .step = step, .epoch = (double)ep + (double)off / (double)dt_dataset_size(r->data.train),
+        .data_wait_s = data_s, .has_eval = do_eval, .lr = lr, .has_grad_norm = t->clip_grad_norm > 0,
+        .grad_norm = grad_norm, .loss = mean_loss, .accuracy = red[1] / samples, .samples_per_s = samples / dt_int,
+        .step_time_s = dt_int / (double)iv->steps, .comm_wait_s = red[2] / r->world / (double)iv->steps,
+        .precision = train_type_name(t->precision), .loss_scale = r->sc ? (double)dt_scaler_scale(r->sc) : 1.0,
+        .skipped_steps = iv->skipped, .skipped_total = r->sc ? dt_scaler_skipped(r->sc) : 0L};
+    char eval_line[256] = "";
+    if (do_eval && (s = run_eval(r, step, &rec.eval_loss, &rec.eval_accuracy, eval_line, sizeof eval_line)))
+        return train_status_error(s);
+    if (!isfinite(mean_loss)) {
+        cli_error("the loss became %g at step %ld: lower --lr (now %g)", mean_loss, step, (double)t->optim.lr);
+        return EXIT_FAIL;
+    }
+    r->samples_s_sum += rec.samples_per_s;
+    r->intervals++;
+    if (r->rank == 0 && train_report_interval(r, &rec, iv->steps, eval_line) != EXIT_OK) return EXIT_FAIL;
+    const double wait_mark = iv->wait_mark;
+    *iv = (interval){.t_begin = clock_now_s(), .wait_mark = wait_mark};
+    return EXIT_OK;
+}
+
+/* A stop asked for on some rank, after `done` steps: the checkpoint, and rank 0 says so. */
+static int stop_now(const train_run *r, long done)
+{
+    const train_opts *t = &r->t;
+    dt_status s;
+    if (t->ckpt_dir && (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch,
+                                            t->accum_steps, done)))
+        return train_status_error(s);
+    if (r->rank == 0) {
+        printf("stopping after step %ld on a signal (%s); %s%s%s\n", done,
+               stop_signal == SIGTERM ? "SIGTERM" : stop_signal == SIGUSR1 ? "SIGUSR1" : "on another rank",
+               t->ckpt_dir ? "checkpoint in " : "no --checkpoint-dir: nothing saved", t->ckpt_dir ? t->ckpt_dir : "",
+               t->ckpt_dir ? "; continue with --resume auto" : "");
+        fflush(stdout);
+    }
+    return EXIT_OK;
+}
+
+train_end train_loop(train_run *r, int *rc)
+{
+    const train_opts *t = &r->t;
+    /* The gradient of the mean loss over the K x W x B samples of an optimizer step, so summing
+     * over the ranks is the average: one pass over the gradients fewer than averaging after the sum. */
+    const float scale = 1.0f / ((float)t->accum_steps * (float)t->batch * (float)r->world);
+    double grad_norm = NAN;
+    interval iv = {.t_begin = clock_now_s()};
+    r->t_start = iv.t_begin;
+    dt_status s = DT_OK;
+    for (long step = r->first_step; step < t->steps; step++) {
+        fault_maybe(&r->flt, r->rank, step + 1, r->m);
+        const double lr = lr_at(&r->sched, t->optim.lr, t->min_lr, step, t->steps, t->warmup_steps);
+        if ((s = dt_optimizer_set_lr(r->opt, (float)lr))) goto fail;
+        /* K micro-batches (data steps step * K ..): only the last one communicates and steps. */
+        dt_step_result res;
+        double loss = 0;
+        long correct = 0;
+        for (int j = 0; j < t->accum_steps; j++) {
+            const float *x;
+            const int32_t *labels;
+            long data_step;
+            if ((s = dt_loader_next(r->ld, &data_step, &x, &labels))) goto fail;
+            s = dt_model_train_step(r->m, r->opt, r->sc, x, labels, t->batch, scale, &res);
+            if (s == DT_ERR_NUMERIC) {
+                train_report_numeric_stop(r, step + 1);
+                return TRAIN_END_NUMERIC;
+            }
+            if (s) goto fail;
+            loss += res.loss_sum;
+            correct += res.correct;
+            iv.comm_s += res.comm_wait_s;
+        }
+        iv.skipped += res.skipped;
+        grad_norm = res.grad_norm;
+        /* Stop requests are agreed by all ranks at the same step (a signal reaches ranks at
+         * different times, or only some of them). */
+        float stop = (float)stop_signal;
+        if (r->world > 1 && (s = dt_allreduce(r->ctx, &stop, 1, DT_F32, DT_SUM))) goto fail;
+        if (stop > 0) {
+            if ((*rc = stop_now(r, step + 1))) return TRAIN_END_FAILED;
+            return TRAIN_END_STOPPED;
+        }
+        if (t->ckpt_every && (step + 1) % t->ckpt_every == 0 && step + 1 < t->steps &&
+            (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch,
+                                 t->accum_steps, step + 1)))
+            goto fail;
+        iv.loss += loss;
+        iv.correct += correct;
+        iv.steps++;
+        /* An evaluation step is a log step too, so its record carries the held-out figures. */
+        const int eval_step = r->data.eval && ((t->eval_every && (step + 1) % t->eval_every == 0) ||
+                                               step + 1 == t->steps);
+        if (((step + 1) % t->log_every == 0 || step + 1 == t->steps || eval_step) &&
+            (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm)))
+            return TRAIN_END_FAILED;
+    }
+    r->t_end = clock_now_s();
+    return TRAIN_END_DONE;
+
+fail:
+    *rc = train_status_error(s);
+    return TRAIN_END_FAILED;
+}

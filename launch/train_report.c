@@ -1,0 +1,135 @@
+/*
+ * train_report.c - what `dtrain train` tells the user: rank 0's lines before the first step, at
+ * each log interval (with the --metrics record, metrics.c's file) and at the end, and the report
+ * of a run that loss scaling stopped (train_run.h).
+ */
+#include "launch/train_run.h"
+
+#include "launch/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void train_report_start(const train_run *r)
+{
+    const train_opts *t = &r->t;
+    const int world = r->world;
+    char desc[4096];
+    dt_model_describe(r->m, desc, sizeof desc);
+    const int nbuckets = dt_model_num_buckets(r->m);
+    train_data_describe(t, &r->data, world, stdout);
+    char accum_txt[48] = "";
+    if (t->accum_steps > 1) snprintf(accum_txt, sizeof accum_txt, " x %d accumulated", t->accum_steps);
+    if (t->lr_schedule || t->warmup_steps)
+        printf("lr schedule: %s from %g%s, %ld warmup step%s\n", lr_schedule_name(&r->sched), (double)t->optim.lr,
+               r->sched.kind == LR_CONSTANT ? "" : t->min_lr > 0 ? " to --min-lr" : " to 0", t->warmup_steps,
+               cli_s(t->warmup_steps));
+    if (t->clip_grad_norm > 0) printf("gradient clipping: global L2 norm at most %g\n", t->clip_grad_norm);
+    /* 16-bit gradients travel as they are; fp32 ones in --grad-comm's type. */
+    const dt_dtype wire = r->grad_t != DT_F32 ? r->grad_t : t->sync.grad_comm;
+    printf("dtrain train: model %s, %d rank%s x batch %d%s = %d per step, %ld step%s, %s lr %g momentum %g "
+           "weight decay %g, seed %ld\ngradients: %d bucket%s (cap %g MiB, first %g MiB), %s, %s on the wire\n%s",
+           t->model, world, cli_s(world), t->batch, accum_txt, world * t->batch * t->accum_steps, t->steps,
+           cli_s(t->steps), t->optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw", (double)t->optim.lr,
+           (double)t->optim.momentum, (double)t->optim.weight_decay, t->seed, nbuckets, cli_s(nbuckets),
+           t->sync.bucket_mb, t->sync.first_bucket_mb,
+           world == 1 ? "no communication (1 rank)"
+           : t->sync.overlap ? "allreduced during backward" : "allreduced after backward (--no-overlap)",
+           train_type_name(wire), desc);
+    dt_memory_summary mem;
+    dt_model_memory(r->m, r->opt, &mem);
+    const double MiB = 1048576.0;
+    /* The engine's reduce-scatter + allgather (or MPI's allreduce at 2 ranks) sends 2 (W-1)/W of
+     * the gradient bytes from each rank. */
+    const double sent = (double)dt_model_num_params(r->m) * (wire == DT_F32 ? 4.0 : 2.0) * 2.0 * (world - 1) / world;
+    printf("precision %s (gradients %s), loss scaling %s; gradient bytes sent per rank per step: %.0f (%.2f MiB)\n",
+           train_type_name(t->precision), train_type_name(r->grad_t),
+           !r->sc ? "off" : t->scaler.dynamic ? "dynamic" : "static", sent, sent / MiB);
+    if (r->loader_threads)
+        printf("data: %d loader thread%s make%s batches ahead (%d at most)%s\n", r->loader_threads,
+               cli_s(r->loader_threads), r->loader_threads == 1 ? "s" : "", CLI_LOADER_DEPTH - 1,
+               dt_model_on_gpu(r->m) ? " in pinned host memory, copied to the GPU asynchronously" : "");
+    else
+        printf("data: made by the training thread%s\n",
+               t->loader_threads < 0 ? " (the default on the CPU; --loader-threads N makes batches ahead)" : "");
+    printf("memory per rank (batch %d): parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB, "
+           "activations %.2f MiB, workspace %.2f MiB, total %.2f MiB\n", t->batch, mem.params / MiB,
+           mem.grads / MiB, mem.optimizer / MiB, mem.activations / MiB, mem.workspace / MiB,
+           (double)(mem.params + mem.grads + mem.optimizer + mem.activations + mem.workspace) / MiB);
+    if (mem.device_total)
+        printf("GPU memory: activations and workspace in one pool of %.2f MiB, reused by every step; the device "
+               "has %.0f MiB free of %.0f MiB\n", mem.pool / MiB, mem.device_free / MiB, mem.device_total / MiB);
+    fflush(stdout);
+}
+
+int train_report_interval(const train_run *r, const metrics_record *rec, long logged, const char *eval_line)
+{
+    char amp[96] = "";
+    if (r->sc)
+        snprintf(amp, sizeof amp, "  scale %g  skipped %ld/%ld", rec->loss_scale, rec->skipped_steps, logged);
+    char clip[48] = "";
+    if (rec->has_grad_norm) snprintf(clip, sizeof clip, "  grad norm %.3g", rec->grad_norm);
+    printf("step %6ld/%ld  epoch %.2f  loss %.4f  acc %.3f  lr %.3g  %9.1f samples/s  step %7.2f ms  "
+           "comm %6.2f ms  data %6.2f ms%s%s\n", rec->step, r->t.steps, rec->epoch, rec->loss, rec->accuracy, rec->lr,
+           rec->samples_per_s, 1e3 * rec->step_time_s, 1e3 * rec->comm_wait_s, 1e3 * rec->data_wait_s, clip, amp);
+    fputs(eval_line, stdout);
+    fflush(stdout);
+    if (r->metrics && metrics_write(r->metrics, rec) != 0) {
+        cli_error("writing --metrics %s failed: %s", r->t.metrics, strerror(errno));
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}
+
+void train_report_end(const train_run *r, int agree, double bad)
+{
+    const train_opts *t = &r->t;
+    char ranks[64];
+    if (r->world == 1) snprintf(ranks, sizeof ranks, "one rank, nothing to compare");
+    else snprintf(ranks, sizeof ranks, "parameters %s on all %d ranks", agree > 0 ? "identical" : "not compared",
+                  r->world);
+    printf("done: %ld step%s in %.2f s, mean %.1f samples/s over %d log interval%s; %s\n", t->steps, cli_s(t->steps),
+           r->t_end - r->t_start, r->samples_s_sum / (r->intervals ? r->intervals : 1), r->intervals,
+           cli_s(r->intervals), ranks);
+    if (t->skip_bad)
+        printf("--bad-samples skip: %.0f undecodable sample%s replaced by the next one%s\n", bad, bad == 1 ? "" : "s",
+               bad > 0 ? " (dtrain data verify PATH lists them)" : "");
+    if (r->sc)
+        printf("loss scale %g at the end, %ld of %ld step%s skipped (gradients overflowed)\n",
+               (double)dt_scaler_scale(r->sc), dt_scaler_skipped(r->sc), dt_scaler_updates(r->sc),
+               cli_s(dt_scaler_updates(r->sc)));
+    fflush(stdout);
+}
+
+/* Every rank is here (the scaler's verdict is shared). Rank 0 prints the scaler's message and
+ * which ranks' own gradients were non-finite before the allreduce, and in which layer, so the user
+ * knows where the overflow starts. */
+void train_report_numeric_stop(const train_run *r, long step)
+{
+    char why[1024];
+    snprintf(why, sizeof why, "%s", dt_last_error());
+    const int rank = r->rank, world = r->world;
+    float *bad = calloc((size_t)world, sizeof *bad);
+    if (bad) {
+        bad[rank] = (float)(dt_model_nonfinite_layer(r->m) + 1);
+        if (world > 1 && dt_allreduce(r->ctx, bad, (size_t)world, DT_F32, DT_SUM)) {
+            free(bad);
+            bad = NULL;
+        }
+    }
+    if (rank == 0) {
+        char where[1024] = "", name[64];
+        size_t used = 0;
+        for (int k = 0; bad && k < world && used < sizeof where - 100; k++) {
+            if (bad[k] < 1) continue;
+            dt_model_layer_name(r->m, (int)bad[k] - 1, name, sizeof name);
+            used += (size_t)snprintf(where + used, sizeof where - used, "%s rank %d %s", used ? ";" : "", k, name);
+        }
+        cli_error("training stopped at step %ld: %s. First non-finite gradients before the allreduce, in backward "
+                  "order:%s", step, why, used ? where
+                  : " none on any rank (the sum overflowed in the allreduce: use --grad-comm fp32 or bf16)");
+    }
+    free(bad);
+}

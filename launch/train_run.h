@@ -1,0 +1,86 @@
+/*
+ * train_run.h - one run of `dtrain train`, as its parts see it: the command (cmd_train.c: checks,
+ * setup, the end), the step loop (train_loop.c) and what rank 0 prints and records
+ * (train_report.c).
+ */
+#ifndef DT_LAUNCH_TRAIN_RUN_H
+#define DT_LAUNCH_TRAIN_RUN_H
+
+#include "launch/fault_inject.h"
+#include "launch/lr_schedule.h"
+#include "launch/metrics.h"
+#include "launch/train_data.h"
+#include "launch/train_flags.h"
+
+#include <stdio.h>
+
+/* SIGUSR1 (SLURM's --signal, scancel --signal) and SIGTERM (preemption, scancel) ask for a clean
+ * stop: the ranks agree on it at the end of a step, write a checkpoint and exit with
+ * EXIT_PREEMPTED, so a requeued job resumes with --resume auto. */
+enum { EXIT_PREEMPTED = 75 }; /* EX_TEMPFAIL: try again later */
+
+typedef struct train_run {
+    train_opts t;
+    dt_ctx *ctx;
+    int rank, world;
+    dt_dtype grad_t; /* the type the gradients are kept in: the precision's, or fp32 */
+    fault flt;       /* DTRAIN_FAULT */
+    lr_schedule sched;
+    int loader_threads, read_threads; /* the loader's (0: the training thread), and the readers' (>= 1) */
+    long first_step;                  /* the step a resumed run continues after; 0 for a fresh one */
+    /* What the run holds, freed by train_release on every way out (each may be NULL). */
+    dt_scaler *sc;
+    dt_model *m;
+    dt_optimizer *opt;
+    train_data data;
+    dt_loader *ld;
+    FILE *metrics; /* rank 0's --metrics file */
+    /* What the loop measured, for the last line. */
+    double t_start, t_end, samples_s_sum;
+    int intervals;
+} train_run;
+
+/* The name of a dtype that training uses: "fp32", "fp16" or "bf16". */
+static inline const char *train_type_name(dt_dtype t)
+{
+    return t == DT_F16 ? "fp16" : t == DT_BF16 ? "bf16" : "fp32";
+}
+
+/* A library failure s on this rank: prints "<last error> (<status>)" and returns the exit code,
+ * EXIT_USAGE for DT_ERR_INVALID_ARG and EXIT_FAIL otherwise (the caller aborts the job). */
+int train_status_error(dt_status s);
+
+/* ---------------------------------------------------------------- the loop (train_loop.c) */
+
+/* Installs the SIGUSR1 / SIGTERM handlers that ask for a clean stop. */
+void train_stop_install(void);
+
+typedef enum train_end {
+    TRAIN_END_DONE,    /* every step ran */
+    TRAIN_END_STOPPED, /* a stop signal, on every rank after the same step: the checkpoint is written, said so */
+    TRAIN_END_NUMERIC, /* loss scaling gave up, on every rank at the same step: reported */
+    TRAIN_END_FAILED   /* this rank failed (*rc the exit code, the error printed): the job must be aborted */
+} train_end;
+
+/* Runs the steps first_step .. t.steps of a set-up run (model, optimizer, loader, schedule):
+ * forward + backward, the gradients reduced, the optimizer step; the checkpoints, the log
+ * intervals and the evaluations on the way. Collective. */
+train_end train_loop(train_run *r, int *rc);
+
+/* ---------------------------------------------------------------- rank 0's report (train_report.c) */
+
+/* The lines before the first step: the data, the schedule, the model, the gradients' buckets and
+ * wire type, the precision, the loader, the memory per rank. */
+void train_report_start(const train_run *r);
+/* One log interval: the step line, the held-out line (eval_line, may be ""), and the record to
+ * --metrics. logged: the optimizer steps in the interval. EXIT_OK, or EXIT_FAIL after printing why
+ * the metrics write failed. */
+int train_report_interval(const train_run *r, const metrics_record *rec, long logged, const char *eval_line);
+/* The last lines of a run that finished: the time, the throughput, whether the ranks' parameters
+ * agree (agree > 0: identical, compared), the bad samples replaced (bad), the loss scale. */
+void train_report_end(const train_run *r, int agree, double bad);
+/* Loss scaling gave up at step: every rank calls it (it gathers which ranks and layers saw the
+ * first non-finite gradients); rank 0 prints why. Collective. */
+void train_report_numeric_stop(const train_run *r, long step);
+
+#endif

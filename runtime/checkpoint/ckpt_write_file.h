@@ -1,0 +1,27 @@
+/*
+ * ckpt_write_file.h - the checkpoint's atomic file writer, for any file that a crash must never
+ * leave half written (ckpt_write_file.c; the checkpoint itself goes through ckpt_write_atomic).
+ */
+#ifndef DT_RUNTIME_CHECKPOINT_CKPT_WRITE_FILE_H
+#define DT_RUNTIME_CHECKPOINT_CKPT_WRITE_FILE_H
+
+#include "dtrain.h"
+
+#include <stddef.h>
+
+/* One run of bytes of a file, written in order. */
+typedef struct ckpt_part {
+    const void *data;
+    size_t bytes;
+} ckpt_part;
+
+/* Writes the n parts in order to path so that a crash, a full disk, a quota or a file-size limit
+ * leaves the old file or the new one at path, never part of one: path.tmp.<pid> is written,
+ * fsynced and renamed onto path, then the directory is fsynced. The directory must exist. what
+ * names the file in messages ("checkpoint"), alt what the user can change instead
+ * ("--checkpoint-dir"). DT_ERR_IO names the file, the cause and the fix (the temporary file is
+ * then removed); DT_ERR_INVALID_ARG: a path too long for the temporary name. */
+dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts,
+                                 size_t n);
+
+#endif
