@@ -14,7 +14,7 @@ set(DTRAIN_KERNELS_SOURCES
 # and in every other build no_cuda.c, which defines backend_cuda() to say there is none.
 set(DTRAIN_KERNELS_CUDA_SOURCES
   kernels/cuda/backend_cuda.cu kernels/cuda/gemm.cu kernels/cuda/conv.cu kernels/cuda/elementwise.cu
-  kernels/cuda/pool.cu kernels/cuda/loss.cu kernels/cuda/optim.cu kernels/cuda/reduce.cu)
+  kernels/cuda/pool.cu kernels/cuda/loss.cu kernels/cuda/optim.cu kernels/cuda/reduce.cu kernels/cuda/layers.cu)
 set(DTRAIN_KERNELS_NO_CUDA_SOURCES kernels/cpu/no_cuda.c)
 
 set(DTRAIN_COLLECTIVES_SOURCES

@@ -215,6 +215,9 @@ struct backend_ops {
 /* The CPU backend (CBLAS from OpenBLAS for every GEMM); never NULL. */
 backend *backend_cpu(void);
 
+/* The CUDA table without touching the device (to inspect it), or NULL in a build without CUDA. */
+const backend_ops *backend_cuda_ops(void);
+
 /* The CUDA backend, made ready on the device current now (its stream the default one, one cuBLAS
  * handle bound to it) into *out. DT_ERR_UNSUPPORTED ("built without CUDA: use --device cpu") in a
  * build without CUDA; DT_ERR_DEVICE when the GPU or cuBLAS cannot be set up. One per process, used

@@ -15,6 +15,8 @@ dt_status backend_cuda(backend **out)
 
 backend *backend_cuda_if_ready(void) { return NULL; }
 
+const backend_ops *backend_cuda_ops(void) { return NULL; }
+
 int backend_is_device_ptr(const void *p)
 {
     (void)p;
