@@ -7,7 +7,8 @@ dt_status pass_layer_loss(backend *be, const pass_args *a, const void *logits, c
                           int batch, int classes, float grad_scale, double *loss, int *correct)
 {
     const backend_ops *k = be->ops;
-    if (a->prec == DT_F32) return k->softmax_xent(be, logits, labels, dlogits, batch, classes, grad_scale, loss, correct);
+    if (a->prec == DT_F32)
+        return k->softmax_xent(be, logits, labels, dlogits, batch, classes, grad_scale, loss, correct);
     /* The loss in fp32 from the 16-bit logits; its gradient (times the loss scale) rounded to 16 bits. */
     const size_t n = (size_t)batch * (size_t)classes;
     dt_status s;

@@ -58,7 +58,8 @@ static dt_status c_set_stream(backend *be, void *stream)
 {
     (void)be;
     if (stream)
-        return status_set_error(DT_ERR_INVALID_ARG, "the CPU backend has no streams (stream %p given): pass NULL", stream);
+        return status_set_error(DT_ERR_INVALID_ARG, "the CPU backend has no streams (stream %p given): pass NULL",
+                                stream);
     return DT_OK;
 }
 

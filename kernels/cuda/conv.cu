@@ -230,8 +230,8 @@ static dt_status im2col(const char *op, const conv_shape *s, const T *x, T *col,
 /* The GEMMs of the drivers for either storage: fp32 (cublasSgemm*) or 16-bit (cublasGemm*Ex on the
  * tensor cores), C in fp32 either way. count < 0: one plain GEMM. */
 static dt_status gemm_t(const char *op, dt_dtype, int ta, int tb, int m, int n, int k, const float *a, int lda,
-                        long long sa, const float *b, int ldb, long long sb, float beta, float *c, int ldc, long long sc,
-                        int count)
+                        long long sa, const float *b, int ldb, long long sb, float beta, float *c, int ldc,
+                        long long sc, int count)
 {
     return rm_gemm_batched(op, ta, tb, m, n, k, 1.0f, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count);
 }

@@ -43,7 +43,7 @@ dt_status cuda_relu_bwd(backend *be, const float *y, const float *dy, float *dx,
 }
 
 
-/* ---------------------------------------------------------------- mixed precision (model_amp.c)
+/* ---------------------------------------------------------------- mixed precision (layers.cu)
  *
  * 16-bit values travel as uint16_t bit patterns (the host's type for them); the kernels convert
  * with the CUDA intrinsics, which round to nearest even like cast.h (a NaN may come out with
@@ -178,8 +178,8 @@ static __global__ void cast_to32_kernel(int bf, const uint16_t *__restrict__ in,
 static dt_status cast_check_args(const char *fn, dt_dtype t, const void *d_in, const void *d_out, size_t n)
 {
     if (t != DT_F16 && t != DT_BF16)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: dtype %d is not a 16-bit type; pass DT_F16 (%d) or DT_BF16 (%d)",
-                                fn, (int)t, (int)DT_F16, (int)DT_BF16);
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: dtype %d is not a 16-bit type; pass DT_F16 (%d) or DT_BF16 "
+                                "(%d)", fn, (int)t, (int)DT_F16, (int)DT_BF16);
     if (n > 0 && (d_in == NULL || d_out == NULL))
         return status_set_error(DT_ERR_INVALID_ARG, "%s: %s buffer is NULL for %zu elements; pass device buffers of n "
                                 "elements, or n = 0", fn, d_in == NULL ? "the input" : "the output", n);

@@ -1,5 +1,6 @@
 /*
- * loss.cu - softmax cross-entropy of the CUDA backend: one row per block, partial sums in a fixed order, the loss and correct count copied back.
+ * loss.cu - softmax cross-entropy of the CUDA backend: one row per block, partial sums in a fixed
+ * order, the loss and correct count copied back.
  */
 #include "kernels/cuda/cuda_internal.cuh"
 

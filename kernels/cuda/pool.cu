@@ -103,7 +103,8 @@ dt_status cuda_maxpool16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, int32_t
     return maxpool_fwd("maxpool16_fwd", x, y, idx, t == DT_BF16, batch, c, h, w, k);
 }
 
-dt_status cuda_maxpool16_bwd(const uint16_t *dy, const int32_t *idx, uint16_t *dx, int batch, int c, int h, int w, int k)
+dt_status cuda_maxpool16_bwd(const uint16_t *dy, const int32_t *idx, uint16_t *dx, int batch, int c, int h, int w,
+                             int k)
 {
     return maxpool_bwd("maxpool16_bwd", dy, idx, dx, batch, c, h, w, k);
 }

@@ -2,8 +2,9 @@
  * model_eval.c - dt_model_evaluate: the forward pass alone on a batch, for held-out accuracy,
  * `dtrain eval`'s per-class figures and the confusion matrix.
  *
- * It runs the same forward pass as training (model_forward, in the model's precision), then the loss and argmax of each sample on the host in double: eval batches are
- * small next to the forward's work, and per-sample predictions are what the confusion matrix needs.
+ * It runs the same forward pass as training (model_forward, in the model's precision), then the
+ * loss and argmax of each sample on the host in double: eval batches are small next to the
+ * forward's work, and per-sample predictions are what the confusion matrix needs.
  * Gradients, the optimizer and the gradient engine are untouched (buckets still in flight from
  * a training step finish first, since they share nothing but the stream).
  */

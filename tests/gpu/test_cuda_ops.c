@@ -831,7 +831,8 @@ static void check_amp16(void)
             CPU(conv_bwd_data, &cs, cdy, cw, cdx, cws);
             uint16_t *d_cx = dcopy16(cx16, nx), *d_cw = dcopy16(cw16, nw + no), *d_cdy = dcopy16(cdy16, ny),
                      *d_gy = dmalloc(ny * 2), *d_gdx = dmalloc(nx * 2);
-            float *d_y32 = dfloats(ny), *d_dx32 = dfloats(nx), *d_ws = dfloats(gpu_be->ops->conv_ws_floats(gpu_be, &cs));
+            float *d_y32 = dfloats(ny), *d_dx32 = dfloats(nx);
+            float *d_ws = dfloats(gpu_be->ops->conv_ws_floats(gpu_be, &cs));
             G16(cuda_conv_fwd16(t, &cs, d_cx, d_cw, d_cw + nw, d_y32, d_gy, d_ws));
             G16(cuda_conv_bwd_data16(t, &cs, d_cdy, d_cw, d_dx32, d_gdx, d_ws));
             ops_ok("conv16");
