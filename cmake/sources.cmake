@@ -7,16 +7,17 @@ set(DTRAIN_BASE_SOURCES
   base/status.c base/log.c base/parse.c base/thread_stack.c base/dtype.c)
 
 set(DTRAIN_KERNELS_SOURCES
-  kernels/devmem.c
-  kernels/cpu/amp.c kernels/cpu/cast.c kernels/cpu/conv.c kernels/cpu/ops.c kernels/cpu/optim.c)
-# Exactly one of the next two lists joins DTRAIN_KERNELS_SOURCES: the build, not an #ifdef, picks
-# the implementation of kernels/device_info.h (and of the CUDA kernels).
-set(DTRAIN_KERNELS_NOCUDA_SOURCES kernels/cpu/device_info_none.c)
+  kernels/devmem.c kernels/backend.c kernels/pass_common.c
+  kernels/cpu/backend_cpu.c kernels/cpu/amp.c kernels/cpu/amp_layers.c kernels/cpu/cast.c kernels/cpu/conv.c
+  kernels/cpu/ops.c kernels/cpu/optim.c)
+# Which backends a build has is decided here alone, not by an #ifdef: the CUDA one (kernels/cuda/,
+# with the CUDA implementation of kernels/device_info.h) in CUDA builds, and in every other build
+# no_cuda.c, which defines backend_cuda() to say there is none, and device_info_none.c.
 set(DTRAIN_KERNELS_CUDA_SOURCES
   kernels/cuda/device_info.c
-  kernels/cuda/cast.cu kernels/cuda/ops.cu kernels/cuda/gemm.cu kernels/cuda/conv.cu
-  kernels/cuda/elementwise.cu kernels/cuda/pool.cu kernels/cuda/loss.cu kernels/cuda/optim.cu
-  kernels/cuda/reduce.cu)
+  kernels/cuda/backend_cuda.cu kernels/cuda/gemm.cu kernels/cuda/conv.cu kernels/cuda/elementwise.cu
+  kernels/cuda/pool.cu kernels/cuda/loss.cu kernels/cuda/optim.cu kernels/cuda/reduce.cu kernels/cuda/layers.cu)
+set(DTRAIN_KERNELS_NO_CUDA_SOURCES kernels/cpu/no_cuda.c kernels/cpu/device_info_none.c)
 
 set(DTRAIN_COLLECTIVES_SOURCES
   collectives/coll.c collectives/coll_mpi.c collectives/bucket.c collectives/engine.c
@@ -32,7 +33,6 @@ set(DTRAIN_RUNTIME_SOURCES
   runtime/model/kernels_api.c runtime/model/model_sync.c runtime/model/model_precision.c
   runtime/model/model_profile.c runtime/model/model_eval.c runtime/model/model_step.c
   runtime/model/model_clip.c runtime/model/optimizer.c runtime/model/scaler.c
-  runtime/model/model_amp.c
   runtime/checkpoint/ckpt_format.c runtime/checkpoint/ckpt_read.c runtime/checkpoint/ckpt_write.c
   runtime/checkpoint/ckpt_load.c runtime/checkpoint/ckpt_file.c runtime/checkpoint/ckpt_coll.c
   runtime/checkpoint/ckpt_writer.c runtime/checkpoint/ckpt_write_file.c

@@ -7,7 +7,7 @@
 #include "collectives/reducer_impl.h"
 #include "collectives/reducer_internal.h"
 #include "collectives/ctx_comm.h"
-#include "kernels/devmem.h"
+#include "kernels/backend.h"
 #include "base/status.h"
 
 #include <math.h>
@@ -44,20 +44,19 @@ static dt_status check_types(dt_memory mem, dt_dtype dtype, dt_dtype wire)
 }
 
 /* The buffer's memory kind against what the pointer is. */
-static dt_status check_memory(const dt_ctx *ctx, const void *buf, dt_memory mem)
+static dt_status check_memory(const dt_ctx *ctx, const void *buf, dt_memory mem, backend **dev_be)
 {
+    *dev_be = NULL;
     if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)
         return status_set_error(DT_ERR_INVALID_ARG, "reducer: memory kind %d must be DT_MEMORY_HOST or DT_MEMORY_DEVICE",
                             (int)mem);
-    const int dev = devmem_is_device(buf);
+    const int dev = backend_is_device_ptr(buf);
     if (mem == DT_MEMORY_HOST && dev)
         return status_set_error(DT_ERR_INVALID_ARG, "reducer: the gradient buffer %p is CUDA device memory but was given as "
                             "DT_MEMORY_HOST: set memory to DT_MEMORY_DEVICE", buf);
     if (mem == DT_MEMORY_DEVICE) {
-#ifndef DTRAIN_HAVE_CUDA
-        return status_set_error(DT_ERR_INVALID_ARG, "reducer: DT_MEMORY_DEVICE in a build without CUDA: rebuild with the "
-                            "CUDA toolkit, or give host memory");
-#else
+        if (backend_for_memory(mem, dev_be))
+            return status_set_error(DT_ERR_INVALID_ARG, "reducer: DT_MEMORY_DEVICE: %s", dt_last_error());
         dt_placement pl;
         if (dt_get_placement(ctx, &pl) == DT_OK && pl.device != DT_DEVICE_CUDA)
             return status_set_error(DT_ERR_INVALID_ARG, "reducer: DT_MEMORY_DEVICE on a context placed on the CPU: run with "
@@ -65,7 +64,6 @@ static dt_status check_memory(const dt_ctx *ctx, const void *buf, dt_memory mem)
         if (!dev)
             return status_set_error(DT_ERR_INVALID_ARG, "reducer: the gradient buffer %p is host memory but was given as "
                                 "DT_MEMORY_DEVICE: set memory to DT_MEMORY_HOST, or cudaMalloc the buffer", buf);
-#endif
     }
     return DT_OK;
 }
@@ -130,10 +128,12 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
     if (c) cfg = *c;
     else dt_reducer_defaults(&cfg);
     dt_status s = check_config(&cfg);
-    if (!s) s = check_memory(ctx, grads, cfg.memory);
+    backend *dev_be = NULL;
+    if (!s) s = check_memory(ctx, grads, cfg.memory, &dev_be);
     if (s) return s;
     dt_reducer *r = calloc(1, sizeof *r);
     if (!r) return status_set_error(DT_ERR_NOMEM, "dt_reducer_create: out of memory");
+    r->dev_be = dev_be;
     r->ctx = ctx;
     r->buf = grads;
     r->count = count;
@@ -162,8 +162,8 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
             r->dcoll = dc && dc->ops->start ? dc : NULL;
             r->whole_at_wait = !r->dcoll;
             if (cfg.dtype == DT_F32 && cfg.wire != DT_F32)
-                s = devmem_alloc(1, count * sizeof(uint16_t), "the 16-bit wire copy of the gradients",
-                                 (void **)&r->wire16);
+                s = r->dev_be->ops->alloc(r->dev_be, count * sizeof(uint16_t), "the 16-bit wire copy of the "
+                                          "gradients", (void **)&r->wire16);
         }
     }
     if (s) {
@@ -179,7 +179,7 @@ void dt_reducer_free(dt_reducer *r)
     if (!r) return;
     if (r->in_flight) (void)reducer_discard_step(r);
     if (r->eng) engine_destroy(r->eng);
-    devmem_free(1, r->wire16);
+    if (r->dev_be) r->dev_be->ops->free(r->dev_be, r->wire16);
     bucket_plan_free(&r->plan);
     free(r->covered);
     free(r->started);

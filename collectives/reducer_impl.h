@@ -8,6 +8,7 @@
 #include "collectives/bucket.h"
 #include "collectives/coll.h"
 #include "collectives/engine.h"
+#include "kernels/backend.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +33,7 @@ struct dt_reducer {
     /* An fp32 device buffer on a 16-bit wire: its 16-bit copy (count elements, device memory), the
      * bucket rounded into it on the caller's stream before the allreduce and widened back after. */
     uint16_t *wire16;
+    backend *dev_be;     /* the backend of device memory (wire16 is its memory); NULL for host memory */
     int comm;            /* 1 when anything is communicated at all */
     int sync;            /* dt_reducer_set_sync */
     /* The step: per bucket the elements ready and whether it started; per range whether it is

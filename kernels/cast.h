@@ -5,7 +5,7 @@
  * fp32, reduces, and narrows the result once; these are the conversions it uses. Two parts:
  *   - CPU array loops (kernels/cpu/cast.c), which call the scalar converters of base/half.h and
  *     share their semantics;
- *   - CUDA launchers (kernels/cuda/cast.cu), declared only when DTRAIN_HAVE_CUDA is defined.
+ *   - CUDA launchers (kernels/cuda/elementwise.cu), declared only when DTRAIN_HAVE_CUDA is defined.
  */
 #ifndef DT_KERNELS_CAST_H
 #define DT_KERNELS_CAST_H
@@ -41,7 +41,7 @@ int cpu_cast_use_f16c(int on);
 }
 #endif
 
-/* ---------------------------------------------------------------- CUDA (cuda/cast.cu) */
+/* ---------------------------------------------------------------- CUDA (cuda/elementwise.cu) */
 
 #ifdef DTRAIN_HAVE_CUDA
 #ifdef __cplusplus

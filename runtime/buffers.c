@@ -1,149 +1,56 @@
 /*
  * buffers.c - the buffer utilities of include/dtrain/reducer.h on any flat buffer, host or device,
  * fp32 or 16-bit: the loss scaler's unscale and finite check, scaling (clipping), and the L2 norm,
- * local or across ranks. The CPU loops are kernels/cpu/amp.c's, the GPU ones kernels/cuda/reduce.cu's;
- * 16-bit device buffers go through an fp32 scratch a chunk at a time.
+ * local or across ranks. The memory kind picks the backend (kernels/backend.h) and its table does
+ * the work: the CPU loops of kernels/cpu/, or the GPU reductions of kernels/cuda/, which take
+ * 16-bit device buffers through an fp32 scratch a chunk at a time.
  */
 #include "dtrain.h"
-#include "kernels/amp.h"
-#include "kernels/cast.h"
+#include "kernels/backend.h"
 #include "collectives/ctx_comm.h"
-#include "kernels/devmem.h"
 #include "base/status.h"
-#ifdef DTRAIN_HAVE_CUDA
-#include "kernels/cuda_ops.h"
-#include <cuda_runtime_api.h>
-#endif
 
 #include <math.h>
 #include <mpi.h>
 
-enum { BLK = 2048 };                /* host: 16-bit values widened this many at a time (in cache) */
-#define DEV_CHUNK ((size_t)1 << 22) /* device: 16-bit values widened this many at a time (16 MiB) */
-
 static const char *mem_name(dt_memory m) { return m == DT_MEMORY_DEVICE ? "DT_MEMORY_DEVICE" : "DT_MEMORY_HOST"; }
 
-/* The arguments every utility shares, and the memory kind against the pointer. */
-static dt_status check_buffer(const char *fn, const void *buf, size_t count, dt_dtype t, dt_memory mem)
+/* The arguments every utility shares, the memory kind against the pointer, and the backend of
+ * that memory into *be. */
+static dt_status check_buffer(const char *fn, const void *buf, size_t count, dt_dtype t, dt_memory mem, backend **be)
 {
     if (!buf && count) return status_set_error(DT_ERR_INVALID_ARG, "%s: the buffer is NULL with %zu elements", fn, count);
     if (t == DT_U8)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: element type DT_U8 (raw bytes) has no values to scale or measure: "
-                            "give DT_F32, DT_F16 or DT_BF16", fn);
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: element type DT_U8 (raw bytes) has no values to scale or "
+                                "measure: give DT_F32, DT_F16 or DT_BF16", fn);
     if (t != DT_F32 && t != DT_F16 && t != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "%s: element type %d must be DT_F32, DT_F16 or DT_BF16", fn, (int)t);
     if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)
         return status_set_error(DT_ERR_INVALID_ARG, "%s: memory kind %d must be DT_MEMORY_HOST or DT_MEMORY_DEVICE", fn,
-                            (int)mem);
-#ifndef DTRAIN_HAVE_CUDA
-    if (mem == DT_MEMORY_DEVICE)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: DT_MEMORY_DEVICE in a build without CUDA: give host memory", fn);
-#endif
-    if (count && devmem_is_device(buf) != (mem == DT_MEMORY_DEVICE))
+                                (int)mem);
+    if (backend_for_memory(mem, be))
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: %s: %s", fn, mem_name(mem), dt_last_error());
+    if (count && backend_is_device_ptr(buf) != (mem == DT_MEMORY_DEVICE))
         return status_set_error(DT_ERR_INVALID_ARG, "%s: the buffer %p is %s memory but was given as %s", fn, buf,
-                            mem == DT_MEMORY_DEVICE ? "host" : "CUDA device", mem_name(mem));
+                                mem == DT_MEMORY_DEVICE ? "host" : "CUDA device", mem_name(mem));
     return DT_OK;
 }
 
-#ifdef DTRAIN_HAVE_CUDA
-/* Whatever the caller queued on any stream finishes first; then dtrain's stream does the work. */
-static dt_status device_settle(const char *fn)
-{
-    cudaError_t e = cudaDeviceSynchronize();
-    if (e != cudaSuccess)
-        return status_set_error(DT_ERR_DEVICE, "%s: the device reported %s (%s) from earlier work", fn, cudaGetErrorName(e),
-                            cudaGetErrorString(e));
-    return DT_OK;
-}
-
-static dt_status device_failed(const char *fn)
-{
-    dt_status s = cuda_ops_last_error();
-    cuda_ops_clear_error();
-    return s ? s : status_set_error(DT_ERR_DEVICE, "%s: a CUDA reduction failed", fn);
-}
-
-/* mode 0: count non-finite (mul ignored); 1: x *= mul, count; 2: sum of squares into *ss. 16-bit
- * chunks are widened into scratch (and narrowed back after a multiply). */
-static dt_status device_pass(const char *fn, void *buf, size_t count, dt_dtype t, int mode, float mul, size_t *bad,
-                             double *ss)
-{
-    dt_status s = device_settle(fn);
-    if (s) return s;
-    *bad = 0;
-    if (ss) *ss = 0;
-    if (t == DT_F32) {
-        if (mode == 2) return cuda_sum_squares(buf, count, ss) ? device_failed(fn) : DT_OK;
-        *bad = mode == 1 && mul != 1.0f ? cuda_unscale_count_nonfinite(buf, count, mul) : cuda_count_nonfinite(buf, count);
-        return *bad == SIZE_MAX ? device_failed(fn) : DT_OK;
-    }
-    float *tmp = NULL;
-    const size_t chunk = count < DEV_CHUNK ? count : DEV_CHUNK;
-    if ((s = devmem_alloc(1, chunk * sizeof *tmp, "the fp32 scratch of a 16-bit buffer", (void **)&tmp))) return s;
-    void *st = cuda_ops_stream();
-    for (size_t off = 0; off < count && !s; off += chunk) {
-        const size_t n = count - off < chunk ? count - off : chunk;
-        uint16_t *p = (uint16_t *)buf + off;
-        if ((s = cuda_cast_16_to_f32(t, p, tmp, n, st))) break;
-        if (mode == 2) {
-            double part = 0;
-            if (cuda_sum_squares(tmp, n, &part)) s = device_failed(fn);
-            *ss += part;
-            continue;
-        }
-        size_t b = mode == 1 ? cuda_unscale_count_nonfinite(tmp, n, mul) : cuda_count_nonfinite(tmp, n);
-        if (b == SIZE_MAX) s = device_failed(fn);
-        else *bad += b;
-        if (!s && mode == 1) s = cuda_cast_f32_to_16(t, tmp, p, n, st);
-    }
-    if (!s && mode == 1) s = cuda_ops_sync();
-    devmem_free(1, tmp);
-    return s;
-}
-#endif
-
-/* The same three passes on host memory. */
-static void host_pass(void *buf, size_t count, dt_dtype t, int mode, float mul, size_t *bad, double *ss)
-{
-    double lane[CPU_SUMSQ_LANES] = {0};
-    *bad = 0;
-    if (t == DT_F32) {
-        if (mode == 2) cpu_sumsq_lanes(buf, count, lane);
-        else *bad = mode == 1 && mul != 1.0f ? cpu_unscale_count_nonfinite(buf, count, mul) : cpu_count_nonfinite(buf, count);
-    } else if (mode == 0) {
-        *bad = cpu_count_nonfinite16(t, buf, count);
-    } else {
-        float g[BLK];
-        for (size_t off = 0; off < count; off += BLK) {
-            const size_t n = count - off < BLK ? count - off : BLK;
-            uint16_t *p = (uint16_t *)buf + off;
-            cpu_cast_16_to_f32(t, p, g, n);
-            if (mode == 2) {
-                cpu_sumsq_lanes(g, n, lane); /* BLK is a multiple of the lanes: they line up with fp32's */
-                continue;
-            }
-            *bad += cpu_unscale_count_nonfinite(g, n, mul);
-            cpu_cast_f32_to_16(t, g, p, n);
-        }
-    }
-    if (ss) *ss = cpu_sumsq_total(lane);
-}
-
+/* mode 0: count non-finite (mul ignored); 1: x *= mul, count; 2: sum of squares into *ss. */
 static dt_status buffer_pass(const char *fn, void *buf, size_t count, dt_dtype t, dt_memory mem, int mode, float mul,
                              size_t *bad, double *ss)
 {
-    dt_status s = check_buffer(fn, buf, count, t, mem);
+    backend *be = NULL;
+    dt_status s = check_buffer(fn, buf, count, t, mem, &be);
     if (s) return s;
-    if (count == 0) {
-        *bad = 0;
-        if (ss) *ss = 0;
-        return DT_OK;
-    }
-#ifdef DTRAIN_HAVE_CUDA
-    if (mem == DT_MEMORY_DEVICE) return device_pass(fn, buf, count, t, mode, mul, bad, ss);
-#endif
-    host_pass(buf, count, t, mode, mul, bad, ss);
-    return DT_OK;
+    *bad = 0;
+    if (ss) *ss = 0;
+    if (count == 0) return DT_OK;
+    /* Whatever the caller queued on any stream finishes first; then the backend's stream does the work. */
+    if ((s = be->ops->settle(be)))
+        return status_set_error(s, "%s: the device reported an error from earlier work: %s", fn, dt_last_error());
+    if (mode == 2) return be->ops->sum_squares(be, t, buf, count, 1.0f, 1.0f, ss);
+    return be->ops->scale_count(be, t, buf, count, mode == 1 ? mul : 1.0f, bad);
 }
 
 dt_status dt_buffer_unscale_check(void *buf, size_t count, dt_dtype t, dt_memory mem, float inv_scale, int *found_inf)
@@ -167,7 +74,8 @@ dt_status dt_buffer_scale(void *buf, size_t count, dt_dtype t, dt_memory mem, fl
     if (!isfinite(mul))
         return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_scale: factor %g must be finite", (double)mul);
     size_t bad;
-    if (mul == 1.0f) return check_buffer("dt_buffer_scale", buf, count, t, mem);
+    backend *be;
+    if (mul == 1.0f) return check_buffer("dt_buffer_scale", buf, count, t, mem, &be);
     return buffer_pass("dt_buffer_scale", buf, count, t, mem, 1, mul, &bad, NULL);
 }
 

@@ -1,7 +1,7 @@
 /*
- * cpu/ops.c - the CPU kernel op table: GEMM and fully connected layers through CBLAS (OpenBLAS),
- * ReLU, max pooling and softmax cross-entropy, plus conv_shape_init. Convolutions live in
- * cpu/conv.c and the optimizers in cpu/optim.c.
+ * cpu/ops.c - the fp32 kernels of the CPU backend: GEMM and fully connected layers through CBLAS
+ * (OpenBLAS), ReLU, max pooling and softmax cross-entropy, plus conv_shape_init. Convolutions live
+ * in cpu/conv.c, the optimizers in cpu/optim.c, the table that gathers them in cpu/backend_cpu.c.
  *
  * Every op is a plain loop over caller-owned memory: no allocation and no function pointer per
  * element. Loops that gcc must vectorize at -O2 run in fixed blocks of DT_CPU_BLOCK (see
@@ -60,7 +60,7 @@ dt_status conv_shape_init(conv_shape *s)
 
 /* ---------------------------------------------------------------- GEMM and fully connected */
 
-static void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc)
 {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
@@ -69,7 +69,7 @@ static void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
 
 /* y(B,OUT) = x(B,IN) * W(OUT,IN)^T + b(OUT). The bias is copied into every row first and the GEMM
  * adds to it (beta 1): that replaces OpenBLAS's zeroing pass for beta 0 and a separate bias pass. */
-static void cpu_linear_fwd(const float *x, const float *w, const float *b, float *y, int batch, int in, int out)
+void cpu_linear_fwd(const float *x, const float *w, const float *b, float *y, int batch, int in, int out)
 {
     if (b)
         for (int i = 0; i < batch; i++) memcpy(y + (size_t)i * out, b, (size_t)out * sizeof *y);
@@ -87,7 +87,7 @@ static inline void add_row(float *restrict db, const float *restrict dy, size_t 
 }
 
 /* dW(OUT,IN) = dy^T x;  db(OUT) = column sums of dy;  dx(B,IN) = dy W (when dx is not NULL). */
-static void cpu_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+void cpu_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
                            int batch, int in, int out)
 {
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dy, out, x, in, 0.0f, dw, in);
@@ -118,7 +118,7 @@ DT_CPU_CLONES static void relu_fwd_inplace(float *restrict y, size_t n)
     for (; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i];
 }
 
-static void cpu_relu_fwd(const float *x, float *y, size_t n)
+void cpu_relu_fwd(const float *x, float *y, size_t n)
 {
     if (x == y)
         relu_fwd_inplace(y, n);
@@ -147,7 +147,7 @@ DT_CPU_CLONES static void relu_bwd_inplace(const float *restrict y, float *restr
     for (; i < n; i++) d[i] = y[i] > 0.0f ? d[i] : 0.0f;
 }
 
-static void cpu_relu_bwd(const float *y, const float *dy, float *dx, size_t n)
+void cpu_relu_bwd(const float *y, const float *dy, float *dx, size_t n)
 {
     if (dx == dy)
         relu_bwd_inplace(y, dx, n);
@@ -230,7 +230,7 @@ static inline void poolk_block8(const float *restrict x, float *restrict y, int3
     memcpy(ix, bi, sizeof bi);
 }
 
-static void cpu_maxpool_fwd(const float *x, float *y, int32_t *idx, int batch, int c, int h, int w, int k)
+void cpu_maxpool_fwd(const float *x, float *y, int32_t *idx, int batch, int c, int h, int w, int k)
 {
     // x (B, C, H, W) -> y, idx (B, C, H/k, W/k)
     const int ho = h / k, wo = w / k;
@@ -263,7 +263,7 @@ static void cpu_maxpool_fwd(const float *x, float *y, int32_t *idx, int batch, i
 
 /* The windows do not overlap, so each input gets at most one dy: a store, not a sum. Plane by
  * plane, so that the stores land in the plane just zeroed, still in L1. */
-static void cpu_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int batch, int c, int h, int w, int k)
+void cpu_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int batch, int c, int h, int w, int k)
 {
     const size_t planes = (size_t)batch * c, out = (size_t)(h / k) * (w / k);
     for (size_t pl = 0; pl < planes; pl++) {
@@ -280,7 +280,7 @@ static void cpu_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int 
 /* Per row: m = max, s = sum exp(x - m) (each term <= 1, so nothing overflows, and the term of the
  * max is exactly 1, so s >= 1 and log(s) is finite), loss = log(s) - (x[label] - m), accumulated in
  * double. dlogits, when not NULL, first holds the exp terms and is then scaled in place. */
-static double cpu_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch, int classes,
+double cpu_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch, int classes,
                                float grad_scale, int *correct)
 {
     double total = 0.0;
@@ -310,25 +310,3 @@ static double cpu_softmax_xent(const float *logits, const int32_t *labels, float
     if (correct) *correct = right;
     return total;
 }
-
-/* ---------------------------------------------------------------- the table */
-
-static const kernel_ops cpu_ops = {
-    .name = "cpu",
-    .gemm = cpu_gemm,
-    .linear_fwd = cpu_linear_fwd,
-    .linear_bwd = cpu_linear_bwd,
-    .conv_ws_floats = cpu_conv_ws_floats,
-    .conv_fwd = cpu_conv_fwd,
-    .conv_bwd_data = cpu_conv_bwd_data,
-    .conv_bwd_filter = cpu_conv_bwd_filter,
-    .relu_fwd = cpu_relu_fwd,
-    .relu_bwd = cpu_relu_bwd,
-    .maxpool_fwd = cpu_maxpool_fwd,
-    .maxpool_bwd = cpu_maxpool_bwd,
-    .softmax_xent = cpu_softmax_xent,
-    .sgd = cpu_sgd,
-    .adamw = cpu_adamw,
-};
-
-const kernel_ops *kernels_cpu(void) { return &cpu_ops; }

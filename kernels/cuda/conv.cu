@@ -1,7 +1,11 @@
 /*
- * conv.cu - convolutions of the CUDA table: im2col/col2im kernels in groups of images around strided-batched GEMMs, the gather of dy for the filter gradient, the bias gradient in a fixed order; fp32, and the same structure with 16-bit columns for mixed precision.
+ * conv.cu - convolutions of the CUDA backend: im2col/col2im kernels in groups of images around
+ * strided-batched GEMMs, the gather of dy for the filter gradient, the bias gradient in a fixed
+ * order. One templated driver per direction serves fp32 and 16-bit columns (mixed precision: the
+ * GEMMs on the tensor cores, accumulated in fp32); outputs that a 16-bit pass rounds once go
+ * through fp32 scratch (the forward result before the bias, the column gradient before col2im).
  */
-#include "kernels/cuda/ops_internal.cuh"
+#include "kernels/cuda/cuda_internal.cuh"
 
 /* The convolution bias gradient db[o] = sum over images n and pixels p of dy[(n*O + o)*P + p], in
  * double (as the CPU) and rounded to float once, in a fixed order whatever the timing: pass one
@@ -49,9 +53,9 @@ static __global__ void conv_bias_final_kernel(const double *__restrict__ part, i
 }
 
 template <typename T>
-static void conv_bias_grad(const char *op, const T *dy, int bf, int batch, int O, size_t P, float *db)
+static dt_status conv_bias_grad(const char *op, const T *dy, int bf, int batch, int O, size_t P, float *db)
 {
-    if (O <= 0 || batch <= 0) return;
+    if (O <= 0 || batch <= 0) return DT_OK;
     /* Enough blocks to fill the GPU, at most one slice per image; and slices small enough for
      * 32-bit indices (more of them when batch x P is large). */
     int nb = (OPS_DB_BLOCKS + O - 1) / O;
@@ -59,21 +63,20 @@ static void conv_bias_grad(const char *op, const T *dy, int bf, int batch, int O
     if ((size_t)nb < need) nb = (int)(need < (size_t)batch ? need : (size_t)batch);
     if (nb > batch) nb = batch;
     const size_t slice = ((size_t)batch + nb - 1) / nb * P;
-    if (slice >= IDX32_LIMIT || (nb > 1 && (size_t)O * nb > OPS_DB_PARTS)) {
-        ops_fail(DT_ERR_UNSUPPORTED, "cuda %s: the bias gradient of %d channels of %zu values over a batch of %d is "
-                 "beyond this kernel (at most %d partial sums, 2^31 values a slice): use a smaller --batch", op, O, P,
-                 batch, OPS_DB_PARTS);
-        return;
-    }
+    if (slice >= IDX32_LIMIT || (nb > 1 && (size_t)O * nb > OPS_DB_PARTS))
+        return status_set_error(DT_ERR_UNSUPPORTED, "cuda %s: the bias gradient of %d channels of %zu values over a "
+                                "batch of %d is beyond this kernel (at most %d partial sums, 2^31 values a slice): use "
+                                "a smaller --batch", op, O, P, batch, OPS_DB_PARTS);
     ops_scratch *s = NULL;
-    if (nb > 1 && !(s = scratch(op))) return;
+    if (nb > 1) TRY(scratch(op, &s));
     const unsigned int gy = (unsigned int)(O < 65535 ? O : 65535);
     conv_bias_part_kernel<<<dim3((unsigned int)nb, gy), OPS_BLOCK, 0, g_stream>>>(dy, bf, batch, O, (uint32_t)P, nb,
                                                                                 s ? s->part_db : NULL, db);
-    if (!check_launch(op, "the bias-gradient partial sums", (size_t)O * nb) || nb == 1) return;
+    TRY(check_launch(op, "the bias-gradient partial sums", (size_t)O * nb));
+    if (nb == 1) return DT_OK;
     conv_bias_final_kernel<<<(unsigned int)((O + OPS_BLOCK - 1) / OPS_BLOCK), OPS_BLOCK, 0, g_stream>>>(s->part_db, O,
                                                                                                       nb, db);
-    check_launch(op, "the bias-gradient sums", (size_t)O);
+    return check_launch(op, "the bias-gradient sums", (size_t)O);
 }
 
 /* ---------------------------------------------------------------- convolution */
@@ -156,11 +159,11 @@ static __global__ void col2im_kernel(const float *__restrict__ col, float *__res
     }
 }
 
-static int col2im(const char *op, const conv_shape *s, const float *col, float *dx, int g, size_t img_stride,
-                  size_t ld)
+static dt_status col2im(const char *op, const conv_shape *s, const float *col, float *dx, int g, size_t img_stride,
+                        size_t ld)
 {
     const size_t rows = (size_t)g * s->c_in, hw = (size_t)s->h * s->w;
-    if (rows == 0 || hw == 0) return 1;
+    if (rows == 0 || hw == 0) return DT_OK;
     if (s->stride == 1)
         LAUNCH_ROWS(col2im_kernel<true>, rows, hw, col, dx, geo_of(s), g, img_stride, ld);
     else
@@ -183,10 +186,10 @@ static __global__ void gather_dy_kernel(const T *__restrict__ dy, T *__restrict_
 }
 
 template <typename T>
-static int gather_dy(const char *op, const T *dy, T *out, int g, int O, size_t P)
+static dt_status gather_dy(const char *op, const T *dy, T *out, int g, int O, size_t P)
 {
     const size_t rows = (size_t)g * O;
-    if (rows == 0 || P == 0) return 1;
+    if (rows == 0 || P == 0) return DT_OK;
     LAUNCH_ROWS(gather_dy_kernel, rows, P, dy, out, g, O, (uint32_t)P);
     return check_launch(op, "the dy gather", rows * P);
 }
@@ -207,102 +210,136 @@ static int conv_group(const conv_shape *s)
 
 /* G images' columns (K, G*P) plus the (O, G*P) copy of dy that backward-filter gathers; forward
  * and backward-data use only the first part (and a pointwise forward/backward-data none). */
-size_t cuda_conv_ws_floats(const conv_shape *s)
+size_t cuda_conv_ws_floats(backend *be, const conv_shape *s)
 {
+    (void)be;
     const size_t K = (size_t)s->c_in * s->k * s->k, P = (size_t)s->h_out * s->w_out, O = (size_t)s->c_out;
     return (size_t)conv_group(s) * P * (K + O);
 }
 
 template <typename T>
-static int im2col(const char *op, const conv_shape *s, const T *x, T *col, int g, size_t img_stride, size_t ld)
+static dt_status im2col(const char *op, const conv_shape *s, const T *x, T *col, int g, size_t img_stride,
+                        size_t ld)
 {
     const size_t rows = (size_t)g * s->c_in * s->k * s->k, P = (size_t)s->h_out * s->w_out;
-    if (rows == 0 || P == 0) return 1;
+    if (rows == 0 || P == 0) return DT_OK;
     LAUNCH_ROWS(im2col_kernel, rows, P, x, col, geo_of(s), g, img_stride, ld);
     return check_launch(op, "im2col", rows * P);
 }
 
-void cuda_conv_fwd(const conv_shape *s, const float *x, const float *w, const float *b, float *y, float *ws)
+/* The GEMMs of the drivers for either storage: fp32 (cublasSgemm*) or 16-bit (cublasGemm*Ex on the
+ * tensor cores), C in fp32 either way. count < 0: one plain GEMM. */
+static dt_status gemm_t(const char *op, dt_dtype, int ta, int tb, int m, int n, int k, const float *a, int lda,
+                        long long sa, const float *b, int ldb, long long sb, float beta, float *c, int ldc,
+                        long long sc, int count)
 {
-    // x (B, C, H, W), w (O, C, k, k), b (O) or NULL, y (B, O, Ho, Wo)
-    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
-    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
-    for (int b0 = 0; b0 < s->batch; b0 += G) {
-        const int g = s->batch - b0 < G ? s->batch - b0 : G;
-        float *yb = y + (size_t)b0 * out_sz;
-        if (b) bias_broadcast("conv_fwd", yb, b, (size_t)g * O, (size_t)P, (size_t)O, 1);
-        const float *col = x + (size_t)b0 * in_sz; /* pointwise: x_i (C, H*W) is its own column matrix */
-        if (!conv_is_pointwise(s)) {
-            im2col("conv_fwd", s, col, ws, g, (size_t)K * P, (size_t)P);
-            col = ws;
-        }
-        /* y_i (O, P) = W (O, K) col_i (K, P) [+ y_i holding the bias] */
-        rm_gemm_batched("conv_fwd", 0, 0, O, P, K, 1.0f, w, K, 0, col, P, (long long)K * P, b ? 1.0f : 0.0f, yb, P,
-                        (long long)out_sz, g);
-    }
+    return rm_gemm_batched(op, ta, tb, m, n, k, 1.0f, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count);
 }
 
-void cuda_conv_bwd_data(const conv_shape *s, const float *dy, const float *w, float *dx, float *ws)
+static dt_status gemm_t(const char *op, dt_dtype t, int ta, int tb, int m, int n, int k, const uint16_t *a, int lda,
+                        long long sa, const uint16_t *b, int ldb, long long sb, float beta, float *c, int ldc,
+                        long long sc, int count)
 {
-    // dy (B, O, Ho, Wo), w (O, C, k, k), dx (B, C, H, W)
+    return rm_gemm16_batched(op, t, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, DT_F32, ldc, sc, count);
+}
+
+/* acc (B, O, Ho, Wo) = conv(x, w) [+ acc, holding the bias, when add]: groups of images, im2col
+ * into the workspace (its first K*G*P values of T), one strided-batched GEMM per group. */
+template <typename T>
+static dt_status conv_fwd_t(const char *op, dt_dtype t, const conv_shape *s, const T *x, const T *w, float *acc,
+                            int add, float *ws)
+{
+    // x (B, C, H, W), w (O, C, k, k), acc (B, O, Ho, Wo)
+    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
+    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
+    T *colws = (T *)(void *)ws;
+    for (int b0 = 0; b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G;
+        const T *col = x + (size_t)b0 * in_sz; /* pointwise: x_i (C, H*W) is its own column matrix */
+        if (!conv_is_pointwise(s)) {
+            TRY(im2col(op, s, col, colws, g, (size_t)K * P, (size_t)P));
+            col = colws;
+        }
+        /* acc_i (O, P) = W (O, K) col_i (K, P) [+ acc_i] */
+        TRY(gemm_t(op, t, 0, 0, O, P, K, w, K, 0, col, P, (long long)K * P, add ? 1.0f : 0.0f,
+                   acc + (size_t)b0 * out_sz, P, (long long)out_sz, g));
+    }
+    return DT_OK;
+}
+
+/* dx32 (B, C, H, W) = conv^T(dy, w) in fp32: per group dcol_i (K, P) = W^T (K, O) dy_i (O, P), then
+ * col2im (pointwise: dcol_i is dx_i itself). */
+template <typename T>
+static dt_status conv_bwd_data_t(const char *op, dt_dtype t, const conv_shape *s, const T *dy, const T *w,
+                                 float *dx32, float *ws)
+{
+    // dy (B, O, Ho, Wo), w (O, C, k, k), dx32 (B, C, H, W)
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
     const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
     const int pointwise = conv_is_pointwise(s);
     for (int b0 = 0; b0 < s->batch; b0 += G) {
         const int g = s->batch - b0 < G ? s->batch - b0 : G;
-        float *dxb = dx + (size_t)b0 * in_sz;
-        /* dcol_i (K, P) = W^T (K, O) dy_i (O, P); pointwise: dcol_i is dx_i itself */
+        float *dxb = dx32 + (size_t)b0 * in_sz;
         float *dcol = pointwise ? dxb : ws;
-        rm_gemm_batched("conv_bwd_data", 1, 0, K, P, O, 1.0f, w, K, 0, dy + (size_t)b0 * out_sz, P,
-                        (long long)out_sz, 0.0f, dcol, P, (long long)K * P, g);
-        if (!pointwise) col2im("conv_bwd_data", s, ws, dxb, g, (size_t)K * P, (size_t)P);
+        TRY(gemm_t(op, t, 1, 0, K, P, O, w, K, 0, dy + (size_t)b0 * out_sz, P, (long long)out_sz, 0.0f, dcol, P,
+                   (long long)K * P, g));
+        if (!pointwise) TRY(col2im(op, s, ws, dxb, g, (size_t)K * P, (size_t)P));
     }
+    return DT_OK;
 }
 
-void cuda_conv_bwd_filter(const conv_shape *s, const float *x, const float *dy, float *dw, float *db,
-                          float *ws)
+/* dw (O, C, k, k) in fp32, overwritten, and db (O, NULL to skip) from x and dy: the bias gradient
+ * from dy where it lies, then per group dW (+)= dy_g (O, g*P) col^T (g*P, K) over the columns and
+ * the gathered dy ((K + O) * G * P values of T in the workspace). fp32 takes one plain GEMM a
+ * group and 16-bit a batch of one: the calls each path was checked with. */
+template <typename T>
+static dt_status conv_bwd_filter_t(const char *op, dt_dtype t, const conv_shape *s, const T *x, const T *dy,
+                                   float *dw, float *db, float *ws)
 {
     // x (B, C, H, W), dy (B, O, Ho, Wo), dw (O, C, k, k), db (O) or NULL
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
     const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
-    if (db) conv_bias_grad("conv_bwd_filter", dy, 0, s->batch, O, (size_t)P, db);
-    float *col = ws, *dyg = ws + (size_t)K * G * P;
+    if (db) TRY(conv_bias_grad(op, dy, t == DT_BF16, s->batch, O, (size_t)P, db));
+    T *col = (T *)(void *)ws, *dyg = col + (size_t)K * G * P;
+    const int count = sizeof(T) == sizeof(float) ? -1 : 1;
     for (int b0 = 0; b0 < s->batch; b0 += G) {
         const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
         /* col (K, g*P): image i in columns [i*P, (i+1)*P) */
-        im2col("conv_bwd_filter", s, x + (size_t)b0 * in_sz, col, g, (size_t)P, (size_t)ld);
-        gather_dy("conv_bwd_filter", dy + (size_t)b0 * out_sz, dyg, g, O, (size_t)P);
-        /* dW (O, K) (+)= dy_g (O, g*P) col^T (g*P, K); the first group overwrites */
-        rm_gemm("conv_bwd_filter", 0, 1, O, K, ld, 1.0f, dyg, ld, col, ld, b0 ? 1.0f : 0.0f, dw, K);
+        TRY(im2col(op, s, x + (size_t)b0 * in_sz, col, g, (size_t)P, (size_t)ld));
+        TRY(gather_dy(op, dy + (size_t)b0 * out_sz, dyg, g, O, (size_t)P));
+        /* the first group overwrites */
+        TRY(gemm_t(op, t, 0, 1, O, K, ld, dyg, ld, 0, col, ld, 0, b0 ? 1.0f : 0.0f, dw, K, 0, count));
     }
+    return DT_OK;
 }
 
-
-/* ---------------------------------------------------------------- 16-bit convolutions (AMP)
- *
- * The fp32 convolution's structure (im2col in groups of images, strided-batched GEMMs, the gather
- * of dy for the filter gradient) with 16-bit columns and GEMMs on the tensor cores
- * (cublasGemmEx, fp32 accumulation). Outputs that are rounded once go through fp32 scratch: the
- * forward result before the bias, and the column gradient before col2im. */
-
-static void rm_gemm16_batched(const char *op, dt_dtype t, int ta, int tb, int m, int n, int k, const void *a, int lda,
-                              long long sa, const void *b, int ldb, long long sb, float beta, void *c,
-                              cudaDataType_t ct, int ldc, long long sc, int count)
+dt_status cuda_conv_fwd(backend *be, const conv_shape *s, const float *x, const float *w, const float *b, float *y,
+                        float *ws)
 {
-    if (m <= 0 || n <= 0 || count <= 0) return;
-    cublasHandle_t h = blas(op);
-    if (!h) return;
-    const cudaDataType_t ab = t == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-    const float alpha = 1.0f;
-    const cublasStatus_t st = cublasGemmStridedBatchedEx(
-        h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ab, ldb, sb, a, ab, lda,
-        sa, &beta, c, ct, ldc, sc, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        ops_fail(DT_ERR_DEVICE,
-                 "cuda %s: cublasGemmStridedBatchedEx (row-major m %d n %d k %d x %d, trans_a %d trans_b %d) failed: "
-                 "%s (%s)",
-                 op, m, n, k, count, ta, tb, cublas_name(st), cublas_text(st));
+    (void)be;
+    /* The bias first, group by group, and the GEMM adds to it (beta 1), as the CPU does. */
+    const int O = s->c_out, P = s->h_out * s->w_out, G = conv_group(s);
+    for (int b0 = 0; b && b0 < s->batch; b0 += G) {
+        const int g = s->batch - b0 < G ? s->batch - b0 : G;
+        TRY(bias_broadcast("conv_fwd", y + (size_t)b0 * O * P, b, (size_t)g * O, (size_t)P, (size_t)O, 1));
+    }
+    return conv_fwd_t("conv_fwd", DT_F32, s, x, w, y, b != NULL, ws);
 }
+
+dt_status cuda_conv_bwd_data(backend *be, const conv_shape *s, const float *dy, const float *w, float *dx, float *ws)
+{
+    (void)be;
+    return conv_bwd_data_t("conv_bwd_data", DT_F32, s, dy, w, dx, ws);
+}
+
+dt_status cuda_conv_bwd_filter(backend *be, const conv_shape *s, const float *x, const float *dy, float *dw,
+                               float *db, float *ws)
+{
+    (void)be;
+    return conv_bwd_filter_t("conv_bwd_filter", DT_F32, s, x, dy, dw, db, ws);
+}
+
+/* ---------------------------------------------------------------- 16-bit convolutions (AMP) */
 
 /* y16 = round(y32 + bias) as `rows` rows of `per` values, the bias as in bias_broadcast_kernel
  * (b16 NULL: + 0.0f, which is what rounding alone gives but for -0, made +0 as before). */
@@ -319,10 +356,10 @@ static __global__ void bias_round16_kernel(int bf, const float *__restrict__ y32
     }
 }
 
-static int bias_round16(const char *op, dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16,
-                        size_t rows, size_t per, size_t outer, int chan)
+static dt_status bias_round16(const char *op, dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16,
+                              size_t rows, size_t per, size_t outer, int chan)
 {
-    if (rows == 0 || per == 0) return 1;
+    if (rows == 0 || per == 0) return DT_OK;
     if (chan)
         LAUNCH_ROWS(bias_round16_kernel<true>, rows, per, t == DT_BF16, y32, b16, y16, rows, (uint32_t)per,
                     (uint32_t)outer);
@@ -332,67 +369,31 @@ static int bias_round16(const char *op, dt_dtype t, const float *y32, const uint
     return check_launch(op, "bias and rounding", rows * per);
 }
 
-extern "C" void cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16, int rows, int cols)
+dt_status cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16, int rows, int cols)
 {
-    if (rows <= 0 || cols <= 0) return;
-    bias_round16("bias_to16", t, y32, b16, y16, (size_t)rows, (size_t)cols, (size_t)cols, 0);
+    if (rows <= 0 || cols <= 0) return DT_OK;
+    return bias_round16("bias_to16", t, y32, b16, y16, (size_t)rows, (size_t)cols, (size_t)cols, 0);
 }
 
-extern "C" void cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *w,
-                                const uint16_t *b, float *y32, uint16_t *y, float *ws)
+dt_status cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *w, const uint16_t *b,
+                     float *y32, uint16_t *y, float *ws)
 {
-    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
-    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
-    uint16_t *col16 = (uint16_t *)ws; /* K * G * P halves: within the fp32 workspace */
-    for (int b0 = 0; b0 < s->batch; b0 += G) {
-        const int g = s->batch - b0 < G ? s->batch - b0 : G;
-        const uint16_t *col = x + (size_t)b0 * in_sz;
-        if (!conv_is_pointwise(s)) {
-            if (!im2col("conv_fwd16", s, x + (size_t)b0 * in_sz, col16, g, (size_t)K * P, (size_t)P)) return;
-            col = col16;
-        }
-        /* y32_i (O, P) = W (O, K) col_i (K, P) */
-        rm_gemm16_batched("conv_fwd16", t, 0, 0, O, P, K, w, K, 0, col, P, (long long)K * P, 0.0f,
-                          y32 + (size_t)b0 * out_sz, CUDA_R_32F, P, (long long)out_sz, g);
-    }
-    if (s->batch > 0) bias_round16("conv_fwd16", t, y32, b, y, (size_t)s->batch * O, (size_t)P, (size_t)O, 1);
+    TRY(conv_fwd_t("conv_fwd16", t, s, x, w, y32, 0, ws));
+    if (s->batch <= 0) return DT_OK;
+    return bias_round16("conv_fwd16", t, y32, b, y, (size_t)s->batch * s->c_out, (size_t)s->h_out * s->w_out,
+                        (size_t)s->c_out, 1);
 }
 
-extern "C" void cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *dy, const uint16_t *w,
-                                     float *dx32, uint16_t *dx, float *ws)
+dt_status cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *dy, const uint16_t *w, float *dx32,
+                          uint16_t *dx, float *ws)
 {
-    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
-    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
-    const int pointwise = conv_is_pointwise(s);
-    for (int b0 = 0; b0 < s->batch; b0 += G) {
-        const int g = s->batch - b0 < G ? s->batch - b0 : G;
-        float *dxb = dx32 + (size_t)b0 * in_sz;
-        /* dcol_i (K, P) = W^T (K, O) dy_i (O, P), in fp32; pointwise: dcol_i is dx_i itself */
-        float *dcol = pointwise ? dxb : ws;
-        rm_gemm16_batched("conv_bwd_data16", t, 1, 0, K, P, O, w, K, 0, dy + (size_t)b0 * out_sz, P,
-                          (long long)out_sz, 0.0f, dcol, CUDA_R_32F, P, (long long)K * P, g);
-        if (!pointwise && !col2im("conv_bwd_data16", s, ws, dxb, g, (size_t)K * P, (size_t)P)) return;
-    }
-    if (s->batch > 0) bias_round16("conv_bwd_data16", t, dx32, NULL, dx, (size_t)s->batch * s->c_in,
-                                   (size_t)s->h * s->w, 1, 1);
+    TRY(conv_bwd_data_t("conv_bwd_data16", t, s, dy, w, dx32, ws));
+    if (s->batch <= 0) return DT_OK;
+    return bias_round16("conv_bwd_data16", t, dx32, NULL, dx, (size_t)s->batch * s->c_in, (size_t)s->h * s->w, 1, 1);
 }
 
-extern "C" void cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *dy,
-                                       float *dw, float *db, float *ws)
+dt_status cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *dy, float *dw,
+                            float *db, float *ws)
 {
-    const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
-    const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
-    /* The bias gradient from dy where it lies: the fp32 kernel's fixed-order double sums. */
-    if (db) conv_bias_grad("conv_bwd_filter16", dy, t == DT_BF16, s->batch, O, (size_t)P, db);
-    uint16_t *col = (uint16_t *)ws, *dyg = col + (size_t)K * G * P; /* (K + O) * G * P halves */
-    for (int b0 = 0; b0 < s->batch; b0 += G) {
-        const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
-        if (!im2col("conv_bwd_filter16", s, x + (size_t)b0 * in_sz, col, g, (size_t)P, (size_t)ld) ||
-            !gather_dy("conv_bwd_filter16", dy + (size_t)b0 * out_sz, dyg, g, O, (size_t)P))
-            return;
-        /* dW (O, K) (+)= dy_g (O, g*P) col^T (g*P, K) */
-        rm_gemm16_batched("conv_bwd_filter16", t, 0, 1, O, K, ld, dyg, ld, 0, col, ld, 0, b0 ? 1.0f : 0.0f, dw,
-                          CUDA_R_32F, K, 0, 1);
-    }
+    return conv_bwd_filter_t("conv_bwd_filter16", t, s, x, dy, dw, db, ws);
 }
-

@@ -1,7 +1,8 @@
 /*
- * loss.cu - softmax cross-entropy of the CUDA table: one row per block, partial sums in a fixed order, the loss and correct count copied back.
+ * loss.cu - softmax cross-entropy of the CUDA backend: one row per block, partial sums in a fixed
+ * order, the loss and correct count copied back.
  */
-#include "kernels/cuda/ops_internal.cuh"
+#include "kernels/cuda/cuda_internal.cuh"
 
 /* ---------------------------------------------------------------- softmax cross-entropy */
 
@@ -92,29 +93,29 @@ static __global__ void xent_final_kernel(ops_scratch *s, int parts)
     s->res.correct = c;
 }
 
-/* Synchronizes the stream: the loss and the count are host values. On a failure: NaN, *correct 0,
- * and the error recorded. */
-double cuda_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch, int classes,
-                         float grad_scale, int *correct)
+/* Synchronizes the stream: the loss and the count are host values. */
+dt_status cuda_softmax_xent(backend *be, const float *logits, const int32_t *labels, float *dlogits, int batch,
+                            int classes, float grad_scale, double *loss, int *correct)
 {
+    (void)be;
     static const char op[] = "softmax_xent";
     if (correct) *correct = 0;
-    if (batch <= 0) return 0.0;
-    if (classes <= 0) {
-        ops_fail(DT_ERR_INVALID_ARG, "cuda softmax_xent: %d classes; there must be at least one", classes);
-        return NAN;
-    }
-    ops_scratch *s = scratch(op);
-    if (!s) return NAN;
+    *loss = 0.0;
+    if (batch <= 0) return DT_OK;
+    if (classes <= 0)
+        return status_set_error(DT_ERR_INVALID_ARG, "cuda softmax_xent: %d classes; there must be at least one",
+                                classes);
+    ops_scratch *s;
+    TRY(scratch(op, &s));
     const int want = (batch + OPS_WARPS - 1) / OPS_WARPS, parts = want < OPS_MAX_PARTS ? want : OPS_MAX_PARTS;
     xent_rows_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>(logits, labels, dlogits, batch, classes, grad_scale,
                                                         s->part_loss, s->part_correct);
-    if (!check_launch(op, "the per-row losses", (size_t)batch * classes)) return NAN;
+    TRY(check_launch(op, "the per-row losses", (size_t)batch * classes));
     xent_final_kernel<<<1, 32, 0, g_stream>>>(s, parts);
-    if (!check_launch(op, "the loss sum", (size_t)parts)) return NAN;
+    TRY(check_launch(op, "the loss sum", (size_t)parts));
     ops_result r;
-    if (!fetch_result(op, &r)) return NAN;
+    TRY(fetch_result(op, &r));
     if (correct) *correct = r.correct;
-    return r.loss;
+    *loss = r.loss;
+    return DT_OK;
 }
-

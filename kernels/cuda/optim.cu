@@ -1,7 +1,7 @@
 /*
- * optim.cu - the optimizer steps of the CUDA table: SGD with momentum and weight decay, AdamW (PyTorch semantics).
+ * optim.cu - the optimizer steps of the CUDA backend: SGD with momentum and weight decay, AdamW (PyTorch semantics).
  */
-#include "kernels/cuda/ops_internal.cuh"
+#include "kernels/cuda/cuda_internal.cuh"
 
 /* ---------------------------------------------------------------- optimizers */
 
@@ -20,12 +20,14 @@ static __global__ void sgd_kernel(float *__restrict__ p, const float *__restrict
     }
 }
 
-void cuda_sgd(float *p, const float *grad, float *buf, size_t n, float lr, float momentum, float wd, int first)
+dt_status cuda_sgd(backend *be, float *p, const float *grad, float *buf, size_t n, float lr, float momentum, float wd,
+                   int first)
 {
-    if (n == 0) return;
+    (void)be;
+    if (n == 0) return DT_OK;
     const int mode = momentum == 0.0f ? 0 : first ? 1 : 2;
     sgd_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(p, grad, buf, n, lr, momentum, wd, mode);
-    check_launch("sgd", "sgd", n);
+    return check_launch("sgd", "sgd", n);
 }
 
 /* AdamW as the CPU's AVX2 path (cpu/optim.c), constants computed on the host in double as there:
@@ -48,16 +50,17 @@ static __global__ void adamw_kernel(float *__restrict__ p, const float *__restri
     }
 }
 
-void cuda_adamw(float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1, float b2,
-                float eps, float wd, int t)
+dt_status cuda_adamw(backend *be, float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1,
+                     float b2, float eps, float wd, int t)
 {
-    if (n == 0) return;
+    (void)be;
+    if (n == 0) return DT_OK;
     const float decay = (float)(1.0 - (double)lr * wd);
     const float c1 = (float)(1.0 - (double)b1), c2 = (float)(1.0 - (double)b2);
     const float step = (float)((double)lr / (1.0 - pow(b1, t)));
     const float inv_bc2 = (float)(1.0 / sqrt(1.0 - pow(b2, t)));
     adamw_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(p, grad, m, v, n, decay, b1, c1, b2, c2,
                                                                          step, inv_bc2, eps);
-    check_launch("adamw", "adamw", n);
+    return check_launch("adamw", "adamw", n);
 }
 

@@ -1,7 +1,7 @@
 /*
- * pool.cu - max pooling of the CUDA table, forward (argmax indices kept) and backward, for fp32 and 16-bit values.
+ * pool.cu - max pooling of the CUDA backend, forward (argmax indices kept) and backward, for fp32 and 16-bit values.
  */
-#include "kernels/cuda/ops_internal.cuh"
+#include "kernels/cuda/cuda_internal.cuh"
 
 /* ---------------------------------------------------------------- max pooling */
 
@@ -63,44 +63,48 @@ static __global__ void maxpool_bwd_kernel(const T *__restrict__ dy, const int32_
 }
 
 template <typename T>
-static void maxpool_fwd(const char *op, const T *x, T *y, int32_t *idx, int bf, int batch, int c, int h, int w, int k)
+static dt_status maxpool_fwd(const char *op, const T *x, T *y, int32_t *idx, int bf, int batch, int c, int h, int w,
+                             int k)
 {
-    if (batch <= 0 || c <= 0 || k <= 0) return;
+    if (batch <= 0 || c <= 0 || k <= 0) return DT_OK;
     const size_t planes = (size_t)batch * c, per = (size_t)(h / k) * (w / k);
-    if (per == 0) return;
+    if (per == 0) return DT_OK;
     LAUNCH_ROWS(maxpool_fwd_kernel, planes, per, x, y, idx, bf, planes, h, w, k);
-    check_launch(op, "maxpool_fwd", planes * per);
+    return check_launch(op, "maxpool_fwd", planes * per);
 }
 
 template <typename T>
-static void maxpool_bwd(const char *op, const T *dy, const int32_t *idx, T *dx, int batch, int c, int h, int w, int k)
+static dt_status maxpool_bwd(const char *op, const T *dy, const int32_t *idx, T *dx, int batch, int c, int h, int w,
+                             int k)
 {
-    if (batch <= 0 || c <= 0 || k <= 0) return;
+    if (batch <= 0 || c <= 0 || k <= 0) return DT_OK;
     const size_t planes = (size_t)batch * c, per = (size_t)h * w;
-    if (per == 0) return;
+    if (per == 0) return DT_OK;
     LAUNCH_ROWS(maxpool_bwd_kernel, planes, per, dy, idx, dx, planes, h, w, k);
-    check_launch(op, "maxpool_bwd", planes * per);
+    return check_launch(op, "maxpool_bwd", planes * per);
 }
 
-void cuda_maxpool_fwd(const float *x, float *y, int32_t *idx, int batch, int c, int h, int w, int k)
+dt_status cuda_maxpool_fwd(backend *be, const float *x, float *y, int32_t *idx, int batch, int c, int h, int w, int k)
 {
-    maxpool_fwd("maxpool_fwd", x, y, idx, 0, batch, c, h, w, k);
+    (void)be;
+    return maxpool_fwd("maxpool_fwd", x, y, idx, 0, batch, c, h, w, k);
 }
 
-void cuda_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int batch, int c, int h, int w, int k)
+dt_status cuda_maxpool_bwd(backend *be, const float *dy, const int32_t *idx, float *dx, int batch, int c, int h, int w,
+                           int k)
 {
-    maxpool_bwd("maxpool_bwd", dy, idx, dx, batch, c, h, w, k);
+    (void)be;
+    return maxpool_bwd("maxpool_bwd", dy, idx, dx, batch, c, h, w, k);
 }
 
-extern "C" void cuda_maxpool16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, int32_t *idx, int batch, int c, int h,
-                                   int w, int k)
+dt_status cuda_maxpool16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, int32_t *idx, int batch, int c, int h, int w,
+                        int k)
 {
-    maxpool_fwd("maxpool16_fwd", x, y, idx, t == DT_BF16, batch, c, h, w, k);
+    return maxpool_fwd("maxpool16_fwd", x, y, idx, t == DT_BF16, batch, c, h, w, k);
 }
 
-extern "C" void cuda_maxpool16_bwd(const uint16_t *dy, const int32_t *idx, uint16_t *dx, int batch, int c, int h,
-                                   int w, int k)
+dt_status cuda_maxpool16_bwd(const uint16_t *dy, const int32_t *idx, uint16_t *dx, int batch, int c, int h, int w,
+                             int k)
 {
-    maxpool_bwd("maxpool16_bwd", dy, idx, dx, batch, c, h, w, k);
+    return maxpool_bwd("maxpool16_bwd", dy, idx, dx, batch, c, h, w, k);
 }
-

@@ -1,10 +1,11 @@
 /*
- * reduce.cu - reductions and updates over whole gradient buffers on the GPU (cuda_ops.h): the
- * non-finite counts and flags of the loss scaler (amp.h), the fixed-order sum of squares behind
- * the global gradient norm, and the accumulation of micro-batch gradients. They run on the ops'
- * stream (ops.cu) and report failures through its error state.
+ * reduce.cu - finite checks, reductions and updates over whole gradient buffers on the GPU (the
+ * table's scale_count, flag_nonfinite, sum_squares, accum_grads, widen_scaled): the non-finite
+ * counts and flags of the loss scaler, the fixed-order sum of squares behind the global gradient
+ * norm, and the accumulation of micro-batch gradients. They run on the backend's stream; 16-bit
+ * buffers are widened into an fp32 scratch a chunk at a time where a kernel wants fp32.
  */
-#include "kernels/cuda/ops_internal.cuh"
+#include "kernels/cuda/cuda_internal.cuh"
 
 /* ---------------------------------------------------------------- non-finite counts (amp.h) */
 
@@ -43,47 +44,79 @@ static __global__ void count_final_kernel(ops_scratch *s, int parts)
     s->res.count = c;
 }
 
-static size_t count_nonfinite(const char *op, float *d, size_t n, int scale, float inv_scale)
+static dt_status count_nonfinite(const char *op, float *d, size_t n, int scale, float inv_scale, size_t *bad)
 {
-    if (n == 0) return 0;
-    ops_scratch *s = scratch(op);
-    if (!s) return SIZE_MAX;
+    *bad = 0;
+    if (n == 0) return DT_OK;
+    ops_scratch *s;
+    TRY(scratch(op, &s));
     const unsigned int parts = grid_for(n, OPS_MAX_PARTS);
     count_nonfinite_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>(d, n, scale, inv_scale, s->part_count);
-    if (!check_launch(op, "the non-finite count", n)) return SIZE_MAX;
+    TRY(check_launch(op, "the non-finite count", n));
     count_final_kernel<<<1, 32, 0, g_stream>>>(s, (int)parts);
-    if (!check_launch(op, "the count sum", parts)) return SIZE_MAX;
+    TRY(check_launch(op, "the count sum", parts));
     ops_result r;
-    if (!fetch_result(op, &r)) return SIZE_MAX;
-    return (size_t)r.count;
+    TRY(fetch_result(op, &r));
+    *bad = (size_t)r.count;
+    return DT_OK;
 }
 
-/* flag = stamp when any d[i] is inf or NaN; nothing is written otherwise, so blocks need no
- * agreement and the host reads the flags whenever it likes. */
-static __global__ void flag_nonfinite_kernel(const float *__restrict__ d, size_t n, int *flag, int stamp)
+/* *flag = stamp when any d[i] is inf or NaN and *flag < since (not found yet in this accumulation
+ * group); nothing is written otherwise, so blocks need no agreement (they would all write the same
+ * stamp) and the host reads the flags whenever it likes. T is fp32, or 16-bit (bf: bf16). */
+template <typename T>
+static __global__ void flag_nonfinite_kernel(const T *__restrict__ d, int bf, size_t n, int *flag, int stamp,
+                                             int since)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     unsigned int bad = 0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) bad |= nonfinite(d[i]);
-    if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = stamp;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) bad |= nonfinite(as32(d[i], bf));
+    if (__syncthreads_or(bad) && threadIdx.x == 0 && *flag < since) *flag = stamp;
 }
 
-extern "C" void cuda_flag_nonfinite(const float *d, size_t n, int *flag, int stamp)
+dt_status cuda_flag_nonfinite(backend *be, dt_dtype t, const void *buf, size_t n, int *flag, int stamp, int since)
 {
-    if (n == 0) return;
-    flag_nonfinite_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(d, n, flag, stamp);
-    check_launch("cuda_flag_nonfinite", "the non-finite flag", n);
+    (void)be;
+    if (n == 0) return DT_OK;
+    const unsigned int grid = grid_for(n, OPS_MAX_BLOCKS);
+    if (t == DT_F32)
+        flag_nonfinite_kernel<<<grid, OPS_BLOCK, 0, g_stream>>>((const float *)buf, 0, n, flag, stamp, since);
+    else
+        flag_nonfinite_kernel<<<grid, OPS_BLOCK, 0, g_stream>>>((const uint16_t *)buf, t == DT_BF16, n, flag, stamp,
+                                                               since);
+    return check_launch("flag_nonfinite", "the non-finite flag", n);
 }
 
-extern "C" size_t cuda_count_nonfinite(const float *d, size_t n)
+/* A 16-bit buffer goes through an fp32 scratch this many values at a time (16 MiB). */
+#define DEV_CHUNK ((size_t)1 << 22)
+
+static dt_status chunk_alloc(const char *op, size_t n, float **tmp)
 {
-    /* scale 0: the kernel only reads d */
-    return count_nonfinite("cuda_count_nonfinite", (float *)d, n, 0, 1.0f);
+    *tmp = NULL;
+    return cuda_err(cudaMalloc((void **)tmp, (n < DEV_CHUNK ? n : DEV_CHUNK) * sizeof(float)), op,
+                    "cudaMalloc of the fp32 scratch of a 16-bit buffer");
 }
 
-extern "C" size_t cuda_unscale_count_nonfinite(float *d, size_t n, float inv_scale)
+dt_status cuda_scale_count(backend *be, dt_dtype t, void *buf, size_t n, float mul, size_t *bad)
 {
-    return count_nonfinite("cuda_unscale_count_nonfinite", d, n, 1, inv_scale);
+    static const char op[] = "scale_count";
+    *bad = 0;
+    if (t == DT_F32) return count_nonfinite(op, (float *)buf, n, mul != 1.0f, mul, bad);
+    if (n == 0) return DT_OK;
+    /* Widened a chunk at a time, multiplied and counted, and (when multiplied) rounded back. */
+    float *tmp;
+    dt_status s = chunk_alloc(op, n, &tmp);
+    for (size_t off = 0; off < n && !s; off += DEV_CHUNK) {
+        const size_t c = n - off < DEV_CHUNK ? n - off : DEV_CHUNK;
+        uint16_t *p = (uint16_t *)buf + off;
+        size_t b = 0;
+        if (!(s = cuda_cast_to32(be, t, p, tmp, c)) && !(s = count_nonfinite(op, tmp, c, mul != 1.0f, mul, &b)))
+            *bad += b;
+        if (!s && mul != 1.0f) s = cuda_cast_to16(be, t, tmp, p, c);
+    }
+    if (!s && mul != 1.0f) s = cuda_err(cudaStreamSynchronize(g_stream), op, "waiting for the stream");
+    if (tmp) cudaFree(tmp);
+    return s;
 }
 
 /* ---------------------------------------------------------------- gradient norms, accumulation */
@@ -117,22 +150,67 @@ static __global__ void sum_squares_final_kernel(ops_scratch *s, int parts)
     s->res.sumsq = t;
 }
 
-extern "C" dt_status cuda_sum_squares(const float *d, size_t n, double *out)
+/* The sum of squares of d[0..n) (fp32, on the device) into *out. */
+static dt_status sum_squares32(const char *op, const float *d, size_t n, double *out)
 {
-    const char *op = "cuda_sum_squares";
     *out = 0.0;
     if (n == 0) return DT_OK;
-    ops_scratch *s = scratch(op);
-    if (!s) return g_err;
+    ops_scratch *s;
+    TRY(scratch(op, &s));
     const unsigned int parts = grid_for(n, OPS_MAX_PARTS);
     sum_squares_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>(d, n, s->part_sumsq);
-    if (!check_launch(op, "the sum of squares", n)) return g_err;
+    TRY(check_launch(op, "the sum of squares", n));
     sum_squares_final_kernel<<<1, 32, 0, g_stream>>>(s, (int)parts);
-    if (!check_launch(op, "the sum of the partial sums", parts)) return g_err;
+    TRY(check_launch(op, "the sum of the partial sums", parts));
     ops_result r;
-    if (!fetch_result(op, &r)) return g_err;
+    TRY(fetch_result(op, &r));
     *out = r.sumsq;
     return DT_OK;
+}
+
+/* x *= m1, then x *= m2, each rounded on its own as the CPU multiplies (either skipped when 1). */
+static __global__ void scale2_kernel(float *x, size_t n, float m1, float m2)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float v = x[i];
+        if (m1 != 1.0f) v = __fmul_rn(v, m1);
+        if (m2 != 1.0f) v = __fmul_rn(v, m2);
+        x[i] = v;
+    }
+}
+
+dt_status cuda_widen_scaled(backend *be, dt_dtype t, const uint16_t *in, float *out, size_t n, float m1, float m2)
+{
+    TRY(cuda_cast_to32(be, t, in, out, n));
+    if (n == 0 || (m1 == 1.0f && m2 == 1.0f)) return DT_OK;
+    scale2_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(out, n, m1, m2);
+    return check_launch("widen_scaled", "the scaling", n);
+}
+
+dt_status cuda_sum_squares(backend *be, dt_dtype t, const void *buf, size_t n, float m1, float m2, double *out)
+{
+    static const char op[] = "sum_squares";
+    *out = 0.0;
+    if (t == DT_F32) {
+        if (m1 != 1.0f || m2 != 1.0f)
+            return status_set_error(DT_ERR_UNSUPPORTED, "cuda sum_squares: factors %g and %g on fp32 values: scale "
+                                    "fp32 gradients in place first (scale_count)", (double)m1, (double)m2);
+        return sum_squares32(op, (const float *)buf, n, out);
+    }
+    if (n == 0) return DT_OK;
+    /* 16-bit: widened and scaled a chunk at a time; the chunks' sums added in order on the host. */
+    float *tmp;
+    dt_status s = chunk_alloc(op, n, &tmp);
+    for (size_t off = 0; off < n && !s; off += DEV_CHUNK) {
+        const size_t c = n - off < DEV_CHUNK ? n - off : DEV_CHUNK;
+        double part = 0;
+        if (!(s = cuda_widen_scaled(be, t, (const uint16_t *)buf + off, tmp, c, m1, m2)) &&
+            !(s = sum_squares32(op, tmp, c, &part)))
+            *out += part;
+    }
+    if (tmp) cudaFree(tmp);
+    return s;
 }
 
 /* g += acc (add) and then acc = g (store): one pass of gradient accumulation. Exact fp32 adds,
@@ -150,9 +228,13 @@ static __global__ void accum_kernel(float *__restrict__ g, float *__restrict__ a
     }
 }
 
-extern "C" void cuda_accum_grads(float *g, float *acc, size_t n, int add, int store)
+dt_status cuda_accum_grads(backend *be, dt_dtype t, void *g, float *acc, size_t n, int add, int store)
 {
-    if (n == 0 || (!add && !store)) return;
-    accum_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(g, acc, n, add, store);
-    check_launch("cuda_accum_grads", "gradient accumulation", n);
+    (void)be;
+    if (t != DT_F32)
+        return status_set_error(DT_ERR_UNSUPPORTED, "cuda accum_grads: the CUDA backend keeps gradients in fp32 "
+                                "(grads16 is 0); %s gradients were given", t == DT_F16 ? "fp16" : "bf16");
+    if (n == 0 || (!add && !store)) return DT_OK;
+    accum_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>((float *)g, acc, n, add, store);
+    return check_launch("accum_grads", "gradient accumulation", n);
 }

@@ -1,10 +1,10 @@
 /*
  * model.c - dt_model: a layer-list network on one flat parameter buffer (the graph from
- * model_spec.c), its parameters and buffers, and what it says about itself. The fp32 passes are
- * model_pass.c, gradient synchronization model_sync.c (on the reducer), the optimizers
- * optimizer.c, precision model_precision.c (16-bit passes model_amp.c), profiling
- * model_profile.c, the whole training step with accumulation model_step.c, gradient norms and
- * clipping model_clip.c, the kernel entry points for custom models kernels_api.c.
+ * model_spec.c), its parameters and buffers on its backend (kernels/backend.h), and what it says
+ * about itself. The passes, in any precision, are model_pass.c, gradient synchronization
+ * model_sync.c (on the reducer), the optimizers optimizer.c, precision model_precision.c,
+ * profiling model_profile.c, the whole training step with accumulation model_step.c, gradient
+ * norms and clipping model_clip.c, the kernel entry points for custom models kernels_api.c.
  *
  * Memory is sized once for the largest batch: one output buffer per layer (ReLU works in place on
  * its input's buffer and flatten aliases it, since no backward pass needs the pre-ReLU values),
@@ -13,11 +13,7 @@
  */
 #include "runtime/model/model.h"
 #include "runtime/model/model_internal.h"
-#include "kernels/devmem.h"
 #include "base/hash.h"
-#ifdef DTRAIN_HAVE_CUDA
-#include "kernels/cuda_ops.h"
-#endif
 #include "base/rng.h"
 #include "base/status.h"
 
@@ -27,20 +23,22 @@
 #include <string.h>
 
 
-static conv_shape layer_conv_shape(const layer *l, int batch)
+/* Layer l's convolution geometry at `batch` into l->cs; its check's error (naming the numbers)
+ * when the kernel does not fit. */
+static dt_status layer_conv_shape(layer *l, int batch)
 {
-    conv_shape cs = {.batch = batch, .c_in = l->in_c, .h = l->in_h, .w = l->in_w, .c_out = l->out,
-                     .k = l->k, .stride = l->stride, .pad = l->pad};
-    conv_shape_init(&cs);
-    return cs;
+    l->cs = (conv_shape){.batch = batch, .c_in = l->in_c, .h = l->in_h, .w = l->in_w, .c_out = l->out,
+                         .k = l->k, .stride = l->stride, .pad = l->pad};
+    return conv_shape_init(&l->cs);
 }
 
 /* PyTorch's default for Linear and Conv2d: weights and biases uniform in +-1/sqrt(fan_in). Made on
- * the host, then copied to a GPU model's device. */
+ * the host, then copied to the backend when its memory is not host memory. */
 static dt_status model_init_params(dt_model *m, uint64_t seed)
 {
+    const int host = m->be->ops->host_memory;
     float *p = m->params;
-    if (m->cuda && !(p = malloc((m->spec.num_params ? m->spec.num_params : 1) * sizeof *p)))
+    if (!host && !(p = malloc((m->spec.num_params ? m->spec.num_params : 1) * sizeof *p)))
         return status_set_error(DT_ERR_NOMEM, "out of host memory initializing the parameters");
     for (int i = 0; i < m->spec.n; i++) {
         const layer *l = &m->spec.layers[i];
@@ -50,8 +48,8 @@ static dt_status model_init_params(dt_model *m, uint64_t seed)
         for (size_t j = 0; j < l->w_n + l->b_n; j++)
             p[l->w_off + j] = bound * rng_uniform_pm1(rng_at(seed, 0x5041524dull + (uint64_t)i, j));
     }
-    if (!m->cuda) return DT_OK;
-    dt_status s = devmem_to_device(1, m->params, p, m->spec.num_params * sizeof *p);
+    if (host) return DT_OK;
+    dt_status s = m->be->ops->to_device(m->be, m->params, p, m->spec.num_params * sizeof *p);
     free(p);
     return s;
 }
@@ -59,15 +57,14 @@ static dt_status model_init_params(dt_model *m, uint64_t seed)
 /* Frees the activation pool and forgets every buffer carved from it. */
 void model_free_acts(dt_model *m)
 {
-    devmem_free(m->cuda, m->pool);
+    m->be->ops->free(m->be, m->pool);
     m->pool = NULL;
     m->pool_bytes = 0;
     for (int i = 0; i < m->spec.n; i++) {
         if (m->act) m->act[i] = NULL;
-        if (m->a16) m->a16[i] = NULL;
         if (m->pool_idx) m->pool_idx[i] = NULL;
     }
-    for (int j = 0; j < 2; j++) m->dbuf[j] = NULL, m->d16[j] = NULL;
+    for (int j = 0; j < 2; j++) m->dbuf[j] = NULL;
     m->sx = m->sy = m->sdy = m->sw = m->sg = m->st = NULL;
     m->p16 = m->x16 = NULL;
     m->ws = NULL;
@@ -85,11 +82,11 @@ static int layer_owns_output(const dt_model *m, int i)
     return 1;
 }
 
-/* A buffer on the model's device, or NULL (dt_last_error says why). */
+/* A buffer on the model's backend, or NULL (dt_last_error says why). */
 static void *mbuf(const dt_model *m, size_t bytes, const char *what)
 {
     void *p = NULL;
-    return devmem_alloc(m->cuda, bytes, what, &p) ? NULL : p;
+    return m->be->ops->alloc(m->be, bytes, what, &p) ? NULL : p;
 }
 
 /* The per-step buffers (for m->prec, at the largest batch) as (slot, bytes, kind): what the
@@ -104,40 +101,56 @@ typedef struct carve {
 /* Entries act_plan may write: per layer an output and pooling indices, then at most 11 more. */
 static size_t carve_max(const dt_model *m) { return 2 * (size_t)m->spec.n + 16; }
 
+/* What the backend's 16-bit layer entries need as scratch, layer by layer at the largest batch
+ * (and the loss over the logits). */
+static scratch_sizes model_scratch16(const dt_model *m)
+{
+    scratch_sizes z = {0};
+    int first = 1;
+    for (int i = 0; i < m->spec.n; i++) {
+        const layer *l = &m->spec.layers[i];
+        static const be_layer_kind kinds[] = {[LAYER_FC] = BE_LAYER_FC, [LAYER_CONV] = BE_LAYER_CONV,
+                                              [LAYER_RELU] = BE_LAYER_RELU, [LAYER_POOL] = BE_LAYER_POOL};
+        if (l->kind == LAYER_FLATTEN) continue;
+        const layer_need need = {.kind = kinds[l->kind], .in_n = layer_in_n(l), .out_n = layer_out_n(l),
+                                 .fc_in = l->in_c, .fc_out = l->out, .np = l->w_n + l->b_n, .first = first};
+        m->be->ops->scratch16(m->be, &need, m->max_batch, &z);
+        first = 0;
+    }
+    const layer_need loss = {.kind = BE_LAYER_LOSS, .out_n = (size_t)m->spec.classes};
+    m->be->ops->scratch16(m->be, &loss, m->max_batch, &z);
+    return z;
+}
+
 static int act_plan(dt_model *m, carve *c)
 {
     const size_t B = (size_t)m->max_batch, na = B * m->spec.max_act, e = m->prec == DT_F32 ? 4 : 2;
     int k = 0;
     for (int i = 0; i < m->spec.n; i++) {
         const layer *l = &m->spec.layers[i];
-        if (layer_owns_output(m, i))
-            c[k++] = (carve){m->prec == DT_F32 ? (void **)&m->act[i] : (void **)&m->a16[i], B * layer_out_n(l) * e,
-                             CARVE_ACT};
+        if (layer_owns_output(m, i)) c[k++] = (carve){&m->act[i], B * layer_out_n(l) * e, CARVE_ACT};
         if (l->kind == LAYER_POOL)
             c[k++] = (carve){(void **)&m->pool_idx[i], B * layer_out_n(l) * sizeof(int32_t), CARVE_ACT};
     }
-    for (int j = 0; j < 2; j++)
-        c[k++] = (carve){m->prec == DT_F32 ? (void **)&m->dbuf[j] : (void **)&m->d16[j], na * e, CARVE_ACT};
+    for (int j = 0; j < 2; j++) c[k++] = (carve){&m->dbuf[j], na * e, CARVE_ACT};
     size_t ws = 0;
     for (int i = 0; i < m->spec.n; i++)
         if (m->spec.layers[i].kind == LAYER_CONV) {
-            const size_t need = m->ops->conv_ws_floats(&m->spec.layers[i].cs);
+            const size_t need = m->be->ops->conv_ws_floats(m->be, &m->spec.layers[i].cs);
             if (need > ws) ws = need;
         }
     if (ws) c[k++] = (carve){(void **)&m->ws, ws * sizeof(float), CARVE_WORK};
     if (m->prec == DT_F32) return k;
-    size_t sx, sy, sdy, sw, st;
-    model_amp_scratch(m, &sx, &sy, &sdy, &sw, &st);
-    c[k++] = (carve){(void **)&m->sx, sx * sizeof(float), CARVE_WORK};
-    c[k++] = (carve){(void **)&m->sy, sy * sizeof(float), CARVE_WORK};
-    c[k++] = (carve){(void **)&m->sdy, sdy * sizeof(float), CARVE_WORK};
-    c[k++] = (carve){(void **)&m->sw, sw * sizeof(float), CARVE_WORK};
-    c[k++] = (carve){(void **)&m->sg, sw * sizeof(float), CARVE_WORK};
-    c[k++] = (carve){(void **)&m->st, st * sizeof(float), CARVE_WORK};
-    if (m->cuda) {
+    const scratch_sizes z = model_scratch16(m);
+    c[k++] = (carve){(void **)&m->sx, z.sx * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){(void **)&m->sy, z.sy * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){(void **)&m->sdy, z.sdy * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){(void **)&m->sw, z.sw * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){(void **)&m->sg, z.sw * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){(void **)&m->st, z.st * sizeof(float), CARVE_WORK};
+    if (z.x16) c[k++] = (carve){(void **)&m->x16, z.x16 * sizeof(uint16_t), CARVE_WORK};
+    if (m->be->ops->keeps_params16)
         c[k++] = (carve){(void **)&m->p16, m->spec.num_params * sizeof(uint16_t), CARVE_P16};
-        c[k++] = (carve){(void **)&m->x16, B * dt_model_input_size(m) * sizeof(uint16_t), CARVE_WORK};
-    }
     return k;
 }
 
@@ -181,17 +194,11 @@ void dt_model_free(dt_model *m)
     dt_reducer_free(m->red);
     model_free_acts(m);
     free(m->act);
-    free(m->a16);
     free(m->in);
-    free(m->in16);
     free(m->pool_idx);
-    devmem_free(m->cuda, m->params);
-    devmem_free(m->cuda, m->grads);
-    devmem_free(m->cuda, m->xdev);
-    devmem_free(m->cuda, m->ldev);
-    devmem_free(m->cuda, m->dflags);
-    devmem_free(m->cuda, m->gacc);
-    free(m->g16);
+    backend *be = m->be;
+    void *dev[] = {m->params, m->grads, m->g16, m->gblk, m->xdev, m->ldev, m->dflags, m->gacc};
+    for (size_t j = 0; j < sizeof dev / sizeof *dev; j++) be->ops->free(be, dev[j]);
     free(m->prof_fwd);
     free(m->prof_bwd);
     model_spec_free(&m->spec);
@@ -203,58 +210,48 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
 {
     *out = NULL;
     if (max_batch < 1) return status_set_error(DT_ERR_INVALID_ARG, "batch size %d must be at least 1", max_batch);
+    /* The context's placement picks the backend; across ranks the gradients go through NCCL, or
+     * (a build without NCCL) through host memory by MPI: both take the backend's buffers. */
+    backend *be = backend_cpu();
     dt_placement pl;
-    int cuda = 0;
-    if (ctx) {
-        dt_get_placement(ctx, &pl);
-        cuda = pl.device == DT_DEVICE_CUDA;
-    }
-#ifdef DTRAIN_HAVE_CUDA
-    /* Across ranks the gradients go through NCCL, or (a build without NCCL) through host memory
-     * by MPI: both take device buffers. */
-    if (cuda && cuda_ops_set_stream(NULL)) return DT_ERR_DEVICE;
-#else
-    if (cuda)
-        return status_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without CUDA: use --device cpu");
-#endif
+    dt_status s;
+    if (ctx && dt_get_placement(ctx, &pl) == DT_OK && pl.device == DT_DEVICE_CUDA && (s = backend_cuda(&be)))
+        return s;
     dt_model *m = calloc(1, sizeof *m);
     if (!m) return status_set_error(DT_ERR_NOMEM, "out of memory for the model");
-    dt_status s = model_spec_parse(spec, input, &m->spec);
+    s = model_spec_parse(spec, input, &m->spec);
     if (s) {
         free(m);
         return s;
     }
     m->ctx = ctx;
-    m->cuda = cuda;
-#ifdef DTRAIN_HAVE_CUDA
-    m->ops = cuda ? kernels_cuda() : kernels_cpu();
-#else
-    m->ops = kernels_cpu();
-#endif
+    m->be = be;
     m->max_batch = max_batch;
     const size_t B = (size_t)max_batch, n = (size_t)m->spec.n;
     m->params = mbuf(m, m->spec.num_params * sizeof(float), "parameters");
     m->grads = mbuf(m, m->spec.num_params * sizeof(float), "gradients");
-    if (cuda) {
+    m->dflags = mbuf(m, (n ? n : 1) * sizeof(int), "the finite-check flags");
+    const int host = be->ops->host_memory;
+    if (!host) {
         m->xdev = mbuf(m, B * dt_model_input_size(m) * sizeof(float), "the input batch");
         m->ldev = mbuf(m, B * sizeof(int32_t), "the labels");
-        m->dflags = mbuf(m, n * sizeof(int), "the finite-check flags");
     }
     m->act = calloc(n, sizeof *m->act);
-    m->a16 = calloc(n, sizeof *m->a16);
     m->in = calloc(n, sizeof *m->in);
-    m->in16 = calloc(n, sizeof *m->in16);
     m->pool_idx = calloc(n, sizeof *m->pool_idx);
     m->prec = m->grad_t = DT_F32;
     m->inv_scale = m->grad_mul = 1.0f;
-    m->bad_layer = -1;
     m->accum_steps = 1;
     for (size_t i = 0; i < n; i++) {
         layer *l = &m->spec.layers[i];
-        if (l->kind == LAYER_CONV) l->cs = layer_conv_shape(l, max_batch);
+        if (l->kind == LAYER_CONV && (s = layer_conv_shape(l, max_batch))) {
+            dt_model_free(m);
+            return s;
+        }
     }
-    int ok = m->params && m->grads && (!cuda || (m->xdev && m->ldev && m->dflags)); /* else the error is set */
-    if (ok && !(m->act && m->a16 && m->in && m->in16 && m->pool_idx)) {
+    /* else the error is set */
+    int ok = m->params && m->grads && m->dflags && (host || (m->xdev && m->ldev));
+    if (ok && !(m->act && m->in && m->pool_idx)) {
         status_set_error(DT_ERR_NOMEM, "out of host memory for the model's layer tables");
         ok = 0;
     }
@@ -313,10 +310,6 @@ void dt_model_describe(const dt_model *m, char *buf, size_t n)
     }
 }
 
-
-
-
-
 void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n)
 {
     if (i < 0 || i >= m->spec.n) {
@@ -332,7 +325,6 @@ void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n)
     case LAYER_FLATTEN: snprintf(buf, n, "layer %d (flatten)", i); break;
     }
 }
-
 
 void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary *out)
 {
@@ -354,7 +346,7 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
     }
     free(c);
     out->pool = m->pool_bytes;
-    devmem_info(m->cuda, &out->device_free, &out->device_total);
+    m->be->ops->mem_info(m->be, &out->device_free, &out->device_total);
 }
 
 /* ---------------------------------------------------------------- checkpoint access */
@@ -381,10 +373,11 @@ const float *model_params_const(const dt_model *m) { return m->params; }
 
 dt_status dt_model_get_params(const dt_model *m, float *host)
 {
-    return devmem_to_host(m->cuda, host, m->params, m->spec.num_params * sizeof *host);
+    return m->be->ops->to_host(m->be, host, m->params, m->spec.num_params * sizeof *host);
 }
 
-int dt_model_on_gpu(const dt_model *m) { return m->cuda; }
+/* A backend whose memory is not host memory is the GPU one. */
+int dt_model_on_gpu(const dt_model *m) { return !m->be->ops->host_memory; }
 
 dt_status dt_model_set_params(dt_model *m, const float *host)
 {
@@ -396,5 +389,5 @@ dt_status dt_model_set_params(dt_model *m, const float *host)
 
 dt_status model_params_from_host(dt_model *m, const float *host)
 {
-    return devmem_to_device(m->cuda, m->params, host, m->spec.num_params * sizeof *host);
+    return m->be->ops->to_device(m->be, m->params, host, m->spec.num_params * sizeof *host);
 }

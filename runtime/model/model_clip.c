@@ -10,53 +10,20 @@
  * and multiplied by the pending unscale and clip factors, in the optimizer's order.
  */
 #include "runtime/model/model_internal.h"
-#include "kernels/amp.h"
-#include "kernels/cast.h"
 #include "base/status.h"
-#ifdef DTRAIN_HAVE_CUDA
-#include "kernels/cuda_ops.h"
-#endif
 
 #include <math.h>
-
-enum { BLK = 2048 };
 
 dt_status dt_model_grad_norm(const dt_model *m, double *norm)
 {
     if (!m || !norm) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_grad_norm: the model or norm is NULL");
-    const size_t n = m->spec.num_params;
-    double lane[CPU_SUMSQ_LANES] = {0};
-    if (m->g16) {
-        /* Widened a block at a time into a buffer that stays in cache, scaled in float exactly as
-         * dt_model_optimizer_step will scale them before using them. */
-        float g[BLK];
-        for (size_t off = 0; off < n; off += BLK) {
-            const size_t cnt = n - off < BLK ? n - off : BLK;
-            cpu_cast_16_to_f32(m->grad_t, m->g16 + off, g, cnt);
-            if (m->inv_scale != 1.0f)
-                for (size_t i = 0; i < cnt; i++) g[i] *= m->inv_scale;
-            if (m->grad_mul != 1.0f)
-                for (size_t i = 0; i < cnt; i++) g[i] *= m->grad_mul;
-            /* Blocks are multiples of LANES, so lanes line up with the fp32 path's. */
-            cpu_sumsq_lanes(g, cnt, lane);
-        }
-        *norm = sqrt(cpu_sumsq_total(lane));
-        return DT_OK;
-    }
-#ifdef DTRAIN_HAVE_CUDA
-    if (m->cuda) {
-        double ss = 0.0;
-        dt_status s = cuda_sum_squares(m->grads, n, &ss);
-        if (s) {
-            cuda_ops_clear_error();
-            return s;
-        }
-        *norm = sqrt(ss);
-        return DT_OK;
-    }
-#endif
-    cpu_sumsq_lanes(m->grads, n, lane);
-    *norm = sqrt(cpu_sumsq_total(lane));
+    /* 16-bit gradients are scaled exactly as dt_model_optimizer_step will scale them before using
+     * them; fp32 ones were unscaled in place and have no pending factors (both are 1). */
+    double ss = 0.0;
+    dt_status s = m->be->ops->sum_squares(m->be, model_grad_type(m), model_grad_buf(m), m->spec.num_params,
+                                          m->inv_scale, m->grad_mul, &ss);
+    if (s) return s;
+    *norm = sqrt(ss);
     return DT_OK;
 }
 
@@ -81,17 +48,9 @@ dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm)
         m->grad_mul *= coef; /* applied as dt_model_optimizer_step widens them */
         return DT_OK;
     }
-    const size_t n = m->spec.num_params;
-#ifdef DTRAIN_HAVE_CUDA
-    if (m->cuda) {
-        /* The unscale kernel is the multiply (its non-finite count is not needed: the norm was finite). */
-        (void)cuda_unscale_count_nonfinite(m->grads, n, coef);
-        if ((s = cuda_ops_last_error())) cuda_ops_clear_error();
-        return s;
-    }
-#endif
-    (void)cpu_unscale_count_nonfinite(m->grads, n, coef);
-    return DT_OK;
+    /* The unscale pass is the multiply (its non-finite count is not needed: the norm was finite). */
+    size_t bad;
+    return m->be->ops->scale_count(m->be, DT_F32, m->grads, m->spec.num_params, coef, &bad);
 }
 
 dt_status dt_model_set_clip_grad_norm(dt_model *m, double max_norm)

@@ -2,16 +2,14 @@
  * model_eval.c - dt_model_evaluate: the forward pass alone on a batch, for held-out accuracy,
  * `dtrain eval`'s per-class figures and the confusion matrix.
  *
- * It runs the same forward pass as training (model_forward32 / model_forward16 in the model's
- * precision), then the loss and argmax of each sample on the host in double: eval batches are
- * small next to the forward's work, and per-sample predictions are what the confusion matrix needs.
+ * It runs the same forward pass as training (model_forward, in the model's precision), then the
+ * loss and argmax of each sample on the host in double: eval batches are small next to the
+ * forward's work, and per-sample predictions are what the confusion matrix needs.
  * Gradients, the optimizer and the gradient engine are untouched (buckets still in flight from
  * a training step finish first, since they share nothing but the stream).
  */
 #include "runtime/model/model.h"
 #include "runtime/model/model_internal.h"
-#include "kernels/devmem.h"
-#include "kernels/cuda_ops.h"
 #include "base/status.h"
 
 #include <math.h>
@@ -33,27 +31,23 @@ dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, 
                                 classes - 1);
     dt_status s = model_wait_inflight(m);
     if (s) return s;
-    if (m->cuda) {
-        if ((s = devmem_to_device(1, m->xdev, x, (size_t)batch * dt_model_input_size(m) * sizeof *x))) return s;
+    backend *be = m->be;
+    if (!be->ops->host_memory) {
+        if ((s = be->ops->to_device(be, m->xdev, x, (size_t)batch * dt_model_input_size(m) * sizeof *x))) return s;
         x = m->xdev;
     }
-    const float *logits = m->prec == DT_F32 ? model_forward32(m, x, batch) : model_forward16_logits32(m, x, batch);
-    if (!logits) return status_set_error(DT_ERR_INVALID_ARG, "the model has no layer that computes anything");
+    const void *out;
+    const float *logits;
     const size_t nlog = (size_t)batch * (size_t)classes;
+    const pass_args a = {.prec = m->prec, .sy = m->sy};
+    if ((s = model_forward(m, x, batch, &out)) || (s = be->ops->layer_logits32(be, &a, out, nlog, &logits))) return s;
     float *host = malloc(nlog * sizeof *host);
     if (!host) return status_set_error(DT_ERR_NOMEM, "out of memory for %zu logits", nlog);
-    if ((s = devmem_to_host(m->cuda, host, logits, nlog * sizeof *host))) {
+    /* The copy to the host waits for the forward pass: a failure of its kernels shows here. */
+    if ((s = be->ops->to_host(be, host, logits, nlog * sizeof *host))) {
         free(host);
         return s;
     }
-#ifdef DTRAIN_HAVE_CUDA
-    if (m->cuda && cuda_ops_last_error()) {
-        s = cuda_ops_last_error();
-        cuda_ops_clear_error();
-        free(host);
-        return s;
-    }
-#endif
     double loss = 0;
     int corr = 0;
     for (int i = 0; i < batch; i++) {

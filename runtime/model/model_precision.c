@@ -2,16 +2,11 @@
  * model_precision.c - a model's compute and gradient precision (dt_model_set_precision: the
  * activation pool made again for 16-bit storage, gradients kept in fp32 or 16 bits), unscaling
  * with the finite check after the allreduce, and the layer where non-finite gradients began. The
- * 16-bit passes themselves are model_amp.c.
+ * passes themselves are model_pass.c.
  */
 #include "runtime/model/model_internal.h"
-#include "kernels/amp.h"
-#include "kernels/devmem.h"
 #include "base/status.h"
 #include "runtime/test_hooks.h"
-#ifdef DTRAIN_HAVE_CUDA
-#include "kernels/cuda_ops.h"
-#endif
 
 #include <math.h>
 #include <stdio.h>
@@ -21,9 +16,10 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
 {
     if (compute != DT_F32 && compute != DT_F16 && compute != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)compute);
-    if (m->cuda && grads != DT_F32)
-        return status_set_error(DT_ERR_UNSUPPORTED, "on the GPU, gradients of a %s model are kept in fp32 in this "
-                            "version (pass DT_F32; dtrain train does)", dt_dtype_name(compute));
+    backend *be = m->be;
+    if (!be->ops->grads16 && grads != DT_F32)
+        return status_set_error(DT_ERR_UNSUPPORTED, "on the %s backend, gradients of a %s model are kept in fp32 in "
+                                "this version (pass DT_F32; dtrain train does)", be->ops->name, dt_dtype_name(compute));
     if (grads != DT_F32 && grads != compute)
         return status_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
                             dt_dtype_name(compute), dt_dtype_name(compute), dt_dtype_name(grads));
@@ -44,21 +40,31 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
                                 ok ? "; the model stays in fp32" : "");
         }
     }
-    const dt_dtype have = m->g16 ? m->grad_t : DT_F32;
+    const dt_dtype have = model_grad_type(m);
     if (grads != have) {
+        /* The new gradient buffer (and, for 16-bit ones, the block the optimizer widens them into)
+         * first, so a failure leaves the model as it was; then the old ones go back to the
+         * backend they came from. */
+        void *g = NULL, *blk = NULL;
+        dt_status s = be->ops->alloc(be, np * (grads == DT_F32 ? 4 : 2), grads == DT_F32 ? "fp32 gradients"
+                                     : "16-bit gradients", &g);
+        if (!s && grads != DT_F32 && !m->gblk)
+            s = be->ops->alloc(be, MODEL_GBLK * sizeof(float), "the optimizer's gradient block", &blk);
+        if (s) {
+            be->ops->free(be, g);
+            return s;
+        }
+        be->ops->free(be, m->grads); /* from fp32, */
+        be->ops->free(be, m->g16);   /* or from the other 16-bit type */
+        m->grads = NULL;
+        m->g16 = NULL;
         if (grads == DT_F32) {
-            float *g = calloc(np, sizeof *g);
-            if (!g) return status_set_error(DT_ERR_NOMEM, "out of memory for fp32 gradients (%zu MiB)", (np * 4) >> 20);
-            free(m->g16);
-            m->g16 = NULL;
             m->grads = g;
+            be->ops->free(be, m->gblk);
+            m->gblk = NULL;
         } else {
-            uint16_t *g = calloc(np, sizeof *g);
-            if (!g) return status_set_error(DT_ERR_NOMEM, "out of memory for 16-bit gradients (%zu MiB)", (np * 2) >> 20);
-            free(m->grads); /* from fp32, */
-            free(m->g16);   /* or from the other 16-bit type */
-            m->grads = NULL;
             m->g16 = g;
+            if (blk) m->gblk = blk;
         }
     }
     m->grad_t = grads;
@@ -75,18 +81,13 @@ dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
                             (double)inv_scale);
     dt_status gs = model_group_complete(m, "dt_model_unscale_grads");
     if (gs) return gs;
-    const size_t n = m->spec.num_params;
-    size_t bad;
-    if (m->g16) {
-        bad = cpu_count_nonfinite16(m->grad_t, m->g16, n);
-        m->inv_scale = inv_scale; /* applied by dt_model_optimizer_step as it widens */
-#ifdef DTRAIN_HAVE_CUDA
-    } else if (m->cuda) {
-        bad = inv_scale == 1.0f ? cuda_count_nonfinite(m->grads, n) : cuda_unscale_count_nonfinite(m->grads, n, inv_scale);
-#endif
-    } else {
-        bad = inv_scale == 1.0f ? cpu_count_nonfinite(m->grads, n) : cpu_unscale_count_nonfinite(m->grads, n, inv_scale);
-    }
+    size_t bad = 0;
+    /* 16-bit gradients are only checked: the unscale is applied by dt_model_optimizer_step as it
+     * widens them (dividing in 16 bits would flush the small ones to zero). */
+    const float mul = m->g16 ? 1.0f : inv_scale;
+    dt_status s = m->be->ops->scale_count(m->be, model_grad_type(m), model_grad_buf(m), m->spec.num_params, mul, &bad);
+    if (s) return s;
+    if (m->g16) m->inv_scale = inv_scale;
     *found_inf = bad != 0;
     return DT_OK;
 }
@@ -94,13 +95,15 @@ dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
 void dt_model_set_nonfinite_check(dt_model *m, int on) { m->check_local = on != 0; }
 int dt_model_nonfinite_layer(const dt_model *m)
 {
-    if (!m->dflags || !m->check_local) return m->bad_layer;
-    /* A GPU model flagged layers on the device: the first in backward order of the last pass. */
+    if (!m->check_local || m->fb_count == 0) return -1;
+    /* Each layer's flag holds the pass of the current group that first found it non-finite. The
+     * layer found first: the earliest pass, and in it the first layer backward reached (the
+     * highest index). */
     const int n = m->spec.n;
-    int *f = malloc((size_t)n * sizeof *f), bad = -1;
-    if (f && devmem_to_host(1, f, m->dflags, (size_t)n * sizeof *f) == DT_OK)
-        for (int i = n - 1; i >= 0 && bad < 0; i--)
-            if (f[i] == m->fb_count && m->fb_count > 0) bad = i;
+    int *f = malloc((size_t)(n ? n : 1) * sizeof *f), bad = -1;
+    if (f && m->be->ops->to_host(m->be, f, m->dflags, (size_t)n * sizeof *f) == DT_OK)
+        for (int i = n - 1; i >= 0; i--)
+            if (f[i] >= m->group_pass && (bad < 0 || f[i] < f[bad])) bad = i;
     free(f);
     return bad;
 }

@@ -10,13 +10,8 @@
  * it. The price is one more buffer and one pass over each layer's gradients per micro-batch.
  */
 #include "runtime/model/model_internal.h"
-#include "kernels/cast.h"
 #include "base/clock.h"
-#include "kernels/devmem.h"
 #include "base/status.h"
-#ifdef DTRAIN_HAVE_CUDA
-#include "kernels/cuda_ops.h"
-#endif
 
 #include <math.h>
 #include <string.h>
@@ -33,10 +28,10 @@ dt_status dt_model_set_accum_steps(dt_model *m, int k)
     if (k > 1 && !m->gacc) {
         void *p = NULL;
         const size_t n = m->spec.num_params ? m->spec.num_params : 1;
-        if ((s = devmem_alloc(m->cuda, n * sizeof(float), "the gradient accumulation buffer", &p))) return s;
+        if ((s = m->be->ops->alloc(m->be, n * sizeof(float), "the gradient accumulation buffer", &p))) return s;
         m->gacc = p;
     } else if (k == 1 && m->gacc) {
-        devmem_free(m->cuda, m->gacc);
+        m->be->ops->free(m->be, m->gacc);
         m->gacc = NULL;
     }
     m->accum_steps = k;
@@ -55,52 +50,26 @@ dt_status model_group_complete(const dt_model *m, const char *fn)
                         "dt_model_forward_backward (dt_model_set_accum_steps)", fn, m->accum_pos, m->accum_steps);
 }
 
-/* The 16-bit gradients of one layer (CPU only: a GPU model keeps fp32 gradients): widened in
- * blocks, the sum added in fp32, rounded once back into 16 bits. */
-static void accum16(dt_model *m, size_t off, size_t cnt, int add, int store)
+dt_status model_accum_layer(dt_model *m, int i, int *ends)
 {
-    enum { BLK = 2048 };
-    float g[BLK];
-    for (size_t o = off; o < off + cnt; o += BLK) {
-        const size_t c = off + cnt - o < BLK ? off + cnt - o : BLK;
-        cpu_cast_16_to_f32(m->grad_t, m->g16 + o, g, c);
-        if (add)
-            for (size_t i = 0; i < c; i++) g[i] += m->gacc[o + i];
-        if (store) memcpy(m->gacc + o, g, c * sizeof *g);
-        if (add) cpu_cast_f32_to_16(m->grad_t, g, m->g16 + o, c);
-    }
-}
-
-int model_accum_layer(dt_model *m, int i)
-{
-    if (m->accum_steps == 1) return 1;
+    *ends = 1;
+    if (m->accum_steps == 1) return DT_OK;
     const layer *l = &m->spec.layers[i];
     const size_t off = l->w_off, cnt = l->w_n + l->b_n;
     /* The first micro-batch of a group has nothing to add; the last has nothing to keep. */
     const int add = m->accum_pos > 0, store = !m->accum_last;
-    if (m->g16) {
-        accum16(m, off, cnt, add, store);
-        return m->accum_last;
-    }
-#ifdef DTRAIN_HAVE_CUDA
-    if (m->cuda) {
-        cuda_accum_grads(m->grads + off, m->gacc + off, cnt, add, store);
-        return m->accum_last;
-    }
-#endif
-    float *g = m->grads + off, *a = m->gacc + off;
-    if (add)
-        for (size_t j = 0; j < cnt; j++) g[j] += a[j];
-    if (store) memcpy(a, g, cnt * sizeof *g);
-    return m->accum_last;
+    *ends = m->accum_last;
+    return m->be->ops->accum_grads(m->be, model_grad_type(m), (char *)model_grad_buf(m) + off * model_grad_esize(m),
+                                   m->gacc + off, cnt, add, store);
 }
 
 dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
                                     float grad_scale, double *loss_sum, int *correct)
 {
     m->accum_last = m->accum_pos == m->accum_steps - 1;
-    /* The local finite check names the first layer that went non-finite anywhere in the group. */
-    if (m->accum_pos == 0) m->bad_layer = -1;
+    /* The local finite check names the first layer that went non-finite anywhere in the group:
+     * flags of earlier groups no longer count. */
+    if (m->accum_pos == 0) m->group_pass = m->fb_count + 1;
     dt_status s = model_forward_backward(m, x, labels, batch, grad_scale, loss_sum, correct);
     if (s) return s;
     m->accum_pos = m->accum_last ? 0 : m->accum_pos + 1;

@@ -5,27 +5,12 @@
  * the testing inf and the local finite check), and waits in dt_model_sync_grads.
  */
 #include "runtime/model/model_internal.h"
-#include "kernels/amp.h"
-#include "kernels/devmem.h"
 #include "collectives/reducer_internal.h"
 #include "base/status.h"
-#ifdef DTRAIN_HAVE_CUDA
-#include "kernels/cuda_ops.h"
-#endif
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The stream the ops run on, which the device buckets follow (NULL: the default stream). */
-static void *compute_stream(void)
-{
-#ifdef DTRAIN_HAVE_CUDA
-    return cuda_ops_stream();
-#else
-    return NULL;
-#endif
-}
 
 dt_status model_wait_inflight(dt_model *m) { return m->red ? reducer_discard_step(m->red) : DT_OK; }
 
@@ -54,31 +39,21 @@ dt_status model_sync_rebind(dt_model *m)
 dt_status model_grads_done(dt_model *m, int i)
 {
     const layer *l = &m->spec.layers[i];
-    const size_t off = l->w_off, cnt = l->w_n + l->b_n;
-    const int ends_group = model_accum_layer(m, i);
+    backend *be = m->be;
+    const size_t off = l->w_off, cnt = l->w_n + l->b_n, e = model_grad_esize(m);
+    char *g = (char *)model_grad_buf(m) + off * e;
+    int ends_group = 0;
+    dt_status s = model_accum_layer(m, i, &ends_group);
+    if (s) return s;
     if (m->inject_inf && cnt) {
         m->inject_inf = 0;
         const float inf = INFINITY;
-        if (m->g16)
-            m->g16[off] = m->grad_t == DT_F16 ? 0x7c00u : 0x7f80u;
-        else if (m->cuda) {
-            dt_status s = devmem_to_device(1, m->grads + off, &inf, sizeof inf);
-            if (s) return s;
-        } else
-            m->grads[off] = inf;
+        const uint16_t inf16 = m->grad_t == DT_F16 ? 0x7c00u : 0x7f80u;
+        if ((s = be->ops->to_device(be, g, m->g16 ? (const void *)&inf16 : (const void *)&inf, e))) return s;
     }
-#ifdef DTRAIN_HAVE_CUDA
-    if (m->check_local && m->cuda) cuda_flag_nonfinite(m->grads + off, cnt, m->dflags + i, m->fb_count);
-    else
-#endif
-    if (m->check_local && m->bad_layer < 0) {
-        size_t bad;
-        if (m->g16)
-            bad = cpu_count_nonfinite16(m->grad_t, m->g16 + off, cnt);
-        else
-            bad = cpu_count_nonfinite(m->grads + off, cnt);
-        if (bad) m->bad_layer = i;
-    }
+    if (m->check_local &&
+        (s = be->ops->flag_nonfinite(be, model_grad_type(m), g, cnt, m->dflags + i, m->fb_count, m->group_pass)))
+        return s;
     return ends_group && m->red && cnt ? dt_reducer_ready(m->red, off, cnt) : DT_OK;
 }
 
@@ -125,12 +100,12 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
     dt_reducer_defaults(&rc);
     void *buf;
     sync_buffer(m, &buf, &rc.dtype, &rc.wire);
-    rc.memory = m->cuda ? DT_MEMORY_DEVICE : DT_MEMORY_HOST;
+    rc.memory = m->be->ops->host_memory ? DT_MEMORY_HOST : DT_MEMORY_DEVICE;
     rc.op = c->op;
     rc.bucket_mb = c->bucket_mb;
     rc.first_bucket_mb = c->first_bucket_mb;
     rc.overlap = c->overlap;
-    rc.stream = compute_stream();
+    rc.stream = m->be->ops->stream(m->be);
     dt_reducer *red = NULL;
     dt_status s = dt_reducer_create(m->ctx, buf, m->spec.num_params, r, nr, &rc, &red);
     free(r);

@@ -1,15 +1,10 @@
 /*
  * optimizer.c - SGD (momentum, weight decay) and AdamW over one flat fp32 parameter buffer: the
- * state (host arrays, and device copies for a GPU model), the step on the CPU or the GPU and from
- * 16-bit gradients, and the access checkpoints need.
+ * state (host arrays, and copies on the model's backend when its memory is not host memory), the
+ * step through the backend's table, from fp32 or 16-bit gradients, and the access checkpoints need.
  */
 #include "runtime/model/model_internal.h"
-#include "kernels/cast.h"
-#include "kernels/devmem.h"
 #include "base/status.h"
-#ifdef DTRAIN_HAVE_CUDA
-#include "kernels/cuda_ops.h"
-#endif
 
 #include <math.h>
 #include <stdlib.h>
@@ -20,8 +15,9 @@ struct dt_optimizer {
     size_t n;
     float *s1, *s2; /* SGD: momentum; AdamW: m and v */
     int t;          /* steps taken */
-    /* For a GPU model the state lives on the device (made from s1/s2 at the first step there);
-     * s1/s2 are then not kept up to date. */
+    /* For a model on a backend without host memory the state lives there (made from s1/s2 at the
+     * first step, on backend be); s1/s2 are then not kept up to date. */
+    backend *be;
     float *d1, *d2;
     int on_device;
     int upload; /* s1/s2 were changed on the host (a checkpoint was loaded): copy them up again */
@@ -75,21 +71,28 @@ void dt_optimizer_free(dt_optimizer *o)
     if (!o) return;
     free(o->s1);
     free(o->s2);
-    devmem_free(1, o->d1);
-    devmem_free(1, o->d2);
+    if (o->be) {
+        o->be->ops->free(o->be, o->d1);
+        o->be->ops->free(o->be, o->d2);
+    }
     free(o);
+}
+
+/* One step of o's rule over n parameters on backend be, state s1/s2 (of be) at offset off; the
+ * step count t is the caller's. */
+static dt_status step_on(backend *be, const dt_optimizer *o, float *s1, float *s2, size_t off, float *p,
+                         const float *g, size_t n)
+{
+    const dt_optim_config *c = &o->cfg;
+    if (c->kind == DT_OPTIM_SGD)
+        return be->ops->sgd(be, p, g, s1 ? s1 + off : NULL, n, c->lr, c->momentum, c->weight_decay, o->t == 1);
+    return be->ops->adamw(be, p, g, s1 + off, s2 + off, n, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, o->t);
 }
 
 dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
 {
-    const kernel_ops *k = kernels_cpu();
-    const dt_optim_config *c = &o->cfg;
     o->t++;
-    if (c->kind == DT_OPTIM_SGD)
-        k->sgd(params, grads, o->s1, o->n, c->lr, c->momentum, c->weight_decay, o->t == 1);
-    else
-        k->adamw(params, grads, o->s1, o->s2, o->n, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, o->t);
-    return DT_OK;
+    return step_on(backend_cpu(), o, o->s1, o->s2, 0, params, grads, o->n);
 }
 
 float dt_optimizer_lr(const dt_optimizer *o) { return o->cfg.lr; }
@@ -119,55 +122,38 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
     if (o->n != m->spec.num_params)
         return status_set_error(DT_ERR_INVALID_ARG, "the optimizer was made for %zu parameters, the model has %zu", o->n,
                             m->spec.num_params);
-    if (m->cuda) {
+    backend *be = m->be;
+    float *s1 = o->s1, *s2 = o->s2;
+    if (!be->ops->host_memory) {
+        if (o->be && o->be != be)
+            return status_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the optimizer's state is on the %s "
+                                    "backend, the model on %s: use one optimizer per model", o->be->ops->name,
+                                    be->ops->name);
         if (!o->on_device || o->upload) {
+            const size_t bytes = o->n * sizeof(float);
             dt_status s;
-            if ((o->s1 && !o->d1 && (s = devmem_alloc(1, o->n * sizeof(float), "the optimizer state", (void **)&o->d1))) ||
-                (o->s2 && !o->d2 && (s = devmem_alloc(1, o->n * sizeof(float), "the optimizer state", (void **)&o->d2))) ||
-                (o->s1 && (s = devmem_to_device(1, o->d1, o->s1, o->n * sizeof(float)))) ||
-                (o->s2 && (s = devmem_to_device(1, o->d2, o->s2, o->n * sizeof(float)))))
+            o->be = be;
+            if ((o->s1 && !o->d1 && (s = be->ops->alloc(be, bytes, "the optimizer state", (void **)&o->d1))) ||
+                (o->s2 && !o->d2 && (s = be->ops->alloc(be, bytes, "the optimizer state", (void **)&o->d2))) ||
+                (o->s1 && (s = be->ops->to_device(be, o->d1, o->s1, bytes))) ||
+                (o->s2 && (s = be->ops->to_device(be, o->d2, o->s2, bytes))))
                 return s;
             o->on_device = 1;
             o->upload = 0;
         }
-        const dt_optim_config *c = &o->cfg;
-        o->t++;
-        if (c->kind == DT_OPTIM_SGD)
-            m->ops->sgd(m->params, m->grads, o->d1, o->n, c->lr, c->momentum, c->weight_decay, o->t == 1);
-        else
-            m->ops->adamw(m->params, m->grads, o->d1, o->d2, o->n, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
-                          o->t);
-#ifdef DTRAIN_HAVE_CUDA
-        if (cuda_ops_last_error()) {
-            dt_status s = cuda_ops_last_error();
-            cuda_ops_clear_error();
-            return s;
-        }
-#endif
-        return DT_OK;
+        s1 = o->d1;
+        s2 = o->d2;
     }
-    if (!m->g16) return dt_optimizer_step(o, m->params, m->grads);
-    /* 16-bit gradients: widen and unscale a block at a time into a buffer that stays in cache and
-     * run the optimizer on the block (its update is elementwise, so blocks change nothing). */
-    const kernel_ops *k = kernels_cpu();
-    const dt_optim_config *c = &o->cfg;
     o->t++;
-    enum { BLK = 2048 };
-    float g[BLK];
-    const float inv = m->inv_scale, clip = m->grad_mul;
-    for (size_t off = 0; off < o->n; off += BLK) {
-        const size_t cnt = o->n - off < BLK ? o->n - off : BLK;
-        cpu_cast_16_to_f32(m->grad_t, m->g16 + off, g, cnt);
-        if (inv != 1.0f)
-            for (size_t i = 0; i < cnt; i++) g[i] *= inv;
-        /* Clipping's coefficient after the unscale, as PyTorch multiplies the unscaled .grad. */
-        if (clip != 1.0f)
-            for (size_t i = 0; i < cnt; i++) g[i] *= clip;
-        if (c->kind == DT_OPTIM_SGD)
-            k->sgd(m->params + off, g, o->s1 ? o->s1 + off : NULL, cnt, c->lr, c->momentum, c->weight_decay, o->t == 1);
-        else
-            k->adamw(m->params + off, g, o->s1 + off, o->s2 + off, cnt, c->lr, c->beta1, c->beta2, c->eps,
-                     c->weight_decay, o->t);
+    if (!m->g16) return step_on(be, o, s1, s2, 0, m->params, m->grads, o->n);
+    /* 16-bit gradients: widened and unscaled a block at a time into a buffer that stays in cache,
+     * the optimizer run on the block (its update is elementwise, so blocks change nothing).
+     * Clipping's coefficient comes after the unscale, as PyTorch multiplies the unscaled .grad. */
+    for (size_t off = 0; off < o->n; off += MODEL_GBLK) {
+        const size_t cnt = o->n - off < MODEL_GBLK ? o->n - off : MODEL_GBLK;
+        dt_status s = be->ops->widen_scaled(be, m->grad_t, m->g16 + off, m->gblk, cnt, m->inv_scale, m->grad_mul);
+        if (!s) s = step_on(be, o, s1, s2, off, m->params + off, m->gblk, cnt);
+        if (s) return s;
     }
     return DT_OK;
 }
@@ -184,8 +170,8 @@ dt_status optimizer_to_host(dt_optimizer *o)
 {
     if (!o->on_device || o->upload) return DT_OK; /* the host copy is the current one */
     dt_status s;
-    if ((o->s1 && (s = devmem_to_host(1, o->s1, o->d1, o->n * sizeof(float)))) ||
-        (o->s2 && (s = devmem_to_host(1, o->s2, o->d2, o->n * sizeof(float)))))
+    if ((o->s1 && (s = o->be->ops->to_host(o->be, o->s1, o->d1, o->n * sizeof(float)))) ||
+        (o->s2 && (s = o->be->ops->to_host(o->be, o->s2, o->d2, o->n * sizeof(float)))))
         return s;
     return DT_OK;
 }

@@ -15,8 +15,8 @@ for a in ${ARCHS//;/ }; do
     grep -q "sm_$a" "$tmp/strings" && ok "code for sm_$a" || bad "no code for sm_$a in the fat binary"
 done
 # One kernel of each source file; their names are in the fat binary's symbol tables.
-for k in cast_f32_to_bf16_kernel:kernels/cuda/cast.cu im2col_kernel:kernels/cuda/ops.cu \
-         xent_rows_kernel:kernels/cuda/ops.cu relu16_fwd_kernel:kernels/cuda/ops.cu; do
+for k in cast_to16_kernel:kernels/cuda/elementwise.cu im2col_kernel:kernels/cuda/conv.cu \
+         xent_rows_kernel:kernels/cuda/loss.cu relu16_fwd_kernel:kernels/cuda/elementwise.cu; do
     grep -q "${k%%:*}" "$tmp/strings" && ok "${k#*:}: ${k%%:*} built" || bad "${k#*:}: ${k%%:*} missing"
 done
 echo "CUDA sources compiled and linked here for sm ${ARCHS//;/, }; they run only where a GPU is visible (ctest -L gpu)"

@@ -1,12 +1,12 @@
 /*
- * test_cuda_ops.c - checks every op of the CUDA table (kernels/cuda/ops.cu) against the CPU table
- * (kernels_cpu(), the oracle that the unit tests check), plus the CUDA non-finite counters against
+ * test_cuda_ops.c - checks every op of the CUDA backend (kernels/cuda/) against the CPU backend
+ * (backend_cpu(), the oracle that the unit tests check), plus the CUDA non-finite counters against
  * cpu_count_nonfinite / cpu_unscale_count_nonfinite, on random inputs and edge cases: batches of 1
  * and 3, odd sizes, padded leading dimensions, strided and padded convolutions, a convolution big
  * enough to be split into image groups on the GPU (and rerun with a smaller batch in the same
  * workspace), pooling with ties and NaNs, one-class and tied softmax rows, SGD with and without
  * momentum (first step and later), AdamW at steps 1 and 7, infs and NaNs at the tail of the
- * counted buffers, reproducibility of the reductions, and the error recording.
+ * counted buffers, reproducibility of the reductions, and the statuses the entries return.
  *
  * Tolerances (each check prints its worst error):
  *   - GEMM-based results (gemm, linear y/dx/dW, conv y/dx/dW): max |gpu - cpu| <= 1e-4 * max |cpu|
@@ -54,12 +54,13 @@
 #endif
 #include "kernels/amp.h"
 #include "kernels/cast.h"
-#include "kernels/cuda_ops.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/amp16.h"
 #include "dtrain.h"
 
 static int failures;
 static cudaStream_t stream;
-static const kernel_ops *gpu_ops, *cpu_ops;
+static backend *gpu_be, *cpu_be;
 static uint64_t seed = 0x0d7a1cafe5eedull;
 
 /* ---------------------------------------------------------------- helpers */
@@ -142,15 +143,39 @@ static void check(int ok, const char *fmt, ...)
     failures += !ok;
 }
 
-/* After the ops of one check: waits, and fails the check if the table recorded an error. */
+/* After the ops of one check: waits, and fails the check if the stream reports an error. */
 static void ops_ok(const char *what)
 {
     cuda_ok(cudaStreamSynchronize(stream), what);
-    const dt_status st = cuda_ops_last_error();
-    if (st != DT_OK) {
-        check(0, "%s: the CUDA table recorded an error: %s", what, dt_last_error());
-        cuda_ops_clear_error();
-    }
+    const dt_status st = gpu_be->ops->sync(gpu_be);
+    if (st != DT_OK) check(0, "%s: the CUDA backend's stream failed: %s", what, dt_last_error());
+}
+
+/* Every entry returns its status: a failure fails the check at once, with the message. */
+static void st_ok(const char *what, dt_status st)
+{
+    if (st != DT_OK) check(0, "%s returned %d: %s", what, (int)st, dt_last_error());
+}
+#define GPU(op, ...) st_ok(#op, gpu_be->ops->op(gpu_be, __VA_ARGS__))
+#define CPU(op, ...) st_ok(#op " (cpu)", cpu_be->ops->op(cpu_be, __VA_ARGS__))
+#define G16(call) st_ok(#call, call)
+
+/* The table's softmax cross-entropy as a value, as the checks compare it. */
+static double xent(backend *be, const float *logits, const int32_t *labels, float *dlogits, int batch, int classes,
+                   float grad_scale, int *correct)
+{
+    double loss = NAN;
+    st_ok("softmax_xent", be->ops->softmax_xent(be, logits, labels, dlogits, batch, classes, grad_scale, &loss,
+                                                correct));
+    return loss;
+}
+
+/* The non-finite count of d[0..n) on the GPU, times mul first when mul is not 1 (in place). */
+static size_t gcount(float *d, size_t n, float mul)
+{
+    size_t bad = SIZE_MAX;
+    st_ok("scale_count", gpu_be->ops->scale_count(gpu_be, DT_F32, d, n, mul, &bad));
+    return bad;
 }
 
 static int is_nan(float v) { return v != v; }
@@ -248,34 +273,35 @@ static void cmp_bits_nan(const char *what, const float *g, const float *c, size_
 
 static void check_no_gpu(void)
 {
-    const kernel_ops *k = kernels_cuda();
-    check(k != NULL && k->name != NULL && strcmp(k->name, "cuda") == 0, "kernels_cuda() returns the \"cuda\" table");
+    const backend_ops *k = backend_cuda_ops();
+    check(k != NULL && k->name != NULL && strcmp(k->name, "cuda") == 0,
+          "backend_cuda_ops() returns the \"cuda\" table");
     if (!k) return;
+    check(!k->host_memory && k->keeps_params16 && !k->grads16,
+          "the CUDA table's capabilities: device memory, a 16-bit parameter copy, fp32 gradients");
+#define ENTRY(f) {#f, k->f != NULL}
     const struct {
         const char *name;
         int set;
     } e[] = {
-        {"gemm", k->gemm != NULL},
-        {"linear_fwd", k->linear_fwd != NULL},
-        {"linear_bwd", k->linear_bwd != NULL},
-        {"conv_ws_floats", k->conv_ws_floats != NULL},
-        {"conv_fwd", k->conv_fwd != NULL},
-        {"conv_bwd_data", k->conv_bwd_data != NULL},
-        {"conv_bwd_filter", k->conv_bwd_filter != NULL},
-        {"relu_fwd", k->relu_fwd != NULL},
-        {"relu_bwd", k->relu_bwd != NULL},
-        {"maxpool_fwd", k->maxpool_fwd != NULL},
-        {"maxpool_bwd", k->maxpool_bwd != NULL},
-        {"softmax_xent", k->softmax_xent != NULL},
-        {"sgd", k->sgd != NULL},
-        {"adamw", k->adamw != NULL},
+        ENTRY(alloc), ENTRY(free), ENTRY(to_device), ENTRY(to_host), ENTRY(to_device_async), ENTRY(sync),
+        ENTRY(settle), ENTRY(last_status), ENTRY(stream), ENTRY(set_stream), ENTRY(mem_info), ENTRY(owns),
+        ENTRY(gemm), ENTRY(linear_fwd), ENTRY(linear_bwd), ENTRY(conv_ws_floats), ENTRY(conv_fwd),
+        ENTRY(conv_bwd_data), ENTRY(conv_bwd_filter), ENTRY(relu_fwd), ENTRY(relu_bwd), ENTRY(maxpool_fwd),
+        ENTRY(maxpool_bwd), ENTRY(softmax_xent), ENTRY(sgd), ENTRY(adamw), ENTRY(cast_to16), ENTRY(cast_to32),
+        ENTRY(round16), ENTRY(widen_scaled), ENTRY(scale_count), ENTRY(flag_nonfinite), ENTRY(sum_squares),
+        ENTRY(accum_grads), ENTRY(scratch16), ENTRY(layer_fc_fwd), ENTRY(layer_fc_bwd), ENTRY(layer_conv_fwd),
+        ENTRY(layer_conv_bwd), ENTRY(layer_pool_fwd), ENTRY(layer_pool_bwd), ENTRY(layer_relu_fwd),
+        ENTRY(layer_relu_bwd), ENTRY(layer_loss), ENTRY(layer_logits32),
     };
+#undef ENTRY
+    const int want = 45;
     int missing = 0;
     for (size_t i = 0; i < sizeof e / sizeof *e; i++)
         if (!e[i].set) printf("  entry %s is NULL\n", e[i].name), missing++;
-    check(missing == 0 && sizeof e / sizeof *e == 14, "all 14 entries of the CUDA table are set (%d NULL)", missing);
-    check(cuda_ops_last_error() == DT_OK, "cuda_ops_last_error() is DT_OK before any op");
-    check(cuda_ops_stream() == NULL, "the ops start on the default stream");
+    check(missing == 0 && sizeof e / sizeof *e == (size_t)want, "all %d entries of the CUDA table are set (%d NULL)",
+          want, missing);
+    check(k->stream(NULL) == NULL, "the ops start on the default stream");
 
     /* Workspace sizes are host arithmetic: they must cover the group of images the ops use and
      * never shrink as the batch grows (a workspace for a batch serves every smaller one). */
@@ -288,7 +314,7 @@ static void check_no_gpu(void)
             check(0, "conv_shape_init: %s", dt_last_error());
             return;
         }
-        const size_t ws = k->conv_ws_floats(&s);
+        const size_t ws = k->conv_ws_floats(NULL, &s);
         const size_t one = (size_t)s.h_out * s.w_out * ((size_t)s.c_in * s.k * s.k + s.c_out);
         monotone &= ws >= prev;
         covers &= ws >= one && ws % one == 0;
@@ -298,11 +324,13 @@ static void check_no_gpu(void)
 
     /* No-op cases return before touching the device. */
     int correct = -1;
-    const double loss = k->softmax_xent(NULL, NULL, NULL, 0, 10, 1.0f, &correct);
-    check(loss == 0.0 && correct == 0, "softmax_xent with batch 0 returns 0 and correct 0");
-    check(cuda_count_nonfinite(NULL, 0) == 0 && cuda_unscale_count_nonfinite(NULL, 0, 2.0f) == 0,
-          "the non-finite counters return 0 for n = 0");
-    check(cuda_ops_last_error() == DT_OK, "no error recorded by the no-op calls");
+    double loss = -1;
+    size_t bad1 = 1, bad2 = 1;
+    const dt_status s1 = k->softmax_xent(NULL, NULL, NULL, NULL, 0, 10, 1.0f, &loss, &correct);
+    check(s1 == DT_OK && loss == 0.0 && correct == 0, "softmax_xent with batch 0 returns 0 and correct 0");
+    const dt_status s2 = k->scale_count(NULL, DT_F32, NULL, 0, 1.0f, &bad1);
+    const dt_status s3 = k->scale_count(NULL, DT_F32, NULL, 0, 2.0f, &bad2);
+    check(s2 == DT_OK && s3 == DT_OK && bad1 == 0 && bad2 == 0, "the non-finite counters return 0 for n = 0");
 }
 
 /* ---------------------------------------------------------------- GEMM and fully connected */
@@ -323,8 +351,8 @@ static void check_gemm(void)
                 fill(b, nb, 1.0f);
                 fill(c, nc, 1.0f);
                 float *da = dcopy(a, na), *db = dcopy(b, nb), *dc = dcopy(c, nc);
-                cpu_ops->gemm(ta, tb, m, n, k, 0.75f, a, lda, b, ldb, 0.5f, c, ldc);
-                gpu_ops->gemm(ta, tb, m, n, k, 0.75f, da, lda, db, ldb, 0.5f, dc, ldc);
+                CPU(gemm, ta, tb, m, n, k, 0.75f, a, lda, b, ldb, 0.5f, c, ldc);
+                GPU(gemm, ta, tb, m, n, k, 0.75f, da, lda, db, ldb, 0.5f, dc, ldc);
                 ops_ok("gemm");
                 down(g, dc, nc * sizeof *g);
                 char what[64];
@@ -350,10 +378,10 @@ static void check_linear(void)
         float *d_x = dcopy(x, nx), *d_w = dcopy(w, nw), *d_b = dcopy(b, O), *d_dy = dcopy(dy, ny);
         float *d_y = dfloats(ny), *d_dx = dfloats(nx), *d_dw = dfloats(nw), *d_db = dfloats(O);
         const float *bb = cfg[z].bias ? b : NULL, *d_bb = cfg[z].bias ? d_b : NULL;
-        cpu_ops->linear_fwd(x, w, bb, y, B, I, O);
-        gpu_ops->linear_fwd(d_x, d_w, d_bb, d_y, B, I, O);
-        cpu_ops->linear_bwd(x, w, dy, cfg[z].want_dx ? dx : NULL, dw, cfg[z].want_db ? dbias : NULL, B, I, O);
-        gpu_ops->linear_bwd(d_x, d_w, d_dy, cfg[z].want_dx ? d_dx : NULL, d_dw, cfg[z].want_db ? d_db : NULL, B, I,
+        CPU(linear_fwd, x, w, bb, y, B, I, O);
+        GPU(linear_fwd, d_x, d_w, d_bb, d_y, B, I, O);
+        CPU(linear_bwd, x, w, dy, cfg[z].want_dx ? dx : NULL, dw, cfg[z].want_db ? dbias : NULL, B, I, O);
+        GPU(linear_bwd, d_x, d_w, d_dy, cfg[z].want_dx ? d_dx : NULL, d_dw, cfg[z].want_db ? d_db : NULL, B, I,
                             O);
         ops_ok("linear");
         down(gy, d_y, ny * sizeof *gy);
@@ -393,7 +421,7 @@ static void check_conv_shape(conv_shape s, int ws_batch, int bias, int twice)
     }
     conv_shape big = s;
     big.batch = ws_batch;
-    const size_t cws = cpu_ops->conv_ws_floats(&big), gws = gpu_ops->conv_ws_floats(&big);
+    const size_t cws = cpu_be->ops->conv_ws_floats(cpu_be, &big), gws = gpu_be->ops->conv_ws_floats(gpu_be, &big);
     const size_t nx = (size_t)s.batch * s.c_in * s.h * s.w, nw = (size_t)s.c_out * s.c_in * s.k * s.k;
     const size_t ny = (size_t)s.batch * s.c_out * s.h_out * s.w_out, O = (size_t)s.c_out;
     float *x = fmalloc(nx), *w = fmalloc(nw), *b = fmalloc(O), *dy = fmalloc(ny), *ws = fmalloc(cws);
@@ -408,12 +436,12 @@ static void check_conv_shape(conv_shape s, int ws_batch, int bias, int twice)
     cuda_ok(cudaMemsetAsync(d_dw, 0xff, nw * sizeof(float), stream), "memset");
     cuda_ok(cudaMemsetAsync(d_db, 0xff, O * sizeof(float), stream), "memset");
 
-    cpu_ops->conv_fwd(&s, x, w, bias ? b : NULL, y, ws);
-    cpu_ops->conv_bwd_data(&s, dy, w, dx, ws);
-    cpu_ops->conv_bwd_filter(&s, x, dy, dw, bias ? db : NULL, ws);
-    gpu_ops->conv_fwd(&s, d_x, d_w, bias ? d_b : NULL, d_y, d_ws);
-    gpu_ops->conv_bwd_data(&s, d_dy, d_w, d_dx, d_ws);
-    gpu_ops->conv_bwd_filter(&s, d_x, d_dy, d_dw, bias ? d_db : NULL, d_ws);
+    CPU(conv_fwd, &s, x, w, bias ? b : NULL, y, ws);
+    CPU(conv_bwd_data, &s, dy, w, dx, ws);
+    CPU(conv_bwd_filter, &s, x, dy, dw, bias ? db : NULL, ws);
+    GPU(conv_fwd, &s, d_x, d_w, bias ? d_b : NULL, d_y, d_ws);
+    GPU(conv_bwd_data, &s, d_dy, d_w, d_dx, d_ws);
+    GPU(conv_bwd_filter, &s, d_x, d_dy, d_dw, bias ? d_db : NULL, d_ws);
     ops_ok("conv");
     down(gy, d_y, ny * sizeof *gy);
     down(gdx, d_dx, nx * sizeof *gdx);
@@ -434,7 +462,7 @@ static void check_conv_shape(conv_shape s, int ws_batch, int bias, int twice)
     }
     if (twice) {
         float *gdw2 = fmalloc(nw), *gdb2 = fmalloc(O);
-        gpu_ops->conv_bwd_filter(&s, d_x, d_dy, d_dw, bias ? d_db : NULL, d_ws);
+        GPU(conv_bwd_filter, &s, d_x, d_dy, d_dw, bias ? d_db : NULL, d_ws);
         ops_ok("conv again");
         down(gdw2, d_dw, nw * sizeof *gdw2);
         down(gdb2, d_db, O * sizeof *gdb2);
@@ -466,7 +494,7 @@ static void check_conv16_filter(conv_shape s)
     uint16_t *x16 = xmalloc(nx * 2), *dy16 = xmalloc(ny * 2);
     fill(x, nx, 1.0f);
     fill(dy, ny, 1.0f);
-    float *d_ws = dfloats(gpu_ops->conv_ws_floats(&s)), *d_dw = dfloats(nw), *d_db = dfloats(no),
+    float *d_ws = dfloats(gpu_be->ops->conv_ws_floats(gpu_be, &s)), *d_dw = dfloats(nw), *d_db = dfloats(no),
           *d_dw16 = dfloats(nw), *d_db16 = dfloats(no);
     for (int bf = 0; bf <= 1; bf++) {
         const dt_dtype t = bf ? DT_BF16 : DT_F16;
@@ -478,8 +506,8 @@ static void check_conv16_filter(conv_shape s)
         uint16_t *d_x16 = dmalloc(nx * 2), *d_dy16 = dmalloc(ny * 2);
         up(d_x16, x16, nx * 2);
         up(d_dy16, dy16, ny * 2);
-        gpu_ops->conv_bwd_filter(&s, d_x, d_dy, d_dw, d_db, d_ws);
-        cuda_conv_bwd_filter16(t, &s, d_x16, d_dy16, d_dw16, d_db16, d_ws);
+        GPU(conv_bwd_filter, &s, d_x, d_dy, d_dw, d_db, d_ws);
+        G16(cuda_conv_bwd_filter16(t, &s, d_x16, d_dy16, d_dw16, d_db16, d_ws));
         ops_ok("conv16 filter gradient");
         down(dw, d_dw, nw * 4), down(db, d_db, no * 4), down(dw16, d_dw16, nw * 4), down(db16, d_db16, no * 4);
         char what[128];
@@ -542,22 +570,22 @@ static void check_relu(void)
     for (size_t i = 0; i < sizeof special / sizeof *special; i++) x[i * 997 % n] = special[i], x[n - 1 - i] = special[i];
     float *d_x = dcopy(x, n), *d_y = dfloats(n), *d_dy = dcopy(dy, n), *d_dx = dfloats(n);
 
-    cpu_ops->relu_fwd(x, y, n);
-    gpu_ops->relu_fwd(d_x, d_y, n);
+    CPU(relu_fwd, x, y, n);
+    GPU(relu_fwd, d_x, d_y, n);
     ops_ok("relu_fwd");
     down(g, d_y, n * sizeof *g);
     cmp_bits("relu_fwd (NaN, inf, -0, subnormals)", g, y, n, 4);
-    gpu_ops->relu_fwd(d_x, d_x, n); /* in place */
+    GPU(relu_fwd, d_x, d_x, n); /* in place */
     ops_ok("relu_fwd in place");
     down(g, d_x, n * sizeof *g);
     cmp_bits("relu_fwd in place", g, y, n, 4);
 
-    cpu_ops->relu_bwd(y, dy, dx, n);
-    gpu_ops->relu_bwd(d_y, d_dy, d_dx, n);
+    CPU(relu_bwd, y, dy, dx, n);
+    GPU(relu_bwd, d_y, d_dy, d_dx, n);
     ops_ok("relu_bwd");
     down(g, d_dx, n * sizeof *g);
     cmp_bits("relu_bwd", g, dx, n, 4);
-    gpu_ops->relu_bwd(d_y, d_dy, d_dy, n); /* dx aliases dy */
+    GPU(relu_bwd, d_y, d_dy, d_dy, n); /* dx aliases dy */
     ops_ok("relu_bwd in place");
     down(g, d_dy, n * sizeof *g);
     cmp_bits("relu_bwd in place", g, dx, n, 4);
@@ -591,10 +619,10 @@ static void check_maxpool(void)
             for (size_t i = 0; i < nx; i++) x[i] = 0.5f;
         float *d_x = dcopy(x, nx), *d_y = dfloats(ny), *d_dy = dcopy(dy, ny), *d_dx = dfloats(nx);
         int32_t *d_idx = dmalloc(ny * sizeof *d_idx);
-        cpu_ops->maxpool_fwd(x, y, idx, B, C, H, W, k);
-        gpu_ops->maxpool_fwd(d_x, d_y, d_idx, B, C, H, W, k);
-        cpu_ops->maxpool_bwd(dy, idx, dx, B, C, H, W, k);
-        gpu_ops->maxpool_bwd(d_dy, d_idx, d_dx, B, C, H, W, k);
+        CPU(maxpool_fwd, x, y, idx, B, C, H, W, k);
+        GPU(maxpool_fwd, d_x, d_y, d_idx, B, C, H, W, k);
+        CPU(maxpool_bwd, dy, idx, dx, B, C, H, W, k);
+        GPU(maxpool_bwd, d_dy, d_idx, d_dx, B, C, H, W, k);
         ops_ok("maxpool");
         down(gy, d_y, ny * sizeof *gy);
         down(gidx, d_idx, ny * sizeof *gidx);
@@ -621,9 +649,9 @@ static void check_maxpool(void)
             cpu_cast_16_to_f32(t, x16, xr, nx);
             cpu_cast_f32_to_16(t, dy0, dy16, ny);
             cpu_cast_16_to_f32(t, dy16, dyr, ny);
-            cpu_ops->maxpool_fwd(xr, y, idx, B, C, H, W, k);
+            CPU(maxpool_fwd, xr, y, idx, B, C, H, W, k);
             cpu_cast_f32_to_16(t, y, y16, ny);
-            cpu_ops->maxpool_bwd(dyr, idx, dx, B, C, H, W, k);
+            CPU(maxpool_bwd, dyr, idx, dx, B, C, H, W, k);
             cpu_cast_f32_to_16(t, dx, dx16, nx);
             memset(gdx16, 0xff, nx * 2); /* poisoned: every element must be written */
             uint16_t *d_x16 = dmalloc(nx * 2), *d_y16 = dmalloc(ny * 2 + 2), *d_dy16 = dmalloc(ny * 2 + 2),
@@ -631,8 +659,8 @@ static void check_maxpool(void)
             up(d_dx16, gdx16, nx * 2);
             up(d_x16, x16, nx * 2);
             up(d_dy16, dy16, ny * 2);
-            cuda_maxpool16_fwd(t, d_x16, d_y16, d_idx, B, C, H, W, k);
-            cuda_maxpool16_bwd(d_dy16, d_idx, d_dx16, B, C, H, W, k);
+            G16(cuda_maxpool16_fwd(t, d_x16, d_y16, d_idx, B, C, H, W, k));
+            G16(cuda_maxpool16_bwd(d_dy16, d_idx, d_dx16, B, C, H, W, k));
             ops_ok("maxpool16");
             down(gy16, d_y16, ny * 2);
             down(gidx, d_idx, ny * sizeof *gidx);
@@ -696,8 +724,8 @@ static void check_amp16(void)
                     uint16_t *d_a = dcopy16(a16, (size_t)M * K), *d_b = dcopy16(b16, (size_t)K * N);
                     float *d_c = dcopy(c, (size_t)M * N);
                     const float beta = out == 1 ? 1.0f : 0.0f;
-                    cuda_gemm16(t, ta, tb, M, N, K, d_a, lda, d_b, ldb, beta, d_c, out == 2 ? t : DT_F32, N);
-                    cpu_ops->gemm(ta, tb, M, N, K, 1.0f, a, lda, b, ldb, beta, c, N);
+                    G16(cuda_gemm16(t, ta, tb, M, N, K, d_a, lda, d_b, ldb, beta, d_c, out == 2 ? t : DT_F32, N));
+                    CPU(gemm, ta, tb, M, N, K, 1.0f, a, lda, b, ldb, beta, c, N);
                     ops_ok("gemm16");
                     if (out == 2) {
                         down(g16, d_c, (size_t)M * N * 2);
@@ -729,7 +757,7 @@ static void check_amp16(void)
         float *d_r = dcopy(r, n), *d_y32 = dcopy(y32, n), *d_db = dfloats(C);
         uint16_t *d_x16 = dcopy16(x16, n), *d_dy16 = dcopy16(dy16, n), *d_y16 = dmalloc(n * 2), *d_b16 = dcopy16(b16, C),
                  *d_dx16 = dmalloc(n * 2);
-        cuda_round16(t, d_r, d_r, n);
+        GPU(round16, t, d_r, d_r, n);
         cpu_round16(t, r, r, n);
         ops_ok("round16");
         down(gr, d_r, n * 4);
@@ -740,9 +768,9 @@ static void check_amp16(void)
          * offset 1: off alignment, all one by one. */
         for (int off = 0; off < 2; off++) {
             const char *how = off ? " unaligned" : "";
-            cuda_relu16_fwd(t, d_x16 + off, d_y16 + off, n - off);
+            G16(cuda_relu16_fwd(t, d_x16 + off, d_y16 + off, n - off));
             cpu_relu16_fwd(t, x16 + off, y16 + off, n - off);
-            cuda_relu16_bwd(t, d_y16 + off, d_dy16 + off, d_dx16 + off, n - off);
+            G16(cuda_relu16_bwd(t, d_y16 + off, d_dy16 + off, d_dx16 + off, n - off));
             cpu_relu16_bwd(t, y16 + off, dy16 + off, dx16 + off, n - off);
             ops_ok(off ? "relu16 unaligned" : "relu16");
             down(g16, d_y16, n * 2);
@@ -753,7 +781,7 @@ static void check_amp16(void)
             cmp_bits(what, g16, dx16, n, 2);
         }
 
-        cuda_bias_to16(t, d_y32, d_b16, d_y16, R, C);
+        G16(cuda_bias_to16(t, d_y32, d_b16, d_y16, R, C));
         for (size_t i = 0; i < n; i++) r[i] = y32[i] + bb[i % C];
         cpu_cast_f32_to_16(t, r, y16, n);
         ops_ok("bias_to16");
@@ -761,7 +789,7 @@ static void check_amp16(void)
         snprintf(what, sizeof what, "bias_to16 %s", tn);
         cmp_bits(what, g16, y16, n, 2);
 
-        cuda_col_sums16(t, d_dy16, R, C, d_db);
+        G16(cuda_col_sums16(t, d_dy16, R, C, d_db));
         cpu_cast_16_to_f32(t, dy16, r, n);
         for (int j = 0; j < C; j++) {
             float acc = 0.0f;
@@ -798,14 +826,15 @@ static void check_amp16(void)
             fill16(t, cx, cx16, nx, 1.0f);
             fill16(t, cw, cw16, nw + no, 0.5f); /* weights, then the bias */
             fill16(t, cdy, cdy16, ny, 1.0f);
-            float *cws = fmalloc(cpu_ops->conv_ws_floats(&cs));
-            cpu_ops->conv_fwd(&cs, cx, cw, cw + nw, cy, cws);
-            cpu_ops->conv_bwd_data(&cs, cdy, cw, cdx, cws);
+            float *cws = fmalloc(cpu_be->ops->conv_ws_floats(cpu_be, &cs));
+            CPU(conv_fwd, &cs, cx, cw, cw + nw, cy, cws);
+            CPU(conv_bwd_data, &cs, cdy, cw, cdx, cws);
             uint16_t *d_cx = dcopy16(cx16, nx), *d_cw = dcopy16(cw16, nw + no), *d_cdy = dcopy16(cdy16, ny),
                      *d_gy = dmalloc(ny * 2), *d_gdx = dmalloc(nx * 2);
-            float *d_y32 = dfloats(ny), *d_dx32 = dfloats(nx), *d_ws = dfloats(gpu_ops->conv_ws_floats(&cs));
-            cuda_conv_fwd16(t, &cs, d_cx, d_cw, d_cw + nw, d_y32, d_gy, d_ws);
-            cuda_conv_bwd_data16(t, &cs, d_cdy, d_cw, d_dx32, d_gdx, d_ws);
+            float *d_y32 = dfloats(ny), *d_dx32 = dfloats(nx);
+            float *d_ws = dfloats(gpu_be->ops->conv_ws_floats(gpu_be, &cs));
+            G16(cuda_conv_fwd16(t, &cs, d_cx, d_cw, d_cw + nw, d_y32, d_gy, d_ws));
+            G16(cuda_conv_bwd_data16(t, &cs, d_cdy, d_cw, d_dx32, d_gdx, d_ws));
             ops_ok("conv16");
             down(gy16, d_gy, ny * 2);
             down(gdx16, d_gdx, nx * 2);
@@ -854,12 +883,12 @@ static void check_xent(void)
         int32_t *d_lab = dmalloc((size_t)B * sizeof *d_lab);
         up(d_lab, lab, (size_t)B * sizeof *lab);
         int cc = -1, gc = -1, gc2 = -1, gc3 = -1;
-        const double cl = cpu_ops->softmax_xent(x, lab, d, B, C, gs, &cc);
-        const double gl = gpu_ops->softmax_xent(d_x, d_lab, d_d, B, C, gs, &gc);
+        const double cl = xent(cpu_be, x, lab, d, B, C, gs, &cc);
+        const double gl = xent(gpu_be, d_x, d_lab, d_d, B, C, gs, &gc);
         ops_ok("softmax_xent");
         down(gd, d_d, n * sizeof *gd);
-        const double gl2 = gpu_ops->softmax_xent(d_x, d_lab, NULL, B, C, gs, &gc2); /* no dlogits */
-        const double gl3 = gpu_ops->softmax_xent(d_x, d_lab, d_d, B, C, gs, &gc3); /* again */
+        const double gl2 = xent(gpu_be, d_x, d_lab, NULL, B, C, gs, &gc2); /* no dlogits */
+        const double gl3 = xent(gpu_be, d_x, d_lab, d_d, B, C, gs, &gc3); /* again */
         ops_ok("softmax_xent again");
         const double rel = fabs(gl - cl) / (fabs(cl) > 1e-30 ? fabs(cl) : 1.0);
         check(rel <= 1e-5 && gc == cc, "softmax_xent %dx%d: loss gpu %.10g cpu %.10g (rel err %.3g, tol 1e-05), "
@@ -894,8 +923,8 @@ static void check_sgd(void)
         fill(p, n, 1.0f), fill(gr, n, 0.1f), fill(buf, n, 0.3f); /* buf: garbage for a first step */
         float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_b = dcopy(buf, n);
         const int plain = cfg[z].momentum == 0.0f;
-        cpu_ops->sgd(p, gr, plain ? NULL : buf, n, 0.1f, cfg[z].momentum, cfg[z].wd, cfg[z].first);
-        gpu_ops->sgd(d_p, d_g, plain ? NULL : d_b, n, 0.1f, cfg[z].momentum, cfg[z].wd, cfg[z].first);
+        CPU(sgd, p, gr, plain ? NULL : buf, n, 0.1f, cfg[z].momentum, cfg[z].wd, cfg[z].first);
+        GPU(sgd, d_p, d_g, plain ? NULL : d_b, n, 0.1f, cfg[z].momentum, cfg[z].wd, cfg[z].first);
         ops_ok("sgd");
         down(gp, d_p, n * sizeof *gp);
         down(gb, d_b, n * sizeof *gb);
@@ -927,8 +956,8 @@ static void check_adamw(void)
         }
         gr[0] = 0.0f, p[1] = 0.0f; /* a zero gradient (m, v of 0 on step 1) and a zero weight */
         float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_m = dcopy(m, n), *d_v = dcopy(v, n);
-        cpu_ops->adamw(p, gr, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t);
-        gpu_ops->adamw(d_p, d_g, d_m, d_v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t);
+        CPU(adamw, p, gr, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t);
+        GPU(adamw, d_p, d_g, d_m, d_v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t);
         ops_ok("adamw");
         down(gp, d_p, n * sizeof *gp);
         down(gm, d_m, n * sizeof *gm);
@@ -959,11 +988,11 @@ static void check_nonfinite(void)
         for (size_t i = 0; i < sizeof tail / sizeof *tail && i < n; i++) x[n - 1 - i] = tail[i];
         if (n > 100) x[n / 2] = bits_f(0x7f800001u);
         float *d = dcopy(x, n);
-        const size_t want = cpu_count_nonfinite(x, n), got = cuda_count_nonfinite(d, n);
+        const size_t want = cpu_count_nonfinite(x, n), got = gcount(d, n, 1.0f);
         ops_ok("cuda_count_nonfinite");
         check(got == want, "cuda_count_nonfinite n %zu: %zu (cpu %zu)", n, got, want);
         memcpy(c, x, n * sizeof *c);
-        const size_t want2 = cpu_unscale_count_nonfinite(c, n, 4.0f), got2 = cuda_unscale_count_nonfinite(d, n, 4.0f);
+        const size_t want2 = cpu_unscale_count_nonfinite(c, n, 4.0f), got2 = gcount(d, n, 4.0f);
         ops_ok("cuda_unscale_count_nonfinite");
         down(g, d, n * sizeof *g);
         check(got2 == want2, "cuda_unscale_count_nonfinite n %zu x4: %zu (cpu %zu)", n, got2, want2);
@@ -982,21 +1011,18 @@ static void check_nonfinite(void)
 static void check_errors(void)
 {
     float *d = dfloats(64);
-    /* lda 0 for a 4x4x4 product: cuBLAS rejects it before touching memory */
-    gpu_ops->gemm(0, 0, 4, 4, 4, 1.0f, d, 0, d + 16, 4, 0.0f, d + 32, 4);
-    cuda_ok(cudaStreamSynchronize(stream), "sync");
-    const dt_status st = cuda_ops_last_error();
+    /* lda 0 for a 4x4x4 product: cuBLAS rejects it before touching memory, and the entry says so */
+    const dt_status st = gpu_be->ops->gemm(gpu_be, 0, 0, 4, 4, 4, 1.0f, d, 0, d + 16, 4, 0.0f, d + 32, 4);
     check(st == DT_ERR_DEVICE && strstr(dt_last_error(), "cublasSgemm") != NULL,
-          "a rejected GEMM is recorded: status %d, \"%s\"", (int)st, dt_last_error());
-    cuda_ops_clear_error();
-    check(cuda_ops_last_error() == DT_OK, "cuda_ops_clear_error() forgets it");
+          "a rejected GEMM returns its status: %d, \"%s\"", (int)st, dt_last_error());
+    cuda_ok(cudaStreamSynchronize(stream), "sync");
+    check(gpu_be->ops->last_status(gpu_be) == DT_OK, "a rejected call leaves no error behind for later calls");
     cudaFree(d);
 }
 
 int main(void)
 {
-    cpu_ops = kernels_cpu();
-    gpu_ops = kernels_cuda();
+    cpu_be = backend_cpu();
     check_no_gpu();
     if (failures) { /* an incomplete table: the GPU checks would crash on a NULL entry */
         printf("FAILED\n");
@@ -1018,8 +1044,9 @@ int main(void)
     printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
 
     cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    const dt_status st = cuda_ops_set_stream(stream);
-    check(st == DT_OK && cuda_ops_stream() == (void *)stream, "cuda_ops_set_stream: %s",
+    dt_status st = backend_cuda(&gpu_be);
+    if (st == DT_OK) st = gpu_be->ops->set_stream(gpu_be, stream);
+    check(st == DT_OK && gpu_be->ops->stream(gpu_be) == (void *)stream, "backend_cuda and set_stream: %s",
           st == DT_OK ? "ok" : dt_last_error());
     if (st != DT_OK) {
         printf("FAILED\n");
@@ -1039,7 +1066,7 @@ int main(void)
     check_errors();
 
     ops_ok("the end");
-    cuda_ops_release();
+    st_ok("set_stream back to the default", gpu_be->ops->set_stream(gpu_be, NULL));
     cuda_ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
     printf("%s\n", failures ? "FAILED" : "PASSED");
     return failures ? 1 : 0;

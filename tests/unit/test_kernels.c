@@ -16,13 +16,23 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "kernels/ops.h"
+#include "kernels/backend.h"
 #include "base/status.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The table's softmax cross-entropy, which returns its loss through an argument, as a value. */
+static double xent(backend *be, const float *logits, const int32_t *labels, float *dlogits, int batch, int classes,
+                   float grad_scale, int *correct)
+{
+    double loss = 0;
+    assert_int_equal(be->ops->softmax_xent(be, logits, labels, dlogits, batch, classes, grad_scale, &loss, correct),
+                     DT_OK);
+    return loss;
+}
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -254,7 +264,8 @@ static void test_conv_shape_init(void **st)
 static void test_gemm(void **st)
 {
     (void)st;
-    const kernel_ops *k = kernels_cpu();
+    backend *be = backend_cpu();
+    const backend_ops *k = be->ops;
     const int m = 5, n = 7, kk = 3, pad = 2; /* leading dimensions larger than the rows */
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
@@ -274,7 +285,7 @@ static void test_gemm(void **st)
                     }
                     want[i * (n + pad) + j] = 0.5 * acc + 2.0 * c.d[i * (n + pad) + j];
                 }
-            k->gemm(ta, tb, m, n, kk, 0.5f, a.f, ac + pad, b.f, bc + pad, 2.0f, c.f, n + pad);
+            k->gemm(be, ta, tb, m, n, kk, 0.5f, a.f, ac + pad, b.f, bc + pad, 2.0f, c.f, n + pad);
             expect_all_close("gemm", c.f, want, (size_t)m * (n + pad), TOL_FWD);
             tensor_free(&a);
             tensor_free(&b);
@@ -297,7 +308,8 @@ static double linear_loss(void *p)
 
 static void linear_case(int batch, int in, int out)
 {
-    const kernel_ops *k = kernels_cpu();
+    backend *be = backend_cpu();
+    const backend_ops *k = be->ops;
     linear_ctx c = {.batch = batch, .in = in, .out = out};
     c.x = tensor_rand((size_t)batch * in, 1.0, 0);
     c.w = tensor_rand((size_t)out * in, 1.0, 0);
@@ -306,18 +318,18 @@ static void linear_case(int batch, int in, int out)
     c.y = calloc((size_t)batch * out, sizeof(double));
     float *y = nan_buf((size_t)batch * out);
     /* forward */
-    k->linear_fwd(c.x.f, c.w.f, c.b.f, y, batch, in, out);
+    k->linear_fwd(be, c.x.f, c.w.f, c.b.f, y, batch, in, out);
     ref_linear(c.x.d, c.w.d, c.b.d, c.y, batch, in, out);
     expect_all_close("linear y", y, c.y, (size_t)batch * out, TOL_FWD);
     /* backward with dy = r, so that dL/dparam of L = sum(y * r) is what the op returns */
     float *dx = nan_buf((size_t)batch * in), *dw = nan_buf((size_t)out * in), *db = nan_buf((size_t)out);
-    k->linear_bwd(c.x.f, c.w.f, c.r.f, dx, dw, db, batch, in, out);
+    k->linear_bwd(be, c.x.f, c.w.f, c.r.f, dx, dw, db, batch, in, out);
     check_grad("linear dx", linear_loss, &c, c.x.d, c.x.n, dx, TOL_GRAD);
     check_grad("linear dW", linear_loss, &c, c.w.d, c.w.n, dw, TOL_GRAD);
     check_grad("linear db", linear_loss, &c, c.b.d, c.b.n, db, TOL_GRAD);
     /* dx NULL skips the input gradient; the others are unchanged */
     float *dw2 = nan_buf((size_t)out * in), *db2 = nan_buf((size_t)out);
-    k->linear_bwd(c.x.f, c.w.f, c.r.f, NULL, dw2, db2, batch, in, out);
+    k->linear_bwd(be, c.x.f, c.w.f, c.r.f, NULL, dw2, db2, batch, in, out);
     assert_memory_equal(dw, dw2, (size_t)out * in * sizeof *dw);
     assert_memory_equal(db, db2, (size_t)out * sizeof *db);
     free(dw2);
@@ -359,7 +371,8 @@ static double conv_loss(void *p)
 
 static void conv_case(int batch, int c_in, int h, int w, int c_out, int kk, int stride, int pad)
 {
-    const kernel_ops *k = kernels_cpu();
+    backend *be = backend_cpu();
+    const backend_ops *k = be->ops;
     conv_ctx c = {.s = {.batch = batch, .c_in = c_in, .h = h, .w = w, .c_out = c_out, .k = kk, .stride = stride,
                         .pad = pad}};
     assert_int_equal(conv_shape_init(&c.s), DT_OK);
@@ -369,17 +382,17 @@ static void conv_case(int batch, int c_in, int h, int w, int c_out, int kk, int 
     c.b = tensor_rand((size_t)c_out, 1.0, 0);
     c.r = tensor_rand(ny, 1.0, 0);
     c.y = calloc(ny, sizeof(double));
-    float *ws = nan_buf(k->conv_ws_floats(&c.s)); /* scratch of garbage must not matter */
+    float *ws = nan_buf(k->conv_ws_floats(be, &c.s)); /* scratch of garbage must not matter */
     /* A workspace sized for a batch also serves every smaller one (callers size it once). */
     for (int bs = 1; bs < batch; bs++) {
         conv_shape sb = c.s;
         sb.batch = bs;
-        assert_true(k->conv_ws_floats(&sb) <= k->conv_ws_floats(&c.s));
+        assert_true(k->conv_ws_floats(be, &sb) <= k->conv_ws_floats(be, &c.s));
     }
     float *y = nan_buf(ny), *dx = nan_buf(nx), *dw = nan_buf(nw), *db = nan_buf((size_t)c_out);
     char what[128];
 
-    k->conv_fwd(&c.s, c.x.f, c.w.f, c.b.f, y, ws);
+    k->conv_fwd(be, &c.s, c.x.f, c.w.f, c.b.f, y, ws);
     ref_conv(&c.s, c.x.d, c.w.d, c.b.d, c.y);
     snprintf(what, sizeof what, "conv y B%d C%d %dx%d O%d k%d s%d p%d", batch, c_in, h, w, c_out, kk, stride, pad);
     expect_all_close(what, y, c.y, ny, TOL_FWD);
@@ -388,17 +401,17 @@ static void conv_case(int batch, int c_in, int h, int w, int c_out, int kk, int 
         conv_shape s1 = c.s;
         s1.batch = 1;
         float *y1 = nan_buf(ny / batch);
-        k->conv_fwd(&s1, c.x.f, c.w.f, c.b.f, y1, ws);
+        k->conv_fwd(be, &s1, c.x.f, c.w.f, c.b.f, y1, ws);
         expect_all_close(what, y1, c.y, ny / batch, TOL_FWD);
         free(y1);
     }
     /* without a bias */
-    k->conv_fwd(&c.s, c.x.f, c.w.f, NULL, y, ws);
+    k->conv_fwd(be, &c.s, c.x.f, c.w.f, NULL, y, ws);
     ref_conv(&c.s, c.x.d, c.w.d, NULL, c.y);
     expect_all_close(what, y, c.y, ny, TOL_FWD);
 
-    k->conv_bwd_data(&c.s, c.r.f, c.w.f, dx, ws);
-    k->conv_bwd_filter(&c.s, c.x.f, c.r.f, dw, db, ws);
+    k->conv_bwd_data(be, &c.s, c.r.f, c.w.f, dx, ws);
+    k->conv_bwd_filter(be, &c.s, c.x.f, c.r.f, dw, db, ws);
     snprintf(what, sizeof what, "conv dx B%d C%d %dx%d O%d k%d s%d p%d", batch, c_in, h, w, c_out, kk, stride, pad);
     check_grad(what, conv_loss, &c, c.x.d, nx, dx, TOL_GRAD);
     what[6] = 'W';
@@ -407,7 +420,7 @@ static void conv_case(int batch, int c_in, int h, int w, int c_out, int kk, int 
     check_grad(what, conv_loss, &c, c.b.d, (size_t)c_out, db, TOL_GRAD);
     /* db NULL: dw alone, the same values (up to rounding: the GEMMs may differ in shape) */
     float *dw2 = nan_buf(nw);
-    k->conv_bwd_filter(&c.s, c.x.f, c.r.f, dw2, NULL, ws);
+    k->conv_bwd_filter(be, &c.s, c.x.f, c.r.f, dw2, NULL, ws);
     what[6] = 'W';
     for (size_t i = 0; i < nw; i++) expect_close(what, i, dw2[i], dw[i], TOL_FWD);
     free(dw2);
@@ -468,28 +481,29 @@ static double relu_loss(void *p)
 static void test_relu(void **st)
 {
     (void)st;
-    const kernel_ops *k = kernels_cpu();
+    backend *be = backend_cpu();
+    const backend_ops *k = be->ops;
     const size_t n = 1003; /* whole vector blocks and a tail */
     relu_ctx c = {.x = tensor_rand(n, 1.0, 1e-3), .r = tensor_rand(n, 1.0, 0)};
     c.y = calloc(n, sizeof(double));
     float *y = nan_buf(n), *dx = nan_buf(n);
-    k->relu_fwd(c.x.f, y, n);
+    k->relu_fwd(be, c.x.f, y, n);
     ref_relu(c.x.d, c.y, n);
     expect_all_close("relu y", y, c.y, n, 0);
-    k->relu_bwd(y, c.r.f, dx, n);
+    k->relu_bwd(be, y, c.r.f, dx, n);
     check_grad("relu dx", relu_loss, &c, c.x.d, n, dx, TOL_GRAD);
     /* in place: y over x, dx over dy */
     float *t = malloc(n * sizeof *t);
     memcpy(t, c.x.f, n * sizeof *t);
-    k->relu_fwd(t, t, n);
+    k->relu_fwd(be, t, t, n);
     assert_memory_equal(t, y, n * sizeof *t);
     float *d = malloc(n * sizeof *d);
     memcpy(d, c.r.f, n * sizeof *d);
-    k->relu_bwd(y, d, d, n);
+    k->relu_bwd(be, y, d, d, n);
     assert_memory_equal(d, dx, n * sizeof *d);
     /* NaN passes through the forward */
     float nan_in = NAN, nan_out = 0.0f;
-    k->relu_fwd(&nan_in, &nan_out, 1);
+    k->relu_fwd(be, &nan_in, &nan_out, 1);
     assert_true(isnan(nan_out));
     free(t);
     free(d);
@@ -517,7 +531,8 @@ static double pool_loss(void *p)
 
 static void pool_case(int batch, int ch, int h, int w, int kk)
 {
-    const kernel_ops *k = kernels_cpu();
+    backend *be = backend_cpu();
+    const backend_ops *k = be->ops;
     pool_ctx c = {.planes = batch * ch, .h = h, .w = w, .k = kk};
     const size_t nx = (size_t)batch * ch * h * w, ny = (size_t)batch * ch * (h / kk) * (w / kk);
     /* Distinct values 0.01 apart (a shuffled ramp), so no window has a near-tie that the
@@ -538,11 +553,11 @@ static void pool_case(int batch, int ch, int h, int w, int kk)
     c.y = calloc(ny ? ny : 1, sizeof(double));
     float *y = nan_buf(ny), *dx = nan_buf(nx);
     int32_t *idx = malloc((ny ? ny : 1) * sizeof *idx), *ridx = malloc((ny ? ny : 1) * sizeof *ridx);
-    k->maxpool_fwd(c.x.f, y, idx, batch, ch, h, w, kk);
+    k->maxpool_fwd(be, c.x.f, y, idx, batch, ch, h, w, kk);
     ref_maxpool(c.x.d, c.y, ridx, c.planes, h, w, kk);
     expect_all_close("maxpool y", y, c.y, ny, 0);
     assert_memory_equal(idx, ridx, ny * sizeof *idx);
-    k->maxpool_bwd(c.r.f, idx, dx, batch, ch, h, w, kk);
+    k->maxpool_bwd(be, c.r.f, idx, dx, batch, ch, h, w, kk);
     check_grad("maxpool dx", pool_loss, &c, c.x.d, nx, dx, TOL_GRAD);
     free(y);
     free(dx);
@@ -568,7 +583,8 @@ static void test_maxpool(void **st)
 static void test_maxpool_ties(void **st)
 {
     (void)st;
-    const kernel_ops *k = kernels_cpu();
+    backend *be = backend_cpu();
+    const backend_ops *k = be->ops;
     /* One 4x4 plane, k = 2: window 0 all equal; window 1 ties at its second and fourth entries;
      * window 2 a tie of the bottom row; window 3 one clear maximum. Ties go to the first maximum in
      * row-major order, and only there does the gradient flow. */
@@ -580,13 +596,13 @@ static void test_maxpool_ties(void **st)
     };
     float y[4], dx[16], dy[4] = {10, 20, 30, 40};
     int32_t idx[4];
-    k->maxpool_fwd(x, y, idx, 1, 1, 4, 4, 2);
+    k->maxpool_fwd(be, x, y, idx, 1, 1, 4, 4, 2);
     const float want_y[4] = {1, 5, 4, 9};
     const int32_t want_idx[4] = {0, 3, 12, 11};
     assert_memory_equal(y, want_y, sizeof y);
     assert_memory_equal(idx, want_idx, sizeof idx);
     for (int i = 0; i < 16; i++) dx[i] = NAN;
-    k->maxpool_bwd(dy, idx, dx, 1, 1, 4, 4, 2);
+    k->maxpool_bwd(be, dy, idx, dx, 1, 1, 4, 4, 2);
     for (int i = 0; i < 16; i++) {
         float want = i == 0 ? 10 : i == 3 ? 20 : i == 12 ? 30 : i == 11 ? 40 : 0;
         assert_true(dx[i] == want);
@@ -596,10 +612,10 @@ static void test_maxpool_ties(void **st)
     float x5[25], dx5[25], y5, dy5 = 1.5f;
     int32_t i5;
     for (int i = 0; i < 25; i++) x5[i] = 2.0f, dx5[i] = NAN;
-    k->maxpool_fwd(x5, &y5, &i5, 1, 1, 5, 5, 3);
+    k->maxpool_fwd(be, x5, &y5, &i5, 1, 1, 5, 5, 3);
     assert_true(y5 == 2.0f);
     assert_int_equal(i5, 0);
-    k->maxpool_bwd(&dy5, &i5, dx5, 1, 1, 5, 5, 3);
+    k->maxpool_bwd(be, &dy5, &i5, dx5, 1, 1, 5, 5, 3);
     for (int i = 0; i < 25; i++) assert_true(dx5[i] == (i == 0 ? 1.5f : 0.0f));
     /* All-equal planes wide enough for whole blocks of outputs, k = 2 and 3: every index is the
      * top-left of its window. */
@@ -608,7 +624,7 @@ static void test_maxpool_ties(void **st)
         float xe[3 * WW], ye[WW];
         int32_t ie[WW];
         for (int i = 0; i < 3 * WW; i++) xe[i] = -0.5f;
-        k->maxpool_fwd(xe, ye, ie, 1, 1, kk, WW, kk);
+        k->maxpool_fwd(be, xe, ye, ie, 1, 1, kk, WW, kk);
         for (int o = 0; o < WW / kk; o++) {
             assert_true(ye[o] == -0.5f);
             assert_int_equal(ie[o], o * kk);
@@ -633,14 +649,14 @@ static double xent_loss(void *p)
 
 static void xent_case(int batch, int classes, double spread)
 {
-    const kernel_ops *k = kernels_cpu();
+    backend *be = backend_cpu();
     xent_ctx c = {.batch = batch, .classes = classes, .scale = 1.0 / batch};
     c.logits = tensor_rand((size_t)batch * classes, spread, 0);
     c.labels = malloc((size_t)batch * sizeof *c.labels);
     for (int i = 0; i < batch; i++) c.labels[i] = (int32_t)((urand() + 1.0) * 0.5 * classes) % classes;
     float *dl = nan_buf((size_t)batch * classes);
     int correct = -1;
-    double loss = k->softmax_xent(c.logits.f, c.labels, dl, batch, classes, (float)c.scale, &correct);
+    double loss = xent(be, c.logits.f, c.labels, dl, batch, classes, (float)c.scale, &correct);
     expect_close("xent loss", 0, loss, ref_xent(c.logits.d, c.labels, batch, classes), 1e-6);
     int want_correct = 0;
     for (int i = 0; i < batch; i++) {
@@ -652,7 +668,7 @@ static void xent_case(int batch, int classes, double spread)
     assert_int_equal(correct, want_correct);
     check_grad("xent dlogits", xent_loss, &c, c.logits.d, c.logits.n, dl, TOL_GRAD);
     /* no gradient and no count wanted: the same loss */
-    double loss2 = k->softmax_xent(c.logits.f, c.labels, NULL, batch, classes, 1.0f, NULL);
+    double loss2 = xent(be, c.logits.f, c.labels, NULL, batch, classes, 1.0f, NULL);
     assert_true(loss2 == loss);
     free(dl);
     free(c.labels);
@@ -670,7 +686,7 @@ static void test_softmax_xent(void **st)
 static void test_softmax_xent_huge(void **st)
 {
     (void)st;
-    const kernel_ops *k = kernels_cpu();
+    backend *be = backend_cpu();
     /* exp(1e4) overflows any float or double: only the max-subtracted form stays finite. */
     const float logits[12] = {1e4f, 0, -1e4f, 0, /* label 0: loss ~ 0 */
                               1e4f, 0, -1e4f, 0, /* label 2: loss ~ 2e4 */
@@ -678,7 +694,7 @@ static void test_softmax_xent_huge(void **st)
     const int32_t labels[3] = {0, 2, 1};
     float dl[12];
     int correct = -1;
-    double loss = k->softmax_xent(logits, labels, dl, 3, 4, 1.0f, &correct);
+    double loss = xent(be, logits, labels, dl, 3, 4, 1.0f, &correct);
     assert_true(isfinite(loss));
     expect_close("huge loss", 0, loss, 0.0 + 2e4 + log(4.0), 1e-9);
     for (int i = 0; i < 12; i++) assert_true(isfinite(dl[i]));
@@ -695,7 +711,8 @@ static void test_softmax_xent_huge(void **st)
 static void test_sgd(void **st)
 {
     (void)st;
-    const kernel_ops *k = kernels_cpu();
+    backend *be = backend_cpu();
+    const backend_ops *k = be->ops;
     /* lr 0.1, momentum 0.9, weight decay 0.1, p0 = 1, gradients 0.5, 0.25, -1:
      *   step 1 (first): g = 0.5 + 0.1*1 = 0.6;          buf = 0.6;                    p = 1 - 0.06 = 0.94
      *   step 2:         g = 0.25 + 0.094 = 0.344;       buf = 0.9*0.6 + 0.344 = 0.884; p = 0.94 - 0.0884 = 0.8516
@@ -709,7 +726,7 @@ static void test_sgd(void **st)
     for (int i = 0; i < N; i++) p[i] = 1.0f, buf[i] = NAN;
     for (int t = 0; t < 3; t++) {
         for (int i = 0; i < N; i++) g[i] = grads[t];
-        k->sgd(p, g, buf, N, 0.1f, 0.9f, 0.1f, t == 0);
+        k->sgd(be, p, g, buf, N, 0.1f, 0.9f, 0.1f, t == 0);
         for (int i = 0; i < N; i++) {
             expect_close("sgd p", (size_t)i, p[i], want_p[t], 1e-6);
             expect_close("sgd buf", (size_t)i, buf[i], want_buf[t], 1e-6);
@@ -720,7 +737,7 @@ static void test_sgd(void **st)
     for (int i = 0; i < N; i++) p[i] = 1.0f;
     for (int t = 0; t < 2; t++) {
         for (int i = 0; i < N; i++) g[i] = grads[t];
-        k->sgd(p, g, NULL, N, 0.1f, 0.0f, 0.1f, t == 0);
+        k->sgd(be, p, g, NULL, N, 0.1f, 0.0f, 0.1f, t == 0);
         for (int i = 0; i < N; i++) expect_close("sgd p (no momentum)", (size_t)i, p[i], t ? 0.9056 : 0.94, 1e-6);
     }
 }
@@ -728,7 +745,8 @@ static void test_sgd(void **st)
 static void test_adamw(void **st)
 {
     (void)st;
-    const kernel_ops *k = kernels_cpu();
+    backend *be = backend_cpu();
+    const backend_ops *k = be->ops;
     /* lr 0.1, beta1 0.9, beta2 0.999, eps 1e-8, weight decay 0.1, p0 = 1, gradients 0.5, 0.25, -1:
      *   t=1: p = 1*(1 - 0.01) = 0.99; m = 0.05; v = 0.001*0.25 = 0.00025;
      *        m^ = 0.05/0.1 = 0.5; v^ = 0.00025/0.001 = 0.25, sqrt 0.5;
@@ -750,7 +768,7 @@ static void test_adamw(void **st)
     for (int i = 0; i < N; i++) p[i] = 1.0f, m[i] = 0.0f, v[i] = 0.0f;
     for (int t = 1; t <= 3; t++) {
         for (int i = 0; i < N; i++) g[i] = grads[t - 1];
-        k->adamw(p, g, m, v, N, 0.1f, 0.9f, 0.999f, 1e-8f, 0.1f, t);
+        k->adamw(be, p, g, m, v, N, 0.1f, 0.9f, 0.999f, 1e-8f, 0.1f, t);
         for (int i = 0; i < N; i++) {
             expect_close("adamw p", (size_t)i, p[i], want_p[t - 1], 1e-6);
             expect_close("adamw m", (size_t)i, m[i], want_m[t - 1], 1e-6);
@@ -787,7 +805,8 @@ static double net_loss(void *p)
 static void test_network(void **st)
 {
     (void)st;
-    const kernel_ops *k = kernels_cpu();
+    backend *be = backend_cpu();
+    const backend_ops *k = be->ops;
     net_ctx c = {.s = {.batch = NET_B, .c_in = 1, .h = NET_H, .w = NET_H, .c_out = NET_CO, .k = 3, .stride = 1,
                        .pad = 1},
                  .labels = {2, 0}};
@@ -797,25 +816,25 @@ static void test_network(void **st)
     c.cb = tensor_rand(NET_CO, 0.2, 0);
     c.fw = tensor_rand(NET_CLS * NET_FC_IN, 0.5, 0);
     c.fb = tensor_rand(NET_CLS, 0.2, 0);
-    float *ws = nan_buf(k->conv_ws_floats(&c.s));
+    float *ws = nan_buf(k->conv_ws_floats(be, &c.s));
     float act[NET_B * NET_CO * NET_H * NET_H], pooled[NET_B * NET_FC_IN], logits[NET_B * NET_CLS];
     float dlogits[NET_B * NET_CLS], dpooled[NET_B * NET_FC_IN], dact[NET_B * NET_CO * NET_H * NET_H];
     float dx[NET_B * NET_H * NET_H], dcw[NET_CO * 9], dcb[NET_CO], dfw[NET_CLS * NET_FC_IN], dfb[NET_CLS];
     int32_t idx[NET_B * NET_FC_IN];
     int correct;
     /* forward */
-    k->conv_fwd(&c.s, c.x.f, c.cw.f, c.cb.f, act, ws);
-    k->relu_fwd(act, act, sizeof act / sizeof *act);
-    k->maxpool_fwd(act, pooled, idx, NET_B, NET_CO, NET_H, NET_H, 2);
-    k->linear_fwd(pooled, c.fw.f, c.fb.f, logits, NET_B, NET_FC_IN, NET_CLS);
-    double loss = k->softmax_xent(logits, c.labels, dlogits, NET_B, NET_CLS, 1.0f / NET_B, &correct) / NET_B;
+    k->conv_fwd(be, &c.s, c.x.f, c.cw.f, c.cb.f, act, ws);
+    k->relu_fwd(be, act, act, sizeof act / sizeof *act);
+    k->maxpool_fwd(be, act, pooled, idx, NET_B, NET_CO, NET_H, NET_H, 2);
+    k->linear_fwd(be, pooled, c.fw.f, c.fb.f, logits, NET_B, NET_FC_IN, NET_CLS);
+    double loss = xent(be, logits, c.labels, dlogits, NET_B, NET_CLS, 1.0f / NET_B, &correct) / NET_B;
     expect_close("net loss", 0, loss, net_loss(&c), 1e-5);
     /* backward */
-    k->linear_bwd(pooled, c.fw.f, dlogits, dpooled, dfw, dfb, NET_B, NET_FC_IN, NET_CLS);
-    k->maxpool_bwd(dpooled, idx, dact, NET_B, NET_CO, NET_H, NET_H, 2);
-    k->relu_bwd(act, dact, dact, sizeof dact / sizeof *dact);
-    k->conv_bwd_filter(&c.s, c.x.f, dact, dcw, dcb, ws);
-    k->conv_bwd_data(&c.s, dact, c.cw.f, dx, ws);
+    k->linear_bwd(be, pooled, c.fw.f, dlogits, dpooled, dfw, dfb, NET_B, NET_FC_IN, NET_CLS);
+    k->maxpool_bwd(be, dpooled, idx, dact, NET_B, NET_CO, NET_H, NET_H, 2);
+    k->relu_bwd(be, act, dact, dact, sizeof dact / sizeof *dact);
+    k->conv_bwd_filter(be, &c.s, c.x.f, dact, dcw, dcb, ws);
+    k->conv_bwd_data(be, &c.s, dact, c.cw.f, dx, ws);
     check_grad("net conv dW", net_loss, &c, c.cw.d, c.cw.n, dcw, TOL_GRAD);
     check_grad("net conv db", net_loss, &c, c.cb.d, c.cb.n, dcb, TOL_GRAD);
     check_grad("net fc dW", net_loss, &c, c.fw.d, c.fw.n, dfw, TOL_GRAD);

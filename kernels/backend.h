@@ -1,0 +1,242 @@
+/*
+ * backend.h - the whole interface between the runtime and a compute backend, in the manner of
+ * ggml's ggml_backend_i: one table of functions (backend_ops) that every backend fills, each entry
+ * taking the backend first. The runtime knows only this table and the precision it computes in; it
+ * never asks which device it runs on (the few capabilities that change what it allocates are
+ * fields of the table: host_memory, keeps_params16, grads16).
+ *
+ * Two backends exist: the CPU one (kernels/cpu/, always built, the oracle of the CUDA one) and the
+ * CUDA one (kernels/cuda/, only in CUDA builds). Which one a build has is decided by its source
+ * list alone: backend_cuda() is declared here for every build and defined either by the CUDA
+ * files or by kernels/cpu/no_cuda.c, which says the build has no CUDA.
+ *
+ * Conventions:
+ *   - Layouts are row-major and NCHW; every pointer is memory of the backend (host memory for the
+ *     CPU backend, device memory for CUDA) unless an entry says otherwise.
+ *   - Entries that can fail return dt_status with dt_last_error() set (what failed, the CUDA or
+ *     cuBLAS error, what to check). There is no error state to poll afterwards. A CUDA kernel's
+ *     execution error can only show at a later synchronizing entry (sync, a reduction that returns
+ *     a host value, a copy to the host), which then returns it.
+ *   - Ops launch on the backend's stream and return without waiting, except where an entry
+ *     returns a host value (softmax_xent's loss, the non-finite counts, sums of squares, copies).
+ *   - Gradient outputs are overwritten, not accumulated. `ws` is convolution scratch of at least
+ *     conv_ws_floats floats for the shape (callers own it; a workspace for a shape also serves the
+ *     same shape with any smaller batch).
+ *   - 16-bit values are uint16_t bit patterns of type t (DT_F16 or DT_BF16).
+ */
+#ifndef DT_KERNELS_BACKEND_H
+#define DT_KERNELS_BACKEND_H
+
+#include "dtrain.h"
+#include "kernels/ops.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct backend backend;
+typedef struct backend_ops backend_ops;
+
+/* A backend: its table and its state (the CUDA stream and cuBLAS handle; NULL for the CPU). */
+struct backend {
+    const backend_ops *ops;
+    void *state;
+};
+
+/* The buffers a layer entry of a pass uses besides its tensors: the convolution workspace, and
+ * the fp32 scratch and 16-bit copies of a 16-bit pass, sized by scratch16 (NULL in fp32 passes). */
+typedef struct pass_args {
+    dt_dtype prec;   /* storage of activations and of the gradients flowing backward */
+    dt_dtype grad_t; /* parameter gradients: DT_F32, or prec (backends with grads16) */
+    float *ws;       /* convolution workspace */
+    float *sx, *sy, *sdy; /* activation-sized fp32 scratch */
+    float *sw, *sg, *st;  /* weight-sized fp32 scratch: widened weights, weight gradients, sums */
+    uint16_t *x16;   /* the model input rounded to 16 bits (backends with keeps_params16) */
+} pass_args;
+
+/* One parameter layer's tensors: the fp32 master weights (O, I) or (O, C, k, k) and bias (O),
+ * their 16-bit copy when the backend keeps one (keeps_params16; else NULL), and the gradients, of
+ * pass_args.grad_t, overwritten. */
+typedef struct layer_params {
+    const float *w, *b;
+    const uint16_t *w16, *b16;
+    void *dw, *db;
+} layer_params;
+
+/* What scratch16 is told of one layer of a model. */
+typedef enum { BE_LAYER_FC, BE_LAYER_CONV, BE_LAYER_RELU, BE_LAYER_POOL, BE_LAYER_LOSS } be_layer_kind;
+typedef struct layer_need {
+    be_layer_kind kind;
+    size_t in_n, out_n; /* per sample (loss: the classes) */
+    int fc_in, fc_out;  /* fc: features in and out */
+    size_t np;          /* parameters (weights and bias) */
+    int first;          /* the first layer that computes: it reads the fp32 model input */
+} layer_need;
+/* Floats of each scratch buffer of pass_args (x16: halves), grown by scratch16 layer by layer. */
+typedef struct scratch_sizes {
+    size_t sx, sy, sdy, sw, st, x16;
+} scratch_sizes;
+
+struct backend_ops {
+    const char *name;  /* "cpu", "cuda" */
+    int host_memory;   /* its memory is host memory: a caller's host buffer serves in place */
+    int keeps_params16; /* 16-bit passes read a 16-bit copy of the parameters (cast_to16 of them) */
+    int grads16;       /* parameter gradients may be kept in 16 bits */
+
+    /* ------------------------------------------------------------ memory */
+    /* bytes of zeroed memory into *out; DT_ERR_NOMEM naming `what`, the bytes, what is free on a
+     * device, and the fix. free accepts NULL. */
+    dt_status (*alloc)(backend *be, size_t bytes, const char *what, void **out);
+    void (*free)(backend *be, void *p);
+    /* Synchronous copies from and to host memory (memcpy on the CPU). */
+    dt_status (*to_device)(backend *be, void *dst, const void *src, size_t bytes);
+    dt_status (*to_host)(backend *be, void *dst, const void *src, size_t bytes);
+    /* Host to backend memory on the stream, asynchronous when src is pinned; src must stay
+     * unchanged until the stream has passed the copy. */
+    dt_status (*to_device_async)(backend *be, void *dst, const void *src, size_t bytes);
+    /* Waits for the stream (sync) or for all work on the device, any stream (settle). */
+    dt_status (*sync)(backend *be);
+    dt_status (*settle)(backend *be);
+    /* A failure the device already reported, without waiting (cudaPeekAtLastError); DT_OK if none. */
+    dt_status (*last_status)(backend *be);
+    /* The stream the ops launch on (a cudaStream_t as void *; NULL: the default stream, and always
+     * NULL on the CPU), and setting it (DT_ERR_DEVICE when the handle cannot follow it). */
+    void *(*stream)(backend *be);
+    dt_status (*set_stream)(backend *be, void *stream);
+    /* Free and total bytes of the device now (0 and 0 on the CPU or when unknown). */
+    void (*mem_info)(backend *be, size_t *free_bytes, size_t *total_bytes);
+    /* 1 when p points into this backend's own device memory (never on the CPU). */
+    int (*owns)(backend *be, const void *p);
+
+    /* ------------------------------------------------------------ fp32 ops */
+    /* C(M,N) = alpha * op(A) * op(B) + beta * C; op(X) = X or X^T when trans_x. */
+    dt_status (*gemm)(backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                      int lda, const float *b, int ldb, float beta, float *c, int ldc);
+    /* y(B,OUT) = x(B,IN) * W(OUT,IN)^T + b(OUT). */
+    dt_status (*linear_fwd)(backend *be, const float *x, const float *w, const float *b, float *y, int batch,
+                            int in, int out);
+    /* dW(OUT,IN) = dy^T x, db(OUT) = column sums of dy, dx(B,IN) = dy W (skipped when dx is NULL). */
+    dt_status (*linear_bwd)(backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                            float *db, int batch, int in, int out);
+    /* Convolution: x (B,C,H,W), w (O,C,k,k), b (O) or NULL, y (B,O,Ho,Wo). */
+    size_t (*conv_ws_floats)(backend *be, const conv_shape *s);
+    dt_status (*conv_fwd)(backend *be, const conv_shape *s, const float *x, const float *w, const float *b,
+                          float *y, float *ws);
+    /* dx (B,C,H,W) from dy and w. */
+    dt_status (*conv_bwd_data)(backend *be, const conv_shape *s, const float *dy, const float *w, float *dx,
+                               float *ws);
+    /* dw (O,C,k,k) and db (O, NULL to skip) from x and dy. */
+    dt_status (*conv_bwd_filter)(backend *be, const conv_shape *s, const float *x, const float *dy, float *dw,
+                                 float *db, float *ws);
+    /* y = max(x, 0) (NaN passes; in place allowed); dx = dy where y > 0 else 0 (dx may alias dy). */
+    dt_status (*relu_fwd)(backend *be, const float *x, float *y, size_t n);
+    dt_status (*relu_bwd)(backend *be, const float *y, const float *dy, float *dx, size_t n);
+    /* Max pooling, window and stride k, no padding: x (B,C,H,W) -> y (B,C,H/k,W/k); idx the argmax
+     * (offset within the input plane); backward: dx = 0 except dx[argmax] = dy. */
+    dt_status (*maxpool_fwd)(backend *be, const float *x, float *y, int32_t *idx, int batch, int c, int h, int w,
+                             int k);
+    dt_status (*maxpool_bwd)(backend *be, const float *dy, const int32_t *idx, float *dx, int batch, int c, int h,
+                             int w, int k);
+    /* Softmax cross-entropy over logits (B,C), labels in [0,C): *loss the summed loss (host),
+     * *correct (host, may be NULL) the count of argmax == label, dlogits (may be NULL) =
+     * (softmax - onehot) * grad_scale. Returns once the values are on the host. */
+    dt_status (*softmax_xent)(backend *be, const float *logits, const int32_t *labels, float *dlogits, int batch,
+                              int classes, float grad_scale, double *loss, int *correct);
+    /* SGD with momentum and coupled weight decay, PyTorch semantics:
+     *   g = grad + wd * p;  buf = first ? g : momentum * buf + g;  p -= lr * buf
+     * (momentum 0: p -= lr * g, buf untouched and may be NULL). */
+    dt_status (*sgd)(backend *be, float *p, const float *grad, float *buf, size_t n, float lr, float momentum,
+                     float wd, int first);
+    /* AdamW, PyTorch semantics, step t >= 1:
+     *   p -= lr * wd * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+     *   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) */
+    dt_status (*adamw)(backend *be, float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1,
+                       float b2, float eps, float wd, int t);
+
+    /* ------------------------------------------------------------ casts and rounding */
+    /* Round to nearest even, as base/half.h; in and out must not overlap (round16: may be equal). */
+    dt_status (*cast_to16)(backend *be, dt_dtype t, const float *in, uint16_t *out, size_t n);
+    dt_status (*cast_to32)(backend *be, dt_dtype t, const uint16_t *in, float *out, size_t n);
+    /* out = in rounded to t and widened back. */
+    dt_status (*round16)(backend *be, dt_dtype t, const float *in, float *out, size_t n);
+    /* out = widened in, multiplied by m1 and then by m2 (each skipped when 1): 16-bit gradients as
+     * the optimizer step uses them. */
+    dt_status (*widen_scaled)(backend *be, dt_dtype t, const uint16_t *in, float *out, size_t n, float m1, float m2);
+
+    /* ------------------------------------------------------------ finite checks and reductions */
+    /* buf (n values of t): mul 1: *bad = the count of inf and NaN; else buf *= mul (16-bit values
+     * widened, multiplied and rounded back) and *bad counts the results. Waits for the result. */
+    dt_status (*scale_count)(backend *be, dt_dtype t, void *buf, size_t n, float mul, size_t *bad);
+    /* *flag (backend memory) = stamp when buf holds an inf or NaN and *flag < since; queued without
+     * waiting. */
+    dt_status (*flag_nonfinite)(backend *be, dt_dtype t, const void *buf, size_t n, int *flag, int stamp,
+                                int since);
+    /* *out (host) = the sum of v^2 in double over buf, v widened and multiplied as widen_scaled
+     * does, in an order fixed by n (the same values give the same bits on the same hardware). */
+    dt_status (*sum_squares)(backend *be, dt_dtype t, const void *buf, size_t n, float m1, float m2,
+                             double *out);
+    /* Gradient accumulation over n values of t: g += acc when add (in fp32, rounded once for
+     * 16-bit g), then acc = g when store. */
+    dt_status (*accum_grads)(backend *be, dt_dtype t, void *g, float *acc, size_t n, int add, int store);
+
+    /* ------------------------------------------------------------ layers, in any precision
+     * Activations and the gradients flowing backward are of a->prec (void *); x_f32 = 1 says the
+     * input x is fp32 whatever the precision (the model's input, rounded to 16 bits as autocast
+     * does). A 16-bit pass widens into fp32 scratch (or multiplies the 16-bit values on tensor
+     * cores), accumulates in fp32 and rounds each output once; fp32 passes are the ops above. */
+    /* Grows *sz to what the 16-bit entries below need for a layer at batch `batch`. */
+    void (*scratch16)(backend *be, const layer_need *l, int batch, scratch_sizes *sz);
+    dt_status (*layer_fc_fwd)(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
+                              void *y, int batch, int in, int out);
+    /* dx NULL: not wanted (the first layer). */
+    dt_status (*layer_fc_bwd)(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
+                              const void *dy, void *dx, int batch, int in, int out);
+    dt_status (*layer_conv_fwd)(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
+                                const void *x, int x_f32, void *y);
+    dt_status (*layer_conv_bwd)(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
+                                const void *x, int x_f32, const void *dy, void *dx);
+    dt_status (*layer_pool_fwd)(backend *be, const pass_args *a, const void *x, int x_f32, void *y, int32_t *idx,
+                                int batch, int c, int h, int w, int k);
+    dt_status (*layer_pool_bwd)(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx,
+                                int batch, int c, int h, int w, int k);
+    /* y may be x (in place) unless x_f32. */
+    dt_status (*layer_relu_fwd)(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n);
+    dt_status (*layer_relu_bwd)(backend *be, const pass_args *a, const void *y, const void *dy, void *dx, size_t n);
+    /* The loss in fp32 from logits of a->prec; dlogits (of a->prec) rounded once. */
+    dt_status (*layer_loss)(backend *be, const pass_args *a, const void *logits, const int32_t *labels, void *dlogits,
+                            int batch, int classes, float grad_scale, double *loss, int *correct);
+    /* *out = the n logits in fp32: logits itself in fp32, else widened into a->sy. */
+    dt_status (*layer_logits32)(backend *be, const pass_args *a, const void *logits, size_t n, const float **out);
+};
+
+/* The CPU backend (CBLAS from OpenBLAS for every GEMM); never NULL. */
+backend *backend_cpu(void);
+
+/* The CUDA table without touching the device (to inspect it), or NULL in a build without CUDA. */
+const backend_ops *backend_cuda_ops(void);
+
+/* The CUDA backend, made ready on the device current now (its stream the default one, one cuBLAS
+ * handle bound to it) into *out. DT_ERR_UNSUPPORTED ("built without CUDA: use --device cpu") in a
+ * build without CUDA; DT_ERR_DEVICE when the GPU or cuBLAS cannot be set up. One per process, used
+ * from one thread at a time. */
+dt_status backend_cuda(backend **out);
+
+/* The CUDA backend when this build has one and it is ready, else NULL; asks nothing of the device
+ * (for telling a caller's device pointer from a host one). */
+backend *backend_cuda_if_ready(void);
+
+/* 1 when p is memory of the CUDA device (cudaMalloc'd or managed): 0 for host memory, NULL, in a
+ * build without CUDA, or when no device is found. */
+int backend_is_device_ptr(const void *p);
+
+/* The backend of memory kind mem: the CPU one for DT_MEMORY_HOST, the CUDA one for DT_MEMORY_DEVICE
+ * (its error when the build has none). */
+dt_status backend_for_memory(dt_memory mem, backend **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,276 @@
+/*
+ * cpu/amp_layers.c - the layer entries of the CPU backend in fp16 or bf16 (kernels/backend.h):
+ * the 16-bit storage of a model emulated over the fp32 kernels. Each op widens its inputs into
+ * fp32 scratch, runs the fp32 kernel (GEMMs accumulate in fp32), and rounds its output once, which
+ * is what a GPU's 16-bit GEMM with fp32 accumulation computes. Weights are the fp32 master copy
+ * rounded to 16 bits as they are used (there is no 16-bit GEMM here to feed, so a stored 16-bit
+ * copy would only be widened again: keeps_params16 is 0). In fp32 the entries are the fp32 kernels.
+ *
+ * The scratch is bounded so that 16-bit runs really hold less memory than fp32 ones: fc weights
+ * are widened AMP_W_CHUNK floats (a block of output rows) at a time, and convolution, pooling and
+ * ReLU layers run over the batch in chunks of samples that fit AMP_ACT_CHUNK floats. fc layers take
+ * the whole batch (their activations are small, and GEMM wants the rows). Weight gradients of a
+ * chunked convolution are summed over the chunks in fp32 and rounded once.
+ */
+#include "kernels/amp.h"
+#include "kernels/cast.h"
+#include "kernels/cpu/ops_cpu.h"
+
+#include <string.h>
+
+#define AMP_ACT_CHUNK ((size_t)1 << 18) /* floats per activation scratch buffer (1 MiB) */
+#define AMP_W_CHUNK ((size_t)1 << 18)   /* floats of fc weights widened at a time (1 MiB) */
+
+static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Samples per chunk of a layer with per-sample sizes in_n and out_n: what fits the chunk. */
+static int chunk_of(size_t in_n, size_t out_n, int batch)
+{
+    size_t c = AMP_ACT_CHUNK / zmax(zmax(in_n, out_n), 1);
+    if (c < 1) c = 1;
+    return c > (size_t)batch ? batch : (int)c;
+}
+
+/* Output rows of an fc layer (in -> out) whose weights are widened at a time. */
+static int fc_rows(int in, int out)
+{
+    size_t r = AMP_W_CHUNK / (size_t)(in > 0 ? in : 1);
+    if (r < 1) r = 1;
+    return r > (size_t)out ? out : (int)r;
+}
+
+void cpu_scratch16(backend *be, const layer_need *l, int batch, scratch_sizes *sz)
+{
+    (void)be;
+    const size_t B = (size_t)batch, per = zmax(l->in_n, l->out_n);
+    size_t a = 0;
+    sz->sw = zmax(sz->sw, 1);
+    sz->st = zmax(sz->st, 1);
+    switch (l->kind) {
+    case BE_LAYER_LOSS: a = B * l->out_n; break;
+    case BE_LAYER_FC:
+        a = B * per;
+        sz->sw = zmax(sz->sw, (size_t)fc_rows(l->fc_in, l->fc_out) * (size_t)l->fc_in + (size_t)l->fc_out);
+        sz->st = zmax(sz->st, (size_t)l->fc_out);
+        break;
+    case BE_LAYER_CONV:
+        sz->sw = zmax(sz->sw, l->np);
+        sz->st = zmax(sz->st, l->np);
+        /* fall through */
+    case BE_LAYER_POOL:
+    case BE_LAYER_RELU: a = (size_t)chunk_of(l->in_n, l->out_n, batch) * per; break;
+    }
+    sz->sx = zmax(sz->sx, a);
+    sz->sy = zmax(sz->sy, a);
+    sz->sdy = zmax(sz->sdy, a);
+}
+
+/* Samples b0 .. b0+bs of the input (in_n values each), widened into dst: 16-bit activations, or
+ * the fp32 model input rounded to 16 bits (as autocast rounds a layer's fp32 input). */
+static void input32(const pass_args *a, const void *x, int x_f32, size_t in_n, int b0, int bs, float *dst)
+{
+    const size_t off = (size_t)b0 * in_n, cnt = (size_t)bs * in_n;
+    if (x_f32)
+        cpu_round16(a->prec, (const float *)x + off, dst, cnt);
+    else
+        cpu_cast_16_to_f32(a->prec, (const uint16_t *)x + off, dst, cnt);
+}
+
+/* Column sums of dy (batch, n) into db (fp32). */
+static void col_sums(const float *dy, int batch, int n, float *db)
+{
+    memset(db, 0, (size_t)n * sizeof *db);
+    for (int b = 0; b < batch; b++) {
+        const float *row = dy + (size_t)b * (size_t)n;
+        for (int j = 0; j < n; j++) db[j] += row[j];
+    }
+}
+
+dt_status cpu_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32, void *y,
+                           int batch, int in, int out)
+{
+    (void)be;
+    if (a->prec == DT_F32) {
+        cpu_linear_fwd(x, lp->w, lp->b, y, batch, in, out);
+        return DT_OK;
+    }
+    const int R = fc_rows(in, out);
+    input32(a, x, x_f32, (size_t)in, 0, batch, a->sx);
+    for (int r0 = 0; r0 < out; r0 += R) {
+        const int rows = out - r0 < R ? out - r0 : R;
+        float *w = a->sw, *b = a->sw + (size_t)rows * (size_t)in;
+        cpu_round16(a->prec, lp->w + (size_t)r0 * (size_t)in, w, (size_t)rows * (size_t)in);
+        cpu_round16(a->prec, lp->b + r0, b, (size_t)rows);
+        /* The bias goes into the output first and the GEMM adds to it (beta 1), as in cpu/ops.c. */
+        for (int s = 0; s < batch; s++) memcpy(a->sy + (size_t)s * (size_t)out + r0, b, (size_t)rows * sizeof(float));
+        cpu_gemm(0, 1, batch, rows, in, 1.0f, a->sx, in, w, in, 1.0f, a->sy + r0, out);
+    }
+    cpu_cast_f32_to_16(a->prec, a->sy, y, (size_t)batch * (size_t)out);
+    return DT_OK;
+}
+
+dt_status cpu_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
+                           const void *dy, void *dx, int batch, int in, int out)
+{
+    (void)be;
+    if (a->prec == DT_F32) {
+        cpu_linear_bwd(x, lp->w, dy, dx, lp->dw, lp->db, batch, in, out);
+        return DT_OK;
+    }
+    const int g16 = a->grad_t != DT_F32, R = fc_rows(in, out);
+    cpu_cast_16_to_f32(a->prec, dy, a->sdy, (size_t)batch * (size_t)out);
+    input32(a, x, x_f32, (size_t)in, 0, batch, a->sx);
+    for (int r0 = 0; r0 < out; r0 += R) {
+        const int rows = out - r0 < R ? out - r0 : R;
+        const size_t woff = (size_t)r0 * (size_t)in, wcnt = (size_t)rows * (size_t)in;
+        /* dW rows r0.. = dy[:, r0..]^T x, straight into fp32 gradients or via sg into 16-bit ones. */
+        float *dw = g16 ? a->sg : (float *)lp->dw + woff;
+        cpu_gemm(1, 0, rows, in, batch, 1.0f, a->sdy + r0, out, a->sx, in, 0.0f, dw, in);
+        if (g16) cpu_cast_f32_to_16(a->grad_t, a->sg, (uint16_t *)lp->dw + woff, wcnt);
+        if (dx) {
+            /* dx = sum over row blocks of dy[:, r0..] W[r0.., :]. */
+            cpu_round16(a->prec, lp->w + woff, a->sw, wcnt);
+            cpu_gemm(0, 0, batch, in, rows, 1.0f, a->sdy + r0, out, a->sw, in, r0 ? 1.0f : 0.0f, a->sy, in);
+        }
+    }
+    if (g16) {
+        col_sums(a->sdy, batch, out, a->st);
+        cpu_cast_f32_to_16(a->grad_t, a->st, lp->db, (size_t)out);
+    } else {
+        col_sums(a->sdy, batch, out, lp->db);
+    }
+    if (dx) cpu_cast_f32_to_16(a->prec, a->sy, dx, (size_t)batch * (size_t)in);
+    return DT_OK;
+}
+
+static size_t conv_in_n(const conv_shape *s) { return (size_t)s->c_in * s->h * s->w; }
+static size_t conv_out_n(const conv_shape *s) { return (size_t)s->c_out * s->h_out * s->w_out; }
+
+dt_status cpu_layer_conv_fwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
+                             const void *x, int x_f32, void *y)
+{
+    (void)be;
+    if (a->prec == DT_F32) {
+        cpu_conv_fwd(s, x, lp->w, lp->b, y, a->ws);
+        return DT_OK;
+    }
+    const size_t in_n = conv_in_n(s), out_n = conv_out_n(s), wn = (size_t)s->c_out * s->c_in * s->k * s->k;
+    const int C = chunk_of(in_n, out_n, s->batch);
+    cpu_round16(a->prec, lp->w, a->sw, wn);
+    cpu_round16(a->prec, lp->b, a->sw + wn, (size_t)s->c_out);
+    for (int b0 = 0; b0 < s->batch; b0 += C) {
+        const int bs = s->batch - b0 < C ? s->batch - b0 : C;
+        conv_shape cs = *s;
+        cs.batch = bs;
+        input32(a, x, x_f32, in_n, b0, bs, a->sx);
+        cpu_conv_fwd(&cs, a->sx, a->sw, a->sw + wn, a->sy, a->ws);
+        cpu_cast_f32_to_16(a->prec, a->sy, (uint16_t *)y + (size_t)b0 * out_n, (size_t)bs * out_n);
+    }
+    return DT_OK;
+}
+
+dt_status cpu_layer_conv_bwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
+                             const void *x, int x_f32, const void *dy, void *dx)
+{
+    (void)be;
+    if (a->prec == DT_F32) {
+        cpu_conv_bwd_filter(s, x, dy, lp->dw, lp->db, a->ws);
+        if (dx) cpu_conv_bwd_data(s, dy, lp->w, dx, a->ws);
+        return DT_OK;
+    }
+    const size_t in_n = conv_in_n(s), out_n = conv_out_n(s), wn = (size_t)s->c_out * s->c_in * s->k * s->k;
+    const size_t bn = (size_t)s->c_out;
+    const int C = chunk_of(in_n, out_n, s->batch), g16 = a->grad_t != DT_F32;
+    /* The weight and bias gradients, summed over the chunks in fp32. */
+    float *aw = g16 ? a->sg : lp->dw, *ab = g16 ? a->sg + wn : lp->db;
+    if (dx) {
+        cpu_round16(a->prec, lp->w, a->sw, wn);
+        cpu_round16(a->prec, lp->b, a->sw + wn, bn);
+    }
+    for (int b0 = 0; b0 < s->batch; b0 += C) {
+        const int bs = s->batch - b0 < C ? s->batch - b0 : C;
+        conv_shape cs = *s;
+        cs.batch = bs;
+        cpu_cast_16_to_f32(a->prec, (const uint16_t *)dy + (size_t)b0 * out_n, a->sdy, (size_t)bs * out_n);
+        input32(a, x, x_f32, in_n, b0, bs, a->sx);
+        cpu_conv_bwd_filter(&cs, a->sx, a->sdy, b0 ? a->st : aw, b0 ? a->st + wn : ab, a->ws);
+        if (b0) {
+            for (size_t j = 0; j < wn; j++) aw[j] += a->st[j];
+            for (size_t j = 0; j < bn; j++) ab[j] += a->st[wn + j];
+        }
+        if (dx) {
+            cpu_conv_bwd_data(&cs, a->sdy, a->sw, a->sy, a->ws);
+            cpu_cast_f32_to_16(a->prec, a->sy, (uint16_t *)dx + (size_t)b0 * in_n, (size_t)bs * in_n);
+        }
+    }
+    if (g16) {
+        cpu_cast_f32_to_16(a->grad_t, a->sg, lp->dw, wn);
+        cpu_cast_f32_to_16(a->grad_t, a->sg + wn, lp->db, bn);
+    }
+    return DT_OK;
+}
+
+dt_status cpu_layer_pool_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, int32_t *idx,
+                             int batch, int c, int h, int w, int k)
+{
+    (void)be;
+    if (a->prec == DT_F32) {
+        cpu_maxpool_fwd(x, y, idx, batch, c, h, w, k);
+        return DT_OK;
+    }
+    const size_t in_n = (size_t)c * h * w, out_n = (size_t)c * (h / k) * (w / k);
+    const int C = chunk_of(in_n, out_n, batch);
+    for (int b0 = 0; b0 < batch; b0 += C) {
+        const int bs = batch - b0 < C ? batch - b0 : C;
+        input32(a, x, x_f32, in_n, b0, bs, a->sx);
+        cpu_maxpool_fwd(a->sx, a->sy, idx + (size_t)b0 * out_n, bs, c, h, w, k);
+        /* exact: a maximum of 16-bit values */
+        cpu_cast_f32_to_16(a->prec, a->sy, (uint16_t *)y + (size_t)b0 * out_n, (size_t)bs * out_n);
+    }
+    return DT_OK;
+}
+
+dt_status cpu_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx,
+                             int batch, int c, int h, int w, int k)
+{
+    (void)be;
+    if (a->prec == DT_F32) {
+        cpu_maxpool_bwd(dy, idx, dx, batch, c, h, w, k);
+        return DT_OK;
+    }
+    const size_t in_n = (size_t)c * h * w, out_n = (size_t)c * (h / k) * (w / k);
+    const int C = chunk_of(in_n, out_n, batch);
+    for (int b0 = 0; b0 < batch; b0 += C) {
+        const int bs = batch - b0 < C ? batch - b0 : C;
+        cpu_cast_16_to_f32(a->prec, (const uint16_t *)dy + (size_t)b0 * out_n, a->sdy, (size_t)bs * out_n);
+        cpu_maxpool_bwd(a->sdy, idx + (size_t)b0 * out_n, a->sy, bs, c, h, w, k);
+        /* exact: copies of dy, and zeros */
+        cpu_cast_f32_to_16(a->prec, a->sy, (uint16_t *)dx + (size_t)b0 * in_n, (size_t)bs * in_n);
+    }
+    return DT_OK;
+}
+
+dt_status cpu_layer_relu_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n)
+{
+    (void)be;
+    if (a->prec == DT_F32) {
+        cpu_relu_fwd(x, y, n);
+        return DT_OK;
+    }
+    if (x_f32) { /* ReLU straight on the model input: rounded into y first, then in place */
+        cpu_cast_f32_to_16(a->prec, x, y, n);
+        x = y;
+    }
+    cpu_relu16_fwd(a->prec, x, y, n);
+    return DT_OK;
+}
+
+dt_status cpu_layer_relu_bwd(backend *be, const pass_args *a, const void *y, const void *dy, void *dx, size_t n)
+{
+    (void)be;
+    if (a->prec == DT_F32)
+        cpu_relu_bwd(y, dy, dx, n);
+    else
+        cpu_relu16_bwd(a->prec, y, dy, dx, n);
+    return DT_OK;
+}

@@ -1,0 +1,367 @@
+/*
+ * cpu/backend_cpu.c - the CPU backend's table (kernels/backend.h): host memory, the fp32 kernels
+ * of ops.c, conv.c and optim.c behind the table's signatures, the casts and checks of cast.c and
+ * amp.c, and the 16-bit layer entries of amp_layers.c.
+ *
+ * Nothing here can fail but allocation: the wrappers return DT_OK. The table costs one indirect
+ * call per op; loops over elements stay inside the kernels (no call per element).
+ */
+#include "kernels/amp.h"
+#include "kernels/cast.h"
+#include "kernels/cpu/ops_cpu.h"
+#include "kernels/pass_common.h"
+#include "base/status.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { BLK = 2048 }; /* 16-bit values widened this many at a time into a buffer that stays in cache */
+
+/* ---------------------------------------------------------------- memory */
+
+static dt_status c_alloc(backend *be, size_t bytes, const char *what, void **out)
+{
+    (void)be;
+    const size_t n = bytes ? bytes : 1;
+    if (!(*out = calloc(1, n)))
+        return status_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB): use a smaller --batch or model",
+                                what, (double)n / 1048576.0);
+    return DT_OK;
+}
+
+static void c_free(backend *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static dt_status c_copy(backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    if (bytes) memcpy(dst, src, bytes);
+    return DT_OK;
+}
+
+static dt_status c_ok(backend *be)
+{
+    (void)be;
+    return DT_OK;
+}
+
+static void *c_stream(backend *be)
+{
+    (void)be;
+    return NULL;
+}
+
+static dt_status c_set_stream(backend *be, void *stream)
+{
+    (void)be;
+    if (stream)
+        return status_set_error(DT_ERR_INVALID_ARG, "the CPU backend has no streams (stream %p given): pass NULL",
+                                stream);
+    return DT_OK;
+}
+
+static void c_mem_info(backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)be;
+    *free_bytes = *total_bytes = 0;
+}
+
+static int c_owns(backend *be, const void *p)
+{
+    (void)be, (void)p;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- fp32 ops */
+
+static dt_status c_gemm(backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, float beta, float *c, int ldc)
+{
+    (void)be;
+    cpu_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return DT_OK;
+}
+
+static dt_status c_linear_fwd(backend *be, const float *x, const float *w, const float *b, float *y, int batch, int in,
+                              int out)
+{
+    (void)be;
+    cpu_linear_fwd(x, w, b, y, batch, in, out);
+    return DT_OK;
+}
+
+static dt_status c_linear_bwd(backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                              float *db, int batch, int in, int out)
+{
+    (void)be;
+    cpu_linear_bwd(x, w, dy, dx, dw, db, batch, in, out);
+    return DT_OK;
+}
+
+static size_t c_conv_ws_floats(backend *be, const conv_shape *s)
+{
+    (void)be;
+    return cpu_conv_ws_floats(s);
+}
+
+static dt_status c_conv_fwd(backend *be, const conv_shape *s, const float *x, const float *w, const float *b, float *y,
+                            float *ws)
+{
+    (void)be;
+    cpu_conv_fwd(s, x, w, b, y, ws);
+    return DT_OK;
+}
+
+static dt_status c_conv_bwd_data(backend *be, const conv_shape *s, const float *dy, const float *w, float *dx,
+                                 float *ws)
+{
+    (void)be;
+    cpu_conv_bwd_data(s, dy, w, dx, ws);
+    return DT_OK;
+}
+
+static dt_status c_conv_bwd_filter(backend *be, const conv_shape *s, const float *x, const float *dy, float *dw,
+                                   float *db, float *ws)
+{
+    (void)be;
+    cpu_conv_bwd_filter(s, x, dy, dw, db, ws);
+    return DT_OK;
+}
+
+static dt_status c_relu_fwd(backend *be, const float *x, float *y, size_t n)
+{
+    (void)be;
+    cpu_relu_fwd(x, y, n);
+    return DT_OK;
+}
+
+static dt_status c_relu_bwd(backend *be, const float *y, const float *dy, float *dx, size_t n)
+{
+    (void)be;
+    cpu_relu_bwd(y, dy, dx, n);
+    return DT_OK;
+}
+
+static dt_status c_maxpool_fwd(backend *be, const float *x, float *y, int32_t *idx, int batch, int c, int h, int w,
+                               int k)
+{
+    (void)be;
+    cpu_maxpool_fwd(x, y, idx, batch, c, h, w, k);
+    return DT_OK;
+}
+
+static dt_status c_maxpool_bwd(backend *be, const float *dy, const int32_t *idx, float *dx, int batch, int c, int h,
+                               int w, int k)
+{
+    (void)be;
+    cpu_maxpool_bwd(dy, idx, dx, batch, c, h, w, k);
+    return DT_OK;
+}
+
+static dt_status c_softmax_xent(backend *be, const float *logits, const int32_t *labels, float *dlogits, int batch,
+                                int classes, float grad_scale, double *loss, int *correct)
+{
+    (void)be;
+    *loss = cpu_softmax_xent(logits, labels, dlogits, batch, classes, grad_scale, correct);
+    return DT_OK;
+}
+
+static dt_status c_sgd(backend *be, float *p, const float *grad, float *buf, size_t n, float lr, float momentum,
+                       float wd, int first)
+{
+    (void)be;
+    cpu_sgd(p, grad, buf, n, lr, momentum, wd, first);
+    return DT_OK;
+}
+
+static dt_status c_adamw(backend *be, float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1,
+                         float b2, float eps, float wd, int t)
+{
+    (void)be;
+    cpu_adamw(p, grad, m, v, n, lr, b1, b2, eps, wd, t);
+    return DT_OK;
+}
+
+/* ---------------------------------------------------------------- casts */
+
+static dt_status c_cast_to16(backend *be, dt_dtype t, const float *in, uint16_t *out, size_t n)
+{
+    (void)be;
+    cpu_cast_f32_to_16(t, in, out, n);
+    return DT_OK;
+}
+
+static dt_status c_cast_to32(backend *be, dt_dtype t, const uint16_t *in, float *out, size_t n)
+{
+    (void)be;
+    cpu_cast_16_to_f32(t, in, out, n);
+    return DT_OK;
+}
+
+static dt_status c_round16(backend *be, dt_dtype t, const float *in, float *out, size_t n)
+{
+    (void)be;
+    cpu_round16(t, in, out, n);
+    return DT_OK;
+}
+
+/* The multiplies one at a time, in float, as the optimizer applies the unscale and then the clip
+ * coefficient to 16-bit gradients (two roundings, not one by m1 * m2). */
+static void scale2(float *g, size_t n, float m1, float m2)
+{
+    if (m1 != 1.0f)
+        for (size_t i = 0; i < n; i++) g[i] *= m1;
+    if (m2 != 1.0f)
+        for (size_t i = 0; i < n; i++) g[i] *= m2;
+}
+
+static dt_status c_widen_scaled(backend *be, dt_dtype t, const uint16_t *in, float *out, size_t n, float m1, float m2)
+{
+    (void)be;
+    cpu_cast_16_to_f32(t, in, out, n);
+    scale2(out, n, m1, m2);
+    return DT_OK;
+}
+
+/* ---------------------------------------------------------------- finite checks and reductions */
+
+static dt_status c_scale_count(backend *be, dt_dtype t, void *buf, size_t n, float mul, size_t *bad)
+{
+    (void)be;
+    if (t == DT_F32) {
+        *bad = mul == 1.0f ? cpu_count_nonfinite(buf, n) : cpu_unscale_count_nonfinite(buf, n, mul);
+        return DT_OK;
+    }
+    if (mul == 1.0f) {
+        *bad = cpu_count_nonfinite16(t, buf, n);
+        return DT_OK;
+    }
+    float g[BLK];
+    *bad = 0;
+    for (size_t off = 0; off < n; off += BLK) {
+        const size_t c = n - off < BLK ? n - off : BLK;
+        uint16_t *p = (uint16_t *)buf + off;
+        cpu_cast_16_to_f32(t, p, g, c);
+        *bad += cpu_unscale_count_nonfinite(g, c, mul);
+        cpu_cast_f32_to_16(t, g, p, c);
+    }
+    return DT_OK;
+}
+
+static dt_status c_flag_nonfinite(backend *be, dt_dtype t, const void *buf, size_t n, int *flag, int stamp, int since)
+{
+    (void)be;
+    if (*flag >= since) return DT_OK; /* already found in this group: no need to look again */
+    const size_t bad = t == DT_F32 ? cpu_count_nonfinite(buf, n) : cpu_count_nonfinite16(t, buf, n);
+    if (bad) *flag = stamp;
+    return DT_OK;
+}
+
+static dt_status c_sum_squares(backend *be, dt_dtype t, const void *buf, size_t n, float m1, float m2, double *out)
+{
+    (void)be;
+    double lane[CPU_SUMSQ_LANES] = {0};
+    if (t == DT_F32 && m1 == 1.0f && m2 == 1.0f) {
+        cpu_sumsq_lanes(buf, n, lane);
+    } else {
+        /* Widened (or copied) a block at a time and scaled as the optimizer step will; blocks are
+         * multiples of the lanes, so lanes line up with the plain fp32 path's. */
+        float g[BLK];
+        for (size_t off = 0; off < n; off += BLK) {
+            const size_t c = n - off < BLK ? n - off : BLK;
+            if (t == DT_F32)
+                memcpy(g, (const float *)buf + off, c * sizeof *g);
+            else
+                cpu_cast_16_to_f32(t, (const uint16_t *)buf + off, g, c);
+            scale2(g, c, m1, m2);
+            cpu_sumsq_lanes(g, c, lane);
+        }
+    }
+    *out = cpu_sumsq_total(lane);
+    return DT_OK;
+}
+
+static dt_status c_accum_grads(backend *be, dt_dtype t, void *gv, float *acc, size_t n, int add, int store)
+{
+    (void)be;
+    if (t == DT_F32) {
+        float *g = gv;
+        if (add)
+            for (size_t j = 0; j < n; j++) g[j] += acc[j];
+        if (store) memcpy(acc, g, n * sizeof *g);
+        return DT_OK;
+    }
+    /* 16-bit gradients: widened in blocks, the sum added in fp32, rounded once back. */
+    float g[BLK];
+    uint16_t *g16 = gv;
+    for (size_t o = 0; o < n; o += BLK) {
+        const size_t c = n - o < BLK ? n - o : BLK;
+        cpu_cast_16_to_f32(t, g16 + o, g, c);
+        if (add)
+            for (size_t i = 0; i < c; i++) g[i] += acc[o + i];
+        if (store) memcpy(acc + o, g, c * sizeof *g);
+        if (add) cpu_cast_f32_to_16(t, g, g16 + o, c);
+    }
+    return DT_OK;
+}
+
+/* ---------------------------------------------------------------- the table */
+
+static const backend_ops cpu_ops = {
+    .name = "cpu",
+    .host_memory = 1,
+    .keeps_params16 = 0,
+    .grads16 = 1,
+    .alloc = c_alloc,
+    .free = c_free,
+    .to_device = c_copy,
+    .to_host = c_copy,
+    .to_device_async = c_copy,
+    .sync = c_ok,
+    .settle = c_ok,
+    .last_status = c_ok,
+    .stream = c_stream,
+    .set_stream = c_set_stream,
+    .mem_info = c_mem_info,
+    .owns = c_owns,
+    .gemm = c_gemm,
+    .linear_fwd = c_linear_fwd,
+    .linear_bwd = c_linear_bwd,
+    .conv_ws_floats = c_conv_ws_floats,
+    .conv_fwd = c_conv_fwd,
+    .conv_bwd_data = c_conv_bwd_data,
+    .conv_bwd_filter = c_conv_bwd_filter,
+    .relu_fwd = c_relu_fwd,
+    .relu_bwd = c_relu_bwd,
+    .maxpool_fwd = c_maxpool_fwd,
+    .maxpool_bwd = c_maxpool_bwd,
+    .softmax_xent = c_softmax_xent,
+    .sgd = c_sgd,
+    .adamw = c_adamw,
+    .cast_to16 = c_cast_to16,
+    .cast_to32 = c_cast_to32,
+    .round16 = c_round16,
+    .widen_scaled = c_widen_scaled,
+    .scale_count = c_scale_count,
+    .flag_nonfinite = c_flag_nonfinite,
+    .sum_squares = c_sum_squares,
+    .accum_grads = c_accum_grads,
+    .scratch16 = cpu_scratch16,
+    .layer_fc_fwd = cpu_layer_fc_fwd,
+    .layer_fc_bwd = cpu_layer_fc_bwd,
+    .layer_conv_fwd = cpu_layer_conv_fwd,
+    .layer_conv_bwd = cpu_layer_conv_bwd,
+    .layer_pool_fwd = cpu_layer_pool_fwd,
+    .layer_pool_bwd = cpu_layer_pool_bwd,
+    .layer_relu_fwd = cpu_layer_relu_fwd,
+    .layer_relu_bwd = cpu_layer_relu_bwd,
+    .layer_loss = pass_layer_loss,
+    .layer_logits32 = pass_layer_logits32,
+};
+
+static backend cpu_backend = {&cpu_ops, NULL};
+
+backend *backend_cpu(void) { return &cpu_backend; }

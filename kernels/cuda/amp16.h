@@ -1,0 +1,50 @@
+/*
+ * cuda/amp16.h - the 16-bit launchers of the CUDA backend that its layer entries are built from
+ * (kernels/cuda/layers.cu), declared for C so that tests/gpu/test_cuda_ops.c checks each against
+ * the CPU on its own. Only in CUDA builds; device pointers; 16-bit values are uint16_t bit
+ * patterns of type t (DT_F16 or DT_BF16); all on the backend's stream, each returning its status
+ * (a failed launch or cuBLAS call, DT_ERR_DEVICE).
+ */
+#ifndef DT_KERNELS_CUDA_AMP16_H
+#define DT_KERNELS_CUDA_AMP16_H
+
+#include "kernels/ops.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Row-major C(m,n) = op(A) op(B) + beta C, A and B 16-bit of type t, accumulated in fp32 on the
+ * tensor cores (cublasGemmEx, CUBLAS_COMPUTE_32F); C of type ct: DT_F32, or t (rounded once). */
+dt_status cuda_gemm16(dt_dtype t, int trans_a, int trans_b, int m, int n, int k, const uint16_t *a, int lda,
+                      const uint16_t *b, int ldb, float beta, void *c, dt_dtype ct, int ldc);
+/* y = x < 0 ? 0 : x (NaN passes); dx = y > 0 ? dy : 0 (dx may alias dy). */
+dt_status cuda_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, size_t n);
+dt_status cuda_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n);
+/* y16(rows, cols) = round(y32 + b16 widened, per column). */
+dt_status cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16, int rows, int cols);
+/* db[j] = sum over the rows of dy16[i][j], in fp32, rows in order. */
+dt_status cuda_col_sums16(dt_dtype t, const uint16_t *dy, int rows, int cols, float *db);
+/* Convolutions with 16-bit columns and tensor-core GEMMs (fp32 accumulation), the layouts and
+ * workspace (conv_ws_floats) of the fp32 ones. fwd: y = round(conv(x, w) + b) via fp32 scratch y32
+ * (batch x O x Ho x Wo floats), b may be NULL; bwd_data: dx = round(conv^T(dy, w)) via fp32 scratch
+ * dx32 (batch x C x H x W floats); bwd_filter: dw (fp32, overwritten) and db (fp32, NULL to skip). */
+dt_status cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *w, const uint16_t *b,
+                          float *y32, uint16_t *y, float *ws);
+dt_status cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *dy, const uint16_t *w, float *dx32,
+                               uint16_t *dx, float *ws);
+dt_status cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *dy, float *dw,
+                                 float *db, float *ws);
+/* Max pooling of 16-bit values: the fp32 op on the widened values, exactly, with the same idx. */
+dt_status cuda_maxpool16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, int32_t *idx, int batch, int c, int h, int w,
+                             int k);
+dt_status cuda_maxpool16_bwd(const uint16_t *dy, const int32_t *idx, uint16_t *dx, int batch, int c, int h, int w,
+                             int k);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

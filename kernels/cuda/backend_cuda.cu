@@ -1,0 +1,295 @@
+/*
+ * cuda/backend_cuda.cu - the CUDA backend (kernels/backend.h): its state (the stream, the one
+ * cuBLAS handle of the process bound to it, the reduction scratch), device memory, and the table
+ * that gathers the ops of the other files, each kernel beside the host function that launches it:
+ * gemm.cu (GEMMs, bias, fully connected, the 16-bit GEMMs), conv.cu (convolutions, one templated
+ * driver for fp32 and 16-bit columns), elementwise.cu (ReLU, casts and rounding, 16-bit ReLU and
+ * column sums), pool.cu, loss.cu, optim.cu, reduce.cu (finite checks, norms, accumulation) and
+ * layers.cu (the layer entries in any precision).
+ *
+ * Semantics follow the CPU backend (kernels/cpu/), the oracle of tests/gpu/test_cuda_ops.c:
+ *   - GEMMs are cublasSgemm / cublasSgemmStridedBatched in cuBLAS's default math mode (fp32
+ *     arithmetic; no TF32 unless NVIDIA_TF32_OVERRIDE turns it on). backend.h is row-major and
+ *     cuBLAS column-major: the memory of a row-major matrix is its transpose in column-major, so
+ *     C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, i.e. cuBLAS gets B first and n, m
+ *     swapped (as launch/bench_gemm_cuda.c does).
+ *   - Elementwise ops use the __fmul_rn/__fadd_rn intrinsics where the CPU rounds each operation
+ *     (nvcc would otherwise contract a*b+c into one FMA), so SGD and ReLU match bit for bit; AdamW
+ *     follows the CPU's AVX2 path, FMAs included.
+ *   - Reductions (bias gradients, the loss, the non-finite counts and norms) run in a fixed order
+ *     with no float atomics, so results repeat bit for bit run to run on the same GPU model.
+ *
+ * Errors: every entry returns its status (launches checked with cudaGetLastError, cuBLAS statuses,
+ * copies); a kernel's execution error shows at the next entry that waits for the stream. State is
+ * process-wide, created on the device current when backend_cuda() is first called; one thread at
+ * a time, one device per process (one rank per GPU, as dtrain runs).
+ */
+#include "kernels/cuda/cuda_internal.cuh"
+#include "kernels/pass_common.h"
+
+cudaStream_t g_stream;          /* NULL: the default stream */
+static cublasHandle_t g_blas;   /* the one cuBLAS handle, bound to g_stream */
+static ops_scratch *g_scratch;  /* cudaMalloc'ed on first use */
+
+const char *cublas_name(cublasStatus_t st) { return cublasGetStatusName(st); }
+const char *cublas_text(cublasStatus_t st) { return cublasGetStatusString(st); }
+
+dt_status cuda_err(cudaError_t e, const char *op, const char *what)
+{
+    if (e == cudaSuccess) return DT_OK;
+    return status_set_error(e == cudaErrorMemoryAllocation ? DT_ERR_NOMEM : DT_ERR_DEVICE,
+                            "cuda %s: %s failed: %s (%s) (the error may come from any earlier kernel on the "
+                            "stream)", op, what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+/* A failed launch (bad configuration, no device, no kernel image for this GPU) shows up here; so
+ * may an earlier asynchronous error of the same context, which is then reported too. */
+dt_status check_launch(const char *op, const char *kernel, size_t n)
+{
+    const cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return DT_OK;
+    return status_set_error(DT_ERR_DEVICE,
+                            "cuda %s: launching %s for %zu elements failed: %s (%s); check that the GPU is healthy "
+                            "and that dtrain was built for its compute capability (CMAKE_CUDA_ARCHITECTURES)",
+                            op, kernel, n, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+unsigned int grid_for(size_t n, size_t max_blocks)
+{
+    const size_t blocks = (n + OPS_BLOCK - 1) / OPS_BLOCK;
+    return (unsigned int)(blocks < max_blocks ? (blocks ? blocks : 1) : max_blocks);
+}
+
+/* The handle is made once (by backend_cuda, or the first GEMM of a caller that skipped it) and
+ * follows the stream set since. */
+dt_status blas(const char *op, cublasHandle_t *h)
+{
+    *h = g_blas;
+    if (g_blas) return DT_OK;
+    cublasHandle_t nh;
+    cublasStatus_t st = cublasCreate(&nh);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return status_set_error(DT_ERR_DEVICE, "cuda %s: cublasCreate failed: %s (%s); check that a GPU is visible "
+                                "and has free memory", op, cublas_name(st), cublas_text(st));
+    if ((st = cublasSetStream(nh, g_stream)) != CUBLAS_STATUS_SUCCESS) {
+        cublasDestroy(nh);
+        return status_set_error(DT_ERR_DEVICE, "cuda %s: cublasSetStream failed: %s (%s)", op, cublas_name(st),
+                                cublas_text(st));
+    }
+    *h = g_blas = nh;
+    return DT_OK;
+}
+
+dt_status scratch(const char *op, ops_scratch **s)
+{
+    *s = g_scratch;
+    if (g_scratch) return DT_OK;
+    void *p = NULL;
+    const cudaError_t e = cudaMalloc(&p, sizeof(ops_scratch));
+    if (e != cudaSuccess)
+        return status_set_error(e == cudaErrorMemoryAllocation ? DT_ERR_NOMEM : DT_ERR_DEVICE,
+                                "cuda %s: cudaMalloc of %zu bytes of reduction scratch failed: %s (%s)", op,
+                                sizeof(ops_scratch), cudaGetErrorName(e), cudaGetErrorString(e));
+    *s = g_scratch = (ops_scratch *)p;
+    return DT_OK;
+}
+
+/* Copies the reduction result back and waits for the stream. */
+dt_status fetch_result(const char *op, ops_result *r)
+{
+    cudaError_t e = cudaMemcpyAsync(r, &g_scratch->res, sizeof *r, cudaMemcpyDeviceToHost, g_stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(g_stream);
+    return cuda_err(e, op, "copying the result back");
+}
+
+/* ---------------------------------------------------------------- memory and streams */
+
+static dt_status g_alloc(backend *be, size_t bytes, const char *what, void **out)
+{
+    (void)be;
+    *out = NULL;
+    const size_t n = bytes ? bytes : 1;
+    /* Zeroed, like the CPU's calloc, so a fresh model holds the same values on either backend. */
+    cudaError_t e = cudaMalloc(out, n);
+    if (e == cudaSuccess) e = cudaMemset(*out, 0, n);
+    if (e == cudaSuccess) return DT_OK;
+    size_t fr = 0, tot = 0;
+    if (*out) cudaFree(*out);
+    *out = NULL;
+    cudaGetLastError(); /* clear the non-sticky error state of an OOM */
+    cudaMemGetInfo(&fr, &tot);
+    return status_set_error(DT_ERR_NOMEM, "out of GPU memory for %s: asked %.1f MiB, %.1f MiB free of %.1f MiB (%s): "
+                            "use a smaller --batch, or --precision bf16 (16-bit activations take half the memory)",
+                            what, (double)n / 1048576.0, (double)fr / 1048576.0, (double)tot / 1048576.0,
+                            cudaGetErrorString(e));
+}
+
+static void g_free(backend *be, void *p)
+{
+    (void)be;
+    if (p) cudaFree(p);
+}
+
+static dt_status g_copy(void *dst, const void *src, size_t bytes, int to_device)
+{
+    if (!bytes) return DT_OK;
+    const cudaError_t e = cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) return DT_OK;
+    return status_set_error(DT_ERR_DEVICE, "copying %zu bytes %s the GPU failed: %s (%s)", bytes,
+                            to_device ? "to" : "from", cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+static dt_status g_to_device(backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    return g_copy(dst, src, bytes, 1);
+}
+
+static dt_status g_to_host(backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    return g_copy(dst, src, bytes, 0);
+}
+
+static dt_status g_to_device_async(backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    if (!bytes) return DT_OK;
+    return cuda_err(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_stream), "to_device_async",
+                    "copying to the GPU");
+}
+
+static dt_status g_sync(backend *be)
+{
+    (void)be;
+    return cuda_err(cudaStreamSynchronize(g_stream), "sync", "waiting for the stream");
+}
+
+static dt_status g_settle(backend *be)
+{
+    (void)be;
+    return cuda_err(cudaDeviceSynchronize(), "settle", "waiting for the device");
+}
+
+static dt_status g_last_status(backend *be)
+{
+    (void)be;
+    return cuda_err(cudaPeekAtLastError(), "last_status", "earlier work");
+}
+
+static void *g_stream_of(backend *be)
+{
+    (void)be;
+    return (void *)g_stream;
+}
+
+static dt_status g_set_stream(backend *be, void *stream)
+{
+    (void)be;
+    cublasHandle_t h;
+    TRY(blas("set_stream", &h));
+    const cublasStatus_t st = cublasSetStream(h, (cudaStream_t)stream);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return status_set_error(DT_ERR_DEVICE, "cuda set_stream: cublasSetStream(%p) failed: %s (%s)", stream,
+                                cublas_name(st), cublas_text(st));
+    g_stream = (cudaStream_t)stream;
+    return DT_OK;
+}
+
+static void g_mem_info(backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)be;
+    if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) {
+        cudaGetLastError();
+        *free_bytes = *total_bytes = 0;
+    }
+}
+
+extern "C" int backend_is_device_ptr(const void *p)
+{
+    if (!p) return 0;
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError(); /* an unregistered host pointer on old runtimes, or no device at all */
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+static int g_owns(backend *be, const void *p)
+{
+    (void)be;
+    return backend_is_device_ptr(p);
+}
+
+/* ---------------------------------------------------------------- the table */
+
+static const backend_ops cuda_ops = {
+    /* .name = */ "cuda",
+    /* .host_memory = */ 0,
+    /* .keeps_params16 = */ 1,
+    /* .grads16 = */ 0,
+    /* .alloc = */ g_alloc,
+    /* .free = */ g_free,
+    /* .to_device = */ g_to_device,
+    /* .to_host = */ g_to_host,
+    /* .to_device_async = */ g_to_device_async,
+    /* .sync = */ g_sync,
+    /* .settle = */ g_settle,
+    /* .last_status = */ g_last_status,
+    /* .stream = */ g_stream_of,
+    /* .set_stream = */ g_set_stream,
+    /* .mem_info = */ g_mem_info,
+    /* .owns = */ g_owns,
+    /* .gemm = */ cuda_gemm,
+    /* .linear_fwd = */ cuda_linear_fwd,
+    /* .linear_bwd = */ cuda_linear_bwd,
+    /* .conv_ws_floats = */ cuda_conv_ws_floats,
+    /* .conv_fwd = */ cuda_conv_fwd,
+    /* .conv_bwd_data = */ cuda_conv_bwd_data,
+    /* .conv_bwd_filter = */ cuda_conv_bwd_filter,
+    /* .relu_fwd = */ cuda_relu_fwd,
+    /* .relu_bwd = */ cuda_relu_bwd,
+    /* .maxpool_fwd = */ cuda_maxpool_fwd,
+    /* .maxpool_bwd = */ cuda_maxpool_bwd,
+    /* .softmax_xent = */ cuda_softmax_xent,
+    /* .sgd = */ cuda_sgd,
+    /* .adamw = */ cuda_adamw,
+    /* .cast_to16 = */ cuda_cast_to16,
+    /* .cast_to32 = */ cuda_cast_to32,
+    /* .round16 = */ cuda_round16,
+    /* .widen_scaled = */ cuda_widen_scaled,
+    /* .scale_count = */ cuda_scale_count,
+    /* .flag_nonfinite = */ cuda_flag_nonfinite,
+    /* .sum_squares = */ cuda_sum_squares,
+    /* .accum_grads = */ cuda_accum_grads,
+    /* .scratch16 = */ cuda_scratch16,
+    /* .layer_fc_fwd = */ cuda_layer_fc_fwd,
+    /* .layer_fc_bwd = */ cuda_layer_fc_bwd,
+    /* .layer_conv_fwd = */ cuda_layer_conv_fwd,
+    /* .layer_conv_bwd = */ cuda_layer_conv_bwd,
+    /* .layer_pool_fwd = */ cuda_layer_pool_fwd,
+    /* .layer_pool_bwd = */ cuda_layer_pool_bwd,
+    /* .layer_relu_fwd = */ cuda_layer_relu_fwd,
+    /* .layer_relu_bwd = */ cuda_layer_relu_bwd,
+    /* .layer_loss = */ pass_layer_loss,
+    /* .layer_logits32 = */ pass_layer_logits32,
+};
+
+static backend cuda_backend = {&cuda_ops, NULL};
+static int g_ready; /* backend_cuda succeeded once */
+
+extern "C" dt_status backend_cuda(backend **out)
+{
+    *out = NULL;
+    /* The handle made (and checked) now rather than at the first GEMM, so that a GPU without
+     * cuBLAS fails here, where the caller chose the device. */
+    TRY(g_set_stream(&cuda_backend, NULL));
+    g_ready = 1;
+    *out = &cuda_backend;
+    return DT_OK;
+}
+
+extern "C" backend *backend_cuda_if_ready(void) { return g_ready ? &cuda_backend : NULL; }
+
+extern "C" const backend_ops *backend_cuda_ops(void) { return &cuda_ops; }
