@@ -49,7 +49,5 @@ struct dt_reducer {
     dt_reducer_stats stats;
 };
 
-/* Starts bucket b on whoever carries it (reducer_step.c). */
-dt_status reducer_start_bucket(dt_reducer *r, int b);
 
 #endif

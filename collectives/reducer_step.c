@@ -19,7 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-dt_status reducer_start_bucket(dt_reducer *r, int b)
+/* Starts bucket b on whoever carries it: the engine, or the device backend. */
+static dt_status reducer_start_bucket(dt_reducer *r, int b)
 {
     const bucket *bk = &r->plan.b[b];
     r->started[b] = 1;

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *ckpt_optim_name(uint32_t kind)
+static const char *ckpt_optim_name(uint32_t kind)
 {
     if (kind == DT_OPTIM_SGD) return "sgd";
     if (kind == DT_OPTIM_ADAMW) return "adamw";

@@ -259,7 +259,6 @@ typedef struct ckpt_state {
 
 /* Shared checks (ckpt_apply.c). label names the section in messages ("section 0", "section
  * \"params\""). */
-const char *ckpt_optim_name(uint32_t kind);
 /* The optimizer kind and step counter and the moment counts (floats) for np parameters, against
  * what each kind keeps (DT_ERR_CORRUPT) and, when o is not NULL, against o (DT_ERR_INVALID_ARG).
  * fields names where kind and t were found ("header field"). */

@@ -517,10 +517,10 @@ static dt_status tasks_per_node_scan(const char *what, const char *s, int *count
     return DT_OK;
 }
 
-dt_status tasks_per_node_parse(const char *what, const char *s, int **counts, int *n)
+dt_status hostlist_tasks_per_node_parse(const char *what, const char *s, int **counts, int *n)
 {
     if (counts == NULL || n == NULL)
-        return status_set_error(DT_ERR_INTERNAL, "tasks_per_node_parse called with a NULL output pointer");
+        return status_set_error(DT_ERR_INTERNAL, "hostlist_tasks_per_node_parse called with a NULL output pointer");
     *counts = NULL;
     *n = 0;
     if (s == NULL)

@@ -48,6 +48,6 @@ void hostlist_free(char **names, int count);
  * are separated by commas. Digits only: no signs, blanks or other text; numbers must fit an int and
  * the total must not exceed HOSTLIST_MAX_ENTRIES entries. what names the source for messages (NULL:
  * "tasks per node"). On success *counts holds *n (>= 1) ints; release it with free(). */
-dt_status tasks_per_node_parse(const char *what, const char *s, int **counts, int *n);
+dt_status hostlist_tasks_per_node_parse(const char *what, const char *s, int **counts, int *n);
 
 #endif

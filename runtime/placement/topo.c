@@ -93,7 +93,7 @@ static dt_status topo_read_slurm(topo_getenv_fn get, void *arg, topo_env *e)
                                                            : NULL;
     if (tv && e->node >= 0) {
         int *counts = NULL, n = 0;
-        if ((s = tasks_per_node_parse(tv, get(tv, arg), &counts, &n))) return s;
+        if ((s = hostlist_tasks_per_node_parse(tv, get(tv, arg), &counts, &n))) return s;
         if (e->node < n) {
             e->local_size = counts[e->node];
             e->local_size_var = tv;

@@ -43,7 +43,7 @@ static void check_tasks(const char *s)
 {
     int *counts = (int *)1;
     int n = -7;
-    if (tasks_per_node_parse("SLURM_TASKS_PER_NODE", s, &counts, &n) != DT_OK) {
+    if (hostlist_tasks_per_node_parse("SLURM_TASKS_PER_NODE", s, &counts, &n) != DT_OK) {
         FUZZ_CHECK(counts == NULL && n == 0, "a failure left counts %p, n %d", (void *)counts, n);
         return;
     }

@@ -319,7 +319,7 @@ static void test_hostlist_caller_bugs(void **state)
     assert_int_equal(hostlist_parse("X", "a", &names, NULL), DT_ERR_INTERNAL);
 }
 
-/* ================================================================ tasks_per_node_parse: accepted */
+/* ================================================================ hostlist_tasks_per_node_parse: accepted */
 
 typedef struct tpn_ok_case {
     const char *input;
@@ -345,14 +345,14 @@ static void test_tasks_per_node_accepts(void **state)
         int *counts = counts_sentinel;
         int n = -1;
         status_clear_error();
-        dt_status st = tasks_per_node_parse("SLURM_TASKS_PER_NODE", cases[i].input, &counts, &n);
+        dt_status st = hostlist_tasks_per_node_parse("SLURM_TASKS_PER_NODE", cases[i].input, &counts, &n);
         if (st != DT_OK)
-            fail_msg("tasks_per_node_parse('%s') failed: %s", cases[i].input, dt_last_error());
+            fail_msg("hostlist_tasks_per_node_parse('%s') failed: %s", cases[i].input, dt_last_error());
         if (n != cases[i].n)
-            fail_msg("tasks_per_node_parse('%s'): %d entries, expected %d", cases[i].input, n, cases[i].n);
+            fail_msg("hostlist_tasks_per_node_parse('%s'): %d entries, expected %d", cases[i].input, n, cases[i].n);
         for (int j = 0; j < n; j++)
             if (counts[j] != cases[i].expected[j])
-                fail_msg("tasks_per_node_parse('%s'): entry %d is %d, expected %d", cases[i].input, j,
+                fail_msg("hostlist_tasks_per_node_parse('%s'): entry %d is %d, expected %d", cases[i].input, j,
                          counts[j], cases[i].expected[j]);
         free(counts);
     }
@@ -363,7 +363,7 @@ static void test_tasks_per_node_at_the_limit(void **state)
     (void)state;
     int *counts;
     int n;
-    assert_int_equal(tasks_per_node_parse("SLURM_TASKS_PER_NODE", "16(x999999),4", &counts, &n), DT_OK);
+    assert_int_equal(hostlist_tasks_per_node_parse("SLURM_TASKS_PER_NODE", "16(x999999),4", &counts, &n), DT_OK);
     assert_int_equal(n, 1000000);
     assert_int_equal(counts[0], 16);
     assert_int_equal(counts[999998], 16);
@@ -371,7 +371,7 @@ static void test_tasks_per_node_at_the_limit(void **state)
     free(counts);
 }
 
-/* ================================================================ tasks_per_node_parse: rejected */
+/* ================================================================ hostlist_tasks_per_node_parse: rejected */
 
 typedef struct tpn_bad_case {
     const char *input;
@@ -422,9 +422,9 @@ static void test_tasks_per_node_rejects(void **state)
         int n = 77;
         char quoted[256];
         status_clear_error();
-        dt_status st = tasks_per_node_parse("SLURM_TASKS_PER_NODE", cases[i].input, &counts, &n);
+        dt_status st = hostlist_tasks_per_node_parse("SLURM_TASKS_PER_NODE", cases[i].input, &counts, &n);
         if (st != DT_ERR_ENV)
-            fail_msg("tasks_per_node_parse('%s') returned %d, expected DT_ERR_ENV", cases[i].input, (int)st);
+            fail_msg("hostlist_tasks_per_node_parse('%s') returned %d, expected DT_ERR_ENV", cases[i].input, (int)st);
         assert_null(counts);
         assert_int_equal(n, 0);
         snprintf(quoted, sizeof quoted, "SLURM_TASKS_PER_NODE='%s' is not a valid tasks-per-node list: ",
@@ -439,17 +439,17 @@ static void test_tasks_per_node_unset_and_generic_name(void **state)
     (void)state;
     int *counts = counts_sentinel;
     int n = 77;
-    assert_int_equal(tasks_per_node_parse("SLURM_TASKS_PER_NODE", NULL, &counts, &n), DT_ERR_ENV);
+    assert_int_equal(hostlist_tasks_per_node_parse("SLURM_TASKS_PER_NODE", NULL, &counts, &n), DT_ERR_ENV);
     assert_null(counts);
     assert_int_equal(n, 0);
     assert_string_equal(dt_last_error(), "SLURM_TASKS_PER_NODE is not set");
 
-    assert_int_equal(tasks_per_node_parse(NULL, "2(x3", &counts, &n), DT_ERR_ENV);
+    assert_int_equal(hostlist_tasks_per_node_parse(NULL, "2(x3", &counts, &n), DT_ERR_ENV);
     expect_error_contains("tasks-per-node list '2(x3' is not valid: the '(' at position 2 is never closed");
     expect_error_contains("expected comma-separated task counts such as 2(x3),1");
 
-    assert_int_equal(tasks_per_node_parse("X", "1", NULL, &n), DT_ERR_INTERNAL);
-    assert_int_equal(tasks_per_node_parse("X", "1", &counts, NULL), DT_ERR_INTERNAL);
+    assert_int_equal(hostlist_tasks_per_node_parse("X", "1", NULL, &n), DT_ERR_INTERNAL);
+    assert_int_equal(hostlist_tasks_per_node_parse("X", "1", &counts, NULL), DT_ERR_INTERNAL);
 }
 
 int main(void)
