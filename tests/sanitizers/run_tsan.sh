@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# run_tsan.sh BUILD_DIR - ThreadSanitizer over the code that runs threads: the communication engine
+# (collectives/engine.c: its thread against the training thread) through the collectives and the
+# reducer at 2 and 3 ranks, the thread-stack and bucket unit tests, and a 2-rank `dtrain train` with
+# overlapped buckets and the background loader. BUILD_DIR must be configured with
+# -DDTRAIN_CUDA=OFF -DDTRAIN_SANITIZE=thread (`make test-tsan` does it). Fails on any report that
+# tests/sanitizers/tsan.supp does not name (third-party code only) and on any failing run.
+set -u
+build=${1:?usage: run_tsan.sh BUILD_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+export TSAN_OPTIONS="suppressions=$here/tsan.supp halt_on_error=0 exitcode=66 second_deadlock_stack=1"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 DTRAIN_DEVICE=cpu
+logs=$build/tsan-logs; rm -rf "$logs"; mkdir -p "$logs"
+fail=0
+run() { # run NAME COMMAND...
+    local name=$1; shift
+    local t0=$SECONDS
+    timeout 600 "$@" > "$logs/$name.log" 2>&1
+    local rc=$? reports
+    reports=$(grep -c 'WARNING: ThreadSanitizer' "$logs/$name.log")
+    if [ "$rc" -ne 0 ] || [ "$reports" -ne 0 ]; then
+        echo "FAIL $name: exit $rc, $reports ThreadSanitizer reports ($logs/$name.log)"
+        grep -A14 'WARNING: ThreadSanitizer' "$logs/$name.log" | head -60
+        fail=1
+    else
+        echo "ok   $name ($((SECONDS - t0)) s, no reports)"
+    fi
+}
+mpirun=(mpirun -x TSAN_OPTIONS)
+run unit.thread_stack "$build/tests/test_thread_stack"
+run unit.bucket "$build/tests/test_bucket"
+for np in 2 3; do
+    run coll.np$np "${mpirun[@]}" -np $np "$build/tests/test_coll"
+    run reducer.np$np "${mpirun[@]}" -np $np "$build/tests/test_reducer"
+done
+run accum_clip.np2 "${mpirun[@]}" -np 2 "$build/tests/test_accum_clip"
+run train.np2 "${mpirun[@]}" -np 2 "$build/dtrain" train --model mlp --batch 32 --steps 20 --bucket-mb 0.5 \
+    --loader-threads 1 --log-every 10
+exit $fail
