@@ -132,7 +132,7 @@ static void test_spec_bounds(void **st)
 
 /* Whole-model gradient check: central differences of the mean loss around fp32 parameters.
  * This catches wiring mistakes (a wrong buffer, offset or layer order gives errors of order 1);
- * the per-op checks in test_kernels hold each op to fp64 references tightly. Here the forward
+ * the per-op checks in test_kernels_*.c hold each op to fp64 references tightly. Here the forward
  * runs in fp32 and ReLU/max-pool kinks can fall inside a difference step, so the bound is on the
  * whole gradient vector (1%) plus a per-element sanity bound. */
 static void grad_check(const char *spec, const char *input, int batch)

@@ -1,0 +1,188 @@
+/*
+ * test_cuda_ops_amp16.c - the 16-bit ops of mixed precision (kernels/cuda/amp16.h), on values
+ * already in bf16 or fp16, against the fp32 CPU ops on the widened values: GEMMs in every transpose,
+ * rounding, ReLU (aligned and not), bias-and-round, column sums and convolutions.
+ *
+ * Tolerances: GEMMs and convolutions with an fp32 result within 1e-4 of max |cpu| (the products are
+ * exact in fp32; only the summation order differs); with a 16-bit result within one rounding: 8e-3
+ * (bf16) or 1e-3 (fp16) of max |cpu|. ReLU, rounding, bias-and-round and column sums bit for bit
+ * (the same operations in the same order).
+ */
+#include "cuda_ops_fixture.h"
+
+/* ---------------------------------------------------------------- 16-bit ops of mixed precision */
+
+/* n random values of type t: x (fp32, exactly representable in t) and their 16-bit patterns. */
+static void fill16(dt_dtype t, float *x, uint16_t *x16, size_t n, float scale)
+{
+    fill(x, n, scale);
+    cpu_cast_f32_to_16(t, x, x16, n);
+    cpu_cast_16_to_f32(t, x16, x, n);
+}
+
+static uint16_t *dcopy16(const uint16_t *h, size_t n)
+{
+    uint16_t *d = dmalloc(n * 2 + 2);
+    up(d, h, n * 2);
+    return d;
+}
+
+static void check_amp16(void)
+{
+    for (int bf = 0; bf <= 1; bf++) {
+        const dt_dtype t = bf ? DT_BF16 : DT_F16;
+        const char *tn = bf ? "bf16" : "fp16";
+        const double tol16 = bf ? 8e-3 : 1e-3;
+        char what[128];
+
+        /* GEMM: every transpose, fp32 result (beta 0 and 1) and 16-bit result. */
+        const int M = 37, N = 29, K = 45;
+        for (int ta = 0; ta <= 1; ta++)
+            for (int tb = 0; tb <= 1; tb++)
+                for (int out = 0; out < 3; out++) { /* 0: fp32 beta 0; 1: fp32 beta 1; 2: 16-bit */
+                    const int lda = ta ? M : K, ldb = tb ? K : N;
+                    float *a = fmalloc((size_t)M * K), *b = fmalloc((size_t)K * N), *c = fmalloc((size_t)M * N),
+                          *g = fmalloc((size_t)M * N);
+                    uint16_t *a16 = xmalloc((size_t)M * K * 2), *b16 = xmalloc((size_t)K * N * 2),
+                             *g16 = xmalloc((size_t)M * N * 2);
+                    fill16(t, a, a16, (size_t)M * K, 1.0f);
+                    fill16(t, b, b16, (size_t)K * N, 1.0f);
+                    fill(c, (size_t)M * N, 1.0f);
+                    uint16_t *d_a = dcopy16(a16, (size_t)M * K), *d_b = dcopy16(b16, (size_t)K * N);
+                    float *d_c = dcopy(c, (size_t)M * N);
+                    const float beta = out == 1 ? 1.0f : 0.0f;
+                    G16(cuda_gemm16(t, ta, tb, M, N, K, d_a, lda, d_b, ldb, beta, d_c, out == 2 ? t : DT_F32, N));
+                    CPU(gemm, ta, tb, M, N, K, 1.0f, a, lda, b, ldb, beta, c, N);
+                    ops_ok("gemm16");
+                    if (out == 2) {
+                        down(g16, d_c, (size_t)M * N * 2);
+                        cpu_cast_16_to_f32(t, g16, g, (size_t)M * N);
+                    } else {
+                        down(g, d_c, (size_t)M * N * 4);
+                    }
+                    snprintf(what, sizeof what, "gemm16 %s %s%s -> %s%s", tn, ta ? "T" : "N", tb ? "T" : "N",
+                             out == 2 ? tn : "fp32", out == 1 ? " beta 1" : "");
+                    cmp_rel(what, g, c, (size_t)M * N, out == 2 ? tol16 : 1e-4);
+                    cudaFree(d_a), cudaFree(d_b), cudaFree(d_c);
+                    free(a), free(b), free(c), free(g), free(a16), free(b16), free(g16);
+                }
+
+        /* Elementwise: rounding, ReLU forward and backward, bias-and-round, column sums. */
+        const int R = 19, C = 53;
+        const size_t n = (size_t)R * C;
+        float *x = fmalloc(n), *r = fmalloc(n), *gr = fmalloc(n), *y32 = fmalloc(n), *bb = fmalloc(C),
+              *db = fmalloc(C), *gdb = fmalloc(C);
+        uint16_t *x16 = xmalloc(n * 2), *dy16 = xmalloc(n * 2), *y16 = xmalloc(n * 2), *g16 = xmalloc(n * 2),
+                 *b16 = xmalloc(C * 2), *dx16 = xmalloc(n * 2);
+        fill(r, n, 3.0f); /* arbitrary fp32 values to round */
+        fill16(t, x, x16, n, 2.0f);
+        x16[0] = 0x8000u; /* -0 */
+        x16[1] = bf ? 0x7fc0u : 0x7e00u; /* NaN passes ReLU */
+        fill16(t, y32, dy16, n, 1.0f);
+        fill16(t, bb, b16, (size_t)C, 1.0f);
+        fill(y32, n, 4.0f);
+        float *d_r = dcopy(r, n), *d_y32 = dcopy(y32, n), *d_db = dfloats(C);
+        uint16_t *d_x16 = dcopy16(x16, n), *d_dy16 = dcopy16(dy16, n), *d_y16 = dmalloc(n * 2),
+                 *d_b16 = dcopy16(b16, C), *d_dx16 = dmalloc(n * 2);
+        GPU(round16, t, d_r, d_r, n);
+        cpu_round16(t, r, r, n);
+        ops_ok("round16");
+        down(gr, d_r, n * 4);
+        snprintf(what, sizeof what, "round16 %s", tn);
+        cmp_bits(what, gr, r, n, 4);
+
+        /* Offset 0: 16-byte aligned, eight values a thread and the last n % 8 one by one;
+         * offset 1: off alignment, all one by one. */
+        for (int off = 0; off < 2; off++) {
+            const char *how = off ? " unaligned" : "";
+            G16(cuda_relu16_fwd(t, d_x16 + off, d_y16 + off, n - off));
+            cpu_relu16_fwd(t, x16 + off, y16 + off, n - off);
+            G16(cuda_relu16_bwd(t, d_y16 + off, d_dy16 + off, d_dx16 + off, n - off));
+            cpu_relu16_bwd(t, y16 + off, dy16 + off, dx16 + off, n - off);
+            ops_ok(off ? "relu16 unaligned" : "relu16");
+            down(g16, d_y16, n * 2);
+            snprintf(what, sizeof what, "relu16 %s y%s", tn, how);
+            cmp_bits(what, g16, y16, n, 2);
+            down(g16, d_dx16, n * 2);
+            snprintf(what, sizeof what, "relu16 %s dx%s", tn, how);
+            cmp_bits(what, g16, dx16, n, 2);
+        }
+
+        G16(cuda_bias_to16(t, d_y32, d_b16, d_y16, R, C));
+        for (size_t i = 0; i < n; i++) r[i] = y32[i] + bb[i % C];
+        cpu_cast_f32_to_16(t, r, y16, n);
+        ops_ok("bias_to16");
+        down(g16, d_y16, n * 2);
+        snprintf(what, sizeof what, "bias_to16 %s", tn);
+        cmp_bits(what, g16, y16, n, 2);
+
+        G16(cuda_col_sums16(t, d_dy16, R, C, d_db));
+        cpu_cast_16_to_f32(t, dy16, r, n);
+        for (int j = 0; j < C; j++) {
+            float acc = 0.0f;
+            for (int i = 0; i < R; i++) acc += r[(size_t)i * C + j];
+            db[j] = acc;
+        }
+        ops_ok("col_sums16");
+        down(gdb, d_db, C * 4);
+        snprintf(what, sizeof what, "col_sums16 %s", tn);
+        cmp_bits(what, gdb, db, C, 4);
+        cudaFree(d_r), cudaFree(d_y32), cudaFree(d_db), cudaFree(d_x16), cudaFree(d_dy16), cudaFree(d_y16),
+            cudaFree(d_b16), cudaFree(d_dx16);
+        free(x), free(r), free(gr), free(y32), free(bb), free(db), free(gdb), free(x16), free(dy16), free(y16),
+            free(g16), free(b16), free(dx16);
+
+        /* Convolutions: y and dx rounded to t once, against the fp32 CPU ops on the widened values. */
+        /* The last one runs in image groups of 6 + 2 (see check_conv). */
+        const conv_shape shapes[] = {{3, 2, 9, 9, 4, 3, 2, 1, 0, 0},   {5, 3, 10, 11, 6, 4, 3, 2, 0, 0},
+                                     {2, 4, 7, 7, 3, 1, 1, 0, 0, 0},    {4, 8, 14, 14, 16, 3, 1, 1, 0, 0},
+                                     {8, 64, 64, 64, 64, 3, 1, 1, 0, 0}};
+        for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
+            conv_shape cs = shapes[z];
+            if (conv_shape_init(&cs) != DT_OK) {
+                check(0, "conv_shape_init: %s", dt_last_error());
+                continue;
+            }
+            const size_t nx = (size_t)cs.batch * cs.c_in * cs.h * cs.w,
+                         ny = (size_t)cs.batch * cs.c_out * cs.h_out * cs.w_out,
+                         nw = (size_t)cs.c_out * cs.c_in * cs.k * cs.k, no = (size_t)cs.c_out;
+            float *cx = fmalloc(nx), *cw = fmalloc(nw + no), *cdy = fmalloc(ny), *cy = fmalloc(ny), *cdx = fmalloc(nx),
+                  *gy = fmalloc(ny), *gdx = fmalloc(nx);
+            uint16_t *cx16 = xmalloc(nx * 2), *cw16 = xmalloc((nw + no) * 2), *cdy16 = xmalloc(ny * 2),
+                     *gy16 = xmalloc(ny * 2), *gdx16 = xmalloc(nx * 2);
+            fill16(t, cx, cx16, nx, 1.0f);
+            fill16(t, cw, cw16, nw + no, 0.5f); /* weights, then the bias */
+            fill16(t, cdy, cdy16, ny, 1.0f);
+            float *cws = fmalloc(cpu_be->ops->conv_ws_floats(cpu_be, &cs));
+            CPU(conv_fwd, &cs, cx, cw, cw + nw, cy, cws);
+            CPU(conv_bwd_data, &cs, cdy, cw, cdx, cws);
+            uint16_t *d_cx = dcopy16(cx16, nx), *d_cw = dcopy16(cw16, nw + no), *d_cdy = dcopy16(cdy16, ny),
+                     *d_gy = dmalloc(ny * 2), *d_gdx = dmalloc(nx * 2);
+            float *d_y32 = dfloats(ny), *d_dx32 = dfloats(nx);
+            float *d_ws = dfloats(gpu_be->ops->conv_ws_floats(gpu_be, &cs));
+            G16(cuda_conv_fwd16(t, &cs, d_cx, d_cw, d_cw + nw, d_y32, d_gy, d_ws));
+            G16(cuda_conv_bwd_data16(t, &cs, d_cdy, d_cw, d_dx32, d_gdx, d_ws));
+            ops_ok("conv16");
+            down(gy16, d_gy, ny * 2);
+            down(gdx16, d_gdx, nx * 2);
+            cpu_cast_16_to_f32(t, gy16, gy, ny);
+            cpu_cast_16_to_f32(t, gdx16, gdx, nx);
+            snprintf(what, sizeof what, "conv16 %s %dx%dx%dx%d->%d k%d s%d y", tn, cs.batch, cs.c_in, cs.h, cs.w,
+                     cs.c_out, cs.k, cs.stride);
+            cmp_rel(what, gy, cy, ny, tol16);
+            snprintf(what, sizeof what, "conv16 %s %dx%dx%dx%d->%d k%d s%d dx", tn, cs.batch, cs.c_in, cs.h, cs.w,
+                     cs.c_out, cs.k, cs.stride);
+            cmp_rel(what, gdx, cdx, nx, tol16);
+            cudaFree(d_cx), cudaFree(d_cw), cudaFree(d_cdy), cudaFree(d_gy), cudaFree(d_gdx), cudaFree(d_y32),
+                cudaFree(d_dx32), cudaFree(d_ws);
+            free(cx), free(cw), free(cdy), free(cy), free(cdx), free(gy), free(gdx), free(cx16), free(cw16),
+                free(cdy16), free(gy16), free(gdx16), free(cws);
+        }
+    }
+}
+
+int main(void)
+{
+    const cuda_check_fn checks[] = {check_amp16};
+    return cuda_ops_main(NULL, checks, sizeof checks / sizeof *checks);
+}

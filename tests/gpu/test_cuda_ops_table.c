@@ -1,0 +1,85 @@
+/*
+ * test_cuda_ops_table.c - the CUDA table itself: every entry set, its capabilities, the
+ * workspace sizes and the no-op cases (all without a GPU, before the device is looked for), then on
+ * a GPU the stream the ops run on and the statuses the entries return.
+ *
+ * Tolerances: none; every check is exact.
+ */
+#include "cuda_ops_fixture.h"
+
+/* ---------------------------------------------------------------- checks without a GPU */
+
+static void check_no_gpu(void)
+{
+    const backend_ops *k = backend_cuda_ops();
+    check(k != NULL && k->name != NULL && strcmp(k->name, "cuda") == 0,
+          "backend_cuda_ops() returns the \"cuda\" table");
+    if (!k) return;
+    check(!k->host_memory && k->keeps_params16 && !k->grads16,
+          "the CUDA table's capabilities: device memory, a 16-bit parameter copy, fp32 gradients");
+    int listed = 0;
+    const int want = 45, missing = cuda_table_missing(k, &listed);
+    check(missing == 0 && listed == want, "all %d entries of the CUDA table are set (%d NULL)", want, missing);
+    check(k->stream(NULL) == NULL, "the ops start on the default stream");
+
+    /* Workspace sizes are host arithmetic: they must cover the group of images the ops use and
+     * never shrink as the batch grows (a workspace for a batch serves every smaller one). */
+    conv_shape s = {.batch = 8, .c_in = 64, .h = 64, .w = 64, .c_out = 64, .k = 3, .stride = 1, .pad = 1};
+    size_t prev = 0;
+    int monotone = 1, covers = 1;
+    for (int b = 1; b <= 16; b++) {
+        s.batch = b;
+        if (conv_shape_init(&s) != DT_OK) {
+            check(0, "conv_shape_init: %s", dt_last_error());
+            return;
+        }
+        const size_t ws = k->conv_ws_floats(NULL, &s);
+        const size_t one = (size_t)s.h_out * s.w_out * ((size_t)s.c_in * s.k * s.k + s.c_out);
+        monotone &= ws >= prev;
+        covers &= ws >= one && ws % one == 0;
+        prev = ws;
+    }
+    check(monotone && covers, "conv_ws_floats grows with the batch and holds whole images (%zu floats at 16)",
+          prev);
+
+    /* No-op cases return before touching the device. */
+    int correct = -1;
+    double loss = -1;
+    size_t bad1 = 1, bad2 = 1;
+    const dt_status s1 = k->softmax_xent(NULL, NULL, NULL, NULL, 0, 10, 1.0f, &loss, &correct);
+    check(s1 == DT_OK && loss == 0.0 && correct == 0, "softmax_xent with batch 0 returns 0 and correct 0");
+    const dt_status s2 = k->scale_count(NULL, DT_F32, NULL, 0, 1.0f, &bad1);
+    const dt_status s3 = k->scale_count(NULL, DT_F32, NULL, 0, 2.0f, &bad2);
+    check(s2 == DT_OK && s3 == DT_OK && bad1 == 0 && bad2 == 0, "the non-finite counters return 0 for n = 0");
+}
+
+/* ---------------------------------------------------------------- the stream */
+
+/* cuda_ops_main has made the backend and set its stream: the table reports that stream. */
+static void check_set_stream(void)
+{
+    check(gpu_be->ops->stream(gpu_be) == (void *)stream,
+          "backend_cuda and set_stream: the ops run on the test's stream");
+}
+
+/* ---------------------------------------------------------------- error recording */
+
+/* cuBLAS prints "** On entry to SGEMM parameter number 10 had an illegal value" to stderr here:
+ * that is the expected rejection. */
+static void check_errors(void)
+{
+    float *d = dfloats(64);
+    /* lda 0 for a 4x4x4 product: cuBLAS rejects it before touching memory, and the entry says so */
+    const dt_status st = gpu_be->ops->gemm(gpu_be, 0, 0, 4, 4, 4, 1.0f, d, 0, d + 16, 4, 0.0f, d + 32, 4);
+    check(st == DT_ERR_DEVICE && strstr(dt_last_error(), "cublasSgemm") != NULL,
+          "a rejected GEMM returns its status: %d, \"%s\"", (int)st, dt_last_error());
+    cuda_ok(cudaStreamSynchronize(stream), "sync");
+    check(gpu_be->ops->last_status(gpu_be) == DT_OK, "a rejected call leaves no error behind for later calls");
+    cudaFree(d);
+}
+
+int main(void)
+{
+    const cuda_check_fn checks[] = {check_set_stream, check_errors};
+    return cuda_ops_main(check_no_gpu, checks, sizeof checks / sizeof *checks);
+}
