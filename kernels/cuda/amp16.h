@@ -1,6 +1,6 @@
 /*
  * cuda/amp16.h - the 16-bit launchers of the CUDA backend that its layer entries are built from
- * (kernels/cuda/layers.cu), declared for C so that tests/gpu/test_cuda_ops.c checks each against
+ * (kernels/cuda/layers.cu), declared for C so that tests/gpu/test_cuda_ops_*.c checks each against
  * the CPU on its own. Only in CUDA builds; device pointers; 16-bit values are uint16_t bit
  * patterns of type t (DT_F16 or DT_BF16); all on the backend's stream, each returning its status
  * (a failed launch or cuBLAS call, DT_ERR_DEVICE).

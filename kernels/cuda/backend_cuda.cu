@@ -7,7 +7,7 @@
  * column sums), pool.cu, loss.cu, optim.cu, reduce.cu (finite checks, norms, accumulation) and
  * layers.cu (the layer entries in any precision).
  *
- * Semantics follow the CPU backend (kernels/cpu/), the oracle of tests/gpu/test_cuda_ops.c:
+ * Semantics follow the CPU backend (kernels/cpu/), the oracle of tests/gpu/test_cuda_ops_*.c:
  *   - GEMMs are cublasSgemm / cublasSgemmStridedBatched in cuBLAS's default math mode (fp32
  *     arithmetic; no TF32 unless NVIDIA_TF32_OVERRIDE turns it on). backend.h is row-major and
  *     cuBLAS column-major: the memory of a row-major matrix is its transpose in column-major, so
