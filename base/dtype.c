@@ -10,10 +10,10 @@
 size_t dt_dtype_size(dt_dtype t)
 {
     switch (t) {
-    case DT_F32: return 4;
-    case DT_F16:
-    case DT_BF16: return 2;
-    case DT_U8: return 1;
+        case DT_F32: return 4;
+        case DT_F16:
+        case DT_BF16: return 2;
+        case DT_U8: return 1;
     }
     return 0; /* not a dt_dtype: a size of 0 moves nothing rather than a guessed amount */
 }
@@ -21,10 +21,10 @@ size_t dt_dtype_size(dt_dtype t)
 const char *dt_dtype_name(dt_dtype t)
 {
     switch (t) {
-    case DT_F32: return "fp32";
-    case DT_F16: return "fp16";
-    case DT_BF16: return "bf16";
-    case DT_U8: return "u8";
+        case DT_F32: return "fp32";
+        case DT_F16: return "fp16";
+        case DT_BF16: return "bf16";
+        case DT_U8: return "u8";
     }
     return "?";
 }

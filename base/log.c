@@ -42,8 +42,7 @@ static void log_vwrite(log_level l, const char *fmt, va_list ap)
     char line[4096];
     int n;
     if (log_rank >= 0)
-        n = snprintf(line, sizeof line, "%s:%d [rank %d] dtrain %s ", host, (int)getpid(), log_rank,
-                     level_names[l]);
+        n = snprintf(line, sizeof line, "%s:%d [rank %d] dtrain %s ", host, (int)getpid(), log_rank, level_names[l]);
     else
         n = snprintf(line, sizeof line, "%s:%d [rank ?] dtrain %s ", host, (int)getpid(), level_names[l]);
     if (n < 0 || (size_t)n >= sizeof line) n = 0;

@@ -25,20 +25,15 @@
 
 static int parse_is_digit(char c) { return c >= '0' && c <= '9'; }
 
-static int parse_is_space(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
+static int parse_is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
 /* Why a value that fails the syntax check failed, worded for the message. */
 static const char *parse_syntax_reason(const char *value, const char *what)
 {
     size_t n = strlen(value);
-    if (n == 0)
-        return "is empty";
+    if (n == 0) return "is empty";
     /* Blanks are the most common mistake (quoted shell assignments); name them explicitly. */
-    if (parse_is_space(value[0]) || parse_is_space(value[n - 1]))
-        return "has leading or trailing whitespace";
+    if (parse_is_space(value[0]) || parse_is_space(value[n - 1])) return "has leading or trailing whitespace";
     return what;
 }
 
@@ -48,10 +43,7 @@ static int parse_quoted_len(const char *value)
     return strlen(value) > PARSE_MAX_QUOTED ? PARSE_MAX_QUOTED : (int)strlen(value);
 }
 
-static const char *parse_quoted_tail(const char *value)
-{
-    return strlen(value) > PARSE_MAX_QUOTED ? "..." : "";
-}
+static const char *parse_quoted_tail(const char *value) { return strlen(value) > PARSE_MAX_QUOTED ? "..." : ""; }
 
 /* A flag is quoted as typed on the command line ("--timeout 'x'"), a variable as assigned
  * ("DTRAIN_TIMEOUT='x'"). */
@@ -65,12 +57,9 @@ static dt_status parse_bad(const char *name) { return parse_is_flag(name) ? DT_E
 /* True when s is [+-]?[0-9]+ and nothing else. */
 static int parse_int_syntax_ok(const char *s)
 {
-    if (*s == '+' || *s == '-')
-        s++;
-    if (!parse_is_digit(*s))
-        return 0;
-    while (parse_is_digit(*s))
-        s++;
+    if (*s == '+' || *s == '-') s++;
+    if (!parse_is_digit(*s)) return 0;
+    while (parse_is_digit(*s)) s++;
     return *s == '\0';
 }
 
@@ -78,25 +67,24 @@ dt_status parse_long(const char *name, const char *value, long lo, long hi, long
 {
     if (name == NULL || out == NULL)
         return status_set_error(DT_ERR_INTERNAL, "parse_long called with a NULL %s",
-                            name == NULL ? "name" : "output pointer");
-    if (lo > hi)
-        return status_set_error(DT_ERR_INTERNAL, "parse_long(%s): empty range [%ld, %ld]", name, lo, hi);
+                                name == NULL ? "name" : "output pointer");
+    if (lo > hi) return status_set_error(DT_ERR_INTERNAL, "parse_long(%s): empty range [%ld, %ld]", name, lo, hi);
     if (value == NULL)
-        return status_set_error(parse_bad(name), "%s %s (expected an integer from %ld to %ld)", name,
-                            parse_unset(name), lo, hi);
+        return status_set_error(parse_bad(name), "%s %s (expected an integer from %ld to %ld)", name, parse_unset(name),
+                                lo, hi);
 
     if (!parse_int_syntax_ok(value))
         return status_set_error(parse_bad(name), "%s%s'%.*s%s' %s (expected an integer from %ld to %ld)", name,
-                            parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
-                            parse_syntax_reason(value, "is not a whole number"), lo, hi);
+                                parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
+                                parse_syntax_reason(value, "is not a whole number"), lo, hi);
 
     /* The syntax is known good, so strtol reads every character; ERANGE is its only failure. */
     errno = 0;
     long v = strtol(value, NULL, 10);
     if (errno == ERANGE || v < lo || v > hi)
         return status_set_error(parse_bad(name), "%s%s'%.*s%s' is out of range (expected an integer from %ld to %ld)",
-                            name, parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
-                            lo, hi);
+                                name, parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value), lo,
+                                hi);
     *out = v;
     return DT_OK;
 }
@@ -105,18 +93,14 @@ dt_status parse_int(const char *name, const char *value, long lo, long hi, int *
 {
     if (name == NULL || out == NULL)
         return status_set_error(DT_ERR_INTERNAL, "parse_int called with a NULL %s",
-                            name == NULL ? "name" : "output pointer");
+                                name == NULL ? "name" : "output pointer");
     /* *out is an int: a wider bound could accept a value that does not fit. */
-    if (lo < INT_MIN)
-        lo = INT_MIN;
-    if (hi > INT_MAX)
-        hi = INT_MAX;
-    if (lo > hi)
-        return status_set_error(DT_ERR_INTERNAL, "parse_int(%s): empty range [%ld, %ld]", name, lo, hi);
+    if (lo < INT_MIN) lo = INT_MIN;
+    if (hi > INT_MAX) hi = INT_MAX;
+    if (lo > hi) return status_set_error(DT_ERR_INTERNAL, "parse_int(%s): empty range [%ld, %ld]", name, lo, hi);
     long v = 0;
     dt_status s = parse_long(name, value, lo, hi, &v);
-    if (s == DT_OK)
-        *out = (int)v;
+    if (s == DT_OK) *out = (int)v;
     return s;
 }
 
@@ -124,8 +108,7 @@ dt_status parse_int(const char *name, const char *value, long lo, long hi, int *
 static int parse_double_syntax_ok(const char *s)
 {
     int mantissa_digits = 0;
-    if (*s == '+' || *s == '-')
-        s++;
+    if (*s == '+' || *s == '-') s++;
     while (parse_is_digit(*s)) {
         s++;
         mantissa_digits++;
@@ -137,16 +120,12 @@ static int parse_double_syntax_ok(const char *s)
             mantissa_digits++;
         }
     }
-    if (mantissa_digits == 0)
-        return 0;
+    if (mantissa_digits == 0) return 0;
     if (*s == 'e' || *s == 'E') {
         s++;
-        if (*s == '+' || *s == '-')
-            s++;
-        if (!parse_is_digit(*s))
-            return 0;
-        while (parse_is_digit(*s))
-            s++;
+        if (*s == '+' || *s == '-') s++;
+        if (!parse_is_digit(*s)) return 0;
+        while (parse_is_digit(*s)) s++;
     }
     return *s == '\0';
 }
@@ -155,18 +134,17 @@ static int parse_double_syntax_ok(const char *s)
  * than the vaguer "not a number" for them. */
 static int parse_is_nonfinite_word(const char *s)
 {
-    if (*s == '+' || *s == '-')
-        s++;
+    if (*s == '+' || *s == '-') s++;
     return strncasecmp(s, "nan", 3) == 0 || strncasecmp(s, "inf", 3) == 0;
 }
 
 /* parse_double and parse_double_or_zero: zero_means NULL for the plain range [lo, hi]. */
-static dt_status parse_double_in(const char *name, const char *value, double lo, double hi,
-                                 const char *zero_means, double *out)
+static dt_status parse_double_in(const char *name, const char *value, double lo, double hi, const char *zero_means,
+                                 double *out)
 {
     if (name == NULL || out == NULL)
         return status_set_error(DT_ERR_INTERNAL, "parse_double called with a NULL %s",
-                            name == NULL ? "name" : "output pointer");
+                                name == NULL ? "name" : "output pointer");
     if (!(lo <= hi)) /* also catches a NaN bound */
         return status_set_error(DT_ERR_INTERNAL, "parse_double(%s): empty range [%g, %g]", name, lo, hi);
     char expected[160];
@@ -180,8 +158,8 @@ static dt_status parse_double_in(const char *name, const char *value, double lo,
     if (!parse_double_syntax_ok(value)) {
         const char *why = parse_is_nonfinite_word(value) ? "is not a finite number" : "is not a number";
         return status_set_error(parse_bad(name), "%s%s'%.*s%s' %s (expected %s)", name, parse_joiner(name),
-                            parse_quoted_len(value), value, parse_quoted_tail(value),
-                            parse_syntax_reason(value, why), expected);
+                                parse_quoted_len(value), value, parse_quoted_tail(value),
+                                parse_syntax_reason(value, why), expected);
     }
 
     /* ERANGE covers both overflow (1e999) and underflow (1e-999): neither is the value the user
@@ -190,13 +168,13 @@ static dt_status parse_double_in(const char *name, const char *value, double lo,
     double v = strtod(value, NULL);
     if (errno == ERANGE)
         return status_set_error(parse_bad(name),
-                            "%s%s'%.*s%s' is out of range: too large or too small in magnitude for a "
-                            "double (expected %s)",
-                            name, parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
-                            expected);
+                                "%s%s'%.*s%s' is out of range: too large or too small in magnitude for a "
+                                "double (expected %s)",
+                                name, parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
+                                expected);
     if (!isfinite(v) || ((v < lo || v > hi) && !(zero_means && v == 0)))
-        return status_set_error(parse_bad(name), "%s%s'%.*s%s' is out of range (expected %s)", name,
-                            parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value), expected);
+        return status_set_error(parse_bad(name), "%s%s'%.*s%s' is out of range (expected %s)", name, parse_joiner(name),
+                                parse_quoted_len(value), value, parse_quoted_tail(value), expected);
     *out = v;
     return DT_OK;
 }

@@ -11,19 +11,19 @@ static _Thread_local char last_error[2048];
 const char *dt_strerror(dt_status s)
 {
     switch (s) {
-    case DT_OK: return "success";
-    case DT_ERR_INVALID_ARG: return "invalid argument";
-    case DT_ERR_ENV: return "bad environment variable";
-    case DT_ERR_MPI: return "MPI error";
-    case DT_ERR_DEVICE: return "device error";
-    case DT_ERR_NOMEM: return "out of memory";
-    case DT_ERR_IO: return "I/O error";
-    case DT_ERR_CORRUPT: return "corrupt data";
-    case DT_ERR_TIMEOUT: return "timeout";
-    case DT_ERR_UNSUPPORTED: return "not supported by this build";
-    case DT_ERR_INTERNAL: return "internal error";
-    case DT_ERR_NUMERIC: return "numeric failure";
-    case DT_ERR_COMM: return "NCCL error";
+        case DT_OK: return "success";
+        case DT_ERR_INVALID_ARG: return "invalid argument";
+        case DT_ERR_ENV: return "bad environment variable";
+        case DT_ERR_MPI: return "MPI error";
+        case DT_ERR_DEVICE: return "device error";
+        case DT_ERR_NOMEM: return "out of memory";
+        case DT_ERR_IO: return "I/O error";
+        case DT_ERR_CORRUPT: return "corrupt data";
+        case DT_ERR_TIMEOUT: return "timeout";
+        case DT_ERR_UNSUPPORTED: return "not supported by this build";
+        case DT_ERR_INTERNAL: return "internal error";
+        case DT_ERR_NUMERIC: return "numeric failure";
+        case DT_ERR_COMM: return "NCCL error";
     }
     return "unknown status";
 }

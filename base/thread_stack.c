@@ -62,25 +62,31 @@ int thread_altstack_install(void)
 {
     pthread_once(&key_once, key_make);
     if (key_err)
-        return status_set_error(DT_ERR_INTERNAL, "no thread key for the alternate signal stack (%s): too many pthread keys "
-                            "in this process", strerror(key_err));
+        return status_set_error(DT_ERR_INTERNAL,
+                                "no thread key for the alternate signal stack (%s): too many pthread keys "
+                                "in this process",
+                                strerror(key_err));
     if (pthread_getspecific(key)) return DT_OK; /* this thread has ours already */
     stack_t cur;
     if (sigaltstack(NULL, &cur) != 0)
         return status_set_error(DT_ERR_INTERNAL, "sigaltstack cannot say this thread's alternate signal stack (%s)",
-                            strerror(errno));
+                                strerror(errno));
     if (!(cur.ss_flags & SS_DISABLE)) return DT_OK; /* someone else's: leave it */
 
     const size_t len = page_bytes + stack_bytes;
     char *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (map == MAP_FAILED)
-        return status_set_error(DT_ERR_NOMEM, "cannot map %zu bytes for this thread's alternate signal stack (%s): the "
-                            "process is out of memory or address space (ulimit -v)", len, strerror(errno));
+        return status_set_error(DT_ERR_NOMEM,
+                                "cannot map %zu bytes for this thread's alternate signal stack (%s): the "
+                                "process is out of memory or address space (ulimit -v)",
+                                len, strerror(errno));
     if (mprotect(map, page_bytes, PROT_NONE) != 0) {
         const int e = errno;
         munmap(map, len);
-        return status_set_error(DT_ERR_NOMEM, "cannot make the guard page of the alternate signal stack (%s): the process "
-                            "has too many memory mappings (vm.max_map_count)", strerror(e));
+        return status_set_error(DT_ERR_NOMEM,
+                                "cannot make the guard page of the alternate signal stack (%s): the process "
+                                "has too many memory mappings (vm.max_map_count)",
+                                strerror(e));
     }
     stack_t st;
     memset(&st, 0, sizeof st);
@@ -89,15 +95,15 @@ int thread_altstack_install(void)
     if (sigaltstack(&st, NULL) != 0) {
         const int e = errno;
         munmap(map, len);
-        return status_set_error(DT_ERR_INTERNAL, "sigaltstack refused a %zu-byte alternate signal stack (%s)", stack_bytes,
-                            strerror(e));
+        return status_set_error(DT_ERR_INTERNAL, "sigaltstack refused a %zu-byte alternate signal stack (%s)",
+                                stack_bytes, strerror(e));
     }
     const int e = pthread_setspecific(key, map);
     if (e) {
         /* Without the key nothing would unmap it at thread exit: undo rather than leak per thread. */
         stack_release(map);
-        return status_set_error(DT_ERR_NOMEM, "cannot register the alternate signal stack for release at thread exit (%s)",
-                            strerror(e));
+        return status_set_error(
+            DT_ERR_NOMEM, "cannot register the alternate signal stack for release at thread exit (%s)", strerror(e));
     }
     return DT_OK;
 }

@@ -30,13 +30,14 @@ static int cmp_range_key(const void *a, const void *b)
 static void plan_log(const bucket_plan *p, size_t elem_bytes, size_t first_cap, size_t cap)
 {
     if (!log_enabled(LOG_LEVEL_DEBUG)) return;
-    log_msg0(LOG_LEVEL_DEBUG, "bucket plan: %d bucket(s) over %d range(s) of %zu elements, %zu-byte elements, first cap "
-            "%zu bytes, cap %zu bytes (0: no cap), filled in backward order", p->nb, p->nr, p->count, elem_bytes,
-            first_cap, cap);
+    log_msg0(LOG_LEVEL_DEBUG,
+             "bucket plan: %d bucket(s) over %d range(s) of %zu elements, %zu-byte elements, first cap "
+             "%zu bytes, cap %zu bytes (0: no cap), filled in backward order",
+             p->nb, p->nr, p->count, elem_bytes, first_cap, cap);
     for (int i = 0; i < p->nb; i++)
         log_msg0(LOG_LEVEL_DEBUG, "bucket plan: bucket %d: ranges %d..%d, elements [%zu, %zu), %zu bytes", i,
-                p->b[i].first_range, p->b[i].first_range + p->b[i].nranges - 1, p->b[i].off, p->b[i].off + p->b[i].n,
-                p->b[i].n * elem_bytes);
+                 p->b[i].first_range, p->b[i].first_range + p->b[i].nranges - 1, p->b[i].off, p->b[i].off + p->b[i].n,
+                 p->b[i].n * elem_bytes);
 }
 
 /* Bucket indices sorted by offset (buckets never overlap, so by offset is a total order). */
@@ -73,12 +74,14 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
     if (nr < 1 || !r) return status_set_error(DT_ERR_INVALID_ARG, "bucket plan: no ranges given");
     for (int i = 0; i < nr; i++) {
         if (r[i].count == 0)
-            return status_set_error(DT_ERR_INVALID_ARG, "range %d [%zu, %zu) is empty: every range holds at least one "
-                                "element", i, r[i].offset, r[i].offset);
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "range %d [%zu, %zu) is empty: every range holds at least one "
+                                    "element",
+                                    i, r[i].offset, r[i].offset);
         if (r[i].offset >= count || r[i].count > count - r[i].offset)
             return status_set_error(DT_ERR_INVALID_ARG, "range %d [%zu, %zu) runs past the buffer of %zu elements", i,
-                                r[i].offset, r[i].offset + (r[i].count <= SIZE_MAX - r[i].offset ? r[i].count : 0),
-                                count);
+                                    r[i].offset, r[i].offset + (r[i].count <= SIZE_MAX - r[i].offset ? r[i].count : 0),
+                                    count);
     }
     out->count = count;
     out->nr = nr;
@@ -107,24 +110,29 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
         const dt_range *x = &out->r[i];
         if (x->offset < end) {
             const int j = out->by_off[k - 1];
-            dt_status s = status_set_error(DT_ERR_INVALID_ARG, "ranges %d [%zu, %zu) and %d [%zu, %zu) overlap: each "
-                                       "element of the buffer belongs to exactly one range", j, out->r[j].offset,
-                                       out->r[j].offset + out->r[j].count, i, x->offset, x->offset + x->count);
+            dt_status s = status_set_error(DT_ERR_INVALID_ARG,
+                                           "ranges %d [%zu, %zu) and %d [%zu, %zu) overlap: each "
+                                           "element of the buffer belongs to exactly one range",
+                                           j, out->r[j].offset, out->r[j].offset + out->r[j].count, i, x->offset,
+                                           x->offset + x->count);
             bucket_plan_free(out);
             return s;
         }
         if (x->offset > end) {
-            dt_status s = status_set_error(DT_ERR_INVALID_ARG, "the ranges leave elements [%zu, %zu) of the buffer "
-                                       "uncovered (before range %d): the ranges must tile [0, %zu) exactly", end,
-                                       x->offset, i, count);
+            dt_status s = status_set_error(DT_ERR_INVALID_ARG,
+                                           "the ranges leave elements [%zu, %zu) of the buffer "
+                                           "uncovered (before range %d): the ranges must tile [0, %zu) exactly",
+                                           end, x->offset, i, count);
             bucket_plan_free(out);
             return s;
         }
         end = x->offset + x->count;
     }
     if (end != count) {
-        dt_status s = status_set_error(DT_ERR_INVALID_ARG, "the ranges leave elements [%zu, %zu) of the buffer uncovered "
-                                   "(after the last range): the ranges must tile [0, %zu) exactly", end, count, count);
+        dt_status s = status_set_error(DT_ERR_INVALID_ARG,
+                                       "the ranges leave elements [%zu, %zu) of the buffer uncovered "
+                                       "(after the last range): the ranges must tile [0, %zu) exactly",
+                                       end, count, count);
         bucket_plan_free(out);
         return s;
     }
@@ -155,8 +163,7 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
     return finish_plan(out, elem_bytes, first_cap_bytes, cap_bytes);
 }
 
-dt_status bucket_plan_auto(size_t count, size_t elem_bytes, size_t first_cap_bytes, size_t cap_bytes,
-                           bucket_plan *out)
+dt_status bucket_plan_auto(size_t count, size_t elem_bytes, size_t first_cap_bytes, size_t cap_bytes, bucket_plan *out)
 {
     memset(out, 0, sizeof *out);
     if (count == 0) return status_set_error(DT_ERR_INVALID_ARG, "bucket plan: the buffer is empty");
@@ -168,8 +175,10 @@ dt_status bucket_plan_auto(size_t count, size_t elem_bytes, size_t first_cap_byt
         const size_t cap = nb == 0 && first ? first : each;
         end -= end < cap ? end : cap;
         if (nb >= (size_t)1 << 20)
-            return status_set_error(DT_ERR_INVALID_ARG, "bucket caps of %zu / %zu bytes cut %zu elements into more than "
-                                "2^20 buckets: raise the caps", first_cap_bytes, cap_bytes, count);
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "bucket caps of %zu / %zu bytes cut %zu elements into more than "
+                                    "2^20 buckets: raise the caps",
+                                    first_cap_bytes, cap_bytes, count);
     }
     out->b = calloc(nb, sizeof *out->b);
     if (!out->b) return status_set_error(DT_ERR_NOMEM, "out of memory planning %zu buckets", nb);
@@ -205,8 +214,10 @@ int bucket_plan_find_range(const bucket_plan *p, size_t off, int *nearest)
     int lo = 0, hi = p->nr - 1;
     while (lo < hi) { /* the last range starting at or before off */
         int mid = (lo + hi + 1) / 2;
-        if (p->r[p->by_off[mid]].offset <= off) lo = mid;
-        else hi = mid - 1;
+        if (p->r[p->by_off[mid]].offset <= off)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     const int i = p->by_off[lo];
     if (nearest) *nearest = i;
@@ -218,8 +229,10 @@ int bucket_plan_bucket_at(const bucket_plan *p, size_t off)
     int lo = 0, hi = p->nb - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        if (p->b[p->b_by_off[mid]].off <= off) lo = mid;
-        else hi = mid - 1;
+        if (p->b[p->b_by_off[mid]].off <= off)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return p->b_by_off[lo];
 }

@@ -11,19 +11,19 @@
 #include <stddef.h>
 
 typedef struct bucket {
-    size_t off, n;             /* the slice [off, off + n) of the flat buffer, in elements */
-    int first_range, nranges;  /* ranges first_range .. first_range + nranges - 1 (in ready order) */
+    size_t off, n;            /* the slice [off, off + n) of the flat buffer, in elements */
+    int first_range, nranges; /* ranges first_range .. first_range + nranges - 1 (in ready order) */
 } bucket;
 
 typedef struct bucket_plan {
-    bucket *b;      /* b[0] is filled first in backward */
+    bucket *b; /* b[0] is filled first in backward */
     int nb;
-    dt_range *r;    /* the caller's ranges in ready order; NULL for a plan by size alone */
+    dt_range *r; /* the caller's ranges in ready order; NULL for a plan by size alone */
     int nr;
-    int *of_range;  /* of_range[i]: the bucket of range i */
-    int *by_off;    /* range indices sorted by offset, for lookups */
-    int *b_by_off;  /* bucket indices sorted by offset */
-    size_t count;   /* elements in the buffer */
+    int *of_range; /* of_range[i]: the bucket of range i */
+    int *by_off;   /* range indices sorted by offset, for lookups */
+    int *b_by_off; /* bucket indices sorted by offset */
+    size_t count;  /* elements in the buffer */
 } bucket_plan;
 
 /* Plans buckets over ranges r[0..nr) given in ready order: they must tile [0, count) exactly
@@ -35,8 +35,7 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
                              size_t cap_bytes, bucket_plan *out);
 /* Buckets by size alone: slices cut from the end of the buffer backward, bucket 0 the last
  * first_cap_bytes, then cap_bytes each (caps of 0: one bucket). */
-dt_status bucket_plan_auto(size_t count, size_t elem_bytes, size_t first_cap_bytes, size_t cap_bytes,
-                           bucket_plan *out);
+dt_status bucket_plan_auto(size_t count, size_t elem_bytes, size_t first_cap_bytes, size_t cap_bytes, bucket_plan *out);
 void bucket_plan_free(bucket_plan *p);
 
 /* The range whose offset is off (-1 when none); *nearest gets the range nearest to off (for

@@ -14,16 +14,17 @@ dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype
     const int reduce = op != COLL_NO_REDUCTION;
     if (t == DT_U8 && reduce)
         return status_set_error(DT_ERR_INVALID_ARG, "allreduce of dtype DT_U8: raw bytes have no sum; DT_U8 is for "
-                            "dt_broadcast only (reduce DT_F32, DT_F16 or DT_BF16 values)");
+                                                    "dt_broadcast only (reduce DT_F32, DT_F16 or DT_BF16 values)");
     if (t != DT_F32 && t != DT_F16 && t != DT_BF16 && t != DT_U8)
-        return status_set_error(DT_ERR_INVALID_ARG, "unknown dtype %d (use DT_F32, DT_F16 or DT_BF16, or DT_U8 to "
-                            "broadcast bytes)", (int)t);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "unknown dtype %d (use DT_F32, DT_F16 or DT_BF16, or DT_U8 to "
+                                "broadcast bytes)",
+                                (int)t);
     if (reduce && op != DT_SUM && op != DT_AVG)
         return status_set_error(DT_ERR_INVALID_ARG, "unknown reduction %d (use DT_SUM or DT_AVG)", op);
     if (root < 0 || root >= c->size)
         return status_set_error(DT_ERR_INVALID_ARG, "root rank %d is not in the world of %d ranks", root, c->size);
-    if (!buf && count > 0)
-        return status_set_error(DT_ERR_INVALID_ARG, "NULL buffer for %zu elements", count);
+    if (!buf && count > 0) return status_set_error(DT_ERR_INVALID_ARG, "NULL buffer for %zu elements", count);
     return DT_OK;
 }
 
@@ -50,7 +51,7 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
     (void)timeout_s;
     *out = NULL;
     return status_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without NCCL; rebuild with the CUDA "
-                        "toolkit and NCCL installed (cmake -DDTRAIN_CUDA=ON)");
+                                                "toolkit and NCCL installed (cmake -DDTRAIN_CUDA=ON)");
 }
 
 int coll_nccl_built(void) { return 0; }

@@ -21,7 +21,7 @@ typedef struct coll_ops {
     dt_status (*allreduce)(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op);
     dt_status (*broadcast)(coll *c, void *buf, size_t count, dt_dtype t, int root);
     dt_status (*barrier)(coll *c);
-    void (*abort)(coll *c);   /* tears the communicator down so no rank waits on it */
+    void (*abort)(coll *c); /* tears the communicator down so no rank waits on it */
     /* Optional (NULL where the backend has none): asynchronous device allreduce. start queues an
      * in-place allreduce of buf on the backend's own stream, behind the work queued so far on
      * `after` (a cudaStream_t; NULL is the default stream) through an event: the host does not

@@ -65,7 +65,7 @@ typedef struct roll_msg {
 } roll_msg;
 
 typedef struct mpi_state {
-    float *scratch; /* MPI16_CHUNK floats, allocated on first 16-bit use */
+    float *scratch;         /* MPI16_CHUNK floats, allocated on first 16-bit use */
     unsigned long long seq; /* collectives started on this communicator */
     /* The roll call of the collective in progress (see roll_post). Rank 0: receives from ranks
      * 1..W-1 at roll[0..W-2], sends to them at roll[W-1..2W-3]; another rank: the receive from
@@ -73,9 +73,9 @@ typedef struct mpi_state {
     MPI_Request *roll;
     roll_msg *roll_in; /* what each receive brought */
     roll_msg roll_out;
-    int nroll;         /* requests of the current roll call; 0 when there is none */
-    int roll_done;     /* 1 once they have all completed */
-    double t_hub;      /* another rank: when rank 0's arrival was first seen (0: not yet) */
+    int nroll;     /* requests of the current roll call; 0 when there is none */
+    int roll_done; /* 1 once they have all completed */
+    double t_hub;  /* another rank: when rank 0's arrival was first seen (0: not yet) */
 } mpi_state;
 
 static const char *const op_names[] = {"MPI_Allreduce", "MPI_Bcast", "MPI_Barrier"};
@@ -103,7 +103,8 @@ static int roll_post(coll *c, int kind, size_t count)
         st->nroll = 2 * (c->size - 1);
     } else {
         rc = MPI_Irecv(&st->roll_in[0], 3, MPI_UNSIGNED_LONG_LONG, 0, ROLL_TAG, c->comm, &st->roll[0]);
-        if (rc == MPI_SUCCESS) rc = MPI_Isend(&st->roll_out, 3, MPI_UNSIGNED_LONG_LONG, 0, ROLL_TAG, c->comm, &st->roll[1]);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Isend(&st->roll_out, 3, MPI_UNSIGNED_LONG_LONG, 0, ROLL_TAG, c->comm, &st->roll[1]);
         st->nroll = 2;
     }
     return rc;
@@ -133,37 +134,46 @@ static void roll_expire(coll *c, const char *what, size_t count, double age)
     } else if (c->rank == 0) {
         for (int j = 1; j < c->size; j++) {
             if (!roll_arrived(st, j - 1)) {
-                if (nm < sizeof missing - 16) nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s%d", nm ? "," : "", j);
+                if (nm < sizeof missing - 16)
+                    nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s%d", nm ? "," : "", j);
             } else if (st->roll_in[j - 1].seq != seq || st->roll_in[j - 1].kind != st->roll_out.kind ||
                        st->roll_in[j - 1].count != count) {
                 const roll_msg *m = &st->roll_in[j - 1];
                 if (ne < sizeof elsewhere - 80)
-                    ne += (size_t)snprintf(elsewhere + ne, sizeof elsewhere - ne, "%srank %d is at #%llu (%s of %llu "
-                                           "elements)", ne ? ", " : "", j, m->seq, m->kind < 3 ? op_names[m->kind] : "?",
-                                           m->count);
+                    ne += (size_t)snprintf(elsewhere + ne, sizeof elsewhere - ne,
+                                           "%srank %d is at #%llu (%s of %llu "
+                                           "elements)",
+                                           ne ? ", " : "", j, m->seq, m->kind < 3 ? op_names[m->kind] : "?", m->count);
             }
         }
         if (nm)
-            snprintf(verdict, sizeof verdict, "rank(s) %s have not reached it (no word from them): they are dead, stuck "
-                     "or far behind%s%s", missing, ne ? "; " : "", elsewhere);
+            snprintf(verdict, sizeof verdict,
+                     "rank(s) %s have not reached it (no word from them): they are dead, stuck "
+                     "or far behind%s%s",
+                     missing, ne ? "; " : "", elsewhere);
         else if (ne)
             snprintf(verdict, sizeof verdict, "the ranks called different collectives: %s (a bug in the program)",
                      elsewhere);
         else
-            snprintf(verdict, sizeof verdict, "every rank reached it, yet it has not completed: a rank stopped or died "
+            snprintf(verdict, sizeof verdict,
+                     "every rank reached it, yet it has not completed: a rank stopped or died "
                      "inside it, or the network between the ranks failed (MPI does not say which rank)");
     } else if (!st->t_hub) {
-        snprintf(verdict, sizeof verdict, "rank 0 has not reached it (no word from it): it is dead, stuck or far "
+        snprintf(verdict, sizeof verdict,
+                 "rank 0 has not reached it (no word from it): it is dead, stuck or far "
                  "behind (rank 0 knows about the other ranks; this rank hears only from rank 0)");
     } else {
-        snprintf(verdict, sizeof verdict, "rank 0 reached it %.1f s ago and has not ended the job: if a rank never "
+        snprintf(verdict, sizeof verdict,
+                 "rank 0 reached it %.1f s ago and has not ended the job: if a rank never "
                  "came, rank 0's message names it; if none is missing, a rank stopped inside the collective (this "
-                 "rank hears only from rank 0)", clock_now_s() - st->t_hub);
+                 "rank hears only from rank 0)",
+                 clock_now_s() - st->t_hub);
     }
     cause = verdict;
-    log_msg(LOG_LEVEL_ERROR, "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s timeout; "
-           "%s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately this slow)", seq, what,
-           count, age, c->timeout_s, cause);
+    log_msg(LOG_LEVEL_ERROR,
+            "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s timeout; "
+            "%s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately this slow)",
+            seq, what, count, age, c->timeout_s, cause);
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
 }
@@ -224,7 +234,7 @@ static int op_begin(coll *c, int kind, size_t count, size_t bytes, double *start
     *start = clock_now_s();
     if (log_enabled(LOG_LEVEL_DEBUG))
         log_msg(LOG_LEVEL_DEBUG, "coll %s: start #%llu %s of %zu elements (%zu bytes)", c->ops->name, st->seq,
-               op_names[kind], count, bytes);
+                op_names[kind], count, bytes);
     const int rc = roll_post(c, kind, count);
     if (rc == MPI_SUCCESS && st->nroll && coll_test_hang("mpi", c->rank, st->seq))
         for (;;) { /* the test hook: arrived, and never joins the collective */
@@ -242,8 +252,8 @@ static void op_end(coll *c, int kind, size_t count, size_t bytes, double start, 
     mpi_state *st = c->impl;
     if (!ok) roll_drop(c);
     if (log_enabled(LOG_LEVEL_DEBUG))
-        log_msg(LOG_LEVEL_DEBUG, "coll %s: end #%llu %s of %zu elements (%zu bytes) %s in %.0f us", c->ops->name, st->seq,
-               op_names[kind], count, bytes, ok ? "done" : "failed", (clock_now_s() - start) * 1e6);
+        log_msg(LOG_LEVEL_DEBUG, "coll %s: end #%llu %s of %zu elements (%zu bytes) %s in %.0f us", c->ops->name,
+                st->seq, op_names[kind], count, bytes, ok ? "done" : "failed", (clock_now_s() - start) * 1e6);
     st->seq++;
 }
 
@@ -252,8 +262,10 @@ static dt_status mpi_fail(int rc, const char *what, size_t count)
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, msg, &len);
-    return status_set_error(DT_ERR_MPI, "%s of %zu elements failed: %s. A peer may have died or run out "
-                        "of memory: read the other ranks' messages", what, count, msg);
+    return status_set_error(DT_ERR_MPI,
+                            "%s of %zu elements failed: %s. A peer may have died or run out "
+                            "of memory: read the other ranks' messages",
+                            what, count, msg);
 }
 
 static void scale_f32(float *p, size_t n, int size)
@@ -268,8 +280,10 @@ static dt_status mpi_allreduce_host(coll *c, void *buf, size_t count, dt_dtype t
     if (t != DT_F32 && !st->scratch) {
         st->scratch = malloc(MPI16_CHUNK * sizeof(float));
         if (!st->scratch)
-            return status_set_error(DT_ERR_NOMEM, "out of memory for the %zu MiB fp32 scratch of 16-bit "
-                                "allreduce", MPI16_CHUNK * sizeof(float) >> 20);
+            return status_set_error(DT_ERR_NOMEM,
+                                    "out of memory for the %zu MiB fp32 scratch of 16-bit "
+                                    "allreduce",
+                                    MPI16_CHUNK * sizeof(float) >> 20);
     }
     double start;
     int rc = op_begin(c, OP_ALLREDUCE, count, count * dt_dtype_size(t), &start);
@@ -412,8 +426,7 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
 {
     *out = NULL;
 #ifndef DTRAIN_HAVE_CUDA
-    if (device_buffers)
-        return status_set_error(DT_ERR_UNSUPPORTED, "device buffers need a CUDA build of dtrain");
+    if (device_buffers) return status_set_error(DT_ERR_UNSUPPORTED, "device buffers need a CUDA build of dtrain");
 #endif
     coll *c = calloc(1, sizeof *c);
     mpi_state *st = calloc(1, sizeof *st);

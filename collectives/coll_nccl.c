@@ -41,9 +41,9 @@ typedef struct nccl_state {
     cudaEvent_t ready; /* recorded on the caller's stream before a start */
     cudaEvent_t done;  /* recorded on ours by wait_all */
     int aborted;
-    int started;       /* starts since the last wait_all */
-    size_t started_n;  /* their elements */
-    double t_first;    /* when the first of them was started */
+    int started;      /* starts since the last wait_all */
+    size_t started_n; /* their elements */
+    double t_first;   /* when the first of them was started */
 } nccl_state;
 
 /* count 0: an operation on no buffer (initialization, finalization). */
@@ -53,7 +53,7 @@ static dt_status nccl_fail(ncclResult_t r, const char *what, size_t count)
     char of[48] = "";
     if (count) snprintf(of, sizeof of, " of %zu elements", count);
     return status_set_error(DT_ERR_COMM, "%s%s failed: %s%s%s. Run with NCCL_DEBUG=INFO for details", what, of,
-                        ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
+                            ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
 }
 
 /* An MPI call of the bootstrap failed: say which, and MPI's words, as an MPI failure (not NCCL's). */
@@ -62,24 +62,30 @@ static dt_status mpi_call_fail(int rc, const char *what)
     char msg[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     MPI_Error_string(rc, msg, &len);
-    return status_set_error(DT_ERR_MPI, "%s failed while creating the NCCL backend: %s. A peer may have died: read the "
-                        "other ranks' messages", what, msg);
+    return status_set_error(DT_ERR_MPI,
+                            "%s failed while creating the NCCL backend: %s. A peer may have died: read the "
+                            "other ranks' messages",
+                            what, msg);
 }
 
 /* dt_dtype to NCCL's type; coll_check_args has refused any other value (and DT_U8 in a reduction). */
 static ncclDataType_t nccl_type(dt_dtype t)
 {
     switch (t) {
-    case DT_F16: return ncclHalf;
-    case DT_BF16: return ncclBfloat16;
-    case DT_U8: return ncclUint8;
-    case DT_F32: break;
+        case DT_F16: return ncclHalf;
+        case DT_BF16: return ncclBfloat16;
+        case DT_U8: return ncclUint8;
+        case DT_F32: break;
     }
     return ncclFloat;
 }
 
-#define HINT_PEER "a peer rank is dead or stuck. Read the other ranks' messages; raise --timeout only if steps are legitimately this slow"
-#define HINT_INIT "a peer rank is dead or stuck, or the ranks cannot reach each other (run with NCCL_DEBUG=INFO; NCCL_SOCKET_IFNAME picks the network interface)"
+#define HINT_PEER                                                                                                      \
+    "a peer rank is dead or stuck. Read the other ranks' messages; raise --timeout only if steps are legitimately "    \
+    "this slow"
+#define HINT_INIT                                                                                                      \
+    "a peer rank is dead or stuck, or the ranks cannot reach each other (run with NCCL_DEBUG=INFO; "                   \
+    "NCCL_SOCKET_IFNAME picks the network interface)"
 
 /* The one waiting loop of this backend, against the deadline counted from `start`. cuda_work 1:
  * until the stream (ev NULL) or ev has passed its work; cuda_work 0: until the communicator has
@@ -111,10 +117,10 @@ static dt_status nccl_watch(coll *c, int cuda_work, cudaEvent_t ev, double start
         const double age = clock_now_s() - start;
         if (c->timeout_s > 0 && age > c->timeout_s) {
             log_msg(LOG_LEVEL_ERROR, "%s%s still running after %.1f s (timeout %.1f s); aborting the NCCL communicator",
-                   what, of, age, c->timeout_s);
+                    what, of, age, c->timeout_s);
             c->ops->abort(c);
             return status_set_error(DT_ERR_TIMEOUT, "%s%s did not finish within %.1f s: %s", what, of, c->timeout_s,
-                                hint);
+                                    hint);
         }
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
@@ -124,8 +130,7 @@ static dt_status nccl_watch(coll *c, int cuda_work, cudaEvent_t ev, double start
 /* After a call that returned r: a nonblocking call may still be under way (ncclInProgress); wait
  * for the communicator to settle. An immediate error aborts it too, unless NCCL only refused an
  * argument (the communicator is then still usable). */
-static dt_status nccl_settle(coll *c, ncclResult_t r, double start, const char *what, size_t count,
-                             const char *hint)
+static dt_status nccl_settle(coll *c, ncclResult_t r, double start, const char *what, size_t count, const char *hint)
 {
     if (r != ncclSuccess && r != ncclInProgress) {
         const dt_status s = nccl_fail(r, what, count);
@@ -157,8 +162,8 @@ static dt_status nccl_start(coll *c, void *buf, size_t count, dt_dtype t, dt_red
     if (e == cudaSuccess) e = cudaStreamWaitEvent(st->stream, st->ready, 0);
     if (e != cudaSuccess) return cuda_fail(e, "ordering a gradient bucket after the backward pass (cudaEventRecord)");
     const double t0 = clock_now_s();
-    ncclResult_t r = ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum, st->comm,
-                                   st->stream);
+    ncclResult_t r =
+        ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum, st->comm, st->stream);
     if ((s = nccl_settle(c, r, t0, "ncclAllReduce of a gradient bucket", count, HINT_PEER))) return s;
     if (st->started++ == 0) {
         st->t_first = clock_now_s();
@@ -192,8 +197,8 @@ static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt
     nccl_state *st = c->impl;
     if (st->aborted) return status_set_error(DT_ERR_COMM, "the NCCL communicator was aborted earlier");
     const double t0 = clock_now_s();
-    ncclResult_t r = ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum,
-                                   st->comm, st->stream);
+    ncclResult_t r =
+        ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum, st->comm, st->stream);
     if ((s = nccl_settle(c, r, t0, "ncclAllReduce", count, HINT_PEER))) return s;
     return nccl_wait(c, t0, "ncclAllReduce", count);
 }
@@ -234,8 +239,8 @@ static void nccl_destroy(coll *c)
 #if NCCL_NONBLOCKING
         /* Finalize (flushes, may be in progress) under the deadline, then destroy; a finalize that
          * fails or times out has aborted the communicator instead (comm NULL). */
-        if (st->comm && !st->aborted && nccl_settle(c, ncclCommFinalize(st->comm), clock_now_s(), "ncclCommFinalize",
-                                                    0, HINT_PEER))
+        if (st->comm && !st->aborted &&
+            nccl_settle(c, ncclCommFinalize(st->comm), clock_now_s(), "ncclCommFinalize", 0, HINT_PEER))
             log_msg(LOG_LEVEL_WARN, "closing NCCL: %s", dt_last_error());
 #endif
         if (st->comm) ncclCommDestroy(st->comm);
@@ -306,7 +311,8 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->ready, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
     if (e != cudaSuccess) {
-        s = status_set_error(DT_ERR_DEVICE, "creating the NCCL stream and its events failed: %s", cudaGetErrorString(e));
+        s = status_set_error(DT_ERR_DEVICE, "creating the NCCL stream and its events failed: %s",
+                             cudaGetErrorString(e));
         ok = 0;
     }
     /* Every rank agrees it can start before any joins: ncclCommInitRank would otherwise wait the
@@ -318,7 +324,8 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
         goto fail;
     }
     if (!all_ready) {
-        if (s == DT_OK) s = status_set_error(DT_ERR_DEVICE, "another rank could not create its NCCL stream; read its message");
+        if (s == DT_OK)
+            s = status_set_error(DT_ERR_DEVICE, "another rank could not create its NCCL stream; read its message");
         goto fail;
     }
     {
@@ -351,8 +358,9 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
      * rank's own NCCL init stays the message: it is the cause. */
     rc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->comm);
     if (rc != MPI_SUCCESS) {
-        if (s == DT_OK) s = mpi_call_fail(rc, "MPI_Allreduce after ncclCommInitRank (whether every rank's NCCL "
-                                          "communicator came up)");
+        if (s == DT_OK)
+            s = mpi_call_fail(rc, "MPI_Allreduce after ncclCommInitRank (whether every rank's NCCL "
+                                  "communicator came up)");
         nccl_abort(c);
         goto fail;
     }

@@ -27,11 +27,11 @@
 #include <string.h>
 #include <time.h>
 
-#define ENGINE_MAX_REQS 4096     /* requests in flight at once (buckets of one step) */
-#define ENGINE_TAG_SPAN 8192     /* sequence numbers map to tags 2*(seq % span) + phase */
-#define ENGINE_POLL_NS 20000     /* the communication thread's sleep between polls */
-#define ENGINE_SPIN_S 30e-6      /* ...after polling without sleeping for this long */
-#define ENGINE_BLOCK 1024        /* elements summed at a time in the reduction */
+#define ENGINE_MAX_REQS 4096                    /* requests in flight at once (buckets of one step) */
+#define ENGINE_TAG_SPAN 8192                    /* sequence numbers map to tags 2*(seq % span) + phase */
+#define ENGINE_POLL_NS 20000                    /* the communication thread's sleep between polls */
+#define ENGINE_SPIN_S 30e-6                     /* ...after polling without sleeping for this long */
+#define ENGINE_BLOCK 1024                       /* elements summed at a time in the reduction */
 #define ENGINE_ARRIVE_TAG (2 * ENGINE_TAG_SPAN) /* the arrival messages, beside every data tag */
 
 /* Where a request stands. Written by whoever drives it (the communication thread, or the main
@@ -52,14 +52,14 @@ typedef struct req {
     int bucket;
     uint64_t seq;
     _Atomic double t_start;
-    _Atomic int phase;  /* a req_phase */
-    MPI_Request *mr;    /* 2 (W-1) requests of the current phase */
+    _Atomic int phase; /* a req_phase */
+    MPI_Request *mr;   /* 2 (W-1) requests of the current phase */
     int nmr;
-    float *scratch;     /* (W-1) x my part: the other ranks' copies of my part */
-    dt_dtype wire;      /* what travels: fp32, or 16-bit values */
-    uint16_t *buf16;    /* the bucket itself when it is kept in 16 bits (then wire is its type) */
-    uint16_t *wire16;   /* 16-bit wire: the bucket's 16-bit values (buf16, or a rounded copy of buf) */
-    uint16_t *recv16;   /* 16-bit wire: (W-1) x my part received */
+    float *scratch;   /* (W-1) x my part: the other ranks' copies of my part */
+    dt_dtype wire;    /* what travels: fp32, or 16-bit values */
+    uint16_t *buf16;  /* the bucket itself when it is kept in 16 bits (then wire is its type) */
+    uint16_t *wire16; /* 16-bit wire: the bucket's 16-bit values (buf16, or a rounded copy of buf) */
+    uint16_t *recv16; /* 16-bit wire: (W-1) x my part received */
     /* MPI_Allreduce (PHASE_MPI): the arrival messages exchanged with the peer before it, so the
      * watchdog can tell a peer that never came from one that stopped inside the allreduce.
      * [0] the receive, [1] the send; guarded by mu while the watchdog may look at them. */
@@ -74,15 +74,15 @@ struct engine {
     int threaded;
     /* The request ring; in threaded mode guarded by mu. */
     req reqs[ENGINE_MAX_REQS];
-    uint64_t next_seq;  /* requests started */
-    uint64_t posted;    /* requests the driver has posted to MPI */
-    uint64_t done;      /* requests finished (in order of completion count) */
+    uint64_t next_seq; /* requests started */
+    uint64_t posted;   /* requests the driver has posted to MPI */
+    uint64_t done;     /* requests finished (in order of completion count) */
     dt_status failure;
     char failure_msg[1024];
     /* Scratch per bucket id, kept across steps (a step must not allocate). */
-    void **scratch;     /* fp32 receive buffers */
+    void **scratch; /* fp32 receive buffers */
     size_t *scratch_n;
-    void **scratch16;   /* 16-bit wire copies */
+    void **scratch16; /* 16-bit wire copies */
     size_t *scratch16_n;
     int nscratch;
     pthread_t thread;
@@ -158,8 +158,10 @@ static dt_status req_post_phase(engine *e, req *q, req_phase phase)
             rc2 = MPI_Isend(q->buf + moff, (int)mcnt, MPI_FLOAT, j, tag, e->comm, &q->mr[q->nmr++]);
         }
         if (rc1 != MPI_SUCCESS || rc2 != MPI_SUCCESS)
-            return status_set_error(DT_ERR_MPI, "posting messages of collective #%llu (bucket %d) failed: a peer "
-                                "may have died", (unsigned long long)q->seq, q->bucket);
+            return status_set_error(DT_ERR_MPI,
+                                    "posting messages of collective #%llu (bucket %d) failed: a peer "
+                                    "may have died",
+                                    (unsigned long long)q->seq, q->bucket);
     }
     return DT_OK;
 }
@@ -175,9 +177,11 @@ static void req_log_end(const engine *e, const req *q, int ok)
 {
     if (!log_enabled(LOG_LEVEL_DEBUG)) return;
     log_msg(LOG_LEVEL_DEBUG, "engine: end #%llu allreduce of bucket %d, %zu elements, %zu bytes %s, %s %s in %.0f us",
-           (unsigned long long)q->seq, q->bucket, q->count, req_wire_bytes(q), dt_dtype_name(q->wire),
-           e->size == 1 ? "no communication (1 rank)" : req_by_mpi(e, q) ? "by MPI_Allreduce" : "rank-ordered",
-           ok ? "done" : "failed", (clock_now_s() - q->t_start) * 1e6);
+            (unsigned long long)q->seq, q->bucket, q->count, req_wire_bytes(q), dt_dtype_name(q->wire),
+            e->size == 1       ? "no communication (1 rank)"
+            : req_by_mpi(e, q) ? "by MPI_Allreduce"
+                               : "rank-ordered",
+            ok ? "done" : "failed", (clock_now_s() - q->t_start) * 1e6);
 }
 
 static dt_status req_post(engine *e, req *q)
@@ -197,7 +201,8 @@ static dt_status req_post(engine *e, req *q)
         pthread_mutex_lock(&e->mu);
         q->phase = PHASE_MPI;
         int rc = MPI_Irecv(&q->arrive_in, 1, MPI_UINT64_T, peer, ENGINE_ARRIVE_TAG, e->comm, &q->arrive[0]);
-        if (rc == MPI_SUCCESS) rc = MPI_Isend(&q->seq, 1, MPI_UINT64_T, peer, ENGINE_ARRIVE_TAG, e->comm, &q->arrive[1]);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Isend(&q->seq, 1, MPI_UINT64_T, peer, ENGINE_ARRIVE_TAG, e->comm, &q->arrive[1]);
         pthread_mutex_unlock(&e->mu);
         if (rc == MPI_SUCCESS && coll_test_hang("engine", e->rank, q->seq))
             for (;;) { /* the test hook: arrived, and never joins the allreduce */
@@ -217,7 +222,7 @@ static dt_status req_post(engine *e, req *q)
         if (rc != MPI_SUCCESS) {
             req_log_end(e, q, 0);
             return status_set_error(DT_ERR_MPI, "collective #%llu (bucket %d) failed: a peer may have died",
-                                (unsigned long long)q->seq, q->bucket);
+                                    (unsigned long long)q->seq, q->bucket);
         }
         if (q->op == DT_AVG)
             for (size_t i = 0; i < q->count; i++) q->buf[i] /= 2.0f;
@@ -241,7 +246,7 @@ static dt_status req_post(engine *e, req *q)
     q->scratch = scratch_for(e, q->bucket, (size_t)(e->size - 1) * mcnt);
     if (!q->scratch && mcnt > 0)
         return status_set_error(DT_ERR_NOMEM, "out of memory for the %zu-element receive buffer of bucket %d",
-                            (size_t)(e->size - 1) * mcnt, q->bucket);
+                                (size_t)(e->size - 1) * mcnt, q->bucket);
     return req_post_phase(e, q, PHASE_SCATTER);
 }
 
@@ -293,8 +298,10 @@ static int req_progress(engine *e, req *q, dt_status *st)
     if (q->phase == PHASE_DONE) return 0;
     int flag = 0;
     if (MPI_Testall(q->nmr, q->mr, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
-        *st = status_set_error(DT_ERR_MPI, "collective #%llu (bucket %d): a message failed; a peer rank may have "
-                           "died: read the other ranks' messages", (unsigned long long)q->seq, q->bucket);
+        *st = status_set_error(DT_ERR_MPI,
+                               "collective #%llu (bucket %d): a message failed; a peer rank may have "
+                               "died: read the other ranks' messages",
+                               (unsigned long long)q->seq, q->bucket);
         q->phase = PHASE_DONE;
         req_log_end(e, q, 0);
         return 1;
@@ -331,24 +338,30 @@ static void engine_expire(engine *e, req *q, double age)
         int flag = 1;
         /* Receives sit at even slots (posted first for each peer). */
         MPI_Request_get_status(q->mr[2 * slot], &flag, MPI_STATUS_IGNORE);
-        if (!flag && used < sizeof missing - 16) used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? "," : "", j);
+        if (!flag && used < sizeof missing - 16)
+            used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? "," : "", j);
         slot++;
     }
     if (used)
         snprintf(verdict, sizeof verdict, "no data yet from rank(s) %s: they are dead, stuck or far behind", missing);
     else if (q->phase == PHASE_MPI)
-        snprintf(verdict, sizeof verdict, "rank %d reached it, yet MPI_Allreduce has not completed: a rank stopped "
-                 "or died inside it, or the network between the ranks failed", 1 - e->rank);
+        snprintf(verdict, sizeof verdict,
+                 "rank %d reached it, yet MPI_Allreduce has not completed: a rank stopped "
+                 "or died inside it, or the network between the ranks failed",
+                 1 - e->rank);
     else
-        snprintf(verdict, sizeof verdict, "every rank's data for this phase has come, but this rank's own sends are "
+        snprintf(verdict, sizeof verdict,
+                 "every rank's data for this phase has come, but this rank's own sends are "
                  "not done: a peer stopped receiving, or the network between the ranks failed");
     log_msg(LOG_LEVEL_ERROR,
-           "watchdog: collective #%llu (allreduce of bucket %d, %zu bytes, %s) has waited %.1f s, past the "
-           "%.1f s timeout; %s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately "
-           "this slow)",
-           (unsigned long long)q->seq, q->bucket, req_wire_bytes(q),
-           q->phase == PHASE_SCATTER ? "reduce-scatter phase" : q->phase == PHASE_GATHER ? "allgather phase" : "by MPI_Allreduce", age,
-           e->timeout_s, verdict);
+            "watchdog: collective #%llu (allreduce of bucket %d, %zu bytes, %s) has waited %.1f s, past the "
+            "%.1f s timeout; %s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately "
+            "this slow)",
+            (unsigned long long)q->seq, q->bucket, req_wire_bytes(q),
+            q->phase == PHASE_SCATTER  ? "reduce-scatter phase"
+            : q->phase == PHASE_GATHER ? "allgather phase"
+                                       : "by MPI_Allreduce",
+            age, e->timeout_s, verdict);
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
 }
@@ -468,8 +481,8 @@ dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, engine
         e->threaded = 0;
     }
     log_msg0(LOG_LEVEL_INFO, "communication engine: %s, timeout %.0f s",
-            e->threaded ? "communication thread" : "inline (no MPI_THREAD_MULTIPLE, or DTRAIN_COMM_THREAD=0)",
-            timeout_s);
+             e->threaded ? "communication thread" : "inline (no MPI_THREAD_MULTIPLE, or DTRAIN_COMM_THREAD=0)",
+             timeout_s);
     *out = e;
     return DT_OK;
 }
@@ -507,7 +520,7 @@ static dt_status engine_start_any(engine *e, float *buf, uint16_t *buf16, size_t
         return status_set_error(DT_ERR_INVALID_ARG, "bucket id %d is outside 0..%d", bucket, e->nscratch - 1);
     if (count / (size_t)e->size + 1 > (size_t)2147483647)
         return status_set_error(DT_ERR_INVALID_ARG, "bucket %d of %zu elements is too large: use a smaller --bucket-mb",
-                            bucket, count);
+                                bucket, count);
     if (e->threaded) pthread_mutex_lock(&e->mu);
     if (e->next_seq - e->done >= ENGINE_MAX_REQS) {
         if (e->threaded) pthread_mutex_unlock(&e->mu);
@@ -526,7 +539,7 @@ static dt_status engine_start_any(engine *e, float *buf, uint16_t *buf16, size_t
     e->next_seq++;
     if (log_enabled(LOG_LEVEL_DEBUG))
         log_msg(LOG_LEVEL_DEBUG, "engine: start #%llu allreduce of bucket %d, %zu elements, %zu bytes %s",
-               (unsigned long long)q->seq, bucket, count, req_wire_bytes(q), dt_dtype_name(wire));
+                (unsigned long long)q->seq, bucket, count, req_wire_bytes(q), dt_dtype_name(wire));
     if (e->threaded) {
         pthread_cond_signal(&e->cv_work);
         pthread_mutex_unlock(&e->mu);

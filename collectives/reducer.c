@@ -34,12 +34,15 @@ static dt_status check_types(dt_memory mem, dt_dtype dtype, dt_dtype wire)
 {
     if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "reducer: buffer type %d must be DT_F32, DT_F16 or DT_BF16",
-                            (int)dtype);
+                                (int)dtype);
     if (wire != DT_F32 && wire != DT_F16 && wire != DT_BF16)
-        return status_set_error(DT_ERR_INVALID_ARG, "reducer: wire type %d must be DT_F32, DT_F16 or DT_BF16", (int)wire);
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: wire type %d must be DT_F32, DT_F16 or DT_BF16",
+                                (int)wire);
     if (dtype != DT_F32 && wire != dtype)
-        return status_set_error(DT_ERR_INVALID_ARG, "reducer: a %s buffer travels as %s (wire %s asked): set wire to the "
-                            "buffer's type", dt_dtype_name(dtype), dt_dtype_name(dtype), dt_dtype_name(wire));
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "reducer: a %s buffer travels as %s (wire %s asked): set wire to the "
+                                "buffer's type",
+                                dt_dtype_name(dtype), dt_dtype_name(dtype), dt_dtype_name(wire));
     return DT_OK;
 }
 
@@ -48,22 +51,27 @@ static dt_status check_memory(const dt_ctx *ctx, const void *buf, dt_memory mem,
 {
     *dev_be = NULL;
     if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)
-        return status_set_error(DT_ERR_INVALID_ARG, "reducer: memory kind %d must be DT_MEMORY_HOST or DT_MEMORY_DEVICE",
-                            (int)mem);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "reducer: memory kind %d must be DT_MEMORY_HOST or DT_MEMORY_DEVICE", (int)mem);
     const int dev = backend_is_device_ptr(buf);
     if (mem == DT_MEMORY_HOST && dev)
-        return status_set_error(DT_ERR_INVALID_ARG, "reducer: the gradient buffer %p is CUDA device memory but was given as "
-                            "DT_MEMORY_HOST: set memory to DT_MEMORY_DEVICE", buf);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "reducer: the gradient buffer %p is CUDA device memory but was given as "
+                                "DT_MEMORY_HOST: set memory to DT_MEMORY_DEVICE",
+                                buf);
     if (mem == DT_MEMORY_DEVICE) {
         if (backend_for_memory(mem, dev_be))
             return status_set_error(DT_ERR_INVALID_ARG, "reducer: DT_MEMORY_DEVICE: %s", dt_last_error());
         dt_placement pl;
         if (dt_get_placement(ctx, &pl) == DT_OK && pl.device != DT_DEVICE_CUDA)
-            return status_set_error(DT_ERR_INVALID_ARG, "reducer: DT_MEMORY_DEVICE on a context placed on the CPU: run with "
-                                "--device cuda (DTRAIN_DEVICE=cuda) or give host memory");
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "reducer: DT_MEMORY_DEVICE on a context placed on the CPU: run with "
+                                    "--device cuda (DTRAIN_DEVICE=cuda) or give host memory");
         if (!dev)
-            return status_set_error(DT_ERR_INVALID_ARG, "reducer: the gradient buffer %p is host memory but was given as "
-                                "DT_MEMORY_DEVICE: set memory to DT_MEMORY_HOST, or cudaMalloc the buffer", buf);
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "reducer: the gradient buffer %p is host memory but was given as "
+                                    "DT_MEMORY_DEVICE: set memory to DT_MEMORY_HOST, or cudaMalloc the buffer",
+                                    buf);
     }
     return DT_OK;
 }
@@ -71,8 +79,8 @@ static dt_status check_memory(const dt_ctx *ctx, const void *buf, dt_memory mem,
 static dt_status check_config(const dt_reducer_config *c)
 {
     if (!(c->bucket_mb >= 0) || !(c->first_bucket_mb >= 0) || c->bucket_mb > 1e6 || c->first_bucket_mb > 1e6)
-        return status_set_error(DT_ERR_INVALID_ARG, "reducer: bucket caps %g / %g MiB must be from 0 to 1e6", c->bucket_mb,
-                            c->first_bucket_mb);
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: bucket caps %g / %g MiB must be from 0 to 1e6",
+                                c->bucket_mb, c->first_bucket_mb);
     if (c->op != DT_SUM && c->op != DT_AVG)
         return status_set_error(DT_ERR_INVALID_ARG, "reducer: reduction %d must be DT_SUM or DT_AVG", (int)c->op);
     return check_types(c->memory, c->dtype, c->wire);
@@ -95,10 +103,11 @@ static dt_status check_plan_across_ranks(dt_reducer *r)
         char own[96] = ""; /* the differing rank adds its own count */
         if (p->nb != nb0 || dt_rank(r->ctx) == first)
             snprintf(own, sizeof own, ", rank %d has %d", dt_rank(r->ctx), p->nb);
-        s = status_set_error(DT_ERR_INVALID_ARG, "%d rank(s) planned other gradient buckets than rank 0 (the first is rank "
-                         "%d; rank 0 has %d buckets%s): every rank must give the reducer the same buffer size, "
-                         "ranges, types, reduction and caps (--bucket-mb / --first-bucket-mb)", differ, first,
-                         (int)nb0, own);
+        s = status_set_error(DT_ERR_INVALID_ARG,
+                             "%d rank(s) planned other gradient buckets than rank 0 (the first is rank "
+                             "%d; rank 0 has %d buckets%s): every rank must give the reducer the same buffer size, "
+                             "ranges, types, reduction and caps (--bucket-mb / --first-bucket-mb)",
+                             differ, first, (int)nb0, own);
     }
     return s;
 }
@@ -119,14 +128,20 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
 {
     if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: out is NULL");
     *out = NULL;
-    if (!ctx || !grads) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: ctx or the gradient buffer is NULL");
-    if (count == 0) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: the gradient buffer has 0 elements");
+    if (!ctx || !grads)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: ctx or the gradient buffer is NULL");
+    if (count == 0)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: the gradient buffer has 0 elements");
     if (nranges < 0 || (nranges > 0 && !ranges) || (ranges && nranges == 0))
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: %d range(s) at %p: give ranges and their count, "
-                            "or NULL and 0 for buckets by size", nranges, (const void *)ranges);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_reducer_create: %d range(s) at %p: give ranges and their count, "
+                                "or NULL and 0 for buckets by size",
+                                nranges, (const void *)ranges);
     dt_reducer_config cfg;
-    if (c) cfg = *c;
-    else dt_reducer_defaults(&cfg);
+    if (c)
+        cfg = *c;
+    else
+        dt_reducer_defaults(&cfg);
     dt_status s = check_config(&cfg);
     backend *dev_be = NULL;
     if (!s) s = check_memory(ctx, grads, cfg.memory, &dev_be);
@@ -144,8 +159,9 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
     s = ranges ? bucket_plan_ranges(count, ranges, nranges, r->esz, first, cap, &r->plan)
                : bucket_plan_auto(count, r->esz, first, cap, &r->plan);
     if (!s && r->plan.nb > REDUCER_MAX_BUCKETS)
-        s = status_set_error(DT_ERR_INVALID_ARG, "reducer: the plan has %d buckets, at most %d: raise bucket_mb (now %g MiB)",
-                         r->plan.nb, REDUCER_MAX_BUCKETS, cfg.bucket_mb);
+        s = status_set_error(DT_ERR_INVALID_ARG,
+                             "reducer: the plan has %d buckets, at most %d: raise bucket_mb (now %g MiB)", r->plan.nb,
+                             REDUCER_MAX_BUCKETS, cfg.bucket_mb);
     if (!s) s = alloc_step(r);
     /* dt_config::comm_world1 makes device memory reduce even in a world of one (a test of the NCCL
      * path on one GPU: a sum over one rank changes no bit). */
@@ -162,8 +178,10 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
             r->dcoll = dc && dc->ops->start ? dc : NULL;
             r->whole_at_wait = !r->dcoll;
             if (cfg.dtype == DT_F32 && cfg.wire != DT_F32)
-                s = r->dev_be->ops->alloc(r->dev_be, count * sizeof(uint16_t), "the 16-bit wire copy of the "
-                                          "gradients", (void **)&r->wire16);
+                s = r->dev_be->ops->alloc(r->dev_be, count * sizeof(uint16_t),
+                                          "the 16-bit wire copy of the "
+                                          "gradients",
+                                          (void **)&r->wire16);
         }
     }
     if (s) {
@@ -191,13 +209,16 @@ void dt_reducer_free(dt_reducer *r)
 dt_status reducer_set_buffer(dt_reducer *r, void *buf, dt_dtype dtype, dt_dtype wire)
 {
     if (reducer_step_open(r))
-        return status_set_error(DT_ERR_INVALID_ARG, "reducer: the buffer cannot change in the middle of a step (%d range(s) "
-                            "ready): call dt_reducer_wait first", r->nready);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "reducer: the buffer cannot change in the middle of a step (%d range(s) "
+                                "ready): call dt_reducer_wait first",
+                                r->nready);
     dt_status s = check_types(r->cfg.memory, dtype, wire);
     if (s) return s;
     if (r->comm && r->cfg.memory == DT_MEMORY_DEVICE && (dtype == DT_F32 && wire != DT_F32) != (r->wire16 != NULL))
-        return status_set_error(DT_ERR_INVALID_ARG, "reducer: a device buffer cannot change between an fp32 and a 16-bit "
-                            "wire after creation: create a new reducer");
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "reducer: a device buffer cannot change between an fp32 and a 16-bit "
+                                "wire after creation: create a new reducer");
     /* The plan is in elements, so it holds for any element size (the caps were applied to the
      * size at creation). */
     r->esz = dt_dtype_size(dtype);
@@ -215,7 +236,7 @@ dt_status dt_reducer_bucket(const dt_reducer *r, int i, dt_range *out)
     if (!r || !out) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_bucket: the reducer or out is NULL");
     if (i < 0 || i >= r->plan.nb)
         return status_set_error(DT_ERR_INVALID_ARG, "bucket %d does not exist: the plan has buckets 0..%d", i,
-                            r->plan.nb - 1);
+                                r->plan.nb - 1);
     out->offset = r->plan.b[i].off;
     out->count = r->plan.b[i].n;
     return DT_OK;
@@ -224,8 +245,10 @@ dt_status dt_reducer_bucket(const dt_reducer *r, int i, dt_range *out)
 void dt_reducer_get_stats(const dt_reducer *r, dt_reducer_stats *out)
 {
     if (!out) return;
-    if (!r) memset(out, 0, sizeof *out);
-    else *out = r->stats;
+    if (!r)
+        memset(out, 0, sizeof *out);
+    else
+        *out = r->stats;
 }
 
 /* The gradient utilities on the reducer's own buffer, between steps. */
@@ -233,8 +256,10 @@ static dt_status between_steps(const dt_reducer *r, const char *fn)
 {
     if (!r) return status_set_error(DT_ERR_INVALID_ARG, "%s: the reducer is NULL", fn);
     if (reducer_step_open(r))
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: %d range(s) are ready and not reduced yet: call dt_reducer_wait "
-                            "first", fn, r->nready);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: %d range(s) are ready and not reduced yet: call dt_reducer_wait "
+                                "first",
+                                fn, r->nready);
     return DT_OK;
 }
 

@@ -33,21 +33,20 @@ struct dt_reducer {
     /* An fp32 device buffer on a 16-bit wire: its 16-bit copy (count elements, device memory), the
      * bucket rounded into it on the caller's stream before the allreduce and widened back after. */
     uint16_t *wire16;
-    backend *dev_be;     /* the backend of device memory (wire16 is its memory); NULL for host memory */
-    int comm;            /* 1 when anything is communicated at all */
-    int sync;            /* dt_reducer_set_sync */
+    backend *dev_be; /* the backend of device memory (wire16 is its memory); NULL for host memory */
+    int comm;        /* 1 when anything is communicated at all */
+    int sync;        /* dt_reducer_set_sync */
     /* The step: per bucket the elements ready and whether it started; per range whether it is
      * ready (plans by ranges), or the spans ready (plans by size). */
     size_t *covered;
     unsigned char *started, *range_ready;
     ready_span *spans;
     int nspans, spans_cap;
-    int nready;          /* ready() calls accepted in this step */
-    int next_start;      /* buckets start in index order, so every rank starts them alike */
-    int in_flight;       /* 1: something was started and not waited for */
-    int in_wait;         /* wait() is starting the rest (not counted as overlapped) */
+    int nready;     /* ready() calls accepted in this step */
+    int next_start; /* buckets start in index order, so every rank starts them alike */
+    int in_flight;  /* 1: something was started and not waited for */
+    int in_wait;    /* wait() is starting the rest (not counted as overlapped) */
     dt_reducer_stats stats;
 };
-
 
 #endif

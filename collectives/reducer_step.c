@@ -34,17 +34,15 @@ static dt_status reducer_start_bucket(dt_reducer *r, int b)
         /* Rounded on the caller's stream (behind the kernels that made the bucket); the allreduce
          * follows that stream; wait() widens the sums back. */
         uint16_t *w = r->wire16 + bk->off;
-        dt_status s = cuda_cast_f32_to_16(r->cfg.wire, (const float *)(void *)(base + bk->off * r->esz), w, bk->n,
-                                          r->cfg.stream);
+        dt_status s =
+            cuda_cast_f32_to_16(r->cfg.wire, (const float *)(void *)(base + bk->off * r->esz), w, bk->n, r->cfg.stream);
         return s ? s : r->dcoll->ops->start(r->dcoll, w, bk->n, r->cfg.wire, r->cfg.op, r->cfg.stream);
     }
 #endif
     if (r->dcoll)
-        return r->dcoll->ops->start(r->dcoll, base + bk->off * r->esz, bk->n, r->cfg.dtype, r->cfg.op,
-                                    r->cfg.stream);
+        return r->dcoll->ops->start(r->dcoll, base + bk->off * r->esz, bk->n, r->cfg.dtype, r->cfg.op, r->cfg.stream);
     if (r->cfg.dtype != DT_F32)
-        return engine_start16(r->eng, (uint16_t *)(void *)(base + bk->off * r->esz), bk->n, r->cfg.op, b,
-                              r->cfg.dtype);
+        return engine_start16(r->eng, (uint16_t *)(void *)(base + bk->off * r->esz), bk->n, r->cfg.op, b, r->cfg.dtype);
     return engine_start(r->eng, (float *)(void *)(base + bk->off * r->esz), bk->n, r->cfg.op, b, r->cfg.wire);
 }
 
@@ -66,9 +64,11 @@ static dt_status spans_add(dt_reducer *r, size_t lo, size_t hi)
     int i = 0;
     while (i < r->nspans && r->spans[i].hi <= lo) i++; /* the first span ending after lo */
     if (i < r->nspans && r->spans[i].lo < hi)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: elements [%zu, %zu) overlap elements [%zu, %zu) "
-                            "already ready in this step (ready twice): mark each slice once between two "
-                            "dt_reducer_wait calls", lo, hi, r->spans[i].lo, r->spans[i].hi);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_reducer_ready: elements [%zu, %zu) overlap elements [%zu, %zu) "
+                                "already ready in this step (ready twice): mark each slice once between two "
+                                "dt_reducer_wait calls",
+                                lo, hi, r->spans[i].lo, r->spans[i].hi);
     const int join_prev = i > 0 && r->spans[i - 1].hi == lo, join_next = i < r->nspans && r->spans[i].lo == hi;
     if (join_prev && join_next) {
         r->spans[i - 1].hi = r->spans[i].hi;
@@ -101,14 +101,16 @@ static dt_status mark_range(dt_reducer *r, size_t offset, size_t count)
     const int i = bucket_plan_find_range(p, offset, &near);
     if (i < 0 || p->r[i].count != count) {
         const dt_range *n = &p->r[i < 0 ? near : i];
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: [%zu, %zu) is not one of the %d ranges given to "
-                            "dt_reducer_create (the nearest is range %d [%zu, %zu)): mark whole ranges", offset,
-                            offset + count, p->nr, i < 0 ? near : i, n->offset, n->offset + n->count);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_reducer_ready: [%zu, %zu) is not one of the %d ranges given to "
+                                "dt_reducer_create (the nearest is range %d [%zu, %zu)): mark whole ranges",
+                                offset, offset + count, p->nr, i < 0 ? near : i, n->offset, n->offset + n->count);
     }
     if (r->range_ready[i])
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: range %d [%zu, %zu) was already ready in this step "
-                            "(ready twice): mark each range once between two dt_reducer_wait calls", i, offset,
-                            offset + count);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_reducer_ready: range %d [%zu, %zu) was already ready in this step "
+                                "(ready twice): mark each range once between two dt_reducer_wait calls",
+                                i, offset, offset + count);
     r->range_ready[i] = 1;
     r->covered[p->of_range[i]] += count;
     return DT_OK;
@@ -119,7 +121,7 @@ dt_status dt_reducer_ready(dt_reducer *r, size_t offset, size_t count)
     if (!r) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: the reducer is NULL");
     if (count == 0 || offset >= r->count || count > r->count - offset)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_ready: [%zu, +%zu) is %s the buffer of %zu elements",
-                            offset, count, count == 0 ? "an empty slice of" : "past the end of", r->count);
+                                offset, count, count == 0 ? "an empty slice of" : "past the end of", r->count);
     dt_status s;
     if (r->plan.r) {
         s = mark_range(r, offset, count);
@@ -175,10 +177,12 @@ static dt_status check_complete(const dt_reducer *r)
         for (int i = 0; i < p->nr; i++)
             if (!r->range_ready[i] && missing++ == 0) first = i;
         if (!missing) return DT_OK;
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_wait: %d of the %d ranges were never marked ready in this "
-                            "step, the first (in backward order) range %d [%zu, %zu): call dt_reducer_ready for every "
-                            "range before dt_reducer_wait; this step's gradients are not usable", missing, p->nr,
-                            first, p->r[first].offset, p->r[first].offset + p->r[first].count);
+        return status_set_error(
+            DT_ERR_INVALID_ARG,
+            "dt_reducer_wait: %d of the %d ranges were never marked ready in this "
+            "step, the first (in backward order) range %d [%zu, %zu): call dt_reducer_ready for every "
+            "range before dt_reducer_wait; this step's gradients are not usable",
+            missing, p->nr, first, p->r[first].offset, p->r[first].offset + p->r[first].count);
     }
     size_t at = 0;
     for (int i = 0; i < r->nspans && r->spans[i].lo == at; i++) at = r->spans[i].hi;
@@ -189,9 +193,12 @@ static dt_status check_complete(const dt_reducer *r)
             end = r->spans[i].lo;
             break;
         }
-    return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_wait: elements [%zu, %zu) of the buffer were never marked ready "
-                        "in this step: call dt_reducer_ready for the whole buffer before dt_reducer_wait; this step's "
-                        "gradients are not usable", at, end);
+    return status_set_error(
+        DT_ERR_INVALID_ARG,
+        "dt_reducer_wait: elements [%zu, %zu) of the buffer were never marked ready "
+        "in this step: call dt_reducer_ready for the whole buffer before dt_reducer_wait; this step's "
+        "gradients are not usable",
+        at, end);
 }
 
 /* The whole buffer in one dt_allreduce (device memory without asynchronous starts), through the
@@ -221,8 +228,8 @@ static dt_status widen_started(dt_reducer *r)
     for (int b = 0; b < r->plan.nb; b++) {
         if (!r->started[b]) continue;
         const bucket *bk = &r->plan.b[b];
-        dt_status s = cuda_cast_16_to_f32(r->cfg.wire, r->wire16 + bk->off, (float *)r->buf + bk->off, bk->n,
-                                          r->cfg.stream);
+        dt_status s =
+            cuda_cast_16_to_f32(r->cfg.wire, r->wire16 + bk->off, (float *)r->buf + bk->off, bk->n, r->cfg.stream);
         if (s) return s;
     }
 #else
@@ -267,8 +274,10 @@ dt_status dt_reducer_set_sync(dt_reducer *r, int sync)
 {
     if (!r) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_set_sync: the reducer is NULL");
     if (reducer_step_open(r))
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_set_sync: %d range(s) are ready in this step: change sync "
-                            "between steps (after dt_reducer_wait)", r->nready);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_reducer_set_sync: %d range(s) are ready in this step: change sync "
+                                "between steps (after dt_reducer_wait)",
+                                r->nready);
     r->sync = sync != 0;
     return DT_OK;
 }

@@ -158,7 +158,8 @@ static int checkpoint_round_trip(dt_ctx *ctx, const float *p)
     float *p_back = malloc(NP * sizeof *p_back);
     if (!p_back) die(ctx, "out of memory");
     if (dt_ckpt_open_latest(ctx, dir, &r, &at) || !r) die(ctx, "dt_ckpt_open_latest");
-    if (dt_ckpt_read(r, "params", p_back, NP * sizeof *p_back) || dt_ckpt_read(r, "step", &step_back, sizeof step_back) ||
+    if (dt_ckpt_read(r, "params", p_back, NP * sizeof *p_back) ||
+        dt_ckpt_read(r, "step", &step_back, sizeof step_back) ||
         dt_ckpt_read_rank(r, "seed", &seed_back, sizeof seed_back))
         die(ctx, "dt_ckpt_read");
     const int ok = at == step && step_back == step && seed_back == seed && !memcmp(p, p_back, NP * sizeof *p);
@@ -178,7 +179,7 @@ int main(void)
     dt_config cfg;
     dt_config_defaults(&cfg);
     if (dt_config_from_env(&cfg) != DT_OK) die(NULL, "dt_config_from_env"); /* DTRAIN_TIMEOUT, ... */
-    cfg.device = DT_DEVICE_CPU; /* the buffers here are host memory */
+    cfg.device = DT_DEVICE_CPU;                                             /* the buffers here are host memory */
     dt_ctx *ctx = NULL;
     if (dt_init(&cfg, &ctx) != DT_OK) die(NULL, "dt_init");
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
@@ -211,7 +212,8 @@ int main(void)
     const int same = memcmp(p_red, p_blk, NP * sizeof *p_red) == 0, learned = last < 0.75 * first;
     const int restored = checkpoint_round_trip(ctx, p_red);
     if (rank == 0) {
-        printf("custom_loop: %d ranks, loss %.4f -> %.4f: %s\n", world, first, last, learned ? "learned" : "DID NOT LEARN");
+        printf("custom_loop: %d ranks, loss %.4f -> %.4f: %s\n", world, first, last,
+               learned ? "learned" : "DID NOT LEARN");
         printf("custom_loop: reducer vs blocking allreduce: parameters %s (checksums %016llx, %016llx)\n",
                same ? "equal bit for bit" : "DIFFER", (unsigned long long)sum_red, (unsigned long long)sum_blk);
         printf("custom_loop: checkpoint of named sections: %s\n", restored ? "read back intact" : "DIFFERS");

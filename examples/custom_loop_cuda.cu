@@ -52,17 +52,20 @@ static void die(const char *what, const char *why)
     dt_abort_job(g_ctx, 1);
     exit(1);
 }
-#define CUDA_CHECK(call)                                                                                       \
-    do {                                                                                                       \
-        cudaError_t e_ = (call);                                                                               \
-        if (e_ != cudaSuccess) die(#call, cudaGetErrorString(e_));                                             \
+#define CUDA_CHECK(call)                                                                                               \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) die(#call, cudaGetErrorString(e_));                                                     \
     } while (0)
-#define CUBLAS_CHECK(call)                                                                                     \
-    do {                                                                                                       \
-        cublasStatus_t s_ = (call);                                                                            \
-        if (s_ != CUBLAS_STATUS_SUCCESS) die(#call, cublasGetStatusString(s_));                                \
+#define CUBLAS_CHECK(call)                                                                                             \
+    do {                                                                                                               \
+        cublasStatus_t s_ = (call);                                                                                    \
+        if (s_ != CUBLAS_STATUS_SUCCESS) die(#call, cublasGetStatusString(s_));                                        \
     } while (0)
-#define TRY(call) do { if ((call) != DT_OK) die(#call, dt_last_error()); } while (0)
+#define TRY(call)                                                                                                      \
+    do {                                                                                                               \
+        if ((call) != DT_OK) die(#call, dt_last_error());                                                              \
+    } while (0)
 
 /* h = max(h, 0) in place; n elements. */
 __global__ void relu_kernel(float *h, int n)
@@ -96,24 +99,23 @@ static void relu_backward(float *dh, const float *h, int n, cudaStream_t s)
 static void gemm(cublasHandle_t h, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                  const float *b, int ldb, float beta, float *c, int ldc)
 {
-    CUBLAS_CHECK(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
-                             ldb, a, lda, &beta, c, ldc));
+    CUBLAS_CHECK(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb,
+                             a, lda, &beta, c, ldc));
 }
 
 /* The loop's device buffers and pinned host staging. */
 typedef struct gpu_state {
     cudaStream_t stream;
     cublasHandle_t blas;
-    float *g, *vel, *x, *h, *logits, *dlogits, *dh, *ones;  /* device */
-    float *hx, *hlogits, *hdlogits;                          /* pinned host: the batch, the loss's in and out */
+    float *g, *vel, *x, *h, *logits, *dlogits, *dh, *ones; /* device */
+    float *hx, *hlogits, *hdlogits;                        /* pinned host: the batch, the loss's in and out */
     int32_t labels[BATCH];
 } gpu_state;
 
 /* Trains the device parameters p (NP floats, the same on every rank) for STEPS steps, with the
  * reducer (use_reducer 1) or one blocking dt_allreduce after backward (0). Returns the mean loss
  * of the first and last 20 steps. */
-static void train(dt_ctx *ctx, dt_dataset *data, gpu_state *st, int use_reducer, float *p, double *first,
-                  double *last)
+static void train(dt_ctx *ctx, dt_dataset *data, gpu_state *st, int use_reducer, float *p, double *first, double *last)
 {
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
     cudaStream_t s = st->stream;
@@ -147,14 +149,14 @@ static void train(dt_ctx *ctx, dt_dataset *data, gpu_state *st, int use_reducer,
         gemm(bl, 0, 0, BATCH, CLASSES, 1, 1.0f, st->ones, 1, b2, CLASSES, 0.0f, st->logits, CLASSES);
         gemm(bl, 0, 1, BATCH, CLASSES, HID, 1.0f, st->h, HID, W2, HID, 1.0f, st->logits, CLASSES);
         /* The loss on the host: the step's one wait for the device. */
-        CUDA_CHECK(cudaMemcpyAsync(st->hlogits, st->logits, BATCH * CLASSES * sizeof(float), cudaMemcpyDeviceToHost,
-                                   s));
+        CUDA_CHECK(
+            cudaMemcpyAsync(st->hlogits, st->logits, BATCH * CLASSES * sizeof(float), cudaMemcpyDeviceToHost, s));
         CUDA_CHECK(cudaStreamSynchronize(s));
         int correct;
-        double loss = dt_softmax_xent(st->hlogits, st->labels, st->hdlogits, BATCH, CLASSES, 1.0f / BATCH, &correct) /
-                      BATCH;
-        CUDA_CHECK(cudaMemcpyAsync(st->dlogits, st->hdlogits, BATCH * CLASSES * sizeof(float), cudaMemcpyHostToDevice,
-                                   s));
+        double loss =
+            dt_softmax_xent(st->hlogits, st->labels, st->hdlogits, BATCH, CLASSES, 1.0f / BATCH, &correct) / BATCH;
+        CUDA_CHECK(
+            cudaMemcpyAsync(st->dlogits, st->hdlogits, BATCH * CLASSES * sizeof(float), cudaMemcpyHostToDevice, s));
 
         /* Backward of layer 2: gW2 = dlogits^T h, gb2 = dlogits^T ones. Queued, then marked ready:
          * the allreduce follows these kernels on the device, the host goes straight on. */

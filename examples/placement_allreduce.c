@@ -25,9 +25,9 @@ int main(void)
 
     dt_placement p;
     dt_get_placement(ctx, &p);
-    printf("rank %d/%d local %d/%d node %d (%s) host %s launcher %s device %s cores %s\n", p.rank,
-           p.world_size, p.local_rank, p.local_size, p.node, dt_node_name(ctx, p.node), p.hostname,
-           dt_launcher_name(p.launcher), dt_device_kind_name(p.device), p.cores);
+    printf("rank %d/%d local %d/%d node %d (%s) host %s launcher %s device %s cores %s\n", p.rank, p.world_size,
+           p.local_rank, p.local_size, p.node, dt_node_name(ctx, p.node), p.hostname, dt_launcher_name(p.launcher),
+           dt_device_kind_name(p.device), p.cores);
 
     /* Each rank contributes rank+1 in every element; the sum is n(n+1)/2 everywhere. This example
      * keeps its buffer in host memory, which is why it asked for the CPU device. */
@@ -49,8 +49,8 @@ int main(void)
     float want = (float)p.world_size * (float)(p.world_size + 1) / 2.0f;
     for (int i = 0; i < N; i++)
         if (buf[i] != want) bad++;
-    printf("rank %d: allreduce of %d floats via %s: %s (each %g, expected %g)\n", p.rank, N,
-           dt_backend_name(ctx), bad ? "WRONG" : "ok", (double)buf[0], (double)want);
+    printf("rank %d: allreduce of %d floats via %s: %s (each %g, expected %g)\n", p.rank, N, dt_backend_name(ctx),
+           bad ? "WRONG" : "ok", (double)buf[0], (double)want);
     free(buf);
     dt_finalize(ctx);
     return bad ? 1 : 0;

@@ -44,8 +44,8 @@ int main(int argc, char **argv)
     dt_config cfg;
     dt_config_defaults(&cfg);
     dt_status s = dt_config_from_env(&cfg); /* DTRAIN_PIN, DTRAIN_BLAS_THREADS, ... as for training */
-    cfg.init_mpi = 0;                        /* MPI is ours: dt_init must find it initialized */
-    cfg.device = DT_DEVICE_CPU;              /* it computes on the CPU; the placement still names its GPU */
+    cfg.init_mpi = 0;                       /* MPI is ours: dt_init must find it initialized */
+    cfg.device = DT_DEVICE_CPU;             /* it computes on the CPU; the placement still names its GPU */
     dt_ctx *ctx = NULL;
     if (s == DT_OK) s = dt_init(&cfg, &ctx);
     if (s != DT_OK) {
@@ -95,8 +95,9 @@ int main(int argc, char **argv)
     const int ok = worst < 1e-10;
     if (rank == 0)
         printf("placement_only: heat equation, %d points on %d rank%s, %d steps in %.3f ms: amplitude %.6f, exact "
-               "%.6f, worst error %.2e: %s\n", N, size, size == 1 ? "" : "s", STEPS, 1e3 * (MPI_Wtime() - t0),
-               u[1] / sin(pi * (lo + 1) * dx), decay, worst, ok ? "ok" : "WRONG");
+               "%.6f, worst error %.2e: %s\n",
+               N, size, size == 1 ? "" : "s", STEPS, 1e3 * (MPI_Wtime() - t0), u[1] / sin(pi * (lo + 1) * dx), decay,
+               worst, ok ? "ok" : "WRONG");
     free(u), free(v);
     dt_finalize(ctx); /* leaves MPI initialized: init_mpi was 0 */
     MPI_Finalize();

@@ -196,24 +196,24 @@ typedef enum dt_pinned_by {
 
 /** Where this process stands, as resolved by dt_init and confirmed by MPI. */
 typedef struct dt_placement {
-    int rank;                  /**< this process's rank in MPI_COMM_WORLD */
-    int world_size;            /**< ranks in MPI_COMM_WORLD */
-    int local_rank;            /**< this process's index among the ranks that share this node's memory */
-    int local_size;            /**< ranks that share this node's memory */
-    int node;                  /**< this node's index, 0 .. num_nodes - 1 */
-    int num_nodes;             /**< nodes in the job */
-    dt_launcher launcher;      /**< who started this process */
-    dt_device_kind device;     /**< DT_DEVICE_CPU or DT_DEVICE_CUDA, never AUTO */
-    int cuda_device;           /**< CUDA ordinal in this process's view, -1 on the CPU */
-    char gpu[64];              /**< the GPU this rank uses or, with no usable GPU, would use: its entry
-                                    in CUDA_VISIBLE_DEVICES (or SLURM_STEP_GPUS); "" when none is
-                                    assigned; "-" plus a reason when the mapping fails */
-    char hostname[256];        /**< this node's hostname */
-    char cores[256];           /**< the cores this process runs on, as a list "0-3,8" */
-    int num_cores;             /**< how many */
-    dt_pinned_by pinned_by;    /**< who bound the process to its cores */
-    int cores_shared;          /**< 1 when local ranks outnumber the cores, so cores are shared */
-    int blas_threads;          /**< threads OpenBLAS was given */
+    int rank;               /**< this process's rank in MPI_COMM_WORLD */
+    int world_size;         /**< ranks in MPI_COMM_WORLD */
+    int local_rank;         /**< this process's index among the ranks that share this node's memory */
+    int local_size;         /**< ranks that share this node's memory */
+    int node;               /**< this node's index, 0 .. num_nodes - 1 */
+    int num_nodes;          /**< nodes in the job */
+    dt_launcher launcher;   /**< who started this process */
+    dt_device_kind device;  /**< DT_DEVICE_CPU or DT_DEVICE_CUDA, never AUTO */
+    int cuda_device;        /**< CUDA ordinal in this process's view, -1 on the CPU */
+    char gpu[64];           /**< the GPU this rank uses or, with no usable GPU, would use: its entry
+                                 in CUDA_VISIBLE_DEVICES (or SLURM_STEP_GPUS); "" when none is
+                                 assigned; "-" plus a reason when the mapping fails */
+    char hostname[256];     /**< this node's hostname */
+    char cores[256];        /**< the cores this process runs on, as a list "0-3,8" */
+    int num_cores;          /**< how many */
+    dt_pinned_by pinned_by; /**< who bound the process to its cores */
+    int cores_shared;       /**< 1 when local ranks outnumber the cores, so cores are shared */
+    int blas_threads;       /**< threads OpenBLAS was given */
 } dt_placement;
 
 /** Copies the placement into *out. */

@@ -49,12 +49,12 @@ struct backend {
 /* The buffers a layer entry of a pass uses besides its tensors: the convolution workspace, and
  * the fp32 scratch and 16-bit copies of a 16-bit pass, sized by scratch16 (NULL in fp32 passes). */
 typedef struct pass_args {
-    dt_dtype prec;   /* storage of activations and of the gradients flowing backward */
-    dt_dtype grad_t; /* parameter gradients: DT_F32, or prec (backends with grads16) */
-    float *ws;       /* convolution workspace */
+    dt_dtype prec;        /* storage of activations and of the gradients flowing backward */
+    dt_dtype grad_t;      /* parameter gradients: DT_F32, or prec (backends with grads16) */
+    float *ws;            /* convolution workspace */
     float *sx, *sy, *sdy; /* activation-sized fp32 scratch */
     float *sw, *sg, *st;  /* weight-sized fp32 scratch: widened weights, weight gradients, sums */
-    uint16_t *x16;   /* the model input rounded to 16 bits (backends with keeps_params16) */
+    uint16_t *x16;        /* the model input rounded to 16 bits (backends with keeps_params16) */
 } pass_args;
 
 /* One parameter layer's tensors: the fp32 master weights (O, I) or (O, C, k, k) and bias (O),
@@ -81,10 +81,10 @@ typedef struct scratch_sizes {
 } scratch_sizes;
 
 struct backend_ops {
-    const char *name;  /* "cpu", "cuda" */
-    int host_memory;   /* its memory is host memory: a caller's host buffer serves in place */
+    const char *name;   /* "cpu", "cuda" */
+    int host_memory;    /* its memory is host memory: a caller's host buffer serves in place */
     int keeps_params16; /* 16-bit passes read a 16-bit copy of the parameters (cast_to16 of them) */
-    int grads16;       /* parameter gradients may be kept in 16 bits */
+    int grads16;        /* parameter gradients may be kept in 16 bits */
 
     /* ------------------------------------------------------------ memory */
     /* bytes of zeroed memory into *out; DT_ERR_NOMEM naming `what`, the bytes, what is free on a
@@ -113,21 +113,20 @@ struct backend_ops {
 
     /* ------------------------------------------------------------ fp32 ops */
     /* C(M,N) = alpha * op(A) * op(B) + beta * C; op(X) = X or X^T when trans_x. */
-    dt_status (*gemm)(backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                      int lda, const float *b, int ldb, float beta, float *c, int ldc);
+    dt_status (*gemm)(backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                      const float *b, int ldb, float beta, float *c, int ldc);
     /* y(B,OUT) = x(B,IN) * W(OUT,IN)^T + b(OUT). */
-    dt_status (*linear_fwd)(backend *be, const float *x, const float *w, const float *b, float *y, int batch,
-                            int in, int out);
+    dt_status (*linear_fwd)(backend *be, const float *x, const float *w, const float *b, float *y, int batch, int in,
+                            int out);
     /* dW(OUT,IN) = dy^T x, db(OUT) = column sums of dy, dx(B,IN) = dy W (skipped when dx is NULL). */
     dt_status (*linear_bwd)(backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw,
                             float *db, int batch, int in, int out);
     /* Convolution: x (B,C,H,W), w (O,C,k,k), b (O) or NULL, y (B,O,Ho,Wo). */
     size_t (*conv_ws_floats)(backend *be, const conv_shape *s);
-    dt_status (*conv_fwd)(backend *be, const conv_shape *s, const float *x, const float *w, const float *b,
-                          float *y, float *ws);
+    dt_status (*conv_fwd)(backend *be, const conv_shape *s, const float *x, const float *w, const float *b, float *y,
+                          float *ws);
     /* dx (B,C,H,W) from dy and w. */
-    dt_status (*conv_bwd_data)(backend *be, const conv_shape *s, const float *dy, const float *w, float *dx,
-                               float *ws);
+    dt_status (*conv_bwd_data)(backend *be, const conv_shape *s, const float *dy, const float *w, float *dx, float *ws);
     /* dw (O,C,k,k) and db (O, NULL to skip) from x and dy. */
     dt_status (*conv_bwd_filter)(backend *be, const conv_shape *s, const float *x, const float *dy, float *dw,
                                  float *db, float *ws);
@@ -148,8 +147,8 @@ struct backend_ops {
     /* SGD with momentum and coupled weight decay, PyTorch semantics:
      *   g = grad + wd * p;  buf = first ? g : momentum * buf + g;  p -= lr * buf
      * (momentum 0: p -= lr * g, buf untouched and may be NULL). */
-    dt_status (*sgd)(backend *be, float *p, const float *grad, float *buf, size_t n, float lr, float momentum,
-                     float wd, int first);
+    dt_status (*sgd)(backend *be, float *p, const float *grad, float *buf, size_t n, float lr, float momentum, float wd,
+                     int first);
     /* AdamW, PyTorch semantics, step t >= 1:
      *   p -= lr * wd * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
      *   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) */
@@ -172,12 +171,10 @@ struct backend_ops {
     dt_status (*scale_count)(backend *be, dt_dtype t, void *buf, size_t n, float mul, size_t *bad);
     /* *flag (backend memory) = stamp when buf holds an inf or NaN and *flag < since; queued without
      * waiting. */
-    dt_status (*flag_nonfinite)(backend *be, dt_dtype t, const void *buf, size_t n, int *flag, int stamp,
-                                int since);
+    dt_status (*flag_nonfinite)(backend *be, dt_dtype t, const void *buf, size_t n, int *flag, int stamp, int since);
     /* *out (host) = the sum of v^2 in double over buf, v widened and multiplied as widen_scaled
      * does, in an order fixed by n (the same values give the same bits on the same hardware). */
-    dt_status (*sum_squares)(backend *be, dt_dtype t, const void *buf, size_t n, float m1, float m2,
-                             double *out);
+    dt_status (*sum_squares)(backend *be, dt_dtype t, const void *buf, size_t n, float m1, float m2, double *out);
     /* Gradient accumulation over n values of t: g += acc when add (in fp32, rounded once for
      * 16-bit g), then acc = g when store. */
     dt_status (*accum_grads)(backend *be, dt_dtype t, void *g, float *acc, size_t n, int add, int store);

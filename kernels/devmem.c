@@ -22,8 +22,8 @@ static dt_status copy(int cuda, void *dst, const void *src, size_t bytes, int to
 #ifdef DTRAIN_HAVE_CUDA
     cudaError_t e = cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
     if (e != cudaSuccess)
-        return status_set_error(DT_ERR_DEVICE, "copying %zu bytes %s the GPU failed: %s", bytes, to_device ? "to" : "from",
-                            cudaGetErrorString(e));
+        return status_set_error(DT_ERR_DEVICE, "copying %zu bytes %s the GPU failed: %s", bytes,
+                                to_device ? "to" : "from", cudaGetErrorString(e));
     return DT_OK;
 #else
     (void)to_device;
@@ -33,7 +33,10 @@ static dt_status copy(int cuda, void *dst, const void *src, size_t bytes, int to
 
 int devmem_is_device(const void *p) { return backend_is_device_ptr(p); }
 
-dt_status devmem_to_device(int cuda, void *dst, const void *src, size_t bytes) { return copy(cuda, dst, src, bytes, 1); }
+dt_status devmem_to_device(int cuda, void *dst, const void *src, size_t bytes)
+{
+    return copy(cuda, dst, src, bytes, 1);
+}
 dt_status devmem_to_host(int cuda, void *dst, const void *src, size_t bytes) { return copy(cuda, dst, src, bytes, 0); }
 
 dt_status devmem_host_alloc(int pinned, size_t bytes, const char *what, void **out)
@@ -46,16 +49,17 @@ dt_status devmem_host_alloc(int pinned, size_t bytes, const char *what, void **o
         if (e == cudaSuccess) return DT_OK;
         *out = NULL;
         cudaGetLastError();
-        return status_set_error(DT_ERR_NOMEM, "cannot pin %.1f MiB of host memory for %s (%s): raise the locked-memory "
-                            "limit (ulimit -l) or use a smaller --batch", (double)n / 1048576.0, what,
-                            cudaGetErrorString(e));
+        return status_set_error(DT_ERR_NOMEM,
+                                "cannot pin %.1f MiB of host memory for %s (%s): raise the locked-memory "
+                                "limit (ulimit -l) or use a smaller --batch",
+                                (double)n / 1048576.0, what, cudaGetErrorString(e));
     }
 #else
     (void)pinned;
 #endif
     if (!(*out = malloc(n)))
         return status_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB): use a smaller --batch", what,
-                            (double)n / 1048576.0);
+                                (double)n / 1048576.0);
     return DT_OK;
 }
 

@@ -16,9 +16,9 @@ extern "C" {
 
 /* Geometry of a 2-D convolution: square kernel k, stride s, zero padding p on every side. */
 typedef struct conv_shape {
-    int batch, c_in, h, w;  /* input  (batch, c_in, h, w) */
+    int batch, c_in, h, w; /* input  (batch, c_in, h, w) */
     int c_out, k, stride, pad;
-    int h_out, w_out;       /* (h + 2p - k) / s + 1, filled by conv_shape_init */
+    int h_out, w_out; /* (h + 2p - k) / s + 1, filled by conv_shape_init */
 } conv_shape;
 
 /* Fills h_out/w_out; DT_ERR_INVALID_ARG (naming the numbers) when the kernel does not fit. */

@@ -13,12 +13,12 @@ typedef enum { GEMM_FP32 = 0, GEMM_TF32, GEMM_BF16, GEMM_FP16, GEMM_NTYPES } gem
 
 /* One timed GEMM configuration's result. */
 typedef struct gemm_result {
-    int ran;            /* 0: not run (no such kernel here, or no GPU) */
-    double ms;          /* mean time of one product */
-    double tflops;      /* 2 n^3 / time */
-    double max_err;     /* sampled entries against an fp64 product of the same (rounded) inputs,
+    int ran;        /* 0: not run (no such kernel here, or no GPU) */
+    double ms;      /* mean time of one product */
+    double tflops;  /* 2 n^3 / time */
+    double max_err; /* sampled entries against an fp64 product of the same (rounded) inputs,
                            relative to sum |a_ik b_kj| */
-    char note[160];     /* why it did not run */
+    char note[160]; /* why it did not run */
 } gemm_result;
 
 /* Fills a (n x n, row-major) with the seeded values both sides use: uniform in [-1, 1). */

@@ -42,21 +42,21 @@ void gemm_gpu_describe(char *buf, size_t len)
              p.minor, (double)p.totalGlobalMem / (1 << 30), rt / 1000, (rt % 1000) / 10, cb, cbm, cbp);
 }
 
-#define CU(call)                                                                                         \
-    do {                                                                                                 \
-        cudaError_t e_ = (call);                                                                         \
-        if (e_ != cudaSuccess) {                                                                         \
-            snprintf(r->note, sizeof r->note, "%s: %s", #call, cudaGetErrorString(e_));                 \
-            goto out;                                                                                    \
-        }                                                                                                \
+#define CU(call)                                                                                                       \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            snprintf(r->note, sizeof r->note, "%s: %s", #call, cudaGetErrorString(e_));                                \
+            goto out;                                                                                                  \
+        }                                                                                                              \
     } while (0)
-#define CB(call)                                                                                         \
-    do {                                                                                                 \
-        cublasStatus_t s_ = (call);                                                                      \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                               \
-            snprintf(r->note, sizeof r->note, "%s: cuBLAS status %d", #call, (int)s_);                  \
-            goto out;                                                                                    \
-        }                                                                                                \
+#define CB(call)                                                                                                       \
+    do {                                                                                                               \
+        cublasStatus_t s_ = (call);                                                                                    \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                             \
+            snprintf(r->note, sizeof r->note, "%s: cuBLAS status %d", #call, (int)s_);                                 \
+            goto out;                                                                                                  \
+        }                                                                                                              \
     } while (0)
 
 int gemm_gpu_run(size_t n, gemm_type t, int warmup, int iters, double max_s, const float *a, const float *b,
@@ -110,7 +110,9 @@ int gemm_gpu_run(size_t n, gemm_type t, int warmup, int iters, double max_s, con
     CB(cublasCreate(&h));
     CU(cudaEventCreate(&ev0));
     CU(cudaEventCreate(&ev1));
-#define GEMM_ONCE() CB(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &alpha, db, dt, N, da, dt, N, &beta, dc, dt, N, ct, CUBLAS_GEMM_DEFAULT))
+#define GEMM_ONCE()                                                                                                    \
+    CB(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &alpha, db, dt, N, da, dt, N, &beta, dc, dt, N, ct,          \
+                    CUBLAS_GEMM_DEFAULT))
     for (int w = 0; w < warmup; w++) GEMM_ONCE();
     /* One timed product sizes the batch. */
     float ms1 = 0;

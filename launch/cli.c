@@ -114,7 +114,8 @@ static void unknown_option(int argc, char **argv, const char *cmd, const struct 
     /* A long option always ends its word; an unknown short one is the first letter of its word
      * (-h, the only short option, exits), which getopt_long has not passed yet when more follow. */
     const char *word = optopt && optind < argc && argv[optind][0] == '-' && argv[optind][1] == optopt
-                       ? argv[optind] : argv[optind - 1];
+                           ? argv[optind]
+                           : argv[optind - 1];
     const char *name = word;
     while (*name == '-') name++;
     const size_t len = strcspn(name, "=");
@@ -153,8 +154,8 @@ int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
         return EXIT_USAGE;
     }
     static const struct option common[] = {
-        {"device", required_argument, NULL, 'd'},  {"pin", required_argument, NULL, 'p'},
-        {"timeout", required_argument, NULL, 't'}, {"blas-threads", required_argument, NULL, 'b'},
+        {"device", required_argument, NULL, 'd'},   {"pin", required_argument, NULL, 'p'},
+        {"timeout", required_argument, NULL, 't'},  {"blas-threads", required_argument, NULL, 'b'},
         {"gpu-comm", required_argument, NULL, 'g'}, {"help", no_argument, NULL, 'h'},
     };
     enum { NCOMMON = sizeof common / sizeof *common, MAXOPTS = 64 };
@@ -170,44 +171,40 @@ int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
     while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         int rc = EXIT_OK;
         switch (o) {
-        case 'd':
-            if (dt_device_kind_parse(optarg, &cfg->device)) {
-                cli_error("--device %s: %s", optarg, dt_last_error());
-                return EXIT_USAGE;
-            }
-            break;
-        case 'p':
-            if (dt_pin_mode_parse(optarg, &cfg->pin)) {
-                cli_error("--pin %s: %s", optarg, dt_last_error());
-                return EXIT_USAGE;
-            }
-            break;
-        case 't':
-            if (config_timeout_parse("--timeout", optarg, &cfg->timeout_s)) {
-                cli_error("%s", dt_last_error());
-                return EXIT_USAGE;
-            }
-            break;
-        case 'b':
-            if ((rc = cli_int("--blas-threads", optarg, 0, 4096, &cfg->blas_threads))) return rc;
-            break;
-        case 'g':
-            if (dt_gpu_comm_parse(optarg, &cfg->gpu_comm)) {
-                cli_error("--gpu-comm %s: %s", optarg, dt_last_error());
-                return EXIT_USAGE;
-            }
-            break;
-        case 'h':
-            if (cli_help(cmd, stdout) != 0) cli_usage(stdout);
-            exit(EXIT_OK);
-        case ':':
-            cli_error("%s needs a value (see dtrain help %s)", argv[optind - 1], cmd);
-            return EXIT_USAGE;
-        case '?':
-            unknown_option(argc, argv, cmd, opts);
-            return EXIT_USAGE;
-        default:
-            if (!extra || (rc = extra->handle(o, optarg, extra->ud))) return rc ? rc : EXIT_USAGE;
+            case 'd':
+                if (dt_device_kind_parse(optarg, &cfg->device)) {
+                    cli_error("--device %s: %s", optarg, dt_last_error());
+                    return EXIT_USAGE;
+                }
+                break;
+            case 'p':
+                if (dt_pin_mode_parse(optarg, &cfg->pin)) {
+                    cli_error("--pin %s: %s", optarg, dt_last_error());
+                    return EXIT_USAGE;
+                }
+                break;
+            case 't':
+                if (config_timeout_parse("--timeout", optarg, &cfg->timeout_s)) {
+                    cli_error("%s", dt_last_error());
+                    return EXIT_USAGE;
+                }
+                break;
+            case 'b':
+                if ((rc = cli_int("--blas-threads", optarg, 0, 4096, &cfg->blas_threads))) return rc;
+                break;
+            case 'g':
+                if (dt_gpu_comm_parse(optarg, &cfg->gpu_comm)) {
+                    cli_error("--gpu-comm %s: %s", optarg, dt_last_error());
+                    return EXIT_USAGE;
+                }
+                break;
+            case 'h':
+                if (cli_help(cmd, stdout) != 0) cli_usage(stdout);
+                exit(EXIT_OK);
+            case ':': cli_error("%s needs a value (see dtrain help %s)", argv[optind - 1], cmd); return EXIT_USAGE;
+            case '?': unknown_option(argc, argv, cmd, opts); return EXIT_USAGE;
+            default:
+                if (!extra || (rc = extra->handle(o, optarg, extra->ud))) return rc ? rc : EXIT_USAGE;
         }
     }
     if (optind < argc) {
@@ -246,7 +243,8 @@ int cli_augment(const char *arg, int *crop_pad, int *flip)
             if (cli_int("--augment crop:P (the padding in pixels)", tok + 5, 1, 4096, crop_pad)) return EXIT_USAGE;
         } else {
             cli_error("--augment part '%s' is not crop:P (random crop after padding P pixels) or flip (random "
-                      "horizontal flip); e.g. --augment crop:4,flip", tok);
+                      "horizontal flip); e.g. --augment crop:4,flip",
+                      tok);
             return EXIT_USAGE;
         }
     }
@@ -265,9 +263,12 @@ int cli_cifar100_labels(const char *arg, int *coarse)
 
 int cli_normalize(const char *arg, int *out)
 {
-    if (!strcmp(arg, "none")) *out = DT_NORMALIZE_NONE;
-    else if (!strcmp(arg, "unit")) *out = DT_NORMALIZE_UNIT;
-    else if (!strcmp(arg, "standard")) *out = DT_NORMALIZE_STANDARD;
+    if (!strcmp(arg, "none"))
+        *out = DT_NORMALIZE_NONE;
+    else if (!strcmp(arg, "unit"))
+        *out = DT_NORMALIZE_UNIT;
+    else if (!strcmp(arg, "standard"))
+        *out = DT_NORMALIZE_STANDARD;
     else {
         cli_error("--normalize '%s' is not one of none, unit (bytes / 255), standard (per-channel mean/std)", arg);
         return EXIT_USAGE;

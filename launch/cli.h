@@ -115,16 +115,16 @@ static inline const char *cli_s(long n) { return n == 1 ? "" : "s"; }
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The commands: argv[0] is the command's name, EXIT_* returned. */
-int cmd_help(int argc, char **argv);       /* argv[0] = "help" */
+int cmd_help(int argc, char **argv); /* argv[0] = "help" */
 int cmd_version(int argc, char **argv);
 int cmd_env(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
-int cmd_data(int argc, char **argv);       /* argv[0] = "data" */
+int cmd_data(int argc, char **argv); /* argv[0] = "data" */
 int cmd_eval(int argc, char **argv);
-int cmd_bench_gemm(int argc, char **argv); /* argv[0] = "gemm" */
-int cmd_bench_step(int argc, char **argv); /* argv[0] = "step" */
-int cmd_bench_data(int argc, char **argv); /* argv[0] = "data" */
+int cmd_bench_gemm(int argc, char **argv);    /* argv[0] = "gemm" */
+int cmd_bench_step(int argc, char **argv);    /* argv[0] = "step" */
+int cmd_bench_data(int argc, char **argv);    /* argv[0] = "data" */
 int cmd_bench_reducer(int argc, char **argv); /* argv[0] = "reducer" */
 
 #endif

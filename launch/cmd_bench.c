@@ -27,7 +27,7 @@
 #include <string.h>
 #include <time.h>
 
-#define BENCH_MAX_BYTES (4ULL << 30) /* 1 Gi floats: MPI counts are ints */
+#define BENCH_MAX_BYTES (4ULL << 30)  /* 1 Gi floats: MPI counts are ints */
 #define BENCH_RATIO_FROM (4ULL << 20) /* the minimum ratio is reported from 4 MiB up */
 #define BENCH_ABORTED (-1)            /* run_allreduce: the job was aborted, MPI is gone */
 
@@ -42,14 +42,10 @@ typedef struct bench_opts {
 enum { OPT_MINBYTES = 256, OPT_MAXBYTES, OPT_STEPFACTOR, OPT_ITERS, OPT_WARMUP, OPT_OP, OPT_DTYPE };
 
 static const struct option bench_options[] = {
-    {"minbytes", required_argument, NULL, OPT_MINBYTES},
-    {"maxbytes", required_argument, NULL, OPT_MAXBYTES},
-    {"stepfactor", required_argument, NULL, OPT_STEPFACTOR},
-    {"iters", required_argument, NULL, OPT_ITERS},
-    {"warmup", required_argument, NULL, OPT_WARMUP},
-    {"op", required_argument, NULL, OPT_OP},
-    {"dtype", required_argument, NULL, OPT_DTYPE},
-    {NULL, 0, NULL, 0},
+    {"minbytes", required_argument, NULL, OPT_MINBYTES},     {"maxbytes", required_argument, NULL, OPT_MAXBYTES},
+    {"stepfactor", required_argument, NULL, OPT_STEPFACTOR}, {"iters", required_argument, NULL, OPT_ITERS},
+    {"warmup", required_argument, NULL, OPT_WARMUP},         {"op", required_argument, NULL, OPT_OP},
+    {"dtype", required_argument, NULL, OPT_DTYPE},           {NULL, 0, NULL, 0},
 };
 
 /* Short forms, as nccl-tests spells them; cli_parse takes long options only, so they are rewritten
@@ -71,10 +67,13 @@ static int parse_bytes(const char *flag, const char *arg, unsigned long long *ou
     unsigned shift = 0;
     if (ok && *p) {
         switch (*p) {
-        case 'k': case 'K': shift = 10; break;
-        case 'm': case 'M': shift = 20; break;
-        case 'g': case 'G': shift = 30; break;
-        default: ok = 0;
+            case 'k':
+            case 'K': shift = 10; break;
+            case 'm':
+            case 'M': shift = 20; break;
+            case 'g':
+            case 'G': shift = 30; break;
+            default: ok = 0;
         }
         if (ok && p[1]) ok = 0;
     }
@@ -82,7 +81,8 @@ static int parse_bytes(const char *flag, const char *arg, unsigned long long *ou
     if (ok) v <<= shift;
     if (!ok || v == 0) {
         cli_error("%s '%s' is not a size from 1 byte to 4G: a whole number of bytes, optionally followed by K, M "
-                  "or G (powers of 1024), e.g. 8, 64K, 64M", flag, arg);
+                  "or G (powers of 1024), e.g. 8, 64K, 64M",
+                  flag, arg);
         return EXIT_USAGE;
     }
     *out = v;
@@ -93,20 +93,22 @@ static int bench_handle(int val, const char *arg, void *ud)
 {
     bench_opts *b = ud;
     switch (val) {
-    case OPT_MINBYTES: return parse_bytes("-b/--minbytes", arg, &b->minbytes);
-    case OPT_MAXBYTES: b->maxbytes_set = 1; return parse_bytes("-e/--maxbytes", arg, &b->maxbytes);
-    case OPT_STEPFACTOR: return cli_long("-f/--stepfactor", arg, 2, 1024, &b->factor);
-    case OPT_ITERS: return cli_long("--iters", arg, 1, 1000000000L, &b->iters);
-    case OPT_WARMUP: return cli_long("--warmup", arg, 0, 1000000000L, &b->warmup);
-    case OPT_OP:
-        if (!strcmp(arg, "sum")) b->op = DT_SUM;
-        else if (!strcmp(arg, "avg")) b->op = DT_AVG;
-        else {
-            cli_error("--op '%s' is not one of sum, avg", arg);
-            return EXIT_USAGE;
-        }
-        return EXIT_OK;
-    case OPT_DTYPE: return cli_float_dtype("--dtype", arg, &b->wire);
+        case OPT_MINBYTES: return parse_bytes("-b/--minbytes", arg, &b->minbytes);
+        case OPT_MAXBYTES: b->maxbytes_set = 1; return parse_bytes("-e/--maxbytes", arg, &b->maxbytes);
+        case OPT_STEPFACTOR: return cli_long("-f/--stepfactor", arg, 2, 1024, &b->factor);
+        case OPT_ITERS: return cli_long("--iters", arg, 1, 1000000000L, &b->iters);
+        case OPT_WARMUP: return cli_long("--warmup", arg, 0, 1000000000L, &b->warmup);
+        case OPT_OP:
+            if (!strcmp(arg, "sum"))
+                b->op = DT_SUM;
+            else if (!strcmp(arg, "avg"))
+                b->op = DT_AVG;
+            else {
+                cli_error("--op '%s' is not one of sum, avg", arg);
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
+        case OPT_DTYPE: return cli_float_dtype("--dtype", arg, &b->wire);
     }
     return EXIT_USAGE;
 }
@@ -261,16 +263,24 @@ static int measure(bench_run *b, int which, size_t count, const bench_opts *o, d
 
 static void human_bytes(unsigned long long v, char *buf, size_t n)
 {
-    if (v >= (1ULL << 30) && v % (1ULL << 30) == 0) snprintf(buf, n, "%lluG", v >> 30);
-    else if (v >= (1ULL << 20) && v % (1ULL << 20) == 0) snprintf(buf, n, "%lluM", v >> 20);
-    else if (v >= (1ULL << 10) && v % (1ULL << 10) == 0) snprintf(buf, n, "%lluK", v >> 10);
-    else snprintf(buf, n, "%llu", v);
+    if (v >= (1ULL << 30) && v % (1ULL << 30) == 0)
+        snprintf(buf, n, "%lluG", v >> 30);
+    else if (v >= (1ULL << 20) && v % (1ULL << 20) == 0)
+        snprintf(buf, n, "%lluM", v >> 20);
+    else if (v >= (1ULL << 10) && v % (1ULL << 10) == 0)
+        snprintf(buf, n, "%lluK", v >> 10);
+    else
+        snprintf(buf, n, "%llu", v);
 }
 
 static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
 {
-    bench_run b = {.eng = NULL, .comm = MPI_COMM_NULL, .buf = NULL, .rank = dt_rank(ctx),
-                   .world = dt_world_size(ctx), .wire = o->wire};
+    bench_run b = {.eng = NULL,
+                   .comm = MPI_COMM_NULL,
+                   .buf = NULL,
+                   .rank = dt_rank(ctx),
+                   .world = dt_world_size(ctx),
+                   .wire = o->wire};
     int rc = EXIT_OK, mrc;
     dt_status s;
     const size_t es = dt_dtype_size(o->wire);
@@ -303,19 +313,21 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
                                       : "inline (no MPI_THREAD_MULTIPLE, or DTRAIN_COMM_THREAD=0)",
                o->op == DT_AVG ? "avg" : "sum", lo, hi, o->factor, o->iters, o->warmup);
         printf("# dtrain: engine_start + engine_wait_all on host memory; MPI: MPI_Allreduce(MPI_IN_PLACE, "
-               "MPI_FLOAT, MPI_SUM)%s\n", o->op == DT_AVG ? " (sum: MPI has no average)" : "");
+               "MPI_FLOAT, MPI_SUM)%s\n",
+               o->op == DT_AVG ? " (sum: MPI has no average)" : "");
         if (o->wire != DT_F32)
             printf("# --dtype %s: the engine sends 16-bit copies of fp32 buffers (size = its bytes on the wire); MPI "
                    "reduces the same count in fp32 (twice the bytes, its algbw from those); ratio = MPI time / "
-                   "dtrain time for the same count\n", tname);
+                   "dtrain time for the same count\n",
+                   tname);
         printf("# time: the largest over ranks of each rank's mean per iteration; algbw = size / time, busbw = "
                "algbw * 2(n-1)/n; ratio = dtrain busbw / MPI busbw = MPI time / dtrain time\n");
         if (b.world == 1)
             printf("# note: 1 rank: nothing moves between ranks, so busbw = algbw * 2(n-1)/n is 0; the ratio "
                    "still compares times\n");
         printf("#\n#%11s %10s %7s %16s %12s %12s %7s %14s %8s %8s %7s %10s\n", "size", "count", "type",
-               "dtrain time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "MPI time(us)", "algbw", "busbw",
-               "#wrong", "ratio(busbw dtrain/MPI)");
+               "dtrain time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "MPI time(us)", "algbw", "busbw", "#wrong",
+               "ratio(busbw dtrain/MPI)");
         fflush(stdout);
     }
 
@@ -345,8 +357,8 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
         wrong_total += wrong[0] + wrong[1];
         rows++;
         if (b.rank == 0) {
-            printf("%12zu %10zu %7s %16.1f %12.3f %12.3f %7lld %14.1f %8.3f %8.3f %7lld %10.3f\n", size, count,
-                   tname, 1e6 * t[0], alg[0], bus[0], wrong[0], 1e6 * t[1], alg[1], bus[1], wrong[1], ratio);
+            printf("%12zu %10zu %7s %16.1f %12.3f %12.3f %7lld %14.1f %8.3f %8.3f %7lld %10.3f\n", size, count, tname,
+                   1e6 * t[0], alg[0], bus[0], wrong[0], 1e6 * t[1], alg[1], bus[1], wrong[1], ratio);
             fflush(stdout);
         }
         if (bytes > o->maxbytes / (unsigned long long)o->factor) break;
@@ -354,8 +366,8 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
     }
     if (b.rank == 0) {
         printf("# Out of bounds values : %lld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
-        printf("# Avg bus bandwidth    : dtrain %.3f GB/s, MPI %.3f GB/s%s\n", bus_sum[0] / rows,
-               bus_sum[1] / rows, b.world == 1 ? " (0 on 1 rank)" : "");
+        printf("# Avg bus bandwidth    : dtrain %.3f GB/s, MPI %.3f GB/s%s\n", bus_sum[0] / rows, bus_sum[1] / rows,
+               b.world == 1 ? " (0 on 1 rank)" : "");
         if (min_ratio >= 0)
             printf("# Min ratio from 4 MiB : %.3f (busbw dtrain/MPI, at %zu bytes)\n", min_ratio, min_ratio_bytes);
         else
@@ -422,15 +434,17 @@ int cmd_bench(int argc, char **argv)
     if (strcmp(name, "allreduce") != 0) {
         if (name[0] == '-')
             cli_error("the first argument of dtrain bench must be the benchmark name (allreduce, gemm, step, data, "
-                      "reducer), not '%s'", name);
+                      "reducer), not '%s'",
+                      name);
         else
             cli_error("unknown benchmark '%s'; the benchmarks are allreduce, gemm, step, data, reducer (see dtrain "
-                      "help bench)", name);
+                      "help bench)",
+                      name);
         return EXIT_USAGE;
     }
 
-    bench_opts o = {.minbytes = 8, .maxbytes = 64ULL << 20, .factor = 2, .iters = 20, .warmup = 5,
-                    .op = DT_SUM, .wire = DT_F32};
+    bench_opts o = {
+        .minbytes = 8, .maxbytes = 64ULL << 20, .factor = 2, .iters = 20, .warmup = 5, .op = DT_SUM, .wire = DT_F32};
     int nargc = 0, nowned = 0;
     char **owned = NULL;
     char **nargv = rewrite_args(argc, argv, &nargc, &owned, &nowned);

@@ -22,14 +22,23 @@ typedef struct bdata_opts {
     int threads[16], nthreads;
 } bdata_opts;
 
-enum { OPT_DATA = 256, OPT_FORMAT, OPT_INPUT, OPT_BATCH, OPT_BATCHES, OPT_WARMUP, OPT_THREADS, OPT_AUGMENT,
-       OPT_NORMALIZE };
+enum {
+    OPT_DATA = 256,
+    OPT_FORMAT,
+    OPT_INPUT,
+    OPT_BATCH,
+    OPT_BATCHES,
+    OPT_WARMUP,
+    OPT_THREADS,
+    OPT_AUGMENT,
+    OPT_NORMALIZE
+};
 
 static const struct option bdata_options[] = {
-    {"data", required_argument, NULL, OPT_DATA},         {"data-format", required_argument, NULL, OPT_FORMAT},
-    {"input", required_argument, NULL, OPT_INPUT},       {"batch", required_argument, NULL, OPT_BATCH},
-    {"batches", required_argument, NULL, OPT_BATCHES},   {"warmup", required_argument, NULL, OPT_WARMUP},
-    {"threads", required_argument, NULL, OPT_THREADS},   {"augment", required_argument, NULL, OPT_AUGMENT},
+    {"data", required_argument, NULL, OPT_DATA},           {"data-format", required_argument, NULL, OPT_FORMAT},
+    {"input", required_argument, NULL, OPT_INPUT},         {"batch", required_argument, NULL, OPT_BATCH},
+    {"batches", required_argument, NULL, OPT_BATCHES},     {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"threads", required_argument, NULL, OPT_THREADS},     {"augment", required_argument, NULL, OPT_AUGMENT},
     {"normalize", required_argument, NULL, OPT_NORMALIZE}, {NULL, 0, NULL, 0},
 };
 
@@ -43,23 +52,23 @@ static int bdata_handle(int val, const char *arg, void *ud)
 {
     bdata_opts *o = ud;
     switch (val) {
-    case OPT_DATA: o->data = arg; return EXIT_OK;
-    case OPT_FORMAT: o->format = arg; return EXIT_OK;
-    case OPT_INPUT: o->input = arg; return EXIT_OK;
-    case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 16, &o->batch);
-    case OPT_BATCHES: return cli_int("--batches", arg, 1, 1 << 20, &o->batches);
-    case OPT_WARMUP: return cli_int("--warmup", arg, 0, 1 << 20, &o->warmup);
-    case OPT_THREADS: o->nthreads = 0; return cli_list("--threads", arg, 16, add_threads, o);
-    case OPT_AUGMENT: return cli_augment(arg, &o->crop_pad, &o->flip);
-    case OPT_NORMALIZE: return cli_normalize(arg, &o->normalize);
+        case OPT_DATA: o->data = arg; return EXIT_OK;
+        case OPT_FORMAT: o->format = arg; return EXIT_OK;
+        case OPT_INPUT: o->input = arg; return EXIT_OK;
+        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 16, &o->batch);
+        case OPT_BATCHES: return cli_int("--batches", arg, 1, 1 << 20, &o->batches);
+        case OPT_WARMUP: return cli_int("--warmup", arg, 0, 1 << 20, &o->warmup);
+        case OPT_THREADS: o->nthreads = 0; return cli_list("--threads", arg, 16, add_threads, o);
+        case OPT_AUGMENT: return cli_augment(arg, &o->crop_pad, &o->flip);
+        case OPT_NORMALIZE: return cli_normalize(arg, &o->normalize);
     }
     return EXIT_USAGE;
 }
 
 int cmd_bench_data(int argc, char **argv)
 {
-    bdata_opts o = {.batch = 256, .batches = 20, .warmup = 2, .normalize = DT_NORMALIZE_STANDARD,
-                    .threads = {1, 2}, .nthreads = 2};
+    bdata_opts o = {
+        .batch = 256, .batches = 20, .warmup = 2, .normalize = DT_NORMALIZE_STANDARD, .threads = {1, 2}, .nthreads = 2};
     dt_config cfg;
     const cli_extra extra = {bdata_options, bdata_handle, &o, NULL};
     int rc = cli_parse(argc, argv, "bench data", &cfg, &extra);
@@ -87,9 +96,12 @@ int cmd_bench_data(int argc, char **argv)
     int C, H, W;
     dt_dataset_shape(d, &C, &H, &W);
     printf("dtrain bench data: %s (%s), %zu samples of %dx%dx%d; batch %d, %d timed batches after %d warmup;%s%s "
-           "normalize %s\n", o.data, dt_dataset_format(d), dt_dataset_size(d), C, H, W, o.batch, o.batches, o.warmup,
+           "normalize %s\n",
+           o.data, dt_dataset_format(d), dt_dataset_size(d), C, H, W, o.batch, o.batches, o.warmup,
            o.crop_pad ? " random crop," : "", o.flip ? " flip," : "",
-           o.normalize == DT_NORMALIZE_STANDARD ? "standard" : o.normalize == DT_NORMALIZE_UNIT ? "unit" : "none");
+           o.normalize == DT_NORMALIZE_STANDARD ? "standard"
+           : o.normalize == DT_NORMALIZE_UNIT   ? "unit"
+                                                : "none");
     printf("%8s %14s %16s %12s %10s\n", "threads", "samples/s", "per thread", "MB/s out", "ratio");
     double first = 0;
     for (int k = 0; k < o.nthreads; k++) {

@@ -92,18 +92,18 @@ static int gemm_handle(int val, const char *arg, void *ud)
 {
     gemm_opts *o = ud;
     switch (val) {
-    case OPT_N: return parse_sizes(arg, o);
-    case OPT_DTYPE: return parse_types(arg, o);
-    case OPT_ITERS: return cli_int("--iters", arg, 1, 100000, &o->iters);
-    case OPT_WARMUP: return cli_int("--warmup", arg, 0, 100000, &o->warmup);
-    case OPT_MAXS: {
-        float v;
-        int rc = cli_float("--max-seconds", arg, 0.01, 3600, &v);
-        o->max_s = v;
-        return rc;
-    }
-    case OPT_NO_CPU: o->cpu = 0; return EXIT_OK;
-    case OPT_NO_GPU: o->gpu = 0; return EXIT_OK;
+        case OPT_N: return parse_sizes(arg, o);
+        case OPT_DTYPE: return parse_types(arg, o);
+        case OPT_ITERS: return cli_int("--iters", arg, 1, 100000, &o->iters);
+        case OPT_WARMUP: return cli_int("--warmup", arg, 0, 100000, &o->warmup);
+        case OPT_MAXS: {
+            float v;
+            int rc = cli_float("--max-seconds", arg, 0.01, 3600, &v);
+            o->max_s = v;
+            return rc;
+        }
+        case OPT_NO_CPU: o->cpu = 0; return EXIT_OK;
+        case OPT_NO_GPU: o->gpu = 0; return EXIT_OK;
     }
     return EXIT_USAGE;
 }
@@ -121,17 +121,17 @@ void gemm_fill(float *a, size_t n, unsigned seed)
 static double as_input(float x, gemm_type t)
 {
     switch (t) {
-    case GEMM_BF16: return half_bf16_to_f32(half_f32_to_bf16(x));
-    case GEMM_FP16: return half_f16_to_f32(half_f32_to_f16(x));
-    case GEMM_TF32: {
-        uint32_t u;
-        memcpy(&u, &x, sizeof u);
-        u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
-        float f;
-        memcpy(&f, &u, sizeof f);
-        return f;
-    }
-    default: return x;
+        case GEMM_BF16: return half_bf16_to_f32(half_f32_to_bf16(x));
+        case GEMM_FP16: return half_f16_to_f32(half_f32_to_f16(x));
+        case GEMM_TF32: {
+            uint32_t u;
+            memcpy(&u, &x, sizeof u);
+            u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
+            float f;
+            memcpy(&f, &u, sizeof f);
+            return f;
+        }
+        default: return x;
     }
 }
 
@@ -206,8 +206,14 @@ static void print_cell(const gemm_result *r, int digits_ms)
 
 int cmd_bench_gemm(int argc, char **argv)
 {
-    gemm_opts o = {.nn = 3, .n = {4096, 8192, 10000}, .types = {1, 1, 1, 1}, .warmup = 1, .iters = 20,
-                   .max_s = 3.0, .cpu = 1, .gpu = 1};
+    gemm_opts o = {.nn = 3,
+                   .n = {4096, 8192, 10000},
+                   .types = {1, 1, 1, 1},
+                   .warmup = 1,
+                   .iters = 20,
+                   .max_s = 3.0,
+                   .cpu = 1,
+                   .gpu = 1};
     dt_config cfg;
     cli_extra extra = {gemm_options, gemm_handle, &o, NULL};
     cli_job job;
@@ -282,6 +288,7 @@ int cmd_bench_gemm(int argc, char **argv)
     if (rank == 0 && o.gpu && gpu_gone && gpu_note[0]) printf("# GPU columns skipped: %s\n", gpu_note);
     if (rank == 0 && wrong)
         cli_error("%d result(s) outside the tolerance (fp32 1e-5, tf32 5e-3, bf16 1e-2, fp16 2e-3 of sum |a b|): "
-                  "the GEMM library or the device is computing wrong values", wrong);
+                  "the GEMM library or the device is computing wrong values",
+                  wrong);
     return cli_finish(ctx, wrong ? EXIT_FAIL : EXIT_OK);
 }

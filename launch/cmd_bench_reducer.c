@@ -70,10 +70,14 @@ typedef struct red_opts {
 enum { OPT_LAYERS = 256, OPT_WIDTH, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_BUCKET, OPT_FIRST, OPT_WIRE };
 
 static const struct option red_options[] = {
-    {"layers", required_argument, NULL, OPT_LAYERS},  {"width", required_argument, NULL, OPT_WIDTH},
-    {"batch", required_argument, NULL, OPT_BATCH},    {"steps", required_argument, NULL, OPT_STEPS},
-    {"warmup", required_argument, NULL, OPT_WARMUP},  {"bucket-mb", required_argument, NULL, OPT_BUCKET},
-    {"first-bucket-mb", required_argument, NULL, OPT_FIRST}, {"wire", required_argument, NULL, OPT_WIRE},
+    {"layers", required_argument, NULL, OPT_LAYERS},
+    {"width", required_argument, NULL, OPT_WIDTH},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"bucket-mb", required_argument, NULL, OPT_BUCKET},
+    {"first-bucket-mb", required_argument, NULL, OPT_FIRST},
+    {"wire", required_argument, NULL, OPT_WIRE},
     {NULL, 0, NULL, 0},
 };
 
@@ -81,14 +85,14 @@ static int red_handle(int val, const char *arg, void *ud)
 {
     red_opts *o = ud;
     switch (val) {
-    case OPT_LAYERS: return cli_int("--layers", arg, 1, 4096, &o->layers);
-    case OPT_WIDTH: return cli_int("--width", arg, 2, 1 << 16, &o->width);
-    case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 16, &o->batch);
-    case OPT_STEPS: return cli_int("--steps", arg, 1, 1 << 20, &o->steps);
-    case OPT_WARMUP: return cli_int("--warmup", arg, 0, 1 << 20, &o->warmup);
-    case OPT_BUCKET: return cli_float("--bucket-mb", arg, 0, 1e6, &o->bucket_mb);
-    case OPT_FIRST: return cli_float("--first-bucket-mb", arg, 0, 1e6, &o->first_bucket_mb);
-    case OPT_WIRE: return cli_float_dtype("--wire", arg, &o->wire);
+        case OPT_LAYERS: return cli_int("--layers", arg, 1, 4096, &o->layers);
+        case OPT_WIDTH: return cli_int("--width", arg, 2, 1 << 16, &o->width);
+        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 16, &o->batch);
+        case OPT_STEPS: return cli_int("--steps", arg, 1, 1 << 20, &o->steps);
+        case OPT_WARMUP: return cli_int("--warmup", arg, 0, 1 << 20, &o->warmup);
+        case OPT_BUCKET: return cli_float("--bucket-mb", arg, 0, 1e6, &o->bucket_mb);
+        case OPT_FIRST: return cli_float("--first-bucket-mb", arg, 0, 1e6, &o->first_bucket_mb);
+        case OPT_WIRE: return cli_float_dtype("--wire", arg, &o->wire);
     }
     return EXIT_USAGE;
 }
@@ -100,7 +104,8 @@ static int red_check(dt_config *cfg, void *ud)
     const unsigned long long n = ((unsigned long long)o->width * o->width + o->width) * (unsigned long long)o->layers;
     if (n > MAX_PARAMS) {
         cli_error("--layers %d x --width %d is %llu parameters, more than 2^28 (1 GiB of fp32 per buffer, and the "
-                  "bench holds five): lower --layers or --width", o->layers, o->width, n);
+                  "bench holds five): lower --layers or --width",
+                  o->layers, o->width, n);
         return EXIT_USAGE;
     }
     if (cfg->device == DT_DEVICE_CUDA) {
@@ -126,7 +131,7 @@ typedef struct net {
     float **act;         /* act[0] = x (B, W), act[l+1] = layer l's output (B, W) */
     float *dz, *dtmp;    /* gradient of a layer's output, of its input (B, W) */
     int32_t *labels;
-    float *g[5];         /* gradients of each variant but D (g[VD] is NULL: D reduces C's) */
+    float *g[5]; /* gradients of each variant but D (g[VD] is NULL: D reduces C's) */
 } net;
 
 static uint64_t mix(uint64_t x)
@@ -209,23 +214,23 @@ static dt_status run_variant(dt_ctx *ctx, net *m, const variants *v, int k)
 {
     dt_status s = DT_OK;
     switch (k) {
-    case VA:
-        forward(m);
-        if (!(s = backward(m, m->g[VA], v->red))) s = dt_reducer_wait(v->red);
-        break;
-    case VB:
-        forward(m);
-        if (!(s = backward(m, m->g[VB], NULL))) s = allreduce_whole(ctx, m, v, 0);
-        break;
-    case VC:
-        forward(m);
-        s = backward(m, m->g[VC], NULL);
-        break;
-    case VD: s = allreduce_whole(ctx, m, v, 1); break;
-    case VE:
-        forward(m);
-        if (!(s = backward(m, m->g[VE], v->noov))) s = dt_reducer_wait(v->noov);
-        break;
+        case VA:
+            forward(m);
+            if (!(s = backward(m, m->g[VA], v->red))) s = dt_reducer_wait(v->red);
+            break;
+        case VB:
+            forward(m);
+            if (!(s = backward(m, m->g[VB], NULL))) s = allreduce_whole(ctx, m, v, 0);
+            break;
+        case VC:
+            forward(m);
+            s = backward(m, m->g[VC], NULL);
+            break;
+        case VD: s = allreduce_whole(ctx, m, v, 1); break;
+        case VE:
+            forward(m);
+            if (!(s = backward(m, m->g[VE], v->noov))) s = dt_reducer_wait(v->noov);
+            break;
     }
     return s;
 }
@@ -321,8 +326,8 @@ static void print_header(dt_ctx *ctx, const net *m, const red_opts *o, const var
     dt_reducer_config def;
     dt_reducer_defaults(&def);
     printf("# dtrain bench reducer: %d rank%s, %d fc layer%s of %dx%d (+bias), batch %d per rank, %zu parameters "
-           "(%.2f MiB of fp32 gradients), host memory\n", m->world, cli_s(m->world), m->L, cli_s(m->L), m->W, m->W,
-           m->B, m->n, mib);
+           "(%.2f MiB of fp32 gradients), host memory\n",
+           m->world, cli_s(m->world), m->L, cli_s(m->L), m->W, m->W, m->B, m->n, mib);
     printf("# rank 0: cores %s (%d), %d BLAS thread%s; communication %s\n", pl.cores, pl.num_cores, pl.blas_threads,
            cli_s(pl.blas_threads), threaded ? "thread on" : "inline (DTRAIN_COMM_THREAD=0 or no MPI_THREAD_MULTIPLE)");
     printf("# A, E: %d bucket%s (caps %g / first %g MiB), wire %s; B, D: %s\n", dt_reducer_num_buckets(v->red),
@@ -331,7 +336,8 @@ static void print_header(dt_ctx *ctx, const net *m, const red_opts *o, const var
            o->wire == DT_F32 ? "dt_allreduce of the whole gradient (DT_AVG)"
                              : "a one-bucket reducer without overlap (the same wire; dt_allreduce has none)");
     printf("# %d timed round%s after %d, one step of each variant per round in rotating order, each after a "
-           "barrier; a step's time is the slowest rank's\n#\n", o->steps, cli_s(o->steps), o->warmup);
+           "barrier; a step's time is the slowest rank's\n#\n",
+           o->steps, cli_s(o->steps), o->warmup);
     printf("# %-30s %10s %9s %9s %7s\n", "variant", "median ms", "min ms", "max ms", "x B");
     fflush(stdout);
 }
@@ -389,22 +395,31 @@ static int report(dt_ctx *ctx, const net *m, const red_opts *o, const variants *
     char clamp_e[64] = "";
     if (hidden_e != raw_e) snprintf(clamp_e, sizeof clamp_e, " (clamped from %.3f)", raw_e);
     printf("overlap alone: A/E %.3f, hidden (E-A)/(E-C) %.3f%s; B/E %.3f (dt_allreduce against the reducer's "
-           "engine)\n", med[VA] / med[VE], hidden_e, clamp_e, med[VB] / med[VE]);
+           "engine)\n",
+           med[VA] / med[VE], hidden_e, clamp_e, med[VB] / med[VE]);
     if (m->world > 1 && share < 1.0 / 3.0)
         printf("warning: communication is %.2f of a blocking step (D/B), under the third where overlap matters: "
-               "lower --batch (the bytes per step do not depend on it, the compute does)\n", share);
+               "lower --batch (the bytes per step do not depend on it, the compute does)\n",
+               share);
     if (m->world == 1) printf("note: 1 rank: nothing is communicated, so D/B and the hidden fraction mean nothing\n");
     fflush(stdout);
     if (differ)
         cli_error("%lld gradient element(s) of the reducer's step differ from the blocking allreduce's or the "
-                  "reducer's without overlap: the reducer is broken", differ);
+                  "reducer's without overlap: the reducer is broken",
+                  differ);
     return differ ? EXIT_FAIL : EXIT_OK;
 }
 
 int cmd_bench_reducer(int argc, char **argv)
 {
-    red_opts o = {.layers = 6, .width = 1024, .batch = 16, .steps = 20, .warmup = 3, .bucket_mb = -1,
-                  .first_bucket_mb = -1, .wire = DT_F32};
+    red_opts o = {.layers = 6,
+                  .width = 1024,
+                  .batch = 16,
+                  .steps = 20,
+                  .warmup = 3,
+                  .bucket_mb = -1,
+                  .first_bucket_mb = -1,
+                  .wire = DT_F32};
     dt_config cfg;
     cli_extra extra = {red_options, red_handle, &o, red_check};
     cli_job job;

@@ -34,9 +34,12 @@ typedef struct step_opts {
 enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_PRECISION, OPT_LOADER, OPT_PROFILE };
 
 static const struct option step_options[] = {
-    {"model", required_argument, NULL, OPT_MODEL},   {"input", required_argument, NULL, OPT_INPUT},
-    {"batch", required_argument, NULL, OPT_BATCH},   {"steps", required_argument, NULL, OPT_STEPS},
-    {"warmup", required_argument, NULL, OPT_WARMUP}, {"precision", required_argument, NULL, OPT_PRECISION},
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"input", required_argument, NULL, OPT_INPUT},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"precision", required_argument, NULL, OPT_PRECISION},
     {"loader-threads", required_argument, NULL, OPT_LOADER},
     {"profile", required_argument, NULL, OPT_PROFILE},
     {NULL, 0, NULL, 0},
@@ -61,14 +64,14 @@ static int step_handle(int val, const char *arg, void *ud)
 {
     step_opts *o = ud;
     switch (val) {
-    case OPT_MODEL: o->model = arg; return EXIT_OK;
-    case OPT_INPUT: o->input = arg; return EXIT_OK;
-    case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &o->batch);
-    case OPT_STEPS: return cli_int("--steps", arg, 1, 1 << 24, &o->steps);
-    case OPT_WARMUP: return cli_int("--warmup", arg, 0, 1 << 24, &o->warmup);
-    case OPT_PRECISION: return parse_precisions(arg, o);
-    case OPT_LOADER: return cli_loader_threads(arg, &o->loader_threads);
-    case OPT_PROFILE: return cli_int("--profile", arg, 0, 1 << 20, &o->profile);
+        case OPT_MODEL: o->model = arg; return EXIT_OK;
+        case OPT_INPUT: o->input = arg; return EXIT_OK;
+        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &o->batch);
+        case OPT_STEPS: return cli_int("--steps", arg, 1, 1 << 24, &o->steps);
+        case OPT_WARMUP: return cli_int("--warmup", arg, 0, 1 << 24, &o->warmup);
+        case OPT_PRECISION: return parse_precisions(arg, o);
+        case OPT_LOADER: return cli_loader_threads(arg, &o->loader_threads);
+        case OPT_PROFILE: return cli_int("--profile", arg, 0, 1 << 20, &o->profile);
     }
     return EXIT_USAGE;
 }
@@ -81,12 +84,14 @@ static void profile_text(const dt_model *m, char *buf, size_t n)
     dt_step_profile pr;
     dt_model_profile(m, &pr);
     const double k = 1e3 / (double)(pr.steps ? pr.steps : 1);
-    const double total = pr.input_s + pr.forward_s + pr.loss_s + pr.backward_s + pr.allreduce_s + pr.check_s +
-                         pr.optimizer_s;
-    int w = snprintf(buf, n, "    profile, ms per step over %ld steps (waiting for the device at each boundary): "
+    const double total =
+        pr.input_s + pr.forward_s + pr.loss_s + pr.backward_s + pr.allreduce_s + pr.check_s + pr.optimizer_s;
+    int w = snprintf(buf, n,
+                     "    profile, ms per step over %ld steps (waiting for the device at each boundary): "
                      "input %.3f, forward %.3f, loss %.3f, backward %.3f, allreduce %.3f, check %.3f, optimizer %.3f; "
-                     "total %.3f\n", pr.steps, k * pr.input_s, k * pr.forward_s, k * pr.loss_s, k * pr.backward_s,
-                     k * pr.allreduce_s, k * pr.check_s, k * pr.optimizer_s, k * total);
+                     "total %.3f\n",
+                     pr.steps, k * pr.input_s, k * pr.forward_s, k * pr.loss_s, k * pr.backward_s, k * pr.allreduce_s,
+                     k * pr.check_s, k * pr.optimizer_s, k * total);
     size_t u = w > 0 && (size_t)w < n ? (size_t)w : n;
     for (int i = 0; u < n; i++) {
         char name[96];
@@ -111,8 +116,8 @@ static dt_status one_step(dt_loader *ld, dt_model *m, dt_optimizer *opt, dt_scal
     return s ? s : dt_model_train_step(m, opt, sc, x, labels, batch, scale, &r);
 }
 
-static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, double *sps, double *ms,
-                               double *wait_ms, dt_memory_summary *mem, long *skipped, char *prof, size_t nprof)
+static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, double *sps, double *ms, double *wait_ms,
+                               dt_memory_summary *mem, long *skipped, char *prof, size_t nprof)
 {
     const int world = dt_world_size(ctx), rank = dt_rank(ctx);
     dt_model *m = NULL;
@@ -140,8 +145,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, doub
         if ((s = dt_scaler_create(&scc, &sc))) goto out;
         dt_model_set_nonfinite_check(m, 1);
     }
-    if ((s = dt_loader_create(ctx, data, rank, world, o->batch, 0, o->loader_threads, CLI_LOADER_DEPTH, &ld)))
-        goto out;
+    if ((s = dt_loader_create(ctx, data, rank, world, o->batch, 0, o->loader_threads, CLI_LOADER_DEPTH, &ld))) goto out;
     const float scale = 1.0f / ((float)o->batch * (float)world);
     double t0 = 0, w0 = 0;
     for (int step = 0; step < o->warmup + o->steps; step++) {
@@ -177,8 +181,13 @@ out:
 
 int cmd_bench_step(int argc, char **argv)
 {
-    step_opts o = {.model = "mlp", .batch = 128, .steps = 50, .warmup = 5, .prec = {DT_F32, DT_BF16, DT_F16},
-                   .nprec = 3, .loader_threads = -1};
+    step_opts o = {.model = "mlp",
+                   .batch = 128,
+                   .steps = 50,
+                   .warmup = 5,
+                   .prec = {DT_F32, DT_BF16, DT_F16},
+                   .nprec = 3,
+                   .loader_threads = -1};
     dt_config cfg;
     cli_extra extra = {step_options, step_handle, &o, NULL};
     cli_job job;
@@ -190,11 +199,12 @@ int cmd_bench_step(int argc, char **argv)
     o.loader_threads = cli_loader_auto(ctx, o.loader_threads);
     if (rank == 0) {
         printf("# dtrain bench step: model %s, %d rank%s x batch %d, %d timed step%s after %d, SGD momentum 0.9, "
-               "device %s%s%s, %d loader thread%s\n", o.model, world, cli_s(world), o.batch, o.steps, cli_s(o.steps),
-               o.warmup, pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
+               "device %s%s%s, %d loader thread%s\n",
+               o.model, world, cli_s(world), o.batch, o.steps, cli_s(o.steps), o.warmup,
+               pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
                pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads, cli_s(o.loader_threads));
-        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s\n", "precision", "samples/s", "step ms",
-               "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB", "skipped");
+        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s\n", "precision", "samples/s", "step ms", "data ms",
+               "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB", "skipped");
         fflush(stdout);
     }
     double base = 0;

@@ -91,37 +91,39 @@ static int parse_args(const char *cmd, int argc, char **argv, int npos, data_arg
             return EXIT_USAGE;
         }
         switch (c) {
-        case OPT_FORMAT: a->open.format = optarg; break;
-        case OPT_CIFAR100_LABELS:
-            if (cli_cifar100_labels(optarg, &a->open.cifar100_coarse)) return EXIT_USAGE;
-            break;
-        case OPT_THREADS:
-            if (cli_int("--threads", optarg, 1, 256, &a->threads)) return EXIT_USAGE;
-            break;
-        case OPT_SPLIT:
-            if (strcmp(optarg, "train") != 0 && strcmp(optarg, "test") != 0 && strcmp(optarg, "all") != 0) {
-                cli_error("--split '%s' is not train, test or all", optarg);
-                return EXIT_USAGE;
-            }
-            a->split = optarg;
-            break;
-        case OPT_INPUT:
-            if (parse_input(optarg, &a->open)) return EXIT_USAGE;
-            break;
-        case OPT_DTYPE:
-            if (!(a->dtype = dts_dtype_parse(optarg))) {
-                cli_error("--dtype '%s' is not uint8, fp16 or fp32", optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        case OPT_FORCE: a->force = 1; break;
-        case 'h': cli_help(cmd, stdout); return -1;
-        default: cli_error("unknown option '%s' (see dtrain help %s)", argv[optind - 1], cmd); return EXIT_USAGE;
+            case OPT_FORMAT: a->open.format = optarg; break;
+            case OPT_CIFAR100_LABELS:
+                if (cli_cifar100_labels(optarg, &a->open.cifar100_coarse)) return EXIT_USAGE;
+                break;
+            case OPT_THREADS:
+                if (cli_int("--threads", optarg, 1, 256, &a->threads)) return EXIT_USAGE;
+                break;
+            case OPT_SPLIT:
+                if (strcmp(optarg, "train") != 0 && strcmp(optarg, "test") != 0 && strcmp(optarg, "all") != 0) {
+                    cli_error("--split '%s' is not train, test or all", optarg);
+                    return EXIT_USAGE;
+                }
+                a->split = optarg;
+                break;
+            case OPT_INPUT:
+                if (parse_input(optarg, &a->open)) return EXIT_USAGE;
+                break;
+            case OPT_DTYPE:
+                if (!(a->dtype = dts_dtype_parse(optarg))) {
+                    cli_error("--dtype '%s' is not uint8, fp16 or fp32", optarg);
+                    return EXIT_USAGE;
+                }
+                break;
+            case OPT_FORCE: a->force = 1; break;
+            case 'h': cli_help(cmd, stdout); return -1;
+            default: cli_error("unknown option '%s' (see dtrain help %s)", argv[optind - 1], cmd); return EXIT_USAGE;
         }
     }
     if (argc - optind != npos) {
-        cli_error("dtrain %s takes %s, got %d argument%s", cmd, npos == 1 ? "one PATH (a dataset directory or file)" :
-                  "SRC and DST (a dataset, then a .dts file or a directory)", argc - optind, cli_s(argc - optind));
+        cli_error("dtrain %s takes %s, got %d argument%s", cmd,
+                  npos == 1 ? "one PATH (a dataset directory or file)"
+                            : "SRC and DST (a dataset, then a .dts file or a directory)",
+                  argc - optind, cli_s(argc - optind));
         return EXIT_USAGE;
     }
     for (int i = 0; i < npos; i++) a->pos[i] = argv[optind + i];
@@ -171,8 +173,8 @@ static int split_info(const ds_split *s, int threads)
         return EXIT_FAIL;
     }
     const size_t per = (size_t)s->c * s->h * s->w;
-    printf("  %s: %zu sample%s of %dx%dx%d (%zu values), %d classes\n", s->split, s->count, cli_s((long)s->count),
-           s->c, s->h, s->w, per, s->classes);
+    printf("  %s: %zu sample%s of %dx%dx%d (%zu values), %d classes\n", s->split, s->count, cli_s((long)s->count), s->c,
+           s->h, s->w, per, s->classes);
     printf("    values: min %g, max %g;", (double)st.lo, (double)st.hi);
     print_channels(" per channel mean / std:", s->c, st.mean, st.std);
     if (s->mean && s->std) {
@@ -215,8 +217,10 @@ static int data_info(int argc, char **argv)
     rc = split_info(train, a.threads);
     char why[1200];
     if (!rc) open_test(path, &a, &test, why, sizeof why);
-    if (!rc && test) rc = split_info(test, a.threads);
-    else if (!rc) printf("  test: none (%s)\n", why);
+    if (!rc && test)
+        rc = split_info(test, a.threads);
+    else if (!rc)
+        printf("  test: none (%s)\n", why);
     ds_close(train);
     ds_close(test);
     return rc;
@@ -232,8 +236,8 @@ static int convert_one(const ds_split *s, const char *dst, const data_args *a)
 {
     dts_write_opts wo = {.dtype = a->dtype, .threads = a->threads, .force = a->force};
     dts_write_result r;
-    printf("converting %s (%s, %s split, %zu sample%s of %dx%dx%d) -> %s\n", s->source, s->format, s->split,
-           s->count, cli_s((long)s->count), s->c, s->h, s->w, dst);
+    printf("converting %s (%s, %s split, %zu sample%s of %dx%dx%d) -> %s\n", s->source, s->format, s->split, s->count,
+           cli_s((long)s->count), s->c, s->h, s->w, dst);
     fflush(stdout);
     dt_status st = dts_write(s, dst, &wo, &r);
     if (st) {
@@ -242,8 +246,9 @@ static int convert_one(const ds_split *s, const char *dst, const data_args *a)
     }
     const double mb = (double)r.bytes / 1e6;
     printf("  wrote %s: %zu sample%s of %dx%dx%d %s, %d classes, %llu bytes (%.1f MB) in %.2f s, %.1f MB/s, "
-           "%.0f samples/s\n", dst, r.count, cli_s((long)r.count), s->c, s->h, s->w, dts_dtype_name(r.dtype),
-           s->classes, (unsigned long long)r.bytes, mb, r.seconds, r.seconds > 0 ? mb / r.seconds : 0,
+           "%.0f samples/s\n",
+           dst, r.count, cli_s((long)r.count), s->c, s->h, s->w, dts_dtype_name(r.dtype), s->classes,
+           (unsigned long long)r.bytes, mb, r.seconds, r.seconds > 0 ? mb / r.seconds : 0,
            r.seconds > 0 ? (double)r.count / r.seconds : 0);
     return EXIT_OK;
 }
@@ -260,7 +265,8 @@ static int data_convert(int argc, char **argv)
     if (one_file) {
         if (a.split && strcmp(a.split, "all") == 0) {
             cli_error("DST %s is one .dts file, which holds one split: give --split train or test, or a directory "
-                      "as DST for both", dst);
+                      "as DST for both",
+                      dst);
             return EXIT_USAGE;
         }
         ds_split *s = NULL;
@@ -338,10 +344,13 @@ static int data_verify(int argc, char **argv)
     rc = verify_split(train, a.threads);
     char why[1200];
     if (!rc) open_test(path, &a, &test, why, sizeof why);
-    if (!rc && test) rc = verify_split(test, a.threads);
-    else if (!rc) printf("  test: none (%s)\n", why);
-    if (!rc) printf("OK: %zu sample%s checked\n", train->count + (test ? test->count : 0),
-                    cli_s((long)(train->count + (test ? test->count : 0))));
+    if (!rc && test)
+        rc = verify_split(test, a.threads);
+    else if (!rc)
+        printf("  test: none (%s)\n", why);
+    if (!rc)
+        printf("OK: %zu sample%s checked\n", train->count + (test ? test->count : 0),
+               cli_s((long)(train->count + (test ? test->count : 0))));
     ds_close(train);
     ds_close(test);
     return rc;

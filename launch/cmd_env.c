@@ -37,8 +37,7 @@ static void print_visible_warnings(const env_row *rows, int world)
                 shown++;
             }
         }
-        printf("warning: %s (rank%s %s%s)\n", rows[r].visible, n > 1 ? "s" : "", ranks,
-               n > shown ? ", ..." : "");
+        printf("warning: %s (rank%s %s%s)\n", rows[r].visible, n > 1 ? "s" : "", ranks, n > shown ? ", ..." : "");
     }
 }
 
@@ -75,27 +74,28 @@ int cmd_env(int argc, char **argv)
         return EXIT_FAIL;
     }
     if (rank == 0) {
-        printf("dtrain %s, %d rank%s on %d node%s, collectives: %s, OpenBLAS kernels: %s\n", dt_version_string(),
-               world, cli_s(world), me.pl.num_nodes, cli_s(me.pl.num_nodes), dt_backend_name(ctx),
-               dt_blas_corename());
-        printf("%-7s %-7s %-5s %-16s %-9s %-7s %-5s %-12s %-8s %-4s %-22s %-12s %s\n", "RANK", "LOCAL", "NODE",
-               "HOST", "LAUNCHER", "DEVICE", "GPU", "CORES", "BOUND", "BLAS", "MPI", "NCCL", "CUDA");
+        printf("dtrain %s, %d rank%s on %d node%s, collectives: %s, OpenBLAS kernels: %s\n", dt_version_string(), world,
+               cli_s(world), me.pl.num_nodes, cli_s(me.pl.num_nodes), dt_backend_name(ctx), dt_blas_corename());
+        printf("%-7s %-7s %-5s %-16s %-9s %-7s %-5s %-12s %-8s %-4s %-22s %-12s %s\n", "RANK", "LOCAL", "NODE", "HOST",
+               "LAUNCHER", "DEVICE", "GPU", "CORES", "BOUND", "BLAS", "MPI", "NCCL", "CUDA");
         int shared = 0, gpu_unused = 0;
         for (int r = 0; r < world; r++) {
             const dt_placement *p = &rows[r].pl;
             char rk[32], lc[32], dev[32];
             snprintf(rk, sizeof rk, "%d/%d", p->rank, p->world_size);
             snprintf(lc, sizeof lc, "%d/%d", p->local_rank, p->local_size);
-            if (p->device == DT_DEVICE_CUDA) snprintf(dev, sizeof dev, "cuda:%d", p->cuda_device);
-            else snprintf(dev, sizeof dev, "cpu");
+            if (p->device == DT_DEVICE_CUDA)
+                snprintf(dev, sizeof dev, "cuda:%d", p->cuda_device);
+            else
+                snprintf(dev, sizeof dev, "cpu");
             /* Spaces would break the columns of the "- (4 ranks, 2 GPUs)" form. */
             char gpu[64];
             snprintf(gpu, sizeof gpu, "%s", p->gpu[0] ? p->gpu : "-");
             for (char *q = gpu; *q; q++)
                 if (*q == ' ') *q = '_';
-            printf("%-7s %-7s %-5d %-16s %-9s %-7s %-5s %-12s %-8s %-4d %-22s %-12s %s\n", rk, lc, p->node,
-                   p->hostname, dt_launcher_name(p->launcher), dev, gpu, p->cores, bound_name(p), p->blas_threads,
-                   rows[r].mpi, rows[r].nccl, rows[r].cuda);
+            printf("%-7s %-7s %-5d %-16s %-9s %-7s %-5s %-12s %-8s %-4d %-22s %-12s %s\n", rk, lc, p->node, p->hostname,
+                   dt_launcher_name(p->launcher), dev, gpu, p->cores, bound_name(p), p->blas_threads, rows[r].mpi,
+                   rows[r].nccl, rows[r].cuda);
             shared |= p->cores_shared;
             gpu_unused |= p->device == DT_DEVICE_CPU && p->gpu[0] && p->gpu[0] != '-';
         }

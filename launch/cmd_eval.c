@@ -14,8 +14,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_MODEL = 256, OPT_INPUT, OPT_DATA, OPT_FORMAT, OPT_CIFAR100, OPT_CKPT, OPT_SPLIT, OPT_HOLDOUT, OPT_BATCH,
-       OPT_LOADER, OPT_CONFUSION };
+enum {
+    OPT_MODEL = 256,
+    OPT_INPUT,
+    OPT_DATA,
+    OPT_FORMAT,
+    OPT_CIFAR100,
+    OPT_CKPT,
+    OPT_SPLIT,
+    OPT_HOLDOUT,
+    OPT_BATCH,
+    OPT_LOADER,
+    OPT_CONFUSION
+};
 
 typedef struct eval_opts {
     const char *model, *input, *data, *format, *ckpt_dir, *split, *confusion_csv;
@@ -42,28 +53,28 @@ static int eval_handle(int val, const char *arg, void *ud)
 {
     eval_opts *e = ud;
     switch (val) {
-    case OPT_MODEL: e->model = arg; return EXIT_OK;
-    case OPT_INPUT: e->input = arg; return EXIT_OK;
-    case OPT_DATA: e->data = arg; return EXIT_OK;
-    case OPT_FORMAT: e->format = arg; return EXIT_OK;
-    case OPT_CKPT: e->ckpt_dir = arg; return EXIT_OK;
-    case OPT_CONFUSION: e->confusion_csv = arg; return EXIT_OK;
-    case OPT_CIFAR100: return cli_cifar100_labels(arg, &e->cifar100_coarse);
-    case OPT_SPLIT:
-        if (strcmp(arg, "test") && strcmp(arg, "train")) {
-            cli_error("--split '%s' is not test or train", arg);
-            return EXIT_USAGE;
+        case OPT_MODEL: e->model = arg; return EXIT_OK;
+        case OPT_INPUT: e->input = arg; return EXIT_OK;
+        case OPT_DATA: e->data = arg; return EXIT_OK;
+        case OPT_FORMAT: e->format = arg; return EXIT_OK;
+        case OPT_CKPT: e->ckpt_dir = arg; return EXIT_OK;
+        case OPT_CONFUSION: e->confusion_csv = arg; return EXIT_OK;
+        case OPT_CIFAR100: return cli_cifar100_labels(arg, &e->cifar100_coarse);
+        case OPT_SPLIT:
+            if (strcmp(arg, "test") && strcmp(arg, "train")) {
+                cli_error("--split '%s' is not test or train", arg);
+                return EXIT_USAGE;
+            }
+            e->split = arg;
+            return EXIT_OK;
+        case OPT_HOLDOUT: {
+            float v;
+            if (cli_float("--holdout (the fraction training kept aside)", arg, 1e-6, 0.999999, &v)) return EXIT_USAGE;
+            e->holdout = v;
+            return EXIT_OK;
         }
-        e->split = arg;
-        return EXIT_OK;
-    case OPT_HOLDOUT: {
-        float v;
-        if (cli_float("--holdout (the fraction training kept aside)", arg, 1e-6, 0.999999, &v)) return EXIT_USAGE;
-        e->holdout = v;
-        return EXIT_OK;
-    }
-    case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &e->batch);
-    case OPT_LOADER: return cli_loader_threads(arg, &e->loader_threads);
+        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &e->batch);
+        case OPT_LOADER: return cli_loader_threads(arg, &e->loader_threads);
     }
     return EXIT_USAGE;
 }
@@ -84,8 +95,7 @@ static int eval_check(dt_config *cfg, void *ud)
 static void print_result(const eval_opts *e, const dt_dataset *d, long step, const dt_eval_result *r, int K)
 {
     printf("dtrain eval: %s (%s split%s), checkpoint of step %ld in %s\n", e->data,
-           e->holdout > 0 ? "the --holdout part of the train" : e->split, e->holdout > 0 ? "" : "", step,
-           e->ckpt_dir);
+           e->holdout > 0 ? "the --holdout part of the train" : e->split, e->holdout > 0 ? "" : "", step, e->ckpt_dir);
     printf("accuracy %.4f (%ld of %ld correct), mean loss %.4f\n", r->count ? (double)r->correct / r->count : 0,
            r->correct, r->count, r->count ? r->loss_sum / (double)r->count : 0);
     printf("per class (accuracy, samples):");
@@ -156,9 +166,12 @@ int cmd_eval(int argc, char **argv)
     int C, H, W;
     dt_dataset_shape(d, &C, &H, &W);
     char input[64];
-    if (e.input) snprintf(input, sizeof input, "%s", e.input);
-    else if (H == 1 && W == 1) snprintf(input, sizeof input, "%d", C);
-    else snprintf(input, sizeof input, "%dx%dx%d", C, H, W);
+    if (e.input)
+        snprintf(input, sizeof input, "%s", e.input);
+    else if (H == 1 && W == 1)
+        snprintf(input, sizeof input, "%d", C);
+    else
+        snprintf(input, sizeof input, "%dx%dx%d", C, H, W);
     if ((s = dt_model_create(ctx, e.model, input, 1, e.batch, &m))) goto fail;
     const int K = dt_model_num_classes(m);
     if (!(stats = malloc(2 * (size_t)C * sizeof *stats))) {
@@ -175,8 +188,10 @@ int cmd_eval(int argc, char **argv)
     if (cd.present && cd.normalize >= 0) {
         if ((s = dt_dataset_set_normalization(d, (dt_normalize)cd.normalize, cd.mean, cd.std))) goto fail;
     } else if (dt_rank(ctx) == 0) {
-        fprintf(stderr, "dtrain: warning: the checkpoint in %s keeps no normalization (an older one): evaluating on "
-                "the values as read\n", e.ckpt_dir);
+        fprintf(stderr,
+                "dtrain: warning: the checkpoint in %s keeps no normalization (an older one): evaluating on "
+                "the values as read\n",
+                e.ckpt_dir);
     }
     r.class_correct = calloc((size_t)K, sizeof(long));
     r.class_count = calloc((size_t)K, sizeof(long));

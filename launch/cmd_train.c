@@ -59,7 +59,8 @@ static int train_prepare(train_run *r, const dt_config *cfg)
         if (t->grad_comm_set && t->sync.grad_comm != DT_F32 && t->sync.grad_comm != t->precision) {
             const char *p = train_type_name(t->precision);
             cli_error("--grad-comm %s does not go with --precision %s: the gradients of a %s run are kept and sent "
-                      "in %s (the default) or in fp32 (--grad-comm fp32)", train_type_name(t->sync.grad_comm), p, p, p);
+                      "in %s (the default) or in fp32 (--grad-comm fp32)",
+                      train_type_name(t->sync.grad_comm), p, p, p);
             return EXIT_USAGE;
         }
         r->grad_t = t->grad_comm_set && t->sync.grad_comm == DT_F32 ? DT_F32 : t->precision;
@@ -105,8 +106,8 @@ static int train_steps_and_schedule(train_run *r)
         }
         if (steps_per_epoch < 1) {
             cli_error("an epoch of %zu samples has no whole optimizer step of %d rank%s x %d x --accum-steps %d: use "
-                      "a smaller --batch or --accum-steps", dt_dataset_size(r->data.train), r->world, cli_s(r->world),
-                      t->batch, t->accum_steps);
+                      "a smaller --batch or --accum-steps",
+                      dt_dataset_size(r->data.train), r->world, cli_s(r->world), t->batch, t->accum_steps);
             return EXIT_USAGE;
         }
         t->steps = t->epochs * steps_per_epoch;
@@ -161,8 +162,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
     if (r->rank == 0) train_report_start(r);
 
     if (t->resume) {
-        if ((s = train_data_resume(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, t->accum_steps,
-                                   &r->first_step)))
+        if ((s = train_data_resume(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, t->accum_steps, &r->first_step)))
             return train_status_error(s);
         if (r->rank == 0) {
             if (r->first_step)
@@ -193,7 +193,8 @@ static int train_finish(train_run *r)
     const float *final_params = host ? host : dt_model_params(r->m);
     if (dt_model_on_gpu(r->m) && !host) {
         cli_error("out of host memory for a copy of the %zu parameters (%.1f MiB) to check and dump them: free host "
-                  "memory or run fewer ranks per node", n, (double)n * sizeof *host / 1048576.0);
+                  "memory or run fewer ranks per node",
+                  n, (double)n * sizeof *host / 1048576.0);
         return EXIT_FAIL;
     }
     dt_status s;

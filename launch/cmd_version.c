@@ -17,6 +17,9 @@ int cmd_version(int argc, char **argv)
     /* Before MPI starts a CUDA-built Open MPI can only say that it was built so. */
     const int aware = coll_mpi_cuda_aware();
     printf("dtrain %s\nMPI: %s (%s)\nNCCL: %s\nCUDA: %s\n", dt_version_string(), mpi,
-           aware > 0 ? "CUDA-aware" : aware < 0 ? "CUDA-aware build" : "not CUDA-aware", nccl, cuda);
+           aware > 0   ? "CUDA-aware"
+           : aware < 0 ? "CUDA-aware build"
+                       : "not CUDA-aware",
+           nccl, cuda);
     return EXIT_OK;
 }

@@ -97,9 +97,9 @@ static void put_line(line *l)
 typedef struct {
     uintptr_t start, end; /* the mapping that holds the address */
     int readable;
-    uintptr_t base;       /* where its file is loaded (that file's mapping at offset 0), 0: unknown */
+    uintptr_t base; /* where its file is loaded (that file's mapping at offset 0), 0: unknown */
     int base_readable;
-    char path[512];       /* the file, a [pseudo] name, or "" for anonymous memory */
+    char path[512]; /* the file, a [pseudo] name, or "" for anonymous memory */
 } map_hit;
 
 static uintptr_t parse_hex(const char **p)
@@ -107,9 +107,12 @@ static uintptr_t parse_hex(const char **p)
     uintptr_t v = 0;
     for (;; (*p)++) {
         const char c = **p;
-        if (c >= '0' && c <= '9') v = v * 16 + (uintptr_t)(c - '0');
-        else if (c >= 'a' && c <= 'f') v = v * 16 + (uintptr_t)(c - 'a' + 10);
-        else return v;
+        if (c >= '0' && c <= '9')
+            v = v * 16 + (uintptr_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v = v * 16 + (uintptr_t)(c - 'a' + 10);
+        else
+            return v;
     }
 }
 
@@ -209,8 +212,7 @@ static void where(const char *label, uintptr_t addr)
 static int stack_top(uintptr_t sp, uintptr_t *out)
 {
     map_hit h;
-    if (!sp || (sp & (sizeof(void *) - 1)) || !map_find(sp, &h) || !h.readable || sp + sizeof(void *) > h.end)
-        return 0;
+    if (!sp || (sp & (sizeof(void *) - 1)) || !map_find(sp, &h) || !h.readable || sp + sizeof(void *) > h.end) return 0;
     *out = *(const uintptr_t *)sp;
     return 1;
 }
@@ -218,12 +220,12 @@ static int stack_top(uintptr_t sp, uintptr_t *out)
 static const char *sig_name(int sig)
 {
     switch (sig) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    case SIGABRT: return "SIGABRT";
-    default: return NULL;
+        case SIGSEGV: return "SIGSEGV";
+        case SIGBUS: return "SIGBUS";
+        case SIGFPE: return "SIGFPE";
+        case SIGILL: return "SIGILL";
+        case SIGABRT: return "SIGABRT";
+        default: return NULL;
     }
 }
 

@@ -98,8 +98,10 @@ int fault_check(const fault *f, int world, long steps)
     const char *v = getenv("DTRAIN_FAULT");
     if (f->rank >= world) {
         char ranks[48];
-        if (world == 1) snprintf(ranks, sizeof ranks, "rank 0 only");
-        else snprintf(ranks, sizeof ranks, "ranks 0 to %d", world - 1);
+        if (world == 1)
+            snprintf(ranks, sizeof ranks, "rank 0 only");
+        else
+            snprintf(ranks, sizeof ranks, "ranks 0 to %d", world - 1);
         cli_error("DTRAIN_FAULT='%s': rank %d is not in this job: the world size is %d (%s)", v ? v : "", f->rank,
                   world, ranks);
         return EXIT_USAGE;
@@ -128,17 +130,17 @@ void fault_maybe(const fault *f, int rank, long step, dt_model *m)
             step);
     fflush(stderr);
     switch (f->kind) {
-    case FAULT_INF:
-        if (m) model_test_inject_inf(m);
-        return;
-    case FAULT_EXIT: _exit(3);
-    case FAULT_USR1: raise(SIGUSR1); return; /* through the real handler */
-    case FAULT_TERM: raise(SIGTERM); return;
-    case FAULT_KILL: raise(SIGKILL); break;
-    case FAULT_SEGV: fault_segv(); break;
-    case FAULT_STALL: break;
-    case FAULT_NONE:
-    case FAULT_NKINDS: return;
+        case FAULT_INF:
+            if (m) model_test_inject_inf(m);
+            return;
+        case FAULT_EXIT: _exit(3);
+        case FAULT_USR1: raise(SIGUSR1); return; /* through the real handler */
+        case FAULT_TERM: raise(SIGTERM); return;
+        case FAULT_KILL: raise(SIGKILL); break;
+        case FAULT_SEGV: fault_segv(); break;
+        case FAULT_STALL: break;
+        case FAULT_NONE:
+        case FAULT_NKINDS: return;
     }
     /* The stall; a kill or a crash that somehow returned stalls too, rather than train on. */
     for (;;) pause();

@@ -12,74 +12,71 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char overview[] =
-    "usage: dtrain <command> [options]      dtrain help <command>: its options\n"
-    "commands:\n"
-    "  train            data-parallel training on a dataset or synthetic data\n"
-    "  eval             a checkpoint's accuracy and confusion matrix on a dataset\n"
-    "  bench allreduce  the engine's allreduce against MPI_Allreduce, per size\n"
-    "  bench gemm       TFLOP/s of matrix products on the CPU and the GPU\n"
-    "  bench step|data  samples/s of training steps; of the input pipeline\n"
-    "  bench reducer    per-layer ready() in a user's loop against one allreduce\n"
-    "  data info|convert|verify   a dataset's splits, shape, classes, mean/std;\n"
-    "                   it as .dts shards (mmap'd); read whole, checking the CRC\n"
-    "  env              every rank's placement: rank, node, device, cores, versions\n"
-    "  version          versions of dtrain and of what it was built with\n"
-    "  help [COMMAND]   this text, or a command's options (help train data, ...)\n"
-    "options of every command (flag > DTRAIN_* variable > default):\n"
-    "  --device auto|cpu|cuda  DTRAIN_DEVICE        auto: CUDA if a GPU is visible\n"
-    "  --pin auto|none         DTRAIN_PIN           auto: split cores per local rank\n"
-    "  --timeout SECONDS       DTRAIN_TIMEOUT       300 (0 = none): a collective\n"
-    "                                               older than this aborts the job\n"
-    "  --blas-threads N        DTRAIN_BLAS_THREADS  0: one per pinned core\n"
-    "  --gpu-comm nccl|mpi     DTRAIN_GPU_COMM      nccl; mpi: through host memory\n"
-    "                                               (ranks may then share a GPU)\n"
-    "Launch with srun --mpi=pmix, mpirun, or nothing (a world of 1).\n"
-    "Exit codes: 0 success, 1 run-time failure, 2 bad usage, 75 stopped on a signal\n"
-    "after a checkpoint (continue with --resume auto).\n";
+static const char overview[] = "usage: dtrain <command> [options]      dtrain help <command>: its options\n"
+                               "commands:\n"
+                               "  train            data-parallel training on a dataset or synthetic data\n"
+                               "  eval             a checkpoint's accuracy and confusion matrix on a dataset\n"
+                               "  bench allreduce  the engine's allreduce against MPI_Allreduce, per size\n"
+                               "  bench gemm       TFLOP/s of matrix products on the CPU and the GPU\n"
+                               "  bench step|data  samples/s of training steps; of the input pipeline\n"
+                               "  bench reducer    per-layer ready() in a user's loop against one allreduce\n"
+                               "  data info|convert|verify   a dataset's splits, shape, classes, mean/std;\n"
+                               "                   it as .dts shards (mmap'd); read whole, checking the CRC\n"
+                               "  env              every rank's placement: rank, node, device, cores, versions\n"
+                               "  version          versions of dtrain and of what it was built with\n"
+                               "  help [COMMAND]   this text, or a command's options (help train data, ...)\n"
+                               "options of every command (flag > DTRAIN_* variable > default):\n"
+                               "  --device auto|cpu|cuda  DTRAIN_DEVICE        auto: CUDA if a GPU is visible\n"
+                               "  --pin auto|none         DTRAIN_PIN           auto: split cores per local rank\n"
+                               "  --timeout SECONDS       DTRAIN_TIMEOUT       300 (0 = none): a collective\n"
+                               "                                               older than this aborts the job\n"
+                               "  --blas-threads N        DTRAIN_BLAS_THREADS  0: one per pinned core\n"
+                               "  --gpu-comm nccl|mpi     DTRAIN_GPU_COMM      nccl; mpi: through host memory\n"
+                               "                                               (ranks may then share a GPU)\n"
+                               "Launch with srun --mpi=pmix, mpirun, or nothing (a world of 1).\n"
+                               "Exit codes: 0 success, 1 run-time failure, 2 bad usage, 75 stopped on a signal\n"
+                               "after a checkpoint (continue with --resume auto).\n";
 
 static const char common_line[] = "options of every command (--device, --pin, --timeout, ...): dtrain help\n";
 
-static const char train[] =
-    "usage: dtrain train [options]   data-parallel training (dtrain help train data:\n"
-    "                                the data flags; help train precision: fp16/bf16)\n"
-    "model and steps\n"
-    "  --model mlp|cnn|LAYERS (mlp)  LAYERS: fc:OUT,conv:OUT:K:STRIDE:PAD,pool:K,\n"
-    "                                relu,flatten; the last is fc:CLASSES\n"
-    "  --input N|CxHxW (the data's, or the model's)  --seed N (1)  --batch B (64)\n"
-    "  --steps N (100) or --epochs N  --init-params FILE (--dump-params' layout)\n"
-    "optimizer and gradients\n"
-    "  --optim sgd|adamw (sgd)  --lr F (0.01)  --momentum F (0.9)\n"
-    "  --weight-decay F (0)  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)\n"
-    "  --lr-schedule constant|cosine|linear|step:M1,M2,..:GAMMA (constant; Me =\n"
-    "     epoch M)  --warmup-steps N (0)  --min-lr F (0)\n"
-    "  --accum-steps K (1)  --clip-grad-norm F (0: off)\n"
-    "  --bucket-mb F (25)  --first-bucket-mb F (1)  --no-overlap\n"
-    "  --grad-comm fp32|fp16|bf16 (fp32; a 16-bit run's own type)\n"
-    "output and checkpoints\n"
-    "  --log-every N (10)  --metrics FILE.jsonl (appended on resume)\n"
-    "  --dump-params FILE  --checkpoint-dir DIR  --checkpoint-every N (0)\n"
-    "  --resume auto|never (never)   SIGUSR1/SIGTERM: every rank stops after the\n"
-    "                                same step, checkpoints and exits 75\n";
+static const char train[] = "usage: dtrain train [options]   data-parallel training (dtrain help train data:\n"
+                            "                                the data flags; help train precision: fp16/bf16)\n"
+                            "model and steps\n"
+                            "  --model mlp|cnn|LAYERS (mlp)  LAYERS: fc:OUT,conv:OUT:K:STRIDE:PAD,pool:K,\n"
+                            "                                relu,flatten; the last is fc:CLASSES\n"
+                            "  --input N|CxHxW (the data's, or the model's)  --seed N (1)  --batch B (64)\n"
+                            "  --steps N (100) or --epochs N  --init-params FILE (--dump-params' layout)\n"
+                            "optimizer and gradients\n"
+                            "  --optim sgd|adamw (sgd)  --lr F (0.01)  --momentum F (0.9)\n"
+                            "  --weight-decay F (0)  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)\n"
+                            "  --lr-schedule constant|cosine|linear|step:M1,M2,..:GAMMA (constant; Me =\n"
+                            "     epoch M)  --warmup-steps N (0)  --min-lr F (0)\n"
+                            "  --accum-steps K (1)  --clip-grad-norm F (0: off)\n"
+                            "  --bucket-mb F (25)  --first-bucket-mb F (1)  --no-overlap\n"
+                            "  --grad-comm fp32|fp16|bf16 (fp32; a 16-bit run's own type)\n"
+                            "output and checkpoints\n"
+                            "  --log-every N (10)  --metrics FILE.jsonl (appended on resume)\n"
+                            "  --dump-params FILE  --checkpoint-dir DIR  --checkpoint-every N (0)\n"
+                            "  --resume auto|never (never)   SIGUSR1/SIGTERM: every rank stops after the\n"
+                            "                                same step, checkpoints and exits 75\n";
 
-static const char train_data[] =
-    "usage: dtrain train --data PATH [options]   (the other flags: dtrain help train)\n"
-    "  --data PATH            MNIST IDX dir, CIFAR-10/100 dir or file, image folder\n"
-    "                         (ROOT/<class>/*.jpg|png), .dts; none: synthetic data\n"
-    "  --data-format auto|idx|cifar10|cifar100|imagefolder|dts (auto)\n"
-    "  --cifar100-labels fine|coarse (fine)  --dataset-size N (synthetic: 60000)\n"
-    "  --normalize none|unit|standard (standard; synthetic: none)   unit: bytes/255;\n"
-    "                         standard: per-channel mean/std of the training split\n"
-    "  --eval-data PATH       held-out data (default: the test split, if any)\n"
-    "  --holdout F            else keep this fraction of the training set aside\n"
-    "  --eval-every N (0)     held-out loss/accuracy every N steps; always at the end\n"
-    "  --shuffle epoch|none (epoch)  --drop-last (pad the last step by wrapping)\n"
-    "  --augment crop:P,flip  random crop after P pixels of zero padding, h-flip\n"
-    "  --bad-samples fail|skip (fail)   undecodable images: stop, or replace+count\n"
-    "  --loader-threads N|auto (auto)   threads that read/decode/augment ahead\n"
-    "Each epoch is a permutation from (seed, epoch); step s takes the next W x B\n"
-    "samples and rank r the B at r x B among them. The position is saved in\n"
-    "checkpoints: resuming on other ranks goes on mid-epoch. dtrain eval: test it.\n";
+static const char train_data[] = "usage: dtrain train --data PATH [options]   (the other flags: dtrain help train)\n"
+                                 "  --data PATH            MNIST IDX dir, CIFAR-10/100 dir or file, image folder\n"
+                                 "                         (ROOT/<class>/*.jpg|png), .dts; none: synthetic data\n"
+                                 "  --data-format auto|idx|cifar10|cifar100|imagefolder|dts (auto)\n"
+                                 "  --cifar100-labels fine|coarse (fine)  --dataset-size N (synthetic: 60000)\n"
+                                 "  --normalize none|unit|standard (standard; synthetic: none)   unit: bytes/255;\n"
+                                 "                         standard: per-channel mean/std of the training split\n"
+                                 "  --eval-data PATH       held-out data (default: the test split, if any)\n"
+                                 "  --holdout F            else keep this fraction of the training set aside\n"
+                                 "  --eval-every N (0)     held-out loss/accuracy every N steps; always at the end\n"
+                                 "  --shuffle epoch|none (epoch)  --drop-last (pad the last step by wrapping)\n"
+                                 "  --augment crop:P,flip  random crop after P pixels of zero padding, h-flip\n"
+                                 "  --bad-samples fail|skip (fail)   undecodable images: stop, or replace+count\n"
+                                 "  --loader-threads N|auto (auto)   threads that read/decode/augment ahead\n"
+                                 "Each epoch is a permutation from (seed, epoch); step s takes the next W x B\n"
+                                 "samples and rank r the B at r x B among them. The position is saved in\n"
+                                 "checkpoints: resuming on other ranks goes on mid-epoch. dtrain eval: test it.\n";
 
 static const char train_precision[] =
     "usage: dtrain train --precision fp16|bf16 [options]  (others: dtrain help train)\n"
@@ -90,58 +87,54 @@ static const char train_precision[] =
     "  --loss-scale-hysteresis N (1)  --max-overflow-fraction F (0.5)\n"
     "  --loss-scale-min F (1)  --loss-scale-max F (2^24)  --loss-scale-window N (100)\n";
 
-static const char eval[] =
-    "usage: dtrain eval --checkpoint-dir DIR --data PATH [options]\n"
-    "A trained model's accuracy, mean loss, per-class accuracy and confusion matrix,\n"
-    "sharded over the ranks (the figures do not depend on how many), with the\n"
-    "normalization training used (kept in the checkpoint).\n"
-    "\n"
-    "  --model M --input CxHxW   as for training (the checkpoint refuses another)\n"
-    "  --split test|train (test)  --holdout F   the share training kept aside\n"
-    "  --data-format F  --cifar100-labels fine|coarse   as for dtrain train\n"
-    "  --batch N (256)  --loader-threads N|auto (auto)\n"
-    "  --confusion-csv FILE      the matrix as CSV (printed up to 20 classes)\n";
+static const char eval[] = "usage: dtrain eval --checkpoint-dir DIR --data PATH [options]\n"
+                           "A trained model's accuracy, mean loss, per-class accuracy and confusion matrix,\n"
+                           "sharded over the ranks (the figures do not depend on how many), with the\n"
+                           "normalization training used (kept in the checkpoint).\n"
+                           "\n"
+                           "  --model M --input CxHxW   as for training (the checkpoint refuses another)\n"
+                           "  --split test|train (test)  --holdout F   the share training kept aside\n"
+                           "  --data-format F  --cifar100-labels fine|coarse   as for dtrain train\n"
+                           "  --batch N (256)  --loader-threads N|auto (auto)\n"
+                           "  --confusion-csv FILE      the matrix as CSV (printed up to 20 classes)\n";
 
-static const char bench[] =
-    "usage: dtrain bench allreduce|gemm|step|data|reducer [options]\n"
-    "\n"
-    "benchmarks (dtrain help bench <benchmark>: its options):\n"
-    "  allreduce  bandwidth of the engine's allreduce against MPI_Allreduce, per size\n"
-    "  gemm       TFLOP/s of n x n matrix products on the CPU and the GPU\n"
-    "  step       samples/s of training steps per precision, side by side\n"
-    "  data       samples/s of the input pipeline per loader thread count\n"
-    "  reducer    a user loop's per-layer ready() against one blocking allreduce\n";
+static const char bench[] = "usage: dtrain bench allreduce|gemm|step|data|reducer [options]\n"
+                            "\n"
+                            "benchmarks (dtrain help bench <benchmark>: its options):\n"
+                            "  allreduce  bandwidth of the engine's allreduce against MPI_Allreduce, per size\n"
+                            "  gemm       TFLOP/s of n x n matrix products on the CPU and the GPU\n"
+                            "  step       samples/s of training steps per precision, side by side\n"
+                            "  data       samples/s of the input pipeline per loader thread count\n"
+                            "  reducer    a user loop's per-layer ready() against one blocking allreduce\n";
 
-static const char bench_reducer[] =
-    "usage: dtrain bench reducer [options]\n"
-    "A user's own loop (L fc layers of width W, batch B per rank, fp32 host buffers,\n"
-    "dt_sgemm) in five variants, interleaved in one run, the median step of each:\n"
-    "A the reducer, ready() per layer as backward goes; B one blocking allreduce\n"
-    "after backward; C compute only; D the allreduce alone; E A without overlap.\n"
-    "Prints A/B, the communication share D/B (a warning below 1/3), the fraction\n"
-    "hidden (B-A)/D, and A/E: overlap alone. Exits 1 unless A's, B's and E's last\n"
-    "gradients are equal bit for bit.\n"
-    "\n"
-    "  --layers L              fc layers (6)\n"
-    "  --width W               their width (1024)\n"
-    "  --batch B               per rank (16)\n"
-    "  --steps N               timed rounds, one step of each variant (20)\n"
-    "  --warmup N              untimed rounds before them (3)\n"
-    "  --bucket-mb F           A's and E's bucket cap in MiB (the reducer's, 25)\n"
-    "  --first-bucket-mb F     their first bucket's cap (1)\n"
-    "  --wire fp32|fp16|bf16   what travels (fp32); 16-bit: B and D use a one-bucket\n"
-    "                          reducer, since dt_allreduce has no 16-bit wire\n";
+static const char bench_reducer[] = "usage: dtrain bench reducer [options]\n"
+                                    "A user's own loop (L fc layers of width W, batch B per rank, fp32 host buffers,\n"
+                                    "dt_sgemm) in five variants, interleaved in one run, the median step of each:\n"
+                                    "A the reducer, ready() per layer as backward goes; B one blocking allreduce\n"
+                                    "after backward; C compute only; D the allreduce alone; E A without overlap.\n"
+                                    "Prints A/B, the communication share D/B (a warning below 1/3), the fraction\n"
+                                    "hidden (B-A)/D, and A/E: overlap alone. Exits 1 unless A's, B's and E's last\n"
+                                    "gradients are equal bit for bit.\n"
+                                    "\n"
+                                    "  --layers L              fc layers (6)\n"
+                                    "  --width W               their width (1024)\n"
+                                    "  --batch B               per rank (16)\n"
+                                    "  --steps N               timed rounds, one step of each variant (20)\n"
+                                    "  --warmup N              untimed rounds before them (3)\n"
+                                    "  --bucket-mb F           A's and E's bucket cap in MiB (the reducer's, 25)\n"
+                                    "  --first-bucket-mb F     their first bucket's cap (1)\n"
+                                    "  --wire fp32|fp16|bf16   what travels (fp32); 16-bit: B and D use a one-bucket\n"
+                                    "                          reducer, since dt_allreduce has no 16-bit wire\n";
 
-static const char bench_data[] =
-    "usage: dtrain bench data --data PATH [options]\n"
-    "Samples/s of the input pipeline alone: read, decode, augment and normalize into\n"
-    "the loader's batches, per loader thread count, side by side (one process).\n"
-    "\n"
-    "  --data PATH  --data-format F  --input CxHxW (image folders: the decode size)\n"
-    "  --threads LIST (1,2)    loader thread counts (0: the caller's thread)\n"
-    "  --batch N (256)  --batches N (20)  --warmup N (2)\n"
-    "  --augment none|flip|crop:P|crop:P,flip (none)  --normalize none|unit|standard\n"
-    "bench/data_compare.py runs it against torchvision's ImageFolder + DataLoader.\n";
+static const char bench_data[] = "usage: dtrain bench data --data PATH [options]\n"
+                                 "Samples/s of the input pipeline alone: read, decode, augment and normalize into\n"
+                                 "the loader's batches, per loader thread count, side by side (one process).\n"
+                                 "\n"
+                                 "  --data PATH  --data-format F  --input CxHxW (image folders: the decode size)\n"
+                                 "  --threads LIST (1,2)    loader thread counts (0: the caller's thread)\n"
+                                 "  --batch N (256)  --batches N (20)  --warmup N (2)\n"
+                                 "  --augment none|flip|crop:P|crop:P,flip (none)  --normalize none|unit|standard\n"
+                                 "bench/data_compare.py runs it against torchvision's ImageFolder + DataLoader.\n";
 
 static const char bench_allreduce[] =
     "usage: dtrain bench allreduce [options]\n"
@@ -157,108 +150,110 @@ static const char bench_allreduce[] =
     "  --dtype fp32|fp16|bf16   what the engine sends: fp32, or 16-bit copies (fp32)\n"
     "Sizes take K, M, G suffixes (powers of 1024), up to 4G.\n";
 
-static const char bench_gemm[] =
-    "usage: dtrain bench gemm [options]\n"
-    "TFLOP/s of n x n matrix products on the CPU (OpenBLAS, this rank's cores) and\n"
-    "the GPU (cuBLAS), and the GPU/CPU ratio; exits 1 when a checked result is wrong.\n"
-    "\n"
-    "  --n N,N,...          sizes (4096,8192,10000)\n"
-    "  --dtype T,T,...      of fp32,tf32,bf16,fp16 (all); the CPU runs fp32 only\n"
-    "  --iters N            timed repetitions at most (20)\n"
-    "  --warmup N           untimed ones before them (1)\n"
-    "  --max-seconds F      repeat a product for about F seconds at most (3)\n"
-    "  --no-cpu, --no-gpu   leave a side out\n";
+static const char bench_gemm[] = "usage: dtrain bench gemm [options]\n"
+                                 "TFLOP/s of n x n matrix products on the CPU (OpenBLAS, this rank's cores) and\n"
+                                 "the GPU (cuBLAS), and the GPU/CPU ratio; exits 1 when a checked result is wrong.\n"
+                                 "\n"
+                                 "  --n N,N,...          sizes (4096,8192,10000)\n"
+                                 "  --dtype T,T,...      of fp32,tf32,bf16,fp16 (all); the CPU runs fp32 only\n"
+                                 "  --iters N            timed repetitions at most (20)\n"
+                                 "  --warmup N           untimed ones before them (1)\n"
+                                 "  --max-seconds F      repeat a product for about F seconds at most (3)\n"
+                                 "  --no-cpu, --no-gpu   leave a side out\n";
 
-static const char bench_step[] =
-    "usage: dtrain bench step [options]\n"
-    "Samples/s of whole training steps of one model in each precision, side by side,\n"
-    "on the device the placement chose (or --device).\n"
-    "\n"
-    "  --model M                as in dtrain train (mlp)\n"
-    "  --input N|CxHxW          (the model's)\n"
-    "  --batch B                per rank (128)\n"
-    "  --precision P,P,...      of fp32,fp16,bf16 (fp32,bf16,fp16); ratios are to\n"
-    "                           the first\n"
-    "  --steps N                timed steps (50)\n"
-    "  --warmup N               untimed steps before them (5)\n"
-    "  --loader-threads N|auto  (auto: 0 on the CPU, cores-1 up to 8 on a GPU)\n"
-    "  --profile N              then N profiled steps: time per phase and per layer\n";
+static const char bench_step[] = "usage: dtrain bench step [options]\n"
+                                 "Samples/s of whole training steps of one model in each precision, side by side,\n"
+                                 "on the device the placement chose (or --device).\n"
+                                 "\n"
+                                 "  --model M                as in dtrain train (mlp)\n"
+                                 "  --input N|CxHxW          (the model's)\n"
+                                 "  --batch B                per rank (128)\n"
+                                 "  --precision P,P,...      of fp32,fp16,bf16 (fp32,bf16,fp16); ratios are to\n"
+                                 "                           the first\n"
+                                 "  --steps N                timed steps (50)\n"
+                                 "  --warmup N               untimed steps before them (5)\n"
+                                 "  --loader-threads N|auto  (auto: 0 on the CPU, cores-1 up to 8 on a GPU)\n"
+                                 "  --profile N              then N profiled steps: time per phase and per layer\n";
 
-static const char data[] =
-    "usage: dtrain data info PATH [options]\n"
-    "       dtrain data convert SRC DST [options]\n"
-    "       dtrain data verify PATH [options]\n"
-    "\n"
-    "commands:\n"
-    "  info      what a dataset holds (dtrain help data info: its options)\n"
-    "  convert   writes a dataset as .dts shards (dtrain help data convert)\n"
-    "  verify    reads a dataset whole and checks it (dtrain help data verify)\n";
+static const char data[] = "usage: dtrain data info PATH [options]\n"
+                           "       dtrain data convert SRC DST [options]\n"
+                           "       dtrain data verify PATH [options]\n"
+                           "\n"
+                           "commands:\n"
+                           "  info      what a dataset holds (dtrain help data info: its options)\n"
+                           "  convert   writes a dataset as .dts shards (dtrain help data convert)\n"
+                           "  verify    reads a dataset whole and checks it (dtrain help data verify)\n";
 
-static const char data_info[] =
-    "usage: dtrain data info PATH [options]\n"
-    "What the dataset at PATH holds, per split (train, test): its format, samples,\n"
-    "shape, classes and the samples of each, the value range, and the mean and\n"
-    "standard deviation of each channel. Every file is checked whole.\n"
-    "PATH: an MNIST-style IDX directory (train-images-idx3-ubyte, t10k-..., each\n"
-    "optionally .gz), a CIFAR-10 (data_batch_1..5.bin, test_batch.bin) or CIFAR-100\n"
-    "(train.bin, test.bin) directory, a directory of .dts shards (train.dts,\n"
-    "test.dts), an image folder (ROOT/<class>/*.jpg|png, or ROOT/train + ROOT/val).\n"
-    "\n"
-    "  --data-format auto|idx|cifar10|cifar100|imagefolder|dts  (auto: detected)\n"
-    "  --input CxHxW                             image folders: the decode size\n"
-    "  --cifar100-labels fine|coarse             CIFAR-100's 100 or 20 classes (fine)\n"
-    "  --threads N                               reading threads (cores, up to 8)\n";
+static const char data_info[] = "usage: dtrain data info PATH [options]\n"
+                                "What the dataset at PATH holds, per split (train, test): its format, samples,\n"
+                                "shape, classes and the samples of each, the value range, and the mean and\n"
+                                "standard deviation of each channel. Every file is checked whole.\n"
+                                "PATH: an MNIST-style IDX directory (train-images-idx3-ubyte, t10k-..., each\n"
+                                "optionally .gz), a CIFAR-10 (data_batch_1..5.bin, test_batch.bin) or CIFAR-100\n"
+                                "(train.bin, test.bin) directory, a directory of .dts shards (train.dts,\n"
+                                "test.dts), an image folder (ROOT/<class>/*.jpg|png, or ROOT/train + ROOT/val).\n"
+                                "\n"
+                                "  --data-format auto|idx|cifar10|cifar100|imagefolder|dts  (auto: detected)\n"
+                                "  --input CxHxW                             image folders: the decode size\n"
+                                "  --cifar100-labels fine|coarse             CIFAR-100's 100 or 20 classes (fine)\n"
+                                "  --threads N                               reading threads (cores, up to 8)\n";
 
-static const char data_convert[] =
-    "usage: dtrain data convert SRC DST [options]\n"
-    "Writes the dataset at SRC (any format dtrain reads) as .dts shards: one file per\n"
-    "split, read later by mmap without copying, with the per-channel mean/std in its\n"
-    "header (docs/dts-format.md). DST ending in .dts is one file holding one split\n"
-    "(--split train|test, default train); any other DST is a directory (made if\n"
-    "missing) that receives train.dts and, when SRC has a test split, test.dts.\n"
-    "Images are decoded and resized once, here. An existing DST file is kept unless\n"
-    "--force; a failed write leaves no file behind.\n"
-    "\n"
-    "  --split train|test|all        which split(s) (all for a directory DST)\n"
-    "  --dtype uint8|fp16|fp32       stored values (uint8 for byte sources, else fp32)\n"
-    "  --input CxHxW                 image folders: the size images are made\n"
-    "  --data-format F  --cifar100-labels fine|coarse   as for dtrain data info\n"
-    "  --threads N                   reading threads (cores, up to 8)\n"
-    "  --force                       replace existing .dts files\n";
+static const char data_convert[] = "usage: dtrain data convert SRC DST [options]\n"
+                                   "Writes the dataset at SRC (any format dtrain reads) as .dts shards: one file per\n"
+                                   "split, read later by mmap without copying, with the per-channel mean/std in its\n"
+                                   "header (docs/dts-format.md). DST ending in .dts is one file holding one split\n"
+                                   "(--split train|test, default train); any other DST is a directory (made if\n"
+                                   "missing) that receives train.dts and, when SRC has a test split, test.dts.\n"
+                                   "Images are decoded and resized once, here. An existing DST file is kept unless\n"
+                                   "--force; a failed write leaves no file behind.\n"
+                                   "\n"
+                                   "  --split train|test|all        which split(s) (all for a directory DST)\n"
+                                   "  --dtype uint8|fp16|fp32       stored values (uint8 for byte sources, else fp32)\n"
+                                   "  --input CxHxW                 image folders: the size images are made\n"
+                                   "  --data-format F  --cifar100-labels fine|coarse   as for dtrain data info\n"
+                                   "  --threads N                   reading threads (cores, up to 8)\n"
+                                   "  --force                       replace existing .dts files\n";
 
-static const char data_verify[] =
-    "usage: dtrain data verify PATH [options]\n"
-    "Reads every sample and label of the dataset at PATH (any format), both splits:\n"
-    "every label must be below the class count and every value finite; a .dts file's\n"
-    "payload CRC-32 is checked too. Prints OK with the counts, or the first problem\n"
-    "(file, sample, byte offset) and exits 1.\n"
-    "\n"
-    "  --data-format F  --cifar100-labels fine|coarse  --threads N  --input CxHxW\n"
-    "                                                as for data info\n";
+static const char data_verify[] = "usage: dtrain data verify PATH [options]\n"
+                                  "Reads every sample and label of the dataset at PATH (any format), both splits:\n"
+                                  "every label must be below the class count and every value finite; a .dts file's\n"
+                                  "payload CRC-32 is checked too. Prints OK with the counts, or the first problem\n"
+                                  "(file, sample, byte offset) and exits 1.\n"
+                                  "\n"
+                                  "  --data-format F  --cifar100-labels fine|coarse  --threads N  --input CxHxW\n"
+                                  "                                                as for data info\n";
 
-static const char env[] =
-    "usage: dtrain env [options]\n"
-    "Every rank's placement, gathered by rank 0: rank/world, local rank/size, node,\n"
-    "host, launcher, device, the GPU it takes, CPU cores and who bound them, BLAS\n"
-    "threads, and the MPI/NCCL/CUDA versions. Start it as you start training:\n"
-    "  srun --mpi=pmix build/dtrain env     mpirun -np 8 build/dtrain env\n";
+static const char env[] = "usage: dtrain env [options]\n"
+                          "Every rank's placement, gathered by rank 0: rank/world, local rank/size, node,\n"
+                          "host, launcher, device, the GPU it takes, CPU cores and who bound them, BLAS\n"
+                          "threads, and the MPI/NCCL/CUDA versions. Start it as you start training:\n"
+                          "  srun --mpi=pmix build/dtrain env     mpirun -np 8 build/dtrain env\n";
 
-static const char version[] =
-    "usage: dtrain version\n"
-    "Versions of dtrain and of what it was built with: MPI (and whether it is\n"
-    "CUDA-aware), NCCL, CUDA.\n";
+static const char version[] = "usage: dtrain version\n"
+                              "Versions of dtrain and of what it was built with: MPI (and whether it is\n"
+                              "CUDA-aware), NCCL, CUDA.\n";
 
 static const struct {
     const char *topic, *text;
     int common; /* ends with the line that points at the options of every command */
 } screens[] = {
-    {"train", train, 1},          {"train data", train_data, 0}, {"train precision", train_precision, 0},
-    {"eval", eval, 1},            {"bench", bench, 1},           {"bench allreduce", bench_allreduce, 1},
-    {"bench gemm", bench_gemm, 1}, {"bench step", bench_step, 1},
-    {"bench data", bench_data, 1}, {"bench reducer", bench_reducer, 1}, {"env", env, 1},
-    {"version", version, 1},       {"help", overview, 0},         {"data", data, 0},
+    {"train", train, 1},
+    {"train data", train_data, 0},
+    {"train precision", train_precision, 0},
+    {"eval", eval, 1},
+    {"bench", bench, 1},
+    {"bench allreduce", bench_allreduce, 1},
+    {"bench gemm", bench_gemm, 1},
+    {"bench step", bench_step, 1},
+    {"bench data", bench_data, 1},
+    {"bench reducer", bench_reducer, 1},
+    {"env", env, 1},
+    {"version", version, 1},
+    {"help", overview, 0},
+    {"data", data, 0},
     {"data info", data_info, 0},
-    {"data convert", data_convert, 0}, {"data verify", data_verify, 0},
+    {"data convert", data_convert, 0},
+    {"data verify", data_verify, 0},
 };
 
 void cli_usage(FILE *f) { fputs(overview, f); }

@@ -34,10 +34,8 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 static int parse_milestone(const char *tok, size_t len, long spe, long *out, char *err, size_t errlen)
 {
     char buf[32];
-    if (len == 0)
-        return fail(err, errlen, "--lr-schedule: an empty milestone; the form is " STEP_FORM);
-    if (len >= sizeof buf)
-        return fail(err, errlen, "--lr-schedule: milestone '%.*s...' is too long", 16, tok);
+    if (len == 0) return fail(err, errlen, "--lr-schedule: an empty milestone; the form is " STEP_FORM);
+    if (len >= sizeof buf) return fail(err, errlen, "--lr-schedule: milestone '%.*s...' is too long", 16, tok);
     memcpy(buf, tok, len);
     buf[len] = 0;
     const int epochs = buf[len - 1] == 'e';
@@ -45,22 +43,28 @@ static int parse_milestone(const char *tok, size_t len, long spe, long *out, cha
     int digits = nd > 0;
     for (size_t i = 0; i < nd; i++) digits &= buf[i] >= '0' && buf[i] <= '9';
     if (!digits)
-        return fail(err, errlen, "--lr-schedule: milestone '%s' is not a whole number of steps or epochs "
-                    "(30 or 30e)", buf);
+        return fail(err, errlen,
+                    "--lr-schedule: milestone '%s' is not a whole number of steps or epochs "
+                    "(30 or 30e)",
+                    buf);
     errno = 0;
     const unsigned long long v = strtoull(buf, NULL, 10);
     if (errno || v > (unsigned long long)LONG_MAX)
         return fail(err, errlen, "--lr-schedule: milestone '%s' is too large", buf);
     if (v == 0)
-        return fail(err, errlen, "--lr-schedule: milestone '%s' is at the start of the run; milestones count from "
-                    "1 (the rate of step 0 is --lr)", buf);
+        return fail(err, errlen,
+                    "--lr-schedule: milestone '%s' is at the start of the run; milestones count from "
+                    "1 (the rate of step 0 is --lr)",
+                    buf);
     if (!epochs) {
         *out = (long)v;
         return 0;
     }
     if (spe <= 0)
-        return fail(err, errlen, "--lr-schedule: milestone '%s' is in epochs, but the epoch length in steps is not "
-                    "known here (a dataset of fixed size gives it); give the milestone in steps", buf);
+        return fail(err, errlen,
+                    "--lr-schedule: milestone '%s' is in epochs, but the epoch length in steps is not "
+                    "known here (a dataset of fixed size gives it); give the milestone in steps",
+                    buf);
     if (v > (unsigned long long)(LONG_MAX / spe))
         return fail(err, errlen, "--lr-schedule: milestone '%s' (x %ld steps per epoch) is too large", buf, spe);
     *out = (long)v * spe;
@@ -79,8 +83,10 @@ static int parse_step(const char *args, long spe, lr_schedule *out, char *err, s
     if (!*g || errno || *end || !isfinite(gamma))
         return fail(err, errlen, "--lr-schedule: factor '%s' is not a number; the form is " STEP_FORM, g);
     if (!(gamma > 0 && gamma <= 1))
-        return fail(err, errlen, "--lr-schedule: factor %g must be in (0, 1] (the rate is multiplied by it at each "
-                    "milestone, e.g. 0.1)", gamma);
+        return fail(err, errlen,
+                    "--lr-schedule: factor %g must be in (0, 1] (the rate is multiplied by it at each "
+                    "milestone, e.g. 0.1)",
+                    gamma);
     out->gamma = gamma;
     out->n = 0;
     const char *p = args;
@@ -88,15 +94,16 @@ static int parse_step(const char *args, long spe, lr_schedule *out, char *err, s
         const char *q = p;
         while (q < colon && *q != ',') q++;
         if (memchr(p, ':', (size_t)(q - p)))
-            return fail(err, errlen, "--lr-schedule: 'step:%s' has more than two parts; the form is " STEP_FORM,
-                        args);
+            return fail(err, errlen, "--lr-schedule: 'step:%s' has more than two parts; the form is " STEP_FORM, args);
         if (out->n == LR_MAX_MILESTONES)
             return fail(err, errlen, "--lr-schedule: more than %d milestones", LR_MAX_MILESTONES);
         long v = 0;
         if (parse_milestone(p, (size_t)(q - p), spe, &v, err, errlen)) return -1;
         if (out->n && v <= out->milestone[out->n - 1])
-            return fail(err, errlen, "--lr-schedule: milestone '%.*s' (step %ld) is not after the one before it "
-                        "(step %ld); milestones must increase", (int)(q - p), p, v, out->milestone[out->n - 1]);
+            return fail(err, errlen,
+                        "--lr-schedule: milestone '%.*s' (step %ld) is not after the one before it "
+                        "(step %ld); milestones must increase",
+                        (int)(q - p), p, v, out->milestone[out->n - 1]);
         out->milestone[out->n++] = v;
         p = q + 1;
     }
@@ -107,16 +114,19 @@ int lr_schedule_parse(const char *spec, long steps_per_epoch, lr_schedule *out, 
 {
     memset(out, 0, sizeof *out);
     out->gamma = 1.0;
-    if (!spec || !*spec)
-        return fail(err, errlen, "--lr-schedule: empty; use constant, cosine, linear or " STEP_FORM);
-    static const struct { const char *name; lr_kind kind; } plain[] = {
-        {"constant", LR_CONSTANT}, {"cosine", LR_COSINE}, {"linear", LR_LINEAR}};
+    if (!spec || !*spec) return fail(err, errlen, "--lr-schedule: empty; use constant, cosine, linear or " STEP_FORM);
+    static const struct {
+        const char *name;
+        lr_kind kind;
+    } plain[] = {{"constant", LR_CONSTANT}, {"cosine", LR_COSINE}, {"linear", LR_LINEAR}};
     for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) {
         const size_t n = strlen(plain[i].name);
         if (strncmp(spec, plain[i].name, n)) continue;
         if (spec[n])
-            return fail(err, errlen, "--lr-schedule: '%s' takes no arguments ('%s' after it); set the floor with "
-                        "--min-lr and the warmup with --warmup-steps", plain[i].name, spec + n);
+            return fail(err, errlen,
+                        "--lr-schedule: '%s' takes no arguments ('%s' after it); set the floor with "
+                        "--min-lr and the warmup with --warmup-steps",
+                        plain[i].name, spec + n);
         out->kind = plain[i].kind;
         return 0;
     }
@@ -126,22 +136,21 @@ int lr_schedule_parse(const char *spec, long steps_per_epoch, lr_schedule *out, 
         out->kind = LR_STEP;
         return parse_step(spec + 5, steps_per_epoch, out, err, errlen);
     }
-    return fail(err, errlen, "--lr-schedule: unknown schedule '%s'; use constant, cosine, linear or " STEP_FORM,
-                spec);
+    return fail(err, errlen, "--lr-schedule: unknown schedule '%s'; use constant, cosine, linear or " STEP_FORM, spec);
 }
 
 int lr_schedule_check(const lr_schedule *s, double base_lr, double min_lr, long warmup, long total_steps, char *err,
                       size_t errlen)
 {
-    if (!(base_lr > 0) || !isfinite(base_lr))
-        return fail(err, errlen, "--lr %g must be a positive number", base_lr);
+    if (!(base_lr > 0) || !isfinite(base_lr)) return fail(err, errlen, "--lr %g must be a positive number", base_lr);
     if (!(min_lr >= 0) || !(min_lr <= base_lr))
         return fail(err, errlen, "--min-lr %g must be from 0 to --lr (%g)", min_lr, base_lr);
     if (total_steps < 1) return fail(err, errlen, "the run has %ld optimizer steps; it needs at least 1", total_steps);
     if (warmup < 0 || warmup >= total_steps)
-        return fail(err, errlen, "--warmup-steps %ld must be from 0 to %ld (fewer than the run's %ld optimizer steps, "
-                    "so the %s schedule has steps of its own)", warmup, total_steps - 1, total_steps,
-                    lr_schedule_name(s));
+        return fail(err, errlen,
+                    "--warmup-steps %ld must be from 0 to %ld (fewer than the run's %ld optimizer steps, "
+                    "so the %s schedule has steps of its own)",
+                    warmup, total_steps - 1, total_steps, lr_schedule_name(s));
     return 0;
 }
 
@@ -159,9 +168,9 @@ double lr_at(const lr_schedule *s, double base_lr, double min_lr, long step, lon
     if (step < warmup) return base_lr * warm;
     const double t = (double)(step - warmup), T = (double)(total_steps - warmup);
     switch (s->kind) {
-    case LR_COSINE: return min_lr + (base_lr - min_lr) * (1.0 + cos(LR_PI * t / T)) / 2.0;
-    case LR_LINEAR: return T > 1 ? base_lr + (min_lr - base_lr) * t / (T - 1.0) : base_lr;
-    default: return base_lr;
+        case LR_COSINE: return min_lr + (base_lr - min_lr) * (1.0 + cos(LR_PI * t / T)) / 2.0;
+        case LR_LINEAR: return T > 1 ? base_lr + (min_lr - base_lr) * t / (T - 1.0) : base_lr;
+        default: return base_lr;
     }
 }
 

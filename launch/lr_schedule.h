@@ -28,9 +28,9 @@ typedef enum lr_kind { LR_CONSTANT = 0, LR_COSINE, LR_LINEAR, LR_STEP } lr_kind;
 
 typedef struct lr_schedule {
     lr_kind kind;
-    int n;                               /* milestones (LR_STEP) */
-    long milestone[LR_MAX_MILESTONES];   /* in optimizer steps, strictly increasing, >= 1 */
-    double gamma;                        /* LR_STEP: factor at each milestone, (0, 1] */
+    int n;                             /* milestones (LR_STEP) */
+    long milestone[LR_MAX_MILESTONES]; /* in optimizer steps, strictly increasing, >= 1 */
+    double gamma;                      /* LR_STEP: factor at each milestone, (0, 1] */
 } lr_schedule;
 
 /* Parses spec ("constant", "cosine", "linear", "step:M1,M2,...:GAMMA"); steps_per_epoch converts

@@ -64,8 +64,10 @@ static int keep_aside(const char *path, char *bad, size_t n)
     char when[32];
     utc_now(when, sizeof when, 0);
     for (int i = 0; i < 100; i++) {
-        if (i) snprintf(bad, n, "%s.bad-%s-%d", path, when, i);
-        else snprintf(bad, n, "%s.bad-%s", path, when);
+        if (i)
+            snprintf(bad, n, "%s.bad-%s-%d", path, when, i);
+        else
+            snprintf(bad, n, "%s.bad-%s", path, when);
         if (link(path, bad) == 0) return unlink(path);
         if (errno == EEXIST) continue;
         /* No hard links here: rename, after checking that the name is free. */
@@ -125,12 +127,14 @@ FILE *metrics_open(const char *path, int resume, long first_step)
         fclose(f);
         char bad[4200];
         if (keep_aside(path, bad, sizeof bad) != 0) {
-            cli_error("--metrics %s: line %ld %s, and moving the file aside failed (%s): move or remove it",
-                      path, lineno, why, strerror(errno));
+            cli_error("--metrics %s: line %ld %s, and moving the file aside failed (%s): move or remove it", path,
+                      lineno, why, strerror(errno));
             return NULL;
         }
-        fprintf(stderr, "dtrain: warning: --metrics %s: line %ld %s, so it is not this run's metrics file: kept it "
-                "as %s, starting a fresh one\n", path, lineno, why, bad);
+        fprintf(stderr,
+                "dtrain: warning: --metrics %s: line %ld %s, so it is not this run's metrics file: kept it "
+                "as %s, starting a fresh one\n",
+                path, lineno, why, bad);
         if (!(f = fopen(path, "w"))) goto fail;
         return f;
     }

@@ -21,7 +21,7 @@ typedef struct metrics_record {
     int has_eval;
     double eval_loss, eval_accuracy;
     double lr;
-    int has_grad_norm;  /* --clip-grad-norm: the norm of the interval's last optimizer step */
+    int has_grad_norm; /* --clip-grad-norm: the norm of the interval's last optimizer step */
     double grad_norm;
     double loss, accuracy, samples_per_s, step_time_s, comm_wait_s;
     const char *precision;

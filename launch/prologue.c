@@ -25,8 +25,10 @@ void cli_blas_corefix(char **argv)
     execv("/proc/self/exe", argv);
     /* exec failed: carry on with the slower kernels, and say so. */
     unsetenv("OPENBLAS_CORETYPE");
-    fprintf(stderr, "dtrain: warning: OpenBLAS runs its %s kernels on a CPU that can run %s ones; "
-            "set OPENBLAS_CORETYPE=%s for faster GEMM\n", dt_blas_corename(), better, better);
+    fprintf(stderr,
+            "dtrain: warning: OpenBLAS runs its %s kernels on a CPU that can run %s ones; "
+            "set OPENBLAS_CORETYPE=%s for faster GEMM\n",
+            dt_blas_corename(), better, better);
 }
 
 /* dt_init with the message and the job-wide abort that a failure needs; NULL on failure after
@@ -78,8 +80,10 @@ int cli_finish(dt_ctx *ctx, int rc)
 
 int cli_fail(dt_ctx *ctx, dt_status s, const char *what)
 {
-    if (what) cli_error("%s: %s (%s)", what, dt_last_error(), dt_strerror(s));
-    else cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+    if (what)
+        cli_error("%s: %s (%s)", what, dt_last_error(), dt_strerror(s));
+    else
+        cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
     /* A bad value given to the library is a usage error; anything else is a run-time failure. */
     const int rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
     /* This rank may have failed alone: its peers must not wait for it. */

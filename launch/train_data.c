@@ -38,7 +38,9 @@ int train_data_open(const train_opts *t, int threads, train_data *d)
     if (!t->data) {
         if (t->eval_data || t->holdout > 0 || t->data_format) {
             cli_error("%s needs --data PATH (without it dtrain trains on its synthetic data)",
-                      t->eval_data ? "--eval-data" : t->holdout > 0 ? "--holdout" : "--data-format");
+                      t->eval_data     ? "--eval-data"
+                      : t->holdout > 0 ? "--holdout"
+                                       : "--data-format");
             return EXIT_USAGE;
         }
         if (t->input) snprintf(d->input, sizeof d->input, "%s", t->input);
@@ -54,9 +56,12 @@ int train_data_open(const train_opts *t, int threads, train_data *d)
     }
     int C, H, W;
     dt_dataset_shape(d->train, &C, &H, &W);
-    if (t->input) snprintf(d->input, sizeof d->input, "%s", t->input);
-    else if (H == 1 && W == 1) snprintf(d->input, sizeof d->input, "%d", C);
-    else snprintf(d->input, sizeof d->input, "%dx%dx%d", C, H, W);
+    if (t->input)
+        snprintf(d->input, sizeof d->input, "%s", t->input);
+    else if (H == 1 && W == 1)
+        snprintf(d->input, sizeof d->input, "%d", C);
+    else
+        snprintf(d->input, sizeof d->input, "%dx%dx%d", C, H, W);
     return EXIT_OK;
 }
 
@@ -67,8 +72,8 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
         dt_model_input_shape(m, &c, &h, &w);
         dt_data_config cfg;
         data_config(t, threads, &cfg);
-        dt_status s = dt_synthetic_open(c, h, w, dt_model_num_classes(m), (size_t)t->dataset_size,
-                                        (uint64_t)t->seed, &cfg, &d->train);
+        dt_status s = dt_synthetic_open(c, h, w, dt_model_num_classes(m), (size_t)t->dataset_size, (uint64_t)t->seed,
+                                        &cfg, &d->train);
         if (s) {
             cli_error("%s", dt_last_error());
             return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
@@ -82,14 +87,15 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
         int mc, mh, mw;
         dt_model_input_shape(m, &mc, &mh, &mw);
         cli_error("--data %s holds samples of %dx%dx%d (%zu values) but the model takes %dx%dx%d (%zu): drop --input "
-                  "to take the data's shape, or give a model for it", t->data, C, H, W, values, mc, mh, mw,
-                  dt_model_input_size(m));
+                  "to take the data's shape, or give a model for it",
+                  t->data, C, H, W, values, mc, mh, mw, dt_model_input_size(m));
         return EXIT_USAGE;
     }
     const int K = dt_dataset_num_classes(d->train);
     if (K > dt_model_num_classes(m)) {
         cli_error("--data %s has %d classes but the model's last layer has %d outputs: end the model with fc:%d "
-                  "(e.g. --model 'fc:1024,relu,fc:%d')", t->data, K, dt_model_num_classes(m), K, K);
+                  "(e.g. --model 'fc:1024,relu,fc:%d')",
+                  t->data, K, dt_model_num_classes(m), K, K);
         return EXIT_USAGE;
     }
     dt_data_config c;
@@ -134,8 +140,8 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
     dt_dataset_shape(d->eval, &ec, &eh, &ew);
     if (ec != C || eh != H || ew != W || dt_dataset_num_classes(d->eval) > dt_model_num_classes(m)) {
         cli_error("the held-out data (%s) holds %dx%dx%d samples of %d classes, the training data %dx%dx%d of %d: give "
-                  "held-out data of the same kind", d->eval_what, ec, eh, ew, dt_dataset_num_classes(d->eval), C, H, W,
-                  K);
+                  "held-out data of the same kind",
+                  d->eval_what, ec, eh, ew, dt_dataset_num_classes(d->eval), C, H, W, K);
         return EXIT_USAGE;
     }
     return EXIT_OK;
@@ -147,8 +153,10 @@ void train_data_describe(const train_opts *t, const train_data *d, int world, FI
     dt_dataset_shape(d->train, &C, &H, &W);
     const long per = dt_dataset_steps_per_epoch(d->train, world, t->batch) / t->accum_steps;
     char shape[64], fmt[32] = "";
-    if (H == 1 && W == 1) snprintf(shape, sizeof shape, "%d feature%s", C, cli_s(C));
-    else snprintf(shape, sizeof shape, "%dx%dx%d", C, H, W);
+    if (H == 1 && W == 1)
+        snprintf(shape, sizeof shape, "%d feature%s", C, cli_s(C));
+    else
+        snprintf(shape, sizeof shape, "%dx%dx%d", C, H, W);
     if (t->data) snprintf(fmt, sizeof fmt, " (%s)", dt_dataset_format(d->train));
     fprintf(out, "data: %s%s, %zu samples of %s, %d classes; %ld step%s per epoch (%s, %s)\n",
             dt_dataset_source(d->train), fmt, dt_dataset_size(d->train), shape, dt_dataset_num_classes(d->train), per,
@@ -177,8 +185,8 @@ void train_data_describe(const train_opts *t, const train_data *d, int world, FI
     }
 }
 
-dt_status train_data_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
-                          const dt_scaler *sc, const train_data *d, int world, int batch, int accum, long step)
+dt_status train_data_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o, const dt_scaler *sc,
+                          const train_data *d, int world, int batch, int accum, long step)
 {
     dt_ckpt_data cd = {0};
     dt_status s = dt_dataset_position(d->train, step * accum, world, batch, &cd.epoch, &cd.offset);
@@ -193,8 +201,8 @@ dt_status train_data_save(dt_ctx *ctx, const char *dir, const dt_model *m, const
     return dt_checkpoint_save(ctx, dir, m, o, sc, &cd, step);
 }
 
-dt_status train_data_resume(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc,
-                            train_data *d, int accum, long *first_step)
+dt_status train_data_resume(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc, train_data *d,
+                            int accum, long *first_step)
 {
     int C, H, W;
     dt_dataset_shape(d->train, &C, &H, &W);
@@ -215,8 +223,9 @@ dt_status train_data_resume(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimi
                 free(buf);
                 return s;
             }
-            if (rank0) printf("normalize: the checkpoint's figures, which differ from this run's (the data changed, "
-                              "or --normalize did): training goes on as it started\n");
+            if (rank0)
+                printf("normalize: the checkpoint's figures, which differ from this run's (the data changed, "
+                       "or --normalize did): training goes on as it started\n");
         }
     }
     if (!s && cd.present && *first_step > 0) {

@@ -28,13 +28,13 @@ void train_data_describe(const train_opts *t, const train_data *d, int world, FI
 /* Steps are optimizer steps, of `accum` batches each (the data position counts batches). */
 /* Checkpoints with the data block: the data position after `step` for world x batch, and the
  * normalization in use (dt_checkpoint_save). */
-dt_status train_data_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
-                          const dt_scaler *sc, const train_data *d, int world, int batch, int accum, long step);
+dt_status train_data_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o, const dt_scaler *sc,
+                          const train_data *d, int world, int batch, int accum, long step);
 /* --resume auto: loads the newest checkpoint; when it holds a data block, the training and
  * held-out sets take its normalization, and the data position goes on from where it was (so a
  * different rank count continues mid-epoch). Rank 0 says what it did. */
-dt_status train_data_resume(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc,
-                            train_data *d, int accum, long *first_step);
+dt_status train_data_resume(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc, train_data *d,
+                            int accum, long *first_step);
 void train_data_free(train_data *d);
 
 #endif

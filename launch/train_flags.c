@@ -10,13 +10,61 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_LR, OPT_OPTIM, OPT_MOMENTUM, OPT_WD, OPT_SEED,
-       OPT_LOG_EVERY, OPT_METRICS, OPT_DUMP, OPT_DATASET, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_BUCKET,
-       OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAD_COMM, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_RESUME, OPT_PRECISION,
-       OPT_LS, OPT_LS_INIT, OPT_LS_GROWTH, OPT_LS_BACKOFF, OPT_LS_INTERVAL, OPT_LS_HYST, OPT_LS_MIN, OPT_LS_MAX,
-       OPT_LS_WINDOW, OPT_LS_FRACTION, OPT_LOADER, OPT_DATA, OPT_DATA_FORMAT, OPT_CIFAR100_LABELS, OPT_NORMALIZE,
-       OPT_EVAL_DATA, OPT_HOLDOUT, OPT_EVAL_EVERY, OPT_EPOCHS, OPT_DROP_LAST, OPT_SHUFFLE, OPT_AUGMENT,
-       OPT_BAD_SAMPLES, OPT_INIT_PARAMS, OPT_LR_SCHEDULE, OPT_WARMUP, OPT_MIN_LR, OPT_ACCUM, OPT_CLIP };
+enum {
+    OPT_MODEL = 256,
+    OPT_INPUT,
+    OPT_BATCH,
+    OPT_STEPS,
+    OPT_LR,
+    OPT_OPTIM,
+    OPT_MOMENTUM,
+    OPT_WD,
+    OPT_SEED,
+    OPT_LOG_EVERY,
+    OPT_METRICS,
+    OPT_DUMP,
+    OPT_DATASET,
+    OPT_BETA1,
+    OPT_BETA2,
+    OPT_EPS,
+    OPT_BUCKET,
+    OPT_FIRST_BUCKET,
+    OPT_NO_OVERLAP,
+    OPT_GRAD_COMM,
+    OPT_CKPT_DIR,
+    OPT_CKPT_EVERY,
+    OPT_RESUME,
+    OPT_PRECISION,
+    OPT_LS,
+    OPT_LS_INIT,
+    OPT_LS_GROWTH,
+    OPT_LS_BACKOFF,
+    OPT_LS_INTERVAL,
+    OPT_LS_HYST,
+    OPT_LS_MIN,
+    OPT_LS_MAX,
+    OPT_LS_WINDOW,
+    OPT_LS_FRACTION,
+    OPT_LOADER,
+    OPT_DATA,
+    OPT_DATA_FORMAT,
+    OPT_CIFAR100_LABELS,
+    OPT_NORMALIZE,
+    OPT_EVAL_DATA,
+    OPT_HOLDOUT,
+    OPT_EVAL_EVERY,
+    OPT_EPOCHS,
+    OPT_DROP_LAST,
+    OPT_SHUFFLE,
+    OPT_AUGMENT,
+    OPT_BAD_SAMPLES,
+    OPT_INIT_PARAMS,
+    OPT_LR_SCHEDULE,
+    OPT_WARMUP,
+    OPT_MIN_LR,
+    OPT_ACCUM,
+    OPT_CLIP
+};
 
 static const struct option train_options[] = {
     {"model", required_argument, NULL, OPT_MODEL},
@@ -88,136 +136,159 @@ static int train_handle(int val, const char *arg, void *ud)
 {
     train_opts *t = ud;
     switch (val) {
-    case OPT_DATA: t->data = arg; return EXIT_OK;
-    case OPT_INIT_PARAMS: t->init_params = arg; return EXIT_OK;
-    case OPT_LR_SCHEDULE: t->lr_schedule = arg; return EXIT_OK;
-    case OPT_WARMUP: return cli_long("--warmup-steps", arg, 0, 1L << 40, &t->warmup_steps);
-    case OPT_MIN_LR: return cli_float("--min-lr", arg, 0, 1e3, &t->min_lr);
-    case OPT_ACCUM: return cli_int("--accum-steps", arg, 1, 1 << 16, &t->accum_steps);
-    case OPT_CLIP: {
-        float v;
-        if (cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &v))
-            return EXIT_USAGE;
-        t->clip_grad_norm = v;
-        return EXIT_OK;
-    }
-    case OPT_DATA_FORMAT:
-        if (strcmp(arg, "auto") && strcmp(arg, "idx") && strcmp(arg, "cifar10") && strcmp(arg, "cifar100") &&
-            strcmp(arg, "imagefolder") && strcmp(arg, "dts")) {
-            cli_error("--data-format '%s' is not one of auto, idx, cifar10, cifar100, imagefolder, dts", arg);
-            return EXIT_USAGE;
-        }
-        t->data_format = arg;
-        return EXIT_OK;
-    case OPT_CIFAR100_LABELS: return cli_cifar100_labels(arg, &t->cifar100_coarse);
-    case OPT_NORMALIZE: return cli_normalize(arg, &t->normalize);
-    case OPT_EVAL_DATA: t->eval_data = arg; return EXIT_OK;
-    case OPT_HOLDOUT: {
-        float v;
-        if (cli_float("--holdout (the fraction kept aside)", arg, 1e-6, 0.999999, &v)) return EXIT_USAGE;
-        t->holdout = v;
-        return EXIT_OK;
-    }
-    case OPT_EVAL_EVERY: return cli_long("--eval-every", arg, 0, 1L << 40, &t->eval_every);
-    case OPT_EPOCHS: return cli_long("--epochs", arg, 1, 1L << 30, &t->epochs);
-    case OPT_DROP_LAST: t->drop_last = 1; return EXIT_OK;
-    case OPT_SHUFFLE:
-        if (!strcmp(arg, "none")) t->shuffle = 0;
-        else if (!strcmp(arg, "epoch")) t->shuffle = 1;
-        else {
-            cli_error("--shuffle '%s' is not epoch (a new order each epoch, the default) or none (file order)", arg);
-            return EXIT_USAGE;
-        }
-        return EXIT_OK;
-    case OPT_AUGMENT: return cli_augment(arg, &t->crop_pad, &t->flip);
-    case OPT_BAD_SAMPLES:
-        if (!strcmp(arg, "fail")) t->skip_bad = 0;
-        else if (!strcmp(arg, "skip")) t->skip_bad = 1;
-        else {
-            cli_error("--bad-samples '%s' is not fail (stop at the first undecodable sample) or skip (replace it and "
-                      "count it)", arg);
-            return EXIT_USAGE;
-        }
-        return EXIT_OK;
-    case OPT_PRECISION: return cli_float_dtype("--precision", arg, &t->precision);
-    case OPT_LS:
-        if (!strcmp(arg, "dynamic")) t->loss_scale = 1;
-        else if (!strcmp(arg, "none")) t->loss_scale = 0;
-        else {
+        case OPT_DATA: t->data = arg; return EXIT_OK;
+        case OPT_INIT_PARAMS: t->init_params = arg; return EXIT_OK;
+        case OPT_LR_SCHEDULE: t->lr_schedule = arg; return EXIT_OK;
+        case OPT_WARMUP: return cli_long("--warmup-steps", arg, 0, 1L << 40, &t->warmup_steps);
+        case OPT_MIN_LR: return cli_float("--min-lr", arg, 0, 1e3, &t->min_lr);
+        case OPT_ACCUM: return cli_int("--accum-steps", arg, 1, 1 << 16, &t->accum_steps);
+        case OPT_CLIP: {
             float v;
-            if (cli_float("--loss-scale (dynamic, none or a number)", arg, 1.0 / 16777216.0, 16777216.0 * 256, &v))
+            if (cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &v))
                 return EXIT_USAGE;
-            t->loss_scale = 2;
-            t->scaler.init_scale = v;
+            t->clip_grad_norm = v;
+            return EXIT_OK;
         }
-        return EXIT_OK;
-    case OPT_LS_INIT: return cli_dbl("--loss-scale-init", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.init_scale);
-    case OPT_LS_GROWTH: return cli_dbl("--loss-scale-growth", arg, 1.0000001, 1e6, &t->scaler.growth_factor);
-    case OPT_LS_BACKOFF: return cli_dbl("--loss-scale-backoff", arg, 1e-6, 0.9999999, &t->scaler.backoff_factor);
-    case OPT_LS_INTERVAL: return cli_int("--loss-scale-interval", arg, 1, 1 << 30, &t->scaler.growth_interval);
-    case OPT_LS_HYST: return cli_int("--loss-scale-hysteresis", arg, 1, 1 << 20, &t->scaler.hysteresis);
-    case OPT_LS_MIN: return cli_dbl("--loss-scale-min", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.min_scale);
-    case OPT_LS_MAX: return cli_dbl("--loss-scale-max", arg, 1.0 / 16777216.0, 4294967296.0 * 65536.0,
-                                    &t->scaler.max_scale);
-    case OPT_LS_WINDOW: return cli_int("--loss-scale-window", arg, 1, 1 << 20, &t->scaler.window);
-    case OPT_LS_FRACTION: return cli_dbl("--max-overflow-fraction", arg, 1e-6, 1, &t->scaler.max_overflow_fraction);
-    case OPT_LOADER: return cli_loader_threads(arg, &t->loader_threads);
-    case OPT_MODEL: t->model = arg; return EXIT_OK;
-    case OPT_INPUT: t->input = arg; return EXIT_OK;
-    case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &t->batch);
-    case OPT_STEPS: t->steps_set = 1; return cli_long("--steps", arg, 1, 1L << 40, &t->steps);
-    case OPT_LR: return cli_float("--lr", arg, 1e-12, 1e3, &t->optim.lr);
-    case OPT_MOMENTUM: return cli_float("--momentum", arg, 0, 0.999999, &t->optim.momentum);
-    case OPT_WD: return cli_float("--weight-decay", arg, 0, 10, &t->optim.weight_decay);
-    case OPT_BETA1: return cli_float("--beta1", arg, 0, 0.999999, &t->optim.beta1);
-    case OPT_BETA2: return cli_float("--beta2", arg, 0, 0.999999, &t->optim.beta2);
-    case OPT_EPS: return cli_float("--eps", arg, 1e-30, 1, &t->optim.eps);
-    case OPT_SEED: return cli_long("--seed", arg, 0, 1L << 62, &t->seed);
-    case OPT_LOG_EVERY: return cli_long("--log-every", arg, 1, 1L << 40, &t->log_every);
-    case OPT_DATASET: return cli_long("--dataset-size", arg, 1, 4294967295L, &t->dataset_size);
-    case OPT_BUCKET: {
-        float v;
-        int rc = cli_float("--bucket-mb", arg, 0, 1e6, &v);
-        t->sync.bucket_mb = v;
-        return rc;
-    }
-    case OPT_FIRST_BUCKET: {
-        float v;
-        int rc = cli_float("--first-bucket-mb", arg, 0, 1e6, &v);
-        t->sync.first_bucket_mb = v;
-        return rc;
-    }
-    case OPT_NO_OVERLAP: t->sync.overlap = 0; return EXIT_OK;
-    case OPT_GRAD_COMM: t->grad_comm_set = 1; return cli_float_dtype("--grad-comm", arg, &t->sync.grad_comm);
-    case OPT_CKPT_DIR: t->ckpt_dir = arg; return EXIT_OK;
-    case OPT_CKPT_EVERY: return cli_long("--checkpoint-every", arg, 0, 1L << 40, &t->ckpt_every);
-    case OPT_RESUME:
-        if (!strcmp(arg, "auto")) t->resume = 1;
-        else if (!strcmp(arg, "never")) t->resume = 0;
-        else {
-            cli_error("--resume '%s' is not one of auto, never", arg);
-            return EXIT_USAGE;
+        case OPT_DATA_FORMAT:
+            if (strcmp(arg, "auto") && strcmp(arg, "idx") && strcmp(arg, "cifar10") && strcmp(arg, "cifar100") &&
+                strcmp(arg, "imagefolder") && strcmp(arg, "dts")) {
+                cli_error("--data-format '%s' is not one of auto, idx, cifar10, cifar100, imagefolder, dts", arg);
+                return EXIT_USAGE;
+            }
+            t->data_format = arg;
+            return EXIT_OK;
+        case OPT_CIFAR100_LABELS: return cli_cifar100_labels(arg, &t->cifar100_coarse);
+        case OPT_NORMALIZE: return cli_normalize(arg, &t->normalize);
+        case OPT_EVAL_DATA: t->eval_data = arg; return EXIT_OK;
+        case OPT_HOLDOUT: {
+            float v;
+            if (cli_float("--holdout (the fraction kept aside)", arg, 1e-6, 0.999999, &v)) return EXIT_USAGE;
+            t->holdout = v;
+            return EXIT_OK;
         }
-        return EXIT_OK;
-    case OPT_METRICS: t->metrics = arg; return EXIT_OK;
-    case OPT_DUMP: t->dump = arg; return EXIT_OK;
-    case OPT_OPTIM:
-        if (!strcmp(arg, "sgd")) t->optim.kind = DT_OPTIM_SGD;
-        else if (!strcmp(arg, "adamw")) t->optim.kind = DT_OPTIM_ADAMW;
-        else {
-            cli_error("--optim '%s' is not one of sgd, adamw", arg);
-            return EXIT_USAGE;
+        case OPT_EVAL_EVERY: return cli_long("--eval-every", arg, 0, 1L << 40, &t->eval_every);
+        case OPT_EPOCHS: return cli_long("--epochs", arg, 1, 1L << 30, &t->epochs);
+        case OPT_DROP_LAST: t->drop_last = 1; return EXIT_OK;
+        case OPT_SHUFFLE:
+            if (!strcmp(arg, "none"))
+                t->shuffle = 0;
+            else if (!strcmp(arg, "epoch"))
+                t->shuffle = 1;
+            else {
+                cli_error("--shuffle '%s' is not epoch (a new order each epoch, the default) or none (file order)",
+                          arg);
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
+        case OPT_AUGMENT: return cli_augment(arg, &t->crop_pad, &t->flip);
+        case OPT_BAD_SAMPLES:
+            if (!strcmp(arg, "fail"))
+                t->skip_bad = 0;
+            else if (!strcmp(arg, "skip"))
+                t->skip_bad = 1;
+            else {
+                cli_error(
+                    "--bad-samples '%s' is not fail (stop at the first undecodable sample) or skip (replace it and "
+                    "count it)",
+                    arg);
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
+        case OPT_PRECISION: return cli_float_dtype("--precision", arg, &t->precision);
+        case OPT_LS:
+            if (!strcmp(arg, "dynamic"))
+                t->loss_scale = 1;
+            else if (!strcmp(arg, "none"))
+                t->loss_scale = 0;
+            else {
+                float v;
+                if (cli_float("--loss-scale (dynamic, none or a number)", arg, 1.0 / 16777216.0, 16777216.0 * 256, &v))
+                    return EXIT_USAGE;
+                t->loss_scale = 2;
+                t->scaler.init_scale = v;
+            }
+            return EXIT_OK;
+        case OPT_LS_INIT:
+            return cli_dbl("--loss-scale-init", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.init_scale);
+        case OPT_LS_GROWTH: return cli_dbl("--loss-scale-growth", arg, 1.0000001, 1e6, &t->scaler.growth_factor);
+        case OPT_LS_BACKOFF: return cli_dbl("--loss-scale-backoff", arg, 1e-6, 0.9999999, &t->scaler.backoff_factor);
+        case OPT_LS_INTERVAL: return cli_int("--loss-scale-interval", arg, 1, 1 << 30, &t->scaler.growth_interval);
+        case OPT_LS_HYST: return cli_int("--loss-scale-hysteresis", arg, 1, 1 << 20, &t->scaler.hysteresis);
+        case OPT_LS_MIN: return cli_dbl("--loss-scale-min", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.min_scale);
+        case OPT_LS_MAX:
+            return cli_dbl("--loss-scale-max", arg, 1.0 / 16777216.0, 4294967296.0 * 65536.0, &t->scaler.max_scale);
+        case OPT_LS_WINDOW: return cli_int("--loss-scale-window", arg, 1, 1 << 20, &t->scaler.window);
+        case OPT_LS_FRACTION: return cli_dbl("--max-overflow-fraction", arg, 1e-6, 1, &t->scaler.max_overflow_fraction);
+        case OPT_LOADER: return cli_loader_threads(arg, &t->loader_threads);
+        case OPT_MODEL: t->model = arg; return EXIT_OK;
+        case OPT_INPUT: t->input = arg; return EXIT_OK;
+        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &t->batch);
+        case OPT_STEPS: t->steps_set = 1; return cli_long("--steps", arg, 1, 1L << 40, &t->steps);
+        case OPT_LR: return cli_float("--lr", arg, 1e-12, 1e3, &t->optim.lr);
+        case OPT_MOMENTUM: return cli_float("--momentum", arg, 0, 0.999999, &t->optim.momentum);
+        case OPT_WD: return cli_float("--weight-decay", arg, 0, 10, &t->optim.weight_decay);
+        case OPT_BETA1: return cli_float("--beta1", arg, 0, 0.999999, &t->optim.beta1);
+        case OPT_BETA2: return cli_float("--beta2", arg, 0, 0.999999, &t->optim.beta2);
+        case OPT_EPS: return cli_float("--eps", arg, 1e-30, 1, &t->optim.eps);
+        case OPT_SEED: return cli_long("--seed", arg, 0, 1L << 62, &t->seed);
+        case OPT_LOG_EVERY: return cli_long("--log-every", arg, 1, 1L << 40, &t->log_every);
+        case OPT_DATASET: return cli_long("--dataset-size", arg, 1, 4294967295L, &t->dataset_size);
+        case OPT_BUCKET: {
+            float v;
+            int rc = cli_float("--bucket-mb", arg, 0, 1e6, &v);
+            t->sync.bucket_mb = v;
+            return rc;
         }
-        return EXIT_OK;
+        case OPT_FIRST_BUCKET: {
+            float v;
+            int rc = cli_float("--first-bucket-mb", arg, 0, 1e6, &v);
+            t->sync.first_bucket_mb = v;
+            return rc;
+        }
+        case OPT_NO_OVERLAP: t->sync.overlap = 0; return EXIT_OK;
+        case OPT_GRAD_COMM: t->grad_comm_set = 1; return cli_float_dtype("--grad-comm", arg, &t->sync.grad_comm);
+        case OPT_CKPT_DIR: t->ckpt_dir = arg; return EXIT_OK;
+        case OPT_CKPT_EVERY: return cli_long("--checkpoint-every", arg, 0, 1L << 40, &t->ckpt_every);
+        case OPT_RESUME:
+            if (!strcmp(arg, "auto"))
+                t->resume = 1;
+            else if (!strcmp(arg, "never"))
+                t->resume = 0;
+            else {
+                cli_error("--resume '%s' is not one of auto, never", arg);
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
+        case OPT_METRICS: t->metrics = arg; return EXIT_OK;
+        case OPT_DUMP: t->dump = arg; return EXIT_OK;
+        case OPT_OPTIM:
+            if (!strcmp(arg, "sgd"))
+                t->optim.kind = DT_OPTIM_SGD;
+            else if (!strcmp(arg, "adamw"))
+                t->optim.kind = DT_OPTIM_ADAMW;
+            else {
+                cli_error("--optim '%s' is not one of sgd, adamw", arg);
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
     }
     return EXIT_USAGE;
 }
 
 int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t)
 {
-    *t = (train_opts){.model = "mlp", .batch = 64, .steps = 100, .log_every = 10, .seed = 1, .dataset_size = 60000,
-                      .loader_threads = -1, .precision = DT_F32, .loss_scale = -1, .normalize = -1,
-                      .shuffle = 1, .accum_steps = 1};
+    *t = (train_opts){.model = "mlp",
+                      .batch = 64,
+                      .steps = 100,
+                      .log_every = 10,
+                      .seed = 1,
+                      .dataset_size = 60000,
+                      .loader_threads = -1,
+                      .precision = DT_F32,
+                      .loss_scale = -1,
+                      .normalize = -1,
+                      .shuffle = 1,
+                      .accum_steps = 1};
     dt_optim_defaults(&t->optim);
     dt_sync_defaults(&t->sync);
     dt_scaler_defaults(&t->scaler);

@@ -16,27 +16,27 @@ typedef struct train_opts {
     dt_optim_config optim;
     long seed;
     dt_sync_config sync;
-    int grad_comm_set;  /* --grad-comm given */
+    int grad_comm_set; /* --grad-comm given */
     dt_dtype precision;
-    int loss_scale;     /* -1 default for the precision, 0 none, 1 dynamic, 2 static (--loss-scale N) */
+    int loss_scale; /* -1 default for the precision, 0 none, 1 dynamic, 2 static (--loss-scale N) */
     dt_scaler_config scaler;
     int loader_threads; /* -1 auto */
     /* Data: --data PATH (NULL: the synthetic data) and how to read it. */
     const char *data, *data_format, *eval_data;
     int cifar100_coarse;
-    int normalize;      /* -1: the default (standard for files, none for synthetic data), else dt_normalize */
-    double holdout;     /* --holdout F, 0 = none */
-    long eval_every;    /* --eval-every N steps, 0 = only at the end (when there is held-out data) */
-    long epochs;        /* --epochs N, 0 = --steps decides */
-    int steps_set;      /* --steps given */
+    int normalize;   /* -1: the default (standard for files, none for synthetic data), else dt_normalize */
+    double holdout;  /* --holdout F, 0 = none */
+    long eval_every; /* --eval-every N steps, 0 = only at the end (when there is held-out data) */
+    long epochs;     /* --epochs N, 0 = --steps decides */
+    int steps_set;   /* --steps given */
     int drop_last, shuffle, crop_pad, flip, skip_bad;
     /* The training loop around the optimizer. */
     const char *init_params; /* --init-params FILE */
     const char *lr_schedule; /* --lr-schedule SPEC (parsed once the steps per epoch are known) */
     long warmup_steps;
     float min_lr;
-    int accum_steps;         /* micro-batches per optimizer step */
-    double clip_grad_norm;   /* 0: off */
+    int accum_steps;       /* micro-batches per optimizer step */
+    double clip_grad_norm; /* 0: off */
 } train_opts;
 
 /* Parses dtrain train's command line into *cfg (the flags of every command, over DTRAIN_* and

@@ -37,8 +37,8 @@ static dt_status run_eval(const train_run *r, long step, double *loss, double *a
     if (s) return s;
     *loss = e.count ? e.loss_sum / (double)e.count : 0;
     *acc = e.count ? (double)e.correct / (double)e.count : 0;
-    snprintf(line, len, "eval %6ld/%ld  held-out loss %.4f  acc %.4f  (%ld of %ld correct)\n", step,
-             r->t.steps, *loss, *acc, e.correct, e.count);
+    snprintf(line, len, "eval %6ld/%ld  held-out loss %.4f  acc %.4f  (%ld of %ld correct)\n", step, r->t.steps, *loss,
+             *acc, e.correct, e.count);
     return DT_OK;
 }
 
@@ -66,13 +66,22 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, doub
     iv->wait_mark = wait_now;
     long ep = 0, off = 0;
     dt_dataset_position(r->data.train, step * t->accum_steps, r->world, t->batch, &ep, &off);
-    metrics_record rec = {
-        .step = step, .epoch = (double)ep + (double)off / (double)dt_dataset_size(r->data.train),
-        .data_wait_s = data_s, .has_eval = do_eval, .lr = lr, .has_grad_norm = t->clip_grad_norm > 0,
-        .grad_norm = grad_norm, .loss = mean_loss, .accuracy = red[1] / samples, .samples_per_s = samples / dt_int,
-        .step_time_s = dt_int / (double)iv->steps, .comm_wait_s = red[2] / r->world / (double)iv->steps,
-        .precision = train_type_name(t->precision), .loss_scale = r->sc ? (double)dt_scaler_scale(r->sc) : 1.0,
-        .skipped_steps = iv->skipped, .skipped_total = r->sc ? dt_scaler_skipped(r->sc) : 0L};
+    metrics_record rec = {.step = step,
+                          .epoch = (double)ep + (double)off / (double)dt_dataset_size(r->data.train),
+                          .data_wait_s = data_s,
+                          .has_eval = do_eval,
+                          .lr = lr,
+                          .has_grad_norm = t->clip_grad_norm > 0,
+                          .grad_norm = grad_norm,
+                          .loss = mean_loss,
+                          .accuracy = red[1] / samples,
+                          .samples_per_s = samples / dt_int,
+                          .step_time_s = dt_int / (double)iv->steps,
+                          .comm_wait_s = red[2] / r->world / (double)iv->steps,
+                          .precision = train_type_name(t->precision),
+                          .loss_scale = r->sc ? (double)dt_scaler_scale(r->sc) : 1.0,
+                          .skipped_steps = iv->skipped,
+                          .skipped_total = r->sc ? dt_scaler_skipped(r->sc) : 0L};
     char eval_line[256] = "";
     if (do_eval && (s = run_eval(r, step, &rec.eval_loss, &rec.eval_accuracy, eval_line, sizeof eval_line)))
         return train_status_error(s);
@@ -98,7 +107,9 @@ static int stop_now(const train_run *r, long done)
         return train_status_error(s);
     if (r->rank == 0) {
         printf("stopping after step %ld on a signal (%s); %s%s%s\n", done,
-               stop_signal == SIGTERM ? "SIGTERM" : stop_signal == SIGUSR1 ? "SIGUSR1" : "on another rank",
+               stop_signal == SIGTERM   ? "SIGTERM"
+               : stop_signal == SIGUSR1 ? "SIGUSR1"
+                                        : "on another rank",
                t->ckpt_dir ? "checkpoint in " : "no --checkpoint-dir: nothing saved", t->ckpt_dir ? t->ckpt_dir : "",
                t->ckpt_dir ? "; continue with --resume auto" : "");
         fflush(stdout);
@@ -150,15 +161,15 @@ train_end train_loop(train_run *r, int *rc)
             return TRAIN_END_STOPPED;
         }
         if (t->ckpt_every && (step + 1) % t->ckpt_every == 0 && step + 1 < t->steps &&
-            (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch,
-                                 t->accum_steps, step + 1)))
+            (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch, t->accum_steps,
+                                 step + 1)))
             goto fail;
         iv.loss += loss;
         iv.correct += correct;
         iv.steps++;
         /* An evaluation step is a log step too, so its record carries the held-out figures. */
-        const int eval_step = r->data.eval && ((t->eval_every && (step + 1) % t->eval_every == 0) ||
-                                               step + 1 == t->steps);
+        const int eval_step =
+            r->data.eval && ((t->eval_every && (step + 1) % t->eval_every == 0) || step + 1 == t->steps);
         if (((step + 1) % t->log_every == 0 || step + 1 == t->steps || eval_step) &&
             (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm)))
             return TRAIN_END_FAILED;

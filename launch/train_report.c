@@ -24,8 +24,10 @@ void train_report_start(const train_run *r)
     if (t->accum_steps > 1) snprintf(accum_txt, sizeof accum_txt, " x %d accumulated", t->accum_steps);
     if (t->lr_schedule || t->warmup_steps)
         printf("lr schedule: %s from %g%s, %ld warmup step%s\n", lr_schedule_name(&r->sched), (double)t->optim.lr,
-               r->sched.kind == LR_CONSTANT ? "" : t->min_lr > 0 ? " to --min-lr" : " to 0", t->warmup_steps,
-               cli_s(t->warmup_steps));
+               r->sched.kind == LR_CONSTANT ? ""
+               : t->min_lr > 0              ? " to --min-lr"
+                                            : " to 0",
+               t->warmup_steps, cli_s(t->warmup_steps));
     if (t->clip_grad_norm > 0) printf("gradient clipping: global L2 norm at most %g\n", t->clip_grad_norm);
     /* 16-bit gradients travel as they are; fp32 ones in --grad-comm's type. */
     const dt_dtype wire = r->grad_t != DT_F32 ? r->grad_t : t->sync.grad_comm;
@@ -35,8 +37,9 @@ void train_report_start(const train_run *r)
            cli_s(t->steps), t->optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw", (double)t->optim.lr,
            (double)t->optim.momentum, (double)t->optim.weight_decay, t->seed, nbuckets, cli_s(nbuckets),
            t->sync.bucket_mb, t->sync.first_bucket_mb,
-           world == 1 ? "no communication (1 rank)"
-           : t->sync.overlap ? "allreduced during backward" : "allreduced after backward (--no-overlap)",
+           world == 1        ? "no communication (1 rank)"
+           : t->sync.overlap ? "allreduced during backward"
+                             : "allreduced after backward (--no-overlap)",
            train_type_name(wire), desc);
     dt_memory_summary mem;
     dt_model_memory(r->m, r->opt, &mem);
@@ -46,7 +49,10 @@ void train_report_start(const train_run *r)
     const double sent = (double)dt_model_num_params(r->m) * (wire == DT_F32 ? 4.0 : 2.0) * 2.0 * (world - 1) / world;
     printf("precision %s (gradients %s), loss scaling %s; gradient bytes sent per rank per step: %.0f (%.2f MiB)\n",
            train_type_name(t->precision), train_type_name(r->grad_t),
-           !r->sc ? "off" : t->scaler.dynamic ? "dynamic" : "static", sent, sent / MiB);
+           !r->sc              ? "off"
+           : t->scaler.dynamic ? "dynamic"
+                               : "static",
+           sent, sent / MiB);
     if (r->loader_threads)
         printf("data: %d loader thread%s make%s batches ahead (%d at most)%s\n", r->loader_threads,
                cli_s(r->loader_threads), r->loader_threads == 1 ? "s" : "", CLI_LOADER_DEPTH - 1,
@@ -55,25 +61,26 @@ void train_report_start(const train_run *r)
         printf("data: made by the training thread%s\n",
                t->loader_threads < 0 ? " (the default on the CPU; --loader-threads N makes batches ahead)" : "");
     printf("memory per rank (batch %d): parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB, "
-           "activations %.2f MiB, workspace %.2f MiB, total %.2f MiB\n", t->batch, mem.params / MiB,
-           mem.grads / MiB, mem.optimizer / MiB, mem.activations / MiB, mem.workspace / MiB,
+           "activations %.2f MiB, workspace %.2f MiB, total %.2f MiB\n",
+           t->batch, mem.params / MiB, mem.grads / MiB, mem.optimizer / MiB, mem.activations / MiB, mem.workspace / MiB,
            (double)(mem.params + mem.grads + mem.optimizer + mem.activations + mem.workspace) / MiB);
     if (mem.device_total)
         printf("GPU memory: activations and workspace in one pool of %.2f MiB, reused by every step; the device "
-               "has %.0f MiB free of %.0f MiB\n", mem.pool / MiB, mem.device_free / MiB, mem.device_total / MiB);
+               "has %.0f MiB free of %.0f MiB\n",
+               mem.pool / MiB, mem.device_free / MiB, mem.device_total / MiB);
     fflush(stdout);
 }
 
 int train_report_interval(const train_run *r, const metrics_record *rec, long logged, const char *eval_line)
 {
     char amp[96] = "";
-    if (r->sc)
-        snprintf(amp, sizeof amp, "  scale %g  skipped %ld/%ld", rec->loss_scale, rec->skipped_steps, logged);
+    if (r->sc) snprintf(amp, sizeof amp, "  scale %g  skipped %ld/%ld", rec->loss_scale, rec->skipped_steps, logged);
     char clip[48] = "";
     if (rec->has_grad_norm) snprintf(clip, sizeof clip, "  grad norm %.3g", rec->grad_norm);
     printf("step %6ld/%ld  epoch %.2f  loss %.4f  acc %.3f  lr %.3g  %9.1f samples/s  step %7.2f ms  "
-           "comm %6.2f ms  data %6.2f ms%s%s\n", rec->step, r->t.steps, rec->epoch, rec->loss, rec->accuracy, rec->lr,
-           rec->samples_per_s, 1e3 * rec->step_time_s, 1e3 * rec->comm_wait_s, 1e3 * rec->data_wait_s, clip, amp);
+           "comm %6.2f ms  data %6.2f ms%s%s\n",
+           rec->step, r->t.steps, rec->epoch, rec->loss, rec->accuracy, rec->lr, rec->samples_per_s,
+           1e3 * rec->step_time_s, 1e3 * rec->comm_wait_s, 1e3 * rec->data_wait_s, clip, amp);
     fputs(eval_line, stdout);
     fflush(stdout);
     if (r->metrics && metrics_write(r->metrics, rec) != 0) {
@@ -87,9 +94,11 @@ void train_report_end(const train_run *r, int agree, double bad)
 {
     const train_opts *t = &r->t;
     char ranks[64];
-    if (r->world == 1) snprintf(ranks, sizeof ranks, "one rank, nothing to compare");
-    else snprintf(ranks, sizeof ranks, "parameters %s on all %d ranks", agree > 0 ? "identical" : "not compared",
-                  r->world);
+    if (r->world == 1)
+        snprintf(ranks, sizeof ranks, "one rank, nothing to compare");
+    else
+        snprintf(ranks, sizeof ranks, "parameters %s on all %d ranks", agree > 0 ? "identical" : "not compared",
+                 r->world);
     printf("done: %ld step%s in %.2f s, mean %.1f samples/s over %d log interval%s; %s\n", t->steps, cli_s(t->steps),
            r->t_end - r->t_start, r->samples_s_sum / (r->intervals ? r->intervals : 1), r->intervals,
            cli_s(r->intervals), ranks);
@@ -128,8 +137,10 @@ void train_report_numeric_stop(const train_run *r, long step)
             used += (size_t)snprintf(where + used, sizeof where - used, "%s rank %d %s", used ? ";" : "", k, name);
         }
         cli_error("training stopped at step %ld: %s. First non-finite gradients before the allreduce, in backward "
-                  "order:%s", step, why, used ? where
-                  : " none on any rank (the sum overflowed in the allreduce: use --grad-comm fp32 or bf16)");
+                  "order:%s",
+                  step, why,
+                  used ? where
+                       : " none on any rank (the sum overflowed in the allreduce: use --grad-comm fp32 or bf16)");
     }
     free(bad);
 }

@@ -41,10 +41,7 @@ typedef struct train_run {
 } train_run;
 
 /* The name of a dtype that training uses: "fp32", "fp16" or "bf16". */
-static inline const char *train_type_name(dt_dtype t)
-{
-    return t == DT_F16 ? "fp16" : t == DT_BF16 ? "bf16" : "fp32";
-}
+static inline const char *train_type_name(dt_dtype t) { return t == DT_F16 ? "fp16" : t == DT_BF16 ? "bf16" : "fp32"; }
 
 /* A library failure s on this rank: prints "<last error> (<status>)" and returns the exit code,
  * EXIT_USAGE for DT_ERR_INVALID_ARG and EXIT_FAIL otherwise (the caller aborts the job). */

@@ -19,12 +19,16 @@ static const char *mem_name(dt_memory m) { return m == DT_MEMORY_DEVICE ? "DT_ME
  * that memory into *be. */
 static dt_status check_buffer(const char *fn, const void *buf, size_t count, dt_dtype t, dt_memory mem, backend **be)
 {
-    if (!buf && count) return status_set_error(DT_ERR_INVALID_ARG, "%s: the buffer is NULL with %zu elements", fn, count);
+    if (!buf && count)
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: the buffer is NULL with %zu elements", fn, count);
     if (t == DT_U8)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: element type DT_U8 (raw bytes) has no values to scale or "
-                                "measure: give DT_F32, DT_F16 or DT_BF16", fn);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: element type DT_U8 (raw bytes) has no values to scale or "
+                                "measure: give DT_F32, DT_F16 or DT_BF16",
+                                fn);
     if (t != DT_F32 && t != DT_F16 && t != DT_BF16)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: element type %d must be DT_F32, DT_F16 or DT_BF16", fn, (int)t);
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: element type %d must be DT_F32, DT_F16 or DT_BF16", fn,
+                                (int)t);
     if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)
         return status_set_error(DT_ERR_INVALID_ARG, "%s: memory kind %d must be DT_MEMORY_HOST or DT_MEMORY_DEVICE", fn,
                                 (int)mem);
@@ -57,12 +61,17 @@ dt_status dt_buffer_unscale_check(void *buf, size_t count, dt_dtype t, dt_memory
 {
     if (!found_inf) return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_unscale_check: found_inf is NULL");
     if (!(inv_scale > 0) || !isfinite(inv_scale))
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_unscale_check: unscale factor %g must be a positive finite "
-                            "number (1 / the loss scale)", (double)inv_scale);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_buffer_unscale_check: unscale factor %g must be a positive finite "
+                                "number (1 / the loss scale)",
+                                (double)inv_scale);
     if (t != DT_F32 && inv_scale != 1.0f)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_unscale_check: a 16-bit buffer is checked only (inv_scale "
-                            "%g given, 1 required): dividing fp16 gradients in place flushes the small ones to zero; "
-                            "keep fp32 master gradients, or apply inv_scale where you widen them", (double)inv_scale);
+        return status_set_error(
+            DT_ERR_INVALID_ARG,
+            "dt_buffer_unscale_check: a 16-bit buffer is checked only (inv_scale "
+            "%g given, 1 required): dividing fp16 gradients in place flushes the small ones to zero; "
+            "keep fp32 master gradients, or apply inv_scale where you widen them",
+            (double)inv_scale);
     size_t bad = 0;
     dt_status s = buffer_pass("dt_buffer_unscale_check", buf, count, t, mem, 1, inv_scale, &bad, NULL);
     if (!s) *found_inf = bad != 0;
@@ -83,7 +92,8 @@ dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_dtype t,
                          double *norm)
 {
     if (!norm) return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: norm is NULL");
-    if (across_ranks && !ctx) return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: across_ranks needs a context");
+    if (across_ranks && !ctx)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: across_ranks needs a context");
     size_t bad;
     double ss = 0;
     /* mode 2 only reads the buffer. */
@@ -97,7 +107,8 @@ dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_dtype t,
     double mine = s ? NAN : ss, total = 0;
     int rc = MPI_Allreduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, ctx_world_comm(ctx));
     if (s) return s;
-    if (rc != MPI_SUCCESS) return status_set_error(DT_ERR_MPI, "dt_buffer_norm: MPI_Allreduce of the sums of squares failed");
+    if (rc != MPI_SUCCESS)
+        return status_set_error(DT_ERR_MPI, "dt_buffer_norm: MPI_Allreduce of the sums of squares failed");
     *norm = sqrt(total);
     return DT_OK;
 }

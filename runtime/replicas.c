@@ -16,8 +16,7 @@
 
 /* failed: this rank could not produce its copy; it still joins, and every rank learns who failed
  * instead of reading the gap as a difference. */
-static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int failed, int *differ,
-                                int *first_rank)
+static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int failed, int *differ, int *first_rank)
 {
     if (differ) *differ = 0;
     if (first_rank) *first_rank = -1;
@@ -52,15 +51,18 @@ static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int 
         }
     }
     if (failed_rank >= 0)
-        return status_set_error(DT_ERR_IO, "dt_check_replicas: rank %d could not read its copy, so nothing was "
-                            "compared: read rank %d's message", failed_rank, failed_rank);
+        return status_set_error(DT_ERR_IO,
+                                "dt_check_replicas: rank %d could not read its copy, so nothing was "
+                                "compared: read rank %d's message",
+                                failed_rank, failed_rank);
     if (differ) *differ = n;
     if (first_rank) *first_rank = first;
     if (n)
-        return status_set_error(DT_ERR_NUMERIC, "the replicas differ: %d of the %d ranks hold other values than rank 0 "
-                            "(the first is rank %d); every rank must apply the same reduced gradients (call "
-                            "dt_model_sync_grads, or dt_allreduce the gradients, before each optimizer step)",
-                            n, world, first);
+        return status_set_error(DT_ERR_NUMERIC,
+                                "the replicas differ: %d of the %d ranks hold other values than rank 0 "
+                                "(the first is rank %d); every rank must apply the same reduced gradients (call "
+                                "dt_model_sync_grads, or dt_allreduce the gradients, before each optimizer step)",
+                                n, world, first);
     return DT_OK;
 }
 
@@ -92,12 +94,15 @@ dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint6
     if (!sum || (!buf && bytes))
         return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_checksum: the buffer or sum is NULL");
     if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_checksum: memory kind %d must be DT_MEMORY_HOST or "
-                            "DT_MEMORY_DEVICE", (int)mem);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_buffer_checksum: memory kind %d must be DT_MEMORY_HOST or "
+                                "DT_MEMORY_DEVICE",
+                                (int)mem);
     if (bytes && devmem_is_device(buf) != (mem == DT_MEMORY_DEVICE))
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_checksum: the buffer %p is %s memory but was given as %s",
-                            buf, mem == DT_MEMORY_DEVICE ? "host" : "CUDA device",
-                            mem == DT_MEMORY_DEVICE ? "DT_MEMORY_DEVICE" : "DT_MEMORY_HOST");
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_buffer_checksum: the buffer %p is %s memory but was given as %s", buf,
+                                mem == DT_MEMORY_DEVICE ? "host" : "CUDA device",
+                                mem == DT_MEMORY_DEVICE ? "DT_MEMORY_DEVICE" : "DT_MEMORY_HOST");
     if (mem == DT_MEMORY_HOST || !bytes) {
         *sum = fnv1a_buffer(buf, bytes);
         return DT_OK;

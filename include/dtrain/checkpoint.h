@@ -218,8 +218,8 @@ DT_API dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model
  *         data block whose channel count is not data->channels, or a newest sound file without
  *         dt_model state (written with dt_ckpt_commit: open it with dt_ckpt_open_latest);
  *         DT_ERR_IO when dir exists but cannot be read. */
-DT_API dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o,
-                                           dt_scaler *sc, dt_ckpt_data *data, long *step);
+DT_API dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc,
+                                           dt_ckpt_data *data, long *step);
 
 /** @} */
 

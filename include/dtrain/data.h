@@ -28,9 +28,9 @@ typedef struct dt_dataset dt_dataset;
 
 /** How sample values are normalized after augmentation. */
 typedef enum dt_normalize {
-    DT_NORMALIZE_NONE = 0,     /**< values as read */
-    DT_NORMALIZE_UNIT = 1,     /**< bytes / 255 (other values as read) */
-    DT_NORMALIZE_STANDARD = 2  /**< (value - mean[c]) / std[c] per channel (in the values' own units) */
+    DT_NORMALIZE_NONE = 0,    /**< values as read */
+    DT_NORMALIZE_UNIT = 1,    /**< bytes / 255 (other values as read) */
+    DT_NORMALIZE_STANDARD = 2 /**< (value - mean[c]) / std[c] per channel (in the values' own units) */
 } dt_normalize;
 
 /** How to open a dataset: fill with dt_data_defaults(), then edit. */
@@ -46,16 +46,16 @@ typedef struct dt_data_config {
      * checkpoint's or the training split's, so evaluation uses the training figures. NULL: the
      * file's own (a .dts header), else computed once over this split. */
     const float *mean;
-    const float *std;       /**< the per-channel standard deviations, given with mean (or NULL) */
-    double holdout;         /**< 0, or in (0, 1): this fraction of the split is kept aside */
-    int holdout_part;       /**< with holdout: 0 the samples trained on, 1 those kept aside */
-    uint64_t seed;          /**< the epoch orders and the augmentation */
-    int shuffle;            /**< 1: a new order each epoch; 0: file order */
-    int drop_last;          /**< 1: drop the samples that do not fill a last whole step */
-    int crop_pad;           /**< augmentation: random crop after padding each side by this many zeros */
-    int flip;               /**< augmentation: horizontal flip with probability 1/2 */
-    int skip_bad;           /**< a sample that cannot be decoded: 0 fails, 1 is replaced (and counted) */
-    int threads;            /**< threads for computing the statistics at open (0: one) */
+    const float *std; /**< the per-channel standard deviations, given with mean (or NULL) */
+    double holdout;   /**< 0, or in (0, 1): this fraction of the split is kept aside */
+    int holdout_part; /**< with holdout: 0 the samples trained on, 1 those kept aside */
+    uint64_t seed;    /**< the epoch orders and the augmentation */
+    int shuffle;      /**< 1: a new order each epoch; 0: file order */
+    int drop_last;    /**< 1: drop the samples that do not fill a last whole step */
+    int crop_pad;     /**< augmentation: random crop after padding each side by this many zeros */
+    int flip;         /**< augmentation: horizontal flip with probability 1/2 */
+    int skip_bad;     /**< a sample that cannot be decoded: 0 fails, 1 is replaced (and counted) */
+    int threads;      /**< threads for computing the statistics at open (0: one) */
 } dt_data_config;
 
 /** Fills c with the defaults: train split, auto format, DT_NORMALIZE_STANDARD, no holdout, seed 1,
@@ -74,8 +74,7 @@ DT_API dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_d
  * order too, no normalization, drop_last on; dt_synthetic_open: cfg's sampler, transforms and
  * seed (cfg->format, split, c/h/w and holdout are ignored). The caller owns *out
  * (dt_dataset_free). */
-DT_API dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t size, uint64_t seed,
-                                     dt_dataset **out);
+DT_API dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t size, uint64_t seed, dt_dataset **out);
 /** The synthetic data of dt_synthetic_create() (samples and labels drawn from data_seed) with cfg's
  * sampler, transforms and seed: see there. */
 DT_API dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t data_seed,
@@ -109,8 +108,7 @@ DT_API long dt_dataset_steps_per_epoch(const dt_dataset *d, int world, int batch
 /** The data position at the start of `step`: the epoch and the samples of its order already taken
  * (a checkpoint saves it). DT_ERR_INVALID_ARG for a step before the anchor or a global batch the
  * dataset cannot fill. */
-DT_API dt_status dt_dataset_position(const dt_dataset *d, long step, int world, int batch, long *epoch,
-                                     long *offset);
+DT_API dt_status dt_dataset_position(const dt_dataset *d, long step, int world, int batch, long *epoch, long *offset);
 /** Anchors the position: at `step`, (epoch, offset) as dt_dataset_position gave it in the run
  * that saved the checkpoint, whatever its rank count. DT_ERR_INVALID_ARG when it cannot be a
  * position of this dataset (offset >= size). */
@@ -119,8 +117,7 @@ DT_API dt_status dt_dataset_set_position(dt_dataset *d, long step, long epoch, l
  * (the sampling above; x and labels are the caller's, in host memory). DT_ERR_INVALID_ARG for a
  * bad step, rank, world or batch, or a global batch the dataset cannot fill; a sample that cannot
  * be decoded fails (DT_ERR_CORRUPT) unless dt_data_config::skip_bad replaces it. */
-DT_API dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int batch, float *x,
-                                  int32_t *labels);
+DT_API dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int batch, float *x, int32_t *labels);
 
 /** @} */
 
@@ -133,19 +130,18 @@ DT_API dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world,
  * wants (classes entries each, classes x classes for the confusion matrix, row = true label,
  * column = prediction) or NULL. */
 typedef struct dt_eval_result {
-    double loss_sum;      /**< summed cross-entropy over every sample */
-    long correct;         /**< top-1 correct */
-    long count;           /**< samples */
-    long *class_correct;  /**< the caller's classes entries, or NULL: top-1 correct per true label */
-    long *class_count;    /**< the caller's classes entries, or NULL: samples per true label */
-    long *confusion;      /**< the caller's classes x classes entries, or NULL: [true label][prediction] */
+    double loss_sum;     /**< summed cross-entropy over every sample */
+    long correct;        /**< top-1 correct */
+    long count;          /**< samples */
+    long *class_correct; /**< the caller's classes entries, or NULL: top-1 correct per true label */
+    long *class_count;   /**< the caller's classes entries, or NULL: samples per true label */
+    long *confusion;     /**< the caller's classes x classes entries, or NULL: [true label][prediction] */
 } dt_eval_result;
 /** Evaluates m over every sample of d once (no padding, no augmentation): rank r of W takes
  * samples r, r + W, ... in batches of up to `batch` (<= the model's max batch), read by `threads`
  * loader threads, and the sums are added over the ranks, so every rank gets the same figures and
  * the counts are exact whatever the rank count. Collective. */
-DT_API dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int threads,
-                             dt_eval_result *r);
+DT_API dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int threads, dt_eval_result *r);
 
 /** @} */
 
@@ -164,8 +160,8 @@ typedef struct dt_loader dt_loader;
  * the caller inside dt_loader_next. The loader uses d alone while it lives (call no dt_dataset_batch
  * on d meanwhile). threads 0..256, depth 2..64 (ignored when threads is 0). The caller owns *out
  * (dt_loader_free). */
-DT_API dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch,
-                                  long first_step, int threads, int depth, dt_loader **out);
+DT_API dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first_step,
+                                  int threads, int depth, dt_loader **out);
 /** The next step's batch, in step order: *step, inputs *x (batch x input size) and *labels. The
  * buffers stay valid until the next call, which hands them back for refilling. An error of a
  * worker (a dataset smaller than one global batch, ...) is returned here. */

@@ -26,8 +26,8 @@ typedef struct dt_model dt_model;
  * from seed (PyTorch's default: uniform in +-1/sqrt(fan_in)) and broadcast from rank 0 so every
  * rank starts identical. A bad spec or input fails with DT_ERR_INVALID_ARG naming the token.
  * Collective (the broadcast). */
-DT_API dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed,
-                                 int max_batch, dt_model **out);
+DT_API dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed, int max_batch,
+                                 dt_model **out);
 /** Lets gradient allreduces still in flight finish, then frees everything. Collective when the model
  * has a communication engine (world > 1). NULL is a no-op. */
 DT_API void dt_model_free(dt_model *m);
@@ -79,8 +79,8 @@ DT_API dt_status dt_model_forward_backward(dt_model *m, const float *x, const in
  * first maximum). Gradients and the optimizer are untouched; gradient allreduces still in flight
  * finish first. Not collective: for a figure over a dataset, each rank evaluates its shard and the
  * caller sums (dtrain train --eval-every, dtrain eval). DT_ERR_INVALID_ARG: a bad batch or label. */
-DT_API dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, int batch,
-                                   double *loss_sum, int *correct, int32_t *pred);
+DT_API dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, int batch, double *loss_sum,
+                                   int *correct, int32_t *pred);
 
 /** How gradients are synchronized. With overlap, backward starts the allreduce of each bucket (a
  * contiguous slice of the gradients, filled last layer first) the moment its layers are done, on
@@ -93,14 +93,14 @@ typedef struct dt_sync_config {
     double first_bucket_mb; /**< cap of the first bucket, the last layers (default 1) */
     dt_redop op;            /**< DT_AVG (default), or DT_SUM when grad_scale already divides by ranks */
     dt_dtype grad_comm;     /**< what travels between ranks: DT_F32 (default), or DT_F16 / DT_BF16 to
-                               halve the bytes: each rank's gradient is rounded to 16 bits, the sum
-                               is taken in fp32 in rank order and rounded once more, so every rank
-                               gets the same values. fp16 overflows past 65504: the gradients of the
-                               mean loss over the global batch (see grad_scale) stay far below. */
+                                 halve the bytes: each rank's gradient is rounded to 16 bits, the sum
+                                 is taken in fp32 in rank order and rounded once more, so every rank
+                                 gets the same values. fp16 overflows past 65504: the gradients of the
+                                 mean loss over the global batch (see grad_scale) stay far below. */
     int allow_unreduced;    /**< 0 (default): with more than one rank, dt_model_optimizer_step on
-                               gradients that dt_model_sync_grads has not reduced is an error (the
-                               ranks would drift apart unseen); 1: allowed, for loops that skip the
-                               reduction on purpose (local SGD, periodic averaging) */
+                                 gradients that dt_model_sync_grads has not reduced is an error (the
+                                 ranks would drift apart unseen); 1: allowed, for loops that skip the
+                                 reduction on purpose (local SGD, periodic averaging) */
 } dt_sync_config;
 
 /** Fills c with the defaults: overlap 1, 25 MiB buckets, 1 MiB first bucket, DT_AVG, DT_F32 on the
@@ -220,8 +220,8 @@ DT_API void dt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
                      const float *b, int ldb, float beta, float *c, int ldc);
 /** Softmax cross-entropy of logits (batch, classes): returns the summed loss, counts correct
  * predictions, writes dlogits = (softmax - onehot) * grad_scale. */
-DT_API double dt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch,
-                              int classes, float grad_scale, int *correct);
+DT_API double dt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch, int classes,
+                              float grad_scale, int *correct);
 
 /** @} */
 

@@ -155,12 +155,12 @@ DT_API dt_status dt_reducer_bucket(const dt_reducer *r, int i, dt_range *out);
 
 /** What a reducer did so far: for benchmarks and logs. */
 typedef struct dt_reducer_stats {
-    long steps;          /**< dt_reducer_wait() calls that completed */
-    long starts;         /**< bucket allreduces started (with sync on) */
-    long overlapped;     /**< ...of those, started by ready() before wait() was called */
-    double wait_s;       /**< seconds spent inside dt_reducer_wait(): the communication left exposed */
-    double bytes_sent;   /**< bytes this rank's buckets put on the wire, counted as the bucket's size in the
-                              wire type (the engine sends 2 (W-1)/W of it per rank) */
+    long steps;        /**< dt_reducer_wait() calls that completed */
+    long starts;       /**< bucket allreduces started (with sync on) */
+    long overlapped;   /**< ...of those, started by ready() before wait() was called */
+    double wait_s;     /**< seconds spent inside dt_reducer_wait(): the communication left exposed */
+    double bytes_sent; /**< bytes this rank's buckets put on the wire, counted as the bucket's size in the
+                            wire type (the engine sends 2 (W-1)/W of it per rank) */
 } dt_reducer_stats;
 /** Copies the counters into *out (zeros for a NULL r; nothing for a NULL out). */
 DT_API void dt_reducer_get_stats(const dt_reducer *r, dt_reducer_stats *out);
@@ -213,8 +213,8 @@ DT_API dt_status dt_buffer_scale(void *buf, size_t count, dt_dtype t, dt_memory 
  * @return DT_OK; DT_ERR_INVALID_ARG for a NULL buf with count > 0 or a bad dtype or memory;
  *         DT_ERR_DEVICE; DT_ERR_MPI.
  */
-DT_API dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_dtype t, dt_memory mem,
-                                int across_ranks, double *norm);
+DT_API dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_dtype t, dt_memory mem, int across_ranks,
+                                double *norm);
 /** A 64-bit checksum of `bytes` bytes of buf (the hash dt_check_replicas compares; not
  *  cryptographic): equal bytes give equal sums on every rank and machine. Device memory is copied
  *  to the host for it. DT_ERR_INVALID_ARG for a NULL buf with bytes > 0 or a bad memory;

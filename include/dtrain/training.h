@@ -127,21 +127,20 @@ DT_API dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o);
  * moment are one allocation each; activations and workspace share one, the activation pool,
  * sized for the largest batch and reused by every step. */
 typedef struct dt_memory_summary {
-    size_t params;      /**< fp32 master parameters (the CPU path keeps no 16-bit copy: weights are
-                           rounded as each op reads them; a 16-bit GPU model keeps one) */
-    size_t grads;       /**< the gradient buffer (4 or 2 bytes an element), and with accumulation
-                           (dt_model_set_accum_steps > 1) its fp32 sum buffer */
-    size_t optimizer;   /**< momentum, or Adam's two moments (fp32) */
-    size_t activations; /**< layer outputs, the two backward buffers, pooling indices, at max batch */
-    size_t workspace;   /**< convolution scratch, and the fp32 conversion scratch of 16-bit runs */
-    size_t pool;        /**< the activation pool's allocation: activations + workspace, aligned */
+    size_t params;       /**< fp32 master parameters (the CPU path keeps no 16-bit copy: weights are
+                              rounded as each op reads them; a 16-bit GPU model keeps one) */
+    size_t grads;        /**< the gradient buffer (4 or 2 bytes an element), and with accumulation
+                              (dt_model_set_accum_steps > 1) its fp32 sum buffer */
+    size_t optimizer;    /**< momentum, or Adam's two moments (fp32) */
+    size_t activations;  /**< layer outputs, the two backward buffers, pooling indices, at max batch */
+    size_t workspace;    /**< convolution scratch, and the fp32 conversion scratch of 16-bit runs */
+    size_t pool;         /**< the activation pool's allocation: activations + workspace, aligned */
     size_t device_free;  /**< a GPU model: the device's free memory now; else 0 */
     size_t device_total; /**< a GPU model: the device's total memory; else 0 */
 } dt_memory_summary;
 /** Fills *out with what m (and the optimizer o, which may be NULL: no optimizer state counted)
  * holds in this rank's memory. */
 DT_API void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary *out);
-
 
 /** What one dt_model_train_step() did. */
 typedef struct dt_step_result {
@@ -150,10 +149,10 @@ typedef struct dt_step_result {
     int skipped;        /**< 1: the reduced gradients overflowed and the optimizer step was skipped */
     double comm_wait_s; /**< time spent waiting in dt_model_sync_grads (the exposed communication) */
     int stepped;        /**< 1: this call ended its accumulation group and the optimizer stepped (0 on
-                           micro-batches 1..k-1 of dt_model_set_accum_steps, and on skipped steps) */
+                             micro-batches 1..k-1 of dt_model_set_accum_steps, and on skipped steps) */
     double grad_norm;   /**< with dt_model_set_clip_grad_norm on: the norm before clipping of the
-                           reduced, unscaled gradients; +inf on a skipped step (not computed: the
-                           gradients overflowed); NaN when clipping is off or the group goes on */
+                             reduced, unscaled gradients; +inf on a skipped step (not computed: the
+                             gradients overflowed); NaN when clipping is off or the group goes on */
 } dt_step_result;
 
 /** The whole step of `dtrain train` on this rank's batch: forward and backward with the loss
@@ -165,8 +164,8 @@ typedef struct dt_step_result {
  * then 1 / (k * batch), and the scaler's scale stays the same within a group. A scaler that gives up returns
  * DT_ERR_NUMERIC (the model's dt_model_nonfinite_layer then says where the inf started, when the
  * check is on). Collective. */
-DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x,
-                                     const int32_t *labels, int batch, float grad_scale, dt_step_result *r);
+DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
+                                     int batch, float grad_scale, dt_step_result *r);
 
 /** Where a training step's time goes. Profiling waits for the device at every boundary below (a
  * GPU's work is otherwise asynchronous), so profiled steps run somewhat slower than plain ones;

@@ -47,18 +47,18 @@ void cpu_scratch16(backend *be, const layer_need *l, int batch, scratch_sizes *s
     sz->sw = zmax(sz->sw, 1);
     sz->st = zmax(sz->st, 1);
     switch (l->kind) {
-    case BE_LAYER_LOSS: a = B * l->out_n; break;
-    case BE_LAYER_FC:
-        a = B * per;
-        sz->sw = zmax(sz->sw, (size_t)fc_rows(l->fc_in, l->fc_out) * (size_t)l->fc_in + (size_t)l->fc_out);
-        sz->st = zmax(sz->st, (size_t)l->fc_out);
-        break;
-    case BE_LAYER_CONV:
-        sz->sw = zmax(sz->sw, l->np);
-        sz->st = zmax(sz->st, l->np);
-        /* fall through */
-    case BE_LAYER_POOL:
-    case BE_LAYER_RELU: a = (size_t)chunk_of(l->in_n, l->out_n, batch) * per; break;
+        case BE_LAYER_LOSS: a = B * l->out_n; break;
+        case BE_LAYER_FC:
+            a = B * per;
+            sz->sw = zmax(sz->sw, (size_t)fc_rows(l->fc_in, l->fc_out) * (size_t)l->fc_in + (size_t)l->fc_out);
+            sz->st = zmax(sz->st, (size_t)l->fc_out);
+            break;
+        case BE_LAYER_CONV:
+            sz->sw = zmax(sz->sw, l->np);
+            sz->st = zmax(sz->st, l->np);
+            /* fall through */
+        case BE_LAYER_POOL:
+        case BE_LAYER_RELU: a = (size_t)chunk_of(l->in_n, l->out_n, batch) * per; break;
     }
     sz->sx = zmax(sz->sx, a);
     sz->sy = zmax(sz->sy, a);
@@ -230,8 +230,8 @@ dt_status cpu_layer_pool_fwd(backend *be, const pass_args *a, const void *x, int
     return DT_OK;
 }
 
-dt_status cpu_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx,
-                             int batch, int c, int h, int w, int k)
+dt_status cpu_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx, int batch,
+                             int c, int h, int w, int k)
 {
     (void)be;
     if (a->prec == DT_F32) {

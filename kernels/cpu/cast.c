@@ -32,8 +32,8 @@
  * and NaN handling as the scalar code (test_cast checks them against each other on every fp16
  * pattern and millions of floats): about 5x faster than the portable loop for fp32 -> fp16. The
  * function is compiled for F16C alone and called only where the CPU has it. */
-__attribute__((target("avx,f16c"))) static void f16c_f32_to_f16(const float *restrict in,
-                                                                 uint16_t *restrict out, size_t n)
+__attribute__((target("avx,f16c"))) static void f16c_f32_to_f16(const float *restrict in, uint16_t *restrict out,
+                                                                size_t n)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -43,8 +43,8 @@ __attribute__((target("avx,f16c"))) static void f16c_f32_to_f16(const float *res
     for (; i < n; i++) out[i] = half_f32_to_f16(in[i]);
 }
 
-__attribute__((target("avx,f16c"))) static void f16c_f16_to_f32(const uint16_t *restrict in,
-                                                                 float *restrict out, size_t n)
+__attribute__((target("avx,f16c"))) static void f16c_f16_to_f32(const uint16_t *restrict in, float *restrict out,
+                                                                size_t n)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -87,10 +87,8 @@ void cpu_cast_f32_to_f16(const float *restrict in, uint16_t *restrict out, size_
 #endif
     size_t i = 0;
     for (; i + DT_CAST_BLOCK <= n; i += DT_CAST_BLOCK)
-        for (size_t j = 0; j < DT_CAST_BLOCK; j++)
-            out[i + j] = half_f32_to_f16(in[i + j]);
-    for (; i < n; i++)
-        out[i] = half_f32_to_f16(in[i]);
+        for (size_t j = 0; j < DT_CAST_BLOCK; j++) out[i + j] = half_f32_to_f16(in[i + j]);
+    for (; i < n; i++) out[i] = half_f32_to_f16(in[i]);
 }
 
 void cpu_cast_f16_to_f32(const uint16_t *restrict in, float *restrict out, size_t n)
@@ -103,48 +101,42 @@ void cpu_cast_f16_to_f32(const uint16_t *restrict in, float *restrict out, size_
 #endif
     size_t i = 0;
     for (; i + DT_CAST_BLOCK <= n; i += DT_CAST_BLOCK)
-        for (size_t j = 0; j < DT_CAST_BLOCK; j++)
-            out[i + j] = half_f16_to_f32(in[i + j]);
-    for (; i < n; i++)
-        out[i] = half_f16_to_f32(in[i]);
+        for (size_t j = 0; j < DT_CAST_BLOCK; j++) out[i + j] = half_f16_to_f32(in[i + j]);
+    for (; i < n; i++) out[i] = half_f16_to_f32(in[i]);
 }
 
 DT_CAST_CLONES void cpu_cast_f32_to_bf16(const float *restrict in, uint16_t *restrict out, size_t n)
 {
     size_t i = 0;
     for (; i + DT_CAST_BLOCK <= n; i += DT_CAST_BLOCK)
-        for (size_t j = 0; j < DT_CAST_BLOCK; j++)
-            out[i + j] = half_f32_to_bf16(in[i + j]);
-    for (; i < n; i++)
-        out[i] = half_f32_to_bf16(in[i]);
+        for (size_t j = 0; j < DT_CAST_BLOCK; j++) out[i + j] = half_f32_to_bf16(in[i + j]);
+    for (; i < n; i++) out[i] = half_f32_to_bf16(in[i]);
 }
 
 DT_CAST_CLONES void cpu_cast_bf16_to_f32(const uint16_t *restrict in, float *restrict out, size_t n)
 {
     size_t i = 0;
     for (; i + DT_CAST_BLOCK <= n; i += DT_CAST_BLOCK)
-        for (size_t j = 0; j < DT_CAST_BLOCK; j++)
-            out[i + j] = half_bf16_to_f32(in[i + j]);
-    for (; i < n; i++)
-        out[i] = half_bf16_to_f32(in[i]);
+        for (size_t j = 0; j < DT_CAST_BLOCK; j++) out[i + j] = half_bf16_to_f32(in[i + j]);
+    for (; i < n; i++) out[i] = half_bf16_to_f32(in[i]);
 }
 
 void cpu_cast_f32_to_16(dt_dtype t, const float *in, uint16_t *out, size_t n)
 {
     switch (t) {
-    case DT_F16: cpu_cast_f32_to_f16(in, out, n); break;
-    case DT_BF16: cpu_cast_f32_to_bf16(in, out, n); break;
-    case DT_F32:
-    case DT_U8: break; /* not a 16-bit type: callers validate the dtype first */
+        case DT_F16: cpu_cast_f32_to_f16(in, out, n); break;
+        case DT_BF16: cpu_cast_f32_to_bf16(in, out, n); break;
+        case DT_F32:
+        case DT_U8: break; /* not a 16-bit type: callers validate the dtype first */
     }
 }
 
 void cpu_cast_16_to_f32(dt_dtype t, const uint16_t *in, float *out, size_t n)
 {
     switch (t) {
-    case DT_F16: cpu_cast_f16_to_f32(in, out, n); break;
-    case DT_BF16: cpu_cast_bf16_to_f32(in, out, n); break;
-    case DT_F32:
-    case DT_U8: break; /* not a 16-bit type: callers validate the dtype first */
+        case DT_F16: cpu_cast_f16_to_f32(in, out, n); break;
+        case DT_BF16: cpu_cast_bf16_to_f32(in, out, n); break;
+        case DT_F32:
+        case DT_U8: break; /* not a 16-bit type: callers validate the dtype first */
     }
 }

@@ -398,7 +398,6 @@ void cpu_conv_bwd_filter(const conv_shape *s, const float *x, const float *dy, f
         const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
         for (int i = 0; i < g; i++) im2col(s, x + (size_t)(b0 + i) * in_sz, col + (size_t)i * P, (size_t)ld);
         gather_dy(s, dy, b0, g, dyg);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, O, K, ld, 1.0f, dyg, ld, col, ld, b0 ? 1.0f : 0.0f, dw,
-                    K);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, O, K, ld, 1.0f, dyg, ld, col, ld, b0 ? 1.0f : 0.0f, dw, K);
     }
 }

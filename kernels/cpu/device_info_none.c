@@ -21,8 +21,8 @@ int device_info_count(char *why, size_t n)
 dt_status device_info_select(int ordinal, char *bus_id, size_t n)
 {
     if (n) bus_id[0] = '\0';
-    return status_set_error(DT_ERR_UNSUPPORTED, "cannot select GPU %d: this dtrain was built without CUDA. "
-                            NO_CUDA_FIX, ordinal);
+    return status_set_error(DT_ERR_UNSUPPORTED,
+                            "cannot select GPU %d: this dtrain was built without CUDA. " NO_CUDA_FIX, ordinal);
 }
 
 void device_info_cuda_version(char *out, size_t n) { snprintf(out, n, "-"); }

@@ -10,7 +10,7 @@ dt_status backend_cuda(backend **out)
 {
     *out = NULL;
     return status_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without CUDA: use --device cpu and host "
-                            "memory, or rebuild with the CUDA toolkit");
+                                                "memory, or rebuild with the CUDA toolkit");
 }
 
 backend *backend_cuda_if_ready(void) { return NULL; }

@@ -31,28 +31,29 @@ dt_status conv_shape_init(conv_shape *s)
     const struct {
         const char *name;
         int v, min;
-    } f[] = {{"batch", s->batch, 1},   {"input channels", s->c_in, 1}, {"input height", s->h, 1},
-             {"input width", s->w, 1}, {"output channels", s->c_out, 1}, {"kernel", s->k, 1},
-             {"stride", s->stride, 1}, {"padding", s->pad, 0}};
+    } f[] = {{"batch", s->batch, 1},           {"input channels", s->c_in, 1},
+             {"input height", s->h, 1},        {"input width", s->w, 1},
+             {"output channels", s->c_out, 1}, {"kernel", s->k, 1},
+             {"stride", s->stride, 1},         {"padding", s->pad, 0}};
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (f[i].v < f[i].min)
             return status_set_error(DT_ERR_INVALID_ARG, "conv %s %d is invalid: it must be >= %d", f[i].name, f[i].v,
-                                f[i].min);
+                                    f[i].min);
     const long long hp = (long long)s->h + 2LL * s->pad, wp = (long long)s->w + 2LL * s->pad;
     if (s->k > hp || s->k > wp)
         return status_set_error(DT_ERR_INVALID_ARG,
-                            "conv kernel %d does not fit input %dx%d with padding %d; use a kernel of at most "
-                            "%lld or more padding",
-                            s->k, s->h, s->w, s->pad, hp < wp ? hp : wp);
+                                "conv kernel %d does not fit input %dx%d with padding %d; use a kernel of at most "
+                                "%lld or more padding",
+                                s->k, s->h, s->w, s->pad, hp < wp ? hp : wp);
     const long long ho = (hp - s->k) / s->stride + 1, wo = (wp - s->k) / s->stride + 1;
     /* GEMM dimensions are BLAS ints: C*k*k + 1 rows (the bias row of cpu/conv.c) and Ho*Wo columns
      * per image, plus fewer than 128 more where small images share a GEMM. Offsets are size_t. */
     const long long kk = (long long)s->c_in * s->k * s->k, pix = ho * wo;
     if (kk + 1 > INT_MAX || pix + 128 > INT_MAX)
         return status_set_error(DT_ERR_INVALID_ARG,
-                            "conv of %d channels %dx%d (kernel %d, stride %d) is too large for 32-bit BLAS "
-                            "dimensions (%lld x %lld per image); split the layer",
-                            s->c_in, s->h, s->w, s->k, s->stride, kk, pix);
+                                "conv of %d channels %dx%d (kernel %d, stride %d) is too large for 32-bit BLAS "
+                                "dimensions (%lld x %lld per image); split the layer",
+                                s->c_in, s->h, s->w, s->k, s->stride, kk, pix);
     s->h_out = (int)ho;
     s->w_out = (int)wo;
     return DT_OK;
@@ -60,11 +61,11 @@ dt_status conv_shape_init(conv_shape *s)
 
 /* ---------------------------------------------------------------- GEMM and fully connected */
 
-void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                     const float *b, int ldb, float beta, float *c, int ldc)
+void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+              int ldb, float beta, float *c, int ldc)
 {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
-                alpha, a, lda, b, ldb, beta, c, ldc);
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+                a, lda, b, ldb, beta, c, ldc);
 }
 
 /* y(B,OUT) = x(B,IN) * W(OUT,IN)^T + b(OUT). The bias is copied into every row first and the GEMM
@@ -73,8 +74,7 @@ void cpu_linear_fwd(const float *x, const float *w, const float *b, float *y, in
 {
     if (b)
         for (int i = 0; i < batch; i++) memcpy(y + (size_t)i * out, b, (size_t)out * sizeof *y);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y,
-                out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out);
 }
 
 /* db[0..n) += dy[0..n) (one row of dy), blocked so that gcc vectorizes it at -O2. */
@@ -87,8 +87,8 @@ static inline void add_row(float *restrict db, const float *restrict dy, size_t 
 }
 
 /* dW(OUT,IN) = dy^T x;  db(OUT) = column sums of dy;  dx(B,IN) = dy W (when dx is not NULL). */
-void cpu_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
-                           int batch, int in, int out)
+void cpu_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, int batch, int in,
+                    int out)
 {
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dy, out, x, in, 0.0f, dw, in);
     if (db) {
@@ -126,8 +126,7 @@ void cpu_relu_fwd(const float *x, float *y, size_t n)
         relu_fwd_out(x, y, n);
 }
 
-DT_CPU_CLONES static void relu_bwd_out(const float *restrict y, const float *restrict dy, float *restrict dx,
-                                       size_t n)
+DT_CPU_CLONES static void relu_bwd_out(const float *restrict y, const float *restrict dy, float *restrict dx, size_t n)
 {
     size_t i = 0;
     for (; i + DT_CPU_BLOCK <= n; i += DT_CPU_BLOCK)
@@ -192,8 +191,8 @@ static inline void pool2_block8(const float *restrict a, const float *restrict b
 /* One output row of a k = 2 pooling; r0 = plane offset of the first input row. The last partial
  * block goes through a zero-padded copy rather than a scalar loop, which gcc compiles with branches
  * again (and 6 of the 14 outputs of a 28-wide row would then be mispredicted half the time). */
-static void pool2_row(const float *restrict a, const float *restrict b, float *restrict y, int32_t *restrict ix,
-                      int r0, int w, int wo)
+static void pool2_row(const float *restrict a, const float *restrict b, float *restrict y, int32_t *restrict ix, int r0,
+                      int w, int wo)
 {
     int ow = 0;
     for (; ow + 8 <= wo; ow += 8) pool2_block8(a + 2 * ow, b + 2 * ow, y + ow, ix + ow, r0 + 2 * ow, w);
@@ -212,8 +211,7 @@ static void pool2_row(const float *restrict a, const float *restrict b, float *r
 /* Eight outputs of a pooling with any k, from x = the top-left input of the first window; c0 is
  * its plane offset. The window is walked in the outer loops and the eight outputs in the inner one,
  * which keeps the selects branch-free (3.5x faster than a branchy window loop for k = 3). */
-static inline void poolk_block8(const float *restrict x, float *restrict y, int32_t *restrict ix, int c0, int w,
-                                int k)
+static inline void poolk_block8(const float *restrict x, float *restrict y, int32_t *restrict ix, int c0, int w, int k)
 {
     float best[8];
     int32_t bi[8];
@@ -281,7 +279,7 @@ void cpu_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int batch, 
  * max is exactly 1, so s >= 1 and log(s) is finite), loss = log(s) - (x[label] - m), accumulated in
  * double. dlogits, when not NULL, first holds the exp terms and is then scaled in place. */
 double cpu_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch, int classes,
-                               float grad_scale, int *correct)
+                        float grad_scale, int *correct)
 {
     double total = 0.0;
     int right = 0;

@@ -27,8 +27,8 @@
 void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
               int ldb, float beta, float *c, int ldc);
 void cpu_linear_fwd(const float *x, const float *w, const float *b, float *y, int batch, int in, int out);
-void cpu_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, int batch,
-                    int in, int out);
+void cpu_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, int batch, int in,
+                    int out);
 void cpu_relu_fwd(const float *x, float *y, size_t n);
 void cpu_relu_bwd(const float *y, const float *dy, float *dx, size_t n);
 void cpu_maxpool_fwd(const float *x, float *y, int32_t *idx, int batch, int c, int h, int w, int k);
@@ -60,8 +60,8 @@ dt_status cpu_layer_conv_bwd(backend *be, const pass_args *a, const layer_params
                              const void *x, int x_f32, const void *dy, void *dx);
 dt_status cpu_layer_pool_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, int32_t *idx,
                              int batch, int c, int h, int w, int k);
-dt_status cpu_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx,
-                             int batch, int c, int h, int w, int k);
+dt_status cpu_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx, int batch,
+                             int c, int h, int w, int k);
 dt_status cpu_layer_relu_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n);
 dt_status cpu_layer_relu_bwd(backend *be, const pass_args *a, const void *y, const void *dy, void *dx, size_t n);
 

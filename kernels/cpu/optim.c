@@ -60,11 +60,11 @@ DT_CPU_CLONES void cpu_sgd(float *restrict p, const float *restrict grad, float 
 
 /* The constants of one AdamW step, computed once in double precision. */
 typedef struct adamw_consts {
-    float decay;     /* 1 - lr * wd */
-    float b1, c1;    /* beta1, 1 - beta1 */
-    float b2, c2;    /* beta2, 1 - beta2 */
-    float step;      /* lr / (1 - beta1^t) */
-    float inv_bc2;   /* 1 / sqrt(1 - beta2^t) */
+    float decay;   /* 1 - lr * wd */
+    float b1, c1;  /* beta1, 1 - beta1 */
+    float b2, c2;  /* beta2, 1 - beta2 */
+    float step;    /* lr / (1 - beta1^t) */
+    float inv_bc2; /* 1 / sqrt(1 - beta2^t) */
     float eps;
 } adamw_consts;
 

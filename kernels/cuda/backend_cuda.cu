@@ -27,9 +27,9 @@
 #include "kernels/cuda/cuda_internal.cuh"
 #include "kernels/pass_common.h"
 
-cudaStream_t g_stream;          /* NULL: the default stream */
-static cublasHandle_t g_blas;   /* the one cuBLAS handle, bound to g_stream */
-static ops_scratch *g_scratch;  /* cudaMalloc'ed on first use */
+cudaStream_t g_stream;         /* NULL: the default stream */
+static cublasHandle_t g_blas;  /* the one cuBLAS handle, bound to g_stream */
+static ops_scratch *g_scratch; /* cudaMalloc'ed on first use */
 
 const char *cublas_name(cublasStatus_t st) { return cublasGetStatusName(st); }
 const char *cublas_text(cublasStatus_t st) { return cublasGetStatusString(st); }
@@ -39,7 +39,8 @@ dt_status cuda_err(cudaError_t e, const char *op, const char *what)
     if (e == cudaSuccess) return DT_OK;
     return status_set_error(e == cudaErrorMemoryAllocation ? DT_ERR_NOMEM : DT_ERR_DEVICE,
                             "cuda %s: %s failed: %s (%s) (the error may come from any earlier kernel on the "
-                            "stream)", op, what, cudaGetErrorName(e), cudaGetErrorString(e));
+                            "stream)",
+                            op, what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 /* A failed launch (bad configuration, no device, no kernel image for this GPU) shows up here; so
@@ -69,8 +70,10 @@ dt_status blas(const char *op, cublasHandle_t *h)
     cublasHandle_t nh;
     cublasStatus_t st = cublasCreate(&nh);
     if (st != CUBLAS_STATUS_SUCCESS)
-        return status_set_error(DT_ERR_DEVICE, "cuda %s: cublasCreate failed: %s (%s); check that a GPU is visible "
-                                "and has free memory", op, cublas_name(st), cublas_text(st));
+        return status_set_error(DT_ERR_DEVICE,
+                                "cuda %s: cublasCreate failed: %s (%s); check that a GPU is visible "
+                                "and has free memory",
+                                op, cublas_name(st), cublas_text(st));
     if ((st = cublasSetStream(nh, g_stream)) != CUBLAS_STATUS_SUCCESS) {
         cublasDestroy(nh);
         return status_set_error(DT_ERR_DEVICE, "cuda %s: cublasSetStream failed: %s (%s)", op, cublas_name(st),
@@ -118,7 +121,8 @@ static dt_status g_alloc(backend *be, size_t bytes, const char *what, void **out
     *out = NULL;
     cudaGetLastError(); /* clear the non-sticky error state of an OOM */
     cudaMemGetInfo(&fr, &tot);
-    return status_set_error(DT_ERR_NOMEM, "out of GPU memory for %s: asked %.1f MiB, %.1f MiB free of %.1f MiB (%s): "
+    return status_set_error(DT_ERR_NOMEM,
+                            "out of GPU memory for %s: asked %.1f MiB, %.1f MiB free of %.1f MiB (%s): "
                             "use a smaller --batch, or --precision bf16 (16-bit activations take half the memory)",
                             what, (double)n / 1048576.0, (double)fr / 1048576.0, (double)tot / 1048576.0,
                             cudaGetErrorString(e));

@@ -20,7 +20,7 @@ static __global__ void conv_bias_part_kernel(const T *__restrict__ dy, int bf, i
     __shared__ double sh[OPS_BLOCK];
     const int c = blockIdx.x;
     const int n0 = (int)((long long)batch * c / nb), n1 = (int)((long long)batch * (c + 1) / nb);
-    const uint32_t cnt = (uint32_t)(n1 - n0) * P; /* < 2^31: the launcher sizes the slices so */
+    const uint32_t cnt = (uint32_t)(n1 - n0) * P;     /* < 2^31: the launcher sizes the slices so */
     for (int o = blockIdx.y; o < O; o += gridDim.y) { /* the same o for every thread of the block */
         double acc = 0.0;
         for (uint32_t j = threadIdx.x; j < cnt; j += blockDim.x) {
@@ -64,18 +64,20 @@ static dt_status conv_bias_grad(const char *op, const T *dy, int bf, int batch, 
     if (nb > batch) nb = batch;
     const size_t slice = ((size_t)batch + nb - 1) / nb * P;
     if (slice >= IDX32_LIMIT || (nb > 1 && (size_t)O * nb > OPS_DB_PARTS))
-        return status_set_error(DT_ERR_UNSUPPORTED, "cuda %s: the bias gradient of %d channels of %zu values over a "
+        return status_set_error(DT_ERR_UNSUPPORTED,
+                                "cuda %s: the bias gradient of %d channels of %zu values over a "
                                 "batch of %d is beyond this kernel (at most %d partial sums, 2^31 values a slice): use "
-                                "a smaller --batch", op, O, P, batch, OPS_DB_PARTS);
+                                "a smaller --batch",
+                                op, O, P, batch, OPS_DB_PARTS);
     ops_scratch *s = NULL;
     if (nb > 1) TRY(scratch(op, &s));
     const unsigned int gy = (unsigned int)(O < 65535 ? O : 65535);
     conv_bias_part_kernel<<<dim3((unsigned int)nb, gy), OPS_BLOCK, 0, g_stream>>>(dy, bf, batch, O, (uint32_t)P, nb,
-                                                                                s ? s->part_db : NULL, db);
+                                                                                  s ? s->part_db : NULL, db);
     TRY(check_launch(op, "the bias-gradient partial sums", (size_t)O * nb));
     if (nb == 1) return DT_OK;
     conv_bias_final_kernel<<<(unsigned int)((O + OPS_BLOCK - 1) / OPS_BLOCK), OPS_BLOCK, 0, g_stream>>>(s->part_db, O,
-                                                                                                      nb, db);
+                                                                                                        nb, db);
     return check_launch(op, "the bias-gradient sums", (size_t)O);
 }
 
@@ -98,8 +100,8 @@ static conv_geo geo_of(const conv_shape *s)
  * Layout (g, K, P): img_stride K*P, ld P; layout (K, g*P): img_stride P, ld g*P.
  * A row kernel: one (image, row) per block turn, its threads along the row's P pixels. */
 template <typename T>
-static __global__ void im2col_kernel(const T *__restrict__ x, T *__restrict__ col, conv_geo q, int g,
-                                     size_t img_stride, size_t ld)
+static __global__ void im2col_kernel(const T *__restrict__ x, T *__restrict__ col, conv_geo q, int g, size_t img_stride,
+                                     size_t ld)
 {
     const uint32_t K = (uint32_t)q.C * q.k * q.k, P = (uint32_t)q.Ho * q.Wo, Wo = (uint32_t)q.Wo;
     const size_t plane = (size_t)q.H * q.W, rows = (size_t)g * K;
@@ -218,8 +220,7 @@ size_t cuda_conv_ws_floats(backend *be, const conv_shape *s)
 }
 
 template <typename T>
-static dt_status im2col(const char *op, const conv_shape *s, const T *x, T *col, int g, size_t img_stride,
-                        size_t ld)
+static dt_status im2col(const char *op, const conv_shape *s, const T *x, T *col, int g, size_t img_stride, size_t ld)
 {
     const size_t rows = (size_t)g * s->c_in * s->k * s->k, P = (size_t)s->h_out * s->w_out;
     if (rows == 0 || P == 0) return DT_OK;
@@ -270,8 +271,8 @@ static dt_status conv_fwd_t(const char *op, dt_dtype t, const conv_shape *s, con
 /* dx32 (B, C, H, W) = conv^T(dy, w) in fp32: per group dcol_i (K, P) = W^T (K, O) dy_i (O, P), then
  * col2im (pointwise: dcol_i is dx_i itself). */
 template <typename T>
-static dt_status conv_bwd_data_t(const char *op, dt_dtype t, const conv_shape *s, const T *dy, const T *w,
-                                 float *dx32, float *ws)
+static dt_status conv_bwd_data_t(const char *op, dt_dtype t, const conv_shape *s, const T *dy, const T *w, float *dx32,
+                                 float *ws)
 {
     // dy (B, O, Ho, Wo), w (O, C, k, k), dx32 (B, C, H, W)
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
@@ -293,8 +294,8 @@ static dt_status conv_bwd_data_t(const char *op, dt_dtype t, const conv_shape *s
  * the gathered dy ((K + O) * G * P values of T in the workspace). fp32 takes one plain GEMM a
  * group and 16-bit a batch of one: the calls each path was checked with. */
 template <typename T>
-static dt_status conv_bwd_filter_t(const char *op, dt_dtype t, const conv_shape *s, const T *x, const T *dy,
-                                   float *dw, float *db, float *ws)
+static dt_status conv_bwd_filter_t(const char *op, dt_dtype t, const conv_shape *s, const T *x, const T *dy, float *dw,
+                                   float *db, float *ws)
 {
     // x (B, C, H, W), dy (B, O, Ho, Wo), dw (O, C, k, k), db (O) or NULL
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
@@ -332,8 +333,8 @@ dt_status cuda_conv_bwd_data(backend *be, const conv_shape *s, const float *dy, 
     return conv_bwd_data_t("conv_bwd_data", DT_F32, s, dy, w, dx, ws);
 }
 
-dt_status cuda_conv_bwd_filter(backend *be, const conv_shape *s, const float *x, const float *dy, float *dw,
-                               float *db, float *ws)
+dt_status cuda_conv_bwd_filter(backend *be, const conv_shape *s, const float *x, const float *dy, float *dw, float *db,
+                               float *ws)
 {
     (void)be;
     return conv_bwd_filter_t("conv_bwd_filter", DT_F32, s, x, dy, dw, db, ws);
@@ -376,7 +377,7 @@ dt_status cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint
 }
 
 dt_status cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *w, const uint16_t *b,
-                     float *y32, uint16_t *y, float *ws)
+                          float *y32, uint16_t *y, float *ws)
 {
     TRY(conv_fwd_t("conv_fwd16", t, s, x, w, y32, 0, ws));
     if (s->batch <= 0) return DT_OK;
@@ -385,7 +386,7 @@ dt_status cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, co
 }
 
 dt_status cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *dy, const uint16_t *w, float *dx32,
-                          uint16_t *dx, float *ws)
+                               uint16_t *dx, float *ws)
 {
     TRY(conv_bwd_data_t("conv_bwd_data16", t, s, dy, w, dx32, ws));
     if (s->batch <= 0) return DT_OK;
@@ -393,7 +394,7 @@ dt_status cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *
 }
 
 dt_status cuda_conv_bwd_filter16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *dy, float *dw,
-                            float *db, float *ws)
+                                 float *db, float *ws)
 {
     return conv_bwd_filter_t("conv_bwd_filter16", t, s, x, dy, dw, db, ws);
 }

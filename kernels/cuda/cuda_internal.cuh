@@ -58,16 +58,16 @@ static inline unsigned int row_threads(size_t per_row)
     const size_t t = (per_row + 31) / 32 * 32;
     return (unsigned int)(t < 32 ? 32 : t > 256 ? 256 : t);
 }
-#define LAUNCH_ROWS(kernel, rows, per_row, ...)                                                             \
-    kernel<<<(unsigned int)((rows) < OPS_ROW_MAX_BLOCKS ? (rows) : OPS_ROW_MAX_BLOCKS), row_threads(per_row), 0, \
+#define LAUNCH_ROWS(kernel, rows, per_row, ...)                                                                        \
+    kernel<<<(unsigned int)((rows) < OPS_ROW_MAX_BLOCKS ? (rows) : OPS_ROW_MAX_BLOCKS), row_threads(per_row), 0,       \
              g_stream>>>(__VA_ARGS__)
 
-#define OPS_BLOCK 256       /* threads per block of every elementwise / gather kernel */
+#define OPS_BLOCK 256 /* threads per block of every elementwise / gather kernel */
 #define OPS_MAX_BLOCKS 65535
 #define OPS_WARPS (OPS_BLOCK / 32)
-#define OPS_MAX_PARTS 1024  /* blocks of the reductions that end in per-block partials */
-#define OPS_DB_PARTS 16384  /* partial sums of the convolution bias gradient */
-#define OPS_DB_BLOCKS 1056  /* blocks it aims for (8 per multiprocessor of an H100/H200) */
+#define OPS_MAX_PARTS 1024 /* blocks of the reductions that end in per-block partials */
+#define OPS_DB_PARTS 16384 /* partial sums of the convolution bias gradient */
+#define OPS_DB_BLOCKS 1056 /* blocks it aims for (8 per multiprocessor of an H100/H200) */
 
 /* Convolution groups: as many images per GEMM as keep im2col's columns plus the (O, g*P) copy of
  * dy under this many floats (64 MiB), at least one image, at most 4096. */
@@ -76,10 +76,10 @@ static inline unsigned int row_threads(size_t per_row)
 
 /* ---------------------------------------------------------------- state and errors */
 
-#define TRY(expr)                          \
-    do {                                   \
-        const dt_status try_s_ = (expr);   \
-        if (try_s_ != DT_OK) return try_s_; \
+#define TRY(expr)                                                                                                      \
+    do {                                                                                                               \
+        const dt_status try_s_ = (expr);                                                                               \
+        if (try_s_ != DT_OK) return try_s_;                                                                            \
     } while (0)
 
 typedef struct ops_result {
@@ -127,15 +127,15 @@ dt_status cuda_gemm(backend *be, int trans_a, int trans_b, int m, int n, int k, 
                     const float *b, int ldb, float beta, float *c, int ldc);
 dt_status cuda_linear_fwd(backend *be, const float *x, const float *w, const float *b, float *y, int batch, int in,
                           int out);
-dt_status cuda_linear_bwd(backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw,
-                          float *db, int batch, int in, int out);
+dt_status cuda_linear_bwd(backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                          int batch, int in, int out);
 /* conv.cu (its 16-bit drivers, the fp32 ones on 16-bit columns, are declared in amp16.h). */
 size_t cuda_conv_ws_floats(backend *be, const conv_shape *s);
 dt_status cuda_conv_fwd(backend *be, const conv_shape *s, const float *x, const float *w, const float *b, float *y,
                         float *ws);
 dt_status cuda_conv_bwd_data(backend *be, const conv_shape *s, const float *dy, const float *w, float *dx, float *ws);
-dt_status cuda_conv_bwd_filter(backend *be, const conv_shape *s, const float *x, const float *dy, float *dw,
-                               float *db, float *ws);
+dt_status cuda_conv_bwd_filter(backend *be, const conv_shape *s, const float *x, const float *dy, float *dw, float *db,
+                               float *ws);
 /* elementwise.cu */
 dt_status cuda_relu_fwd(backend *be, const float *x, float *y, size_t n);
 dt_status cuda_relu_bwd(backend *be, const float *y, const float *dy, float *dx, size_t n);
@@ -162,8 +162,8 @@ dt_status cuda_sum_squares(backend *be, dt_dtype t, const void *buf, size_t n, f
 dt_status cuda_accum_grads(backend *be, dt_dtype t, void *g, float *acc, size_t n, int add, int store);
 /* layers.cu: the layer entries in any precision. */
 void cuda_scratch16(backend *be, const layer_need *l, int batch, scratch_sizes *sz);
-dt_status cuda_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                            void *y, int batch, int in, int out);
+dt_status cuda_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32, void *y,
+                            int batch, int in, int out);
 dt_status cuda_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
                             const void *dy, void *dx, int batch, int in, int out);
 dt_status cuda_layer_conv_fwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
@@ -172,8 +172,8 @@ dt_status cuda_layer_conv_bwd(backend *be, const pass_args *a, const layer_param
                               const void *x, int x_f32, const void *dy, void *dx);
 dt_status cuda_layer_pool_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, int32_t *idx,
                               int batch, int c, int h, int w, int k);
-dt_status cuda_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx,
-                              int batch, int c, int h, int w, int k);
+dt_status cuda_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx, int batch,
+                              int c, int h, int w, int k);
 dt_status cuda_layer_relu_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n);
 dt_status cuda_layer_relu_bwd(backend *be, const pass_args *a, const void *y, const void *dy, void *dx, size_t n);
 

@@ -31,13 +31,13 @@ dt_status device_info_select(int ordinal, char *bus_id, size_t n)
     if (n) bus_id[0] = '\0';
     cudaError_t e = cudaSetDevice(ordinal);
     if (e != cudaSuccess)
-        return status_set_error(DT_ERR_DEVICE, "cudaSetDevice(%d) failed: %s. Fix: check nvidia-smi for a "
-                            "GPU in a bad state or in exclusive mode held by another process",
-                            ordinal, cudaGetErrorString(e));
+        return status_set_error(DT_ERR_DEVICE,
+                                "cudaSetDevice(%d) failed: %s. Fix: check nvidia-smi for a "
+                                "GPU in a bad state or in exclusive mode held by another process",
+                                ordinal, cudaGetErrorString(e));
     e = cudaDeviceGetPCIBusId(bus_id, (int)n, ordinal);
     if (e != cudaSuccess)
-        return status_set_error(DT_ERR_DEVICE, "cudaDeviceGetPCIBusId(%d) failed: %s", ordinal,
-                            cudaGetErrorString(e));
+        return status_set_error(DT_ERR_DEVICE, "cudaDeviceGetPCIBusId(%d) failed: %s", ordinal, cudaGetErrorString(e));
     return DT_OK;
 }
 
@@ -48,8 +48,7 @@ void device_info_cuda_version(char *out, size_t n)
     if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
     cudaGetLastError();
     if (drv)
-        snprintf(out, n, "CUDA %d.%d (driver %d.%d)", rt / 1000, (rt % 1000) / 10, drv / 1000,
-                 (drv % 1000) / 10);
+        snprintf(out, n, "CUDA %d.%d (driver %d.%d)", rt / 1000, (rt % 1000) / 10, drv / 1000, (drv % 1000) / 10);
     else
         snprintf(out, n, "CUDA %d.%d (no driver)", rt / 1000, (rt % 1000) / 10);
 }

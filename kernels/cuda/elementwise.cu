@@ -42,13 +42,11 @@ dt_status cuda_relu_bwd(backend *be, const float *y, const float *dy, float *dx,
     return check_launch("relu_bwd", "relu_bwd", n);
 }
 
-
 /* ---------------------------------------------------------------- mixed precision (layers.cu)
  *
  * 16-bit values travel as uint16_t bit patterns (the host's type for them); the kernels convert
  * with the CUDA intrinsics, which round to nearest even like cast.h (a NaN may come out with
  * another payload). bf selects bf16 over fp16. */
-
 
 static __global__ void round16_kernel(int bf, const float *in, float *out, size_t n)
 {
@@ -135,7 +133,7 @@ dt_status cuda_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, size_t n)
     if (!n) return DT_OK;
     const int vec = aligned16(x, y, y);
     relu16_fwd_kernel<<<grid_for(vec ? (n + 7) / 8 : n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(inf16(t), x, y, n,
-                                                                                                  vec);
+                                                                                                   vec);
     return check_launch("relu16_fwd", "relu16_fwd_kernel", n);
 }
 
@@ -143,16 +141,16 @@ dt_status cuda_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *dy, uin
 {
     if (!n) return DT_OK;
     const int vec = aligned16(y, dy, dx);
-    relu16_bwd_kernel<<<grid_for(vec ? (n + 7) / 8 : n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(inf16(t), y, dy,
-                                                                                                  dx, n, vec);
+    relu16_bwd_kernel<<<grid_for(vec ? (n + 7) / 8 : n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(inf16(t), y, dy, dx,
+                                                                                                   n, vec);
     return check_launch("relu16_bwd", "relu16_bwd_kernel", n);
 }
 
 dt_status cuda_col_sums16(dt_dtype t, const uint16_t *dy, int rows, int cols, float *db)
 {
     if (cols <= 0) return DT_OK;
-    col_sums16_kernel<<<grid_for((size_t)cols, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, dy, rows,
-                                                                                           cols, db);
+    col_sums16_kernel<<<grid_for((size_t)cols, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(t == DT_BF16, dy, rows, cols,
+                                                                                          db);
     return check_launch("col_sums16", "col_sums16_kernel", (size_t)cols);
 }
 
@@ -178,11 +176,15 @@ static __global__ void cast_to32_kernel(int bf, const uint16_t *__restrict__ in,
 static dt_status cast_check_args(const char *fn, dt_dtype t, const void *d_in, const void *d_out, size_t n)
 {
     if (t != DT_F16 && t != DT_BF16)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: dtype %d is not a 16-bit type; pass DT_F16 (%d) or DT_BF16 "
-                                "(%d)", fn, (int)t, (int)DT_F16, (int)DT_BF16);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: dtype %d is not a 16-bit type; pass DT_F16 (%d) or DT_BF16 "
+                                "(%d)",
+                                fn, (int)t, (int)DT_F16, (int)DT_BF16);
     if (n > 0 && (d_in == NULL || d_out == NULL))
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: %s buffer is NULL for %zu elements; pass device buffers of n "
-                                "elements, or n = 0", fn, d_in == NULL ? "the input" : "the output", n);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: %s buffer is NULL for %zu elements; pass device buffers of n "
+                                "elements, or n = 0",
+                                fn, d_in == NULL ? "the input" : "the output", n);
     return DT_OK;
 }
 

@@ -22,14 +22,16 @@ dt_status rm_gemm_batched(const char *op, int ta, int tb, int m, int n, int k, f
     if (m <= 0 || n <= 0 || count == 0) return DT_OK;
     cublasHandle_t h;
     TRY(blas(op, &h));
-    const cublasStatus_t st =
-        single ? cublasSgemm(h, op_of(tb), op_of(ta), n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc)
-                   : cublasSgemmStridedBatched(h, op_of(tb), op_of(ta), n, m, k, &alpha, b, ldb, sb, a, lda, sa, &beta,
-                                               c, ldc, sc, count);
+    const cublasStatus_t st = single
+                                  ? cublasSgemm(h, op_of(tb), op_of(ta), n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc)
+                                  : cublasSgemmStridedBatched(h, op_of(tb), op_of(ta), n, m, k, &alpha, b, ldb, sb, a,
+                                                              lda, sa, &beta, c, ldc, sc, count);
     if (st == CUBLAS_STATUS_SUCCESS) return DT_OK;
-    return status_set_error(DT_ERR_DEVICE, "cuda %s: cublasSgemm%s (row-major m %d n %d k %d x %d, trans_a %d trans_b "
-                            "%d, ld %d/%d/%d) failed: %s (%s)", op, single ? "" : "StridedBatched", m, n, k, count,
-                            ta, tb, lda, ldb, ldc, cublas_name(st), cublas_text(st));
+    return status_set_error(DT_ERR_DEVICE,
+                            "cuda %s: cublasSgemm%s (row-major m %d n %d k %d x %d, trans_a %d trans_b "
+                            "%d, ld %d/%d/%d) failed: %s (%s)",
+                            op, single ? "" : "StridedBatched", m, n, k, count, ta, tb, lda, ldb, ldc, cublas_name(st),
+                            cublas_text(st));
 }
 
 /* The same with 16-bit A and B of type t on the tensor cores, accumulated in fp32
@@ -47,15 +49,15 @@ dt_status rm_gemm16_batched(const char *op, dt_dtype t, int ta, int tb, int m, i
     const float alpha = 1.0f;
     const cublasStatus_t st =
         single ? cublasGemmEx(h, op_of(tb), op_of(ta), n, m, k, &alpha, b, ab, ldb, a, ab, lda, &beta, c, cc, ldc,
-                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
-                   : cublasGemmStridedBatchedEx(h, op_of(tb), op_of(ta), n, m, k, &alpha, b, ab, ldb, sb, a, ab, lda,
-                                                sa, &beta, c, cc, ldc, sc, count, CUBLAS_COMPUTE_32F,
-                                                CUBLAS_GEMM_DEFAULT);
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+               : cublasGemmStridedBatchedEx(h, op_of(tb), op_of(ta), n, m, k, &alpha, b, ab, ldb, sb, a, ab, lda, sa,
+                                            &beta, c, cc, ldc, sc, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (st == CUBLAS_STATUS_SUCCESS) return DT_OK;
-    return status_set_error(DT_ERR_DEVICE, "cuda %s: cublasGemm%sEx (%s, row-major m %d n %d k %d x %d, trans_a %d "
-                            "trans_b %d, ld %d/%d/%d) failed: %s (%s)", op, single ? "" : "StridedBatched",
-                            t == DT_BF16 ? "bf16" : "fp16", m, n, k, count, ta, tb, lda, ldb, ldc, cublas_name(st),
-                            cublas_text(st));
+    return status_set_error(DT_ERR_DEVICE,
+                            "cuda %s: cublasGemm%sEx (%s, row-major m %d n %d k %d x %d, trans_a %d "
+                            "trans_b %d, ld %d/%d/%d) failed: %s (%s)",
+                            op, single ? "" : "StridedBatched", t == DT_BF16 ? "bf16" : "fp16", m, n, k, count, ta, tb,
+                            lda, ldb, ldc, cublas_name(st), cublas_text(st));
 }
 
 dt_status cuda_gemm(backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
@@ -122,8 +124,8 @@ dt_status cuda_linear_fwd(backend *be, const float *x, const float *w, const flo
 }
 
 /* dW(OUT,IN) = dy^T x;  db = column sums of dy;  dx(B,IN) = dy W. */
-dt_status cuda_linear_bwd(backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw,
-                          float *db, int batch, int in, int out)
+dt_status cuda_linear_bwd(backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                          int batch, int in, int out)
 {
     (void)be;
     if (out <= 0) return DT_OK;

@@ -30,8 +30,10 @@ void cuda_scratch16(backend *be, const layer_need *l, int batch, scratch_sizes *
 static dt_status no_grads16(const pass_args *a, const char *op)
 {
     if (a->grad_t == DT_F32) return DT_OK;
-    return status_set_error(DT_ERR_UNSUPPORTED, "cuda %s: the CUDA backend keeps parameter gradients in fp32 "
-                            "(grads16 is 0): set DT_F32 gradients", op);
+    return status_set_error(DT_ERR_UNSUPPORTED,
+                            "cuda %s: the CUDA backend keeps parameter gradients in fp32 "
+                            "(grads16 is 0): set DT_F32 gradients",
+                            op);
 }
 
 /* The layer input in 16 bits: the layer before's output, or the fp32 model input rounded into x16. */
@@ -43,8 +45,8 @@ static dt_status input16(backend *be, const pass_args *a, const void *x, int x_f
     return cuda_cast_to16(be, a->prec, (const float *)x, a->x16, n);
 }
 
-dt_status cuda_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                            void *y, int batch, int in, int out)
+dt_status cuda_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32, void *y,
+                            int batch, int in, int out)
 {
     if (a->prec == DT_F32) return cuda_linear_fwd(be, (const float *)x, lp->w, lp->b, (float *)y, batch, in, out);
     /* y = x W^T + b with x and W in 16 bits on the tensor cores, fp32 accumulation, one rounding. */
@@ -65,12 +67,12 @@ dt_status cuda_layer_fc_bwd(backend *be, const pass_args *a, const layer_params 
     /* dW = dy^T x and db into the fp32 gradients; dx = dy W in 16 bits. */
     const uint16_t *x16, *dy16 = (const uint16_t *)dy;
     TRY(input16(be, a, x, x_f32, (size_t)batch * in, &x16));
-    TRY(rm_gemm16_batched("fc_bwd16", a->prec, 1, 0, out, in, batch, dy16, out, 0, x16, in, 0, 0.0f, lp->dw, DT_F32,
-                          in, 0, -1));
+    TRY(rm_gemm16_batched("fc_bwd16", a->prec, 1, 0, out, in, batch, dy16, out, 0, x16, in, 0, 0.0f, lp->dw, DT_F32, in,
+                          0, -1));
     TRY(cuda_col_sums16(a->prec, dy16, batch, out, (float *)lp->db));
     if (!dx) return DT_OK;
-    return rm_gemm16_batched("fc_bwd16", a->prec, 0, 0, batch, in, out, dy16, out, 0, lp->w16, in, 0, 0.0f, dx,
-                             a->prec, in, 0, -1);
+    return rm_gemm16_batched("fc_bwd16", a->prec, 0, 0, batch, in, out, dy16, out, 0, lp->w16, in, 0, 0.0f, dx, a->prec,
+                             in, 0, -1);
 }
 
 dt_status cuda_layer_conv_fwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
@@ -87,8 +89,7 @@ dt_status cuda_layer_conv_bwd(backend *be, const pass_args *a, const layer_param
                               const void *x, int x_f32, const void *dy, void *dx)
 {
     if (a->prec == DT_F32) {
-        TRY(cuda_conv_bwd_filter(be, s, (const float *)x, (const float *)dy, (float *)lp->dw, (float *)lp->db,
-                                 a->ws));
+        TRY(cuda_conv_bwd_filter(be, s, (const float *)x, (const float *)dy, (float *)lp->dw, (float *)lp->db, a->ws));
         return dx ? cuda_conv_bwd_data(be, s, (const float *)dy, lp->w, (float *)dx, a->ws) : DT_OK;
     }
     TRY(no_grads16(a, "conv_bwd16"));
@@ -108,8 +109,8 @@ dt_status cuda_layer_pool_fwd(backend *be, const pass_args *a, const void *x, in
     return cuda_maxpool16_fwd(a->prec, x16, (uint16_t *)y, idx, batch, c, h, w, k);
 }
 
-dt_status cuda_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx,
-                              int batch, int c, int h, int w, int k)
+dt_status cuda_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx, int batch,
+                              int c, int h, int w, int k)
 {
     if (a->prec == DT_F32) return cuda_maxpool_bwd(be, (const float *)dy, idx, (float *)dx, batch, c, h, w, k);
     return cuda_maxpool16_bwd((const uint16_t *)dy, idx, (uint16_t *)dx, batch, c, h, w, k);

@@ -23,8 +23,8 @@ __device__ static bool xent_beats(float v, int j, float m, int am)
  * and correct flags in row order; thread 0 adds the warps in order into this block's partial. A
  * label outside [0, classes) gives a NaN loss and no label term. */
 static __global__ void xent_rows_kernel(const float *__restrict__ logits, const int32_t *__restrict__ labels,
-                                 float *__restrict__ dlogits, int batch, int classes, float gs,
-                                 double *__restrict__ part_loss, int *__restrict__ part_correct)
+                                        float *__restrict__ dlogits, int batch, int classes, float gs,
+                                        double *__restrict__ part_loss, int *__restrict__ part_correct)
 {
     __shared__ double sh_loss[OPS_WARPS];
     __shared__ int sh_correct[OPS_WARPS];

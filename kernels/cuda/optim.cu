@@ -7,8 +7,9 @@
 
 /* The CPU formulas with each operation rounded on its own (no contraction into FMAs):
  *   g = grad + wd*p;  buf = first ? g : momentum*buf + g;  p -= lr*buf   (momentum 0: p -= lr*g) */
-static __global__ void sgd_kernel(float *__restrict__ p, const float *__restrict__ grad, float *__restrict__ buf, size_t n,
-                           float lr, float momentum, float wd, int mode /* 0 plain, 1 first, 2 momentum */)
+static __global__ void sgd_kernel(float *__restrict__ p, const float *__restrict__ grad, float *__restrict__ buf,
+                                  size_t n, float lr, float momentum, float wd,
+                                  int mode /* 0 plain, 1 first, 2 momentum */)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -34,8 +35,8 @@ dt_status cuda_sgd(backend *be, float *p, const float *grad, float *buf, size_t 
  *   p' = p*decay;  m = fma(b1, m, c1*g);  v = fma(b2, v, (c2*g)*g);
  *   p = p' - step * (m / fma(sqrt(v), inv_bc2, eps))   (one rounding: fma(-step, q, p')) */
 static __global__ void adamw_kernel(float *__restrict__ p, const float *__restrict__ grad, float *__restrict__ m,
-                             float *__restrict__ v, size_t n, float decay, float b1, float c1, float b2, float c2,
-                             float step, float inv_bc2, float eps)
+                                    float *__restrict__ v, size_t n, float decay, float b1, float c1, float b2,
+                                    float c2, float step, float inv_bc2, float eps)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -59,8 +60,7 @@ dt_status cuda_adamw(backend *be, float *p, const float *grad, float *m, float *
     const float c1 = (float)(1.0 - (double)b1), c2 = (float)(1.0 - (double)b2);
     const float step = (float)((double)lr / (1.0 - pow(b1, t)));
     const float inv_bc2 = (float)(1.0 / sqrt(1.0 - pow(b2, t)));
-    adamw_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(p, grad, m, v, n, decay, b1, c1, b2, c2,
-                                                                         step, inv_bc2, eps);
+    adamw_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(p, grad, m, v, n, decay, b1, c1, b2, c2, step,
+                                                                          inv_bc2, eps);
     return check_launch("adamw", "adamw", n);
 }
-

@@ -11,8 +11,8 @@
  * idx = offset within the input plane. T is fp32 or a 16-bit type (compared widened; the output
  * is the winning element itself, so exact). */
 template <typename T>
-static __global__ void maxpool_fwd_kernel(const T *__restrict__ x, T *__restrict__ y, int32_t *__restrict__ idx,
-                                          int bf, size_t planes, int H, int W, int k)
+static __global__ void maxpool_fwd_kernel(const T *__restrict__ x, T *__restrict__ y, int32_t *__restrict__ idx, int bf,
+                                          size_t planes, int H, int W, int k)
 {
     const uint32_t Wo = (uint32_t)(W / k), HWo = (uint32_t)(H / k) * Wo;
     for (size_t pl = blockIdx.x; pl < planes; pl += gridDim.x) {
@@ -42,8 +42,8 @@ static __global__ void maxpool_fwd_kernel(const T *__restrict__ x, T *__restrict
  * this equals the CPU's zero-then-scatter for any idx that maxpool_fwd produced. (T)0 is +0 in
  * every type. */
 template <typename T>
-static __global__ void maxpool_bwd_kernel(const T *__restrict__ dy, const int32_t *__restrict__ idx,
-                                          T *__restrict__ dx, size_t planes, int H, int W, int k)
+static __global__ void maxpool_bwd_kernel(const T *__restrict__ dy, const int32_t *__restrict__ idx, T *__restrict__ dx,
+                                          size_t planes, int H, int W, int k)
 {
     const uint32_t Ho = (uint32_t)(H / k), Wo = (uint32_t)(W / k), HW = (uint32_t)H * W, HWo = Ho * Wo;
     for (size_t pl = blockIdx.x; pl < planes; pl += gridDim.x) {
@@ -98,7 +98,7 @@ dt_status cuda_maxpool_bwd(backend *be, const float *dy, const int32_t *idx, flo
 }
 
 dt_status cuda_maxpool16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, int32_t *idx, int batch, int c, int h, int w,
-                        int k)
+                             int k)
 {
     return maxpool_fwd("maxpool16_fwd", x, y, idx, t == DT_BF16, batch, c, h, w, k);
 }

@@ -14,7 +14,7 @@ __device__ static unsigned int nonfinite(float v) { return (__float_as_uint(v) &
 /* Per-block counts (a fixed tree in shared memory) into part_count; with `scale`, d[i] *= inv_scale
  * first and the product is what is counted (and stored). */
 static __global__ void count_nonfinite_kernel(float *d, size_t n, int scale, float inv_scale,
-                                       unsigned long long *__restrict__ part_count)
+                                              unsigned long long *__restrict__ part_count)
 {
     __shared__ unsigned long long sh[OPS_BLOCK];
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -65,8 +65,7 @@ static dt_status count_nonfinite(const char *op, float *d, size_t n, int scale, 
  * group); nothing is written otherwise, so blocks need no agreement (they would all write the same
  * stamp) and the host reads the flags whenever it likes. T is fp32, or 16-bit (bf: bf16). */
 template <typename T>
-static __global__ void flag_nonfinite_kernel(const T *__restrict__ d, int bf, size_t n, int *flag, int stamp,
-                                             int since)
+static __global__ void flag_nonfinite_kernel(const T *__restrict__ d, int bf, size_t n, int *flag, int stamp, int since)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     unsigned int bad = 0;
@@ -83,7 +82,7 @@ dt_status cuda_flag_nonfinite(backend *be, dt_dtype t, const void *buf, size_t n
         flag_nonfinite_kernel<<<grid, OPS_BLOCK, 0, g_stream>>>((const float *)buf, 0, n, flag, stamp, since);
     else
         flag_nonfinite_kernel<<<grid, OPS_BLOCK, 0, g_stream>>>((const uint16_t *)buf, t == DT_BF16, n, flag, stamp,
-                                                               since);
+                                                                since);
     return check_launch("flag_nonfinite", "the non-finite flag", n);
 }
 
@@ -194,8 +193,10 @@ dt_status cuda_sum_squares(backend *be, dt_dtype t, const void *buf, size_t n, f
     *out = 0.0;
     if (t == DT_F32) {
         if (m1 != 1.0f || m2 != 1.0f)
-            return status_set_error(DT_ERR_UNSUPPORTED, "cuda sum_squares: factors %g and %g on fp32 values: scale "
-                                    "fp32 gradients in place first (scale_count)", (double)m1, (double)m2);
+            return status_set_error(DT_ERR_UNSUPPORTED,
+                                    "cuda sum_squares: factors %g and %g on fp32 values: scale "
+                                    "fp32 gradients in place first (scale_count)",
+                                    (double)m1, (double)m2);
         return sum_squares32(op, (const float *)buf, n, out);
     }
     if (n == 0) return DT_OK;
@@ -232,8 +233,10 @@ dt_status cuda_accum_grads(backend *be, dt_dtype t, void *g, float *acc, size_t 
 {
     (void)be;
     if (t != DT_F32)
-        return status_set_error(DT_ERR_UNSUPPORTED, "cuda accum_grads: the CUDA backend keeps gradients in fp32 "
-                                "(grads16 is 0); %s gradients were given", t == DT_F16 ? "fp16" : "bf16");
+        return status_set_error(DT_ERR_UNSUPPORTED,
+                                "cuda accum_grads: the CUDA backend keeps gradients in fp32 "
+                                "(grads16 is 0); %s gradients were given",
+                                t == DT_F16 ? "fp16" : "bf16");
     if (n == 0 || (!add && !store)) return DT_OK;
     accum_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>((float *)g, acc, n, add, store);
     return check_launch("accum_grads", "gradient accumulation", n);

@@ -47,7 +47,7 @@ dt_status ckpt_agree(dt_ctx *ctx, dt_status mine)
     const int others = (int)failed - 1;
     if (others > 0)
         return status_set_error((dt_status)v.status, "rank %d (and %d other rank%s): %s", root, others,
-                            others == 1 ? "" : "s", v.msg);
+                                others == 1 ? "" : "s", v.msg);
     return status_set_error((dt_status)v.status, "rank %d: %s", root, v.msg);
 }
 

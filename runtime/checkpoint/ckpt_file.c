@@ -50,18 +50,24 @@ static dt_status check_entries(const char *path, const ckpt4_header *h, const ck
         int tail_zero = 1;
         for (size_t k = len; k < sizeof x->name; k++) tail_zero &= x->name[k] == 0;
         if (len == sizeof x->name || !tail_zero || !ckpt_name_valid(x->name))
-            return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: the name of section %u is not 1 to %d characters of "
-                                "[A-Za-z0-9._-] followed by NULs", path, i, DT_CKPT_NAME_MAX);
+            return status_set_error(DT_ERR_CORRUPT,
+                                    "checkpoint %s: the name of section %u is not 1 to %d characters of "
+                                    "[A-Za-z0-9._-] followed by NULs",
+                                    path, i, DT_CKPT_NAME_MAX);
         if (x->reserved != 0)
-            return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" has reserved field %llu; it must be 0",
-                                path, x->name, (unsigned long long)x->reserved);
+            return status_set_error(DT_ERR_CORRUPT,
+                                    "checkpoint %s: section \"%s\" has reserved field %llu; it must be 0", path,
+                                    x->name, (unsigned long long)x->reserved);
         if (x->ranks != 0 && x->ranks != h->world)
-            return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" claims blobs of %u ranks; a per-rank "
-                                "section holds one for each of the %u ranks that wrote the file, or the field is 0",
-                                path, x->name, x->ranks, h->world);
+            return status_set_error(DT_ERR_CORRUPT,
+                                    "checkpoint %s: section \"%s\" claims blobs of %u ranks; a per-rank "
+                                    "section holds one for each of the %u ranks that wrote the file, or the field is 0",
+                                    path, x->name, x->ranks, h->world);
         if (x->ranks != 0 && x->bytes % x->ranks != 0)
-            return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: per-rank section \"%s\" is %llu bytes, not a whole "
-                                "number of blobs for %u ranks", path, x->name, (unsigned long long)x->bytes, x->ranks);
+            return status_set_error(DT_ERR_CORRUPT,
+                                    "checkpoint %s: per-rank section \"%s\" is %llu bytes, not a whole "
+                                    "number of blobs for %u ranks",
+                                    path, x->name, (unsigned long long)x->bytes, x->ranks);
     }
     if (h->nsections < 2) return DT_OK;
     const ckpt4_entry **sorted = malloc(h->nsections * sizeof *sorted);
@@ -89,7 +95,7 @@ static dt_status verify_section(const ckpt_file *f, uint32_t i, unsigned char *b
     }
     if (c != f->e[i].crc)
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" is damaged (CRC mismatch)", f->path,
-                            f->e[i].name);
+                                f->e[i].name);
     return DT_OK;
 }
 
@@ -108,7 +114,7 @@ dt_status ckpt_file_open_fd(int fd, uint64_t size, const char *path, long name_s
     ckpt4_header h;
     if (size < sizeof h || !pread_exact(fd, &h, sizeof h, 0)) {
         s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s is truncated (%llu bytes, a header needs %zu)", path,
-                         (unsigned long long)size, sizeof h);
+                             (unsigned long long)size, sizeof h);
         goto fail;
     }
     const uint32_t want = h.header_crc;
@@ -118,21 +124,23 @@ dt_status ckpt_file_open_fd(int fd, uint64_t size, const char *path, long name_s
         goto fail;
     }
     if (h.version != 4) {
-        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this reader reads version 4", path, h.version);
+        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this reader reads version 4", path,
+                             h.version);
         goto fail;
     }
     if (h.step != name_step) {
         s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field step is %lld but the file name says step %ld",
-                         path, (long long)h.step, name_step);
+                             path, (long long)h.step, name_step);
         goto fail;
     }
     if (h.world < 1 || h.world > CKPT_MAX_WORLD) {
-        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field world is %u; it must be 1 to %u", path, h.world,
-                         CKPT_MAX_WORLD);
+        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field world is %u; it must be 1 to %u", path,
+                             h.world, CKPT_MAX_WORLD);
         goto fail;
     }
     if (h.reserved != 0) {
-        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: reserved header field is %u; it must be 0", path, h.reserved);
+        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: reserved header field is %u; it must be 0", path,
+                             h.reserved);
         goto fail;
     }
     /* The table's size from the count, bounded before it is allocated. */
@@ -140,11 +148,12 @@ dt_status ckpt_file_open_fd(int fd, uint64_t size, const char *path, long name_s
     if (h.nsections > DT_CKPT_MAX_SECTIONS || table > size - sizeof h) {
         if (h.nsections > DT_CKPT_MAX_SECTIONS)
             s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field nsections is %u; a file holds at most %d",
-                             path, h.nsections, DT_CKPT_MAX_SECTIONS);
+                                 path, h.nsections, DT_CKPT_MAX_SECTIONS);
         else
-            s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s is %llu bytes; its header describes a table of %u "
-                             "sections, %llu bytes with the header (truncated)", path, (unsigned long long)size,
-                             h.nsections, (unsigned long long)(sizeof h + table));
+            s = status_set_error(DT_ERR_CORRUPT,
+                                 "checkpoint %s is %llu bytes; its header describes a table of %u "
+                                 "sections, %llu bytes with the header (truncated)",
+                                 path, (unsigned long long)size, h.nsections, (unsigned long long)(sizeof h + table));
         goto fail;
     }
     f->n = h.nsections;
@@ -158,7 +167,7 @@ dt_status ckpt_file_open_fd(int fd, uint64_t size, const char *path, long name_s
     }
     if (table && !pread_exact(fd, f->e, (size_t)table, sizeof h)) {
         s = status_set_error(DT_ERR_IO, "cannot read the section table of checkpoint %s: %s", path,
-                         errno ? strerror(errno) : "end of file");
+                             errno ? strerror(errno) : "end of file");
         goto fail;
     }
     if (ckpt_crc(f->e, (size_t)table) != h.table_crc) {
@@ -174,8 +183,8 @@ dt_status ckpt_file_open_fd(int fd, uint64_t size, const char *path, long name_s
     }
     if (total != size) {
         s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s is %llu bytes; its header describes %s%llu (%s)", path,
-                         (unsigned long long)size, total == UINT64_MAX ? "at least " : "", (unsigned long long)total,
-                         size < total ? "truncated" : "data after its last section");
+                             (unsigned long long)size, total == UINT64_MAX ? "at least " : "",
+                             (unsigned long long)total, size < total ? "truncated" : "data after its last section");
         goto fail;
     }
     if (verify && f->n) {
@@ -207,11 +216,12 @@ dt_status ckpt_file_pread(const ckpt_file *f, uint32_t i, uint64_t at, void *dst
 {
     if (i >= f->n || at > f->e[i].bytes || n > f->e[i].bytes - at)
         return status_set_error(DT_ERR_INTERNAL, "ckpt_file_pread: bytes [%llu, +%zu) of section %u are outside it",
-                            (unsigned long long)at, n, i);
+                                (unsigned long long)at, n, i);
     errno = 0;
     if (!pread_exact(f->fd, dst, n, f->off[i] + at))
         return status_set_error(errno ? DT_ERR_IO : DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" cannot be read (%s)",
-                            f->path, f->e[i].name, errno ? strerror(errno) : "the file is shorter than when opened");
+                                f->path, f->e[i].name,
+                                errno ? strerror(errno) : "the file is shorter than when opened");
     return DT_OK;
 }
 
@@ -221,7 +231,7 @@ dt_status ckpt_file_read(const ckpt_file *f, uint32_t i, void *dst)
     if (s) return s;
     if (ckpt_crc(dst, (size_t)f->e[i].bytes) != f->e[i].crc)
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" is damaged (CRC mismatch)", f->path,
-                            f->e[i].name);
+                                f->e[i].name);
     return DT_OK;
 }
 

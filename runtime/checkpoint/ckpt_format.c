@@ -142,7 +142,7 @@ dt_status ckpt_open_regular(const char *path, int *fd, uint64_t *size, uint32_t 
     if (!S_ISREG(sb.st_mode)) {
         close(f);
         return status_set_error(DT_ERR_CORRUPT, "%s is %s, not a checkpoint file: rename or remove it", path,
-                            file_kind(sb.st_mode));
+                                file_kind(sb.st_mode));
     }
     unsigned char head[16];
     if (pread(f, head, sizeof head, 0) == (ssize_t)sizeof head && memcmp(head, CKPT_MAGIC, 8) == 0)

@@ -212,8 +212,7 @@ int ckpt_writer_rank(const dt_ckpt_writer *w);
 /* Rank 0's part of the commit (ckpt_write_file.c): writes DIR/ckpt-<step>.dtc atomically from the
  * table e (names, bytes and ranks filled; the CRCs are filled here) and each section's bytes
  * data[i]. DT_ERR_IO names the file, the cause and the fix; the temporary file is then removed. */
-dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *e, uint32_t n,
-                            const void *const *data);
+dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *e, uint32_t n, const void *const *data);
 
 /* ---------------------------------------------------------------- collectives (ckpt_coll.c) */
 
@@ -234,8 +233,8 @@ dt_status ckpt_bcast_bytes(dt_ctx *ctx, void *buf, size_t n);
  * changes unless DT_OK. DT_ERR_CORRUPT (or DT_ERR_IO): a damaged or crafted file, the caller may
  * try an older one; DT_ERR_INVALID_ARG: a sound file of another model or optimizer, or one without
  * dt_model state (written with dt_ckpt_commit). */
-dt_status ckpt_read_file(const char *path, long name_step, dt_model *m, dt_optimizer *o, dt_scaler *sc,
-                         long *step, int *world);
+dt_status ckpt_read_file(const char *path, long name_step, dt_model *m, dt_optimizer *o, dt_scaler *sc, long *step,
+                         int *world);
 /* The same, and the data block into *data when not NULL (data->channels: the room in its mean
  * and std on entry; present 0 when the file has none). A data block whose channels differ from
  * that room is DT_ERR_INVALID_ARG (a checkpoint of other data). */
@@ -244,15 +243,15 @@ dt_status ckpt_read_file_data(const char *path, long name_step, dt_model *m, dt_
 
 /* What a file holds for dt_model, read and checked by either reader before anything is applied. */
 typedef struct ckpt_state {
-    float *sec[3];        /* parameters, moment 1, moment 2 (malloc'd; NULL when absent or not read) */
-    size_t n[3];          /* floats in each */
+    float *sec[3]; /* parameters, moment 1, moment 2 (malloc'd; NULL when absent or not read) */
+    size_t n[3];   /* floats in each */
     int optim_t;
     int has_scaler;
     dt_scaler_state scaler;
-    int has_data;         /* the data block: */
+    int has_data; /* the data block: */
     long epoch, offset;
     int normalize, channels;
-    float *figures;       /* mean[channels] then std[channels] (malloc'd) */
+    float *figures; /* mean[channels] then std[channels] (malloc'd) */
     long step;
     int world;
 } ckpt_state;
@@ -262,8 +261,8 @@ typedef struct ckpt_state {
 /* The optimizer kind and step counter and the moment counts (floats) for np parameters, against
  * what each kind keeps (DT_ERR_CORRUPT) and, when o is not NULL, against o (DT_ERR_INVALID_ARG).
  * fields names where kind and t were found ("header field"). */
-dt_status ckpt_check_optim(const char *path, const char *fields, const char *label1, const char *label2,
-                           uint32_t kind, int32_t t, uint64_t n1, uint64_t n2, size_t np, const dt_optimizer *o);
+dt_status ckpt_check_optim(const char *path, const char *fields, const char *label1, const char *label2, uint32_t kind,
+                           int32_t t, uint64_t n1, uint64_t n2, size_t np, const dt_optimizer *o);
 dt_status ckpt_check_scaler(const char *path, double scale, int32_t good_steps, int32_t hysteresis_left,
                             int64_t updates, int64_t skipped);
 /* Finite values (and >= 0 when nonneg: AdamW's second moment). */

@@ -27,7 +27,7 @@ static dt_status load_newest(const char *dir, dt_model *m, dt_optimizer *o, dt_s
         char path[4200];
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e[i].name) >= sizeof path) {
             s = status_set_error(DT_ERR_INVALID_ARG, "checkpoint directory name is too long (%zu characters)",
-                             strlen(dir));
+                                 strlen(dir));
             break;
         }
         long st = -1;
@@ -45,8 +45,10 @@ static dt_status load_newest(const char *dir, dt_model *m, dt_optimizer *o, dt_s
         }
     }
     if (!s && *found < 0 && skipped > 0)
-        log_msg(LOG_LEVEL_WARN, "none of the %zu checkpoint file(s) in %s could be loaded (see above): starting from "
-               "step 0; the damaged files are left in place", skipped, dir);
+        log_msg(LOG_LEVEL_WARN,
+                "none of the %zu checkpoint file(s) in %s could be loaded (see above): starting from "
+                "step 0; the damaged files are left in place",
+                skipped, dir);
     ckpt_list_free(e, n);
     return s;
 }
@@ -118,7 +120,7 @@ dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, d
         if ((c = dt_broadcast(ctx, hdr, sizeof hdr, DT_U8, 0))) return c;
         if (hdr[0] != DT_OK)
             return status_set_error((dt_status)hdr[0], "%s",
-                                rank == 0 ? msg : "rank 0 refused the checkpoints: read its message");
+                                    rank == 0 ? msg : "rank 0 refused the checkpoints: read its message");
         found = (long)hdr[1];
         saved_world = (int)hdr[2];
         if (found >= 0 && (c = broadcast_state(ctx, rank, m, o, sc))) return c;
@@ -128,10 +130,13 @@ dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, d
     }
     /* Weights alone (evaluation) do not care how many ranks trained them. */
     if (found >= 0 && saved_world != world && o)
-        log_msg0(LOG_LEVEL_WARN, "checkpoint of step %ld was written by %d ranks, resuming on %d: the global batch and "
-                "the data each rank sees change from here%s", found, saved_world, world,
-                data && data->present ? " (the epoch goes on from the saved data position: no sample repeated or "
-                                        "skipped)" : "");
+        log_msg0(LOG_LEVEL_WARN,
+                 "checkpoint of step %ld was written by %d ranks, resuming on %d: the global batch and "
+                 "the data each rank sees change from here%s",
+                 found, saved_world, world,
+                 data && data->present ? " (the epoch goes on from the saved data position: no sample repeated or "
+                                         "skipped)"
+                                       : "");
     if (found < 0 && data) data->present = 0;
     *step = found >= 0 ? found : 0;
     return DT_OK;

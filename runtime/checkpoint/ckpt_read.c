@@ -39,28 +39,35 @@ static dt_status check_header(const char *path, const ckpt_header *h, long name_
 {
     size_t np = dt_model_num_params(m);
     if (h->fingerprint != model_fingerprint(m))
-        return status_set_error(DT_ERR_INVALID_ARG, "checkpoint %s was written for another model (fingerprint %016llx, "
-                            "%llu parameters; this model: %016llx, %zu parameters): resume with the same --model "
-                            "and --input, or use another --checkpoint-dir", path,
-                            (unsigned long long)h->fingerprint, (unsigned long long)h->nparams,
-                            (unsigned long long)model_fingerprint(m), np);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "checkpoint %s was written for another model (fingerprint %016llx, "
+                                "%llu parameters; this model: %016llx, %zu parameters): resume with the same --model "
+                                "and --input, or use another --checkpoint-dir",
+                                path, (unsigned long long)h->fingerprint, (unsigned long long)h->nparams,
+                                (unsigned long long)model_fingerprint(m), np);
     if (h->nparams != np)
-        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field nparams is %llu but its model fingerprint "
-                            "is this model's, which has %zu parameters", path, (unsigned long long)h->nparams, np);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "checkpoint %s: header field nparams is %llu but its model fingerprint "
+                                "is this model's, which has %zu parameters",
+                                path, (unsigned long long)h->nparams, np);
     if (h->section_n[0] != np)
-        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section 0 (parameters) claims %llu floats; the model "
-                            "has %zu", path, (unsigned long long)h->section_n[0], np);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "checkpoint %s: section 0 (parameters) claims %llu floats; the model "
+                                "has %zu",
+                                path, (unsigned long long)h->section_n[0], np);
     if (h->step != name_step)
-        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field step is %lld but the file name says "
-                            "step %ld", path, (long long)h->step, name_step);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "checkpoint %s: header field step is %lld but the file name says "
+                                "step %ld",
+                                path, (long long)h->step, name_step);
     if (h->world < 1 || h->world > CKPT_MAX_WORLD)
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field world is %u; it must be 1 to %u", path,
-                            h->world, CKPT_MAX_WORLD);
+                                h->world, CKPT_MAX_WORLD);
     if (h->reserved != 0 || h->pad != 0)
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: reserved header fields are %d and %u; they must be 0",
-                            path, h->reserved, h->pad);
-    return ckpt_check_optim(path, "header field", "section 1", "section 2", h->optim_kind, h->optim_t,
-                            h->section_n[1], h->section_n[2], np, o);
+                                path, h->reserved, h->pad);
+    return ckpt_check_optim(path, "header field", "section 1", "section 2", h->optim_kind, h->optim_t, h->section_n[1],
+                            h->section_n[2], np, o);
 }
 
 /* Reads and checks the version 3 data block at fd's position into st (the figures: 2 x channels). */
@@ -71,7 +78,7 @@ static dt_status read_data_block(int fd, const char *path, ckpt_state *st)
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is truncated (no data block)", path);
     if (cd.channels > CKPT_MAX_CHANNELS)
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: data block claims %u channels; at most %u", path,
-                            cd.channels, CKPT_MAX_CHANNELS);
+                                cd.channels, CKPT_MAX_CHANNELS);
     const size_t n = 2 * (size_t)cd.channels;
     if (n && !(st->figures = malloc(n * sizeof(float))))
         return status_set_error(DT_ERR_NOMEM, "out of memory reading checkpoint %s's data block", path);
@@ -81,10 +88,13 @@ static dt_status read_data_block(int fd, const char *path, ckpt_state *st)
     cd.crc = 0;
     uint32_t c = ckpt_crc(&cd, sizeof cd);
     if (n) c = ckpt_crc_more(c, st->figures, n * sizeof(float));
-    if (c != want) return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: the data block is damaged (CRC mismatch)", path);
+    if (c != want)
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: the data block is damaged (CRC mismatch)", path);
     if (cd.present > 1 || (!cd.present && cd.channels))
-        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: data block fields present %u and channels %u are out of "
-                            "range", path, cd.present, cd.channels);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "checkpoint %s: data block fields present %u and channels %u are out of "
+                                "range",
+                                path, cd.present, cd.channels);
     dt_status s = ckpt_check_data(path, cd.epoch, cd.offset, cd.normalize, cd.channels, st->figures);
     if (s) return s;
     st->has_data = (int)cd.present;
@@ -104,42 +114,46 @@ static dt_status read_fixed(int fd, uint64_t size, const char *path, long name_s
     memset(&cs, 0, sizeof cs);
     if (!read_exact(fd, &h, sizeof h))
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is truncated (%llu bytes, a header needs %zu)", path,
-                            (unsigned long long)size, sizeof h);
+                                (unsigned long long)size, sizeof h);
     uint32_t want = h.header_crc;
     h.header_crc = 0;
     if (memcmp(h.magic, CKPT_MAGIC, 8) != 0 || ckpt_crc(&h, sizeof h) != want)
-        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is not a dtrain checkpoint or its header is damaged", path);
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is not a dtrain checkpoint or its header is damaged",
+                                path);
     if (h.version < 1 || h.version > CKPT_VERSION_FIXED)
-        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this dtrain reads versions 1 to %u", path,
-                            h.version, CKPT_VERSION);
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this dtrain reads versions 1 to %u",
+                                path, h.version, CKPT_VERSION);
     if (h.version >= 2) {
         if (!read_exact(fd, &cs, sizeof cs))
             return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is truncated (no loss-scaler block)", path);
         uint32_t cwant = cs.crc;
         cs.crc = 0;
         if (ckpt_crc(&cs, sizeof cs) != cwant)
-            return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: the loss-scaler block is damaged (CRC mismatch)", path);
+            return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: the loss-scaler block is damaged (CRC mismatch)",
+                                    path);
     }
     dt_status s = check_header(path, &h, name_step, m, o);
     if (s) return s;
     if (cs.present > 1)
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: scaler field present is %u; it must be 0 or 1", path,
-                            cs.present);
+                                cs.present);
     if (cs.present &&
         (s = ckpt_check_scaler(path, cs.scale, cs.good_steps, cs.hysteresis_left, cs.updates, cs.skipped)))
         return s;
     if (h.version >= 3 && (s = read_data_block(fd, path, st))) return s;
     if (data && st->has_data && st->channels && st->channels != data->channels)
-        return status_set_error(DT_ERR_INVALID_ARG, "checkpoint %s was trained on data of %d channels; this data has %d: "
-                            "use the same --data, or a new --checkpoint-dir", path, st->channels, data->channels);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "checkpoint %s was trained on data of %d channels; this data has %d: "
+                                "use the same --data, or a new --checkpoint-dir",
+                                path, st->channels, data->channels);
     /* The sizes are now bounded by the model's, so this sum cannot overflow; it must be the file's. */
     uint64_t payload = (h.section_n[0] + h.section_n[1] + h.section_n[2]) * sizeof(float);
     uint64_t expect = sizeof h + (h.version >= 2 ? sizeof cs : 0) +
                       (h.version >= 3 ? sizeof(ckpt_data) + 2 * (uint64_t)st->channels * sizeof(float) : 0) + payload;
     if (size != expect)
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is %llu bytes; its header describes %llu (%s)", path,
-                            (unsigned long long)size, (unsigned long long)expect,
-                            size < expect ? "truncated" : "data after its last section");
+                                (unsigned long long)size, (unsigned long long)expect,
+                                size < expect ? "truncated" : "data after its last section");
     const int nsec = o ? 3 : 1; /* weights only: the optimizer sections are not read */
     for (int i = 0; i < nsec; i++) {
         size_t n = (size_t)h.section_n[i];
@@ -148,28 +162,30 @@ static dt_status read_fixed(int fd, uint64_t size, const char *path, long name_s
         label[8] = (char)('0' + i);
         if (!(st->sec[i] = malloc(n * sizeof(float))))
             return status_set_error(DT_ERR_NOMEM, "out of memory reading checkpoint %s (section %d, %zu MiB)", path, i,
-                                (n * sizeof(float)) >> 20);
+                                    (n * sizeof(float)) >> 20);
         st->n[i] = n;
         errno = 0;
         if (!read_exact(fd, st->sec[i], n * sizeof(float)))
             return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section %d is truncated (%s)", path, i,
-                                errno ? strerror(errno) : "end of file");
+                                    errno ? strerror(errno) : "end of file");
         if (ckpt_crc(st->sec[i], n * sizeof(float)) != h.section_crc[i])
             return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section %d is damaged (CRC mismatch)", path, i);
         if ((s = ckpt_check_values(path, label, st->sec[i], n, i == 2))) return s;
     }
     st->optim_t = h.optim_t;
     st->has_scaler = (int)cs.present;
-    st->scaler = (dt_scaler_state){.scale = cs.scale, .good_steps = cs.good_steps,
-                                   .hysteresis_left = cs.hysteresis_left, .updates = (long)cs.updates,
+    st->scaler = (dt_scaler_state){.scale = cs.scale,
+                                   .good_steps = cs.good_steps,
+                                   .hysteresis_left = cs.hysteresis_left,
+                                   .updates = (long)cs.updates,
                                    .skipped = (long)cs.skipped};
     st->step = (long)h.step;
     st->world = (int)h.world;
     return DT_OK;
 }
 
-dt_status ckpt_read_file(const char *path, long name_step, dt_model *m, dt_optimizer *o, dt_scaler *sc,
-                         long *step, int *world)
+dt_status ckpt_read_file(const char *path, long name_step, dt_model *m, dt_optimizer *o, dt_scaler *sc, long *step,
+                         int *world)
 {
     return ckpt_read_file_data(path, name_step, m, o, sc, NULL, step, world);
 }
@@ -190,8 +206,8 @@ dt_status ckpt_read_file_data(const char *path, long name_step, dt_model *m, dt_
     } else {
         /* A newer version may have another header: its number is all that can be trusted. */
         if (version > CKPT_VERSION)
-            s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this dtrain reads versions 1 to %u", path,
-                             version, CKPT_VERSION);
+            s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this dtrain reads versions 1 to %u",
+                                 path, version, CKPT_VERSION);
         else
             s = read_fixed(fd, size, path, name_step, m, o, data, &st);
         close(fd);

@@ -19,8 +19,10 @@ static dt_status find(const ckpt_file *f, const char *name, int *i)
 {
     *i = ckpt_file_find(f, name);
     if (*i >= 0 && f->e[*i].ranks)
-        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" is per-rank; dtrain's own sections never "
-                            "are", f->path, name);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "checkpoint %s: section \"%s\" is per-rank; dtrain's own sections never "
+                                "are",
+                                f->path, name);
     return DT_OK;
 }
 
@@ -30,8 +32,10 @@ static dt_status floats_of(const ckpt_file *f, int i, uint64_t *n)
     *n = 0;
     if (i < 0) return DT_OK;
     if (f->e[i].bytes % sizeof(float))
-        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" is %llu bytes, not a whole number of "
-                            "floats", f->path, f->e[i].name, (unsigned long long)f->e[i].bytes);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "checkpoint %s: section \"%s\" is %llu bytes, not a whole number of "
+                                "floats",
+                                f->path, f->e[i].name, (unsigned long long)f->e[i].bytes);
     *n = f->e[i].bytes / sizeof(float);
     return DT_OK;
 }
@@ -41,7 +45,7 @@ static dt_status read_struct(const ckpt_file *f, int i, void *p, size_t size)
 {
     if (f->e[i].bytes != size)
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" is %llu bytes; it must be %zu", f->path,
-                            f->e[i].name, (unsigned long long)f->e[i].bytes, size);
+                                f->e[i].name, (unsigned long long)f->e[i].bytes, size);
     return ckpt_file_read(f, (uint32_t)i, p);
 }
 
@@ -50,21 +54,24 @@ static dt_status read_data(const ckpt_file *f, int i, const dt_ckpt_data *data, 
     const char *path = f->path;
     const uint64_t bytes = f->e[i].bytes;
     if (bytes < sizeof(ckpt4_data) || bytes > sizeof(ckpt4_data) + 2 * (uint64_t)CKPT_MAX_CHANNELS * sizeof(float))
-        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"data\" is %llu bytes; it must be %zu plus 8 per "
-                            "channel, for at most %u channels", path, (unsigned long long)bytes, sizeof(ckpt4_data),
-                            CKPT_MAX_CHANNELS);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "checkpoint %s: section \"data\" is %llu bytes; it must be %zu plus 8 per "
+                                "channel, for at most %u channels",
+                                path, (unsigned long long)bytes, sizeof(ckpt4_data), CKPT_MAX_CHANNELS);
     unsigned char *buf = malloc((size_t)bytes);
     if (!buf) return status_set_error(DT_ERR_NOMEM, "out of memory reading checkpoint %s's data section", path);
     dt_status s = ckpt_file_read(f, (uint32_t)i, buf);
     ckpt4_data cd;
     memcpy(&cd, buf, sizeof cd);
     if (!s && cd.channels > CKPT_MAX_CHANNELS)
-        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: data block claims %u channels; at most %u", path, cd.channels,
-                         CKPT_MAX_CHANNELS);
+        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: data block claims %u channels; at most %u", path,
+                             cd.channels, CKPT_MAX_CHANNELS);
     if (!s && bytes != sizeof cd + 2 * (uint64_t)cd.channels * sizeof(float))
-        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"data\" is %llu bytes but claims %u channels (%llu "
-                         "bytes)", path, (unsigned long long)bytes, cd.channels,
-                         (unsigned long long)(sizeof cd + 2 * (uint64_t)cd.channels * sizeof(float)));
+        s = status_set_error(DT_ERR_CORRUPT,
+                             "checkpoint %s: section \"data\" is %llu bytes but claims %u channels (%llu "
+                             "bytes)",
+                             path, (unsigned long long)bytes, cd.channels,
+                             (unsigned long long)(sizeof cd + 2 * (uint64_t)cd.channels * sizeof(float)));
     if (!s && cd.channels) {
         if (!(st->figures = malloc(2 * (size_t)cd.channels * sizeof(float))))
             s = status_set_error(DT_ERR_NOMEM, "out of memory reading checkpoint %s's data section", path);
@@ -74,8 +81,10 @@ static dt_status read_data(const ckpt_file *f, int i, const dt_ckpt_data *data, 
     free(buf);
     if (!s) s = ckpt_check_data(path, cd.epoch, cd.offset, cd.normalize, cd.channels, st->figures);
     if (!s && data && cd.channels && cd.channels != (uint32_t)data->channels)
-        s = status_set_error(DT_ERR_INVALID_ARG, "checkpoint %s was trained on data of %u channels; this data has %d: "
-                         "use the same --data, or a new --checkpoint-dir", path, cd.channels, data->channels);
+        s = status_set_error(DT_ERR_INVALID_ARG,
+                             "checkpoint %s was trained on data of %u channels; this data has %d: "
+                             "use the same --data, or a new --checkpoint-dir",
+                             path, cd.channels, data->channels);
     if (s) return s;
     st->has_data = 1;
     st->epoch = (long)cd.epoch;
@@ -96,33 +105,38 @@ static dt_status read_model(const ckpt_file *f, const dt_model *m, const dt_opti
     if (im < 0) {
         char names[1200];
         ckpt_names_list(f->e, f->n, names, sizeof names);
-        return status_set_error(DT_ERR_INVALID_ARG, "checkpoint %s holds no dt_model state (no section \"%s\"; its "
-                            "sections: %s): it was written with dt_ckpt_commit, so open it with dt_ckpt_open_latest, "
-                            "or use another --checkpoint-dir", path, CKPT4_MODEL, names);
+        return status_set_error(
+            DT_ERR_INVALID_ARG,
+            "checkpoint %s holds no dt_model state (no section \"%s\"; its "
+            "sections: %s): it was written with dt_ckpt_commit, so open it with dt_ckpt_open_latest, "
+            "or use another --checkpoint-dir",
+            path, CKPT4_MODEL, names);
     }
     ckpt4_model mm;
     if ((s = read_struct(f, im, &mm, sizeof mm))) return s;
     if (mm.fingerprint != model_fingerprint(m))
-        return status_set_error(DT_ERR_INVALID_ARG, "checkpoint %s was written for another model (fingerprint %016llx, "
-                            "%llu parameters; this model: %016llx, %zu parameters): resume with the same --model "
-                            "and --input, or use another --checkpoint-dir", path,
-                            (unsigned long long)mm.fingerprint, (unsigned long long)mm.nparams,
-                            (unsigned long long)model_fingerprint(m), np);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "checkpoint %s was written for another model (fingerprint %016llx, "
+                                "%llu parameters; this model: %016llx, %zu parameters): resume with the same --model "
+                                "and --input, or use another --checkpoint-dir",
+                                path, (unsigned long long)mm.fingerprint, (unsigned long long)mm.nparams,
+                                (unsigned long long)model_fingerprint(m), np);
     if (mm.nparams != np)
-        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" field nparams is %llu but its model "
-                            "fingerprint is this model's, which has %zu parameters", path, CKPT4_MODEL,
-                            (unsigned long long)mm.nparams, np);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "checkpoint %s: section \"%s\" field nparams is %llu but its model "
+                                "fingerprint is this model's, which has %zu parameters",
+                                path, CKPT4_MODEL, (unsigned long long)mm.nparams, np);
     if (mm.reserved != 0)
-        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" field reserved is %llu; it must be 0", path,
-                            CKPT4_MODEL, (unsigned long long)mm.reserved);
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" field reserved is %llu; it must be 0",
+                                path, CKPT4_MODEL, (unsigned long long)mm.reserved);
     uint64_t n0, n1, n2;
     if ((s = find(f, CKPT4_PARAMS, &ip)) || (s = find(f, CKPT4_MOMENT1, &i1)) || (s = find(f, CKPT4_MOMENT2, &i2)))
         return s;
     if (ip < 0) return status_set_error(DT_ERR_CORRUPT, "checkpoint %s has no section \"%s\"", path, CKPT4_PARAMS);
     if ((s = floats_of(f, ip, &n0)) || (s = floats_of(f, i1, &n1)) || (s = floats_of(f, i2, &n2))) return s;
     if (n0 != np)
-        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" holds %llu floats; the model has %zu", path,
-                            CKPT4_PARAMS, (unsigned long long)n0, np);
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" holds %llu floats; the model has %zu",
+                                path, CKPT4_PARAMS, (unsigned long long)n0, np);
     if ((s = ckpt_check_optim(path, "section \"" CKPT4_MODEL "\" field", "section \"" CKPT4_MOMENT1 "\"",
                               "section \"" CKPT4_MOMENT2 "\"", mm.optim_kind, mm.optim_t, n1, n2, np, o)))
         return s;
@@ -135,7 +149,7 @@ static dt_status read_model(const ckpt_file *f, const dt_model *m, const dt_opti
         st->n[k] = (size_t)(f->e[idx[k]].bytes / sizeof(float));
         if (!(st->sec[k] = malloc((size_t)f->e[idx[k]].bytes)))
             return status_set_error(DT_ERR_NOMEM, "out of memory reading checkpoint %s (%s, %llu MiB)", path, label[k],
-                                (unsigned long long)(f->e[idx[k]].bytes >> 20));
+                                    (unsigned long long)(f->e[idx[k]].bytes >> 20));
         if ((s = ckpt_file_read(f, (uint32_t)idx[k], st->sec[k])) ||
             (s = ckpt_check_values(path, label[k], st->sec[k], st->n[k], k == 2)))
             return s;
@@ -157,8 +171,10 @@ dt_status ckpt_read4_state(int fd, uint64_t size, const char *path, long name_st
             if (!(s = read_struct(f, is, &cs, sizeof cs)) &&
                 !(s = ckpt_check_scaler(path, cs.scale, cs.good_steps, cs.hysteresis_left, cs.updates, cs.skipped))) {
                 st->has_scaler = 1;
-                st->scaler = (dt_scaler_state){.scale = cs.scale, .good_steps = cs.good_steps,
-                                               .hysteresis_left = cs.hysteresis_left, .updates = (long)cs.updates,
+                st->scaler = (dt_scaler_state){.scale = cs.scale,
+                                               .good_steps = cs.good_steps,
+                                               .hysteresis_left = cs.hysteresis_left,
+                                               .updates = (long)cs.updates,
                                                .skipped = (long)cs.skipped};
             }
         }

@@ -37,8 +37,10 @@ struct dt_ckpt_reader {
 void dt_ckpt_close(dt_ckpt_reader *r)
 {
     if (!r) return;
-    if (r->f) ckpt_file_close(r->f);
-    else free(r->e);
+    if (r->f)
+        ckpt_file_close(r->f);
+    else
+        free(r->e);
     free(r);
 }
 
@@ -52,7 +54,7 @@ static dt_status find_newest(const char *dir, dt_ckpt_reader *r)
     for (size_t i = 0; i < n && !r->f; i++) {
         if ((size_t)snprintf(r->path, sizeof r->path, "%s/%s", dir, e[i].name) >= sizeof r->path) {
             s = status_set_error(DT_ERR_INVALID_ARG, "checkpoint directory name is too long (%zu characters)",
-                             strlen(dir));
+                                 strlen(dir));
             break;
         }
         int fd;
@@ -60,9 +62,10 @@ static dt_status find_newest(const char *dir, dt_ckpt_reader *r)
         uint32_t version;
         dt_status o = ckpt_open_regular(r->path, &fd, &size, &version);
         if (!o && version >= 1 && version <= CKPT_VERSION_FIXED) {
-            o = status_set_error(DT_ERR_CORRUPT, "checkpoint %s has format version %u, a dt_model checkpoint of an older "
-                             "dtrain (dt_checkpoint_load_latest reads it); dt_ckpt_open_latest reads version %u",
-                             r->path, version, CKPT_VERSION);
+            o = status_set_error(DT_ERR_CORRUPT,
+                                 "checkpoint %s has format version %u, a dt_model checkpoint of an older "
+                                 "dtrain (dt_checkpoint_load_latest reads it); dt_ckpt_open_latest reads version %u",
+                                 r->path, version, CKPT_VERSION);
             close(fd);
         } else if (!o) {
             o = ckpt_file_open_fd(fd, size, r->path, e[i].step, 1, &r->f);
@@ -77,8 +80,10 @@ static dt_status find_newest(const char *dir, dt_ckpt_reader *r)
         }
     }
     if (!s && !r->f && skipped > 0)
-        log_msg(LOG_LEVEL_WARN, "none of the %zu checkpoint file(s) in %s could be opened (see above); the files are left "
-               "in place", skipped, dir);
+        log_msg(LOG_LEVEL_WARN,
+                "none of the %zu checkpoint file(s) in %s could be opened (see above); the files are left "
+                "in place",
+                skipped, dir);
     if (r->f) {
         r->step = r->f->step;
         r->saved_world = r->f->world;
@@ -99,7 +104,8 @@ dt_status dt_ckpt_open_latest(dt_ctx *ctx, const char *dir, dt_ckpt_reader **out
     if (!out || !step) return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_open_latest: out or step is NULL");
     *out = NULL;
     *step = 0;
-    if (!dir || !*dir) return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_open_latest: no checkpoint directory given");
+    if (!dir || !*dir)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_open_latest: no checkpoint directory given");
     dt_ckpt_reader *r = calloc(1, sizeof *r);
     dt_status s = r ? DT_OK : status_set_error(DT_ERR_NOMEM, "dt_ckpt_open_latest: out of memory");
     const int rank = ctx ? dt_rank(ctx) : 0, world = ctx ? dt_world_size(ctx) : 1;
@@ -119,7 +125,8 @@ dt_status dt_ckpt_open_latest(dt_ctx *ctx, const char *dir, dt_ckpt_reader **out
             r->n = (uint32_t)fi.n;
             snprintf(r->path, sizeof r->path, "%s/ckpt-%010ld.dtc", dir, r->step);
             if (!(r->e = malloc(r->n ? r->n * sizeof *r->e : 1)))
-                s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_open_latest: out of memory for a table of %u sections", r->n);
+                s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_open_latest: out of memory for a table of %u sections",
+                                     r->n);
         }
         if ((s = ckpt_agree(ctx, s))) goto fail;
         if (!fi.found) goto none;
@@ -161,7 +168,7 @@ static dt_status find(const dt_ckpt_reader *r, const char *fn, const char *name,
     char names[1200];
     ckpt_names_list(r->e, r->n, names, sizeof names);
     return status_set_error(DT_ERR_INVALID_ARG, "%s: checkpoint %s holds no section \"%.*s\"; its sections: %s", fn,
-                        r->path, DT_CKPT_NAME_MAX + 8, name, names);
+                            r->path, DT_CKPT_NAME_MAX + 8, name, names);
 }
 
 dt_status dt_ckpt_section_size(const dt_ckpt_reader *r, const char *name, size_t *bytes)
@@ -184,19 +191,24 @@ static dt_status agree_request(dt_ckpt_reader *r, const char *fn, const char *na
         const ckpt4_entry *x = &r->e[*idx];
         const uint64_t want = per_rank && x->ranks ? x->bytes / x->ranks : x->bytes;
         if (per_rank && !x->ranks)
-            mine = status_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %s is not per-rank: read it with "
-                                "dt_ckpt_read", fn, name, r->path);
+            mine = status_set_error(DT_ERR_INVALID_ARG,
+                                    "%s: section \"%s\" of %s is not per-rank: read it with "
+                                    "dt_ckpt_read",
+                                    fn, name, r->path);
         else if (per_rank && r->saved_world != r->world)
-            mine = status_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %s holds one blob for each of the %d ranks "
-                                "that wrote it, and this job has %d: a blob per rank cannot be split or merged; read "
-                                "all of them with dt_ckpt_read (%llu bytes) and decide", fn, name, r->path,
-                                r->saved_world, r->world, (unsigned long long)x->bytes);
+            mine =
+                status_set_error(DT_ERR_INVALID_ARG,
+                                 "%s: section \"%s\" of %s holds one blob for each of the %d ranks "
+                                 "that wrote it, and this job has %d: a blob per rank cannot be split or merged; read "
+                                 "all of them with dt_ckpt_read (%llu bytes) and decide",
+                                 fn, name, r->path, r->saved_world, r->world, (unsigned long long)x->bytes);
         else if (bytes != want)
-            mine = status_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %s is %llu bytes%s; the call asks for %zu",
-                                fn, name, r->path, (unsigned long long)want, per_rank ? " per rank" : "", bytes);
+            mine =
+                status_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %s is %llu bytes%s; the call asks for %zu",
+                                 fn, name, r->path, (unsigned long long)want, per_rank ? " per rank" : "", bytes);
         else if (!dst && bytes)
             mine = status_set_error(DT_ERR_INVALID_ARG, "%s: the destination of section \"%s\" (%zu bytes) is NULL", fn,
-                                name, bytes);
+                                    name, bytes);
     }
     if (r->world <= 1) return mine;
     struct {
@@ -205,9 +217,10 @@ static dt_status agree_request(dt_ckpt_reader *r, const char *fn, const char *na
     dt_status c;
     if ((c = ckpt_bcast_bytes(r->ctx, &req, sizeof req))) return c;
     if (!mine && req.idx >= 0 && (uint64_t)req.idx < r->n && (req.idx != me.idx || req.bytes != me.bytes))
-        mine = status_set_error(DT_ERR_INVALID_ARG, "%s: rank %d reads section \"%s\" (%zu bytes) where rank 0 reads "
-                            "\"%s\" (%lld bytes): every rank reads the same sections in the same order", fn, r->rank,
-                            name, bytes, r->e[req.idx].name, (long long)req.bytes);
+        mine = status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: rank %d reads section \"%s\" (%zu bytes) where rank 0 reads "
+                                "\"%s\" (%lld bytes): every rank reads the same sections in the same order",
+                                fn, r->rank, name, bytes, r->e[req.idx].name, (long long)req.bytes);
     return ckpt_agree(r->ctx, mine);
 }
 
@@ -257,8 +270,10 @@ dt_status dt_ckpt_read(dt_ckpt_reader *r, const char *name, void *dst, size_t by
     }
     free(stage);
     if (r->rank == 0 && !local && crc != r->e[idx].crc)
-        local = status_set_error(DT_ERR_CORRUPT, "dt_ckpt_read: checkpoint %s: section \"%s\" is damaged (CRC mismatch; "
-                             "it changed since it was opened)", r->path, name);
+        local = status_set_error(DT_ERR_CORRUPT,
+                                 "dt_ckpt_read: checkpoint %s: section \"%s\" is damaged (CRC mismatch; "
+                                 "it changed since it was opened)",
+                                 r->path, name);
     else if (local)
         status_set_error(local, "%s", local_msg);
     return ckpt_agree(r->ctx, local);
@@ -274,7 +289,7 @@ dt_status dt_ckpt_read_rank(dt_ckpt_reader *r, const char *name, void *dst, size
     unsigned char *all = NULL, *mine = dev ? NULL : dst;
     if (r->rank == 0 && !(all = malloc((size_t)r->e[idx].bytes)))
         s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_read_rank: out of host memory for section \"%s\" (%.1f MiB)", name,
-                         (double)r->e[idx].bytes / 1048576.0);
+                             (double)r->e[idx].bytes / 1048576.0);
     if (!s && dev && !(mine = malloc(bytes)))
         s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_read_rank: out of host memory staging section \"%s\"", name);
     if (!s && r->rank == 0) s = ckpt_file_read(r->f, (uint32_t)idx, all); /* the CRC before any rank's dst */
@@ -282,8 +297,10 @@ dt_status dt_ckpt_read_rank(dt_ckpt_reader *r, const char *name, void *dst, size
     if (r->world > 1) {
         int rc = MPI_Scatter(all, (int)bytes, MPI_BYTE, mine, (int)bytes, MPI_BYTE, 0, ctx_world_comm(r->ctx));
         if (rc != MPI_SUCCESS)
-            s = status_set_error(DT_ERR_MPI, "dt_ckpt_read_rank: MPI_Scatter of section \"%s\" failed (a peer may have "
-                             "died)", name);
+            s = status_set_error(DT_ERR_MPI,
+                                 "dt_ckpt_read_rank: MPI_Scatter of section \"%s\" failed (a peer may have "
+                                 "died)",
+                                 name);
     } else {
         memcpy(mine, all, bytes);
     }

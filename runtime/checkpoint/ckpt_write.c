@@ -33,7 +33,7 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
         float *host = malloc(np ? np * sizeof *host : 1);
         if (!host) {
             status_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's parameters (%.1f MiB)",
-                         (double)np * sizeof(float) / 1048576.0);
+                             (double)np * sizeof(float) / 1048576.0);
             return ckpt_writer_fail(w, DT_ERR_NOMEM);
         }
         if ((s = dt_model_get_params(m, host))) {
@@ -58,8 +58,10 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
     if (sc) {
         dt_scaler_state st;
         dt_scaler_get_state(sc, &st);
-        b->scaler = (ckpt4_scaler){.scale = st.scale, .good_steps = st.good_steps,
-                                   .hysteresis_left = st.hysteresis_left, .updates = st.updates,
+        b->scaler = (ckpt4_scaler){.scale = st.scale,
+                                   .good_steps = st.good_steps,
+                                   .hysteresis_left = st.hysteresis_left,
+                                   .updates = st.updates,
                                    .skipped = st.skipped};
         if ((s = ckpt_writer_add_ref(w, CKPT4_SCALER, &b->scaler, sizeof b->scaler))) return s;
     }
@@ -71,8 +73,8 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
             status_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's data block");
             return ckpt_writer_fail(w, DT_ERR_NOMEM);
         }
-        const ckpt4_data cd = {.epoch = data->epoch, .offset = data->offset,
-                               .normalize = (uint32_t)data->normalize, .channels = ch};
+        const ckpt4_data cd = {
+            .epoch = data->epoch, .offset = data->offset, .normalize = (uint32_t)data->normalize, .channels = ch};
         memcpy(buf, &cd, sizeof cd);
         if (ch) {
             memcpy(buf + sizeof cd, data->mean, ch * sizeof(float));
@@ -92,8 +94,10 @@ dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, co
         return status_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: step %ld must be 0 to 10^18-1", step);
     if (data && (data->epoch < 0 || data->offset < 0 || data->normalize < 0 || data->normalize > 2 ||
                  data->channels < 0 || (unsigned)data->channels > CKPT_MAX_CHANNELS))
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: data block epoch %ld offset %ld normalize %d "
-                            "channels %d out of range", data->epoch, data->offset, data->normalize, data->channels);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_checkpoint_save: data block epoch %ld offset %ld normalize %d "
+                                "channels %d out of range",
+                                data->epoch, data->offset, data->normalize, data->channels);
     dt_ckpt_writer *w;
     dt_status s = dt_ckpt_begin(ctx, dir, step, &w);
     if (s) return s;

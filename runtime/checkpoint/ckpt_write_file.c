@@ -29,13 +29,15 @@
 static void write_advice(int err, const char *what, const char *alt, char *buf, size_t len)
 {
     switch (err) {
-    case ENOSPC: snprintf(buf, len, "the file system is full: free space or use another %s", alt); break;
-    case EDQUOT: snprintf(buf, len, "the disk quota is exhausted: free space or use another %s", alt); break;
-    case EFBIG:
-        snprintf(buf, len, "the file-size limit (ulimit -f, RLIMIT_FSIZE) is below the %s's size: raise it "
-                 "(ulimit -f unlimited)", what);
-        break;
-    default: snprintf(buf, len, "check the directory and the file system"); break;
+        case ENOSPC: snprintf(buf, len, "the file system is full: free space or use another %s", alt); break;
+        case EDQUOT: snprintf(buf, len, "the disk quota is exhausted: free space or use another %s", alt); break;
+        case EFBIG:
+            snprintf(buf, len,
+                     "the file-size limit (ulimit -f, RLIMIT_FSIZE) is below the %s's size: raise it "
+                     "(ulimit -f unlimited)",
+                     what);
+            break;
+        default: snprintf(buf, len, "check the directory and the file system"); break;
     }
 }
 
@@ -57,9 +59,11 @@ static dt_status write_all(int fd, const void *p, size_t n, const write_target *
             struct rlimit rl;
             write_advice(err, w->what, w->alt, advice, sizeof advice);
             if (err == EFBIG && getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-                return status_set_error(DT_ERR_IO, "writing %s %s failed: %s (limit %llu bytes, the %s is %llu "
-                                        "bytes): %s", w->what, w->tmp, strerror(err), (unsigned long long)rl.rlim_cur,
-                                        w->what, (unsigned long long)w->total, advice);
+                return status_set_error(DT_ERR_IO,
+                                        "writing %s %s failed: %s (limit %llu bytes, the %s is %llu "
+                                        "bytes): %s",
+                                        w->what, w->tmp, strerror(err), (unsigned long long)rl.rlim_cur, w->what,
+                                        (unsigned long long)w->total, advice);
             return status_set_error(DT_ERR_IO, "writing %s %s failed: %s: %s", w->what, w->tmp, strerror(err), advice);
         }
         b += k;
@@ -85,28 +89,29 @@ static dt_status write_image(int fd, const ckpt_part *parts, size_t n, const wri
     if (masked) {
         if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ)) {
             struct timespec zero = {0, 0};
-            while (sigtimedwait(&xfsz, NULL, &zero) < 0 && errno == EINTR) {
-            }
+            while (sigtimedwait(&xfsz, NULL, &zero) < 0 && errno == EINTR) {}
         }
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     return s;
 }
 
-dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts,
-                                 size_t n)
+dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n)
 {
     char tmp[4200], dir[4096];
     const size_t len = strlen(path);
     if (len >= sizeof dir)
-        return status_set_error(DT_ERR_INVALID_ARG, "the %s name is too long (%zu characters; at most %zu)", what,
-                                len, sizeof dir - 1);
+        return status_set_error(DT_ERR_INVALID_ARG, "the %s name is too long (%zu characters; at most %zu)", what, len,
+                                sizeof dir - 1);
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     /* The directory whose entry the rename changes: everything before the last '/'. */
     const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     write_target w = {tmp, what, alt, 0};
     for (size_t i = 0; i < n; i++) w.total += parts[i].bytes;
 
@@ -134,13 +139,12 @@ dt_status ckpt_write_file_atomic(const char *path, const char *what, const char 
     return DT_OK;
 }
 
-dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *e, uint32_t n,
-                            const void *const *data)
+dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *e, uint32_t n, const void *const *data)
 {
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/ckpt-%010ld.dtc", dir, step) >= sizeof path)
         return status_set_error(DT_ERR_INVALID_ARG, "checkpoint directory name is too long (%zu characters)",
-                            strlen(dir));
+                                strlen(dir));
     ckpt4_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, CKPT_MAGIC, 8);

@@ -21,7 +21,6 @@ typedef struct ckpt_part {
  * names the file in messages ("checkpoint"), alt what the user can change instead
  * ("--checkpoint-dir"). DT_ERR_IO names the file, the cause and the fix (the temporary file is
  * then removed); DT_ERR_INVALID_ARG: a path too long for the temporary name. */
-dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts,
-                                 size_t n);
+dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n);
 
 #endif

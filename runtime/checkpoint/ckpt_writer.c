@@ -21,10 +21,10 @@
 
 typedef struct wsec {
     char name[DT_CKPT_NAME_MAX + 1];
-    size_t bytes;      /* a per-rank section: one rank's blob */
+    size_t bytes; /* a per-rank section: one rank's blob */
     int per_rank;
-    const void *data;  /* host bytes to write (rank 0), or this rank's blob (per-rank); NULL elsewhere */
-    void *owned;       /* freed with the writer */
+    const void *data; /* host bytes to write (rank 0), or this rank's blob (per-rank); NULL elsewhere */
+    void *owned;      /* freed with the writer */
 } wsec;
 
 struct dt_ckpt_writer {
@@ -34,8 +34,8 @@ struct dt_ckpt_writer {
     char *dir;
     wsec *s;
     uint32_t n, cap;
-    uint64_t total;    /* the file's bytes so far */
-    dt_status failed;  /* a failure of this rank's data, reported by the commit */
+    uint64_t total;   /* the file's bytes so far */
+    dt_status failed; /* a failure of this rank's data, reported by the commit */
     char *fail_msg;
 };
 
@@ -45,8 +45,10 @@ dt_status dt_ckpt_begin(dt_ctx *ctx, const char *dir, long step, dt_ckpt_writer 
     *out = NULL;
     if (!dir || !*dir) return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: no checkpoint directory given");
     if (strlen(dir) > 4000)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: checkpoint directory name is too long (%zu "
-                            "characters; at most 4000)", strlen(dir));
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_ckpt_begin: checkpoint directory name is too long (%zu "
+                                "characters; at most 4000)",
+                                strlen(dir));
     if (step < 0 || step > CKPT_MAX_STEP)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: step %ld must be 0 to 10^18-1", step);
     dt_ckpt_writer *w = calloc(1, sizeof *w);
@@ -83,32 +85,42 @@ static dt_status check_name(const dt_ckpt_writer *w, const char *fn, const char 
     const size_t len = strlen(name);
     if (len == 0) return status_set_error(DT_ERR_INVALID_ARG, "%s: the section name is empty", fn);
     if (len > DT_CKPT_NAME_MAX)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: section name \"%.*s...\" is %zu bytes; at most %d", fn, 32, name,
-                            len, DT_CKPT_NAME_MAX);
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: section name \"%.*s...\" is %zu bytes; at most %d", fn, 32,
+                                name, len, DT_CKPT_NAME_MAX);
     if (!ckpt_name_valid(name)) {
         size_t at = strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: section name \"%s\" has character 0x%02x at byte %zu; names "
-                            "are made of [A-Za-z0-9._-]", fn, name, (unsigned char)name[at], at);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: section name \"%s\" has character 0x%02x at byte %zu; names "
+                                "are made of [A-Za-z0-9._-]",
+                                fn, name, (unsigned char)name[at], at);
     }
     if (user && strncmp(name, CKPT4_RESERVED_PREFIX, strlen(CKPT4_RESERVED_PREFIX)) == 0)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: section name \"%s\" starts with \"%s\", which dtrain keeps for "
-                            "its own sections: choose another name", fn, name, CKPT4_RESERVED_PREFIX);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: section name \"%s\" starts with \"%s\", which dtrain keeps for "
+                                "its own sections: choose another name",
+                                fn, name, CKPT4_RESERVED_PREFIX);
     for (uint32_t i = 0; i < w->n; i++)
         if (strcmp(w->s[i].name, name) == 0)
-            return status_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" was already added to the checkpoint of step "
-                                "%ld: names are unique in a checkpoint", fn, name, w->step);
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "%s: section \"%s\" was already added to the checkpoint of step "
+                                    "%ld: names are unique in a checkpoint",
+                                    fn, name, w->step);
     if (w->n >= DT_CKPT_MAX_SECTIONS)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: the checkpoint of step %ld already holds %d sections, the most "
-                            "a file may hold (section \"%s\"): put small pieces together in one section", fn, w->step,
-                            DT_CKPT_MAX_SECTIONS, name);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: the checkpoint of step %ld already holds %d sections, the most "
+                                "a file may hold (section \"%s\"): put small pieces together in one section",
+                                fn, w->step, DT_CKPT_MAX_SECTIONS, name);
     if (per_rank && bytes > DT_CKPT_PER_RANK_MAX)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: per-rank section \"%s\" of %zu bytes is larger than %zu: "
-                            "per-rank sections are for small state; save large state as a plain section", fn, name,
-                            bytes, DT_CKPT_PER_RANK_MAX);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: per-rank section \"%s\" of %zu bytes is larger than %zu: "
+                                "per-rank sections are for small state; save large state as a plain section",
+                                fn, name, bytes, DT_CKPT_PER_RANK_MAX);
     const uint64_t file_bytes = per_rank ? (uint64_t)bytes * (uint64_t)w->world : (uint64_t)bytes;
     if (file_bytes > ((uint64_t)1 << 62) - w->total - sizeof(ckpt4_entry))
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %zu bytes would make the checkpoint larger "
-                            "than 2^62 bytes", fn, name, bytes);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: section \"%s\" of %zu bytes would make the checkpoint larger "
+                                "than 2^62 bytes",
+                                fn, name, bytes);
     return DT_OK;
 }
 
@@ -127,8 +139,8 @@ static dt_status add(dt_ckpt_writer *w, const char *fn, const char *name, const 
         wsec *ns = realloc(w->s, ncap * sizeof *ns);
         if (!ns) {
             if (mode == ADD_OWNED) free((void *)data);
-            return ckpt_writer_fail(w, status_set_error(DT_ERR_NOMEM, "%s: out of memory adding section \"%s\"", fn,
-                                                    name));
+            return ckpt_writer_fail(
+                w, status_set_error(DT_ERR_NOMEM, "%s: out of memory adding section \"%s\"", fn, name));
         }
         w->s = ns;
         w->cap = ncap;
@@ -149,15 +161,19 @@ static dt_status add(dt_ckpt_writer *w, const char *fn, const char *name, const 
     const int needed = per_rank || w->rank == 0; /* whose bytes reach the file */
     if (!needed || bytes == 0) return DT_OK;
     if (!data)
-        return ckpt_writer_fail(w, status_set_error(DT_ERR_INVALID_ARG, "%s: section \"%s\" of %zu bytes has no data "
-                                                "(NULL) on rank %d", fn, name, bytes, w->rank));
+        return ckpt_writer_fail(w, status_set_error(DT_ERR_INVALID_ARG,
+                                                    "%s: section \"%s\" of %zu bytes has no data "
+                                                    "(NULL) on rank %d",
+                                                    fn, name, bytes, w->rank));
     if (mode == ADD_REF) {
         x->data = data;
         return DT_OK;
     }
     if (!(x->owned = malloc(bytes)))
-        return ckpt_writer_fail(w, status_set_error(DT_ERR_NOMEM, "%s: out of host memory copying section \"%s\" "
-                                                "(%.1f MiB) on rank %d", fn, name, (double)bytes / 1048576.0, w->rank));
+        return ckpt_writer_fail(w, status_set_error(DT_ERR_NOMEM,
+                                                    "%s: out of host memory copying section \"%s\" "
+                                                    "(%.1f MiB) on rank %d",
+                                                    fn, name, (double)bytes / 1048576.0, w->rank));
     if (devmem_is_device(data)) {
         if ((s = devmem_to_host(1, x->owned, data, bytes))) return ckpt_writer_fail(w, s);
     } else {
@@ -233,25 +249,32 @@ static list_key key_of(const dt_ckpt_writer *w)
 static dt_status describe_difference(const dt_ckpt_writer *w, const list_key *k0, const list_item *theirs)
 {
     if (k0->step != w->step)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: rank %d commits step %ld, rank 0 step %lld: every "
-                            "rank commits the same step", w->rank, w->step, (long long)k0->step);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_ckpt_commit: rank %d commits step %ld, rank 0 step %lld: every "
+                                "rank commits the same step",
+                                w->rank, w->step, (long long)k0->step);
     for (uint32_t i = 0; i < w->n && i < k0->n; i++) {
         list_item it;
         item_of(&w->s[i], &it);
         if (memcmp(&it, &theirs[i], sizeof it) != 0)
-            return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: section %u is \"%s\" (%llu bytes%s) on rank %d "
-                                "but \"%s\" (%llu bytes%s) on rank 0: every rank adds the same sections, with the "
-                                "same sizes, in the same order", i, it.name, (unsigned long long)it.bytes,
-                                it.per_rank ? ", per rank" : "", w->rank, theirs[i].name,
-                                (unsigned long long)theirs[i].bytes, theirs[i].per_rank ? ", per rank" : "");
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "dt_ckpt_commit: section %u is \"%s\" (%llu bytes%s) on rank %d "
+                                    "but \"%s\" (%llu bytes%s) on rank 0: every rank adds the same sections, with the "
+                                    "same sizes, in the same order",
+                                    i, it.name, (unsigned long long)it.bytes, it.per_rank ? ", per rank" : "", w->rank,
+                                    theirs[i].name, (unsigned long long)theirs[i].bytes,
+                                    theirs[i].per_rank ? ", per rank" : "");
     }
     if (w->n != k0->n)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: rank %d added %u sections, rank 0 %u (the first %u "
-                            "alike; the next is \"%s\" on rank %d): every rank adds the same sections",
-                            w->rank, w->n, k0->n, w->n < k0->n ? w->n : k0->n,
-                            w->n < k0->n ? theirs[w->n].name : w->s[k0->n].name, w->n < k0->n ? 0 : w->rank);
-    return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_commit: rank %d writes to checkpoint directory %s, which is "
-                        "not rank 0's: every rank passes the same dir to dt_ckpt_begin", w->rank, w->dir);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_ckpt_commit: rank %d added %u sections, rank 0 %u (the first %u "
+                                "alike; the next is \"%s\" on rank %d): every rank adds the same sections",
+                                w->rank, w->n, k0->n, w->n < k0->n ? w->n : k0->n,
+                                w->n < k0->n ? theirs[w->n].name : w->s[k0->n].name, w->n < k0->n ? 0 : w->rank);
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "dt_ckpt_commit: rank %d writes to checkpoint directory %s, which is "
+                            "not rank 0's: every rank passes the same dir to dt_ckpt_begin",
+                            w->rank, w->dir);
 }
 
 /* Every rank's list against rank 0's; the failure of one (its data, or a list that differs) to all. */
@@ -291,8 +314,10 @@ static dt_status gather_per_rank(dt_ckpt_writer *w)
             if (!x->per_rank || x->bytes == 0) continue;
             void *all = malloc(x->bytes * (size_t)w->world);
             if (!all) {
-                s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_commit: out of host memory gathering per-rank section "
-                                 "\"%s\" (%.1f MiB)", x->name, (double)x->bytes * w->world / 1048576.0);
+                s = status_set_error(DT_ERR_NOMEM,
+                                     "dt_ckpt_commit: out of host memory gathering per-rank section "
+                                     "\"%s\" (%.1f MiB)",
+                                     x->name, (double)x->bytes * w->world / 1048576.0);
                 break;
             }
             memcpy(all, x->data, x->bytes); /* rank 0's blob in its place: MPI_IN_PLACE below */
@@ -307,8 +332,10 @@ static dt_status gather_per_rank(dt_ckpt_writer *w)
         int rc = MPI_Gather(w->rank == 0 ? MPI_IN_PLACE : x->data, (int)x->bytes, MPI_BYTE, x->owned, (int)x->bytes,
                             MPI_BYTE, 0, ctx_world_comm(w->ctx));
         if (rc != MPI_SUCCESS)
-            s = status_set_error(DT_ERR_MPI, "dt_ckpt_commit: MPI_Gather of per-rank section \"%s\" failed (a peer may "
-                             "have died)", x->name);
+            s = status_set_error(DT_ERR_MPI,
+                                 "dt_ckpt_commit: MPI_Gather of per-rank section \"%s\" failed (a peer may "
+                                 "have died)",
+                                 x->name);
     }
     return ckpt_agree(w->ctx, s);
 }

@@ -31,9 +31,9 @@
 
 typedef struct cifar_impl {
     int nfiles;
-    size_t rec;        /* bytes per record: 3073 or 3074 */
-    size_t hdr;        /* label bytes before the pixels: 1 or 2 */
-    size_t label_at;   /* which of them is the label read: 0 (CIFAR-10, CIFAR-100 coarse) or 1 */
+    size_t rec;      /* bytes per record: 3073 or 3074 */
+    size_t hdr;      /* label bytes before the pixels: 1 or 2 */
+    size_t label_at; /* which of them is the label read: 0 (CIFAR-10, CIFAR-100 coarse) or 1 */
     unsigned char *data[CIFAR_MAX_FILES];
     size_t first[CIFAR_MAX_FILES + 1]; /* sample index of each file's first record; [nfiles] = count */
 } cifar_impl;
@@ -42,8 +42,8 @@ static dt_status cifar_read(const ds_split *s, size_t i, float *x, int32_t *labe
 {
     const cifar_impl *c = s->impl;
     if (i >= s->count)
-        return status_set_error(DT_ERR_INVALID_ARG, "sample %zu of %s (%s split) does not exist: it has %zu (0..%zu)", i,
-                            s->source, s->split, s->count, s->count ? s->count - 1 : 0);
+        return status_set_error(DT_ERR_INVALID_ARG, "sample %zu of %s (%s split) does not exist: it has %zu (0..%zu)",
+                                i, s->source, s->split, s->count, s->count ? s->count - 1 : 0);
     int f = 0;
     while (i >= c->first[f + 1]) f++;
     const unsigned char *r = c->data[f] + (i - c->first[f]) * c->rec;
@@ -80,26 +80,32 @@ static dt_status load_file(cifar_impl *c, const char *file, const char *name, in
     const size_t n = len / c->rec;
     const size_t base = c->first[c->nfiles];
     if (len == 0)
-        st = status_set_error(DT_ERR_CORRUPT, "%s is empty: a %s file holds records of %zu bytes (the label%s, then 3072 "
-                          "pixels); download the dataset again", file, name, c->rec, cifar100 ? "s" : "");
+        st = status_set_error(DT_ERR_CORRUPT,
+                              "%s is empty: a %s file holds records of %zu bytes (the label%s, then 3072 "
+                              "pixels); download the dataset again",
+                              file, name, c->rec, cifar100 ? "s" : "");
     else if (len % c->rec != 0)
-        st = status_set_error(DT_ERR_CORRUPT, "%s is %zu bytes, not a whole number of %s records of %zu bytes: %zu "
-                          "records and %zu bytes left over (cut short, or not %s: give --data-format cifar%s if it "
-                          "is the other one); download it again", file, len, name, c->rec, n, len % c->rec, name,
-                          cifar100 ? "10" : "100");
+        st = status_set_error(DT_ERR_CORRUPT,
+                              "%s is %zu bytes, not a whole number of %s records of %zu bytes: %zu "
+                              "records and %zu bytes left over (cut short, or not %s: give --data-format cifar%s if it "
+                              "is the other one); download it again",
+                              file, len, name, c->rec, n, len % c->rec, name, cifar100 ? "10" : "100");
     /* Every label, so that training never meets a bad one. */
     for (size_t r = 0; !st && r < n; r++) {
         const unsigned char *p = buf + r * c->rec;
         if (!cifar100 && p[0] >= 10)
-            st = status_set_error(DT_ERR_CORRUPT, "%s: record %zu (sample %zu, at byte %zu) has label %d, but %s has 10 "
-                              "classes (0..9): the file is damaged or not %s; download it again", file, r, base + r,
-                              r * c->rec, p[0], name, name);
+            st = status_set_error(DT_ERR_CORRUPT,
+                                  "%s: record %zu (sample %zu, at byte %zu) has label %d, but %s has 10 "
+                                  "classes (0..9): the file is damaged or not %s; download it again",
+                                  file, r, base + r, r * c->rec, p[0], name, name);
         else if (cifar100 && (p[0] >= 20 || p[1] >= 100)) {
             const int coarse = p[0] >= 20;
-            st = status_set_error(DT_ERR_CORRUPT, "%s: record %zu (sample %zu, at byte %zu) has %s label %d, but %s has "
-                              "%s classes (0..%d): the file is damaged or not %s; download it again", file, r,
-                              base + r, r * c->rec + (coarse ? 0 : 1), coarse ? "coarse" : "fine",
-                              coarse ? p[0] : p[1], name, coarse ? "20 coarse" : "100 fine", coarse ? 19 : 99, name);
+            st =
+                status_set_error(DT_ERR_CORRUPT,
+                                 "%s: record %zu (sample %zu, at byte %zu) has %s label %d, but %s has "
+                                 "%s classes (0..%d): the file is damaged or not %s; download it again",
+                                 file, r, base + r, r * c->rec + (coarse ? 0 : 1), coarse ? "coarse" : "fine",
+                                 coarse ? p[0] : p[1], name, coarse ? "20 coarse" : "100 fine", coarse ? 19 : 99, name);
         }
     }
     if (st) {
@@ -116,7 +122,7 @@ dt_status cifar_open(const char *path, const ds_open_opts *opts, ds_split *s)
 {
     if (!opts || !opts->format || (strcmp(opts->format, "cifar10") != 0 && strcmp(opts->format, "cifar100") != 0))
         return status_set_error(DT_ERR_INVALID_ARG, "cifar_open: format '%s' is not cifar10 or cifar100",
-                            opts && opts->format ? opts->format : "(none)");
+                                opts && opts->format ? opts->format : "(none)");
     const int cifar100 = strcmp(opts->format, "cifar100") == 0;
     const char *name = cifar100 ? "CIFAR-100" : "CIFAR-10";
     const char *split = opts->split ? opts->split : "train";
@@ -150,18 +156,22 @@ dt_status cifar_open(const char *path, const ds_open_opts *opts, ds_split *s)
             int n = snprintf(want, sizeof want, "%s/%s", path, base);
             if (n < 0 || (size_t)n >= sizeof want - 3) {
                 st = status_set_error(DT_ERR_INVALID_ARG, "%s dataset path %.64s... is too long (%zu characters)", name,
-                                  path, strlen(path));
+                                      path, strlen(path));
                 break;
             }
             if (!ds_find_file(want, found, sizeof found)) {
                 if (cifar100 || test)
-                    st = status_set_error(DT_ERR_IO, "%s %s split: %s (or %s.gz) does not exist; the binary version of "
-                                      "the dataset (%s) has it", name, split, want, want,
-                                      cifar100 ? "cifar-100-binary.tar.gz" : "cifar-10-binary.tar.gz");
+                    st = status_set_error(DT_ERR_IO,
+                                          "%s %s split: %s (or %s.gz) does not exist; the binary version of "
+                                          "the dataset (%s) has it",
+                                          name, split, want, want,
+                                          cifar100 ? "cifar-100-binary.tar.gz" : "cifar-10-binary.tar.gz");
                 else
-                    st = status_set_error(DT_ERR_IO, "CIFAR-10 train split: %s (or %s.gz) does not exist, and the split "
-                                      "is data_batch_1.bin .. data_batch_5.bin, all five (%d found before it): "
-                                      "extract cifar-10-binary.tar.gz again", want, want, f);
+                    st = status_set_error(DT_ERR_IO,
+                                          "CIFAR-10 train split: %s (or %s.gz) does not exist, and the split "
+                                          "is data_batch_1.bin .. data_batch_5.bin, all five (%d found before it): "
+                                          "extract cifar-10-binary.tar.gz again",
+                                          want, want, f);
                 break;
             }
             st = load_file(c, found, name, cifar100);

@@ -48,8 +48,10 @@ static dt_status make_holdout(dt_dataset *d, double fraction, int part)
     const size_t n = d->split->count;
     const size_t aside = (size_t)llround(fraction * (double)n);
     if (aside < 1 || aside >= n)
-        return status_set_error(DT_ERR_INVALID_ARG, "--holdout %g of %zu samples keeps %zu aside: it must leave at least "
-                            "one sample on each side", fraction, n, aside);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "--holdout %g of %zu samples keeps %zu aside: it must leave at least "
+                                "one sample on each side",
+                                fraction, n, aside);
     uint32_t *order = malloc(n * sizeof *order);
     if (!order) return status_set_error(DT_ERR_NOMEM, "out of memory for the holdout of %zu samples", n);
     for (size_t i = 0; i < n; i++) order[i] = (uint32_t)i;
@@ -94,7 +96,7 @@ static dt_status view_stats(const dt_dataset *d, size_t stride, ds_stats *out)
         }
         if (!s && (y < 0 || y >= d->classes))
             s = status_set_error(DT_ERR_CORRUPT, "%s: sample %zu has label %d, outside 0..%d", d->split->source, i,
-                             (int)y, d->classes - 1);
+                                 (int)y, d->classes - 1);
         if (!s) ds_stats_acc_add(&acc, x, y);
     }
     free(x);
@@ -131,7 +133,8 @@ static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int
     } else {
         ds_stats st;
         const int decoded = strcmp(d->split->format, "imagefolder") == 0;
-        const size_t stride = decoded && d->n > STATS_DECODED_MAX ? (d->n + STATS_DECODED_MAX - 1) / STATS_DECODED_MAX : 1;
+        const size_t stride =
+            decoded && d->n > STATS_DECODED_MAX ? (d->n + STATS_DECODED_MAX - 1) / STATS_DECODED_MAX : 1;
         dt_status s = d->view || stride > 1 || d->skip_bad ? view_stats(d, stride, &st)
                                                            : ds_compute_stats(d->split, threads, &st);
         if (s) return s;
@@ -140,8 +143,10 @@ static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int
     }
     for (int c = 0; c < C; c++) {
         if (!isfinite(d->mean[c]) || !isfinite(d->std[c]) || d->std[c] < 0)
-            return status_set_error(DT_ERR_INVALID_ARG, "channel %d's mean %g / std %g cannot normalize: they must be "
-                                "finite and the std >= 0", c, (double)d->mean[c], (double)d->std[c]);
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "channel %d's mean %g / std %g cannot normalize: they must be "
+                                    "finite and the std >= 0",
+                                    c, (double)d->mean[c], (double)d->std[c]);
         /* A constant channel (std 0) is only centred: dividing would make infinities. */
         const float sd = d->std[c] > 0 ? d->std[c] : 1.0f;
         d->mul[c] = 1.0f / sd;
@@ -167,8 +172,10 @@ static dt_status dataset_finish(ds_split *split, const dt_data_config *cfg, int 
     d->crop_pad = cfg->crop_pad, d->flip = cfg->flip, d->skip_bad = cfg->skip_bad;
     dt_status s = DT_OK;
     if (cfg->crop_pad < 0 || cfg->crop_pad > 4096 || (cfg->crop_pad && (d->h < 2 || d->w < 2)))
-        s = status_set_error(DT_ERR_INVALID_ARG, "augmentation crop padding %d: it needs images (H and W > 1, now %dx%d) "
-                         "and a padding of 0 to 4096 pixels", cfg->crop_pad, d->h, d->w);
+        s = status_set_error(DT_ERR_INVALID_ARG,
+                             "augmentation crop padding %d: it needs images (H and W > 1, now %dx%d) "
+                             "and a padding of 0 to 4096 pixels",
+                             cfg->crop_pad, d->h, d->w);
     else if (cfg->flip && d->w < 2)
         s = status_set_error(DT_ERR_INVALID_ARG, "augmentation flip needs images (W > 1, now %d)", d->w);
     else if (use_holdout && cfg->holdout != 0 && !(cfg->holdout > 0 && cfg->holdout < 1))
@@ -188,10 +195,16 @@ dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset 
 {
     *out = NULL;
     dt_data_config cfg;
-    if (c) cfg = *c;
-    else dt_data_defaults(&cfg);
-    const ds_open_opts o = {.format = cfg.format, .split = cfg.split, .cifar100_coarse = cfg.cifar100_coarse,
-                            .c = cfg.c, .h = cfg.h, .w = cfg.w};
+    if (c)
+        cfg = *c;
+    else
+        dt_data_defaults(&cfg);
+    const ds_open_opts o = {.format = cfg.format,
+                            .split = cfg.split,
+                            .cifar100_coarse = cfg.cifar100_coarse,
+                            .c = cfg.c,
+                            .h = cfg.h,
+                            .w = cfg.w};
     ds_split *split;
     dt_status s = ds_open(path, &o, &split);
     if (s) return s;
@@ -246,10 +259,7 @@ const char *dt_dataset_source(const dt_dataset *d) { return d->split->source; }
 int dt_dataset_uint8(const dt_dataset *d) { return d->split->uint8_values; }
 long dt_dataset_bad_samples(const dt_dataset *d) { return __atomic_load_n(&d->bad, __ATOMIC_RELAXED); }
 
-void dt_dataset_shape(const dt_dataset *d, int *c, int *h, int *w)
-{
-    *c = d->c, *h = d->h, *w = d->w;
-}
+void dt_dataset_shape(const dt_dataset *d, int *c, int *h, int *w) { *c = d->c, *h = d->h, *w = d->w; }
 
 dt_normalize dt_dataset_normalization(const dt_dataset *d, const float **mean, const float **std)
 {
@@ -276,8 +286,7 @@ dt_status dt_dataset_position(const dt_dataset *d, long step, int world, int bat
 
 dt_status dt_dataset_set_position(dt_dataset *d, long step, long epoch, long offset)
 {
-    if (offset < 0)
-        return status_set_error(DT_ERR_INVALID_ARG, "data position offset %ld is negative", offset);
+    if (offset < 0) return status_set_error(DT_ERR_INVALID_ARG, "data position offset %ld is negative", offset);
     return sampler_set_anchor(&d->smp, step, epoch, (size_t)offset);
 }
 

@@ -18,18 +18,18 @@
 #include <stdint.h>
 
 struct dt_dataset {
-    ds_split *split;     /* owned */
-    uint32_t *view;      /* the holdout's view: sample k is split sample view[k]; NULL: all */
-    size_t n;            /* samples (of the view) */
+    ds_split *split; /* owned */
+    uint32_t *view;  /* the holdout's view: sample k is split sample view[k]; NULL: all */
+    size_t n;        /* samples (of the view) */
     int c, h, w, classes;
     size_t input_size;
     ds_sampler smp;
     uint64_t seed;
     dt_normalize norm;
-    float *mean, *std;   /* per channel, for DT_NORMALIZE_STANDARD */
-    float *mul, *add;    /* per channel: normalized = value * mul + add */
+    float *mean, *std; /* per channel, for DT_NORMALIZE_STANDARD */
+    float *mul, *add;  /* per channel: normalized = value * mul + add */
     int crop_pad, flip, skip_bad;
-    long bad;            /* samples replaced (atomic) */
+    long bad; /* samples replaced (atomic) */
 };
 
 /* Floats of scratch dataset_fill needs per thread. */
@@ -41,7 +41,7 @@ dt_status dataset_plan(dt_dataset *d, long step, int rank, int world, int batch,
 /* Samples idx[0..n) of `epoch` (view indices) into x (n x input size) and labels: read, then
  * augmented when `augment` (from (seed, epoch, index)), then normalized. scratch:
  * dataset_scratch_floats floats. Thread-safe. */
-dt_status dataset_fill(dt_dataset *d, const uint32_t *idx, long epoch, int n, int augment, float *x,
-                       int32_t *labels, float *scratch);
+dt_status dataset_fill(dt_dataset *d, const uint32_t *idx, long epoch, int n, int augment, float *x, int32_t *labels,
+                       float *scratch);
 
 #endif

@@ -87,11 +87,11 @@ static dt_status dts_read(const ds_split *s, size_t i, float *x, int32_t *label)
     const size_t per = (size_t)s->c * s->h * s->w;
     const unsigned char *row = m->base + m->header_bytes + i * m->row_bytes;
     switch (m->dtype) {
-    case DTS_UINT8:
-        for (size_t j = 0; j < per; j++) x[j] = (float)row[j];
-        break;
-    case DTS_FP16: cpu_cast_16_to_f32(DT_F16, (const uint16_t *)(const void *)row, x, per); break;
-    default: memcpy(x, row, per * sizeof *x); break;
+        case DTS_UINT8:
+            for (size_t j = 0; j < per; j++) x[j] = (float)row[j];
+            break;
+        case DTS_FP16: cpu_cast_16_to_f32(DT_F16, (const uint16_t *)(const void *)row, x, per); break;
+        default: memcpy(x, row, per * sizeof *x); break;
     }
     *label = (int32_t)le32(m->base + m->labels_offset + 4 * i);
     return DT_OK;
@@ -121,70 +121,86 @@ uint64_t dts_sample_offset(const ds_split *s, size_t i)
 static dt_status check_header(const char *f, const unsigned char *b, size_t len, dts_map *m, ds_split *s)
 {
     if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b)
-        return status_set_error(DT_ERR_CORRUPT, "%s is gzip-compressed: a .dts shard is read by mmap, uncompressed; "
-                            "gunzip it first", f);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s is gzip-compressed: a .dts shard is read by mmap, uncompressed; "
+                                "gunzip it first",
+                                f);
     if (len < DTS_FIXED_BYTES)
-        return status_set_error(DT_ERR_CORRUPT, "%s is %zu bytes, too short for a .dts header (%u bytes at least): "
-                            "truncated; write it again with dtrain data convert", f, len, DTS_FIXED_BYTES);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s is %zu bytes, too short for a .dts header (%u bytes at least): "
+                                "truncated; write it again with dtrain data convert",
+                                f, len, DTS_FIXED_BYTES);
     if (memcmp(b, DTS_MAGIC, 8) != 0)
-        return status_set_error(DT_ERR_CORRUPT, "%s is not a .dts shard: it does not start with the magic \"%s\" "
-                            "(offset 0); give --data-format to read it as another format", f, DTS_MAGIC);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s is not a .dts shard: it does not start with the magic \"%s\" "
+                                "(offset 0); give --data-format to read it as another format",
+                                f, DTS_MAGIC);
     const uint32_t version = le32(b + 8), header_bytes = le32(b + 12), c = le32(b + 16), h = le32(b + 20),
                    w = le32(b + 24), dtype = le32(b + 28), classes = le32(b + 40), hcrc = le32(b + 44),
                    reserved = le32(b + 60);
     const uint64_t count = le64(b + 32), payload_bytes = le64(b + 48);
     if (version != DTS_VERSION)
-        return status_set_error(DT_ERR_CORRUPT, "%s: .dts version %u (offset 8); this dtrain reads version %u: "
-                            "convert the data again with this dtrain", f, version, DTS_VERSION);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s: .dts version %u (offset 8); this dtrain reads version %u: "
+                                "convert the data again with this dtrain",
+                                f, version, DTS_VERSION);
     if (c < 1 || c > DS_MAX_SAMPLE_VALUES)
         return status_set_error(DT_ERR_CORRUPT, "%s: %u channels (offset 16); a sample has 1 to %u", f, c,
-                            DS_MAX_SAMPLE_VALUES);
+                                DS_MAX_SAMPLE_VALUES);
     const uint64_t want_hdr = round_up(DTS_FIXED_BYTES + 8ull * c, DTS_ALIGN);
     if (header_bytes != want_hdr)
-        return status_set_error(DT_ERR_CORRUPT, "%s: header_bytes %u (offset 12) should be %llu for %u channels: the "
-                            "header is damaged; write it again with dtrain data convert", f, header_bytes,
-                            (unsigned long long)want_hdr, c);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s: header_bytes %u (offset 12) should be %llu for %u channels: the "
+                                "header is damaged; write it again with dtrain data convert",
+                                f, header_bytes, (unsigned long long)want_hdr, c);
     if (header_bytes > len)
-        return status_set_error(DT_ERR_CORRUPT, "%s is %zu bytes, shorter than its %u-byte header: truncated; write it "
-                            "again with dtrain data convert", f, len, header_bytes);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s is %zu bytes, shorter than its %u-byte header: truncated; write it "
+                                "again with dtrain data convert",
+                                f, len, header_bytes);
     /* The CRC of the header with its own field as 0, without writing to the read-only map. */
     static const unsigned char zero4[4];
     uint32_t crc = crc_of(0, b, 44);
     crc = crc_of(crc, zero4, 4);
     crc = crc_of(crc, b + 48, header_bytes - 48);
     if (crc != hcrc)
-        return status_set_error(DT_ERR_CORRUPT, "%s: the header's CRC-32 is %08x but the header (bytes 0 to %u) sums to "
-                            "%08x: the header is damaged; copy the file again or write it again with dtrain data "
-                            "convert", f, hcrc, header_bytes, crc);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s: the header's CRC-32 is %08x but the header (bytes 0 to %u) sums to "
+                                "%08x: the header is damaged; copy the file again or write it again with dtrain data "
+                                "convert",
+                                f, hcrc, header_bytes, crc);
     if (reserved != 0)
-        return status_set_error(DT_ERR_CORRUPT, "%s: reserved field (offset 60) is %u, not 0: written by a newer dtrain?",
-                            f, reserved);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s: reserved field (offset 60) is %u, not 0: written by a newer dtrain?", f, reserved);
     if (h < 1 || w < 1 || (uint64_t)c * h > DS_MAX_SAMPLE_VALUES || (uint64_t)c * h * w > DS_MAX_SAMPLE_VALUES)
         return status_set_error(DT_ERR_CORRUPT, "%s: sample shape %ux%ux%u (offsets 16, 20, 24) is not 1 to %u values",
-                            f, c, h, w, DS_MAX_SAMPLE_VALUES);
+                                f, c, h, w, DS_MAX_SAMPLE_VALUES);
     const size_t esize = dts_dtype_size((int)dtype);
     if (!esize)
         return status_set_error(DT_ERR_CORRUPT, "%s: dtype %u (offset 28) is not 1 (uint8), 2 (fp16) or 3 (fp32)", f,
-                            dtype);
+                                dtype);
     if (count < 1)
         return status_set_error(DT_ERR_CORRUPT, "%s: count (offset 32) is 0: a shard holds at least one sample", f);
     if (classes < 1 || classes > DS_MAX_CLASSES)
         return status_set_error(DT_ERR_CORRUPT, "%s: %u classes (offset 40); a dataset has 1 to %d", f, classes,
-                            DS_MAX_CLASSES);
+                                DS_MAX_CLASSES);
     const uint64_t row = (uint64_t)c * h * w * esize; /* <= 2^30 */
     uint64_t samples, labels, total;
     if (__builtin_mul_overflow(count, row, &samples) || samples > UINT64_MAX - DTS_ALIGN ||
         __builtin_mul_overflow(count, 4u, &labels) ||
         __builtin_add_overflow(round_up(samples, DTS_ALIGN), labels, &total) || total > (uint64_t)len - header_bytes)
-        return status_set_error(DT_ERR_CORRUPT, "%s: %llu samples of %ux%ux%u %s (offsets 32, 16-28) need more than "
-                            "the file's %zu bytes: truncated or a damaged count; write it again with dtrain data "
-                            "convert", f, (unsigned long long)count, c, h, w, dts_dtype_name((int)dtype), len);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s: %llu samples of %ux%ux%u %s (offsets 32, 16-28) need more than "
+                                "the file's %zu bytes: truncated or a damaged count; write it again with dtrain data "
+                                "convert",
+                                f, (unsigned long long)count, c, h, w, dts_dtype_name((int)dtype), len);
     if (payload_bytes != total || (uint64_t)len - header_bytes != total)
-        return status_set_error(DT_ERR_CORRUPT, "%s is %zu bytes; its header (%u bytes) describes a payload of %llu "
-                            "bytes (%llu samples and their labels) and payload_bytes (offset 48) says %llu: data "
-                            "after the labels or a damaged header; write it again with dtrain data convert", f, len,
-                            header_bytes, (unsigned long long)total, (unsigned long long)count,
-                            (unsigned long long)payload_bytes);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s is %zu bytes; its header (%u bytes) describes a payload of %llu "
+                                "bytes (%llu samples and their labels) and payload_bytes (offset 48) says %llu: data "
+                                "after the labels or a damaged header; write it again with dtrain data convert",
+                                f, len, header_bytes, (unsigned long long)total, (unsigned long long)count,
+                                (unsigned long long)payload_bytes);
     m->header_bytes = header_bytes;
     m->row_bytes = (size_t)row;
     m->labels_offset = (size_t)(header_bytes + round_up(samples, DTS_ALIGN));
@@ -200,19 +216,21 @@ static dt_status check_header(const char *f, const unsigned char *b, size_t len,
         m->mean[k] = lef32(b + DTS_FIXED_BYTES + 4 * (size_t)k);
         m->std[k] = lef32(b + DTS_FIXED_BYTES + 4 * ((size_t)c + k));
         if (!isfinite(m->mean[k]) || !isfinite(m->std[k]) || m->std[k] < 0)
-            return status_set_error(DT_ERR_CORRUPT, "%s: channel %u's mean %g / std %g (offset %zu) is not a finite mean "
-                                "and std >= 0: write it again with dtrain data convert", f, k, (double)m->mean[k],
-                                (double)m->std[k], DTS_FIXED_BYTES + 4 * (size_t)k);
+            return status_set_error(DT_ERR_CORRUPT,
+                                    "%s: channel %u's mean %g / std %g (offset %zu) is not a finite mean "
+                                    "and std >= 0: write it again with dtrain data convert",
+                                    f, k, (double)m->mean[k], (double)m->std[k], DTS_FIXED_BYTES + 4 * (size_t)k);
     }
     s->mean = m->mean;
     s->std = m->std;
     for (uint64_t i = 0; i < count; i++) {
         const int32_t y = (int32_t)le32(b + m->labels_offset + 4 * i);
         if (y < 0 || (uint32_t)y >= classes)
-            return status_set_error(DT_ERR_CORRUPT, "%s: label %d of sample %llu (offset %llu) is outside 0 to %u (the "
-                                "header says %u classes): write it again with dtrain data convert", f, (int)y,
-                                (unsigned long long)i, (unsigned long long)(m->labels_offset + 4 * i), classes - 1,
-                                classes);
+            return status_set_error(DT_ERR_CORRUPT,
+                                    "%s: label %d of sample %llu (offset %llu) is outside 0 to %u (the "
+                                    "header says %u classes): write it again with dtrain data convert",
+                                    f, (int)y, (unsigned long long)i, (unsigned long long)(m->labels_offset + 4 * i),
+                                    classes - 1, classes);
     }
     return DT_OK;
 }
@@ -230,7 +248,7 @@ static dt_status shard_path(const char *path, const ds_open_opts *opts, char *ou
     snprintf(out, n, "%s/%s.dts", path, split);
     if (stat(out, &sb) != 0)
         return status_set_error(DT_ERR_IO, "%s has no %s split: %s is missing (dtrain data convert writes it)", path,
-                            split, out);
+                                split, out);
     return DT_OK;
 }
 
@@ -245,12 +263,13 @@ dt_status dts_open(const char *path, const ds_open_opts *opts, ds_split *s)
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return status_set_error(DT_ERR_IO, "%s is not a regular file (a directory, FIFO or device): give a .dts file", f);
+        return status_set_error(DT_ERR_IO, "%s is not a regular file (a directory, FIFO or device): give a .dts file",
+                                f);
     }
     if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX) {
         close(fd);
         return status_set_error(DT_ERR_CORRUPT, "%s: %lld bytes do not fit this machine's address space", f,
-                            (long long)sb.st_size);
+                                (long long)sb.st_size);
     }
     const size_t len = (size_t)sb.st_size;
     dts_map *m = calloc(1, sizeof *m);
@@ -263,11 +282,12 @@ dt_status dts_open(const char *path, const ds_open_opts *opts, ds_split *s)
     if (len == 0) {
         close(fd);
         return status_set_error(DT_ERR_CORRUPT, "%s is empty: a .dts shard has a %u-byte header at least", f,
-                            DTS_FIXED_BYTES);
+                                DTS_FIXED_BYTES);
     }
     void *base = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
     close(fd); /* the mapping keeps the file */
-    if (base == MAP_FAILED) return status_set_error(DT_ERR_IO, "cannot map %s (%zu bytes): %s", f, len, strerror(errno));
+    if (base == MAP_FAILED)
+        return status_set_error(DT_ERR_IO, "cannot map %s (%zu bytes): %s", f, len, strerror(errno));
     m->base = base;
     m->size = len;
     if ((st = check_header(f, m->base, len, m, s))) return st;
@@ -290,9 +310,11 @@ dt_status dts_verify(const char *path)
     const uint32_t want = le32(m->base + 56);
     const uint32_t got = crc_of(0, m->base + m->header_bytes, (size_t)payload);
     if (got != want) {
-        st = status_set_error(DT_ERR_CORRUPT, "%s: the payload (bytes %zu to %zu) sums to CRC-32 %08x, the header says "
-                          "%08x: samples or labels are damaged; copy the file again or write it again with dtrain "
-                          "data convert", s.source, m->header_bytes, m->size, got, want);
+        st = status_set_error(DT_ERR_CORRUPT,
+                              "%s: the payload (bytes %zu to %zu) sums to CRC-32 %08x, the header says "
+                              "%08x: samples or labels are damaged; copy the file again or write it again with dtrain "
+                              "data convert",
+                              s.source, m->header_bytes, m->size, got, want);
     }
     if (!st && m->dtype != DTS_UINT8) {
         const size_t per = (size_t)s.c * s.h * s.w;
@@ -303,10 +325,12 @@ dt_status dts_verify(const char *path)
             dts_read(&s, i, x, &y);
             for (size_t j = 0; j < per; j++)
                 if (!isfinite(x[j])) {
-                    st = status_set_error(DT_ERR_CORRUPT, "%s: value %zu of sample %zu (offset %llu) is %g: a dataset "
-                                      "must hold finite values; write it again from a clean source", s.source, j, i,
-                                      (unsigned long long)(dts_sample_offset(&s, i) + j * dts_dtype_size(m->dtype)),
-                                      (double)x[j]);
+                    st = status_set_error(DT_ERR_CORRUPT,
+                                          "%s: value %zu of sample %zu (offset %llu) is %g: a dataset "
+                                          "must hold finite values; write it again from a clean source",
+                                          s.source, j, i,
+                                          (unsigned long long)(dts_sample_offset(&s, i) + j * dts_dtype_size(m->dtype)),
+                                          (double)x[j]);
                     break;
                 }
         }

@@ -79,26 +79,32 @@ static dt_status store(const writer *w, size_t i, float *x, uint16_t *h, unsigne
     for (size_t j = 0; j < w->per; j++) {
         const float v = x[j];
         if (!isfinite(v))
-            return status_set_error(DT_ERR_INVALID_ARG, "%s: value %zu of sample %zu is %g: a dataset must hold finite "
-                                "values", s->source, j, i, (double)v);
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "%s: value %zu of sample %zu is %g: a dataset must hold finite "
+                                    "values",
+                                    s->source, j, i, (double)v);
         if (w->dtype == DTS_UINT8 && !(v >= 0 && v <= 255 && v == floorf(v)))
-            return status_set_error(DT_ERR_INVALID_ARG, "%s: value %zu of sample %zu is %g, not a byte 0..255: store "
-                                "this dataset with --dtype fp16 or fp32", s->source, j, i, (double)v);
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "%s: value %zu of sample %zu is %g, not a byte 0..255: store "
+                                    "this dataset with --dtype fp16 or fp32",
+                                    s->source, j, i, (double)v);
     }
     switch (w->dtype) {
-    case DTS_UINT8:
-        for (size_t j = 0; j < w->per; j++) out[j] = (unsigned char)x[j];
-        break;
-    case DTS_FP16:
-        cpu_cast_f32_to_16(DT_F16, x, h, w->per);
-        for (size_t j = 0; j < w->per; j++)
-            if ((h[j] & 0x7c00u) == 0x7c00u)
-                return status_set_error(DT_ERR_INVALID_ARG, "%s: value %zu of sample %zu is %g, past fp16's largest "
-                                    "(65504): store this dataset with --dtype fp32", s->source, j, i, (double)x[j]);
-        memcpy(out, h, w->per * sizeof *h);
-        cpu_cast_16_to_f32(DT_F16, h, x, w->per);
-        break;
-    default: memcpy(out, x, w->per * sizeof *x); break;
+        case DTS_UINT8:
+            for (size_t j = 0; j < w->per; j++) out[j] = (unsigned char)x[j];
+            break;
+        case DTS_FP16:
+            cpu_cast_f32_to_16(DT_F16, x, h, w->per);
+            for (size_t j = 0; j < w->per; j++)
+                if ((h[j] & 0x7c00u) == 0x7c00u)
+                    return status_set_error(DT_ERR_INVALID_ARG,
+                                            "%s: value %zu of sample %zu is %g, past fp16's largest "
+                                            "(65504): store this dataset with --dtype fp32",
+                                            s->source, j, i, (double)x[j]);
+            memcpy(out, h, w->per * sizeof *h);
+            cpu_cast_16_to_f32(DT_F16, h, x, w->per);
+            break;
+        default: memcpy(out, x, w->per * sizeof *x); break;
     }
     return DT_OK;
 }
@@ -125,7 +131,7 @@ static void *worker_run(void *arg)
             st = ds_read(w->src, i, k->x, &sl->labels[j]);
             if (!st && (sl->labels[j] < 0 || sl->labels[j] >= w->src->classes))
                 st = status_set_error(DT_ERR_CORRUPT, "%s: label %d of sample %zu is outside 0 to %d", w->src->source,
-                                  (int)sl->labels[j], i, w->src->classes - 1);
+                                      (int)sl->labels[j], i, w->src->classes - 1);
             if (!st) st = store(w, i, k->x, k->h, sl->buf + j * w->row_bytes);
             if (!st) ds_stats_acc_add(&k->acc, k->x, sl->labels[j]);
         }
@@ -148,16 +154,19 @@ static dt_status write_at(int fd, const char *path, const void *p, size_t n, uin
         ssize_t r = pwrite(fd, b, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == ENOSPC || errno == EDQUOT))
-            return status_set_error(DT_ERR_IO, "cannot write %s: no space left on its device (or quota) at byte %llu of "
-                                "%llu: free space there or write the shard to another directory", path,
-                                (unsigned long long)off, (unsigned long long)total);
+            return status_set_error(DT_ERR_IO,
+                                    "cannot write %s: no space left on its device (or quota) at byte %llu of "
+                                    "%llu: free space there or write the shard to another directory",
+                                    path, (unsigned long long)off, (unsigned long long)total);
         if (r < 0 && errno == EFBIG)
-            return status_set_error(DT_ERR_IO, "cannot write %s: the file would pass the file-size limit (ulimit -f, or "
-                                "the filesystem's) at byte %llu of %llu: raise the limit or write to another "
-                                "filesystem", path, (unsigned long long)off, (unsigned long long)total);
+            return status_set_error(DT_ERR_IO,
+                                    "cannot write %s: the file would pass the file-size limit (ulimit -f, or "
+                                    "the filesystem's) at byte %llu of %llu: raise the limit or write to another "
+                                    "filesystem",
+                                    path, (unsigned long long)off, (unsigned long long)total);
         if (r <= 0)
             return status_set_error(DT_ERR_IO, "cannot write %s at byte %llu: %s", path, (unsigned long long)off,
-                                r < 0 ? strerror(errno) : "nothing written");
+                                    r < 0 ? strerror(errno) : "nothing written");
         b += r, n -= (size_t)r, off += (uint64_t)r;
     }
     return DT_OK;
@@ -206,13 +215,13 @@ static dt_status write_payload(writer *w, int fd, const char *tmp, uint64_t head
         }
         if (!k->x || !k->h || !k->slot[0].buf || !k->slot[1].buf || !k->slot[0].labels || !k->slot[1].labels)
             st = status_set_error(DT_ERR_NOMEM, "out of memory for the buffers of %d writer threads: lower --threads",
-                              w->threads);
+                                  w->threads);
         if (!st) st = ds_stats_acc_init(&k->acc, s->c, (size_t)s->h * s->w, s->classes);
     }
     for (; !st && started < w->threads; started++)
         if (pthread_create(&tid[started], NULL, worker_run, &ks[started]) != 0)
             st = status_set_error(DT_ERR_NOMEM, "cannot start writer thread %d of %d: lower --threads", started + 1,
-                              w->threads);
+                                  w->threads);
     uint32_t crc = 0;
     uint64_t off = header_bytes;
     for (size_t c = 0; !st && c < w->nchunks; c++) {
@@ -280,9 +289,11 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     const uint64_t per = (uint64_t)src->c * (uint64_t)src->h * (uint64_t)src->w;
     if (src->c < 1 || src->h < 1 || src->w < 1 || per > DS_MAX_SAMPLE_VALUES || src->count < 1 || src->classes < 1 ||
         src->classes > DS_MAX_CLASSES)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: %zu samples of %dx%dx%d in %d classes cannot be a .dts shard "
-                            "(1 to %u values a sample, 1 to %d classes, at least one sample)", src->source, src->count,
-                            src->c, src->h, src->w, src->classes, DS_MAX_SAMPLE_VALUES, DS_MAX_CLASSES);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: %zu samples of %dx%dx%d in %d classes cannot be a .dts shard "
+                                "(1 to %u values a sample, 1 to %d classes, at least one sample)",
+                                src->source, src->count, src->c, src->h, src->w, src->classes, DS_MAX_SAMPLE_VALUES,
+                                DS_MAX_CLASSES);
     struct stat sb;
     if (!o.force && stat(path, &sb) == 0)
         return status_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it, or another name", path);
@@ -294,15 +305,15 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     split_path(path, dir, sizeof dir, &base);
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", dir, base, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return status_set_error(DT_ERR_IO, "cannot create %s (for %s): %s", tmp, path, strerror(errno));
+    if (fd < 0) return status_set_error(DT_ERR_IO, "cannot create %s (for %s): %s", tmp, path, strerror(errno));
     dt_status st = DT_OK;
     /* A full disk found now rather than after an hour of decoding images. */
     struct statvfs vf;
     if (fstatvfs(fd, &vf) == 0 && vf.f_frsize && (uint64_t)vf.f_bavail * vf.f_frsize < file_bytes)
-        st = status_set_error(DT_ERR_IO, "cannot write %s: it needs %llu bytes and its filesystem has %llu free: free "
-                          "space there or write the shard to another directory", path,
-                          (unsigned long long)file_bytes, (unsigned long long)vf.f_bavail * vf.f_frsize);
+        st = status_set_error(DT_ERR_IO,
+                              "cannot write %s: it needs %llu bytes and its filesystem has %llu free: free "
+                              "space there or write the shard to another directory",
+                              path, (unsigned long long)file_bytes, (unsigned long long)vf.f_bavail * vf.f_frsize);
     int threads = o.threads < 1 ? 1 : o.threads;
     writer w = {.src = src, .dtype = dtype, .per = (size_t)per, .row_bytes = (size_t)row};
     w.chunk = row >= CHUNK_BYTES ? 1 : CHUNK_BYTES / (size_t)row;
@@ -346,7 +357,7 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     ds_stats_free(&stats);
     if (!st && fsync(fd) != 0)
         st = status_set_error(DT_ERR_IO, "cannot write %s: fsync failed (%s): the disk may be full or failing", path,
-                          strerror(errno));
+                              strerror(errno));
     if (close(fd) != 0 && !st)
         st = status_set_error(DT_ERR_IO, "cannot write %s: close failed (%s)", path, strerror(errno));
     if (!st) {
@@ -354,8 +365,9 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
         int r = o.force ? rename(tmp, path) : renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
         if (r != 0 && !o.force && (errno == EINVAL || errno == ENOSYS)) r = link(tmp, path) == 0 ? unlink(tmp) : -1;
         if (r != 0)
-            st = errno == EEXIST ? status_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it", path)
-                                 : status_set_error(DT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+            st = errno == EEXIST
+                     ? status_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it", path)
+                     : status_set_error(DT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
     }
     if (st) {
         unlink(tmp);

@@ -36,10 +36,10 @@ dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int th
     const int K = dt_model_num_classes(m);
     if (d->classes > K)
         return status_set_error(DT_ERR_INVALID_ARG, "%s has %d classes, the model only %d outputs", d->split->source,
-                            d->classes, K);
+                                d->classes, K);
     if ((size_t)d->input_size != dt_model_input_size(m))
         return status_set_error(DT_ERR_INVALID_ARG, "%s's samples are %dx%dx%d (%zu values), the model takes %zu",
-                            d->split->source, d->c, d->h, d->w, d->input_size, dt_model_input_size(m));
+                                d->split->source, d->c, d->h, d->w, d->input_size, dt_model_input_size(m));
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
     /* Per-class figures: correct and count per class, the confusion matrix, then the totals. */
     const size_t ncls = (size_t)K, nconf = r->confusion ? ncls * ncls : 0, nc = 2 * ncls + nconf + 2;
@@ -81,7 +81,7 @@ dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int th
     if (!cs && failed == 0 && world > 1) cs = dt_allreduce(ctx, wire, 2 * nc + 2, DT_F32, DT_SUM);
     if (!s && !cs && failed > 0)
         s = status_set_error(DT_ERR_IO, "evaluation failed on %g other rank%s (see their messages)", (double)failed,
-                         failed == 1 ? "" : "s");
+                             failed == 1 ? "" : "s");
     else if (s)
         s = status_set_error(s, "%s", why);
     else if (cs)

@@ -38,8 +38,10 @@ dt_status ds_read_file(const char *path, size_t max_bytes, unsigned char **buf, 
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return status_set_error(DT_ERR_IO, "%s is not a regular file (a directory, FIFO or device): give the dataset's "
-                            "files", path);
+        return status_set_error(DT_ERR_IO,
+                                "%s is not a regular file (a directory, FIFO or device): give the dataset's "
+                                "files",
+                                path);
     }
     gzFile z = gzdopen(fd, "rb");
     if (!z) {
@@ -55,8 +57,10 @@ dt_status ds_read_file(const char *path, size_t max_bytes, unsigned char **buf, 
     while (!s) {
         if (n == cap) {
             if (cap > max_bytes) {
-                s = status_set_error(DT_ERR_CORRUPT, "%s holds more than %zu bytes (decompressed), the most a dataset "
-                                 "file may: split it, or convert it to a .dts shard", path, max_bytes);
+                s = status_set_error(DT_ERR_CORRUPT,
+                                     "%s holds more than %zu bytes (decompressed), the most a dataset "
+                                     "file may: split it, or convert it to a .dts shard",
+                                     path, max_bytes);
                 break;
             }
             size_t ncap = cap * 2 > max_bytes + 1 ? max_bytes + 1 : cap * 2;
@@ -73,8 +77,10 @@ dt_status ds_read_file(const char *path, size_t max_bytes, unsigned char **buf, 
         if (r < 0) {
             int zerr;
             const char *msg = gzerror(z, &zerr);
-            s = status_set_error(DT_ERR_CORRUPT, "%s: the compressed data is damaged after %zu bytes (%s): download it "
-                             "again", path, n, zerr == Z_ERRNO ? strerror(errno) : msg);
+            s = status_set_error(DT_ERR_CORRUPT,
+                                 "%s: the compressed data is damaged after %zu bytes (%s): download it "
+                                 "again",
+                                 path, n, zerr == Z_ERRNO ? strerror(errno) : msg);
             break;
         }
         if (r == 0) {
@@ -82,16 +88,20 @@ dt_status ds_read_file(const char *path, size_t max_bytes, unsigned char **buf, 
             int zerr;
             const char *msg = gzerror(z, &zerr);
             if (zerr != Z_OK && zerr != Z_STREAM_END)
-                s = status_set_error(DT_ERR_CORRUPT, "%s: the compressed data is damaged after %zu bytes (%s): download "
-                                 "it again", path, n, msg);
+                s = status_set_error(DT_ERR_CORRUPT,
+                                     "%s: the compressed data is damaged after %zu bytes (%s): download "
+                                     "it again",
+                                     path, n, msg);
             break;
         }
         n += (size_t)r;
     }
     gzclose(z); /* closes fd */
     if (!s && n > max_bytes)
-        s = status_set_error(DT_ERR_CORRUPT, "%s holds more than %zu bytes (decompressed), the most a dataset file may: "
-                         "split it, or convert it to a .dts shard", path, max_bytes);
+        s = status_set_error(DT_ERR_CORRUPT,
+                             "%s holds more than %zu bytes (decompressed), the most a dataset file may: "
+                             "split it, or convert it to a .dts shard",
+                             path, max_bytes);
     if (s) {
         free(b);
         return s;

@@ -22,11 +22,13 @@
 static int type_size(int type)
 {
     switch (type) {
-    case 0x08: case 0x09: return 1;
-    case 0x0B: return 2;
-    case 0x0C: case 0x0D: return 4;
-    case 0x0E: return 8;
-    default: return 0;
+        case 0x08:
+        case 0x09: return 1;
+        case 0x0B: return 2;
+        case 0x0C:
+        case 0x0D: return 4;
+        case 0x0E: return 8;
+        default: return 0;
     }
 }
 
@@ -40,14 +42,18 @@ dt_status idx_parse(const char *what, const unsigned char *buf, size_t len, idx_
     memset(out, 0, sizeof *out);
     if (len < 4)
         return status_set_error(DT_ERR_CORRUPT, "%s is %zu bytes, too short for an IDX header (4 bytes at least)", what,
-                            len);
+                                len);
     if (buf[0] != 0 || buf[1] != 0 || !type_size(buf[2]))
-        return status_set_error(DT_ERR_CORRUPT, "%s is not an IDX file: its first bytes are %02x %02x %02x, an IDX file "
-                            "starts 00 00 then a type code 08, 09, 0b, 0c, 0d or 0e", what, buf[0], buf[1], buf[2]);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s is not an IDX file: its first bytes are %02x %02x %02x, an IDX file "
+                                "starts 00 00 then a type code 08, 09, 0b, 0c, 0d or 0e",
+                                what, buf[0], buf[1], buf[2]);
     const int nd = buf[3];
     if (nd < 1 || nd > IDX_MAX_DIMS)
-        return status_set_error(DT_ERR_CORRUPT, "%s: byte 3 says %d dimensions; dtrain reads 1 to %d (N, N x F, N x H x W, "
-                            "N x C x H x W)", what, nd, IDX_MAX_DIMS);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s: byte 3 says %d dimensions; dtrain reads 1 to %d (N, N x F, N x H x W, "
+                                "N x C x H x W)",
+                                what, nd, IDX_MAX_DIMS);
     const size_t hdr = 4 + 4 * (size_t)nd;
     if (len < hdr)
         return status_set_error(DT_ERR_CORRUPT, "%s is truncated: %zu bytes, its header needs %zu", what, len, hdr);
@@ -62,8 +68,10 @@ dt_status idx_parse(const char *what, const unsigned char *buf, size_t len, idx_
         if (d > 0) {
             per *= out->dims[d]; /* at most 2^28 before this step, times < 2^32: no overflow */
             if (per > DS_MAX_SAMPLE_VALUES)
-                return status_set_error(DT_ERR_CORRUPT, "%s: a sample has more than %u values (dimensions 1 to %d); "
-                                    "dtrain takes at most that many per sample", what, DS_MAX_SAMPLE_VALUES, d);
+                return status_set_error(DT_ERR_CORRUPT,
+                                        "%s: a sample has more than %u values (dimensions 1 to %d); "
+                                        "dtrain takes at most that many per sample",
+                                        what, DS_MAX_SAMPLE_VALUES, d);
         }
     }
     out->count = out->dims[0];
@@ -71,10 +79,12 @@ dt_status idx_parse(const char *what, const unsigned char *buf, size_t len, idx_
     /* count < 2^32 and per <= 2^28 and elem <= 8: the product fits 64 bits. */
     const uint64_t payload = (uint64_t)out->count * per * (uint64_t)out->elem;
     if ((uint64_t)(len - hdr) != payload)
-        return status_set_error(DT_ERR_CORRUPT, "%s is %zu bytes; its header (%zu bytes) describes %llu bytes of values "
-                            "(%s): %s", what, len, hdr, (unsigned long long)payload,
-                            (uint64_t)(len - hdr) < payload ? "truncated" : "data after the values",
-                            (uint64_t)(len - hdr) < payload ? "download it again" : "is it another format?");
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s is %zu bytes; its header (%zu bytes) describes %llu bytes of values "
+                                "(%s): %s",
+                                what, len, hdr, (unsigned long long)payload,
+                                (uint64_t)(len - hdr) < payload ? "truncated" : "data after the values",
+                                (uint64_t)(len - hdr) < payload ? "download it again" : "is it another format?");
     out->data = buf + hdr;
     return DT_OK;
 }
@@ -83,41 +93,46 @@ float idx_value(const idx_array *a, size_t i, size_t j)
 {
     const unsigned char *p = a->data + (i * a->per_sample + j) * (size_t)a->elem;
     switch (a->type) {
-    case 0x08: return (float)p[0];
-    case 0x09: return (float)(int8_t)p[0];
-    case 0x0B: return (float)(int16_t)((uint16_t)p[0] << 8 | p[1]);
-    case 0x0C: return (float)(int32_t)be32(p);
-    case 0x0D: {
-        uint32_t u = be32(p);
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    default: { /* 0x0E */
-        uint64_t u = (uint64_t)be32(p) << 32 | be32(p + 4);
-        double d;
-        memcpy(&d, &u, 8);
-        return (float)d;
-    }
+        case 0x08: return (float)p[0];
+        case 0x09: return (float)(int8_t)p[0];
+        case 0x0B: return (float)(int16_t)((uint16_t)p[0] << 8 | p[1]);
+        case 0x0C: return (float)(int32_t)be32(p);
+        case 0x0D: {
+            uint32_t u = be32(p);
+            float f;
+            memcpy(&f, &u, 4);
+            return f;
+        }
+        default: { /* 0x0E */
+            uint64_t u = (uint64_t)be32(p) << 32 | be32(p + 4);
+            double d;
+            memcpy(&d, &u, 8);
+            return (float)d;
+        }
     }
 }
 
 dt_status idx_check_labels(const char *what, const idx_array *a, size_t count, int *classes)
 {
     if (a->ndims != 1)
-        return status_set_error(DT_ERR_CORRUPT, "%s: a labels file has one dimension (N); this one has %d", what, a->ndims);
+        return status_set_error(DT_ERR_CORRUPT, "%s: a labels file has one dimension (N); this one has %d", what,
+                                a->ndims);
     if (a->type == 0x0D || a->type == 0x0E)
-        return status_set_error(DT_ERR_CORRUPT, "%s: labels must be integers (type 08, 09, 0b or 0c), not floating point "
-                            "(type %02x)", what, a->type);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s: labels must be integers (type 08, 09, 0b or 0c), not floating point "
+                                "(type %02x)",
+                                what, a->type);
     if (a->count != count)
-        return status_set_error(DT_ERR_CORRUPT, "%s holds %zu labels but its images file %zu images: the two files must "
-                            "come from the same split", what, a->count, count);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s holds %zu labels but its images file %zu images: the two files must "
+                                "come from the same split",
+                                what, a->count, count);
     float top = -1;
     for (size_t i = 0; i < a->count; i++) {
         float v = idx_value(a, i, 0);
         if (v < 0 || v >= (float)DS_MAX_CLASSES)
-            return status_set_error(DT_ERR_CORRUPT, "%s: label %.0f of sample %zu is outside 0 to %d", what, (double)v, i,
-                                DS_MAX_CLASSES - 1);
+            return status_set_error(DT_ERR_CORRUPT, "%s: label %.0f of sample %zu is outside 0 to %d", what, (double)v,
+                                    i, DS_MAX_CLASSES - 1);
         if (v > top) top = v;
     }
     *classes = (int)top + 1;
@@ -131,8 +146,10 @@ dt_status idx_check_finite(const char *what, const idx_array *a)
         for (size_t j = 0; j < a->per_sample; j++) {
             float v = idx_value(a, i, j);
             if (!isfinite(v))
-                return status_set_error(DT_ERR_CORRUPT, "%s: value %zu of sample %zu is %g (as float); a dataset must "
-                                    "hold finite values", what, j, i, (double)v);
+                return status_set_error(DT_ERR_CORRUPT,
+                                        "%s: value %zu of sample %zu is %g (as float); a dataset must "
+                                        "hold finite values",
+                                        what, j, i, (double)v);
         }
     return DT_OK;
 }
@@ -190,7 +207,7 @@ dt_status idx_open(const char *path, const ds_open_opts *opts, ds_split *s)
         snprintf(want, sizeof want, "%s/%s-images-idx3-ubyte", path, stem);
         if (!ds_find_file(want, img_path, sizeof img_path))
             return status_set_error(DT_ERR_IO, "%s has no %s split: %s[.gz] is missing", path, test ? "test" : "train",
-                                want);
+                                    want);
         snprintf(want, sizeof want, "%s/%s-labels-idx1-ubyte", path, stem);
     } else {
         snprintf(img_path, sizeof img_path, "%s", path);
@@ -199,9 +216,11 @@ dt_status idx_open(const char *path, const ds_open_opts *opts, ds_split *s)
         size_t bl = strlen(base);
         if (bl > 3 && strcmp(base + bl - 3, ".gz") == 0) base[bl - 3] = '\0';
         if (!labels_name_for(base, want, sizeof want))
-            return status_set_error(DT_ERR_INVALID_ARG, "%s: an IDX images file needs its labels file beside it, named "
-                                "like it with 'labels' for 'images' and 'idx1' (train-images-idx3-ubyte -> "
-                                "train-labels-idx1-ubyte); give the directory instead", path);
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "%s: an IDX images file needs its labels file beside it, named "
+                                    "like it with 'labels' for 'images' and 'idx1' (train-images-idx3-ubyte -> "
+                                    "train-labels-idx1-ubyte); give the directory instead",
+                                    path);
     }
     if (!ds_find_file(want, lab_path, sizeof lab_path))
         return status_set_error(DT_ERR_IO, "the labels of %s are missing: %s[.gz] does not exist", img_path, want);
@@ -219,14 +238,14 @@ dt_status idx_open(const char *path, const ds_open_opts *opts, ds_split *s)
         return st;
     const uint32_t *dm = d->img.dims;
     switch (d->img.ndims) {
-    case 1: s->c = 1, s->h = 1, s->w = 1; break;
-    case 2: s->c = (int)dm[1], s->h = 1, s->w = 1; break;
-    case 3: s->c = 1, s->h = (int)dm[1], s->w = (int)dm[2]; break;
-    default: s->c = (int)dm[1], s->h = (int)dm[2], s->w = (int)dm[3]; break;
+        case 1: s->c = 1, s->h = 1, s->w = 1; break;
+        case 2: s->c = (int)dm[1], s->h = 1, s->w = 1; break;
+        case 3: s->c = 1, s->h = (int)dm[1], s->w = (int)dm[2]; break;
+        default: s->c = (int)dm[1], s->h = (int)dm[2], s->w = (int)dm[3]; break;
     }
     if (s->classes < 2)
-        return status_set_error(DT_ERR_CORRUPT, "%s: every label is 0; a classification dataset needs at least 2 classes",
-                            lab_path);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s: every label is 0; a classification dataset needs at least 2 classes", lab_path);
     s->count = d->img.count;
     s->uint8_values = d->img.type == 0x08;
     return DT_OK;

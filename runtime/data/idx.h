@@ -17,13 +17,13 @@
 #define IDX_MAX_DIMS 4
 
 typedef struct idx_array {
-    int type;                   /* the type code */
-    int elem;                   /* bytes per value */
-    int ndims;                  /* 1 to IDX_MAX_DIMS */
+    int type;  /* the type code */
+    int elem;  /* bytes per value */
+    int ndims; /* 1 to IDX_MAX_DIMS */
     uint32_t dims[IDX_MAX_DIMS];
-    size_t count;               /* dims[0]: samples */
-    size_t per_sample;          /* product of the other dimensions (1 for a rank-1 array) */
-    const unsigned char *data;  /* the values, inside the parsed buffer */
+    size_t count;              /* dims[0]: samples */
+    size_t per_sample;         /* product of the other dimensions (1 for a rank-1 array) */
+    const unsigned char *data; /* the values, inside the parsed buffer */
 } idx_array;
 
 /* Parses and checks the IDX image in buf (len bytes; `what` names it in messages): magic, type,

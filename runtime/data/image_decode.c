@@ -70,21 +70,27 @@ static dt_status decode_jpeg(const char *name, const unsigned char *data, size_t
                              unsigned flags, img_raw *r)
 {
     tjhandle tj = tjInitDecompress();
-    if (!tj) return status_set_error(DT_ERR_NOMEM, "cannot start a JPEG decoder for %s: %s", name, tjGetErrorStr2(NULL));
+    if (!tj)
+        return status_set_error(DT_ERR_NOMEM, "cannot start a JPEG decoder for %s: %s", name, tjGetErrorStr2(NULL));
     dt_status st = DT_OK;
     int w = 0, h = 0, subsamp = 0, cs = 0;
     if (len > (unsigned long)-1 || tjDecompressHeader3(tj, data, (unsigned long)len, &w, &h, &subsamp, &cs) != 0) {
-        st = status_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: %s; %s", name, tjGetErrorStr2(tj), fix_hint);
+        st = status_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: %s; %s", name, tjGetErrorStr2(tj),
+                              fix_hint);
         goto done;
     }
     if (w < 1 || h < 1) { /* a header cut short before its frame marker can come back "fine" */
-        st = status_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: its header gives no image size (%d x %d; "
-                          "cut short?); %s", name, w, h, fix_hint);
+        st = status_set_error(DT_ERR_CORRUPT,
+                              "%s cannot be decoded as JPEG: its header gives no image size (%d x %d; "
+                              "cut short?); %s",
+                              name, w, h, fix_hint);
         goto done;
     }
     if ((uint64_t)w * (uint64_t)h > IMG_MAX_PIXELS) {
-        st = status_set_error(DT_ERR_CORRUPT, "%s: a JPEG of %d x %d pixels is more than dtrain decodes (%u pixels); "
-                          "shrink it, or %s", name, w, h, IMG_MAX_PIXELS, fix_hint);
+        st = status_set_error(DT_ERR_CORRUPT,
+                              "%s: a JPEG of %d x %d pixels is more than dtrain decodes (%u pixels); "
+                              "shrink it, or %s",
+                              name, w, h, IMG_MAX_PIXELS, fix_hint);
         goto done;
     }
     const tjscalingfactor sf = flags & IMG_NO_DCT_SCALE ? (tjscalingfactor){1, 1} : pick_scale(w, h, target_short);
@@ -99,7 +105,8 @@ static dt_status decode_jpeg(const char *name, const unsigned char *data, size_t
         goto done;
     }
     if (tjDecompress2(tj, data, (unsigned long)len, r->px, sw, 0, sh, pf, TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS)) {
-        st = status_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: %s; %s", name, tjGetErrorStr2(tj), fix_hint);
+        st = status_set_error(DT_ERR_CORRUPT, "%s cannot be decoded as JPEG: %s; %s", name, tjGetErrorStr2(tj),
+                              fix_hint);
         goto done;
     }
     r->w = sw, r->h = sh, r->ow = w, r->oh = h;
@@ -291,8 +298,8 @@ typedef float v4f __attribute__((vector_size(16))); /* GCC/Clang generic vectors
  * multiply-add where the compiler has GCC's vector types (the fourth lane is never stored), so v
  * needs one float past its last pixel. K is a constant where the caller has one, so the tap loop
  * unrolls; the taps past a position's own are zero weights on in-bounds pixels. */
-static inline void hpass_rgb(const float *restrict v, const axis *ax, int K, float *restrict o0,
-                             float *restrict o1, float *restrict o2)
+static inline void hpass_rgb(const float *restrict v, const axis *ax, int K, float *restrict o0, float *restrict o1,
+                             float *restrict o2)
 {
     const float *wt = ax->wt;
     for (int x = 0; x < ax->n; x++, wt += K) {
@@ -391,17 +398,17 @@ static dt_status resize_crop(const char *name, const img_raw *r, int c, int oh, 
         if (nc == 3) {
             float *o0 = out + at, *o1 = o0 + plane, *o2 = o1 + plane;
             switch (ax.k) { /* the common tap counts get a constant loop length */
-            case 3: hpass_rgb(row, &ax, 3, o0, o1, o2); break;
-            case 5: hpass_rgb(row, &ax, 5, o0, o1, o2); break;
-            case 7: hpass_rgb(row, &ax, 7, o0, o1, o2); break;
-            default: hpass_rgb(row, &ax, ax.k, o0, o1, o2); break;
+                case 3: hpass_rgb(row, &ax, 3, o0, o1, o2); break;
+                case 5: hpass_rgb(row, &ax, 5, o0, o1, o2); break;
+                case 7: hpass_rgb(row, &ax, 7, o0, o1, o2); break;
+                default: hpass_rgb(row, &ax, ax.k, o0, o1, o2); break;
             }
         } else {
             switch (ax.k) {
-            case 3: hpass_gray(row, &ax, 3, out + at); break;
-            case 5: hpass_gray(row, &ax, 5, out + at); break;
-            case 7: hpass_gray(row, &ax, 7, out + at); break;
-            default: hpass_gray(row, &ax, ax.k, out + at); break;
+                case 3: hpass_gray(row, &ax, 3, out + at); break;
+                case 5: hpass_gray(row, &ax, 5, out + at); break;
+                case 7: hpass_gray(row, &ax, 7, out + at); break;
+                default: hpass_gray(row, &ax, ax.k, out + at); break;
             }
         }
     }
@@ -411,13 +418,15 @@ static dt_status resize_crop(const char *name, const img_raw *r, int c, int oh, 
     return DT_OK;
 }
 
-dt_status image_decode(const char *name, const unsigned char *data, size_t len, int c, int h, int w,
-                       unsigned flags, float *out)
+dt_status image_decode(const char *name, const unsigned char *data, size_t len, int c, int h, int w, unsigned flags,
+                       float *out)
 {
     if (!name) name = "(image)";
     if ((c != 1 && c != 3) || h < 1 || w < 1 || h > IMG_MAX_SIDE || w > IMG_MAX_SIDE)
-        return status_set_error(DT_ERR_INVALID_ARG, "image shape %dx%dx%d (CxHxW) cannot be decoded to: C must be 1 or 3, "
-                            "H and W 1..%d; give --input like 3x224x224", c, h, w, IMG_MAX_SIDE);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "image shape %dx%dx%d (CxHxW) cannot be decoded to: C must be 1 or 3, "
+                                "H and W 1..%d; give --input like 3x224x224",
+                                c, h, w, IMG_MAX_SIDE);
     if (!data || len == 0)
         return status_set_error(DT_ERR_CORRUPT, "%s is empty (0 bytes), so it holds no image; %s", name, fix_hint);
     static const unsigned char png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
@@ -430,8 +439,10 @@ dt_status image_decode(const char *name, const unsigned char *data, size_t len, 
     else {
         unsigned char m[4] = {0};
         memcpy(m, data, len < 4 ? len : 4);
-        return status_set_error(DT_ERR_CORRUPT, "%s is neither JPEG (starts ff d8 ff) nor PNG (starts 89 50 4e 47): it "
-                            "starts %02x %02x %02x %02x (%zu bytes); %s", name, m[0], m[1], m[2], m[3], len, fix_hint);
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s is neither JPEG (starts ff d8 ff) nor PNG (starts 89 50 4e 47): it "
+                                "starts %02x %02x %02x %02x (%zu bytes); %s",
+                                name, m[0], m[1], m[2], m[3], len, fix_hint);
     }
     if (st) return st;
     if (c == 1 && r.nc == 3) {

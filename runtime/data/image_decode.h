@@ -35,7 +35,7 @@
  * name is the file's name for messages. Thread-safe (each call has its own decoder state).
  * DT_ERR_CORRUPT: not JPEG/PNG, truncated, undecodable, or more than IMG_MAX_PIXELS (the message
  * names the file and the library's words). DT_ERR_INVALID_ARG: a bad c, h or w. DT_ERR_NOMEM. */
-dt_status image_decode(const char *name, const unsigned char *data, size_t len, int c, int h, int w,
-                       unsigned flags, float *out);
+dt_status image_decode(const char *name, const unsigned char *data, size_t len, int c, int h, int w, unsigned flags,
+                       float *out);
 
 #endif

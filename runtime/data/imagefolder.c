@@ -35,8 +35,8 @@
 #include <unistd.h>
 
 #define IF_PATH_MAX 4096
-#define IF_MAX_DEPTH 16                      /* folders below a class: deeper is a symlink loop */
-#define IF_MAX_FILE_BYTES (256u << 20)       /* one image file */
+#define IF_MAX_DEPTH 16                /* folders below a class: deeper is a symlink loop */
+#define IF_MAX_FILE_BYTES (256u << 20) /* one image file */
 #define IF_MAX_IMAGES ((size_t)UINT32_MAX)
 
 /* A growable string arena: strings end in NUL and are found by their offset. */
@@ -115,8 +115,10 @@ static int is_image_name(const char *n)
 static dt_status dir_error(const char *path, int err)
 {
     if (err == EACCES)
-        return status_set_error(DT_ERR_IO, "cannot read directory %s: permission denied; let the user running dtrain "
-                            "list it (chmod -R a+rX on the dataset)", path);
+        return status_set_error(DT_ERR_IO,
+                                "cannot read directory %s: permission denied; let the user running dtrain "
+                                "list it (chmod -R a+rX on the dataset)",
+                                path);
     return status_set_error(DT_ERR_IO, "cannot read directory %s: %s", path, strerror(err));
 }
 
@@ -140,9 +142,9 @@ typedef struct found {
 } found;
 
 typedef struct walk {
-    arena a;      /* folder paths relative to the split's folder, and file names */
-    offs dirs;    /* offsets of folder paths */
-    offs depth;   /* per folder: how far below the class folder */
+    arena a;    /* folder paths relative to the split's folder, and file names */
+    offs dirs;  /* offsets of folder paths */
+    offs depth; /* per folder: how far below the class folder */
     found *files;
     size_t nfiles, capfiles;
 } walk;
@@ -168,8 +170,10 @@ static dt_status scan_class(if_impl *f, int k, walk *w, size_t *nimg, offs *img)
     char dir[IF_PATH_MAX];
     for (size_t d = 0; d < w->dirs.n; d++) {
         if ((size_t)snprintf(dir, sizeof dir, "%s/%s", f->root, w->a.p + w->dirs.v[d]) >= sizeof dir)
-            return status_set_error(DT_ERR_INVALID_ARG, "a path under %s/%s is longer than %d bytes; shorten the "
-                                "folder names", f->root, cname, IF_PATH_MAX);
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "a path under %s/%s is longer than %d bytes; shorten the "
+                                    "folder names",
+                                    f->root, cname, IF_PATH_MAX);
         DIR *dh = opendir(dir);
         if (!dh) return dir_error(dir, errno);
         struct dirent *e;
@@ -183,9 +187,10 @@ static dt_status scan_class(if_impl *f, int k, walk *w, size_t *nimg, offs *img)
             const int kind = entry_kind(dir, e);
             if (kind == 'd') {
                 if (w->depth.v[d] + 1 > IF_MAX_DEPTH) {
-                    st = status_set_error(DT_ERR_INVALID_ARG, "%s/%s is nested more than %d folders below its class "
-                                      "folder %s/%s: a symlink loop? remove the loop or flatten the folders", dir,
-                                      e->d_name, IF_MAX_DEPTH, f->root, cname);
+                    st = status_set_error(DT_ERR_INVALID_ARG,
+                                          "%s/%s is nested more than %d folders below its class "
+                                          "folder %s/%s: a symlink loop? remove the loop or flatten the folders",
+                                          dir, e->d_name, IF_MAX_DEPTH, f->root, cname);
                     break;
                 }
                 const size_t parent = w->dirs.v[d], depth = w->depth.v[d] + 1;
@@ -204,8 +209,10 @@ static dt_status scan_class(if_impl *f, int k, walk *w, size_t *nimg, offs *img)
                     }
                     w->files = nf, w->capfiles = cap;
                 }
-                if (arena_add(&w->a, e->d_name, NULL, &at)) st = nomem(f->root);
-                else w->files[w->nfiles++] = (found){d, at};
+                if (arena_add(&w->a, e->d_name, NULL, &at))
+                    st = nomem(f->root);
+                else
+                    w->files[w->nfiles++] = (found){d, at};
             } else {
                 f->ignored++;
             }
@@ -217,17 +224,23 @@ static dt_status scan_class(if_impl *f, int k, walk *w, size_t *nimg, offs *img)
         if (err) return dir_error(dir, err);
     }
     if (w->nfiles == 0)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s/%s has no .jpg/.jpeg/.png file: remove the folder or add images "
-                            "(every class folder needs at least one)", f->root, cname);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s/%s has no .jpg/.jpeg/.png file: remove the folder or add images "
+                                "(every class folder needs at least one)",
+                                f->root, cname);
     if (*nimg + w->nfiles > IF_MAX_IMAGES)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s holds more than %zu images, more than dtrain reads from one "
-                            "folder; split it or convert it to .dts shards", f->root, IF_MAX_IMAGES);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s holds more than %zu images, more than dtrain reads from one "
+                                "folder; split it or convert it to .dts shards",
+                                f->root, IF_MAX_IMAGES);
     qsort_r(w->files, w->nfiles, sizeof *w->files, walk_cmp, w);
     for (size_t i = 0; i < w->nfiles; i++) {
         const char *rel = w->a.p + w->dirs.v[w->files[i].dir], *name = w->a.p + w->files[i].name;
         if (strlen(f->root) + strlen(rel) + strlen(name) + 3 > IF_PATH_MAX)
-            return status_set_error(DT_ERR_INVALID_ARG, "the path of %s/%s/%s is longer than %d bytes; shorten the "
-                                "folder or file names", f->root, rel, name, IF_PATH_MAX);
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "the path of %s/%s/%s is longer than %d bytes; shorten the "
+                                    "folder or file names",
+                                    f->root, rel, name, IF_PATH_MAX);
         if (arena_add(&f->names, rel, name, &at) || offs_add(img, at)) return nomem(f->root);
     }
     *nimg += w->nfiles;
@@ -255,8 +268,10 @@ static dt_status scan(if_impl *f, int *classes, size_t *count)
         } else if (entry_kind(f->root, e) != 'd') {
             f->ignored++;
         } else if (cls.n >= DS_MAX_CLASSES) {
-            st = status_set_error(DT_ERR_INVALID_ARG, "%s holds more than %d class folders, more than dtrain handles; "
-                              "is it the right folder (ROOT/<class>/<image>)?", f->root, DS_MAX_CLASSES);
+            st = status_set_error(DT_ERR_INVALID_ARG,
+                                  "%s holds more than %d class folders, more than dtrain handles; "
+                                  "is it the right folder (ROOT/<class>/<image>)?",
+                                  f->root, DS_MAX_CLASSES);
         } else {
             size_t at;
             if (arena_add(&f->names, e->d_name, NULL, &at) || offs_add(&cls, at)) st = nomem(f->root);
@@ -267,9 +282,10 @@ static dt_status scan(if_impl *f, int *classes, size_t *count)
     closedir(dh);
     if (!st && err) st = dir_error(f->root, err);
     if (!st && cls.n == 0)
-        st = status_set_error(DT_ERR_INVALID_ARG, "%s holds no class folder: an image folder is ROOT/<class>/<image>.jpg "
-                          "(or .png), one folder per class, as torchvision's ImageFolder; point --data at ROOT",
-                          f->root);
+        st = status_set_error(DT_ERR_INVALID_ARG,
+                              "%s holds no class folder: an image folder is ROOT/<class>/<image>.jpg "
+                              "(or .png), one folder per class, as torchvision's ImageFolder; point --data at ROOT",
+                              f->root);
     if (st) {
         free(cls.v);
         return st;
@@ -309,22 +325,28 @@ static dt_status read_image_file(const char *path, unsigned char **buf, size_t *
     if (fstat(fd, &sb) != 0)
         st = status_set_error(DT_ERR_IO, "cannot stat image %s: %s", path, strerror(errno));
     else if (!S_ISREG(sb.st_mode))
-        st = status_set_error(DT_ERR_IO, "image %s is not a regular file (a FIFO or device?); replace it with the "
-                          "image file", path);
+        st = status_set_error(DT_ERR_IO,
+                              "image %s is not a regular file (a FIFO or device?); replace it with the "
+                              "image file",
+                              path);
     else if ((uint64_t)sb.st_size > IF_MAX_FILE_BYTES)
-        st = status_set_error(DT_ERR_CORRUPT, "image %s is %lld bytes, more than the %u an image may be; shrink it, "
-                          "remove it, or pass --bad-samples skip", path, (long long)sb.st_size, IF_MAX_FILE_BYTES);
+        st = status_set_error(DT_ERR_CORRUPT,
+                              "image %s is %lld bytes, more than the %u an image may be; shrink it, "
+                              "remove it, or pass --bad-samples skip",
+                              path, (long long)sb.st_size, IF_MAX_FILE_BYTES);
     const size_t n = st ? 0 : (size_t)sb.st_size;
     if (!st && !(*buf = malloc(n ? n : 1))) st = status_set_error(DT_ERR_NOMEM, "out of memory reading %s", path);
     size_t got = 0;
     while (!st && got < n) {
         const ssize_t r = read(fd, *buf + got, n - got);
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0) st = status_set_error(DT_ERR_IO, "cannot read image %s: %s", path, strerror(errno));
+        if (r < 0)
+            st = status_set_error(DT_ERR_IO, "cannot read image %s: %s", path, strerror(errno));
         else if (r == 0)
             st = status_set_error(DT_ERR_CORRUPT, "image %s ended after %zu of its %zu bytes (changed while read?)",
-                              path, got, n);
-        else got += (size_t)r;
+                                  path, got, n);
+        else
+            got += (size_t)r;
     }
     close(fd);
     if (st) {
@@ -340,14 +362,16 @@ static dt_status if_read(const ds_split *s, size_t i, float *x, int32_t *label)
 {
     const if_impl *f = s->impl;
     if (i >= s->count)
-        return status_set_error(DT_ERR_INVALID_ARG, "sample %zu of %s (%s split) does not exist: it has %zu (0..%zu)", i,
-                            s->source, s->split, s->count, s->count ? s->count - 1 : 0);
+        return status_set_error(DT_ERR_INVALID_ARG, "sample %zu of %s (%s split) does not exist: it has %zu (0..%zu)",
+                                i, s->source, s->split, s->count, s->count ? s->count - 1 : 0);
     /* The class: the last k with first[k] <= i. */
     int lo = 0, hi = s->classes - 1;
     while (lo < hi) {
         const int mid = lo + (hi - lo + 1) / 2;
-        if (f->first[mid] <= i) lo = mid;
-        else hi = mid - 1;
+        if (f->first[mid] <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     char path[IF_PATH_MAX];
     /* the scan refused longer paths */
@@ -392,11 +416,15 @@ dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split 
     if (!path || !*path) return status_set_error(DT_ERR_INVALID_ARG, "no image folder path given");
     const int c = opts ? opts->c : 0, h = opts ? opts->h : 0, w = opts ? opts->w : 0;
     if (c == 0 && h == 0 && w == 0)
-        return status_set_error(DT_ERR_INVALID_ARG, "an image folder needs the shape to decode to: give --input 3x224x224 "
-                            "(CxHxW; C = 3 for RGB or 1 for gray) for %s", path);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "an image folder needs the shape to decode to: give --input 3x224x224 "
+                                "(CxHxW; C = 3 for RGB or 1 for gray) for %s",
+                                path);
     if ((c != 1 && c != 3) || h < 1 || w < 1 || h > IMG_MAX_SIDE || w > IMG_MAX_SIDE)
-        return status_set_error(DT_ERR_INVALID_ARG, "--input %dx%dx%d cannot be the shape of images from %s: C must be 1 "
-                            "(gray) or 3 (RGB), H and W 1..%d; e.g. --input 3x224x224", c, h, w, path, IMG_MAX_SIDE);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "--input %dx%dx%d cannot be the shape of images from %s: C must be 1 "
+                                "(gray) or 3 (RGB), H and W 1..%d; e.g. --input 3x224x224",
+                                c, h, w, path, IMG_MAX_SIDE);
     const char *split = opts && opts->split ? opts->split : "train";
     const int test = strcmp(split, "test") == 0;
     if (!test && strcmp(split, "train") != 0)
@@ -404,12 +432,16 @@ dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split 
     struct stat sb;
     if (stat(path, &sb) != 0) return status_set_error(DT_ERR_IO, "image folder %s does not exist", path);
     if (!S_ISDIR(sb.st_mode))
-        return status_set_error(DT_ERR_INVALID_ARG, "%s is not a folder: an image folder is ROOT/<class>/<image>.jpg; "
-                            "point --data at ROOT", path);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s is not a folder: an image folder is ROOT/<class>/<image>.jpg; "
+                                "point --data at ROOT",
+                                path);
     const int split_dirs = is_dir(path, "train") && is_dir(path, "val");
     if (test && !split_dirs)
-        return status_set_error(DT_ERR_INVALID_ARG, "no held-out split: %s has no train/ and val/ folders (ROOT/val/<class>/"
-                            "... is the test split); use --eval-data PATH or --holdout F", path);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "no held-out split: %s has no train/ and val/ folders (ROOT/val/<class>/"
+                                "... is the test split); use --eval-data PATH or --holdout F",
+                                path);
 
     if_impl *f = calloc(1, sizeof *f);
     if (!f) return status_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
@@ -428,8 +460,10 @@ dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split 
         return st;
     }
     if (f->ignored)
-        log_msg(LOG_LEVEL_INFO, "%s: %zu images in %d classes; %zu other entries ignored (not .jpg/.jpeg/.png "
-               "regular files, or hidden)", f->root, count, classes, f->ignored);
+        log_msg(LOG_LEVEL_INFO,
+                "%s: %zu images in %d classes; %zu other entries ignored (not .jpg/.jpeg/.png "
+                "regular files, or hidden)",
+                f->root, count, classes, f->ignored);
     s->ops = &if_ops;
     s->impl = f;
     s->count = count;

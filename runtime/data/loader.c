@@ -45,8 +45,8 @@ typedef struct worker {
 struct dt_loader {
     dt_dataset *d;
     int rank, world, batch, depth, nthreads, pinned, chunk, nchunks;
-    int eval;    /* eval mode: item k is batch k of samples rank, rank + world, ... */
-    long items;  /* eval mode: the batches of the pass */
+    int eval;   /* eval mode: item k is batch k of samples rank, rank + world, ... */
+    long items; /* eval mode: the batches of the pass */
     size_t in_sz;
     lslot *slot;
     worker *w;
@@ -58,7 +58,7 @@ struct dt_loader {
     long err_item; /* the item whose making failed (or the first not planned) */
     char errmsg[1024];
     double wait_s;
-    float *scratch; /* no workers: the caller's */
+    float *scratch;   /* no workers: the caller's */
     FILE *sample_log; /* test hook DTRAIN_TEST_SAMPLE_LOG (loader.h) */
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_ready;
@@ -68,8 +68,7 @@ struct dt_loader {
 static void log_samples(dt_loader *l, const lslot *sl)
 {
     fprintf(l->sample_log, "%ld", sl->step);
-    for (int j = 0; j < sl->n; j++)
-        fprintf(l->sample_log, " %u", l->d->view ? l->d->view[sl->idx[j]] : sl->idx[j]);
+    for (int j = 0; j < sl->n; j++) fprintf(l->sample_log, " %u", l->d->view ? l->d->view[sl->idx[j]] : sl->idx[j]);
     fprintf(l->sample_log, "\n");
     fflush(l->sample_log);
 }
@@ -192,13 +191,15 @@ void dt_loader_free(dt_loader *l)
 }
 
 /* Both modes: eval with items batches of the shard, or training from first_step. */
-static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first,
-                              int threads, int depth, int eval, long items, dt_loader **out)
+static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first, int threads,
+                              int depth, int eval, long items, dt_loader **out)
 {
     *out = NULL;
     if (!d || batch < 1 || world < 1 || rank < 0 || rank >= world || first < 0)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_loader_create: bad dataset, batch %d, rank %d of %d or first "
-                            "step %ld", batch, rank, world, first);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_loader_create: bad dataset, batch %d, rank %d of %d or first "
+                                "step %ld",
+                                batch, rank, world, first);
     if (threads < 0 || threads > 256)
         return status_set_error(DT_ERR_INVALID_ARG, "loader threads %d must be from 0 to 256", threads);
     if (threads > 0 && (depth < 2 || depth > 64))
@@ -231,7 +232,8 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
         l->sample_log = fopen(p, "a");
     }
     dt_status s = DT_OK;
-    if (!(l->slot = calloc((size_t)l->depth, sizeof *l->slot))) s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+    if (!(l->slot = calloc((size_t)l->depth, sizeof *l->slot)))
+        s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     for (int i = 0; !s && i < l->depth; i++) {
         lslot *sl = &l->slot[i];
         if ((s = devmem_host_alloc(l->pinned, (size_t)batch * l->in_sz * sizeof(float), "a batch of inputs",
@@ -245,7 +247,8 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
     if (!s && !threads && !(l->scratch = malloc(scratch * sizeof(float))))
         s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     if (!s && threads) {
-        if (!(l->w = calloc((size_t)threads, sizeof *l->w))) s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+        if (!(l->w = calloc((size_t)threads, sizeof *l->w)))
+            s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
         for (int t = 0; !s && t < threads; t++) {
             l->w[t].l = l;
             if (!(l->w[t].scratch = malloc(scratch * sizeof(float)))) {
@@ -254,8 +257,9 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
             }
             int rc = pthread_create(&l->w[t].th, NULL, worker_main, &l->w[t]);
             if (rc) {
-                s = status_set_error(DT_ERR_NOMEM, "cannot start loader thread %d of %d (%s): use fewer --loader-threads",
-                                 t + 1, threads, strerror(rc));
+                s = status_set_error(DT_ERR_NOMEM,
+                                     "cannot start loader thread %d of %d (%s): use fewer --loader-threads", t + 1,
+                                     threads, strerror(rc));
                 break;
             }
             l->w[t].started = 1;
@@ -275,8 +279,8 @@ dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world
     return loader_start(ctx, d, rank, world, batch, first_step, threads, depth, 0, 0, out);
 }
 
-dt_status loader_create_eval(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, int threads,
-                             int depth, long *batches, dt_loader **out)
+dt_status loader_create_eval(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, int threads, int depth,
+                             long *batches, dt_loader **out)
 {
     const size_t n = d ? d->n : 0, W = world > 0 ? (size_t)world : 1;
     const size_t mine = rank >= 0 && n > (size_t)rank ? (n - (size_t)rank + W - 1) / W : 0;

@@ -13,8 +13,8 @@
 #include "dtrain.h"
 
 /* *batches: the batches of the pass (0 for a shard without samples). */
-dt_status loader_create_eval(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, int threads,
-                             int depth, long *batches, dt_loader **out);
+dt_status loader_create_eval(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, int threads, int depth,
+                             long *batches, dt_loader **out);
 /* dt_loader_next with the batch's sample count. */
 dt_status loader_next_n(dt_loader *l, long *item, const float **x, const int32_t **labels, int *n);
 

@@ -24,10 +24,7 @@ typedef struct format_entry {
 } format_entry;
 
 static const format_entry formats[] = {
-    {"idx", idx_open},
-    {"cifar10", cifar_open},
-    {"cifar100", cifar_open},
-    {"imagefolder", imagefolder_open},
+    {"idx", idx_open}, {"cifar10", cifar_open}, {"cifar100", cifar_open}, {"imagefolder", imagefolder_open},
     {"dts", dts_open},
 };
 
@@ -43,10 +40,9 @@ static int has_subdir(const char *dir)
         if (e->d_name[0] == '.') continue;
         char p[4200];
         struct stat sb;
-        found = e->d_type == DT_DIR ||
-                ((e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) &&
-                 (size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < sizeof p && stat(p, &sb) == 0 &&
-                 S_ISDIR(sb.st_mode));
+        found = e->d_type == DT_DIR || ((e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) &&
+                                        (size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < sizeof p &&
+                                        stat(p, &sb) == 0 && S_ISDIR(sb.st_mode));
     }
     closedir(d);
     return found;
@@ -58,10 +54,14 @@ static const char *detect_dir(const char *dir)
     static const struct {
         const char *file, *format;
     } marks[] = {
-        {"train-images-idx3-ubyte", "idx"}, {"t10k-images-idx3-ubyte", "idx"},
-        {"data_batch_1.bin", "cifar10"},    {"test_batch.bin", "cifar10"},
-        {"train.bin", "cifar100"},          {"test.bin", "cifar100"},
-        {"train.dts", "dts"},               {"test.dts", "dts"},
+        {"train-images-idx3-ubyte", "idx"},
+        {"t10k-images-idx3-ubyte", "idx"},
+        {"data_batch_1.bin", "cifar10"},
+        {"test_batch.bin", "cifar10"},
+        {"train.bin", "cifar100"},
+        {"test.bin", "cifar100"},
+        {"train.dts", "dts"},
+        {"test.dts", "dts"},
     };
     char p[4200], found[4200];
     for (size_t i = 0; i < sizeof marks / sizeof *marks; i++) {
@@ -120,22 +120,29 @@ dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
     if (!fmt) {
         fmt = S_ISDIR(sb.st_mode) ? detect_dir(path) : detect_file(path, &sb);
         if (!fmt && !S_ISDIR(sb.st_mode))
-            return status_set_error(DT_ERR_INVALID_ARG, "%s is not a dataset file dtrain recognises: not IDX (it starts "
-                                "00 00 <type> <rank>), not a .dts shard (it starts DTSHARD1), and not "
-                                "whole CIFAR-10 or CIFAR-100 records (%lld bytes is "
-                                "no multiple of 3073 or 3074); give --data-format to force a format", path,
-                                (long long)sb.st_size);
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "%s is not a dataset file dtrain recognises: not IDX (it starts "
+                                    "00 00 <type> <rank>), not a .dts shard (it starts DTSHARD1), and not "
+                                    "whole CIFAR-10 or CIFAR-100 records (%lld bytes is "
+                                    "no multiple of 3073 or 3074); give --data-format to force a format",
+                                    path, (long long)sb.st_size);
         if (!fmt)
-            return status_set_error(DT_ERR_INVALID_ARG, "no dataset recognised in %s: looked for "
-                                "train-images-idx3-ubyte[.gz] (MNIST IDX), data_batch_1.bin (CIFAR-10), train.bin "
-                                "(CIFAR-100), train.dts (dtrain shard) and class folders (an image folder, ROOT/<class>/"
-                                "<image>.jpg|.png); give --data-format to force one", path);
+            return status_set_error(
+                DT_ERR_INVALID_ARG,
+                "no dataset recognised in %s: looked for "
+                "train-images-idx3-ubyte[.gz] (MNIST IDX), data_batch_1.bin (CIFAR-10), train.bin "
+                "(CIFAR-100), train.dts (dtrain shard) and class folders (an image folder, ROOT/<class>/"
+                "<image>.jpg|.png); give --data-format to force one",
+                path);
     }
     const format_entry *f = NULL;
     for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
         if (strcmp(formats[i].name, fmt) == 0) f = &formats[i];
-    if (!f) return status_set_error(DT_ERR_INVALID_ARG, "dataset format '%s' is not idx, cifar10, cifar100, "
-                                "imagefolder, dts or auto", fmt);
+    if (!f)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dataset format '%s' is not idx, cifar10, cifar100, "
+                                "imagefolder, dts or auto",
+                                fmt);
     ds_split *s = calloc(1, sizeof *s);
     if (!s) return status_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
     snprintf(s->format, sizeof s->format, "%s", f->name);

@@ -41,22 +41,22 @@ typedef struct ds_ops {
 
 struct ds_split {
     const ds_ops *ops;
-    void *impl;          /* the format's own state */
-    size_t count;        /* samples */
-    int c, h, w;         /* shape of one sample */
-    int classes;         /* labels lie in [0, classes) */
-    int uint8_values;    /* 1: values are bytes 0..255 (--normalize unit divides them by 255) */
-    const float *mean;   /* per channel (c values) when the format stores them (dts), else NULL */
-    const float *std;    /* likewise */
-    char format[16];     /* "idx", "cifar10", "cifar100", "imagefolder", "dts" */
-    char split[8];       /* "train" or "test" */
-    char source[1024];   /* the path it came from, for messages */
+    void *impl;        /* the format's own state */
+    size_t count;      /* samples */
+    int c, h, w;       /* shape of one sample */
+    int classes;       /* labels lie in [0, classes) */
+    int uint8_values;  /* 1: values are bytes 0..255 (--normalize unit divides them by 255) */
+    const float *mean; /* per channel (c values) when the format stores them (dts), else NULL */
+    const float *std;  /* likewise */
+    char format[16];   /* "idx", "cifar10", "cifar100", "imagefolder", "dts" */
+    char split[8];     /* "train" or "test" */
+    char source[1024]; /* the path it came from, for messages */
 };
 
 typedef struct ds_open_opts {
-    const char *format;   /* NULL or "auto": detected from the path's contents */
-    const char *split;    /* "train" (NULL) or "test" */
-    int cifar100_coarse;  /* CIFAR-100: 1 = the 20 coarse labels, 0 = the 100 fine ones */
+    const char *format;  /* NULL or "auto": detected from the path's contents */
+    const char *split;   /* "train" (NULL) or "test" */
+    int cifar100_coarse; /* CIFAR-100: 1 = the 20 coarse labels, 0 = the 100 fine ones */
     /* Image folders: the shape each image is resized (shorter side) and center-cropped to, C 1
      * (gray) or 3 (RGB); 0 = not given, and an image folder fails naming --input. Other formats
      * ignore it (the caller checks their shape against the model's). */

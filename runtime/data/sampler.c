@@ -18,7 +18,7 @@ dt_status sampler_init(ds_sampler *s, size_t n, uint64_t seed, int shuffle, int 
         return status_set_error(DT_ERR_INVALID_ARG, "a dataset of %zu samples: the sampler takes 1 to 2^32", n);
     if (shuffle && !(s->perm = malloc(n * sizeof *s->perm)))
         return status_set_error(DT_ERR_NOMEM, "out of memory for the order of %zu samples (%zu MiB)", n,
-                            n * sizeof *s->perm >> 20);
+                                n * sizeof *s->perm >> 20);
     return DT_OK;
 }
 
@@ -28,10 +28,7 @@ void sampler_free(ds_sampler *s)
     s->perm = NULL;
 }
 
-size_t sampler_steps_per_epoch(const ds_sampler *s, size_t g)
-{
-    return s->drop_last ? s->n / g : (s->n + g - 1) / g;
-}
+size_t sampler_steps_per_epoch(const ds_sampler *s, size_t g) { return s->drop_last ? s->n / g : (s->n + g - 1) / g; }
 
 /* Steps left in an epoch from offset o. */
 static size_t steps_left(const ds_sampler *s, size_t o, size_t g)
@@ -44,11 +41,13 @@ static size_t steps_left(const ds_sampler *s, size_t o, size_t g)
 dt_status sampler_locate(const ds_sampler *s, long step, size_t g, long *epoch, size_t *offset)
 {
     if (g < 1 || (s->drop_last && s->n < g))
-        return status_set_error(DT_ERR_INVALID_ARG, "the dataset of %zu samples is smaller than one global batch of %zu: "
-                            "use a smaller --batch or fewer ranks%s", s->n, g, s->drop_last ? ", or drop --drop-last" : "");
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "the dataset of %zu samples is smaller than one global batch of %zu: "
+                                "use a smaller --batch or fewer ranks%s",
+                                s->n, g, s->drop_last ? ", or drop --drop-last" : "");
     if (step < s->s0)
-        return status_set_error(DT_ERR_INVALID_ARG, "step %ld comes before the data position's anchor at step %ld", step,
-                            s->s0);
+        return status_set_error(DT_ERR_INVALID_ARG, "step %ld comes before the data position's anchor at step %ld",
+                                step, s->s0);
     size_t d = (size_t)(step - s->s0);
     const size_t r = steps_left(s, s->o0, g);
     if (d < r) {
@@ -66,9 +65,11 @@ dt_status sampler_locate(const ds_sampler *s, long step, size_t g, long *epoch, 
 dt_status sampler_set_anchor(ds_sampler *s, long step, long epoch, size_t offset)
 {
     if (step < 0 || epoch < 0 || offset >= s->n)
-        return status_set_error(DT_ERR_INVALID_ARG, "data position epoch %ld offset %zu at step %ld does not fit a dataset "
-                            "of %zu samples: the checkpoint was taken on other data (use the same --data, or start "
-                            "a new --checkpoint-dir)", epoch, offset, step, s->n);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "data position epoch %ld offset %zu at step %ld does not fit a dataset "
+                                "of %zu samples: the checkpoint was taken on other data (use the same --data, or start "
+                                "a new --checkpoint-dir)",
+                                epoch, offset, step, s->n);
     s->s0 = step, s->e0 = epoch, s->o0 = offset;
     return DT_OK;
 }
@@ -96,7 +97,8 @@ uint32_t sampler_at(ds_sampler *s, long epoch, size_t p)
 dt_status sampler_batch(ds_sampler *s, long step, int rank, int world, int batch, uint32_t *idx, long *epoch)
 {
     if (step < 0 || world < 1 || rank < 0 || rank >= world || batch < 1)
-        return status_set_error(DT_ERR_INVALID_ARG, "bad step %ld, rank %d of %d or batch %d", step, rank, world, batch);
+        return status_set_error(DT_ERR_INVALID_ARG, "bad step %ld, rank %d of %d or batch %d", step, rank, world,
+                                batch);
     size_t off;
     dt_status st = sampler_locate(s, step, (size_t)world * (size_t)batch, epoch, &off);
     if (st) return st;

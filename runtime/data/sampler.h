@@ -25,12 +25,12 @@
 #include <stdint.h>
 
 typedef struct ds_sampler {
-    size_t n;           /* samples in the dataset */
+    size_t n; /* samples in the dataset */
     uint64_t seed;
     int shuffle, drop_last;
-    long s0, e0;        /* the anchor: at step s0 the position is (e0, o0) */
+    long s0, e0; /* the anchor: at step s0 the position is (e0, o0) */
     size_t o0;
-    uint32_t *perm;     /* the order of epoch perm_epoch (n entries), NULL with shuffle off */
+    uint32_t *perm; /* the order of epoch perm_epoch (n entries), NULL with shuffle off */
     long perm_epoch;
 } ds_sampler;
 

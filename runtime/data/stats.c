@@ -27,7 +27,8 @@ dt_status ds_stats_acc_init(ds_stats_acc *a, int c, size_t hw, int classes)
     a->counts = calloc((size_t)classes, sizeof *a->counts);
     if (!a->sum || !a->sq || !a->counts) {
         ds_stats_acc_free(a);
-        return status_set_error(DT_ERR_NOMEM, "out of memory for the statistics of %d channels, %d classes", c, classes);
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the statistics of %d channels, %d classes", c,
+                                classes);
     }
     return DT_OK;
 }
@@ -139,11 +140,13 @@ static void *stats_run(void *arg)
         dt_status st = ds_read(s, i, x, &y);
         if (!st && (y < 0 || y >= s->classes))
             st = status_set_error(DT_ERR_CORRUPT, "%s: label %d of sample %zu is outside 0 to %d", s->source, (int)y, i,
-                              s->classes - 1);
+                                  s->classes - 1);
         for (size_t k = 0; !st && k < per; k++)
             if (!isfinite(x[k]))
-                st = status_set_error(DT_ERR_CORRUPT, "%s: value %zu of sample %zu is %g: a dataset must hold finite "
-                                  "values", s->source, k, i, (double)x[k]);
+                st = status_set_error(DT_ERR_CORRUPT,
+                                      "%s: value %zu of sample %zu is %g: a dataset must hold finite "
+                                      "values",
+                                      s->source, k, i, (double)x[k]);
         if (st) {
             j->status = st;
             j->bad = i;

@@ -71,7 +71,8 @@ static void synth_image(const ds_split *s, const synth *d, uint64_t index, float
                 int x0 = (int)fx;
                 float tx = fx - (float)x0;
                 const float *g0 = grid + y0 * d->gw + x0, *g1 = g0 + d->gw;
-                plane[y * s->w + xx] = (1 - ty) * ((1 - tx) * g0[0] + tx * g0[1]) + ty * ((1 - tx) * g1[0] + tx * g1[1]);
+                plane[y * s->w + xx] =
+                    (1 - ty) * ((1 - tx) * g0[0] + tx * g0[1]) + ty * ((1 - tx) * g1[0] + tx * g1[1]);
             }
         }
     }
@@ -125,12 +126,14 @@ dt_status synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t
 {
     *out = NULL;
     if (c < 1 || h < 1 || w < 1 || classes < 2 || classes > DS_MAX_CLASSES)
-        return status_set_error(DT_ERR_INVALID_ARG, "synthetic data needs a shape of at least 1x1x1 and 2 to %d classes "
-                            "(got %dx%dx%d and %d)", DS_MAX_CLASSES, c, h, w, classes);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "synthetic data needs a shape of at least 1x1x1 and 2 to %d classes "
+                                "(got %dx%dx%d and %d)",
+                                DS_MAX_CLASSES, c, h, w, classes);
     const size_t input_size = (size_t)c * h * w;
     if (input_size > DS_MAX_SAMPLE_VALUES)
         return status_set_error(DT_ERR_INVALID_ARG, "synthetic samples of %dx%dx%d = %zu values: at most %u", c, h, w,
-                            input_size, DS_MAX_SAMPLE_VALUES);
+                                input_size, DS_MAX_SAMPLE_VALUES);
     if (size < 1 || size > UINT32_MAX)
         return status_set_error(DT_ERR_INVALID_ARG, "dataset size %zu must be from 1 to %u samples", size, UINT32_MAX);
     ds_split *s = calloc(1, sizeof *s);

@@ -27,8 +27,8 @@ static dt_status read_sample(dt_dataset *d, uint32_t k, float *x, int32_t *label
         dt_status s = ds_read(d->split, i, x, label);
         if (s != DT_ERR_CORRUPT || !d->skip_bad) {
             if (!s && (*label < 0 || *label >= d->classes))
-                return status_set_error(DT_ERR_CORRUPT, "%s: sample %zu has label %d, outside 0..%d", d->split->source, i,
-                                    (int)*label, d->classes - 1);
+                return status_set_error(DT_ERR_CORRUPT, "%s: sample %zu has label %d, outside 0..%d", d->split->source,
+                                        i, (int)*label, d->classes - 1);
             return s;
         }
         __atomic_add_fetch(&d->bad, 1, __ATOMIC_RELAXED);
@@ -61,8 +61,8 @@ static void augment(const dt_dataset *d, uint64_t r, const float *src, float *ds
     }
 }
 
-dt_status dataset_fill(dt_dataset *d, const uint32_t *idx, long epoch, int n, int augment_on, float *x,
-                       int32_t *labels, float *scratch)
+dt_status dataset_fill(dt_dataset *d, const uint32_t *idx, long epoch, int n, int augment_on, float *x, int32_t *labels,
+                       float *scratch)
 {
     const size_t hw = (size_t)d->h * d->w;
     const int aug = augment_on && (d->crop_pad || d->flip);

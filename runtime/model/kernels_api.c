@@ -5,8 +5,8 @@
 #include "dtrain.h"
 #include "kernels/backend.h"
 
-void dt_sgemm(int trans_a, int trans_b, int m, int n, int kk, float alpha, const float *a, int lda,
-              const float *b, int ldb, float beta, float *c, int ldc)
+void dt_sgemm(int trans_a, int trans_b, int m, int n, int kk, float alpha, const float *a, int lda, const float *b,
+              int ldb, float beta, float *c, int ldc)
 {
     backend *be = backend_cpu();
     (void)be->ops->gemm(be, trans_a, trans_b, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc); /* cannot fail */

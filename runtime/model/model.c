@@ -22,13 +22,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Layer l's convolution geometry at `batch` into l->cs; its check's error (naming the numbers)
  * when the kernel does not fit. */
 static dt_status layer_conv_shape(layer *l, int batch)
 {
-    l->cs = (conv_shape){.batch = batch, .c_in = l->in_c, .h = l->in_h, .w = l->in_w, .c_out = l->out,
-                         .k = l->k, .stride = l->stride, .pad = l->pad};
+    l->cs = (conv_shape){.batch = batch,
+                         .c_in = l->in_c,
+                         .h = l->in_h,
+                         .w = l->in_w,
+                         .c_out = l->out,
+                         .k = l->k,
+                         .stride = l->stride,
+                         .pad = l->pad};
     return conv_shape_init(&l->cs);
 }
 
@@ -109,11 +114,18 @@ static scratch_sizes model_scratch16(const dt_model *m)
     int first = 1;
     for (int i = 0; i < m->spec.n; i++) {
         const layer *l = &m->spec.layers[i];
-        static const be_layer_kind kinds[] = {[LAYER_FC] = BE_LAYER_FC, [LAYER_CONV] = BE_LAYER_CONV,
-                                              [LAYER_RELU] = BE_LAYER_RELU, [LAYER_POOL] = BE_LAYER_POOL};
+        static const be_layer_kind kinds[] = {[LAYER_FC] = BE_LAYER_FC,
+                                              [LAYER_CONV] = BE_LAYER_CONV,
+                                              [LAYER_RELU] = BE_LAYER_RELU,
+                                              [LAYER_POOL] = BE_LAYER_POOL};
         if (l->kind == LAYER_FLATTEN) continue;
-        const layer_need need = {.kind = kinds[l->kind], .in_n = layer_in_n(l), .out_n = layer_out_n(l),
-                                 .fc_in = l->in_c, .fc_out = l->out, .np = l->w_n + l->b_n, .first = first};
+        const layer_need need = {.kind = kinds[l->kind],
+                                 .in_n = layer_in_n(l),
+                                 .out_n = layer_out_n(l),
+                                 .fc_in = l->in_c,
+                                 .fc_out = l->out,
+                                 .np = l->w_n + l->b_n,
+                                 .first = first};
         m->be->ops->scratch16(m->be, &need, m->max_batch, &z);
         first = 0;
     }
@@ -215,8 +227,7 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     backend *be = backend_cpu();
     dt_placement pl;
     dt_status s;
-    if (ctx && dt_get_placement(ctx, &pl) == DT_OK && pl.device == DT_DEVICE_CUDA && (s = backend_cuda(&be)))
-        return s;
+    if (ctx && dt_get_placement(ctx, &pl) == DT_OK && pl.device == DT_DEVICE_CUDA && (s = backend_cuda(&be))) return s;
     dt_model *m = calloc(1, sizeof *m);
     if (!m) return status_set_error(DT_ERR_NOMEM, "out of memory for the model");
     s = model_spec_parse(spec, input, &m->spec);
@@ -298,8 +309,8 @@ void dt_model_describe(const dt_model *m, char *buf, size_t n)
 {
     static const char *names[] = {"fc", "conv", "relu", "pool", "flatten"};
     size_t used = 0;
-    int w = snprintf(buf, n, "input %dx%dx%d, %zu parameters (%.2f MiB)\n", m->spec.in_c, m->spec.in_h,
-                     m->spec.in_w, m->spec.num_params, (double)m->spec.num_params * 4 / (1 << 20));
+    int w = snprintf(buf, n, "input %dx%dx%d, %zu parameters (%.2f MiB)\n", m->spec.in_c, m->spec.in_h, m->spec.in_w,
+                     m->spec.num_params, (double)m->spec.num_params * 4 / (1 << 20));
     if (w > 0) used = (size_t)w < n ? (size_t)w : n;
     for (int i = 0; i < m->spec.n && used < n; i++) {
         const layer *l = &m->spec.layers[i];
@@ -318,11 +329,11 @@ void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n)
     }
     const layer *l = &m->spec.layers[i];
     switch (l->kind) {
-    case LAYER_FC: snprintf(buf, n, "layer %d (fc:%d)", i, l->out); break;
-    case LAYER_CONV: snprintf(buf, n, "layer %d (conv:%d:%d:%d:%d)", i, l->out, l->k, l->stride, l->pad); break;
-    case LAYER_POOL: snprintf(buf, n, "layer %d (pool:%d)", i, l->k); break;
-    case LAYER_RELU: snprintf(buf, n, "layer %d (relu)", i); break;
-    case LAYER_FLATTEN: snprintf(buf, n, "layer %d (flatten)", i); break;
+        case LAYER_FC: snprintf(buf, n, "layer %d (fc:%d)", i, l->out); break;
+        case LAYER_CONV: snprintf(buf, n, "layer %d (conv:%d:%d:%d:%d)", i, l->out, l->k, l->stride, l->pad); break;
+        case LAYER_POOL: snprintf(buf, n, "layer %d (pool:%d)", i, l->k); break;
+        case LAYER_RELU: snprintf(buf, n, "layer %d (relu)", i); break;
+        case LAYER_FLATTEN: snprintf(buf, n, "layer %d (flatten)", i); break;
     }
 }
 
@@ -385,7 +396,6 @@ dt_status dt_model_set_params(dt_model *m, const float *host)
     dt_status s = model_wait_inflight(m);
     return s ? s : model_params_from_host(m, host);
 }
-
 
 dt_status model_params_from_host(dt_model *m, const float *host)
 {

@@ -15,12 +15,12 @@ typedef enum { LAYER_FC, LAYER_CONV, LAYER_RELU, LAYER_POOL, LAYER_FLATTEN } lay
 
 typedef struct layer {
     layer_kind kind;
-    int out;                /* fc: features out; conv: channels out */
-    int k, stride, pad;     /* conv: kernel, stride, padding; pool: window (= stride) */
-    int in_c, in_h, in_w;   /* input shape per sample (fc/flatten inputs are c x 1 x 1) */
+    int out;              /* fc: features out; conv: channels out */
+    int k, stride, pad;   /* conv: kernel, stride, padding; pool: window (= stride) */
+    int in_c, in_h, in_w; /* input shape per sample (fc/flatten inputs are c x 1 x 1) */
     int out_c, out_h, out_w;
     size_t w_off, w_n, b_off, b_n; /* views into the flat parameter buffer */
-    conv_shape cs;          /* conv: geometry at the model's max batch */
+    conv_shape cs;                 /* conv: geometry at the model's max batch */
 } layer;
 
 typedef struct model_spec {
@@ -29,7 +29,7 @@ typedef struct model_spec {
     int in_c, in_h, in_w;
     int classes;
     size_t num_params;
-    size_t max_act;         /* largest per-sample activation (floats) */
+    size_t max_act; /* largest per-sample activation (floats) */
 } model_spec;
 
 /* Expands presets ("mlp", "cnn"), parses the layer list and the input ("784" or "CxHxW"),

@@ -32,7 +32,7 @@ dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm)
     if (!m) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_clip_grad_norm: the model is NULL");
     if (!(max_norm > 0))
         return status_set_error(DT_ERR_INVALID_ARG, "maximum gradient norm %g must be > 0 (+inf: report the norm only)",
-                            max_norm);
+                                max_norm);
     dt_status s = model_group_complete(m, "dt_model_clip_grad_norm");
     if (s) return s;
     double total;
@@ -56,8 +56,10 @@ dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm)
 dt_status dt_model_set_clip_grad_norm(dt_model *m, double max_norm)
 {
     if (!(max_norm >= 0))
-        return status_set_error(DT_ERR_INVALID_ARG, "--clip-grad-norm %g must be >= 0 (0: off; inf: report the norm "
-                            "without clipping)", max_norm);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "--clip-grad-norm %g must be >= 0 (0: off; inf: report the norm "
+                                "without clipping)",
+                                max_norm);
     m->clip_norm = max_norm;
     return DT_OK;
 }

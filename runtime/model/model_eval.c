@@ -20,15 +20,15 @@ dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, 
 {
     if (!m || !x || !labels || !loss_sum || !correct)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_model_evaluate: model, inputs, labels, loss and correct "
-                            "are required");
+                                                    "are required");
     if (batch < 1 || batch > m->max_batch)
-        return status_set_error(DT_ERR_INVALID_ARG, "evaluation batch %d is outside 1..%d (the model's max batch)", batch,
-                            m->max_batch);
+        return status_set_error(DT_ERR_INVALID_ARG, "evaluation batch %d is outside 1..%d (the model's max batch)",
+                                batch, m->max_batch);
     const int classes = m->spec.classes;
     for (int i = 0; i < batch; i++)
         if (labels[i] < 0 || labels[i] >= classes)
             return status_set_error(DT_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", (int)labels[i], i,
-                                classes - 1);
+                                    classes - 1);
     dt_status s = model_wait_inflight(m);
     if (s) return s;
     backend *be = m->be;

@@ -32,7 +32,7 @@ struct dt_model {
      * layers in backward order (model_sync.c); NULL without a context. */
     dt_sync_config sync;
     dt_reducer *red;
-    int unreduced;      /* the gradients of the last backward are this rank's own: more than one
+    int unreduced; /* the gradients of the last backward are this rank's own: more than one
                            rank, and dt_model_sync_grads has not completed since */
     /* Precision (dt_model_set_precision): activations and the gradients flowing backward are
      * stored in prec; the parameter gradients in grad_t (g16 when 16-bit, else grads). In 16 bits
@@ -40,27 +40,27 @@ struct dt_model {
      * tensor cores, reading the 16-bit parameter copy p16 and the rounded input x16), accumulate
      * in fp32 and round each output once. */
     dt_dtype prec, grad_t;
-    uint16_t *g16;       /* the gradients when kept in 16 bits */
-    float *gblk;         /* 16-bit gradients: the block the optimizer step widens them into */
+    uint16_t *g16;        /* the gradients when kept in 16 bits */
+    float *gblk;          /* 16-bit gradients: the block the optimizer step widens them into */
     float *sx, *sy, *sdy; /* activation-sized fp32 scratch of 16-bit passes */
-    float *sw, *sg, *st; /* weight-sized fp32 scratch (widened weights, weight gradients, sums) */
-    uint16_t *p16, *x16; /* the 16-bit parameter copy (made at each forward) and input */
-    float inv_scale;     /* 16-bit gradients: the unscale the optimizer step applies */
-    int check_local;     /* look for non-finite gradients layer by layer before the allreduce */
-    int *dflags;         /* per layer (backend memory), the pass (fb_count) that first found it
+    float *sw, *sg, *st;  /* weight-sized fp32 scratch (widened weights, weight gradients, sums) */
+    uint16_t *p16, *x16;  /* the 16-bit parameter copy (made at each forward) and input */
+    float inv_scale;      /* 16-bit gradients: the unscale the optimizer step applies */
+    int check_local;      /* look for non-finite gradients layer by layer before the allreduce */
+    int *dflags;          /* per layer (backend memory), the pass (fb_count) that first found it
                             non-finite in its accumulation group; read only when asked */
-    int fb_count;        /* forward/backward passes taken */
-    int group_pass;      /* the fb_count of the first pass of the current accumulation group */
-    int inject_inf;      /* testing: put an inf into the next backward's first gradient */
-    float grad_mul;      /* 16-bit gradients: the clip coefficient the optimizer step applies
+    int fb_count;         /* forward/backward passes taken */
+    int group_pass;       /* the fb_count of the first pass of the current accumulation group */
+    int inject_inf;       /* testing: put an inf into the next backward's first gradient */
+    float grad_mul;       /* 16-bit gradients: the clip coefficient the optimizer step applies
                             after inv_scale (1 when not clipping) */
     /* Gradient accumulation (model_step.c): micro-batches per optimizer step, those of the current
      * group already taken, and the running sum of the group's earlier micro-batches (fp32, on the
      * backend; NULL while accum_steps is 1). accum_last: the pass under way ends a group. */
     int accum_steps, accum_pos, accum_last;
     float *gacc;
-    double clip_norm;    /* dt_model_set_clip_grad_norm: 0 off, +inf report only */
-    long comm_starts;    /* gradient collectives started (buckets, or the whole buffer): what tests
+    double clip_norm; /* dt_model_set_clip_grad_norm: 0 off, +inf report only */
+    long comm_starts; /* gradient collectives started (buckets, or the whole buffer): what tests
                             count to prove that accumulation's micro-batches send nothing */
     /* A backend whose memory is not host memory gets each batch copied into xdev and ldev.
      * Gradient buckets are allreduced by the context's NCCL backend on its own stream as backward

@@ -15,8 +15,16 @@
 /* The buffers the table's layer entries use besides their tensors. */
 static pass_args pass_of(const dt_model *m)
 {
-    return (pass_args){.prec = m->prec, .grad_t = model_grad_type(m), .ws = m->ws, .sx = m->sx, .sy = m->sy,
-                       .sdy = m->sdy, .sw = m->sw, .sg = m->sg, .st = m->st, .x16 = m->x16};
+    return (pass_args){.prec = m->prec,
+                       .grad_t = model_grad_type(m),
+                       .ws = m->ws,
+                       .sx = m->sx,
+                       .sy = m->sy,
+                       .sdy = m->sdy,
+                       .sw = m->sw,
+                       .sg = m->sg,
+                       .st = m->st,
+                       .x16 = m->x16};
 }
 
 /* Layer l's weights, bias, their 16-bit copy (when the backend keeps one) and its gradients. */
@@ -24,8 +32,8 @@ static layer_params params_of(const dt_model *m, const layer *l)
 {
     char *g = model_grad_buf(m);
     const size_t e = model_grad_esize(m);
-    layer_params lp = {.w = m->params + l->w_off, .b = m->params + l->b_off, .dw = g + l->w_off * e,
-                       .db = g + l->b_off * e};
+    layer_params lp = {
+        .w = m->params + l->w_off, .b = m->params + l->b_off, .dw = g + l->w_off * e, .db = g + l->b_off * e};
     if (m->p16) {
         lp.w16 = m->p16 + l->w_off;
         lp.b16 = m->p16 + l->b_off;
@@ -54,18 +62,18 @@ dt_status model_forward(dt_model *m, const float *x, int batch, const void **log
         if (l->kind == LAYER_RELU && !y) y = (void *)in;
         const layer_params lp = params_of(m, l);
         switch (l->kind) {
-        case LAYER_FC: s = k->layer_fc_fwd(be, &a, &lp, in, x_f32, y, batch, l->in_c, l->out); break;
-        case LAYER_CONV: {
-            conv_shape cs = l->cs;
-            cs.batch = batch;
-            s = k->layer_conv_fwd(be, &a, &lp, &cs, in, x_f32, y);
-            break;
-        }
-        case LAYER_RELU: s = k->layer_relu_fwd(be, &a, in, x_f32, y, (size_t)batch * layer_out_n(l)); break;
-        case LAYER_POOL:
-            s = k->layer_pool_fwd(be, &a, in, x_f32, y, m->pool_idx[i], batch, l->in_c, l->in_h, l->in_w, l->k);
-            break;
-        case LAYER_FLATTEN: break;
+            case LAYER_FC: s = k->layer_fc_fwd(be, &a, &lp, in, x_f32, y, batch, l->in_c, l->out); break;
+            case LAYER_CONV: {
+                conv_shape cs = l->cs;
+                cs.batch = batch;
+                s = k->layer_conv_fwd(be, &a, &lp, &cs, in, x_f32, y);
+                break;
+            }
+            case LAYER_RELU: s = k->layer_relu_fwd(be, &a, in, x_f32, y, (size_t)batch * layer_out_n(l)); break;
+            case LAYER_POOL:
+                s = k->layer_pool_fwd(be, &a, in, x_f32, y, m->pool_idx[i], batch, l->in_c, l->in_h, l->in_w, l->k);
+                break;
+            case LAYER_FLATTEN: break;
         }
         if (l->kind != LAYER_FLATTEN) in = y;
         if (m->prof) m->prof_fwd[i] += model_prof_mark(m);
@@ -95,24 +103,24 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
         const layer_params lp = params_of(m, l);
         dt_status s = DT_OK;
         switch (l->kind) {
-        case LAYER_FC: s = k->layer_fc_bwd(be, &a, &lp, lin, x_f32, dcur, dprev, batch, l->in_c, l->out); break;
-        case LAYER_CONV: {
-            conv_shape cs = l->cs;
-            cs.batch = batch;
-            s = k->layer_conv_bwd(be, &a, &lp, &cs, lin, x_f32, dcur, dprev);
-            break;
-        }
-        case LAYER_RELU:
-            /* The output of layer i is the input of layer i + 1 (or the logits). */
-            s = k->layer_relu_bwd(be, &a, i + 1 < n ? m->in[i + 1] : logits, dcur, dcur,
-                                  (size_t)batch * layer_out_n(l));
-            dprev = dcur;
-            break;
-        case LAYER_POOL:
-            if (dprev)
-                s = k->layer_pool_bwd(be, &a, dcur, m->pool_idx[i], dprev, batch, l->in_c, l->in_h, l->in_w, l->k);
-            break;
-        case LAYER_FLATTEN: dprev = dcur; break;
+            case LAYER_FC: s = k->layer_fc_bwd(be, &a, &lp, lin, x_f32, dcur, dprev, batch, l->in_c, l->out); break;
+            case LAYER_CONV: {
+                conv_shape cs = l->cs;
+                cs.batch = batch;
+                s = k->layer_conv_bwd(be, &a, &lp, &cs, lin, x_f32, dcur, dprev);
+                break;
+            }
+            case LAYER_RELU:
+                /* The output of layer i is the input of layer i + 1 (or the logits). */
+                s = k->layer_relu_bwd(be, &a, i + 1 < n ? m->in[i + 1] : logits, dcur, dcur,
+                                      (size_t)batch * layer_out_n(l));
+                dprev = dcur;
+                break;
+            case LAYER_POOL:
+                if (dprev)
+                    s = k->layer_pool_bwd(be, &a, dcur, m->pool_idx[i], dprev, batch, l->in_c, l->in_h, l->in_w, l->k);
+                break;
+            case LAYER_FLATTEN: dprev = dcur; break;
         }
         if (!s && (l->kind == LAYER_FC || l->kind == LAYER_CONV)) s = model_grads_done(m, i);
         if (s) return s;
@@ -159,8 +167,7 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     const pass_args a = pass_of(m);
     double loss = 0;
     int corr = 0;
-    if ((s = be->ops->layer_loss(be, &a, logits, labels, m->dbuf[0], batch, m->spec.classes, grad_scale, &loss,
-                                 &corr)))
+    if ((s = be->ops->layer_loss(be, &a, logits, labels, m->dbuf[0], batch, m->spec.classes, grad_scale, &loss, &corr)))
         return s;
     m->prof_step.loss_s += model_prof_mark(m);
     if ((s = model_backward(m, logits, batch))) return s;

@@ -18,11 +18,13 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
         return status_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)compute);
     backend *be = m->be;
     if (!be->ops->grads16 && grads != DT_F32)
-        return status_set_error(DT_ERR_UNSUPPORTED, "on the %s backend, gradients of a %s model are kept in fp32 in "
-                                "this version (pass DT_F32; dtrain train does)", be->ops->name, dt_dtype_name(compute));
+        return status_set_error(DT_ERR_UNSUPPORTED,
+                                "on the %s backend, gradients of a %s model are kept in fp32 in "
+                                "this version (pass DT_F32; dtrain train does)",
+                                be->ops->name, dt_dtype_name(compute));
     if (grads != DT_F32 && grads != compute)
         return status_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
-                            dt_dtype_name(compute), dt_dtype_name(compute), dt_dtype_name(grads));
+                                dt_dtype_name(compute), dt_dtype_name(compute), dt_dtype_name(grads));
     dt_status ws = model_wait_inflight(m);
     if (ws) return ws;
     m->accum_pos = 0; /* the gradients are lost: an accumulation group starts again */
@@ -37,7 +39,7 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
             m->prec = DT_F32;
             int ok = model_alloc_acts(m);
             return status_set_error(DT_ERR_NOMEM, "%s (%s at batch %d)%s", why, dt_dtype_name(compute), m->max_batch,
-                                ok ? "; the model stays in fp32" : "");
+                                    ok ? "; the model stays in fp32" : "");
         }
     }
     const dt_dtype have = model_grad_type(m);
@@ -46,8 +48,8 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
          * first, so a failure leaves the model as it was; then the old ones go back to the
          * backend they came from. */
         void *g = NULL, *blk = NULL;
-        dt_status s = be->ops->alloc(be, np * (grads == DT_F32 ? 4 : 2), grads == DT_F32 ? "fp32 gradients"
-                                     : "16-bit gradients", &g);
+        dt_status s = be->ops->alloc(be, np * (grads == DT_F32 ? 4 : 2),
+                                     grads == DT_F32 ? "fp32 gradients" : "16-bit gradients", &g);
         if (!s && grads != DT_F32 && !m->gblk)
             s = be->ops->alloc(be, MODEL_GBLK * sizeof(float), "the optimizer's gradient block", &blk);
         if (s) {
@@ -78,7 +80,7 @@ dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
 {
     if (!(inv_scale > 0) || !isfinite(inv_scale))
         return status_set_error(DT_ERR_INVALID_ARG, "gradient unscale factor %g must be a positive number",
-                            (double)inv_scale);
+                                (double)inv_scale);
     dt_status gs = model_group_complete(m, "dt_model_unscale_grads");
     if (gs) return gs;
     size_t bad = 0;

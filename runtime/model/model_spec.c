@@ -70,8 +70,10 @@ static uint64_t spec_mul(uint64_t a, uint64_t b)
  * the 64-bit product overflowed. */
 static const char *spec_count(char buf[64], uint64_t v, double approx)
 {
-    if (v == UINT64_MAX) snprintf(buf, 64, "about %.3g", approx);
-    else snprintf(buf, 64, "%" PRIu64, v);
+    if (v == UINT64_MAX)
+        snprintf(buf, 64, "about %.3g", approx);
+    else
+        snprintf(buf, 64, "%" PRIu64, v);
     return buf;
 }
 
@@ -114,9 +116,11 @@ static int spec_fields(const char *spec, int index, const char *tok, const char 
         const int r = spec_number(q, flen, SPEC_MAX_ELEMS, &v);
         if (r == 0) return 0;
         if (r < 0 || v < (uint64_t)lo[n]) {
-            *st = status_set_error(DT_ERR_INVALID_ARG, "model '%s': layer %d '%s': %s = %.*s%s is out of range: it must "
-                               "be from %d to %" PRIu64, spec, index, tok, names[n], (int)(flen < 24 ? flen : 24), q,
-                               flen <= 24 ? "" : "...", lo[n], SPEC_MAX_ELEMS);
+            *st = status_set_error(DT_ERR_INVALID_ARG,
+                                   "model '%s': layer %d '%s': %s = %.*s%s is out of range: it must "
+                                   "be from %d to %" PRIu64,
+                                   spec, index, tok, names[n], (int)(flen < 24 ? flen : 24), q, flen <= 24 ? "" : "...",
+                                   lo[n], SPEC_MAX_ELEMS);
             return -1;
         }
         vals[n] = (int)v;
@@ -144,17 +148,22 @@ static dt_status spec_input(const char *input, model_spec *s)
         p = x + 1;
     }
     if (p != NULL || (n != 1 && n != 3))
-        return status_set_error(DT_ERR_INVALID_ARG, "input shape '%s' is not N (features) or CxHxW with "
-                            "sizes from 1 to %" PRIu64 ", e.g. 784 or 1x28x28", input, SPEC_MAX_ELEMS);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "input shape '%s' is not N (features) or CxHxW with "
+                                "sizes from 1 to %" PRIu64 ", e.g. 784 or 1x28x28",
+                                input, SPEC_MAX_ELEMS);
     if (big)
-        return status_set_error(DT_ERR_INVALID_ARG, "input shape '%s': every size must be from 1 to %" PRIu64
-                            " (and at most %" PRIu64 " elements per sample in all): use a smaller input", input,
-                            SPEC_MAX_ELEMS, SPEC_MAX_ELEMS);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "input shape '%s': every size must be from 1 to %" PRIu64 " (and at most %" PRIu64
+                                " elements per sample in all): use a smaller input",
+                                input, SPEC_MAX_ELEMS, SPEC_MAX_ELEMS);
     const uint64_t elems = n == 1 ? v[0] : spec_mul(spec_mul(v[0], v[1]), v[2]);
     if (elems > SPEC_MAX_ELEMS)
-        return status_set_error(DT_ERR_INVALID_ARG, "input shape '%s' has %" PRIu64 " elements per sample; at most "
-                            "%" PRIu64 " (1 GiB of fp32) are supported: use a smaller input (crop or downsample "
-                            "it)", input, elems, SPEC_MAX_ELEMS);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "input shape '%s' has %" PRIu64 " elements per sample; at most "
+                                "%" PRIu64 " (1 GiB of fp32) are supported: use a smaller input (crop or downsample "
+                                "it)",
+                                input, elems, SPEC_MAX_ELEMS);
     if (n == 1) {
         s->in_c = (int)v[0];
         s->in_h = s->in_w = 1;
@@ -180,7 +189,11 @@ static dt_status spec_push(model_spec *s, int *cap, layer l)
     return DT_OK;
 }
 
-#define SPEC_FAIL(...) do { st = status_set_error(DT_ERR_INVALID_ARG, __VA_ARGS__); goto fail; } while (0)
+#define SPEC_FAIL(...)                                                                                                 \
+    do {                                                                                                               \
+        st = status_set_error(DT_ERR_INVALID_ARG, __VA_ARGS__);                                                        \
+        goto fail;                                                                                                     \
+    } while (0)
 
 dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *out)
 {
@@ -190,7 +203,7 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
     int cap = 0;
     if (!spec_in || !*spec_in)
         return status_set_error(DT_ERR_INVALID_ARG, "the model is empty: give a preset (mlp, cnn) or a "
-                            "layer list such as fc:128,relu,fc:10");
+                                                    "layer list such as fc:128,relu,fc:10");
     const char *spec = model_preset(spec_in) ? model_preset(spec_in) : spec_in;
     if (!input || !*input) input = model_preset_input(spec_in);
     if (!input)
@@ -227,8 +240,8 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
                           spec_in, index, tok, SPEC_MAX_ELEMS);
             if (h != 1 || w != 1) {
                 /* The implied flatten. */
-                layer f = {.kind = LAYER_FLATTEN, .in_c = c, .in_h = h, .in_w = w, .out_c = c * h * w,
-                           .out_h = 1, .out_w = 1};
+                layer f = {
+                    .kind = LAYER_FLATTEN, .in_c = c, .in_h = h, .in_w = w, .out_c = c * h * w, .out_h = 1, .out_w = 1};
                 if ((st = spec_push(&s, &cap, f))) goto fail;
                 c = c * h * w;
                 h = w = 1;
@@ -241,16 +254,16 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
             if (w_n > SPEC_MAX_LAYER_WEIGHTS)
                 SPEC_FAIL("model '%s': layer %d '%s' has %s weights (%d outputs x %d inputs); at most %" PRIu64
                           " per layer are supported (GEMM dimensions are ints): use fewer outputs, or shrink its "
-                          "input (a pool or a strided conv before it)", spec_in, index, tok,
-                          spec_count(n1, w_n, (double)v[0] * c), v[0], c, SPEC_MAX_LAYER_WEIGHTS);
+                          "input (a pool or a strided conv before it)",
+                          spec_in, index, tok, spec_count(n1, w_n, (double)v[0] * c), v[0], c, SPEC_MAX_LAYER_WEIGHTS);
             l.b_n = (size_t)v[0];
         } else if (len > 5 && strncmp(p, "conv:", 5) == 0) {
             const int r = spec_fields(spec_in, index, tok, p, len, 4, conv_names, conv_lo, v, &st);
             if (r < 0) goto fail;
             if (r == 0)
                 SPEC_FAIL("model '%s': layer %d '%s' must be conv:OUT:K:STRIDE:PAD with OUT, K, STRIDE from 1 to "
-                          "%" PRIu64 " and PAD from 0 to %" PRIu64, spec_in, index, tok, SPEC_MAX_ELEMS,
-                          SPEC_MAX_ELEMS);
+                          "%" PRIu64 " and PAD from 0 to %" PRIu64,
+                          spec_in, index, tok, SPEC_MAX_ELEMS, SPEC_MAX_ELEMS);
             if (h == 1 && w == 1 && s.in_h == 1 && s.in_w == 1)
                 SPEC_FAIL("model '%s': layer %d '%s' needs an image input CxHxW, not %s", spec_in, index, tok, input);
             l.kind = LAYER_CONV;
@@ -258,8 +271,8 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
             /* Each term is at most 2^28, so these fit an int64 and the output sizes an int. */
             const int64_t hp = (int64_t)h + 2 * (int64_t)l.pad, wp = (int64_t)w + 2 * (int64_t)l.pad;
             if (l.k > hp || l.k > wp)
-                SPEC_FAIL("model '%s': layer %d '%s': kernel %d does not fit the %dx%d map with padding %d",
-                          spec_in, index, tok, l.k, h, w, l.pad);
+                SPEC_FAIL("model '%s': layer %d '%s': kernel %d does not fit the %dx%d map with padding %d", spec_in,
+                          index, tok, l.k, h, w, l.pad);
             l.in_c = c, l.in_h = h, l.in_w = w;
             l.out_c = l.out;
             l.out_h = (int)((hp - l.k) / l.stride + 1);
@@ -268,19 +281,19 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
             if (w_n > SPEC_MAX_LAYER_WEIGHTS)
                 SPEC_FAIL("model '%s': layer %d '%s' has %s weights (%d outputs x %d channels x %dx%d); at most "
                           "%" PRIu64 " per layer are supported (GEMM dimensions are ints): use fewer outputs or "
-                          "a smaller kernel", spec_in, index, tok,
-                          spec_count(n1, w_n, (double)l.out * c * l.k * l.k), l.out, c, l.k, l.k,
+                          "a smaller kernel",
+                          spec_in, index, tok, spec_count(n1, w_n, (double)l.out * c * l.k * l.k), l.out, c, l.k, l.k,
                           SPEC_MAX_LAYER_WEIGHTS);
             l.b_n = (size_t)l.out;
         } else if (len > 5 && strncmp(p, "pool:", 5) == 0) {
             const int r = spec_fields(spec_in, index, tok, p, len, 1, pool_names, pool_lo, v, &st);
             if (r < 0) goto fail;
             if (r == 0)
-                SPEC_FAIL("model '%s': layer %d '%s' must be pool:K with K a whole number from 1 to %" PRIu64,
-                          spec_in, index, tok, SPEC_MAX_ELEMS);
+                SPEC_FAIL("model '%s': layer %d '%s' must be pool:K with K a whole number from 1 to %" PRIu64, spec_in,
+                          index, tok, SPEC_MAX_ELEMS);
             if (h < v[0] || w < v[0])
-                SPEC_FAIL("model '%s': layer %d '%s': a %dx%d window does not fit the %dx%d map", spec_in, index,
-                          tok, v[0], v[0], h, w);
+                SPEC_FAIL("model '%s': layer %d '%s': a %dx%d window does not fit the %dx%d map", spec_in, index, tok,
+                          v[0], v[0], h, w);
             l.kind = LAYER_POOL;
             l.k = v[0];
             l.in_c = c, l.in_h = h, l.in_w = w;
@@ -294,21 +307,22 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
             l.out_c = c * h * w, l.out_h = 1, l.out_w = 1;
         } else {
             SPEC_FAIL("model '%s': layer %d '%s' is not a layer; use fc:OUT, conv:OUT:K:STRIDE:PAD, pool:K, "
-                      "relu or flatten", spec_in, index, tok);
+                      "relu or flatten",
+                      spec_in, index, tok);
         }
         const uint64_t out_n = spec_mul(spec_mul((uint64_t)l.out_c, (uint64_t)l.out_h), (uint64_t)l.out_w);
         if (out_n > SPEC_MAX_ELEMS)
             SPEC_FAIL("model '%s': layer %d '%s' has %s outputs per sample (%dx%dx%d); at most %" PRIu64 " (1 GiB "
                       "of fp32) are supported: use fewer outputs or channels, a larger stride, or a pool before it",
-                      spec_in, index, tok, spec_count(n1, out_n, (double)l.out_c * l.out_h * l.out_w), l.out_c,
-                      l.out_h, l.out_w, SPEC_MAX_ELEMS);
+                      spec_in, index, tok, spec_count(n1, out_n, (double)l.out_c * l.out_h * l.out_w), l.out_c, l.out_h,
+                      l.out_w, SPEC_MAX_ELEMS);
         /* Both terms are at most 2^32, so the sum cannot wrap. */
         const uint64_t total = params + w_n + (uint64_t)l.b_n;
         if (total > SPEC_MAX_PARAMS)
             SPEC_FAIL("model '%s' has more than %" PRIu64 " parameters (%" PRIu64 " through layer %d '%s'); at most "
                       "%" PRIu64 " are supported (16 GiB of fp32, 64 GiB on every rank with the gradients and the "
-                      "optimizer's state): make the model smaller", spec_in, SPEC_MAX_PARAMS, total, index, tok,
-                      SPEC_MAX_PARAMS);
+                      "optimizer's state): make the model smaller",
+                      spec_in, SPEC_MAX_PARAMS, total, index, tok, SPEC_MAX_PARAMS);
         l.w_n = (size_t)w_n;
         l.w_off = (size_t)params;
         l.b_off = (size_t)params + l.w_n;
@@ -323,11 +337,12 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
         SPEC_FAIL("model '%s': the last layer must be fc:CLASSES (the logits), not '%s'", spec_in,
                   strrchr(spec, ',') ? strrchr(spec, ',') + 1 : spec);
     s.classes = s.layers[s.n - 1].out;
-    if (s.classes < 2) SPEC_FAIL("model '%s': the last fc has %d output; classification needs at least 2",
-                                 spec_in, s.classes);
+    if (s.classes < 2)
+        SPEC_FAIL("model '%s': the last fc has %d output; classification needs at least 2", spec_in, s.classes);
     if (s.classes > SPEC_MAX_CLASSES)
         SPEC_FAIL("model '%s': the last fc has %d outputs, one per class; at most %d classes are supported: use "
-                  "fewer classes", spec_in, s.classes, SPEC_MAX_CLASSES);
+                  "fewer classes",
+                  spec_in, s.classes, SPEC_MAX_CLASSES);
     s.num_params = (size_t)params;
     s.max_act = max_act;
     *out = s;

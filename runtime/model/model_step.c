@@ -21,8 +21,10 @@
 dt_status dt_model_set_accum_steps(dt_model *m, int k)
 {
     if (k < 1 || k > ACCUM_MAX)
-        return status_set_error(DT_ERR_INVALID_ARG, "--accum-steps %d must be from 1 to %d micro-batches per optimizer "
-                            "step", k, ACCUM_MAX);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "--accum-steps %d must be from 1 to %d micro-batches per optimizer "
+                                "step",
+                                k, ACCUM_MAX);
     dt_status s = model_wait_inflight(m);
     if (s) return s;
     if (k > 1 && !m->gacc) {
@@ -45,9 +47,11 @@ int dt_model_accum_pos(const dt_model *m) { return m->accum_pos; }
 dt_status model_group_complete(const dt_model *m, const char *fn)
 {
     if (m->accum_pos == 0) return DT_OK;
-    return status_set_error(DT_ERR_INVALID_ARG, "%s: the accumulation group is at micro-batch %d of %d; the gradients "
-                        "are reduced, unscaled and stepped on once per group, after its last "
-                        "dt_model_forward_backward (dt_model_set_accum_steps)", fn, m->accum_pos, m->accum_steps);
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "%s: the accumulation group is at micro-batch %d of %d; the gradients "
+                            "are reduced, unscaled and stepped on once per group, after its last "
+                            "dt_model_forward_backward (dt_model_set_accum_steps)",
+                            fn, m->accum_pos, m->accum_steps);
 }
 
 dt_status model_accum_layer(dt_model *m, int i, int *ends)
@@ -63,8 +67,8 @@ dt_status model_accum_layer(dt_model *m, int i, int *ends)
                                    m->gacc + off, cnt, add, store);
 }
 
-dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
-                                    float grad_scale, double *loss_sum, int *correct)
+dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
+                                    double *loss_sum, int *correct)
 {
     m->accum_last = m->accum_pos == m->accum_steps - 1;
     /* The local finite check names the first layer that went non-finite anywhere in the group:

@@ -71,15 +71,15 @@ int dt_model_num_buckets(const dt_model *m) { return dt_reducer_num_buckets(m->r
 size_t dt_model_bucket_size(const dt_model *m, int i)
 {
     dt_range b;
-    return m->red && i >= 0 && i < dt_reducer_num_buckets(m->red) && dt_reducer_bucket(m->red, i, &b) == DT_OK
-               ? b.count : 0;
+    return m->red && i >= 0 && i < dt_reducer_num_buckets(m->red) && dt_reducer_bucket(m->red, i, &b) == DT_OK ? b.count
+                                                                                                               : 0;
 }
 
 dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
 {
     if (c->grad_comm != DT_F32 && c->grad_comm != DT_F16 && c->grad_comm != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "gradient communication type %d must be DT_F32, DT_F16 or DT_BF16",
-                            (int)c->grad_comm);
+                                (int)c->grad_comm);
     dt_status ws = model_wait_inflight(m);
     if (ws) return ws;
     if (!m->ctx) { /* a model without a context (unit tests) reduces nothing */

@@ -46,10 +46,10 @@ dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer *
         return status_set_error(DT_ERR_INVALID_ARG, "momentum %g must be in [0, 1)", (double)c->momentum);
     if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
         return status_set_error(DT_ERR_INVALID_ARG, "weight decay %g must be >= 0", (double)c->weight_decay);
-    if (c->kind == DT_OPTIM_ADAMW && (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) ||
-                                      !(c->eps > 0)))
+    if (c->kind == DT_OPTIM_ADAMW &&
+        (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) || !(c->eps > 0)))
         return status_set_error(DT_ERR_INVALID_ARG, "AdamW needs betas in [0, 1) and eps > 0 (got %g, %g, %g)",
-                            (double)c->beta1, (double)c->beta2, (double)c->eps);
+                                (double)c->beta1, (double)c->beta2, (double)c->eps);
     dt_optimizer *o = calloc(1, sizeof *o);
     if (!o) return status_set_error(DT_ERR_NOMEM, "out of memory for the optimizer");
     o->cfg = *c;
@@ -60,7 +60,7 @@ dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer *
     if ((need1 && !o->s1) || (need2 && !o->s2)) {
         dt_optimizer_free(o);
         return status_set_error(DT_ERR_NOMEM, "out of memory for the optimizer state (%zu MiB)",
-                            (n * 4 * (size_t)(need1 + need2)) >> 20);
+                                (n * 4 * (size_t)(need1 + need2)) >> 20);
     }
     *out = o;
     return DT_OK;
@@ -80,8 +80,8 @@ void dt_optimizer_free(dt_optimizer *o)
 
 /* One step of o's rule over n parameters on backend be, state s1/s2 (of be) at offset off; the
  * step count t is the caller's. */
-static dt_status step_on(backend *be, const dt_optimizer *o, float *s1, float *s2, size_t off, float *p,
-                         const float *g, size_t n)
+static dt_status step_on(backend *be, const dt_optimizer *o, float *s1, float *s2, size_t off, float *p, const float *g,
+                         size_t n)
 {
     const dt_optim_config *c = &o->cfg;
     if (c->kind == DT_OPTIM_SGD)
@@ -100,35 +100,40 @@ float dt_optimizer_lr(const dt_optimizer *o) { return o->cfg.lr; }
 dt_status dt_optimizer_set_lr(dt_optimizer *o, float lr)
 {
     if (!(lr > 0) || !isfinite(lr))
-        return status_set_error(DT_ERR_INVALID_ARG, "learning rate %g must be a positive finite number (the optimizer "
-                            "keeps %g): check the schedule's --lr, --min-lr and factor", (double)lr, (double)o->cfg.lr);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "learning rate %g must be a positive finite number (the optimizer "
+                                "keeps %g): check the schedule's --lr, --min-lr and factor",
+                                (double)lr, (double)o->cfg.lr);
     o->cfg.lr = lr;
     return DT_OK;
 }
 
 dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
 {
-    if (!m || !o) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the model or optimizer is NULL");
+    if (!m || !o)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the model or optimizer is NULL");
     dt_status gs = model_group_complete(m, "dt_model_optimizer_step");
     if (gs) return gs;
     /* Each rank stepping on its own gradients makes the replicas drift apart while every printed
      * loss can still look right; say so at the first such step rather than never. */
     if (m->unreduced && !m->sync.allow_unreduced)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the gradients of the last backward were "
-                            "not reduced across the %d ranks, so their parameters would drift apart: call "
-                            "dt_model_sync_grads after dt_model_forward_backward (dt_model_train_step does both), "
-                            "or set dt_sync_config.allow_unreduced = 1 if the loop skips the reduction on purpose",
-                            dt_world_size(m->ctx));
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_model_optimizer_step: the gradients of the last backward were "
+                                "not reduced across the %d ranks, so their parameters would drift apart: call "
+                                "dt_model_sync_grads after dt_model_forward_backward (dt_model_train_step does both), "
+                                "or set dt_sync_config.allow_unreduced = 1 if the loop skips the reduction on purpose",
+                                dt_world_size(m->ctx));
     if (o->n != m->spec.num_params)
-        return status_set_error(DT_ERR_INVALID_ARG, "the optimizer was made for %zu parameters, the model has %zu", o->n,
-                            m->spec.num_params);
+        return status_set_error(DT_ERR_INVALID_ARG, "the optimizer was made for %zu parameters, the model has %zu",
+                                o->n, m->spec.num_params);
     backend *be = m->be;
     float *s1 = o->s1, *s2 = o->s2;
     if (!be->ops->host_memory) {
         if (o->be && o->be != be)
-            return status_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the optimizer's state is on the %s "
-                                    "backend, the model on %s: use one optimizer per model", o->be->ops->name,
-                                    be->ops->name);
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "dt_model_optimizer_step: the optimizer's state is on the %s "
+                                    "backend, the model on %s: use one optimizer per model",
+                                    o->be->ops->name, be->ops->name);
         if (!o->on_device || o->upload) {
             const size_t bytes = o->n * sizeof(float);
             dt_status s;
@@ -160,8 +165,8 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
 
 optimizer_view optimizer_state(const dt_optimizer *o)
 {
-    return (optimizer_view){.cfg = o->cfg, .t = o->t, .s1 = o->s1, .s2 = o->s2, .n1 = o->s1 ? o->n : 0,
-                            .n2 = o->s2 ? o->n : 0};
+    return (optimizer_view){
+        .cfg = o->cfg, .t = o->t, .s1 = o->s1, .s2 = o->s2, .n1 = o->s1 ? o->n : 0, .n2 = o->s2 ? o->n : 0};
 }
 
 void optimizer_set_t(dt_optimizer *o, int t) { o->t = t; }

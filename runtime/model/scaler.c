@@ -40,8 +40,8 @@ struct dt_scaler {
     long updates, skipped;
     /* The last `cfg.window` verdicts: 1 = overflow. */
     unsigned char *ring;
-    int ring_pos;     /* where the next verdict goes */
-    int ring_filled;  /* verdicts held, at most cfg.window */
+    int ring_pos;       /* where the next verdict goes */
+    int ring_filled;    /* verdicts held, at most cfg.window */
     int ring_overflows; /* ones among them */
     /* Scale history for the give-up message. */
     double start_scale;
@@ -71,31 +71,31 @@ static dt_status scaler_check_config(const dt_scaler_config *c)
 {
     if (c->dynamic != 0 && c->dynamic != 1)
         return status_set_error(DT_ERR_INVALID_ARG, "loss scale dynamic %d must be 0 (static) or 1 (dynamic)",
-                            c->dynamic);
+                                c->dynamic);
     if (!(c->min_scale >= (double)FLT_MIN && c->min_scale <= (double)FLT_MAX))
         return status_set_error(DT_ERR_INVALID_ARG,
-                            "loss scale min_scale %g must be > 0 (and a normal float, in [%g, %g])", c->min_scale,
-                            (double)FLT_MIN, (double)FLT_MAX);
+                                "loss scale min_scale %g must be > 0 (and a normal float, in [%g, %g])", c->min_scale,
+                                (double)FLT_MIN, (double)FLT_MAX);
     if (!(c->max_scale >= c->min_scale && c->max_scale <= (double)FLT_MAX))
-        return status_set_error(DT_ERR_INVALID_ARG, "loss scale max_scale %g must be in [min_scale %g, %g]", c->max_scale,
-                            c->min_scale, (double)FLT_MAX);
+        return status_set_error(DT_ERR_INVALID_ARG, "loss scale max_scale %g must be in [min_scale %g, %g]",
+                                c->max_scale, c->min_scale, (double)FLT_MAX);
     if (!(c->init_scale >= c->min_scale && c->init_scale <= c->max_scale))
         return status_set_error(DT_ERR_INVALID_ARG, "loss scale init_scale %g must be in [min_scale %g, max_scale %g]",
-                            c->init_scale, c->min_scale, c->max_scale);
+                                c->init_scale, c->min_scale, c->max_scale);
     if (!(c->growth_factor > 1.0 && isfinite(c->growth_factor)))
         return status_set_error(DT_ERR_INVALID_ARG, "loss scale growth_factor %g must be > 1 (and finite)",
-                            c->growth_factor);
+                                c->growth_factor);
     if (!(c->backoff_factor > 0.0 && c->backoff_factor < 1.0))
-        return status_set_error(DT_ERR_INVALID_ARG, "loss scale backoff_factor %g must be in (0, 1)", c->backoff_factor);
+        return status_set_error(DT_ERR_INVALID_ARG, "loss scale backoff_factor %g must be in (0, 1)",
+                                c->backoff_factor);
     if (c->growth_interval < 1)
         return status_set_error(DT_ERR_INVALID_ARG, "loss scale growth_interval %d must be >= 1", c->growth_interval);
     if (c->hysteresis < 1)
         return status_set_error(DT_ERR_INVALID_ARG, "loss scale hysteresis %d must be >= 1", c->hysteresis);
-    if (c->window < 1)
-        return status_set_error(DT_ERR_INVALID_ARG, "loss scale window %d must be >= 1", c->window);
+    if (c->window < 1) return status_set_error(DT_ERR_INVALID_ARG, "loss scale window %d must be >= 1", c->window);
     if (!(c->max_overflow_fraction > 0.0 && c->max_overflow_fraction <= 1.0))
         return status_set_error(DT_ERR_INVALID_ARG, "loss scale max_overflow_fraction %g must be in (0, 1]",
-                            c->max_overflow_fraction);
+                                c->max_overflow_fraction);
     return DT_OK;
 }
 
@@ -198,10 +198,10 @@ dt_status dt_scaler_update(dt_scaler *s, int found_inf)
             if (s->scale <= c->min_scale) { /* already at the floor: backing off cannot help */
                 scaler_format_history(s, hist, sizeof hist);
                 return status_set_error(DT_ERR_NUMERIC,
-                                    "loss scaling gave up at step %ld: overflow with the scale %.8g already "
-                                    "at min_scale (%d of the last %d updates overflowed); loss scale "
-                                    "history: %s; " SCALER_FIX,
-                                    s->updates, s->scale, s->ring_overflows, s->ring_filled, hist);
+                                        "loss scaling gave up at step %ld: overflow with the scale %.8g already "
+                                        "at min_scale (%d of the last %d updates overflowed); loss scale "
+                                        "history: %s; " SCALER_FIX,
+                                        s->updates, s->scale, s->ring_overflows, s->ring_filled, hist);
             }
             s->good_steps = 0;
             s->hysteresis_left--;
@@ -222,12 +222,11 @@ dt_status dt_scaler_update(dt_scaler *s, int found_inf)
     long allowed = (long)floor(c->max_overflow_fraction * (double)c->window + 1e-9);
     if (s->ring_overflows > allowed) {
         scaler_format_history(s, hist, sizeof hist);
-        return status_set_error(DT_ERR_NUMERIC,
-                            "loss scaling gave up at step %ld: %d of the last %d updates overflowed (more than "
-                            "max_overflow_fraction %g of the window of %d), scale %.8g; loss scale history: %s; "
-                            SCALER_FIX,
-                            s->updates, s->ring_overflows, s->ring_filled, c->max_overflow_fraction, c->window,
-                            s->scale, hist);
+        return status_set_error(
+            DT_ERR_NUMERIC,
+            "loss scaling gave up at step %ld: %d of the last %d updates overflowed (more than "
+            "max_overflow_fraction %g of the window of %d), scale %.8g; loss scale history: %s; " SCALER_FIX,
+            s->updates, s->ring_overflows, s->ring_filled, c->max_overflow_fraction, c->window, s->scale, hist);
     }
     return DT_OK;
 }
@@ -250,18 +249,18 @@ dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st)
     const dt_scaler_config *c = &s->cfg;
     if (!(isfinite(st->scale) && st->scale >= c->min_scale && st->scale <= c->max_scale))
         return status_set_error(DT_ERR_CORRUPT, "loss scaler state: scale %g must be in [min_scale %g, max_scale %g]",
-                            st->scale, c->min_scale, c->max_scale);
+                                st->scale, c->min_scale, c->max_scale);
     if (st->good_steps < 0 || st->good_steps >= c->growth_interval)
         return status_set_error(DT_ERR_CORRUPT, "loss scaler state: good_steps %d must be in [0, growth_interval %d)",
-                            st->good_steps, c->growth_interval);
+                                st->good_steps, c->growth_interval);
     if (st->hysteresis_left < 0 || st->hysteresis_left > c->hysteresis)
         return status_set_error(DT_ERR_CORRUPT, "loss scaler state: hysteresis_left %d must be in [0, hysteresis %d]",
-                            st->hysteresis_left, c->hysteresis);
+                                st->hysteresis_left, c->hysteresis);
     if (st->skipped < 0)
         return status_set_error(DT_ERR_CORRUPT, "loss scaler state: skipped %ld must be >= 0", st->skipped);
     if (st->updates < st->skipped)
         return status_set_error(DT_ERR_CORRUPT, "loss scaler state: updates %ld must be >= skipped %ld", st->updates,
-                            st->skipped);
+                                st->skipped);
     s->scale = st->scale;
     s->good_steps = st->good_steps;
     s->hysteresis_left = st->hysteresis_left;

@@ -67,8 +67,10 @@ dt_status affinity_parse(const char *s, cpu_set_t *out)
             p = end;
         }
         for (long c = a; c <= b; c++) CPU_SET((int)c, &set);
-        if (*p == ',') p++;
-        else if (*p && *p != '\n') goto bad;
+        if (*p == ',')
+            p++;
+        else if (*p && *p != '\n')
+            goto bad;
     }
     *out = set;
     return DT_OK;
@@ -126,7 +128,6 @@ static int affinity_cores(hwloc_topology_t topo, const cpu_set_t *allowed, cpu_s
     return n;
 }
 
-
 dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_id, int blas_threads,
                          affinity_result *out)
 {
@@ -162,8 +163,8 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
         if (gpu_known) affinity_format(&gpu, g, sizeof g);
         affinity_format(&cand, k, sizeof k);
         log_msg(LOG_LEVEL_DEBUG, "placement: allowed CPUs %s (%d); GPU %s%s%s; candidates %s (%d), local rank %d of %d",
-               a, CPU_COUNT(&allowed), gpu_bus_id && gpu_bus_id[0] ? gpu_bus_id : "none",
-               gpu_known ? " near CPUs " : "", gpu_known ? g : "", k, CPU_COUNT(&cand), lrank, lsize);
+                a, CPU_COUNT(&allowed), gpu_bus_id && gpu_bus_id[0] ? gpu_bus_id : "none",
+                gpu_known ? " near CPUs " : "", gpu_known ? g : "", k, CPU_COUNT(&cand), lrank, lsize);
     }
 
     all_allowed = malloc(sizeof(cpu_set_t) * (size_t)lsize);
@@ -233,12 +234,14 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
             hwloc_bitmap_free(bm);
             if (rc != 0) {
                 s = status_set_error(DT_ERR_INTERNAL, "binding to CPUs failed: %s. Fix: run with --pin none",
-                                 strerror(errno));
+                                     strerror(errno));
                 goto done;
             }
             out->pinned_by = DT_PINNED_BY_DTRAIN;
-            snprintf(why, sizeof why, "pinned: cores %d..%d of the %d candidate cores, block %d of the %d local ranks "
-                     "with these candidates", first, first + count - 1, ncores, gidx, gsize);
+            snprintf(why, sizeof why,
+                     "pinned: cores %d..%d of the %d candidate cores, block %d of the %d local ranks "
+                     "with these candidates",
+                     first, first + count - 1, ncores, gidx, gsize);
         }
     }
     if (lsize > 1 && !out->shared && mode != DT_PIN_NONE) {
@@ -259,8 +262,11 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
     openblas_set_num_threads(threads);
     out->blas_threads = threads;
     if (debug)
-        log_msg(LOG_LEVEL_DEBUG, "placement: CPUs %s (%d cores): %s; %d BLAS thread(s)%s", out->list, out->num_cores, why,
-               threads, blas_threads > 0 ? " (--blas-threads)" : out->shared ? " (cores shared)" : ", one per core");
+        log_msg(LOG_LEVEL_DEBUG, "placement: CPUs %s (%d cores): %s; %d BLAS thread(s)%s", out->list, out->num_cores,
+                why, threads,
+                blas_threads > 0 ? " (--blas-threads)"
+                : out->shared    ? " (cores shared)"
+                                 : ", one per core");
 done:
     free(all_allowed);
     free(all_cand);

@@ -15,12 +15,12 @@
 #include <sched.h>
 
 typedef struct affinity_result {
-    cpu_set_t cpus;    /* the CPUs (hardware threads) this process now runs on */
-    int num_cores;     /* whole cores among them */
+    cpu_set_t cpus; /* the CPUs (hardware threads) this process now runs on */
+    int num_cores;  /* whole cores among them */
     dt_pinned_by pinned_by;
-    int shared;        /* 1 when there were fewer cores than local ranks to place */
-    int blas_threads;  /* what OpenBLAS was set to */
-    char list[256];    /* cpus as "0-3,8" */
+    int shared;       /* 1 when there were fewer cores than local ranks to place */
+    int blas_threads; /* what OpenBLAS was set to */
+    char list[256];   /* cpus as "0-3,8" */
 } affinity_result;
 
 /* Block b of `size` near-equal contiguous blocks of n items: [*first, *first + *count).

@@ -32,35 +32,45 @@ void dt_config_defaults(dt_config *cfg)
 
 dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out)
 {
-    if (s && strcmp(s, "nccl") == 0) *out = DT_GPU_COMM_NCCL;
-    else if (s && strcmp(s, "mpi") == 0) *out = DT_GPU_COMM_MPI;
-    else return status_set_error(DT_ERR_INVALID_ARG, "GPU communication '%s' is not one of nccl, mpi", s ? s : "(null)");
+    if (s && strcmp(s, "nccl") == 0)
+        *out = DT_GPU_COMM_NCCL;
+    else if (s && strcmp(s, "mpi") == 0)
+        *out = DT_GPU_COMM_MPI;
+    else
+        return status_set_error(DT_ERR_INVALID_ARG, "GPU communication '%s' is not one of nccl, mpi", s ? s : "(null)");
     return DT_OK;
 }
 
 dt_status dt_device_kind_parse(const char *s, dt_device_kind *out)
 {
-    if (s && strcmp(s, "auto") == 0) *out = DT_DEVICE_AUTO;
-    else if (s && strcmp(s, "cpu") == 0) *out = DT_DEVICE_CPU;
-    else if (s && strcmp(s, "cuda") == 0) *out = DT_DEVICE_CUDA;
-    else return status_set_error(DT_ERR_INVALID_ARG, "device '%s' is not one of auto, cpu, cuda", s ? s : "(null)");
+    if (s && strcmp(s, "auto") == 0)
+        *out = DT_DEVICE_AUTO;
+    else if (s && strcmp(s, "cpu") == 0)
+        *out = DT_DEVICE_CPU;
+    else if (s && strcmp(s, "cuda") == 0)
+        *out = DT_DEVICE_CUDA;
+    else
+        return status_set_error(DT_ERR_INVALID_ARG, "device '%s' is not one of auto, cpu, cuda", s ? s : "(null)");
     return DT_OK;
 }
 
 dt_status dt_pin_mode_parse(const char *s, dt_pin_mode *out)
 {
-    if (s && strcmp(s, "auto") == 0) *out = DT_PIN_AUTO;
-    else if (s && strcmp(s, "none") == 0) *out = DT_PIN_NONE;
-    else return status_set_error(DT_ERR_INVALID_ARG, "pin mode '%s' is not one of auto, none", s ? s : "(null)");
+    if (s && strcmp(s, "auto") == 0)
+        *out = DT_PIN_AUTO;
+    else if (s && strcmp(s, "none") == 0)
+        *out = DT_PIN_NONE;
+    else
+        return status_set_error(DT_ERR_INVALID_ARG, "pin mode '%s' is not one of auto, none", s ? s : "(null)");
     return DT_OK;
 }
 
 const char *dt_device_kind_name(dt_device_kind k)
 {
     switch (k) {
-    case DT_DEVICE_AUTO: return "auto";
-    case DT_DEVICE_CPU: return "cpu";
-    case DT_DEVICE_CUDA: return "cuda";
+        case DT_DEVICE_AUTO: return "auto";
+        case DT_DEVICE_CPU: return "cpu";
+        case DT_DEVICE_CUDA: return "cuda";
     }
     return "?";
 }
@@ -68,12 +78,12 @@ const char *dt_device_kind_name(dt_device_kind k)
 const char *dt_launcher_name(dt_launcher l)
 {
     switch (l) {
-    case DT_LAUNCHER_NONE: return "none";
-    case DT_LAUNCHER_OPENMPI: return "openmpi";
-    case DT_LAUNCHER_SLURM: return "slurm";
-    case DT_LAUNCHER_PMIX: return "pmix";
-    case DT_LAUNCHER_HYDRA: return "hydra";
-    case DT_LAUNCHER_TORCHRUN: return "torchrun";
+        case DT_LAUNCHER_NONE: return "none";
+        case DT_LAUNCHER_OPENMPI: return "openmpi";
+        case DT_LAUNCHER_SLURM: return "slurm";
+        case DT_LAUNCHER_PMIX: return "pmix";
+        case DT_LAUNCHER_HYDRA: return "hydra";
+        case DT_LAUNCHER_TORCHRUN: return "torchrun";
     }
     return "?";
 }
@@ -92,22 +102,17 @@ dt_status dt_config_from_env(dt_config *cfg)
         return status_set_error(DT_ERR_ENV, "DTRAIN_DEVICE='%s' is not one of auto, cpu, cuda; fix or unset it", v);
     if ((v = getenv("DTRAIN_PIN")) && (s = dt_pin_mode_parse(v, &c.pin)))
         return status_set_error(DT_ERR_ENV, "DTRAIN_PIN='%s' is not one of auto, none; fix or unset it", v);
-    if ((v = getenv("DTRAIN_TIMEOUT")) && (s = config_timeout_parse("DTRAIN_TIMEOUT", v, &c.timeout_s)))
-        return s;
-    if ((v = getenv("DTRAIN_BLAS_THREADS")) &&
-        (s = parse_int("DTRAIN_BLAS_THREADS", v, 0, 4096, &c.blas_threads)))
+    if ((v = getenv("DTRAIN_TIMEOUT")) && (s = config_timeout_parse("DTRAIN_TIMEOUT", v, &c.timeout_s))) return s;
+    if ((v = getenv("DTRAIN_BLAS_THREADS")) && (s = parse_int("DTRAIN_BLAS_THREADS", v, 0, 4096, &c.blas_threads)))
         return s;
     if ((v = getenv("DTRAIN_GPU_COMM")) && (s = dt_gpu_comm_parse(v, &c.gpu_comm)))
         return status_set_error(DT_ERR_ENV, "DTRAIN_GPU_COMM='%s' is not one of nccl, mpi; fix or unset it", v);
-    if ((v = getenv("DTRAIN_COMM_THREAD")) && (s = parse_int("DTRAIN_COMM_THREAD", v, 0, 1, &c.comm_thread)))
-        return s;
-    if ((v = getenv("DTRAIN_COMM_WORLD1")) && (s = parse_int("DTRAIN_COMM_WORLD1", v, 0, 1, &c.comm_world1)))
-        return s;
+    if ((v = getenv("DTRAIN_COMM_THREAD")) && (s = parse_int("DTRAIN_COMM_THREAD", v, 0, 1, &c.comm_thread))) return s;
+    if ((v = getenv("DTRAIN_COMM_WORLD1")) && (s = parse_int("DTRAIN_COMM_WORLD1", v, 0, 1, &c.comm_world1))) return s;
     /* DTRAIN_LOG is read here too, not only by dt_init, so that a malformed value is refused with
      * the other DTRAIN_* variables, as bad usage, before MPI starts. Last, so that cfg and the
      * level stay as they were when anything else is wrong. */
-    if ((s = log_init_from_env()))
-        return s;
+    if ((s = log_init_from_env())) return s;
     *cfg = c;
     return DT_OK;
 }

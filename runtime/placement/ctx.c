@@ -45,16 +45,18 @@ static dt_status ctx_mpi_init(const dt_config *cfg, int *we_did)
     if (inited) return DT_OK;
     if (!cfg->init_mpi)
         return status_set_error(DT_ERR_MPI, "MPI is not initialized and dt_config.init_mpi is 0: call "
-                            "MPI_Init_thread first or set init_mpi = 1");
+                                            "MPI_Init_thread first or set init_mpi = 1");
     int provided = 0;
     /* MULTIPLE lets a communication thread run collectives beside the compute thread. */
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
         return status_set_error(DT_ERR_MPI, "MPI_Init_thread failed: check the launcher (srun needs "
-                            "--mpi=pmix) and that mpirun belongs to the MPI dtrain was built with");
+                                            "--mpi=pmix) and that mpirun belongs to the MPI dtrain was built with");
     *we_did = 1;
     if (provided < MPI_THREAD_SERIALIZED)
-        log_msg(LOG_LEVEL_WARN, "MPI provides thread level %d only; overlapped communication needs "
-               "MPI_THREAD_SERIALIZED or better", provided);
+        log_msg(LOG_LEVEL_WARN,
+                "MPI provides thread level %d only; overlapped communication needs "
+                "MPI_THREAD_SERIALIZED or better",
+                provided);
     return DT_OK;
 }
 
@@ -72,9 +74,12 @@ static dt_status ctx_select_device(dt_ctx *c, int local_rank, int local_size, ch
     if (log_enabled(LOG_LEVEL_DEBUG)) {
         char gpu[32] = "";
         if (kind == DT_DEVICE_CUDA) snprintf(gpu, sizeof gpu, ", visible GPU %d", ordinal);
-        log_msg(LOG_LEVEL_DEBUG, "placement: device %s%s (--device %s, local rank %d of %d)", dt_device_kind_name(kind), gpu,
-               c->cfg.device == DT_DEVICE_CUDA ? "cuda" : c->cfg.device == DT_DEVICE_CPU ? "cpu" : "auto", local_rank,
-               local_size);
+        log_msg(LOG_LEVEL_DEBUG, "placement: device %s%s (--device %s, local rank %d of %d)", dt_device_kind_name(kind),
+                gpu,
+                c->cfg.device == DT_DEVICE_CUDA  ? "cuda"
+                : c->cfg.device == DT_DEVICE_CPU ? "cpu"
+                                                 : "auto",
+                local_rank, local_size);
     }
     if (kind == DT_DEVICE_CUDA) return device_activate(ordinal, bus_id, n);
     return DT_OK;
@@ -107,7 +112,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     c->pl.launcher = env.launcher;
     if (log_enabled(LOG_LEVEL_DEBUG))
         log_msg(LOG_LEVEL_DEBUG, "placement: launcher %s (rank %d of %d, local rank %d of %d by its variables)",
-               dt_launcher_name(env.launcher), env.rank, env.size, env.local_rank, env.local_size);
+                dt_launcher_name(env.launcher), env.rank, env.size, env.local_rank, env.local_size);
 
     /* 2. The device, while no CUDA context exists. PMIx-only launchers give no local rank before
      * MPI; their device is chosen right after MPI_Init, which touches no GPU in this MPI. */
@@ -153,8 +158,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     }
 
     /* 4. One GPU per local rank, then the cores, then the communicators. */
-    if (!device_chosen && (s = ctx_select_device(c, m.local_rank, m.local_size, bus_id, sizeof bus_id)))
-        goto fail;
+    if (!device_chosen && (s = ctx_select_device(c, m.local_rank, m.local_size, bus_id, sizeof bus_id))) goto fail;
     {
         char *ids = calloc((size_t)m.local_size, sizeof bus_id);
         if (!ids) {
@@ -163,7 +167,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
         }
         int rc = MPI_Allgather(bus_id, sizeof bus_id, MPI_CHAR, ids, sizeof bus_id, MPI_CHAR, c->local);
         /* Collectives through MPI (--gpu-comm mpi) let ranks share a GPU; NCCL does not. */
-        s = rc != MPI_SUCCESS ? status_set_error(DT_ERR_MPI, "MPI_Allgather of GPU ids failed")
+        s = rc != MPI_SUCCESS                    ? status_set_error(DT_ERR_MPI, "MPI_Allgather of GPU ids failed")
             : c->cfg.gpu_comm == DT_GPU_COMM_MPI ? DT_OK
                                                  : device_check_unique(ids, m.local_size, sizeof bus_id);
         free(ids);
@@ -182,8 +186,10 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
         /* Two ranks of a node on one GPU are refused when the GPU is used (above); when it is only
          * planned, say so in the plan. */
         char *all = calloc((size_t)m.local_size, sizeof c->pl.gpu);
-        if (all && MPI_Allgather(c->pl.gpu, sizeof c->pl.gpu, MPI_CHAR, all, sizeof c->pl.gpu, MPI_CHAR, c->local) ==
-                       MPI_SUCCESS && c->pl.gpu[0] && c->pl.gpu[0] != '-' && c->cfg.gpu_comm != DT_GPU_COMM_MPI)
+        if (all &&
+            MPI_Allgather(c->pl.gpu, sizeof c->pl.gpu, MPI_CHAR, all, sizeof c->pl.gpu, MPI_CHAR, c->local) ==
+                MPI_SUCCESS &&
+            c->pl.gpu[0] && c->pl.gpu[0] != '-' && c->cfg.gpu_comm != DT_GPU_COMM_MPI)
             for (int r = 0; r < m.local_size; r++)
                 if (r != m.local_rank && strcmp(all + (size_t)r * sizeof c->pl.gpu, c->pl.gpu) == 0) {
                     char keep[64];
@@ -217,16 +223,18 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     }
     if (s) goto fail;
 
-    log_msg0(LOG_LEVEL_INFO, "dtrain %s: %d ranks on %d nodes, launcher %s, device %s, backend %s, pin %s, "
-            "timeout %.0f s, comm thread %s, comm world1 %s", dt_version_string(), m.size, m.num_nodes,
-            dt_launcher_name(env.launcher), dt_device_kind_name(c->pl.device), c->coll->ops->name,
-            c->cfg.pin == DT_PIN_NONE ? "none" : "auto", c->cfg.timeout_s, c->cfg.comm_thread ? "on" : "off",
-            c->cfg.comm_world1 ? "on" : "off");
+    log_msg0(LOG_LEVEL_INFO,
+             "dtrain %s: %d ranks on %d nodes, launcher %s, device %s, backend %s, pin %s, "
+             "timeout %.0f s, comm thread %s, comm world1 %s",
+             dt_version_string(), m.size, m.num_nodes, dt_launcher_name(env.launcher),
+             dt_device_kind_name(c->pl.device), c->coll->ops->name, c->cfg.pin == DT_PIN_NONE ? "none" : "auto",
+             c->cfg.timeout_s, c->cfg.comm_thread ? "on" : "off", c->cfg.comm_world1 ? "on" : "off");
     const char *better = dt_blas_coretype_advice();
     if (better)
-        log_msg0(LOG_LEVEL_WARN, "OpenBLAS runs its %s kernels on a CPU that can run %s ones: start the program "
-                "with OPENBLAS_CORETYPE=%s for much faster GEMM (4x measured on an AVX-512 VM)",
-                dt_blas_corename(), better, better);
+        log_msg0(LOG_LEVEL_WARN,
+                 "OpenBLAS runs its %s kernels on a CPU that can run %s ones: start the program "
+                 "with OPENBLAS_CORETYPE=%s for much faster GEMM (4x measured on an AVX-512 VM)",
+                 dt_blas_corename(), better, better);
     topo_env_free(&env);
     *out = c;
     return DT_OK;

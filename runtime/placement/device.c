@@ -21,10 +21,8 @@ int device_count(char *why, size_t n)
 
 dt_status device_map(int visible, int local_rank, int local_size, int share, int *ordinal)
 {
-    if (visible <= 0)
-        return status_set_error(DT_ERR_DEVICE, "no GPU is visible to this process");
-    if (local_rank < 0)
-        return status_set_error(DT_ERR_INTERNAL, "device_map called with an unknown local rank");
+    if (visible <= 0) return status_set_error(DT_ERR_DEVICE, "no GPU is visible to this process");
+    if (local_rank < 0) return status_set_error(DT_ERR_INTERNAL, "device_map called with an unknown local rank");
     if (visible == 1) {
         /* srun --gpus-per-task / --gpu-bind give each task exactly its own GPU. That no two local
          * ranks see the same one is checked after MPI_Init (device_check_unique). */
@@ -38,13 +36,13 @@ dt_status device_map(int visible, int local_rank, int local_size, int share, int
     int ranks = local_size > 0 ? local_size : local_rank + 1;
     if (ranks > visible || local_rank >= visible)
         return status_set_error(DT_ERR_DEVICE,
-                            "%d ranks on this node but only %d GPUs are visible (local rank %d): two "
-                            "ranks would share one GPU, which NCCL does not support and can hang. Fix: "
-                            "start at most %d ranks per node (srun --ntasks-per-node=%d, mpirun "
-                            "--map-by ppr:%d:node), make more GPUs visible (CUDA_VISIBLE_DEVICES, "
-                            "srun --gres=gpu:N), share GPUs with --gpu-comm mpi (slower), or train on "
-                            "the CPU with --device cpu",
-                            ranks, visible, local_rank, visible, visible, visible);
+                                "%d ranks on this node but only %d GPUs are visible (local rank %d): two "
+                                "ranks would share one GPU, which NCCL does not support and can hang. Fix: "
+                                "start at most %d ranks per node (srun --ntasks-per-node=%d, mpirun "
+                                "--map-by ppr:%d:node), make more GPUs visible (CUDA_VISIBLE_DEVICES, "
+                                "srun --gres=gpu:N), share GPUs with --gpu-comm mpi (slower), or train on "
+                                "the CPU with --device cpu",
+                                ranks, visible, local_rank, visible, visible, visible);
     *ordinal = local_rank;
     return DT_OK;
 }
@@ -60,17 +58,17 @@ dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, int
     /* Asked of the build, not the counter, so that a test's counter cannot hide it. */
     if (req == DT_DEVICE_CUDA && !device_info_cuda_built())
         return status_set_error(DT_ERR_UNSUPPORTED,
-                            "--device cuda, but this dtrain was built without CUDA. Fix: rebuild with "
-                            "the CUDA toolkit installed (cmake -DDTRAIN_CUDA=ON), or use --device cpu");
+                                "--device cuda, but this dtrain was built without CUDA. Fix: rebuild with "
+                                "the CUDA toolkit installed (cmake -DDTRAIN_CUDA=ON), or use --device cpu");
     char why[256];
     int visible = device_count(why, sizeof why);
     if (visible <= 0) {
         if (req == DT_DEVICE_CUDA)
             return status_set_error(DT_ERR_DEVICE,
-                                "--device cuda, but no GPU is visible (%s). Fix: check nvidia-smi and "
-                                "CUDA_VISIBLE_DEVICES, request GPUs from SLURM (srun --gres=gpu:N), or "
-                                "use --device cpu",
-                                why);
+                                    "--device cuda, but no GPU is visible (%s). Fix: check nvidia-smi and "
+                                    "CUDA_VISIBLE_DEVICES, request GPUs from SLURM (srun --gres=gpu:N), or "
+                                    "use --device cpu",
+                                    why);
         *kind = DT_DEVICE_CPU;
         *ordinal = -1;
         return DT_OK;
@@ -99,12 +97,12 @@ dt_status device_check_unique(const char *ids, int n, size_t stride)
         for (int j = i + 1; j < n; j++)
             if (strncmp(a, ids + (size_t)j * stride, stride) == 0)
                 return status_set_error(DT_ERR_DEVICE,
-                                    "local ranks %d and %d both selected GPU %s: two ranks on one GPU "
-                                    "is not supported by NCCL (it can hang). Fix: give each task its own "
-                                    "GPU (srun --gpus-per-task=1, or distinct CUDA_VISIBLE_DEVICES), start "
-                                    "fewer ranks per node, share the GPU with --gpu-comm mpi (slower), or "
-                                    "use --device cpu",
-                                    i, j, a);
+                                        "local ranks %d and %d both selected GPU %s: two ranks on one GPU "
+                                        "is not supported by NCCL (it can hang). Fix: give each task its own "
+                                        "GPU (srun --gpus-per-task=1, or distinct CUDA_VISIBLE_DEVICES), start "
+                                        "fewer ranks per node, share the GPU with --gpu-comm mpi (slower), or "
+                                        "use --device cpu",
+                                        i, j, a);
     }
     return DT_OK;
 }
@@ -126,7 +124,8 @@ static int cvd_classify(const char *p, size_t len, unsigned long *index, int *ta
         const int mig = p[0] == 'M';
         int hex = 0;
         for (size_t i = 4; i < len; i++) {
-            if (cvd_is_hex(p[i])) hex = 1;
+            if (cvd_is_hex(p[i]))
+                hex = 1;
             else if (p[i] != '-' && !(mig && (p[i] == '/' || p[i] == 'G' || p[i] == 'P' || p[i] == 'U')))
                 return CVD_BAD_UUID;
         }
@@ -180,15 +179,17 @@ int device_visible_parse(const char *list, char *why, size_t n)
                                                    : rk == CVD_UUID && rtl == tl && strncmp(r + rlead, t, tl) == 0;
                 if (same) {
                     if (why && n)
-                        snprintf(why, n, "CUDA_VISIBLE_DEVICES='%.200s': entries %d and %d name the same GPU (%.*s); "
-                                 "CUDA then shows no GPU at all. Fix: list each GPU once", list, f + 1, e + 1,
-                                 (int)(tl < 64 ? tl : 64), t);
+                        snprintf(why, n,
+                                 "CUDA_VISIBLE_DEVICES='%.200s': entries %d and %d name the same GPU (%.*s); "
+                                 "CUDA then shows no GPU at all. Fix: list each GPU once",
+                                 list, f + 1, e + 1, (int)(tl < 64 ? tl : 64), t);
                     return 0;
                 }
                 r += rl + 1;
             }
             if (kind == CVD_INDEX && tail && why && n && !why[0])
-                snprintf(why, n, "CUDA_VISIBLE_DEVICES='%.200s': entry %d '%.*s' is read by CUDA as index %lu (the "
+                snprintf(why, n,
+                         "CUDA_VISIBLE_DEVICES='%.200s': entry %d '%.*s' is read by CUDA as index %lu (the "
                          "text after the number is ignored). Fix: give indices or GPU-/MIG- UUIDs only",
                          list, e + 1, (int)(tl < 64 ? tl : 64), t, idx);
             seen++;
@@ -198,30 +199,40 @@ int device_visible_parse(const char *list, char *why, size_t n)
         if (why && n) {
             char what[160];
             switch (kind) {
-            case CVD_EMPTY:
-                snprintf(what, sizeof what, "entry %d is empty (a doubled, leading or trailing comma?)", e + 1);
-                break;
-            case CVD_NEGATIVE:
-                snprintf(what, sizeof what, "entry %d '%.*s' is negative", e + 1, (int)(tl < 64 ? tl : 64), t);
-                break;
-            case CVD_BAD_UUID:
-                snprintf(what, sizeof what, "entry %d '%.*s' is not a GPU UUID (GPU- or MIG- and hex digits, as "
-                         "nvidia-smi -L prints them)", e + 1, (int)(tl < 64 ? tl : 64), t);
-                break;
-            default:
-                snprintf(what, sizeof what, "entry %d '%.*s' is not a device index (0, 1, ...) or UUID (GPU-..., "
-                         "MIG-...)", e + 1, (int)(tl < 64 ? tl : 64), t);
+                case CVD_EMPTY:
+                    snprintf(what, sizeof what, "entry %d is empty (a doubled, leading or trailing comma?)", e + 1);
+                    break;
+                case CVD_NEGATIVE:
+                    snprintf(what, sizeof what, "entry %d '%.*s' is negative", e + 1, (int)(tl < 64 ? tl : 64), t);
+                    break;
+                case CVD_BAD_UUID:
+                    snprintf(what, sizeof what,
+                             "entry %d '%.*s' is not a GPU UUID (GPU- or MIG- and hex digits, as "
+                             "nvidia-smi -L prints them)",
+                             e + 1, (int)(tl < 64 ? tl : 64), t);
+                    break;
+                default:
+                    snprintf(what, sizeof what,
+                             "entry %d '%.*s' is not a device index (0, 1, ...) or UUID (GPU-..., "
+                             "MIG-...)",
+                             e + 1, (int)(tl < 64 ? tl : 64), t);
             }
             const int after = entries - e - 1;
             char seen_txt[96], hid[64];
-            if (seen == 0) snprintf(seen_txt, sizeof seen_txt, "it sees no GPU");
-            else snprintf(seen_txt, sizeof seen_txt, "it sees only the %d entr%s before it (%.*s)", seen,
-                          seen == 1 ? "y" : "ies", (int)(p - list - 1 < 48 ? p - list - 1 : 48), list);
-            if (after == 0) snprintf(hid, sizeof hid, "nothing follows it");
-            else snprintf(hid, sizeof hid, "the %d entr%s after it %s hidden", after, after == 1 ? "y" : "ies",
-                          after == 1 ? "is" : "are");
-            snprintf(why, n, "CUDA_VISIBLE_DEVICES='%.200s': %s; CUDA reads the list up to its first invalid entry, "
-                     "so %s and %s%s", list, what, seen_txt, hid,
+            if (seen == 0)
+                snprintf(seen_txt, sizeof seen_txt, "it sees no GPU");
+            else
+                snprintf(seen_txt, sizeof seen_txt, "it sees only the %d entr%s before it (%.*s)", seen,
+                         seen == 1 ? "y" : "ies", (int)(p - list - 1 < 48 ? p - list - 1 : 48), list);
+            if (after == 0)
+                snprintf(hid, sizeof hid, "nothing follows it");
+            else
+                snprintf(hid, sizeof hid, "the %d entr%s after it %s hidden", after, after == 1 ? "y" : "ies",
+                         after == 1 ? "is" : "are");
+            snprintf(why, n,
+                     "CUDA_VISIBLE_DEVICES='%.200s': %s; CUDA reads the list up to its first invalid entry, "
+                     "so %s and %s%s",
+                     list, what, seen_txt, hid,
                      kind == CVD_NEGATIVE && seen == 0 ? " (-1 is the usual way to hide every GPU)" : "");
         }
         return seen;

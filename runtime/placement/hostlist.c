@@ -42,11 +42,11 @@ static const char *hostlist_char_desc(char c, char buf[24])
 
 /* Records "<what>='<s>' is not a valid <kind>: <reason> (expected <example>)" and returns
  * DT_ERR_ENV. Without a what: "<kind> '<s>' is not valid: ...". */
-static dt_status hostlist_fail(const char *what, const char *kind, const char *example,
-                               const char *s, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static dt_status hostlist_fail(const char *what, const char *kind, const char *example, const char *s, const char *fmt,
+                               ...) __attribute__((format(printf, 5, 6)));
 
-static dt_status hostlist_fail(const char *what, const char *kind, const char *example,
-                               const char *s, const char *fmt, ...)
+static dt_status hostlist_fail(const char *what, const char *kind, const char *example, const char *s, const char *fmt,
+                               ...)
 {
     char reason[512];
     va_list ap;
@@ -58,10 +58,10 @@ static dt_status hostlist_fail(const char *what, const char *kind, const char *e
     int shown = n > HOSTLIST_MAX_QUOTED ? HOSTLIST_MAX_QUOTED : (int)n;
     const char *cut = n > HOSTLIST_MAX_QUOTED ? "..." : "";
     if (what != NULL)
-        return status_set_error(DT_ERR_ENV, "%s='%.*s%s' is not a valid %s: %s (expected %s)", what, shown,
-                            s, cut, kind, reason, example);
-    return status_set_error(DT_ERR_ENV, "%s '%.*s%s' is not valid: %s (expected %s)", kind, shown, s, cut,
-                        reason, example);
+        return status_set_error(DT_ERR_ENV, "%s='%.*s%s' is not a valid %s: %s (expected %s)", what, shown, s, cut,
+                                kind, reason, example);
+    return status_set_error(DT_ERR_ENV, "%s '%.*s%s' is not valid: %s (expected %s)", kind, shown, s, cut, reason,
+                            example);
 }
 
 /* ================================================================ host lists */
@@ -96,8 +96,7 @@ static int hostlist_read_number(const char *s, size_t *pos, unsigned long long *
     unsigned long long v = 0;
     int n = 0;
     while (hostlist_is_digit(s[i])) {
-        if (n == HOSTLIST_MAX_DIGITS)
-            return -1;
+        if (n == HOSTLIST_MAX_DIGITS) return -1;
         v = v * 10 + (unsigned long long)(s[i] - '0');
         n++;
         i++;
@@ -109,30 +108,25 @@ static int hostlist_read_number(const char *s, size_t *pos, unsigned long long *
 
 /* Reads one bound of a range inside the group opened at s[open]; `upper` selects the wording of
  * the errors, and rpos is where the range starts. */
-static dt_status hostlist_scan_bound(const char *what, const char *s, size_t *pos, size_t open,
-                                     size_t rpos, int upper, unsigned long long *val, int *width)
+static dt_status hostlist_scan_bound(const char *what, const char *s, size_t *pos, size_t open, size_t rpos, int upper,
+                                     unsigned long long *val, int *width)
 {
     char desc[24];
     size_t i = *pos;
     char c = s[i];
-    if (c == '\0')
-        return HL_FAIL("the '[' at position %zu is never closed", open + 1);
-    if (c == '[')
-        return HL_FAIL("nested '[' at position %zu (brackets cannot nest)", i + 1);
-    if (!upper && (c == ',' || c == ']'))
-        return HL_FAIL("empty range at position %zu", i + 1);
+    if (c == '\0') return HL_FAIL("the '[' at position %zu is never closed", open + 1);
+    if (c == '[') return HL_FAIL("nested '[' at position %zu (brackets cannot nest)", i + 1);
+    if (!upper && (c == ',' || c == ']')) return HL_FAIL("empty range at position %zu", i + 1);
     if (upper && (c == ',' || c == ']'))
         return HL_FAIL("the range at position %zu has no upper bound after its '-'", rpos + 1);
-    if (!upper && c == '-')
-        return HL_FAIL("the range at position %zu has no lower bound before its '-'", rpos + 1);
+    if (!upper && c == '-') return HL_FAIL("the range at position %zu has no lower bound before its '-'", rpos + 1);
     if (!hostlist_is_digit(c))
         return HL_FAIL("%s at position %zu is not a digit (brackets hold numbers and ranges such as "
                        "01-04)",
                        hostlist_char_desc(c, desc), i + 1);
     int n = hostlist_read_number(s, &i, val);
     if (n < 0)
-        return HL_FAIL("the number at position %zu is too large (at most %d digits)", i + 1,
-                       HOSTLIST_MAX_DIGITS);
+        return HL_FAIL("the number at position %zu is too large (at most %d digits)", i + 1, HOSTLIST_MAX_DIGITS);
     *width = n;
     *pos = i;
     return DT_OK;
@@ -149,8 +143,7 @@ static unsigned long long hostlist_sat_add(unsigned long long a, unsigned long l
 
 static unsigned long long hostlist_sat_mul(unsigned long long a, unsigned long long b)
 {
-    if (a == 0 || b == 0)
-        return 0;
+    if (a == 0 || b == 0) return 0;
     return (a >= HOSTLIST_SAT || b >= HOSTLIST_SAT / a) ? HOSTLIST_SAT : a * b;
 }
 
@@ -176,8 +169,7 @@ static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *
     unsigned long long total = 0, bytes = 0;
 
     shape->total = shape->max_groups = shape->max_len = 0;
-    if (s[0] == '\0')
-        return HL_FAIL("it is empty");
+    if (s[0] == '\0') return HL_FAIL("it is empty");
     for (;;) {
         size_t start = i, groups = 0, len = 0;
         unsigned long long count = 1; /* names this element expands to */
@@ -195,26 +187,22 @@ static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *
                     unsigned long long lo = 0, hi = 0;
                     int wlo = 0, whi = 0;
                     dt_status st = hostlist_scan_bound(what, s, &i, open, rpos, 0, &lo, &wlo);
-                    if (st != DT_OK)
-                        return st;
+                    if (st != DT_OK) return st;
                     hi = lo;
                     if (s[i] == '-') {
                         i++;
                         st = hostlist_scan_bound(what, s, &i, open, rpos, 1, &hi, &whi);
-                        if (st != DT_OK)
-                            return st;
+                        if (st != DT_OK) return st;
                         if (hi < lo)
-                            return HL_FAIL("the range %.*s at position %zu is descending", (int)(i - rpos),
-                                           s + rpos, rpos + 1);
+                            return HL_FAIL("the range %.*s at position %zu is descending", (int)(i - rpos), s + rpos,
+                                           rpos + 1);
                     }
                     gsize = hostlist_sat_add(gsize, hi - lo + 1);
                     gchars = hostlist_sat_add(gchars, hostlist_range_chars(lo, hi, wlo));
                     /* Padding comes from the lower bound's text; the upper bound may be wider. */
                     size_t w = hostlist_num_digits(hi);
-                    if ((size_t)wlo > w)
-                        w = (size_t)wlo;
-                    if (w > gwidth)
-                        gwidth = w;
+                    if ((size_t)wlo > w) w = (size_t)wlo;
+                    if (w > gwidth) gwidth = w;
 
                     c = s[i];
                     if (c == ',') {
@@ -225,12 +213,9 @@ static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *
                         i++;
                         break;
                     }
-                    if (c == '\0')
-                        return HL_FAIL("the '[' at position %zu is never closed", open + 1);
-                    if (c == '[')
-                        return HL_FAIL("nested '[' at position %zu (brackets cannot nest)", i + 1);
-                    if (c == '-')
-                        return HL_FAIL("the range at position %zu has more than one '-'", rpos + 1);
+                    if (c == '\0') return HL_FAIL("the '[' at position %zu is never closed", open + 1);
+                    if (c == '[') return HL_FAIL("nested '[' at position %zu (brackets cannot nest)", i + 1);
+                    if (c == '-') return HL_FAIL("the range at position %zu has more than one '-'", rpos + 1);
                     return HL_FAIL("%s at position %zu is not a digit (brackets hold numbers and "
                                    "ranges such as 01-04)",
                                    hostlist_char_desc(c, desc), i + 1);
@@ -245,8 +230,7 @@ static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *
             } else if (u <= 0x20 || u == 0x7f) {
                 /* A blank or control character can never be part of a host name; it is almost
                  * always a quoting mistake, better caught here than by a failed connection. */
-                return HL_FAIL("%s at position %zu cannot be part of a host name",
-                               hostlist_char_desc(c, desc), i + 1);
+                return HL_FAIL("%s at position %zu cannot be part of a host name", hostlist_char_desc(c, desc), i + 1);
             } else {
                 len++;
                 chars = hostlist_sat_add(chars, count);
@@ -269,12 +253,9 @@ static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *
                            "position %zu: %llu names of up to %zu characters); real clusters' lists take a "
                            "few MiB at most",
                            HOSTLIST_MAX_BYTES >> 20, start + 1, count, len);
-        if (groups > shape->max_groups)
-            shape->max_groups = groups;
-        if (len > shape->max_len)
-            shape->max_len = len;
-        if (s[i] == '\0')
-            break;
+        if (groups > shape->max_groups) shape->max_groups = groups;
+        if (len > shape->max_len) shape->max_len = len;
+        if (s[i] == '\0') break;
         i++; /* the comma */
     }
     shape->total = (size_t)total;
@@ -283,11 +264,11 @@ static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *
 
 /* Where one bracket group stands during expansion. The group's text is known valid. */
 typedef struct hostlist_group {
-    size_t first;            /* index of its first range, just after the '[' */
-    size_t next;             /* index just after the current range: ',' or ']' */
-    unsigned long long val;  /* current number */
-    unsigned long long hi;   /* last number of the current range */
-    int width;               /* zero padding of the current range */
+    size_t first;           /* index of its first range, just after the '[' */
+    size_t next;            /* index just after the current range: ',' or ']' */
+    unsigned long long val; /* current number */
+    unsigned long long hi;  /* last number of the current range */
+    int width;              /* zero padding of the current range */
 } hostlist_group;
 
 /* Makes the range starting at s[pos] the group's current one, at its lower bound. */
@@ -316,8 +297,7 @@ static dt_status hostlist_expand(const char *s, const hostlist_shape *shape, cha
     char *buf = malloc(shape->max_len + 1);
     size_t k = 0, i = 0;
 
-    if (groups == NULL || buf == NULL)
-        goto nomem;
+    if (groups == NULL || buf == NULL) goto nomem;
     for (;;) {
         size_t start = i, ng = 0;
         /* Find this element's groups and its end. */
@@ -326,8 +306,7 @@ static dt_status hostlist_expand(const char *s, const hostlist_shape *shape, cha
                 groups[ng].first = i + 1;
                 hostlist_group_load(s, &groups[ng], i + 1);
                 ng++;
-                while (s[i] != ']')
-                    i++;
+                while (s[i] != ']') i++;
             }
             i++;
         }
@@ -338,19 +317,17 @@ static dt_status hostlist_expand(const char *s, const hostlist_shape *shape, cha
             size_t len = 0, g = 0;
             for (size_t j = start; j < end; j++) {
                 if (s[j] == '[') {
-                    len += (size_t)snprintf(buf + len, shape->max_len + 1 - len, "%0*llu", groups[g].width,
-                                            groups[g].val);
+                    len +=
+                        (size_t)snprintf(buf + len, shape->max_len + 1 - len, "%0*llu", groups[g].width, groups[g].val);
                     g++;
-                    while (s[j] != ']')
-                        j++;
+                    while (s[j] != ']') j++;
                 } else {
                     buf[len++] = s[j];
                 }
             }
             buf[len] = '\0';
             names[k] = malloc(len + 1);
-            if (names[k] == NULL)
-                goto nomem;
+            if (names[k] == NULL) goto nomem;
             memcpy(names[k], buf, len + 1);
             k++;
 
@@ -368,28 +345,24 @@ static dt_status hostlist_expand(const char *s, const hostlist_shape *shape, cha
                 hostlist_group_load(s, gr, gr->first); /* wrap around and carry */
                 t--;
             }
-            if (t == 0)
-                break;
+            if (t == 0) break;
         }
-        if (s[i] == '\0')
-            break;
+        if (s[i] == '\0') break;
         i++;
     }
     free(groups);
     free(buf);
     if (k != shape->total) { /* the two passes disagree: a bug, never a bad input */
-        for (size_t j = 0; j < k; j++)
-            free(names[j]);
+        for (size_t j = 0; j < k; j++) free(names[j]);
         return status_set_error(DT_ERR_INTERNAL, "host list '%.200s': expanded %zu names, counted %zu", s, k,
-                            shape->total);
+                                shape->total);
     }
     return DT_OK;
 
 nomem:
     free(groups);
     free(buf);
-    for (size_t j = 0; j < k; j++)
-        free(names[j]);
+    for (size_t j = 0; j < k; j++) free(names[j]);
     return status_set_error(DT_ERR_NOMEM, "out of memory expanding a host list of %zu names", shape->total);
 }
 
@@ -399,13 +372,11 @@ dt_status hostlist_parse(const char *what, const char *s, char ***names, int *co
         return status_set_error(DT_ERR_INTERNAL, "hostlist_parse called with a NULL output pointer");
     *names = NULL;
     *count = 0;
-    if (s == NULL)
-        return status_set_error(DT_ERR_ENV, "%s is not set", what != NULL ? what : HL_KIND);
+    if (s == NULL) return status_set_error(DT_ERR_ENV, "%s is not set", what != NULL ? what : HL_KIND);
 
     hostlist_shape shape;
     dt_status st = hostlist_scan(what, s, &shape);
-    if (st != DT_OK)
-        return st;
+    if (st != DT_OK) return st;
     char **out = malloc(shape.total * sizeof *out);
     if (out == NULL)
         return status_set_error(DT_ERR_NOMEM, "out of memory expanding a host list of %zu names", shape.total);
@@ -421,10 +392,8 @@ dt_status hostlist_parse(const char *what, const char *s, char ***names, int *co
 
 void hostlist_free(char **names, int count)
 {
-    if (names == NULL)
-        return;
-    for (int i = 0; i < count; i++)
-        free(names[i]);
+    if (names == NULL) return;
+    for (int i = 0; i < count; i++) free(names[i]);
     free(names);
 }
 
@@ -435,25 +404,21 @@ void hostlist_free(char **names, int count)
 #define TPN_FAIL(...) hostlist_fail(what, TPN_KIND, TPN_EXAMPLE, s, __VA_ARGS__)
 
 /* Reads the positive int at s[*pos]; `role` names it in messages ("task count", "repeat count"). */
-static dt_status tasks_per_node_number(const char *what, const char *s, size_t *pos, const char *role,
-                                       int *out)
+static dt_status tasks_per_node_number(const char *what, const char *s, size_t *pos, const char *role, int *out)
 {
     char desc[24];
     size_t i = *pos;
-    if (s[i] == '-')
-        return TPN_FAIL("negative %s at position %zu", role, i + 1);
+    if (s[i] == '-') return TPN_FAIL("negative %s at position %zu", role, i + 1);
     if (!hostlist_is_digit(s[i]))
         return TPN_FAIL("%s at position %zu where a %s was expected",
                         s[i] == '\0' ? "the end" : hostlist_char_desc(s[i], desc), i + 1, role);
     long long v = 0;
     while (hostlist_is_digit(s[i])) {
         v = v * 10 + (s[i] - '0');
-        if (v > INT_MAX)
-            return TPN_FAIL("the %s at position %zu is too large (at most %d)", role, *pos + 1, INT_MAX);
+        if (v > INT_MAX) return TPN_FAIL("the %s at position %zu is too large (at most %d)", role, *pos + 1, INT_MAX);
         i++;
     }
-    if (v == 0)
-        return TPN_FAIL("the %s at position %zu is 0 (it must be at least 1)", role, *pos + 1);
+    if (v == 0) return TPN_FAIL("the %s at position %zu is 0 (it must be at least 1)", role, *pos + 1);
     *out = (int)v;
     *pos = i;
     return DT_OK;
@@ -467,47 +432,37 @@ static dt_status tasks_per_node_scan(const char *what, const char *s, int *count
     size_t i = 0;
     unsigned long long n = 0;
 
-    if (s[0] == '\0')
-        return TPN_FAIL("it is empty");
+    if (s[0] == '\0') return TPN_FAIL("it is empty");
     for (;;) {
         if (s[i] == ',' || s[i] == '\0')
             return TPN_FAIL("empty element at position %zu (a comma at the start or end, or two in a "
                             "row)",
                             i + 1);
-        if (s[i] == '(')
-            return TPN_FAIL("the '(' at position %zu has no task count before it", i + 1);
+        if (s[i] == '(') return TPN_FAIL("the '(' at position %zu has no task count before it", i + 1);
         int tasks = 0, reps = 1;
         dt_status st = tasks_per_node_number(what, s, &i, "task count", &tasks);
-        if (st != DT_OK)
-            return st;
+        if (st != DT_OK) return st;
         if (s[i] == '(') {
             size_t open = i++;
-            if (s[i] == '\0')
-                return TPN_FAIL("the '(' at position %zu is never closed", open + 1);
+            if (s[i] == '\0') return TPN_FAIL("the '(' at position %zu is never closed", open + 1);
             if (s[i] != 'x')
                 return TPN_FAIL("%s at position %zu where 'x' was expected (repeats read like 2(x3))",
                                 hostlist_char_desc(s[i], desc), i + 1);
             i++;
-            if (s[i] == '\0')
-                return TPN_FAIL("the '(' at position %zu is never closed", open + 1);
+            if (s[i] == '\0') return TPN_FAIL("the '(' at position %zu is never closed", open + 1);
             st = tasks_per_node_number(what, s, &i, "repeat count", &reps);
-            if (st != DT_OK)
-                return st;
-            if (s[i] == '\0')
-                return TPN_FAIL("the '(' at position %zu is never closed", open + 1);
+            if (st != DT_OK) return st;
+            if (s[i] == '\0') return TPN_FAIL("the '(' at position %zu is never closed", open + 1);
             if (s[i] != ')')
-                return TPN_FAIL("%s at position %zu where ')' was expected", hostlist_char_desc(s[i], desc),
-                                i + 1);
+                return TPN_FAIL("%s at position %zu where ')' was expected", hostlist_char_desc(s[i], desc), i + 1);
             i++;
         }
         if (n + (unsigned long long)reps > HOSTLIST_MAX_ENTRIES)
             return TPN_FAIL("it expands to more than %d entries", HOSTLIST_MAX_ENTRIES);
         if (counts != NULL)
-            for (int r = 0; r < reps; r++)
-                counts[n + (unsigned long long)r] = tasks;
+            for (int r = 0; r < reps; r++) counts[n + (unsigned long long)r] = tasks;
         n += (unsigned long long)reps;
-        if (s[i] == '\0')
-            break;
+        if (s[i] == '\0') break;
         if (s[i] != ',')
             return TPN_FAIL("%s at position %zu where ',' or '(xN)' was expected after a task count",
                             hostlist_char_desc(s[i], desc), i + 1);
@@ -523,17 +478,14 @@ dt_status hostlist_tasks_per_node_parse(const char *what, const char *s, int **c
         return status_set_error(DT_ERR_INTERNAL, "hostlist_tasks_per_node_parse called with a NULL output pointer");
     *counts = NULL;
     *n = 0;
-    if (s == NULL)
-        return status_set_error(DT_ERR_ENV, "%s is not set", what != NULL ? what : "tasks per node");
+    if (s == NULL) return status_set_error(DT_ERR_ENV, "%s is not set", what != NULL ? what : "tasks per node");
 
     size_t total;
     dt_status st = tasks_per_node_scan(what, s, NULL, &total);
-    if (st != DT_OK)
-        return st;
+    if (st != DT_OK) return st;
     int *out = malloc(total * sizeof *out);
     if (out == NULL)
-        return status_set_error(DT_ERR_NOMEM, "out of memory expanding a tasks-per-node list of %zu entries",
-                            total);
+        return status_set_error(DT_ERR_NOMEM, "out of memory expanding a tasks-per-node list of %zu entries", total);
     st = tasks_per_node_scan(what, s, out, &total); /* cannot fail: s was validated above */
     if (st != DT_OK) {
         free(out);

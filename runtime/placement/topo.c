@@ -29,8 +29,7 @@ static const char *topo_process_getenv(const char *name, void *arg)
 static int has(topo_getenv_fn get, void *arg, const char *name) { return get(name, arg) != NULL; }
 
 /* Parses variable `name` into *out when it is set; leaves *out at -1 when it is not. */
-static dt_status read_opt(topo_getenv_fn get, void *arg, const char *name, long lo, int *out,
-                          const char **var)
+static dt_status read_opt(topo_getenv_fn get, void *arg, const char *name, long lo, int *out, const char **var)
 {
     const char *v = get(name, arg);
     if (!v) return DT_OK;
@@ -39,14 +38,14 @@ static dt_status read_opt(topo_getenv_fn get, void *arg, const char *name, long 
     return s;
 }
 
-static dt_status read_req(topo_getenv_fn get, void *arg, const char *name, long lo, int *out,
-                          const char **var, const char *launcher)
+static dt_status read_req(topo_getenv_fn get, void *arg, const char *name, long lo, int *out, const char **var,
+                          const char *launcher)
 {
     if (!get(name, arg))
         return status_set_error(DT_ERR_ENV,
-                            "%s is not set although the other variables say %s started this process; "
-                            "start the job with the launcher's normal command or unset its variables",
-                            name, launcher);
+                                "%s is not set although the other variables say %s started this process; "
+                                "start the job with the launcher's normal command or unset its variables",
+                                name, launcher);
     return read_opt(get, arg, name, lo, out, var);
 }
 
@@ -54,8 +53,7 @@ static dt_launcher topo_detect(topo_getenv_fn get, void *arg)
 {
     if (has(get, arg, "OMPI_COMM_WORLD_SIZE")) return DT_LAUNCHER_OPENMPI;
     /* mpiexec.hydra sets MPI_LOCALRANKID; srun --mpi=pmi2 sets PMI_RANK too but not that one. */
-    if (has(get, arg, "PMI_RANK") &&
-        (has(get, arg, "MPI_LOCALRANKID") || !has(get, arg, "SLURM_STEP_ID")))
+    if (has(get, arg, "PMI_RANK") && (has(get, arg, "MPI_LOCALRANKID") || !has(get, arg, "SLURM_STEP_ID")))
         return DT_LAUNCHER_HYDRA;
     if (has(get, arg, "SLURM_STEP_ID") && has(get, arg, "SLURM_PROCID")) return DT_LAUNCHER_SLURM;
     if (has(get, arg, "PMIX_RANK")) return DT_LAUNCHER_PMIX;
@@ -73,20 +71,21 @@ static dt_status topo_read_slurm(topo_getenv_fn get, void *arg, topo_env *e)
         (s = read_opt(get, arg, "SLURM_NNODES", 1, &e->num_nodes, &e->num_nodes_var)))
         return s;
     /* The step's node list describes the nodes of this srun; the job's may be larger. */
-    const char *hv = get("SLURM_STEP_NODELIST", arg) ? "SLURM_STEP_NODELIST"
-                     : get("SLURM_JOB_NODELIST", arg)                             ? "SLURM_JOB_NODELIST"
-                     : get("SLURM_NODELIST", arg)                                 ? "SLURM_NODELIST"
-                                                                                  : NULL;
+    const char *hv = get("SLURM_STEP_NODELIST", arg)  ? "SLURM_STEP_NODELIST"
+                     : get("SLURM_JOB_NODELIST", arg) ? "SLURM_JOB_NODELIST"
+                     : get("SLURM_NODELIST", arg)     ? "SLURM_NODELIST"
+                                                      : NULL;
     if (hv) {
         if ((s = hostlist_parse(hv, get(hv, arg), &e->hosts, &e->num_hosts))) return s;
         e->hosts_var = hv;
         if (e->num_nodes >= 0 && e->num_hosts != e->num_nodes && strcmp(hv, "SLURM_STEP_NODELIST") == 0)
-            return status_set_error(DT_ERR_ENV, "%s='%s' names %d nodes but SLURM_NNODES=%d; the SLURM "
-                                "variables disagree, so they cannot be trusted: rerun with a clean srun",
-                                hv, get(hv, arg), e->num_hosts, e->num_nodes);
+            return status_set_error(DT_ERR_ENV,
+                                    "%s='%s' names %d nodes but SLURM_NNODES=%d; the SLURM "
+                                    "variables disagree, so they cannot be trusted: rerun with a clean srun",
+                                    hv, get(hv, arg), e->num_hosts, e->num_nodes);
         if (e->node >= 0 && e->node >= e->num_hosts)
-            return status_set_error(DT_ERR_ENV, "SLURM_NODEID=%d is not below the %d nodes of %s='%s'",
-                                e->node, e->num_hosts, hv, get(hv, arg));
+            return status_set_error(DT_ERR_ENV, "SLURM_NODEID=%d is not below the %d nodes of %s='%s'", e->node,
+                                    e->num_hosts, hv, get(hv, arg));
     }
     const char *tv = get("SLURM_STEP_TASKS_PER_NODE", arg) ? "SLURM_STEP_TASKS_PER_NODE"
                      : get("SLURM_TASKS_PER_NODE", arg)    ? "SLURM_TASKS_PER_NODE"
@@ -113,34 +112,33 @@ dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out)
     dt_status s = DT_OK;
 
     switch (e.launcher) {
-    case DT_LAUNCHER_OPENMPI:
-        if ((s = read_req(get, arg, "OMPI_COMM_WORLD_RANK", 0, &e.rank, &e.rank_var, "mpirun")) ||
-            (s = read_req(get, arg, "OMPI_COMM_WORLD_SIZE", 1, &e.size, &e.size_var, "mpirun")) ||
-            (s = read_opt(get, arg, "OMPI_COMM_WORLD_LOCAL_RANK", 0, &e.local_rank, &e.local_rank_var)) ||
-            (s = read_opt(get, arg, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, &e.local_size, &e.local_size_var)))
-            goto fail;
-        break;
-    case DT_LAUNCHER_SLURM:
-        if ((s = topo_read_slurm(get, arg, &e))) goto fail;
-        break;
-    case DT_LAUNCHER_HYDRA:
-        if ((s = read_req(get, arg, "PMI_RANK", 0, &e.rank, &e.rank_var, "mpiexec")) ||
-            (s = read_opt(get, arg, "PMI_SIZE", 1, &e.size, &e.size_var)) ||
-            (s = read_opt(get, arg, "MPI_LOCALRANKID", 0, &e.local_rank, &e.local_rank_var)) ||
-            (s = read_opt(get, arg, "MPI_LOCALNRANKS", 1, &e.local_size, &e.local_size_var)))
-            goto fail;
-        break;
-    case DT_LAUNCHER_TORCHRUN:
-        if ((s = read_req(get, arg, "RANK", 0, &e.rank, &e.rank_var, "torchrun")) ||
-            (s = read_req(get, arg, "WORLD_SIZE", 1, &e.size, &e.size_var, "torchrun")) ||
-            (s = read_opt(get, arg, "LOCAL_RANK", 0, &e.local_rank, &e.local_rank_var)) ||
-            (s = read_opt(get, arg, "LOCAL_WORLD_SIZE", 1, &e.local_size, &e.local_size_var)) ||
-            (s = read_opt(get, arg, "GROUP_RANK", 0, &e.node, &e.node_var)))
-            goto fail;
-        break;
-    case DT_LAUNCHER_PMIX:
-    case DT_LAUNCHER_NONE:
-        break;
+        case DT_LAUNCHER_OPENMPI:
+            if ((s = read_req(get, arg, "OMPI_COMM_WORLD_RANK", 0, &e.rank, &e.rank_var, "mpirun")) ||
+                (s = read_req(get, arg, "OMPI_COMM_WORLD_SIZE", 1, &e.size, &e.size_var, "mpirun")) ||
+                (s = read_opt(get, arg, "OMPI_COMM_WORLD_LOCAL_RANK", 0, &e.local_rank, &e.local_rank_var)) ||
+                (s = read_opt(get, arg, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, &e.local_size, &e.local_size_var)))
+                goto fail;
+            break;
+        case DT_LAUNCHER_SLURM:
+            if ((s = topo_read_slurm(get, arg, &e))) goto fail;
+            break;
+        case DT_LAUNCHER_HYDRA:
+            if ((s = read_req(get, arg, "PMI_RANK", 0, &e.rank, &e.rank_var, "mpiexec")) ||
+                (s = read_opt(get, arg, "PMI_SIZE", 1, &e.size, &e.size_var)) ||
+                (s = read_opt(get, arg, "MPI_LOCALRANKID", 0, &e.local_rank, &e.local_rank_var)) ||
+                (s = read_opt(get, arg, "MPI_LOCALNRANKS", 1, &e.local_size, &e.local_size_var)))
+                goto fail;
+            break;
+        case DT_LAUNCHER_TORCHRUN:
+            if ((s = read_req(get, arg, "RANK", 0, &e.rank, &e.rank_var, "torchrun")) ||
+                (s = read_req(get, arg, "WORLD_SIZE", 1, &e.size, &e.size_var, "torchrun")) ||
+                (s = read_opt(get, arg, "LOCAL_RANK", 0, &e.local_rank, &e.local_rank_var)) ||
+                (s = read_opt(get, arg, "LOCAL_WORLD_SIZE", 1, &e.local_size, &e.local_size_var)) ||
+                (s = read_opt(get, arg, "GROUP_RANK", 0, &e.node, &e.node_var)))
+                goto fail;
+            break;
+        case DT_LAUNCHER_PMIX:
+        case DT_LAUNCHER_NONE: break;
     }
     e.has_pmi = has(get, arg, "PMIX_RANK") || has(get, arg, "PMI_RANK") || has(get, arg, "PMI_FD");
     const char *mt = get("SLURM_MPI_TYPE", arg);
@@ -157,20 +155,22 @@ dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out)
 
     /* Relations within the launcher's own variables. */
     if (e.rank >= 0 && e.size >= 0 && e.rank >= e.size) {
-        s = status_set_error(DT_ERR_ENV, "%s=%d is not below %s=%d: a rank must be smaller than the world "
-                         "size; the launcher's variables are inconsistent (set by hand?)",
-                         e.rank_var, e.rank, e.size_var, e.size);
+        s = status_set_error(DT_ERR_ENV,
+                             "%s=%d is not below %s=%d: a rank must be smaller than the world "
+                             "size; the launcher's variables are inconsistent (set by hand?)",
+                             e.rank_var, e.rank, e.size_var, e.size);
         goto fail;
     }
     if (e.local_rank >= 0 && e.local_size >= 0 && e.local_rank >= e.local_size) {
-        s = status_set_error(DT_ERR_ENV, "%s=%d is not below %s=%d: a local rank must be smaller than the "
-                         "number of ranks on the node",
-                         e.local_rank_var, e.local_rank, e.local_size_var, e.local_size);
+        s = status_set_error(DT_ERR_ENV,
+                             "%s=%d is not below %s=%d: a local rank must be smaller than the "
+                             "number of ranks on the node",
+                             e.local_rank_var, e.local_rank, e.local_size_var, e.local_size);
         goto fail;
     }
     if (e.local_size >= 0 && e.size >= 0 && e.local_size > e.size) {
-        s = status_set_error(DT_ERR_ENV, "%s=%d is larger than %s=%d", e.local_size_var, e.local_size,
-                         e.size_var, e.size);
+        s = status_set_error(DT_ERR_ENV, "%s=%d is larger than %s=%d", e.local_size_var, e.local_size, e.size_var,
+                             e.size);
         goto fail;
     }
     *out = e;
@@ -193,17 +193,16 @@ void topo_env_free(topo_env *e)
 static const char *launch_hint(dt_launcher l)
 {
     switch (l) {
-    case DT_LAUNCHER_SLURM:
-        return "srun must hand the job to MPI through PMIx: run `srun --mpi=pmix ...` (or set "
-               "MpiDefault=pmix in slurm.conf), or start the ranks with mpirun";
-    case DT_LAUNCHER_TORCHRUN:
-        return "dtrain takes its ranks from MPI, not from torchrun: start it with mpirun or "
-               "`srun --mpi=pmix`, or unset RANK and WORLD_SIZE";
-    case DT_LAUNCHER_HYDRA:
-        return "the MPI library dtrain was built with does not speak this mpiexec's PMI: use the "
-               "mpirun of the same MPI";
-    default:
-        return "start every rank with the same launcher and the mpirun of the MPI dtrain was built with";
+        case DT_LAUNCHER_SLURM:
+            return "srun must hand the job to MPI through PMIx: run `srun --mpi=pmix ...` (or set "
+                   "MpiDefault=pmix in slurm.conf), or start the ranks with mpirun";
+        case DT_LAUNCHER_TORCHRUN:
+            return "dtrain takes its ranks from MPI, not from torchrun: start it with mpirun or "
+                   "`srun --mpi=pmix`, or unset RANK and WORLD_SIZE";
+        case DT_LAUNCHER_HYDRA:
+            return "the MPI library dtrain was built with does not speak this mpiexec's PMI: use the "
+                   "mpirun of the same MPI";
+        default: return "start every rank with the same launcher and the mpirun of the MPI dtrain was built with";
     }
 }
 
@@ -215,9 +214,9 @@ dt_status topo_check_before_mpi(const topo_env *e)
     if (inited) return DT_OK;
     if (e->size > 1)
         return status_set_error(DT_ERR_MPI,
-                            "srun started %d tasks (SLURM_NTASKS=%d) without a PMI plugin: MPI cannot learn that "
-                            "they form one job, and each would train alone. Fix: %s",
-                            e->size, e->size, launch_hint(e->launcher));
+                                "srun started %d tasks (SLURM_NTASKS=%d) without a PMI plugin: MPI cannot learn that "
+                                "they form one job, and each would train alone. Fix: %s",
+                                e->size, e->size, launch_hint(e->launcher));
 #ifdef OPEN_MPI
     /* One task of an srun step with no PMI server to talk to: Open MPI (4.1) takes SLURM_STEP_ID
      * with SLURM_NODELIST for a direct launch and aborts inside MPI_Init ("OPAL ERROR: Unreachable"),
@@ -226,9 +225,9 @@ dt_status topo_check_before_mpi(const topo_env *e)
      * have OMPI_* variables: none of them is refused here. */
     if (!e->slurm_direct) return DT_OK;
     return status_set_error(DT_ERR_MPI,
-                        "srun started this task without a PMI plugin (SLURM_MPI_TYPE %s%s, no PMIX_RANK): "
-                        "Open MPI cannot start under srun without PMIx and would abort inside MPI_Init. Fix: %s",
-                        e->mpi_type[0] ? "is " : "unset", e->mpi_type, launch_hint(e->launcher));
+                            "srun started this task without a PMI plugin (SLURM_MPI_TYPE %s%s, no PMIX_RANK): "
+                            "Open MPI cannot start under srun without PMIx and would abort inside MPI_Init. Fix: %s",
+                            e->mpi_type[0] ? "is " : "unset", e->mpi_type, launch_hint(e->launcher));
 #else
     return DT_OK; /* other MPIs start a singleton here, which is what one task asks for */
 #endif
@@ -239,52 +238,51 @@ dt_status topo_check(const topo_env *e, const topo_mpi *m)
     const char *name = dt_launcher_name(e->launcher);
     if (e->size > 1 && m->size == 1)
         return status_set_error(DT_ERR_MPI,
-                            "%s=%d but MPI sees a world of 1: every process started as its own MPI "
-                            "singleton and would train alone. Fix: %s",
-                            e->size_var, e->size, launch_hint(e->launcher));
+                                "%s=%d but MPI sees a world of 1: every process started as its own MPI "
+                                "singleton and would train alone. Fix: %s",
+                                e->size_var, e->size, launch_hint(e->launcher));
     if (e->size >= 0 && e->size != m->size)
-        return status_set_error(DT_ERR_MPI, "%s=%d but MPI_COMM_WORLD has %d ranks (launcher %s). Fix: %s",
-                            e->size_var, e->size, m->size, name, launch_hint(e->launcher));
+        return status_set_error(DT_ERR_MPI, "%s=%d but MPI_COMM_WORLD has %d ranks (launcher %s). Fix: %s", e->size_var,
+                                e->size, m->size, name, launch_hint(e->launcher));
     if (e->rank >= 0 && e->rank != m->rank)
-        return status_set_error(DT_ERR_MPI, "%s=%d but MPI says this is rank %d (launcher %s). Fix: %s",
-                            e->rank_var, e->rank, m->rank, name, launch_hint(e->launcher));
+        return status_set_error(DT_ERR_MPI, "%s=%d but MPI says this is rank %d (launcher %s). Fix: %s", e->rank_var,
+                                e->rank, m->rank, name, launch_hint(e->launcher));
     if (e->pmix_rank >= 0 && e->pmix_rank != m->rank)
-        return status_set_error(DT_ERR_MPI, "PMIX_RANK=%d but MPI says this is rank %d. Fix: %s",
-                            e->pmix_rank, m->rank, launch_hint(e->launcher));
+        return status_set_error(DT_ERR_MPI, "PMIX_RANK=%d but MPI says this is rank %d. Fix: %s", e->pmix_rank, m->rank,
+                                launch_hint(e->launcher));
     if (e->local_rank >= 0 && e->local_rank != m->local_rank)
         return status_set_error(DT_ERR_MPI,
-                            "%s=%d but MPI says this is local rank %d of the %d ranks sharing this "
-                            "node's memory. Fix: place ranks so the launcher and MPI agree on nodes "
-                            "(one launcher per job), or unset the stale %s",
-                            e->local_rank_var, e->local_rank, m->local_rank, m->local_size,
-                            e->local_rank_var);
+                                "%s=%d but MPI says this is local rank %d of the %d ranks sharing this "
+                                "node's memory. Fix: place ranks so the launcher and MPI agree on nodes "
+                                "(one launcher per job), or unset the stale %s",
+                                e->local_rank_var, e->local_rank, m->local_rank, m->local_size, e->local_rank_var);
     if (e->local_size >= 0 && e->local_size != m->local_size)
         return status_set_error(DT_ERR_MPI,
-                            "%s=%d but MPI finds %d ranks sharing this node's memory. Fix: place ranks "
-                            "so the launcher and MPI agree on nodes, or unset the stale %s",
-                            e->local_size_var, e->local_size, m->local_size, e->local_size_var);
+                                "%s=%d but MPI finds %d ranks sharing this node's memory. Fix: place ranks "
+                                "so the launcher and MPI agree on nodes, or unset the stale %s",
+                                e->local_size_var, e->local_size, m->local_size, e->local_size_var);
     if (e->num_nodes >= 0 && e->num_nodes != m->num_nodes)
-        return status_set_error(DT_ERR_MPI, "%s=%d but MPI finds ranks on %d nodes. Fix: %s",
-                            e->num_nodes_var, e->num_nodes, m->num_nodes, launch_hint(e->launcher));
+        return status_set_error(DT_ERR_MPI, "%s=%d but MPI finds ranks on %d nodes. Fix: %s", e->num_nodes_var,
+                                e->num_nodes, m->num_nodes, launch_hint(e->launcher));
     /* Only the step's list must match: the job's may hold nodes this step does not use. */
     if (e->hosts_var && strcmp(e->hosts_var, "SLURM_STEP_NODELIST") == 0 && e->num_hosts != m->num_nodes)
-        return status_set_error(DT_ERR_MPI, "%s names %d nodes but MPI finds ranks on %d nodes. Fix: %s",
-                            e->hosts_var, e->num_hosts, m->num_nodes, launch_hint(e->launcher));
+        return status_set_error(DT_ERR_MPI, "%s names %d nodes but MPI finds ranks on %d nodes. Fix: %s", e->hosts_var,
+                                e->num_hosts, m->num_nodes, launch_hint(e->launcher));
     return DT_OK;
 }
 
 /* ---------------------------------------------------------------- the MPI view */
 
-#define MPI_TRY(call)                                                                              \
-    do {                                                                                           \
-        int rc_ = (call);                                                                          \
-        if (rc_ != MPI_SUCCESS) {                                                                  \
-            char msg_[MPI_MAX_ERROR_STRING];                                                       \
-            int len_ = 0;                                                                          \
-            MPI_Error_string(rc_, msg_, &len_);                                                    \
-            s = status_set_error(DT_ERR_MPI, "%s failed: %s", #call, msg_);                            \
-            goto done;                                                                             \
-        }                                                                                          \
+#define MPI_TRY(call)                                                                                                  \
+    do {                                                                                                               \
+        int rc_ = (call);                                                                                              \
+        if (rc_ != MPI_SUCCESS) {                                                                                      \
+            char msg_[MPI_MAX_ERROR_STRING];                                                                           \
+            int len_ = 0;                                                                                              \
+            MPI_Error_string(rc_, msg_, &len_);                                                                        \
+            s = status_set_error(DT_ERR_MPI, "%s failed: %s", #call, msg_);                                            \
+            goto done;                                                                                                 \
+        }                                                                                                              \
     } while (0)
 
 dt_status topo_query_mpi(MPI_Comm world, topo_mpi *out, MPI_Comm *local_comm, char ***node_names)
@@ -320,8 +318,7 @@ dt_status topo_query_mpi(MPI_Comm world, topo_mpi *out, MPI_Comm *local_comm, ch
         goto done;
     }
     if (leaders != MPI_COMM_NULL)
-        MPI_TRY(MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME,
-                              MPI_CHAR, leaders));
+        MPI_TRY(MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, leaders));
     MPI_TRY(MPI_Bcast(all, m.num_nodes * MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, local));
     names = calloc((size_t)m.num_nodes, sizeof *names);
     if (!names) {

@@ -19,15 +19,15 @@ typedef const char *(*topo_getenv_fn)(const char *name, void *arg);
 typedef struct topo_env {
     dt_launcher launcher;
     int rank, size, local_rank, local_size, node, num_nodes;
-    int pmix_rank;                  /* PMIX_RANK under any PMIx launcher, else -1 */
+    int pmix_rank; /* PMIX_RANK under any PMIx launcher, else -1 */
     /* The variable each value came from, for messages; NULL where unset. */
     const char *rank_var, *size_var, *local_rank_var, *local_size_var, *node_var, *num_nodes_var;
-    int has_pmi;                    /* a PMI/PMIx server talks to this process (PMIX_RANK, PMI_RANK or
+    int has_pmi;       /* a PMI/PMIx server talks to this process (PMIX_RANK, PMI_RANK or
                                        PMI_FD set): MPI_Init can learn the world from it */
-    char mpi_type[32];              /* SLURM_MPI_TYPE (srun's --mpi plugin), "" when unset: for messages */
-    int slurm_direct;               /* SLURM_STEP_ID and SLURM_NODELIST set: what Open MPI takes for a
+    char mpi_type[32]; /* SLURM_MPI_TYPE (srun's --mpi plugin), "" when unset: for messages */
+    int slurm_direct;  /* SLURM_STEP_ID and SLURM_NODELIST set: what Open MPI takes for a
                                        task started by srun, which needs a PMI server in MPI_Init */
-    char **hosts;                   /* SLURM's step (or job) node list, expanded; NULL otherwise */
+    char **hosts;      /* SLURM's step (or job) node list, expanded; NULL otherwise */
     int num_hosts;
     const char *hosts_var;
 } topo_env;

@@ -31,10 +31,7 @@ static char dir[64], path[128];
 static unsigned char *file;
 static size_t file_cap;
 
-static void setup(void)
-{
-    fuzz_scratch_dir(dir, sizeof dir, "cifar");
-}
+static void setup(void) { fuzz_scratch_dir(dir, sizeof dir, "cifar"); }
 
 /* The file's bytes for this input (in the static buffer `file`). */
 static size_t build(const uint8_t *data, size_t size, int mode, size_t hdr)

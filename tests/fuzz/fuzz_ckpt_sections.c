@@ -21,8 +21,8 @@
 static char dir[64], path[128];
 
 /* The promises about section i (bytes at img + off) that both paths share. */
-static void check_entry(const ckpt4_entry *e, uint32_t i, const ckpt4_entry *all, const unsigned char *img,
-                        size_t off, size_t len)
+static void check_entry(const ckpt4_entry *e, uint32_t i, const ckpt4_entry *all, const unsigned char *img, size_t off,
+                        size_t len)
 {
     FUZZ_CHECK(ckpt_name_valid(e->name), "accepted section %u with an invalid name", i);
     for (uint32_t k = 0; k < i; k++) FUZZ_CHECK(strcmp(all[k].name, e->name) != 0, "accepted a duplicate name");
@@ -118,8 +118,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     snprintf(path, sizeof path, "%s/ckpt-%010ld.dtc", dir, name_step);
     fuzz_write_file(path, img, len);
-    if (mode & 2) through_reader(img, len);
-    else through_file(img, len, name_step);
+    if (mode & 2)
+        through_reader(img, len);
+    else
+        through_file(img, len, name_step);
     unlink(path);
     free(img);
     return 0;

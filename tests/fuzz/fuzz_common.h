@@ -27,17 +27,17 @@
  * input as a crash artifact. The message goes out through the sanitizers' report stream, which
  * stays open when run.sh has libFuzzer close stderr (-close_fd_mask=2) against the flood of error
  * messages that refused inputs print. */
-#define FUZZ_CHECK(cond, ...)                                                                        \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            char fuzz_msg_[1024];                                                                    \
-            int fuzz_n_ = snprintf(fuzz_msg_, sizeof fuzz_msg_, "fuzz check failed at %s:%d: %s: ",  \
-                                   __FILE__, __LINE__, #cond);                                       \
-            if (fuzz_n_ > 0 && (size_t)fuzz_n_ < sizeof fuzz_msg_)                                   \
-                snprintf(fuzz_msg_ + fuzz_n_, sizeof fuzz_msg_ - (size_t)fuzz_n_, __VA_ARGS__);      \
-            __sanitizer_report_error_summary(fuzz_msg_);                                             \
-            abort();                                                                                 \
-        }                                                                                            \
+#define FUZZ_CHECK(cond, ...)                                                                                          \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            char fuzz_msg_[1024];                                                                                      \
+            int fuzz_n_ =                                                                                              \
+                snprintf(fuzz_msg_, sizeof fuzz_msg_, "fuzz check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
+            if (fuzz_n_ > 0 && (size_t)fuzz_n_ < sizeof fuzz_msg_)                                                     \
+                snprintf(fuzz_msg_ + fuzz_n_, sizeof fuzz_msg_ - (size_t)fuzz_n_, __VA_ARGS__);                        \
+            __sanitizer_report_error_summary(fuzz_msg_);                                                               \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* The path /tmp/fuzz-NAME-PIDEXT into path (n bytes): a file or directory of this process's own, so
@@ -104,9 +104,9 @@ static inline void fuzz_split(const uint8_t *data, size_t size, char **a, char *
  * hold them; getenv() never matches them. */
 typedef struct fuzz_env {
     char *buf;
-    char **vars;   /* NULL-terminated, what environ points to during the run */
+    char **vars; /* NULL-terminated, what environ points to during the run */
     size_t n;
-    char **saved;  /* environ before */
+    char **saved; /* environ before */
 } fuzz_env;
 
 extern char **environ;

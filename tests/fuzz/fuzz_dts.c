@@ -20,8 +20,7 @@
 static void check(const ds_split *s, size_t size)
 {
     const size_t per = (size_t)s->c * s->h * s->w;
-    FUZZ_CHECK(s->c >= 1 && s->h >= 1 && s->w >= 1 && per <= DS_MAX_SAMPLE_VALUES, "shape %dx%dx%d", s->c, s->h,
-               s->w);
+    FUZZ_CHECK(s->c >= 1 && s->h >= 1 && s->w >= 1 && per <= DS_MAX_SAMPLE_VALUES, "shape %dx%dx%d", s->c, s->h, s->w);
     FUZZ_CHECK(s->classes >= 1 && s->classes <= DS_MAX_CLASSES, "classes %d", s->classes);
     FUZZ_CHECK(s->count >= 1, "count 0 accepted");
     const size_t esize = s->uint8_values ? 1 : 0; /* fp16 or fp32: checked by the size below */

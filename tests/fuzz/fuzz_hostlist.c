@@ -29,8 +29,10 @@ static void check_hosts(const char *s)
         const char *p = s;
         for (int i = 0; i < count; i++) {
             size_t len = strcspn(p, ",");
-            FUZZ_CHECK(strlen(names[i]) == len && memcmp(names[i], p, len) == 0, "name %d '%s' is not element "
-                       "'%.*s'", i, names[i], (int)len, p);
+            FUZZ_CHECK(strlen(names[i]) == len && memcmp(names[i], p, len) == 0,
+                       "name %d '%s' is not element "
+                       "'%.*s'",
+                       i, names[i], (int)len, p);
             p += len;
             FUZZ_CHECK(i == count - 1 ? *p == '\0' : *p == ',', "%d names for '%s'", count, s);
             if (*p) p++;

@@ -32,8 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        l->out_h, l->out_w);
             /* Layers without parameters (relu, pool, flatten) may leave their offsets at 0. */
             if (l->w_n + l->b_n) {
-                FUZZ_CHECK(l->w_off == off && l->b_off == off + l->w_n, "layer %d views at %zu/%zu, expected %zu",
-                           i, l->w_off, l->b_off, off);
+                FUZZ_CHECK(l->w_off == off && l->b_off == off + l->w_n, "layer %d views at %zu/%zu, expected %zu", i,
+                           l->w_off, l->b_off, off);
                 FUZZ_CHECK(l->kind == LAYER_FC || l->kind == LAYER_CONV, "layer %d of kind %d has parameters", i,
                            (int)l->kind);
             }

@@ -86,8 +86,7 @@ static void check_parse_long(const char *s)
 static void check_parse_double(const char *name, const char *s, double lo, double hi, int zero)
 {
     double v = -0.125;
-    const dt_status st = zero ? parse_double_or_zero(name, s, lo, hi, "never", &v)
-                              : parse_double(name, s, lo, hi, &v);
+    const dt_status st = zero ? parse_double_or_zero(name, s, lo, hi, "never", &v) : parse_double(name, s, lo, hi, &v);
     int want = 0;
     double ref = 0;
     if (ref_double_syntax(s)) {
@@ -134,11 +133,14 @@ static void check_bytes(const char *s)
     FUZZ_CHECK(n >= 1, "parse_bytes accepted '%s'", s);
     unsigned long long digits = strtoull(s, NULL, 10), unit = 1;
     switch (s[n]) {
-    case '\0': break;
-    case 'k': case 'K': unit = 1ull << 10; break;
-    case 'm': case 'M': unit = 1ull << 20; break;
-    case 'g': case 'G': unit = 1ull << 30; break;
-    default: FUZZ_CHECK(0, "parse_bytes accepted the suffix of '%s'", s);
+        case '\0': break;
+        case 'k':
+        case 'K': unit = 1ull << 10; break;
+        case 'm':
+        case 'M': unit = 1ull << 20; break;
+        case 'g':
+        case 'G': unit = 1ull << 30; break;
+        default: FUZZ_CHECK(0, "parse_bytes accepted the suffix of '%s'", s);
     }
     FUZZ_CHECK(s[n] == '\0' || s[n + 1] == '\0', "parse_bytes accepted trailing text in '%s'", s);
     FUZZ_CHECK(v >= 1 && v <= BENCH_MAX_BYTES && v == digits * unit, "parse_bytes('%s') gave %llu", s, v);
@@ -188,8 +190,10 @@ static void check_cpulist(const char *s)
     char text[8192];
     affinity_format(&set, text, sizeof text);
     cpu_set_t again;
-    FUZZ_CHECK(affinity_parse(text, &again) == DT_OK || CPU_COUNT(&set) == 0, "'%s' formats as '%s', which "
-               "does not parse", s, text);
+    FUZZ_CHECK(affinity_parse(text, &again) == DT_OK || CPU_COUNT(&set) == 0,
+               "'%s' formats as '%s', which "
+               "does not parse",
+               s, text);
     if (CPU_COUNT(&set)) FUZZ_CHECK(CPU_EQUAL(&set, &again), "'%s' -> '%s' is another set", s, text);
 }
 

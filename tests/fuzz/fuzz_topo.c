@@ -47,7 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (s == DT_OK) {
         FUZZ_CHECK(same_env(&e, &viacb), "the process environment and the callback disagree");
         FUZZ_CHECK(e.rank >= -1 && e.size >= -1 && e.local_rank >= -1 && e.local_size >= -1 && e.node >= -1 &&
-                   e.num_nodes >= -1 && e.pmix_rank >= -1, "a value below -1");
+                       e.num_nodes >= -1 && e.pmix_rank >= -1,
+                   "a value below -1");
         if (e.rank >= 0 && e.size >= 0) FUZZ_CHECK(e.rank < e.size, "rank %d of %d", e.rank, e.size);
         if (e.local_rank >= 0 && e.local_size >= 0)
             FUZZ_CHECK(e.local_rank < e.local_size, "local rank %d of %d", e.local_rank, e.local_size);

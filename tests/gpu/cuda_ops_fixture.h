@@ -140,7 +140,6 @@ static inline void st_ok(const char *what, dt_status st)
 #define CPU(op, ...) st_ok(#op " (cpu)", cpu_be->ops->op(cpu_be, __VA_ARGS__))
 #define G16(call) st_ok(#call, call)
 
-
 static inline int is_nan(float v) { return v != v; }
 
 /* max |g - c| / max |c| (a NaN on one side only, or a NaN error, is infinite). */
@@ -189,8 +188,8 @@ static inline void cmp_ulp(const char *what, const float *g, const float *c, siz
         over += d > max_ulp;
         if (d > worst) worst = d, w = i;
     }
-    check(over == 0, "%-44s %8zu values: max %lld ulp (tol %lld), %zu over; worst at %zu: gpu %.9g cpu %.9g", what,
-          n, (long long)worst, (long long)max_ulp, over, w, n ? g[w] : 0.0f, n ? c[w] : 0.0f);
+    check(over == 0, "%-44s %8zu values: max %lld ulp (tol %lld), %zu over; worst at %zu: gpu %.9g cpu %.9g", what, n,
+          (long long)worst, (long long)max_ulp, over, w, n ? g[w] : 0.0f, n ? c[w] : 0.0f);
 }
 
 /* Bit for bit. */
@@ -245,20 +244,59 @@ static inline float bits_f(uint32_t u)
  * many entries this list names (test_cuda_ops_table checks that against the table's size). */
 static inline int cuda_table_missing(const backend_ops *k, int *listed)
 {
-#define ENTRY(f) {#f, k->f != NULL}
+#define ENTRY(f)                                                                                                       \
+    {                                                                                                                  \
+#f, k->f != NULL                                                                                               \
+    }
     const struct {
         const char *name;
         int set;
     } e[] = {
-        ENTRY(alloc), ENTRY(free), ENTRY(to_device), ENTRY(to_host), ENTRY(to_device_async), ENTRY(sync),
-        ENTRY(settle), ENTRY(last_status), ENTRY(stream), ENTRY(set_stream), ENTRY(mem_info), ENTRY(owns),
-        ENTRY(gemm), ENTRY(linear_fwd), ENTRY(linear_bwd), ENTRY(conv_ws_floats), ENTRY(conv_fwd),
-        ENTRY(conv_bwd_data), ENTRY(conv_bwd_filter), ENTRY(relu_fwd), ENTRY(relu_bwd), ENTRY(maxpool_fwd),
-        ENTRY(maxpool_bwd), ENTRY(softmax_xent), ENTRY(sgd), ENTRY(adamw), ENTRY(cast_to16), ENTRY(cast_to32),
-        ENTRY(round16), ENTRY(widen_scaled), ENTRY(scale_count), ENTRY(flag_nonfinite), ENTRY(sum_squares),
-        ENTRY(accum_grads), ENTRY(scratch16), ENTRY(layer_fc_fwd), ENTRY(layer_fc_bwd), ENTRY(layer_conv_fwd),
-        ENTRY(layer_conv_bwd), ENTRY(layer_pool_fwd), ENTRY(layer_pool_bwd), ENTRY(layer_relu_fwd),
-        ENTRY(layer_relu_bwd), ENTRY(layer_loss), ENTRY(layer_logits32),
+        ENTRY(alloc),
+        ENTRY(free),
+        ENTRY(to_device),
+        ENTRY(to_host),
+        ENTRY(to_device_async),
+        ENTRY(sync),
+        ENTRY(settle),
+        ENTRY(last_status),
+        ENTRY(stream),
+        ENTRY(set_stream),
+        ENTRY(mem_info),
+        ENTRY(owns),
+        ENTRY(gemm),
+        ENTRY(linear_fwd),
+        ENTRY(linear_bwd),
+        ENTRY(conv_ws_floats),
+        ENTRY(conv_fwd),
+        ENTRY(conv_bwd_data),
+        ENTRY(conv_bwd_filter),
+        ENTRY(relu_fwd),
+        ENTRY(relu_bwd),
+        ENTRY(maxpool_fwd),
+        ENTRY(maxpool_bwd),
+        ENTRY(softmax_xent),
+        ENTRY(sgd),
+        ENTRY(adamw),
+        ENTRY(cast_to16),
+        ENTRY(cast_to32),
+        ENTRY(round16),
+        ENTRY(widen_scaled),
+        ENTRY(scale_count),
+        ENTRY(flag_nonfinite),
+        ENTRY(sum_squares),
+        ENTRY(accum_grads),
+        ENTRY(scratch16),
+        ENTRY(layer_fc_fwd),
+        ENTRY(layer_fc_bwd),
+        ENTRY(layer_conv_fwd),
+        ENTRY(layer_conv_bwd),
+        ENTRY(layer_pool_fwd),
+        ENTRY(layer_pool_bwd),
+        ENTRY(layer_relu_fwd),
+        ENTRY(layer_relu_bwd),
+        ENTRY(layer_loss),
+        ENTRY(layer_logits32),
     };
 #undef ENTRY
     int missing = 0;

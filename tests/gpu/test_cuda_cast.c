@@ -28,16 +28,13 @@
 #include "dtrain.h"
 
 #define N_MAIN ((size_t)4 * 1024 * 1024 + 5) /* odd: the last block is partial */
-#define N_STRIDE ((size_t)20000003)           /* > 65535 blocks * 256 threads */
+#define N_STRIDE ((size_t)20000003)          /* > 65535 blocks * 256 threads */
 
 static int failures;
 
 static int f32_is_nan(uint32_t u) { return (u & 0x7fffffffu) > 0x7f800000u; }
 
-static int is_nan16(dt_dtype t, uint16_t v)
-{
-    return t == DT_F16 ? (v & 0x7fffu) > 0x7c00u : (v & 0x7fffu) > 0x7f80u;
-}
+static int is_nan16(dt_dtype t, uint16_t v) { return t == DT_F16 ? (v & 0x7fffu) > 0x7c00u : (v & 0x7fffu) > 0x7f80u; }
 
 static const char *type_name(dt_dtype t) { return t == DT_F16 ? "fp16" : "bf16"; }
 
@@ -71,8 +68,8 @@ static void cuda_ok(cudaError_t e, const char *what)
 static void expect_status(dt_status got, dt_status want, const char *what)
 {
     if (got != want) {
-        printf("FAIL: %s returned %d (%s), want %d; last error: %s\n", what, (int)got,
-               dt_strerror(got), (int)want, dt_last_error());
+        printf("FAIL: %s returned %d (%s), want %d; last error: %s\n", what, (int)got, dt_strerror(got), (int)want,
+               dt_last_error());
         failures++;
     }
 }
@@ -82,25 +79,21 @@ static void check_arguments(void)
 {
     float f = 0.0f;
     uint16_t h = 0;
-    expect_status(cuda_cast_f32_to_16(DT_F32, &f, &h, 1, NULL), DT_ERR_INVALID_ARG,
-                  "cuda_cast_f32_to_16(DT_F32)");
+    expect_status(cuda_cast_f32_to_16(DT_F32, &f, &h, 1, NULL), DT_ERR_INVALID_ARG, "cuda_cast_f32_to_16(DT_F32)");
     expect_status(cuda_cast_16_to_f32((dt_dtype)7, &h, &f, 1, NULL), DT_ERR_INVALID_ARG,
                   "cuda_cast_16_to_f32(dtype 7)");
     expect_status(cuda_cast_f32_to_16(DT_F16, NULL, &h, 1, NULL), DT_ERR_INVALID_ARG,
                   "cuda_cast_f32_to_16(in NULL, n 1)");
     expect_status(cuda_cast_16_to_f32(DT_BF16, &h, NULL, 1, NULL), DT_ERR_INVALID_ARG,
                   "cuda_cast_16_to_f32(out NULL, n 1)");
-    expect_status(cuda_cast_f32_to_16(DT_BF16, NULL, NULL, 0, NULL), DT_OK,
-                  "cuda_cast_f32_to_16(NULL, NULL, n 0)");
-    expect_status(cuda_cast_16_to_f32(DT_F16, NULL, NULL, 0, NULL), DT_OK,
-                  "cuda_cast_16_to_f32(NULL, NULL, n 0)");
-    printf("%s argument checks: bad dtype and NULL with n > 0 rejected, n = 0 accepted\n",
-           failures ? "FAIL" : "ok  ");
+    expect_status(cuda_cast_f32_to_16(DT_BF16, NULL, NULL, 0, NULL), DT_OK, "cuda_cast_f32_to_16(NULL, NULL, n 0)");
+    expect_status(cuda_cast_16_to_f32(DT_F16, NULL, NULL, 0, NULL), DT_OK, "cuda_cast_16_to_f32(NULL, NULL, n 0)");
+    printf("%s argument checks: bad dtype and NULL with n > 0 rejected, n = 0 accepted\n", failures ? "FAIL" : "ok  ");
 }
 
 /* fp32 -> 16 bit of h_in[0..n) on the GPU vs the CPU. */
-static void check_narrow(dt_dtype t, const float *h_in, size_t n, float *d_f, uint16_t *d_h,
-                         uint16_t *gpu, uint16_t *cpu, cudaStream_t s)
+static void check_narrow(dt_dtype t, const float *h_in, size_t n, float *d_f, uint16_t *d_h, uint16_t *gpu,
+                         uint16_t *cpu, cudaStream_t s)
 {
     cuda_ok(cudaMemcpyAsync(d_f, h_in, n * sizeof *h_in, cudaMemcpyHostToDevice, s), "copy in");
     /* Poison the output so that elements the kernel skips cannot match by accident. */
@@ -112,18 +105,16 @@ static void check_narrow(dt_dtype t, const float *h_in, size_t n, float *d_f, ui
 
     size_t bad = 0, nans = 0, payload = 0;
     for (size_t i = 0; i < n; i++) {
-        if (gpu[i] == cpu[i])
-            continue;
+        if (gpu[i] == cpu[i]) continue;
         if (is_nan16(t, gpu[i]) && is_nan16(t, cpu[i])) {
             payload++;
             continue;
         }
         if (bad++ < 5)
-            printf("  fp32 0x%08x -> %s: GPU 0x%04x, CPU 0x%04x\n", half_f32_bits(h_in[i]),
-                   type_name(t), gpu[i], cpu[i]);
+            printf("  fp32 0x%08x -> %s: GPU 0x%04x, CPU 0x%04x\n", half_f32_bits(h_in[i]), type_name(t), gpu[i],
+                   cpu[i]);
     }
-    for (size_t i = 0; i < n; i++)
-        nans += f32_is_nan(half_f32_bits(h_in[i]));
+    for (size_t i = 0; i < n; i++) nans += f32_is_nan(half_f32_bits(h_in[i]));
     printf("%s fp32->%s %zu values: %zu differ (%zu NaN inputs; %zu NaN outputs with another "
            "payload)\n",
            bad ? "FAIL" : "ok  ", type_name(t), n, bad, nans, payload);
@@ -131,8 +122,8 @@ static void check_narrow(dt_dtype t, const float *h_in, size_t n, float *d_f, ui
 }
 
 /* 16 bit -> fp32 of h_in[0..n) on the GPU vs the CPU. */
-static void check_widen(dt_dtype t, const uint16_t *h_in, size_t n, uint16_t *d_h, float *d_f,
-                        float *gpu, float *cpu, cudaStream_t s)
+static void check_widen(dt_dtype t, const uint16_t *h_in, size_t n, uint16_t *d_h, float *d_f, float *gpu, float *cpu,
+                        cudaStream_t s)
 {
     cuda_ok(cudaMemcpyAsync(d_h, h_in, n * sizeof *h_in, cudaMemcpyHostToDevice, s), "copy in");
     cuda_ok(cudaMemsetAsync(d_f, 0xa5, n * sizeof *d_f, s), "memset");
@@ -144,14 +135,12 @@ static void check_widen(dt_dtype t, const uint16_t *h_in, size_t n, uint16_t *d_
     size_t bad = 0, payload = 0;
     for (size_t i = 0; i < n; i++) {
         const uint32_t g = half_f32_bits(gpu[i]), c = half_f32_bits(cpu[i]);
-        if (g == c)
-            continue;
+        if (g == c) continue;
         if (f32_is_nan(g) && f32_is_nan(c)) {
             payload++;
             continue;
         }
-        if (bad++ < 5)
-            printf("  %s 0x%04x -> fp32: GPU 0x%08x, CPU 0x%08x\n", type_name(t), h_in[i], g, c);
+        if (bad++ < 5) printf("  %s 0x%04x -> fp32: GPU 0x%08x, CPU 0x%08x\n", type_name(t), h_in[i], g, c);
     }
     printf("%s %s->fp32 %zu values (every pattern %zu+ times): %zu differ (%zu NaN outputs with "
            "another payload)\n",
@@ -167,8 +156,8 @@ int main(void)
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
         if (e != cudaSuccess)
-            printf("SKIP: no CUDA device (cudaGetDeviceCount: %s (%d): %s)\n", cudaGetErrorName(e),
-                   (int)e, cudaGetErrorString(e));
+            printf("SKIP: no CUDA device (cudaGetDeviceCount: %s (%d): %s)\n", cudaGetErrorName(e), (int)e,
+                   cudaGetErrorString(e));
         else
             printf("SKIP: no CUDA device (cudaGetDeviceCount found 0 devices)\n");
         return failures ? 1 : 77;
@@ -186,8 +175,7 @@ int main(void)
     for (size_t i = 0; i < N_STRIDE; i++) {
         const uint64_t r = rng_next(&seed);
         uint32_t bits = (uint32_t)r;
-        if (i & 1)
-            bits = (bits & 0x807fffffu) | ((96u + (uint32_t)((r >> 32) % 50u)) << 23);
+        if (i & 1) bits = (bits & 0x807fffffu) | ((96u + (uint32_t)((r >> 32) % 50u)) << 23);
         memcpy(&f_in[i], &bits, sizeof bits);
         h_in[i] = (uint16_t)i;
     }

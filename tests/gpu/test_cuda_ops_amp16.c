@@ -70,13 +70,13 @@ static void check_amp16(void)
         /* Elementwise: rounding, ReLU forward and backward, bias-and-round, column sums. */
         const int R = 19, C = 53;
         const size_t n = (size_t)R * C;
-        float *x = fmalloc(n), *r = fmalloc(n), *gr = fmalloc(n), *y32 = fmalloc(n), *bb = fmalloc(C),
-              *db = fmalloc(C), *gdb = fmalloc(C);
+        float *x = fmalloc(n), *r = fmalloc(n), *gr = fmalloc(n), *y32 = fmalloc(n), *bb = fmalloc(C), *db = fmalloc(C),
+              *gdb = fmalloc(C);
         uint16_t *x16 = xmalloc(n * 2), *dy16 = xmalloc(n * 2), *y16 = xmalloc(n * 2), *g16 = xmalloc(n * 2),
                  *b16 = xmalloc(C * 2), *dx16 = xmalloc(n * 2);
         fill(r, n, 3.0f); /* arbitrary fp32 values to round */
         fill16(t, x, x16, n, 2.0f);
-        x16[0] = 0x8000u; /* -0 */
+        x16[0] = 0x8000u;                /* -0 */
         x16[1] = bf ? 0x7fc0u : 0x7e00u; /* NaN passes ReLU */
         fill16(t, y32, dy16, n, 1.0f);
         fill16(t, bb, b16, (size_t)C, 1.0f);
@@ -134,8 +134,10 @@ static void check_amp16(void)
 
         /* Convolutions: y and dx rounded to t once, against the fp32 CPU ops on the widened values. */
         /* The last one runs in image groups of 6 + 2 (see check_conv). */
-        const conv_shape shapes[] = {{3, 2, 9, 9, 4, 3, 2, 1, 0, 0},   {5, 3, 10, 11, 6, 4, 3, 2, 0, 0},
-                                     {2, 4, 7, 7, 3, 1, 1, 0, 0, 0},    {4, 8, 14, 14, 16, 3, 1, 1, 0, 0},
+        const conv_shape shapes[] = {{3, 2, 9, 9, 4, 3, 2, 1, 0, 0},
+                                     {5, 3, 10, 11, 6, 4, 3, 2, 0, 0},
+                                     {2, 4, 7, 7, 3, 1, 1, 0, 0, 0},
+                                     {4, 8, 14, 14, 16, 3, 1, 1, 0, 0},
                                      {8, 64, 64, 64, 64, 3, 1, 1, 0, 0}};
         for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
             conv_shape cs = shapes[z];

@@ -114,11 +114,11 @@ static void check_conv16_filter(conv_shape s)
         ops_ok("conv16 filter gradient");
         down(dw, d_dw, nw * 4), down(db, d_db, no * 4), down(dw16, d_dw16, nw * 4), down(db16, d_db16, no * 4);
         char what[128];
-        snprintf(what, sizeof what, "conv16 %s %dx%dx%dx%d->%d k%d db", bf ? "bf16" : "fp16", s.batch, s.c_in, s.h,
-                 s.w, s.c_out, s.k);
+        snprintf(what, sizeof what, "conv16 %s %dx%dx%dx%d->%d k%d db", bf ? "bf16" : "fp16", s.batch, s.c_in, s.h, s.w,
+                 s.c_out, s.k);
         cmp_bits(what, db16, db, no, 4);
-        snprintf(what, sizeof what, "conv16 %s %dx%dx%dx%d->%d k%d dW", bf ? "bf16" : "fp16", s.batch, s.c_in, s.h,
-                 s.w, s.c_out, s.k);
+        snprintf(what, sizeof what, "conv16 %s %dx%dx%dx%d->%d k%d dW", bf ? "bf16" : "fp16", s.batch, s.c_in, s.h, s.w,
+                 s.c_out, s.k);
         cmp_rel(what, dw16, dw, nw, 1e-4);
         cudaFree(d_x), cudaFree(d_dy), cudaFree(d_x16), cudaFree(d_dy16);
     }
@@ -130,12 +130,12 @@ static void check_conv(void)
 {
     /* batch, c_in, h, w, c_out, k, stride, pad */
     const conv_shape shapes[] = {
-        {3, 2, 9, 9, 4, 3, 2, 1, 0, 0},   /* stride 2, padding 1, batch 3 */
-        {1, 3, 8, 8, 5, 3, 1, 1, 0, 0},   /* "same", batch 1 */
-        {2, 4, 7, 7, 3, 1, 1, 0, 0, 0},   /* pointwise */
-        {5, 3, 10, 11, 6, 4, 3, 2, 0, 0}, /* non-square, k 4, stride 3, padding 2 */
-        {4, 1, 28, 28, 8, 5, 1, 0, 0, 0}, /* MNIST-like first layer */
-        {2, 3, 6, 6, 2, 3, 2, 0, 0, 0},   /* stride 2, a trailing row/column no window reads */
+        {3, 2, 9, 9, 4, 3, 2, 1, 0, 0},     /* stride 2, padding 1, batch 3 */
+        {1, 3, 8, 8, 5, 3, 1, 1, 0, 0},     /* "same", batch 1 */
+        {2, 4, 7, 7, 3, 1, 1, 0, 0, 0},     /* pointwise */
+        {5, 3, 10, 11, 6, 4, 3, 2, 0, 0},   /* non-square, k 4, stride 3, padding 2 */
+        {4, 1, 28, 28, 8, 5, 1, 0, 0, 0},   /* MNIST-like first layer */
+        {2, 3, 6, 6, 2, 3, 2, 0, 0, 0},     /* stride 2, a trailing row/column no window reads */
         {67, 8, 14, 14, 32, 3, 1, 1, 0, 0}, /* the bias gradient in 33 uneven slices of the batch */
         {4, 16, 3, 3, 2048, 1, 1, 0, 0, 0}, /* 2048 channels: the bias gradient in one pass */
     };
@@ -148,8 +148,8 @@ static void check_conv(void)
     conv_shape small = big;
     small.batch = 3;
     check_conv_shape(small, 8, 1, 0);
-    const conv_shape f16[] = {{67, 8, 14, 14, 32, 3, 1, 1, 0, 0}, {4, 16, 3, 3, 2048, 1, 1, 0, 0, 0},
-                              {5, 3, 10, 11, 6, 4, 3, 2, 0, 0}};
+    const conv_shape f16[] = {
+        {67, 8, 14, 14, 32, 3, 1, 1, 0, 0}, {4, 16, 3, 3, 2048, 1, 1, 0, 0, 0}, {5, 3, 10, 11, 6, 4, 3, 2, 0, 0}};
     for (size_t i = 0; i < sizeof f16 / sizeof *f16; i++) check_conv16_filter(f16[i]);
 }
 

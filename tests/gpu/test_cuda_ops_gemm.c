@@ -57,8 +57,7 @@ static void check_linear(void)
         CPU(linear_fwd, x, w, bb, y, B, I, O);
         GPU(linear_fwd, d_x, d_w, d_bb, d_y, B, I, O);
         CPU(linear_bwd, x, w, dy, cfg[z].want_dx ? dx : NULL, dw, cfg[z].want_db ? dbias : NULL, B, I, O);
-        GPU(linear_bwd, d_x, d_w, d_dy, cfg[z].want_dx ? d_dx : NULL, d_dw, cfg[z].want_db ? d_db : NULL, B, I,
-                            O);
+        GPU(linear_bwd, d_x, d_w, d_dy, cfg[z].want_dx ? d_dx : NULL, d_dw, cfg[z].want_db ? d_db : NULL, B, I, O);
         ops_ok("linear");
         down(gy, d_y, ny * sizeof *gy);
         down(gdw, d_dw, nw * sizeof *gdw);

@@ -13,8 +13,8 @@ static double xent(backend *be, const float *logits, const int32_t *labels, floa
                    float grad_scale, int *correct)
 {
     double loss = NAN;
-    st_ok("softmax_xent", be->ops->softmax_xent(be, logits, labels, dlogits, batch, classes, grad_scale, &loss,
-                                                correct));
+    st_ok("softmax_xent",
+          be->ops->softmax_xent(be, logits, labels, dlogits, batch, classes, grad_scale, &loss, correct));
     return loss;
 }
 
@@ -52,11 +52,13 @@ static void check_xent(void)
         ops_ok("softmax_xent");
         down(gd, d_d, n * sizeof *gd);
         const double gl2 = xent(gpu_be, d_x, d_lab, NULL, B, C, gs, &gc2); /* no dlogits */
-        const double gl3 = xent(gpu_be, d_x, d_lab, d_d, B, C, gs, &gc3); /* again */
+        const double gl3 = xent(gpu_be, d_x, d_lab, d_d, B, C, gs, &gc3);  /* again */
         ops_ok("softmax_xent again");
         const double rel = fabs(gl - cl) / (fabs(cl) > 1e-30 ? fabs(cl) : 1.0);
-        check(rel <= 1e-5 && gc == cc, "softmax_xent %dx%d: loss gpu %.10g cpu %.10g (rel err %.3g, tol 1e-05), "
-              "correct gpu %d cpu %d", B, C, gl, cl, rel, gc, cc);
+        check(rel <= 1e-5 && gc == cc,
+              "softmax_xent %dx%d: loss gpu %.10g cpu %.10g (rel err %.3g, tol 1e-05), "
+              "correct gpu %d cpu %d",
+              B, C, gl, cl, rel, gc, cc);
         check(memcmp(&gl, &gl2, sizeof gl) == 0 && memcmp(&gl, &gl3, sizeof gl) == 0 && gc2 == gc && gc3 == gc,
               "softmax_xent %dx%d: the same loss and count without dlogits and when rerun", B, C);
         /* dlogits in [-gs, gs]: absolute error against gs */
@@ -66,8 +68,10 @@ static void check_xent(void)
             const double e = fabs((double)gd[i] - (double)d[i]);
             if (!(e <= worst)) worst = e, wi = i;
         }
-        check(worst <= 2e-6 * gs, "softmax_xent %dx%d dlogits: max abs err %.3g = %.3g x grad_scale (tol 2e-06) at "
-              "%zu: gpu %.9g cpu %.9g", B, C, worst, worst / gs, wi, gd[wi], d[wi]);
+        check(worst <= 2e-6 * gs,
+              "softmax_xent %dx%d dlogits: max abs err %.3g = %.3g x grad_scale (tol 2e-06) at "
+              "%zu: gpu %.9g cpu %.9g",
+              B, C, worst, worst / gs, wi, gd[wi], d[wi]);
         cudaFree(d_x), cudaFree(d_d), cudaFree(d_lab);
         free(x), free(d), free(gd), free(lab);
     }

@@ -18,7 +18,7 @@ static void check_relu(void)
     fill(x, n, 2.0f);
     fill(dy, n, 1.0f);
     const float special[] = {bits_f(0x7fc00000u), bits_f(0xffc00001u), INFINITY, -INFINITY, -0.0f, 0.0f,
-                             bits_f(0x00000001u), bits_f(0x80000001u), FLT_MAX, -FLT_MAX};
+                             bits_f(0x00000001u), bits_f(0x80000001u), FLT_MAX,  -FLT_MAX};
     for (size_t i = 0; i < sizeof special / sizeof *special; i++)
         x[i * 997 % n] = special[i], x[n - 1 - i] = special[i];
     float *d_x = dcopy(x, n), *d_y = dfloats(n), *d_dy = dcopy(dy, n), *d_dx = dfloats(n);
@@ -50,8 +50,8 @@ static void check_maxpool(void)
 {
     const struct {
         int b, c, h, w, k, mode; /* mode 0: random; 1: few levels (ties) and NaNs; 2: all equal */
-    } cfg[] = {{2, 3, 9, 10, 2, 1}, {1, 2, 11, 11, 3, 1}, {3, 1, 8, 8, 4, 2}, {3, 5, 28, 28, 2, 0},
-               {2, 2, 7, 13, 3, 0}, {1, 1, 2, 3, 5, 0} /* no whole window: empty output */};
+    } cfg[] = {{2, 3, 9, 10, 2, 1},  {1, 2, 11, 11, 3, 1}, {3, 1, 8, 8, 4, 2},
+               {3, 5, 28, 28, 2, 0}, {2, 2, 7, 13, 3, 0},  {1, 1, 2, 3, 5, 0} /* no whole window: empty output */};
     for (size_t z = 0; z < sizeof cfg / sizeof *cfg; z++) {
         const int B = cfg[z].b, C = cfg[z].c, H = cfg[z].h, W = cfg[z].w, k = cfg[z].k;
         const size_t nx = (size_t)B * C * H * W, ny = (size_t)B * C * (H / k) * (W / k);
@@ -82,7 +82,9 @@ static void check_maxpool(void)
         down(gdx, d_dx, nx * sizeof *gdx);
         char what[96];
         snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d%s y", B, C, H, W, k,
-                 cfg[z].mode == 1 ? " ties+NaN" : cfg[z].mode == 2 ? " all ties" : "");
+                 cfg[z].mode == 1   ? " ties+NaN"
+                 : cfg[z].mode == 2 ? " all ties"
+                                    : "");
         cmp_bits(what, gy, y, ny, 4);
         snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d argmax", B, C, H, W, k);
         cmp_bits(what, gidx, idx, ny, 4);
@@ -125,8 +127,10 @@ static void check_maxpool(void)
                 bad += n1 != n2 || (!n1 && gy16[i] != y16[i]) || gidx[i] != idx[i];
             }
             for (size_t i = 0; i < nx; i++) bad += gdx16[i] != dx16[i];
-            check(bad == 0, "maxpool16 %s %dx%dx%dx%d k%d: y, argmax and dx as the fp32 op on widened values "
-                  "(%zu differ)", bf ? "bf16" : "fp16", B, C, H, W, k, bad);
+            check(bad == 0,
+                  "maxpool16 %s %dx%dx%dx%d k%d: y, argmax and dx as the fp32 op on widened values "
+                  "(%zu differ)",
+                  bf ? "bf16" : "fp16", B, C, H, W, k, bad);
             cudaFree(d_x16), cudaFree(d_y16), cudaFree(d_dy16), cudaFree(d_dx16);
             free(x16), free(y16), free(gy16), free(dy16), free(dx16), free(gdx16);
         }

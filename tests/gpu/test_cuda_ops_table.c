@@ -39,8 +39,7 @@ static void check_no_gpu(void)
         covers &= ws >= one && ws % one == 0;
         prev = ws;
     }
-    check(monotone && covers, "conv_ws_floats grows with the batch and holds whole images (%zu floats at 16)",
-          prev);
+    check(monotone && covers, "conv_ws_floats grows with the batch and holds whole images (%zu floats at 16)", prev);
 
     /* No-op cases return before touching the device. */
     int correct = -1;

@@ -72,7 +72,8 @@ static void reduce_case(dt_ctx *ctx, cudaStream_t st, dt_dtype dtype, dt_dtype w
     for (int k = 0; k < 2; k++) {
         const size_t off = ranges[k].offset, n = ranges[k].count;
         CHECK(cudaMemcpyAsync((char *)d + off * esz, (const char *)src + off * esz, n * esz, cudaMemcpyHostToDevice,
-                              st) == cudaSuccess, "copy");
+                              st) == cudaSuccess,
+              "copy");
         CHECK(dt_reducer_ready(r, off, n) == DT_OK, "ready");
     }
     CHECK(dt_reducer_wait(r) == DT_OK, "wait");
@@ -135,7 +136,8 @@ static void utilities(dt_ctx *ctx)
     uint64_t sd = 0, sh = 1;
     cudaMemcpy(hd, d, N * sizeof *hd, cudaMemcpyDeviceToHost);
     CHECK(dt_buffer_checksum(d, N * sizeof *d, DT_MEMORY_DEVICE, &sd) == DT_OK &&
-          dt_buffer_checksum(hd, N * sizeof *hd, DT_MEMORY_HOST, &sh) == DT_OK && sd == sh, "checksums");
+              dt_buffer_checksum(hd, N * sizeof *hd, DT_MEMORY_HOST, &sh) == DT_OK && sd == sh,
+          "checksums");
     CHECK(dt_check_replicas(ctx, d, N * sizeof *d, NULL, NULL) == DT_OK, "replicas on device memory");
     /* A device pointer given to a host reducer. */
     dt_reducer *r = NULL;

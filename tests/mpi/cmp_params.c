@@ -66,7 +66,8 @@ int main(int argc, char **argv)
         if (r > tol) bad++;
     }
     printf("%s: %zu parameters, max |a-b| %.3g, max |a-b|/(|b|+rms) %.3g at %zu (rms %.3g, tolerance %g), "
-           "%zu beyond\n", bad ? "FAIL" : "ok", na, maxabs, worst, worst_i, rms, tol, bad);
+           "%zu beyond\n",
+           bad ? "FAIL" : "ok", na, maxabs, worst, worst_i, rms, tol, bad);
     free(a);
     free(b);
     return bad ? 1 : 0;

@@ -14,15 +14,15 @@
 
 static int failures, checks, rank, world;
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL rank %d line %d: ", rank, __LINE__);                             \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, " (last error: %s)\n", dt_last_error());                               \
-        }                                                                                          \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        checks++;                                                                                                      \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            fprintf(stderr, "FAIL rank %d line %d: ", rank, __LINE__);                                                 \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fprintf(stderr, " (last error: %s)\n", dt_last_error());                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* dt_init with cfg, and rank and world set; a failure ends the job naming the test. */

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 enum { IN = 8, CLS = 4, B = 4, K = 4, STEPS = 3 };
 #define SPEC "fc:16,relu,fc:4"
 
@@ -92,7 +91,8 @@ static void test_accumulation(dt_ctx *ctx)
                 if (world > 1) {
                     int differ = 0, first = -1;
                     CHECK(dt_check_replicas(ctx, dt_model_grads(acc), n * sizeof(float), &differ, &first) ==
-                              DT_ERR_NUMERIC, "unreduced gradients should differ between ranks");
+                              DT_ERR_NUMERIC,
+                          "unreduced gradients should differ between ranks");
                 }
             }
             if (k == 1) {
@@ -105,7 +105,8 @@ static void test_accumulation(dt_ctx *ctx)
                 CHECK(dt_model_clip_grad_norm(acc, 1.0, NULL) == DT_ERR_INVALID_ARG, "clip mid-group refused");
             }
             CHECK(dt_model_train_step(acc, oacc, NULL, x + (size_t)k * B * IN, y + k * B, B, 1.0f / (K * B), &r) ==
-                      DT_OK, "micro-batch %d", k);
+                      DT_OK,
+                  "micro-batch %d", k);
             CHECK(r.stepped == (k == K - 1), "micro-batch %d stepped %d", k, r.stepped);
             if (k < K - 1) CHECK(isnan(r.grad_norm), "no norm mid-group");
         }
@@ -129,8 +130,9 @@ static void test_accumulation(dt_ctx *ctx)
 static void test_accumulation16(dt_ctx *ctx)
 {
     dt_model *ref = model(ctx, K * B), *acc = model(ctx, B);
-    CHECK(dt_model_set_precision(ref, DT_BF16, DT_BF16) == DT_OK && dt_model_set_precision(acc, DT_BF16, DT_BF16) ==
-          DT_OK, "bf16");
+    CHECK(dt_model_set_precision(ref, DT_BF16, DT_BF16) == DT_OK &&
+              dt_model_set_precision(acc, DT_BF16, DT_BF16) == DT_OK,
+          "bf16");
     CHECK(dt_model_set_accum_steps(acc, K) == DT_OK, "set_accum_steps");
     dt_optimizer *oref = sgd(ref, 0.1f, 0.0f), *oacc = sgd(acc, 0.1f, 0.0f);
     float x[K * B * IN], p0[1024];
@@ -242,8 +244,8 @@ static void test_clipping(dt_ctx *ctx)
     CHECK(dt_model_set_clip_grad_norm(m, F) == DT_OK, "set_clip");
     model_test_inject_inf(m);
     CHECK(dt_model_train_step(m, o, sc, x, y, B, 1.0f / B, &r) == DT_OK, "overflowing step");
-    CHECK(r.skipped == 1 && r.stepped == 0 && isinf(r.grad_norm), "skipped %d stepped %d norm %g", r.skipped,
-          r.stepped, r.grad_norm);
+    CHECK(r.skipped == 1 && r.stepped == 0 && isinf(r.grad_norm), "skipped %d stepped %d norm %g", r.skipped, r.stepped,
+          r.grad_norm);
     CHECK(max_diff(dt_model_params(m), p0, n) == 0, "parameters moved on a skipped step");
     dt_optimizer_free(o);
     dt_model_free(m);

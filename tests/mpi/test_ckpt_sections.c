@@ -18,7 +18,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-
 /* s must be want with every substring in the message. */
 static void expect(dt_status s, dt_status want, const char *a, const char *b, const char *what)
 {
@@ -60,8 +59,10 @@ static void test_round_trip(dt_ctx *ctx, const char *dir)
         free(big);
         return;
     }
-    CHECK(step == 10 && dt_ckpt_num_sections(r) == 3 && dt_ckpt_saved_world(r) == world, "table: step %ld, %d "
-          "sections, world %d", step, dt_ckpt_num_sections(r), dt_ckpt_saved_world(r));
+    CHECK(step == 10 && dt_ckpt_num_sections(r) == 3 && dt_ckpt_saved_world(r) == world,
+          "table: step %ld, %d "
+          "sections, world %d",
+          step, dt_ckpt_num_sections(r), dt_ckpt_saved_world(r));
     size_t bytes = 0;
     CHECK(dt_ckpt_section_size(r, "rng", &bytes) == DT_OK && bytes == 24 * (size_t)world, "rng is %zu bytes", bytes);
     unsigned char a[1003], rng[24];
@@ -78,8 +79,9 @@ static void test_round_trip(dt_ctx *ctx, const char *dir)
 
     /* One rank asks for another section: every rank fails, then all read on in step. */
     dt_status s = rank == 1 ? dt_ckpt_read(r, "rng", a, 24 * (size_t)world) : dt_ckpt_read(r, "a", a, sizeof a);
-    expect(s, DT_ERR_INVALID_ARG, rank == 1 ? "rank 1 reads section \"rng\"" : "rank 1: ",
-           "every rank reads the same sections", "read of another section");
+    expect(s, DT_ERR_INVALID_ARG,
+           rank == 1 ? "rank 1 reads section \"rng\"" : "rank 1: ", "every rank reads the same sections",
+           "read of another section");
     expect(dt_ckpt_read(r, "missing", a, 4), DT_ERR_INVALID_ARG, "no section \"missing\"", "\"a\", \"big\", \"rng\"",
            "missing section");
     CHECK(dt_ckpt_read(r, "a", a, sizeof a) == DT_OK && a[5] == pattern(5, 0), "read after the errors: %s",
@@ -95,13 +97,14 @@ static void test_failures(dt_ctx *ctx, const char *dir)
     CHECK(dt_ckpt_begin(ctx, dir, 20, &w) == DT_OK, "begin");
     dt_ckpt_add(w, "a", "x", 1);
     dt_ckpt_add(w, rank == 1 ? "opt" : "rng", "yy", 2);
-    expect(dt_ckpt_commit(w), DT_ERR_INVALID_ARG, rank == 1 ? "" : "rank 1: ",
-           "section 1 is \"opt\" (2 bytes) on rank 1 but \"rng\" (2 bytes) on rank 0", "lists that differ");
+    expect(dt_ckpt_commit(w), DT_ERR_INVALID_ARG,
+           rank == 1 ? "" : "rank 1: ", "section 1 is \"opt\" (2 bytes) on rank 1 but \"rng\" (2 bytes) on rank 0",
+           "lists that differ");
     /* Data missing on rank 1's per-rank section. */
     CHECK(dt_ckpt_begin(ctx, dir, 21, &w) == DT_OK, "begin");
     dt_ckpt_add_per_rank(w, "rng", rank == 1 ? NULL : "abcd", 4);
-    expect(dt_ckpt_commit(w), DT_ERR_INVALID_ARG, "has no data (NULL) on rank 1", rank == 1 ? NULL : "rank 1: ",
-           "NULL data on rank 1");
+    expect(dt_ckpt_commit(w), DT_ERR_INVALID_ARG, "has no data (NULL) on rank 1",
+           rank == 1 ? NULL : "rank 1: ", "NULL data on rank 1");
     /* A file-size limit on rank 0 only: every rank gets the IO error and its cause. */
     struct rlimit old, lim;
     getrlimit(RLIMIT_FSIZE, &old);
@@ -111,8 +114,8 @@ static void test_failures(dt_ctx *ctx, const char *dir)
     unsigned char *big = malloc(BIG);
     dt_status s = write_step(ctx, dir, 30, big);
     if (rank == 0) setrlimit(RLIMIT_FSIZE, &old);
-    expect(s, DT_ERR_IO, "File too large (limit 1048576 bytes", rank == 0 ? "ulimit -f" : "rank 0: ",
-           "file-size limit on rank 0");
+    expect(s, DT_ERR_IO, "File too large (limit 1048576 bytes",
+           rank == 0 ? "ulimit -f" : "rank 0: ", "file-size limit on rank 0");
     free(big);
     /* The previous checkpoint is still the newest, and neither step 20, 21 nor 30 was written. */
     char path[300];
@@ -122,8 +125,8 @@ static void test_failures(dt_ctx *ctx, const char *dir)
     }
     dt_ckpt_reader *r;
     long step = -1;
-    CHECK(dt_ckpt_open_latest(ctx, dir, &r, &step) == DT_OK && step == 10, "newest after the failures: %ld (%s)",
-          step, dt_last_error());
+    CHECK(dt_ckpt_open_latest(ctx, dir, &r, &step) == DT_OK && step == 10, "newest after the failures: %ld (%s)", step,
+          dt_last_error());
     dt_ckpt_close(r);
     /* A directory that cannot be made: its parent is a regular file (on rank 0, the only one that
      * looks). */
@@ -136,8 +139,8 @@ static void test_failures(dt_ctx *ctx, const char *dir)
     snprintf(sub, sizeof sub, "%s/a-file/ck", dir);
     CHECK(dt_ckpt_begin(ctx, sub, 1, &w) == DT_OK, "begin");
     dt_ckpt_add(w, "a", "x", 1);
-    expect(dt_ckpt_commit(w), DT_ERR_IO, "cannot create checkpoint directory", rank == 0 ? NULL : "rank 0: ",
-           "unmakeable directory");
+    expect(dt_ckpt_commit(w), DT_ERR_IO, "cannot create checkpoint directory",
+           rank == 0 ? NULL : "rank 0: ", "unmakeable directory");
 }
 
 int main(void)

@@ -22,15 +22,15 @@
 
 static int failures, checks;
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL rank %d: ", rank);                                               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-        }                                                                                          \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        checks++;                                                                                                      \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            fprintf(stderr, "FAIL rank %d: ", rank);                                                                   \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fprintf(stderr, "\n");                                                                                     \
+        }                                                                                                              \
     } while (0)
 
 static int rank, world, on_gpu;
@@ -95,7 +95,8 @@ static void test_allreduce(dt_ctx *ctx, dt_dtype t, dt_redop op, size_t count)
     }
     for (size_t i = 0; i < count; i++) {
         float v = value(rank, i);
-        if (t == DT_F32) memcpy(host + i * 4, &v, 4);
+        if (t == DT_F32)
+            memcpy(host + i * 4, &v, 4);
         else {
             uint16_t h = to16(t, v);
             memcpy(host + i * 2, &h, 2);
@@ -127,8 +128,8 @@ static void test_allreduce(dt_ctx *ctx, dt_dtype t, dt_redop op, size_t count)
             first_got = got_value;
         }
     }
-    CHECK(bad == 0, "allreduce dtype %d op %s count %zu: %zu wrong elements, first at %zu (want %.9g, got %.9g)",
-          t, op == DT_SUM ? "sum" : "avg", count, bad, first_bad, expected(first_bad, op), first_got);
+    CHECK(bad == 0, "allreduce dtype %d op %s count %zu: %zu wrong elements, first at %zu (want %.9g, got %.9g)", t,
+          op == DT_SUM ? "sum" : "avg", count, bad, first_bad, expected(first_bad, op), first_got);
     dev_free(buf);
     free(host);
 }
@@ -269,8 +270,10 @@ int main(int argc, char **argv)
     float f = (float)failures;
     void *d = dev_alloc(sizeof f);
     copy(d, &f, sizeof f, 1);
-    if (dt_allreduce(ctx, d, 1, DT_F32, DT_SUM) != DT_OK) f = 1;
-    else copy(&f, d, sizeof f, 0);
+    if (dt_allreduce(ctx, d, 1, DT_F32, DT_SUM) != DT_OK)
+        f = 1;
+    else
+        copy(&f, d, sizeof f, 0);
     dev_free(d);
     if (rank == 0)
         printf("test_coll: %d ranks, %s backend, %d checks per rank: %d passed, %d failed\n", world,

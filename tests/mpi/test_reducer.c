@@ -181,10 +181,12 @@ static void test_bad_input(dt_ctx *ctx)
     CHECK(dt_reducer_ready(red, layers[1].offset, layers[1].count) == DT_OK, "ready");
     CHECK(dt_reducer_wait(red) == DT_ERR_INVALID_ARG, "missing ranges reported");
     CHECK(strstr(dt_last_error(), "2 of the 5 ranges were never marked ready in this step, the first (in backward "
-                                  "order) range 2 [4007, 7007)") != NULL, "%s", dt_last_error());
+                                  "order) range 2 [4007, 7007)") != NULL,
+          "%s", dt_last_error());
     /* Only the last rank forgets one: it is told, the others complete, and nobody hangs. */
     for (int k = 0; k < 5; k++)
-        if (!(rank == world - 1 && k == 2)) CHECK(dt_reducer_ready(red, back[k].offset, back[k].count) == DT_OK, "ready");
+        if (!(rank == world - 1 && k == 2))
+            CHECK(dt_reducer_ready(red, back[k].offset, back[k].count) == DT_OK, "ready");
     dt_status s = dt_reducer_wait(red);
     CHECK(rank == world - 1 ? s == DT_ERR_INVALID_ARG : s == DT_OK, "only the forgetful rank fails: %d", (int)s);
     /* And the next step is a normal one. */
@@ -240,7 +242,8 @@ static void test_utilities(dt_ctx *ctx)
     CHECK(dt_buffer_scale(h, 2, DT_F16, DT_MEMORY_HOST, 0.5f) == DT_OK && h[0] == 0x3800 && h[1] == 0x3c00,
           "fp16 scaled: %04x %04x", h[0], h[1]);
     CHECK(dt_buffer_scale(h, 2, DT_U8, DT_MEMORY_HOST, 0.5f) == DT_ERR_INVALID_ARG &&
-          strstr(dt_last_error(), "DT_U8") != NULL, "DT_U8 scale refused: %s", dt_last_error());
+              strstr(dt_last_error(), "DT_U8") != NULL,
+          "DT_U8 scale refused: %s", dt_last_error());
     CHECK(dt_buffer_norm(NULL, h, 2, DT_U8, DT_MEMORY_HOST, 0, &local) == DT_ERR_INVALID_ARG, "DT_U8 norm refused");
     uint64_t a = 0, b = 1;
     const char bytes[] = "the same weights";
@@ -254,8 +257,7 @@ static void test_utilities(dt_ctx *ctx)
     double before, after;
     CHECK(dt_reducer_grad_norm(red, &before) == DT_ERR_INVALID_ARG, "no norm mid-step");
     CHECK(dt_reducer_wait(red) == DT_OK, "wait");
-    CHECK(dt_reducer_clip_grad_norm(red, 1.0, &before) == DT_OK && fabs(before - sqrt(10.0)) < 1e-5, "norm %g",
-          before);
+    CHECK(dt_reducer_clip_grad_norm(red, 1.0, &before) == DT_OK && fabs(before - sqrt(10.0)) < 1e-5, "norm %g", before);
     CHECK(dt_reducer_grad_norm(red, &after) == DT_OK && fabs(after - 1.0) < 1e-5, "clipped to %g", after);
     CHECK(dt_reducer_clip_grad_norm(red, 0, &before) == DT_ERR_INVALID_ARG, "max_norm 0 refused");
     dt_reducer_free(red);

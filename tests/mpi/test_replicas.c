@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 enum { BATCH = 8 };
 
 /* One forward/backward on this rank's batch of step `step` (ranks see different samples). */
@@ -87,8 +86,8 @@ int main(void)
     }
     s = dt_model_check_replicas(ctx, m, &differ, &first);
     if (world > 1) {
-        CHECK(s == DT_ERR_NUMERIC && differ == world - 1 && first == 1, "drift: status %d differ %d first %d",
-              (int)s, differ, first);
+        CHECK(s == DT_ERR_NUMERIC && differ == world - 1 && first == 1, "drift: status %d differ %d first %d", (int)s,
+              differ, first);
         CHECK(strstr(dt_last_error(), "the first is rank 1") != NULL, "message names the rank");
     } else {
         CHECK(s == DT_OK && differ == 0, "one rank agrees with itself");

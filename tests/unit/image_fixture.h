@@ -81,7 +81,8 @@ static inline unsigned char *jpeg_bytes(int w, int h, int nc, const unsigned cha
     unsigned char *out = NULL;
     *len = 0;
     assert_int_equal(tjCompress2(tj, px, w, 0, h, nc == 1 ? TJPF_GRAY : TJPF_RGB, &out, len,
-                                 nc == 1 ? TJSAMP_GRAY : TJSAMP_444, 100, 0), 0);
+                                 nc == 1 ? TJSAMP_GRAY : TJSAMP_444, 100, 0),
+                     0);
     tjDestroy(tj);
     return out;
 }
@@ -95,7 +96,10 @@ static inline void write_jpeg(const char *rel, int w, int h, int nc, const unsig
 }
 
 /* The pattern of an 8x8 test image: value of channel ch at (x, y), seeded per image. */
-static inline unsigned char pat(int seed, int x, int y, int ch) { return (unsigned char)(seed * 37 + x * 29 + y * 11 + ch * 83); }
+static inline unsigned char pat(int seed, int x, int y, int ch)
+{
+    return (unsigned char)(seed * 37 + x * 29 + y * 11 + ch * 83);
+}
 
 static inline unsigned char *pattern(int seed, int w, int h, int nc)
 {
@@ -139,7 +143,7 @@ static inline ds_split *open_ok(const char *path, const char *split, int c, int 
 }
 
 static inline void expect_fail(const char *path, const char *format, const char *split, int c, int h, int w,
-                        dt_status want, const char *in_msg)
+                               dt_status want, const char *in_msg)
 {
     ds_open_opts o = {.format = format, .split = split, .c = c, .h = h, .w = w};
     ds_split *s = NULL;

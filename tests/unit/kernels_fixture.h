@@ -125,8 +125,8 @@ static inline void expect_all_close(const char *what, const float *got, const do
  * fp32 gradient. */
 typedef double (*loss_fn)(void *ctx);
 
-static inline void check_grad(const char *what, loss_fn loss, void *ctx, double *param, size_t n,
-                              const float *analytic, double tol)
+static inline void check_grad(const char *what, loss_fn loss, void *ctx, double *param, size_t n, const float *analytic,
+                              double tol)
 {
     for (size_t i = 0; i < n; i++) {
         const double save = param[i];

@@ -61,8 +61,7 @@ static void amp_case(const char *spec, const char *input, int batch, const size_
     assert_int_equal(dt_model_forward_backward(m16, x, y, batch, gs, &l16, &c16), DT_OK);
     assert_int_equal(dt_model_forward_backward(m32, x, y, batch, gs, &l32, &c32), DT_OK);
 
-    float *g_ref = xmalloc(np * sizeof(float)), *g16 = xmalloc(np * sizeof(float)),
-          *g32 = xmalloc(np * sizeof(float));
+    float *g_ref = xmalloc(np * sizeof(float)), *g16 = xmalloc(np * sizeof(float)), *g32 = xmalloc(np * sizeof(float));
     read_grads(ref, g_ref);
     read_grads(m16, g16);
     read_grads(m32, g32);
@@ -83,7 +82,8 @@ static void amp_case(const char *spec, const char *input, int batch, const size_
         const double tol = bound_layer;
         if (!(eb16 < tol) || !(eb32 < tol))
             fail_msg("%s %s: parameter layer %d (%zu values at %zu): gradient rel error %.3e (%s grads) %.3e (fp32 "
-                     "grads) >= %.1e", spec, tname(t), b, blocks[b], off, eb16, tname(t), eb32, tol);
+                     "grads) >= %.1e",
+                     spec, tname(t), b, blocks[b], off, eb16, tname(t), eb32, tol);
         eb_max = fmax(eb_max, fmax(eb16, eb32));
         off += blocks[b];
     }
@@ -101,8 +101,9 @@ static void amp_case(const char *spec, const char *input, int batch, const size_
     float *r = xmalloc(np * sizeof(float));
     cpu_round16(t, g32, r, np);
     for (size_t i = 0; i < np; i++)
-        if (r[i] != g16[i]) fail_msg("%s %s: grad %zu: %s grads %.9g, fp32 grads %.9g rounded %.9g", spec, tname(t),
-                                     i, tname(t), (double)g16[i], (double)g32[i], (double)r[i]);
+        if (r[i] != g16[i])
+            fail_msg("%s %s: grad %zu: %s grads %.9g, fp32 grads %.9g rounded %.9g", spec, tname(t), i, tname(t),
+                     (double)g16[i], (double)g32[i], (double)r[i]);
     /* Accuracy counts: in range, and at most a near-tie or two flipped by the rounding. */
     assert_true(c16 >= 0 && c16 <= batch);
     if (abs(c16 - c_ref) > max_correct_diff) fail_msg("%s %s: %d correct vs %d in fp32", spec, tname(t), c16, c_ref);
@@ -233,7 +234,9 @@ static void test_sees_16bit_values(void **st)
             int ca, cb;
             assert_int_equal(dt_model_forward_backward(a, x, y, 4, 0.25f, &la, &ca), DT_OK);
             assert_int_equal(dt_model_forward_backward(b, xr, y, 4, 0.25f, &lb, &cb), DT_OK);
-            if (la != lb) fail_msg("%s %s: loss %.17g with fp32 params/input, %.17g with rounded ones", specs[k][0], tname(t), la, lb);
+            if (la != lb)
+                fail_msg("%s %s: loss %.17g with fp32 params/input, %.17g with rounded ones", specs[k][0], tname(t), la,
+                         lb);
             assert_int_equal(ca, cb);
             assert_memory_equal(dt_model_grads(a), dt_model_grads(b), np * sizeof(float));
             free(x);
@@ -389,10 +392,8 @@ static void test_precision_api(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mlp_vs_fp32),
-        cmocka_unit_test(test_cnn_vs_fp32),
-        cmocka_unit_test(test_chunked_conv16),
-        cmocka_unit_test(test_sees_16bit_values),
+        cmocka_unit_test(test_mlp_vs_fp32),    cmocka_unit_test(test_cnn_vs_fp32),
+        cmocka_unit_test(test_chunked_conv16), cmocka_unit_test(test_sees_16bit_values),
         cmocka_unit_test(test_precision_api),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,15 +43,29 @@ static size_t special_floats(float *v, size_t cap)
         0x3f808000u, 0x3f818000u, 0x3f808001u,              /* bf16 ties (to even: down, up) and past */
     };
     const float vals[] = {
-        65504.0f, -65504.0f, 65519.0f, 65520.0f, -65520.0f, 65536.0f, /* fp16 max, ties to inf */
-        6.103515625e-05f,                                       /* 2^-14, smallest fp16 normal */
-        6.0975551605224609e-05f,                                /* largest fp16 subnormal */
-        5.9604644775390625e-08f, -5.9604644775390625e-08f,      /* 2^-24, smallest fp16 subnormal */
-        2.98023223876953125e-08f,                               /* 2^-25: a tie, to 0 */
-        3.0e-08f,                                               /* above 2^-25: to 2^-24 */
-        8.9406967163085938e-08f,                                /* 1.5 * 2^-24: tie, to 2 * 2^-24 */
-        1.00048828125f, 1.00146484375f, -1.00048828125f,        /* fp16 ties: 1 + 2^-11, 1 + 3 * 2^-11 */
-        1.0f, -1.0f, 0.1f, -3.14159265f, 1e-10f, -1e-30f, 3e38f,
+        65504.0f,
+        -65504.0f,
+        65519.0f,
+        65520.0f,
+        -65520.0f,
+        65536.0f,                /* fp16 max, ties to inf */
+        6.103515625e-05f,        /* 2^-14, smallest fp16 normal */
+        6.0975551605224609e-05f, /* largest fp16 subnormal */
+        5.9604644775390625e-08f,
+        -5.9604644775390625e-08f, /* 2^-24, smallest fp16 subnormal */
+        2.98023223876953125e-08f, /* 2^-25: a tie, to 0 */
+        3.0e-08f,                 /* above 2^-25: to 2^-24 */
+        8.9406967163085938e-08f,  /* 1.5 * 2^-24: tie, to 2 * 2^-24 */
+        1.00048828125f,
+        1.00146484375f,
+        -1.00048828125f, /* fp16 ties: 1 + 2^-11, 1 + 3 * 2^-11 */
+        1.0f,
+        -1.0f,
+        0.1f,
+        -3.14159265f,
+        1e-10f,
+        -1e-30f,
+        3e38f,
     };
     size_t n = 0;
     for (size_t i = 0; i < sizeof bits / sizeof *bits; i++) v[n++] = half_bits_f32(bits[i]);
@@ -74,26 +88,26 @@ static void round16_check(dt_dtype t)
     memcpy(inplace, in, sizeof in);
     cpu_round16(t, inplace, inplace, N);
     for (size_t i = 0; i < N; i++) {
-        const float want = t == DT_F16 ? half_f16_to_f32(half_f32_to_f16(in[i])) : half_bf16_to_f32(half_f32_to_bf16(in[i]));
+        const float want =
+            t == DT_F16 ? half_f16_to_f32(half_f32_to_f16(in[i])) : half_bf16_to_f32(half_f32_to_bf16(in[i]));
         const uint32_t w = half_f32_bits(want), o = half_f32_bits(out[i]), ip = half_f32_bits(inplace[i]);
         if (o != w || ip != w)
-            fail_msg("cpu_round16(%s) of %.9g (0x%08x): 0x%08x (in place 0x%08x), scalar 0x%08x", tname(t), (double)in[i],
-                     half_f32_bits(in[i]), o, ip, w);
+            fail_msg("cpu_round16(%s) of %.9g (0x%08x): 0x%08x (in place 0x%08x), scalar 0x%08x", tname(t),
+                     (double)in[i], half_f32_bits(in[i]), o, ip, w);
     }
     /* Spot checks of the scalar reference itself, so that the comparison means something. */
     assert_true(isnan(out[6]) && isnan(out[7]) && signbit(out[7])); /* sNaN stays NaN, never inf */
-    assert_true(half_f32_bits(out[1]) == 0x80000000u);                        /* -0 stays -0 */
+    assert_true(half_f32_bits(out[1]) == 0x80000000u);              /* -0 stays -0 */
     if (t == DT_F16) {
         assert_true(out[22] == 65504.0f && out[24] == 65504.0f && isinf(out[25]) && out[26] == -INFINITY);
         assert_true(out[28] == 6.103515625e-05f && out[29] == 6.0975551605224609e-05f); /* exact */
         assert_true(out[30] == 5.9604644775390625e-08f && out[31] == -5.9604644775390625e-08f);
         assert_true(out[32] == 0.0f && out[33] == 5.9604644775390625e-08f && out[34] == 1.1920928955078125e-07f);
         assert_true(out[35] == 1.0f && out[36] == 1.001953125f && out[37] == -1.0f);
-        assert_true(out[12] == 0.0f);                     /* an fp32 subnormal */
+        assert_true(out[12] == 0.0f); /* an fp32 subnormal */
     } else {
         assert_true(out[15] == INFINITY && out[17] == half_bits_f32(0x7f7f0000u) && out[18] == INFINITY);
-        assert_true(out[19] == 1.0f && out[20] == half_bits_f32(0x3f820000u) &&
-                    out[21] == half_bits_f32(0x3f810000u));
+        assert_true(out[19] == 1.0f && out[20] == half_bits_f32(0x3f820000u) && out[21] == half_bits_f32(0x3f810000u));
         /* bf16 keeps fp32 subnormals' top bits */
         assert_true(out[12] == 0.0f && out[14] == half_bits_f32(0x00400000u));
     }
@@ -136,7 +150,8 @@ static void test_relu16(void **st)
         for (uint32_t i = 0; i < N; i++) {
             const float f = widen16(t, x[i]);
             const uint16_t want = isnan(f) ? x[i] : (f < 0 || x[i] == 0x8000u) ? 0 : x[i];
-            if (y[i] != want) fail_msg("relu16_fwd(%s) of 0x%04x (%g): 0x%04x, want 0x%04x", tname(t), i, (double)f, y[i], want);
+            if (y[i] != want)
+                fail_msg("relu16_fwd(%s) of 0x%04x (%g): 0x%04x, want 0x%04x", tname(t), i, (double)f, y[i], want);
             zeroed += y[i] == 0 && x[i] != 0;
         }
         /* the negatives (-inf included, NaNs excluded) and -0 */
@@ -163,9 +178,11 @@ static void test_count_nonfinite(void **st)
     const size_t sizes[] = {37, 16, 5, 1};
     const uint32_t bad32[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xffffffffu};
     const uint32_t good32[] = {0x7f7fffffu, 0xff7fffffu, 0x00000000u, 0x80000000u, 0x00000001u, 0x3f800000u};
-    const uint16_t bad16[2][5] = {{0x7c00u, 0xfc00u, 0x7e00u, 0x7c01u, 0xffffu}, {0x7f80u, 0xff80u, 0x7fc0u, 0x7f81u, 0xffffu}};
+    const uint16_t bad16[2][5] = {{0x7c00u, 0xfc00u, 0x7e00u, 0x7c01u, 0xffffu},
+                                  {0x7f80u, 0xff80u, 0x7fc0u, 0x7f81u, 0xffffu}};
     /* 0x7c00 is fp16's inf but a finite bf16 (2^121): the type must be honoured. */
-    const uint16_t good16[2][5] = {{0x7bffu, 0xfbffu, 0x0000u, 0x8000u, 0x0001u}, {0x7f7fu, 0xff7fu, 0x7c00u, 0xfc00u, 0x0001u}};
+    const uint16_t good16[2][5] = {{0x7bffu, 0xfbffu, 0x0000u, 0x8000u, 0x0001u},
+                                   {0x7f7fu, 0xff7fu, 0x7c00u, 0xfc00u, 0x0001u}};
     const dt_dtype ts[2] = {DT_F16, DT_BF16};
     float f[37], g[37];
     uint16_t h[37];

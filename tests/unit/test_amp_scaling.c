@@ -57,7 +57,7 @@ static void test_scale_unscale_exact(void **st)
             memcpy(gs, dt_model_grads(m), np * sizeof *gs);
         else
             widen_grads(m, gs); /* applies the 1/S of dt_model_unscale_grads, as the optimizer does */
-        assert_true(l1 == ls); /* the loss does not depend on the scale */
+        assert_true(l1 == ls);  /* the loss does not depend on the scale */
         assert_int_equal(c1, cs);
         size_t nz = 0;
         for (size_t i = 0; i < np; i++) {
@@ -176,8 +176,8 @@ static void test_scale_overflow(void **st)
 
 /* ---------------------------------------------------------------- 4. the overflow path */
 
-static void inject_case(const char *spec, const char *input, int batch, dt_dtype compute, dt_dtype grads,
-                        int last_fc, const char *name)
+static void inject_case(const char *spec, const char *input, int batch, dt_dtype compute, dt_dtype grads, int last_fc,
+                        const char *name)
 {
     dt_model *m = make_model(spec, input, batch, compute, grads);
     float *x;
@@ -293,8 +293,8 @@ static void opt_case(dt_dtype t, const dt_optim_config *cfg)
         const float *p = dt_model_params(m);
         for (size_t i = 0; i < np; i++)
             if (p[i] != pref[i])
-                fail_msg("%s, optimizer %d, step %d: param %zu: model step %.9g, reference %.9g", tname(t), (int)cfg->kind,
-                         step + 1, i, (double)p[i], (double)pref[i]);
+                fail_msg("%s, optimizer %d, step %d: param %zu: model step %.9g, reference %.9g", tname(t),
+                         (int)cfg->kind, step + 1, i, (double)p[i], (double)pref[i]);
         free(x);
         free(y);
     }
@@ -394,12 +394,9 @@ static void test_memory(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_scale_unscale_exact),
-        cmocka_unit_test(test_scaling_prevents_underflow),
-        cmocka_unit_test(test_scale_overflow),
-        cmocka_unit_test(test_inject_inf),
-        cmocka_unit_test(test_optimizer_step16),
-        cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_scale_unscale_exact), cmocka_unit_test(test_scaling_prevents_underflow),
+        cmocka_unit_test(test_scale_overflow),      cmocka_unit_test(test_inject_inf),
+        cmocka_unit_test(test_optimizer_step16),    cmocka_unit_test(test_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

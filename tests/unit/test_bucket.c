@@ -152,11 +152,8 @@ static void test_hash_and_errors(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mlp_like),
-        cmocka_unit_test(test_first_bucket_small),
-        cmocka_unit_test(test_not_adjacent),
-        cmocka_unit_test(test_auto),
-        cmocka_unit_test(test_hash_and_errors),
+        cmocka_unit_test(test_mlp_like), cmocka_unit_test(test_first_bucket_small), cmocka_unit_test(test_not_adjacent),
+        cmocka_unit_test(test_auto),     cmocka_unit_test(test_hash_and_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,21 +47,21 @@ static uint64_t rng_next(uint64_t *s)
 
 /* Hand-picked fp32 inputs: the boundaries of both formats, ties, signed zeros, NaNs. */
 static const uint32_t edge_values[] = {
-    0x00000000u, 0x80000000u, /* +-0 */
-    0x00000001u, 0x80000001u, 0x007fffffu, 0x00800000u, /* fp32 subnormals, FLT_MIN */
-    0x3f800000u, 0xbf800000u, /* +-1 */
-    0x3f801000u, 0x3f803000u, 0x3f801001u, 0x3f802fffu, /* fp16 ties and near-ties at 1 */
-    0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, /* bf16 ties and near-ties at 1 */
-    0x477fe000u, 0xc77fe000u, /* +-65504, the largest half */
+    0x00000000u, 0x80000000u,                                        /* +-0 */
+    0x00000001u, 0x80000001u, 0x007fffffu, 0x00800000u,              /* fp32 subnormals, FLT_MIN */
+    0x3f800000u, 0xbf800000u,                                        /* +-1 */
+    0x3f801000u, 0x3f803000u, 0x3f801001u, 0x3f802fffu,              /* fp16 ties and near-ties at 1 */
+    0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu,              /* bf16 ties and near-ties at 1 */
+    0x477fe000u, 0xc77fe000u,                                        /* +-65504, the largest half */
     0x477fefffu, 0x477ff000u, 0xc77ff000u, 0x477ff001u, 0x47800000u, /* 65520 rounds to inf */
     0x7f7fffffu, 0xff7fffffu, 0x7f7f7fffu, 0x7f7f8000u, 0x7f7f8001u, /* FLT_MAX, bf16 overflow */
-    0x7f800000u, 0xff800000u, /* +-inf */
-    0x33800000u, 0xb3800000u, /* +-2^-24, the smallest fp16 subnormal */
-    0x33000000u, 0x33000001u, 0x32ffffffu, 0xb3000000u, /* 2^-25: tie between 0 and 2^-24 */
-    0x33c00000u, 0x34200000u, 0x33bfffffu, /* 1.5 and 2.5 * 2^-24: ties to even */
-    0x387fc000u, 0x387fe000u, 0x387ff000u, 0x387fefffu, /* around the largest subnormal */
-    0x38800000u, 0x387fffffu, 0x38000000u, /* 2^-14 (smallest normal), 2^-15 */
-    0x00008000u, 0x00018000u, 0x00017fffu, /* bf16 ties among fp32 subnormals */
+    0x7f800000u, 0xff800000u,                                        /* +-inf */
+    0x33800000u, 0xb3800000u,                                        /* +-2^-24, the smallest fp16 subnormal */
+    0x33000000u, 0x33000001u, 0x32ffffffu, 0xb3000000u,              /* 2^-25: tie between 0 and 2^-24 */
+    0x33c00000u, 0x34200000u, 0x33bfffffu,                           /* 1.5 and 2.5 * 2^-24: ties to even */
+    0x387fc000u, 0x387fe000u, 0x387ff000u, 0x387fefffu,              /* around the largest subnormal */
+    0x38800000u, 0x387fffffu, 0x38000000u,                           /* 2^-14 (smallest normal), 2^-15 */
+    0x00008000u, 0x00018000u, 0x00017fffu,                           /* bf16 ties among fp32 subnormals */
     0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fbfffffu, /* NaNs, quiet and not */
     0x7f802000u, 0x7f801fffu, 0x7fffffffu, 0xffffffffu, 0x7f80ffffu, 0x7f810000u,
 };
@@ -113,10 +113,7 @@ static uint32_t ref_f16_to_f32(uint16_t h)
 /* The exact value of a non-negative finite fp32 as a double. Subnormals are built from their
  * integer mantissa, so that a process running with denormals-are-zero (e.g. linked with
  * -ffast-math) still gets their true value. */
-static double f32_value(uint32_t ax)
-{
-    return (ax >> 23) == 0u ? (double)ax * 0x1p-149 : (double)half_bits_f32(ax);
-}
+static double f32_value(uint32_t ax) { return (ax >> 23) == 0u ? (double)ax * 0x1p-149 : (double)half_bits_f32(ax); }
 
 /* bf16 by the definition of rounding: of the two bf16 values around |x| (the truncation and the
  * next one up, which is inf past the largest finite value; as a rounding target it stands for
@@ -126,11 +123,9 @@ static uint16_t ref_f32_to_bf16(uint32_t bits)
 {
     const uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
     const uint32_t ax = bits & 0x7fffffffu;
-    if (ax > 0x7f800000u)
-        return (uint16_t)((bits >> 16) | 0x40u);
+    if (ax > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40u);
     const uint16_t lo = (uint16_t)(ax >> 16);
-    if ((ax & 0xffffu) == 0u)
-        return sign | lo; /* exact, including zero and inf */
+    if ((ax & 0xffffu) == 0u) return sign | lo; /* exact, including zero and inf */
     const uint16_t hi = (uint16_t)(lo + 1u);
     const double x = f32_value(ax);
     const double vlo = f32_value((uint32_t)lo << 16);
@@ -162,8 +157,7 @@ static void test_f16_all_patterns(void **state)
         const uint32_t f = half_f32_bits(half_f16_to_f32(h));
         const uint16_t back = half_f32_to_f16(half_bits_f32(f));
 #if HAVE_FLOAT16_ORACLE
-        if (f != ref_f16_to_f32(h))
-            fail_msg("f16 0x%04x -> f32 0x%08x, want 0x%08x", h, f, ref_f16_to_f32(h));
+        if (f != ref_f16_to_f32(h)) fail_msg("f16 0x%04x -> f32 0x%08x, want 0x%08x", h, f, ref_f16_to_f32(h));
 #endif
         if (f16_is_nan(h)) {
             /* Stays a NaN of the same sign, comes back quiet with its payload. */
@@ -201,10 +195,8 @@ static void test_bf16_all_patterns(void **state)
                 fail_msg("bf16 NaN 0x%04x -> 0x%08x -> 0x%04x, want 0x%04x", b, f, back, b | 0x40u);
         } else {
             /* bf16 is the top half of an fp32: widening is a shift. */
-            if (f != (uint32_t)b << 16)
-                fail_msg("bf16 0x%04x -> f32 0x%08x, want 0x%08x", b, f, (uint32_t)b << 16);
-            if (back != b)
-                fail_msg("bf16 0x%04x -> f32 0x%08x -> bf16 0x%04x", b, f, back);
+            if (f != (uint32_t)b << 16) fail_msg("bf16 0x%04x -> f32 0x%08x, want 0x%08x", b, f, (uint32_t)b << 16);
+            if (back != b) fail_msg("bf16 0x%04x -> f32 0x%08x -> bf16 0x%04x", b, f, back);
         }
     }
 }
@@ -216,22 +208,22 @@ static void test_f32_to_f16_edges(void **state)
     (void)state;
     assert_int_equal(half_f32_to_f16(65504.0f), 0x7bffu);
     assert_int_equal(half_f32_to_f16(65519.99f), 0x7bffu);
-    assert_int_equal(half_f32_to_f16(65520.0f), 0x7c00u);      /* ties to even: inf */
+    assert_int_equal(half_f32_to_f16(65520.0f), 0x7c00u); /* ties to even: inf */
     assert_int_equal(half_f32_to_f16(-65520.0f), 0xfc00u);
     assert_int_equal(half_f32_to_f16(1e30f), 0x7c00u);
     assert_int_equal(half_f32_to_f16(half_bits_f32(0x7f800000u)), 0x7c00u);
     assert_int_equal(half_f32_to_f16(half_bits_f32(0xff800000u)), 0xfc00u);
-    assert_int_equal(half_f32_to_f16(0x1p-24f), 0x0001u);      /* smallest subnormal */
+    assert_int_equal(half_f32_to_f16(0x1p-24f), 0x0001u); /* smallest subnormal */
     assert_int_equal(half_f32_to_f16(-0x1p-24f), 0x8001u);
-    assert_int_equal(half_f32_to_f16(0x1p-25f), 0x0000u);      /* tie: to even zero */
+    assert_int_equal(half_f32_to_f16(0x1p-25f), 0x0000u);                   /* tie: to even zero */
     assert_int_equal(half_f32_to_f16(half_bits_f32(0x33000001u)), 0x0001u); /* just above the tie */
-    assert_int_equal(half_f32_to_f16(0x1.8p-24f), 0x0002u);    /* 1.5 ulp: tie to even 2 */
-    assert_int_equal(half_f32_to_f16(0x1.4p-23f), 0x0002u);    /* 2.5 ulp: tie to even 2 */
-    assert_int_equal(half_f32_to_f16(0x1.ffcp-15f), 0x0400u);  /* 1023.5 ulp: tie, up to 2^-14 */
-    assert_int_equal(half_f32_to_f16(0x1.ff8p-15f), 0x03ffu);  /* 1023 ulp: largest subnormal */
+    assert_int_equal(half_f32_to_f16(0x1.8p-24f), 0x0002u);                 /* 1.5 ulp: tie to even 2 */
+    assert_int_equal(half_f32_to_f16(0x1.4p-23f), 0x0002u);                 /* 2.5 ulp: tie to even 2 */
+    assert_int_equal(half_f32_to_f16(0x1.ffcp-15f), 0x0400u);               /* 1023.5 ulp: tie, up to 2^-14 */
+    assert_int_equal(half_f32_to_f16(0x1.ff8p-15f), 0x03ffu);               /* 1023 ulp: largest subnormal */
     assert_int_equal(half_f32_to_f16(0x1p-14f), 0x0400u);
-    assert_int_equal(half_f32_to_f16(1.0f + 0x1p-11f), 0x3c00u);   /* tie: even 1.0 */
-    assert_int_equal(half_f32_to_f16(1.0f + 0x3p-11f), 0x3c02u);   /* tie: even 1 + 2^-9 */
+    assert_int_equal(half_f32_to_f16(1.0f + 0x1p-11f), 0x3c00u); /* tie: even 1.0 */
+    assert_int_equal(half_f32_to_f16(1.0f + 0x3p-11f), 0x3c02u); /* tie: even 1 + 2^-9 */
     assert_int_equal(half_f32_to_f16(-0.0f), 0x8000u);
     assert_int_equal(half_f32_to_f16(0.0f), 0x0000u);
     assert_int_equal(half_f32_to_f16(half_bits_f32(0x00000001u)), 0x0000u);
@@ -275,8 +267,7 @@ static void test_f32_to_f16_vs_native(void **state)
     for (size_t i = 0; i < n; i++) {
         const uint16_t got = half_f32_to_f16(half_bits_f32(v[i]));
         const uint16_t want = ref_f32_to_f16(v[i]);
-        if (got != want)
-            fail_msg("f32 0x%08x -> f16 0x%04x, _Float16 gives 0x%04x", v[i], got, want);
+        if (got != want) fail_msg("f32 0x%08x -> f16 0x%04x, _Float16 gives 0x%04x", v[i], got, want);
     }
     free(v);
 #else
@@ -292,11 +283,9 @@ static void test_f32_to_bf16_vs_reference(void **state)
     for (size_t i = 0; i < n; i++) {
         const uint16_t got = half_f32_to_bf16(half_bits_f32(v[i]));
         const uint16_t want = ref_f32_to_bf16(v[i]);
-        if (got != want)
-            fail_msg("f32 0x%08x -> bf16 0x%04x, want 0x%04x", v[i], got, want);
+        if (got != want) fail_msg("f32 0x%08x -> bf16 0x%04x, want 0x%04x", v[i], got, want);
         if (!f32_is_nan(v[i]) && got != ref_f32_to_bf16_formula(v[i]))
-            fail_msg("f32 0x%08x -> bf16 0x%04x, the formula gives 0x%04x", v[i], got,
-                     ref_f32_to_bf16_formula(v[i]));
+            fail_msg("f32 0x%08x -> bf16 0x%04x, the formula gives 0x%04x", v[i], got, ref_f32_to_bf16_formula(v[i]));
     }
     free(v);
 }
@@ -391,8 +380,7 @@ static void test_widen_arrays_match_scalar(void **state)
     assert_non_null(in);
     assert_non_null(out);
     assert_non_null(out2);
-    for (size_t i = 0; i < N; i++)
-        in[i] = (uint16_t)i;
+    for (size_t i = 0; i < N; i++) in[i] = (uint16_t)i;
     const dt_dtype types[2] = {DT_F16, DT_BF16};
     for (int k = 0; k < 2; k++) {
         const dt_dtype t = types[k];
@@ -407,12 +395,10 @@ static void test_widen_arrays_match_scalar(void **state)
             assert_int_equal(half_f32_bits(out[m]), half_f32_bits(42.0f));
             for (size_t i = 0; i < m; i++) {
                 const uint16_t h = in[start + i];
-                const uint32_t want =
-                    half_f32_bits(t == DT_F16 ? half_f16_to_f32(h) : half_bf16_to_f32(h));
+                const uint32_t want = half_f32_bits(t == DT_F16 ? half_f16_to_f32(h) : half_bf16_to_f32(h));
                 if (half_f32_bits(out[i]) != want || half_f32_bits(out2[i]) != want)
                     fail_msg("%s array of 0x%04x: 0x%08x / dispatch 0x%08x, scalar 0x%08x",
-                             t == DT_F16 ? "f16" : "bf16", h, half_f32_bits(out[i]),
-                             half_f32_bits(out2[i]), want);
+                             t == DT_F16 ? "f16" : "bf16", h, half_f32_bits(out[i]), half_f32_bits(out2[i]), want);
             }
         }
     }

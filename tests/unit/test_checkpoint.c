@@ -293,9 +293,10 @@ static void test_names(void **state)
     assert_true(ckpt_name_step("ckpt-12345678901.dtc", &st) && st == 12345678901L);
     assert_true(ckpt_name_step("ckpt-999999999999999999.dtc", &st) && st == 999999999999999999L);
     /* One name per step: the writer's. */
-    const char *bad[] = {"ckpt-5.dtc", "ckpt-00000000005.dtc", "ckpt-+5.dtc", "ckpt- 5.dtc", "ckpt--5.dtc",
-                         "ckpt-0000000005.dtc.tmp.123", "ckpt-.dtc",
-                         "ckpt-0000000005.dtcx", "ckpt-1000000000000000000.dtc", "ckpt-0x5.dtc", "xckpt-0000000005.dtc"};
+    const char *bad[] = {"ckpt-5.dtc",   "ckpt-00000000005.dtc", "ckpt-+5.dtc",
+                         "ckpt- 5.dtc",  "ckpt--5.dtc",          "ckpt-0000000005.dtc.tmp.123",
+                         "ckpt-.dtc",    "ckpt-0000000005.dtcx", "ckpt-1000000000000000000.dtc",
+                         "ckpt-0x5.dtc", "xckpt-0000000005.dtc"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         if (ckpt_name_step(bad[i], &st)) fail_msg("'%s' taken as a checkpoint name", bad[i]);
 }
@@ -408,15 +409,14 @@ static void test_other_optimizer(void **state)
     dt_optimizer_free(sgd);
 }
 
-
 /* Version 3's data block: the data position and the normalization come back as saved; a block
  * whose figures are crafted is refused, and one of other data (channels) is another dataset's. */
 static void test_data_block(void **state)
 {
     fixture *f = *state;
     float mean[3] = {0.5f, 0.25f, 0.125f}, sd[3] = {2, 3, 4};
-    const dt_ckpt_data in = {.epoch = 4, .offset = 1234, .normalize = DT_NORMALIZE_STANDARD, .channels = 3,
-                             .mean = mean, .std = sd};
+    const dt_ckpt_data in = {
+        .epoch = 4, .offset = 1234, .normalize = DT_NORMALIZE_STANDARD, .channels = 3, .mean = mean, .std = sd};
     assert_int_equal(dt_checkpoint_save(NULL, f->dir, f->m, f->o, f->sc, &in, 9), DT_OK);
     float m2[3] = {0}, s2[3] = {0};
     dt_ckpt_data out = {.channels = 3, .mean = m2, .std = s2};
@@ -431,8 +431,7 @@ static void test_data_block(void **state)
     assert_memory_equal(s2, sd, sizeof sd);
     /* Other data: 1 channel, not 3. */
     dt_ckpt_data other = {.channels = 1, .mean = m2, .std = s2};
-    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, f->o, f->sc, &other, &step),
-                     DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, f->o, f->sc, &other, &step), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "3 channels"));
     /* The same block in a version-3 file loads the same. */
     unlink(path_in(f, "ckpt-0000000009.dtc"));

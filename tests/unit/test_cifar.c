@@ -41,10 +41,7 @@ static char *path_in(const fixture *f, const char *name)
 }
 
 /* The pattern: pixel k of record r of file number fn; the labels of that record. */
-static unsigned char pix(int fn, int r, int k)
-{
-    return (unsigned char)(k * 7 + r * 13 + fn * 101 + (k >> 8));
-}
+static unsigned char pix(int fn, int r, int k) { return (unsigned char)(k * 7 + r * 13 + fn * 101 + (k >> 8)); }
 static int label10(int fn, int r) { return (fn * 3 + r) % 10; }
 static int coarse100(int fn, int r) { return (fn * 5 + r * 3) % 20; }
 static int fine100(int fn, int r) { return (fn * 17 + r * 11 + 3) % 100; }
@@ -124,7 +121,8 @@ static void check_samples(const ds_split *s, int fn0, int nfiles, int which)
         if (label != want) fail_msg("sample %zu: label %d, want %d", i, (int)label, want);
         assert_true(label >= 0 && label < s->classes);
         for (int k = 0; k < PIXELS; k++)
-            if (x[k] != (float)pix(fn, r, k)) fail_msg("sample %zu pixel %d: %g, want %d", i, k, (double)x[k], pix(fn, r, k));
+            if (x[k] != (float)pix(fn, r, k))
+                fail_msg("sample %zu pixel %d: %g, want %d", i, k, (double)x[k], pix(fn, r, k));
     }
 }
 
@@ -327,16 +325,14 @@ static void test_size_refused(void **state)
     b = records(2, PER_FILE, 1, &len);
     write_bytes(path_in(f, "data_batch_2.bin.gz"), b, len - 1, 1);
     free(b);
-    expect_error(f->dir, NULL, NULL, DT_ERR_CORRUPT, "data_batch_2.bin.gz", "6 records and 3072 bytes left over",
-                 NULL);
+    expect_error(f->dir, NULL, NULL, DT_ERR_CORRUPT, "data_batch_2.bin.gz", "6 records and 3072 bytes left over", NULL);
 
     write_bytes(path_in(f, "test_batch.bin"), "", 0, 0);
     expect_error(f->dir, NULL, "test", DT_ERR_CORRUPT, "test_batch.bin", "is empty", NULL);
 
     /* A CIFAR-100 file read as CIFAR-10: 7 x 3074 bytes are 7 records of 3073 and 7 bytes. */
     write_file(f, "train.bin", 1, PER_FILE, 2);
-    expect_error(path_in(f, "train.bin"), "cifar10", NULL, DT_ERR_CORRUPT, "21518 bytes", "7 bytes left over",
-                 NULL);
+    expect_error(path_in(f, "train.bin"), "cifar10", NULL, DT_ERR_CORRUPT, "21518 bytes", "7 bytes left over", NULL);
 }
 
 /* Every label is checked at open: the message names the file, the record and the label. */

@@ -409,7 +409,8 @@ static void test_model_files(void **state)
     memcpy(img + off, &mm, sizeof mm);
     ckpt_seal(img, len);
     save(p7, img, len);
-    expect_error(ckpt_read_file(p7, 7, m, o, sc, &st, &world), DT_ERR_CORRUPT, "section \"optim.v\" (optimizer "
+    expect_error(ckpt_read_file(p7, 7, m, o, sc, &st, &world), DT_ERR_CORRUPT,
+                 "section \"optim.v\" (optimizer "
                  "state) claims 9 floats; for optimizer sgd it must be 0");
     unlink(p7);
     assert_memory_equal(dt_model_params(m), saved, sizeof saved);

@@ -218,12 +218,8 @@ static void test_blas_advice(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults_and_env),
-        cmocka_unit_test(test_bad_env),
-        cmocka_unit_test(test_timeout_rule),
-        cmocka_unit_test(test_log_level_from_env),
-        cmocka_unit_test(test_names),
-        cmocka_unit_test(test_dtype_names),
+        cmocka_unit_test(test_defaults_and_env),   cmocka_unit_test(test_bad_env), cmocka_unit_test(test_timeout_rule),
+        cmocka_unit_test(test_log_level_from_env), cmocka_unit_test(test_names),   cmocka_unit_test(test_dtype_names),
         cmocka_unit_test(test_blas_advice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

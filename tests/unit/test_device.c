@@ -135,20 +135,26 @@ static void test_visible_devices(void **st)
         {"0, 1", 2, NULL},
         {"GPU-8932f937-d72c-4106-c12f-20bd9faed9f6,GPU-aa", 2, NULL},
         {"MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0", 1, NULL},
-        {"", 0, "CUDA_VISIBLE_DEVICES='': entry 1 is empty (a doubled, leading or trailing comma?); CUDA reads the "
-                "list up to its first invalid entry, so it sees no GPU and nothing follows it"},
-        {"GPU-xyz,,", 0, "CUDA_VISIBLE_DEVICES='GPU-xyz,,': entry 1 'GPU-xyz' is not a GPU UUID (GPU- or MIG- and "
-                         "hex digits, as nvidia-smi -L prints them); CUDA reads the list up to its first invalid "
-                         "entry, so it sees no GPU and the 2 entries after it are hidden"},
-        {"-1", 0, "CUDA_VISIBLE_DEVICES='-1': entry 1 '-1' is negative; CUDA reads the list up to its first invalid "
-                  "entry, so it sees no GPU and nothing follows it (-1 is the usual way to hide every GPU)"},
-        {"a,b", 0, "CUDA_VISIBLE_DEVICES='a,b': entry 1 'a' is not a device index (0, 1, ...) or UUID (GPU-..., "
-                   "MIG-...); CUDA reads the list up to its first invalid entry, so it sees no GPU and the 1 entry "
-                   "after it is hidden"},
-        {"0,2,-1,1", 2, "entry 3 '-1' is negative; CUDA reads the list up to its first invalid entry, so it sees "
-                        "only the 2 entries before it (0,2) and the 1 entry after it is hidden"},
-        {"0,,1", 1, "entry 2 is empty (a doubled, leading or trailing comma?); CUDA reads the list up to its first "
-                    "invalid entry, so it sees only the 1 entry before it (0) and the 1 entry after it is hidden"},
+        {"", 0,
+         "CUDA_VISIBLE_DEVICES='': entry 1 is empty (a doubled, leading or trailing comma?); CUDA reads the "
+         "list up to its first invalid entry, so it sees no GPU and nothing follows it"},
+        {"GPU-xyz,,", 0,
+         "CUDA_VISIBLE_DEVICES='GPU-xyz,,': entry 1 'GPU-xyz' is not a GPU UUID (GPU- or MIG- and "
+         "hex digits, as nvidia-smi -L prints them); CUDA reads the list up to its first invalid "
+         "entry, so it sees no GPU and the 2 entries after it are hidden"},
+        {"-1", 0,
+         "CUDA_VISIBLE_DEVICES='-1': entry 1 '-1' is negative; CUDA reads the list up to its first invalid "
+         "entry, so it sees no GPU and nothing follows it (-1 is the usual way to hide every GPU)"},
+        {"a,b", 0,
+         "CUDA_VISIBLE_DEVICES='a,b': entry 1 'a' is not a device index (0, 1, ...) or UUID (GPU-..., "
+         "MIG-...); CUDA reads the list up to its first invalid entry, so it sees no GPU and the 1 entry "
+         "after it is hidden"},
+        {"0,2,-1,1", 2,
+         "entry 3 '-1' is negative; CUDA reads the list up to its first invalid entry, so it sees "
+         "only the 2 entries before it (0,2) and the 1 entry after it is hidden"},
+        {"0,,1", 1,
+         "entry 2 is empty (a doubled, leading or trailing comma?); CUDA reads the list up to its first "
+         "invalid entry, so it sees only the 1 entry before it (0) and the 1 entry after it is hidden"},
         {"0,1,", 2, "entry 3 is empty"},
         {"0,1,0", 0, "entries 1 and 3 name the same GPU (0); CUDA then shows no GPU at all"},
         {"1gpu2,2", 2, "entry 1 '1gpu2' is read by CUDA as index 1 (the text after the number is ignored)"},
@@ -156,8 +162,7 @@ static void test_visible_devices(void **st)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const int seen = device_visible_parse(cases[i].list, why, sizeof why);
-        if (seen != cases[i].seen)
-            fail_msg("'%s': CUDA reads %d entries, not %d", cases[i].list, cases[i].seen, seen);
+        if (seen != cases[i].seen) fail_msg("'%s': CUDA reads %d entries, not %d", cases[i].list, cases[i].seen, seen);
         if (!cases[i].says && why[0]) fail_msg("'%s': unexpected warning '%s'", cases[i].list, why);
         if (cases[i].says && !strstr(why, cases[i].says))
             fail_msg("'%s': warning '%s' lacks '%s'", cases[i].list, why, cases[i].says);

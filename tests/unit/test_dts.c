@@ -44,7 +44,7 @@ static char *path_of(const char *name)
 /* ---------------------------------------------------------------- a synthetic split */
 
 typedef struct mem_impl {
-    int kind;      /* 0 bytes, 1 reals (negative, fractional), 2 one value too big for fp16 */
+    int kind;       /* 0 bytes, 1 reals (negative, fractional), 2 one value too big for fp16 */
     size_t fail_at; /* read fails at this sample (SIZE_MAX: never) */
 } mem_impl;
 
@@ -214,7 +214,7 @@ static void round_trip(int kind, int dtype, int threads)
 static void test_round_trip(void **st)
 {
     (void)st;
-    round_trip(0, 0, 1);        /* bytes -> uint8 by default */
+    round_trip(0, 0, 1); /* bytes -> uint8 by default */
     round_trip(0, 0, 3);
     round_trip(1, 0, 2);        /* reals -> fp32 by default */
     round_trip(1, DTS_FP16, 3); /* fp16 within its rounding */
@@ -339,7 +339,8 @@ static void test_writer_refusals(void **st)
         ds_split many = mem_split(&m, 0, 100000, 1, 4, 4, 3);
         dt_status r = dts_write(&many, path_of("efbig.dts"), NULL, NULL);
         _exit(r == DT_ERR_IO && strstr(dt_last_error(), "file-size limit") && access(path_of("efbig.dts"), F_OK) != 0
-                  ? 0 : 1);
+                  ? 0
+                  : 1);
     }
     int status;
     waitpid(pid, &status, 0);

@@ -22,8 +22,7 @@
 static void expect_error_contains(const char *needle)
 {
     const char *msg = dt_last_error();
-    if (strstr(msg, needle) == NULL)
-        fail_msg("last error \"%s\" does not contain \"%s\"", msg, needle);
+    if (strstr(msg, needle) == NULL) fail_msg("last error \"%s\" does not contain \"%s\"", msg, needle);
 }
 
 /* Non-NULL garbage the parsers must overwrite with NULL / 0 on failure. */
@@ -57,11 +56,10 @@ static void test_hostlist_accepts(void **state)
         {"n[98-101]", {"n98", "n99", "n100", "n101"}},
         {"n[098-101]", {"n098", "n099", "n100", "n101"}},
         {"n[1-3,05-06,9]", {"n1", "n2", "n3", "n05", "n06", "n9"}}, /* padding per range */
-        {"n[1,3-4,1]", {"n1", "n3", "n4", "n1"}},                    /* duplicates kept */
+        {"n[1,3-4,1]", {"n1", "n3", "n4", "n1"}},                   /* duplicates kept */
         {"[1-3]", {"1", "2", "3"}},
         {"a[1-2]b[7]c[8-9]d", {"a1b7c8d", "a1b7c9d", "a2b7c8d", "a2b7c9d"}},
-        {"r[1-2]n[1-2]s[1,3]",
-         {"r1n1s1", "r1n1s3", "r1n2s1", "r1n2s3", "r2n1s1", "r2n1s3", "r2n2s1", "r2n2s3"}},
+        {"r[1-2]n[1-2]s[1,3]", {"r1n1s1", "r1n1s3", "r1n2s1", "r1n2s3", "r2n1s1", "r2n1s3", "r2n2s1", "r2n2s3"}},
         {"a.b-c_d,e", {"a.b-c_d", "e"}},
         {"n[1-2],m[3],n[1]", {"n1", "n2", "m3", "n1"}},
         {"n[123456789012345678]", {"n123456789012345678"}},
@@ -72,17 +70,14 @@ static void test_hostlist_accepts(void **state)
         int count = -1;
         status_clear_error();
         dt_status st = hostlist_parse("SLURM_JOB_NODELIST", cases[i].input, &names, &count);
-        if (st != DT_OK)
-            fail_msg("hostlist_parse('%s') failed: %s", cases[i].input, dt_last_error());
+        if (st != DT_OK) fail_msg("hostlist_parse('%s') failed: %s", cases[i].input, dt_last_error());
         int expected = 0;
-        while (expected < MAX_EXPECTED && cases[i].expected[expected] != NULL)
-            expected++;
-        if (count != expected)
-            fail_msg("hostlist_parse('%s'): %d names, expected %d", cases[i].input, count, expected);
+        while (expected < MAX_EXPECTED && cases[i].expected[expected] != NULL) expected++;
+        if (count != expected) fail_msg("hostlist_parse('%s'): %d names, expected %d", cases[i].input, count, expected);
         for (int j = 0; j < count; j++)
             if (strcmp(names[j], cases[i].expected[j]) != 0)
-                fail_msg("hostlist_parse('%s'): name %d is '%s', expected '%s'", cases[i].input, j,
-                         names[j], cases[i].expected[j]);
+                fail_msg("hostlist_parse('%s'): name %d is '%s', expected '%s'", cases[i].input, j, names[j],
+                         cases[i].expected[j]);
         hostlist_free(names, count);
     }
 }
@@ -120,8 +115,7 @@ static void test_hostlist_at_the_limit(void **state)
     assert_string_equal(names[999999], "n1000000");
     hostlist_free(names, count);
 
-    assert_int_equal(hostlist_parse("SLURM_JOB_NODELIST", "a[1-500],b[0001-1000]c[1-999],d", &names, &count),
-                     DT_OK);
+    assert_int_equal(hostlist_parse("SLURM_JOB_NODELIST", "a[1-500],b[0001-1000]c[1-999],d", &names, &count), DT_OK);
     assert_int_equal(count, 500 + 1000 * 999 + 1);
     assert_string_equal(names[499], "a500");
     assert_string_equal(names[500], "b0001c1");
@@ -173,8 +167,7 @@ static void test_hostlist_byte_limit(void **state)
     expect_error_contains(where);
     free(s);
 
-    if (sizeof(char *) != 8)
-        skip();
+    if (sizeof(char *) != 8) skip();
     /* Exactly at the limit: 524,288 names of 55 characters take 524288 * (55 + 1 + 8) = 32 MiB. */
     char exact[80];
     memset(exact, 'x', 49);
@@ -243,7 +236,7 @@ static void test_hostlist_rejects(void **state)
         {"n[99999999999999999999999999]", "the number at position 3 is too large"},
         {"n[1-1000001]", "it expands to more than 1000000 names"},
         {"n[0-999999999999999999]", "it expands to more than 1000000 names"},
-        {"n[1-1000]m[1-1001]", "it expands to more than 1000000 names"},   /* cartesian product */
+        {"n[1-1000]m[1-1001]", "it expands to more than 1000000 names"}, /* cartesian product */
         {"a[1-1000]b[1-1000]c[1-1000]d[1-1000]", "it expands to more than 1000000 names"},
         {"n[1-999999],a,b", "the limit is passed by the element at position 15"},
         {"n[3-1000000000000000]x,y", "it expands to more than 1000000 names"},
@@ -346,8 +339,7 @@ static void test_tasks_per_node_accepts(void **state)
         int n = -1;
         status_clear_error();
         dt_status st = hostlist_tasks_per_node_parse("SLURM_TASKS_PER_NODE", cases[i].input, &counts, &n);
-        if (st != DT_OK)
-            fail_msg("hostlist_tasks_per_node_parse('%s') failed: %s", cases[i].input, dt_last_error());
+        if (st != DT_OK) fail_msg("hostlist_tasks_per_node_parse('%s') failed: %s", cases[i].input, dt_last_error());
         if (n != cases[i].n)
             fail_msg("hostlist_tasks_per_node_parse('%s'): %d entries, expected %d", cases[i].input, n, cases[i].n);
         for (int j = 0; j < n; j++)
@@ -427,8 +419,8 @@ static void test_tasks_per_node_rejects(void **state)
             fail_msg("hostlist_tasks_per_node_parse('%s') returned %d, expected DT_ERR_ENV", cases[i].input, (int)st);
         assert_null(counts);
         assert_int_equal(n, 0);
-        snprintf(quoted, sizeof quoted, "SLURM_TASKS_PER_NODE='%s' is not a valid tasks-per-node list: ",
-                 cases[i].input);
+        snprintf(quoted, sizeof quoted,
+                 "SLURM_TASKS_PER_NODE='%s' is not a valid tasks-per-node list: ", cases[i].input);
         expect_error_contains(quoted);
         expect_error_contains(cases[i].fragment);
     }

@@ -174,8 +174,8 @@ static void test_types_and_ranks(void **st)
         double (*v)(size_t);
         int c, h, w;
     } cases[] = {
-        {0x09, 2, {6, 5}, sgn, 5, 1, 1},     {0x0B, 4, {6, 2, 3, 2}, sgn, 2, 3, 2}, {0x0C, 3, {6, 2, 2}, sgn, 1, 2, 2},
-        {0x0D, 2, {6, 3}, real, 3, 1, 1},    {0x0E, 2, {6, 3}, real, 3, 1, 1},      {0x08, 1, {6}, pix, 1, 1, 1},
+        {0x09, 2, {6, 5}, sgn, 5, 1, 1},  {0x0B, 4, {6, 2, 3, 2}, sgn, 2, 3, 2}, {0x0C, 3, {6, 2, 2}, sgn, 1, 2, 2},
+        {0x0D, 2, {6, 3}, real, 3, 1, 1}, {0x0E, 2, {6, 3}, real, 3, 1, 1},      {0x08, 1, {6}, pix, 1, 1, 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         size_t len = make_idx(buf, cases[k].type, cases[k].nd, cases[k].dims, cases[k].v);
@@ -197,7 +197,8 @@ static void test_types_and_ranks(void **st)
             assert_int_equal(ds_read(s, i, x, &y), DT_OK);
             for (size_t j = 0; j < per; j++)
                 if (x[j] != (float)cases[k].v(i * per + j))
-                    fail_msg("case %zu sample %zu value %zu: %g, want %g", k, i, j, (double)x[j], cases[k].v(i * per + j));
+                    fail_msg("case %zu sample %zu value %zu: %g, want %g", k, i, j, (double)x[j],
+                             cases[k].v(i * per + j));
         }
         ds_close(s);
         unlink(p);
@@ -290,7 +291,8 @@ static void test_refusals(void **st)
     ds_open_opts o = {.split = "test"};
     expect_open_fails(path_of("trainonly"), &o, DT_ERR_IO, "has no test split");
     ds_open_opts bad = {.format = "hdf5"};
-    expect_open_fails(path_of("trainonly"), &bad, DT_ERR_INVALID_ARG, "'hdf5' is not idx, cifar10, cifar100, imagefolder, dts or auto");
+    expect_open_fails(path_of("trainonly"), &bad, DT_ERR_INVALID_ARG,
+                      "'hdf5' is not idx, cifar10, cifar100, imagefolder, dts or auto");
     ds_open_opts bads = {.split = "val"};
     expect_open_fails(path_of("trainonly"), &bads, DT_ERR_INVALID_ARG, "split 'val' is not train or test");
 }

@@ -67,9 +67,12 @@ static void test_resize_crop_geometry(void **state)
     for (int y = 0; y < 16; y++)
         for (int c = 0; c < 8; c++) {
             const float v = z[y * 8 + c];
-            if (y < 4 || y >= 12) assert_true(v == 0);
-            else if (c < 3) assert_true(fabsf(v - 200) < 1e-3f);
-            else if (c > 4) assert_true(fabsf(v - 40) < 1e-3f);
+            if (y < 4 || y >= 12)
+                assert_true(v == 0);
+            else if (c < 3)
+                assert_true(fabsf(v - 200) < 1e-3f);
+            else if (c > 4)
+                assert_true(fabsf(v - 40) < 1e-3f);
         }
     ds_close(s);
 }
@@ -107,8 +110,9 @@ static int64_t ref_crop(int64_t len, int crop)
 static void test_resize_reference(void **state)
 {
     (void)state;
-    static const int shapes[][5] = { /* source w, h, nc; target c, side (square) or -h x w below */
-        {97, 61, 3, 3, 32}, {97, 61, 3, 3, 200}, {97, 61, 3, 1, 24}, {150, 90, 3, 3, 30},
+    static const int shapes[][5] = {
+        /* source w, h, nc; target c, side (square) or -h x w below */
+        {97, 61, 3, 3, 32},  {97, 61, 3, 3, 200},  {97, 61, 3, 1, 24}, {150, 90, 3, 3, 30},
         {90, 150, 1, 3, 15}, {300, 180, 3, 3, 30}, {61, 97, 3, 3, -1}, {400, 23, 1, 1, -2},
     };
     static const int rect[][2] = {{0, 0}, {40, 20}, {31, 50}}; /* -1, -2: h x w */
@@ -140,7 +144,8 @@ static void test_resize_reference(void **state)
             for (int ch = 0; ch < sc; ch++)
                 src[i * sc + ch] = nc == sc ? px[i * nc + ch]
                                             : (unsigned char)((px[3 * i] * 19595u + px[3 * i + 1] * 38470u +
-                                                               px[3 * i + 2] * 7471u + 0x8000u) >> 16);
+                                                               px[3 * i + 2] * 7471u + 0x8000u) >>
+                                                              16);
         const int S = oh < ow ? oh : ow;
         const int64_t rw = sw <= sh ? S : (int64_t)((double)S * sw / sh);
         const int64_t rh = sw <= sh ? (int64_t)((double)S * sh / sw) : S;
@@ -160,8 +165,7 @@ static void test_resize_reference(void **state)
                     const double d = fabs(out[((size_t)ch * oh + y) * ow + x] - want);
                     if (d > worst) worst = d;
                 }
-        if (worst > 0.01)
-            fail_msg("%dx%dx%d to %dx%dx%d: %g levels from the reference", sw, sh, nc, c, oh, ow, worst);
+        if (worst > 0.01) fail_msg("%dx%dx%d to %dx%dx%d: %g levels from the reference", sw, sh, nc, c, oh, ow, worst);
         free(src);
         free(out);
         free(png);

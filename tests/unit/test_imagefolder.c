@@ -66,10 +66,14 @@ static void test_layout_and_values(void **state)
                     if (fabsf(v - want) > 3) fail_msg("sample %zu ch %d px %d: %g, want %g +- 3", i, ch, p, v, want);
                     continue;
                 }
-                if (i == 1) want = rgba[p * 4 + ch]; /* alpha dropped */
-                else if (i == 2 || i == 4) want = rgb2[p * 3 + ch];
-                else if (i == 3) want = rgb10[p * 3 + ch];
-                else want = gray[p]; /* gray repeated in every plane */
+                if (i == 1)
+                    want = rgba[p * 4 + ch]; /* alpha dropped */
+                else if (i == 2 || i == 4)
+                    want = rgb2[p * 3 + ch];
+                else if (i == 3)
+                    want = rgb10[p * 3 + ch];
+                else
+                    want = gray[p]; /* gray repeated in every plane */
                 if (v != want) fail_msg("sample %zu ch %d px %d: %g, want %g exactly", i, ch, p, v, want);
             }
     }
@@ -151,8 +155,10 @@ static void test_threads(void **state)
         unsigned char *p = pattern(k, 40, 30, 3);
         char name[32];
         snprintf(name, sizeof name, "%s/%d.%s", k % 2 ? "a" : "b", k, k % 3 ? "jpg" : "png");
-        if (k % 3) write_jpeg(name, 40, 30, 3, p);
-        else write_png(name, 40, 30, PNG_FORMAT_RGB, p);
+        if (k % 3)
+            write_jpeg(name, 40, 30, 3, p);
+        else
+            write_png(name, 40, 30, PNG_FORMAT_RGB, p);
         free(p);
     }
     ds_split *s = open_ok(root, NULL, 3, 16, 16);

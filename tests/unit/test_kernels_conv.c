@@ -44,8 +44,7 @@ static void test_conv_shape_init(void **st)
         {{.batch = 1, .c_in = 1, .h = 4, .w = 4, .c_out = 1, .k = 0, .stride = 1, .pad = 0}, "kernel 0"},
         {{.batch = 1, .c_in = 1, .h = 4, .w = 4, .c_out = 1, .k = 3, .stride = 0, .pad = 0}, "stride 0"},
         {{.batch = 1, .c_in = 1, .h = 4, .w = 4, .c_out = 1, .k = 3, .stride = 1, .pad = -1}, "padding -1"},
-        {{.batch = 1, .c_in = 1, .h = 65536, .w = 65536, .c_out = 1, .k = 1, .stride = 1, .pad = 0},
-         "too large"},
+        {{.batch = 1, .c_in = 1, .h = 65536, .w = 65536, .c_out = 1, .k = 1, .stride = 1, .pad = 0}, "too large"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         conv_shape t = bad[i].s;
@@ -74,8 +73,8 @@ static void conv_case(int batch, int c_in, int h, int w, int c_out, int kk, int 
 {
     backend *be = backend_cpu();
     const backend_ops *k = be->ops;
-    conv_ctx c = {.s = {.batch = batch, .c_in = c_in, .h = h, .w = w, .c_out = c_out, .k = kk, .stride = stride,
-                        .pad = pad}};
+    conv_ctx c = {
+        .s = {.batch = batch, .c_in = c_in, .h = h, .w = w, .c_out = c_out, .k = kk, .stride = stride, .pad = pad}};
     assert_int_equal(conv_shape_init(&c.s), DT_OK);
     const size_t nx = conv_in_n(&c.s), ny = conv_out_n(&c.s), nw = conv_w_n(&c.s);
     c.x = tensor_rand(nx, 1.0, 0);
@@ -142,21 +141,21 @@ static void test_conv(void **st)
 {
     (void)st;
     /* Small outputs: several images share one GEMM (fewer than 128 output pixels each). */
-    conv_case(1, 1, 5, 7, 1, 3, 1, 0);   /* batch 1, odd non-square input, no padding */
-    conv_case(2, 3, 5, 7, 4, 3, 1, 1);   /* 3 channels, "same" padding */
-    conv_case(2, 3, 7, 5, 2, 3, 2, 1);   /* stride 2 */
-    conv_case(1, 2, 6, 6, 3, 5, 1, 2);   /* 5x5 kernel, padding 2 ("same") */
-    conv_case(2, 3, 5, 7, 2, 5, 1, 1);   /* padding 1 with a 5x5 kernel: smaller output */
-    conv_case(3, 3, 5, 7, 2, 1, 1, 0);   /* 1x1 kernel: no im2col */
-    conv_case(2, 2, 5, 7, 3, 1, 2, 0);   /* 1x1 kernel, stride 2 */
-    conv_case(2, 3, 4, 9, 2, 3, 2, 2);   /* padding 2, stride 2, wide input */
-    conv_case(1, 1, 3, 3, 1, 5, 1, 1);   /* kernel larger than the input */
-    conv_case(9, 2, 6, 5, 3, 3, 1, 1);   /* more images than one GEMM group, with a remainder */
-    conv_case(2, 1, 2, 8, 2, 2, 2, 0);   /* even kernel, flat input */
-    conv_case(2, 2, 8, 8, 3, 3, 3, 1);   /* stride 3 */
-    conv_case(1, 4, 1, 1, 3, 1, 1, 0);   /* 1x1 image */
-    conv_case(2, 1, 1, 6, 2, 3, 1, 1);   /* a single input row with padding */
-    conv_case(3, 8, 3, 3, 4, 3, 1, 0);   /* 1x1 output of many channels (deep K, one pixel) */
+    conv_case(1, 1, 5, 7, 1, 3, 1, 0); /* batch 1, odd non-square input, no padding */
+    conv_case(2, 3, 5, 7, 4, 3, 1, 1); /* 3 channels, "same" padding */
+    conv_case(2, 3, 7, 5, 2, 3, 2, 1); /* stride 2 */
+    conv_case(1, 2, 6, 6, 3, 5, 1, 2); /* 5x5 kernel, padding 2 ("same") */
+    conv_case(2, 3, 5, 7, 2, 5, 1, 1); /* padding 1 with a 5x5 kernel: smaller output */
+    conv_case(3, 3, 5, 7, 2, 1, 1, 0); /* 1x1 kernel: no im2col */
+    conv_case(2, 2, 5, 7, 3, 1, 2, 0); /* 1x1 kernel, stride 2 */
+    conv_case(2, 3, 4, 9, 2, 3, 2, 2); /* padding 2, stride 2, wide input */
+    conv_case(1, 1, 3, 3, 1, 5, 1, 1); /* kernel larger than the input */
+    conv_case(9, 2, 6, 5, 3, 3, 1, 1); /* more images than one GEMM group, with a remainder */
+    conv_case(2, 1, 2, 8, 2, 2, 2, 0); /* even kernel, flat input */
+    conv_case(2, 2, 8, 8, 3, 3, 3, 1); /* stride 3 */
+    conv_case(1, 4, 1, 1, 3, 1, 1, 0); /* 1x1 image */
+    conv_case(2, 1, 1, 6, 2, 3, 1, 1); /* a single input row with padding */
+    conv_case(3, 8, 3, 3, 4, 3, 1, 0); /* 1x1 output of many channels (deep K, one pixel) */
     /* Outputs of 128 pixels or more: one image per GEMM, the bias inside the forward GEMM. */
     conv_case(2, 2, 12, 12, 3, 3, 1, 1); /* "same" 3x3 */
     conv_case(2, 1, 12, 12, 2, 5, 1, 2); /* "same" 5x5 */

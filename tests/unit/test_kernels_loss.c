@@ -61,9 +61,9 @@ static void test_softmax_xent_huge(void **st)
     (void)st;
     backend *be = backend_cpu();
     /* exp(1e4) overflows any float or double: only the max-subtracted form stays finite. */
-    const float logits[12] = {1e4f, 0, -1e4f, 0, /* label 0: loss ~ 0 */
-                              1e4f, 0, -1e4f, 0, /* label 2: loss ~ 2e4 */
-                              1e4f, 1e4f, 1e4f, 1e4f /* all equal: loss log 4 */};
+    const float logits[12] = {1e4f, 0,    -1e4f, 0, /* label 0: loss ~ 0 */
+                              1e4f, 0,    -1e4f, 0, /* label 2: loss ~ 2e4 */
+                              1e4f, 1e4f, 1e4f,  1e4f /* all equal: loss log 4 */};
     const int32_t labels[3] = {0, 2, 1};
     float dl[12];
     int correct = -1;
@@ -71,9 +71,9 @@ static void test_softmax_xent_huge(void **st)
     assert_true(isfinite(loss));
     expect_close("huge loss", 0, loss, 0.0 + 2e4 + log(4.0), 1e-9);
     for (int i = 0; i < 12; i++) assert_true(isfinite(dl[i]));
-    expect_close("huge dl", 0, dl[0], 0.0, 1e-6);     /* softmax 1 - onehot 1 */
-    expect_close("huge dl", 4, dl[4], 1.0, 1e-6);     /* softmax 1, not the label */
-    expect_close("huge dl", 6, dl[6], -1.0, 1e-6);    /* softmax 0 - onehot 1 */
+    expect_close("huge dl", 0, dl[0], 0.0, 1e-6);  /* softmax 1 - onehot 1 */
+    expect_close("huge dl", 4, dl[4], 1.0, 1e-6);  /* softmax 1, not the label */
+    expect_close("huge dl", 6, dl[6], -1.0, 1e-6); /* softmax 0 - onehot 1 */
     expect_close("huge dl", 9, dl[9], 0.25 - 1, 1e-6);
     expect_close("huge dl", 10, dl[10], 0.25, 1e-6);
     assert_int_equal(correct, 1); /* row 0 right; row 1 wrong; row 2's argmax is the first class */

@@ -32,9 +32,9 @@ static void test_network(void **st)
     (void)st;
     backend *be = backend_cpu();
     const backend_ops *k = be->ops;
-    net_ctx c = {.s = {.batch = NET_B, .c_in = 1, .h = NET_H, .w = NET_H, .c_out = NET_CO, .k = 3, .stride = 1,
-                       .pad = 1},
-                 .labels = {2, 0}};
+    net_ctx c = {
+        .s = {.batch = NET_B, .c_in = 1, .h = NET_H, .w = NET_H, .c_out = NET_CO, .k = 3, .stride = 1, .pad = 1},
+        .labels = {2, 0}};
     assert_int_equal(conv_shape_init(&c.s), DT_OK);
     c.x = tensor_rand(NET_B * NET_H * NET_H, 1.0, 0);
     c.cw = tensor_rand(NET_CO * 9, 0.5, 0);

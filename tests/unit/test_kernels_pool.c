@@ -116,7 +116,7 @@ static void test_maxpool(void **st)
     pool_case(1, 2, 5, 7, 2); /* odd: the last row and column are dropped (floor) */
     pool_case(2, 2, 7, 8, 3); /* k = 3, 7x8 -> 2x2 */
     pool_case(1, 1, 9, 9, 3);
-    pool_case(1, 1, 3, 3, 1); /* k = 1 is the identity */
+    pool_case(1, 1, 3, 3, 1);  /* k = 1 is the identity */
     pool_case(1, 2, 4, 35, 2); /* rows of 17 outputs: whole blocks of 8 and a partial one */
     pool_case(2, 1, 7, 29, 3); /* k = 3, rows of 9 outputs */
 }
@@ -130,10 +130,10 @@ static void test_maxpool_ties(void **st)
      * window 2 a tie of the bottom row; window 3 one clear maximum. Ties go to the first maximum in
      * row-major order, and only there does the gradient flow. */
     const float x[16] = {
-        1, 1, 0, 5, /* */
-        1, 1, 2, 5, /* */
+        1,  1,  0, 5, /* */
+        1,  1,  2, 5, /* */
         -1, -3, 0, 9, /* */
-        4, 4, 1, 2,
+        4,  4,  1, 2,
     };
     float y[4], dx[16], dy[4] = {10, 20, 30, 40};
     int32_t idx[4];

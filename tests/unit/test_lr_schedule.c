@@ -191,7 +191,8 @@ static void test_check(void **st)
     expect_check_error(0.1, -1, 0, 10, "--min-lr -1 must be from 0 to --lr (0.1)");
     expect_check_error(0.1, 0.2, 0, 10, "--min-lr 0.2 must be from 0 to --lr");
     expect_check_error(0.1, 0, -1, 10, "--warmup-steps -1 must be from 0 to 9");
-    expect_check_error(0.1, 0, 10, 10, "--warmup-steps 10 must be from 0 to 9 (fewer than the run's 10 optimizer "
+    expect_check_error(0.1, 0, 10, 10,
+                       "--warmup-steps 10 must be from 0 to 9 (fewer than the run's 10 optimizer "
                        "steps, so the cosine schedule");
     expect_check_error(0.1, 0, 0, 0, "the run has 0 optimizer steps");
 }
@@ -199,7 +200,7 @@ static void test_check(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_constant), cmocka_unit_test(test_cosine), cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_constant), cmocka_unit_test(test_cosine),       cmocka_unit_test(test_linear),
         cmocka_unit_test(test_step),     cmocka_unit_test(test_parse_errors), cmocka_unit_test(test_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

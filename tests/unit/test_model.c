@@ -19,7 +19,8 @@ static void expect_spec_error(const char *spec, const char *input, const char *m
 {
     model_spec s;
     assert_int_equal(model_spec_parse(spec, input, &s), DT_ERR_INVALID_ARG);
-    if (!strstr(dt_last_error(), must)) fail_msg("error for '%s' on '%s': '%s' lacks '%s'", spec, input ? input : "-", dt_last_error(), must);
+    if (!strstr(dt_last_error(), must))
+        fail_msg("error for '%s' on '%s': '%s' lacks '%s'", spec, input ? input : "-", dt_last_error(), must);
 }
 
 static void test_presets(void **st)
@@ -81,15 +82,17 @@ static void test_spec_bounds(void **st)
 {
     (void)st;
     /* Input: at most 2^28 elements per sample. */
-    expect_spec_error("fc:10", "1x65536x65537", "input shape '1x65536x65537' has 4295032832 elements per sample; "
-                                                "at most 268435456 (1 GiB of fp32) are supported");
+    expect_spec_error("fc:10", "1x65536x65537",
+                      "input shape '1x65536x65537' has 4295032832 elements per sample; "
+                      "at most 268435456 (1 GiB of fp32) are supported");
     expect_spec_error("fc:16", "1x99999x99999", "has 9999800001 elements per sample");
     expect_spec_error("fc:16", "99999999999", "every size must be from 1 to 268435456");
     expect_spec_error("fc:16", "1x99999999999999999999999x1", "every size must be from 1 to 268435456");
     expect_spec_error("fc:16", "1xax1", "with sizes from 1 to 268435456");
     /* Numbers of the grammar: out of range, not "must be fc:OUT". */
-    expect_spec_error("fc:9999999999", "4", "layer 1 'fc:9999999999': OUT = 9999999999 is out of range: it must "
-                                            "be from 1 to 268435456");
+    expect_spec_error("fc:9999999999", "4",
+                      "layer 1 'fc:9999999999': OUT = 9999999999 is out of range: it must "
+                      "be from 1 to 268435456");
     expect_spec_error("fc:99999999999999999999999999,fc:2", "4", "OUT = 999999999999999999999999... is out of range");
     expect_spec_error("fc:0,fc:10", "784", "OUT = 0 is out of range: it must be from 1 to 268435456");
     expect_spec_error("conv:1:1:1:999999999,fc:2", "1x200000000x1",
@@ -103,8 +106,9 @@ static void test_spec_bounds(void **st)
                       "layer 1 'conv:1:1:1:200000000' has 240000000600000000 outputs per sample "
                       "(1x600000000x400000001); at most 268435456");
     /* Weights per layer: at most INT_MAX, true even past 2^64. */
-    expect_spec_error("fc:65536,fc:65536,fc:2", "16", "layer 2 'fc:65536' has 4294967296 weights (65536 outputs x "
-                                                      "65536 inputs); at most 2147483647 per layer");
+    expect_spec_error("fc:65536,fc:65536,fc:2", "16",
+                      "layer 2 'fc:65536' has 4294967296 weights (65536 outputs x "
+                      "65536 inputs); at most 2147483647 per layer");
     expect_spec_error("conv:4:3:1:1,fc:2000000", "1x64x64", "has 32768000000 weights (2000000 outputs x 16384 inputs)");
     expect_spec_error("conv:268435456:268435456:1:268435456,fc:2", "1x2x2", "has about 1.93e+25 weights");
     /* All parameters: at most 2^32. */
@@ -172,8 +176,8 @@ static void grad_check(const char *spec, const char *input, int batch)
             fail_msg("%s: d loss/d p[%zu]: backward %.6g, finite difference %.6g", spec, i, g[i], fd);
     }
     double rel = sqrt(diff2 / ref2);
-    print_message("%s on %s: %zu params, gradient relative error %.2e (worst element %.2e of max %.2e)\n", spec,
-                  input, np, rel, worst, gmax);
+    print_message("%s on %s: %zu params, gradient relative error %.2e (worst element %.2e of max %.2e)\n", spec, input,
+                  np, rel, worst, gmax);
     assert_true(rel < 1e-2);
     free(g);
     free(x);

@@ -27,8 +27,7 @@
 static void expect_error_contains(const char *needle)
 {
     const char *msg = dt_last_error();
-    if (strstr(msg, needle) == NULL)
-        fail_msg("last error \"%s\" does not contain \"%s\"", msg, needle);
+    if (strstr(msg, needle) == NULL) fail_msg("last error \"%s\" does not contain \"%s\"", msg, needle);
 }
 
 /* ---------------------------------------------------------------- parse_int: accepted */
@@ -48,10 +47,10 @@ static void test_parse_int_accepts(void **state)
         {"+7", 0, 10, 7},
         {"-5", -10, 10, -5},
         {"-0", 0, 10, 0},
-        {"007", 0, 10, 7},          /* leading zeros are still decimal, never octal */
+        {"007", 0, 10, 7}, /* leading zeros are still decimal, never octal */
         {"010", 0, 100, 10},
-        {"3", 3, 3, 3},             /* lo == hi */
-        {"0", 0, 2147483646, 0},    /* both ends of the range are inclusive */
+        {"3", 3, 3, 3},          /* lo == hi */
+        {"0", 0, 2147483646, 0}, /* both ends of the range are inclusive */
         {"2147483646", 0, 2147483646, 2147483646},
         {"2147483647", 0, LONG_MAX, INT_MAX}, /* hi clamped to INT_MAX, INT_MAX still accepted */
         {"-2147483648", LONG_MIN, 0, INT_MIN},
@@ -60,8 +59,7 @@ static void test_parse_int_accepts(void **state)
         int out = INT_SENTINEL;
         status_clear_error();
         dt_status st = parse_int("SLURM_PROCID", cases[i].value, cases[i].lo, cases[i].hi, &out);
-        if (st != DT_OK)
-            fail_msg("parse_int('%s') failed: %s", cases[i].value, dt_last_error());
+        if (st != DT_OK) fail_msg("parse_int('%s') failed: %s", cases[i].value, dt_last_error());
         assert_int_equal(out, cases[i].expected);
         assert_string_equal(dt_last_error(), "");
     }
@@ -101,7 +99,7 @@ static void test_parse_int_rejects(void **state)
         {"2147483647", 0, 2147483646, "is out of range"},
         {"2147483648", 0, LONG_MAX, "is out of range (expected an integer from 0 to 2147483647)"},
         {"-2147483649", LONG_MIN, 0, "is out of range (expected an integer from -2147483648 to 0)"},
-        {"99999999999999999999", 0, 10, "is out of range"},   /* strtol overflow: ERANGE */
+        {"99999999999999999999", 0, 10, "is out of range"}, /* strtol overflow: ERANGE */
         {"-99999999999999999999", -10, 10, "is out of range"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -109,8 +107,7 @@ static void test_parse_int_rejects(void **state)
         char quoted[256];
         status_clear_error();
         dt_status st = parse_int("SLURM_PROCID", cases[i].value, cases[i].lo, cases[i].hi, &out);
-        if (st != DT_ERR_ENV)
-            fail_msg("parse_int('%s') returned %d, expected DT_ERR_ENV", cases[i].value, (int)st);
+        if (st != DT_ERR_ENV) fail_msg("parse_int('%s') returned %d, expected DT_ERR_ENV", cases[i].value, (int)st);
         assert_int_equal(out, INT_SENTINEL);
         snprintf(quoted, sizeof quoted, "SLURM_PROCID='%s'", cases[i].value);
         expect_error_contains(quoted);
@@ -177,26 +174,19 @@ static void test_parse_double_accepts(void **state)
 {
     (void)state;
     static const double_ok_case cases[] = {
-        {"600", 0, 86400, 600.0},
-        {"0", 0, 86400, 0.0},
-        {"0.5", 0, 1, 0.5},
-        {".5", 0, 1, 0.5},
-        {"5.", 0, 10, 5.0},
-        {"1e3", 0, 86400, 1000.0},
-        {"1E+3", 0, 86400, 1000.0},
-        {"2.5e-1", 0, 1, 0.25},
-        {"-2.5E-1", -1, 1, -0.25},
-        {"+1.25", 0, 10, 1.25},
-        {"007.5", 0, 10, 7.5},
-        {"86400", 0, 86400, 86400.0}, /* both ends inclusive */
+        {"600", 0, 86400, 600.0},     {"0", 0, 86400, 0.0},
+        {"0.5", 0, 1, 0.5},           {".5", 0, 1, 0.5},
+        {"5.", 0, 10, 5.0},           {"1e3", 0, 86400, 1000.0},
+        {"1E+3", 0, 86400, 1000.0},   {"2.5e-1", 0, 1, 0.25},
+        {"-2.5E-1", -1, 1, -0.25},    {"+1.25", 0, 10, 1.25},
+        {"007.5", 0, 10, 7.5},        {"86400", 0, 86400, 86400.0}, /* both ends inclusive */
         {"1e308", 0, 1.7e308, 1e308},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         double out = DOUBLE_SENTINEL;
         status_clear_error();
         dt_status st = parse_double("DTRAIN_TIMEOUT", cases[i].value, cases[i].lo, cases[i].hi, &out);
-        if (st != DT_OK)
-            fail_msg("parse_double('%s') failed: %s", cases[i].value, dt_last_error());
+        if (st != DT_OK) fail_msg("parse_double('%s') failed: %s", cases[i].value, dt_last_error());
         assert_true(out == cases[i].expected);
         assert_string_equal(dt_last_error(), "");
     }
@@ -247,8 +237,7 @@ static void test_parse_double_rejects(void **state)
         char quoted[256];
         status_clear_error();
         dt_status st = parse_double("DTRAIN_TIMEOUT", cases[i].value, cases[i].lo, cases[i].hi, &out);
-        if (st != DT_ERR_ENV)
-            fail_msg("parse_double('%s') returned %d, expected DT_ERR_ENV", cases[i].value, (int)st);
+        if (st != DT_ERR_ENV) fail_msg("parse_double('%s') returned %d, expected DT_ERR_ENV", cases[i].value, (int)st);
         assert_true(out == DOUBLE_SENTINEL);
         snprintf(quoted, sizeof quoted, "DTRAIN_TIMEOUT='%s'", cases[i].value);
         expect_error_contains(quoted);

@@ -257,7 +257,7 @@ static void test_overflow_fraction(void **st)
         assert_int_equal(dt_scaler_update(s, 1), DT_OK);
     }
     assert_true(dt_scaler_scale(s) == 131072.0f);
-    good(s, 3); /* 9 updates; the window holds 3 overflows */
+    good(s, 3);                                               /* 9 updates; the window holds 3 overflows */
     assert_int_equal(dt_scaler_update(s, 1), DT_ERR_NUMERIC); /* the 4th within 10 updates */
     const char *e = dt_last_error();
     assert_non_null(strstr(e, "step 10"));
@@ -270,11 +270,11 @@ static void test_overflow_fraction(void **st)
     /* Overflows that slid out of the window no longer count. */
     assert_int_equal(dt_scaler_create(&c, &s), DT_OK);
     for (int i = 0; i < 3; i++) assert_int_equal(dt_scaler_update(s, 1), DT_OK); /* updates 1-3 */
-    good(s, 7);                                                                 /* 4-10 */
-    assert_int_equal(dt_scaler_update(s, 1), DT_OK); /* 11: update 1 left, still 3 in the window */
-    good(s, 1);                                      /* 12 */
-    assert_int_equal(dt_scaler_update(s, 1), DT_OK); /* 13: updates 2, 3 left: 2 in the window */
-    assert_int_equal(dt_scaler_update(s, 1), DT_OK); /* 14: 3 */
+    good(s, 7);                                                                  /* 4-10 */
+    assert_int_equal(dt_scaler_update(s, 1), DT_OK);          /* 11: update 1 left, still 3 in the window */
+    good(s, 1);                                               /* 12 */
+    assert_int_equal(dt_scaler_update(s, 1), DT_OK);          /* 13: updates 2, 3 left: 2 in the window */
+    assert_int_equal(dt_scaler_update(s, 1), DT_OK);          /* 14: 3 */
     assert_int_equal(dt_scaler_update(s, 1), DT_ERR_NUMERIC); /* 15: 4 in 6..15 */
     assert_non_null(strstr(dt_last_error(), "4 of the last 10"));
     assert_int_equal(dt_scaler_updates(s), 15);
@@ -352,11 +352,11 @@ static void test_bad_config(void **st)
 {
     (void)st;
     dt_scaler_config c;
-#define BAD(field, value, needle)   \
-    do {                            \
-        dt_scaler_defaults(&c);     \
-        c.field = value;            \
-        expect_bad(&c, needle);     \
+#define BAD(field, value, needle)                                                                                      \
+    do {                                                                                                               \
+        dt_scaler_defaults(&c);                                                                                        \
+        c.field = value;                                                                                               \
+        expect_bad(&c, needle);                                                                                        \
     } while (0)
     BAD(dynamic, 2, "dynamic 2");
     BAD(dynamic, -1, "dynamic -1");
@@ -434,14 +434,14 @@ static void test_state(void **st)
 
     /* Bad states are refused and leave the scaler alone. */
     dt_scaler_state good_state = sb, bad;
-#define BAD_STATE(field, value, needle)                                               \
-    do {                                                                              \
-        bad = good_state;                                                             \
-        bad.field = value;                                                            \
-        assert_int_equal(dt_scaler_set_state(b, &bad), DT_ERR_CORRUPT);               \
-        if (!strstr(dt_last_error(), needle)) fail_msg("'%s' not in '%s'", needle, dt_last_error()); \
-        dt_scaler_get_state(b, &sb);                                                  \
-        assert_memory_equal(&good_state, &sb, sizeof sb);                             \
+#define BAD_STATE(field, value, needle)                                                                                \
+    do {                                                                                                               \
+        bad = good_state;                                                                                              \
+        bad.field = value;                                                                                             \
+        assert_int_equal(dt_scaler_set_state(b, &bad), DT_ERR_CORRUPT);                                                \
+        if (!strstr(dt_last_error(), needle)) fail_msg("'%s' not in '%s'", needle, dt_last_error());                   \
+        dt_scaler_get_state(b, &sb);                                                                                   \
+        assert_memory_equal(&good_state, &sb, sizeof sb);                                                              \
     } while (0)
     BAD_STATE(scale, D_NAN, "scale nan");
     BAD_STATE(scale, D_INF, "scale inf");

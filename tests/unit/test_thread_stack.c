@@ -23,9 +23,9 @@
 #include <unistd.h>
 
 typedef struct {
-    int before_disabled;    /* the new thread had no alternate stack */
-    int rc1, rc2;           /* the two calls' statuses */
-    stack_t first, second;  /* the alternate stack after each call */
+    int before_disabled;   /* the new thread had no alternate stack */
+    int rc1, rc2;          /* the two calls' statuses */
+    stack_t first, second; /* the alternate stack after each call */
 } install_seen;
 
 static void *install_twice(void *arg)

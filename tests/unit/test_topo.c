@@ -33,7 +33,8 @@ static void expect_error(const char **vars, const char *must1, const char *must2
     dt_status s = read_env(vars, &e);
     assert_int_equal(s, DT_ERR_ENV);
     const char *msg = dt_last_error();
-    if (!strstr(msg, must1) || (must2 && !strstr(msg, must2))) fail_msg("message '%s' lacks '%s' / '%s'", msg, must1, must2 ? must2 : "");
+    if (!strstr(msg, must1) || (must2 && !strstr(msg, must2)))
+        fail_msg("message '%s' lacks '%s' / '%s'", msg, must1, must2 ? must2 : "");
 }
 
 static void test_none(void **st)
@@ -54,10 +55,9 @@ static void test_openmpi_wins_over_stale_slurm(void **st)
     topo_env e;
     /* mpirun inside an sbatch job: SLURM_PROCID/LOCALID come from the batch step and are stale,
      * even malformed ones must not matter. */
-    assert_int_equal(read_env(ENV("OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=2",
-                                  "OMPI_COMM_WORLD_LOCAL_RANK=0", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
-                                  "SLURM_PROCID=0", "SLURM_LOCALID=junk", "SLURM_STEP_ID=0",
-                                  "SLURM_NTASKS=1", "PMIX_RANK=2"),
+    assert_int_equal(read_env(ENV("OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=2", "OMPI_COMM_WORLD_LOCAL_RANK=0",
+                                  "OMPI_COMM_WORLD_LOCAL_SIZE=2", "SLURM_PROCID=0", "SLURM_LOCALID=junk",
+                                  "SLURM_STEP_ID=0", "SLURM_NTASKS=1", "PMIX_RANK=2"),
                               &e),
                      DT_OK);
     assert_int_equal(e.launcher, DT_LAUNCHER_OPENMPI);
@@ -74,12 +74,12 @@ static void test_slurm(void **st)
 {
     (void)st;
     topo_env e;
-    assert_int_equal(read_env(ENV("SLURM_STEP_ID=3", "SLURM_PROCID=5", "SLURM_NTASKS=8", "SLURM_LOCALID=1",
-                                  "SLURM_NODEID=2", "SLURM_NNODES=3", "SLURM_JOB_NODELIST=node[01-04]",
-                                  "SLURM_STEP_NODELIST=node[01-02,07]", "SLURM_STEP_TASKS_PER_NODE=3(x2),2",
-                                  "PMIX_RANK=5"),
-                              &e),
-                     DT_OK);
+    assert_int_equal(
+        read_env(ENV("SLURM_STEP_ID=3", "SLURM_PROCID=5", "SLURM_NTASKS=8", "SLURM_LOCALID=1", "SLURM_NODEID=2",
+                     "SLURM_NNODES=3", "SLURM_JOB_NODELIST=node[01-04]", "SLURM_STEP_NODELIST=node[01-02,07]",
+                     "SLURM_STEP_TASKS_PER_NODE=3(x2),2", "PMIX_RANK=5"),
+                 &e),
+        DT_OK);
     assert_int_equal(e.launcher, DT_LAUNCHER_SLURM);
     assert_int_equal(e.rank, 5);
     assert_int_equal(e.size, 8);
@@ -150,15 +150,15 @@ static void test_malformed_values(void **st)
     expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0"), "SLURM_NTASKS", "not set");
     expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=0"), "SLURM_NTASKS", "'0'");
     expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_LOCALID=x"), "SLURM_LOCALID", "'x'");
-    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NODEID=0",
-                     "SLURM_STEP_NODELIST=node[01-04"),
-                 "node[01-04", NULL);
-    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NODEID=2",
-                     "SLURM_STEP_NODELIST=node[01-02]"),
-                 "SLURM_NODEID=2", "node[01-02]");
-    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NODEID=0",
-                     "SLURM_TASKS_PER_NODE=2(x"),
-                 "2(x", NULL);
+    expect_error(
+        ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NODEID=0", "SLURM_STEP_NODELIST=node[01-04"),
+        "node[01-04", NULL);
+    expect_error(
+        ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NODEID=2", "SLURM_STEP_NODELIST=node[01-02]"),
+        "SLURM_NODEID=2", "node[01-02]");
+    expect_error(
+        ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NODEID=0", "SLURM_TASKS_PER_NODE=2(x"), "2(x",
+        NULL);
     expect_error(ENV("OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_LOCAL_RANK=2",
                      "OMPI_COMM_WORLD_LOCAL_SIZE=2"),
                  "OMPI_COMM_WORLD_LOCAL_RANK=2", "OMPI_COMM_WORLD_LOCAL_SIZE=2");
@@ -183,7 +183,8 @@ static void check_fails(const char **vars, topo_mpi m, const char *must1, const 
     topo_env_free(&e);
     assert_int_equal(s, DT_ERR_MPI);
     const char *msg = dt_last_error();
-    if (!strstr(msg, must1) || (must2 && !strstr(msg, must2))) fail_msg("message '%s' lacks '%s' / '%s'", msg, must1, must2 ? must2 : "");
+    if (!strstr(msg, must1) || (must2 && !strstr(msg, must2)))
+        fail_msg("message '%s' lacks '%s' / '%s'", msg, must1, must2 ? must2 : "");
 }
 
 static void test_check(void **st)
@@ -215,7 +216,8 @@ static void test_check(void **st)
     topo_env_free(&e);
     /* One task without PMI (srun --mpi=none -n 1): Open MPI would abort inside MPI_Init without a
      * word on the fix, so dtrain refuses first, naming SLURM_MPI_TYPE as srun left it. */
-    assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NODELIST=n1"), &e), DT_OK);
+    assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NODELIST=n1"), &e),
+                     DT_OK);
 #ifdef OPEN_MPI
     assert_int_equal(topo_check_before_mpi(&e), DT_ERR_MPI);
     assert_non_null(strstr(dt_last_error(), "srun --mpi=pmix"));
@@ -225,10 +227,10 @@ static void test_check(void **st)
 #endif
     topo_env_free(&e);
 #ifdef OPEN_MPI
-    assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NODELIST=n1",
-                                  "SLURM_MPI_TYPE=none"),
-                              &e),
-                     DT_OK);
+    assert_int_equal(
+        read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NODELIST=n1", "SLURM_MPI_TYPE=none"),
+                 &e),
+        DT_OK);
     assert_int_equal(topo_check_before_mpi(&e), DT_ERR_MPI);
     assert_non_null(strstr(dt_last_error(), "SLURM_MPI_TYPE is none"));
     topo_env_free(&e);
@@ -240,8 +242,8 @@ static void test_check(void **st)
     const char **fine[] = {
         ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_MPI_TYPE=pmix", "PMIX_RANK=0"),
         ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "PMI_FD=5", "PMI_RANK=0", "PMI_SIZE=1"),
-        ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1", "PMIX_RANK=1", "SLURM_STEP_ID=0",
-            "SLURM_PROCID=0", "SLURM_NTASKS=1"),
+        ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1", "PMIX_RANK=1", "SLURM_STEP_ID=0", "SLURM_PROCID=0",
+            "SLURM_NTASKS=1"),
         ENV("SLURM_JOB_ID=7", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NODELIST=n1"),
         /* SLURM's task variables without SLURM_NODELIST: Open MPI starts a singleton there. */
         ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_STEP_NODELIST=n1"),
@@ -266,11 +268,11 @@ static void test_check(void **st)
                 mpi_of(1, 2, 1, 2, 0, 1), "OMPI_COMM_WORLD_LOCAL_SIZE=1", "2 ranks");
     check_fails(ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1", "PMIX_RANK=0"), mpi_of(1, 2, 1, 2, 0, 1),
                 "PMIX_RANK=0", "rank 1");
-    check_fails(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_NNODES=2"),
-                mpi_of(1, 2, 1, 2, 0, 1), "SLURM_NNODES=2", "1 nodes");
-    check_fails(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_NODEID=0",
-                    "SLURM_STEP_NODELIST=n[1-2]"),
-                mpi_of(1, 2, 1, 2, 0, 1), "SLURM_STEP_NODELIST", "2 nodes");
+    check_fails(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_NNODES=2"), mpi_of(1, 2, 1, 2, 0, 1),
+                "SLURM_NNODES=2", "1 nodes");
+    check_fails(
+        ENV("SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_NODEID=0", "SLURM_STEP_NODELIST=n[1-2]"),
+        mpi_of(1, 2, 1, 2, 0, 1), "SLURM_STEP_NODELIST", "2 nodes");
 }
 
 int main(void)
