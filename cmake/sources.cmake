@@ -20,7 +20,7 @@ set(DTRAIN_KERNELS_CUDA_SOURCES
 set(DTRAIN_KERNELS_NO_CUDA_SOURCES kernels/cpu/no_cuda.c kernels/cpu/device_info_none.c)
 
 set(DTRAIN_COLLECTIVES_SOURCES
-  collectives/coll.c collectives/coll_mpi.c collectives/bucket.c collectives/engine.c
+  collectives/coll.c collectives/coll_mpi.c collectives/bucket.c collectives/engine.c collectives/engine_req.c
   collectives/reducer.c collectives/reducer_step.c)
 set(DTRAIN_COLLECTIVES_NCCL_SOURCES collectives/coll_nccl.c)
 

@@ -1,0 +1,87 @@
+/*
+ * engine_impl.h - what the two halves of the communication engine share: a request and the
+ * engine's state. engine_req.c moves one request through its phases over MPI; engine.c owns the
+ * engine (the communication thread, the watchdog, starting and waiting). Nothing else includes it.
+ */
+#ifndef DT_COLLECTIVES_ENGINE_IMPL_H
+#define DT_COLLECTIVES_ENGINE_IMPL_H
+
+#include "collectives/engine.h"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ENGINE_MAX_REQS 4096                    /* requests in flight at once (buckets of one step) */
+#define ENGINE_TAG_SPAN 8192                    /* sequence numbers map to tags 2*(seq % span) + phase */
+#define ENGINE_POLL_NS 20000                    /* the communication thread's sleep between polls */
+#define ENGINE_SPIN_S 30e-6                     /* ...after polling without sleeping for this long */
+#define ENGINE_BLOCK 1024                       /* elements summed at a time in the reduction */
+#define ENGINE_ARRIVE_TAG (2 * ENGINE_TAG_SPAN) /* the arrival messages, beside every data tag */
+
+/* Where a request stands. Written by whoever drives it (the communication thread, or the main
+ * thread inline) and read by the main thread's watchdog in engine_wait_all while the driver runs,
+ * so the phase and the start time are atomics. */
+typedef enum req_phase {
+    PHASE_QUEUED = 0,  /* started, not posted to MPI yet */
+    PHASE_SCATTER = 1, /* reduce-scatter messages in flight */
+    PHASE_GATHER = 2,  /* allgather messages in flight */
+    PHASE_DONE = 3,    /* finished (or failed): the slot may be reused */
+    PHASE_MPI = 4      /* inside a blocking MPI_Allreduce on the communication thread */
+} req_phase;
+
+typedef struct req {
+    float *buf;
+    size_t count;
+    dt_redop op;
+    int bucket;
+    uint64_t seq;
+    _Atomic double t_start;
+    _Atomic int phase; /* a req_phase */
+    MPI_Request *mr;   /* 2 (W-1) requests of the current phase */
+    int nmr;
+    float *scratch;   /* (W-1) x my part: the other ranks' copies of my part */
+    dt_dtype wire;    /* what travels: fp32, or 16-bit values */
+    uint16_t *buf16;  /* the bucket itself when it is kept in 16 bits (then wire is its type) */
+    uint16_t *wire16; /* 16-bit wire: the bucket's 16-bit values (buf16, or a rounded copy of buf) */
+    uint16_t *recv16; /* 16-bit wire: (W-1) x my part received */
+    /* MPI_Allreduce (PHASE_MPI): the arrival messages exchanged with the peer before it, so the
+     * watchdog can tell a peer that never came from one that stopped inside the allreduce.
+     * [0] the receive, [1] the send; guarded by mu while the watchdog may look at them. */
+    MPI_Request arrive[2];
+    uint64_t arrive_in;
+} req;
+
+struct engine {
+    MPI_Comm comm;
+    int rank, size;
+    double timeout_s;
+    int threaded;
+    /* The request ring; in threaded mode guarded by mu. */
+    req reqs[ENGINE_MAX_REQS];
+    uint64_t next_seq; /* requests started */
+    uint64_t posted;   /* requests the driver has posted to MPI */
+    uint64_t done;     /* requests finished (in order of completion count) */
+    dt_status failure;
+    char failure_msg[1024];
+    /* Scratch per bucket id, kept across steps (a step must not allocate). */
+    void **scratch; /* fp32 receive buffers */
+    size_t *scratch_n;
+    void **scratch16; /* 16-bit wire copies */
+    size_t *scratch16_n;
+    int nscratch;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    int stop;
+};
+
+/* engine_req.c: posts the messages of a request's current phase (DT_ERR_MPI when MPI refuses
+ * them); moves a request on when its phase's messages are done, returning 1 when it finished now
+ * (*st its outcome); the bytes a request puts on the wire. */
+dt_status engine_req_post(engine *e, req *q);
+int engine_req_progress(engine *e, req *q, dt_status *st);
+size_t engine_req_wire_bytes(const req *q);
+
+#endif
