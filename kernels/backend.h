@@ -91,6 +91,13 @@ struct backend_ops {
      * device, and the fix. free accepts NULL. */
     dt_status (*alloc)(backend *be, size_t bytes, const char *what, void **out);
     void (*free)(backend *be, void *p);
+    /* Host memory for staging data on its way to this backend (the loader's batches): page-locked
+     * on CUDA (cudaHostAlloc, portable to every context) so that to_device_async from it runs
+     * asynchronously at full speed; plain malloc on the CPU. Not zeroed, on either. DT_ERR_NOMEM
+     * naming `what`, the bytes and the fix (CUDA: the locked-memory limit). Free it with host_free
+     * of the same backend, which accepts NULL. */
+    dt_status (*host_alloc)(backend *be, size_t bytes, const char *what, void **out);
+    void (*host_free)(backend *be, void *p);
     /* Synchronous copies from and to host memory (memcpy on the CPU). */
     dt_status (*to_device)(backend *be, void *dst, const void *src, size_t bytes);
     dt_status (*to_host)(backend *be, void *dst, const void *src, size_t bytes);

@@ -5,7 +5,7 @@
  * rank that went wrong, shows here by name instead of as a quietly worse model.
  */
 #include "dtrain.h"
-#include "kernels/devmem.h"
+#include "kernels/backend.h"
 #include "base/hash.h"
 #include "base/status.h"
 
@@ -69,12 +69,14 @@ static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int 
 dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *differ, int *first_rank)
 {
     if (!ctx || (!buf && bytes)) return status_set_error(DT_ERR_INVALID_ARG, "dt_check_replicas: ctx or buf is NULL");
-    if (!bytes || !devmem_is_device(buf)) return check_replicas(ctx, buf, bytes, 0, differ, first_rank);
+    if (!bytes || !backend_is_device_ptr(buf)) return check_replicas(ctx, buf, bytes, 0, differ, first_rank);
     /* Device memory comes down first. Every rank joins the collective even when that failed, so
      * none waits for it; the failing rank reports its own cause. */
     void *host = malloc(bytes);
-    dt_status s = host ? devmem_to_host(1, host, buf, bytes)
+    backend *be = NULL;
+    dt_status s = host ? backend_for_memory(DT_MEMORY_DEVICE, &be)
                        : status_set_error(DT_ERR_NOMEM, "dt_check_replicas: out of host memory (%zu MiB)", bytes >> 20);
+    if (!s) s = be->ops->to_host(be, host, buf, bytes);
     char why[1024] = "";
     if (s) snprintf(why, sizeof why, "%s", dt_last_error());
     dt_status c = check_replicas(ctx, host, bytes, s != DT_OK, differ, first_rank);
@@ -98,7 +100,7 @@ dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint6
                                 "dt_buffer_checksum: memory kind %d must be DT_MEMORY_HOST or "
                                 "DT_MEMORY_DEVICE",
                                 (int)mem);
-    if (bytes && devmem_is_device(buf) != (mem == DT_MEMORY_DEVICE))
+    if (bytes && backend_is_device_ptr(buf) != (mem == DT_MEMORY_DEVICE))
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "dt_buffer_checksum: the buffer %p is %s memory but was given as %s", buf,
                                 mem == DT_MEMORY_DEVICE ? "host" : "CUDA device",
@@ -109,7 +111,9 @@ dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint6
     }
     void *host = malloc(bytes);
     if (!host) return status_set_error(DT_ERR_NOMEM, "dt_buffer_checksum: out of host memory (%zu MiB)", bytes >> 20);
-    dt_status s = devmem_to_host(1, host, buf, bytes);
+    backend *be = NULL;
+    dt_status s = backend_for_memory(DT_MEMORY_DEVICE, &be);
+    if (!s) s = be->ops->to_host(be, host, buf, bytes);
     if (!s) *sum = fnv1a_buffer(host, bytes);
     free(host);
     return s;

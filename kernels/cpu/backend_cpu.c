@@ -35,6 +35,17 @@ static void c_free(backend *be, void *p)
     free(p);
 }
 
+/* malloc, not calloc: the loader overwrites every byte of a batch before it is read. */
+static dt_status c_host_alloc(backend *be, size_t bytes, const char *what, void **out)
+{
+    (void)be;
+    const size_t n = bytes ? bytes : 1;
+    if (!(*out = malloc(n)))
+        return status_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB): use a smaller --batch", what,
+                                (double)n / 1048576.0);
+    return DT_OK;
+}
+
 static dt_status c_copy(backend *be, void *dst, const void *src, size_t bytes)
 {
     (void)be;
@@ -317,6 +328,8 @@ static const backend_ops cpu_ops = {
     .grads16 = 1,
     .alloc = c_alloc,
     .free = c_free,
+    .host_alloc = c_host_alloc,
+    .host_free = c_free,
     .to_device = c_copy,
     .to_host = c_copy,
     .to_device_async = c_copy,

@@ -134,6 +134,27 @@ static void g_free(backend *be, void *p)
     if (p) cudaFree(p);
 }
 
+static dt_status g_host_alloc(backend *be, size_t bytes, const char *what, void **out)
+{
+    (void)be;
+    *out = NULL;
+    const size_t n = bytes ? bytes : 1;
+    const cudaError_t e = cudaHostAlloc(out, n, cudaHostAllocPortable);
+    if (e == cudaSuccess) return DT_OK;
+    *out = NULL;
+    cudaGetLastError(); /* clear the non-sticky error state */
+    return status_set_error(DT_ERR_NOMEM,
+                            "cannot pin %.1f MiB of host memory for %s (%s): raise the locked-memory "
+                            "limit (ulimit -l) or use a smaller --batch",
+                            (double)n / 1048576.0, what, cudaGetErrorString(e));
+}
+
+static void g_host_free(backend *be, void *p)
+{
+    (void)be;
+    if (p) cudaFreeHost(p);
+}
+
 static dt_status g_copy(void *dst, const void *src, size_t bytes, int to_device)
 {
     if (!bytes) return DT_OK;
@@ -235,6 +256,8 @@ static const backend_ops cuda_ops = {
     /* .grads16 = */ 0,
     /* .alloc = */ g_alloc,
     /* .free = */ g_free,
+    /* .host_alloc = */ g_host_alloc,
+    /* .host_free = */ g_host_free,
     /* .to_device = */ g_to_device,
     /* .to_host = */ g_to_host,
     /* .to_device_async = */ g_to_device_async,

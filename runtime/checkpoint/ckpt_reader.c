@@ -11,7 +11,7 @@
  */
 #include "runtime/checkpoint/ckpt_format.h"
 #include "collectives/ctx_comm.h"
-#include "kernels/devmem.h"
+#include "kernels/backend.h"
 #include "base/log.h"
 #include "base/status.h"
 
@@ -230,10 +230,12 @@ dt_status dt_ckpt_read(dt_ckpt_reader *r, const char *name, void *dst, size_t by
     int idx;
     dt_status s = agree_request(r, "dt_ckpt_read", name, dst, bytes, 0, &idx);
     if (s) return s;
-    const int dev = devmem_is_device(dst);
+    const int dev = backend_is_device_ptr(dst);
+    backend *be = NULL; /* the device's, for a dst in device memory */
     unsigned char *stage = NULL;
     if (dev && bytes && !(stage = malloc(bytes < CHUNK ? bytes : CHUNK)))
         s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_read: out of host memory staging section \"%s\"", name);
+    if (!s && dev) s = backend_for_memory(DT_MEMORY_DEVICE, &be);
     if ((s = ckpt_agree(r->ctx, s))) {
         free(stage);
         return s;
@@ -260,7 +262,7 @@ dt_status dt_ckpt_read(dt_ckpt_reader *r, const char *name, void *dst, size_t by
             return s;
         }
         if (dev && !local) {
-            dt_status ds = devmem_to_device(1, (unsigned char *)dst + off, buf, n);
+            dt_status ds = be->ops->to_device(be, (unsigned char *)dst + off, buf, n);
             if (ds) {
                 local = ds;
                 snprintf(local_msg, sizeof local_msg, "%s", dt_last_error());
@@ -285,13 +287,15 @@ dt_status dt_ckpt_read_rank(dt_ckpt_reader *r, const char *name, void *dst, size
     int idx;
     dt_status s = agree_request(r, "dt_ckpt_read_rank", name, dst, bytes, 1, &idx);
     if (s || bytes == 0) return s;
-    const int dev = devmem_is_device(dst);
+    const int dev = backend_is_device_ptr(dst);
+    backend *be = NULL; /* the device's, for a dst in device memory */
     unsigned char *all = NULL, *mine = dev ? NULL : dst;
     if (r->rank == 0 && !(all = malloc((size_t)r->e[idx].bytes)))
         s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_read_rank: out of host memory for section \"%s\" (%.1f MiB)", name,
                              (double)r->e[idx].bytes / 1048576.0);
     if (!s && dev && !(mine = malloc(bytes)))
         s = status_set_error(DT_ERR_NOMEM, "dt_ckpt_read_rank: out of host memory staging section \"%s\"", name);
+    if (!s && dev) s = backend_for_memory(DT_MEMORY_DEVICE, &be);
     if (!s && r->rank == 0) s = ckpt_file_read(r->f, (uint32_t)idx, all); /* the CRC before any rank's dst */
     if ((s = ckpt_agree(r->ctx, s))) goto done;
     if (r->world > 1) {
@@ -304,7 +308,7 @@ dt_status dt_ckpt_read_rank(dt_ckpt_reader *r, const char *name, void *dst, size
     } else {
         memcpy(mine, all, bytes);
     }
-    if (!s && dev) s = devmem_to_device(1, dst, mine, bytes);
+    if (!s && dev) s = be->ops->to_device(be, dst, mine, bytes);
     s = ckpt_agree(r->ctx, s);
 done:
     free(all);

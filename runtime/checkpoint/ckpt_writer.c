@@ -11,7 +11,7 @@
  */
 #include "runtime/checkpoint/ckpt_format.h"
 #include "collectives/ctx_comm.h"
-#include "kernels/devmem.h"
+#include "kernels/backend.h"
 #include "base/status.h"
 
 #include <mpi.h>
@@ -174,8 +174,10 @@ static dt_status add(dt_ckpt_writer *w, const char *fn, const char *name, const 
                                                     "%s: out of host memory copying section \"%s\" "
                                                     "(%.1f MiB) on rank %d",
                                                     fn, name, (double)bytes / 1048576.0, w->rank));
-    if (devmem_is_device(data)) {
-        if ((s = devmem_to_host(1, x->owned, data, bytes))) return ckpt_writer_fail(w, s);
+    if (backend_is_device_ptr(data)) {
+        backend *be = NULL;
+        if ((s = backend_for_memory(DT_MEMORY_DEVICE, &be)) || (s = be->ops->to_host(be, x->owned, data, bytes)))
+            return ckpt_writer_fail(w, s);
     } else {
         memcpy(x->owned, data, bytes);
     }

@@ -12,7 +12,7 @@
  */
 #include "runtime/data/loader.h"
 #include "runtime/data/dataset.h"
-#include "kernels/devmem.h"
+#include "kernels/backend.h"
 #include "base/clock.h"
 #include "base/status.h"
 #include "base/thread_stack.h"
@@ -44,9 +44,10 @@ typedef struct worker {
 
 struct dt_loader {
     dt_dataset *d;
-    int rank, world, batch, depth, nthreads, pinned, chunk, nchunks;
-    int eval;   /* eval mode: item k is batch k of samples rank, rank + world, ... */
-    long items; /* eval mode: the batches of the pass */
+    int rank, world, batch, depth, nthreads, chunk, nchunks;
+    backend *mem_be; /* whose host_alloc holds the batches: the CUDA one pins them for its copies */
+    int eval;        /* eval mode: item k is batch k of samples rank, rank + world, ... */
+    long items;      /* eval mode: the batches of the pass */
     size_t in_sz;
     lslot *slot;
     worker *w;
@@ -177,8 +178,8 @@ void dt_loader_free(dt_loader *l)
         free(l->w);
     }
     for (int i = 0; l->slot && i < l->depth; i++) {
-        devmem_host_free(l->pinned, l->slot[i].x);
-        devmem_host_free(l->pinned, l->slot[i].labels);
+        l->mem_be->ops->host_free(l->mem_be, l->slot[i].x);
+        l->mem_be->ops->host_free(l->mem_be, l->slot[i].labels);
         free(l->slot[i].idx);
     }
     free(l->slot);
@@ -210,7 +211,8 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
     pthread_cond_init(&l->cv_work, NULL);
     pthread_cond_init(&l->cv_ready, NULL);
     dt_placement pl;
-    l->pinned = ctx && dt_get_placement(ctx, &pl) == DT_OK && pl.device == DT_DEVICE_CUDA;
+    const int cuda = ctx && dt_get_placement(ctx, &pl) == DT_OK && pl.device == DT_DEVICE_CUDA;
+    l->mem_be = backend_cpu(); /* until the CUDA one is had: dt_loader_free needs one */
     l->d = d;
     l->rank = rank, l->world = world, l->batch = batch;
     l->eval = eval, l->items = items;
@@ -232,14 +234,18 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
         l->sample_log = fopen(p, "a");
     }
     dt_status s = DT_OK;
-    if (!(l->slot = calloc((size_t)l->depth, sizeof *l->slot)))
+    backend *cuda_be = NULL;
+    if (cuda && backend_for_memory(DT_MEMORY_DEVICE, &cuda_be))
+        s = status_set_error(DT_ERR_DEVICE, "dt_loader_create: the context is placed on CUDA: %s", dt_last_error());
+    if (cuda_be) l->mem_be = cuda_be;
+    if (!s && !(l->slot = calloc((size_t)l->depth, sizeof *l->slot)))
         s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     for (int i = 0; !s && i < l->depth; i++) {
         lslot *sl = &l->slot[i];
-        if ((s = devmem_host_alloc(l->pinned, (size_t)batch * l->in_sz * sizeof(float), "a batch of inputs",
-                                   (void **)&sl->x)) ||
-            (s = devmem_host_alloc(l->pinned, (size_t)batch * sizeof(int32_t), "a batch of labels",
-                                   (void **)&sl->labels)))
+        if ((s = l->mem_be->ops->host_alloc(l->mem_be, (size_t)batch * l->in_sz * sizeof(float), "a batch of inputs",
+                                            (void **)&sl->x)) ||
+            (s = l->mem_be->ops->host_alloc(l->mem_be, (size_t)batch * sizeof(int32_t), "a batch of labels",
+                                            (void **)&sl->labels)))
             break;
         if (!(sl->idx = malloc((size_t)batch * sizeof *sl->idx)))
             s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");

@@ -13,7 +13,7 @@
 #include "collectives/coll.h"
 #include "collectives/ctx_comm.h"
 #include "runtime/placement/device.h"
-#include "kernels/devmem.h"
+#include "kernels/backend.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "runtime/placement/topo.h"
@@ -311,7 +311,7 @@ const char *dt_backend_name(const dt_ctx *c) { return c && c->coll ? c->coll->op
  * the device backend (NCCL); on the CPU there is one backend. */
 static coll *coll_for(const dt_ctx *c, const void *buf)
 {
-    return c->coll_host && !devmem_is_device(buf) ? c->coll_host : c->coll;
+    return c->coll_host && !backend_is_device_ptr(buf) ? c->coll_host : c->coll;
 }
 
 dt_status dt_allreduce(dt_ctx *c, void *buf, size_t count, dt_dtype t, dt_redop op)
