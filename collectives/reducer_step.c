@@ -9,15 +9,39 @@
 #include "collectives/reducer_internal.h"
 #include "base/clock.h"
 #include "base/status.h"
-#ifdef DTRAIN_HAVE_CUDA
-#include "kernels/cast.h"
-#include <cuda_runtime_api.h>
-#endif
+#include "kernels/backend.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The device backend with its stream set to the caller's (cfg.stream) for one call, and back to
+ * its own after: the reducer's casts and waits run behind the kernels that made the gradients,
+ * on the caller's stream, whatever stream the backend's ops use. The backend is used from one
+ * thread at a time, so the switch is seen by no other call. */
+typedef enum { ON_CALLER_TO16, ON_CALLER_TO32, ON_CALLER_SYNC } on_caller_op;
+static dt_status on_caller_stream(dt_reducer *r, on_caller_op op, const void *in, void *out, size_t n)
+{
+    backend *be = r->dev_be;
+    void *own = be->ops->stream(be);
+    const int swap = own != r->cfg.stream;
+    dt_status s = swap ? be->ops->set_stream(be, r->cfg.stream) : DT_OK;
+    if (!s) {
+        if (op == ON_CALLER_TO16)
+            s = be->ops->cast_to16(be, r->cfg.wire, in, out, n);
+        else if (op == ON_CALLER_TO32)
+            s = be->ops->cast_to32(be, r->cfg.wire, in, out, n);
+        else if ((s = be->ops->sync(be)))
+            s = status_set_error(s, "reducer: the stream of the backward pass failed before the allreduce: %s",
+                                 dt_last_error());
+    }
+    if (swap) {
+        const dt_status b = be->ops->set_stream(be, own);
+        if (!s) s = b;
+    }
+    return s;
+}
 
 /* Starts bucket b on whoever carries it: the engine, or the device backend. */
 static dt_status reducer_start_bucket(dt_reducer *r, int b)
@@ -29,16 +53,13 @@ static dt_status reducer_start_bucket(dt_reducer *r, int b)
     if (!r->in_wait) r->stats.overlapped++;
     r->stats.bytes_sent += (double)bk->n * (double)dt_dtype_size(r->cfg.wire);
     char *base = r->buf;
-#ifdef DTRAIN_HAVE_CUDA
     if (r->dcoll && r->wire16) {
         /* Rounded on the caller's stream (behind the kernels that made the bucket); the allreduce
          * follows that stream; wait() widens the sums back. */
         uint16_t *w = r->wire16 + bk->off;
-        dt_status s =
-            cuda_cast_f32_to_16(r->cfg.wire, (const float *)(void *)(base + bk->off * r->esz), w, bk->n, r->cfg.stream);
+        dt_status s = on_caller_stream(r, ON_CALLER_TO16, base + bk->off * r->esz, w, bk->n);
         return s ? s : r->dcoll->ops->start(r->dcoll, w, bk->n, r->cfg.wire, r->cfg.op, r->cfg.stream);
     }
-#endif
     if (r->dcoll)
         return r->dcoll->ops->start(r->dcoll, base + bk->off * r->esz, bk->n, r->cfg.dtype, r->cfg.op, r->cfg.stream);
     if (r->cfg.dtype != DT_F32)
@@ -206,17 +227,16 @@ static dt_status check_complete(const dt_reducer *r)
  * synchronized first. */
 static dt_status whole_allreduce(dt_reducer *r)
 {
-#ifdef DTRAIN_HAVE_CUDA
     if (r->wire16) {
-        dt_status s = cuda_cast_f32_to_16(r->cfg.wire, r->buf, r->wire16, r->count, r->cfg.stream);
-        if (!s && cudaStreamSynchronize((cudaStream_t)r->cfg.stream) != cudaSuccess)
-            s = status_set_error(DT_ERR_DEVICE, "reducer: the stream of the backward pass failed before the allreduce");
+        dt_status s = on_caller_stream(r, ON_CALLER_TO16, r->buf, r->wire16, r->count);
+        if (!s) s = on_caller_stream(r, ON_CALLER_SYNC, NULL, NULL, 0);
         if (!s) s = dt_allreduce(r->ctx, r->wire16, r->count, r->cfg.wire, r->cfg.op);
-        return s ? s : cuda_cast_16_to_f32(r->cfg.wire, r->wire16, r->buf, r->count, r->cfg.stream);
+        return s ? s : on_caller_stream(r, ON_CALLER_TO32, r->wire16, r->buf, r->count);
     }
-    if (r->cfg.memory == DT_MEMORY_DEVICE && cudaStreamSynchronize((cudaStream_t)r->cfg.stream) != cudaSuccess)
-        return status_set_error(DT_ERR_DEVICE, "reducer: the stream of the backward pass failed before the allreduce");
-#endif
+    if (r->cfg.memory == DT_MEMORY_DEVICE) {
+        dt_status s = on_caller_stream(r, ON_CALLER_SYNC, NULL, NULL, 0);
+        if (s) return s;
+    }
     return dt_allreduce(r->ctx, r->buf, r->count, r->cfg.dtype, r->cfg.op);
 }
 
@@ -224,17 +244,12 @@ static dt_status whole_allreduce(dt_reducer *r)
  * caller's stream (which wait_all made wait for them). */
 static dt_status widen_started(dt_reducer *r)
 {
-#ifdef DTRAIN_HAVE_CUDA
     for (int b = 0; b < r->plan.nb; b++) {
         if (!r->started[b]) continue;
         const bucket *bk = &r->plan.b[b];
-        dt_status s =
-            cuda_cast_16_to_f32(r->cfg.wire, r->wire16 + bk->off, (float *)r->buf + bk->off, bk->n, r->cfg.stream);
+        dt_status s = on_caller_stream(r, ON_CALLER_TO32, r->wire16 + bk->off, (float *)r->buf + bk->off, bk->n);
         if (s) return s;
     }
-#else
-    (void)r;
-#endif
     return DT_OK;
 }
 
