@@ -18,7 +18,7 @@ static void check_no_gpu(void)
     check(!k->host_memory && k->keeps_params16 && !k->grads16,
           "the CUDA table's capabilities: device memory, a 16-bit parameter copy, fp32 gradients");
     int listed = 0;
-    const int want = 45, missing = cuda_table_missing(k, &listed);
+    const int want = 47, missing = cuda_table_missing(k, &listed);
     check(missing == 0 && listed == want, "all %d entries of the CUDA table are set (%d NULL)", want, missing);
     check(k->stream(NULL) == NULL, "the ops start on the default stream");
 
@@ -61,6 +61,34 @@ static void check_set_stream(void)
           "backend_cuda and set_stream: the ops run on the test's stream");
 }
 
+/* host_alloc gives page-locked host memory (the loader's batches): the runtime sees it as host
+ * memory, an asynchronous copy from it arrives whole, and host_free takes it back (and NULL). */
+static void check_host_alloc(void)
+{
+    enum { N = 1 << 18 };
+    float *h = NULL, *back = malloc(N * sizeof *back);
+    float *d = dfloats(N);
+    st_ok("host_alloc", gpu_be->ops->host_alloc(gpu_be, N * sizeof *h, "a test batch", (void **)&h));
+    if (!h || !back || !d) {
+        check(0, "host_alloc of %zu bytes gave memory", (size_t)N * sizeof *h);
+        free(back);
+        cudaFree(d);
+        return;
+    }
+    struct cudaPointerAttributes a;
+    const int pinned = cudaPointerGetAttributes(&a, h) == cudaSuccess && a.type == cudaMemoryTypeHost;
+    check(pinned && !backend_is_device_ptr(h), "host_alloc memory is pinned host memory, not device memory");
+    for (int i = 0; i < N; i++) h[i] = (float)i * 0.5f;
+    GPU(to_device_async, d, h, N * sizeof *h);
+    st_ok("sync", gpu_be->ops->sync(gpu_be));
+    GPU(to_host, back, d, N * sizeof *back);
+    check(memcmp(h, back, N * sizeof *h) == 0, "an asynchronous copy from host_alloc memory arrives whole");
+    gpu_be->ops->host_free(gpu_be, h);
+    gpu_be->ops->host_free(gpu_be, NULL);
+    free(back);
+    cudaFree(d);
+}
+
 /* ---------------------------------------------------------------- error recording */
 
 /* cuBLAS prints "** On entry to SGEMM parameter number 10 had an illegal value" to stderr here:
@@ -79,6 +107,6 @@ static void check_errors(void)
 
 int main(void)
 {
-    const cuda_check_fn checks[] = {check_set_stream, check_errors};
+    const cuda_check_fn checks[] = {check_set_stream, check_host_alloc, check_errors};
     return cuda_ops_main(check_no_gpu, checks, sizeof checks / sizeof *checks);
 }
