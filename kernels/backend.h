@@ -222,10 +222,11 @@ backend *backend_cpu(void);
 /* The CUDA table without touching the device (to inspect it), or NULL in a build without CUDA. */
 const backend_ops *backend_cuda_ops(void);
 
-/* The CUDA backend, made ready on the device current now (its stream the default one, one cuBLAS
- * handle bound to it) into *out. DT_ERR_UNSUPPORTED ("built without CUDA: use --device cpu") in a
- * build without CUDA; DT_ERR_DEVICE when the GPU or cuBLAS cannot be set up. One per process, used
- * from one thread at a time. */
+/* The CUDA backend into *out. The first call makes it ready on the device current then (its stream
+ * the default one, one cuBLAS handle bound to it); later calls return the same backend as it is,
+ * its stream included. DT_ERR_UNSUPPORTED ("built without CUDA: use --device cpu") in a build
+ * without CUDA; DT_ERR_DEVICE when the GPU or cuBLAS cannot be set up. One per process, used from
+ * one thread at a time. */
 dt_status backend_cuda(backend **out);
 
 /* The CUDA backend when this build has one and it is ready, else NULL; asks nothing of the device

@@ -309,6 +309,12 @@ static int g_ready; /* backend_cuda succeeded once */
 extern "C" dt_status backend_cuda(backend **out)
 {
     *out = NULL;
+    /* Ready already: the same backend, its stream left as its user set it (the reducer, the
+     * loader, checkpoints and the replica check all ask for it, and must not reset the model's). */
+    if (g_ready) {
+        *out = &cuda_backend;
+        return DT_OK;
+    }
     /* The handle made (and checked) now rather than at the first GEMM, so that a GPU without
      * cuBLAS fails here, where the caller chose the device. */
     TRY(g_set_stream(&cuda_backend, NULL));
