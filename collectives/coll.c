@@ -42,19 +42,3 @@ int coll_test_hang(const char *layer, int rank, unsigned long long seq)
     }
     return h_rank >= 0 && h_rank == rank && h_seq == seq && strcmp(h_layer, layer) == 0;
 }
-
-#ifndef DTRAIN_HAVE_NCCL
-
-dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
-{
-    (void)comm;
-    (void)timeout_s;
-    *out = NULL;
-    return status_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without NCCL; rebuild with the CUDA "
-                                                "toolkit and NCCL installed (cmake -DDTRAIN_CUDA=ON)");
-}
-
-int coll_nccl_built(void) { return 0; }
-
-void coll_nccl_version(char *out, size_t n) { snprintf(out, n, "-"); }
-#endif
