@@ -3,6 +3,7 @@
  */
 #include "launch/progress.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -54,7 +55,8 @@ static void hms(double s, char *buf, size_t len)
 void progress_step(progress *p, long step, double epoch, double loss, double now)
 {
     if (!p->out) return;
-    p->loss = p->loss < 0 || !(loss == loss) ? loss : p->loss + PROGRESS_SMOOTH * (loss - p->loss);
+    /* A non-finite loss is shown as it is, and smoothing starts afresh after it. */
+    p->loss = isfinite(loss) && isfinite(p->loss) && p->loss >= 0 ? p->loss + PROGRESS_SMOOTH * (loss - p->loss) : loss;
     /* After the last step its step line is the last word: nothing to redraw. */
     if (now - p->last_draw < PROGRESS_INTERVAL_S || step >= p->total) return;
     /* The rate over the steps since the last sample: a window of at least 0.1 s. */
