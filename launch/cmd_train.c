@@ -159,12 +159,12 @@ static int train_setup(train_run *r, const dt_placement *pl)
     if ((s = dt_model_set_precision(r->m, t->precision, r->grad_t)) || (s = dt_model_set_sync(r->m, &t->sync)))
         return train_status_error(s);
     if (r->sc) dt_model_set_nonfinite_check(r->m, 1);
-    if (r->rank == 0) train_report_start(r);
+    if (r->rank == 0 && !t->quiet) train_report_start(r);
 
     if (t->resume) {
         if ((s = train_data_resume(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, t->accum_steps, &r->first_step)))
             return train_status_error(s);
-        if (r->rank == 0) {
+        if (r->rank == 0 && !t->quiet) {
             if (r->first_step)
                 printf("resumed from %s/ckpt-%010ld.dtc at step %ld\n", t->ckpt_dir, r->first_step, r->first_step);
             else

@@ -63,7 +63,9 @@ enum {
     OPT_WARMUP,
     OPT_MIN_LR,
     OPT_ACCUM,
-    OPT_CLIP
+    OPT_CLIP,
+    OPT_PROGRESS,
+    OPT_QUIET
 };
 
 static const struct option train_options[] = {
@@ -120,6 +122,8 @@ static const struct option train_options[] = {
     {"min-lr", required_argument, NULL, OPT_MIN_LR},
     {"accum-steps", required_argument, NULL, OPT_ACCUM},
     {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
+    {"progress", required_argument, NULL, OPT_PROGRESS},
+    {"quiet", no_argument, NULL, OPT_QUIET},
     {NULL, 0, NULL, 0},
 };
 
@@ -149,6 +153,19 @@ static int train_handle(int val, const char *arg, void *ud)
             t->clip_grad_norm = v;
             return EXIT_OK;
         }
+        case OPT_PROGRESS:
+            if (!strcmp(arg, "auto"))
+                t->progress = PROGRESS_AUTO;
+            else if (!strcmp(arg, "always"))
+                t->progress = PROGRESS_ALWAYS;
+            else if (!strcmp(arg, "never"))
+                t->progress = PROGRESS_NEVER;
+            else {
+                cli_error("--progress '%s' is not one of auto (on a terminal), always, never", arg);
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
+        case OPT_QUIET: t->quiet = 1; return EXIT_OK;
         case OPT_DATA_FORMAT:
             if (strcmp(arg, "auto") && strcmp(arg, "idx") && strcmp(arg, "cifar10") && strcmp(arg, "cifar100") &&
                 strcmp(arg, "imagefolder") && strcmp(arg, "dts")) {
@@ -293,5 +310,10 @@ int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t)
     dt_sync_defaults(&t->sync);
     dt_scaler_defaults(&t->scaler);
     const cli_extra extra = {train_options, train_handle, t, NULL};
-    return cli_parse(argc, argv, "train", cfg, &extra);
+    const int rc = cli_parse(argc, argv, "train", cfg, &extra);
+    if (!rc && t->quiet && t->progress == PROGRESS_ALWAYS) {
+        cli_error("--quiet prints no progress line and --progress always asks for one: drop one of them");
+        return EXIT_USAGE;
+    }
+    return rc;
 }

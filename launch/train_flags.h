@@ -5,6 +5,8 @@
 #ifndef DT_LAUNCH_TRAIN_FLAGS_H
 #define DT_LAUNCH_TRAIN_FLAGS_H
 
+#include "launch/progress.h"
+
 #include "dtrain.h"
 
 typedef struct train_opts {
@@ -37,6 +39,9 @@ typedef struct train_opts {
     float min_lr;
     int accum_steps;       /* micro-batches per optimizer step */
     double clip_grad_norm; /* 0: off */
+    /* What rank 0 prints while training. */
+    progress_mode progress; /* --progress */
+    int quiet;              /* --quiet: no lines before the steps, no step, eval or progress lines */
 } train_opts;
 
 /* Parses dtrain train's command line into *cfg (the flags of every command, over DTRAIN_* and

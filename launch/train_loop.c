@@ -85,6 +85,8 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, doub
     char eval_line[256] = "";
     if (do_eval && (s = run_eval(r, step, &rec.eval_loss, &rec.eval_accuracy, eval_line, sizeof eval_line)))
         return train_status_error(s);
+    /* The progress line gives way to the lines below (the next step redraws it). */
+    progress_clear(&r->prog);
     if (!isfinite(mean_loss)) {
         cli_error("the loss became %g at step %ld: lower --lr (now %g)", mean_loss, step, (double)t->optim.lr);
         return EXIT_FAIL;
@@ -98,10 +100,11 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, doub
 }
 
 /* A stop asked for on some rank, after `done` steps: the checkpoint, and rank 0 says so. */
-static int stop_now(const train_run *r, long done)
+static int stop_now(train_run *r, long done)
 {
     const train_opts *t = &r->t;
     dt_status s;
+    progress_clear(&r->prog);
     if (t->ckpt_dir && (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch,
                                             t->accum_steps, done)))
         return train_status_error(s);
@@ -126,6 +129,9 @@ train_end train_loop(train_run *r, int *rc)
     double grad_norm = NAN;
     interval iv = {.t_begin = clock_now_s()};
     r->t_start = iv.t_begin;
+    const double samples_per_step = (double)r->world * t->batch * t->accum_steps;
+    progress_start(&r->prog, r->rank == 0 && !t->quiet && progress_wanted(t->progress, stdout) ? stdout : NULL,
+                   r->first_step, t->steps, samples_per_step, iv.t_begin);
     dt_status s = DT_OK;
     for (long step = r->first_step; step < t->steps; step++) {
         fault_maybe(&r->flt, r->rank, step + 1, r->m);
@@ -142,6 +148,7 @@ train_end train_loop(train_run *r, int *rc)
             if ((s = dt_loader_next(r->ld, &data_step, &x, &labels))) goto fail;
             s = dt_model_train_step(r->m, r->opt, r->sc, x, labels, t->batch, scale, &res);
             if (s == DT_ERR_NUMERIC) {
+                progress_clear(&r->prog);
                 train_report_numeric_stop(r, step + 1);
                 return TRAIN_END_NUMERIC;
             }
@@ -173,11 +180,20 @@ train_end train_loop(train_run *r, int *rc)
         if (((step + 1) % t->log_every == 0 || step + 1 == t->steps || eval_step) &&
             (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm)))
             return TRAIN_END_FAILED;
+        if (r->prog.out) {
+            long ep = 0, off = 0;
+            dt_dataset_position(r->data.train, (step + 1) * t->accum_steps, r->world, t->batch, &ep, &off);
+            progress_step(&r->prog, step + 1, (double)ep + (double)off / (double)dt_dataset_size(r->data.train),
+                          loss / (double)(t->batch * t->accum_steps), clock_now_s());
+        }
     }
+    /* The last lines take the progress line's place: what stays on the screen is the step lines. */
+    progress_clear(&r->prog);
     r->t_end = clock_now_s();
     return TRAIN_END_DONE;
 
 fail:
+    progress_clear(&r->prog);
     *rc = train_status_error(s);
     return TRAIN_END_FAILED;
 }

@@ -77,12 +77,14 @@ int train_report_interval(const train_run *r, const metrics_record *rec, long lo
     if (r->sc) snprintf(amp, sizeof amp, "  scale %g  skipped %ld/%ld", rec->loss_scale, rec->skipped_steps, logged);
     char clip[48] = "";
     if (rec->has_grad_norm) snprintf(clip, sizeof clip, "  grad norm %.3g", rec->grad_norm);
-    printf("step %6ld/%ld  epoch %.2f  loss %.4f  acc %.3f  lr %.3g  %9.1f samples/s  step %7.2f ms  "
-           "comm %6.2f ms  data %6.2f ms%s%s\n",
-           rec->step, r->t.steps, rec->epoch, rec->loss, rec->accuracy, rec->lr, rec->samples_per_s,
-           1e3 * rec->step_time_s, 1e3 * rec->comm_wait_s, 1e3 * rec->data_wait_s, clip, amp);
-    fputs(eval_line, stdout);
-    fflush(stdout);
+    if (!r->t.quiet) {
+        printf("step %6ld/%ld  epoch %.2f  loss %.4f  acc %.3f  lr %.3g  %9.1f samples/s  step %7.2f ms  "
+               "comm %6.2f ms  data %6.2f ms%s%s\n",
+               rec->step, r->t.steps, rec->epoch, rec->loss, rec->accuracy, rec->lr, rec->samples_per_s,
+               1e3 * rec->step_time_s, 1e3 * rec->comm_wait_s, 1e3 * rec->data_wait_s, clip, amp);
+        fputs(eval_line, stdout);
+        fflush(stdout);
+    }
     if (r->metrics && metrics_write(r->metrics, rec) != 0) {
         cli_error("writing --metrics %s failed: %s", r->t.metrics, strerror(errno));
         return EXIT_FAIL;

@@ -9,6 +9,7 @@
 #include "launch/fault_inject.h"
 #include "launch/lr_schedule.h"
 #include "launch/metrics.h"
+#include "launch/progress.h"
 #include "launch/train_data.h"
 #include "launch/train_flags.h"
 
@@ -35,6 +36,7 @@ typedef struct train_run {
     train_data data;
     dt_loader *ld;
     FILE *metrics; /* rank 0's --metrics file */
+    progress prog; /* rank 0's progress line on a terminal (train_loop.c) */
     /* What the loop measured, for the last line. */
     double t_start, t_end, samples_s_sum;
     int intervals;
@@ -69,9 +71,9 @@ train_end train_loop(train_run *r, int *rc);
 /* The lines before the first step: the data, the schedule, the model, the gradients' buckets and
  * wire type, the precision, the loader, the memory per rank. */
 void train_report_start(const train_run *r);
-/* One log interval: the step line, the held-out line (eval_line, may be ""), and the record to
- * --metrics. logged: the optimizer steps in the interval. EXIT_OK, or EXIT_FAIL after printing why
- * the metrics write failed. */
+/* One log interval: the step line, the held-out line (eval_line, may be ""; neither with
+ * --quiet), and the record to --metrics. logged: the optimizer steps in the interval. EXIT_OK,
+ * or EXIT_FAIL after printing why the metrics write failed. */
 int train_report_interval(const train_run *r, const metrics_record *rec, long logged, const char *eval_line);
 /* The last lines of a run that finished: the time, the throughput, whether the ranks' parameters
  * agree (agree > 0: identical, compared), the bad samples replaced (bad), the loss scale. */

@@ -70,7 +70,7 @@ for f in model input batch steps lr optim momentum weight-decay beta1 beta2 eps 
          loss-scale loss-scale-init loss-scale-growth loss-scale-backoff loss-scale-interval loss-scale-hysteresis \
          loss-scale-min loss-scale-max loss-scale-window max-overflow-fraction loader-threads \
          data data-format cifar100-labels normalize eval-data holdout eval-every epochs drop-last shuffle augment \
-         bad-samples lr-schedule warmup-steps min-lr accum-steps clip-grad-norm init-params; do
+         bad-samples lr-schedule warmup-steps min-lr accum-steps clip-grad-norm init-params progress quiet; do
     flags_of | grep -qx -- "--$f" || bad "dtrain help train (data, precision) does not name --$f"
 done
 ! grep -qE -- '(^| )-[a-z]+ [A-Z]' "$tmp/so" && ok "dtrain help train spells every flag out" ||
