@@ -122,6 +122,9 @@ static int write_script(FILE *f, const plot_data *d, const char *metrics, const 
             50 + 170 * count, 50 + 170 * count);
     fprintf(f, "set termoption noenhanced\nset output ");
     quoted(f, tmp);
+    /* One step only: the x range gnuplot would warn about and widen. */
+    if (d->rows[0].step == d->rows[d->n - 1].step)
+        fprintf(f, "\nset xrange [%ld:%ld]", d->rows[0].step - 1, d->rows[0].step + 1);
     fprintf(f, "\nset grid\nset lmargin 12\nset multiplot layout %d,1 title ", count);
     quoted(f, metrics);
     fprintf(f, "\n");

@@ -80,8 +80,10 @@ static int number(cursor *c, double *out)
         return 0;
     }
     int digits = 0;
+    const int lead0 = peek(c) == '0';
     while (peek(c) >= '0' && peek(c) <= '9') c->at++, digits++;
     if (!digits) return fail(c, "expected a number");
+    if (lead0 && digits > 1) return fail(c, "a number with a leading zero");
     if (peek(c) == '.') {
         c->at++;
         digits = 0;
