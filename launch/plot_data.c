@@ -30,14 +30,18 @@ static int fail(cursor *c, const char *what)
     return -1;
 }
 
-static void blanks(cursor *c)
-{
-    while (c->at < c->len && strchr(" \t\r", c->s[c->at]) && c->s[c->at]) c->at++;
-}
-
 static int peek(const cursor *c) { return c->at < c->len ? (unsigned char)c->s[c->at] : -1; }
 
-/* A JSON string; its text (escapes kept as written, at most cap-1 bytes, longer ones cut) to out. */
+/* ch is one of set's characters; never NUL (strchr would find the terminator). */
+static int in_set(int ch, const char *set) { return ch > 0 && strchr(set, ch); }
+
+static void blanks(cursor *c)
+{
+    while (in_set(peek(c), " \t\r")) c->at++;
+}
+
+/* A JSON string; its text to out with escapes as written (at most cap-1 bytes, longer ones cut), so
+ * a key spelled with an escape ("st\u0065p") is never taken for one of ours. */
 static int string(cursor *c, char *out, size_t cap)
 {
     if (peek(c) != '"') return fail(c, "expected '\"'");
@@ -51,12 +55,14 @@ static int string(cursor *c, char *out, size_t cap)
         if (ch == '"') break;
         if (ch == '\\') {
             const int e = peek(c);
-            if (e < 0 || !strchr("\"\\/bfnrtu", e)) return fail(c, "a bad escape in a string");
+            if (!in_set(e, "\"\\/bfnrtu")) return fail(c, "a bad escape in a string");
             c->at++;
+            if (k + 1 < cap) out[k++] = '\\';
+            if (k + 1 < cap) out[k++] = (char)e;
             if (e == 'u') {
                 for (int i = 0; i < 4; i++, c->at++) {
                     const int h = peek(c);
-                    if (h < 0 || !strchr("0123456789abcdefABCDEF", h)) return fail(c, "a bad \\u escape");
+                    if (!in_set(h, "0123456789abcdefABCDEF")) return fail(c, "a bad \\u escape");
                 }
             }
             continue;
