@@ -25,7 +25,8 @@ size_for() { echo "860x$((50 + 170 * $1))"; }
 
 # A file of records the way train writes them, for the refusals.
 rec() { # STEP LOSS [EXTRA]
-    echo "{\"time\": \"2026-01-31T12:00:00.000Z\", \"step\": $1, \"loss\": $2, \"accuracy\": 0.5, \"lr\": 0.01${3:+, $3}}"
+    printf '{"time": "2026-01-31T12:00:00.000Z", "step": %s, "loss": %s, "accuracy": 0.5, "lr": 0.01%s}\n' \
+        "$1" "$2" "${3:+, $3}"
 }
 { rec 10 2.3; rec 20 2.1; } >"$tmp/good.jsonl"
 
@@ -110,7 +111,8 @@ expect 0 "plot: wrote run.png: 5 panels over 12 steps (steps 5 to 60)" "$DTRAIN"
 [ "$(png_size run.png)" = "$(size_for 5)" ] && ok "run.png is a PNG of $(size_for 5)" ||
     bad "run.png: $(png_size run.png), expected $(size_for 5)"
 # -o elsewhere; an fp32 run has no loss-scale panel.
-"$DTRAIN" train --steps 20 --log-every 5 --metrics fp32.jsonl >train.out 2>&1 || { bad "fp32 run failed"; cat train.out; }
+"$DTRAIN" train --steps 20 --log-every 5 --metrics fp32.jsonl >train.out 2>&1 ||
+    { bad "fp32 run failed"; cat train.out; }
 expect 0 "plot: wrote $tmp/out dir.png: 4 panels over 4 steps" "$DTRAIN" plot fp32.jsonl -o "$tmp/out dir.png"
 [ "$(png_size "$tmp/out dir.png")" = "$(size_for 4)" ] && ok "-o: a PNG of $(size_for 4)" ||
     bad "out dir.png: $(png_size "$tmp/out dir.png")"
@@ -127,7 +129,8 @@ cmp -s run.png keep.png && ok "a refused file left the old run.png as it was" ||
     echo '{"step": 10, "eval_loss": 2.4, "eval_accuracy": 0.4}'
     rec 20 nan
     rec 30 inf
-    printf '%s' "$(rec 40 1.9 '"eval_accuracy": 0.6, "precision": "fp32", "flag": true, "note": "a\"\\u00e9", "x": null')"
+    extra='"eval_accuracy": 0.6, "precision": "fp32", "flag": true, "note": "a\"\\u00e9", "x": null'
+    printf '%s' "$(rec 40 1.9 "$extra")"
 } >sep.jsonl
 expect 0 "plot: wrote sep.png: 3 panels over 4 steps (steps 10 to 40)" "$DTRAIN" plot sep.jsonl
 # gnuplot has nothing to warn about (a constant lr, one step: ranges made by dtrain).
