@@ -9,10 +9,10 @@ PREFIX  ?= /usr/local
 
 # Debian packages the build and the tests need (the CUDA toolkit is optional, found at /usr/local/cuda).
 # clang, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and llvm (llvm-symbolizer, for
-# readable stack traces) build and run the fuzz harnesses of tests/fuzz/. doxygen: make docs.
+# readable stack traces) build and run the fuzz harnesses of tests/fuzz/. doxygen: make docs. gnuplot-nox: dtrain plot.
 DEB_PKGS := cmake make gcc pkg-config openmpi-bin libopenmpi-dev libpmix-dev libhwloc-dev \
             libopenblas-dev libcmocka-dev zlib1g-dev libturbojpeg0-dev libpng-dev slurmctld slurmd slurm-client munge iproute2 util-linux procps \
-            clang libclang-rt-14-dev llvm doxygen
+            clang libclang-rt-14-dev llvm doxygen gnuplot-nox
 
 # Open MPI refuses to run as root without these; tests and the demo run as whoever calls make.
 export OMPI_ALLOW_RUN_AS_ROOT := 1

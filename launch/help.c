@@ -16,12 +16,12 @@ static const char overview[] = "usage: dtrain <command> [options]      dtrain he
                                "commands:\n"
                                "  train            data-parallel training on a dataset or synthetic data\n"
                                "  eval             a checkpoint's accuracy and confusion matrix on a dataset\n"
+                               "  plot             a --metrics file's loss, accuracy, lr, ... against step (PNG)\n"
                                "  bench allreduce  the engine's allreduce against MPI_Allreduce, per size\n"
                                "  bench gemm       TFLOP/s of matrix products on the CPU and the GPU\n"
                                "  bench step|data  samples/s of training steps; of the input pipeline\n"
                                "  bench reducer    per-layer ready() in a user's loop against one allreduce\n"
-                               "  data info|convert|verify   a dataset's splits, shape, classes, mean/std;\n"
-                               "                   it as .dts shards (mmap'd); read whole, checking the CRC\n"
+                               "  data info|convert|verify   a dataset's stats; it as .dts shards; read whole\n"
                                "  env              every rank's placement: rank, node, device, cores, versions\n"
                                "  version          versions of dtrain and of what it was built with\n"
                                "  help [COMMAND]   this text, or a command's options (help train data, ...)\n"
@@ -99,6 +99,15 @@ static const char eval[] = "usage: dtrain eval --checkpoint-dir DIR --data PATH 
                            "  --data-format F  --cifar100-labels fine|coarse   as for dtrain train\n"
                            "  --batch N (256)  --loader-threads N|auto (auto)\n"
                            "  --confusion-csv FILE      the matrix as CSV (printed up to 20 classes)\n";
+
+static const char plot[] = "usage: dtrain plot METRICS.jsonl [-o OUT.png]\n"
+                           "The records of dtrain train --metrics against the step, one panel each: loss\n"
+                           "(and eval loss), accuracy (and eval accuracy), learning rate, samples/s, and\n"
+                           "the loss scale of an fp16/bf16 run; drawn by gnuplot (apt-get install\n"
+                           "gnuplot-nox). A malformed line is refused with its number.\n"
+                           "\n"
+                           "  -o, --output OUT.png   (METRICS with .jsonl replaced by .png); written to a\n"
+                           "                         temporary name, then renamed over OUT\n";
 
 static const char bench[] = "usage: dtrain bench allreduce|gemm|step|data|reducer [options]\n"
                             "\n"
@@ -243,6 +252,7 @@ static const struct {
     {"train data", train_data, 0},
     {"train precision", train_precision, 0},
     {"eval", eval, 1},
+    {"plot", plot, 0},
     {"bench", bench, 1},
     {"bench allreduce", bench_allreduce, 1},
     {"bench gemm", bench_gemm, 1},
@@ -289,6 +299,6 @@ int cmd_help(int argc, char **argv)
         cli_error("no help for '%s': the benchmarks are allreduce, gemm, step, data, reducer (dtrain help bench gemm)",
                   topic);
     else
-        cli_error("no help for '%s': the commands are train, eval, bench, data, env, version, help", topic);
+        cli_error("no help for '%s': the commands are train, eval, bench, data, env, plot, version, help", topic);
     return EXIT_USAGE;
 }

@@ -1,0 +1,315 @@
+/*
+ * cmd_plot.c - `dtrain plot METRICS.jsonl [-o OUT.png]`: the series of a --metrics file against
+ * the step, one panel each, as a PNG drawn by gnuplot (Debian: gnuplot-nox). The records are read
+ * and checked here (plot_data.c) and handed to gnuplot inline, so a damaged file is refused with
+ * its line number before gnuplot runs, and gnuplot never reads the user's file itself.
+ */
+#include "launch/cli.h"
+#include "launch/plot_data.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The panels, top to bottom: the series each draws (the first one names the panel). */
+static const struct panel {
+    const char *ylabel;
+    int series[2]; /* -1: none */
+    int log_y;
+    const char *key; /* where the key goes when there are two series: where the curves seldom are */
+} panels[] = {
+    /* clang-format off */
+    {"loss", {PLOT_LOSS, PLOT_EVAL_LOSS}, 0, "top right"},
+    {"accuracy", {PLOT_ACCURACY, PLOT_EVAL_ACCURACY}, 0, "bottom right"},
+    {"learning rate", {PLOT_LR, -1}, 0, NULL},
+    {"samples/s", {PLOT_SAMPLES_PER_S, -1}, 0, NULL},
+    {"loss scale", {PLOT_LOSS_SCALE, -1}, 1, NULL},
+    /* clang-format on */
+};
+enum { NPANELS = sizeof panels / sizeof *panels };
+
+/* gnuplot on PATH as a full path into buf, or -1. */
+static int find_gnuplot(char *buf, size_t n)
+{
+    const char *path = getenv("PATH");
+    if (!path) return -1;
+    for (const char *p = path;; p++) {
+        const size_t len = strcspn(p, ":");
+        if (snprintf(buf, n, "%.*s/gnuplot", len ? (int)len : 1, len ? p : ".") < (int)n) {
+            struct stat st;
+            if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0) return 0;
+        }
+        p += len;
+        if (!*p) return -1;
+    }
+}
+
+/* s as a gnuplot single-quoted string: ' doubled, control characters shown as '?'. */
+static void quoted(FILE *f, const char *s)
+{
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'') fputc('\'', f);
+        fputc((unsigned char)*s < 0x20 ? '?' : *s, f);
+    }
+    fputc('\'', f);
+}
+
+/* The series with at least one finite value: bit i for series i (gnuplot refuses a panel with none). */
+static unsigned drawable(const plot_data *d)
+{
+    unsigned m = 0;
+    for (size_t r = 0; r < d->n; r++)
+        for (int i = 0; i < PLOT_NCOL; i++)
+            if ((d->rows[r].have & (1u << i)) && isfinite(d->rows[r].v[i])) m |= 1u << i;
+    return m;
+}
+
+/* The finite values of panel pn's drawable series span [*lo, *hi]. */
+static void panel_range(const plot_data *d, const struct panel *pn, unsigned m, double *lo, double *hi)
+{
+    *lo = INFINITY, *hi = -INFINITY;
+    for (int k = 0; k < 2; k++) {
+        const int s = pn->series[k];
+        if (s < 0 || !(m & (1u << s))) continue;
+        for (size_t r = 0; r < d->n; r++) {
+            const double v = d->rows[r].v[s];
+            if (!(d->rows[r].have & (1u << s)) || !isfinite(v)) continue;
+            if (v < *lo) *lo = v;
+            if (v > *hi) *hi = v;
+        }
+    }
+}
+
+/* The gnuplot script drawing d's panels (those with a drawable series; loss scale only for a
+ * mixed-precision run) into tmp. Returns the number of panels. */
+static int write_script(FILE *f, const plot_data *d, const char *metrics, const char *tmp)
+{
+    const unsigned m = drawable(d);
+    int show[NPANELS], count = 0;
+    for (int p = 0; p < NPANELS; p++) {
+        show[p] = 0;
+        for (int k = 0; k < 2; k++)
+            if (panels[p].series[k] >= 0 && (m & (1u << panels[p].series[k]))) show[p] = 1;
+        if (panels[p].series[0] == PLOT_LOSS_SCALE && !d->mixed) show[p] = 0;
+        count += show[p];
+    }
+    if (!count) return 0;
+    fprintf(f, "$D << EOD\n");
+    for (size_t r = 0; r < d->n; r++) {
+        fprintf(f, "%ld", d->rows[r].step);
+        for (int i = 0; i < PLOT_NCOL; i++) {
+            const double v = d->rows[r].v[i];
+            if ((d->rows[r].have & (1u << i)) && isfinite(v))
+                fprintf(f, " %.9g", v);
+            else
+                fputs(" ?", f);
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "EOD\n");
+    fprintf(f, "set datafile missing '?'\n");
+    /* pngcairo draws smoother lines; Debian's gnuplot-nox has it, other builds may have only png. */
+    fprintf(f,
+            "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 860,%d font ',10' }"
+            " else { set terminal png size 860,%d }\n",
+            50 + 170 * count, 50 + 170 * count);
+    fprintf(f, "set termoption noenhanced\nset output ");
+    quoted(f, tmp);
+    /* One step only: the x range gnuplot would warn about and widen. */
+    if (d->rows[0].step == d->rows[d->n - 1].step)
+        fprintf(f, "\nset xrange [%ld:%ld]", d->rows[0].step - 1, d->rows[0].step + 1);
+    fprintf(f, "\nset grid\nset lmargin 12\nset multiplot layout %d,1 title ", count);
+    quoted(f, metrics);
+    fprintf(f, "\n");
+    int drawn = 0;
+    for (int p = 0; p < NPANELS; p++) {
+        if (!show[p]) continue;
+        drawn++;
+        double lo, hi;
+        panel_range(d, &panels[p], m, &lo, &hi);
+        const int log_y = panels[p].log_y && lo > 0;
+        fprintf(f, "set ylabel '%s'\n%s\n", panels[p].ylabel, log_y ? "set logscale y" : "unset logscale y");
+        /* A constant series (a constant lr): the range gnuplot would warn about and widen, made here. */
+        if (lo < hi)
+            fprintf(f, "set yrange [*:*]\n");
+        else if (log_y)
+            fprintf(f, "set yrange [%.9g:%.9g]\n", lo / 2, lo * 2);
+        else
+            fprintf(f, "set yrange [%.9g:%.9g]\n", lo - (lo ? fabs(lo) / 10 : 1), lo + (lo ? fabs(lo) / 10 : 1));
+        if (panels[p].key) fprintf(f, "set key %s\n", panels[p].key);
+        fprintf(f, "%s\n", drawn == count ? "set xlabel 'step'" : "unset xlabel");
+        fprintf(f, "plot");
+        int first = 1;
+        for (int k = 0; k < 2; k++) {
+            const int s = panels[p].series[k];
+            if (s < 0 || !(m & (1u << s))) continue;
+            const int eval = s == PLOT_EVAL_LOSS || s == PLOT_EVAL_ACCURACY;
+            const int two = panels[p].series[1] >= 0 && (m & (1u << panels[p].series[1]));
+            fprintf(f, "%s $D using 1:%d with %s lw 1.5 %s", first ? "" : ",", s + 2,
+                    eval                   ? "linespoints pt 7 ps 0.6"
+                    : s == PLOT_LOSS_SCALE ? "steps"
+                                           : "lines",
+                    !two   ? "notitle"
+                    : eval ? "title 'eval'"
+                           : "title 'train'");
+            first = 0;
+        }
+        fprintf(f, "\n");
+    }
+    fprintf(f, "unset multiplot\nset output\n");
+    return count;
+}
+
+/* Runs gnuplot (exe) on script. Returns 0, or -1 after printing why. */
+static int run_gnuplot(const char *exe, const char *script, size_t len)
+{
+    int fd[2];
+    if (pipe(fd) != 0) {
+        cli_error("plot: pipe: %s", strerror(errno));
+        return -1;
+    }
+    const pid_t pid = fork();
+    if (pid < 0) {
+        cli_error("plot: fork: %s", strerror(errno));
+        close(fd[0]), close(fd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fd[0], STDIN_FILENO);
+        close(fd[0]), close(fd[1]);
+        execl(exe, "gnuplot", (char *)NULL);
+        fprintf(stderr, "dtrain: error: plot: cannot run %s: %s\n", exe, strerror(errno));
+        _exit(127);
+    }
+    close(fd[0]);
+    /* gnuplot dying early must give its own message and status, not kill us with SIGPIPE. */
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    for (size_t off = 0; off < len;) {
+        const ssize_t w = write(fd[1], script + off, len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    close(fd[1]);
+    signal(SIGPIPE, old);
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) {
+            cli_error("plot: waiting for gnuplot: %s", strerror(errno));
+            return -1;
+        }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
+    if (WIFEXITED(st))
+        cli_error("plot: gnuplot (%s) failed with exit status %d (its messages are above)", exe, WEXITSTATUS(st));
+    else
+        cli_error("plot: gnuplot (%s) died of signal %d", exe, WTERMSIG(st));
+    return -1;
+}
+
+/* The PNG at path begins with the PNG signature. */
+static int is_png(const char *path)
+{
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    unsigned char got[8];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    const int ok = fread(got, 1, 8, f) == 8 && !memcmp(got, sig, 8);
+    fclose(f);
+    return ok;
+}
+
+static int plot_usage_error(const char *fmt, const char *arg)
+{
+    char msg[600];
+    snprintf(msg, sizeof msg, fmt, arg);
+    cli_error("%s (usage: dtrain plot METRICS.jsonl [-o OUT.png])", msg);
+    return EXIT_USAGE;
+}
+
+int cmd_plot(int argc, char **argv)
+{
+    const char *metrics = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            cli_help("plot", stdout);
+            return EXIT_OK;
+        }
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (i + 1 >= argc) return plot_usage_error("%s needs a value: the PNG to write", a);
+            out = argv[++i];
+            if (!*out) return plot_usage_error("%s '' is empty: name the PNG to write", a);
+        } else if (a[0] == '-' && a[1]) {
+            return plot_usage_error("unknown option '%s'", a);
+        } else if (metrics) {
+            return plot_usage_error("unexpected argument '%s': plot takes one metrics file", a);
+        } else {
+            metrics = a;
+        }
+    }
+    if (!metrics) return plot_usage_error("%s", "no metrics file given (dtrain train --metrics FILE writes one)");
+    char def[4200];
+    if (!out) {
+        /* run.jsonl -> run.png; another name gets .png added. */
+        size_t len = strlen(metrics);
+        if (len > 6 && !strcmp(metrics + len - 6, ".jsonl")) len -= 6;
+        if (snprintf(def, sizeof def, "%.*s.png", (int)len, metrics) >= (int)sizeof def)
+            return plot_usage_error("the metrics file name '%.200s...' is too long to name the PNG after: use -o",
+                                    metrics);
+        out = def;
+    }
+    plot_data d;
+    if (plot_read(metrics, &d) != 0) return EXIT_FAIL;
+    int rc = EXIT_FAIL;
+    char exe[4200], tmp[4300];
+    char *script = NULL;
+    size_t len = 0;
+    if (find_gnuplot(exe, sizeof exe) != 0) {
+        cli_error("plot: gnuplot is not on PATH: install it (Debian/Ubuntu: apt-get install gnuplot-nox)");
+        goto done;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid());
+    FILE *f = open_memstream(&script, &len);
+    if (!f) {
+        cli_error("plot: out of memory");
+        goto done;
+    }
+    const int count = write_script(f, &d, metrics, tmp);
+    if (fclose(f) != 0) {
+        cli_error("plot: out of memory");
+        goto done;
+    }
+    if (!count) {
+        cli_error("%s: no series has a finite value in its %zu step%s: nothing to draw", metrics, d.n,
+                  cli_s((long)d.n));
+        goto done;
+    }
+    if (run_gnuplot(exe, script, len) != 0) {
+        unlink(tmp);
+        goto done;
+    }
+    if (!is_png(tmp)) {
+        cli_error("plot: gnuplot exited 0 but %s is not a PNG; not replacing %s", tmp, out);
+        unlink(tmp);
+        goto done;
+    }
+    if (rename(tmp, out) != 0) {
+        cli_error("plot: cannot move %s to %s: %s", tmp, out, strerror(errno));
+        unlink(tmp);
+        goto done;
+    }
+    printf("plot: wrote %s: %d panel%s over %zu step%s (steps %ld to %ld)\n", out, count, cli_s(count), d.n,
+           cli_s((long)d.n), d.rows[0].step, d.rows[d.n - 1].step);
+    rc = EXIT_OK;
+done:
+    free(script);
+    plot_data_free(&d);
+    return rc;
+}

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# `dtrain plot`: a real --metrics file drawn as a PNG (its signature and IHDR size checked), strict
+# refusals of damaged files by line number, usage errors, gnuplot missing or failing, atomic output.
+# The checks that need gnuplot SKIP (77) when it is not installed (apt-get install gnuplot-nox).
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1
+MPIRUN=$2
+
+# png_size FILE: "WIDTHxHEIGHT" from the IHDR chunk of a PNG, or "not a PNG".
+png_size() {
+    python3 - "$1" <<'PY'
+import struct, sys
+try:
+    b = open(sys.argv[1], "rb").read(33)
+except OSError:
+    b = b""
+if len(b) < 33 or b[:8] != b"\x89PNG\r\n\x1a\n" or b[12:16] != b"IHDR":
+    print("not a PNG")
+else:
+    print("%dx%d" % struct.unpack(">II", b[16:24]))
+PY
+}
+# The image height for N panels (cmd_plot.c: 50 + 170 per panel, 860 wide).
+size_for() { echo "860x$((50 + 170 * $1))"; }
+
+# A file of records the way train writes them, for the refusals.
+rec() { # STEP LOSS [EXTRA]
+    printf '{"time": "2026-01-31T12:00:00.000Z", "step": %s, "loss": %s, "accuracy": 0.5, "lr": 0.01%s}\n' \
+        "$1" "$2" "${3:+, $3}"
+}
+{ rec 10 2.3; rec 20 2.1; } >"$tmp/good.jsonl"
+
+# Usage errors: exit 2, nothing read.
+expect 2 "no metrics file given" "$DTRAIN" plot
+expect 2 "unexpected argument 'b.jsonl'" "$DTRAIN" plot "$tmp/good.jsonl" b.jsonl
+expect 2 "-o needs a value" "$DTRAIN" plot "$tmp/good.jsonl" -o
+expect 2 "unknown option '--frobnicate'" "$DTRAIN" plot "$tmp/good.jsonl" --frobnicate
+expect 0 "usage: dtrain plot METRICS.jsonl" "$DTRAIN" plot --help
+
+# Damaged files: exit 1, the file, the line number and what is wrong; no PNG appears.
+refuse() { # FILE-CONTENT EXPECTED-MESSAGE
+    printf '%s' "$1" >"$tmp/bad.jsonl"
+    expect 1 "$tmp/bad.jsonl: $2" "$DTRAIN" plot "$tmp/bad.jsonl"
+    [ ! -e "$tmp/bad.png" ] || { bad "a refused file left $tmp/bad.png"; rm -f "$tmp/bad.png"; }
+}
+refuse "$(rec 10 2.3)
+$(rec 20 2.1)
+{\"step\": 30, \"loss\": 2.0 \"accuracy\": 0.5}
+" "line 3: expected ',' or '}' after a value at column 26"
+refuse "$(rec 10 2.3)
+{\"loss\": 2.0}
+" "line 2: a record without \"step\""
+refuse "$(rec 20 2.3)
+$(rec 10 2.1)
+" "line 2: step 10 comes after step 20"
+refuse "$(rec 10 '"low"')
+" "line 1: \"loss\" is not a number at column 58"
+refuse "$(rec 10 2.3 '"loss": 2.4')
+" "line 1: \"loss\" given twice"
+refuse "$(rec 10 2.3)
+
+" "line 2: an empty line where a record should be"
+refuse "$(rec 10 2.3) x
+" "line 1: text after the object"
+refuse "{\"step\": 1.5, \"loss\": 1}
+" "line 1: \"step\" 1.5 is not a whole number >= 0"
+refuse "{\"step\": 1, \"loss\": {\"a\": 1}}
+" "line 1: \"loss\" is not a number"
+refuse "{\"step\": 1, \"x\": [1]}
+" "line 1: a nested object or array"
+refuse "{\"step\": 1, \"loss\": 01}
+" "line 1: \"loss\" is not a number at column 21"
+refuse "$(rec 10 2.3)
+$(rec 10 2.2)
+" "line 2: step 10 has \"loss\" again"
+refuse "{\"step\": 1, \"loss\": 2.0, \"tag\": \"a
+" "line 1: a string not closed"
+: >"$tmp/empty.jsonl"
+expect 1 "$tmp/empty.jsonl holds no step records (0 lines)" "$DTRAIN" plot "$tmp/empty.jsonl"
+expect 1 "cannot read $tmp/none.jsonl: No such file or directory" "$DTRAIN" plot "$tmp/none.jsonl"
+
+# No gnuplot on PATH: the package to install, exit 1 (the file is read first: it was fine).
+mkdir -p "$tmp/nobin"
+expect 1 "gnuplot is not on PATH: install it (Debian/Ubuntu: apt-get install gnuplot-nox)" \
+    env PATH="$tmp/nobin" "$DTRAIN" plot "$tmp/good.jsonl"
+# A gnuplot that fails: its exit status, no PNG, no temporary file left.
+mkdir -p "$tmp/fakebin"
+printf '#!/bin/sh\ncat >/dev/null\necho "fake gnuplot: broken" >&2\nexit 3\n' >"$tmp/fakebin/gnuplot"
+chmod +x "$tmp/fakebin/gnuplot"
+expect 1 "failed with exit status 3" env PATH="$tmp/fakebin:$PATH" "$DTRAIN" plot "$tmp/good.jsonl"
+# One that exits 0 but writes nothing is not taken for a plot.
+printf '#!/bin/sh\ncat >/dev/null\nexit 0\n' >"$tmp/fakebin/gnuplot"
+expect 1 "is not a PNG; not replacing $tmp/good.png" env PATH="$tmp/fakebin:$PATH" "$DTRAIN" plot "$tmp/good.jsonl"
+ls "$tmp" | grep -q '\.tmp-' && bad "a temporary file was left: $(ls "$tmp")" || ok "no temporary file left behind"
+[ ! -e "$tmp/good.png" ] && ok "failed plots wrote no good.png" || bad "a failed plot wrote good.png"
+
+if ! command -v gnuplot >/dev/null; then
+    echo "gnuplot is not installed (apt-get install gnuplot-nox): skipping the checks that draw"
+    [ "$fails" -eq 0 ] || { finish; exit 1; }
+    exit 77
+fi
+
+# A real run: 2 ranks, held-out data evaluated every 20 steps, fp16 (so a loss scale), a cosine lr.
+python3 "$here/make_idx.py" "$tmp/idx" 1000 200 10 200
+cd "$tmp" || exit 1
+"$MPIRUN" -np 2 "$DTRAIN" train --data idx --steps 60 --batch 16 --log-every 5 --eval-every 20 --precision fp16 \
+    --lr-schedule cosine --warmup-steps 10 --loader-threads 0 --metrics run.jsonl >train.out 2>&1 ||
+    { bad "the training run failed"; cat train.out; }
+grep -q '"eval_accuracy"' run.jsonl && ok "the run's metrics have eval records" || bad "no eval records in run.jsonl"
+expect 0 "plot: wrote run.png: 5 panels over 12 steps (steps 5 to 60)" "$DTRAIN" plot run.jsonl
+[ "$(png_size run.png)" = "$(size_for 5)" ] && ok "run.png is a PNG of $(size_for 5)" ||
+    bad "run.png: $(png_size run.png), expected $(size_for 5)"
+# -o elsewhere; an fp32 run has no loss-scale panel.
+"$DTRAIN" train --steps 20 --log-every 5 --metrics fp32.jsonl >train.out 2>&1 ||
+    { bad "fp32 run failed"; cat train.out; }
+expect 0 "plot: wrote $tmp/out dir.png: 4 panels over 4 steps" "$DTRAIN" plot fp32.jsonl -o "$tmp/out dir.png"
+[ "$(png_size "$tmp/out dir.png")" = "$(size_for 4)" ] && ok "-o: a PNG of $(size_for 4)" ||
+    bad "out dir.png: $(png_size "$tmp/out dir.png")"
+# Replacing a plot is atomic: a refused file leaves the old PNG as it was.
+cp run.png keep.png
+printf '%s\n{"step": 1,\n' "$(rec 0 1)" >run.jsonl
+expect 1 "run.jsonl: line 2:" "$DTRAIN" plot run.jsonl
+cmp -s run.png keep.png && ok "a refused file left the old run.png as it was" || bad "run.png changed"
+
+# Eval on lines of their own join their step; nan and inf are missing points, not errors; a
+# file without a newline at the end is whole.
+{
+    rec 10 2.3
+    echo '{"step": 10, "eval_loss": 2.4, "eval_accuracy": 0.4}'
+    rec 20 nan
+    rec 30 inf
+    extra='"eval_accuracy": 0.6, "precision": "fp32", "flag": true, "note": "a\"\\u00e9", "x": null'
+    printf '%s' "$(rec 40 1.9 "$extra")"
+} >sep.jsonl
+expect 0 "plot: wrote sep.png: 3 panels over 4 steps (steps 10 to 40)" "$DTRAIN" plot sep.jsonl
+# gnuplot has nothing to warn about (a constant lr, one step: ranges made by dtrain).
+"$DTRAIN" plot sep.jsonl 2>&1 >/dev/null | grep . && bad "plot wrote to stderr (above)" || ok "plot: nothing on stderr"
+echo '{"step": 3, "loss": 1, "lr": 0}' >one.jsonl
+"$DTRAIN" plot one.jsonl 2>&1 >/dev/null | grep . && bad "plot of one step wrote to stderr (above)" ||
+    ok "plot of one step, a zero lr: nothing on stderr"
+[ "$(png_size sep.png)" = "$(size_for 3)" ] && ok "sep.png: $(size_for 3)" || bad "sep.png: $(png_size sep.png)"
+# A file whose series are all nan has nothing to draw.
+echo '{"step": 1, "loss": nan}' >nan.jsonl
+expect 1 "nan.jsonl: no series has a finite value in its 1 step: nothing to draw" "$DTRAIN" plot nan.jsonl
+ls "$tmp" | grep -q '\.tmp-' && bad "a temporary file was left: $(ls "$tmp")" || ok "no temporary file left behind"
+finish
