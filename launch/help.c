@@ -56,6 +56,7 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --grad-comm fp32|fp16|bf16 (fp32; a 16-bit run's own type)\n"
                             "output and checkpoints\n"
                             "  --log-every N (10)  --metrics FILE.jsonl (appended on resume)\n"
+                            "  --straggler-threshold F (1.2: name a rank busier than F x the median)\n"
                             "  --dump-params FILE  --checkpoint-dir DIR  --checkpoint-every N (0)\n"
                             "  --resume auto|never (never)   SIGUSR1/SIGTERM: every rank stops after the\n"
                             "                                same step, checkpoints and exits 75\n";

@@ -36,6 +36,11 @@ int metrics_write(FILE *f, const metrics_record *r)
             r->data_wait_s, r->precision, r->loss_scale, r->skipped_steps, r->skipped_total);
     fprintf(f, ", \"lr\": %.6g", r->lr);
     if (r->has_grad_norm) fprintf(f, ", \"grad_norm\": %.6g", r->grad_norm);
+    if (r->has_straggler) {
+        fprintf(f, ", \"slowest_rank\": %d, \"slowest_busy_s\": %.6f, \"median_busy_s\": %.6f, \"straggler\": %s",
+                r->slowest_rank, r->slowest_busy_s, r->median_busy_s, r->straggler ? "true" : "false");
+        if (r->straggler) fprintf(f, ", \"straggler_phase\": \"%s\"", r->straggler_phase);
+    }
     if (r->has_eval) fprintf(f, ", \"eval_loss\": %.6f, \"eval_accuracy\": %.6f", r->eval_loss, r->eval_accuracy);
     fprintf(f, "}\n");
     return fflush(f) == 0 && !ferror(f) ? 0 : -1;

@@ -35,8 +35,9 @@ typedef struct train_opts {
     const char *lr_schedule; /* --lr-schedule SPEC (parsed once the steps per epoch are known) */
     long warmup_steps;
     float min_lr;
-    int accum_steps;       /* micro-batches per optimizer step */
-    double clip_grad_norm; /* 0: off */
+    int accum_steps;            /* micro-batches per optimizer step */
+    double clip_grad_norm;      /* 0: off */
+    double straggler_threshold; /* busy time over the median that names a straggler (straggler.h) */
 } train_opts;
 
 /* Parses dtrain train's command line into *cfg (the flags of every command, over DTRAIN_* and
