@@ -29,7 +29,7 @@ static const struct {
     [FAULT_TERM] = {"term", "gets SIGTERM"},
     [FAULT_INF] = {"inf", "puts an inf into its gradients"},
     [FAULT_SEGV] = {"segv", "calls a NULL function pointer"},
-    [FAULT_SLOW] = {"slow", "sleeps " FAULT_STR(FAULT_SLOW_MS) " ms in this step and every step after it"},
+    [FAULT_SLOW] = {"slow", "sleeps " FAULT_STR(FAULT_SLOW_MS) " ms in every step from then on, the first"},
 };
 
 /* The form, with the kinds named from the table above so a new kind cannot be missing here. */
