@@ -28,12 +28,11 @@ static void train_release(train_run *r)
 {
     dt_scaler_free(r->sc);
     if (r->metrics) fclose(r->metrics);
-    free(r->hosts);
     dt_loader_free(r->ld);
     train_data_free(&r->data);
     dt_optimizer_free(r->opt);
     dt_model_free(r->m);
-    r->sc = NULL, r->metrics = NULL, r->hosts = NULL, r->ld = NULL, r->opt = NULL, r->m = NULL;
+    r->sc = NULL, r->metrics = NULL, r->ld = NULL, r->opt = NULL, r->m = NULL;
 }
 
 /* On the GPU, 16-bit models keep fp32 gradients (as torch.cuda.amp): grad_t becomes fp32, or a

@@ -43,18 +43,6 @@ static dt_status run_eval(const train_run *r, long step, double *loss, double *a
     return DT_OK;
 }
 
-/* Rank 0 learns each rank's hostname, for the straggler line; without the memory for it the line
- * names ranks only. Collective. */
-static dt_status gather_hosts(train_run *r)
-{
-    dt_placement *all = r->rank == 0 ? calloc((size_t)r->world, sizeof *all) : NULL;
-    dt_status s = dt_gather_placement(r->ctx, all);
-    if (!s && all && (r->hosts = calloc((size_t)r->world, sizeof *r->hosts)) != NULL)
-        for (int k = 0; k < r->world; k++) snprintf(r->hosts[k], sizeof r->hosts[k], "%s", all[k].hostname);
-    free(all);
-    return s;
-}
-
 /* What a log interval adds up over its steps, on this rank. */
 typedef struct interval {
     double loss, comm_s, t_begin, wait_mark;
@@ -168,7 +156,6 @@ train_end train_loop(train_run *r, int *rc)
     double grad_norm = NAN;
     dt_status s = DT_OK;
     r->strag = (straggler_state){.rank = -1, .run = 0};
-    if (r->world > 1 && (s = gather_hosts(r))) goto fail;
     interval iv = {.t_begin = clock_now_s()};
     r->t_start = iv.t_begin;
     for (long step = r->first_step; step < t->steps; step++) {

@@ -93,7 +93,9 @@ int train_report_interval(const train_run *r, const metrics_record *rec, long lo
 
 void train_report_straggler(const train_run *r, const straggler_verdict *v)
 {
-    const char *host = r->hosts ? r->hosts[v->slowest] : NULL;
+    /* Ranks only, no hostnames: gathering them would be one more collective outside the watchdog
+     * at the start of every run; `dtrain env` maps ranks to hosts. */
+    const char *host = NULL;
     char line[320];
     straggler_line(v, host, line, sizeof line);
     printf("%s\n", line);

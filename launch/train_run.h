@@ -36,7 +36,6 @@ typedef struct train_run {
     train_data data;
     dt_loader *ld;
     FILE *metrics;         /* rank 0's --metrics file */
-    char (*hosts)[64];     /* rank 0, world > 1: each rank's hostname, for the straggler line (NULL: unknown) */
     straggler_state strag; /* rank 0: the straggler streak */
     /* What the loop measured, for the last line. */
     double t_start, t_end, samples_s_sum;
