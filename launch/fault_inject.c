@@ -14,6 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#define FAULT_STR2(x) #x
+#define FAULT_STR(x) FAULT_STR2(x)
+
 /* KIND's name and what the rank then does, indexed by fault_kind. */
 static const struct {
     const char *name, *does;
@@ -26,6 +29,7 @@ static const struct {
     [FAULT_TERM] = {"term", "gets SIGTERM"},
     [FAULT_INF] = {"inf", "puts an inf into its gradients"},
     [FAULT_SEGV] = {"segv", "calls a NULL function pointer"},
+    [FAULT_SLOW] = {"slow", "sleeps " FAULT_STR(FAULT_SLOW_MS) " ms in every step from then on, the first"},
 };
 
 /* The form, with the kinds named from the table above so a new kind cannot be missing here. */
@@ -125,7 +129,12 @@ static __attribute__((noinline)) void fault_segv(void)
 
 void fault_maybe(const fault *f, int rank, long step, dt_model *m)
 {
-    if (f->kind == FAULT_NONE || f->rank != rank || f->step != step) return;
+    if (f->kind == FAULT_NONE || f->rank != rank) return;
+    if (f->kind == FAULT_SLOW && step > f->step) {
+        usleep(FAULT_SLOW_MS * 1000);
+        return;
+    }
+    if (f->step != step) return;
     fprintf(stderr, "dtrain: fault injection (DTRAIN_FAULT): rank %d %s at step %ld\n", rank, kinds[f->kind].does,
             step);
     fflush(stderr);
@@ -133,6 +142,7 @@ void fault_maybe(const fault *f, int rank, long step, dt_model *m)
         case FAULT_INF:
             if (m) model_test_inject_inf(m);
             return;
+        case FAULT_SLOW: usleep(FAULT_SLOW_MS * 1000); return;
         case FAULT_EXIT: _exit(3);
         case FAULT_USR1: raise(SIGUSR1); return; /* through the real handler */
         case FAULT_TERM: raise(SIGTERM); return;

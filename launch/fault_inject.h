@@ -7,7 +7,8 @@
  * must name the rank and the caller): the job must then end, with a message, rather than hang; or
  * send itself SIGUSR1 / SIGTERM (usr1, term): the job must stop cleanly; or (inf) put an inf into
  * its own gradients in that step's backward, before the allreduce: every rank must skip that step
- * and back off its loss scale.
+ * and back off its loss scale; or (slow) sleep FAULT_SLOW_MS at the start of step STEP and of every
+ * step after it: a straggler, which the straggler report must name (with the phase "compute").
  */
 #ifndef DT_LAUNCH_FAULT_INJECT_H
 #define DT_LAUNCH_FAULT_INJECT_H
@@ -24,8 +25,12 @@ typedef enum fault_kind {
     FAULT_TERM,  /* SIGTERM to itself, through the real handler */
     FAULT_INF,   /* an inf in its own gradients, before the allreduce */
     FAULT_SEGV,  /* a call through a NULL function pointer */
+    FAULT_SLOW,  /* FAULT_SLOW_MS of sleep in every step from STEP on */
     FAULT_NKINDS
 } fault_kind;
+
+/* The slow fault's sleep per step: many times a small model's step on the CPU. */
+#define FAULT_SLOW_MS 20
 
 typedef struct fault {
     fault_kind kind; /* FAULT_NONE: no fault armed */
@@ -43,7 +48,8 @@ int fault_parse(fault *f);
  * the value and the limit. */
 int fault_check(const fault *f, int world, long steps);
 
-/* Injects the fault when this is its rank and step (m may be NULL before the model exists). */
+/* Injects the fault when this is its rank and step, or for slow any later step (m may be NULL
+ * before the model exists). */
 void fault_maybe(const fault *f, int rank, long step, dt_model *m);
 
 #endif

@@ -58,6 +58,7 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --log-every N (10)  --metrics FILE.jsonl (appended on resume)\n"
                             "  --progress auto|always|never (auto: a line redrawn in place on a terminal)\n"
                             "  --quiet (no step lines, no progress line: warnings, errors, the summary)\n"
+                            "  --straggler-threshold F (1.2: name a rank busier than F x the median)\n"
                             "  --dump-params FILE  --checkpoint-dir DIR  --checkpoint-every N (0)\n"
                             "  --resume auto|never (never)   SIGUSR1/SIGTERM: every rank stops after the\n"
                             "                                same step, checkpoints and exits 75\n";

@@ -34,6 +34,12 @@ int metrics_write(FILE *f, const metrics_record *r)
             "\"precision\": \"%s\", \"loss_scale\": %g, \"skipped_steps\": %ld, \"skipped_total\": %ld",
             when, r->step, r->epoch, r->loss, r->accuracy, r->samples_per_s, r->step_time_s, r->comm_wait_s,
             r->data_wait_s, r->precision, r->loss_scale, r->skipped_steps, r->skipped_total);
+    /* Before lr: the tests pin lr, grad_norm and the eval fields next to each other and last. */
+    if (r->has_straggler) {
+        fprintf(f, ", \"slowest_rank\": %d, \"slowest_busy_s\": %.6f, \"median_busy_s\": %.6f, \"straggler\": %s",
+                r->slowest_rank, r->slowest_busy_s, r->median_busy_s, r->straggler ? "true" : "false");
+        if (r->straggler) fprintf(f, ", \"straggler_phase\": \"%s\"", r->straggler_phase);
+    }
     fprintf(f, ", \"lr\": %.6g", r->lr);
     if (r->has_grad_norm) fprintf(f, ", \"grad_norm\": %.6g", r->grad_norm);
     if (r->has_eval) fprintf(f, ", \"eval_loss\": %.6f, \"eval_accuracy\": %.6f", r->eval_loss, r->eval_accuracy);

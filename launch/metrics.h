@@ -6,7 +6,10 @@
  * "accuracy": 0.1, "samples_per_s": 1234.5, "step_time_s": 0.01, "comm_wait_s": 0.001,
  * "data_wait_s": 0.0001, "precision": "fp32", "loss_scale": 1, "skipped_steps": 0,
  * "skipped_total": 0, "lr": 0.01} and, on a step that evaluated, "eval_loss" and "eval_accuracy",
- * with --clip-grad-norm "grad_norm" (the last step's, before clipping); time is when
+ * with --clip-grad-norm "grad_norm" (the last step's, before clipping), and before "lr", with more
+ * than one rank, the straggler report's "slowest_rank", "slowest_busy_s", "median_busy_s",
+ * "straggler" (true when the slowest rank is over --straggler-threshold) and then "straggler_phase";
+ * time is when
  * rank 0 wrote it, in UTC (ISO 8601, milliseconds), the rest as README.md says.
  */
 #ifndef DT_LAUNCH_METRICS_H
@@ -27,6 +30,10 @@ typedef struct metrics_record {
     const char *precision;
     double loss_scale;
     long skipped_steps, skipped_total;
+    int has_straggler; /* more than one rank: the straggler verdict of the interval (straggler.h) */
+    int slowest_rank, straggler;
+    double slowest_busy_s, median_busy_s;
+    const char *straggler_phase;
 } metrics_record;
 
 /* Opens path for the records of a run. A run that does not resume starts the file afresh. A run

@@ -5,6 +5,7 @@
 #include "launch/train_flags.h"
 
 #include "launch/cli.h"
+#include "launch/straggler.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@ enum {
     OPT_WD,
     OPT_SEED,
     OPT_LOG_EVERY,
+    OPT_STRAGGLER,
     OPT_METRICS,
     OPT_DUMP,
     OPT_DATASET,
@@ -82,6 +84,7 @@ static const struct option train_options[] = {
     {"eps", required_argument, NULL, OPT_EPS},
     {"seed", required_argument, NULL, OPT_SEED},
     {"log-every", required_argument, NULL, OPT_LOG_EVERY},
+    {"straggler-threshold", required_argument, NULL, OPT_STRAGGLER},
     {"metrics", required_argument, NULL, OPT_METRICS},
     {"dump-params", required_argument, NULL, OPT_DUMP},
     {"dataset-size", required_argument, NULL, OPT_DATASET},
@@ -249,6 +252,14 @@ static int train_handle(int val, const char *arg, void *ud)
         case OPT_EPS: return cli_float("--eps", arg, 1e-30, 1, &t->optim.eps);
         case OPT_SEED: return cli_long("--seed", arg, 0, 1L << 62, &t->seed);
         case OPT_LOG_EVERY: return cli_long("--log-every", arg, 1, 1L << 40, &t->log_every);
+        case OPT_STRAGGLER: {
+            float v;
+            if (cli_float("--straggler-threshold (a rank this many times busier than the median is named; above 1)",
+                          arg, 1.001f, 1e6f, &v))
+                return EXIT_USAGE;
+            t->straggler_threshold = v;
+            return EXIT_OK;
+        }
         case OPT_DATASET: return cli_long("--dataset-size", arg, 1, 4294967295L, &t->dataset_size);
         case OPT_BUCKET: {
             float v;
@@ -305,7 +316,8 @@ int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t)
                       .loss_scale = -1,
                       .normalize = -1,
                       .shuffle = 1,
-                      .accum_steps = 1};
+                      .accum_steps = 1,
+                      .straggler_threshold = STRAGGLER_THRESHOLD};
     dt_optim_defaults(&t->optim);
     dt_sync_defaults(&t->sync);
     dt_scaler_defaults(&t->scaler);

@@ -40,8 +40,9 @@ typedef struct train_opts {
     int accum_steps;       /* micro-batches per optimizer step */
     double clip_grad_norm; /* 0: off */
     /* What rank 0 prints while training. */
-    progress_mode progress; /* --progress */
-    int quiet;              /* --quiet: no lines before the steps, no step, eval or progress lines */
+    progress_mode progress;     /* --progress */
+    int quiet;                  /* --quiet: no lines before the steps, no step, eval or progress lines */
+    double straggler_threshold; /* busy time over the median that names a straggler (straggler.h) */
 } train_opts;
 
 /* Parses dtrain train's command line into *cfg (the flags of every command, over DTRAIN_* and

@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 static volatile sig_atomic_t stop_signal;
@@ -54,16 +55,37 @@ typedef struct interval {
 static int log_interval(train_run *r, interval *iv, long step, int do_eval, double lr, double grad_norm)
 {
     const train_opts *t = &r->t;
-    /* Averages over ranks: summed loss, correct count, communication wait. */
-    float red[3] = {(float)iv->loss, (float)iv->correct, (float)iv->comm_s};
-    dt_status s = dt_allreduce(r->ctx, red, 3, DT_F32, DT_SUM);
-    if (s) return train_status_error(s);
-    const double dt_int = clock_now_s() - iv->t_begin;
-    const double samples = (double)iv->steps * r->world * t->batch * t->accum_steps;
-    const double mean_loss = red[0] / samples;
+    /* This rank's own seconds per step, before the collective below waits for the others. */
+    const double own_step_s = (clock_now_s() - iv->t_begin) / (double)iv->steps;
     /* This rank's wait for the loader in the interval: input is the bottleneck when it grows. */
     const double wait_now = dt_loader_wait_s(r->ld), data_s = (wait_now - iv->wait_mark) / (double)iv->steps;
     iv->wait_mark = wait_now;
+    /* One allreduce: summed loss, correct count, communication wait, then with more than one rank
+     * a W x STRAGGLER_NCOLS array where each rank fills its own row (zeros elsewhere), for the
+     * straggler report. */
+    const size_t nred = 3 + (r->world > 1 ? (size_t)r->world * STRAGGLER_NCOLS : 0);
+    float *red = calloc(nred, sizeof *red);
+    if (!red) {
+        cli_error("out of memory for the log interval's %zu figures", nred);
+        return EXIT_FAIL;
+    }
+    red[0] = (float)iv->loss, red[1] = (float)iv->correct, red[2] = (float)iv->comm_s;
+    if (r->world > 1) {
+        float *row = red + 3 + (size_t)r->rank * STRAGGLER_NCOLS;
+        row[STRAGGLER_STEP] = (float)own_step_s;
+        row[STRAGGLER_DATA] = (float)data_s;
+        row[STRAGGLER_COMM] = (float)(iv->comm_s / (double)iv->steps);
+    }
+    dt_status s = dt_allreduce(r->ctx, red, nred, DT_F32, DT_SUM);
+    if (s) {
+        free(red);
+        return train_status_error(s);
+    }
+    straggler_verdict sv = {0};
+    if (r->world > 1 && r->rank == 0) straggler_assess(red + 3, r->world, t->straggler_threshold, &r->strag, &sv);
+    const double dt_int = clock_now_s() - iv->t_begin;
+    const double samples = (double)iv->steps * r->world * t->batch * t->accum_steps;
+    const double mean_loss = red[0] / samples;
     long ep = 0, off = 0;
     dt_dataset_position(r->data.train, step * t->accum_steps, r->world, t->batch, &ep, &off);
     metrics_record rec = {.step = step,
@@ -81,7 +103,14 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, doub
                           .precision = train_type_name(t->precision),
                           .loss_scale = r->sc ? (double)dt_scaler_scale(r->sc) : 1.0,
                           .skipped_steps = iv->skipped,
-                          .skipped_total = r->sc ? dt_scaler_skipped(r->sc) : 0L};
+                          .skipped_total = r->sc ? dt_scaler_skipped(r->sc) : 0L,
+                          .has_straggler = r->world > 1 && r->rank == 0,
+                          .slowest_rank = sv.slowest,
+                          .straggler = sv.found,
+                          .slowest_busy_s = sv.busy_s,
+                          .median_busy_s = sv.median_busy_s,
+                          .straggler_phase = straggler_phase_name(sv.phase)};
+    free(red);
     char eval_line[256] = "";
     if (do_eval && (s = run_eval(r, step, &rec.eval_loss, &rec.eval_accuracy, eval_line, sizeof eval_line)))
         return train_status_error(s);
@@ -94,6 +123,7 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, doub
     r->samples_s_sum += rec.samples_per_s;
     r->intervals++;
     if (r->rank == 0 && train_report_interval(r, &rec, iv->steps, eval_line) != EXIT_OK) return EXIT_FAIL;
+    if (r->rank == 0 && sv.found) train_report_straggler(r, &sv);
     const double wait_mark = iv->wait_mark;
     *iv = (interval){.t_begin = clock_now_s(), .wait_mark = wait_mark};
     return EXIT_OK;
@@ -127,12 +157,13 @@ train_end train_loop(train_run *r, int *rc)
      * over the ranks is the average: one pass over the gradients fewer than averaging after the sum. */
     const float scale = 1.0f / ((float)t->accum_steps * (float)t->batch * (float)r->world);
     double grad_norm = NAN;
+    dt_status s = DT_OK;
+    r->strag = (straggler_state){.rank = -1, .run = 0};
     interval iv = {.t_begin = clock_now_s()};
     r->t_start = iv.t_begin;
     const double samples_per_step = (double)r->world * t->batch * t->accum_steps;
     progress_start(&r->prog, r->rank == 0 && !t->quiet && progress_wanted(t->progress, stdout) ? stdout : NULL,
                    r->first_step, t->steps, samples_per_step, iv.t_begin);
-    dt_status s = DT_OK;
     for (long step = r->first_step; step < t->steps; step++) {
         fault_maybe(&r->flt, r->rank, step + 1, r->m);
         const double lr = lr_at(&r->sched, t->optim.lr, t->min_lr, step, t->steps, t->warmup_steps);

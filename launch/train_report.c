@@ -6,6 +6,7 @@
 #include "launch/train_run.h"
 
 #include "launch/cli.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -90,6 +91,26 @@ int train_report_interval(const train_run *r, const metrics_record *rec, long lo
         return EXIT_FAIL;
     }
     return EXIT_OK;
+}
+
+void train_report_straggler(const train_run *r, const straggler_verdict *v)
+{
+    /* Ranks only, no hostnames: gathering them would be one more collective outside the watchdog
+     * at the start of every run; `dtrain env` maps ranks to hosts. */
+    const char *host = NULL;
+    char line[320];
+    straggler_line(v, host, line, sizeof line);
+    printf("%s\n", line);
+    fflush(stdout);
+    if (v->persistent)
+        log_msg(LOG_LEVEL_WARN,
+                "rank %d%s%s%s is the straggler %d log intervals in a row (%s %.2f ms a step vs %.2f ms on the "
+                "median rank): check that node's %s",
+                v->slowest, host && *host ? " (" : "", host && *host ? host : "", host && *host ? ")" : "", v->run,
+                straggler_phase_name(v->phase), 1e3 * v->phase_s, 1e3 * v->phase_median_s,
+                v->phase == PHASE_DATA      ? "storage and loader threads (--loader-threads)"
+                : v->phase == PHASE_COMPUTE ? "load, clocks and core pinning (dtrain env)"
+                                            : "network");
 }
 
 void train_report_end(const train_run *r, int agree, double bad)

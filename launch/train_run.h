@@ -10,6 +10,7 @@
 #include "launch/lr_schedule.h"
 #include "launch/metrics.h"
 #include "launch/progress.h"
+#include "launch/straggler.h"
 #include "launch/train_data.h"
 #include "launch/train_flags.h"
 
@@ -35,8 +36,10 @@ typedef struct train_run {
     dt_optimizer *opt;
     train_data data;
     dt_loader *ld;
-    FILE *metrics; /* rank 0's --metrics file */
-    progress prog; /* rank 0's progress line on a terminal (train_loop.c) */
+    FILE *metrics;         /* rank 0's --metrics file */
+    progress prog;         /* rank 0's progress line on a terminal (train_loop.c) */
+    FILE *metrics;         /* rank 0's --metrics file */
+    straggler_state strag; /* rank 0: the straggler streak */
     /* What the loop measured, for the last line. */
     double t_start, t_end, samples_s_sum;
     int intervals;
@@ -75,6 +78,9 @@ void train_report_start(const train_run *r);
  * --quiet), and the record to --metrics. logged: the optimizer steps in the interval. EXIT_OK,
  * or EXIT_FAIL after printing why the metrics write failed. */
 int train_report_interval(const train_run *r, const metrics_record *rec, long logged, const char *eval_line);
+/* A straggler found in an interval (rank 0, after the step line): the straggler line and, on the
+ * interval that makes its streak STRAGGLER_PERSIST long, a WARN line naming it. */
+void train_report_straggler(const train_run *r, const straggler_verdict *v);
 /* The last lines of a run that finished: the time, the throughput, whether the ranks' parameters
  * agree (agree > 0: identical, compared), the bad samples replaced (bad), the loss scale. */
 void train_report_end(const train_run *r, int agree, double bad);
