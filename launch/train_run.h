@@ -38,7 +38,6 @@ typedef struct train_run {
     dt_loader *ld;
     FILE *metrics;         /* rank 0's --metrics file */
     progress prog;         /* rank 0's progress line on a terminal (train_loop.c) */
-    FILE *metrics;         /* rank 0's --metrics file */
     straggler_state strag; /* rank 0: the straggler streak */
     /* What the loop measured, for the last line. */
     double t_start, t_end, samples_s_sum;
