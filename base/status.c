@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_error[2048];
 
@@ -34,9 +35,14 @@ void status_clear_error(void) { last_error[0] = '\0'; }
 
 dt_status status_set_error(dt_status s, const char *fmt, ...)
 {
+    /* Formatted aside and then copied: callers often wrap the error they were given
+     * (status_set_error(s, "...: %s", dt_last_error())), and vsnprintf into the buffer it is
+     * reading from is undefined behaviour. */
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     return s;
 }

@@ -12,6 +12,7 @@
 #include "runtime/placement/config.h"
 #include "dtrain.h"
 #include "base/log.h"
+#include "base/status.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,19 @@ static void test_names(void **st)
     assert_int_equal(dt_dtype_size((dt_dtype)7), 0);
 }
 
+/* A caller that wraps the error it was given (the message it formats reads the last error itself)
+ * gets both, the outer text first. */
+static void test_error_wraps_last_error(void **st)
+{
+    (void)st;
+    assert_int_equal(status_set_error(DT_ERR_IO, "inner %d", 7), DT_ERR_IO);
+    assert_int_equal(status_set_error(DT_ERR_DEVICE, "outer: %s (again: %s)", dt_last_error(), dt_last_error()),
+                     DT_ERR_DEVICE);
+    assert_string_equal(dt_last_error(), "outer: inner 7 (again: inner 7)");
+    status_clear_error();
+    assert_string_equal(dt_last_error(), "");
+}
+
 /* dt_dtype_name and dt_dtype_parse are inverses on every dtype, and the parser takes nothing else. */
 static void test_dtype_names(void **st)
 {
@@ -218,9 +232,14 @@ static void test_blas_advice(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults_and_env),   cmocka_unit_test(test_bad_env), cmocka_unit_test(test_timeout_rule),
-        cmocka_unit_test(test_log_level_from_env), cmocka_unit_test(test_names),   cmocka_unit_test(test_dtype_names),
+        cmocka_unit_test(test_defaults_and_env),
+        cmocka_unit_test(test_bad_env),
+        cmocka_unit_test(test_timeout_rule),
+        cmocka_unit_test(test_log_level_from_env),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_dtype_names),
         cmocka_unit_test(test_blas_advice),
+        cmocka_unit_test(test_error_wraps_last_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
