@@ -49,6 +49,7 @@
  */
 #include "launch/cli.h"
 #include "collectives/ctx_comm.h"
+#include "base/median.h"
 #include "base/status.h"
 
 #include <getopt.h>
@@ -235,12 +236,6 @@ static dt_status run_variant(dt_ctx *ctx, net *m, const variants *v, int k)
     return s;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void net_free(net *m)
 {
     free(m->p);
@@ -369,8 +364,7 @@ static int report(dt_ctx *ctx, const net *m, const red_opts *o, const variants *
     const int rank = dt_rank(ctx);
     for (int k = 0; k < NV; k++) {
         double *x = t + (size_t)k * o->steps;
-        qsort(x, (size_t)o->steps, sizeof *x, cmp_double);
-        med[k] = o->steps % 2 ? x[o->steps / 2] : 0.5 * (x[o->steps / 2 - 1] + x[o->steps / 2]);
+        med[k] = median_sort(x, (size_t)o->steps); /* x sorted: its ends are the min and max below */
     }
     for (int k = 0; k < NV && rank == 0; k++) {
         const double *x = t + (size_t)k * o->steps;

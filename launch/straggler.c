@@ -3,6 +3,7 @@
  * functions, so the unit test feeds them made-up rows.
  */
 #include "launch/straggler.h"
+#include "base/median.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,12 +29,6 @@ static double phase_s(const float *row, straggler_phase p)
 
 static double busy_s(const float *row) { return phase_s(row, PHASE_COMPUTE) + phase_s(row, PHASE_DATA); }
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The median of the world values f(rank) (the mean of the middle two for an even count). The
  * scratch array is on the stack for small worlds, else allocated; 0 when that fails. */
 static double median_of(const float *rows, int world, int use_busy, straggler_phase p)
@@ -44,8 +39,7 @@ static double median_of(const float *rows, int world, int use_busy, straggler_ph
         const float *row = rows + (size_t)k * STRAGGLER_NCOLS;
         v[k] = use_busy ? busy_s(row) : phase_s(row, p);
     }
-    qsort(v, (size_t)world, sizeof *v, cmp_double);
-    const double m = world % 2 ? v[world / 2] : 0.5 * (v[world / 2 - 1] + v[world / 2]);
+    const double m = median_sort(v, (size_t)world);
     if (v != small) free(v);
     return m;
 }
