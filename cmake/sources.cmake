@@ -4,7 +4,7 @@
 # each may include its own headers and those of the layers below (cmake/layers.cmake enforces it).
 
 set(DTRAIN_BASE_SOURCES
-  base/status.c base/log.c base/parse.c base/thread_stack.c base/dtype.c base/median.c)
+  base/status.c base/log.c base/parse.c base/thread_stack.c base/dtype.c base/median.c base/json.c)
 
 set(DTRAIN_KERNELS_SOURCES
   kernels/backend.c kernels/pass_common.c
@@ -50,7 +50,8 @@ set(DTRAIN_LAUNCH_SOURCES
   launch/progress.c launch/train_flags.c launch/train_data.c launch/lr_schedule.c launch/params_io.c launch/train_loop.c
   launch/train_report.c launch/straggler.c launch/cmd_train.c launch/cmd_eval.c launch/cmd_data.c launch/cmd_env.c launch/cmd_version.c
   launch/cmd_bench.c launch/cmd_bench_gemm.c launch/cmd_bench_step.c launch/cmd_bench_data.c
-  launch/cmd_bench_reducer.c launch/plot_data.c launch/cmd_plot.c)
+  launch/cmd_bench_reducer.c launch/plot_data.c launch/cmd_plot.c
+  launch/doctor/doctor_rows.c)
 set(DTRAIN_LAUNCH_CUDA_SOURCES launch/bench_gemm_cuda.c)
 
 # The sbatch templates installed to share/dtrain/slurm.

@@ -1,0 +1,16 @@
+/*
+ * json.h - writing JSON text: one string escaper for every JSON the project writes (doctor's
+ * --json, the trace files, metrics), so a hostname or an error message with a quote or a control
+ * character cannot break the document.
+ */
+#ifndef DT_BASE_JSON_H
+#define DT_BASE_JSON_H
+
+#include <stdio.h>
+
+/* Writes s to f as a JSON string, quotes included: " and \ escaped, control characters as \n, \t
+ * or \u00XX; bytes >= 0x80 are copied (the text is UTF-8 or treated as such). NULL is written as
+ * null. */
+void json_write_string(FILE *f, const char *s);
+
+#endif
