@@ -16,7 +16,8 @@
  *
  * Files: doctor_rows.c (the rows, merging, the table and --json), cmd_doctor.c (the command),
  * host_facts.c + host_checks.c (launcher, MPI, CPU, memory), comm_check.c (timed allreduces),
- * cuda_facts.c + cuda_checks.c (driver, runtime, libraries, /dev nodes, visible devices, NVML).
+ * cuda_facts.c + cuda_checks.c (driver, runtime, libraries, /dev nodes, visible devices, NVML),
+ * memory_check.c (host memory, the largest batch that fits).
  */
 #ifndef DT_LAUNCH_DOCTOR_H
 #define DT_LAUNCH_DOCTOR_H
@@ -24,6 +25,7 @@
 #include "dtrain.h"
 #include "launch/doctor/doctor_cuda.h"
 #include "launch/doctor/doctor_host.h"
+#include "launch/doctor/doctor_memory.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -99,6 +101,7 @@ typedef struct doctor_facts {
     dt_placement pl;
     doctor_host_facts host;
     doctor_cuda_facts cuda;
+    doctor_mem_facts mem;
 } doctor_facts;
 
 #endif
