@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The API reference builds without a Doxygen warning (an undocumented function, field or value in a
+# The guide's commands are checked against the built dtrain (check_docs.py, below). The API reference builds without a Doxygen warning (an undocumented function, field or value in a
 # public header fails, as `make docs` does), and it documents every dt_* / DT_* name the examples
 # use, so that the reference alone is enough to write them. Names declared only in a header still
 # to convert (PENDING, as in cmake/docs.cmake) are reported, not failed. SKIP without doxygen.
@@ -7,9 +7,26 @@
 set -uo pipefail
 doxyfile=$1 src=$2 doxygen=$3
 shift 3
-command -v "$doxygen" >/dev/null || { echo "SKIP: doxygen is not installed (apt-get install doxygen, or make deps)"; exit 77; }
 tmp=$(mktemp -d /tmp/dtrain-docs.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
+
+# First the guide: every command in README.md and docs/*.md against the built dtrain
+# (tests/build/check_docs.py; DTRAIN_DOCS_BIN is the command, set by ctest). The checker is shown to
+# fail on a made-up flag, command, make target and path before it is trusted with the real pages.
+if [ -n "${DTRAIN_DOCS_BIN:-}" ]; then
+    check=(python3 "$src/tests/build/check_docs.py" --dtrain "$DTRAIN_DOCS_BIN" --src "$src")
+    printf '```sh\nbuild/dtrain train --model mlp --made-up-flag 3\nbuild/dtrain frobnicate\nmake no-such-target\nls tests/no/such/file.sh\n```\n' >"$tmp/bad.md"
+    out=$("${check[@]}" --no-run "$tmp/bad.md")
+    for want in "--made-up-flag: not a flag" "frobnicate: no such command" "make no-such-target" "tests/no/such/file.sh does not exist"; do
+        grep -qF -- "$want" <<<"$out" || { echo "FAIL: the docs checker missed '$want':"; echo "$out"; exit 1; }
+    done
+    echo "ok: the docs checker fails on a made-up flag, command, make target and path"
+    "${check[@]}" --pending "${DTRAIN_DOCS_PENDING_PAGES:-}" || exit 1
+else
+    echo "note: DTRAIN_DOCS_BIN unset: the commands of the guide were not checked (ctest sets it)"
+fi
+
+command -v "$doxygen" >/dev/null || { echo "SKIP: doxygen is not installed (apt-get install doxygen, or make deps)"; exit 77; }
 
 DOXYGEN=$doxygen bash "$src/docs/doxygen.sh" "$doxyfile" "$tmp" "$@"
 rc=$?
