@@ -118,6 +118,7 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cmd_help(int argc, char **argv); /* argv[0] = "help" */
 int cmd_version(int argc, char **argv);
 int cmd_env(int argc, char **argv);
+int cmd_doctor(int argc, char **argv); /* launch/doctor/cmd_doctor.c */
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_data(int argc, char **argv); /* argv[0] = "data" */

@@ -23,6 +23,7 @@ static const char overview[] = "usage: dtrain <command> [options]      dtrain he
                                "  bench reducer    per-layer ready() in a user's loop against one allreduce\n"
                                "  data info|convert|verify   a dataset's stats; it as .dts shards; read whole\n"
                                "  env              every rank's placement: rank, node, device, cores, versions\n"
+                               "  doctor           the job's set-up checked on every rank: PASS/WARN/FAIL, fixes\n"
                                "  version          versions of dtrain and of what it was built with\n"
                                "  help [COMMAND]   this text, or a command's options (help train data, ...)\n"
                                "options of every command (flag > DTRAIN_* variable > default):\n"
@@ -241,6 +242,21 @@ static const char env[] = "usage: dtrain env [options]\n"
                           "threads, and the MPI/NCCL/CUDA versions. Start it as you start training:\n"
                           "  srun --mpi=pmix build/dtrain env     mpirun -np 8 build/dtrain env\n";
 
+static const char doctor[] = "usage: dtrain doctor [--json] [--no-comm] [--model M --input S [--precision P]\n"
+                             "                     [--batch N]] [options]\n"
+                             "Checks the job's set-up on every rank and prints one table on rank 0: CHECK,\n"
+                             "STATUS (PASS, SKIP, WARN, FAIL), the ranks, what was seen, and the fix.\n"
+                             "Launcher and MPI (PMIx, srun without --mpi=pmix, CUDA-aware MPI, busy-polling),\n"
+                             "CPU (cores, overlaps, OpenBLAS kernels, thread variables), communication (timed\n"
+                             "1 MiB and 64 MiB allreduces, the slowest node), CUDA and memory.\n"
+                             "  --json           one JSON object instead of the table (docs/doctor.md)\n"
+                             "  --no-comm        skip the timed allreduces\n"
+                             "  --model M --input S [--precision fp32|fp16|bf16] [--batch N]\n"
+                             "                   the largest batch of model M that fits on each device\n"
+                             "Exit 0 when nothing FAILs (warnings included), 1 on a FAIL, 2 bad usage.\n"
+                             "Start it as you start training; it also runs where training would be refused:\n"
+                             "  srun --mpi=pmix build/dtrain doctor   mpirun -np 8 build/dtrain doctor --json\n";
+
 static const char version[] = "usage: dtrain version\n"
                               "Versions of dtrain and of what it was built with: MPI (and whether it is\n"
                               "CUDA-aware), NCCL, CUDA.\n";
@@ -261,6 +277,7 @@ static const struct {
     {"bench data", bench_data, 1},
     {"bench reducer", bench_reducer, 1},
     {"env", env, 1},
+    {"doctor", doctor, 1},
     {"version", version, 1},
     {"help", overview, 0},
     {"data", data, 0},
@@ -300,6 +317,7 @@ int cmd_help(int argc, char **argv)
         cli_error("no help for '%s': the benchmarks are allreduce, gemm, step, data, reducer (dtrain help bench gemm)",
                   topic);
     else
-        cli_error("no help for '%s': the commands are train, eval, bench, data, env, plot, version, help", topic);
+        cli_error("no help for '%s': the commands are train, eval, bench, data, env, doctor, plot, version, help",
+                  topic);
     return EXIT_USAGE;
 }

@@ -21,12 +21,13 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "help")) return cmd_help(argc - 1, argv + 1);
     if (!strcmp(cmd, "env")) return cmd_env(argc - 1, argv + 1);
+    if (!strcmp(cmd, "doctor")) return cmd_doctor(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "data")) return cmd_data(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return cmd_plot(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) return cmd_version(argc - 1, argv + 1);
-    cli_error("unknown command '%s'; the commands are train, eval, bench, data, env, plot, version, help", cmd);
+    cli_error("unknown command '%s'; the commands are train, eval, bench, data, env, doctor, plot, version, help", cmd);
     return EXIT_USAGE;
 }

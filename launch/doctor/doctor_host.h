@@ -1,6 +1,6 @@
 /*
- * doctor_host.h - doctor's launcher, MPI, CPU and memory checks: what one rank collects
- * (host_facts.c) and the checks over it (host_checks.c), and the timed allreduces (comm_check.c).
+ * doctor_host.h - doctor's launcher, MPI and CPU checks: what one rank collects (host_facts.c),
+ * the checks over it (host_checks.c), and the timed allreduces with their verdict (comm_check.c).
  */
 #ifndef DT_LAUNCH_DOCTOR_HOST_H
 #define DT_LAUNCH_DOCTOR_HOST_H
@@ -10,18 +10,68 @@
 struct doc_list;
 struct doctor_facts;
 
+/* What the timed allreduces found (comm_check.c). Times are the slowest rank's, median of reps. */
+typedef struct doctor_comm_facts {
+    int ran;              /* 1 when measured; 0: skipped, see skipped */
+    char skipped[96];     /* why not measured: "--no-comm", "a world of 1 sends nothing" */
+    char error[192];      /* a collective that failed, "" when none did */
+    double small_s;       /* one 8-byte allreduce: latency, where busy-polling shows */
+    double t1m_s, t64m_s; /* 1 MiB and 64 MiB fp32 allreduces over the world */
+    double node_busbw;    /* bytes/s: this node's own allreduce of 16 MiB, 0 when it has one rank */
+} doctor_comm_facts;
+
 /* One rank's host facts: plain fixed-size data (gathered as bytes). */
 typedef struct doctor_host_facts {
     int collected; /* 1 once doctor_host_collect ran */
+    /* The launcher, read before dt_init from the environment the launcher gave (doctor_host_early). */
+    int launcher;                   /* dt_launcher by topo's rules (-1: its variables did not parse) */
+    char families[192];             /* the launcher variable families present: "OMPI_COMM_WORLD_* PMIX_* SLURM_*" */
+    char refusal[480];              /* why dt_init would refuse this rank, "" when it would not */
+    int slurm_procid, slurm_ntasks; /* -1 when unset */
+    char slurm_mpi_type[32];        /* SLURM_MPI_TYPE, "" when unset */
+    int has_pmix;                   /* PMIX_RANK set */
+    int torch_rank, torch_world;    /* RANK and WORLD_SIZE when set under another launcher, else -1 */
+    /* MPI */
+    char mpi_version[96];
+    int cuda_aware_built; /* this build's <mpi-ext.h> says CUDA-aware (Open MPI) */
+    int cuda_aware_run;   /* MPIX_Query_cuda_support() at run time: 1, 0, -1 not asked */
+    int thread_level;     /* MPI_Query_thread */
+    int gpu_comm;         /* dt_gpu_comm in effect */
+    /* CPU */
+    int online_cpus;   /* CPUs the node has online */
+    char allowed[256]; /* the cores this process was allowed before dtrain pinned it */
+    int allowed_n;
+    char yield[16];                             /* OMPI_MCA_mpi_yield_when_idle, "" when unset */
+    char omp_threads[16], openblas_threads[16]; /* OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, "" unset */
+    char blas_core[32], blas_better[32];        /* OpenBLAS's kernels; a better set, "" when none */
+    char coretype_env[32]; /* OPENBLAS_CORETYPE as the user set it, "" when unset or set by dtrain */
+    int corefix_off;       /* DTRAIN_BLAS_COREFIX=0 given by the user */
+    doctor_comm_facts comm;
 } doctor_host_facts;
 
-/* Fills *f for this rank, whose placement is pl. Never fails: what cannot be read is recorded as
- * absent, and the checks say so. */
+/* Before dt_init (and before MPI): the launcher's variables, the cores the launcher allowed, and
+ * the thread variables. refusal is the message of the first refusal dt_init would make, or NULL. */
+void doctor_host_early(doctor_host_facts *f, const char *refusal);
+
+/* Fills the rest of *f for this rank, whose placement is pl (after dt_init). Never fails: what
+ * cannot be read is recorded as absent, and the checks say so. */
 void doctor_host_collect(doctor_host_facts *f, const dt_placement *pl);
+
+/* Times the allreduces into *out (every rank gets the same world numbers, and its node's). skip
+ * non-NULL: record why and send nothing. Collective over MPI_COMM_WORLD when not skipped. */
+void doctor_comm_measure(dt_ctx *ctx, const dt_placement *pl, const char *skip, doctor_comm_facts *out);
 
 /* The per-rank host checks over one rank's facts, into out (a scratch list). */
 void doctor_host_check_rank(const struct doctor_facts *f, struct doc_list *out);
 /* The per-job host checks over every rank's facts (world entries), into job. */
 void doctor_host_check_job(const struct doctor_facts *all, int world, struct doc_list *job);
+/* The per-job communication rows, from the facts of comm_measure (world entries), into job. */
+void doctor_comm_check_job(const struct doctor_facts *all, int world, struct doc_list *job);
+
+/* Slowest node: a node whose own allreduce runs below this fraction of the median node's. */
+#define DOC_SLOW_NODE_FRACTION 0.5
+/* Latency of a small allreduce above which ranks are likely busy-polling (measured: ~20 us healthy,
+ * ~10 ms with more ranks than cores and no yield). */
+#define DOC_SMALL_ALLREDUCE_WARN_S 1e-3
 
 #endif

@@ -1,0 +1,272 @@
+/*
+ * cmd_doctor.c - `dtrain doctor`: every rank collects its facts, rank 0 runs the checks over all of
+ * them and prints one table (or --json). Exit 0 when nothing FAILs, 1 on a FAIL, 2 bad usage.
+ *
+ * Doctor must also run where dt_init would refuse the job (srun without --mpi=pmix, stale or
+ * hand-set launcher variables), to report that with its fix rather than die in the prologue. So
+ * it makes dt_init's own launcher checks itself first (topo_read_env, topo_check_before_mpi, then
+ * MPI_Init and topo_check against MPI), records a refusal as a fact, and when any rank would be
+ * refused, hides the launcher's variables from dt_init (and puts them back after it) so that
+ * dt_init builds what MPI actually started: a world of 1 for each task of an srun without PMIx,
+ * whose first task then prints the report. The ranks agree on hiding with one allreduce, so no
+ * rank enters dt_init's collectives alone.
+ */
+#include "launch/cli.h"
+#include "launch/doctor/doctor.h"
+#include "runtime/placement/topo.h"
+
+#include <getopt.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern char **environ;
+
+typedef struct doctor_opts {
+    int json, no_comm;
+    const char *model, *input, *precision_text;
+    doctor_model_query q;
+} doctor_opts;
+
+enum { OPT_JSON = 256, OPT_MODEL, OPT_INPUT, OPT_PRECISION, OPT_BATCH, OPT_NO_COMM };
+
+static const struct option doctor_options[] = {
+    {"json", no_argument, NULL, OPT_JSON},
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"input", required_argument, NULL, OPT_INPUT},
+    {"precision", required_argument, NULL, OPT_PRECISION},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"no-comm", no_argument, NULL, OPT_NO_COMM},
+    {NULL, 0, NULL, 0},
+};
+
+static int doctor_flag(int val, const char *arg, void *ud)
+{
+    doctor_opts *o = ud;
+    switch (val) {
+        case OPT_JSON: o->json = 1; return EXIT_OK;
+        case OPT_NO_COMM: o->no_comm = 1; return EXIT_OK;
+        case OPT_MODEL: o->q.model = arg; return EXIT_OK;
+        case OPT_INPUT: o->q.input = arg; return EXIT_OK;
+        case OPT_PRECISION: o->precision_text = arg; return cli_float_dtype("--precision", arg, &o->q.precision);
+        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 24, &o->q.batch);
+        default: return EXIT_USAGE;
+    }
+}
+
+static int doctor_flags_check(dt_config *cfg, void *ud)
+{
+    (void)cfg;
+    const doctor_opts *o = ud;
+    if (!o->q.model && (o->q.input || o->precision_text || o->q.batch)) {
+        cli_error("--input, --precision and --batch size the memory check of a model: add --model M "
+                  "(e.g. dtrain doctor --model cnn --input 3x32x32 --batch 256)");
+        return EXIT_USAGE;
+    }
+    if (o->q.model && !o->q.input) {
+        cli_error("--model %s needs --input N|CxHxW (the shape of one sample, e.g. --input 3x32x32)", o->q.model);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* ---------------------------------------------------------------- hiding a refused launcher */
+
+/* The variables by which a launcher says who this process is. GPU lists stay: they say which GPU
+ * a rank may use, not who it is. PMIX_* stay: they come from a live PMIx server and are right. */
+static int launcher_var(const char *kv)
+{
+    static const char *const exact[] = {"RANK=",       "WORLD_SIZE=",      "LOCAL_RANK=",     "LOCAL_WORLD_SIZE=",
+                                        "GROUP_RANK=", "MPI_LOCALRANKID=", "MPI_LOCALNRANKS="};
+    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
+        if (!strncmp(kv, exact[i], strlen(exact[i]))) return 1;
+    const char *eq = strchr(kv, '=');
+    if (!strncmp(kv, "SLURM_", 6)) return !(eq && memmem(kv, (size_t)(eq - kv), "GPU", 3));
+    return !strncmp(kv, "OMPI_COMM_WORLD_", 16) || (!strncmp(kv, "PMI_", 4));
+}
+
+typedef struct hidden_vars {
+    char **kv; /* "NAME=value" copies */
+    int n;
+} hidden_vars;
+
+static void hide_launcher(hidden_vars *h)
+{
+    int n = 0;
+    for (char **e = environ; *e; e++) n += launcher_var(*e);
+    h->kv = calloc((size_t)n + 1, sizeof *h->kv);
+    h->n = 0;
+    if (!h->kv) return;
+    for (char **e = environ; *e && h->n < n; e++)
+        if (launcher_var(*e) && (h->kv[h->n] = strdup(*e))) h->n++;
+    for (int i = 0; i < h->n; i++) {
+        char *eq = strchr(h->kv[i], '=');
+        *eq = '\0';
+        unsetenv(h->kv[i]);
+        *eq = '=';
+    }
+}
+
+static void restore_launcher(hidden_vars *h)
+{
+    for (int i = 0; i < h->n; i++) {
+        char *eq = strchr(h->kv[i], '=');
+        *eq = '\0';
+        setenv(h->kv[i], eq + 1, 1);
+        free(h->kv[i]);
+    }
+    free(h->kv);
+    memset(h, 0, sizeof *h);
+}
+
+/* ---------------------------------------------------------------- start */
+
+/* dt_init's launcher checks made here, recorded instead of refused. Returns EXIT_OK with MPI
+ * initialized (by us), or EXIT_FAIL when MPI itself cannot start. */
+static int doctor_preflight(doctor_facts *me, hidden_vars *hidden, int *orig_rank)
+{
+    char refusal[sizeof me->host.refusal] = "";
+    topo_env env;
+    const int env_ok = topo_read_env(NULL, NULL, &env) == DT_OK;
+    if (!env_ok)
+        snprintf(refusal, sizeof refusal, "%s", dt_last_error());
+    else if (topo_check_before_mpi(&env) != DT_OK)
+        snprintf(refusal, sizeof refusal, "%s", dt_last_error());
+    *orig_rank = env_ok ? env.rank : -1;
+    doctor_host_early(&me->host, NULL);
+    /* Open MPI cannot start a task of srun without PMIx as such; hidden, it starts a singleton. */
+    if (refusal[0]) hide_launcher(hidden);
+    int provided = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+        cli_error("MPI_Init_thread failed: check the launcher (srun needs --mpi=pmix) and that mpirun belongs to "
+                  "the MPI dtrain was built with%s%s",
+                  refusal[0] ? "; " : "", refusal);
+        if (env_ok) topo_env_free(&env);
+        return EXIT_FAIL;
+    }
+    if (env_ok && !refusal[0]) {
+        topo_mpi m;
+        MPI_Comm local = MPI_COMM_NULL;
+        char **names = NULL;
+        if (topo_query_mpi(MPI_COMM_WORLD, &m, &local, &names) != DT_OK || topo_check(&env, &m) != DT_OK)
+            snprintf(refusal, sizeof refusal, "%s", dt_last_error());
+        if (local != MPI_COMM_NULL) {
+            MPI_Comm_free(&local);
+            topo_free_names(names, m.num_nodes);
+        }
+    }
+    if (env_ok) topo_env_free(&env);
+    snprintf(me->host.refusal, sizeof me->host.refusal, "%s", refusal);
+    int any = refusal[0] != '\0';
+    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any && !hidden->kv) hide_launcher(hidden);
+    return EXIT_OK;
+}
+
+static void job_devices(const doctor_facts *all, int world, char *out, size_t n)
+{
+    int cpu = 0, cuda = 0;
+    for (int r = 0; r < world; r++) {
+        cpu |= all[r].pl.device == DT_DEVICE_CPU;
+        cuda |= all[r].pl.device == DT_DEVICE_CUDA;
+    }
+    snprintf(out, n, "%s%s%s", cpu ? "cpu" : "", cpu && cuda ? "+" : "", cuda ? "cuda" : "");
+}
+
+/* Rank 0: every check, one report. Returns the exit code. */
+static int doctor_report(const doctor_facts *all, int world, const doctor_opts *o, dt_ctx *ctx)
+{
+    doc_list job;
+    doc_list_init(&job, world);
+    for (int r = 0; r < world; r++) {
+        doc_list one;
+        doc_list_init(&one, 0);
+        doctor_host_check_rank(&all[r], &one);
+        doctor_cuda_check_rank(&all[r], &one);
+        doctor_memory_check_rank(&all[r], &one);
+        doc_merge_rank(&job, &one, r);
+        doc_list_free(&one);
+    }
+    doctor_host_check_job(all, world, &job);
+    doctor_comm_check_job(all, world, &job);
+    doctor_cuda_check_job(all, world, &job);
+    doctor_memory_check_job(all, world, &job);
+    char devices[16];
+    job_devices(all, world, devices, sizeof devices);
+    doc_header h = {dt_version_string(), world, all[0].pl.num_nodes, devices};
+    if (o->json)
+        doc_print_json(stdout, &h, &job);
+    else
+        doc_print_table(stdout, &h, &job);
+    if (!o->json && all[0].host.refusal[0] && world == 1 && all[0].host.slurm_ntasks > 1)
+        printf("(each of the %d tasks ran alone; only the first printed this report)\n", all[0].host.slurm_ntasks);
+    fflush(stdout);
+    (void)ctx;
+    const int rc = doc_worst(&job) == DOC_FAIL ? EXIT_FAIL : EXIT_OK;
+    doc_list_free(&job);
+    return rc;
+}
+
+int cmd_doctor(int argc, char **argv)
+{
+    doctor_opts o;
+    memset(&o, 0, sizeof o);
+    o.q.precision = DT_F32;
+    dt_config cfg;
+    const cli_extra extra = {doctor_options, doctor_flag, &o, NULL};
+    int rc = cli_parse(argc, argv, "doctor", &cfg, &extra);
+    if (!rc) rc = doctor_flags_check(&cfg, &o);
+    if (rc) return rc;
+
+    doctor_facts *me = calloc(1, sizeof *me);
+    if (!me) {
+        cli_error("out of memory for doctor's facts");
+        return EXIT_FAIL;
+    }
+    hidden_vars hidden = {NULL, 0};
+    int orig_rank = -1;
+    if ((rc = doctor_preflight(me, &hidden, &orig_rank))) {
+        restore_launcher(&hidden);
+        free(me);
+        return rc;
+    }
+    const int refused = hidden.kv != NULL;
+    if (refused) cfg.gpu_comm = DT_GPU_COMM_MPI; /* ranks may then land on one GPU: let them, to report */
+    cli_job job;
+    rc = cli_begin(&cfg, &job);
+    restore_launcher(&hidden);
+    if (rc) {
+        free(me);
+        return rc; /* cli_begin said why and took the job down */
+    }
+    me->pl = job.pl;
+    doctor_host_collect(&me->host, &job.pl);
+    me->host.gpu_comm = cfg.gpu_comm;
+    doctor_cuda_collect(&me->cuda, &job.pl);
+    doctor_memory_collect(&me->mem, job.ctx, o.q.model ? &o.q : NULL);
+    doctor_comm_measure(job.ctx, &job.pl,
+                        o.no_comm        ? "--no-comm"
+                        : job.world == 1 ? "a world of 1 sends nothing"
+                                         : NULL,
+                        &me->host.comm);
+
+    doctor_facts *all = job.rank == 0 ? calloc((size_t)job.world, sizeof *all) : NULL;
+    int ok = job.rank != 0 || all;
+    if (MPI_Gather(me, (int)sizeof *me, MPI_BYTE, all, (int)sizeof *me, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+        ok = 0;
+    if (job.rank == 0 && !ok) {
+        cli_error("gathering %d ranks' facts failed (out of memory or MPI)", job.world);
+        rc = EXIT_FAIL;
+    }
+    /* A task of a refused srun that MPI started alone: the first task reports for all. */
+    const int quiet = refused && job.world == 1 && orig_rank > 0;
+    if (job.rank == 0 && ok && !quiet) rc = doctor_report(all, job.world, &o, job.ctx);
+    if (quiet) rc = EXIT_FAIL;
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    free(all);
+    free(me);
+    rc = cli_finish(job.ctx, rc);
+    MPI_Finalize(); /* ours: dt_init found MPI started and leaves it */
+    return rc;
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `dtrain doctor`: a healthy mpirun -np 2 passes with a table; --json parses with the expected
+# checks; faked environments (thread variables, no yield with more ranks than cores, torchrun
+# variables without a launcher, srun variables without PMIx) give their WARN or FAIL and exit code.
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1 MPIRUN=$2
+
+expect 0 "nothing found wrong" "$MPIRUN" -np 2 "$DTRAIN" doctor
+grep -q "^CHECK  *STATUS  *RANKS  *SEEN" "$tmp/out" && ok "a table" || bad "no table header"
+
+# status NAME=STATUS ... over a --json file: every named check has that status on some row.
+status() {
+    python3 - "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+got = {}
+for c in d["checks"]:
+    got.setdefault(c["name"], set()).add(c["status"])
+bad = [kv for kv in sys.argv[2:] if kv.split("=")[1] not in got.get(kv.split("=")[0], set())]
+if bad: print("missing:", bad, "got:", got); sys.exit(1)
+PY
+}
+"$MPIRUN" -np 2 "$DTRAIN" doctor --json >"$tmp/j" 2>"$tmp/err"; rc=$?
+[ $rc -eq 0 ] && ok "--json exit 0" || bad "--json exited $rc: $(cat "$tmp/err")"
+status "$tmp/j" launch.launcher=pass launch.identity=pass launch.pmix=pass mpi.busy_poll=pass cpu.overlap=pass \
+    cpu.blas=pass comm.allreduce_1m=pass comm.allreduce_64m=pass comm.latency=pass &&
+    ok "--json has the checks, all pass" || bad "--json checks"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["world"]==2 and d["status"]=="pass"' "$tmp/j" &&
+    ok "world 2, status pass" || bad "json world/status"
+
+OMP_NUM_THREADS=64 "$MPIRUN" -np 2 -x OMP_NUM_THREADS "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>&1
+[ $? -eq 0 ] && status "$tmp/j" cpu.threads=warn comm.allreduce=skip && ok "OMP_NUM_THREADS=64 -> WARN, exit 0" ||
+    bad "OMP_NUM_THREADS=64"
+
+# More ranks than cores without yielding: busy-polling WARN, overlap WARN (cores must be shared).
+n=$(( $(nproc) + 1 ))
+OMPI_MCA_mpi_yield_when_idle=0 "$MPIRUN" -np $n --oversubscribe "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>&1
+status "$tmp/j" mpi.busy_poll=warn cpu.overlap=warn && ok "$n ranks on $(nproc) cores, no yield -> WARN" ||
+    bad "busy-poll/overlap warn"
+
+# Ranks not pinned on a node with a core for each: overlap WARN naming the ranks.
+"$MPIRUN" -np 2 --bind-to none "$DTRAIN" doctor --pin none --json --no-comm >"$tmp/j" 2>&1
+status "$tmp/j" cpu.overlap=warn && grep -q "ranks 0 and 1" "$tmp/j" && ok "--pin none overlap -> WARN names ranks" ||
+    bad "--pin none overlap"
+
+# Refusals dt_init would make are reported, not died of: exit 1 with the fix.
+expect 1 "unset RANK and WORLD_SIZE" env RANK=0 WORLD_SIZE=4 "$DTRAIN" doctor --no-comm
+expect 1 "srun --mpi=pmix" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_NODELIST=localhost \
+    "$DTRAIN" doctor --no-comm
+# The other tasks of such an srun stay quiet (the first one reports) but fail too.
+env SLURM_STEP_ID=0 SLURM_PROCID=2 SLURM_NTASKS=4 SLURM_NODELIST=localhost "$DTRAIN" doctor --no-comm >"$tmp/q" 2>&1
+rc=$?
+[ $rc -eq 1 ] && ! grep -q CHECK "$tmp/q" && ok "task 2 of a refused srun: quiet, exit 1" || bad "task 2: rc $rc"
+
+expect 2 "unknown option '--bogus'" "$DTRAIN" doctor --bogus
+expect 2 "add --model" "$DTRAIN" doctor --batch 8
+expect 0 "usage: dtrain doctor" "$DTRAIN" help doctor
+finish

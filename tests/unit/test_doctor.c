@@ -1,0 +1,197 @@
+/*
+ * test_doctor.c - launch/doctor: rows merged across ranks and their ranks text, JSON escaping,
+ * and each host check's PASS and WARN/FAIL path over faked facts.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "launch/doctor/doctor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const doc_row *find(const doc_list *l, const char *name, doc_level lv)
+{
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->rows[i].name, name) && l->rows[i].level == lv) return &l->rows[i];
+    return NULL;
+}
+
+/* A healthy rank of a 2-rank mpirun job on one 2-core node. */
+static void healthy(doctor_facts *f, int rank)
+{
+    memset(f, 0, sizeof *f);
+    f->pl.rank = rank, f->pl.world_size = 2, f->pl.local_rank = rank, f->pl.local_size = 2;
+    f->pl.num_nodes = 1, f->pl.launcher = DT_LAUNCHER_OPENMPI, f->pl.device = DT_DEVICE_CPU;
+    snprintf(f->pl.hostname, sizeof f->pl.hostname, "n1");
+    snprintf(f->pl.cores, sizeof f->pl.cores, "%d", rank);
+    f->pl.num_cores = 1, f->pl.pinned_by = DT_PINNED_BY_LAUNCHER, f->pl.blas_threads = 1;
+    doctor_host_facts *h = &f->host;
+    h->collected = 1, h->launcher = DT_LAUNCHER_OPENMPI, h->has_pmix = 1;
+    h->slurm_procid = h->slurm_ntasks = h->torch_rank = h->torch_world = -1;
+    snprintf(h->families, sizeof h->families, "OMPI_COMM_WORLD_* PMIX_*");
+    snprintf(h->mpi_version, sizeof h->mpi_version, "Open MPI v4.1.4");
+    h->thread_level = 3, h->online_cpus = 2, h->allowed_n = 1;
+    snprintf(h->allowed, sizeof h->allowed, "%d", rank);
+    snprintf(h->blas_core, sizeof h->blas_core, "SkylakeX");
+}
+
+static void run_all(doctor_facts *all, int world, doc_list *job)
+{
+    doc_list_init(job, world);
+    for (int r = 0; r < world; r++) {
+        doc_list one;
+        doc_list_init(&one, 0);
+        doctor_host_check_rank(&all[r], &one);
+        doc_merge_rank(job, &one, r);
+        doc_list_free(&one);
+    }
+    doctor_host_check_job(all, world, job);
+    doctor_comm_check_job(all, world, job);
+}
+
+static void test_merge_and_ranks(void **state)
+{
+    (void)state;
+    doc_list job;
+    doc_list_init(&job, 8);
+    for (int r = 0; r < 8; r++) {
+        doc_list one;
+        doc_list_init(&one, 0);
+        doc_add(&one, "a.same", DOC_PASS, NULL, "same");
+        doc_add(&one, "a.odd", r == 6 ? DOC_WARN : DOC_PASS, NULL, "v");
+        doc_merge_rank(&job, &one, r);
+        doc_list_free(&one);
+    }
+    assert_int_equal(job.n, 3);
+    char t[64];
+    doc_ranks_text(&job, find(&job, "a.same", DOC_PASS), t, sizeof t);
+    assert_string_equal(t, "all");
+    doc_ranks_text(&job, find(&job, "a.odd", DOC_PASS), t, sizeof t);
+    assert_string_equal(t, "0-5,7");
+    doc_ranks_text(&job, find(&job, "a.odd", DOC_WARN), t, sizeof t);
+    assert_string_equal(t, "6");
+    assert_int_equal(doc_worst(&job), DOC_WARN);
+    doc_list_free(&job);
+}
+
+static void test_json_escapes(void **state)
+{
+    (void)state;
+    doc_list job;
+    doc_list_init(&job, 1);
+    doc_add(&job, "x.q", DOC_FAIL, "type \"this\"", "a\\b\nc");
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    doc_header h = {"0", 1, 1, "cpu"};
+    doc_print_json(f, &h, &job);
+    fclose(f);
+    assert_non_null(strstr(buf, "\"seen\":\"a\\\\b\\nc\""));
+    assert_non_null(strstr(buf, "\"fix\":\"type \\\"this\\\"\""));
+    assert_non_null(strstr(buf, "\"status\":\"fail\"}"));
+    free(buf);
+    doc_list_free(&job);
+}
+
+static void test_healthy_passes(void **state)
+{
+    (void)state;
+    doctor_facts all[2];
+    healthy(&all[0], 0), healthy(&all[1], 1);
+    all[0].host.comm.skipped[0] = 'x';
+    doc_list job;
+    run_all(all, 2, &job);
+    assert_true(doc_worst(&job) <= DOC_SKIP);
+    assert_non_null(find(&job, "launch.pmix", DOC_PASS));
+    assert_non_null(find(&job, "cpu.overlap", DOC_PASS));
+    assert_non_null(find(&job, "mpi.busy_poll", DOC_PASS));
+    assert_non_null(find(&job, "comm.allreduce", DOC_SKIP));
+    doc_list_free(&job);
+}
+
+static void test_failures(void **state)
+{
+    (void)state;
+    doctor_facts all[2];
+    healthy(&all[0], 0), healthy(&all[1], 1);
+    /* srun without PMIx, refused by topo. */
+    all[0].host.launcher = DT_LAUNCHER_SLURM, all[0].host.has_pmix = 0, all[0].host.slurm_ntasks = 4;
+    snprintf(all[0].host.refusal, sizeof all[0].host.refusal, "srun started 4 tasks. Fix: run srun --mpi=pmix");
+    /* threads, BLAS, torchrun variables, CUDA-aware mismatch, both ranks bound to core 0. */
+    snprintf(all[1].host.omp_threads, sizeof all[1].host.omp_threads, "64");
+    snprintf(all[1].host.blas_better, sizeof all[1].host.blas_better, "SkylakeX");
+    snprintf(all[1].host.blas_core, sizeof all[1].host.blas_core, "Prescott");
+    all[1].host.corefix_off = 1;
+    all[1].host.torch_rank = 3, all[1].host.torch_world = 8;
+    all[1].host.cuda_aware_built = 1, all[1].host.cuda_aware_run = 0;
+    snprintf(all[1].pl.cores, sizeof all[1].pl.cores, "0");
+    snprintf(all[1].host.mpi_version, sizeof all[1].host.mpi_version, "Open MPI v5.0.0");
+    doc_list job;
+    run_all(all, 2, &job);
+    const doc_row *r = find(&job, "launch.identity", DOC_FAIL);
+    assert_non_null(r);
+    assert_string_equal(r->fix, "run srun --mpi=pmix");
+    assert_non_null(find(&job, "launch.pmix", DOC_FAIL));
+    assert_non_null(strstr(find(&job, "cpu.threads", DOC_WARN)->seen, "OMP_NUM_THREADS=64 x 2"));
+    assert_non_null(strstr(find(&job, "cpu.blas", DOC_WARN)->fix, "DTRAIN_BLAS_COREFIX"));
+    assert_non_null(find(&job, "launch.conflict", DOC_WARN));
+    assert_non_null(find(&job, "mpi.cuda_aware", DOC_WARN));
+    assert_non_null(strstr(find(&job, "cpu.overlap", DOC_FAIL)->seen, "ranks 0 and 1"));
+    assert_non_null(find(&job, "mpi.version", DOC_FAIL));
+    doc_list_free(&job);
+}
+
+static void test_busy_poll_and_comm(void **state)
+{
+    (void)state;
+    doctor_facts all[4];
+    for (int r = 0; r < 4; r++) {
+        healthy(&all[r], r);
+        all[r].pl.world_size = 4, all[r].pl.local_size = 2, all[r].pl.local_rank = r % 2;
+        all[r].pl.node = r / 2, all[r].pl.num_nodes = 2;
+        snprintf(all[r].pl.hostname, sizeof all[r].pl.hostname, "n%d", r / 2);
+        snprintf(all[r].host.allowed, sizeof all[r].host.allowed, "0");
+        snprintf(all[r].pl.cores, sizeof all[r].pl.cores, "%d", r % 2);
+        all[r].host.comm.ran = 1;
+        all[r].host.comm.node_busbw = r < 2 ? 4e9 : 1e9; /* node 1 at a quarter */
+    }
+    all[0].host.comm.small_s = 5e-3;
+    all[0].host.comm.t1m_s = 1e-3, all[0].host.comm.t64m_s = 0.1;
+    doc_list job;
+    run_all(all, 4, &job);
+    const doc_row *b = find(&job, "mpi.busy_poll", DOC_WARN);
+    assert_non_null(b);
+    assert_non_null(strstr(b->fix, "OMPI_MCA_mpi_yield_when_idle=1"));
+    assert_non_null(find(&job, "comm.latency", DOC_WARN));
+    assert_non_null(find(&job, "comm.allreduce_64m", DOC_PASS));
+    const doc_row *s = find(&job, "comm.nodes", DOC_WARN);
+    assert_non_null(s);
+    assert_non_null(strstr(s->seen, "node 1 (n1)"));
+    doc_list_free(&job);
+    /* With yield set and equal nodes, both pass. */
+    for (int r = 0; r < 4; r++) {
+        snprintf(all[r].host.yield, sizeof all[r].host.yield, "1");
+        all[r].host.comm.node_busbw = 4e9;
+    }
+    all[0].host.comm.small_s = 2e-5;
+    run_all(all, 4, &job);
+    assert_non_null(find(&job, "mpi.busy_poll", DOC_PASS));
+    assert_non_null(find(&job, "comm.nodes", DOC_PASS));
+    assert_non_null(find(&job, "comm.latency", DOC_PASS));
+    doc_list_free(&job);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_merge_and_ranks),    cmocka_unit_test(test_json_escapes),
+        cmocka_unit_test(test_healthy_passes),     cmocka_unit_test(test_failures),
+        cmocka_unit_test(test_busy_poll_and_comm),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
