@@ -31,7 +31,7 @@ set(DTRAIN_RUNTIME_SOURCES
   runtime/placement/device.c runtime/placement/affinity.c runtime/placement/blas.c
   runtime/placement/ctx.c
   runtime/buffers.c runtime/replicas.c
-  runtime/model/model_spec.c runtime/model/model.c runtime/model/model_pass.c
+  runtime/model/model_spec.c runtime/model/model.c runtime/model/model_plan.c runtime/model/model_pass.c
   runtime/model/kernels_api.c runtime/model/model_sync.c runtime/model/model_precision.c
   runtime/model/model_profile.c runtime/model/model_eval.c runtime/model/model_step.c
   runtime/model/model_clip.c runtime/model/optimizer.c runtime/model/scaler.c

@@ -113,7 +113,10 @@ struct backend_ops {
      * NULL on the CPU), and setting it (DT_ERR_DEVICE when the handle cannot follow it). */
     void *(*stream)(backend *be);
     dt_status (*set_stream)(backend *be, void *stream);
-    /* Free and total bytes of the device now (0 and 0 on the CPU or when unknown). */
+    /* Free and total bytes of the device now (0 and 0 on the CPU or when unknown; the CPU's test
+     * limit, backend_cpu_set_limit, makes it report one). The sizing entries, mem_info,
+     * conv_ws_floats and scratch16, need no state: a memory plan calls them with be->state NULL,
+     * before any device is set up. */
     void (*mem_info)(backend *be, size_t *free_bytes, size_t *total_bytes);
     /* 1 when p points into this backend's own device memory (never on the CPU). */
     int (*owns)(backend *be, const void *p);
@@ -218,6 +221,15 @@ struct backend_ops {
 
 /* The CPU backend (CBLAS from OpenBLAS for every GEMM); never NULL. */
 backend *backend_cpu(void);
+
+/* Testing (runtime/test_hooks.h): the CPU backend's alloc acts as a device of `bytes` memory,
+ * failing with DT_ERR_NOMEM once what it holds would pass the limit, and its mem_info reports
+ * the limit as the total and what is left as free. 0: no limit. DTRAIN_TEST_MEM_LIMIT=BYTES in
+ * the environment sets it at the first allocation. backend_cpu_held: the bytes its alloc holds
+ * now (asked for, not counting headers), limit or not. Host staging memory (host_alloc) and
+ * memory a program mallocs itself (the host optimizer state) are not counted. */
+void backend_cpu_set_limit(size_t bytes);
+size_t backend_cpu_held(void);
 
 /* The CUDA table without touching the device (to inspect it), or NULL in a build without CUDA. */
 const backend_ops *backend_cuda_ops(void);

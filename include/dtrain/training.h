@@ -142,6 +142,65 @@ typedef struct dt_memory_summary {
  * holds in this rank's memory. */
 DT_API void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary *out);
 
+/** What dt_model_plan_memory() plans for: a model and how a program sets it up, as dtrain train
+ * does (dt_model_create at the largest batch, dt_model_set_accum_steps, dt_model_set_precision,
+ * an optimizer). Fill with dt_memory_plan_defaults(), then set spec, input and batch. The strings
+ * and optim stay the caller's. */
+typedef struct dt_memory_plan_config {
+    const char *spec;             /**< the model spec, as dt_model_create() takes it (required) */
+    const char *input;            /**< the input shape ("784", "3x32x32") or NULL, as dt_model_create() */
+    int batch;                    /**< the largest batch (dt_model_create()'s max_batch), >= 1; default 1 */
+    dt_dtype compute;             /**< compute precision: DT_F32 (default), DT_F16 or DT_BF16 */
+    dt_dtype grads;               /**< gradient type: DT_F32 (default) or compute (backends that keep 16-bit ones) */
+    const dt_optim_config *optim; /**< the optimizer whose state is counted; NULL (default): none */
+    int accum_steps;              /**< dt_model_set_accum_steps(): > 1 adds the fp32 sum buffer; default 1 */
+} dt_memory_plan_config;
+
+/** Fills c with the defaults above (spec and input NULL). */
+DT_API void dt_memory_plan_defaults(dt_memory_plan_config *c);
+
+/** How many of the biggest buffers a dt_memory_plan names. */
+#define DT_MEMORY_TOP 10
+
+/** One buffer of a plan: what it holds and its bytes. */
+typedef struct dt_memory_item {
+    char what[64]; /**< "layer 0 (conv:32:3:1:1) output", "parameters (fp32)", "AdamW moments (m, v)" */
+    size_t bytes;  /**< its size */
+} dt_memory_item;
+
+/** A model's memory plan: plain data, no pointers. */
+typedef struct dt_memory_plan {
+    dt_memory_summary kinds; /**< exactly what dt_model_memory() reports for the model and optimizer made
+                                  so; device_free/device_total: the device's now (a CPU plan: 0) */
+    size_t other;            /**< the small buffers dt_model_memory() leaves out: the finite-check flags, a GPU
+                                  model's input batch and labels, 16-bit gradients' optimizer block */
+    size_t total;            /**< every byte the model's backend holds once training runs (parameters,
+                                  gradients, optimizer state, the activation pool, other) */
+    size_t peak;             /**< the most held at once while the model is made (>= total): dt_model_create()
+                                  makes an fp32 pool before dt_model_set_precision() replaces it with a
+                                  16-bit one, and holds both gradient buffers while it swaps them. What
+                                  must fit. */
+    int n_top;               /**< entries of top */
+    dt_memory_item top[DT_MEMORY_TOP]; /**< the biggest buffers, largest first */
+} dt_memory_plan;
+
+/** The memory plan of the model c describes on ctx's device (the CUDA backend's sizes for a CUDA
+ * placement, the CPU's otherwise or with ctx NULL), without making the model: *out holds what
+ * dt_model_create(), dt_model_set_accum_steps(), dt_model_set_precision() and the optimizer's
+ * first step would allocate. Allocates no device memory and is not collective (on a GPU it asks
+ * the device only for its free memory). Errors: DT_ERR_INVALID_ARG for a bad spec, input, batch,
+ * precision or accum_steps (naming it), DT_ERR_UNSUPPORTED for a CUDA placement in a build without
+ * CUDA or 16-bit gradients on a backend that keeps fp32 ones. */
+DT_API dt_status dt_model_plan_memory(dt_ctx *ctx, const dt_memory_plan_config *c, dt_memory_plan *out);
+
+/** The largest batch (c's batch is ignored) whose plan's peak fits in budget bytes, into *batch,
+ * and that plan into *plan; up to 1048576 (the CLI's limit on --batch). *batch 0 when even batch 1
+ * does not fit: *plan is then batch 1's, whose peak says what the model needs at the least. The
+ * plan grows with the batch, so the answer is found by doubling and bisection. Errors as
+ * dt_model_plan_memory(). */
+DT_API dt_status dt_model_max_batch(dt_ctx *ctx, const dt_memory_plan_config *c, size_t budget, int *batch,
+                                    dt_memory_plan *plan);
+
 /** What one dt_model_train_step() did. */
 typedef struct dt_step_result {
     double loss_sum;    /**< summed loss of this rank's batch (unscaled) */

@@ -12,6 +12,8 @@
 #include "kernels/pass_common.h"
 #include "base/status.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,20 +21,72 @@ enum { BLK = 2048 }; /* 16-bit values widened this many at a time into a buffer 
 
 /* ---------------------------------------------------------------- memory */
 
+/* Every allocation of the table carries its size in a header, so that the bytes held are known
+ * at every free: what mem_info and the test limit (DTRAIN_TEST_MEM_LIMIT, backend.h) count. 64
+ * bytes keep the 64-byte alignment of large (page-aligned) blocks. */
+#define MEM_HEADER 64
+
+/* The CPU backend's memory as a device's: held now, and the test limit (0: none; read from the
+ * environment at the first allocation, or set by backend_cpu_set_limit). */
+static struct {
+    _Atomic size_t held;
+    _Atomic size_t limit;
+    atomic_int limit_read;
+} cpu_mem;
+
+static size_t cpu_limit(void)
+{
+    if (!atomic_exchange(&cpu_mem.limit_read, 1)) {
+        const char *v = getenv("DTRAIN_TEST_MEM_LIMIT");
+        char *end = NULL;
+        const unsigned long long n = v && *v ? strtoull(v, &end, 10) : 0;
+        if (v && *v && end && *end == '\0') atomic_store(&cpu_mem.limit, (size_t)n);
+    }
+    return atomic_load(&cpu_mem.limit);
+}
+
+void backend_cpu_set_limit(size_t bytes)
+{
+    atomic_store(&cpu_mem.limit_read, 1);
+    atomic_store(&cpu_mem.limit, bytes);
+}
+
+size_t backend_cpu_held(void) { return atomic_load(&cpu_mem.held); }
+
 static dt_status c_alloc(backend *be, size_t bytes, const char *what, void **out)
 {
     (void)be;
-    const size_t n = bytes ? bytes : 1;
-    if (!(*out = calloc(1, n)))
+    *out = NULL;
+    const size_t limit = cpu_limit();
+    if (limit && atomic_fetch_add(&cpu_mem.held, bytes) + bytes > limit) {
+        const size_t held = atomic_fetch_sub(&cpu_mem.held, bytes) - bytes;
+        return status_set_error(DT_ERR_NOMEM,
+                                "out of memory for %s (%.1f MiB asked, %.1f MiB free of the %.1f MiB test limit "
+                                "DTRAIN_TEST_MEM_LIMIT): use a smaller --batch or model",
+                                what, (double)bytes / 1048576.0, (double)(limit - held) / 1048576.0,
+                                (double)limit / 1048576.0);
+    }
+    char *p = bytes <= SIZE_MAX - MEM_HEADER ? calloc(1, MEM_HEADER + bytes) : NULL;
+    if (!p) {
+        if (limit) atomic_fetch_sub(&cpu_mem.held, bytes);
         return status_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB): use a smaller --batch or model",
-                                what, (double)n / 1048576.0);
+                                what, (double)bytes / 1048576.0);
+    }
+    memcpy(p, &bytes, sizeof bytes);
+    if (!limit) atomic_fetch_add(&cpu_mem.held, bytes);
+    *out = p + MEM_HEADER;
     return DT_OK;
 }
 
 static void c_free(backend *be, void *p)
 {
     (void)be;
-    free(p);
+    if (!p) return;
+    char *block = (char *)p - MEM_HEADER;
+    size_t bytes;
+    memcpy(&bytes, block, sizeof bytes);
+    atomic_fetch_sub(&cpu_mem.held, bytes);
+    free(block);
 }
 
 /* malloc, not calloc: the loader overwrites every byte of a batch before it is read. */
@@ -44,6 +98,12 @@ static dt_status c_host_alloc(backend *be, size_t bytes, const char *what, void 
         return status_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB): use a smaller --batch", what,
                                 (double)n / 1048576.0);
     return DT_OK;
+}
+
+static void c_host_free(backend *be, void *p)
+{
+    (void)be;
+    free(p);
 }
 
 static dt_status c_copy(backend *be, void *dst, const void *src, size_t bytes)
@@ -74,10 +134,13 @@ static dt_status c_set_stream(backend *be, void *stream)
     return DT_OK;
 }
 
+/* A device's numbers only under the test limit; host memory has none of its own to report. */
 static void c_mem_info(backend *be, size_t *free_bytes, size_t *total_bytes)
 {
     (void)be;
-    *free_bytes = *total_bytes = 0;
+    const size_t limit = cpu_limit(), held = backend_cpu_held();
+    *total_bytes = limit;
+    *free_bytes = limit > held ? limit - held : 0;
 }
 
 static int c_owns(backend *be, const void *p)
@@ -329,7 +392,7 @@ static const backend_ops cpu_ops = {
     .alloc = c_alloc,
     .free = c_free,
     .host_alloc = c_host_alloc,
-    .host_free = c_free,
+    .host_free = c_host_free,
     .to_device = c_copy,
     .to_host = c_copy,
     .to_device_async = c_copy,

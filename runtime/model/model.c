@@ -13,6 +13,7 @@
  */
 #include "runtime/model/model.h"
 #include "runtime/model/model_internal.h"
+#include "runtime/model/model_plan.h"
 #include "base/hash.h"
 #include "base/rng.h"
 #include "base/status.h"
@@ -21,21 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Layer l's convolution geometry at `batch` into l->cs; its check's error (naming the numbers)
- * when the kernel does not fit. */
-static dt_status layer_conv_shape(layer *l, int batch)
-{
-    l->cs = (conv_shape){.batch = batch,
-                         .c_in = l->in_c,
-                         .h = l->in_h,
-                         .w = l->in_w,
-                         .c_out = l->out,
-                         .k = l->k,
-                         .stride = l->stride,
-                         .pad = l->pad};
-    return conv_shape_init(&l->cs);
-}
 
 /* PyTorch's default for Linear and Conv2d: weights and biases uniform in +-1/sqrt(fan_in). Made on
  * the host, then copied to the backend when its memory is not host memory. */
@@ -75,18 +61,6 @@ void model_free_acts(dt_model *m)
     m->ws = NULL;
 }
 
-/* Whether layer i needs its own output buffer: not flatten (it aliases its input), and not a ReLU
- * that can work in place (every ReLU except one applied to x itself, which is const). */
-static int layer_owns_output(const dt_model *m, int i)
-{
-    const layer *l = &m->spec.layers[i];
-    if (l->kind == LAYER_FLATTEN) return 0;
-    if (l->kind != LAYER_RELU) return 1;
-    for (int j = 0; j < i; j++)
-        if (m->spec.layers[j].kind != LAYER_FLATTEN) return 0;
-    return 1;
-}
-
 /* A buffer on the model's backend, or NULL (dt_last_error says why). */
 static void *mbuf(const dt_model *m, size_t bytes, const char *what)
 {
@@ -94,79 +68,25 @@ static void *mbuf(const dt_model *m, size_t bytes, const char *what)
     return m->be->ops->alloc(m->be, bytes, what, &p) ? NULL : p;
 }
 
-/* The per-step buffers (for m->prec, at the largest batch) as (slot, bytes, kind): what the
- * activation pool holds, and what dt_model_memory reports. */
-enum { CARVE_ACT, CARVE_WORK, CARVE_P16 }; /* activations, workspace, the 16-bit parameter copy */
-typedef struct carve {
-    void **slot;
-    size_t bytes;
-    int kind;
-} carve;
-
-/* Entries act_plan may write: per layer an output and pooling indices, then at most 11 more. */
-static size_t carve_max(const dt_model *m) { return 2 * (size_t)m->spec.n + 16; }
-
-/* What the backend's 16-bit layer entries need as scratch, layer by layer at the largest batch
- * (and the loss over the logits). */
-static scratch_sizes model_scratch16(const dt_model *m)
+/* The model field a carved buffer of the pool becomes. */
+static void **carve_field(dt_model *m, const carve *c)
 {
-    scratch_sizes z = {0};
-    int first = 1;
-    for (int i = 0; i < m->spec.n; i++) {
-        const layer *l = &m->spec.layers[i];
-        static const be_layer_kind kinds[] = {[LAYER_FC] = BE_LAYER_FC,
-                                              [LAYER_CONV] = BE_LAYER_CONV,
-                                              [LAYER_RELU] = BE_LAYER_RELU,
-                                              [LAYER_POOL] = BE_LAYER_POOL};
-        if (l->kind == LAYER_FLATTEN) continue;
-        const layer_need need = {.kind = kinds[l->kind],
-                                 .in_n = layer_in_n(l),
-                                 .out_n = layer_out_n(l),
-                                 .fc_in = l->in_c,
-                                 .fc_out = l->out,
-                                 .np = l->w_n + l->b_n,
-                                 .first = first};
-        m->be->ops->scratch16(m->be, &need, m->max_batch, &z);
-        first = 0;
+    switch (c->slot) {
+        case SLOT_OUTPUT: return &m->act[c->index];
+        case SLOT_POOL_IDX: return (void **)&m->pool_idx[c->index];
+        case SLOT_DBUF: return &m->dbuf[c->index];
+        case SLOT_WS: return (void **)&m->ws;
+        case SLOT_SX: return (void **)&m->sx;
+        case SLOT_SY: return (void **)&m->sy;
+        case SLOT_SDY: return (void **)&m->sdy;
+        case SLOT_SW: return (void **)&m->sw;
+        case SLOT_SG: return (void **)&m->sg;
+        case SLOT_ST: return (void **)&m->st;
+        case SLOT_X16: return (void **)&m->x16;
+        case SLOT_P16: return (void **)&m->p16;
     }
-    const layer_need loss = {.kind = BE_LAYER_LOSS, .out_n = (size_t)m->spec.classes};
-    m->be->ops->scratch16(m->be, &loss, m->max_batch, &z);
-    return z;
+    return NULL;
 }
-
-static int act_plan(dt_model *m, carve *c)
-{
-    const size_t B = (size_t)m->max_batch, na = B * m->spec.max_act, e = m->prec == DT_F32 ? 4 : 2;
-    int k = 0;
-    for (int i = 0; i < m->spec.n; i++) {
-        const layer *l = &m->spec.layers[i];
-        if (layer_owns_output(m, i)) c[k++] = (carve){&m->act[i], B * layer_out_n(l) * e, CARVE_ACT};
-        if (l->kind == LAYER_POOL)
-            c[k++] = (carve){(void **)&m->pool_idx[i], B * layer_out_n(l) * sizeof(int32_t), CARVE_ACT};
-    }
-    for (int j = 0; j < 2; j++) c[k++] = (carve){&m->dbuf[j], na * e, CARVE_ACT};
-    size_t ws = 0;
-    for (int i = 0; i < m->spec.n; i++)
-        if (m->spec.layers[i].kind == LAYER_CONV) {
-            const size_t need = m->be->ops->conv_ws_floats(m->be, &m->spec.layers[i].cs);
-            if (need > ws) ws = need;
-        }
-    if (ws) c[k++] = (carve){(void **)&m->ws, ws * sizeof(float), CARVE_WORK};
-    if (m->prec == DT_F32) return k;
-    const scratch_sizes z = model_scratch16(m);
-    c[k++] = (carve){(void **)&m->sx, z.sx * sizeof(float), CARVE_WORK};
-    c[k++] = (carve){(void **)&m->sy, z.sy * sizeof(float), CARVE_WORK};
-    c[k++] = (carve){(void **)&m->sdy, z.sdy * sizeof(float), CARVE_WORK};
-    c[k++] = (carve){(void **)&m->sw, z.sw * sizeof(float), CARVE_WORK};
-    c[k++] = (carve){(void **)&m->sg, z.sw * sizeof(float), CARVE_WORK};
-    c[k++] = (carve){(void **)&m->st, z.st * sizeof(float), CARVE_WORK};
-    if (z.x16) c[k++] = (carve){(void **)&m->x16, z.x16 * sizeof(uint16_t), CARVE_WORK};
-    if (m->be->ops->keeps_params16)
-        c[k++] = (carve){(void **)&m->p16, m->spec.num_params * sizeof(uint16_t), CARVE_P16};
-    return k;
-}
-
-#define POOL_ALIGN 256 /* every buffer of the pool starts on a 256-byte boundary */
 
 /* Allocates the activation pool of m->prec (after model_free_acts) as one allocation, sized for
  * the largest batch and reused by every step, and carves the per-step buffers from it: layer
@@ -174,14 +94,13 @@ static int act_plan(dt_model *m, carve *c)
  * conversion scratch. 0 when out of memory (dt_last_error says how much was asked). */
 int model_alloc_acts(dt_model *m)
 {
-    carve *c = malloc(carve_max(m) * sizeof *c);
+    carve *c = malloc(carve_max(&m->spec) * sizeof *c);
     if (!c) {
         status_set_error(DT_ERR_NOMEM, "out of memory planning the activation pool");
         return 0;
     }
-    const int k = act_plan(m, c);
-    size_t total = 0;
-    for (int j = 0; j < k; j++) total += (c[j].bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+    const int k = act_plan(&m->spec, m->be->ops, m->prec, m->max_batch, c);
+    const size_t total = carve_pool_bytes(c, k);
     char what[64];
     snprintf(what, sizeof what, "the %s activation pool", m->prec == DT_F32 ? "fp32" : "16-bit");
     if (!(m->pool = mbuf(m, total, what))) {
@@ -191,8 +110,8 @@ int model_alloc_acts(dt_model *m)
     m->pool_bytes = total;
     char *p = m->pool;
     for (int j = 0; j < k; j++) {
-        *c[j].slot = p;
-        p += (c[j].bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+        *carve_field(m, &c[j]) = p;
+        p += carve_aligned(c[j].bytes);
     }
     free(c);
     return 1;
@@ -253,12 +172,9 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     m->prec = m->grad_t = DT_F32;
     m->inv_scale = m->grad_mul = 1.0f;
     m->accum_steps = 1;
-    for (size_t i = 0; i < n; i++) {
-        layer *l = &m->spec.layers[i];
-        if (l->kind == LAYER_CONV && (s = layer_conv_shape(l, max_batch))) {
-            dt_model_free(m);
-            return s;
-        }
+    if ((s = plan_conv_shapes(&m->spec, max_batch))) {
+        dt_model_free(m);
+        return s;
     }
     /* else the error is set */
     int ok = m->params && m->grads && m->dflags && (host || (m->xdev && m->ldev));
@@ -321,21 +237,7 @@ void dt_model_describe(const dt_model *m, char *buf, size_t n)
     }
 }
 
-void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n)
-{
-    if (i < 0 || i >= m->spec.n) {
-        snprintf(buf, n, "-");
-        return;
-    }
-    const layer *l = &m->spec.layers[i];
-    switch (l->kind) {
-        case LAYER_FC: snprintf(buf, n, "layer %d (fc:%d)", i, l->out); break;
-        case LAYER_CONV: snprintf(buf, n, "layer %d (conv:%d:%d:%d:%d)", i, l->out, l->k, l->stride, l->pad); break;
-        case LAYER_POOL: snprintf(buf, n, "layer %d (pool:%d)", i, l->k); break;
-        case LAYER_RELU: snprintf(buf, n, "layer %d (relu)", i); break;
-        case LAYER_FLATTEN: snprintf(buf, n, "layer %d (flatten)", i); break;
-    }
-}
+void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n) { model_spec_layer_name(&m->spec, i, buf, n); }
 
 void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary *out)
 {
@@ -347,9 +249,9 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
         const optimizer_view v = optimizer_state(o);
         out->optimizer = 4 * (v.n1 + v.n2);
     }
-    /* The pool's buffers as act_plan lists them (it only takes their addresses here). */
-    carve *c = malloc(carve_max(m) * sizeof *c);
-    const int k = c ? act_plan((dt_model *)m, c) : 0;
+    /* The pool's buffers as act_plan lists them, the plan dt_model_plan_memory makes too. */
+    carve *c = malloc(carve_max(&m->spec) * sizeof *c);
+    const int k = c ? act_plan(&m->spec, m->be->ops, m->prec, m->max_batch, c) : 0;
     for (int j = 0; j < k; j++) {
         if (c[j].kind == CARVE_ACT) out->activations += c[j].bytes;
         if (c[j].kind == CARVE_WORK) out->workspace += c[j].bytes;

@@ -1,0 +1,330 @@
+/*
+ * model_plan.c - a model's memory plan: the activation pool's carve (act_plan), which model.c
+ * allocates and dt_model_memory reports, and the same plan without a model (dt_model_plan_memory):
+ * every buffer dt_model_create, dt_model_set_accum_steps, dt_model_set_precision and the
+ * optimizer's first step would ask the backend for, with the biggest named, and the largest batch
+ * whose plan fits in a byte budget (dt_model_max_batch). Nothing here allocates on a device or
+ * talks to other ranks: the sizes come from the backend's table alone.
+ */
+#include "runtime/model/model_plan.h"
+#include "runtime/model/model_internal.h"
+#include "base/status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The largest batch dt_model_max_batch tries: the CLI's own limit on --batch. */
+#define PLAN_MAX_BATCH (1 << 20)
+
+int layer_owns_output(const model_spec *s, int i)
+{
+    const layer *l = &s->layers[i];
+    if (l->kind == LAYER_FLATTEN) return 0;
+    if (l->kind != LAYER_RELU) return 1;
+    for (int j = 0; j < i; j++)
+        if (s->layers[j].kind != LAYER_FLATTEN) return 0;
+    return 1;
+}
+
+dt_status plan_conv_shapes(model_spec *s, int batch)
+{
+    for (int i = 0; i < s->n; i++) {
+        layer *l = &s->layers[i];
+        if (l->kind != LAYER_CONV) continue;
+        l->cs = (conv_shape){.batch = batch,
+                             .c_in = l->in_c,
+                             .h = l->in_h,
+                             .w = l->in_w,
+                             .c_out = l->out,
+                             .k = l->k,
+                             .stride = l->stride,
+                             .pad = l->pad};
+        dt_status st = conv_shape_init(&l->cs);
+        if (st) return st;
+    }
+    return DT_OK;
+}
+
+/* What the backend's 16-bit layer entries need as scratch, layer by layer at `batch` (and the loss
+ * over the logits). */
+static scratch_sizes plan_scratch16(const model_spec *s, backend *be, int batch)
+{
+    scratch_sizes z = {0};
+    int first = 1;
+    for (int i = 0; i < s->n; i++) {
+        const layer *l = &s->layers[i];
+        static const be_layer_kind kinds[] = {[LAYER_FC] = BE_LAYER_FC,
+                                              [LAYER_CONV] = BE_LAYER_CONV,
+                                              [LAYER_RELU] = BE_LAYER_RELU,
+                                              [LAYER_POOL] = BE_LAYER_POOL};
+        if (l->kind == LAYER_FLATTEN) continue;
+        const layer_need need = {.kind = kinds[l->kind],
+                                 .in_n = layer_in_n(l),
+                                 .out_n = layer_out_n(l),
+                                 .fc_in = l->in_c,
+                                 .fc_out = l->out,
+                                 .np = l->w_n + l->b_n,
+                                 .first = first};
+        be->ops->scratch16(be, &need, batch, &z);
+        first = 0;
+    }
+    const layer_need loss = {.kind = BE_LAYER_LOSS, .out_n = (size_t)s->classes};
+    be->ops->scratch16(be, &loss, batch, &z);
+    return z;
+}
+
+int act_plan(const model_spec *s, const backend_ops *ops, dt_dtype prec, int batch, carve *c)
+{
+    /* The sizing entries need no device state (kernels/backend.h), so a table alone serves. */
+    backend be = {.ops = ops, .state = NULL};
+    const size_t B = (size_t)batch, na = B * s->max_act, e = prec == DT_F32 ? 4 : 2;
+    int k = 0;
+    for (int i = 0; i < s->n; i++) {
+        const layer *l = &s->layers[i];
+        if (layer_owns_output(s, i)) c[k++] = (carve){SLOT_OUTPUT, i, B * layer_out_n(l) * e, CARVE_ACT};
+        if (l->kind == LAYER_POOL) c[k++] = (carve){SLOT_POOL_IDX, i, B * layer_out_n(l) * sizeof(int32_t), CARVE_ACT};
+    }
+    for (int j = 0; j < 2; j++) c[k++] = (carve){SLOT_DBUF, j, na * e, CARVE_ACT};
+    size_t ws = 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->layers[i].kind == LAYER_CONV) {
+            const size_t need = ops->conv_ws_floats(&be, &s->layers[i].cs);
+            if (need > ws) ws = need;
+        }
+    if (ws) c[k++] = (carve){SLOT_WS, 0, ws * sizeof(float), CARVE_WORK};
+    if (prec == DT_F32) return k;
+    const scratch_sizes z = plan_scratch16(s, &be, batch);
+    c[k++] = (carve){SLOT_SX, 0, z.sx * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){SLOT_SY, 0, z.sy * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){SLOT_SDY, 0, z.sdy * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){SLOT_SW, 0, z.sw * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){SLOT_SG, 0, z.sw * sizeof(float), CARVE_WORK};
+    c[k++] = (carve){SLOT_ST, 0, z.st * sizeof(float), CARVE_WORK};
+    if (z.x16) c[k++] = (carve){SLOT_X16, 0, z.x16 * sizeof(uint16_t), CARVE_WORK};
+    if (ops->keeps_params16) c[k++] = (carve){SLOT_P16, 0, s->num_params * sizeof(uint16_t), CARVE_P16};
+    return k;
+}
+
+size_t carve_pool_bytes(const carve *c, int k)
+{
+    size_t total = 0;
+    for (int j = 0; j < k; j++) total += carve_aligned(c[j].bytes);
+    return total;
+}
+
+void model_spec_layer_name(const model_spec *s, int i, char *buf, size_t n)
+{
+    if (i < 0 || i >= s->n) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    const layer *l = &s->layers[i];
+    switch (l->kind) {
+        case LAYER_FC: snprintf(buf, n, "layer %d (fc:%d)", i, l->out); break;
+        case LAYER_CONV: snprintf(buf, n, "layer %d (conv:%d:%d:%d:%d)", i, l->out, l->k, l->stride, l->pad); break;
+        case LAYER_POOL: snprintf(buf, n, "layer %d (pool:%d)", i, l->k); break;
+        case LAYER_RELU: snprintf(buf, n, "layer %d (relu)", i); break;
+        case LAYER_FLATTEN: snprintf(buf, n, "layer %d (flatten)", i); break;
+    }
+}
+
+/* ---------------------------------------------------------------- the plan without a model */
+
+void dt_memory_plan_defaults(dt_memory_plan_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->batch = 1;
+    c->compute = c->grads = DT_F32;
+    c->accum_steps = 1;
+}
+
+/* Keeps the DT_MEMORY_TOP biggest items of p, largest first (ties: the earlier stays first). */
+static void plan_item(dt_memory_plan *p, size_t bytes, const char *fmt, const char *arg)
+{
+    if (!bytes) return;
+    int at = p->n_top;
+    while (at > 0 && p->top[at - 1].bytes < bytes) at--;
+    if (at >= DT_MEMORY_TOP) return;
+    const int last = p->n_top < DT_MEMORY_TOP ? p->n_top : DT_MEMORY_TOP - 1;
+    memmove(&p->top[at + 1], &p->top[at], (size_t)(last - at) * sizeof p->top[0]);
+    p->top[at].bytes = bytes;
+    snprintf(p->top[at].what, sizeof p->top[at].what, fmt, arg);
+    if (p->n_top < DT_MEMORY_TOP) p->n_top++;
+}
+
+/* The carved buffers of one pool as plan items. */
+static void plan_carve_items(dt_memory_plan *p, const model_spec *s, const carve *c, int k)
+{
+    size_t scratch = 0;
+    char name[48];
+    for (int j = 0; j < k; j++) {
+        switch (c[j].slot) {
+            case SLOT_OUTPUT:
+                model_spec_layer_name(s, c[j].index, name, sizeof name);
+                plan_item(p, c[j].bytes, "%s output", name);
+                break;
+            case SLOT_POOL_IDX:
+                model_spec_layer_name(s, c[j].index, name, sizeof name);
+                plan_item(p, c[j].bytes, "%s argmax", name);
+                break;
+            case SLOT_DBUF: plan_item(p, c[j].bytes, "%sbackward gradient buffer", c[j].index ? "second " : ""); break;
+            case SLOT_WS: plan_item(p, c[j].bytes, "%sconvolution workspace", ""); break;
+            case SLOT_P16: plan_item(p, c[j].bytes, "%s16-bit parameter copy", ""); break;
+            default: scratch += c[j].bytes; /* the fp32 and 16-bit conversion scratch */
+        }
+    }
+    plan_item(p, scratch, "%s16-bit conversion scratch", "");
+}
+
+/* The plan of spec s (parsed, conv shapes at c->batch) on table ops, into *p. */
+static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memory_plan_config *c, carve *cv,
+                      dt_memory_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    const size_t np = s->num_params, B = (size_t)c->batch, n = (size_t)s->n;
+    dt_memory_summary *k = &p->kinds;
+    /* dt_model_create: parameters, fp32 gradients, the finite-check flags, the input batch and
+     * labels (a backend without host memory), and the fp32 pool at the largest batch. */
+    const int k32 = act_plan(s, ops, DT_F32, c->batch, cv);
+    const size_t pool32 = carve_pool_bytes(cv, k32);
+    const size_t fixed = np * 4 + (n ? n : 1) * sizeof(int) +
+                         (ops->host_memory ? 0 : B * (size_t)s->in_c * s->in_h * s->in_w * sizeof(float) + B * 4);
+    p->other = fixed - np * 4;
+    if (!ops->host_memory) plan_item(p, B * (size_t)s->in_c * s->in_h * s->in_w * 4, "%sinput batch", "");
+    plan_item(p, np * 4, "%sparameters (fp32)", "");
+    /* The optimizer: momentum, or AdamW's m and v (fp32 each). */
+    size_t moments = 0;
+    if (c->optim) moments = c->optim->kind == DT_OPTIM_ADAMW ? 2 : c->optim->momentum > 0 ? 1 : 0;
+    k->optimizer = moments * np * 4;
+    plan_item(p, k->optimizer, "%s", moments == 2 ? "AdamW moments (m, v)" : "SGD momentum");
+    const size_t gacc = c->accum_steps > 1 ? np * 4 : 0;
+    plan_item(p, gacc, "%sgradient accumulation buffer", "");
+    /* dt_model_set_precision: the pool again in 16 bits, and 16-bit gradients with the block the
+     * optimizer widens them into. */
+    const int kf = c->compute == DT_F32 ? k32 : act_plan(s, ops, c->compute, c->batch, cv);
+    const size_t pool = carve_pool_bytes(cv, kf);
+    const int g16 = c->grads != DT_F32;
+    const size_t grads = np * (g16 ? 2 : 4), gblk = g16 ? MODEL_GBLK * sizeof(float) : 0;
+    plan_item(p, grads, "%s", g16 ? "gradients (16-bit)" : "gradients (fp32)");
+    p->other += gblk;
+    for (int j = 0; j < kf; j++) {
+        if (cv[j].kind == CARVE_ACT) k->activations += cv[j].bytes;
+        if (cv[j].kind == CARVE_WORK) k->workspace += cv[j].bytes;
+        if (cv[j].kind == CARVE_P16) k->params += cv[j].bytes;
+    }
+    plan_carve_items(p, s, cv, kf);
+    k->params += np * 4;
+    k->grads = np * (g16 ? 2 : 4) + (gacc ? np * 4 : 0);
+    k->pool = pool;
+    backend be = {.ops = ops, .state = NULL};
+    ops->mem_info(&be, &k->device_free, &k->device_total);
+    /* Held while training, and the most held at once on the way there: the fp32 pool of
+     * dt_model_create before a 16-bit one replaces it, both gradient buffers while
+     * dt_model_set_precision swaps them (counting the optimizer and accumulation buffer from the
+     * start, whatever order a program makes them in). */
+    p->total = fixed + grads + gblk + gacc + k->optimizer + pool;
+    const size_t at_create = fixed + np * 4 + pool32 + gacc + k->optimizer;
+    const size_t at_swap = g16 ? fixed + np * 4 + grads + gblk + gacc + k->optimizer + pool : 0;
+    p->peak = p->total;
+    if (at_create > p->peak) p->peak = at_create;
+    if (at_swap > p->peak) p->peak = at_swap;
+}
+
+/* The backend table a model of ctx would use: the CUDA one for a CUDA placement. */
+static dt_status plan_ops(dt_ctx *ctx, const backend_ops **out)
+{
+    *out = backend_cpu()->ops;
+    dt_placement pl;
+    if (!ctx || dt_get_placement(ctx, &pl) != DT_OK || pl.device != DT_DEVICE_CUDA) return DT_OK;
+    if (!(*out = backend_cuda_ops()))
+        return status_set_error(DT_ERR_UNSUPPORTED, "this dtrain was built without CUDA: plan with --device cpu");
+    return DT_OK;
+}
+
+/* Checks c and parses its spec into *s (freed by the caller with model_spec_free). */
+static dt_status plan_begin(const dt_memory_plan_config *c, const backend_ops *ops, model_spec *s)
+{
+    if (!c || !c->spec)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_model_plan_memory: the config or its spec is NULL");
+    if (c->compute != DT_F32 && c->compute != DT_F16 && c->compute != DT_BF16)
+        return status_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)c->compute);
+    if (c->grads != DT_F32 && c->grads != c->compute)
+        return status_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
+                                dt_dtype_name(c->compute), dt_dtype_name(c->compute), dt_dtype_name(c->grads));
+    if (c->grads != DT_F32 && !ops->grads16)
+        return status_set_error(DT_ERR_UNSUPPORTED, "on the %s backend, gradients are kept in fp32: plan with DT_F32",
+                                ops->name);
+    if (c->accum_steps < 1)
+        return status_set_error(DT_ERR_INVALID_ARG, "accum_steps %d must be at least 1", c->accum_steps);
+    return model_spec_parse(c->spec, c->input, s);
+}
+
+dt_status dt_model_plan_memory(dt_ctx *ctx, const dt_memory_plan_config *c, dt_memory_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    const backend_ops *ops;
+    dt_status st = plan_ops(ctx, &ops);
+    if (st) return st;
+    if (c && c->batch < 1) return status_set_error(DT_ERR_INVALID_ARG, "batch size %d must be at least 1", c->batch);
+    model_spec s;
+    if ((st = plan_begin(c, ops, &s))) return st;
+    carve *cv = malloc(carve_max(&s) * sizeof *cv);
+    if (!cv) st = status_set_error(DT_ERR_NOMEM, "out of host memory planning the model's memory");
+    if (!st) st = plan_conv_shapes(&s, c->batch);
+    if (!st) plan_fill(&s, ops, c, cv, out);
+    free(cv);
+    model_spec_free(&s);
+    return st;
+}
+
+dt_status dt_model_max_batch(dt_ctx *ctx, const dt_memory_plan_config *c, size_t budget, int *batch,
+                             dt_memory_plan *plan)
+{
+    *batch = 0;
+    memset(plan, 0, sizeof *plan);
+    const backend_ops *ops;
+    dt_status st = plan_ops(ctx, &ops);
+    if (st) return st;
+    model_spec s;
+    if ((st = plan_begin(c, ops, &s))) return st;
+    carve *cv = malloc(carve_max(&s) * sizeof *cv);
+    if (!cv) {
+        model_spec_free(&s);
+        return status_set_error(DT_ERR_NOMEM, "out of host memory planning the model's memory");
+    }
+    dt_memory_plan_config at = *c;
+    dt_memory_plan p;
+    /* fits(b): the plan's peak at batch b is within the budget. Every part of the plan grows with
+     * the batch or stays, so the largest fitting batch is found by doubling, then bisection. */
+    int lo = 0, hi = 0; /* fits(lo) (or lo 0), !fits(hi) (or hi 0: not found yet) */
+    for (int b = 1; !st; b = b > PLAN_MAX_BATCH / 2 ? PLAN_MAX_BATCH : 2 * b) {
+        at.batch = b;
+        if ((st = plan_conv_shapes(&s, b))) break;
+        plan_fill(&s, ops, &at, cv, &p);
+        if (p.peak > budget) {
+            hi = b;
+            if (b == 1) *plan = p; /* nothing fits: what batch 1 needs */
+            break;
+        }
+        lo = b;
+        *plan = p;
+        if (b == PLAN_MAX_BATCH) break;
+    }
+    while (!st && hi && hi - lo > 1) {
+        const int mid = lo + (hi - lo) / 2;
+        at.batch = mid;
+        if ((st = plan_conv_shapes(&s, mid))) break;
+        plan_fill(&s, ops, &at, cv, &p);
+        if (p.peak > budget) {
+            hi = mid;
+        } else {
+            lo = mid;
+            *plan = p;
+        }
+    }
+    free(cv);
+    model_spec_free(&s);
+    if (!st) *batch = lo;
+    return st;
+}

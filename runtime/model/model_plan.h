@@ -1,0 +1,62 @@
+/*
+ * model_plan.h - the activation pool's carve as one list (model_plan.c): what dt_model_create and
+ * dt_model_set_precision allocate (model.c) and what dt_model_memory and dt_model_plan_memory
+ * report are all read from act_plan, so the plan and the allocation cannot disagree.
+ */
+#ifndef DT_RUNTIME_MODEL_MODEL_PLAN_H
+#define DT_RUNTIME_MODEL_MODEL_PLAN_H
+
+#include "runtime/model/model.h"
+#include "kernels/backend.h"
+
+/* What a carved buffer counts as in dt_memory_summary. */
+typedef enum { CARVE_ACT, CARVE_WORK, CARVE_P16 } carve_kind;
+/* Which field of dt_model a carved buffer becomes (model.c resolves it); index: the layer for
+ * CARVE_OUTPUT and CARVE_POOL_IDX, the buffer (0, 1) for CARVE_DBUF. */
+typedef enum {
+    SLOT_OUTPUT,
+    SLOT_POOL_IDX,
+    SLOT_DBUF,
+    SLOT_WS,
+    SLOT_SX,
+    SLOT_SY,
+    SLOT_SDY,
+    SLOT_SW,
+    SLOT_SG,
+    SLOT_ST,
+    SLOT_X16,
+    SLOT_P16
+} carve_slot;
+typedef struct carve {
+    carve_slot slot;
+    int index;
+    size_t bytes;
+    carve_kind kind;
+} carve;
+
+#define POOL_ALIGN 256 /* every buffer of the pool starts on a 256-byte boundary */
+
+/* Entries act_plan may write: per layer an output and pooling indices, then at most 11 more. */
+static inline size_t carve_max(const model_spec *s) { return 2 * (size_t)s->n + 16; }
+static inline size_t carve_aligned(size_t bytes) { return (bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN; }
+
+/* Sets every convolution layer's geometry (l->cs) for `batch`: its check's error when a kernel
+ * does not fit. */
+dt_status plan_conv_shapes(model_spec *s, int batch);
+
+/* The per-step buffers of a model of spec s (conv shapes set for batch) in precision prec on the
+ * backend whose table is ops, at batch `batch`, into c (carve_max entries): their count. Asks the
+ * table only for sizes (conv_ws_floats, scratch16, keeps_params16), which need no device. */
+int act_plan(const model_spec *s, const backend_ops *ops, dt_dtype prec, int batch, carve *c);
+
+/* The pool's size: the buffers' bytes, each rounded up to POOL_ALIGN. */
+size_t carve_pool_bytes(const carve *c, int k);
+
+/* Whether layer i needs its own output buffer (flatten aliases its input; a ReLU works in place
+ * except on the model input x, which is const). */
+int layer_owns_output(const model_spec *s, int i);
+
+/* "layer 3 (conv:64:3:1:1)": layer i of s as dt_model_layer_name writes it. */
+void model_spec_layer_name(const model_spec *s, int i, char *buf, size_t n);
+
+#endif
