@@ -19,6 +19,9 @@
 enum { COMM_REPS = 5, COMM_REPS_BIG = 3 };
 #define MIB ((size_t)1 << 20)
 
+/* Bus bandwidth (B/s) of an allreduce of `bytes` over n ranks taking t seconds; 0 for no time. */
+static double busbw(double bytes, double t, int n) { return t > 0 ? bytes / t * 2.0 * (n - 1) / n : 0; }
+
 /* The slowest rank's median time of reps allreduces of count floats; < 0 on failure (error set). */
 static double time_world(dt_ctx *ctx, float *buf, size_t count, int reps, doctor_comm_facts *out)
 {
@@ -53,8 +56,7 @@ static double time_node(MPI_Comm node, float *buf, size_t count)
         if (r) t[r - 1] = dt;
     }
     MPI_Allreduce(MPI_IN_PLACE, t, COMM_REPS_BIG, MPI_DOUBLE, MPI_MAX, node);
-    const double med = median_sort(t, COMM_REPS_BIG);
-    return med > 0 ? (double)(count * sizeof(float)) / med * 2.0 * (n - 1) / n : 0;
+    return busbw((double)(count * sizeof(float)), median_sort(t, COMM_REPS_BIG), n);
 }
 
 void doctor_comm_measure(dt_ctx *ctx, const dt_placement *pl, const char *skip, doctor_comm_facts *out)
@@ -89,14 +91,11 @@ void doctor_comm_measure(dt_ctx *ctx, const dt_placement *pl, const char *skip, 
     free(buf);
 }
 
-static double busbw(double bytes, double t, int n) { return t > 0 ? bytes / t * 2.0 * (n - 1) / n : 0; }
-
-static void world_row(doc_list *job, const char *name, const doctor_comm_facts *c, double bytes, double t, int n)
+static void world_row(doc_list *job, const char *name, double bytes, double t, int n)
 {
     const double alg = t > 0 ? bytes / t : 0;
     doc_add(job, name, DOC_PASS, NULL, "%.3g MiB: %.3f ms (median, slowest rank), algbw %.2f GB/s, busbw %.2f GB/s",
             bytes / (double)MIB, t * 1e3, alg / 1e9, busbw(bytes, t, n) / 1e9);
-    (void)c;
 }
 
 void doctor_comm_check_job(const doctor_facts *all, int world, doc_list *job)
@@ -119,8 +118,8 @@ void doctor_comm_check_job(const doctor_facts *all, int world, doc_list *job)
                 "an 8-byte allreduce takes %.2f ms (healthy: tens of microseconds)", c->small_s * 1e3);
     else
         doc_add(job, "comm.latency", DOC_PASS, NULL, "an 8-byte allreduce takes %.1f us", c->small_s * 1e6);
-    world_row(job, "comm.allreduce_1m", c, (double)MIB, c->t1m_s, world);
-    world_row(job, "comm.allreduce_64m", c, 64.0 * (double)MIB, c->t64m_s, world);
+    world_row(job, "comm.allreduce_1m", (double)MIB, c->t1m_s, world);
+    world_row(job, "comm.allreduce_64m", 64.0 * (double)MIB, c->t64m_s, world);
 
     /* Per node: its own allreduce, all nodes at once; one far below the median is named. */
     const int nodes = all[0].pl.num_nodes;

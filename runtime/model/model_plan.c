@@ -188,10 +188,10 @@ static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memo
      * labels (a backend without host memory), and the fp32 pool at the largest batch. */
     const int k32 = act_plan(s, ops, DT_F32, c->batch, cv);
     const size_t pool32 = carve_pool_bytes(cv, k32);
-    const size_t fixed = np * 4 + (n ? n : 1) * sizeof(int) +
-                         (ops->host_memory ? 0 : B * (size_t)s->in_c * s->in_h * s->in_w * sizeof(float) + B * 4);
+    const size_t input = ops->host_memory ? 0 : B * (size_t)s->in_c * s->in_h * s->in_w * sizeof(float);
+    const size_t fixed = np * 4 + (n ? n : 1) * sizeof(int) + (input ? input + B * 4 : 0);
     p->other = fixed - np * 4;
-    if (!ops->host_memory) plan_item(p, B * (size_t)s->in_c * s->in_h * s->in_w * 4, "%sinput batch", "");
+    if (input) plan_item(p, input, "%sinput batch", "");
     plan_item(p, np * 4, "%sparameters (fp32)", "");
     /* The optimizer: momentum, or AdamW's m and v (fp32 each). */
     size_t moments = 0;
@@ -215,7 +215,7 @@ static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memo
     }
     plan_carve_items(p, s, cv, kf);
     k->params += np * 4;
-    k->grads = np * (g16 ? 2 : 4) + (gacc ? np * 4 : 0);
+    k->grads = grads + gacc;
     k->pool = pool;
     backend be = {.ops = ops, .state = NULL};
     ops->mem_info(&be, &k->device_free, &k->device_total);
