@@ -134,7 +134,7 @@ static int doctor_preflight(doctor_facts *me, hidden_vars *hidden, int *orig_ran
     else if (topo_check_before_mpi(&env) != DT_OK)
         snprintf(refusal, sizeof refusal, "%s", dt_last_error());
     *orig_rank = env_ok ? env.rank : -1;
-    doctor_host_early(&me->host, NULL);
+    doctor_host_early(&me->host, env_ok ? (int)env.launcher : -1);
     /* Open MPI cannot start a task of srun without PMIx as such; hidden, it starts a singleton. */
     if (refusal[0]) hide_launcher(hidden);
     int provided = 0;

@@ -50,8 +50,9 @@ typedef struct doctor_host_facts {
 } doctor_host_facts;
 
 /* Before dt_init (and before MPI): the launcher's variables, the cores the launcher allowed, and
- * the thread variables. refusal is the message of the first refusal dt_init would make, or NULL. */
-void doctor_host_early(doctor_host_facts *f, const char *refusal);
+ * the thread variables. launcher is what topo_read_env resolved (a dt_launcher), or -1 when it
+ * refused the environment; the caller records the refusal itself once MPI has had its say. */
+void doctor_host_early(doctor_host_facts *f, int launcher);
 
 /* Fills the rest of *f for this rank, whose placement is pl (after dt_init). Never fails: what
  * cannot be read is recorded as absent, and the checks say so. */

@@ -7,7 +7,6 @@
  */
 #include "launch/doctor/doctor.h"
 #include "runtime/placement/affinity.h"
-#include "runtime/placement/topo.h"
 
 #include <mpi.h>
 #if defined(OPEN_MPI) && OPEN_MPI
@@ -53,14 +52,11 @@ static void families(char *out, size_t n)
         snprintf(out + len, n - len, "%sRANK/WORLD_SIZE (torchrun)", len ? " " : "");
 }
 
-void doctor_host_early(doctor_host_facts *f, const char *refusal)
+void doctor_host_early(doctor_host_facts *f, int launcher)
 {
     memset(f, 0, sizeof *f);
-    topo_env env;
-    f->launcher = topo_read_env(NULL, NULL, &env) == DT_OK ? (int)env.launcher : -1;
-    if (f->launcher >= 0) topo_env_free(&env);
+    f->launcher = launcher;
     families(f->families, sizeof f->families);
-    snprintf(f->refusal, sizeof f->refusal, "%s", refusal ? refusal : "");
     f->slurm_procid = env_int("SLURM_PROCID");
     f->slurm_ntasks = env_int("SLURM_NTASKS");
     copy_env(f->slurm_mpi_type, sizeof f->slurm_mpi_type, "SLURM_MPI_TYPE");
