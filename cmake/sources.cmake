@@ -4,7 +4,8 @@
 # each may include its own headers and those of the layers below (cmake/layers.cmake enforces it).
 
 set(DTRAIN_BASE_SOURCES
-  base/status.c base/log.c base/parse.c base/thread_stack.c base/dtype.c base/median.c base/json.c)
+  base/status.c base/log.c base/parse.c base/thread_stack.c base/dtype.c base/median.c base/json.c
+  base/trace.c base/trace_json.c)
 
 set(DTRAIN_KERNELS_SOURCES
   kernels/backend.c kernels/pass_common.c
@@ -30,7 +31,7 @@ set(DTRAIN_RUNTIME_SOURCES
   runtime/placement/config.c runtime/placement/topo.c runtime/placement/hostlist.c
   runtime/placement/device.c runtime/placement/affinity.c runtime/placement/blas.c
   runtime/placement/ctx.c
-  runtime/buffers.c runtime/replicas.c
+  runtime/buffers.c runtime/replicas.c runtime/trace/trace_write.c
   runtime/model/model_spec.c runtime/model/model.c runtime/model/model_plan.c runtime/model/model_pass.c
   runtime/model/kernels_api.c runtime/model/model_sync.c runtime/model/model_precision.c
   runtime/model/model_profile.c runtime/model/model_eval.c runtime/model/model_step.c

@@ -324,6 +324,7 @@ DT_API dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, i
 #include "dtrain/training.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/data.h"
+#include "dtrain/trace.h"
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,109 @@
+/*
+ * trace.c - the lock-free span recorder (trace.h). A writer claims a slot with one atomic
+ * increment, copies its event in and marks the slot ready; a claim past the capacity only counts
+ * a drop. Nothing here blocks or allocates after trace_rec_create, so the training thread, the
+ * communication thread and the loader threads record side by side without slowing each other.
+ */
+#include "base/trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const cat_names[TRACE_CAT_COUNT] = {"step",      "forward", "backward",   "comm",
+                                                       "optimizer", "data",    "checkpoint", "user"};
+
+const char *trace_cat_name(int cat) { return cat >= 0 && cat < TRACE_CAT_COUNT ? cat_names[cat] : "?"; }
+
+trace_rec *trace_rec_create(size_t cap)
+{
+    if (cap < 1) return NULL;
+    trace_rec *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    /* calloc: every slot starts not ready, and the pages are touched only when used. */
+    r->ev = calloc(cap, sizeof *r->ev);
+    if (!r->ev) {
+        free(r);
+        return NULL;
+    }
+    r->cap = cap;
+    r->step_lo = 1;
+    r->step_hi = -1; /* no upper end */
+    atomic_store(&r->on, 1);
+    return r;
+}
+
+void trace_rec_free(trace_rec *r)
+{
+    if (!r) return;
+    free(r->ev);
+    free(r);
+}
+
+void trace_rec_set_steps(trace_rec *r, long lo, long hi)
+{
+    r->step_lo = lo;
+    r->step_hi = hi;
+    /* Until the first step is marked, record only when the range starts at the beginning. */
+    atomic_store(&r->on, lo <= 1);
+}
+
+void trace_rec_step(trace_rec *r, long step)
+{
+    if (!r) return;
+    atomic_store_explicit(&r->on, step >= r->step_lo && (r->step_hi < 0 || step <= r->step_hi), memory_order_relaxed);
+}
+
+void trace_rec_add(trace_rec *r, const char *name, trace_cat cat, int track, uint64_t t0, uint64_t t1, int64_t arg,
+                   int64_t arg2)
+{
+    if (!trace_active(r)) return;
+    const size_t i = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+    if (i >= r->cap) {
+        atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+        return;
+    }
+    trace_event *e = &r->ev[i];
+    e->t0 = t0;
+    e->t1 = t1 < t0 ? t0 : t1;
+    e->arg = arg;
+    e->arg2 = arg2;
+    e->track = (uint16_t)(track < 0 ? 0 : track > 65535 ? 65535 : track);
+    e->cat = (uint8_t)cat;
+    size_t n = 0;
+    for (; name && name[n] && n < TRACE_NAME_LEN - 1; n++) e->name[n] = name[n];
+    e->name[n] = '\0';
+    /* Release: a reader that sees ready sees the fields above. */
+    atomic_store_explicit(&e->ready, 1, memory_order_release);
+}
+
+size_t trace_rec_count(const trace_rec *r)
+{
+    size_t n = atomic_load(&((trace_rec *)r)->next);
+    if (n > r->cap) n = r->cap;
+    size_t done = 0;
+    for (size_t i = 0; i < n; i++) done += atomic_load_explicit(&((trace_rec *)r)->ev[i].ready, memory_order_acquire);
+    return done;
+}
+
+uint64_t trace_rec_dropped(const trace_rec *r) { return atomic_load(&((trace_rec *)r)->dropped); }
+
+static int by_track_then_begin(const void *a, const void *b)
+{
+    const trace_event *x = a, *y = b;
+    if (x->track != y->track) return x->track < y->track ? -1 : 1;
+    if (x->t0 != y->t0) return x->t0 < y->t0 ? -1 : 1;
+    /* An enclosing span (the longer one) before the spans inside it. */
+    return x->t1 > y->t1 ? -1 : x->t1 < y->t1;
+}
+
+size_t trace_rec_snapshot(const trace_rec *r, trace_event *out)
+{
+    size_t n = atomic_load(&((trace_rec *)r)->next);
+    if (n > r->cap) n = r->cap;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (atomic_load_explicit(&((trace_rec *)r)->ev[i].ready, memory_order_acquire))
+            memcpy(&out[k++], &r->ev[i], sizeof *out);
+    qsort(out, k, sizeof *out, by_track_then_begin);
+    return k;
+}

@@ -1,0 +1,272 @@
+/*
+ * trace_write.c - dt_trace_* (include/dtrain/trace.h): the recorder a context owns, and the
+ * collective that merges every rank's spans into one Chrome trace on rank 0.
+ *
+ * Clocks: each rank's CLOCK_MONOTONIC has its own origin (another boot, another host), so rank 0
+ * measures each rank's offset with PINGS ping-pongs and keeps the one with the shortest round trip
+ * (its midpoint is the least disturbed by scheduling): offset = t_remote - (t_send + t_recv) / 2,
+ * good to about half that round trip. Rank 0 then streams each rank's events into the file in
+ * chunks of at most CHUNK_BYTES, so neither memory nor a single message grows with the world.
+ */
+#include "base/log.h"
+#include "base/status.h"
+#include "base/trace.h"
+#include "collectives/ctx_comm.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PINGS 8
+#define CHUNK_BYTES (16u << 20)
+#define TAG_PING 0x7ac0
+#define TAG_EVENTS 0x7ac1
+#define MAX_EVENTS (1u << 28)
+
+dt_status dt_trace_start(dt_ctx *ctx, size_t capacity)
+{
+    if (!ctx) return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_start needs a context");
+    if (ctx_trace(ctx))
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_start: tracing already started (dt_trace_write ends it)");
+    if (!capacity) capacity = DT_TRACE_DEFAULT_EVENTS;
+    if (capacity > MAX_EVENTS)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_trace_start: capacity %zu is above %u events: trace fewer steps", capacity,
+                                MAX_EVENTS);
+    trace_rec *r = trace_rec_create(capacity);
+    if (!r)
+        return status_set_error(DT_ERR_NOMEM, "out of memory for a trace of %zu events (%.1f MiB)", capacity,
+                                (double)capacity * sizeof(trace_event) / 1048576.0);
+    ctx_set_trace(ctx, r);
+    return DT_OK;
+}
+
+dt_status dt_trace_set_steps(dt_ctx *ctx, long first, long last)
+{
+    trace_rec *r = ctx_trace(ctx);
+    if (!r) return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_set_steps: call dt_trace_start first");
+    if (first < 1 || (last != -1 && last < first))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "trace steps %ld:%ld: the first step is 1 or more and the last is "
+                                "not before it",
+                                first, last);
+    trace_rec_set_steps(r, first, last);
+    return DT_OK;
+}
+
+uint64_t dt_trace_clock(void) { return trace_now_ns(); }
+
+/* Closes the span of the step marked last (recorded when that step was in the range). */
+static void close_step(trace_rec *r, uint64_t now)
+{
+    if (r->cur_step <= 0) return;
+    char name[32]; /* cut to TRACE_NAME_LEN by the recorder */
+    snprintf(name, sizeof name, "step %ld", r->cur_step);
+    trace_rec_add(r, name, TRACE_CAT_STEP, TRACE_TRACK_TRAIN, r->cur_t0, now, r->cur_step, -1);
+    r->cur_step = 0;
+}
+
+void dt_trace_step(dt_ctx *ctx, long step)
+{
+    trace_rec *r = ctx_trace(ctx);
+    if (!r) return;
+    const uint64_t now = trace_now_ns();
+    close_step(r, now);
+    trace_rec_step(r, step);
+    r->cur_step = step;
+    r->cur_t0 = now;
+}
+
+void dt_trace_span(dt_ctx *ctx, const char *name, int track, uint64_t t0_ns, uint64_t t1_ns, long arg)
+{
+    trace_rec_add(trace_active(ctx_trace(ctx)), name, TRACE_CAT_USER, track, t0_ns, t1_ns, arg, -1);
+}
+
+/* Rank 0's side of the clock estimate of rank peer: the offset and round trip of the fastest of
+ * PINGS exchanges. The peer answers each ping with its clock. */
+static int ping_peer(MPI_Comm w, int peer, int64_t *offset, int64_t *rtt)
+{
+    *rtt = INT64_MAX;
+    for (int i = 0; i < PINGS; i++) {
+        uint64_t remote = 0;
+        const uint64_t t0 = trace_now_ns();
+        if (MPI_Send(&t0, 1, MPI_UINT64_T, peer, TAG_PING, w) != MPI_SUCCESS ||
+            MPI_Recv(&remote, 1, MPI_UINT64_T, peer, TAG_PING, w, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return -1;
+        const uint64_t t1 = trace_now_ns();
+        if ((int64_t)(t1 - t0) < *rtt) {
+            *rtt = (int64_t)(t1 - t0);
+            *offset = (int64_t)(remote - t0) - (int64_t)((t1 - t0) / 2);
+        }
+    }
+    return 0;
+}
+
+static int pong(MPI_Comm w)
+{
+    for (int i = 0; i < PINGS; i++) {
+        uint64_t t = 0;
+        if (MPI_Recv(&t, 1, MPI_UINT64_T, 0, TAG_PING, w, MPI_STATUS_IGNORE) != MPI_SUCCESS) return -1;
+        t = trace_now_ns();
+        if (MPI_Send(&t, 1, MPI_UINT64_T, 0, TAG_PING, w) != MPI_SUCCESS) return -1;
+    }
+    return 0;
+}
+
+/* What each rank tells rank 0 before its events. */
+typedef struct rank_head {
+    trace_rank_info info;
+    uint64_t min_t0; /* its earliest begin, UINT64_MAX when it has no event */
+} rank_head;
+
+static const size_t chunk_events = CHUNK_BYTES / sizeof(trace_event);
+
+/* Rank 0: the file, from the heads and each rank's events. 0, or -1 after setting *err. */
+static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const trace_event *own, char *err, size_t n)
+{
+    trace_rank_info *info = malloc((size_t)world * sizeof *info);
+    trace_event *buf = world > 1 ? malloc(chunk_events * sizeof *buf) : NULL;
+    if (!info || (world > 1 && !buf)) {
+        free(info);
+        free(buf);
+        snprintf(err, n, "out of memory merging the trace");
+        return -1;
+    }
+    /* Time 0 of the file: the earliest event of any rank, on rank 0's clock. */
+    uint64_t base = UINT64_MAX;
+    for (int r = 0; r < world; r++) {
+        info[r] = heads[r].info;
+        if (heads[r].min_t0 != UINT64_MAX && heads[r].min_t0 - (uint64_t)heads[r].info.offset_ns < base)
+            base = heads[r].min_t0 - (uint64_t)heads[r].info.offset_ns;
+    }
+    if (base == UINT64_MAX) base = 0;
+    int first = 1, rc = trace_json_head(f, info, world, base);
+    trace_json_events(f, &info[0], own, info[0].count, base, &first);
+    for (int r = 1; r < world && rc == 0; r++)
+        for (uint64_t done = 0; done < info[r].count;) {
+            const int k = (int)(info[r].count - done < chunk_events ? info[r].count - done : chunk_events);
+            if (MPI_Recv(buf, k * (int)sizeof *buf, MPI_BYTE, r, TAG_EVENTS, w, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+                snprintf(err, n, "receiving the trace events of rank %d failed (MPI)", r);
+                rc = -2;
+                break;
+            }
+            trace_json_events(f, &info[r], buf, (size_t)k, base, &first);
+            done += (uint64_t)k;
+        }
+    if (rc == 0 && trace_json_tail(f)) rc = -1;
+    if (rc == -1) snprintf(err, n, "writing failed: %s", strerror(errno));
+    free(info);
+    free(buf);
+    return rc ? -1 : 0;
+}
+
+static int send_events(MPI_Comm w, const trace_event *ev, uint64_t count)
+{
+    for (uint64_t done = 0; done < count;) {
+        const int k = (int)(count - done < chunk_events ? count - done : chunk_events);
+        if (MPI_Send(ev + done, k * (int)sizeof *ev, MPI_BYTE, 0, TAG_EVENTS, w) != MPI_SUCCESS) return -1;
+        done += (uint64_t)k;
+    }
+    return 0;
+}
+
+dt_status dt_trace_write(dt_ctx *ctx, const char *path)
+{
+    if (!ctx) return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_write needs a context");
+    MPI_Comm w = ctx_world_comm(ctx);
+    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    trace_rec *rec = ctx_trace(ctx);
+    /* All ranks or none: a rank without a recorder would leave the others waiting for its events. */
+    int started = rec != NULL, all = 0, any = 0;
+    if (MPI_Allreduce(&started, &all, 1, MPI_INT, MPI_MIN, w) != MPI_SUCCESS ||
+        MPI_Allreduce(&started, &any, 1, MPI_INT, MPI_MAX, w) != MPI_SUCCESS)
+        return status_set_error(DT_ERR_MPI, "dt_trace_write: MPI_Allreduce failed");
+    if (!all)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_write: %s",
+                                any ? "tracing was started on some ranks only" : "call dt_trace_start first");
+    close_step(rec, trace_now_ns());
+    atomic_store(&rec->on, 0);
+    /* A copy, sorted per track: a loader thread may still be finishing a span in the recorder. */
+    const size_t have = trace_rec_count(rec);
+    trace_event *own = malloc((have ? have : 1) * sizeof *own);
+    rank_head me = {.min_t0 = UINT64_MAX};
+    me.info.rank = rank;
+    me.info.dropped = trace_rec_dropped(rec);
+    if (own) {
+        me.info.count = trace_rec_snapshot(rec, own);
+    } else {
+        log_msg(LOG_LEVEL_WARN, "out of memory copying %zu trace events: this rank's track stays empty", have);
+    }
+    for (uint64_t i = 0; i < me.info.count; i++) {
+        if (own[i].t0 < me.min_t0) me.min_t0 = own[i].t0;
+        if (own[i].track >= TRACE_TRACK_LOADER && own[i].track - TRACE_TRACK_LOADER + 1 > me.info.loader_tracks)
+            me.info.loader_tracks = own[i].track - TRACE_TRACK_LOADER + 1;
+    }
+    dt_placement pl;
+    if (dt_get_placement(ctx, &pl) == DT_OK) snprintf(me.info.host, sizeof me.info.host, "%.63s", pl.hostname);
+    /* Rank 0 measures each peer in turn and sends it its figures, which come back in the gather. */
+    int failed = 0;
+    for (int r = 1; r < world && !failed; r++) {
+        int64_t fig[2] = {0, 0}; /* offset, round trip */
+        if (rank == 0)
+            failed = ping_peer(w, r, &fig[0], &fig[1]) || MPI_Send(fig, 2, MPI_INT64_T, r, TAG_PING, w) != MPI_SUCCESS;
+        else if (rank == r)
+            failed = pong(w) || MPI_Recv(fig, 2, MPI_INT64_T, 0, TAG_PING, w, MPI_STATUS_IGNORE) != MPI_SUCCESS;
+        if (rank == r) me.info.offset_ns = fig[0], me.info.rtt_ns = fig[1];
+    }
+    rank_head *heads = rank == 0 ? calloc((size_t)world, sizeof *heads) : NULL;
+    if (failed || (rank == 0 && !heads) ||
+        MPI_Gather(&me, sizeof me, MPI_BYTE, heads, sizeof me, MPI_BYTE, 0, w) != MPI_SUCCESS) {
+        free(own), free(heads);
+        return status_set_error(DT_ERR_MPI,
+                                "dt_trace_write: the clock pings or the gather of the ranks' counts failed");
+    }
+    /* Rank 0 opens the file; every rank learns whether it could before any event travels. */
+    char msg[512] = "", tmp[4096];
+    FILE *f = NULL;
+    if (rank == 0) {
+        if (!path || !*path)
+            snprintf(msg, sizeof msg, "dt_trace_write needs a path");
+        else if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+            snprintf(msg, sizeof msg, "the trace path is longer than %zu bytes", sizeof tmp - 5);
+        else if (!(f = fopen(tmp, "w")))
+            snprintf(msg, sizeof msg, "cannot write the trace %.300s: %s (choose a writable --trace path)", tmp,
+                     strerror(errno));
+    }
+    if (MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, w) != MPI_SUCCESS) msg[0] = '?';
+    if (!msg[0]) {
+        if (rank == 0) {
+            if (write_file(w, f, heads, world, own, msg, sizeof msg)) {
+                char why[400];
+                snprintf(why, sizeof why, "%s", msg);
+                snprintf(msg, sizeof msg, "trace %.100s: %s", path, why);
+            }
+            if (fclose(f) != 0 && !msg[0])
+                snprintf(msg, sizeof msg, "trace %.300s: closing failed: %s", tmp, strerror(errno));
+            if (!msg[0] && rename(tmp, path) != 0)
+                snprintf(msg, sizeof msg, "trace: renaming %.200s to %.200s failed: %s", tmp, path, strerror(errno));
+            if (msg[0]) remove(tmp);
+        } else if (send_events(w, own, me.info.count)) {
+            snprintf(msg, sizeof msg, "rank %d could not send its trace events (MPI)", rank);
+        }
+        /* The verdict of rank 0 (a peer's failure to send shows there as a failed receive). */
+        char verdict[sizeof msg];
+        memcpy(verdict, msg, sizeof msg);
+        if (MPI_Bcast(verdict, sizeof verdict, MPI_CHAR, 0, w) == MPI_SUCCESS) memcpy(msg, verdict, sizeof msg);
+    }
+    uint64_t dropped = 0;
+    for (int r = 0; rank == 0 && r < world; r++) dropped += heads[r].info.dropped;
+    if (!msg[0] && dropped)
+        log_msg0(LOG_LEVEL_WARN,
+                 "the trace dropped %llu events: its buffers were full (trace fewer steps with --trace-steps A:B)",
+                 (unsigned long long)dropped);
+    free(own);
+    free(heads);
+    trace_rec_free(rec);
+    ctx_set_trace(ctx, NULL);
+    if (msg[0]) return status_set_error(msg[0] == '?' ? DT_ERR_MPI : DT_ERR_IO, "%s", msg);
+    if (rank == 0) log_msg(LOG_LEVEL_INFO, "trace of %d rank%s written to %s", world, world == 1 ? "" : "s", path);
+    return DT_OK;
+}
