@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "base/thread_stack.h"
+#include "base/trace.h"
 
 #include <pthread.h>
 #include <sys/prctl.h>
@@ -22,6 +23,8 @@
 #include <time.h>
 
 int engine_threaded(const engine *e) { return e->threaded; }
+void engine_set_ctx(engine *e, const dt_ctx *ctx) { e->ctx = ctx; }
+
 /* The watchdog: which peers have not delivered, then abort the job. Never returns. In threaded
  * mode a request in PHASE_MPI is watched by the main thread, holding mu. */
 static void engine_expire(engine *e, req *q, double age)
@@ -236,6 +239,7 @@ static dt_status engine_start_any(engine *e, float *buf, uint16_t *buf16, size_t
     q->seq = e->next_seq;
     q->phase = PHASE_QUEUED;
     q->t_start = clock_now_s();
+    q->t_post_ns = trace_now_ns();
     e->next_seq++;
     if (log_enabled(LOG_LEVEL_DEBUG))
         log_msg(LOG_LEVEL_DEBUG, "engine: start #%llu allreduce of bucket %d, %zu elements, %zu bytes %s",

@@ -47,6 +47,10 @@ void engine_poke(engine *e);
 /* Returns when every started request has finished; the first failure if any. */
 dt_status engine_wait_all(engine *e);
 
+/* The context whose trace (dt_trace_start) gets a span per request, from its start to its completion,
+ * on the communication track. Set before the first request; ctx outlives the engine. */
+void engine_set_ctx(engine *e, const dt_ctx *ctx);
+
 /* 1 when a communication thread drives the requests. */
 int engine_threaded(const engine *e);
 

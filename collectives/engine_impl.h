@@ -37,6 +37,7 @@ typedef struct req {
     dt_redop op;
     int bucket;
     uint64_t seq;
+    uint64_t t_post_ns; /* when it was started, for its trace span */
     _Atomic double t_start;
     _Atomic int phase; /* a req_phase */
     MPI_Request *mr;   /* 2 (W-1) requests of the current phase */
@@ -71,6 +72,7 @@ struct engine {
     void **scratch16; /* 16-bit wire copies */
     size_t *scratch16_n;
     int nscratch;
+    const dt_ctx *ctx; /* whose trace records the allreduces (engine_set_ctx), or NULL */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;

@@ -13,6 +13,8 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "base/trace.h"
+#include "collectives/ctx_comm.h"
 #include "kernels/cast.h"
 
 #include <stdio.h>
@@ -99,9 +101,23 @@ static int req_by_mpi(const engine *e, const req *q) { return e->size == 2 && e-
 /* The bytes of a request's bucket as it travels. */
 size_t engine_req_wire_bytes(const req *q) { return q->count * (q->wire == DT_F32 ? sizeof(float) : sizeof(uint16_t)); }
 
-/* A debug line when a request has finished (ok) or failed, with its time since it was posted. */
+/* The trace span of a finished request, on the communication track: from its start (its bucket
+ * was ready) to now, with the bucket's bytes. */
+static void req_trace_end(const engine *e, const req *q)
+{
+    trace_rec *tr = trace_active(ctx_trace(e->ctx));
+    if (!tr) return;
+    char name[32];
+    snprintf(name, sizeof name, "allreduce b%d", q->bucket);
+    trace_rec_add(tr, name, TRACE_CAT_COMM, TRACE_TRACK_COMM, q->t_post_ns, trace_now_ns(), q->bucket,
+                  (int64_t)(q->count * (q->buf16 ? sizeof(uint16_t) : sizeof(float))));
+}
+
+/* A debug line when a request has finished (ok) or failed, with its time since it was posted;
+ * and its trace span. */
 static void req_log_end(const engine *e, const req *q, int ok)
 {
+    req_trace_end(e, q);
     if (!log_enabled(LOG_LEVEL_DEBUG)) return;
     log_msg(LOG_LEVEL_DEBUG, "engine: end #%llu allreduce of bucket %d, %zu elements, %zu bytes %s, %s %s in %.0f us",
             (unsigned long long)q->seq, q->bucket, q->count, engine_req_wire_bytes(q), dt_dtype_name(q->wire),

@@ -10,6 +10,8 @@
  */
 #include "runtime/checkpoint/ckpt_format.h"
 #include "runtime/model/model.h"
+#include "base/trace.h"
+#include "collectives/ctx_comm.h"
 #include "base/status.h"
 
 #include <stdlib.h>
@@ -98,10 +100,15 @@ dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, co
                                 "dt_checkpoint_save: data block epoch %ld offset %ld normalize %d "
                                 "channels %d out of range",
                                 data->epoch, data->offset, data->normalize, data->channels);
+    trace_rec *tr = trace_active(ctx_trace(ctx));
+    const uint64_t t0 = tr ? trace_now_ns() : 0;
     dt_ckpt_writer *w;
     dt_status s = dt_ckpt_begin(ctx, dir, step, &w);
     if (s) return s;
     model_blocks b;
     if ((s = add_model(w, m, o, sc, data, &b))) ckpt_writer_fail(w, s); /* the commit reports it on every rank */
-    return dt_ckpt_commit(w);
+    s = dt_ckpt_commit(w);
+    /* The whole save, collective parts included, on the training track. */
+    if (tr) trace_rec_add(tr, "checkpoint", TRACE_CAT_CKPT, TRACE_TRACK_TRAIN, t0, trace_now_ns(), step, -1);
+    return s;
 }

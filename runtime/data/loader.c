@@ -17,6 +17,8 @@
 #include "base/status.h"
 #include "base/thread_stack.h"
 #include "base/log.h"
+#include "base/trace.h"
+#include "collectives/ctx_comm.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -59,8 +61,9 @@ struct dt_loader {
     long err_item; /* the item whose making failed (or the first not planned) */
     char errmsg[1024];
     double wait_s;
-    float *scratch;   /* no workers: the caller's */
-    FILE *sample_log; /* test hook DTRAIN_TEST_SAMPLE_LOG (loader.h) */
+    float *scratch;    /* no workers: the caller's */
+    FILE *sample_log;  /* test hook DTRAIN_TEST_SAMPLE_LOG (loader.h) */
+    const dt_ctx *ctx; /* whose trace records the waits and the chunks (training mode), or NULL */
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_ready;
 };
@@ -113,13 +116,25 @@ static int begin_fill(dt_loader *l)
     return 1;
 }
 
-/* Chunk c of the batch in slot sl; a failure is kept (the first one) for dt_loader_next. */
-static void make_chunk(dt_loader *l, lslot *sl, int c, float *scratch)
+/* The trace of a training loader, when one records now; NULL otherwise (and in eval mode). */
+static trace_rec *loader_trace(const dt_loader *l) { return l->eval ? NULL : trace_active(ctx_trace(l->ctx)); }
+
+/* Chunk c of the batch in slot sl, by worker `who`; a failure is kept (the first one) for
+ * dt_loader_next. */
+static void make_chunk(dt_loader *l, lslot *sl, int c, float *scratch, int who)
 {
     const int i0 = c * l->chunk, n = sl->n - i0 < l->chunk ? sl->n - i0 : l->chunk;
     if (n <= 0) return;
+    trace_rec *tr = loader_trace(l);
+    const uint64_t t0 = tr ? trace_now_ns() : 0;
     dt_status s = dataset_fill(l->d, sl->idx + i0, sl->epoch, n, !l->eval, sl->x + (size_t)i0 * l->in_sz,
                                sl->labels + i0, scratch);
+    /* Named after the data step the chunk belongs to (1-based, as the step lines count). */
+    if (tr) {
+        char name[64]; /* cut to TRACE_NAME_LEN by the recorder */
+        snprintf(name, sizeof name, "batch %ld chunk %d", sl->step + 1, c);
+        trace_rec_add(tr, name, TRACE_CAT_DATA, TRACE_TRACK_LOADER + who, t0, trace_now_ns(), n, -1);
+    }
     if (s) {
         pthread_mutex_lock(&l->mu);
         if (!l->err) {
@@ -152,7 +167,7 @@ static void *worker_main(void *arg)
             pthread_cond_broadcast(&l->cv_work); /* idle workers may start the next batch */
         }
         pthread_mutex_unlock(&l->mu);
-        make_chunk(l, sl, c, w->scratch);
+        make_chunk(l, sl, c, w->scratch, (int)(w - l->w));
         pthread_mutex_lock(&l->mu);
         if (--sl->chunks_left == 0) {
             sl->state = SLOT_READY;
@@ -214,6 +229,7 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
     const int cuda = ctx && dt_get_placement(ctx, &pl) == DT_OK && pl.device == DT_DEVICE_CUDA;
     l->mem_be = backend_cpu(); /* until the CUDA one is had: dt_loader_free needs one */
     l->d = d;
+    l->ctx = ctx;
     l->rank = rank, l->world = world, l->batch = batch;
     l->eval = eval, l->items = items;
     l->depth = threads ? depth : 1;
@@ -302,9 +318,14 @@ dt_status loader_next_n(dt_loader *l, long *item, const float **x, const int32_t
         /* No workers: the caller makes the batch. */
         lslot *sl = &l->slot[0];
         const double t0 = clock_now_s();
+        trace_rec *tr = loader_trace(l);
+        const uint64_t t0_ns = tr ? trace_now_ns() : 0;
         dt_status s = plan(l, l->next_out, sl);
         if (!s) s = dataset_fill(l->d, sl->idx, sl->epoch, sl->n, !l->eval, sl->x, sl->labels, l->scratch);
         l->wait_s += clock_now_s() - t0;
+        if (tr)
+            trace_rec_add(tr, "data wait", TRACE_CAT_DATA, TRACE_TRACK_TRAIN, t0_ns, trace_now_ns(), l->next_out + 1,
+                          -1);
         if (s) return s;
         sl->step = l->next_out;
         if (l->sample_log) log_samples(l, sl);
@@ -322,10 +343,15 @@ dt_status loader_next_n(dt_loader *l, long *item, const float **x, const int32_t
     }
     lslot *sl = &l->slot[l->next_out % l->depth];
     const double t0 = clock_now_s();
+    trace_rec *tr = loader_trace(l);
+    const uint64_t t0_ns = tr ? trace_now_ns() : 0;
     /* A failure of a later batch waits until the batches before it are handed out. */
     while (!(sl->state == SLOT_READY && sl->step == l->next_out) && !(l->err && l->err_item <= l->next_out))
         pthread_cond_wait(&l->cv_ready, &l->mu);
     l->wait_s += clock_now_s() - t0;
+    /* The training thread's wait for this batch (short when the loader keeps ahead). */
+    if (tr)
+        trace_rec_add(tr, "data wait", TRACE_CAT_DATA, TRACE_TRACK_TRAIN, t0_ns, trace_now_ns(), l->next_out + 1, -1);
     if (l->err && l->err_item <= l->next_out) {
         dt_status err = l->err;
         pthread_mutex_unlock(&l->mu);

@@ -11,6 +11,20 @@
  */
 #include "runtime/model/model_internal.h"
 #include "base/status.h"
+#include "base/trace.h"
+#include "collectives/ctx_comm.h"
+
+#include <stdio.h>
+
+/* A span per layer on the training thread when a trace records (on a GPU: the time to enqueue
+ * the layer's kernels, not their run time). tr is NULL when tracing is off: one branch a layer. */
+static void trace_layer(trace_rec *tr, int bwd, int i, layer_kind kind, uint64_t t0)
+{
+    static const char *const kinds[] = {"fc", "conv", "relu", "pool", "flatten"};
+    char name[32];
+    snprintf(name, sizeof name, "%s %d %s", bwd ? "bwd" : "fwd", i, kinds[kind]);
+    trace_rec_add(tr, name, bwd ? TRACE_CAT_BWD : TRACE_CAT_FWD, TRACE_TRACK_TRAIN, t0, trace_now_ns(), i, -1);
+}
 
 /* The buffers the table's layer entries use besides their tensors. */
 static pass_args pass_of(const dt_model *m)
@@ -53,8 +67,10 @@ dt_status model_forward(dt_model *m, const float *x, int batch, const void **log
     if (m->p16 && (s = k->cast_to16(be, m->prec, m->params, m->p16, m->spec.num_params))) return s;
     m->x_in = x;
     const void *in = x;
+    trace_rec *tr = trace_active(ctx_trace(m->ctx));
     for (int i = 0; i < n && !s; i++) {
         const layer *l = &m->spec.layers[i];
+        const uint64_t t0 = tr ? trace_now_ns() : 0;
         const int x_f32 = in == (const void *)x;
         m->in[i] = in;
         /* ReLU overwrites its input unless that is x; flatten passes its input on. */
@@ -77,6 +93,7 @@ dt_status model_forward(dt_model *m, const float *x, int batch, const void **log
         }
         if (l->kind != LAYER_FLATTEN) in = y;
         if (m->prof) m->prof_fwd[i] += model_prof_mark(m);
+        if (tr) trace_layer(tr, 0, i, l->kind, t0);
     }
     if (s) return s;
     /* The loss reads logits of m->prec: x itself serves only when that is fp32. */
@@ -95,8 +112,10 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
     const pass_args a = pass_of(m);
     const int n = m->spec.n;
     void *dcur = m->dbuf[0];
+    trace_rec *tr = trace_active(ctx_trace(m->ctx));
     for (int i = n - 1; i >= 0; i--) {
         const layer *l = &m->spec.layers[i];
+        const uint64_t t0 = tr ? trace_now_ns() : 0;
         const void *lin = m->in[i];
         const int x_f32 = lin == (const void *)m->x_in;
         void *dprev = i ? (dcur == m->dbuf[0] ? m->dbuf[1] : m->dbuf[0]) : NULL;
@@ -125,6 +144,7 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
         if (!s && (l->kind == LAYER_FC || l->kind == LAYER_CONV)) s = model_grads_done(m, i);
         if (s) return s;
         if (m->prof) m->prof_bwd[i] += model_prof_mark(m);
+        if (tr) trace_layer(tr, 1, i, l->kind, t0);
         if (dprev) dcur = dprev;
     }
     return DT_OK;

@@ -12,6 +12,8 @@
 #include "runtime/model/model_internal.h"
 #include "base/clock.h"
 #include "base/status.h"
+#include "base/trace.h"
+#include "collectives/ctx_comm.h"
 
 #include <math.h>
 #include <string.h>
@@ -92,8 +94,12 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
     if (s) return s;
     if (m->accum_pos != 0) return DT_OK; /* the group goes on: nothing to send or step yet */
     const double t0 = clock_now_s();
+    trace_rec *tw = trace_active(ctx_trace(m->ctx));
+    const uint64_t t_wait = tw ? trace_now_ns() : 0;
     if ((s = dt_model_sync_grads(m))) return s;
     r->comm_wait_s = clock_now_s() - t0;
+    /* The training thread's wait for the buckets still in flight after backward. */
+    if (tw) trace_rec_add(tw, "grad wait", TRACE_CAT_COMM, TRACE_TRACK_TRAIN, t_wait, trace_now_ns(), 0, -1);
     m->prof_step.allreduce_s += model_prof_mark(m);
     if (sc) {
         /* The reduced gradients are the same on every rank, and so is the verdict. */
@@ -107,7 +113,10 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
     }
     /* Clipping sees the unscaled gradients, as torch's scaler.unscale_ then clip_grad_norm_ does. */
     if (m->clip_norm > 0 && (s = dt_model_clip_grad_norm(m, m->clip_norm, &r->grad_norm))) return s;
+    trace_rec *tr = trace_active(ctx_trace(m->ctx));
+    const uint64_t t_opt = tr ? trace_now_ns() : 0;
     s = dt_model_optimizer_step(m, o);
+    if (tr) trace_rec_add(tr, "optimizer", TRACE_CAT_OPTIM, TRACE_TRACK_TRAIN, t_opt, trace_now_ns(), 0, -1);
     m->prof_step.optimizer_s += model_prof_mark(m);
     if (!s) r->stepped = 1;
     return s;
