@@ -189,3 +189,42 @@ dt_status parse_double_or_zero(const char *name, const char *value, double lo, d
 {
     return parse_double_in(name, value, lo, hi, zero_means ? zero_means : "off", out);
 }
+
+dt_status parse_step_range(const char *name, const char *value, long max, long *first, long *last)
+{
+    if (name == NULL || first == NULL || last == NULL || max < 1)
+        return status_set_error(DT_ERR_INTERNAL, "parse_step_range called with a NULL argument or max %ld", max);
+    if (value == NULL)
+        return status_set_error(parse_bad(name), "%s %s (expected FIRST:LAST, such as 2:3)", name, parse_unset(name));
+    const char *colon = strchr(value, ':');
+    char a[32], b[32];
+    const size_t na = colon ? (size_t)(colon - value) : 0, nb = colon ? strlen(colon + 1) : 0;
+    long lo = 0, hi = 0;
+    int ok = colon && na && nb && na < sizeof a && nb < sizeof b;
+    if (ok) {
+        memcpy(a, value, na), a[na] = '\0';
+        memcpy(b, colon + 1, nb), b[nb] = '\0';
+        ok = parse_int_syntax_ok(a) && parse_int_syntax_ok(b);
+    }
+    if (ok) {
+        errno = 0;
+        lo = strtol(a, NULL, 10);
+        hi = strtol(b, NULL, 10);
+        ok = errno == 0;
+    }
+    if (!ok)
+        return status_set_error(parse_bad(name),
+                                "%s%s'%.*s%s' is not a step range (expected FIRST:LAST, two whole numbers such as 2:3; "
+                                "steps count from 1)",
+                                name, parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value));
+    if (lo < 1 || hi < lo)
+        return status_set_error(parse_bad(name), "%s%s'%.*s%s': %s (expected 1 <= FIRST <= LAST; steps count from 1)",
+                                name, parse_joiner(name), parse_quoted_len(value), value, parse_quoted_tail(value),
+                                lo < 1 ? "the first step is below 1" : "the last step is before the first");
+    if (hi > max)
+        return status_set_error(parse_bad(name), "%s%s'%.*s%s': the last step is above %ld", name, parse_joiner(name),
+                                parse_quoted_len(value), value, parse_quoted_tail(value), max);
+    *first = lo;
+    *last = hi;
+    return DT_OK;
+}

@@ -39,4 +39,9 @@ dt_status parse_double(const char *name, const char *value, double lo, double hi
 dt_status parse_double_or_zero(const char *name, const char *value, double lo, double hi, const char *zero_means,
                                double *out);
 
+/* Parses value as a step range "A:B" (two integers as parse_long takes them, joined by one ':')
+ * with 1 <= A <= B <= max into *first and *last: --trace-steps 2:3 is steps 2 and 3. A failure
+ * names the value and says what was expected; *first and *last are then untouched. */
+dt_status parse_step_range(const char *name, const char *value, long max, long *first, long *last);
+
 #endif

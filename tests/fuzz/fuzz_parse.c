@@ -197,6 +197,28 @@ static void check_cpulist(const char *s)
     if (CPU_COUNT(&set)) FUZZ_CHECK(CPU_EQUAL(&set, &again), "'%s' -> '%s' is another set", s, text);
 }
 
+/* parse_step_range: accepted only as two whole numbers joined by one ':', 1 <= A <= B <= max, with
+ * those values; a refusal leaves the outputs alone. */
+static void check_step_range(const char *s)
+{
+    long a = -3, b = -3;
+    const long max = 1000;
+    if (parse_step_range("--trace-steps", s, max, &a, &b) != DT_OK) {
+        FUZZ_CHECK(a == -3 && b == -3, "parse_step_range changed its outputs on '%s'", s);
+        return;
+    }
+    const char *colon = strchr(s, ':');
+    FUZZ_CHECK(colon && !strchr(colon + 1, ':'), "parse_step_range accepted '%s' without exactly one ':'", s);
+    char left[64];
+    const size_t n = (size_t)(colon - s);
+    FUZZ_CHECK(n < sizeof left, "parse_step_range accepted a first step of %zu characters in '%s'", n, s);
+    memcpy(left, s, n), left[n] = '\0';
+    long double ra, rb;
+    FUZZ_CHECK(ref_int(left, &ra) && ref_int(colon + 1, &rb), "parse_step_range accepted '%s'", s);
+    FUZZ_CHECK((long double)a == ra && (long double)b == rb && 1 <= a && a <= b && b <= max,
+               "parse_step_range('%s') gave %ld:%ld", s, a, b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *s = fuzz_str(data, size);
@@ -211,6 +233,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_bytes(s);
     check_list(s);
     check_cpulist(s);
+    check_step_range(s);
     free(s);
     return 0;
 }

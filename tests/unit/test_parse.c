@@ -320,20 +320,59 @@ static void test_parse_long(void **state)
     assert_int_equal(out, 7);
 }
 
+/* parse_step_range: "A:B" with 1 <= A <= B <= max, and every other shape refused with the value
+ * quoted. */
+static void test_parse_step_range(void **state)
+{
+    (void)state;
+    long a = 77, b = 77;
+    assert_int_equal(parse_step_range("--trace-steps", "2:3", 100, &a, &b), DT_OK);
+    assert_int_equal(a, 2);
+    assert_int_equal(b, 3);
+    assert_int_equal(parse_step_range("--trace-steps", "5:5", 5, &a, &b), DT_OK);
+    assert_int_equal(a, 5);
+    assert_int_equal(b, 5);
+    static const char *const bad[] = {"",
+                                      ":",
+                                      "2",
+                                      "2:",
+                                      ":3",
+                                      "3:2",
+                                      "0:1",
+                                      "-1:2",
+                                      "2:3:4",
+                                      " 2:3",
+                                      "2:3 ",
+                                      "2 :3",
+                                      "a:b",
+                                      "2:x",
+                                      "0x2:3",
+                                      "1:101",
+                                      "99999999999999999999:1",
+                                      "2::3"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        a = b = 77;
+        assert_int_equal(parse_step_range("--trace-steps", bad[i], 100, &a, &b), DT_ERR_INVALID_ARG);
+        assert_int_equal(a, 77);
+        assert_int_equal(b, 77);
+        assert_non_null(strstr(dt_last_error(), "--trace-steps '"));
+    }
+    assert_int_equal(parse_step_range("--trace-steps", "3:2", 100, &a, &b), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "before the first"));
+    assert_int_equal(parse_step_range("DTRAIN_X", "1", 100, &a, &b), DT_ERR_ENV);
+    assert_int_equal(parse_step_range("--trace-steps", NULL, 100, &a, &b), DT_ERR_INVALID_ARG);
+    assert_int_equal(parse_step_range("--trace-steps", "1:2", 0, &a, &b), DT_ERR_INTERNAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_int_accepts),
-        cmocka_unit_test(test_parse_int_rejects),
-        cmocka_unit_test(test_parse_int_exact_messages),
-        cmocka_unit_test(test_parse_int_unset),
-        cmocka_unit_test(test_parse_int_long_value),
-        cmocka_unit_test(test_parse_int_caller_bugs),
-        cmocka_unit_test(test_parse_double_accepts),
-        cmocka_unit_test(test_parse_double_rejects),
-        cmocka_unit_test(test_parse_double_unset_and_caller_bugs),
-        cmocka_unit_test(test_flags_same_rule),
-        cmocka_unit_test(test_parse_long),
+        cmocka_unit_test(test_parse_step_range),      cmocka_unit_test(test_parse_int_accepts),
+        cmocka_unit_test(test_parse_int_rejects),     cmocka_unit_test(test_parse_int_exact_messages),
+        cmocka_unit_test(test_parse_int_unset),       cmocka_unit_test(test_parse_int_long_value),
+        cmocka_unit_test(test_parse_int_caller_bugs), cmocka_unit_test(test_parse_double_accepts),
+        cmocka_unit_test(test_parse_double_rejects),  cmocka_unit_test(test_parse_double_unset_and_caller_bugs),
+        cmocka_unit_test(test_flags_same_rule),       cmocka_unit_test(test_parse_long),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
