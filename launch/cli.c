@@ -158,11 +158,21 @@ int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
         {"timeout", required_argument, NULL, 't'},  {"blas-threads", required_argument, NULL, 'b'},
         {"gpu-comm", required_argument, NULL, 'g'}, {"help", no_argument, NULL, 'h'},
     };
-    enum { NCOMMON = sizeof common / sizeof *common, MAXOPTS = 64 };
+    /* Room for the common flags, a command's own and the terminator. A command with more flags
+     * than fit is a bug of dtrain that must not pass quietly: the flags past the end used to be
+     * refused as unknown options, with nothing to say why. */
+    enum { NCOMMON = sizeof common / sizeof *common, MAXOPTS = 128 };
     struct option opts[MAXOPTS];
     int n = 0;
     for (int i = 0; i < NCOMMON; i++) opts[n++] = common[i];
-    for (const struct option *o = extra ? extra->opts : NULL; o && o->name && n < MAXOPTS - 1; o++) opts[n++] = *o;
+    for (const struct option *o = extra ? extra->opts : NULL; o && o->name; o++) {
+        if (n == MAXOPTS - 1) {
+            cli_error("internal error: dtrain %s has more than %d options; raise MAXOPTS in launch/cli.c", cmd,
+                      MAXOPTS - 1 - NCOMMON);
+            return EXIT_FAIL;
+        }
+        opts[n++] = *o;
+    }
     memset(&opts[n], 0, sizeof opts[n]);
 
     optind = 1;

@@ -122,6 +122,50 @@ static int train_steps_and_schedule(train_run *r)
     return EXIT_OK;
 }
 
+/* --trace: rank 0 (which writes the file at the end) tries the path now, so an unwritable one
+ * stops the run before it trains rather than after; then every rank starts recording. Collective. */
+static int train_trace_begin(train_run *r)
+{
+    const train_opts *t = &r->t;
+    if (!t->trace) return EXIT_OK;
+    char why[512] = "", tmp[4096];
+    if (r->rank == 0) {
+        FILE *f = NULL;
+        if (snprintf(tmp, sizeof tmp, "%s.tmp", t->trace) >= (int)sizeof tmp)
+            snprintf(why, sizeof why, "the path is too long");
+        else if (!(f = fopen(tmp, "w")))
+            snprintf(why, sizeof why, "%.300s: %s", tmp, strerror(errno));
+        if (f) {
+            fclose(f);
+            remove(tmp);
+        }
+    }
+    dt_status s = dt_broadcast(r->ctx, why, sizeof why, DT_U8, 0);
+    if (s) return train_status_error(s);
+    if (why[0]) {
+        if (r->rank == 0)
+            cli_error("--trace %s cannot be written (%s): give a path in a writable directory", t->trace, why);
+        return EXIT_USAGE;
+    }
+    if ((s = dt_trace_start(r->ctx, 0)) ||
+        (t->trace_first && (s = dt_trace_set_steps(r->ctx, t->trace_first, t->trace_last))))
+        return train_status_error(s);
+    return EXIT_OK;
+}
+
+/* The trace of a finished run, merged on rank 0. Collective. */
+static int train_trace_end(train_run *r)
+{
+    if (!r->t.trace) return EXIT_OK;
+    dt_status s = dt_trace_write(r->ctx, r->t.trace);
+    if (s) return train_status_error(s);
+    if (r->rank == 0 && !r->t.quiet) {
+        printf("trace of %d rank%s in %s (open it in ui.perfetto.dev)\n", r->world, cli_s(r->world), r->t.trace);
+        fflush(stdout);
+    }
+    return EXIT_OK;
+}
+
 /* After dt_init, up to the first step. EXIT_OK, or the exit code after printing why. Collective. */
 static int train_setup(train_run *r, const dt_placement *pl)
 {
@@ -137,7 +181,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
                   cli_s(r->world), t->batch);
         return EXIT_USAGE; /* every rank has the same flags: none goes on */
     }
-    if ((rc = fault_check(&r->flt, r->world, t->steps))) return rc;
+    if ((rc = fault_check(&r->flt, r->world, t->steps)) || (rc = train_trace_begin(r))) return rc;
     fault_maybe(&r->flt, r->rank, 0, NULL);
     r->loader_threads = cli_loader_auto(r->ctx, t->loader_threads);
     /* The statistics pass and evaluation read with the loader's threads, at least one. */
@@ -263,7 +307,7 @@ int cmd_train(int argc, char **argv)
             dt_finalize(r.ctx);
             return end == TRAIN_END_STOPPED ? EXIT_PREEMPTED : EXIT_FAIL;
         }
-        if (end == TRAIN_END_DONE && !(rc = train_finish(&r))) {
+        if (end == TRAIN_END_DONE && !(rc = train_finish(&r)) && !(rc = train_trace_end(&r))) {
             train_release(&r);
             return cli_finish(r.ctx, EXIT_OK);
         }

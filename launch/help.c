@@ -59,6 +59,8 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --progress auto|always|never (auto: a line redrawn in place on a terminal)\n"
                             "  --quiet (no step lines, no progress line: warnings, errors, the summary)\n"
                             "  --straggler-threshold F (1.2: name a rank busier than F x the median)\n"
+                            "  --trace FILE.json (a Perfetto / chrome://tracing timeline of every rank)\n"
+                            "  --trace-steps A:B (all, while 262144 events per rank last)\n"
                             "  --dump-params FILE  --checkpoint-dir DIR  --checkpoint-every N (0)\n"
                             "  --resume auto|never (never)   SIGUSR1/SIGTERM: every rank stops after the\n"
                             "                                same step, checkpoints and exits 75\n";

@@ -6,6 +6,7 @@
 
 #include "launch/cli.h"
 #include "launch/straggler.h"
+#include "base/parse.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -67,7 +68,9 @@ enum {
     OPT_ACCUM,
     OPT_CLIP,
     OPT_PROGRESS,
-    OPT_QUIET
+    OPT_QUIET,
+    OPT_TRACE,
+    OPT_TRACE_STEPS
 };
 
 static const struct option train_options[] = {
@@ -127,6 +130,8 @@ static const struct option train_options[] = {
     {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
     {"progress", required_argument, NULL, OPT_PROGRESS},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"trace", required_argument, NULL, OPT_TRACE},
+    {"trace-steps", required_argument, NULL, OPT_TRACE_STEPS},
     {NULL, 0, NULL, 0},
 };
 
@@ -288,6 +293,19 @@ static int train_handle(int val, const char *arg, void *ud)
             }
             return EXIT_OK;
         case OPT_METRICS: t->metrics = arg; return EXIT_OK;
+        case OPT_TRACE:
+            if (!*arg) {
+                cli_error("--trace needs a file name (such as trace.json)");
+                return EXIT_USAGE;
+            }
+            t->trace = arg;
+            return EXIT_OK;
+        case OPT_TRACE_STEPS:
+            if (parse_step_range("--trace-steps", arg, 1L << 40, &t->trace_first, &t->trace_last)) {
+                cli_error("%s", dt_last_error());
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
         case OPT_DUMP: t->dump = arg; return EXIT_OK;
         case OPT_OPTIM:
             if (!strcmp(arg, "sgd"))
@@ -323,6 +341,11 @@ int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t)
     dt_scaler_defaults(&t->scaler);
     const cli_extra extra = {train_options, train_handle, t, NULL};
     const int rc = cli_parse(argc, argv, "train", cfg, &extra);
+    if (!rc && t->trace_first && !t->trace) {
+        cli_error("--trace-steps %ld:%ld needs --trace FILE.json (where to write the trace)", t->trace_first,
+                  t->trace_last);
+        return EXIT_USAGE;
+    }
     if (!rc && t->quiet && t->progress == PROGRESS_ALWAYS) {
         cli_error("--quiet prints no progress line and --progress always asks for one: drop one of them");
         return EXIT_USAGE;

@@ -43,6 +43,9 @@ typedef struct train_opts {
     progress_mode progress;     /* --progress */
     int quiet;                  /* --quiet: no lines before the steps, no step, eval or progress lines */
     double straggler_threshold; /* busy time over the median that names a straggler (straggler.h) */
+    /* --trace FILE.json and --trace-steps A:B (0:0: every step, as long as the buffer lasts). */
+    const char *trace;
+    long trace_first, trace_last;
 } train_opts;
 
 /* Parses dtrain train's command line into *cfg (the flags of every command, over DTRAIN_* and

@@ -166,6 +166,7 @@ train_end train_loop(train_run *r, int *rc)
                    r->first_step, t->steps, samples_per_step, iv.t_begin);
     for (long step = r->first_step; step < t->steps; step++) {
         fault_maybe(&r->flt, r->rank, step + 1, r->m);
+        dt_trace_step(r->ctx, step + 1); /* a no-op without --trace */
         const double lr = lr_at(&r->sched, t->optim.lr, t->min_lr, step, t->steps, t->warmup_steps);
         if ((s = dt_optimizer_set_lr(r->opt, (float)lr))) goto fail;
         /* K micro-batches (data steps step * K ..): only the last one communicates and steps. */
