@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# dtrain train --trace: one Chrome trace merged from 2 ranks, with the spans the issue asks for
+# (per-layer forward/backward, bucket allreduces on the comm track, optimizer, data wait, loader
+# chunks), times that go forward on every track, --trace-steps, and the refusals.
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1 MPIRUN=$2
+command -v python3 >/dev/null || { echo "SKIP: python3 is needed to read the trace back"; exit 77; }
+
+run="--model mlp --steps 6 --batch 16 --dataset-size 2000 --blas-threads 1 --loader-threads 2"
+
+# check_trace FILE STEPS: python3 reads the file and checks it; prints what it found.
+check_trace() {
+    python3 - "$1" "$2" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+steps = [int(s) for s in sys.argv[2].split(",")]
+ev = d["traceEvents"]
+x = [e for e in ev if e["ph"] == "X"]
+meta = {(e["pid"], e["tid"], e["name"]): e["args"]["name"] for e in ev if e["ph"] == "M" and "name" in e["args"]}
+errs = []
+def need(cond, what):
+    if not cond: errs.append(what)
+need({e["pid"] for e in x} == {0, 1}, "events of both ranks (pids 0 and 1)")
+for r in (0, 1):
+    need(re.fullmatch(r"rank %d \(.+\)" % r, meta.get((r, 0, "process_name"), "")), "rank %d's process name" % r)
+    need(meta.get((r, 0, "thread_name")) == "train" and meta.get((r, 1, "thread_name")) == "comm", "rank %d's track names" % r)
+    mine = [e for e in x if e["pid"] == r]
+    names = {e["name"] for e in mine}
+    # The mlp model: fc, relu, fc, relu, fc (layers 0..4): every layer forward and backward.
+    for l in range(5):
+        need(any(n.startswith("fwd %d " % l) for n in names), "rank %d: forward of layer %d" % (r, l))
+        need(any(n.startswith("bwd %d " % l) for n in names), "rank %d: backward of layer %d" % (r, l))
+    ar = [e for e in mine if e["name"].startswith("allreduce b")]
+    need(ar and all(e["tid"] == 1 and e["dur"] > 0 and e["args"]["bytes"] > 0 for e in ar),
+         "rank %d: bucket allreduces on the comm track, each begin < end, with bytes" % r)
+    need(any(e["name"] == "optimizer" for e in mine), "rank %d: optimizer" % r)
+    need(any(e["name"] == "data wait" and e["tid"] == 0 for e in mine), "rank %d: data wait" % r)
+    need(any(e["name"].startswith("batch ") and e["tid"] >= 2 for e in mine), "rank %d: loader chunks on a loader track" % r)
+    got = sorted(e["args"]["n"] for e in mine if e["cat"] == "step")
+    need(got == steps, "rank %d: steps %s, expected %s" % (r, got, steps))
+    # Per step, the layers: 5 forward, 5 backward.
+    need(sum(e["cat"] == "forward" for e in mine) == 5 * len(steps), "rank %d: 5 forward spans a step" % r)
+# On every track, in file order, the begin times go forward and none is negative (after the offset).
+tracks = {}
+for e in x:
+    tracks.setdefault((e["pid"], e["tid"]), []).append(e["ts"])
+for k, ts in tracks.items():
+    need(ts == sorted(ts) and ts[0] >= 0, "track %s: times go forward from 0" % (k,))
+o = d["otherData"]
+need(len(o["ranks"]) == 2 and o["ranks"][1]["rtt_us"] > 0 and o["dropped_events"] == 0,
+     "otherData: 2 ranks, rank 1's round trip, no drops")
+if errs:
+    print("FAILED:", "; ".join(errs))
+    sys.exit(1)
+print("%d spans on %d tracks, rank 1 offset %.1f us (rtt %.1f us)" % (len(x), len(tracks), o["ranks"][1]["clock_offset_us"], o["ranks"][1]["rtt_us"]))
+PY
+}
+
+cd "$tmp" || exit 1
+if "$MPIRUN" -np 2 "$DTRAIN" train $run --trace t.json >out 2>&1; then
+    [ -f t.json ] && [ ! -e t.json.tmp ] && grep -q "trace of 2 ranks in t.json" out && ok "train --trace wrote t.json" ||
+        bad "train --trace: no t.json or no line saying so: $(cat out)"
+    msg=$(check_trace t.json 1,2,3,4,5,6) && ok "trace of all steps: $msg" || bad "trace of all steps: $msg"
+else
+    bad "train --trace failed: $(cat out)"
+fi
+
+if "$MPIRUN" -np 2 "$DTRAIN" train $run --trace t23.json --trace-steps 2:3 >out 2>&1; then
+    msg=$(check_trace t23.json 2,3) && ok "--trace-steps 2:3: $msg" || bad "--trace-steps 2:3: $msg"
+else
+    bad "train --trace-steps 2:3 failed: $(cat out)"
+fi
+
+for v in 3:2 0:2 2 a:b 2:3:4 ""; do
+    expect 2 "--trace-steps '$v'" "$DTRAIN" train $run --trace t.json --trace-steps "$v"
+done
+expect 2 "needs --trace FILE.json" "$DTRAIN" train $run --trace-steps 2:3
+# An unwritable path stops the run before its first step.
+expect 2 "--trace $tmp/no/such/dir/t.json cannot be written" "$DTRAIN" train $run --trace "$tmp/no/such/dir/t.json"
+grep -q "^step" "$tmp/out" && bad "the run with an unwritable --trace trained first" || ok "no step before the refusal"
+finish
