@@ -56,11 +56,9 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --grad-comm fp32|fp16|bf16 (fp32; a 16-bit run's own type)\n"
                             "output and checkpoints\n"
                             "  --log-every N (10)  --metrics FILE.jsonl (appended on resume)\n"
-                            "  --progress auto|always|never (auto: a line redrawn in place on a terminal)\n"
-                            "  --quiet (no step lines, no progress line: warnings, errors, the summary)\n"
+                            "  --progress auto|always|never (auto: on a terminal)  --quiet (no step lines)\n"
                             "  --straggler-threshold F (1.2: name a rank busier than F x the median)\n"
-                            "  --trace FILE.json (a Perfetto / chrome://tracing timeline of every rank)\n"
-                            "  --trace-steps A:B (all, while 262144 events per rank last)\n"
+                            "  --trace FILE.json (ui.perfetto.dev timeline)  --trace-steps A:B (all)\n"
                             "  --dump-params FILE  --checkpoint-dir DIR  --checkpoint-every N (0)\n"
                             "  --resume auto|never (never)   SIGUSR1/SIGTERM: every rank stops after the\n"
                             "                                same step, checkpoints and exits 75\n";
