@@ -44,13 +44,19 @@ void trace_rec_set_steps(trace_rec *r, long lo, long hi)
     r->step_lo = lo;
     r->step_hi = hi;
     /* Until the first step is marked, record only when the range starts at the beginning. */
-    atomic_store(&r->on, lo <= 1);
+    if (!atomic_load(&r->closed)) atomic_store(&r->on, lo <= 1);
 }
 
 void trace_rec_step(trace_rec *r, long step)
 {
-    if (!r) return;
+    if (!r || atomic_load(&r->closed)) return;
     atomic_store_explicit(&r->on, step >= r->step_lo && (r->step_hi < 0 || step <= r->step_hi), memory_order_relaxed);
+}
+
+void trace_rec_close(trace_rec *r)
+{
+    atomic_store(&r->closed, 1);
+    atomic_store(&r->on, 0);
 }
 
 void trace_rec_add(trace_rec *r, const char *name, trace_cat cat, int track, uint64_t t0, uint64_t t1, int64_t arg,

@@ -51,6 +51,7 @@ typedef struct trace_rec {
     _Atomic size_t next;      /* slots claimed; past cap every claim is a drop */
     _Atomic uint64_t dropped; /* events that found the recorder full */
     _Atomic int on;           /* 0 outside the recorded steps, and once the trace is being written */
+    _Atomic int closed;       /* 1 once written (trace_rec_close): recording never turns on again */
     long step_lo, step_hi;    /* the steps recorded (1-based, inclusive) */
     long cur_step;            /* the step dt_trace_step marked last (0: none), and when */
     uint64_t cur_t0;
@@ -75,8 +76,11 @@ trace_rec *trace_rec_create(size_t cap);
 void trace_rec_free(trace_rec *r);
 /* Records only steps lo..hi (1-based, inclusive) from now on. */
 void trace_rec_set_steps(trace_rec *r, long lo, long hi);
-/* Step `step` begins: recording turns on inside the range, off outside it. */
+/* Step `step` begins: recording turns on inside the range, off outside it (never once closed). */
 void trace_rec_step(trace_rec *r, long step);
+/* Stops recording for good. The recorder stays valid: a thread that checked it a moment ago may
+ * still add to it (it then only counts a drop or fills a slot nobody reads). */
+void trace_rec_close(trace_rec *r);
 /* Adds one span; thread-safe, lock-free. A NULL or inactive r records nothing. */
 void trace_rec_add(trace_rec *r, const char *name, trace_cat cat, int track, uint64_t t0, uint64_t t1, int64_t arg,
                    int64_t arg2);

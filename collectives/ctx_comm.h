@@ -24,8 +24,9 @@ const dt_config *ctx_config(const dt_ctx *c);
 struct coll;
 struct coll *ctx_device_coll(const dt_ctx *c);
 /* The context's span recorder (base/trace.h) while dt_trace_start's trace runs, else NULL: the one
- * NULL check every traced spot makes when tracing is off. ctx_set_trace hands it over (owned by c,
- * freed by dt_finalize). c may be NULL (a model without a context). */
+ * NULL check every traced spot makes when tracing is off; after dt_trace_write, the same recorder,
+ * closed (it records nothing). ctx_set_trace hands it over (owned by c, freed by dt_finalize). c may
+ * be NULL (a model without a context). */
 struct trace_rec;
 struct trace_rec *ctx_trace(const dt_ctx *c);
 void ctx_set_trace(dt_ctx *c, struct trace_rec *r);

@@ -32,7 +32,7 @@ typedef enum dt_trace_track {
  * loaders of ctx, and by dt_trace_span(). A full buffer drops further events and counts them (the
  * count is in the file and in a warning of dt_trace_write). Call it before making the models and
  * loaders whose spans you want. Not collective. Errors: DT_ERR_INVALID_ARG (no ctx, a capacity above
- * 2^28, or tracing already started), DT_ERR_NOMEM. */
+ * 2^28, or this context traced already), DT_ERR_NOMEM. */
 DT_API dt_status dt_trace_start(dt_ctx *ctx, size_t capacity);
 
 /** Records only steps first..last (1-based, inclusive; last -1: no end) from now on, as marked by
@@ -53,13 +53,15 @@ DT_API uint64_t dt_trace_clock(void);
  * tracing is not started or paused. */
 DT_API void dt_trace_span(dt_ctx *ctx, const char *name, int track, uint64_t t0_ns, uint64_t t1_ns, long arg);
 
-/** Stops recording and merges every rank's spans into one JSON file at `path` on rank 0, written
- * to `path`.tmp and renamed (a reader never sees half a file). Clocks are aligned on rank 0's by
- * 8 MPI ping-pongs per rank (the fastest one wins); the offsets and round trips are in the file's
- * "otherData". Events travel in chunks of at most 16 MiB. Frees the buffer: dt_trace_start may be
- * called again. COLLECTIVE: every rank calls it, with tracing started on all or none (`path` is
- * read on rank 0 only). Errors, the same on every rank: DT_ERR_INVALID_ARG (not started), DT_ERR_IO
- * (rank 0 could not write the file, named), DT_ERR_MPI. */
+/** Stops recording for good and merges every rank's spans into one JSON file at `path` on rank 0,
+ * written to `path`.tmp and renamed (a reader never sees half a file). Clocks are aligned on rank
+ * 0's by 8 MPI ping-pongs per rank (the fastest one wins); the offsets and round trips are in the
+ * file's "otherData". Events travel in chunks of at most 16 MiB. Call it between steps (no
+ * dt_reducer step in flight). The buffer stays allocated, idle, until dt_finalize (threads of the
+ * context may still hold it): one trace per context. COLLECTIVE: every rank calls it, with tracing
+ * started on all or none (`path` is read on rank 0 only). Errors, the same on every rank:
+ * DT_ERR_INVALID_ARG (not started), DT_ERR_IO (rank 0 could not write the file, named),
+ * DT_ERR_MPI. */
 DT_API dt_status dt_trace_write(dt_ctx *ctx, const char *path);
 
 /** @} */

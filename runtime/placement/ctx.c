@@ -33,7 +33,8 @@ struct dt_ctx {
     coll *coll_host; /* on a GPU: MPI for host buffers (a training loop's counters and flags) */
     char **node_names;
     int num_node_names;
-    trace_rec *trace; /* dt_trace_start's recorder, or NULL */
+    /* dt_trace_start's recorder, or NULL; atomic, as the communication and loader threads read it. */
+    trace_rec *_Atomic trace;
 };
 
 static dt_status ctx_mpi_init(const dt_config *cfg, int *we_did)
@@ -256,7 +257,7 @@ dt_status dt_finalize(dt_ctx *c)
     if (!c) return DT_OK;
     if (c->coll) c->coll->ops->destroy(c->coll);
     if (c->coll_host) c->coll_host->ops->destroy(c->coll_host);
-    trace_rec_free(c->trace);
+    trace_rec_free(ctx_trace(c));
     topo_free_names(c->node_names, c->num_node_names);
     if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
     if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
@@ -341,5 +342,8 @@ MPI_Comm ctx_world_comm(const dt_ctx *c) { return c->world; }
 coll *ctx_device_coll(const dt_ctx *c) { return c && c->coll && c->coll->device_buffers ? c->coll : NULL; }
 double ctx_timeout(const dt_ctx *c) { return c->cfg.timeout_s; }
 const dt_config *ctx_config(const dt_ctx *c) { return &c->cfg; }
-trace_rec *ctx_trace(const dt_ctx *c) { return c ? c->trace : NULL; }
-void ctx_set_trace(dt_ctx *c, trace_rec *r) { c->trace = r; }
+trace_rec *ctx_trace(const dt_ctx *c)
+{
+    return c ? atomic_load_explicit(&((dt_ctx *)c)->trace, memory_order_acquire) : NULL;
+}
+void ctx_set_trace(dt_ctx *c, trace_rec *r) { atomic_store_explicit(&c->trace, r, memory_order_release); }

@@ -29,7 +29,8 @@ dt_status dt_trace_start(dt_ctx *ctx, size_t capacity)
 {
     if (!ctx) return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_start needs a context");
     if (ctx_trace(ctx))
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_start: tracing already started (dt_trace_write ends it)");
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_start: this context has traced already (one trace per "
+                                                    "context, from dt_trace_start to dt_trace_write)");
     if (!capacity) capacity = DT_TRACE_DEFAULT_EVENTS;
     if (capacity > MAX_EVENTS)
         return status_set_error(DT_ERR_INVALID_ARG,
@@ -46,7 +47,8 @@ dt_status dt_trace_start(dt_ctx *ctx, size_t capacity)
 dt_status dt_trace_set_steps(dt_ctx *ctx, long first, long last)
 {
     trace_rec *r = ctx_trace(ctx);
-    if (!r) return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_set_steps: call dt_trace_start first");
+    if (!r || atomic_load(&r->closed))
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_set_steps: no trace records (call dt_trace_start first)");
     if (first < 1 || (last != -1 && last < first))
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "trace steps %ld:%ld: the first step is 1 or more and the last is "
@@ -71,7 +73,7 @@ static void close_step(trace_rec *r, uint64_t now)
 void dt_trace_step(dt_ctx *ctx, long step)
 {
     trace_rec *r = ctx_trace(ctx);
-    if (!r) return;
+    if (!r || atomic_load(&r->closed)) return;
     const uint64_t now = trace_now_ns();
     close_step(r, now);
     trace_rec_step(r, step);
@@ -179,7 +181,7 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
     trace_rec *rec = ctx_trace(ctx);
     /* All ranks or none: a rank without a recorder would leave the others waiting for its events. */
-    int started = rec != NULL, all = 0, any = 0;
+    int started = rec && !atomic_load(&rec->closed), all = 0, any = 0;
     if (MPI_Allreduce(&started, &all, 1, MPI_INT, MPI_MIN, w) != MPI_SUCCESS ||
         MPI_Allreduce(&started, &any, 1, MPI_INT, MPI_MAX, w) != MPI_SUCCESS)
         return status_set_error(DT_ERR_MPI, "dt_trace_write: MPI_Allreduce failed");
@@ -187,7 +189,7 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_write: %s",
                                 any ? "tracing was started on some ranks only" : "call dt_trace_start first");
     close_step(rec, trace_now_ns());
-    atomic_store(&rec->on, 0);
+    trace_rec_close(rec);
     /* A copy, sorted per track: a loader thread may still be finishing a span in the recorder. */
     const size_t have = trace_rec_count(rec);
     trace_event *own = malloc((have ? have : 1) * sizeof *own);
@@ -264,8 +266,8 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
                  (unsigned long long)dropped);
     free(own);
     free(heads);
-    trace_rec_free(rec);
-    ctx_set_trace(ctx, NULL);
+    /* The recorder stays (closed) until dt_finalize: a loader thread may be finishing a batch it
+     * began recording, and the communication thread may hold it too. */
     if (msg[0]) return status_set_error(msg[0] == '?' ? DT_ERR_MPI : DT_ERR_IO, "%s", msg);
     if (rank == 0) log_msg(LOG_LEVEL_INFO, "trace of %d rank%s written to %s", world, world == 1 ? "" : "s", path);
     return DT_OK;

@@ -115,6 +115,13 @@ static void test_step_range(void **state)
     /* A range from step 1 records from the start, before the first step is marked. */
     trace_rec_set_steps(r, 1, 1);
     assert_non_null(trace_active(r));
+    /* Closed (written): nothing turns it on again. */
+    trace_rec_close(r);
+    trace_rec_set_steps(r, 1, 5);
+    trace_rec_step(r, 2);
+    assert_null(trace_active(r));
+    trace_rec_add(r, "after close", TRACE_CAT_USER, 0, 9, 10, 9, -1);
+    assert_int_equal(trace_rec_count(r), 2);
     trace_rec_free(r);
 }
 
