@@ -71,6 +71,15 @@ else
     bad "train --trace-steps 2:3 failed: $(cat out)"
 fi
 
+# Checkpoint saves are spans too: at step 3 (--checkpoint-every 3) and the final one.
+if "$MPIRUN" -np 2 "$DTRAIN" train $run --checkpoint-dir ck --checkpoint-every 3 --trace tc.json >out 2>&1; then
+    n=$(python3 -c 'import json,sys; print(sorted((e["pid"], e["args"]["n"]) for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "checkpoint"))' tc.json)
+    [ "$n" = "[(0, 3), (0, 6), (1, 3), (1, 6)]" ] && ok "checkpoint spans at steps 3 and 6 on both ranks" ||
+        bad "checkpoint spans: $n, expected steps 3 and 6 on ranks 0 and 1"
+else
+    bad "train --checkpoint-dir --trace failed: $(cat out)"
+fi
+
 for v in 3:2 0:2 2 a:b 2:3:4 ""; do
     expect 2 "--trace-steps '$v'" "$DTRAIN" train $run --trace t.json --trace-steps "$v"
 done

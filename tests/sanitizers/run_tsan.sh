@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # run_tsan.sh BUILD_DIR - ThreadSanitizer over the code that runs threads: the communication engine
 # (collectives/engine.c: its thread against the training thread) through the collectives and the
-# reducer at 2 and 3 ranks, the thread-stack and bucket unit tests, and a 2-rank `dtrain train` with
-# overlapped buckets and the background loader. BUILD_DIR must be configured with
-# -DDTRAIN_CUDA=OFF -DDTRAIN_SANITIZE=thread (`make test-tsan` does it). Fails on any report that
+# reducer at 2 and 3 ranks, the thread-stack, bucket and trace unit tests, and a 2-rank `dtrain train`
+# with overlapped buckets and the background loader, also with --trace (the span recorder filled from
+# every thread). BUILD_DIR must be configured with -DDTRAIN_CUDA=OFF -DDTRAIN_SANITIZE=thread (`make test-tsan` does it). Fails on any report that
 # tests/sanitizers/tsan.supp does not name (third-party code only) and on any failing run.
 set -u
 build=${1:?usage: run_tsan.sh BUILD_DIR}
@@ -30,6 +30,7 @@ run() { # run NAME COMMAND...
 mpirun=(mpirun -x TSAN_OPTIONS)
 run unit.thread_stack "$build/tests/test_thread_stack"
 run unit.bucket "$build/tests/test_bucket"
+run unit.trace "$build/tests/test_trace" # the recorder with two writers at once
 for np in 2 3; do
     run coll.np$np "${mpirun[@]}" -np $np "$build/tests/test_coll"
     run reducer.np$np "${mpirun[@]}" -np $np "$build/tests/test_reducer"
@@ -37,4 +38,7 @@ done
 run accum_clip.np2 "${mpirun[@]}" -np 2 "$build/tests/test_accum_clip"
 run train.np2 "${mpirun[@]}" -np 2 "$build/dtrain" train --model mlp --batch 32 --steps 20 --bucket-mb 0.5 \
     --loader-threads 1 --log-every 10
+# The trace recorder filled by the training, communication and 2 loader threads at once, then merged.
+run train_trace.np2 "${mpirun[@]}" -np 2 "$build/dtrain" train --model mlp --batch 32 --steps 20 --bucket-mb 0.5 \
+    --loader-threads 2 --log-every 10 --trace "$logs/trace.json"
 exit $fail
