@@ -125,17 +125,11 @@ typedef struct rank_head {
 
 static const size_t chunk_events = CHUNK_BYTES / sizeof(trace_event);
 
-/* Rank 0: the file, from the heads and each rank's events. 0, or -1 after setting *err. */
-static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const trace_event *own, char *err, size_t n)
+/* Rank 0: the file, from the heads and each rank's events, with info (world entries) and buf (a
+ * chunk) to work in. 0, or -1 after setting *err. */
+static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const trace_event *own, trace_rank_info *info,
+                      trace_event *buf, char *err, size_t n)
 {
-    trace_rank_info *info = malloc((size_t)world * sizeof *info);
-    trace_event *buf = world > 1 ? malloc(chunk_events * sizeof *buf) : NULL;
-    if (!info || (world > 1 && !buf)) {
-        free(info);
-        free(buf);
-        snprintf(err, n, "out of memory merging the trace");
-        return -1;
-    }
     /* Time 0 of the file: the earliest event of any rank, on rank 0's clock. */
     uint64_t base = UINT64_MAX;
     for (int r = 0; r < world; r++) {
@@ -146,7 +140,8 @@ static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const tr
     if (base == UINT64_MAX) base = 0;
     int first = 1, rc = trace_json_head(f, info, world, base);
     trace_json_events(f, &info[0], own, info[0].count, base, &first);
-    for (int r = 1; r < world && rc == 0; r++)
+    /* Every rank's events are received even when writing failed, so no rank waits in its send. */
+    for (int r = 1; r < world && rc != -2; r++)
         for (uint64_t done = 0; done < info[r].count;) {
             const int k = (int)(info[r].count - done < chunk_events ? info[r].count - done : chunk_events);
             if (MPI_Recv(buf, k * (int)sizeof *buf, MPI_BYTE, r, TAG_EVENTS, w, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
@@ -157,10 +152,8 @@ static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const tr
             trace_json_events(f, &info[r], buf, (size_t)k, base, &first);
             done += (uint64_t)k;
         }
-    if (rc == 0 && trace_json_tail(f)) rc = -1;
+    if (trace_json_tail(f) && rc == 0) rc = -1;
     if (rc == -1) snprintf(err, n, "writing failed: %s", strerror(errno));
-    free(info);
-    free(buf);
     return rc ? -1 : 0;
 }
 
@@ -228,8 +221,13 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
     /* Rank 0 opens the file; every rank learns whether it could before any event travels. */
     char msg[512] = "", tmp[4096];
     FILE *f = NULL;
+    /* Rank 0's memory for the merge, had before any rank sends. */
+    trace_rank_info *info = rank == 0 ? malloc((size_t)world * sizeof *info) : NULL;
+    trace_event *buf = rank == 0 ? malloc(chunk_events * sizeof *buf) : NULL;
     if (rank == 0) {
-        if (!path || !*path)
+        if (!info || !buf)
+            snprintf(msg, sizeof msg, "out of memory for merging the trace (%.0f MiB)", CHUNK_BYTES / 1048576.0);
+        else if (!path || !*path)
             snprintf(msg, sizeof msg, "dt_trace_write needs a path");
         else if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
             snprintf(msg, sizeof msg, "the trace path is longer than %zu bytes", sizeof tmp - 5);
@@ -240,7 +238,7 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
     if (MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, w) != MPI_SUCCESS) msg[0] = '?';
     if (!msg[0]) {
         if (rank == 0) {
-            if (write_file(w, f, heads, world, own, msg, sizeof msg)) {
+            if (write_file(w, f, heads, world, own, info, buf, msg, sizeof msg)) {
                 char why[400];
                 snprintf(why, sizeof why, "%s", msg);
                 snprintf(msg, sizeof msg, "trace %.100s: %s", path, why);
@@ -266,6 +264,8 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
                  (unsigned long long)dropped);
     free(own);
     free(heads);
+    free(info);
+    free(buf);
     /* The recorder stays (closed) until dt_finalize: a loader thread may be finishing a batch it
      * began recording, and the communication thread may hold it too. */
     if (msg[0]) return status_set_error(msg[0] == '?' ? DT_ERR_MPI : DT_ERR_IO, "%s", msg);
