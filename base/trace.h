@@ -33,7 +33,7 @@ typedef enum trace_cat {
     TRACE_CAT_COUNT
 } trace_cat;
 
-#define TRACE_NAME_LEN 24 /* a name's bytes, terminator included; longer names are cut */
+#define TRACE_NAME_LEN 28 /* a name's bytes, terminator included; longer names are cut (64-byte events) */
 
 typedef struct trace_event {
     uint64_t t0, t1; /* begin and end, ns on this process's monotonic clock */
@@ -44,6 +44,8 @@ typedef struct trace_event {
     _Atomic uint8_t ready; /* 1 once the slot is written: a writer still copying is skipped */
     char name[TRACE_NAME_LEN];
 } trace_event;
+/* 64 bytes, the size the public header documents (capacity x 64 bytes per rank). */
+_Static_assert(sizeof(trace_event) == 64, "trace_event is 64 bytes");
 
 typedef struct trace_rec {
     trace_event *ev;

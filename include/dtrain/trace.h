@@ -24,10 +24,10 @@ typedef enum dt_trace_track {
     DT_TRACE_LOADER = 2 /**< loader thread 0; thread i is DT_TRACE_LOADER + i */
 } dt_trace_track;
 
-/** The default capacity of dt_trace_start(): 262144 events, 14 MiB per rank. */
+/** The default capacity of dt_trace_start(): 262144 events, 16 MiB per rank. */
 #define DT_TRACE_DEFAULT_EVENTS 262144
 
-/** Starts recording on this rank into a buffer of `capacity` events (48 bytes each) allocated now;
+/** Starts recording on this rank into a buffer of `capacity` events (64 bytes each) allocated now;
  * 0 means DT_TRACE_DEFAULT_EVENTS. Spans are recorded from then on by the model, the reducer and the
  * loaders of ctx, and by dt_trace_span(). A full buffer drops further events and counts them (the
  * count is in the file and in a warning of dt_trace_write). Call it before making the models and
@@ -48,7 +48,7 @@ DT_API void dt_trace_step(dt_ctx *ctx, long step);
 /** Nanoseconds on the clock every span uses (CLOCK_MONOTONIC of this process). */
 DT_API uint64_t dt_trace_clock(void);
 
-/** Records one span [t0_ns, t1_ns] from dt_trace_clock() named `name` (cut to 23 bytes; copied) on
+/** Records one span [t0_ns, t1_ns] from dt_trace_clock() named `name` (cut to 27 bytes; copied) on
  * track `track`, with a number `arg` shown in its args. Lock-free and thread-safe; a no-op when
  * tracing is not started or paused. */
 DT_API void dt_trace_span(dt_ctx *ctx, const char *name, int track, uint64_t t0_ns, uint64_t t1_ns, long arg);
