@@ -302,7 +302,10 @@ int cmd_train(int argc, char **argv)
     if (!(rc = train_setup(&r, &job.pl))) {
         const train_end end = train_loop(&r, &rc);
         if (end == TRAIN_END_STOPPED || end == TRAIN_END_NUMERIC) {
-            /* Every rank ended at the same step: a clean exit, not an abort. */
+            /* Every rank ended at the same step: a clean exit, not an abort, and the trace of the
+             * steps done (a preempted run's is the one worth reading); its failure is reported
+             * but does not change the exit code. */
+            train_trace_end(&r);
             train_release(&r);
             dt_finalize(r.ctx);
             return end == TRAIN_END_STOPPED ? EXIT_PREEMPTED : EXIT_FAIL;
