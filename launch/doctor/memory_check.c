@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The largest batch dt_model_max_batch tries (include/dtrain/training.h). */
+#define MAX_BATCH_SEARCHED 1048576
+
 /* bytes as "1.2 GiB", "12.0 MiB", "3.0 KiB", "512 B" into out (n bytes); returns out. */
 static const char *fmt_bytes(size_t b, char *out, size_t n)
 {
@@ -196,6 +199,8 @@ static void check_model(const doctor_facts *all, int world, int *idx, doc_list *
     if (lim < 0) return;
     const doctor_mem_facts *m = &all[lim].mem;
     const int fits = m->max_batch;
+    /* dt_model_max_batch looks no further than --batch's limit: more may fit. */
+    const char *capped = fits >= MAX_BATCH_SEARCHED ? " (the most --batch takes; more may fit)" : "";
     char need[48], free_[48], from[400], fix[DOC_TEXT];
     fmt_bytes(m->budget, free_, sizeof free_);
     budget_text(&all[lim], from, sizeof from);
@@ -218,11 +223,11 @@ static void check_model(const doctor_facts *all, int world, int *idx, doc_list *
                       need, free_, from, fits);
     } else if (m->batch)
         doc_add(job, "memory.model", DOC_PASS, NULL,
-                "batch %d needs %s peak of %s free %s; the largest batch that fits is %d", m->batch,
-                fmt_bytes(m->peak, need, sizeof need), free_, from, fits);
+                "batch %d needs %s peak of %s free %s; the largest batch that fits is %d%s", m->batch,
+                fmt_bytes(m->peak, need, sizeof need), free_, from, fits, capped);
     else
         doc_add(job, "memory.model", DOC_PASS, NULL,
-                "the largest batch that fits is %d: batch 1 needs %s peak of %s free %s", fits,
+                "the largest batch that fits is %d%s: batch 1 needs %s peak of %s free %s", fits, capped,
                 fmt_bytes(m->min_peak, need, sizeof need), free_, from);
 }
 

@@ -252,6 +252,13 @@ static void test_model_rows(void **state)
                                       "free (MemAvailable 22.0 GiB of n0 shared by its 2 ranks on the CPU)"));
     doc_list_free(&job);
 
+    /* At the search's limit the row says more may fit. */
+    for (int r = 0; r < 2; r++) all[r].mem.max_batch = 1048576;
+    run_memory(all, 2, &job);
+    assert_non_null(strstr(find(&job, "memory.model", DOC_PASS)->seen,
+                           "the largest batch that fits is 1048576 (the most --batch takes; more may fit): batch 1"));
+    doc_list_free(&job);
+
     /* A spec that does not plan: FAIL naming it; a GPU without numbers: SKIP. */
     for (int r = 0; r < 2; r++) {
         planned(&all[r], 8, 0, 0);
