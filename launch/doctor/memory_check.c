@@ -154,10 +154,15 @@ static int ranks_where(const doctor_facts *all, int world, int *idx, int (*pick)
         if (pick(&all[r].mem, arg)) idx[n++] = r;
     return n;
 }
-static int has_error(const doctor_mem_facts *m, int arg) { return (void)arg, m->planned && m->plan_error[0]; }
+static int has_error(const doctor_mem_facts *m, int arg)
+{
+    (void)arg;
+    return m->planned && m->plan_error[0];
+}
 static int no_budget(const doctor_mem_facts *m, int arg)
 {
-    return (void)arg, m->planned && !m->plan_error[0] && m->budget_kind == DOC_BUDGET_NONE;
+    (void)arg;
+    return m->planned && !m->plan_error[0] && m->budget_kind == DOC_BUDGET_NONE;
 }
 static int fits_below(const doctor_mem_facts *m, int batch)
 {
