@@ -4,6 +4,10 @@
 # variables without a launcher, srun variables without PMIx) give their WARN or FAIL and exit code.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
+# A healthy job lets dtrain pick OpenBLAS's kernels; an OPENBLAS_CORETYPE the machine exports
+# (some images set Haswell) would make cpu.blas warn, which is its own case below.
+user_coretype=${OPENBLAS_CORETYPE-}
+unset OPENBLAS_CORETYPE
 
 # --no-comm: the timed rows are checked through --json below, where a loaded machine may make
 # the 8-byte latency warn; the rest of a healthy job must be clean.
@@ -51,6 +55,13 @@ status "$tmp/j" mpi.busy_poll=warn cpu.overlap=warn && ok "$n ranks on $(nproc) 
 "$MPIRUN" -np 2 --bind-to none "$DTRAIN" doctor --pin none --json --no-comm >"$tmp/j" 2>&1
 status "$tmp/j" cpu.overlap=warn && grep -q "ranks 0 and 1" "$tmp/j" && ok "--pin none overlap -> WARN names ranks" ||
     bad "--pin none overlap"
+
+# A core type forced below what the CPU can run: cpu.blas WARN naming both (Prescott is the
+# oldest x86-64 kernel set, so any CPU that runs this test has a better one).
+OPENBLAS_CORETYPE=Prescott "$MPIRUN" -np 2 -x OPENBLAS_CORETYPE "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>"$tmp/err"
+status "$tmp/j" cpu.blas=warn && grep -q "runs its Prescott kernels" "$tmp/j" &&
+    ok "OPENBLAS_CORETYPE=Prescott -> cpu.blas WARN${user_coretype:+ (this machine exports $user_coretype)}" ||
+    bad "OPENBLAS_CORETYPE=Prescott: no cpu.blas WARN"
 
 # Refusals dt_init would make are reported, not died of: exit 1 with the fix.
 expect 1 "unset RANK and WORLD_SIZE" env RANK=0 WORLD_SIZE=4 "$DTRAIN" doctor --no-comm
