@@ -9,7 +9,6 @@
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
 #include <unistd.h>
 
 /* An appending buffer: every write is cut to what is left, the length stays the written one. */
@@ -48,15 +47,13 @@ static void kind_row(text *t, const char *name, size_t b)
 
 /* The largest batch of every plan in c within budget: the smallest of them into *batch (0 when a
  * plan does not fit even at batch 1), each into each[]. DT_OK or the planner's error. */
-static dt_status fitting_batch(dt_ctx *ctx, const oom_case *c, size_t budget, int *batch, int *each,
-                               dt_memory_plan *failed_at_best)
+static dt_status fitting_batch(dt_ctx *ctx, const oom_case *c, size_t budget, int *batch, int *each)
 {
     *batch = -1;
     for (int i = 0; i < c->n_plans; i++) {
         dt_memory_plan p;
         const dt_status s = dt_model_max_batch(ctx, &c->plans[i], budget, &each[i], &p);
         if (s) return s;
-        if (i == c->failed) *failed_at_best = p;
         if (*batch < 0 || each[i] < *batch) *batch = each[i];
     }
     if (*batch < 0) *batch = 0;
@@ -136,10 +133,8 @@ size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
         size_text(k->device_free, fr, sizeof fr), size_text(k->device_total, tot, sizeof tot), k->device_free,
         k->device_total);
     int best = 0, each[8] = {0};
-    dt_memory_plan at_best;
-    memset(&at_best, 0, sizeof at_best);
     if (c->n_plans > (int)(sizeof each / sizeof each[0]) ||
-        fitting_batch(ctx, c, k->device_free, &best, each, &at_best) != DT_OK) {
+        fitting_batch(ctx, c, k->device_free, &best, each) != DT_OK) {
         put(&t, "  fix: use a smaller --batch (no batch advice: %s)\n", dt_last_error());
         return t.len;
     }
@@ -148,7 +143,10 @@ size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
         for (int i = 0; i < c->n_plans; i++) put(&t, " %s %d", dt_dtype_name(c->plans[i].compute), each[i]);
         put(&t, "\n");
     }
-    if (best > 0) {
+    dt_memory_plan_config fb = *f;
+    fb.batch = best > 0 ? best : 1;
+    dt_memory_plan at_best;
+    if (best > 0 && dt_model_plan_memory(ctx, &fb, &at_best) == DT_OK) {
         char pk[32];
         put(&t, "  fix: batch %d fits (it peaks at %s): use --batch %d\n", best, size_text(at_best.peak, pk, sizeof pk),
             best);
@@ -165,11 +163,11 @@ size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
                         steps, (long)na * steps, c->samples);
             }
         }
+    } else if (best > 0) {
+        put(&t, "  fix: use --batch %d\n", best); /* its plan fitted a moment ago: cannot fail here */
     } else if (c->n_plans == 1 || each[c->failed] == 0) {
-        dt_memory_plan one;
-        dt_memory_plan_config b1 = *f;
-        b1.batch = 1;
-        if (dt_model_plan_memory(ctx, &b1, &one) == DT_OK) advise_nothing_fits(ctx, c, k->device_free, &one, &t);
+        if (dt_model_plan_memory(ctx, &fb, &at_best) == DT_OK)
+            advise_nothing_fits(ctx, c, k->device_free, &at_best, &t);
     } else {
         put(&t, "  fix: even batch 1 of");
         for (int i = 0; i < c->n_plans; i++)
