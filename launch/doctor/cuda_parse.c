@@ -79,7 +79,7 @@ int cuda_parse_version(const char *s)
     if (s[k] == '\0') return major >= 1000 && major < 100000 ? major : 0; /* already 12020 */
     if (s[k] != '.') return 0;
     int k2 = digits(s + k + 1, &minor);
-    if (k2 == 0 || major > 99 || minor > 99) return 0;
+    if (k2 == 0 || major < 1 || major > 99 || minor > 99) return 0;
     const char after = s[k + 1 + k2];
     if (after != '\0' && after != '.') return 0;
     return major * 1000 + minor * 10;
