@@ -42,7 +42,7 @@ static void check_driver(const doctor_facts *f, doc_list *out)
         return;
     }
     doc_add(out, "cuda.driver", DOC_PASS, NULL, "driver %s supports CUDA up to %s%s%s",
-            c->kmod[0] ? c->kmod : "(version unread)", v, c->driver_faked ? " (DTRAIN_TEST_CUDA_DRIVER)" : "",
+            c->kmod[0] ? c->kmod : "(module version unread)", v, c->driver_faked ? " (DTRAIN_TEST_CUDA_DRIVER)" : "",
             c->gpus > 0 ? "" : "; no GPU visible");
 }
 
@@ -62,7 +62,8 @@ static void check_runtime(const doctor_facts *f, doc_list *out)
     }
     cuda_version_text(c->built_cuda, need, sizeof need);
     cuda_version_text(c->driver_cuda, have, sizeof have);
-    const char *drv = c->kmod[0] ? c->kmod : have;
+    char drv[48]; /* "driver 535.104.05", or "the driver" when the module's version was not read */
+    snprintf(drv, sizeof drv, "%s%s", c->kmod[0] ? "driver " : "the driver", c->kmod);
     if (c->driver_cuda >= c->built_cuda) {
         doc_add(out, "cuda.runtime", DOC_PASS, NULL, "this build needs CUDA %s; the driver supports up to %s", need,
                 have);
@@ -77,14 +78,13 @@ static void check_runtime(const doctor_facts *f, doc_list *out)
                  "be JIT-compiled",
                  branch);
         doc_add(out, "cuda.runtime", DOC_WARN, fix,
-                "driver %s supports CUDA up to %s; this build needs %s: runs by minor version compatibility", drv, have,
-                need);
+                "%s supports CUDA up to %s; this build needs %s: runs by minor version compatibility", drv, have, need);
         return;
     }
     snprintf(fix, sizeof fix, "update the driver to branch %d or later, or use a CUDA %d build of dtrain", branch,
              c->driver_cuda / 1000);
-    doc_add(out, "cuda.runtime", sev(f, DOC_FAIL), fix, "driver %s supports CUDA up to %s; this build needs %s", drv,
-            have, need);
+    doc_add(out, "cuda.runtime", sev(f, DOC_FAIL), fix, "%s supports CUDA up to %s; this build needs %s", drv, have,
+            need);
 }
 
 static const char *errno_name(int e)

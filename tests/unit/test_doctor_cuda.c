@@ -112,6 +112,11 @@ static void test_driver_and_runtime(void **state)
     assert_string_equal(r->seen, "driver 535.104.05 supports CUDA up to 12.2; this build needs 13.0");
     assert_string_equal(r->fix, "update the driver to branch 580 or later, or use a CUDA 12 build of dtrain");
     doc_list_free(&l);
+    f.cuda.kmod[0] = '\0'; /* the module's version unread: the driver is not named by it */
+    rank_rows(&f, &l);
+    assert_int_equal(level_of(&l, "cuda.runtime", &r), DOC_FAIL);
+    assert_string_equal(r->seen, "the driver supports CUDA up to 12.2; this build needs 13.0");
+    doc_list_free(&l);
     /* Same major, older minor: minor version compatibility, WARN. */
     healthy(&f, 0);
     f.cuda.built_cuda = 12040;
