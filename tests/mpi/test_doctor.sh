@@ -36,9 +36,10 @@ status "$tmp/j" launch.launcher=pass launch.identity=pass launch.pmix=pass mpi.b
 python3 -c 'import json,sys
 d = json.load(open(sys.argv[1]))
 names = [c["name"] for c in d["checks"]]
-warn = [c["name"] for c in d["checks"] if c["status"] in ("warn", "fail")]
+# A GPU node running these CPU ranks may warn about its GPU set-up (cuda.*, tested in test_doctor_cuda.sh).
+warn = [c["name"] for c in d["checks"] if c["status"] in ("warn", "fail") and not c["name"].startswith("cuda.")]
 assert d["world"] == 2 and "comm.latency" in names and set(warn) <= {"comm.latency"}, (d["world"], warn)
-assert d["status"] == ("warn" if warn else "pass")' "$tmp/j" &&
+assert d["status"] == ("warn" if warn else "pass") or any(c["name"].startswith("cuda.") for c in d["checks"] if c["status"] == "warn")' "$tmp/j" &&
     ok "world 2, status pass (comm.latency may warn under load)" || bad "json world/status"
 
 OMP_NUM_THREADS=64 "$MPIRUN" -np 2 -x OMP_NUM_THREADS "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>&1
