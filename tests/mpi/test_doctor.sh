@@ -14,21 +14,9 @@ unset OPENBLAS_CORETYPE
 expect 0 "nothing found wrong" "$MPIRUN" -np 2 "$DTRAIN" doctor --no-comm
 grep -q "^CHECK  *STATUS  *RANKS  *SEEN" "$tmp/out" && ok "a table" || bad "no table header"
 
-# status NAME=STATUS ... over a --json file: every named check has that status on some row.
-status() {
-    python3 - "$@" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-got = {}
-for c in d["checks"]:
-    got.setdefault(c["name"], set()).add(c["status"])
-bad = [kv for kv in sys.argv[2:] if kv.split("=")[1] not in got.get(kv.split("=")[0], set())]
-if bad: print("missing:", bad, "got:", got); sys.exit(1)
-PY
-}
 "$MPIRUN" -np 2 "$DTRAIN" doctor --json >"$tmp/j" 2>"$tmp/err"; rc=$?
 [ $rc -eq 0 ] && ok "--json exit 0" || bad "--json exited $rc: $(cat "$tmp/err")"
-status "$tmp/j" launch.launcher=pass launch.identity=pass launch.pmix=pass mpi.busy_poll=pass cpu.overlap=pass \
+doctor_status "$tmp/j" launch.launcher=pass launch.identity=pass launch.pmix=pass mpi.busy_poll=pass cpu.overlap=pass \
     cpu.blas=pass comm.allreduce_1m=pass comm.allreduce_64m=pass &&
     ok "--json has the checks, all pass" || bad "--json checks"
 # The 8-byte latency depends on how loaded this machine is (a parallel ctest can push it past 1 ms):
@@ -43,24 +31,24 @@ assert d["status"] == ("warn" if warn else "pass") or any(c["name"].startswith("
     ok "world 2, status pass (comm.latency may warn under load)" || bad "json world/status"
 
 OMP_NUM_THREADS=64 "$MPIRUN" -np 2 -x OMP_NUM_THREADS "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>&1
-[ $? -eq 0 ] && status "$tmp/j" cpu.threads=warn comm.allreduce=skip && ok "OMP_NUM_THREADS=64 -> WARN, exit 0" ||
+[ $? -eq 0 ] && doctor_status "$tmp/j" cpu.threads=warn comm.allreduce=skip && ok "OMP_NUM_THREADS=64 -> WARN, exit 0" ||
     bad "OMP_NUM_THREADS=64"
 
 # More ranks than cores without yielding: busy-polling WARN, overlap WARN (cores must be shared).
 n=$(( $(nproc) + 1 ))
 OMPI_MCA_mpi_yield_when_idle=0 "$MPIRUN" -np $n --oversubscribe "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>&1
-status "$tmp/j" mpi.busy_poll=warn cpu.overlap=warn && ok "$n ranks on $(nproc) cores, no yield -> WARN" ||
+doctor_status "$tmp/j" mpi.busy_poll=warn cpu.overlap=warn && ok "$n ranks on $(nproc) cores, no yield -> WARN" ||
     bad "busy-poll/overlap warn"
 
 # Ranks not pinned on a node with a core for each: overlap WARN naming the ranks.
 "$MPIRUN" -np 2 --bind-to none "$DTRAIN" doctor --pin none --json --no-comm >"$tmp/j" 2>&1
-status "$tmp/j" cpu.overlap=warn && grep -q "ranks 0 and 1" "$tmp/j" && ok "--pin none overlap -> WARN names ranks" ||
+doctor_status "$tmp/j" cpu.overlap=warn && grep -q "ranks 0 and 1" "$tmp/j" && ok "--pin none overlap -> WARN names ranks" ||
     bad "--pin none overlap"
 
 # A core type forced below what the CPU can run: cpu.blas WARN naming both (Prescott is the
 # oldest x86-64 kernel set, so any CPU that runs this test has a better one).
 OPENBLAS_CORETYPE=Prescott "$MPIRUN" -np 2 -x OPENBLAS_CORETYPE "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>"$tmp/err"
-status "$tmp/j" cpu.blas=warn && grep -q "runs its Prescott kernels" "$tmp/j" &&
+doctor_status "$tmp/j" cpu.blas=warn && grep -q "runs its Prescott kernels" "$tmp/j" &&
     ok "OPENBLAS_CORETYPE=Prescott -> cpu.blas WARN${user_coretype:+ (this machine exports $user_coretype)}" ||
     bad "OPENBLAS_CORETYPE=Prescott: no cpu.blas WARN"
 

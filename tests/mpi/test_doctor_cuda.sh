@@ -7,18 +7,6 @@
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 
-# status FILE NAME=STATUS ...: every named check has that status on some row of the --json FILE.
-status() {
-    python3 - "$@" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-got = {}
-for c in d["checks"]:
-    got.setdefault(c["name"], set()).add(c["status"])
-bad = [kv for kv in sys.argv[2:] if kv.split("=")[1] not in got.get(kv.split("=")[0], set())]
-if bad: print("missing:", bad, "got:", got); sys.exit(1)
-PY
-}
 # seen FILE NAME TEXT: a row NAME whose seen holds TEXT.
 seen() {
     python3 -c 'import json,sys
@@ -30,9 +18,9 @@ sys.exit(0 if any(c["name"] == sys.argv[2] and sys.argv[3] in c["seen"] for c in
 "$MPIRUN" -np 2 "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>"$tmp/err"; rc=$?
 [ $rc -eq 0 ] || bad "cpu job exited $rc: $(cat "$tmp/err")"
 if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
-    status "$tmp/j" cuda.driver=pass && ok "cpu job on a machine with a driver: cuda.driver pass" || bad "cuda.driver"
+    doctor_status "$tmp/j" cuda.driver=pass && ok "cpu job on a machine with a driver: cuda.driver pass" || bad "cuda.driver"
 else
-    status "$tmp/j" cuda.gpu=skip && seen "$tmp/j" cuda.gpu "no GPU in this job" &&
+    doctor_status "$tmp/j" cuda.gpu=skip && seen "$tmp/j" cuda.gpu "no GPU in this job" &&
         ok "cpu job, no driver: one cuda.gpu SKIP row, exit 0" || bad "cpu job cuda.gpu skip"
 fi
 
@@ -40,7 +28,7 @@ fi
 mkdir -p "$tmp/dev"
 env DTRAIN_TEST_CUDA_DRIVER=12020 DTRAIN_TEST_DEV_DIR="$tmp/dev" "$MPIRUN" -np 2 -x DTRAIN_TEST_CUDA_DRIVER \
     -x DTRAIN_TEST_DEV_DIR "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>"$tmp/err"; rc=$?
-[ $rc -eq 0 ] && status "$tmp/j" cuda.driver=pass cuda.devices=warn cuda.nvml=skip &&
+[ $rc -eq 0 ] && doctor_status "$tmp/j" cuda.driver=pass cuda.devices=warn cuda.nvml=skip &&
     seen "$tmp/j" cuda.driver "supports CUDA up to 12.2" && seen "$tmp/j" cuda.devices "$tmp/dev/nvidiactl missing" &&
     ok "faked driver, empty dev dir: driver pass, devices warn, exit 0" || bad "faked driver/empty dev: rc $rc $(cat "$tmp/j")"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=[c for c in d["checks"] if c["name"]=="cuda.devices"][0]
@@ -51,7 +39,7 @@ assert r["ranks"] == [0, 1] and "modprobe nvidia" in r["fix"], r' "$tmp/j" &&
 : >"$tmp/dev/nvidiactl"; : >"$tmp/dev/nvidia-uvm"; : >"$tmp/dev/nvidia0"
 env DTRAIN_TEST_CUDA_DRIVER=12020 DTRAIN_TEST_DEV_DIR="$tmp/dev" "$MPIRUN" -np 2 -x DTRAIN_TEST_CUDA_DRIVER \
     -x DTRAIN_TEST_DEV_DIR "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>"$tmp/err"
-status "$tmp/j" cuda.devices=pass && seen "$tmp/j" cuda.devices "$tmp/dev/nvidia0 ok" &&
+doctor_status "$tmp/j" cuda.devices=pass && seen "$tmp/j" cuda.devices "$tmp/dev/nvidia0 ok" &&
     ok "nodes present: devices pass" || bad "devices pass: $(cat "$tmp/j")"
 
 # 4. CUDA_VISIBLE_DEVICES that hides every GPU, or is cut at a bad entry: the parser's words.
@@ -59,12 +47,12 @@ for v in "0,0:name the same GPU" "0,x:entry 2 'x' is not a device index" "NoDevF
     env CUDA_VISIBLE_DEVICES="${v%%:*}" DTRAIN_TEST_CUDA_DRIVER=12020 DTRAIN_TEST_DEV_DIR="$tmp/dev" \
         "$MPIRUN" -np 2 -x CUDA_VISIBLE_DEVICES -x DTRAIN_TEST_CUDA_DRIVER -x DTRAIN_TEST_DEV_DIR \
         "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>"$tmp/err"; rc=$?
-    [ $rc -eq 0 ] && status "$tmp/j" cuda.visible=warn && seen "$tmp/j" cuda.visible "${v#*:}" &&
+    [ $rc -eq 0 ] && doctor_status "$tmp/j" cuda.visible=warn && seen "$tmp/j" cuda.visible "${v#*:}" &&
         ok "CUDA_VISIBLE_DEVICES=${v%%:*}: visible warn" || bad "CUDA_VISIBLE_DEVICES=${v%%:*}: rc $rc $(cat "$tmp/j")"
 done
 env CUDA_VISIBLE_DEVICES=0,1 DTRAIN_TEST_CUDA_DRIVER=12020 "$MPIRUN" -np 2 -x CUDA_VISIBLE_DEVICES \
     -x DTRAIN_TEST_CUDA_DRIVER "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>"$tmp/err"
-status "$tmp/j" cuda.visible=pass && seen "$tmp/j" cuda.visible "2 GPUs visible" &&
+doctor_status "$tmp/j" cuda.visible=pass && seen "$tmp/j" cuda.visible "2 GPUs visible" &&
     ok "CUDA_VISIBLE_DEVICES=0,1: visible pass" || bad "CUDA_VISIBLE_DEVICES=0,1"
 
 # 5. Real character nodes in a mount namespace: no driver behind them (ENXIO), then unreadable
