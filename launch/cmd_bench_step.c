@@ -14,6 +14,7 @@
  * step into its phases and layers.
  */
 #include "launch/cli.h"
+#include "launch/oom_report.h"
 #include "base/clock.h"
 #include "base/status.h"
 
@@ -179,6 +180,29 @@ out:
     return s;
 }
 
+/* Precision o->prec[failed] ran out of memory (run_precision freed its model): the error, the
+ * summary over every precision of the run (the batch it suggests fits them all), the job ended. */
+static int step_oom(dt_ctx *ctx, const step_opts *o, int failed, int gpu)
+{
+    cli_error("%s: %s (%s)", dt_dtype_name(o->prec[failed]), dt_last_error(), dt_strerror(DT_ERR_NOMEM));
+    dt_optim_config oc; /* run_precision's optimizer */
+    dt_optim_defaults(&oc);
+    dt_memory_plan_config pc[3];
+    for (int i = 0; i < o->nprec; i++) {
+        dt_memory_plan_defaults(&pc[i]);
+        pc[i].spec = o->model;
+        pc[i].input = o->input;
+        pc[i].batch = o->batch;
+        pc[i].compute = o->prec[i];
+        pc[i].grads = o->prec[i] != DT_F32 && !gpu ? o->prec[i] : DT_F32; /* as run_precision keeps them */
+        pc[i].optim = &oc;
+    }
+    const oom_case c = {.command = "bench step", .plans = pc, .n_plans = o->nprec, .failed = failed};
+    oom_report(ctx, &c);
+    dt_abort_job(ctx, EXIT_FAIL);
+    return EXIT_FAIL;
+}
+
 int cmd_bench_step(int argc, char **argv)
 {
     step_opts o = {.model = "mlp",
@@ -214,6 +238,7 @@ int cmd_bench_step(int argc, char **argv)
         dt_memory_summary mem;
         char prof[4096];
         dt_status s = run_precision(ctx, &o, o.prec[i], &sps, &ms, &wait_ms, &mem, &skipped, prof, sizeof prof);
+        if (s == DT_ERR_NOMEM) return step_oom(ctx, &o, i, pl.device == DT_DEVICE_CUDA);
         if (s) return cli_fail(ctx, s, dt_dtype_name(o.prec[i]));
         if (i == 0) base = sps;
         if (rank == 0) {

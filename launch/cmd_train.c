@@ -10,6 +10,7 @@
 #include "launch/train_run.h"
 
 #include "launch/cli.h"
+#include "launch/oom_report.h"
 #include "launch/params_io.h"
 
 #include <errno.h>
@@ -21,6 +22,38 @@ int train_status_error(dt_status s)
 {
     cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
     return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+}
+
+/* A failure of the model's set-up: train_status_error, and when it ran out of memory, what did, for
+ * the summary (train_oom_report) once the run is freed. */
+static int setup_error(train_run *r, dt_status s, const char *what)
+{
+    if (s == DT_ERR_NOMEM) snprintf(r->oom_at, sizeof r->oom_at, "%s", what);
+    return train_status_error(s);
+}
+
+/* The out-of-memory summary of a run whose model ran out (r->oom_at), after train_release: the
+ * plan of the model as this run set it up, and the batch that fits in what the device has now. */
+static void train_oom_report(const train_run *r)
+{
+    const train_opts *t = &r->t;
+    dt_memory_plan_config pc;
+    dt_memory_plan_defaults(&pc);
+    pc.spec = t->model;
+    pc.input = r->data.input[0] ? r->data.input : NULL;
+    pc.batch = t->batch;
+    pc.compute = t->precision;
+    pc.grads = r->grad_t;
+    pc.optim = &t->optim;
+    pc.accum_steps = t->accum_steps;
+    const long samples = (long)t->batch * t->accum_steps;
+    const oom_case c = {.command = "train",
+                        .stage = r->oom_at,
+                        .plans = &pc,
+                        .n_plans = 1,
+                        .failed = 0,
+                        .samples = samples < (1L << 30) ? (int)samples : 0};
+    oom_report(r->ctx, &c);
 }
 
 /* Frees what a run holds (any of it may be NULL); the context stays. */
@@ -189,19 +222,21 @@ static int train_setup(train_run *r, const dt_placement *pl)
 
     if ((rc = train_data_open(t, r->read_threads, &r->data))) return rc;
     if ((s = dt_model_create(r->ctx, t->model, r->data.input[0] ? r->data.input : NULL, (uint64_t)t->seed, t->batch,
-                             &r->m)) ||
-        (s = dt_optimizer_create(&t->optim, dt_model_num_params(r->m), &r->opt)))
-        return train_status_error(s);
+                             &r->m)))
+        return setup_error(r, s, "while making the model");
+    if ((s = dt_optimizer_create(&t->optim, dt_model_num_params(r->m), &r->opt))) return train_status_error(s);
     if ((rc = train_data_check_and_eval(t, r->m, r->read_threads, &r->data))) return rc;
     if ((rc = train_steps_and_schedule(r))) return rc;
-    if ((t->accum_steps > 1 && (s = dt_model_set_accum_steps(r->m, t->accum_steps))) ||
-        (t->clip_grad_norm > 0 && (s = dt_model_set_clip_grad_norm(r->m, t->clip_grad_norm))))
+    if (t->accum_steps > 1 && (s = dt_model_set_accum_steps(r->m, t->accum_steps)))
+        return setup_error(r, s, "while making the gradient accumulation buffer");
+    if (t->clip_grad_norm > 0 && (s = dt_model_set_clip_grad_norm(r->m, t->clip_grad_norm)))
         return train_status_error(s);
     if (t->init_params && (rc = params_load(r->ctx, r->m, t->init_params))) return rc;
     /* Gradients are already divided by the global batch (train_loop.c's scale): sum them. */
     t->sync.op = DT_SUM;
-    if ((s = dt_model_set_precision(r->m, t->precision, r->grad_t)) || (s = dt_model_set_sync(r->m, &t->sync)))
-        return train_status_error(s);
+    if ((s = dt_model_set_precision(r->m, t->precision, r->grad_t)))
+        return setup_error(r, s, "while setting the precision");
+    if ((s = dt_model_set_sync(r->m, &t->sync))) return setup_error(r, s, "while setting up the gradient reduction");
     if (r->sc) dt_model_set_nonfinite_check(r->m, 1);
     if (r->rank == 0 && !t->quiet) train_report_start(r);
 
@@ -316,6 +351,7 @@ int cmd_train(int argc, char **argv)
         }
     }
     train_release(&r);
+    if (r.oom_at[0]) train_oom_report(&r);
     /* Every rank hits the same configuration errors; a rank that fails alone takes the job down. */
     dt_abort_job(r.ctx, rc);
     return rc;

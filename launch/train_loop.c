@@ -184,6 +184,7 @@ train_end train_loop(train_run *r, int *rc)
                 train_report_numeric_stop(r, step + 1);
                 return TRAIN_END_NUMERIC;
             }
+            if (s == DT_ERR_NOMEM) snprintf(r->oom_at, sizeof r->oom_at, "at step %ld", step + 1);
             if (s) goto fail;
             loss += res.loss_sum;
             correct += res.correct;

@@ -6,9 +6,13 @@
  * The environment's test hooks are documented where they act: DTRAIN_TEST_HANG (coll.h: a rank that
  * stops inside a collective), DTRAIN_TEST_SAMPLE_LOG (data/loader.h: which samples each rank read),
  * DTRAIN_TEST_MEM_LIMIT=BYTES (kernels/backend.h, backend_cpu_set_limit: the CPU backend acts as a
- * device of BYTES memory, so out-of-memory paths run on the CPU), and DTRAIN_FAULT
- * (launch/fault_inject.h). DTRAIN_COMM_WORLD1, which makes device buckets reduce
- * even in a world of one, is a setting now: dt_config::comm_world1.
+ * device of BYTES memory, so out-of-memory paths run on the CPU), DTRAIN_TEST_MEMINFO=FILE
+ * (launch/doctor/doctor_memory.h: `dtrain doctor` reads FILE instead of /proc/meminfo, to fake a
+ * node short of host memory), DTRAIN_TEST_CUDA_DRIVER=12020 and DTRAIN_TEST_DEV_DIR=DIR
+ * (launch/doctor/doctor_cuda.h: `dtrain doctor` acts as if a driver of that CUDA version were
+ * loaded, and looks for the nvidia device nodes in DIR instead of /dev), and DTRAIN_FAULT
+ * (launch/fault_inject.h). DTRAIN_COMM_WORLD1, which makes device buckets reduce even in a world
+ * of one, is a setting now: dt_config::comm_world1.
  */
 #ifndef DT_RUNTIME_TEST_HOOKS_H
 #define DT_RUNTIME_TEST_HOOKS_H

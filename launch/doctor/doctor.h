@@ -16,8 +16,9 @@
  *
  * Files: doctor_rows.c (the rows, merging, the table and --json), cmd_doctor.c (the command),
  * host_facts.c + host_checks.c (launcher, MPI, CPU, memory), comm_check.c (timed allreduces),
- * cuda_facts.c + cuda_checks.c (driver, runtime, libraries, /dev nodes, visible devices, NVML),
- * memory_check.c (host memory, the largest batch that fits).
+ * cuda_facts.c + cuda_parse.c + cuda_checks.c + cuda_job.c (driver, runtime, libraries, /dev nodes,
+ * visible devices, toolkit, NUMA, NVML; two ranks on one GPU, ranks per node's GPUs),
+ * memory_facts.c + memory_check.c (host memory, the largest batch that fits).
  */
 #ifndef DT_LAUNCH_DOCTOR_H
 #define DT_LAUNCH_DOCTOR_H

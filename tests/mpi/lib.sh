@@ -38,6 +38,20 @@ expand_cpus() {
     done
 }
 
+# doctor_status FILE NAME=STATUS ...: every named check has that status on some row of the
+# `dtrain doctor --json` report in FILE (prints what it got otherwise).
+doctor_status() {
+    python3 - "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+got = {}
+for c in d["checks"]:
+    got.setdefault(c["name"], set()).add(c["status"])
+bad = [kv for kv in sys.argv[2:] if kv.split("=")[1] not in got.get(kv.split("=")[0], set())]
+if bad: print("missing:", bad, "got:", got); sys.exit(1)
+PY
+}
+
 finish() {
     echo "$passes passed, $fails failed"
     [ "$fails" -eq 0 ]

@@ -3,7 +3,8 @@
 # this test and torn down after it. srun -N 2 -n 4 places ranks on two nodes; srun without PMI is
 # refused with the fix (one task or two); fake GPUs reach each rank; every slurm/*.sbatch template,
 # submitted the README's way, completes; mpirun inside an allocation is recognized as openmpi
-# despite stale SLURM_PROCID; a requeued job resumes bit for bit; down.sh leaves nothing of the
+# despite stale SLURM_PROCID; dtrain doctor reports the whole job (and srun without PMI as a
+# launch.pmix FAIL); a requeued job resumes bit for bit; down.sh leaves nothing of the
 # cluster and nothing else touched. Exit 77 (SKIP) where the cluster cannot start here (not root,
 # no slurmctld installed), saying why.
 here=$(dirname "$0"); source "$here/../mpi/lib.sh"
@@ -51,6 +52,44 @@ fi
 expect 1 "srun --mpi=pmix" timeout 60 srun -N 1 -n 2 --mpi=none "$DTRAIN" env
 expect 1 "srun --mpi=pmix" timeout 60 srun -N 1 -n 1 --mpi=none "$DTRAIN" env
 expect 0 "LAUNCHER" timeout 60 srun -N 1 -n 1 "$DTRAIN" env
+
+# --- dtrain doctor over the whole cluster: one report for 4 ranks on 2 nodes, every rank's
+# launcher resolved as slurm with PMIx, the two nodes timed against each other; without PMI the
+# same srun is a launch.pmix FAIL (exit 1) naming the fix instead of an abort inside MPI_Init.
+if timeout 120 srun -N 2 -n 4 --mpi=pmix "$DTRAIN" doctor --json >"$tmp/doc.json" 2>"$tmp/doc.err"; then
+    doc_rc=0
+else
+    doc_rc=$?
+fi
+if python3 - "$tmp/doc.json" <<'PY'; then
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {}
+for c in d["checks"]:
+    rows.setdefault(c["name"], []).append(c)
+def ranks_of(name, status):
+    out = set()
+    for c in rows.get(name, []):
+        if c["status"] == status:
+            out |= set(range(d["world"])) if c["ranks"] == "job" else set(c["ranks"])
+    return out
+assert d["world"] == 4 and d["nodes"] == 2, (d["world"], d["nodes"])
+assert ranks_of("launch.launcher", "pass") == {0, 1, 2, 3}, rows.get("launch.launcher")
+assert all("slurm" in c["seen"] for c in rows["launch.launcher"]), rows["launch.launcher"]
+assert ranks_of("launch.pmix", "pass") == {0, 1, 2, 3}, rows.get("launch.pmix")
+assert "comm.nodes" in rows and "comm.allreduce_1m" in rows, sorted(rows)
+# A loaded 2-core machine may make the timed rows warn; nothing may fail.
+fails = [c["name"] for c in d["checks"] if c["status"] == "fail"]
+assert not fails, fails
+PY
+    [ "$doc_rc" -eq 0 ] && ok "srun -N 2 -n 4 doctor --json: 4 ranks on 2 nodes, slurm + PMIx on every rank, exit 0" ||
+        bad "srun doctor exited $doc_rc: $(cat "$tmp/doc.err")"
+else
+    bad "srun -N 2 -n 4 doctor --json (rc $doc_rc)"; cat "$tmp/doc.json" "$tmp/doc.err"
+fi
+expect 1 "srun --mpi=pmix" timeout 60 srun -N 2 -n 2 --mpi=none "$DTRAIN" doctor --no-comm
+grep -q "launch.pmix *FAIL" "$tmp/out" && ok "srun --mpi=none doctor: launch.pmix FAIL" ||
+    { bad "srun --mpi=none doctor: no launch.pmix FAIL row"; cat "$tmp/out"; }
 
 # --- Fake GPUs: `dtrain env` shows the GPU each rank would take, never two ranks of a node on one.
 gpu_check() { # name, srun args...

@@ -1,0 +1,188 @@
+/*
+ * oom_report.c - the out-of-memory summary (oom_report.h). Everything in it comes from the
+ * library's memory plan (dt_model_plan_memory, dt_model_max_batch), queried after the run freed
+ * its model: the plan's device_free is then what this rank can have, so the batch it suggests is
+ * the largest whose plan peaks within it. The peak, not the total, is what must fit: a model is
+ * made in fp32 before dt_model_set_precision replaces its pool (docs/memory.md).
+ */
+#include "launch/oom_report.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+/* An appending buffer: every write is cut to what is left, the length stays the written one. */
+typedef struct text {
+    char *buf;
+    size_t n, len;
+} text;
+
+static void put(text *t, const char *fmt, ...)
+{
+    if (t->len + 1 >= t->n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int w = vsnprintf(t->buf + t->len, t->n - t->len, fmt, ap);
+    va_end(ap);
+    if (w > 0) t->len = t->len + (size_t)w < t->n ? t->len + (size_t)w : t->n - 1;
+}
+
+/* "1.25 GiB" or "12.3 MiB", into out. */
+static const char *size_text(size_t b, char *out, size_t n)
+{
+    const double g = 1024.0 * 1024.0 * 1024.0, m = 1024.0 * 1024.0;
+    if ((double)b >= g)
+        snprintf(out, n, "%.2f GiB", (double)b / g);
+    else
+        snprintf(out, n, "%.1f MiB", (double)b / m);
+    return out;
+}
+
+/* One row of the kinds: the name, the size and its exact bytes. */
+static void kind_row(text *t, const char *name, size_t b)
+{
+    char s[32];
+    put(t, "    %-26s %12s (%zu bytes)\n", name, size_text(b, s, sizeof s), b);
+}
+
+/* The largest batch of every plan in c within budget: the smallest of them into *batch (0 when a
+ * plan does not fit even at batch 1), each into each[]. DT_OK or the planner's error. */
+static dt_status fitting_batch(dt_ctx *ctx, const oom_case *c, size_t budget, int *batch, int *each)
+{
+    *batch = -1;
+    for (int i = 0; i < c->n_plans; i++) {
+        dt_memory_plan p;
+        const dt_status s = dt_model_max_batch(ctx, &c->plans[i], budget, &each[i], &p);
+        if (s) return s;
+        if (*batch < 0 || each[i] < *batch) *batch = each[i];
+    }
+    if (*batch < 0) *batch = 0;
+    return DT_OK;
+}
+
+/* The advice when even batch 1 does not fit: what batch 1 needs, then the ways out that are true
+ * here (a 16-bit precision only when its own plan fits). */
+static void advise_nothing_fits(dt_ctx *ctx, const oom_case *c, size_t budget, const dt_memory_plan *one, text *t)
+{
+    char need[32], have[32];
+    put(t, "  fix: even batch 1 needs %s at its peak, more than the %s free:", size_text(one->peak, need, sizeof need),
+        size_text(budget, have, sizeof have));
+    /* The other precision, as dtrain train keeps its gradients on this device: bf16 ones on the CPU,
+     * fp32 on a GPU. For bench step only when that precision is not in its list already. */
+    const dt_memory_plan_config *f = &c->plans[c->failed];
+    dt_placement pl;
+    const int gpu = dt_get_placement(ctx, &pl) == DT_OK && pl.device == DT_DEVICE_CUDA;
+    dt_memory_plan_config b = *f;
+    b.compute = f->compute == DT_F32 ? DT_BF16 : DT_F32;
+    b.grads = b.compute == DT_F32 || gpu ? DT_F32 : DT_BF16;
+    int listed = 0;
+    for (int i = 0; i < c->n_plans; i++) listed |= c->plans[i].compute == b.compute;
+    int nb = 0;
+    dt_memory_plan p;
+    if (!listed && dt_model_max_batch(ctx, &b, budget, &nb, &p) == DT_OK) {
+        const char *name = dt_dtype_name(b.compute);
+        if (nb > 0)
+            put(t, " use --precision %s --batch %d (it fits);", name, nb);
+        else if (b.compute != DT_F32)
+            put(t, " --precision %s does not help (batch 1 peaks at %s: the model is made in fp32 first);", name,
+                size_text(p.peak, need, sizeof need));
+    }
+    put(t, " use a smaller model (fewer or narrower layers, a smaller --input) or a device with more memory."
+           " More ranks won't help: data parallel keeps the whole model, its gradients and optimizer state on"
+           " every rank.\n");
+}
+
+size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
+{
+    text t = {buf, n, 0};
+    if (n) buf[0] = '\0';
+    const dt_memory_plan_config *f = &c->plans[c->failed];
+    char host[64] = "?";
+    gethostname(host, sizeof host - 1);
+    put(&t, "dtrain: out of memory on rank %d of %d (%s)%s%s: dtrain %s --model %.200s%s%s --batch %d --precision %s\n",
+        dt_rank(ctx), dt_world_size(ctx), host, c->stage ? " " : "", c->stage ? c->stage : "", c->command, f->spec,
+        f->input ? " --input " : "", f->input ? f->input : "", f->batch, dt_dtype_name(f->compute));
+    dt_memory_plan p;
+    if (dt_model_plan_memory(ctx, f, &p) != DT_OK) {
+        put(&t, "  (no memory plan: %s)\n", dt_last_error());
+        return t.len;
+    }
+    const dt_memory_summary *k = &p.kinds;
+    put(&t, "  what this rank needs at batch %d, by kind:\n", f->batch);
+    kind_row(&t, "parameters", k->params);
+    kind_row(&t, "gradients", k->grads);
+    kind_row(&t, "optimizer state", k->optimizer);
+    kind_row(&t, "activations", k->activations);
+    kind_row(&t, "workspace", k->workspace);
+    kind_row(&t, "other", p.other);
+    kind_row(&t, "total while training", p.total);
+    kind_row(&t, "peak while setting up", p.peak);
+    put(&t, "  the biggest buffers:\n");
+    for (int i = 0; i < p.n_top; i++) {
+        char s[32];
+        put(&t, "    %12s  %s\n", size_text(p.top[i].bytes, s, sizeof s), p.top[i].what);
+    }
+    char fr[32], tot[32];
+    if (!k->device_total) {
+        /* The CPU backend without a test limit: host memory, which reports no figures. */
+        put(&t, "  device: host memory, whose free memory dtrain does not know\n"
+                "  fix: free memory on this node, run fewer ranks on it, or use a smaller --batch\n");
+        return t.len;
+    }
+    put(&t, "  device: %s free of %s (%zu of %zu bytes), with this rank's model freed\n",
+        size_text(k->device_free, fr, sizeof fr), size_text(k->device_total, tot, sizeof tot), k->device_free,
+        k->device_total);
+    int best = 0, each[8] = {0};
+    if (c->n_plans > (int)(sizeof each / sizeof each[0]) ||
+        fitting_batch(ctx, c, k->device_free, &best, each) != DT_OK) {
+        put(&t, "  fix: use a smaller --batch (no batch advice: %s)\n", dt_last_error());
+        return t.len;
+    }
+    if (c->n_plans > 1) {
+        put(&t, "  the largest batch that fits, by precision:");
+        for (int i = 0; i < c->n_plans; i++) put(&t, " %s %d", dt_dtype_name(c->plans[i].compute), each[i]);
+        put(&t, "\n");
+    }
+    dt_memory_plan_config fb = *f;
+    fb.batch = best > 0 ? best : 1;
+    dt_memory_plan at_best;
+    if (best > 0 && dt_model_plan_memory(ctx, &fb, &at_best) == DT_OK) {
+        char pk[32];
+        put(&t, "  fix: batch %d fits (it peaks at %s): use --batch %d\n", best, size_text(at_best.peak, pk, sizeof pk),
+            best);
+        /* The samples of a step kept with accumulation, whose buffer costs one gradient more. */
+        if (c->samples > best) {
+            dt_memory_plan_config a = *f;
+            a.accum_steps = 2;
+            int na = 0;
+            dt_memory_plan pa;
+            if (dt_model_max_batch(ctx, &a, k->device_free, &na, &pa) == DT_OK && na > 0) {
+                const int steps = (c->samples + na - 1) / na;
+                if (steps <= (1 << 16))
+                    put(&t, "       or --batch %d --accum-steps %d for %ld samples per rank per step (%d asked)\n", na,
+                        steps, (long)na * steps, c->samples);
+            }
+        }
+    } else if (best > 0) {
+        put(&t, "  fix: use --batch %d\n", best); /* its plan fitted a moment ago: cannot fail here */
+    } else if (c->n_plans == 1 || each[c->failed] == 0) {
+        if (dt_model_plan_memory(ctx, &fb, &at_best) == DT_OK)
+            advise_nothing_fits(ctx, c, k->device_free, &at_best, &t);
+    } else {
+        put(&t, "  fix: even batch 1 of");
+        for (int i = 0; i < c->n_plans; i++)
+            if (!each[i]) put(&t, " --precision %s", dt_dtype_name(c->plans[i].compute));
+        put(&t, " does not fit: leave it out of --precision (the others fit at the batches above)\n");
+    }
+    return t.len;
+}
+
+void oom_report(dt_ctx *ctx, const oom_case *c)
+{
+    char buf[8192];
+    const size_t len = oom_report_format(ctx, c, buf, sizeof buf);
+    /* One write, so that the block stays together beside the other ranks' output. */
+    fflush(stderr);
+    fwrite(buf, 1, len, stderr);
+    fflush(stderr);
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The out-of-memory summary of `dtrain train` and `dtrain bench step` (launch/oom_report.c), on the
+# CPU backend acting as a small device (DTRAIN_TEST_MEM_LIMIT): a run that does not fit ends
+# non-zero within the time limit, prints the plan's kinds, the biggest buffers, the device's
+# memory and a fix; the --batch the fix names then trains under the same limit. A model that does
+# not fit even at batch 1 gets the other advice.
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1 MPIRUN=$2
+LIMIT=67108864 # 64 MiB per rank
+export OPENBLAS_NUM_THREADS=1
+
+# run LIMIT ARGS...: 2 ranks under the limit, output in $tmp/out, exit code in $rc.
+run() {
+    local limit=$1
+    shift
+    DTRAIN_TEST_MEM_LIMIT=$limit timeout 120 "$MPIRUN" -np 2 -x DTRAIN_TEST_MEM_LIMIT "$DTRAIN" "$@" >"$tmp/out" 2>&1
+    rc=$?
+}
+
+# says NAME 'text'...: every text is in $tmp/out.
+says() {
+    local name=$1 text
+    shift
+    for text in "$@"; do
+        grep -qF -- "$text" "$tmp/out" || { bad "$name: no '$text'"; sed 's/^/    /' "$tmp/out" | tail -40; return 1; }
+    done
+    ok "$name says: $*"
+}
+
+# oom NAME ARGS...: the run fails (not a timeout) with the summary's lines.
+oom() {
+    local name=$1
+    shift
+    run $LIMIT "$@"
+    if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then
+        bad "$name: exit $rc, wanted a failure that ends the job"; sed 's/^/    /' "$tmp/out" | tail -20; return 1
+    fi
+    says "$name (exit $rc)" "dtrain: out of memory on rank" "what this rank needs at batch" "peak while setting up" \
+        "the biggest buffers:" "device: 64.0 MiB free of 64.0 MiB (67108864 of 67108864 bytes)" "  fix: "
+}
+
+# fits NAME ARGS...: the run under the same limit exits 0.
+fits() {
+    local name=$1
+    shift
+    run $LIMIT "$@"
+    [ "$rc" -eq 0 ] && ok "$name: '$*' exits 0 under the limit" ||
+        { bad "$name: '$*' exited $rc under the limit"; sed 's/^/    /' "$tmp/out" | tail -20; }
+}
+
+# 1. train: the activations of batch 4096 do not fit; the batch the fix names does.
+cnn=(--model cnn --input 3x32x32)
+if oom "train batch 4096" train "${cnn[@]}" --batch 4096 --steps 2 &&
+   says "train batch 4096" "while making the model: dtrain train --model cnn --input 3x32x32 --batch 4096" \
+        "layer 0 (conv:32:3:1:1) output" "activations                    2.13 GiB (2283962368 bytes)"; then
+    n=$(sed -n 's/^  fix: batch \([0-9]*\) fits .*: use --batch \([0-9]*\)$/\2/p' "$tmp/out" | head -1)
+    accum=$(sed -n 's/^ *or \(--batch [0-9]* --accum-steps [0-9]*\) for .*/\1/p' "$tmp/out" | head -1)
+    if [ -n "$n" ] && [ "$n" -ge 1 ] && [ "$n" -lt 4096 ]; then
+        ok "the fix names --batch $n"
+        fits "train --batch $n" train "${cnn[@]}" --batch "$n" --steps 2
+        # The fix names the largest batch whose plan fits: twice it does not.
+        run $LIMIT train "${cnn[@]}" --batch $((2 * n)) --steps 2
+        [ "$rc" -ne 0 ] && says "train --batch $((2 * n))" "fix: batch $n fits" ||
+            bad "train --batch $((2 * n)) exited $rc under the limit: the fix's batch $n is not the largest"
+    else
+        bad "no --batch in the fix: '$n'"
+    fi
+    if [ -n "$accum" ]; then
+        # shellcheck disable=SC2086 # the flags as the fix printed them
+        fits "train $accum" train "${cnn[@]}" $accum --steps 1
+    else
+        bad "no --accum-steps advice in the fix"
+    fi
+fi
+
+# 2. A 16-bit model whose set-up runs out after dt_model_create fitted (the 16-bit scratch of a
+# wide fc layer outgrows the fp32 pool): the summary names dt_model_set_precision's step.
+run 40000000 train --model fc:2048,relu,fc:10 --input 2048 --batch 64 --precision bf16 --steps 1
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
+    says "train bf16 (exit $rc)" "while setting the precision: dtrain train --model fc:2048,relu,fc:10 --input 2048" \
+        "16-bit conversion scratch" "fix: even batch 1 needs" ||
+    { bad "train bf16 under 40000000 bytes: exit $rc"; sed 's/^/    /' "$tmp/out" | tail -20; }
+
+# 3. Even batch 1 does not fit: 12.6 M parameters, their gradients and momentum are 144 MiB.
+oom "train fc:4096" train --model fc:4096,relu,fc:10 --input 3x32x32 --batch 64 --steps 1 &&
+    says "train fc:4096" "fix: even batch 1 needs 144.6 MiB at its peak, more than the 64.0 MiB free" \
+        "--precision bf16 does not help" "More ranks won't help: data parallel" "parameters (fp32)"
+grep -q 'use --batch' "$tmp/out" && bad "train fc:4096: a --batch advice for a model that fits at no batch"
+
+# 4. bench step: one batch for every precision it runs.
+if oom "bench step batch 4096" bench step "${cnn[@]}" --batch 4096 --precision fp32,bf16 --steps 2 --warmup 0 &&
+   says "bench step batch 4096" "dtrain bench step --model cnn --input 3x32x32 --batch 4096 --precision fp32" \
+        "the largest batch that fits, by precision: fp32 "; then
+    n=$(sed -n 's/^  fix: batch \([0-9]*\) fits .*: use --batch \([0-9]*\)$/\2/p' "$tmp/out" | head -1)
+    if [ -n "$n" ]; then
+        fits "bench step --batch $n" bench step "${cnn[@]}" --batch "$n" --precision fp32,bf16 --steps 2 --warmup 0
+    else
+        bad "bench step: no --batch in the fix"
+    fi
+fi
+
+# 5. Only rank 1 is short of memory (MPMD: the limit for its process alone): it prints the
+# summary, rank 0 does not, and the job still ends, non-zero, instead of rank 0 waiting for it.
+timeout 120 "$MPIRUN" -np 1 "$DTRAIN" train "${cnn[@]}" --batch 512 --steps 2 : \
+    -np 1 env DTRAIN_TEST_MEM_LIMIT=$LIMIT "$DTRAIN" train "${cnn[@]}" --batch 512 --steps 2 >"$tmp/out" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && says "one rank short (exit $rc)" "dtrain: out of memory on rank 1 of 2"; then
+    grep -qF "out of memory on rank 0" "$tmp/out" && bad "one rank short: rank 0, which fitted, printed a summary"
+else
+    bad "one rank short: exit $rc, wanted a failure that ends the job"; sed 's/^/    /' "$tmp/out" | tail -20
+fi
+
+finish
