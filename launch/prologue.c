@@ -6,6 +6,7 @@
  */
 #include "launch/cli.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +19,22 @@ void cli_blas_corefix(char **argv)
 {
     const char *fix = getenv("DTRAIN_BLAS_COREFIX");
     if (getenv("OPENBLAS_CORETYPE") || (fix && strcmp(fix, "0") == 0)) return;
-    const char *better = dt_blas_coretype_advice();
+    /* Test hook: DTRAIN_TEST_BLAS_ADVICE=CORE acts as if OpenBLAS had guessed below this CPU and
+     * CORE were the fix, so the re-exec runs on any machine (tests/mpi/test_reexec.sh). */
+    const char *forced = getenv("DTRAIN_TEST_BLAS_ADVICE");
+    const char *better = forced && *forced ? forced : dt_blas_coretype_advice();
     if (!better) return;
     setenv("OPENBLAS_CORETYPE", better, 1);
     setenv("DTRAIN_BLAS_COREFIX", "0", 1); /* never loop */
+    /* Exec the file /proc/self/exe points to, not the link: the kernel names the process (comm:
+     * ps, top, pgrep) after the basename of the path it executed, and "exe" is not what users
+     * look for. The link itself is the fallback when it cannot be read or the file is gone. */
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        execv(self, argv);
+    }
     execv("/proc/self/exe", argv);
     /* exec failed: carry on with the slower kernels, and say so. */
     unsetenv("OPENBLAS_CORETYPE");

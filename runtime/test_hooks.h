@@ -10,7 +10,9 @@
  * (launch/doctor/doctor_memory.h: `dtrain doctor` reads FILE instead of /proc/meminfo, to fake a
  * node short of host memory), DTRAIN_TEST_CUDA_DRIVER=12020 and DTRAIN_TEST_DEV_DIR=DIR
  * (launch/doctor/doctor_cuda.h: `dtrain doctor` acts as if a driver of that CUDA version were
- * loaded, and looks for the nvidia device nodes in DIR instead of /dev), and DTRAIN_FAULT
+ * loaded, and looks for the nvidia device nodes in DIR instead of /dev), DTRAIN_TEST_BLAS_ADVICE=CORE
+ * (launch/prologue.c: `dtrain` re-executes itself with OPENBLAS_CORETYPE=CORE as if OpenBLAS had
+ * guessed below the CPU, so the re-exec is tested on any machine), and DTRAIN_FAULT
  * (launch/fault_inject.h). DTRAIN_COMM_WORLD1, which makes device buckets reduce even in a world
  * of one, is a setting now: dt_config::comm_world1.
  */
