@@ -5,7 +5,7 @@
 
 set(DTRAIN_BASE_SOURCES
   base/status.c base/log.c base/parse.c base/thread_stack.c base/dtype.c base/median.c base/json.c
-  base/trace.c base/trace_json.c)
+  base/trace.c base/trace_json.c base/gpu_span.c)
 
 set(DTRAIN_KERNELS_SOURCES
   kernels/backend.c kernels/pass_common.c
