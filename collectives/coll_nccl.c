@@ -178,13 +178,13 @@ static dt_status nccl_start(coll *c, void *buf, size_t count, dt_dtype t, dt_red
     ncclResult_t r =
         ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum, st->comm, st->stream);
     if ((s = nccl_settle(c, r, t0, "ncclAllReduce of a gradient bucket", count, HINT_PEER))) return s;
-    if (c->trace && (s = gpu_trace_end(st->stream, GPU_SPAN_NCCL))) return s;
     if (st->started++ == 0) {
         st->t_first = clock_now_s();
         st->started_n = 0;
     }
     st->started_n += count;
-    return DT_OK;
+    /* After the bookkeeping: wait_all still waits for this allreduce if the event fails. */
+    return c->trace ? gpu_trace_end(st->stream, GPU_SPAN_NCCL) : DT_OK;
 }
 
 static dt_status nccl_wait_all(coll *c, void *after)

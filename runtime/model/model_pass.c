@@ -25,16 +25,21 @@ static void layer_span_name(char *name, size_t n, int bwd, int i, layer_kind kin
     snprintf(name, n, "%s %d %s", bwd ? "bwd" : "fwd", i, kinds[kind]);
 }
 
+/* Whether the device marks a layer of this kind: not a flatten, which runs nothing there (a span of two
+ * back-to-back events would only say 0). */
+static int device_marks(const backend *be, layer_kind kind) { return be->ops->trace_mark && kind != LAYER_FLATTEN; }
+
 /* Begins a layer's span (returns its host begin time) or ends it, with the device's mark too. */
-static dt_status trace_layer_begin(backend *be, int bwd, int i, const char *name, uint64_t *t0)
+static dt_status trace_layer_begin(backend *be, int bwd, int i, layer_kind kind, const char *name, uint64_t *t0)
 {
     *t0 = trace_now_ns();
-    return be->ops->trace_mark ? be->ops->trace_mark(be, 0, name, bwd ? TRACE_CAT_BWD : TRACE_CAT_FWD, i) : DT_OK;
+    return device_marks(be, kind) ? be->ops->trace_mark(be, 0, name, bwd ? TRACE_CAT_BWD : TRACE_CAT_FWD, i) : DT_OK;
 }
 
-static dt_status trace_layer_end(trace_rec *tr, backend *be, int bwd, int i, const char *name, uint64_t t0)
+static dt_status trace_layer_end(trace_rec *tr, backend *be, int bwd, int i, layer_kind kind, const char *name,
+                                 uint64_t t0)
 {
-    const dt_status s = be->ops->trace_mark ? be->ops->trace_mark(be, 1, name, 0, i) : DT_OK;
+    const dt_status s = device_marks(be, kind) ? be->ops->trace_mark(be, 1, name, 0, i) : DT_OK;
     trace_rec_add(tr, name, bwd ? TRACE_CAT_BWD : TRACE_CAT_FWD, TRACE_TRACK_TRAIN, t0, trace_now_ns(), i, -1);
     return s;
 }
@@ -87,7 +92,7 @@ dt_status model_forward(dt_model *m, const float *x, int batch, const void **log
         uint64_t t0 = 0;
         if (tr) {
             layer_span_name(span, sizeof span, 0, i, l->kind);
-            if ((s = trace_layer_begin(be, 0, i, span, &t0))) break;
+            if ((s = trace_layer_begin(be, 0, i, l->kind, span, &t0))) break;
         }
         const int x_f32 = in == (const void *)x;
         m->in[i] = in;
@@ -111,7 +116,7 @@ dt_status model_forward(dt_model *m, const float *x, int batch, const void **log
         }
         if (l->kind != LAYER_FLATTEN) in = y;
         if (m->prof) m->prof_fwd[i] += model_prof_mark(m);
-        if (tr && !s) s = trace_layer_end(tr, be, 0, i, span, t0);
+        if (tr && !s) s = trace_layer_end(tr, be, 0, i, l->kind, span, t0);
     }
     if (s) return s;
     /* The loss reads logits of m->prec: x itself serves only when that is fp32. */
@@ -138,7 +143,7 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
         dt_status s = DT_OK;
         if (tr) {
             layer_span_name(span, sizeof span, 1, i, l->kind);
-            if ((s = trace_layer_begin(be, 1, i, span, &t0))) return s;
+            if ((s = trace_layer_begin(be, 1, i, l->kind, span, &t0))) return s;
         }
         const void *lin = m->in[i];
         const int x_f32 = lin == (const void *)m->x_in;
@@ -166,7 +171,7 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
         }
         /* The device's span ends before the layer's gradients go to the reducer (a bucket's
          * allreduce has its own span on the "gpu nccl" track). */
-        if (!s && tr && be->ops->trace_mark) s = be->ops->trace_mark(be, 1, span, 0, i);
+        if (!s && tr && device_marks(be, l->kind)) s = be->ops->trace_mark(be, 1, span, 0, i);
         if (!s && (l->kind == LAYER_FC || l->kind == LAYER_CONV)) s = model_grads_done(m, i);
         if (s) return s;
         if (m->prof) m->prof_bwd[i] += model_prof_mark(m);
