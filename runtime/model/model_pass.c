@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "base/trace.h"
 #include "collectives/ctx_comm.h"
+#include "runtime/test_hooks.h"
 
 #include <stdio.h>
 
@@ -226,3 +227,5 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     *correct = corr;
     return DT_OK;
 }
+
+void model_test_set_backend(dt_model *m, struct backend *be) { m->be = be; }
