@@ -17,8 +17,10 @@
 #include <time.h>
 
 /* Tracks (the "tid" of a Chrome event): the training thread, the communication engine (its thread,
- * or the training thread progressing it inline), then one per loader thread. */
-enum { TRACE_TRACK_TRAIN = 0, TRACE_TRACK_COMM = 1, TRACE_TRACK_LOADER = 2 };
+ * or the training thread progressing it inline), then one per loader thread; far above those, the
+ * GPU's streams as CUDA events timed them (base/gpu_span.h): TRACE_TRACK_GPU + GPU_SPAN_COMPUTE
+ * ("gpu compute") and + GPU_SPAN_NCCL ("gpu nccl"). Loader tracks stay below TRACE_TRACK_GPU. */
+enum { TRACE_TRACK_TRAIN = 0, TRACE_TRACK_COMM = 1, TRACE_TRACK_LOADER = 2, TRACE_TRACK_GPU = 1000 };
 
 /* Categories ("cat"); trace_cat_name gives their names. */
 typedef enum trace_cat {
@@ -104,6 +106,7 @@ typedef struct trace_rank_info {
     uint64_t dropped;
     uint64_t count;
     int loader_tracks; /* loader tracks named in the metadata */
+    int gpu_tracks;    /* bit t set: track TRACE_TRACK_GPU + t has events (named in the metadata) */
 } trace_rank_info;
 /* base_ns: rank 0's clock at the file's time 0. Returns 0, or -1 when f reports an error. */
 int trace_json_head(FILE *f, const trace_rank_info *ranks, int nranks, uint64_t base_ns);

@@ -1,7 +1,8 @@
 /*
  * trace_json.c - the Chrome trace event format (chrome://tracing, ui.perfetto.dev) of a merged
  * trace: complete events ("ph":"X", microseconds) with pid = rank and tid = track, metadata events
- * that name each rank's process ("rank N (host)") and track ("train", "comm", "loader N"), and
+ * that name each rank's process ("rank N (host)") and track ("train", "comm", "loader N", and "gpu
+ * compute" / "gpu nccl" where CUDA events timed the streams), and
  * "otherData" with each rank's clock offset, the round trip that measured it and its dropped
  * events. Each rank's times are moved onto rank 0's clock (t - offset) before printing.
  */
@@ -50,6 +51,10 @@ int trace_json_head(FILE *f, const trace_rank_info *ranks, int nranks, uint64_t 
             snprintf(name, sizeof name, "loader %d", t);
             meta(f, "thread_name", r->rank, TRACE_TRACK_LOADER + t, name);
         }
+        /* The GPU tracks (base/gpu_span.h's order), only where the rank has their events. */
+        static const char *const gpu_names[] = {"gpu compute", "gpu nccl"};
+        for (int t = 0; t < (int)(sizeof gpu_names / sizeof *gpu_names); t++)
+            if (r->gpu_tracks & (1 << t)) meta(f, "thread_name", r->rank, TRACE_TRACK_GPU + t, gpu_names[t]);
     }
     /* The last metadata event closes the list of the head, so every event after it starts with a
      * comma. */

@@ -5,7 +5,7 @@
 
 set(DTRAIN_BASE_SOURCES
   base/status.c base/log.c base/parse.c base/thread_stack.c base/dtype.c base/median.c base/json.c
-  base/trace.c base/trace_json.c)
+  base/trace.c base/trace_json.c base/gpu_span.c)
 
 set(DTRAIN_KERNELS_SOURCES
   kernels/backend.c kernels/pass_common.c
@@ -17,7 +17,8 @@ set(DTRAIN_KERNELS_SOURCES
 set(DTRAIN_KERNELS_CUDA_SOURCES
   kernels/cuda/device_info.c
   kernels/cuda/backend_cuda.cu kernels/cuda/gemm.cu kernels/cuda/conv.cu kernels/cuda/elementwise.cu
-  kernels/cuda/pool.cu kernels/cuda/loss.cu kernels/cuda/optim.cu kernels/cuda/reduce.cu kernels/cuda/layers.cu)
+  kernels/cuda/pool.cu kernels/cuda/loss.cu kernels/cuda/optim.cu kernels/cuda/reduce.cu kernels/cuda/layers.cu
+  kernels/cuda/trace_gpu.cu)
 set(DTRAIN_KERNELS_NO_CUDA_SOURCES kernels/cpu/no_cuda.c kernels/cpu/device_info_none.c)
 
 set(DTRAIN_COLLECTIVES_SOURCES

@@ -39,7 +39,12 @@ struct coll {
     int rank, size;
     double timeout_s;
     int device_buffers; /* 1: buffers live in CUDA device memory */
-    void *impl;         /* the backend's own state */
+    /* Set by the caller of start just before it (the reducer): the span recorder of its context
+     * while that records (a struct trace_rec * of base/trace.h), else NULL, and the bucket's
+     * index, so that a backend with a device timeline (NCCL) gives the bucket a span there. */
+    void *trace;
+    int trace_bucket;
+    void *impl; /* the backend's own state */
 };
 
 /* MPI backend over a duplicate of comm. device_buffers 1: CUDA buffers, staged through the host

@@ -11,7 +11,8 @@
  * makes the NCCL stream wait for it, then queues ncclAllReduce there, so the reduction of a bucket
  * overlaps the backward pass of the layers before it. wait_all records an event after the last
  * one, polls it under the deadline, and makes the compute stream wait for it (the optimizer's
- * kernels queue behind it; nothing waits for the whole device).
+ * kernels queue behind it; nothing waits for the whole device). While a trace records, each
+ * bucket's allreduce is also a span between two events on our stream (kernels/cuda/trace_gpu.h).
  *
  * The communicator is nonblocking (NCCL >= 2.14): ncclCommInitRank and any later call may return
  * ncclInProgress, and the state is then polled (ncclCommGetAsyncError) under the same deadline
@@ -20,8 +21,11 @@
  */
 #include "collectives/coll.h"
 #include "base/clock.h"
+#include "base/gpu_span.h"
+#include "base/trace.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "kernels/cuda/trace_gpu.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -161,6 +165,15 @@ static dt_status nccl_start(coll *c, void *buf, size_t count, dt_dtype t, dt_red
     cudaError_t e = cudaEventRecord(st->ready, (cudaStream_t)after);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(st->stream, st->ready, 0);
     if (e != cudaSuccess) return cuda_fail(e, "ordering a gradient bucket after the backward pass (cudaEventRecord)");
+    /* While a trace records: the bucket's span on the "gpu nccl" track, from when our stream
+     * reaches the allreduce (its gradients are done) to when the allreduce is complete. */
+    if (c->trace) {
+        char name[32];
+        snprintf(name, sizeof name, "allreduce b%d", c->trace_bucket);
+        if ((s = gpu_trace_begin(st->stream, GPU_SPAN_NCCL, TRACE_CAT_COMM, name, c->trace_bucket,
+                                 (int64_t)(count * dt_dtype_size(t)))))
+            return s;
+    }
     const double t0 = clock_now_s();
     ncclResult_t r =
         ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum, st->comm, st->stream);
@@ -170,7 +183,8 @@ static dt_status nccl_start(coll *c, void *buf, size_t count, dt_dtype t, dt_red
         st->started_n = 0;
     }
     st->started_n += count;
-    return DT_OK;
+    /* After the bookkeeping: wait_all still waits for this allreduce if the event fails. */
+    return c->trace ? gpu_trace_end(st->stream, GPU_SPAN_NCCL) : DT_OK;
 }
 
 static dt_status nccl_wait_all(coll *c, void *after)

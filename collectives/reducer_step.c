@@ -9,6 +9,8 @@
 #include "collectives/reducer_internal.h"
 #include "base/clock.h"
 #include "base/status.h"
+#include "base/trace.h"
+#include "collectives/ctx_comm.h"
 #include "kernels/backend.h"
 
 #include <stdint.h>
@@ -53,6 +55,10 @@ static dt_status reducer_start_bucket(dt_reducer *r, int b)
     if (!r->in_wait) r->stats.overlapped++;
     r->stats.bytes_sent += (double)bk->n * (double)dt_dtype_size(r->cfg.wire);
     char *base = r->buf;
+    if (r->dcoll) {
+        r->dcoll->trace = trace_active(ctx_trace(r->ctx));
+        r->dcoll->trace_bucket = b;
+    }
     if (r->dcoll && r->wire16) {
         /* Rounded on the caller's stream (behind the kernels that made the bucket); the allreduce
          * follows that stream; wait() widens the sums back. */

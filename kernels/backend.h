@@ -217,6 +217,21 @@ struct backend_ops {
                             int batch, int classes, float grad_scale, double *loss, int *correct);
     /* *out = the n logits in fp32: logits itself in fp32, else widened into a->sy. */
     dt_status (*layer_logits32)(backend *be, const pass_args *a, const void *logits, size_t n, const float **out);
+
+    /* ------------------------------------------------------------ tracing
+     * Spans timed on the device's own timeline (kernels/cuda/trace_gpu.cu); both NULL on the CPU,
+     * whose host spans are its run times already. Used only while a trace records. */
+    /* Marks the begin (end 0) or the end (end 1) of a span on the compute stream: an event queued
+     * there, so the span covers when the device ran the work between the marks, not when the host
+     * queued it. name (copied, cut to 27 bytes), cat (a base/trace.h trace_cat) and arg describe
+     * it. Never waits, except once at the first mark of the process (the clock reference); a full
+     * pool drops the span (counted at trace_flush). DT_ERR_DEVICE when an event call fails. */
+    dt_status (*trace_mark)(backend *be, int end, const char *name, int cat, int64_t arg);
+    /* Moves the spans whose end the device has passed into the recorder tr (a struct trace_rec of
+     * base/trace.h, recording) as spans on its GPU tracks, and adds the spans dropped since the
+     * last flush to tr's drop count; wait 1 first waits for the pending ones (dt_trace_write does;
+     * a step never). DT_ERR_DEVICE when an event call fails (its span is dropped). */
+    dt_status (*trace_flush)(backend *be, void *tr, int wait);
 };
 
 /* The CPU backend (CBLAS from OpenBLAS for every GEMM); never NULL. */

@@ -25,4 +25,10 @@
  * the allreduce): the overflow a loss scaler must catch, on one rank or all. */
 void model_test_inject_inf(dt_model *m);
 
+/* m computes on be from now on (a struct backend of kernels/backend.h), which must take m's
+ * buffers as they are: a copy of the CPU table with an entry swapped, for checking what the model
+ * asks of a backend (the GPU span marks, without a GPU). */
+struct backend;
+void model_test_set_backend(dt_model *m, struct backend *be);
+
 #endif

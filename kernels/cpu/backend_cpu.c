@@ -436,6 +436,9 @@ static const backend_ops cpu_ops = {
     .layer_relu_bwd = cpu_layer_relu_bwd,
     .layer_loss = pass_layer_loss,
     .layer_logits32 = pass_layer_logits32,
+    /* No device timeline: the host spans are the CPU's run times. */
+    .trace_mark = NULL,
+    .trace_flush = NULL,
 };
 
 static backend cpu_backend = {&cpu_ops, NULL};

@@ -301,6 +301,8 @@ static const backend_ops cuda_ops = {
     /* .layer_relu_bwd = */ cuda_layer_relu_bwd,
     /* .layer_loss = */ pass_layer_loss,
     /* .layer_logits32 = */ pass_layer_logits32,
+    /* .trace_mark = */ cuda_trace_mark,
+    /* .trace_flush = */ cuda_trace_flush,
 };
 
 static backend cuda_backend = {&cuda_ops, NULL};

@@ -176,5 +176,8 @@ dt_status cuda_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, c
                               int c, int h, int w, int k);
 dt_status cuda_layer_relu_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n);
 dt_status cuda_layer_relu_bwd(backend *be, const pass_args *a, const void *y, const void *dy, void *dx, size_t n);
+/* trace_gpu.cu: GPU spans on the compute stream (and, through trace_gpu.h, on any stream). */
+dt_status cuda_trace_mark(backend *be, int end, const char *name, int cat, int64_t arg);
+dt_status cuda_trace_flush(backend *be, void *tr, int wait);
 
 #endif

@@ -13,17 +13,36 @@
 #include "base/status.h"
 #include "base/trace.h"
 #include "collectives/ctx_comm.h"
+#include "runtime/test_hooks.h"
 
 #include <stdio.h>
 
 /* A span per layer on the training thread when a trace records (on a GPU: the time to enqueue
- * the layer's kernels, not their run time). tr is NULL when tracing is off: one branch a layer. */
-static void trace_layer(trace_rec *tr, int bwd, int i, layer_kind kind, uint64_t t0)
+ * the layer's kernels, not their run time; the backend's trace_mark adds the run time on its
+ * "gpu compute" track). tr is NULL when tracing is off: one branch a layer. */
+static void layer_span_name(char *name, size_t n, int bwd, int i, layer_kind kind)
 {
     static const char *const kinds[] = {"fc", "conv", "relu", "pool", "flatten"};
-    char name[32];
-    snprintf(name, sizeof name, "%s %d %s", bwd ? "bwd" : "fwd", i, kinds[kind]);
+    snprintf(name, n, "%s %d %s", bwd ? "bwd" : "fwd", i, kinds[kind]);
+}
+
+/* Whether the device marks a layer of this kind: not a flatten, which runs nothing there (a span of two
+ * back-to-back events would only say 0). */
+static int device_marks(const backend *be, layer_kind kind) { return be->ops->trace_mark && kind != LAYER_FLATTEN; }
+
+/* Begins a layer's span (returns its host begin time) or ends it, with the device's mark too. */
+static dt_status trace_layer_begin(backend *be, int bwd, int i, layer_kind kind, const char *name, uint64_t *t0)
+{
+    *t0 = trace_now_ns();
+    return device_marks(be, kind) ? be->ops->trace_mark(be, 0, name, bwd ? TRACE_CAT_BWD : TRACE_CAT_FWD, i) : DT_OK;
+}
+
+static dt_status trace_layer_end(trace_rec *tr, backend *be, int bwd, int i, layer_kind kind, const char *name,
+                                 uint64_t t0)
+{
+    const dt_status s = device_marks(be, kind) ? be->ops->trace_mark(be, 1, name, 0, i) : DT_OK;
     trace_rec_add(tr, name, bwd ? TRACE_CAT_BWD : TRACE_CAT_FWD, TRACE_TRACK_TRAIN, t0, trace_now_ns(), i, -1);
+    return s;
 }
 
 /* The buffers the table's layer entries use besides their tensors. */
@@ -70,7 +89,12 @@ dt_status model_forward(dt_model *m, const float *x, int batch, const void **log
     trace_rec *tr = trace_active(ctx_trace(m->ctx));
     for (int i = 0; i < n && !s; i++) {
         const layer *l = &m->spec.layers[i];
-        const uint64_t t0 = tr ? trace_now_ns() : 0;
+        char span[32];
+        uint64_t t0 = 0;
+        if (tr) {
+            layer_span_name(span, sizeof span, 0, i, l->kind);
+            if ((s = trace_layer_begin(be, 0, i, l->kind, span, &t0))) break;
+        }
         const int x_f32 = in == (const void *)x;
         m->in[i] = in;
         /* ReLU overwrites its input unless that is x; flatten passes its input on. */
@@ -93,7 +117,7 @@ dt_status model_forward(dt_model *m, const float *x, int batch, const void **log
         }
         if (l->kind != LAYER_FLATTEN) in = y;
         if (m->prof) m->prof_fwd[i] += model_prof_mark(m);
-        if (tr) trace_layer(tr, 0, i, l->kind, t0);
+        if (tr && !s) s = trace_layer_end(tr, be, 0, i, l->kind, span, t0);
     }
     if (s) return s;
     /* The loss reads logits of m->prec: x itself serves only when that is fp32. */
@@ -115,12 +139,17 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
     trace_rec *tr = trace_active(ctx_trace(m->ctx));
     for (int i = n - 1; i >= 0; i--) {
         const layer *l = &m->spec.layers[i];
-        const uint64_t t0 = tr ? trace_now_ns() : 0;
+        char span[32];
+        uint64_t t0 = 0;
+        dt_status s = DT_OK;
+        if (tr) {
+            layer_span_name(span, sizeof span, 1, i, l->kind);
+            if ((s = trace_layer_begin(be, 1, i, l->kind, span, &t0))) return s;
+        }
         const void *lin = m->in[i];
         const int x_f32 = lin == (const void *)m->x_in;
         void *dprev = i ? (dcur == m->dbuf[0] ? m->dbuf[1] : m->dbuf[0]) : NULL;
         const layer_params lp = params_of(m, l);
-        dt_status s = DT_OK;
         switch (l->kind) {
             case LAYER_FC: s = k->layer_fc_bwd(be, &a, &lp, lin, x_f32, dcur, dprev, batch, l->in_c, l->out); break;
             case LAYER_CONV: {
@@ -141,10 +170,13 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
                 break;
             case LAYER_FLATTEN: dprev = dcur; break;
         }
+        /* The device's span ends before the layer's gradients go to the reducer (a bucket's
+         * allreduce has its own span on the "gpu nccl" track). */
+        if (!s && tr && device_marks(be, l->kind)) s = be->ops->trace_mark(be, 1, span, 0, i);
         if (!s && (l->kind == LAYER_FC || l->kind == LAYER_CONV)) s = model_grads_done(m, i);
         if (s) return s;
         if (m->prof) m->prof_bwd[i] += model_prof_mark(m);
-        if (tr) trace_layer(tr, 1, i, l->kind, t0);
+        if (tr) trace_rec_add(tr, span, TRACE_CAT_BWD, TRACE_TRACK_TRAIN, t0, trace_now_ns(), i, -1);
         if (dprev) dcur = dprev;
     }
     return DT_OK;
@@ -195,3 +227,5 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     *correct = corr;
     return DT_OK;
 }
+
+void model_test_set_backend(dt_model *m, struct backend *be) { m->be = be; }

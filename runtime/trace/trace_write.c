@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "base/trace.h"
 #include "collectives/ctx_comm.h"
+#include "kernels/backend.h"
 
 #include <errno.h>
 #include <mpi.h>
@@ -70,10 +71,25 @@ static void close_step(trace_rec *r, uint64_t now)
     r->cur_step = 0;
 }
 
+/* The GPU spans the device has finished (wait 1: all of them) into r, while r still records them;
+ * a no-op on the CPU and before any CUDA backend is ready. A failure costs the spans, never the
+ * run: it is logged (and counted as drops by the backend). */
+static void flush_gpu(trace_rec *r, int wait)
+{
+    backend *be = backend_cuda_if_ready();
+    if (!be || !be->ops->trace_flush) return;
+    if (be->ops->trace_flush(be, r, wait)) log_msg(LOG_LEVEL_WARN, "trace: GPU spans lost: %s", dt_last_error());
+}
+
 void dt_trace_step(dt_ctx *ctx, long step)
 {
     trace_rec *r = ctx_trace(ctx);
     if (!r || atomic_load(&r->closed)) return;
+    /* Before recording pauses for a step outside the range, every GPU span of the last step in
+     * it, waiting for them (once, at the end of the range); otherwise those done by now, the
+     * rest at a later mark. */
+    const int next_in = step >= r->step_lo && (r->step_hi < 0 || step <= r->step_hi);
+    flush_gpu(trace_active(r), !next_in);
     const uint64_t now = trace_now_ns();
     close_step(r, now);
     trace_rec_step(r, step);
@@ -182,6 +198,7 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_write: %s",
                                 any ? "tracing was started on some ranks only" : "call dt_trace_start first");
     close_step(rec, trace_now_ns());
+    flush_gpu(trace_active(rec), 1);
     trace_rec_close(rec);
     /* A copy, sorted per track: a loader thread may still be finishing a span in the recorder. */
     const size_t have = trace_rec_count(rec);
@@ -196,7 +213,9 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
     }
     for (uint64_t i = 0; i < me.info.count; i++) {
         if (own[i].t0 < me.min_t0) me.min_t0 = own[i].t0;
-        if (own[i].track >= TRACE_TRACK_LOADER && own[i].track - TRACE_TRACK_LOADER + 1 > me.info.loader_tracks)
+        if (own[i].track >= TRACE_TRACK_GPU)
+            me.info.gpu_tracks |= 1 << (own[i].track - TRACE_TRACK_GPU);
+        else if (own[i].track >= TRACE_TRACK_LOADER && own[i].track - TRACE_TRACK_LOADER + 1 > me.info.loader_tracks)
             me.info.loader_tracks = own[i].track - TRACE_TRACK_LOADER + 1;
     }
     dt_placement pl;

@@ -84,6 +84,17 @@ stamp
 log "dtrain train --device auto (takes the GPU)"
 timeout 120 $D train --model cnn --batch 1024 --steps 200 --log-every 50 --precision bf16 >"$out/train.txt" 2>&1
 grep -E "^data|^GPU|^memory|^step|^done" "$out/train.txt" | tee -a "$out/summary.txt"
+# GPU spans (docs/trace.md): a traced cnn run with the NCCL bucket path, the trace kept for the
+# issue note, and per track the spans and their summed time (device time against host queueing).
+log "dtrain train --trace on the GPU (cnn, NCCL buckets, steps 10:12), kept as trace-gpu.json"
+DTRAIN_COMM_WORLD1=1 timeout 120 $D train --model cnn --batch 256 --steps 20 --trace-steps 10:12 \
+    --trace "$out/trace-gpu.json" >"$out/trace.txt" 2>&1 || log "the traced run failed: see trace.txt"
+python3 -c 'import json,sys,collections; d=json.load(open(sys.argv[1])); c=collections.Counter(); t=collections.Counter()
+for e in d["traceEvents"]:
+    if e["ph"]=="X": c[e["tid"]]+=1; t[e["tid"]]+=e["dur"]
+print("   spans per track (tid: count, summed us):", {k:(c[k],round(t[k])) for k in sorted(c)}, "dropped", d["otherData"]["dropped_events"])' \
+    "$out/trace-gpu.json" 2>&1 | tee -a "$out/summary.txt"
+stamp
 if [ "${QUICK:-0}" != 1 ]; then
     log "the same steps on this machine's CPU cores (fp32, OpenBLAS)"
     timeout 120 $D bench step --device cpu --model cnn --input 1x28x28 --batch 256 --steps 5 --warmup 1 --precision fp32 2>&1 | tail -1 | tee -a "$out/summary.txt"

@@ -40,6 +40,8 @@ for r in (0, 1):
     need(got == steps, "rank %d: steps %s, expected %s" % (r, got, steps))
     # Per step, the layers: 5 forward, 5 backward.
     need(sum(e["cat"] == "forward" for e in mine) == 5 * len(steps), "rank %d: 5 forward spans a step" % r)
+# The CPU backend has no device timeline: no GPU track (tid 1000 and up, docs/trace.md).
+need(all(e["tid"] < 1000 for e in x), "no GPU tracks on the CPU")
 # On every track, in file order, the begin times go forward and none is negative (after the offset).
 tracks = {}
 for e in x:

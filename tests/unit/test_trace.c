@@ -125,7 +125,8 @@ static void test_step_range(void **state)
     trace_rec_free(r);
 }
 
-/* The writer's file: valid JSON (python3 parses it), names escaped, the offsets applied. */
+/* The writer's file: valid JSON (python3 parses it), names escaped, the offsets applied, a GPU
+ * track named only where the rank has it. */
 static void test_json(void **state)
 {
     (void)state;
@@ -133,8 +134,9 @@ static void test_json(void **state)
     const int fd = mkstemp(path);
     assert_true(fd >= 0);
     FILE *f = fdopen(fd, "w");
-    trace_rank_info ri[2] = {{.rank = 0, .host = "h\"0", .count = 1, .loader_tracks = 1},
-                             {.rank = 1, .host = "h1", .offset_ns = 1000, .rtt_ns = 500, .dropped = 3, .count = 1}};
+    trace_rank_info ri[2] = {
+        {.rank = 0, .host = "h\"0", .count = 1, .loader_tracks = 1},
+        {.rank = 1, .host = "h1", .offset_ns = 1000, .rtt_ns = 500, .dropped = 3, .count = 1, .gpu_tracks = 2}};
     const uint64_t base = 1000000;
     trace_event e0 = {.t0 = base + 2000, .t1 = base + 5000, .arg = 7, .arg2 = 4096, .track = 1, .cat = TRACE_CAT_COMM};
     snprintf(e0.name, sizeof e0.name, "allreduce b0");
@@ -156,7 +158,8 @@ static void test_json(void **state)
         "d[\"otherData\"][\"ranks\"][1][\"clock_offset_us\"]==1.0; "
         "m=[e[\"args\"][\"name\"] for e in d[\"traceEvents\"] if e[\"ph\"]==\"M\" and "
         "e[\"name\"]!=\"process_sort_index\"]; "
-        "assert m==[\"rank 0 (h\\\"0)\",\"train\",\"comm\",\"loader 0\",\"rank 1 (h1)\",\"train\",\"comm\"], m' %s",
+        "assert m==[\"rank 0 (h\\\"0)\",\"train\",\"comm\",\"loader 0\",\"rank 1 (h1)\",\"train\",\"comm\",\"gpu "
+        "nccl\"], m' %s",
         path);
     if (system("python3 -c 1 >/dev/null 2>&1") != 0) {
         remove(path);

@@ -1,0 +1,93 @@
+/*
+ * test_trace_mark.c - what the model's pass asks of a backend's trace_mark while a trace records
+ * (the GPU span marks of kernels/cuda/trace_gpu.cu), without a GPU: the CPU table with trace_mark
+ * swapped for a recorder. Every layer but flatten gets a begin and then an end, named as its host
+ * span, forward then backward; nothing is marked while the trace is off.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/trace.h"
+#include "collectives/ctx_comm.h"
+#include "dtrain.h"
+#include "kernels/backend.h"
+#include "runtime/test_hooks.h"
+
+#define MAX_MARKS 64
+static struct {
+    int n, open;
+    int end[MAX_MARKS];
+    char name[MAX_MARKS][32];
+} g_marks;
+
+static dt_status fake_mark(backend *be, int end, const char *name, int cat, int64_t arg)
+{
+    (void)be, (void)cat, (void)arg;
+    if (g_marks.n < MAX_MARKS) {
+        g_marks.end[g_marks.n] = end;
+        snprintf(g_marks.name[g_marks.n], sizeof g_marks.name[0], "%s", name);
+    }
+    g_marks.n++;
+    return DT_OK;
+}
+
+static void test_marks_per_layer(void **state)
+{
+    (void)state;
+    dt_config cfg;
+    dt_config_defaults(&cfg);
+    cfg.device = DT_DEVICE_CPU;
+    dt_ctx *ctx = NULL;
+    assert_int_equal(dt_init(&cfg, &ctx), DT_OK);
+    dt_model *m = NULL;
+    /* 5 layers, flatten (layer 3) among them. */
+    assert_int_equal(dt_model_create(ctx, "conv:2:3:1:1,relu,pool:2,flatten,fc:3", "1x4x4", 1, 2, &m), DT_OK);
+    backend_ops ops = *backend_cpu()->ops;
+    ops.trace_mark = fake_mark;
+    backend fake = {&ops, NULL};
+    model_test_set_backend(m, &fake);
+    float x[2 * 16];
+    for (int i = 0; i < 32; i++) x[i] = (float)(i % 7) - 3.0f;
+    const int32_t y[2] = {0, 2};
+    double loss;
+    int correct;
+    /* Tracing off: no mark. */
+    assert_int_equal(dt_model_forward_backward(m, x, y, 2, 0.5f, &loss, &correct), DT_OK);
+    assert_int_equal(g_marks.n, 0);
+    assert_int_equal(dt_trace_start(ctx, 0), DT_OK);
+    dt_trace_step(ctx, 1);
+    assert_int_equal(dt_model_forward_backward(m, x, y, 2, 0.5f, &loss, &correct), DT_OK);
+    static const char *const want[] = {"fwd 0 conv", "fwd 1 relu", "fwd 2 pool", "fwd 4 fc",
+                                       "bwd 4 fc",   "bwd 2 pool", "bwd 1 relu", "bwd 0 conv"};
+    const int nw = (int)(sizeof want / sizeof *want);
+    assert_int_equal(g_marks.n, 2 * nw);
+    for (int k = 0; k < nw; k++) {
+        assert_int_equal(g_marks.end[2 * k], 0);
+        assert_int_equal(g_marks.end[2 * k + 1], 1);
+        assert_string_equal(g_marks.name[2 * k], want[k]);
+        assert_string_equal(g_marks.name[2 * k + 1], want[k]);
+    }
+    /* The host spans are all there, flatten's too. */
+    const trace_rec *r = ctx_trace(ctx);
+    trace_event *ev = malloc(trace_rec_count(r) * sizeof *ev + 1);
+    const size_t n = trace_rec_snapshot(r, ev);
+    int layers = 0;
+    for (size_t i = 0; i < n; i++) layers += ev[i].cat == TRACE_CAT_FWD || ev[i].cat == TRACE_CAT_BWD;
+    assert_int_equal(layers, 10);
+    free(ev);
+    dt_model_free(m);
+    assert_int_equal(dt_finalize(ctx), DT_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_marks_per_layer)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
