@@ -83,7 +83,7 @@ test-tsan: deps
 # valgrind memcheck over every unit test and a 3-step 2-rank `dtrain train` (one log per rank), in
 # a plain -O1 -g CPU build of its own; fails on any error or definite leak that
 # tests/sanitizers/valgrind.supp (Open MPI, PMIx and Omni-Path libraries only) does not name. Not
-# part of `make test`: about 6 minutes on 2 cores (2 to build, 3.5 to run).
+# part of `make test`: 3.5 minutes of runs on 2 cores, 8 minutes from nothing on a loaded machine.
 VALGRIND_BUILD ?= build-valgrind
 .PHONY: test-valgrind
 test-valgrind: deps
