@@ -83,7 +83,7 @@ test-tsan: deps
 # AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer over every unit and multi-rank test
 # (ctest -L unit and -L mpi), in a CPU build of its own with every layer instrumented; any report
 # fails, leaks inside Open MPI aside (tests/sanitizers/lsan.supp). Not part of `make test`: on 2
-# cores the build takes 1.5 minutes and the tests about 15 (mpi.train and mpi.amp left out, 10+
+# cores the build takes 1.5 minutes and the tests 7.5 (mpi.train and mpi.amp left out, 10+
 # minutes each; ASAN_EXCLUDE= runs them too: tests/sanitizers/run_asan.sh).
 ASAN_BUILD ?= build-asan
 test-asan: deps
