@@ -22,7 +22,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMPI_MCA_mpi_yield_when_idle := 1
 export OMPI_MCA_rmaps_base_oversubscribe := 1
 
-.PHONY: all deps configure build demo test test-tsan install docs fuzz format clean
+.PHONY: all deps configure build demo test test-tsan test-asan install docs fuzz format clean
 
 all: build
 
@@ -94,9 +94,20 @@ test-valgrind: deps
 	cmake --build $(VALGRIND_BUILD) -j $(JOBS)
 	tests/sanitizers/run_valgrind.sh $(VALGRIND_BUILD)
 
+# AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer over every unit and multi-rank test
+# (ctest -L unit and -L mpi), in a CPU build of its own with every layer instrumented; any report
+# fails, leaks inside Open MPI aside (tests/sanitizers/lsan.supp). Not part of `make test`: on 2
+# cores the build takes 1.5 minutes and the tests 7.5 (mpi.train and mpi.amp left out, 10+
+# minutes each; ASAN_EXCLUDE= runs them too: tests/sanitizers/run_asan.sh).
+ASAN_BUILD ?= build-asan
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DDTRAIN_CUDA=OFF -DDTRAIN_SANITIZE=address $(CMAKE_FLAGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	tests/sanitizers/run_asan.sh $(ASAN_BUILD)
+
 # The house style (.clang-format) on every C, CUDA and header file of the tree.
 format:
 	git ls-files '*.c' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(FUZZ_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD) $(TSAN_BUILD) $(ASAN_BUILD)

@@ -164,8 +164,9 @@ DT_API dt_status dt_finalize(dt_ctx *ctx);
 
 /** Ends every process of the job with exit code `code` (MPI_Abort): for a rank that failed alone,
  * so that its peers do not wait forever on it. Usable before or after dt_init (ctx may be NULL).
- * Returns only when there is no job to abort: MPI not initialized, or a world of 1 (MPI is then
- * finalized); the caller then exits with `code` itself. */
+ * Returns only when there is no job to abort: MPI not initialized, or a world of 1 (ctx is then
+ * released as by dt_finalize(), so it must not be used or finalized again, and MPI is finalized);
+ * the caller then exits with `code` itself. As before dt_finalize(), free the models of ctx first. */
 DT_API void dt_abort_job(dt_ctx *ctx, int code);
 
 /** @} */

@@ -252,17 +252,24 @@ fail:
     return s;
 }
 
-dt_status dt_finalize(dt_ctx *c)
+/* Everything the context holds, MPI left as it is: dt_finalize's work, and dt_abort_job's in a
+ * world of 1, where nothing else could free it (MPI is finalized right after). */
+static void ctx_release(dt_ctx *c)
 {
-    if (!c) return DT_OK;
     if (c->coll) c->coll->ops->destroy(c->coll);
     if (c->coll_host) c->coll_host->ops->destroy(c->coll_host);
     trace_rec_free(ctx_trace(c));
     topo_free_names(c->node_names, c->num_node_names);
     if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
     if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
-    int we = c->we_initialized_mpi;
     free(c);
+}
+
+dt_status dt_finalize(dt_ctx *c)
+{
+    if (!c) return DT_OK;
+    int we = c->we_initialized_mpi;
+    ctx_release(c);
     if (we && MPI_Finalize() != MPI_SUCCESS) return status_set_error(DT_ERR_MPI, "MPI_Finalize failed");
     return DT_OK;
 }
@@ -275,8 +282,11 @@ void dt_abort_job(dt_ctx *c, int code)
     MPI_Finalized(&finalized);
     if (!inited || finalized) return;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    /* A world of 1 has no peer to stop: finalize quietly and let the caller exit with its code. */
+    /* A world of 1 has no peer to stop: release the context (the caller cannot once MPI is
+     * finalized; it leaked on every refused 1-rank run) and finalize quietly, and let the caller
+     * exit with its code. */
     if (size == 1) {
+        if (c) ctx_release(c);
         MPI_Finalize();
         return;
     }
