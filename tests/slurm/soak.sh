@@ -94,7 +94,7 @@ next_kind() {
     kind=${bag[0]}; bag=("${bag[@]:1}")
 }
 declare -A count outcome ends
-redone_total=0 run=0 expect_skip="" resume_at=0
+redone_total=0 run=0 expect_skip="" resume_at=0 ompi_crashes=0
 tsoak=$(now)
 while :; do
     run=$((run + 1)); log="$tmp/run$run.log"
@@ -190,10 +190,13 @@ while :; do
         fi ;;
     kill)
         took=$(secs "$fault_at" "$tend")
-        first_killed=$(grep -m1 -oE "error: node[0-9]+: tasks? [0-9]+: Killed" "$log" | sed -n 's/.*tasks\? \([0-9]*\): Killed/\1/p')
+        # srun's first "task(s) LIST: Killed" line (LIST as 4 or 2-3) must hold the dead rank, or
+        # dtrain's watchdog must name it.
+        named=$(grep -m1 -E "error: node[0-9]+: tasks? [0-9,-]+: Killed" "$log")
+        first_killed=$(sed -n 's/.*tasks\? \([0-9,-]*\): Killed.*/\1/p' <<<"$named")
         if [ $rc -ne 0 ] && [ $rc -ne 75 ] && awk -v t="$took" -v l=$((TIMEOUT + MARGIN)) 'BEGIN { exit !(t <= l) }' &&
-           { [ "$first_killed" = "$r" ] || grep -q "rank(s) $r \|rank $r " "$log"; }; then
-            ok "run $run: rank $r killed: the job ended in $took s (limit $((TIMEOUT + MARGIN))), exit $rc, the log names rank $r: $(grep -m1 -E "task $r: Killed|rank\(s\) $r " "$log")"
+           { expand_cpus "$first_killed" | grep -qx "$r" || named=$(grep -m1 "rank(s) $r \|rank $r " "$log"); }; then
+            ok "run $run: rank $r killed: the job ended in $took s (limit $((TIMEOUT + MARGIN))), exit $rc, the log names rank $r: $named"
             outcome[kill]="${outcome[kill]-}ended "; ends[kill]="${ends[kill]-}$took "
         elif [ $rc -eq 0 ] && grep -q "^done: $STEPS steps" "$log"; then
             ok "run $run: the kill came as the job finished"; outcome[kill]="${outcome[kill]-}finished "
@@ -204,6 +207,19 @@ while :; do
     left=$(ranks)
     [ -z "$left" ] || { bad "run $run ended with dtrain processes left: $(tr '\n' ' ' <<<"$left")"; while read -r p _; do kill -9 "$p"; done <<<"$left"; }
     if [ $rc -eq 0 ] && grep -q "^done: $STEPS steps" "$log"; then break; fi
+    # Open MPI 4.1.4's TCP BTL now and then crashes inside MPI_Init on this cluster (2 of about 80
+    # starts measured: mca_btl_tcp_endpoint_close calls a NULL pointer, third-party code, before dtrain has a
+    # rank). Such a run trained nothing and is resubmitted, counted in the summary; more than 3 in
+    # one soak fail it.
+    if [ $rc -ne 0 ] && [ $rc -ne 75 ] && ! grep -q '^step ' "$log" &&
+       grep -q "(its rank not known yet: dtrain was starting) .* crashed: SIGSEGV" "$log" &&
+       grep -q "return address on the stack .*/openmpi/.*mca_btl_tcp\.so+" "$log"; then
+        ompi_crashes=$((ompi_crashes + 1))
+        say "run $run: Open MPI's TCP BTL crashed in MPI_Init before training (exit $rc, third-party): resubmitted"
+        [ $ompi_crashes -le 3 ] || { bad "Open MPI crashed in MPI_Init $ompi_crashes times"; break; }
+        resume_at=$(sound_step)
+        continue
+    fi
     if [ $rc -ne 75 ] && [ "$fault_kind" != kill ]; then bad "run $run ended with exit $rc without a fault that ends it"; tail -20 "$log"; break; fi
     [ $run -ge 200 ] && { bad "200 runs and not done"; break; }
     resume_at=$(sound_step)
@@ -225,6 +241,7 @@ for k in usr1 stop kill damage; do
         "$(tr ' ' '\n' <<<"${outcome[$k]-}" | grep . | sort | uniq -c | awk '{printf "%s %s, ", $1, $2}' | sed 's/, $//')" "${ends[$k]:--}"
 done
 echo "  steps run again after kills and damaged checkpoints (at least): $redone_total; data lost: $(cmp -s "$tmp/soak" "$tmp/ref" && echo none || echo 'the parameters differ')"
+echo "  runs lost to Open MPI crashing in MPI_Init (third-party, resubmitted): $ompi_crashes"
 echo "  files in the checkpoint directory other than checkpoints (temporaries of writes cut by SIGKILL): ${tmps:-none}"
 bash "$repo/slurm/cluster/down.sh" "$cluster" >"$tmp/down.log" 2>&1 && ok "cluster down" || { bad "down.sh: $(cat "$tmp/down.log")"; }
 finish
