@@ -73,7 +73,7 @@ fuzz: deps
 
 # The fault soak (tests/slurm/soak.sh, as root): 6 ranks on a 3-node local SLURM cluster under a
 # seeded chaos loop of preemptions, stopped and killed ranks and damaged checkpoints, for about
-# SOAK_SECONDS; the end must equal an undisturbed run bit for bit. `make test` runs 60 s of it.
+# SOAK_SECONDS; the end must equal an undisturbed run bit for bit. Not part of `make test` yet.
 SOAK_SECONDS ?= 600
 SOAK_SEED    ?= 1
 soak: build
