@@ -22,7 +22,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMPI_MCA_mpi_yield_when_idle := 1
 export OMPI_MCA_rmaps_base_oversubscribe := 1
 
-.PHONY: all deps configure build demo test test-tsan test-asan install docs fuzz format clean
+.PHONY: all deps configure build demo test test-tsan test-asan soak install docs fuzz format clean
 
 all: build
 
@@ -70,6 +70,14 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(JOBS) tests/fuzz/run.sh $(FUZZ_BUILD)
+
+# The fault soak (tests/slurm/soak.sh, as root): 6 ranks on a 3-node local SLURM cluster under a
+# seeded chaos loop of preemptions, stopped and killed ranks and damaged checkpoints, for about
+# SOAK_SECONDS; the end must equal an undisturbed run bit for bit. Not part of `make test` yet.
+SOAK_SECONDS ?= 600
+SOAK_SEED    ?= 1
+soak: build
+	bash tests/slurm/soak.sh $(SOAK_SEED) $(SOAK_SECONDS) $(BUILD)/dtrain
 
 # ThreadSanitizer over the communication engine, the reducer and a 2-rank train, in a CPU build of
 # its own (every layer but kernels/ instrumented: CMakeLists.txt says why). Not part of `make test`:
