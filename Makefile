@@ -91,7 +91,8 @@ test-tsan: deps
 # valgrind memcheck over every unit test and a 3-step 2-rank `dtrain train` (one log per rank), in
 # a plain -O1 -g CPU build of its own; fails on any error or definite leak that
 # tests/sanitizers/valgrind.supp (Open MPI, PMIx and Omni-Path libraries only) does not name. Not
-# part of `make test`: 3.5 minutes of runs on 2 cores, 8 minutes from nothing on a loaded machine.
+# part of `make test` (CI runs it after, .ci/run): 3.5 minutes of runs on 2 cores, 8 minutes from
+# nothing on a loaded machine.
 VALGRIND_BUILD ?= build-valgrind
 .PHONY: test-valgrind
 test-valgrind: deps
@@ -104,7 +105,8 @@ test-valgrind: deps
 
 # AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer over every unit and multi-rank test
 # (ctest -L unit and -L mpi), in a CPU build of its own with every layer instrumented; any report
-# fails, leaks inside Open MPI aside (tests/sanitizers/lsan.supp). Not part of `make test`: on 2
+# fails, leaks inside Open MPI aside (tests/sanitizers/lsan.supp). Not part of `make test` (CI runs
+# it after, .ci/run): on 2
 # cores the build takes 1.5 minutes and the tests 7.5 (mpi.train and mpi.amp left out, 10+
 # minutes each; ASAN_EXCLUDE= runs them too: tests/sanitizers/run_asan.sh).
 ASAN_BUILD ?= build-asan

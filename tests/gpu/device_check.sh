@@ -3,7 +3,8 @@
 # GPU tests, then the GPU benchmarks, and leaves every output under OUT (default ./gpu-out) for the
 # issue note. Usage, from the repository root:  bash tests/gpu/device_check.sh [OUT]
 # Needs the CUDA toolkit, CMake, Open MPI, hwloc and OpenBLAS (cmocka is optional: without it the
-# unit tests are not built). Times: about 4-6 minutes on 16 cores. QUICK=1 skips the CPU baselines.
+# unit tests are not built). Times: about 4-6 minutes on 16 cores, plus up to a few minutes of compute-sanitizer runs
+# (SANITIZE=0 skips them). QUICK=1 skips the CPU baselines.
 set -u
 out=${1:-${OUT:-gpu-out}}
 mkdir -p "$out"
@@ -24,6 +25,41 @@ D=build-gpu/dtrain
 log "ctest -L gpu"
 ctest --test-dir build-gpu -L gpu --output-on-failure >"$out/ctest-gpu.txt" 2>&1
 grep -E "^[0-9]+: (ok|FAIL)|tests passed|Failed|Passed" "$out/ctest-gpu.txt" | tee -a "$out/summary.txt"
+stamp
+
+# compute-sanitizer over the GPU tests (issue 18): memcheck on every CUDA op table test and a short
+# GPU train, racecheck and synccheck on the ops that use shared memory. Each run is bounded (the
+# tools slow kernels 10-100x); a run cut by its timeout says so instead of passing. SANITIZE=0 skips.
+cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+if [ "${SANITIZE:-1}" = 0 ]; then
+    log "compute-sanitizer: skipped (SANITIZE=0)"
+elif [ -z "$cs" ]; then
+    log "compute-sanitizer: SKIP: not installed on this machine (no compute-sanitizer on PATH or under /usr/local/cuda)"
+else
+    log "compute-sanitizer ($cs): memcheck, racecheck, synccheck"
+    sanitize() { # tool, label, command...
+        local tool=$1 label=$2; shift 2
+        local f="$out/sanitize-$tool-$label.txt"
+        timeout 120 "$cs" --tool "$tool" --error-exitcode 99 --print-limit 20 "$@" >"$f" 2>&1
+        local rc=$?
+        local sum; sum=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$f" | tail -1)
+        case $rc in
+        0 | 77) echo "   $tool $label: exit $rc, ${sum:-no summary}" ;;
+        124) echo "   $tool $label: TIMEOUT after 120 s (not a pass), ${sum:-no summary}" ;;
+        *) echo "   $tool $label: FAIL exit $rc, ${sum:-no summary} (see $(basename "$f"))" ;;
+        esac | tee -a "$out/summary.txt"
+    }
+    for t in build-gpu/test_cuda_cast build-gpu/test_cuda_ops_*; do
+        [ -x "$t" ] && sanitize memcheck "$(basename "$t")" "$t"
+    done
+    for t in conv pool loss optim; do
+        [ -x build-gpu/test_cuda_ops_$t ] || continue
+        sanitize racecheck "test_cuda_ops_$t" build-gpu/test_cuda_ops_$t
+        sanitize synccheck "test_cuda_ops_$t" build-gpu/test_cuda_ops_$t
+    done
+    sanitize memcheck train-cnn-bf16 build-gpu/dtrain train --device cuda --model cnn --batch 64 --steps 4 --precision bf16
+    sanitize memcheck train-mlp-fp16 build-gpu/dtrain train --device cuda --model mlp --batch 64 --steps 4 --precision fp16
+fi
 stamp
 
 # The user-loop example on the GPU (ctest -L gpu ran it once; here both ways, with their output):
