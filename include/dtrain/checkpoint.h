@@ -212,7 +212,8 @@ DT_API dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model
  * @param data receives the data block on every rank, or NULL: present 0 when the checkpoint has
  *             none (an older one) or nothing was loaded; mean and std are the caller's buffers of
  *             data->channels floats
- * @param step receives the step; 0 when dir holds no loadable checkpoint or does not exist
+ * @param step receives the step; 0 when dir holds no loadable checkpoint or does not exist (m, o,
+ *             sc untouched), and also when the newest loadable one is of step 0 (loaded)
  * @return DT_OK (also when there is nothing to load); DT_ERR_INVALID_ARG, loading nothing, for a
  *         sound checkpoint of another model or optimizer, a weights-only one with o non-NULL, a
  *         data block whose channel count is not data->channels, or a newest sound file without

@@ -92,7 +92,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(isfinite(stats[i]) && (i < 3 || stats[i] >= 0), "accepted figure %d = %g", i, (double)stats[i]);
     }
     const float *p = dt_model_params(model);
-    if (s == DT_OK && !((mode & 16) && step == 0)) {
+    /* The directory load says step 0 both when it found nothing loadable (the model untouched) and
+     * when it loaded a sound checkpoint of step 0 (dt_checkpoint_save takes step 0): the latter
+     * is an acceptance like any other. */
+    const int nothing_loaded = (mode & 16) && step == 0 && memcmp(p, baseline, sizeof baseline) == 0;
+    if (s == DT_OK && !nothing_loaded) {
         FUZZ_CHECK(step == name_step, "accepted step %ld from a file named for step %ld", step, name_step);
         for (int i = 0; i < 9; i++) FUZZ_CHECK(isfinite(p[i]), "accepted parameter %d = %g", i, (double)p[i]);
         if (!(mode & 16)) FUZZ_CHECK(world >= 1, "accepted world %d", world);
