@@ -35,7 +35,7 @@ repo=$(cd "$here/../.." && pwd)
 usage="usage: soak.sh SEED SECONDS [DTRAIN]  (env: SOAK_ROUNDS, SOAK_LIMIT, SOAK_LOG)"
 SEED=${1:?$usage} SECONDS_WANTED=${2:?$usage}
 DTRAIN=${3:-${DTRAIN:-$repo/build/dtrain}}
-for v in "SEED=$SEED" "SECONDS=$SECONDS_WANTED" ${SOAK_ROUNDS+"SOAK_ROUNDS=$SOAK_ROUNDS"} ${SOAK_LIMIT+"SOAK_LIMIT=$SOAK_LIMIT"}; do
+for v in "SEED=$SEED" "SECONDS=$SECONDS_WANTED" ${SOAK_ROUNDS:+"SOAK_ROUNDS=$SOAK_ROUNDS"} ${SOAK_LIMIT:+"SOAK_LIMIT=$SOAK_LIMIT"}; do
     case ${v#*=} in '' | *[!0-9]*) echo "soak.sh: $v must be a whole number ($usage)" >&2; exit 2 ;; esac
 done
 ROUNDS=$((10#${SOAK_ROUNDS:-$((SECONDS_WANTED / 30 > 1 ? SECONDS_WANTED / 30 : 1))}))
