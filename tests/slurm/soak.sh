@@ -335,7 +335,9 @@ shm_new=$(ls /dev/shm 2>/dev/null | grep -vxF -f "$tmp/shm.before" | grep -E 'no
 tmps=$(cd "$ck" && ls | grep -v '^ckpt-[0-9]*\.dtc$' | tr '\n' ' ')
 
 echo "--- soak summary (seed $SEED, $ROUNDS rounds asked, $rounds_drawn begun, $STEPS steps, $NP ranks on $NODES nodes, $run runs)"
-echo "  wall time: $(secs "$tbegin" "$tdone") s (faults until ${SECONDS_WANTED} s); faults over at ${chaos_end:+$(secs "$tbegin" "$chaos_end") s}${chaos_end:-the end}, then ${chaos_end:+$(secs "$chaos_end" "$tdone") s to the end, }$((STEPS - ${unpaced_at:-$STEPS})) steps trained unpaced"
+over="the faults never ended (a run ended the job while they were due)"
+[ -n "$chaos_end" ] && over="faults over at $(secs "$tbegin" "$chaos_end") s, then $(secs "$chaos_end" "$tdone") s and $((STEPS - ${unpaced_at:-$STEPS})) unpaced steps to the end"
+echo "  wall time: $(secs "$tbegin" "$tdone") s (faults until ${SECONDS_WANTED} s); $over"
 for k in usr1 stop kill damage finale; do
     [ $k = finale ] && [ -z "${outcome[finale]-}" ] && continue
     printf '  %-7s %2d faults; outcomes: %s; seconds from fault to job end: %s\n' "$k" "${count[$k]-$([ $k = finale ] && echo 1 || echo 0)}" \
