@@ -71,13 +71,16 @@ FUZZ_SECONDS ?= 60
 fuzz: deps
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(JOBS) tests/fuzz/run.sh $(FUZZ_BUILD)
 
-# The fault soak (tests/slurm/soak.sh, as root): 6 ranks on a 3-node local SLURM cluster under a
-# seeded chaos loop of preemptions, stopped and killed ranks and damaged checkpoints, for about
-# SOAK_SECONDS; the end must equal an undisturbed run bit for bit. Not part of `make test` yet.
+# The fault soak, long (tests/slurm/soak.sh, as root): 6 ranks on a 3-node local SLURM cluster
+# under a seeded chaos loop of preemptions, stopped and killed ranks and damaged checkpoints, in
+# SOAK_ROUNDS rounds of one fault of each kind (empty: SOAK_SECONDS / 30), none sent after
+# SOAK_SECONDS; the end must equal an undisturbed run bit for bit. `make test` runs the short
+# version (ctest slurm.soak: 1 round).
 SOAK_SECONDS ?= 600
 SOAK_SEED    ?= 1
+SOAK_ROUNDS  ?=
 soak: build
-	bash tests/slurm/soak.sh $(SOAK_SEED) $(SOAK_SECONDS) $(BUILD)/dtrain
+	SOAK_ROUNDS=$(SOAK_ROUNDS) bash tests/slurm/soak.sh $(SOAK_SEED) $(SOAK_SECONDS) $(BUILD)/dtrain
 
 # ThreadSanitizer over the communication engine, the reducer and a 2-rank train, in a CPU build of
 # its own (every layer but kernels/ instrumented: CMakeLists.txt says why). Not part of `make test`:
