@@ -102,12 +102,14 @@ static int by_track_then_begin(const void *a, const void *b)
     return x->t1 > y->t1 ? -1 : x->t1 < y->t1;
 }
 
-size_t trace_rec_snapshot(const trace_rec *r, trace_event *out)
+size_t trace_rec_snapshot(const trace_rec *r, trace_event *out, size_t room)
 {
     size_t n = atomic_load(&((trace_rec *)r)->next);
     if (n > r->cap) n = r->cap;
     size_t k = 0;
-    for (size_t i = 0; i < n; i++)
+    /* room, not a fresh count: a writer that passed trace_active before the close may complete its
+     * slot after the caller counted, and out has no space for it. */
+    for (size_t i = 0; i < n && k < room; i++)
         if (atomic_load_explicit(&((trace_rec *)r)->ev[i].ready, memory_order_acquire))
             memcpy(&out[k++], &r->ev[i], sizeof *out);
     qsort(out, k, sizeof *out, by_track_then_begin);

@@ -91,9 +91,10 @@ void trace_rec_add(trace_rec *r, const char *name, trace_cat cat, int track, uin
 /* Events written so far (those complete), and the drops. */
 size_t trace_rec_count(const trace_rec *r);
 uint64_t trace_rec_dropped(const trace_rec *r);
-/* Copies the complete events into out (room for trace_rec_count), sorted by track then begin
- * time; returns how many. Call with recording off. */
-size_t trace_rec_snapshot(const trace_rec *r, trace_event *out);
+/* Copies at most room complete events into out, sorted by track then begin time; returns how
+ * many. Call with recording off (trace_rec_close), with room from trace_rec_count: a writer that
+ * slipped past the close may complete one more slot meanwhile, and it is left out. */
+size_t trace_rec_snapshot(const trace_rec *r, trace_event *out, size_t room);
 const char *trace_cat_name(int cat);
 
 /* The JSON of the merged trace (trace_json.c), written piece by piece so rank 0 never holds every

@@ -207,7 +207,7 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
     me.info.rank = rank;
     me.info.dropped = trace_rec_dropped(rec);
     if (own) {
-        me.info.count = trace_rec_snapshot(rec, own);
+        me.info.count = trace_rec_snapshot(rec, own, have);
     } else {
         log_msg(LOG_LEVEL_WARN, "out of memory copying %zu trace events: this rank's track stays empty", have);
     }

@@ -103,7 +103,7 @@ static void test_push_into_recorder(void **state)
     gpu_span_push(NULL, &p->slot[i], 1, 2);
     gpu_span_drops(NULL, 5);
     trace_event ev[8];
-    assert_int_equal(trace_rec_snapshot(r, ev), 1);
+    assert_int_equal(trace_rec_snapshot(r, ev, 8), 1);
     assert_int_equal(ev[0].track, TRACE_TRACK_GPU + GPU_SPAN_NCCL);
     assert_int_equal(ev[0].cat, TRACE_CAT_COMM);
     assert_string_equal(ev[0].name, "allreduce b3");

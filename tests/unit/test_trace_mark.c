@@ -76,8 +76,9 @@ static void test_marks_per_layer(void **state)
     }
     /* The host spans are all there, flatten's too. */
     const trace_rec *r = ctx_trace(ctx);
-    trace_event *ev = malloc(trace_rec_count(r) * sizeof *ev + 1);
-    const size_t n = trace_rec_snapshot(r, ev);
+    const size_t have = trace_rec_count(r);
+    trace_event *ev = malloc(have * sizeof *ev + 1);
+    const size_t n = trace_rec_snapshot(r, ev, have);
     int layers = 0;
     for (size_t i = 0; i < n; i++) layers += ev[i].cat == TRACE_CAT_FWD || ev[i].cat == TRACE_CAT_BWD;
     assert_int_equal(layers, 10);
