@@ -115,3 +115,18 @@ size_t trace_rec_snapshot(const trace_rec *r, trace_event *out, size_t room)
     qsort(out, k, sizeof *out, by_track_then_begin);
     return k;
 }
+
+void trace_tracks_used(const trace_event *ev, size_t n, int *loader_tracks, int *gpu_tracks)
+{
+    *loader_tracks = *gpu_tracks = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int t = ev[i].track;
+        /* dt_trace_span takes any track up to 65535: one far above the GPU's must not shift the
+         * mask past its width (undefined, and on x86 it named "gpu compute" for a user track). */
+        if (t >= TRACE_TRACK_GPU) {
+            if (t - TRACE_TRACK_GPU < TRACE_GPU_TRACKS_MAX) *gpu_tracks |= 1 << (t - TRACE_TRACK_GPU);
+        } else if (t >= TRACE_TRACK_LOADER && t - TRACE_TRACK_LOADER + 1 > *loader_tracks) {
+            *loader_tracks = t - TRACE_TRACK_LOADER + 1;
+        }
+    }
+}

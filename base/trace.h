@@ -97,6 +97,13 @@ uint64_t trace_rec_dropped(const trace_rec *r);
 size_t trace_rec_snapshot(const trace_rec *r, trace_event *out, size_t room);
 const char *trace_cat_name(int cat);
 
+/* The GPU tracks a rank's gpu_tracks mask can name (bits of an int). */
+#define TRACE_GPU_TRACKS_MAX 30
+/* What the metadata names for n events: *loader_tracks, one past the highest loader track used
+ * (0: none), and *gpu_tracks, bit t set when track TRACE_TRACK_GPU + t has events (t below
+ * TRACE_GPU_TRACKS_MAX; a user track above those is left unnamed). */
+void trace_tracks_used(const trace_event *ev, size_t n, int *loader_tracks, int *gpu_tracks);
+
 /* The JSON of the merged trace (trace_json.c), written piece by piece so rank 0 never holds every
  * rank's events at once: the head with the metadata, each rank's events, the tail. */
 typedef struct trace_rank_info {

@@ -211,13 +211,9 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
     } else {
         log_msg(LOG_LEVEL_WARN, "out of memory copying %zu trace events: this rank's track stays empty", have);
     }
-    for (uint64_t i = 0; i < me.info.count; i++) {
+    for (uint64_t i = 0; i < me.info.count; i++)
         if (own[i].t0 < me.min_t0) me.min_t0 = own[i].t0;
-        if (own[i].track >= TRACE_TRACK_GPU)
-            me.info.gpu_tracks |= 1 << (own[i].track - TRACE_TRACK_GPU);
-        else if (own[i].track >= TRACE_TRACK_LOADER && own[i].track - TRACE_TRACK_LOADER + 1 > me.info.loader_tracks)
-            me.info.loader_tracks = own[i].track - TRACE_TRACK_LOADER + 1;
-    }
+    trace_tracks_used(own, me.info.count, &me.info.loader_tracks, &me.info.gpu_tracks);
     dt_placement pl;
     if (dt_get_placement(ctx, &pl) == DT_OK) snprintf(me.info.host, sizeof me.info.host, "%.63s", pl.hostname);
     /* Rank 0 measures each peer in turn and sends it its figures, which come back in the gather. */

@@ -118,6 +118,23 @@ static void test_late_writer(void **state)
     trace_rec_free(r);
 }
 
+/* The tracks the metadata names: loaders up to the highest used, a GPU track's bit, and no bit for
+ * a user track far above the GPU's (dt_trace_span takes up to 65535). */
+static void test_tracks_used(void **state)
+{
+    (void)state;
+    const int tracks[] = {0, 1, TRACE_TRACK_LOADER + 2, TRACE_TRACK_GPU + 1, 5000, 65535, TRACE_TRACK_GPU + 32};
+    trace_event ev[sizeof tracks / sizeof *tracks] = {{0}};
+    for (size_t i = 0; i < sizeof tracks / sizeof *tracks; i++) ev[i].track = (uint16_t)tracks[i];
+    int loaders = -1, gpu = -1;
+    trace_tracks_used(ev, sizeof tracks / sizeof *tracks, &loaders, &gpu);
+    assert_int_equal(loaders, 3);
+    assert_int_equal(gpu, 1 << 1);
+    trace_tracks_used(ev, 2, &loaders, &gpu);
+    assert_int_equal(loaders, 0);
+    assert_int_equal(gpu, 0);
+}
+
 /* --trace-steps 2:3: steps 1 and 4 record nothing, 2 and 3 do. */
 static void test_step_range(void **state)
 {
@@ -194,9 +211,13 @@ static void test_json(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_capacity_and_drops), cmocka_unit_test(test_names_and_order),
-        cmocka_unit_test(test_two_writers),        cmocka_unit_test(test_late_writer),
-        cmocka_unit_test(test_step_range),         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_capacity_and_drops),
+        cmocka_unit_test(test_names_and_order),
+        cmocka_unit_test(test_two_writers),
+        cmocka_unit_test(test_late_writer),
+        cmocka_unit_test(test_tracks_used),
+        cmocka_unit_test(test_step_range),
+        cmocka_unit_test(test_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
