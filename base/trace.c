@@ -43,8 +43,10 @@ void trace_rec_set_steps(trace_rec *r, long lo, long hi)
 {
     r->step_lo = lo;
     r->step_hi = hi;
-    /* Until the first step is marked, record only when the range starts at the beginning. */
-    if (!atomic_load(&r->closed)) atomic_store(&r->on, lo <= 1);
+    /* The range applies from now on: to the step marked last, or before the first mark as if at
+     * step 1 (a range from the beginning records from the start). */
+    const long now = r->cur_step > 0 ? r->cur_step : 1;
+    if (!atomic_load(&r->closed)) atomic_store(&r->on, now >= lo && (hi < 0 || now <= hi));
 }
 
 void trace_rec_step(trace_rec *r, long step)

@@ -151,6 +151,15 @@ static void test_step_range(void **state)
     assert_int_equal(ev[0].arg, 2);
     assert_int_equal(ev[1].arg, 3);
     assert_int_equal(trace_rec_dropped(r), 0);
+    /* A range set in the middle of a run applies to the step marked last, not to step 1. */
+    trace_rec *mid = trace_rec_create(4);
+    trace_rec_step(mid, 4);
+    mid->cur_step = 4; /* as dt_trace_step keeps it */
+    trace_rec_set_steps(mid, 3, 5);
+    assert_non_null(trace_active(mid));
+    trace_rec_set_steps(mid, 1, 2);
+    assert_null(trace_active(mid));
+    trace_rec_free(mid);
     /* A range from step 1 records from the start, before the first step is marked. */
     trace_rec_set_steps(r, 1, 1);
     assert_non_null(trace_active(r));
