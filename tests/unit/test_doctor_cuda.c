@@ -167,6 +167,19 @@ static void test_devices(void **state)
     rank_rows(&f, &l);
     assert_int_equal(level_of(&l, "cuda.devices", NULL), DOC_WARN);
     doc_list_free(&l);
+    /* A long DTRAIN_TEST_DEV_DIR fills the row's text after a few nodes: a node past that is still
+     * judged (its permission denied is the verdict), only its text is cut. */
+    healthy(&f, 0);
+    memset(f.cuda.dev_dir, 'd', sizeof f.cuda.dev_dir - 1);
+    f.cuda.dev_dir[0] = '/', f.cuda.dev_dir[sizeof f.cuda.dev_dir - 1] = '\0';
+    f.cuda.ndev = DOC_CUDA_DEVNODES;
+    for (int i = 2; i < DOC_CUDA_DEVNODES; i++)
+        snprintf(f.cuda.dev[i].name, sizeof f.cuda.dev[i].name, "nvidia%d", i - 2);
+    f.cuda.dev[DOC_CUDA_DEVNODES - 1].err = EACCES;
+    rank_rows(&f, &l);
+    assert_int_equal(level_of(&l, "cuda.devices", &r), DOC_FAIL);
+    assert_non_null(strstr(r->fix, "usermod -aG video"));
+    doc_list_free(&l);
 }
 
 static void test_visible(void **state)
