@@ -118,9 +118,8 @@ typedef struct trace_rank_info {
 } trace_rank_info;
 /* base_ns: rank 0's clock at the file's time 0. Returns 0, or -1 when f reports an error. */
 int trace_json_head(FILE *f, const trace_rank_info *ranks, int nranks, uint64_t base_ns);
-/* first: whether no event was written before (for the commas). */
-void trace_json_events(FILE *f, const trace_rank_info *ri, const trace_event *ev, size_t n, uint64_t base_ns,
-                       int *first);
+/* n events of rank ri; each starts with a comma (the head ends with an event of its own). */
+void trace_json_events(FILE *f, const trace_rank_info *ri, const trace_event *ev, size_t n, uint64_t base_ns);
 int trace_json_tail(FILE *f);
 
 #endif

@@ -154,8 +154,8 @@ static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const tr
             base = heads[r].min_t0 - (uint64_t)heads[r].info.offset_ns;
     }
     if (base == UINT64_MAX) base = 0;
-    int first = 1, rc = trace_json_head(f, info, world, base);
-    trace_json_events(f, &info[0], own, info[0].count, base, &first);
+    int rc = trace_json_head(f, info, world, base);
+    trace_json_events(f, &info[0], own, info[0].count, base);
     /* Every rank's events are received even when writing failed, so no rank waits in its send. */
     for (int r = 1; r < world && rc != -2; r++)
         for (uint64_t done = 0; done < info[r].count;) {
@@ -165,7 +165,7 @@ static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const tr
                 rc = -2;
                 break;
             }
-            trace_json_events(f, &info[r], buf, (size_t)k, base, &first);
+            trace_json_events(f, &info[r], buf, (size_t)k, base);
             done += (uint64_t)k;
         }
     if (trace_json_tail(f) && rc == 0) rc = -1;

@@ -190,10 +190,9 @@ static void test_json(void **state)
     snprintf(e0.name, sizeof e0.name, "allreduce b0");
     trace_event e1 = {.t0 = base + 3000, .t1 = base + 4000, .arg = 1, .arg2 = -1, .track = 0, .cat = TRACE_CAT_FWD};
     snprintf(e1.name, sizeof e1.name, "say \"hi\"\n");
-    int first = 1;
     assert_int_equal(trace_json_head(f, ri, 2, base), 0);
-    trace_json_events(f, &ri[0], &e0, 1, base, &first);
-    trace_json_events(f, &ri[1], &e1, 1, base, &first);
+    trace_json_events(f, &ri[0], &e0, 1, base);
+    trace_json_events(f, &ri[1], &e1, 1, base);
     assert_int_equal(trace_json_tail(f), 0);
     fclose(f);
     char cmd[2048];
