@@ -156,12 +156,13 @@ static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const tr
     if (base == UINT64_MAX) base = 0;
     int rc = trace_json_head(f, info, world, base);
     trace_json_events(f, &info[0], own, info[0].count, base);
-    /* Every rank's events are received even when writing failed, so no rank waits in its send. */
-    for (int r = 1; r < world && rc != -2; r++)
+    /* Every rank's events are received even when writing failed, or when a receive from another
+     * rank failed (the world's errors return), so no rank is left waiting in its send. */
+    for (int r = 1; r < world; r++)
         for (uint64_t done = 0; done < info[r].count;) {
             const int k = (int)(info[r].count - done < chunk_events ? info[r].count - done : chunk_events);
             if (MPI_Recv(buf, k * (int)sizeof *buf, MPI_BYTE, r, TAG_EVENTS, w, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-                snprintf(err, n, "receiving the trace events of rank %d failed (MPI)", r);
+                if (rc != -2) snprintf(err, n, "receiving the trace events of rank %d failed (MPI)", r);
                 rc = -2;
                 break;
             }
