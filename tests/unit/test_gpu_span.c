@@ -84,6 +84,10 @@ static void test_host_ns(void **state)
     assert_int_equal(gpu_span_host_ns(5, 0.001f), 5 + 1000);
     assert_int_equal(gpu_span_host_ns(1000000, -0.25f), 1000000);
     assert_int_equal(gpu_span_host_ns(7, 0.0f / 0.0f), 7);
+    /* An infinite or absurd time (past 2^64 ns) is no time: it lands on the reference too, rather
+     * than an undefined conversion to uint64_t. */
+    assert_int_equal(gpu_span_host_ns(7, 1.0f / 0.0f), 7);
+    assert_int_equal(gpu_span_host_ns(7, 3.0e13f), 7);
     /* A minute after the reference: within a float's resolution there (4 us). */
     const uint64_t t = gpu_span_host_ns(0, 60000.123f);
     assert_true(t > 60000123000ull - 4000 && t < 60000123000ull + 4000);
