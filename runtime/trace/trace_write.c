@@ -35,8 +35,9 @@ dt_status dt_trace_start(dt_ctx *ctx, size_t capacity)
     if (!capacity) capacity = DT_TRACE_DEFAULT_EVENTS;
     if (capacity > MAX_EVENTS)
         return status_set_error(DT_ERR_INVALID_ARG,
-                                "dt_trace_start: capacity %zu is above %u events: trace fewer steps", capacity,
-                                MAX_EVENTS);
+                                "dt_trace_start: capacity %zu is above the most, %u events (16 GiB): pass at most "
+                                "that (0: the default %d), and trace fewer steps (dt_trace_set_steps) to need fewer",
+                                capacity, MAX_EVENTS, DT_TRACE_DEFAULT_EVENTS);
     trace_rec *r = trace_rec_create(capacity);
     if (!r)
         return status_set_error(DT_ERR_NOMEM, "out of memory for a trace of %zu events (%.1f MiB)", capacity,
