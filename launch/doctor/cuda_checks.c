@@ -69,20 +69,26 @@ static void check_runtime(const doctor_facts *f, doc_list *out)
                 have);
         return;
     }
+    /* The driver to ask for: its branch from NVIDIA's table, or for a CUDA newer than the table
+     * knows, the version it must support (there is no branch to name). */
     const int branch = cuda_min_driver_branch(c->built_cuda);
+    char update[160];
+    if (branch > 0)
+        snprintf(update, sizeof update, "update the driver to branch %d or later", branch);
+    else
+        snprintf(update, sizeof update,
+                 "update the driver to one that supports CUDA %s (nvidia-smi shows the CUDA version a driver "
+                 "supports)",
+                 need);
     if (c->driver_cuda / 1000 == c->built_cuda / 1000) {
         /* CUDA's minor version compatibility: a 12.x runtime runs on any 12.0+ driver, except for
          * PTX it must JIT and APIs newer than the driver. */
-        snprintf(fix, sizeof fix,
-                 "update the driver to branch %d or later; until then kernels without SASS for this GPU cannot "
-                 "be JIT-compiled",
-                 branch);
+        snprintf(fix, sizeof fix, "%s; until then kernels without SASS for this GPU cannot be JIT-compiled", update);
         doc_add(out, "cuda.runtime", DOC_WARN, fix,
                 "%s supports CUDA up to %s; this build needs %s: runs by minor version compatibility", drv, have, need);
         return;
     }
-    snprintf(fix, sizeof fix, "update the driver to branch %d or later, or use a CUDA %d build of dtrain", branch,
-             c->driver_cuda / 1000);
+    snprintf(fix, sizeof fix, "%s, or use a CUDA %d build of dtrain", update, c->driver_cuda / 1000);
     doc_add(out, "cuda.runtime", sev(f, DOC_FAIL), fix, "%s supports CUDA up to %s; this build needs %s", drv, have,
             need);
 }

@@ -124,6 +124,21 @@ static void test_driver_and_runtime(void **state)
     assert_int_equal(level_of(&l, "cuda.runtime", &r), DOC_WARN);
     assert_non_null(strstr(r->fix, "branch 550"));
     doc_list_free(&l);
+    /* A build newer than the driver table's last row: no branch to name, so the fix names the
+     * CUDA version the driver must support instead of "branch 0". */
+    healthy(&f, 0);
+    f.cuda.driver_cuda = 13000, f.cuda.built_cuda = 13010;
+    rank_rows(&f, &l);
+    assert_int_equal(level_of(&l, "cuda.runtime", &r), DOC_WARN);
+    assert_null(strstr(r->fix, "branch 0"));
+    assert_non_null(strstr(r->fix, "update the driver to one that supports CUDA 13.1"));
+    doc_list_free(&l);
+    f.cuda.driver_cuda = 12020, f.cuda.built_cuda = 14000;
+    rank_rows(&f, &l);
+    assert_int_equal(level_of(&l, "cuda.runtime", &r), DOC_FAIL);
+    assert_string_equal(r->fix, "update the driver to one that supports CUDA 14.0 (nvidia-smi shows the CUDA version a "
+                                "driver supports), or use a CUDA 12 build of dtrain");
+    doc_list_free(&l);
     /* cuInit failed after the library loaded. */
     healthy(&f, 0);
     snprintf(f.cuda.libcuda_err, sizeof f.cuda.libcuda_err, "cuInit failed: error 100 (no CUDA-capable device)");
