@@ -256,6 +256,17 @@ static void test_toolkit(void **state)
     assert_int_equal(level_of(&l, "cuda.toolkit", &r), DOC_WARN);
     assert_non_null(strstr(r->seen, "LD_LIBRARY_PATH"));
     doc_list_free(&l);
+    /* A second toolkit after the right one: every entry counts, not only the first. */
+    healthy(&f, 0);
+    snprintf(f.cuda.ld_cuda, sizeof f.cuda.ld_cuda, "/usr/local/cuda/lib64:/usr/local/cuda-11.8/lib64");
+    rank_rows(&f, &l);
+    assert_int_equal(level_of(&l, "cuda.toolkit", &r), DOC_WARN);
+    assert_non_null(strstr(r->seen, "LD_LIBRARY_PATH has /usr/local/cuda-11.8/lib64"));
+    doc_list_free(&l);
+    snprintf(f.cuda.ld_cuda, sizeof f.cuda.ld_cuda, "/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64");
+    rank_rows(&f, &l);
+    assert_int_equal(level_of(&l, "cuda.toolkit", NULL), DOC_PASS);
+    doc_list_free(&l);
     healthy(&f, 0);
     f.cuda.toolkit_cuda = 11080;
     rank_rows(&f, &l);
