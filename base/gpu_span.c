@@ -37,9 +37,7 @@ int gpu_span_begin(gpu_span_pool *p, int track, int cat, const char *name, int64
     }
     const int i = p->free_list[--p->nfree];
     gpu_span_slot *s = &p->slot[i];
-    size_t n = 0;
-    for (; name && name[n] && n < GPU_SPAN_NAME_LEN - 1; n++) s->name[n] = name[n];
-    s->name[n] = '\0';
+    trace_name_copy(s->name, name);
     s->arg = arg;
     s->arg2 = arg2;
     s->track = (uint8_t)track;

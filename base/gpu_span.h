@@ -50,7 +50,7 @@ typedef struct gpu_span_pool {
 
 /* Every slot free, no span open. */
 void gpu_span_pool_init(gpu_span_pool *p);
-/* Takes a slot for a span on track (GPU_SPAN_*) named name (cut to 27 bytes) and
+/* Takes a slot for a span on track (GPU_SPAN_*) named name (cut as trace_name_copy cuts) and
  * makes it the track's open span: its index, whose begin event the caller then records. -1 when
  * the pool is full (counted in dropped) or track is out of range. A span still open on the track
  * (an end that never came) is released first, uncounted. */

@@ -14,6 +14,17 @@ static const char *const cat_names[TRACE_CAT_COUNT] = {"step",      "forward", "
 
 const char *trace_cat_name(int cat) { return cat >= 0 && cat < TRACE_CAT_COUNT ? cat_names[cat] : "?"; }
 
+void trace_name_copy(char dst[TRACE_NAME_LEN], const char *src)
+{
+    size_t n = 0;
+    for (; src && src[n] && n < TRACE_NAME_LEN - 1; n++) dst[n] = src[n];
+    /* Cut inside a UTF-8 character (src[n] a continuation byte): drop its first bytes too, or the
+     * file would not be the UTF-8 that JSON is, and Perfetto or a JSON reader refuses it. */
+    if (src && src[n])
+        while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80) n--;
+    dst[n] = '\0';
+}
+
 trace_rec *trace_rec_create(size_t cap)
 {
     if (cap < 1) return NULL;
@@ -77,9 +88,7 @@ void trace_rec_add(trace_rec *r, const char *name, trace_cat cat, int track, uin
     e->arg2 = arg2;
     e->track = (uint16_t)(track < 0 ? 0 : track > 65535 ? 65535 : track);
     e->cat = (uint8_t)cat;
-    size_t n = 0;
-    for (; name && name[n] && n < TRACE_NAME_LEN - 1; n++) e->name[n] = name[n];
-    e->name[n] = '\0';
+    trace_name_copy(e->name, name);
     /* Release: a reader that sees ready sees the fields above. */
     atomic_store_explicit(&e->ready, 1, memory_order_release);
 }

@@ -61,6 +61,9 @@ typedef struct trace_rec {
     uint64_t cur_t0;
 } trace_rec;
 
+/* src (NULL: "") into dst, cut to TRACE_NAME_LEN - 1 bytes at a UTF-8 character's boundary. */
+void trace_name_copy(char dst[TRACE_NAME_LEN], const char *src);
+
 /* The monotonic clock in ns (the clock of every event). */
 static inline uint64_t trace_now_ns(void)
 {

@@ -52,6 +52,15 @@ static void test_names_and_order(void **state)
     assert_int_equal(ev[3].track, 1);
     assert_true(ev[3].t1 == ev[3].t0);
     trace_rec_free(r);
+    /* A cut never splits a UTF-8 character (the file must stay valid UTF-8 JSON): 26 ASCII bytes
+     * then a 2-byte u-umlaut straddling the 27-byte limit keep the 26 only; one that fits stays. */
+    r = trace_rec_create(2);
+    trace_rec_add(r, "aaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xbc tail", TRACE_CAT_USER, 0, 1, 2, 0, -1);
+    trace_rec_add(r, "aaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xbc tail", TRACE_CAT_USER, 0, 3, 4, 0, -1);
+    assert_int_equal(trace_rec_snapshot(r, ev, 2), 2);
+    assert_string_equal(ev[0].name, "aaaaaaaaaaaaaaaaaaaaaaaaaa");
+    assert_string_equal(ev[1].name, "aaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xbc");
+    trace_rec_free(r);
 }
 
 typedef struct writer_arg {
