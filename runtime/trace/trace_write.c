@@ -155,8 +155,11 @@ static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const tr
             base = heads[r].min_t0 - (uint64_t)heads[r].info.offset_ns;
     }
     if (base == UINT64_MAX) base = 0;
-    int rc = trace_json_head(f, info, world, base);
+    /* The errno of the first failed write, taken at once: the MPI calls after it may set errno
+     * to something of their own. */
+    int rc = trace_json_head(f, info, world, base), werr = rc ? errno : 0;
     trace_json_events(f, &info[0], own, info[0].count, base);
+    if (!werr && ferror(f)) werr = errno;
     /* Every rank's events are received even when writing failed, or when a receive from another
      * rank failed (the world's errors return), so no rank is left waiting in its send. */
     for (int r = 1; r < world; r++)
@@ -168,10 +171,14 @@ static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const tr
                 break;
             }
             trace_json_events(f, &info[r], buf, (size_t)k, base);
+            if (!werr && ferror(f)) werr = errno;
             done += (uint64_t)k;
         }
-    if (trace_json_tail(f) && rc == 0) rc = -1;
-    if (rc == -1) snprintf(err, n, "writing failed: %s", strerror(errno));
+    if (trace_json_tail(f) && !werr) werr = errno;
+    if (werr && rc == 0) rc = -1;
+    if (rc == -1)
+        snprintf(err, n, "writing failed: %s (a full disk, or a quota: choose another --trace path)",
+                 strerror(werr ? werr : EIO));
     return rc ? -1 : 0;
 }
 
