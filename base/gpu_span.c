@@ -37,9 +37,7 @@ int gpu_span_begin(gpu_span_pool *p, int track, int cat, const char *name, int64
     }
     const int i = p->free_list[--p->nfree];
     gpu_span_slot *s = &p->slot[i];
-    size_t n = 0;
-    for (; name && name[n] && n < GPU_SPAN_NAME_LEN - 1; n++) s->name[n] = name[n];
-    s->name[n] = '\0';
+    trace_name_copy(s->name, name);
     s->arg = arg;
     s->arg2 = arg2;
     s->track = (uint8_t)track;
@@ -60,8 +58,11 @@ int gpu_span_end(gpu_span_pool *p, int track)
 
 uint64_t gpu_span_host_ns(uint64_t ref_host_ns, float elapsed_ms)
 {
-    if (!(elapsed_ms > 0.0f)) return ref_host_ns; /* also NaN */
-    return ref_host_ns + (uint64_t)((double)elapsed_ms * 1e6 + 0.5);
+    const double ns = (double)elapsed_ms * 1e6 + 0.5;
+    /* NaN, a negative time, or one a uint64_t cannot hold (infinity): converting those is
+     * undefined behaviour, and none is a real event's time. */
+    if (!(elapsed_ms > 0.0f) || !(ns < 18446744073709551616.0)) return ref_host_ns;
+    return ref_host_ns + (uint64_t)ns;
 }
 
 void gpu_span_push(void *tr, const gpu_span_slot *s, uint64_t t0, uint64_t t1)

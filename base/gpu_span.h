@@ -50,7 +50,7 @@ typedef struct gpu_span_pool {
 
 /* Every slot free, no span open. */
 void gpu_span_pool_init(gpu_span_pool *p);
-/* Takes a slot for a span on track (GPU_SPAN_*) named name (cut to 27 bytes) and
+/* Takes a slot for a span on track (GPU_SPAN_*) named name (cut as trace_name_copy cuts) and
  * makes it the track's open span: its index, whose begin event the caller then records. -1 when
  * the pool is full (counted in dropped) or track is out of range. A span still open on the track
  * (an end that never came) is released first, uncounted. */
@@ -62,8 +62,8 @@ int gpu_span_end(gpu_span_pool *p, int track);
 void gpu_span_release(gpu_span_pool *p, int i);
 
 /* The host time of an event elapsed_ms (cudaEventElapsedTime) after the reference event, whose
- * host time is ref_host_ns; an event before the reference (it cannot be, but a float rounds)
- * lands on the reference. */
+ * host time is ref_host_ns; an event before the reference (it cannot be, but a float rounds), a
+ * NaN and a time past 2^64 ns land on the reference. */
 uint64_t gpu_span_host_ns(uint64_t ref_host_ns, float elapsed_ms);
 
 /* Slot s's span [t0, t1] into the recorder tr (a struct trace_rec *, NULL or paused: nothing) on

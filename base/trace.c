@@ -14,6 +14,17 @@ static const char *const cat_names[TRACE_CAT_COUNT] = {"step",      "forward", "
 
 const char *trace_cat_name(int cat) { return cat >= 0 && cat < TRACE_CAT_COUNT ? cat_names[cat] : "?"; }
 
+void trace_name_copy(char dst[TRACE_NAME_LEN], const char *src)
+{
+    size_t n = 0;
+    for (; src && src[n] && n < TRACE_NAME_LEN - 1; n++) dst[n] = src[n];
+    /* Cut inside a UTF-8 character (src[n] a continuation byte): drop its first bytes too, or the
+     * file would not be the UTF-8 that JSON is, and Perfetto or a JSON reader refuses it. */
+    if (src && src[n])
+        while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80) n--;
+    dst[n] = '\0';
+}
+
 trace_rec *trace_rec_create(size_t cap)
 {
     if (cap < 1) return NULL;
@@ -43,8 +54,10 @@ void trace_rec_set_steps(trace_rec *r, long lo, long hi)
 {
     r->step_lo = lo;
     r->step_hi = hi;
-    /* Until the first step is marked, record only when the range starts at the beginning. */
-    if (!atomic_load(&r->closed)) atomic_store(&r->on, lo <= 1);
+    /* The range applies from now on: to the step marked last, or before the first mark as if at
+     * step 1 (a range from the beginning records from the start). */
+    const long now = r->cur_step > 0 ? r->cur_step : 1;
+    if (!atomic_load(&r->closed)) atomic_store(&r->on, now >= lo && (hi < 0 || now <= hi));
 }
 
 void trace_rec_step(trace_rec *r, long step)
@@ -75,9 +88,7 @@ void trace_rec_add(trace_rec *r, const char *name, trace_cat cat, int track, uin
     e->arg2 = arg2;
     e->track = (uint16_t)(track < 0 ? 0 : track > 65535 ? 65535 : track);
     e->cat = (uint8_t)cat;
-    size_t n = 0;
-    for (; name && name[n] && n < TRACE_NAME_LEN - 1; n++) e->name[n] = name[n];
-    e->name[n] = '\0';
+    trace_name_copy(e->name, name);
     /* Release: a reader that sees ready sees the fields above. */
     atomic_store_explicit(&e->ready, 1, memory_order_release);
 }
@@ -102,14 +113,31 @@ static int by_track_then_begin(const void *a, const void *b)
     return x->t1 > y->t1 ? -1 : x->t1 < y->t1;
 }
 
-size_t trace_rec_snapshot(const trace_rec *r, trace_event *out)
+size_t trace_rec_snapshot(const trace_rec *r, trace_event *out, size_t room)
 {
     size_t n = atomic_load(&((trace_rec *)r)->next);
     if (n > r->cap) n = r->cap;
     size_t k = 0;
-    for (size_t i = 0; i < n; i++)
+    /* room, not a fresh count: a writer that passed trace_active before the close may complete its
+     * slot after the caller counted, and out has no space for it. */
+    for (size_t i = 0; i < n && k < room; i++)
         if (atomic_load_explicit(&((trace_rec *)r)->ev[i].ready, memory_order_acquire))
             memcpy(&out[k++], &r->ev[i], sizeof *out);
     qsort(out, k, sizeof *out, by_track_then_begin);
     return k;
+}
+
+void trace_tracks_used(const trace_event *ev, size_t n, int *loader_tracks, int *gpu_tracks)
+{
+    *loader_tracks = *gpu_tracks = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int t = ev[i].track;
+        /* dt_trace_span takes any track up to 65535: one far above the GPU's must not shift the
+         * mask past its width (undefined, and on x86 it named "gpu compute" for a user track). */
+        if (t >= TRACE_TRACK_GPU) {
+            if (t - TRACE_TRACK_GPU < TRACE_GPU_TRACKS_MAX) *gpu_tracks |= 1 << (t - TRACE_TRACK_GPU);
+        } else if (t >= TRACE_TRACK_LOADER && t - TRACE_TRACK_LOADER + 1 > *loader_tracks) {
+            *loader_tracks = t - TRACE_TRACK_LOADER + 1;
+        }
+    }
 }

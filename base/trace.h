@@ -61,6 +61,9 @@ typedef struct trace_rec {
     uint64_t cur_t0;
 } trace_rec;
 
+/* src (NULL: "") into dst, cut to TRACE_NAME_LEN - 1 bytes at a UTF-8 character's boundary. */
+void trace_name_copy(char dst[TRACE_NAME_LEN], const char *src);
+
 /* The monotonic clock in ns (the clock of every event). */
 static inline uint64_t trace_now_ns(void)
 {
@@ -91,10 +94,18 @@ void trace_rec_add(trace_rec *r, const char *name, trace_cat cat, int track, uin
 /* Events written so far (those complete), and the drops. */
 size_t trace_rec_count(const trace_rec *r);
 uint64_t trace_rec_dropped(const trace_rec *r);
-/* Copies the complete events into out (room for trace_rec_count), sorted by track then begin
- * time; returns how many. Call with recording off. */
-size_t trace_rec_snapshot(const trace_rec *r, trace_event *out);
+/* Copies at most room complete events into out, sorted by track then begin time; returns how
+ * many. Call with recording off (trace_rec_close), with room from trace_rec_count: a writer that
+ * slipped past the close may complete one more slot meanwhile, and it is left out. */
+size_t trace_rec_snapshot(const trace_rec *r, trace_event *out, size_t room);
 const char *trace_cat_name(int cat);
+
+/* The GPU tracks a rank's gpu_tracks mask can name (bits of an int). */
+#define TRACE_GPU_TRACKS_MAX 30
+/* What the metadata names for n events: *loader_tracks, one past the highest loader track used
+ * (0: none), and *gpu_tracks, bit t set when track TRACE_TRACK_GPU + t has events (t below
+ * TRACE_GPU_TRACKS_MAX; a user track above those is left unnamed). */
+void trace_tracks_used(const trace_event *ev, size_t n, int *loader_tracks, int *gpu_tracks);
 
 /* The JSON of the merged trace (trace_json.c), written piece by piece so rank 0 never holds every
  * rank's events at once: the head with the metadata, each rank's events, the tail. */
@@ -110,9 +121,8 @@ typedef struct trace_rank_info {
 } trace_rank_info;
 /* base_ns: rank 0's clock at the file's time 0. Returns 0, or -1 when f reports an error. */
 int trace_json_head(FILE *f, const trace_rank_info *ranks, int nranks, uint64_t base_ns);
-/* first: whether no event was written before (for the commas). */
-void trace_json_events(FILE *f, const trace_rank_info *ri, const trace_event *ev, size_t n, uint64_t base_ns,
-                       int *first);
+/* n events of rank ri; each starts with a comma (the head ends with an event of its own). */
+void trace_json_events(FILE *f, const trace_rank_info *ri, const trace_event *ev, size_t n, uint64_t base_ns);
 int trace_json_tail(FILE *f);
 
 #endif

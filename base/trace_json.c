@@ -62,8 +62,7 @@ int trace_json_head(FILE *f, const trace_rank_info *ranks, int nranks, uint64_t 
     return ferror(f) ? -1 : 0;
 }
 
-void trace_json_events(FILE *f, const trace_rank_info *ri, const trace_event *ev, size_t n, uint64_t base_ns,
-                       int *first)
+void trace_json_events(FILE *f, const trace_rank_info *ri, const trace_event *ev, size_t n, uint64_t base_ns)
 {
     for (size_t i = 0; i < n; i++) {
         const trace_event *e = &ev[i];
@@ -77,7 +76,6 @@ void trace_json_events(FILE *f, const trace_rank_info *ri, const trace_event *ev
         else
             fprintf(f, ",\"args\":{\"n\":%" PRId64 "}}", e->arg);
     }
-    if (first && n) *first = 0;
 }
 
 int trace_json_tail(FILE *f)

@@ -133,8 +133,13 @@ size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
         size_text(k->device_free, fr, sizeof fr), size_text(k->device_total, tot, sizeof tot), k->device_free,
         k->device_total);
     int best = 0, each[8] = {0};
-    if (c->n_plans > (int)(sizeof each / sizeof each[0]) ||
-        fitting_batch(ctx, c, k->device_free, &best, each) != DT_OK) {
+    if (c->n_plans > (int)(sizeof each / sizeof each[0])) {
+        /* dt_last_error would be some earlier error, not why: say it. */
+        put(&t, "  fix: use a smaller --batch (no batch advice: %d precisions, the summary plans at most %d)\n",
+            c->n_plans, (int)(sizeof each / sizeof each[0]));
+        return t.len;
+    }
+    if (fitting_batch(ctx, c, k->device_free, &best, each) != DT_OK) {
         put(&t, "  fix: use a smaller --batch (no batch advice: %s)\n", dt_last_error());
         return t.len;
     }

@@ -48,9 +48,9 @@ DT_API void dt_trace_step(dt_ctx *ctx, long step);
 /** Nanoseconds on the clock every span uses (CLOCK_MONOTONIC of this process). */
 DT_API uint64_t dt_trace_clock(void);
 
-/** Records one span [t0_ns, t1_ns] from dt_trace_clock() named `name` (cut to 27 bytes; copied) on
- * track `track`, with a number `arg` shown in its args. Lock-free and thread-safe; a no-op when
- * tracing is not started or paused. */
+/** Records one span [t0_ns, t1_ns] from dt_trace_clock() named `name` (copied; cut to 27 bytes at
+ * most, never inside a UTF-8 character) on track `track`, with a number `arg` shown in its args.
+ * Lock-free and thread-safe; a no-op when tracing is not started or paused. */
 DT_API void dt_trace_span(dt_ctx *ctx, const char *name, int track, uint64_t t0_ns, uint64_t t1_ns, long arg);
 
 /** Stops recording for good and merges every rank's spans into one JSON file at `path` on rank 0,

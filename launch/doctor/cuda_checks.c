@@ -69,20 +69,26 @@ static void check_runtime(const doctor_facts *f, doc_list *out)
                 have);
         return;
     }
+    /* The driver to ask for: its branch from NVIDIA's table, or for a CUDA newer than the table
+     * knows, the version it must support (there is no branch to name). */
     const int branch = cuda_min_driver_branch(c->built_cuda);
+    char update[160];
+    if (branch > 0)
+        snprintf(update, sizeof update, "update the driver to branch %d or later", branch);
+    else
+        snprintf(update, sizeof update,
+                 "update the driver to one that supports CUDA %s (nvidia-smi shows the CUDA version a driver "
+                 "supports)",
+                 need);
     if (c->driver_cuda / 1000 == c->built_cuda / 1000) {
         /* CUDA's minor version compatibility: a 12.x runtime runs on any 12.0+ driver, except for
          * PTX it must JIT and APIs newer than the driver. */
-        snprintf(fix, sizeof fix,
-                 "update the driver to branch %d or later; until then kernels without SASS for this GPU cannot "
-                 "be JIT-compiled",
-                 branch);
+        snprintf(fix, sizeof fix, "%s; until then kernels without SASS for this GPU cannot be JIT-compiled", update);
         doc_add(out, "cuda.runtime", DOC_WARN, fix,
                 "%s supports CUDA up to %s; this build needs %s: runs by minor version compatibility", drv, have, need);
         return;
     }
-    snprintf(fix, sizeof fix, "update the driver to branch %d or later, or use a CUDA %d build of dtrain", branch,
-             c->driver_cuda / 1000);
+    snprintf(fix, sizeof fix, "%s, or use a CUDA %d build of dtrain", update, c->driver_cuda / 1000);
     doc_add(out, "cuda.runtime", sev(f, DOC_FAIL), fix, "%s supports CUDA up to %s; this build needs %s", drv, have,
             need);
 }
@@ -102,13 +108,15 @@ static void check_devices(const doctor_facts *f, doc_list *out)
     size_t len = 0;
     int gpus = 0, enoent = 0, eacces = 0, enxio = 0, other = 0;
     seen[0] = '\0';
-    for (int i = 0; i < c->ndev && len < sizeof seen; i++) {
+    for (int i = 0; i < c->ndev; i++) {
         const doctor_devnode *d = &c->dev[i];
         gpus += strcmp(d->name, "nvidiactl") && strcmp(d->name, "nvidia-uvm");
         enoent += d->err == ENOENT, eacces += d->err == EACCES || d->err == EPERM, enxio += d->err == ENXIO;
         other += d->err && d->err != ENOENT && d->err != EACCES && d->err != EPERM && d->err != ENXIO;
-        len += (size_t)snprintf(seen + len, sizeof seen - len, "%s%s/%s %s", len ? ", " : "", c->dev_dir, d->name,
-                                d->err ? errno_name(d->err) : "ok");
+        /* Every node counts toward the verdict; only the text stops where the row is full. */
+        if (len < sizeof seen)
+            len += (size_t)snprintf(seen + len, sizeof seen - len, "%s%s/%s %s", len ? ", " : "", c->dev_dir, d->name,
+                                    d->err ? errno_name(d->err) : "ok");
     }
     if (gpus == 0) {
         len += len < sizeof seen ? (size_t)snprintf(seen + len, sizeof seen - len, "; no %s/nvidiaN", c->dev_dir) : 0;
@@ -170,12 +178,30 @@ static void check_visible(const doctor_facts *f, doc_list *out)
                 c->visible_n, c->visible_n == 1 ? "" : "s");
 }
 
-/* Whether root is a prefix directory of path ("/usr/local/cuda" of "/usr/local/cuda/bin/nvcc"). */
-static int under(const char *path, const char *root)
+/* Whether root is a prefix directory of the len bytes at path ("/usr/local/cuda" of
+ * "/usr/local/cuda/bin/nvcc"). */
+static int under_n(const char *path, size_t len, const char *root)
 {
     size_t n = strlen(root);
     while (n > 1 && root[n - 1] == '/') n--;
-    return !strncmp(path, root, n) && (path[n] == '/' || path[n] == '\0');
+    return len >= n && !strncmp(path, root, n) && (len == n || path[n] == '/');
+}
+
+static int under(const char *path, const char *root) { return under_n(path, strlen(path), root); }
+
+/* The first entry of the ':'-separated list that is not under root, its length in *len; NULL when
+ * all are (a second toolkit after the right one mixes libraries as much as a first). */
+static const char *stray_entry(const char *list, const char *root, size_t *len)
+{
+    for (const char *p = list; *p;) {
+        const size_t k = strcspn(p, ":");
+        if (k && !under_n(p, k, root)) {
+            *len = k;
+            return p;
+        }
+        p += k + (p[k] == ':');
+    }
+    return NULL;
 }
 
 static void check_toolkit(const doctor_facts *f, doc_list *out)
@@ -184,6 +210,8 @@ static void check_toolkit(const doctor_facts *f, doc_list *out)
     const char *home = c->cuda_home[0] ? c->cuda_home : c->cuda_path;
     const char *name = c->cuda_home[0] ? "CUDA_HOME" : "CUDA_PATH";
     char tk[16], built[16];
+    size_t stray_len = 0;
+    const char *stray = home[0] ? stray_entry(c->ld_cuda, home, &stray_len) : NULL;
     cuda_version_text(c->toolkit_cuda, tk, sizeof tk);
     cuda_version_text(c->built_cuda, built, sizeof built);
     if (!home[0] && !c->nvcc[0] && !c->ld_cuda[0]) {
@@ -196,11 +224,11 @@ static void check_toolkit(const doctor_facts *f, doc_list *out)
     else if (home[0] && c->nvcc[0] && !under(c->nvcc, home))
         doc_add(out, "cuda.toolkit", DOC_WARN, "put $CUDA_HOME/bin first on PATH, or set CUDA_HOME to nvcc's toolkit",
                 "%s=%.120s but nvcc on PATH is %.120s", name, home, c->nvcc);
-    else if (home[0] && c->ld_cuda[0] && !under(c->ld_cuda, home))
+    else if (stray)
         doc_add(out, "cuda.toolkit", DOC_WARN,
                 "make LD_LIBRARY_PATH's CUDA entries those of $CUDA_HOME (lib64), or drop them: a mixed toolkit "
                 "loads libraries of another version",
-                "%s=%.120s but LD_LIBRARY_PATH has %.120s", name, home, c->ld_cuda);
+                "%s=%.120s but LD_LIBRARY_PATH has %.*s", name, home, (int)(stray_len < 120 ? stray_len : 120), stray);
     else if (c->toolkit_cuda && c->built_cuda && c->toolkit_cuda / 1000 != c->built_cuda / 1000)
         doc_add(out, "cuda.toolkit", DOC_WARN, "use the toolkit of this build's CUDA major, or rebuild dtrain with it",
                 "the toolkit here is CUDA %s; this build was compiled with %s", tk, built);

@@ -56,7 +56,7 @@ typedef int (*cu_ctx_fn)(void **);
 typedef int (*cu_meminfo_fn)(size_t *, size_t *);
 typedef int (*cu_errstr_fn)(int, const char **);
 
-static void collect_gpu(doctor_cuda_facts *f, void *h, int ordinal, cu_errstr_fn errstr)
+static void collect_gpu(doctor_cuda_facts *f, void *h, int ordinal)
 {
     cu_dev_get_fn get = (cu_dev_get_fn)dlsym(h, "cuDeviceGet");
     cu_str_fn name = (cu_str_fn)dlsym(h, "cuDeviceGetName");
@@ -65,7 +65,6 @@ static void collect_gpu(doctor_cuda_facts *f, void *h, int ordinal, cu_errstr_fn
     cu_ctx_fn ctx = (cu_ctx_fn)dlsym(h, "cuCtxGetCurrent");
     cu_meminfo_fn meminfo = (cu_meminfo_fn)dlsym(h, "cuMemGetInfo_v2");
     int dev = 0;
-    (void)errstr;
     if (!get || get(&dev, ordinal) != 0) return;
     if (name) name(f->gpu_name, (int)sizeof f->gpu_name, dev);
     if (bus && bus(f->bus_id, (int)sizeof f->bus_id, dev) == 0)
@@ -99,11 +98,16 @@ static void collect_driver(doctor_cuda_facts *f, const dt_placement *pl)
     cu_int_fn count = (cu_int_fn)dlsym(h, "cuDeviceGetCount");
     cu_errstr_fn errstr = (cu_errstr_fn)dlsym(h, "cuGetErrorString");
     if (!init || !version || !count) {
-        snprintf(f->libcuda_err, sizeof f->libcuda_err, "libcuda.so.1 lacks cuInit/cuDriverGetVersion");
+        snprintf(f->libcuda_err, sizeof f->libcuda_err,
+                 "libcuda.so.1 lacks %s (not NVIDIA's driver library, or a stub: reinstall the driver)",
+                 !init      ? "cuInit"
+                 : !version ? "cuDriverGetVersion"
+                            : "cuDeviceGetCount");
+        dlclose(h); /* kept open only for a driver cudart can use */
         return;
     }
     f->libcuda = 1;
-    version(&f->driver_cuda);
+    if (version(&f->driver_cuda) != 0) f->driver_cuda = 0; /* "unknown" in the rows, not a stale value */
     const int rc = init(0);
     if (rc != 0) {
         const char *s = NULL;
@@ -113,7 +117,7 @@ static void collect_driver(doctor_cuda_facts *f, const dt_placement *pl)
         return;
     }
     if (count(&f->gpus) != 0) f->gpus = -1;
-    if (pl->device == DT_DEVICE_CUDA && pl->cuda_device >= 0) collect_gpu(f, h, pl->cuda_device, errstr);
+    if (pl->device == DT_DEVICE_CUDA && pl->cuda_device >= 0) collect_gpu(f, h, pl->cuda_device);
 }
 
 /* ---------------------------------------------------------------- NVML, sysfs */

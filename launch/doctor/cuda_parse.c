@@ -44,7 +44,8 @@ int cuda_min_driver_branch(int v)
     return 0;
 }
 
-/* Digits at s into *x (at most 7 of them, so no overflow); returns the count read. */
+/* Digits at s into *x; returns how many, 0 when none or more than 7 (no overflow, and no CUDA
+ * version or driver branch is that long). */
 static int digits(const char *s, int *x)
 {
     int k = 0;

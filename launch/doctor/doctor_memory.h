@@ -54,7 +54,8 @@ typedef struct doctor_mem_facts {
         char what[64];
         size_t bytes;
     } top[DOC_MEM_TOP];
-    int max_batch;      /* the largest batch whose peak fits in budget (0: not even batch 1) */
+    int max_batch;      /* the largest batch whose peak fits in budget (0: not even batch 1; -1: not
+                           searched, for want of a budget or after a plan error) */
     size_t min_peak;    /* batch 1's peak: what the model needs at the least */
     int bf16_max_batch; /* the same with --precision bf16 (-1: not planned, the query is 16-bit) */
 } doctor_mem_facts;

@@ -108,11 +108,11 @@ static void read_host(doctor_mem_facts *f)
         return;
     }
     const size_t got = fread(buf, 1, CAP, in);
-    const int failed = ferror(in);
+    const int failed = ferror(in), err = errno; /* before fclose can change errno */
     fclose(in);
     char why[160];
     if (failed)
-        snprintf(f->host_error, sizeof f->host_error, "cannot read %s", path);
+        snprintf(f->host_error, sizeof f->host_error, "cannot read %s: %s", path, strerror(err));
     else if (doctor_meminfo_parse(buf, got, &f->host_total, &f->host_avail, why, sizeof why))
         snprintf(f->host_error, sizeof f->host_error, "%s: %s", path, why);
     free(buf);

@@ -35,8 +35,9 @@ dt_status dt_trace_start(dt_ctx *ctx, size_t capacity)
     if (!capacity) capacity = DT_TRACE_DEFAULT_EVENTS;
     if (capacity > MAX_EVENTS)
         return status_set_error(DT_ERR_INVALID_ARG,
-                                "dt_trace_start: capacity %zu is above %u events: trace fewer steps", capacity,
-                                MAX_EVENTS);
+                                "dt_trace_start: capacity %zu is above the most, %u events (16 GiB): pass at most "
+                                "that (0: the default %d), and trace fewer steps (dt_trace_set_steps) to need fewer",
+                                capacity, MAX_EVENTS, DT_TRACE_DEFAULT_EVENTS);
     trace_rec *r = trace_rec_create(capacity);
     if (!r)
         return status_set_error(DT_ERR_NOMEM, "out of memory for a trace of %zu events (%.1f MiB)", capacity,
@@ -154,22 +155,30 @@ static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const tr
             base = heads[r].min_t0 - (uint64_t)heads[r].info.offset_ns;
     }
     if (base == UINT64_MAX) base = 0;
-    int first = 1, rc = trace_json_head(f, info, world, base);
-    trace_json_events(f, &info[0], own, info[0].count, base, &first);
-    /* Every rank's events are received even when writing failed, so no rank waits in its send. */
-    for (int r = 1; r < world && rc != -2; r++)
+    /* The errno of the first failed write, taken at once: the MPI calls after it may set errno
+     * to something of their own. */
+    int rc = trace_json_head(f, info, world, base), werr = rc ? errno : 0;
+    trace_json_events(f, &info[0], own, info[0].count, base);
+    if (!werr && ferror(f)) werr = errno;
+    /* Every rank's events are received even when writing failed, or when a receive from another
+     * rank failed (the world's errors return), so no rank is left waiting in its send. */
+    for (int r = 1; r < world; r++)
         for (uint64_t done = 0; done < info[r].count;) {
             const int k = (int)(info[r].count - done < chunk_events ? info[r].count - done : chunk_events);
             if (MPI_Recv(buf, k * (int)sizeof *buf, MPI_BYTE, r, TAG_EVENTS, w, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-                snprintf(err, n, "receiving the trace events of rank %d failed (MPI)", r);
+                if (rc != -2) snprintf(err, n, "receiving the trace events of rank %d failed (MPI)", r);
                 rc = -2;
                 break;
             }
-            trace_json_events(f, &info[r], buf, (size_t)k, base, &first);
+            trace_json_events(f, &info[r], buf, (size_t)k, base);
+            if (!werr && ferror(f)) werr = errno;
             done += (uint64_t)k;
         }
-    if (trace_json_tail(f) && rc == 0) rc = -1;
-    if (rc == -1) snprintf(err, n, "writing failed: %s", strerror(errno));
+    if (trace_json_tail(f) && !werr) werr = errno;
+    if (werr && rc == 0) rc = -1;
+    if (rc == -1)
+        snprintf(err, n, "writing failed: %s (a full disk, or a quota: choose another --trace path)",
+                 strerror(werr ? werr : EIO));
     return rc ? -1 : 0;
 }
 
@@ -207,17 +216,13 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
     me.info.rank = rank;
     me.info.dropped = trace_rec_dropped(rec);
     if (own) {
-        me.info.count = trace_rec_snapshot(rec, own);
+        me.info.count = trace_rec_snapshot(rec, own, have);
     } else {
         log_msg(LOG_LEVEL_WARN, "out of memory copying %zu trace events: this rank's track stays empty", have);
     }
-    for (uint64_t i = 0; i < me.info.count; i++) {
+    for (uint64_t i = 0; i < me.info.count; i++)
         if (own[i].t0 < me.min_t0) me.min_t0 = own[i].t0;
-        if (own[i].track >= TRACE_TRACK_GPU)
-            me.info.gpu_tracks |= 1 << (own[i].track - TRACE_TRACK_GPU);
-        else if (own[i].track >= TRACE_TRACK_LOADER && own[i].track - TRACE_TRACK_LOADER + 1 > me.info.loader_tracks)
-            me.info.loader_tracks = own[i].track - TRACE_TRACK_LOADER + 1;
-    }
+    trace_tracks_used(own, me.info.count, &me.info.loader_tracks, &me.info.gpu_tracks);
     dt_placement pl;
     if (dt_get_placement(ctx, &pl) == DT_OK) snprintf(me.info.host, sizeof me.info.host, "%.63s", pl.hostname);
     /* Rank 0 measures each peer in turn and sends it its figures, which come back in the gather. */

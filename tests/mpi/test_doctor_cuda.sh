@@ -38,9 +38,9 @@ assert r["ranks"] == [0, 1] and "modprobe nvidia" in r["fix"], r' "$tmp/j" &&
 # 3. The nodes there and openable: devices pass.
 : >"$tmp/dev/nvidiactl"; : >"$tmp/dev/nvidia-uvm"; : >"$tmp/dev/nvidia0"
 env DTRAIN_TEST_CUDA_DRIVER=12020 DTRAIN_TEST_DEV_DIR="$tmp/dev" "$MPIRUN" -np 2 -x DTRAIN_TEST_CUDA_DRIVER \
-    -x DTRAIN_TEST_DEV_DIR "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>"$tmp/err"
-doctor_status "$tmp/j" cuda.devices=pass && seen "$tmp/j" cuda.devices "$tmp/dev/nvidia0 ok" &&
-    ok "nodes present: devices pass" || bad "devices pass: $(cat "$tmp/j")"
+    -x DTRAIN_TEST_DEV_DIR "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>"$tmp/err"; rc=$?
+[ $rc -eq 0 ] && doctor_status "$tmp/j" cuda.devices=pass && seen "$tmp/j" cuda.devices "$tmp/dev/nvidia0 ok" &&
+    ok "nodes present: devices pass" || bad "devices pass: rc $rc $(cat "$tmp/j")"
 
 # 4. CUDA_VISIBLE_DEVICES that hides every GPU, or is cut at a bad entry: the parser's words.
 for v in "0,0:name the same GPU" "0,x:entry 2 'x' is not a device index" "NoDevFiles:CUDA sees no GPU"; do
@@ -51,9 +51,9 @@ for v in "0,0:name the same GPU" "0,x:entry 2 'x' is not a device index" "NoDevF
         ok "CUDA_VISIBLE_DEVICES=${v%%:*}: visible warn" || bad "CUDA_VISIBLE_DEVICES=${v%%:*}: rc $rc $(cat "$tmp/j")"
 done
 env CUDA_VISIBLE_DEVICES=0,1 DTRAIN_TEST_CUDA_DRIVER=12020 "$MPIRUN" -np 2 -x CUDA_VISIBLE_DEVICES \
-    -x DTRAIN_TEST_CUDA_DRIVER "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>"$tmp/err"
-doctor_status "$tmp/j" cuda.visible=pass && seen "$tmp/j" cuda.visible "2 GPUs visible" &&
-    ok "CUDA_VISIBLE_DEVICES=0,1: visible pass" || bad "CUDA_VISIBLE_DEVICES=0,1"
+    -x DTRAIN_TEST_CUDA_DRIVER "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>"$tmp/err"; rc=$?
+[ $rc -eq 0 ] && doctor_status "$tmp/j" cuda.visible=pass && seen "$tmp/j" cuda.visible "2 GPUs visible" &&
+    ok "CUDA_VISIBLE_DEVICES=0,1: visible pass, exit 0" || bad "CUDA_VISIBLE_DEVICES=0,1: rc $rc $(cat "$tmp/err")"
 
 # 5. Real character nodes in a mount namespace: no driver behind them (ENXIO), then unreadable
 # by the user (EACCES). Needs root's unshare and mknod; a container without them skips this part.

@@ -99,4 +99,24 @@ expect 2 "needs --trace FILE.json" "$DTRAIN" train $run --trace-steps 2:3
 # An unwritable path stops the run before its first step.
 expect 2 "--trace $tmp/no/such/dir/t.json cannot be written" "$DTRAIN" train $run --trace "$tmp/no/such/dir/t.json"
 grep -q "^step" "$tmp/out" && bad "the run with an unwritable --trace trained first" || ok "no step before the refusal"
+# A full disk while rank 0 writes: every rank ends with the write's error (none waits in its
+# send), and no half file is left. Needs root's unshare -m for a 4 KiB tmpfs; skipped elsewhere.
+if unshare -m true 2>/dev/null; then
+    mkdir -p "$tmp/full"
+    timeout 120 unshare -m bash -c 'mount -t tmpfs -o size=4k none "$1" || exit 3
+        "$2" -np 2 "$3" train --model mlp --steps 12 --batch 16 --dataset-size 200 --blas-threads 1 \
+            --trace "$1/t.json" >"$4" 2>&1
+        rc=$?; ls -A "$1" >"$4.left"; exit $rc' _ "$tmp/full" "$MPIRUN" "$DTRAIN" "$tmp/full.out"
+    rc=$?
+    if [ "$rc" -eq 3 ]; then
+        echo "skip: no tmpfs mount in the namespace: the full-disk variant does not run"
+    elif [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "writing failed: No space left on device" "$tmp/full.out" &&
+        [ ! -s "$tmp/full.out.left" ]; then
+        ok "a full disk: exit $rc, the write's error, no file left"
+    else
+        bad "a full disk: exit $rc (124: a rank hung), left '$(cat "$tmp/full.out.left" 2>/dev/null)': $(tail -5 "$tmp/full.out")"
+    fi
+else
+    echo "skip: unshare -m not permitted here: the full-disk variant does not run"
+fi
 finish

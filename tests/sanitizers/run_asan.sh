@@ -46,10 +46,10 @@ rc=$?
 reports=$(find "$logs" -type f | sort)
 if [ -n "$reports" ]; then
     echo "run_asan.sh: sanitizer reports ($(echo "$reports" | wc -l) files):"
-    for f in $reports; do
+    while IFS= read -r f; do # one path a line: a build directory may have blanks in its name
         echo "== $f"
         head -40 "$f"
-    done
+    done <<<"$reports"
     rc=1
 fi
 echo "run_asan.sh: $([ "$rc" -eq 0 ] && echo ok || echo FAILED) in $((SECONDS - t0)) s"

@@ -124,6 +124,21 @@ static void test_driver_and_runtime(void **state)
     assert_int_equal(level_of(&l, "cuda.runtime", &r), DOC_WARN);
     assert_non_null(strstr(r->fix, "branch 550"));
     doc_list_free(&l);
+    /* A build newer than the driver table's last row: no branch to name, so the fix names the
+     * CUDA version the driver must support instead of "branch 0". */
+    healthy(&f, 0);
+    f.cuda.driver_cuda = 13000, f.cuda.built_cuda = 13010;
+    rank_rows(&f, &l);
+    assert_int_equal(level_of(&l, "cuda.runtime", &r), DOC_WARN);
+    assert_null(strstr(r->fix, "branch 0"));
+    assert_non_null(strstr(r->fix, "update the driver to one that supports CUDA 13.1"));
+    doc_list_free(&l);
+    f.cuda.driver_cuda = 12020, f.cuda.built_cuda = 14000;
+    rank_rows(&f, &l);
+    assert_int_equal(level_of(&l, "cuda.runtime", &r), DOC_FAIL);
+    assert_string_equal(r->fix, "update the driver to one that supports CUDA 14.0 (nvidia-smi shows the CUDA version a "
+                                "driver supports), or use a CUDA 12 build of dtrain");
+    doc_list_free(&l);
     /* cuInit failed after the library loaded. */
     healthy(&f, 0);
     snprintf(f.cuda.libcuda_err, sizeof f.cuda.libcuda_err, "cuInit failed: error 100 (no CUDA-capable device)");
@@ -166,6 +181,19 @@ static void test_devices(void **state)
     f.pl.device = DT_DEVICE_CPU;
     rank_rows(&f, &l);
     assert_int_equal(level_of(&l, "cuda.devices", NULL), DOC_WARN);
+    doc_list_free(&l);
+    /* A long DTRAIN_TEST_DEV_DIR fills the row's text after a few nodes: a node past that is still
+     * judged (its permission denied is the verdict), only its text is cut. */
+    healthy(&f, 0);
+    memset(f.cuda.dev_dir, 'd', sizeof f.cuda.dev_dir - 1);
+    f.cuda.dev_dir[0] = '/', f.cuda.dev_dir[sizeof f.cuda.dev_dir - 1] = '\0';
+    f.cuda.ndev = DOC_CUDA_DEVNODES;
+    for (int i = 2; i < DOC_CUDA_DEVNODES; i++)
+        snprintf(f.cuda.dev[i].name, sizeof f.cuda.dev[i].name, "nvidia%d", i - 2);
+    f.cuda.dev[DOC_CUDA_DEVNODES - 1].err = EACCES;
+    rank_rows(&f, &l);
+    assert_int_equal(level_of(&l, "cuda.devices", &r), DOC_FAIL);
+    assert_non_null(strstr(r->fix, "usermod -aG video"));
     doc_list_free(&l);
 }
 
@@ -227,6 +255,17 @@ static void test_toolkit(void **state)
     rank_rows(&f, &l);
     assert_int_equal(level_of(&l, "cuda.toolkit", &r), DOC_WARN);
     assert_non_null(strstr(r->seen, "LD_LIBRARY_PATH"));
+    doc_list_free(&l);
+    /* A second toolkit after the right one: every entry counts, not only the first. */
+    healthy(&f, 0);
+    snprintf(f.cuda.ld_cuda, sizeof f.cuda.ld_cuda, "/usr/local/cuda/lib64:/usr/local/cuda-11.8/lib64");
+    rank_rows(&f, &l);
+    assert_int_equal(level_of(&l, "cuda.toolkit", &r), DOC_WARN);
+    assert_non_null(strstr(r->seen, "LD_LIBRARY_PATH has /usr/local/cuda-11.8/lib64"));
+    doc_list_free(&l);
+    snprintf(f.cuda.ld_cuda, sizeof f.cuda.ld_cuda, "/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64");
+    rank_rows(&f, &l);
+    assert_int_equal(level_of(&l, "cuda.toolkit", NULL), DOC_PASS);
     doc_list_free(&l);
     healthy(&f, 0);
     f.cuda.toolkit_cuda = 11080;

@@ -139,12 +139,27 @@ static void test_host_memory_and_cut(void **st)
     assert_int_equal(strncmp(small, "dtrain: out of memory on rank", 29), 0);
 }
 
+/* More plans than the summary plans for: the fix says so, not some earlier error. */
+static void test_too_many_plans(void **st)
+{
+    (void)st;
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    dt_memory_plan_config pc[9];
+    for (int i = 0; i < 9; i++) plan_config("mlp", NULL, 16, DT_F32, &oc, &pc[i]);
+    backend_cpu_set_limit(64 * MIB);
+    format(pc, 9, 0, 0);
+    backend_cpu_set_limit(0);
+    assert_non_null(strstr(text, "no batch advice: 9 precisions, the summary plans at most 8"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_that_fits),
         cmocka_unit_test(test_other_precision),
         cmocka_unit_test(test_host_memory_and_cut),
+        cmocka_unit_test(test_too_many_plans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,7 +26,7 @@ static void test_capacity_and_drops(void **state)
     assert_int_equal(trace_rec_count(r), 4);
     assert_int_equal(trace_rec_dropped(r), 2);
     trace_event ev[4];
-    assert_int_equal(trace_rec_snapshot(r, ev), 4);
+    assert_int_equal(trace_rec_snapshot(r, ev, 4), 4);
     for (int i = 0; i < 4; i++) assert_int_equal(ev[i].arg, i);
     assert_null(trace_rec_create(0));
     trace_rec_add(NULL, "nothing", TRACE_CAT_USER, 0, 0, 1, 0, -1); /* tracing off: a no-op */
@@ -44,13 +44,22 @@ static void test_names_and_order(void **state)
     trace_rec_add(r, "outer", TRACE_CAT_STEP, 0, 100, 300, 0, -1);
     trace_rec_add(r, "first", TRACE_CAT_DATA, 0, 20, 30, 0, -1);
     trace_event ev[8];
-    assert_int_equal(trace_rec_snapshot(r, ev), 4);
+    assert_int_equal(trace_rec_snapshot(r, ev, 8), 4);
     assert_string_equal(ev[0].name, "first");
     assert_string_equal(ev[1].name, "outer");
     assert_string_equal(ev[2].name, "inner");
     assert_int_equal(strlen(ev[3].name), TRACE_NAME_LEN - 1);
     assert_int_equal(ev[3].track, 1);
     assert_true(ev[3].t1 == ev[3].t0);
+    trace_rec_free(r);
+    /* A cut never splits a UTF-8 character (the file must stay valid UTF-8 JSON): 26 ASCII bytes
+     * then a 2-byte u-umlaut straddling the 27-byte limit keep the 26 only; one that fits stays. */
+    r = trace_rec_create(2);
+    trace_rec_add(r, "aaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xbc tail", TRACE_CAT_USER, 0, 1, 2, 0, -1);
+    trace_rec_add(r, "aaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xbc tail", TRACE_CAT_USER, 0, 3, 4, 0, -1);
+    assert_int_equal(trace_rec_snapshot(r, ev, 2), 2);
+    assert_string_equal(ev[0].name, "aaaaaaaaaaaaaaaaaaaaaaaaaa");
+    assert_string_equal(ev[1].name, "aaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xbc");
     trace_rec_free(r);
 }
 
@@ -83,7 +92,7 @@ static void test_two_writers(void **state)
     assert_int_equal(trace_rec_count(r), CAP);
     assert_int_equal(trace_rec_dropped(r), 2 * N - CAP);
     trace_event *ev = malloc(CAP * sizeof *ev);
-    assert_int_equal(trace_rec_snapshot(r, ev), CAP);
+    assert_int_equal(trace_rec_snapshot(r, ev, CAP), CAP);
     /* Each slot holds the event one thread wrote: its name matches its track and number. */
     char want[32];
     for (int i = 0; i < CAP; i++) {
@@ -94,6 +103,45 @@ static void test_two_writers(void **state)
     }
     free(ev);
     trace_rec_free(r);
+}
+
+/* A writer that checked the recorder before it closed may finish its slot between the count that
+ * sized the copy and the copy itself (dt_trace_write): the copy keeps to the room it was given. */
+static void test_late_writer(void **state)
+{
+    (void)state;
+    trace_rec *r = trace_rec_create(8);
+    trace_rec_add(r, "done", TRACE_CAT_USER, 0, 1, 2, 0, -1);
+    /* A slot claimed and still being copied into, as by trace_rec_add on another thread. */
+    const size_t late = atomic_fetch_add(&r->next, 1);
+    trace_rec_close(r);
+    const size_t have = trace_rec_count(r);
+    assert_int_equal(have, 1);
+    r->ev[late].t0 = 3, r->ev[late].t1 = 4;
+    atomic_store(&r->ev[late].ready, 1); /* the late writer finishes now */
+    trace_event ev[2];
+    memset(ev, 0x5a, sizeof ev);
+    assert_int_equal(trace_rec_snapshot(r, ev, have), 1);
+    const unsigned char *guard = (const unsigned char *)&ev[1];
+    for (size_t i = 0; i < sizeof ev[1]; i++) assert_int_equal(guard[i], 0x5a);
+    trace_rec_free(r);
+}
+
+/* The tracks the metadata names: loaders up to the highest used, a GPU track's bit, and no bit for
+ * a user track far above the GPU's (dt_trace_span takes up to 65535). */
+static void test_tracks_used(void **state)
+{
+    (void)state;
+    const int tracks[] = {0, 1, TRACE_TRACK_LOADER + 2, TRACE_TRACK_GPU + 1, 5000, 65535, TRACE_TRACK_GPU + 32};
+    trace_event ev[sizeof tracks / sizeof *tracks] = {{0}};
+    for (size_t i = 0; i < sizeof tracks / sizeof *tracks; i++) ev[i].track = (uint16_t)tracks[i];
+    int loaders = -1, gpu = -1;
+    trace_tracks_used(ev, sizeof tracks / sizeof *tracks, &loaders, &gpu);
+    assert_int_equal(loaders, 3);
+    assert_int_equal(gpu, 1 << 1);
+    trace_tracks_used(ev, 2, &loaders, &gpu);
+    assert_int_equal(loaders, 0);
+    assert_int_equal(gpu, 0);
 }
 
 /* --trace-steps 2:3: steps 1 and 4 record nothing, 2 and 3 do. */
@@ -108,10 +156,19 @@ static void test_step_range(void **state)
         trace_rec_add(r, "in step", TRACE_CAT_USER, 0, (uint64_t)s, (uint64_t)s + 1, s, -1);
     }
     trace_event ev[16];
-    assert_int_equal(trace_rec_snapshot(r, ev), 2);
+    assert_int_equal(trace_rec_snapshot(r, ev, 16), 2);
     assert_int_equal(ev[0].arg, 2);
     assert_int_equal(ev[1].arg, 3);
     assert_int_equal(trace_rec_dropped(r), 0);
+    /* A range set in the middle of a run applies to the step marked last, not to step 1. */
+    trace_rec *mid = trace_rec_create(4);
+    trace_rec_step(mid, 4);
+    mid->cur_step = 4; /* as dt_trace_step keeps it */
+    trace_rec_set_steps(mid, 3, 5);
+    assert_non_null(trace_active(mid));
+    trace_rec_set_steps(mid, 1, 2);
+    assert_null(trace_active(mid));
+    trace_rec_free(mid);
     /* A range from step 1 records from the start, before the first step is marked. */
     trace_rec_set_steps(r, 1, 1);
     assert_non_null(trace_active(r));
@@ -142,10 +199,9 @@ static void test_json(void **state)
     snprintf(e0.name, sizeof e0.name, "allreduce b0");
     trace_event e1 = {.t0 = base + 3000, .t1 = base + 4000, .arg = 1, .arg2 = -1, .track = 0, .cat = TRACE_CAT_FWD};
     snprintf(e1.name, sizeof e1.name, "say \"hi\"\n");
-    int first = 1;
     assert_int_equal(trace_json_head(f, ri, 2, base), 0);
-    trace_json_events(f, &ri[0], &e0, 1, base, &first);
-    trace_json_events(f, &ri[1], &e1, 1, base, &first);
+    trace_json_events(f, &ri[0], &e0, 1, base);
+    trace_json_events(f, &ri[1], &e1, 1, base);
     assert_int_equal(trace_json_tail(f), 0);
     fclose(f);
     char cmd[2048];
@@ -175,6 +231,8 @@ int main(void)
         cmocka_unit_test(test_capacity_and_drops),
         cmocka_unit_test(test_names_and_order),
         cmocka_unit_test(test_two_writers),
+        cmocka_unit_test(test_late_writer),
+        cmocka_unit_test(test_tracks_used),
         cmocka_unit_test(test_step_range),
         cmocka_unit_test(test_json),
     };

@@ -38,6 +38,18 @@ static dt_status fake_mark(backend *be, int end, const char *name, int cat, int6
     return DT_OK;
 }
 
+/* dt_trace_start and dt_trace_set_steps refuse bad values naming them and the fix (one context
+ * per process: MPI starts once, so this runs inside the test below). */
+static void check_refusals(dt_ctx *ctx)
+{
+    assert_int_equal(dt_trace_set_steps(ctx, 1, 2), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "call dt_trace_start first"));
+    assert_int_equal(dt_trace_start(ctx, ((size_t)1 << 28) + 1), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "capacity 268435457 is above the most, 268435456 events"));
+    assert_non_null(strstr(dt_last_error(), "pass at most that"));
+    assert_null(ctx_trace(ctx));
+}
+
 static void test_marks_per_layer(void **state)
 {
     (void)state;
@@ -61,7 +73,11 @@ static void test_marks_per_layer(void **state)
     /* Tracing off: no mark. */
     assert_int_equal(dt_model_forward_backward(m, x, y, 2, 0.5f, &loss, &correct), DT_OK);
     assert_int_equal(g_marks.n, 0);
+    check_refusals(ctx);
     assert_int_equal(dt_trace_start(ctx, 0), DT_OK);
+    assert_int_equal(dt_trace_set_steps(ctx, 3, 2), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "trace steps 3:2"));
+    assert_int_equal(dt_trace_start(ctx, 0), DT_ERR_INVALID_ARG); /* one trace per context */
     dt_trace_step(ctx, 1);
     assert_int_equal(dt_model_forward_backward(m, x, y, 2, 0.5f, &loss, &correct), DT_OK);
     static const char *const want[] = {"fwd 0 conv", "fwd 1 relu", "fwd 2 pool", "fwd 4 fc",
@@ -76,8 +92,9 @@ static void test_marks_per_layer(void **state)
     }
     /* The host spans are all there, flatten's too. */
     const trace_rec *r = ctx_trace(ctx);
-    trace_event *ev = malloc(trace_rec_count(r) * sizeof *ev + 1);
-    const size_t n = trace_rec_snapshot(r, ev);
+    const size_t have = trace_rec_count(r);
+    trace_event *ev = malloc(have * sizeof *ev + 1);
+    const size_t n = trace_rec_snapshot(r, ev, have);
     int layers = 0;
     for (size_t i = 0; i < n; i++) layers += ev[i].cat == TRACE_CAT_FWD || ev[i].cat == TRACE_CAT_BWD;
     assert_int_equal(layers, 10);
