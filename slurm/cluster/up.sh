@@ -230,7 +230,7 @@ done
 for i in $(seq 1 "$NODES"); do
     [ ${#LINKS[@]} -gt 0 ] || break
     link_apply "$(cl_ns "$i")" "$(cl_veth "$i")" "${LINKS[$((i - 1))]}" || fail "tc could not shape node$i's link (${LINKS[$((i - 1))]})"
-    echo "node$i ${LINKS[$((i - 1))]} $(link_describe "${LINKS[$((i - 1))]}")" >> "$D/etc/link"
+    echo "node$i ${LINKS[$((i - 1))]}: $(link_describe "${LINKS[$((i - 1))]}")" >> "$D/etc/link"
 done
 
 # ---- slurmctld (host network namespace, listens on the bridge address) ---------------------

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The link emulation of the local SLURM cluster works: with up.sh --link RATE, `dtrain bench
 # allreduce` between two nodes (one rank each, so every byte crosses the shaped veths over Open
-# MPI's TCP BTL) measures a busbw within 25% of RATE at two rates, and four times the rate gives
-# four times the busbw (within 25%). First the same run unshaped, to know the host can outrun the
+# MPI's TCP BTL) measures an MPI_Allreduce busbw within 25% of RATE at two rates (the engine's at
+# least half of RATE, never above 1.25x), and four times the rate gives four times the busbw
+# (within 25%). First the same run unshaped, to know the host can outrun the
 # faster rate at all: on a loaded 2-core VM it may not, and then the shaping cannot be told apart
 # from the CPU limit (exit 77, SKIP, with the numbers). Also: bad --link specs are refused naming
 # the value and the fix, and a DELAY is refused naming CONFIG_NET_SCH_NETEM where the kernel has
@@ -27,6 +28,7 @@ expect 2 "has 2 specs for 3 nodes" bash "$up" "$cluster" --nodes 3 --link 1gbit,
 expect 2 "outside 1mbit..100gbit" bash "$up" "$cluster" --link 500kbit
 expect 2 "jitter '2ms' is larger than the delay '1ms'" bash "$up" "$cluster" --link 1gbit:1ms:2ms
 expect 2 "NODES given twice, 2 and 3" bash "$up" "$cluster" 2 --nodes 3
+expect 2 "unknown option '--lnk'" bash "$up" "$cluster" --lnk 1gbit
 
 # --- a delay: netem or a clear refusal, whichever this kernel allows
 if bash "$up" "$cluster" 2 1 0 --link 1gbit:200us >"$tmp/delay.log" 2>&1; then
@@ -39,13 +41,17 @@ else
     bad "--link 1gbit:200us neither started nor was refused naming CONFIG_NET_SCH_NETEM"; cat "$tmp/delay.log"
 fi
 
-# bench NAME [--link SPEC]: brings the 2-node cluster up, runs allreduces of 8 and 16 MiB, tears it
-# down; sets bus_mpi / bus_dt of the 16 MiB row (bytes/s, from the size and time columns: the GB/s
-# columns have only 3 decimals, 8% of 12.5 MB/s) and shows how the cluster says it is shaped.
-# 16 MiB: a message long enough that TCP's ramp after each phase and the rendezvous handshakes
-# cost little (at 8 MiB the busbw swung 0.69-0.91x of 100 Mbit/s between runs on the loaded VM).
+# bench NAME MINBYTES MAXBYTES [--link SPEC]: brings the 2-node cluster up, runs allreduces from
+# MINBYTES to MAXBYTES (x2), tears it down; sets bus_mpi / bus_dt to the better of the two rows (bytes/s, from the size and time
+# columns: the GB/s columns have only 3 decimals, 8% of 12.5 MB/s) and shows how the cluster says
+# it is shaped. The sizes grow with the rate (8-16 MiB at 100 Mbit/s, 32-64 MiB at 400), so an
+# allreduce takes ~1 s at either and the fixed costs (rendezvous handshakes, TCP's ramp after each
+# phase, a rank waiting for a CPU) weigh the same: with 8-16 MiB at 400 Mbit/s they cost ~20%.
+# The better row: both sizes are long enough for the link to be the limit, and the
+# background load of the shared 2-core VM (fuzzers) only ever slows a row down: one row of a
+# pair measured 0.77x of 400 Mbit/s while the other measured 0.92x.
 bench() {
-    local name=$1; shift
+    local name=$1 minb=$2 maxb=$3; shift 3
     bus_mpi=; bus_dt=
     if ! bash "$up" "$cluster" 2 1 0 "$@" >"$tmp/up.log" 2>&1; then
         cat "$tmp/up.log"; bad "$name: the cluster did not start"; return 1
@@ -53,33 +59,38 @@ bench() {
     (
         source "$repo/slurm/cluster/env.sh" "$cluster"
         "$repo/slurm/cluster/env.sh" "$cluster" | grep -E '^# link|btl' | sed "s/^/    $name env: /"
-        timeout 120 srun -N 2 -n 2 --mpi=pmix "$DTRAIN" bench allreduce -b 8M -e 16M --iters 3 --warmup 1
+        timeout 120 srun -N 2 -n 2 --mpi=pmix "$DTRAIN" bench allreduce -b "$minb" -e "$maxb" --iters 3 --warmup 1
     ) >"$tmp/$name.out" 2>&1
     local rc=$?
     bash "$down" "$cluster" >/dev/null 2>&1
     grep '^    ' "$tmp/$name.out"
     # size count type dtrain_us algbw busbw #wrong mpi_us algbw busbw #wrong ratio; n = 2 ranks:
-    # busbw = algbw * 2(n-1)/n = size / time
-    read -r bus_dt bus_mpi < <(awk '$1 ~ /^[0-9]+$/ && NF == 12 { printf "%.0f %.0f\n", $1 / $4 * 1e6, $1 / $8 * 1e6 }' "$tmp/$name.out" | tail -n 1)
+    # busbw = algbw * 2(n-1)/n = size / time, the best of the rows
+    read -r bus_dt bus_mpi < <(awk '$1 ~ /^[0-9]+$/ && NF == 12 { d = $1 / $4 * 1e6; m = $1 / $8 * 1e6; if (d > bd) bd = d; if (m > bm) bm = m }
+        END { if (bm > 0) printf "%.0f %.0f\n", bd, bm }' "$tmp/$name.out")
     if [ $rc -ne 0 ] || [ -z "$bus_mpi" ]; then
         cat "$tmp/$name.out"; bad "$name: srun dtrain bench allreduce failed (rc $rc)"; return 1
     fi
     echo "    $name: busbw MPI $(awk -v b="$bus_mpi" 'BEGIN { printf "%.1f", b / 1e6 }') MB/s, dtrain engine $(awk -v b="$bus_dt" 'BEGIN { printf "%.1f", b / 1e6 }') MB/s"
 }
 
-# within25 NAME BUSBW RATE_BITS: busbw (bytes/s) within 25% of the link rate (bits/s)
-within25() {
-    local r
+# within NAME BUSBW RATE_BITS LOW: busbw (bytes/s) between LOW and 1.25 x the link rate (bits/s)
+within() {
+    local r mb
     r=$(awk -v b="$2" -v l="$3" 'BEGIN { printf "%.3f", b * 8 / l }')
-    if awk -v r="$r" 'BEGIN { exit !(r >= 0.75 && r <= 1.25) }'; then
-        ok "$1: busbw $(awk -v b="$2" 'BEGIN { printf "%.1f", b / 1e6 }') MB/s = $r x the link rate"
+    mb=$(awk -v b="$2" 'BEGIN { printf "%.1f", b / 1e6 }')
+    if awk -v r="$r" -v lo="$4" 'BEGIN { exit !(r >= lo && r <= 1.25) }'; then
+        ok "$1: busbw $mb MB/s = $r x the link rate (allowed $4..1.25)"
     else
-        bad "$1: busbw $(awk -v b="$2" 'BEGIN { printf "%.1f", b / 1e6 }') MB/s = $r x the link rate, not within 25%"
+        bad "$1: busbw $mb MB/s = $r x the link rate, outside $4..1.25"
     fi
 }
+# MPI_Allreduce is the reference: its busbw must be within 25% of the rate. The engine's must not
+# beat the shaper either, but how close it gets is its own efficiency (issue 19 measured it at
+# 0.72-0.79x of MPI across nodes), not the emulation's: from 0.5 x the rate.
 
 low=100mbit; high=400mbit; low_bits=100000000; high_bits=400000000
-bench unshaped || { finish; exit 1; }
+bench unshaped 32M 64M || { finish; exit 1; }
 unshaped=$bus_mpi
 # The shaper can only be seen where the host is faster than it: ask for 1.5x the faster rate.
 if awk -v b="$unshaped" -v l="$high_bits" 'BEGIN { exit !(b * 8 < 1.5 * l) }'; then
@@ -88,14 +99,14 @@ if awk -v b="$unshaped" -v l="$high_bits" 'BEGIN { exit !(b * 8 < 1.5 * l) }'; t
 fi
 ok "unshaped: busbw $(awk -v b="$unshaped" 'BEGIN { printf "%.1f", b / 1e6 }') MB/s, over 1.5x the $high link"
 
-bench "$low" --link "$low" || { finish; exit 1; }
+bench "$low" 8M 16M --link "$low" || { finish; exit 1; }
 low_mpi=$bus_mpi; low_dt=$bus_dt
-within25 "$low link, MPI_Allreduce" "$low_mpi" "$low_bits"
-within25 "$low link, dtrain engine" "$low_dt" "$low_bits"
-bench "$high" --link "$high" || { finish; exit 1; }
+within "$low link, MPI_Allreduce" "$low_mpi" "$low_bits" 0.75
+within "$low link, dtrain engine" "$low_dt" "$low_bits" 0.5
+bench "$high" 32M 64M --link "$high" || { finish; exit 1; }
 high_mpi=$bus_mpi; high_dt=$bus_dt
-within25 "$high link, MPI_Allreduce" "$high_mpi" "$high_bits"
-within25 "$high link, dtrain engine" "$high_dt" "$high_bits"
+within "$high link, MPI_Allreduce" "$high_mpi" "$high_bits" 0.75
+within "$high link, dtrain engine" "$high_dt" "$high_bits" 0.5
 
 # 4x the rate, 4x the busbw: the ratio of the ratios within 25% of 1
 q=$(awk -v h="$high_mpi" -v l="$low_mpi" -v hb="$high_bits" -v lb="$low_bits" 'BEGIN { printf "%.3f", (h / l) / (hb / lb) }')
