@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # link.sh - link shaping for the local SLURM cluster (sourced by up.sh; needs common.sh's cl_init).
 #
 # A link spec is RATE[:DELAY[:JITTER]], e.g. 800mbit, 1gbit:200us, 10gbit:50us:10us. It shapes a
