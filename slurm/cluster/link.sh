@@ -84,8 +84,9 @@ link_netem_probe() {
 # (a busy CPU, a coarse timer) does not throw away rate. So max(128 KiB, RATE x 4 ms): 128 KiB up
 # to 262 Mbit/s, 500 KB at 1 Gbit/s. Over a 16 MiB message that lets at most ~1% above RATE.
 # limit: bytes queued before tbf drops. 50 ms of RATE (at least 1 MiB) plus the burst: enough for
-# two senders converging on one node's downlink without TCP losses, while a queue never adds more
-# than ~50 ms of delay (the sender's own queue is held short by TCP small queues anyway).
+# two senders converging on one node's downlink without TCP losses, while a full queue adds ~50 ms
+# of delay (more below 168 Mbit/s, where the 1 MiB floor rules; the sender's own queue is held
+# short by TCP small queues anyway).
 link_tbf_sizes() {
     awk -v r="$1" 'BEGIN {
         b = r / 8 * 0.004; if (b < 131072) b = 131072

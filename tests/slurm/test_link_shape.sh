@@ -41,6 +41,23 @@ else
     bad "--link 1gbit:200us neither started nor was refused naming CONFIG_NET_SCH_NETEM"; cat "$tmp/delay.log"
 fi
 
+# --- one spec per node: each node's two shapers at its own rate, shown by up.sh and env.sh
+if bash "$up" "$cluster" --nodes 2 --cpus 1 --gpus 0 --link=100mbit,400mbit >"$tmp/pn.log" 2>&1; then
+    tag=$(sed -n 's/.*bridge \(dt[0-9]*\)br.*/\1/p' "$tmp/pn.log")
+    shown=$(for i in 1 2; do
+        tc qdisc show dev "${tag}v$i" | grep -o 'tbf.*rate [0-9]*Mbit' | sed 's/.*rate //'
+        nsenter --net="/run/netns/$tag-node$i" tc qdisc show dev eth0 | grep -o 'tbf.*rate [0-9]*Mbit' | sed 's/.*rate //'
+    done | tr '\n' ' ')
+    [ "$shown" = "100Mbit 100Mbit 400Mbit 400Mbit " ] && ok "--link=100mbit,400mbit: node1 100Mbit both ways, node2 400Mbit" ||
+        bad "--link=100mbit,400mbit: tbf rates (node1 host-side, eth0, node2 ...) are '$shown'"
+    env_links=$(bash "$repo/slurm/cluster/env.sh" "$cluster" | grep -c -E '^# link: node[12] (100|400)mbit: ')
+    [ "$env_links" -eq 2 ] && grep -q "link node2 400mbit: 400mbit each way" "$tmp/pn.log" &&
+        ok "env.sh and up.sh show each node's link" || { bad "the shaping is not shown"; cat "$tmp/pn.log"; }
+    bash "$down" "$cluster" >/dev/null 2>&1
+else
+    bad "up.sh --link=100mbit,400mbit did not start"; cat "$tmp/pn.log"
+fi
+
 # bench NAME MINBYTES MAXBYTES [--link SPEC]: brings the 2-node cluster up, runs allreduces from
 # MINBYTES to MAXBYTES (x2), tears it down; sets bus_mpi / bus_dt to the better of the two rows (bytes/s, from the size and time
 # columns: the GB/s columns have only 3 decimals, 8% of 12.5 MB/s) and shows how the cluster says
