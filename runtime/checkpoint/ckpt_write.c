@@ -63,36 +63,42 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
     optimizer_view v = {.t = 0};
     dt_status s;
     const float *params = model_params_const(m);
-    const float *host_params = params; /* what the file gets, for the value check */
+    float *host = NULL; /* rank 0's host copy of a GPU model's parameters, what the file gets */
     if (root && dt_model_on_gpu(m)) {
-        float *host = malloc(np ? np * sizeof *host : 1);
-        if (!host) {
+        if (!(host = malloc(np ? np * sizeof *host : 1))) {
             status_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's parameters (%.1f MiB)",
                              (double)np * sizeof(float) / 1048576.0);
             return ckpt_writer_fail(w, DT_ERR_NOMEM);
         }
-        if ((s = dt_model_get_params(m, host))) {
+        if ((s = dt_model_get_params(m, host)) || (o && (s = optimizer_to_host((dt_optimizer *)o)))) {
             free(host);
             return ckpt_writer_fail(w, s);
         }
-        host_params = host; /* the writer owns it from here, until the commit */
-        if ((s = ckpt_writer_add_owned(w, CKPT4_PARAMS, host, np * sizeof(float)))) return s;
-        params = NULL;
-        if (o && (s = optimizer_to_host((dt_optimizer *)o))) return ckpt_writer_fail(w, s);
+        params = host;
     }
     if (o) v = optimizer_state(o);
-    /* Only rank 0's bytes reach the file, so only its values are checked; the commit tells every rank. */
-    if (root && ((s = check_values(CKPT4_PARAMS, host_params, np, 0)) ||
-                 (s = check_values(CKPT4_MOMENT1, v.s1, v.n1, 0)) || (s = check_values(CKPT4_MOMENT2, v.s2, v.n2, 1))))
-        return ckpt_writer_fail(w, s);
+    /* Only rank 0's bytes reach the file, so only its values are checked. A bad one marks the
+     * writer failed and the sections are still added: every rank's list stays the same, so the
+     * commit gives every rank rank 0's reason rather than a list that differs. */
+    if (root && ((s = check_values(CKPT4_PARAMS, params, np, 0)) || (s = check_values(CKPT4_MOMENT1, v.s1, v.n1, 0)) ||
+                 (s = check_values(CKPT4_MOMENT2, v.s2, v.n2, 1))))
+        ckpt_writer_fail(w, s);
     memset(b, 0, sizeof *b);
     b->meta.fingerprint = model_fingerprint(m);
     b->meta.nparams = np;
     b->meta.optim_kind = o ? (uint32_t)v.cfg.kind : CKPT_OPTIM_NONE;
     b->meta.optim_t = v.t;
-    /* The meta section first: a reader finds what the file is before anything else. */
-    if ((s = ckpt_writer_add_ref(w, CKPT4_MODEL, &b->meta, sizeof b->meta))) return s;
-    if (params && (s = ckpt_writer_add_ref(w, CKPT4_PARAMS, root ? params : NULL, np * sizeof(float)))) return s;
+    /* The meta section first: a reader finds what the file is before anything else. The same order
+     * on every rank, a GPU model's rank 0 included: the commit compares the ranks' lists, and one
+     * that differs fails the save everywhere. */
+    if ((s = ckpt_writer_add_ref(w, CKPT4_MODEL, &b->meta, sizeof b->meta))) {
+        free(host);
+        return s;
+    }
+    /* add_owned takes host over (it frees it on a failure too). */
+    s = host ? ckpt_writer_add_owned(w, CKPT4_PARAMS, host, np * sizeof(float))
+             : ckpt_writer_add_ref(w, CKPT4_PARAMS, root ? params : NULL, np * sizeof(float));
+    if (s) return s;
     if (v.n1 && (s = ckpt_writer_add_ref(w, CKPT4_MOMENT1, root ? v.s1 : NULL, v.n1 * sizeof(float)))) return s;
     if (v.n2 && (s = ckpt_writer_add_ref(w, CKPT4_MOMENT2, root ? v.s2 : NULL, v.n2 * sizeof(float)))) return s;
     if (sc) {
