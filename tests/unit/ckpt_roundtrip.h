@@ -24,9 +24,9 @@
  * ckpt_file_open_fd and dt_ckpt_open_latest; its writer must refuse exactly the invalid names.
  *
  * The format is deterministic: no time stamp, padding or reserved field that is not zero, and the
- * sections in the order added, so a byte-identical file is the right check. One documented
- * asymmetry: a standard normalization saved without its figures reads back as normalize -1 (the
- * caller's own figures stand); it is saved again as 2.
+ * sections in the order added, so a byte-identical file is the right check. One asymmetry, by
+ * design (ckpt_apply.c): a standard normalization saved without its figures reads back as
+ * normalize -1 (the caller's own figures stand); it is saved again as 2.
  *
  * A single process (ctx NULL, world 1): the collective paths are tests/mpi's.
  */
