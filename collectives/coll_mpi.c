@@ -15,6 +15,8 @@
  * 0: the watchdog then names the ranks that never arrived instead of guessing.
  */
 #include "collectives/coll.h"
+#include "collectives/rank_names.h"
+#include "base/abort_guard.h"
 #include "base/clock.h"
 #include "kernels/cast.h"
 #include "base/status.h"
@@ -58,6 +60,13 @@ int coll_mpi_cuda_aware(void)
 /* How long a rank that heard from rank 0 waits past its own deadline for rank 0, which knows who
  * is missing, to report and end the job. */
 #define ROLL_GRACE_S 2.0
+/* Rank 0's verdict, sent to every other rank before it ends the job: they hear only from rank 0,
+ * so without it only rank 0's output would say which ranks (and nodes) are missing. */
+#define VERDICT_TAG 7412
+#define VERDICT_BYTES 1400
+/* How long rank 0 lets its verdict travel before MPI_Abort; the launcher then takes longer still
+ * to kill the others, time in which they log it. */
+#define VERDICT_SEND_S 0.5
 
 /* One rank's arrival at a collective: its sequence number, which operation, how many elements. */
 typedef struct roll_msg {
@@ -76,6 +85,10 @@ typedef struct mpi_state {
     int nroll;     /* requests of the current roll call; 0 when there is none */
     int roll_done; /* 1 once they have all completed */
     double t_hub;  /* another rank: when rank 0's arrival was first seen (0: not yet) */
+    /* Another rank: the receive of rank 0's verdict, posted at creation while a deadline is set
+     * (else MPI_REQUEST_NULL), and its text. */
+    MPI_Request verdict_rx;
+    char verdict_in[VERDICT_BYTES];
 } mpi_state;
 
 static const char *const op_names[] = {"MPI_Allreduce", "MPI_Bcast", "MPI_Barrier"};
@@ -119,13 +132,54 @@ static int roll_arrived(mpi_state *st, int i)
     return flag;
 }
 
+/* Rank 0: sends the verdict to every other rank and lets it travel for up to VERDICT_SEND_S (a
+ * peer that is gone or cut off never takes it; MPI_Abort follows either way). */
+static void verdict_send(coll *c, const char *verdict)
+{
+    MPI_Request *r = calloc((size_t)c->size, sizeof *r);
+    if (!r) return;
+    int n = 0;
+    for (int j = 1; j < c->size; j++)
+        if (MPI_Isend(verdict, (int)strlen(verdict) + 1, MPI_CHAR, j, VERDICT_TAG, c->comm, &r[n]) == MPI_SUCCESS) n++;
+    const double until = clock_now_s() + VERDICT_SEND_S;
+    int all = 0;
+    while (!all && clock_now_s() < until) {
+        if (MPI_Testall(n, r, &all, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    /* The requests are left as they are: the job is ending. */
+}
+
+/* Another rank: rank 0's verdict has come; logs it as this rank's own and ends the job. Never
+ * returns. */
+static void verdict_forwarded(coll *c, const char *what, size_t count, double age)
+{
+    mpi_state *st = c->impl;
+    char hub[160];
+    const int root = 0;
+    st->verdict_in[VERDICT_BYTES - 1] = '\0';
+    rank_names_ctx(c->ctx, &root, 1, hub, sizeof hub);
+    log_msg(LOG_LEVEL_ERROR,
+            "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s; rank %s, which hears from every "
+            "rank, timed it out: %s. Aborting the job so no rank hangs",
+            st->roll_out.seq, what, count, age, hub, st->verdict_in);
+    abort_guard_arm(ABORT_GUARD_S, 1);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort(); /* MPI_Abort does not return; if it did, nothing may go on */
+}
+
 /* The watchdog's verdict, from the roll call; logs it and ends the job. Never returns. */
 static void roll_expire(coll *c, const char *what, size_t count, double age)
 {
     mpi_state *st = c->impl;
     const unsigned long long seq = st->roll_out.seq;
-    char missing[512] = "", elsewhere[512] = "";
-    size_t nm = 0, ne = 0;
+    char missing[512] = "", elsewhere[512] = "", hub[160];
+    size_t ne = 0;
+    /* More ranks than fit the message's 512 bytes are not named anyway. */
+    int ranks[256] = {0}, nm = 0, more = 0;
+    const int root = 0;
+    rank_names_ctx(c->ctx, &root, 1, hub, sizeof hub); /* "0 on node1" */
     const char *cause;
     char verdict[1400];
     if (st->nroll == 0) {
@@ -134,8 +188,10 @@ static void roll_expire(coll *c, const char *what, size_t count, double age)
     } else if (c->rank == 0) {
         for (int j = 1; j < c->size; j++) {
             if (!roll_arrived(st, j - 1)) {
-                if (nm < sizeof missing - 16)
-                    nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s%d", nm ? "," : "", j);
+                if (nm < (int)(sizeof ranks / sizeof ranks[0]))
+                    ranks[nm++] = j;
+                else
+                    more++;
             } else if (st->roll_in[j - 1].seq != seq || st->roll_in[j - 1].kind != st->roll_out.kind ||
                        st->roll_in[j - 1].count != count) {
                 const roll_msg *m = &st->roll_in[j - 1];
@@ -146,11 +202,12 @@ static void roll_expire(coll *c, const char *what, size_t count, double age)
                                            ne ? ", " : "", j, m->seq, m->kind < 3 ? op_names[m->kind] : "?", m->count);
             }
         }
+        rank_names_ctx(c->ctx, ranks, nm, missing, sizeof missing);
         if (nm)
             snprintf(verdict, sizeof verdict,
-                     "rank(s) %s have not reached it (no word from them): they are dead, stuck "
+                     "rank(s) %s%s have not reached it (no word from them): they are dead, stuck "
                      "or far behind%s%s",
-                     missing, ne ? "; " : "", elsewhere);
+                     missing, more ? " and more" : "", ne ? "; " : "", elsewhere);
         else if (ne)
             snprintf(verdict, sizeof verdict, "the ranks called different collectives: %s (a bug in the program)",
                      elsewhere);
@@ -160,20 +217,23 @@ static void roll_expire(coll *c, const char *what, size_t count, double age)
                      "inside it, or the network between the ranks failed (MPI does not say which rank)");
     } else if (!st->t_hub) {
         snprintf(verdict, sizeof verdict,
-                 "rank 0 has not reached it (no word from it): it is dead, stuck or far "
-                 "behind (rank 0 knows about the other ranks; this rank hears only from rank 0)");
+                 "rank %s has not reached it (no word from it): it is dead, stuck or far "
+                 "behind (rank 0 knows about the other ranks; this rank hears only from rank 0)",
+                 hub);
     } else {
         snprintf(verdict, sizeof verdict,
-                 "rank 0 reached it %.1f s ago and has not ended the job: if a rank never "
+                 "rank %s reached it %.1f s ago and has not ended the job: if a rank never "
                  "came, rank 0's message names it; if none is missing, a rank stopped inside the collective (this "
                  "rank hears only from rank 0)",
-                 clock_now_s() - st->t_hub);
+                 hub, clock_now_s() - st->t_hub);
     }
     cause = verdict;
+    if (c->rank == 0 && st->nroll) verdict_send(c, verdict);
     log_msg(LOG_LEVEL_ERROR,
             "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s timeout; "
             "%s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately this slow)",
             seq, what, count, age, c->timeout_s, cause);
+    abort_guard_arm(ABORT_GUARD_S, 1);
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
 }
@@ -202,6 +262,11 @@ static int mpi_wait(coll *c, MPI_Request *r, int kind, size_t count, double star
         if (flag && (!st->nroll || st->roll_done)) return MPI_SUCCESS;
         if (++spins < 2000) continue;
         const double now = clock_now_s(), age = now - start;
+        if (st->verdict_rx != MPI_REQUEST_NULL) {
+            int got = 0;
+            MPI_Test(&st->verdict_rx, &got, MPI_STATUS_IGNORE);
+            if (got) verdict_forwarded(c, op_names[kind], count, age);
+        }
         if (c->timeout_s > 0 && age > c->timeout_s &&
             !(c->rank != 0 && st->t_hub && now < st->t_hub + c->timeout_s + ROLL_GRACE_S))
             roll_expire(c, op_names[kind], count, age);
@@ -404,6 +469,10 @@ static void mpi_destroy(coll *c)
     if (!c) return;
     mpi_state *st = c->impl;
     if (st) {
+        if (st->verdict_rx != MPI_REQUEST_NULL) {
+            MPI_Cancel(&st->verdict_rx);
+            MPI_Wait(&st->verdict_rx, MPI_STATUS_IGNORE);
+        }
         free(st->scratch);
         free(st->roll);
         free(st->roll_in);
@@ -440,6 +509,7 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
     c->timeout_s = timeout_s;
     c->device_buffers = device_buffers;
     c->comm = MPI_COMM_NULL;
+    st->verdict_rx = MPI_REQUEST_NULL;
     int rc = MPI_Comm_dup(comm, &c->comm);
     if (rc != MPI_SUCCESS) {
         mpi_destroy(c);
@@ -455,6 +525,13 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
     if (!st->roll || !st->roll_in) {
         mpi_destroy(c);
         return status_set_error(DT_ERR_NOMEM, "out of memory creating the MPI backend");
+    }
+    if (c->rank != 0 && c->timeout_s > 0) {
+        rc = MPI_Irecv(st->verdict_in, VERDICT_BYTES, MPI_CHAR, 0, VERDICT_TAG, c->comm, &st->verdict_rx);
+        if (rc != MPI_SUCCESS) {
+            mpi_destroy(c);
+            return mpi_fail(rc, "MPI_Irecv of the watchdog's verdict", 0);
+        }
     }
     *out = c;
     return DT_OK;

@@ -30,5 +30,8 @@ struct coll *ctx_device_coll(const dt_ctx *c);
 struct trace_rec;
 struct trace_rec *ctx_trace(const dt_ctx *c);
 void ctx_set_trace(dt_ctx *c, struct trace_rec *r);
+/* The name of the node world rank `rank` runs on (dt_node_name of its node index, learnt in
+ * dt_init), for the watchdog's verdicts; NULL when c is NULL or rank is out of range. */
+const char *ctx_rank_node(const dt_ctx *c, int rank);
 
 #endif

@@ -9,6 +9,8 @@
  * srun ends every process instead of leaving them hanging.
  */
 #include "collectives/engine_impl.h"
+#include "collectives/rank_names.h"
+#include "base/abort_guard.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/status.h"
@@ -30,29 +32,37 @@ void engine_set_ctx(engine *e, const dt_ctx *ctx) { e->ctx = ctx; }
 static void engine_expire(engine *e, req *q, double age)
 {
     char missing[512] = "", verdict[768];
-    size_t used = 0;
+    /* More ranks than fit the message's 512 bytes are not named anyway. */
+    int ranks[256] = {0}, nmissing = 0, more = 0;
     if (q->phase == PHASE_MPI) {
         int flag = 0;
         MPI_Request_get_status(q->arrive[0], &flag, MPI_STATUS_IGNORE);
-        if (!flag) used = (size_t)snprintf(missing, sizeof missing, "%d", 1 - e->rank);
+        if (!flag) ranks[nmissing++] = 1 - e->rank;
     }
     for (int j = 0, slot = 0; j < e->size && q->phase != PHASE_MPI; j++) {
         if (j == e->rank) continue;
         int flag = 1;
         /* Receives sit at even slots (posted first for each peer). */
         MPI_Request_get_status(q->mr[2 * slot], &flag, MPI_STATUS_IGNORE);
-        if (!flag && used < sizeof missing - 16)
-            used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? "," : "", j);
+        if (!flag && nmissing < (int)(sizeof ranks / sizeof ranks[0]))
+            ranks[nmissing++] = j;
+        else if (!flag)
+            more++;
         slot++;
     }
-    if (used)
-        snprintf(verdict, sizeof verdict, "no data yet from rank(s) %s: they are dead, stuck or far behind", missing);
-    else if (q->phase == PHASE_MPI)
+    /* With their nodes: after a link fails, the node is what to look at. */
+    rank_names_ctx(e->ctx, ranks, nmissing, missing, sizeof missing);
+    if (nmissing)
+        snprintf(verdict, sizeof verdict, "no data yet from rank(s) %s%s: they are dead, stuck or far behind", missing,
+                 more ? " and more" : "");
+    else if (q->phase == PHASE_MPI) {
+        const int peer = 1 - e->rank;
+        rank_names_ctx(e->ctx, &peer, 1, missing, sizeof missing);
         snprintf(verdict, sizeof verdict,
-                 "rank %d reached it, yet MPI_Allreduce has not completed: a rank stopped "
+                 "rank %s reached it, yet MPI_Allreduce has not completed: a rank stopped "
                  "or died inside it, or the network between the ranks failed",
-                 1 - e->rank);
-    else
+                 missing);
+    } else
         snprintf(verdict, sizeof verdict,
                  "every rank's data for this phase has come, but this rank's own sends are "
                  "not done: a peer stopped receiving, or the network between the ranks failed");
@@ -65,6 +75,7 @@ static void engine_expire(engine *e, req *q, double age)
             : q->phase == PHASE_GATHER ? "allgather phase"
                                        : "by MPI_Allreduce",
             age, e->timeout_s, verdict);
+    abort_guard_arm(ABORT_GUARD_S, 1);
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
 }
