@@ -23,7 +23,8 @@ set(DTRAIN_KERNELS_NO_CUDA_SOURCES kernels/cpu/no_cuda.c kernels/cpu/device_info
 
 set(DTRAIN_COLLECTIVES_SOURCES
   collectives/coll.c collectives/coll_mpi.c collectives/bucket.c collectives/engine.c collectives/engine_req.c
-  collectives/reducer.c collectives/reducer_step.c collectives/rank_names.c)
+  collectives/reducer.c collectives/reducer_step.c collectives/rank_names.c
+  collectives/roll_peers.c)
 # Exactly one of the next two joins the collectives: the NCCL backend, or its refusal.
 set(DTRAIN_COLLECTIVES_NCCL_SOURCES collectives/coll_nccl.c)
 set(DTRAIN_COLLECTIVES_NO_NCCL_SOURCES collectives/coll_nccl_none.c)

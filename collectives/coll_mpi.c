@@ -16,6 +16,7 @@
  */
 #include "collectives/coll.h"
 #include "collectives/rank_names.h"
+#include "collectives/roll_peers.h"
 #include "base/abort_guard.h"
 #include "base/clock.h"
 #include "kernels/cast.h"
@@ -60,13 +61,6 @@ int coll_mpi_cuda_aware(void)
 /* How long a rank that heard from rank 0 waits past its own deadline for rank 0, which knows who
  * is missing, to report and end the job. */
 #define ROLL_GRACE_S 2.0
-/* Rank 0's verdict, sent to every other rank before it ends the job: they hear only from rank 0,
- * so without it only rank 0's output would say which ranks (and nodes) are missing. */
-#define VERDICT_TAG 7412
-#define VERDICT_BYTES 1400
-/* How long rank 0 lets its verdict travel before MPI_Abort; the launcher then takes longer still
- * to kill the others, time in which they log it. */
-#define VERDICT_SEND_S 0.5
 
 /* One rank's arrival at a collective: its sequence number, which operation, how many elements. */
 typedef struct roll_msg {
@@ -85,10 +79,9 @@ typedef struct mpi_state {
     int nroll;     /* requests of the current roll call; 0 when there is none */
     int roll_done; /* 1 once they have all completed */
     double t_hub;  /* another rank: when rank 0's arrival was first seen (0: not yet) */
-    /* Another rank: the receive of rank 0's verdict, posted at creation while a deadline is set
-     * (else MPI_REQUEST_NULL), and its text. */
-    MPI_Request verdict_rx;
-    char verdict_in[VERDICT_BYTES];
+    /* Another rank: listens for rank 0's verdict and probe (collectives/roll_peers.h), while a
+     * deadline is set. */
+    roll_listener listen;
 } mpi_state;
 
 static const char *const op_names[] = {"MPI_Allreduce", "MPI_Bcast", "MPI_Barrier"};
@@ -132,38 +125,18 @@ static int roll_arrived(mpi_state *st, int i)
     return flag;
 }
 
-/* Rank 0: sends the verdict to every other rank and lets it travel for up to VERDICT_SEND_S (a
- * peer that is gone or cut off never takes it; MPI_Abort follows either way). */
-static void verdict_send(coll *c, const char *verdict)
-{
-    MPI_Request *r = calloc((size_t)c->size, sizeof *r);
-    if (!r) return;
-    int n = 0;
-    for (int j = 1; j < c->size; j++)
-        if (MPI_Isend(verdict, (int)strlen(verdict) + 1, MPI_CHAR, j, VERDICT_TAG, c->comm, &r[n]) == MPI_SUCCESS) n++;
-    const double until = clock_now_s() + VERDICT_SEND_S;
-    int all = 0;
-    while (!all && clock_now_s() < until) {
-        if (MPI_Testall(n, r, &all, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-    /* The requests are left as they are: the job is ending. */
-}
-
 /* Another rank: rank 0's verdict has come; logs it as this rank's own and ends the job. Never
  * returns. */
-static void verdict_forwarded(coll *c, const char *what, size_t count, double age)
+static void verdict_forwarded(coll *c, const char *verdict, const char *what, size_t count, double age)
 {
     mpi_state *st = c->impl;
     char hub[160];
     const int root = 0;
-    st->verdict_in[VERDICT_BYTES - 1] = '\0';
     rank_names_ctx(c->ctx, &root, 1, hub, sizeof hub);
     log_msg(LOG_LEVEL_ERROR,
             "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s; rank %s, which hears from every "
             "rank, timed it out: %s. Aborting the job so no rank hangs",
-            st->roll_out.seq, what, count, age, hub, st->verdict_in);
+            st->roll_out.seq, what, count, age, hub, verdict);
     abort_guard_arm(ABORT_GUARD_S, 1);
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
@@ -211,10 +184,17 @@ static void roll_expire(coll *c, const char *what, size_t count, double age)
         else if (ne)
             snprintf(verdict, sizeof verdict, "the ranks called different collectives: %s (a bug in the program)",
                      elsewhere);
+        else if ((nm = roll_probe_silent(c->comm, c->size, ROLL_PROBE_S, ranks,
+                                         (int)(sizeof ranks / sizeof ranks[0]))) > 0)
+            snprintf(verdict, sizeof verdict,
+                     "every rank reached it, yet it has not completed, and rank(s) %s do not answer a probe "
+                     "within %.1f s: they stopped or died inside it, or the network to them failed",
+                     rank_names_ctx(c->ctx, ranks, nm, missing, sizeof missing), ROLL_PROBE_S);
         else
             snprintf(verdict, sizeof verdict,
-                     "every rank reached it, yet it has not completed: a rank stopped or died "
-                     "inside it, or the network between the ranks failed (MPI does not say which rank)");
+                     "every rank reached it, yet it has not completed, though every rank answers a probe: "
+                     "a rank stopped or died inside it, or the network between the ranks failed (MPI does "
+                     "not say which rank)");
     } else if (!st->t_hub) {
         snprintf(verdict, sizeof verdict,
                  "rank %s has not reached it (no word from it): it is dead, stuck or far "
@@ -222,13 +202,13 @@ static void roll_expire(coll *c, const char *what, size_t count, double age)
                  hub);
     } else {
         snprintf(verdict, sizeof verdict,
-                 "rank %s reached it %.1f s ago and has not ended the job: if a rank never "
-                 "came, rank 0's message names it; if none is missing, a rank stopped inside the collective (this "
-                 "rank hears only from rank 0)",
+                 "rank %s reached it %.1f s ago, yet neither the collective nor rank 0's verdict has come: "
+                 "rank 0 is dead or stuck, or the network between it and this rank failed (this rank hears "
+                 "only from rank 0; rank 0's own output names the ranks it missed)",
                  hub, clock_now_s() - st->t_hub);
     }
     cause = verdict;
-    if (c->rank == 0 && st->nroll) verdict_send(c, verdict);
+    if (c->rank == 0 && st->nroll) roll_verdict_send(c->comm, c->size, verdict, ROLL_VERDICT_S);
     log_msg(LOG_LEVEL_ERROR,
             "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s timeout; "
             "%s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately this slow)",
@@ -262,11 +242,8 @@ static int mpi_wait(coll *c, MPI_Request *r, int kind, size_t count, double star
         if (flag && (!st->nroll || st->roll_done)) return MPI_SUCCESS;
         if (++spins < 2000) continue;
         const double now = clock_now_s(), age = now - start;
-        if (st->verdict_rx != MPI_REQUEST_NULL) {
-            int got = 0;
-            MPI_Test(&st->verdict_rx, &got, MPI_STATUS_IGNORE);
-            if (got) verdict_forwarded(c, op_names[kind], count, age);
-        }
+        const char *verdict = roll_listen(&st->listen, c->comm, c->rank);
+        if (verdict) verdict_forwarded(c, verdict, op_names[kind], count, age);
         if (c->timeout_s > 0 && age > c->timeout_s &&
             !(c->rank != 0 && st->t_hub && now < st->t_hub + c->timeout_s + ROLL_GRACE_S))
             roll_expire(c, op_names[kind], count, age);
@@ -469,10 +446,7 @@ static void mpi_destroy(coll *c)
     if (!c) return;
     mpi_state *st = c->impl;
     if (st) {
-        if (st->verdict_rx != MPI_REQUEST_NULL) {
-            MPI_Cancel(&st->verdict_rx);
-            MPI_Wait(&st->verdict_rx, MPI_STATUS_IGNORE);
-        }
+        roll_listener_cancel(&st->listen);
         free(st->scratch);
         free(st->roll);
         free(st->roll_in);
@@ -509,7 +483,7 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
     c->timeout_s = timeout_s;
     c->device_buffers = device_buffers;
     c->comm = MPI_COMM_NULL;
-    st->verdict_rx = MPI_REQUEST_NULL;
+    roll_listener_init(&st->listen);
     int rc = MPI_Comm_dup(comm, &c->comm);
     if (rc != MPI_SUCCESS) {
         mpi_destroy(c);
@@ -527,10 +501,10 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
         return status_set_error(DT_ERR_NOMEM, "out of memory creating the MPI backend");
     }
     if (c->rank != 0 && c->timeout_s > 0) {
-        rc = MPI_Irecv(st->verdict_in, VERDICT_BYTES, MPI_CHAR, 0, VERDICT_TAG, c->comm, &st->verdict_rx);
+        rc = roll_listener_post(&st->listen, c->comm);
         if (rc != MPI_SUCCESS) {
             mpi_destroy(c);
-            return mpi_fail(rc, "MPI_Irecv of the watchdog's verdict", 0);
+            return mpi_fail(rc, "MPI_Irecv of the watchdog's verdict and probe", 0);
         }
     }
     *out = c;

@@ -33,7 +33,7 @@ static void engine_expire(engine *e, req *q, double age)
 {
     char missing[512] = "", verdict[768];
     /* More ranks than fit the message's 512 bytes are not named anyway. */
-    int ranks[256] = {0}, nmissing = 0, more = 0;
+    int ranks[256] = {0}, nmissing = 0, more = 0, unsent[256] = {0}, nunsent = 0;
     if (q->phase == PHASE_MPI) {
         int flag = 0;
         MPI_Request_get_status(q->arrive[0], &flag, MPI_STATUS_IGNORE);
@@ -48,6 +48,10 @@ static void engine_expire(engine *e, req *q, double age)
             ranks[nmissing++] = j;
         else if (!flag)
             more++;
+        /* ...and sends at odd slots: one not done names a peer that stopped taking data. */
+        flag = 1;
+        MPI_Request_get_status(q->mr[2 * slot + 1], &flag, MPI_STATUS_IGNORE);
+        if (!flag && nunsent < (int)(sizeof unsent / sizeof unsent[0])) unsent[nunsent++] = j;
         slot++;
     }
     /* With their nodes: after a link fails, the node is what to look at. */
@@ -62,7 +66,12 @@ static void engine_expire(engine *e, req *q, double age)
                  "rank %s reached it, yet MPI_Allreduce has not completed: a rank stopped "
                  "or died inside it, or the network between the ranks failed",
                  missing);
-    } else
+    } else if (nunsent)
+        snprintf(verdict, sizeof verdict,
+                 "every rank's data for this phase has come, but this rank's sends to rank(s) %s are not done: "
+                 "they stopped receiving, or the network to them failed",
+                 rank_names_ctx(e->ctx, unsent, nunsent, missing, sizeof missing));
+    else
         snprintf(verdict, sizeof verdict,
                  "every rank's data for this phase has come, but this rank's own sends are "
                  "not done: a peer stopped receiving, or the network between the ranks failed");
