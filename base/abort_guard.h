@@ -12,9 +12,15 @@
  * well under a second when it can be reached, so this costs a healthy abort nothing. */
 #define ABORT_GUARD_S 3.0
 
-/* Arms the guard: if this process is still alive `seconds` from now, it logs why and _exit()s with
- * `code`, from a thread of its own (whatever the caller is blocked in). Returns at once; call it
- * just before MPI_Abort. Arming twice keeps the first deadline. */
-void abort_guard_arm(double seconds, int code);
+/* Arms the guard: if this process is still alive `seconds` from now, it logs that `what` (the call
+ * about to be made: "MPI_Abort", "MPI_Finalize") has not ended it, and _exit()s with `code`, from a
+ * thread of its own (whatever the caller is blocked in). Returns at once, 0; call it just before
+ * `what`. When it was armed already (another thread is ending the process: two watchdogs, the
+ * communication thread's and the main thread's, may fire together) it returns 1 and the caller
+ * must not make its call (a second concurrent MPI_Abort returns at once) but abort_guard_wait. */
+int abort_guard_arm(double seconds, int code, const char *what);
+
+/* Never returns: sleeps until the process ends (by the first caller's MPI_Abort or the guard). */
+_Noreturn void abort_guard_wait(void);
 
 #endif

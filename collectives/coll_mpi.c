@@ -17,6 +17,7 @@
 #include "collectives/coll.h"
 #include "collectives/rank_names.h"
 #include "collectives/roll_peers.h"
+#include "collectives/ctx_comm.h"
 #include "base/abort_guard.h"
 #include "base/clock.h"
 #include "kernels/cast.h"
@@ -79,9 +80,6 @@ typedef struct mpi_state {
     int nroll;     /* requests of the current roll call; 0 when there is none */
     int roll_done; /* 1 once they have all completed */
     double t_hub;  /* another rank: when rank 0's arrival was first seen (0: not yet) */
-    /* Another rank: listens for rank 0's verdict and probe (collectives/roll_peers.h), while a
-     * deadline is set. */
-    roll_listener listen;
 } mpi_state;
 
 static const char *const op_names[] = {"MPI_Allreduce", "MPI_Bcast", "MPI_Barrier"};
@@ -125,19 +123,18 @@ static int roll_arrived(mpi_state *st, int i)
     return flag;
 }
 
-/* Another rank: rank 0's verdict has come; logs it as this rank's own and ends the job. Never
- * returns. */
-static void verdict_forwarded(coll *c, const char *verdict, const char *what, size_t count, double age)
+/* Another rank timed out first and told its verdict on the board (collectives/roll_peers.h): this
+ * rank logs it as its own and ends the job. Never returns. */
+static void verdict_forwarded(coll *c, const char *verdict, int from, const char *what, size_t count, double age)
 {
     mpi_state *st = c->impl;
-    char hub[160];
-    const int root = 0;
-    rank_names_ctx(c->ctx, &root, 1, hub, sizeof hub);
+    char teller[160];
+    rank_names_ctx(c->ctx, &from, 1, teller, sizeof teller);
     log_msg(LOG_LEVEL_ERROR,
-            "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s; rank %s, which hears from every "
-            "rank, timed it out: %s. Aborting the job so no rank hangs",
-            st->roll_out.seq, what, count, age, hub, verdict);
-    abort_guard_arm(ABORT_GUARD_S, 1);
+            "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s; rank %s timed out first: %s. "
+            "Aborting the job so no rank hangs",
+            st->roll_out.seq, what, count, age, teller, verdict);
+    if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
 }
@@ -184,8 +181,7 @@ static void roll_expire(coll *c, const char *what, size_t count, double age)
         else if (ne)
             snprintf(verdict, sizeof verdict, "the ranks called different collectives: %s (a bug in the program)",
                      elsewhere);
-        else if ((nm = roll_probe_silent(c->comm, c->size, ROLL_PROBE_S, ranks,
-                                         (int)(sizeof ranks / sizeof ranks[0]))) > 0)
+        else if ((nm = roll_board_probe(ctx_board(c->ctx), ranks, (int)(sizeof ranks / sizeof ranks[0]))) > 0)
             snprintf(verdict, sizeof verdict,
                      "every rank reached it, yet it has not completed, and rank(s) %s do not answer a probe "
                      "within %.1f s: they stopped or died inside it, or the network to them failed",
@@ -208,12 +204,12 @@ static void roll_expire(coll *c, const char *what, size_t count, double age)
                  hub, clock_now_s() - st->t_hub);
     }
     cause = verdict;
-    if (c->rank == 0 && st->nroll) roll_verdict_send(c->comm, c->size, verdict, ROLL_VERDICT_S);
+    roll_board_tell(ctx_board(c->ctx), verdict);
     log_msg(LOG_LEVEL_ERROR,
             "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s timeout; "
             "%s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately this slow)",
             seq, what, count, age, c->timeout_s, cause);
-    abort_guard_arm(ABORT_GUARD_S, 1);
+    if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
 }
@@ -242,8 +238,9 @@ static int mpi_wait(coll *c, MPI_Request *r, int kind, size_t count, double star
         if (flag && (!st->nroll || st->roll_done)) return MPI_SUCCESS;
         if (++spins < 2000) continue;
         const double now = clock_now_s(), age = now - start;
-        const char *verdict = roll_listen(&st->listen, c->comm, c->rank);
-        if (verdict) verdict_forwarded(c, verdict, op_names[kind], count, age);
+        int from = -1;
+        const char *told = roll_board_listen(ctx_board(c->ctx), &from);
+        if (told) verdict_forwarded(c, told, from, op_names[kind], count, age);
         if (c->timeout_s > 0 && age > c->timeout_s &&
             !(c->rank != 0 && st->t_hub && now < st->t_hub + c->timeout_s + ROLL_GRACE_S))
             roll_expire(c, op_names[kind], count, age);
@@ -446,7 +443,6 @@ static void mpi_destroy(coll *c)
     if (!c) return;
     mpi_state *st = c->impl;
     if (st) {
-        roll_listener_cancel(&st->listen);
         free(st->scratch);
         free(st->roll);
         free(st->roll_in);
@@ -483,7 +479,6 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
     c->timeout_s = timeout_s;
     c->device_buffers = device_buffers;
     c->comm = MPI_COMM_NULL;
-    roll_listener_init(&st->listen);
     int rc = MPI_Comm_dup(comm, &c->comm);
     if (rc != MPI_SUCCESS) {
         mpi_destroy(c);
@@ -499,13 +494,6 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
     if (!st->roll || !st->roll_in) {
         mpi_destroy(c);
         return status_set_error(DT_ERR_NOMEM, "out of memory creating the MPI backend");
-    }
-    if (c->rank != 0 && c->timeout_s > 0) {
-        rc = roll_listener_post(&st->listen, c->comm);
-        if (rc != MPI_SUCCESS) {
-            mpi_destroy(c);
-            return mpi_fail(rc, "MPI_Irecv of the watchdog's verdict and probe", 0);
-        }
     }
     *out = c;
     return DT_OK;

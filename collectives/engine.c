@@ -10,6 +10,8 @@
  */
 #include "collectives/engine_impl.h"
 #include "collectives/rank_names.h"
+#include "collectives/roll_peers.h"
+#include "collectives/ctx_comm.h"
 #include "base/abort_guard.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -84,7 +86,28 @@ static void engine_expire(engine *e, req *q, double age)
             : q->phase == PHASE_GATHER ? "allgather phase"
                                        : "by MPI_Allreduce",
             age, e->timeout_s, verdict);
-    abort_guard_arm(ABORT_GUARD_S, 1);
+    roll_board_tell(ctx_board(e->ctx), verdict);
+    if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort(); /* MPI_Abort does not return; if it did, nothing may go on */
+}
+
+/* While this rank waits: answers a probe, and when another rank has timed out first (told on the
+ * board, collectives/roll_peers.h), logs its verdict as this rank's own and ends the job, so every
+ * rank's output names the missing ranks, whichever collective it waits in. */
+static void engine_listen(engine *e)
+{
+    int from = -1;
+    const char *told = roll_board_listen(ctx_board(e->ctx), &from);
+    if (!told) return;
+    char teller[160];
+    rank_names_ctx(e->ctx, &from, 1, teller, sizeof teller);
+    const req *q = &e->reqs[e->done % ENGINE_MAX_REQS];
+    log_msg(LOG_LEVEL_ERROR,
+            "watchdog: collective #%llu (allreduce of bucket %d) has waited %.1f s; rank %s timed out first: %s. "
+            "Aborting the job so no rank hangs",
+            (unsigned long long)q->seq, q->bucket, clock_now_s() - q->t_start, teller, told);
+    if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
 }
@@ -313,11 +336,18 @@ dt_status engine_wait_all(engine *e)
             double age = clock_now_s() - q->t_start;
             if (e->done < e->next_seq && q->phase == PHASE_MPI && e->timeout_s > 0 && age > e->timeout_s)
                 engine_expire(e, q, age);
+            if (e->done < e->next_seq) engine_listen(e);
         }
         pthread_mutex_unlock(&e->mu);
     } else {
-        /* Nothing else to do on this thread: poll without sleeping. */
-        while (e->done < e->posted) engine_poke(e);
+        /* Nothing else to do on this thread: poll without sleeping, listening every 100 ms. */
+        for (double next = clock_now_s() + 0.1; e->done < e->posted;) {
+            engine_poke(e);
+            if (clock_now_s() > next) {
+                engine_listen(e);
+                next = clock_now_s() + 0.1;
+            }
+        }
     }
     if (e->failure) {
         dt_status s = e->failure;

@@ -1,17 +1,27 @@
 /*
- * roll_peers.c - rank 0's verdict and probe for the other ranks (see roll_peers.h).
+ * roll_peers.c - the watchdogs' board (see roll_peers.h).
  */
 #include "collectives/roll_peers.h"
 #include "base/clock.h"
+#include "base/status.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* Beside the roll call's tag (7411, coll_mpi.c). */
-#define VERDICT_TAG 7412
-#define PROBE_TAG 7413
-#define ANSWER_TAG 7414
+#define VERDICT_TAG 1
+#define PROBE_TAG 2
+#define ANSWER_TAG 3
+#define VERDICT_BYTES 1400
+
+struct roll_board {
+    MPI_Comm comm; /* owned: a duplicate of world, for these messages alone */
+    int rank, size;
+    MPI_Request verdict_rx, probe_rx; /* from any rank */
+    char verdict[VERDICT_BYTES];
+    int probe_in, probe_out;
+    int told; /* a verdict (this rank's own) was sent: told once */
+};
 
 static void sleep_ms(void)
 {
@@ -19,86 +29,109 @@ static void sleep_ms(void)
     nanosleep(&ts, NULL);
 }
 
-void roll_listener_init(roll_listener *l)
+dt_status roll_board_create(MPI_Comm world, double timeout_s, roll_board **out)
 {
-    l->verdict_rx = MPI_REQUEST_NULL;
-    l->probe_rx = MPI_REQUEST_NULL;
-}
-
-int roll_listener_post(roll_listener *l, MPI_Comm comm)
-{
-    int rc = MPI_Irecv(l->verdict, ROLL_VERDICT_BYTES, MPI_CHAR, 0, VERDICT_TAG, comm, &l->verdict_rx);
-    if (rc == MPI_SUCCESS) rc = MPI_Irecv(&l->probe_in, 1, MPI_INT, 0, PROBE_TAG, comm, &l->probe_rx);
-    return rc;
-}
-
-const char *roll_listen(roll_listener *l, MPI_Comm comm, int rank)
-{
-    int got = 0;
-    if (l->probe_rx != MPI_REQUEST_NULL && MPI_Test(&l->probe_rx, &got, MPI_STATUS_IGNORE) == MPI_SUCCESS && got) {
-        MPI_Request answer;
-        l->probe_out = rank;
-        if (MPI_Isend(&l->probe_out, 1, MPI_INT, 0, ANSWER_TAG, comm, &answer) == MPI_SUCCESS)
-            MPI_Request_free(&answer);
-        MPI_Irecv(&l->probe_in, 1, MPI_INT, 0, PROBE_TAG, comm, &l->probe_rx);
+    *out = NULL;
+    int size = 1;
+    MPI_Comm_size(world, &size);
+    if (size == 1 || timeout_s <= 0) return DT_OK;
+    roll_board *b = calloc(1, sizeof *b);
+    if (!b) return status_set_error(DT_ERR_NOMEM, "out of memory for the watchdogs' board");
+    b->verdict_rx = b->probe_rx = MPI_REQUEST_NULL;
+    if (MPI_Comm_dup(world, &b->comm) != MPI_SUCCESS) {
+        free(b);
+        return status_set_error(DT_ERR_MPI, "MPI_Comm_dup for the watchdogs' board failed");
     }
-    got = 0;
-    if (l->verdict_rx == MPI_REQUEST_NULL || MPI_Test(&l->verdict_rx, &got, MPI_STATUS_IGNORE) != MPI_SUCCESS || !got)
-        return NULL;
-    l->verdict[ROLL_VERDICT_BYTES - 1] = '\0';
-    return l->verdict;
+    MPI_Comm_set_errhandler(b->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(b->comm, &b->rank);
+    b->size = size;
+    if (MPI_Irecv(b->verdict, VERDICT_BYTES, MPI_CHAR, MPI_ANY_SOURCE, VERDICT_TAG, b->comm, &b->verdict_rx) !=
+            MPI_SUCCESS ||
+        MPI_Irecv(&b->probe_in, 1, MPI_INT, MPI_ANY_SOURCE, PROBE_TAG, b->comm, &b->probe_rx) != MPI_SUCCESS) {
+        roll_board_destroy(b);
+        return status_set_error(DT_ERR_MPI, "MPI_Irecv for the watchdogs' board failed");
+    }
+    *out = b;
+    return DT_OK;
 }
 
-void roll_listener_cancel(roll_listener *l)
+void roll_board_destroy(roll_board *b)
 {
-    MPI_Request *pending[] = {&l->verdict_rx, &l->probe_rx};
+    if (!b) return;
+    MPI_Request *pending[] = {&b->verdict_rx, &b->probe_rx};
     for (int i = 0; i < 2; i++)
         if (*pending[i] != MPI_REQUEST_NULL) {
             MPI_Cancel(pending[i]);
             MPI_Wait(pending[i], MPI_STATUS_IGNORE);
         }
+    MPI_Comm_free(&b->comm);
+    free(b);
 }
 
-void roll_verdict_send(MPI_Comm comm, int size, const char *verdict, double wait_s)
+const char *roll_board_listen(roll_board *b, int *from)
 {
-    MPI_Request *r = calloc((size_t)size, sizeof *r);
+    if (!b) return NULL;
+    int got = 0;
+    MPI_Status st;
+    if (b->probe_rx != MPI_REQUEST_NULL && MPI_Test(&b->probe_rx, &got, &st) == MPI_SUCCESS && got) {
+        MPI_Request answer;
+        b->probe_out = b->rank;
+        if (MPI_Isend(&b->probe_out, 1, MPI_INT, st.MPI_SOURCE, ANSWER_TAG, b->comm, &answer) == MPI_SUCCESS)
+            MPI_Request_free(&answer);
+        MPI_Irecv(&b->probe_in, 1, MPI_INT, MPI_ANY_SOURCE, PROBE_TAG, b->comm, &b->probe_rx);
+    }
+    got = 0;
+    if (b->verdict_rx == MPI_REQUEST_NULL || MPI_Test(&b->verdict_rx, &got, &st) != MPI_SUCCESS || !got) return NULL;
+    b->verdict[VERDICT_BYTES - 1] = '\0';
+    *from = st.MPI_SOURCE;
+    return b->verdict;
+}
+
+void roll_board_tell(roll_board *b, const char *verdict)
+{
+    if (!b || b->told) return;
+    b->told = 1;
+    MPI_Request *r = calloc((size_t)b->size, sizeof *r);
     if (!r) return;
     int n = 0, all = 0;
-    for (int j = 1; j < size; j++)
-        if (MPI_Isend(verdict, (int)strlen(verdict) + 1, MPI_CHAR, j, VERDICT_TAG, comm, &r[n]) == MPI_SUCCESS) n++;
-    const double until = clock_now_s() + wait_s;
+    const int len = (int)strnlen(verdict, VERDICT_BYTES - 1);
+    for (int j = 0; j < b->size; j++)
+        if (j != b->rank && MPI_Isend(verdict, len, MPI_CHAR, j, VERDICT_TAG, b->comm, &r[n]) == MPI_SUCCESS) n++;
+    const double until = clock_now_s() + ROLL_VERDICT_S;
     while (!all && clock_now_s() < until && MPI_Testall(n, r, &all, MPI_STATUSES_IGNORE) == MPI_SUCCESS) sleep_ms();
     /* r stays allocated: the sends may still be in flight when the job ends. */
 }
 
-int roll_probe_silent(MPI_Comm comm, int size, double wait_s, int *ranks, int cap)
+int roll_board_probe(roll_board *b, int *ranks, int cap)
 {
-    MPI_Request *r = malloc(2 * (size_t)size * sizeof *r);
-    int *answered = calloc((size_t)size, sizeof *answered), *answer = calloc((size_t)size, sizeof *answer), n = 0;
+    if (!b) return 0;
+    MPI_Request *r = malloc(2 * (size_t)b->size * sizeof *r);
+    int *answered = calloc((size_t)b->size, sizeof *answered), *answer = calloc((size_t)b->size, sizeof *answer);
     static const int ping = 1; /* read-only: what is sent does not matter, only that it is answered */
+    int n = 0;
     if (!r || !answered || !answer) {
         free(r);
         free(answered);
         free(answer);
         return 0;
     }
-    for (int j = 1; j < size; j++) {
+    for (int j = 0; j < b->size; j++) {
         r[2 * j] = r[2 * j + 1] = MPI_REQUEST_NULL;
-        if (MPI_Irecv(&answer[j], 1, MPI_INT, j, ANSWER_TAG, comm, &r[2 * j]) != MPI_SUCCESS ||
-            MPI_Isend(&ping, 1, MPI_INT, j, PROBE_TAG, comm, &r[2 * j + 1]) != MPI_SUCCESS)
-            answered[j] = -1; /* could not ask: not named */
+        if (j == b->rank || MPI_Irecv(&answer[j], 1, MPI_INT, j, ANSWER_TAG, b->comm, &r[2 * j]) != MPI_SUCCESS ||
+            MPI_Isend(&ping, 1, MPI_INT, j, PROBE_TAG, b->comm, &r[2 * j + 1]) != MPI_SUCCESS)
+            answered[j] = -1; /* itself, or could not ask: not named */
     }
-    const double until = clock_now_s() + wait_s;
+    const double until = clock_now_s() + ROLL_PROBE_S;
     for (int left = 1; left && clock_now_s() < until; sleep_ms()) {
         left = 0;
-        for (int j = 1; j < size; j++) {
+        for (int j = 0; j < b->size; j++) {
             int flag = 0;
             if (!answered[j] && MPI_Test(&r[2 * j], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) answered[j] = 1;
             if (!answered[j]) left = 1;
             if (r[2 * j + 1] != MPI_REQUEST_NULL) MPI_Test(&r[2 * j + 1], &flag, MPI_STATUS_IGNORE);
         }
     }
-    for (int j = 1; j < size; j++)
+    for (int j = 0; j < b->size; j++)
         if (!answered[j] && n < cap) ranks[n++] = j;
     free(answered);
     /* r and answer stay allocated: MPI may write into them until the job ends. */

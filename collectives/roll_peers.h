@@ -1,46 +1,41 @@
 /*
- * roll_peers.h - what the MPI backend's watchdog (coll_mpi.c) says to the other ranks once rank 0,
- * the hub of the roll call, has timed a collective out. The other ranks hear only from rank 0, so
- * without its verdict only rank 0's output would name the missing ranks; and when every rank
- * reached a collective that never completes (a link that died under it), MPI cannot say who
- * stalls it, so rank 0 asks: a rank still waiting in a collective answers a probe, a stopped or
- * cut-off one does not. Point-to-point messages on the backend's own communicator, on tags of
- * their own; a listener's receives are posted once, at creation, so nothing is posted per step.
+ * roll_peers.h - the watchdogs' board: what a rank that has timed a collective out tells the
+ * others, on a communicator of its own. A rank waiting in a collective hears only part of the job
+ * (the MPI backend's ranks other than 0 hear from rank 0; a rank still in an earlier collective
+ * hears nothing), so without the board only the first rank to time out would name the missing
+ * ranks before the launcher kills the rest. And when every rank reached a collective that never
+ * completes (a link that died under it), MPI cannot say who stalls it, so rank 0 asks: a rank
+ * waiting anywhere answers a probe (the MPI backend and the engine both listen while they wait), a
+ * stopped or cut-off one does not. The receives are posted once, at creation: nothing per step.
  */
 #ifndef DT_COLLECTIVES_ROLL_PEERS_H
 #define DT_COLLECTIVES_ROLL_PEERS_H
 
+#include "dtrain.h"
+
 #include <mpi.h>
 
-#define ROLL_VERDICT_BYTES 1400
-/* How long rank 0 lets its verdict travel before MPI_Abort; the launcher then takes longer still
+/* How long a rank lets its verdict travel before MPI_Abort; the launcher then takes longer still
  * to kill the others, time in which they log it. */
 #define ROLL_VERDICT_S 0.5
 /* How long rank 0 waits for the answers to its probe. */
 #define ROLL_PROBE_S 1.0
 
-/* Another rank's side: the posted receives of rank 0's verdict and probe. */
-typedef struct roll_listener {
-    MPI_Request verdict_rx, probe_rx;
-    char verdict[ROLL_VERDICT_BYTES];
-    int probe_in, probe_out;
-} roll_listener;
+typedef struct roll_board roll_board;
 
-/* Marks both receives absent (before anything can fail, so cancel is always safe). */
-void roll_listener_init(roll_listener *l);
-/* Posts both receives from rank 0 on comm; an MPI error code. */
-int roll_listener_post(roll_listener *l, MPI_Comm comm);
-/* Called while waiting on a collective: answers a probe that has come, and returns rank 0's
- * verdict once it has come (NUL-terminated, owned by l), else NULL. */
-const char *roll_listen(roll_listener *l, MPI_Comm comm, int rank);
-/* Cancels what is still posted. */
-void roll_listener_cancel(roll_listener *l);
-
-/* Rank 0: sends the verdict to ranks 1..size-1 and lets it travel for up to wait_s (a rank that is
- * gone or cut off never takes it; the caller aborts the job either way). */
-void roll_verdict_send(MPI_Comm comm, int size, const char *verdict, double wait_s);
-/* Rank 0: pings ranks 1..size-1 and writes those that do not answer within wait_s into ranks (at
- * most cap); returns how many. */
-int roll_probe_silent(MPI_Comm comm, int size, double wait_s, int *ranks, int cap);
+/* A board over a duplicate of world (collective), its receives posted; *out NULL (and DT_OK) in a
+ * world of 1 or without a deadline (timeout_s <= 0), where no watchdog runs. */
+dt_status roll_board_create(MPI_Comm world, double timeout_s, roll_board **out);
+/* Cancels what is posted and frees it all. NULL is a no-op. */
+void roll_board_destroy(roll_board *b);
+/* Called while waiting: answers a probe that has come, and returns the first verdict another rank
+ * told (NUL-terminated, owned by b; *from its rank), else NULL. b NULL: NULL. */
+const char *roll_board_listen(roll_board *b, int *from);
+/* Tells every other rank this rank's verdict and lets it travel for up to ROLL_VERDICT_S (a rank
+ * that is gone or cut off never takes it; the caller aborts the job either way). b NULL: nothing. */
+void roll_board_tell(roll_board *b, const char *verdict);
+/* Pings every other rank and writes those that do not answer within ROLL_PROBE_S into ranks (at
+ * most cap); returns how many (0 for b NULL). */
+int roll_board_probe(roll_board *b, int *ranks, int cap);
 
 #endif

@@ -12,6 +12,7 @@
 #include "runtime/placement/affinity.h"
 #include "collectives/coll.h"
 #include "collectives/ctx_comm.h"
+#include "collectives/roll_peers.h"
 #include "runtime/placement/device.h"
 #include "kernels/backend.h"
 #include "base/abort_guard.h"
@@ -34,7 +35,8 @@ struct dt_ctx {
     coll *coll_host; /* on a GPU: MPI for host buffers (a training loop's counters and flags) */
     char **node_names;
     int num_node_names;
-    int *rank_node; /* the node index of every world rank: the watchdog names a missing rank's node */
+    int *rank_node;           /* the node index of every world rank: the watchdog names a missing rank's node */
+    struct roll_board *board; /* what the watchdogs tell each other (collectives/roll_peers.h), or NULL */
     /* dt_trace_start's recorder, or NULL; atomic, as the communication and loader threads read it. */
     trace_rec *_Atomic trace;
 };
@@ -172,6 +174,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
         s = status_set_error(DT_ERR_MPI, "MPI_Allgather of every rank's node index failed");
         goto fail;
     }
+    if ((s = roll_board_create(c->world, c->cfg.timeout_s, &c->board))) goto fail;
 
     /* 4. One GPU per local rank, then the cores, then the communicators. */
     if (!device_chosen && (s = ctx_select_device(c, m.local_rank, m.local_size, bus_id, sizeof bus_id))) goto fail;
@@ -263,6 +266,7 @@ fail:
     if (c->coll_host) c->coll_host->ops->destroy(c->coll_host);
     if (c->node_names) topo_free_names(c->node_names, c->num_node_names);
     free(c->rank_node);
+    roll_board_destroy(c->board);
     if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
     if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
     free(c);
@@ -278,6 +282,7 @@ static void ctx_release(dt_ctx *c)
     trace_rec_free(ctx_trace(c));
     topo_free_names(c->node_names, c->num_node_names);
     free(c->rank_node);
+    roll_board_destroy(c->board);
     if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
     if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
     free(c);
@@ -287,7 +292,13 @@ dt_status dt_finalize(dt_ctx *c)
 {
     if (!c) return DT_OK;
     int we = c->we_initialized_mpi;
+    const double timeout_s = c->cfg.timeout_s;
+    const int world = c->pl.world_size;
     ctx_release(c);
+    /* MPI_Finalize waits for the other ranks: a peer cut off after the last collective (a link
+     * that died) would hold this rank there with no watchdog left. Past the deadline it exits 1. */
+    if (we && world > 1 && timeout_s > 0 && abort_guard_arm(timeout_s + ABORT_GUARD_S, 1, "MPI_Finalize"))
+        abort_guard_wait(); /* another thread is ending the process */
     if (we && MPI_Finalize() != MPI_SUCCESS) return status_set_error(DT_ERR_MPI, "MPI_Finalize failed");
     return DT_OK;
 }
@@ -308,7 +319,7 @@ void dt_abort_job(dt_ctx *c, int code)
         MPI_Finalize();
         return;
     }
-    abort_guard_arm(ABORT_GUARD_S, code);
+    if (abort_guard_arm(ABORT_GUARD_S, code, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
     MPI_Abort(MPI_COMM_WORLD, code);
 }
 
@@ -322,6 +333,8 @@ dt_status dt_get_placement(const dt_ctx *c, dt_placement *out)
 int dt_rank(const dt_ctx *c) { return c ? c->pl.rank : -1; }
 int dt_world_size(const dt_ctx *c) { return c ? c->pl.world_size : -1; }
 int dt_local_rank(const dt_ctx *c) { return c ? c->pl.local_rank : -1; }
+
+struct roll_board *ctx_board(const dt_ctx *c) { return c ? c->board : NULL; }
 
 const char *ctx_rank_node(const dt_ctx *c, int rank)
 {

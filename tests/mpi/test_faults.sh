@@ -37,8 +37,10 @@ fault stall:2:3 4 "no data yet from rank(s) 2 on $host" $((TIMEOUT + 10))
 # collective still does not finish (DTRAIN_TEST_HANG: a test hook, see collectives/coll.h).
 fault stall:1:0 2 "rank(s) 1 on $host have not reached it (no word from them)" $((TIMEOUT + 10)) # before the broadcast
 fault stall:0:0 2 "rank 0 on $host has not reached it (no word from it)" $((TIMEOUT + 10))
-fault stall:2:0 4 "rank(s) 2 on $host have not reached it (no word from them)" $((TIMEOUT + 10))
-fault hang=mpi:1:2 2 "every rank reached it, yet it has not completed" $((TIMEOUT + 10))
+# ...and the other ranks, which hear only from rank 0, log rank 0's verdict as theirs (the board).
+fault stall:2:0 4 "rank 0 on $host timed out first: rank(s) 2 on $host have not reached it (no word from them)" $((TIMEOUT + 10))
+# Every rank arrived, one stopped inside: rank 0's probe finds the one that does not answer.
+fault hang=mpi:1:2 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
 fault hang=mpi:0:1 2 "rank 0 on $host reached it" $((TIMEOUT + 10))
 fault hang=engine:1:2 2 "rank 1 on $host reached it, yet MPI_Allreduce has not completed" $((TIMEOUT + 10))
 # kill -9: mpirun ends the job itself (above), while srun by default lets the survivors wait, as

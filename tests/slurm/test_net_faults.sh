@@ -17,7 +17,7 @@
 # named rank on the node `srun hostname` puts it on. The times from the fault to each rank's end
 # and to srun's are printed. The cluster is brought up afresh per fault case (a cut-off node's
 # step cannot complete in SLURM until its link returns) and must come down cleanly. Exit 77 (SKIP)
-# where the cluster cannot run here.
+# where the cluster cannot run here. NETFAULT_KEEP=DIR keeps the tasks' output.
 here=$(dirname "$0"); source "$here/../mpi/lib.sh"
 DTRAIN=$1
 repo=$(cd "$here/../.." && pwd)
@@ -33,6 +33,8 @@ done
 cluster="$tmp/cluster" tag="" job=""
 teardown() {
     [ -n "$job" ] && kill -KILL "$job" 2>/dev/null
+    # NETFAULT_KEEP=DIR keeps every task's output, for a post-mortem.
+    [ -n "${NETFAULT_KEEP:-}" ] && mkdir -p "$NETFAULT_KEEP" && cp -r "$tmp"/control "$tmp"/stop "$tmp"/link "$NETFAULT_KEEP"/ 2>/dev/null
     [ -n "$tag" ] && ip link set "${tag}v3" up 2>/dev/null
     bash "$down" "$cluster" >/dev/null 2>&1
     rm -rf "$tmp"
@@ -198,7 +200,12 @@ watch link "$tf"
 ends link
 names link 'node3' 0 1 2 3 && names link 'node[12]' 4 5 && ok "link: every rank names ranks across the dead link with their node" ||
     bad "link: a rank does not name the ranks across the dead link"
-grep -h "MPI_Abort has not ended this process" "$tmp"/link/task[45].log | head -1 | sed 's/^/    node3: /'
+# node3's ranks: their MPI_Abort cannot reach srun; the abort guard (base/abort_guard.h) ends them.
+if [ "$(grep -l "MPI_Abort has not ended this process" "$tmp"/link/task[45].log | wc -l)" -eq 2 ]; then
+    ok "link: node3's ranks were ended by the abort guard ($(grep -h "MPI_Abort has not" "$tmp/link/task4.log" | sed 's/.*ERROR //' | cut -c1-60)...)"
+else
+    bad "link: node3's ranks do not say the abort guard ended them"; tail -n 3 "$tmp"/link/task[45].log
+fi
 ip link set "${tag}v3" up
 
 # --- the cluster comes down cleanly (node3's slurmstepd of the cut-off step included)
