@@ -139,6 +139,19 @@ static void verdict_forwarded(coll *c, const char *verdict, int from, const char
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
 }
 
+/* Listens on the board for up to wait_s (once when 0) and forwards a verdict told there. */
+static void board_wait(coll *c, const char *what, size_t count, double age, double wait_s)
+{
+    const double until = clock_now_s() + wait_s;
+    do {
+        int from = -1;
+        const char *told = roll_board_listen(ctx_board(c->ctx), &from);
+        if (told) verdict_forwarded(c, told, from, what, count, age);
+        struct timespec ts = {0, 1000000};
+        if (wait_s > 0) nanosleep(&ts, NULL);
+    } while (clock_now_s() < until);
+}
+
 /* The watchdog's verdict, from the roll call; logs it and ends the job. Never returns. */
 static void roll_expire(coll *c, const char *what, size_t count, double age)
 {
@@ -152,6 +165,9 @@ static void roll_expire(coll *c, const char *what, size_t count, double age)
     rank_names_ctx(c->ctx, &root, 1, hub, sizeof hub); /* "0 on node1" */
     const char *cause;
     char verdict[1400];
+    /* Rank 0 knows who is missing and its deadline may pass a moment after this rank's: its
+     * verdict, when it comes in time, says more than this rank could. */
+    if (c->rank != 0) board_wait(c, what, count, age, ROLL_VERDICT_S);
     if (st->nroll == 0) {
         /* No roll call: nothing is known about the others. */
         snprintf(verdict, sizeof verdict, "a peer rank is dead, stuck or far behind");
@@ -202,6 +218,14 @@ static void roll_expire(coll *c, const char *what, size_t count, double age)
                  "rank 0 is dead or stuck, or the network between it and this rank failed (this rank hears "
                  "only from rank 0; rank 0's own output names the ranks it missed)",
                  hub, clock_now_s() - st->t_hub);
+    }
+    /* A rank other than 0 knows only about rank 0; the probe tells it who else is out of reach
+     * (on a node cut off: every rank beyond the dead link). */
+    if (c->rank != 0 && (nm = roll_board_probe(ctx_board(c->ctx), ranks, (int)(sizeof ranks / sizeof ranks[0]))) > 0) {
+        const size_t used = strlen(verdict);
+        snprintf(verdict + used, sizeof verdict - used, "; rank(s) %s do not answer a probe within %.1f s",
+                 rank_names_ctx(c->ctx, ranks, nm, missing, sizeof missing), ROLL_PROBE_S);
+        board_wait(c, what, count, age, 0); /* one that came meanwhile still wins */
     }
     cause = verdict;
     roll_board_tell(ctx_board(c->ctx), verdict);

@@ -68,19 +68,25 @@ void roll_board_destroy(roll_board *b)
     free(b);
 }
 
+/* Answers another rank's probe if one has come. */
+static void answer_probe(roll_board *b)
+{
+    int got = 0;
+    MPI_Status st;
+    if (b->probe_rx == MPI_REQUEST_NULL || MPI_Test(&b->probe_rx, &got, &st) != MPI_SUCCESS || !got) return;
+    MPI_Request answer;
+    b->probe_out = b->rank;
+    if (MPI_Isend(&b->probe_out, 1, MPI_INT, st.MPI_SOURCE, ANSWER_TAG, b->comm, &answer) == MPI_SUCCESS)
+        MPI_Request_free(&answer);
+    MPI_Irecv(&b->probe_in, 1, MPI_INT, MPI_ANY_SOURCE, PROBE_TAG, b->comm, &b->probe_rx);
+}
+
 const char *roll_board_listen(roll_board *b, int *from)
 {
     if (!b) return NULL;
     int got = 0;
     MPI_Status st;
-    if (b->probe_rx != MPI_REQUEST_NULL && MPI_Test(&b->probe_rx, &got, &st) == MPI_SUCCESS && got) {
-        MPI_Request answer;
-        b->probe_out = b->rank;
-        if (MPI_Isend(&b->probe_out, 1, MPI_INT, st.MPI_SOURCE, ANSWER_TAG, b->comm, &answer) == MPI_SUCCESS)
-            MPI_Request_free(&answer);
-        MPI_Irecv(&b->probe_in, 1, MPI_INT, MPI_ANY_SOURCE, PROBE_TAG, b->comm, &b->probe_rx);
-    }
-    got = 0;
+    answer_probe(b);
     if (b->verdict_rx == MPI_REQUEST_NULL || MPI_Test(&b->verdict_rx, &got, &st) != MPI_SUCCESS || !got) return NULL;
     b->verdict[VERDICT_BYTES - 1] = '\0';
     *from = st.MPI_SOURCE;
@@ -123,6 +129,7 @@ int roll_board_probe(roll_board *b, int *ranks, int cap)
     }
     const double until = clock_now_s() + ROLL_PROBE_S;
     for (int left = 1; left && clock_now_s() < until; sleep_ms()) {
+        answer_probe(b); /* two ranks may probe at once: each must not count the other as silent */
         left = 0;
         for (int j = 0; j < b->size; j++) {
             int flag = 0;
