@@ -1,0 +1,167 @@
+/*
+ * test_perfmodel.c - launch/perfmodel/: the allreduce formulas against their closed forms (ring,
+ * tree, two levels), the ring fit recovering the alpha and bandwidth it was generated from, and
+ * the step simulation on cases whose answer is known: one bucket without overlap is compute plus
+ * the allreduce, an infinitely fast link is compute alone, and overlap hides what it can.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "launch/perfmodel/perfmodel.h"
+
+#include <math.h>
+#include <string.h>
+
+static void near(double got, double want)
+{
+    if (!(fabs(got - want) <= 1e-9 * fabs(want) + 1e-15)) fail_msg("got %.17g, expected %.17g", got, want);
+}
+
+static pm_net one_node(int world, double alpha, double busbw)
+{
+    return (pm_net){world, world, {alpha, busbw}, {alpha, busbw}};
+}
+
+static void test_ring_formula(void **st)
+{
+    (void)st;
+    for (int w = 2; w <= 8; w++) {
+        const pm_net n = one_node(w, 5e-6, 10e9);
+        const double bytes = 64e6;
+        near(pm_allreduce_time(&n, PM_RING, bytes), 2.0 * (w - 1) / w * bytes / 10e9 + 2.0 * (w - 1) * 5e-6);
+    }
+    const pm_net solo = one_node(1, 5e-6, 10e9);
+    near(pm_allreduce_time(&solo, PM_RING, 1e6), 0);
+}
+
+static void test_tree_and_two_levels(void **st)
+{
+    (void)st;
+    /* 4 nodes x 8: ring latency 2*31 steps, 8 of them between nodes; the slower busbw rules. */
+    const pm_net n = {32, 8, {1e-6, 370e9}, {10e-6, 50e9}};
+    assert_int_equal(pm_nodes(&n), 4);
+    const double bytes = 100e6;
+    near(pm_allreduce_time(&n, PM_RING, bytes), (62 - 8) * 1e-6 + 8 * 10e-6 + 2.0 * 31 / 32 * bytes / 50e9);
+    near(pm_allreduce_time(&n, PM_TREE, bytes), 2 * (7 * 1e-6 + 2 * 10e-6) + 2 * bytes / (0.92 * 50e9));
+    /* auto: the tree wins small messages (its latency grows with log2 of the nodes), the ring
+     * large ones at moderate scale (its bandwidth term is 2 (W-1)/W against the tree's 2 / 0.92);
+     * at 4096 ranks the ring's 8190 steps of latency make the tree win even at 1 GB. */
+    near(pm_allreduce_time(&n, PM_AUTO, 1e3), pm_allreduce_time(&n, PM_TREE, 1e3));
+    near(pm_allreduce_time(&n, PM_AUTO, 1e9), pm_allreduce_time(&n, PM_RING, 1e9));
+    assert_true(pm_allreduce_time(&n, PM_TREE, 1e3) < pm_allreduce_time(&n, PM_RING, 1e3));
+    const pm_net big = {4096, 8, {1e-6, 370e9}, {10e-6, 50e9}};
+    near(pm_allreduce_time(&big, PM_AUTO, 1e9), pm_allreduce_time(&big, PM_TREE, 1e9));
+}
+
+static void test_fit_recovers(void **st)
+{
+    (void)st;
+    const int w = 4;
+    double bytes[6], secs[6];
+    for (int i = 0; i < 6; i++) {
+        bytes[i] = 65536.0 * pow(4, i);
+        secs[i] = 2.0 * (w - 1) * 20e-6 + 2.0 * (w - 1) / w * bytes[i] / 3e9;
+    }
+    pm_link l;
+    assert_int_equal(pm_fit_ring(w, bytes, secs, 6, &l), DT_OK);
+    near(l.alpha_s, 20e-6);
+    near(l.busbw, 3e9);
+    /* Refusals name the problem. */
+    assert_int_equal(pm_fit_ring(1, bytes, secs, 6, &l), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "2 or more ranks"));
+    assert_int_equal(pm_fit_ring(w, bytes, secs, 1, &l), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "two sizes"));
+    secs[2] = 0;
+    assert_int_equal(pm_fit_ring(w, bytes, secs, 6, &l), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "row 3"));
+    const double flat_b[2] = {1e6, 2e6}, flat_t[2] = {2e-3, 1e-3};
+    assert_int_equal(pm_fit_ring(2, flat_b, flat_t, 2, &l), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "no bandwidth"));
+}
+
+/* Three fc-like layers of 1 MiB of fp32 gradients each, a parameterless layer between. */
+static const pm_layer layers3[4] = {
+    {0.004, 0, 262144}, {0.001, 0, 0}, {0.003, 262144, 262144}, {0.002, 524288, 262144}};
+static pm_model model3(void) { return (pm_model){layers3, 4, 786432, 4, 4, 0.005, 0.001}; }
+
+static void test_one_bucket_no_overlap(void **st)
+{
+    (void)st;
+    const pm_model m = model3();
+    const pm_net n = one_node(2, 50e-6, 1e9);
+    const pm_sync s = {0, 0, 0, PM_RING};
+    pm_step r;
+    assert_int_equal(pm_step_time(&m, &n, &s, &r), DT_OK);
+    assert_int_equal(r.nbuckets, 1);
+    const double compute = 0.005 + 0.010 + 0.001;
+    near(r.compute_s, compute);
+    near(r.step_s, compute + pm_allreduce_time(&n, PM_RING, 3.0 * 1048576));
+    near(r.exposed_s, r.comm_s);
+}
+
+static void test_fast_link_is_compute(void **st)
+{
+    (void)st;
+    const pm_model m = model3();
+    const pm_net n = one_node(8, 0, INFINITY);
+    const pm_sync s = {1, 1, 1, PM_AUTO};
+    pm_step r;
+    assert_int_equal(pm_step_time(&m, &n, &s, &r), DT_OK);
+    assert_int_equal(r.nbuckets, 3);
+    near(r.step_s, 0.016);
+    near(r.efficiency, 1);
+}
+
+static void test_overlap_hides(void **st)
+{
+    (void)st;
+    /* Buckets of one layer each; the link takes 1 ms a bucket. Backward: layer 3 done at 2 ms,
+     * layer 2 at 5, layer 0 at 10 (layer 1 has no parameters). The last allreduce starts at 10
+     * and ends at 11: 1 ms exposed; without overlap all 3 ms are. */
+    const pm_model m = model3();
+    const pm_net n1 = one_node(2, 0, 1048576.0 / 1e-3);
+    pm_sync s = {1, 1, 1, PM_RING};
+    pm_step r;
+    assert_int_equal(pm_step_time(&m, &n1, &s, &r), DT_OK);
+    assert_int_equal(r.nbuckets, 3);
+    near(r.comm_s, 3e-3);
+    near(r.step_s, 0.016 + 1e-3);
+    s.overlap = 0;
+    assert_int_equal(pm_step_time(&m, &n1, &s, &r), DT_OK);
+    near(r.step_s, 0.016 + 3e-3);
+    /* The best cap among these: the per-layer one (1 MiB) beats one bucket (0). */
+    s.overlap = 1;
+    const double caps[3] = {0, 1, 2};
+    double best;
+    assert_int_equal(pm_best_bucket(&m, &n1, &s, caps, 3, &best, &r), DT_OK);
+    near(best, 1);
+    near(r.step_s, 0.016 + 1e-3);
+}
+
+static void test_bad_layers(void **st)
+{
+    (void)st;
+    pm_layer bad[2] = {{0.001, 0, 10}, {0.001, 20, 10}}; /* a gap at [10, 20) */
+    const pm_model m = {bad, 2, 30, 4, 4, 0, 0};
+    const pm_net n = one_node(2, 0, 1e9);
+    const pm_sync s = {25, 1, 1, PM_RING};
+    pm_step r;
+    assert_int_equal(pm_step_time(&m, &n, &s, &r), DT_ERR_INVALID_ARG);
+    bad[1] = (pm_layer){-1, 10, 20};
+    assert_int_equal(pm_step_time(&m, &n, &s, &r), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "layer 1"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ring_formula),         cmocka_unit_test(test_tree_and_two_levels),
+        cmocka_unit_test(test_fit_recovers),         cmocka_unit_test(test_one_bucket_no_overlap),
+        cmocka_unit_test(test_fast_link_is_compute), cmocka_unit_test(test_overlap_hides),
+        cmocka_unit_test(test_bad_layers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
