@@ -11,8 +11,10 @@
 #include <cmocka.h>
 
 #include "launch/perfmodel/perfmodel.h"
+#include "launch/perfmodel/perfmodel_input.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static void near(double got, double want)
@@ -155,13 +157,64 @@ static void test_bad_layers(void **st)
     assert_non_null(strstr(dt_last_error(), "layer 1"));
 }
 
+/* The lines bench step prints (cmd_bench_step.c), with a layer list holding commas. */
+static const char step_text[] =
+    "noise before\n"
+    "# dtrain bench step: model fc:64,relu,fc:10, 1 rank x batch 32, 20 timed steps after 3, SGD\n"
+    "# precision    samples/s   step ms   data ms\n"
+    "  fp32            2684.2     95.37      0.67     1.00\n"
+    "    profile, ms per step over 10 steps (waiting for the device at each boundary): input 0.100, forward "
+    "14.469, loss 0.011, backward 18.971, allreduce 51.483, check 0.000, optimizer 1.209; total 86.143\n"
+    "      layer 0 (fc:64)            forward    4.266  backward    4.154\n"
+    "      layer 2 (fc:10)            forward    0.063  backward    2.743\n";
+
+static void test_read_step_profile(void **st)
+{
+    (void)st;
+    pm_profile p;
+    assert_int_equal(pm_read_step_profile(step_text, &p), DT_OK);
+    assert_string_equal(p.model, "fc:64,relu,fc:10");
+    assert_int_equal(p.ranks, 1);
+    assert_int_equal(p.batch, 32);
+    near(p.step_ms, 95.37);
+    near(p.input_ms, 0.1), near(p.forward_ms, 14.469), near(p.backward_ms, 18.971), near(p.optimizer_ms, 1.209);
+    assert_int_equal(p.nlayers, 3);
+    near(p.bwd_ms[0], 4.154), near(p.bwd_ms[1], 0), near(p.bwd_ms[2], 2.743);
+    /* Without --profile, and not bench step output at all: the message says which. */
+    char noprof[400];
+    snprintf(noprof, sizeof noprof, "%.*s", (int)(strstr(step_text, "    profile") - step_text), step_text);
+    assert_int_equal(pm_read_step_profile(noprof, &p), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "--profile 10"));
+    assert_int_equal(pm_read_step_profile("hello\n", &p), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "bench step"));
+}
+
+static void test_read_allreduce(void **st)
+{
+    (void)st;
+    const char text[] =
+        "# dtrain bench allreduce: 3 ranks, engine threaded, op sum, fp32\n"
+        "#       size      count    type  dtrain time(us)  algbw(GB/s)\n"
+        "       65536      16384   float             93.3        0.703        0.703       0           91.4\n"
+        "     1048576     262144   float            634.1        1.654        1.654       0          678.4\n"
+        "# Avg bus bandwidth    : dtrain 0.946 GB/s, MPI 0.983 GB/s\n";
+    pm_allreduce_rows r;
+    assert_int_equal(pm_read_allreduce(text, &r), DT_OK);
+    assert_int_equal(r.ranks, 3);
+    assert_int_equal(r.n, 2);
+    near(r.bytes[1], 1048576), near(r.secs[1], 634.1e-6);
+    assert_int_equal(pm_read_allreduce("   65536 16384 float 93.3\n", &r), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "N ranks' header"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_formula),         cmocka_unit_test(test_tree_and_two_levels),
         cmocka_unit_test(test_fit_recovers),         cmocka_unit_test(test_one_bucket_no_overlap),
         cmocka_unit_test(test_fast_link_is_compute), cmocka_unit_test(test_overlap_hides),
-        cmocka_unit_test(test_bad_layers),
+        cmocka_unit_test(test_bad_layers),           cmocka_unit_test(test_read_step_profile),
+        cmocka_unit_test(test_read_allreduce),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
