@@ -23,6 +23,7 @@
 #define MP_NVLINK_ALPHA 1e-6
 #define MP_NET_BUSBW 200e9 /* 4 x 400 Gb/s a node */
 #define MP_NET_ALPHA 5e-6
+#define MP_CALL 10e-6 /* NCCL's base latency (tuning.cc baseLat, 6.8-14 us) with the launch */
 #define MP_MAX_MODELS 8
 #define MP_MAX_SCALES 32
 
@@ -31,9 +32,12 @@ enum { MP_NCAPS = sizeof mp_caps / sizeof *mp_caps };
 
 typedef struct mp_opts {
     const char *src[MP_MAX_MODELS];
-    int synthetic[MP_MAX_MODELS], nmodels;
-    const char *input, *allreduce, *plot;
-    double alpha_us, busbw_gbs, net_alpha_us, net_gbs; /* < 0: not given */
+    mp_source kind[MP_MAX_MODELS];
+    mp_flops model_flops[MP_MAX_MODELS]; /* each model's: the --input, --name, ... given before it */
+    int nmodels;
+    const char *allreduce, *plot;
+    mp_flops flops;                                             /* --input, --name, --batch, --tflops */
+    double alpha_us, busbw_gbs, net_alpha_us, net_gbs, call_us; /* < 0: not given */
     int per_node, world;
     int scales[MP_MAX_SCALES], nscales;
     pm_sync sync;
@@ -43,12 +47,17 @@ typedef struct mp_opts {
 enum {
     OPT_PROFILE = 256,
     OPT_SYNTH,
+    OPT_SPEC,
+    OPT_NAME,
+    OPT_BATCH,
+    OPT_TFLOPS,
     OPT_INPUT,
     OPT_ALLREDUCE,
     OPT_ALPHA,
     OPT_BUSBW,
     OPT_NET_ALPHA,
     OPT_NET_GBS,
+    OPT_CALL,
     OPT_PER_NODE,
     OPT_WORLD,
     OPT_SCALES,
@@ -57,19 +66,23 @@ enum {
     OPT_NO_OVERLAP,
     OPT_ALGO,
     OPT_WIRE,
-    OPT_PLOT,
-    OPT_HELP
+    OPT_PLOT
 };
 
 static const struct option mp_options[] = {
     {"profile", required_argument, NULL, OPT_PROFILE},
     {"synthetic", required_argument, NULL, OPT_SYNTH},
+    {"spec", required_argument, NULL, OPT_SPEC},
+    {"name", required_argument, NULL, OPT_NAME},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"tflops", required_argument, NULL, OPT_TFLOPS},
     {"input", required_argument, NULL, OPT_INPUT},
     {"allreduce", required_argument, NULL, OPT_ALLREDUCE},
     {"alpha-us", required_argument, NULL, OPT_ALPHA},
     {"busbw-gbs", required_argument, NULL, OPT_BUSBW},
     {"net-alpha-us", required_argument, NULL, OPT_NET_ALPHA},
     {"net-gbs", required_argument, NULL, OPT_NET_GBS},
+    {"call-us", required_argument, NULL, OPT_CALL},
     {"gpus-per-node", required_argument, NULL, OPT_PER_NODE},
     {"world", required_argument, NULL, OPT_WORLD},
     {"scales", required_argument, NULL, OPT_SCALES},
@@ -104,20 +117,30 @@ static int mp_flag(int c, const char *arg, void *ud)
     switch (c) {
         case OPT_PROFILE:
         case OPT_SYNTH:
+        case OPT_SPEC:
             if (o->nmodels == MP_MAX_MODELS) {
                 cli_error("more than %d models (--profile/--synthetic): run model-perf again for the rest",
                           MP_MAX_MODELS);
                 return EXIT_USAGE;
             }
-            o->synthetic[o->nmodels] = c == OPT_SYNTH;
+            o->kind[o->nmodels] = c == OPT_SYNTH ? MP_SYNTHETIC : c == OPT_SPEC ? MP_SPEC : MP_PROFILE;
+            o->model_flops[o->nmodels] = o->flops;
+            o->flops.name = NULL; /* a label names one model */
             o->src[o->nmodels++] = arg;
             return EXIT_OK;
-        case OPT_INPUT: o->input = arg; return EXIT_OK;
+        case OPT_INPUT: o->flops.input = arg; return EXIT_OK;
+        case OPT_NAME: o->flops.name = arg; return EXIT_OK;
+        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 24, &o->flops.batch);
+        case OPT_TFLOPS:
+            rc = cli_float("--tflops", arg, 1e-6, 1e6, &v);
+            o->flops.tflops = v;
+            return rc;
         case OPT_ALLREDUCE: o->allreduce = arg; return EXIT_OK;
         case OPT_ALPHA: return positive("--alpha-us", arg, &o->alpha_us);
         case OPT_BUSBW: return positive("--busbw-gbs", arg, &o->busbw_gbs);
         case OPT_NET_ALPHA: return positive("--net-alpha-us", arg, &o->net_alpha_us);
         case OPT_NET_GBS: return positive("--net-gbs", arg, &o->net_gbs);
+        case OPT_CALL: return positive("--call-us", arg, &o->call_us);
         case OPT_PER_NODE: return cli_int("--gpus-per-node", arg, 1, 1 << 16, &o->per_node);
         case OPT_WORLD: return cli_int("--world", arg, 1, 1 << 20, &o->world);
         case OPT_SCALES: o->nscales = 0; return cli_list("--scales", arg, MP_MAX_SCALES, add_scale, o);
@@ -152,7 +175,7 @@ static int mp_flag(int c, const char *arg, void *ud)
 /* The network: the defaults, then a fitted one-level link, then the flags given. */
 static int mp_network(const mp_opts *o, pm_net *net)
 {
-    *net = (pm_net){0, o->per_node, {MP_NVLINK_ALPHA, MP_NVLINK_BUSBW}, {MP_NET_ALPHA, MP_NET_BUSBW}};
+    *net = (pm_net){0, o->per_node, {MP_NVLINK_ALPHA, MP_NVLINK_BUSBW}, {MP_NET_ALPHA, MP_NET_BUSBW}, MP_CALL};
     if (o->allreduce) {
         pm_link l;
         int ranks;
@@ -162,6 +185,7 @@ static int mp_network(const mp_opts *o, pm_net *net)
             return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
         }
         net->intra = net->inter = l;
+        net->call_s = 0; /* the fit's latency holds it */
         printf("# fitted %s (%d ranks): alpha %.2f us a step, busbw %.4g GB/s\n", o->allreduce, ranks, l.alpha_s * 1e6,
                l.busbw / 1e9);
     }
@@ -169,13 +193,14 @@ static int mp_network(const mp_opts *o, pm_net *net)
     if (o->busbw_gbs > 0) net->intra.busbw = o->busbw_gbs * 1e9;
     if (o->net_alpha_us >= 0) net->inter.alpha_s = o->net_alpha_us * 1e-6;
     if (o->net_gbs > 0) net->inter.busbw = o->net_gbs * 1e9;
+    if (o->call_us >= 0) net->call_s = o->call_us * 1e-6;
     return EXIT_OK;
 }
 
 /* One model over the scales: a table, and its series for the plot. */
 static int mp_predict(const mp_opts *o, const mp_model *mm, pm_net net, mp_series *ser)
 {
-    const pm_model m = mp_model_view(mm, dt_dtype_size(o->wire));
+    const pm_model m = mp_model_view(mm, 4, dt_dtype_size(o->wire));
     double bwd = 0;
     for (int i = 0; i < m.nlayers; i++) bwd += m.layers[i].bwd_s;
     printf("# model %s: %.3f M parameters (%.2f MiB of gradients, %s on the wire) in %d layers; compute %.3f ms a "
@@ -216,6 +241,7 @@ int cmd_model_perf(int argc, char **argv)
                  .busbw_gbs = -1,
                  .net_alpha_us = -1,
                  .net_gbs = -1,
+                 .call_us = -1,
                  .per_node = 8,
                  .sync = {25, 1, 1, PM_AUTO},
                  .wire = DT_F32};
@@ -232,8 +258,9 @@ int cmd_model_perf(int argc, char **argv)
     int rc = mp_network(&o, &net);
     if (rc) return rc;
     printf("# links: within a node alpha %.2f us, busbw %.4g GB/s; between nodes alpha %.2f us, busbw %.4g GB/s a "
-           "node; %d ranks a node; algo %s; overlap %s; buckets %g MiB, first %g MiB\n",
-           net.intra.alpha_s * 1e6, net.intra.busbw / 1e9, net.inter.alpha_s * 1e6, net.inter.busbw / 1e9, net.per_node,
+           "node; %.1f us a call; %d ranks a node; algo %s; overlap %s; buckets %g MiB, first %g MiB\n",
+           net.intra.alpha_s * 1e6, net.intra.busbw / 1e9, net.inter.alpha_s * 1e6, net.inter.busbw / 1e9,
+           net.call_s * 1e6, net.per_node,
            o.sync.algo == PM_RING   ? "ring"
            : o.sync.algo == PM_TREE ? "tree"
                                     : "auto",
@@ -243,7 +270,7 @@ int cmd_model_perf(int argc, char **argv)
     rc = mm && ser ? EXIT_OK : EXIT_FAIL;
     if (rc) cli_error("model-perf: out of memory");
     for (int i = 0; !rc && i < o.nmodels; i++) {
-        const dt_status s = mp_model_load(o.src[i], o.synthetic[i], o.input, mm);
+        const dt_status s = mp_model_load(o.src[i], o.kind[i], &o.model_flops[i], mm);
         if (s) {
             cli_error("%s", dt_last_error());
             rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL; /* a bad value, or a file not read */

@@ -56,6 +56,37 @@ static void split_ms(const char *arg, char *path, size_t n, double *ms)
     if (end != c + 1 && !*end && v > 0) *ms = v, *c = 0;
 }
 
+dt_status mp_model_from_times(const char *spec_text, const char *input, const double *bwd_s, int nt, double backward_s,
+                              double forward_s, double after_s, mp_model *m)
+{
+    model_spec spec;
+    dt_status s = model_spec_parse(spec_text, input, &spec);
+    if (s) return status_set_error(s, "model '%s' with input '%s': %s", spec_text, input, dt_last_error());
+    if (nt > spec.n || spec.n > PM_MAX_LAYERS) {
+        s = status_set_error(DT_ERR_INVALID_ARG,
+                             "%d layer times for model '%s' of %d layers (at most %d): is the input right?", nt,
+                             spec_text, spec.n, PM_MAX_LAYERS);
+        model_spec_free(&spec);
+        return s;
+    }
+    snprintf(m->name, sizeof m->name, "%s", spec_text);
+    m->nlayers = spec.n;
+    m->count = spec.num_params;
+    double sum = 0;
+    for (int i = 0; i < nt; i++) sum += bwd_s[i];
+    /* The phase is what backward took; the layers' own times miss the gaps between them, so they
+     * are scaled to it (uniformly when no layer has a time). */
+    for (int i = 0; i < spec.n; i++) {
+        const layer *l = &spec.layers[i];
+        const double share = sum > 0 ? (i < nt ? bwd_s[i] / sum : 0) : 1.0 / spec.n;
+        m->layers[i] = (pm_layer){share * backward_s, l->w_off, l->w_n + l->b_n};
+    }
+    m->forward_s = forward_s;
+    m->after_s = after_s;
+    model_spec_free(&spec);
+    return DT_OK;
+}
+
 static dt_status from_profile(const char *arg, const char *input, mp_model *m)
 {
     char path[1024];
@@ -68,50 +99,24 @@ static dt_status from_profile(const char *arg, const char *input, mp_model *m)
     if (!p) s = status_set_error(DT_ERR_NOMEM, "out of memory reading '%s'", path);
     if (!s) s = pm_read_step_profile(text, p);
     free(text);
-    if (s) {
-        free(p);
-        return status_set_error(s, "%s: %s", path, dt_last_error());
+    const char *in = !s && !input ? model_preset_input(p->model) : input;
+    if (!s && !in)
+        s = status_set_error(DT_ERR_INVALID_ARG, "model '%s' is not a preset: give its input shape with --input",
+                             p->model);
+    if (!s) {
+        double bwd[PM_MAX_LAYERS];
+        for (int i = 0; i < p->nlayers; i++) bwd[i] = p->bwd_ms[i] * 1e-3;
+        s = mp_model_from_times(p->model, in, bwd, p->nlayers, p->backward_ms * 1e-3,
+                                (p->input_ms + p->forward_ms + p->loss_ms) * 1e-3,
+                                (p->check_ms + p->optimizer_ms) * 1e-3, m);
     }
-    const char *in = input ? input : model_preset_input(p->model);
-    if (!in) {
-        s = status_set_error(DT_ERR_INVALID_ARG, "%s: model '%s' is not a preset: give its input shape with --input",
-                             path, p->model);
-        free(p);
-        return s;
-    }
-    model_spec spec;
-    s = model_spec_parse(p->model, in, &spec);
-    if (s) {
-        s = status_set_error(s, "%s: model '%s' with input '%s': %s", path, p->model, in, dt_last_error());
-        free(p);
-        return s;
-    }
-    if (p->nlayers > spec.n || spec.n > PM_MAX_LAYERS) {
-        s = status_set_error(DT_ERR_INVALID_ARG,
-                             "%s: the profile lists layer %d but model '%s' has %d layers: is --input right?", path,
-                             p->nlayers - 1, p->model, spec.n);
-    } else {
-        snprintf(m->name, sizeof m->name, "%s", p->model);
-        m->nlayers = spec.n;
-        m->count = spec.num_params;
-        double sum = 0;
-        for (int i = 0; i < spec.n; i++) sum += p->bwd_ms[i];
-        /* The phase is what backward took; the layers' own times miss the gaps between them, so
-         * they are scaled to it (uniformly when the profile lists none). */
-        for (int i = 0; i < spec.n; i++) {
-            const layer *l = &spec.layers[i];
-            const double share = sum > 0 ? p->bwd_ms[i] / sum : 1.0 / spec.n;
-            m->layers[i] = (pm_layer){share * p->backward_ms * 1e-3, l->w_off, l->w_n + l->b_n};
-        }
-        m->forward_s = (p->input_ms + p->forward_ms + p->loss_ms) * 1e-3;
-        m->after_s = (p->check_ms + p->optimizer_ms) * 1e-3;
+    if (!s) {
         m->measured_ms = p->step_ms;
         m->measured_ranks = p->ranks;
         if (ms > 0) scale_compute(m, ms * 1e-3);
     }
-    model_spec_free(&spec);
     free(p);
-    return s;
+    return s ? status_set_error(s, "%s: %s", path, dt_last_error()) : DT_OK;
 }
 
 static dt_status from_synthetic(const char *arg, mp_model *m)
@@ -142,15 +147,53 @@ static dt_status from_synthetic(const char *arg, mp_model *m)
     return DT_OK;
 }
 
-dt_status mp_model_load(const char *arg, int synthetic, const char *input, mp_model *m)
+/* Multiply-adds x 2 of one sample through layer l forward; fc and conv only (the element-wise
+ * layers are memory-bound and small beside them, so they count 0). */
+static double layer_flops(const layer *l)
 {
-    memset(m, 0, sizeof *m);
-    return synthetic ? from_synthetic(arg, m) : from_profile(arg, input, m);
+    if (l->kind == LAYER_FC) return 2.0 * l->in_c * l->in_h * l->in_w * l->out;
+    if (l->kind == LAYER_CONV) return 2.0 * l->k * l->k * l->in_c * (double)l->out_c * l->out_h * l->out_w;
+    return 0;
 }
 
-pm_model mp_model_view(const mp_model *m, size_t wire_bytes)
+static dt_status from_spec(const char *spec_text, const mp_flops *fl, mp_model *m)
 {
-    return (pm_model){m->layers, m->nlayers, m->count, 4, wire_bytes, m->forward_s, m->after_s};
+    if (!fl->input)
+        return status_set_error(DT_ERR_INVALID_ARG, "--spec '%s' needs --input SHAPE (784, 3x224x224)", spec_text);
+    model_spec spec;
+    dt_status s = model_spec_parse(spec_text, fl->input, &spec);
+    if (s) return status_set_error(s, "--spec '%s' with input '%s': %s", spec_text, fl->input, dt_last_error());
+    if (spec.n > PM_MAX_LAYERS) {
+        model_spec_free(&spec);
+        return status_set_error(DT_ERR_INVALID_ARG, "--spec '%s' has %d layers, more than %d", spec_text, spec.n,
+                                PM_MAX_LAYERS);
+    }
+    snprintf(m->name, sizeof m->name, "%s", fl->name ? fl->name : spec_text);
+    m->nlayers = spec.n;
+    m->count = spec.num_params;
+    /* Backward computes the input's and the weights' gradients: twice forward's products. */
+    const double per_flop = fl->batch / (fl->tflops * 1e12);
+    for (int i = 0; i < spec.n; i++) {
+        const layer *l = &spec.layers[i];
+        const double f = layer_flops(l) * per_flop;
+        m->forward_s += f;
+        m->layers[i] = (pm_layer){2 * f, l->w_off, l->w_n + l->b_n};
+    }
+    model_spec_free(&spec);
+    return DT_OK;
+}
+
+dt_status mp_model_load(const char *arg, mp_source kind, const mp_flops *fl, mp_model *m)
+{
+    memset(m, 0, sizeof *m);
+    if (kind == MP_SYNTHETIC) return from_synthetic(arg, m);
+    if (kind == MP_SPEC) return from_spec(arg, fl, m);
+    return from_profile(arg, fl->input, m);
+}
+
+pm_model mp_model_view(const mp_model *m, size_t elem_bytes, size_t wire_bytes)
+{
+    return (pm_model){m->layers, m->nlayers, m->count, elem_bytes, wire_bytes, m->forward_s, m->after_s};
 }
 
 dt_status mp_read_allreduce(const char *path, pm_link *link, int *ranks)

@@ -17,12 +17,27 @@ typedef struct mp_model {
     int measured_ranks; /* at this many ranks */
 } mp_model;
 
-/* A model from `--profile PATH[:COMPUTE_MS]` (synthetic 0; input: the shape of a model that is
- * not a preset, else NULL) or `--synthetic NAME:PARAMS_M:LAYERS:COMPUTE_MS` (synthetic 1).
- * Errors name the file or the value and the fix. */
-dt_status mp_model_load(const char *arg, int synthetic, const char *input, mp_model *m);
-/* m as the step model's input (fp32 buffer, wire_bytes an element on the wire); points into m. */
-pm_model mp_model_view(const mp_model *m, size_t wire_bytes);
+typedef enum { MP_PROFILE, MP_SYNTHETIC, MP_SPEC } mp_source;
+
+/* What a model from the grammar (MP_SPEC) computes at: input shape (also the shape of a --profile
+ * model that is not a preset), batch per rank, sustained TFLOP/s; name: the label (NULL: the spec). */
+typedef struct mp_flops {
+    const char *input, *name;
+    int batch;
+    double tflops;
+} mp_flops;
+
+/* A model from `--profile PATH[:COMPUTE_MS]`, `--synthetic NAME:PARAMS_M:LAYERS:COMPUTE_MS`, or
+ * `--spec SPEC` (the model grammar; per-layer compute = its fc/conv FLOPs x batch / TFLOP/s,
+ * backward twice forward). Errors name the file or the value and the fix. */
+dt_status mp_model_load(const char *arg, mp_source kind, const mp_flops *fl, mp_model *m);
+/* A model of the grammar (spec_text with input) with measured times in seconds a step: bwd_s[i]
+ * for layers 0..nt-1, scaled together to backward_s; forward_s before backward, after_s after. */
+dt_status mp_model_from_times(const char *spec_text, const char *input, const double *bwd_s, int nt, double backward_s,
+                              double forward_s, double after_s, mp_model *m);
+/* m as the step model's input (elem_bytes an element of the gradient buffer, wire_bytes of what
+ * travels); points into m. */
+pm_model mp_model_view(const mp_model *m, size_t elem_bytes, size_t wire_bytes);
 /* A ring fitted to a `bench allreduce` output at path, and the ranks it ran at. */
 dt_status mp_read_allreduce(const char *path, pm_link *link, int *ranks);
 

@@ -43,9 +43,9 @@ static double pm_tree_time(const pm_net *net, double bytes)
 double pm_allreduce_time(const pm_net *net, pm_algo a, double bytes)
 {
     if (net->world <= 1 || bytes <= 0) return 0;
-    if (a == PM_RING) return pm_ring_time(net, bytes);
-    if (a == PM_TREE) return pm_tree_time(net, bytes);
-    return fmin(pm_ring_time(net, bytes), pm_tree_time(net, bytes));
+    if (a == PM_RING) return net->call_s + pm_ring_time(net, bytes);
+    if (a == PM_TREE) return net->call_s + pm_tree_time(net, bytes);
+    return net->call_s + fmin(pm_ring_time(net, bytes), pm_tree_time(net, bytes));
 }
 
 dt_status pm_fit_ring(int world, const double *bytes, const double *secs, int n, pm_link *out)

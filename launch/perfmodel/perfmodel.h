@@ -11,7 +11,9 @@
  *         (N nodes; one node: 2 (W - 1) alpha_intra), busbw = min(intra, inter) across nodes;
  *   tree: ratio = 1/2, latency = 2 ((G - 1) alpha_intra + log2(N) alpha_inter) (G ranks a node),
  *         busbw = 0.92 x the ring's (NCCL's tree correction).
- * On one node the ring's time is the textbook 2 (W-1)/W x bytes / busbw + 2 (W-1) alpha.
+ * On one node the ring's time is the textbook 2 (W-1)/W x bytes / busbw + 2 (W-1) alpha. Each
+ * collective also pays call_s, whatever its size (NCCL's baseLat plus the launch): what makes many
+ * small buckets cost more than a few large ones.
  */
 #ifndef DT_LAUNCH_PERFMODEL_H
 #define DT_LAUNCH_PERFMODEL_H
@@ -30,6 +32,7 @@ typedef struct pm_link {
 typedef struct pm_net {
     int world, per_node;
     pm_link intra, inter; /* inter: a node's links to the others, all its NICs together */
+    double call_s;        /* fixed seconds of every collective: launch and NCCL's base latency */
 } pm_net;
 
 typedef enum { PM_RING, PM_TREE, PM_AUTO } pm_algo; /* PM_AUTO: the faster of the two per size */

@@ -30,7 +30,7 @@ step=$(echo "$row" | awk '{print $3}') exposed=$(echo "$row" | awk '{print $4}')
 expect 0 "compute 5.000 ms a step" "$DTRAIN" model-perf --profile "$tmp/prof.txt:5" --world 1
 
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
-    $MPIRUN -np 2 "$DTRAIN" bench allreduce -b 64K -e 4M -f 4 --iters 3 --warmup 1 >"$tmp/ar.txt" 2>&1
+    $MPIRUN -np 2 "$DTRAIN" bench allreduce -b 256K -e 16M -f 4 --iters 5 --warmup 1 >"$tmp/ar.txt" 2>&1
 expect 0 "# fitted $tmp/ar.txt (2 ranks): alpha" "$DTRAIN" model-perf --profile "$tmp/prof.txt" --allreduce \
     "$tmp/ar.txt" --world 2 --gpus-per-node 2
 expect 2 "no '# dtrain bench allreduce: N ranks' header" "$DTRAIN" model-perf --profile "$tmp/prof.txt" \
@@ -49,4 +49,17 @@ if command -v gnuplot >/dev/null; then
 else
     echo "gnuplot not installed: the --plot check is skipped"
 fi
+# train --bucket-mb auto: the choice is made after the profiled steps, said by rank 0, the same on
+# every rank (the plan is compared), and the parameters equal a run with the default cap bit for bit.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+run_train() { $MPIRUN -np 2 "$DTRAIN" train --model mlp --batch 16 --steps 6 --log-every 3 --dump-params "$@"; }
+expect 0 "buckets: --bucket-mb auto chose" run_train "$tmp/auto.bin" --bucket-mb auto
+grep -q "cap 25 MiB until --bucket-mb auto chooses" "$tmp/out" && grep -q "parameters identical on all 2 ranks" "$tmp/out" &&
+    ok "the start line says auto; parameters identical on both ranks" || { bad "auto run:"; cat "$tmp/out"; }
+expect 0 "" run_train "$tmp/fixed.bin"
+cmp -s "$tmp/auto.bin" "$tmp/fixed.bin" && ok "--bucket-mb auto: parameters bitwise equal to the default cap's" ||
+    bad "--bucket-mb auto changed the parameters"
+expect 0 "--bucket-mb auto keeps 25 MiB: one rank has nothing to send" "$DTRAIN" train --model mlp --batch 16 \
+    --steps 4 --bucket-mb auto
+expect 2 "--bucket-mb 'autox' is not a number" "$DTRAIN" train --bucket-mb autox --steps 1
 finish

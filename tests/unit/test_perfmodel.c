@@ -24,7 +24,7 @@ static void near(double got, double want)
 
 static pm_net one_node(int world, double alpha, double busbw)
 {
-    return (pm_net){world, world, {alpha, busbw}, {alpha, busbw}};
+    return (pm_net){world, world, {alpha, busbw}, {alpha, busbw}, 0};
 }
 
 static void test_ring_formula(void **st)
@@ -37,13 +37,17 @@ static void test_ring_formula(void **st)
     }
     const pm_net solo = one_node(1, 5e-6, 10e9);
     near(pm_allreduce_time(&solo, PM_RING, 1e6), 0);
+    /* The fixed cost of a call adds to every allreduce, and makes one bucket beat many small ones. */
+    pm_net called = one_node(4, 5e-6, 10e9);
+    called.call_s = 20e-6;
+    near(pm_allreduce_time(&called, PM_RING, 1e6), 20e-6 + 1.5e6 / 10e9 + 6 * 5e-6);
 }
 
 static void test_tree_and_two_levels(void **st)
 {
     (void)st;
     /* 4 nodes x 8: ring latency 2*31 steps, 8 of them between nodes; the slower busbw rules. */
-    const pm_net n = {32, 8, {1e-6, 370e9}, {10e-6, 50e9}};
+    const pm_net n = {32, 8, {1e-6, 370e9}, {10e-6, 50e9}, 0};
     assert_int_equal(pm_nodes(&n), 4);
     const double bytes = 100e6;
     near(pm_allreduce_time(&n, PM_RING, bytes), (62 - 8) * 1e-6 + 8 * 10e-6 + 2.0 * 31 / 32 * bytes / 50e9);
@@ -54,7 +58,7 @@ static void test_tree_and_two_levels(void **st)
     near(pm_allreduce_time(&n, PM_AUTO, 1e3), pm_allreduce_time(&n, PM_TREE, 1e3));
     near(pm_allreduce_time(&n, PM_AUTO, 1e9), pm_allreduce_time(&n, PM_RING, 1e9));
     assert_true(pm_allreduce_time(&n, PM_TREE, 1e3) < pm_allreduce_time(&n, PM_RING, 1e3));
-    const pm_net big = {4096, 8, {1e-6, 370e9}, {10e-6, 50e9}};
+    const pm_net big = {4096, 8, {1e-6, 370e9}, {10e-6, 50e9}, 0};
     near(pm_allreduce_time(&big, PM_AUTO, 1e9), pm_allreduce_time(&big, PM_TREE, 1e9));
 }
 
@@ -141,6 +145,14 @@ static void test_overlap_hides(void **st)
     assert_int_equal(pm_best_bucket(&m, &n1, &s, caps, 3, &best, &r), DT_OK);
     near(best, 1);
     near(r.step_s, 0.016 + 1e-3);
+    /* A call costing 3 ms: three buckets pay it three times, one bucket (cap 0) once after 10 ms:
+     * 10 + 3 + 3 = 16 against per-layer buckets' 10 + 3 + 1 (the last only; the link is busy
+     * until 2 + 4 = 6, then 6 + 4 = 10 for layer 2's, then layer 0's 10 + 4 = 14). */
+    pm_net slow_call = n1;
+    slow_call.call_s = 3e-3;
+    assert_int_equal(pm_best_bucket(&m, &slow_call, &s, caps, 3, &best, &r), DT_OK);
+    near(best, 1);
+    near(r.step_s, 0.006 + 0.014 + 0.001 - 0.005 + 0.004);
 }
 
 static void test_bad_layers(void **st)
