@@ -211,6 +211,7 @@ static int mp_predict(const mp_opts *o, const mp_model *mm, pm_net net, mp_serie
            "eff%s\n",
            mm->measured_ms > 0 ? " | measured ms  error" : "");
     snprintf(ser->name, sizeof ser->name, "%s", mm->name);
+    ser->grad_mb = (double)m.count * (double)m.elem_bytes / 1048576.0;
     ser->n = 0;
     const int one[1] = {o->world};
     const int *sc = o->world ? one : o->scales, nsc = o->world ? 1 : o->nscales;

@@ -1,7 +1,7 @@
 /*
  * perfmodel_plot.c - the PNG of `dtrain model-perf --plot`: two panels against ranks (log 2),
  * efficiency at the chosen bucket cap (solid) and at the best one (dashed), and the best cap in MiB
- * (0 = one bucket for everything). The data is written into the script, so gnuplot reads no file.
+ * (log 2; a best cap of 0, one bucket for everything, drawn at the gradients' size). The data is written into the script, so gnuplot reads no file.
  */
 #include "launch/perfmodel/perfmodel_plot.h"
 #include "launch/cli.h"
@@ -18,7 +18,8 @@ static void mp_script(FILE *f, const char *tmp, const mp_series *s, int ns, cons
     for (int i = 0; i < ns; i++) {
         fprintf(f, "$D%d << EOD\n", i);
         for (int k = 0; k < s[i].n; k++)
-            fprintf(f, "%d %.9g %.9g %.9g\n", s[i].ranks[k], s[i].eff[k], s[i].best_eff[k], s[i].best_mb[k]);
+            fprintf(f, "%d %.9g %.9g %.9g\n", s[i].ranks[k], s[i].eff[k], s[i].best_eff[k],
+                    s[i].best_mb[k] > 0 ? s[i].best_mb[k] : s[i].grad_mb);
         fprintf(f, "EOD\n");
     }
     fprintf(f, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 860,640 font ',10' }"
@@ -36,7 +37,8 @@ static void mp_script(FILE *f, const char *tmp, const mp_series *s, int ns, cons
         gnuplot_quoted(f, s[i].name);
         fprintf(f, ", $D%d using 1:3 with lines lc %d dt 2 notitle", i, i + 1);
     }
-    fprintf(f, "\nset ylabel 'best bucket cap (MiB, 0 = one)'\nset yrange [*:*]\nset xlabel 'GPUs'\nplot");
+    fprintf(f, "\nset ylabel 'best bucket cap (MiB; one bucket: the gradients)'\nset logscale y 2\nset yrange [*:*]\n"
+               "set xlabel 'GPUs'\nplot");
     for (int i = 0; i < ns; i++) {
         fprintf(f, "%s $D%d using 1:4 with linespoints lc %d pt 7 ps 0.6 title ", i ? "," : "", i, i + 1);
         gnuplot_quoted(f, s[i].name);

@@ -12,6 +12,7 @@
 typedef struct mp_series {
     char name[256];
     int n;
+    double grad_mb; /* the gradients' size: where "one bucket" (a best cap of 0) is drawn */
     int ranks[MP_MAX_POINTS];
     double eff[MP_MAX_POINTS], best_eff[MP_MAX_POINTS], best_mb[MP_MAX_POINTS];
 } mp_series;
