@@ -14,7 +14,6 @@
  */
 #include "launch/train_run.h"
 #include "launch/perfmodel/model_source.h"
-#include "runtime/model/model.h"
 #include "base/clock.h"
 #include "base/status.h"
 
@@ -26,9 +25,19 @@
 static const double auto_caps[] = {0, 0.25, 0.5, 1, 2, 4, 8, 16, 25, 32, 64, 128, 256};
 enum { AUTO_NCAPS = sizeof auto_caps / sizeof *auto_caps };
 
+/* Whether this run takes more steps than the profiled ones: a shorter one keeps its cap (and is
+ * not slowed by profiling for nothing). */
+static int auto_has_room(const train_run *r) { return r->t.steps - r->first_step > TRAIN_AUTO_STEPS; }
+
 dt_status train_bucket_auto_begin(train_run *r)
 {
     if (!r->t.bucket_auto || r->world < 2) return DT_OK;
+    if (!auto_has_room(r)) {
+        if (r->rank == 0 && !r->t.quiet)
+            printf("buckets: --bucket-mb auto keeps %g MiB: it needs more than %d steps to choose\n",
+                   r->t.sync.bucket_mb, TRAIN_AUTO_STEPS);
+        return DT_OK;
+    }
     return dt_model_set_profile(r->m, 1);
 }
 
@@ -94,8 +103,7 @@ static dt_status measure_compute(train_run *r, mp_model *mm)
         for (int i = 0; i < nl; i++) bwd[i] = v[3 + i];
         char in[64];
         input_text(r->m, in, sizeof in);
-        const char *spec = model_preset(r->t.model) ? model_preset(r->t.model) : r->t.model;
-        s = mp_model_from_times(spec, in, bwd, nl, v[1], v[0], v[2], mm);
+        s = mp_model_from_times(r->t.model, in, bwd, nl, v[1], v[0], v[2], mm); /* presets expand there */
     }
     free(v);
     return s;
@@ -103,7 +111,7 @@ static dt_status measure_compute(train_run *r, mp_model *mm)
 
 dt_status train_bucket_auto_after_step(train_run *r, long steps_run)
 {
-    if (!r->t.bucket_auto || steps_run != TRAIN_AUTO_STEPS) return DT_OK;
+    if (!r->t.bucket_auto || steps_run != TRAIN_AUTO_STEPS || (r->world > 1 && !auto_has_room(r))) return DT_OK;
     if (r->world < 2) {
         if (r->rank == 0 && !r->t.quiet)
             printf("buckets: --bucket-mb auto keeps %g MiB: one rank has nothing to send\n", r->t.sync.bucket_mb);

@@ -61,5 +61,7 @@ cmp -s "$tmp/auto.bin" "$tmp/fixed.bin" && ok "--bucket-mb auto: parameters bitw
     bad "--bucket-mb auto changed the parameters"
 expect 0 "--bucket-mb auto keeps 25 MiB: one rank has nothing to send" "$DTRAIN" train --model mlp --batch 16 \
     --steps 4 --bucket-mb auto
+expect 0 "--bucket-mb auto keeps 25 MiB: it needs more than 3 steps to choose" $MPIRUN -np 2 "$DTRAIN" train \
+    --model mlp --batch 16 --steps 3 --bucket-mb auto
 expect 2 "--bucket-mb 'autox' is not a number" "$DTRAIN" train --bucket-mb autox --steps 1
 finish
