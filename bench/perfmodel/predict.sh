@@ -7,7 +7,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 dtrain=${DTRAIN:-$here/../../build/dtrain}
 out=${1:-$here/predictions.txt}
-png=${2:-$here/../../docs/img/perfmodel-scaling.png}
+png=${2:-$(cd "$here/../.." && pwd)/docs/img/perfmodel-scaling.png}
 # VGG-16 in the model grammar (13 conv, 3 fc: 138 M parameters), input 3x224x224.
 c() { printf 'conv:%s:3:1:1,relu,' "$@"; }
 vgg16="$(c 64 64)pool:2,$(c 128 128)pool:2,$(c 256 256 256)pool:2,$(c 512 512 512)pool:2,$(c 512 512 512)pool:2"
@@ -22,7 +22,7 @@ vgg16="${vgg16},flatten,fc:4096,relu,fc:4096,relu,fc:1000"
     # 4,000 ResNet-50 images/s a GPU); VGG-16 from the grammar at the same rate, batch 64.
     "$dtrain" model-perf --profile "$here/data/step-mlp-cpu.txt:0.239" --profile "$here/data/step-cnn-cpu.txt:3.666" \
         --synthetic resnet50:25.6:161:63.0 --synthetic resnet101:44.5:314:119.8 \
-        --name vgg16 --input 3x224x224 --batch 64 --tflops 100 --spec "$vgg16" --plot "$png"
+        --name vgg16 --input 3x224x224 --batch 64 --tflops 100 --spec "$vgg16" --plot "$png" | grep -v '^model-perf: wrote' 
     echo
     echo "## The same with --no-overlap (every allreduce after backward)"
     "$dtrain" model-perf --synthetic resnet50:25.6:161:63.0 --synthetic resnet101:44.5:314:119.8 \
