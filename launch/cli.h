@@ -124,6 +124,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_data(int argc, char **argv); /* argv[0] = "data" */
 int cmd_eval(int argc, char **argv);
 int cmd_plot(int argc, char **argv);          /* argv[0] = "plot" */
+int cmd_model_perf(int argc, char **argv);    /* argv[0] = "model-perf"; launch/perfmodel/ */
 int cmd_bench_gemm(int argc, char **argv);    /* argv[0] = "gemm" */
 int cmd_bench_step(int argc, char **argv);    /* argv[0] = "step" */
 int cmd_bench_data(int argc, char **argv);    /* argv[0] = "data" */

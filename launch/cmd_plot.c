@@ -5,6 +5,7 @@
  * its line number before gnuplot runs, and gnuplot never reads the user's file itself.
  */
 #include "launch/cli.h"
+#include "launch/gnuplot.h"
 #include "launch/plot_data.h"
 
 #include <errno.h>
@@ -33,33 +34,6 @@ static const struct panel {
     /* clang-format on */
 };
 enum { NPANELS = sizeof panels / sizeof *panels };
-
-/* gnuplot on PATH as a full path into buf, or -1. */
-static int find_gnuplot(char *buf, size_t n)
-{
-    const char *path = getenv("PATH");
-    if (!path) return -1;
-    for (const char *p = path;; p++) {
-        const size_t len = strcspn(p, ":");
-        if (snprintf(buf, n, "%.*s/gnuplot", len ? (int)len : 1, len ? p : ".") < (int)n) {
-            struct stat st;
-            if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0) return 0;
-        }
-        p += len;
-        if (!*p) return -1;
-    }
-}
-
-/* s as a gnuplot single-quoted string: ' doubled, control characters shown as '?'. */
-static void quoted(FILE *f, const char *s)
-{
-    fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'') fputc('\'', f);
-        fputc((unsigned char)*s < 0x20 ? '?' : *s, f);
-    }
-    fputc('\'', f);
-}
 
 /* The series with at least one finite value: bit i for series i (gnuplot refuses a panel with none). */
 static unsigned drawable(const plot_data *d)
@@ -121,12 +95,12 @@ static int write_script(FILE *f, const plot_data *d, const char *metrics, const 
             " else { set terminal png size 860,%d }\n",
             50 + 170 * count, 50 + 170 * count);
     fprintf(f, "set termoption noenhanced\nset output ");
-    quoted(f, tmp);
+    gnuplot_quoted(f, tmp);
     /* One step only: the x range gnuplot would warn about and widen. */
     if (d->rows[0].step == d->rows[d->n - 1].step)
         fprintf(f, "\nset xrange [%ld:%ld]", d->rows[0].step - 1, d->rows[0].step + 1);
     fprintf(f, "\nset grid\nset lmargin 12\nset multiplot layout %d,1 title ", count);
-    quoted(f, metrics);
+    gnuplot_quoted(f, metrics);
     fprintf(f, "\n");
     int drawn = 0;
     for (int p = 0; p < NPANELS; p++) {
@@ -165,64 +139,6 @@ static int write_script(FILE *f, const plot_data *d, const char *metrics, const 
     }
     fprintf(f, "unset multiplot\nset output\n");
     return count;
-}
-
-/* Runs gnuplot (exe) on script. Returns 0, or -1 after printing why. */
-static int run_gnuplot(const char *exe, const char *script, size_t len)
-{
-    int fd[2];
-    if (pipe(fd) != 0) {
-        cli_error("plot: pipe: %s", strerror(errno));
-        return -1;
-    }
-    const pid_t pid = fork();
-    if (pid < 0) {
-        cli_error("plot: fork: %s", strerror(errno));
-        close(fd[0]), close(fd[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        dup2(fd[0], STDIN_FILENO);
-        close(fd[0]), close(fd[1]);
-        execl(exe, "gnuplot", (char *)NULL);
-        fprintf(stderr, "dtrain: error: plot: cannot run %s: %s\n", exe, strerror(errno));
-        _exit(127);
-    }
-    close(fd[0]);
-    /* gnuplot dying early must give its own message and status, not kill us with SIGPIPE. */
-    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
-    for (size_t off = 0; off < len;) {
-        const ssize_t w = write(fd[1], script + off, len - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        off += (size_t)w;
-    }
-    close(fd[1]);
-    signal(SIGPIPE, old);
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) {
-            cli_error("plot: waiting for gnuplot: %s", strerror(errno));
-            return -1;
-        }
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
-    if (WIFEXITED(st))
-        cli_error("plot: gnuplot (%s) failed with exit status %d (its messages are above)", exe, WEXITSTATUS(st));
-    else
-        cli_error("plot: gnuplot (%s) died of signal %d", exe, WTERMSIG(st));
-    return -1;
-}
-
-/* The PNG at path begins with the PNG signature. */
-static int is_png(const char *path)
-{
-    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    unsigned char got[8];
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    const int ok = fread(got, 1, 8, f) == 8 && !memcmp(got, sig, 8);
-    fclose(f);
-    return ok;
 }
 
 static int plot_usage_error(const char *fmt, const char *arg)
@@ -271,7 +187,7 @@ int cmd_plot(int argc, char **argv)
     char exe[4200], tmp[4300];
     char *script = NULL;
     size_t len = 0;
-    if (find_gnuplot(exe, sizeof exe) != 0) {
+    if (gnuplot_find(exe, sizeof exe) != 0) {
         cli_error("plot: gnuplot is not on PATH: install it (Debian/Ubuntu: apt-get install gnuplot-nox)");
         goto done;
     }
@@ -291,11 +207,11 @@ int cmd_plot(int argc, char **argv)
                   cli_s((long)d.n));
         goto done;
     }
-    if (run_gnuplot(exe, script, len) != 0) {
+    if (gnuplot_run("plot", exe, script, len) != 0) {
         unlink(tmp);
         goto done;
     }
-    if (!is_png(tmp)) {
+    if (!gnuplot_is_png(tmp)) {
         cli_error("plot: gnuplot exited 0 but %s is not a PNG; not replacing %s", tmp, out);
         unlink(tmp);
         goto done;

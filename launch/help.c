@@ -16,7 +16,7 @@ static const char overview[] = "usage: dtrain <command> [options]      dtrain he
                                "commands:\n"
                                "  train            data-parallel training on a dataset or synthetic data\n"
                                "  eval             a checkpoint's accuracy and confusion matrix on a dataset\n"
-                               "  plot             a --metrics file's loss, accuracy, lr, ... against step (PNG)\n"
+                               "  plot | model-perf  metrics against step (PNG) | predicted step and scaling\n"
                                "  bench allreduce  the engine's allreduce against MPI_Allreduce, per size\n"
                                "  bench gemm       TFLOP/s of matrix products on the CPU and the GPU\n"
                                "  bench step|data  samples/s of training steps; of the input pipeline\n"
@@ -52,7 +52,7 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --lr-schedule constant|cosine|linear|step:M1,M2,..:GAMMA (constant; Me =\n"
                             "     epoch M)  --warmup-steps N (0)  --min-lr F (0)\n"
                             "  --accum-steps K (1)  --clip-grad-norm F (0: off)\n"
-                            "  --bucket-mb F (25)  --first-bucket-mb F (1)  --no-overlap\n"
+                            "  --bucket-mb F|auto (25)  --first-bucket-mb F (1)  --no-overlap\n"
                             "  --grad-comm fp32|fp16|bf16 (fp32; a 16-bit run's own type)\n"
                             "output and checkpoints\n"
                             "  --log-every N (10)  --metrics FILE.jsonl (appended on resume)\n"
@@ -109,6 +109,30 @@ static const char plot[] = "usage: dtrain plot METRICS.jsonl [-o OUT.png]\n"
                            "\n"
                            "  -o, --output OUT.png   (METRICS with .jsonl replaced by .png); written to a\n"
                            "                         temporary name, then renamed over OUT\n";
+
+static const char model_perf[] = "usage: dtrain model-perf (--profile F[:MS] | --synthetic S | --spec S)... [opts]\n"
+                                 "The step-time model: per-layer backward, the reducer's buckets, NCCL's ring and\n"
+                                 "tree allreduce within and between nodes, each bucket's allreduce once backward\n"
+                                 "filled it and the link is free. Per scale: the predicted step, exposed comm,\n"
+                                 "efficiency against one rank, the best bucket cap. docs/performance.md.\n"
+                                 "  --profile FILE[:MS]   dtrain bench step --profile N output; :MS rescales its\n"
+                                 "                        compute to MS a step (another device's)\n"
+                                 "  --synthetic N:P:L:MS  model N, P million parameters in L equal layers, MS of\n"
+                                 "                        compute a step (1/3 forward, 2/3 backward)\n"
+                                 "  --spec SPEC           a model of the grammar: fc and conv FLOPs x --batch B\n"
+                                 "                        (32) / --tflops R (100) a layer\n"
+                                 "  --input SHAPE  --name N   for the models after them: the input of a --spec or\n"
+                                 "                        non-preset --profile; the next model's label\n"
+                                 "  --allreduce FILE      a ring fitted to dtrain bench allreduce output: the link\n"
+                                 "                        at both levels (the flags below override it)\n"
+                                 "  --alpha-us A  --busbw-gbs B    within a node (1 us, 370 GB/s: NVLink, H200)\n"
+                                 "  --net-alpha-us A  --net-gbs B  between nodes, a node's NICs together (5 us,\n"
+                                 "                        200 GB/s: 4 x 400 Gb/s InfiniBand)\n"
+                                 "  --call-us C           the fixed cost of every allreduce (10; --allreduce: 0)\n"
+                                 "  --gpus-per-node G (8)  --world W or --scales LIST (8,16,...,4096)\n"
+                                 "  --bucket-mb F (25)  --first-bucket-mb F (1)  --no-overlap  --plot FILE.png\n"
+                                 "  --wire fp32|fp16|bf16  --algo ring|tree|auto (auto: the faster per bucket)\n"
+                                 "A profile taken at the --world predicted adds the measured step and the error.\n";
 
 static const char bench[] = "usage: dtrain bench allreduce|gemm|step|data|reducer [options]\n"
                             "\n"
@@ -269,6 +293,7 @@ static const struct {
     {"train precision", train_precision, 0},
     {"eval", eval, 1},
     {"plot", plot, 0},
+    {"model-perf", model_perf, 0},
     {"bench", bench, 1},
     {"bench allreduce", bench_allreduce, 1},
     {"bench gemm", bench_gemm, 1},
@@ -316,7 +341,8 @@ int cmd_help(int argc, char **argv)
         cli_error("no help for '%s': the benchmarks are allreduce, gemm, step, data, reducer (dtrain help bench gemm)",
                   topic);
     else
-        cli_error("no help for '%s': the commands are train, eval, bench, data, env, doctor, plot, version, help",
-                  topic);
+        cli_error(
+            "no help for '%s': the commands are train, eval, bench, data, env, doctor, plot, model-perf, version, help",
+            topic);
     return EXIT_USAGE;
 }

@@ -27,7 +27,10 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "data")) return cmd_data(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return cmd_plot(argc - 1, argv + 1);
+    if (!strcmp(cmd, "model-perf")) return cmd_model_perf(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) return cmd_version(argc - 1, argv + 1);
-    cli_error("unknown command '%s'; the commands are train, eval, bench, data, env, doctor, plot, version, help", cmd);
+    cli_error(
+        "unknown command '%s'; the commands are train, eval, bench, data, env, doctor, plot, model-perf, version, help",
+        cmd);
     return EXIT_USAGE;
 }

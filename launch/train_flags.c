@@ -267,6 +267,8 @@ static int train_handle(int val, const char *arg, void *ud)
         }
         case OPT_DATASET: return cli_long("--dataset-size", arg, 1, 4294967295L, &t->dataset_size);
         case OPT_BUCKET: {
+            t->bucket_auto = !strcmp(arg, "auto");
+            if (t->bucket_auto) return EXIT_OK;
             float v;
             int rc = cli_float("--bucket-mb", arg, 0, 1e6, &v);
             t->sync.bucket_mb = v;

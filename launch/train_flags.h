@@ -18,6 +18,7 @@ typedef struct train_opts {
     dt_optim_config optim;
     long seed;
     dt_sync_config sync;
+    int bucket_auto;   /* --bucket-mb auto: the step-time model picks the cap (train_bucket_auto.c) */
     int grad_comm_set; /* --grad-comm given */
     dt_dtype precision;
     int loss_scale; /* -1 default for the precision, 0 none, 1 dynamic, 2 static (--loss-scale N) */

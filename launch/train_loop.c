@@ -164,6 +164,7 @@ train_end train_loop(train_run *r, int *rc)
     const double samples_per_step = (double)r->world * t->batch * t->accum_steps;
     progress_start(&r->prog, r->rank == 0 && !t->quiet && progress_wanted(t->progress, stdout) ? stdout : NULL,
                    r->first_step, t->steps, samples_per_step, iv.t_begin);
+    if ((s = train_bucket_auto_begin(r))) goto fail;
     for (long step = r->first_step; step < t->steps; step++) {
         fault_maybe(&r->flt, r->rank, step + 1, r->m);
         dt_trace_step(r->ctx, step + 1); /* a no-op without --trace */
@@ -192,6 +193,7 @@ train_end train_loop(train_run *r, int *rc)
         }
         iv.skipped += res.skipped;
         grad_norm = res.grad_norm;
+        if ((s = train_bucket_auto_after_step(r, step + 1 - r->first_step))) goto fail;
         /* Stop requests are agreed by all ranks at the same step (a signal reaches ranks at
          * different times, or only some of them). */
         float stop = (float)stop_signal;

@@ -33,11 +33,12 @@ void train_report_start(const train_run *r)
     /* 16-bit gradients travel as they are; fp32 ones in --grad-comm's type. */
     const dt_dtype wire = r->grad_t != DT_F32 ? r->grad_t : t->sync.grad_comm;
     printf("dtrain train: model %s, %d rank%s x batch %d%s = %d per step, %ld step%s, %s lr %g momentum %g "
-           "weight decay %g, seed %ld\ngradients: %d bucket%s (cap %g MiB, first %g MiB), %s, %s on the wire\n%s",
+           "weight decay %g, seed %ld\ngradients: %d bucket%s (cap %g MiB%s, first %g MiB), %s, %s on the wire\n%s",
            t->model, world, cli_s(world), t->batch, accum_txt, world * t->batch * t->accum_steps, t->steps,
            cli_s(t->steps), t->optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw", (double)t->optim.lr,
            (double)t->optim.momentum, (double)t->optim.weight_decay, t->seed, nbuckets, cli_s(nbuckets),
-           t->sync.bucket_mb, t->sync.first_bucket_mb,
+           t->sync.bucket_mb, t->bucket_auto && world > 1 ? " until --bucket-mb auto chooses" : "",
+           t->sync.first_bucket_mb,
            world == 1        ? "no communication (1 rank)"
            : t->sync.overlap ? "allreduced during backward"
                              : "allreduced after backward (--no-overlap)",

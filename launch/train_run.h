@@ -70,6 +70,17 @@ typedef enum train_end {
  * intervals and the evaluations on the way. Collective. */
 train_end train_loop(train_run *r, int *rc);
 
+/* ---------------------------------------------------------------- --bucket-mb auto (train_bucket_auto.c) */
+
+/* The steps profiled before --bucket-mb auto chooses. */
+enum { TRAIN_AUTO_STEPS = 3 };
+/* With --bucket-mb auto on more than one rank: profiling on for the first steps. */
+dt_status train_bucket_auto_begin(train_run *r);
+/* After the steps_run-th step of this run: at TRAIN_AUTO_STEPS, the compute profiled and the
+ * link measured (collective), the cap the step-time model finds best, the reducer rebuilt with
+ * it, and rank 0's line saying so. Nothing at any other step or without --bucket-mb auto. */
+dt_status train_bucket_auto_after_step(train_run *r, long steps_run);
+
 /* ---------------------------------------------------------------- rank 0's report (train_report.c) */
 
 /* The lines before the first step: the data, the schedule, the model, the gradients' buckets and

@@ -49,7 +49,7 @@ screen() { # CODE EXPECTED-TEXT command... : stdout and stderr apart
 screen 0 "usage: dtrain <command>" "$DTRAIN" help
 screen 0 "usage: dtrain <command>" "$DTRAIN" --help
 screen 0 "bench gemm" "$DTRAIN" help
-for topic in train eval plot env version bench "bench allreduce" "bench gemm" "bench step" "bench data" "bench reducer"; do
+for topic in train eval plot model-perf env version bench "bench allreduce" "bench gemm" "bench step" "bench data" "bench reducer"; do
     screen 0 "usage: dtrain $topic" "$DTRAIN" help $topic
     "$DTRAIN" help $topic >"$tmp/a" 2>&1
     "$DTRAIN" $topic --help >"$tmp/b" 2>&1

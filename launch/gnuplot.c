@@ -1,0 +1,102 @@
+/*
+ * gnuplot.c - running gnuplot for the commands that draw PNGs (`dtrain plot`, `dtrain model-perf
+ * --plot`): finding it on PATH, quoting strings for its scripts, feeding it a script on stdin and
+ * checking that what it wrote is a PNG. The script is built in memory by the caller, so gnuplot
+ * never reads a user's file itself.
+ */
+#include "launch/gnuplot.h"
+#include "launch/cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* gnuplot on PATH as a full path into buf, or -1. */
+int gnuplot_find(char *buf, size_t n)
+{
+    const char *path = getenv("PATH");
+    if (!path) return -1;
+    for (const char *p = path;; p++) {
+        const size_t len = strcspn(p, ":");
+        if (snprintf(buf, n, "%.*s/gnuplot", len ? (int)len : 1, len ? p : ".") < (int)n) {
+            struct stat st;
+            if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0) return 0;
+        }
+        p += len;
+        if (!*p) return -1;
+    }
+}
+
+/* s as a gnuplot single-quoted string: ' doubled, control characters shown as '?'. */
+void gnuplot_quoted(FILE *f, const char *s)
+{
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'') fputc('\'', f);
+        fputc((unsigned char)*s < 0x20 ? '?' : *s, f);
+    }
+    fputc('\'', f);
+}
+
+/* Runs gnuplot (exe) on script. Returns 0, or -1 after printing why. */
+int gnuplot_run(const char *who, const char *exe, const char *script, size_t len)
+{
+    int fd[2];
+    if (pipe(fd) != 0) {
+        cli_error("%s: pipe: %s", who, strerror(errno));
+        return -1;
+    }
+    const pid_t pid = fork();
+    if (pid < 0) {
+        cli_error("%s: fork: %s", who, strerror(errno));
+        close(fd[0]), close(fd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fd[0], STDIN_FILENO);
+        close(fd[0]), close(fd[1]);
+        execl(exe, "gnuplot", (char *)NULL);
+        fprintf(stderr, "dtrain: error: %s: cannot run %s: %s\n", who, exe, strerror(errno));
+        _exit(127);
+    }
+    close(fd[0]);
+    /* gnuplot dying early must give its own message and status, not kill us with SIGPIPE. */
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    for (size_t off = 0; off < len;) {
+        const ssize_t w = write(fd[1], script + off, len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    close(fd[1]);
+    signal(SIGPIPE, old);
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) {
+            cli_error("%s: waiting for gnuplot: %s", who, strerror(errno));
+            return -1;
+        }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
+    if (WIFEXITED(st))
+        cli_error("%s: gnuplot (%s) failed with exit status %d (its messages are above)", who, exe, WEXITSTATUS(st));
+    else
+        cli_error("%s: gnuplot (%s) died of signal %d", who, exe, WTERMSIG(st));
+    return -1;
+}
+
+/* The PNG at path begins with the PNG signature. */
+int gnuplot_is_png(const char *path)
+{
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    unsigned char got[8];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    const int ok = fread(got, 1, 8, f) == 8 && !memcmp(got, sig, 8);
+    fclose(f);
+    return ok;
+}

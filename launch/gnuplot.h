@@ -1,0 +1,19 @@
+/*
+ * gnuplot.h - gnuplot as the PNG renderer of `dtrain plot` and `dtrain model-perf --plot`.
+ */
+#ifndef DT_LAUNCH_GNUPLOT_H
+#define DT_LAUNCH_GNUPLOT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* gnuplot on PATH as a full path into buf, or -1. */
+int gnuplot_find(char *buf, size_t n);
+/* s as a gnuplot single-quoted string: ' doubled, control characters shown as '?'. */
+void gnuplot_quoted(FILE *f, const char *s);
+/* Runs gnuplot (exe) on script (len bytes). Returns 0, or -1 after printing why, prefixed "who: ". */
+int gnuplot_run(const char *who, const char *exe, const char *script, size_t len);
+/* The file at path begins with the PNG signature. */
+int gnuplot_is_png(const char *path);
+
+#endif

@@ -1,0 +1,286 @@
+/*
+ * cmd_model_perf.c - `dtrain model-perf`: the step-time model (perfmodel.h) on measured inputs.
+ * For each model (a `bench step --profile` output, or a synthetic one) and each scale it prints
+ * the predicted step, what communication leaves exposed, the efficiency against one rank, and the
+ * bucket cap that maximizes it; --plot draws efficiency and best cap against ranks (gnuplot).
+ *
+ * The network is two levels: the link within a node (default NVLink on an H100/H200 node) and a
+ * node's links to the others (default 4 x 400 Gb/s InfiniBand), or one level fitted from a `bench
+ * allreduce` output (--allreduce), which then stands for both.
+ */
+#include "launch/cli.h"
+#include "launch/perfmodel/model_source.h"
+#include "launch/perfmodel/perfmodel_plot.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Defaults, with their sources in docs/performance.md ("A step-time model"). */
+#define MP_NVLINK_BUSBW 370e9 /* H100/H200 nccl-tests all_reduce busbw within a node */
+#define MP_NVLINK_ALPHA 1e-6
+#define MP_NET_BUSBW 200e9 /* 4 x 400 Gb/s a node */
+#define MP_NET_ALPHA 5e-6
+#define MP_CALL 10e-6 /* NCCL's base latency (tuning.cc baseLat, 6.8-14 us) with the launch */
+#define MP_MAX_MODELS 8
+#define MP_MAX_SCALES 32
+
+static const double mp_caps[] = {0, 0.25, 0.5, 1, 2, 4, 8, 16, 25, 32, 64, 128, 256};
+enum { MP_NCAPS = sizeof mp_caps / sizeof *mp_caps };
+
+typedef struct mp_opts {
+    const char *src[MP_MAX_MODELS];
+    mp_source kind[MP_MAX_MODELS];
+    mp_flops model_flops[MP_MAX_MODELS]; /* each model's: the --input, --name, ... given before it */
+    int nmodels;
+    const char *allreduce, *plot;
+    mp_flops flops;                                             /* --input, --name, --batch, --tflops */
+    double alpha_us, busbw_gbs, net_alpha_us, net_gbs, call_us; /* < 0: not given */
+    int per_node, world;
+    int scales[MP_MAX_SCALES], nscales;
+    pm_sync sync;
+    dt_dtype wire;
+} mp_opts;
+
+enum {
+    OPT_PROFILE = 256,
+    OPT_SYNTH,
+    OPT_SPEC,
+    OPT_NAME,
+    OPT_BATCH,
+    OPT_TFLOPS,
+    OPT_INPUT,
+    OPT_ALLREDUCE,
+    OPT_ALPHA,
+    OPT_BUSBW,
+    OPT_NET_ALPHA,
+    OPT_NET_GBS,
+    OPT_CALL,
+    OPT_PER_NODE,
+    OPT_WORLD,
+    OPT_SCALES,
+    OPT_BUCKET,
+    OPT_FIRST,
+    OPT_NO_OVERLAP,
+    OPT_ALGO,
+    OPT_WIRE,
+    OPT_PLOT
+};
+
+static const struct option mp_options[] = {
+    {"profile", required_argument, NULL, OPT_PROFILE},
+    {"synthetic", required_argument, NULL, OPT_SYNTH},
+    {"spec", required_argument, NULL, OPT_SPEC},
+    {"name", required_argument, NULL, OPT_NAME},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"tflops", required_argument, NULL, OPT_TFLOPS},
+    {"input", required_argument, NULL, OPT_INPUT},
+    {"allreduce", required_argument, NULL, OPT_ALLREDUCE},
+    {"alpha-us", required_argument, NULL, OPT_ALPHA},
+    {"busbw-gbs", required_argument, NULL, OPT_BUSBW},
+    {"net-alpha-us", required_argument, NULL, OPT_NET_ALPHA},
+    {"net-gbs", required_argument, NULL, OPT_NET_GBS},
+    {"call-us", required_argument, NULL, OPT_CALL},
+    {"gpus-per-node", required_argument, NULL, OPT_PER_NODE},
+    {"world", required_argument, NULL, OPT_WORLD},
+    {"scales", required_argument, NULL, OPT_SCALES},
+    {"bucket-mb", required_argument, NULL, OPT_BUCKET},
+    {"first-bucket-mb", required_argument, NULL, OPT_FIRST},
+    {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
+    {"algo", required_argument, NULL, OPT_ALGO},
+    {"wire", required_argument, NULL, OPT_WIRE},
+    {"plot", required_argument, NULL, OPT_PLOT},
+    {NULL, 0, NULL, 0},
+};
+
+static int add_scale(const char *item, void *ud)
+{
+    mp_opts *o = ud;
+    return cli_int("--scales", item, 1, 1 << 20, &o->scales[o->nscales++]);
+}
+
+static int positive(const char *flag, const char *arg, double *out)
+{
+    float v;
+    const int rc = cli_float(flag, arg, 0, 1e9, &v);
+    *out = v;
+    return rc;
+}
+
+static int mp_flag(int c, const char *arg, void *ud)
+{
+    mp_opts *o = ud;
+    float v;
+    int rc;
+    switch (c) {
+        case OPT_PROFILE:
+        case OPT_SYNTH:
+        case OPT_SPEC:
+            if (o->nmodels == MP_MAX_MODELS) {
+                cli_error("more than %d models (--profile/--synthetic): run model-perf again for the rest",
+                          MP_MAX_MODELS);
+                return EXIT_USAGE;
+            }
+            o->kind[o->nmodels] = c == OPT_SYNTH ? MP_SYNTHETIC : c == OPT_SPEC ? MP_SPEC : MP_PROFILE;
+            o->model_flops[o->nmodels] = o->flops;
+            o->flops.name = NULL; /* a label names one model */
+            o->src[o->nmodels++] = arg;
+            return EXIT_OK;
+        case OPT_INPUT: o->flops.input = arg; return EXIT_OK;
+        case OPT_NAME: o->flops.name = arg; return EXIT_OK;
+        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 24, &o->flops.batch);
+        case OPT_TFLOPS:
+            rc = cli_float("--tflops", arg, 1e-6, 1e6, &v);
+            o->flops.tflops = v;
+            return rc;
+        case OPT_ALLREDUCE: o->allreduce = arg; return EXIT_OK;
+        case OPT_ALPHA: return positive("--alpha-us", arg, &o->alpha_us);
+        case OPT_BUSBW: return positive("--busbw-gbs", arg, &o->busbw_gbs);
+        case OPT_NET_ALPHA: return positive("--net-alpha-us", arg, &o->net_alpha_us);
+        case OPT_NET_GBS: return positive("--net-gbs", arg, &o->net_gbs);
+        case OPT_CALL: return positive("--call-us", arg, &o->call_us);
+        case OPT_PER_NODE: return cli_int("--gpus-per-node", arg, 1, 1 << 16, &o->per_node);
+        case OPT_WORLD: return cli_int("--world", arg, 1, 1 << 20, &o->world);
+        case OPT_SCALES: o->nscales = 0; return cli_list("--scales", arg, MP_MAX_SCALES, add_scale, o);
+        case OPT_BUCKET:
+            rc = cli_float("--bucket-mb", arg, 0, 1e6, &v);
+            o->sync.bucket_mb = v;
+            return rc;
+        case OPT_FIRST:
+            rc = cli_float("--first-bucket-mb", arg, 0, 1e6, &v);
+            o->sync.first_bucket_mb = v;
+            return rc;
+        case OPT_NO_OVERLAP: o->sync.overlap = 0; return EXIT_OK;
+        case OPT_ALGO:
+            if (!strcmp(arg, "ring"))
+                o->sync.algo = PM_RING;
+            else if (!strcmp(arg, "tree"))
+                o->sync.algo = PM_TREE;
+            else if (!strcmp(arg, "auto"))
+                o->sync.algo = PM_AUTO;
+            else {
+                cli_error("--algo '%s' is not ring, tree or auto (auto: the faster per bucket, as NCCL picks)", arg);
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
+        case OPT_WIRE: return cli_float_dtype("--wire", arg, &o->wire);
+        case OPT_PLOT: o->plot = arg; return EXIT_OK;
+    }
+    cli_error("model-perf: unknown option (dtrain model-perf --help lists them)");
+    return EXIT_USAGE;
+}
+
+/* The network: the defaults, then a fitted one-level link, then the flags given. */
+static int mp_network(const mp_opts *o, pm_net *net)
+{
+    *net = (pm_net){0, o->per_node, {MP_NVLINK_ALPHA, MP_NVLINK_BUSBW}, {MP_NET_ALPHA, MP_NET_BUSBW}, MP_CALL};
+    if (o->allreduce) {
+        pm_link l;
+        int ranks;
+        const dt_status s = mp_read_allreduce(o->allreduce, &l, &ranks);
+        if (s) {
+            cli_error("%s", dt_last_error());
+            return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+        }
+        net->intra = net->inter = l;
+        net->call_s = 0; /* the fit's latency holds it */
+        printf("# fitted %s (%d ranks): alpha %.2f us a step, busbw %.4g GB/s\n", o->allreduce, ranks, l.alpha_s * 1e6,
+               l.busbw / 1e9);
+    }
+    if (o->alpha_us >= 0) net->intra.alpha_s = o->alpha_us * 1e-6;
+    if (o->busbw_gbs > 0) net->intra.busbw = o->busbw_gbs * 1e9;
+    if (o->net_alpha_us >= 0) net->inter.alpha_s = o->net_alpha_us * 1e-6;
+    if (o->net_gbs > 0) net->inter.busbw = o->net_gbs * 1e9;
+    if (o->call_us >= 0) net->call_s = o->call_us * 1e-6;
+    return EXIT_OK;
+}
+
+/* One model over the scales: a table, and its series for the plot. */
+static int mp_predict(const mp_opts *o, const mp_model *mm, pm_net net, mp_series *ser)
+{
+    const pm_model m = mp_model_view(mm, 4, dt_dtype_size(o->wire));
+    double bwd = 0;
+    for (int i = 0; i < m.nlayers; i++) bwd += m.layers[i].bwd_s;
+    printf("# model %s: %.3f M parameters (%.2f MiB of gradients, %s on the wire) in %d layers; compute %.3f ms a "
+           "step (forward %.3f, backward %.3f, after %.3f)\n",
+           mm->name, m.count / 1e6, m.count * 4 / 1048576.0, dt_dtype_name(o->wire), m.nlayers,
+           (m.forward_s + bwd + m.after_s) * 1e3, m.forward_s * 1e3, bwd * 1e3, m.after_s * 1e3);
+    printf("#  ranks  nodes    step ms  exposed ms    comm ms  efficiency  buckets |  best MiB  best step ms  best "
+           "eff%s\n",
+           mm->measured_ms > 0 ? " | measured ms  error" : "");
+    snprintf(ser->name, sizeof ser->name, "%s", mm->name);
+    ser->grad_mb = (double)m.count * (double)m.elem_bytes / 1048576.0;
+    ser->n = 0;
+    const int one[1] = {o->world};
+    const int *sc = o->world ? one : o->scales, nsc = o->world ? 1 : o->nscales;
+    for (int k = 0; k < nsc; k++) {
+        net.world = sc[k];
+        pm_step st, best;
+        double best_mb;
+        if (pm_step_time(&m, &net, &o->sync, &st) ||
+            pm_best_bucket(&m, &net, &o->sync, mp_caps, MP_NCAPS, &best_mb, &best)) {
+            cli_error("model %s at %d ranks: %s", mm->name, sc[k], dt_last_error());
+            return EXIT_FAIL;
+        }
+        printf("  %6d %6d %10.3f %11.3f %10.3f %11.3f %8d | %9.4g %13.3f %9.3f", sc[k], pm_nodes(&net), st.step_s * 1e3,
+               st.exposed_s * 1e3, st.comm_s * 1e3, st.efficiency, st.nbuckets, best_mb, best.step_s * 1e3,
+               best.efficiency);
+        if (mm->measured_ms > 0 && mm->measured_ranks == sc[k])
+            printf(" | %11.3f %+5.1f%%", mm->measured_ms, 100 * (st.step_s * 1e3 - mm->measured_ms) / mm->measured_ms);
+        printf("\n");
+        ser->ranks[ser->n] = sc[k], ser->eff[ser->n] = st.efficiency, ser->best_eff[ser->n] = best.efficiency;
+        ser->best_mb[ser->n++] = best_mb;
+    }
+    return EXIT_OK;
+}
+
+int cmd_model_perf(int argc, char **argv)
+{
+    mp_opts o = {.alpha_us = -1,
+                 .busbw_gbs = -1,
+                 .net_alpha_us = -1,
+                 .net_gbs = -1,
+                 .call_us = -1,
+                 .per_node = 8,
+                 .sync = {25, 1, 1, PM_AUTO},
+                 .wire = DT_F32};
+    for (int s = 8; s <= 4096; s *= 2) o.scales[o.nscales++] = s;
+    dt_config cfg; /* the common flags are taken and ignored: the model runs nothing on the job */
+    const cli_extra extra = {mp_options, mp_flag, &o, NULL};
+    if (cli_parse(argc, argv, "model-perf", &cfg, &extra)) return EXIT_USAGE;
+    if (!o.nmodels) {
+        cli_error("model-perf: no model: give --profile FILE (the output of dtrain bench step --profile 10) or "
+                  "--synthetic NAME:PARAMS_M:LAYERS:COMPUTE_MS");
+        return EXIT_USAGE;
+    }
+    pm_net net;
+    int rc = mp_network(&o, &net);
+    if (rc) return rc;
+    printf("# links: within a node alpha %.2f us, busbw %.4g GB/s; between nodes alpha %.2f us, busbw %.4g GB/s a "
+           "node; %.1f us a call; %d ranks a node; algo %s; overlap %s; buckets %g MiB, first %g MiB\n",
+           net.intra.alpha_s * 1e6, net.intra.busbw / 1e9, net.inter.alpha_s * 1e6, net.inter.busbw / 1e9,
+           net.call_s * 1e6, net.per_node,
+           o.sync.algo == PM_RING   ? "ring"
+           : o.sync.algo == PM_TREE ? "tree"
+                                    : "auto",
+           o.sync.overlap ? "on" : "off", o.sync.bucket_mb, o.sync.first_bucket_mb);
+    mp_model *mm = malloc(sizeof *mm);
+    mp_series *ser = calloc(MP_MAX_MODELS, sizeof *ser);
+    rc = mm && ser ? EXIT_OK : EXIT_FAIL;
+    if (rc) cli_error("model-perf: out of memory");
+    for (int i = 0; !rc && i < o.nmodels; i++) {
+        const dt_status s = mp_model_load(o.src[i], o.kind[i], &o.model_flops[i], mm);
+        if (s) {
+            cli_error("%s", dt_last_error());
+            rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL; /* a bad value, or a file not read */
+            break;
+        }
+        rc = mp_predict(&o, mm, net, &ser[i]);
+    }
+    if (!rc && o.plot) rc = mp_plot(o.plot, ser, o.nmodels, &o.sync, &net) ? EXIT_FAIL : EXIT_OK;
+    free(mm);
+    free(ser);
+    return rc;
+}

@@ -1,0 +1,212 @@
+/*
+ * model_source.c - the models `dtrain model-perf` predicts, turned into pm_model: a `bench step
+ * --profile` output (its per-layer backward times over the parameter layout of the model it
+ * names, from the model grammar) or a uniform synthetic model for published comparisons
+ * (NAME:PARAMS_M:LAYERS:COMPUTE_MS, a third of the compute forward, two thirds backward).
+ */
+#include "launch/perfmodel/model_source.h"
+#include "launch/perfmodel/perfmodel_input.h"
+#include "runtime/model/model.h"
+#include "base/status.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static dt_status read_file(const char *path, char **text)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return status_set_error(DT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (size_t r; buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += r;
+        if (n + 1 == cap) {
+            char *g = cap < (64u << 20) ? realloc(buf, cap *= 2) : NULL;
+            if (!g) free(buf);
+            buf = g;
+        }
+    }
+    fclose(f);
+    if (!buf) return status_set_error(DT_ERR_NOMEM, "'%s' is too large to read (64 MiB at most)", path);
+    buf[n] = 0;
+    *text = buf;
+    return DT_OK;
+}
+
+/* Scales every compute time of m so forward + backward + after is total_s. */
+static void scale_compute(mp_model *m, double total_s)
+{
+    double now = m->forward_s + m->after_s;
+    for (int i = 0; i < m->nlayers; i++) now += m->layers[i].bwd_s;
+    const double k = now > 0 ? total_s / now : 0;
+    m->forward_s *= k, m->after_s *= k;
+    for (int i = 0; i < m->nlayers; i++) m->layers[i].bwd_s *= k;
+}
+
+/* "PATH" or "PATH:MS": the compute rescaled to MS a step (a colon followed by a number only). */
+static void split_ms(const char *arg, char *path, size_t n, double *ms)
+{
+    *ms = 0;
+    snprintf(path, n, "%s", arg);
+    char *c = strrchr(path, ':'), *end;
+    if (!c) return;
+    const double v = strtod(c + 1, &end);
+    if (end != c + 1 && !*end && v > 0) *ms = v, *c = 0;
+}
+
+dt_status mp_model_from_times(const char *spec_text, const char *input, const double *bwd_s, int nt, double backward_s,
+                              double forward_s, double after_s, mp_model *m)
+{
+    model_spec spec;
+    dt_status s = model_spec_parse(spec_text, input, &spec);
+    if (s) return status_set_error(s, "model '%s' with input '%s': %s", spec_text, input, dt_last_error());
+    if (nt > spec.n || spec.n > PM_MAX_LAYERS) {
+        s = status_set_error(DT_ERR_INVALID_ARG,
+                             "%d layer times for model '%s' of %d layers (at most %d): is the input right?", nt,
+                             spec_text, spec.n, PM_MAX_LAYERS);
+        model_spec_free(&spec);
+        return s;
+    }
+    snprintf(m->name, sizeof m->name, "%s", spec_text);
+    m->nlayers = spec.n;
+    m->count = spec.num_params;
+    double sum = 0;
+    for (int i = 0; i < nt; i++) sum += bwd_s[i];
+    /* The phase is what backward took; the layers' own times miss the gaps between them, so they
+     * are scaled to it (uniformly when no layer has a time). */
+    for (int i = 0; i < spec.n; i++) {
+        const layer *l = &spec.layers[i];
+        const double share = sum > 0 ? (i < nt ? bwd_s[i] / sum : 0) : 1.0 / spec.n;
+        m->layers[i] = (pm_layer){share * backward_s, l->w_off, l->w_n + l->b_n};
+    }
+    m->forward_s = forward_s;
+    m->after_s = after_s;
+    model_spec_free(&spec);
+    return DT_OK;
+}
+
+static dt_status from_profile(const char *arg, const char *input, mp_model *m)
+{
+    char path[1024];
+    double ms;
+    split_ms(arg, path, sizeof path, &ms);
+    char *text;
+    dt_status s = read_file(path, &text);
+    if (s) return s;
+    pm_profile *p = calloc(1, sizeof *p);
+    if (!p) s = status_set_error(DT_ERR_NOMEM, "out of memory reading '%s'", path);
+    if (!s) s = pm_read_step_profile(text, p);
+    free(text);
+    const char *in = !s && !input ? model_preset_input(p->model) : input;
+    if (!s && !in)
+        s = status_set_error(DT_ERR_INVALID_ARG, "model '%s' is not a preset: give its input shape with --input",
+                             p->model);
+    if (!s) {
+        double bwd[PM_MAX_LAYERS];
+        for (int i = 0; i < p->nlayers; i++) bwd[i] = p->bwd_ms[i] * 1e-3;
+        s = mp_model_from_times(p->model, in, bwd, p->nlayers, p->backward_ms * 1e-3,
+                                (p->input_ms + p->forward_ms + p->loss_ms) * 1e-3,
+                                (p->check_ms + p->optimizer_ms) * 1e-3, m);
+    }
+    if (!s) {
+        m->measured_ms = p->step_ms;
+        m->measured_ranks = p->ranks;
+        if (ms > 0) scale_compute(m, ms * 1e-3);
+    }
+    free(p);
+    return s ? status_set_error(s, "%s: %s", path, dt_last_error()) : DT_OK;
+}
+
+static dt_status from_synthetic(const char *arg, mp_model *m)
+{
+    char name[64];
+    double params_m, ms;
+    int nl, used = 0;
+    if (sscanf(arg, "%63[^:]:%lf:%d:%lf%n", name, &params_m, &nl, &ms, &used) != 4 || arg[used])
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "--synthetic '%s' is not NAME:PARAMS_M:LAYERS:COMPUTE_MS (resnet101:44.5:101:470)",
+                                arg);
+    if (!(params_m > 0 && params_m < 1e6) || nl < 1 || nl > PM_MAX_LAYERS || !(ms > 0))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "--synthetic '%s': parameters (millions) must be in (0, 1e6), layers in 1..%d, "
+                                "compute ms > 0",
+                                arg, PM_MAX_LAYERS);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->nlayers = nl;
+    m->count = (size_t)(params_m * 1e6);
+    for (int i = 0; i < nl; i++) {
+        const size_t lo = m->count * (size_t)i / (size_t)nl, hi = m->count * (size_t)(i + 1) / (size_t)nl;
+        m->layers[i] = (pm_layer){ms * 1e-3 * 2.0 / 3.0 / nl, lo, hi - lo};
+    }
+    m->forward_s = ms * 1e-3 / 3.0;
+    m->after_s = 0;
+    m->measured_ms = 0;
+    m->measured_ranks = 0;
+    return DT_OK;
+}
+
+/* Multiply-adds x 2 of one sample through layer l forward; fc and conv only (the element-wise
+ * layers are memory-bound and small beside them, so they count 0). */
+static double layer_flops(const layer *l)
+{
+    if (l->kind == LAYER_FC) return 2.0 * l->in_c * l->in_h * l->in_w * l->out;
+    if (l->kind == LAYER_CONV) return 2.0 * l->k * l->k * l->in_c * (double)l->out_c * l->out_h * l->out_w;
+    return 0;
+}
+
+static dt_status from_spec(const char *spec_text, const mp_flops *fl, mp_model *m)
+{
+    if (!fl->input)
+        return status_set_error(DT_ERR_INVALID_ARG, "--spec '%s' needs --input SHAPE (784, 3x224x224)", spec_text);
+    model_spec spec;
+    dt_status s = model_spec_parse(spec_text, fl->input, &spec);
+    if (s) return status_set_error(s, "--spec '%s' with input '%s': %s", spec_text, fl->input, dt_last_error());
+    if (spec.n > PM_MAX_LAYERS) {
+        model_spec_free(&spec);
+        return status_set_error(DT_ERR_INVALID_ARG, "--spec '%s' has %d layers, more than %d", spec_text, spec.n,
+                                PM_MAX_LAYERS);
+    }
+    snprintf(m->name, sizeof m->name, "%s", fl->name ? fl->name : spec_text);
+    m->nlayers = spec.n;
+    m->count = spec.num_params;
+    /* Backward computes the input's and the weights' gradients: twice forward's products. */
+    const double per_flop = fl->batch / (fl->tflops * 1e12);
+    for (int i = 0; i < spec.n; i++) {
+        const layer *l = &spec.layers[i];
+        const double f = layer_flops(l) * per_flop;
+        m->forward_s += f;
+        m->layers[i] = (pm_layer){2 * f, l->w_off, l->w_n + l->b_n};
+    }
+    model_spec_free(&spec);
+    return DT_OK;
+}
+
+dt_status mp_model_load(const char *arg, mp_source kind, const mp_flops *fl, mp_model *m)
+{
+    memset(m, 0, sizeof *m);
+    if (kind == MP_SYNTHETIC) return from_synthetic(arg, m);
+    if (kind == MP_SPEC) return from_spec(arg, fl, m);
+    return from_profile(arg, fl->input, m);
+}
+
+pm_model mp_model_view(const mp_model *m, size_t elem_bytes, size_t wire_bytes)
+{
+    return (pm_model){m->layers, m->nlayers, m->count, elem_bytes, wire_bytes, m->forward_s, m->after_s};
+}
+
+dt_status mp_read_allreduce(const char *path, pm_link *link, int *ranks)
+{
+    char *text;
+    dt_status s = read_file(path, &text);
+    if (s) return s;
+    pm_allreduce_rows *rows = calloc(1, sizeof *rows);
+    if (!rows) s = status_set_error(DT_ERR_NOMEM, "out of memory reading '%s'", path);
+    if (!s) s = pm_read_allreduce(text, rows);
+    if (!s) s = pm_fit_ring(rows->ranks, rows->bytes, rows->secs, rows->n, link);
+    if (!s) *ranks = rows->ranks;
+    free(text);
+    free(rows);
+    return s ? status_set_error(s, "%s: %s", path, dt_last_error()) : DT_OK;
+}

@@ -1,0 +1,125 @@
+/*
+ * perfmodel_input.c - parsers of `bench step --profile` and `bench allreduce` output (see
+ * perfmodel_input.h). They read the lines those commands print (cmd_bench_step.c, cmd_bench.c) and
+ * skip everything else, so a log with other lines around the output still reads.
+ */
+#include "launch/perfmodel/perfmodel_input.h"
+#include "base/status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The next line of *text into buf (truncated to n - 1), advancing *text; 0 at the end. */
+static int next_line(const char **text, char *buf, size_t n)
+{
+    if (!**text) return 0;
+    const char *e = strchr(*text, '\n');
+    const size_t len = e ? (size_t)(e - *text) : strlen(*text);
+    const size_t k = len < n - 1 ? len : n - 1;
+    memcpy(buf, *text, k);
+    buf[k] = 0;
+    *text += len + (e ? 1 : 0);
+    return 1;
+}
+
+static dt_status read_phases(const char *line, int lineno, pm_profile *o)
+{
+    const char *p = strstr(line, "): input ");
+    if (!p || sscanf(p,
+                     "): input %lf, forward %lf, loss %lf, backward %lf, allreduce %lf, check %lf, optimizer "
+                     "%lf",
+                     &o->input_ms, &o->forward_ms, &o->loss_ms, &o->backward_ms, &o->allreduce_ms, &o->check_ms,
+                     &o->optimizer_ms) != 7)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "profile line %d does not read as 'input X, forward X, loss X, backward X, allreduce "
+                                "X, check X, optimizer X': '%.120s'",
+                                lineno, line);
+    return DT_OK;
+}
+
+dt_status pm_read_step_profile(const char *text, pm_profile *out)
+{
+    memset(out, 0, sizeof *out);
+    char line[1024];
+    int lineno = 0, have_phases = 0, have_step = 0;
+    while (next_line(&text, line, sizeof line)) {
+        lineno++;
+        const char *h = strstr(line, "# dtrain bench step: model ");
+        if (h) {
+            /* The model may be a layer list with commas: it ends at the ", N rank(s) x batch B". */
+            const char *m = h + strlen("# dtrain bench step: model "), *r = strstr(m, " ranks x batch ");
+            if (!r) r = strstr(m, " rank x batch ");
+            const char *e = r;
+            while (e && e > m && !(e[0] == ',' && e[1] == ' ')) e--;
+            if (!r || e <= m || (size_t)(e - m) >= sizeof out->model || sscanf(e + 2, "%d", &out->ranks) != 1 ||
+                sscanf(strstr(r, " x batch ") + strlen(" x batch "), "%d", &out->batch) != 1)
+                return status_set_error(DT_ERR_INVALID_ARG, "line %d: the bench step header does not parse: '%.120s'",
+                                        lineno, line);
+            memcpy(out->model, m, (size_t)(e - m));
+            out->model[e - m] = 0;
+            continue;
+        }
+        if (strstr(line, "profile, ms per step")) {
+            dt_status s = read_phases(line, lineno, out);
+            if (s) return s;
+            have_phases = 1;
+            continue;
+        }
+        int idx;
+        double f, b;
+        if (have_phases && sscanf(line, " layer %d (%*[^)]) forward %lf backward %lf", &idx, &f, &b) == 3) {
+            if (idx < 0 || idx >= PM_MAX_LAYERS)
+                return status_set_error(DT_ERR_INVALID_ARG, "line %d: layer %d is outside 0..%d", lineno, idx,
+                                        PM_MAX_LAYERS - 1);
+            out->fwd_ms[idx] = f, out->bwd_ms[idx] = b;
+            if (idx + 1 > out->nlayers) out->nlayers = idx + 1;
+            continue;
+        }
+        char prec[16];
+        double sps, ms;
+        if (!have_step && out->ranks && sscanf(line, " %15s %lf %lf", prec, &sps, &ms) == 3 &&
+            (!strcmp(prec, "fp32") || !strcmp(prec, "fp16") || !strcmp(prec, "bf16"))) {
+            out->step_ms = ms;
+            have_step = 1;
+        }
+    }
+    if (!out->ranks)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "no '# dtrain bench step: model ...' header: is this the output of dtrain bench step?");
+    if (!have_phases)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "the bench step output has no profile: run dtrain bench step with --profile 10");
+    return DT_OK;
+}
+
+dt_status pm_read_allreduce(const char *text, pm_allreduce_rows *out)
+{
+    memset(out, 0, sizeof *out);
+    char line[1024];
+    int lineno = 0;
+    while (next_line(&text, line, sizeof line)) {
+        lineno++;
+        const char *h = strstr(line, "# dtrain bench allreduce: ");
+        if (h) {
+            if (sscanf(h, "# dtrain bench allreduce: %d ranks", &out->ranks) != 1)
+                return status_set_error(DT_ERR_INVALID_ARG, "line %d: the bench allreduce header does not parse",
+                                        lineno);
+            continue;
+        }
+        if (line[0] == '#' || !out->ranks) continue;
+        double size, count, us;
+        char type[16];
+        if (sscanf(line, " %lf %lf %15s %lf", &size, &count, type, &us) != 4) continue;
+        if (out->n == PM_MAX_ROWS)
+            return status_set_error(DT_ERR_INVALID_ARG, "line %d: more than %d allreduce rows", lineno, PM_MAX_ROWS);
+        out->bytes[out->n] = size, out->secs[out->n] = us * 1e-6;
+        out->n++;
+    }
+    if (!out->ranks)
+        return status_set_error(
+            DT_ERR_INVALID_ARG,
+            "no '# dtrain bench allreduce: N ranks' header: is this the output of dtrain bench allreduce?");
+    if (!out->n) return status_set_error(DT_ERR_INVALID_ARG, "the bench allreduce output has a header but no rows");
+    return DT_OK;
+}

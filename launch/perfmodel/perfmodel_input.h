@@ -1,0 +1,36 @@
+/*
+ * perfmodel_input.h - the step-time model's inputs read from the text dtrain's own benchmarks
+ * print: `bench step --profile` (the compute of one step, per phase and per layer) and `bench
+ * allreduce` (sizes and times, for pm_fit_ring). Pure parsers over a string; errors name the line.
+ */
+#ifndef DT_LAUNCH_PERFMODEL_INPUT_H
+#define DT_LAUNCH_PERFMODEL_INPUT_H
+
+#include "dtrain.h"
+
+#define PM_MAX_LAYERS 512
+#define PM_MAX_ROWS 64
+
+typedef struct pm_profile {
+    char model[256]; /* the header's "model M" */
+    int ranks, batch;
+    double step_ms; /* the first precision row's measured step */
+    /* ms per step of the profiled steps */
+    double input_ms, forward_ms, loss_ms, backward_ms, allreduce_ms, check_ms, optimizer_ms;
+    int nlayers;                                         /* 1 + the largest layer index listed */
+    double fwd_ms[PM_MAX_LAYERS], bwd_ms[PM_MAX_LAYERS]; /* 0 for layers the profile left out (no time) */
+} pm_profile;
+
+/* Reads `bench step --profile N` output. DT_ERR_INVALID_ARG naming what is missing (no profile
+ * line: run with --profile N) or the line that does not parse. */
+dt_status pm_read_step_profile(const char *text, pm_profile *out);
+
+typedef struct pm_allreduce_rows {
+    int ranks, n;
+    double bytes[PM_MAX_ROWS], secs[PM_MAX_ROWS]; /* dtrain's (the engine's) time per size */
+} pm_allreduce_rows;
+
+/* Reads `bench allreduce` output: the ranks from its header, the engine's time of every row. */
+dt_status pm_read_allreduce(const char *text, pm_allreduce_rows *out);
+
+#endif

@@ -1,0 +1,24 @@
+/*
+ * perfmodel_plot.h - `dtrain model-perf --plot FILE.png`: efficiency and the best bucket cap
+ * against ranks, one curve per model, drawn by gnuplot (launch/gnuplot.h).
+ */
+#ifndef DT_LAUNCH_PERFMODEL_PLOT_H
+#define DT_LAUNCH_PERFMODEL_PLOT_H
+
+#include "launch/perfmodel/perfmodel.h"
+
+#define MP_MAX_POINTS 32
+
+typedef struct mp_series {
+    char name[256];
+    int n;
+    double grad_mb; /* the gradients' size: where "one bucket" (a best cap of 0) is drawn */
+    int ranks[MP_MAX_POINTS];
+    double eff[MP_MAX_POINTS], best_eff[MP_MAX_POINTS], best_mb[MP_MAX_POINTS];
+} mp_series;
+
+/* Draws the series into the PNG at path (written beside it, then renamed). 0, or -1 after
+ * printing why. */
+int mp_plot(const char *path, const mp_series *s, int ns, const pm_sync *sync, const pm_net *net);
+
+#endif

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# `dtrain model-perf`: the step-time model on real `bench step --profile` and `bench allreduce`
+# output (one rank: the prediction is the compute and the measured step is shown beside it; a
+# fitted 2-rank link), synthetic models whose efficiency must fall as a slow network grows, the
+# best bucket column, the PNG, and the refusals with the value and the fix.
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1
+MPIRUN=$2
+export DTRAIN_DEVICE=cpu
+
+expect 2 "no model: give --profile FILE" "$DTRAIN" model-perf
+expect 2 "--synthetic 'r50:25' is not NAME:PARAMS_M:LAYERS:COMPUTE_MS" "$DTRAIN" model-perf --synthetic r50:25
+expect 2 "--algo 'star' is not ring, tree or auto" "$DTRAIN" model-perf --synthetic a:1:4:10 --algo star
+expect 2 "unexpected argument 'extra'" "$DTRAIN" model-perf --synthetic a:1:4:10 extra
+expect 1 "cannot open '$tmp/none.txt'" "$DTRAIN" model-perf --profile "$tmp/none.txt"
+expect 0 "usage: dtrain model-perf" "$DTRAIN" model-perf --help
+
+"$DTRAIN" bench step --model mlp --batch 16 --precision fp32 --steps 3 --warmup 1 >"$tmp/noprof.txt" 2>&1
+expect 2 "run dtrain bench step with --profile 10" "$DTRAIN" model-perf --profile "$tmp/noprof.txt"
+"$DTRAIN" bench step --model mlp --batch 16 --precision fp32 --steps 3 --warmup 1 --profile 2 >"$tmp/prof.txt" 2>&1
+expect 0 "# model mlp: 1.864 M parameters" "$DTRAIN" model-perf --profile "$tmp/prof.txt" --world 1
+# One rank: nothing to communicate, so the step is the compute and the measured one is beside it.
+row=$(grep -E '^ +1 +1 ' "$tmp/out")
+compute=$(sed -n 's/.*compute \([0-9.]*\) ms a step.*/\1/p' "$tmp/out")
+step=$(echo "$row" | awk '{print $3}') exposed=$(echo "$row" | awk '{print $4}')
+[ "$step" = "$compute" ] && [ "$exposed" = "0.000" ] && echo "$row" | grep -q '%$' &&
+    ok "1 rank: step $step ms = compute, nothing exposed, the measured step and error shown" ||
+    bad "1 rank: row '$row', compute '$compute'"
+# :MS rescales the compute.
+expect 0 "compute 5.000 ms a step" "$DTRAIN" model-perf --profile "$tmp/prof.txt:5" --world 1
+
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
+    $MPIRUN -np 2 "$DTRAIN" bench allreduce -b 256K -e 16M -f 4 --iters 5 --warmup 1 >"$tmp/ar.txt" 2>&1
+expect 0 "# fitted $tmp/ar.txt (2 ranks): alpha" "$DTRAIN" model-perf --profile "$tmp/prof.txt" --allreduce \
+    "$tmp/ar.txt" --world 2 --gpus-per-node 2
+expect 2 "no '# dtrain bench allreduce: N ranks' header" "$DTRAIN" model-perf --profile "$tmp/prof.txt" \
+    --allreduce "$tmp/prof.txt"
+
+# A 1 GB/s network under a 100 M-parameter model: efficiency falls from 8 to 4096 GPUs.
+expect 0 "best MiB" "$DTRAIN" model-perf --synthetic big:100:50:100 --net-gbs 1
+effs=$(grep -E '^ +[0-9]+ +[0-9]+ ' "$tmp/out" | awk '{print $6}' | tr '\n' ' ')
+python3 -c "import sys; e=[float(x) for x in sys.argv[1].split()]; sys.exit(not (len(e)==10 and all(a>=b for a,b in zip(e,e[1:])) and e[-1]<e[0]))" "$effs" &&
+    ok "efficiency falls with scale on a slow network: $effs" || bad "efficiency over 8..4096 GPUs: '$effs'"
+
+if command -v gnuplot >/dev/null; then
+    expect 0 "model-perf: wrote $tmp/s.png" "$DTRAIN" model-perf --synthetic a:25:50:80 --synthetic b:2:10:5 \
+        --plot "$tmp/s.png"
+    head -c 8 "$tmp/s.png" | od -An -c | grep -q 'P   N   G' && ok "the plot is a PNG" || bad "$tmp/s.png is not a PNG"
+else
+    echo "gnuplot not installed: the --plot check is skipped"
+fi
+# train --bucket-mb auto: the choice is made after the profiled steps, said by rank 0, the same on
+# every rank (the plan is compared), and the parameters equal a run with the default cap bit for bit.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+run_train() { $MPIRUN -np 2 "$DTRAIN" train --model mlp --batch 16 --steps 6 --log-every 3 --dump-params "$@"; }
+expect 0 "buckets: --bucket-mb auto chose" run_train "$tmp/auto.bin" --bucket-mb auto
+grep -q "cap 25 MiB until --bucket-mb auto chooses" "$tmp/out" && grep -q "parameters identical on all 2 ranks" "$tmp/out" &&
+    ok "the start line says auto; parameters identical on both ranks" || { bad "auto run:"; cat "$tmp/out"; }
+expect 0 "" run_train "$tmp/fixed.bin"
+cmp -s "$tmp/auto.bin" "$tmp/fixed.bin" && ok "--bucket-mb auto: parameters bitwise equal to the default cap's" ||
+    bad "--bucket-mb auto changed the parameters"
+expect 0 "--bucket-mb auto keeps 25 MiB: one rank has nothing to send" "$DTRAIN" train --model mlp --batch 16 \
+    --steps 4 --bucket-mb auto
+expect 0 "--bucket-mb auto keeps 25 MiB: it needs more than 3 steps to choose" $MPIRUN -np 2 "$DTRAIN" train \
+    --model mlp --batch 16 --steps 3 --bucket-mb auto
+expect 2 "--bucket-mb 'autox' is not a number" "$DTRAIN" train --bucket-mb autox --steps 1
+finish
