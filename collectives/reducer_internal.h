@@ -38,4 +38,7 @@ void reducer_owned(const dt_reducer *r, int b, size_t *off, size_t *cnt);
  * parameters, or an optimizer state spread to full size) sent to every rank, in place; returns when
  * done. Collective; a no-op when nothing is communicated. */
 dt_status reducer_allgather(dt_reducer *r, float *buf);
+/* Each rank's v to every rank, through the engine (so the watchdog covers it): all[k] is rank k's,
+ * *nranks the world (1, with all[0] = v, when nothing is communicated). all holds the world's size. */
+dt_status reducer_share(dt_reducer *r, double v, double *all, int *nranks);
 #endif

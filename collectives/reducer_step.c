@@ -348,3 +348,25 @@ dt_status reducer_allgather(dt_reducer *r, float *buf)
     const dt_status w = engine_wait_all(r->eng);
     return s ? s : w;
 }
+
+dt_status reducer_share(dt_reducer *r, double v, double *all, int *nranks)
+{
+    if (!r->comm || !r->eng) {
+        all[0] = v;
+        *nranks = 1;
+        return DT_OK;
+    }
+    const int w = engine_size(r->eng), me = engine_rank(r->eng);
+    /* Two floats a rank: engine_part gives rank k exactly elements 2k and 2k + 1; the allgather
+     * moves their bits untouched. */
+    float *buf = calloc((size_t)w * 2, sizeof *buf);
+    if (!buf) return status_set_error(DT_ERR_NOMEM, "out of memory sharing a value among %d ranks", w);
+    memcpy(buf + 2 * me, &v, sizeof v);
+    dt_status s = engine_start_allgather(r->eng, buf, (size_t)w * 2, 0);
+    const dt_status ws = engine_wait_all(r->eng);
+    if (!s) s = ws;
+    for (int k = 0; !s && k < w; k++) memcpy(&all[k], buf + 2 * k, sizeof(double));
+    free(buf);
+    *nranks = w;
+    return s;
+}

@@ -54,6 +54,7 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --accum-steps K (1)  --clip-grad-norm F (0: off)\n"
                             "  --bucket-mb F (25)  --first-bucket-mb F (1)  --no-overlap\n"
                             "  --grad-comm fp32|fp16|bf16 (fp32; a 16-bit run's own type)\n"
+                            "  --zero 0|1 (0; 1: optimizer state sharded across ranks, gradients reduce-scattered)\n"
                             "output and checkpoints\n"
                             "  --log-every N (10)  --metrics FILE.jsonl (appended on resume)\n"
                             "  --progress auto|always|never (auto: on a terminal)  --quiet (no step lines)\n"

@@ -101,10 +101,17 @@ typedef struct dt_sync_config {
                                  gradients that dt_model_sync_grads has not reduced is an error (the
                                  ranks would drift apart unseen); 1: allowed, for loops that skip the
                                  reduction on purpose (local SGD, periodic averaging) */
+    int zero;               /**< ZeRO stage: 0 (default) every rank keeps the whole optimizer state and
+                                 the gradients are allreduced; 1: the state is sharded, rank r keeping
+                                 only part r of every bucket (1/W of it): gradients are reduce-scattered,
+                                 dt_model_optimizer_step updates the owned part and allgathers the
+                                 parameters. After dt_model_sync_grads only the owned parts of
+                                 dt_model_grads() are reduced. Host memory (the CPU backend) only;
+                                 not with allow_unreduced. Results: see docs/training.md */
 } dt_sync_config;
 
 /** Fills c with the defaults: overlap 1, 25 MiB buckets, 1 MiB first bucket, DT_AVG, DT_F32 on the
- * wire, allow_unreduced 0. */
+ * wire, allow_unreduced 0, zero 0. */
 DT_API void dt_sync_defaults(dt_sync_config *c);
 
 /** Plans the buckets and checks that every rank has the same plan (a mismatch fails naming the

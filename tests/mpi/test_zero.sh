@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# --zero 1 (ZeRO-1: optimizer state sharded across ranks): the same parameters as --zero 0, bit for
+# bit where the arithmetic is the same (fp32 and 16-bit gradients, SGD and AdamW, 16-bit wire,
+# accumulation, loss scaling) and within 1e-6 with clipping (the norm's sum runs in another order);
+# at 1 to 4 ranks (3: parts of unequal size); the optimizer memory per rank 1/W; checkpoints that
+# any world size and either --zero reads; bad values refused.
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1 MPIRUN=$2 CMP=$3
+
+train() { # ranks, then train flags
+    local np=$1; shift
+    "$MPIRUN" -np "$np" "$DTRAIN" train --blas-threads 1 "$@" >"$tmp/log" 2>&1 || { cat "$tmp/log"; return 1; }
+}
+# same NP TOLERANCE FLAGS...: --zero 1 against --zero 0 at NP ranks.
+same() {
+    local np=$1 tol=$2; shift 2
+    train "$np" "$@" --zero 0 --dump-params "$tmp/z0" || { bad "--zero 0 $* at $np failed"; return; }
+    train "$np" "$@" --zero 1 --dump-params "$tmp/z1" || { bad "--zero 1 $* at $np failed"; return; }
+    out=$("$CMP" "$tmp/z1" "$tmp/z0" "$tol") && ok "$np rank(s), $*: --zero 1 == --zero 0 ($tol): $out" ||
+        bad "$np rank(s), $*: --zero 1 != --zero 0 ($tol): $out"
+}
+
+# Small buckets, so that every bucket is split and some parts cross layers.
+bk="--bucket-mb 0.05 --first-bucket-mb 0.01"
+for np in 1 2 3 4; do
+    same $np exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --weight-decay 0.01 --seed 3 --log-every 8 $bk
+    same $np exact --model mlp --steps 8 --batch 4 --optim sgd --momentum 0.9 --lr 0.05 --weight-decay 0.0005 --seed 3 --log-every 8 $bk
+done
+for np in 2 3; do
+    same $np exact --model cnn --steps 5 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 5 --bucket-mb 0.01 --first-bucket-mb 0.005
+    # Default buckets (one big and one small), no overlap.
+    same $np exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 --no-overlap
+    # fp32 gradients on a 16-bit wire; accumulation.
+    same $np exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 $bk --grad-comm bf16
+    same $np exact --model mlp --steps 6 --batch 4 --optim sgd --lr 0.05 --seed 5 --log-every 6 $bk --accum-steps 2
+    # Mixed precision: 16-bit gradients, the dynamic loss scaler (its verdict summed over the shards).
+    same $np exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 8 $bk --precision bf16
+    same $np exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 8 $bk --precision fp16
+    # Clipping that clips: the global norm from the shards' sums, so the coefficient may differ in
+    # its last bit.
+    same $np 1e-6 --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 8 $bk --clip-grad-norm 0.5
+    same $np 1e-6 --model mlp --steps 8 --batch 4 --optim sgd --lr 0.05 --seed 5 --log-every 8 $bk --precision fp16 --clip-grad-norm 0.5
+done
+# Without a communication thread (the engine inline).
+DTRAIN_COMM_THREAD=0 "$MPIRUN" -np 2 -x DTRAIN_COMM_THREAD "$DTRAIN" train --blas-threads 1 --model mlp --steps 6 --batch 4 \
+    --optim adamw --lr 0.003 --seed 5 --log-every 6 $bk --zero 1 --dump-params "$tmp/inl" >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "inline failed"; }
+train 2 --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 $bk --dump-params "$tmp/z0"
+out=$("$CMP" "$tmp/inl" "$tmp/z0" exact) && ok "--zero 1 inline (DTRAIN_COMM_THREAD=0) == --zero 0: $out" || bad "inline: $out"
+
+# --- Memory: the optimizer line is 1/W of the replicated one (AdamW: two moments of 4 bytes).
+mem() { sed -n 's/.* optimizer \([0-9.]*\) MiB.*/\1/p' "$tmp/log"; }
+train 1 --model mlp --steps 1 --batch 4 --optim adamw --zero 0 && full=$(mem)
+for np in 2 4; do
+    train $np --model mlp --steps 1 --batch 4 --optim adamw --zero 1 && shard=$(mem)
+    awk -v f="$full" -v s="$shard" -v w=$np 'BEGIN { d = s * w - f; if (d < 0) d = -d; exit !(s > 0 && d <= 0.005 * w + 0.005) }' &&
+        grep -q "(this rank's 1/W shard, --zero 1)" "$tmp/log" &&
+        ok "optimizer memory at $np ranks: $shard MiB = $full MiB / $np" || { bad "optimizer memory at $np: $shard vs $full / $np"; grep memory "$tmp/log"; }
+    grep -q "reduce-scattered during backward, parameters allgathered (--zero 1)" "$tmp/log" && ok "the reduction is reported" || bad "not reported"
+done
+
+# --- Checkpoints: written at full size, so a --zero 1 run stopped at 4 ranks resumes at 2 and 1
+# (the global batch kept: 4 x 4, 2 x 8, 1 x 16), with either --zero.
+ck1="--model mlp --steps 30 --optim adamw --lr 0.003 --seed 4 --log-every 10 $bk"
+stop() { # dir, zero
+    DTRAIN_FAULT=usr1:1:13 "$MPIRUN" -np 4 -x DTRAIN_FAULT "$DTRAIN" train --blas-threads 1 $ck1 --batch 4 --zero "$2" \
+        --checkpoint-dir "$1" --resume auto >"$tmp/log" 2>&1
+    [ $? -eq 75 ] && [ -f "$1/ckpt-0000000013.dtc" ] && ok "--zero $2 stopped at 4 ranks after step 13 with a checkpoint" ||
+        { bad "--zero $2 stop at 4 ranks"; cat "$tmp/log"; }
+}
+stop "$tmp/ck1" 1
+stop "$tmp/ck0" 0
+cmp -s "$tmp/ck1/ckpt-0000000013.dtc" "$tmp/ck0/ckpt-0000000013.dtc" && ok "the --zero 1 checkpoint is byte for byte the --zero 0 one" ||
+    bad "--zero 1 and --zero 0 checkpoints differ"
+train 4 $ck1 --batch 4 --zero 1 --dump-params "$tmp/ref4" || bad "uninterrupted 4-rank run failed"
+for np in 4 2 1; do
+    b=$((16 / np))
+    for z in 1 0; do
+        rm -rf "$tmp/ckr"; cp -r "$tmp/ck1" "$tmp/ckr"
+        train $np $ck1 --batch $b --zero $z --checkpoint-dir "$tmp/ckr" --resume auto --dump-params "$tmp/r$np.$z" ||
+            bad "resume at $np --zero $z failed"
+        grep -q "resumed from .*ckpt-0000000013.dtc at step 13" "$tmp/log" || { bad "no resume at $np --zero $z"; cat "$tmp/log"; }
+    done
+    out=$("$CMP" "$tmp/r$np.1" "$tmp/r$np.0" exact) && ok "resumed at $np ranks: --zero 1 == --zero 0 from the --zero 1 checkpoint: $out" ||
+        bad "resumed at $np: --zero 1 vs 0: $out"
+    tol=exact; [ $np -ne 4 ] && tol=1e-5 # another world sums the gradients in another order
+    out=$("$CMP" "$tmp/r$np.1" "$tmp/ref4" $tol) && ok "stopped at 4, resumed at $np (--zero 1) == uninterrupted at 4 ($tol): $out" ||
+        bad "stopped at 4, resumed at $np vs uninterrupted: $out"
+done
+
+# --- Bad values.
+expect 2 "--zero '2' is not supported: use 0 (every rank keeps the whole optimizer state) or 1" "$DTRAIN" train --zero 2
+expect 2 "--zero 'x' is not supported" "$DTRAIN" train --zero x
+expect 2 "--zero '' is not supported" "$DTRAIN" train --zero ""
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
