@@ -87,6 +87,19 @@ for np in 4 2 1; do
         bad "stopped at 4, resumed at $np vs uninterrupted: $out"
 done
 
+# --- bench step --zero 0,1: both rows side by side; the sharded one holds half the optimizer
+# bytes at 2 ranks and sends the same fp32 bytes (reduce-scatter + allgather = allreduce).
+"$MPIRUN" -np 2 "$DTRAIN" bench step --model mlp --batch 8 --steps 2 --warmup 1 --precision fp32 --zero 0,1 --optim adamw \
+    --blas-threads 1 >"$tmp/b" 2>&1
+rc=$?
+o0=$(awk '$1 == "fp32" && $12 == 0 { print $8 }' "$tmp/b") o1=$(awk '$1 == "fp32" && $12 == 1 { print $8 }' "$tmp/b")
+s0=$(awk '$1 == "fp32" && $12 == 0 { print $13 }' "$tmp/b") s1=$(awk '$1 == "fp32" && $12 == 1 { print $13 }' "$tmp/b")
+[ $rc -eq 0 ] && [ -n "$o0" ] && [ -n "$o1" ] && [ "$s0" = "$s1" ] &&
+    awk -v a="$o0" -v b="$o1" 'BEGIN { d = a - 2 * b; exit !(b > 0 && d < 0.02 && d > -0.02) }' &&
+    ok "bench step --zero 0,1: optimizer $o0 -> $o1 MiB, $s0 = $s1 MiB sent per rank per step" ||
+    { bad "bench step --zero 0,1 (exit $rc)"; cat "$tmp/b"; }
+expect 2 "--zero '3' is not supported" "$DTRAIN" bench step --zero 0,3
+
 # --- Bad values.
 expect 2 "--zero '2' is not supported: use 0 (every rank keeps the whole optimizer state) or 1" "$DTRAIN" train --zero 2
 expect 2 "--zero 'x' is not supported" "$DTRAIN" train --zero x
