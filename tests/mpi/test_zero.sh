@@ -47,6 +47,42 @@ DTRAIN_COMM_THREAD=0 "$MPIRUN" -np 2 -x DTRAIN_COMM_THREAD "$DTRAIN" train --bla
 train 2 --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 $bk --dump-params "$tmp/z0"
 out=$("$CMP" "$tmp/inl" "$tmp/z0" exact) && ok "--zero 1 inline (DTRAIN_COMM_THREAD=0) == --zero 0: $out" || bad "inline: $out"
 
+# --- Overlap: in a --trace of --zero 1, bucket reduce-scatters start while backward still runs
+# (before the backward of layer 0, the last one, ends), and the parameters' allgathers follow.
+if command -v python3 >/dev/null; then
+    "$MPIRUN" -np 2 "$DTRAIN" train --blas-threads 1 --model mlp --steps 4 --batch 8 --optim adamw --seed 5 --log-every 4 $bk \
+        --zero 1 --trace "$tmp/t.json" >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "--zero 1 --trace failed"; }
+    msg=$(python3 - "$tmp/t.json" <<'PY'
+import json, sys
+x = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+bad = []
+for r in (0, 1):
+    mine = [e for e in x if e["pid"] == r]
+    steps = [e for e in mine if e["cat"] == "step"]
+    early = 0
+    for st in steps:
+        inside = lambda e: st["ts"] <= e["ts"] <= st["ts"] + st["dur"]
+        bwd0 = [e for e in mine if e["name"].startswith("bwd 0 ") and inside(e)]
+        rs = [e for e in mine if e["name"].startswith("reduce-scatter b") and inside(e)]
+        ag = [e for e in mine if e["name"].startswith("allgather b") and inside(e)]
+        if not bwd0 or not rs or not ag:
+            bad.append("rank %d step %s: bwd 0 %d, reduce-scatters %d, allgathers %d" % (r, st["args"]["n"], len(bwd0), len(rs), len(ag)))
+            continue
+        end0 = bwd0[0]["ts"] + bwd0[0]["dur"]
+        early += any(e["ts"] < end0 for e in rs)
+        if min(e["ts"] for e in ag) < max(e["ts"] for e in rs):
+            bad.append("rank %d step %s: an allgather before a reduce-scatter" % (r, st["args"]["n"]))
+    if early < len(steps):
+        bad.append("rank %d: only %d of %d steps started a reduce-scatter during backward" % (r, early, len(steps)))
+    if any(e["name"].startswith("allreduce b") for e in mine):
+        bad.append("rank %d: a gradient allreduce under --zero 1" % r)
+print("; ".join(bad) if bad else "every step of both ranks started reduce-scatters during backward, then allgathered")
+sys.exit(1 if bad else 0)
+PY
+)
+    [ $? -eq 0 ] && ok "--zero 1 overlap: $msg" || bad "--zero 1 overlap: $msg"
+fi
+
 # --- Memory: the optimizer line is 1/W of the replicated one (AdamW: two moments of 4 bytes).
 mem() { sed -n 's/.* optimizer \([0-9.]*\) MiB.*/\1/p' "$tmp/log"; }
 train 1 --model mlp --steps 1 --batch 4 --optim adamw --zero 0 && full=$(mem)
