@@ -83,6 +83,17 @@ PY
     [ $? -eq 0 ] && ok "--zero 1 overlap: $msg" || bad "--zero 1 overlap: $msg"
 fi
 
+# --- The watchdog still names who is missing: rank 2 stalls at step 3, the others' reduce-scatter
+# of that step names it within the timeout.
+t0=$(date +%s)
+DTRAIN_FAULT=stall:2:3 timeout -s KILL 60 "$MPIRUN" -np 4 -x DTRAIN_FAULT "$DTRAIN" train --blas-threads 1 --timeout 3 \
+    --steps 40 --batch 4 --model fc:32,relu,fc:10 --input 16 --log-every 1 --zero 1 >"$tmp/log" 2>&1
+rc=$? took=$(($(date +%s) - t0))
+[ $rc -ne 0 ] && [ $rc -ne 137 ] && [ $took -le 20 ] &&
+    grep -q "watchdog: collective #4 (reduce-scatter of bucket 0, .*no data yet from rank(s) 2" "$tmp/log" &&
+    ok "--zero 1, rank 2 stalled: the watchdog named it in the reduce-scatter, job ended in $took s (exit $rc)" ||
+    { bad "--zero 1 stall: exit $rc after $took s"; tail -5 "$tmp/log"; }
+
 # --- Memory: the optimizer line is 1/W of the replicated one (AdamW: two moments of 4 bytes).
 mem() { sed -n 's/.* optimizer \([0-9.]*\) MiB.*/\1/p' "$tmp/log"; }
 train 1 --model mlp --steps 1 --batch 4 --optim adamw --zero 0 && full=$(mem)
