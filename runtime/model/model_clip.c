@@ -8,6 +8,8 @@
  * every rank takes the same clipping decision. It reads the gradients the way the optimizer step
  * will: fp32 ones as they are (dt_model_unscale_grads unscaled them in place), 16-bit ones widened
  * and multiplied by the pending unscale and clip factors, in the optimizer's order.
+ * Under --zero 1 only the owned slices are reduced: the ranks' sums of squares are added in rank
+ * order instead (model_zero.c), which agrees on every rank but not bit for bit with zero 0.
  */
 #include "runtime/model/model_internal.h"
 #include "base/status.h"
