@@ -192,8 +192,11 @@ typedef struct dt_ckpt_data {
  * @param step 0 to 10^18-1
  * @return DT_OK on every rank, or on every rank: DT_ERR_IO naming the cause (full disk, quota,
  *         file-size limit) and the fix, the temporary file removed; DT_ERR_INVALID_ARG for a NULL
- *         model or dir, a step out of range or a data block out of range; DT_ERR_NOMEM;
- *         DT_ERR_DEVICE; DT_ERR_MPI or DT_ERR_TIMEOUT from the collectives. */
+ *         model or dir, a step out of range or a data block out of range (a mean that is not
+ *         finite, a std that is not finite and >= 0 included); DT_ERR_NUMERIC naming the first
+ *         parameter or optimizer value that is not finite (or a negative AdamW second moment):
+ *         the readers refuse such a file, so none is written; DT_ERR_NOMEM; DT_ERR_DEVICE;
+ *         DT_ERR_MPI or DT_ERR_TIMEOUT from the collectives. A refusal leaves no file behind. */
 DT_API dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
                                     const dt_scaler *sc, const dt_ckpt_data *data, long step);
 

@@ -14,6 +14,7 @@
 #include "collectives/ctx_comm.h"
 #include "base/status.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,37 @@ typedef struct model_blocks {
     ckpt4_scaler scaler;
 } model_blocks;
 
+/* The readers refuse a file holding a value that is not finite (or a negative second moment or
+ * std): at resume such a file is skipped for an older one, or for none, and the run silently starts
+ * again from there. So the writer refuses to write it, naming the value, while the older
+ * checkpoints are still on disk. what names the array as the file does ("params", "optim.v"). */
+static dt_status check_values(const char *what, const float *v, size_t n, int nonneg)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]) || (nonneg && v[i] < 0))
+            return status_set_error(DT_ERR_NUMERIC,
+                                    "dt_checkpoint_save: %s[%zu] is %g; a checkpoint holds %s values only (the "
+                                    "readers refuse others): the training diverged before this step, so resume from "
+                                    "an earlier checkpoint with a lower learning rate or with loss scaling",
+                                    what, i, (double)v[i], nonneg ? "finite, non-negative" : "finite");
+    return DT_OK;
+}
+
+/* The data block's figures, as the readers check them: finite means, finite stds >= 0. */
+static dt_status check_figures(const dt_ckpt_data *data, uint32_t ch)
+{
+    for (uint32_t i = 0; i < 2 * ch; i++) {
+        const float x = i < ch ? data->mean[i] : data->std[i - ch];
+        if (!isfinite(x) || (i >= ch && x < 0))
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "dt_checkpoint_save: data block %s[%u] is %g; pass the normalization's "
+                                    "per-channel %s (the readers refuse others)",
+                                    i < ch ? "mean" : "std", i % ch, (double)x,
+                                    i < ch ? "means, finite" : "standard deviations, finite and >= 0");
+    }
+    return DT_OK;
+}
+
 static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimizer *o, const dt_scaler *sc,
                            const dt_ckpt_data *data, model_blocks *b)
 {
@@ -31,30 +63,42 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
     optimizer_view v = {.t = 0};
     dt_status s;
     const float *params = model_params_const(m);
+    float *host = NULL; /* rank 0's host copy of a GPU model's parameters, what the file gets */
     if (root && dt_model_on_gpu(m)) {
-        float *host = malloc(np ? np * sizeof *host : 1);
-        if (!host) {
+        if (!(host = malloc(np ? np * sizeof *host : 1))) {
             status_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's parameters (%.1f MiB)",
                              (double)np * sizeof(float) / 1048576.0);
             return ckpt_writer_fail(w, DT_ERR_NOMEM);
         }
-        if ((s = dt_model_get_params(m, host))) {
+        if ((s = dt_model_get_params(m, host)) || (o && (s = optimizer_to_host((dt_optimizer *)o)))) {
             free(host);
             return ckpt_writer_fail(w, s);
         }
-        if ((s = ckpt_writer_add_owned(w, CKPT4_PARAMS, host, np * sizeof(float)))) return s;
-        params = NULL;
-        if (o && (s = optimizer_to_host((dt_optimizer *)o))) return ckpt_writer_fail(w, s);
+        params = host;
     }
     if (o) v = optimizer_state(o);
+    /* Only rank 0's bytes reach the file, so only its values are checked. A bad one marks the
+     * writer failed and the sections are still added: every rank's list stays the same, so the
+     * commit gives every rank rank 0's reason rather than a list that differs. */
+    if (root && ((s = check_values(CKPT4_PARAMS, params, np, 0)) || (s = check_values(CKPT4_MOMENT1, v.s1, v.n1, 0)) ||
+                 (s = check_values(CKPT4_MOMENT2, v.s2, v.n2, 1))))
+        ckpt_writer_fail(w, s);
     memset(b, 0, sizeof *b);
     b->meta.fingerprint = model_fingerprint(m);
     b->meta.nparams = np;
     b->meta.optim_kind = o ? (uint32_t)v.cfg.kind : CKPT_OPTIM_NONE;
     b->meta.optim_t = v.t;
-    /* The meta section first: a reader finds what the file is before anything else. */
-    if ((s = ckpt_writer_add_ref(w, CKPT4_MODEL, &b->meta, sizeof b->meta))) return s;
-    if (params && (s = ckpt_writer_add_ref(w, CKPT4_PARAMS, root ? params : NULL, np * sizeof(float)))) return s;
+    /* The meta section first: a reader finds what the file is before anything else. The same order
+     * on every rank, a GPU model's rank 0 included: the commit compares the ranks' lists, and one
+     * that differs fails the save everywhere. */
+    if ((s = ckpt_writer_add_ref(w, CKPT4_MODEL, &b->meta, sizeof b->meta))) {
+        free(host);
+        return s;
+    }
+    /* add_owned takes host over (it frees it on a failure too). */
+    s = host ? ckpt_writer_add_owned(w, CKPT4_PARAMS, host, np * sizeof(float))
+             : ckpt_writer_add_ref(w, CKPT4_PARAMS, root ? params : NULL, np * sizeof(float));
+    if (s) return s;
     if (v.n1 && (s = ckpt_writer_add_ref(w, CKPT4_MOMENT1, root ? v.s1 : NULL, v.n1 * sizeof(float)))) return s;
     if (v.n2 && (s = ckpt_writer_add_ref(w, CKPT4_MOMENT2, root ? v.s2 : NULL, v.n2 * sizeof(float)))) return s;
     if (sc) {
@@ -100,12 +144,16 @@ dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, co
                                 "dt_checkpoint_save: data block epoch %ld offset %ld normalize %d "
                                 "channels %d out of range",
                                 data->epoch, data->offset, data->normalize, data->channels);
+    dt_status s;
+    /* Every rank holds the same data block, so this verdict is the same on all of them. */
+    if (data && data->mean && data->std && data->channels > 0 && (s = check_figures(data, (uint32_t)data->channels)))
+        return s;
     trace_rec *tr = trace_active(ctx_trace(ctx));
     const uint64_t t0 = tr ? trace_now_ns() : 0;
     /* --zero 1: the state sharded over the ranks is gathered at full size first, so the file is the
      * one --zero 0 writes and any world size reads it. The gather only fills the optimizer's
      * checkpoint view (neither the model nor the state changes), hence the casts. */
-    dt_status s = model_zero_full_begin((dt_model *)m, (dt_optimizer *)o);
+    s = model_zero_full_begin((dt_model *)m, (dt_optimizer *)o);
     if (s) return s;
     dt_ckpt_writer *w;
     if ((s = dt_ckpt_begin(ctx, dir, step, &w))) {

@@ -79,11 +79,11 @@ rm -f "$D"/run/*.pid 2>/dev/null
 awk -v d="$D/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo 2>/dev/null | sort -r |
     while read -r m; do umount -l "$m" 2>/dev/null; done
 
-# ---- network namespaces, veths, bridge --------------------------------------------------------
+# ---- network namespaces, veths (nodes', and up.sh's netem probe pair), bridge ------------------
 for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^${CL_TAG}-node" || true); do
     ip netns del "$ns" 2>/dev/null || { umount -l "/run/netns/$ns" 2>/dev/null; rm -f "/run/netns/$ns"; }
 done
-for v in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E "^${CL_TAG}v[0-9]+p?$" || true); do
+for v in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E "^${CL_TAG}(v[0-9]+p?|nt[01])$" || true); do
     ip link del "$v" 2>/dev/null
 done
 ip link show "$CL_BR" >/dev/null 2>&1 && ip link del "$CL_BR" 2>/dev/null

@@ -1,17 +1,63 @@
 #!/bin/bash
-# up.sh DIR [NODES=2] [CPUS_PER_NODE=2] [GPUS_PER_NODE=4]
+# up.sh DIR [NODES=2] [CPUS_PER_NODE=2] [GPUS_PER_NODE=4] [--nodes N] [--cpus N] [--gpus N]
+#       [--link RATE[:DELAY[:JITTER]][,SPEC...]]
 # Brings up a private SLURM cluster entirely under DIR: munged, slurmctld on the host, and NODES
 # slurmd "nodes" node1..nodeN, each in its own network namespace (own IP on a bridge) and its own
 # UTS + mount namespace (own hostname, own /etc/hosts). Fake GPUs are character devices (c 195 N).
+# Options may stand anywhere; --nodes/--cpus/--gpus are the positional counts by name (giving
+# both, differently, is an error). --link shapes every node's link (link.sh): one spec for all
+# nodes, or NODES comma-separated specs, node1 first; e.g. --link 800mbit, --link 1gbit:200us.
 # Env: TASK_PLUGIN (default task/affinity, task/none when CPUS_PER_NODE > host CPUs), UP_TIMEOUT (default 60 s), KEEP_ON_FAIL=1 (do not tear
 # down after a failed start, to inspect it).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-usage() { echo "usage: $0 DIR [NODES=2] [CPUS_PER_NODE=2] [GPUS_PER_NODE=4]" >&2; exit 2; }
-[ $# -ge 1 ] && [ $# -le 4 ] || usage
-NODES=${2:-2}; CPUS=${3:-2}; GPUS=${4:-4}
-for v in "$NODES" "$CPUS" "$GPUS"; do [[ $v =~ ^[0-9]+$ ]] || usage; done
-[ "$NODES" -ge 1 ] && [ "$NODES" -le 200 ] && [ "$CPUS" -ge 1 ] || usage
+usage() {
+    echo "usage: $0 DIR [NODES=2] [CPUS_PER_NODE=2] [GPUS_PER_NODE=4] [--nodes N] [--cpus N] [--gpus N] [--link RATE[:DELAY[:JITTER]][,...]]" >&2
+    [ $# -gt 0 ] && echo "up.sh: error: $*" >&2
+    exit 2
+}
+pos=(); opt_nodes=; opt_cpus=; opt_gpus=; LINK=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --nodes|--cpus|--gpus|--link)
+            [ $# -ge 2 ] || usage "$1 needs a value"
+            case $1 in --nodes) opt_nodes=$2 ;; --cpus) opt_cpus=$2 ;; --gpus) opt_gpus=$2 ;; --link) LINK=$2 ;; esac
+            shift 2 ;;
+        --nodes=*) opt_nodes=${1#*=}; shift ;;
+        --cpus=*) opt_cpus=${1#*=}; shift ;;
+        --gpus=*) opt_gpus=${1#*=}; shift ;;
+        --link=*) LINK=${1#*=}; shift ;;
+        -h|--help) usage ;;
+        -*) usage "unknown option '$1'" ;;
+        *) pos+=("$1"); shift ;;
+    esac
+done
+[ ${#pos[@]} -ge 1 ] || usage "name the cluster directory DIR (first argument), e.g. $0 /tmp/dtcluster --nodes 3"
+[ ${#pos[@]} -le 4 ] || usage "too many arguments: ${pos[*]}"
+# name given both ways: the same value is fine, two different ones are a mistake
+pick() { # positional option-value what default
+    if [ -n "$1" ] && [ -n "$2" ] && [ "$1" != "$2" ]; then usage "$3 given twice, $1 and $2: give it once"; fi
+    echo "${1:-${2:-$4}}"
+}
+NODES=$(pick "${pos[1]:-}" "$opt_nodes" NODES 2); CPUS=$(pick "${pos[2]:-}" "$opt_cpus" CPUS_PER_NODE 2)
+GPUS=$(pick "${pos[3]:-}" "$opt_gpus" GPUS_PER_NODE 4)
+set -- "${pos[0]}"
+for v in "$NODES" "$CPUS" "$GPUS"; do [[ $v =~ ^[0-9]+$ ]] || usage "'$v' is not a whole number (NODES, CPUS_PER_NODE, GPUS_PER_NODE)"; done
+[ "$NODES" -ge 1 ] && [ "$NODES" -le 200 ] || usage "NODES=$NODES: give 1 to 200 nodes"
+[ "$CPUS" -ge 1 ] || usage "CPUS_PER_NODE=$CPUS: give at least 1"
+. "$HERE/link.sh"
+# One spec per node (LINKS[i-1] for node i), every one checked before anything is created.
+LINKS=()
+if [ -n "$LINK" ]; then
+    IFS=, read -r -a specs <<<"$LINK"
+    if [ ${#specs[@]} -ne 1 ] && [ ${#specs[@]} -ne "$NODES" ]; then
+        usage "--link '$LINK' has ${#specs[@]} specs for $NODES nodes: give one spec for all nodes or exactly $NODES"
+    fi
+    for s in "${specs[@]}"; do msg=$(link_check "$s") || usage "$msg"; done
+    for i in $(seq 1 "$NODES"); do
+        if [ ${#specs[@]} -eq 1 ]; then LINKS+=("${specs[0]}"); else LINKS+=("${specs[$((i - 1))]}"); fi
+    done
+fi
 # task/affinity binds tasks to CPU ids 0..CPUS-1 of the node; when a node claims more CPUs than
 # the host has, that layout fails ("Unable to layout tasks on given cpus"): use task/none then.
 if [ "$CPUS" -le "$(nproc --all)" ]; then TASK_PLUGIN=${TASK_PLUGIN:-task/affinity}
@@ -20,7 +66,9 @@ UP_TIMEOUT=${UP_TIMEOUT:-60}
 
 die() { echo "up.sh: error: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "must run as root (network namespaces, mknod, bind mounts)"
-for c in ip unshare nsenter mount mknod munged slurmctld slurmd sinfo scontrol srun; do
+tools="ip unshare nsenter mount mknod munged slurmctld slurmd sinfo scontrol srun"
+[ -n "$LINK" ] && tools="$tools tc"
+for c in $tools; do
     command -v "$c" >/dev/null || PATH=$PATH:/usr/sbin:/sbin
     command -v "$c" >/dev/null || die "'$c' not found (apt-get install -y iproute2 util-linux munge slurmctld slurmd slurm-client)"
 done
@@ -47,6 +95,13 @@ if ip netns list 2>/dev/null | grep -q "^${CL_TAG}-node"; then
 fi
 # leftovers of a dead cluster (bridge, veths): clean quietly
 "$HERE/down.sh" "$D" >/dev/null 2>&1 || true
+
+# ---- link shaping: a DELAY needs netem; find out now, before anything exists ----------------
+if printf '%s\n' "${LINKS[@]}" | grep -q ':'; then
+    if ! why=$(link_netem_probe); then
+        die "--link '$LINK' asks for a delay, which needs the netem qdisc, and this kernel has none (tc said: $why). Fix: a kernel with CONFIG_NET_SCH_NETEM=y or =m (then modprobe sch_netem), or drop :DELAY[:JITTER] and shape the bandwidth alone (tbf works here)"
+    fi
+fi
 
 T0=$(date +%s.%N)
 fail() {
@@ -170,6 +225,13 @@ for i in $(seq 1 "$NODES"); do
         ip addr add ${CL_NET}.$i/24 dev eth0
         ip link set eth0 up"
 done
+# Shaping, and a record of it for env.sh and humans: one line per node.
+: > "$D/etc/link"
+for i in $(seq 1 "$NODES"); do
+    [ ${#LINKS[@]} -gt 0 ] || break
+    link_apply "$(cl_ns "$i")" "$(cl_veth "$i")" "${LINKS[$((i - 1))]}" || fail "tc could not shape node$i's link (${LINKS[$((i - 1))]})"
+    echo "node$i ${LINKS[$((i - 1))]}: $(link_describe "${LINKS[$((i - 1))]}")" >> "$D/etc/link"
+done
 
 # ---- slurmctld (host network namespace, listens on the bridge address) ---------------------
 slurmctld -i >>"$D/log/slurmctld.out" 2>&1 || fail "slurmctld did not start"
@@ -196,6 +258,8 @@ while :; do
     sleep 0.2
 done
 trap - ERR INT TERM
-printf 'up.sh: %d node(s) idle in %.1f s (dir %s, bridge %s, net %s.0/24, slurmctld port %s)\n' \
-    "$NODES" "$(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" "$D" "$CL_BR" "$CL_NET" "$CL_CTLD_PORT" >&2
+printf 'up.sh: %d node(s) idle in %.1f s (dir %s, bridge %s, net %s.0/24, slurmctld port %s, link %s)\n' \
+    "$NODES" "$(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" "$D" "$CL_BR" "$CL_NET" "$CL_CTLD_PORT" \
+    "${LINK:-unshaped}" >&2
+sed 's/^/up.sh: link /' "$D/etc/link" >&2
 echo "export SLURM_CONF=$CL_CONF"

@@ -5,12 +5,14 @@
  * an odd length), and its own blob. Every failure reaches every rank, with the cause,
  * and no rank is left waiting: sections that differ between ranks, a read of another section on
  * one rank, a missing section, data missing on one rank, a file-size limit on rank 0, a directory
- * that cannot be made.
+ * that cannot be made, a dt_model whose rank 0 holds a NaN parameter (the readers would skip that
+ * file, so dt_checkpoint_save refuses it on every rank).
  */
 #define _GNU_SOURCE /* mkdtemp */
 #include "dtrain.h"
 #include "mpi_check.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +145,27 @@ static void test_failures(dt_ctx *ctx, const char *dir)
            rank == 0 ? NULL : "rank 0: ", "unmakeable directory");
 }
 
+/* Only rank 0's values reach the file, so only rank 0's NaN counts; every rank hears of it, and a
+ * sound save goes on afterwards (no rank was left inside a collective). */
+static void test_model_nan(dt_ctx *ctx, const char *dir)
+{
+    char sub[300], path[340];
+    snprintf(sub, sizeof sub, "%s/model", dir);
+    snprintf(path, sizeof path, "%s/ckpt-%010d.dtc", sub, 40);
+    dt_model *m = NULL;
+    CHECK(dt_model_create(ctx, "fc:3", "2", 7, 4, &m) == DT_OK, "model: %s", dt_last_error());
+    float *p = dt_model_params(m);
+    const float keep = p[4];
+    if (rank == 0) p[4] = NAN;
+    expect(dt_checkpoint_save(ctx, sub, m, NULL, NULL, NULL, 40), DT_ERR_NUMERIC, rank == 0 ? "params[4] is nan" : NULL,
+           rank == 0 ? NULL : "rank 0: ", "a NaN parameter on rank 0");
+    CHECK(rank != 0 || access(path, F_OK) != 0, "%s was written", path);
+    p[4] = keep;
+    CHECK(dt_checkpoint_save(ctx, sub, m, NULL, NULL, NULL, 40) == DT_OK, "sound save: %s", dt_last_error());
+    CHECK(rank != 0 || access(path, F_OK) == 0, "%s was not written", path);
+    dt_model_free(m);
+}
+
 int main(void)
 {
     dt_ctx *ctx = mpi_check_init("test_ckpt_sections");
@@ -159,6 +182,7 @@ int main(void)
     }
     test_round_trip(ctx, dir);
     test_failures(ctx, dir);
+    test_model_nan(ctx, dir);
     if (rank == 0) {
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

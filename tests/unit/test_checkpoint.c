@@ -4,7 +4,8 @@
  * crafted files, one per header and section field, are refused with a message naming the field and
  * both values, and leave the model untouched; FIFOs and directories named like checkpoints are
  * skipped without blocking; a file-size limit is an error, not a SIGXFSZ death; weights-only save
- * and load. The named-section files of version 4 are test_ckpt_sections.c's.
+ * and load; and the round-trip property of ckpt_roundtrip.h (the fuzz harness's) over seeded
+ * random states. The named-section files of version 4 are test_ckpt_sections.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "block_guard.h"
+#include "ckpt_roundtrip.h"
 #include "ckpt_v3.h"
 
 #include "runtime/checkpoint/ckpt_format.h"
@@ -466,6 +468,45 @@ static void test_data_block(void **state)
     free(img);
 }
 
+/* The round-trip property of ckpt_roundtrip.h (fuzz_ckpt_roundtrip's) over 200 seeded random
+ * inputs: every state the writer accepts reads back bit for bit and is written again as the same
+ * file; it refuses exactly those the readers would refuse. Both kinds must occur, or the test
+ * proves nothing. */
+static void test_roundtrip_property(void **state)
+{
+    (void)state;
+    char dir[64], sub[80];
+    snprintf(dir, sizeof dir, "/tmp/dtckrt-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    int saved = 0, refused = 0, with_sections = 0;
+    unsigned char buf[700];
+    for (int i = 0; i < 200; i++) {
+        for (size_t k = 0; k < sizeof buf; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+            buf[k] = (unsigned char)(x >> 24);
+        }
+        /* Random 64-bit steps and positions are nearly all out of range: a quarter of the inputs. */
+        if (i % 4) buf[0] &= 0x7f;
+        const size_t n = 24 + buf[1] * 2u + buf[2];
+        char msg[1024];
+        int ok = 0;
+        if (ckpt_rt_check(buf, n, dir, msg, sizeof msg, &ok)) fail_msg("input %d (mode 0x%02x): %s", i, buf[0], msg);
+        saved += ok;
+        refused += !ok;
+        with_sections += ok && (buf[0] & 0x20);
+    }
+    print_message("round trip: %d states saved and read back (%d with named sections), %d refused\n", saved,
+                  with_sections, refused);
+    assert_true(saved >= 60 && refused >= 40 && with_sections >= 20);
+    for (const char *d = "abst"; *d; d++) {
+        snprintf(sub, sizeof sub, "%s/%c", dir, *d);
+        rt_clear_dir(sub);
+        rmdir(sub);
+    }
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -484,6 +525,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_weights_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_optimizer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_data_block, setup, teardown),
+        cmocka_unit_test(test_roundtrip_property),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
