@@ -25,6 +25,7 @@ bk="--bucket-mb 0.05 --first-bucket-mb 0.01"
 for np in 1 2 3 4; do
     same $np exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --weight-decay 0.01 --seed 3 --log-every 8 $bk
     same $np exact --model mlp --steps 8 --batch 4 --optim sgd --momentum 0.9 --lr 0.05 --weight-decay 0.0005 --seed 3 --log-every 8 $bk
+    same $np exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 3 --log-every 6 $bk --precision fp16
 done
 for np in 2 3; do
     same $np exact --model cnn --steps 5 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 5 --bucket-mb 0.01 --first-bucket-mb 0.005
@@ -41,6 +42,16 @@ for np in 2 3; do
     same $np 1e-6 --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 8 $bk --clip-grad-norm 0.5
     same $np 1e-6 --model mlp --steps 8 --batch 4 --optim sgd --lr 0.05 --seed 5 --log-every 8 $bk --precision fp16 --clip-grad-norm 0.5
 done
+# An overflow on one rank (an inf in rank 1's gradients at step 3): the shard that holds it sees it,
+# the summed verdict makes every rank skip that step and back the scale off, as at --zero 0.
+for z in 0 1; do
+    DTRAIN_FAULT=inf:1:3 "$MPIRUN" -np 3 -x DTRAIN_FAULT "$DTRAIN" train --blas-threads 1 --model mlp --steps 6 --batch 4 \
+        --optim adamw --lr 0.003 --seed 5 --log-every 6 $bk --precision fp16 --zero $z --dump-params "$tmp/inf$z" >"$tmp/log" 2>&1 ||
+        { cat "$tmp/log"; bad "inf at --zero $z failed"; }
+    grep -q "1 of 6 steps skipped" "$tmp/log" || { bad "--zero $z: no skipped step reported"; grep -i skip "$tmp/log"; }
+done
+out=$("$CMP" "$tmp/inf1" "$tmp/inf0" exact) && ok "an inf on rank 1 at step 3: --zero 1 skips it like --zero 0: $out" || bad "inf skip: $out"
+
 # Without a communication thread (the engine inline).
 DTRAIN_COMM_THREAD=0 "$MPIRUN" -np 2 -x DTRAIN_COMM_THREAD "$DTRAIN" train --blas-threads 1 --model mlp --steps 6 --batch 4 \
     --optim adamw --lr 0.003 --seed 5 --log-every 6 $bk --zero 1 --dump-params "$tmp/inl" >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "inline failed"; }
