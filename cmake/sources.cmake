@@ -5,7 +5,7 @@
 
 set(DTRAIN_BASE_SOURCES
   base/status.c base/log.c base/parse.c base/thread_stack.c base/dtype.c base/median.c base/json.c
-  base/trace.c base/trace_json.c base/gpu_span.c)
+  base/trace.c base/trace_json.c base/gpu_span.c base/abort_guard.c)
 
 set(DTRAIN_KERNELS_SOURCES
   kernels/backend.c kernels/pass_common.c
@@ -23,7 +23,8 @@ set(DTRAIN_KERNELS_NO_CUDA_SOURCES kernels/cpu/no_cuda.c kernels/cpu/device_info
 
 set(DTRAIN_COLLECTIVES_SOURCES
   collectives/coll.c collectives/coll_mpi.c collectives/bucket.c collectives/engine.c collectives/engine_req.c
-  collectives/reducer.c collectives/reducer_step.c)
+  collectives/reducer.c collectives/reducer_step.c collectives/rank_names.c
+  collectives/roll_peers.c)
 # Exactly one of the next two joins the collectives: the NCCL backend, or its refusal.
 set(DTRAIN_COLLECTIVES_NCCL_SOURCES collectives/coll_nccl.c)
 set(DTRAIN_COLLECTIVES_NO_NCCL_SOURCES collectives/coll_nccl_none.c)

@@ -53,6 +53,9 @@ struct coll {
      * index, so that a backend with a device timeline (NCCL) gives the bucket a span there. */
     void *trace;
     int trace_bucket;
+    /* The context that made it (set by dt_init after creation), or NULL: the watchdog names the
+     * node of a missing rank from it (ctx_rank_node). */
+    const dt_ctx *ctx;
     void *impl; /* the backend's own state */
 };
 

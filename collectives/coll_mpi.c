@@ -15,6 +15,10 @@
  * 0: the watchdog then names the ranks that never arrived instead of guessing.
  */
 #include "collectives/coll.h"
+#include "collectives/rank_names.h"
+#include "collectives/roll_peers.h"
+#include "collectives/ctx_comm.h"
+#include "base/abort_guard.h"
 #include "base/clock.h"
 #include "kernels/cast.h"
 #include "base/status.h"
@@ -120,23 +124,61 @@ static int roll_arrived(mpi_state *st, int i)
     return flag;
 }
 
+/* Another rank timed out first and told its verdict on the board (collectives/roll_peers.h): this
+ * rank logs it as its own and ends the job. Never returns. */
+static void verdict_forwarded(coll *c, const char *verdict, int from, const char *what, size_t count, double age)
+{
+    mpi_state *st = c->impl;
+    char teller[160];
+    rank_names_ctx(c->ctx, &from, 1, teller, sizeof teller);
+    log_msg(LOG_LEVEL_ERROR,
+            "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s; rank %s timed out first: %s. "
+            "Aborting the job so no rank hangs",
+            st->roll_out.seq, what, count, age, teller, verdict);
+    if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort(); /* MPI_Abort does not return; if it did, nothing may go on */
+}
+
+/* Listens on the board for up to wait_s (once when 0) and forwards a verdict told there. */
+static void board_wait(coll *c, const char *what, size_t count, double age, double wait_s)
+{
+    const double until = clock_now_s() + wait_s;
+    do {
+        int from = -1;
+        const char *told = roll_board_listen(ctx_board(c->ctx), &from);
+        if (told) verdict_forwarded(c, told, from, what, count, age);
+        struct timespec ts = {0, 1000000};
+        if (wait_s > 0) nanosleep(&ts, NULL);
+    } while (clock_now_s() < until);
+}
+
 /* The watchdog's verdict, from the roll call; logs it and ends the job. Never returns. */
 static void roll_expire(coll *c, const char *what, size_t count, double age)
 {
     mpi_state *st = c->impl;
     const unsigned long long seq = st->roll_out.seq;
-    char missing[512] = "", elsewhere[512] = "";
-    size_t nm = 0, ne = 0;
+    char missing[512] = "", elsewhere[512] = "", hub[160];
+    size_t ne = 0;
+    /* More ranks than fit the message's 512 bytes are not named anyway. */
+    int ranks[256] = {0}, nm = 0, more = 0;
+    const int root = 0;
+    rank_names_ctx(c->ctx, &root, 1, hub, sizeof hub); /* "0 on node1" */
     const char *cause;
     char verdict[1400];
+    /* Rank 0 knows who is missing and its deadline may pass a moment after this rank's: its
+     * verdict, when it comes in time, says more than this rank could. */
+    if (c->rank != 0) board_wait(c, what, count, age, ROLL_VERDICT_S);
     if (st->nroll == 0) {
         /* No roll call: nothing is known about the others. */
         snprintf(verdict, sizeof verdict, "a peer rank is dead, stuck or far behind");
     } else if (c->rank == 0) {
         for (int j = 1; j < c->size; j++) {
             if (!roll_arrived(st, j - 1)) {
-                if (nm < sizeof missing - 16)
-                    nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s%d", nm ? "," : "", j);
+                if (nm < (int)(sizeof ranks / sizeof ranks[0]))
+                    ranks[nm++] = j;
+                else
+                    more++;
             } else if (st->roll_in[j - 1].seq != seq || st->roll_in[j - 1].kind != st->roll_out.kind ||
                        st->roll_in[j - 1].count != count) {
                 const roll_msg *m = &st->roll_in[j - 1];
@@ -147,34 +189,52 @@ static void roll_expire(coll *c, const char *what, size_t count, double age)
                                            ne ? ", " : "", j, m->seq, m->kind < 3 ? op_names[m->kind] : "?", m->count);
             }
         }
+        rank_names_ctx(c->ctx, ranks, nm, missing, sizeof missing);
         if (nm)
             snprintf(verdict, sizeof verdict,
-                     "rank(s) %s have not reached it (no word from them): they are dead, stuck "
+                     "rank(s) %s%s have not reached it (no word from them): they are dead, stuck "
                      "or far behind%s%s",
-                     missing, ne ? "; " : "", elsewhere);
+                     missing, more ? " and more" : "", ne ? "; " : "", elsewhere);
         else if (ne)
             snprintf(verdict, sizeof verdict, "the ranks called different collectives: %s (a bug in the program)",
                      elsewhere);
+        else if ((nm = roll_board_probe(ctx_board(c->ctx), ranks, (int)(sizeof ranks / sizeof ranks[0]))) > 0)
+            snprintf(verdict, sizeof verdict,
+                     "every rank reached it, yet it has not completed, and rank(s) %s do not answer a probe "
+                     "within %.1f s: they stopped or died inside it, or the network to them failed",
+                     rank_names_ctx(c->ctx, ranks, nm, missing, sizeof missing), ROLL_PROBE_S);
         else
             snprintf(verdict, sizeof verdict,
-                     "every rank reached it, yet it has not completed: a rank stopped or died "
-                     "inside it, or the network between the ranks failed (MPI does not say which rank)");
+                     "every rank reached it, yet it has not completed, though every rank answers a probe: "
+                     "a rank stopped or died inside it, or the network between the ranks failed (MPI does "
+                     "not say which rank)");
     } else if (!st->t_hub) {
         snprintf(verdict, sizeof verdict,
-                 "rank 0 has not reached it (no word from it): it is dead, stuck or far "
-                 "behind (rank 0 knows about the other ranks; this rank hears only from rank 0)");
+                 "rank %s has not reached it (no word from it): it is dead, stuck or far "
+                 "behind (rank 0 knows about the other ranks; this rank hears only from rank 0)",
+                 hub);
     } else {
         snprintf(verdict, sizeof verdict,
-                 "rank 0 reached it %.1f s ago and has not ended the job: if a rank never "
-                 "came, rank 0's message names it; if none is missing, a rank stopped inside the collective (this "
-                 "rank hears only from rank 0)",
-                 clock_now_s() - st->t_hub);
+                 "rank %s reached it %.1f s ago, yet neither the collective nor rank 0's verdict has come: "
+                 "rank 0 is dead or stuck, or the network between it and this rank failed (this rank hears "
+                 "only from rank 0; rank 0's own output names the ranks it missed)",
+                 hub, clock_now_s() - st->t_hub);
+    }
+    /* A rank other than 0 knows only about rank 0; the probe tells it who else is out of reach
+     * (on a node cut off: every rank beyond the dead link). */
+    if (c->rank != 0 && (nm = roll_board_probe(ctx_board(c->ctx), ranks, (int)(sizeof ranks / sizeof ranks[0]))) > 0) {
+        const size_t used = strlen(verdict);
+        snprintf(verdict + used, sizeof verdict - used, "; rank(s) %s do not answer a probe within %.1f s",
+                 rank_names_ctx(c->ctx, ranks, nm, missing, sizeof missing), ROLL_PROBE_S);
+        board_wait(c, what, count, age, 0); /* one that came meanwhile still wins */
     }
     cause = verdict;
+    roll_board_tell(ctx_board(c->ctx), verdict);
     log_msg(LOG_LEVEL_ERROR,
             "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s timeout; "
             "%s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately this slow)",
             seq, what, count, age, c->timeout_s, cause);
+    if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
 }
@@ -203,6 +263,9 @@ static int mpi_wait(coll *c, MPI_Request *r, int kind, size_t count, double star
         if (flag && (!st->nroll || st->roll_done)) return MPI_SUCCESS;
         if (++spins < 2000) continue;
         const double now = clock_now_s(), age = now - start;
+        int from = -1;
+        const char *told = roll_board_listen(ctx_board(c->ctx), &from);
+        if (told) verdict_forwarded(c, told, from, op_names[kind], count, age);
         if (c->timeout_s > 0 && age > c->timeout_s &&
             !(c->rank != 0 && st->t_hub && now < st->t_hub + c->timeout_s + ROLL_GRACE_S))
             roll_expire(c, op_names[kind], count, age);

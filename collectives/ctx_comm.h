@@ -30,5 +30,12 @@ struct coll *ctx_device_coll(const dt_ctx *c);
 struct trace_rec;
 struct trace_rec *ctx_trace(const dt_ctx *c);
 void ctx_set_trace(dt_ctx *c, struct trace_rec *r);
+/* The name of the node world rank `rank` runs on (dt_node_name of its node index, learnt in
+ * dt_init), for the watchdog's verdicts; NULL when c is NULL or rank is out of range. */
+const char *ctx_rank_node(const dt_ctx *c, int rank);
+/* The board the watchdogs tell each other their verdicts on (collectives/roll_peers.h); NULL when c
+ * is NULL, in a world of 1 or without a timeout. */
+struct roll_board;
+struct roll_board *ctx_board(const dt_ctx *c);
 
 #endif

@@ -9,6 +9,10 @@
  * srun ends every process instead of leaving them hanging.
  */
 #include "collectives/engine_impl.h"
+#include "collectives/rank_names.h"
+#include "collectives/roll_peers.h"
+#include "collectives/ctx_comm.h"
+#include "base/abort_guard.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/status.h"
@@ -32,28 +36,45 @@ void engine_set_ctx(engine *e, const dt_ctx *ctx) { e->ctx = ctx; }
 static void engine_expire(engine *e, req *q, double age)
 {
     char missing[512] = "", verdict[768];
-    size_t used = 0;
+    /* More ranks than fit the message's 512 bytes are not named anyway. */
+    int ranks[256] = {0}, nmissing = 0, more = 0, unsent[256] = {0}, nunsent = 0;
     if (q->phase == PHASE_MPI) {
         int flag = 0;
         MPI_Request_get_status(q->arrive[0], &flag, MPI_STATUS_IGNORE);
-        if (!flag) used = (size_t)snprintf(missing, sizeof missing, "%d", 1 - e->rank);
+        if (!flag) ranks[nmissing++] = 1 - e->rank;
     }
     for (int j = 0, slot = 0; j < e->size && q->phase != PHASE_MPI; j++) {
         if (j == e->rank) continue;
         int flag = 1;
         /* Receives sit at even slots (posted first for each peer). */
         MPI_Request_get_status(q->mr[2 * slot], &flag, MPI_STATUS_IGNORE);
-        if (!flag && used < sizeof missing - 16)
-            used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? "," : "", j);
+        if (!flag && nmissing < (int)(sizeof ranks / sizeof ranks[0]))
+            ranks[nmissing++] = j;
+        else if (!flag)
+            more++;
+        /* ...and sends at odd slots: one not done names a peer that stopped taking data. */
+        flag = 1;
+        MPI_Request_get_status(q->mr[2 * slot + 1], &flag, MPI_STATUS_IGNORE);
+        if (!flag && nunsent < (int)(sizeof unsent / sizeof unsent[0])) unsent[nunsent++] = j;
         slot++;
     }
-    if (used)
-        snprintf(verdict, sizeof verdict, "no data yet from rank(s) %s: they are dead, stuck or far behind", missing);
-    else if (q->phase == PHASE_MPI)
+    /* With their nodes: after a link fails, the node is what to look at. */
+    rank_names_ctx(e->ctx, ranks, nmissing, missing, sizeof missing);
+    if (nmissing)
+        snprintf(verdict, sizeof verdict, "no data yet from rank(s) %s%s: they are dead, stuck or far behind", missing,
+                 more ? " and more" : "");
+    else if (q->phase == PHASE_MPI) {
+        const int peer = 1 - e->rank;
+        rank_names_ctx(e->ctx, &peer, 1, missing, sizeof missing);
         snprintf(verdict, sizeof verdict,
-                 "rank %d reached it, yet MPI_Allreduce has not completed: a rank stopped "
+                 "rank %s reached it, yet MPI_Allreduce has not completed: a rank stopped "
                  "or died inside it, or the network between the ranks failed",
-                 1 - e->rank);
+                 missing);
+    } else if (nunsent)
+        snprintf(verdict, sizeof verdict,
+                 "every rank's data for this phase has come, but this rank's sends to rank(s) %s are not done: "
+                 "they stopped receiving, or the network to them failed",
+                 rank_names_ctx(e->ctx, unsent, nunsent, missing, sizeof missing));
     else
         snprintf(verdict, sizeof verdict,
                  "every rank's data for this phase has come, but this rank's own sends are "
@@ -67,6 +88,28 @@ static void engine_expire(engine *e, req *q, double age)
             : q->phase == PHASE_GATHER ? "allgather phase"
                                        : "by MPI_Allreduce",
             age, e->timeout_s, verdict);
+    roll_board_tell(ctx_board(e->ctx), verdict);
+    if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort(); /* MPI_Abort does not return; if it did, nothing may go on */
+}
+
+/* While this rank waits: answers a probe, and when another rank has timed out first (told on the
+ * board, collectives/roll_peers.h), logs its verdict as this rank's own and ends the job, so every
+ * rank's output names the missing ranks, whichever collective it waits in. */
+static void engine_listen(engine *e)
+{
+    int from = -1;
+    const char *told = roll_board_listen(ctx_board(e->ctx), &from);
+    if (!told) return;
+    char teller[160];
+    rank_names_ctx(e->ctx, &from, 1, teller, sizeof teller);
+    const req *q = &e->reqs[e->done % ENGINE_MAX_REQS];
+    log_msg(LOG_LEVEL_ERROR,
+            "watchdog: collective #%llu (allreduce of bucket %d) has waited %.1f s; rank %s timed out first: %s. "
+            "Aborting the job so no rank hangs",
+            (unsigned long long)q->seq, q->bucket, clock_now_s() - q->t_start, teller, told);
+    if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
 }
@@ -310,11 +353,18 @@ dt_status engine_wait_all(engine *e)
             double age = clock_now_s() - q->t_start;
             if (e->done < e->next_seq && q->phase == PHASE_MPI && e->timeout_s > 0 && age > e->timeout_s)
                 engine_expire(e, q, age);
+            if (e->done < e->next_seq) engine_listen(e);
         }
         pthread_mutex_unlock(&e->mu);
     } else {
-        /* Nothing else to do on this thread: poll without sleeping. */
-        while (e->done < e->posted) engine_poke(e);
+        /* Nothing else to do on this thread: poll without sleeping, listening every 100 ms. */
+        for (double next = clock_now_s() + 0.1; e->done < e->posted;) {
+            engine_poke(e);
+            if (clock_now_s() > next) {
+                engine_listen(e);
+                next = clock_now_s() + 0.1;
+            }
+        }
     }
     if (e->failure) {
         dt_status s = e->failure;

@@ -159,14 +159,17 @@ DT_API dt_status dt_init(const dt_config *cfg, dt_ctx **out);
 
 /** Releases the context (and finalizes MPI when dt_init initialized it). Free every model made with
  * this context first (a model owns a communication thread and communicator). Collective. NULL is
- * a no-op. */
+ * a no-op. With a timeout (dt_config::timeout_s) in a job of several ranks, a process still in
+ * MPI_Finalize the timeout plus 3 s later (a peer cut off) exits with code 1 instead of hanging. */
 DT_API dt_status dt_finalize(dt_ctx *ctx);
 
 /** Ends every process of the job with exit code `code` (MPI_Abort): for a rank that failed alone,
  * so that its peers do not wait forever on it. Usable before or after dt_init (ctx may be NULL).
  * Returns only when there is no job to abort: MPI not initialized, or a world of 1 (ctx is then
  * released as by dt_finalize(), so it must not be used or finalized again, and MPI is finalized);
- * the caller then exits with `code` itself. As before dt_finalize(), free the models of ctx first. */
+ * the caller then exits with `code` itself. As before dt_finalize(), free the models of ctx first.
+ * A process that MPI_Abort has not ended 3 s later (its launcher cannot be reached, as on a node
+ * whose link is down) exits with `code` itself. */
 DT_API void dt_abort_job(dt_ctx *ctx, int code);
 
 /** @} */

@@ -12,8 +12,10 @@
 #include "runtime/placement/affinity.h"
 #include "collectives/coll.h"
 #include "collectives/ctx_comm.h"
+#include "collectives/roll_peers.h"
 #include "runtime/placement/device.h"
 #include "kernels/backend.h"
+#include "base/abort_guard.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "base/trace.h"
@@ -33,6 +35,8 @@ struct dt_ctx {
     coll *coll_host; /* on a GPU: MPI for host buffers (a training loop's counters and flags) */
     char **node_names;
     int num_node_names;
+    int *rank_node;           /* the node index of every world rank: the watchdog names a missing rank's node */
+    struct roll_board *board; /* what the watchdogs tell each other (collectives/roll_peers.h), or NULL */
     /* dt_trace_start's recorder, or NULL; atomic, as the communication and loader threads read it. */
     trace_rec *_Atomic trace;
 };
@@ -159,6 +163,18 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
         MPI_Get_processor_name(host, &len);
         snprintf(c->pl.hostname, sizeof c->pl.hostname, "%s", host);
     }
+    /* Every rank's node, while the network is sound: a watchdog verdict names the nodes of the
+     * ranks it misses, and by then no collective may be trusted to ask. */
+    c->rank_node = calloc((size_t)m.size, sizeof *c->rank_node);
+    if (!c->rank_node) {
+        s = status_set_error(DT_ERR_NOMEM, "out of memory for the node of each of %d ranks", m.size);
+        goto fail;
+    }
+    if (MPI_Allgather(&c->pl.node, 1, MPI_INT, c->rank_node, 1, MPI_INT, c->world) != MPI_SUCCESS) {
+        s = status_set_error(DT_ERR_MPI, "MPI_Allgather of every rank's node index failed");
+        goto fail;
+    }
+    if ((s = roll_board_create(c->world, c->cfg.timeout_s, &c->board))) goto fail;
 
     /* 4. One GPU per local rank, then the cores, then the communicators. */
     if (!device_chosen && (s = ctx_select_device(c, m.local_rank, m.local_size, bus_id, sizeof bus_id))) goto fail;
@@ -225,6 +241,9 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
         s = coll_mpi_create(c->world, 0, c->cfg.timeout_s, &c->coll);
     }
     if (s) goto fail;
+    /* The watchdogs name a missing rank's node. */
+    c->coll->ctx = c;
+    if (c->coll_host) c->coll_host->ctx = c;
 
     log_msg0(LOG_LEVEL_INFO,
              "dtrain %s: %d ranks on %d nodes, launcher %s, device %s, backend %s, pin %s, "
@@ -246,6 +265,8 @@ fail:
     if (c->coll) c->coll->ops->destroy(c->coll);
     if (c->coll_host) c->coll_host->ops->destroy(c->coll_host);
     if (c->node_names) topo_free_names(c->node_names, c->num_node_names);
+    free(c->rank_node);
+    roll_board_destroy(c->board);
     if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
     if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
     free(c);
@@ -260,6 +281,8 @@ static void ctx_release(dt_ctx *c)
     if (c->coll_host) c->coll_host->ops->destroy(c->coll_host);
     trace_rec_free(ctx_trace(c));
     topo_free_names(c->node_names, c->num_node_names);
+    free(c->rank_node);
+    roll_board_destroy(c->board);
     if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
     if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
     free(c);
@@ -269,7 +292,13 @@ dt_status dt_finalize(dt_ctx *c)
 {
     if (!c) return DT_OK;
     int we = c->we_initialized_mpi;
+    const double timeout_s = c->cfg.timeout_s;
+    const int world = c->pl.world_size;
     ctx_release(c);
+    /* MPI_Finalize waits for the other ranks: a peer cut off after the last collective (a link
+     * that died) would hold this rank there with no watchdog left. Past the deadline it exits 1. */
+    if (we && world > 1 && timeout_s > 0 && abort_guard_arm(timeout_s + ABORT_GUARD_S, 1, "MPI_Finalize"))
+        abort_guard_wait(); /* another thread is ending the process */
     if (we && MPI_Finalize() != MPI_SUCCESS) return status_set_error(DT_ERR_MPI, "MPI_Finalize failed");
     return DT_OK;
 }
@@ -290,6 +319,7 @@ void dt_abort_job(dt_ctx *c, int code)
         MPI_Finalize();
         return;
     }
+    if (abort_guard_arm(ABORT_GUARD_S, code, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
     MPI_Abort(MPI_COMM_WORLD, code);
 }
 
@@ -303,6 +333,14 @@ dt_status dt_get_placement(const dt_ctx *c, dt_placement *out)
 int dt_rank(const dt_ctx *c) { return c ? c->pl.rank : -1; }
 int dt_world_size(const dt_ctx *c) { return c ? c->pl.world_size : -1; }
 int dt_local_rank(const dt_ctx *c) { return c ? c->pl.local_rank : -1; }
+
+struct roll_board *ctx_board(const dt_ctx *c) { return c ? c->board : NULL; }
+
+const char *ctx_rank_node(const dt_ctx *c, int rank)
+{
+    if (!c || !c->rank_node || rank < 0 || rank >= c->pl.world_size) return NULL;
+    return dt_node_name(c, c->rank_node[rank]);
+}
 
 const char *dt_node_name(const dt_ctx *c, int i)
 {

@@ -6,6 +6,7 @@
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 TIMEOUT=3
+host=$(hostname)   # the watchdog names a missing rank's node: this machine under mpirun
 marker="--dataset-size 4$$"   # a unique argument, to find leftover processes of this test
 
 fault() { # kind:rank:step (or hang=LAYER:RANK:SEQ for DTRAIN_TEST_HANG), ranks, must-say, time limit
@@ -29,23 +30,25 @@ fault() { # kind:rank:step (or hang=LAYER:RANK:SEQ for DTRAIN_TEST_HANG), ranks,
     fi
 }
 
-fault stall:1:5 2 "no data yet from rank(s) 1" $((TIMEOUT + 10))
-fault stall:2:3 4 "no data yet from rank(s) 2" $((TIMEOUT + 10))
+fault stall:1:5 2 "no data yet from rank(s) 1 on $host" $((TIMEOUT + 10))
+fault stall:2:3 4 "no data yet from rank(s) 2 on $host" $((TIMEOUT + 10))
 # The watchdog names the ranks it has not heard from, before the first broadcast too (rank 0
 # hears from every rank, the others from rank 0), and says so when every rank came but the
 # collective still does not finish (DTRAIN_TEST_HANG: a test hook, see collectives/coll.h).
-fault stall:1:0 2 "rank(s) 1 have not reached it (no word from them)" $((TIMEOUT + 10)) # before the broadcast
-fault stall:0:0 2 "rank 0 has not reached it (no word from it)" $((TIMEOUT + 10))
-fault stall:2:0 4 "rank(s) 2 have not reached it (no word from them)" $((TIMEOUT + 10))
-fault hang=mpi:1:2 2 "every rank reached it, yet it has not completed" $((TIMEOUT + 10))
-fault hang=mpi:0:1 2 "rank 0 reached it" $((TIMEOUT + 10))
-fault hang=engine:1:2 2 "rank 1 reached it, yet MPI_Allreduce has not completed" $((TIMEOUT + 10))
+fault stall:1:0 2 "rank(s) 1 on $host have not reached it (no word from them)" $((TIMEOUT + 10)) # before the broadcast
+fault stall:0:0 2 "rank 0 on $host has not reached it (no word from it)" $((TIMEOUT + 10))
+# ...and the other ranks, which hear only from rank 0, log rank 0's verdict as theirs (the board).
+fault stall:2:0 4 "rank 0 on $host timed out first: rank(s) 2 on $host have not reached it (no word from them)" $((TIMEOUT + 10))
+# Every rank arrived, one stopped inside: rank 0's probe finds the one that does not answer.
+fault hang=mpi:1:2 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
+fault hang=mpi:0:1 2 "rank 0 on $host reached it" $((TIMEOUT + 10))
+fault hang=engine:1:2 2 "rank 1 on $host reached it, yet MPI_Allreduce has not completed" $((TIMEOUT + 10))
 # kill -9: mpirun ends the job itself (above), while srun by default lets the survivors wait, as
 # mpirun does with orte_abort_on_non_zero_status 0: their watchdog names the dead rank.
 mpi_opts="--mca orte_abort_on_non_zero_status 0 "
-fault kill:1:0 2 "rank(s) 1 have not reached it (no word from them)" $((TIMEOUT + 10))
-fault kill:0:0 2 "rank 0 has not reached it (no word from it)" $((TIMEOUT + 10))
-fault kill:0:4 2 "no data yet from rank(s) 0" $((TIMEOUT + 10))
+fault kill:1:0 2 "rank(s) 1 on $host have not reached it (no word from them)" $((TIMEOUT + 10))
+fault kill:0:0 2 "rank 0 on $host has not reached it (no word from it)" $((TIMEOUT + 10))
+fault kill:0:4 2 "no data yet from rank(s) 0 on $host" $((TIMEOUT + 10))
 mpi_opts=
 fault exit:1:5 2 "rank 1 exits at step 5" 30
 fault kill:0:4 2 "rank 0 is killed at step 4" 30

@@ -1,0 +1,146 @@
+/*
+ * roll_peers.c - the watchdogs' board (see roll_peers.h).
+ */
+#include "collectives/roll_peers.h"
+#include "base/clock.h"
+#include "base/status.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define VERDICT_TAG 1
+#define PROBE_TAG 2
+#define ANSWER_TAG 3
+#define VERDICT_BYTES 1400
+
+struct roll_board {
+    MPI_Comm comm; /* owned: a duplicate of world, for these messages alone */
+    int rank, size;
+    MPI_Request verdict_rx, probe_rx; /* from any rank */
+    char verdict[VERDICT_BYTES];
+    int probe_in, probe_out;
+    int told; /* a verdict (this rank's own) was sent: told once */
+};
+
+static void sleep_ms(void)
+{
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+}
+
+dt_status roll_board_create(MPI_Comm world, double timeout_s, roll_board **out)
+{
+    *out = NULL;
+    int size = 1;
+    MPI_Comm_size(world, &size);
+    if (size == 1 || timeout_s <= 0) return DT_OK;
+    roll_board *b = calloc(1, sizeof *b);
+    if (!b) return status_set_error(DT_ERR_NOMEM, "out of memory for the watchdogs' board");
+    b->verdict_rx = b->probe_rx = MPI_REQUEST_NULL;
+    if (MPI_Comm_dup(world, &b->comm) != MPI_SUCCESS) {
+        free(b);
+        return status_set_error(DT_ERR_MPI, "MPI_Comm_dup for the watchdogs' board failed");
+    }
+    MPI_Comm_set_errhandler(b->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(b->comm, &b->rank);
+    b->size = size;
+    if (MPI_Irecv(b->verdict, VERDICT_BYTES, MPI_CHAR, MPI_ANY_SOURCE, VERDICT_TAG, b->comm, &b->verdict_rx) !=
+            MPI_SUCCESS ||
+        MPI_Irecv(&b->probe_in, 1, MPI_INT, MPI_ANY_SOURCE, PROBE_TAG, b->comm, &b->probe_rx) != MPI_SUCCESS) {
+        roll_board_destroy(b);
+        return status_set_error(DT_ERR_MPI, "MPI_Irecv for the watchdogs' board failed");
+    }
+    *out = b;
+    return DT_OK;
+}
+
+void roll_board_destroy(roll_board *b)
+{
+    if (!b) return;
+    MPI_Request *pending[] = {&b->verdict_rx, &b->probe_rx};
+    for (int i = 0; i < 2; i++)
+        if (*pending[i] != MPI_REQUEST_NULL) {
+            MPI_Cancel(pending[i]);
+            MPI_Wait(pending[i], MPI_STATUS_IGNORE);
+        }
+    MPI_Comm_free(&b->comm);
+    free(b);
+}
+
+/* Answers another rank's probe if one has come. */
+static void answer_probe(roll_board *b)
+{
+    int got = 0;
+    MPI_Status st;
+    if (b->probe_rx == MPI_REQUEST_NULL || MPI_Test(&b->probe_rx, &got, &st) != MPI_SUCCESS || !got) return;
+    MPI_Request answer;
+    b->probe_out = b->rank;
+    if (MPI_Isend(&b->probe_out, 1, MPI_INT, st.MPI_SOURCE, ANSWER_TAG, b->comm, &answer) == MPI_SUCCESS)
+        MPI_Request_free(&answer);
+    MPI_Irecv(&b->probe_in, 1, MPI_INT, MPI_ANY_SOURCE, PROBE_TAG, b->comm, &b->probe_rx);
+}
+
+const char *roll_board_listen(roll_board *b, int *from)
+{
+    if (!b) return NULL;
+    int got = 0;
+    MPI_Status st;
+    answer_probe(b);
+    if (b->verdict_rx == MPI_REQUEST_NULL || MPI_Test(&b->verdict_rx, &got, &st) != MPI_SUCCESS || !got) return NULL;
+    b->verdict[VERDICT_BYTES - 1] = '\0';
+    *from = st.MPI_SOURCE;
+    return b->verdict;
+}
+
+void roll_board_tell(roll_board *b, const char *verdict)
+{
+    if (!b || b->told) return;
+    b->told = 1;
+    MPI_Request *r = calloc((size_t)b->size, sizeof *r);
+    if (!r) return;
+    int n = 0, all = 0;
+    const int len = (int)strnlen(verdict, VERDICT_BYTES - 1);
+    for (int j = 0; j < b->size; j++)
+        if (j != b->rank && MPI_Isend(verdict, len, MPI_CHAR, j, VERDICT_TAG, b->comm, &r[n]) == MPI_SUCCESS) n++;
+    const double until = clock_now_s() + ROLL_VERDICT_S;
+    while (!all && clock_now_s() < until && MPI_Testall(n, r, &all, MPI_STATUSES_IGNORE) == MPI_SUCCESS) sleep_ms();
+    /* r stays allocated: the sends may still be in flight when the job ends. */
+}
+
+int roll_board_probe(roll_board *b, int *ranks, int cap)
+{
+    if (!b) return 0;
+    MPI_Request *r = malloc(2 * (size_t)b->size * sizeof *r);
+    int *answered = calloc((size_t)b->size, sizeof *answered), *answer = calloc((size_t)b->size, sizeof *answer);
+    static const int ping = 1; /* read-only: what is sent does not matter, only that it is answered */
+    int n = 0;
+    if (!r || !answered || !answer) {
+        free(r);
+        free(answered);
+        free(answer);
+        return 0;
+    }
+    for (int j = 0; j < b->size; j++) {
+        r[2 * j] = r[2 * j + 1] = MPI_REQUEST_NULL;
+        if (j == b->rank || MPI_Irecv(&answer[j], 1, MPI_INT, j, ANSWER_TAG, b->comm, &r[2 * j]) != MPI_SUCCESS ||
+            MPI_Isend(&ping, 1, MPI_INT, j, PROBE_TAG, b->comm, &r[2 * j + 1]) != MPI_SUCCESS)
+            answered[j] = -1; /* itself, or could not ask: not named */
+    }
+    const double until = clock_now_s() + ROLL_PROBE_S;
+    for (int left = 1; left && clock_now_s() < until; sleep_ms()) {
+        answer_probe(b); /* two ranks may probe at once: each must not count the other as silent */
+        left = 0;
+        for (int j = 0; j < b->size; j++) {
+            int flag = 0;
+            if (!answered[j] && MPI_Test(&r[2 * j], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) answered[j] = 1;
+            if (!answered[j]) left = 1;
+            if (r[2 * j + 1] != MPI_REQUEST_NULL) MPI_Test(&r[2 * j + 1], &flag, MPI_STATUS_IGNORE);
+        }
+    }
+    for (int j = 0; j < b->size; j++)
+        if (!answered[j] && n < cap) ranks[n++] = j;
+    free(answered);
+    /* r and answer stay allocated: MPI may write into them until the job ends. */
+    return n;
+}

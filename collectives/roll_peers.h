@@ -1,0 +1,41 @@
+/*
+ * roll_peers.h - the watchdogs' board: what a rank that has timed a collective out tells the
+ * others, on a communicator of its own. A rank waiting in a collective hears only part of the job
+ * (the MPI backend's ranks other than 0 hear from rank 0; a rank still in an earlier collective
+ * hears nothing), so without the board only the first rank to time out would name the missing
+ * ranks before the launcher kills the rest. And when every rank reached a collective that never
+ * completes (a link that died under it), MPI cannot say who stalls it, so rank 0 asks: a rank
+ * waiting anywhere answers a probe (the MPI backend and the engine both listen while they wait), a
+ * stopped or cut-off one does not. The receives are posted once, at creation: nothing per step.
+ */
+#ifndef DT_COLLECTIVES_ROLL_PEERS_H
+#define DT_COLLECTIVES_ROLL_PEERS_H
+
+#include "dtrain.h"
+
+#include <mpi.h>
+
+/* How long a rank lets its verdict travel before MPI_Abort; the launcher then takes longer still
+ * to kill the others, time in which they log it. */
+#define ROLL_VERDICT_S 0.5
+/* How long rank 0 waits for the answers to its probe. */
+#define ROLL_PROBE_S 1.0
+
+typedef struct roll_board roll_board;
+
+/* A board over a duplicate of world (collective), its receives posted; *out NULL (and DT_OK) in a
+ * world of 1 or without a deadline (timeout_s <= 0), where no watchdog runs. */
+dt_status roll_board_create(MPI_Comm world, double timeout_s, roll_board **out);
+/* Cancels what is posted and frees it all. NULL is a no-op. */
+void roll_board_destroy(roll_board *b);
+/* Called while waiting: answers a probe that has come, and returns the first verdict another rank
+ * told (NUL-terminated, owned by b; *from its rank), else NULL. b NULL: NULL. */
+const char *roll_board_listen(roll_board *b, int *from);
+/* Tells every other rank this rank's verdict and lets it travel for up to ROLL_VERDICT_S (a rank
+ * that is gone or cut off never takes it; the caller aborts the job either way). b NULL: nothing. */
+void roll_board_tell(roll_board *b, const char *verdict);
+/* Pings every other rank and writes those that do not answer within ROLL_PROBE_S into ranks (at
+ * most cap); returns how many (0 for b NULL). */
+int roll_board_probe(roll_board *b, int *ranks, int cap);
+
+#endif
