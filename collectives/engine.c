@@ -106,9 +106,9 @@ static void engine_listen(engine *e)
     rank_names_ctx(e->ctx, &from, 1, teller, sizeof teller);
     const req *q = &e->reqs[e->done % ENGINE_MAX_REQS];
     log_msg(LOG_LEVEL_ERROR,
-            "watchdog: collective #%llu (allreduce of bucket %d) has waited %.1f s; rank %s timed out first: %s. "
+            "watchdog: collective #%llu (%s of bucket %d) has waited %.1f s; rank %s timed out first: %s. "
             "Aborting the job so no rank hangs",
-            (unsigned long long)q->seq, q->bucket, clock_now_s() - q->t_start, teller, told);
+            (unsigned long long)q->seq, engine_req_kind_name(q), q->bucket, clock_now_s() - q->t_start, teller, told);
     if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
