@@ -30,6 +30,15 @@ typedef struct coll_ops {
      * event, never a device-wide synchronization. */
     dt_status (*start)(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, void *after);
     dt_status (*wait_all)(coll *c, void *after);
+    /* Optional (NULL where the backend has none): the two halves of the allreduce, for ZeRO-1, in
+     * place and blocking. count must be a multiple of the world size W (the caller pads): rank r's
+     * block is elements [r count/W, (r+1) count/W). reduce_scatter: afterwards rank r's block holds
+     * the sum (or mean) of every rank's block r; the other blocks are unspecified. allgather: every
+     * rank's block to every rank. MPI: MPI_Reduce_scatter_block / MPI_Allgather (fp32; their
+     * summation order is MPI's: bitwise the engine's only at W <= 2); NCCL: ncclReduceScatter /
+     * ncclAllGather (any type). */
+    dt_status (*reduce_scatter)(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op);
+    dt_status (*allgather)(coll *c, void *buf, size_t count, dt_dtype t);
     void (*destroy)(coll *c); /* frees everything, c included */
 } coll_ops;
 

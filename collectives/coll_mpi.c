@@ -82,8 +82,9 @@ typedef struct mpi_state {
     double t_hub;  /* another rank: when rank 0's arrival was first seen (0: not yet) */
 } mpi_state;
 
-static const char *const op_names[] = {"MPI_Allreduce", "MPI_Bcast", "MPI_Barrier"};
-enum { OP_ALLREDUCE, OP_BCAST, OP_BARRIER };
+static const char *const op_names[] = {"MPI_Allreduce", "MPI_Bcast", "MPI_Barrier", "MPI_Reduce_scatter_block",
+                                       "MPI_Allgather"};
+enum { OP_ALLREDUCE, OP_BCAST, OP_BARRIER, OP_REDUCE_SCATTER, OP_ALLGATHER };
 
 /* The roll call: a collective does not say which ranks have reached it, so every rank also tells
  * rank 0 that it arrived (a small message posted before the collective), and rank 0 tells every
@@ -476,6 +477,76 @@ static void mpi_destroy(coll *c)
     free(c);
 }
 
+/* The checks of reduce_scatter and allgather: fp32 (16-bit halves would need MPI to sum 16-bit
+ * values, which it cannot), blocks of equal size that fit an int. */
+static dt_status halves_check(const coll *c, const void *buf, size_t count, dt_dtype t, int op, const char *what)
+{
+    dt_status s = coll_check_args(c, buf, count, t, op, 0);
+    if (s) return s;
+    if (t != DT_F32)
+        return status_set_error(DT_ERR_UNSUPPORTED, "%s on the MPI backend takes fp32 only, not %s: use the engine",
+                                what, dt_dtype_name(t));
+    if (count % (size_t)c->size)
+        return status_set_error(DT_ERR_INVALID_ARG, "%s of %zu elements: pad the count to a multiple of the %d ranks",
+                                what, count, c->size);
+    if (count / (size_t)c->size > 2147483647u)
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: blocks of %zu elements exceed MPI's int count", what,
+                                count / (size_t)c->size);
+    return DT_OK;
+}
+
+/* Host memory: the blocking call is the nonblocking one waited under the roll call's deadline. */
+static dt_status mpi_halves_host(coll *c, float *buf, size_t count, dt_redop op, int kind)
+{
+    const size_t b = count / (size_t)c->size, mine = (size_t)c->rank * b;
+    double start;
+    int rc = op_begin(c, kind, count, count * sizeof(float), &start);
+    MPI_Request r;
+    if (rc == MPI_SUCCESS && kind == OP_REDUCE_SCATTER) {
+        /* In place, MPI puts this rank's block at the start of buf; it goes to its own place after. */
+        rc = MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, (int)b, MPI_FLOAT, MPI_SUM, c->comm, &r);
+    } else if (rc == MPI_SUCCESS) {
+        rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)b, MPI_FLOAT, c->comm, &r);
+    }
+    if (rc == MPI_SUCCESS) rc = mpi_wait(c, &r, kind, count, start);
+    if (rc == MPI_SUCCESS && kind == OP_REDUCE_SCATTER) {
+        if (mine) memmove(buf + mine, buf, b * sizeof(float));
+        if (op == DT_AVG) scale_f32(buf + mine, b, c->size);
+    }
+    op_end(c, kind, count, count * sizeof(float), start, rc == MPI_SUCCESS);
+    return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, op_names[kind], count);
+}
+
+static dt_status mpi_halves(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, int kind)
+{
+    dt_status s = halves_check(c, buf, count, t, kind == OP_ALLGATHER ? COLL_NO_REDUCTION : (int)op, op_names[kind]);
+    if (s || count == 0) return s;
+#ifdef DTRAIN_HAVE_CUDA
+    if (c->device_buffers) {
+        void *host = NULL;
+        size_t bytes = count * sizeof(float);
+        if ((s = mpi_stage(buf, &host, bytes, 1))) return s;
+        s = mpi_halves_host(c, host, count, op, kind);
+        if (s) {
+            free(host);
+            return s;
+        }
+        return mpi_stage(buf, &host, bytes, 0);
+    }
+#endif
+    return mpi_halves_host(c, buf, count, op, kind);
+}
+
+static dt_status mpi_reduce_scatter(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op)
+{
+    return mpi_halves(c, buf, count, t, op, OP_REDUCE_SCATTER);
+}
+
+static dt_status mpi_allgather(coll *c, void *buf, size_t count, dt_dtype t)
+{
+    return mpi_halves(c, buf, count, t, DT_SUM, OP_ALLGATHER);
+}
+
 static const coll_ops mpi_ops = {
     .name = "mpi",
     .allreduce = mpi_allreduce,
@@ -483,6 +554,8 @@ static const coll_ops mpi_ops = {
     .barrier = mpi_barrier,
     .abort = mpi_abort,
     .destroy = mpi_destroy,
+    .reduce_scatter = mpi_reduce_scatter,
+    .allgather = mpi_allgather,
 };
 
 dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, coll **out)

@@ -217,6 +217,39 @@ static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt
     return nccl_wait(c, t0, "ncclAllReduce", count);
 }
 
+/* ZeRO-1's halves (coll.h), in place: NCCL's in-place forms take this rank's block at its own place
+ * (recvbuff = sendbuff + rank * block for the reduce-scatter, sendbuff = recvbuff + rank * block for
+ * the allgather). */
+static dt_status nccl_halves(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, int gather)
+{
+    const char *what = gather ? "ncclAllGather" : "ncclReduceScatter";
+    dt_status s = coll_check_args(c, buf, count, t, gather ? COLL_NO_REDUCTION : (int)op, 0);
+    if (s || count == 0) return s;
+    if (count % (size_t)c->size)
+        return status_set_error(DT_ERR_INVALID_ARG, "%s of %zu elements: pad the count to a multiple of the %d ranks",
+                                what, count, c->size);
+    nccl_state *st = c->impl;
+    if (st->aborted) return status_set_error(DT_ERR_COMM, "the NCCL communicator was aborted earlier");
+    const size_t b = count / (size_t)c->size;
+    char *mine = (char *)buf + (size_t)c->rank * b * dt_dtype_size(t);
+    const double t0 = clock_now_s();
+    ncclResult_t r =
+        gather ? ncclAllGather(mine, buf, b, nccl_type(t), st->comm, st->stream)
+               : ncclReduceScatter(buf, mine, b, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum, st->comm, st->stream);
+    if ((s = nccl_settle(c, r, t0, what, count, HINT_PEER))) return s;
+    return nccl_wait(c, t0, what, count);
+}
+
+static dt_status nccl_reduce_scatter(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op)
+{
+    return nccl_halves(c, buf, count, t, op, 0);
+}
+
+static dt_status nccl_allgather(coll *c, void *buf, size_t count, dt_dtype t)
+{
+    return nccl_halves(c, buf, count, t, DT_SUM, 1);
+}
+
 static dt_status nccl_broadcast(coll *c, void *buf, size_t count, dt_dtype t, int root)
 {
     dt_status s = coll_check_args(c, buf, count, t, COLL_NO_REDUCTION, root);
@@ -276,6 +309,8 @@ static const coll_ops nccl_ops = {
     .destroy = nccl_destroy,
     .start = nccl_start,
     .wait_all = nccl_wait_all,
+    .reduce_scatter = nccl_reduce_scatter,
+    .allgather = nccl_allgather,
 };
 
 dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)

@@ -27,6 +27,8 @@
 #include <time.h>
 
 int engine_threaded(const engine *e) { return e->threaded; }
+int engine_rank(const engine *e) { return e->rank; }
+int engine_size(const engine *e) { return e->size; }
 void engine_set_ctx(engine *e, const dt_ctx *ctx) { e->ctx = ctx; }
 
 /* The watchdog: which peers have not delivered, then abort the job. Never returns. In threaded
@@ -78,10 +80,10 @@ static void engine_expire(engine *e, req *q, double age)
                  "every rank's data for this phase has come, but this rank's own sends are "
                  "not done: a peer stopped receiving, or the network between the ranks failed");
     log_msg(LOG_LEVEL_ERROR,
-            "watchdog: collective #%llu (allreduce of bucket %d, %zu bytes, %s) has waited %.1f s, past the "
+            "watchdog: collective #%llu (%s of bucket %d, %zu bytes, %s) has waited %.1f s, past the "
             "%.1f s timeout; %s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately "
             "this slow)",
-            (unsigned long long)q->seq, q->bucket, engine_req_wire_bytes(q),
+            (unsigned long long)q->seq, engine_req_kind_name(q), q->bucket, engine_req_wire_bytes(q),
             q->phase == PHASE_SCATTER  ? "reduce-scatter phase"
             : q->phase == PHASE_GATHER ? "allgather phase"
                                        : "by MPI_Allreduce",
@@ -104,9 +106,9 @@ static void engine_listen(engine *e)
     rank_names_ctx(e->ctx, &from, 1, teller, sizeof teller);
     const req *q = &e->reqs[e->done % ENGINE_MAX_REQS];
     log_msg(LOG_LEVEL_ERROR,
-            "watchdog: collective #%llu (allreduce of bucket %d) has waited %.1f s; rank %s timed out first: %s. "
+            "watchdog: collective #%llu (%s of bucket %d) has waited %.1f s; rank %s timed out first: %s. "
             "Aborting the job so no rank hangs",
-            (unsigned long long)q->seq, q->bucket, clock_now_s() - q->t_start, teller, told);
+            (unsigned long long)q->seq, engine_req_kind_name(q), q->bucket, clock_now_s() - q->t_start, teller, told);
     if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
@@ -257,8 +259,8 @@ void engine_destroy(engine *e)
     free(e);
 }
 
-static dt_status engine_start_any(engine *e, float *buf, uint16_t *buf16, size_t count, dt_redop op, int bucket,
-                                  dt_dtype wire)
+static dt_status engine_start_any(engine *e, req_kind kind, float *buf, uint16_t *buf16, size_t count, dt_redop op,
+                                  int bucket, dt_dtype wire)
 {
     if (wire != DT_F32 && wire != DT_F16 && wire != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "unknown wire type %d (use DT_F32, DT_F16 or DT_BF16)", (int)wire);
@@ -273,6 +275,7 @@ static dt_status engine_start_any(engine *e, float *buf, uint16_t *buf16, size_t
         return status_set_error(DT_ERR_INVALID_ARG, "more than %d collectives in flight", ENGINE_MAX_REQS);
     }
     req *q = &e->reqs[e->next_seq % ENGINE_MAX_REQS];
+    q->kind = kind;
     q->buf = buf;
     q->buf16 = buf16;
     q->count = count;
@@ -285,8 +288,9 @@ static dt_status engine_start_any(engine *e, float *buf, uint16_t *buf16, size_t
     q->t_post_ns = trace_now_ns();
     e->next_seq++;
     if (log_enabled(LOG_LEVEL_DEBUG))
-        log_msg(LOG_LEVEL_DEBUG, "engine: start #%llu allreduce of bucket %d, %zu elements, %zu bytes %s",
-                (unsigned long long)q->seq, bucket, count, engine_req_wire_bytes(q), dt_dtype_name(wire));
+        log_msg(LOG_LEVEL_DEBUG, "engine: start #%llu %s of bucket %d, %zu elements, %zu bytes %s",
+                (unsigned long long)q->seq, engine_req_kind_name(q), bucket, count, engine_req_wire_bytes(q),
+                dt_dtype_name(wire));
     if (e->threaded) {
         pthread_cond_signal(&e->cv_work);
         pthread_mutex_unlock(&e->mu);
@@ -303,14 +307,27 @@ static dt_status engine_start_any(engine *e, float *buf, uint16_t *buf16, size_t
 
 dt_status engine_start(engine *e, float *buf, size_t count, dt_redop op, int bucket, dt_dtype wire)
 {
-    return engine_start_any(e, buf, NULL, count, op, bucket, wire);
+    return engine_start_any(e, REQ_ALLREDUCE, buf, NULL, count, op, bucket, wire);
 }
 
 dt_status engine_start16(engine *e, uint16_t *buf, size_t count, dt_redop op, int bucket, dt_dtype t)
 {
     if (t != DT_F16 && t != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "16-bit bucket of type %d: use DT_F16 or DT_BF16", (int)t);
-    return engine_start_any(e, NULL, buf, count, op, bucket, t);
+    return engine_start_any(e, REQ_ALLREDUCE, NULL, buf, count, op, bucket, t);
+}
+
+dt_status engine_start_reduce_scatter(engine *e, float *buf, uint16_t *buf16, size_t count, dt_redop op, int bucket,
+                                      dt_dtype wire)
+{
+    if (buf16 && wire != DT_F16 && wire != DT_BF16)
+        return status_set_error(DT_ERR_INVALID_ARG, "16-bit bucket of type %d: use DT_F16 or DT_BF16", (int)wire);
+    return engine_start_any(e, REQ_REDUCE_SCATTER, buf16 ? NULL : buf, buf16, count, op, bucket, wire);
+}
+
+dt_status engine_start_allgather(engine *e, float *buf, size_t count, int bucket)
+{
+    return engine_start_any(e, REQ_ALLGATHER, buf, NULL, count, DT_SUM, bucket, DT_F32);
 }
 
 void engine_poke(engine *e)

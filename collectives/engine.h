@@ -41,6 +41,30 @@ dt_status engine_start(engine *e, float *buf, size_t count, dt_redop op, int buc
  * values travel as they are, are summed in fp32 in rank order and rounded once into buf. */
 dt_status engine_start16(engine *e, uint16_t *buf, size_t count, dt_redop op, int bucket, dt_dtype t);
 
+/* The two halves of the allreduce alone, for ZeRO-1 (optimizer state sharded across ranks).
+ * Rank r owns part r of every bucket (engine_part): the same split the allreduce uses, so a
+ * reduce-scatter sums each element in the same rank order and gives bitwise the values the
+ * allreduce gives in the owned part.
+ * engine_start_reduce_scatter: like engine_start / engine_start16 (buf16 non-NULL: a bucket kept in
+ * 16 bits, wire its type), but only this rank's part of buf (or buf16) holds the sum when it
+ * completes; the rest keeps this rank's own values (or, on a 16-bit wire, its values as they were).
+ * engine_start_allgather: every rank's part of the fp32 buf[0..count) to every rank, in place
+ * (the updated parameters after the optimizer stepped on the owned parts). Both are point to point
+ * like the allreduce (not MPI_Reduce_scatter_block, whose summation order MPI leaves open), so the
+ * watchdog still names the ranks not heard from. Every rank must start the same requests in the
+ * same order. */
+dt_status engine_start_reduce_scatter(engine *e, float *buf, uint16_t *buf16, size_t count, dt_redop op, int bucket,
+                                      dt_dtype wire);
+dt_status engine_start_allgather(engine *e, float *buf, size_t count, int bucket);
+
+/* Part j of a bucket of n elements split among `size` ranks: the first n % size parts have one
+ * element more. */
+void engine_part(size_t n, int j, int size, size_t *off, size_t *cnt);
+
+/* This rank and the world of the engine's communicator. */
+int engine_rank(const engine *e);
+int engine_size(const engine *e);
+
 /* Lets requests progress without waiting (inline mode); a no-op with a communication thread. */
 void engine_poke(engine *e);
 

@@ -31,7 +31,11 @@ typedef enum req_phase {
     PHASE_MPI = 4      /* inside a blocking MPI_Allreduce on the communication thread */
 } req_phase;
 
+/* What a request does: the whole allreduce, or one of its halves (engine.h). */
+typedef enum req_kind { REQ_ALLREDUCE = 0, REQ_REDUCE_SCATTER = 1, REQ_ALLGATHER = 2 } req_kind;
+
 typedef struct req {
+    int kind; /* a req_kind */
     float *buf;
     size_t count;
     dt_redop op;
@@ -85,5 +89,7 @@ struct engine {
 dt_status engine_req_post(engine *e, req *q);
 int engine_req_progress(engine *e, req *q, dt_status *st);
 size_t engine_req_wire_bytes(const req *q);
+/* "allreduce", "reduce-scatter" or "allgather", for messages. */
+const char *engine_req_kind_name(const req *q);
 
 #endif

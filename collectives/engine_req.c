@@ -22,8 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-/* Part j of a bucket of n elements split among size ranks. */
-static void part_of(size_t n, int j, int size, size_t *off, size_t *cnt)
+void engine_part(size_t n, int j, int size, size_t *off, size_t *cnt)
 {
     size_t base = n / (size_t)size, rem = n % (size_t)size, uj = (size_t)j;
     *off = uj * base + (uj < rem ? uj : rem);
@@ -60,14 +59,14 @@ static dt_status req_post_phase(engine *e, req *q, req_phase phase)
 {
     const int W = e->size, me = e->rank;
     size_t moff, mcnt;
-    part_of(q->count, me, W, &moff, &mcnt);
+    engine_part(q->count, me, W, &moff, &mcnt);
     q->nmr = 0;
     q->phase = phase;
     int tag = tag_of(q->seq, phase);
     for (int j = 0; j < W; j++) {
         if (j == me) continue;
         size_t joff, jcnt;
-        part_of(q->count, j, W, &joff, &jcnt);
+        engine_part(q->count, j, W, &joff, &jcnt);
         int slot = j < me ? j : j - 1;
         int rc1, rc2;
         if (q->wire != DT_F32) {
@@ -95,8 +94,16 @@ static dt_status req_post_phase(engine *e, req *q, req_phase phase)
     return DT_OK;
 }
 
-/* Two ranks, fp32, a communication thread: the request goes by MPI_Allreduce (see req_post). */
-static int req_by_mpi(const engine *e, const req *q) { return e->size == 2 && e->threaded && q->wire == DT_F32; }
+/* Two ranks, fp32, a communication thread: an allreduce goes by MPI_Allreduce (see req_post). */
+static int req_by_mpi(const engine *e, const req *q)
+{
+    return e->size == 2 && e->threaded && q->wire == DT_F32 && q->kind == REQ_ALLREDUCE;
+}
+
+const char *engine_req_kind_name(const req *q)
+{
+    return q->kind == REQ_REDUCE_SCATTER ? "reduce-scatter" : q->kind == REQ_ALLGATHER ? "allgather" : "allreduce";
+}
 
 /* The bytes of a request's bucket as it travels. */
 size_t engine_req_wire_bytes(const req *q) { return q->count * (q->wire == DT_F32 ? sizeof(float) : sizeof(uint16_t)); }
@@ -107,8 +114,8 @@ static void req_trace_end(const engine *e, const req *q)
 {
     trace_rec *tr = trace_active(ctx_trace(e->ctx));
     if (!tr) return;
-    char name[32];
-    snprintf(name, sizeof name, "allreduce b%d", q->bucket);
+    char name[40];
+    snprintf(name, sizeof name, "%s b%d", engine_req_kind_name(q), q->bucket);
     trace_rec_add(tr, name, TRACE_CAT_COMM, TRACE_TRACK_COMM, q->t_post_ns, trace_now_ns(), q->bucket,
                   (int64_t)(q->count * (q->buf16 ? sizeof(uint16_t) : sizeof(float))));
 }
@@ -119,8 +126,9 @@ static void req_log_end(const engine *e, const req *q, int ok)
 {
     req_trace_end(e, q);
     if (!log_enabled(LOG_LEVEL_DEBUG)) return;
-    log_msg(LOG_LEVEL_DEBUG, "engine: end #%llu allreduce of bucket %d, %zu elements, %zu bytes %s, %s %s in %.0f us",
-            (unsigned long long)q->seq, q->bucket, q->count, engine_req_wire_bytes(q), dt_dtype_name(q->wire),
+    log_msg(LOG_LEVEL_DEBUG, "engine: end #%llu %s of bucket %d, %zu elements, %zu bytes %s, %s %s in %.0f us",
+            (unsigned long long)q->seq, engine_req_kind_name(q), q->bucket, q->count, engine_req_wire_bytes(q),
+            dt_dtype_name(q->wire),
             e->size == 1       ? "no communication (1 rank)"
             : req_by_mpi(e, q) ? "by MPI_Allreduce"
                                : "rank-ordered",
@@ -173,8 +181,9 @@ dt_status engine_req_post(engine *e, req *q)
         req_log_end(e, q, 1);
         return DT_OK;
     }
+    if (q->kind == REQ_ALLGATHER) return req_post_phase(e, q, PHASE_GATHER); /* fp32, in place */
     size_t moff, mcnt;
-    part_of(q->count, e->rank, e->size, &moff, &mcnt);
+    engine_part(q->count, e->rank, e->size, &moff, &mcnt);
     if (q->wire != DT_F32) {
         /* A bucket kept in 16 bits travels as it is; an fp32 one as a rounded copy, received parts
          * after it in the same scratch. */
@@ -199,7 +208,7 @@ static void req_reduce(engine *e, req *q)
 {
     const int W = e->size, me = e->rank;
     size_t moff, mcnt;
-    part_of(q->count, me, W, &moff, &mcnt);
+    engine_part(q->count, me, W, &moff, &mcnt);
     float acc[ENGINE_BLOCK];
     if (q->wire != DT_F32) {
         /* Widen each rank's 16-bit copy, add in rank order in fp32, round the sum once. */
@@ -252,6 +261,16 @@ int engine_req_progress(engine *e, req *q, dt_status *st)
     if (!flag) return 0;
     if (q->phase == PHASE_SCATTER) {
         req_reduce(e, q);
+        if (q->kind == REQ_REDUCE_SCATTER) {
+            /* Only the owned part is wanted: an fp32 bucket on a 16-bit wire gets its sum widened
+             * back there, as the allgather would have brought it. */
+            size_t moff, mcnt;
+            engine_part(q->count, e->rank, e->size, &moff, &mcnt);
+            if (q->wire != DT_F32 && !q->buf16) cpu_cast_16_to_f32(q->wire, q->wire16 + moff, q->buf + moff, mcnt);
+            q->phase = PHASE_DONE;
+            req_log_end(e, q, 1);
+            return 1;
+        }
         if ((*st = req_post_phase(e, q, PHASE_GATHER))) {
             q->phase = PHASE_DONE;
             req_log_end(e, q, 0);

@@ -36,6 +36,7 @@ struct dt_reducer {
     backend *dev_be; /* the backend of device memory (wire16 is its memory); NULL for host memory */
     int comm;        /* 1 when anything is communicated at all */
     int sync;        /* dt_reducer_set_sync */
+    int shard;       /* reducer_set_shard: buckets are reduce-scattered, not allreduced (ZeRO-1) */
     /* The step: per bucket the elements ready and whether it started; per range whether it is
      * ready (plans by ranges), or the spans ready (plans by size). */
     size_t *covered;

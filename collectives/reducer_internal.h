@@ -23,4 +23,22 @@ int reducer_step_open(const dt_reducer *r);
 /* 1 when the reducer communicates (more than one rank, or the single-GPU test hook). */
 int reducer_communicates(const dt_reducer *r);
 
+/* ZeRO-1. on 1: each bucket is reduce-scattered instead of allreduced, so after dt_reducer_wait only
+ * this rank's part of each bucket (reducer_owned) holds the reduced values, bitwise those the
+ * allreduce gives there; the rest of the buffer keeps this rank's own gradients. Host memory
+ * through the engine only (DT_ERR_UNSUPPORTED otherwise, naming why). Between steps; every rank
+ * must make the same call. */
+dt_status reducer_set_shard(dt_reducer *r, int on);
+int reducer_sharded(const dt_reducer *r);
+/* The slice [*off, *off + *cnt) of bucket b that this rank owns under ZeRO-1 (its part of the
+ * engine's split: engine_part); the whole bucket in a world of one (or when nothing is
+ * communicated). Offsets are elements of the whole buffer. */
+void reducer_owned(const dt_reducer *r, int b, size_t *off, size_t *cnt);
+/* Every rank's owned part of every bucket of an fp32 host buffer laid out like the reducer's (the
+ * parameters, or an optimizer state spread to full size) sent to every rank, in place; returns when
+ * done. Collective; a no-op when nothing is communicated. */
+dt_status reducer_allgather(dt_reducer *r, float *buf);
+/* Each rank's v to every rank, through the engine (so the watchdog covers it): all[k] is rank k's,
+ * *nranks the world (1, with all[0] = v, when nothing is communicated). all holds the world's size. */
+dt_status reducer_share(dt_reducer *r, double v, double *all, int *nranks);
 #endif

@@ -68,6 +68,11 @@ static dt_status reducer_start_bucket(dt_reducer *r, int b)
     }
     if (r->dcoll)
         return r->dcoll->ops->start(r->dcoll, base + bk->off * r->esz, bk->n, r->cfg.dtype, r->cfg.op, r->cfg.stream);
+    if (r->shard)
+        return engine_start_reduce_scatter(
+            r->eng, r->cfg.dtype == DT_F32 ? (float *)(void *)(base + bk->off * r->esz) : NULL,
+            r->cfg.dtype != DT_F32 ? (uint16_t *)(void *)(base + bk->off * r->esz) : NULL, bk->n, r->cfg.op, b,
+            r->cfg.wire);
     if (r->cfg.dtype != DT_F32)
         return engine_start16(r->eng, (uint16_t *)(void *)(base + bk->off * r->esz), bk->n, r->cfg.op, b, r->cfg.dtype);
     return engine_start(r->eng, (float *)(void *)(base + bk->off * r->esz), bk->n, r->cfg.op, b, r->cfg.wire);
@@ -301,4 +306,67 @@ dt_status dt_reducer_set_sync(dt_reducer *r, int sync)
                                 r->nready);
     r->sync = sync != 0;
     return DT_OK;
+}
+
+dt_status reducer_set_shard(dt_reducer *r, int on)
+{
+    if (reducer_step_open(r))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "reducer: ZeRO sharding cannot change in the middle of a step (%d range(s) ready): "
+                                "call dt_reducer_wait first",
+                                r->nready);
+    if (on && r->comm && !r->eng)
+        return status_set_error(DT_ERR_UNSUPPORTED,
+                                "--zero 1 reduce-scatters gradients in host memory through the engine; this run's "
+                                "gradients are in device memory (%s), which this version does not shard yet: use "
+                                "--zero 0 on a GPU",
+                                r->dcoll ? "NCCL" : "staged through the host");
+    r->shard = on != 0;
+    return DT_OK;
+}
+
+int reducer_sharded(const dt_reducer *r) { return r && r->shard; }
+
+void reducer_owned(const dt_reducer *r, int b, size_t *off, size_t *cnt)
+{
+    const bucket *bk = &r->plan.b[b];
+    size_t po = 0, pc = bk->n;
+    if (r->comm && r->eng) engine_part(bk->n, engine_rank(r->eng), engine_size(r->eng), &po, &pc);
+    *off = bk->off + po;
+    *cnt = pc;
+}
+
+dt_status reducer_allgather(dt_reducer *r, float *buf)
+{
+    if (!r->comm || !r->eng) return DT_OK;
+    dt_status s = DT_OK;
+    for (int b = 0; b < r->plan.nb && !s; b++) {
+        const bucket *bk = &r->plan.b[b];
+        s = engine_start_allgather(r->eng, buf + bk->off, bk->n, b);
+        if (!s) r->stats.bytes_sent += (double)bk->n * sizeof(float);
+    }
+    const dt_status w = engine_wait_all(r->eng);
+    return s ? s : w;
+}
+
+dt_status reducer_share(dt_reducer *r, double v, double *all, int *nranks)
+{
+    if (!r->comm || !r->eng) {
+        all[0] = v;
+        *nranks = 1;
+        return DT_OK;
+    }
+    const int w = engine_size(r->eng), me = engine_rank(r->eng);
+    /* Two floats a rank: engine_part gives rank k exactly elements 2k and 2k + 1; the allgather
+     * moves their bits untouched. */
+    float *buf = calloc((size_t)w * 2, sizeof *buf);
+    if (!buf) return status_set_error(DT_ERR_NOMEM, "out of memory sharing a value among %d ranks", w);
+    memcpy(buf + 2 * me, &v, sizeof v);
+    dt_status s = engine_start_allgather(r->eng, buf, (size_t)w * 2, 0);
+    const dt_status ws = engine_wait_all(r->eng);
+    if (!s) s = ws;
+    for (int k = 0; !s && k < w; k++) memcpy(&all[k], buf + 2 * k, sizeof(double));
+    free(buf);
+    *nranks = w;
+    return s;
 }

@@ -9,7 +9,10 @@
  * allreduce, the finite check and the optimizer. On a GPU every step reads its loss back, which
  * waits for that step's forward; the clock stops after the last step's loss, so at most one
  * backward and optimizer step (of --steps) is left outside it. Rank 0 prints samples/s over all
- * ranks, the step time, dtrain's memory summary, and the ratio to the first precision listed.
+ * ranks, the step time, dtrain's memory summary, and the ratio to the first row. --zero 0,1 runs
+ * each precision with the optimizer state replicated and sharded (ZeRO-1), side by side, with the
+ * bytes each rank sends per step by the engine's algorithm: 2 (W-1)/W of the gradients for the
+ * allreduce, (W-1)/W of the gradients plus (W-1)/W of the fp32 parameters at --zero 1.
  * --profile N then takes N more steps with dt_model_set_profile and prints rank 0's split of a
  * step into its phases and layers.
  */
@@ -30,9 +33,22 @@ typedef struct step_opts {
     int nprec;
     int loader_threads; /* -1 auto */
     int profile;        /* --profile: steps profiled after the timed ones */
+    int zero[2], nzero; /* --zero: the ZeRO stages to run, in order */
+    dt_optim_kind optim;
 } step_opts;
 
-enum { OPT_MODEL = 256, OPT_INPUT, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_PRECISION, OPT_LOADER, OPT_PROFILE };
+enum {
+    OPT_MODEL = 256,
+    OPT_INPUT,
+    OPT_BATCH,
+    OPT_STEPS,
+    OPT_WARMUP,
+    OPT_PRECISION,
+    OPT_LOADER,
+    OPT_PROFILE,
+    OPT_ZERO,
+    OPT_OPTIM
+};
 
 static const struct option step_options[] = {
     {"model", required_argument, NULL, OPT_MODEL},
@@ -43,6 +59,8 @@ static const struct option step_options[] = {
     {"precision", required_argument, NULL, OPT_PRECISION},
     {"loader-threads", required_argument, NULL, OPT_LOADER},
     {"profile", required_argument, NULL, OPT_PROFILE},
+    {"zero", required_argument, NULL, OPT_ZERO},
+    {"optim", required_argument, NULL, OPT_OPTIM},
     {NULL, 0, NULL, 0},
 };
 
@@ -61,6 +79,19 @@ static int parse_precisions(const char *arg, step_opts *o)
     return cli_list("--precision", arg, 3, add_precision, o);
 }
 
+static int add_zero(const char *item, void *ud)
+{
+    step_opts *o = ud;
+    if (strcmp(item, "0") && strcmp(item, "1")) {
+        cli_error("--zero '%s' is not supported: use 0 (replicated optimizer state), 1 (ZeRO-1, sharded) or 0,1 (both, "
+                  "side by side)",
+                  item);
+        return EXIT_USAGE;
+    }
+    o->zero[o->nzero++] = item[0] == '1';
+    return EXIT_OK;
+}
+
 static int step_handle(int val, const char *arg, void *ud)
 {
     step_opts *o = ud;
@@ -73,6 +104,14 @@ static int step_handle(int val, const char *arg, void *ud)
         case OPT_PRECISION: return parse_precisions(arg, o);
         case OPT_LOADER: return cli_loader_threads(arg, &o->loader_threads);
         case OPT_PROFILE: return cli_int("--profile", arg, 0, 1 << 20, &o->profile);
+        case OPT_ZERO: o->nzero = 0; return cli_list("--zero", arg, 2, add_zero, o);
+        case OPT_OPTIM:
+            if (strcmp(arg, "sgd") && strcmp(arg, "adamw")) {
+                cli_error("--optim '%s' is not one of sgd, adamw", arg);
+                return EXIT_USAGE;
+            }
+            o->optim = arg[0] == 'a' ? DT_OPTIM_ADAMW : DT_OPTIM_SGD;
+            return EXIT_OK;
     }
     return EXIT_USAGE;
 }
@@ -117,8 +156,8 @@ static dt_status one_step(dt_loader *ld, dt_model *m, dt_optimizer *opt, dt_scal
     return s ? s : dt_model_train_step(m, opt, sc, x, labels, batch, scale, &r);
 }
 
-static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, double *sps, double *ms, double *wait_ms,
-                               dt_memory_summary *mem, long *skipped, char *prof, size_t nprof)
+static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int zero, double *sps, double *ms,
+                               double *wait_ms, dt_memory_summary *mem, long *skipped, char *prof, size_t nprof)
 {
     const int world = dt_world_size(ctx), rank = dt_rank(ctx);
     dt_model *m = NULL;
@@ -128,15 +167,17 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, doub
     dt_scaler *sc = NULL;
     dt_optim_config oc;
     dt_optim_defaults(&oc);
+    oc.kind = o->optim;
     dt_sync_config sy;
     dt_sync_defaults(&sy);
     sy.op = DT_SUM; /* the gradient of the global mean, as dtrain train */
+    sy.zero = zero;
     int c, h, w;
     dt_status s;
     if ((s = dt_model_create(ctx, o->model, o->input, 1, o->batch, &m))) goto out;
     const dt_dtype gt = p != DT_F32 && !dt_model_on_gpu(m) ? p : DT_F32;
     if ((s = dt_model_set_precision(m, p, gt)) || (s = dt_model_set_sync(m, &sy)) ||
-        (s = dt_optimizer_create(&oc, dt_model_num_params(m), &opt)))
+        (s = dt_optimizer_create(&oc, dt_model_num_params(m), &opt)) || (s = dt_model_shard_optimizer(m, opt)))
         goto out;
     dt_model_input_shape(m, &c, &h, &w);
     if ((s = dt_synthetic_create(c, h, w, dt_model_num_classes(m), 60000, 1, &data))) goto out;
@@ -187,6 +228,7 @@ static int step_oom(dt_ctx *ctx, const step_opts *o, int failed, int gpu)
     cli_error("%s: %s (%s)", dt_dtype_name(o->prec[failed]), dt_last_error(), dt_strerror(DT_ERR_NOMEM));
     dt_optim_config oc; /* run_precision's optimizer */
     dt_optim_defaults(&oc);
+    oc.kind = o->optim;
     dt_memory_plan_config pc[3];
     for (int i = 0; i < o->nprec; i++) {
         dt_memory_plan_defaults(&pc[i]);
@@ -211,7 +253,10 @@ int cmd_bench_step(int argc, char **argv)
                    .warmup = 5,
                    .prec = {DT_F32, DT_BF16, DT_F16},
                    .nprec = 3,
-                   .loader_threads = -1};
+                   .loader_threads = -1,
+                   .zero = {0, 1},
+                   .nzero = 1,
+                   .optim = DT_OPTIM_SGD};
     dt_config cfg;
     cli_extra extra = {step_options, step_handle, &o, NULL};
     cli_job job;
@@ -222,33 +267,41 @@ int cmd_bench_step(int argc, char **argv)
     const int rank = job.rank, world = job.world;
     o.loader_threads = cli_loader_auto(ctx, o.loader_threads);
     if (rank == 0) {
-        printf("# dtrain bench step: model %s, %d rank%s x batch %d, %d timed step%s after %d, SGD momentum 0.9, "
+        printf("# dtrain bench step: model %s, %d rank%s x batch %d, %d timed step%s after %d, %s, "
                "device %s%s%s, %d loader thread%s\n",
                o.model, world, cli_s(world), o.batch, o.steps, cli_s(o.steps), o.warmup,
-               pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
-               pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads, cli_s(o.loader_threads));
-        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s\n", "precision", "samples/s", "step ms", "data ms",
-               "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB", "skipped");
+               o.optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu",
+               pl.device == DT_DEVICE_CUDA ? pl.gpu : "", pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)",
+               o.loader_threads, cli_s(o.loader_threads));
+        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s\n", "precision", "samples/s", "step ms",
+               "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB", "skipped", "zero",
+               "sent MiB/step");
         fflush(stdout);
     }
     double base = 0;
-    for (int i = 0; i < o.nprec; i++) {
-        double sps = 0, ms = 0, wait_ms = 0;
-        long skipped = 0;
-        dt_memory_summary mem;
-        char prof[4096];
-        dt_status s = run_precision(ctx, &o, o.prec[i], &sps, &ms, &wait_ms, &mem, &skipped, prof, sizeof prof);
-        if (s == DT_ERR_NOMEM) return step_oom(ctx, &o, i, pl.device == DT_DEVICE_CUDA);
-        if (s) return cli_fail(ctx, s, dt_dtype_name(o.prec[i]));
-        if (i == 0) base = sps;
-        if (rank == 0) {
-            const double M = 1048576.0;
-            printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld\n",
-                   dt_dtype_name(o.prec[i]), sps, ms, wait_ms, sps / base, mem.params / M, mem.grads / M,
-                   mem.optimizer / M, mem.activations / M, mem.workspace / M, skipped);
-            fputs(prof, stdout);
-            fflush(stdout);
+    for (int i = 0; i < o.nprec; i++)
+        for (int z = 0; z < o.nzero; z++) {
+            double sps = 0, ms = 0, wait_ms = 0;
+            long skipped = 0;
+            dt_memory_summary mem;
+            char prof[4096];
+            dt_status s =
+                run_precision(ctx, &o, o.prec[i], o.zero[z], &sps, &ms, &wait_ms, &mem, &skipped, prof, sizeof prof);
+            if (s == DT_ERR_NOMEM) return step_oom(ctx, &o, i, pl.device == DT_DEVICE_CUDA);
+            if (s) return cli_fail(ctx, s, dt_dtype_name(o.prec[i]));
+            if (i == 0 && z == 0) base = sps;
+            if (rank == 0) {
+                const double M = 1048576.0;
+                /* What the engine sends per rank (its algorithm, see the top): 16-bit gradients on a
+                 * CPU travel in 16 bits, a GPU keeps them in fp32. */
+                const double np = (double)(mem.params / 4), wb = mem.grads < mem.params ? 2.0 : 4.0;
+                const double sent = (o.zero[z] ? np * (wb + 4.0) : 2.0 * np * wb) * (world - 1) / world;
+                printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f\n",
+                       dt_dtype_name(o.prec[i]), sps, ms, wait_ms, sps / base, mem.params / M, mem.grads / M,
+                       mem.optimizer / M, mem.activations / M, mem.workspace / M, skipped, o.zero[z], sent / M);
+                fputs(prof, stdout);
+                fflush(stdout);
+            }
         }
-    }
     return cli_finish(ctx, EXIT_OK);
 }

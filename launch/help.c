@@ -52,8 +52,13 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --lr-schedule constant|cosine|linear|step:M1,M2,..:GAMMA (constant; Me =\n"
                             "     epoch M)  --warmup-steps N (0)  --min-lr F (0)\n"
                             "  --accum-steps K (1)  --clip-grad-norm F (0: off)\n"
+<<<<<<< HEAD
                             "  --bucket-mb F|auto (25)  --first-bucket-mb F (1)  --no-overlap\n"
                             "  --grad-comm fp32|fp16|bf16 (fp32; a 16-bit run's own type)\n"
+=======
+                            "  --bucket-mb F (25)  --first-bucket-mb F (1)  --no-overlap\n"
+                            "  --grad-comm fp32|fp16|bf16 (fp32; 16-bit: its own)  --zero 0|1 (0; 1: ZeRO-1)\n"
+>>>>>>> zero1
                             "output and checkpoints\n"
                             "  --log-every N (10)  --metrics FILE.jsonl (appended on resume)\n"
                             "  --progress auto|always|never (auto: on a terminal)  --quiet (no step lines)\n"
@@ -209,7 +214,10 @@ static const char bench_step[] = "usage: dtrain bench step [options]\n"
                                  "  --steps N                timed steps (50)\n"
                                  "  --warmup N               untimed steps before them (5)\n"
                                  "  --loader-threads N|auto  (auto: 0 on the CPU, cores-1 up to 8 on a GPU)\n"
-                                 "  --profile N              then N profiled steps: time per phase and per layer\n";
+                                 "  --profile N              then N profiled steps: time per phase and per layer\n"
+                                 "  --zero 0|1|0,1           optimizer state replicated (0), sharded (1, ZeRO-1),\n"
+                                 "                           or both side by side (0)\n"
+                                 "  --optim sgd|adamw        (sgd, momentum 0.9)\n";
 
 static const char data[] = "usage: dtrain data info PATH [options]\n"
                            "       dtrain data convert SRC DST [options]\n"

@@ -66,6 +66,7 @@ enum {
     OPT_WARMUP,
     OPT_MIN_LR,
     OPT_ACCUM,
+    OPT_ZERO,
     OPT_CLIP,
     OPT_PROGRESS,
     OPT_QUIET,
@@ -127,6 +128,7 @@ static const struct option train_options[] = {
     {"warmup-steps", required_argument, NULL, OPT_WARMUP},
     {"min-lr", required_argument, NULL, OPT_MIN_LR},
     {"accum-steps", required_argument, NULL, OPT_ACCUM},
+    {"zero", required_argument, NULL, OPT_ZERO},
     {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
     {"progress", required_argument, NULL, OPT_PROGRESS},
     {"quiet", no_argument, NULL, OPT_QUIET},
@@ -154,6 +156,16 @@ static int train_handle(int val, const char *arg, void *ud)
         case OPT_WARMUP: return cli_long("--warmup-steps", arg, 0, 1L << 40, &t->warmup_steps);
         case OPT_MIN_LR: return cli_float("--min-lr", arg, 0, 1e3, &t->min_lr);
         case OPT_ACCUM: return cli_int("--accum-steps", arg, 1, 1 << 16, &t->accum_steps);
+        case OPT_ZERO:
+            /* Spelled out rather than cli_int's range message: the stages are a choice, not a range. */
+            if (strcmp(arg, "0") && strcmp(arg, "1")) {
+                cli_error("--zero '%s' is not supported: use 0 (every rank keeps the whole optimizer state) or 1 "
+                          "(ZeRO-1: optimizer state sharded across the ranks)",
+                          arg);
+                return EXIT_USAGE;
+            }
+            t->sync.zero = arg[0] == '1';
+            return EXIT_OK;
         case OPT_CLIP: {
             float v;
             if (cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &v))

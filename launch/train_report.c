@@ -39,16 +39,20 @@ void train_report_start(const train_run *r)
            (double)t->optim.momentum, (double)t->optim.weight_decay, t->seed, nbuckets, cli_s(nbuckets),
            t->sync.bucket_mb, t->bucket_auto && world > 1 ? " until --bucket-mb auto chooses" : "",
            t->sync.first_bucket_mb,
-           world == 1        ? "no communication (1 rank)"
-           : t->sync.overlap ? "allreduced during backward"
-                             : "allreduced after backward (--no-overlap)",
+           world == 1                        ? "no communication (1 rank)"
+           : t->sync.zero && t->sync.overlap ? "reduce-scattered during backward, parameters allgathered (--zero 1)"
+           : t->sync.zero                    ? "reduce-scattered after backward, parameters allgathered (--zero 1)"
+           : t->sync.overlap                 ? "allreduced during backward"
+                                             : "allreduced after backward (--no-overlap)",
            train_type_name(wire), desc);
     dt_memory_summary mem;
     dt_model_memory(r->m, r->opt, &mem);
     const double MiB = 1048576.0;
     /* The engine's reduce-scatter + allgather (or MPI's allreduce at 2 ranks) sends 2 (W-1)/W of
-     * the gradient bytes from each rank. */
-    const double sent = (double)dt_model_num_params(r->m) * (wire == DT_F32 ? 4.0 : 2.0) * 2.0 * (world - 1) / world;
+     * the gradient bytes from each rank; --zero 1 sends (W-1)/W of the gradients in the wire type
+     * and (W-1)/W of the fp32 parameters. */
+    const double np = (double)dt_model_num_params(r->m), wb = wire == DT_F32 ? 4.0 : 2.0;
+    const double sent = (t->sync.zero ? np * wb + np * 4.0 : np * wb * 2.0) * (world - 1) / world;
     printf("precision %s (gradients %s), loss scaling %s; gradient bytes sent per rank per step: %.0f (%.2f MiB)\n",
            train_type_name(t->precision), train_type_name(r->grad_t),
            !r->sc              ? "off"
@@ -62,9 +66,11 @@ void train_report_start(const train_run *r)
     else
         printf("data: made by the training thread%s\n",
                t->loader_threads < 0 ? " (the default on the CPU; --loader-threads N makes batches ahead)" : "");
-    printf("memory per rank (batch %d): parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB, "
+    printf("memory per rank (batch %d): parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB%s, "
            "activations %.2f MiB, workspace %.2f MiB, total %.2f MiB\n",
-           t->batch, mem.params / MiB, mem.grads / MiB, mem.optimizer / MiB, mem.activations / MiB, mem.workspace / MiB,
+           t->batch, mem.params / MiB, mem.grads / MiB, mem.optimizer / MiB,
+           t->sync.zero && world > 1 ? " (this rank's 1/W shard, --zero 1)" : "", mem.activations / MiB,
+           mem.workspace / MiB,
            (double)(mem.params + mem.grads + mem.optimizer + mem.activations + mem.workspace) / MiB);
     if (mem.device_total)
         printf("GPU memory: activations and workspace in one pool of %.2f MiB, reused by every step; the device "

@@ -101,10 +101,17 @@ typedef struct dt_sync_config {
                                  gradients that dt_model_sync_grads has not reduced is an error (the
                                  ranks would drift apart unseen); 1: allowed, for loops that skip the
                                  reduction on purpose (local SGD, periodic averaging) */
+    int zero;               /**< ZeRO stage: 0 (default) every rank keeps the whole optimizer state and
+                                 the gradients are allreduced; 1: the state is sharded, rank r keeping
+                                 only part r of every bucket (1/W of it): gradients are reduce-scattered,
+                                 dt_model_optimizer_step updates the owned part and allgathers the
+                                 parameters. After dt_model_sync_grads only the owned parts of
+                                 dt_model_grads() are reduced. Host memory (the CPU backend) only;
+                                 not with allow_unreduced. Results: see docs/training.md */
 } dt_sync_config;
 
 /** Fills c with the defaults: overlap 1, 25 MiB buckets, 1 MiB first bucket, DT_AVG, DT_F32 on the
- * wire, allow_unreduced 0. */
+ * wire, allow_unreduced 0, zero 0. */
 DT_API void dt_sync_defaults(dt_sync_config *c);
 
 /** Plans the buckets and checks that every rank has the same plan (a mismatch fails naming the
@@ -148,7 +155,8 @@ DT_API dt_dtype dt_model_grad_dtype(const dt_model *m);
  * same pass as the check; 16-bit ones are only checked (read once, 2 bytes an element) and unscaled
  * as dt_model_optimizer_step widens them, since dividing fp16 values in place would flush the small
  * ones to zero, which is what scaling is there to prevent. Every rank holds the same reduced
- * gradients, so every rank gets the same answer. */
+ * gradients, so every rank gets the same answer. Under dt_sync_config.zero = 1 each rank checks and
+ * unscales its owned parts and the counts are summed over the ranks: collective, same answer. */
 DT_API dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf);
 
 /** @} */
@@ -163,13 +171,16 @@ DT_API dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found
  * so the norm of the reduced, unscaled gradients, the same on every rank with no communication
  * (every rank holds the same reduced gradients and the sum runs in double in a fixed order, so
  * the bits agree too). inf or NaN when a gradient is. Costs one read of the gradients (a device
- * reduction on a GPU, which waits for it). Not collective. */
+ * reduction on a GPU, which waits for it). Not collective, except under dt_sync_config.zero = 1:
+ * there each rank sums its owned parts and the sums are added over the ranks in rank order
+ * (collective; the same bits on every rank, not necessarily those of zero 0). */
 DT_API dt_status dt_model_grad_norm(const dt_model *m, double *norm);
 /** PyTorch's clip_grad_norm_(max_norm) on the gradients: *norm (may be NULL) = dt_model_grad_norm;
  * when it is finite and coef = max_norm / (norm + 1e-6) (rounded to fp32) is below 1, every
  * gradient is multiplied by coef (16-bit ones as dt_model_optimizer_step widens them). A
  * non-finite norm clips nothing (the step should be skipped; a loss scaler does). max_norm must
- * be > 0 (+inf: only the norm). Not collective. */
+ * be > 0 (+inf: only the norm). Not collective (collective under dt_sync_config.zero = 1, as
+ * dt_model_grad_norm). */
 DT_API dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm);
 /** Clipping inside dt_model_train_step, between the unscale and the optimizer step: 0 (default)
  * off, > 0 clip to max_norm, +inf compute and report the norm without clipping. The norm is

@@ -119,8 +119,15 @@ DT_API dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st);
  * @{ */
 
 /** One optimizer step of the fp32 parameters from the gradients in whatever type they are kept
- * (after dt_model_unscale_grads). Skip it for a step whose gradients overflowed. */
+ * (after dt_model_unscale_grads). Skip it for a step whose gradients overflowed. Under
+ * dt_sync_config.zero = 1 it updates only this rank's slices and allgathers the parameters: collective. */
 DT_API dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o);
+
+/** Under dt_sync_config.zero = 1 (dt_model_set_sync first): cuts o's state down to this rank's
+ * slices now, so that dt_model_memory shows 1/W of it from the start (dt_model_optimizer_step does
+ * the same at its first step otherwise). Not collective. A no-op at zero 0 without a sharded o;
+ * DT_ERR_INVALID_ARG when o was sharded for another plan. */
+DT_API dt_status dt_model_shard_optimizer(dt_model *m, dt_optimizer *o);
 
 /** Bytes this rank holds for the model, by kind, in the model's memory (the GPU's for a GPU model;
  * the engine's send/receive scratch is not counted). Parameters, gradients and each optimizer

@@ -98,8 +98,23 @@ static dt_status broadcast_data(dt_ctx *ctx, dt_ckpt_data *data)
     return DT_OK;
 }
 
+static dt_status load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc,
+                             dt_ckpt_data *data, long *step);
+
 dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc,
                                     dt_ckpt_data *data, long *step)
+{
+    /* --zero 1: the file holds the whole state; it is read into a full-size view and each rank
+     * keeps its own slices of it (optimizer_host_changed). */
+    dt_status s = m ? model_zero_full_begin(m, o) : DT_OK;
+    if (s) return s;
+    s = load_latest(ctx, dir, m, o, sc, data, step);
+    model_zero_full_end(o);
+    return s;
+}
+
+static dt_status load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc,
+                             dt_ckpt_data *data, long *step)
 {
     if (data) data->present = 0;
     if (!dir || !*dir) return status_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");

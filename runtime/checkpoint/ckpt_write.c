@@ -150,12 +150,20 @@ dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, co
         return s;
     trace_rec *tr = trace_active(ctx_trace(ctx));
     const uint64_t t0 = tr ? trace_now_ns() : 0;
-    dt_ckpt_writer *w;
-    s = dt_ckpt_begin(ctx, dir, step, &w);
+    /* --zero 1: the state sharded over the ranks is gathered at full size first, so the file is the
+     * one --zero 0 writes and any world size reads it. The gather only fills the optimizer's
+     * checkpoint view (neither the model nor the state changes), hence the casts. */
+    s = model_zero_full_begin((dt_model *)m, (dt_optimizer *)o);
     if (s) return s;
+    dt_ckpt_writer *w;
+    if ((s = dt_ckpt_begin(ctx, dir, step, &w))) {
+        model_zero_full_end((dt_optimizer *)o);
+        return s;
+    }
     model_blocks b;
     if ((s = add_model(w, m, o, sc, data, &b))) ckpt_writer_fail(w, s); /* the commit reports it on every rank */
     s = dt_ckpt_commit(w);
+    model_zero_full_end((dt_optimizer *)o);
     /* The whole save, collective parts included, on the training track. */
     if (tr) trace_rec_add(tr, "checkpoint", TRACE_CAT_CKPT, TRACE_TRACK_TRAIN, t0, trace_now_ns(), step, -1);
     return s;

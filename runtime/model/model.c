@@ -246,8 +246,7 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
     out->params = np * 4;
     out->grads = np * (m->g16 ? 2 : 4) + (m->gacc ? np * 4 : 0);
     if (o) {
-        const optimizer_view v = optimizer_state(o);
-        out->optimizer = 4 * (v.n1 + v.n2);
+        out->optimizer = optimizer_state_bytes(o); /* this rank's: 1/W of it under --zero 1 */
     }
     /* The pool's buffers as act_plan lists them, the plan dt_model_plan_memory makes too. */
     carve *c = malloc(carve_max(&m->spec) * sizeof *c);

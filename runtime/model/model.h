@@ -63,4 +63,22 @@ dt_status optimizer_to_host(dt_optimizer *o);
 void optimizer_host_changed(dt_optimizer *o);
 dt_status model_params_from_host(dt_model *m, const float *host);
 
+/* ZeRO-1 (model_zero.c). The optimizer's state cut down to the slices [off[i], off[i] + cnt[i]) this
+ * rank owns (its values there kept); a no-op when already cut so. */
+dt_status optimizer_shard(dt_optimizer *o, const size_t *off, const size_t *cnt, int nseg);
+int optimizer_sharded(const dt_optimizer *o);
+/* Bytes of state this rank holds (1/W of the whole under ZeRO-1, up to a bucket's rounding). */
+size_t optimizer_state_bytes(const dt_optimizer *o);
+/* A sharded optimizer's full-size view for a checkpoint: f1 and f2 (NULL when not kept, or when not
+ * sharded) get the owned slices and zeros elsewhere, for the caller to allgather; optimizer_state
+ * then shows them; optimizer_host_changed takes the owned slices back from them. full_end frees
+ * them (so does the next step). */
+dt_status optimizer_full_begin(dt_optimizer *o, float **f1, float **f2);
+void optimizer_full_end(dt_optimizer *o);
+/* Collective over the model's ranks: the full-size state of a sharded optimizer gathered from the
+ * slices' owners onto every rank (optimizer_state shows it until model_zero_full_end), before a
+ * checkpoint writes it or reads into it. DT_OK and nothing done when o is not sharded. */
+dt_status model_zero_full_begin(dt_model *m, dt_optimizer *o);
+void model_zero_full_end(dt_optimizer *o);
+
 #endif

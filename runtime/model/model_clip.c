@@ -8,6 +8,8 @@
  * every rank takes the same clipping decision. It reads the gradients the way the optimizer step
  * will: fp32 ones as they are (dt_model_unscale_grads unscaled them in place), 16-bit ones widened
  * and multiplied by the pending unscale and clip factors, in the optimizer's order.
+ * Under --zero 1 only the owned slices are reduced: the ranks' sums of squares are added in rank
+ * order instead (model_zero.c), which agrees on every rank but not bit for bit with zero 0.
  */
 #include "runtime/model/model_internal.h"
 #include "base/status.h"
@@ -20,8 +22,10 @@ dt_status dt_model_grad_norm(const dt_model *m, double *norm)
     /* 16-bit gradients are scaled exactly as dt_model_optimizer_step will scale them before using
      * them; fp32 ones were unscaled in place and have no pending factors (both are 1). */
     double ss = 0.0;
-    dt_status s = m->be->ops->sum_squares(m->be, model_grad_type(m), model_grad_buf(m), m->spec.num_params,
-                                          m->inv_scale, m->grad_mul, &ss);
+    /* ZeRO-1: the owned slices' sums, added over the ranks in rank order (collective). */
+    dt_status s = model_zero(m) ? model_zero_sum_squares(m, &ss)
+                                : m->be->ops->sum_squares(m->be, model_grad_type(m), model_grad_buf(m),
+                                                          m->spec.num_params, m->inv_scale, m->grad_mul, &ss);
     if (s) return s;
     *norm = sqrt(ss);
     return DT_OK;

@@ -115,6 +115,20 @@ int model_alloc_acts(dt_model *m);
  * and evaluation. */
 dt_status model_forward(dt_model *m, const float *x, int batch, const void **logits);
 
+/* ZeRO-1 (model_zero.c): 1 when the model's gradients are reduce-scattered (dt_sync_config.zero),
+ * so only the owned slice of each bucket (reducer_owned) holds reduced values. */
+int model_zero(const dt_model *m);
+/* Cuts o's state to the owned slices (at the first sharded step, or when dtrain train sets up). */
+dt_status model_zero_shard_optimizer(dt_model *m, dt_optimizer *o);
+/* The parameters' owned slices, updated by the optimizer, to every rank. */
+dt_status model_zero_allgather_params(dt_model *m);
+/* The scaler's check over the owned slices: each multiplied by mul, the non-finite ones counted,
+ * and the count summed over the ranks, so every rank takes the same verdict. */
+dt_status model_zero_scale_count(dt_model *m, float mul, size_t *bad);
+/* The sum of squares of the reduced gradients (16-bit ones with the pending factors): each rank's
+ * owned slices, then the ranks' sums added in rank order, so every rank gets the same bits. */
+dt_status model_zero_sum_squares(const dt_model *m, double *ss);
+
 /* Floats of 16-bit gradients the optimizer step widens at a time (gblk): a block that stays in
  * cache; a multiple of the CPU's sum-of-squares lanes, so blocks change no bits. */
 #define MODEL_GBLK 2048

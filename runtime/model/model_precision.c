@@ -87,7 +87,10 @@ dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
     /* 16-bit gradients are only checked: the unscale is applied by dt_model_optimizer_step as it
      * widens them (dividing in 16 bits would flush the small ones to zero). */
     const float mul = m->g16 ? 1.0f : inv_scale;
-    dt_status s = m->be->ops->scale_count(m->be, model_grad_type(m), model_grad_buf(m), m->spec.num_params, mul, &bad);
+    /* ZeRO-1: only the owned slices are reduced; their counts are summed over the ranks. */
+    dt_status s = model_zero(m) ? model_zero_scale_count(m, mul, &bad)
+                                : m->be->ops->scale_count(m->be, model_grad_type(m), model_grad_buf(m),
+                                                          m->spec.num_params, mul, &bad);
     if (s) return s;
     if (m->g16) m->inv_scale = inv_scale;
     *found_inf = bad != 0;

@@ -80,6 +80,20 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
     if (c->grad_comm != DT_F32 && c->grad_comm != DT_F16 && c->grad_comm != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "gradient communication type %d must be DT_F32, DT_F16 or DT_BF16",
                                 (int)c->grad_comm);
+    if (c->zero != 0 && c->zero != 1)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "ZeRO stage %d is not supported: use 0 (replicated optimizer state) or 1 (optimizer "
+                                "state sharded across ranks)",
+                                c->zero);
+    if (c->zero && c->allow_unreduced)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "--zero 1 does not go with allow_unreduced: a rank steps only its own part of the "
+                                "parameters, so every step's gradients must be reduce-scattered");
+    if (c->zero && !m->be->ops->host_memory)
+        return status_set_error(DT_ERR_UNSUPPORTED,
+                                "--zero 1 shards the optimizer state in host memory; this model is on the %s backend, "
+                                "which this version does not shard: use --zero 0 there",
+                                m->be->ops->name);
     dt_status ws = model_wait_inflight(m);
     if (ws) return ws;
     if (!m->ctx) { /* a model without a context (unit tests) reduces nothing */
@@ -109,7 +123,9 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
     dt_reducer *red = NULL;
     dt_status s = dt_reducer_create(m->ctx, buf, m->spec.num_params, r, nr, &rc, &red);
     free(r);
+    if (!s && c->zero) s = reducer_set_shard(red, 1);
     if (s) {
+        dt_reducer_free(red);
         m->sync = old;
         return s;
     }

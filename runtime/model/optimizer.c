@@ -21,7 +21,16 @@ struct dt_optimizer {
     float *d1, *d2;
     int on_device;
     int upload; /* s1/s2 were changed on the host (a checkpoint was loaded): copy them up again */
+    /* ZeRO-1 (optimizer_shard): s1/s2 hold only the slices [seg_off[i], seg_off[i] + seg_cnt[i]) of
+     * the flat buffer that this rank owns, back to back (nstate floats); nseg 0 when not sharded
+     * (nstate is n). While a checkpoint reads or writes the state, f1/f2 hold it at full size. */
+    size_t nstate;
+    size_t *seg_off, *seg_cnt;
+    int nseg;
+    float *f1, *f2;
 };
+
+static dt_status optimizer_step_shard(dt_model *m, dt_optimizer *o);
 
 void dt_optim_defaults(dt_optim_config *c)
 {
@@ -54,6 +63,7 @@ dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer *
     if (!o) return status_set_error(DT_ERR_NOMEM, "out of memory for the optimizer");
     o->cfg = *c;
     o->n = n;
+    o->nstate = n;
     int need1 = c->kind == DT_OPTIM_ADAMW || c->momentum > 0, need2 = c->kind == DT_OPTIM_ADAMW;
     if (need1) o->s1 = calloc(n ? n : 1, sizeof(float));
     if (need2) o->s2 = calloc(n ? n : 1, sizeof(float));
@@ -71,6 +81,10 @@ void dt_optimizer_free(dt_optimizer *o)
     if (!o) return;
     free(o->s1);
     free(o->s2);
+    free(o->f1);
+    free(o->f2);
+    free(o->seg_off);
+    free(o->seg_cnt);
     if (o->be) {
         o->be->ops->free(o->be, o->d1);
         o->be->ops->free(o->be, o->d2);
@@ -91,6 +105,10 @@ static dt_status step_on(backend *be, const dt_optimizer *o, float *s1, float *s
 
 dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
 {
+    if (o->nseg)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_optimizer_step: this optimizer's state is sharded across ranks (--zero 1) and "
+                                "holds only this rank's slices: step it through dt_model_optimizer_step");
     o->t++;
     return step_on(backend_cpu(), o, o->s1, o->s2, 0, params, grads, o->n);
 }
@@ -128,6 +146,15 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
                                 o->n, m->spec.num_params);
     backend *be = m->be;
     float *s1 = o->s1, *s2 = o->s2;
+    if (model_zero(m) || o->nseg) {
+        dt_status zs = model_zero_shard_optimizer(m, o);
+        if (zs) return zs;
+        free(o->f1); /* a checkpoint's full-size view is stale from now on */
+        free(o->f2);
+        o->f1 = o->f2 = NULL;
+        o->t++;
+        return optimizer_step_shard(m, o);
+    }
     if (!be->ops->host_memory) {
         if (o->be && o->be != be)
             return status_set_error(DT_ERR_INVALID_ARG,
@@ -163,10 +190,147 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
     return DT_OK;
 }
 
+/* The CPU AdamW kernel (kernels/cpu/optim.c) runs whole groups of this many elements from the start
+ * of its range through fused multiply-adds and the last n % ADAMW_LANES one at a time without, so
+ * an element's bits depend on which of the two it falls in. The whole-buffer step of --zero 0 puts
+ * element i in a group iff i < n - n % ADAMW_LANES; step_like_whole keeps that for any slice. SGD's
+ * kernel has no fused path (C11, no contraction), so any split gives its bits. */
+#define ADAMW_LANES 8
+
+/* One step of elements [off, off + cnt) of the flat buffer of n, p and g pointing at element off,
+ * state at `at`, each element taking the arithmetic path it takes in one step over all n. */
+static dt_status step_like_whole(backend *be, const dt_optimizer *o, size_t at, float *p, const float *g, size_t off,
+                                 size_t cnt)
+{
+    if (o->cfg.kind != DT_OPTIM_ADAMW || !be->ops->host_memory) return step_on(be, o, o->s1, o->s2, at, p, g, cnt);
+    const size_t grouped_end = o->n - o->n % ADAMW_LANES; /* elements before it are grouped at --zero 0 */
+    const size_t nv = off >= grouped_end ? 0 : (grouped_end - off < cnt ? grouped_end - off : cnt);
+    const size_t whole = nv - nv % ADAMW_LANES, rem = nv - whole;
+    dt_status s = whole ? step_on(be, o, o->s1, o->s2, at, p, g, whole) : DT_OK;
+    if (!s && rem) {
+        /* The slice's last grouped elements, padded to a group with zeros (a zero gradient on zero
+         * state and parameter updates to zero: no NaN). */
+        float tp[ADAMW_LANES] = {0}, tg[ADAMW_LANES] = {0}, t1[ADAMW_LANES] = {0}, t2[ADAMW_LANES] = {0};
+        memcpy(tp, p + whole, rem * sizeof(float));
+        memcpy(tg, g + whole, rem * sizeof(float));
+        memcpy(t1, o->s1 + at + whole, rem * sizeof(float));
+        memcpy(t2, o->s2 + at + whole, rem * sizeof(float));
+        s = step_on(be, o, t1, t2, 0, tp, tg, ADAMW_LANES);
+        memcpy(p + whole, tp, rem * sizeof(float));
+        memcpy(o->s1 + at + whole, t1, rem * sizeof(float));
+        memcpy(o->s2 + at + whole, t2, rem * sizeof(float));
+    }
+    /* The buffer's own last elements, fewer than a group: one at a time, as at --zero 0. */
+    if (!s && cnt > nv) s = step_on(be, o, o->s1, o->s2, at + nv, p + nv, g + nv, cnt - nv);
+    return s;
+}
+
+/* One step over the owned slices only, each slice's state at its place in s1/s2; 16-bit
+ * gradients widened a block at a time as in the whole-buffer step, so every element sees the same
+ * arithmetic as at --zero 0. Then the updated parameters go to every rank. */
+static dt_status optimizer_step_shard(dt_model *m, dt_optimizer *o)
+{
+    backend *be = m->be;
+    size_t at = 0;
+    for (int i = 0; i < o->nseg; i++) {
+        const size_t off = o->seg_off[i], cnt = o->seg_cnt[i];
+        dt_status s = DT_OK;
+        if (!m->g16) s = step_like_whole(be, o, at, m->params + off, m->grads + off, off, cnt);
+        for (size_t b = 0; m->g16 && !s && b < cnt; b += MODEL_GBLK) {
+            const size_t k = cnt - b < MODEL_GBLK ? cnt - b : MODEL_GBLK;
+            s = be->ops->widen_scaled(be, m->grad_t, m->g16 + off + b, m->gblk, k, m->inv_scale, m->grad_mul);
+            if (!s) s = step_like_whole(be, o, at + b, m->params + off + b, m->gblk, off + b, k);
+        }
+        if (s) return s;
+        at += cnt;
+    }
+    return model_zero_allgather_params(m);
+}
+
+int optimizer_sharded(const dt_optimizer *o) { return o->nseg > 0; }
+
+dt_status optimizer_shard(dt_optimizer *o, const size_t *off, const size_t *cnt, int nseg)
+{
+    if (o->nseg == nseg && nseg > 0 && !memcmp(o->seg_off, off, (size_t)nseg * sizeof *off) &&
+        !memcmp(o->seg_cnt, cnt, (size_t)nseg * sizeof *cnt))
+        return DT_OK; /* already this shard */
+    if (o->nseg)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "the optimizer is already sharded for another bucket plan or world: create a new "
+                                "optimizer after changing --bucket-mb or the ranks");
+    if (o->on_device)
+        return status_set_error(DT_ERR_UNSUPPORTED, "--zero 1 shards optimizer state in host memory only");
+    size_t total = 0;
+    for (int i = 0; i < nseg; i++) total += cnt[i];
+    float *n1 = o->s1 ? malloc((total ? total : 1) * sizeof(float)) : NULL;
+    float *n2 = o->s2 ? malloc((total ? total : 1) * sizeof(float)) : NULL;
+    size_t *so = malloc((size_t)(nseg ? nseg : 1) * sizeof *so), *sc = malloc((size_t)(nseg ? nseg : 1) * sizeof *sc);
+    if ((o->s1 && !n1) || (o->s2 && !n2) || !so || !sc) {
+        free(n1), free(n2), free(so), free(sc);
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the sharded optimizer state (%zu floats)", total);
+    }
+    /* The state so far (zeros, or a checkpoint's) keeps its values in the owned slices. */
+    size_t at = 0;
+    for (int i = 0; i < nseg; i++) {
+        if (n1) memcpy(n1 + at, o->s1 + off[i], cnt[i] * sizeof(float));
+        if (n2) memcpy(n2 + at, o->s2 + off[i], cnt[i] * sizeof(float));
+        at += cnt[i];
+    }
+    memcpy(so, off, (size_t)nseg * sizeof *so);
+    memcpy(sc, cnt, (size_t)nseg * sizeof *sc);
+    free(o->s1);
+    free(o->s2);
+    o->s1 = n1;
+    o->s2 = n2;
+    o->seg_off = so;
+    o->seg_cnt = sc;
+    o->nseg = nseg;
+    o->nstate = total;
+    return DT_OK;
+}
+
+size_t optimizer_state_bytes(const dt_optimizer *o)
+{
+    return o->nstate * sizeof(float) * (size_t)((o->s1 != NULL) + (o->s2 != NULL));
+}
+
+dt_status optimizer_full_begin(dt_optimizer *o, float **f1, float **f2)
+{
+    *f1 = *f2 = NULL;
+    if (!o->nseg) return DT_OK;
+    const size_t n = o->n ? o->n : 1;
+    if ((o->s1 && !o->f1 && !(o->f1 = malloc(n * sizeof(float)))) ||
+        (o->s2 && !o->f2 && !(o->f2 = malloc(n * sizeof(float)))))
+        return status_set_error(DT_ERR_NOMEM,
+                                "out of memory for the full-size optimizer state a checkpoint gathers (%.1f MiB)",
+                                (double)o->n * 4.0 / 1048576.0);
+    /* Zeros outside the owned slices: the allgather that follows fills them from their owners. */
+    if (o->f1) memset(o->f1, 0, o->n * sizeof(float));
+    if (o->f2) memset(o->f2, 0, o->n * sizeof(float));
+    size_t at = 0;
+    for (int i = 0; i < o->nseg; i++) {
+        if (o->f1) memcpy(o->f1 + o->seg_off[i], o->s1 + at, o->seg_cnt[i] * sizeof(float));
+        if (o->f2) memcpy(o->f2 + o->seg_off[i], o->s2 + at, o->seg_cnt[i] * sizeof(float));
+        at += o->seg_cnt[i];
+    }
+    *f1 = o->f1;
+    *f2 = o->f2;
+    return DT_OK;
+}
+
+void optimizer_full_end(dt_optimizer *o)
+{
+    free(o->f1);
+    free(o->f2);
+    o->f1 = o->f2 = NULL;
+}
+
 optimizer_view optimizer_state(const dt_optimizer *o)
 {
-    return (optimizer_view){
-        .cfg = o->cfg, .t = o->t, .s1 = o->s1, .s2 = o->s2, .n1 = o->s1 ? o->n : 0, .n2 = o->s2 ? o->n : 0};
+    /* Sharded: the full-size view while a checkpoint has one (optimizer_full_begin), else nothing
+     * a checkpoint could take for the whole state. */
+    float *s1 = o->nseg ? o->f1 : o->s1, *s2 = o->nseg ? o->f2 : o->s2;
+    return (optimizer_view){.cfg = o->cfg, .t = o->t, .s1 = s1, .s2 = s2, .n1 = s1 ? o->n : 0, .n2 = s2 ? o->n : 0};
 }
 
 void optimizer_set_t(dt_optimizer *o, int t) { o->t = t; }
@@ -181,4 +345,14 @@ dt_status optimizer_to_host(dt_optimizer *o)
     return DT_OK;
 }
 
-void optimizer_host_changed(dt_optimizer *o) { o->upload = o->on_device; }
+void optimizer_host_changed(dt_optimizer *o)
+{
+    o->upload = o->on_device;
+    /* Sharded: a checkpoint wrote the full-size view; the owned slices are this rank's state. */
+    size_t at = 0;
+    for (int i = 0; o->nseg && i < o->nseg; i++) {
+        if (o->f1) memcpy(o->s1 + at, o->f1 + o->seg_off[i], o->seg_cnt[i] * sizeof(float));
+        if (o->f2) memcpy(o->s2 + at, o->f2 + o->seg_off[i], o->seg_cnt[i] * sizeof(float));
+        at += o->seg_cnt[i];
+    }
+}

@@ -1,0 +1,136 @@
+/*
+ * model_zero.c - ZeRO-1 for dt_model (dt_sync_config.zero = 1): optimizer state sharded across the
+ * ranks.
+ *
+ * The shard is bucket-aligned: rank r owns part r of every gradient bucket, the very split the
+ * engine's allreduce uses for its reduce-scatter phase (engine_part). So backward still starts each
+ * bucket as it completes, the reduce-scatter sums every element in the same rank order as the
+ * allreduce (the owned values are bitwise those of --zero 0), and nothing is padded: parts differ by
+ * at most one element, and no rank's part crosses a bucket. A global split of the flat buffer would
+ * need a bucket's messages to depend on where the global boundaries fall, and padding to make
+ * MPI_Reduce_scatter_block's equal blocks; the bucket split needs neither.
+ *
+ * After the reduce-scatter only the owned slices hold reduced gradients, so everything that reads
+ * them works on the slices and agrees across the ranks through the engine: the scaler's non-finite
+ * count is summed (every rank skips alike), the clipping norm's sum of squares is each rank's
+ * slices' sum added in rank order (the same bits everywhere; not bitwise the --zero 0 norm, whose
+ * sum runs over the whole buffer in another order). The optimizer steps on the slices, its state
+ * holding only them, and the updated parameters are allgathered bucket by bucket; the 16-bit
+ * parameter copy is made from them at the next forward as before.
+ */
+#include "runtime/model/model_internal.h"
+#include "collectives/reducer_internal.h"
+#include "base/status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int model_zero(const dt_model *m) { return m->red && reducer_sharded(m->red); }
+
+dt_status model_zero_shard_optimizer(dt_model *m, dt_optimizer *o)
+{
+    if (!model_zero(m))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "the optimizer's state is sharded (--zero 1) but the model's gradients are "
+                                "allreduced (--zero 0): use a new optimizer after changing the sync settings");
+    const int nb = dt_reducer_num_buckets(m->red);
+    size_t *off = malloc((size_t)(nb ? nb : 1) * sizeof *off), *cnt = malloc((size_t)(nb ? nb : 1) * sizeof *cnt);
+    if (!off || !cnt) {
+        free(off), free(cnt);
+        return status_set_error(DT_ERR_NOMEM, "out of memory listing the %d owned slices", nb);
+    }
+    for (int b = 0; b < nb; b++) reducer_owned(m->red, b, &off[b], &cnt[b]);
+    dt_status s = optimizer_shard(o, off, cnt, nb);
+    free(off);
+    free(cnt);
+    return s;
+}
+
+dt_status dt_model_shard_optimizer(dt_model *m, dt_optimizer *o)
+{
+    if (!m || !o)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_model_shard_optimizer: the model or optimizer is NULL");
+    if (!model_zero(m) && !optimizer_sharded(o)) return DT_OK;
+    return model_zero_shard_optimizer(m, o);
+}
+
+dt_status model_zero_allgather_params(dt_model *m) { return reducer_allgather(m->red, m->params); }
+
+/* The sum of the ranks' values in rank order (the same bits on every rank). */
+static dt_status sum_over_ranks(const dt_model *m, double mine, double *total)
+{
+    const int world = m->ctx ? dt_world_size(m->ctx) : 1;
+    double *all = malloc((size_t)(world > 0 ? world : 1) * sizeof *all);
+    if (!all) return status_set_error(DT_ERR_NOMEM, "out of memory for %d ranks' values", world);
+    int n = 1;
+    dt_status s = reducer_share(m->red, mine, all, &n);
+    double sum = 0.0;
+    for (int k = 0; !s && k < n; k++) sum += all[k];
+    free(all);
+    *total = sum;
+    return s;
+}
+
+dt_status model_zero_scale_count(dt_model *m, float mul, size_t *bad)
+{
+    const int nb = dt_reducer_num_buckets(m->red);
+    const size_t e = model_grad_esize(m);
+    size_t mine = 0;
+    for (int b = 0; b < nb; b++) {
+        size_t off, cnt, k = 0;
+        reducer_owned(m->red, b, &off, &cnt);
+        dt_status s =
+            m->be->ops->scale_count(m->be, model_grad_type(m), (char *)model_grad_buf(m) + off * e, cnt, mul, &k);
+        if (s) return s;
+        mine += k;
+    }
+    double total = 0.0;
+    dt_status s = sum_over_ranks(m, (double)mine, &total);
+    *bad = (size_t)total;
+    return s;
+}
+
+dt_status model_zero_sum_squares(const dt_model *m, double *ss)
+{
+    const int nb = dt_reducer_num_buckets(m->red);
+    const size_t e = model_grad_esize(m);
+    double mine = 0.0;
+    for (int b = 0; b < nb; b++) {
+        size_t off, cnt;
+        double part = 0.0;
+        reducer_owned(m->red, b, &off, &cnt);
+        dt_status s = m->be->ops->sum_squares(m->be, model_grad_type(m), (const char *)model_grad_buf(m) + off * e, cnt,
+                                              m->inv_scale, m->grad_mul, &part);
+        if (s) return s;
+        mine += part;
+    }
+    return sum_over_ranks(m, mine, ss);
+}
+
+dt_status model_zero_full_begin(dt_model *m, dt_optimizer *o)
+{
+    if (!o || !optimizer_sharded(o)) return DT_OK;
+    float *f1 = NULL, *f2 = NULL;
+    dt_status s = optimizer_full_begin(o, &f1, &f2);
+    /* The ranks agree on the outcome first, so none goes on to an allgather that another skips. */
+    char why[512] = "";
+    if (s) snprintf(why, sizeof why, "%s", dt_last_error());
+    double failed = 0.0;
+    const dt_status c = sum_over_ranks(m, s ? 1.0 : 0.0, &failed);
+    if (c) return c;
+    if (s) return status_set_error(s, "%s", why);
+    if (failed > 0)
+        return status_set_error(DT_ERR_NOMEM,
+                                "%.0f rank(s) could not make the full-size optimizer state for the "
+                                "checkpoint: read their messages",
+                                failed);
+    if (!s && f1) s = reducer_allgather(m->red, f1);
+    if (!s && f2) s = reducer_allgather(m->red, f2);
+    return s;
+}
+
+void model_zero_full_end(dt_optimizer *o)
+{
+    if (o) optimizer_full_end(o);
+}

@@ -1,0 +1,160 @@
+/*
+ * test_nccl_zero.c - the NCCL backend's halves of the allreduce for ZeRO-1 (ncclReduceScatter and
+ * ncclAllGather, in place on equal blocks) on device memory: rank r's block after the
+ * reduce-scatter is the sum (or mean) of every rank's block r, to 1e-6 relative (NCCL picks its
+ * own order beyond two ranks; exact at one); after the allgather every rank holds every block
+ * exactly; fp32 and bf16; a count that is not a multiple of the world is refused. One rank per GPU.
+ *
+ * Exit status: 0 passed, 1 failed, 77 skipped ("SKIP: ...") without a GPU or without NCCL.
+ */
+#include <cuda_runtime.h>
+
+#include "collectives/coll.h"
+#include "kernels/cast.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures, rank, world;
+
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            fprintf(stderr, "FAIL rank %d line %d: ", rank, __LINE__);                                                 \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fprintf(stderr, "\n");                                                                                     \
+        }                                                                                                              \
+    } while (0)
+
+static float value_of(int r, size_t i) { return (float)((double)((r + 1) * 31 + (int)(i % 101)) / 7.0); }
+
+/* Host values of n elements of type t (fp32 or bf16) as fp32, and their device copy. */
+static void *upload(dt_dtype t, const float *h, size_t n)
+{
+    const size_t esz = dt_dtype_size(t);
+    void *d = NULL, *src = (void *)h;
+    uint16_t *h16 = NULL;
+    if (t != DT_F32) {
+        h16 = malloc(n * 2);
+        cpu_cast_f32_to_16(t, h, h16, n);
+        src = h16;
+    }
+    CHECK(cudaMalloc(&d, n * esz) == cudaSuccess, "cudaMalloc");
+    CHECK(cudaMemcpy(d, src, n * esz, cudaMemcpyHostToDevice) == cudaSuccess, "upload");
+    free(h16);
+    return d;
+}
+
+static void download(dt_dtype t, const void *d, float *h, size_t n)
+{
+    if (t == DT_F32) {
+        CHECK(cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost) == cudaSuccess, "download");
+        return;
+    }
+    uint16_t *h16 = malloc(n * 2);
+    CHECK(cudaMemcpy(h16, d, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess, "download");
+    cpu_cast_16_to_f32(t, h16, h, n);
+    free(h16);
+}
+
+static void halves_case(coll *c, dt_dtype t, dt_redop op, size_t block)
+{
+    const size_t n = block * (size_t)world, off = (size_t)rank * block;
+    float *h = malloc(n * sizeof *h), *back = malloc(n * sizeof *back);
+    /* Values exact in bf16 too, so the expected sums need no rounding of the inputs. */
+    for (size_t i = 0; i < n; i++) {
+        h[i] = value_of(rank, i);
+        if (t != DT_F32) {
+            uint16_t v;
+            cpu_cast_f32_to_16(t, &h[i], &v, 1);
+            cpu_cast_16_to_f32(t, &v, &h[i], 1);
+        }
+    }
+    void *d = upload(t, h, n);
+    CHECK(c->ops->reduce_scatter(c, d, n, t, op) == DT_OK, "reduce_scatter");
+    download(t, d, back, n);
+    const double tol = t == DT_F32 ? 1e-6 : 1e-2; /* bf16: the sum is rounded to 8 bits of mantissa */
+    for (size_t i = off; i < off + block; i++) {
+        double want = 0.0;
+        for (int r = 0; r < world; r++) {
+            float v = value_of(r, i);
+            if (t != DT_F32) {
+                uint16_t b;
+                cpu_cast_f32_to_16(t, &v, &b, 1);
+                cpu_cast_16_to_f32(t, &b, &v, 1);
+            }
+            want += v;
+        }
+        if (op == DT_AVG) want /= world;
+        const double d_ = fabs((double)back[i] - want);
+        if (d_ > (world == 1 ? 0.0 : tol * (fabs(want) + 1.0))) {
+            CHECK(0, "%s reduce_scatter block %zu element %zu: %.9g, want %.9g", dt_dtype_name(t), block, i,
+                  (double)back[i], want);
+            break;
+        }
+    }
+    /* Allgather: block r holds r's index values on rank r; every rank must get them all. */
+    for (size_t i = 0; i < n; i++) h[i] = i >= off && i < off + block ? (float)(i % 200) : -1.0f;
+    cudaFree(d);
+    d = upload(t, h, n);
+    CHECK(c->ops->allgather(c, d, n, t) == DT_OK, "allgather");
+    download(t, d, back, n);
+    for (size_t i = 0; i < n; i++)
+        if (back[i] != (float)(i % 200)) {
+            CHECK(0, "%s allgather block %zu element %zu: %g", dt_dtype_name(t), block, i, (double)back[i]);
+            break;
+        }
+    cudaFree(d);
+    free(h);
+    free(back);
+}
+
+int main(int argc, char **argv)
+{
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0) {
+        printf("SKIP: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorName(e) : "0 devices");
+        return 77;
+    }
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    cudaSetDevice(rank % ndev);
+    coll *c = NULL;
+    dt_status s = coll_nccl_create(MPI_COMM_WORLD, 60, &c);
+    if (s == DT_ERR_UNSUPPORTED) {
+        if (rank == 0) printf("SKIP: %s\n", dt_last_error());
+        MPI_Finalize();
+        return 77;
+    }
+    if (s) {
+        fprintf(stderr, "coll_nccl_create: %s\n", dt_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    CHECK(c->ops->reduce_scatter && c->ops->allgather, "the NCCL table has no reduce_scatter/allgather");
+    const size_t blocks[] = {1, 1000, 100003};
+    for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++) {
+        halves_case(c, DT_F32, DT_SUM, blocks[k]);
+        halves_case(c, DT_F32, DT_AVG, blocks[k]);
+        halves_case(c, DT_BF16, DT_SUM, blocks[k]);
+    }
+    if (world > 1) {
+        void *d = NULL;
+        CHECK(cudaMalloc(&d, 64) == cudaSuccess, "cudaMalloc");
+        CHECK(c->ops->reduce_scatter(c, d, (size_t)world + 1, DT_F32, DT_SUM) == DT_ERR_INVALID_ARG,
+              "uneven count accepted");
+        cudaFree(d);
+    }
+    c->ops->destroy(c);
+    int total = 0;
+    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) printf("test_nccl_zero: %d rank(s), %s\n", world, total ? "FAILED" : "ok");
+    MPI_Finalize();
+    return total ? 1 : 0;
+}
