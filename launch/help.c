@@ -52,13 +52,8 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --lr-schedule constant|cosine|linear|step:M1,M2,..:GAMMA (constant; Me =\n"
                             "     epoch M)  --warmup-steps N (0)  --min-lr F (0)\n"
                             "  --accum-steps K (1)  --clip-grad-norm F (0: off)\n"
-<<<<<<< HEAD
                             "  --bucket-mb F|auto (25)  --first-bucket-mb F (1)  --no-overlap\n"
-                            "  --grad-comm fp32|fp16|bf16 (fp32; a 16-bit run's own type)\n"
-=======
-                            "  --bucket-mb F (25)  --first-bucket-mb F (1)  --no-overlap\n"
                             "  --grad-comm fp32|fp16|bf16 (fp32; 16-bit: its own)  --zero 0|1 (0; 1: ZeRO-1)\n"
->>>>>>> zero1
                             "output and checkpoints\n"
                             "  --log-every N (10)  --metrics FILE.jsonl (appended on resume)\n"
                             "  --progress auto|always|never (auto: on a terminal)  --quiet (no step lines)\n"
