@@ -174,10 +174,22 @@ start
 t0=$(now)
 run control 400
 wait "$job"; rc=$?; job=""
+# Open MPI 4.1.4's TCP BTL now and then crashes inside MPI_Init on this cluster (third-party, before
+# dtrain has a rank; tests/slurm/soak.sh and docs/testing.md): such a start is run once more, said.
+ompi_init_crash() {
+    ! grep -q '^step ' "$tmp/$1"/task*.log 2>/dev/null &&
+        grep -q "(its rank not known yet: dtrain was starting) .* crashed: SIGSEGV" "$tmp/$1"/task*.log 2>/dev/null &&
+        grep -q "return address on the stack .*/openmpi/.*mca_btl_tcp\.so+" "$tmp/$1"/task*.log 2>/dev/null
+}
+if [ "$rc" -ne 0 ] && ompi_init_crash control; then
+    echo "    control: Open MPI's TCP BTL crashed in MPI_Init before training (exit $rc, third-party): run again"
+    run control 400
+    wait "$job"; rc=$?; job=""
+fi
 if [ "$rc" -eq 0 ] && grep -q '^step *400/400 ' "$tmp/control/task0.log" && ! cat "$tmp"/control/task*.log | grep -q 'watchdog:'; then
     ok "control: 400 steps on 6 ranks / 3 nodes in $(since "$t0" "$(now)") s, exit 0, no watchdog line"
 else
-    bad "control: exit $rc"; tail -n 5 "$tmp"/control/task0.log "$tmp/control/srun.log"
+    bad "control: exit $rc"; tail -n 40 "$tmp"/control/task*.log "$tmp/control/srun.log"
 fi
 
 # --- stop: node2's dtrain processes frozen (both in one kill, microseconds apart)
