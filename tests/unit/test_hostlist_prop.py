@@ -9,9 +9,13 @@ line) answers: the same names in the same order, or a refusal on both sides whos
 the variable.
 
 Usage: test_hostlist_prop.py HOSTLIST_EXPAND [COUNT] [SEED]
+DT_TEST_WRAPPER, when set, is a command put before HOSTLIST_EXPAND (tests/sanitizers/run_valgrind.sh
+runs the C parser under memcheck this way, and this script natively).
 """
+import os
 import random
 import re
+import shlex
 import subprocess
 import sys
 
@@ -166,7 +170,8 @@ def main():
     rng = random.Random(seed)
     lists = [gen_list(rng) for _ in range(count)]
     inp = "".join(s + "\n" for s in lists)
-    res = subprocess.run([prog], input=inp, capture_output=True, text=True, timeout=120)
+    wrapper = shlex.split(os.environ.get("DT_TEST_WRAPPER", ""))
+    res = subprocess.run(wrapper + [prog], input=inp, capture_output=True, text=True, timeout=600)
     if res.returncode != 0:
         print("FAIL: %s exited %d: %s" % (prog, res.returncode, res.stderr))
         return 1
