@@ -27,6 +27,48 @@
 #include <time.h>
 
 int engine_threaded(const engine *e) { return e->threaded; }
+
+void engine_set_chain(engine *e, size_t seg_elems, size_t min_bytes)
+{
+    if (seg_elems) e->chain_seg = seg_elems;
+    if (min_bytes) e->chain_min_bytes = min_bytes;
+}
+
+const char *engine_algo_name(const engine *e, size_t count)
+{
+    const int a = engine_pick_algo(e, REQ_ALLREDUCE, count, DT_F32);
+    return a == ALGO_NONE ? "none" : a == ALGO_MPI ? "mpi" : a == ALGO_CHAIN ? "chain" : "direct";
+}
+
+/* The nodes (ranks sharing memory, MPI_COMM_TYPE_SHARED) and whether each node's ranks are
+ * contiguous in the world (block placement: what srun and mpirun do by default), where the chain
+ * crosses each node boundary once. Collective. On any failure: one node, which keeps the direct
+ * algorithm. */
+static void engine_topology(engine *e)
+{
+    e->nodes = 1;
+    e->block = 1;
+    e->node_ranks = e->size;
+    MPI_Comm local;
+    if (MPI_Comm_split_type(e->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) != MPI_SUCCESS) return;
+    /* A node's ranks are contiguous when its highest world rank - its lowest + 1 is its size. */
+    int lsize = 0, lo = e->rank, hi = e->rank;
+    MPI_Comm_size(local, &lsize);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, local);
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, local);
+    MPI_Comm_free(&local);
+    /* Every rank takes part below, also one whose step above failed (it counts as a failure for
+     * all, and all keep one node). */
+    int v[3] = {rc == MPI_SUCCESS && lo == e->rank, rc == MPI_SUCCESS && hi - lo + 1 == lsize, rc == MPI_SUCCESS};
+    int sum = 0, mins[2] = {v[1], v[2]}, out[2] = {0, 0}, most = 0;
+    if (MPI_Allreduce(&v[0], &sum, 1, MPI_INT, MPI_SUM, e->comm) != MPI_SUCCESS ||
+        MPI_Allreduce(mins, out, 2, MPI_INT, MPI_MIN, e->comm) != MPI_SUCCESS ||
+        MPI_Allreduce(&lsize, &most, 1, MPI_INT, MPI_MAX, e->comm) != MPI_SUCCESS || !out[1])
+        return;
+    e->nodes = sum;
+    e->block = out[0];
+    e->node_ranks = most;
+}
 int engine_rank(const engine *e) { return e->rank; }
 int engine_size(const engine *e) { return e->size; }
 void engine_set_ctx(engine *e, const dt_ctx *ctx) { e->ctx = ctx; }
@@ -63,7 +105,14 @@ static void engine_expire(engine *e, req *q, double age)
     if (nmissing)
         snprintf(verdict, sizeof verdict, "no data yet from rank(s) %s%s: they are dead, stuck or far behind", missing,
                  more ? " and more" : "");
-    else if (q->phase == PHASE_MPI) {
+    else if (q->phase == PHASE_CHAIN && engine_chain_waiting_on(e, q) >= 0) {
+        const int peer = engine_chain_waiting_on(e, q);
+        rank_names_ctx(e->ctx, &peer, 1, missing, sizeof missing);
+        snprintf(verdict, sizeof verdict,
+                 "every rank reached it, but the chain's data from rank %s has stopped coming: a rank stopped or "
+                 "died inside it, or the network between the ranks failed",
+                 missing);
+    } else if (q->phase == PHASE_MPI) {
         const int peer = 1 - e->rank;
         rank_names_ctx(e->ctx, &peer, 1, missing, sizeof missing);
         snprintf(verdict, sizeof verdict,
@@ -86,6 +135,7 @@ static void engine_expire(engine *e, req *q, double age)
             (unsigned long long)q->seq, engine_req_kind_name(q), q->bucket, engine_req_wire_bytes(q),
             q->phase == PHASE_SCATTER  ? "reduce-scatter phase"
             : q->phase == PHASE_GATHER ? "allgather phase"
+            : q->phase == PHASE_CHAIN  ? "pipelined chain"
                                        : "by MPI_Allreduce",
             age, e->timeout_s, verdict);
     roll_board_tell(ctx_board(e->ctx), verdict);
@@ -164,10 +214,12 @@ static void *engine_thread(void *arg)
         }
         /* Requests finish in any order; count the leading finished ones as done. */
         uint64_t phases = 0;
-        for (uint64_t s = e->done; s < e->posted; s++) phases += (uint64_t)e->reqs[s % ENGINE_MAX_REQS].phase;
+        for (uint64_t s = e->done; s < e->posted; s++)
+            phases += (uint64_t)e->reqs[s % ENGINE_MAX_REQS].phase + e->reqs[s % ENGINE_MAX_REQS].ch_moves;
         engine_drive(e, e->done, e->posted);
         uint64_t phases_after = 0;
-        for (uint64_t s = e->done; s < e->posted; s++) phases_after += (uint64_t)e->reqs[s % ENGINE_MAX_REQS].phase;
+        for (uint64_t s = e->done; s < e->posted; s++)
+            phases_after += (uint64_t)e->reqs[s % ENGINE_MAX_REQS].phase + e->reqs[s % ENGINE_MAX_REQS].ch_moves;
         double t = clock_now_s();
         /* Spin while things move (new requests, a phase completed); sleep once they stall. */
         if (phases_after != phases || e->posted != posted_before) last_progress = t;
@@ -187,7 +239,7 @@ static void *engine_thread(void *arg)
     return NULL;
 }
 
-dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, engine **out)
+dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, dt_allreduce_algo algo, engine **out)
 {
     *out = NULL;
     engine *e = calloc(1, sizeof *e);
@@ -205,13 +257,18 @@ dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, engine
     MPI_Comm_rank(e->comm, &e->rank);
     MPI_Comm_size(e->comm, &e->size);
     e->timeout_s = timeout_s;
+    e->algo = algo;
+    e->chain_seg = ENGINE_CHAIN_SEG;
+    e->chain_min_bytes = ENGINE_CHAIN_MIN_BYTES;
+    engine_topology(e);
     e->nscratch = ENGINE_MAX_REQS;
     e->scratch = calloc((size_t)e->nscratch, sizeof *e->scratch);
     e->scratch_n = calloc((size_t)e->nscratch, sizeof *e->scratch_n);
     e->scratch16 = calloc((size_t)e->nscratch, sizeof *e->scratch16);
     e->scratch16_n = calloc((size_t)e->nscratch, sizeof *e->scratch16_n);
     int nmr = e->size > 1 ? 2 * (e->size - 1) : 1;
-    int ok = e->scratch && e->scratch_n && e->scratch16 && e->scratch16_n;
+    e->chain = calloc((size_t)e->nscratch, sizeof *e->chain);
+    int ok = e->scratch && e->scratch_n && e->scratch16 && e->scratch16_n && e->chain;
     for (int i = 0; ok && i < ENGINE_MAX_REQS; i++) {
         e->reqs[i].mr = malloc((size_t)nmr * sizeof(MPI_Request));
         e->reqs[i].phase = PHASE_DONE;
@@ -228,9 +285,19 @@ dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, engine
         log_msg(LOG_LEVEL_WARN, "could not start the communication thread; communication progresses inline");
         e->threaded = 0;
     }
-    log_msg0(LOG_LEVEL_INFO, "communication engine: %s, timeout %.0f s",
+    char topo[160];
+    if (e->algo == DT_ALLREDUCE_AUTO)
+        snprintf(topo, sizeof topo, "%d node%s%s: %s", e->nodes, e->nodes == 1 ? "" : "s",
+                 e->nodes > 1 ? (e->block ? ", ranks in blocks" : ", ranks interleaved") : "",
+                 engine_chain_pays(e) ? "large fp32 buckets by the pipelined chain, small ones direct"
+                                      : "fp32 buckets direct");
+    else
+        snprintf(topo, sizeof topo, "%d node%s: every fp32 bucket %s (DTRAIN_ALLREDUCE=%s)", e->nodes,
+                 e->nodes == 1 ? "" : "s", e->algo == DT_ALLREDUCE_CHAIN ? "by the pipelined chain" : "direct",
+                 dt_allreduce_algo_name(e->algo));
+    log_msg0(LOG_LEVEL_INFO, "communication engine: %s, timeout %.0f s, %s",
              e->threaded ? "communication thread" : "inline (no MPI_THREAD_MULTIPLE, or DTRAIN_COMM_THREAD=0)",
-             timeout_s);
+             timeout_s, topo);
     *out = e;
     return DT_OK;
 }
@@ -251,6 +318,11 @@ void engine_destroy(engine *e)
     for (int i = 0; i < ENGINE_MAX_REQS; i++) free(e->reqs[i].mr);
     for (int i = 0; e->scratch && i < e->nscratch; i++) free(e->scratch[i]);
     for (int i = 0; e->scratch16 && i < e->nscratch; i++) free(e->scratch16[i]);
+    for (int i = 0; e->chain && i < e->nscratch; i++) {
+        free(e->chain[i].mr);
+        free(e->chain[i].arrive);
+    }
+    free(e->chain);
     free(e->scratch);
     free(e->scratch_n);
     free(e->scratch16);
@@ -276,6 +348,7 @@ static dt_status engine_start_any(engine *e, req_kind kind, float *buf, uint16_t
     }
     req *q = &e->reqs[e->next_seq % ENGINE_MAX_REQS];
     q->kind = kind;
+    q->algo = engine_pick_algo(e, kind, count, wire);
     q->buf = buf;
     q->buf16 = buf16;
     q->count = count;

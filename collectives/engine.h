@@ -7,6 +7,9 @@
  * gathers the summed parts. Every element is summed in the same order whatever the bucket
  * boundaries, so any bucketing gives bitwise the same gradients as one allreduce of the whole
  * buffer. Traffic per rank is 2 (W-1)/W of the bucket, like a ring, in 2 (W-1) messages.
+ * Across nodes, with each node's ranks contiguous, large fp32 buckets take a pipelined chain
+ * instead (engine_chain.c: the same fold 0, 1, ..., W-1 computed along the ranks, so bitwise the
+ * same result), which crosses each node boundary once each way (dt_allreduce_algo).
  *
  * With MPI_THREAD_MULTIPLE a communication thread drives the requests and polls them with short
  * sleeps (so it does not take the core from compute); otherwise (or dt_config::comm_thread 0) the
@@ -23,9 +26,20 @@
 typedef struct engine engine;
 
 /* An engine over a duplicate of `world`. timeout_s 0 means no deadline. use_thread 1: a communication
- * thread when MPI provides MPI_THREAD_MULTIPLE (dt_config::comm_thread); 0: inline. Collective over
- * world. */
-dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, engine **out);
+ * thread when MPI provides MPI_THREAD_MULTIPLE (dt_config::comm_thread); 0: inline. algo: how fp32
+ * allreduces travel (dt_config::allreduce). Collective over world: it also finds the nodes
+ * (MPI_COMM_TYPE_SHARED) and whether each node's ranks are contiguous. */
+dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, dt_allreduce_algo algo, engine **out);
+
+/* The chain's segment in elements (default 16000 floats) and the smallest bucket in bytes that
+ * DT_ALLREDUCE_AUTO may send by the chain (default 64 KiB; also at least 2 (W-1) segments), for
+ * tests and measurements; 0 keeps a value. Call before the first request, with the same values on
+ * every rank. */
+void engine_set_chain(engine *e, size_t seg_elems, size_t min_bytes);
+
+/* How an fp32 allreduce of count elements travels: "chain", "direct", "mpi" (2 ranks by
+ * MPI_Allreduce) or "none" (one rank); for reports. */
+const char *engine_algo_name(const engine *e, size_t count);
 void engine_destroy(engine *e);
 
 /* Starts the in-place fp32 allreduce (sum, or average when op is DT_AVG) of buf[0..count);

@@ -28,14 +28,36 @@ typedef enum req_phase {
     PHASE_SCATTER = 1, /* reduce-scatter messages in flight */
     PHASE_GATHER = 2,  /* allgather messages in flight */
     PHASE_DONE = 3,    /* finished (or failed): the slot may be reused */
-    PHASE_MPI = 4      /* inside a blocking MPI_Allreduce on the communication thread */
+    PHASE_MPI = 4,     /* inside a blocking MPI_Allreduce on the communication thread */
+    PHASE_CHAIN = 5    /* the pipelined chain's messages in flight (engine_chain.c) */
 } req_phase;
+
+/* How a request travels (engine_algo_for): nothing (one rank), the rank-ordered direct
+ * reduce-scatter + allgather, the pipelined chain, or MPI_Allreduce (2 ranks). */
+typedef enum req_algo { ALGO_NONE = 0, ALGO_DIRECT = 1, ALGO_CHAIN = 2, ALGO_MPI = 3 } req_algo;
+
+/* The chain allreduce's default segment: 64000 bytes, under Open MPI's TCP eager limit (64 KiB
+ * with its header), so a segment goes without a rendezvous handshake. Rendezvous segments ran at
+ * half the link (14 of 25 MB/s at 2 x 2 ranks, 200 Mbit/s, with 64 KiB to 1 MiB segments): with both
+ * directions of a link loaded, each handshake's reply queues behind the other direction's data.
+ * And the smallest bucket (bytes) it carries under DT_ALLREDUCE_AUTO, besides the pipeline's fill
+ * (engine_pick_algo); measured in docs/performance.md "Across nodes". */
+#define ENGINE_CHAIN_SEG ((size_t)16000)
+#define ENGINE_CHAIN_MIN_BYTES ((size_t)64 << 10)
+
+/* A bucket's chain memory, kept across steps: 4 requests a segment, one arrival word a peer. */
+typedef struct chain_mem {
+    MPI_Request *mr;
+    size_t nreq;
+    uint64_t *arrive;
+} chain_mem;
 
 /* What a request does: the whole allreduce, or one of its halves (engine.h). */
 typedef enum req_kind { REQ_ALLREDUCE = 0, REQ_REDUCE_SCATTER = 1, REQ_ALLGATHER = 2 } req_kind;
 
 typedef struct req {
     int kind; /* a req_kind */
+    int algo; /* a req_algo, fixed when it is started */
     float *buf;
     size_t count;
     dt_redop op;
@@ -56,11 +78,25 @@ typedef struct req {
      * [0] the receive, [1] the send; guarded by mu while the watchdog may look at them. */
     MPI_Request arrive[2];
     uint64_t arrive_in;
+    /* The chain (PHASE_CHAIN): segments of seg elements, their requests (chain_mem), the arrival
+     * words from the peers, and how far each direction has got (engine_chain.c). */
+    size_t seg;
+    int nseg;
+    MPI_Request *chain_mr;
+    uint64_t *chain_arrive;
+    int ch_fold, ch_bwd_post, ch_bwd_fwd;
+    _Atomic unsigned ch_moves; /* steps taken, so the driver sees progress within the phase */
 } req;
 
 struct engine {
     MPI_Comm comm;
     int rank, size;
+    /* The topology (engine_create): nodes, whether each node's ranks are contiguous, and the
+     * algorithm policy with the chain's segment (engine_set_chain). */
+    int nodes, block, node_ranks; /* node_ranks: the most ranks on one node */
+    dt_allreduce_algo algo;
+    size_t chain_seg, chain_min_bytes;
+    chain_mem *chain; /* per bucket id */
     double timeout_s;
     int threaded;
     /* The request ring; in threaded mode guarded by mu. */
@@ -91,5 +127,17 @@ int engine_req_progress(engine *e, req *q, dt_status *st);
 size_t engine_req_wire_bytes(const req *q);
 /* "allreduce", "reduce-scatter" or "allgather", for messages. */
 const char *engine_req_kind_name(const req *q);
+/* The algorithm of a request of this kind, count and wire type (a req_algo). */
+int engine_pick_algo(const engine *e, int kind, size_t count, dt_dtype wire);
+/* Whether the chain sends fewer bytes over the busiest node's link than the direct algorithm
+ * (DT_ALLREDUCE_AUTO's rule for large buckets; engine_req.c says why). */
+int engine_chain_pays(const engine *e);
+
+/* engine_chain.c: posts a chain request (scratch: count floats for the partial sums); moves it on,
+ * returning 1 when it finished or failed (*mpi_rc not MPI_SUCCESS); the neighbour whose data this
+ * rank waits for (-1: none). */
+dt_status engine_chain_post(engine *e, req *q, float *scratch);
+int engine_chain_progress(engine *e, req *q, int *mpi_rc);
+int engine_chain_waiting_on(const engine *e, const req *q);
 
 #endif

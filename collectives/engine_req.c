@@ -94,10 +94,48 @@ static dt_status req_post_phase(engine *e, req *q, req_phase phase)
     return DT_OK;
 }
 
-/* Two ranks, fp32, a communication thread: an allreduce goes by MPI_Allreduce (see req_post). */
+int engine_pick_algo(const engine *e, int kind, size_t count, dt_dtype wire)
+{
+    if (e->size == 1) return ALGO_NONE;
+    /* The chain carries fp32 partial sums: a 16-bit wire and ZeRO-1's halves stay direct. */
+    if (kind != REQ_ALLREDUCE || wire != DT_F32 || e->algo == DT_ALLREDUCE_DIRECT) return ALGO_DIRECT;
+    if (e->algo == DT_ALLREDUCE_CHAIN) return ALGO_CHAIN;
+    /* Two ranks, a communication thread: MPI_Allreduce (see engine_req_post). */
+    if (e->size == 2 && e->threaded) return ALGO_MPI;
+    /* Large enough that the pipeline's fill (2 (W-1) hops of a segment) is at most half of it. */
+    const size_t fill = 2 * (size_t)(e->size - 1) * e->chain_seg * sizeof(float);
+    if (engine_chain_pays(e) && count * sizeof(float) >= (fill > e->chain_min_bytes ? fill : e->chain_min_bytes))
+        return ALGO_CHAIN;
+    return ALGO_DIRECT;
+}
+
+/* Bytes a node's link sends per byte of bucket, with M nodes of (at most) G ranks, W = M G:
+ * the chain sends the bucket once up and once down through each middle node (2; 1 with two
+ * nodes, whose link carries one direction each way); the direct algorithm sends, per phase, each
+ * of its G ranks' parts for the W - G ranks elsewhere: 2 G (W - G) / W. So the chain pays with two
+ * or more ranks a node (2 x 2: 1 against 2; 3 x 2: 2 against 2.67) and not with one (3 x 1: 2
+ * against 1.33), as measured on the shaped cluster (docs/performance.md "Across nodes"). With the
+ * ranks interleaved over the nodes every hop of the chain would cross nodes: never. */
+int engine_chain_pays(const engine *e)
+{
+    if (e->nodes < 2 || !e->block || e->size < 3) return 0;
+    const double W = e->size, G = e->node_ranks < e->size / 2 ? e->node_ranks : e->size / 2;
+    const double chain = e->nodes == 2 ? 1.0 : 2.0, direct = 2.0 * G * (W - G) / W;
+    return chain < direct;
+}
+
 static int req_by_mpi(const engine *e, const req *q)
 {
-    return e->size == 2 && e->threaded && q->wire == DT_F32 && q->kind == REQ_ALLREDUCE;
+    (void)e;
+    return q->algo == ALGO_MPI;
+}
+
+static const char *algo_text(int a)
+{
+    return a == ALGO_NONE    ? "no communication (1 rank)"
+           : a == ALGO_MPI   ? "by MPI_Allreduce"
+           : a == ALGO_CHAIN ? "by the pipelined chain"
+                             : "rank-ordered";
 }
 
 const char *engine_req_kind_name(const req *q)
@@ -128,11 +166,7 @@ static void req_log_end(const engine *e, const req *q, int ok)
     if (!log_enabled(LOG_LEVEL_DEBUG)) return;
     log_msg(LOG_LEVEL_DEBUG, "engine: end #%llu %s of bucket %d, %zu elements, %zu bytes %s, %s %s in %.0f us",
             (unsigned long long)q->seq, engine_req_kind_name(q), q->bucket, q->count, engine_req_wire_bytes(q),
-            dt_dtype_name(q->wire),
-            e->size == 1       ? "no communication (1 rank)"
-            : req_by_mpi(e, q) ? "by MPI_Allreduce"
-                               : "rank-ordered",
-            ok ? "done" : "failed", (clock_now_s() - q->t_start) * 1e6);
+            dt_dtype_name(q->wire), algo_text(q->algo), ok ? "done" : "failed", (clock_now_s() - q->t_start) * 1e6);
 }
 
 dt_status engine_req_post(engine *e, req *q)
@@ -180,6 +214,14 @@ dt_status engine_req_post(engine *e, req *q)
         q->phase = PHASE_DONE;
         req_log_end(e, q, 1);
         return DT_OK;
+    }
+    if (q->algo == ALGO_CHAIN) {
+        float *sc = scratch_for(e, q->bucket, q->count ? q->count : 1);
+        if (!sc)
+            return status_set_error(DT_ERR_NOMEM, "out of memory for the %zu-element chain buffer of bucket %d",
+                                    q->count, q->bucket);
+        q->seg = e->chain_seg;
+        return engine_chain_post(e, q, sc);
     }
     if (q->kind == REQ_ALLGATHER) return req_post_phase(e, q, PHASE_GATHER); /* fp32, in place */
     size_t moff, mcnt;
@@ -248,6 +290,18 @@ static void req_reduce(engine *e, req *q)
 int engine_req_progress(engine *e, req *q, dt_status *st)
 {
     if (q->phase == PHASE_DONE) return 0;
+    if (q->phase == PHASE_CHAIN) {
+        int rc = MPI_SUCCESS;
+        if (!engine_chain_progress(e, q, &rc)) return 0;
+        if (rc != MPI_SUCCESS)
+            *st = status_set_error(DT_ERR_MPI,
+                                   "collective #%llu (bucket %d): a message of the chain failed; a peer rank may "
+                                   "have died: read the other ranks' messages",
+                                   (unsigned long long)q->seq, q->bucket);
+        q->phase = PHASE_DONE;
+        req_log_end(e, q, rc == MPI_SUCCESS);
+        return 1;
+    }
     int flag = 0;
     if (MPI_Testall(q->nmr, q->mr, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
         *st = status_set_error(DT_ERR_MPI,

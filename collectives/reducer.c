@@ -172,7 +172,8 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
     if (!s && r->comm) s = check_plan_across_ranks(r);
     if (!s && r->comm) {
         if (cfg.memory == DT_MEMORY_HOST) {
-            s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), ctx_config(ctx)->comm_thread, &r->eng);
+            s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), ctx_config(ctx)->comm_thread,
+                              ctx_config(ctx)->allreduce, &r->eng);
             if (!s) engine_set_ctx(r->eng, ctx);
         } else {
             coll *dc = ctx_device_coll(ctx);

@@ -101,6 +101,20 @@ typedef enum dt_gpu_comm {
     DT_GPU_COMM_MPI = 1   /**< MPI, copying through host memory */
 } dt_gpu_comm;
 
+/** How the communication engine carries an fp32 allreduce of host memory between ranks. Every choice
+ * sums each element in the same rank order, so the result is bitwise the same whichever carries it
+ * (docs/performance.md "Across nodes"). */
+typedef enum dt_allreduce_algo {
+    DT_ALLREDUCE_AUTO = 0,   /**< the chain where it sends fewer bytes over a node's link than direct (ranks
+                                  on several nodes, contiguous per node, 2 or more a node) for buckets of at
+                                  least 2 (W-1) x 64000 bytes (its pipeline's fill); else direct (with 2 ranks
+                                  and a communication thread, MPI_Allreduce, whose one addition is order-free) */
+    DT_ALLREDUCE_DIRECT = 1, /**< rank-ordered reduce-scatter + allgather: 2 (W-1) messages a phase, each
+                                  1/W of the bucket; the fewest round trips, for one node and small buckets */
+    DT_ALLREDUCE_CHAIN = 2   /**< pipelined chain 0 -> W-1 and back, in segments: each node boundary is
+                                  crossed once each way; 16-bit wires and ZeRO-1's halves stay direct */
+} dt_allreduce_algo;
+
 /** Plain configuration: fill with dt_config_defaults(), optionally dt_config_from_env(), then edit. */
 typedef struct dt_config {
     dt_device_kind device; /**< where to compute (DTRAIN_DEVICE) */
@@ -117,14 +131,15 @@ typedef struct dt_config {
     int comm_world1;       /**< 0 (default): in a world of one, reducers send nothing; 1: device-memory reducers
                                 still reduce through NCCL on their stream, to test that path on one GPU (a sum
                                 over one rank changes no bit) (DTRAIN_COMM_WORLD1) */
+    dt_allreduce_algo allreduce; /**< how host-memory allreduces travel (DTRAIN_ALLREDUCE=auto|direct|chain) */
 } dt_config;
 
 /** Defaults: device auto, pin auto, timeout 300 s, init_mpi 1, blas_threads 0, gpu_comm nccl,
- * comm_thread 1, comm_world1 0. */
+ * comm_thread 1, comm_world1 0, allreduce auto. */
 DT_API void dt_config_defaults(dt_config *cfg);
 
 /** Overrides fields from DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS,
- * DTRAIN_GPU_COMM, DTRAIN_COMM_THREAD and DTRAIN_COMM_WORLD1 (0 or 1) when set, and checks
+ * DTRAIN_GPU_COMM, DTRAIN_COMM_THREAD, DTRAIN_COMM_WORLD1 (0 or 1) and DTRAIN_ALLREDUCE when set, and checks
  * DTRAIN_LOG (setting the log level dt_init would set), so that every malformed DTRAIN_* variable
  * is refused here, before MPI starts.
  * A malformed value fails with DT_ERR_ENV naming the variable; cfg is then left unchanged. */
@@ -137,6 +152,10 @@ DT_API dt_status dt_device_kind_parse(const char *s, dt_device_kind *out);
 DT_API dt_status dt_pin_mode_parse(const char *s, dt_pin_mode *out);
 /** Parses "nccl|mpi" (--gpu-comm, DTRAIN_GPU_COMM) into *out; DT_ERR_INVALID_ARG for anything else. */
 DT_API dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out);
+/** Parses "auto|direct|chain" (DTRAIN_ALLREDUCE) into *out; DT_ERR_INVALID_ARG for anything else. */
+DT_API dt_status dt_allreduce_algo_parse(const char *s, dt_allreduce_algo *out);
+/** "auto", "direct" or "chain"; static storage ("?" for a value outside the enum). */
+DT_API const char *dt_allreduce_algo_name(dt_allreduce_algo a);
 /** "auto", "cpu" or "cuda"; static storage. */
 DT_API const char *dt_device_kind_name(dt_device_kind k);
 

@@ -293,7 +293,8 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
         goto fail;
     }
     MPI_Comm_set_errhandler(b.comm, MPI_ERRORS_RETURN);
-    if ((s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), ctx_config(ctx)->comm_thread, &b.eng))) {
+    if ((s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), ctx_config(ctx)->comm_thread,
+                           ctx_config(ctx)->allreduce, &b.eng))) {
         cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
         goto fail;
     }
@@ -320,6 +321,19 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
                    "reduces the same count in fp32 (twice the bytes, its algbw from those); ratio = MPI time / "
                    "dtrain time for the same count\n",
                    tname);
+        /* Which algorithm the engine takes at each size (engine.h, DTRAIN_ALLREDUCE): its
+         * transitions over the run's sizes. */
+        printf("# dtrain algorithm by size (DTRAIN_ALLREDUCE=%s):", dt_allreduce_algo_name(ctx_config(ctx)->allreduce));
+        const char *prev = NULL;
+        for (unsigned long long by = o->minbytes;;) {
+            const size_t cnt = by / es ? (size_t)(by / es) : 1;
+            const char *name = o->wire == DT_F32 ? engine_algo_name(b.eng, cnt) : b.world > 1 ? "direct" : "none";
+            if (!prev || strcmp(prev, name) != 0) printf("%s %s from %zu bytes", prev ? "," : "", name, cnt * es);
+            prev = name;
+            if (by > o->maxbytes / (unsigned long long)o->factor) break;
+            by *= (unsigned long long)o->factor;
+        }
+        printf("\n");
         printf("# time: the largest over ranks of each rank's mean per iteration; algbw = size / time, busbw = "
                "algbw * 2(n-1)/n; ratio = dtrain busbw / MPI busbw = MPI time / dtrain time\n");
         if (b.world == 1)

@@ -28,6 +28,24 @@ void dt_config_defaults(dt_config *cfg)
     cfg->gpu_comm = DT_GPU_COMM_NCCL;
     cfg->comm_thread = 1;
     cfg->comm_world1 = 0;
+    cfg->allreduce = DT_ALLREDUCE_AUTO;
+}
+
+dt_status dt_allreduce_algo_parse(const char *s, dt_allreduce_algo *out)
+{
+    static const char *const names[] = {"auto", "direct", "chain"};
+    for (int i = 0; s && i < 3; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = (dt_allreduce_algo)i;
+            return DT_OK;
+        }
+    return status_set_error(DT_ERR_INVALID_ARG, "allreduce algorithm '%s' is not one of auto, direct, chain",
+                            s ? s : "(null)");
+}
+
+const char *dt_allreduce_algo_name(dt_allreduce_algo a)
+{
+    return a == DT_ALLREDUCE_AUTO ? "auto" : a == DT_ALLREDUCE_DIRECT ? "direct" : a == DT_ALLREDUCE_CHAIN ? "chain" : "?";
 }
 
 dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out)
@@ -109,6 +127,9 @@ dt_status dt_config_from_env(dt_config *cfg)
         return status_set_error(DT_ERR_ENV, "DTRAIN_GPU_COMM='%s' is not one of nccl, mpi; fix or unset it", v);
     if ((v = getenv("DTRAIN_COMM_THREAD")) && (s = parse_int("DTRAIN_COMM_THREAD", v, 0, 1, &c.comm_thread))) return s;
     if ((v = getenv("DTRAIN_COMM_WORLD1")) && (s = parse_int("DTRAIN_COMM_WORLD1", v, 0, 1, &c.comm_world1))) return s;
+    if ((v = getenv("DTRAIN_ALLREDUCE")) && (s = dt_allreduce_algo_parse(v, &c.allreduce)))
+        return status_set_error(DT_ERR_ENV, "DTRAIN_ALLREDUCE='%s' is not one of auto, direct, chain; fix or unset it",
+                                v);
     /* DTRAIN_LOG is read here too, not only by dt_init, so that a malformed value is refused with
      * the other DTRAIN_* variables, as bad usage, before MPI starts. Last, so that cfg and the
      * level stay as they were when anything else is wrong. */

@@ -147,7 +147,7 @@ int main(int argc, char **argv)
     const size_t sizes[] = {1, 2, 5, 1000, 4099, 100003};
     for (int threaded = 0; threaded < 2; threaded++) {
         engine *e = NULL;
-        if (engine_create(MPI_COMM_WORLD, 60, threaded, &e) != DT_OK) {
+        if (engine_create(MPI_COMM_WORLD, 60, threaded, DT_ALLREDUCE_AUTO, &e) != DT_OK) {
             fprintf(stderr, "engine_create failed\n");
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
@@ -164,7 +164,7 @@ int main(int argc, char **argv)
     {
         engine *e = NULL;
         coll *c = NULL;
-        if (engine_create(MPI_COMM_WORLD, 60, 0, &e) != DT_OK || coll_mpi_create(MPI_COMM_WORLD, 0, 60, &c) != DT_OK) {
+        if (engine_create(MPI_COMM_WORLD, 60, 0, DT_ALLREDUCE_AUTO, &e) != DT_OK || coll_mpi_create(MPI_COMM_WORLD, 0, 60, &c) != DT_OK) {
             fprintf(stderr, "engine_create or coll_mpi_create failed\n");
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
