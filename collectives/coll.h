@@ -76,9 +76,10 @@ dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype
 
 /* A test hook, for the watchdog's tests only: DTRAIN_TEST_HANG=LAYER:RANK:SEQ makes rank RANK,
  * at collective #SEQ of LAYER (mpi: this backend's operations; engine: a two-rank allreduce by
- * MPI_Allreduce), announce its arrival and then never take part in the exchange: the case of a
- * rank that stops inside a collective, which no fault of dtrain train reaches. 1 when the caller
- * is that rank at that collective (it then waits forever, keeping its arrival message going). */
+ * MPI_Allreduce, or a chain allreduce), announce its arrival and then never take part in the
+ * exchange: the case of a rank that stops inside a collective, which no fault of dtrain train
+ * reaches. 1 when the caller is that rank at that collective (it then waits forever, keeping its
+ * arrival message going; in a chain it stops the whole process with SIGSTOP, as a frozen one). */
 int coll_test_hang(const char *layer, int rank, unsigned long long seq);
 
 /* Whether the MPI library takes CUDA device buffers (Open MPI's MPIX_Query_cuda_support): 1, 0,

@@ -73,8 +73,22 @@ int engine_rank(const engine *e) { return e->rank; }
 int engine_size(const engine *e) { return e->size; }
 void engine_set_ctx(engine *e, const dt_ctx *ctx) { e->ctx = ctx; }
 
+/* A chain whose every rank arrived: the data of one segment comes only from a neighbour, who may
+ * itself wait for a rank further along, so the neighbour alone names no culprit. A rank that is
+ * stopped or cut off does not answer a probe (collectives/roll_peers.h); a waiting one does. On
+ * the communication thread the main thread also answers probes (engine_wait_all) on the same
+ * board: mu keeps the two apart. Returns how many ranks did not answer (written to ranks). */
+static int chain_probe(engine *e, int *ranks, int cap)
+{
+    if (e->threaded) pthread_mutex_lock(&e->mu);
+    const int n = roll_board_probe(ctx_board(e->ctx), ranks, cap);
+    if (e->threaded) pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
 /* The watchdog: which peers have not delivered, then abort the job. Never returns. In threaded
- * mode a request in PHASE_MPI is watched by the main thread, holding mu. */
+ * mode a request in PHASE_MPI is watched by the main thread, holding mu; a chain by the
+ * communication thread, not holding it. */
 static void engine_expire(engine *e, req *q, double age)
 {
     char missing[512] = "", verdict[768];
@@ -105,12 +119,17 @@ static void engine_expire(engine *e, req *q, double age)
     if (nmissing)
         snprintf(verdict, sizeof verdict, "no data yet from rank(s) %s%s: they are dead, stuck or far behind", missing,
                  more ? " and more" : "");
-    else if (q->phase == PHASE_CHAIN && engine_chain_waiting_on(e, q) >= 0) {
+    else if (q->phase == PHASE_CHAIN && (nmissing = chain_probe(e, ranks, 256)) > 0) {
+        snprintf(verdict, sizeof verdict,
+                 "every rank reached it, yet the chain has not completed, and rank(s) %s do not answer a probe "
+                 "within %.1f s: they stopped or died inside it, or the network to them failed",
+                 rank_names_ctx(e->ctx, ranks, nmissing, missing, sizeof missing), ROLL_PROBE_S);
+    } else if (q->phase == PHASE_CHAIN && engine_chain_waiting_on(e, q) >= 0) {
         const int peer = engine_chain_waiting_on(e, q);
         rank_names_ctx(e->ctx, &peer, 1, missing, sizeof missing);
         snprintf(verdict, sizeof verdict,
-                 "every rank reached it, but the chain's data from rank %s has stopped coming: a rank stopped or "
-                 "died inside it, or the network between the ranks failed",
+                 "every rank reached it and answers a probe, but the chain's data from rank %s has stopped coming: "
+                 "a rank stopped inside it, or the network between the ranks failed",
                  missing);
     } else if (q->phase == PHASE_MPI) {
         const int peer = 1 - e->rank;

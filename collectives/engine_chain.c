@@ -23,10 +23,13 @@
  * ranks that never arrived, as for the direct algorithm.
  */
 #include "collectives/engine_impl.h"
+#include "collectives/coll.h"
 #include "base/status.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The segment requests of a chain: four per segment, laid out by kind. */
 enum { CH_FWD_RECV, CH_FWD_SEND, CH_BWD_RECV, CH_BWD_SEND, CH_KINDS };
@@ -84,6 +87,14 @@ dt_status engine_chain_post(engine *e, req *q, float *scratch)
         if (rc == MPI_SUCCESS)
             rc = MPI_Isend(&q->arrive_in, 1, MPI_UINT64_T, j, ENGINE_ARRIVE_TAG, e->comm, &q->mr[q->nmr++]);
         slot++;
+    }
+    if (rc == MPI_SUCCESS && coll_test_hang("engine", me, q->seq)) {
+        /* The test hook (collectives/coll.h): arrived, then frozen like a stopped process, which
+         * answers no probe. Its arrival words go out first. */
+        for (int i = 1; i < q->nmr; i += 2) MPI_Wait(&q->mr[i], MPI_STATUS_IGNORE);
+        struct timespec ts = {0, 200000000};
+        nanosleep(&ts, NULL);
+        raise(SIGSTOP);
     }
     /* Rank 0 starts every segment up the chain; the others take every partial sum as it comes
      * (receives matched in order: MPI does not let messages of one sender and tag overtake). */

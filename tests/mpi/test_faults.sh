@@ -43,6 +43,15 @@ fault stall:2:0 4 "rank 0 on $host timed out first: rank(s) 2 on $host have not 
 fault hang=mpi:1:2 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
 fault hang=mpi:0:1 2 "rank 0 on $host reached it" $((TIMEOUT + 10))
 fault hang=engine:1:2 2 "rank 1 on $host reached it, yet MPI_Allreduce has not completed" $((TIMEOUT + 10))
+# The same through the chain allreduce (forced: here every rank is on one node): a rank stalled
+# before it is named by the arrival words, one frozen inside it (after its arrival) by the probe,
+# on every rank although the others only wait for their neighbours' data.
+export DTRAIN_ALLREDUCE=chain
+mpi_opts="-x DTRAIN_ALLREDUCE "
+fault stall:2:3 4 "no data yet from rank(s) 2 on $host" $((TIMEOUT + 10))
+fault hang=engine:2:5 4 "yet the chain has not completed, and rank(s) 2 on $host do not answer a probe" $((TIMEOUT + 10))
+unset DTRAIN_ALLREDUCE
+mpi_opts=
 # kill -9: mpirun ends the job itself (above), while srun by default lets the survivors wait, as
 # mpirun does with orte_abort_on_non_zero_status 0: their watchdog names the dead rank.
 mpi_opts="--mca orte_abort_on_non_zero_status 0 "

@@ -47,6 +47,21 @@ for np in 2 4; do
 done
 expect 2 "--grad-comm 'fp8'" "$DTRAIN" train --grad-comm fp8
 
+# The pipelined chain (DTRAIN_ALLREDUCE=chain: what crosses nodes) gives the direct algorithm's
+# bits: the same rank-ordered sum, computed along the ranks.
+for np in 3 4; do
+    common="--model mlp --steps 20 --batch 4 --lr 0.05 --seed 5 --log-every 20 --bucket-mb 0.5 --first-bucket-mb 0.1"
+    for algo in direct chain; do
+        DTRAIN_ALLREDUCE=$algo DTRAIN_LOG=info "$MPIRUN" -np $np -x DTRAIN_ALLREDUCE -x DTRAIN_LOG "$DTRAIN" train \
+            --blas-threads 1 $common --dump-params "$tmp/algo.$algo" >"$tmp/log" 2>&1 || { bad "DTRAIN_ALLREDUCE=$algo run failed"; cat "$tmp/log"; }
+    done
+    grep -q "every fp32 bucket by the pipelined chain (DTRAIN_ALLREDUCE=chain)" "$tmp/log" && ok "DTRAIN_ALLREDUCE=chain reported" ||
+        { bad "the chain is not reported"; grep "communication engine" "$tmp/log"; }
+    out=$("$CMP" "$tmp/algo.chain" "$tmp/algo.direct" exact) && ok "$np ranks: the chain allreduce == the direct one: $out" ||
+        bad "$np ranks: chain != direct: $out"
+done
+expect 2 "DTRAIN_ALLREDUCE='ring' is not one of auto, direct, chain" env DTRAIN_ALLREDUCE=ring "$DTRAIN" train
+
 # Without a communication thread (requests progress inline) the result is the same too.
 DTRAIN_COMM_THREAD=0 DTRAIN_LOG=info "$MPIRUN" -np 2 -x DTRAIN_COMM_THREAD -x DTRAIN_LOG "$DTRAIN" train --blas-threads 1 \
     --model mlp --steps 20 --batch 4 --lr 0.05 --seed 5 --log-every 20 --dump-params "$tmp/inline" >"$tmp/log" 2>&1
