@@ -7,7 +7,9 @@
 # faster rate at all: on a loaded 2-core VM it may not, and then the shaping cannot be told apart
 # from the CPU limit (exit 77, SKIP, with the numbers). Also: bad --link specs are refused naming
 # the value and the fix, and a DELAY is refused naming CONFIG_NET_SCH_NETEM where the kernel has
-# no netem (found out at run time), or shaped with netem where it has.
+# no netem (found out at run time), or shaped with netem where it has. Last, the engine across
+# nodes with 2 ranks a node (2 x 2 and 3 x 2 at 200 Mbit/s, where it takes its pipelined chain):
+# at least 0.9x MPI_Allreduce's busbw on average from 1 to 4 MiB, 0.8x at each size.
 here=$(dirname "$0"); source "$here/../mpi/lib.sh"
 DTRAIN=$1
 repo=$(cd "$here/../.." && pwd)
@@ -103,8 +105,9 @@ within() {
     fi
 }
 # MPI_Allreduce is the reference: its busbw must be within 25% of the rate. The engine's must not
-# beat the shaper either, but how close it gets is its own efficiency (issue 19 measured it at
-# 0.72-0.79x of MPI across nodes), not the emulation's: from 0.5 x the rate.
+# beat the shaper either, but with one rank a node (2 ranks: MPI_Allreduce underneath) it only
+# shows the emulation: from 0.5 x the rate. The engine's own efficiency across nodes is checked
+# with 2 ranks a node at the end (engine_vs_mpi).
 
 low=100mbit; high=400mbit; low_bits=100000000; high_bits=400000000
 bench unshaped 32M 64M || { finish; exit 1; }
@@ -132,4 +135,32 @@ if awk -v q="$q" 'BEGIN { exit !(q >= 0.75 && q <= 1.25) }'; then
 else
     bad "$high vs $low: MPI busbw grew $(awk -v h="$high_mpi" -v l="$low_mpi" 'BEGIN { printf "%.2f", h / l }')x for 4x the rate ($q of proportional, not within 25%)"
 fi
+
+# engine_vs_mpi NODES NP: the engine against MPI_Allreduce with 2 ranks a node at 200 Mbit/s, 1-4 MiB,
+# where DT_ALLREDUCE_AUTO takes the pipelined chain (its header line says so): the busbw ratio
+# (dtrain / MPI, the last column) at least 0.9 on average over the sizes and 0.8 at each, the issue's
+# target with room for a loaded host (measured 1.03-1.37 at 2 x 2 and 0.99-1.33 at 3 x 2).
+engine_vs_mpi() {
+    local nodes=$1 np=$2 name="$1 nodes x $(($2 / $1)) ranks, 200mbit"
+    if ! bash "$up" "$cluster" "$nodes" 2 0 --link 200mbit >"$tmp/up.log" 2>&1; then
+        cat "$tmp/up.log"; bad "$name: the cluster did not start"; return 1
+    fi
+    (
+        source "$repo/slurm/cluster/env.sh" "$cluster" >/dev/null
+        timeout 120 srun -N "$nodes" -n "$np" --mpi=pmix "$DTRAIN" bench allreduce -b 1M -e 4M --iters 3 --warmup 1
+    ) >"$tmp/evm.out" 2>&1
+    local rc=$?
+    bash "$down" "$cluster" >/dev/null 2>&1
+    grep -q "algorithm by size (DTRAIN_ALLREDUCE=auto): chain from 1048576 bytes" "$tmp/evm.out" ||
+        { bad "$name: the engine does not take the chain from 1 MiB"; cat "$tmp/evm.out"; return 1; }
+    local verdict
+    verdict=$(awk '$1 ~ /^[0-9]+$/ && NF == 12 { n++; s += $12; if (min == "" || $12 < min) min = $12; r = r sprintf(" %d MiB %.2f,", $1 / 1048576, $12) }
+        END { if (!n) { print "none"; exit } printf "%s mean %.2f min %.2f %s\n", (s / n >= 0.9 && min >= 0.8) ? "ok" : "low", s / n, min, r }' "$tmp/evm.out")
+    case "$rc:$verdict" in
+    0:ok*) ok "$name: engine busbw / MPI_Allreduce's: ${verdict#ok }" ;;
+    *) bad "$name: engine busbw / MPI_Allreduce's (want mean >= 0.9, each >= 0.8; rc $rc): $verdict"; cat "$tmp/evm.out" ;;
+    esac
+}
+engine_vs_mpi 2 4
+engine_vs_mpi 3 6
 finish
