@@ -1,14 +1,15 @@
 /*
  * fuzz_config.c - configuration from the environment: dt_config_from_env (runtime/config.c:
  * DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS, DTRAIN_GPU_COMM, DTRAIN_COMM_THREAD,
- * DTRAIN_COMM_WORLD1), DTRAIN_LOG
+ * DTRAIN_COMM_WORLD1, DTRAIN_ALLREDUCE), DTRAIN_LOG
  * (log_init_from_env, runtime/log.c) and the DTRAIN_FAULT test hook of `dtrain train` (fault_parse,
  * launch/fault_inject.c, from the launch archive).
  *
  * Input: lines NAME=VALUE, the whole environment of the run (see fuzz_env_set); "DTRAIN_" is put
  * before names that lack it, so "TIMEOUT=5" sets DTRAIN_TIMEOUT.
  * Beyond ASan/UBSan: a success gives a configuration inside the documented ranges (timeout 0 or
- * 1 to 1e7 s, 0 to 4096 BLAS threads, comm_thread and comm_world1 0 or 1), equal to what each
+ * 1 to 1e7 s, 0 to 4096 BLAS threads, comm_thread and comm_world1 0 or 1, allreduce one of the
+ * three algorithms), equal to what each
  * variable says; a failure leaves cfg
  * unchanged (dtrain.h) and names a variable.
  */
@@ -25,7 +26,7 @@ static int cfg_same(const dt_config *a, const dt_config *b)
 {
     return a->device == b->device && a->pin == b->pin && a->timeout_s == b->timeout_s &&
            a->blas_threads == b->blas_threads && a->gpu_comm == b->gpu_comm && a->comm_thread == b->comm_thread &&
-           a->comm_world1 == b->comm_world1;
+           a->comm_world1 == b->comm_world1 && a->allreduce == b->allreduce;
 }
 
 static void check_config(const fuzz_env *env)
@@ -70,6 +71,16 @@ static void check_config(const fuzz_env *env)
                    "DTRAIN_COMM_WORLD1='%s' gave %d", v, cfg.comm_world1);
     else
         FUZZ_CHECK(cfg.comm_world1 == def.comm_world1, "comm world1 changed with DTRAIN_COMM_WORLD1 unset");
+    dt_allreduce_algo al;
+    FUZZ_CHECK(cfg.allreduce == DT_ALLREDUCE_AUTO || cfg.allreduce == DT_ALLREDUCE_DIRECT ||
+                   cfg.allreduce == DT_ALLREDUCE_CHAIN,
+               "allreduce %d", (int)cfg.allreduce);
+    if ((v = fuzz_env_get(env, "DTRAIN_ALLREDUCE")))
+        FUZZ_CHECK(dt_allreduce_algo_parse(v, &al) == DT_OK && al == cfg.allreduce &&
+                       strcmp(dt_allreduce_algo_name(al), v) == 0,
+                   "DTRAIN_ALLREDUCE='%s'", v);
+    else
+        FUZZ_CHECK(cfg.allreduce == def.allreduce, "allreduce changed with DTRAIN_ALLREDUCE unset");
     if (!fuzz_env_get(env, "DTRAIN_TIMEOUT"))
         FUZZ_CHECK(cfg.timeout_s == def.timeout_s, "timeout changed with DTRAIN_TIMEOUT unset");
     if (!fuzz_env_get(env, "DTRAIN_BLAS_THREADS"))
