@@ -43,7 +43,7 @@ static engine *make(dt_allreduce_algo algo, int threaded, size_t seg)
     return e;
 }
 
-/* nb buckets of sizes n[0..nb) through e1 and e2, started together and waited for once: bitwise
+/* nb buckets of sizes n[0..nb) through each engine, started together and waited for once: bitwise
  * equal. */
 static void compare(engine *chain, engine *direct, const size_t *n, int nb, dt_redop op, const char *what)
 {
@@ -53,9 +53,11 @@ static void compare(engine *chain, engine *direct, const size_t *n, int nb, dt_r
         b[k] = malloc((n[k] ? n[k] : 1) * sizeof(float));
         for (size_t i = 0; i < n[k]; i++) a[k][i] = b[k][i] = value_of(rank, i, k);
     }
+    /* One engine at a time: two communication threads driving MPI at once is not what training
+     * does, and ThreadSanitizer cannot see Open MPI's own synchronization between them. */
     for (int k = 0; k < nb; k++) CHECK(engine_start(chain, a[k], n[k], op, k, DT_F32) == DT_OK, "chain start");
-    for (int k = 0; k < nb; k++) CHECK(engine_start(direct, b[k], n[k], op, k, DT_F32) == DT_OK, "direct start");
     CHECK(engine_wait_all(chain) == DT_OK, "chain wait: %s", what);
+    for (int k = 0; k < nb; k++) CHECK(engine_start(direct, b[k], n[k], op, k, DT_F32) == DT_OK, "direct start");
     CHECK(engine_wait_all(direct) == DT_OK, "direct wait: %s", what);
     for (int k = 0; k < nb; k++) {
         for (size_t i = 0; i < n[k]; i++)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_tsan.sh BUILD_DIR - ThreadSanitizer over the code that runs threads: the communication engine
 # (collectives/engine.c: its thread against the training thread) through the collectives and the
-# reducer at 2 and 3 ranks, the thread-stack, bucket and trace unit tests, and a 2-rank `dtrain train`
+# reducer at 2 and 3 ranks, the chain allreduce (test and training) at 3, the thread-stack, bucket and trace unit tests, and a 2-rank `dtrain train`
 # with overlapped buckets and the background loader, also with --trace (the span recorder filled from
 # every thread). BUILD_DIR must be configured with -DDTRAIN_CUDA=OFF -DDTRAIN_SANITIZE=thread (`make test-tsan` does it). Fails on any report that
 # tests/sanitizers/tsan.supp does not name (third-party code only) and on any failing run.
@@ -35,6 +35,11 @@ for np in 2 3; do
     run coll.np$np "${mpirun[@]}" -np $np "$build/tests/test_coll"
     run reducer.np$np "${mpirun[@]}" -np $np "$build/tests/test_reducer"
 done
+# The pipelined chain (engine_chain.c): its progress counter read by the thread's loop, its probe
+# beside the training thread's answers (engine.c chain_probe).
+run engine_chain.np3 "${mpirun[@]}" -np 3 "$build/tests/test_engine_chain"
+run train_chain.np3 env DTRAIN_ALLREDUCE=chain "${mpirun[@]}" -x DTRAIN_ALLREDUCE -np 3 "$build/dtrain" train --model mlp \
+    --batch 16 --steps 10 --bucket-mb 0.5 --log-every 10
 run accum_clip.np2 "${mpirun[@]}" -np 2 "$build/tests/test_accum_clip"
 run train.np2 "${mpirun[@]}" -np 2 "$build/dtrain" train --model mlp --batch 32 --steps 20 --bucket-mb 0.5 \
     --loader-threads 1 --log-every 10
