@@ -46,6 +46,12 @@ static void train_oom_report(const train_run *r)
     pc.grads = r->grad_t;
     pc.optim = &t->optim;
     pc.accum_steps = t->accum_steps;
+    if (t->sync.zero) { /* this rank's shard of the optimizer state, as the run would hold it */
+        pc.zero_world = dt_world_size(r->ctx);
+        pc.zero_rank = dt_rank(r->ctx);
+        pc.bucket_mb = t->sync.bucket_mb;
+        pc.first_bucket_mb = t->sync.first_bucket_mb;
+    }
     const long samples = (long)t->batch * t->accum_steps;
     const oom_case c = {.command = "train",
                         .stage = r->oom_at,

@@ -161,6 +161,15 @@ typedef struct dt_memory_plan_config {
     dt_dtype grads;               /**< gradient type: DT_F32 (default) or compute (backends that keep 16-bit ones) */
     const dt_optim_config *optim; /**< the optimizer whose state is counted; NULL (default): none */
     int accum_steps;              /**< dt_model_set_accum_steps(): > 1 adds the fp32 sum buffer; default 1 */
+    int zero_world;               /**< ZeRO-1 (dt_sync_config.zero = 1) over this many ranks: the optimizer state
+                                       is then rank zero_rank's share, part zero_rank of every gradient bucket
+                                       (planned with the caps below, as the reducer plans them); 0 or 1
+                                       (default): the whole state */
+    int zero_rank;                /**< the rank whose share is planned, 0 .. zero_world - 1 (rank 0 holds the
+                                       most); default 0 */
+    double bucket_mb;             /**< the bucket caps of the sync (dt_sync_config), used with zero_world > 1;
+                                       default 25 */
+    double first_bucket_mb;       /**< default 1 */
 } dt_memory_plan_config;
 
 /** Fills c with the defaults above (spec and input NULL). */

@@ -8,6 +8,8 @@
  */
 #include "runtime/model/model_plan.h"
 #include "runtime/model/model_internal.h"
+#include "collectives/bucket.h"
+#include "collectives/engine.h"
 #include "base/status.h"
 
 #include <stdio.h>
@@ -137,6 +139,45 @@ void dt_memory_plan_defaults(dt_memory_plan_config *c)
     c->batch = 1;
     c->compute = c->grads = DT_F32;
     c->accum_steps = 1;
+    c->bucket_mb = 25;
+    c->first_bucket_mb = 1;
+}
+
+/* The elements of each optimizer moment this rank holds: all of them, or under ZeRO-1 the part
+ * zero_rank owns of every bucket (model_zero.c: engine_part of each bucket of the reducer's plan,
+ * whose ranges are the layers' parameters in backward order, as model_sync.c gives them). */
+static dt_status plan_optimizer_elems(const model_spec *s, const dt_memory_plan_config *c, size_t *elems)
+{
+    *elems = s->num_params;
+    if (c->zero_world <= 1 || !c->optim) return DT_OK;
+    if (c->zero_rank < 0 || c->zero_rank >= c->zero_world)
+        return status_set_error(DT_ERR_INVALID_ARG, "zero_rank %d is outside 0..%d (zero_world %d)", c->zero_rank,
+                                c->zero_world - 1, c->zero_world);
+    if (!(c->bucket_mb >= 0) || !(c->first_bucket_mb >= 0))
+        return status_set_error(DT_ERR_INVALID_ARG, "bucket caps %g and %g MiB must be 0 or more", c->bucket_mb,
+                                c->first_bucket_mb);
+    dt_range *r = malloc((size_t)(s->n ? s->n : 1) * sizeof *r);
+    if (!r) return status_set_error(DT_ERR_NOMEM, "out of host memory planning the optimizer's shard");
+    int nr = 0;
+    for (int i = s->n - 1; i >= 0; i--) {
+        const layer *l = &s->layers[i];
+        if (l->w_n + l->b_n) r[nr++] = (dt_range){l->w_off, l->w_n + l->b_n};
+    }
+    bucket_plan bp;
+    const size_t esz = c->grads == DT_F32 ? 4 : 2;
+    dt_status st = bucket_plan_ranges(s->num_params, r, nr, esz, (size_t)(c->first_bucket_mb * 1048576.0),
+                                      (size_t)(c->bucket_mb * 1048576.0), &bp);
+    free(r);
+    if (st) return st;
+    size_t own = 0;
+    for (int b = 0; b < bp.nb; b++) {
+        size_t off, cnt;
+        engine_part(bp.b[b].n, c->zero_rank, c->zero_world, &off, &cnt);
+        own += cnt;
+    }
+    bucket_plan_free(&bp);
+    *elems = own;
+    return DT_OK;
 }
 
 /* Keeps the DT_MEMORY_TOP biggest items of p, largest first (ties: the earlier stays first). */
@@ -178,8 +219,8 @@ static void plan_carve_items(dt_memory_plan *p, const model_spec *s, const carve
 }
 
 /* The plan of spec s (parsed, conv shapes at c->batch) on table ops, into *p. */
-static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memory_plan_config *c, carve *cv,
-                      dt_memory_plan *p)
+static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memory_plan_config *c, size_t opt_elems,
+                      carve *cv, dt_memory_plan *p)
 {
     memset(p, 0, sizeof *p);
     const size_t np = s->num_params, B = (size_t)c->batch, n = (size_t)s->n;
@@ -196,7 +237,7 @@ static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memo
     /* The optimizer: momentum, or AdamW's m and v (fp32 each). */
     size_t moments = 0;
     if (c->optim) moments = c->optim->kind == DT_OPTIM_ADAMW ? 2 : c->optim->momentum > 0 ? 1 : 0;
-    k->optimizer = moments * np * 4;
+    k->optimizer = moments * opt_elems * 4; /* opt_elems: np, or this rank's ZeRO-1 share */
     plan_item(p, k->optimizer, "%s", moments == 2 ? "AdamW moments (m, v)" : "SGD momentum");
     const size_t gacc = c->accum_steps > 1 ? np * 4 : 0;
     plan_item(p, gacc, "%sgradient accumulation buffer", "");
@@ -271,8 +312,10 @@ dt_status dt_model_plan_memory(dt_ctx *ctx, const dt_memory_plan_config *c, dt_m
     if ((st = plan_begin(c, ops, &s))) return st;
     carve *cv = malloc(carve_max(&s) * sizeof *cv);
     if (!cv) st = status_set_error(DT_ERR_NOMEM, "out of host memory planning the model's memory");
+    size_t opt_elems = 0;
+    if (!st) st = plan_optimizer_elems(&s, c, &opt_elems);
     if (!st) st = plan_conv_shapes(&s, c->batch);
-    if (!st) plan_fill(&s, ops, c, cv, out);
+    if (!st) plan_fill(&s, ops, c, opt_elems, cv, out);
     free(cv);
     model_spec_free(&s);
     return st;
@@ -295,13 +338,15 @@ dt_status dt_model_max_batch(dt_ctx *ctx, const dt_memory_plan_config *c, size_t
     }
     dt_memory_plan_config at = *c;
     dt_memory_plan p;
+    size_t opt_elems = 0;
+    st = plan_optimizer_elems(&s, c, &opt_elems);
     /* fits(b): the plan's peak at batch b is within the budget. Every part of the plan grows with
      * the batch or stays, so the largest fitting batch is found by doubling, then bisection. */
     int lo = 0, hi = 0; /* fits(lo) (or lo 0), !fits(hi) (or hi 0: not found yet) */
     for (int b = 1; !st; b = b > PLAN_MAX_BATCH / 2 ? PLAN_MAX_BATCH : 2 * b) {
         at.batch = b;
         if ((st = plan_conv_shapes(&s, b))) break;
-        plan_fill(&s, ops, &at, cv, &p);
+        plan_fill(&s, ops, &at, opt_elems, cv, &p);
         if (p.peak > budget) {
             hi = b;
             if (b == 1) *plan = p; /* nothing fits: what batch 1 needs */
@@ -315,7 +360,7 @@ dt_status dt_model_max_batch(dt_ctx *ctx, const dt_memory_plan_config *c, size_t
         const int mid = lo + (hi - lo) / 2;
         at.batch = mid;
         if ((st = plan_conv_shapes(&s, mid))) break;
-        plan_fill(&s, ops, &at, cv, &p);
+        plan_fill(&s, ops, &at, opt_elems, cv, &p);
         if (p.peak > budget) {
             hi = mid;
         } else {

@@ -4,6 +4,9 @@
  * the bytes the CPU backend holds once the model is made, for several specs, precisions, batches,
  * optimizers and accumulation; dt_model_max_batch's answer fits and one more does not; the test
  * limit on the CPU backend (backend_cpu_set_limit) fails an allocation past it with DT_ERR_NOMEM.
+ * Under ZeRO-1 (zero_world W) the optimizer line is one rank's share: the ranks' shares add up to
+ * the whole state, rank 0 holds the most, one bucket splits as the engine splits it, and a rank
+ * outside the world is refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +15,7 @@
 #include <cmocka.h>
 
 #include "dtrain.h"
+#include "collectives/engine.h"
 #include "kernels/backend.h"
 
 #include <string.h>
@@ -76,6 +80,46 @@ static void test_plan_equals_model(void **st)
     }
 }
 
+static void test_zero_share(void **st)
+{
+    (void)st;
+    dt_optim_config oc;
+    dt_memory_plan_config pc;
+    plan_config(&cases[4], &oc, &pc); /* a CNN of several layers */
+    oc.kind = DT_OPTIM_ADAMW;          /* two moments */
+    dt_memory_plan whole, p;
+    assert_int_equal(dt_model_plan_memory(NULL, &pc, &whole), DT_OK);
+    const size_t np = whole.kinds.optimizer / 8;
+    for (int W = 2; W <= 5; W++) {
+        for (int caps = 0; caps < 2; caps++) {
+            /* caps 0: one bucket; 1: a bucket about every layer (tiny caps) */
+            pc.zero_world = W;
+            pc.bucket_mb = pc.first_bucket_mb = caps ? 0.000001 : 0;
+            size_t sum = 0, first = 0;
+            for (int r = 0; r < W; r++) {
+                pc.zero_rank = r;
+                assert_int_equal(dt_model_plan_memory(NULL, &pc, &p), DT_OK);
+                if (r == 0) first = p.kinds.optimizer;
+                assert_true(p.kinds.optimizer <= first);
+                assert_true(p.total == whole.total - whole.kinds.optimizer + p.kinds.optimizer);
+                if (!caps) {
+                    size_t off, cnt;
+                    engine_part(np, r, W, &off, &cnt);
+                    assert_int_equal(p.kinds.optimizer, 8 * cnt);
+                }
+                sum += p.kinds.optimizer;
+            }
+            print_message("ZeRO-1 over %d ranks, %s: rank 0 holds %zu of %zu optimizer bytes\n", W,
+                          caps ? "a bucket a layer" : "one bucket", first, whole.kinds.optimizer);
+            assert_int_equal(sum, whole.kinds.optimizer);
+            assert_true(first < whole.kinds.optimizer);
+        }
+    }
+    pc.zero_rank = pc.zero_world;
+    assert_int_equal(dt_model_plan_memory(NULL, &pc, &p), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "zero_rank"));
+}
+
 static void test_max_batch(void **st)
 {
     (void)st;
@@ -123,6 +167,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_equals_model),
+        cmocka_unit_test(test_zero_share),
         cmocka_unit_test(test_max_batch),
         cmocka_unit_test(test_limit),
     };
