@@ -54,8 +54,9 @@ typedef struct mp_opts {
     int scales[MP_MAX_SCALES], nscales, scales_given;
     pm_sync sync;
     dt_dtype wire;
-    /* --engine-curve: its sizes, the host model's own flags (< 0: not given), and the last flag
-     * given that only the step model reads (refused in that mode). */
+    /* --engine-curve: its sizes, the host model's own flags (msg_us < 0, seg_bytes 0: not given),
+     * the last flag given that only the step model reads (refused in that mode) and the last one
+     * given that only this mode reads (refused without it). */
     double curve[MP_CURVE_MAX_SIZES];
     int ncurve, per_node_given;
     double msg_us, seg_bytes;
