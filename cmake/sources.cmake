@@ -55,6 +55,7 @@ set(DTRAIN_LAUNCH_SOURCES
   launch/cmd_bench.c launch/cmd_bench_gemm.c launch/cmd_bench_step.c launch/cmd_bench_data.c launch/oom_report.c
   launch/cmd_bench_reducer.c launch/plot_data.c launch/cmd_plot.c launch/gnuplot.c
   launch/perfmodel/perfmodel.c launch/perfmodel/perfmodel_step.c launch/perfmodel/perfmodel_input.c
+  launch/perfmodel/host_model.c launch/perfmodel/engine_curve.c launch/perfmodel/engine_curve_plot.c
   launch/perfmodel/model_source.c launch/perfmodel/perfmodel_plot.c launch/perfmodel/cmd_model_perf.c
   launch/doctor/doctor_rows.c launch/doctor/cuda_parse.c launch/doctor/cuda_facts.c launch/doctor/cuda_checks.c
   launch/doctor/cuda_job.c launch/doctor/memory_check.c launch/doctor/memory_facts.c

@@ -132,7 +132,26 @@ static const char model_perf[] = "usage: dtrain model-perf (--profile F[:MS] | -
                                  "  --gpus-per-node G (8)  --world W or --scales LIST (8,16,...,4096)\n"
                                  "  --bucket-mb F (25)  --first-bucket-mb F (1)  --no-overlap  --plot FILE.png\n"
                                  "  --wire fp32|fp16|bf16  --algo ring|tree|auto (auto: the faster per bucket)\n"
-                                 "A profile taken at the --world predicted adds the measured step and the error.\n";
+                                 "A profile taken at the --world predicted adds the measured step and the error.\n"
+                                 "--engine-curve SIZES: the engine's own allreduce (help model-perf engine-curve)\n";
+
+static const char model_perf_curve[] =
+    "usage: dtrain model-perf --engine-curve SIZES [opts]\n"
+    "No model: the engine's fp32 host allreduce between MPI ranks, modelled per size\n"
+    "and scale: busbw of MPI's ring, the direct reduce-scatter + allgather, the\n"
+    "pipelined chain, and the algorithm the engine picks with its busbw against the\n"
+    "ring's (docs/performance.md, \"The engine's algorithms at scale\").\n"
+    "  --engine-curve SIZES  bucket sizes, K/M/G suffixes (powers of 1024), up to 8:\n"
+    "                        1M,16M,64M\n"
+    "  --scales LIST (2,4,...,512)  or --world W\n"
+    "  --gpus-per-node G     ranks a node (8)\n"
+    "  --net-gbs B  --net-alpha-us A  a node's link each way, a hop between nodes\n"
+    "                        (12.5 GB/s, 10 us: 100 Gb/s Ethernet)\n"
+    "  --busbw-gbs B  --alpha-us A    a rank's shared memory, a message within a node\n"
+    "                        (10 GB/s, 1 us)\n"
+    "  --msg-us M            the host's work for one message (1)\n"
+    "  --segment-bytes N     the chain's segment (64000, the engine's; K/M/G)\n"
+    "  --plot FILE.png       busbw against ranks, a panel per size\n";
 
 static const char bench[] = "usage: dtrain bench allreduce|gemm|step|data|reducer [options]\n"
                             "\n"
@@ -297,6 +316,7 @@ static const struct {
     {"eval", eval, 1},
     {"plot", plot, 0},
     {"model-perf", model_perf, 0},
+    {"model-perf engine-curve", model_perf_curve, 0},
     {"bench", bench, 1},
     {"bench allreduce", bench_allreduce, 1},
     {"bench gemm", bench_gemm, 1},

@@ -7,10 +7,14 @@
  * The network is two levels: the link within a node (default NVLink on an H100/H200 node) and a
  * node's links to the others (default 4 x 400 Gb/s InfiniBand), or one level fitted from a `bench
  * allreduce` output (--allreduce), which then stands for both.
+ *
+ * --engine-curve SIZES is another mode: no model, the engine's host allreduce (host_model.h) per
+ * bucket size over the scales, on a CPU cluster's network by default (engine_curve.c).
  */
 #include "launch/cli.h"
 #include "launch/perfmodel/model_source.h"
 #include "launch/perfmodel/perfmodel_plot.h"
+#include "launch/perfmodel/engine_curve.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -24,6 +28,14 @@
 #define MP_NET_BUSBW 200e9 /* 4 x 400 Gb/s a node */
 #define MP_NET_ALPHA 5e-6
 #define MP_CALL 10e-6 /* NCCL's base latency (tuning.cc baseLat, 6.8-14 us) with the launch */
+/* --engine-curve's: a CPU cluster (docs/performance.md, "The engine's algorithms at scale"). */
+#define MP_CPU_PER_NODE 8
+#define MP_CPU_NET_BW 12.5e9   /* 100 Gb/s Ethernet, a node's link each way */
+#define MP_CPU_NET_ALPHA 10e-6 /* a hop through the kernel's TCP stack and a switch */
+#define MP_CPU_SHM_BW 10e9     /* a rank's shared-memory copies */
+#define MP_CPU_SHM_ALPHA 1e-6
+#define MP_CPU_MSG 1e-6 /* MPI's host work to post, match and complete one message */
+#define MP_CURVE_MAX_BYTES (64ULL << 30)
 #define MP_MAX_MODELS 8
 #define MP_MAX_SCALES 32
 
@@ -39,9 +51,16 @@ typedef struct mp_opts {
     mp_flops flops;                                             /* --input, --name, --batch, --tflops */
     double alpha_us, busbw_gbs, net_alpha_us, net_gbs, call_us; /* < 0: not given */
     int per_node, world;
-    int scales[MP_MAX_SCALES], nscales;
+    int scales[MP_MAX_SCALES], nscales, scales_given;
     pm_sync sync;
     dt_dtype wire;
+    /* --engine-curve: its sizes, the host model's own flags (msg_us < 0, seg_bytes 0: not given),
+     * the last flag given that only the step model reads (refused in that mode) and the last one
+     * given that only this mode reads (refused without it). */
+    double curve[MP_CURVE_MAX_SIZES];
+    int ncurve, per_node_given;
+    double msg_us, seg_bytes;
+    const char *step_flag, *curve_flag;
 } mp_opts;
 
 enum {
@@ -66,7 +85,10 @@ enum {
     OPT_NO_OVERLAP,
     OPT_ALGO,
     OPT_WIRE,
-    OPT_PLOT
+    OPT_PLOT,
+    OPT_CURVE,
+    OPT_MSG,
+    OPT_SEGMENT
 };
 
 static const struct option mp_options[] = {
@@ -92,6 +114,9 @@ static const struct option mp_options[] = {
     {"algo", required_argument, NULL, OPT_ALGO},
     {"wire", required_argument, NULL, OPT_WIRE},
     {"plot", required_argument, NULL, OPT_PLOT},
+    {"engine-curve", required_argument, NULL, OPT_CURVE},
+    {"msg-us", required_argument, NULL, OPT_MSG},
+    {"segment-bytes", required_argument, NULL, OPT_SEGMENT},
     {NULL, 0, NULL, 0},
 };
 
@@ -99,6 +124,61 @@ static int add_scale(const char *item, void *ud)
 {
     mp_opts *o = ud;
     return cli_int("--scales", item, 1, 1 << 20, &o->scales[o->nscales++]);
+}
+
+/* A byte count: digits, then at most one of K, M, G (either case, powers of 1024), 1 to 64G. */
+static int mp_bytes(const char *flag, const char *arg, double *out)
+{
+    unsigned long long v = 0;
+    const char *p = arg;
+    int ok = *p >= '0' && *p <= '9';
+    for (; ok && *p >= '0' && *p <= '9'; p++) {
+        v = v * 10 + (unsigned long long)(*p - '0');
+        if (v > MP_CURVE_MAX_BYTES) ok = 0; /* past any limit: stop before overflowing */
+    }
+    unsigned shift = 0;
+    if (ok && *p) {
+        const char u = *p >= 'a' ? (char)(*p - 'a' + 'A') : *p;
+        shift = u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : 0;
+        ok = shift && !p[1];
+    }
+    if (ok && v > (MP_CURVE_MAX_BYTES >> shift)) ok = 0;
+    if (!ok || v == 0) {
+        cli_error("%s '%s' is not a size from 1 byte to 64G: a whole number of bytes, optionally followed by K, M "
+                  "or G (powers of 1024), e.g. 64000, 1M, 16M",
+                  flag, arg);
+        return EXIT_USAGE;
+    }
+    *out = (double)(v << shift);
+    return EXIT_OK;
+}
+
+static int add_curve(const char *item, void *ud)
+{
+    mp_opts *o = ud;
+    return mp_bytes("--engine-curve", item, &o->curve[o->ncurve++]);
+}
+
+/* The flags that only the step model reads, by name; NULL for the others. */
+static const char *step_only(int c)
+{
+    switch (c) {
+        case OPT_PROFILE: return "--profile";
+        case OPT_SYNTH: return "--synthetic";
+        case OPT_SPEC: return "--spec";
+        case OPT_NAME: return "--name";
+        case OPT_BATCH: return "--batch";
+        case OPT_TFLOPS: return "--tflops";
+        case OPT_INPUT: return "--input";
+        case OPT_ALLREDUCE: return "--allreduce";
+        case OPT_CALL: return "--call-us";
+        case OPT_BUCKET: return "--bucket-mb";
+        case OPT_FIRST: return "--first-bucket-mb";
+        case OPT_NO_OVERLAP: return "--no-overlap";
+        case OPT_ALGO: return "--algo";
+        case OPT_WIRE: return "--wire";
+    }
+    return NULL;
 }
 
 static int positive(const char *flag, const char *arg, double *out)
@@ -114,6 +194,7 @@ static int mp_flag(int c, const char *arg, void *ud)
     mp_opts *o = ud;
     float v;
     int rc;
+    if (step_only(c)) o->step_flag = step_only(c);
     switch (c) {
         case OPT_PROFILE:
         case OPT_SYNTH:
@@ -141,9 +222,12 @@ static int mp_flag(int c, const char *arg, void *ud)
         case OPT_NET_ALPHA: return positive("--net-alpha-us", arg, &o->net_alpha_us);
         case OPT_NET_GBS: return positive("--net-gbs", arg, &o->net_gbs);
         case OPT_CALL: return positive("--call-us", arg, &o->call_us);
-        case OPT_PER_NODE: return cli_int("--gpus-per-node", arg, 1, 1 << 16, &o->per_node);
+        case OPT_PER_NODE: o->per_node_given = 1; return cli_int("--gpus-per-node", arg, 1, 1 << 16, &o->per_node);
         case OPT_WORLD: return cli_int("--world", arg, 1, 1 << 20, &o->world);
-        case OPT_SCALES: o->nscales = 0; return cli_list("--scales", arg, MP_MAX_SCALES, add_scale, o);
+        case OPT_SCALES:
+            o->nscales = 0;
+            o->scales_given = 1;
+            return cli_list("--scales", arg, MP_MAX_SCALES, add_scale, o);
         case OPT_BUCKET:
             rc = cli_float("--bucket-mb", arg, 0, 1e6, &v);
             o->sync.bucket_mb = v;
@@ -167,6 +251,9 @@ static int mp_flag(int c, const char *arg, void *ud)
             return EXIT_OK;
         case OPT_WIRE: return cli_float_dtype("--wire", arg, &o->wire);
         case OPT_PLOT: o->plot = arg; return EXIT_OK;
+        case OPT_CURVE: o->ncurve = 0; return cli_list("--engine-curve", arg, MP_CURVE_MAX_SIZES, add_curve, o);
+        case OPT_MSG: o->curve_flag = "--msg-us"; return positive("--msg-us", arg, &o->msg_us);
+        case OPT_SEGMENT: o->curve_flag = "--segment-bytes"; return mp_bytes("--segment-bytes", arg, &o->seg_bytes);
     }
     cli_error("model-perf: unknown option (dtrain model-perf --help lists them)");
     return EXIT_USAGE;
@@ -236,6 +323,53 @@ static int mp_predict(const mp_opts *o, const mp_model *mm, pm_net net, mp_serie
     return EXIT_OK;
 }
 
+/* A bandwidth the host model divides by: 0 given is refused (the step model reads 0 as "not given"). */
+static int mp_nonzero_bw(const char *flag, double gbs, const char *example)
+{
+    if (gbs != 0) return EXIT_OK;
+    cli_error("%s 0: the engine's model divides by this bandwidth; give one above 0 GB/s (%s)", flag, example);
+    return EXIT_USAGE;
+}
+
+/* --engine-curve: the CPU cluster's network with the flags given over it, then the tables. */
+static int mp_curve_run(const mp_opts *o)
+{
+    if (o->step_flag) {
+        cli_error("model-perf --engine-curve models the engine's allreduce alone, not a training step: %s does not "
+                  "apply (drop it, or run model-perf without --engine-curve)",
+                  o->step_flag);
+        return EXIT_USAGE;
+    }
+    if (mp_nonzero_bw("--net-gbs", o->net_gbs, "12.5 for 100 Gb/s Ethernet") ||
+        mp_nonzero_bw("--busbw-gbs", o->busbw_gbs, "a rank's shared-memory copies, e.g. 10"))
+        return EXIT_USAGE;
+    hm_net net = {0,
+                  o->per_node_given ? o->per_node : MP_CPU_PER_NODE,
+                  {MP_CPU_SHM_ALPHA, MP_CPU_SHM_BW},
+                  {MP_CPU_NET_ALPHA, MP_CPU_NET_BW},
+                  MP_CPU_MSG,
+                  HM_ENGINE_SEG_BYTES};
+    if (o->alpha_us >= 0) net.intra.alpha_s = o->alpha_us * 1e-6;
+    if (o->busbw_gbs > 0) net.intra.bw = o->busbw_gbs * 1e9;
+    if (o->net_alpha_us >= 0) net.inter.alpha_s = o->net_alpha_us * 1e-6;
+    if (o->net_gbs > 0) net.inter.bw = o->net_gbs * 1e9;
+    if (o->msg_us >= 0) net.msg_s = o->msg_us * 1e-6;
+    if (o->seg_bytes > 0) net.seg_bytes = o->seg_bytes;
+    int scales[MP_MAX_SCALES], nscales = 0;
+    if (o->world)
+        scales[nscales++] = o->world;
+    else if (o->scales_given)
+        for (; nscales < o->nscales; nscales++) scales[nscales] = o->scales[nscales];
+    else
+        for (int w = 2; w <= 512; w *= 2) scales[nscales++] = w;
+    printf("# defaults (a CPU cluster; docs/performance.md, \"The engine's algorithms at scale\"): %d ranks a node; "
+           "100 Gb/s Ethernet, %.4g GB/s a node each way, %.4g us a hop; shared memory %.4g GB/s a rank, %.4g us a "
+           "message; %.4g us of MPI's host work a message; the engine's %.0f-byte chain segment\n",
+           MP_CPU_PER_NODE, MP_CPU_NET_BW / 1e9, MP_CPU_NET_ALPHA * 1e6, MP_CPU_SHM_BW / 1e9, MP_CPU_SHM_ALPHA * 1e6,
+           MP_CPU_MSG * 1e6, HM_ENGINE_SEG_BYTES);
+    return mp_engine_curve(o->curve, o->ncurve, scales, nscales, net, o->plot);
+}
+
 int cmd_model_perf(int argc, char **argv)
 {
     mp_opts o = {.alpha_us = -1,
@@ -243,6 +377,7 @@ int cmd_model_perf(int argc, char **argv)
                  .net_alpha_us = -1,
                  .net_gbs = -1,
                  .call_us = -1,
+                 .msg_us = -1,
                  .per_node = 8,
                  .sync = {25, 1, 1, PM_AUTO},
                  .wire = DT_F32};
@@ -250,6 +385,13 @@ int cmd_model_perf(int argc, char **argv)
     dt_config cfg; /* the common flags are taken and ignored: the model runs nothing on the job */
     const cli_extra extra = {mp_options, mp_flag, &o, NULL};
     if (cli_parse(argc, argv, "model-perf", &cfg, &extra)) return EXIT_USAGE;
+    if (o.ncurve) return mp_curve_run(&o);
+    if (o.curve_flag) {
+        cli_error("%s belongs to --engine-curve (the engine's host model); the step model's fixed cost of a "
+                  "collective is --call-us",
+                  o.curve_flag);
+        return EXIT_USAGE;
+    }
     if (!o.nmodels) {
         cli_error("model-perf: no model: give --profile FILE (the output of dtrain bench step --profile 10) or "
                   "--synthetic NAME:PARAMS_M:LAYERS:COMPUTE_MS");

@@ -2,6 +2,7 @@
  * perfmodel_plot.c - the PNG of `dtrain model-perf --plot`: two panels against ranks (log 2),
  * efficiency at the chosen bucket cap (solid) and at the best one (dashed), and the best cap in MiB
  * (log 2; a best cap of 0, one bucket for everything, drawn at the gradients' size). The data is written into the script, so gnuplot reads no file.
+ * mp_png, the running of gnuplot and the replacing of the file, is every model-perf plot's.
  */
 #include "launch/perfmodel/perfmodel_plot.h"
 #include "launch/cli.h"
@@ -46,7 +47,27 @@ static void mp_script(FILE *f, const char *tmp, const mp_series *s, int ns, cons
     fprintf(f, "\nunset multiplot\nset output\n");
 }
 
+/* The series and settings mp_script draws, through mp_png's callback. */
+typedef struct mp_plot_args {
+    const mp_series *s;
+    int ns;
+    const pm_sync *sync;
+    const pm_net *net;
+} mp_plot_args;
+
+static void mp_script_cb(FILE *f, const char *tmp, const void *ud)
+{
+    const mp_plot_args *a = ud;
+    mp_script(f, tmp, a->s, a->ns, a->sync, a->net);
+}
+
 int mp_plot(const char *path, const mp_series *s, int ns, const pm_sync *sync, const pm_net *net)
+{
+    const mp_plot_args a = {s, ns, sync, net};
+    return mp_png(path, mp_script_cb, &a);
+}
+
+int mp_png(const char *path, void (*script_of)(FILE *f, const char *tmp, const void *ud), const void *ud)
 {
     char exe[4200], tmp[4300];
     if (gnuplot_find(exe, sizeof exe) != 0) {
@@ -64,7 +85,7 @@ int mp_plot(const char *path, const mp_series *s, int ns, const pm_sync *sync, c
         cli_error("model-perf: out of memory");
         return -1;
     }
-    mp_script(f, tmp, s, ns, sync, net);
+    script_of(f, tmp, ud);
     int rc = fclose(f) == 0 ? 0 : -1;
     if (rc) cli_error("model-perf: out of memory");
     if (!rc) rc = gnuplot_run("model-perf", exe, script, len);

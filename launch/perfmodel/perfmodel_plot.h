@@ -7,6 +7,8 @@
 
 #include "launch/perfmodel/perfmodel.h"
 
+#include <stdio.h>
+
 #define MP_MAX_POINTS 32
 
 typedef struct mp_series {
@@ -20,5 +22,9 @@ typedef struct mp_series {
 /* Draws the series into the PNG at path (written beside it, then renamed). 0, or -1 after
  * printing why. */
 int mp_plot(const char *path, const mp_series *s, int ns, const pm_sync *sync, const pm_net *net);
+
+/* What every model-perf plot shares: script_of(f, tmp, ud) writes a gnuplot script that draws
+ * into tmp; gnuplot runs it, and a PNG there replaces path. 0, or -1 after printing why. */
+int mp_png(const char *path, void (*script_of)(FILE *f, const char *tmp, const void *ud), const void *ud);
 
 #endif

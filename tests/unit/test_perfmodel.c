@@ -2,7 +2,8 @@
  * test_perfmodel.c - launch/perfmodel/: the allreduce formulas against their closed forms (ring,
  * tree, two levels), the ring fit recovering the alpha and bandwidth it was generated from, and
  * the step simulation on cases whose answer is known: one bucket without overlap is compute plus
- * the allreduce, an infinitely fast link is compute alone, and overlap hides what it can.
+ * the allreduce, an infinitely fast link is compute alone, and overlap hides what it can; the
+ * engine's host model (host_model.h) against its closed forms and the engine's choice of algorithm.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 
 #include "launch/perfmodel/perfmodel.h"
 #include "launch/perfmodel/perfmodel_input.h"
+#include "launch/perfmodel/host_model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -219,6 +221,128 @@ static void test_read_allreduce(void **st)
     assert_non_null(strstr(dt_last_error(), "N ranks' header"));
 }
 
+/* The shaped cluster's links: 2 ranks a node, 24 MB/s and 200 us between nodes, 2 GB/s and 5 us
+ * within, 10 us a message, the engine's 64000-byte segments. */
+static hm_net shaped(int world, int per_node)
+{
+    return (hm_net){world, per_node, {5e-6, 2e9}, {200e-6, 24e6}, 10e-6, 64000};
+}
+
+static void near_rel(double got, double want, double rel)
+{
+    if (!(fabs(got - want) <= rel * fabs(want))) fail_msg("got %.17g, expected %.17g within %g", got, want, rel);
+}
+
+static void test_host_direct(void **st)
+{
+    (void)st;
+    /* 2 x 2: a node's link carries G (W-G)/W n = n a phase, more than a rank's n/4 within: two
+     * phases of n / inter_bw, each with one hop and 2 (W-1) = 6 messages. */
+    const hm_net n22 = shaped(4, 2);
+    assert_int_equal(hm_nodes(&n22), 2);
+    const double n = 16 * 1048576.0;
+    near(hm_allreduce_time(&n22, HM_DIRECT, n), 2 * (200e-6 + 6 * 10e-6 + n / 24e6));
+    near_rel(hm_allreduce_time(&n22, HM_DIRECT, 1e12), 2 * 1e12 / 24e6, 1e-6);
+    /* 3 x 2: 2 x 4/6 n a phase. */
+    const hm_net n32 = shaped(6, 2);
+    near(hm_allreduce_time(&n32, HM_DIRECT, n), 2 * (200e-6 + 10 * 10e-6 + 2.0 * 4 / 6 * n / 24e6));
+    /* One node: no link between nodes, the intra alpha, (W-1)/W n a rank a phase. */
+    const hm_net one = shaped(4, 8);
+    assert_int_equal(hm_nodes(&one), 1);
+    near(hm_allreduce_time(&one, HM_DIRECT, n), 2 * (5e-6 + 6 * 10e-6 + 3.0 / 4 * n / 2e9));
+    const hm_net solo = shaped(1, 8);
+    near(hm_allreduce_time(&solo, HM_DIRECT, n), 0);
+    near(hm_allreduce_time(&n22, HM_DIRECT, 0), 0);
+}
+
+static void test_host_chain(void **st)
+{
+    (void)st;
+    /* 2 x 2, ten whole segments: the first crosses 1 link and 2 shared-memory hops each way, the
+     * other 9 follow one stage apart, a stage the link's s / inter_bw (c = 1 with 2 nodes). */
+    const hm_net n22 = shaped(4, 2);
+    const double s = 64000, seg_inter = s / 24e6;
+    const double fill = 2 * (200e-6 + seg_inter + 20e-6) + 2 * 2 * (5e-6 + s / 2e9 + 20e-6);
+    near(hm_allreduce_time(&n22, HM_CHAIN, 10 * s), fill + 9 * seg_inter);
+    /* A partial last segment counts as one: 10.5 segments are 11. */
+    near(hm_allreduce_time(&n22, HM_CHAIN, 10.5 * s), fill + 10 * seg_inter);
+    /* Huge buckets: the node's link once each way, n / inter_bw; 3 nodes: the middle node's link
+     * twice, 2 n / inter_bw. */
+    near_rel(hm_allreduce_time(&n22, HM_CHAIN, 1e12), 1e12 / 24e6, 1e-6);
+    const hm_net n31 = shaped(3, 1);
+    near_rel(hm_allreduce_time(&n31, HM_CHAIN, 1e12), 2e12 / 24e6, 1e-6);
+    /* One rank a node has no hop within a node: however slow shared memory is, it does not count. */
+    hm_net slow_shm = n31;
+    slow_shm.intra.bw = 1e3;
+    near(hm_allreduce_time(&slow_shm, HM_CHAIN, 10 * s), hm_allreduce_time(&n31, HM_CHAIN, 10 * s));
+    /* A bucket below a segment is one segment of its size: the fill alone. */
+    near(hm_allreduce_time(&n31, HM_CHAIN, 1000), 2 * 2 * (200e-6 + 1000 / 24e6 + 20e-6));
+    /* Messages as the bottleneck: at 1 ms a message each stage is 4 of them. */
+    hm_net slow = n22;
+    slow.msg_s = 1e-3;
+    const double fill_slow = 2 * (200e-6 + seg_inter + 2e-3) + 2 * 2 * (5e-6 + s / 2e9 + 2e-3);
+    near(hm_allreduce_time(&slow, HM_CHAIN, 10 * s), fill_slow + 9 * 4e-3);
+}
+
+static void test_host_ring(void **st)
+{
+    (void)st;
+    /* 2 x 2: 6 steps at the link's alpha, 2 (W-1)/W n at the slower bandwidth (the link). */
+    const hm_net n22 = shaped(4, 2);
+    const double n = 1048576.0;
+    near(hm_allreduce_time(&n22, HM_RING, n), 6 * (200e-6 + 20e-6) + 1.5 * n / 24e6);
+    /* One node: the intra link only. */
+    const hm_net one = shaped(8, 8);
+    near(hm_allreduce_time(&one, HM_RING, n), 14 * (5e-6 + 20e-6) + 14.0 / 8 * n / 2e9);
+    /* A link faster than shared memory: the shared memory rules across nodes. */
+    hm_net fast = n22;
+    fast.inter.bw = 10e9;
+    near(hm_allreduce_time(&fast, HM_RING, n), 6 * (200e-6 + 20e-6) + 1.5 * n / 2e9);
+    near(hm_busbw(4, n, 1e-3), n / 1e-3 * 1.5);
+    near(hm_busbw(4, n, 0), 0);
+}
+
+static void test_host_engine_pick(void **st)
+{
+    (void)st;
+    const double mib16 = 16 * 1048576.0;
+    /* 2 x 2: the chain sends 1 against direct's 2 over a node's link; 16 MiB fills its pipeline,
+     * 16 KiB is below 64 KiB. */
+    const hm_net n22 = shaped(4, 2);
+    assert_true(hm_chain_pays(&n22));
+    assert_int_equal(hm_engine_pick(&n22, mib16), HM_CHAIN);
+    assert_int_equal(hm_engine_pick(&n22, 16384), HM_DIRECT);
+    near(hm_allreduce_time(&n22, HM_ENGINE, mib16), hm_allreduce_time(&n22, HM_CHAIN, mib16));
+    near(hm_allreduce_time(&n22, HM_ENGINE, 16384), hm_allreduce_time(&n22, HM_DIRECT, 16384));
+    /* The fill rule: 2 (W-1) segments exactly take the chain, a byte less does not. */
+    assert_int_equal(hm_engine_pick(&n22, 6 * 64000.0), HM_CHAIN);
+    assert_int_equal(hm_engine_pick(&n22, 6 * 64000.0 - 1), HM_DIRECT);
+    /* 3 x 1: the chain's 2 against direct's 4/3: direct, however large. */
+    const hm_net n31 = shaped(3, 1);
+    assert_false(hm_chain_pays(&n31));
+    assert_int_equal(hm_engine_pick(&n31, mib16), HM_DIRECT);
+    /* 3 x 2: 2 against 8/3: the chain. */
+    const hm_net n32 = shaped(6, 2);
+    assert_int_equal(hm_engine_pick(&n32, mib16), HM_CHAIN);
+    /* One node: direct; 2 ranks: MPI_Allreduce (the ring); 1 rank: nothing. */
+    const hm_net one = shaped(4, 8);
+    assert_false(hm_chain_pays(&one));
+    assert_int_equal(hm_engine_pick(&one, mib16), HM_DIRECT);
+    const hm_net two = shaped(2, 1), solo = shaped(1, 8);
+    assert_int_equal(hm_engine_pick(&two, mib16), HM_RING);
+    assert_int_equal(hm_engine_pick(&solo, mib16), HM_NONE);
+    near(hm_allreduce_time(&solo, HM_ENGINE, mib16), 0);
+    /* 512 ranks, 8 a node: the chain pays (2 against 15.75), but 16 MiB is below its fill of
+     * 2 x 511 segments (65.4 MB): direct; so is 32 MiB, and 64 MiB (67.1 MB) is above. */
+    const hm_net big = {512, 8, {1e-6, 10e9}, {10e-6, 12.5e9}, 1e-6, 64000};
+    assert_true(hm_chain_pays(&big));
+    assert_int_equal(hm_engine_pick(&big, mib16), HM_DIRECT);
+    assert_int_equal(hm_engine_pick(&big, 2 * mib16), HM_DIRECT);
+    assert_int_equal(hm_engine_pick(&big, 4 * mib16), HM_CHAIN);
+    assert_string_equal(hm_algo_name(HM_CHAIN), "chain");
+    assert_string_equal(hm_algo_name(HM_NONE), "none");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,7 +350,9 @@ int main(void)
         cmocka_unit_test(test_fit_recovers),         cmocka_unit_test(test_one_bucket_no_overlap),
         cmocka_unit_test(test_fast_link_is_compute), cmocka_unit_test(test_overlap_hides),
         cmocka_unit_test(test_bad_layers),           cmocka_unit_test(test_read_step_profile),
-        cmocka_unit_test(test_read_allreduce),
+        cmocka_unit_test(test_read_allreduce),       cmocka_unit_test(test_host_direct),
+        cmocka_unit_test(test_host_chain),           cmocka_unit_test(test_host_ring),
+        cmocka_unit_test(test_host_engine_pick),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
