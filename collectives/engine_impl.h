@@ -41,7 +41,7 @@ typedef enum req_algo { ALGO_NONE = 0, ALGO_DIRECT = 1, ALGO_CHAIN = 2, ALGO_MPI
  * half the link (14 of 25 MB/s at 2 x 2 ranks, 200 Mbit/s, with 64 KiB to 1 MiB segments): with both
  * directions of a link loaded, each handshake's reply queues behind the other direction's data.
  * And the smallest bucket (bytes) it carries under DT_ALLREDUCE_AUTO, besides the pipeline's fill
- * (engine_pick_algo); measured in docs/performance.md "Across nodes". */
+ * (engine_pick_algo); measured in docs/performance.md "Across nodes: the pipelined chain". */
 #define ENGINE_CHAIN_SEG ((size_t)16000)
 #define ENGINE_CHAIN_MIN_BYTES ((size_t)64 << 10)
 

@@ -114,7 +114,7 @@ int engine_pick_algo(const engine *e, int kind, size_t count, dt_dtype wire)
  * nodes, whose link carries one direction each way); the direct algorithm sends, per phase, each
  * of its G ranks' parts for the W - G ranks elsewhere: 2 G (W - G) / W. So the chain pays with two
  * or more ranks a node (2 x 2: 1 against 2; 3 x 2: 2 against 2.67) and not with one (3 x 1: 2
- * against 1.33), as measured on the shaped cluster (docs/performance.md "Across nodes"). With the
+ * against 1.33), as measured on the shaped cluster (docs/performance.md "Across nodes: the pipelined chain"). With the
  * ranks interleaved over the nodes every hop of the chain would cross nodes: never. */
 int engine_chain_pays(const engine *e)
 {

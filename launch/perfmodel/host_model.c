@@ -42,7 +42,9 @@ static double hm_chain_time(const hm_net *net, double n)
     double stage = 4 * net->msg_s;
     if (nodes > 1) stage = fmax(stage, c * s / net->inter.bw);
     if (w > nodes) stage = fmax(stage, 2 * s / net->intra.bw);
-    return fill + (k - 1) * stage;
+    /* Each request also trades an 8-byte arrival word with every peer (the watchdog's roll call,
+     * engine_chain.c): 2 (W-1) messages a rank, whatever the bucket. */
+    return 2.0 * (w - 1) * net->msg_s + fill + (k - 1) * stage;
 }
 
 static double hm_ring_time(const hm_net *net, double n)

@@ -12,7 +12,8 @@
  *     node: per phase a node's link carries G (W-G)/W n each way, a rank (G-1)/W n within the node.
  *   chain (engine_chain.c: segments of s = min(seg_bytes, n), k = ceil(n / s) of them, up the
  *     ranks 0 -> W-1 adding, the sums back down, both directions at once):
- *     fill + (k-1) stage,
+ *     2 (W-1) m + fill + (k-1) stage (2 (W-1) m: the arrival word traded with every peer, the
+ *     watchdog's roll call),
  *     fill  = 2 (M-1) (inter alpha + s / inter_bw + 2 m) + 2 (W-M) (intra alpha + s / intra_bw + 2 m)
  *             (the first segment's 2 (W-1) hops, M-1 each way between nodes),
  *     stage = max(c s / inter_bw (M > 1), 2 s / intra_bw (W > M), 4 m)

@@ -262,7 +262,8 @@ static void test_host_chain(void **st)
      * other 9 follow one stage apart, a stage the link's s / inter_bw (c = 1 with 2 nodes). */
     const hm_net n22 = shaped(4, 2);
     const double s = 64000, seg_inter = s / 24e6;
-    const double fill = 2 * (200e-6 + seg_inter + 20e-6) + 2 * 2 * (5e-6 + s / 2e9 + 20e-6);
+    const double arrive = 6 * 10e-6; /* the arrival word to and from each of the 3 peers */
+    const double fill = arrive + 2 * (200e-6 + seg_inter + 20e-6) + 2 * 2 * (5e-6 + s / 2e9 + 20e-6);
     near(hm_allreduce_time(&n22, HM_CHAIN, 10 * s), fill + 9 * seg_inter);
     /* A partial last segment counts as one: 10.5 segments are 11. */
     near(hm_allreduce_time(&n22, HM_CHAIN, 10.5 * s), fill + 10 * seg_inter);
@@ -276,12 +277,12 @@ static void test_host_chain(void **st)
     slow_shm.intra.bw = 1e3;
     near(hm_allreduce_time(&slow_shm, HM_CHAIN, 10 * s), hm_allreduce_time(&n31, HM_CHAIN, 10 * s));
     /* A bucket below a segment is one segment of its size: the fill alone. */
-    near(hm_allreduce_time(&n31, HM_CHAIN, 1000), 2 * 2 * (200e-6 + 1000 / 24e6 + 20e-6));
+    near(hm_allreduce_time(&n31, HM_CHAIN, 1000), 2 * 2 * 10e-6 + 2 * 2 * (200e-6 + 1000 / 24e6 + 20e-6));
     /* Messages as the bottleneck: at 1 ms a message each stage is 4 of them. */
     hm_net slow = n22;
     slow.msg_s = 1e-3;
     const double fill_slow = 2 * (200e-6 + seg_inter + 2e-3) + 2 * 2 * (5e-6 + s / 2e9 + 2e-3);
-    near(hm_allreduce_time(&slow, HM_CHAIN, 10 * s), fill_slow + 9 * 4e-3);
+    near(hm_allreduce_time(&slow, HM_CHAIN, 10 * s), 6e-3 + fill_slow + 9 * 4e-3); /* 6 arrival words */
 }
 
 static void test_host_ring(void **st)
