@@ -118,7 +118,7 @@ class Dtrain:
             screen = self.help(t) or ""
             text += screen
             cmd = topic.split()[0]
-            for sub in re.findall(r"help %s (\w+)" % re.escape(cmd), screen):
+            for sub in re.findall(r"help %s ([\w-]+)" % re.escape(cmd), screen):
                 if self.help("%s %s" % (cmd, sub)) is not None:
                     todo.append("%s %s" % (cmd, sub))
         if "options of every command" in text:
