@@ -61,10 +61,7 @@ static dt_status ch_memory(engine *e, req *q)
     return DT_OK;
 }
 
-static int ch_tag(const req *q, int backward)
-{
-    return (int)(2 * (q->seq % ENGINE_TAG_SPAN) + (uint64_t)backward);
-}
+static int ch_tag(const req *q, int backward) { return (int)(2 * (q->seq % ENGINE_TAG_SPAN) + (uint64_t)backward); }
 
 dt_status engine_chain_post(engine *e, req *q, float *scratch)
 {
@@ -104,11 +101,12 @@ dt_status engine_chain_post(engine *e, req *q, float *scratch)
         if (me == 0)
             rc = MPI_Isend(q->buf + off, (int)cnt, MPI_FLOAT, 1, ch_tag(q, 0), e->comm, ch_req(q, CH_FWD_SEND, k));
         else
-            rc = MPI_Irecv(scratch + off, (int)cnt, MPI_FLOAT, me - 1, ch_tag(q, 0), e->comm,
-                           ch_req(q, CH_FWD_RECV, k));
+            rc =
+                MPI_Irecv(scratch + off, (int)cnt, MPI_FLOAT, me - 1, ch_tag(q, 0), e->comm, ch_req(q, CH_FWD_RECV, k));
     }
     if (rc != MPI_SUCCESS)
-        return status_set_error(DT_ERR_MPI, "posting the chain of collective #%llu (bucket %d) failed: a peer may have died",
+        return status_set_error(DT_ERR_MPI,
+                                "posting the chain of collective #%llu (bucket %d) failed: a peer may have died",
                                 (unsigned long long)q->seq, q->bucket);
     return DT_OK;
 }

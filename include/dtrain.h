@@ -117,18 +117,18 @@ typedef enum dt_allreduce_algo {
 
 /** Plain configuration: fill with dt_config_defaults(), optionally dt_config_from_env(), then edit. */
 typedef struct dt_config {
-    dt_device_kind device; /**< where to compute (DTRAIN_DEVICE) */
-    dt_pin_mode pin;       /**< whether to pin to CPU cores (DTRAIN_PIN) */
-    double timeout_s;      /**< deadline of a collective before the job is aborted: 0 = none, else
+    dt_device_kind device;       /**< where to compute (DTRAIN_DEVICE) */
+    dt_pin_mode pin;             /**< whether to pin to CPU cores (DTRAIN_PIN) */
+    double timeout_s;            /**< deadline of a collective before the job is aborted: 0 = none, else
                                 1 to 1e7 seconds (DTRAIN_TIMEOUT refuses other values) */
-    int init_mpi;          /**< 1: dt_init calls MPI_Init_thread (and dt_finalize MPI_Finalize) when
+    int init_mpi;                /**< 1: dt_init calls MPI_Init_thread (and dt_finalize MPI_Finalize) when
                                 MPI is not initialized yet; 0: the caller initializes MPI itself */
-    int blas_threads;      /**< 0 = one per core this process is pinned to */
-    dt_gpu_comm gpu_comm;  /**< collectives on GPU buffers (DTRAIN_GPU_COMM) */
-    int comm_thread;       /**< 1 (default): the allreduces of host-memory reducers progress on a communication
+    int blas_threads;            /**< 0 = one per core this process is pinned to */
+    dt_gpu_comm gpu_comm;        /**< collectives on GPU buffers (DTRAIN_GPU_COMM) */
+    int comm_thread;             /**< 1 (default): the allreduces of host-memory reducers progress on a communication
                                 thread when MPI provides MPI_THREAD_MULTIPLE; 0: inline, inside the reducer's
                                 calls (DTRAIN_COMM_THREAD) */
-    int comm_world1;       /**< 0 (default): in a world of one, reducers send nothing; 1: device-memory reducers
+    int comm_world1;             /**< 0 (default): in a world of one, reducers send nothing; 1: device-memory reducers
                                 still reduce through NCCL on their stream, to test that path on one GPU (a sum
                                 over one rank changes no bit) (DTRAIN_COMM_WORLD1) */
     dt_allreduce_algo allreduce; /**< how host-memory allreduces travel (DTRAIN_ALLREDUCE=auto|direct|chain) */

@@ -45,7 +45,10 @@ dt_status dt_allreduce_algo_parse(const char *s, dt_allreduce_algo *out)
 
 const char *dt_allreduce_algo_name(dt_allreduce_algo a)
 {
-    return a == DT_ALLREDUCE_AUTO ? "auto" : a == DT_ALLREDUCE_DIRECT ? "direct" : a == DT_ALLREDUCE_CHAIN ? "chain" : "?";
+    return a == DT_ALLREDUCE_AUTO     ? "auto"
+           : a == DT_ALLREDUCE_DIRECT ? "direct"
+           : a == DT_ALLREDUCE_CHAIN  ? "chain"
+                                      : "?";
 }
 
 dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out)

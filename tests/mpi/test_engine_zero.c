@@ -164,7 +164,8 @@ int main(int argc, char **argv)
     {
         engine *e = NULL;
         coll *c = NULL;
-        if (engine_create(MPI_COMM_WORLD, 60, 0, DT_ALLREDUCE_AUTO, &e) != DT_OK || coll_mpi_create(MPI_COMM_WORLD, 0, 60, &c) != DT_OK) {
+        if (engine_create(MPI_COMM_WORLD, 60, 0, DT_ALLREDUCE_AUTO, &e) != DT_OK ||
+            coll_mpi_create(MPI_COMM_WORLD, 0, 60, &c) != DT_OK) {
             fprintf(stderr, "engine_create or coll_mpi_create failed\n");
             MPI_Abort(MPI_COMM_WORLD, 1);
         }

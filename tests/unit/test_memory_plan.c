@@ -86,7 +86,7 @@ static void test_zero_share(void **st)
     dt_optim_config oc;
     dt_memory_plan_config pc;
     plan_config(&cases[4], &oc, &pc); /* a CNN of several layers */
-    oc.kind = DT_OPTIM_ADAMW;          /* two moments */
+    oc.kind = DT_OPTIM_ADAMW;         /* two moments */
     dt_memory_plan whole, p;
     assert_int_equal(dt_model_plan_memory(NULL, &pc, &whole), DT_OK);
     const size_t np = whole.kinds.optimizer / 8;
