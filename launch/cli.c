@@ -42,6 +42,33 @@ int cli_int(const char *flag, const char *arg, long lo, long hi, int *out)
     return rc;
 }
 
+int cli_bytes(const char *flag, const char *arg, unsigned long long max, const char *examples, unsigned long long *out)
+{
+    unsigned long long v = 0;
+    const char *p = arg;
+    int ok = *p >= '0' && *p <= '9';
+    for (; ok && *p >= '0' && *p <= '9'; p++) {
+        v = v * 10 + (unsigned long long)(*p - '0');
+        if (v > max) ok = 0; /* past any limit: stop before overflowing */
+    }
+    unsigned shift = 0;
+    if (ok && *p) {
+        const char u = *p >= 'a' && *p <= 'z' ? (char)(*p - 'a' + 'A') : *p;
+        shift = u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : 0;
+        ok = shift && !p[1];
+    }
+    if (ok && v > (max >> shift)) ok = 0;
+    if (ok) v <<= shift;
+    if (!ok || v == 0) {
+        cli_error("%s '%s' is not a size from 1 byte to %lluG: a whole number of bytes, optionally followed by K, M "
+                  "or G (powers of 1024), e.g. %s",
+                  flag, arg, max >> 30, examples);
+        return EXIT_USAGE;
+    }
+    *out = v;
+    return EXIT_OK;
+}
+
 int cli_float(const char *flag, const char *arg, double lo, double hi, float *out)
 {
     double v;

@@ -39,6 +39,9 @@ int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
 int cli_int(const char *flag, const char *arg, long lo, long hi, int *out);
 int cli_long(const char *flag, const char *arg, long lo, long hi, long *out);
 int cli_float(const char *flag, const char *arg, double lo, double hi, float *out);
+/* A byte count: digits, then at most one of K, M, G (either case, powers of 1024), 1 to max (a
+ * whole number of GiB); examples go into the error message. *out is written only on success. */
+int cli_bytes(const char *flag, const char *arg, unsigned long long max, const char *examples, unsigned long long *out);
 
 /* A floating-point dt_dtype by its dt_dtype_name (fp32, fp16, bf16); DT_U8, which nothing reduces,
  * is refused with the others. */

@@ -54,39 +54,10 @@ static const struct {
     const char *shrt, *lng;
 } bench_short[] = {{"-b", "--minbytes"}, {"-e", "--maxbytes"}, {"-f", "--stepfactor"}};
 
-/* A byte count: digits, then at most one of K, M, G (either case, powers of 1024). */
+/* A byte count of -b/-e (cli_bytes), up to BENCH_MAX_BYTES. */
 static int parse_bytes(const char *flag, const char *arg, unsigned long long *out)
 {
-    unsigned long long v = 0;
-    const char *p = arg;
-    int ok = *p >= '0' && *p <= '9';
-    for (; ok && *p >= '0' && *p <= '9'; p++) {
-        v = v * 10 + (unsigned long long)(*p - '0');
-        if (v > BENCH_MAX_BYTES) ok = 0; /* past any limit: stop before overflowing */
-    }
-    unsigned shift = 0;
-    if (ok && *p) {
-        switch (*p) {
-            case 'k':
-            case 'K': shift = 10; break;
-            case 'm':
-            case 'M': shift = 20; break;
-            case 'g':
-            case 'G': shift = 30; break;
-            default: ok = 0;
-        }
-        if (ok && p[1]) ok = 0;
-    }
-    if (ok && v > (BENCH_MAX_BYTES >> shift)) ok = 0;
-    if (ok) v <<= shift;
-    if (!ok || v == 0) {
-        cli_error("%s '%s' is not a size from 1 byte to 4G: a whole number of bytes, optionally followed by K, M "
-                  "or G (powers of 1024), e.g. 8, 64K, 64M",
-                  flag, arg);
-        return EXIT_USAGE;
-    }
-    *out = v;
-    return EXIT_OK;
+    return cli_bytes(flag, arg, BENCH_MAX_BYTES, "8, 64K, 64M", out);
 }
 
 static int bench_handle(int val, const char *arg, void *ud)

@@ -126,31 +126,13 @@ static int add_scale(const char *item, void *ud)
     return cli_int("--scales", item, 1, 1 << 20, &o->scales[o->nscales++]);
 }
 
-/* A byte count: digits, then at most one of K, M, G (either case, powers of 1024), 1 to 64G. */
+/* A byte count (cli_bytes), 1 to 64G. */
 static int mp_bytes(const char *flag, const char *arg, double *out)
 {
-    unsigned long long v = 0;
-    const char *p = arg;
-    int ok = *p >= '0' && *p <= '9';
-    for (; ok && *p >= '0' && *p <= '9'; p++) {
-        v = v * 10 + (unsigned long long)(*p - '0');
-        if (v > MP_CURVE_MAX_BYTES) ok = 0; /* past any limit: stop before overflowing */
-    }
-    unsigned shift = 0;
-    if (ok && *p) {
-        const char u = *p >= 'a' ? (char)(*p - 'a' + 'A') : *p;
-        shift = u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : 0;
-        ok = shift && !p[1];
-    }
-    if (ok && v > (MP_CURVE_MAX_BYTES >> shift)) ok = 0;
-    if (!ok || v == 0) {
-        cli_error("%s '%s' is not a size from 1 byte to 64G: a whole number of bytes, optionally followed by K, M "
-                  "or G (powers of 1024), e.g. 64000, 1M, 16M",
-                  flag, arg);
-        return EXIT_USAGE;
-    }
-    *out = (double)(v << shift);
-    return EXIT_OK;
+    unsigned long long v;
+    const int rc = cli_bytes(flag, arg, MP_CURVE_MAX_BYTES, "64000, 1M, 16M", &v);
+    if (rc == EXIT_OK) *out = (double)v;
+    return rc;
 }
 
 static int add_curve(const char *item, void *ud)

@@ -2,7 +2,7 @@
  * fuzz_parse.c - the number, size and list parsers of variables and flags: parse_int, parse_long,
  * parse_double and parse_double_or_zero (runtime/parse.c); the command's cli_long, cli_int,
  * cli_float, cli_list and cli_loader_threads (launch/cli.c); bench's byte sizes with K/M/G
- * (parse_bytes, static in launch/cmd_bench.c, hence the #include); CPU lists (affinity_parse,
+ * (parse_bytes, static in launch/cmd_bench.c over cli_bytes, hence the #include); CPU lists (affinity_parse,
  * runtime/affinity.c).
  *
  * Input: one string, given to every parser. Beyond ASan/UBSan, each parser is held to what its
