@@ -204,6 +204,16 @@ static int engine_drive(engine *e, uint64_t from, uint64_t to)
     return finished;
 }
 
+/* A number that changes whenever an in-flight request moves on: a phase completed, or a chain's
+ * segment passed on (ch_moves). */
+static uint64_t progress_mark(const engine *e)
+{
+    uint64_t m = 0;
+    for (uint64_t s = e->done; s < e->posted; s++)
+        m += (uint64_t)e->reqs[s % ENGINE_MAX_REQS].phase + e->reqs[s % ENGINE_MAX_REQS].ch_moves;
+    return m;
+}
+
 static void *engine_thread(void *arg)
 {
     engine *e = arg;
@@ -232,13 +242,9 @@ static void *engine_thread(void *arg)
             e->posted++;
         }
         /* Requests finish in any order; count the leading finished ones as done. */
-        uint64_t phases = 0;
-        for (uint64_t s = e->done; s < e->posted; s++)
-            phases += (uint64_t)e->reqs[s % ENGINE_MAX_REQS].phase + e->reqs[s % ENGINE_MAX_REQS].ch_moves;
+        const uint64_t phases = progress_mark(e);
         engine_drive(e, e->done, e->posted);
-        uint64_t phases_after = 0;
-        for (uint64_t s = e->done; s < e->posted; s++)
-            phases_after += (uint64_t)e->reqs[s % ENGINE_MAX_REQS].phase + e->reqs[s % ENGINE_MAX_REQS].ch_moves;
+        const uint64_t phases_after = progress_mark(e);
         double t = clock_now_s();
         /* Spin while things move (new requests, a phase completed); sleep once they stall. */
         if (phases_after != phases || e->posted != posted_before) last_progress = t;

@@ -14,7 +14,7 @@
  * directions at once), against 2 (W-1)/W of it in each direction for a ring and (G (W-G)/W) x 2 for
  * the direct algorithm with G ranks a node; and a rank posts a handful of messages a segment
  * instead of 2 (W-1) a phase. The cost is the pipeline's depth: 2 (W-1) hops before the last
- * segment is home, so small buckets stay direct (engine_algo_for).
+ * segment is home, so small buckets stay direct (engine_pick_algo).
  *
  * The watchdog: a chain's data comes only from the neighbours, so a missing rank far up the chain
  * would look like a silent neighbour. Each chain request therefore also exchanges one 8-byte
@@ -61,7 +61,8 @@ static dt_status ch_memory(engine *e, req *q)
     return DT_OK;
 }
 
-static int ch_tag(const req *q, int backward) { return (int)(2 * (q->seq % ENGINE_TAG_SPAN) + (uint64_t)backward); }
+/* The way up takes the reduce-scatter's tag, the way down the allgather's (engine_tag). */
+static int ch_tag(const req *q, int backward) { return engine_tag(q->seq, backward ? PHASE_GATHER : PHASE_SCATTER); }
 
 dt_status engine_chain_post(engine *e, req *q, float *scratch)
 {

@@ -32,7 +32,7 @@ typedef enum req_phase {
     PHASE_CHAIN = 5    /* the pipelined chain's messages in flight (engine_chain.c) */
 } req_phase;
 
-/* How a request travels (engine_algo_for): nothing (one rank), the rank-ordered direct
+/* How a request travels (engine_pick_algo): nothing (one rank), the rank-ordered direct
  * reduce-scatter + allgather, the pipelined chain, or MPI_Allreduce (2 ranks). */
 typedef enum req_algo { ALGO_NONE = 0, ALGO_DIRECT = 1, ALGO_CHAIN = 2, ALGO_MPI = 3 } req_algo;
 
@@ -118,6 +118,10 @@ struct engine {
     pthread_cond_t cv_work, cv_done;
     int stop;
 };
+
+/* The MPI tag of a request's messages in a phase: the reduce-scatter's (or the chain's way up) for
+ * PHASE_SCATTER, the allgather's (or the chain's way down) for PHASE_GATHER. */
+int engine_tag(uint64_t seq, req_phase phase);
 
 /* engine_req.c: posts the messages of a request's current phase (DT_ERR_MPI when MPI refuses
  * them); moves a request on when its phase's messages are done, returning 1 when it finished now

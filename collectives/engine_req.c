@@ -52,8 +52,7 @@ static uint16_t *scratch16_for(engine *e, int bucket, size_t n)
     return scratch_pool(e->scratch16, e->scratch16_n, e->nscratch, bucket, n, sizeof(uint16_t));
 }
 
-/* MPI counts are ints: parts beyond INT_MAX elements would need splitting; refuse them clearly. */
-static int tag_of(uint64_t seq, req_phase phase) { return (int)(2 * (seq % ENGINE_TAG_SPAN) + (uint64_t)phase - 1); }
+int engine_tag(uint64_t seq, req_phase phase) { return (int)(2 * (seq % ENGINE_TAG_SPAN) + (uint64_t)phase - 1); }
 
 static dt_status req_post_phase(engine *e, req *q, req_phase phase)
 {
@@ -62,7 +61,7 @@ static dt_status req_post_phase(engine *e, req *q, req_phase phase)
     engine_part(q->count, me, W, &moff, &mcnt);
     q->nmr = 0;
     q->phase = phase;
-    int tag = tag_of(q->seq, phase);
+    int tag = engine_tag(q->seq, phase);
     for (int j = 0; j < W; j++) {
         if (j == me) continue;
         size_t joff, jcnt;
@@ -124,12 +123,6 @@ int engine_chain_pays(const engine *e)
     return chain < direct;
 }
 
-static int req_by_mpi(const engine *e, const req *q)
-{
-    (void)e;
-    return q->algo == ALGO_MPI;
-}
-
 static const char *algo_text(int a)
 {
     return a == ALGO_NONE    ? "no communication (1 rank)"
@@ -177,7 +170,7 @@ dt_status engine_req_post(engine *e, req *q)
         req_log_end(e, q, 1);
         return DT_OK;
     }
-    if (req_by_mpi(e, q)) {
+    if (q->algo == ALGO_MPI) {
         /* Two ranks: every element is one addition, a + b = b + a, so MPI's own allreduce is as
          * deterministic as the rank-ordered one; its blocking form is the fastest transport here
          * (7 MiB: 1.4 ms, against 1.7 ms rank-ordered and 3 ms for MPI_Iallreduce), and this
