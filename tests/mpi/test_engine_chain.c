@@ -9,23 +9,12 @@
  * forced choices, and a repeat of the same buckets (kept memory) giving the same bits.
  */
 #include "collectives/engine.h"
+#include "mpi_check.h" /* CHECK, and the failures, rank and world it uses */
 
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures, rank, world;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "FAIL rank %d line %d: ", rank, __LINE__);                                                 \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fprintf(stderr, "\n");                                                                                     \
-        }                                                                                                              \
-    } while (0)
 
 static float value_of(int r, size_t i, int salt)
 {

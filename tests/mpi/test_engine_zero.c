@@ -11,6 +11,7 @@
 #include <math.h>
 #include "collectives/coll.h"
 #include "collectives/engine.h"
+#include "mpi_check.h" /* CHECK, and the failures, rank and world it uses */
 #include "kernels/cast.h"
 
 #include <mpi.h>
@@ -18,18 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures, rank, world;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "FAIL rank %d line %d: ", rank, __LINE__);                                                 \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fprintf(stderr, "\n");                                                                                     \
-        }                                                                                                              \
-    } while (0)
 
 /* A value that differs per rank and element and is not exactly representable sums in any order. */
 static float value_of(int r, size_t i) { return (float)((double)((r + 1) * 7919 + (int)(i % 977)) / 3.7 - 1000.0); }
