@@ -7,6 +7,7 @@
 #define DT_COLLECTIVES_ENGINE_IMPL_H
 
 #include "collectives/engine.h"
+#include "collectives/engine_policy.h"
 
 #include <mpi.h>
 #include <pthread.h>
@@ -36,14 +37,7 @@ typedef enum req_phase {
  * reduce-scatter + allgather, the pipelined chain, or MPI_Allreduce (2 ranks). */
 typedef enum req_algo { ALGO_NONE = 0, ALGO_DIRECT = 1, ALGO_CHAIN = 2, ALGO_MPI = 3 } req_algo;
 
-/* The chain allreduce's default segment: 64000 bytes, under Open MPI's TCP eager limit (64 KiB
- * with its header), so a segment goes without a rendezvous handshake. Rendezvous segments ran at
- * half the link (14 of 25 MB/s at 2 x 2 ranks, 200 Mbit/s, with 64 KiB to 1 MiB segments): with both
- * directions of a link loaded, each handshake's reply queues behind the other direction's data.
- * And the smallest bucket (bytes) it carries under DT_ALLREDUCE_AUTO, besides the pipeline's fill
- * (engine_pick_algo); measured in docs/performance.md "Across nodes: the pipelined chain". */
-#define ENGINE_CHAIN_SEG ((size_t)16000)
-#define ENGINE_CHAIN_MIN_BYTES ((size_t)64 << 10)
+/* ENGINE_CHAIN_SEG and ENGINE_CHAIN_MIN_BYTES: collectives/engine_policy.h. */
 
 /* A bucket's chain memory, kept across steps: 4 requests a segment, one arrival word a peer. */
 typedef struct chain_mem {
@@ -134,7 +128,7 @@ const char *engine_req_kind_name(const req *q);
 /* The algorithm of a request of this kind, count and wire type (a req_algo). */
 int engine_pick_algo(const engine *e, int kind, size_t count, dt_dtype wire);
 /* Whether the chain sends fewer bytes over the busiest node's link than the direct algorithm
- * (DT_ALLREDUCE_AUTO's rule for large buckets; engine_req.c says why). */
+ * (engine_policy_chain_pays on this engine's topology). */
 int engine_chain_pays(const engine *e);
 
 /* engine_chain.c: posts a chain request (scratch: count floats for the partial sums); moves it on,

@@ -101,27 +101,14 @@ int engine_pick_algo(const engine *e, int kind, size_t count, dt_dtype wire)
     if (e->algo == DT_ALLREDUCE_CHAIN) return ALGO_CHAIN;
     /* Two ranks, a communication thread: MPI_Allreduce (see engine_req_post). */
     if (e->size == 2 && e->threaded) return ALGO_MPI;
-    /* Large enough that the pipeline's fill (2 (W-1) hops of a segment) is at most half of it. */
-    const size_t fill = 2 * (size_t)(e->size - 1) * e->chain_seg * sizeof(float);
-    if (engine_chain_pays(e) && count * sizeof(float) >= (fill > e->chain_min_bytes ? fill : e->chain_min_bytes))
+    if (engine_chain_pays(e) &&
+        (double)(count * sizeof(float)) >=
+            engine_policy_chain_from(e->size, (double)(e->chain_seg * sizeof(float)), (double)e->chain_min_bytes))
         return ALGO_CHAIN;
     return ALGO_DIRECT;
 }
 
-/* Bytes a node's link sends per byte of bucket, with M nodes of (at most) G ranks, W = M G:
- * the chain sends the bucket once up and once down through each middle node (2; 1 with two
- * nodes, whose link carries one direction each way); the direct algorithm sends, per phase, each
- * of its G ranks' parts for the W - G ranks elsewhere: 2 G (W - G) / W. So the chain pays with two
- * or more ranks a node (2 x 2: 1 against 2; 3 x 2: 2 against 2.67) and not with one (3 x 1: 2
- * against 1.33), as measured on the shaped cluster (docs/performance.md "Across nodes: the pipelined chain"). With the
- * ranks interleaved over the nodes every hop of the chain would cross nodes: never. */
-int engine_chain_pays(const engine *e)
-{
-    if (e->nodes < 2 || !e->block || e->size < 3) return 0;
-    const double W = e->size, G = e->node_ranks < e->size / 2 ? e->node_ranks : e->size / 2;
-    const double chain = e->nodes == 2 ? 1.0 : 2.0, direct = 2.0 * G * (W - G) / W;
-    return chain < direct;
-}
+int engine_chain_pays(const engine *e) { return engine_policy_chain_pays(e->size, e->nodes, e->block, e->node_ranks); }
 
 static const char *algo_text(int a)
 {

@@ -59,22 +59,16 @@ static double hm_ring_time(const hm_net *net, double n)
 
 int hm_chain_pays(const hm_net *net)
 {
-    const int nodes = hm_nodes(net);
-    if (nodes < 2 || net->world < 3) return 0;
-    /* G' = min(node_ranks, W / 2), W / 2 an integer division, as in engine_chain_pays. */
-    const int half = net->world / 2, nr = hm_node_ranks(net);
-    const double W = net->world, G = nr < half ? nr : half;
-    const double chain = nodes == 2 ? 1.0 : 2.0, direct = 2.0 * G * (W - G) / W;
-    return chain < direct;
+    /* The model's ranks are contiguous per node, as srun and mpirun place them. */
+    return engine_policy_chain_pays(net->world, hm_nodes(net), 1, hm_node_ranks(net));
 }
 
 hm_algo hm_engine_pick(const hm_net *net, double bytes)
 {
     if (net->world <= 1) return HM_NONE;
     if (net->world == 2) return HM_RING; /* MPI_Allreduce, on the communication thread */
-    /* Large enough that the pipeline's fill (2 (W-1) hops of a segment) is at most half of it. */
-    const double fill = 2.0 * (net->world - 1) * net->seg_bytes;
-    if (hm_chain_pays(net) && bytes >= fmax(fill, HM_ENGINE_CHAIN_MIN_BYTES)) return HM_CHAIN;
+    if (hm_chain_pays(net) && bytes >= engine_policy_chain_from(net->world, net->seg_bytes, HM_ENGINE_CHAIN_MIN_BYTES))
+        return HM_CHAIN;
     return HM_DIRECT;
 }
 

@@ -30,11 +30,11 @@
 #ifndef DT_LAUNCH_HOST_MODEL_H
 #define DT_LAUNCH_HOST_MODEL_H
 
-/* The engine's chain segment (ENGINE_CHAIN_SEG, 16000 floats) and its smallest bucket
- * (ENGINE_CHAIN_MIN_BYTES), copied from collectives/engine_impl.h, which only the engine includes
- * (it pulls in MPI): change them together. */
-#define HM_ENGINE_SEG_BYTES 64000.0
-#define HM_ENGINE_CHAIN_MIN_BYTES 65536.0
+#include "collectives/engine_policy.h"
+
+/* The engine's chain segment and its smallest bucket (collectives/engine_policy.h), in bytes. */
+#define HM_ENGINE_SEG_BYTES ((double)(ENGINE_CHAIN_SEG * sizeof(float)))
+#define HM_ENGINE_CHAIN_MIN_BYTES ((double)ENGINE_CHAIN_MIN_BYTES)
 
 typedef struct hm_link {
     double alpha_s; /* seconds: a message within a node, a hop between nodes */
