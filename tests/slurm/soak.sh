@@ -116,11 +116,7 @@ srun_job() { DTRAIN_FAULT=$1 timeout -s KILL 600 srun -N $NODES -n $NP --mpi=pmi
 # has a rank). Such a run trained nothing and is resubmitted, counted in the summary; more than 3
 # in one soak fail it.
 ompi_crashes=0
-ompi_init_crash() {
-    ! grep -q '^step ' "$1" &&
-        grep -q "(its rank not known yet: dtrain was starting) .* crashed: SIGSEGV" "$1" &&
-        grep -q "return address on the stack .*/openmpi/.*mca_btl_tcp\.so+" "$1"
-}
+# ompi_init_crash LOG: tests/mpi/lib.sh.
 
 # The undisturbed run, at full speed (pacing changes no result, only the time).
 t0=$(now)

@@ -81,7 +81,7 @@ train=(train --model fc:64,relu,fc:10 --input 64 --batch 8 --blas-threads 1 --lo
 # and waits until rank 0 has logged a step (the job trains); sets job. A job that ends before it
 # has trained a step, before any fault, is started once more, said: the faults are tested on a job
 # that runs, and Open MPI 4.1.4's TCP BTL now and then crashes while the job starts (third-party;
-# once in CI with no output at all, exit 139; see ompi_init_crash below). The first try's files
+# once in CI with no output at all, exit 139; ompi_init_crash in tests/mpi/lib.sh). The first try's files
 # stay in $tmp/NAME.first.
 run() {
     local i try
@@ -190,12 +190,8 @@ run control 400
 wait "$job"; rc=$?; job=""
 # Open MPI 4.1.4's TCP BTL now and then crashes inside MPI_Init on this cluster (third-party, before
 # dtrain has a rank; tests/slurm/soak.sh and docs/testing.md): such a start is run once more, said.
-ompi_init_crash() {
-    ! grep -q '^step ' "$tmp/$1"/task*.log 2>/dev/null &&
-        grep -q "(its rank not known yet: dtrain was starting) .* crashed: SIGSEGV" "$tmp/$1"/task*.log 2>/dev/null &&
-        grep -q "return address on the stack .*/openmpi/.*mca_btl_tcp\.so+" "$tmp/$1"/task*.log 2>/dev/null
-}
-if [ "$rc" -ne 0 ] && ompi_init_crash control; then
+# (ompi_init_crash: tests/mpi/lib.sh.)
+if [ "$rc" -ne 0 ] && ompi_init_crash "$tmp"/control/task*.log; then
     echo "    control: Open MPI's TCP BTL crashed in MPI_Init before training (exit $rc, third-party): run again"
     run control 400
     wait "$job"; rc=$?; job=""
