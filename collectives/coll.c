@@ -1,5 +1,6 @@
 /*
- * coll.c - what every collective backend shares: argument checks, the watchdog's test hook.
+ * coll.c - what every collective backend shares: argument checks, ZeRO-1's split of a device
+ * bucket, the watchdog's test hook.
  */
 #include "collectives/coll.h"
 #include "base/status.h"
@@ -26,6 +27,13 @@ dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype
         return status_set_error(DT_ERR_INVALID_ARG, "root rank %d is not in the world of %d ranks", root, c->size);
     if (!buf && count > 0) return status_set_error(DT_ERR_INVALID_ARG, "NULL buffer for %zu elements", count);
     return DT_OK;
+}
+
+void coll_part(size_t n, int j, int size, size_t *off, size_t *cnt)
+{
+    const size_t q = size > 0 ? n / (size_t)size : n;
+    *off = (size_t)j * q;
+    *cnt = j == size - 1 ? n - *off : q;
 }
 
 int coll_test_hang(const char *layer, int rank, unsigned long long seq)

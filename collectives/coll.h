@@ -39,6 +39,14 @@ typedef struct coll_ops {
      * ncclAllGather (any type). */
     dt_status (*reduce_scatter)(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op);
     dt_status (*allgather)(coll *c, void *buf, size_t count, dt_dtype t);
+    /* Optional (NULL where the backend has none): ZeRO-1's halves of a gradient bucket of device
+     * memory, asynchronous like start (queued behind `after`, waited for by wait_all), in place, any
+     * count: the split is coll_part's. gather 0: reduce-scatter (afterwards this rank's part holds
+     * the reduction of every rank's same part; the rest of buf is not written); gather 1: allgather
+     * (every rank's part to every rank; op unused). NCCL: one ncclReduceScatter / ncclAllGather of
+     * the equal blocks and one ncclReduce / ncclBroadcast of the tail to / from the last rank, in
+     * one group. */
+    dt_status (*start_half)(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, int gather, void *after);
     void (*destroy)(coll *c); /* frees everything, c included */
 } coll_ops;
 
@@ -66,6 +74,14 @@ dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, c
 /* NCCL backend: ncclUniqueId from rank 0 broadcast over comm, ncclCommInitRank on the current CUDA
  * device. DT_ERR_UNSUPPORTED when built without NCCL. */
 dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out);
+
+/* The device carriers' ZeRO-1 split of n elements over `size` ranks: rank j owns [j q, (j + 1) q)
+ * with q = n / size, and the last rank also the n % size elements after size q. Equal blocks, so
+ * one ncclReduceScatter / ncclAllGather (or MPI's block collectives) moves them, and a tail of
+ * fewer than `size` elements, so nothing is padded; the last rank's extra work is under `size`
+ * elements a bucket. (The engine's split, engine_part, spreads the remainder over the first ranks
+ * instead: its messages are its own, not a library's equal blocks.) */
+void coll_part(size_t n, int j, int size, size_t *off, size_t *cnt);
 
 /* The op a broadcast gives coll_check_args: it reduces nothing, so it alone may move DT_U8. */
 #define COLL_NO_REDUCTION (-1)

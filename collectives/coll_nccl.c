@@ -11,8 +11,10 @@
  * makes the NCCL stream wait for it, then queues ncclAllReduce there, so the reduction of a bucket
  * overlaps the backward pass of the layers before it. wait_all records an event after the last
  * one, polls it under the deadline, and makes the compute stream wait for it (the optimizer's
- * kernels queue behind it; nothing waits for the whole device). While a trace records, each
- * bucket's allreduce is also a span between two events on our stream (kernels/cuda/trace_gpu.h).
+ * kernels queue behind it; nothing waits for the whole device). ZeRO-1's halves (start_half) queue
+ * the same way: a group of ncclReduceScatter (or ncclAllGather) of the equal blocks and ncclReduce
+ * (ncclBroadcast) of the tail. While a trace records, each bucket's collective is also a span
+ * between two events on our stream (kernels/cuda/trace_gpu.h).
  *
  * The communicator is nonblocking (NCCL >= 2.14): ncclCommInitRank and any later call may return
  * ncclInProgress, and the state is then polled (ncclCommGetAsyncError) under the same deadline
@@ -156,9 +158,38 @@ static dt_status cuda_fail(cudaError_t e, const char *what)
     return status_set_error(DT_ERR_DEVICE, "%s failed: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-static dt_status nccl_start(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, void *after)
+/* What a queued bucket operation does: the allreduce, or one of ZeRO-1's halves. */
+typedef enum { Q_ALLREDUCE, Q_REDUCE_SCATTER, Q_ALLGATHER } queue_kind;
+
+/* The NCCL calls of one queued bucket operation on our stream. The halves split by coll_part:
+ * equal blocks in one ncclReduceScatter / ncclAllGather (in place: this rank's block at its own
+ * place), the tail of fewer than W elements reduced to / broadcast from the last rank, grouped so
+ * that NCCL launches them together. */
+static ncclResult_t queue_calls(coll *c, char *buf, size_t count, dt_dtype t, dt_redop op, queue_kind kind)
 {
-    dt_status s = coll_check_args(c, buf, count, t, op, 0);
+    nccl_state *st = c->impl;
+    const ncclDataType_t nt = nccl_type(t);
+    const ncclRedOp_t nop = op == DT_AVG ? ncclAvg : ncclSum;
+    if (kind == Q_ALLREDUCE) return ncclAllReduce(buf, buf, count, nt, nop, st->comm, st->stream);
+    const size_t esz = dt_dtype_size(t), q = count / (size_t)c->size, tail = count - q * (size_t)c->size;
+    char *mine = buf + (size_t)c->rank * q * esz, *rest = buf + q * (size_t)c->size * esz;
+    const int last = c->size - 1;
+    ncclResult_t r = ncclGroupStart();
+    if (r == ncclSuccess && q)
+        r = kind == Q_REDUCE_SCATTER ? ncclReduceScatter(buf, mine, q, nt, nop, st->comm, st->stream)
+                                     : ncclAllGather(mine, buf, q, nt, st->comm, st->stream);
+    if (r == ncclSuccess && tail)
+        r = kind == Q_REDUCE_SCATTER ? ncclReduce(rest, rest, tail, nt, nop, last, st->comm, st->stream)
+                                     : ncclBroadcast(rest, rest, tail, nt, last, st->comm, st->stream);
+    const ncclResult_t g = ncclGroupEnd();
+    return r != ncclSuccess ? r : g;
+}
+
+static dt_status nccl_queue(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, queue_kind kind, void *after)
+{
+    static const char *const names[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather"};
+    static const char *const spans[] = {"allreduce", "reduce-scatter", "allgather"};
+    dt_status s = coll_check_args(c, buf, count, t, kind == Q_ALLGATHER ? COLL_NO_REDUCTION : (int)op, 0);
     if (s || count == 0) return s;
     nccl_state *st = c->impl;
     if (st->aborted) return status_set_error(DT_ERR_COMM, "the NCCL communicator was aborted earlier");
@@ -166,25 +197,35 @@ static dt_status nccl_start(coll *c, void *buf, size_t count, dt_dtype t, dt_red
     if (e == cudaSuccess) e = cudaStreamWaitEvent(st->stream, st->ready, 0);
     if (e != cudaSuccess) return cuda_fail(e, "ordering a gradient bucket after the backward pass (cudaEventRecord)");
     /* While a trace records: the bucket's span on the "gpu nccl" track, from when our stream
-     * reaches the allreduce (its gradients are done) to when the allreduce is complete. */
+     * reaches the collective (its inputs are done) to when it is complete. */
     if (c->trace) {
-        char name[32];
-        snprintf(name, sizeof name, "allreduce b%d", c->trace_bucket);
+        char name[40];
+        snprintf(name, sizeof name, "%s b%d", spans[kind], c->trace_bucket);
         if ((s = gpu_trace_begin(st->stream, GPU_SPAN_NCCL, TRACE_CAT_COMM, name, c->trace_bucket,
                                  (int64_t)(count * dt_dtype_size(t)))))
             return s;
     }
     const double t0 = clock_now_s();
-    ncclResult_t r =
-        ncclAllReduce(buf, buf, count, nccl_type(t), op == DT_AVG ? ncclAvg : ncclSum, st->comm, st->stream);
-    if ((s = nccl_settle(c, r, t0, "ncclAllReduce of a gradient bucket", count, HINT_PEER))) return s;
+    char what[64];
+    snprintf(what, sizeof what, "%s of a gradient bucket", names[kind]);
+    if ((s = nccl_settle(c, queue_calls(c, buf, count, t, op, kind), t0, what, count, HINT_PEER))) return s;
     if (st->started++ == 0) {
         st->t_first = clock_now_s();
         st->started_n = 0;
     }
     st->started_n += count;
-    /* After the bookkeeping: wait_all still waits for this allreduce if the event fails. */
+    /* After the bookkeeping: wait_all still waits for this collective if the event fails. */
     return c->trace ? gpu_trace_end(st->stream, GPU_SPAN_NCCL) : DT_OK;
+}
+
+static dt_status nccl_start(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, void *after)
+{
+    return nccl_queue(c, buf, count, t, op, Q_ALLREDUCE, after);
+}
+
+static dt_status nccl_start_half(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, int gather, void *after)
+{
+    return nccl_queue(c, buf, count, t, op, gather ? Q_ALLGATHER : Q_REDUCE_SCATTER, after);
 }
 
 static dt_status nccl_wait_all(coll *c, void *after)
@@ -197,7 +238,7 @@ static dt_status nccl_wait_all(coll *c, void *after)
     cudaError_t e = cudaEventRecord(st->done, st->stream);
     if (e != cudaSuccess) return cuda_fail(e, "cudaEventRecord after the gradient allreduce");
     char what[96];
-    snprintf(what, sizeof what, "ncclAllReduce of %d gradient bucket(s)", n);
+    snprintf(what, sizeof what, "the NCCL collectives of %d gradient bucket(s)", n);
     dt_status s = nccl_watch(c, 1, st->done, st->t_first, what, st->started_n, HINT_PEER);
     if (s) return s;
     e = cudaStreamWaitEvent((cudaStream_t)after, st->done, 0);
@@ -309,6 +350,7 @@ static const coll_ops nccl_ops = {
     .destroy = nccl_destroy,
     .start = nccl_start,
     .wait_all = nccl_wait_all,
+    .start_half = nccl_start_half,
     .reduce_scatter = nccl_reduce_scatter,
     .allgather = nccl_allgather,
 };

@@ -23,6 +23,9 @@ const dt_config *ctx_config(const dt_ctx *c);
  * build without NCCL); NULL on the CPU. */
 struct coll;
 struct coll *ctx_device_coll(const dt_ctx *c);
+/* The backend of host buffers (MPI: on a GPU context its second communicator, on the CPU the one
+ * backend); NULL without a context. */
+struct coll *ctx_host_coll(const dt_ctx *c);
 /* The context's span recorder (base/trace.h) while dt_trace_start's trace runs, else NULL: the one
  * NULL check every traced spot makes when tracing is off; after dt_trace_write, the same recorder,
  * closed (it records nothing). ctx_set_trace hands it over (owned by c, freed by dt_finalize). c may

@@ -154,6 +154,7 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
     r->count = count;
     r->cfg = cfg;
     r->esz = dt_dtype_size(cfg.dtype);
+    r->plan_dtype = cfg.dtype;
     r->sync = 1;
     const size_t first = (size_t)(cfg.first_bucket_mb * 1048576.0), cap = (size_t)(cfg.bucket_mb * 1048576.0);
     s = ranges ? bucket_plan_ranges(count, ranges, nranges, r->esz, first, cap, &r->plan)
@@ -228,6 +229,31 @@ dt_status reducer_set_buffer(dt_reducer *r, void *buf, dt_dtype dtype, dt_dtype 
     r->cfg.dtype = dtype;
     r->cfg.wire = wire;
     return DT_OK;
+}
+
+int reducer_same_plan(const dt_reducer *r, const void *buf, const dt_reducer_config *c)
+{
+    return r->buf == buf && r->plan_dtype == c->dtype && r->cfg.dtype == c->dtype && r->cfg.wire == c->wire &&
+           r->cfg.memory == c->memory && r->cfg.bucket_mb == c->bucket_mb &&
+           r->cfg.first_bucket_mb == c->first_bucket_mb && r->cfg.stream == c->stream;
+}
+
+dt_status reducer_retune(dt_reducer *r, dt_redop op, int overlap)
+{
+    if (reducer_step_open(r))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "reducer: the reduction cannot change in the middle of a step (%d range(s) ready): "
+                                "call dt_reducer_wait first",
+                                r->nready);
+    if (op != DT_SUM && op != DT_AVG)
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: reduction %d must be DT_SUM or DT_AVG", (int)op);
+    const dt_reducer_config old = r->cfg;
+    r->cfg.op = op;
+    r->cfg.overlap = overlap;
+    /* The ranks compare their settings again, as at creation. */
+    dt_status s = r->comm ? check_plan_across_ranks(r) : DT_OK;
+    if (s) r->cfg = old;
+    return s;
 }
 
 int reducer_communicates(const dt_reducer *r) { return r->comm; }

@@ -23,6 +23,7 @@ struct dt_reducer {
     void *buf;
     size_t count, esz;
     dt_reducer_config cfg;
+    dt_dtype plan_dtype; /* the buffer's type when the plan was made (its caps were in those bytes) */
     bucket_plan plan;
     /* Who carries the buckets: the engine (host memory, more than one rank), the context's device
      * backend when it can start them asynchronously (NCCL), or, for device memory without one,

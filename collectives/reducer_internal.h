@@ -12,6 +12,14 @@
 dt_status reducer_set_buffer(dt_reducer *r, void *buf, dt_dtype dtype, dt_dtype wire);
 /* (The bucket plan stays the one made at creation, in elements.) */
 
+/* 1 when a reducer made from c over buf (with the same ranges) would be r: the same buffer, types,
+ * memory, stream and caps, the plan made for this element type. */
+int reducer_same_plan(const dt_reducer *r, const void *buf, const dt_reducer_config *c);
+/* Another reduction (DT_SUM / DT_AVG) and overlap for the same plan and buffer, between steps,
+ * compared across the ranks as at creation (so collective when anything is communicated): what
+ * dt_model_set_sync changes without making a new reducer, and with it a new engine. */
+dt_status reducer_retune(dt_reducer *r, dt_redop op, int overlap);
+
 /* Ends an open step without completing it (a loop that skipped the reduction on purpose, or a
  * world of one): waits for the allreduces already started, starts nothing, forgets which ranges
  * were ready. DT_OK when no step is open. */
@@ -23,22 +31,30 @@ int reducer_step_open(const dt_reducer *r);
 /* 1 when the reducer communicates (more than one rank, or the single-GPU test hook). */
 int reducer_communicates(const dt_reducer *r);
 
-/* ZeRO-1. on 1: each bucket is reduce-scattered instead of allreduced, so after dt_reducer_wait only
- * this rank's part of each bucket (reducer_owned) holds the reduced values, bitwise those the
- * allreduce gives there; the rest of the buffer keeps this rank's own gradients. Host memory
- * through the engine only (DT_ERR_UNSUPPORTED otherwise, naming why). Between steps; every rank
+/* ZeRO-1 (reducer_zero.c). on 1: each bucket is reduce-scattered instead of allreduced, so after
+ * dt_reducer_wait only this rank's part of each bucket (reducer_owned) is sure to hold the reduced
+ * values; the rest of the buffer keeps this rank's own gradients (the engine, NCCL) or the reduced
+ * ones (MPI through host memory, which keeps its one whole-buffer allreduce). Through the engine
+ * the owned values are bitwise those of the allreduce; through NCCL they are NCCL's reduction.
+ * DT_ERR_UNSUPPORTED for a device backend without asynchronous halves. Between steps; every rank
  * must make the same call. */
 dt_status reducer_set_shard(dt_reducer *r, int on);
 int reducer_sharded(const dt_reducer *r);
-/* The slice [*off, *off + *cnt) of bucket b that this rank owns under ZeRO-1 (its part of the
- * engine's split: engine_part); the whole bucket in a world of one (or when nothing is
- * communicated). Offsets are elements of the whole buffer. */
+/* The slice [*off, *off + *cnt) of bucket b that this rank owns under ZeRO-1: its part of the
+ * carrier's split (engine_part for the engine, coll_part for device memory); the whole bucket when
+ * nothing is communicated. Offsets are elements of the whole buffer. */
 void reducer_owned(const dt_reducer *r, int b, size_t *off, size_t *cnt);
-/* Every rank's owned part of every bucket of an fp32 host buffer laid out like the reducer's (the
- * parameters, or an optimizer state spread to full size) sent to every rank, in place; returns when
- * done. Collective; a no-op when nothing is communicated. */
+/* Every rank's owned part of every bucket of an fp32 buffer in the reducer's memory (host or
+ * device) laid out like the reducer's (the parameters) sent to every rank, in place. Collective; a
+ * no-op when nothing is communicated. Host memory: returns when done; NCCL: the caller's stream
+ * (dt_reducer_config.stream) waits for it, the host does not; MPI through host memory: the device
+ * is synchronized first, and it returns when done. */
 dt_status reducer_allgather(dt_reducer *r, float *buf);
-/* Each rank's v to every rank, through the engine (so the watchdog covers it): all[k] is rank k's,
- * *nranks the world (1, with all[0] = v, when nothing is communicated). all holds the world's size. */
+/* The same for an fp32 host buffer whatever the reducer's memory (an optimizer state spread to
+ * full size for a checkpoint); returns when done. */
+dt_status reducer_allgather_host(dt_reducer *r, float *buf);
+/* Each rank's v to every rank (through the engine, so the watchdog covers it, or the context's
+ * host backend for a device reducer): all[k] is rank k's, *nranks the world (1, with all[0] = v,
+ * when nothing is communicated). all holds the world's size. */
 dt_status reducer_share(dt_reducer *r, double v, double *all, int *nranks);
 #endif

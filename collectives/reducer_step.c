@@ -58,16 +58,19 @@ static dt_status reducer_start_bucket(dt_reducer *r, int b)
     if (r->dcoll) {
         r->dcoll->trace = trace_active(ctx_trace(r->ctx));
         r->dcoll->trace_bucket = b;
+        void *at = base + bk->off * r->esz;
+        dt_dtype t = r->cfg.dtype;
+        if (r->wire16) {
+            /* Rounded on the caller's stream (behind the kernels that made the bucket); the
+             * collective follows that stream; wait() widens the sums back. */
+            dt_status s = on_caller_stream(r, ON_CALLER_TO16, at, r->wire16 + bk->off, bk->n);
+            if (s) return s;
+            at = r->wire16 + bk->off;
+            t = r->cfg.wire;
+        }
+        return r->shard ? r->dcoll->ops->start_half(r->dcoll, at, bk->n, t, r->cfg.op, 0, r->cfg.stream)
+                        : r->dcoll->ops->start(r->dcoll, at, bk->n, t, r->cfg.op, r->cfg.stream);
     }
-    if (r->dcoll && r->wire16) {
-        /* Rounded on the caller's stream (behind the kernels that made the bucket); the allreduce
-         * follows that stream; wait() widens the sums back. */
-        uint16_t *w = r->wire16 + bk->off;
-        dt_status s = on_caller_stream(r, ON_CALLER_TO16, base + bk->off * r->esz, w, bk->n);
-        return s ? s : r->dcoll->ops->start(r->dcoll, w, bk->n, r->cfg.wire, r->cfg.op, r->cfg.stream);
-    }
-    if (r->dcoll)
-        return r->dcoll->ops->start(r->dcoll, base + bk->off * r->esz, bk->n, r->cfg.dtype, r->cfg.op, r->cfg.stream);
     if (r->shard)
         return engine_start_reduce_scatter(
             r->eng, r->cfg.dtype == DT_F32 ? (float *)(void *)(base + bk->off * r->esz) : NULL,
@@ -252,13 +255,15 @@ static dt_status whole_allreduce(dt_reducer *r)
 }
 
 /* After the allreduces of a 16-bit wire: the sums widened back into the fp32 buffer, on the
- * caller's stream (which wait_all made wait for them). */
+ * caller's stream (which wait_all made wait for them); after reduce-scatters only the owned part,
+ * so the rest keeps this rank's own gradients as on an fp32 wire. */
 static dt_status widen_started(dt_reducer *r)
 {
     for (int b = 0; b < r->plan.nb; b++) {
         if (!r->started[b]) continue;
-        const bucket *bk = &r->plan.b[b];
-        dt_status s = on_caller_stream(r, ON_CALLER_TO32, r->wire16 + bk->off, (float *)r->buf + bk->off, bk->n);
+        size_t off = r->plan.b[b].off, cnt = r->plan.b[b].n;
+        if (r->shard) reducer_owned(r, b, &off, &cnt);
+        dt_status s = cnt ? on_caller_stream(r, ON_CALLER_TO32, r->wire16 + off, (float *)r->buf + off, cnt) : DT_OK;
         if (s) return s;
     }
     return DT_OK;
@@ -306,67 +311,4 @@ dt_status dt_reducer_set_sync(dt_reducer *r, int sync)
                                 r->nready);
     r->sync = sync != 0;
     return DT_OK;
-}
-
-dt_status reducer_set_shard(dt_reducer *r, int on)
-{
-    if (reducer_step_open(r))
-        return status_set_error(DT_ERR_INVALID_ARG,
-                                "reducer: ZeRO sharding cannot change in the middle of a step (%d range(s) ready): "
-                                "call dt_reducer_wait first",
-                                r->nready);
-    if (on && r->comm && !r->eng)
-        return status_set_error(DT_ERR_UNSUPPORTED,
-                                "--zero 1 reduce-scatters gradients in host memory through the engine; this run's "
-                                "gradients are in device memory (%s), which this version does not shard yet: use "
-                                "--zero 0 on a GPU",
-                                r->dcoll ? "NCCL" : "staged through the host");
-    r->shard = on != 0;
-    return DT_OK;
-}
-
-int reducer_sharded(const dt_reducer *r) { return r && r->shard; }
-
-void reducer_owned(const dt_reducer *r, int b, size_t *off, size_t *cnt)
-{
-    const bucket *bk = &r->plan.b[b];
-    size_t po = 0, pc = bk->n;
-    if (r->comm && r->eng) engine_part(bk->n, engine_rank(r->eng), engine_size(r->eng), &po, &pc);
-    *off = bk->off + po;
-    *cnt = pc;
-}
-
-dt_status reducer_allgather(dt_reducer *r, float *buf)
-{
-    if (!r->comm || !r->eng) return DT_OK;
-    dt_status s = DT_OK;
-    for (int b = 0; b < r->plan.nb && !s; b++) {
-        const bucket *bk = &r->plan.b[b];
-        s = engine_start_allgather(r->eng, buf + bk->off, bk->n, b);
-        if (!s) r->stats.bytes_sent += (double)bk->n * sizeof(float);
-    }
-    const dt_status w = engine_wait_all(r->eng);
-    return s ? s : w;
-}
-
-dt_status reducer_share(dt_reducer *r, double v, double *all, int *nranks)
-{
-    if (!r->comm || !r->eng) {
-        all[0] = v;
-        *nranks = 1;
-        return DT_OK;
-    }
-    const int w = engine_size(r->eng), me = engine_rank(r->eng);
-    /* Two floats a rank: engine_part gives rank k exactly elements 2k and 2k + 1; the allgather
-     * moves their bits untouched. */
-    float *buf = calloc((size_t)w * 2, sizeof *buf);
-    if (!buf) return status_set_error(DT_ERR_NOMEM, "out of memory sharing a value among %d ranks", w);
-    memcpy(buf + 2 * me, &v, sizeof v);
-    dt_status s = engine_start_allgather(r->eng, buf, (size_t)w * 2, 0);
-    const dt_status ws = engine_wait_all(r->eng);
-    if (!s) s = ws;
-    for (int k = 0; !s && k < w; k++) memcpy(&all[k], buf + 2 * k, sizeof(double));
-    free(buf);
-    *nranks = w;
-    return s;
 }

@@ -223,7 +223,7 @@ out:
 
 /* Precision o->prec[failed] ran out of memory (run_precision freed its model): the error, the
  * summary over every precision of the run (the batch it suggests fits them all), the job ended. */
-static int step_oom(dt_ctx *ctx, const step_opts *o, int failed, int gpu)
+static int step_oom(dt_ctx *ctx, const step_opts *o, int failed, int zero, int gpu)
 {
     cli_error("%s: %s (%s)", dt_dtype_name(o->prec[failed]), dt_last_error(), dt_strerror(DT_ERR_NOMEM));
     dt_optim_config oc; /* run_precision's optimizer */
@@ -238,6 +238,10 @@ static int step_oom(dt_ctx *ctx, const step_opts *o, int failed, int gpu)
         pc[i].compute = o->prec[i];
         pc[i].grads = o->prec[i] != DT_F32 && !gpu ? o->prec[i] : DT_F32; /* as run_precision keeps them */
         pc[i].optim = &oc;
+        if (zero) { /* the failed row's --zero: this rank's shard at run_precision's default caps */
+            pc[i].zero_world = dt_world_size(ctx);
+            pc[i].zero_rank = dt_rank(ctx);
+        }
     }
     const oom_case c = {.command = "bench step", .plans = pc, .n_plans = o->nprec, .failed = failed};
     oom_report(ctx, &c);
@@ -287,7 +291,7 @@ int cmd_bench_step(int argc, char **argv)
             char prof[4096];
             dt_status s =
                 run_precision(ctx, &o, o.prec[i], o.zero[z], &sps, &ms, &wait_ms, &mem, &skipped, prof, sizeof prof);
-            if (s == DT_ERR_NOMEM) return step_oom(ctx, &o, i, pl.device == DT_DEVICE_CUDA);
+            if (s == DT_ERR_NOMEM) return step_oom(ctx, &o, i, o.zero[z], pl.device == DT_DEVICE_CUDA);
             if (s) return cli_fail(ctx, s, dt_dtype_name(o.prec[i]));
             if (i == 0 && z == 0) base = sps;
             if (rank == 0) {

@@ -32,6 +32,9 @@ void train_report_start(const train_run *r)
     if (t->clip_grad_norm > 0) printf("gradient clipping: global L2 norm at most %g\n", t->clip_grad_norm);
     /* 16-bit gradients travel as they are; fp32 ones in --grad-comm's type. */
     const dt_dtype wire = r->grad_t != DT_F32 ? r->grad_t : t->sync.grad_comm;
+    /* GPU buffers through MPI (--gpu-comm mpi, or a build without NCCL): one whole-buffer allreduce
+     * through host memory after backward, under --zero 1 too (collectives/reducer_zero.c). */
+    const int staged = dt_model_on_gpu(r->m) && strcmp(dt_backend_name(r->ctx), "mpi") == 0;
     printf("dtrain train: model %s, %d rank%s x batch %d%s = %d per step, %ld step%s, %s lr %g momentum %g "
            "weight decay %g, seed %ld\ngradients: %d bucket%s (cap %g MiB%s, first %g MiB), %s, %s on the wire\n%s",
            t->model, world, cli_s(world), t->batch, accum_txt, world * t->batch * t->accum_steps, t->steps,
@@ -39,7 +42,11 @@ void train_report_start(const train_run *r)
            (double)t->optim.momentum, (double)t->optim.weight_decay, t->seed, nbuckets, cli_s(nbuckets),
            t->sync.bucket_mb, t->bucket_auto && world > 1 ? " until --bucket-mb auto chooses" : "",
            t->sync.first_bucket_mb,
-           world == 1                        ? "no communication (1 rank)"
+           world == 1 ? "no communication (1 rank)"
+           : staged && t->sync.zero
+               ? "allreduced after backward through host memory, parameters allgathered (--zero 1 shards the "
+                 "optimizer state; through MPI the gradients' bytes are not cut)"
+           : staged                          ? "allreduced after backward through host memory (MPI)"
            : t->sync.zero && t->sync.overlap ? "reduce-scattered during backward, parameters allgathered (--zero 1)"
            : t->sync.zero                    ? "reduce-scattered after backward, parameters allgathered (--zero 1)"
            : t->sync.overlap                 ? "allreduced during backward"
@@ -52,7 +59,8 @@ void train_report_start(const train_run *r)
      * the gradient bytes from each rank; --zero 1 sends (W-1)/W of the gradients in the wire type
      * and (W-1)/W of the fp32 parameters. */
     const double np = (double)dt_model_num_params(r->m), wb = wire == DT_F32 ? 4.0 : 2.0;
-    const double sent = (t->sync.zero ? np * wb + np * 4.0 : np * wb * 2.0) * (world - 1) / world;
+    const double sent =
+        (t->sync.zero ? np * wb * (staged ? 2.0 : 1.0) + np * 4.0 : np * wb * 2.0) * (world - 1) / world;
     printf("precision %s (gradients %s), loss scaling %s; gradient bytes sent per rank per step: %.0f (%.2f MiB)\n",
            train_type_name(t->precision), train_type_name(r->grad_t),
            !r->sc              ? "off"

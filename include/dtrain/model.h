@@ -106,8 +106,9 @@ typedef struct dt_sync_config {
                                  only part r of every bucket (1/W of it): gradients are reduce-scattered,
                                  dt_model_optimizer_step updates the owned part and allgathers the
                                  parameters. After dt_model_sync_grads only the owned parts of
-                                 dt_model_grads() are reduced. Host memory (the CPU backend) only;
-                                 not with allow_unreduced. Results: see docs/training.md */
+                                 dt_model_grads() are reduced (on a GPU through --gpu-comm mpi,
+                                 which keeps its whole-buffer allreduce, all of them). CPU and
+                                 GPU; not with allow_unreduced. Results: see docs/training.md */
 } dt_sync_config;
 
 /** Fills c with the defaults: overlap 1, 25 MiB buckets, 1 MiB first bucket, DT_AVG, DT_F32 on the

@@ -165,8 +165,8 @@ typedef struct dt_memory_plan_config {
                                        is then rank zero_rank's share, part zero_rank of every gradient bucket
                                        (planned with the caps below, as the reducer plans them); 0 or 1
                                        (default): the whole state */
-    int zero_rank;                /**< the rank whose share is planned, 0 .. zero_world - 1 (rank 0 holds the
-                                       most); default 0 */
+    int zero_rank;                /**< the rank whose share is planned, 0 .. zero_world - 1 (on the CPU rank 0
+                                       holds the most, on a GPU the last rank); default 0 */
     double bucket_mb;             /**< the bucket caps of the sync (dt_sync_config), used with zero_world > 1;
                                        default 25 */
     double first_bucket_mb;       /**< default 1 */

@@ -9,6 +9,7 @@
 #include "runtime/model/model_plan.h"
 #include "runtime/model/model_internal.h"
 #include "collectives/bucket.h"
+#include "collectives/coll.h"
 #include "collectives/engine.h"
 #include "base/status.h"
 
@@ -144,9 +145,11 @@ void dt_memory_plan_defaults(dt_memory_plan_config *c)
 }
 
 /* The elements of each optimizer moment this rank holds: all of them, or under ZeRO-1 the part
- * zero_rank owns of every bucket (model_zero.c: engine_part of each bucket of the reducer's plan,
- * whose ranges are the layers' parameters in backward order, as model_sync.c gives them). */
-static dt_status plan_optimizer_elems(const model_spec *s, const dt_memory_plan_config *c, size_t *elems)
+ * zero_rank owns of every bucket (model_zero.c: the carrier's split of each bucket of the reducer's
+ * plan, whose ranges are the layers' parameters in backward order, as model_sync.c gives them:
+ * engine_part on host memory, coll_part on a device). */
+static dt_status plan_optimizer_elems(const model_spec *s, const backend_ops *ops, const dt_memory_plan_config *c,
+                                      size_t *elems)
 {
     *elems = s->num_params;
     if (c->zero_world <= 1 || !c->optim) return DT_OK;
@@ -172,7 +175,10 @@ static dt_status plan_optimizer_elems(const model_spec *s, const dt_memory_plan_
     size_t own = 0;
     for (int b = 0; b < bp.nb; b++) {
         size_t off, cnt;
-        engine_part(bp.b[b].n, c->zero_rank, c->zero_world, &off, &cnt);
+        if (ops->host_memory)
+            engine_part(bp.b[b].n, c->zero_rank, c->zero_world, &off, &cnt);
+        else
+            coll_part(bp.b[b].n, c->zero_rank, c->zero_world, &off, &cnt);
         own += cnt;
     }
     bucket_plan_free(&bp);
@@ -313,7 +319,7 @@ dt_status dt_model_plan_memory(dt_ctx *ctx, const dt_memory_plan_config *c, dt_m
     carve *cv = malloc(carve_max(&s) * sizeof *cv);
     if (!cv) st = status_set_error(DT_ERR_NOMEM, "out of host memory planning the model's memory");
     size_t opt_elems = 0;
-    if (!st) st = plan_optimizer_elems(&s, c, &opt_elems);
+    if (!st) st = plan_optimizer_elems(&s, ops, c, &opt_elems);
     if (!st) st = plan_conv_shapes(&s, c->batch);
     if (!st) plan_fill(&s, ops, c, opt_elems, cv, out);
     free(cv);
@@ -339,7 +345,7 @@ dt_status dt_model_max_batch(dt_ctx *ctx, const dt_memory_plan_config *c, size_t
     dt_memory_plan_config at = *c;
     dt_memory_plan p;
     size_t opt_elems = 0;
-    st = plan_optimizer_elems(&s, c, &opt_elems);
+    st = plan_optimizer_elems(&s, ops, c, &opt_elems);
     /* fits(b): the plan's peak at batch b is within the budget. Every part of the plan grows with
      * the batch or stays, so the largest fitting batch is found by doubling, then bisection. */
     int lo = 0, hi = 0; /* fits(lo) (or lo 0), !fits(hi) (or hi 0: not found yet) */

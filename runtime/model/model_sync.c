@@ -89,11 +89,6 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "--zero 1 does not go with allow_unreduced: a rank steps only its own part of the "
                                 "parameters, so every step's gradients must be reduce-scattered");
-    if (c->zero && !m->be->ops->host_memory)
-        return status_set_error(DT_ERR_UNSUPPORTED,
-                                "--zero 1 shards the optimizer state in host memory; this model is on the %s backend, "
-                                "which this version does not shard: use --zero 0 there",
-                                m->be->ops->name);
     dt_status ws = model_wait_inflight(m);
     if (ws) return ws;
     if (!m->ctx) { /* a model without a context (unit tests) reduces nothing */
@@ -120,6 +115,19 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
     rc.first_bucket_mb = c->first_bucket_mb;
     rc.overlap = c->overlap;
     rc.stream = m->be->ops->stream(m->be);
+    /* The same buckets on the same buffer (dt_model_create's defaults, then the caller's settings):
+     * the reducer, and its engine with its thread and communicators, stay; only the reduction,
+     * the overlap and the sharding change. */
+    if (m->red && reducer_same_plan(m->red, buf, &rc)) {
+        free(r);
+        dt_status s = reducer_set_shard(m->red, c->zero);
+        if (!s) s = reducer_retune(m->red, c->op, c->overlap);
+        if (s) {
+            (void)reducer_set_shard(m->red, old.zero);
+            m->sync = old;
+        }
+        return s;
+    }
     dt_reducer *red = NULL;
     dt_status s = dt_reducer_create(m->ctx, buf, m->spec.num_params, r, nr, &rc, &red);
     free(r);

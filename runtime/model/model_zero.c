@@ -3,7 +3,8 @@
  * ranks.
  *
  * The shard is bucket-aligned: rank r owns part r of every gradient bucket, the very split the
- * engine's allreduce uses for its reduce-scatter phase (engine_part). So backward still starts each
+ * engine's allreduce uses for its reduce-scatter phase (engine_part; on a GPU NCCL's equal blocks
+ * and a tail, coll_part: reducer_zero.c). So backward still starts each
  * bucket as it completes, the reduce-scatter sums every element in the same rank order as the
  * allreduce (the owned values are bitwise those of --zero 0), and nothing is padded: parts differ by
  * at most one element, and no rank's part crosses a bucket. A global split of the flat buffer would
@@ -125,8 +126,8 @@ dt_status model_zero_full_begin(dt_model *m, dt_optimizer *o)
                                 "%.0f rank(s) could not make the full-size optimizer state for the "
                                 "checkpoint: read their messages",
                                 failed);
-    if (!s && f1) s = reducer_allgather(m->red, f1);
-    if (!s && f2) s = reducer_allgather(m->red, f2);
+    if (!s && f1) s = reducer_allgather_host(m->red, f1);
+    if (!s && f2) s = reducer_allgather_host(m->red, f2);
     return s;
 }
 

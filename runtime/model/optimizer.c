@@ -1,7 +1,8 @@
 /*
  * optimizer.c - SGD (momentum, weight decay) and AdamW over one flat fp32 parameter buffer: the
  * state (host arrays, and copies on the model's backend when its memory is not host memory), the
- * step through the backend's table, from fp32 or 16-bit gradients, and the access checkpoints need.
+ * step through the backend's table, from fp32 or 16-bit gradients, ZeRO-1's sharded state (host or
+ * device), and the access checkpoints need.
  */
 #include "runtime/model/model_internal.h"
 #include "base/status.h"
@@ -126,6 +127,29 @@ dt_status dt_optimizer_set_lr(dt_optimizer *o, float lr)
     return DT_OK;
 }
 
+/* For a model whose backend's memory is not host memory: the state there (nstate floats each), made
+ * or refreshed from s1/s2 at the first step and after a checkpoint load. */
+static dt_status state_to_device(dt_optimizer *o, backend *be)
+{
+    if (o->be && o->be != be)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_model_optimizer_step: the optimizer's state is on the %s "
+                                "backend, the model on %s: use one optimizer per model",
+                                o->be->ops->name, be->ops->name);
+    if (o->on_device && !o->upload) return DT_OK;
+    const size_t bytes = (o->nstate ? o->nstate : 1) * sizeof(float);
+    dt_status s;
+    o->be = be;
+    if ((o->s1 && !o->d1 && (s = be->ops->alloc(be, bytes, "the optimizer state", (void **)&o->d1))) ||
+        (o->s2 && !o->d2 && (s = be->ops->alloc(be, bytes, "the optimizer state", (void **)&o->d2))) ||
+        (o->s1 && (s = be->ops->to_device(be, o->d1, o->s1, o->nstate * sizeof(float)))) ||
+        (o->s2 && (s = be->ops->to_device(be, o->d2, o->s2, o->nstate * sizeof(float)))))
+        return s;
+    o->on_device = 1;
+    o->upload = 0;
+    return DT_OK;
+}
+
 dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
 {
     if (!m || !o)
@@ -148,6 +172,7 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
     float *s1 = o->s1, *s2 = o->s2;
     if (model_zero(m) || o->nseg) {
         dt_status zs = model_zero_shard_optimizer(m, o);
+        if (!zs && !be->ops->host_memory) zs = state_to_device(o, be);
         if (zs) return zs;
         free(o->f1); /* a checkpoint's full-size view is stale from now on */
         free(o->f2);
@@ -156,23 +181,8 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
         return optimizer_step_shard(m, o);
     }
     if (!be->ops->host_memory) {
-        if (o->be && o->be != be)
-            return status_set_error(DT_ERR_INVALID_ARG,
-                                    "dt_model_optimizer_step: the optimizer's state is on the %s "
-                                    "backend, the model on %s: use one optimizer per model",
-                                    o->be->ops->name, be->ops->name);
-        if (!o->on_device || o->upload) {
-            const size_t bytes = o->n * sizeof(float);
-            dt_status s;
-            o->be = be;
-            if ((o->s1 && !o->d1 && (s = be->ops->alloc(be, bytes, "the optimizer state", (void **)&o->d1))) ||
-                (o->s2 && !o->d2 && (s = be->ops->alloc(be, bytes, "the optimizer state", (void **)&o->d2))) ||
-                (o->s1 && (s = be->ops->to_device(be, o->d1, o->s1, bytes))) ||
-                (o->s2 && (s = be->ops->to_device(be, o->d2, o->s2, bytes))))
-                return s;
-            o->on_device = 1;
-            o->upload = 0;
-        }
+        dt_status s = state_to_device(o, be);
+        if (s) return s;
         s1 = o->d1;
         s2 = o->d2;
     }
@@ -202,7 +212,9 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
 static dt_status step_like_whole(backend *be, const dt_optimizer *o, size_t at, float *p, const float *g, size_t off,
                                  size_t cnt)
 {
-    if (o->cfg.kind != DT_OPTIM_ADAMW || !be->ops->host_memory) return step_on(be, o, o->s1, o->s2, at, p, g, cnt);
+    /* The CUDA kernels compute every element alike (kernels/cuda/optim.cu), so any slice is exact. */
+    if (!be->ops->host_memory) return step_on(be, o, o->d1, o->d2, at, p, g, cnt);
+    if (o->cfg.kind != DT_OPTIM_ADAMW) return step_on(be, o, o->s1, o->s2, at, p, g, cnt);
     const size_t grouped_end = o->n - o->n % ADAMW_LANES; /* elements before it are grouped at --zero 0 */
     const size_t nv = off >= grouped_end ? 0 : (grouped_end - off < cnt ? grouped_end - off : cnt);
     const size_t whole = nv - nv % ADAMW_LANES, rem = nv - whole;
@@ -258,8 +270,16 @@ dt_status optimizer_shard(dt_optimizer *o, const size_t *off, const size_t *cnt,
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "the optimizer is already sharded for another bucket plan or world: create a new "
                                 "optimizer after changing --bucket-mb or the ranks");
-    if (o->on_device)
-        return status_set_error(DT_ERR_UNSUPPORTED, "--zero 1 shards optimizer state in host memory only");
+    /* State already on a device (steps taken at --zero 0) comes back first; the sharded state goes
+     * up at the next step. */
+    dt_status ds = optimizer_to_host(o);
+    if (ds) return ds;
+    if (o->on_device) {
+        o->be->ops->free(o->be, o->d1);
+        o->be->ops->free(o->be, o->d2);
+        o->d1 = o->d2 = NULL;
+        o->on_device = o->upload = 0;
+    }
     size_t total = 0;
     for (int i = 0; i < nseg; i++) total += cnt[i];
     float *n1 = o->s1 ? malloc((total ? total : 1) * sizeof(float)) : NULL;
@@ -298,6 +318,8 @@ dt_status optimizer_full_begin(dt_optimizer *o, float **f1, float **f2)
 {
     *f1 = *f2 = NULL;
     if (!o->nseg) return DT_OK;
+    dt_status s = optimizer_to_host(o); /* the owned slices, current on the host */
+    if (s) return s;
     const size_t n = o->n ? o->n : 1;
     if ((o->s1 && !o->f1 && !(o->f1 = malloc(n * sizeof(float)))) ||
         (o->s2 && !o->f2 && !(o->f2 = malloc(n * sizeof(float)))))
@@ -339,8 +361,8 @@ dt_status optimizer_to_host(dt_optimizer *o)
 {
     if (!o->on_device || o->upload) return DT_OK; /* the host copy is the current one */
     dt_status s;
-    if ((o->s1 && (s = o->be->ops->to_host(o->be, o->s1, o->d1, o->n * sizeof(float)))) ||
-        (o->s2 && (s = o->be->ops->to_host(o->be, o->s2, o->d2, o->n * sizeof(float)))))
+    if ((o->s1 && (s = o->be->ops->to_host(o->be, o->s1, o->d1, o->nstate * sizeof(float)))) ||
+        (o->s2 && (s = o->be->ops->to_host(o->be, o->s2, o->d2, o->nstate * sizeof(float)))))
         return s;
     return DT_OK;
 }

@@ -388,6 +388,7 @@ dt_status dt_barrier(dt_ctx *c)
 
 MPI_Comm ctx_world_comm(const dt_ctx *c) { return c->world; }
 coll *ctx_device_coll(const dt_ctx *c) { return c && c->coll && c->coll->device_buffers ? c->coll : NULL; }
+coll *ctx_host_coll(const dt_ctx *c) { return !c ? NULL : c->coll_host ? c->coll_host : c->coll; }
 double ctx_timeout(const dt_ctx *c) { return c->cfg.timeout_s; }
 const dt_config *ctx_config(const dt_ctx *c) { return &c->cfg; }
 trace_rec *ctx_trace(const dt_ctx *c)

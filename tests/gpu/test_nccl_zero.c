@@ -3,7 +3,10 @@
  * ncclAllGather, in place on equal blocks) on device memory: rank r's block after the
  * reduce-scatter is the sum (or mean) of every rank's block r, to 1e-6 relative (NCCL picks its
  * own order beyond two ranks; exact at one); after the allgather every rank holds every block
- * exactly; fp32 and bf16; a count that is not a multiple of the world is refused. One rank per GPU.
+ * exactly; fp32 and bf16; a count that is not a multiple of the world is refused. Then the
+ * reducer's asynchronous halves (start_half, coll_part's split, any count: equal blocks and a tail
+ * on the last rank) queued behind a stream and waited for by wait_all, the same checks, with
+ * nothing outside this rank's part written by the reduce-scatter. One rank per GPU.
  *
  * Exit status: 0 passed, 1 failed, 77 skipped ("SKIP: ...") without a GPU or without NCCL.
  */
@@ -11,6 +14,7 @@
 
 #include "collectives/coll.h"
 #include "kernels/cast.h"
+#include "mpi_check.h" /* CHECK, and the failures, rank and world it uses */
 
 #include <math.h>
 #include <mpi.h>
@@ -18,18 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures, rank, world;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "FAIL rank %d line %d: ", rank, __LINE__);                                                 \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fprintf(stderr, "\n");                                                                                     \
-        }                                                                                                              \
-    } while (0)
 
 static float value_of(int r, size_t i) { return (float)((double)((r + 1) * 31 + (int)(i % 101)) / 7.0); }
 
@@ -114,6 +106,69 @@ static void halves_case(coll *c, dt_dtype t, dt_redop op, size_t block)
     free(back);
 }
 
+/* start_half on n elements (any n): this rank's coll_part after the reduce-scatter is the sum of
+ * every rank's same part, nothing else in the buffer changed; after the allgather every part is
+ * everywhere. Queued behind a stream of ours, as the reducer queues them behind backward. */
+static void start_half_case(coll *c, dt_dtype t, size_t n)
+{
+    size_t off, cnt;
+    coll_part(n, rank, world, &off, &cnt);
+    float *h = malloc((n ? n : 1) * sizeof *h), *back = malloc((n ? n : 1) * sizeof *back);
+    for (size_t i = 0; i < n; i++) {
+        h[i] = value_of(rank, i);
+        if (t != DT_F32) {
+            uint16_t v;
+            cpu_cast_f32_to_16(t, &h[i], &v, 1);
+            cpu_cast_16_to_f32(t, &v, &h[i], 1);
+        }
+    }
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "stream");
+    void *d = upload(t, h, n);
+    CHECK(c->ops->start_half(c, d, n, t, DT_SUM, 0, s) == DT_OK, "start_half reduce-scatter of %zu", n);
+    CHECK(c->ops->wait_all(c, s) == DT_OK, "wait_all after the reduce-scatter of %zu", n);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess, "stream sync");
+    download(t, d, back, n);
+    const double tol = t == DT_F32 ? 1e-6 : 1e-2;
+    for (size_t i = 0; i < n; i++) {
+        const int mine = i >= off && i < off + cnt;
+        double want = h[i];
+        if (mine) {
+            want = 0.0;
+            for (int r = 0; r < world; r++) {
+                float v = value_of(r, i);
+                if (t != DT_F32) {
+                    uint16_t b;
+                    cpu_cast_f32_to_16(t, &v, &b, 1);
+                    cpu_cast_16_to_f32(t, &b, &v, 1);
+                }
+                want += v;
+            }
+        }
+        if (fabs((double)back[i] - want) > (world == 1 || !mine ? 0.0 : tol * (fabs(want) + 1.0))) {
+            CHECK(0, "%s start_half reduce-scatter of %zu: element %zu (%s part) %.9g, want %.9g", dt_dtype_name(t), n,
+                  i, mine ? "this rank's" : "another rank's", (double)back[i], want);
+            break;
+        }
+    }
+    cudaFree(d);
+    for (size_t i = 0; i < n; i++) h[i] = i >= off && i < off + cnt ? (float)(i % 200) : -1.0f;
+    d = upload(t, h, n);
+    CHECK(c->ops->start_half(c, d, n, t, DT_SUM, 1, s) == DT_OK, "start_half allgather of %zu", n);
+    CHECK(c->ops->wait_all(c, s) == DT_OK, "wait_all after the allgather of %zu", n);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess, "stream sync");
+    download(t, d, back, n);
+    for (size_t i = 0; i < n; i++)
+        if (back[i] != (float)(i % 200)) {
+            CHECK(0, "%s start_half allgather of %zu: element %zu is %g", dt_dtype_name(t), n, i, (double)back[i]);
+            break;
+        }
+    cudaFree(d);
+    cudaStreamDestroy(s);
+    free(h);
+    free(back);
+}
+
 int main(int argc, char **argv)
 {
     int ndev = 0;
@@ -143,6 +198,16 @@ int main(int argc, char **argv)
         halves_case(c, DT_F32, DT_SUM, blocks[k]);
         halves_case(c, DT_F32, DT_AVG, blocks[k]);
         halves_case(c, DT_BF16, DT_SUM, blocks[k]);
+    }
+    CHECK(c->ops->start_half != NULL, "the NCCL table has no start_half");
+    if (c->ops->start_half) {
+        /* Fewer elements than ranks (all in the tail), a tail of W - 1, no tail, and a large odd count. */
+        const size_t counts[] = {1, (size_t)world - 1, (size_t)world + 1, (size_t)world * 1000, 100003};
+        for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+            if (counts[k] == 0) continue;
+            start_half_case(c, DT_F32, counts[k]);
+            start_half_case(c, DT_BF16, counts[k]);
+        }
     }
     if (world > 1) {
         void *d = NULL;

@@ -1,7 +1,8 @@
 /*
  * test_bucket.c - the reducer's bucket planner: ranges given in backward order, caps, the small
  * first bucket, oversized ranges, one bucket for everything, ranges that are not adjacent in ready
- * order, plans by size alone, the lookups, the cross-rank fingerprint, and the tiling errors.
+ * order, plans by size alone, the lookups, the cross-rank fingerprint, and the tiling errors; and
+ * ZeRO-1's split of a device bucket over the ranks (coll_part).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <cmocka.h>
 
 #include "collectives/bucket.h"
+#include "collectives/coll.h"
 
 #include <string.h>
 
@@ -149,11 +151,36 @@ static void test_hash_and_errors(void **st)
     assert_int_equal(bucket_plan_ranges(160, gap, 0, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
 }
 
+/* coll_part: the parts tile [0, n) in rank order; every rank but the last has n / W, the last the
+ * rest (n / W + n % W): equal blocks for ncclReduceScatter, a tail under W on the last rank. */
+static void test_coll_part(void **st)
+{
+    (void)st;
+    const size_t ns[] = {0, 1, 2, 3, 7, 8, 1000, 100003};
+    for (int w = 1; w <= 9; w++)
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+            const size_t n = ns[k];
+            size_t at = 0;
+            for (int j = 0; j < w; j++) {
+                size_t off, cnt;
+                coll_part(n, j, w, &off, &cnt);
+                assert_int_equal(off, at);
+                assert_int_equal(cnt, j < w - 1 ? n / (size_t)w : n - (size_t)(w - 1) * (n / (size_t)w));
+                at += cnt;
+            }
+            assert_int_equal(at, n);
+        }
+    size_t off, cnt;
+    coll_part(10, 2, 3, &off, &cnt); /* blocks of 3; the last rank also the 10th */
+    assert_int_equal(off, 6);
+    assert_int_equal(cnt, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_like), cmocka_unit_test(test_first_bucket_small), cmocka_unit_test(test_not_adjacent),
-        cmocka_unit_test(test_auto),     cmocka_unit_test(test_hash_and_errors),
+        cmocka_unit_test(test_auto),     cmocka_unit_test(test_hash_and_errors),    cmocka_unit_test(test_coll_part),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
