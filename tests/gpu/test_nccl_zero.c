@@ -54,51 +54,73 @@ static void download(dt_dtype t, const void *d, float *h, size_t n)
     free(h16);
 }
 
-static void halves_case(coll *c, dt_dtype t, dt_redop op, size_t block)
+/* Rank r's value i, as it is after a trip through type t (so the expected sums need no rounding of
+ * the inputs). */
+static float wire_value(dt_dtype t, int r, size_t i)
 {
-    const size_t n = block * (size_t)world, off = (size_t)rank * block;
-    float *h = malloc(n * sizeof *h), *back = malloc(n * sizeof *back);
-    /* Values exact in bf16 too, so the expected sums need no rounding of the inputs. */
-    for (size_t i = 0; i < n; i++) {
-        h[i] = value_of(rank, i);
-        if (t != DT_F32) {
-            uint16_t v;
-            cpu_cast_f32_to_16(t, &h[i], &v, 1);
-            cpu_cast_16_to_f32(t, &v, &h[i], 1);
-        }
+    float v = value_of(r, i);
+    if (t != DT_F32) {
+        uint16_t b;
+        cpu_cast_f32_to_16(t, &v, &b, 1);
+        cpu_cast_16_to_f32(t, &b, &v, 1);
     }
+    return v;
+}
+
+/* How a case runs a half (gather 0: reduce-scatter, 1: allgather): the blocking table entries, or
+ * start_half queued behind a stream of ours and waited for by wait_all, as the reducer does. */
+typedef dt_status (*half_fn)(coll *c, void *d, size_t n, dt_dtype t, dt_redop op, int gather);
+static dt_status blocking_half(coll *c, void *d, size_t n, dt_dtype t, dt_redop op, int gather)
+{
+    return gather ? c->ops->allgather(c, d, n, t) : c->ops->reduce_scatter(c, d, n, t, op);
+}
+static dt_status queued_half(coll *c, void *d, size_t n, dt_dtype t, dt_redop op, int gather)
+{
+    cudaStream_t st;
+    if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) return DT_ERR_DEVICE;
+    dt_status s = c->ops->start_half(c, d, n, t, op, gather, st);
+    const dt_status w = c->ops->wait_all(c, st);
+    if (cudaStreamSynchronize(st) != cudaSuccess && !s) s = DT_ERR_DEVICE;
+    cudaStreamDestroy(st);
+    return s ? s : w;
+}
+
+/* n elements, this rank owning [off, off + cnt): after the reduce-scatter the owned ones are the
+ * sum (or mean) of every rank's, and with others_kept the rest still this rank's own; after the
+ * allgather every rank's part is everywhere. */
+static void halves_case(coll *c, half_fn run, const char *how, dt_dtype t, dt_redop op, size_t n, size_t off,
+                        size_t cnt, int others_kept)
+{
+    float *h = malloc((n ? n : 1) * sizeof *h), *back = malloc((n ? n : 1) * sizeof *back);
+    for (size_t i = 0; i < n; i++) h[i] = wire_value(t, rank, i);
     void *d = upload(t, h, n);
-    CHECK(c->ops->reduce_scatter(c, d, n, t, op) == DT_OK, "reduce_scatter");
+    CHECK(run(c, d, n, t, op, 0) == DT_OK, "%s reduce-scatter of %zu", how, n);
     download(t, d, back, n);
     const double tol = t == DT_F32 ? 1e-6 : 1e-2; /* bf16: the sum is rounded to 8 bits of mantissa */
-    for (size_t i = off; i < off + block; i++) {
-        double want = 0.0;
-        for (int r = 0; r < world; r++) {
-            float v = value_of(r, i);
-            if (t != DT_F32) {
-                uint16_t b;
-                cpu_cast_f32_to_16(t, &v, &b, 1);
-                cpu_cast_16_to_f32(t, &b, &v, 1);
-            }
-            want += v;
+    for (size_t i = 0; i < n; i++) {
+        const int mine = i >= off && i < off + cnt;
+        if (!mine && !others_kept) continue;
+        double want = h[i];
+        if (mine) {
+            want = 0.0;
+            for (int r = 0; r < world; r++) want += wire_value(t, r, i);
+            if (op == DT_AVG) want /= world;
         }
-        if (op == DT_AVG) want /= world;
-        const double d_ = fabs((double)back[i] - want);
-        if (d_ > (world == 1 ? 0.0 : tol * (fabs(want) + 1.0))) {
-            CHECK(0, "%s reduce_scatter block %zu element %zu: %.9g, want %.9g", dt_dtype_name(t), block, i,
-                  (double)back[i], want);
+        if (fabs((double)back[i] - want) > (world == 1 || !mine ? 0.0 : tol * (fabs(want) + 1.0))) {
+            CHECK(0, "%s %s reduce-scatter of %zu: element %zu (%s part) %.9g, want %.9g", how, dt_dtype_name(t), n, i,
+                  mine ? "this rank's" : "another rank's", (double)back[i], want);
             break;
         }
     }
-    /* Allgather: block r holds r's index values on rank r; every rank must get them all. */
-    for (size_t i = 0; i < n; i++) h[i] = i >= off && i < off + block ? (float)(i % 200) : -1.0f;
+    /* Allgather: this rank's part holds index values, the rest -1; every rank must get them all. */
+    for (size_t i = 0; i < n; i++) h[i] = i >= off && i < off + cnt ? (float)(i % 200) : -1.0f;
     cudaFree(d);
     d = upload(t, h, n);
-    CHECK(c->ops->allgather(c, d, n, t) == DT_OK, "allgather");
+    CHECK(run(c, d, n, t, op, 1) == DT_OK, "%s allgather of %zu", how, n);
     download(t, d, back, n);
     for (size_t i = 0; i < n; i++)
         if (back[i] != (float)(i % 200)) {
-            CHECK(0, "%s allgather block %zu element %zu: %g", dt_dtype_name(t), block, i, (double)back[i]);
+            CHECK(0, "%s %s allgather of %zu: element %zu is %g", how, dt_dtype_name(t), n, i, (double)back[i]);
             break;
         }
     cudaFree(d);
@@ -106,67 +128,18 @@ static void halves_case(coll *c, dt_dtype t, dt_redop op, size_t block)
     free(back);
 }
 
-/* start_half on n elements (any n): this rank's coll_part after the reduce-scatter is the sum of
- * every rank's same part, nothing else in the buffer changed; after the allgather every part is
- * everywhere. Queued behind a stream of ours, as the reducer queues them behind backward. */
+/* The blocking halves: equal blocks of `block`. */
+static void blocks_case(coll *c, dt_dtype t, dt_redop op, size_t block)
+{
+    halves_case(c, blocking_half, "blocking", t, op, block * (size_t)world, (size_t)rank * block, block, 0);
+}
+
+/* start_half on any n: coll_part's split, nothing outside this rank's part written. */
 static void start_half_case(coll *c, dt_dtype t, size_t n)
 {
     size_t off, cnt;
     coll_part(n, rank, world, &off, &cnt);
-    float *h = malloc((n ? n : 1) * sizeof *h), *back = malloc((n ? n : 1) * sizeof *back);
-    for (size_t i = 0; i < n; i++) {
-        h[i] = value_of(rank, i);
-        if (t != DT_F32) {
-            uint16_t v;
-            cpu_cast_f32_to_16(t, &h[i], &v, 1);
-            cpu_cast_16_to_f32(t, &v, &h[i], 1);
-        }
-    }
-    cudaStream_t s;
-    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "stream");
-    void *d = upload(t, h, n);
-    CHECK(c->ops->start_half(c, d, n, t, DT_SUM, 0, s) == DT_OK, "start_half reduce-scatter of %zu", n);
-    CHECK(c->ops->wait_all(c, s) == DT_OK, "wait_all after the reduce-scatter of %zu", n);
-    CHECK(cudaStreamSynchronize(s) == cudaSuccess, "stream sync");
-    download(t, d, back, n);
-    const double tol = t == DT_F32 ? 1e-6 : 1e-2;
-    for (size_t i = 0; i < n; i++) {
-        const int mine = i >= off && i < off + cnt;
-        double want = h[i];
-        if (mine) {
-            want = 0.0;
-            for (int r = 0; r < world; r++) {
-                float v = value_of(r, i);
-                if (t != DT_F32) {
-                    uint16_t b;
-                    cpu_cast_f32_to_16(t, &v, &b, 1);
-                    cpu_cast_16_to_f32(t, &b, &v, 1);
-                }
-                want += v;
-            }
-        }
-        if (fabs((double)back[i] - want) > (world == 1 || !mine ? 0.0 : tol * (fabs(want) + 1.0))) {
-            CHECK(0, "%s start_half reduce-scatter of %zu: element %zu (%s part) %.9g, want %.9g", dt_dtype_name(t), n,
-                  i, mine ? "this rank's" : "another rank's", (double)back[i], want);
-            break;
-        }
-    }
-    cudaFree(d);
-    for (size_t i = 0; i < n; i++) h[i] = i >= off && i < off + cnt ? (float)(i % 200) : -1.0f;
-    d = upload(t, h, n);
-    CHECK(c->ops->start_half(c, d, n, t, DT_SUM, 1, s) == DT_OK, "start_half allgather of %zu", n);
-    CHECK(c->ops->wait_all(c, s) == DT_OK, "wait_all after the allgather of %zu", n);
-    CHECK(cudaStreamSynchronize(s) == cudaSuccess, "stream sync");
-    download(t, d, back, n);
-    for (size_t i = 0; i < n; i++)
-        if (back[i] != (float)(i % 200)) {
-            CHECK(0, "%s start_half allgather of %zu: element %zu is %g", dt_dtype_name(t), n, i, (double)back[i]);
-            break;
-        }
-    cudaFree(d);
-    cudaStreamDestroy(s);
-    free(h);
-    free(back);
+    halves_case(c, queued_half, "start_half", t, DT_SUM, n, off, cnt, 1);
 }
 
 int main(int argc, char **argv)
@@ -195,9 +168,9 @@ int main(int argc, char **argv)
     CHECK(c->ops->reduce_scatter && c->ops->allgather, "the NCCL table has no reduce_scatter/allgather");
     const size_t blocks[] = {1, 1000, 100003};
     for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++) {
-        halves_case(c, DT_F32, DT_SUM, blocks[k]);
-        halves_case(c, DT_F32, DT_AVG, blocks[k]);
-        halves_case(c, DT_BF16, DT_SUM, blocks[k]);
+        blocks_case(c, DT_F32, DT_SUM, blocks[k]);
+        blocks_case(c, DT_F32, DT_AVG, blocks[k]);
+        blocks_case(c, DT_BF16, DT_SUM, blocks[k]);
     }
     CHECK(c->ops->start_half != NULL, "the NCCL table has no start_half");
     if (c->ops->start_half) {

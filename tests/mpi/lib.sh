@@ -52,6 +52,17 @@ if bad: print("missing:", bad, "got:", got); sys.exit(1)
 PY
 }
 
+# zero_same NP TOLERANCE FLAGS...: the script's train() (ranks, then train flags) run with --zero 0
+# and with --zero 1, their --dump-params compared by $CMP at TOLERANCE (exact, or a relative bound).
+# ZERO_WHERE prefixes the verdicts (e.g. "GPU, ").
+zero_same() {
+    local np=$1 tol=$2 out; shift 2
+    train "$np" "$@" --zero 0 --dump-params "$tmp/z0" || { bad "${ZERO_WHERE:-}--zero 0 $* at $np failed"; return; }
+    train "$np" "$@" --zero 1 --dump-params "$tmp/z1" || { bad "${ZERO_WHERE:-}--zero 1 $* at $np failed"; return; }
+    out=$("$CMP" "$tmp/z1" "$tmp/z0" "$tol") && ok "${ZERO_WHERE:-}$np rank(s), $*: --zero 1 == --zero 0 ($tol): $out" ||
+        bad "${ZERO_WHERE:-}$np rank(s), $*: --zero 1 != --zero 0 ($tol): $out"
+}
+
 finish() {
     echo "$passes passed, $fails failed"
     [ "$fails" -eq 0 ]

@@ -11,36 +11,28 @@ train() { # ranks, then train flags
     local np=$1; shift
     "$MPIRUN" -np "$np" "$DTRAIN" train --blas-threads 1 "$@" >"$tmp/log" 2>&1 || { cat "$tmp/log"; return 1; }
 }
-# same NP TOLERANCE FLAGS...: --zero 1 against --zero 0 at NP ranks.
-same() {
-    local np=$1 tol=$2; shift 2
-    train "$np" "$@" --zero 0 --dump-params "$tmp/z0" || { bad "--zero 0 $* at $np failed"; return; }
-    train "$np" "$@" --zero 1 --dump-params "$tmp/z1" || { bad "--zero 1 $* at $np failed"; return; }
-    out=$("$CMP" "$tmp/z1" "$tmp/z0" "$tol") && ok "$np rank(s), $*: --zero 1 == --zero 0 ($tol): $out" ||
-        bad "$np rank(s), $*: --zero 1 != --zero 0 ($tol): $out"
-}
 
 # Small buckets, so that every bucket is split and some parts cross layers.
 bk="--bucket-mb 0.05 --first-bucket-mb 0.01"
 for np in 1 2 3 4; do
-    same $np exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --weight-decay 0.01 --seed 3 --log-every 8 $bk
-    same $np exact --model mlp --steps 8 --batch 4 --optim sgd --momentum 0.9 --lr 0.05 --weight-decay 0.0005 --seed 3 --log-every 8 $bk
-    same $np exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 3 --log-every 6 $bk --precision fp16
+    zero_same $np exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --weight-decay 0.01 --seed 3 --log-every 8 $bk
+    zero_same $np exact --model mlp --steps 8 --batch 4 --optim sgd --momentum 0.9 --lr 0.05 --weight-decay 0.0005 --seed 3 --log-every 8 $bk
+    zero_same $np exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 3 --log-every 6 $bk --precision fp16
 done
 for np in 2 3; do
-    same $np exact --model cnn --steps 5 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 5 --bucket-mb 0.01 --first-bucket-mb 0.005
+    zero_same $np exact --model cnn --steps 5 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 5 --bucket-mb 0.01 --first-bucket-mb 0.005
     # Default buckets (one big and one small), no overlap.
-    same $np exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 --no-overlap
+    zero_same $np exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 --no-overlap
     # fp32 gradients on a 16-bit wire; accumulation.
-    same $np exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 $bk --grad-comm bf16
-    same $np exact --model mlp --steps 6 --batch 4 --optim sgd --lr 0.05 --seed 5 --log-every 6 $bk --accum-steps 2
+    zero_same $np exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 $bk --grad-comm bf16
+    zero_same $np exact --model mlp --steps 6 --batch 4 --optim sgd --lr 0.05 --seed 5 --log-every 6 $bk --accum-steps 2
     # Mixed precision: 16-bit gradients, the dynamic loss scaler (its verdict summed over the shards).
-    same $np exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 8 $bk --precision bf16
-    same $np exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 8 $bk --precision fp16
+    zero_same $np exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 8 $bk --precision bf16
+    zero_same $np exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 8 $bk --precision fp16
     # Clipping that clips: the global norm from the shards' sums, so the coefficient may differ in
     # its last bit.
-    same $np 1e-6 --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 8 $bk --clip-grad-norm 0.5
-    same $np 1e-6 --model mlp --steps 8 --batch 4 --optim sgd --lr 0.05 --seed 5 --log-every 8 $bk --precision fp16 --clip-grad-norm 0.5
+    zero_same $np 1e-6 --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 8 $bk --clip-grad-norm 0.5
+    zero_same $np 1e-6 --model mlp --steps 8 --batch 4 --optim sgd --lr 0.05 --seed 5 --log-every 8 $bk --precision fp16 --clip-grad-norm 0.5
 done
 # An overflow on one rank (an inf in rank 1's gradients at step 3): the shard that holds it sees it,
 # the summed verdict makes every rank skip that step and back the scale off, as at --zero 0.
