@@ -213,6 +213,15 @@ static int mpi_once(bench_run *b, size_t count)
 }
 
 /* Times one implementation at one size (which = 0 the engine, 1 MPI), then checks it once. */
+/* The run's next size, the last one times --stepfactor: 0 when that would pass --maxbytes (the
+ * sizes printed in the header's algorithm line and measured below step alike). */
+static int next_size(const bench_opts *o, unsigned long long *bytes)
+{
+    if (*bytes > o->maxbytes / (unsigned long long)o->factor) return 0;
+    *bytes *= (unsigned long long)o->factor;
+    return 1;
+}
+
 static int measure(bench_run *b, int which, size_t count, const bench_opts *o, double *t_iter, long long *wrong)
 {
     int rc;
@@ -301,8 +310,7 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
             const char *name = o->wire == DT_F32 ? engine_algo_name(b.eng, cnt) : b.world > 1 ? "direct" : "none";
             if (!prev || strcmp(prev, name) != 0) printf("%s %s from %zu bytes", prev ? "," : "", name, cnt * es);
             prev = name;
-            if (by > o->maxbytes / (unsigned long long)o->factor) break;
-            by *= (unsigned long long)o->factor;
+            if (!next_size(o, &by)) break;
         }
         printf("\n");
         printf("# time: the largest over ranks of each rank's mean per iteration; algbw = size / time, busbw = "
@@ -346,8 +354,7 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
                    1e6 * t[0], alg[0], bus[0], wrong[0], 1e6 * t[1], alg[1], bus[1], wrong[1], ratio);
             fflush(stdout);
         }
-        if (bytes > o->maxbytes / (unsigned long long)o->factor) break;
-        bytes *= (unsigned long long)o->factor;
+        if (!next_size(o, &bytes)) break;
     }
     if (b.rank == 0) {
         printf("# Out of bounds values : %lld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
