@@ -4,7 +4,8 @@
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 
-run="--model mlp --batch 16 --steps 400 --log-every 100 --dataset-size 2000 --blas-threads 1"
+# 120 steps of about 10 ms: a run of about a second, long enough for several throttled redraws.
+run="--model mlp --batch 16 --steps 120 --log-every 30 --dataset-size 2000 --blas-threads 1"
 
 # A terminal's view of a byte stream: "\r ESC[K" erases the line being written, "\n" ends it.
 # Writes the lines that stay (the scrollback) to $2 and prints: the number of progress lines
@@ -43,7 +44,7 @@ secs=$(sed -n 's/^done: .* in \([0-9.]*\) s,.*/\1/p' "$tmp/kept")
 awk -v d="$drawn" -v s="$secs" 'BEGIN { exit !(d <= 10 * s + 2) }' && ok "throttled: $drawn draws <= 10/s x $secs s" ||
     bad "not throttled: $drawn draws in $secs s"
 [ "$left" = "''" ] && ok "the progress line is erased at the end" || bad "left on the screen at the end: $left"
-grep -qE "step (3[0-9][0-9]|400)/400 \(" "$tmp/always" &&
+grep -qE "step (9[0-9]|1[01][0-9]|120)/120 \(" "$tmp/always" &&
     ok "the progress line counts up to the total" || bad "no progress line near the end: $(cat -v "$tmp/always" | tail -c 600)"
 if diff <(shape "$tmp/kept") <(shape "$tmp/never") >"$tmp/diff"; then
     ok "the lines that stay are --progress never's ($(wc -l <"$tmp/kept") lines, numbers aside)"
@@ -51,7 +52,7 @@ else
     bad "--progress always's lines differ from --progress never's:"; cat "$tmp/diff"
 fi
 grep -q $'[\r\e]' "$tmp/never" && bad "--progress never wrote a CR or an escape" || ok "--progress never: plain lines"
-[ "$(grep -c '^step ' "$tmp/never")" -eq 4 ] && tail -1 "$tmp/never" | grep -q "^done: 400 steps" &&
+[ "$(grep -c '^step ' "$tmp/never")" -eq 4 ] && tail -1 "$tmp/never" | grep -q "^done: 120 steps" &&
     ok "--progress never: 4 step lines, then done:" || { bad "--progress never's lines:"; cat "$tmp/never"; }
 
 # The default in a pipe, alone and under mpirun (whose ranks' stdout is a pseudo-terminal even
@@ -61,7 +62,7 @@ grep -q $'[\r\e]' "$tmp/pipe" && bad "the default wrote a CR or an escape into a
 "$MPIRUN" -np 2 "$DTRAIN" train $run --batch 8 | cat >"$tmp/mpipe"
 grep -q $'[\r\e]' "$tmp/mpipe" && bad "the default under mpirun wrote a CR or an escape into a pipe" ||
     ok "default under mpirun in a pipe: plain lines"
-grep -q "^done: 400 steps" "$tmp/mpipe" || bad "mpirun run did not finish: $(cat "$tmp/mpipe")"
+grep -q "^done: 120 steps" "$tmp/mpipe" || bad "mpirun run did not finish: $(cat "$tmp/mpipe")"
 # --progress always under mpirun: rank 0 alone draws (the other rank's line would interleave).
 "$MPIRUN" -np 2 "$DTRAIN" train $run --batch 8 --progress always >"$tmp/m2" 2>&1 || bad "mpirun --progress always failed"
 read -r drawn malformed left < <(screen_of "$tmp/m2" "$tmp/kept2")
@@ -72,11 +73,11 @@ read -r drawn malformed left < <(screen_of "$tmp/m2" "$tmp/kept2")
 # auto on a terminal (script(1) gives the run a pseudo-terminal): drawn, unless TERM=dumb.
 if command -v script >/dev/null && script -qec true /dev/null >/dev/null 2>&1; then
     TERM=xterm script -qec "'$DTRAIN' train $run" /dev/null >"$tmp/tty" 2>&1 </dev/null
-    grep -q $'\e\\[Kstep [0-9]*/400 ' "$tmp/tty" && ok "--progress auto on a terminal draws the line" ||
+    grep -q $'\e\\[Kstep [0-9]*/120 ' "$tmp/tty" && ok "--progress auto on a terminal draws the line" ||
         { bad "no progress line on a terminal"; cat -v "$tmp/tty" | tail -5; }
     TERM=dumb script -qec "'$DTRAIN' train $run" /dev/null >"$tmp/dumb" 2>&1 </dev/null
     grep -q $'\e' "$tmp/dumb" && bad "TERM=dumb got escapes" || ok "TERM=dumb: plain lines on a terminal"
-    grep -q "^done: 400 steps" "$tmp/dumb" || bad "TERM=dumb run did not finish: $(cat -v "$tmp/dumb")"
+    grep -q "^done: 120 steps" "$tmp/dumb" || bad "TERM=dumb run did not finish: $(cat -v "$tmp/dumb")"
 else
     echo "skip: no script(1) to give a run a terminal; --progress auto on a TTY not checked"
 fi
@@ -84,7 +85,7 @@ fi
 # --quiet: the summary alone on stdout, the --metrics records still written.
 "$DTRAIN" train $run --quiet --metrics "$tmp/m.jsonl" >"$tmp/quiet" 2>"$tmp/quiet.err" ||
     bad "--quiet failed: $(cat "$tmp/quiet" "$tmp/quiet.err")"
-[ "$(wc -l <"$tmp/quiet")" -eq 1 ] && grep -q "^done: 400 steps in .* over 4 log intervals" "$tmp/quiet" &&
+[ "$(wc -l <"$tmp/quiet")" -eq 1 ] && grep -q "^done: 120 steps in .* over 4 log intervals" "$tmp/quiet" &&
     ok "--quiet: one line, $(cat "$tmp/quiet")" || { bad "--quiet printed more than the summary:"; cat "$tmp/quiet"; }
 [ "$(grep -c '"step"' "$tmp/m.jsonl")" -eq 4 ] && ok "--quiet still writes the 4 --metrics records" ||
     bad "--quiet --metrics: $(wc -l <"$tmp/m.jsonl") records"

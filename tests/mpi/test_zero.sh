@@ -14,18 +14,21 @@ train() { # ranks, then train flags
 
 # Small buckets, so that every bucket is split and some parts cross layers.
 bk="--bucket-mb 0.05 --first-bucket-mb 0.01"
-for np in 1 2 3 4; do
+# One rank (one shard: everything) once; 2-4 ranks (3: parts of unequal size) for each rule.
+zero_same 1 exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --weight-decay 0.01 --seed 3 --log-every 8 $bk
+for np in 2 3 4; do
     zero_same $np exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --weight-decay 0.01 --seed 3 --log-every 8 $bk
     zero_same $np exact --model mlp --steps 8 --batch 4 --optim sgd --momentum 0.9 --lr 0.05 --weight-decay 0.0005 --seed 3 --log-every 8 $bk
     zero_same $np exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 3 --log-every 6 $bk --precision fp16
 done
+# The layouts and wires at 3 ranks, where the parts are unequal.
+zero_same 3 exact --model cnn --steps 5 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 5 --bucket-mb 0.01 --first-bucket-mb 0.005
+# Default buckets (one big and one small), no overlap.
+zero_same 3 exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 --no-overlap
+# fp32 gradients on a 16-bit wire; accumulation.
+zero_same 3 exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 $bk --grad-comm bf16
+zero_same 3 exact --model mlp --steps 6 --batch 4 --optim sgd --lr 0.05 --seed 5 --log-every 6 $bk --accum-steps 2
 for np in 2 3; do
-    zero_same $np exact --model cnn --steps 5 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 5 --bucket-mb 0.01 --first-bucket-mb 0.005
-    # Default buckets (one big and one small), no overlap.
-    zero_same $np exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 --no-overlap
-    # fp32 gradients on a 16-bit wire; accumulation.
-    zero_same $np exact --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 $bk --grad-comm bf16
-    zero_same $np exact --model mlp --steps 6 --batch 4 --optim sgd --lr 0.05 --seed 5 --log-every 6 $bk --accum-steps 2
     # Mixed precision: 16-bit gradients, the dynamic loss scaler (its verdict summed over the shards).
     zero_same $np exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 8 $bk --precision bf16
     zero_same $np exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 8 $bk --precision fp16

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run_valgrind.sh BUILD_DIR - valgrind memcheck over every unit test binary (the ctest `unit` label)
-# and a short 2-rank `dtrain train` (one log per rank). BUILD_DIR is a plain CPU build with -O1 -g
+# and a short 2-rank `dtrain train` (one log per rank), then three refused fp16 runs (the loss scaler
+# freed; refusal.*). BUILD_DIR is a plain CPU build with -O1 -g
 # (`make test-valgrind` configures it): no sanitizer, since valgrind checks the real allocator.
 # Fails on any memcheck error, any definitely-lost block and any failing run; the only suppressions
 # are tests/sanitizers/valgrind.supp's, each a documented third-party report (Open MPI, PMIx and
@@ -124,4 +125,31 @@ if [[ train.np2 =~ $only ]]; then
         --checkpoint-dir "$logs/ckpt" --checkpoint-every 3 > "$logs/train.np2.out" 2>&1
     check train.np2 $? $((SECONDS - t0)) "$logs"/train.np2.rank*.vg.log
 fi
+# Refused training runs free what they made before the refusal: the loss scaler of an fp16 run is
+# made first, so no block of dt_scaler_create's may be left at exit (of any leak kind), whether the
+# refusal comes before MPI starts (DTRAIN_FAULT), right after it (--dataset-size) or once the model
+# exists (--lr-schedule); each must still exit 2 with its message. (tests/mpi/test_refusals.sh
+# checks the messages in `make test`.) Open MPI's own blocks are not looked at.
+refusal() { # name, message, then the environment and arguments of `dtrain train`
+    local name=refusal.$1 text=$2 rc t0=$SECONDS
+    shift 2
+    [[ $name =~ $only ]] || return 0
+    local vars=() args=() a
+    # Leading VAR=VALUE words are the run's environment, the rest its arguments.
+    for a in "$@"; do if [[ ${#args[@]} -eq 0 && $a == *=* && $a != -* ]]; then vars+=("$a"); else args+=("$a"); fi; done
+    env "${vars[@]}" timeout 300 valgrind --leak-check=full --show-leak-kinds=all --num-callers=40 \
+        --log-file="$logs/$name.vg.log" "$build/dtrain" train --precision fp16 "${args[@]}" > "$logs/$name.out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 2 ] && grep -qF -- "$text" "$logs/$name.out" && grep -q "LEAK SUMMARY\|no leaks are possible" \
+        "$logs/$name.vg.log" && ! grep -q dt_scaler_create "$logs/$name.vg.log"; then
+        echo "ok   $name ($((SECONDS - t0)) s: exit 2, says '$text', frees its loss scaler)"
+    else
+        echo "FAIL $name: exit $rc (wanted 2 and '$text'), or dt_scaler_create's blocks left (log: $logs/$name.vg.log)"
+        grep -B2 -A8 "dt_scaler_create" "$logs/$name.vg.log" | head -30 | sed 's/^/    /'
+        fail=1
+    fi
+}
+refusal fault "KIND 'bogus' is not a fault" DTRAIN_FAULT=bogus:0:1 --steps 2
+refusal dataset "--dataset-size 2 is smaller than one global batch" --dataset-size 2 --batch 4
+refusal schedule "--lr-schedule bogus" --lr-schedule bogus --steps 2 --batch 4 --model fc:8,relu,fc:10 --input 8
 exit $fail
