@@ -212,7 +212,6 @@ static int mpi_once(bench_run *b, size_t count)
     return rc == MPI_SUCCESS ? EXIT_OK : mpi_fail("MPI_Allreduce", rc);
 }
 
-/* Times one implementation at one size (which = 0 the engine, 1 MPI), then checks it once. */
 /* The run's next size, the last one times --stepfactor: 0 when that would pass --maxbytes (the
  * sizes printed in the header's algorithm line and measured below step alike). */
 static int next_size(const bench_opts *o, unsigned long long *bytes)
@@ -222,6 +221,7 @@ static int next_size(const bench_opts *o, unsigned long long *bytes)
     return 1;
 }
 
+/* Times one implementation at one size (which = 0 the engine, 1 MPI), then checks it once. */
 static int measure(bench_run *b, int which, size_t count, const bench_opts *o, double *t_iter, long long *wrong)
 {
     int rc;

@@ -95,14 +95,6 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
         m->sync = *c;
         return DT_OK;
     }
-    /* The parameter layers, last first: the order backward finishes them. */
-    dt_range *r = calloc((size_t)m->spec.n, sizeof *r);
-    if (!r) return status_set_error(DT_ERR_NOMEM, "out of memory planning buckets");
-    int nr = 0;
-    for (int i = m->spec.n - 1; i >= 0; i--) {
-        const layer *l = &m->spec.layers[i];
-        if (l->w_n + l->b_n) r[nr++] = (dt_range){l->w_off, l->w_n + l->b_n};
-    }
     const dt_sync_config old = m->sync;
     m->sync = *c;
     dt_reducer_config rc;
@@ -119,7 +111,6 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
      * the reducer, and its engine with its thread and communicators, stay; only the reduction,
      * the overlap and the sharding change. */
     if (m->red && reducer_same_plan(m->red, buf, &rc)) {
-        free(r);
         dt_status s = reducer_set_shard(m->red, c->zero);
         if (!s) s = reducer_retune(m->red, c->op, c->overlap);
         if (s) {
@@ -127,6 +118,17 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
             m->sync = old;
         }
         return s;
+    }
+    /* The parameter layers, last first: the order backward finishes them. */
+    dt_range *r = calloc((size_t)m->spec.n, sizeof *r);
+    if (!r) {
+        m->sync = old;
+        return status_set_error(DT_ERR_NOMEM, "out of memory planning buckets");
+    }
+    int nr = 0;
+    for (int i = m->spec.n - 1; i >= 0; i--) {
+        const layer *l = &m->spec.layers[i];
+        if (l->w_n + l->b_n) r[nr++] = (dt_range){l->w_off, l->w_n + l->b_n};
     }
     dt_reducer *red = NULL;
     dt_status s = dt_reducer_create(m->ctx, buf, m->spec.num_params, r, nr, &rc, &red);

@@ -3,11 +3,11 @@
  * ranks.
  *
  * The shard is bucket-aligned: rank r owns part r of every gradient bucket, the very split the
- * engine's allreduce uses for its reduce-scatter phase (engine_part; on a GPU NCCL's equal blocks
- * and a tail, coll_part: reducer_zero.c). So backward still starts each
+ * engine's allreduce uses for its reduce-scatter phase (engine_part). So backward still starts each
  * bucket as it completes, the reduce-scatter sums every element in the same rank order as the
  * allreduce (the owned values are bitwise those of --zero 0), and nothing is padded: parts differ by
- * at most one element, and no rank's part crosses a bucket. A global split of the flat buffer would
+ * at most one element, and no rank's part crosses a bucket. (On a GPU the split is NCCL's equal
+ * blocks with the remainder on the last rank, coll_part, and the sums are NCCL's: reducer_zero.c.) A global split of the flat buffer would
  * need a bucket's messages to depend on where the global boundaries fall, and padding to make
  * MPI_Reduce_scatter_block's equal blocks; the bucket split needs neither.
  *

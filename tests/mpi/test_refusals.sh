@@ -48,7 +48,8 @@ fi
 # That it also frees what it made first (the loss scaler of an fp16 run) is checked where memory
 # is watched: under ASan this test's runs are LeakSanitizer's (an ASan exit is 66;
 # tests/sanitizers/run_asan.sh), and `make test-valgrind` runs the same three under memcheck
-# (tests/sanitizers/run_valgrind.sh, refusal.*), where a run takes 15-25 s.
+# (tests/sanitizers/run_valgrind.sh, refusal.*) on its CPU build, where a run takes 2-6 s (15-25 s
+# here, with the CUDA libraries loaded).
 DTRAIN_FAULT=bogus:0:1 expect 2 "KIND 'bogus' is not a fault" "$DTRAIN" train --precision fp16 --steps 2
 expect 2 "--dataset-size 2 is smaller than one global batch" "$DTRAIN" train --precision fp16 --dataset-size 2 --batch 4
 expect 2 "--lr-schedule bogus" "$DTRAIN" train --precision fp16 --lr-schedule bogus --steps 2 --batch 4 \

@@ -130,15 +130,12 @@ fi
 # refusal comes before MPI starts (DTRAIN_FAULT), right after it (--dataset-size) or once the model
 # exists (--lr-schedule); each must still exit 2 with its message. (tests/mpi/test_refusals.sh
 # checks the messages in `make test`.) Open MPI's own blocks are not looked at.
-refusal() { # name, message, then the environment and arguments of `dtrain train`
+refusal() { # name, message, then the arguments of `dtrain train` (an environment goes before the call)
     local name=refusal.$1 text=$2 rc t0=$SECONDS
     shift 2
     [[ $name =~ $only ]] || return 0
-    local vars=() args=() a
-    # Leading VAR=VALUE words are the run's environment, the rest its arguments.
-    for a in "$@"; do if [[ ${#args[@]} -eq 0 && $a == *=* && $a != -* ]]; then vars+=("$a"); else args+=("$a"); fi; done
-    env "${vars[@]}" timeout 300 valgrind --leak-check=full --show-leak-kinds=all --num-callers=40 \
-        --log-file="$logs/$name.vg.log" "$build/dtrain" train --precision fp16 "${args[@]}" > "$logs/$name.out" 2>&1
+    timeout 300 valgrind --leak-check=full --show-leak-kinds=all --num-callers=40 \
+        --log-file="$logs/$name.vg.log" "$build/dtrain" train --precision fp16 "$@" > "$logs/$name.out" 2>&1
     rc=$?
     if [ "$rc" -eq 2 ] && grep -qF -- "$text" "$logs/$name.out" && grep -q "LEAK SUMMARY\|no leaks are possible" \
         "$logs/$name.vg.log" && ! grep -q dt_scaler_create "$logs/$name.vg.log"; then
@@ -149,7 +146,7 @@ refusal() { # name, message, then the environment and arguments of `dtrain train
         fail=1
     fi
 }
-refusal fault "KIND 'bogus' is not a fault" DTRAIN_FAULT=bogus:0:1 --steps 2
+DTRAIN_FAULT=bogus:0:1 refusal fault "KIND 'bogus' is not a fault" --steps 2
 refusal dataset "--dataset-size 2 is smaller than one global batch" --dataset-size 2 --batch 4
 refusal schedule "--lr-schedule bogus" --lr-schedule bogus --steps 2 --batch 4 --model fc:8,relu,fc:10 --input 8
 exit $fail
