@@ -154,16 +154,20 @@ struct backend_ops {
      * (softmax - onehot) * grad_scale. Returns once the values are on the host. */
     dt_status (*softmax_xent)(backend *be, const float *logits, const int32_t *labels, float *dlogits, int batch,
                               int classes, float grad_scale, double *loss, int *correct);
+    /* The optimizers. Both also write, when copy is not NULL, the updated p rounded to copy_t
+     * (DT_F16 or DT_BF16, as cast_to16 rounds) into copy, in the same pass over the elements: the
+     * 16-bit parameter copy of a keeps_params16 backend, so that the next 16-bit forward reads it
+     * without casting the parameters again. copy NULL: copy_t is ignored. */
     /* SGD with momentum and coupled weight decay, PyTorch semantics:
      *   g = grad + wd * p;  buf = first ? g : momentum * buf + g;  p -= lr * buf
      * (momentum 0: p -= lr * g, buf untouched and may be NULL). */
     dt_status (*sgd)(backend *be, float *p, const float *grad, float *buf, size_t n, float lr, float momentum, float wd,
-                     int first);
+                     int first, dt_dtype copy_t, uint16_t *copy);
     /* AdamW, PyTorch semantics, step t >= 1:
      *   p -= lr * wd * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
      *   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) */
     dt_status (*adamw)(backend *be, float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1,
-                       float b2, float eps, float wd, int t);
+                       float b2, float eps, float wd, int t, dt_dtype copy_t, uint16_t *copy);
 
     /* ------------------------------------------------------------ casts and rounding */
     /* Round to nearest even, as base/half.h; in and out must not overlap (round16: may be equal). */
@@ -245,6 +249,15 @@ backend *backend_cpu(void);
  * memory a program mallocs itself (the host optimizer state) are not counted. */
 void backend_cpu_set_limit(size_t bytes);
 size_t backend_cpu_held(void);
+
+/* Testing: the CPU backend keeps the 16-bit parameter copy (keeps_params16 = 1) and its 16-bit
+ * layer entries widen that copy instead of rounding the fp32 master weights as they use them.
+ * The values are the same either way, so a model whose copy is kept current (the optimizers'
+ * fused write, the cast when the parameters changed otherwise) computes the same bits as one
+ * without a copy, and a stale copy shows in the results: what tests of the copy's validity rules
+ * compare on a machine without a GPU. DTRAIN_TEST_CPU_PARAMS16=1 in the environment sets it at
+ * the first backend_cpu(); set it before any model exists (the copy is allocated with the pool). */
+void backend_cpu_set_keep_params16(int on);
 
 /* The CUDA table without touching the device (to inspect it), or NULL in a build without CUDA. */
 const backend_ops *backend_cuda_ops(void);

@@ -6,6 +6,7 @@
  */
 #include "dtrain.h"
 #include "kernels/backend.h"
+#include "runtime/model/model.h"
 #include "base/hash.h"
 #include "base/status.h"
 
@@ -87,8 +88,8 @@ dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *dif
 dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *differ, int *first_rank)
 {
     if (!ctx || !m) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_check_replicas: ctx or model is NULL");
-    return dt_check_replicas(ctx, dt_model_params((dt_model *)m), dt_model_num_params(m) * sizeof(float), differ,
-                             first_rank);
+    /* Only read: model_params_const leaves the 16-bit copy current, as dt_model_params would not. */
+    return dt_check_replicas(ctx, model_params_const(m), dt_model_num_params(m) * sizeof(float), differ, first_rank);
 }
 
 dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint64_t *sum)

@@ -37,8 +37,18 @@ DT_API void dt_model_free(dt_model *m);
  * layer by layer). */
 DT_API size_t dt_model_num_params(const dt_model *m);
 /** The flat parameter buffer (dt_model_num_params() floats, the layout above), owned by m: host
- * memory, or device memory on a GPU model (dt_model_on_gpu()). */
+ * memory, or device memory on a GPU model (dt_model_on_gpu()). The caller may write through it
+ * until the next call that computes with m. A 16-bit GPU model keeps a 16-bit copy of the
+ * parameters for its forward, which its optimizer step writes as it updates them; this call marks
+ * that copy stale, so it is made again from the buffer before the next forward (one cast; to
+ * read the parameters without it, use dt_model_get_params). A program that keeps the pointer and
+ * writes through it later calls dt_model_params_changed after such writes. */
 DT_API float *dt_model_params(dt_model *m);
+/** Says that the parameters were written through a pointer from dt_model_params() kept from
+ * earlier: the 16-bit copy of a 16-bit model is made again before its next forward. Never fails;
+ * for other models it costs nothing. dt_model_set_params, checkpoint loads and the optimizer keep
+ * the copy right themselves. */
+DT_API void dt_model_params_changed(dt_model *m);
 /** The flat gradient buffer (dt_model_num_params() floats, the parameters' layout), owned by m, in
  * the same memory as the parameters; NULL when the gradients are kept in 16 bits
  * (dt_model_set_precision()). */

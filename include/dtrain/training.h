@@ -247,8 +247,9 @@ DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc
  * the split is what to look at. Seconds summed over `steps` profiled steps. */
 typedef struct dt_step_profile {
     long steps;         /**< profiled steps the sums cover */
-    double input_s;     /**< the batch to the device, and (16-bit on a GPU) the weights to 16 bits */
-    double forward_s;   /**< every layer's forward pass */
+    double input_s;     /**< the batch to the device */
+    double forward_s;   /**< every layer's forward pass, and (16-bit on a GPU) the weights cast to 16 bits
+                             when something other than the optimizer step changed them */
     double loss_s;      /**< softmax cross-entropy and the loss read back */
     double backward_s;  /**< every layer's backward pass, with the per-layer finite check of fp16 */
     double allreduce_s; /**< waiting for the gradient allreduce after backward */

@@ -4,7 +4,10 @@
  * fp32 scratch, runs the fp32 kernel (GEMMs accumulate in fp32), and rounds its output once, which
  * is what a GPU's 16-bit GEMM with fp32 accumulation computes. Weights are the fp32 master copy
  * rounded to 16 bits as they are used (there is no 16-bit GEMM here to feed, so a stored 16-bit
- * copy would only be widened again: keeps_params16 is 0). In fp32 the entries are the fp32 kernels.
+ * copy would only be widened again: keeps_params16 is 0), or, under the test hook that makes this
+ * backend keep the copy (backend_cpu_set_keep_params16), that copy widened: the same values while
+ * the copy is current, so tests see whether the model keeps it current. In fp32 the entries are
+ * the fp32 kernels.
  *
  * The scratch is bounded so that 16-bit runs really hold less memory than fp32 ones: fc weights
  * are widened AMP_W_CHUNK floats (a block of output rows) at a time, and convolution, pooling and
@@ -76,6 +79,16 @@ static void input32(const pass_args *a, const void *x, int x_f32, size_t in_n, i
         cpu_cast_16_to_f32(a->prec, (const uint16_t *)x + off, dst, cnt);
 }
 
+/* Parameters p[off, off + n) as a 16-bit pass multiplies them, into dst: the model's 16-bit copy
+ * p16 widened when it keeps one, else the fp32 master rounded now. */
+static void params32(dt_dtype t, const float *p, const uint16_t *p16, size_t off, size_t n, float *dst)
+{
+    if (p16)
+        cpu_cast_16_to_f32(t, p16 + off, dst, n);
+    else
+        cpu_round16(t, p + off, dst, n);
+}
+
 /* Column sums of dy (batch, n) into db (fp32). */
 static void col_sums(const float *dy, int batch, int n, float *db)
 {
@@ -99,8 +112,8 @@ dt_status cpu_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *
     for (int r0 = 0; r0 < out; r0 += R) {
         const int rows = out - r0 < R ? out - r0 : R;
         float *w = a->sw, *b = a->sw + (size_t)rows * (size_t)in;
-        cpu_round16(a->prec, lp->w + (size_t)r0 * (size_t)in, w, (size_t)rows * (size_t)in);
-        cpu_round16(a->prec, lp->b + r0, b, (size_t)rows);
+        params32(a->prec, lp->w, lp->w16, (size_t)r0 * (size_t)in, (size_t)rows * (size_t)in, w);
+        params32(a->prec, lp->b, lp->b16, (size_t)r0, (size_t)rows, b);
         /* The bias goes into the output first and the GEMM adds to it (beta 1), as in cpu/ops.c. */
         for (int s = 0; s < batch; s++) memcpy(a->sy + (size_t)s * (size_t)out + r0, b, (size_t)rows * sizeof(float));
         cpu_gemm(0, 1, batch, rows, in, 1.0f, a->sx, in, w, in, 1.0f, a->sy + r0, out);
@@ -129,7 +142,7 @@ dt_status cpu_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *
         if (g16) cpu_cast_f32_to_16(a->grad_t, a->sg, (uint16_t *)lp->dw + woff, wcnt);
         if (dx) {
             /* dx = sum over row blocks of dy[:, r0..] W[r0.., :]. */
-            cpu_round16(a->prec, lp->w + woff, a->sw, wcnt);
+            params32(a->prec, lp->w, lp->w16, woff, wcnt, a->sw);
             cpu_gemm(0, 0, batch, in, rows, 1.0f, a->sdy + r0, out, a->sw, in, r0 ? 1.0f : 0.0f, a->sy, in);
         }
     }
@@ -156,8 +169,8 @@ dt_status cpu_layer_conv_fwd(backend *be, const pass_args *a, const layer_params
     }
     const size_t in_n = conv_in_n(s), out_n = conv_out_n(s), wn = (size_t)s->c_out * s->c_in * s->k * s->k;
     const int C = chunk_of(in_n, out_n, s->batch);
-    cpu_round16(a->prec, lp->w, a->sw, wn);
-    cpu_round16(a->prec, lp->b, a->sw + wn, (size_t)s->c_out);
+    params32(a->prec, lp->w, lp->w16, 0, wn, a->sw);
+    params32(a->prec, lp->b, lp->b16, 0, (size_t)s->c_out, a->sw + wn);
     for (int b0 = 0; b0 < s->batch; b0 += C) {
         const int bs = s->batch - b0 < C ? s->batch - b0 : C;
         conv_shape cs = *s;
@@ -184,8 +197,8 @@ dt_status cpu_layer_conv_bwd(backend *be, const pass_args *a, const layer_params
     /* The weight and bias gradients, summed over the chunks in fp32. */
     float *aw = g16 ? a->sg : lp->dw, *ab = g16 ? a->sg + wn : lp->db;
     if (dx) {
-        cpu_round16(a->prec, lp->w, a->sw, wn);
-        cpu_round16(a->prec, lp->b, a->sw + wn, bn);
+        params32(a->prec, lp->w, lp->w16, 0, wn, a->sw);
+        params32(a->prec, lp->b, lp->b16, 0, bn, a->sw + wn);
     }
     for (int b0 = 0; b0 < s->batch; b0 += C) {
         const int bs = s->batch - b0 < C ? s->batch - b0 : C;

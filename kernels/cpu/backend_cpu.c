@@ -243,19 +243,51 @@ static dt_status c_softmax_xent(backend *be, const float *logits, const int32_t 
     return DT_OK;
 }
 
+/* The optimizers' 16-bit copy (backend.h): each block cast right behind its update, while it is
+ * still in cache. Blocks are a multiple of the AdamW kernel's vector groups (cpu/optim.c), whose
+ * bits depend on where a group starts, so a blocked step gives the bits of one whole step. */
+#define OPTIM_COPY_BLOCK 4096
+
+static dt_status copy_type_ok(const char *op, dt_dtype copy_t, const uint16_t *copy)
+{
+    if (!copy || copy_t == DT_F16 || copy_t == DT_BF16) return DT_OK;
+    return status_set_error(DT_ERR_INVALID_ARG, "%s: the parameter copy's type %d is not DT_F16 or DT_BF16", op,
+                            (int)copy_t);
+}
+
 static dt_status c_sgd(backend *be, float *p, const float *grad, float *buf, size_t n, float lr, float momentum,
-                       float wd, int first)
+                       float wd, int first, dt_dtype copy_t, uint16_t *copy)
 {
     (void)be;
-    cpu_sgd(p, grad, buf, n, lr, momentum, wd, first);
+    const dt_status cs = copy_type_ok("sgd", copy_t, copy);
+    if (cs) return cs;
+    if (!copy) {
+        cpu_sgd(p, grad, buf, n, lr, momentum, wd, first);
+        return DT_OK;
+    }
+    for (size_t o = 0; o < n; o += OPTIM_COPY_BLOCK) {
+        const size_t c = n - o < OPTIM_COPY_BLOCK ? n - o : OPTIM_COPY_BLOCK;
+        cpu_sgd(p + o, grad + o, buf ? buf + o : NULL, c, lr, momentum, wd, first);
+        cpu_cast_f32_to_16(copy_t, p + o, copy + o, c);
+    }
     return DT_OK;
 }
 
 static dt_status c_adamw(backend *be, float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1,
-                         float b2, float eps, float wd, int t)
+                         float b2, float eps, float wd, int t, dt_dtype copy_t, uint16_t *copy)
 {
     (void)be;
-    cpu_adamw(p, grad, m, v, n, lr, b1, b2, eps, wd, t);
+    const dt_status cs = copy_type_ok("adamw", copy_t, copy);
+    if (cs) return cs;
+    if (!copy) {
+        cpu_adamw(p, grad, m, v, n, lr, b1, b2, eps, wd, t);
+        return DT_OK;
+    }
+    for (size_t o = 0; o < n; o += OPTIM_COPY_BLOCK) {
+        const size_t c = n - o < OPTIM_COPY_BLOCK ? n - o : OPTIM_COPY_BLOCK;
+        cpu_adamw(p + o, grad + o, m + o, v + o, c, lr, b1, b2, eps, wd, t);
+        cpu_cast_f32_to_16(copy_t, p + o, copy + o, c);
+    }
     return DT_OK;
 }
 
@@ -443,4 +475,26 @@ static const backend_ops cpu_ops = {
 
 static backend cpu_backend = {&cpu_ops, NULL};
 
-backend *backend_cpu(void) { return &cpu_backend; }
+/* The test hook's table (backend.h, backend_cpu_set_keep_params16): cpu_ops that keeps the 16-bit
+ * parameter copy, which its 16-bit layer entries then widen (amp_layers.c reads lp->w16 when
+ * given). Filled at the first switch; the environment is read at the first backend_cpu(). */
+static backend_ops cpu_ops_params16;
+static atomic_int keep16_read;
+
+void backend_cpu_set_keep_params16(int on)
+{
+    atomic_store(&keep16_read, 1);
+    cpu_ops_params16 = cpu_ops;
+    cpu_ops_params16.keeps_params16 = 1;
+    cpu_backend.ops = on ? &cpu_ops_params16 : &cpu_ops;
+}
+
+backend *backend_cpu(void)
+{
+    if (!atomic_load(&keep16_read)) {
+        const char *v = getenv("DTRAIN_TEST_CPU_PARAMS16");
+        if (v && !strcmp(v, "1")) backend_cpu_set_keep_params16(1);
+        atomic_store(&keep16_read, 1);
+    }
+    return &cpu_backend;
+}

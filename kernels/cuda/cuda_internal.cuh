@@ -151,9 +151,9 @@ dt_status cuda_softmax_xent(backend *be, const float *logits, const int32_t *lab
                             int classes, float grad_scale, double *loss, int *correct);
 /* optim.cu */
 dt_status cuda_sgd(backend *be, float *p, const float *grad, float *buf, size_t n, float lr, float momentum, float wd,
-                   int first);
+                   int first, dt_dtype copy_t, uint16_t *copy);
 dt_status cuda_adamw(backend *be, float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1,
-                     float b2, float eps, float wd, int t);
+                     float b2, float eps, float wd, int t, dt_dtype copy_t, uint16_t *copy);
 /* reduce.cu */
 dt_status cuda_widen_scaled(backend *be, dt_dtype t, const uint16_t *in, float *out, size_t n, float m1, float m2);
 dt_status cuda_scale_count(backend *be, dt_dtype t, void *buf, size_t n, float mul, size_t *bad);

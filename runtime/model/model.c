@@ -39,6 +39,7 @@ static dt_status model_init_params(dt_model *m, uint64_t seed)
         for (size_t j = 0; j < l->w_n + l->b_n; j++)
             p[l->w_off + j] = bound * rng_uniform_pm1(rng_at(seed, 0x5041524dull + (uint64_t)i, j));
     }
+    model_params_changed(m);
     if (host) return DT_OK;
     dt_status s = m->be->ops->to_device(m->be, m->params, p, m->spec.num_params * sizeof *p);
     free(p);
@@ -58,6 +59,7 @@ void model_free_acts(dt_model *m)
     for (int j = 0; j < 2; j++) m->dbuf[j] = NULL;
     m->sx = m->sy = m->sdy = m->sw = m->sg = m->st = NULL;
     m->p16 = m->x16 = NULL;
+    m->p16_current = 0;
     m->ws = NULL;
 }
 
@@ -209,7 +211,16 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
 }
 
 size_t dt_model_num_params(const dt_model *m) { return m->spec.num_params; }
-float *dt_model_params(dt_model *m) { return m->params; }
+/* The caller may write through the pointer from now on: the 16-bit copy is cast again before the
+ * next forward (writes made later, through a pointer kept, are announced by
+ * dt_model_params_changed). */
+float *dt_model_params(dt_model *m)
+{
+    model_params_changed(m);
+    return m->params;
+}
+
+void dt_model_params_changed(dt_model *m) { model_params_changed(m); }
 float *dt_model_grads(dt_model *m) { return m->g16 ? NULL : m->grads; }
 size_t dt_model_input_size(const dt_model *m) { return (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w; }
 int dt_model_num_classes(const dt_model *m) { return m->spec.classes; }
@@ -300,5 +311,6 @@ dt_status dt_model_set_params(dt_model *m, const float *host)
 
 dt_status model_params_from_host(dt_model *m, const float *host)
 {
+    model_params_changed(m);
     return m->be->ops->to_device(m->be, m->params, host, m->spec.num_params * sizeof *host);
 }

@@ -44,15 +44,20 @@ struct dt_model {
     float *gblk;          /* 16-bit gradients: the block the optimizer step widens them into */
     float *sx, *sy, *sdy; /* activation-sized fp32 scratch of 16-bit passes */
     float *sw, *sg, *st;  /* weight-sized fp32 scratch (widened weights, weight gradients, sums) */
-    uint16_t *p16, *x16;  /* the 16-bit parameter copy (made at each forward) and input */
-    float inv_scale;      /* 16-bit gradients: the unscale the optimizer step applies */
-    int check_local;      /* look for non-finite gradients layer by layer before the allreduce */
-    int *dflags;          /* per layer (backend memory), the pass (fb_count) that first found it
+    uint16_t *p16, *x16;  /* the 16-bit parameter copy and input */
+    /* p16 holds the parameters rounded to prec: written by the optimizer step in the same pass
+     * as the parameters (the backend's fused copy), or by the cast at a forward that found it
+     * stale. Every other write of the parameters clears it (model_params_changed), so a forward
+     * casts only after those: at most once per optimizer step, never per micro-batch. */
+    int p16_current;
+    float inv_scale; /* 16-bit gradients: the unscale the optimizer step applies */
+    int check_local; /* look for non-finite gradients layer by layer before the allreduce */
+    int *dflags;     /* per layer (backend memory), the pass (fb_count) that first found it
                             non-finite in its accumulation group; read only when asked */
-    int fb_count;         /* forward/backward passes taken */
-    int group_pass;       /* the fb_count of the first pass of the current accumulation group */
-    int inject_inf;       /* testing: put an inf into the next backward's first gradient */
-    float grad_mul;       /* 16-bit gradients: the clip coefficient the optimizer step applies
+    int fb_count;    /* forward/backward passes taken */
+    int group_pass;  /* the fb_count of the first pass of the current accumulation group */
+    int inject_inf;  /* testing: put an inf into the next backward's first gradient */
+    float grad_mul;  /* 16-bit gradients: the clip coefficient the optimizer step applies
                             after inv_scale (1 when not clipping) */
     /* Gradient accumulation (model_step.c): micro-batches per optimizer step, those of the current
      * group already taken, and the running sum of the group's earlier micro-batches (fp32, on the
@@ -74,6 +79,10 @@ struct dt_model {
     dt_step_profile prof_step;
     double prof_t;
 };
+
+/* The parameters were written other than by the optimizer's fused copy (initialized, loaded,
+ * broadcast, gathered, or handed out for writing): the 16-bit copy is stale until the next cast. */
+static inline void model_params_changed(dt_model *m) { m->p16_current = 0; }
 
 /* Profiling: when on, waits for the device and returns the seconds since the previous mark
  * (0 when off; a failed wait is left for the step's own error check). */

@@ -82,8 +82,12 @@ dt_status model_forward(dt_model *m, const float *x, int batch, const void **log
     const int n = m->spec.n;
     dt_status s = DT_OK;
     *logits = NULL;
-    /* What 16-bit tensor-core GEMMs read: the parameters rounded once per forward. */
-    if (m->p16 && (s = k->cast_to16(be, m->prec, m->params, m->p16, m->spec.num_params))) return s;
+    /* What 16-bit tensor-core GEMMs read: the parameters rounded, by the optimizer step's fused
+     * copy, or here when something else changed them since. */
+    if (m->p16 && !m->p16_current) {
+        if ((s = k->cast_to16(be, m->prec, m->params, m->p16, m->spec.num_params))) return s;
+        m->p16_current = 1;
+    }
     m->x_in = x;
     const void *in = x;
     trace_rec *tr = trace_active(ctx_trace(m->ctx));

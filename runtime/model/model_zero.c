@@ -56,7 +56,13 @@ dt_status dt_model_shard_optimizer(dt_model *m, dt_optimizer *o)
     return model_zero_shard_optimizer(m, o);
 }
 
-dt_status model_zero_allgather_params(dt_model *m) { return reducer_allgather(m->red, m->params); }
+/* The fused 16-bit copy covers only the owned slices the optimizer wrote, so the copy is made
+ * again at the next forward from the gathered parameters. */
+dt_status model_zero_allgather_params(dt_model *m)
+{
+    model_params_changed(m);
+    return reducer_allgather(m->red, m->params);
+}
 
 /* The sum of the ranks' values in rank order (the same bits on every rank). */
 static dt_status sum_over_ranks(const dt_model *m, double mine, double *total)

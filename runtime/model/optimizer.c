@@ -94,14 +94,23 @@ void dt_optimizer_free(dt_optimizer *o)
 }
 
 /* One step of o's rule over n parameters on backend be, state s1/s2 (of be) at offset off; the
- * step count t is the caller's. */
-static dt_status step_on(backend *be, const dt_optimizer *o, float *s1, float *s2, size_t off, float *p, const float *g,
-                         size_t n)
+ * step count t is the caller's. copy (NULL: none) receives the updated p rounded to copy_t in the
+ * same pass (backend.h). */
+static dt_status step_copy(backend *be, const dt_optimizer *o, float *s1, float *s2, size_t off, float *p,
+                           const float *g, size_t n, dt_dtype copy_t, uint16_t *copy)
 {
     const dt_optim_config *c = &o->cfg;
     if (c->kind == DT_OPTIM_SGD)
-        return be->ops->sgd(be, p, g, s1 ? s1 + off : NULL, n, c->lr, c->momentum, c->weight_decay, o->t == 1);
-    return be->ops->adamw(be, p, g, s1 + off, s2 + off, n, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, o->t);
+        return be->ops->sgd(be, p, g, s1 ? s1 + off : NULL, n, c->lr, c->momentum, c->weight_decay, o->t == 1, copy_t,
+                            copy);
+    return be->ops->adamw(be, p, g, s1 + off, s2 + off, n, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, o->t,
+                          copy_t, copy);
+}
+
+static dt_status step_on(backend *be, const dt_optimizer *o, float *s1, float *s2, size_t off, float *p, const float *g,
+                         size_t n)
+{
+    return step_copy(be, o, s1, s2, off, p, g, n, DT_F32, NULL);
 }
 
 dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
@@ -170,6 +179,9 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
                                 o->n, m->spec.num_params);
     backend *be = m->be;
     float *s1 = o->s1, *s2 = o->s2;
+    /* The parameters change from here on: the 16-bit copy is current again only where the step
+     * below writes it whole (a sharded step writes owned slices; one that fails, part of it). */
+    model_params_changed(m);
     if (model_zero(m) || o->nseg) {
         dt_status zs = model_zero_shard_optimizer(m, o);
         if (!zs && !be->ops->host_memory) zs = state_to_device(o, be);
@@ -187,17 +199,20 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
         s2 = o->d2;
     }
     o->t++;
-    if (!m->g16) return step_on(be, o, s1, s2, 0, m->params, m->grads, o->n);
+    /* The 16-bit copy is written in the optimizer's own pass. */
+    uint16_t *copy = m->p16;
+    dt_status s = DT_OK;
+    if (!m->g16) s = step_copy(be, o, s1, s2, 0, m->params, m->grads, o->n, m->prec, copy);
     /* 16-bit gradients: widened and unscaled a block at a time into a buffer that stays in cache,
      * the optimizer run on the block (its update is elementwise, so blocks change nothing).
      * Clipping's coefficient comes after the unscale, as PyTorch multiplies the unscaled .grad. */
-    for (size_t off = 0; off < o->n; off += MODEL_GBLK) {
+    for (size_t off = 0; m->g16 && !s && off < o->n; off += MODEL_GBLK) {
         const size_t cnt = o->n - off < MODEL_GBLK ? o->n - off : MODEL_GBLK;
-        dt_status s = be->ops->widen_scaled(be, m->grad_t, m->g16 + off, m->gblk, cnt, m->inv_scale, m->grad_mul);
-        if (!s) s = step_on(be, o, s1, s2, off, m->params + off, m->gblk, cnt);
-        if (s) return s;
+        s = be->ops->widen_scaled(be, m->grad_t, m->g16 + off, m->gblk, cnt, m->inv_scale, m->grad_mul);
+        if (!s) s = step_copy(be, o, s1, s2, off, m->params + off, m->gblk, cnt, m->prec, copy ? copy + off : NULL);
     }
-    return DT_OK;
+    if (!s && copy) m->p16_current = 1;
+    return s;
 }
 
 /* The CPU AdamW kernel (kernels/cpu/optim.c) runs whole groups of this many elements from the start

@@ -1,6 +1,8 @@
 /*
  * test_cuda_ops_optim.c - the CUDA table's optimizers against the CPU table: SGD with and
- * without momentum (first step and later), AdamW at steps 1 and 7.
+ * without momentum (first step and later), AdamW at steps 1 and 7; each also with the 16-bit
+ * parameter copy written in the same pass (fp16 and bf16): the parameters and state bit for bit
+ * those of the step without it, the copy bit for bit the cast of the parameters it wrote.
  *
  * Tolerances: SGD p and buf within 1 ulp (expected exact: both round each operation separately).
  * AdamW m, v within 1 ulp, p within 2 ulp (the GPU follows the CPU's AVX2 path, FMAs included, and
@@ -22,8 +24,8 @@ static void check_sgd(void)
         fill(p, n, 1.0f), fill(gr, n, 0.1f), fill(buf, n, 0.3f); /* buf: garbage for a first step */
         float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_b = dcopy(buf, n);
         const int plain = cfg[z].momentum == 0.0f;
-        CPU(sgd, p, gr, plain ? NULL : buf, n, 0.1f, cfg[z].momentum, cfg[z].wd, cfg[z].first);
-        GPU(sgd, d_p, d_g, plain ? NULL : d_b, n, 0.1f, cfg[z].momentum, cfg[z].wd, cfg[z].first);
+        CPU(sgd, p, gr, plain ? NULL : buf, n, 0.1f, cfg[z].momentum, cfg[z].wd, cfg[z].first, DT_F32, NULL);
+        GPU(sgd, d_p, d_g, plain ? NULL : d_b, n, 0.1f, cfg[z].momentum, cfg[z].wd, cfg[z].first, DT_F32, NULL);
         ops_ok("sgd");
         down(gp, d_p, n * sizeof *gp);
         down(gb, d_b, n * sizeof *gb);
@@ -55,8 +57,8 @@ static void check_adamw(void)
         }
         gr[0] = 0.0f, p[1] = 0.0f; /* a zero gradient (m, v of 0 on step 1) and a zero weight */
         float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_m = dcopy(m, n), *d_v = dcopy(v, n);
-        CPU(adamw, p, gr, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t);
-        GPU(adamw, d_p, d_g, d_m, d_v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t);
+        CPU(adamw, p, gr, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, DT_F32, NULL);
+        GPU(adamw, d_p, d_g, d_m, d_v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, DT_F32, NULL);
         ops_ok("adamw");
         down(gp, d_p, n * sizeof *gp);
         down(gm, d_m, n * sizeof *gm);
@@ -73,8 +75,60 @@ static void check_adamw(void)
     free(p), free(gr), free(m), free(v), free(gp), free(gm), free(gv);
 }
 
+/* One step of SGD (momentum, not first) or AdamW (step 3) on the GPU twice from the same start,
+ * without and with the copy of type t: p and state must agree bit for bit, and the copy must be
+ * the host cast of the p it came with. */
+static void check_copy_one(int adam, dt_dtype t)
+{
+    const size_t n = 100003;
+    float *p = fmalloc(n), *gr = fmalloc(n), *s1 = fmalloc(n), *s2 = fmalloc(n);
+    float *h[2][3];
+    uint16_t *copy = xmalloc(n * sizeof *copy), *cast = xmalloc(n * sizeof *cast);
+    fill(p, n, 1.0f), fill(gr, n, 0.1f), fill(s1, n, 0.01f);
+    for (size_t i = 0; i < n; i++) s2[i] = s1[i] * s1[i];
+    uint16_t *d_copy = dmalloc(n * sizeof *d_copy);
+    for (int with = 0; with < 2; with++) {
+        float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_1 = dcopy(s1, n), *d_2 = dcopy(s2, n);
+        uint16_t *c = with ? d_copy : NULL;
+        if (adam)
+            GPU(adamw, d_p, d_g, d_1, d_2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, with ? t : DT_F32, c);
+        else
+            GPU(sgd, d_p, d_g, d_1, n, 0.1f, 0.9f, 5e-4f, 0, with ? t : DT_F32, c);
+        ops_ok(adam ? "adamw with copy" : "sgd with copy");
+        float *src[3] = {d_p, d_1, d_2};
+        for (int k = 0; k < 3; k++) {
+            h[with][k] = fmalloc(n);
+            down(h[with][k], src[k], n * sizeof(float));
+        }
+        cudaFree(d_p), cudaFree(d_g), cudaFree(d_1), cudaFree(d_2);
+    }
+    down(copy, d_copy, n * sizeof *copy);
+    cpu_cast_f32_to_16(t, h[1][0], cast, n);
+    char what[64];
+    const char *name = adam ? "adamw" : "sgd", *tn = t == DT_BF16 ? "bf16" : "fp16";
+    snprintf(what, sizeof what, "%s with a %s copy: p as without", name, tn);
+    cmp_bits(what, h[1][0], h[0][0], n, sizeof(float));
+    snprintf(what, sizeof what, "%s with a %s copy: state as without", name, tn);
+    cmp_bits(what, h[1][1], h[0][1], n, sizeof(float));
+    if (adam) cmp_bits(what, h[1][2], h[0][2], n, sizeof(float));
+    snprintf(what, sizeof what, "%s %s copy = cast of p", name, tn);
+    cmp_bits(what, copy, cast, n, sizeof *copy);
+    for (int w = 0; w < 2; w++)
+        for (int k = 0; k < 3; k++) free(h[w][k]);
+    cudaFree(d_copy);
+    free(p), free(gr), free(s1), free(s2), free(copy), free(cast);
+}
+
+static void check_copy(void)
+{
+    for (int adam = 0; adam < 2; adam++) {
+        check_copy_one(adam, DT_F16);
+        check_copy_one(adam, DT_BF16);
+    }
+}
+
 int main(void)
 {
-    const cuda_check_fn checks[] = {check_sgd, check_adamw};
+    const cuda_check_fn checks[] = {check_sgd, check_adamw, check_copy};
     return cuda_ops_main(NULL, checks, sizeof checks / sizeof *checks);
 }

@@ -108,6 +108,28 @@ DTRAIN_FAULT=usr1:1:7 "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" train --blas-thr
 train 2 $common --checkpoint-dir "$tmp/ck16" --resume auto --dump-params "$tmp/res16" || { bad "fp16 resume failed"; cat "$tmp/log"; }
 out=$("$CMP" "$tmp/res16" "$tmp/ref16" exact) && ok "fp16 interrupted + resumed == uninterrupted (scaler restored): $out" || bad "fp16 resume: $out"
 
+# --- The 16-bit parameter copy a GPU model keeps (written by the optimizer step in its own pass,
+# cast again only after something else wrote the parameters): DTRAIN_TEST_CPU_PARAMS16=1 makes the
+# CPU keep one and read it (kernels/backend.h), so a copy left stale would change the bits. --zero 1
+# (parameters gathered after each step) from --init-params, and the stop + resume above, must end
+# bit for bit as without the copy.
+keep16() { DTRAIN_TEST_CPU_PARAMS16=1 "$MPIRUN" -np 2 -x DTRAIN_TEST_CPU_PARAMS16 "$DTRAIN" train --blas-threads 1 "$@" >"$tmp/log" 2>&1; }
+z="--model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 --bucket-mb 0.05 --first-bucket-mb 0.01"
+z="$z --precision bf16 --zero 1 --init-params $tmp/ref16"
+if train 2 $z --dump-params "$tmp/zc0" && keep16 $z --dump-params "$tmp/zc1"; then
+    grep -q "parameters 10.66 MiB" "$tmp/log" || bad "the CPU kept no 16-bit copy under DTRAIN_TEST_CPU_PARAMS16=1"
+    out=$("$CMP" "$tmp/zc1" "$tmp/zc0" exact) && ok "bf16 --zero 1 from --init-params: with the 16-bit copy == without: $out" ||
+        bad "bf16 --zero 1 with the copy: $out"
+else
+    bad "bf16 --zero 1 runs with and without the copy failed"; cat "$tmp/log"
+fi
+DTRAIN_TEST_CPU_PARAMS16=1 DTRAIN_FAULT=usr1:1:7 "$MPIRUN" -np 2 -x DTRAIN_FAULT -x DTRAIN_TEST_CPU_PARAMS16 "$DTRAIN" train \
+    --blas-threads 1 $common --checkpoint-dir "$tmp/ck16c" >"$tmp/log" 2>&1
+[ $? -eq 75 ] || { bad "fp16 stop with the copy"; cat "$tmp/log"; }
+keep16 $common --checkpoint-dir "$tmp/ck16c" --resume auto --dump-params "$tmp/res16c" || { bad "fp16 resume with the copy"; cat "$tmp/log"; }
+out=$("$CMP" "$tmp/res16c" "$tmp/ref16" exact) && ok "fp16 stopped + resumed with the 16-bit copy == uninterrupted without: $out" ||
+    bad "fp16 resume with the copy: $out"
+
 # --- Memory: 16-bit gradients and activations take less, and so does the whole (cnn, batch 64).
 mem() { train 1 --model cnn --steps 1 --batch 64 --precision "$1" && sed -n 's/^memory per rank.*total \([0-9.]*\) MiB$/\1/p' "$tmp/log"; }
 m32=$(mem fp32) m16=$(mem fp16) mb=$(mem bf16)

@@ -60,7 +60,9 @@ static inline void widen_grads(dt_model *m, float *g)
     assert_int_equal(dt_model_optimizer_step(m, o), DT_OK);
     for (size_t i = 0; i < np; i++) g[i] = -p[i];
     dt_optimizer_free(o);
+    /* Written through a pointer kept across the step, which wrote the 16-bit copy: say so. */
     memcpy(p, keep, np * sizeof *p);
+    dt_model_params_changed(m);
     free(keep);
 }
 

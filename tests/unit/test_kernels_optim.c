@@ -1,8 +1,10 @@
 /*
  * test_kernels_optim.c - the CPU table's optimizers, SGD (with and without momentum) and AdamW,
- * against 3-step sequences worked out by hand in the comments. Shared helpers: kernels_fixture.h.
+ * against 3-step sequences worked out by hand in the comments, and the 16-bit parameter copy they
+ * write in the same pass. Shared helpers: kernels_fixture.h.
  */
 #include "kernels_fixture.h"
+#include "kernels/cast.h"
 
 /* ---------------------------------------------------------------- optimizers */
 
@@ -25,7 +27,7 @@ static void test_sgd(void **st)
     for (int i = 0; i < N; i++) p[i] = 1.0f, buf[i] = NAN;
     for (int t = 0; t < 3; t++) {
         for (int i = 0; i < N; i++) g[i] = grads[t];
-        k->sgd(be, p, g, buf, N, 0.1f, 0.9f, 0.1f, t == 0);
+        k->sgd(be, p, g, buf, N, 0.1f, 0.9f, 0.1f, t == 0, DT_F32, NULL);
         for (int i = 0; i < N; i++) {
             expect_close("sgd p", (size_t)i, p[i], want_p[t], 1e-6);
             expect_close("sgd buf", (size_t)i, buf[i], want_buf[t], 1e-6);
@@ -36,7 +38,7 @@ static void test_sgd(void **st)
     for (int i = 0; i < N; i++) p[i] = 1.0f;
     for (int t = 0; t < 2; t++) {
         for (int i = 0; i < N; i++) g[i] = grads[t];
-        k->sgd(be, p, g, NULL, N, 0.1f, 0.0f, 0.1f, t == 0);
+        k->sgd(be, p, g, NULL, N, 0.1f, 0.0f, 0.1f, t == 0, DT_F32, NULL);
         for (int i = 0; i < N; i++) expect_close("sgd p (no momentum)", (size_t)i, p[i], t ? 0.9056 : 0.94, 1e-6);
     }
 }
@@ -67,7 +69,7 @@ static void test_adamw(void **st)
     for (int i = 0; i < N; i++) p[i] = 1.0f, m[i] = 0.0f, v[i] = 0.0f;
     for (int t = 1; t <= 3; t++) {
         for (int i = 0; i < N; i++) g[i] = grads[t - 1];
-        k->adamw(be, p, g, m, v, N, 0.1f, 0.9f, 0.999f, 1e-8f, 0.1f, t);
+        k->adamw(be, p, g, m, v, N, 0.1f, 0.9f, 0.999f, 1e-8f, 0.1f, t, DT_F32, NULL);
         for (int i = 0; i < N; i++) {
             expect_close("adamw p", (size_t)i, p[i], want_p[t - 1], 1e-6);
             expect_close("adamw m", (size_t)i, m[i], want_m[t - 1], 1e-6);
@@ -79,11 +81,60 @@ static void test_adamw(void **st)
     }
 }
 
+/* The copy written with the step: the parameters bit for bit those of a step without it, and the
+ * copy the cast of them, over sizes that end inside and across the table's blocks (a partial
+ * AdamW vector group at the end included), for both 16-bit types and three steps. */
+static void test_fused_copy(void **st)
+{
+    (void)st;
+    backend *be = backend_cpu();
+    const backend_ops *k = be->ops;
+    const size_t sizes[] = {1, 37, 4096, 10007};
+    const dt_dtype types[] = {DT_F16, DT_BF16};
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+        for (int ti = 0; ti < 2; ti++)
+            for (int adam = 0; adam < 2; adam++) {
+                const size_t n = sizes[z];
+                tensor p = tensor_rand(n, 1.0, 0.0), g = tensor_rand(n, 0.1, 0.0);
+                float *pa = malloc(n * sizeof *pa), *pb = malloc(n * sizeof *pb), *gr = malloc(n * sizeof *gr);
+                float *s1a = calloc(n, sizeof(float)), *s2a = calloc(n, sizeof(float));
+                float *s1b = calloc(n, sizeof(float)), *s2b = calloc(n, sizeof(float));
+                uint16_t *copy = malloc(n * sizeof *copy), *cast = malloc(n * sizeof *cast);
+                assert_true(pa && pb && gr && s1a && s2a && s1b && s2b && copy && cast);
+                for (size_t i = 0; i < n; i++) pa[i] = pb[i] = p.f[i], gr[i] = g.f[i];
+                for (int t = 1; t <= 3; t++) {
+                    if (adam) {
+                        assert_int_equal(
+                            k->adamw(be, pa, gr, s1a, s2a, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, DT_F32, NULL),
+                            DT_OK);
+                        assert_int_equal(
+                            k->adamw(be, pb, gr, s1b, s2b, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, types[ti], copy),
+                            DT_OK);
+                    } else {
+                        assert_int_equal(k->sgd(be, pa, gr, s1a, n, 0.1f, 0.9f, 5e-4f, t == 1, DT_F32, NULL), DT_OK);
+                        assert_int_equal(k->sgd(be, pb, gr, s1b, n, 0.1f, 0.9f, 5e-4f, t == 1, types[ti], copy), DT_OK);
+                    }
+                    assert_memory_equal(pa, pb, n * sizeof *pa);
+                    cpu_cast_f32_to_16(types[ti], pb, cast, n);
+                    assert_memory_equal(copy, cast, n * sizeof *copy);
+                }
+                free(pa), free(pb), free(gr), free(s1a), free(s2a), free(s1b), free(s2b), free(copy), free(cast);
+                tensor_free(&p), tensor_free(&g);
+            }
+    /* A copy of another type is refused, naming it, and nothing is written. */
+    float p1 = 1.0f, g1 = 0.5f, b1 = 0.0f;
+    uint16_t c1 = 0;
+    assert_int_equal(k->sgd(be, &p1, &g1, &b1, 1, 0.1f, 0.9f, 0.0f, 1, DT_F32, &c1), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "sgd: the parameter copy's type"));
+    assert_true(p1 == 1.0f && c1 == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgd),
         cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_fused_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
