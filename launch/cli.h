@@ -59,10 +59,11 @@ int cli_normalize(const char *arg, int *out);
 int cli_cifar100_labels(const char *arg, int *coarse);
 
 /* --loader-threads N|auto (auto = -1), and what auto means for ctx's placement: on a GPU, one
- * thread per core of the rank but one, 1 to 8; on the CPU 0 (the batch is made by the training
- * thread, leaving the cores to OpenBLAS). A given N stays. */
+ * thread per core of the rank but one, 1 to CLI_LOADER_MAX_AUTO; on the CPU 0 (the batch is made
+ * by the training thread, leaving the cores to OpenBLAS). A given N stays. */
 int cli_loader_threads(const char *arg, int *out);
 int cli_loader_auto(const dt_ctx *ctx, int requested);
+#define CLI_LOADER_MAX_AUTO 32
 #define CLI_LOADER_DEPTH 3 /* batches: the one in use and two made ahead */
 
 /* ---------------------------------------------------------------- the prologue (prologue.c) */
