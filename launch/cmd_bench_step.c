@@ -185,7 +185,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int 
         dt_scaler_config scc;
         dt_scaler_defaults(&scc);
         if ((s = dt_scaler_create(&scc, &sc))) goto out;
-        dt_model_set_nonfinite_check(m, 1);
+        dt_model_set_nonfinite_check(m, DT_NONFINITE_CHECK_AT_RISK);
     }
     if ((s = dt_loader_create(ctx, data, rank, world, o->batch, 0, o->loader_threads, CLI_LOADER_DEPTH, &ld))) goto out;
     const float scale = 1.0f / ((float)o->batch * (float)world);

@@ -244,7 +244,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
         return setup_error(r, s, "while setting the precision");
     if ((s = dt_model_set_sync(r->m, &t->sync))) return setup_error(r, s, "while setting up the gradient reduction");
     if ((s = dt_model_shard_optimizer(r->m, r->opt))) return setup_error(r, s, "while sharding the optimizer state");
-    if (r->sc) dt_model_set_nonfinite_check(r->m, 1);
+    if (r->sc) dt_model_set_nonfinite_check(r->m, DT_NONFINITE_CHECK_AT_RISK);
     if (r->rank == 0 && !t->quiet) train_report_start(r);
 
     if (t->resume) {

@@ -217,14 +217,28 @@ DT_API int dt_model_accum_steps(const dt_model *m);
 /** The micro-batches of the current group already taken (0 .. k-1; 0 at a step boundary). */
 DT_API int dt_model_accum_pos(const dt_model *m);
 
-/** Turns the per-layer finite check on (on nonzero) or off. With the check on, backward looks at
- * each layer's own gradients as they are made, before the allreduce (a read of the layer's
- * gradients), and remembers the first layer (in backward order) holding an inf or NaN:
- * dt_model_nonfinite_layer returns its index, -1 when none was found in the last backward. Say who
- * caused an overflow, since after the allreduce every rank has it. */
-DT_API void dt_model_set_nonfinite_check(dt_model *m, int on);
+/** Modes of the per-layer finite check (dt_model_set_nonfinite_check()). */
+typedef enum dt_nonfinite_check {
+    DT_NONFINITE_CHECK_OFF = 0, /**< no check (the default) */
+    DT_NONFINITE_CHECK_ON = 1,  /**< every forward/backward */
+    /** Only where it can be needed: in dt_model_train_step(), the accumulation groups in which one
+     * more overflow makes its scaler give up (the scale at its floor, or the scaler's window
+     * holding as many overflows as it tolerates), the steps whose DT_ERR_NUMERIC a program reports
+     * with the layer; other steps skip the read of every gradient. Every pass of
+     * dt_model_forward_backward() called directly, or of dt_model_train_step() without a scaler. */
+    DT_NONFINITE_CHECK_AT_RISK = 2
+} dt_nonfinite_check;
+
+/** Sets the per-layer finite check: mode DT_NONFINITE_CHECK_OFF, _ON or _AT_RISK (any other
+ * nonzero value means _ON). With the check on, backward looks at each layer's own gradients as
+ * they are made, before the allreduce (a read of the layer's gradients), and remembers the first
+ * layer (in backward order) holding an inf or NaN: dt_model_nonfinite_layer returns its index, -1
+ * when none was found in the last backward. Say who caused an overflow, since after the allreduce
+ * every rank has it. */
+DT_API void dt_model_set_nonfinite_check(dt_model *m, int mode);
 /** The index of the first layer (in backward order) whose own gradients held an inf or NaN in the
- * last backward, -1 when none did (or the check is off): see dt_model_set_nonfinite_check(). */
+ * last accumulation group, -1 when none did (or the check did not run on it): see
+ * dt_model_set_nonfinite_check(). */
 DT_API int dt_model_nonfinite_layer(const dt_model *m);
 /** "layer 3 (fc:1024)" for layer index i, into buf (n bytes); "-" when i is out of range. */
 DT_API void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n);

@@ -51,7 +51,9 @@ struct dt_model {
      * casts only after those: at most once per optimizer step, never per micro-batch. */
     int p16_current;
     float inv_scale; /* 16-bit gradients: the unscale the optimizer step applies */
-    int check_local; /* look for non-finite gradients layer by layer before the allreduce */
+    int check_local; /* dt_model_set_nonfinite_check's mode (DT_NONFINITE_CHECK_*) */
+    int check_group; /* the current accumulation group looks layer by layer: its mode, and for
+                        AT_RISK what dt_model_train_step found of its scaler */
     int *dflags;     /* per layer (backend memory), the pass (fb_count) that first found it
                             non-finite in its accumulation group; read only when asked */
     int fb_count;    /* forward/backward passes taken */
@@ -94,6 +96,11 @@ static inline size_t layer_in_n(const layer *l) { return (size_t)l->in_c * l->in
 /* Backward is done with layer i's parameter gradients: fault injection, the local finite check,
  * and starting its bucket's allreduce when the bucket is complete (model.c). */
 dt_status model_grads_done(dt_model *m, int i);
+
+/* 1 when one more overflow makes the scaler give up (DT_ERR_NUMERIC at dt_scaler_update): its scale
+ * is at the floor of a dynamic scaler, or the window holds as many overflows as it tolerates
+ * (scaler.c). */
+int scaler_overflow_ends_run(const dt_scaler *s);
 
 /* Accumulation (model_step.c): layer i's gradients of this pass are done; adds the group's
  * earlier sum into them and keeps the new sum for the next micro-batch. *ends = 1 when the pass

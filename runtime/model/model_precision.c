@@ -97,7 +97,10 @@ dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
     return DT_OK;
 }
 
-void dt_model_set_nonfinite_check(dt_model *m, int on) { m->check_local = on != 0; }
+void dt_model_set_nonfinite_check(dt_model *m, int mode)
+{
+    m->check_local = mode == DT_NONFINITE_CHECK_AT_RISK ? mode : mode ? DT_NONFINITE_CHECK_ON : DT_NONFINITE_CHECK_OFF;
+}
 int dt_model_nonfinite_layer(const dt_model *m)
 {
     if (!m->check_local || m->fb_count == 0) return -1;

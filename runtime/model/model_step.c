@@ -69,17 +69,29 @@ dt_status model_accum_layer(dt_model *m, int i, int *ends)
                                    m->gacc + off, cnt, add, store);
 }
 
-dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
-                                    double *loss_sum, int *correct)
+/* dt_model_forward_backward with what the caller knows of the group's risk: at_risk 1 when an
+ * overflow in it would end the run (or nobody knows), which an AT_RISK finite check runs on. */
+static dt_status forward_backward_group(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
+                                        double *loss_sum, int *correct, int at_risk)
 {
     m->accum_last = m->accum_pos == m->accum_steps - 1;
     /* The local finite check names the first layer that went non-finite anywhere in the group:
      * flags of earlier groups no longer count. */
-    if (m->accum_pos == 0) m->group_pass = m->fb_count + 1;
+    if (m->accum_pos == 0) {
+        m->group_pass = m->fb_count + 1;
+        m->check_group =
+            m->check_local == DT_NONFINITE_CHECK_ON || (m->check_local == DT_NONFINITE_CHECK_AT_RISK && at_risk);
+    }
     dt_status s = model_forward_backward(m, x, labels, batch, grad_scale, loss_sum, correct);
     if (s) return s;
     m->accum_pos = m->accum_last ? 0 : m->accum_pos + 1;
     return DT_OK;
+}
+
+dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
+                                    double *loss_sum, int *correct)
+{
+    return forward_backward_group(m, x, labels, batch, grad_scale, loss_sum, correct, 1);
 }
 
 dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
@@ -90,7 +102,10 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
     /* The scale changes only at dt_scaler_update, once per group, so every micro-batch of a group
      * is scaled alike and the sum unscales with one factor. */
     const float ls = sc ? dt_scaler_scale(sc) : 1.0f;
-    dt_status s = dt_model_forward_backward(m, x, labels, batch, grad_scale * ls, &r->loss_sum, &r->correct);
+    /* An AT_RISK finite check reads every layer's gradients only in groups whose overflow would
+     * stop the run: the give-up message names the layer, and healthy steps skip the reads. */
+    const int at_risk = !sc || scaler_overflow_ends_run(sc);
+    dt_status s = forward_backward_group(m, x, labels, batch, grad_scale * ls, &r->loss_sum, &r->correct, at_risk);
     if (s) return s;
     if (m->accum_pos != 0) return DT_OK; /* the group goes on: nothing to send or step yet */
     const double t0 = clock_now_s();

@@ -51,7 +51,7 @@ dt_status model_grads_done(dt_model *m, int i)
         const uint16_t inf16 = m->grad_t == DT_F16 ? 0x7c00u : 0x7f80u;
         if ((s = be->ops->to_device(be, g, m->g16 ? (const void *)&inf16 : (const void *)&inf, e))) return s;
     }
-    if (m->check_local &&
+    if (m->check_group &&
         (s = be->ops->flag_nonfinite(be, model_grad_type(m), g, cnt, m->dflags + i, m->fb_count, m->group_pass)))
         return s;
     return ends_group && m->red && cnt ? dt_reducer_ready(m->red, off, cnt) : DT_OK;

@@ -15,6 +15,7 @@
  * scale changes (a ring of 8) so the log shows how the run got there.
  */
 #include "dtrain.h"
+#include "runtime/model/model_internal.h"
 #include "base/status.h"
 
 #include <float.h>
@@ -229,6 +230,15 @@ dt_status dt_scaler_update(dt_scaler *s, int found_inf)
             s->updates, s->ring_overflows, s->ring_filled, c->max_overflow_fraction, c->window, s->scale, hist);
     }
     return DT_OK;
+}
+
+int scaler_overflow_ends_run(const dt_scaler *s)
+{
+    const dt_scaler_config *c = &s->cfg;
+    if (c->dynamic && s->scale <= c->min_scale) return 1;
+    /* The next verdict replaces the ring's oldest (a 0 while the ring is filling). */
+    const long allowed = (long)floor(c->max_overflow_fraction * (double)c->window + 1e-9);
+    return s->ring_overflows + 1 - s->ring[s->ring_pos] > allowed;
 }
 
 void dt_scaler_get_state(const dt_scaler *s, dt_scaler_state *st)
