@@ -66,6 +66,16 @@ typedef struct layer_params {
     void *dw, *db;
 } layer_params;
 
+/* The gradients an optimizer step reads: element i is g[i] of type t (fp32, or 16-bit widened),
+ * multiplied by m1 and then by m2, each product rounded and skipped when its factor is 1 (the
+ * loss scaler's pending unscale and clipping's coefficient, applied exactly as widen_scaled does,
+ * so a step gives the bits of widen_scaled followed by a step on fp32 gradients). */
+typedef struct optim_grads {
+    const void *g;
+    dt_dtype t;
+    float m1, m2;
+} optim_grads;
+
 /* What scratch16 is told of one layer of a model. */
 typedef enum { BE_LAYER_FC, BE_LAYER_CONV, BE_LAYER_RELU, BE_LAYER_POOL, BE_LAYER_LOSS } be_layer_kind;
 typedef struct layer_need {
@@ -154,19 +164,22 @@ struct backend_ops {
      * (softmax - onehot) * grad_scale. Returns once the values are on the host. */
     dt_status (*softmax_xent)(backend *be, const float *logits, const int32_t *labels, float *dlogits, int batch,
                               int classes, float grad_scale, double *loss, int *correct);
-    /* The optimizers. Both also write, when copy is not NULL, the updated p rounded to copy_t
+    /* The optimizers, over n parameters p (fp32, updated) and their gradients grad (what the step
+     * reads of them: optim_grads above, so 16-bit gradients with the pending factors need no pass
+     * of their own). Both also write, when copy is not NULL, the updated p rounded to copy_t
      * (DT_F16 or DT_BF16, as cast_to16 rounds) into copy, in the same pass over the elements: the
      * 16-bit parameter copy of a keeps_params16 backend, so that the next 16-bit forward reads it
-     * without casting the parameters again. copy NULL: copy_t is ignored. */
+     * without casting the parameters again. copy NULL: copy_t is ignored. DT_ERR_INVALID_ARG for
+     * a gradient or copy type that is not one of these. */
     /* SGD with momentum and coupled weight decay, PyTorch semantics:
      *   g = grad + wd * p;  buf = first ? g : momentum * buf + g;  p -= lr * buf
      * (momentum 0: p -= lr * g, buf untouched and may be NULL). */
-    dt_status (*sgd)(backend *be, float *p, const float *grad, float *buf, size_t n, float lr, float momentum, float wd,
-                     int first, dt_dtype copy_t, uint16_t *copy);
+    dt_status (*sgd)(backend *be, float *p, const optim_grads *grad, float *buf, size_t n, float lr, float momentum,
+                     float wd, int first, dt_dtype copy_t, uint16_t *copy);
     /* AdamW, PyTorch semantics, step t >= 1:
      *   p -= lr * wd * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
      *   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) */
-    dt_status (*adamw)(backend *be, float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1,
+    dt_status (*adamw)(backend *be, float *p, const optim_grads *grad, float *m, float *v, size_t n, float lr, float b1,
                        float b2, float eps, float wd, int t, dt_dtype copy_t, uint16_t *copy);
 
     /* ------------------------------------------------------------ casts and rounding */

@@ -243,50 +243,70 @@ static dt_status c_softmax_xent(backend *be, const float *logits, const int32_t 
     return DT_OK;
 }
 
-/* The optimizers' 16-bit copy (backend.h): each block cast right behind its update, while it is
- * still in cache. Blocks are a multiple of the AdamW kernel's vector groups (cpu/optim.c), whose
- * bits depend on where a group starts, so a blocked step gives the bits of one whole step. */
-#define OPTIM_COPY_BLOCK 4096
+/* The optimizers read their gradients (backend.h, optim_grads) and write the 16-bit copy a block
+ * at a time: fp32 gradients without factors in place, others widened or copied and scaled into a
+ * block on the stack, and each block's copy cast right behind its update while it is still in
+ * cache. Blocks are a multiple of the AdamW kernel's vector groups (cpu/optim.c), whose bits
+ * depend on where a group starts, so a blocked step gives the bits of one whole step. */
+#define OPTIM_BLOCK 2048
 
-static dt_status copy_type_ok(const char *op, dt_dtype copy_t, const uint16_t *copy)
+/* g *= m1, then g *= m2, each skipped when 1 (widen_scaled's rule). */
+static void scale2(float *g, size_t n, float m1, float m2)
 {
+    if (m1 != 1.0f)
+        for (size_t i = 0; i < n; i++) g[i] *= m1;
+    if (m2 != 1.0f)
+        for (size_t i = 0; i < n; i++) g[i] *= m2;
+}
+
+static dt_status optim_types_ok(const char *op, const optim_grads *g, dt_dtype copy_t, const uint16_t *copy)
+{
+    if (g->t != DT_F32 && g->t != DT_F16 && g->t != DT_BF16)
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: the gradients' type %d is not DT_F32, DT_F16 or DT_BF16", op,
+                                (int)g->t);
     if (!copy || copy_t == DT_F16 || copy_t == DT_BF16) return DT_OK;
     return status_set_error(DT_ERR_INVALID_ARG, "%s: the parameter copy's type %d is not DT_F16 or DT_BF16", op,
                             (int)copy_t);
 }
 
-static dt_status c_sgd(backend *be, float *p, const float *grad, float *buf, size_t n, float lr, float momentum,
+/* Gradients [o, o + c) as the step uses them: in place, or made in blk. */
+static const float *grads_block(const optim_grads *g, size_t o, size_t c, float *blk)
+{
+    if (g->t == DT_F32 && g->m1 == 1.0f && g->m2 == 1.0f) return (const float *)g->g + o;
+    if (g->t == DT_F32)
+        memcpy(blk, (const float *)g->g + o, c * sizeof *blk);
+    else
+        cpu_cast_16_to_f32(g->t, (const uint16_t *)g->g + o, blk, c);
+    scale2(blk, c, g->m1, g->m2);
+    return blk;
+}
+
+static dt_status c_sgd(backend *be, float *p, const optim_grads *g, float *buf, size_t n, float lr, float momentum,
                        float wd, int first, dt_dtype copy_t, uint16_t *copy)
 {
     (void)be;
-    const dt_status cs = copy_type_ok("sgd", copy_t, copy);
-    if (cs) return cs;
-    if (!copy) {
-        cpu_sgd(p, grad, buf, n, lr, momentum, wd, first);
-        return DT_OK;
-    }
-    for (size_t o = 0; o < n; o += OPTIM_COPY_BLOCK) {
-        const size_t c = n - o < OPTIM_COPY_BLOCK ? n - o : OPTIM_COPY_BLOCK;
-        cpu_sgd(p + o, grad + o, buf ? buf + o : NULL, c, lr, momentum, wd, first);
-        cpu_cast_f32_to_16(copy_t, p + o, copy + o, c);
+    const dt_status ts = optim_types_ok("sgd", g, copy_t, copy);
+    if (ts) return ts;
+    float blk[OPTIM_BLOCK];
+    for (size_t o = 0; o < n; o += OPTIM_BLOCK) {
+        const size_t c = n - o < OPTIM_BLOCK ? n - o : OPTIM_BLOCK;
+        cpu_sgd(p + o, grads_block(g, o, c, blk), buf ? buf + o : NULL, c, lr, momentum, wd, first);
+        if (copy) cpu_cast_f32_to_16(copy_t, p + o, copy + o, c);
     }
     return DT_OK;
 }
 
-static dt_status c_adamw(backend *be, float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1,
+static dt_status c_adamw(backend *be, float *p, const optim_grads *g, float *m, float *v, size_t n, float lr, float b1,
                          float b2, float eps, float wd, int t, dt_dtype copy_t, uint16_t *copy)
 {
     (void)be;
-    const dt_status cs = copy_type_ok("adamw", copy_t, copy);
-    if (cs) return cs;
-    if (!copy) {
-        cpu_adamw(p, grad, m, v, n, lr, b1, b2, eps, wd, t);
-        return DT_OK;
-    }
-    for (size_t o = 0; o < n; o += OPTIM_COPY_BLOCK) {
-        const size_t c = n - o < OPTIM_COPY_BLOCK ? n - o : OPTIM_COPY_BLOCK;
-        cpu_adamw(p + o, grad + o, m + o, v + o, c, lr, b1, b2, eps, wd, t);
-        cpu_cast_f32_to_16(copy_t, p + o, copy + o, c);
+    const dt_status ts = optim_types_ok("adamw", g, copy_t, copy);
+    if (ts) return ts;
+    float blk[OPTIM_BLOCK];
+    for (size_t o = 0; o < n; o += OPTIM_BLOCK) {
+        const size_t c = n - o < OPTIM_BLOCK ? n - o : OPTIM_BLOCK;
+        cpu_adamw(p + o, grads_block(g, o, c, blk), m + o, v + o, c, lr, b1, b2, eps, wd, t);
+        if (copy) cpu_cast_f32_to_16(copy_t, p + o, copy + o, c);
     }
     return DT_OK;
 }
@@ -316,14 +336,6 @@ static dt_status c_round16(backend *be, dt_dtype t, const float *in, float *out,
 
 /* The multiplies one at a time, in float, as the optimizer applies the unscale and then the clip
  * coefficient to 16-bit gradients (two roundings, not one by m1 * m2). */
-static void scale2(float *g, size_t n, float m1, float m2)
-{
-    if (m1 != 1.0f)
-        for (size_t i = 0; i < n; i++) g[i] *= m1;
-    if (m2 != 1.0f)
-        for (size_t i = 0; i < n; i++) g[i] *= m2;
-}
-
 static dt_status c_widen_scaled(backend *be, dt_dtype t, const uint16_t *in, float *out, size_t n, float m1, float m2)
 {
     (void)be;

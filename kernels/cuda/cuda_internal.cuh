@@ -150,9 +150,9 @@ dt_status cuda_maxpool_bwd(backend *be, const float *dy, const int32_t *idx, flo
 dt_status cuda_softmax_xent(backend *be, const float *logits, const int32_t *labels, float *dlogits, int batch,
                             int classes, float grad_scale, double *loss, int *correct);
 /* optim.cu */
-dt_status cuda_sgd(backend *be, float *p, const float *grad, float *buf, size_t n, float lr, float momentum, float wd,
-                   int first, dt_dtype copy_t, uint16_t *copy);
-dt_status cuda_adamw(backend *be, float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1,
+dt_status cuda_sgd(backend *be, float *p, const optim_grads *g, float *buf, size_t n, float lr, float momentum,
+                   float wd, int first, dt_dtype copy_t, uint16_t *copy);
+dt_status cuda_adamw(backend *be, float *p, const optim_grads *g, float *m, float *v, size_t n, float lr, float b1,
                      float b2, float eps, float wd, int t, dt_dtype copy_t, uint16_t *copy);
 /* reduce.cu */
 dt_status cuda_widen_scaled(backend *be, dt_dtype t, const uint16_t *in, float *out, size_t n, float m1, float m2);

@@ -130,7 +130,7 @@ void dt_model_free(dt_model *m)
     free(m->in);
     free(m->pool_idx);
     backend *be = m->be;
-    void *dev[] = {m->params, m->grads, m->g16, m->gblk, m->xdev, m->ldev, m->dflags, m->gacc};
+    void *dev[] = {m->params, m->grads, m->g16, m->xdev, m->ldev, m->dflags, m->gacc};
     for (size_t j = 0; j < sizeof dev / sizeof *dev; j++) be->ops->free(be, dev[j]);
     free(m->prof_fwd);
     free(m->prof_bwd);

@@ -41,7 +41,6 @@ struct dt_model {
      * in fp32 and round each output once. */
     dt_dtype prec, grad_t;
     uint16_t *g16;        /* the gradients when kept in 16 bits */
-    float *gblk;          /* 16-bit gradients: the block the optimizer step widens them into */
     float *sx, *sy, *sdy; /* activation-sized fp32 scratch of 16-bit passes */
     float *sw, *sg, *st;  /* weight-sized fp32 scratch (widened weights, weight gradients, sums) */
     uint16_t *p16, *x16;  /* the 16-bit parameter copy and input */
@@ -145,13 +144,16 @@ dt_status model_zero_scale_count(dt_model *m, float mul, size_t *bad);
  * owned slices, then the ranks' sums added in rank order, so every rank gets the same bits. */
 dt_status model_zero_sum_squares(const dt_model *m, double *ss);
 
-/* Floats of 16-bit gradients the optimizer step widens at a time (gblk): a block that stays in
- * cache; a multiple of the CPU's sum-of-squares lanes, so blocks change no bits. */
-#define MODEL_GBLK 2048
-
 /* Where the gradients of m are: the buffer (grads or g16), its element type and size. */
 static inline void *model_grad_buf(const dt_model *m) { return m->g16 ? (void *)m->g16 : (void *)m->grads; }
 static inline dt_dtype model_grad_type(const dt_model *m) { return m->g16 ? m->grad_t : DT_F32; }
 static inline size_t model_grad_esize(const dt_model *m) { return m->g16 ? 2 : 4; }
+/* The gradients as the optimizer step reads them: where they are kept, with the pending unscale
+ * and clip factors of 16-bit ones (1 for fp32 ones, which dt_model_unscale_grads and clipping
+ * scale in place). */
+static inline optim_grads model_optim_grads(const dt_model *m)
+{
+    return (optim_grads){model_grad_buf(m), model_grad_type(m), m->inv_scale, m->grad_mul};
+}
 
 #endif

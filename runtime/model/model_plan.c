@@ -247,14 +247,12 @@ static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memo
     plan_item(p, k->optimizer, "%s", moments == 2 ? "AdamW moments (m, v)" : "SGD momentum");
     const size_t gacc = c->accum_steps > 1 ? np * 4 : 0;
     plan_item(p, gacc, "%sgradient accumulation buffer", "");
-    /* dt_model_set_precision: the pool again in 16 bits, and 16-bit gradients with the block the
-     * optimizer widens them into. */
+    /* dt_model_set_precision: the pool again in 16 bits, and 16-bit gradients. */
     const int kf = c->compute == DT_F32 ? k32 : act_plan(s, ops, c->compute, c->batch, cv);
     const size_t pool = carve_pool_bytes(cv, kf);
     const int g16 = c->grads != DT_F32;
-    const size_t grads = np * (g16 ? 2 : 4), gblk = g16 ? MODEL_GBLK * sizeof(float) : 0;
+    const size_t grads = np * (g16 ? 2 : 4);
     plan_item(p, grads, "%s", g16 ? "gradients (16-bit)" : "gradients (fp32)");
-    p->other += gblk;
     for (int j = 0; j < kf; j++) {
         if (cv[j].kind == CARVE_ACT) k->activations += cv[j].bytes;
         if (cv[j].kind == CARVE_WORK) k->workspace += cv[j].bytes;
@@ -270,9 +268,9 @@ static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memo
      * dt_model_create before a 16-bit one replaces it, both gradient buffers while
      * dt_model_set_precision swaps them (counting the optimizer and accumulation buffer from the
      * start, whatever order a program makes them in). */
-    p->total = fixed + grads + gblk + gacc + k->optimizer + pool;
+    p->total = fixed + grads + gacc + k->optimizer + pool;
     const size_t at_create = fixed + np * 4 + pool32 + gacc + k->optimizer;
-    const size_t at_swap = g16 ? fixed + np * 4 + grads + gblk + gacc + k->optimizer + pool : 0;
+    const size_t at_swap = g16 ? fixed + np * 4 + grads + gacc + k->optimizer + pool : 0;
     p->peak = p->total;
     if (at_create > p->peak) p->peak = at_create;
     if (at_swap > p->peak) p->peak = at_swap;

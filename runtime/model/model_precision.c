@@ -44,30 +44,20 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
     }
     const dt_dtype have = model_grad_type(m);
     if (grads != have) {
-        /* The new gradient buffer (and, for 16-bit ones, the block the optimizer widens them into)
-         * first, so a failure leaves the model as it was; then the old ones go back to the
-         * backend they came from. */
-        void *g = NULL, *blk = NULL;
+        /* The new gradient buffer first, so a failure leaves the model as it was; then the old
+         * one goes back to the backend it came from. */
+        void *g = NULL;
         dt_status s = be->ops->alloc(be, np * (grads == DT_F32 ? 4 : 2),
                                      grads == DT_F32 ? "fp32 gradients" : "16-bit gradients", &g);
-        if (!s && grads != DT_F32 && !m->gblk)
-            s = be->ops->alloc(be, MODEL_GBLK * sizeof(float), "the optimizer's gradient block", &blk);
-        if (s) {
-            be->ops->free(be, g);
-            return s;
-        }
+        if (s) return s;
         be->ops->free(be, m->grads); /* from fp32, */
         be->ops->free(be, m->g16);   /* or from the other 16-bit type */
         m->grads = NULL;
         m->g16 = NULL;
-        if (grads == DT_F32) {
+        if (grads == DT_F32)
             m->grads = g;
-            be->ops->free(be, m->gblk);
-            m->gblk = NULL;
-        } else {
+        else
             m->g16 = g;
-            if (blk) m->gblk = blk;
-        }
     }
     m->grad_t = grads;
     return model_sync_rebind(m);

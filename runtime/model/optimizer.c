@@ -6,6 +6,7 @@
  */
 #include "runtime/model/model_internal.h"
 #include "base/status.h"
+#include "kernels/cast.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -97,7 +98,7 @@ void dt_optimizer_free(dt_optimizer *o)
  * step count t is the caller's. copy (NULL: none) receives the updated p rounded to copy_t in the
  * same pass (backend.h). */
 static dt_status step_copy(backend *be, const dt_optimizer *o, float *s1, float *s2, size_t off, float *p,
-                           const float *g, size_t n, dt_dtype copy_t, uint16_t *copy)
+                           const optim_grads *g, size_t n, dt_dtype copy_t, uint16_t *copy)
 {
     const dt_optim_config *c = &o->cfg;
     if (c->kind == DT_OPTIM_SGD)
@@ -107,10 +108,18 @@ static dt_status step_copy(backend *be, const dt_optimizer *o, float *s1, float 
                           copy_t, copy);
 }
 
-static dt_status step_on(backend *be, const dt_optimizer *o, float *s1, float *s2, size_t off, float *p, const float *g,
-                         size_t n)
+static dt_status step_on(backend *be, const dt_optimizer *o, float *s1, float *s2, size_t off, float *p,
+                         const optim_grads *g, size_t n)
 {
     return step_copy(be, o, s1, s2, off, p, g, n, DT_F32, NULL);
+}
+
+/* g from element off on. */
+static optim_grads grads_from(const optim_grads *g, size_t off)
+{
+    optim_grads r = *g;
+    r.g = (const char *)g->g + off * (g->t == DT_F32 ? sizeof(float) : sizeof(uint16_t));
+    return r;
 }
 
 dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
@@ -120,7 +129,8 @@ dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
                                 "dt_optimizer_step: this optimizer's state is sharded across ranks (--zero 1) and "
                                 "holds only this rank's slices: step it through dt_model_optimizer_step");
     o->t++;
-    return step_on(backend_cpu(), o, o->s1, o->s2, 0, params, grads, o->n);
+    const optim_grads g = {grads, DT_F32, 1.0f, 1.0f};
+    return step_on(backend_cpu(), o, o->s1, o->s2, 0, params, &g, o->n);
 }
 
 float dt_optimizer_lr(const dt_optimizer *o) { return o->cfg.lr; }
@@ -199,19 +209,11 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
         s2 = o->d2;
     }
     o->t++;
-    /* The 16-bit copy is written in the optimizer's own pass. */
-    uint16_t *copy = m->p16;
-    dt_status s = DT_OK;
-    if (!m->g16) s = step_copy(be, o, s1, s2, 0, m->params, m->grads, o->n, m->prec, copy);
-    /* 16-bit gradients: widened and unscaled a block at a time into a buffer that stays in cache,
-     * the optimizer run on the block (its update is elementwise, so blocks change nothing).
-     * Clipping's coefficient comes after the unscale, as PyTorch multiplies the unscaled .grad. */
-    for (size_t off = 0; m->g16 && !s && off < o->n; off += MODEL_GBLK) {
-        const size_t cnt = o->n - off < MODEL_GBLK ? o->n - off : MODEL_GBLK;
-        s = be->ops->widen_scaled(be, m->grad_t, m->g16 + off, m->gblk, cnt, m->inv_scale, m->grad_mul);
-        if (!s) s = step_copy(be, o, s1, s2, off, m->params + off, m->gblk, cnt, m->prec, copy ? copy + off : NULL);
-    }
-    if (!s && copy) m->p16_current = 1;
+    /* One pass: the gradients as they are kept with their pending factors, the 16-bit copy
+     * written as the parameters are. */
+    const optim_grads g = model_optim_grads(m);
+    const dt_status s = step_copy(be, o, s1, s2, 0, m->params, &g, o->n, m->prec, m->p16);
+    if (!s && m->p16) m->p16_current = 1;
     return s;
 }
 
@@ -222,10 +224,23 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
  * kernel has no fused path (C11, no contraction), so any split gives its bits. */
 #define ADAMW_LANES 8
 
+/* Gradients [i0, i0 + n) of g as a step uses them, into out (host memory). */
+static void host_grads(const optim_grads *g, size_t i0, size_t n, float *out)
+{
+    if (g->t == DT_F32)
+        memcpy(out, (const float *)g->g + i0, n * sizeof *out);
+    else
+        cpu_cast_16_to_f32(g->t, (const uint16_t *)g->g + i0, out, n);
+    for (size_t i = 0; i < n; i++) {
+        if (g->m1 != 1.0f) out[i] *= g->m1;
+        if (g->m2 != 1.0f) out[i] *= g->m2;
+    }
+}
+
 /* One step of elements [off, off + cnt) of the flat buffer of n, p and g pointing at element off,
  * state at `at`, each element taking the arithmetic path it takes in one step over all n. */
-static dt_status step_like_whole(backend *be, const dt_optimizer *o, size_t at, float *p, const float *g, size_t off,
-                                 size_t cnt)
+static dt_status step_like_whole(backend *be, const dt_optimizer *o, size_t at, float *p, const optim_grads *g,
+                                 size_t off, size_t cnt)
 {
     /* The CUDA kernels compute every element alike (kernels/cuda/optim.cu), so any slice is exact. */
     if (!be->ops->host_memory) return step_on(be, o, o->d1, o->d2, at, p, g, cnt);
@@ -239,35 +254,35 @@ static dt_status step_like_whole(backend *be, const dt_optimizer *o, size_t at, 
          * state and parameter updates to zero: no NaN). */
         float tp[ADAMW_LANES] = {0}, tg[ADAMW_LANES] = {0}, t1[ADAMW_LANES] = {0}, t2[ADAMW_LANES] = {0};
         memcpy(tp, p + whole, rem * sizeof(float));
-        memcpy(tg, g + whole, rem * sizeof(float));
+        host_grads(g, whole, rem, tg);
         memcpy(t1, o->s1 + at + whole, rem * sizeof(float));
         memcpy(t2, o->s2 + at + whole, rem * sizeof(float));
-        s = step_on(be, o, t1, t2, 0, tp, tg, ADAMW_LANES);
+        const optim_grads tgs = {tg, DT_F32, 1.0f, 1.0f};
+        s = step_on(be, o, t1, t2, 0, tp, &tgs, ADAMW_LANES);
         memcpy(p + whole, tp, rem * sizeof(float));
         memcpy(o->s1 + at + whole, t1, rem * sizeof(float));
         memcpy(o->s2 + at + whole, t2, rem * sizeof(float));
     }
     /* The buffer's own last elements, fewer than a group: one at a time, as at --zero 0. */
-    if (!s && cnt > nv) s = step_on(be, o, o->s1, o->s2, at + nv, p + nv, g + nv, cnt - nv);
+    if (!s && cnt > nv) {
+        const optim_grads tail = grads_from(g, nv);
+        s = step_on(be, o, o->s1, o->s2, at + nv, p + nv, &tail, cnt - nv);
+    }
     return s;
 }
 
-/* One step over the owned slices only, each slice's state at its place in s1/s2; 16-bit
- * gradients widened a block at a time as in the whole-buffer step, so every element sees the same
- * arithmetic as at --zero 0. Then the updated parameters go to every rank. */
+/* One step over the owned slices only, each slice's state at its place in s1/s2 and its
+ * gradients read as the whole-buffer step reads them, so every element sees the same arithmetic
+ * as at --zero 0. Then the updated parameters go to every rank. */
 static dt_status optimizer_step_shard(dt_model *m, dt_optimizer *o)
 {
     backend *be = m->be;
+    const optim_grads g = model_optim_grads(m);
     size_t at = 0;
     for (int i = 0; i < o->nseg; i++) {
         const size_t off = o->seg_off[i], cnt = o->seg_cnt[i];
-        dt_status s = DT_OK;
-        if (!m->g16) s = step_like_whole(be, o, at, m->params + off, m->grads + off, off, cnt);
-        for (size_t b = 0; m->g16 && !s && b < cnt; b += MODEL_GBLK) {
-            const size_t k = cnt - b < MODEL_GBLK ? cnt - b : MODEL_GBLK;
-            s = be->ops->widen_scaled(be, m->grad_t, m->g16 + off + b, m->gblk, k, m->inv_scale, m->grad_mul);
-            if (!s) s = step_like_whole(be, o, at + b, m->params + off + b, m->gblk, off + b, k);
-        }
+        const optim_grads gs = grads_from(&g, off);
+        const dt_status s = step_like_whole(be, o, at, m->params + off, &gs, off, cnt);
         if (s) return s;
         at += cnt;
     }

@@ -2,7 +2,8 @@
  * test_cuda_ops_optim.c - the CUDA table's optimizers against the CPU table: SGD with and
  * without momentum (first step and later), AdamW at steps 1 and 7; each also with the 16-bit
  * parameter copy written in the same pass (fp16 and bf16): the parameters and state bit for bit
- * those of the step without it, the copy bit for bit the cast of the parameters it wrote.
+ * those of the step without it, the copy bit for bit the cast of the parameters it wrote; and on
+ * 16-bit gradients with the pending unscale and clip factors, against the CPU.
  *
  * Tolerances: SGD p and buf within 1 ulp (expected exact: both round each operation separately).
  * AdamW m, v within 1 ulp, p within 2 ulp (the GPU follows the CPU's AVX2 path, FMAs included, and
@@ -24,8 +25,10 @@ static void check_sgd(void)
         fill(p, n, 1.0f), fill(gr, n, 0.1f), fill(buf, n, 0.3f); /* buf: garbage for a first step */
         float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_b = dcopy(buf, n);
         const int plain = cfg[z].momentum == 0.0f;
-        CPU(sgd, p, gr, plain ? NULL : buf, n, 0.1f, cfg[z].momentum, cfg[z].wd, cfg[z].first, DT_F32, NULL);
-        GPU(sgd, d_p, d_g, plain ? NULL : d_b, n, 0.1f, cfg[z].momentum, cfg[z].wd, cfg[z].first, DT_F32, NULL);
+        CPU(sgd, p, &(optim_grads){gr, DT_F32, 1.0f, 1.0f}, plain ? NULL : buf, n, 0.1f, cfg[z].momentum, cfg[z].wd,
+            cfg[z].first, DT_F32, NULL);
+        GPU(sgd, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f}, plain ? NULL : d_b, n, 0.1f, cfg[z].momentum, cfg[z].wd,
+            cfg[z].first, DT_F32, NULL);
         ops_ok("sgd");
         down(gp, d_p, n * sizeof *gp);
         down(gb, d_b, n * sizeof *gb);
@@ -57,8 +60,10 @@ static void check_adamw(void)
         }
         gr[0] = 0.0f, p[1] = 0.0f; /* a zero gradient (m, v of 0 on step 1) and a zero weight */
         float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_m = dcopy(m, n), *d_v = dcopy(v, n);
-        CPU(adamw, p, gr, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, DT_F32, NULL);
-        GPU(adamw, d_p, d_g, d_m, d_v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, DT_F32, NULL);
+        CPU(adamw, p, &(optim_grads){gr, DT_F32, 1.0f, 1.0f}, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, DT_F32,
+            NULL);
+        GPU(adamw, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f}, d_m, d_v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t,
+            DT_F32, NULL);
         ops_ok("adamw");
         down(gp, d_p, n * sizeof *gp);
         down(gm, d_m, n * sizeof *gm);
@@ -91,9 +96,10 @@ static void check_copy_one(int adam, dt_dtype t)
         float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_1 = dcopy(s1, n), *d_2 = dcopy(s2, n);
         uint16_t *c = with ? d_copy : NULL;
         if (adam)
-            GPU(adamw, d_p, d_g, d_1, d_2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, with ? t : DT_F32, c);
+            GPU(adamw, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f}, d_1, d_2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3,
+                with ? t : DT_F32, c);
         else
-            GPU(sgd, d_p, d_g, d_1, n, 0.1f, 0.9f, 5e-4f, 0, with ? t : DT_F32, c);
+            GPU(sgd, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f}, d_1, n, 0.1f, 0.9f, 5e-4f, 0, with ? t : DT_F32, c);
         ops_ok(adam ? "adamw with copy" : "sgd with copy");
         float *src[3] = {d_p, d_1, d_2};
         for (int k = 0; k < 3; k++) {
@@ -119,11 +125,51 @@ static void check_copy_one(int adam, dt_dtype t)
     free(p), free(gr), free(s1), free(s2), free(copy), free(cast);
 }
 
+/* 16-bit gradients with the pending factors, read by the step itself: the GPU against the CPU
+ * table on the same kept gradients (p within the tolerances above, state likewise). */
+static void check_grads16_one(int adam, dt_dtype t)
+{
+    const size_t n = 100003;
+    const float m1 = 1.0f / 2048.0f, m2 = 0.37f;
+    float *p = fmalloc(n), *gr = fmalloc(n), *s1 = fmalloc(n), *s2 = fmalloc(n), *gp = fmalloc(n), *g1 = fmalloc(n),
+          *g2 = fmalloc(n);
+    uint16_t *g16 = xmalloc(n * sizeof *g16);
+    fill(p, n, 1.0f), fill(gr, n, 100.0f), fill(s1, n, 0.01f);
+    for (size_t i = 0; i < n; i++) s2[i] = s1[i] * s1[i];
+    cpu_cast_f32_to_16(t, gr, g16, n);
+    float *d_p = dcopy(p, n), *d_1 = dcopy(s1, n), *d_2 = dcopy(s2, n);
+    uint16_t *d_g = dmalloc(n * sizeof *d_g);
+    up(d_g, g16, n * sizeof *g16);
+    const optim_grads hg = {g16, t, m1, m2}, dg = {d_g, t, m1, m2};
+    if (adam) {
+        CPU(adamw, p, &hg, s1, s2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, DT_F32, NULL);
+        GPU(adamw, d_p, &dg, d_1, d_2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, DT_F32, NULL);
+    } else {
+        CPU(sgd, p, &hg, s1, n, 0.1f, 0.9f, 5e-4f, 0, DT_F32, NULL);
+        GPU(sgd, d_p, &dg, d_1, n, 0.1f, 0.9f, 5e-4f, 0, DT_F32, NULL);
+    }
+    ops_ok(adam ? "adamw on 16-bit gradients" : "sgd on 16-bit gradients");
+    down(gp, d_p, n * sizeof *gp);
+    down(g1, d_1, n * sizeof *g1);
+    down(g2, d_2, n * sizeof *g2);
+    char what[80];
+    const char *name = adam ? "adamw" : "sgd", *tn = t == DT_BF16 ? "bf16" : "fp16";
+    snprintf(what, sizeof what, "%s on %s gradients x %g x %g: p", name, tn, (double)m1, (double)m2);
+    cmp_ulp(what, gp, p, n, adam ? 2 : 1);
+    snprintf(what, sizeof what, "%s on %s gradients: state", name, tn);
+    cmp_ulp(what, g1, s1, n, 1);
+    if (adam) cmp_ulp(what, g2, s2, n, 1);
+    cudaFree(d_p), cudaFree(d_1), cudaFree(d_2), cudaFree(d_g);
+    free(p), free(gr), free(s1), free(s2), free(gp), free(g1), free(g2), free(g16);
+}
+
 static void check_copy(void)
 {
     for (int adam = 0; adam < 2; adam++) {
         check_copy_one(adam, DT_F16);
         check_copy_one(adam, DT_BF16);
+        check_grads16_one(adam, DT_F16);
+        check_grads16_one(adam, DT_BF16);
     }
 }
 

@@ -1,7 +1,7 @@
 /*
  * test_kernels_optim.c - the CPU table's optimizers, SGD (with and without momentum) and AdamW,
- * against 3-step sequences worked out by hand in the comments, and the 16-bit parameter copy they
- * write in the same pass. Shared helpers: kernels_fixture.h.
+ * against 3-step sequences worked out by hand in the comments, the 16-bit parameter copy they
+ * write in the same pass, and the gradients they read as kept (fp32 or 16-bit, with factors). Shared helpers: kernels_fixture.h.
  */
 #include "kernels_fixture.h"
 #include "kernels/cast.h"
@@ -27,7 +27,7 @@ static void test_sgd(void **st)
     for (int i = 0; i < N; i++) p[i] = 1.0f, buf[i] = NAN;
     for (int t = 0; t < 3; t++) {
         for (int i = 0; i < N; i++) g[i] = grads[t];
-        k->sgd(be, p, g, buf, N, 0.1f, 0.9f, 0.1f, t == 0, DT_F32, NULL);
+        k->sgd(be, p, &(optim_grads){g, DT_F32, 1.0f, 1.0f}, buf, N, 0.1f, 0.9f, 0.1f, t == 0, DT_F32, NULL);
         for (int i = 0; i < N; i++) {
             expect_close("sgd p", (size_t)i, p[i], want_p[t], 1e-6);
             expect_close("sgd buf", (size_t)i, buf[i], want_buf[t], 1e-6);
@@ -38,7 +38,7 @@ static void test_sgd(void **st)
     for (int i = 0; i < N; i++) p[i] = 1.0f;
     for (int t = 0; t < 2; t++) {
         for (int i = 0; i < N; i++) g[i] = grads[t];
-        k->sgd(be, p, g, NULL, N, 0.1f, 0.0f, 0.1f, t == 0, DT_F32, NULL);
+        k->sgd(be, p, &(optim_grads){g, DT_F32, 1.0f, 1.0f}, NULL, N, 0.1f, 0.0f, 0.1f, t == 0, DT_F32, NULL);
         for (int i = 0; i < N; i++) expect_close("sgd p (no momentum)", (size_t)i, p[i], t ? 0.9056 : 0.94, 1e-6);
     }
 }
@@ -69,7 +69,8 @@ static void test_adamw(void **st)
     for (int i = 0; i < N; i++) p[i] = 1.0f, m[i] = 0.0f, v[i] = 0.0f;
     for (int t = 1; t <= 3; t++) {
         for (int i = 0; i < N; i++) g[i] = grads[t - 1];
-        k->adamw(be, p, g, m, v, N, 0.1f, 0.9f, 0.999f, 1e-8f, 0.1f, t, DT_F32, NULL);
+        k->adamw(be, p, &(optim_grads){g, DT_F32, 1.0f, 1.0f}, m, v, N, 0.1f, 0.9f, 0.999f, 1e-8f, 0.1f, t, DT_F32,
+                 NULL);
         for (int i = 0; i < N; i++) {
             expect_close("adamw p", (size_t)i, p[i], want_p[t - 1], 1e-6);
             expect_close("adamw m", (size_t)i, m[i], want_m[t - 1], 1e-6);
@@ -102,17 +103,19 @@ static void test_fused_copy(void **st)
                 uint16_t *copy = malloc(n * sizeof *copy), *cast = malloc(n * sizeof *cast);
                 assert_true(pa && pb && gr && s1a && s2a && s1b && s2b && copy && cast);
                 for (size_t i = 0; i < n; i++) pa[i] = pb[i] = p.f[i], gr[i] = g.f[i];
+                const optim_grads g32 = {gr, DT_F32, 1.0f, 1.0f};
                 for (int t = 1; t <= 3; t++) {
                     if (adam) {
                         assert_int_equal(
-                            k->adamw(be, pa, gr, s1a, s2a, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, DT_F32, NULL),
+                            k->adamw(be, pa, &g32, s1a, s2a, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, DT_F32, NULL),
                             DT_OK);
                         assert_int_equal(
-                            k->adamw(be, pb, gr, s1b, s2b, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, types[ti], copy),
+                            k->adamw(be, pb, &g32, s1b, s2b, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, types[ti], copy),
                             DT_OK);
                     } else {
-                        assert_int_equal(k->sgd(be, pa, gr, s1a, n, 0.1f, 0.9f, 5e-4f, t == 1, DT_F32, NULL), DT_OK);
-                        assert_int_equal(k->sgd(be, pb, gr, s1b, n, 0.1f, 0.9f, 5e-4f, t == 1, types[ti], copy), DT_OK);
+                        assert_int_equal(k->sgd(be, pa, &g32, s1a, n, 0.1f, 0.9f, 5e-4f, t == 1, DT_F32, NULL), DT_OK);
+                        assert_int_equal(k->sgd(be, pb, &g32, s1b, n, 0.1f, 0.9f, 5e-4f, t == 1, types[ti], copy),
+                                         DT_OK);
                     }
                     assert_memory_equal(pa, pb, n * sizeof *pa);
                     cpu_cast_f32_to_16(types[ti], pb, cast, n);
@@ -124,9 +127,70 @@ static void test_fused_copy(void **st)
     /* A copy of another type is refused, naming it, and nothing is written. */
     float p1 = 1.0f, g1 = 0.5f, b1 = 0.0f;
     uint16_t c1 = 0;
-    assert_int_equal(k->sgd(be, &p1, &g1, &b1, 1, 0.1f, 0.9f, 0.0f, 1, DT_F32, &c1), DT_ERR_INVALID_ARG);
+    assert_int_equal(k->sgd(be, &p1, &(optim_grads){&g1, DT_F32, 1.0f, 1.0f}, &b1, 1, 0.1f, 0.9f, 0.0f, 1, DT_F32, &c1),
+                     DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "sgd: the parameter copy's type"));
     assert_true(p1 == 1.0f && c1 == 0);
+}
+
+/* The gradients as kept: fp32 or 16-bit, with the pending unscale and clip factors. A step on them
+ * must give the bits of widen_scaled (or the fp32 multiplies) into fp32 gradients followed by a
+ * step on those, across the table's blocks and a partial AdamW group at the end. */
+static void test_grad_kinds(void **st)
+{
+    (void)st;
+    backend *be = backend_cpu();
+    const backend_ops *k = be->ops;
+    const size_t n = 5003;
+    const dt_dtype types[] = {DT_F32, DT_F16, DT_BF16};
+    const float mul[][2] = {{1.0f, 1.0f}, {1.0f / 1024.0f, 1.0f}, {1.0f / 3000.0f, 0.37f}};
+    tensor p = tensor_rand(n, 1.0, 0.0), g = tensor_rand(n, 8.0, 0.0);
+    float *pa = malloc(n * sizeof *pa), *pb = malloc(n * sizeof *pb), *wide = malloc(n * sizeof *wide);
+    float *s1a = malloc(n * sizeof(float)), *s2a = malloc(n * sizeof(float));
+    float *s1b = malloc(n * sizeof(float)), *s2b = malloc(n * sizeof(float));
+    uint16_t *g16 = malloc(n * sizeof *g16);
+    assert_true(pa && pb && wide && s1a && s2a && s1b && s2b && g16);
+    for (int ti = 0; ti < 3; ti++)
+        for (int mi = 0; mi < 3; mi++)
+            for (int adam = 0; adam < 2; adam++) {
+                const dt_dtype t = types[ti];
+                const float m1 = mul[mi][0], m2 = mul[mi][1];
+                const void *kept = g.f;
+                if (t != DT_F32) {
+                    cpu_cast_f32_to_16(t, g.f, g16, n);
+                    kept = g16;
+                    assert_int_equal(k->widen_scaled(be, t, g16, wide, n, m1, m2), DT_OK);
+                } else {
+                    for (size_t i = 0; i < n; i++) {
+                        wide[i] = g.f[i];
+                        if (m1 != 1.0f) wide[i] *= m1;
+                        if (m2 != 1.0f) wide[i] *= m2;
+                    }
+                }
+                for (size_t i = 0; i < n; i++) pa[i] = pb[i] = p.f[i], s1a[i] = s1b[i] = 0.01f, s2a[i] = s2b[i] = 1e-4f;
+                const optim_grads ga = {wide, DT_F32, 1.0f, 1.0f}, gb = {kept, t, m1, m2};
+                if (adam) {
+                    assert_int_equal(
+                        k->adamw(be, pa, &ga, s1a, s2a, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 2, DT_F32, NULL), DT_OK);
+                    assert_int_equal(
+                        k->adamw(be, pb, &gb, s1b, s2b, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 2, DT_F32, NULL), DT_OK);
+                } else {
+                    assert_int_equal(k->sgd(be, pa, &ga, s1a, n, 0.1f, 0.9f, 5e-4f, 0, DT_F32, NULL), DT_OK);
+                    assert_int_equal(k->sgd(be, pb, &gb, s1b, n, 0.1f, 0.9f, 5e-4f, 0, DT_F32, NULL), DT_OK);
+                }
+                if (memcmp(pa, pb, n * sizeof *pa) || memcmp(s1a, s1b, n * sizeof *s1a) ||
+                    (adam && memcmp(s2a, s2b, n * sizeof *s2a)))
+                    fail_msg("%s, gradients of type %d, factors %g and %g: the step on them differs from the step "
+                             "on them widened and scaled first",
+                             adam ? "adamw" : "sgd", (int)t, (double)m1, (double)m2);
+            }
+    /* A gradient type that is not one is refused. */
+    assert_int_equal(
+        k->sgd(be, pa, &(optim_grads){g.f, (dt_dtype)77, 1.0f, 1.0f}, s1a, 1, 0.1f, 0.9f, 0.0f, 1, DT_F32, NULL),
+        DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "sgd: the gradients' type 77"));
+    free(pa), free(pb), free(wide), free(s1a), free(s2a), free(s1b), free(s2b), free(g16);
+    tensor_free(&p), tensor_free(&g);
 }
 
 int main(void)
@@ -135,6 +199,7 @@ int main(void)
         cmocka_unit_test(test_sgd),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_fused_copy),
+        cmocka_unit_test(test_grad_kinds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
