@@ -238,7 +238,10 @@ typedef struct dt_step_result {
  * stepped 0, no communication) and the k-th does the rest, once for the group: grad_scale is
  * then 1 / (k * batch), and the scaler's scale stays the same within a group. A scaler that gives up returns
  * DT_ERR_NUMERIC (the model's dt_model_nonfinite_layer then says where the inf started, when the
- * check is on). Collective. */
+ * check is on). The scaler's unscale and clipping's coefficient are applied as the optimizer step
+ * reads the gradients, not to the gradient buffer: afterwards dt_model_grads() holds them as the
+ * reduction left them (times the loss scale, unclipped); dt_model_grad_norm() still gives the norm
+ * of what the step used. Collective. */
 DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
                                      int batch, float grad_scale, dt_step_result *r);
 

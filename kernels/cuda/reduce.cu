@@ -11,19 +11,25 @@
 
 __device__ static unsigned int nonfinite(float v) { return (__float_as_uint(v) & 0x7fffffffu) >= 0x7f800000u; }
 
-/* Per-block counts (a fixed tree in shared memory) into part_count; with `scale`, d[i] *= inv_scale
- * first and the product is what is counted (and stored). */
-static __global__ void count_nonfinite_kernel(float *d, size_t n, int scale, float inv_scale,
+/* The scaled value back into an fp32 buffer; 16-bit buffers are only counted here, never scaled. */
+static __device__ __forceinline__ void put_scaled(float *d, size_t i, float v) { d[i] = v; }
+static __device__ __forceinline__ void put_scaled(uint16_t *, size_t, float) {}
+
+/* Per-block counts (a fixed tree in shared memory) into part_count of d[i] widened from T (bf:
+ * bf16 over fp16); with `scale` (fp32 only), d[i] *= inv_scale first and the product is what is
+ * counted (and stored). */
+template <typename T>
+static __global__ void count_nonfinite_kernel(T *d, int bf, size_t n, int scale, float inv_scale,
                                               unsigned long long *__restrict__ part_count)
 {
     __shared__ unsigned long long sh[OPS_BLOCK];
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     unsigned long long c = 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float v = d[i];
+        float v = as32(d[i], bf);
         if (scale) {
             v = v * inv_scale;
-            d[i] = v;
+            put_scaled(d, i, v);
         }
         c += nonfinite(v);
     }
@@ -44,14 +50,19 @@ static __global__ void count_final_kernel(ops_scratch *s, int parts)
     s->res.count = c;
 }
 
-static dt_status count_nonfinite(const char *op, float *d, size_t n, int scale, float inv_scale, size_t *bad)
+/* d of type t (16-bit ones only counted: scale 0). */
+static dt_status count_nonfinite(const char *op, dt_dtype t, void *d, size_t n, int scale, float inv_scale, size_t *bad)
 {
     *bad = 0;
     if (n == 0) return DT_OK;
     ops_scratch *s;
     TRY(scratch(op, &s));
     const unsigned int parts = grid_for(n, OPS_MAX_PARTS);
-    count_nonfinite_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>(d, n, scale, inv_scale, s->part_count);
+    if (t == DT_F32)
+        count_nonfinite_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>((float *)d, 0, n, scale, inv_scale, s->part_count);
+    else
+        count_nonfinite_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>((uint16_t *)d, t == DT_BF16, n, 0, 1.0f,
+                                                                  s->part_count);
     TRY(check_launch(op, "the non-finite count", n));
     count_final_kernel<<<1, 32, 0, g_stream>>>(s, (int)parts);
     TRY(check_launch(op, "the count sum", parts));
@@ -100,8 +111,9 @@ dt_status cuda_scale_count(backend *be, dt_dtype t, void *buf, size_t n, float m
 {
     static const char op[] = "scale_count";
     *bad = 0;
-    if (t == DT_F32) return count_nonfinite(op, (float *)buf, n, mul != 1.0f, mul, bad);
-    if (n == 0) return DT_OK;
+    /* fp32 (multiplied in the count's pass), and 16-bit ones only counted (the model's unscale of
+     * them is pending, applied by the optimizer step): one pass, no scratch. */
+    if (t == DT_F32 || mul == 1.0f) return count_nonfinite(op, t, buf, n, t == DT_F32 && mul != 1.0f, mul, bad);
     /* Widened a chunk at a time, multiplied and counted, and (when multiplied) rounded back. */
     float *tmp;
     dt_status s = chunk_alloc(op, n, &tmp);
@@ -109,7 +121,7 @@ dt_status cuda_scale_count(backend *be, dt_dtype t, void *buf, size_t n, float m
         const size_t c = n - off < DEV_CHUNK ? n - off : DEV_CHUNK;
         uint16_t *p = (uint16_t *)buf + off;
         size_t b = 0;
-        if (!(s = cuda_cast_to32(be, t, p, tmp, c)) && !(s = count_nonfinite(op, tmp, c, mul != 1.0f, mul, &b)))
+        if (!(s = cuda_cast_to32(be, t, p, tmp, c)) && !(s = count_nonfinite(op, DT_F32, tmp, c, 1, mul, &b)))
             *bad += b;
         if (!s && mul != 1.0f) s = cuda_cast_to16(be, t, tmp, p, c);
     }
@@ -122,14 +134,22 @@ dt_status cuda_scale_count(backend *be, dt_dtype t, void *buf, size_t n, float m
 
 /* Per-block sums of d[i]^2 in double: each thread's strided share in index order, then a fixed
  * tree in shared memory, so the result depends on n alone (the grid follows from it), never on
- * timing: every rank holding the same gradients gets the same bits, which clipping relies on. */
-static __global__ void sum_squares_kernel(const float *__restrict__ d, size_t n, double *__restrict__ part)
+ * timing: every rank holding the same gradients gets the same bits, which clipping relies on.
+ * d[i] is widened from T (bf: bf16 over fp16) and multiplied by m1 then m2 as widen_scaled does
+ * (each skipped when 1), so pending factors need no pass of their own and the values squared are
+ * those the optimizer step will use. */
+template <typename T>
+static __global__ void sum_squares_kernel(const T *__restrict__ d, int bf, float m1, float m2, size_t n,
+                                          double *__restrict__ part)
 {
     __shared__ double sh[OPS_BLOCK];
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     double acc = 0.0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const double v = (double)d[i];
+        float f = as32(d[i], bf);
+        if (m1 != 1.0f) f = __fmul_rn(f, m1);
+        if (m2 != 1.0f) f = __fmul_rn(f, m2);
+        const double v = (double)f;
         acc = __fma_rn(v, v, acc);
     }
     sh[threadIdx.x] = acc;
@@ -149,15 +169,19 @@ static __global__ void sum_squares_final_kernel(ops_scratch *s, int parts)
     s->res.sumsq = t;
 }
 
-/* The sum of squares of d[0..n) (fp32, on the device) into *out. */
-static dt_status sum_squares32(const char *op, const float *d, size_t n, double *out)
+/* The sum of squares of d[0..n) (of type t, on the device, times m1 and m2) into *out. */
+static dt_status sum_squares_of(const char *op, dt_dtype t, const void *d, size_t n, float m1, float m2, double *out)
 {
     *out = 0.0;
     if (n == 0) return DT_OK;
     ops_scratch *s;
     TRY(scratch(op, &s));
     const unsigned int parts = grid_for(n, OPS_MAX_PARTS);
-    sum_squares_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>(d, n, s->part_sumsq);
+    if (t == DT_F32)
+        sum_squares_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>((const float *)d, 0, m1, m2, n, s->part_sumsq);
+    else
+        sum_squares_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>((const uint16_t *)d, t == DT_BF16, m1, m2, n,
+                                                              s->part_sumsq);
     TRY(check_launch(op, "the sum of squares", n));
     sum_squares_final_kernel<<<1, 32, 0, g_stream>>>(s, (int)parts);
     TRY(check_launch(op, "the sum of the partial sums", parts));
@@ -187,31 +211,12 @@ dt_status cuda_widen_scaled(backend *be, dt_dtype t, const uint16_t *in, float *
     return check_launch("widen_scaled", "the scaling", n);
 }
 
+/* One pass over the values as kept, fp32 or 16-bit, with the factors applied in the kernel: no
+ * scratch to allocate (cudaMalloc and cudaFree wait for the device) and no widened copy. */
 dt_status cuda_sum_squares(backend *be, dt_dtype t, const void *buf, size_t n, float m1, float m2, double *out)
 {
-    static const char op[] = "sum_squares";
-    *out = 0.0;
-    if (t == DT_F32) {
-        if (m1 != 1.0f || m2 != 1.0f)
-            return status_set_error(DT_ERR_UNSUPPORTED,
-                                    "cuda sum_squares: factors %g and %g on fp32 values: scale "
-                                    "fp32 gradients in place first (scale_count)",
-                                    (double)m1, (double)m2);
-        return sum_squares32(op, (const float *)buf, n, out);
-    }
-    if (n == 0) return DT_OK;
-    /* 16-bit: widened and scaled a chunk at a time; the chunks' sums added in order on the host. */
-    float *tmp;
-    dt_status s = chunk_alloc(op, n, &tmp);
-    for (size_t off = 0; off < n && !s; off += DEV_CHUNK) {
-        const size_t c = n - off < DEV_CHUNK ? n - off : DEV_CHUNK;
-        double part = 0;
-        if (!(s = cuda_widen_scaled(be, t, (const uint16_t *)buf + off, tmp, c, m1, m2)) &&
-            !(s = sum_squares32(op, tmp, c, &part)))
-            *out += part;
-    }
-    if (tmp) cudaFree(tmp);
-    return s;
+    (void)be;
+    return sum_squares_of("sum_squares", t, buf, n, m1, m2, out);
 }
 
 /* g += acc (add) and then acc = g (store): one pass of gradient accumulation. Exact fp32 adds,

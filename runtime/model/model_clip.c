@@ -6,8 +6,9 @@
  * no communication to agree on it; the sum of squares runs in double in a fixed order (eight
  * interleaved lanes on the CPU, a fixed grid and tree on the GPU) so the bits agree as well, and
  * every rank takes the same clipping decision. It reads the gradients the way the optimizer step
- * will: fp32 ones as they are (dt_model_unscale_grads unscaled them in place), 16-bit ones widened
- * and multiplied by the pending unscale and clip factors, in the optimizer's order.
+ * will: widened (16-bit ones) and multiplied by the pending unscale and clip factors (16-bit
+ * ones, and fp32 ones in dt_model_train_step), in the optimizer's order; fp32 ones that
+ * dt_model_unscale_grads unscaled in place as they are.
  * Under --zero 1 only the owned slices are reduced: the ranks' sums of squares are added in rank
  * order instead (model_zero.c), which agrees on every rank but not bit for bit with zero 0.
  */
@@ -19,8 +20,9 @@
 dt_status dt_model_grad_norm(const dt_model *m, double *norm)
 {
     if (!m || !norm) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_grad_norm: the model or norm is NULL");
-    /* 16-bit gradients are scaled exactly as dt_model_optimizer_step will scale them before using
-     * them; fp32 ones were unscaled in place and have no pending factors (both are 1). */
+    /* The gradients are scaled exactly as dt_model_optimizer_step will scale them before using
+     * them: 16-bit ones and pending fp32 ones by their factors; fp32 ones unscaled in place have
+     * none (both are 1). */
     double ss = 0.0;
     /* ZeRO-1: the owned slices' sums, added over the ranks in rank order (collective). */
     dt_status s = model_zero(m) ? model_zero_sum_squares(m, &ss)
@@ -48,8 +50,8 @@ dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm)
     if (!isfinite(total)) return DT_OK;
     const float coef = (float)(max_norm / (total + 1e-6));
     if (!(coef < 1.0f)) return DT_OK;
-    if (m->g16) {
-        m->grad_mul *= coef; /* applied as dt_model_optimizer_step widens them */
+    if (m->g16 || m->pending32) {
+        m->grad_mul *= coef; /* applied as dt_model_optimizer_step reads them */
         return DT_OK;
     }
     /* The unscale pass is the multiply (its non-finite count is not needed: the norm was finite). */

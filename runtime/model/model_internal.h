@@ -49,7 +49,11 @@ struct dt_model {
      * stale. Every other write of the parameters clears it (model_params_changed), so a forward
      * casts only after those: at most once per optimizer step, never per micro-batch. */
     int p16_current;
-    float inv_scale; /* 16-bit gradients: the unscale the optimizer step applies */
+    float inv_scale; /* 16-bit gradients, or fp32 ones with pending32: the unscale the optimizer
+                        step applies */
+    int pending32;   /* fp32 gradients whose unscale and clip factors are pending (applied by the
+                        optimizer step and the norm as they read them, as for 16-bit ones): set
+                        by dt_model_train_step's check, cleared at each forward/backward */
     int check_local; /* dt_model_set_nonfinite_check's mode (DT_NONFINITE_CHECK_*) */
     int check_group; /* the current accumulation group looks layer by layer: its mode, and for
                         AT_RISK what dt_model_train_step found of its scaler */
@@ -58,7 +62,7 @@ struct dt_model {
     int fb_count;    /* forward/backward passes taken */
     int group_pass;  /* the fb_count of the first pass of the current accumulation group */
     int inject_inf;  /* testing: put an inf into the next backward's first gradient */
-    float grad_mul;  /* 16-bit gradients: the clip coefficient the optimizer step applies
+    float grad_mul;  /* the same gradients: the clip coefficient the optimizer step applies
                             after inv_scale (1 when not clipping) */
     /* Gradient accumulation (model_step.c): micro-batches per optimizer step, those of the current
      * group already taken, and the running sum of the group's earlier micro-batches (fp32, on the
@@ -107,6 +111,9 @@ int scaler_overflow_ends_run(const dt_scaler *s);
 dt_status model_accum_layer(dt_model *m, int i, int *ends);
 /* DT_OK at a group boundary, else DT_ERR_INVALID_ARG naming fn and the position in the group. */
 dt_status model_group_complete(const dt_model *m, const char *fn);
+/* dt_model_unscale_grads that leaves fp32 gradients as they are and their unscale pending
+ * (model_precision.c): what dt_model_train_step uses. */
+dt_status model_unscale_deferred(dt_model *m, float inv_scale, int *found_inf);
 /* The forward and backward pass itself (model_pass.c): dt_model_forward_backward's contract,
  * which model_step.c wraps with the accumulation bookkeeping. */
 dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
@@ -149,8 +156,8 @@ static inline void *model_grad_buf(const dt_model *m) { return m->g16 ? (void *)
 static inline dt_dtype model_grad_type(const dt_model *m) { return m->g16 ? m->grad_t : DT_F32; }
 static inline size_t model_grad_esize(const dt_model *m) { return m->g16 ? 2 : 4; }
 /* The gradients as the optimizer step reads them: where they are kept, with the pending unscale
- * and clip factors of 16-bit ones (1 for fp32 ones, which dt_model_unscale_grads and clipping
- * scale in place). */
+ * and clip factors (1 for fp32 ones unless pending32: dt_model_unscale_grads and clipping scale
+ * those in place). */
 static inline optim_grads model_optim_grads(const dt_model *m)
 {
     return (optim_grads){model_grad_buf(m), model_grad_type(m), m->inv_scale, m->grad_mul};

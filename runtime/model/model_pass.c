@@ -206,6 +206,7 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     m->fb_count++;
     m->inv_scale = 1.0f;
     m->grad_mul = 1.0f;
+    m->pending32 = 0;
     if (!be->ops->host_memory) {
         /* The batch goes to the device on the ops' stream, asynchronously from pinned memory (the
          * loader's); the loss read back after the forward pass waits for it, so x and labels are

@@ -66,7 +66,13 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
 dt_dtype dt_model_precision(const dt_model *m) { return m->prec; }
 dt_dtype dt_model_grad_dtype(const dt_model *m) { return m->g16 ? m->grad_t : DT_F32; }
 
-dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
+/* The finite check and unscale. 16-bit gradients are only checked: the unscale is applied by
+ * dt_model_optimizer_step as it reads them (dividing in 16 bits would flush the small ones to
+ * zero). fp32 ones are multiplied in the check's pass, or with `defer` (dt_model_train_step) only
+ * checked too, their unscale left to the optimizer step and clipping's norm like 16-bit ones: a
+ * read of every gradient instead of a read and a write. Deferring needs inv_scale <= 1, where a
+ * finite gradient times it stays finite, so the count is the same either way. */
+static dt_status unscale(dt_model *m, float inv_scale, int *found_inf, int defer)
 {
     if (!(inv_scale > 0) || !isfinite(inv_scale))
         return status_set_error(DT_ERR_INVALID_ARG, "gradient unscale factor %g must be a positive number",
@@ -74,17 +80,29 @@ dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
     dt_status gs = model_group_complete(m, "dt_model_unscale_grads");
     if (gs) return gs;
     size_t bad = 0;
-    /* 16-bit gradients are only checked: the unscale is applied by dt_model_optimizer_step as it
-     * widens them (dividing in 16 bits would flush the small ones to zero). */
-    const float mul = m->g16 ? 1.0f : inv_scale;
+    const int pending = m->g16 || (defer && inv_scale <= 1.0f);
+    const float mul = pending ? 1.0f : inv_scale;
     /* ZeRO-1: only the owned slices are reduced; their counts are summed over the ranks. */
     dt_status s = model_zero(m) ? model_zero_scale_count(m, mul, &bad)
                                 : m->be->ops->scale_count(m->be, model_grad_type(m), model_grad_buf(m),
                                                           m->spec.num_params, mul, &bad);
     if (s) return s;
-    if (m->g16) m->inv_scale = inv_scale;
+    if (pending) {
+        m->inv_scale = inv_scale;
+        m->pending32 = !m->g16;
+    }
     *found_inf = bad != 0;
     return DT_OK;
+}
+
+dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
+{
+    return unscale(m, inv_scale, found_inf, 0);
+}
+
+dt_status model_unscale_deferred(dt_model *m, float inv_scale, int *found_inf)
+{
+    return unscale(m, inv_scale, found_inf, 1);
 }
 
 void dt_model_set_nonfinite_check(dt_model *m, int mode)

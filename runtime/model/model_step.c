@@ -118,7 +118,9 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
     m->prof_step.allreduce_s += model_prof_mark(m);
     if (sc) {
         /* The reduced gradients are the same on every rank, and so is the verdict. */
-        if ((s = dt_model_unscale_grads(m, 1.0f / ls, &r->skipped))) return s;
+        /* Checked only: the unscale (and clipping's coefficient) are applied as the norm and the
+         * optimizer step read the gradients, saving a write of every gradient. */
+        if ((s = model_unscale_deferred(m, 1.0f / ls, &r->skipped))) return s;
         if ((s = dt_scaler_update(sc, r->skipped))) return s;
         m->prof_step.check_s += model_prof_mark(m);
     }
@@ -126,7 +128,9 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
         if (m->clip_norm > 0) r->grad_norm = INFINITY; /* overflowed: not computed, no clipping */
         return DT_OK;
     }
-    /* Clipping sees the unscaled gradients, as torch's scaler.unscale_ then clip_grad_norm_ does. */
+    /* Clipping sees the unscaled gradients, as torch's scaler.unscale_ then clip_grad_norm_ does;
+     * its coefficient too is left to the optimizer step (no pass over fp32 gradients of its own). */
+    m->pending32 = !m->g16;
     if (m->clip_norm > 0 && (s = dt_model_clip_grad_norm(m, m->clip_norm, &r->grad_norm))) return s;
     trace_rec *tr = trace_active(ctx_trace(m->ctx));
     const uint64_t t_opt = tr ? trace_now_ns() : 0;

@@ -2,8 +2,7 @@
  * test_amp_scaling.c - the loss-scaling side of mixed precision on the model:
  *  - loss-scaling arithmetic: scale then unscale, underflow of small fp16 gradients without a scale,
  *    fp16 overflow of a too-large scale (and bf16's immunity to both);
- *  - the overflow path: an injected inf, found_inf, and the per-layer check (always, and only
- *    where an overflow would stop the run);
+ *  - the overflow path: an injected inf, found_inf, and the per-layer check;
  *  - dt_model_optimizer_step on 16-bit gradients against dt_optimizer_step on the widened and
  *    unscaled gradients (SGD with momentum and weight decay, AdamW; two steps each);
  *  - dt_model_memory in fp32 and fp16.
@@ -255,68 +254,6 @@ static void test_inject_inf(void **st)
     dt_model_free(m);
 }
 
-/* DT_NONFINITE_CHECK_AT_RISK (what dtrain train uses): dt_model_train_step looks layer by layer
- * only in steps where one more overflow makes the scaler give up, so a healthy run's overflow
- * (skipped, the scale backs off) names no layer, while the overflow that stops a run does: at the
- * floor of the scale, and at the window's limit (window 4, at most 2 overflows). */
-static int at_risk_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, int inject)
-{
-    float *x;
-    int32_t *y;
-    make_batch(m, 8, 1.0f, &x, &y);
-    if (inject) model_test_inject_inf(m);
-    dt_step_result r;
-    const dt_status s = dt_model_train_step(m, o, sc, x, y, 8, 1.0f / 8, &r);
-    free(x);
-    free(y);
-    assert_true(s == DT_OK || s == DT_ERR_NUMERIC);
-    if (s == DT_OK) assert_int_equal(r.skipped, inject);
-    return s;
-}
-
-static void test_check_at_risk(void **st)
-{
-    (void)st;
-    dt_optim_config oc;
-    dt_optim_defaults(&oc);
-    rng_seed("at risk", 0);
-    for (int c = 0; c < 3; c++) {
-        dt_model *m = make_model("fc:32,relu,fc:10", "20", 8, DT_F16, DT_F16);
-        dt_optimizer *o;
-        dt_scaler *sc;
-        assert_int_equal(dt_optimizer_create(&oc, dt_model_num_params(m), &o), DT_OK);
-        dt_scaler_config cfg;
-        dt_scaler_defaults(&cfg);
-        if (c == 1) cfg.init_scale = cfg.min_scale = 4.0; /* at the floor from the start */
-        if (c == 2) cfg.window = 4;                       /* gives up at the third overflow of 4 */
-        assert_int_equal(dt_scaler_create(&cfg, &sc), DT_OK);
-        dt_model_set_nonfinite_check(m, DT_NONFINITE_CHECK_AT_RISK);
-        if (c == 0) {
-            /* Far from giving up: the overflow is skipped and not looked for; with the check ON it is. */
-            assert_int_equal(at_risk_step(m, o, sc, 1), DT_OK);
-            assert_int_equal(dt_model_nonfinite_layer(m), -1);
-            dt_model_set_nonfinite_check(m, DT_NONFINITE_CHECK_ON);
-            assert_int_equal(at_risk_step(m, o, sc, 1), DT_OK);
-            assert_int_equal(dt_model_nonfinite_layer(m), 2);
-        } else if (c == 1) {
-            assert_int_equal(at_risk_step(m, o, sc, 0), DT_OK);
-            assert_int_equal(at_risk_step(m, o, sc, 1), DT_ERR_NUMERIC);
-            assert_non_null(strstr(dt_last_error(), "already at min_scale"));
-            assert_int_equal(dt_model_nonfinite_layer(m), 2);
-        } else {
-            assert_int_equal(at_risk_step(m, o, sc, 1), DT_OK);
-            assert_int_equal(at_risk_step(m, o, sc, 1), DT_OK);
-            assert_int_equal(dt_model_nonfinite_layer(m), -1); /* a third could still be tolerated here */
-            assert_int_equal(at_risk_step(m, o, sc, 1), DT_ERR_NUMERIC);
-            assert_non_null(strstr(dt_last_error(), "3 of the last 3 updates overflowed"));
-            assert_int_equal(dt_model_nonfinite_layer(m), 2);
-        }
-        dt_scaler_free(sc);
-        dt_optimizer_free(o);
-        dt_model_free(m);
-    }
-}
-
 /* ---------------------------------------------------------------- 5. the optimizer step */
 
 /* dt_model_optimizer_step on 16-bit gradients must equal dt_optimizer_step on those gradients
@@ -457,13 +394,9 @@ static void test_memory(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_scale_unscale_exact),
-        cmocka_unit_test(test_scaling_prevents_underflow),
-        cmocka_unit_test(test_scale_overflow),
-        cmocka_unit_test(test_inject_inf),
-        cmocka_unit_test(test_check_at_risk),
-        cmocka_unit_test(test_optimizer_step16),
-        cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_scale_unscale_exact), cmocka_unit_test(test_scaling_prevents_underflow),
+        cmocka_unit_test(test_scale_overflow),      cmocka_unit_test(test_inject_inf),
+        cmocka_unit_test(test_optimizer_step16),    cmocka_unit_test(test_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
