@@ -102,10 +102,15 @@ step "cnn, loader auto" --model cnn --input 1x28x28 --batch 1024 --steps 60 --pr
 step "cnn, loader 0" --model cnn --input 1x28x28 --batch 1024 --steps 60 --loader-threads 0
 step "cnn 3x32x32 batch 512" --model cnn --input 3x32x32 --batch 512 --steps 60 --profile 5
 step "mlp batch 256" --model mlp --batch 256 --steps 100
+# fp16 alone, profiled (the scaler's check reads the gradients; the optimizer applies the unscale
+# and writes the 16-bit copy), and what the loader's threads make on this host.
+step "fc:8192x3 fp16" --model $FC --input 1024 --batch 1024 --steps 40 --precision fp16 --profile 10
+log "loader: $(nproc) cores; bench data --data synthetic 3x32x32 at 1, 8 and the auto count"
+timeout 120 $D bench data --data synthetic --threads 1,8,$(( $(nproc) - 1 )) --batch 512 --batches 40 2>&1 | tail -4 | tee -a "$out/summary.txt"
 stamp
 if [ -x build-old/dtrain ]; then
     log "earlier version against this one, same steps (samples/s; loader auto in both)"
-    for spec in "cnn 1x28x28 1024" "cnn 3x32x32 512" "$FC 1024 1024"; do
+    for spec in "cnn 1x28x28 1024" "cnn 3x32x32 512" "$FC 1024 1024" "mlp 784 256"; do
         set -- $spec
         for bin in build-old/dtrain $D; do
             echo "-- $bin: $1 $2 batch $3" | tee -a "$out/summary.txt"
