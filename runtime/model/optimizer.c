@@ -6,7 +6,6 @@
  */
 #include "runtime/model/model_internal.h"
 #include "base/status.h"
-#include "kernels/cast.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -224,19 +223,6 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
  * kernel has no fused path (C11, no contraction), so any split gives its bits. */
 #define ADAMW_LANES 8
 
-/* Gradients [i0, i0 + n) of g as a step uses them, into out (host memory). */
-static void host_grads(const optim_grads *g, size_t i0, size_t n, float *out)
-{
-    if (g->t == DT_F32)
-        memcpy(out, (const float *)g->g + i0, n * sizeof *out);
-    else
-        cpu_cast_16_to_f32(g->t, (const uint16_t *)g->g + i0, out, n);
-    for (size_t i = 0; i < n; i++) {
-        if (g->m1 != 1.0f) out[i] *= g->m1;
-        if (g->m2 != 1.0f) out[i] *= g->m2;
-    }
-}
-
 /* One step of elements [off, off + cnt) of the flat buffer of n, p and g pointing at element off,
  * state at `at`, each element taking the arithmetic path it takes in one step over all n. */
 static dt_status step_like_whole(backend *be, const dt_optimizer *o, size_t at, float *p, const optim_grads *g,
@@ -252,12 +238,19 @@ static dt_status step_like_whole(backend *be, const dt_optimizer *o, size_t at, 
     if (!s && rem) {
         /* The slice's last grouped elements, padded to a group with zeros (a zero gradient on zero
          * state and parameter updates to zero: no NaN). */
-        float tp[ADAMW_LANES] = {0}, tg[ADAMW_LANES] = {0}, t1[ADAMW_LANES] = {0}, t2[ADAMW_LANES] = {0};
+        float tp[ADAMW_LANES] = {0}, t1[ADAMW_LANES] = {0}, t2[ADAMW_LANES] = {0};
+        /* The gradients as kept (a zero pattern is +0 in every type), read with their factors. */
+        union {
+            float f[ADAMW_LANES];
+            uint16_t h[ADAMW_LANES];
+        } tg = {{0}};
+        const size_t es = g->t == DT_F32 ? sizeof(float) : sizeof(uint16_t);
+        memcpy(tg.f, (const char *)g->g + whole * es, rem * es);
+        optim_grads tgs = *g;
+        tgs.g = g->t == DT_F32 ? (const void *)tg.f : (const void *)tg.h;
         memcpy(tp, p + whole, rem * sizeof(float));
-        host_grads(g, whole, rem, tg);
         memcpy(t1, o->s1 + at + whole, rem * sizeof(float));
         memcpy(t2, o->s2 + at + whole, rem * sizeof(float));
-        const optim_grads tgs = {tg, DT_F32, 1.0f, 1.0f};
         s = step_on(be, o, t1, t2, 0, tp, &tgs, ADAMW_LANES);
         memcpy(p + whole, tp, rem * sizeof(float));
         memcpy(o->s1 + at + whole, t1, rem * sizeof(float));
