@@ -8,7 +8,7 @@ set(DTRAIN_BASE_SOURCES
   base/trace.c base/trace_json.c base/gpu_span.c base/abort_guard.c)
 
 set(DTRAIN_KERNELS_SOURCES
-  kernels/backend.c kernels/pass_common.c
+  kernels/backend.c kernels/pass_common.c kernels/optim_args.c
   kernels/cpu/backend_cpu.c kernels/cpu/amp.c kernels/cpu/amp_layers.c kernels/cpu/cast.c kernels/cpu/conv.c
   kernels/cpu/ops.c kernels/cpu/optim.c)
 # Which backends a build has is decided here alone, not by an #ifdef: the CUDA one (kernels/cuda/,

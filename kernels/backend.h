@@ -76,6 +76,11 @@ typedef struct optim_grads {
     float m1, m2;
 } optim_grads;
 
+/* The optimizer entries' argument checks, shared by every backend (kernels/optim_args.c):
+ * DT_ERR_INVALID_ARG naming op when g's type is not DT_F32, DT_F16 or DT_BF16, or when copy is
+ * given with a copy_t that is not DT_F16 or DT_BF16; DT_OK otherwise. */
+dt_status optim_args_check(const char *op, const optim_grads *g, dt_dtype copy_t, const uint16_t *copy);
+
 /* What scratch16 is told of one layer of a model. */
 typedef enum { BE_LAYER_FC, BE_LAYER_CONV, BE_LAYER_RELU, BE_LAYER_POOL, BE_LAYER_LOSS } be_layer_kind;
 typedef struct layer_need {

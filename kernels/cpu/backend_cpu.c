@@ -259,16 +259,6 @@ static void scale2(float *g, size_t n, float m1, float m2)
         for (size_t i = 0; i < n; i++) g[i] *= m2;
 }
 
-static dt_status optim_types_ok(const char *op, const optim_grads *g, dt_dtype copy_t, const uint16_t *copy)
-{
-    if (g->t != DT_F32 && g->t != DT_F16 && g->t != DT_BF16)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: the gradients' type %d is not DT_F32, DT_F16 or DT_BF16", op,
-                                (int)g->t);
-    if (!copy || copy_t == DT_F16 || copy_t == DT_BF16) return DT_OK;
-    return status_set_error(DT_ERR_INVALID_ARG, "%s: the parameter copy's type %d is not DT_F16 or DT_BF16", op,
-                            (int)copy_t);
-}
-
 /* Gradients [o, o + c) as the step uses them: in place, or made in blk. */
 static const float *grads_block(const optim_grads *g, size_t o, size_t c, float *blk)
 {
@@ -285,7 +275,7 @@ static dt_status c_sgd(backend *be, float *p, const optim_grads *g, float *buf, 
                        float wd, int first, dt_dtype copy_t, uint16_t *copy)
 {
     (void)be;
-    const dt_status ts = optim_types_ok("sgd", g, copy_t, copy);
+    const dt_status ts = optim_args_check("sgd", g, copy_t, copy);
     if (ts) return ts;
     float blk[OPTIM_BLOCK];
     for (size_t o = 0; o < n; o += OPTIM_BLOCK) {
@@ -300,7 +290,7 @@ static dt_status c_adamw(backend *be, float *p, const optim_grads *g, float *m, 
                          float b2, float eps, float wd, int t, dt_dtype copy_t, uint16_t *copy)
 {
     (void)be;
-    const dt_status ts = optim_types_ok("adamw", g, copy_t, copy);
+    const dt_status ts = optim_args_check("adamw", g, copy_t, copy);
     if (ts) return ts;
     float blk[OPTIM_BLOCK];
     for (size_t o = 0; o < n; o += OPTIM_BLOCK) {

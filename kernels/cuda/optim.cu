@@ -44,22 +44,11 @@ static __global__ void sgd_kernel(float *__restrict__ p, const T *__restrict__ g
     }
 }
 
-/* The gradient and copy types, checked as the CPU table checks them. */
-static dt_status optim_types_ok(const char *op, const optim_grads *g, dt_dtype copy_t, const uint16_t *copy)
-{
-    if (g->t != DT_F32 && g->t != DT_F16 && g->t != DT_BF16)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: the gradients' type %d is not DT_F32, DT_F16 or DT_BF16", op,
-                                (int)g->t);
-    if (!copy || copy_t == DT_F16 || copy_t == DT_BF16) return DT_OK;
-    return status_set_error(DT_ERR_INVALID_ARG, "%s: the parameter copy's type %d is not DT_F16 or DT_BF16", op,
-                            (int)copy_t);
-}
-
 dt_status cuda_sgd(backend *be, float *p, const optim_grads *g, float *buf, size_t n, float lr, float momentum,
                    float wd, int first, dt_dtype copy_t, uint16_t *copy)
 {
     (void)be;
-    TRY(optim_types_ok("sgd", g, copy_t, copy));
+    TRY(optim_args_check("sgd", g, copy_t, copy));
     if (n == 0) return DT_OK;
     const int mode = momentum == 0.0f ? 0 : first ? 1 : 2, bf = copy_t == DT_BF16;
     const unsigned int grid = grid_for(n, OPS_MAX_BLOCKS);
@@ -100,7 +89,7 @@ dt_status cuda_adamw(backend *be, float *p, const optim_grads *g, float *m, floa
                      float b2, float eps, float wd, int t, dt_dtype copy_t, uint16_t *copy)
 {
     (void)be;
-    TRY(optim_types_ok("adamw", g, copy_t, copy));
+    TRY(optim_args_check("adamw", g, copy_t, copy));
     if (n == 0) return DT_OK;
     const float decay = (float)(1.0 - (double)lr * wd);
     const float c1 = (float)(1.0 - (double)b1), c2 = (float)(1.0 - (double)b2);
