@@ -67,9 +67,10 @@ typedef struct layer_params {
 } layer_params;
 
 /* The gradients an optimizer step reads: element i is g[i] of type t (fp32, or 16-bit widened),
- * multiplied by m1 and then by m2, each product rounded and skipped when its factor is 1 (the
- * loss scaler's pending unscale and clipping's coefficient, applied exactly as widen_scaled does,
- * so a step gives the bits of widen_scaled followed by a step on fp32 gradients). */
+ * multiplied by m1 and then by m2 in fp32, each product rounded on its own (two roundings, not one
+ * by m1 * m2) and skipped when its factor is 1: the loss scaler's pending unscale, then clipping's
+ * coefficient, as PyTorch multiplies the unscaled .grad. A step on them gives the bits of a step
+ * on fp32 gradients widened and multiplied so beforehand. */
 typedef struct optim_grads {
     const void *g;
     dt_dtype t;
@@ -193,9 +194,6 @@ struct backend_ops {
     dt_status (*cast_to32)(backend *be, dt_dtype t, const uint16_t *in, float *out, size_t n);
     /* out = in rounded to t and widened back. */
     dt_status (*round16)(backend *be, dt_dtype t, const float *in, float *out, size_t n);
-    /* out = widened in, multiplied by m1 and then by m2 (each skipped when 1): 16-bit gradients as
-     * the optimizer step uses them. */
-    dt_status (*widen_scaled)(backend *be, dt_dtype t, const uint16_t *in, float *out, size_t n, float m1, float m2);
 
     /* ------------------------------------------------------------ finite checks and reductions */
     /* buf (n values of t): mul 1: *bad = the count of inf and NaN; else buf *= mul (16-bit values
@@ -204,8 +202,9 @@ struct backend_ops {
     /* *flag (backend memory) = stamp when buf holds an inf or NaN and *flag < since; queued without
      * waiting. */
     dt_status (*flag_nonfinite)(backend *be, dt_dtype t, const void *buf, size_t n, int *flag, int stamp, int since);
-    /* *out (host) = the sum of v^2 in double over buf, v widened and multiplied as widen_scaled
-     * does, in an order fixed by n (the same values give the same bits on the same hardware). */
+    /* *out (host) = the sum of v^2 in double over buf, v widened and multiplied by m1 and m2 as an
+     * optimizer step reads its gradients (optim_grads), in an order fixed by n (the same values
+     * give the same bits on the same hardware). */
     dt_status (*sum_squares)(backend *be, dt_dtype t, const void *buf, size_t n, float m1, float m2, double *out);
     /* Gradient accumulation over n values of t: g += acc when add (in fp32, rounded once for
      * 16-bit g), then acc = g when store. */

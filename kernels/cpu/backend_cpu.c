@@ -250,7 +250,7 @@ static dt_status c_softmax_xent(backend *be, const float *logits, const int32_t 
  * depend on where a group starts, so a blocked step gives the bits of one whole step. */
 #define OPTIM_BLOCK 2048
 
-/* g *= m1, then g *= m2, each skipped when 1 (widen_scaled's rule). */
+/* g *= m1, then g *= m2, each skipped when 1 (optim_grads' rule, backend.h). */
 static void scale2(float *g, size_t n, float m1, float m2)
 {
     if (m1 != 1.0f)
@@ -321,16 +321,6 @@ static dt_status c_round16(backend *be, dt_dtype t, const float *in, float *out,
 {
     (void)be;
     cpu_round16(t, in, out, n);
-    return DT_OK;
-}
-
-/* The multiplies one at a time, in float, as the optimizer applies the unscale and then the clip
- * coefficient to 16-bit gradients (two roundings, not one by m1 * m2). */
-static dt_status c_widen_scaled(backend *be, dt_dtype t, const uint16_t *in, float *out, size_t n, float m1, float m2)
-{
-    (void)be;
-    cpu_cast_16_to_f32(t, in, out, n);
-    scale2(out, n, m1, m2);
     return DT_OK;
 }
 
@@ -454,7 +444,6 @@ static const backend_ops cpu_ops = {
     .cast_to16 = c_cast_to16,
     .cast_to32 = c_cast_to32,
     .round16 = c_round16,
-    .widen_scaled = c_widen_scaled,
     .scale_count = c_scale_count,
     .flag_nonfinite = c_flag_nonfinite,
     .sum_squares = c_sum_squares,

@@ -285,7 +285,6 @@ static const backend_ops cuda_ops = {
     /* .cast_to16 = */ cuda_cast_to16,
     /* .cast_to32 = */ cuda_cast_to32,
     /* .round16 = */ cuda_round16,
-    /* .widen_scaled = */ cuda_widen_scaled,
     /* .scale_count = */ cuda_scale_count,
     /* .flag_nonfinite = */ cuda_flag_nonfinite,
     /* .sum_squares = */ cuda_sum_squares,

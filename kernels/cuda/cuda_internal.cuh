@@ -155,7 +155,6 @@ dt_status cuda_sgd(backend *be, float *p, const optim_grads *g, float *buf, size
 dt_status cuda_adamw(backend *be, float *p, const optim_grads *g, float *m, float *v, size_t n, float lr, float b1,
                      float b2, float eps, float wd, int t, dt_dtype copy_t, uint16_t *copy);
 /* reduce.cu */
-dt_status cuda_widen_scaled(backend *be, dt_dtype t, const uint16_t *in, float *out, size_t n, float m1, float m2);
 dt_status cuda_scale_count(backend *be, dt_dtype t, void *buf, size_t n, float mul, size_t *bad);
 dt_status cuda_flag_nonfinite(backend *be, dt_dtype t, const void *buf, size_t n, int *flag, int stamp, int since);
 dt_status cuda_sum_squares(backend *be, dt_dtype t, const void *buf, size_t n, float m1, float m2, double *out);

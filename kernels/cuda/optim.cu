@@ -15,7 +15,7 @@
 /* ---------------------------------------------------------------- optimizers */
 
 /* Gradient i as the step uses it (backend.h, optim_grads): widened from T (bf: bf16 over fp16),
- * times m1, then times m2, each skipped when 1, as widen_scaled's kernel rounds them. */
+ * times m1, then times m2, each rounded and skipped when 1 (optim_grads' rule, backend.h). */
 template <typename T>
 static __device__ __forceinline__ float grad_at(const T *__restrict__ grad, int bf, float m1, float m2, size_t i)
 {

@@ -1,6 +1,6 @@
 /*
  * reduce.cu - finite checks, reductions and updates over whole gradient buffers on the GPU (the
- * table's scale_count, flag_nonfinite, sum_squares, accum_grads, widen_scaled): the non-finite
+ * table's scale_count, flag_nonfinite, sum_squares, accum_grads): the non-finite
  * counts and flags of the loss scaler, the fixed-order sum of squares behind the global gradient
  * norm, and the accumulation of micro-batch gradients. They run on the backend's stream; 16-bit
  * buffers are widened into an fp32 scratch a chunk at a time where a kernel wants fp32.
@@ -135,7 +135,7 @@ dt_status cuda_scale_count(backend *be, dt_dtype t, void *buf, size_t n, float m
 /* Per-block sums of d[i]^2 in double: each thread's strided share in index order, then a fixed
  * tree in shared memory, so the result depends on n alone (the grid follows from it), never on
  * timing: every rank holding the same gradients gets the same bits, which clipping relies on.
- * d[i] is widened from T (bf: bf16 over fp16) and multiplied by m1 then m2 as widen_scaled does
+ * d[i] is widened from T (bf: bf16 over fp16) and multiplied by m1 then m2 as optim_grads says
  * (each skipped when 1), so pending factors need no pass of their own and the values squared are
  * those the optimizer step will use. */
 template <typename T>
@@ -189,26 +189,6 @@ static dt_status sum_squares_of(const char *op, dt_dtype t, const void *d, size_
     TRY(fetch_result(op, &r));
     *out = r.sumsq;
     return DT_OK;
-}
-
-/* x *= m1, then x *= m2, each rounded on its own as the CPU multiplies (either skipped when 1). */
-static __global__ void scale2_kernel(float *x, size_t n, float m1, float m2)
-{
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float v = x[i];
-        if (m1 != 1.0f) v = __fmul_rn(v, m1);
-        if (m2 != 1.0f) v = __fmul_rn(v, m2);
-        x[i] = v;
-    }
-}
-
-dt_status cuda_widen_scaled(backend *be, dt_dtype t, const uint16_t *in, float *out, size_t n, float m1, float m2)
-{
-    TRY(cuda_cast_to32(be, t, in, out, n));
-    if (n == 0 || (m1 == 1.0f && m2 == 1.0f)) return DT_OK;
-    scale2_kernel<<<grid_for(n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(out, n, m1, m2);
-    return check_launch("widen_scaled", "the scaling", n);
 }
 
 /* One pass over the values as kept, fp32 or 16-bit, with the factors applied in the kernel: no

@@ -262,12 +262,12 @@ static inline int cuda_table_missing(const backend_ops *k, int *listed)
         ENTRY(relu_fwd),        ENTRY(relu_bwd),       ENTRY(maxpool_fwd),
         ENTRY(maxpool_bwd),     ENTRY(softmax_xent),   ENTRY(sgd),
         ENTRY(adamw),           ENTRY(cast_to16),      ENTRY(cast_to32),
-        ENTRY(round16),         ENTRY(widen_scaled),   ENTRY(scale_count),
-        ENTRY(flag_nonfinite),  ENTRY(sum_squares),    ENTRY(accum_grads),
-        ENTRY(scratch16),       ENTRY(layer_fc_fwd),   ENTRY(layer_fc_bwd),
-        ENTRY(layer_conv_fwd),  ENTRY(layer_conv_bwd), ENTRY(layer_pool_fwd),
-        ENTRY(layer_pool_bwd),  ENTRY(layer_relu_fwd), ENTRY(layer_relu_bwd),
-        ENTRY(layer_loss),      ENTRY(layer_logits32),
+        ENTRY(round16),         ENTRY(scale_count),    ENTRY(flag_nonfinite),
+        ENTRY(sum_squares),     ENTRY(accum_grads),    ENTRY(scratch16),
+        ENTRY(layer_fc_fwd),    ENTRY(layer_fc_bwd),   ENTRY(layer_conv_fwd),
+        ENTRY(layer_conv_bwd),  ENTRY(layer_pool_fwd), ENTRY(layer_pool_bwd),
+        ENTRY(layer_relu_fwd),  ENTRY(layer_relu_bwd), ENTRY(layer_loss),
+        ENTRY(layer_logits32),
     };
 #undef ENTRY
     int missing = 0;
