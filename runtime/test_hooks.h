@@ -6,7 +6,10 @@
  * The environment's test hooks are documented where they act: DTRAIN_TEST_HANG (coll.h: a rank that
  * stops inside a collective), DTRAIN_TEST_SAMPLE_LOG (data/loader.h: which samples each rank read),
  * DTRAIN_TEST_MEM_LIMIT=BYTES (kernels/backend.h, backend_cpu_set_limit: the CPU backend acts as a
- * device of BYTES memory, so out-of-memory paths run on the CPU), DTRAIN_TEST_MEMINFO=FILE
+ * device of BYTES memory, so out-of-memory paths run on the CPU), DTRAIN_TEST_CPU_PARAMS16=1
+ * (kernels/backend.h, backend_cpu_set_keep_params16: the CPU backend keeps and reads a 16-bit
+ * parameter copy as a GPU does, so the copy's validity rules are tested on the CPU),
+ * DTRAIN_TEST_MEMINFO=FILE
  * (launch/doctor/doctor_memory.h: `dtrain doctor` reads FILE instead of /proc/meminfo, to fake a
  * node short of host memory), DTRAIN_TEST_CUDA_DRIVER=12020 and DTRAIN_TEST_DEV_DIR=DIR
  * (launch/doctor/doctor_cuda.h: `dtrain doctor` acts as if a driver of that CUDA version were
