@@ -49,11 +49,11 @@ struct dt_model {
      * stale. Every other write of the parameters clears it (model_params_changed), so a forward
      * casts only after those: at most once per optimizer step, never per micro-batch. */
     int p16_current;
-    float inv_scale; /* 16-bit gradients, or fp32 ones with pending32: the unscale the optimizer
-                        step applies */
-    int pending32;   /* fp32 gradients whose unscale and clip factors are pending (applied by the
+    float inv_scale; /* the unscale the optimizer step applies as it reads the gradients: 16-bit
+                        ones, or fp32 ones that dt_model_train_step only checked (1 otherwise) */
+    int pending32;   /* fp32 gradients whose clip coefficient is left pending (applied by the
                         optimizer step and the norm as they read them, as for 16-bit ones): set
-                        by dt_model_train_step's check, cleared at each forward/backward */
+                        by dt_model_train_step before clipping, cleared at each forward/backward */
     int check_local; /* dt_model_set_nonfinite_check's mode (DT_NONFINITE_CHECK_*) */
     int check_group; /* the current accumulation group looks layer by layer: its mode, and for
                         AT_RISK what dt_model_train_step found of its scaler */

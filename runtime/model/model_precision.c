@@ -87,10 +87,7 @@ static dt_status unscale(dt_model *m, float inv_scale, int *found_inf, int defer
                                 : m->be->ops->scale_count(m->be, model_grad_type(m), model_grad_buf(m),
                                                           m->spec.num_params, mul, &bad);
     if (s) return s;
-    if (pending) {
-        m->inv_scale = inv_scale;
-        m->pending32 = !m->g16;
-    }
+    if (pending) m->inv_scale = inv_scale;
     *found_inf = bad != 0;
     return DT_OK;
 }
