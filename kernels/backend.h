@@ -18,7 +18,9 @@
  *     execution error can only show at a later synchronizing entry (sync, a reduction that returns
  *     a host value, a copy to the host), which then returns it.
  *   - Ops launch on the backend's stream and return without waiting, except where an entry
- *     returns a host value (softmax_xent's loss, the non-finite counts, sums of squares, copies).
+ *     returns a host value (the non-finite counts, sums of squares, copies). The loss is queued
+ *     too (softmax_xent, layer_loss) and collected by loss_wait, so a training pass asks the
+ *     device for its loss once backward is queued behind it, not between forward and backward.
  *   - Gradient outputs are overwritten, not accumulated. `ws` is convolution scratch of at least
  *     conv_ws_floats floats for the shape (callers own it; a workspace for a shape also serves the
  *     same shape with any smaller batch).
@@ -167,9 +169,17 @@ struct backend_ops {
                              int w, int k);
     /* Softmax cross-entropy over logits (B,C), labels in [0,C): *loss the summed loss (host),
      * *correct (host, may be NULL) the count of argmax == label, dlogits (may be NULL) =
-     * (softmax - onehot) * grad_scale. Returns once the values are on the host. */
+     * (softmax - onehot) * grad_scale. Queued: *loss and *correct hold the values once loss_wait
+     * returns (on a GPU they are copied back behind the kernels: asynchronously into host_alloc
+     * memory, which must stay allocated until then; into other host memory before returning). */
     dt_status (*softmax_xent)(backend *be, const float *logits, const int32_t *labels, float *dlogits, int batch,
                               int classes, float grad_scale, double *loss, int *correct);
+    /* Waits until the values of every softmax_xent (and layer_loss) queued before it are in their
+     * host memory: only for the work up to them, not for what was queued after (a training pass
+     * calls it with backward queued behind the loss, so the device never runs dry while the host
+     * waits). Returns a failure of any earlier kernel the wait finds. The CPU's values are there
+     * at once (DT_OK). */
+    dt_status (*loss_wait)(backend *be);
     /* The optimizers, over n parameters p (fp32, updated) and their gradients grad (what the step
      * reads of them: optim_grads above, so 16-bit gradients with the pending factors need no pass
      * of their own). Both also write, when copy is not NULL, the updated p rounded to copy_t
@@ -233,7 +243,8 @@ struct backend_ops {
     /* y may be x (in place) unless x_f32. */
     dt_status (*layer_relu_fwd)(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n);
     dt_status (*layer_relu_bwd)(backend *be, const pass_args *a, const void *y, const void *dy, void *dx, size_t n);
-    /* The loss in fp32 from logits of a->prec; dlogits (of a->prec) rounded once. */
+    /* The loss in fp32 from logits of a->prec; dlogits (of a->prec) rounded once. Queued like
+     * softmax_xent: *loss and *correct hold the values after loss_wait. */
     dt_status (*layer_loss)(backend *be, const pass_args *a, const void *logits, const int32_t *labels, void *dlogits,
                             int batch, int classes, float grad_scale, double *loss, int *correct);
     /* *out = the n logits in fp32: logits itself in fp32, else widened into a->sy. */

@@ -80,7 +80,9 @@ DT_API void dt_model_describe(const dt_model *m, char *buf, size_t n);
  * dt_model_sync_grads then gives the mean over the global batch). With overlap on and more than
  * one rank, it also starts the gradient allreduces: call dt_model_sync_grads before reading the
  * gradients (it is collective: every rank calls both). Returns the summed loss and the number of
- * correct argmax predictions. A label out of range fails with DT_ERR_INVALID_ARG. */
+ * correct argmax predictions. A label out of range fails with DT_ERR_INVALID_ARG. On a GPU it
+ * waits only for the loss, once backward is queued behind it: it returns with backward still
+ * running there (what reads the gradients waits for it), and x and labels may be reused. */
 DT_API dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
                                            float grad_scale, double *loss_sum, int *correct);
 /** The forward pass alone, in the model's precision, on `batch` samples (1..max_batch): x (batch,

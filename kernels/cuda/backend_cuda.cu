@@ -105,6 +105,30 @@ dt_status fetch_result(const char *op, ops_result *r)
     return cuda_err(e, op, "copying the result back");
 }
 
+/* The loss's values are copied behind its kernels and this event marks their arrival; one for the
+ * process, like the scratch, recorded again by each queued loss (loss_wait waits for the last, and
+ * so, in stream order, for every one before it). */
+static cudaEvent_t g_loss_done;
+
+dt_status queue_loss_result(const char *op, double *loss, int *correct)
+{
+    cudaError_t e = cudaSuccess;
+    if (!g_loss_done) e = cudaEventCreateWithFlags(&g_loss_done, cudaEventDisableTiming);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(loss, &g_scratch->res.loss, sizeof *loss, cudaMemcpyDeviceToHost, g_stream);
+    if (e == cudaSuccess && correct)
+        e = cudaMemcpyAsync(correct, &g_scratch->res.correct, sizeof *correct, cudaMemcpyDeviceToHost, g_stream);
+    if (e == cudaSuccess) e = cudaEventRecord(g_loss_done, g_stream);
+    return cuda_err(e, op, "queueing the copy of the loss back");
+}
+
+static dt_status g_loss_wait(backend *be)
+{
+    (void)be;
+    if (!g_loss_done) return DT_OK; /* no loss was ever queued */
+    return cuda_err(cudaEventSynchronize(g_loss_done), "loss_wait", "waiting for the loss");
+}
+
 /* ---------------------------------------------------------------- memory and streams */
 
 static dt_status g_alloc(backend *be, size_t bytes, const char *what, void **out)
@@ -280,6 +304,7 @@ static const backend_ops cuda_ops = {
     /* .maxpool_fwd = */ cuda_maxpool_fwd,
     /* .maxpool_bwd = */ cuda_maxpool_bwd,
     /* .softmax_xent = */ cuda_softmax_xent,
+    /* .loss_wait = */ g_loss_wait,
     /* .sgd = */ cuda_sgd,
     /* .adamw = */ cuda_adamw,
     /* .cast_to16 = */ cuda_cast_to16,

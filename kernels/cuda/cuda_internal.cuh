@@ -102,13 +102,16 @@ typedef struct ops_scratch {
 /* backend_cuda.cu: the stream every op launches on (NULL: the default stream), and the checks
  * every op uses. check_launch reports a failed launch (cudaGetLastError); blas gives the one cuBLAS
  * handle of the process, bound to g_stream; scratch the reduction scratch; fetch_result copies its
- * result back and waits for the stream; cuda_err turns a CUDA error into a status. */
+ * result back and waits for the stream (queue_loss_result leaves the loss's for loss_wait); cuda_err turns a CUDA error into a status. */
 extern cudaStream_t g_stream;
 dt_status check_launch(const char *op, const char *kernel, size_t n);
 unsigned int grid_for(size_t n, size_t max_blocks);
 dt_status blas(const char *op, cublasHandle_t *h);
 dt_status scratch(const char *op, ops_scratch **s);
 dt_status fetch_result(const char *op, ops_result *r);
+/* Queues the copy of the scratch's loss (and count, when correct is not NULL) back to the host and
+ * marks its arrival for loss_wait (asynchronous into pinned memory). */
+dt_status queue_loss_result(const char *op, double *loss, int *correct);
 dt_status cuda_err(cudaError_t e, const char *op, const char *what);
 const char *cublas_name(cublasStatus_t st);
 const char *cublas_text(cublasStatus_t st);

@@ -93,7 +93,7 @@ static __global__ void xent_final_kernel(ops_scratch *s, int parts)
     s->res.correct = c;
 }
 
-/* Synchronizes the stream: the loss and the count are host values. */
+/* Queued: the loss and the count reach the host behind the kernels (loss_wait). */
 dt_status cuda_softmax_xent(backend *be, const float *logits, const int32_t *labels, float *dlogits, int batch,
                             int classes, float grad_scale, double *loss, int *correct)
 {
@@ -113,9 +113,5 @@ dt_status cuda_softmax_xent(backend *be, const float *logits, const int32_t *lab
     TRY(check_launch(op, "the per-row losses", (size_t)batch * classes));
     xent_final_kernel<<<1, 32, 0, g_stream>>>(s, parts);
     TRY(check_launch(op, "the loss sum", (size_t)parts));
-    ops_result r;
-    TRY(fetch_result(op, &r));
-    if (correct) *correct = r.correct;
-    *loss = r.loss;
-    return DT_OK;
+    return queue_loss_result(op, loss, correct);
 }

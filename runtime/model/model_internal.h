@@ -78,6 +78,13 @@ struct dt_model {
      * through host memory. */
     float *xdev;
     int32_t *ldev;
+    /* Where a pass's queued loss lands (host_alloc: pinned on a GPU, so the copy back runs behind
+     * the kernels): layer_loss writes it, model_forward_backward reads it after loss_wait, once
+     * backward is queued, so the host never waits between forward and backward. */
+    struct model_loss {
+        double loss;
+        int correct;
+    } * lossh;
     /* dt_model_set_profile: per-layer seconds, the step's phases, and the clock of the last mark. */
     int prof;
     double *prof_fwd, *prof_bwd;

@@ -209,8 +209,8 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     m->pending32 = 0;
     if (!be->ops->host_memory) {
         /* The batch goes to the device on the ops' stream, asynchronously from pinned memory (the
-         * loader's); the loss read back after the forward pass waits for it, so x and labels are
-         * free again when this returns. */
+         * loader's); the wait for the loss, queued after it, waits for the copy too, so x and
+         * labels are free again when this returns. */
         if ((s = be->ops->to_device_async(be, m->xdev, x, (size_t)batch * dt_model_input_size(m) * sizeof *x)) ||
             (s = be->ops->to_device_async(be, m->ldev, labels, (size_t)batch * sizeof *labels)))
             return s;
@@ -222,14 +222,17 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     const void *logits;
     if ((s = model_forward(m, x, batch, &logits))) return s;
     const pass_args a = pass_of(m);
-    double loss = 0;
-    int corr = 0;
-    if ((s = be->ops->layer_loss(be, &a, logits, labels, m->dbuf[0], batch, m->spec.classes, grad_scale, &loss, &corr)))
+    /* Queued: its values are read once backward is queued behind it (loss_wait). */
+    if ((s = be->ops->layer_loss(be, &a, logits, labels, m->dbuf[0], batch, m->spec.classes, grad_scale,
+                                 &m->lossh->loss, &m->lossh->correct)))
         return s;
     m->prof_step.loss_s += model_prof_mark(m);
-    if ((s = model_backward(m, logits, batch))) return s;
-    *loss_sum = loss;
-    *correct = corr;
+    s = model_backward(m, logits, batch);
+    /* On a failure too, so no copy is still landing in lossh when the caller frees the model. */
+    const dt_status ws = be->ops->loss_wait(be);
+    if (s || (s = ws)) return s;
+    *loss_sum = m->lossh->loss;
+    *correct = m->lossh->correct;
     return DT_OK;
 }
 

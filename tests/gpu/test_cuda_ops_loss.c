@@ -1,6 +1,7 @@
 /*
  * test_cuda_ops_loss.c - the CUDA table's softmax cross-entropy against the CPU table: one
- * class, tied and all-equal rows, batches of 1 to 1000, without dlogits, and rerun.
+ * class, tied and all-equal rows, batches of 1 to 1000, without dlogits, rerun, and queued into
+ * pinned memory behind more work until loss_wait.
  *
  * Tolerances: loss within 1e-5 relative, correct count exact, dlogits within 2e-6 * grad_scale
  * absolute (every entry lies in [-grad_scale, grad_scale]; CUDA's expf may differ from glibc's by
@@ -15,8 +16,15 @@ static double xent(backend *be, const float *logits, const int32_t *labels, floa
     double loss = NAN;
     st_ok("softmax_xent",
           be->ops->softmax_xent(be, logits, labels, dlogits, batch, classes, grad_scale, &loss, correct));
+    st_ok("loss_wait", be->ops->loss_wait(be));
     return loss;
 }
+
+/* The host values of one queued loss. */
+typedef struct loss_slot {
+    double loss;
+    int correct;
+} loss_slot;
 
 /* ---------------------------------------------------------------- softmax cross-entropy */
 
@@ -61,6 +69,32 @@ static void check_xent(void)
               B, C, gl, cl, rel, gc, cc);
         check(memcmp(&gl, &gl2, sizeof gl) == 0 && memcmp(&gl, &gl3, sizeof gl) == 0 && gc2 == gc && gc3 == gc,
               "softmax_xent %dx%d: the same loss and count without dlogits and when rerun", B, C);
+        /* As a training pass queues it: into pinned memory, the copy behind the kernels, work
+         * queued after it (another loss, on other labels, into a second slot, overwriting the
+         * device scratch), then one loss_wait for both. */
+        loss_slot *slots = NULL;
+        st_ok("host_alloc", gpu_be->ops->host_alloc(gpu_be, 2 * sizeof *slots, "loss slots", (void **)&slots));
+        slots[0] = slots[1] = (loss_slot){NAN, -1};
+        int32_t *lab2 = xmalloc((size_t)B * sizeof *lab2);
+        for (int i = 0; i < B; i++) lab2[i] = (lab[i] + 1) % C;
+        int cc2 = -1;
+        const double cl2 = xent(cpu_be, x, lab2, NULL, B, C, gs, &cc2);
+        int32_t *d_lab2 = dmalloc((size_t)B * sizeof *d_lab2);
+        up(d_lab2, lab2, (size_t)B * sizeof *lab2);
+        st_ok("softmax_xent queued",
+              gpu_be->ops->softmax_xent(gpu_be, d_x, d_lab, d_d, B, C, gs, &slots[0].loss, &slots[0].correct));
+        st_ok("softmax_xent queued",
+              gpu_be->ops->softmax_xent(gpu_be, d_x, d_lab2, NULL, B, C, gs, &slots[1].loss, &slots[1].correct));
+        st_ok("loss_wait", gpu_be->ops->loss_wait(gpu_be));
+        const double rel2 = fabs(slots[1].loss - cl2) / (fabs(cl2) > 1e-30 ? fabs(cl2) : 1.0);
+        check(memcmp(&slots[0].loss, &gl, sizeof gl) == 0 && slots[0].correct == gc && rel2 <= 1e-5 &&
+                  slots[1].correct == cc2,
+              "softmax_xent %dx%d queued into pinned memory twice, one loss_wait: %.10g (%d) and %.10g (%d), "
+              "want %.10g (%d) and cpu %.10g (%d)",
+              B, C, slots[0].loss, slots[0].correct, slots[1].loss, slots[1].correct, gl, gc, cl2, cc2);
+        gpu_be->ops->host_free(gpu_be, slots);
+        cudaFree(d_lab2);
+        free(lab2);
         /* dlogits in [-gs, gs]: absolute error against gs */
         double worst = 0.0;
         size_t wi = 0;

@@ -31,13 +31,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The table's softmax cross-entropy, which returns its loss through an argument, as a value. */
+/* The table's softmax cross-entropy, which returns its loss through an argument once loss_wait
+ * returns, as a value. */
 static inline double xent(backend *be, const float *logits, const int32_t *labels, float *dlogits, int batch,
                           int classes, float grad_scale, int *correct)
 {
     double loss = 0;
     assert_int_equal(be->ops->softmax_xent(be, logits, labels, dlogits, batch, classes, grad_scale, &loss, correct),
                      DT_OK);
+    assert_int_equal(be->ops->loss_wait(be), DT_OK);
     return loss;
 }
 
