@@ -6,9 +6,9 @@
  * a dynamic loss scaler; then --warmup untimed steps and --steps timed ones, each the whole
  * training step of `dtrain train`: the synthetic batch (from the background loader, as in
  * train; "data ms" is how long a step waited for it), forward and backward, the gradient
- * allreduce, the finite check and the optimizer. On a GPU every step reads its loss back, which
- * waits for that step's forward; the clock stops after the last step's loss, so at most one
- * backward and optimizer step (of --steps) is left outside it. Rank 0 prints samples/s over all
+ * allreduce, the finite check, clipping with --clip-grad-norm, and the optimizer. On a GPU every
+ * step waits for its loss once its backward is queued; the clock stops after the last step's
+ * loss, so at most one backward and optimizer step (of --steps) is left outside it. Rank 0 prints samples/s over all
  * ranks, the step time, dtrain's memory summary, and the ratio to the first row. --zero 0,1 runs
  * each precision with the optimizer state replicated and sharded (ZeRO-1), side by side, with the
  * bytes each rank sends per step by the engine's algorithm: 2 (W-1)/W of the gradients for the
@@ -35,6 +35,7 @@ typedef struct step_opts {
     int profile;        /* --profile: steps profiled after the timed ones */
     int zero[2], nzero; /* --zero: the ZeRO stages to run, in order */
     dt_optim_kind optim;
+    float clip; /* --clip-grad-norm: 0 off */
 } step_opts;
 
 enum {
@@ -47,7 +48,8 @@ enum {
     OPT_LOADER,
     OPT_PROFILE,
     OPT_ZERO,
-    OPT_OPTIM
+    OPT_OPTIM,
+    OPT_CLIP
 };
 
 static const struct option step_options[] = {
@@ -61,6 +63,7 @@ static const struct option step_options[] = {
     {"profile", required_argument, NULL, OPT_PROFILE},
     {"zero", required_argument, NULL, OPT_ZERO},
     {"optim", required_argument, NULL, OPT_OPTIM},
+    {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
     {NULL, 0, NULL, 0},
 };
 
@@ -112,6 +115,8 @@ static int step_handle(int val, const char *arg, void *ud)
             }
             o->optim = arg[0] == 'a' ? DT_OPTIM_ADAMW : DT_OPTIM_SGD;
             return EXIT_OK;
+        case OPT_CLIP:
+            return cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &o->clip);
     }
     return EXIT_USAGE;
 }
@@ -145,19 +150,35 @@ static void profile_text(const dt_model *m, char *buf, size_t n)
     }
 }
 
-/* One training step on the loader's next batch. */
-static dt_status one_step(dt_loader *ld, dt_model *m, dt_optimizer *opt, dt_scaler *sc, int batch, float scale)
+/* What --clip-grad-norm did over the timed steps: steps whose norm was over the limit, and the
+ * range of the norms before clipping. */
+typedef struct clip_seen {
+    long clipped, steps;
+    double lo, hi;
+} clip_seen;
+
+/* One training step on the loader's next batch; cs (NULL: not counted) notes its norm. */
+static dt_status one_step(dt_loader *ld, dt_model *m, dt_optimizer *opt, dt_scaler *sc, int batch, float scale,
+                          float clip, clip_seen *cs)
 {
     dt_step_result r;
     const float *x;
     const int32_t *labels;
     long data_step;
     dt_status s = dt_loader_next(ld, &data_step, &x, &labels);
-    return s ? s : dt_model_train_step(m, opt, sc, x, labels, batch, scale, &r);
+    if (!s) s = dt_model_train_step(m, opt, sc, x, labels, batch, scale, &r);
+    if (!s && cs && clip > 0 && r.stepped) {
+        cs->lo = cs->steps ? (r.grad_norm < cs->lo ? r.grad_norm : cs->lo) : r.grad_norm;
+        cs->hi = cs->steps ? (r.grad_norm > cs->hi ? r.grad_norm : cs->hi) : r.grad_norm;
+        cs->steps++;
+        cs->clipped += r.grad_norm > clip;
+    }
+    return s;
 }
 
 static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int zero, double *sps, double *ms,
-                               double *wait_ms, dt_memory_summary *mem, long *skipped, char *prof, size_t nprof)
+                               double *wait_ms, dt_memory_summary *mem, long *skipped, clip_seen *cs, char *prof,
+                               size_t nprof)
 {
     const int world = dt_world_size(ctx), rank = dt_rank(ctx);
     dt_model *m = NULL;
@@ -177,6 +198,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int 
     if ((s = dt_model_create(ctx, o->model, o->input, 1, o->batch, &m))) goto out;
     const dt_dtype gt = p != DT_F32 && !dt_model_on_gpu(m) ? p : DT_F32;
     if ((s = dt_model_set_precision(m, p, gt)) || (s = dt_model_set_sync(m, &sy)) ||
+        (o->clip > 0 && (s = dt_model_set_clip_grad_norm(m, o->clip))) ||
         (s = dt_optimizer_create(&oc, dt_model_num_params(m), &opt)) || (s = dt_model_shard_optimizer(m, opt)))
         goto out;
     dt_model_input_shape(m, &c, &h, &w);
@@ -196,7 +218,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int 
             t0 = clock_now_s();
             w0 = dt_loader_wait_s(ld);
         }
-        if ((s = one_step(ld, m, opt, sc, o->batch, scale))) goto out;
+        if ((s = one_step(ld, m, opt, sc, o->batch, scale, o->clip, step >= o->warmup ? cs : NULL))) goto out;
     }
     if ((s = dt_barrier(ctx))) goto out;
     const double t = clock_now_s() - t0;
@@ -207,7 +229,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int 
     if (o->profile) {
         if ((s = dt_model_set_profile(m, 1))) goto out;
         for (int step = 0; step < o->profile; step++)
-            if ((s = one_step(ld, m, opt, sc, o->batch, scale))) goto out;
+            if ((s = one_step(ld, m, opt, sc, o->batch, scale, o->clip, NULL))) goto out;
         profile_text(m, prof, nprof);
     }
     *skipped = sc ? dt_scaler_skipped(sc) : 0;
@@ -271,12 +293,14 @@ int cmd_bench_step(int argc, char **argv)
     const int rank = job.rank, world = job.world;
     o.loader_threads = cli_loader_auto(ctx, o.loader_threads);
     if (rank == 0) {
-        printf("# dtrain bench step: model %s, %d rank%s x batch %d, %d timed step%s after %d, %s, "
+        char clip[64] = "";
+        if (o.clip > 0) snprintf(clip, sizeof clip, ", clipping at norm %g", (double)o.clip);
+        printf("# dtrain bench step: model %s, %d rank%s x batch %d, %d timed step%s after %d, %s%s, "
                "device %s%s%s, %d loader thread%s\n",
                o.model, world, cli_s(world), o.batch, o.steps, cli_s(o.steps), o.warmup,
-               o.optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu",
-               pl.device == DT_DEVICE_CUDA ? pl.gpu : "", pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)",
-               o.loader_threads, cli_s(o.loader_threads));
+               o.optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", clip,
+               pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
+               pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads, cli_s(o.loader_threads));
         printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s\n", "precision", "samples/s", "step ms",
                "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB", "skipped", "zero",
                "sent MiB/step");
@@ -289,8 +313,9 @@ int cmd_bench_step(int argc, char **argv)
             long skipped = 0;
             dt_memory_summary mem;
             char prof[4096];
-            dt_status s =
-                run_precision(ctx, &o, o.prec[i], o.zero[z], &sps, &ms, &wait_ms, &mem, &skipped, prof, sizeof prof);
+            clip_seen cs = {0};
+            dt_status s = run_precision(ctx, &o, o.prec[i], o.zero[z], &sps, &ms, &wait_ms, &mem, &skipped, &cs, prof,
+                                        sizeof prof);
             if (s == DT_ERR_NOMEM) return step_oom(ctx, &o, i, o.zero[z], pl.device == DT_DEVICE_CUDA);
             if (s) return cli_fail(ctx, s, dt_dtype_name(o.prec[i]));
             if (i == 0 && z == 0) base = sps;
@@ -303,6 +328,10 @@ int cmd_bench_step(int argc, char **argv)
                 printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f\n",
                        dt_dtype_name(o.prec[i]), sps, ms, wait_ms, sps / base, mem.params / M, mem.grads / M,
                        mem.optimizer / M, mem.activations / M, mem.workspace / M, skipped, o.zero[z], sent / M);
+                if (o.clip > 0)
+                    printf("    clipping: %ld of %ld stepped timed steps over norm %g (norms %.4g to %.4g before "
+                           "clipping)\n",
+                           cs.clipped, cs.steps, (double)o.clip, cs.lo, cs.hi);
                 fputs(prof, stdout);
                 fflush(stdout);
             }

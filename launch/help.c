@@ -233,7 +233,9 @@ static const char bench_step[] = "usage: dtrain bench step [options]\n"
                                  "  --profile N              then N profiled steps: time per phase and per layer\n"
                                  "  --zero 0|1|0,1           optimizer state replicated (0), sharded (1, ZeRO-1),\n"
                                  "                           or both side by side (0)\n"
-                                 "  --optim sgd|adamw        (sgd, momentum 0.9)\n";
+                                 "  --optim sgd|adamw        (sgd, momentum 0.9)\n"
+                                 "  --clip-grad-norm X       clip the global gradient norm at X, as dtrain train\n"
+                                 "                           (0: off, the default)\n";
 
 static const char data[] = "usage: dtrain data info PATH [options]\n"
                            "       dtrain data convert SRC DST [options]\n"

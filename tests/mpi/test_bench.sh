@@ -103,6 +103,16 @@ if [ $rc -eq 0 ] && [ "$rows" -eq 3 ] && grep -q "2 ranks x batch 8" "$tmp/s" &&
 else
     bad "bench step (exit $rc, $rows rows)"; cat "$tmp/s"
 fi
+# --clip-grad-norm times the clipped step: a limit below every norm clips every timed step.
+"$MPIRUN" -np 2 "$DTRAIN" bench step --model mlp --batch 8 --steps 3 --warmup 1 --precision fp32,bf16 --clip-grad-norm 1e-6 --blas-threads 1 >"$tmp/s" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q "SGD momentum 0.9, clipping at norm 1e-06, device" "$tmp/s" &&
+   [ "$(grep -cE '^    clipping: 3 of 3 stepped timed steps over norm 1e-06 \(norms [0-9.e+-]+ to [0-9.e+-]+ before clipping\)$' "$tmp/s")" -eq 2 ]; then
+    ok "bench step --clip-grad-norm: every timed step clipped, in both precisions"
+else
+    bad "bench step --clip-grad-norm (exit $rc)"; cat "$tmp/s"
+fi
+expect 2 "--clip-grad-norm (the largest global gradient norm, 0 = off) '-1'" "$DTRAIN" bench step --clip-grad-norm -1
 expect 2 "--precision 'fp8' is not one of fp32, fp16, bf16" "$DTRAIN" bench step --precision fp8
 expect 2 "--steps '0'" "$DTRAIN" bench step --steps 0
 expect 2 "fc:0" "$DTRAIN" bench step --model fc:0 --input 4
