@@ -131,6 +131,17 @@ struct backend_ops {
      * NULL on the CPU), and setting it (DT_ERR_DEVICE when the handle cannot follow it). */
     void *(*stream)(backend *be);
     dt_status (*set_stream)(backend *be, void *stream);
+    /* A side stream for work that may run beside the ops queued after it (the optimizer step of
+     * the layers backward is done with, beside the backward of the layers before them):
+     * side_begin makes the ops from here on launch on the side stream, after everything queued
+     * on the stream so far; side_end makes them launch on the stream again, without waiting
+     * for the side stream; side_join makes the stream's later work wait for the side stream's
+     * (on the device: the host never waits). Begin and end pair up, with nothing between them
+     * that the side work does not own. NULL where ops run at once (the CPU): nothing to do.
+     * DT_ERR_DEVICE when a stream or event call fails. */
+    dt_status (*side_begin)(backend *be);
+    dt_status (*side_end)(backend *be);
+    dt_status (*side_join)(backend *be);
     /* Free and total bytes of the device now (0 and 0 on the CPU or when unknown; the CPU's test
      * limit, backend_cpu_set_limit, makes it report one). The sizing entries, mem_info,
      * conv_ws_floats and scratch16, need no state: a memory plan calls them with be->state NULL,

@@ -35,7 +35,9 @@ typedef struct step_opts {
     int profile;        /* --profile: steps profiled after the timed ones */
     int zero[2], nzero; /* --zero: the ZeRO stages to run, in order */
     dt_optim_kind optim;
-    float clip; /* --clip-grad-norm: 0 off */
+    float clip;                 /* --clip-grad-norm: 0 off */
+    dt_step_overlap overlap[3]; /* --step-overlap: the settings to run, in order */
+    int noverlap;
 } step_opts;
 
 enum {
@@ -49,7 +51,8 @@ enum {
     OPT_PROFILE,
     OPT_ZERO,
     OPT_OPTIM,
-    OPT_CLIP
+    OPT_CLIP,
+    OPT_OVERLAP
 };
 
 static const struct option step_options[] = {
@@ -64,6 +67,7 @@ static const struct option step_options[] = {
     {"zero", required_argument, NULL, OPT_ZERO},
     {"optim", required_argument, NULL, OPT_OPTIM},
     {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
+    {"step-overlap", required_argument, NULL, OPT_OVERLAP},
     {NULL, 0, NULL, 0},
 };
 
@@ -95,6 +99,22 @@ static int add_zero(const char *item, void *ud)
     return EXIT_OK;
 }
 
+static int add_overlap(const char *item, void *ud)
+{
+    step_opts *o = ud;
+    if (strcmp(item, "0") && strcmp(item, "1") && strcmp(item, "auto")) {
+        cli_error("--step-overlap '%s' is not supported: use auto (layer by layer for models of 8M parameters or "
+                  "more), 1 (each layer stepped as backward finishes it), 0 (one step after backward), or a list "
+                  "such as 1,0 (side by side)",
+                  item);
+        return EXIT_USAGE;
+    }
+    o->overlap[o->noverlap++] = item[0] == 'a'   ? DT_STEP_OVERLAP_AUTO
+                                : item[0] == '1' ? DT_STEP_OVERLAP_ON
+                                                 : DT_STEP_OVERLAP_OFF;
+    return EXIT_OK;
+}
+
 static int step_handle(int val, const char *arg, void *ud)
 {
     step_opts *o = ud;
@@ -115,6 +135,7 @@ static int step_handle(int val, const char *arg, void *ud)
             }
             o->optim = arg[0] == 'a' ? DT_OPTIM_ADAMW : DT_OPTIM_SGD;
             return EXIT_OK;
+        case OPT_OVERLAP: o->noverlap = 0; return cli_list("--step-overlap", arg, 3, add_overlap, o);
         case OPT_CLIP:
             return cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &o->clip);
     }
@@ -176,9 +197,9 @@ static dt_status one_step(dt_loader *ld, dt_model *m, dt_optimizer *opt, dt_scal
     return s;
 }
 
-static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int zero, double *sps, double *ms,
-                               double *wait_ms, dt_memory_summary *mem, long *skipped, clip_seen *cs, char *prof,
-                               size_t nprof)
+static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int zero, dt_step_overlap overlap,
+                               double *sps, double *ms, double *wait_ms, dt_memory_summary *mem, long *skipped,
+                               clip_seen *cs, char *prof, size_t nprof)
 {
     const int world = dt_world_size(ctx), rank = dt_rank(ctx);
     dt_model *m = NULL;
@@ -196,6 +217,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int 
     int c, h, w;
     dt_status s;
     if ((s = dt_model_create(ctx, o->model, o->input, 1, o->batch, &m))) goto out;
+    dt_model_set_step_overlap(m, overlap);
     const dt_dtype gt = p != DT_F32 && !dt_model_on_gpu(m) ? p : DT_F32;
     if ((s = dt_model_set_precision(m, p, gt)) || (s = dt_model_set_sync(m, &sy)) ||
         (o->clip > 0 && (s = dt_model_set_clip_grad_norm(m, o->clip))) ||
@@ -282,7 +304,9 @@ int cmd_bench_step(int argc, char **argv)
                    .loader_threads = -1,
                    .zero = {0, 1},
                    .nzero = 1,
-                   .optim = DT_OPTIM_SGD};
+                   .optim = DT_OPTIM_SGD,
+                   .overlap = {DT_STEP_OVERLAP_AUTO},
+                   .noverlap = 1};
     dt_config cfg;
     cli_extra extra = {step_options, step_handle, &o, NULL};
     cli_job job;
@@ -301,33 +325,37 @@ int cmd_bench_step(int argc, char **argv)
                o.optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", clip,
                pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
                pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads, cli_s(o.loader_threads));
-        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s\n", "precision", "samples/s", "step ms",
-               "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB", "skipped", "zero",
-               "sent MiB/step");
+        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s %8s\n", "precision", "samples/s",
+               "step ms", "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB",
+               "skipped", "zero", "sent MiB/step", "overlap");
         fflush(stdout);
     }
     double base = 0;
     for (int i = 0; i < o.nprec; i++)
-        for (int z = 0; z < o.nzero; z++) {
+        for (int zv = 0; zv < o.nzero * o.noverlap; zv++) {
+            const int z = zv / o.noverlap, v = zv % o.noverlap;
             double sps = 0, ms = 0, wait_ms = 0;
             long skipped = 0;
             dt_memory_summary mem;
             char prof[4096];
             clip_seen cs = {0};
-            dt_status s = run_precision(ctx, &o, o.prec[i], o.zero[z], &sps, &ms, &wait_ms, &mem, &skipped, &cs, prof,
-                                        sizeof prof);
+            dt_status s = run_precision(ctx, &o, o.prec[i], o.zero[z], o.overlap[v], &sps, &ms, &wait_ms, &mem,
+                                        &skipped, &cs, prof, sizeof prof);
             if (s == DT_ERR_NOMEM) return step_oom(ctx, &o, i, o.zero[z], pl.device == DT_DEVICE_CUDA);
             if (s) return cli_fail(ctx, s, dt_dtype_name(o.prec[i]));
-            if (i == 0 && z == 0) base = sps;
+            if (i == 0 && zv == 0) base = sps;
             if (rank == 0) {
                 const double M = 1048576.0;
                 /* What the engine sends per rank (its algorithm, see the top): 16-bit gradients on a
                  * CPU travel in 16 bits, a GPU keeps them in fp32. */
                 const double np = (double)(mem.params / 4), wb = mem.grads < mem.params ? 2.0 : 4.0;
                 const double sent = (o.zero[z] ? np * (wb + 4.0) : 2.0 * np * wb) * (world - 1) / world;
-                printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f\n",
+                printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f %8s\n",
                        dt_dtype_name(o.prec[i]), sps, ms, wait_ms, sps / base, mem.params / M, mem.grads / M,
-                       mem.optimizer / M, mem.activations / M, mem.workspace / M, skipped, o.zero[z], sent / M);
+                       mem.optimizer / M, mem.activations / M, mem.workspace / M, skipped, o.zero[z], sent / M,
+                       o.overlap[v] == DT_STEP_OVERLAP_AUTO ? "auto"
+                       : o.overlap[v]                       ? "1"
+                                                            : "0");
                 if (o.clip > 0)
                     printf("    clipping: %ld of %ld stepped timed steps over norm %g (norms %.4g to %.4g before "
                            "clipping)\n",

@@ -68,6 +68,7 @@ enum {
     OPT_ACCUM,
     OPT_ZERO,
     OPT_CLIP,
+    OPT_STEP_OVERLAP,
     OPT_PROGRESS,
     OPT_QUIET,
     OPT_TRACE,
@@ -130,6 +131,7 @@ static const struct option train_options[] = {
     {"accum-steps", required_argument, NULL, OPT_ACCUM},
     {"zero", required_argument, NULL, OPT_ZERO},
     {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
+    {"step-overlap", required_argument, NULL, OPT_STEP_OVERLAP},
     {"progress", required_argument, NULL, OPT_PROGRESS},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"trace", required_argument, NULL, OPT_TRACE},
@@ -165,6 +167,18 @@ static int train_handle(int val, const char *arg, void *ud)
                 return EXIT_USAGE;
             }
             t->sync.zero = arg[0] == '1';
+            return EXIT_OK;
+        case OPT_STEP_OVERLAP:
+            if (strcmp(arg, "auto") && strcmp(arg, "1") && strcmp(arg, "0")) {
+                cli_error("--step-overlap '%s' is not one of auto, 1, 0 (auto: the optimizer steps each layer as "
+                          "backward finishes it for models of 8M parameters or more; 1: for any model; 0: once after "
+                          "backward)",
+                          arg);
+                return EXIT_USAGE;
+            }
+            t->step_overlap = arg[0] == 'a'   ? DT_STEP_OVERLAP_AUTO
+                              : arg[0] == '1' ? DT_STEP_OVERLAP_ON
+                                              : DT_STEP_OVERLAP_OFF;
             return EXIT_OK;
         case OPT_CLIP: {
             float v;
@@ -344,6 +358,7 @@ int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t)
                       .seed = 1,
                       .dataset_size = 60000,
                       .loader_threads = -1,
+                      .step_overlap = DT_STEP_OVERLAP_AUTO,
                       .precision = DT_F32,
                       .loss_scale = -1,
                       .normalize = -1,

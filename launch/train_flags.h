@@ -38,8 +38,9 @@ typedef struct train_opts {
     const char *lr_schedule; /* --lr-schedule SPEC (parsed once the steps per epoch are known) */
     long warmup_steps;
     float min_lr;
-    int accum_steps;       /* micro-batches per optimizer step */
-    double clip_grad_norm; /* 0: off */
+    int accum_steps;              /* micro-batches per optimizer step */
+    double clip_grad_norm;        /* 0: off */
+    dt_step_overlap step_overlap; /* --step-overlap */
     /* What rank 0 prints while training. */
     progress_mode progress;     /* --progress */
     int quiet;                  /* --quiet: no lines before the steps, no step, eval or progress lines */

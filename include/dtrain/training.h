@@ -245,6 +245,29 @@ typedef struct dt_step_result {
 DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
                                      int batch, float grad_scale, dt_step_result *r);
 
+/** When dt_model_train_step steps the optimizer layer by layer (dt_model_set_step_overlap). */
+typedef enum dt_step_overlap {
+    DT_STEP_OVERLAP_OFF = 0,  /**< one optimizer step over every parameter after backward */
+    DT_STEP_OVERLAP_ON = 1,   /**< layer by layer wherever the step allows it (below) */
+    DT_STEP_OVERLAP_AUTO = 2, /**< (default) ON for models of at least DT_STEP_OVERLAP_AUTO_PARAMS
+                                   parameters, whose optimizer pass is long enough to hide; OFF for
+                                   smaller ones, where a launch per layer would cost more than it hides */
+} dt_step_overlap;
+/** AUTO's threshold: 8M parameters, a pass of 176 MB of fp32 state for SGD with momentum and a
+ * 16-bit copy (about 40 us on an H200), against a few microseconds of host work per layer. */
+#define DT_STEP_OVERLAP_AUTO_PARAMS (8u << 20)
+
+/** The optimizer step of dt_model_train_step overlapped with backward: each parameter layer
+ * stepped the moment backward is done with its gradients, beside the backward of the layers
+ * before it (on a GPU on a second stream, so the memory-bound step runs alongside the
+ * compute-bound GEMMs; on the CPU while its gradients are still in cache), wherever the step needs
+ * nothing of the whole gradient: no scaler (sc NULL), no clipping, one rank (or gradients that
+ * are not communicated), the optimizer state not sharded (zero 0), and profiling off. Elsewhere
+ * the optimizer steps once after backward. Either way every parameter gets the same bits. On a
+ * GPU dt_model_train_step then returns with the step still running there (the next forward, and
+ * any read of the parameters, waits for it). A mode outside the enum is DT_STEP_OVERLAP_AUTO. */
+DT_API void dt_model_set_step_overlap(dt_model *m, dt_step_overlap mode);
+
 /** Where a training step's time goes. Profiling waits for the device at every boundary below (a
  * GPU's work is otherwise asynchronous), so profiled steps run somewhat slower than plain ones;
  * the split is what to look at. Seconds summed over `steps` profiled steps. */

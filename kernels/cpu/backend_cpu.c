@@ -425,6 +425,10 @@ static const backend_ops cpu_ops = {
     .last_status = c_ok,
     .stream = c_stream,
     .set_stream = c_set_stream,
+    /* Ops run at once: no side stream to fork or join. */
+    .side_begin = NULL,
+    .side_end = NULL,
+    .side_join = NULL,
     .mem_info = c_mem_info,
     .owns = c_owns,
     .gemm = c_gemm,

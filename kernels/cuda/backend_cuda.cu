@@ -245,6 +245,61 @@ static dt_status g_set_stream(backend *be, void *stream)
     return DT_OK;
 }
 
+/* The side stream (made at the first side_begin, non-blocking so that it runs beside the legacy
+ * default stream too), the stream it forked from, and the events that order the two: g_fork
+ * recorded on the stream at side_begin, g_side_done on the side stream at side_end. An event
+ * waited for is the state of its last record when the wait was queued, so one of each serves
+ * every fork and join. */
+static cudaStream_t g_side, g_side_from;
+static cudaEvent_t g_fork, g_side_done;
+static int g_on_side;
+
+static dt_status side_stream(cudaStream_t to)
+{
+    cublasHandle_t h;
+    TRY(blas("side stream", &h));
+    const cublasStatus_t st = cublasSetStream(h, to);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return status_set_error(DT_ERR_DEVICE, "cuda side stream: cublasSetStream failed: %s (%s)", cublas_name(st),
+                                cublas_text(st));
+    g_stream = to;
+    return DT_OK;
+}
+
+static dt_status g_side_begin(backend *be)
+{
+    (void)be;
+    if (g_on_side) return status_set_error(DT_ERR_INVALID_ARG, "cuda side_begin: already on the side stream");
+    cudaError_t e = cudaSuccess;
+    if (!g_side) e = cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking);
+    if (e == cudaSuccess && !g_fork) e = cudaEventCreateWithFlags(&g_fork, cudaEventDisableTiming);
+    if (e == cudaSuccess && !g_side_done) e = cudaEventCreateWithFlags(&g_side_done, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventRecord(g_fork, g_stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(g_side, g_fork, 0);
+    TRY(cuda_err(e, "side_begin", "forking the side stream"));
+    g_side_from = g_stream;
+    TRY(side_stream(g_side));
+    g_on_side = 1;
+    return DT_OK;
+}
+
+static dt_status g_side_end(backend *be)
+{
+    (void)be;
+    if (!g_on_side) return status_set_error(DT_ERR_INVALID_ARG, "cuda side_end: not on the side stream");
+    g_on_side = 0;
+    const dt_status s = side_stream(g_side_from);
+    const dt_status r = cuda_err(cudaEventRecord(g_side_done, g_side), "side_end", "marking the side stream's work");
+    return s ? s : r;
+}
+
+static dt_status g_side_join(backend *be)
+{
+    (void)be;
+    if (!g_side_done) return DT_OK; /* nothing ever ran on the side */
+    return cuda_err(cudaStreamWaitEvent(g_stream, g_side_done, 0), "side_join", "joining the side stream");
+}
+
 static void g_mem_info(backend *be, size_t *free_bytes, size_t *total_bytes)
 {
     (void)be;
@@ -290,6 +345,9 @@ static const backend_ops cuda_ops = {
     /* .last_status = */ g_last_status,
     /* .stream = */ g_stream_of,
     /* .set_stream = */ g_set_stream,
+    /* .side_begin = */ g_side_begin,
+    /* .side_end = */ g_side_end,
+    /* .side_join = */ g_side_join,
     /* .mem_info = */ g_mem_info,
     /* .owns = */ g_owns,
     /* .gemm = */ cuda_gemm,

@@ -177,6 +177,7 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     m->prec = m->grad_t = DT_F32;
     m->inv_scale = m->grad_mul = 1.0f;
     m->accum_steps = 1;
+    m->step_overlap = DT_STEP_OVERLAP_AUTO;
     if ((s = plan_conv_shapes(&m->spec, max_batch))) {
         dt_model_free(m);
         return s;

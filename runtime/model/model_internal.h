@@ -69,6 +69,15 @@ struct dt_model {
      * backend; NULL while accum_steps is 1). accum_last: the pass under way ends a group. */
     int accum_steps, accum_pos, accum_last;
     float *gacc;
+    /* The optimizer step layer by layer (model_step.c): with step_overlap on (a dt_step_overlap;
+     * AUTO turns it on for large models), a group's last pass whose step needs nothing of the whole gradient (no scaler's verdict, no
+     * clipping, no other rank's gradients) steps each parameter layer the moment backward is done
+     * with it, on the backend's side stream, beside the backward of the layers before it.
+     * layer_opt is the optimizer during such a pass (NULL otherwise); side_used says the pass
+     * put work on the side stream, which the end of backward joins. */
+    int step_overlap;
+    dt_optimizer *layer_opt;
+    int side_used;
     double clip_norm; /* dt_model_set_clip_grad_norm: 0 off, +inf report only */
     long comm_starts; /* gradient collectives started (buckets, or the whole buffer): what tests
                             count to prove that accumulation's micro-batches send nothing */
@@ -127,6 +136,13 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
                                  double *loss_sum, int *correct);
 /* Gradient collectives started since the model was made (tests). */
 long model_comm_starts(const dt_model *m);
+
+/* The optimizer step layer by layer (optimizer.c): optimizer_layers_begin checks and counts the
+ * step as dt_model_optimizer_step does (and brings the state to the device); then
+ * optimizer_step_layer steps elements [off, off + cnt) of the parameters and their 16-bit copy,
+ * each element with the arithmetic of a whole-buffer step. Not for a sharded optimizer. */
+dt_status optimizer_layers_begin(dt_model *m, dt_optimizer *o);
+dt_status optimizer_step_layer(dt_model *m, dt_optimizer *o, size_t off, size_t cnt);
 
 /* Waits for the buckets of the last backward still being reduced and closes its step
  * (model_sync.c). */

@@ -228,6 +228,13 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
         return s;
     m->prof_step.loss_s += model_prof_mark(m);
     s = model_backward(m, logits, batch);
+    /* Later work on the stream (the next forward reads the stepped parameters) waits for the
+     * layers stepped beside backward; the host does not. */
+    if (m->side_used) {
+        m->side_used = 0;
+        const dt_status js = be->ops->side_join(be);
+        if (!s) s = js;
+    }
     /* On a failure too, so no copy is still landing in lossh when the caller frees the model. */
     const dt_status ws = be->ops->loss_wait(be);
     if (s || (s = ws)) return s;

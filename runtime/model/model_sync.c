@@ -35,7 +35,8 @@ dt_status model_sync_rebind(dt_model *m)
 
 /* Backward finished layer i's parameter gradients: the accumulation group's earlier sum added
  * in, the testing inf, the local finite check (of the sum), then the reducer, which only the pass
- * that ends a group reaches: the other micro-batches start no collective. */
+ * that ends a group reaches (the other micro-batches start no collective), and in a pass that
+ * steps layer by layer, the layer's optimizer step. */
 dt_status model_grads_done(dt_model *m, int i)
 {
     const layer *l = &m->spec.layers[i];
@@ -54,7 +55,16 @@ dt_status model_grads_done(dt_model *m, int i)
     if (m->check_group &&
         (s = be->ops->flag_nonfinite(be, model_grad_type(m), g, cnt, m->dflags + i, m->fb_count, m->group_pass)))
         return s;
-    return ends_group && m->red && cnt ? dt_reducer_ready(m->red, off, cnt) : DT_OK;
+    if (ends_group && m->red && cnt && (s = dt_reducer_ready(m->red, off, cnt))) return s;
+    if (!ends_group || !m->layer_opt || !cnt) return DT_OK;
+    /* Stepped beside the backward still to come (it reads neither these parameters nor their
+     * gradients); the end of backward joins the side stream. */
+    const backend_ops *k = be->ops;
+    if (k->side_begin && (s = k->side_begin(be))) return s;
+    m->side_used |= k->side_begin != NULL;
+    s = optimizer_step_layer(m, m->layer_opt, off, cnt);
+    const dt_status es = k->side_end ? k->side_end(be) : DT_OK;
+    return s ? s : es;
 }
 
 void dt_sync_defaults(dt_sync_config *c)

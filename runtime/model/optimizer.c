@@ -32,6 +32,8 @@ struct dt_optimizer {
 };
 
 static dt_status optimizer_step_shard(dt_model *m, dt_optimizer *o);
+static dt_status step_like_whole(backend *be, const dt_optimizer *o, size_t at, float *p, const optim_grads *g,
+                                 size_t off, size_t cnt, dt_dtype copy_t, uint16_t *copy);
 
 void dt_optim_defaults(dt_optim_config *c)
 {
@@ -168,12 +170,11 @@ static dt_status state_to_device(dt_optimizer *o, backend *be)
     return DT_OK;
 }
 
-dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
+/* What a step of o over m's parameters needs, whole or layer by layer. */
+static dt_status step_checks(const dt_model *m, const dt_optimizer *o)
 {
     if (!m || !o)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the model or optimizer is NULL");
-    dt_status gs = model_group_complete(m, "dt_model_optimizer_step");
-    if (gs) return gs;
     /* Each rank stepping on its own gradients makes the replicas drift apart while every printed
      * loss can still look right; say so at the first such step rather than never. */
     if (m->unreduced && !m->sync.allow_unreduced)
@@ -186,6 +187,33 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
     if (o->n != m->spec.num_params)
         return status_set_error(DT_ERR_INVALID_ARG, "the optimizer was made for %zu parameters, the model has %zu",
                                 o->n, m->spec.num_params);
+    return DT_OK;
+}
+
+dt_status optimizer_layers_begin(dt_model *m, dt_optimizer *o)
+{
+    dt_status s = step_checks(m, o);
+    if (s) return s;
+    if (o->nseg || model_zero(m))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "a step layer by layer needs the whole optimizer state on this rank (not --zero 1)");
+    if (!m->be->ops->host_memory && (s = state_to_device(o, m->be))) return s;
+    model_params_changed(m); /* current again once every layer has stepped (model_step.c) */
+    o->t++;
+    return DT_OK;
+}
+
+dt_status optimizer_step_layer(dt_model *m, dt_optimizer *o, size_t off, size_t cnt)
+{
+    const optim_grads g = model_optim_grads(m), gs = grads_from(&g, off);
+    return step_like_whole(m->be, o, off, m->params + off, &gs, off, cnt, m->prec, m->p16 ? m->p16 + off : NULL);
+}
+
+dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
+{
+    dt_status gs = step_checks(m, o);
+    if (gs) return gs;
+    if ((gs = model_group_complete(m, "dt_model_optimizer_step"))) return gs;
     backend *be = m->be;
     float *s1 = o->s1, *s2 = o->s2;
     /* The parameters change from here on: the 16-bit copy is current again only where the step
@@ -224,17 +252,18 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
 #define ADAMW_LANES 8
 
 /* One step of elements [off, off + cnt) of the flat buffer of n, p and g pointing at element off,
- * state at `at`, each element taking the arithmetic path it takes in one step over all n. */
+ * state at `at`, each element taking the arithmetic path it takes in one step over all n; copy
+ * (NULL: none; else pointing at element off) receives the updated p rounded to copy_t. */
 static dt_status step_like_whole(backend *be, const dt_optimizer *o, size_t at, float *p, const optim_grads *g,
-                                 size_t off, size_t cnt)
+                                 size_t off, size_t cnt, dt_dtype copy_t, uint16_t *copy)
 {
     /* The CUDA kernels compute every element alike (kernels/cuda/optim.cu), so any slice is exact. */
-    if (!be->ops->host_memory) return step_on(be, o, o->d1, o->d2, at, p, g, cnt);
-    if (o->cfg.kind != DT_OPTIM_ADAMW) return step_on(be, o, o->s1, o->s2, at, p, g, cnt);
+    if (!be->ops->host_memory) return step_copy(be, o, o->d1, o->d2, at, p, g, cnt, copy_t, copy);
+    if (o->cfg.kind != DT_OPTIM_ADAMW) return step_copy(be, o, o->s1, o->s2, at, p, g, cnt, copy_t, copy);
     const size_t grouped_end = o->n - o->n % ADAMW_LANES; /* elements before it are grouped at --zero 0 */
     const size_t nv = off >= grouped_end ? 0 : (grouped_end - off < cnt ? grouped_end - off : cnt);
     const size_t whole = nv - nv % ADAMW_LANES, rem = nv - whole;
-    dt_status s = whole ? step_on(be, o, o->s1, o->s2, at, p, g, whole) : DT_OK;
+    dt_status s = whole ? step_copy(be, o, o->s1, o->s2, at, p, g, whole, copy_t, copy) : DT_OK;
     if (!s && rem) {
         /* The slice's last grouped elements, padded to a group with zeros (a zero gradient on zero
          * state and parameter updates to zero: no NaN). */
@@ -255,11 +284,13 @@ static dt_status step_like_whole(backend *be, const dt_optimizer *o, size_t at, 
         memcpy(p + whole, tp, rem * sizeof(float));
         memcpy(o->s1 + at + whole, t1, rem * sizeof(float));
         memcpy(o->s2 + at + whole, t2, rem * sizeof(float));
+        /* The fused copy rounds as cast_to16 does. */
+        if (!s && copy) s = be->ops->cast_to16(be, copy_t, p + whole, copy + whole, rem);
     }
     /* The buffer's own last elements, fewer than a group: one at a time, as at --zero 0. */
     if (!s && cnt > nv) {
         const optim_grads tail = grads_from(g, nv);
-        s = step_on(be, o, o->s1, o->s2, at + nv, p + nv, &tail, cnt - nv);
+        s = step_copy(be, o, o->s1, o->s2, at + nv, p + nv, &tail, cnt - nv, copy_t, copy ? copy + nv : NULL);
     }
     return s;
 }
@@ -275,7 +306,7 @@ static dt_status optimizer_step_shard(dt_model *m, dt_optimizer *o)
     for (int i = 0; i < o->nseg; i++) {
         const size_t off = o->seg_off[i], cnt = o->seg_cnt[i];
         const optim_grads gs = grads_from(&g, off);
-        const dt_status s = step_like_whole(be, o, at, m->params + off, &gs, off, cnt);
+        const dt_status s = step_like_whole(be, o, at, m->params + off, &gs, off, cnt, DT_F32, NULL);
         if (s) return s;
         at += cnt;
     }

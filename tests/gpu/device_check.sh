@@ -105,6 +105,10 @@ step "mlp batch 256" --model mlp --batch 256 --steps 100
 # fp16 alone, profiled (the scaler's check reads the gradients; the optimizer applies the unscale
 # and writes the 16-bit copy), and what the loader's threads make on this host.
 step "fc:8192x3 fp16" --model $FC --input 1024 --batch 1024 --steps 40 --precision fp16 --profile 10
+# The optimizer step layer by layer on the side stream, beside backward's GEMMs (auto takes it for
+# this model), against the one step after backward, side by side; and the clipped step's cost.
+step "fc:8192x3 step overlap auto vs 0" --model $FC --input 1024 --batch 1024 --steps 40 --precision bf16,fp32 --step-overlap auto,0
+step "fc:8192x3 bf16 clipped" --model $FC --input 1024 --batch 1024 --steps 40 --precision bf16 --clip-grad-norm 1
 log "loader: $(nproc) cores; bench data --data synthetic 3x32x32 at 1, 8 and the auto count"
 timeout 120 $D bench data --data synthetic --threads 1,8,$(( $(nproc) - 1 )) --batch 512 --batches 40 2>&1 | tail -4 | tee -a "$out/summary.txt"
 stamp
@@ -134,11 +138,19 @@ grep -E "^data|^GPU|^memory|^step|^done" "$out/train.txt" | tee -a "$out/summary
 log "dtrain train --trace on the GPU (cnn, NCCL buckets, steps 10:12), kept as trace-gpu.json"
 DTRAIN_COMM_WORLD1=1 timeout 120 $D train --model cnn --batch 256 --steps 20 --trace-steps 10:12 \
     --trace "$out/trace-gpu.json" >"$out/trace.txt" 2>&1 || log "the traced run failed: see trace.txt"
-python3 -c 'import json,sys,collections; d=json.load(open(sys.argv[1])); c=collections.Counter(); t=collections.Counter()
+spans() { # trace file: spans per track and their summed time
+    python3 -c 'import json,sys,collections; d=json.load(open(sys.argv[1])); c=collections.Counter(); t=collections.Counter()
 for e in d["traceEvents"]:
     if e["ph"]=="X": c[e["tid"]]+=1; t[e["tid"]]+=e["dur"]
 print("   spans per track (tid: count, summed us):", {k:(c[k],round(t[k])) for k in sorted(c)}, "dropped", d["otherData"]["dropped_events"])' \
-    "$out/trace-gpu.json" 2>&1 | tee -a "$out/summary.txt"
+        "$1" 2>&1 | tee -a "$out/summary.txt"
+}
+spans "$out/trace-gpu.json"
+# The host-bound mlp (bf16, batch 256): host queueing per layer against the device's run time.
+log "dtrain train --trace, mlp bf16 batch 256 (steps 30:32), kept as trace-mlp.json"
+timeout 120 $D train --device cuda --model mlp --batch 256 --precision bf16 --steps 40 --trace-steps 30:32 \
+    --trace "$out/trace-mlp.json" >"$out/trace-mlp.txt" 2>&1 || log "the traced mlp run failed: see trace-mlp.txt"
+spans "$out/trace-mlp.json"
 stamp
 if [ "${QUICK:-0}" != 1 ]; then
     log "the same steps on this machine's CPU cores (fp32, OpenBLAS)"

@@ -78,6 +78,28 @@ for cfg in "cnn fp32 --no-overlap" "cnn fp32 --bucket-mb=0.05" "mlp bf16 --first
         { bad "$cfg with NCCL buckets failed"; cat "$tmp/log"; continue; }
     out=$("$CMP" "$tmp/nccl" "$tmp/ref" exact) && ok "$cfg: NCCL buckets on their stream == no communication: $out" || bad "$cfg NCCL buckets: $out"
 done
+# The optimizer step layer by layer on the side stream (--step-overlap; auto takes it for this
+# model of 10.5M parameters) ends bit for bit where the step after backward does (the CUDA
+# optimizer kernels compute every element alike, whatever the slice): fp32 and bf16 (the 16-bit
+# parameter copy written by each layer's step), SGD and AdamW; and a checkpoint taken right after
+# such a step (its parameters read while the side stream may still run) resumes bit for bit.
+wide="fc:2048,relu,fc:2048,relu,fc:2048,relu,fc:10"
+for cfg in "fp32 sgd" "bf16 sgd" "bf16 adamw"; do
+    set -- $cfg
+    common="--device cuda --model $wide --input 1024 --precision $1 --optim $2 --steps 12 --batch 64 --lr 0.01 --seed 5 --log-every 12"
+    "$MPIRUN" -np 1 "$DTRAIN" train $common --step-overlap 0 --dump-params "$tmp/ov0-$1-$2" >"$tmp/log" 2>&1 || { bad "$cfg --step-overlap 0 failed"; cat "$tmp/log"; continue; }
+    "$MPIRUN" -np 1 "$DTRAIN" train $common --dump-params "$tmp/ov1" >"$tmp/log" 2>&1 || { bad "$cfg --step-overlap auto failed"; cat "$tmp/log"; continue; }
+    out=$("$CMP" "$tmp/ov1" "$tmp/ov0-$1-$2" exact) && ok "$cfg on the GPU: step layer by layer beside backward == after it: $out" ||
+        bad "$cfg --step-overlap on the GPU: $out"
+done
+common="--device cuda --model $wide --input 1024 --precision bf16 --steps 12 --batch 64 --lr 0.01 --seed 5 --log-every 12"
+rm -rf "$tmp/ck-ov"
+DTRAIN_FAULT=usr1:0:7 "$MPIRUN" -np 1 -x DTRAIN_FAULT "$DTRAIN" train $common --checkpoint-dir "$tmp/ck-ov" >"$tmp/log" 2>&1
+[ $? -eq 75 ] || { bad "the overlapped run did not stop at step 7"; cat "$tmp/log"; }
+"$MPIRUN" -np 1 "$DTRAIN" train $common --checkpoint-dir "$tmp/ck-ov" --resume auto --dump-params "$tmp/ov-res" >"$tmp/log" 2>&1 ||
+    { bad "resume of the overlapped run failed"; cat "$tmp/log"; }
+out=$("$CMP" "$tmp/ov-res" "$tmp/ov0-bf16-sgd" exact) && ok "bf16 step overlap on the GPU: stopped at 7 + resumed == uninterrupted: $out" ||
+    bad "bf16 step overlap resume: $out"
 # Data parallel on one GPU: --gpu-comm mpi (collectives through host memory) lets 2 ranks share it
 # (NCCL refuses), so the multi-rank GPU path is checked here: 2 ranks x 16 == 1 rank x 32 after 20
 # steps of SGD with momentum, fp32, within 1e-4 (cuBLAS sums a batch of 16 and one of 32 in

@@ -88,6 +88,20 @@ for np in 2 4; do
     done
 done
 # The same command twice, bit for bit.
+# --- The optimizer step layer by layer beside backward (--step-overlap 1) gives the bits of the one
+# step after backward (0): fp32 and bf16 (16-bit gradients), SGD and AdamW, with accumulation; fp16
+# (a loss scaler needs the whole gradient first: it steps after backward either way) too.
+expect 2 "--step-overlap '2' is not one of auto, 1, 0" "$DTRAIN" train --step-overlap 2
+for p in fp32 bf16 fp16; do
+    for o in sgd adamw; do
+        common="--model cnn --steps 4 --batch 4 --seed 5 --precision $p --optim $o --accum-steps 2 --weight-decay 0.01"
+        train 1 $common --step-overlap 0 --dump-params "$tmp/o0" || { bad "$p $o --step-overlap 0 failed"; cat "$tmp/log"; }
+        train 1 $common --step-overlap 1 --dump-params "$tmp/o1" || { bad "$p $o --step-overlap 1 failed"; cat "$tmp/log"; }
+        out=$("$CMP" "$tmp/o1" "$tmp/o0" exact) && ok "$p $o: step layer by layer == step after backward: $out" ||
+            bad "$p $o --step-overlap: $out"
+    done
+done
+
 train 2 --model cnn --steps 6 --batch 4 --seed 7 --precision fp16 --dump-params "$tmp/r1"
 train 2 --model cnn --steps 6 --batch 4 --seed 7 --precision fp16 --dump-params "$tmp/r2"
 out=$("$CMP" "$tmp/r1" "$tmp/r2" exact) && ok "fp16: same command twice: $out" || bad "fp16 twice: $out"
