@@ -235,7 +235,10 @@ struct backend_ops {
      * Activations and the gradients flowing backward are of a->prec (void *); x_f32 = 1 says the
      * input x is fp32 whatever the precision (the model's input, rounded to 16 bits as autocast
      * does). A 16-bit pass widens into fp32 scratch (or multiplies the 16-bit values on tensor
-     * cores), accumulates in fp32 and rounds each output once; fp32 passes are the ops above. */
+     * cores), accumulates in fp32 and rounds each output once; fp32 passes are the ops above.
+     * A backward entry with x_f32 follows the forward of the same layer on the same x and a->x16
+     * in its pass, with no other x_f32 forward between: a backend may read the input as that
+     * forward rounded it into x16 (CUDA does) instead of rounding it again. */
     /* Grows *sz to what the 16-bit entries below need for a layer at batch `batch`. */
     void (*scratch16)(backend *be, const layer_need *l, int batch, scratch_sizes *sz);
     dt_status (*layer_fc_fwd)(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,

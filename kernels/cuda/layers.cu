@@ -45,6 +45,14 @@ static dt_status input16(backend *be, const pass_args *a, const void *x, int x_f
     return cuda_cast_to16(be, a->prec, (const float *)x, a->x16, n);
 }
 
+/* The same in backward: the fp32 model input was rounded into x16 by this layer's forward of the
+ * same pass (only the first layer that computes reads it, and nothing else writes x16), so it is
+ * read as it is, without casting it again. */
+static const uint16_t *input16_bwd(const pass_args *a, const void *x, int x_f32)
+{
+    return x_f32 ? a->x16 : (const uint16_t *)x;
+}
+
 dt_status cuda_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32, void *y,
                             int batch, int in, int out)
 {
@@ -65,8 +73,7 @@ dt_status cuda_layer_fc_bwd(backend *be, const pass_args *a, const layer_params 
                                (float *)lp->db, batch, in, out);
     TRY(no_grads16(a, "fc_bwd16"));
     /* dW = dy^T x and db into the fp32 gradients; dx = dy W in 16 bits. */
-    const uint16_t *x16, *dy16 = (const uint16_t *)dy;
-    TRY(input16(be, a, x, x_f32, (size_t)batch * in, &x16));
+    const uint16_t *x16 = input16_bwd(a, x, x_f32), *dy16 = (const uint16_t *)dy;
     TRY(rm_gemm16_batched("fc_bwd16", a->prec, 1, 0, out, in, batch, dy16, out, 0, x16, in, 0, 0.0f, lp->dw, DT_F32, in,
                           0, -1));
     TRY(cuda_col_sums16(a->prec, dy16, batch, out, (float *)lp->db));
@@ -93,8 +100,7 @@ dt_status cuda_layer_conv_bwd(backend *be, const pass_args *a, const layer_param
         return dx ? cuda_conv_bwd_data(be, s, (const float *)dy, lp->w, (float *)dx, a->ws) : DT_OK;
     }
     TRY(no_grads16(a, "conv_bwd16"));
-    const uint16_t *x16, *dy16 = (const uint16_t *)dy;
-    TRY(input16(be, a, x, x_f32, (size_t)s->batch * s->c_in * s->h * s->w, &x16));
+    const uint16_t *x16 = input16_bwd(a, x, x_f32), *dy16 = (const uint16_t *)dy;
     TRY(cuda_conv_bwd_filter16(a->prec, s, x16, dy16, (float *)lp->dw, (float *)lp->db, a->ws));
     return dx ? cuda_conv_bwd_data16(a->prec, s, dy16, lp->w16, a->sy, (uint16_t *)dx, a->ws) : DT_OK;
 }
