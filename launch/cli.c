@@ -322,6 +322,18 @@ int cli_loader_threads(const char *arg, int *out)
     return cli_int("--loader-threads", arg, 0, 256, out);
 }
 
+int cli_step_overlap(const char *arg, dt_step_overlap *out)
+{
+    if (!strcmp(arg, "auto") || !strcmp(arg, "1") || !strcmp(arg, "0")) {
+        *out = arg[0] == 'a' ? DT_STEP_OVERLAP_AUTO : arg[0] == '1' ? DT_STEP_OVERLAP_ON : DT_STEP_OVERLAP_OFF;
+        return EXIT_OK;
+    }
+    cli_error("--step-overlap '%s' is not one of auto, 1, 0 (auto: the optimizer steps each layer as backward "
+              "finishes it for models of 8M parameters or more; 1: for any model; 0: once after backward)",
+              arg);
+    return EXIT_USAGE;
+}
+
 int cli_loader_auto(const dt_ctx *ctx, int requested)
 {
     if (requested >= 0) return requested;

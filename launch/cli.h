@@ -62,6 +62,8 @@ int cli_cifar100_labels(const char *arg, int *coarse);
  * thread per core of the rank but one, 1 to CLI_LOADER_MAX_AUTO; on the CPU 0 (the batch is made
  * by the training thread, leaving the cores to OpenBLAS). A given N stays. */
 int cli_loader_threads(const char *arg, int *out);
+/* --step-overlap auto|1|0 (dt_step_overlap). */
+int cli_step_overlap(const char *arg, dt_step_overlap *out);
 int cli_loader_auto(const dt_ctx *ctx, int requested);
 #define CLI_LOADER_MAX_AUTO 32
 #define CLI_LOADER_DEPTH 3 /* batches: the one in use and two made ahead */

@@ -102,17 +102,7 @@ static int add_zero(const char *item, void *ud)
 static int add_overlap(const char *item, void *ud)
 {
     step_opts *o = ud;
-    if (strcmp(item, "0") && strcmp(item, "1") && strcmp(item, "auto")) {
-        cli_error("--step-overlap '%s' is not supported: use auto (layer by layer for models of 8M parameters or "
-                  "more), 1 (each layer stepped as backward finishes it), 0 (one step after backward), or a list "
-                  "such as 1,0 (side by side)",
-                  item);
-        return EXIT_USAGE;
-    }
-    o->overlap[o->noverlap++] = item[0] == 'a'   ? DT_STEP_OVERLAP_AUTO
-                                : item[0] == '1' ? DT_STEP_OVERLAP_ON
-                                                 : DT_STEP_OVERLAP_OFF;
-    return EXIT_OK;
+    return cli_step_overlap(item, &o->overlap[o->noverlap++]);
 }
 
 static int step_handle(int val, const char *arg, void *ud)

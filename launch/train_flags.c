@@ -168,18 +168,7 @@ static int train_handle(int val, const char *arg, void *ud)
             }
             t->sync.zero = arg[0] == '1';
             return EXIT_OK;
-        case OPT_STEP_OVERLAP:
-            if (strcmp(arg, "auto") && strcmp(arg, "1") && strcmp(arg, "0")) {
-                cli_error("--step-overlap '%s' is not one of auto, 1, 0 (auto: the optimizer steps each layer as "
-                          "backward finishes it for models of 8M parameters or more; 1: for any model; 0: once after "
-                          "backward)",
-                          arg);
-                return EXIT_USAGE;
-            }
-            t->step_overlap = arg[0] == 'a'   ? DT_STEP_OVERLAP_AUTO
-                              : arg[0] == '1' ? DT_STEP_OVERLAP_ON
-                                              : DT_STEP_OVERLAP_OFF;
-            return EXIT_OK;
+        case OPT_STEP_OVERLAP: return cli_step_overlap(arg, &t->step_overlap);
         case OPT_CLIP: {
             float v;
             if (cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &v))

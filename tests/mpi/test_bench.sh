@@ -113,6 +113,14 @@ else
     bad "bench step --clip-grad-norm (exit $rc)"; cat "$tmp/s"
 fi
 expect 2 "--clip-grad-norm (the largest global gradient norm, 0 = off) '-1'" "$DTRAIN" bench step --clip-grad-norm -1
+# --step-overlap: a row per setting, side by side, the setting in the last column.
+"$DTRAIN" bench step --model mlp --batch 8 --steps 2 --warmup 1 --precision fp32 --step-overlap 1,0,auto >"$tmp/s" 2>&1
+if [ "$(awk '$1 == "fp32" { printf "%s ", $NF }' "$tmp/s")" = "1 0 auto " ] && grep -q " overlap$" "$tmp/s"; then
+    ok "bench step --step-overlap 1,0,auto: three rows, side by side"
+else
+    bad "bench step --step-overlap"; cat "$tmp/s"
+fi
+expect 2 "--step-overlap 'x' is not one of auto, 1, 0" "$DTRAIN" bench step --step-overlap 1,x
 expect 2 "--precision 'fp8' is not one of fp32, fp16, bf16" "$DTRAIN" bench step --precision fp8
 expect 2 "--steps '0'" "$DTRAIN" bench step --steps 0
 expect 2 "fc:0" "$DTRAIN" bench step --model fc:0 --input 4
