@@ -435,11 +435,16 @@ void engine_poke(engine *e)
     while (e->done < e->posted && e->reqs[e->done % ENGINE_MAX_REQS].phase == PHASE_DONE) e->done++;
 }
 
-dt_status engine_wait_all(engine *e)
+uint64_t engine_started(const engine *e) { return e->next_seq; }
+
+dt_status engine_wait_all(engine *e) { return engine_wait_upto(e, e->next_seq); }
+
+dt_status engine_wait_upto(engine *e, uint64_t seq)
 {
+    if (seq > e->next_seq) seq = e->next_seq;
     if (e->threaded) {
         pthread_mutex_lock(&e->mu);
-        while (e->done < e->next_seq) {
+        while (e->done < seq) {
             /* The communication thread cannot watch a request it is blocked in (PHASE_MPI): this
              * thread does, waking every 100 ms. */
             struct timespec ts;
@@ -449,14 +454,14 @@ dt_status engine_wait_all(engine *e)
             pthread_cond_timedwait(&e->cv_done, &e->mu, &ts);
             req *q = &e->reqs[e->done % ENGINE_MAX_REQS];
             double age = clock_now_s() - q->t_start;
-            if (e->done < e->next_seq && q->phase == PHASE_MPI && e->timeout_s > 0 && age > e->timeout_s)
+            if (e->done < seq && q->phase == PHASE_MPI && e->timeout_s > 0 && age > e->timeout_s)
                 engine_expire(e, q, age);
-            if (e->done < e->next_seq) engine_listen(e);
+            if (e->done < seq) engine_listen(e);
         }
         pthread_mutex_unlock(&e->mu);
     } else {
         /* Nothing else to do on this thread: poll without sleeping, listening every 100 ms. */
-        for (double next = clock_now_s() + 0.1; e->done < e->posted;) {
+        for (double next = clock_now_s() + 0.1; e->done < seq;) {
             engine_poke(e);
             if (clock_now_s() > next) {
                 engine_listen(e);

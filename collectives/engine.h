@@ -84,6 +84,11 @@ void engine_poke(engine *e);
 
 /* Returns when every started request has finished; the first failure if any. */
 dt_status engine_wait_all(engine *e);
+/* Requests started so far (a sequence number: the next start is number engine_started()), and
+ * waiting until the requests numbered below seq have finished (requests finish in the order they
+ * were started), the first failure if any: what waits for one bucket while later ones go on. */
+uint64_t engine_started(const engine *e);
+dt_status engine_wait_upto(engine *e, uint64_t seq);
 
 /* The context whose trace (dt_trace_start) gets a span per request, from its start to its completion,
  * on the communication track. Set before the first request; ctx outlives the engine. */

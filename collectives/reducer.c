@@ -118,7 +118,8 @@ static dt_status alloc_step(dt_reducer *r)
     r->covered = calloc((size_t)p->nb, sizeof *r->covered);
     r->started = calloc((size_t)p->nb, 1);
     r->range_ready = calloc(p->nr ? (size_t)p->nr : 1, 1);
-    if (!r->covered || !r->started || !r->range_ready)
+    r->seq = calloc((size_t)p->nb, sizeof *r->seq);
+    if (!r->covered || !r->started || !r->range_ready || !r->seq)
         return status_set_error(DT_ERR_NOMEM, "reducer: out of memory for the bookkeeping of %d buckets", p->nb);
     return DT_OK;
 }
@@ -203,6 +204,7 @@ void dt_reducer_free(dt_reducer *r)
     if (r->dev_be) r->dev_be->ops->free(r->dev_be, r->wire16);
     bucket_plan_free(&r->plan);
     free(r->covered);
+    free(r->seq);
     free(r->started);
     free(r->range_ready);
     free(r->spans);

@@ -42,6 +42,7 @@ struct dt_reducer {
      * ready (plans by ranges), or the spans ready (plans by size). */
     size_t *covered;
     unsigned char *started, *range_ready;
+    uint64_t *seq; /* per bucket started on the engine, the number of its request (engine_started) */
     ready_span *spans;
     int nspans, spans_cap;
     int nready;     /* ready() calls accepted in this step */

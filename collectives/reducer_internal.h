@@ -31,6 +31,16 @@ int reducer_step_open(const dt_reducer *r);
 /* 1 when the reducer communicates (more than one rank, or the single-GPU test hook). */
 int reducer_communicates(const dt_reducer *r);
 
+/* 1 when reducer_wait_bucket can wait for one bucket while later ones go on: buckets of host
+ * memory allreduced by the engine (not sharded) across ranks. */
+int reducer_waits_by_bucket(const dt_reducer *r);
+/* Waits until bucket b (index order) of this step is reduced, starting it and the buckets before
+ * it first if they have not started (every rank starts the same ones in the same order); the
+ * buckets after it go on. Its elements then hold the reduced values, as after dt_reducer_wait,
+ * which still ends the step. DT_ERR_INVALID_ARG where reducer_waits_by_bucket is 0 or b is out of
+ * range; a failed collective's error otherwise. */
+dt_status reducer_wait_bucket(dt_reducer *r, int b);
+
 /* ZeRO-1 (reducer_zero.c). on 1: each bucket is reduce-scattered instead of allreduced, so after
  * dt_reducer_wait only this rank's part of each bucket (reducer_owned) is sure to hold the reduced
  * values; the rest of the buffer keeps this rank's own gradients (the engine, NCCL) or the reduced

@@ -76,6 +76,7 @@ static dt_status reducer_start_bucket(dt_reducer *r, int b)
             r->eng, r->cfg.dtype == DT_F32 ? (float *)(void *)(base + bk->off * r->esz) : NULL,
             r->cfg.dtype != DT_F32 ? (uint16_t *)(void *)(base + bk->off * r->esz) : NULL, bk->n, r->cfg.op, b,
             r->cfg.wire);
+    r->seq[b] = engine_started(r->eng);
     if (r->cfg.dtype != DT_F32)
         return engine_start16(r->eng, (uint16_t *)(void *)(base + bk->off * r->esz), bk->n, r->cfg.op, b, r->cfg.dtype);
     return engine_start(r->eng, (float *)(void *)(base + bk->off * r->esz), bk->n, r->cfg.op, b, r->cfg.wire);
@@ -299,6 +300,28 @@ dt_status dt_reducer_wait(dt_reducer *r)
     if (!s && !incomplete) r->stats.steps++;
     if (s) return s;
     return incomplete ? status_set_error(incomplete, "%s", why) : DT_OK;
+}
+
+int reducer_waits_by_bucket(const dt_reducer *r)
+{
+    return r && r->comm && r->sync && r->eng && !r->dcoll && !r->whole_at_wait && !r->shard;
+}
+
+dt_status reducer_wait_bucket(dt_reducer *r, int b)
+{
+    if (!reducer_waits_by_bucket(r) || b < 0 || b >= r->plan.nb)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "reducer: cannot wait for bucket %d alone (of %d; only host buckets allreduced by the "
+                                "engine can be): call dt_reducer_wait",
+                                b, r ? r->plan.nb : 0);
+    const double t0 = clock_now_s();
+    dt_status s = DT_OK;
+    r->in_wait = 1;
+    while (!s && r->next_start <= b) s = reducer_start_bucket(r, r->next_start++);
+    r->in_wait = 0;
+    if (!s) s = engine_wait_upto(r->eng, r->seq[b] + 1);
+    r->stats.wait_s += clock_now_s() - t0;
+    return s;
 }
 
 dt_status dt_reducer_set_sync(dt_reducer *r, int sync)

@@ -328,8 +328,9 @@ int cli_step_overlap(const char *arg, dt_step_overlap *out)
         *out = arg[0] == 'a' ? DT_STEP_OVERLAP_AUTO : arg[0] == '1' ? DT_STEP_OVERLAP_ON : DT_STEP_OVERLAP_OFF;
         return EXIT_OK;
     }
-    cli_error("--step-overlap '%s' is not one of auto, 1, 0 (auto: the optimizer steps each layer as backward "
-              "finishes it for models of 8M parameters or more; 1: for any model; 0: once after backward)",
+    cli_error("--step-overlap '%s' is not one of auto, 1, 0 (auto: the optimizer step overlapped with backward, or "
+              "with the buckets' allreduces, for models of 8M parameters or more; 1: for any model; 0: once after "
+              "backward and the allreduce)",
               arg);
     return EXIT_USAGE;
 }

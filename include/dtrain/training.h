@@ -257,15 +257,18 @@ typedef enum dt_step_overlap {
  * 16-bit copy (about 40 us on an H200), against a few microseconds of host work per layer. */
 #define DT_STEP_OVERLAP_AUTO_PARAMS (8u << 20)
 
-/** The optimizer step of dt_model_train_step overlapped with backward: each parameter layer
- * stepped the moment backward is done with its gradients, beside the backward of the layers
- * before it (on a GPU on a second stream, so the memory-bound step runs alongside the
- * compute-bound GEMMs; on the CPU while its gradients are still in cache), wherever the step needs
- * nothing of the whole gradient: no scaler (sc NULL), no clipping, one rank (or gradients that
- * are not communicated), the optimizer state not sharded (zero 0), and profiling off. Elsewhere
- * the optimizer steps once after backward. Either way every parameter gets the same bits. On a
- * GPU dt_model_train_step then returns with the step still running there (the next forward, and
- * any read of the parameters, waits for it). A mode outside the enum is DT_STEP_OVERLAP_AUTO. */
+/** The optimizer step of dt_model_train_step overlapped with the work still under way when part
+ * of the gradients is final. One rank: each parameter layer is stepped the moment backward is done
+ * with its gradients, beside the backward of the layers before it (on a GPU on a second stream, so
+ * the memory-bound step runs alongside the compute-bound GEMMs; on the CPU while its gradients are
+ * still in cache). More ranks with gradients in host memory: each bucket is stepped the moment its
+ * allreduce lands, while the later buckets are still being reduced (GPU buckets on NCCL still step
+ * after the last one). Only where the step needs nothing of the whole gradient: no scaler (sc
+ * NULL), no clipping, the optimizer state not sharded (zero 0), and profiling off; elsewhere the
+ * optimizer steps once after backward and the allreduce. Either way every parameter gets the same
+ * bits. On a GPU dt_model_train_step then returns with the step still running there (the next
+ * forward, and any read of the parameters, waits for it). A mode outside the enum is
+ * DT_STEP_OVERLAP_AUTO. */
 DT_API void dt_model_set_step_overlap(dt_model *m, dt_step_overlap mode);
 
 /** Where a training step's time goes. Profiling waits for the device at every boundary below (a

@@ -137,6 +137,15 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
 /* Gradient collectives started since the model was made (tests). */
 long model_comm_starts(const dt_model *m);
 
+/* The optimizer step overlapped (model_overlap.c): whether the pass about to run steps layer by
+ * layer as backward finishes each (one rank; it ends its group), whether the group just ended
+ * steps bucket by bucket as each bucket's allreduce lands (ranks on host buckets), and that step:
+ * the optimizer counted, then each bucket waited for and stepped in index order, then the
+ * reducer's step ended. *comm_wait_s grows by the time spent waiting for buckets. */
+int model_overlap_layers(const dt_model *m, const dt_optimizer *o, const dt_scaler *sc);
+int model_overlap_buckets(const dt_model *m, const dt_optimizer *o, const dt_scaler *sc);
+dt_status model_step_by_bucket(dt_model *m, dt_optimizer *o, double *comm_wait_s);
+
 /* The optimizer step layer by layer (optimizer.c): optimizer_layers_begin checks and counts the
  * step as dt_model_optimizer_step does (and brings the state to the device); then
  * optimizer_step_layer steps elements [off, off + cnt) of the parameters and their 16-bit copy,

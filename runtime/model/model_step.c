@@ -14,7 +14,6 @@
 #include "base/status.h"
 #include "base/trace.h"
 #include "collectives/ctx_comm.h"
-#include "collectives/reducer_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -95,21 +94,6 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     return forward_backward_group(m, x, labels, batch, grad_scale, loss_sum, correct, 1);
 }
 
-void dt_model_set_step_overlap(dt_model *m, dt_step_overlap mode)
-{
-    m->step_overlap = mode == DT_STEP_OVERLAP_OFF || mode == DT_STEP_OVERLAP_ON ? mode : DT_STEP_OVERLAP_AUTO;
-}
-
-/* Whether the pass about to run ends its group and can step layer by layer: nothing between the
- * last gradient and the step looks at the whole gradient (dt_model_set_step_overlap). */
-static int steps_layer_by_layer(const dt_model *m, const dt_optimizer *o, const dt_scaler *sc)
-{
-    const int on = m->step_overlap == DT_STEP_OVERLAP_ON ||
-                   (m->step_overlap == DT_STEP_OVERLAP_AUTO && m->spec.num_params >= DT_STEP_OVERLAP_AUTO_PARAMS);
-    return on && o && !sc && !(m->clip_norm > 0) && !m->prof && m->accum_pos == m->accum_steps - 1 && !model_zero(m) &&
-           !optimizer_sharded(o) && !(m->ctx && dt_world_size(m->ctx) > 1) && !(m->red && reducer_communicates(m->red));
-}
-
 dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
                               int batch, float grad_scale, dt_step_result *r)
 {
@@ -121,7 +105,7 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
     /* An AT_RISK finite check reads every layer's gradients only in groups whose overflow would
      * stop the run: the give-up message names the layer, and healthy steps skip the reads. */
     const int at_risk = !sc || scaler_overflow_ends_run(sc);
-    const int by_layer = steps_layer_by_layer(m, o, sc);
+    const int by_layer = model_overlap_layers(m, o, sc);
     dt_status s = by_layer ? optimizer_layers_begin(m, o) : DT_OK;
     if (s) return s;
     m->layer_opt = by_layer ? o : NULL;
@@ -138,6 +122,11 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
         return DT_OK;
     }
     if (m->accum_pos != 0) return DT_OK; /* the group goes on: nothing to send or step yet */
+    if (model_overlap_buckets(m, o, sc)) {
+        s = model_step_by_bucket(m, o, &r->comm_wait_s);
+        if (!s) r->stepped = 1;
+        return s;
+    }
     const double t0 = clock_now_s();
     trace_rec *tw = trace_active(ctx_trace(m->ctx));
     const uint64_t t_wait = tw ? trace_now_ns() : 0;

@@ -1,0 +1,59 @@
+/*
+ * model_overlap.c - the optimizer step of dt_model_train_step overlapped with the work still under
+ * way when a part of the gradients is final (dt_model_set_step_overlap):
+ *  - one rank: each parameter layer stepped the moment backward is done with it, on the backend's
+ *    side stream (model_sync.c's model_grads_done steps it; model_pass.c joins the side stream);
+ *  - more ranks, host buckets: each bucket stepped the moment its allreduce is done, while the
+ *    buckets after it are still being reduced (model_step_by_bucket).
+ * Both only where the step needs nothing of the whole gradient: no loss scaler's verdict, no
+ * clipping's norm, the optimizer state not sharded; and both give every element the arithmetic of
+ * the one step over the whole buffer (optimizer_step_layer), so the bits of the step after
+ * backward.
+ */
+#include "runtime/model/model_internal.h"
+#include "base/clock.h"
+#include "collectives/reducer_internal.h"
+
+void dt_model_set_step_overlap(dt_model *m, dt_step_overlap mode)
+{
+    m->step_overlap = mode == DT_STEP_OVERLAP_OFF || mode == DT_STEP_OVERLAP_ON ? mode : DT_STEP_OVERLAP_AUTO;
+}
+
+/* The setting, and what the step needs of the whole gradient first. */
+static int overlap_allowed(const dt_model *m, const dt_optimizer *o, const dt_scaler *sc)
+{
+    const int on = m->step_overlap == DT_STEP_OVERLAP_ON ||
+                   (m->step_overlap == DT_STEP_OVERLAP_AUTO && m->spec.num_params >= DT_STEP_OVERLAP_AUTO_PARAMS);
+    return on && o && !sc && !(m->clip_norm > 0) && !m->prof && !model_zero(m) && !optimizer_sharded(o);
+}
+
+int model_overlap_layers(const dt_model *m, const dt_optimizer *o, const dt_scaler *sc)
+{
+    return overlap_allowed(m, o, sc) && m->accum_pos == m->accum_steps - 1 && !(m->ctx && dt_world_size(m->ctx) > 1) &&
+           !(m->red && reducer_communicates(m->red));
+}
+
+int model_overlap_buckets(const dt_model *m, const dt_optimizer *o, const dt_scaler *sc)
+{
+    return overlap_allowed(m, o, sc) && m->red && reducer_waits_by_bucket(m->red);
+}
+
+dt_status model_step_by_bucket(dt_model *m, dt_optimizer *o, double *comm_wait_s)
+{
+    /* Every bucket is waited for below before its elements step: what the step reads is reduced. */
+    m->unreduced = 0;
+    dt_status s = optimizer_layers_begin(m, o);
+    const int nb = dt_reducer_num_buckets(m->red);
+    for (int b = 0; b < nb && !s; b++) {
+        dt_range br;
+        const double t0 = clock_now_s();
+        if (!(s = dt_reducer_bucket(m->red, b, &br))) s = reducer_wait_bucket(m->red, b);
+        *comm_wait_s += clock_now_s() - t0;
+        if (!s) s = optimizer_step_layer(m, o, br.offset, br.count);
+    }
+    /* Ends the reducer's step (every bucket is done by now; after a failure, waits for the rest). */
+    const dt_status w = dt_model_sync_grads(m);
+    if (!s) s = w;
+    if (!s && m->p16) m->p16_current = 1;
+    return s;
+}
