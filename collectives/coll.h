@@ -30,6 +30,12 @@ typedef struct coll_ops {
      * event, never a device-wide synchronization. */
     dt_status (*start)(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, void *after);
     dt_status (*wait_all)(coll *c, void *after);
+    /* Optional (NULL where the backend has none): makes `after` wait, through an event, for start
+     * number k (0 the first) since the last wait_all, without waiting on the host and without
+     * the later starts: the optimizer step of one bucket queued while the next ones are reduced.
+     * wait_all still ends the step, under the deadline. DT_ERR_INVALID_ARG when k is not a start
+     * since the last wait_all. */
+    dt_status (*wait_one)(coll *c, int k, void *after);
     /* Optional (NULL where the backend has none): the two halves of the allreduce, for ZeRO-1, in
      * place and blocking. count must be a multiple of the world size W (the caller pads): rank r's
      * block is elements [r count/W, (r+1) count/W). reduce_scatter: afterwards rank r's block holds

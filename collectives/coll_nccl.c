@@ -11,7 +11,9 @@
  * makes the NCCL stream wait for it, then queues ncclAllReduce there, so the reduction of a bucket
  * overlaps the backward pass of the layers before it. wait_all records an event after the last
  * one, polls it under the deadline, and makes the compute stream wait for it (the optimizer's
- * kernels queue behind it; nothing waits for the whole device). ZeRO-1's halves (start_half) queue
+ * kernels queue behind it; nothing waits for the whole device); an event recorded behind each
+ * start lets wait_one make the compute stream wait for one bucket alone (its optimizer step then
+ * runs while the later buckets are reduced). ZeRO-1's halves (start_half) queue
  * the same way: a group of ncclReduceScatter (or ncclAllGather) of the equal blocks and ncclReduce
  * (ncclBroadcast) of the tail. While a trace records, each bucket's collective is also a span
  * between two events on our stream (kernels/cuda/trace_gpu.h).
@@ -47,7 +49,9 @@ typedef struct nccl_state {
     cudaEvent_t ready; /* recorded on the caller's stream before a start */
     cudaEvent_t done;  /* recorded on ours by wait_all */
     int aborted;
-    int started;      /* starts since the last wait_all */
+    int started;        /* starts since the last wait_all */
+    cudaEvent_t *marks; /* marks[k]: recorded on ours right after start k (wait_one); made as needed */
+    int nmarks;
     size_t started_n; /* their elements */
     double t_first;   /* when the first of them was started */
 } nccl_state;
@@ -185,6 +189,23 @@ static ncclResult_t queue_calls(coll *c, char *buf, size_t count, dt_dtype t, dt
     return r != ncclSuccess ? r : g;
 }
 
+/* Records marks[k] on our stream, right behind start k (made the first time a step has k + 1). */
+static dt_status mark_start(nccl_state *st, int k)
+{
+    if (k >= st->nmarks) {
+        const int n = k + 8;
+        cudaEvent_t *m = realloc(st->marks, (size_t)n * sizeof *m);
+        if (!m) return status_set_error(DT_ERR_NOMEM, "out of memory for %d NCCL bucket events", n);
+        st->marks = m;
+        for (; st->nmarks < n; st->nmarks++) {
+            const cudaError_t e = cudaEventCreateWithFlags(&st->marks[st->nmarks], cudaEventDisableTiming);
+            if (e != cudaSuccess) return cuda_fail(e, "cudaEventCreate for a gradient bucket");
+        }
+    }
+    const cudaError_t e = cudaEventRecord(st->marks[k], st->stream);
+    return e == cudaSuccess ? DT_OK : cuda_fail(e, "cudaEventRecord after a gradient bucket's collective");
+}
+
 static dt_status nccl_queue(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, queue_kind kind, void *after)
 {
     static const char *const names[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather"};
@@ -209,12 +230,14 @@ static dt_status nccl_queue(coll *c, void *buf, size_t count, dt_dtype t, dt_red
     char what[64];
     snprintf(what, sizeof what, "%s of a gradient bucket", names[kind]);
     if ((s = nccl_settle(c, queue_calls(c, buf, count, t, op, kind), t0, what, count, HINT_PEER))) return s;
-    if (st->started++ == 0) {
+    const int k = st->started++;
+    if (k == 0) {
         st->t_first = clock_now_s();
         st->started_n = 0;
     }
     st->started_n += count;
-    /* After the bookkeeping: wait_all still waits for this collective if the event fails. */
+    /* After the bookkeeping: wait_all still waits for this collective if an event fails. */
+    if ((s = mark_start(st, k))) return s;
     return c->trace ? gpu_trace_end(st->stream, GPU_SPAN_NCCL) : DT_OK;
 }
 
@@ -243,6 +266,17 @@ static dt_status nccl_wait_all(coll *c, void *after)
     if (s) return s;
     e = cudaStreamWaitEvent((cudaStream_t)after, st->done, 0);
     return e == cudaSuccess ? DT_OK : cuda_fail(e, "cudaStreamWaitEvent on the gradient allreduce");
+}
+
+static dt_status nccl_wait_one(coll *c, int k, void *after)
+{
+    nccl_state *st = c->impl;
+    if (k < 0 || k >= st->started)
+        return status_set_error(DT_ERR_INVALID_ARG, "NCCL wait_one: start %d of %d since the last wait_all", k,
+                                st->started);
+    if (st->aborted) return status_set_error(DT_ERR_COMM, "the NCCL communicator was aborted earlier");
+    const cudaError_t e = cudaStreamWaitEvent((cudaStream_t)after, st->marks[k], 0);
+    return e == cudaSuccess ? DT_OK : cuda_fail(e, "cudaStreamWaitEvent on a gradient bucket");
 }
 
 static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op)
@@ -334,6 +368,8 @@ static void nccl_destroy(coll *c)
         if (st->comm) ncclCommDestroy(st->comm);
         if (st->ready) cudaEventDestroy(st->ready);
         if (st->done) cudaEventDestroy(st->done);
+        for (int i = 0; i < st->nmarks; i++) cudaEventDestroy(st->marks[i]);
+        free(st->marks);
         if (st->stream) cudaStreamDestroy(st->stream);
         free(st);
     }
@@ -350,6 +386,7 @@ static const coll_ops nccl_ops = {
     .destroy = nccl_destroy,
     .start = nccl_start,
     .wait_all = nccl_wait_all,
+    .wait_one = nccl_wait_one,
     .start_half = nccl_start_half,
     .reduce_scatter = nccl_reduce_scatter,
     .allgather = nccl_allgather,

@@ -13,6 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A bucket of the step: started, or (device buffer on a 16-bit wire) also waited for alone and its
+ * sums widened back already (reducer_wait_bucket). */
+enum { BUCKET_STARTED = 1, BUCKET_WIDENED = 2 };
+
 /* One slice marked ready in a step of a plan by size (sorted, disjoint, merged when adjacent). */
 typedef struct ready_span {
     size_t lo, hi;
@@ -41,7 +45,7 @@ struct dt_reducer {
     /* The step: per bucket the elements ready and whether it started; per range whether it is
      * ready (plans by ranges), or the spans ready (plans by size). */
     size_t *covered;
-    unsigned char *started, *range_ready;
+    unsigned char *started, *range_ready; /* started[b]: 0, BUCKET_STARTED or BUCKET_WIDENED */
     uint64_t *seq; /* per bucket started on the engine, the number of its request (engine_started) */
     ready_span *spans;
     int nspans, spans_cap;

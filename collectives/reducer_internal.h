@@ -31,13 +31,15 @@ int reducer_step_open(const dt_reducer *r);
 /* 1 when the reducer communicates (more than one rank, or the single-GPU test hook). */
 int reducer_communicates(const dt_reducer *r);
 
-/* 1 when reducer_wait_bucket can wait for one bucket while later ones go on: buckets of host
- * memory allreduced by the engine (not sharded) across ranks. */
+/* 1 when reducer_wait_bucket can wait for one bucket while later ones go on: buckets allreduced
+ * (not sharded) across ranks by the engine (host memory; the host waits) or by a device backend
+ * that can wait for one collective (NCCL: the caller's stream waits, not the host). */
 int reducer_waits_by_bucket(const dt_reducer *r);
 /* Waits until bucket b (index order) of this step is reduced, starting it and the buckets before
  * it first if they have not started (every rank starts the same ones in the same order); the
  * buckets after it go on. Its elements then hold the reduced values, as after dt_reducer_wait,
- * which still ends the step. DT_ERR_INVALID_ARG where reducer_waits_by_bucket is 0 or b is out of
+ * which still ends the step (device memory: for the work queued on the caller's stream from now
+ * on; the host does not wait). DT_ERR_INVALID_ARG where reducer_waits_by_bucket is 0 or b is out of
  * range; a failed collective's error otherwise. */
 dt_status reducer_wait_bucket(dt_reducer *r, int b);
 

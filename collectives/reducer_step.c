@@ -49,7 +49,7 @@ static dt_status on_caller_stream(dt_reducer *r, on_caller_op op, const void *in
 static dt_status reducer_start_bucket(dt_reducer *r, int b)
 {
     const bucket *bk = &r->plan.b[b];
-    r->started[b] = 1;
+    r->started[b] = BUCKET_STARTED;
     r->in_flight = 1;
     r->stats.starts++;
     if (!r->in_wait) r->stats.overlapped++;
@@ -261,7 +261,7 @@ static dt_status whole_allreduce(dt_reducer *r)
 static dt_status widen_started(dt_reducer *r)
 {
     for (int b = 0; b < r->plan.nb; b++) {
-        if (!r->started[b]) continue;
+        if (r->started[b] != BUCKET_STARTED) continue; /* not started, or widened by reducer_wait_bucket */
         size_t off = r->plan.b[b].off, cnt = r->plan.b[b].n;
         if (r->shard) reducer_owned(r, b, &off, &cnt);
         dt_status s = cnt ? on_caller_stream(r, ON_CALLER_TO32, r->wire16 + off, (float *)r->buf + off, cnt) : DT_OK;
@@ -304,7 +304,8 @@ dt_status dt_reducer_wait(dt_reducer *r)
 
 int reducer_waits_by_bucket(const dt_reducer *r)
 {
-    return r && r->comm && r->sync && r->eng && !r->dcoll && !r->whole_at_wait && !r->shard;
+    return r && r->comm && r->sync && !r->whole_at_wait && !r->shard &&
+           (r->eng || (r->dcoll && r->dcoll->ops->wait_one));
 }
 
 dt_status reducer_wait_bucket(dt_reducer *r, int b)
@@ -319,7 +320,18 @@ dt_status reducer_wait_bucket(dt_reducer *r, int b)
     r->in_wait = 1;
     while (!s && r->next_start <= b) s = reducer_start_bucket(r, r->next_start++);
     r->in_wait = 0;
-    if (!s) s = engine_wait_upto(r->eng, r->seq[b] + 1);
+    if (!s && r->eng) s = engine_wait_upto(r->eng, r->seq[b] + 1);
+    if (!s && r->dcoll) {
+        /* The caller's stream waits for this bucket's collective alone (buckets start in index
+         * order from 0 each step, so it is start b since the last wait_all); a 16-bit wire's sums
+         * are widened back right behind it, and not again at dt_reducer_wait. */
+        s = r->dcoll->ops->wait_one(r->dcoll, b, r->cfg.stream);
+        if (!s && r->wire16) {
+            const bucket *bk = &r->plan.b[b];
+            s = on_caller_stream(r, ON_CALLER_TO32, r->wire16 + bk->off, (float *)r->buf + bk->off, bk->n);
+            if (!s) r->started[b] = BUCKET_WIDENED;
+        }
+    }
     r->stats.wait_s += clock_now_s() - t0;
     return s;
 }

@@ -261,9 +261,8 @@ typedef enum dt_step_overlap {
  * of the gradients is final. One rank: each parameter layer is stepped the moment backward is done
  * with its gradients, beside the backward of the layers before it (on a GPU on a second stream, so
  * the memory-bound step runs alongside the compute-bound GEMMs; on the CPU while its gradients are
- * still in cache). More ranks with gradients in host memory: each bucket is stepped the moment its
- * allreduce lands, while the later buckets are still being reduced (GPU buckets on NCCL still step
- * after the last one). Only where the step needs nothing of the whole gradient: no scaler (sc
+ * still in cache). More ranks: each bucket is stepped the moment its allreduce lands, while the later buckets are still being reduced (on GPUs the step of a bucket
+ * is queued behind its NCCL collective alone). Only where the step needs nothing of the whole gradient: no scaler (sc
  * NULL), no clipping, the optimizer state not sharded (zero 0), and profiling off; elsewhere the
  * optimizer steps once after backward and the allreduce. Either way every parameter gets the same
  * bits. On a GPU dt_model_train_step then returns with the step still running there (the next

@@ -3,8 +3,9 @@
  * way when a part of the gradients is final (dt_model_set_step_overlap):
  *  - one rank: each parameter layer stepped the moment backward is done with it, on the backend's
  *    side stream (model_sync.c's model_grads_done steps it; model_pass.c joins the side stream);
- *  - more ranks, host buckets: each bucket stepped the moment its allreduce is done, while the
- *    buckets after it are still being reduced (model_step_by_bucket).
+ *  - more ranks: each bucket stepped the moment its allreduce is done, while the buckets after it
+ *    are still being reduced (model_step_by_bucket; host buckets: the training thread waits for
+ *    each; NCCL buckets: the compute stream waits for each collective alone, the host not at all).
  * Both only where the step needs nothing of the whole gradient: no loss scaler's verdict, no
  * clipping's norm, the optimizer state not sharded; and both give every element the arithmetic of
  * the one step over the whole buffer (optimizer_step_layer), so the bits of the step after

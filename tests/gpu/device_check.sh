@@ -125,6 +125,8 @@ if [ -x build-old/dtrain ]; then
 fi
 log "NCCL bucket path on one rank (DTRAIN_COMM_WORLD1=1) against none"
 DTRAIN_COMM_WORLD1=1 step "fc:8192x3 NCCL buckets" --model $FC --input 1024 --batch 1024 --steps 40 --precision fp32,bf16 --profile 10
+# Each bucket's optimizer step queued behind its own collective (auto) against the step after the last.
+DTRAIN_COMM_WORLD1=1 step "fc:8192x3 NCCL buckets, step overlap auto vs 0" --model $FC --input 1024 --batch 1024 --steps 40 --precision bf16 --step-overlap auto,0
 # ZeRO-1 through NCCL's halves at one rank (the sharded state on the device; no bytes saved at W=1):
 # the step time of --zero 1 against --zero 0 with AdamW, side by side.
 DTRAIN_COMM_WORLD1=1 step "fc:8192x3 --zero 0,1 AdamW, NCCL" --model $FC --input 1024 --batch 1024 --steps 40 \

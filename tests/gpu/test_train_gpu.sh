@@ -92,6 +92,19 @@ for cfg in "fp32 sgd" "bf16 sgd" "bf16 adamw"; do
     out=$("$CMP" "$tmp/ov1" "$tmp/ov0-$1-$2" exact) && ok "$cfg on the GPU: step layer by layer beside backward == after it: $out" ||
         bad "$cfg --step-overlap on the GPU: $out"
 done
+# Bucket by bucket on NCCL (DTRAIN_COMM_WORLD1=1: the buckets go through NCCL even in a world of
+# one, where the sums change no bit): each bucket's step queued behind its collective alone, a
+# 16-bit wire widened bucket by bucket, == the step after the last bucket.
+for cfg in "fp32 --bucket-mb=8" "fp32 --grad-comm=bf16" "bf16 --bucket-mb=4"; do
+    set -- $cfg
+    common="--device cuda --model $wide --input 1024 --precision $1 $2 --steps 12 --batch 64 --lr 0.01 --seed 5 --log-every 12"
+    DTRAIN_COMM_WORLD1=1 "$MPIRUN" -np 1 -x DTRAIN_COMM_WORLD1 "$DTRAIN" train $common --step-overlap 0 --dump-params "$tmp/nb0" >"$tmp/log" 2>&1 ||
+        { bad "$cfg NCCL --step-overlap 0 failed"; cat "$tmp/log"; continue; }
+    DTRAIN_COMM_WORLD1=1 "$MPIRUN" -np 1 -x DTRAIN_COMM_WORLD1 "$DTRAIN" train $common --dump-params "$tmp/nb1" >"$tmp/log" 2>&1 ||
+        { bad "$cfg NCCL --step-overlap auto failed"; cat "$tmp/log"; continue; }
+    out=$("$CMP" "$tmp/nb1" "$tmp/nb0" exact) && ok "$cfg, NCCL buckets: each bucket stepped behind its collective == after the last: $out" ||
+        bad "$cfg NCCL bucket steps: $out"
+done
 common="--device cuda --model $wide --input 1024 --precision bf16 --steps 12 --batch 64 --lr 0.01 --seed 5 --log-every 12"
 rm -rf "$tmp/ck-ov"
 DTRAIN_FAULT=usr1:0:7 "$MPIRUN" -np 1 -x DTRAIN_FAULT "$DTRAIN" train $common --checkpoint-dir "$tmp/ck-ov" >"$tmp/log" 2>&1
