@@ -46,7 +46,9 @@ struct dt_reducer {
      * ready (plans by ranges), or the spans ready (plans by size). */
     size_t *covered;
     unsigned char *started, *range_ready; /* started[b]: 0, BUCKET_STARTED or BUCKET_WIDENED */
-    uint64_t *seq; /* per bucket started on the engine, the number of its request (engine_started) */
+    uint64_t *seq; /* per bucket started, the number of its request: the engine's (engine_started),
+                      or the device backend's start since its last wait_all (wait_one) */
+    int dstarts;   /* the device backend's starts in this step */
     ready_span *spans;
     int nspans, spans_cap;
     int nready;     /* ready() calls accepted in this step */

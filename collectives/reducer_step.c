@@ -68,8 +68,11 @@ static dt_status reducer_start_bucket(dt_reducer *r, int b)
             at = r->wire16 + bk->off;
             t = r->cfg.wire;
         }
-        return r->shard ? r->dcoll->ops->start_half(r->dcoll, at, bk->n, t, r->cfg.op, 0, r->cfg.stream)
-                        : r->dcoll->ops->start(r->dcoll, at, bk->n, t, r->cfg.op, r->cfg.stream);
+        const dt_status s = r->shard ? r->dcoll->ops->start_half(r->dcoll, at, bk->n, t, r->cfg.op, 0, r->cfg.stream)
+                                     : r->dcoll->ops->start(r->dcoll, at, bk->n, t, r->cfg.op, r->cfg.stream);
+        /* The backend numbers its starts since wait_all (wait_one); an empty bucket starts nothing. */
+        if (!s && bk->n) r->seq[b] = (uint64_t)r->dstarts++;
+        return s;
     }
     if (r->shard)
         return engine_start_reduce_scatter(
@@ -187,6 +190,7 @@ static void step_reset(dt_reducer *r)
     r->nspans = 0;
     r->nready = 0;
     r->next_start = 0;
+    r->dstarts = 0;
 }
 
 static dt_status wait_in_flight(dt_reducer *r)
@@ -322,10 +326,10 @@ dt_status reducer_wait_bucket(dt_reducer *r, int b)
     r->in_wait = 0;
     if (!s && r->eng) s = engine_wait_upto(r->eng, r->seq[b] + 1);
     if (!s && r->dcoll) {
-        /* The caller's stream waits for this bucket's collective alone (buckets start in index
-         * order from 0 each step, so it is start b since the last wait_all); a 16-bit wire's sums
-         * are widened back right behind it, and not again at dt_reducer_wait. */
-        s = r->dcoll->ops->wait_one(r->dcoll, b, r->cfg.stream);
+        /* The caller's stream waits for this bucket's collective alone (the backend's start
+         * seq[b] since its last wait_all); a 16-bit wire's sums are widened back right behind it,
+         * and not again at dt_reducer_wait. */
+        s = r->plan.b[b].n ? r->dcoll->ops->wait_one(r->dcoll, (int)r->seq[b], r->cfg.stream) : DT_OK;
         if (!s && r->wire16) {
             const bucket *bk = &r->plan.b[b];
             s = on_caller_stream(r, ON_CALLER_TO32, r->wire16 + bk->off, (float *)r->buf + bk->off, bk->n);
