@@ -122,6 +122,17 @@ struct backend_ops {
     /* Host to backend memory on the stream, asynchronous when src is pinned; src must stay
      * unchanged until the stream has passed the copy. */
     dt_status (*to_device_async)(backend *be, void *dst, const void *src, size_t bytes);
+    /* Input batches staged on a copy stream of their own, so that the copy of the next batch runs
+     * beside the work still queued on the stream instead of in line before it (NULL where the
+     * ops run at once: to_device_async serves). Two slots of device buffers take turns: copy_in
+     * queues the copy of src (host_alloc memory, unchanged until the stream waited for the copy)
+     * into dst, a buffer of `slot` (0 or 1), behind the stream's last use of that slot;
+     * copy_in_join makes the stream's later work wait for the slot's copies; copy_in_release
+     * marks the point on the stream after which the slot's buffers may be written again. The
+     * host never waits. DT_ERR_DEVICE when a copy, stream or event call fails. */
+    dt_status (*copy_in)(backend *be, int slot, void *dst, const void *src, size_t bytes);
+    dt_status (*copy_in_join)(backend *be, int slot);
+    dt_status (*copy_in_release)(backend *be, int slot);
     /* Waits for the stream (sync) or for all work on the device, any stream (settle). */
     dt_status (*sync)(backend *be);
     dt_status (*settle)(backend *be);

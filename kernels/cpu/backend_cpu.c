@@ -420,6 +420,10 @@ static const backend_ops cpu_ops = {
     .to_device = c_copy,
     .to_host = c_copy,
     .to_device_async = c_copy,
+    /* Host memory: the batch is used where it is, nothing to stage. */
+    .copy_in = NULL,
+    .copy_in_join = NULL,
+    .copy_in_release = NULL,
     .sync = c_ok,
     .settle = c_ok,
     .last_status = c_ok,

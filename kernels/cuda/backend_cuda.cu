@@ -208,6 +208,51 @@ static dt_status g_to_device_async(backend *be, void *dst, const void *src, size
                     "copying to the GPU");
 }
 
+/* The copy stream of input batches (non-blocking, made at the first copy_in) and per slot the
+ * events that order it with the stream: ready recorded behind the slot's copies, free recorded on
+ * the stream after its last use of the slot. Waiting for an event never recorded waits for
+ * nothing, so the first copy of each slot goes at once. */
+static cudaStream_t g_copy_stream;
+static cudaEvent_t g_slot_ready[2], g_slot_free[2];
+
+static dt_status slot_check(const char *op, int slot)
+{
+    if (slot == 0 || slot == 1) return DT_OK;
+    return status_set_error(DT_ERR_INVALID_ARG, "cuda %s: slot %d is not 0 or 1", op, slot);
+}
+
+static dt_status g_copy_in(backend *be, int slot, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    TRY(slot_check("copy_in", slot));
+    cudaError_t e = cudaSuccess;
+    if (!g_copy_stream) e = cudaStreamCreateWithFlags(&g_copy_stream, cudaStreamNonBlocking);
+    for (int i = 0; i < 2 && e == cudaSuccess; i++) {
+        if (!g_slot_ready[i]) e = cudaEventCreateWithFlags(&g_slot_ready[i], cudaEventDisableTiming);
+        if (e == cudaSuccess && !g_slot_free[i]) e = cudaEventCreateWithFlags(&g_slot_free[i], cudaEventDisableTiming);
+    }
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(g_copy_stream, g_slot_free[slot], 0);
+    if (e == cudaSuccess && bytes) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_copy_stream);
+    if (e == cudaSuccess) e = cudaEventRecord(g_slot_ready[slot], g_copy_stream);
+    return cuda_err(e, "copy_in", "copying a batch to the GPU on the copy stream");
+}
+
+static dt_status g_copy_in_join(backend *be, int slot)
+{
+    (void)be;
+    TRY(slot_check("copy_in_join", slot));
+    if (!g_slot_ready[slot]) return DT_OK; /* nothing was ever copied */
+    return cuda_err(cudaStreamWaitEvent(g_stream, g_slot_ready[slot], 0), "copy_in_join", "waiting for the batch");
+}
+
+static dt_status g_copy_in_release(backend *be, int slot)
+{
+    (void)be;
+    TRY(slot_check("copy_in_release", slot));
+    if (!g_slot_free[slot]) return DT_OK;
+    return cuda_err(cudaEventRecord(g_slot_free[slot], g_stream), "copy_in_release", "marking the batch's last use");
+}
+
 static dt_status g_sync(backend *be)
 {
     (void)be;
@@ -340,6 +385,9 @@ static const backend_ops cuda_ops = {
     /* .to_device = */ g_to_device,
     /* .to_host = */ g_to_host,
     /* .to_device_async = */ g_to_device_async,
+    /* .copy_in = */ g_copy_in,
+    /* .copy_in_join = */ g_copy_in_join,
+    /* .copy_in_release = */ g_copy_in_release,
     /* .sync = */ g_sync,
     /* .settle = */ g_settle,
     /* .last_status = */ g_last_status,

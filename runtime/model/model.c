@@ -130,7 +130,7 @@ void dt_model_free(dt_model *m)
     free(m->in);
     free(m->pool_idx);
     backend *be = m->be;
-    void *dev[] = {m->params, m->grads, m->g16, m->xdev, m->ldev, m->dflags, m->gacc};
+    void *dev[] = {m->params, m->grads, m->g16, m->xdev, m->ldev, m->xdev2, m->ldev2, m->dflags, m->gacc};
     for (size_t j = 0; j < sizeof dev / sizeof *dev; j++) be->ops->free(be, dev[j]);
     be->ops->host_free(be, m->lossh);
     free(m->prof_fwd);
@@ -168,6 +168,10 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     if (!host) {
         m->xdev = mbuf(m, B * dt_model_input_size(m) * sizeof(float), "the input batch");
         m->ldev = mbuf(m, B * sizeof(int32_t), "the labels");
+        if (be->ops->copy_in) {
+            m->xdev2 = mbuf(m, B * dt_model_input_size(m) * sizeof(float), "the input batch");
+            m->ldev2 = mbuf(m, B * sizeof(int32_t), "the labels");
+        }
     }
     void *lossh = NULL;
     if (be->ops->host_alloc(be, sizeof *m->lossh, "the loss read back", &lossh) == DT_OK) m->lossh = lossh;
@@ -183,7 +187,8 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
         return s;
     }
     /* else the error is set */
-    int ok = m->params && m->grads && m->dflags && m->lossh && (host || (m->xdev && m->ldev));
+    int ok = m->params && m->grads && m->dflags && m->lossh && (host || (m->xdev && m->ldev)) &&
+             (!be->ops->copy_in || host || (m->xdev2 && m->ldev2));
     if (ok && !(m->act && m->in && m->pool_idx)) {
         status_set_error(DT_ERR_NOMEM, "out of host memory for the model's layer tables");
         ok = 0;

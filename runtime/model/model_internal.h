@@ -87,6 +87,12 @@ struct dt_model {
      * through host memory. */
     float *xdev;
     int32_t *ldev;
+    /* A backend with copy_in stages batches on its copy stream into two slots that take turns
+     * (slot 1: xdev2, ldev2), so the copy of one batch runs beside the last one's work; in_slot
+     * is the slot of the next pass. */
+    float *xdev2;
+    int32_t *ldev2;
+    int in_slot;
     /* Where a pass's queued loss lands (host_alloc: pinned on a GPU, so the copy back runs behind
      * the kernels): layer_loss writes it, model_forward_backward reads it after loss_wait, once
      * backward is queued, so the host never waits between forward and backward. */

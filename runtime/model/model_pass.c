@@ -207,15 +207,26 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     m->inv_scale = 1.0f;
     m->grad_mul = 1.0f;
     m->pending32 = 0;
+    const int slot = m->in_slot;
     if (!be->ops->host_memory) {
-        /* The batch goes to the device on the ops' stream, asynchronously from pinned memory (the
-         * loader's); the wait for the loss, queued after it, waits for the copy too, so x and
-         * labels are free again when this returns. */
-        if ((s = be->ops->to_device_async(be, m->xdev, x, (size_t)batch * dt_model_input_size(m) * sizeof *x)) ||
-            (s = be->ops->to_device_async(be, m->ldev, labels, (size_t)batch * sizeof *labels)))
+        /* The batch goes to the device asynchronously from pinned memory (the loader's): on the
+         * copy stream into this pass's slot, beside the work of the last pass still queued (or on
+         * the ops' stream); the wait for the loss, queued after it, waits for the copy too, so x
+         * and labels are free again when this returns. */
+        const size_t xb = (size_t)batch * dt_model_input_size(m) * sizeof *x, lb = (size_t)batch * sizeof *labels;
+        float *xd = slot ? m->xdev2 : m->xdev;
+        int32_t *ld = slot ? m->ldev2 : m->ldev;
+        if (be->ops->copy_in) {
+            m->in_slot ^= 1;
+            if ((s = be->ops->copy_in(be, slot, xd, x, xb)) || (s = be->ops->copy_in(be, slot, ld, labels, lb)) ||
+                (s = be->ops->copy_in_join(be, slot)))
+                return s;
+        } else if ((s = be->ops->to_device_async(be, xd, x, xb)) ||
+                   (s = be->ops->to_device_async(be, ld, labels, lb))) {
             return s;
-        x = m->xdev;
-        labels = m->ldev;
+        }
+        x = xd;
+        labels = ld;
     }
     m->prof_step.input_s += model_prof_mark(m);
 
@@ -234,6 +245,11 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
         m->side_used = 0;
         const dt_status js = be->ops->side_join(be);
         if (!s) s = js;
+    }
+    /* Backward was the last to read this slot's batch: the copy two passes on may write it. */
+    if (be->ops->copy_in && !be->ops->host_memory) {
+        const dt_status rs = be->ops->copy_in_release(be, slot);
+        if (!s) s = rs;
     }
     /* On a failure too, so no copy is still landing in lossh when the caller frees the model. */
     const dt_status ws = be->ops->loss_wait(be);

@@ -235,10 +235,12 @@ static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memo
      * labels (a backend without host memory), and the fp32 pool at the largest batch. */
     const int k32 = act_plan(s, ops, DT_F32, c->batch, cv);
     const size_t pool32 = carve_pool_bytes(cv, k32);
-    const size_t input = ops->host_memory ? 0 : B * (size_t)s->in_c * s->in_h * s->in_w * sizeof(float);
-    const size_t fixed = np * 4 + (n ? n : 1) * sizeof(int) + (input ? input + B * 4 : 0);
+    /* Two slots of them where the backend stages batches on a copy stream (copy_in). */
+    const size_t slots = ops->copy_in ? 2 : 1;
+    const size_t input = ops->host_memory ? 0 : slots * B * (size_t)s->in_c * s->in_h * s->in_w * sizeof(float);
+    const size_t fixed = np * 4 + (n ? n : 1) * sizeof(int) + (input ? input + slots * B * 4 : 0);
     p->other = fixed - np * 4;
-    if (input) plan_item(p, input, "%sinput batch", "");
+    if (input) plan_item(p, input, "%s", slots > 1 ? "input batches (2 slots)" : "input batch");
     plan_item(p, np * 4, "%sparameters (fp32)", "");
     /* The optimizer: momentum, or AdamW's m and v (fp32 each). */
     size_t moments = 0;
