@@ -105,6 +105,15 @@ static int add_overlap(const char *item, void *ud)
     return cli_step_overlap(item, &o->overlap[o->noverlap++]);
 }
 
+/* The overlap column: the setting, then what it came to ("auto>on": overlapped; "1>off": a scaler,
+ * clipping or ZeRO-1 kept the step after backward). */
+static const char *overlap_text(dt_step_overlap set, dt_step_overlap ran)
+{
+    if (set == DT_STEP_OVERLAP_AUTO) return ran ? "auto>on" : "auto>off";
+    if (set == DT_STEP_OVERLAP_ON) return ran ? "1>on" : "1>off";
+    return "0>off";
+}
+
 static int step_handle(int val, const char *arg, void *ud)
 {
     step_opts *o = ud;
@@ -188,8 +197,8 @@ static dt_status one_step(dt_loader *ld, dt_model *m, dt_optimizer *opt, dt_scal
 }
 
 static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int zero, dt_step_overlap overlap,
-                               double *sps, double *ms, double *wait_ms, dt_memory_summary *mem, long *skipped,
-                               clip_seen *cs, char *prof, size_t nprof)
+                               dt_step_overlap *overlapped, double *sps, double *ms, double *wait_ms,
+                               dt_memory_summary *mem, long *skipped, clip_seen *cs, char *prof, size_t nprof)
 {
     const int world = dt_world_size(ctx), rank = dt_rank(ctx);
     dt_model *m = NULL;
@@ -237,6 +246,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int 
     *sps = (double)o->steps * o->batch * world / t;
     *ms = 1e3 * t / o->steps;
     *wait_ms = 1e3 * (dt_loader_wait_s(ld) - w0) / o->steps;
+    *overlapped = dt_model_step_overlapped(m); /* what the setting came to in the timed steps */
     prof[0] = '\0';
     if (o->profile) {
         if ((s = dt_model_set_profile(m, 1))) goto out;
@@ -329,7 +339,8 @@ int cmd_bench_step(int argc, char **argv)
             dt_memory_summary mem;
             char prof[4096];
             clip_seen cs = {0};
-            dt_status s = run_precision(ctx, &o, o.prec[i], o.zero[z], o.overlap[v], &sps, &ms, &wait_ms, &mem,
+            dt_step_overlap ran = DT_STEP_OVERLAP_OFF;
+            dt_status s = run_precision(ctx, &o, o.prec[i], o.zero[z], o.overlap[v], &ran, &sps, &ms, &wait_ms, &mem,
                                         &skipped, &cs, prof, sizeof prof);
             if (s == DT_ERR_NOMEM) return step_oom(ctx, &o, i, o.zero[z], pl.device == DT_DEVICE_CUDA);
             if (s) return cli_fail(ctx, s, dt_dtype_name(o.prec[i]));
@@ -343,9 +354,7 @@ int cmd_bench_step(int argc, char **argv)
                 printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f %8s\n",
                        dt_dtype_name(o.prec[i]), sps, ms, wait_ms, sps / base, mem.params / M, mem.grads / M,
                        mem.optimizer / M, mem.activations / M, mem.workspace / M, skipped, o.zero[z], sent / M,
-                       o.overlap[v] == DT_STEP_OVERLAP_AUTO ? "auto"
-                       : o.overlap[v]                       ? "1"
-                                                            : "0");
+                       overlap_text(o.overlap[v], ran));
                 if (o.clip > 0)
                     printf("    clipping: %ld of %ld stepped timed steps over norm %g (norms %.4g to %.4g before "
                            "clipping)\n",

@@ -269,6 +269,11 @@ typedef enum dt_step_overlap {
  * forward, and any read of the parameters, waits for it). A mode outside the enum is
  * DT_STEP_OVERLAP_AUTO. */
 DT_API void dt_model_set_step_overlap(dt_model *m, dt_step_overlap mode);
+/** How the last dt_model_train_step that stepped ran the optimizer: DT_STEP_OVERLAP_ON when it was
+ * overlapped (layer by layer or bucket by bucket), DT_STEP_OVERLAP_OFF when it stepped once after
+ * backward and the allreduce (the setting, a scaler, clipping, ZeRO-1 or profiling kept it there),
+ * or before any such step. */
+DT_API dt_step_overlap dt_model_step_overlapped(const dt_model *m);
 
 /** Where a training step's time goes. Profiling waits for the device at every boundary below (a
  * GPU's work is otherwise asynchronous), so profiled steps run somewhat slower than plain ones;

@@ -76,6 +76,7 @@ struct dt_model {
      * layer_opt is the optimizer during such a pass (NULL otherwise); side_used says the pass
      * put work on the side stream, which the end of backward joins. */
     int step_overlap;
+    int overlapped; /* dt_model_step_overlapped: the last step that stepped was overlapped */
     dt_optimizer *layer_opt;
     int side_used;
     double clip_norm; /* dt_model_set_clip_grad_norm: 0 off, +inf report only */

@@ -119,12 +119,13 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
         if (m->p16) m->p16_current = 1;
         m->prof_step.optimizer_s += model_prof_mark(m);
         r->stepped = 1;
+        m->overlapped = 1;
         return DT_OK;
     }
     if (m->accum_pos != 0) return DT_OK; /* the group goes on: nothing to send or step yet */
     if (model_overlap_buckets(m, o, sc)) {
         s = model_step_by_bucket(m, o, &r->comm_wait_s);
-        if (!s) r->stepped = 1;
+        if (!s) r->stepped = m->overlapped = 1;
         return s;
     }
     const double t0 = clock_now_s();
@@ -156,6 +157,9 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
     s = dt_model_optimizer_step(m, o);
     if (tr) trace_rec_add(tr, "optimizer", TRACE_CAT_OPTIM, TRACE_TRACK_TRAIN, t_opt, trace_now_ns(), 0, -1);
     m->prof_step.optimizer_s += model_prof_mark(m);
-    if (!s) r->stepped = 1;
+    if (!s) {
+        r->stepped = 1;
+        m->overlapped = 0;
+    }
     return s;
 }

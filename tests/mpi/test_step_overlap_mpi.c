@@ -92,6 +92,10 @@ static void run(dt_ctx *ctx, dt_optim_kind kind, dt_dtype prec, int accum, int w
         CHECK(memcmp(&ro.loss_sum, &rn.loss_sum, sizeof ro.loss_sum) == 0 && ro.stepped == rn.stepped,
               "pass %ld: loss %.17g vs %.17g", p, ro.loss_sum, rn.loss_sum);
     }
+    CHECK(dt_model_step_overlapped(on) == (with_scaler ? DT_STEP_OVERLAP_OFF : DT_STEP_OVERLAP_ON) &&
+              dt_model_step_overlapped(off) == DT_STEP_OVERLAP_OFF,
+          "dt_model_step_overlapped says %d and %d", (int)dt_model_step_overlapped(on),
+          (int)dt_model_step_overlapped(off));
     const size_t n = dt_model_num_params(off);
     CHECK(memcmp(dt_model_params(off), dt_model_params(on), n * sizeof(float)) == 0,
           "%s %s accum %d: parameters differ with the step overlapped", kind == DT_OPTIM_SGD ? "SGD" : "AdamW",
