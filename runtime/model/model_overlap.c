@@ -13,6 +13,8 @@
  */
 #include "runtime/model/model_internal.h"
 #include "base/clock.h"
+#include "base/trace.h"
+#include "collectives/ctx_comm.h"
 #include "collectives/reducer_internal.h"
 
 void dt_model_set_step_overlap(dt_model *m, dt_step_overlap mode)
@@ -50,12 +52,18 @@ dt_status model_step_by_bucket(dt_model *m, dt_optimizer *o, double *comm_wait_s
     m->unreduced = 0;
     dt_status s = optimizer_layers_begin(m, o);
     const int nb = dt_reducer_num_buckets(m->red);
+    trace_rec *tr = trace_active(ctx_trace(m->ctx));
     for (int b = 0; b < nb && !s; b++) {
         dt_range br;
         const double t0 = clock_now_s();
+        const uint64_t w0 = tr ? trace_now_ns() : 0;
         if (!(s = dt_reducer_bucket(m->red, b, &br))) s = reducer_wait_bucket(m->red, b);
         *comm_wait_s += clock_now_s() - t0;
+        /* Per bucket, the training thread's wait for it and its step (queueing it, on a GPU). */
+        const uint64_t w1 = tr ? trace_now_ns() : 0;
+        if (tr) trace_rec_add(tr, "grad wait", TRACE_CAT_COMM, TRACE_TRACK_TRAIN, w0, w1, b, -1);
         if (!s) s = optimizer_step_layer(m, o, br.offset, br.count);
+        if (tr) trace_rec_add(tr, "optimizer", TRACE_CAT_OPTIM, TRACE_TRACK_TRAIN, w1, trace_now_ns(), b, -1);
     }
     /* Ends the reducer's step (every bucket is done by now; after a failure, waits for the rest). */
     const dt_status w = dt_model_sync_grads(m);
