@@ -18,7 +18,7 @@ set(DTRAIN_KERNELS_CUDA_SOURCES
   kernels/cuda/device_info.c
   kernels/cuda/backend_cuda.cu kernels/cuda/gemm.cu kernels/cuda/conv.cu kernels/cuda/elementwise.cu
   kernels/cuda/pool.cu kernels/cuda/loss.cu kernels/cuda/optim.cu kernels/cuda/reduce.cu kernels/cuda/layers.cu
-  kernels/cuda/trace_gpu.cu)
+  kernels/cuda/trace_gpu.cu kernels/cuda/graph.cu)
 set(DTRAIN_KERNELS_NO_CUDA_SOURCES kernels/cpu/no_cuda.c kernels/cpu/device_info_none.c)
 
 set(DTRAIN_COLLECTIVES_SOURCES
@@ -37,7 +37,8 @@ set(DTRAIN_RUNTIME_SOURCES
   runtime/model/model_spec.c runtime/model/model.c runtime/model/model_plan.c runtime/model/model_pass.c
   runtime/model/kernels_api.c runtime/model/model_sync.c runtime/model/model_precision.c
   runtime/model/model_profile.c runtime/model/model_eval.c runtime/model/model_step.c runtime/model/model_overlap.c
-  runtime/model/model_clip.c runtime/model/model_zero.c runtime/model/optimizer.c runtime/model/scaler.c
+  runtime/model/model_clip.c runtime/model/model_zero.c runtime/model/model_graph.c runtime/model/optimizer.c
+  runtime/model/scaler.c
   runtime/checkpoint/ckpt_format.c runtime/checkpoint/ckpt_read.c runtime/checkpoint/ckpt_write.c
   runtime/checkpoint/ckpt_load.c runtime/checkpoint/ckpt_file.c runtime/checkpoint/ckpt_coll.c
   runtime/checkpoint/ckpt_writer.c runtime/checkpoint/ckpt_write_file.c

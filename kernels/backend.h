@@ -289,6 +289,29 @@ struct backend_ops {
      * last flush to tr's drop count; wait 1 first waits for the pending ones (dt_trace_write does;
      * a step never). DT_ERR_DEVICE when an event call fails (its span is dropped). */
     dt_status (*trace_flush)(backend *be, void *tr, int wait);
+
+    /* ------------------------------------------------------------ step graphs
+     * A pass recorded once and replayed as one launch (CUDA Graphs), for steps whose host work
+     * (a launch and a host decision per layer) takes longer than their kernels. All four NULL on
+     * the CPU, whose ops run at once. Between graph_begin and graph_end the ops are recorded, not
+     * run: they queue nothing, and their host outputs (the loss's values) are written when a
+     * launch of the graph runs, not before (loss_wait after graph_launch waits for them). Only
+     * entries that queue work without waiting may be called in between (the layer entries,
+     * layer_loss, the casts and the optimizers; not sync, a copy to or from the host, a
+     * reduction that returns a host value, loss_wait, copy_in or the side stream); one that
+     * cannot be recorded fails the recording, which graph_end then reports. A recording holds the
+     * pointers and scalar arguments it was given: a launch reads the memory they point to as it
+     * is then, with the same scalars.
+     * graph_begin: ops from here on are recorded; DT_ERR_DEVICE when recording cannot start.
+     * graph_end: stops recording (always, also after a failure); keep 1: *graph = the recording,
+     * ready to launch (graph_free it), keep 0 or a failed recording: discarded, *graph NULL.
+     * DT_ERR_DEVICE naming what could not be recorded.
+     * graph_launch: queues one run of graph on the stream (asynchronous, like the ops it holds);
+     * DT_ERR_DEVICE when the launch fails. graph_free accepts NULL. */
+    dt_status (*graph_begin)(backend *be);
+    dt_status (*graph_end)(backend *be, int keep, void **graph);
+    dt_status (*graph_launch)(backend *be, void *graph);
+    void (*graph_free)(backend *be, void *graph);
 };
 
 /* The CPU backend (CBLAS from OpenBLAS for every GEMM); never NULL. */

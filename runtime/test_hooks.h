@@ -34,4 +34,7 @@ void model_test_inject_inf(dt_model *m);
 struct backend;
 void model_test_set_backend(dt_model *m, struct backend *be);
 
+/* How many passes of m were recorded as step graphs (dt_model_set_graphs) so far. */
+long model_test_graph_records(const dt_model *m);
+
 #endif

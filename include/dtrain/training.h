@@ -275,6 +275,37 @@ DT_API void dt_model_set_step_overlap(dt_model *m, dt_step_overlap mode);
  * or before any such step. */
 DT_API dt_step_overlap dt_model_step_overlapped(const dt_model *m);
 
+/** Whether a forward/backward pass runs as a recorded graph (dt_model_set_graphs). */
+typedef enum dt_graphs {
+    DT_GRAPHS_OFF = 0,  /**< every pass launches its kernels one by one */
+    DT_GRAPHS_ON = 1,   /**< every pass that allows it (below) runs as a graph */
+    DT_GRAPHS_AUTO = 2, /**< (default) ON */
+} dt_graphs;
+
+/** Step graphs: a model on a backend that records (CUDA Graphs) runs the forward pass, the loss
+ * and backward of dt_model_forward_backward and dt_model_train_step as one recorded graph,
+ * launched by the host once a pass instead of a kernel at a time, for models whose steps are
+ * short enough that the host's launches and per-layer decisions bound them. A graph holds the
+ * pass's buffers and scalars: one is recorded for each (input buffer, labels buffer, batch,
+ * grad_scale) the pass is called with a second time (the first call runs as usual and warms up
+ * the libraries), at most two at a time (the two input slots a GPU model takes turns with), and
+ * every later pass with the same four replays it. The optimizer step (its learning rate and step
+ * count change every step), a loss scaler's check, clipping and the buckets' allreduce stay
+ * outside: at several ranks every bucket starts after the graph's backward, in order, rather
+ * than as backward finishes it (what a small model loses there is a few microseconds). A pass
+ * records no graph, and runs as usual, where it needs the host between layers: gradient
+ * accumulation (dt_model_set_accum_steps above 1), the per-layer finite check, the optimizer
+ * stepped layer by layer (dt_model_set_step_overlap), profiling, or a trace recording. Graphs are
+ * dropped when the model's buffers change (dt_model_set_precision). A recording that fails (an
+ * op that cannot be recorded) turns graphs off for the model with a warning and runs the pass as
+ * usual: no result depends on graphs, whose passes give the bits of passes launched one by one.
+ * On the CPU (its ops run at once) there is nothing to record and the setting changes nothing. A
+ * mode outside the enum is DT_GRAPHS_AUTO. */
+DT_API void dt_model_set_graphs(dt_model *m, dt_graphs mode);
+/** DT_GRAPHS_ON when the model's last forward/backward pass ran as a graph (recorded then, or
+ * replayed), DT_GRAPHS_OFF when it launched its kernels one by one, or before any pass. */
+DT_API dt_graphs dt_model_graphed(const dt_model *m);
+
 /** Where a training step's time goes. Profiling waits for the device at every boundary below (a
  * GPU's work is otherwise asynchronous), so profiled steps run somewhat slower than plain ones;
  * the split is what to look at. Seconds summed over `steps` profiled steps. */

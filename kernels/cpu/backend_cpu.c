@@ -471,6 +471,11 @@ static const backend_ops cpu_ops = {
     /* No device timeline: the host spans are the CPU's run times. */
     .trace_mark = NULL,
     .trace_flush = NULL,
+    /* Ops run at once: a replay would cost what running them costs. */
+    .graph_begin = NULL,
+    .graph_end = NULL,
+    .graph_launch = NULL,
+    .graph_free = NULL,
 };
 
 static backend cpu_backend = {&cpu_ops, NULL};

@@ -4,8 +4,8 @@
  * that gathers the ops of the other files, each kernel beside the host function that launches it:
  * gemm.cu (GEMMs, bias, fully connected, the 16-bit GEMMs), conv.cu (convolutions, one templated
  * driver for fp32 and 16-bit columns), elementwise.cu (ReLU, casts and rounding, 16-bit ReLU and
- * column sums), pool.cu, loss.cu, optim.cu, reduce.cu (finite checks, norms, accumulation) and
- * layers.cu (the layer entries in any precision).
+ * column sums), pool.cu, loss.cu, optim.cu, reduce.cu (finite checks, norms, accumulation),
+ * layers.cu (the layer entries in any precision) and graph.cu (step graphs).
  *
  * Semantics follow the CPU backend (kernels/cpu/), the oracle of tests/gpu/test_cuda_ops_*.c:
  *   - GEMMs are cublasSgemm / cublasSgemmStridedBatched in cuBLAS's default math mode (fp32
@@ -110,15 +110,22 @@ dt_status fetch_result(const char *op, ops_result *r)
  * so, in stream order, for every one before it). */
 static cudaEvent_t g_loss_done;
 
+dt_status loss_event_ready(const char *op)
+{
+    if (g_loss_done) return DT_OK;
+    return cuda_err(cudaEventCreateWithFlags(&g_loss_done, cudaEventDisableTiming), op, "creating the loss's event");
+}
+
 dt_status queue_loss_result(const char *op, double *loss, int *correct)
 {
-    cudaError_t e = cudaSuccess;
-    if (!g_loss_done) e = cudaEventCreateWithFlags(&g_loss_done, cudaEventDisableTiming);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(loss, &g_scratch->res.loss, sizeof *loss, cudaMemcpyDeviceToHost, g_stream);
+    TRY(loss_event_ready(op));
+    cudaError_t e = cudaMemcpyAsync(loss, &g_scratch->res.loss, sizeof *loss, cudaMemcpyDeviceToHost, g_stream);
     if (e == cudaSuccess && correct)
         e = cudaMemcpyAsync(correct, &g_scratch->res.correct, sizeof *correct, cudaMemcpyDeviceToHost, g_stream);
-    if (e == cudaSuccess) e = cudaEventRecord(g_loss_done, g_stream);
+    /* Recorded: an external node, which each launch of the graph records. */
+    if (e == cudaSuccess)
+        e = cudaEventRecordWithFlags(g_loss_done, g_stream,
+                                     cuda_recording() ? cudaEventRecordExternal : cudaEventRecordDefault);
     return cuda_err(e, op, "queueing the copy of the loss back");
 }
 
@@ -433,6 +440,10 @@ static const backend_ops cuda_ops = {
     /* .layer_logits32 = */ pass_layer_logits32,
     /* .trace_mark = */ cuda_trace_mark,
     /* .trace_flush = */ cuda_trace_flush,
+    /* .graph_begin = */ cuda_graph_begin,
+    /* .graph_end = */ cuda_graph_end,
+    /* .graph_launch = */ cuda_graph_launch,
+    /* .graph_free = */ cuda_graph_free,
 };
 
 static backend cuda_backend = {&cuda_ops, NULL};

@@ -112,6 +112,8 @@ dt_status fetch_result(const char *op, ops_result *r);
 /* Queues the copy of the scratch's loss (and count, when correct is not NULL) back to the host and
  * marks its arrival for loss_wait (asynchronous into pinned memory). */
 dt_status queue_loss_result(const char *op, double *loss, int *correct);
+/* Makes the loss's event if it is not made yet (graph_begin: nothing is created while recording). */
+dt_status loss_event_ready(const char *op);
 dt_status cuda_err(cudaError_t e, const char *op, const char *what);
 const char *cublas_name(cublasStatus_t st);
 const char *cublas_text(cublasStatus_t st);
@@ -178,6 +180,13 @@ dt_status cuda_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, c
                               int c, int h, int w, int k);
 dt_status cuda_layer_relu_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n);
 dt_status cuda_layer_relu_bwd(backend *be, const pass_args *a, const void *y, const void *dy, void *dx, size_t n);
+/* graph.cu: step graphs; cuda_recording says whether a recording is under way (ops that mark
+ * an event a launch must record, as queue_loss_result does, record it as an external node). */
+int cuda_recording(void);
+dt_status cuda_graph_begin(backend *be);
+dt_status cuda_graph_end(backend *be, int keep, void **graph);
+dt_status cuda_graph_launch(backend *be, void *graph);
+void cuda_graph_free(backend *be, void *graph);
 /* trace_gpu.cu: GPU spans on the compute stream (and, through trace_gpu.h, on any stream). */
 dt_status cuda_trace_mark(backend *be, int end, const char *name, int cat, int64_t arg);
 dt_status cuda_trace_flush(backend *be, void *tr, int wait);

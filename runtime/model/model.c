@@ -49,6 +49,7 @@ static dt_status model_init_params(dt_model *m, uint64_t seed)
 /* Frees the activation pool and forgets every buffer carved from it. */
 void model_free_acts(dt_model *m)
 {
+    model_graph_drop(m); /* they hold the buffers freed here */
     m->be->ops->free(m->be, m->pool);
     m->pool = NULL;
     m->pool_bytes = 0;
@@ -182,6 +183,7 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     m->inv_scale = m->grad_mul = 1.0f;
     m->accum_steps = 1;
     m->step_overlap = DT_STEP_OVERLAP_AUTO;
+    m->graphs = DT_GRAPHS_AUTO;
     if ((s = plan_conv_shapes(&m->spec, max_batch))) {
         dt_model_free(m);
         return s;

@@ -9,6 +9,18 @@
 #include "runtime/model/model.h"
 #include "kernels/backend.h"
 
+/* A recorded pass (model_graph.c) and its key: the buffers, batch and grad_scale it was recorded
+ * with. used: when it was last asked for (0: the entry is empty); exec NULL until recorded. */
+#define MODEL_GRAPHS 4
+typedef struct model_graph {
+    void *exec;
+    const float *x;
+    const int32_t *labels;
+    int batch;
+    float grad_scale;
+    long used;
+} model_graph;
+
 struct dt_model {
     dt_ctx *ctx;
     model_spec spec;
@@ -101,6 +113,13 @@ struct dt_model {
         double loss;
         int correct;
     } * lossh;
+    /* Step graphs (dt_model_set_graphs, model_graph.c): the setting (a dt_graphs), whether a
+     * recording failed (off for good), whether the last pass ran as a graph, whether a pass is
+     * being recorded (model_backward hands no gradients to the reducer then: that happens after
+     * the launch), the recorded passes, the clock of their use, and how many were recorded. */
+    int graphs, graphs_failed, graphed, recording;
+    model_graph graph[MODEL_GRAPHS];
+    long graph_clock, graph_records;
     /* dt_model_set_profile: per-layer seconds, the step's phases, and the clock of the last mark. */
     int prof;
     double *prof_fwd, *prof_bwd;
@@ -141,6 +160,20 @@ dt_status model_unscale_deferred(dt_model *m, float inv_scale, int *found_inf);
  * which model_step.c wraps with the accumulation bookkeeping. */
 dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
                                  double *loss_sum, int *correct);
+/* The pass itself after its batch is on the backend (model_pass.c): forward, the loss queued
+ * into lossh, backward, the side stream joined; no wait for the loss. What a graph records. */
+dt_status model_pass_body(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale);
+/* Sets m->x_in and each layer's input pointer m->in[i] as a forward pass on x does. */
+void model_pass_inputs(dt_model *m, const float *x);
+/* Casts the parameters into their 16-bit copy when the copy is stale (no copy: nothing). */
+dt_status model_params16_ready(dt_model *m);
+/* Step graphs (model_graph.c): runs the pass (its batch on the backend) as a graph when it may
+ * (*ran 1: recorded now or before, launched, its gradients handed to the reducer); *ran 0: the
+ * caller runs it as usual (graphs off or not allowed for this pass, the key's first pass, or a
+ * recording that failed, which turned graphs off with a warning). model_graph_drop frees every
+ * graph (the buffers they hold are about to change). */
+dt_status model_graph_pass(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale, int *ran);
+void model_graph_drop(dt_model *m);
 /* Gradient collectives started since the model was made (tests). */
 long model_comm_starts(const dt_model *m);
 

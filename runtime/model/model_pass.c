@@ -74,20 +74,44 @@ static layer_params params_of(const dt_model *m, const layer *l)
     return lp;
 }
 
+dt_status model_params16_ready(dt_model *m)
+{
+    /* What 16-bit tensor-core GEMMs read: the parameters rounded, by the optimizer step's fused
+     * copy, or here when something else changed them since. */
+    if (!m->p16 || m->p16_current) return DT_OK;
+    const dt_status s = m->be->ops->cast_to16(m->be, m->prec, m->params, m->p16, m->spec.num_params);
+    if (!s) m->p16_current = 1;
+    return s;
+}
+
+/* Where layer i writes its output when its input is `in`: its own buffer, or (ReLU without one)
+ * in place; a flatten passes its input on. */
+static const void *layer_output(const dt_model *m, int i, const void *in)
+{
+    const layer *l = &m->spec.layers[i];
+    if (l->kind == LAYER_FLATTEN) return in;
+    return m->act[i] ? m->act[i] : in;
+}
+
+void model_pass_inputs(dt_model *m, const float *x)
+{
+    m->x_in = x;
+    const void *in = x;
+    for (int i = 0; i < m->spec.n; i++) {
+        m->in[i] = in;
+        in = layer_output(m, i, in);
+    }
+}
+
 dt_status model_forward(dt_model *m, const float *x, int batch, const void **logits)
 {
     backend *be = m->be;
     const backend_ops *k = be->ops;
     const pass_args a = pass_of(m);
     const int n = m->spec.n;
-    dt_status s = DT_OK;
     *logits = NULL;
-    /* What 16-bit tensor-core GEMMs read: the parameters rounded, by the optimizer step's fused
-     * copy, or here when something else changed them since. */
-    if (m->p16 && !m->p16_current) {
-        if ((s = k->cast_to16(be, m->prec, m->params, m->p16, m->spec.num_params))) return s;
-        m->p16_current = 1;
-    }
+    dt_status s = model_params16_ready(m);
+    if (s) return s;
     m->x_in = x;
     const void *in = x;
     trace_rec *tr = trace_active(ctx_trace(m->ctx));
@@ -102,8 +126,7 @@ dt_status model_forward(dt_model *m, const float *x, int batch, const void **log
         const int x_f32 = in == (const void *)x;
         m->in[i] = in;
         /* ReLU overwrites its input unless that is x; flatten passes its input on. */
-        void *y = m->act[i];
-        if (l->kind == LAYER_RELU && !y) y = (void *)in;
+        void *y = (void *)layer_output(m, i, in);
         const layer_params lp = params_of(m, l);
         switch (l->kind) {
             case LAYER_FC: s = k->layer_fc_fwd(be, &a, &lp, in, x_f32, y, batch, l->in_c, l->out); break;
@@ -119,7 +142,7 @@ dt_status model_forward(dt_model *m, const float *x, int batch, const void **log
                 break;
             case LAYER_FLATTEN: break;
         }
-        if (l->kind != LAYER_FLATTEN) in = y;
+        in = y;
         if (m->prof) m->prof_fwd[i] += model_prof_mark(m);
         if (tr && !s) s = trace_layer_end(tr, be, 0, i, l->kind, span, t0);
     }
@@ -177,13 +200,37 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
         /* The device's span ends before the layer's gradients go to the reducer (a bucket's
          * allreduce has its own span on the "gpu nccl" track). */
         if (!s && tr && device_marks(be, l->kind)) s = be->ops->trace_mark(be, 1, span, 0, i);
-        if (!s && (l->kind == LAYER_FC || l->kind == LAYER_CONV)) s = model_grads_done(m, i);
+        /* While recording, the gradients go to the reducer after the graph's launch instead. */
+        if (!s && (l->kind == LAYER_FC || l->kind == LAYER_CONV) && !m->recording) s = model_grads_done(m, i);
         if (s) return s;
         if (m->prof) m->prof_bwd[i] += model_prof_mark(m);
         if (tr) trace_rec_add(tr, span, TRACE_CAT_BWD, TRACE_TRACK_TRAIN, t0, trace_now_ns(), i, -1);
         if (dprev) dcur = dprev;
     }
     return DT_OK;
+}
+
+dt_status model_pass_body(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale)
+{
+    backend *be = m->be;
+    const void *logits;
+    dt_status s = model_forward(m, x, batch, &logits);
+    if (s) return s;
+    const pass_args a = pass_of(m);
+    /* Queued: its values are read once backward is queued behind it (loss_wait). */
+    if ((s = be->ops->layer_loss(be, &a, logits, labels, m->dbuf[0], batch, m->spec.classes, grad_scale,
+                                 &m->lossh->loss, &m->lossh->correct)))
+        return s;
+    m->prof_step.loss_s += model_prof_mark(m);
+    s = model_backward(m, logits, batch);
+    /* Later work on the stream (the next forward reads the stepped parameters) waits for the
+     * layers stepped beside backward; the host does not. */
+    if (m->side_used) {
+        m->side_used = 0;
+        const dt_status js = be->ops->side_join(be);
+        if (!s) s = js;
+    }
+    return s;
 }
 
 dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
@@ -230,22 +277,9 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     }
     m->prof_step.input_s += model_prof_mark(m);
 
-    const void *logits;
-    if ((s = model_forward(m, x, batch, &logits))) return s;
-    const pass_args a = pass_of(m);
-    /* Queued: its values are read once backward is queued behind it (loss_wait). */
-    if ((s = be->ops->layer_loss(be, &a, logits, labels, m->dbuf[0], batch, m->spec.classes, grad_scale,
-                                 &m->lossh->loss, &m->lossh->correct)))
-        return s;
-    m->prof_step.loss_s += model_prof_mark(m);
-    s = model_backward(m, logits, batch);
-    /* Later work on the stream (the next forward reads the stepped parameters) waits for the
-     * layers stepped beside backward; the host does not. */
-    if (m->side_used) {
-        m->side_used = 0;
-        const dt_status js = be->ops->side_join(be);
-        if (!s) s = js;
-    }
+    int graphed = 0;
+    s = model_graph_pass(m, x, labels, batch, grad_scale, &graphed);
+    if (!s && !graphed) s = model_pass_body(m, x, labels, batch, grad_scale);
     /* Backward was the last to read this slot's batch: the copy two passes on may write it. */
     if (be->ops->copy_in && !be->ops->host_memory) {
         const dt_status rs = be->ops->copy_in_release(be, slot);

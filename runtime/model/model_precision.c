@@ -27,7 +27,8 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
                                 dt_dtype_name(compute), dt_dtype_name(compute), dt_dtype_name(grads));
     dt_status ws = model_wait_inflight(m);
     if (ws) return ws;
-    m->accum_pos = 0; /* the gradients are lost: an accumulation group starts again */
+    model_graph_drop(m); /* they hold the activation and gradient buffers, which may change here */
+    m->accum_pos = 0;    /* the gradients are lost: an accumulation group starts again */
     const size_t np = m->spec.num_params ? m->spec.num_params : 1;
     if (compute != m->prec) {
         model_free_acts(m);

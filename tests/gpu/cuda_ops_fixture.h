@@ -305,6 +305,10 @@ static inline int cuda_table_missing(const backend_ops *k, int *listed)
         ENTRY(layer_relu_bwd),
         ENTRY(layer_loss),
         ENTRY(layer_logits32),
+        ENTRY(graph_begin),
+        ENTRY(graph_end),
+        ENTRY(graph_launch),
+        ENTRY(graph_free),
     };
 #undef ENTRY
     int missing = 0;
