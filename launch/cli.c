@@ -335,6 +335,18 @@ int cli_step_overlap(const char *arg, dt_step_overlap *out)
     return EXIT_USAGE;
 }
 
+int cli_graphs(const char *arg, dt_graphs *out)
+{
+    if (!strcmp(arg, "auto") || !strcmp(arg, "1") || !strcmp(arg, "0")) {
+        *out = arg[0] == 'a' ? DT_GRAPHS_AUTO : arg[0] == '1' ? DT_GRAPHS_ON : DT_GRAPHS_OFF;
+        return EXIT_OK;
+    }
+    cli_error("--graphs '%s' is not one of auto, 1, 0 (auto and 1: on a GPU each step's forward and backward "
+              "recorded once and replayed as one launch; 0: launched kernel by kernel)",
+              arg);
+    return EXIT_USAGE;
+}
+
 int cli_loader_auto(const dt_ctx *ctx, int requested)
 {
     if (requested >= 0) return requested;

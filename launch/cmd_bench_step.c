@@ -38,6 +38,8 @@ typedef struct step_opts {
     float clip;                 /* --clip-grad-norm: 0 off */
     dt_step_overlap overlap[3]; /* --step-overlap: the settings to run, in order */
     int noverlap;
+    dt_graphs graphs[3]; /* --graphs: the same */
+    int ngraphs;
 } step_opts;
 
 enum {
@@ -52,7 +54,8 @@ enum {
     OPT_ZERO,
     OPT_OPTIM,
     OPT_CLIP,
-    OPT_OVERLAP
+    OPT_OVERLAP,
+    OPT_GRAPHS
 };
 
 static const struct option step_options[] = {
@@ -68,6 +71,7 @@ static const struct option step_options[] = {
     {"optim", required_argument, NULL, OPT_OPTIM},
     {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
     {"step-overlap", required_argument, NULL, OPT_OVERLAP},
+    {"graphs", required_argument, NULL, OPT_GRAPHS},
     {NULL, 0, NULL, 0},
 };
 
@@ -105,12 +109,20 @@ static int add_overlap(const char *item, void *ud)
     return cli_step_overlap(item, &o->overlap[o->noverlap++]);
 }
 
-/* The overlap column: the setting, then what it came to ("auto>on": overlapped; "1>off": a scaler,
- * clipping or ZeRO-1 kept the step after backward). */
-static const char *overlap_text(dt_step_overlap set, dt_step_overlap ran)
+static int add_graphs(const char *item, void *ud)
 {
-    if (set == DT_STEP_OVERLAP_AUTO) return ran ? "auto>on" : "auto>off";
-    if (set == DT_STEP_OVERLAP_ON) return ran ? "1>on" : "1>off";
+    step_opts *o = ud;
+    return cli_graphs(item, &o->graphs[o->ngraphs++]);
+}
+
+/* The overlap and graphs columns: the setting, then what it came to ("auto>on": overlapped, or
+ * replayed as a graph; "1>off": a scaler, clipping or ZeRO-1 kept the step after backward, or the
+ * CPU, profiling or a failed recording kept the pass launched kernel by kernel). Both enums are
+ * OFF 0, ON 1, AUTO 2. */
+static const char *setting_text(int set, int ran)
+{
+    if (set == 2) return ran ? "auto>on" : "auto>off";
+    if (set == 1) return ran ? "1>on" : "1>off";
     return "0>off";
 }
 
@@ -135,6 +147,7 @@ static int step_handle(int val, const char *arg, void *ud)
             o->optim = arg[0] == 'a' ? DT_OPTIM_ADAMW : DT_OPTIM_SGD;
             return EXIT_OK;
         case OPT_OVERLAP: o->noverlap = 0; return cli_list("--step-overlap", arg, 3, add_overlap, o);
+        case OPT_GRAPHS: o->ngraphs = 0; return cli_list("--graphs", arg, 3, add_graphs, o);
         case OPT_CLIP:
             return cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &o->clip);
     }
@@ -196,9 +209,16 @@ static dt_status one_step(dt_loader *ld, dt_model *m, dt_optimizer *opt, dt_scal
     return s;
 }
 
-static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int zero, dt_step_overlap overlap,
-                               dt_step_overlap *overlapped, double *sps, double *ms, double *wait_ms,
-                               dt_memory_summary *mem, long *skipped, clip_seen *cs, char *prof, size_t nprof)
+/* One row's settings, and what they came to in its timed steps. */
+typedef struct row_setting {
+    int zero;
+    dt_step_overlap overlap, overlapped;
+    dt_graphs graphs, graphed;
+} row_setting;
+
+static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_setting *rs, double *sps, double *ms,
+                               double *wait_ms, dt_memory_summary *mem, long *skipped, clip_seen *cs, char *prof,
+                               size_t nprof)
 {
     const int world = dt_world_size(ctx), rank = dt_rank(ctx);
     dt_model *m = NULL;
@@ -212,11 +232,12 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int 
     dt_sync_config sy;
     dt_sync_defaults(&sy);
     sy.op = DT_SUM; /* the gradient of the global mean, as dtrain train */
-    sy.zero = zero;
+    sy.zero = rs->zero;
     int c, h, w;
     dt_status s;
     if ((s = dt_model_create(ctx, o->model, o->input, 1, o->batch, &m))) goto out;
-    dt_model_set_step_overlap(m, overlap);
+    dt_model_set_step_overlap(m, rs->overlap);
+    dt_model_set_graphs(m, rs->graphs);
     const dt_dtype gt = p != DT_F32 && !dt_model_on_gpu(m) ? p : DT_F32;
     if ((s = dt_model_set_precision(m, p, gt)) || (s = dt_model_set_sync(m, &sy)) ||
         (o->clip > 0 && (s = dt_model_set_clip_grad_norm(m, o->clip))) ||
@@ -246,7 +267,9 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, int 
     *sps = (double)o->steps * o->batch * world / t;
     *ms = 1e3 * t / o->steps;
     *wait_ms = 1e3 * (dt_loader_wait_s(ld) - w0) / o->steps;
-    *overlapped = dt_model_step_overlapped(m); /* what the setting came to in the timed steps */
+    /* What the settings came to in the timed steps (the profiled ones run kernel by kernel). */
+    rs->overlapped = dt_model_step_overlapped(m);
+    rs->graphed = dt_model_graphed(m);
     prof[0] = '\0';
     if (o->profile) {
         if ((s = dt_model_set_profile(m, 1))) goto out;
@@ -306,7 +329,9 @@ int cmd_bench_step(int argc, char **argv)
                    .nzero = 1,
                    .optim = DT_OPTIM_SGD,
                    .overlap = {DT_STEP_OVERLAP_AUTO},
-                   .noverlap = 1};
+                   .noverlap = 1,
+                   .graphs = {DT_GRAPHS_AUTO},
+                   .ngraphs = 1};
     dt_config cfg;
     cli_extra extra = {step_options, step_handle, &o, NULL};
     cli_job job;
@@ -325,36 +350,37 @@ int cmd_bench_step(int argc, char **argv)
                o.optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", clip,
                pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
                pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads, cli_s(o.loader_threads));
-        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s %8s\n", "precision", "samples/s",
+        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s %8s %8s\n", "precision", "samples/s",
                "step ms", "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB",
-               "skipped", "zero", "sent MiB/step", "overlap");
+               "skipped", "zero", "sent MiB/step", "overlap", "graphs");
         fflush(stdout);
     }
     double base = 0;
     for (int i = 0; i < o.nprec; i++)
-        for (int zv = 0; zv < o.nzero * o.noverlap; zv++) {
-            const int z = zv / o.noverlap, v = zv % o.noverlap;
+        for (int zvg = 0; zvg < o.nzero * o.noverlap * o.ngraphs; zvg++) {
+            const int z = zvg / (o.noverlap * o.ngraphs), v = zvg / o.ngraphs % o.noverlap, gi = zvg % o.ngraphs;
             double sps = 0, ms = 0, wait_ms = 0;
             long skipped = 0;
             dt_memory_summary mem;
             char prof[4096];
             clip_seen cs = {0};
-            dt_step_overlap ran = DT_STEP_OVERLAP_OFF;
-            dt_status s = run_precision(ctx, &o, o.prec[i], o.zero[z], o.overlap[v], &ran, &sps, &ms, &wait_ms, &mem,
-                                        &skipped, &cs, prof, sizeof prof);
+            row_setting rs = {.zero = o.zero[z], .overlap = o.overlap[v], .graphs = o.graphs[gi]};
+            dt_status s =
+                run_precision(ctx, &o, o.prec[i], &rs, &sps, &ms, &wait_ms, &mem, &skipped, &cs, prof, sizeof prof);
             if (s == DT_ERR_NOMEM) return step_oom(ctx, &o, i, o.zero[z], pl.device == DT_DEVICE_CUDA);
             if (s) return cli_fail(ctx, s, dt_dtype_name(o.prec[i]));
-            if (i == 0 && zv == 0) base = sps;
+            if (i == 0 && zvg == 0) base = sps;
             if (rank == 0) {
                 const double M = 1048576.0;
                 /* What the engine sends per rank (its algorithm, see the top): 16-bit gradients on a
                  * CPU travel in 16 bits, a GPU keeps them in fp32. */
                 const double np = (double)(mem.params / 4), wb = mem.grads < mem.params ? 2.0 : 4.0;
                 const double sent = (o.zero[z] ? np * (wb + 4.0) : 2.0 * np * wb) * (world - 1) / world;
-                printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f %8s\n",
+                printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f %8s %8s\n",
                        dt_dtype_name(o.prec[i]), sps, ms, wait_ms, sps / base, mem.params / M, mem.grads / M,
                        mem.optimizer / M, mem.activations / M, mem.workspace / M, skipped, o.zero[z], sent / M,
-                       overlap_text(o.overlap[v], ran));
+                       setting_text((int)o.overlap[v], (int)rs.overlapped),
+                       setting_text((int)o.graphs[gi], (int)rs.graphed));
                 if (o.clip > 0)
                     printf("    clipping: %ld of %ld stepped timed steps over norm %g (norms %.4g to %.4g before "
                            "clipping)\n",

@@ -236,6 +236,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
     if (t->accum_steps > 1 && (s = dt_model_set_accum_steps(r->m, t->accum_steps)))
         return setup_error(r, s, "while making the gradient accumulation buffer");
     dt_model_set_step_overlap(r->m, t->step_overlap);
+    dt_model_set_graphs(r->m, t->graphs);
     if (t->clip_grad_norm > 0 && (s = dt_model_set_clip_grad_norm(r->m, t->clip_grad_norm)))
         return train_status_error(s);
     if (t->init_params && (rc = params_load(r->ctx, r->m, t->init_params))) return rc;

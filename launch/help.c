@@ -50,7 +50,7 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --optim sgd|adamw (sgd)  --lr F (0.01)  --momentum F (0.9)\n"
                             "  --weight-decay F (0)  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)\n"
                             "  --lr-schedule constant|cosine|linear|step:M1,M2,..:GAMMA (constant; Me =\n"
-                            "     epoch M)  --warmup-steps N (0)  --min-lr F (0)\n"
+                            "     epoch M)  --warmup-steps N (0)  --min-lr F (0)  --graphs auto|1|0\n"
                             "  --accum-steps K (1)  --clip-grad-norm F (0: off)  --step-overlap auto|1|0\n"
                             "  --bucket-mb F|auto (25)  --first-bucket-mb F (1)  --no-overlap\n"
                             "  --grad-comm fp32|fp16|bf16 (fp32; 16-bit: its own)  --zero 0|1 (0; 1: ZeRO-1)\n"
@@ -237,7 +237,9 @@ static const char bench_step[] = "usage: dtrain bench step [options]\n"
                                  "  --clip-grad-norm X       clip the global gradient norm at X, as dtrain train\n"
                                  "                           (0: off, the default)\n"
                                  "  --step-overlap L         of auto,1,0 (auto): the optimizer step layer by layer\n"
-                                 "                           beside backward, as dtrain train; a list runs each\n";
+                                 "                           beside backward, as dtrain train; a list runs each\n"
+                                 "  --graphs L               of auto,1,0 (auto): on a GPU, forward and backward\n"
+                                 "                           replayed as one graph launch; a list runs each\n";
 
 static const char data[] = "usage: dtrain data info PATH [options]\n"
                            "       dtrain data convert SRC DST [options]\n"

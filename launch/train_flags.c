@@ -69,6 +69,7 @@ enum {
     OPT_ZERO,
     OPT_CLIP,
     OPT_STEP_OVERLAP,
+    OPT_GRAPHS,
     OPT_PROGRESS,
     OPT_QUIET,
     OPT_TRACE,
@@ -132,6 +133,7 @@ static const struct option train_options[] = {
     {"zero", required_argument, NULL, OPT_ZERO},
     {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
     {"step-overlap", required_argument, NULL, OPT_STEP_OVERLAP},
+    {"graphs", required_argument, NULL, OPT_GRAPHS},
     {"progress", required_argument, NULL, OPT_PROGRESS},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"trace", required_argument, NULL, OPT_TRACE},
@@ -169,6 +171,7 @@ static int train_handle(int val, const char *arg, void *ud)
             t->sync.zero = arg[0] == '1';
             return EXIT_OK;
         case OPT_STEP_OVERLAP: return cli_step_overlap(arg, &t->step_overlap);
+        case OPT_GRAPHS: return cli_graphs(arg, &t->graphs);
         case OPT_CLIP: {
             float v;
             if (cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &v))
@@ -348,6 +351,7 @@ int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t)
                       .dataset_size = 60000,
                       .loader_threads = -1,
                       .step_overlap = DT_STEP_OVERLAP_AUTO,
+                      .graphs = DT_GRAPHS_AUTO,
                       .precision = DT_F32,
                       .loss_scale = -1,
                       .normalize = -1,
