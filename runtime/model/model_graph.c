@@ -85,6 +85,8 @@ static dt_status graph_record(dt_model *m, model_graph *g, const float *x, const
     if (es) return es;
     g->exec = exec;
     m->graph_records++;
+    log_msg0(LOG_LEVEL_INFO, "step graph %ld recorded (batch %d): later passes with its batch and buffers replay it",
+             m->graph_records, batch);
     return DT_OK;
 }
 

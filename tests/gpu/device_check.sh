@@ -65,6 +65,7 @@ else
     done
     sanitize memcheck train-cnn-bf16 build-gpu/dtrain train --device cuda --model cnn --batch 64 --steps 4 --precision bf16
     sanitize memcheck train-mlp-fp16 build-gpu/dtrain train --device cuda --model mlp --batch 64 --steps 4 --precision fp16
+    sanitize memcheck train-mlp-graphs build-gpu/dtrain train --device cuda --model mlp --batch 64 --steps 6 --graphs 1
 fi
 stamp
 
@@ -111,6 +112,11 @@ step "cnn, loader auto" --model cnn --input 1x28x28 --batch 1024 --steps 60 --pr
 step "cnn, loader 0" --model cnn --input 1x28x28 --batch 1024 --steps 60 --loader-threads 0
 step "cnn 3x32x32 batch 512" --model cnn --input 3x32x32 --batch 512 --steps 60 --profile 5
 step "mlp batch 256" --model mlp --batch 256 --steps 100
+# Step graphs (forward and backward as one launch) against kernel by kernel, side by side: the
+# host-bound mlp (the 2x), the cnn, and the mlp with its buckets on NCCL after the launch.
+step "mlp batch 256 graphs 1 vs 0" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp32,fp16 --graphs 1,0
+step "cnn 3x32x32 graphs 1 vs 0" --model cnn --input 3x32x32 --batch 512 --steps 60 --precision bf16 --graphs 1,0
+DTRAIN_COMM_WORLD1=1 step "mlp NCCL buckets graphs 1 vs 0" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16 --graphs 1,0
 # fp16 alone, profiled (the scaler's check reads the gradients; the optimizer applies the unscale
 # and writes the 16-bit copy), and what the loader's threads make on this host.
 step "fc:8192x3 fp16" --model $FC --input 1024 --batch 1024 --steps 40 --precision fp16 --profile 10
