@@ -72,7 +72,7 @@ set(_pc_libs ${MPI_C_LIBRARIES} ${HWLOC_LINK_LIBRARIES} ${OPENBLAS_LINK_LIBRARIE
     ${TURBOJPEG_LINK_LIBRARIES} ${PNG_LINK_LIBRARIES})
 if(DTRAIN_HAVE_CUDA)
   # nvcc's objects in libdtrain.a call into the C++ runtime (as above).
-  list(APPEND _pc_libs ${CUDA_cublas_LIBRARY} ${CUDA_cudart_LIBRARY} -lstdc++)
+  list(APPEND _pc_libs ${CUDA_cublas_LIBRARY} ${CUDA_cublasLt_LIBRARY} ${CUDA_cudart_LIBRARY} -lstdc++)
 endif()
 if(DTRAIN_HAVE_NCCL)
   list(APPEND _pc_libs ${NCCL_LIBRARY})

@@ -180,6 +180,14 @@ dt_status cuda_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, c
                               int c, int h, int w, int k);
 dt_status cuda_layer_relu_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n);
 dt_status cuda_layer_relu_bwd(backend *be, const pass_args *a, const void *y, const void *dy, void *dx, size_t n);
+/* gemm_lt.cu: the 16-bit fully connected GEMMs with fused epilogues (cuBLASLt). Forward: y =
+ * x16 W16^T + b16 rounded once into y (type t); backward: dw = dy16^T x16 and db = the column
+ * sums of dy16, both fp32. 1 when done; 0 when cuBLASLt has no plan for the shape or refused it
+ * (nothing queued: run the unfused GEMM and kernel). */
+int cuda_lt_fc_fwd16(dt_dtype t, const uint16_t *x16, const uint16_t *w16, const uint16_t *b16, uint16_t *y, int batch,
+                     int in, int out);
+int cuda_lt_fc_wgrad16(dt_dtype t, const uint16_t *x16, const uint16_t *dy16, float *dw, float *db, int batch, int in,
+                       int out);
 /* graph.cu: step graphs; cuda_recording says whether a recording is under way (ops that mark
  * an event a launch must record, as queue_loss_result does, record it as an external node). */
 int cuda_recording(void);

@@ -60,6 +60,8 @@ dt_status cuda_layer_fc_fwd(backend *be, const pass_args *a, const layer_params 
     /* y = x W^T + b with x and W in 16 bits on the tensor cores, fp32 accumulation, one rounding. */
     const uint16_t *x16;
     TRY(input16(be, a, x, x_f32, (size_t)batch * in, &x16));
+    /* The bias and the rounding in the GEMM's epilogue; else the fp32 result, then a kernel. */
+    if (cuda_lt_fc_fwd16(a->prec, x16, lp->w16, lp->b16, (uint16_t *)y, batch, in, out)) return DT_OK;
     TRY(rm_gemm16_batched("fc_fwd16", a->prec, 0, 1, batch, out, in, x16, in, 0, lp->w16, in, 0, 0.0f, a->sy, DT_F32,
                           out, 0, -1));
     return cuda_bias_to16(a->prec, a->sy, lp->b16, (uint16_t *)y, batch, out);
@@ -74,9 +76,12 @@ dt_status cuda_layer_fc_bwd(backend *be, const pass_args *a, const layer_params 
     TRY(no_grads16(a, "fc_bwd16"));
     /* dW = dy^T x and db into the fp32 gradients; dx = dy W in 16 bits. */
     const uint16_t *x16 = input16_bwd(a, x, x_f32), *dy16 = (const uint16_t *)dy;
-    TRY(rm_gemm16_batched("fc_bwd16", a->prec, 1, 0, out, in, batch, dy16, out, 0, x16, in, 0, 0.0f, lp->dw, DT_F32, in,
-                          0, -1));
-    TRY(cuda_col_sums16(a->prec, dy16, batch, out, (float *)lp->db));
+    /* The bias gradient in the weight gradient's epilogue (one read of dy); else a kernel of its own. */
+    if (!cuda_lt_fc_wgrad16(a->prec, x16, dy16, (float *)lp->dw, (float *)lp->db, batch, in, out)) {
+        TRY(rm_gemm16_batched("fc_bwd16", a->prec, 1, 0, out, in, batch, dy16, out, 0, x16, in, 0, 0.0f, lp->dw, DT_F32,
+                              in, 0, -1));
+        TRY(cuda_col_sums16(a->prec, dy16, batch, out, (float *)lp->db));
+    }
     if (!dx) return DT_OK;
     return rm_gemm16_batched("fc_bwd16", a->prec, 0, 0, batch, in, out, dy16, out, 0, lp->w16, in, 0, 0.0f, dx, a->prec,
                              in, 0, -1);

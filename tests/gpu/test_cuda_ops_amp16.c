@@ -1,7 +1,8 @@
 /*
  * test_cuda_ops_amp16.c - the 16-bit ops of mixed precision (kernels/cuda/amp16.h), on values
  * already in bf16 or fp16, against the fp32 CPU ops on the widened values: GEMMs in every transpose,
- * rounding, ReLU (aligned and not), bias-and-round, column sums and convolutions.
+ * rounding, ReLU (aligned and not), bias-and-round, column sums and convolutions; then the 16-bit
+ * fully connected layer entries (cuBLASLt's fused epilogues, or the unfused path).
  *
  * Tolerances: GEMMs and convolutions with an fp32 result within 1e-4 of max |cpu| (the products are
  * exact in fp32; only the summation order differs); with a 16-bit result within one rounding: 8e-3
@@ -183,8 +184,74 @@ static void check_amp16(void)
     }
 }
 
+/* The 16-bit fully connected layer entries (layer_fc_fwd/bwd, fp32 parameter gradients), whose
+ * GEMMs fuse the bias (forward) and the bias gradient (backward) in cuBLASLt epilogues where
+ * cuBLASLt has a plan, against the fp32 CPU ops on the widened values: y and dx within one
+ * rounding, dW and db within 1e-4 of max |cpu| (db's sum runs in cuBLASLt's order). Shapes: the
+ * mlp's layers (the epilogues), odd ones (a bias less than 16-byte aligned: the unfused path),
+ * and the first layer's input in fp32 (rounded into x16 by the forward, reused by backward). */
+static void check_layer_fc16(void)
+{
+    static const struct {
+        int batch, in, out, bias_off, x_f32;
+    } cfg[] = {
+        {256, 784, 1024, 0, 1}, {256, 1024, 10, 0, 0}, {64, 256, 128, 0, 0}, {5, 13, 7, 0, 0}, {33, 40, 24, 3, 0}};
+    for (int bf = 0; bf <= 1; bf++) {
+        const dt_dtype t = bf ? DT_BF16 : DT_F16;
+        const double tol16 = bf ? 8e-3 : 1e-3;
+        for (size_t z = 0; z < sizeof cfg / sizeof *cfg; z++) {
+            const int B = cfg[z].batch, I = cfg[z].in, O = cfg[z].out, bo = cfg[z].bias_off;
+            const size_t nx = (size_t)B * I, ny = (size_t)B * O, nw = (size_t)O * I;
+            float *x = fmalloc(nx), *w = fmalloc(nw), *b = fmalloc(O), *dy = fmalloc(ny), *y = fmalloc(ny),
+                  *dx = fmalloc(nx), *dw = fmalloc(nw), *db = fmalloc(O), *g = fmalloc(nx > nw ? nx : nw);
+            uint16_t *x16 = xmalloc(nx * 2), *w16 = xmalloc(nw * 2), *b16 = xmalloc(O * 2), *dy16 = xmalloc(ny * 2),
+                     *h16 = xmalloc((nx > ny ? nx : ny) * 2);
+            fill16(t, x, x16, nx, 1.0f);
+            fill16(t, w, w16, nw, 0.1f);
+            fill16(t, b, b16, (size_t)O, 1.0f);
+            fill16(t, dy, dy16, ny, 1.0f);
+            CPU(linear_fwd, x, w, b, y, B, I, O);
+            CPU(linear_bwd, x, w, dy, dx, dw, db, B, I, O);
+            /* Parameters as a model lays them out: weights, then the bias (bias_off values further:
+             * a bias pointer off 16-byte alignment). */
+            uint16_t *d_p16 = dmalloc((nw + (size_t)bo + O) * 2), *d_dy16 = dcopy16(dy16, ny), *d_y16 = dmalloc(ny * 2),
+                     *d_dx16 = dmalloc(nx * 2), *d_x16s = dmalloc(nx * 2);
+            up(d_p16, w16, nw * 2);
+            up(d_p16 + nw + bo, b16, (size_t)O * 2);
+            float *d_g = dfloats(nw + (size_t)bo + O), *d_sy = dfloats(ny > nx ? ny : nx), *d_x32 = dcopy(x, nx);
+            uint16_t *d_x16 = cfg[z].x_f32 ? NULL : dcopy16(x16, nx);
+            pass_args a = {.prec = t, .grad_t = DT_F32, .sy = d_sy, .x16 = d_x16s};
+            layer_params lp = {.w16 = d_p16, .b16 = d_p16 + nw + bo, .dw = d_g, .db = d_g + nw + bo};
+            const void *in = cfg[z].x_f32 ? (const void *)d_x32 : (const void *)d_x16;
+            GPU(layer_fc_fwd, &a, &lp, in, cfg[z].x_f32, d_y16, B, I, O);
+            GPU(layer_fc_bwd, &a, &lp, in, cfg[z].x_f32, d_dy16, d_dx16, B, I, O);
+            ops_ok("layer_fc16");
+            char what[128];
+            const char *tn = bf ? "bf16" : "fp16";
+            down(h16, d_y16, ny * 2);
+            cpu_cast_16_to_f32(t, h16, g, ny);
+            snprintf(what, sizeof what, "layer_fc16 %s %dx%d->%d%s y", tn, B, I, O, bo ? " (bias unaligned)" : "");
+            cmp_rel(what, g, y, ny, tol16);
+            down(h16, d_dx16, nx * 2);
+            cpu_cast_16_to_f32(t, h16, g, nx);
+            snprintf(what, sizeof what, "layer_fc16 %s %dx%d->%d dx", tn, B, I, O);
+            cmp_rel(what, g, dx, nx, tol16);
+            down(g, d_g, nw * 4);
+            snprintf(what, sizeof what, "layer_fc16 %s %dx%d->%d dW", tn, B, I, O);
+            cmp_rel(what, g, dw, nw, 1e-4);
+            down(g, d_g + nw + bo, (size_t)O * 4);
+            snprintf(what, sizeof what, "layer_fc16 %s %dx%d->%d db", tn, B, I, O);
+            cmp_rel(what, g, db, (size_t)O, 1e-4);
+            cudaFree(d_p16), cudaFree(d_dy16), cudaFree(d_y16), cudaFree(d_dx16), cudaFree(d_x16s), cudaFree(d_g),
+                cudaFree(d_sy), cudaFree(d_x32), cudaFree(d_x16);
+            free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(g), free(x16), free(w16),
+                free(b16), free(dy16), free(h16);
+        }
+    }
+}
+
 int main(void)
 {
-    const cuda_check_fn checks[] = {check_amp16};
+    const cuda_check_fn checks[] = {check_amp16, check_layer_fc16};
     return cuda_ops_main(NULL, checks, sizeof checks / sizeof *checks);
 }

@@ -1,0 +1,215 @@
+/*
+ * gemm_lt.cu - the 16-bit fully connected layer's GEMMs with their epilogues fused by cuBLASLt:
+ * forward y = x W^T + b rounded once into 16 bits by the GEMM itself (CUBLASLT_EPILOGUE_BIAS:
+ * no fp32 result in scratch, no bias-and-round kernel reading it back), backward dW = dy^T x with
+ * the bias gradient db = column sums of dy from the same pass over dy (CUBLASLT_EPILOGUE_BGRADB:
+ * no column-sum kernel).
+ *
+ * ReLU is not fused (CUBLASLT_EPILOGUE_RELU_BIAS): the layer grammar keeps relu a layer of its
+ * own, and its contract passes NaN through (as torch.relu does), so that a diverging layer shows
+ * as a non-finite loss; a max(x, 0) epilogue would turn it into 0 and hide it.
+ *
+ * Plans (the matmul descriptor, the layouts and the algorithm cuBLASLt's heuristic chose) are made
+ * once per shape, type and pointer alignment and kept for the process; making one costs tens of
+ * microseconds, a lookup none. A shape the heuristic has no algorithm for, a plan that cannot be
+ * made while a step graph is being recorded (nothing is created then), or an Lt call that fails
+ * is answered `no`, and the caller runs the unfused GEMM and kernel instead (gemm.cu), which
+ * computes the same values with the summation in another order.
+ */
+#include "kernels/cuda/cuda_internal.cuh"
+
+#include <cublasLt.h>
+
+/* cuBLAS's recommended workspace on Hopper; allocated at the first plan. */
+#define LT_WS_BYTES ((size_t)32 << 20)
+#define LT_PLANS 64
+
+typedef enum { LT_FWD_BIAS, LT_BWD_BGRADB } lt_kind;
+
+typedef struct lt_key {
+    lt_kind kind;
+    dt_dtype t;
+    int m, n, k;
+    int align[5]; /* A, B, D and the bias vector: the bytes each pointer is aligned to, up to 256 */
+} lt_key;
+
+typedef struct lt_plan {
+    lt_key key;
+    int usable; /* 0: the heuristic had nothing (the fallback runs), kept so it is asked once */
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+    size_t ws;
+} lt_plan;
+
+static cublasLtHandle_t g_lt;
+static void *g_lt_ws;
+static lt_plan g_plans[LT_PLANS];
+static int g_nplans;
+
+static int align_of(const void *p)
+{
+    const uintptr_t u = (uintptr_t)p;
+    int a = 1;
+    while (a < 256 && !(u & (uintptr_t)a)) a <<= 1;
+    return a;
+}
+
+static int key_equal(const lt_key *x, const lt_key *y) { return !memcmp(x, y, sizeof *x); }
+
+static void plan_destroy(lt_plan *p)
+{
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->d) cublasLtMatrixLayoutDestroy(p->d);
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    p->a = p->b = p->d = NULL;
+    p->op = NULL;
+}
+
+/* Fills p for its key: descriptors, layouts (column-major, as cuBLAS sees our row-major
+ * matrices) and the heuristic's first algorithm; p->usable 0 when there is none. bias: a pointer
+ * of the key's alignment (the heuristic reads its alignment, never its memory). */
+static void plan_make(lt_plan *p, const void *bias)
+{
+    const lt_key *k = &p->key;
+    const cudaDataType_t t16 = k->t == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const int fwd = k->kind == LT_FWD_BIAS;
+    /* Forward, row-major y(B,OUT) = x(B,IN) W(OUT,IN)^T: column-major D(OUT,B) = op(A) B with A the
+     * memory of W as (IN,OUT) transposed, B the memory of x as (IN,B). m OUT, n B, k IN.
+     * Backward, row-major dW(OUT,IN) = dy(B,OUT)^T x(B,IN): column-major D(IN,OUT) = A op(B) with A
+     * the memory of x as (IN,B), B the memory of dy as (OUT,B) transposed. m IN, n OUT, k B. */
+    const cublasOperation_t ta = fwd ? CUBLAS_OP_T : CUBLAS_OP_N, tb = fwd ? CUBLAS_OP_N : CUBLAS_OP_T;
+    const cublasLtEpilogue_t ep = fwd ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+    const int32_t bias_t = fwd ? (int32_t)t16 : (int32_t)CUDA_R_32F;
+    const cudaDataType_t dt = fwd ? t16 : CUDA_R_32F;
+    const uint64_t ws = LT_WS_BYTES;
+    cublasLtMatmulPreference_t pref = NULL;
+    int n_found = 0;
+    cublasLtMatmulHeuristicResult_t res;
+    memset(&res, 0, sizeof res);
+    p->usable = 0;
+    int ok =
+        cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t, sizeof bias_t) ==
+            CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) ==
+            CUBLAS_STATUS_SUCCESS;
+    /* Stored shapes, before op: A is (k, m) when transposed, else (m, k); B is (n, k) when
+     * transposed, else (k, n). */
+    if (ok)
+        ok = (fwd ? cublasLtMatrixLayoutCreate(&p->a, t16, (uint64_t)k->k, (uint64_t)k->m, (int64_t)k->k)
+                  : cublasLtMatrixLayoutCreate(&p->a, t16, (uint64_t)k->m, (uint64_t)k->k, (int64_t)k->m)) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             (fwd ? cublasLtMatrixLayoutCreate(&p->b, t16, (uint64_t)k->k, (uint64_t)k->n, (int64_t)k->k)
+                  : cublasLtMatrixLayoutCreate(&p->b, t16, (uint64_t)k->n, (uint64_t)k->k, (int64_t)k->n)) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             cublasLtMatrixLayoutCreate(&p->d, dt, (uint64_t)k->m, (uint64_t)k->n, (int64_t)k->m) ==
+                 CUBLAS_STATUS_SUCCESS;
+    if (ok) {
+        const uint32_t aa = (uint32_t)k->align[0], ab = (uint32_t)k->align[1], ad = (uint32_t)k->align[2];
+        ok = cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
+             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof ad) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof ad) ==
+                 CUBLAS_STATUS_SUCCESS;
+    }
+    if (ok)
+        ok = cublasLtMatmulAlgoGetHeuristic(g_lt, p->op, p->a, p->b, p->d, p->d, pref, 1, &res, &n_found) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             n_found > 0 && res.state == CUBLAS_STATUS_SUCCESS && res.workspaceSize <= LT_WS_BYTES;
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (!ok) {
+        plan_destroy(p);
+        return;
+    }
+    p->algo = res.algo;
+    p->ws = res.workspaceSize;
+    p->usable = 1;
+}
+
+/* The plan for key (made now if new; NULL when none can be used). */
+static lt_plan *plan_for(const lt_key *key, const void *bias)
+{
+    for (int i = 0; i < g_nplans; i++)
+        if (key_equal(&g_plans[i].key, key)) return g_plans[i].usable ? &g_plans[i] : NULL;
+    /* Nothing is created while recording a step graph, and the table does not grow past its size. */
+    if (cuda_recording() || g_nplans == LT_PLANS) return NULL;
+    if (!g_lt && cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS) {
+        g_lt = NULL;
+        return NULL;
+    }
+    if (!g_lt_ws && cudaMalloc(&g_lt_ws, LT_WS_BYTES) != cudaSuccess) {
+        cudaGetLastError(); /* no workspace: the unfused path, which needs none */
+        g_lt_ws = NULL;
+        return NULL;
+    }
+    lt_plan *p = &g_plans[g_nplans++];
+    memset(p, 0, sizeof *p);
+    p->key = *key;
+    plan_make(p, bias);
+    return p->usable ? p : NULL;
+}
+
+/* Runs plan p; 0 when cuBLASLt refused (the plan is then dropped for the fallback, and the error
+ * cleared: nothing was queued). */
+static int plan_run(lt_plan *p, const void *a, const void *b, void *d, const void *bias)
+{
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmul(g_lt, p->op, &one, a, p->a, b, p->b, &zero, d, p->d, d, p->d, &p->algo, g_lt_ws, p->ws,
+                            g_stream);
+    if (st == CUBLAS_STATUS_SUCCESS) return 1;
+    p->usable = 0;
+    cudaGetLastError();
+    return 0;
+}
+
+static void key_init(lt_key *k, lt_kind kind, dt_dtype t, int m, int n, int kk, const void *a, const void *b,
+                     const void *d, const void *bias)
+{
+    memset(k, 0, sizeof *k); /* the padding too: keys are compared with memcmp */
+    k->kind = kind;
+    k->t = t;
+    k->m = m;
+    k->n = n;
+    k->k = kk;
+    k->align[0] = align_of(a);
+    k->align[1] = align_of(b);
+    k->align[2] = align_of(d);
+    k->align[3] = align_of(bias);
+}
+
+/* The bias (and bias gradient) vectors are read and written in 16-byte pieces by the epilogues;
+ * a vector less aligned takes the fallback. */
+static int bias_aligned(const void *p) { return align_of(p) >= 16; }
+
+int cuda_lt_fc_fwd16(dt_dtype t, const uint16_t *x16, const uint16_t *w16, const uint16_t *b16, uint16_t *y, int batch,
+                     int in, int out)
+{
+    if (batch <= 0 || in <= 0 || out <= 0 || !b16 || !bias_aligned(b16)) return 0;
+    lt_key key;
+    key_init(&key, LT_FWD_BIAS, t, out, batch, in, w16, x16, y, b16);
+    lt_plan *p = plan_for(&key, b16);
+    return p && plan_run(p, w16, x16, y, b16);
+}
+
+int cuda_lt_fc_wgrad16(dt_dtype t, const uint16_t *x16, const uint16_t *dy16, float *dw, float *db, int batch, int in,
+                       int out)
+{
+    if (batch <= 0 || in <= 0 || out <= 0 || !db || !bias_aligned(db)) return 0;
+    lt_key key;
+    key_init(&key, LT_BWD_BGRADB, t, in, out, batch, x16, dy16, dw, db);
+    lt_plan *p = plan_for(&key, db);
+    return p && plan_run(p, x16, dy16, dw, db);
+}
