@@ -288,8 +288,9 @@ typedef enum dt_graphs {
  * short enough that the host's launches and per-layer decisions bound them. A graph holds the
  * pass's buffers and scalars: one is recorded for each (input buffer, labels buffer, batch,
  * grad_scale) the pass is called with a second time (the first call runs as usual and warms up
- * the libraries), at most two at a time (the two input slots a GPU model takes turns with), and
- * every later pass with the same four replays it. The optimizer step (its learning rate and step
+ * the libraries), and every later pass with the same four replays it; the model keeps the four
+ * graphs it used last (a GPU model's two input slots take turns, and an epoch's short last batch
+ * is a key of its own). The optimizer step (its learning rate and step
  * count change every step), a loss scaler's check, clipping and the buckets' allreduce stay
  * outside: at several ranks every bucket starts after the graph's backward, in order, rather
  * than as backward finishes it (what a small model loses there is a few microseconds). A pass

@@ -9,6 +9,7 @@
 
 #include "dtrain.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -24,6 +25,20 @@ static int failures, checks, rank, world;
             fprintf(stderr, " (last error: %s)\n", dt_last_error());                                                   \
         }                                                                                                              \
     } while (0)
+
+/* This rank's batch of step `step`: n samples of `in` values in [-1, 1) and labels below classes,
+ * different on every rank and step (a hash of rank, step, sample and position). */
+static inline void mpi_rank_batch(long step, int n, int in, int classes, float *x, int32_t *y)
+{
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < in; j++) {
+            uint64_t h = (uint64_t)(rank * 1000003 + step * 7919 + i * 131 + j) * 0x9E3779B97F4A7C15ull;
+            h ^= h >> 29;
+            x[i * in + j] = (float)((double)(h % 20001) / 10000.0 - 1.0);
+        }
+        y[i] = (int32_t)((i * 7 + step + rank) % classes);
+    }
+}
 
 /* dt_init with cfg, and rank and world set; a failure ends the job naming the test. */
 static inline dt_ctx *mpi_check_init_config(const char *name, const dt_config *cfg)

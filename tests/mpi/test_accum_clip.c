@@ -25,17 +25,7 @@ enum { IN = 8, CLS = 4, B = 4, K = 4, STEPS = 3 };
 #define SPEC "fc:16,relu,fc:4"
 
 /* This rank's 4B samples of step `step`: different on every rank and step. */
-static void batch(long step, float *x, int32_t *y)
-{
-    for (int i = 0; i < K * B; i++) {
-        for (int j = 0; j < IN; j++) {
-            uint64_t h = (uint64_t)(rank * 1000003 + step * 7919 + i * 131 + j) * 0x9E3779B97F4A7C15ull;
-            h ^= h >> 29;
-            x[i * IN + j] = (float)((double)(h % 20001) / 10000.0 - 1.0);
-        }
-        y[i] = (int32_t)((i * 7 + step + rank) % CLS);
-    }
-}
+static void batch(long step, float *x, int32_t *y) { mpi_rank_batch(step, K * B, IN, CLS, x, y); }
 
 static dt_model *model(dt_ctx *ctx, int max_batch)
 {

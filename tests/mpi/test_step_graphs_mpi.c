@@ -21,19 +21,6 @@
 enum { IN = 12, B = 4, STEPS = 5 };
 #define SPEC "fc:24,relu,fc:16,relu,fc:5"
 
-/* This rank's batch of step `step`: different on every rank and step. */
-static void batch(long step, float *x, int32_t *y)
-{
-    for (int i = 0; i < B; i++) {
-        for (int j = 0; j < IN; j++) {
-            uint64_t h = (uint64_t)(rank * 1000003 + step * 7919 + i * 131 + j) * 0x9E3779B97F4A7C15ull;
-            h ^= h >> 29;
-            x[i * IN + j] = (float)((double)(h % 20001) / 10000.0 - 1.0);
-        }
-        y[i] = (int32_t)((i * 7 + step + rank) % 5);
-    }
-}
-
 static dt_model *model(dt_ctx *ctx, dt_dtype prec, dt_step_overlap overlap, dt_graphs graphs)
 {
     dt_model *m = NULL;
@@ -67,7 +54,7 @@ static void run(dt_ctx *ctx, dt_optim_kind kind, dt_dtype prec, dt_step_overlap 
     float x[B * IN];
     int32_t y[B];
     for (long p = 0; p < STEPS; p++) {
-        batch(p, x, y);
+        mpi_rank_batch(p, B, IN, 5, x, y);
         dt_step_result rp, rg;
         const float gs = 1.0f / (float)(B * world);
         const long live0 = g->live_layer_calls;

@@ -30,19 +30,6 @@ static dt_status count_sgd(backend *be, float *p, const optim_grads *g, float *b
     return g_cpu->sgd(be, p, g, buf, n, lr, mom, wd, first, copy_t, copy);
 }
 
-/* This rank's batch of step `step`: different on every rank and step. */
-static void batch(long step, float *x, int32_t *y)
-{
-    for (int i = 0; i < B; i++) {
-        for (int j = 0; j < IN; j++) {
-            uint64_t h = (uint64_t)(rank * 1000003 + step * 7919 + i * 131 + j) * 0x9E3779B97F4A7C15ull;
-            h ^= h >> 29;
-            x[i * IN + j] = (float)((double)(h % 20001) / 10000.0 - 1.0);
-        }
-        y[i] = (int32_t)((i * 7 + step + rank) % 5);
-    }
-}
-
 static dt_model *model(dt_ctx *ctx, dt_dtype prec, int accum, dt_step_overlap overlap)
 {
     dt_model *m = NULL;
@@ -84,7 +71,7 @@ static void run(dt_ctx *ctx, dt_optim_kind kind, dt_dtype prec, int accum, int w
     float x[B * IN];
     int32_t y[B];
     for (long p = 0; p < STEPS * accum; p++) {
-        batch(p, x, y);
+        mpi_rank_batch(p, B, IN, 5, x, y);
         dt_step_result ro, rn;
         const float gs = 1.0f / (float)(B * accum * world);
         CHECK(dt_model_train_step(off, ooff, soff, x, y, B, gs, &ro) == DT_OK, "step without overlap");
