@@ -154,6 +154,8 @@ dt_status cuda_maxpool_bwd(backend *be, const float *dy, const int32_t *idx, flo
 /* loss.cu */
 dt_status cuda_softmax_xent(backend *be, const float *logits, const int32_t *labels, float *dlogits, int batch,
                             int classes, float grad_scale, double *loss, int *correct);
+dt_status cuda_layer_loss(backend *be, const pass_args *a, const void *logits, const int32_t *labels, void *dlogits,
+                          int batch, int classes, float grad_scale, double *loss, int *correct);
 /* optim.cu */
 dt_status cuda_sgd(backend *be, float *p, const optim_grads *g, float *buf, size_t n, float lr, float momentum,
                    float wd, int first, dt_dtype copy_t, uint16_t *copy);

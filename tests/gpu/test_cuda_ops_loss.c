@@ -1,7 +1,8 @@
 /*
  * test_cuda_ops_loss.c - the CUDA table's softmax cross-entropy against the CPU table: one
  * class, tied and all-equal rows, batches of 1 to 1000, without dlogits, rerun, and queued into
- * pinned memory behind more work until loss_wait.
+ * pinned memory behind more work until loss_wait; and the 16-bit layer entry, fused, against the
+ * unfused ops (bit for bit) and the CPU.
  *
  * Tolerances: loss within 1e-5 relative, correct count exact, dlogits within 2e-6 * grad_scale
  * absolute (every entry lies in [-grad_scale, grad_scale]; CUDA's expf may differ from glibc's by
@@ -111,8 +112,79 @@ static void check_xent(void)
     }
 }
 
+/* The 16-bit layer entry (layer_loss of a bf16/fp16 pass) reads the 16-bit logits and writes the
+ * 16-bit gradient in one kernel: the bits of the same GPU widening the logits (cast_to32), taking
+ * softmax_xent in fp32 and rounding the gradient (cast_to16), as the CPU's layer_loss is made; and
+ * within a rounding of the CPU's (expf differs by up to 2 ulp). */
+static void check_layer_loss16(void)
+{
+    const struct {
+        int batch, classes;
+    } cfg[] = {{256, 10}, {3, 37}, {64, 1000}, {5, 1}};
+    for (int bf = 0; bf <= 1; bf++) {
+        const dt_dtype t = bf ? DT_BF16 : DT_F16;
+        for (size_t z = 0; z < sizeof cfg / sizeof *cfg; z++) {
+            const int B = cfg[z].batch, C = cfg[z].classes;
+            const size_t n = (size_t)B * C;
+            const float gs = 1024.0f / (float)B; /* a loss scale's multiple, as fp16 passes take */
+            float *x = fmalloc(n), *cd = fmalloc(n), *w = fmalloc(n), *gw = fmalloc(n);
+            uint16_t *x16 = xmalloc(n * 2), *cd16 = xmalloc(n * 2), *g16 = xmalloc(n * 2), *u16 = xmalloc(n * 2);
+            int32_t *lab = xmalloc((size_t)B * sizeof *lab);
+            fill(x, n, 8.0f);
+            cpu_cast_f32_to_16(t, x, x16, n);
+            for (int i = 0; i < B; i++) lab[i] = (int32_t)(rng_next() % (uint64_t)C);
+            /* CPU: its layer entry on the 16-bit logits (scratch: fp32 of the logits and gradient). */
+            float *csy = fmalloc(n), *csdy = fmalloc(n);
+            pass_args ca = {.prec = t, .grad_t = DT_F32, .sy = csy, .sdy = csdy};
+            double cl = NAN;
+            int cc = -1;
+            CPU(layer_loss, &ca, x16, lab, cd16, B, C, gs, &cl, &cc);
+            st_ok("loss_wait (cpu)", cpu_be->ops->loss_wait(cpu_be));
+            /* GPU: the fused entry, then the unfused ops on the same values. */
+            uint16_t *d_x16 = dmalloc(n * 2), *d_g16 = dmalloc(n * 2), *d_u16 = dmalloc(n * 2);
+            up(d_x16, x16, n * 2);
+            float *d_sy = dfloats(n), *d_sdy = dfloats(n);
+            int32_t *d_lab = dmalloc((size_t)B * sizeof *d_lab);
+            up(d_lab, lab, (size_t)B * sizeof *lab);
+            pass_args ga = {.prec = t, .grad_t = DT_F32, .sy = d_sy, .sdy = d_sdy};
+            double gl = NAN, ul = NAN;
+            int gc = -1, uc = -1;
+            GPU(layer_loss, &ga, d_x16, d_lab, d_g16, B, C, gs, &gl, &gc);
+            st_ok("loss_wait", gpu_be->ops->loss_wait(gpu_be));
+            GPU(cast_to32, t, d_x16, d_sy, n);
+            GPU(softmax_xent, d_sy, d_lab, d_sdy, B, C, gs, &ul, &uc);
+            GPU(cast_to16, t, d_sdy, d_u16, n);
+            st_ok("loss_wait", gpu_be->ops->loss_wait(gpu_be));
+            ops_ok("layer_loss16");
+            down(g16, d_g16, n * 2);
+            down(u16, d_u16, n * 2);
+            const char *tn = bf ? "bf16" : "fp16";
+            check(memcmp(&gl, &ul, sizeof gl) == 0 && gc == uc && memcmp(g16, u16, n * 2) == 0,
+                  "layer_loss %s %dx%d: fused == cast + softmax_xent + cast bit for bit (loss %.17g vs %.17g, "
+                  "correct %d vs %d, gradient %s)",
+                  tn, B, C, gl, ul, gc, uc, memcmp(g16, u16, n * 2) ? "differs" : "equal");
+            const double rel = fabs(gl - cl) / (fabs(cl) > 1e-30 ? fabs(cl) : 1.0);
+            cpu_cast_16_to_f32(t, cd16, w, n);
+            cpu_cast_16_to_f32(t, g16, gw, n);
+            double worst = 0.0;
+            for (size_t i = 0; i < n; i++) {
+                const double e = fabs((double)gw[i] - (double)w[i]);
+                if (!(e <= worst)) worst = e;
+            }
+            const double tol = (bf ? 8e-3 : 1e-3) * gs;
+            check(rel <= 1e-5 && gc == cc && worst <= tol,
+                  "layer_loss %s %dx%d against the CPU: loss rel err %.3g (tol 1e-05), correct %d vs %d, gradient "
+                  "max abs err %.3g (tol %.3g)",
+                  tn, B, C, rel, gc, cc, worst, tol);
+            cudaFree(d_x16), cudaFree(d_g16), cudaFree(d_u16), cudaFree(d_sy), cudaFree(d_sdy), cudaFree(d_lab);
+            free(x), free(cd), free(w), free(gw), free(x16), free(cd16), free(g16), free(u16), free(lab), free(csy),
+                free(csdy);
+        }
+    }
+}
+
 int main(void)
 {
-    const cuda_check_fn checks[] = {check_xent};
+    const cuda_check_fn checks[] = {check_xent, check_layer_loss16};
     return cuda_ops_main(NULL, checks, sizeof checks / sizeof *checks);
 }
