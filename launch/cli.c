@@ -341,8 +341,8 @@ int cli_graphs(const char *arg, dt_graphs *out)
         *out = arg[0] == 'a' ? DT_GRAPHS_AUTO : arg[0] == '1' ? DT_GRAPHS_ON : DT_GRAPHS_OFF;
         return EXIT_OK;
     }
-    cli_error("--graphs '%s' is not one of auto, 1, 0 (auto and 1: on a GPU each step's forward and backward "
-              "recorded once and replayed as one launch; 0: launched kernel by kernel)",
+    cli_error("--graphs '%s' is not one of auto, 1, 0 (1: on a GPU each step's forward and backward recorded once "
+              "and replayed as one launch; auto: so for models under 8M parameters; 0: launched kernel by kernel)",
               arg);
     return EXIT_USAGE;
 }

@@ -238,8 +238,8 @@ static const char bench_step[] = "usage: dtrain bench step [options]\n"
                                  "                           (0: off, the default)\n"
                                  "  --step-overlap L         of auto,1,0 (auto): the optimizer step layer by layer\n"
                                  "                           beside backward, as dtrain train; a list runs each\n"
-                                 "  --graphs L               of auto,1,0 (auto): on a GPU, forward and backward\n"
-                                 "                           replayed as one graph launch; a list runs each\n";
+                                 "  --graphs L               of auto,1,0 (auto: under 8M parameters): on a GPU,\n"
+                                 "                           forward and backward as one graph; a list runs each\n";
 
 static const char data[] = "usage: dtrain data info PATH [options]\n"
                            "       dtrain data convert SRC DST [options]\n"

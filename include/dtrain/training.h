@@ -279,8 +279,14 @@ DT_API dt_step_overlap dt_model_step_overlapped(const dt_model *m);
 typedef enum dt_graphs {
     DT_GRAPHS_OFF = 0,  /**< every pass launches its kernels one by one */
     DT_GRAPHS_ON = 1,   /**< every pass that allows it (below) runs as a graph */
-    DT_GRAPHS_AUTO = 2, /**< (default) ON */
+    DT_GRAPHS_AUTO = 2, /**< (default) ON for models of fewer than DT_GRAPHS_AUTO_PARAMS
+                             parameters, whose steps are short enough for the host to bound them;
+                             OFF for larger ones, whose kernels keep the device busy anyway and
+                             whose buckets (at several ranks) should start during backward */
 } dt_graphs;
+/** AUTO's threshold: the one of DT_STEP_OVERLAP_AUTO (8M parameters), the same line between steps
+ * the host's launches bound and steps the device's work does. */
+#define DT_GRAPHS_AUTO_PARAMS DT_STEP_OVERLAP_AUTO_PARAMS
 
 /** Step graphs: a model on a backend that records (CUDA Graphs) runs the forward pass, the loss
  * and backward of dt_model_forward_backward and dt_model_train_step as one recorded graph,

@@ -44,8 +44,10 @@ long model_test_graph_records(const dt_model *m) { return m->graph_records; }
  * needs the host between layers. */
 static int graph_allowed(const dt_model *m)
 {
-    return m->graphs != DT_GRAPHS_OFF && !m->graphs_failed && m->be->ops->graph_begin && m->accum_steps == 1 &&
-           !m->check_group && !m->inject_inf && !m->layer_opt && !m->prof && !trace_active(ctx_trace(m->ctx));
+    const int on =
+        m->graphs == DT_GRAPHS_ON || (m->graphs == DT_GRAPHS_AUTO && m->spec.num_params < DT_GRAPHS_AUTO_PARAMS);
+    return on && !m->graphs_failed && m->be->ops->graph_begin && m->accum_steps == 1 && !m->check_group &&
+           !m->inject_inf && !m->layer_opt && !m->prof && !trace_active(ctx_trace(m->ctx));
 }
 
 /* The graph of this key, or NULL after remembering the key in the least recently used entry

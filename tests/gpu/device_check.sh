@@ -117,6 +117,9 @@ step "mlp batch 256" --model mlp --batch 256 --steps 100
 step "mlp batch 256 graphs 1 vs 0" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp32,fp16 --graphs 1,0
 step "cnn 3x32x32 graphs 1 vs 0" --model cnn --input 3x32x32 --batch 512 --steps 60 --precision bf16 --graphs 1,0
 DTRAIN_COMM_WORLD1=1 step "mlp NCCL buckets graphs 1 vs 0" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16 --graphs 1,0
+# auto leaves models of 8M+ parameters kernel by kernel: what a graph would give fc:8192x3 (its step
+# after backward, so the graph may record).
+step "fc:8192x3 graphs 1 vs 0, step overlap 0" --model $FC --input 1024 --batch 1024 --steps 40 --precision bf16 --step-overlap 0 --graphs 1,0
 # fp16 alone, profiled (the scaler's check reads the gradients; the optimizer applies the unscale
 # and writes the 16-bit copy), and what the loader's threads make on this host.
 step "fc:8192x3 fp16" --model $FC --input 1024 --batch 1024 --steps 40 --precision fp16 --profile 10

@@ -254,6 +254,28 @@ static void test_failed_recording(void **st)
     }
 }
 
+/* AUTO records for models under DT_GRAPHS_AUTO_PARAMS only; ON for any. */
+static void test_auto_threshold(void **st)
+{
+    (void)st;
+    for (int on = 0; on <= 1; on++) {
+        backend *rec = graph_recorder_init();
+        dt_model *m = make_model("fc:2048,relu,fc:5", "4096", B, DT_F32, DT_F32); /* 8.4M parameters */
+        assert_true(dt_model_num_params(m) >= DT_GRAPHS_AUTO_PARAMS);
+        model_test_set_backend(m, rec);
+        dt_model_set_graphs(m, on ? DT_GRAPHS_ON : DT_GRAPHS_AUTO);
+        dt_model_set_step_overlap(m, DT_STEP_OVERLAP_OFF); /* else one rank steps layer by layer */
+        dt_optim_config oc;
+        dt_optim_defaults(&oc);
+        dt_optimizer *o;
+        assert_int_equal(dt_optimizer_create(&oc, dt_model_num_params(m), &o), DT_OK);
+        assert_int_equal(passes_graphed(m, o, 3), on ? 2 : 0);
+        assert_int_equal(graph_recorder_state()->misuses, 0);
+        dt_optimizer_free(o);
+        dt_model_free(m);
+    }
+}
+
 /* The CPU table records nothing: graphs on or not, its passes run as usual. */
 static void test_cpu_has_none(void **st)
 {
@@ -277,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_fp16_scaler),
         cmocka_unit_test(test_not_recorded),
         cmocka_unit_test(test_failed_recording),
+        cmocka_unit_test(test_auto_threshold),
         cmocka_unit_test(test_cpu_has_none),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
