@@ -11,7 +11,7 @@
  * launches it. What a pass does on the host besides queueing kernels is done around the launch:
  * the 16-bit parameter copy cast before it when stale, each layer's input pointers and each
  * parameter layer's gradients handed to the reducer (in backward order) after it. Passes that
- * need the host between layers never record (model_graph_allowed).
+ * need the host between layers never record (graph_allowed).
  */
 #include "runtime/model/model_internal.h"
 #include "base/log.h"
