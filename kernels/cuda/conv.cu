@@ -1,9 +1,12 @@
 /*
- * conv.cu - convolutions of the CUDA backend: im2col/col2im kernels in groups of images around
- * strided-batched GEMMs, the gather of dy for the filter gradient, the bias gradient in a fixed
- * order. One templated driver per direction serves fp32 and 16-bit columns (mixed precision: the
- * GEMMs on the tensor cores, accumulated in fp32); outputs that a 16-bit pass rounds once go
- * through fp32 scratch (the forward result before the bias, the column gradient before col2im).
+ * conv.cu - convolutions of the CUDA backend: per group of images one GEMM in the (K, g*P) layout
+ * (the images' columns side by side), with im2col into it, col2im out of it, dy gathered into its
+ * (O, g*P) counterpart and the forward's result scattered back into the images (a pointwise
+ * convolution, its input its own column matrix, takes strided-batched GEMMs instead); the bias
+ * gradient in a fixed order. One templated driver per direction serves fp32 and 16-bit columns
+ * (mixed precision: the GEMMs on the tensor cores, accumulated in fp32); outputs that a 16-bit
+ * pass rounds once are fp32 until then (the forward result, rounded with its bias as it is
+ * scattered; the column gradient, rounded after col2im).
  */
 #include "kernels/cuda/cuda_internal.cuh"
 
@@ -196,6 +199,38 @@ static dt_status gather_dy(const char *op, const T *dy, T *out, int g, int O, si
     return check_launch(op, "the dy gather", rows * P);
 }
 
+/* The reverse for a forward's result: the GEMM's (O, g*P) fp32 output yg into g images of NCHW
+ * (g, O, P): assigned (ADD 0) or added to what the images hold (ADD 1: the fp32 bias), or with
+ * the bias added and rounded into 16 bits (R16: y16 = round(yg + b16[o]), b16 NULL: + 0.0f, the
+ * arithmetic of bias_round16_kernel). A row kernel: one (image, channel) plane per block turn. */
+template <int MODE> /* 0 assign, 1 add, 2 bias and round to 16 bits */
+static __global__ void scatter_y_kernel(const float *__restrict__ yg, float *__restrict__ acc,
+                                        uint16_t *__restrict__ y16, const uint16_t *__restrict__ b16, int bf, int g,
+                                        int O, uint32_t P)
+{
+    const size_t rows = (size_t)g * O, ld = (size_t)g * P;
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const size_t o = r % (uint32_t)O, i = r / (uint32_t)O;
+        const float *src = yg + o * ld + i * P;
+        const float br = MODE == 2 && b16 ? wide16(bf, b16[o]) : 0.0f;
+        for (uint32_t p = threadIdx.x; p < P; p += blockDim.x) {
+            if (MODE == 0) acc[r * P + p] = src[p];
+            if (MODE == 1) acc[r * P + p] = acc[r * P + p] + src[p];
+            if (MODE == 2) y16[r * P + p] = narrow16(bf, src[p] + br);
+        }
+    }
+}
+
+template <int MODE>
+static dt_status scatter_y(const char *op, const float *yg, float *acc, uint16_t *y16, const uint16_t *b16, int bf,
+                           int g, int O, size_t P)
+{
+    const size_t rows = (size_t)g * O;
+    if (rows == 0 || P == 0) return DT_OK;
+    LAUNCH_ROWS(scatter_y_kernel<MODE>, rows, P, yg, acc, y16, b16, bf, g, O, (uint32_t)P);
+    return check_launch(op, "the output scatter", rows * P);
+}
+
 static int conv_is_pointwise(const conv_shape *s) { return s->k == 1 && s->stride == 1 && s->pad == 0; }
 
 /* Images per group: depends on the shape and is capped by the batch, so a workspace sized for a
@@ -210,13 +245,25 @@ static int conv_group(const conv_shape *s)
     return (int)g;
 }
 
-/* G images' columns (K, G*P) plus the (O, G*P) copy of dy that backward-filter gathers; forward
- * and backward-data use only the first part (and a pointwise forward/backward-data none). */
+/* Room for a group of G images in the (K, G*P) and (O, G*P) layouts, one GEMM each: forward, the
+ * columns (K*G*P values of T) then the fp32 (O, G*P) result, from the 64th float on (256-byte
+ * aligned: WS_PAD floats of slack); backward-data, the fp32 column gradient (K*G*P floats) then
+ * the gathered dy (O*G*P values of T); backward-filter, the columns then the gathered dy. A
+ * pointwise forward or backward-data uses none. */
+#define WS_PAD 64
 size_t cuda_conv_ws_floats(backend *be, const conv_shape *s)
 {
     (void)be;
     const size_t K = (size_t)s->c_in * s->k * s->k, P = (size_t)s->h_out * s->w_out, O = (size_t)s->c_out;
-    return (size_t)conv_group(s) * P * (K + O);
+    return (size_t)conv_group(s) * P * (K + O) + WS_PAD;
+}
+
+/* Where a forward's fp32 (O, G*P) result goes: after the columns of T, rounded up to WS_PAD floats. */
+template <typename T>
+static float *fwd_out_of(float *ws, size_t K, size_t G, size_t P)
+{
+    const size_t col_floats = (K * G * P * sizeof(T) + sizeof(float) - 1) / sizeof(float);
+    return ws + (col_floats + WS_PAD - 1) / WS_PAD * WS_PAD;
 }
 
 template <typename T>
@@ -244,32 +291,42 @@ static dt_status gemm_t(const char *op, dt_dtype t, int ta, int tb, int m, int n
     return rm_gemm16_batched(op, t, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, DT_F32, ldc, sc, count);
 }
 
-/* acc (B, O, Ho, Wo) = conv(x, w) [+ acc, holding the bias, when add]: groups of images, im2col
- * into the workspace (its first K*G*P values of T), one strided-batched GEMM per group. */
-template <typename T>
+/* The forward: per group of images, im2col into the (K, g*P) layout and one GEMM, yg (O, g*P) =
+ * W (O, K) col (K, g*P), whose result is scattered into the images: into acc (B, O, Ho, Wo),
+ * assigned, or added to the fp32 bias acc holds (MODE 1); or, MODE 2, with the bias b16 added and
+ * rounded into y16. One GEMM over the group rather than one per image: at the cnn's shapes a
+ * per-image GEMM (64 x 196 x 288) kept the tensor cores about 1.5% busy. A pointwise convolution
+ * reads each image as its own column matrix: a strided-batched GEMM straight into acc. */
+template <int MODE, typename T>
 static dt_status conv_fwd_t(const char *op, dt_dtype t, const conv_shape *s, const T *x, const T *w, float *acc,
-                            int add, float *ws)
+                            const uint16_t *b16, uint16_t *y16, float *ws)
 {
-    // x (B, C, H, W), w (O, C, k, k), acc (B, O, Ho, Wo)
+    // x (B, C, H, W), w (O, C, k, k), acc or y16 (B, O, Ho, Wo)
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
     const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
     T *colws = (T *)(void *)ws;
+    float *yg = fwd_out_of<T>(ws, (size_t)K, (size_t)G, (size_t)P);
+    const int pointwise = conv_is_pointwise(s);
     for (int b0 = 0; b0 < s->batch; b0 += G) {
-        const int g = s->batch - b0 < G ? s->batch - b0 : G;
-        const T *col = x + (size_t)b0 * in_sz; /* pointwise: x_i (C, H*W) is its own column matrix */
-        if (!conv_is_pointwise(s)) {
-            TRY(im2col(op, s, col, colws, g, (size_t)K * P, (size_t)P));
-            col = colws;
+        const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
+        const T *xb = x + (size_t)b0 * in_sz;
+        if (pointwise) { /* acc_i (O, P) = W (O, K) x_i (K, P) [+ acc_i] */
+            TRY(gemm_t(op, t, 0, 0, O, P, K, w, K, 0, xb, P, (long long)K * P, MODE == 1 ? 1.0f : 0.0f,
+                       acc + (size_t)b0 * out_sz, P, (long long)out_sz, g));
+            continue;
         }
-        /* acc_i (O, P) = W (O, K) col_i (K, P) [+ acc_i] */
-        TRY(gemm_t(op, t, 0, 0, O, P, K, w, K, 0, col, P, (long long)K * P, add ? 1.0f : 0.0f,
-                   acc + (size_t)b0 * out_sz, P, (long long)out_sz, g));
+        TRY(im2col(op, s, xb, colws, g, (size_t)P, (size_t)ld));
+        TRY(gemm_t(op, t, 0, 0, O, ld, K, w, K, 0, colws, ld, 0, 0.0f, yg, ld, 0, -1));
+        float *accb = acc ? acc + (size_t)b0 * out_sz : NULL; /* MODE 2 writes y16 instead */
+        uint16_t *y16b = y16 ? y16 + (size_t)b0 * out_sz : NULL;
+        TRY(scatter_y<MODE>(op, yg, accb, y16b, b16, t == DT_BF16, g, O, (size_t)P));
     }
     return DT_OK;
 }
 
-/* dx32 (B, C, H, W) = conv^T(dy, w) in fp32: per group dcol_i (K, P) = W^T (K, O) dy_i (O, P), then
- * col2im (pointwise: dcol_i is dx_i itself). */
+/* dx32 (B, C, H, W) = conv^T(dy, w) in fp32: per group dy gathered into the (O, g*P) layout, one
+ * GEMM dcol (K, g*P) = W^T (K, O) dy (O, g*P), then col2im from that layout (one GEMM per group,
+ * as the forward). Pointwise: per image dx_i (K, P) = W^T dy_i, a strided-batched GEMM. */
 template <typename T>
 static dt_status conv_bwd_data_t(const char *op, dt_dtype t, const conv_shape *s, const T *dy, const T *w, float *dx32,
                                  float *ws)
@@ -278,13 +335,18 @@ static dt_status conv_bwd_data_t(const char *op, dt_dtype t, const conv_shape *s
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
     const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
     const int pointwise = conv_is_pointwise(s);
+    T *dyg = (T *)(void *)(ws + (size_t)K * G * P);
     for (int b0 = 0; b0 < s->batch; b0 += G) {
-        const int g = s->batch - b0 < G ? s->batch - b0 : G;
+        const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
         float *dxb = dx32 + (size_t)b0 * in_sz;
-        float *dcol = pointwise ? dxb : ws;
-        TRY(gemm_t(op, t, 1, 0, K, P, O, w, K, 0, dy + (size_t)b0 * out_sz, P, (long long)out_sz, 0.0f, dcol, P,
-                   (long long)K * P, g));
-        if (!pointwise) TRY(col2im(op, s, ws, dxb, g, (size_t)K * P, (size_t)P));
+        const T *dyb = dy + (size_t)b0 * out_sz;
+        if (pointwise) {
+            TRY(gemm_t(op, t, 1, 0, K, P, O, w, K, 0, dyb, P, (long long)out_sz, 0.0f, dxb, P, (long long)K * P, g));
+            continue;
+        }
+        TRY(gather_dy(op, dyb, dyg, g, O, (size_t)P));
+        TRY(gemm_t(op, t, 1, 0, K, ld, O, w, K, 0, dyg, ld, 0, 0.0f, ws, ld, 0, -1));
+        TRY(col2im(op, s, ws, dxb, g, (size_t)P, (size_t)ld));
     }
     return DT_OK;
 }
@@ -324,7 +386,8 @@ dt_status cuda_conv_fwd(backend *be, const conv_shape *s, const float *x, const 
         const int g = s->batch - b0 < G ? s->batch - b0 : G;
         TRY(bias_broadcast("conv_fwd", y + (size_t)b0 * O * P, b, (size_t)g * O, (size_t)P, (size_t)O, 1));
     }
-    return conv_fwd_t("conv_fwd", DT_F32, s, x, w, y, b != NULL, ws);
+    return b ? conv_fwd_t<1>("conv_fwd", DT_F32, s, x, w, y, NULL, NULL, ws)
+             : conv_fwd_t<0>("conv_fwd", DT_F32, s, x, w, y, NULL, NULL, ws);
 }
 
 dt_status cuda_conv_bwd_data(backend *be, const conv_shape *s, const float *dy, const float *w, float *dx, float *ws)
@@ -379,7 +442,10 @@ dt_status cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint
 dt_status cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *w, const uint16_t *b,
                           float *y32, uint16_t *y, float *ws)
 {
-    TRY(conv_fwd_t("conv_fwd16", t, s, x, w, y32, 0, ws));
+    /* The bias and the rounding as the GEMM's result is scattered into the images; a pointwise
+     * convolution's GEMMs write y32, rounded after. */
+    if (!conv_is_pointwise(s)) return conv_fwd_t<2>("conv_fwd16", t, s, x, w, NULL, b, y, ws);
+    TRY(conv_fwd_t<0>("conv_fwd16", t, s, x, w, y32, NULL, NULL, ws));
     if (s->batch <= 0) return DT_OK;
     return bias_round16("conv_fwd16", t, y32, b, y, (size_t)s->batch * s->c_out, (size_t)s->h_out * s->w_out,
                         (size_t)s->c_out, 1);
