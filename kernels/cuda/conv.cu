@@ -200,34 +200,35 @@ static dt_status gather_dy(const char *op, const T *dy, T *out, int g, int O, si
 }
 
 /* The reverse for a forward's result: the GEMM's (O, g*P) fp32 output yg into g images of NCHW
- * (g, O, P): assigned (ADD 0) or added to what the images hold (ADD 1: the fp32 bias), or with
- * the bias added and rounded into 16 bits (R16: y16 = round(yg + b16[o]), b16 NULL: + 0.0f, the
- * arithmetic of bias_round16_kernel). A row kernel: one (image, channel) plane per block turn. */
-template <int MODE> /* 0 assign, 1 add, 2 bias and round to 16 bits */
+ * (g, O, P): MODE 0 assigned to acc; MODE 1 with the fp32 bias b32[o] added (the sum the CPU makes,
+ * bias first, then the product added); MODE 2 with the 16-bit bias added and rounded into y16
+ * (y16 = round(yg + b16[o]), b16 NULL: + 0.0f, the arithmetic of bias_round16_kernel). A row
+ * kernel: one (image, channel) plane per block turn. */
+template <int MODE>
 static __global__ void scatter_y_kernel(const float *__restrict__ yg, float *__restrict__ acc,
-                                        uint16_t *__restrict__ y16, const uint16_t *__restrict__ b16, int bf, int g,
-                                        int O, uint32_t P)
+                                        const float *__restrict__ b32, uint16_t *__restrict__ y16,
+                                        const uint16_t *__restrict__ b16, int bf, int g, int O, uint32_t P)
 {
     const size_t rows = (size_t)g * O, ld = (size_t)g * P;
     for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const size_t o = r % (uint32_t)O, i = r / (uint32_t)O;
         const float *src = yg + o * ld + i * P;
-        const float br = MODE == 2 && b16 ? wide16(bf, b16[o]) : 0.0f;
+        const float br = MODE == 1 ? b32[o] : MODE == 2 && b16 ? wide16(bf, b16[o]) : 0.0f;
         for (uint32_t p = threadIdx.x; p < P; p += blockDim.x) {
             if (MODE == 0) acc[r * P + p] = src[p];
-            if (MODE == 1) acc[r * P + p] = acc[r * P + p] + src[p];
+            if (MODE == 1) acc[r * P + p] = br + src[p];
             if (MODE == 2) y16[r * P + p] = narrow16(bf, src[p] + br);
         }
     }
 }
 
 template <int MODE>
-static dt_status scatter_y(const char *op, const float *yg, float *acc, uint16_t *y16, const uint16_t *b16, int bf,
-                           int g, int O, size_t P)
+static dt_status scatter_y(const char *op, const float *yg, float *acc, const float *b32, uint16_t *y16,
+                           const uint16_t *b16, int bf, int g, int O, size_t P)
 {
     const size_t rows = (size_t)g * O;
     if (rows == 0 || P == 0) return DT_OK;
-    LAUNCH_ROWS(scatter_y_kernel<MODE>, rows, P, yg, acc, y16, b16, bf, g, O, (uint32_t)P);
+    LAUNCH_ROWS(scatter_y_kernel<MODE>, rows, P, yg, acc, b32, y16, b16, bf, g, O, (uint32_t)P);
     return check_launch(op, "the output scatter", rows * P);
 }
 
@@ -245,25 +246,16 @@ static int conv_group(const conv_shape *s)
     return (int)g;
 }
 
-/* Room for a group of G images in the (K, G*P) and (O, G*P) layouts, one GEMM each: forward, the
- * columns (K*G*P values of T) then the fp32 (O, G*P) result, from the 64th float on (256-byte
- * aligned: WS_PAD floats of slack); backward-data, the fp32 column gradient (K*G*P floats) then
- * the gathered dy (O*G*P values of T); backward-filter, the columns then the gathered dy. A
- * pointwise forward or backward-data uses none. */
-#define WS_PAD 64
+/* Room for a group of G images in the (K, G*P) and (O, G*P) layouts, one GEMM each, as two
+ * regions of K*G*P and O*G*P floats: forward, the columns (of T) then the fp32 (O, G*P) result;
+ * backward-data, the fp32 column gradient then the gathered dy (of T); backward-filter, the
+ * columns then the gathered dy (both of T, the second right after the first). A pointwise
+ * forward or backward-data uses none. */
 size_t cuda_conv_ws_floats(backend *be, const conv_shape *s)
 {
     (void)be;
     const size_t K = (size_t)s->c_in * s->k * s->k, P = (size_t)s->h_out * s->w_out, O = (size_t)s->c_out;
-    return (size_t)conv_group(s) * P * (K + O) + WS_PAD;
-}
-
-/* Where a forward's fp32 (O, G*P) result goes: after the columns of T, rounded up to WS_PAD floats. */
-template <typename T>
-static float *fwd_out_of(float *ws, size_t K, size_t G, size_t P)
-{
-    const size_t col_floats = (K * G * P * sizeof(T) + sizeof(float) - 1) / sizeof(float);
-    return ws + (col_floats + WS_PAD - 1) / WS_PAD * WS_PAD;
+    return (size_t)conv_group(s) * P * (K + O);
 }
 
 template <typename T>
@@ -293,19 +285,20 @@ static dt_status gemm_t(const char *op, dt_dtype t, int ta, int tb, int m, int n
 
 /* The forward: per group of images, im2col into the (K, g*P) layout and one GEMM, yg (O, g*P) =
  * W (O, K) col (K, g*P), whose result is scattered into the images: into acc (B, O, Ho, Wo),
- * assigned, or added to the fp32 bias acc holds (MODE 1); or, MODE 2, with the bias b16 added and
- * rounded into y16. One GEMM over the group rather than one per image: at the cnn's shapes a
+ * assigned (MODE 0) or with the fp32 bias b32 added (MODE 1); or, MODE 2, with the bias b16 added
+ * and rounded into y16. One GEMM over the group rather than one per image: at the cnn's shapes a
  * per-image GEMM (64 x 196 x 288) kept the tensor cores about 1.5% busy. A pointwise convolution
- * reads each image as its own column matrix: a strided-batched GEMM straight into acc. */
+ * reads each image as its own column matrix: a strided-batched GEMM straight into acc, which
+ * holds the bias already when MODE is 1 (beta 1). */
 template <int MODE, typename T>
 static dt_status conv_fwd_t(const char *op, dt_dtype t, const conv_shape *s, const T *x, const T *w, float *acc,
-                            const uint16_t *b16, uint16_t *y16, float *ws)
+                            const float *b32, const uint16_t *b16, uint16_t *y16, float *ws)
 {
     // x (B, C, H, W), w (O, C, k, k), acc or y16 (B, O, Ho, Wo)
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
     const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
     T *colws = (T *)(void *)ws;
-    float *yg = fwd_out_of<T>(ws, (size_t)K, (size_t)G, (size_t)P);
+    float *yg = ws + (size_t)K * G * P; /* the second region */
     const int pointwise = conv_is_pointwise(s);
     for (int b0 = 0; b0 < s->batch; b0 += G) {
         const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
@@ -319,7 +312,7 @@ static dt_status conv_fwd_t(const char *op, dt_dtype t, const conv_shape *s, con
         TRY(gemm_t(op, t, 0, 0, O, ld, K, w, K, 0, colws, ld, 0, 0.0f, yg, ld, 0, -1));
         float *accb = acc ? acc + (size_t)b0 * out_sz : NULL; /* MODE 2 writes y16 instead */
         uint16_t *y16b = y16 ? y16 + (size_t)b0 * out_sz : NULL;
-        TRY(scatter_y<MODE>(op, yg, accb, y16b, b16, t == DT_BF16, g, O, (size_t)P));
+        TRY(scatter_y<MODE>(op, yg, accb, b32, y16b, b16, t == DT_BF16, g, O, (size_t)P));
     }
     return DT_OK;
 }
@@ -380,14 +373,17 @@ dt_status cuda_conv_fwd(backend *be, const conv_shape *s, const float *x, const 
                         float *ws)
 {
     (void)be;
-    /* The bias first, group by group, and the GEMM adds to it (beta 1), as the CPU does. */
-    const int O = s->c_out, P = s->h_out * s->w_out, G = conv_group(s);
-    for (int b0 = 0; b && b0 < s->batch; b0 += G) {
-        const int g = s->batch - b0 < G ? s->batch - b0 : G;
-        TRY(bias_broadcast("conv_fwd", y + (size_t)b0 * O * P, b, (size_t)g * O, (size_t)P, (size_t)O, 1));
+    if (!b) return conv_fwd_t<0>("conv_fwd", DT_F32, s, x, w, y, NULL, NULL, NULL, ws);
+    /* bias + product, as the CPU adds them: by the scatter, or (pointwise) the bias broadcast
+     * first, group by group, and the GEMM adding to it (beta 1). */
+    if (conv_is_pointwise(s)) {
+        const int O = s->c_out, P = s->h_out * s->w_out, G = conv_group(s);
+        for (int b0 = 0; b0 < s->batch; b0 += G) {
+            const int g = s->batch - b0 < G ? s->batch - b0 : G;
+            TRY(bias_broadcast("conv_fwd", y + (size_t)b0 * O * P, b, (size_t)g * O, (size_t)P, (size_t)O, 1));
+        }
     }
-    return b ? conv_fwd_t<1>("conv_fwd", DT_F32, s, x, w, y, NULL, NULL, ws)
-             : conv_fwd_t<0>("conv_fwd", DT_F32, s, x, w, y, NULL, NULL, ws);
+    return conv_fwd_t<1>("conv_fwd", DT_F32, s, x, w, y, b, NULL, NULL, ws);
 }
 
 dt_status cuda_conv_bwd_data(backend *be, const conv_shape *s, const float *dy, const float *w, float *dx, float *ws)
@@ -444,8 +440,8 @@ dt_status cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, co
 {
     /* The bias and the rounding as the GEMM's result is scattered into the images; a pointwise
      * convolution's GEMMs write y32, rounded after. */
-    if (!conv_is_pointwise(s)) return conv_fwd_t<2>("conv_fwd16", t, s, x, w, NULL, b, y, ws);
-    TRY(conv_fwd_t<0>("conv_fwd16", t, s, x, w, y32, NULL, NULL, ws));
+    if (!conv_is_pointwise(s)) return conv_fwd_t<2>("conv_fwd16", t, s, x, w, NULL, NULL, b, y, ws);
+    TRY(conv_fwd_t<0>("conv_fwd16", t, s, x, w, y32, NULL, NULL, NULL, ws));
     if (s->batch <= 0) return DT_OK;
     return bias_round16("conv_fwd16", t, y32, b, y, (size_t)s->batch * s->c_out, (size_t)s->h_out * s->w_out,
                         (size_t)s->c_out, 1);
