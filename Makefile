@@ -52,7 +52,7 @@ demo: build
 	mpirun -np $(NP) $(BUILD)/dtrain train --model mlp --batch 64 --steps 150 --lr 0.05 --log-every 15
 
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # Headers, libdtrain.so/.a, the command, the sbatch templates, the CMake package and dtrain.pc under
 # PREFIX (cmake/install.cmake lists them).

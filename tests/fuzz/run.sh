@@ -56,26 +56,24 @@ if ! cmake --build "$build" -j "$jobs" >"$build/build.log" 2>&1; then
 fi
 echo "fuzz: built in $(( $(date +%s) - t0 )) s ($build)"
 
-failed=""
-for src in "$here"/fuzz_*.c; do
-    name=$(basename "$src" .c)
-    if [ -n "${FUZZ_ONLY:-}" ] && [[ " $FUZZ_ONLY " != *" $name "* ]]; then continue; fi
-    bin=$build/$name
-    seeds=$here/corpus/$name
-    work=$build/work/$name
+# One harness: its seeds, then fuzzing; its lines on stdout, its verdict as the exit status.
+fuzz_one() {
+    local name=$1
+    local bin=$build/$name seeds=$here/corpus/$name work=$build/work/$name
     mkdir -p "$work/corpus" "$seeds"
-    dict=()
+    local dict=()
     [ -f "$here/$name.dict" ] && dict=(-dict="$here/$name.dict")
 
     # 1. the seed corpus, each input once and whole.
+    local files
     mapfile -t files < <(find "$seeds" -type f | sort)
     if [ ${#files[@]} -gt 0 ]; then
         if ! "$bin" $limits -artifact_prefix="$work/" "${files[@]}" >"$work/regression.log" 2>&1; then
+            local last
             last=$(grep -E '^Running: ' "$work/regression.log" | tail -1 | sed 's/^Running: //')
             echo "FAIL $name: seed input ${last#$root/} reports:"
             grep -vE "^(Running: |Executed |INFO: )" "$work/regression.log" | tail -40
-            failed="$failed $name"
-            continue
+            return 1
         fi
     fi
 
@@ -83,6 +81,7 @@ for src in "$here"/fuzz_*.c; do
     # harnesses' own stderr is closed (-close_fd_mask=2): refused inputs print an error message each,
     # gigabytes in a few minutes; libFuzzer's lines, the sanitizers' reports and FUZZ_CHECK's message
     # still come out. Reproducing the kept input shows everything.
+    local t0 rc done_line artifact
     t0=$(date +%s)
     "$bin" $limits -close_fd_mask=2 -max_len="$max_len" -max_total_time="$secs" -print_final_stats=1 "${dict[@]}" \
         -artifact_prefix="$work/" "$work/corpus" "$seeds" >"$work/fuzz.log" 2>&1
@@ -96,10 +95,27 @@ for src in "$here"/fuzz_*.c; do
             echo "  the input: $artifact (reproduce: $bin $artifact)"
             echo "  once fixed, keep it: cp $artifact tests/fuzz/corpus/$name/crash-<what>"
         fi
-        failed="$failed $name"
-        continue
+        return 1
     fi
     echo "ok   $name: ${#files[@]} seed inputs, then ${secs} s: ${done_line:-no DONE line (see $work/fuzz.log)}"
+}
+
+# The harnesses FUZZ_JOBS at a time (each fuzzes on one core), their lines printed in order.
+names=()
+for src in "$here"/fuzz_*.c; do
+    name=$(basename "$src" .c)
+    if [ -n "${FUZZ_ONLY:-}" ] && [[ " $FUZZ_ONLY " != *" $name "* ]]; then continue; fi
+    names+=("$name")
+    mkdir -p "$build/work"
+    rm -f "$build/work/$name.rc"
+    { fuzz_one "$name"; echo $? >"$build/work/$name.rc"; } >"$build/work/$name.out" 2>&1 &
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+done
+wait
+failed=""
+for name in "${names[@]}"; do
+    cat "$build/work/$name.out"
+    [ "$(cat "$build/work/$name.rc" 2>/dev/null)" = 0 ] || failed="$failed $name"
 done
 
 if [ -n "$failed" ]; then

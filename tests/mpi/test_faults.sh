@@ -18,8 +18,12 @@ fault() { # kind:rank:step (or hang=LAYER:RANK:SEQ for DTRAIN_TEST_HANG), ranks,
     rc=$?
     t1=$(date +%s.%N)
     local took; took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-    sleep 1
-    local left; left=$(pgrep -f -- "$marker" | wc -l)
+    # A rank may take a moment to exit after mpirun: leftovers are those still there after 1 s.
+    local left tries=0
+    while left=$(pgrep -f -- "$marker" | wc -l) && [ "$left" -gt 0 ] && [ $tries -lt 10 ]; do
+        sleep 0.1
+        tries=$((tries + 1))
+    done
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -qF -- "$say" "$tmp/out" &&
        awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t <= l) }' && [ "$left" -eq 0 ]; then
         ok "$var=$spec ${mpi_opts-}on $np ranks: job ended in $took s (limit $limit), exit $rc, says '$say', no rank left"
