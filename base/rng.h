@@ -8,8 +8,16 @@
 
 #include <stdint.h>
 
+/* Callable from CUDA kernels too (kernels/cuda/synth.cu makes the synthetic data with them), so a
+ * GPU draws the very values the host does. */
+#if defined(__CUDACC__)
+#define RNG_FN static inline __host__ __device__
+#else
+#define RNG_FN static inline
+#endif
+
 /* SplitMix64's finalizer: a bijective, well-mixed hash of a 64-bit counter. */
-static inline uint64_t rng_mix(uint64_t z)
+RNG_FN uint64_t rng_mix(uint64_t z)
 {
     z += 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -18,13 +26,13 @@ static inline uint64_t rng_mix(uint64_t z)
 }
 
 /* The 64-bit value at (seed, stream, j). */
-static inline uint64_t rng_at(uint64_t seed, uint64_t stream, uint64_t j)
+RNG_FN uint64_t rng_at(uint64_t seed, uint64_t stream, uint64_t j)
 {
     return rng_mix(rng_mix(seed ^ rng_mix(stream)) + j);
 }
 
 /* Uniform in [-1, 1) with 24 random bits (exact in fp32). */
-static inline float rng_uniform_pm1(uint64_t r)
+RNG_FN float rng_uniform_pm1(uint64_t r)
 {
     return (float)(int32_t)((r >> 40) - (1u << 23)) * (1.0f / (float)(1u << 23));
 }

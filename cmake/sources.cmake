@@ -10,7 +10,7 @@ set(DTRAIN_BASE_SOURCES
 set(DTRAIN_KERNELS_SOURCES
   kernels/backend.c kernels/pass_common.c kernels/optim_args.c
   kernels/cpu/backend_cpu.c kernels/cpu/amp.c kernels/cpu/amp_layers.c kernels/cpu/cast.c kernels/cpu/conv.c
-  kernels/cpu/ops.c kernels/cpu/optim.c)
+  kernels/cpu/ops.c kernels/cpu/optim.c kernels/cpu/synth.c)
 # Which backends a build has is decided here alone, not by an #ifdef: the CUDA one (kernels/cuda/,
 # with the CUDA implementation of kernels/device_info.h) in CUDA builds, and in every other build
 # no_cuda.c, which defines backend_cuda() to say there is none, and device_info_none.c.
@@ -18,7 +18,8 @@ set(DTRAIN_KERNELS_CUDA_SOURCES
   kernels/cuda/device_info.c
   kernels/cuda/backend_cuda.cu kernels/cuda/gemm.cu kernels/cuda/conv.cu kernels/cuda/elementwise.cu
   kernels/cuda/pool.cu kernels/cuda/loss.cu kernels/cuda/optim.cu kernels/cuda/reduce.cu kernels/cuda/layers.cu
-  kernels/cuda/trace_gpu.cu kernels/cuda/graph.cu kernels/cuda/gemm_lt.cu)
+  kernels/cuda/trace_gpu.cu kernels/cuda/graph.cu kernels/cuda/gemm_lt.cu
+  kernels/cuda/synth.cu)
 set(DTRAIN_KERNELS_NO_CUDA_SOURCES kernels/cpu/no_cuda.c kernels/cpu/device_info_none.c)
 
 set(DTRAIN_COLLECTIVES_SOURCES

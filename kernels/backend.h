@@ -41,6 +41,7 @@ extern "C" {
 
 typedef struct backend backend;
 typedef struct backend_ops backend_ops;
+struct synth_spec; /* kernels/synth.h */
 
 /* A backend: its table and its state (the CUDA stream and cuBLAS handle; NULL for the CPU). */
 struct backend {
@@ -119,8 +120,8 @@ struct backend_ops {
     /* Synchronous copies from and to host memory (memcpy on the CPU). */
     dt_status (*to_device)(backend *be, void *dst, const void *src, size_t bytes);
     dt_status (*to_host)(backend *be, void *dst, const void *src, size_t bytes);
-    /* Host to backend memory on the stream, asynchronous when src is pinned; src must stay
-     * unchanged until the stream has passed the copy. */
+    /* Host (or this backend's own) memory to backend memory on the stream, asynchronous when src
+     * is pinned or the device's; src must stay unchanged until the stream has passed the copy. */
     dt_status (*to_device_async)(backend *be, void *dst, const void *src, size_t bytes);
     /* Input batches staged on a copy stream of their own, so that the copy of the next batch runs
      * beside the work still queued on the stream instead of in line before it (NULL where the
@@ -312,6 +313,16 @@ struct backend_ops {
     dt_status (*graph_end)(backend *be, int keep, void **graph);
     dt_status (*graph_launch)(backend *be, void *graph);
     void (*graph_free)(backend *be, void *graph);
+
+    /* ------------------------------------------------------------ synthetic data
+     * Samples idx[0..n) (the synthetic split's indices) of the synthetic dataset sp (kernels/synth.h,
+     * its pointers this backend's memory) into x (n x c*h*w) and labels (n), this backend's memory,
+     * bit for bit the CPU's on every backend. idx is host memory, read before it returns. Queued on
+     * the stream like the ops (CUDA stages the indices through pinned buffers of its own, never
+     * waiting for the stream unless four calls are still queued); never called while recording.
+     * DT_ERR_NOMEM for scratch or staging memory, DT_ERR_DEVICE when a copy or launch fails. */
+    dt_status (*synth_batch)(backend *be, const struct synth_spec *sp, const uint32_t *idx, int n, float *x,
+                             int32_t *labels);
 };
 
 /* The CPU backend (CBLAS from OpenBLAS for every GEMM); never NULL. */

@@ -347,6 +347,19 @@ int cli_graphs(const char *arg, dt_graphs *out)
     return EXIT_USAGE;
 }
 
+int cli_synthetic_on(const char *arg, dt_synthetic_on *out)
+{
+    if (!strcmp(arg, "auto") || !strcmp(arg, "host") || !strcmp(arg, "device")) {
+        *out = arg[0] == 'a' ? DT_SYNTHETIC_AUTO : arg[0] == 'h' ? DT_SYNTHETIC_HOST : DT_SYNTHETIC_DEVICE;
+        return EXIT_OK;
+    }
+    cli_error("--synthetic-on '%s' is not one of auto, host, device (where synthetic batches are made: device: by a "
+              "kernel on the GPU, without loader threads or a copy; host: by the loader threads; auto: on the GPU "
+              "unless --augment asks for crops or flips)",
+              arg);
+    return EXIT_USAGE;
+}
+
 int cli_loader_auto(const dt_ctx *ctx, int requested)
 {
     if (requested >= 0) return requested;

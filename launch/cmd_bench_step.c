@@ -40,6 +40,8 @@ typedef struct step_opts {
     int noverlap;
     dt_graphs graphs[3]; /* --graphs: the same */
     int ngraphs;
+    dt_synthetic_on synth[3]; /* --synthetic-on: the same */
+    int nsynth;
 } step_opts;
 
 enum {
@@ -55,7 +57,8 @@ enum {
     OPT_OPTIM,
     OPT_CLIP,
     OPT_OVERLAP,
-    OPT_GRAPHS
+    OPT_GRAPHS,
+    OPT_SYNTHETIC_ON
 };
 
 static const struct option step_options[] = {
@@ -72,6 +75,7 @@ static const struct option step_options[] = {
     {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
     {"step-overlap", required_argument, NULL, OPT_OVERLAP},
     {"graphs", required_argument, NULL, OPT_GRAPHS},
+    {"synthetic-on", required_argument, NULL, OPT_SYNTHETIC_ON},
     {NULL, 0, NULL, 0},
 };
 
@@ -115,6 +119,19 @@ static int add_graphs(const char *item, void *ud)
     return cli_graphs(item, &o->graphs[o->ngraphs++]);
 }
 
+static int add_synth(const char *item, void *ud)
+{
+    step_opts *o = ud;
+    return cli_synthetic_on(item, &o->synth[o->nsynth++]);
+}
+
+/* The data column: where --synthetic-on said, and for auto where the loader made the batches. */
+static const char *synth_text(dt_synthetic_on set, int on_device)
+{
+    if (set == DT_SYNTHETIC_AUTO) return on_device ? "auto>dev" : "auto>host";
+    return set == DT_SYNTHETIC_HOST ? "host" : "device";
+}
+
 /* The overlap and graphs columns: the setting, then what it came to ("auto>on": overlapped, or
  * replayed as a graph; "1>off": a scaler, clipping or ZeRO-1 kept the step after backward, or the
  * CPU, profiling or a failed recording kept the pass launched kernel by kernel). Both enums are
@@ -148,6 +165,7 @@ static int step_handle(int val, const char *arg, void *ud)
             return EXIT_OK;
         case OPT_OVERLAP: o->noverlap = 0; return cli_list("--step-overlap", arg, 3, add_overlap, o);
         case OPT_GRAPHS: o->ngraphs = 0; return cli_list("--graphs", arg, 3, add_graphs, o);
+        case OPT_SYNTHETIC_ON: o->nsynth = 0; return cli_list("--synthetic-on", arg, 3, add_synth, o);
         case OPT_CLIP:
             return cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &o->clip);
     }
@@ -214,6 +232,8 @@ typedef struct row_setting {
     int zero;
     dt_step_overlap overlap, overlapped;
     dt_graphs graphs, graphed;
+    dt_synthetic_on synth;
+    int synth_on_device; /* what synth came to */
 } row_setting;
 
 static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_setting *rs, double *sps, double *ms,
@@ -244,7 +264,9 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
         (s = dt_optimizer_create(&oc, dt_model_num_params(m), &opt)) || (s = dt_model_shard_optimizer(m, opt)))
         goto out;
     dt_model_input_shape(m, &c, &h, &w);
-    if ((s = dt_synthetic_create(c, h, w, dt_model_num_classes(m), 60000, 1, &data))) goto out;
+    if ((s = dt_synthetic_create(c, h, w, dt_model_num_classes(m), 60000, 1, &data)) ||
+        (s = dt_dataset_set_synthetic_on(data, rs->synth)))
+        goto out;
     if (p == DT_F16) {
         dt_scaler_config scc;
         dt_scaler_defaults(&scc);
@@ -252,6 +274,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
         dt_model_set_nonfinite_check(m, DT_NONFINITE_CHECK_AT_RISK);
     }
     if ((s = dt_loader_create(ctx, data, rank, world, o->batch, 0, o->loader_threads, CLI_LOADER_DEPTH, &ld))) goto out;
+    rs->synth_on_device = dt_loader_on_device(ld);
     const float scale = 1.0f / ((float)o->batch * (float)world);
     double t0 = 0, w0 = 0;
     for (int step = 0; step < o->warmup + o->steps; step++) {
@@ -331,7 +354,9 @@ int cmd_bench_step(int argc, char **argv)
                    .overlap = {DT_STEP_OVERLAP_AUTO},
                    .noverlap = 1,
                    .graphs = {DT_GRAPHS_AUTO},
-                   .ngraphs = 1};
+                   .ngraphs = 1,
+                   .synth = {DT_SYNTHETIC_AUTO},
+                   .nsynth = 1};
     dt_config cfg;
     cli_extra extra = {step_options, step_handle, &o, NULL};
     cli_job job;
@@ -350,21 +375,23 @@ int cmd_bench_step(int argc, char **argv)
                o.optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", clip,
                pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
                pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads, cli_s(o.loader_threads));
-        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s %8s %8s\n", "precision", "samples/s",
+        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s %8s %8s %9s\n", "precision", "samples/s",
                "step ms", "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB",
-               "skipped", "zero", "sent MiB/step", "overlap", "graphs");
+               "skipped", "zero", "sent MiB/step", "overlap", "graphs", "data");
         fflush(stdout);
     }
     double base = 0;
     for (int i = 0; i < o.nprec; i++)
-        for (int zvg = 0; zvg < o.nzero * o.noverlap * o.ngraphs; zvg++) {
-            const int z = zvg / (o.noverlap * o.ngraphs), v = zvg / o.ngraphs % o.noverlap, gi = zvg % o.ngraphs;
+        for (int zvg = 0; zvg < o.nzero * o.noverlap * o.ngraphs * o.nsynth; zvg++) {
+            /* Rows in the order of the flags' lists, the last flag's changing fastest. */
+            const int di = zvg % o.nsynth, gi = zvg / o.nsynth % o.ngraphs;
+            const int v = zvg / (o.nsynth * o.ngraphs) % o.noverlap, z = zvg / (o.nsynth * o.ngraphs * o.noverlap);
             double sps = 0, ms = 0, wait_ms = 0;
             long skipped = 0;
             dt_memory_summary mem;
             char prof[4096];
             clip_seen cs = {0};
-            row_setting rs = {.zero = o.zero[z], .overlap = o.overlap[v], .graphs = o.graphs[gi]};
+            row_setting rs = {.zero = o.zero[z], .overlap = o.overlap[v], .graphs = o.graphs[gi], .synth = o.synth[di]};
             dt_status s =
                 run_precision(ctx, &o, o.prec[i], &rs, &sps, &ms, &wait_ms, &mem, &skipped, &cs, prof, sizeof prof);
             if (s == DT_ERR_NOMEM) return step_oom(ctx, &o, i, o.zero[z], pl.device == DT_DEVICE_CUDA);
@@ -376,11 +403,12 @@ int cmd_bench_step(int argc, char **argv)
                  * CPU travel in 16 bits, a GPU keeps them in fp32. */
                 const double np = (double)(mem.params / 4), wb = mem.grads < mem.params ? 2.0 : 4.0;
                 const double sent = (o.zero[z] ? np * (wb + 4.0) : 2.0 * np * wb) * (world - 1) / world;
-                printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f %8s %8s\n",
+                printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f %8s %8s "
+                       "%9s\n",
                        dt_dtype_name(o.prec[i]), sps, ms, wait_ms, sps / base, mem.params / M, mem.grads / M,
                        mem.optimizer / M, mem.activations / M, mem.workspace / M, skipped, o.zero[z], sent / M,
                        setting_text((int)o.overlap[v], (int)rs.overlapped),
-                       setting_text((int)o.graphs[gi], (int)rs.graphed));
+                       setting_text((int)o.graphs[gi], (int)rs.graphed), synth_text(o.synth[di], rs.synth_on_device));
                 if (o.clip > 0)
                     printf("    clipping: %ld of %ld stepped timed steps over norm %g (norms %.4g to %.4g before "
                            "clipping)\n",

@@ -267,6 +267,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
     if ((s = dt_loader_create(r->ctx, r->data.train, r->rank, r->world, t->batch, r->first_step * t->accum_steps,
                               r->loader_threads, CLI_LOADER_DEPTH, &r->ld)))
         return train_status_error(s);
+    if (r->rank == 0 && !t->quiet) train_report_data(r);
     return EXIT_OK;
 }
 

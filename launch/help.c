@@ -77,6 +77,8 @@ static const char train_data[] = "usage: dtrain train --data PATH [options]   (t
                                  "  --augment crop:P,flip  random crop after P pixels of zero padding, h-flip\n"
                                  "  --bad-samples fail|skip (fail)   undecodable images: stop, or replace+count\n"
                                  "  --loader-threads N|auto (auto)   threads that read/decode/augment ahead\n"
+                                 "  --synthetic-on auto|host|device  synthetic batches made by a GPU kernel\n"
+                                 "                         (auto: on a GPU without --augment) or on the host\n"
                                  "Each epoch is a permutation from (seed, epoch); step s takes the next W x B\n"
                                  "samples and rank r the B at r x B among them. The position is saved in\n"
                                  "checkpoints: resuming on other ranks goes on mid-epoch. dtrain eval: test it.\n";
@@ -234,12 +236,13 @@ static const char bench_step[] = "usage: dtrain bench step [options]\n"
                                  "  --zero 0|1|0,1           optimizer state replicated (0), sharded (1, ZeRO-1),\n"
                                  "                           or both side by side (0)\n"
                                  "  --optim sgd|adamw        (sgd, momentum 0.9)\n"
-                                 "  --clip-grad-norm X       clip the global gradient norm at X, as dtrain train\n"
-                                 "                           (0: off, the default)\n"
+                                 "  --clip-grad-norm X       clip the gradient norm at X as dtrain train (0: off)\n"
                                  "  --step-overlap L         of auto,1,0 (auto): the optimizer step layer by layer\n"
                                  "                           beside backward, as dtrain train; a list runs each\n"
                                  "  --graphs L               of auto,1,0 (auto: under 8M parameters): on a GPU,\n"
-                                 "                           forward and backward as one graph; a list runs each\n";
+                                 "                           forward and backward as one graph; a list runs each\n"
+                                 "  --synthetic-on L         of auto,host,device (auto: device on a GPU): where\n"
+                                 "                           the batches are made; a list runs each\n";
 
 static const char data[] = "usage: dtrain data info PATH [options]\n"
                            "       dtrain data convert SRC DST [options]\n"

@@ -74,11 +74,18 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
         data_config(t, threads, &cfg);
         dt_status s = dt_synthetic_open(c, h, w, dt_model_num_classes(m), (size_t)t->dataset_size, (uint64_t)t->seed,
                                         &cfg, &d->train);
+        if (!s) s = dt_dataset_set_synthetic_on(d->train, t->synthetic_on);
         if (s) {
             cli_error("%s", dt_last_error());
             return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
         }
         return EXIT_OK;
+    }
+    if (t->synthetic_on == DT_SYNTHETIC_DEVICE) {
+        cli_error("--synthetic-on device: --data %s is read from files; only dtrain's synthetic data (no --data) is "
+                  "made on the GPU",
+                  t->data);
+        return EXIT_USAGE;
     }
     int C, H, W;
     dt_dataset_shape(d->train, &C, &H, &W);

@@ -13,6 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+void train_report_data(const train_run *r)
+{
+    const train_opts *t = &r->t;
+    if (dt_loader_on_device(r->ld))
+        printf("data: each batch made on the GPU by one kernel from its sample indices, on the model's stream (no "
+               "loader threads, no copy; --synthetic-on host makes them on the host)\n");
+    else if (r->loader_threads)
+        printf("data: %d loader thread%s make%s batches ahead (%d at most)%s\n", r->loader_threads,
+               cli_s(r->loader_threads), r->loader_threads == 1 ? "s" : "", CLI_LOADER_DEPTH - 1,
+               dt_model_on_gpu(r->m) ? " in pinned host memory, copied to the GPU asynchronously" : "");
+    else
+        printf("data: made by the training thread%s\n",
+               t->loader_threads < 0 ? " (the default on the CPU; --loader-threads N makes batches ahead)" : "");
+    fflush(stdout);
+}
+
 void train_report_start(const train_run *r)
 {
     const train_opts *t = &r->t;
@@ -67,13 +83,6 @@ void train_report_start(const train_run *r)
            : t->scaler.dynamic ? "dynamic"
                                : "static",
            sent, sent / MiB);
-    if (r->loader_threads)
-        printf("data: %d loader thread%s make%s batches ahead (%d at most)%s\n", r->loader_threads,
-               cli_s(r->loader_threads), r->loader_threads == 1 ? "s" : "", CLI_LOADER_DEPTH - 1,
-               dt_model_on_gpu(r->m) ? " in pinned host memory, copied to the GPU asynchronously" : "");
-    else
-        printf("data: made by the training thread%s\n",
-               t->loader_threads < 0 ? " (the default on the CPU; --loader-threads N makes batches ahead)" : "");
     printf("memory per rank (batch %d): parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB%s, "
            "activations %.2f MiB, workspace %.2f MiB, total %.2f MiB\n",
            t->batch, mem.params / MiB, mem.grads / MiB, mem.optimizer / MiB,

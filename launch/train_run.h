@@ -84,8 +84,10 @@ dt_status train_bucket_auto_after_step(train_run *r, long steps_run);
 /* ---------------------------------------------------------------- rank 0's report (train_report.c) */
 
 /* The lines before the first step: the data, the schedule, the model, the gradients' buckets and
- * wire type, the precision, the loader, the memory per rank. */
+ * wire type, the precision, the memory per rank (the loader's line comes once it is made). */
 void train_report_start(const train_run *r);
+/* Rank 0's line on how batches are made, once the loader is (it decides where). */
+void train_report_data(const train_run *r);
 /* One log interval: the step line, the held-out line (eval_line, may be ""; neither with
  * --quiet), and the record to --metrics. logged: the optimizer steps in the interval. EXIT_OK,
  * or EXIT_FAIL after printing why the metrics write failed. */

@@ -15,7 +15,8 @@
  * (launch/doctor/doctor_cuda.h: `dtrain doctor` acts as if a driver of that CUDA version were
  * loaded, and looks for the nvidia device nodes in DIR instead of /dev), DTRAIN_TEST_BLAS_ADVICE=CORE
  * (launch/prologue.c: `dtrain` re-executes itself with OPENBLAS_CORETYPE=CORE as if OpenBLAS had
- * guessed below the CPU, so the re-exec is tested on any machine), and DTRAIN_FAULT
+ * guessed below the CPU, so the re-exec is tested on any machine), DTRAIN_TEST_SYNTH_DEVICE=1
+ * (loader_test_device_on_cpu below, for a whole `dtrain train`), and DTRAIN_FAULT
  * (launch/fault_inject.h). DTRAIN_COMM_WORLD1, which makes device buckets reduce even in a world
  * of one, is a setting now: dt_config::comm_world1.
  */
@@ -36,5 +37,11 @@ void model_test_set_backend(dt_model *m, struct backend *be);
 
 /* How many passes of m were recorded as step graphs (dt_model_set_graphs) so far. */
 long model_test_graph_records(const dt_model *m);
+
+/* on 1: training loaders made from now on take their device path with the CPU backend standing in
+ * for the device (synthetic data without augmentation, dt_dataset_set_synthetic_on not HOST), so
+ * that path's planning, indices and reuse of its slot are tested without a GPU; 0: off. Also set
+ * by DTRAIN_TEST_SYNTH_DEVICE=1 in the environment, read at the first loader made. */
+void loader_test_device_on_cpu(int on);
 
 #endif

@@ -79,6 +79,21 @@ DT_API dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t si
  * sampler, transforms and seed: see there. */
 DT_API dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t data_seed,
                                    const dt_data_config *cfg, dt_dataset **out);
+/** Where a loader makes the batches of a synthetic dataset (dt_dataset_set_synthetic_on). */
+typedef enum dt_synthetic_on {
+    DT_SYNTHETIC_AUTO = 0,  /**< (default) on the device when the loader's context is placed on a GPU
+                                 and no augmentation applies (crop_pad and flip 0), else on the host */
+    DT_SYNTHETIC_HOST = 1,  /**< on the host, by the loader's threads, like a file's samples */
+    DT_SYNTHETIC_DEVICE = 2 /**< on the device; dt_loader_create fails (DT_ERR_INVALID_ARG, naming
+                                 why) when the context is not on a GPU or augmentation applies */
+} dt_synthetic_on;
+/** Where loaders made from now on make d's batches, when d is synthetic data (dt_synthetic_create,
+ * dt_synthetic_open). On the device a batch is made by one kernel from its sample indices, the
+ * same bits as on the host (normalization included), on the stream the model's kernels use: no
+ * loader thread is started and no input is copied, so a GPU step is never bound by the host's
+ * cores making data. DT_ERR_INVALID_ARG: where is not in the enum, or DT_SYNTHETIC_DEVICE for a
+ * dataset that is not synthetic (d unchanged). */
+DT_API dt_status dt_dataset_set_synthetic_on(dt_dataset *d, dt_synthetic_on where);
 /** Closes the dataset's files and frees it. NULL is a no-op. */
 DT_API void dt_dataset_free(dt_dataset *d);
 /** Samples in the dataset (after the holdout). */
@@ -164,8 +179,15 @@ DT_API dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, in
                                   int threads, int depth, dt_loader **out);
 /** The next step's batch, in step order: *step, inputs *x (batch x input size) and *labels. The
  * buffers stay valid until the next call, which hands them back for refilling. An error of a
- * worker (a dataset smaller than one global batch, ...) is returned here. */
+ * worker (a dataset smaller than one global batch, ...) is returned here. When the loader makes
+ * its batches on the device (dt_loader_on_device), x and labels are device memory, written by
+ * work queued on the stream of ctx's backend (the default stream of ctx's GPU) when this returns:
+ * work queued after it on that stream, such as dt_model_train_step's, sees the batch. */
 DT_API dt_status dt_loader_next(dt_loader *l, long *step, const float **x, const int32_t **labels);
+/** 1 when l makes its batches on the device (a synthetic dataset on a GPU: see
+ * dt_dataset_set_synthetic_on), so dt_loader_next hands out device memory; 0 when they are host
+ * memory (pinned on a GPU). */
+DT_API int dt_loader_on_device(const dt_loader *l);
 /** Seconds dt_loader_next spent waiting for a batch that was not ready yet, since creation. */
 DT_API double dt_loader_wait_s(const dt_loader *l);
 /** Stops the workers and frees the buffers; NULL is fine. */

@@ -476,6 +476,7 @@ static const backend_ops cpu_ops = {
     .graph_end = NULL,
     .graph_launch = NULL,
     .graph_free = NULL,
+    .synth_batch = cpu_synth_batch,
 };
 
 static backend cpu_backend = {&cpu_ops, NULL};

@@ -65,4 +65,9 @@ dt_status cpu_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, co
 dt_status cpu_layer_relu_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n);
 dt_status cpu_layer_relu_bwd(backend *be, const pass_args *a, const void *y, const void *dy, void *dx, size_t n);
 
+/* synth.c: the synthetic samples of kernels/synth.h on the host. */
+struct synth_spec;
+dt_status cpu_synth_batch(backend *be, const struct synth_spec *sp, const uint32_t *idx, int n, float *x,
+                          int32_t *labels);
+
 #endif

@@ -211,7 +211,9 @@ static dt_status g_to_device_async(backend *be, void *dst, const void *src, size
 {
     (void)be;
     if (!bytes) return DT_OK;
-    return cuda_err(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_stream), "to_device_async",
+    /* Default: src may be host memory or the device's own (a batch made there), which unified
+     * addressing tells apart. */
+    return cuda_err(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g_stream), "to_device_async",
                     "copying to the GPU");
 }
 
@@ -444,6 +446,7 @@ static const backend_ops cuda_ops = {
     /* .graph_end = */ cuda_graph_end,
     /* .graph_launch = */ cuda_graph_launch,
     /* .graph_free = */ cuda_graph_free,
+    /* .synth_batch = */ cuda_synth_batch,
 };
 
 static backend cuda_backend = {&cuda_ops, NULL};

@@ -164,6 +164,9 @@ dt_status cuda_adamw(backend *be, float *p, const optim_grads *g, float *m, floa
 /* reduce.cu */
 dt_status cuda_scale_count(backend *be, dt_dtype t, void *buf, size_t n, float mul, size_t *bad);
 dt_status cuda_flag_nonfinite(backend *be, dt_dtype t, const void *buf, size_t n, int *flag, int stamp, int since);
+/* synth.cu: the synthetic samples of kernels/synth.h made on the device. */
+dt_status cuda_synth_batch(backend *be, const struct synth_spec *sp, const uint32_t *idx, int n, float *x,
+                           int32_t *labels);
 dt_status cuda_sum_squares(backend *be, dt_dtype t, const void *buf, size_t n, float m1, float m2, double *out);
 dt_status cuda_accum_grads(backend *be, dt_dtype t, void *g, float *acc, size_t n, int add, int store);
 /* layers.cu: the layer entries in any precision. */

@@ -9,6 +9,7 @@
 #include "base/status.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,6 +251,36 @@ dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const f
     }
     for (int i = 0; i < 4; i++) free(old[i]);
     return DT_OK;
+}
+
+dt_status dt_dataset_set_synthetic_on(dt_dataset *d, dt_synthetic_on where)
+{
+    if (!d || (where != DT_SYNTHETIC_AUTO && where != DT_SYNTHETIC_HOST && where != DT_SYNTHETIC_DEVICE))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_dataset_set_synthetic_on: no dataset, or %d is not auto (0), host (1) or "
+                                "device (2)",
+                                (int)where);
+    synth_spec sp;
+    if (where == DT_SYNTHETIC_DEVICE && !synthetic_spec(d->split, &sp))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s is %s data: only the synthetic data is made on the device (leave it on the host)",
+                                d->split->source, d->split->format);
+    d->synth_on = where;
+    return DT_OK;
+}
+
+int dataset_synth_spec(const dt_dataset *d, synth_spec *out, char *why, size_t n)
+{
+    if (!synthetic_spec(d->split, out)) {
+        snprintf(why, n, "%s is %s data, not synthetic", d->split->source, d->split->format);
+        return 0;
+    }
+    if (d->crop_pad || d->flip) {
+        snprintf(why, n, "its augmentation (random crop, flip) runs on the host");
+        return 0;
+    }
+    if (d->norm != DT_NORMALIZE_NONE) out->mul = d->mul, out->add = d->add;
+    return 1;
 }
 
 size_t dt_dataset_size(const dt_dataset *d) { return d->n; }

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct synth_spec; /* kernels/synth.h */
+
 struct dt_dataset {
     ds_split *split; /* owned */
     uint32_t *view;  /* the holdout's view: sample k is split sample view[k]; NULL: all */
@@ -29,8 +31,14 @@ struct dt_dataset {
     float *mean, *std; /* per channel, for DT_NORMALIZE_STANDARD */
     float *mul, *add;  /* per channel: normalized = value * mul + add */
     int crop_pad, flip, skip_bad;
-    long bad; /* samples replaced (atomic) */
+    long bad;                 /* samples replaced (atomic) */
+    dt_synthetic_on synth_on; /* where loaders make synthetic batches */
 };
+
+/* 1 when d's training batches can be made by a backend's synth_batch (synthetic data without
+ * augmentation): *out = the generator with d's normalization (host memory, owned by d). 0 with
+ * why (n bytes) saying what keeps them on the host. */
+int dataset_synth_spec(const dt_dataset *d, struct synth_spec *out, char *why, size_t n);
 
 /* Floats of scratch dataset_fill needs per thread. */
 size_t dataset_scratch_floats(const dt_dataset *d);

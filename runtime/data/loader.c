@@ -9,10 +9,17 @@
  * work on one batch at a time and a batch is ready as soon as possible; the indices are copied
  * into the slot, so a chunk never reads the dataset's permutation, which the next batch may
  * replace. Chunks write disjoint rows, with the scratch of their worker.
+ *
+ * On the device (synthetic data on a GPU, dt_dataset_set_synthetic_on): no workers and one slot
+ * of device memory; dt_loader_next plans the batch's indices and queues the backend's
+ * synth_batch into the slot on the stream. The stream's order keeps the slot safe: the next
+ * batch's kernel is queued after the work the caller queued on this one.
  */
 #include "runtime/data/loader.h"
 #include "runtime/data/dataset.h"
 #include "kernels/backend.h"
+#include "kernels/synth.h"
+#include "runtime/test_hooks.h"
 #include "base/clock.h"
 #include "base/status.h"
 #include "base/thread_stack.h"
@@ -47,9 +54,12 @@ typedef struct worker {
 struct dt_loader {
     dt_dataset *d;
     int rank, world, batch, depth, nthreads, chunk, nchunks;
-    backend *mem_be; /* whose host_alloc holds the batches: the CUDA one pins them for its copies */
-    int eval;        /* eval mode: item k is batch k of samples rank, rank + world, ... */
-    long items;      /* eval mode: the batches of the pass */
+    backend *mem_be;   /* whose host_alloc holds the batches: the CUDA one pins them for its copies */
+    int device;        /* batches made on mem_be's device: slot buffers from its alloc (above) */
+    synth_spec syn;    /* on the device: the generator, its arrays in device memory (owned) */
+    uint32_t *syn_idx; /* on the device: the slot's indices in the split (through the view) */
+    int eval;          /* eval mode: item k is batch k of samples rank, rank + world, ... */
+    long items;        /* eval mode: the batches of the pass */
     size_t in_sz;
     lslot *slot;
     worker *w;
@@ -192,11 +202,20 @@ void dt_loader_free(dt_loader *l)
         }
         free(l->w);
     }
+    backend *be = l->mem_be;
+    void (*release)(backend *, void *) = l->device ? be->ops->free : be->ops->host_free;
     for (int i = 0; l->slot && i < l->depth; i++) {
-        l->mem_be->ops->host_free(l->mem_be, l->slot[i].x);
-        l->mem_be->ops->host_free(l->mem_be, l->slot[i].labels);
+        release(be, l->slot[i].x);
+        release(be, l->slot[i].labels);
         free(l->slot[i].idx);
     }
+    if (l->device) {
+        be->ops->free(be, (void *)l->syn.w1);
+        be->ops->free(be, (void *)l->syn.w2);
+        be->ops->free(be, (void *)l->syn.mul);
+        be->ops->free(be, (void *)l->syn.add);
+    }
+    free(l->syn_idx);
     free(l->slot);
     free(l->scratch);
     if (l->sample_log) fclose(l->sample_log);
@@ -204,6 +223,85 @@ void dt_loader_free(dt_loader *l)
     pthread_cond_destroy(&l->cv_ready);
     pthread_mutex_destroy(&l->mu);
     free(l);
+}
+
+/* Test hook (runtime/test_hooks.h): the CPU backend stands in for a device. */
+static int g_device_on_cpu = -1; /* -1: DTRAIN_TEST_SYNTH_DEVICE not read yet */
+
+void loader_test_device_on_cpu(int on) { g_device_on_cpu = on; }
+
+static int device_on_cpu(void)
+{
+    if (g_device_on_cpu < 0) {
+        const char *e = getenv("DTRAIN_TEST_SYNTH_DEVICE");
+        g_device_on_cpu = e && !strcmp(e, "1");
+    }
+    return g_device_on_cpu;
+}
+
+/* Whether a training loader makes d's batches on be's device (be NULL: ctx is not on a GPU); a
+ * request it cannot honour fails naming why. */
+static dt_status choose_device(const dt_dataset *d, backend *be, int *device)
+{
+    *device = 0;
+    if (d->synth_on == DT_SYNTHETIC_HOST) return DT_OK;
+    synth_spec sp;
+    char why[256];
+    const int able = dataset_synth_spec(d, &sp, why, sizeof why);
+    if (d->synth_on == DT_SYNTHETIC_DEVICE && (!be || !able))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "synthetic batches cannot be made on the device: %s (make them on "
+                                "the host: --synthetic-on host or auto)",
+                                !be ? "the run is placed on the CPU" : why);
+    *device = be && able;
+    return DT_OK;
+}
+
+/* Copies n floats of the host array src to new memory of be's at *dst (NULL stays NULL). */
+static dt_status upload(backend *be, const float *src, size_t n, const char *what, const float **dst)
+{
+    *dst = NULL;
+    if (!src) return DT_OK;
+    void *p = NULL;
+    dt_status s = be->ops->alloc(be, n * sizeof(float), what, &p);
+    if (!s) s = be->ops->to_device(be, p, src, n * sizeof(float));
+    if (s)
+        be->ops->free(be, p);
+    else
+        *dst = p;
+    return s;
+}
+
+/* The device's part of the loader: its copy of the generator and its slot. */
+static dt_status device_start(dt_loader *l, int batch)
+{
+    backend *be = l->mem_be;
+    synth_spec host;
+    char why[256];
+    dataset_synth_spec(l->d, &host, why, sizeof why);
+    const size_t in = synth_input_size(&host), C = (size_t)host.c;
+    l->syn = host;
+    l->syn.w1 = l->syn.w2 = l->syn.mul = l->syn.add = NULL;
+    dt_status s = upload(be, host.w1, SYNTH_TEACHER_HIDDEN * in, "the synthetic data's teacher", &l->syn.w1);
+    if (!s)
+        s = upload(be, host.w2, (size_t)host.classes * SYNTH_TEACHER_HIDDEN, "the synthetic data's teacher",
+                   &l->syn.w2);
+    if (!s) s = upload(be, host.mul, C, "the normalization", &l->syn.mul);
+    if (!s) s = upload(be, host.add, C, "the normalization", &l->syn.add);
+    lslot *sl = &l->slot[0];
+    if (!s) s = be->ops->alloc(be, (size_t)batch * in * sizeof(float), "a batch of inputs", (void **)&sl->x);
+    if (!s) s = be->ops->alloc(be, (size_t)batch * sizeof(int32_t), "a batch of labels", (void **)&sl->labels);
+    if (!s && (!(sl->idx = malloc((size_t)batch * sizeof *sl->idx)) ||
+               !(l->syn_idx = malloc((size_t)batch * sizeof *l->syn_idx))))
+        s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+    return s;
+}
+
+/* On the device: the batch of slot sl's indices, queued on the stream. */
+static dt_status make_on_device(dt_loader *l, const lslot *sl)
+{
+    for (int j = 0; j < sl->n; j++) l->syn_idx[j] = l->d->view ? l->d->view[sl->idx[j]] : sl->idx[j];
+    return l->mem_be->ops->synth_batch(l->mem_be, &l->syn, l->syn_idx, sl->n, sl->x, sl->labels);
 }
 
 /* Both modes: eval with items batches of the shard, or training from first_step. */
@@ -254,9 +352,12 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
     if (cuda && backend_for_memory(DT_MEMORY_DEVICE, &cuda_be))
         s = status_set_error(DT_ERR_DEVICE, "dt_loader_create: the context is placed on CUDA: %s", dt_last_error());
     if (cuda_be) l->mem_be = cuda_be;
+    if (!s && !eval) s = choose_device(d, cuda_be ? cuda_be : device_on_cpu() ? l->mem_be : NULL, &l->device);
+    if (l->device) threads = l->nthreads = 0, l->depth = 1;
     if (!s && !(l->slot = calloc((size_t)l->depth, sizeof *l->slot)))
         s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
-    for (int i = 0; !s && i < l->depth; i++) {
+    if (!s && l->device) s = device_start(l, batch);
+    for (int i = 0; !s && !l->device && i < l->depth; i++) {
         lslot *sl = &l->slot[i];
         if ((s = l->mem_be->ops->host_alloc(l->mem_be, (size_t)batch * l->in_sz * sizeof(float), "a batch of inputs",
                                             (void **)&sl->x)) ||
@@ -266,7 +367,7 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
         if (!(sl->idx = malloc((size_t)batch * sizeof *sl->idx)))
             s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     }
-    if (!s && !threads && !(l->scratch = malloc(scratch * sizeof(float))))
+    if (!s && !threads && !l->device && !(l->scratch = malloc(scratch * sizeof(float))))
         s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     if (!s && threads) {
         if (!(l->w = calloc((size_t)threads, sizeof *l->w)))
@@ -321,7 +422,9 @@ dt_status loader_next_n(dt_loader *l, long *item, const float **x, const int32_t
         trace_rec *tr = loader_trace(l);
         const uint64_t t0_ns = tr ? trace_now_ns() : 0;
         dt_status s = plan(l, l->next_out, sl);
-        if (!s) s = dataset_fill(l->d, sl->idx, sl->epoch, sl->n, !l->eval, sl->x, sl->labels, l->scratch);
+        if (!s)
+            s = l->device ? make_on_device(l, sl)
+                          : dataset_fill(l->d, sl->idx, sl->epoch, sl->n, !l->eval, sl->x, sl->labels, l->scratch);
         l->wait_s += clock_now_s() - t0;
         if (tr)
             trace_rec_add(tr, "data wait", TRACE_CAT_DATA, TRACE_TRACK_TRAIN, t0_ns, trace_now_ns(), l->next_out + 1,
@@ -375,3 +478,5 @@ dt_status dt_loader_next(dt_loader *l, long *step, const float **x, const int32_
 }
 
 double dt_loader_wait_s(const dt_loader *l) { return l->wait_s; }
+
+int dt_loader_on_device(const dt_loader *l) { return l && l->device; }

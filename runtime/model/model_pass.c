@@ -239,11 +239,17 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     if (batch < 1 || batch > m->max_batch)
         return status_set_error(DT_ERR_INVALID_ARG, "batch %d is outside 1..%d (the model's max batch)", batch,
                                 m->max_batch);
-    for (int i = 0; i < batch; i++)
+    backend *be = m->be;
+    /* A batch in device memory (a loader's made on the device) is not read by the host: its
+     * labels are checked by the loss kernel, which makes the loss NaN for one out of range. */
+    const int dev_in = !be->ops->host_memory && be->ops->owns(be, x);
+    if (dev_in != (!be->ops->host_memory && be->ops->owns(be, labels)))
+        return status_set_error(DT_ERR_INVALID_ARG, "the inputs are %s memory and the labels %s: pass both in one",
+                                dev_in ? "device" : "host", dev_in ? "host" : "device");
+    for (int i = 0; !dev_in && i < batch; i++)
         if (labels[i] < 0 || labels[i] >= m->spec.classes)
             return status_set_error(DT_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", (int)labels[i], i,
                                     m->spec.classes - 1);
-    backend *be = m->be;
     /* Gradients still being reduced from a previous call must land before they are overwritten. */
     dt_status s = model_wait_inflight(m);
     if (s) return s;
@@ -263,8 +269,13 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
         const size_t xb = (size_t)batch * dt_model_input_size(m) * sizeof *x, lb = (size_t)batch * sizeof *labels;
         float *xd = slot ? m->xdev2 : m->xdev;
         int32_t *ld = slot ? m->ldev2 : m->ldev;
-        if (be->ops->copy_in) {
-            m->in_slot ^= 1;
+        if (be->ops->copy_in) m->in_slot ^= 1;
+        if (dev_in) {
+            /* On the stream, behind the kernel that made the batch: a device-to-device copy into
+             * this pass's slot (the buffers a graph was recorded with). */
+            if ((s = be->ops->to_device_async(be, xd, x, xb)) || (s = be->ops->to_device_async(be, ld, labels, lb)))
+                return s;
+        } else if (be->ops->copy_in) {
             if ((s = be->ops->copy_in(be, slot, xd, x, xb)) || (s = be->ops->copy_in(be, slot, ld, labels, lb)) ||
                 (s = be->ops->copy_in_join(be, slot)))
                 return s;

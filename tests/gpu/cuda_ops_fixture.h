@@ -309,6 +309,7 @@ static inline int cuda_table_missing(const backend_ops *k, int *listed)
         ENTRY(graph_end),
         ENTRY(graph_launch),
         ENTRY(graph_free),
+        ENTRY(synth_batch),
     };
 #undef ENTRY
     int missing = 0;

@@ -58,7 +58,7 @@ else
     for t in build-gpu/test_cuda_cast build-gpu/test_cuda_ops_*; do
         [ -x "$t" ] && sanitize memcheck "$(basename "$t")" "$t"
     done
-    for t in conv pool loss optim; do
+    for t in conv pool loss optim synth; do
         [ -x build-gpu/test_cuda_ops_$t ] || continue
         sanitize racecheck "test_cuda_ops_$t" build-gpu/test_cuda_ops_$t
         sanitize synccheck "test_cuda_ops_$t" build-gpu/test_cuda_ops_$t
@@ -117,6 +117,12 @@ step "mlp batch 256" --model mlp --batch 256 --steps 100
 step "mlp batch 256 graphs 1 vs 0" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp32,fp16 --graphs 1,0
 step "cnn 3x32x32 graphs 1 vs 0" --model cnn --input 3x32x32 --batch 512 --steps 60 --precision bf16 --graphs 1,0
 DTRAIN_COMM_WORLD1=1 step "mlp NCCL buckets graphs 1 vs 0" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16 --graphs 1,0
+# Synthetic batches made on the GPU by one kernel (auto there) against the loader threads making
+# them on the host and the model copying them, side by side: the cnn at 3x32x32 and 3x128x128
+# (the widest inputs per FLOP: host making bound first), and the host-bound mlp with graphs.
+step "cnn 3x32x32 synthetic device vs host" --model cnn --input 3x32x32 --batch 512 --steps 60 --precision bf16,fp32 --synthetic-on device,host
+step "cnn 3x128x128 synthetic device vs host" --model cnn --input 3x128x128 --batch 256 --steps 20 --precision bf16 --synthetic-on device,host
+step "mlp batch 256 synthetic device vs host" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16 --synthetic-on device,host
 # auto leaves models of 8M+ parameters kernel by kernel: what a graph would give fc:8192x3 (its step
 # after backward, so the graph may record).
 step "fc:8192x3 graphs 1 vs 0, step overlap 0" --model $FC --input 1024 --batch 1024 --steps 40 --precision bf16 --step-overlap 0 --graphs 1,0

@@ -134,6 +134,21 @@ for cfg in "mlp fp32" "mlp bf16" "mlp fp16 --loss-scale-interval=3" "cnn bf16" "
     out=$("$CMP" "$tmp/g1" "$tmp/g0" exact) && ok "$cfg: $recorded step graphs recorded and replayed == kernel by kernel: $out" ||
         bad "$cfg --graphs 1 vs 0: $out"
 done
+# Synthetic batches made on the GPU (--synthetic-on device, the default there) end bit for bit
+# where batches made by the loader threads and copied do: the kernel makes the CPU's samples and
+# labels, the model copies them into its input slot on the stream, graphs or not, and a resumed
+# run goes on with the same data.
+for cfg in "mlp fp32 --graphs 0" "mlp bf16 --graphs 1" "cnn bf16 --graphs 1" "cnn fp32 --normalize standard"; do
+    set -- $cfg
+    common="--device cuda --model $1 --precision $2 --steps 20 --batch 48 --lr 0.05 --seed 5 --log-every 20 $3 ${4:-}"
+    "$MPIRUN" -np 1 "$DTRAIN" train $common --synthetic-on host --dump-params "$tmp/sh" >"$tmp/log" 2>&1 ||
+        { bad "$cfg --synthetic-on host failed"; cat "$tmp/log"; continue; }
+    "$MPIRUN" -np 1 "$DTRAIN" train $common --dump-params "$tmp/sd" >"$tmp/log" 2>&1 ||
+        { bad "$cfg --synthetic-on auto failed"; cat "$tmp/log"; continue; }
+    grep -q "made on the GPU by one kernel" "$tmp/log" || { bad "$cfg: auto did not make the batches on the GPU"; grep "^data" "$tmp/log"; continue; }
+    out=$("$CMP" "$tmp/sd" "$tmp/sh" exact) && ok "$cfg: synthetic batches made on the GPU == made on the host: $out" ||
+        bad "$cfg --synthetic-on device vs host: $out"
+done
 # Data parallel on one GPU: --gpu-comm mpi (collectives through host memory) lets 2 ranks share it
 # (NCCL refuses), so the multi-rank GPU path is checked here: 2 ranks x 16 == 1 rank x 32 after 20
 # steps of SGD with momentum, fp32, within 1e-4 (cuBLAS sums a batch of 16 and one of 32 in

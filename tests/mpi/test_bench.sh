@@ -113,21 +113,21 @@ else
     bad "bench step --clip-grad-norm (exit $rc)"; cat "$tmp/s"
 fi
 expect 2 "--clip-grad-norm (the largest global gradient norm, 0 = off) '-1'" "$DTRAIN" bench step --clip-grad-norm -1
-# --step-overlap: a row per setting, side by side, the next-to-last column the setting and what it
-# came to: auto leaves the mlp (1.9M parameters) alone, and fp16's loss scaler keeps the step after
+# --step-overlap: a row per setting, side by side, the third column from the end the setting and
+# what it came to: auto leaves the mlp (1.9M parameters) alone, and fp16's loss scaler keeps the step after
 # backward.
 "$DTRAIN" bench step --model mlp --batch 8 --steps 2 --warmup 1 --precision fp32,fp16 --step-overlap 1,0,auto >"$tmp/s" 2>&1
-got=$(awk '$1 == "fp32" || $1 == "fp16" { printf "%s ", $(NF - 1) }' "$tmp/s")
-if [ "$got" = "1>on 0>off auto>off 1>off 0>off auto>off " ] && grep -q " overlap  *graphs$" "$tmp/s"; then
+got=$(awk '$1 == "fp32" || $1 == "fp16" { printf "%s ", $(NF - 2) }' "$tmp/s")
+if [ "$got" = "1>on 0>off auto>off 1>off 0>off auto>off " ] && grep -q " overlap  *graphs  *data$" "$tmp/s"; then
     ok "bench step --step-overlap 1,0,auto: the rows side by side, each with what its setting came to: $got"
 else
     bad "bench step --step-overlap"; cat "$tmp/s"
 fi
 expect 2 "--step-overlap 'x' is not one of auto, 1, 0" "$DTRAIN" bench step --step-overlap 1,x
-# --graphs: the last column; the CPU records nothing, so every setting comes to off (and a step
+# --graphs: the next-to-last column; the CPU records nothing, so every setting comes to off (and a step
 # overlap list times graphs lists gives a row for each pair).
 "$DTRAIN" bench step --model mlp --batch 8 --steps 2 --warmup 1 --precision fp32 --step-overlap 0,1 --graphs 1,0,auto >"$tmp/s" 2>&1
-got=$(awk '$1 == "fp32" { printf "%s/%s ", $(NF - 1), $NF }' "$tmp/s")
+got=$(awk '$1 == "fp32" { printf "%s/%s ", $(NF - 2), $(NF - 1) }' "$tmp/s")
 if [ "$got" = "0>off/1>off 0>off/0>off 0>off/auto>off 1>on/1>off 1>on/0>off 1>on/auto>off " ]; then
     ok "bench step --graphs 1,0,auto with --step-overlap 0,1: a row for each pair: $got"
 else
@@ -135,6 +135,24 @@ else
 fi
 expect 2 "--graphs 'on' is not one of auto, 1, 0" "$DTRAIN" bench step --graphs on
 expect 2 "--graphs '2' is not one of auto, 1, 0" "$DTRAIN" train --graphs 2
+# --synthetic-on: the last column, where the batches were made. On the CPU auto makes them on the
+# host and device is refused naming why; with the CPU standing in for a device (a test hook), auto
+# makes them there, and every row trains on the same data.
+"$DTRAIN" bench step --model mlp --batch 8 --steps 2 --warmup 1 --precision fp32 --synthetic-on host,auto >"$tmp/s" 2>&1
+got=$(awk '$1 == "fp32" { printf "%s ", $NF }' "$tmp/s")
+[ "$got" = "host auto>host " ] && ok "bench step --synthetic-on host,auto on the CPU: $got" ||
+    { bad "bench step --synthetic-on on the CPU ($got)"; cat "$tmp/s"; }
+DTRAIN_TEST_SYNTH_DEVICE=1 "$DTRAIN" bench step --model mlp --batch 8 --steps 2 --warmup 1 --precision fp32 \
+    --synthetic-on host,auto,device >"$tmp/s" 2>&1
+got=$(awk '$1 == "fp32" { printf "%s ", $NF }' "$tmp/s")
+[ "$got" = "host auto>dev device " ] && ok "bench step --synthetic-on host,auto,device on a stand-in device: $got" ||
+    { bad "bench step --synthetic-on on a stand-in device ($got)"; cat "$tmp/s"; }
+expect 2 "synthetic batches cannot be made on the device: the run is placed on the CPU" \
+    "$DTRAIN" bench step --steps 1 --warmup 0 --precision fp32 --synthetic-on device
+expect 2 "--synthetic-on 'gpu' is not one of auto, host, device" "$DTRAIN" bench step --synthetic-on host,gpu
+expect 2 "--synthetic-on 'x' is not one of auto, host, device" "$DTRAIN" train --synthetic-on x
+expect 2 "synthetic batches cannot be made on the device: the run is placed on the CPU" \
+    "$DTRAIN" train --steps 1 --synthetic-on device
 expect 2 "--precision 'fp8' is not one of fp32, fp16, bf16" "$DTRAIN" bench step --precision fp8
 expect 2 "--steps '0'" "$DTRAIN" bench step --steps 0
 expect 2 "fc:0" "$DTRAIN" bench step --model fc:0 --input 4

@@ -21,6 +21,23 @@ for model in mlp cnn; do
     done
 done
 
+# --- The loader's device path (the CPU standing in for a GPU, DTRAIN_TEST_SYNTH_DEVICE): the same
+# batches at every rank, so the same parameters bit for bit as batches made by loader threads,
+# through an epoch boundary (300 samples, 2 x 8 a step) and a stop + resume between.
+common="--model mlp --steps 30 --batch 8 --dataset-size 300 --lr 0.05 --seed 4 --log-every 30"
+rm -rf "$tmp/ck-sd"
+if train 2 $common --loader-threads 2 --dump-params "$tmp/sd-host" &&
+   DTRAIN_TEST_SYNTH_DEVICE=1 DTRAIN_FAULT=usr1:0:12 "$MPIRUN" -np 2 -x DTRAIN_TEST_SYNTH_DEVICE -x DTRAIN_FAULT "$DTRAIN" train \
+       --blas-threads 1 $common --checkpoint-dir "$tmp/ck-sd" >"$tmp/log" 2>&1; [ $? -eq 75 ] &&
+   grep -q "made on the GPU by one kernel" "$tmp/log" &&
+   DTRAIN_TEST_SYNTH_DEVICE=1 "$MPIRUN" -np 2 -x DTRAIN_TEST_SYNTH_DEVICE "$DTRAIN" train --blas-threads 1 $common \
+       --checkpoint-dir "$tmp/ck-sd" --resume auto --dump-params "$tmp/sd-dev" >"$tmp/log" 2>&1; then
+    out=$("$CMP" "$tmp/sd-dev" "$tmp/sd-host" exact) && ok "mlp, 2 ranks: batches on the (stand-in) device, stopped at 12 + resumed == loader threads: $out" ||
+        bad "device-path batches vs loader threads: $out"
+else
+    bad "the device-path runs failed"; cat "$tmp/log"
+fi
+
 # --- Buckets: overlapped bucketed allreduce == one allreduce of the whole buffer after backward,
 # bit for bit, whatever the buckets (the engine adds every element in rank order).
 for np in 2 4; do
