@@ -322,42 +322,59 @@ int cli_loader_threads(const char *arg, int *out)
     return cli_int("--loader-threads", arg, 0, 256, out);
 }
 
+/* A flag of three named settings: arg as names[i] gives values[i]; anything else is refused with
+ * the names and what they mean (help). */
+static int cli_choice3(const char *flag, const char *arg, const char *const names[3], const int values[3],
+                       const char *help, int *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(arg, names[i])) {
+            *out = values[i];
+            return EXIT_OK;
+        }
+    cli_error("%s '%s' is not one of %s, %s, %s (%s)", flag, arg, names[0], names[1], names[2], help);
+    return EXIT_USAGE;
+}
+
+static const char *const auto_on_off[3] = {"auto", "1", "0"};
+
 int cli_step_overlap(const char *arg, dt_step_overlap *out)
 {
-    if (!strcmp(arg, "auto") || !strcmp(arg, "1") || !strcmp(arg, "0")) {
-        *out = arg[0] == 'a' ? DT_STEP_OVERLAP_AUTO : arg[0] == '1' ? DT_STEP_OVERLAP_ON : DT_STEP_OVERLAP_OFF;
-        return EXIT_OK;
-    }
-    cli_error("--step-overlap '%s' is not one of auto, 1, 0 (auto: the optimizer step overlapped with backward, or "
-              "with the buckets' allreduces, for models of 8M parameters or more; 1: for any model; 0: once after "
-              "backward and the allreduce)",
-              arg);
-    return EXIT_USAGE;
+    const int values[3] = {DT_STEP_OVERLAP_AUTO, DT_STEP_OVERLAP_ON, DT_STEP_OVERLAP_OFF};
+    int v;
+    const int rc = cli_choice3("--step-overlap", arg, auto_on_off, values,
+                               "auto: the optimizer step overlapped with backward, or with the buckets' allreduces, "
+                               "for models of 8M parameters or more; 1: for any model; 0: once after backward and "
+                               "the allreduce",
+                               &v);
+    if (!rc) *out = (dt_step_overlap)v;
+    return rc;
 }
 
 int cli_graphs(const char *arg, dt_graphs *out)
 {
-    if (!strcmp(arg, "auto") || !strcmp(arg, "1") || !strcmp(arg, "0")) {
-        *out = arg[0] == 'a' ? DT_GRAPHS_AUTO : arg[0] == '1' ? DT_GRAPHS_ON : DT_GRAPHS_OFF;
-        return EXIT_OK;
-    }
-    cli_error("--graphs '%s' is not one of auto, 1, 0 (1: on a GPU each step's forward and backward recorded once "
-              "and replayed as one launch; auto: so for models under 8M parameters; 0: launched kernel by kernel)",
-              arg);
-    return EXIT_USAGE;
+    const int values[3] = {DT_GRAPHS_AUTO, DT_GRAPHS_ON, DT_GRAPHS_OFF};
+    int v;
+    const int rc = cli_choice3("--graphs", arg, auto_on_off, values,
+                               "1: on a GPU each step's forward and backward recorded once and replayed as one "
+                               "launch; auto: so for models under 8M parameters; 0: launched kernel by kernel",
+                               &v);
+    if (!rc) *out = (dt_graphs)v;
+    return rc;
 }
 
 int cli_synthetic_on(const char *arg, dt_synthetic_on *out)
 {
-    if (!strcmp(arg, "auto") || !strcmp(arg, "host") || !strcmp(arg, "device")) {
-        *out = arg[0] == 'a' ? DT_SYNTHETIC_AUTO : arg[0] == 'h' ? DT_SYNTHETIC_HOST : DT_SYNTHETIC_DEVICE;
-        return EXIT_OK;
-    }
-    cli_error("--synthetic-on '%s' is not one of auto, host, device (where synthetic batches are made: device: by a "
-              "kernel on the GPU, without loader threads or a copy; host: by the loader threads; auto: on the GPU "
-              "unless --augment asks for crops or flips)",
-              arg);
-    return EXIT_USAGE;
+    static const char *const names[3] = {"auto", "host", "device"};
+    const int values[3] = {DT_SYNTHETIC_AUTO, DT_SYNTHETIC_HOST, DT_SYNTHETIC_DEVICE};
+    int v;
+    const int rc = cli_choice3("--synthetic-on", arg, names, values,
+                               "where synthetic batches are made: device: by a kernel on the GPU, without loader "
+                               "threads or a copy; host: by the loader threads; auto: on the GPU unless --augment "
+                               "asks for crops or flips",
+                               &v);
+    if (!rc) *out = (dt_synthetic_on)v;
+    return rc;
 }
 
 int cli_loader_auto(const dt_ctx *ctx, int requested)

@@ -173,8 +173,11 @@ typedef struct dt_loader dt_loader;
  * the device runs asynchronously. A batch is made by all workers together (chunks of its samples)
  * and is the same as dt_dataset_batch's for that step. threads 0: no threads, each batch is made by
  * the caller inside dt_loader_next. The loader uses d alone while it lives (call no dt_dataset_batch
- * on d meanwhile). threads 0..256, depth 2..64 (ignored when threads is 0). The caller owns *out
- * (dt_loader_free). */
+ * on d meanwhile). threads 0..256, depth 2..64 (ignored when threads is 0). A loader that makes
+ * synthetic batches on the device (dt_loader_on_device) starts no threads: dt_loader_next queues
+ * each batch itself, and threads and depth are ignored. DT_ERR_INVALID_ARG: bad arguments, or
+ * DT_SYNTHETIC_DEVICE asked where it cannot be honoured (the message says why). The caller owns
+ * *out (dt_loader_free). */
 DT_API dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first_step,
                                   int threads, int depth, dt_loader **out);
 /** The next step's batch, in step order: *step, inputs *x (batch x input size) and *labels. The

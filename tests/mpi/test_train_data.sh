@@ -148,6 +148,7 @@ expect 2 "give --epochs or --steps, not both" run 1 train --data "$tmp/hard" --e
 expect 2 "--eval-data needs --data PATH" run 1 train --eval-data "$tmp/hard"
 expect 2 "--augment part 'rotate' is not crop:P" run 1 train --data "$tmp/hard" --augment crop:2,rotate
 expect 2 "--normalize 'z' is not one of none, unit" run 1 train --data "$tmp/hard" --normalize z
+expect 2 "--synthetic-on device: --data $tmp/hard is read from files" run 1 train --data "$tmp/hard" --synthetic-on device
 expect 2 "--shuffle 'yes' is not epoch" run 1 train --data "$tmp/hard" --shuffle yes
 mkdir -p "$tmp/trunc"
 head -c 1000 "$tmp/hard/train-images-idx3-ubyte" >"$tmp/trunc/train-images-idx3-ubyte"
