@@ -239,15 +239,14 @@ static int device_on_cpu(void)
     return g_device_on_cpu;
 }
 
-/* Whether a training loader makes d's batches on be's device (be NULL: ctx is not on a GPU); a
- * request it cannot honour fails naming why. */
-static dt_status choose_device(const dt_dataset *d, backend *be, int *device)
+/* Whether a training loader makes d's batches on be's device (be NULL: ctx is not on a GPU), and
+ * then *sp, their generator in host memory; a request it cannot honour fails naming why. */
+static dt_status choose_device(const dt_dataset *d, backend *be, int *device, synth_spec *sp)
 {
     *device = 0;
     if (d->synth_on == DT_SYNTHETIC_HOST) return DT_OK;
-    synth_spec sp;
     char why[256];
-    const int able = dataset_synth_spec(d, &sp, why, sizeof why);
+    const int able = dataset_synth_spec(d, sp, why, sizeof why);
     if (d->synth_on == DT_SYNTHETIC_DEVICE && (!be || !able))
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "synthetic batches cannot be made on the device: %s (make them on "
@@ -272,22 +271,19 @@ static dt_status upload(backend *be, const float *src, size_t n, const char *wha
     return s;
 }
 
-/* The device's part of the loader: its copy of the generator and its slot. */
-static dt_status device_start(dt_loader *l, int batch)
+/* The device's part of the loader: its copy of the generator (host: choose_device's) and its slot. */
+static dt_status device_start(dt_loader *l, int batch, const synth_spec *host)
 {
     backend *be = l->mem_be;
-    synth_spec host;
-    char why[256];
-    dataset_synth_spec(l->d, &host, why, sizeof why);
-    const size_t in = synth_input_size(&host), C = (size_t)host.c;
-    l->syn = host;
+    const size_t in = synth_input_size(host), C = (size_t)host->c;
+    l->syn = *host;
     l->syn.w1 = l->syn.w2 = l->syn.mul = l->syn.add = NULL;
-    dt_status s = upload(be, host.w1, SYNTH_TEACHER_HIDDEN * in, "the synthetic data's teacher", &l->syn.w1);
+    dt_status s = upload(be, host->w1, SYNTH_TEACHER_HIDDEN * in, "the synthetic data's teacher", &l->syn.w1);
     if (!s)
-        s = upload(be, host.w2, (size_t)host.classes * SYNTH_TEACHER_HIDDEN, "the synthetic data's teacher",
+        s = upload(be, host->w2, (size_t)host->classes * SYNTH_TEACHER_HIDDEN, "the synthetic data's teacher",
                    &l->syn.w2);
-    if (!s) s = upload(be, host.mul, C, "the normalization", &l->syn.mul);
-    if (!s) s = upload(be, host.add, C, "the normalization", &l->syn.add);
+    if (!s) s = upload(be, host->mul, C, "the normalization", &l->syn.mul);
+    if (!s) s = upload(be, host->add, C, "the normalization", &l->syn.add);
     lslot *sl = &l->slot[0];
     if (!s) s = be->ops->alloc(be, (size_t)batch * in * sizeof(float), "a batch of inputs", (void **)&sl->x);
     if (!s) s = be->ops->alloc(be, (size_t)batch * sizeof(int32_t), "a batch of labels", (void **)&sl->labels);
@@ -352,11 +348,13 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
     if (cuda && backend_for_memory(DT_MEMORY_DEVICE, &cuda_be))
         s = status_set_error(DT_ERR_DEVICE, "dt_loader_create: the context is placed on CUDA: %s", dt_last_error());
     if (cuda_be) l->mem_be = cuda_be;
-    if (!s && !eval) s = choose_device(d, cuda_be ? cuda_be : device_on_cpu() ? l->mem_be : NULL, &l->device);
+    synth_spec host_spec;
+    if (!s && !eval)
+        s = choose_device(d, cuda_be ? cuda_be : device_on_cpu() ? l->mem_be : NULL, &l->device, &host_spec);
     if (l->device) threads = l->nthreads = 0, l->depth = 1;
     if (!s && !(l->slot = calloc((size_t)l->depth, sizeof *l->slot)))
         s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
-    if (!s && l->device) s = device_start(l, batch);
+    if (!s && l->device) s = device_start(l, batch, &host_spec);
     for (int i = 0; !s && !l->device && i < l->depth; i++) {
         lslot *sl = &l->slot[i];
         if ((s = l->mem_be->ops->host_alloc(l->mem_be, (size_t)batch * l->in_sz * sizeof(float), "a batch of inputs",
