@@ -78,6 +78,10 @@ typedef struct optim_grads {
     const void *g;
     dt_dtype t;
     float m1, m2;
+    /* NULL, or a flag in backend memory (found_inf_queue's) that the step reads as it runs, in
+     * the backend's order: nonzero, and the step changes nothing (parameters, state, copy). So an
+     * optimizer step can be queued behind a finite check before the host knows its verdict. */
+    const int *skip;
 } optim_grads;
 
 /* The optimizer entries' argument checks, shared by every backend (kernels/optim_args.c):
@@ -205,7 +209,7 @@ struct backend_ops {
     dt_status (*loss_wait)(backend *be);
     /* The optimizers, over n parameters p (fp32, updated) and their gradients grad (what the step
      * reads of them: optim_grads above, so 16-bit gradients with the pending factors need no pass
-     * of their own). Both also write, when copy is not NULL, the updated p rounded to copy_t
+     * of their own, and a set skip flag makes the step a no-op). Both also write, when copy is not NULL, the updated p rounded to copy_t
      * (DT_F16 or DT_BF16, as cast_to16 rounds) into copy, in the same pass over the elements: the
      * 16-bit parameter copy of a keeps_params16 backend, so that the next 16-bit forward reads it
      * without casting the parameters again. copy NULL: copy_t is ignored. DT_ERR_INVALID_ARG for
@@ -232,6 +236,15 @@ struct backend_ops {
     /* buf (n values of t): mul 1: *bad = the count of inf and NaN; else buf *= mul (16-bit values
      * widened, multiplied and rounded back) and *bad counts the results. Waits for the result. */
     dt_status (*scale_count)(backend *be, dt_dtype t, void *buf, size_t n, float mul, size_t *bad);
+    /* The loss scaler's verdict without waiting for it: queues *flag (backend memory) = 1 when the
+     * n values of t in buf hold an inf or NaN, else 0, and the flag's copy back to the host behind
+     * it. An optimizer step queued next with optim_grads.skip = flag steps only on a clean verdict,
+     * while the host waits for the verdict alone (found_inf_wait), not for the step. */
+    dt_status (*found_inf_queue)(backend *be, dt_dtype t, const void *buf, size_t n, int *flag);
+    /* *found = the verdict of the last found_inf_queue, which wrote flag: waits for the work up to
+     * that check only (the CPU's is there at once). Returns a failure of an earlier kernel the
+     * wait finds. */
+    dt_status (*found_inf_wait)(backend *be, const int *flag, int *found);
     /* *flag (backend memory) = stamp when buf holds an inf or NaN and *flag < since; queued without
      * waiting. */
     dt_status (*flag_nonfinite)(backend *be, dt_dtype t, const void *buf, size_t n, int *flag, int stamp, int since);
@@ -299,10 +312,10 @@ struct backend_ops {
      * launch of the graph runs, not before (loss_wait after graph_launch waits for them). Only
      * entries that queue work without waiting may be called in between (the layer entries,
      * layer_loss, the casts and the optimizers; not sync, a copy to or from the host, a
-     * reduction that returns a host value, loss_wait, copy_in or the side stream); one that
-     * cannot be recorded fails the recording, which graph_end then reports. A recording holds the
-     * pointers and scalar arguments it was given: a launch reads the memory they point to as it
-     * is then, with the same scalars.
+     * reduction that returns a host value, loss_wait, found_inf_queue or _wait, copy_in or the
+     * side stream); one that cannot be recorded fails the recording, which graph_end then
+     * reports. A recording holds the pointers and scalar arguments it was given: a launch reads
+     * the memory they point to as it is then, with the same scalars.
      * graph_begin: ops from here on are recorded; DT_ERR_DEVICE when recording cannot start.
      * graph_end: stops recording (always, also after a failure); keep 1: *graph = the recording,
      * ready to launch (graph_free it), keep 0 or a failed recording: discarded, *graph NULL.

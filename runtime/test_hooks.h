@@ -35,6 +35,10 @@ void model_test_inject_inf(dt_model *m);
 struct backend;
 void model_test_set_backend(dt_model *m, struct backend *be);
 
+/* on 1: dt_model_train_step of m takes the loss scaler's verdict on the host before it queues the
+ * optimizer step (the order before the verdict was queued), for comparing the two; 0: the default. */
+void model_test_verdict_sync(dt_model *m, int on);
+
 /* How many passes of m were recorded as step graphs (dt_model_set_graphs) so far. */
 long model_test_graph_records(const dt_model *m);
 

@@ -241,8 +241,11 @@ typedef struct dt_step_result {
  * check is on). The scaler's unscale and clipping's coefficient are applied as the optimizer step
  * reads the gradients, not to the gradient buffer: afterwards dt_model_grads() holds them as the
  * reduction left them (times the loss scale, unclipped); dt_model_grad_norm() still gives the norm
- * of what the step used. x and labels: host or device memory, as dt_model_forward_backward takes
- * them. Collective. */
+ * of what the step used. On a GPU the finite check's verdict stays on the device, where the
+ * optimizer step queued behind it reads it (doing nothing on an overflow), and the call waits for
+ * the verdict alone before it returns: r, the scaler and the optimizer's step count are the same
+ * as when the host decides first, which it still does with clipping or ZeRO-1. x and labels: host
+ * or device memory, as dt_model_forward_backward takes them. Collective. */
 DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
                                      int batch, float grad_scale, dt_step_result *r);
 

@@ -277,6 +277,7 @@ static dt_status c_sgd(backend *be, float *p, const optim_grads *g, float *buf, 
     (void)be;
     const dt_status ts = optim_args_check("sgd", g, copy_t, copy);
     if (ts) return ts;
+    if (g->skip && *g->skip) return DT_OK; /* the verdict of found_inf_queue: overflowed */
     float blk[OPTIM_BLOCK];
     for (size_t o = 0; o < n; o += OPTIM_BLOCK) {
         const size_t c = n - o < OPTIM_BLOCK ? n - o : OPTIM_BLOCK;
@@ -292,6 +293,7 @@ static dt_status c_adamw(backend *be, float *p, const optim_grads *g, float *m, 
     (void)be;
     const dt_status ts = optim_args_check("adamw", g, copy_t, copy);
     if (ts) return ts;
+    if (g->skip && *g->skip) return DT_OK; /* the verdict of found_inf_queue: overflowed */
     float blk[OPTIM_BLOCK];
     for (size_t o = 0; o < n; o += OPTIM_BLOCK) {
         const size_t c = n - o < OPTIM_BLOCK ? n - o : OPTIM_BLOCK;
@@ -346,6 +348,21 @@ static dt_status c_scale_count(backend *be, dt_dtype t, void *buf, size_t n, flo
         *bad += cpu_unscale_count_nonfinite(g, c, mul);
         cpu_cast_f32_to_16(t, g, p, c);
     }
+    return DT_OK;
+}
+
+/* The verdict is computed at once; the flag is host memory, read back by found_inf_wait. */
+static dt_status c_found_inf_queue(backend *be, dt_dtype t, const void *buf, size_t n, int *flag)
+{
+    (void)be;
+    *flag = (t == DT_F32 ? cpu_count_nonfinite(buf, n) : cpu_count_nonfinite16(t, buf, n)) != 0;
+    return DT_OK;
+}
+
+static dt_status c_found_inf_wait(backend *be, const int *flag, int *found)
+{
+    (void)be;
+    *found = *flag != 0;
     return DT_OK;
 }
 
@@ -454,6 +471,8 @@ static const backend_ops cpu_ops = {
     .cast_to32 = c_cast_to32,
     .round16 = c_round16,
     .scale_count = c_scale_count,
+    .found_inf_queue = c_found_inf_queue,
+    .found_inf_wait = c_found_inf_wait,
     .flag_nonfinite = c_flag_nonfinite,
     .sum_squares = c_sum_squares,
     .accum_grads = c_accum_grads,

@@ -8,7 +8,8 @@
  * 2.7 ms step, bench/GPU-NOTES.md). The copy rounds as cast_to16 does (narrow16), so a forward reads
  * the same bits either way. The gradients are read as they are kept, fp32 or 16-bit, with the
  * pending unscale and clip factors applied on the way in (optim_grads), so 16-bit gradients need
- * no widening pass (or block loop of launches) before the step.
+ * no widening pass (or block loop of launches) before the step. A step behind the loss scaler's
+ * queued finite check reads its verdict (optim_grads.skip) and does nothing on an overflow.
  */
 #include "kernels/cuda/cuda_internal.cuh"
 
@@ -30,8 +31,10 @@ static __device__ __forceinline__ float grad_at(const T *__restrict__ grad, int 
 template <typename T>
 static __global__ void sgd_kernel(float *__restrict__ p, const T *__restrict__ grad, int gbf, float m1, float m2,
                                   float *__restrict__ buf, size_t n, float lr, float momentum, float wd,
-                                  int mode /* 0 plain, 1 first, 2 momentum */, uint16_t *__restrict__ copy, int bf)
+                                  int mode /* 0 plain, 1 first, 2 momentum */, uint16_t *__restrict__ copy, int bf,
+                                  const int *skip)
 {
+    if (skip && *skip) return; /* the finite check queued before found an overflow */
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const float pi = p[i];
@@ -54,10 +57,10 @@ dt_status cuda_sgd(backend *be, float *p, const optim_grads *g, float *buf, size
     const unsigned int grid = grid_for(n, OPS_MAX_BLOCKS);
     if (g->t == DT_F32)
         sgd_kernel<<<grid, OPS_BLOCK, 0, g_stream>>>(p, (const float *)g->g, 0, g->m1, g->m2, buf, n, lr, momentum, wd,
-                                                     mode, copy, bf);
+                                                     mode, copy, bf, g->skip);
     else
         sgd_kernel<<<grid, OPS_BLOCK, 0, g_stream>>>(p, (const uint16_t *)g->g, g->t == DT_BF16, g->m1, g->m2, buf, n,
-                                                     lr, momentum, wd, mode, copy, bf);
+                                                     lr, momentum, wd, mode, copy, bf, g->skip);
     return check_launch("sgd", "sgd", n);
 }
 
@@ -68,8 +71,9 @@ template <typename T>
 static __global__ void adamw_kernel(float *__restrict__ p, const T *__restrict__ grad, int gbf, float m1, float m2,
                                     float *__restrict__ m, float *__restrict__ v, size_t n, float decay, float b1,
                                     float c1, float b2, float c2, float step, float inv_bc2, float eps,
-                                    uint16_t *__restrict__ copy, int bf)
+                                    uint16_t *__restrict__ copy, int bf, const int *skip)
 {
+    if (skip && *skip) return; /* the finite check queued before found an overflow */
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const float g = grad_at(grad, gbf, m1, m2, i);
@@ -99,9 +103,9 @@ dt_status cuda_adamw(backend *be, float *p, const optim_grads *g, float *m, floa
     const int bf = copy_t == DT_BF16;
     if (g->t == DT_F32)
         adamw_kernel<<<grid, OPS_BLOCK, 0, g_stream>>>(p, (const float *)g->g, 0, g->m1, g->m2, m, v, n, decay, b1, c1,
-                                                       b2, c2, step, inv_bc2, eps, copy, bf);
+                                                       b2, c2, step, inv_bc2, eps, copy, bf, g->skip);
     else
         adamw_kernel<<<grid, OPS_BLOCK, 0, g_stream>>>(p, (const uint16_t *)g->g, g->t == DT_BF16, g->m1, g->m2, m, v,
-                                                       n, decay, b1, c1, b2, c2, step, inv_bc2, eps, copy, bf);
+                                                       n, decay, b1, c1, b2, c2, step, inv_bc2, eps, copy, bf, g->skip);
     return check_launch("adamw", "adamw", n);
 }

@@ -1,6 +1,6 @@
 /*
  * reduce.cu - finite checks, reductions and updates over whole gradient buffers on the GPU (the
- * table's scale_count, flag_nonfinite, sum_squares, accum_grads): the non-finite
+ * table's scale_count, found_inf_queue/wait, flag_nonfinite, sum_squares, accum_grads): the non-finite
  * counts and flags of the loss scaler, the fixed-order sum of squares behind the global gradient
  * norm, and the accumulation of micro-batch gradients. They run on the backend's stream; 16-bit
  * buffers are widened into an fp32 scratch a chunk at a time where a kernel wants fp32.
@@ -128,6 +128,61 @@ dt_status cuda_scale_count(backend *be, dt_dtype t, void *buf, size_t n, float m
     if (!s && mul != 1.0f) s = cuda_err(cudaStreamSynchronize(g_stream), op, "waiting for the stream");
     if (tmp) cudaFree(tmp);
     return s;
+}
+
+/* ---------------------------------------------------------------- the scaler's queued verdict */
+
+/* The verdict's flag for the optimizer step queued behind it, and its own copy for the host. */
+static __global__ void found_final_kernel(ops_scratch *s, int parts, int *flag)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    unsigned long long c = 0;
+    for (int i = 0; i < parts; i++) c += s->part_count[i];
+    *flag = c != 0;
+}
+
+/* Pinned memory the flag is copied into behind the check, and the event that marks its arrival:
+ * one of each for the process, like the scratch (found_inf_wait collects the last check). */
+static int *g_found_host;
+static cudaEvent_t g_found_done;
+
+dt_status cuda_found_inf_queue(backend *be, dt_dtype t, const void *buf, size_t n, int *flag)
+{
+    (void)be;
+    static const char op[] = "found_inf_queue";
+    if (!g_found_host)
+        TRY(cuda_err(cudaHostAlloc((void **)&g_found_host, sizeof *g_found_host, cudaHostAllocPortable), op,
+                     "cudaHostAlloc of the verdict's pinned int"));
+    if (!g_found_done)
+        TRY(cuda_err(cudaEventCreateWithFlags(&g_found_done, cudaEventDisableTiming), op,
+                     "creating the verdict's event"));
+    ops_scratch *s;
+    TRY(scratch(op, &s));
+    /* n 0: one block that counts nothing still writes the flag (0). */
+    const unsigned int parts = grid_for(n, OPS_MAX_PARTS);
+    if (t == DT_F32)
+        count_nonfinite_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>((float *)buf, 0, n, 0, 1.0f, s->part_count);
+    else
+        count_nonfinite_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>((uint16_t *)buf, t == DT_BF16, n, 0, 1.0f,
+                                                                  s->part_count);
+    TRY(check_launch(op, "the non-finite count", n));
+    found_final_kernel<<<1, 32, 0, g_stream>>>(s, (int)parts, flag);
+    TRY(check_launch(op, "the verdict", parts));
+    cudaError_t e = cudaMemcpyAsync(g_found_host, flag, sizeof *flag, cudaMemcpyDeviceToHost, g_stream);
+    if (e == cudaSuccess) e = cudaEventRecord(g_found_done, g_stream);
+    return cuda_err(e, op, "queueing the copy of the verdict back");
+}
+
+dt_status cuda_found_inf_wait(backend *be, const int *flag, int *found)
+{
+    (void)be;
+    (void)flag; /* its copy is in g_found_host once the event has passed */
+    *found = 0;
+    if (!g_found_done)
+        return status_set_error(DT_ERR_INVALID_ARG, "cuda found_inf_wait: no found_inf_queue came before it");
+    TRY(cuda_err(cudaEventSynchronize(g_found_done), "found_inf_wait", "waiting for the verdict"));
+    *found = *g_found_host != 0;
+    return DT_OK;
 }
 
 /* ---------------------------------------------------------------- gradient norms, accumulation */

@@ -164,7 +164,8 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     const size_t B = (size_t)max_batch, n = (size_t)m->spec.n;
     m->params = mbuf(m, m->spec.num_params * sizeof(float), "parameters");
     m->grads = mbuf(m, m->spec.num_params * sizeof(float), "gradients");
-    m->dflags = mbuf(m, (n ? n : 1) * sizeof(int), "the finite-check flags");
+    /* One more than the layers: the last is the loss scaler's queued verdict (model_step.c). */
+    m->dflags = mbuf(m, (n + 1) * sizeof(int), "the finite-check flags");
     const int host = be->ops->host_memory;
     if (!host) {
         m->xdev = mbuf(m, B * dt_model_input_size(m) * sizeof(float), "the input batch");

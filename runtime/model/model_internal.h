@@ -61,20 +61,25 @@ struct dt_model {
      * stale. Every other write of the parameters clears it (model_params_changed), so a forward
      * casts only after those: at most once per optimizer step, never per micro-batch. */
     int p16_current;
-    float inv_scale; /* the unscale the optimizer step applies as it reads the gradients: 16-bit
+    float inv_scale;     /* the unscale the optimizer step applies as it reads the gradients: 16-bit
                         ones, or fp32 ones that dt_model_train_step only checked (1 otherwise) */
-    int pending32;   /* fp32 gradients whose clip coefficient is left pending (applied by the
+    int pending32;       /* fp32 gradients whose clip coefficient is left pending (applied by the
                         optimizer step and the norm as they read them, as for 16-bit ones): set
                         by dt_model_train_step before clipping, cleared at each forward/backward */
-    int check_local; /* dt_model_set_nonfinite_check's mode (DT_NONFINITE_CHECK_*) */
-    int check_group; /* the current accumulation group looks layer by layer: its mode, and for
+    int check_local;     /* dt_model_set_nonfinite_check's mode (DT_NONFINITE_CHECK_*) */
+    int check_group;     /* the current accumulation group looks layer by layer: its mode, and for
                         AT_RISK what dt_model_train_step found of its scaler */
-    int *dflags;     /* per layer (backend memory), the pass (fb_count) that first found it
-                            non-finite in its accumulation group; read only when asked */
-    int fb_count;    /* forward/backward passes taken */
-    int group_pass;  /* the fb_count of the first pass of the current accumulation group */
-    int inject_inf;  /* testing: put an inf into the next backward's first gradient */
-    float grad_mul;  /* the same gradients: the clip coefficient the optimizer step applies
+    int *dflags;         /* per layer (backend memory), the pass (fb_count) that first found it
+                            non-finite in its accumulation group; read only when asked. One more
+                            int after the layers': the loss scaler's queued verdict */
+    const int *opt_skip; /* while dt_model_train_step queues the optimizer step behind that
+                            verdict: the flag (optim_grads.skip); NULL otherwise */
+    int verdict_sync;    /* testing (model_test_verdict_sync): the host takes every verdict
+                            before queueing the step */
+    int fb_count;        /* forward/backward passes taken */
+    int group_pass;      /* the fb_count of the first pass of the current accumulation group */
+    int inject_inf;      /* testing: put an inf into the next backward's first gradient */
+    float grad_mul;      /* the same gradients: the clip coefficient the optimizer step applies
                             after inv_scale (1 when not clipping) */
     /* Gradient accumulation (model_step.c): micro-batches per optimizer step, those of the current
      * group already taken, and the running sum of the group's earlier micro-batches (fp32, on the
@@ -232,7 +237,7 @@ static inline size_t model_grad_esize(const dt_model *m) { return m->g16 ? 2 : 4
  * those in place). */
 static inline optim_grads model_optim_grads(const dt_model *m)
 {
-    return (optim_grads){model_grad_buf(m), model_grad_type(m), m->inv_scale, m->grad_mul};
+    return (optim_grads){model_grad_buf(m), model_grad_type(m), m->inv_scale, m->grad_mul, m->opt_skip};
 }
 
 #endif

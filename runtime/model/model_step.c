@@ -94,6 +94,56 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
     return forward_backward_group(m, x, labels, batch, grad_scale, loss_sum, correct, 1);
 }
 
+void model_test_verdict_sync(dt_model *m, int on) { m->verdict_sync = on != 0; }
+
+/* Whether a step scaled by ls may queue its finite check with the optimizer step behind it, the
+ * step reading the verdict on the device (optim_grads.skip), so that the host waits for the
+ * verdict beside the step instead of the device waiting, idle, for the host to queue the step
+ * after reading it. Only where nothing else wants the verdict first: no clipping (its norm is
+ * read on the host and skipped on an overflow), no profile (its boundaries wait for each phase),
+ * the whole optimizer state on this rank (ZeRO-1 sums its counts across the ranks on the host),
+ * and an unscale the optimizer step can apply as it reads (16-bit gradients, or a scale of at
+ * least 1: model_unscale_deferred's rule). */
+static int verdict_queued(const dt_model *m, const dt_optimizer *o, float ls)
+{
+    return !m->verdict_sync && m->be->ops->found_inf_queue && m->clip_norm == 0 && !m->prof && !model_zero(m) &&
+           !optimizer_sharded(o) && (m->g16 || 1.0f / ls <= 1.0f);
+}
+
+/* The step behind a queued verdict: the bits of the order check, verdict, step (a step that
+ * overflowed changes nothing and is not counted, its 16-bit copy still current if it was), with
+ * the scaler updated on the same verdict. */
+static dt_status step_behind_verdict(dt_model *m, dt_optimizer *o, dt_scaler *sc, float ls, dt_step_result *r)
+{
+    backend *be = m->be;
+    int *flag = m->dflags + m->spec.n;
+    dt_status s = be->ops->found_inf_queue(be, model_grad_type(m), model_grad_buf(m), m->spec.num_params, flag);
+    if (s) return s;
+    m->inv_scale = 1.0f / ls; /* pending, as model_unscale_deferred leaves it */
+    m->pending32 = !m->g16;
+    const int p16_was = m->p16_current, t_was = optimizer_state(o).t;
+    trace_rec *tr = trace_active(ctx_trace(m->ctx));
+    const uint64_t t_opt = tr ? trace_now_ns() : 0;
+    m->opt_skip = flag;
+    s = dt_model_optimizer_step(m, o);
+    m->opt_skip = NULL;
+    if (tr) trace_rec_add(tr, "optimizer", TRACE_CAT_OPTIM, TRACE_TRACK_TRAIN, t_opt, trace_now_ns(), 0, -1);
+    if (s) return s;
+    int found = 0;
+    if ((s = be->ops->found_inf_wait(be, flag, &found))) return s;
+    r->skipped = found;
+    if (found) {
+        optimizer_set_t(o, t_was);
+        m->p16_current = p16_was;
+    }
+    if ((s = dt_scaler_update(sc, found))) return s;
+    if (!found) {
+        r->stepped = 1;
+        m->overlapped = 0;
+    }
+    return DT_OK;
+}
+
 dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
                               int batch, float grad_scale, dt_step_result *r)
 {
@@ -136,6 +186,7 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
     /* The training thread's wait for the buckets still in flight after backward. */
     if (tw) trace_rec_add(tw, "grad wait", TRACE_CAT_COMM, TRACE_TRACK_TRAIN, t_wait, trace_now_ns(), 0, -1);
     m->prof_step.allreduce_s += model_prof_mark(m);
+    if (sc && verdict_queued(m, o, ls)) return step_behind_verdict(m, o, sc, ls, r);
     if (sc) {
         /* The reduced gradients are the same on every rank, and so is the verdict. */
         /* Checked only: the unscale (and clipping's coefficient) are applied as the norm and the

@@ -130,7 +130,7 @@ dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
                                 "dt_optimizer_step: this optimizer's state is sharded across ranks (--zero 1) and "
                                 "holds only this rank's slices: step it through dt_model_optimizer_step");
     o->t++;
-    const optim_grads g = {grads, DT_F32, 1.0f, 1.0f};
+    const optim_grads g = {grads, DT_F32, 1.0f, 1.0f, NULL};
     return step_on(backend_cpu(), o, o->s1, o->s2, 0, params, &g, o->n);
 }
 

@@ -291,6 +291,8 @@ static inline int cuda_table_missing(const backend_ops *k, int *listed)
         ENTRY(cast_to32),
         ENTRY(round16),
         ENTRY(scale_count),
+        ENTRY(found_inf_queue),
+        ENTRY(found_inf_wait),
         ENTRY(flag_nonfinite),
         ENTRY(sum_squares),
         ENTRY(accum_grads),

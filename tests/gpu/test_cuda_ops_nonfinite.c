@@ -1,7 +1,8 @@
 /*
  * test_cuda_ops_nonfinite.c - the CUDA non-finite counters (scale_count) against
  * cpu_count_nonfinite / cpu_unscale_count_nonfinite, with infs and NaNs at the tail of the counted
- * buffers and sizes past one grid of blocks.
+ * buffers and sizes past one grid of blocks; the loss scaler's queued verdict (found_inf_queue /
+ * found_inf_wait) with the optimizer steps queued behind it reading it (optim_grads.skip).
  *
  * Tolerances: counts exact; the unscaled buffer bit for bit, except NaN payloads (a GPU multiply
  * returns the canonical NaN; it is still a NaN).
@@ -46,8 +47,80 @@ static void check_nonfinite(void)
     }
 }
 
+/* ---------------------------------------------------------------- the queued verdict */
+
+/* For each gradient type, clean and with one inf or NaN: the verdict queued, SGD and AdamW queued
+ * behind it with its flag, then the wait. The verdict is the CPU count's; an overflowed step
+ * leaves p and the state as they were, a clean one gives the bits of the same step without a
+ * flag. n 0 has a clean verdict. */
+static void check_verdict(void)
+{
+    const size_t n = 300007;
+    const dt_dtype types[] = {DT_F32, DT_F16, DT_BF16};
+    int *d_flag = dmalloc(sizeof *d_flag), found = -1;
+    float *p = fmalloc(n), *s1 = fmalloc(n), *s2 = fmalloc(n), *gw = fmalloc(n), *h = fmalloc(n), *want = fmalloc(n);
+    uint16_t *g16 = xmalloc(n * sizeof *g16);
+    fill(p, n, 1.0f), fill(s1, n, 0.01f), fill(gw, n, 0.1f);
+    for (size_t i = 0; i < n; i++) s2[i] = s1[i] * s1[i];
+    for (size_t z = 0; z < sizeof types / sizeof *types; z++) {
+        const dt_dtype t = types[z];
+        for (int bad = 0; bad < 3; bad++) {
+            const float poison = bad == 1 ? INFINITY : bits_f(0x7fc00000u);
+            float *g = fmalloc(n);
+            memcpy(g, gw, n * sizeof *g);
+            if (bad) g[bad == 1 ? n - 1 : n / 3] = poison;
+            void *d_g;
+            if (t == DT_F32)
+                d_g = dcopy(g, n);
+            else {
+                cpu_cast_f32_to_16(t, g, g16, n);
+                d_g = dmalloc(n * sizeof *g16);
+                st_ok("cudaMemcpy",
+                      cudaMemcpy(d_g, g16, n * sizeof *g16, cudaMemcpyHostToDevice) ? DT_ERR_DEVICE : DT_OK);
+            }
+            for (int adam = 0; adam < 2; adam++) {
+                float *d_p = dcopy(p, n), *d_1 = dcopy(s1, n), *d_2 = dcopy(s2, n), *d_q = dcopy(p, n);
+                float *d_3 = dcopy(s1, n), *d_4 = dcopy(s2, n);
+                const optim_grads behind = {d_g, t, 0.5f, 1.0f, d_flag}, plain = {d_g, t, 0.5f, 1.0f, NULL};
+                GPU(found_inf_queue, t, d_g, n, d_flag);
+                if (adam) {
+                    GPU(adamw, d_p, &behind, d_1, d_2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 2, DT_F32, NULL);
+                    GPU(adamw, d_q, &plain, d_3, d_4, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 2, DT_F32, NULL);
+                } else {
+                    GPU(sgd, d_p, &behind, d_1, n, 0.1f, 0.9f, 5e-4f, 0, DT_F32, NULL);
+                    GPU(sgd, d_q, &plain, d_3, n, 0.1f, 0.9f, 5e-4f, 0, DT_F32, NULL);
+                }
+                GPU(found_inf_wait, d_flag, &found);
+                ops_ok("found_inf_queue, a step behind it, found_inf_wait");
+                check(found == (bad != 0), "found_inf %s bad %d: verdict %d", t == DT_F32 ? "fp32" : "16-bit", bad,
+                      found);
+                char what[96];
+                snprintf(what, sizeof what, "%s behind a verdict of %d (type %d): p", adam ? "adamw" : "sgd", found,
+                         (int)t);
+                down(h, d_p, n * sizeof *h);
+                if (bad)
+                    cmp_bits(what, h, p, n, sizeof *h);
+                else {
+                    down(want, d_q, n * sizeof *want);
+                    cmp_bits(what, h, want, n, sizeof *h);
+                }
+                down(h, d_1, n * sizeof *h);
+                if (bad) cmp_bits("the state behind an overflow", h, s1, n, sizeof *h);
+                cudaFree(d_p), cudaFree(d_1), cudaFree(d_2), cudaFree(d_q), cudaFree(d_3), cudaFree(d_4);
+            }
+            cudaFree(d_g);
+            free(g);
+        }
+    }
+    GPU(found_inf_queue, DT_F32, NULL, 0, d_flag);
+    GPU(found_inf_wait, d_flag, &found);
+    check(found == 0, "found_inf of nothing: verdict %d", found);
+    cudaFree(d_flag);
+    free(p), free(s1), free(s2), free(gw), free(h), free(want), free(g16);
+}
+
 int main(void)
 {
-    const cuda_check_fn checks[] = {check_nonfinite};
+    const cuda_check_fn checks[] = {check_nonfinite, check_verdict};
     return cuda_ops_main(NULL, checks, sizeof checks / sizeof *checks);
 }

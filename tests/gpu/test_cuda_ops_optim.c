@@ -25,10 +25,10 @@ static void check_sgd(void)
         fill(p, n, 1.0f), fill(gr, n, 0.1f), fill(buf, n, 0.3f); /* buf: garbage for a first step */
         float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_b = dcopy(buf, n);
         const int plain = cfg[z].momentum == 0.0f;
-        CPU(sgd, p, &(optim_grads){gr, DT_F32, 1.0f, 1.0f}, plain ? NULL : buf, n, 0.1f, cfg[z].momentum, cfg[z].wd,
-            cfg[z].first, DT_F32, NULL);
-        GPU(sgd, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f}, plain ? NULL : d_b, n, 0.1f, cfg[z].momentum, cfg[z].wd,
-            cfg[z].first, DT_F32, NULL);
+        CPU(sgd, p, &(optim_grads){gr, DT_F32, 1.0f, 1.0f, NULL}, plain ? NULL : buf, n, 0.1f, cfg[z].momentum,
+            cfg[z].wd, cfg[z].first, DT_F32, NULL);
+        GPU(sgd, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f, NULL}, plain ? NULL : d_b, n, 0.1f, cfg[z].momentum,
+            cfg[z].wd, cfg[z].first, DT_F32, NULL);
         ops_ok("sgd");
         down(gp, d_p, n * sizeof *gp);
         down(gb, d_b, n * sizeof *gb);
@@ -60,10 +60,10 @@ static void check_adamw(void)
         }
         gr[0] = 0.0f, p[1] = 0.0f; /* a zero gradient (m, v of 0 on step 1) and a zero weight */
         float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_m = dcopy(m, n), *d_v = dcopy(v, n);
-        CPU(adamw, p, &(optim_grads){gr, DT_F32, 1.0f, 1.0f}, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, DT_F32,
-            NULL);
-        GPU(adamw, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f}, d_m, d_v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t,
+        CPU(adamw, p, &(optim_grads){gr, DT_F32, 1.0f, 1.0f, NULL}, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t,
             DT_F32, NULL);
+        GPU(adamw, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f, NULL}, d_m, d_v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
+            t, DT_F32, NULL);
         ops_ok("adamw");
         down(gp, d_p, n * sizeof *gp);
         down(gm, d_m, n * sizeof *gm);
@@ -96,10 +96,11 @@ static void check_copy_one(int adam, dt_dtype t)
         float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_1 = dcopy(s1, n), *d_2 = dcopy(s2, n);
         uint16_t *c = with ? d_copy : NULL;
         if (adam)
-            GPU(adamw, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f}, d_1, d_2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3,
-                with ? t : DT_F32, c);
+            GPU(adamw, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f, NULL}, d_1, d_2, n, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                0.01f, 3, with ? t : DT_F32, c);
         else
-            GPU(sgd, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f}, d_1, n, 0.1f, 0.9f, 5e-4f, 0, with ? t : DT_F32, c);
+            GPU(sgd, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f, NULL}, d_1, n, 0.1f, 0.9f, 5e-4f, 0,
+                with ? t : DT_F32, c);
         ops_ok(adam ? "adamw with copy" : "sgd with copy");
         float *src[3] = {d_p, d_1, d_2};
         for (int k = 0; k < 3; k++) {
@@ -140,7 +141,7 @@ static void check_grads16_one(int adam, dt_dtype t)
     float *d_p = dcopy(p, n), *d_1 = dcopy(s1, n), *d_2 = dcopy(s2, n);
     uint16_t *d_g = dmalloc(n * sizeof *d_g);
     up(d_g, g16, n * sizeof *g16);
-    const optim_grads hg = {g16, t, m1, m2}, dg = {d_g, t, m1, m2};
+    const optim_grads hg = {g16, t, m1, m2, NULL}, dg = {d_g, t, m1, m2, NULL};
     if (adam) {
         CPU(adamw, p, &hg, s1, s2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, DT_F32, NULL);
         GPU(adamw, d_p, &dg, d_1, d_2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, DT_F32, NULL);

@@ -18,7 +18,7 @@ static void check_no_gpu(void)
     check(!k->host_memory && k->keeps_params16 && !k->grads16,
           "the CUDA table's capabilities: device memory, a 16-bit parameter copy, fp32 gradients");
     int listed = 0;
-    const int want = 58, missing = cuda_table_missing(k, &listed);
+    const int want = 60, missing = cuda_table_missing(k, &listed);
     check(missing == 0 && listed == want, "all %d entries of the CUDA table are set (%d NULL)", want, missing);
     check(k->stream(NULL) == NULL, "the ops start on the default stream");
 

@@ -197,6 +197,16 @@ static dt_status scale_count(backend *be, dt_dtype t, void *buf, size_t n, float
     not_recording("scale_count");
     return g.cpu->scale_count(be, t, buf, n, mul, bad);
 }
+static dt_status found_inf_queue(backend *be, dt_dtype t, const void *buf, size_t n, int *flag)
+{
+    not_recording("found_inf_queue");
+    return g.cpu->found_inf_queue(be, t, buf, n, flag);
+}
+static dt_status found_inf_wait(backend *be, const int *flag, int *found)
+{
+    not_recording("found_inf_wait");
+    return g.cpu->found_inf_wait(be, flag, found);
+}
 static dt_status flag_nonfinite(backend *be, dt_dtype t, const void *buf, size_t n, int *flag, int stamp, int since)
 {
     not_recording("flag_nonfinite");
@@ -290,6 +300,8 @@ backend *graph_recorder_init(void)
     g_ops.to_device = to_device;
     g_ops.cast_to16 = cast_to16;
     g_ops.scale_count = scale_count;
+    g_ops.found_inf_queue = found_inf_queue;
+    g_ops.found_inf_wait = found_inf_wait;
     g_ops.flag_nonfinite = flag_nonfinite;
     g_ops.sum_squares = sum_squares;
     g_ops.accum_grads = accum_grads;
