@@ -370,11 +370,12 @@ int cmd_bench_step(int argc, char **argv)
         char clip[64] = "";
         if (o.clip > 0) snprintf(clip, sizeof clip, ", clipping at norm %g", (double)o.clip);
         printf("# dtrain bench step: model %s, %d rank%s x batch %d, %d timed step%s after %d, %s%s, "
-               "device %s%s%s, %d loader thread%s\n",
+               "device %s%s%s, %d loader thread%s%s\n",
                o.model, world, cli_s(world), o.batch, o.steps, cli_s(o.steps), o.warmup,
                o.optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", clip,
                pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
-               pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads, cli_s(o.loader_threads));
+               pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads, cli_s(o.loader_threads),
+               pl.device == DT_DEVICE_CUDA ? " for the rows whose batches the host makes" : "");
         printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s %8s %8s %9s\n", "precision", "samples/s",
                "step ms", "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB",
                "skipped", "zero", "sent MiB/step", "overlap", "graphs", "data");
