@@ -8,7 +8,9 @@
 # minutes: with OLD= and the sanitizers the whole run can pass that, so run it in two parts,
 # PART=tests (build, ctest -L gpu, sanitizers, the custom loop) and PART=bench (build, benchmarks,
 # OLD side by side, traces); each builds only what changed since the other (build-gpu/ stays while
-# the machine is warm).
+# the machine is warm). PART=targets (build, OLD too when given, then only the runs issue 20's
+# targets are judged on, and tests/gpu/issue20_targets.py's verdict in targets.txt) is the one to
+# run first when the device time is short: about 2 minutes of runs after the builds.
 set -u
 out=${1:-${OUT:-gpu-out}}
 mkdir -p "$out"
@@ -26,6 +28,39 @@ cmake -S . -B build-gpu -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$out/build
 grep -E "✓|✗" "$out/build.txt" | tee -a "$out/summary.txt"
 stamp
 D=build-gpu/dtrain
+
+FC="fc:8192,relu,fc:8192,relu,fc:8192,relu,fc:10"
+# OLD=DIR (a source tree of an earlier version, e.g. from git archive): build it too and run the
+# same steps with both, side by side.
+if { want bench || want targets; } && [ -n "${OLD:-}" ] && [ -d "$OLD" ]; then
+    log "configure and build the earlier version in $OLD (build-old/)"
+    cmake -S "$OLD" -B build-old -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$out/build-old.txt" 2>&1 &&
+        cmake --build build-old -j"$(nproc)" --target dtrain_cmd >>"$out/build-old.txt" 2>&1 || log "the earlier version did not build"
+    stamp
+fi
+
+if want targets; then
+# Issue 20's targets: the bf16 GEMM peak, then each judged model in this version and (OLD) the
+# earlier one, every output kept in targets/ and judged by issue20_targets.py.
+log "issue 20's targets (fc:8192 x3 bf16 % of peak, mlp bf16, cnn bf16/fp32 and activation memory)"
+tg="$out/targets"
+mkdir -p "$tg"
+timeout 120 $D bench gemm --n 8192 --dtype bf16 --no-cpu --max-seconds 1 >"$tg/gemm.txt" 2>&1
+for side in new old; do
+    bin=$D p=""
+    if [ $side = old ]; then
+        [ -x build-old/dtrain ] || continue
+        bin=build-old/dtrain p=old-
+    fi
+    tgt() { local f=$1; shift; timeout 150 $bin bench step --device cuda "$@" >"$tg/$p$f" 2>&1; }
+    tgt fc.txt --model $FC --input 1024 --batch 1024 --steps 40 --precision bf16
+    tgt mlp.txt --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp32,fp16
+    tgt cnn28.txt --model cnn --input 1x28x28 --batch 1024 --steps 60 --precision fp32,bf16,fp16
+    tgt cnn32.txt --model cnn --input 3x32x32 --batch 512 --steps 60 --precision fp32,bf16,fp16
+done
+python3 tests/gpu/issue20_targets.py "$tg" 2>&1 | tee "$out/targets.txt" | tee -a "$out/summary.txt"
+stamp
+fi # targets
 
 if want tests; then
 log "ctest -L gpu"
@@ -89,22 +124,12 @@ timeout 120 $D bench gemm --n 8192 --dtype fp32,bf16 --max-seconds 1 >"$out/benc
 cat "$out/bench.txt" | tee -a "$out/summary.txt"
 stamp
 
-# OLD=DIR (a source tree of an earlier version, e.g. from git archive): build it too and run the
-# same steps with both, side by side.
-if [ -n "${OLD:-}" ] && [ -d "$OLD" ]; then
-    log "configure and build the earlier version in $OLD (build-old/)"
-    cmake -S "$OLD" -B build-old -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$out/build-old.txt" 2>&1 &&
-        cmake --build build-old -j"$(nproc)" --target dtrain_cmd >>"$out/build-old.txt" 2>&1 || log "the earlier version did not build"
-    stamp
-fi
-
 # Training steps: each precision side by side in one run, then a profiled split of a step.
 step() { # label, then bench step flags
     local label=$1; shift
     echo "-- bench step $label: $*" | tee -a "$out/summary.txt"
     timeout 150 $D bench step --device cuda "$@" 2>&1 | tee -a "$out/bench.txt" | grep -vE '^      layer' | tee -a "$out/summary.txt"
 }
-FC="fc:8192,relu,fc:8192,relu,fc:8192,relu,fc:10"
 log "GPU steps by precision, background loader (auto threads) against the training thread making batches"
 step "fc:8192x3, loader auto" --model $FC --input 1024 --batch 1024 --steps 40 --profile 10
 step "fc:8192x3, loader 0" --model $FC --input 1024 --batch 1024 --steps 40 --loader-threads 0
