@@ -42,19 +42,21 @@ static __global__ void count_nonfinite_kernel(T *d, int bf, size_t n, int scale,
     if (threadIdx.x == 0) part_count[blockIdx.x] = sh[0];
 }
 
-static __global__ void count_final_kernel(ops_scratch *s, int parts)
+/* The count into s->res.count and, when flag is not NULL (found_inf_queue's verdict), whether it
+ * is nonzero into *flag. */
+static __global__ void count_final_kernel(ops_scratch *s, int parts, int *flag)
 {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
     unsigned long long c = 0;
     for (int i = 0; i < parts; i++) c += s->part_count[i];
     s->res.count = c;
+    if (flag) *flag = c != 0;
 }
 
-/* d of type t (16-bit ones only counted: scale 0). */
-static dt_status count_nonfinite(const char *op, dt_dtype t, void *d, size_t n, int scale, float inv_scale, size_t *bad)
+/* Queues the count of d of type t (16-bit ones only counted: scale 0) into s->res.count, and
+ * its verdict into *flag when flag is not NULL; n 0 counts nothing (one block, a count of 0). */
+static dt_status queue_count(const char *op, dt_dtype t, void *d, size_t n, int scale, float inv_scale, int *flag)
 {
-    *bad = 0;
-    if (n == 0) return DT_OK;
     ops_scratch *s;
     TRY(scratch(op, &s));
     const unsigned int parts = grid_for(n, OPS_MAX_PARTS);
@@ -64,8 +66,15 @@ static dt_status count_nonfinite(const char *op, dt_dtype t, void *d, size_t n, 
         count_nonfinite_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>((uint16_t *)d, t == DT_BF16, n, 0, 1.0f,
                                                                   s->part_count);
     TRY(check_launch(op, "the non-finite count", n));
-    count_final_kernel<<<1, 32, 0, g_stream>>>(s, (int)parts);
-    TRY(check_launch(op, "the count sum", parts));
+    count_final_kernel<<<1, 32, 0, g_stream>>>(s, (int)parts, flag);
+    return check_launch(op, "the count sum", parts);
+}
+
+static dt_status count_nonfinite(const char *op, dt_dtype t, void *d, size_t n, int scale, float inv_scale, size_t *bad)
+{
+    *bad = 0;
+    if (n == 0) return DT_OK;
+    TRY(queue_count(op, t, d, n, scale, inv_scale, NULL));
     ops_result r;
     TRY(fetch_result(op, &r));
     *bad = (size_t)r.count;
@@ -132,15 +141,6 @@ dt_status cuda_scale_count(backend *be, dt_dtype t, void *buf, size_t n, float m
 
 /* ---------------------------------------------------------------- the scaler's queued verdict */
 
-/* The verdict's flag for the optimizer step queued behind it, and its own copy for the host. */
-static __global__ void found_final_kernel(ops_scratch *s, int parts, int *flag)
-{
-    if (threadIdx.x != 0 || blockIdx.x != 0) return;
-    unsigned long long c = 0;
-    for (int i = 0; i < parts; i++) c += s->part_count[i];
-    *flag = c != 0;
-}
-
 /* Pinned memory the flag is copied into behind the check, and the event that marks its arrival:
  * one of each for the process, like the scratch (found_inf_wait collects the last check). */
 static int *g_found_host;
@@ -156,18 +156,8 @@ dt_status cuda_found_inf_queue(backend *be, dt_dtype t, const void *buf, size_t 
     if (!g_found_done)
         TRY(cuda_err(cudaEventCreateWithFlags(&g_found_done, cudaEventDisableTiming), op,
                      "creating the verdict's event"));
-    ops_scratch *s;
-    TRY(scratch(op, &s));
-    /* n 0: one block that counts nothing still writes the flag (0). */
-    const unsigned int parts = grid_for(n, OPS_MAX_PARTS);
-    if (t == DT_F32)
-        count_nonfinite_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>((float *)buf, 0, n, 0, 1.0f, s->part_count);
-    else
-        count_nonfinite_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>((uint16_t *)buf, t == DT_BF16, n, 0, 1.0f,
-                                                                  s->part_count);
-    TRY(check_launch(op, "the non-finite count", n));
-    found_final_kernel<<<1, 32, 0, g_stream>>>(s, (int)parts, flag);
-    TRY(check_launch(op, "the verdict", parts));
+    /* Only counted (scale 0: the buffer is not written); n 0 still writes the flag (0). */
+    TRY(queue_count(op, t, (void *)buf, n, 0, 1.0f, flag));
     cudaError_t e = cudaMemcpyAsync(g_found_host, flag, sizeof *flag, cudaMemcpyDeviceToHost, g_stream);
     if (e == cudaSuccess) e = cudaEventRecord(g_found_done, g_stream);
     return cuda_err(e, op, "queueing the copy of the verdict back");
