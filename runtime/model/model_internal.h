@@ -161,6 +161,10 @@ dt_status model_group_complete(const dt_model *m, const char *fn);
 /* dt_model_unscale_grads that leaves fp32 gradients as they are and their unscale pending
  * (model_precision.c): what dt_model_train_step uses. */
 dt_status model_unscale_deferred(dt_model *m, float inv_scale, int *found_inf);
+/* Whether the unscale by inv_scale can be left to the optimizer step, which applies it as it reads
+ * the gradients: always for 16-bit gradients; for fp32 ones where inv_scale <= 1, so that a finite
+ * gradient times it stays finite and a check of the unscaled buffer counts what the step reads. */
+static inline int model_unscale_can_defer(const dt_model *m, float inv_scale) { return m->g16 || inv_scale <= 1.0f; }
 /* The forward and backward pass itself (model_pass.c): dt_model_forward_backward's contract,
  * which model_step.c wraps with the accumulation bookkeeping. */
 dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,

@@ -81,7 +81,7 @@ static dt_status unscale(dt_model *m, float inv_scale, int *found_inf, int defer
     dt_status gs = model_group_complete(m, "dt_model_unscale_grads");
     if (gs) return gs;
     size_t bad = 0;
-    const int pending = m->g16 || (defer && inv_scale <= 1.0f);
+    const int pending = m->g16 || (defer && model_unscale_can_defer(m, inv_scale));
     const float mul = pending ? 1.0f : inv_scale;
     /* ZeRO-1: only the owned slices are reduced; their counts are summed over the ranks. */
     dt_status s = model_zero(m) ? model_zero_scale_count(m, mul, &bad)

@@ -107,7 +107,17 @@ void model_test_verdict_sync(dt_model *m, int on) { m->verdict_sync = on != 0; }
 static int verdict_queued(const dt_model *m, const dt_optimizer *o, float ls)
 {
     return !m->verdict_sync && m->be->ops->found_inf_queue && m->clip_norm == 0 && !m->prof && !model_zero(m) &&
-           !optimizer_sharded(o) && (m->g16 || 1.0f / ls <= 1.0f);
+           !optimizer_sharded(o) && model_unscale_can_defer(m, 1.0f / ls);
+}
+
+/* dt_model_optimizer_step with its span on the training thread's track when a trace records. */
+static dt_status traced_optimizer_step(dt_model *m, dt_optimizer *o)
+{
+    trace_rec *tr = trace_active(ctx_trace(m->ctx));
+    const uint64_t t_opt = tr ? trace_now_ns() : 0;
+    const dt_status s = dt_model_optimizer_step(m, o);
+    if (tr) trace_rec_add(tr, "optimizer", TRACE_CAT_OPTIM, TRACE_TRACK_TRAIN, t_opt, trace_now_ns(), 0, -1);
+    return s;
 }
 
 /* The step behind a queued verdict: the bits of the order check, verdict, step (a step that
@@ -122,12 +132,9 @@ static dt_status step_behind_verdict(dt_model *m, dt_optimizer *o, dt_scaler *sc
     m->inv_scale = 1.0f / ls; /* pending, as model_unscale_deferred leaves it */
     m->pending32 = !m->g16;
     const int p16_was = m->p16_current, t_was = optimizer_state(o).t;
-    trace_rec *tr = trace_active(ctx_trace(m->ctx));
-    const uint64_t t_opt = tr ? trace_now_ns() : 0;
     m->opt_skip = flag;
-    s = dt_model_optimizer_step(m, o);
+    s = traced_optimizer_step(m, o);
     m->opt_skip = NULL;
-    if (tr) trace_rec_add(tr, "optimizer", TRACE_CAT_OPTIM, TRACE_TRACK_TRAIN, t_opt, trace_now_ns(), 0, -1);
     if (s) return s;
     int found = 0;
     if ((s = be->ops->found_inf_wait(be, flag, &found))) return s;
@@ -203,10 +210,7 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
      * its coefficient too is left to the optimizer step (no pass over fp32 gradients of its own). */
     m->pending32 = !m->g16;
     if (m->clip_norm > 0 && (s = dt_model_clip_grad_norm(m, m->clip_norm, &r->grad_norm))) return s;
-    trace_rec *tr = trace_active(ctx_trace(m->ctx));
-    const uint64_t t_opt = tr ? trace_now_ns() : 0;
-    s = dt_model_optimizer_step(m, o);
-    if (tr) trace_rec_add(tr, "optimizer", TRACE_CAT_OPTIM, TRACE_TRACK_TRAIN, t_opt, trace_now_ns(), 0, -1);
+    s = traced_optimizer_step(m, o);
     m->prof_step.optimizer_s += model_prof_mark(m);
     if (!s) {
         r->stepped = 1;
