@@ -17,7 +17,10 @@
  *     (nvcc would otherwise contract a*b+c into one FMA), so SGD and ReLU match bit for bit; AdamW
  *     follows the CPU's AVX2 path, FMAs included.
  *   - Reductions (bias gradients, the loss, the non-finite counts and norms) run in a fixed order
- *     with no float atomics, so results repeat bit for bit run to run on the same GPU model.
+ *     with no float atomics, so results repeat bit for bit run to run on the same GPU model. The
+ *     16-bit fc layer's bias gradient is summed in cuBLASLt's epilogue where it has a plan and by
+ *     col_sums16 where not (gemm_lt.cu): a plan per shape and pointer alignment, the same in two
+ *     runs of one model and batch.
  *
  * Errors: every entry returns its status (launches checked with cudaGetLastError, cuBLAS statuses,
  * copies); a kernel's execution error shows at the next entry that waits for the stream. State is
@@ -61,11 +64,64 @@ unsigned int grid_for(size_t n, size_t max_blocks)
     return (unsigned int)(blocks < max_blocks ? (blocks ? blocks : 1) : max_blocks);
 }
 
+/* cuBLAS's workspace on each stream the handle follows, as PyTorch keeps one per handle and
+ * stream: a fixed size (cuBLAS's recommendation on Hopper), so a GEMM picks the same algorithm
+ * whether a step graph records it or it is launched on its own (with cuBLAS's default pool the
+ * choice would follow that pool's size), nothing is allocated while a graph records (the
+ * recording stream's is made before capture begins), and no two streams share one (their GEMMs
+ * may run at once). Made at a stream's first use and kept for the process. */
+#define BLAS_WS_BYTES ((size_t)32 << 20)
+#define BLAS_WS_STREAMS 8
+static struct {
+    cudaStream_t stream;
+    void *ws;
+} g_blas_ws[BLAS_WS_STREAMS];
+static int g_blas_nws;
+/* The handle could not be moved to the stream the ops launch on: its GEMMs would run unordered
+ * with the other kernels, so none runs any more (blas fails, naming this). */
+static int g_blas_lost;
+
+static dt_status stream_workspace(const char *op, cudaStream_t to, void **ws)
+{
+    *ws = NULL;
+    for (int i = 0; i < g_blas_nws; i++)
+        if (g_blas_ws[i].stream == to) {
+            *ws = g_blas_ws[i].ws;
+            return DT_OK;
+        }
+    if (g_blas_nws == BLAS_WS_STREAMS)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "cuda %s: cuBLAS has followed %d streams already, each with a workspace of its own; "
+                                "launch on fewer streams (dt_model_set_stream)",
+                                op, BLAS_WS_STREAMS);
+    TRY(cuda_err(cudaMalloc(ws, BLAS_WS_BYTES), op, "cudaMalloc of a stream's 32 MiB cuBLAS workspace"));
+    g_blas_ws[g_blas_nws].stream = to;
+    g_blas_ws[g_blas_nws++].ws = *ws;
+    return DT_OK;
+}
+
+/* Handle h onto stream `to` with that stream's workspace. */
+static dt_status handle_onto(const char *op, cublasHandle_t h, cudaStream_t to)
+{
+    void *ws;
+    TRY(stream_workspace(op, to, &ws));
+    cublasStatus_t st = cublasSetStream(h, to);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetWorkspace(h, ws, BLAS_WS_BYTES);
+    if (st == CUBLAS_STATUS_SUCCESS) return DT_OK;
+    return status_set_error(DT_ERR_DEVICE, "cuda %s: pointing cuBLAS at a stream failed: %s (%s)", op, cublas_name(st),
+                            cublas_text(st));
+}
+
 /* The handle is made once (by backend_cuda, or the first GEMM of a caller that skipped it) and
- * follows the stream set since. */
+ * follows the stream set since (blas_onto). */
 dt_status blas(const char *op, cublasHandle_t *h)
 {
     *h = g_blas;
+    if (g_blas_lost)
+        return status_set_error(DT_ERR_DEVICE,
+                                "cuda %s: cuBLAS was left on another stream than the ops' (an earlier failure "
+                                "said why); start the process again",
+                                op);
     if (g_blas) return DT_OK;
     cublasHandle_t nh;
     cublasStatus_t st = cublasCreate(&nh);
@@ -74,13 +130,23 @@ dt_status blas(const char *op, cublasHandle_t *h)
                                 "cuda %s: cublasCreate failed: %s (%s); check that a GPU is visible "
                                 "and has free memory",
                                 op, cublas_name(st), cublas_text(st));
-    if ((st = cublasSetStream(nh, g_stream)) != CUBLAS_STATUS_SUCCESS) {
+    const dt_status s = handle_onto(op, nh, g_stream);
+    if (s) {
         cublasDestroy(nh);
-        return status_set_error(DT_ERR_DEVICE, "cuda %s: cublasSetStream failed: %s (%s)", op, cublas_name(st),
-                                cublas_text(st));
+        return s;
     }
     *h = g_blas = nh;
     return DT_OK;
+}
+
+dt_status blas_onto(const char *op, cudaStream_t to)
+{
+    cublasHandle_t h;
+    TRY(blas(op, &h));
+    const dt_status s = handle_onto(op, h, to);
+    /* Put back on the stream it was on; if even that fails, no GEMM may run unordered. */
+    if (s && handle_onto(op, h, g_stream)) g_blas_lost = 1;
+    return s;
 }
 
 dt_status scratch(const char *op, ops_scratch **s)
@@ -189,7 +255,11 @@ static void g_host_free(backend *be, void *p)
 static dt_status g_copy(void *dst, const void *src, size_t bytes, int to_device)
 {
     if (!bytes) return DT_OK;
-    const cudaError_t e = cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+    cudaError_t e = cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+    /* From pageable memory cudaMemcpy returns once the bytes are staged, before the DMA into dst
+     * may have landed; a non-blocking stream (NCCL's broadcast of the parameters just copied in)
+     * would not wait for it. The contract says synchronous: wait for the legacy stream it ran on. */
+    if (e == cudaSuccess && to_device) e = cudaStreamSynchronize(cudaStreamLegacy);
     if (e == cudaSuccess) return DT_OK;
     return status_set_error(DT_ERR_DEVICE, "copying %zu bytes %s the GPU failed: %s (%s)", bytes,
                             to_device ? "to" : "from", cudaGetErrorName(e), cudaGetErrorString(e));
@@ -289,12 +359,7 @@ static void *g_stream_of(backend *be)
 static dt_status g_set_stream(backend *be, void *stream)
 {
     (void)be;
-    cublasHandle_t h;
-    TRY(blas("set_stream", &h));
-    const cublasStatus_t st = cublasSetStream(h, (cudaStream_t)stream);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return status_set_error(DT_ERR_DEVICE, "cuda set_stream: cublasSetStream(%p) failed: %s (%s)", stream,
-                                cublas_name(st), cublas_text(st));
+    TRY(blas_onto("set_stream", (cudaStream_t)stream));
     g_stream = (cudaStream_t)stream;
     return DT_OK;
 }
@@ -310,12 +375,7 @@ static int g_on_side;
 
 static dt_status side_stream(cudaStream_t to)
 {
-    cublasHandle_t h;
-    TRY(blas("side stream", &h));
-    const cublasStatus_t st = cublasSetStream(h, to);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return status_set_error(DT_ERR_DEVICE, "cuda side stream: cublasSetStream failed: %s (%s)", cublas_name(st),
-                                cublas_text(st));
+    TRY(blas_onto("side stream", to));
     g_stream = to;
     return DT_OK;
 }
@@ -342,7 +402,10 @@ static dt_status g_side_end(backend *be)
     (void)be;
     if (!g_on_side) return status_set_error(DT_ERR_INVALID_ARG, "cuda side_end: not on the side stream");
     g_on_side = 0;
-    const dt_status s = side_stream(g_side_from);
+    /* The ops go back to the stream whatever cuBLAS does (blas_onto keeps it from running
+     * elsewhere). */
+    g_stream = g_side_from;
+    const dt_status s = blas_onto("side_end", g_stream);
     const dt_status r = cuda_err(cudaEventRecord(g_side_done, g_side), "side_end", "marking the side stream's work");
     return s ? s : r;
 }

@@ -234,6 +234,9 @@ static dt_status scatter_y(const char *op, const float *yg, float *acc, const fl
 
 static int conv_is_pointwise(const conv_shape *s) { return s->k == 1 && s->stride == 1 && s->pad == 0; }
 
+/* The workspace's second region starts this many floats aligned: 16 bytes. */
+#define WS_ALIGN_FLOATS 4
+
 /* Images per group: depends on the shape and is capped by the batch, so a workspace sized for a
  * batch also serves every smaller one. */
 static int conv_group(const conv_shape *s)
@@ -249,13 +252,23 @@ static int conv_group(const conv_shape *s)
 /* Room for a group of G images in the (K, G*P) and (O, G*P) layouts, one GEMM each, as two
  * regions of K*G*P and O*G*P floats: forward, the columns (of T) then the fp32 (O, G*P) result;
  * backward-data, the fp32 column gradient then the gathered dy (of T); backward-filter, the
- * columns then the gathered dy (both of T, the second right after the first). A pointwise
- * forward or backward-data uses none. */
+ * columns then the gathered dy (both of T). The second region starts 16 bytes aligned (a few
+ * floats of padding counted here), as cuBLAS's tensor-core kernels want their operands: right
+ * after an odd count of 16-bit columns it would sit 2 bytes off. A pointwise forward or
+ * backward-data uses none. */
 size_t cuda_conv_ws_floats(backend *be, const conv_shape *s)
 {
     (void)be;
     const size_t K = (size_t)s->c_in * s->k * s->k, P = (size_t)s->h_out * s->w_out, O = (size_t)s->c_out;
-    return (size_t)conv_group(s) * P * (K + O);
+    return (size_t)conv_group(s) * P * (K + O) + WS_ALIGN_FLOATS;
+}
+
+/* The second region of the workspace: after the first region's K*G*P floats, rounded up to 16
+ * bytes (the workspace itself comes from the pool, aligned wider). */
+static float *ws_second(float *ws, int K, int G, int P)
+{
+    const size_t first = (size_t)K * G * P;
+    return ws + (first + WS_ALIGN_FLOATS - 1) / WS_ALIGN_FLOATS * WS_ALIGN_FLOATS;
 }
 
 template <typename T>
@@ -298,7 +311,7 @@ static dt_status conv_fwd_t(const char *op, dt_dtype t, const conv_shape *s, con
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
     const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
     T *colws = (T *)(void *)ws;
-    float *yg = ws + (size_t)K * G * P; /* the second region */
+    float *yg = ws_second(ws, K, G, P);
     const int pointwise = conv_is_pointwise(s);
     for (int b0 = 0; b0 < s->batch; b0 += G) {
         const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
@@ -328,7 +341,7 @@ static dt_status conv_bwd_data_t(const char *op, dt_dtype t, const conv_shape *s
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
     const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
     const int pointwise = conv_is_pointwise(s);
-    T *dyg = (T *)(void *)(ws + (size_t)K * G * P);
+    T *dyg = (T *)(void *)ws_second(ws, K, G, P);
     for (int b0 = 0; b0 < s->batch; b0 += G) {
         const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
         float *dxb = dx32 + (size_t)b0 * in_sz;
@@ -356,7 +369,7 @@ static dt_status conv_bwd_filter_t(const char *op, dt_dtype t, const conv_shape 
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
     const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
     if (db) TRY(conv_bias_grad(op, dy, t == DT_BF16, s->batch, O, (size_t)P, db));
-    T *col = (T *)(void *)ws, *dyg = col + (size_t)K * G * P;
+    T *col = (T *)(void *)ws, *dyg = (T *)(void *)ws_second(ws, K, G, P);
     const int count = sizeof(T) == sizeof(float) ? -1 : 1;
     for (int b0 = 0; b0 < s->batch; b0 += G) {
         const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;

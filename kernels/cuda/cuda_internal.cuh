@@ -107,6 +107,9 @@ extern cudaStream_t g_stream;
 dt_status check_launch(const char *op, const char *kernel, size_t n);
 unsigned int grid_for(size_t n, size_t max_blocks);
 dt_status blas(const char *op, cublasHandle_t *h);
+/* The handle onto stream `to` with that stream's own fixed workspace (made at its first use: not
+ * while recording), before g_stream is set to it. A failure puts the handle back on g_stream. */
+dt_status blas_onto(const char *op, cudaStream_t to);
 dt_status scratch(const char *op, ops_scratch **s);
 dt_status fetch_result(const char *op, ops_result *r);
 /* Queues the copy of the scratch's loss (and count, when correct is not NULL) back to the host and

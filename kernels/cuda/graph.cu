@@ -5,9 +5,10 @@
  *
  * Recording runs on a stream of its own (capture cannot run on the legacy default stream, which
  * the backend's ops use unless a caller set another): graph_begin points the ops and the cuBLAS
- * handle at it and graph_end points them back. The handle records with a workspace of its own
- * (cublasSetWorkspace), as cuBLAS asks for capture: its default workspace pool could otherwise
- * be allocated inside a recording and grow with each one. The capture is thread-local, so the
+ * handle at it and graph_end points them back. The handle records with the recording stream's
+ * own workspace (blas_onto: each stream has a fixed one, made before capture), as cuBLAS asks for
+ * capture: its default workspace pool could otherwise be allocated inside a recording and grow
+ * with each one. The capture is thread-local, so the
  * loader's and the communicator's threads are not bound by it, while anything this thread does
  * that cannot be recorded (a synchronizing copy, a wait) fails the recording instead of running
  * out of order. The loss's arrival is recorded as an external event node (queue_loss_result), so
@@ -15,27 +16,10 @@
  */
 #include "kernels/cuda/cuda_internal.cuh"
 
-/* cuBLAS's recommended workspace on Hopper, per handle and stream. */
-#define GRAPH_BLAS_WS_BYTES ((size_t)32 << 20)
-
 static cudaStream_t g_rec_stream, g_rec_from;
-static void *g_rec_ws;
 static int g_recording;
 
 int cuda_recording(void) { return g_recording; }
-
-/* The cuBLAS handle onto stream `to`, with the recording workspace when `ws` (cublasSetStream
- * puts the handle back on its default workspace pool). */
-static dt_status blas_onto(const char *op, cudaStream_t to, int ws)
-{
-    cublasHandle_t h;
-    TRY(blas(op, &h));
-    cublasStatus_t st = cublasSetStream(h, to);
-    if (st == CUBLAS_STATUS_SUCCESS && ws) st = cublasSetWorkspace(h, g_rec_ws, GRAPH_BLAS_WS_BYTES);
-    if (st == CUBLAS_STATUS_SUCCESS) return DT_OK;
-    return status_set_error(DT_ERR_DEVICE, "cuda %s: pointing cuBLAS at the %s stream failed: %s (%s)", op,
-                            ws ? "recording" : "compute", cublas_name(st), cublas_text(st));
-}
 
 dt_status cuda_graph_begin(backend *be)
 {
@@ -43,17 +27,17 @@ dt_status cuda_graph_begin(backend *be)
     if (g_recording) return status_set_error(DT_ERR_INVALID_ARG, "cuda graph_begin: a recording is under way");
     cudaError_t e = cudaSuccess;
     if (!g_rec_stream) e = cudaStreamCreateWithFlags(&g_rec_stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess && !g_rec_ws) e = cudaMalloc(&g_rec_ws, GRAPH_BLAS_WS_BYTES);
-    TRY(cuda_err(e, "graph_begin", "making the recording stream and cuBLAS workspace"));
-    /* Made now: nothing is created while recording. */
+    TRY(cuda_err(e, "graph_begin", "making the recording stream"));
+    /* Made now: nothing is created while recording (the recording stream's cuBLAS workspace
+     * included, by blas_onto). */
     TRY(loss_event_ready("graph_begin"));
-    TRY(blas_onto("graph_begin", g_rec_stream, 1));
+    TRY(blas_onto("graph_begin", g_rec_stream));
     g_rec_from = g_stream;
     g_stream = g_rec_stream;
     e = cudaStreamBeginCapture(g_rec_stream, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) {
         g_stream = g_rec_from;
-        (void)blas_onto("graph_begin", g_stream, 0);
+        (void)blas_onto("graph_begin", g_stream);
         return cuda_err(e, "graph_begin", "cudaStreamBeginCapture");
     }
     g_recording = 1;
@@ -69,7 +53,7 @@ dt_status cuda_graph_end(backend *be, int keep, void **graph)
     const cudaError_t e = cudaStreamEndCapture(g_rec_stream, &gr);
     g_recording = 0;
     g_stream = g_rec_from;
-    const dt_status back = blas_onto("graph_end", g_stream, 0);
+    const dt_status back = blas_onto("graph_end", g_stream);
     if (e != cudaSuccess || !gr) {
         if (gr) cudaGraphDestroy(gr);
         cudaGetLastError(); /* a failed capture is not a sticky error: leave nothing for later checks */

@@ -105,7 +105,8 @@ static __global__ void __launch_bounds__(SYNTH_THREADS)
         }
         __syncthreads();
     }
-    if (t == 0) labels[blockIdx.x] = best_c[0];
+    /* No score above -inf (a NaN or inf in the teacher): class 0, as the host's argmax leaves it. */
+    if (t == 0) labels[blockIdx.x] = best_c[0] == INT_MAX ? 0 : best_c[0];
 
     if (sp.mul)
         for (size_t v = t; v < in; v += SYNTH_THREADS) {
@@ -161,11 +162,20 @@ dt_status cuda_synth_batch(backend *be, const synth_spec *sp, const uint32_t *id
         TRY(cuda_err(cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming), "synth_batch", "making an event"));
     TRY(stage_grow(st, (size_t)n));
     memcpy(st->host, idx, (size_t)n * sizeof *idx);
-    TRY(cuda_err(cudaMemcpyAsync(st->dev, st->host, (size_t)n * sizeof *idx, cudaMemcpyHostToDevice, g_stream),
-                 "synth_batch", "copying the batch's indices"));
-    synth_kernel<<<(unsigned int)n, SYNTH_THREADS, 0, g_stream>>>(*sp, st->dev, x, labels, synth_input_size(sp));
-    TRY(check_launch("synth_batch", "synth_kernel", (size_t)n));
-    TRY(cuda_err(cudaEventRecord(st->done, g_stream), "synth_batch", "marking the batch"));
+    dt_status s =
+        cuda_err(cudaMemcpyAsync(st->dev, st->host, (size_t)n * sizeof *idx, cudaMemcpyHostToDevice, g_stream),
+                 "synth_batch", "copying the batch's indices");
+    if (!s) {
+        synth_kernel<<<(unsigned int)n, SYNTH_THREADS, 0, g_stream>>>(*sp, st->dev, x, labels, synth_input_size(sp));
+        s = check_launch("synth_batch", "synth_kernel", (size_t)n);
+    }
+    if (!s) s = cuda_err(cudaEventRecord(st->done, g_stream), "synth_batch", "marking the batch");
+    if (s) {
+        /* No event marks this slot: the copy may still be reading its pinned buffer, which the
+         * next call would then overwrite (or stage_grow free). Let the stream pass it first. */
+        (void)cudaStreamSynchronize(g_stream);
+        return s;
+    }
     st->queued = 1;
     g_ring_next = (g_ring_next + 1) % SYNTH_RING;
     return DT_OK;

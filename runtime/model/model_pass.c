@@ -277,8 +277,14 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
                 return s;
         } else if (be->ops->copy_in) {
             if ((s = be->ops->copy_in(be, slot, xd, x, xb)) || (s = be->ops->copy_in(be, slot, ld, labels, lb)) ||
-                (s = be->ops->copy_in_join(be, slot)))
-                return s;
+                (s = be->ops->copy_in_join(be, slot))) {
+                /* A copy queued before the failure may still read the caller's pinned batch,
+                 * which it may refill once this returns: no loss_wait covers it, so wait here. */
+                char why[512];
+                snprintf(why, sizeof why, "%s", dt_last_error());
+                (void)be->ops->settle(be);
+                return status_set_error(s, "%s", why);
+            }
         } else if ((s = be->ops->to_device_async(be, xd, x, xb)) ||
                    (s = be->ops->to_device_async(be, ld, labels, lb))) {
             return s;

@@ -22,8 +22,9 @@ static void check_no_gpu(void)
     check(missing == 0 && listed == want, "all %d entries of the CUDA table are set (%d NULL)", want, missing);
     check(k->stream(NULL) == NULL, "the ops start on the default stream");
 
-    /* Workspace sizes are host arithmetic: they must cover the group of images the ops use and
-     * never shrink as the batch grows (a workspace for a batch serves every smaller one). */
+    /* Workspace sizes are host arithmetic: they must cover the group of images the ops use (and
+     * at most 16 bytes that align its second region) and never shrink as the batch grows (a
+     * workspace for a batch serves every smaller one). */
     conv_shape s = {.batch = 8, .c_in = 64, .h = 64, .w = 64, .c_out = 64, .k = 3, .stride = 1, .pad = 1};
     size_t prev = 0;
     int monotone = 1, covers = 1;
@@ -36,10 +37,13 @@ static void check_no_gpu(void)
         const size_t ws = k->conv_ws_floats(NULL, &s);
         const size_t one = (size_t)s.h_out * s.w_out * ((size_t)s.c_in * s.k * s.k + s.c_out);
         monotone &= ws >= prev;
-        covers &= ws >= one && ws % one == 0;
+        covers &= ws >= one && ws % one <= 4;
         prev = ws;
     }
-    check(monotone && covers, "conv_ws_floats grows with the batch and holds whole images (%zu floats at 16)", prev);
+    check(monotone && covers,
+          "conv_ws_floats grows with the batch and holds whole images, 16 bytes of padding at most (%zu floats at "
+          "16)",
+          prev);
 
     /* No-op cases return before touching the device. */
     int correct = -1;
