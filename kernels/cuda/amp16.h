@@ -21,6 +21,10 @@ extern "C" {
  * tensor cores (cublasGemmEx, CUBLAS_COMPUTE_32F); C of type ct: DT_F32, or t (rounded once). */
 dt_status cuda_gemm16(dt_dtype t, int trans_a, int trans_b, int m, int n, int k, const uint16_t *a, int lda,
                       const uint16_t *b, int ldb, float beta, void *c, dt_dtype ct, int ldc);
+/* The 16-bit fc layers' GEMMs so far: how many ran with their cuBLASLt epilogue fused (gemm_lt.cu)
+ * and how many took the unfused GEMM and kernel, so a test can tell a fused layer from a fallback
+ * that computes the same values. */
+void cuda_lt_counts(long *fused, long *unfused);
 /* y = x < 0 ? 0 : x (NaN passes); dx = y > 0 ? dy : 0 (dx may alias dy). */
 dt_status cuda_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, size_t n);
 dt_status cuda_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n);

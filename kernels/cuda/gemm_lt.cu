@@ -46,6 +46,11 @@ static cublasLtHandle_t g_lt;
 static void *g_lt_ws;
 static lt_plan g_plans[LT_PLANS];
 static int g_nplans;
+/* cuBLASLt could not be set up (its handle or workspace): every GEMM takes the fallback, and the
+ * setup is not tried again at each call of each step. */
+static int g_lt_off;
+/* GEMMs that ran with their epilogue fused, and those that took the fallback (cuda_lt_counts). */
+static long g_fused, g_unfused;
 
 static int align_of(const void *p)
 {
@@ -142,16 +147,27 @@ static lt_plan *plan_for(const lt_key *key, const void *bias)
 {
     for (int i = 0; i < g_nplans; i++)
         if (key_equal(&g_plans[i].key, key)) return g_plans[i].usable ? &g_plans[i] : NULL;
-    /* Nothing is created while recording a step graph, and the table does not grow past its size. */
-    if (cuda_recording() || g_nplans == LT_PLANS) return NULL;
+    /* Nothing is created while a step graph (ours, or a caller's capture of the stream) is being
+     * recorded, and the table does not grow past its size. */
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (g_lt_off || cuda_recording() || g_nplans == LT_PLANS || cudaStreamIsCapturing(g_stream, &cap) != cudaSuccess ||
+        cap != cudaStreamCaptureStatusNone)
+        return NULL;
     if (!g_lt && cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS) {
         g_lt = NULL;
+        g_lt_off = 1;
         return NULL;
     }
-    if (!g_lt_ws && cudaMalloc(&g_lt_ws, LT_WS_BYTES) != cudaSuccess) {
-        cudaGetLastError(); /* no workspace: the unfused path, which needs none */
-        g_lt_ws = NULL;
-        return NULL;
+    if (!g_lt_ws) {
+        /* An error already pending is an earlier op's, for its own check to report: not cleared
+         * here, and no allocation tried behind it. */
+        if (cudaPeekAtLastError() != cudaSuccess) return NULL;
+        if (cudaMalloc(&g_lt_ws, LT_WS_BYTES) != cudaSuccess) {
+            cudaGetLastError(); /* no workspace: the unfused path, which needs none */
+            g_lt_ws = NULL;
+            g_lt_off = 1;
+            return NULL;
+        }
     }
     lt_plan *p = &g_plans[g_nplans++];
     memset(p, 0, sizeof *p);
@@ -194,22 +210,37 @@ static void key_init(lt_key *k, lt_kind kind, dt_dtype t, int m, int n, int kk, 
  * a vector less aligned takes the fallback. */
 static int bias_aligned(const void *p) { return align_of(p) >= 16; }
 
+static int counted(int fused)
+{
+    if (fused)
+        g_fused++;
+    else
+        g_unfused++;
+    return fused;
+}
+
 int cuda_lt_fc_fwd16(dt_dtype t, const uint16_t *x16, const uint16_t *w16, const uint16_t *b16, uint16_t *y, int batch,
                      int in, int out)
 {
-    if (batch <= 0 || in <= 0 || out <= 0 || !b16 || !bias_aligned(b16)) return 0;
+    if (batch <= 0 || in <= 0 || out <= 0 || !b16 || !bias_aligned(b16)) return counted(0);
     lt_key key;
     key_init(&key, LT_FWD_BIAS, t, out, batch, in, w16, x16, y, b16);
     lt_plan *p = plan_for(&key, b16);
-    return p && plan_run(p, w16, x16, y, b16);
+    return counted(p && plan_run(p, w16, x16, y, b16));
 }
 
 int cuda_lt_fc_wgrad16(dt_dtype t, const uint16_t *x16, const uint16_t *dy16, float *dw, float *db, int batch, int in,
                        int out)
 {
-    if (batch <= 0 || in <= 0 || out <= 0 || !db || !bias_aligned(db)) return 0;
+    if (batch <= 0 || in <= 0 || out <= 0 || !db || !bias_aligned(db)) return counted(0);
     lt_key key;
     key_init(&key, LT_BWD_BGRADB, t, in, out, batch, x16, dy16, dw, db);
     lt_plan *p = plan_for(&key, db);
-    return p && plan_run(p, x16, dy16, dw, db);
+    return counted(p && plan_run(p, x16, dy16, dw, db));
+}
+
+void cuda_lt_counts(long *fused, long *unfused)
+{
+    *fused = g_fused;
+    *unfused = g_unfused;
 }

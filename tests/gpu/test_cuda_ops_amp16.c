@@ -189,13 +189,18 @@ static void check_amp16(void)
  * cuBLASLt has a plan, against the fp32 CPU ops on the widened values: y and dx within one
  * rounding, dW and db within 1e-4 of max |cpu| (db's sum runs in cuBLASLt's order). Shapes: the
  * mlp's layers (the epilogues), odd ones (a bias less than 16-byte aligned: the unfused path),
- * and the first layer's input in fp32 (rounded into x16 by the forward, reused by backward). */
+ * and the first layer's input in fp32 (rounded into x16 by the forward, reused by backward).
+ * Which path ran is checked too (cuda_lt_counts): both GEMMs of the mlp's wide layer fused, both
+ * of the unaligned bias's not, since the fallback computes the same values and would pass unseen. */
 static void check_layer_fc16(void)
 {
     static const struct {
         int batch, in, out, bias_off, x_f32;
     } cfg[] = {
         {256, 784, 1024, 0, 1}, {256, 1024, 10, 0, 0}, {64, 256, 128, 0, 0}, {5, 13, 7, 0, 0}, {33, 40, 24, 3, 0}};
+    /* The path each shape must take: 1 fused, 0 unfused, -1 either (cuBLASLt's heuristic decides:
+     * leading dimensions of 10 or 7 halves leave its 16-byte kernels out). */
+    static const int want_fused[] = {1, -1, 1, -1, 0};
     for (int bf = 0; bf <= 1; bf++) {
         const dt_dtype t = bf ? DT_BF16 : DT_F16;
         const double tol16 = bf ? 8e-3 : 1e-3;
@@ -223,11 +228,21 @@ static void check_layer_fc16(void)
             pass_args a = {.prec = t, .grad_t = DT_F32, .sy = d_sy, .x16 = d_x16s};
             layer_params lp = {.w16 = d_p16, .b16 = d_p16 + nw + bo, .dw = d_g, .db = d_g + nw + bo};
             const void *in = cfg[z].x_f32 ? (const void *)d_x32 : (const void *)d_x16;
+            long fused0, unfused0, fused1, unfused1;
+            cuda_lt_counts(&fused0, &unfused0);
             GPU(layer_fc_fwd, &a, &lp, in, cfg[z].x_f32, d_y16, B, I, O);
             GPU(layer_fc_bwd, &a, &lp, in, cfg[z].x_f32, d_dy16, d_dx16, B, I, O);
             ops_ok("layer_fc16");
+            cuda_lt_counts(&fused1, &unfused1);
             char what[128];
             const char *tn = bf ? "bf16" : "fp16";
+            if (want_fused[z] >= 0)
+                check(fused1 - fused0 == (want_fused[z] ? 2 : 0) && unfused1 - unfused0 == (want_fused[z] ? 0 : 2),
+                      "layer_fc16 %s %dx%d->%d: %ld of 2 GEMMs with the epilogue fused by cuBLASLt (want %d)", tn, B, I,
+                      O, fused1 - fused0, want_fused[z] ? 2 : 0);
+            else
+                printf("note layer_fc16 %s %dx%d->%d: %ld of 2 GEMMs with the epilogue fused by cuBLASLt\n", tn, B, I,
+                       O, fused1 - fused0);
             down(h16, d_y16, ny * 2);
             cpu_cast_16_to_f32(t, h16, g, ny);
             snprintf(what, sizeof what, "layer_fc16 %s %dx%d->%d%s y", tn, B, I, O, bo ? " (bias unaligned)" : "");
