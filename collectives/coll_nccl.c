@@ -112,8 +112,14 @@ static dt_status nccl_watch(coll *c, int cuda_work, cudaEvent_t ev, double start
         if (cuda_work) {
             const cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(st->stream);
             if (e == cudaSuccess) return DT_OK;
-            if (e != cudaErrorNotReady)
-                return status_set_error(DT_ERR_DEVICE, "%s%s: CUDA error %s", what, of, cudaGetErrorString(e));
+            if (e != cudaErrorNotReady) {
+                const dt_status s =
+                    status_set_error(DT_ERR_DEVICE, "%s%s: CUDA error %s", what, of, cudaGetErrorString(e));
+                /* The device failed under NCCL's kernels: finalizing later would wait out the
+                 * deadline on them. */
+                c->ops->abort(c);
+                return s;
+            }
         }
         ncclResult_t state = ncclSuccess;
         const ncclResult_t q = ncclCommGetAsyncError(st->comm, &state);
@@ -495,6 +501,9 @@ dt_status coll_nccl_create(MPI_Comm comm, double timeout_s, coll **out)
     if (!all_ok) {
         if (s == DT_OK)
             s = status_set_error(DT_ERR_COMM, "NCCL initialization failed on another rank; read its message");
+        /* This rank's communicator may be up while a peer's is not: aborted, not finalized (a
+         * finalize could wait the whole deadline for the peer). */
+        nccl_abort(c);
         goto fail;
     }
     *out = c;
