@@ -1,38 +1,64 @@
 #!/usr/bin/env bash
 # device_check.sh - the one script to run when a GPU machine is lent: builds with CUDA, runs the
-# GPU tests, then the GPU benchmarks, and leaves every output under OUT (default ./gpu-out) for the
-# issue note. Usage, from the repository root:  bash tests/gpu/device_check.sh [OUT]
+# GPU tests, the compute-sanitizer checks and the GPU benchmarks, for the issue note and
+# bench/GPU-NOTES.md. Usage, from the repository root:  [OLD=DIR] PART=LIST bash tests/gpu/device_check.sh [RES]
 # Needs the CUDA toolkit, CMake, Open MPI, hwloc and OpenBLAS (cmocka is optional: without it the
-# unit tests are not built). Times: about 4-6 minutes on 16 cores, plus up to a few minutes of compute-sanitizer runs
-# (SANITIZE=0 skips them). QUICK=1 skips the CPU baselines. The device tool stops a command at 10
-# minutes: with OLD= and the sanitizers the whole run can pass that, so run it in two parts,
-# PART=tests (build, ctest -L gpu, sanitizers, the custom loop) and PART=bench (build, benchmarks,
-# OLD side by side, traces); each builds only what changed since the other (build-gpu/ stays while
-# the machine is warm). PART=targets (build, OLD too when given, then only the runs issue 20's
-# targets are judged on, and tests/gpu/issue20_targets.py's verdict in targets.txt) is the one to
-# run first when the device time is short: about 2 minutes of runs after the builds.
+# unit tests are not built).
+#
+# Parts (PART, a comma-separated list; default all), each after the build (build-gpu/, about a
+# minute on 16 cores; kept between calls while the machine stays warm, so a second call rebuilds
+# nothing):
+#   targets   issue 20's judged runs (OLD too), verdict per target in targets.txt: ~2-3 min
+#   tests     ctest -L gpu and the custom loop example: ~4-6 min
+#   sanitize  compute-sanitizer memcheck over the op tests and short trains, racecheck and
+#             synccheck over the ops with shared memory; stops starting runs past
+#             SANITIZE_BUDGET seconds (default 300): ~3-5 min
+#   bench     the benchmark rows, OLD side by side (QUICK=1 skips the CPU baselines): ~5-6 min
+# The device tool allows 10 minutes a command and ~15 minutes a session, starts included, and
+# gives the machine back after 30 s idle: run `PART=targets,tests` (timeout 600), then at once
+# `PART=sanitize,bench QUICK=1` with what is left.
+#
+# OLD=DIR builds an earlier version's source tree beside this one (build-old/) for the side-by-
+# side rows. The device gets the working tree without .git, so make the tree here, in an ignored
+# folder, and carry it:  git archive e4b1c7d | (mkdir -p build-old-src && tar -x -C build-old-src)
+# then run with carry ["build-old-src"] and OLD=build-old-src.
+#
+# What comes back: the device tool returns at most 8 files from OUT. So the summary (RES/summary.txt,
+# RES = the argument, else $OUT, else ./gpu-out) and targets.txt are written there as the run
+# goes, and every other output goes to WORK (default /tmp/dtrain-gpu), packed into
+# RES/gpu-<parts>.tgz at each stage's end (so a run cut by its limit still returns what it did).
 set -u
-out=${1:-${OUT:-gpu-out}}
-mkdir -p "$out"
+res=${1:-${OUT:-gpu-out}}
+out=${WORK:-/tmp/dtrain-gpu}
+mkdir -p "$res" "$out"
+sum="$res/summary.txt"
+tag=${PART:-all}
+tag=${tag//,/-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-log() { echo "== $*" | tee -a "$out/summary.txt"; }
+log() { echo "== $*" | tee -a "$sum"; }
 t0=$(date +%s)
-want() { [ "${PART:-all}" = all ] || [ "${PART:-all}" = "$1" ]; }
-stamp() { echo "   ($(( $(date +%s) - t0 )) s)" | tee -a "$out/summary.txt"; }
+want() { [ "${PART:-all}" = all ] || [[ ",${PART}," == *",$1,"* ]]; }
+pack() { tar -czf "$res/gpu-$tag.tgz" -C "$out" . 2>/dev/null; }
+stamp() {
+    echo "   ($(( $(date +%s) - t0 )) s)" | tee -a "$sum"
+    pack
+}
 
 log "machine: $(hostname), $(nproc) cores, $(date -u)"
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 && log "nvidia-smi: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)" || log "nvidia-smi failed"
 log "configure and build with CUDA (build-gpu/)"
 cmake -S . -B build-gpu -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$out/build.txt" 2>&1 &&
     cmake --build build-gpu -j"$(nproc)" >>"$out/build.txt" 2>&1 || { log "build failed: see build.txt"; tail -30 "$out/build.txt"; exit 1; }
-grep -E "✓|✗" "$out/build.txt" | tee -a "$out/summary.txt"
+grep -E "✓|✗" "$out/build.txt" | tee -a "$sum"
 stamp
 D=build-gpu/dtrain
 
 FC="fc:8192,relu,fc:8192,relu,fc:8192,relu,fc:10"
 # OLD=DIR (a source tree of an earlier version, e.g. from git archive): build it too and run the
 # same steps with both, side by side.
-if { want bench || want targets; } && [ -n "${OLD:-}" ] && [ -d "$OLD" ]; then
+if { want bench || want targets; } && [ -n "${OLD:-}" ] && [ ! -d "$OLD" ]; then
+    log "OLD=$OLD is not a directory here: the earlier version is skipped (see the header: carry the tree)"
+elif { want bench || want targets; } && [ -n "${OLD:-}" ]; then
     log "configure and build the earlier version in $OLD (build-old/)"
     cmake -S "$OLD" -B build-old -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$out/build-old.txt" 2>&1 &&
         cmake --build build-old -j"$(nproc)" --target dtrain_cmd >>"$out/build-old.txt" 2>&1 || log "the earlier version did not build"
@@ -58,16 +84,31 @@ for side in new old; do
     tgt cnn28.txt --model cnn --input 1x28x28 --batch 1024 --steps 60 --precision fp32,bf16,fp16
     tgt cnn32.txt --model cnn --input 3x32x32 --batch 512 --steps 60 --precision fp32,bf16,fp16
 done
-python3 tests/gpu/issue20_targets.py "$tg" 2>&1 | tee "$out/targets.txt" | tee -a "$out/summary.txt"
+python3 tests/gpu/issue20_targets.py "$tg" 2>&1 | tee "$res/targets.txt" | tee -a "$sum"
 stamp
 fi # targets
 
 if want tests; then
 log "ctest -L gpu"
 ctest --test-dir build-gpu -L gpu --output-on-failure >"$out/ctest-gpu.txt" 2>&1
-grep -E "^[0-9]+: (ok|FAIL)|tests passed|Failed|Passed" "$out/ctest-gpu.txt" | tee -a "$out/summary.txt"
+grep -E "^[0-9]+: (ok|FAIL)|tests passed|Failed|Passed" "$out/ctest-gpu.txt" | tee -a "$sum"
 stamp
 
+# The user-loop example on the GPU (ctest -L gpu ran it once; here both ways, with their output):
+# one rank alone, and with DTRAIN_COMM_WORLD1=1 the reducer's NCCL bucket path on the example's stream.
+log "examples/custom_loop_cuda: caller's buffers, stream and cuBLAS, the reducer on that stream"
+for w1 in 0 1; do
+    echo "-- DTRAIN_COMM_WORLD1=$w1" | tee -a "$sum"
+    DTRAIN_COMM_WORLD1=$w1 timeout 120 build-gpu/example_custom_loop_cuda >"$out/custom_loop_cuda-$w1.txt" 2>&1
+    rc=$?
+    grep -E "^reducer|^custom_loop_cuda|SKIP|error" "$out/custom_loop_cuda-$w1.txt" | tee -a "$sum"
+    log "custom_loop_cuda (DTRAIN_COMM_WORLD1=$w1) exit $rc"
+done
+stamp
+
+fi # tests
+
+if want sanitize; then
 # compute-sanitizer over the GPU tests (issue 18): memcheck on every CUDA op table test and a short
 # GPU train, racecheck and synccheck on the ops that use shared memory. Each run is bounded (the
 # tools slow kernels 10-100x); a run cut by its timeout says so instead of passing. SANITIZE=0 skips.
@@ -81,54 +122,54 @@ else
     sanitize() { # tool, label, command...
         local tool=$1 label=$2; shift 2
         local f="$out/sanitize-$tool-$label.txt"
+        if [ $(( $(date +%s) - ts0 )) -gt "${SANITIZE_BUDGET:-300}" ]; then
+            echo "   $tool $label: not run: past SANITIZE_BUDGET (${SANITIZE_BUDGET:-300} s)" | tee -a "$sum"
+            return
+        fi
         timeout 120 "$cs" --tool "$tool" --error-exitcode 99 --print-limit 20 "$@" >"$f" 2>&1
         local rc=$?
-        local sum; sum=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$f" | tail -1)
+        local said; said=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$f" | tail -1)
         case $rc in
-        0 | 77) echo "   $tool $label: exit $rc, ${sum:-no summary}" ;;
-        124) echo "   $tool $label: TIMEOUT after 120 s (not a pass), ${sum:-no summary}" ;;
-        *) echo "   $tool $label: FAIL exit $rc, ${sum:-no summary} (see $(basename "$f"))" ;;
-        esac | tee -a "$out/summary.txt"
+        0 | 77) echo "   $tool $label: exit $rc, ${said:-no summary}" ;;
+        124) echo "   $tool $label: TIMEOUT after 120 s (not a pass), ${said:-no summary}" ;;
+        *) echo "   $tool $label: FAIL exit $rc, ${said:-no summary} (see $(basename "$f"))" ;;
+        esac | tee -a "$sum"
     }
-    for t in build-gpu/test_cuda_cast build-gpu/test_cuda_ops_*; do
-        [ -x "$t" ] && sanitize memcheck "$(basename "$t")" "$t"
-    done
-    for t in conv pool loss optim synth; do
-        [ -x build-gpu/test_cuda_ops_$t ] || continue
-        sanitize racecheck "test_cuda_ops_$t" build-gpu/test_cuda_ops_$t
-        sanitize synccheck "test_cuda_ops_$t" build-gpu/test_cuda_ops_$t
-    done
+    ts0=$(date +%s)
+    # Whole training paths first (the budget cuts the last runs): convolutions, fp16's queued
+    # verdict, and the step graphs.
     sanitize memcheck train-cnn-bf16 build-gpu/dtrain train --device cuda --model cnn --batch 64 --steps 4 --precision bf16
     sanitize memcheck train-mlp-fp16 build-gpu/dtrain train --device cuda --model mlp --batch 64 --steps 4 --precision fp16
     sanitize memcheck train-mlp-graphs build-gpu/dtrain train --device cuda --model mlp --batch 64 --steps 6 --graphs 1
+    # ctest's binaries are in build-gpu/tests/; one missing is said, not passed over.
+    for t in cast ops_table ops_gemm ops_conv ops_pool ops_amp16 ops_loss ops_optim ops_nonfinite ops_synth; do
+        b=build-gpu/tests/test_cuda_$t
+        if [ -x "$b" ]; then sanitize memcheck "test_cuda_$t" "$b"; else log "compute-sanitizer: $b not built"; fi
+    done
+    # The kernels with shared memory and block-wide reductions: conv's bias gradient, pooling, the
+    # loss, the optimizers' and finite checks' reductions (nonfinite), the synthetic batch.
+    for t in conv loss nonfinite synth pool; do
+        [ -x build-gpu/tests/test_cuda_ops_$t ] || continue
+        sanitize racecheck "test_cuda_ops_$t" build-gpu/tests/test_cuda_ops_$t
+        sanitize synccheck "test_cuda_ops_$t" build-gpu/tests/test_cuda_ops_$t
+    done
 fi
 stamp
 
-# The user-loop example on the GPU (ctest -L gpu ran it once; here both ways, with their output):
-# one rank alone, and with DTRAIN_COMM_WORLD1=1 the reducer's NCCL bucket path on the example's stream.
-log "examples/custom_loop_cuda: caller's buffers, stream and cuBLAS, the reducer on that stream"
-for w1 in 0 1; do
-    echo "-- DTRAIN_COMM_WORLD1=$w1" | tee -a "$out/summary.txt"
-    DTRAIN_COMM_WORLD1=$w1 timeout 120 build-gpu/example_custom_loop_cuda >"$out/custom_loop_cuda-$w1.txt" 2>&1
-    rc=$?
-    grep -E "^reducer|^custom_loop_cuda|SKIP|error" "$out/custom_loop_cuda-$w1.txt" | tee -a "$out/summary.txt"
-    log "custom_loop_cuda (DTRAIN_COMM_WORLD1=$w1) exit $rc"
-done
-stamp
+fi # sanitize
 
-fi # tests
 
 if want bench; then
 log "dtrain bench gemm at n=8192"
 timeout 120 $D bench gemm --n 8192 --dtype fp32,bf16 --max-seconds 1 >"$out/bench.txt" 2>&1
-cat "$out/bench.txt" | tee -a "$out/summary.txt"
+cat "$out/bench.txt" | tee -a "$sum"
 stamp
 
 # Training steps: each precision side by side in one run, then a profiled split of a step.
 step() { # label, then bench step flags
     local label=$1; shift
-    echo "-- bench step $label: $*" | tee -a "$out/summary.txt"
-    timeout 150 $D bench step --device cuda "$@" 2>&1 | tee -a "$out/bench.txt" | grep -vE '^      layer' | tee -a "$out/summary.txt"
+    echo "-- bench step $label: $*" | tee -a "$sum"
+    timeout 150 $D bench step --device cuda "$@" 2>&1 | tee -a "$out/bench.txt" | grep -vE '^      layer' | tee -a "$sum"
 }
 log "GPU steps by precision, background loader (auto threads) against the training thread making batches"
 step "fc:8192x3, loader auto" --model $FC --input 1024 --batch 1024 --steps 40 --profile 10
@@ -159,15 +200,15 @@ step "fc:8192x3 fp16" --model $FC --input 1024 --batch 1024 --steps 40 --precisi
 step "fc:8192x3 step overlap auto vs 0" --model $FC --input 1024 --batch 1024 --steps 40 --precision bf16,fp32 --step-overlap auto,0
 step "fc:8192x3 bf16 clipped" --model $FC --input 1024 --batch 1024 --steps 40 --precision bf16 --clip-grad-norm 1
 log "loader: $(nproc) cores; bench data --data synthetic 3x32x32 at 1, 8 and the auto count"
-timeout 120 $D bench data --data synthetic --threads 1,8,$(( $(nproc) - 1 )) --batch 512 --batches 40 2>&1 | tail -4 | tee -a "$out/summary.txt"
+timeout 120 $D bench data --data synthetic --threads 1,8,$(( $(nproc) - 1 )) --batch 512 --batches 40 2>&1 | tail -4 | tee -a "$sum"
 stamp
 if [ -x build-old/dtrain ]; then
     log "earlier version against this one, same steps (samples/s; loader auto in both)"
     for spec in "cnn 1x28x28 1024" "cnn 3x32x32 512" "$FC 1024 1024" "mlp 784 256"; do
         set -- $spec
         for bin in build-old/dtrain $D; do
-            echo "-- $bin: $1 $2 batch $3" | tee -a "$out/summary.txt"
-            timeout 150 $bin bench step --device cuda --model "$1" --input "$2" --batch "$3" --steps 60 2>&1 | tail -3 | tee -a "$out/summary.txt"
+            echo "-- $bin: $1 $2 batch $3" | tee -a "$sum"
+            timeout 150 $bin bench step --device cuda --model "$1" --input "$2" --batch "$3" --steps 60 2>&1 | tail -3 | tee -a "$sum"
         done
     done
     stamp
@@ -183,7 +224,7 @@ DTRAIN_COMM_WORLD1=1 step "fc:8192x3 --zero 0,1 AdamW, NCCL" --model $FC --input
 stamp
 log "dtrain train --device auto (takes the GPU)"
 timeout 120 $D train --model cnn --batch 1024 --steps 200 --log-every 50 --precision bf16 >"$out/train.txt" 2>&1
-grep -E "^data|^GPU|^memory|^step|^done" "$out/train.txt" | tee -a "$out/summary.txt"
+grep -E "^data|^GPU|^memory|^step|^done" "$out/train.txt" | tee -a "$sum"
 # GPU spans (docs/trace.md): a traced cnn run with the NCCL bucket path, the trace kept for the
 # issue note, and per track the spans and their summed time (device time against host queueing).
 log "dtrain train --trace on the GPU (cnn, NCCL buckets, steps 10:12), kept as trace-gpu.json"
@@ -194,7 +235,7 @@ spans() { # trace file: spans per track and their summed time
 for e in d["traceEvents"]:
     if e["ph"]=="X": c[e["tid"]]+=1; t[e["tid"]]+=e["dur"]
 print("   spans per track (tid: count, summed us):", {k:(c[k],round(t[k])) for k in sorted(c)}, "dropped", d["otherData"]["dropped_events"])' \
-        "$1" 2>&1 | tee -a "$out/summary.txt"
+        "$1" 2>&1 | tee -a "$sum"
 }
 spans "$out/trace-gpu.json"
 # The host-bound mlp (bf16, batch 256): host queueing per layer against the device's run time.
@@ -205,15 +246,16 @@ spans "$out/trace-mlp.json"
 stamp
 if [ "${QUICK:-0}" != 1 ]; then
     log "the same steps on this machine's CPU cores (fp32, OpenBLAS)"
-    timeout 120 $D bench step --device cpu --model cnn --input 1x28x28 --batch 256 --steps 5 --warmup 1 --precision fp32 2>&1 | tail -1 | tee -a "$out/summary.txt"
-    timeout 120 $D bench step --device cpu --model mlp --batch 256 --steps 20 --precision fp32 2>&1 | tail -1 | tee -a "$out/summary.txt"
+    timeout 120 $D bench step --device cpu --model cnn --input 1x28x28 --batch 256 --steps 5 --warmup 1 --precision fp32 2>&1 | tail -1 | tee -a "$sum"
+    timeout 120 $D bench step --device cpu --model mlp --batch 256 --steps 20 --precision fp32 2>&1 | tail -1 | tee -a "$sum"
     # The host reducer where cores are not scarce (each rank has several: the communication thread
     # need not share the GEMMs' core), against the 2-core numbers in bench/REDUCER-NOTES.md.
     log "bench reducer at np 2 on this machine's cores (host memory), 1 BLAS thread, then the default"
     for bt in 1 0; do
-        timeout 120 mpirun -np 2 $D bench reducer --blas-threads $bt 2>&1 | grep -vE '^#( 20|$)' | tee -a "$out/summary.txt"
+        timeout 120 mpirun -np 2 $D bench reducer --blas-threads $bt 2>&1 | grep -vE '^#( 20|$)' | tee -a "$sum"
     done
 fi
 stamp
 fi # bench
 log "done"
+pack

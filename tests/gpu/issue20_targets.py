@@ -65,13 +65,13 @@ def gemm_peak(path):
     return best[1]
 
 
-def judge(d, prefix="", errors=None):
+def judge(d, prefix="", errors=None, peak=None):
     """{target: (measured text, value, bar, met)} for the files of one version; a file that cannot
-    be read leaves its targets out and its reason in errors."""
+    be read leaves its targets out and its reason in errors. peak: the bf16 GEMM peak to use when
+    this version measured none of its own (the earlier version runs on the same GPU)."""
     f = lambda name: os.path.join(d, prefix + name)
     res = {}
     errors = [] if errors is None else errors
-    peak = None
     if os.path.exists(f("gemm.txt")):
         try:
             peak = gemm_peak(f("gemm.txt"))
@@ -124,7 +124,14 @@ def main(argv):
         print("usage: issue20_targets.py DIR (the folder of device_check.sh PART=targets)", file=sys.stderr)
         return 2
     d, errors = argv[1], []
-    new, old = judge(d, "", errors), judge(d, "old-", errors)
+    new = judge(d, "", errors)
+    peak = None
+    if os.path.exists(os.path.join(d, "gemm.txt")):
+        try:
+            peak = gemm_peak(os.path.join(d, "gemm.txt"))
+        except Unreadable:
+            pass  # already named by judge
+    old = judge(d, "old-", errors, peak)
     for k, (text, _, _, met) in new.items():
         verdict = "n/a" if met is None else "MET" if met else "not met"
         before = f"   (earlier version: {old[k][0]})" if k in old else ""
