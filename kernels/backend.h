@@ -74,6 +74,16 @@ typedef struct layer_params {
  * by m1 * m2) and skipped when its factor is 1: the loss scaler's pending unscale, then clipping's
  * coefficient, as PyTorch multiplies the unscaled .grad. A step on them gives the bits of a step
  * on fp32 gradients widened and multiplied so beforehand. */
+/* One optimizer step's values that change from step to step, derived on the host from the
+ * learning rate and the step count t (optim_consts_sgd / optim_consts_adamw below), in double as
+ * every backend derives them from its entry's arguments: SGD's lr and whether t is its first step;
+ * AdamW's 1 - lr*wd, lr / (1 - b1^t) and 1 / sqrt(1 - b2^t). */
+typedef struct optim_consts {
+    float lr;
+    int first;
+    float decay, step, inv_bc2;
+} optim_consts;
+
 typedef struct optim_grads {
     const void *g;
     dt_dtype t;
@@ -82,7 +92,14 @@ typedef struct optim_grads {
      * the backend's order: nonzero, and the step changes nothing (parameters, state, copy). So an
      * optimizer step can be queued behind a finite check before the host knows its verdict. */
     const int *skip;
+    /* NULL, or the step's optim_consts in backend memory, read as the step runs in place of those
+     * derived from the entry's lr, first and t arguments (then ignored): a step recorded into a
+     * step graph replays with the values the host wrote there for the step it runs in. */
+    const optim_consts *live;
 } optim_grads;
+
+optim_consts optim_consts_sgd(float lr, int first);
+optim_consts optim_consts_adamw(float lr, float b1, float b2, float wd, int t);
 
 /* The optimizer entries' argument checks, shared by every backend (kernels/optim_args.c):
  * DT_ERR_INVALID_ARG naming op when g's type is not DT_F32, DT_F16 or DT_BF16, or when copy is
@@ -311,11 +328,13 @@ struct backend_ops {
      * run: they queue nothing, and their host outputs (the loss's values) are written when a
      * launch of the graph runs, not before (loss_wait after graph_launch waits for them). Only
      * entries that queue work without waiting may be called in between (the layer entries,
-     * layer_loss, the casts and the optimizers; not sync, a copy to or from the host, a
-     * reduction that returns a host value, loss_wait, found_inf_queue or _wait, copy_in or the
-     * side stream); one that cannot be recorded fails the recording, which graph_end then
-     * reports. A recording holds the pointers and scalar arguments it was given: a launch reads
-     * the memory they point to as it is then, with the same scalars.
+     * layer_loss, the casts, the optimizers, found_inf_queue, whose verdict found_inf_wait after
+     * the launch waits for, and to_device_async from host_alloc memory, which a launch reads as it
+     * is then; not sync, a synchronous copy, a reduction that returns a host value, loss_wait,
+     * found_inf_wait, copy_in or the side stream); one that cannot be recorded fails the
+     * recording, which graph_end then reports. A recording holds the pointers and scalar
+     * arguments it was given: a launch reads the memory they point to as it is then, with the
+     * same scalars (an optimizer step's per-step values go through optim_grads.live for that).
      * graph_begin: ops from here on are recorded; DT_ERR_DEVICE when recording cannot start.
      * graph_end: stops recording (always, also after a failure); keep 1: *graph = the recording,
      * ready to launch (graph_free it), keep 0 or a failed recording: discarded, *graph NULL.

@@ -278,10 +278,11 @@ static dt_status c_sgd(backend *be, float *p, const optim_grads *g, float *buf, 
     const dt_status ts = optim_args_check("sgd", g, copy_t, copy);
     if (ts) return ts;
     if (g->skip && *g->skip) return DT_OK; /* the verdict of found_inf_queue: overflowed */
+    const optim_consts k = g->live ? *g->live : optim_consts_sgd(lr, first);
     float blk[OPTIM_BLOCK];
     for (size_t o = 0; o < n; o += OPTIM_BLOCK) {
         const size_t c = n - o < OPTIM_BLOCK ? n - o : OPTIM_BLOCK;
-        cpu_sgd(p + o, grads_block(g, o, c, blk), buf ? buf + o : NULL, c, lr, momentum, wd, first);
+        cpu_sgd(p + o, grads_block(g, o, c, blk), buf ? buf + o : NULL, c, k.lr, momentum, wd, k.first);
         if (copy) cpu_cast_f32_to_16(copy_t, p + o, copy + o, c);
     }
     return DT_OK;
@@ -294,10 +295,11 @@ static dt_status c_adamw(backend *be, float *p, const optim_grads *g, float *m, 
     const dt_status ts = optim_args_check("adamw", g, copy_t, copy);
     if (ts) return ts;
     if (g->skip && *g->skip) return DT_OK; /* the verdict of found_inf_queue: overflowed */
+    const optim_consts k = g->live ? *g->live : optim_consts_adamw(lr, b1, b2, wd, t);
     float blk[OPTIM_BLOCK];
     for (size_t o = 0; o < n; o += OPTIM_BLOCK) {
         const size_t c = n - o < OPTIM_BLOCK ? n - o : OPTIM_BLOCK;
-        cpu_adamw(p + o, grads_block(g, o, c, blk), m + o, v + o, c, lr, b1, b2, eps, wd, t);
+        cpu_adamw(p + o, grads_block(g, o, c, blk), m + o, v + o, c, &k, b1, b2, eps);
         if (copy) cpu_cast_f32_to_16(copy_t, p + o, copy + o, c);
     }
     return DT_OK;

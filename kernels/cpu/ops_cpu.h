@@ -45,8 +45,9 @@ void cpu_conv_bwd_filter(const conv_shape *s, const float *x, const float *dy, f
 
 /* optim.c */
 void cpu_sgd(float *p, const float *grad, float *buf, size_t n, float lr, float momentum, float wd, int first);
-void cpu_adamw(float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1, float b2, float eps,
-               float wd, int t);
+/* step: the step's constants (optim_consts_adamw, kernels/backend.h). */
+void cpu_adamw(float *p, const float *grad, float *m, float *v, size_t n, const optim_consts *step, float b1, float b2,
+               float eps);
 
 /* amp_layers.c: the table's 16-bit layer entries on the CPU (fp32 passes go to the kernels above). */
 void cpu_scratch16(backend *be, const layer_need *l, int batch, scratch_sizes *sz);

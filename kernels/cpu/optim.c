@@ -115,18 +115,19 @@ static int optim_have_avx2(void)
 #endif
 
 /* p -= lr*wd*p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
- * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)   (t >= 1) */
-void cpu_adamw(float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1, float b2, float eps,
-               float wd, int t)
+ * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)   (t >= 1), with the step's constants
+ * (1 - lr*wd, lr/(1-b1^t), 1/sqrt(1-b2^t)) from optim_consts_adamw. */
+void cpu_adamw(float *p, const float *grad, float *m, float *v, size_t n, const optim_consts *step, float b1, float b2,
+               float eps)
 {
     adamw_consts k;
-    k.decay = (float)(1.0 - (double)lr * wd);
+    k.decay = step->decay;
     k.b1 = b1;
     k.c1 = (float)(1.0 - (double)b1);
     k.b2 = b2;
     k.c2 = (float)(1.0 - (double)b2);
-    k.step = (float)((double)lr / (1.0 - pow(b1, t)));
-    k.inv_bc2 = (float)(1.0 / sqrt(1.0 - pow(b2, t)));
+    k.step = step->step;
+    k.inv_bc2 = step->inv_bc2;
     k.eps = eps;
 #ifdef DT_OPTIM_HAVE_AVX2_PATH
     if (optim_have_avx2()) {

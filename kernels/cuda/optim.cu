@@ -32,9 +32,13 @@ template <typename T>
 static __global__ void sgd_kernel(float *__restrict__ p, const T *__restrict__ grad, int gbf, float m1, float m2,
                                   float *__restrict__ buf, size_t n, float lr, float momentum, float wd,
                                   int mode /* 0 plain, 1 first, 2 momentum */, uint16_t *__restrict__ copy, int bf,
-                                  const int *skip)
+                                  const int *skip, const optim_consts *live)
 {
     if (skip && *skip) return; /* the finite check queued before found an overflow */
+    if (live) {                /* a step graph's step: this step's values, written by the host before the launch */
+        lr = live->lr;
+        if (mode != 0) mode = live->first ? 1 : 2;
+    }
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const float pi = p[i];
@@ -57,10 +61,10 @@ dt_status cuda_sgd(backend *be, float *p, const optim_grads *g, float *buf, size
     const unsigned int grid = grid_for(n, OPS_MAX_BLOCKS);
     if (g->t == DT_F32)
         sgd_kernel<<<grid, OPS_BLOCK, 0, g_stream>>>(p, (const float *)g->g, 0, g->m1, g->m2, buf, n, lr, momentum, wd,
-                                                     mode, copy, bf, g->skip);
+                                                     mode, copy, bf, g->skip, g->live);
     else
         sgd_kernel<<<grid, OPS_BLOCK, 0, g_stream>>>(p, (const uint16_t *)g->g, g->t == DT_BF16, g->m1, g->m2, buf, n,
-                                                     lr, momentum, wd, mode, copy, bf, g->skip);
+                                                     lr, momentum, wd, mode, copy, bf, g->skip, g->live);
     return check_launch("sgd", "sgd", n);
 }
 
@@ -71,9 +75,14 @@ template <typename T>
 static __global__ void adamw_kernel(float *__restrict__ p, const T *__restrict__ grad, int gbf, float m1, float m2,
                                     float *__restrict__ m, float *__restrict__ v, size_t n, float decay, float b1,
                                     float c1, float b2, float c2, float step, float inv_bc2, float eps,
-                                    uint16_t *__restrict__ copy, int bf, const int *skip)
+                                    uint16_t *__restrict__ copy, int bf, const int *skip, const optim_consts *live)
 {
     if (skip && *skip) return; /* the finite check queued before found an overflow */
+    if (live) {                /* a step graph's step: this step's values, written by the host before the launch */
+        decay = live->decay;
+        step = live->step;
+        inv_bc2 = live->inv_bc2;
+    }
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const float g = grad_at(grad, gbf, m1, m2, i);
@@ -95,17 +104,16 @@ dt_status cuda_adamw(backend *be, float *p, const optim_grads *g, float *m, floa
     (void)be;
     TRY(optim_args_check("adamw", g, copy_t, copy));
     if (n == 0) return DT_OK;
-    const float decay = (float)(1.0 - (double)lr * wd);
+    const optim_consts k = optim_consts_adamw(lr, b1, b2, wd, t);
     const float c1 = (float)(1.0 - (double)b1), c2 = (float)(1.0 - (double)b2);
-    const float step = (float)((double)lr / (1.0 - pow(b1, t)));
-    const float inv_bc2 = (float)(1.0 / sqrt(1.0 - pow(b2, t)));
     const unsigned int grid = grid_for(n, OPS_MAX_BLOCKS);
     const int bf = copy_t == DT_BF16;
     if (g->t == DT_F32)
-        adamw_kernel<<<grid, OPS_BLOCK, 0, g_stream>>>(p, (const float *)g->g, 0, g->m1, g->m2, m, v, n, decay, b1, c1,
-                                                       b2, c2, step, inv_bc2, eps, copy, bf, g->skip);
+        adamw_kernel<<<grid, OPS_BLOCK, 0, g_stream>>>(p, (const float *)g->g, 0, g->m1, g->m2, m, v, n, k.decay, b1,
+                                                       c1, b2, c2, k.step, k.inv_bc2, eps, copy, bf, g->skip, g->live);
     else
         adamw_kernel<<<grid, OPS_BLOCK, 0, g_stream>>>(p, (const uint16_t *)g->g, g->t == DT_BF16, g->m1, g->m2, m, v,
-                                                       n, decay, b1, c1, b2, c2, step, inv_bc2, eps, copy, bf, g->skip);
+                                                       n, k.decay, b1, c1, b2, c2, k.step, k.inv_bc2, eps, copy, bf,
+                                                       g->skip, g->live);
     return check_launch("adamw", "adamw", n);
 }

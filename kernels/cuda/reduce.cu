@@ -159,7 +159,10 @@ dt_status cuda_found_inf_queue(backend *be, dt_dtype t, const void *buf, size_t 
     /* Only counted (scale 0: the buffer is not written); n 0 still writes the flag (0). */
     TRY(queue_count(op, t, (void *)buf, n, 0, 1.0f, flag));
     cudaError_t e = cudaMemcpyAsync(g_found_host, flag, sizeof *flag, cudaMemcpyDeviceToHost, g_stream);
-    if (e == cudaSuccess) e = cudaEventRecord(g_found_done, g_stream);
+    /* Recorded into a step graph: an external node, which each launch records (as the loss's). */
+    if (e == cudaSuccess)
+        e = cudaEventRecordWithFlags(g_found_done, g_stream,
+                                     cuda_recording() ? cudaEventRecordExternal : cudaEventRecordDefault);
     return cuda_err(e, op, "queueing the copy of the verdict back");
 }
 

@@ -134,6 +134,7 @@ void dt_model_free(dt_model *m)
     void *dev[] = {m->params, m->grads, m->g16, m->xdev, m->ldev, m->xdev2, m->ldev2, m->dflags, m->gacc};
     for (size_t j = 0; j < sizeof dev / sizeof *dev; j++) be->ops->free(be, dev[j]);
     be->ops->host_free(be, m->lossh);
+    be->ops->host_free(be, m->live_host);
     free(m->prof_fwd);
     free(m->prof_bwd);
     model_spec_free(&m->spec);
@@ -164,8 +165,10 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     const size_t B = (size_t)max_batch, n = (size_t)m->spec.n;
     m->params = mbuf(m, m->spec.num_params * sizeof(float), "parameters");
     m->grads = mbuf(m, m->spec.num_params * sizeof(float), "gradients");
-    /* One more than the layers: the last is the loss scaler's queued verdict (model_step.c). */
-    m->dflags = mbuf(m, (n + 1) * sizeof(int), "the finite-check flags");
+    /* One more than the layers: the last is the loss scaler's queued verdict (model_step.c); then
+     * a step graph's optimizer values (model_graph.c). */
+    m->dflags = mbuf(m, flags_bytes(n), "the finite-check flags");
+    if (m->dflags) m->live_dev = (optim_consts *)(void *)((char *)m->dflags + flags_live_offset(n));
     const int host = be->ops->host_memory;
     if (!host) {
         m->xdev = mbuf(m, B * dt_model_input_size(m) * sizeof(float), "the input batch");

@@ -12,6 +12,15 @@
  * the 16-bit parameter copy cast before it when stale, each layer's input pointers and each
  * parameter layer's gradients handed to the reducer (in backward order) after it. Passes that
  * need the host between layers never record (graph_allowed).
+ *
+ * A step graph also holds the step's tail when dt_model_train_step offers one (model_tail: one
+ * rank, nothing between the pass and the optimizer that needs the host): the scaler's queued
+ * finite check and the optimizer step, after the pass, so the whole step is one launch. The step's
+ * learning rate and count change from launch to launch: the host writes them (optim_consts) into
+ * pinned memory before each launch, and the graph's first node copies them to the device, where
+ * the recorded step reads them (optim_grads.live). The host writes them again only after the last
+ * launch's loss_wait, which comes after that copy, so no launch reads another step's values. The
+ * tail is part of the key (a graph without it, or with another optimizer or unscale, is another).
  */
 #include "runtime/model/model_internal.h"
 #include "base/log.h"
@@ -55,17 +64,20 @@ static int graph_allowed(const dt_model *m)
 static model_graph *graph_find(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale)
 {
     model_graph *lru = &m->graph[0];
+    const model_tail *t = &m->tail;
     for (int i = 0; i < MODEL_GRAPHS; i++) {
         model_graph *g = &m->graph[i];
         if (g->used && g->x == x && g->labels == labels && g->batch == batch &&
-            !memcmp(&g->grad_scale, &grad_scale, sizeof grad_scale)) {
+            !memcmp(&g->grad_scale, &grad_scale, sizeof grad_scale) && g->tail.o == t->o &&
+            g->tail.verdict == t->verdict && !memcmp(&g->tail.inv_scale, &t->inv_scale, sizeof t->inv_scale)) {
             g->used = ++m->graph_clock;
             return g;
         }
         if (g->used < lru->used) lru = g;
     }
     if (lru->exec) m->be->ops->graph_free(m->be, lru->exec);
-    *lru = (model_graph){.x = x, .labels = labels, .batch = batch, .grad_scale = grad_scale, .used = ++m->graph_clock};
+    *lru = (model_graph){
+        .x = x, .labels = labels, .batch = batch, .grad_scale = grad_scale, .tail = *t, .used = ++m->graph_clock};
     return NULL;
 }
 
@@ -77,8 +89,18 @@ static dt_status graph_record(dt_model *m, model_graph *g, const float *x, const
     dt_status s = be->ops->graph_begin(be);
     if (s) return s;
     m->recording = 1;
-    s = model_pass_body(m, x, labels, batch, grad_scale);
+    /* What recording the tail sets on the host (the pending unscale) is set again by the step
+     * after the launch; a recording that fails must leave the pass as it found it. */
+    const float inv_scale = m->inv_scale;
+    const int pending32 = m->pending32;
+    /* A tail's per-step values first: the host writes them before each launch, and the launch's
+     * loss_wait (after this copy) returns before the host writes the next step's. */
+    if (m->tail.o) s = be->ops->to_device_async(be, m->live_dev, m->live_host, sizeof *m->live_host);
+    if (!s) s = model_pass_body(m, x, labels, batch, grad_scale);
+    if (!s && m->tail.o) s = model_tail_queue(m);
     m->recording = 0;
+    m->inv_scale = inv_scale;
+    m->pending32 = pending32;
     char why[512] = "";
     if (s) snprintf(why, sizeof why, "%s", dt_last_error());
     void *exec = NULL;
@@ -103,6 +125,13 @@ dt_status model_graph_pass(dt_model *m, const float *x, const int32_t *labels, i
     dt_status s = model_params16_ready(m);
     if (s) return s;
     backend *be = m->be;
+    if (m->tail.o) {
+        /* The step's lr and step count where the graph's first node copies them from. */
+        if (!m->live_host && (s = be->ops->host_alloc(be, sizeof *m->live_host, "a step graph's optimizer values",
+                                                      (void **)&m->live_host)))
+            return s;
+        *m->live_host = optimizer_live_next(m->tail.o);
+    }
     if (!g->exec && (s = graph_record(m, g, x, labels, batch, grad_scale))) {
         m->graphs_failed = 1;
         log_msg0(LOG_LEVEL_WARN,
@@ -116,6 +145,7 @@ dt_status model_graph_pass(dt_model *m, const float *x, const int32_t *labels, i
     if ((s = be->ops->graph_launch(be, g->exec))) return s;
     *ran = 1;
     m->graphed = 1;
+    m->tail_ran = m->tail.o != NULL;
     /* What the pass does on the host: the layers' input pointers, and each parameter layer's
      * gradients to the reducer as backward would have handed them (here all after the graph). */
     model_pass_inputs(m, x);

@@ -12,12 +12,22 @@
 /* A recorded pass (model_graph.c) and its key: the buffers, batch and grad_scale it was recorded
  * with. used: when it was last asked for (0: the entry is empty); exec NULL until recorded. */
 #define MODEL_GRAPHS 4
+/* A step's tail that a step graph may hold after the pass (dt_model_train_step sets it for one
+ * pass, model_graph.c records it): the optimizer step of o (NULL: none), behind the loss scaler's
+ * queued finite check when verdict, reading the gradients with the pending unscale inv_scale. */
+typedef struct model_tail {
+    dt_optimizer *o;
+    int verdict;
+    float inv_scale;
+} model_tail;
+
 typedef struct model_graph {
     void *exec;
     const float *x;
     const int32_t *labels;
     int batch;
     float grad_scale;
+    model_tail tail;
     long used;
 } model_graph;
 
@@ -123,6 +133,13 @@ struct dt_model {
      * being recorded (model_backward hands no gradients to the reducer then: that happens after
      * the launch), the recorded passes, the clock of their use, and how many were recorded. */
     int graphs, graphs_failed, graphed, recording;
+    /* The tail the next pass's graph may hold (model_tail), whether the last launched graph held
+     * it (the optimizer then stepped in it), and the optimizer's per-step values: written by the
+     * host into live_host (host_alloc) before each launch, copied by the graph's first node into
+     * live_dev (backend memory, after the flags in dflags' buffer), where its step reads them. */
+    model_tail tail;
+    int tail_ran;
+    optim_consts *live_host, *live_dev;
     model_graph graph[MODEL_GRAPHS];
     long graph_clock, graph_records;
     /* dt_model_set_profile: per-layer seconds, the step's phases, and the clock of the last mark. */
@@ -183,6 +200,10 @@ dt_status model_params16_ready(dt_model *m);
  * graph (the buffers they hold are about to change). */
 dt_status model_graph_pass(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale, int *ran);
 void model_graph_drop(dt_model *m);
+/* The tail of a step graph (model_step.c): queued while recording, after the pass body: the
+ * scaler's queued check when m->tail.verdict, then the optimizer step reading its per-step values
+ * from m->live_dev. */
+dt_status model_tail_queue(dt_model *m);
 /* Gradient collectives started since the model was made (tests). */
 long model_comm_starts(const dt_model *m);
 
@@ -201,6 +222,18 @@ dt_status model_step_by_bucket(dt_model *m, dt_optimizer *o, double *comm_wait_s
  * each element with the arithmetic of a whole-buffer step. Not for a sharded optimizer. */
 dt_status optimizer_layers_begin(dt_model *m, dt_optimizer *o);
 dt_status optimizer_step_layer(dt_model *m, dt_optimizer *o, size_t off, size_t cnt);
+
+/* The optimizer step in a step graph (optimizer.c): optimizer_graph_ready makes the checks of
+ * dt_model_optimizer_step and brings the state to the device before a pass that may hold the step
+ * (nonzero: it may; 0: it must step outside, as usual, which reports what failed);
+ * optimizer_live_next the per-step values of the step it would count next; optimizer_queue_whole
+ * queues one step over every parameter reading g (its live values and skip flag), counting
+ * nothing (for the recording); optimizer_graph_stepped counts a step the graph held, as
+ * dt_model_optimizer_step would have. */
+int optimizer_graph_ready(dt_model *m, dt_optimizer *o);
+optim_consts optimizer_live_next(const dt_optimizer *o);
+dt_status optimizer_queue_whole(dt_model *m, dt_optimizer *o, const optim_grads *g);
+void optimizer_graph_stepped(dt_model *m, dt_optimizer *o);
 
 /* Waits for the buckets of the last backward still being reduced and closes its step
  * (model_sync.c). */
@@ -241,7 +274,7 @@ static inline size_t model_grad_esize(const dt_model *m) { return m->g16 ? 2 : 4
  * those in place). */
 static inline optim_grads model_optim_grads(const dt_model *m)
 {
-    return (optim_grads){model_grad_buf(m), model_grad_type(m), m->inv_scale, m->grad_mul, m->opt_skip};
+    return (optim_grads){model_grad_buf(m), model_grad_type(m), m->inv_scale, m->grad_mul, m->opt_skip, NULL};
 }
 
 #endif

@@ -231,15 +231,15 @@ static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memo
     memset(p, 0, sizeof *p);
     const size_t np = s->num_params, B = (size_t)c->batch, n = (size_t)s->n;
     dt_memory_summary *k = &p->kinds;
-    /* dt_model_create: parameters, fp32 gradients, the finite-check flags (one a layer, and the
-     * loss scaler's queued verdict), the input batch and labels (a backend without host memory),
-     * and the fp32 pool at the largest batch. */
+    /* dt_model_create: parameters, fp32 gradients, the finite-check flags (one a layer, the loss
+     * scaler's queued verdict and a step graph's optimizer values: flags_bytes), the input batch
+     * and labels (a backend without host memory), and the fp32 pool at the largest batch. */
     const int k32 = act_plan(s, ops, DT_F32, c->batch, cv);
     const size_t pool32 = carve_pool_bytes(cv, k32);
     /* Two slots of them where the backend stages batches on a copy stream (copy_in). */
     const size_t slots = ops->copy_in ? 2 : 1;
     const size_t input = ops->host_memory ? 0 : slots * B * (size_t)s->in_c * s->in_h * s->in_w * sizeof(float);
-    const size_t fixed = np * 4 + (n + 1) * sizeof(int) + (input ? input + slots * B * 4 : 0);
+    const size_t fixed = np * 4 + flags_bytes(n) + (input ? input + slots * B * 4 : 0);
     p->other = fixed - np * 4;
     if (input) plan_item(p, input, "%s", slots > 1 ? "input batches (2 slots)" : "input batch");
     plan_item(p, np * 4, "%sparameters (fp32)", "");

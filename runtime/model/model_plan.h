@@ -40,6 +40,11 @@ typedef struct carve {
 static inline size_t carve_max(const model_spec *s) { return 2 * (size_t)s->n + 16; }
 static inline size_t carve_aligned(size_t bytes) { return (bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN; }
 
+/* dt_model_create's flags buffer (dflags) for n layers: an int a layer, one for the loss scaler's
+ * queued verdict, then, 16-byte aligned, a step graph's optimizer values (optim_consts, m->live_dev). */
+static inline size_t flags_live_offset(size_t n) { return ((n + 1) * sizeof(int) + 15) / 16 * 16; }
+static inline size_t flags_bytes(size_t n) { return flags_live_offset(n) + sizeof(optim_consts); }
+
 /* Sets every convolution layer's geometry (l->cs) for `batch`: its check's error when a kernel
  * does not fit. */
 dt_status plan_conv_shapes(model_spec *s, int batch);

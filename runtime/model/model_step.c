@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "base/trace.h"
 #include "collectives/ctx_comm.h"
+#include "collectives/reducer_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -120,22 +121,65 @@ static dt_status traced_optimizer_step(dt_model *m, dt_optimizer *o)
     return s;
 }
 
+/* The tail a step graph may hold for this step (model_tail): the optimizer step (behind the
+ * queued verdict with a scaler) where nothing needs the host between the pass and the step: one
+ * rank's gradients (no reducer that sends), no accumulation, no layer-by-layer step, and what
+ * verdict_queued asks of the scaled step. Whether the pass runs as a graph at all is
+ * model_graph.c's to say. */
+static model_tail step_tail(dt_model *m, dt_optimizer *o, const dt_scaler *sc, float ls, int by_layer)
+{
+    const model_tail none = {NULL, 0, 0.0f}; /* as dt_model_create leaves it */
+    if (!m->be->ops->graph_begin || m->graphs == DT_GRAPHS_OFF || by_layer || m->accum_steps != 1 ||
+        (m->red && reducer_communicates(m->red)) || m->clip_norm != 0 || m->prof || model_zero(m) ||
+        optimizer_sharded(o) || (sc && !verdict_queued(m, o, ls)) || !optimizer_graph_ready(m, o))
+        return none;
+    return (model_tail){o, sc != NULL, sc ? 1.0f / ls : 1.0f};
+}
+
+dt_status model_tail_queue(dt_model *m)
+{
+    backend *be = m->be;
+    const model_tail *t = &m->tail;
+    int *flag = t->verdict ? m->dflags + m->spec.n : NULL;
+    if (flag) {
+        const dt_status s =
+            be->ops->found_inf_queue(be, model_grad_type(m), model_grad_buf(m), m->spec.num_params, flag);
+        if (s) return s;
+    }
+    /* The gradients as the step outside a graph reads them (step_behind_verdict, or the plain
+     * step: inv_scale 1). */
+    m->inv_scale = t->inv_scale;
+    m->pending32 = !m->g16;
+    optim_grads g = model_optim_grads(m);
+    g.skip = flag;
+    g.live = m->live_dev;
+    return optimizer_queue_whole(m, t->o, &g);
+}
+
 /* The step behind a queued verdict: the bits of the order check, verdict, step (a step that
  * overflowed changes nothing and is not counted, its 16-bit copy still current if it was), with
- * the scaler updated on the same verdict. */
-static dt_status step_behind_verdict(dt_model *m, dt_optimizer *o, dt_scaler *sc, float ls, dt_step_result *r)
+ * the scaler updated on the same verdict. in_graph: the step graph just launched held the check
+ * and the step (model_tail_queue); else they are queued here. */
+static dt_status step_behind_verdict(dt_model *m, dt_optimizer *o, dt_scaler *sc, float ls, int in_graph,
+                                     dt_step_result *r)
 {
     backend *be = m->be;
     int *flag = m->dflags + m->spec.n;
-    dt_status s = be->ops->found_inf_queue(be, model_grad_type(m), model_grad_buf(m), m->spec.num_params, flag);
-    if (s) return s;
+    dt_status s = DT_OK;
+    if (!in_graph &&
+        (s = be->ops->found_inf_queue(be, model_grad_type(m), model_grad_buf(m), m->spec.num_params, flag)))
+        return s;
     m->inv_scale = 1.0f / ls; /* pending, as model_unscale_deferred leaves it */
     m->pending32 = !m->g16;
     const int p16_was = m->p16_current, t_was = optimizer_state(o).t;
-    m->opt_skip = flag;
-    s = traced_optimizer_step(m, o);
-    m->opt_skip = NULL;
-    if (s) return s;
+    if (in_graph) {
+        optimizer_graph_stepped(m, o);
+    } else {
+        m->opt_skip = flag;
+        s = traced_optimizer_step(m, o);
+        m->opt_skip = NULL;
+        if (s) return s;
+    }
     int found = 0;
     if ((s = be->ops->found_inf_wait(be, flag, &found))) return s;
     r->skipped = found;
@@ -166,8 +210,13 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
     dt_status s = by_layer ? optimizer_layers_begin(m, o) : DT_OK;
     if (s) return s;
     m->layer_opt = by_layer ? o : NULL;
+    m->tail = step_tail(m, o, sc, ls, by_layer);
+    m->tail_ran = 0;
     s = forward_backward_group(m, x, labels, batch, grad_scale * ls, &r->loss_sum, &r->correct, at_risk);
+    const int in_graph = m->tail_ran;
     m->layer_opt = NULL;
+    m->tail = (model_tail){NULL, 0, 0.0f};
+    m->tail_ran = 0;
     if (s) return s;
     if (by_layer) {
         /* One rank: closes the reducer's step (nothing was sent). Every parameter layer stepped
@@ -193,7 +242,15 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
     /* The training thread's wait for the buckets still in flight after backward. */
     if (tw) trace_rec_add(tw, "grad wait", TRACE_CAT_COMM, TRACE_TRACK_TRAIN, t_wait, trace_now_ns(), 0, -1);
     m->prof_step.allreduce_s += model_prof_mark(m);
-    if (sc && verdict_queued(m, o, ls)) return step_behind_verdict(m, o, sc, ls, r);
+    if (sc && (in_graph || verdict_queued(m, o, ls))) return step_behind_verdict(m, o, sc, ls, in_graph, r);
+    if (in_graph) {
+        /* The graph held the step (no scaler: nothing to decide). */
+        m->pending32 = !m->g16;
+        optimizer_graph_stepped(m, o);
+        r->stepped = 1;
+        m->overlapped = 0;
+        return DT_OK;
+    }
     if (sc) {
         /* The reduced gradients are the same on every rank, and so is the verdict. */
         /* Checked only: the unscale (and clipping's coefficient) are applied as the norm and the

@@ -130,7 +130,7 @@ dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
                                 "dt_optimizer_step: this optimizer's state is sharded across ranks (--zero 1) and "
                                 "holds only this rank's slices: step it through dt_model_optimizer_step");
     o->t++;
-    const optim_grads g = {grads, DT_F32, 1.0f, 1.0f, NULL};
+    const optim_grads g = {grads, DT_F32, 1.0f, 1.0f, NULL, NULL};
     return step_on(backend_cpu(), o, o->s1, o->s2, 0, params, &g, o->n);
 }
 
@@ -242,6 +242,40 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
     const dt_status s = step_copy(be, o, s1, s2, 0, m->params, &g, o->n, m->prec, m->p16);
     if (!s && m->p16) m->p16_current = 1;
     return s;
+}
+
+int optimizer_graph_ready(dt_model *m, dt_optimizer *o)
+{
+    if (o->nseg || step_checks(m, o) || model_group_complete(m, "dt_model_optimizer_step")) {
+        status_clear_error(); /* the step outside the graph says it again */
+        return 0;
+    }
+    if (!m->be->ops->host_memory && state_to_device(o, m->be)) {
+        status_clear_error();
+        return 0;
+    }
+    return 1;
+}
+
+optim_consts optimizer_live_next(const dt_optimizer *o)
+{
+    const dt_optim_config *c = &o->cfg;
+    const int t = o->t + 1;
+    return c->kind == DT_OPTIM_SGD ? optim_consts_sgd(c->lr, t == 1)
+                                   : optim_consts_adamw(c->lr, c->beta1, c->beta2, c->weight_decay, t);
+}
+
+dt_status optimizer_queue_whole(dt_model *m, dt_optimizer *o, const optim_grads *g)
+{
+    const int host = m->be->ops->host_memory;
+    return step_copy(m->be, o, host ? o->s1 : o->d1, host ? o->s2 : o->d2, 0, m->params, g, o->n, m->prec, m->p16);
+}
+
+void optimizer_graph_stepped(dt_model *m, dt_optimizer *o)
+{
+    model_params_changed(m);
+    o->t++;
+    if (m->p16) m->p16_current = 1; /* the graph's step wrote the copy whole */
 }
 
 /* The CPU AdamW kernel (kernels/cpu/optim.c) runs whole groups of this many elements from the start

@@ -81,7 +81,7 @@ static void check_verdict(void)
             for (int adam = 0; adam < 2; adam++) {
                 float *d_p = dcopy(p, n), *d_1 = dcopy(s1, n), *d_2 = dcopy(s2, n), *d_q = dcopy(p, n);
                 float *d_3 = dcopy(s1, n), *d_4 = dcopy(s2, n);
-                const optim_grads behind = {d_g, t, 0.5f, 1.0f, d_flag}, plain = {d_g, t, 0.5f, 1.0f, NULL};
+                const optim_grads behind = {d_g, t, 0.5f, 1.0f, d_flag, NULL}, plain = {d_g, t, 0.5f, 1.0f, NULL, NULL};
                 GPU(found_inf_queue, t, d_g, n, d_flag);
                 if (adam) {
                     GPU(adamw, d_p, &behind, d_1, d_2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 2, DT_F32, NULL);

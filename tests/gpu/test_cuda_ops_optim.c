@@ -25,9 +25,9 @@ static void check_sgd(void)
         fill(p, n, 1.0f), fill(gr, n, 0.1f), fill(buf, n, 0.3f); /* buf: garbage for a first step */
         float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_b = dcopy(buf, n);
         const int plain = cfg[z].momentum == 0.0f;
-        CPU(sgd, p, &(optim_grads){gr, DT_F32, 1.0f, 1.0f, NULL}, plain ? NULL : buf, n, 0.1f, cfg[z].momentum,
+        CPU(sgd, p, &(optim_grads){gr, DT_F32, 1.0f, 1.0f, NULL, NULL}, plain ? NULL : buf, n, 0.1f, cfg[z].momentum,
             cfg[z].wd, cfg[z].first, DT_F32, NULL);
-        GPU(sgd, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f, NULL}, plain ? NULL : d_b, n, 0.1f, cfg[z].momentum,
+        GPU(sgd, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f, NULL, NULL}, plain ? NULL : d_b, n, 0.1f, cfg[z].momentum,
             cfg[z].wd, cfg[z].first, DT_F32, NULL);
         ops_ok("sgd");
         down(gp, d_p, n * sizeof *gp);
@@ -60,10 +60,10 @@ static void check_adamw(void)
         }
         gr[0] = 0.0f, p[1] = 0.0f; /* a zero gradient (m, v of 0 on step 1) and a zero weight */
         float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_m = dcopy(m, n), *d_v = dcopy(v, n);
-        CPU(adamw, p, &(optim_grads){gr, DT_F32, 1.0f, 1.0f, NULL}, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t,
+        CPU(adamw, p, &(optim_grads){gr, DT_F32, 1.0f, 1.0f, NULL, NULL}, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t,
             DT_F32, NULL);
-        GPU(adamw, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f, NULL}, d_m, d_v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
-            t, DT_F32, NULL);
+        GPU(adamw, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f, NULL, NULL}, d_m, d_v, n, 1e-3f, 0.9f, 0.999f, 1e-8f,
+            0.01f, t, DT_F32, NULL);
         ops_ok("adamw");
         down(gp, d_p, n * sizeof *gp);
         down(gm, d_m, n * sizeof *gm);
@@ -96,10 +96,10 @@ static void check_copy_one(int adam, dt_dtype t)
         float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_1 = dcopy(s1, n), *d_2 = dcopy(s2, n);
         uint16_t *c = with ? d_copy : NULL;
         if (adam)
-            GPU(adamw, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f, NULL}, d_1, d_2, n, 1e-3f, 0.9f, 0.999f, 1e-8f,
-                0.01f, 3, with ? t : DT_F32, c);
+            GPU(adamw, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f, NULL, NULL}, d_1, d_2, n, 1e-3f, 0.9f, 0.999f,
+                1e-8f, 0.01f, 3, with ? t : DT_F32, c);
         else
-            GPU(sgd, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f, NULL}, d_1, n, 0.1f, 0.9f, 5e-4f, 0,
+            GPU(sgd, d_p, &(optim_grads){d_g, DT_F32, 1.0f, 1.0f, NULL, NULL}, d_1, n, 0.1f, 0.9f, 5e-4f, 0,
                 with ? t : DT_F32, c);
         ops_ok(adam ? "adamw with copy" : "sgd with copy");
         float *src[3] = {d_p, d_1, d_2};
@@ -141,7 +141,7 @@ static void check_grads16_one(int adam, dt_dtype t)
     float *d_p = dcopy(p, n), *d_1 = dcopy(s1, n), *d_2 = dcopy(s2, n);
     uint16_t *d_g = dmalloc(n * sizeof *d_g);
     up(d_g, g16, n * sizeof *g16);
-    const optim_grads hg = {g16, t, m1, m2, NULL}, dg = {d_g, t, m1, m2, NULL};
+    const optim_grads hg = {g16, t, m1, m2, NULL, NULL}, dg = {d_g, t, m1, m2, NULL, NULL};
     if (adam) {
         CPU(adamw, p, &hg, s1, s2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, DT_F32, NULL);
         GPU(adamw, d_p, &dg, d_1, d_2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, DT_F32, NULL);
@@ -174,8 +174,58 @@ static void check_copy(void)
     }
 }
 
+/* A step reading its per-step values from device memory (optim_grads.live, as a step graph's
+ * replay does) gives the bits of one given lr and t as arguments, whatever the arguments then say:
+ * SGD's first and a later step (momentum), AdamW's first, second and tenth. */
+static void check_live(void)
+{
+    const size_t n = 100003;
+    float *p = fmalloc(n), *gr = fmalloc(n), *s1 = fmalloc(n), *s2 = fmalloc(n);
+    fill(p, n, 1.0f), fill(gr, n, 0.1f), fill(s1, n, 0.01f);
+    for (size_t i = 0; i < n; i++) s2[i] = s1[i] * s1[i];
+    optim_consts *d_live = dmalloc(sizeof *d_live);
+    static const struct {
+        int adam, t;
+    } cfg[] = {{0, 1}, {0, 4}, {1, 1}, {1, 2}, {1, 10}};
+    for (size_t z = 0; z < sizeof cfg / sizeof *cfg; z++) {
+        const int adam = cfg[z].adam, t = cfg[z].t;
+        const float lr = adam ? 1e-3f : 0.1f;
+        const optim_consts k = adam ? optim_consts_adamw(lr, 0.9f, 0.999f, 0.01f, t) : optim_consts_sgd(lr, t == 1);
+        up(d_live, &k, sizeof k);
+        float *h[2][3];
+        for (int live = 0; live < 2; live++) {
+            float *d_p = dcopy(p, n), *d_g = dcopy(gr, n), *d_1 = dcopy(s1, n), *d_2 = dcopy(s2, n);
+            const optim_grads g = {d_g, DT_F32, 1.0f, 1.0f, NULL, live ? d_live : NULL};
+            /* With live values the arguments are ignored: give wrong ones. */
+            const float alr = live ? 7.0f : lr;
+            const int at = live ? 1000 : t;
+            if (adam)
+                GPU(adamw, d_p, &g, d_1, d_2, n, alr, 0.9f, 0.999f, 1e-8f, 0.01f, at, DT_F32, NULL);
+            else
+                GPU(sgd, d_p, &g, d_1, n, alr, 0.9f, 5e-4f, live ? 0 : t == 1, DT_F32, NULL);
+            ops_ok(adam ? "adamw live" : "sgd live");
+            float *src[3] = {d_p, d_1, d_2};
+            for (int j = 0; j < 3; j++) {
+                h[live][j] = fmalloc(n);
+                down(h[live][j], src[j], n * sizeof(float));
+            }
+            cudaFree(d_p), cudaFree(d_g), cudaFree(d_1), cudaFree(d_2);
+        }
+        char what[80];
+        snprintf(what, sizeof what, "%s t=%d, live values: p as with arguments", adam ? "adamw" : "sgd", t);
+        cmp_bits(what, h[1][0], h[0][0], n, sizeof(float));
+        snprintf(what, sizeof what, "%s t=%d, live values: state as with arguments", adam ? "adamw" : "sgd", t);
+        cmp_bits(what, h[1][1], h[0][1], n, sizeof(float));
+        if (adam) cmp_bits(what, h[1][2], h[0][2], n, sizeof(float));
+        for (int w = 0; w < 2; w++)
+            for (int j = 0; j < 3; j++) free(h[w][j]);
+    }
+    cudaFree(d_live);
+    free(p), free(gr), free(s1), free(s2);
+}
+
 int main(void)
 {
-    const cuda_check_fn checks[] = {check_sgd, check_adamw, check_copy};
+    const cuda_check_fn checks[] = {check_sgd, check_adamw, check_copy, check_live};
     return cuda_ops_main(NULL, checks, sizeof checks / sizeof *checks);
 }

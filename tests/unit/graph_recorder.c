@@ -20,7 +20,11 @@ typedef enum {
     R_POOL_BWD,
     R_RELU_FWD,
     R_RELU_BWD,
-    R_LOSS
+    R_LOSS,
+    R_COPY,      /* to_device_async */
+    R_FOUND_INF, /* found_inf_queue */
+    R_SGD,
+    R_ADAMW
 } rec_op;
 
 /* One recorded call: every argument by value (the structs the model passes by pointer live on its
@@ -39,6 +43,18 @@ typedef struct rec {
     float grad_scale;
     double *loss;
     int *correct;
+    /* the copy, the finite check, the optimizer steps */
+    void *dst;
+    const void *src;
+    size_t bytes;
+    dt_dtype t;
+    int *flag;
+    optim_grads og;
+    float *p, *s1, *s2;
+    float lr, mom, wd, b1, b2, eps;
+    int first, step;
+    dt_dtype copy_t;
+    uint16_t *copy;
 } rec;
 
 typedef struct graph {
@@ -96,6 +112,12 @@ static dt_status run_rec(backend *be, const rec *r)
         case R_RELU_BWD: return k->layer_relu_bwd(be, &r->a, r->x, r->dy, r->dx, r->n);
         case R_LOSS:
             return k->layer_loss(be, &r->a, r->x, r->labels, r->dx, r->batch, r->c, r->grad_scale, r->loss, r->correct);
+        case R_COPY: return k->to_device_async(be, r->dst, r->src, r->bytes);
+        case R_FOUND_INF: return k->found_inf_queue(be, r->t, r->src, r->n, r->flag);
+        case R_SGD: return k->sgd(be, r->p, &r->og, r->s1, r->n, r->lr, r->mom, r->wd, r->first, r->copy_t, r->copy);
+        case R_ADAMW:
+            return k->adamw(be, r->p, &r->og, r->s1, r->s2, r->n, r->lr, r->b1, r->b2, r->eps, r->wd, r->step,
+                            r->copy_t, r->copy);
     }
     return DT_ERR_INTERNAL;
 }
@@ -197,10 +219,18 @@ static dt_status scale_count(backend *be, dt_dtype t, void *buf, size_t n, float
     not_recording("scale_count");
     return g.cpu->scale_count(be, t, buf, n, mul, bad);
 }
+/* Queued entries a step graph records after the pass (its optimizer step and the scaler's
+ * queued check) and before it (the copy of the step's constants): noted while recording, run
+ * otherwise. */
 static dt_status found_inf_queue(backend *be, dt_dtype t, const void *buf, size_t n, int *flag)
 {
-    not_recording("found_inf_queue");
-    return g.cpu->found_inf_queue(be, t, buf, n, flag);
+    const rec r = {.op = R_FOUND_INF, .t = t, .src = buf, .n = n, .flag = flag};
+    return st.recording ? note(&r) : run_rec(be, &r);
+}
+static dt_status to_device_async(backend *be, void *dst, const void *src, size_t bytes)
+{
+    const rec r = {.op = R_COPY, .dst = dst, .src = src, .bytes = bytes};
+    return st.recording ? note(&r) : run_rec(be, &r);
 }
 static dt_status found_inf_wait(backend *be, const int *flag, int *found)
 {
@@ -222,17 +252,51 @@ static dt_status accum_grads(backend *be, dt_dtype t, void *gr, float *acc, size
     not_recording("accum_grads");
     return g.cpu->accum_grads(be, t, gr, acc, n, add, store);
 }
+/* A recorded step must read its per-step values where the host writes them for each launch
+ * (optim_grads.live): recorded without, it would replay the recording step's lr and t. */
+static dt_status optim_note(const rec *r)
+{
+    if (!r->og.live) misuse("an optimizer step recorded without its live constants");
+    return note(r);
+}
 static dt_status sgd(backend *be, float *p, const optim_grads *gr, float *buf, size_t n, float lr, float mom, float wd,
                      int first, dt_dtype copy_t, uint16_t *copy)
 {
-    not_recording("sgd");
-    return g.cpu->sgd(be, p, gr, buf, n, lr, mom, wd, first, copy_t, copy);
+    const rec r = {.op = R_SGD,
+                   .p = p,
+                   .og = *gr,
+                   .s1 = buf,
+                   .n = n,
+                   .lr = lr,
+                   .mom = mom,
+                   .wd = wd,
+                   .first = first,
+                   .copy_t = copy_t,
+                   .copy = copy};
+    if (st.recording) return optim_note(&r);
+    st.live_optim_calls++;
+    return run_rec(be, &r);
 }
 static dt_status adamw(backend *be, float *p, const optim_grads *gr, float *m, float *v, size_t n, float lr, float b1,
                        float b2, float eps, float wd, int t, dt_dtype copy_t, uint16_t *copy)
 {
-    not_recording("adamw");
-    return g.cpu->adamw(be, p, gr, m, v, n, lr, b1, b2, eps, wd, t, copy_t, copy);
+    const rec r = {.op = R_ADAMW,
+                   .p = p,
+                   .og = *gr,
+                   .s1 = m,
+                   .s2 = v,
+                   .n = n,
+                   .lr = lr,
+                   .b1 = b1,
+                   .b2 = b2,
+                   .eps = eps,
+                   .wd = wd,
+                   .step = t,
+                   .copy_t = copy_t,
+                   .copy = copy};
+    if (st.recording) return optim_note(&r);
+    st.live_optim_calls++;
+    return run_rec(be, &r);
 }
 
 static dt_status graph_begin(backend *be)
@@ -301,6 +365,7 @@ backend *graph_recorder_init(void)
     g_ops.cast_to16 = cast_to16;
     g_ops.scale_count = scale_count;
     g_ops.found_inf_queue = found_inf_queue;
+    g_ops.to_device_async = to_device_async;
     g_ops.found_inf_wait = found_inf_wait;
     g_ops.flag_nonfinite = flag_nonfinite;
     g_ops.sum_squares = sum_squares;

@@ -27,7 +27,8 @@ static void test_sgd(void **st)
     for (int i = 0; i < N; i++) p[i] = 1.0f, buf[i] = NAN;
     for (int t = 0; t < 3; t++) {
         for (int i = 0; i < N; i++) g[i] = grads[t];
-        k->sgd(be, p, &(optim_grads){g, DT_F32, 1.0f, 1.0f, NULL}, buf, N, 0.1f, 0.9f, 0.1f, t == 0, DT_F32, NULL);
+        k->sgd(be, p, &(optim_grads){g, DT_F32, 1.0f, 1.0f, NULL, NULL}, buf, N, 0.1f, 0.9f, 0.1f, t == 0, DT_F32,
+               NULL);
         for (int i = 0; i < N; i++) {
             expect_close("sgd p", (size_t)i, p[i], want_p[t], 1e-6);
             expect_close("sgd buf", (size_t)i, buf[i], want_buf[t], 1e-6);
@@ -38,7 +39,8 @@ static void test_sgd(void **st)
     for (int i = 0; i < N; i++) p[i] = 1.0f;
     for (int t = 0; t < 2; t++) {
         for (int i = 0; i < N; i++) g[i] = grads[t];
-        k->sgd(be, p, &(optim_grads){g, DT_F32, 1.0f, 1.0f, NULL}, NULL, N, 0.1f, 0.0f, 0.1f, t == 0, DT_F32, NULL);
+        k->sgd(be, p, &(optim_grads){g, DT_F32, 1.0f, 1.0f, NULL, NULL}, NULL, N, 0.1f, 0.0f, 0.1f, t == 0, DT_F32,
+               NULL);
         for (int i = 0; i < N; i++) expect_close("sgd p (no momentum)", (size_t)i, p[i], t ? 0.9056 : 0.94, 1e-6);
     }
 }
@@ -69,7 +71,7 @@ static void test_adamw(void **st)
     for (int i = 0; i < N; i++) p[i] = 1.0f, m[i] = 0.0f, v[i] = 0.0f;
     for (int t = 1; t <= 3; t++) {
         for (int i = 0; i < N; i++) g[i] = grads[t - 1];
-        k->adamw(be, p, &(optim_grads){g, DT_F32, 1.0f, 1.0f, NULL}, m, v, N, 0.1f, 0.9f, 0.999f, 1e-8f, 0.1f, t,
+        k->adamw(be, p, &(optim_grads){g, DT_F32, 1.0f, 1.0f, NULL, NULL}, m, v, N, 0.1f, 0.9f, 0.999f, 1e-8f, 0.1f, t,
                  DT_F32, NULL);
         for (int i = 0; i < N; i++) {
             expect_close("adamw p", (size_t)i, p[i], want_p[t - 1], 1e-6);
@@ -103,7 +105,7 @@ static void test_fused_copy(void **st)
                 uint16_t *copy = malloc(n * sizeof *copy), *cast = malloc(n * sizeof *cast);
                 assert_true(pa && pb && gr && s1a && s2a && s1b && s2b && copy && cast);
                 for (size_t i = 0; i < n; i++) pa[i] = pb[i] = p.f[i], gr[i] = g.f[i];
-                const optim_grads g32 = {gr, DT_F32, 1.0f, 1.0f, NULL};
+                const optim_grads g32 = {gr, DT_F32, 1.0f, 1.0f, NULL, NULL};
                 for (int t = 1; t <= 3; t++) {
                     if (adam) {
                         assert_int_equal(
@@ -128,7 +130,7 @@ static void test_fused_copy(void **st)
     float p1 = 1.0f, g1 = 0.5f, b1 = 0.0f;
     uint16_t c1 = 0;
     assert_int_equal(
-        k->sgd(be, &p1, &(optim_grads){&g1, DT_F32, 1.0f, 1.0f, NULL}, &b1, 1, 0.1f, 0.9f, 0.0f, 1, DT_F32, &c1),
+        k->sgd(be, &p1, &(optim_grads){&g1, DT_F32, 1.0f, 1.0f, NULL, NULL}, &b1, 1, 0.1f, 0.9f, 0.0f, 1, DT_F32, &c1),
         DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "sgd: the parameter copy's type"));
     assert_true(p1 == 1.0f && c1 == 0);
@@ -170,7 +172,7 @@ static void test_grad_kinds(void **st)
                     if (m2 != 1.0f) wide[i] *= m2;
                 }
                 for (size_t i = 0; i < n; i++) pa[i] = pb[i] = p.f[i], s1a[i] = s1b[i] = 0.01f, s2a[i] = s2b[i] = 1e-4f;
-                const optim_grads ga = {wide, DT_F32, 1.0f, 1.0f, NULL}, gb = {kept, t, m1, m2, NULL};
+                const optim_grads ga = {wide, DT_F32, 1.0f, 1.0f, NULL, NULL}, gb = {kept, t, m1, m2, NULL, NULL};
                 if (adam) {
                     assert_int_equal(
                         k->adamw(be, pa, &ga, s1a, s2a, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 2, DT_F32, NULL), DT_OK);
@@ -187,9 +189,9 @@ static void test_grad_kinds(void **st)
                              adam ? "adamw" : "sgd", (int)t, (double)m1, (double)m2);
             }
     /* A gradient type that is not one is refused. */
-    assert_int_equal(
-        k->sgd(be, pa, &(optim_grads){g.f, (dt_dtype)77, 1.0f, 1.0f, NULL}, s1a, 1, 0.1f, 0.9f, 0.0f, 1, DT_F32, NULL),
-        DT_ERR_INVALID_ARG);
+    assert_int_equal(k->sgd(be, pa, &(optim_grads){g.f, (dt_dtype)77, 1.0f, 1.0f, NULL, NULL}, s1a, 1, 0.1f, 0.9f, 0.0f,
+                            1, DT_F32, NULL),
+                     DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "sgd: the gradients' type 77"));
     free(pa), free(pb), free(wide), free(s1a), free(s2a), free(s1b), free(s2b), free(g16);
     tensor_free(&p), tensor_free(&g);

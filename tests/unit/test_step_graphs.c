@@ -10,7 +10,9 @@
  * pairs of buffers that take turns (as a GPU model's two input slots do), with a short batch and a
  * write of the parameters through the public API in between: losses, counts and parameters must
  * agree bit for bit, each key must be recorded once at its second pass, and replayed passes must
- * call no layer entry from the host.
+ * call no layer entry from the host. At one rank the graph holds the whole step: the optimizer
+ * (and fp16's queued finite check) too, replayed with each step's learning rate and count, which
+ * change at every pass here, and overflowing steps replayed as skipped ones.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +23,7 @@
 #include "dtrain.h"
 #include "base/status.h"
 #include "kernels/backend.h"
+#include "runtime/model/model.h"
 #include "runtime/test_hooks.h"
 
 #include <math.h>
@@ -94,8 +97,11 @@ static void train_side_by_side(const run_cfg *c)
                 for (size_t i = 0; i < np; i += 7) w[i] *= 0.5f;
                 dt_model_params_changed(m);
             }
-        const long live0 = g->live_layer_calls, launches0 = g->launches;
+        const long live0 = g->live_layer_calls, launches0 = g->launches, opt0 = g->live_optim_calls;
         const float gs = 1.0f / (float)batch;
+        /* A schedule: the graph's step must read each pass's rate, not the recording's. */
+        assert_int_equal(dt_optimizer_set_lr(op, oc.lr * (1.0f + 0.1f * (float)p)), DT_OK);
+        assert_int_equal(dt_optimizer_set_lr(og, oc.lr * (1.0f + 0.1f * (float)p)), DT_OK);
         dt_step_result rp, rg;
         assert_int_equal(dt_model_train_step(plain, op, sp, st.x[pair], st.y[pair], batch, gs, &rp), DT_OK);
         assert_int_equal(dt_model_train_step(graphed, og, sg, st.x[pair], st.y[pair], batch, gs, &rg), DT_OK);
@@ -112,6 +118,8 @@ static void train_side_by_side(const run_cfg *c)
         assert_int_equal(g->launches - launches0, as_graph);
         if (as_graph && p >= 4) assert_int_equal(g->live_layer_calls, live0); /* replayed: nothing from the host */
         if (!as_graph) assert_true(g->live_layer_calls > live0);
+        /* The optimizer step in the graph, or from the host once when the pass was not one. */
+        assert_int_equal(g->live_optim_calls - opt0, as_graph ? 0 : 1);
         free(x);
         free(y);
     }
@@ -153,12 +161,80 @@ static void test_bf16(void **st)
     train_side_by_side(&(run_cfg){.kind = DT_OPTIM_ADAMW, .prec = DT_BF16});
 }
 
-/* fp16 with a loss scaler: its check and the step stay outside the graph. */
+/* fp16 with a loss scaler: its queued check and the step in the graph, behind the pass. */
 static void test_fp16_scaler(void **st)
 {
     (void)st;
     rng_seed("graphs fp16", 0);
     train_side_by_side(&(run_cfg){.kind = DT_OPTIM_SGD, .prec = DT_F16, .keep16 = 1, .scaler = 1});
+}
+
+/* fp16 whose scale grows every step until an overflow halves it: the scale swings between two
+ * values, each a key of its own, so overflowing steps replay too. The graph's queued check must
+ * skip them as the host-first order does: the same bits, skipped flags, scales and step counts as
+ * graphs off, with some skipped steps and some stepped ones replayed. */
+static void test_fp16_overflow_replayed(void **st)
+{
+    (void)st;
+    rng_seed("graphs fp16 overflow", 0);
+    backend_cpu_set_keep_params16(1);
+    backend *rec = graph_recorder_init();
+    graph_recorder *g = graph_recorder_state();
+    dt_model *plain = make_model(SPEC, INPUT, B, DT_F16, DT_F32);
+    dt_model *graphed = make_model(SPEC, INPUT, B, DT_F16, DT_F32);
+    backend_cpu_set_keep_params16(0);
+    model_test_set_backend(graphed, rec);
+    dt_model_set_graphs(plain, DT_GRAPHS_OFF);
+    const size_t np = dt_model_num_params(plain);
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    oc.kind = DT_OPTIM_ADAMW;
+    oc.lr = 1e-3f;
+    dt_optimizer *op, *og;
+    assert_int_equal(dt_optimizer_create(&oc, np, &op), DT_OK);
+    assert_int_equal(dt_optimizer_create(&oc, np, &og), DT_OK);
+    dt_scaler_config scc;
+    dt_scaler_defaults(&scc);
+    scc.init_scale = 4096;
+    scc.growth_interval = 1; /* grow at every good step: the next one overflows */
+    scc.min_scale = 1e-6;
+    scc.max_scale = 1e30;
+    scc.max_overflow_fraction = 1.0; /* never give up: every other step overflows */
+    dt_scaler *sp, *sg;
+    assert_int_equal(dt_scaler_create(&scc, &sp), DT_OK);
+    assert_int_equal(dt_scaler_create(&scc, &sg), DT_OK);
+    float *x;
+    int32_t *y;
+    make_batch(plain, B, 2.0f, &x, &y);
+    int replayed_skips = 0, replayed_steps = 0;
+    for (int p = 0; p < 40; p++) {
+        const long opt0 = g->live_optim_calls;
+        dt_step_result rp, rg;
+        assert_int_equal(dt_model_train_step(plain, op, sp, x, y, B, 1.0f / B, &rp), DT_OK);
+        assert_int_equal(dt_model_train_step(graphed, og, sg, x, y, B, 1.0f / B, &rg), DT_OK);
+        assert_memory_equal(&rp.loss_sum, &rg.loss_sum, sizeof rp.loss_sum);
+        assert_int_equal(rp.skipped, rg.skipped);
+        assert_int_equal(rp.stepped, rg.stepped);
+        assert_true(dt_scaler_scale(sp) == dt_scaler_scale(sg));
+        assert_int_equal(optimizer_state(op).t, optimizer_state(og).t);
+        assert_memory_equal(dt_model_params(plain), dt_model_params(graphed), np * sizeof(float));
+        if (dt_model_graphed(graphed) == DT_GRAPHS_ON) {
+            assert_int_equal(g->live_optim_calls, opt0);
+            replayed_skips += rg.skipped;
+            replayed_steps += rg.stepped;
+        }
+    }
+    assert_true(replayed_skips >= 3);
+    assert_true(replayed_steps >= 3);
+    assert_int_equal(g->misuses, 0);
+    free(x);
+    free(y);
+    dt_scaler_free(sp);
+    dt_scaler_free(sg);
+    dt_optimizer_free(op);
+    dt_optimizer_free(og);
+    dt_model_free(plain);
+    dt_model_free(graphed);
 }
 
 /* A few passes of m on fixed buffers; returns how many ran as graphs. */
@@ -294,13 +370,10 @@ static void test_cpu_has_none(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fp32),
-        cmocka_unit_test(test_bf16),
-        cmocka_unit_test(test_fp16_scaler),
-        cmocka_unit_test(test_not_recorded),
-        cmocka_unit_test(test_failed_recording),
-        cmocka_unit_test(test_auto_threshold),
-        cmocka_unit_test(test_cpu_has_none),
+        cmocka_unit_test(test_fp32),           cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_fp16_scaler),    cmocka_unit_test(test_fp16_overflow_replayed),
+        cmocka_unit_test(test_not_recorded),   cmocka_unit_test(test_failed_recording),
+        cmocka_unit_test(test_auto_threshold), cmocka_unit_test(test_cpu_has_none),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
