@@ -52,33 +52,61 @@ typedef struct staging {
 #define SHORT_PASS 7 /* a batch of B - 2 in pair 1: its own key, seen once */
 #define WRITE_PASS 9 /* the parameters written through the public API before this pass */
 
+/* Two models from the same seed with an optimizer and (scc not NULL) a loss scaler each: `plain`
+ * with graphs off, `graphed` on the recorder. */
+typedef struct side_by_side {
+    dt_model *plain, *graphed;
+    dt_optimizer *op, *og;
+    dt_scaler *sp, *sg;
+} side_by_side;
+
+static void pair_make(side_by_side *sb, dt_dtype prec, int keep16, const dt_optim_config *oc,
+                      const dt_scaler_config *scc)
+{
+    memset(sb, 0, sizeof *sb);
+    backend_cpu_set_keep_params16(keep16);
+    backend *rec = graph_recorder_init(); /* on the table of this keep16 */
+    sb->plain = make_model(SPEC, INPUT, B, prec, DT_F32);
+    sb->graphed = make_model(SPEC, INPUT, B, prec, DT_F32);
+    backend_cpu_set_keep_params16(0);
+    model_test_set_backend(sb->graphed, rec);
+    dt_model_set_graphs(sb->plain, DT_GRAPHS_OFF);
+    const size_t np = dt_model_num_params(sb->plain);
+    assert_int_equal(dt_optimizer_create(oc, np, &sb->op), DT_OK);
+    assert_int_equal(dt_optimizer_create(oc, np, &sb->og), DT_OK);
+    if (scc) {
+        assert_int_equal(dt_scaler_create(scc, &sb->sp), DT_OK);
+        assert_int_equal(dt_scaler_create(scc, &sb->sg), DT_OK);
+    }
+}
+
+static void pair_free(side_by_side *sb)
+{
+    dt_scaler_free(sb->sp);
+    dt_scaler_free(sb->sg);
+    dt_optimizer_free(sb->op);
+    dt_optimizer_free(sb->og);
+    dt_model_free(sb->plain);
+    dt_model_free(sb->graphed);
+}
+
 static void train_side_by_side(const run_cfg *c)
 {
-    backend_cpu_set_keep_params16(c->keep16);
-    backend *rec = graph_recorder_init(); /* on the table of this keep16 */
-    graph_recorder *g = graph_recorder_state();
-    dt_model *plain = make_model(SPEC, INPUT, B, c->prec, DT_F32);
-    dt_model *graphed = make_model(SPEC, INPUT, B, c->prec, DT_F32);
-    backend_cpu_set_keep_params16(0);
-    model_test_set_backend(graphed, rec);
-    dt_model_set_graphs(plain, DT_GRAPHS_OFF);
-    const size_t np = dt_model_num_params(plain), in = dt_model_input_size(plain);
     dt_optim_config oc;
     dt_optim_defaults(&oc);
     oc.kind = c->kind;
     oc.lr = c->kind == DT_OPTIM_SGD ? 0.05f : 2e-3f;
     oc.weight_decay = 1e-2f;
-    dt_optimizer *op, *og;
-    assert_int_equal(dt_optimizer_create(&oc, np, &op), DT_OK);
-    assert_int_equal(dt_optimizer_create(&oc, np, &og), DT_OK);
-    dt_scaler *sp = NULL, *sg = NULL;
-    if (c->scaler) {
-        dt_scaler_config scc;
-        dt_scaler_defaults(&scc);
-        scc.init_scale = 1024; /* no overflow in these passes: the key stays */
-        assert_int_equal(dt_scaler_create(&scc, &sp), DT_OK);
-        assert_int_equal(dt_scaler_create(&scc, &sg), DT_OK);
-    }
+    dt_scaler_config scc;
+    dt_scaler_defaults(&scc);
+    scc.init_scale = 1024; /* no overflow in these passes: the key stays */
+    side_by_side sb;
+    pair_make(&sb, c->prec, c->keep16, &oc, c->scaler ? &scc : NULL);
+    graph_recorder *g = graph_recorder_state();
+    dt_model *plain = sb.plain, *graphed = sb.graphed;
+    dt_optimizer *op = sb.op, *og = sb.og;
+    dt_scaler *sp = sb.sp, *sg = sb.sg;
+    const size_t np = dt_model_num_params(plain), in = dt_model_input_size(plain);
     staging st;
     for (int i = 0; i < 2; i++) {
         st.x[i] = xmalloc(B * in * sizeof(float));
@@ -134,12 +162,7 @@ static void train_side_by_side(const run_cfg *c)
         free(st.x[i]);
         free(st.y[i]);
     }
-    dt_scaler_free(sp);
-    dt_scaler_free(sg);
-    dt_optimizer_free(op);
-    dt_optimizer_free(og);
-    dt_model_free(plain);
-    dt_model_free(graphed);
+    pair_free(&sb);
     assert_int_equal(g->frees, 2);
 }
 
@@ -177,22 +200,10 @@ static void test_fp16_overflow_replayed(void **st)
 {
     (void)st;
     rng_seed("graphs fp16 overflow", 0);
-    backend_cpu_set_keep_params16(1);
-    backend *rec = graph_recorder_init();
-    graph_recorder *g = graph_recorder_state();
-    dt_model *plain = make_model(SPEC, INPUT, B, DT_F16, DT_F32);
-    dt_model *graphed = make_model(SPEC, INPUT, B, DT_F16, DT_F32);
-    backend_cpu_set_keep_params16(0);
-    model_test_set_backend(graphed, rec);
-    dt_model_set_graphs(plain, DT_GRAPHS_OFF);
-    const size_t np = dt_model_num_params(plain);
     dt_optim_config oc;
     dt_optim_defaults(&oc);
     oc.kind = DT_OPTIM_ADAMW;
     oc.lr = 1e-3f;
-    dt_optimizer *op, *og;
-    assert_int_equal(dt_optimizer_create(&oc, np, &op), DT_OK);
-    assert_int_equal(dt_optimizer_create(&oc, np, &og), DT_OK);
     dt_scaler_config scc;
     dt_scaler_defaults(&scc);
     scc.init_scale = 4096;
@@ -200,25 +211,26 @@ static void test_fp16_overflow_replayed(void **st)
     scc.min_scale = 1e-6;
     scc.max_scale = 1e30;
     scc.max_overflow_fraction = 1.0; /* never give up: every other step overflows */
-    dt_scaler *sp, *sg;
-    assert_int_equal(dt_scaler_create(&scc, &sp), DT_OK);
-    assert_int_equal(dt_scaler_create(&scc, &sg), DT_OK);
+    side_by_side sb;
+    pair_make(&sb, DT_F16, 1, &oc, &scc);
+    graph_recorder *g = graph_recorder_state();
+    const size_t np = dt_model_num_params(sb.plain);
     float *x;
     int32_t *y;
-    make_batch(plain, B, 2.0f, &x, &y);
+    make_batch(sb.plain, B, 2.0f, &x, &y);
     int replayed_skips = 0, replayed_steps = 0;
     for (int p = 0; p < 40; p++) {
         const long opt0 = g->live_optim_calls;
         dt_step_result rp, rg;
-        assert_int_equal(dt_model_train_step(plain, op, sp, x, y, B, 1.0f / B, &rp), DT_OK);
-        assert_int_equal(dt_model_train_step(graphed, og, sg, x, y, B, 1.0f / B, &rg), DT_OK);
+        assert_int_equal(dt_model_train_step(sb.plain, sb.op, sb.sp, x, y, B, 1.0f / B, &rp), DT_OK);
+        assert_int_equal(dt_model_train_step(sb.graphed, sb.og, sb.sg, x, y, B, 1.0f / B, &rg), DT_OK);
         assert_memory_equal(&rp.loss_sum, &rg.loss_sum, sizeof rp.loss_sum);
         assert_int_equal(rp.skipped, rg.skipped);
         assert_int_equal(rp.stepped, rg.stepped);
-        assert_true(dt_scaler_scale(sp) == dt_scaler_scale(sg));
-        assert_int_equal(optimizer_state(op).t, optimizer_state(og).t);
-        assert_memory_equal(dt_model_params(plain), dt_model_params(graphed), np * sizeof(float));
-        if (dt_model_graphed(graphed) == DT_GRAPHS_ON) {
+        assert_true(dt_scaler_scale(sb.sp) == dt_scaler_scale(sb.sg));
+        assert_int_equal(optimizer_state(sb.op).t, optimizer_state(sb.og).t);
+        assert_memory_equal(dt_model_params(sb.plain), dt_model_params(sb.graphed), np * sizeof(float));
+        if (dt_model_graphed(sb.graphed) == DT_GRAPHS_ON) {
             assert_int_equal(g->live_optim_calls, opt0);
             replayed_skips += rg.skipped;
             replayed_steps += rg.stepped;
@@ -229,12 +241,7 @@ static void test_fp16_overflow_replayed(void **st)
     assert_int_equal(g->misuses, 0);
     free(x);
     free(y);
-    dt_scaler_free(sp);
-    dt_scaler_free(sg);
-    dt_optimizer_free(op);
-    dt_optimizer_free(og);
-    dt_model_free(plain);
-    dt_model_free(graphed);
+    pair_free(&sb);
 }
 
 /* A few passes of m on fixed buffers; returns how many ran as graphs. */
