@@ -252,12 +252,17 @@ static dt_status accum_grads(backend *be, dt_dtype t, void *gr, float *acc, size
     not_recording("accum_grads");
     return g.cpu->accum_grads(be, t, gr, acc, n, add, store);
 }
-/* A recorded step must read its per-step values where the host writes them for each launch
- * (optim_grads.live): recorded without, it would replay the recording step's lr and t. */
-static dt_status optim_note(const rec *r)
+/* An optimizer entry: noted while recording, run (and counted) otherwise. A recorded step must
+ * read its per-step values where the host writes them for each launch (optim_grads.live):
+ * recorded without, it would replay the recording step's lr and t. */
+static dt_status optim_record_or_run(backend *be, const rec *r)
 {
-    if (!r->og.live) misuse("an optimizer step recorded without its live constants");
-    return note(r);
+    if (st.recording) {
+        if (!r->og.live) misuse("an optimizer step recorded without its live constants");
+        return note(r);
+    }
+    st.live_optim_calls++;
+    return run_rec(be, r);
 }
 static dt_status sgd(backend *be, float *p, const optim_grads *gr, float *buf, size_t n, float lr, float mom, float wd,
                      int first, dt_dtype copy_t, uint16_t *copy)
@@ -273,9 +278,7 @@ static dt_status sgd(backend *be, float *p, const optim_grads *gr, float *buf, s
                    .first = first,
                    .copy_t = copy_t,
                    .copy = copy};
-    if (st.recording) return optim_note(&r);
-    st.live_optim_calls++;
-    return run_rec(be, &r);
+    return optim_record_or_run(be, &r);
 }
 static dt_status adamw(backend *be, float *p, const optim_grads *gr, float *m, float *v, size_t n, float lr, float b1,
                        float b2, float eps, float wd, int t, dt_dtype copy_t, uint16_t *copy)
@@ -294,9 +297,7 @@ static dt_status adamw(backend *be, float *p, const optim_grads *gr, float *m, f
                    .step = t,
                    .copy_t = copy_t,
                    .copy = copy};
-    if (st.recording) return optim_note(&r);
-    st.live_optim_calls++;
-    return run_rec(be, &r);
+    return optim_record_or_run(be, &r);
 }
 
 static dt_status graph_begin(backend *be)
