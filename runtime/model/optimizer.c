@@ -215,7 +215,6 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
     if (gs) return gs;
     if ((gs = model_group_complete(m, "dt_model_optimizer_step"))) return gs;
     backend *be = m->be;
-    float *s1 = o->s1, *s2 = o->s2;
     /* The parameters change from here on: the 16-bit copy is current again only where the step
      * below writes it whole (a sharded step writes owned slices; one that fails, part of it). */
     model_params_changed(m);
@@ -229,17 +228,12 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
         o->t++;
         return optimizer_step_shard(m, o);
     }
-    if (!be->ops->host_memory) {
-        dt_status s = state_to_device(o, be);
-        if (s) return s;
-        s1 = o->d1;
-        s2 = o->d2;
-    }
+    if (!be->ops->host_memory && (gs = state_to_device(o, be))) return gs;
     o->t++;
     /* One pass: the gradients as they are kept with their pending factors, the 16-bit copy
      * written as the parameters are. */
     const optim_grads g = model_optim_grads(m);
-    const dt_status s = step_copy(be, o, s1, s2, 0, m->params, &g, o->n, m->prec, m->p16);
+    const dt_status s = optimizer_queue_whole(m, o, &g);
     if (!s && m->p16) m->p16_current = 1;
     return s;
 }
