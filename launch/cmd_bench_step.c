@@ -42,6 +42,7 @@ typedef struct step_opts {
     int ngraphs;
     dt_synthetic_on synth[3]; /* --synthetic-on: the same */
     int nsynth;
+    int defer_verdict; /* --defer-verdict: as dtrain train (1), or each step waits for its verdict */
 } step_opts;
 
 enum {
@@ -58,7 +59,8 @@ enum {
     OPT_CLIP,
     OPT_OVERLAP,
     OPT_GRAPHS,
-    OPT_SYNTHETIC_ON
+    OPT_SYNTHETIC_ON,
+    OPT_DEFER_VERDICT
 };
 
 static const struct option step_options[] = {
@@ -76,6 +78,7 @@ static const struct option step_options[] = {
     {"step-overlap", required_argument, NULL, OPT_OVERLAP},
     {"graphs", required_argument, NULL, OPT_GRAPHS},
     {"synthetic-on", required_argument, NULL, OPT_SYNTHETIC_ON},
+    {"defer-verdict", required_argument, NULL, OPT_DEFER_VERDICT},
     {NULL, 0, NULL, 0},
 };
 
@@ -166,6 +169,9 @@ static int step_handle(int val, const char *arg, void *ud)
         case OPT_OVERLAP: o->noverlap = 0; return cli_list("--step-overlap", arg, 3, add_overlap, o);
         case OPT_GRAPHS: o->ngraphs = 0; return cli_list("--graphs", arg, 3, add_graphs, o);
         case OPT_SYNTHETIC_ON: o->nsynth = 0; return cli_list("--synthetic-on", arg, 3, add_synth, o);
+        case OPT_DEFER_VERDICT:
+            return cli_int("--defer-verdict (1: queue the next step before the last's verdict, 0: wait)", arg, 0, 1,
+                           &o->defer_verdict);
         case OPT_CLIP:
             return cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &o->clip);
     }
@@ -258,6 +264,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
     if ((s = dt_model_create(ctx, o->model, o->input, 1, o->batch, &m))) goto out;
     dt_model_set_step_overlap(m, rs->overlap);
     dt_model_set_graphs(m, rs->graphs);
+    dt_model_set_deferred_verdict(m, o->defer_verdict);
     const dt_dtype gt = p != DT_F32 && !dt_model_on_gpu(m) ? p : DT_F32;
     if ((s = dt_model_set_precision(m, p, gt)) || (s = dt_model_set_sync(m, &sy)) ||
         (o->clip > 0 && (s = dt_model_set_clip_grad_norm(m, o->clip))) ||
@@ -285,7 +292,8 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
         }
         if ((s = one_step(ld, m, opt, sc, o->batch, scale, o->clip, step >= o->warmup ? cs : NULL))) goto out;
     }
-    if ((s = dt_barrier(ctx))) goto out;
+    /* The timed steps end with the last one's verdict, as when each waits for its own. */
+    if ((s = dt_model_settle_step(m, NULL)) || (s = dt_barrier(ctx))) goto out;
     const double t = clock_now_s() - t0;
     *sps = (double)o->steps * o->batch * world / t;
     *ms = 1e3 * t / o->steps;
@@ -298,9 +306,10 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
         if ((s = dt_model_set_profile(m, 1))) goto out;
         for (int step = 0; step < o->profile; step++)
             if ((s = one_step(ld, m, opt, sc, o->batch, scale, o->clip, NULL))) goto out;
+        if ((s = dt_model_settle_step(m, NULL))) goto out;
         profile_text(m, prof, nprof);
     }
-    *skipped = sc ? dt_scaler_skipped(sc) : 0;
+    *skipped = sc ? dt_scaler_skipped(sc) : 0; /* every verdict settled above */
     dt_model_memory(m, opt, mem);
 out:
     dt_loader_free(ld);
@@ -356,7 +365,8 @@ int cmd_bench_step(int argc, char **argv)
                    .graphs = {DT_GRAPHS_AUTO},
                    .ngraphs = 1,
                    .synth = {DT_SYNTHETIC_AUTO},
-                   .nsynth = 1};
+                   .nsynth = 1,
+                   .defer_verdict = 1};
     dt_config cfg;
     cli_extra extra = {step_options, step_handle, &o, NULL};
     cli_job job;
@@ -370,12 +380,13 @@ int cmd_bench_step(int argc, char **argv)
         char clip[64] = "";
         if (o.clip > 0) snprintf(clip, sizeof clip, ", clipping at norm %g", (double)o.clip);
         printf("# dtrain bench step: model %s, %d rank%s x batch %d, %d timed step%s after %d, %s%s, "
-               "device %s%s%s, %d loader thread%s%s\n",
+               "device %s%s%s, %d loader thread%s%s%s\n",
                o.model, world, cli_s(world), o.batch, o.steps, cli_s(o.steps), o.warmup,
                o.optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", clip,
                pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
                pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads, cli_s(o.loader_threads),
-               pl.device == DT_DEVICE_CUDA ? " for the rows whose batches the host makes" : "");
+               pl.device == DT_DEVICE_CUDA ? " for the rows whose batches the host makes" : "",
+               o.defer_verdict ? "" : ", each fp16 step waiting for its verdict");
         printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s %8s %8s %9s\n", "precision", "samples/s",
                "step ms", "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB",
                "skipped", "zero", "sent MiB/step", "overlap", "graphs", "data");

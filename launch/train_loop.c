@@ -129,6 +129,23 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, doub
     return EXIT_OK;
 }
 
+/* Takes the verdict of step `stepno` left pending (cmd_train.c defers them: the host queues the
+ * next batch and step meanwhile), its skip counted in iv, the interval that step belongs to. */
+static train_end settle_step(train_run *r, interval *iv, long stepno, int *rc)
+{
+    int skipped = 0;
+    const dt_status s = dt_model_settle_step(r->m, &skipped);
+    iv->skipped += skipped;
+    if (!s) return TRAIN_END_DONE;
+    progress_clear(&r->prog);
+    if (s == DT_ERR_NUMERIC) {
+        train_report_numeric_stop(r, stepno);
+        return TRAIN_END_NUMERIC;
+    }
+    *rc = train_status_error(s);
+    return TRAIN_END_FAILED;
+}
+
 /* A stop asked for on some rank, after `done` steps: the checkpoint, and rank 0 says so. */
 static int stop_now(train_run *r, long done)
 {
@@ -179,6 +196,9 @@ train_end train_loop(train_run *r, int *rc)
             const int32_t *labels;
             long data_step;
             if ((s = dt_loader_next(r->ld, &data_step, &x, &labels))) goto fail;
+            /* The last step's verdict, now that its successor's batch is made. */
+            train_end e;
+            if (j == 0 && (e = settle_step(r, &iv, step, rc)) != TRAIN_END_DONE) return e;
             s = dt_model_train_step(r->m, r->opt, r->sc, x, labels, t->batch, scale, &res);
             if (s == DT_ERR_NUMERIC) {
                 progress_clear(&r->prog);
@@ -198,23 +218,25 @@ train_end train_loop(train_run *r, int *rc)
          * different times, or only some of them). */
         float stop = (float)stop_signal;
         if (r->world > 1 && (s = dt_allreduce(r->ctx, &stop, 1, DT_F32, DT_SUM))) goto fail;
+        const int ckpt_step = t->ckpt_every && (step + 1) % t->ckpt_every == 0 && step + 1 < t->steps;
+        /* An evaluation step is a log step too, so its record carries the held-out figures. */
+        const int eval_step =
+            r->data.eval && ((t->eval_every && (step + 1) % t->eval_every == 0) || step + 1 == t->steps);
+        const int log_step = (step + 1) % t->log_every == 0 || step + 1 == t->steps || eval_step;
+        /* What a checkpoint saves and a log line reports counts this step's verdict. */
+        train_end e;
+        if ((stop > 0 || ckpt_step || log_step) && (e = settle_step(r, &iv, step + 1, rc)) != TRAIN_END_DONE) return e;
         if (stop > 0) {
             if ((*rc = stop_now(r, step + 1))) return TRAIN_END_FAILED;
             return TRAIN_END_STOPPED;
         }
-        if (t->ckpt_every && (step + 1) % t->ckpt_every == 0 && step + 1 < t->steps &&
-            (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch, t->accum_steps,
-                                 step + 1)))
+        if (ckpt_step && (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch,
+                                              t->accum_steps, step + 1)))
             goto fail;
         iv.loss += loss;
         iv.correct += correct;
         iv.steps++;
-        /* An evaluation step is a log step too, so its record carries the held-out figures. */
-        const int eval_step =
-            r->data.eval && ((t->eval_every && (step + 1) % t->eval_every == 0) || step + 1 == t->steps);
-        if (((step + 1) % t->log_every == 0 || step + 1 == t->steps || eval_step) &&
-            (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm)))
-            return TRAIN_END_FAILED;
+        if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm))) return TRAIN_END_FAILED;
         if (r->prog.out) {
             long ep = 0, off = 0;
             dt_dataset_position(r->data.train, (step + 1) * t->accum_steps, r->world, t->batch, &ep, &off);

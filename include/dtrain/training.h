@@ -228,6 +228,9 @@ typedef struct dt_step_result {
     double grad_norm;   /**< with dt_model_set_clip_grad_norm on: the norm before clipping of the
                              reduced, unscaled gradients; +inf on a skipped step (not computed: the
                              gradients overflowed); NaN when clipping is off or the group goes on */
+    int pending;        /**< 1: the step is queued behind its loss scaler's verdict, which was left
+                             for later (dt_model_set_deferred_verdict): skipped and stepped are 0
+                             until dt_model_settle_step says which */
 } dt_step_result;
 
 /** The whole step of `dtrain train` on this rank's batch: forward and backward with the loss
@@ -243,11 +246,33 @@ typedef struct dt_step_result {
  * reduction left them (times the loss scale, unclipped); dt_model_grad_norm() still gives the norm
  * of what the step used. On a GPU the finite check's verdict stays on the device, where the
  * optimizer step queued behind it reads it (doing nothing on an overflow), and the call waits for
- * the verdict alone before it returns: r, the scaler and the optimizer's step count are the same
- * as when the host decides first, which it still does with clipping or ZeRO-1. x and labels: host
+ * the verdict alone before it returns (or not: dt_model_set_deferred_verdict): r, the scaler and
+ * the optimizer's step count are the same as when the host decides first, which it still does with
+ * clipping or ZeRO-1. A verdict an earlier call left pending is settled first. x and labels: host
  * or device memory, as dt_model_forward_backward takes them. Collective. */
 DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
                                      int batch, float grad_scale, dt_step_result *r);
+
+/** Whether dt_model_train_step may return before a loss-scaled step's overflow verdict (on != 0;
+ * default off: it waits). Where the verdict is queued on the device with the step behind it (see
+ * dt_model_train_step), waiting for it holds the host until backward is done, so the host cannot
+ * queue the next batch and step while the device runs the optimizer; with this on, the step
+ * returns once queued, r->pending 1. The verdict is taken by dt_model_settle_step, which the
+ * next dt_model_train_step and every dt_model_* call that reads or writes the gradients or
+ * parameters (forward/backward, evaluate, sync, set_params, precision, accumulation) call first.
+ * Until then the scaler (dt_scaler_scale, _updates, _skipped, _get_state) and the optimizer's
+ * step count do not yet count the step, and dt_checkpoint_save refuses the model: settle before
+ * reading them, and before freeing o or sc, which the model keeps until then. Bits, scaler and
+ * step count come out the same as with it off. */
+DT_API void dt_model_set_deferred_verdict(dt_model *m, int on);
+
+/** Takes the verdict dt_model_train_step left pending (dt_model_set_deferred_verdict): waits for
+ * it, puts back the optimizer's step count when the step overflowed (the device skipped it), and
+ * updates the scaler. *skipped (may be NULL): 1 when that step was skipped, else 0 (also when
+ * nothing was pending: DT_OK at once). Errors: a device error from the wait; DT_ERR_NUMERIC when
+ * the scaler gives up on this verdict (as dt_model_train_step would have returned it). The verdict
+ * is taken once, also when this fails. */
+DT_API dt_status dt_model_settle_step(dt_model *m, int *skipped);
 
 /** When dt_model_train_step steps the optimizer layer by layer (dt_model_set_step_overlap). */
 typedef enum dt_step_overlap {

@@ -106,7 +106,9 @@ dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, d
 {
     /* --zero 1: the file holds the whole state; it is read into a full-size view and each rank
      * keeps its own slices of it (optimizer_host_changed). */
-    dt_status s = m ? model_zero_full_begin(m, o) : DT_OK;
+    /* A pending verdict would put back the step count of the state it replaces. */
+    dt_status s = m ? dt_model_settle_step(m, NULL) : DT_OK;
+    if (!s && m) s = model_zero_full_begin(m, o);
     if (s) return s;
     s = load_latest(ctx, dir, m, o, sc, data, step);
     model_zero_full_end(o);

@@ -138,6 +138,11 @@ dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, co
     if (!m) return status_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: the model is NULL");
     if (step < 0 || step > CKPT_MAX_STEP)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: step %ld must be 0 to 10^18-1", step);
+    /* A step still waiting for its verdict may yet be uncounted: the state is not the step's. */
+    if (model_verdict_pending(m))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_checkpoint_save: the last step's loss-scale verdict is still pending "
+                                "(dt_model_set_deferred_verdict); call dt_model_settle_step first");
     if (data && (data->epoch < 0 || data->offset < 0 || data->normalize < 0 || data->normalize > 2 ||
                  data->channels < 0 || (unsigned)data->channels > CKPT_MAX_CHANNELS))
         return status_set_error(DT_ERR_INVALID_ARG,

@@ -46,6 +46,9 @@ const char *model_preset_input(const char *name);
  * optimizer keeps none). */
 uint64_t model_fingerprint(const dt_model *m);
 const float *model_params_const(const dt_model *m);
+/* Whether a step's loss-scale verdict is left pending (dt_model_set_deferred_verdict): the
+ * optimizer's step count and the scaler do not count that step yet. */
+int model_verdict_pending(const dt_model *m);
 /* What a checkpoint reads and writes of an optimizer: its configuration, step count and state
  * arrays (host memory; s1 SGD momentum or AdamW's m, s2 AdamW's v; NULL with n 0 when not kept). */
 typedef struct optimizer_view {

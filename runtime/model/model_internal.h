@@ -91,6 +91,16 @@ struct dt_model {
     int inject_inf;      /* testing: put an inf into the next backward's first gradient */
     float grad_mul;      /* the same gradients: the clip coefficient the optimizer step applies
                             after inv_scale (1 when not clipping) */
+    /* dt_model_set_deferred_verdict: a queued verdict may be left for later (model_step.c). The
+     * step that left it: its optimizer and scaler, and what the host must put back should the
+     * verdict say overflow (the optimizer's step count, whether the 16-bit copy was current). */
+    int defer_verdict;
+    struct model_verdict {
+        int pending;
+        dt_optimizer *o;
+        dt_scaler *sc;
+        int t_was, p16_was;
+    } verdict;
     /* Gradient accumulation (model_step.c): micro-batches per optimizer step, those of the current
      * group already taken, and the running sum of the group's earlier micro-batches (fp32, on the
      * backend; NULL while accum_steps is 1). accum_last: the pass under way ends a group. */

@@ -156,10 +156,35 @@ dt_status model_tail_queue(dt_model *m)
     return optimizer_queue_whole(m, t->o, &g);
 }
 
+void dt_model_set_deferred_verdict(dt_model *m, int on) { m->defer_verdict = on != 0; }
+int model_verdict_pending(const dt_model *m) { return m->verdict.pending; }
+
+dt_status dt_model_settle_step(dt_model *m, int *skipped)
+{
+    if (skipped) *skipped = 0;
+    if (!m->verdict.pending) return DT_OK;
+    const struct model_verdict v = m->verdict;
+    m->verdict.pending = 0; /* taken once, also when the wait fails */
+    int found = 0;
+    dt_status s = m->be->ops->found_inf_wait(m->be, m->dflags + m->spec.n, &found);
+    if (s) return s;
+    if (found) {
+        /* The step queued behind the verdict changed nothing: not counted, and the 16-bit copy
+         * is current only if it was before the step and nothing wrote the parameters since. */
+        optimizer_set_t(v.o, v.t_was);
+        m->p16_current = m->p16_current && v.p16_was;
+    } else {
+        m->overlapped = 0;
+    }
+    if (skipped) *skipped = found;
+    return dt_scaler_update(v.sc, found);
+}
+
 /* The step behind a queued verdict: the bits of the order check, verdict, step (a step that
  * overflowed changes nothing and is not counted, its 16-bit copy still current if it was), with
  * the scaler updated on the same verdict. in_graph: the step graph just launched held the check
- * and the step (model_tail_queue); else they are queued here. */
+ * and the step (model_tail_queue); else they are queued here. The verdict is taken here, or with
+ * deferred verdicts on, left pending for dt_model_settle_step (r->pending). */
 static dt_status step_behind_verdict(dt_model *m, dt_optimizer *o, dt_scaler *sc, float ls, int in_graph,
                                      dt_step_result *r)
 {
@@ -180,19 +205,14 @@ static dt_status step_behind_verdict(dt_model *m, dt_optimizer *o, dt_scaler *sc
         m->opt_skip = NULL;
         if (s) return s;
     }
-    int found = 0;
-    if ((s = be->ops->found_inf_wait(be, flag, &found))) return s;
-    r->skipped = found;
-    if (found) {
-        optimizer_set_t(o, t_was);
-        m->p16_current = p16_was;
+    m->verdict = (struct model_verdict){.pending = 1, .o = o, .sc = sc, .t_was = t_was, .p16_was = p16_was};
+    if (m->defer_verdict) {
+        r->pending = 1;
+        return DT_OK;
     }
-    if ((s = dt_scaler_update(sc, found))) return s;
-    if (!found) {
-        r->stepped = 1;
-        m->overlapped = 0;
-    }
-    return DT_OK;
+    s = dt_model_settle_step(m, &r->skipped);
+    if (!s && !r->skipped) r->stepped = 1;
+    return s;
 }
 
 dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
@@ -200,6 +220,9 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
 {
     memset(r, 0, sizeof *r);
     r->grad_norm = NAN;
+    /* The last step's verdict first: this step's scale and step count follow from it. */
+    dt_status s = dt_model_settle_step(m, NULL);
+    if (s) return s;
     /* The scale changes only at dt_scaler_update, once per group, so every micro-batch of a group
      * is scaled alike and the sum unscales with one factor. */
     const float ls = sc ? dt_scaler_scale(sc) : 1.0f;
@@ -207,8 +230,7 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
      * stop the run: the give-up message names the layer, and healthy steps skip the reads. */
     const int at_risk = !sc || scaler_overflow_ends_run(sc);
     const int by_layer = model_overlap_layers(m, o, sc);
-    dt_status s = by_layer ? optimizer_layers_begin(m, o) : DT_OK;
-    if (s) return s;
+    if (by_layer && (s = optimizer_layers_begin(m, o))) return s;
     m->layer_opt = by_layer ? o : NULL;
     m->tail = step_tail(m, o, sc, ls, by_layer);
     m->tail_ran = 0;

@@ -12,7 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-dt_status model_wait_inflight(dt_model *m) { return m->red ? reducer_discard_step(m->red) : DT_OK; }
+dt_status model_wait_inflight(dt_model *m)
+{
+    /* A verdict left pending (dt_model_set_deferred_verdict) is taken before anything reads or
+     * writes what it decides: the step count, the 16-bit copy's state, the scaler. */
+    const dt_status s = dt_model_settle_step(m, NULL);
+    if (s) return s;
+    return m->red ? reducer_discard_step(m->red) : DT_OK;
+}
 
 /* The buffer, element type and wire type the reducer reduces for the model's precision: 16-bit
  * gradients travel as they are, fp32 ones as dt_sync_config.grad_comm says (on a GPU through the

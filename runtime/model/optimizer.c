@@ -211,7 +211,9 @@ dt_status optimizer_step_layer(dt_model *m, dt_optimizer *o, size_t off, size_t 
 
 dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
 {
-    dt_status gs = step_checks(m, o);
+    /* A pending verdict puts back the step count of the step it decides: before this one counts. */
+    dt_status gs = dt_model_settle_step(m, NULL);
+    if (!gs) gs = step_checks(m, o);
     if (gs) return gs;
     if ((gs = model_group_complete(m, "dt_model_optimizer_step"))) return gs;
     backend *be = m->be;

@@ -182,6 +182,10 @@ step "mlp batch 256" --model mlp --batch 256 --steps 100
 # host-bound mlp (the issue's 2x), the cnn, and the mlp with its buckets on NCCL after the launch.
 step "mlp batch 256 graphs 1 vs 0" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp32,fp16 --graphs 1,0
 step "cnn 3x32x32 graphs 1 vs 0" --model cnn --input 3x32x32 --batch 512 --steps 60 --precision bf16 --graphs 1,0
+# fp16's verdict taken before the next step is queued (dtrain train's order) against each step
+# waiting for its own, bf16 beside them for the gap fp16 should no longer leave.
+step "mlp batch 256 fp16 verdict deferred" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp16 --graphs 1
+step "mlp batch 256 fp16 verdict waited" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp16 --graphs 1 --defer-verdict 0
 DTRAIN_COMM_WORLD1=1 step "mlp NCCL buckets graphs 1 vs 0" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16 --graphs 1,0
 # Synthetic batches made on the GPU by one kernel (auto there) against the loader threads making
 # them on the host and the model copying them, side by side: the cnn at 3x32x32 and 3x128x128

@@ -153,6 +153,19 @@ expect 2 "--synthetic-on 'gpu' is not one of auto, host, device" "$DTRAIN" bench
 expect 2 "--synthetic-on 'x' is not one of auto, host, device" "$DTRAIN" train --synthetic-on x
 expect 2 "synthetic batches cannot be made on the device: the run is placed on the CPU" \
     "$DTRAIN" train --steps 1 --synthetic-on device
+# --defer-verdict 0: every fp16 step waits for its verdict (the header says so); 1, the default,
+# skips no more steps than waiting does (the CPU's fp16 at the default scale skips none).
+for d in 1 0; do
+    "$DTRAIN" bench step --model mlp --batch 8 --steps 3 --warmup 1 --precision fp16 --defer-verdict $d >"$tmp/v$d" 2>&1
+done
+if ! grep -q "waiting for its verdict" "$tmp/v1" && grep -q "each fp16 step waiting for its verdict" "$tmp/v0" &&
+    [ "$(awk '$1 == "fp16" { print $11 }' "$tmp/v1")" = "$(awk '$1 == "fp16" { print $11 }' "$tmp/v0")" ]; then
+    ok "bench step --defer-verdict 1 and 0: the same skipped count, the header names waiting"
+else
+    bad "bench step --defer-verdict"; cat "$tmp/v1" "$tmp/v0"
+fi
+expect 2 "--defer-verdict (1: queue the next step before the last's verdict, 0: wait) '2' is out of range" \
+    "$DTRAIN" bench step --defer-verdict 2
 expect 2 "--precision 'fp8' is not one of fp32, fp16, bf16" "$DTRAIN" bench step --precision fp8
 expect 2 "--steps '0'" "$DTRAIN" bench step --steps 0
 expect 2 "fc:0" "$DTRAIN" bench step --model fc:0 --input 4

@@ -11,7 +11,10 @@
  *    and AdamW's bias correction after a skipped first step), the 16-bit copy not cast again
  *    after a skipped step, and the give-up at the scale's floor;
  *  - the order: one check, then the step with the check's flag, then the wait, per step;
- *  - where the verdict is not queued: clipping, and fp32 gradients under a scale below 1.
+ *  - where the verdict is not queued: clipping, and fp32 gradients under a scale below 1;
+ *  - deferred verdicts (dt_model_set_deferred_verdict): the step returns before the wait, which
+ *    dt_model_settle_step, the next step or another model call takes, with the same bits, skips,
+ *    scale and step count; the give-up at that settle; checkpoints refused while one is pending.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +30,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "amp_fixture.h"
 
@@ -273,12 +277,181 @@ static void test_not_queued(void **st)
     side_free(&b);
 }
 
+/* Deferred verdicts (a) against the host-first order (b), through the overflows of same_bits:
+ * each step of a returns before its wait, r.pending 1; the wait comes at dt_model_settle_step
+ * (even steps, which also say the skip) or at the start of the next step (odd ones), and after
+ * either a holds b's bits, scale, skips and step count. */
+static void deferred_same_bits(dt_dtype prec, dt_dtype grads, dt_optim_kind kind)
+{
+    dev_init();
+    dt_scaler_config cfg;
+    dt_scaler_defaults(&cfg);
+    cfg.init_scale = 1024;
+    cfg.growth_interval = 3;
+    cfg.hysteresis = 2;
+    /* Not a power of two: a step given the scale from before the last verdict rounds its scaled
+     * gradients differently from one given the scale after it. */
+    cfg.growth_factor = 3;
+    side a = side_make(prec, grads, kind, &cfg, 0), b = side_make(prec, grads, kind, &cfg, 1);
+    dt_model_set_deferred_verdict(a.m, 1);
+    const size_t np = g_dev.np = dt_model_num_params(a.m);
+    static const int inject[] = {1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0};
+    const int steps = (int)(sizeof inject / sizeof *inject);
+    float *pa = xmalloc(np * sizeof *pa), *pb = xmalloc(np * sizeof *pb);
+    int skipped = 0;
+    for (int i = 0; i < steps; i++) {
+        float *x;
+        int32_t *y;
+        make_batch(a.m, 8, 2.0f, &x, &y);
+        dt_step_result ra, rb;
+        const int w = g_dev.waits, st = g_dev.steps;
+        assert_int_equal(side_step(&a, x, y, inject[i], &ra), DT_OK);
+        /* The last step's wait (odd i left it to this call) came before this step was queued. */
+        assert_int_equal(g_dev.waits, w + (i > 0 && i % 2 == 0));
+        if (i > 0 && i % 2 == 0) assert_int_equal(g_dev.steps_at_wait, st);
+        assert_int_equal(g_dev.steps, st + 1);
+        assert_int_equal(ra.pending, 1);
+        assert_int_equal(ra.skipped, 0);
+        assert_int_equal(ra.stepped, 0);
+        assert_int_equal(side_step(&b, x, y, inject[i], &rb), DT_OK);
+        assert_int_equal(rb.pending, 0);
+        assert_memory_equal(&ra.loss_sum, &rb.loss_sum, sizeof ra.loss_sum);
+        free(x);
+        free(y);
+        if (i % 2) continue;
+        int sk = -1;
+        assert_int_equal(dt_model_settle_step(a.m, &sk), DT_OK);
+        assert_int_equal(sk, inject[i]);
+        assert_int_equal(g_dev.waits, w + 1 + (i > 0));
+        skipped += sk;
+        assert_true(dt_scaler_scale(a.sc) == dt_scaler_scale(b.sc));
+        assert_int_equal(dt_scaler_skipped(a.sc), dt_scaler_skipped(b.sc));
+        assert_int_equal(dt_scaler_updates(a.sc), dt_scaler_updates(b.sc));
+        assert_int_equal(optimizer_state(a.o).t, optimizer_state(b.o).t);
+        assert_int_equal(dt_model_get_params(a.m, pa), DT_OK);
+        assert_int_equal(dt_model_get_params(b.m, pb), DT_OK);
+        assert_memory_equal(pa, pb, np * sizeof(float));
+        /* Nothing pending: settled at once. */
+        assert_int_equal(dt_model_settle_step(a.m, &sk), DT_OK);
+        assert_int_equal(sk, 0);
+    }
+    /* The last step (odd) is still pending: an evaluation settles it first. */
+    const int w = g_dev.waits;
+    float *x;
+    int32_t *y;
+    make_batch(a.m, 8, 2.0f, &x, &y);
+    double loss;
+    int correct;
+    assert_int_equal(dt_model_evaluate(a.m, x, y, 8, &loss, &correct, NULL), DT_OK);
+    assert_int_equal(g_dev.waits, w + 1);
+    assert_int_equal(dt_scaler_updates(a.sc), steps);
+    assert_int_equal(dt_scaler_skipped(a.sc), dt_scaler_skipped(b.sc));
+    assert_int_equal(optimizer_state(a.o).t, optimizer_state(b.o).t);
+    assert_true(dt_scaler_scale(a.sc) == dt_scaler_scale(b.sc));
+    assert_int_equal(dt_model_get_params(a.m, pa), DT_OK);
+    assert_int_equal(dt_model_get_params(b.m, pb), DT_OK);
+    assert_memory_equal(pa, pb, np * sizeof(float));
+    assert_true(skipped > 0);
+    free(x);
+    free(y);
+    free(pa);
+    free(pb);
+    side_free(&a);
+    side_free(&b);
+}
+
+/* Parameters written while an overflowed step's verdict is pending: the settle leaves the 16-bit
+ * copy stale (the step skipped, the write stands), so the next forward casts it again. */
+static void test_deferred_params_written(void **st)
+{
+    (void)st;
+    rng_seed("verdict deferred write", 0);
+    backend_cpu_set_keep_params16(1);
+    dev_init();
+    dt_scaler_config cfg;
+    dt_scaler_defaults(&cfg);
+    side a = side_make(DT_F16, DT_F16, DT_OPTIM_SGD, &cfg, 0);
+    dt_model_set_deferred_verdict(a.m, 1);
+    g_dev.np = dt_model_num_params(a.m);
+    float *x;
+    int32_t *y;
+    make_batch(a.m, 8, 2.0f, &x, &y);
+    dt_step_result r;
+    assert_int_equal(side_step(&a, x, y, 0, &r), DT_OK);
+    assert_int_equal(side_step(&a, x, y, 1, &r), DT_OK); /* overflows: pending */
+    dt_model_params(a.m)[0] += 1.0f;                     /* handed out for writing */
+    int sk = 0;
+    assert_int_equal(dt_model_settle_step(a.m, &sk), DT_OK);
+    assert_int_equal(sk, 1);
+    const int c = g_dev.casts;
+    assert_int_equal(side_step(&a, x, y, 0, &r), DT_OK);
+    assert_int_equal(g_dev.casts, c + 1);
+    free(x);
+    free(y);
+    side_free(&a);
+    backend_cpu_set_keep_params16(0);
+}
+
+static void test_deferred_same_bits(void **st)
+{
+    (void)st;
+    rng_seed("verdict deferred", 0);
+    deferred_same_bits(DT_F16, DT_F16, DT_OPTIM_SGD);
+    deferred_same_bits(DT_F16, DT_F32, DT_OPTIM_ADAMW);
+    deferred_same_bits(DT_BF16, DT_BF16, DT_OPTIM_ADAMW);
+}
+
+/* A deferred verdict at the scale's floor: the step returns, the settle gives up (the step behind
+ * the verdict did nothing); a checkpoint is refused while a verdict is pending. */
+static void test_deferred_give_up(void **st)
+{
+    (void)st;
+    rng_seed("verdict deferred give up", 0);
+    dev_init();
+    dt_scaler_config cfg;
+    dt_scaler_defaults(&cfg);
+    cfg.init_scale = cfg.min_scale = 8;
+    side a = side_make(DT_F16, DT_F16, DT_OPTIM_ADAMW, &cfg, 0);
+    dt_model_set_deferred_verdict(a.m, 1);
+    const size_t np = dt_model_num_params(a.m);
+    float *keep = xmalloc(np * sizeof *keep);
+    for (int i = 0; i < 2; i++) {
+        float *x;
+        int32_t *y;
+        make_batch(a.m, 8, 2.0f, &x, &y);
+        dt_step_result r;
+        assert_int_equal(side_step(&a, x, y, i == 1, &r), DT_OK);
+        assert_int_equal(r.pending, 1);
+        char dir[] = "/tmp/dt_verdict_XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        assert_int_equal(dt_checkpoint_save(NULL, dir, a.m, a.o, a.sc, NULL, i + 1), DT_ERR_INVALID_ARG);
+        assert_non_null(strstr(dt_last_error(), "dt_model_settle_step"));
+        assert_int_equal(rmdir(dir), 0); /* nothing written */
+        int sk = -1;
+        assert_int_equal(dt_model_settle_step(a.m, &sk), i == 1 ? DT_ERR_NUMERIC : DT_OK);
+        assert_int_equal(sk, i == 1);
+        if (i == 0) assert_int_equal(dt_model_get_params(a.m, keep), DT_OK);
+        free(x);
+        free(y);
+    }
+    assert_non_null(strstr(dt_last_error(), "already at min_scale"));
+    assert_int_equal(optimizer_state(a.o).t, 1);
+    float *now = xmalloc(np * sizeof *now);
+    assert_int_equal(dt_model_get_params(a.m, now), DT_OK);
+    assert_memory_equal(now, keep, np * sizeof *now);
+    /* Taken once: nothing is pending after the failed settle. */
+    assert_int_equal(dt_model_settle_step(a.m, NULL), DT_OK);
+    free(now);
+    free(keep);
+    side_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_same_bits),
-        cmocka_unit_test(test_give_up),
-        cmocka_unit_test(test_not_queued),
+        cmocka_unit_test(test_same_bits),        cmocka_unit_test(test_give_up),
+        cmocka_unit_test(test_not_queued),       cmocka_unit_test(test_deferred_same_bits),
+        cmocka_unit_test(test_deferred_give_up), cmocka_unit_test(test_deferred_params_written),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
