@@ -143,22 +143,30 @@ static dt_status side_step(side *s, const float *x, const int32_t *y, int inject
     return dt_model_train_step(s->m, s->o, s->sc, x, y, 8, 1.0f / 8, r);
 }
 
-/* The queued order (a) against the host-first one (b), step by step through overflows at the first
- * step, a pair in a row (hysteresis 2 backs off at the second) and a late one, with growth every
- * 3 good steps in between. */
-static void same_bits(dt_dtype prec, dt_dtype grads, dt_optim_kind kind, int keep16)
+/* Overflows at the first step, a pair in a row (hysteresis 2 backs off at the second) and a late
+ * one, with growth every 3 good steps in between. */
+#define SWING_STEPS 12
+static const int swing_inject[SWING_STEPS] = {1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0};
+
+static dt_scaler_config swing_config(void)
 {
-    backend_cpu_set_keep_params16(keep16);
-    dev_init();
     dt_scaler_config cfg;
     dt_scaler_defaults(&cfg);
     cfg.init_scale = 1024;
     cfg.growth_interval = 3;
     cfg.hysteresis = 2;
+    return cfg;
+}
+
+/* The queued order (a) against the host-first one (b), step by step through swing_inject. */
+static void same_bits(dt_dtype prec, dt_dtype grads, dt_optim_kind kind, int keep16)
+{
+    backend_cpu_set_keep_params16(keep16);
+    dev_init();
+    const dt_scaler_config cfg = swing_config();
     side a = side_make(prec, grads, kind, &cfg, 0), b = side_make(prec, grads, kind, &cfg, 1);
     const size_t np = g_dev.np = dt_model_num_params(a.m);
-    static const int inject[] = {1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0};
-    const int steps = (int)(sizeof inject / sizeof *inject);
+    const int *inject = swing_inject, steps = SWING_STEPS;
     int skipped = 0;
     float *pa = xmalloc(np * sizeof *pa), *pb = xmalloc(np * sizeof *pb);
     for (int i = 0; i < steps; i++) {
@@ -284,19 +292,14 @@ static void test_not_queued(void **st)
 static void deferred_same_bits(dt_dtype prec, dt_dtype grads, dt_optim_kind kind)
 {
     dev_init();
-    dt_scaler_config cfg;
-    dt_scaler_defaults(&cfg);
-    cfg.init_scale = 1024;
-    cfg.growth_interval = 3;
-    cfg.hysteresis = 2;
+    dt_scaler_config cfg = swing_config();
     /* Not a power of two: a step given the scale from before the last verdict rounds its scaled
      * gradients differently from one given the scale after it. */
     cfg.growth_factor = 3;
     side a = side_make(prec, grads, kind, &cfg, 0), b = side_make(prec, grads, kind, &cfg, 1);
     dt_model_set_deferred_verdict(a.m, 1);
     const size_t np = g_dev.np = dt_model_num_params(a.m);
-    static const int inject[] = {1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0};
-    const int steps = (int)(sizeof inject / sizeof *inject);
+    const int *inject = swing_inject, steps = SWING_STEPS;
     float *pa = xmalloc(np * sizeof *pa), *pb = xmalloc(np * sizeof *pb);
     int skipped = 0;
     for (int i = 0; i < steps; i++) {
