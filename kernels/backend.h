@@ -258,10 +258,13 @@ struct backend_ops {
      * it. An optimizer step queued next with optim_grads.skip = flag steps only on a clean verdict,
      * while the host waits for the verdict alone (found_inf_wait), not for the step. */
     dt_status (*found_inf_queue)(backend *be, dt_dtype t, const void *buf, size_t n, int *flag);
-    /* *found = the verdict of the last found_inf_queue, which wrote flag: waits for the work up to
-     * that check only (the CPU's is there at once). Returns a failure of an earlier kernel the
-     * wait finds. */
+    /* *found = the verdict of the last found_inf_queue of flag: waits for the work up to that
+     * check only (the CPU's is there at once), also when checks of other flags (other models')
+     * were queued since. Returns a failure of an earlier kernel the wait finds. */
     dt_status (*found_inf_wait)(backend *be, const int *flag, int *found);
+    /* NULL, or forgets flag before its memory is freed: what the backend keeps per flag for
+     * found_inf_wait (the GPU's pinned copy and event) goes to the next flag. */
+    void (*found_inf_release)(backend *be, const int *flag);
     /* *flag (backend memory) = stamp when buf holds an inf or NaN and *flag < since; queued without
      * waiting. */
     dt_status (*flag_nonfinite)(backend *be, dt_dtype t, const void *buf, size_t n, int *flag, int stamp, int since);

@@ -491,6 +491,7 @@ static const backend_ops cuda_ops = {
     /* .scale_count = */ cuda_scale_count,
     /* .found_inf_queue = */ cuda_found_inf_queue,
     /* .found_inf_wait = */ cuda_found_inf_wait,
+    /* .found_inf_release = */ cuda_found_inf_release,
     /* .flag_nonfinite = */ cuda_flag_nonfinite,
     /* .sum_squares = */ cuda_sum_squares,
     /* .accum_grads = */ cuda_accum_grads,

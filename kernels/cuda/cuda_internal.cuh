@@ -168,6 +168,7 @@ dt_status cuda_adamw(backend *be, float *p, const optim_grads *g, float *m, floa
 dt_status cuda_scale_count(backend *be, dt_dtype t, void *buf, size_t n, float mul, size_t *bad);
 dt_status cuda_found_inf_queue(backend *be, dt_dtype t, const void *buf, size_t n, int *flag);
 dt_status cuda_found_inf_wait(backend *be, const int *flag, int *found);
+void cuda_found_inf_release(backend *be, const int *flag);
 dt_status cuda_flag_nonfinite(backend *be, dt_dtype t, const void *buf, size_t n, int *flag, int stamp, int since);
 /* synth.cu: the synthetic samples of kernels/synth.h made on the device. */
 dt_status cuda_synth_batch(backend *be, const struct synth_spec *sp, const uint32_t *idx, int n, float *x,

@@ -141,27 +141,55 @@ dt_status cuda_scale_count(backend *be, dt_dtype t, void *buf, size_t n, float m
 
 /* ---------------------------------------------------------------- the scaler's queued verdict */
 
-/* Pinned memory the flag is copied into behind the check, and the event that marks its arrival:
- * one of each for the process, like the scratch (found_inf_wait collects the last check). */
-static int *g_found_host;
-static cudaEvent_t g_found_done;
+/* Per verdict flag (a model's, in its flags buffer), the pinned int the flag is copied into behind
+ * the check and the event that marks its arrival. Per flag, not one for the process: a model may
+ * leave its verdict pending (dt_model_set_deferred_verdict) while another queues its own check,
+ * and each wait must collect its own model's verdict. A slot is taken by a flag's first check and
+ * given back by found_inf_release when the model is freed; its pinned int and event stay for the
+ * next flag (a freed model's graphs, which recorded them, are gone by then). */
+#define FOUND_SLOTS 64
+static struct found_slot {
+    const int *flag;
+    int *host;
+    cudaEvent_t done;
+} g_found[FOUND_SLOTS];
+
+static struct found_slot *found_slot_of(const int *flag)
+{
+    for (int i = 0; i < FOUND_SLOTS; i++)
+        if (g_found[i].flag == flag) return &g_found[i];
+    return NULL;
+}
+
+void cuda_found_inf_release(backend *be, const int *flag)
+{
+    (void)be;
+    struct found_slot *f = flag ? found_slot_of(flag) : NULL;
+    if (f) f->flag = NULL;
+}
 
 dt_status cuda_found_inf_queue(backend *be, dt_dtype t, const void *buf, size_t n, int *flag)
 {
     (void)be;
     static const char op[] = "found_inf_queue";
-    if (!g_found_host)
-        TRY(cuda_err(cudaHostAlloc((void **)&g_found_host, sizeof *g_found_host, cudaHostAllocPortable), op,
+    struct found_slot *f = found_slot_of(flag);
+    if (!f && !(f = found_slot_of(NULL)))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "found_inf_queue: %d models with a loss scaler are alive in this process, the "
+                                "most the GPU backend keeps verdicts for; free a model first",
+                                FOUND_SLOTS);
+    if (!f->host)
+        TRY(cuda_err(cudaHostAlloc((void **)&f->host, sizeof *f->host, cudaHostAllocPortable), op,
                      "cudaHostAlloc of the verdict's pinned int"));
-    if (!g_found_done)
-        TRY(cuda_err(cudaEventCreateWithFlags(&g_found_done, cudaEventDisableTiming), op,
-                     "creating the verdict's event"));
+    if (!f->done)
+        TRY(cuda_err(cudaEventCreateWithFlags(&f->done, cudaEventDisableTiming), op, "creating the verdict's event"));
+    f->flag = flag;
     /* Only counted (scale 0: the buffer is not written); n 0 still writes the flag (0). */
     TRY(queue_count(op, t, (void *)buf, n, 0, 1.0f, flag));
-    cudaError_t e = cudaMemcpyAsync(g_found_host, flag, sizeof *flag, cudaMemcpyDeviceToHost, g_stream);
+    cudaError_t e = cudaMemcpyAsync(f->host, flag, sizeof *flag, cudaMemcpyDeviceToHost, g_stream);
     /* Recorded into a step graph: an external node, which each launch records (as the loss's). */
     if (e == cudaSuccess)
-        e = cudaEventRecordWithFlags(g_found_done, g_stream,
+        e = cudaEventRecordWithFlags(f->done, g_stream,
                                      cuda_recording() ? cudaEventRecordExternal : cudaEventRecordDefault);
     return cuda_err(e, op, "queueing the copy of the verdict back");
 }
@@ -169,12 +197,13 @@ dt_status cuda_found_inf_queue(backend *be, dt_dtype t, const void *buf, size_t 
 dt_status cuda_found_inf_wait(backend *be, const int *flag, int *found)
 {
     (void)be;
-    (void)flag; /* its copy is in g_found_host once the event has passed */
     *found = 0;
-    if (!g_found_done)
-        return status_set_error(DT_ERR_INVALID_ARG, "cuda found_inf_wait: no found_inf_queue came before it");
-    TRY(cuda_err(cudaEventSynchronize(g_found_done), "found_inf_wait", "waiting for the verdict"));
-    *found = *g_found_host != 0;
+    const struct found_slot *f = found_slot_of(flag);
+    if (!f || !flag)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "cuda found_inf_wait: no found_inf_queue of this flag came before it");
+    TRY(cuda_err(cudaEventSynchronize(f->done), "found_inf_wait", "waiting for the verdict"));
+    *found = *f->host != 0; /* its copy, once the event has passed */
     return DT_OK;
 }
 

@@ -131,6 +131,8 @@ void dt_model_free(dt_model *m)
     free(m->in);
     free(m->pool_idx);
     backend *be = m->be;
+    /* The scaler's verdict flag is the one after the layers' in dflags. */
+    if (m->dflags && be->ops->found_inf_release) be->ops->found_inf_release(be, m->dflags + m->spec.n);
     void *dev[] = {m->params, m->grads, m->g16, m->xdev, m->ldev, m->xdev2, m->ldev2, m->dflags, m->gacc};
     for (size_t j = 0; j < sizeof dev / sizeof *dev; j++) be->ops->free(be, dev[j]);
     be->ops->host_free(be, m->lossh);

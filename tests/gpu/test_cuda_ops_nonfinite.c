@@ -115,6 +115,25 @@ static void check_verdict(void)
     GPU(found_inf_queue, DT_F32, NULL, 0, d_flag);
     GPU(found_inf_wait, d_flag, &found);
     check(found == 0, "found_inf of nothing: verdict %d", found);
+    /* Two models' verdicts in flight at once (one left pending while the other checks): each wait
+     * collects its own flag's, whichever came last; a released flag's slot serves a new one. */
+    float bad1 = INFINITY, good1 = 1.0f;
+    float *d_bad = dcopy(&bad1, 1), *d_good = dcopy(&good1, 1);
+    int *d_flag2 = dmalloc(sizeof *d_flag2), found2 = -1;
+    GPU(found_inf_queue, DT_F32, d_bad, 1, d_flag);
+    GPU(found_inf_queue, DT_F32, d_good, 1, d_flag2);
+    GPU(found_inf_wait, d_flag, &found);
+    GPU(found_inf_wait, d_flag2, &found2);
+    check(found == 1 && found2 == 0, "two flags in flight: verdicts %d and %d (want 1 and 0)", found, found2);
+    gpu_be->ops->found_inf_release(gpu_be, d_flag2);
+    int *d_flag3 = dmalloc(sizeof *d_flag3), found3 = -1;
+    GPU(found_inf_queue, DT_F32, d_bad, 1, d_flag3);
+    GPU(found_inf_wait, d_flag3, &found3);
+    GPU(found_inf_wait, d_flag, &found);
+    check(found3 == 1 && found == 1, "a new flag after a release: verdicts %d and %d (want 1 and 1)", found3, found);
+    gpu_be->ops->found_inf_release(gpu_be, d_flag);
+    gpu_be->ops->found_inf_release(gpu_be, d_flag3);
+    cudaFree(d_bad), cudaFree(d_good), cudaFree(d_flag2), cudaFree(d_flag3);
     cudaFree(d_flag);
     free(p), free(s1), free(s2), free(gw), free(h), free(want), free(g16);
 }
