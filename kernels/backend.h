@@ -286,13 +286,18 @@ struct backend_ops {
      * forward rounded it into x16 (CUDA does) instead of rounding it again. */
     /* Grows *sz to what the 16-bit entries below need for a layer at batch `batch`. */
     void (*scratch16)(backend *be, const layer_need *l, int batch, scratch_sizes *sz);
+    /* relu 1 (fc and conv forward): y is also passed through ReLU, the result of layer_relu_fwd
+     * on the plain output, for the pass to skip the relu layer after (one pass over y less, or
+     * none: the GEMM's epilogue). The one difference allowed: an epilogue of a library
+     * (cuBLASLt's RELU_BIAS) may give 0 for a NaN, and +0 or -0 for a zero, where the relu layer
+     * passes NaN on and makes 16-bit zeros +0. */
     dt_status (*layer_fc_fwd)(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                              void *y, int batch, int in, int out);
+                              void *y, int relu, int batch, int in, int out);
     /* dx NULL: not wanted (the first layer). */
     dt_status (*layer_fc_bwd)(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
                               const void *dy, void *dx, int batch, int in, int out);
     dt_status (*layer_conv_fwd)(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
-                                const void *x, int x_f32, void *y);
+                                const void *x, int x_f32, void *y, int relu);
     dt_status (*layer_conv_bwd)(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
                                 const void *x, int x_f32, const void *dy, void *dx);
     dt_status (*layer_pool_fwd)(backend *be, const pass_args *a, const void *x, int x_f32, void *y, int32_t *idx,

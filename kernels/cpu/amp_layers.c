@@ -99,12 +99,24 @@ static void col_sums(const float *dy, int batch, int n, float *db)
     }
 }
 
+/* ReLU in place over a layer output of a->prec (relu 0: nothing), as layer_relu_fwd computes it,
+ * while the output is still in cache: the fused forward of an fc or conv layer and its relu. */
+static void relu_out(const pass_args *a, int relu, void *y, size_t n)
+{
+    if (!relu) return;
+    if (a->prec == DT_F32)
+        cpu_relu_fwd(y, y, n);
+    else
+        cpu_relu16_fwd(a->prec, y, y, n);
+}
+
 dt_status cpu_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32, void *y,
-                           int batch, int in, int out)
+                           int relu, int batch, int in, int out)
 {
     (void)be;
     if (a->prec == DT_F32) {
         cpu_linear_fwd(x, lp->w, lp->b, y, batch, in, out);
+        relu_out(a, relu, y, (size_t)batch * (size_t)out);
         return DT_OK;
     }
     const int R = fc_rows(in, out);
@@ -119,6 +131,7 @@ dt_status cpu_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *
         cpu_gemm(0, 1, batch, rows, in, 1.0f, a->sx, in, w, in, 1.0f, a->sy + r0, out);
     }
     cpu_cast_f32_to_16(a->prec, a->sy, y, (size_t)batch * (size_t)out);
+    relu_out(a, relu, y, (size_t)batch * (size_t)out);
     return DT_OK;
 }
 
@@ -160,11 +173,12 @@ static size_t conv_in_n(const conv_shape *s) { return (size_t)s->c_in * s->h * s
 static size_t conv_out_n(const conv_shape *s) { return (size_t)s->c_out * s->h_out * s->w_out; }
 
 dt_status cpu_layer_conv_fwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
-                             const void *x, int x_f32, void *y)
+                             const void *x, int x_f32, void *y, int relu)
 {
     (void)be;
     if (a->prec == DT_F32) {
         cpu_conv_fwd(s, x, lp->w, lp->b, y, a->ws);
+        relu_out(a, relu, y, (size_t)s->batch * conv_out_n(s));
         return DT_OK;
     }
     const size_t in_n = conv_in_n(s), out_n = conv_out_n(s), wn = (size_t)s->c_out * s->c_in * s->k * s->k;
@@ -178,6 +192,7 @@ dt_status cpu_layer_conv_fwd(backend *be, const pass_args *a, const layer_params
         input32(a, x, x_f32, in_n, b0, bs, a->sx);
         cpu_conv_fwd(&cs, a->sx, a->sw, a->sw + wn, a->sy, a->ws);
         cpu_cast_f32_to_16(a->prec, a->sy, (uint16_t *)y + (size_t)b0 * out_n, (size_t)bs * out_n);
+        relu_out(a, relu, (uint16_t *)y + (size_t)b0 * out_n, (size_t)bs * out_n);
     }
     return DT_OK;
 }

@@ -52,11 +52,11 @@ void cpu_adamw(float *p, const float *grad, float *m, float *v, size_t n, const 
 /* amp_layers.c: the table's 16-bit layer entries on the CPU (fp32 passes go to the kernels above). */
 void cpu_scratch16(backend *be, const layer_need *l, int batch, scratch_sizes *sz);
 dt_status cpu_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32, void *y,
-                           int batch, int in, int out);
+                           int relu, int batch, int in, int out);
 dt_status cpu_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
                            const void *dy, void *dx, int batch, int in, int out);
 dt_status cpu_layer_conv_fwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
-                             const void *x, int x_f32, void *y);
+                             const void *x, int x_f32, void *y, int relu);
 dt_status cpu_layer_conv_bwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
                              const void *x, int x_f32, const void *dy, void *dx);
 dt_status cpu_layer_pool_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, int32_t *idx,

@@ -40,6 +40,15 @@ static __device__ __forceinline__ uint16_t narrow16(int bf, float f)
     return bf ? __bfloat16_as_ushort(__float2bfloat16_rn(f)) : __half_as_ushort(__float2half_rn(f));
 }
 
+/* ReLU on a 16-bit bit pattern (inf: the +inf pattern of the type): negatives down to -inf, and
+ * -0, become +0; NaNs pass. The relu layer's and the fused forwards' one definition. */
+static __device__ __forceinline__ uint16_t relu16_y(uint16_t inf, uint16_t v)
+{
+    return ((v & 0x8000u) && (uint16_t)(v & 0x7fffu) <= inf) ? (uint16_t)0 : v;
+}
+
+static __device__ __forceinline__ uint16_t inf16_bits(int bf) { return bf ? (uint16_t)0x7f80u : (uint16_t)0x7c00u; }
+
 /* An element as fp32, for kernels templated on fp32 or 16-bit storage. */
 static __device__ __forceinline__ float as32(float v, int) { return v; }
 static __device__ __forceinline__ float as32(uint16_t v, int bf) { return wide16(bf, v); }
@@ -178,11 +187,11 @@ dt_status cuda_accum_grads(backend *be, dt_dtype t, void *g, float *acc, size_t 
 /* layers.cu: the layer entries in any precision. */
 void cuda_scratch16(backend *be, const layer_need *l, int batch, scratch_sizes *sz);
 dt_status cuda_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32, void *y,
-                            int batch, int in, int out);
+                            int relu, int batch, int in, int out);
 dt_status cuda_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
                             const void *dy, void *dx, int batch, int in, int out);
 dt_status cuda_layer_conv_fwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
-                              const void *x, int x_f32, void *y);
+                              const void *x, int x_f32, void *y, int relu);
 dt_status cuda_layer_conv_bwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
                               const void *x, int x_f32, const void *dy, void *dx);
 dt_status cuda_layer_pool_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, int32_t *idx,
@@ -192,11 +201,11 @@ dt_status cuda_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, c
 dt_status cuda_layer_relu_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n);
 dt_status cuda_layer_relu_bwd(backend *be, const pass_args *a, const void *y, const void *dy, void *dx, size_t n);
 /* gemm_lt.cu: the 16-bit fully connected GEMMs with fused epilogues (cuBLASLt). Forward: y =
- * x16 W16^T + b16 rounded once into y (type t); backward: dw = dy16^T x16 and db = the column
+ * x16 W16^T + b16 rounded once into y (type t), relu: max(y, 0) too (RELU_BIAS); backward: dw = dy16^T x16 and db = the column
  * sums of dy16, both fp32. 1 when done; 0 when cuBLASLt has no plan for the shape or refused it
  * (nothing queued: run the unfused GEMM and kernel). */
-int cuda_lt_fc_fwd16(dt_dtype t, const uint16_t *x16, const uint16_t *w16, const uint16_t *b16, uint16_t *y, int batch,
-                     int in, int out);
+int cuda_lt_fc_fwd16(dt_dtype t, const uint16_t *x16, const uint16_t *w16, const uint16_t *b16, uint16_t *y, int relu,
+                     int batch, int in, int out);
 int cuda_lt_fc_wgrad16(dt_dtype t, const uint16_t *x16, const uint16_t *dy16, float *dw, float *db, int batch, int in,
                        int out);
 /* graph.cu: step graphs; cuda_recording says whether a recording is under way (ops that mark

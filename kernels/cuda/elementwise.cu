@@ -55,14 +55,9 @@ static __global__ void round16_kernel(int bf, const float *in, float *out, size_
         out[i] = wide16(bf, narrow16(bf, in[i]));
 }
 
-/* 16-bit ReLU on bit patterns (inf: the +inf pattern): forward zeroes negatives down to -inf and
- * keeps NaNs; backward passes dy where y > 0 (positive, not NaN). Eight values a thread at a time
+/* 16-bit ReLU on bit patterns (inf: the +inf pattern): forward (relu16_y, cuda_internal.cuh)
+ * zeroes negatives down to -inf and keeps NaNs; backward passes dy where y > 0 (positive, not NaN). Eight values a thread at a time
  * (16-byte loads) when every pointer is 16-byte aligned (vec), the rest one by one. */
-static __device__ __forceinline__ uint16_t relu16_y(uint16_t inf, uint16_t v)
-{
-    return ((v & 0x8000u) && (uint16_t)(v & 0x7fffu) <= inf) ? (uint16_t)0 : v;
-}
-
 static __device__ __forceinline__ uint16_t relu16_dx(uint16_t inf, uint16_t y, uint16_t g)
 {
     return (!(y & 0x8000u) && y != 0 && y <= inf) ? g : (uint16_t)0;

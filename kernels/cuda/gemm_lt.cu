@@ -1,13 +1,19 @@
 /*
  * gemm_lt.cu - the 16-bit fully connected layer's GEMMs with their epilogues fused by cuBLASLt:
  * forward y = x W^T + b rounded once into 16 bits by the GEMM itself (CUBLASLT_EPILOGUE_BIAS:
- * no fp32 result in scratch, no bias-and-round kernel reading it back), backward dW = dy^T x with
- * the bias gradient db = column sums of dy from the same pass over dy (CUBLASLT_EPILOGUE_BGRADB:
- * no column-sum kernel).
+ * no fp32 result in scratch, no bias-and-round kernel reading it back), and when a relu layer
+ * follows, y = max(x W^T + b, 0) (CUBLASLT_EPILOGUE_RELU_BIAS: the pass skips the relu layer's
+ * kernel, a read and a write of y); backward dW = dy^T x with the bias gradient db = column sums
+ * of dy from the same pass over dy (CUBLASLT_EPILOGUE_BGRADB: no column-sum kernel).
  *
- * ReLU is not fused (CUBLASLT_EPILOGUE_RELU_BIAS): the layer grammar keeps relu a layer of its
- * own, and its contract passes NaN through (as torch.relu does), so that a diverging layer shows
- * as a non-finite loss; a max(x, 0) epilogue would turn it into 0 and hide it.
+ * The relu layer passes a NaN on (as torch.relu does) and cuBLASLt's max may make it 0, so with
+ * the relu fused a NaN born in this layer's output stops there. A diverging run still stops: a
+ * NaN output needs a non-finite input, weight or bias; the inputs are checked as read, and a
+ * weight goes non-finite through a non-finite gradient, which comes (short of an overflow inside
+ * backward, which fp16's finite check catches) from a step whose loss was non-finite already, and
+ * dtrain train's check sums every step's loss. dt_model_set_fused_relu(m, 0) keeps relu
+ * layers of their own where a NaN must travel to the loss (gpu.cuda_ops_amp16 notes what this
+ * cuBLASLt does with one).
  *
  * Plans (the matmul descriptor, the layouts and the algorithm cuBLASLt's heuristic chose) are made
  * once per shape, type and pointer alignment and kept for the process; making one costs tens of
@@ -24,7 +30,7 @@
 #define LT_WS_BYTES ((size_t)32 << 20)
 #define LT_PLANS 64
 
-typedef enum { LT_FWD_BIAS, LT_BWD_BGRADB } lt_kind;
+typedef enum { LT_FWD_BIAS, LT_FWD_BIAS_RELU, LT_BWD_BGRADB } lt_kind;
 
 typedef struct lt_key {
     lt_kind kind;
@@ -79,13 +85,15 @@ static void plan_make(lt_plan *p, const void *bias)
 {
     const lt_key *k = &p->key;
     const cudaDataType_t t16 = k->t == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-    const int fwd = k->kind == LT_FWD_BIAS;
+    const int fwd = k->kind != LT_BWD_BGRADB;
     /* Forward, row-major y(B,OUT) = x(B,IN) W(OUT,IN)^T: column-major D(OUT,B) = op(A) B with A the
      * memory of W as (IN,OUT) transposed, B the memory of x as (IN,B). m OUT, n B, k IN.
      * Backward, row-major dW(OUT,IN) = dy(B,OUT)^T x(B,IN): column-major D(IN,OUT) = A op(B) with A
      * the memory of x as (IN,B), B the memory of dy as (OUT,B) transposed. m IN, n OUT, k B. */
     const cublasOperation_t ta = fwd ? CUBLAS_OP_T : CUBLAS_OP_N, tb = fwd ? CUBLAS_OP_N : CUBLAS_OP_T;
-    const cublasLtEpilogue_t ep = fwd ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+    const cublasLtEpilogue_t ep = k->kind == LT_FWD_BIAS        ? CUBLASLT_EPILOGUE_BIAS
+                                  : k->kind == LT_FWD_BIAS_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                                                : CUBLASLT_EPILOGUE_BGRADB;
     const int32_t bias_t = fwd ? (int32_t)t16 : (int32_t)CUDA_R_32F;
     const cudaDataType_t dt = fwd ? t16 : CUDA_R_32F;
     const uint64_t ws = LT_WS_BYTES;
@@ -219,12 +227,12 @@ static int counted(int fused)
     return fused;
 }
 
-int cuda_lt_fc_fwd16(dt_dtype t, const uint16_t *x16, const uint16_t *w16, const uint16_t *b16, uint16_t *y, int batch,
-                     int in, int out)
+int cuda_lt_fc_fwd16(dt_dtype t, const uint16_t *x16, const uint16_t *w16, const uint16_t *b16, uint16_t *y, int relu,
+                     int batch, int in, int out)
 {
     if (batch <= 0 || in <= 0 || out <= 0 || !b16 || !bias_aligned(b16)) return counted(0);
     lt_key key;
-    key_init(&key, LT_FWD_BIAS, t, out, batch, in, w16, x16, y, b16);
+    key_init(&key, relu ? LT_FWD_BIAS_RELU : LT_FWD_BIAS, t, out, batch, in, w16, x16, y, b16);
     lt_plan *p = plan_for(&key, b16);
     return counted(p && plan_run(p, w16, x16, y, b16));
 }

@@ -54,17 +54,22 @@ static const uint16_t *input16_bwd(const pass_args *a, const void *x, int x_f32)
 }
 
 dt_status cuda_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32, void *y,
-                            int batch, int in, int out)
+                            int relu, int batch, int in, int out)
 {
-    if (a->prec == DT_F32) return cuda_linear_fwd(be, (const float *)x, lp->w, lp->b, (float *)y, batch, in, out);
+    if (a->prec == DT_F32) {
+        /* cuBLAS's GEMM is the last to write y here (beta 1 over the broadcast bias): ReLU is a
+         * pass of its own, as the relu layer would run it. */
+        TRY(cuda_linear_fwd(be, (const float *)x, lp->w, lp->b, (float *)y, batch, in, out));
+        return relu ? cuda_relu_fwd(be, (const float *)y, (float *)y, (size_t)batch * out) : DT_OK;
+    }
     /* y = x W^T + b with x and W in 16 bits on the tensor cores, fp32 accumulation, one rounding. */
     const uint16_t *x16;
     TRY(input16(be, a, x, x_f32, (size_t)batch * in, &x16));
-    /* The bias and the rounding in the GEMM's epilogue; else the fp32 result, then a kernel. */
-    if (cuda_lt_fc_fwd16(a->prec, x16, lp->w16, lp->b16, (uint16_t *)y, batch, in, out)) return DT_OK;
+    /* The bias, the rounding and ReLU in the GEMM's epilogue; else the fp32 result, then a kernel. */
+    if (cuda_lt_fc_fwd16(a->prec, x16, lp->w16, lp->b16, (uint16_t *)y, relu, batch, in, out)) return DT_OK;
     TRY(rm_gemm16_batched("fc_fwd16", a->prec, 0, 1, batch, out, in, x16, in, 0, lp->w16, in, 0, 0.0f, a->sy, DT_F32,
                           out, 0, -1));
-    return cuda_bias_to16(a->prec, a->sy, lp->b16, (uint16_t *)y, batch, out);
+    return cuda_bias_to16(a->prec, a->sy, lp->b16, (uint16_t *)y, batch, out, relu);
 }
 
 dt_status cuda_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
@@ -88,13 +93,14 @@ dt_status cuda_layer_fc_bwd(backend *be, const pass_args *a, const layer_params 
 }
 
 dt_status cuda_layer_conv_fwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
-                              const void *x, int x_f32, void *y)
+                              const void *x, int x_f32, void *y, int relu)
 {
-    if (a->prec == DT_F32) return cuda_conv_fwd(be, s, (const float *)x, lp->w, lp->b, (float *)y, a->ws);
+    (void)be;
+    if (a->prec == DT_F32) return cuda_conv_fwd_relu(s, (const float *)x, lp->w, lp->b, (float *)y, a->ws, relu);
     /* 16-bit columns and tensor-core GEMMs */
     const uint16_t *x16;
     TRY(input16(be, a, x, x_f32, (size_t)s->batch * s->c_in * s->h * s->w, &x16));
-    return cuda_conv_fwd16(a->prec, s, x16, lp->w16, lp->b16, a->sy, (uint16_t *)y, a->ws);
+    return cuda_conv_fwd16(a->prec, s, x16, lp->w16, lp->b16, a->sy, (uint16_t *)y, a->ws, relu);
 }
 
 dt_status cuda_layer_conv_bwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,

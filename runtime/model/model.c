@@ -190,6 +190,7 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     m->accum_steps = 1;
     m->step_overlap = DT_STEP_OVERLAP_AUTO;
     m->graphs = DT_GRAPHS_AUTO;
+    m->fused_relu = 1;
     if ((s = plan_conv_shapes(&m->spec, max_batch))) {
         dt_model_free(m);
         return s;

@@ -143,6 +143,8 @@ struct dt_model {
      * being recorded (model_backward hands no gradients to the reducer then: that happens after
      * the launch), the recorded passes, the clock of their use, and how many were recorded. */
     int graphs, graphs_failed, graphed, recording;
+    /* dt_model_set_fused_relu: an fc or conv layer's forward runs the relu layer after it. */
+    int fused_relu;
     /* The tail the next pass's graph may hold (model_tail), whether the last launched graph held
      * it (the optimizer then stepped in it), and the optimizer's per-step values: written by the
      * host into live_host (host_alloc) before each launch, copied by the graph's first node into

@@ -93,6 +93,23 @@ static const void *layer_output(const dt_model *m, int i, const void *in)
     return m->act[i] ? m->act[i] : in;
 }
 
+void dt_model_set_fused_relu(dt_model *m, int on)
+{
+    if (!m || m->fused_relu == !!on) return;
+    m->fused_relu = !!on;
+    model_graph_drop(m); /* recorded with the other kernels */
+}
+
+/* Whether layer i, an fc or conv layer, runs the relu layer after it in its own forward: the
+ * relu works in place on i's output (its own buffer only when it reads the model input), so its
+ * output is the one buffer either way and backward (which reads that output) is unchanged. */
+static int relu_fused_after(const dt_model *m, int i)
+{
+    const layer *l = m->spec.layers;
+    return m->fused_relu && i + 1 < m->spec.n && (l[i].kind == LAYER_FC || l[i].kind == LAYER_CONV) &&
+           l[i + 1].kind == LAYER_RELU && !m->act[i + 1];
+}
+
 void model_pass_inputs(dt_model *m, const float *x)
 {
     m->x_in = x;
@@ -117,6 +134,10 @@ dt_status model_forward(dt_model *m, const float *x, int batch, const void **log
     trace_rec *tr = trace_active(ctx_trace(m->ctx));
     for (int i = 0; i < n && !s; i++) {
         const layer *l = &m->spec.layers[i];
+        if (i > 0 && relu_fused_after(m, i - 1)) {
+            m->in[i] = in; /* done by layer i - 1: nothing to run, time or trace */
+            continue;
+        }
         char span[32];
         uint64_t t0 = 0;
         if (tr) {
@@ -128,12 +149,13 @@ dt_status model_forward(dt_model *m, const float *x, int batch, const void **log
         /* ReLU overwrites its input unless that is x; flatten passes its input on. */
         void *y = (void *)layer_output(m, i, in);
         const layer_params lp = params_of(m, l);
+        const int relu = relu_fused_after(m, i);
         switch (l->kind) {
-            case LAYER_FC: s = k->layer_fc_fwd(be, &a, &lp, in, x_f32, y, batch, l->in_c, l->out); break;
+            case LAYER_FC: s = k->layer_fc_fwd(be, &a, &lp, in, x_f32, y, relu, batch, l->in_c, l->out); break;
             case LAYER_CONV: {
                 conv_shape cs = l->cs;
                 cs.batch = batch;
-                s = k->layer_conv_fwd(be, &a, &lp, &cs, in, x_f32, y);
+                s = k->layer_conv_fwd(be, &a, &lp, &cs, in, x_f32, y, relu);
                 break;
             }
             case LAYER_RELU: s = k->layer_relu_fwd(be, &a, in, x_f32, y, (size_t)batch * layer_out_n(l)); break;

@@ -109,13 +109,17 @@ static void check_amp16(void)
             cmp_bits(what, g16, dx16, n, 2);
         }
 
-        G16(cuda_bias_to16(t, d_y32, d_b16, d_y16, R, C));
-        for (size_t i = 0; i < n; i++) r[i] = y32[i] + bb[i % C];
-        cpu_cast_f32_to_16(t, r, y16, n);
-        ops_ok("bias_to16");
-        down(g16, d_y16, n * 2);
-        snprintf(what, sizeof what, "bias_to16 %s", tn);
-        cmp_bits(what, g16, y16, n, 2);
+        /* relu 1: the fused fc forward's fallback, the bits of the relu layer after it. */
+        for (int relu = 0; relu < 2; relu++) {
+            G16(cuda_bias_to16(t, d_y32, d_b16, d_y16, R, C, relu));
+            for (size_t i = 0; i < n; i++) r[i] = y32[i] + bb[i % C];
+            cpu_cast_f32_to_16(t, r, y16, n);
+            if (relu) cpu_relu16_fwd(t, y16, y16, n);
+            ops_ok("bias_to16");
+            down(g16, d_y16, n * 2);
+            snprintf(what, sizeof what, "bias_to16 %s%s", tn, relu ? " relu" : "");
+            cmp_bits(what, g16, y16, n, 2);
+        }
 
         G16(cuda_col_sums16(t, d_dy16, R, C, d_db));
         cpu_cast_16_to_f32(t, dy16, r, n);
@@ -163,7 +167,7 @@ static void check_amp16(void)
                      *d_gy = dmalloc(ny * 2), *d_gdx = dmalloc(nx * 2);
             float *d_y32 = dfloats(ny), *d_dx32 = dfloats(nx);
             float *d_ws = dfloats(gpu_be->ops->conv_ws_floats(gpu_be, &cs));
-            G16(cuda_conv_fwd16(t, &cs, d_cx, d_cw, d_cw + nw, d_y32, d_gy, d_ws));
+            G16(cuda_conv_fwd16(t, &cs, d_cx, d_cw, d_cw + nw, d_y32, d_gy, d_ws, 0));
             G16(cuda_conv_bwd_data16(t, &cs, d_cdy, d_cw, d_dx32, d_gdx, d_ws));
             ops_ok("conv16");
             down(gy16, d_gy, ny * 2);
@@ -173,6 +177,17 @@ static void check_amp16(void)
             snprintf(what, sizeof what, "conv16 %s %dx%dx%dx%d->%d k%d s%d y", tn, cs.batch, cs.c_in, cs.h, cs.w,
                      cs.c_out, cs.k, cs.stride);
             cmp_rel(what, gy, cy, ny, tol16);
+            /* The fused relu (scatter or, pointwise, the bias kernel): the bits of the plain output
+             * through the relu layer's kernel. */
+            uint16_t *gr16 = xmalloc(ny * 2);
+            G16(cuda_conv_fwd16(t, &cs, d_cx, d_cw, d_cw + nw, d_y32, d_gy, d_ws, 1));
+            ops_ok("conv16 relu");
+            down(gr16, d_gy, ny * 2);
+            cpu_relu16_fwd(t, gy16, gy16, ny);
+            snprintf(what, sizeof what, "conv16 %s %dx%dx%dx%d->%d k%d relu y", tn, cs.batch, cs.c_in, cs.h, cs.w,
+                     cs.c_out, cs.k);
+            cmp_bits(what, gr16, gy16, ny, 2);
+            free(gr16);
             snprintf(what, sizeof what, "conv16 %s %dx%dx%dx%d->%d k%d s%d dx", tn, cs.batch, cs.c_in, cs.h, cs.w,
                      cs.c_out, cs.k, cs.stride);
             cmp_rel(what, gdx, cdx, nx, tol16);
@@ -230,7 +245,7 @@ static void check_layer_fc16(void)
             const void *in = cfg[z].x_f32 ? (const void *)d_x32 : (const void *)d_x16;
             long fused0, unfused0, fused1, unfused1;
             cuda_lt_counts(&fused0, &unfused0);
-            GPU(layer_fc_fwd, &a, &lp, in, cfg[z].x_f32, d_y16, B, I, O);
+            GPU(layer_fc_fwd, &a, &lp, in, cfg[z].x_f32, d_y16, 0, B, I, O);
             GPU(layer_fc_bwd, &a, &lp, in, cfg[z].x_f32, d_dy16, d_dx16, B, I, O);
             ops_ok("layer_fc16");
             cuda_lt_counts(&fused1, &unfused1);
@@ -257,6 +272,20 @@ static void check_layer_fc16(void)
             down(g, d_g + nw + bo, (size_t)O * 4);
             snprintf(what, sizeof what, "layer_fc16 %s %dx%d->%d db", tn, B, I, O);
             cmp_rel(what, g, db, (size_t)O, 1e-4);
+            /* relu 1: the relu layer after it fused (cuBLASLt's RELU_BIAS, or the bias kernel),
+             * fused wherever the plain forward was, against the CPU's y through ReLU. */
+            cuda_lt_counts(&fused0, &unfused0);
+            GPU(layer_fc_fwd, &a, &lp, in, cfg[z].x_f32, d_y16, 1, B, I, O);
+            ops_ok("layer_fc16 relu");
+            cuda_lt_counts(&fused1, &unfused1);
+            if (want_fused[z] >= 0)
+                check(fused1 - fused0 == want_fused[z], "layer_fc16 %s %dx%d->%d relu: %ld of 1 GEMM fused (want %d)",
+                      tn, B, I, O, fused1 - fused0, want_fused[z]);
+            down(h16, d_y16, ny * 2);
+            cpu_cast_16_to_f32(t, h16, g, ny);
+            for (size_t i = 0; i < ny; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i];
+            snprintf(what, sizeof what, "layer_fc16 %s %dx%d->%d relu y", tn, B, I, O);
+            cmp_rel(what, g, y, ny, tol16);
             cudaFree(d_p16), cudaFree(d_dy16), cudaFree(d_y16), cudaFree(d_dx16), cudaFree(d_x16s), cudaFree(d_g),
                 cudaFree(d_sy), cudaFree(d_x32), cudaFree(d_x16);
             free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(g), free(x16), free(w16),
@@ -265,8 +294,61 @@ static void check_layer_fc16(void)
     }
 }
 
+/* A NaN before a fused relu: the unfused path (the bias kernel, a bias off 16-byte alignment)
+ * passes it on as the relu layer does, and must; what cuBLASLt's RELU_BIAS epilogue makes of it
+ * is printed, not required (dt_model_set_fused_relu's contract allows 0). Output unit 0 gets a
+ * NaN weight, so column 0 of y is NaN before the ReLU in every row. */
+static void check_fused_relu_nan(void)
+{
+    static const struct {
+        int batch, in, out, bias_off;
+    } cfg[] = {{256, 784, 1024, 0}, {33, 40, 24, 3}};
+    for (int bf = 0; bf <= 1; bf++) {
+        const dt_dtype t = bf ? DT_BF16 : DT_F16;
+        const char *tn = bf ? "bf16" : "fp16";
+        for (size_t z = 0; z < sizeof cfg / sizeof *cfg; z++) {
+            const int B = cfg[z].batch, I = cfg[z].in, O = cfg[z].out, bo = cfg[z].bias_off;
+            const size_t nx = (size_t)B * I, ny = (size_t)B * O, nw = (size_t)O * I;
+            float *x = fmalloc(nx), *w = fmalloc(nw), *b = fmalloc(O);
+            uint16_t *x16 = xmalloc(nx * 2), *w16 = xmalloc(nw * 2), *b16 = xmalloc(O * 2), *y16 = xmalloc(ny * 2);
+            fill16(t, x, x16, nx, 1.0f);
+            fill16(t, w, w16, nw, 0.1f);
+            fill16(t, b, b16, (size_t)O, 1.0f);
+            w16[0] = bf ? 0x7fc0u : 0x7e00u; /* a quiet NaN */
+            uint16_t *d_p16 = dmalloc((nw + (size_t)bo + O) * 2), *d_x16 = dcopy16(x16, nx), *d_y16 = dmalloc(ny * 2);
+            up(d_p16, w16, nw * 2);
+            up(d_p16 + nw + bo, b16, (size_t)O * 2);
+            float *d_sy = dfloats(ny);
+            pass_args a = {.prec = t, .grad_t = DT_F32, .sy = d_sy};
+            layer_params lp = {.w16 = d_p16, .b16 = d_p16 + nw + bo};
+            long fused0, unfused0, fused1, unfused1;
+            cuda_lt_counts(&fused0, &unfused0);
+            GPU(layer_fc_fwd, &a, &lp, d_x16, 0, d_y16, 1, B, I, O);
+            ops_ok("layer_fc16 relu nan");
+            cuda_lt_counts(&fused1, &unfused1);
+            down(y16, d_y16, ny * 2);
+            const uint16_t inf = bf ? 0x7f80u : 0x7c00u;
+            int nan_rows = 0, finite_rest = 1;
+            for (int r = 0; r < B; r++) {
+                nan_rows += (y16[(size_t)r * O] & 0x7fffu) > inf;
+                for (int j = 1; j < O; j++) finite_rest &= (y16[(size_t)r * O + j] & 0x7fffu) <= inf;
+            }
+            check(finite_rest, "layer_fc16 relu nan %s %dx%d->%d: a NaN reached another column", tn, B, I, O);
+            if (fused1 - fused0 == 1)
+                printf("note layer_fc16 relu nan %s %dx%d->%d: cuBLASLt's RELU_BIAS kept %d of %d NaNs (the relu "
+                       "layer keeps all)\n",
+                       tn, B, I, O, nan_rows, B);
+            else
+                check(nan_rows == B, "layer_fc16 relu nan %s %dx%d->%d (unfused): %d of %d NaNs kept, want all", tn, B,
+                      I, O, nan_rows, B);
+            cudaFree(d_p16), cudaFree(d_x16), cudaFree(d_y16), cudaFree(d_sy);
+            free(x), free(w), free(b), free(x16), free(w16), free(b16), free(y16);
+        }
+    }
+}
+
 int main(void)
 {
-    const cuda_check_fn checks[] = {check_amp16, check_layer_fc16};
+    const cuda_check_fn checks[] = {check_amp16, check_layer_fc16, check_fused_relu_nan};
     return cuda_ops_main(NULL, checks, sizeof checks / sizeof *checks);
 }

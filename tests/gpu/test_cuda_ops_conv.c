@@ -1,6 +1,7 @@
 /*
  * test_cuda_ops_conv.c - the CUDA table's convolution (forward, backward data, backward
- * filter) against the CPU table: strided, padded and pointwise shapes, batches of 1 to 67, a
+ * filter) against the CPU table: strided, padded and pointwise shapes, batches of 1 to 67, the
+ * forward with a relu layer fused (the bits of the plain one through ReLU), a
  * convolution big enough to be split into image groups on the GPU (rerun with a smaller batch in
  * the same workspace, and its filter gradient rerun bit for bit), and the 16-bit filter gradient.
  *
@@ -62,6 +63,18 @@ static void check_conv_shape(conv_shape s, int ws_batch, int bias, int twice)
         down(gdb, d_db, O * sizeof *gdb);
         snprintf(what, sizeof what, "%s db", tag);
         cmp_rel(what, gdb, db, O, 1e-5);
+    }
+    /* The forward with the relu layer after it fused (in the scatter, or a pass after for the
+     * pointwise and bias-less ones): the bits of the plain forward through ReLU. */
+    {
+        float *gyr = fmalloc(ny);
+        G16(cuda_conv_fwd_relu(&s, d_x, d_w, bias ? d_b : NULL, d_y, d_ws, 1));
+        ops_ok("conv relu");
+        down(gyr, d_y, ny * sizeof *gyr);
+        for (size_t i = 0; i < ny; i++) gy[i] = gy[i] < 0.0f ? 0.0f : gy[i];
+        snprintf(what, sizeof what, "%s relu y", tag);
+        cmp_bits(what, gyr, gy, ny, 4);
+        free(gyr);
     }
     if (twice) {
         float *gdw2 = fmalloc(nw), *gdb2 = fmalloc(O);

@@ -36,7 +36,7 @@ typedef struct rec {
     conv_shape cs;
     const void *x, *dy;
     void *y, *dx;
-    int x_f32, batch, in, out, c, h, w, k;
+    int x_f32, relu, batch, in, out, c, h, w, k;
     int32_t *idx;
     const int32_t *labels;
     size_t n;
@@ -101,9 +101,10 @@ static dt_status run_rec(backend *be, const rec *r)
 {
     const backend_ops *k = g.cpu;
     switch (r->op) {
-        case R_FC_FWD: return k->layer_fc_fwd(be, &r->a, &r->lp, r->x, r->x_f32, r->y, r->batch, r->in, r->out);
+        case R_FC_FWD:
+            return k->layer_fc_fwd(be, &r->a, &r->lp, r->x, r->x_f32, r->y, r->relu, r->batch, r->in, r->out);
         case R_FC_BWD: return k->layer_fc_bwd(be, &r->a, &r->lp, r->x, r->x_f32, r->dy, r->dx, r->batch, r->in, r->out);
-        case R_CONV_FWD: return k->layer_conv_fwd(be, &r->a, &r->lp, &r->cs, r->x, r->x_f32, r->y);
+        case R_CONV_FWD: return k->layer_conv_fwd(be, &r->a, &r->lp, &r->cs, r->x, r->x_f32, r->y, r->relu);
         case R_CONV_BWD: return k->layer_conv_bwd(be, &r->a, &r->lp, &r->cs, r->x, r->x_f32, r->dy, r->dx);
         case R_POOL_FWD:
             return k->layer_pool_fwd(be, &r->a, r->x, r->x_f32, r->y, r->idx, r->batch, r->c, r->h, r->w, r->k);
@@ -132,10 +133,10 @@ static dt_status run_rec(backend *be, const rec *r)
     } while (0)
 
 static dt_status fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32, void *y,
-                        int batch, int in, int out)
+                        int relu, int batch, int in, int out)
 {
-    RECORD_OR_RUN(.op = R_FC_FWD, .a = *a, .lp = *lp, .x = x, .x_f32 = x_f32, .y = y, .batch = batch, .in = in,
-                  .out = out);
+    RECORD_OR_RUN(.op = R_FC_FWD, .a = *a, .lp = *lp, .x = x, .x_f32 = x_f32, .y = y, .relu = relu, .batch = batch,
+                  .in = in, .out = out);
 }
 
 static dt_status fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
@@ -146,9 +147,9 @@ static dt_status fc_bwd(backend *be, const pass_args *a, const layer_params *lp,
 }
 
 static dt_status conv_fwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s, const void *x,
-                          int x_f32, void *y)
+                          int x_f32, void *y, int relu)
 {
-    RECORD_OR_RUN(.op = R_CONV_FWD, .a = *a, .lp = *lp, .cs = *s, .x = x, .x_f32 = x_f32, .y = y);
+    RECORD_OR_RUN(.op = R_CONV_FWD, .a = *a, .lp = *lp, .cs = *s, .x = x, .x_f32 = x_f32, .y = y, .relu = relu);
 }
 
 static dt_status conv_bwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s, const void *x,

@@ -318,6 +318,28 @@ static void test_not_recorded(void **st)
     dt_model_free(m);
 }
 
+/* A graph holds the fused forwards or the relu layers' kernels: changing dt_model_set_fused_relu
+ * drops it (a replay would run the other kernels), and the next passes record again; setting the
+ * value it has changes nothing. */
+static void test_fused_relu_redraws(void **st)
+{
+    (void)st;
+    rng_seed("graphs fused relu", 0);
+    dt_optimizer *o;
+    dt_model *m = recorded_model(&o);
+    graph_recorder *g = graph_recorder_state();
+    assert_int_equal(passes_graphed(m, o, 3), 2);
+    assert_int_equal(model_test_graph_records(m), 1);
+    dt_model_set_fused_relu(m, 1); /* already on */
+    assert_int_equal(g->frees, 0);
+    dt_model_set_fused_relu(m, 0);
+    assert_int_equal(g->frees, 1);
+    assert_int_equal(passes_graphed(m, o, 3), 2); /* seen, recorded, replayed */
+    assert_int_equal(model_test_graph_records(m), 2);
+    dt_optimizer_free(o);
+    dt_model_free(m);
+}
+
 /* A recording that fails (at graph_end, or an op inside it) turns graphs off for the model and
  * runs the pass as usual: the same bits as a model that never tried. */
 static void test_failed_recording(void **st)
@@ -390,10 +412,15 @@ static void test_cpu_has_none(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fp32),           cmocka_unit_test(test_bf16),
-        cmocka_unit_test(test_fp16_scaler),    cmocka_unit_test(test_fp16_overflow_replayed),
-        cmocka_unit_test(test_not_recorded),   cmocka_unit_test(test_failed_recording),
-        cmocka_unit_test(test_auto_threshold), cmocka_unit_test(test_cpu_has_none),
+        cmocka_unit_test(test_fp32),
+        cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_fp16_scaler),
+        cmocka_unit_test(test_fp16_overflow_replayed),
+        cmocka_unit_test(test_not_recorded),
+        cmocka_unit_test(test_failed_recording),
+        cmocka_unit_test(test_auto_threshold),
+        cmocka_unit_test(test_cpu_has_none),
+        cmocka_unit_test(test_fused_relu_redraws),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
