@@ -43,6 +43,7 @@ typedef struct step_opts {
     dt_synthetic_on synth[3]; /* --synthetic-on: the same */
     int nsynth;
     int defer_verdict; /* --defer-verdict: as dtrain train (1), or each step waits for its verdict */
+    int fused_relu;    /* --fused-relu: as dtrain train (1), or every relu layer a kernel of its own */
 } step_opts;
 
 enum {
@@ -60,7 +61,8 @@ enum {
     OPT_OVERLAP,
     OPT_GRAPHS,
     OPT_SYNTHETIC_ON,
-    OPT_DEFER_VERDICT
+    OPT_DEFER_VERDICT,
+    OPT_FUSED_RELU
 };
 
 static const struct option step_options[] = {
@@ -79,6 +81,7 @@ static const struct option step_options[] = {
     {"graphs", required_argument, NULL, OPT_GRAPHS},
     {"synthetic-on", required_argument, NULL, OPT_SYNTHETIC_ON},
     {"defer-verdict", required_argument, NULL, OPT_DEFER_VERDICT},
+    {"fused-relu", required_argument, NULL, OPT_FUSED_RELU},
     {NULL, 0, NULL, 0},
 };
 
@@ -172,6 +175,9 @@ static int step_handle(int val, const char *arg, void *ud)
         case OPT_DEFER_VERDICT:
             return cli_int("--defer-verdict (1: queue the next step before the last's verdict, 0: wait)", arg, 0, 1,
                            &o->defer_verdict);
+        case OPT_FUSED_RELU:
+            return cli_int("--fused-relu (1: a relu layer run by the fc or conv layer before it, 0: by itself)", arg, 0,
+                           1, &o->fused_relu);
         case OPT_CLIP:
             return cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &o->clip);
     }
@@ -265,6 +271,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
     dt_model_set_step_overlap(m, rs->overlap);
     dt_model_set_graphs(m, rs->graphs);
     dt_model_set_deferred_verdict(m, o->defer_verdict);
+    dt_model_set_fused_relu(m, o->fused_relu);
     const dt_dtype gt = p != DT_F32 && !dt_model_on_gpu(m) ? p : DT_F32;
     if ((s = dt_model_set_precision(m, p, gt)) || (s = dt_model_set_sync(m, &sy)) ||
         (o->clip > 0 && (s = dt_model_set_clip_grad_norm(m, o->clip))) ||
@@ -367,7 +374,8 @@ int cmd_bench_step(int argc, char **argv)
                    .ngraphs = 1,
                    .synth = {DT_SYNTHETIC_AUTO},
                    .nsynth = 1,
-                   .defer_verdict = 1};
+                   .defer_verdict = 1,
+                   .fused_relu = 1};
     dt_config cfg;
     cli_extra extra = {step_options, step_handle, &o, NULL};
     cli_job job;
@@ -381,13 +389,14 @@ int cmd_bench_step(int argc, char **argv)
         char clip[64] = "";
         if (o.clip > 0) snprintf(clip, sizeof clip, ", clipping at norm %g", (double)o.clip);
         printf("# dtrain bench step: model %s, %d rank%s x batch %d, %d timed step%s after %d, %s%s, "
-               "device %s%s%s, %d loader thread%s%s%s\n",
+               "device %s%s%s, %d loader thread%s%s%s%s\n",
                o.model, world, cli_s(world), o.batch, o.steps, cli_s(o.steps), o.warmup,
                o.optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", clip,
                pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
                pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads, cli_s(o.loader_threads),
                pl.device == DT_DEVICE_CUDA ? " for the rows whose batches the host makes" : "",
-               o.defer_verdict ? "" : ", each fp16 step waiting for its verdict");
+               o.defer_verdict ? "" : ", each fp16 step waiting for its verdict",
+               o.fused_relu ? "" : ", every relu layer a kernel of its own");
         printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s %8s %8s %9s\n", "precision", "samples/s",
                "step ms", "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB",
                "skipped", "zero", "sent MiB/step", "overlap", "graphs", "data");

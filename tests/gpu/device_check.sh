@@ -186,6 +186,12 @@ step "cnn 3x32x32 graphs 1 vs 0" --model cnn --input 3x32x32 --batch 512 --steps
 # waiting for its own, bf16 beside them for the gap fp16 should no longer leave.
 step "mlp batch 256 fp16 verdict deferred" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp16 --graphs 1
 step "mlp batch 256 fp16 verdict waited" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp16 --graphs 1 --defer-verdict 0
+# A relu layer run by the fc or conv layer before it (cuBLASLt's RELU_BIAS epilogue, the conv
+# scatter) against a kernel of its own, as dtrain train runs it (1) and as before (0).
+step "mlp batch 256 relu fused" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp16,fp32 --graphs 1
+step "mlp batch 256 relu unfused" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp16,fp32 --graphs 1 --fused-relu 0
+step "cnn 3x32x32 relu fused" --model cnn --input 3x32x32 --batch 512 --steps 60 --precision bf16,fp32
+step "cnn 3x32x32 relu unfused" --model cnn --input 3x32x32 --batch 512 --steps 60 --precision bf16,fp32 --fused-relu 0
 DTRAIN_COMM_WORLD1=1 step "mlp NCCL buckets graphs 1 vs 0" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16 --graphs 1,0
 # Synthetic batches made on the GPU by one kernel (auto there) against the loader threads making
 # them on the host and the model copying them, side by side: the cnn at 3x32x32 and 3x128x128

@@ -166,6 +166,15 @@ else
 fi
 expect 2 "--defer-verdict (1: queue the next step before the last's verdict, 0: wait) '2' is out of range" \
     "$DTRAIN" bench step --defer-verdict 2
+# --fused-relu 0: every relu layer a kernel of its own (the header says so); the rows run either way.
+"$DTRAIN" bench step --model cnn --batch 4 --steps 2 --warmup 1 --precision fp32,bf16 --fused-relu 0 >"$tmp/r0" 2>&1
+if grep -q "every relu layer a kernel of its own" "$tmp/r0" && [ "$(grep -c '^  \(fp32\|bf16\) ' "$tmp/r0")" = 2 ]; then
+    ok "bench step --fused-relu 0: both rows, the header names it"
+else
+    bad "bench step --fused-relu 0"; cat "$tmp/r0"
+fi
+expect 2 "--fused-relu (1: a relu layer run by the fc or conv layer before it, 0: by itself) '2' is out of range" \
+    "$DTRAIN" bench step --fused-relu 2
 expect 2 "--precision 'fp8' is not one of fp32, fp16, bf16" "$DTRAIN" bench step --precision fp8
 expect 2 "--steps '0'" "$DTRAIN" bench step --steps 0
 expect 2 "fc:0" "$DTRAIN" bench step --model fc:0 --input 4
