@@ -84,9 +84,10 @@ DT_API void dt_model_describe(const dt_model *m, char *buf, size_t n);
  * waits only for the loss, once backward is queued behind it: it returns with backward still
  * running there (what reads the gradients waits for it), and x and labels may be reused. x and
  * labels are host memory (pinned memory copies asynchronously), or both memory of the model's GPU
- * (a loader's batches made on the device, dt_loader_on_device): copied on the device's default
- * stream, behind the work that made them, and not read by the host, so a label out of range is
- * not refused but makes the loss NaN. Host and device memory mixed fail with DT_ERR_INVALID_ARG. */
+ * (a loader's batches made on the device, dt_loader_on_device): read where they are by the pass's
+ * kernels, queued on the device's default stream behind the work that made them (work queued
+ * there after this call, such as the loader's next batch, may overwrite them), and not read by
+ * the host, so a label out of range is not refused but makes the loss NaN. Host and device memory mixed fail with DT_ERR_INVALID_ARG. */
 DT_API dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
                                            float grad_scale, double *loss_sum, int *correct);
 /** The forward pass alone, in the model's precision, on `batch` samples (1..max_batch): x (batch,

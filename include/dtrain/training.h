@@ -324,8 +324,9 @@ typedef enum dt_graphs {
  * pass's buffers and scalars: one is recorded for each (input buffer, labels buffer, batch,
  * grad_scale) the pass is called with a second time (the first call runs as usual and warms up
  * the libraries), and every later pass with the same four replays it; the model keeps the four
- * graphs it used last (a GPU model's two input slots take turns, and an epoch's short last batch
- * is a key of its own). The optimizer step (its learning rate and step
+ * graphs it used last (a GPU model's two input slots take turns for batches from host memory, a
+ * loader's batches made on the device are read in its one buffer, and an epoch's short last
+ * batch is a key of its own). The optimizer step (its learning rate and step
  * count change every step), a loss scaler's check, clipping and the buckets' allreduce stay
  * outside: at several ranks every bucket starts after the graph's backward, in order, rather
  * than as backward finishes it (what a small model loses there is a few microseconds). A pass

@@ -283,7 +283,12 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     m->grad_mul = 1.0f;
     m->pending32 = 0;
     const int slot = m->in_slot;
-    if (!be->ops->host_memory) {
+    /* A batch already in device memory (the loader's, made on the device by work queued on the
+     * stream) is read where it is, by the pass's kernels queued behind that work: no copy, and
+     * one graph key for the loader's one slot. Work queued on the stream after this call, such as
+     * the loader's next batch into the same buffers, runs after the pass has read them. */
+    const int staged = !be->ops->host_memory && !dev_in;
+    if (staged) {
         /* The batch goes to the device asynchronously from pinned memory (the loader's): on the
          * copy stream into this pass's slot, beside the work of the last pass still queued (or on
          * the ops' stream); the wait for the loss, queued after it, waits for the copy too, so x
@@ -291,13 +296,8 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
         const size_t xb = (size_t)batch * dt_model_input_size(m) * sizeof *x, lb = (size_t)batch * sizeof *labels;
         float *xd = slot ? m->xdev2 : m->xdev;
         int32_t *ld = slot ? m->ldev2 : m->ldev;
-        if (be->ops->copy_in) m->in_slot ^= 1;
-        if (dev_in) {
-            /* On the stream, behind the kernel that made the batch: a device-to-device copy into
-             * this pass's slot (the buffers a graph was recorded with). */
-            if ((s = be->ops->to_device_async(be, xd, x, xb)) || (s = be->ops->to_device_async(be, ld, labels, lb)))
-                return s;
-        } else if (be->ops->copy_in) {
+        if (be->ops->copy_in) {
+            m->in_slot ^= 1;
             if ((s = be->ops->copy_in(be, slot, xd, x, xb)) || (s = be->ops->copy_in(be, slot, ld, labels, lb)) ||
                 (s = be->ops->copy_in_join(be, slot))) {
                 /* A copy queued before the failure may still read the caller's pinned batch,
@@ -320,7 +320,7 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     s = model_graph_pass(m, x, labels, batch, grad_scale, &graphed);
     if (!s && !graphed) s = model_pass_body(m, x, labels, batch, grad_scale);
     /* Backward was the last to read this slot's batch: the copy two passes on may write it. */
-    if (be->ops->copy_in && !be->ops->host_memory) {
+    if (be->ops->copy_in && staged) {
         const dt_status rs = be->ops->copy_in_release(be, slot);
         if (!s) s = rs;
     }
