@@ -302,8 +302,12 @@ struct backend_ops {
                                 const void *x, int x_f32, const void *dy, void *dx);
     dt_status (*layer_pool_fwd)(backend *be, const pass_args *a, const void *x, int x_f32, void *y, int32_t *idx,
                                 int batch, int c, int h, int w, int k);
+    /* relu_y not NULL: the pooled input is a relu layer's output and this runs that layer's
+     * backward too (the pass then skips it): dx is what the relu layer's backward would make of
+     * the pool's, dy passed only where relu_y, the pool's forward output (the value at the
+     * window's argmax), is positive; bit for bit the same. */
     dt_status (*layer_pool_bwd)(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx,
-                                int batch, int c, int h, int w, int k);
+                                int batch, int c, int h, int w, int k, const void *relu_y);
     /* y may be x (in place) unless x_f32. */
     dt_status (*layer_relu_fwd)(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n);
     dt_status (*layer_relu_bwd)(backend *be, const pass_args *a, const void *y, const void *dy, void *dx, size_t n);

@@ -43,7 +43,7 @@ typedef struct step_opts {
     dt_synthetic_on synth[3]; /* --synthetic-on: the same */
     int nsynth;
     int defer_verdict; /* --defer-verdict: as dtrain train (1), or each step waits for its verdict */
-    int fused_relu;    /* --fused-relu: as dtrain train (1), or every relu layer a kernel of its own */
+    int fused_relu;    /* --fused-relu: as dtrain train (1), or every relu layer kernels of its own */
 } step_opts;
 
 enum {
@@ -176,8 +176,8 @@ static int step_handle(int val, const char *arg, void *ud)
             return cli_int("--defer-verdict (1: queue the next step before the last's verdict, 0: wait)", arg, 0, 1,
                            &o->defer_verdict);
         case OPT_FUSED_RELU:
-            return cli_int("--fused-relu (1: a relu layer run by the fc or conv layer before it, 0: by itself)", arg, 0,
-                           1, &o->fused_relu);
+            return cli_int("--fused-relu (1: relu layers run inside their neighbours, 0: on their own)", arg, 0, 1,
+                           &o->fused_relu);
         case OPT_CLIP:
             return cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &o->clip);
     }

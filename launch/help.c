@@ -242,7 +242,7 @@ static const char bench_step[] = "usage: dtrain bench step [options]\n"
                                  "  --synthetic-on L         of auto,host,device (auto: device on a GPU): where\n"
                                  "                           the batches are made; a list runs each\n"
                                  "  --defer-verdict 1|0      fp16: next step queued before the last's verdict (1)\n"
-                                 "  --fused-relu 1|0         a relu run by the fc or conv layer before it (1)\n";
+                                 "  --fused-relu 1|0         relu layers run inside their neighbours (1)\n";
 
 static const char data[] = "usage: dtrain data info PATH [options]\n"
                            "       dtrain data convert SRC DST [options]\n"

@@ -343,15 +343,17 @@ DT_API void dt_model_set_graphs(dt_model *m, dt_graphs mode);
  * replayed), DT_GRAPHS_OFF when it launched its kernels one by one, or before any pass. */
 DT_API dt_graphs dt_model_graphed(const dt_model *m);
 
-/** Whether an fc or conv layer followed by a relu layer runs the ReLU in its own forward (on != 0,
- * the default) instead of the relu layer running it after: on a GPU the 16-bit fc layer's GEMM
- * applies it in its epilogue (cuBLASLt's bias + ReLU) and the convolutions as they write their
- * output, one pass over the activations and one kernel a relu layer less; on the CPU it runs while
- * the output is in cache. Backward is the same either way, and so are the values, with one
- * exception on a GPU: cuBLASLt's ReLU may make a NaN 0 where the relu layer passes it on, so a
- * NaN born in such a layer's output stops there (a diverging run still shows a non-finite loss at
- * the step its weights went non-finite from). Turn it off to follow a NaN through every layer to
- * the loss. Changing it drops the model's step graphs (dt_model_set_graphs). m NULL: nothing. */
+/** Whether relu layers run inside their neighbours (on != 0, the default) instead of as kernels of
+ * their own: an fc or conv layer followed by a relu runs the ReLU in its forward (on a GPU the
+ * 16-bit fc layer's GEMM in its epilogue, cuBLASLt's bias + ReLU, and the convolutions as they
+ * write their output; on the CPU while the output is in cache), and a max pool after a relu runs
+ * the relu's backward in its own (the relu's mask at each window's argmax is the sign of the
+ * pool's output there): a pass over the activations and a kernel less each. The values are the
+ * same either way, with one exception on a GPU: cuBLASLt's ReLU may make a NaN 0 where the relu
+ * layer passes it on, so a NaN born in such a layer's output stops there (a diverging run still
+ * shows a non-finite loss at the step its weights went non-finite from). Turn it off to follow a
+ * NaN through every layer to the loss. Changing it drops the model's step graphs
+ * (dt_model_set_graphs). m NULL: nothing. */
 DT_API void dt_model_set_fused_relu(dt_model *m, int on);
 
 /** Where a training step's time goes. Profiling waits for the device at every boundary below (a

@@ -50,8 +50,13 @@ dt_status cuda_conv_fwd_relu(const conv_shape *s, const float *x, const float *w
 /* Max pooling of 16-bit values: the fp32 op on the widened values, exactly, with the same idx. */
 dt_status cuda_maxpool16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, int32_t *idx, int batch, int c, int h, int w,
                              int k);
-dt_status cuda_maxpool16_bwd(const uint16_t *dy, const int32_t *idx, uint16_t *dx, int batch, int c, int h, int w,
-                             int k);
+/* ry not NULL: the pooled input is a relu layer's output, whose backward runs here too: dy passes
+ * only where ry (the pool's forward output) is positive, as the relu layer would have masked it
+ * (the same bits). cuda_maxpool_relu_bwd: the same for fp32. */
+dt_status cuda_maxpool16_bwd(dt_dtype t, const uint16_t *dy, const int32_t *idx, const uint16_t *ry, uint16_t *dx,
+                             int batch, int c, int h, int w, int k);
+dt_status cuda_maxpool_relu_bwd(const float *dy, const int32_t *idx, const float *ry, float *dx, int batch, int c,
+                                int h, int w, int k);
 
 #ifdef __cplusplus
 }

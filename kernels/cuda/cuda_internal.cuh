@@ -197,7 +197,7 @@ dt_status cuda_layer_conv_bwd(backend *be, const pass_args *a, const layer_param
 dt_status cuda_layer_pool_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, int32_t *idx,
                               int batch, int c, int h, int w, int k);
 dt_status cuda_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx, int batch,
-                              int c, int h, int w, int k);
+                              int c, int h, int w, int k, const void *relu_y);
 dt_status cuda_layer_relu_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n);
 dt_status cuda_layer_relu_bwd(backend *be, const pass_args *a, const void *y, const void *dy, void *dx, size_t n);
 /* gemm_lt.cu: the 16-bit fully connected GEMMs with fused epilogues (cuBLASLt). Forward: y =

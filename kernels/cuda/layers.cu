@@ -127,10 +127,13 @@ dt_status cuda_layer_pool_fwd(backend *be, const pass_args *a, const void *x, in
 }
 
 dt_status cuda_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx, int batch,
-                              int c, int h, int w, int k)
+                              int c, int h, int w, int k, const void *relu_y)
 {
-    if (a->prec == DT_F32) return cuda_maxpool_bwd(be, (const float *)dy, idx, (float *)dx, batch, c, h, w, k);
-    return cuda_maxpool16_bwd((const uint16_t *)dy, idx, (uint16_t *)dx, batch, c, h, w, k);
+    (void)be;
+    if (a->prec == DT_F32)
+        return cuda_maxpool_relu_bwd((const float *)dy, idx, (const float *)relu_y, (float *)dx, batch, c, h, w, k);
+    return cuda_maxpool16_bwd(a->prec, (const uint16_t *)dy, idx, (const uint16_t *)relu_y, (uint16_t *)dx, batch, c, h,
+                              w, k);
 }
 
 dt_status cuda_layer_relu_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n)

@@ -40,10 +40,19 @@ static __global__ void maxpool_fwd_kernel(const T *__restrict__ x, T *__restrict
 /* Backward as a gather: each input gets dy of its window's output when it is that window's
  * argmax, else 0 (rows/columns past the last whole window too). The windows do not overlap, so
  * this equals the CPU's zero-then-scatter for any idx that maxpool_fwd produced. (T)0 is +0 in
- * every type. */
-template <typename T>
-static __global__ void maxpool_bwd_kernel(const T *__restrict__ dy, const int32_t *__restrict__ idx, T *__restrict__ dx,
-                                          size_t planes, int H, int W, int k)
+ * every type. RELU: the input is a relu layer's output whose backward runs here too: dy passes
+ * only where the window's output ry (the pool's forward output, the value at the argmax) is
+ * positive, exactly the relu layer's test on that input (positive16: inf the +inf pattern). */
+static __device__ __forceinline__ bool positive(float v, uint16_t) { return v > 0.0f; }
+static __device__ __forceinline__ bool positive(uint16_t v, uint16_t inf)
+{
+    return !(v & 0x8000u) && v != 0 && v <= inf;
+}
+
+template <typename T, bool RELU>
+static __global__ void maxpool_bwd_kernel(const T *__restrict__ dy, const int32_t *__restrict__ idx,
+                                          const T *__restrict__ ry, uint16_t inf, T *__restrict__ dx, size_t planes,
+                                          int H, int W, int k)
 {
     const uint32_t Ho = (uint32_t)(H / k), Wo = (uint32_t)(W / k), HW = (uint32_t)H * W, HWo = Ho * Wo;
     for (size_t pl = blockIdx.x; pl < planes; pl += gridDim.x) {
@@ -55,7 +64,7 @@ static __global__ void maxpool_bwd_kernel(const T *__restrict__ dy, const int32_
             T v = (T)0;
             if (oh < Ho && ow < Wo) {
                 const uint32_t o = oh * Wo + ow;
-                if (ip[o] == (int32_t)i) v = dyp[o];
+                if (ip[o] == (int32_t)i && (!RELU || positive(ry[pl * HWo + o], inf))) v = dyp[o];
             }
             dx[pl * HW + i] = v;
         }
@@ -74,13 +83,17 @@ static dt_status maxpool_fwd(const char *op, const T *x, T *y, int32_t *idx, int
 }
 
 template <typename T>
-static dt_status maxpool_bwd(const char *op, const T *dy, const int32_t *idx, T *dx, int batch, int c, int h, int w,
-                             int k)
+static dt_status maxpool_bwd(const char *op, const T *dy, const int32_t *idx, const T *ry, int bf, T *dx, int batch,
+                             int c, int h, int w, int k)
 {
     if (batch <= 0 || c <= 0 || k <= 0) return DT_OK;
     const size_t planes = (size_t)batch * c, per = (size_t)h * w;
     if (per == 0) return DT_OK;
-    LAUNCH_ROWS(maxpool_bwd_kernel, planes, per, dy, idx, dx, planes, h, w, k);
+    const uint16_t inf = bf ? 0x7f80u : 0x7c00u;
+    if (ry)
+        LAUNCH_ROWS((maxpool_bwd_kernel<T, true>), planes, per, dy, idx, ry, inf, dx, planes, h, w, k);
+    else
+        LAUNCH_ROWS((maxpool_bwd_kernel<T, false>), planes, per, dy, idx, ry, inf, dx, planes, h, w, k);
     return check_launch(op, "maxpool_bwd", planes * per);
 }
 
@@ -94,7 +107,13 @@ dt_status cuda_maxpool_bwd(backend *be, const float *dy, const int32_t *idx, flo
                            int k)
 {
     (void)be;
-    return maxpool_bwd("maxpool_bwd", dy, idx, dx, batch, c, h, w, k);
+    return maxpool_bwd("maxpool_bwd", dy, idx, (const float *)NULL, 0, dx, batch, c, h, w, k);
+}
+
+dt_status cuda_maxpool_relu_bwd(const float *dy, const int32_t *idx, const float *ry, float *dx, int batch, int c,
+                                int h, int w, int k)
+{
+    return maxpool_bwd("maxpool_bwd", dy, idx, ry, 0, dx, batch, c, h, w, k);
 }
 
 dt_status cuda_maxpool16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, int32_t *idx, int batch, int c, int h, int w,
@@ -103,8 +122,8 @@ dt_status cuda_maxpool16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, int32_t
     return maxpool_fwd("maxpool16_fwd", x, y, idx, t == DT_BF16, batch, c, h, w, k);
 }
 
-dt_status cuda_maxpool16_bwd(const uint16_t *dy, const int32_t *idx, uint16_t *dx, int batch, int c, int h, int w,
-                             int k)
+dt_status cuda_maxpool16_bwd(dt_dtype t, const uint16_t *dy, const int32_t *idx, const uint16_t *ry, uint16_t *dx,
+                             int batch, int c, int h, int w, int k)
 {
-    return maxpool_bwd("maxpool16_bwd", dy, idx, dx, batch, c, h, w, k);
+    return maxpool_bwd("maxpool16_bwd", dy, idx, ry, t == DT_BF16, dx, batch, c, h, w, k);
 }

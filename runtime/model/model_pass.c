@@ -110,6 +110,15 @@ static int relu_fused_after(const dt_model *m, int i)
            l[i + 1].kind == LAYER_RELU && !m->act[i + 1];
 }
 
+/* Whether layer i, a max pool reading a relu layer's output, runs that layer's backward in its own
+ * (layer_pool_bwd's relu_y): the relu's mask at each window's argmax is the sign of the pool's
+ * output there, so the pass needs no relu kernel and no read of the full-size output. */
+static int relu_fused_into_pool(const dt_model *m, int i)
+{
+    const layer *l = m->spec.layers;
+    return m->fused_relu && i > 0 && l[i].kind == LAYER_POOL && l[i - 1].kind == LAYER_RELU;
+}
+
 void model_pass_inputs(dt_model *m, const float *x)
 {
     m->x_in = x;
@@ -188,6 +197,7 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
     trace_rec *tr = trace_active(ctx_trace(m->ctx));
     for (int i = n - 1; i >= 0; i--) {
         const layer *l = &m->spec.layers[i];
+        if (i + 1 < n && relu_fused_into_pool(m, i + 1)) continue; /* done by the pool: no span, no time */
         char span[32];
         uint64_t t0 = 0;
         dt_status s = DT_OK;
@@ -214,8 +224,12 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
                 dprev = dcur;
                 break;
             case LAYER_POOL:
-                if (dprev)
-                    s = k->layer_pool_bwd(be, &a, dcur, m->pool_idx[i], dprev, batch, l->in_c, l->in_h, l->in_w, l->k);
+                if (dprev) {
+                    /* The pool's output (what layer i + 1 reads, or the logits). */
+                    const void *relu_y = relu_fused_into_pool(m, i) ? (i + 1 < n ? m->in[i + 1] : logits) : NULL;
+                    s = k->layer_pool_bwd(be, &a, dcur, m->pool_idx[i], dprev, batch, l->in_c, l->in_h, l->in_w, l->k,
+                                          relu_y);
+                }
                 break;
             case LAYER_FLATTEN: dprev = dcur; break;
         }

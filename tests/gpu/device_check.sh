@@ -186,8 +186,9 @@ step "cnn 3x32x32 graphs 1 vs 0" --model cnn --input 3x32x32 --batch 512 --steps
 # waiting for its own, bf16 beside them for the gap fp16 should no longer leave.
 step "mlp batch 256 fp16 verdict deferred" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp16 --graphs 1
 step "mlp batch 256 fp16 verdict waited" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp16 --graphs 1 --defer-verdict 0
-# A relu layer run by the fc or conv layer before it (cuBLASLt's RELU_BIAS epilogue, the conv
-# scatter) against a kernel of its own, as dtrain train runs it (1) and as before (0).
+# Relu layers run inside their neighbours (forward: cuBLASLt's RELU_BIAS epilogue, the conv
+# scatter; backward: the max pool after one) against kernels of their own, as dtrain train runs
+# them (1) and as before (0).
 step "mlp batch 256 relu fused" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp16,fp32 --graphs 1
 step "mlp batch 256 relu unfused" --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp16,fp32 --graphs 1 --fused-relu 0
 step "cnn 3x32x32 relu fused" --model cnn --input 3x32x32 --batch 512 --steps 60 --precision bf16,fp32

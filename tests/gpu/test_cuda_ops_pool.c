@@ -1,7 +1,7 @@
 /*
  * test_cuda_ops_pool.c - the CUDA table's ReLU (NaN, inf, -0, subnormals, in place) and max
- * pooling (random inputs, ties, NaNs, windows that do not fit) against the CPU table, and the 16-bit
- * pooling of mixed precision.
+ * pooling (random inputs, ties, NaNs, windows that do not fit) against the CPU table, the 16-bit
+ * pooling of mixed precision, and both pooling backwards running a relu layer's backward too.
  *
  * Tolerances: ReLU and max pooling (values, argmax, backward): exact, bit for bit (NaN payloads
  * included). 16-bit pooling: bit for bit against the CPU's fp32 op on the widened values (a NaN
@@ -90,6 +90,16 @@ static void check_maxpool(void)
         cmp_bits(what, gidx, idx, ny, 4);
         snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d dx", B, C, H, W, k);
         cmp_bits(what, gdx, dx, nx, 4);
+        /* The pool running the backward of a relu layer before it (its input taken as that
+         * layer's output): the CPU's pool backward then relu backward on x, bit for bit. */
+        float *rdx = fmalloc(nx);
+        CPU(relu_bwd, x, dx, rdx, nx);
+        G16(cuda_maxpool_relu_bwd(d_dy, d_idx, d_y, d_dx, B, C, H, W, k));
+        ops_ok("maxpool relu");
+        down(gdx, d_dx, nx * sizeof *gdx);
+        snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d relu dx", B, C, H, W, k);
+        cmp_bits(what, gdx, rdx, nx, 4);
+        free(rdx);
         /* The 16-bit pooling of mixed precision: the fp32 op on the widened values, rounded back
          * (exact: the maximum is an input, the gradient a copy of dy or +0); NaNs as NaNs. */
         float *x0 = fmalloc(nx), *dy0 = fmalloc(ny + 1), *xr = fmalloc(nx), *dyr = fmalloc(ny + 1);
@@ -115,11 +125,20 @@ static void check_maxpool(void)
             up(d_x16, x16, nx * 2);
             up(d_dy16, dy16, ny * 2);
             G16(cuda_maxpool16_fwd(t, d_x16, d_y16, d_idx, B, C, H, W, k));
-            G16(cuda_maxpool16_bwd(d_dy16, d_idx, d_dx16, B, C, H, W, k));
+            G16(cuda_maxpool16_bwd(t, d_dy16, d_idx, NULL, d_dx16, B, C, H, W, k));
             ops_ok("maxpool16");
             down(gy16, d_y16, ny * 2);
             down(gidx, d_idx, ny * sizeof *gidx);
             down(gdx16, d_dx16, nx * 2);
+            /* With a relu layer's backward before it: the relu16 backward on x16 of the above. */
+            uint16_t *rdx16 = xmalloc(nx * 2), *grdx16 = xmalloc(nx * 2);
+            cpu_relu16_bwd(t, x16, dx16, rdx16, nx);
+            G16(cuda_maxpool16_bwd(t, d_dy16, d_idx, d_y16, d_dx16, B, C, H, W, k));
+            ops_ok("maxpool16 relu");
+            down(grdx16, d_dx16, nx * 2);
+            snprintf(what, sizeof what, "maxpool16 %s %dx%dx%dx%d k%d relu dx", bf ? "bf16" : "fp16", B, C, H, W, k);
+            cmp_bits(what, grdx16, rdx16, nx, 2);
+            free(rdx16), free(grdx16);
             const uint16_t inf = bf ? 0x7f80u : 0x7c00u;
             size_t bad = 0;
             for (size_t i = 0; i < ny; i++) {

@@ -173,7 +173,7 @@ if grep -q "every relu layer a kernel of its own" "$tmp/r0" && [ "$(grep -c '^  
 else
     bad "bench step --fused-relu 0"; cat "$tmp/r0"
 fi
-expect 2 "--fused-relu (1: a relu layer run by the fc or conv layer before it, 0: by itself) '2' is out of range" \
+expect 2 "--fused-relu (1: relu layers run inside their neighbours, 0: on their own) '2' is out of range" \
     "$DTRAIN" bench step --fused-relu 2
 expect 2 "--precision 'fp8' is not one of fp32, fp16, bf16" "$DTRAIN" bench step --precision fp8
 expect 2 "--steps '0'" "$DTRAIN" bench step --steps 0

@@ -34,7 +34,7 @@ typedef struct rec {
     pass_args a;
     layer_params lp;
     conv_shape cs;
-    const void *x, *dy;
+    const void *x, *dy, *relu_y;
     void *y, *dx;
     int x_f32, relu, batch, in, out, c, h, w, k;
     int32_t *idx;
@@ -108,7 +108,8 @@ static dt_status run_rec(backend *be, const rec *r)
         case R_CONV_BWD: return k->layer_conv_bwd(be, &r->a, &r->lp, &r->cs, r->x, r->x_f32, r->dy, r->dx);
         case R_POOL_FWD:
             return k->layer_pool_fwd(be, &r->a, r->x, r->x_f32, r->y, r->idx, r->batch, r->c, r->h, r->w, r->k);
-        case R_POOL_BWD: return k->layer_pool_bwd(be, &r->a, r->dy, r->idx, r->dx, r->batch, r->c, r->h, r->w, r->k);
+        case R_POOL_BWD:
+            return k->layer_pool_bwd(be, &r->a, r->dy, r->idx, r->dx, r->batch, r->c, r->h, r->w, r->k, r->relu_y);
         case R_RELU_FWD: return k->layer_relu_fwd(be, &r->a, r->x, r->x_f32, r->y, r->n);
         case R_RELU_BWD: return k->layer_relu_bwd(be, &r->a, r->x, r->dy, r->dx, r->n);
         case R_LOSS:
@@ -166,10 +167,10 @@ static dt_status pool_fwd(backend *be, const pass_args *a, const void *x, int x_
 }
 
 static dt_status pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx, int batch,
-                          int c, int h, int w, int k)
+                          int c, int h, int w, int k, const void *relu_y)
 {
     RECORD_OR_RUN(.op = R_POOL_BWD, .a = *a, .dy = dy, .idx = (int32_t *)idx, .dx = dx, .batch = batch, .c = c, .h = h,
-                  .w = w, .k = k);
+                  .w = w, .k = k, .relu_y = relu_y);
 }
 
 static dt_status relu_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n)

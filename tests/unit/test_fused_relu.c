@@ -1,12 +1,13 @@
 /*
  * test_fused_relu.c - dt_model_set_fused_relu: an fc or conv layer followed by a relu layer runs
- * the ReLU in its own forward (layer_fc_fwd / layer_conv_fwd with relu 1) and the pass skips the
- * relu layer's kernel. On the CPU the fused forward applies the relu layer's own function, so a
- * model trained fused must match one trained with every relu a layer of its own bit for bit
- * (losses, counts, parameters), in fp32, bf16 and fp16, for fc and conv layers (a pointwise one
- * included) and in evaluation; and the relu layers that cannot be fused (one reading the model
- * input, one after another relu) must still run. The tables count what ran, so a pass that fused
- * nothing, or fused and ran the relu anyway, fails.
+ * the ReLU in its own forward (layer_fc_fwd / layer_conv_fwd with relu 1), a max pool after a
+ * relu layer runs that layer's backward in its own (layer_pool_bwd with relu_y), and the pass
+ * skips the relu layer's kernels. A model trained fused must match one trained with every relu a
+ * layer of its own bit for bit (losses, counts, parameters), in fp32, bf16 and fp16, for fc and
+ * conv layers (a pointwise one included), pools after relus (one on the model input too) and in
+ * evaluation; the relu layers that cannot be fused (a forward reading the model input, one after
+ * another relu) must still run. The tables count what ran, so a pass that fused nothing, or fused
+ * and ran the relu anyway, fails.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,7 +28,7 @@
 /* What the counting table saw since the last reset. */
 static struct {
     const backend_ops *cpu;
-    long relu_fwd, fused_fwd;
+    long relu_fwd, fused_fwd, relu_bwd, fused_bwd;
 } g_count;
 
 static dt_status count_relu_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, size_t n)
@@ -36,7 +37,22 @@ static dt_status count_relu_fwd(backend *be, const pass_args *a, const void *x, 
     return g_count.cpu->layer_relu_fwd(be, a, x, x_f32, y, n);
 }
 
+static void count_reset(void) { g_count.relu_fwd = g_count.fused_fwd = g_count.relu_bwd = g_count.fused_bwd = 0; }
+
 static void count_fwd(int relu) { g_count.fused_fwd += relu != 0; }
+
+static dt_status count_relu_bwd(backend *be, const pass_args *a, const void *y, const void *dy, void *dx, size_t n)
+{
+    g_count.relu_bwd++;
+    return g_count.cpu->layer_relu_bwd(be, a, y, dy, dx, n);
+}
+
+static dt_status count_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx,
+                                int batch, int c, int h, int w, int k, const void *relu_y)
+{
+    g_count.fused_bwd += relu_y != NULL;
+    return g_count.cpu->layer_pool_bwd(be, a, dy, idx, dx, batch, c, h, w, k, relu_y);
+}
 
 static dt_status count_fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
                               void *y, int relu, int batch, int in, int out)
@@ -54,15 +70,19 @@ static dt_status count_conv_fwd(backend *be, const pass_args *a, const layer_par
 
 typedef struct net {
     const char *spec, *input;
-    int relus, fusable; /* relu layers, and those an fc or conv layer runs when fused */
+    int relus;         /* relu layers */
+    int fusable;       /* of them, those an fc or conv layer runs forward when fused */
+    int fusable_pools; /* and those a max pool after them runs backward */
 } net;
 
 static const net g_nets[] = {
-    {"fc:24,relu,fc:16,relu,fc:5", "12", 2, 2},
-    /* a 3x3 and a pointwise convolution, then an fc layer, each with its relu */
-    {"conv:4:3:1:1,relu,pool:2,conv:6:1:1:0,relu,flatten,fc:12,relu,fc:5", "2x8x8", 3, 3},
+    {"fc:24,relu,fc:16,relu,fc:5", "12", 2, 2, 0},
+    /* a 3x3 and a pointwise convolution, then an fc layer, each with its relu; a pool after one */
+    {"conv:4:3:1:1,relu,pool:2,conv:6:1:1:0,relu,flatten,fc:12,relu,fc:5", "2x8x8", 3, 3, 1},
     /* a relu on the model input (its own buffer: runs), one after an fc (fused), one after a relu */
-    {"relu,fc:8,relu,relu,fc:4", "6", 3, 1},
+    {"relu,fc:8,relu,relu,fc:4", "6", 3, 1, 0},
+    /* pools after a relu on the model input and after a conv's relu (some windows all negative) */
+    {"relu,pool:2,conv:3:3:1:1,relu,pool:2,flatten,fc:5", "2x8x8", 2, 1, 2},
 };
 
 /* Trains a fused and an unfused model side by side on the counting table: same bits throughout,
@@ -75,6 +95,8 @@ static void train_pair(const net *n, dt_dtype prec)
     ops.layer_relu_fwd = count_relu_fwd;
     ops.layer_fc_fwd = count_fc_fwd;
     ops.layer_conv_fwd = count_conv_fwd;
+    ops.layer_relu_bwd = count_relu_bwd;
+    ops.layer_pool_bwd = count_pool_bwd;
     backend counting = {&ops, NULL};
     const int B = 6;
     dt_model *f = make_model(n->spec, n->input, B, prec, prec);
@@ -95,14 +117,18 @@ static void train_pair(const net *n, dt_dtype prec)
         int32_t *y;
         make_batch(f, B, 2.0f, &x, &y);
         dt_step_result rf, ru;
-        g_count.relu_fwd = g_count.fused_fwd = 0;
+        count_reset();
         assert_int_equal(dt_model_train_step(f, of, NULL, x, y, B, 1.0f / B, &rf), DT_OK);
         assert_int_equal(g_count.relu_fwd, n->relus - n->fusable);
         assert_int_equal(g_count.fused_fwd, n->fusable);
-        g_count.relu_fwd = g_count.fused_fwd = 0;
+        assert_int_equal(g_count.relu_bwd, n->relus - n->fusable_pools);
+        assert_int_equal(g_count.fused_bwd, n->fusable_pools);
+        count_reset();
         assert_int_equal(dt_model_train_step(u, ou, NULL, x, y, B, 1.0f / B, &ru), DT_OK);
         assert_int_equal(g_count.relu_fwd, n->relus);
         assert_int_equal(g_count.fused_fwd, 0);
+        assert_int_equal(g_count.relu_bwd, n->relus);
+        assert_int_equal(g_count.fused_bwd, 0);
         assert_true(isfinite(rf.loss_sum));
         assert_memory_equal(&rf.loss_sum, &ru.loss_sum, sizeof rf.loss_sum);
         assert_int_equal(rf.correct, ru.correct);
