@@ -62,11 +62,13 @@ typedef struct pass_args {
 
 /* One parameter layer's tensors: the fp32 master weights (O, I) or (O, C, k, k) and bias (O),
  * their 16-bit copy when the backend keeps one (keeps_params16; else NULL), and the gradients, of
- * pass_args.grad_t, overwritten. */
+ * pass_args.grad_t, overwritten; relu_mask, an fc layer's buffer of fc_relu_mask_bytes for the
+ * ReLU fused into its forward (NULL where the backend keeps none, or the layer has no relu). */
 typedef struct layer_params {
     const float *w, *b;
     const uint16_t *w16, *b16;
     void *dw, *db;
+    void *relu_mask;
 } layer_params;
 
 /* The gradients an optimizer step reads: element i is g[i] of type t (fp32, or 16-bit widened),
@@ -286,6 +288,10 @@ struct backend_ops {
      * forward rounded it into x16 (CUDA does) instead of rounding it again. */
     /* Grows *sz to what the 16-bit entries below need for a layer at batch `batch`. */
     void (*scratch16)(backend *be, const layer_need *l, int batch, scratch_sizes *sz);
+    /* Bytes of the mask a 16-bit fc forward with relu keeps (layer_params.relu_mask) for the
+     * backward of the fc layer after the relu, at batch `batch` and `out` outputs; NULL where the
+     * backend keeps none (the CPU: its backward reads the relu's output instead). */
+    size_t (*fc_relu_mask_bytes)(int batch, int out);
     /* relu 1 (fc and conv forward): y is also passed through ReLU, the result of layer_relu_fwd
      * on the plain output, for the pass to skip the relu layer after (one pass over y less, or
      * none: the GEMM's epilogue). The one difference allowed: an epilogue of a library
@@ -293,9 +299,15 @@ struct backend_ops {
      * passes NaN on and makes 16-bit zeros +0. */
     dt_status (*layer_fc_fwd)(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
                               void *y, int relu, int batch, int in, int out);
-    /* dx NULL: not wanted (the first layer). */
+    /* dx NULL: not wanted (the first layer). below not NULL: x is the output of a relu layer that
+     * the fc layer `below` ran in its forward (relu 1, with below's params), and this runs that
+     * relu's backward too (the pass then skips it): dx passes only where x is positive, and
+     * below->db = the column sums of that dx, as below's own backward would compute them from it
+     * (bit for bit on the CPU; on a GPU cuBLASLt's DRELU_BGRAD may sum before rounding dx into 16
+     * bits). db_done: lp->db was so written by the layer above, and is not computed again. */
     dt_status (*layer_fc_bwd)(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                              const void *dy, void *dx, int batch, int in, int out);
+                              const void *dy, void *dx, int batch, int in, int out, const layer_params *below,
+                              int db_done);
     dt_status (*layer_conv_fwd)(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
                                 const void *x, int x_f32, void *y, int relu);
     dt_status (*layer_conv_bwd)(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,

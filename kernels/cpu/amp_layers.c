@@ -135,12 +135,41 @@ dt_status cpu_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *
     return DT_OK;
 }
 
+/* The 16-bit bias gradient db of `out` columns from the widened dy in d: fp32, or summed in fp32
+ * and rounded once into 16-bit gradients (grads16). */
+static void bias_grad16(const pass_args *a, const float *d, int batch, int out, void *db)
+{
+    if (a->grad_t != DT_F32) {
+        col_sums(d, batch, out, a->st);
+        cpu_cast_f32_to_16(a->grad_t, a->st, db, (size_t)out);
+    } else {
+        col_sums(d, batch, out, db);
+    }
+}
+
+/* The backward of the relu layer between the fc layer `below` and this one, whose input x is that
+ * relu's output (layer_fc_bwd's below): dx zeroed where x is not positive, in place, then below's
+ * bias gradient from it, as below's backward would compute it from that dy. */
+static void relu_below_bwd(const pass_args *a, const void *x, void *dx, int batch, int in, const layer_params *below)
+{
+    const size_t n = (size_t)batch * (size_t)in;
+    if (a->prec == DT_F32) {
+        cpu_relu_bwd(x, dx, dx, n);
+        cpu_bias_grad(dx, below->db, batch, in);
+        return;
+    }
+    cpu_relu16_bwd(a->prec, x, dx, dx, n);
+    cpu_cast_16_to_f32(a->prec, dx, a->sdy, n);
+    bias_grad16(a, a->sdy, batch, in, below->db);
+}
+
 dt_status cpu_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                           const void *dy, void *dx, int batch, int in, int out)
+                           const void *dy, void *dx, int batch, int in, int out, const layer_params *below, int db_done)
 {
     (void)be;
     if (a->prec == DT_F32) {
-        cpu_linear_bwd(x, lp->w, dy, dx, lp->dw, lp->db, batch, in, out);
+        cpu_linear_bwd(x, lp->w, dy, dx, lp->dw, db_done ? NULL : lp->db, batch, in, out);
+        if (below && dx) relu_below_bwd(a, x, dx, batch, in, below);
         return DT_OK;
     }
     const int g16 = a->grad_t != DT_F32, R = fc_rows(in, out);
@@ -159,13 +188,10 @@ dt_status cpu_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *
             cpu_gemm(0, 0, batch, in, rows, 1.0f, a->sdy + r0, out, a->sw, in, r0 ? 1.0f : 0.0f, a->sy, in);
         }
     }
-    if (g16) {
-        col_sums(a->sdy, batch, out, a->st);
-        cpu_cast_f32_to_16(a->grad_t, a->st, lp->db, (size_t)out);
-    } else {
-        col_sums(a->sdy, batch, out, lp->db);
-    }
-    if (dx) cpu_cast_f32_to_16(a->prec, a->sy, dx, (size_t)batch * (size_t)in);
+    if (!db_done) bias_grad16(a, a->sdy, batch, out, lp->db);
+    if (!dx) return DT_OK;
+    cpu_cast_f32_to_16(a->prec, a->sy, dx, (size_t)batch * (size_t)in);
+    if (below) relu_below_bwd(a, x, dx, batch, in, below); /* sdy is free again */
     return DT_OK;
 }
 

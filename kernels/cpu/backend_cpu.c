@@ -481,6 +481,7 @@ static const backend_ops cpu_ops = {
     .sum_squares = c_sum_squares,
     .accum_grads = c_accum_grads,
     .scratch16 = cpu_scratch16,
+    .fc_relu_mask_bytes = NULL, /* the backward reads the relu's output */
     .layer_fc_fwd = cpu_layer_fc_fwd,
     .layer_fc_bwd = cpu_layer_fc_bwd,
     .layer_conv_fwd = cpu_layer_conv_fwd,

@@ -496,6 +496,7 @@ static const backend_ops cuda_ops = {
     /* .sum_squares = */ cuda_sum_squares,
     /* .accum_grads = */ cuda_accum_grads,
     /* .scratch16 = */ cuda_scratch16,
+    /* .fc_relu_mask_bytes = */ cuda_fc_relu_mask_bytes,
     /* .layer_fc_fwd = */ cuda_layer_fc_fwd,
     /* .layer_fc_bwd = */ cuda_layer_fc_bwd,
     /* .layer_conv_fwd = */ cuda_layer_conv_fwd,

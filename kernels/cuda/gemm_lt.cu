@@ -30,13 +30,16 @@
 #define LT_WS_BYTES ((size_t)32 << 20)
 #define LT_PLANS 64
 
-typedef enum { LT_FWD_BIAS, LT_FWD_BIAS_RELU, LT_BWD_BGRADB } lt_kind;
+/* Forward: bias; bias + ReLU; bias + ReLU keeping its bit mask (aux) for the backward. Backward:
+ * the weight gradient with the bias gradient; the data gradient through the ReLU below (its
+ * mask) with that layer's bias gradient. */
+typedef enum { LT_FWD_BIAS, LT_FWD_BIAS_RELU, LT_FWD_BIAS_RELU_AUX, LT_BWD_BGRADB, LT_BWD_DRELU_BGRAD } lt_kind;
 
 typedef struct lt_key {
     lt_kind kind;
     dt_dtype t;
     int m, n, k;
-    int align[5]; /* A, B, D and the bias vector: the bytes each pointer is aligned to, up to 256 */
+    int align[5]; /* A, B, D, the bias vector and the ReLU mask: the bytes each pointer is aligned to, up to 256 */
 } lt_key;
 
 typedef struct lt_plan {
@@ -81,21 +84,32 @@ static void plan_destroy(lt_plan *p)
 /* Fills p for its key: descriptors, layouts (column-major, as cuBLAS sees our row-major
  * matrices) and the heuristic's first algorithm; p->usable 0 when there is none. bias: a pointer
  * of the key's alignment (the heuristic reads its alignment, never its memory). */
-static void plan_make(lt_plan *p, const void *bias)
+/* The ReLU bit mask's leading dimension, in bits (one a value): the rows of D (m) rounded up to
+ * the 128 that cuBLASLt asks for. */
+static int64_t mask_ld(int m) { return ((int64_t)m + 127) / 128 * 128; }
+
+static void plan_make(lt_plan *p, const void *bias, const void *mask)
 {
     const lt_key *k = &p->key;
     const cudaDataType_t t16 = k->t == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-    const int fwd = k->kind != LT_BWD_BGRADB;
+    const int fwd = k->kind <= LT_FWD_BIAS_RELU_AUX, wgrad = k->kind == LT_BWD_BGRADB;
+    const int aux = k->kind == LT_FWD_BIAS_RELU_AUX || k->kind == LT_BWD_DRELU_BGRAD;
     /* Forward, row-major y(B,OUT) = x(B,IN) W(OUT,IN)^T: column-major D(OUT,B) = op(A) B with A the
      * memory of W as (IN,OUT) transposed, B the memory of x as (IN,B). m OUT, n B, k IN.
-     * Backward, row-major dW(OUT,IN) = dy(B,OUT)^T x(B,IN): column-major D(IN,OUT) = A op(B) with A
-     * the memory of x as (IN,B), B the memory of dy as (OUT,B) transposed. m IN, n OUT, k B. */
-    const cublasOperation_t ta = fwd ? CUBLAS_OP_T : CUBLAS_OP_N, tb = fwd ? CUBLAS_OP_N : CUBLAS_OP_T;
-    const cublasLtEpilogue_t ep = k->kind == LT_FWD_BIAS        ? CUBLASLT_EPILOGUE_BIAS
-                                  : k->kind == LT_FWD_BIAS_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                                                : CUBLASLT_EPILOGUE_BGRADB;
+     * Weight gradient, row-major dW(OUT,IN) = dy(B,OUT)^T x(B,IN): column-major D(IN,OUT) =
+     * A op(B) with A the memory of x as (IN,B), B the memory of dy as (OUT,B) transposed. m IN,
+     * n OUT, k B. Data gradient, row-major dx(B,IN) = dy(B,OUT) W(OUT,IN): column-major D(IN,B) =
+     * A B with A the memory of W as (IN,OUT), B the memory of dy as (OUT,B). m IN, n B, k OUT: the
+     * shape of the forward D of the layer below (OUT_below = IN), whose mask it reads. */
+    const cublasOperation_t ta = fwd ? CUBLAS_OP_T : CUBLAS_OP_N, tb = wgrad ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasLtEpilogue_t ep = k->kind == LT_FWD_BIAS            ? CUBLASLT_EPILOGUE_BIAS
+                                  : k->kind == LT_FWD_BIAS_RELU     ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                  : k->kind == LT_FWD_BIAS_RELU_AUX ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS
+                                  : k->kind == LT_BWD_DRELU_BGRAD   ? CUBLASLT_EPILOGUE_DRELU_BGRAD
+                                                                    : CUBLASLT_EPILOGUE_BGRADB;
     const int32_t bias_t = fwd ? (int32_t)t16 : (int32_t)CUDA_R_32F;
-    const cudaDataType_t dt = fwd ? t16 : CUDA_R_32F;
+    const cudaDataType_t dt = wgrad ? CUDA_R_32F : t16;
+    const int64_t ald = mask_ld(k->m);
     const uint64_t ws = LT_WS_BYTES;
     cublasLtMatmulPreference_t pref = NULL;
     int n_found = 0;
@@ -111,14 +125,19 @@ static void plan_make(lt_plan *p, const void *bias)
             CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) ==
             CUBLAS_STATUS_SUCCESS;
+    if (ok && aux)
+        ok = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask, sizeof mask) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ald, sizeof ald) ==
+                 CUBLAS_STATUS_SUCCESS;
     /* Stored shapes, before op: A is (k, m) when transposed, else (m, k); B is (n, k) when
      * transposed, else (k, n). */
     if (ok)
         ok = (fwd ? cublasLtMatrixLayoutCreate(&p->a, t16, (uint64_t)k->k, (uint64_t)k->m, (int64_t)k->k)
                   : cublasLtMatrixLayoutCreate(&p->a, t16, (uint64_t)k->m, (uint64_t)k->k, (int64_t)k->m)) ==
                  CUBLAS_STATUS_SUCCESS &&
-             (fwd ? cublasLtMatrixLayoutCreate(&p->b, t16, (uint64_t)k->k, (uint64_t)k->n, (int64_t)k->k)
-                  : cublasLtMatrixLayoutCreate(&p->b, t16, (uint64_t)k->n, (uint64_t)k->k, (int64_t)k->n)) ==
+             (wgrad ? cublasLtMatrixLayoutCreate(&p->b, t16, (uint64_t)k->n, (uint64_t)k->k, (int64_t)k->n)
+                    : cublasLtMatrixLayoutCreate(&p->b, t16, (uint64_t)k->k, (uint64_t)k->n, (int64_t)k->k)) ==
                  CUBLAS_STATUS_SUCCESS &&
              cublasLtMatrixLayoutCreate(&p->d, dt, (uint64_t)k->m, (uint64_t)k->n, (int64_t)k->m) ==
                  CUBLAS_STATUS_SUCCESS;
@@ -151,7 +170,7 @@ static void plan_make(lt_plan *p, const void *bias)
 }
 
 /* The plan for key (made now if new; NULL when none can be used). */
-static lt_plan *plan_for(const lt_key *key, const void *bias)
+static lt_plan *plan_for(const lt_key *key, const void *bias, const void *mask)
 {
     for (int i = 0; i < g_nplans; i++)
         if (key_equal(&g_plans[i].key, key)) return g_plans[i].usable ? &g_plans[i] : NULL;
@@ -180,16 +199,18 @@ static lt_plan *plan_for(const lt_key *key, const void *bias)
     lt_plan *p = &g_plans[g_nplans++];
     memset(p, 0, sizeof *p);
     p->key = *key;
-    plan_make(p, bias);
+    plan_make(p, bias, mask);
     return p->usable ? p : NULL;
 }
 
 /* Runs plan p; 0 when cuBLASLt refused (the plan is then dropped for the fallback, and the error
  * cleared: nothing was queued). */
-static int plan_run(lt_plan *p, const void *a, const void *b, void *d, const void *bias)
+static int plan_run(lt_plan *p, const void *a, const void *b, void *d, const void *bias, const void *mask)
 {
     const float one = 1.0f, zero = 0.0f;
     cublasStatus_t st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (st == CUBLAS_STATUS_SUCCESS && mask)
+        st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask, sizeof mask);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmul(g_lt, p->op, &one, a, p->a, b, p->b, &zero, d, p->d, d, p->d, &p->algo, g_lt_ws, p->ws,
                             g_stream);
@@ -200,7 +221,7 @@ static int plan_run(lt_plan *p, const void *a, const void *b, void *d, const voi
 }
 
 static void key_init(lt_key *k, lt_kind kind, dt_dtype t, int m, int n, int kk, const void *a, const void *b,
-                     const void *d, const void *bias)
+                     const void *d, const void *bias, const void *mask)
 {
     memset(k, 0, sizeof *k); /* the padding too: keys are compared with memcmp */
     k->kind = kind;
@@ -212,6 +233,37 @@ static void key_init(lt_key *k, lt_kind kind, dt_dtype t, int m, int n, int kk, 
     k->align[1] = align_of(b);
     k->align[2] = align_of(d);
     k->align[3] = align_of(bias);
+    k->align[4] = mask ? align_of(mask) : 0;
+}
+
+/* Whether the forward that last wrote each ReLU mask ran with its epilogue keeping the mask (a
+ * fallback or a plain ReLU epilogue left it unwritten): a data gradient reads a mask only then.
+ * The forward of a pass always comes before the backward that reads its mask, so the entry is
+ * that pass's; a mask not listed (the table is full) is not read. */
+#define LT_MASKS 64
+static struct {
+    const void *mask;
+    int kept;
+} g_masks[LT_MASKS];
+
+static void mask_note(const void *mask, int kept)
+{
+    int free_at = -1;
+    for (int i = 0; i < LT_MASKS; i++) {
+        if (g_masks[i].mask == mask) {
+            g_masks[i].kept = kept;
+            return;
+        }
+        if (!g_masks[i].mask && free_at < 0) free_at = i;
+    }
+    if (kept && free_at >= 0) g_masks[free_at].mask = mask, g_masks[free_at].kept = 1;
+}
+
+static int mask_kept(const void *mask)
+{
+    for (int i = 0; mask && i < LT_MASKS; i++)
+        if (g_masks[i].mask == mask) return g_masks[i].kept;
+    return 0;
 }
 
 /* The bias (and bias gradient) vectors are read and written in 16-byte pieces by the epilogues;
@@ -227,14 +279,28 @@ static int counted(int fused)
     return fused;
 }
 
-int cuda_lt_fc_fwd16(dt_dtype t, const uint16_t *x16, const uint16_t *w16, const uint16_t *b16, uint16_t *y, int relu,
-                     int batch, int in, int out)
+size_t cuda_fc_relu_mask_bytes(int batch, int out)
 {
-    if (batch <= 0 || in <= 0 || out <= 0 || !b16 || !bias_aligned(b16)) return counted(0);
-    lt_key key;
-    key_init(&key, relu ? LT_FWD_BIAS_RELU : LT_FWD_BIAS, t, out, batch, in, w16, x16, y, b16);
-    lt_plan *p = plan_for(&key, b16);
-    return counted(p && plan_run(p, w16, x16, y, b16));
+    return batch > 0 && out > 0 ? (size_t)mask_ld(out) / 8 * (size_t)batch : 0;
+}
+
+int cuda_lt_fc_fwd16(dt_dtype t, const uint16_t *x16, const uint16_t *w16, const uint16_t *b16, uint16_t *y, int relu,
+                     void *mask, int batch, int in, int out)
+{
+    const void *keep = relu ? mask : NULL;
+    int fused = 0;
+    if (batch > 0 && in > 0 && out > 0 && b16 && bias_aligned(b16)) {
+        lt_key key;
+        key_init(&key,
+                 keep   ? LT_FWD_BIAS_RELU_AUX
+                 : relu ? LT_FWD_BIAS_RELU
+                        : LT_FWD_BIAS,
+                 t, out, batch, in, w16, x16, y, b16, keep);
+        lt_plan *p = plan_for(&key, b16, keep);
+        fused = p && plan_run(p, w16, x16, y, b16, keep);
+    }
+    if (keep) mask_note(keep, fused);
+    return counted(fused);
 }
 
 int cuda_lt_fc_wgrad16(dt_dtype t, const uint16_t *x16, const uint16_t *dy16, float *dw, float *db, int batch, int in,
@@ -242,9 +308,20 @@ int cuda_lt_fc_wgrad16(dt_dtype t, const uint16_t *x16, const uint16_t *dy16, fl
 {
     if (batch <= 0 || in <= 0 || out <= 0 || !db || !bias_aligned(db)) return counted(0);
     lt_key key;
-    key_init(&key, LT_BWD_BGRADB, t, in, out, batch, x16, dy16, dw, db);
-    lt_plan *p = plan_for(&key, db);
-    return counted(p && plan_run(p, x16, dy16, dw, db));
+    key_init(&key, LT_BWD_BGRADB, t, in, out, batch, x16, dy16, dw, db, NULL);
+    lt_plan *p = plan_for(&key, db, NULL);
+    return counted(p && plan_run(p, x16, dy16, dw, db, NULL));
+}
+
+int cuda_lt_fc_dgrad_relu16(dt_dtype t, const uint16_t *dy16, const uint16_t *w16, uint16_t *dx, const void *mask,
+                            float *db_below, int batch, int in, int out)
+{
+    if (batch <= 0 || in <= 0 || out <= 0 || !db_below || !bias_aligned(db_below) || !mask_kept(mask))
+        return counted(0);
+    lt_key key;
+    key_init(&key, LT_BWD_DRELU_BGRAD, t, in, batch, out, w16, dy16, dx, db_below, mask);
+    lt_plan *p = plan_for(&key, db_below, mask);
+    return counted(p && plan_run(p, w16, dy16, dx, db_below, mask));
 }
 
 void cuda_lt_counts(long *fused, long *unfused)

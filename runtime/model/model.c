@@ -56,6 +56,7 @@ void model_free_acts(dt_model *m)
     for (int i = 0; i < m->spec.n; i++) {
         if (m->act) m->act[i] = NULL;
         if (m->pool_idx) m->pool_idx[i] = NULL;
+        if (m->relu_mask) m->relu_mask[i] = NULL;
     }
     for (int j = 0; j < 2; j++) m->dbuf[j] = NULL;
     m->sx = m->sy = m->sdy = m->sw = m->sg = m->st = NULL;
@@ -77,6 +78,7 @@ static void **carve_field(dt_model *m, const carve *c)
     switch (c->slot) {
         case SLOT_OUTPUT: return &m->act[c->index];
         case SLOT_POOL_IDX: return (void **)&m->pool_idx[c->index];
+        case SLOT_RELU_MASK: return &m->relu_mask[c->index];
         case SLOT_DBUF: return &m->dbuf[c->index];
         case SLOT_WS: return (void **)&m->ws;
         case SLOT_SX: return (void **)&m->sx;
@@ -130,6 +132,7 @@ void dt_model_free(dt_model *m)
     free(m->act);
     free(m->in);
     free(m->pool_idx);
+    free(m->relu_mask);
     backend *be = m->be;
     /* The scaler's verdict flag is the one after the layers' in dflags. */
     if (m->dflags && be->ops->found_inf_release) be->ops->found_inf_release(be, m->dflags + m->spec.n);
@@ -185,6 +188,7 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     m->act = calloc(n, sizeof *m->act);
     m->in = calloc(n, sizeof *m->in);
     m->pool_idx = calloc(n, sizeof *m->pool_idx);
+    m->relu_mask = calloc(n, sizeof *m->relu_mask);
     m->prec = m->grad_t = DT_F32;
     m->inv_scale = m->grad_mul = 1.0f;
     m->accum_steps = 1;
@@ -198,7 +202,7 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     /* else the error is set */
     int ok = m->params && m->grads && m->dflags && m->lossh && (host || (m->xdev && m->ldev)) &&
              (!be->ops->copy_in || host || (m->xdev2 && m->ldev2));
-    if (ok && !(m->act && m->in && m->pool_idx)) {
+    if (ok && !(m->act && m->in && m->pool_idx && m->relu_mask)) {
         status_set_error(DT_ERR_NOMEM, "out of host memory for the model's layer tables");
         ok = 0;
     }

@@ -45,6 +45,7 @@ struct dt_model {
                            the first layers (x_in), which a 16-bit pass rounds as it reads it */
     const float *x_in;  /* the input batch of the current pass, on the backend */
     int32_t **pool_idx; /* pool_idx[i]: argmax of pooling layer i, else NULL */
+    void **relu_mask;   /* relu_mask[i]: fc layer i's fused ReLU mask (fc_relu_mask_bytes), else NULL */
     void *dbuf[2];      /* gradients flowing backward */
     float *ws;          /* convolution workspace */
     void *pool;         /* the activation pool: one allocation holding the buffers above that a

@@ -71,6 +71,7 @@ static layer_params params_of(const dt_model *m, const layer *l)
         lp.w16 = m->p16 + l->w_off;
         lp.b16 = m->p16 + l->b_off;
     }
+    lp.relu_mask = m->relu_mask[l - m->spec.layers];
     return lp;
 }
 
@@ -117,6 +118,14 @@ static int relu_fused_into_pool(const dt_model *m, int i)
 {
     const layer *l = m->spec.layers;
     return m->fused_relu && i > 0 && l[i].kind == LAYER_POOL && l[i - 1].kind == LAYER_RELU;
+}
+
+/* Whether fc layer i reads a relu layer's output that the fc layer below it ran forward, and runs
+ * that relu's backward and the lower fc's bias gradient in its own (layer_fc_bwd's below). */
+static int relu_fused_into_fc_bwd(const dt_model *m, int i)
+{
+    const layer *l = m->spec.layers;
+    return i >= 2 && i < m->spec.n && l[i].kind == LAYER_FC && l[i - 2].kind == LAYER_FC && relu_fused_after(m, i - 2);
 }
 
 void model_pass_inputs(dt_model *m, const float *x)
@@ -197,7 +206,8 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
     trace_rec *tr = trace_active(ctx_trace(m->ctx));
     for (int i = n - 1; i >= 0; i--) {
         const layer *l = &m->spec.layers[i];
-        if (i + 1 < n && relu_fused_into_pool(m, i + 1)) continue; /* done by the pool: no span, no time */
+        /* A relu whose backward the layer after it runs: no span, no time of its own. */
+        if (i + 1 < n && (relu_fused_into_pool(m, i + 1) || relu_fused_into_fc_bwd(m, i + 1))) continue;
         char span[32];
         uint64_t t0 = 0;
         dt_status s = DT_OK;
@@ -210,7 +220,12 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
         void *dprev = i ? (dcur == m->dbuf[0] ? m->dbuf[1] : m->dbuf[0]) : NULL;
         const layer_params lp = params_of(m, l);
         switch (l->kind) {
-            case LAYER_FC: s = k->layer_fc_bwd(be, &a, &lp, lin, x_f32, dcur, dprev, batch, l->in_c, l->out); break;
+            case LAYER_FC: {
+                const layer_params below = relu_fused_into_fc_bwd(m, i) ? params_of(m, l - 2) : (layer_params){0};
+                s = k->layer_fc_bwd(be, &a, &lp, lin, x_f32, dcur, dprev, batch, l->in_c, l->out,
+                                    relu_fused_into_fc_bwd(m, i) ? &below : NULL, relu_fused_into_fc_bwd(m, i + 2));
+                break;
+            }
             case LAYER_CONV: {
                 conv_shape cs = l->cs;
                 cs.batch = batch;

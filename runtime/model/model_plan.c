@@ -87,6 +87,11 @@ int act_plan(const model_spec *s, const backend_ops *ops, dt_dtype prec, int bat
         const layer *l = &s->layers[i];
         if (layer_owns_output(s, i)) c[k++] = (carve){SLOT_OUTPUT, i, B * layer_out_n(l) * e, CARVE_ACT};
         if (l->kind == LAYER_POOL) c[k++] = (carve){SLOT_POOL_IDX, i, B * layer_out_n(l) * sizeof(int32_t), CARVE_ACT};
+        /* An fc layer's ReLU mask where the backend keeps one: for the relu after it, whether or
+         * not the model fuses it now (dt_model_set_fused_relu may change without a new pool). */
+        if (l->kind == LAYER_FC && prec != DT_F32 && ops->fc_relu_mask_bytes && i + 1 < s->n &&
+            s->layers[i + 1].kind == LAYER_RELU)
+            c[k++] = (carve){SLOT_RELU_MASK, i, ops->fc_relu_mask_bytes(batch, l->out), CARVE_ACT};
     }
     for (int j = 0; j < 2; j++) c[k++] = (carve){SLOT_DBUF, j, na * e, CARVE_ACT};
     size_t ws = 0;
@@ -214,6 +219,10 @@ static void plan_carve_items(dt_memory_plan *p, const model_spec *s, const carve
             case SLOT_POOL_IDX:
                 model_spec_layer_name(s, c[j].index, name, sizeof name);
                 plan_item(p, c[j].bytes, "%s argmax", name);
+                break;
+            case SLOT_RELU_MASK:
+                model_spec_layer_name(s, c[j].index, name, sizeof name);
+                plan_item(p, c[j].bytes, "%s ReLU mask", name);
                 break;
             case SLOT_DBUF: plan_item(p, c[j].bytes, "%sbackward gradient buffer", c[j].index ? "second " : ""); break;
             case SLOT_WS: plan_item(p, c[j].bytes, "%sconvolution workspace", ""); break;

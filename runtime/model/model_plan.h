@@ -12,10 +12,11 @@
 /* What a carved buffer counts as in dt_memory_summary. */
 typedef enum { CARVE_ACT, CARVE_WORK, CARVE_P16 } carve_kind;
 /* Which field of dt_model a carved buffer becomes (model.c resolves it); index: the layer for
- * CARVE_OUTPUT and CARVE_POOL_IDX, the buffer (0, 1) for CARVE_DBUF. */
+ * SLOT_OUTPUT, SLOT_POOL_IDX and SLOT_RELU_MASK, the buffer (0, 1) for SLOT_DBUF. */
 typedef enum {
     SLOT_OUTPUT,
     SLOT_POOL_IDX,
+    SLOT_RELU_MASK,
     SLOT_DBUF,
     SLOT_WS,
     SLOT_SX,
@@ -36,7 +37,8 @@ typedef struct carve {
 
 #define POOL_ALIGN 256 /* every buffer of the pool starts on a 256-byte boundary */
 
-/* Entries act_plan may write: per layer an output and pooling indices, then at most 11 more. */
+/* Entries act_plan may write: per layer an output and pooling indices or a ReLU mask, then at
+ * most 11 more. */
 static inline size_t carve_max(const model_spec *s) { return 2 * (size_t)s->n + 16; }
 static inline size_t carve_aligned(size_t bytes) { return (bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN; }
 

@@ -297,6 +297,7 @@ static inline int cuda_table_missing(const backend_ops *k, int *listed)
         ENTRY(sum_squares),
         ENTRY(accum_grads),
         ENTRY(scratch16),
+        ENTRY(fc_relu_mask_bytes),
         ENTRY(layer_fc_fwd),
         ENTRY(layer_fc_bwd),
         ENTRY(layer_conv_fwd),

@@ -246,7 +246,7 @@ static void check_layer_fc16(void)
             long fused0, unfused0, fused1, unfused1;
             cuda_lt_counts(&fused0, &unfused0);
             GPU(layer_fc_fwd, &a, &lp, in, cfg[z].x_f32, d_y16, 0, B, I, O);
-            GPU(layer_fc_bwd, &a, &lp, in, cfg[z].x_f32, d_dy16, d_dx16, B, I, O);
+            GPU(layer_fc_bwd, &a, &lp, in, cfg[z].x_f32, d_dy16, d_dx16, B, I, O, NULL, 0);
             ops_ok("layer_fc16");
             cuda_lt_counts(&fused1, &unfused1);
             char what[128];
@@ -347,8 +347,95 @@ static void check_fused_relu_nan(void)
     }
 }
 
+/* Two fc layers with a relu between, as the mlp's: the lower forward with the relu fused keeping
+ * its mask (fc_relu_mask_bytes), the upper backward running the relu's backward and the lower
+ * layer's bias gradient (layer_fc_bwd's below) in cuBLASLt's DRELU_BGRAD epilogue, or without a
+ * mask in the unfused GEMM, the relu kernel and the column sums. Against the CPU on the values the
+ * GPU's forward gave: dx = (dy W) where y > 0 within one rounding, the lower db = the column sums
+ * of the GPU's dx within 2 (bf16) or 0.5 (fp16) percent of max |db| (cuBLASLt sums before
+ * rounding dx); and the mlp's shape must take the epilogues (forward and data gradient). */
+static void check_fc16_relu_chain(void)
+{
+    static const struct {
+        int batch, in, hid, out, mask;
+    } cfg[] = {{256, 784, 1024, 1024, 1}, {256, 1024, 1024, 10, 1}, {64, 96, 200, 40, 1}, {64, 96, 200, 40, 0}};
+    for (int bf = 0; bf <= 1; bf++) {
+        const dt_dtype t = bf ? DT_BF16 : DT_F16;
+        const char *tn = bf ? "bf16" : "fp16";
+        const double tol16 = bf ? 8e-3 : 1e-3, toldb = bf ? 2e-2 : 5e-3;
+        for (size_t z = 0; z < sizeof cfg / sizeof *cfg; z++) {
+            const int B = cfg[z].batch, I = cfg[z].in, H = cfg[z].hid, O = cfg[z].out;
+            const size_t nx = (size_t)B * I, nh = (size_t)B * H, ny = (size_t)B * O;
+            const size_t n1 = (size_t)H * I + H, n2 = (size_t)O * H + O; /* lower, upper: w then b */
+            float *p = fmalloc(n1 + n2), *dy = fmalloc(ny), *h = fmalloc(nh), *ref = fmalloc(nh), *g = fmalloc(nh),
+                  *db = fmalloc(H), *gdb = fmalloc(H), *w2 = fmalloc((size_t)O * H);
+            uint16_t *x16 = xmalloc(nx * 2), *p16 = xmalloc((n1 + n2) * 2), *dy16 = xmalloc(ny * 2),
+                     *h16 = xmalloc(nh * 2);
+            float *x = fmalloc(nx);
+            fill16(t, x, x16, nx, 1.0f);
+            fill16(t, p, p16, n1 + n2, 0.1f);
+            fill16(t, dy, dy16, ny, 1.0f);
+            uint16_t *d_x16 = dcopy16(x16, nx), *d_p16 = dcopy16(p16, n1 + n2), *d_dy16 = dcopy16(dy16, ny),
+                     *d_h16 = dmalloc(nh * 2), *d_dx16 = dmalloc(nh * 2);
+            const size_t mb = gpu_be->ops->fc_relu_mask_bytes(B, H);
+            void *d_mask = cfg[z].mask ? dmalloc(mb) : NULL;
+            float *d_g = dfloats(n1 + n2), *d_sy = dfloats(nh > ny ? nh : ny);
+            pass_args a = {.prec = t, .grad_t = DT_F32, .sy = d_sy};
+            layer_params lo = {
+                .w16 = d_p16, .b16 = d_p16 + (size_t)H * I, .dw = d_g, .db = d_g + (size_t)H * I, .relu_mask = d_mask};
+            layer_params up = {
+                .w16 = d_p16 + n1, .b16 = d_p16 + n1 + (size_t)O * H, .dw = d_g + n1, .db = d_g + n1 + (size_t)O * H};
+            long f0, u0, f1, u1, f2, u2;
+            cuda_lt_counts(&f0, &u0);
+            GPU(layer_fc_fwd, &a, &lo, d_x16, 0, d_h16, 1, B, I, H);
+            cuda_lt_counts(&f1, &u1);
+            GPU(layer_fc_bwd, &a, &up, d_h16, 0, d_dy16, d_dx16, B, H, O, &lo, 0);
+            ops_ok("fc16 relu chain");
+            cuda_lt_counts(&f2, &u2);
+            char what[128];
+            if (z == 0 && cfg[z].mask)
+                check(f1 - f0 == 1 && f2 - f1 == 2,
+                      "fc16 relu chain %s %dx%d->%d->%d: forward %ld of 1, backward %ld of 2 GEMMs fused (want all)",
+                      tn, B, I, H, O, f1 - f0, f2 - f1);
+            else
+                printf("note fc16 relu chain %s %dx%d->%d->%d%s: forward %ld of 1, backward %ld of 2 GEMMs fused\n", tn,
+                       B, I, H, O, cfg[z].mask ? "" : " (no mask)", f1 - f0, f2 - f1);
+            /* The reference on the GPU's h: dx = dy W2 in fp32 on the widened values, zero where
+             * h is not positive. */
+            down(h16, d_h16, nh * 2);
+            cpu_cast_16_to_f32(t, h16, h, nh);
+            cpu_cast_16_to_f32(t, p16 + n1, w2, (size_t)O * H);
+            cpu_cast_16_to_f32(t, dy16, dy, ny);
+            for (size_t r = 0; r < (size_t)B; r++)
+                for (size_t j = 0; j < (size_t)H; j++) {
+                    double acc = 0.0;
+                    for (size_t o = 0; o < (size_t)O; o++) acc += (double)dy[r * O + o] * w2[o * H + j];
+                    ref[r * H + j] = h[r * H + j] > 0.0f ? (float)acc : 0.0f;
+                }
+            down(h16, d_dx16, nh * 2);
+            cpu_cast_16_to_f32(t, h16, g, nh);
+            snprintf(what, sizeof what, "fc16 relu chain %s %dx%d->%d->%d%s dx", tn, B, I, H, O,
+                     cfg[z].mask ? "" : " (no mask)");
+            cmp_rel(what, g, ref, nh, tol16);
+            for (int j = 0; j < H; j++) {
+                double acc = 0.0;
+                for (int r = 0; r < B; r++) acc += g[(size_t)r * H + j];
+                db[j] = (float)acc;
+            }
+            down(gdb, d_g + (size_t)H * I, (size_t)H * 4);
+            snprintf(what, sizeof what, "fc16 relu chain %s %dx%d->%d->%d%s lower db", tn, B, I, H, O,
+                     cfg[z].mask ? "" : " (no mask)");
+            cmp_rel(what, gdb, db, (size_t)H, toldb);
+            cudaFree(d_x16), cudaFree(d_p16), cudaFree(d_dy16), cudaFree(d_h16), cudaFree(d_dx16), cudaFree(d_mask),
+                cudaFree(d_g), cudaFree(d_sy);
+            free(p), free(dy), free(h), free(ref), free(g), free(db), free(gdb), free(w2), free(x16), free(p16),
+                free(dy16), free(h16), free(x);
+        }
+    }
+}
+
 int main(void)
 {
-    const cuda_check_fn checks[] = {check_amp16, check_layer_fc16, check_fused_relu_nan};
+    const cuda_check_fn checks[] = {check_amp16, check_layer_fc16, check_fused_relu_nan, check_fc16_relu_chain};
     return cuda_ops_main(NULL, checks, sizeof checks / sizeof *checks);
 }

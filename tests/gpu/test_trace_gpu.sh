@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU spans of `dtrain train --trace` (docs/trace.md): on one GPU, the "gpu compute" track has a
-# forward and a backward span for every layer of the mlp in every step, each longer than 0, none
+# forward and a backward span for every fc layer of the mlp in every step (its relus run inside
+# them), each longer than 0, none
 # before the host queued it (the reference-event clock), each inside a step's host span give or
 # take 5 ms; with DTRAIN_COMM_WORLD1=1 (the reducer's NCCL bucket path at one rank) and, when the
 # machine has two GPUs, at two ranks, the "gpu nccl" track has the buckets' allreduces, with
@@ -35,7 +36,7 @@ for r in range(ranks):
     need(meta.get((r, GPU)) == "gpu compute", "rank %d: the gpu compute track is named" % r)
     gc = [e for e in mine if e["tid"] == GPU]
     host = [e for e in mine if e["tid"] == 0 and e["cat"] in ("forward", "backward")]
-    for l in range(5):  # mlp: fc relu fc relu fc
+    for l in (0, 2, 4):  # mlp: fc relu fc relu fc, the relus inside the fc layers
         for kind in ("fwd", "bwd"):
             g = [e for e in gc if e["name"].startswith("%s %d " % (kind, l))]
             h = [e for e in host if e["name"].startswith("%s %d " % (kind, l))]

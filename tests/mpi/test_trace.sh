@@ -26,10 +26,13 @@ for r in (0, 1):
     need(meta.get((r, 0, "thread_name")) == "train" and meta.get((r, 1, "thread_name")) == "comm", "rank %d's track names" % r)
     mine = [e for e in x if e["pid"] == r]
     names = {e["name"] for e in mine}
-    # The mlp model: fc, relu, fc, relu, fc (layers 0..4): every layer forward and backward.
-    for l in range(5):
+    # The mlp model: fc, relu, fc, relu, fc (layers 0..4): every fc layer forward and backward;
+    # the relus run inside them (forward in the fc below, backward in the fc above: no spans).
+    for l in (0, 2, 4):
         need(any(n.startswith("fwd %d " % l) for n in names), "rank %d: forward of layer %d" % (r, l))
         need(any(n.startswith("bwd %d " % l) for n in names), "rank %d: backward of layer %d" % (r, l))
+    for l in (1, 3):
+        need(not any(re.match(r"(fwd|bwd) %d " % l, n) for n in names), "rank %d: no span of relu %d (fused)" % (r, l))
     ar = [e for e in mine if e["name"].startswith("allreduce b")]
     need(ar and all(e["tid"] == 1 and e["dur"] > 0 and e["args"]["bytes"] > 0 for e in ar),
          "rank %d: bucket allreduces on the comm track, each begin < end, with bytes" % r)
@@ -38,8 +41,9 @@ for r in (0, 1):
     need(any(e["name"].startswith("batch ") and e["tid"] >= 2 for e in mine), "rank %d: loader chunks on a loader track" % r)
     got = sorted(e["args"]["n"] for e in mine if e["cat"] == "step")
     need(got == steps, "rank %d: steps %s, expected %s" % (r, got, steps))
-    # Per step, the layers: 5 forward, 5 backward.
-    need(sum(e["cat"] == "forward" for e in mine) == 5 * len(steps), "rank %d: 5 forward spans a step" % r)
+    # Per step, the fc layers: 3 forward, 3 backward.
+    need(sum(e["cat"] == "forward" for e in mine) == 3 * len(steps), "rank %d: 3 forward spans a step" % r)
+    need(sum(e["cat"] == "backward" for e in mine) == 3 * len(steps), "rank %d: 3 backward spans a step" % r)
 # The CPU backend has no device timeline: no GPU track (tid 1000 and up, docs/trace.md).
 need(all(e["tid"] < 1000 for e in x), "no GPU tracks on the CPU")
 # On every track, in file order, the begin times go forward and none is negative (after the offset).

@@ -32,7 +32,8 @@ typedef enum {
 typedef struct rec {
     rec_op op;
     pass_args a;
-    layer_params lp;
+    layer_params lp, below; /* below: layer_fc_bwd's, when has_below */
+    int has_below, db_done;
     conv_shape cs;
     const void *x, *dy, *relu_y;
     void *y, *dx;
@@ -103,7 +104,9 @@ static dt_status run_rec(backend *be, const rec *r)
     switch (r->op) {
         case R_FC_FWD:
             return k->layer_fc_fwd(be, &r->a, &r->lp, r->x, r->x_f32, r->y, r->relu, r->batch, r->in, r->out);
-        case R_FC_BWD: return k->layer_fc_bwd(be, &r->a, &r->lp, r->x, r->x_f32, r->dy, r->dx, r->batch, r->in, r->out);
+        case R_FC_BWD:
+            return k->layer_fc_bwd(be, &r->a, &r->lp, r->x, r->x_f32, r->dy, r->dx, r->batch, r->in, r->out,
+                                   r->has_below ? &r->below : NULL, r->db_done);
         case R_CONV_FWD: return k->layer_conv_fwd(be, &r->a, &r->lp, &r->cs, r->x, r->x_f32, r->y, r->relu);
         case R_CONV_BWD: return k->layer_conv_bwd(be, &r->a, &r->lp, &r->cs, r->x, r->x_f32, r->dy, r->dx);
         case R_POOL_FWD:
@@ -141,10 +144,11 @@ static dt_status fc_fwd(backend *be, const pass_args *a, const layer_params *lp,
 }
 
 static dt_status fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                        const void *dy, void *dx, int batch, int in, int out)
+                        const void *dy, void *dx, int batch, int in, int out, const layer_params *below, int db_done)
 {
     RECORD_OR_RUN(.op = R_FC_BWD, .a = *a, .lp = *lp, .x = x, .x_f32 = x_f32, .dy = dy, .dx = dx, .batch = batch,
-                  .in = in, .out = out);
+                  .in = in, .out = out, .below = below ? *below : (layer_params){0}, .has_below = below != NULL,
+                  .db_done = db_done);
 }
 
 static dt_status conv_fwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s, const void *x,

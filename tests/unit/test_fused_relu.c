@@ -1,8 +1,9 @@
 /*
  * test_fused_relu.c - dt_model_set_fused_relu: an fc or conv layer followed by a relu layer runs
- * the ReLU in its own forward (layer_fc_fwd / layer_conv_fwd with relu 1), a max pool after a
- * relu layer runs that layer's backward in its own (layer_pool_bwd with relu_y), and the pass
- * skips the relu layer's kernels. A model trained fused must match one trained with every relu a
+ * the ReLU in its own forward (layer_fc_fwd / layer_conv_fwd with relu 1), a max pool or an fc
+ * layer after such a relu runs its backward in its own (layer_pool_bwd with relu_y, layer_fc_bwd
+ * with below, which also computes the lower fc layer's bias gradient: db_done there), and the
+ * pass skips the relu layer's kernels. A model trained fused must match one trained with every relu a
  * layer of its own bit for bit (losses, counts, parameters), in fp32, bf16 and fp16, for fc and
  * conv layers (a pointwise one included), pools after relus (one on the model input too) and in
  * evaluation; the relu layers that cannot be fused (a forward reading the model input, one after
@@ -47,6 +48,14 @@ static dt_status count_relu_bwd(backend *be, const pass_args *a, const void *y, 
     return g_count.cpu->layer_relu_bwd(be, a, y, dy, dx, n);
 }
 
+static dt_status count_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
+                              const void *dy, void *dx, int batch, int in, int out, const layer_params *below,
+                              int db_done)
+{
+    g_count.fused_bwd += below != NULL;
+    return g_count.cpu->layer_fc_bwd(be, a, lp, x, x_f32, dy, dx, batch, in, out, below, db_done);
+}
+
 static dt_status count_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx,
                                 int batch, int c, int h, int w, int k, const void *relu_y)
 {
@@ -70,16 +79,18 @@ static dt_status count_conv_fwd(backend *be, const pass_args *a, const layer_par
 
 typedef struct net {
     const char *spec, *input;
-    int relus;         /* relu layers */
-    int fusable;       /* of them, those an fc or conv layer runs forward when fused */
-    int fusable_pools; /* and those a max pool after them runs backward */
+    int relus;       /* relu layers */
+    int fusable;     /* of them, those an fc or conv layer runs forward when fused */
+    int fusable_bwd; /* and those a max pool or an fc layer after them runs backward */
 } net;
 
 static const net g_nets[] = {
-    {"fc:24,relu,fc:16,relu,fc:5", "12", 2, 2, 0},
-    /* a 3x3 and a pointwise convolution, then an fc layer, each with its relu; a pool after one */
-    {"conv:4:3:1:1,relu,pool:2,conv:6:1:1:0,relu,flatten,fc:12,relu,fc:5", "2x8x8", 3, 3, 1},
-    /* a relu on the model input (its own buffer: runs), one after an fc (fused), one after a relu */
+    {"fc:24,relu,fc:16,relu,fc:5", "12", 2, 2, 2},
+    /* a 3x3 and a pointwise convolution, then an fc layer, each with its relu; a pool after one,
+     * a flatten after one (not fused backward), an fc after one */
+    {"conv:4:3:1:1,relu,pool:2,conv:6:1:1:0,relu,flatten,fc:12,relu,fc:5", "2x8x8", 3, 3, 2},
+    /* a relu on the model input (its own buffer: runs), one after an fc (fused forward), one after
+     * a relu (neither fused backward: no fc below the fc above them) */
     {"relu,fc:8,relu,relu,fc:4", "6", 3, 1, 0},
     /* pools after a relu on the model input and after a conv's relu (some windows all negative) */
     {"relu,pool:2,conv:3:3:1:1,relu,pool:2,flatten,fc:5", "2x8x8", 2, 1, 2},
@@ -97,6 +108,7 @@ static void train_pair(const net *n, dt_dtype prec)
     ops.layer_conv_fwd = count_conv_fwd;
     ops.layer_relu_bwd = count_relu_bwd;
     ops.layer_pool_bwd = count_pool_bwd;
+    ops.layer_fc_bwd = count_fc_bwd;
     backend counting = {&ops, NULL};
     const int B = 6;
     dt_model *f = make_model(n->spec, n->input, B, prec, prec);
@@ -121,8 +133,8 @@ static void train_pair(const net *n, dt_dtype prec)
         assert_int_equal(dt_model_train_step(f, of, NULL, x, y, B, 1.0f / B, &rf), DT_OK);
         assert_int_equal(g_count.relu_fwd, n->relus - n->fusable);
         assert_int_equal(g_count.fused_fwd, n->fusable);
-        assert_int_equal(g_count.relu_bwd, n->relus - n->fusable_pools);
-        assert_int_equal(g_count.fused_bwd, n->fusable_pools);
+        assert_int_equal(g_count.relu_bwd, n->relus - n->fusable_bwd);
+        assert_int_equal(g_count.fused_bwd, n->fusable_bwd);
         count_reset();
         assert_int_equal(dt_model_train_step(u, ou, NULL, x, y, B, 1.0f / B, &ru), DT_OK);
         assert_int_equal(g_count.relu_fwd, n->relus);
