@@ -81,13 +81,13 @@ static void plan_destroy(lt_plan *p)
     p->op = NULL;
 }
 
-/* Fills p for its key: descriptors, layouts (column-major, as cuBLAS sees our row-major
- * matrices) and the heuristic's first algorithm; p->usable 0 when there is none. bias: a pointer
- * of the key's alignment (the heuristic reads its alignment, never its memory). */
 /* The ReLU bit mask's leading dimension, in bits (one a value): the rows of D (m) rounded up to
  * the 128 that cuBLASLt asks for. */
 static int64_t mask_ld(int m) { return ((int64_t)m + 127) / 128 * 128; }
 
+/* Fills p for its key: descriptors, layouts (column-major, as cuBLAS sees our row-major
+ * matrices) and the heuristic's first algorithm; p->usable 0 when there is none. bias and mask:
+ * pointers of the key's alignment (the heuristic reads their alignment, never their memory). */
 static void plan_make(lt_plan *p, const void *bias, const void *mask)
 {
     const lt_key *k = &p->key;
