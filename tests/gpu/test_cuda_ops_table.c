@@ -18,7 +18,7 @@ static void check_no_gpu(void)
     check(!k->host_memory && k->keeps_params16 && !k->grads16,
           "the CUDA table's capabilities: device memory, a 16-bit parameter copy, fp32 gradients");
     int listed = 0;
-    const int want = 60, missing = cuda_table_missing(k, &listed);
+    const int want = 61, missing = cuda_table_missing(k, &listed);
     check(missing == 0 && listed == want, "all %d entries of the CUDA table are set (%d NULL)", want, missing);
     check(k->stream(NULL) == NULL, "the ops start on the default stream");
 
@@ -44,6 +44,12 @@ static void check_no_gpu(void)
           "conv_ws_floats grows with the batch and holds whole images, 16 bytes of padding at most (%zu floats at "
           "16)",
           prev);
+
+    /* The fused ReLU's bit mask: a bit a value, rows of the layer's outputs rounded up to 128 bits
+     * (cuBLASLt's leading dimension), per sample; none for an empty layer. */
+    check(k->fc_relu_mask_bytes(256, 1024) == 32768 && k->fc_relu_mask_bytes(3, 10) == 48 &&
+              k->fc_relu_mask_bytes(2, 129) == 64 && k->fc_relu_mask_bytes(0, 10) == 0,
+          "fc_relu_mask_bytes: 128-bit rows a sample (32768 bytes for 256 x 1024)");
 
     /* No-op cases return before touching the device. */
     int correct = -1;
