@@ -284,22 +284,29 @@ dt_status cpu_layer_pool_fwd(backend *be, const pass_args *a, const void *x, int
     return DT_OK;
 }
 
-/* The relu layer's backward before a pool's, run by the pool (layer_pool_bwd's relu_y): the
- * gradient of each window's argmax input zeroed where the window's output (the value at its
- * argmax, relu_y) is not positive, as the relu layer would have zeroed it; every other input's is
- * 0 already. n outputs of the pool, idx their argmax within each plane of `plane` inputs. */
-static int relu_passes(dt_dtype prec, const void *relu_y, size_t o)
+/* The pool's backward with the relu layer's before it (layer_pool_bwd's relu_y), over `planes`
+ * planes of `plane` inputs and `per` outputs: each window's dy goes to its argmax input only where
+ * the window's output (the value at that argmax, relu_y, of prec) is positive, as the relu layer
+ * would have passed it; every other input gets +0, as the relu or the pool would have given it. */
+static void maxpool_relu_bwd(dt_dtype prec, const float *dy, const void *relu_y, const int32_t *idx, float *dx,
+                             size_t planes, size_t per, size_t plane)
 {
-    if (prec == DT_F32) return ((const float *)relu_y)[o] > 0.0f;
-    const uint16_t y = ((const uint16_t *)relu_y)[o], inf = prec == DT_F16 ? 0x7c00u : 0x7f80u;
-    return !(y & 0x8000u) && y != 0 && y <= inf;
-}
-
-static void relu_mask_scattered(dt_dtype prec, const void *relu_y, const int32_t *idx, float *dx, size_t n,
-                                size_t per_plane, size_t plane)
-{
-    for (size_t o = 0; o < n; o++)
-        if (!relu_passes(prec, relu_y, o)) dx[o / per_plane * plane + (size_t)idx[o]] = 0.0f;
+    const uint16_t inf = prec == DT_F16 ? 0x7c00u : 0x7f80u;
+    for (size_t pl = 0; pl < planes; pl++) {
+        float *dxp = dx + pl * plane;
+        const float *dyp = dy + pl * per;
+        const int32_t *ip = idx + pl * per;
+        memset(dxp, 0, plane * sizeof *dxp);
+        if (prec == DT_F32) {
+            const float *y = (const float *)relu_y + pl * per;
+            for (size_t o = 0; o < per; o++)
+                if (y[o] > 0.0f) dxp[ip[o]] = dyp[o];
+        } else {
+            const uint16_t *y = (const uint16_t *)relu_y + pl * per;
+            for (size_t o = 0; o < per; o++)
+                if (!(y[o] & 0x8000u) && y[o] != 0 && y[o] <= inf) dxp[ip[o]] = dyp[o];
+        }
+    }
 }
 
 dt_status cpu_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx, int batch,
@@ -308,8 +315,10 @@ dt_status cpu_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, co
     (void)be;
     const size_t per_plane = (size_t)(h / k) * (w / k), plane = (size_t)h * w;
     if (a->prec == DT_F32) {
-        cpu_maxpool_bwd(dy, idx, dx, batch, c, h, w, k);
-        if (relu_y) relu_mask_scattered(DT_F32, relu_y, idx, dx, (size_t)batch * c * per_plane, per_plane, plane);
+        if (relu_y)
+            maxpool_relu_bwd(DT_F32, dy, relu_y, idx, dx, (size_t)batch * c, per_plane, plane);
+        else
+            cpu_maxpool_bwd(dy, idx, dx, batch, c, h, w, k);
         return DT_OK;
     }
     const size_t in_n = (size_t)c * h * w, out_n = (size_t)c * (h / k) * (w / k);
@@ -318,10 +327,11 @@ dt_status cpu_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, co
         const int bs = batch - b0 < C ? batch - b0 : C;
         const size_t off = (size_t)b0 * out_n;
         cpu_cast_16_to_f32(a->prec, (const uint16_t *)dy + off, a->sdy, (size_t)bs * out_n);
-        cpu_maxpool_bwd(a->sdy, idx + off, a->sy, bs, c, h, w, k);
         if (relu_y)
-            relu_mask_scattered(a->prec, (const uint16_t *)relu_y + off, idx + off, a->sy, (size_t)bs * out_n,
-                                per_plane, plane);
+            maxpool_relu_bwd(a->prec, a->sdy, (const uint16_t *)relu_y + off, idx + off, a->sy, (size_t)bs * c,
+                             per_plane, plane);
+        else
+            cpu_maxpool_bwd(a->sdy, idx + off, a->sy, bs, c, h, w, k);
         /* exact: copies of dy, and zeros */
         cpu_cast_f32_to_16(a->prec, a->sy, (uint16_t *)dx + (size_t)b0 * in_n, (size_t)bs * in_n);
     }
