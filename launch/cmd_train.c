@@ -237,6 +237,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
         return setup_error(r, s, "while making the gradient accumulation buffer");
     dt_model_set_step_overlap(r->m, t->step_overlap);
     dt_model_set_graphs(r->m, t->graphs);
+    dt_model_set_fused_relu(r->m, t->fused_relu);
     /* train_loop.c settles each step's verdict once the next batch is made. */
     dt_model_set_deferred_verdict(r->m, 1);
     if (t->clip_grad_norm > 0 && (s = dt_model_set_clip_grad_norm(r->m, t->clip_grad_norm)))

@@ -90,7 +90,10 @@ static const char train_precision[] =
     "  --loss-scale-init F (65536)  --loss-scale-growth F (2)\n"
     "  --loss-scale-backoff F (0.5)  --loss-scale-interval N (2000)\n"
     "  --loss-scale-hysteresis N (1)  --max-overflow-fraction F (0.5)\n"
-    "  --loss-scale-min F (1)  --loss-scale-max F (2^24)  --loss-scale-window N (100)\n";
+    "  --loss-scale-min F (1)  --loss-scale-max F (2^24)  --loss-scale-window N (100)\n"
+    "  --fused-relu 1|0 (1)  relu layers run inside their neighbours; 0 keeps them\n"
+    "     kernels of their own, for a NaN to reach the loss (a GPU's fused 16-bit fc\n"
+    "     ReLU may make it 0)\n";
 
 static const char eval[] = "usage: dtrain eval --checkpoint-dir DIR --data PATH [options]\n"
                            "A trained model's accuracy, mean loss, per-class accuracy and confusion matrix,\n"

@@ -70,6 +70,7 @@ enum {
     OPT_CLIP,
     OPT_STEP_OVERLAP,
     OPT_GRAPHS,
+    OPT_FUSED_RELU,
     OPT_SYNTHETIC_ON,
     OPT_PROGRESS,
     OPT_QUIET,
@@ -135,6 +136,7 @@ static const struct option train_options[] = {
     {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
     {"step-overlap", required_argument, NULL, OPT_STEP_OVERLAP},
     {"graphs", required_argument, NULL, OPT_GRAPHS},
+    {"fused-relu", required_argument, NULL, OPT_FUSED_RELU},
     {"synthetic-on", required_argument, NULL, OPT_SYNTHETIC_ON},
     {"progress", required_argument, NULL, OPT_PROGRESS},
     {"quiet", no_argument, NULL, OPT_QUIET},
@@ -174,6 +176,9 @@ static int train_handle(int val, const char *arg, void *ud)
             return EXIT_OK;
         case OPT_STEP_OVERLAP: return cli_step_overlap(arg, &t->step_overlap);
         case OPT_GRAPHS: return cli_graphs(arg, &t->graphs);
+        case OPT_FUSED_RELU:
+            return cli_int("--fused-relu (1: relu layers run inside their neighbours, 0: on their own)", arg, 0, 1,
+                           &t->fused_relu);
         case OPT_SYNTHETIC_ON: return cli_synthetic_on(arg, &t->synthetic_on);
         case OPT_CLIP: {
             float v;
@@ -355,6 +360,7 @@ int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t)
                       .loader_threads = -1,
                       .step_overlap = DT_STEP_OVERLAP_AUTO,
                       .graphs = DT_GRAPHS_AUTO,
+                      .fused_relu = 1,
                       .synthetic_on = DT_SYNTHETIC_AUTO,
                       .precision = DT_F32,
                       .loss_scale = -1,

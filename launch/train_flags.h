@@ -42,6 +42,7 @@ typedef struct train_opts {
     double clip_grad_norm;        /* 0: off */
     dt_step_overlap step_overlap; /* --step-overlap */
     dt_graphs graphs;             /* --graphs */
+    int fused_relu;               /* --fused-relu */
     dt_synthetic_on synthetic_on; /* --synthetic-on */
     /* What rank 0 prints while training. */
     progress_mode progress;     /* --progress */

@@ -21,6 +21,20 @@ for model in mlp cnn; do
     done
 done
 
+# --- Relu layers run inside their neighbours (--fused-relu 1, the default) or on their own: the
+# same parameters bit for bit on the CPU, for the cnn (relus before pools and an fc) in bf16 too.
+for prec in fp32 bf16; do
+    common="--model cnn --steps 6 --batch 8 --lr 0.05 --seed 5 --log-every 6 --precision $prec"
+    if train 2 $common --fused-relu 1 --dump-params "$tmp/fr1" && train 2 $common --fused-relu 0 --dump-params "$tmp/fr0"; then
+        out=$("$CMP" "$tmp/fr1" "$tmp/fr0" exact) && ok "cnn $prec, 2 ranks: --fused-relu 1 == 0: $out" ||
+            bad "cnn $prec: --fused-relu 1 != 0: $out"
+    else
+        bad "the --fused-relu runs failed"
+    fi
+done
+expect 2 "--fused-relu (1: relu layers run inside their neighbours, 0: on their own) '3' is out of range" \
+    "$DTRAIN" train --fused-relu 3
+
 # --- The loader's device path (the CPU standing in for a GPU, DTRAIN_TEST_SYNTH_DEVICE): the same
 # batches at every rank, so the same parameters bit for bit as batches made by loader threads,
 # through an epoch boundary (300 samples, 2 x 8 a step) and a stop + resume between.
