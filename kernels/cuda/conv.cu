@@ -202,13 +202,13 @@ static dt_status gather_dy(const char *op, const T *dy, T *out, int g, int O, si
 /* The reverse for a forward's result: the GEMM's (O, g*P) fp32 output yg into g images of NCHW
  * (g, O, P): MODE 0 assigned to acc; MODE 1 with the fp32 bias b32[o] added (the sum the CPU makes,
  * bias first, then the product added); MODE 2 with the 16-bit bias added and rounded into y16
- * (y16 = round(yg + b16[o]), b16 NULL: + 0.0f, the arithmetic of bias_round16_kernel). RELU: the
+ * (y16 = round(yg + b16[o]), b16 NULL: + 0.0f, the arithmetic of bias_round16_kernel). relu: the
  * value then through ReLU as the relu layer computes it (a conv layer's fused relu, MODE 1 and 2).
  * A row kernel: one (image, channel) plane per block turn. */
-template <int MODE, bool RELU>
+template <int MODE>
 static __global__ void scatter_y_kernel(const float *__restrict__ yg, float *__restrict__ acc,
                                         const float *__restrict__ b32, uint16_t *__restrict__ y16,
-                                        const uint16_t *__restrict__ b16, int bf, int g, int O, uint32_t P)
+                                        const uint16_t *__restrict__ b16, int bf, int relu, int g, int O, uint32_t P)
 {
     const size_t rows = (size_t)g * O, ld = (size_t)g * P;
     const uint16_t inf = inf16_bits(bf);
@@ -220,23 +220,23 @@ static __global__ void scatter_y_kernel(const float *__restrict__ yg, float *__r
             if (MODE == 0) acc[r * P + p] = src[p];
             if (MODE == 1) {
                 const float v = br + src[p];
-                acc[r * P + p] = RELU && v < 0.0f ? 0.0f : v;
+                acc[r * P + p] = relu && v < 0.0f ? 0.0f : v;
             }
             if (MODE == 2) {
                 const uint16_t h = narrow16(bf, src[p] + br);
-                y16[r * P + p] = RELU ? relu16_y(inf, h) : h;
+                y16[r * P + p] = relu ? relu16_y(inf, h) : h;
             }
         }
     }
 }
 
-template <int MODE, bool RELU>
+template <int MODE>
 static dt_status scatter_y(const char *op, const float *yg, float *acc, const float *b32, uint16_t *y16,
-                           const uint16_t *b16, int bf, int g, int O, size_t P)
+                           const uint16_t *b16, int bf, int relu, int g, int O, size_t P)
 {
     const size_t rows = (size_t)g * O;
     if (rows == 0 || P == 0) return DT_OK;
-    LAUNCH_ROWS((scatter_y_kernel<MODE, RELU>), rows, P, yg, acc, b32, y16, b16, bf, g, O, (uint32_t)P);
+    LAUNCH_ROWS(scatter_y_kernel<MODE>, rows, P, yg, acc, b32, y16, b16, bf, relu, g, O, (uint32_t)P);
     return check_launch(op, "the output scatter", rows * P);
 }
 
@@ -307,15 +307,15 @@ static dt_status gemm_t(const char *op, dt_dtype t, int ta, int tb, int m, int n
 /* The forward: per group of images, im2col into the (K, g*P) layout and one GEMM, yg (O, g*P) =
  * W (O, K) col (K, g*P), whose result is scattered into the images: into acc (B, O, Ho, Wo),
  * assigned (MODE 0) or with the fp32 bias b32 added (MODE 1); or, MODE 2, with the bias b16 added
- * and rounded into y16; RELU through ReLU too (not for a pointwise convolution's GEMMs, which
+ * and rounded into y16; relu: through ReLU too (not for a pointwise convolution's GEMMs, which
  * write their result themselves: the caller passes that through afterwards). One GEMM over the
  * group rather than one per image: at the cnn's shapes a per-image GEMM (64 x 196 x 288) kept the
  * tensor cores about 1.5% busy. A pointwise convolution reads each image as its own column
  * matrix: a strided-batched GEMM straight into acc, which holds the bias already when MODE is 1
  * (beta 1). */
-template <int MODE, bool RELU, typename T>
+template <int MODE, typename T>
 static dt_status conv_fwd_t(const char *op, dt_dtype t, const conv_shape *s, const T *x, const T *w, float *acc,
-                            const float *b32, const uint16_t *b16, uint16_t *y16, float *ws)
+                            const float *b32, const uint16_t *b16, uint16_t *y16, float *ws, int relu)
 {
     // x (B, C, H, W), w (O, C, k, k), acc or y16 (B, O, Ho, Wo)
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
@@ -335,7 +335,7 @@ static dt_status conv_fwd_t(const char *op, dt_dtype t, const conv_shape *s, con
         TRY(gemm_t(op, t, 0, 0, O, ld, K, w, K, 0, colws, ld, 0, 0.0f, yg, ld, 0, -1));
         float *accb = acc ? acc + (size_t)b0 * out_sz : NULL; /* MODE 2 writes y16 instead */
         uint16_t *y16b = y16 ? y16 + (size_t)b0 * out_sz : NULL;
-        TRY((scatter_y<MODE, RELU>(op, yg, accb, b32, y16b, b16, t == DT_BF16, g, O, (size_t)P)));
+        TRY(scatter_y<MODE>(op, yg, accb, b32, y16b, b16, t == DT_BF16, relu, g, O, (size_t)P));
     }
     return DT_OK;
 }
@@ -398,7 +398,7 @@ dt_status cuda_conv_fwd_relu(const conv_shape *s, const float *x, const float *w
     const size_t n = (size_t)s->batch * s->c_out * s->h_out * s->w_out;
     /* Without a bias, or pointwise: the GEMMs write y themselves, ReLU a pass after. */
     if (!b) {
-        TRY((conv_fwd_t<0, false>("conv_fwd", DT_F32, s, x, w, y, NULL, NULL, NULL, ws)));
+        TRY(conv_fwd_t<0>("conv_fwd", DT_F32, s, x, w, y, NULL, NULL, NULL, ws, 0));
         return relu ? cuda_relu_fwd(NULL, y, y, n) : DT_OK;
     }
     /* bias + product, as the CPU adds them: by the scatter, or (pointwise) the bias broadcast
@@ -409,11 +409,10 @@ dt_status cuda_conv_fwd_relu(const conv_shape *s, const float *x, const float *w
             const int g = s->batch - b0 < G ? s->batch - b0 : G;
             TRY(bias_broadcast("conv_fwd", y + (size_t)b0 * O * P, b, (size_t)g * O, (size_t)P, (size_t)O, 1));
         }
-        TRY((conv_fwd_t<1, false>("conv_fwd", DT_F32, s, x, w, y, b, NULL, NULL, ws)));
+        TRY(conv_fwd_t<1>("conv_fwd", DT_F32, s, x, w, y, b, NULL, NULL, ws, 0));
         return relu ? cuda_relu_fwd(NULL, y, y, n) : DT_OK;
     }
-    if (relu) return conv_fwd_t<1, true>("conv_fwd", DT_F32, s, x, w, y, b, NULL, NULL, ws);
-    return conv_fwd_t<1, false>("conv_fwd", DT_F32, s, x, w, y, b, NULL, NULL, ws);
+    return conv_fwd_t<1>("conv_fwd", DT_F32, s, x, w, y, b, NULL, NULL, ws, relu);
 }
 
 dt_status cuda_conv_fwd(backend *be, const conv_shape *s, const float *x, const float *w, const float *b, float *y,
@@ -439,11 +438,12 @@ dt_status cuda_conv_bwd_filter(backend *be, const conv_shape *s, const float *x,
 /* ---------------------------------------------------------------- 16-bit convolutions (AMP) */
 
 /* y16 = round(y32 + bias) as `rows` rows of `per` values, the bias as in bias_broadcast_kernel
- * (b16 NULL: + 0.0f, which is what rounding alone gives but for -0, made +0 as before); RELU: then
+ * (b16 NULL: + 0.0f, which is what rounding alone gives but for -0, made +0 as before); relu: then
  * through ReLU as the relu layer computes it. */
-template <bool CHAN, bool RELU>
-static __global__ void bias_round16_kernel(int bf, const float *__restrict__ y32, const uint16_t *__restrict__ b16,
-                                           uint16_t *__restrict__ y16, size_t rows, uint32_t per, uint32_t outer)
+template <bool CHAN>
+static __global__ void bias_round16_kernel(int bf, int relu, const float *__restrict__ y32,
+                                           const uint16_t *__restrict__ b16, uint16_t *__restrict__ y16, size_t rows,
+                                           uint32_t per, uint32_t outer)
 {
     const uint16_t inf = inf16_bits(bf);
     for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -452,31 +452,21 @@ static __global__ void bias_round16_kernel(int bf, const float *__restrict__ y32
         const float br = CHAN && b16 ? wide16(bf, b16[r % outer]) : 0.0f;
         for (uint32_t p = threadIdx.x; p < per; p += blockDim.x) {
             const uint16_t h = narrow16(bf, src[p] + (CHAN || !b16 ? br : wide16(bf, b16[p])));
-            dst[p] = RELU ? relu16_y(inf, h) : h;
+            dst[p] = relu ? relu16_y(inf, h) : h;
         }
     }
-}
-
-template <bool CHAN, bool RELU>
-static void bias_round16_launch(dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16, size_t rows,
-                                size_t per, size_t outer)
-{
-    LAUNCH_ROWS((bias_round16_kernel<CHAN, RELU>), rows, per, t == DT_BF16, y32, b16, y16, rows, (uint32_t)per,
-                (uint32_t)outer);
 }
 
 static dt_status bias_round16(const char *op, dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16,
                               size_t rows, size_t per, size_t outer, int chan, int relu)
 {
     if (rows == 0 || per == 0) return DT_OK;
-    if (chan && relu)
-        bias_round16_launch<true, true>(t, y32, b16, y16, rows, per, outer);
-    else if (chan)
-        bias_round16_launch<true, false>(t, y32, b16, y16, rows, per, outer);
-    else if (relu)
-        bias_round16_launch<false, true>(t, y32, b16, y16, rows, per, outer);
+    if (chan)
+        LAUNCH_ROWS(bias_round16_kernel<true>, rows, per, t == DT_BF16, relu, y32, b16, y16, rows, (uint32_t)per,
+                    (uint32_t)outer);
     else
-        bias_round16_launch<false, false>(t, y32, b16, y16, rows, per, outer);
+        LAUNCH_ROWS(bias_round16_kernel<false>, rows, per, t == DT_BF16, relu, y32, b16, y16, rows, (uint32_t)per,
+                    (uint32_t)outer);
     return check_launch(op, "bias and rounding", rows * per);
 }
 
@@ -491,11 +481,8 @@ dt_status cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, co
 {
     /* The bias, the rounding (and ReLU) as the GEMM's result is scattered into the images; a
      * pointwise convolution's GEMMs write y32, rounded after. */
-    if (!conv_is_pointwise(s)) {
-        if (relu) return conv_fwd_t<2, true>("conv_fwd16", t, s, x, w, NULL, NULL, b, y, ws);
-        return conv_fwd_t<2, false>("conv_fwd16", t, s, x, w, NULL, NULL, b, y, ws);
-    }
-    TRY((conv_fwd_t<0, false>("conv_fwd16", t, s, x, w, y32, NULL, NULL, NULL, ws)));
+    if (!conv_is_pointwise(s)) return conv_fwd_t<2>("conv_fwd16", t, s, x, w, NULL, NULL, b, y, ws, relu);
+    TRY(conv_fwd_t<0>("conv_fwd16", t, s, x, w, y32, NULL, NULL, NULL, ws, 0));
     if (s->batch <= 0) return DT_OK;
     return bias_round16("conv_fwd16", t, y32, b, y, (size_t)s->batch * s->c_out, (size_t)s->h_out * s->w_out,
                         (size_t)s->c_out, 1, relu);

@@ -47,7 +47,17 @@ static __device__ __forceinline__ uint16_t relu16_y(uint16_t inf, uint16_t v)
     return ((v & 0x8000u) && (uint16_t)(v & 0x7fffu) <= inf) ? (uint16_t)0 : v;
 }
 
-static __device__ __forceinline__ uint16_t inf16_bits(int bf) { return bf ? (uint16_t)0x7f80u : (uint16_t)0x7c00u; }
+/* ReLU's gradient test on a 16-bit output: positive, not zero, not NaN (+inf passes). */
+static __device__ __forceinline__ bool relu16_positive(uint16_t inf, uint16_t y)
+{
+    return !(y & 0x8000u) && y != 0 && y <= inf;
+}
+
+/* The +inf pattern of bf16 (bf) or fp16. */
+static __host__ __device__ __forceinline__ uint16_t inf16_bits(int bf)
+{
+    return bf ? (uint16_t)0x7f80u : (uint16_t)0x7c00u;
+}
 
 /* An element as fp32, for kernels templated on fp32 or 16-bit storage. */
 static __device__ __forceinline__ float as32(float v, int) { return v; }

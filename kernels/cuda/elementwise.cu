@@ -56,11 +56,12 @@ static __global__ void round16_kernel(int bf, const float *in, float *out, size_
 }
 
 /* 16-bit ReLU on bit patterns (inf: the +inf pattern): forward (relu16_y, cuda_internal.cuh)
- * zeroes negatives down to -inf and keeps NaNs; backward passes dy where y > 0 (positive, not NaN). Eight values a thread at a time
- * (16-byte loads) when every pointer is 16-byte aligned (vec), the rest one by one. */
+ * zeroes negatives down to -inf and keeps NaNs; backward passes dy where y > 0 (relu16_positive).
+ * Eight values a thread at a time (16-byte loads) when every pointer is 16-byte aligned (vec), the
+ * rest one by one. */
 static __device__ __forceinline__ uint16_t relu16_dx(uint16_t inf, uint16_t y, uint16_t g)
 {
-    return (!(y & 0x8000u) && y != 0 && y <= inf) ? g : (uint16_t)0;
+    return relu16_positive(inf, y) ? g : (uint16_t)0;
 }
 
 typedef union {

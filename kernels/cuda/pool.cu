@@ -40,16 +40,13 @@ static __global__ void maxpool_fwd_kernel(const T *__restrict__ x, T *__restrict
 /* Backward as a gather: each input gets dy of its window's output when it is that window's
  * argmax, else 0 (rows/columns past the last whole window too). The windows do not overlap, so
  * this equals the CPU's zero-then-scatter for any idx that maxpool_fwd produced. (T)0 is +0 in
- * every type. RELU: the input is a relu layer's output whose backward runs here too: dy passes
- * only where the window's output ry (the pool's forward output, the value at the argmax) is
- * positive, exactly the relu layer's test on that input (positive16: inf the +inf pattern). */
+ * every type. ry not NULL: the input is a relu layer's output whose backward runs here too: dy
+ * passes only where the window's output ry (the pool's forward output, the value at the argmax)
+ * is positive, exactly the relu layer's test on that input (inf: the +inf pattern of 16 bits). */
 static __device__ __forceinline__ bool positive(float v, uint16_t) { return v > 0.0f; }
-static __device__ __forceinline__ bool positive(uint16_t v, uint16_t inf)
-{
-    return !(v & 0x8000u) && v != 0 && v <= inf;
-}
+static __device__ __forceinline__ bool positive(uint16_t v, uint16_t inf) { return relu16_positive(inf, v); }
 
-template <typename T, bool RELU>
+template <typename T>
 static __global__ void maxpool_bwd_kernel(const T *__restrict__ dy, const int32_t *__restrict__ idx,
                                           const T *__restrict__ ry, uint16_t inf, T *__restrict__ dx, size_t planes,
                                           int H, int W, int k)
@@ -64,7 +61,7 @@ static __global__ void maxpool_bwd_kernel(const T *__restrict__ dy, const int32_
             T v = (T)0;
             if (oh < Ho && ow < Wo) {
                 const uint32_t o = oh * Wo + ow;
-                if (ip[o] == (int32_t)i && (!RELU || positive(ry[pl * HWo + o], inf))) v = dyp[o];
+                if (ip[o] == (int32_t)i && (!ry || positive(ry[pl * HWo + o], inf))) v = dyp[o];
             }
             dx[pl * HW + i] = v;
         }
@@ -89,11 +86,7 @@ static dt_status maxpool_bwd(const char *op, const T *dy, const int32_t *idx, co
     if (batch <= 0 || c <= 0 || k <= 0) return DT_OK;
     const size_t planes = (size_t)batch * c, per = (size_t)h * w;
     if (per == 0) return DT_OK;
-    const uint16_t inf = bf ? 0x7f80u : 0x7c00u;
-    if (ry)
-        LAUNCH_ROWS((maxpool_bwd_kernel<T, true>), planes, per, dy, idx, ry, inf, dx, planes, h, w, k);
-    else
-        LAUNCH_ROWS((maxpool_bwd_kernel<T, false>), planes, per, dy, idx, ry, inf, dx, planes, h, w, k);
+    LAUNCH_ROWS(maxpool_bwd_kernel, planes, per, dy, idx, ry, inf16_bits(bf), dx, planes, h, w, k);
     return check_launch(op, "maxpool_bwd", planes * per);
 }
 
