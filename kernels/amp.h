@@ -38,5 +38,8 @@ void cpu_round16(dt_dtype t, const float *in, float *out, size_t n);
 void cpu_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, size_t n);
 /* dx = y > 0 ? dy : 0 (y is the forward output); dx may alias dy. */
 void cpu_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n);
+/* ReLU's gradient test on a 16-bit output y: positive, not zero, not NaN (+inf passes); inf is the
+ * +inf pattern of the type (0x7c00 fp16, 0x7f80 bf16). */
+static inline int relu16_positive(uint16_t y, uint16_t inf) { return !(y & 0x8000u) && y != 0 && y <= inf; }
 
 #endif

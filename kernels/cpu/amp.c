@@ -76,10 +76,9 @@ static inline uint16_t relu16(uint16_t v, uint16_t inf)
     return ((v & 0x8000u) && (uint16_t)(v & 0x7fffu) <= inf) ? (uint16_t)0 : v;
 }
 
-/* y > 0: not negative, not zero, not NaN. */
 static inline uint16_t relu16_grad(uint16_t y, uint16_t dy, uint16_t inf)
 {
-    return (!(y & 0x8000u) && y != 0 && y <= inf) ? dy : (uint16_t)0;
+    return relu16_positive(y, inf) ? dy : (uint16_t)0;
 }
 
 DT_CPU_CLONES void cpu_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, size_t n)

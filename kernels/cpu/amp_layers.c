@@ -304,7 +304,7 @@ static void maxpool_relu_bwd(dt_dtype prec, const float *dy, const void *relu_y,
         } else {
             const uint16_t *y = (const uint16_t *)relu_y + pl * per;
             for (size_t o = 0; o < per; o++)
-                if (!(y[o] & 0x8000u) && y[o] != 0 && y[o] <= inf) dxp[ip[o]] = dyp[o];
+                if (relu16_positive(y[o], inf)) dxp[ip[o]] = dyp[o];
         }
     }
 }
