@@ -239,24 +239,26 @@ static void key_init(lt_key *k, lt_kind kind, dt_dtype t, int m, int n, int kk, 
 /* Whether the forward that last wrote each ReLU mask ran with its epilogue keeping the mask (a
  * fallback or a plain ReLU epilogue left it unwritten): a data gradient reads a mask only then.
  * The forward of a pass always comes before the backward that reads its mask, so the entry is
- * that pass's; a mask not listed (the table is full) is not read. */
+ * that pass's. A new mask takes the oldest entry's place (the masks of freed models stay until
+ * then): one pushed out before its backward is only not read (the unfused kernels run). */
 #define LT_MASKS 64
 static struct {
     const void *mask;
     int kept;
 } g_masks[LT_MASKS];
+static int g_mask_next; /* the entry a new mask takes */
 
 static void mask_note(const void *mask, int kept)
 {
-    int free_at = -1;
-    for (int i = 0; i < LT_MASKS; i++) {
+    for (int i = 0; i < LT_MASKS; i++)
         if (g_masks[i].mask == mask) {
             g_masks[i].kept = kept;
             return;
         }
-        if (!g_masks[i].mask && free_at < 0) free_at = i;
-    }
-    if (kept && free_at >= 0) g_masks[free_at].mask = mask, g_masks[free_at].kept = 1;
+    if (!kept) return; /* not listed reads as not kept */
+    g_masks[g_mask_next].mask = mask;
+    g_masks[g_mask_next].kept = 1;
+    g_mask_next = (g_mask_next + 1) % LT_MASKS;
 }
 
 static int mask_kept(const void *mask)
