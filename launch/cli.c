@@ -363,6 +363,11 @@ int cli_graphs(const char *arg, dt_graphs *out)
     return rc;
 }
 
+int cli_fused_relu(const char *arg, int *out)
+{
+    return cli_int("--fused-relu (1: relu layers run inside their neighbours, 0: on their own)", arg, 0, 1, out);
+}
+
 int cli_synthetic_on(const char *arg, dt_synthetic_on *out)
 {
     static const char *const names[3] = {"auto", "host", "device"};

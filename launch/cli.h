@@ -66,6 +66,8 @@ int cli_loader_threads(const char *arg, int *out);
 int cli_step_overlap(const char *arg, dt_step_overlap *out);
 /* --graphs auto|1|0 (dt_graphs). */
 int cli_graphs(const char *arg, dt_graphs *out);
+/* --fused-relu 1|0 (dt_model_set_fused_relu). */
+int cli_fused_relu(const char *arg, int *out);
 /* --synthetic-on auto|host|device (dt_synthetic_on). */
 int cli_synthetic_on(const char *arg, dt_synthetic_on *out);
 int cli_loader_auto(const dt_ctx *ctx, int requested);

@@ -175,9 +175,7 @@ static int step_handle(int val, const char *arg, void *ud)
         case OPT_DEFER_VERDICT:
             return cli_int("--defer-verdict (1: queue the next step before the last's verdict, 0: wait)", arg, 0, 1,
                            &o->defer_verdict);
-        case OPT_FUSED_RELU:
-            return cli_int("--fused-relu (1: relu layers run inside their neighbours, 0: on their own)", arg, 0, 1,
-                           &o->fused_relu);
+        case OPT_FUSED_RELU: return cli_fused_relu(arg, &o->fused_relu);
         case OPT_CLIP:
             return cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &o->clip);
     }

@@ -176,9 +176,7 @@ static int train_handle(int val, const char *arg, void *ud)
             return EXIT_OK;
         case OPT_STEP_OVERLAP: return cli_step_overlap(arg, &t->step_overlap);
         case OPT_GRAPHS: return cli_graphs(arg, &t->graphs);
-        case OPT_FUSED_RELU:
-            return cli_int("--fused-relu (1: relu layers run inside their neighbours, 0: on their own)", arg, 0, 1,
-                           &t->fused_relu);
+        case OPT_FUSED_RELU: return cli_fused_relu(arg, &t->fused_relu);
         case OPT_SYNTHETIC_ON: return cli_synthetic_on(arg, &t->synthetic_on);
         case OPT_CLIP: {
             float v;
