@@ -221,9 +221,11 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
         const layer_params lp = params_of(m, l);
         switch (l->kind) {
             case LAYER_FC: {
-                const layer_params below = relu_fused_into_fc_bwd(m, i) ? params_of(m, l - 2) : (layer_params){0};
+                /* The relu below this layer run here, with the lower fc's bias gradient. */
+                const int relu_below = relu_fused_into_fc_bwd(m, i);
+                const layer_params below = relu_below ? params_of(m, l - 2) : (layer_params){0};
                 s = k->layer_fc_bwd(be, &a, &lp, lin, x_f32, dcur, dprev, batch, l->in_c, l->out,
-                                    relu_fused_into_fc_bwd(m, i) ? &below : NULL, relu_fused_into_fc_bwd(m, i + 2));
+                                    relu_below ? &below : NULL, relu_fused_into_fc_bwd(m, i + 2));
                 break;
             }
             case LAYER_CONV: {
