@@ -4,18 +4,20 @@
  *
  * The first TRAIN_AUTO_STEPS steps run profiled (dt_model_set_profile): their per-layer backward
  * times and phases, averaged over the ranks, are the compute. The link is measured in the job
- * right after them: dt_allreduce of 64 KiB, 1 MiB and 4 MiB host buffers (one warm-up and three
- * timed each, the times averaged over the ranks) with a ring fitted to them (pm_fit_ring). Both
+ * right after them: dt_allreduce of 64 KiB, 1 MiB and 4 MiB buffers in the gradients' memory (one
+ * warm-up and three timed each, the times averaged over the ranks) with a ring fitted to them
+ * (pm_fit_ring): on a GPU device buffers, so the link timed is the path the buckets take (NCCL, or
+ * MPI through host memory under --gpu-comm mpi), not the host path of dt_allreduce's host buffers. Both
  * inputs are the same on every rank, so every rank makes the same choice; pm_best_bucket then
  * picks the cap among 0.25-256 MiB and one bucket, and the reducer is rebuilt with it (any cap
  * gives bitwise the same parameters: docs/performance.md). Until then the steps use the default
- * cap. On a GPU with NCCL the link measured is the host (MPI) path, slower than NCCL's, so the
- * choice leans to fewer, larger buckets there.
+ * cap.
  */
 #include "launch/train_run.h"
 #include "launch/perfmodel/model_source.h"
 #include "base/clock.h"
 #include "base/status.h"
+#include "kernels/backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,23 +54,27 @@ static void input_text(const dt_model *m, char *buf, size_t n)
         snprintf(buf, n, "%dx%dx%d", c, h, w);
 }
 
-/* Seconds of one allreduce of each size, averaged over the ranks (collective). */
+/* Seconds of one allreduce of each size, averaged over the ranks (collective), on a buffer in the
+ * memory the model's gradients are in: device memory goes through the device's collectives, as the
+ * reducer's buckets do, where a host buffer would time MPI's host path instead. */
 static dt_status measure_link(train_run *r, pm_link *link)
 {
     enum { NSIZES = 3, ITERS = 3 };
     const size_t counts[NSIZES] = {16384, 262144, 1048576}; /* floats: 64 KiB, 1 MiB, 4 MiB */
-    float *buf = calloc(counts[NSIZES - 1], sizeof *buf);
-    if (!buf) return status_set_error(DT_ERR_NOMEM, "--bucket-mb auto: out of memory measuring the allreduce");
+    backend *be;
+    dt_status s = backend_for_memory(dt_model_on_gpu(r->m) ? DT_MEMORY_DEVICE : DT_MEMORY_HOST, &be);
+    void *buf = NULL; /* zeroed: the sums stay finite */
+    if (!s) s = be->ops->alloc(be, counts[NSIZES - 1] * sizeof(float), "--bucket-mb auto's allreduce timing", &buf);
+    if (s) return status_set_error(s, "--bucket-mb auto: %s", dt_last_error());
     float secs[NSIZES];
-    dt_status s = DT_OK;
     for (int k = 0; !s && k < NSIZES; k++) {
         s = dt_allreduce(r->ctx, buf, counts[k], DT_F32, DT_SUM);
         const double t0 = clock_now_s();
         for (int i = 0; !s && i < ITERS; i++) s = dt_allreduce(r->ctx, buf, counts[k], DT_F32, DT_SUM);
         secs[k] = (float)((clock_now_s() - t0) / ITERS);
     }
+    be->ops->free(be, buf);
     if (!s) s = dt_allreduce(r->ctx, secs, NSIZES, DT_F32, DT_AVG);
-    free(buf);
     if (s) return s;
     double bytes[NSIZES], t[NSIZES];
     for (int k = 0; k < NSIZES; k++) bytes[k] = (double)counts[k] * 4, t[k] = secs[k];
