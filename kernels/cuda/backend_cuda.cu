@@ -185,8 +185,13 @@ dt_status loss_event_ready(const char *op)
 dt_status queue_loss_result(const char *op, double *loss, int *correct)
 {
     TRY(loss_event_ready(op));
-    cudaError_t e = cudaMemcpyAsync(loss, &g_scratch->res.loss, sizeof *loss, cudaMemcpyDeviceToHost, g_stream);
-    if (e == cudaSuccess && correct)
+    /* A count kept right after its sum (the model's pair) comes back with it: one copy, one graph
+     * node fewer a step. */
+    const int adjacent = correct && (char *)correct == (char *)loss + sizeof *loss;
+    cudaError_t e =
+        cudaMemcpyAsync(loss, &g_scratch->res.loss, adjacent ? sizeof *loss + sizeof *correct : sizeof *loss,
+                        cudaMemcpyDeviceToHost, g_stream);
+    if (e == cudaSuccess && correct && !adjacent)
         e = cudaMemcpyAsync(correct, &g_scratch->res.correct, sizeof *correct, cudaMemcpyDeviceToHost, g_stream);
     /* Recorded: an external node, which each launch of the graph records. */
     if (e == cudaSuccess)

@@ -101,12 +101,15 @@ static inline unsigned int row_threads(size_t per_row)
         if (try_s_ != DT_OK) return try_s_;                                                                            \
     } while (0)
 
+/* The loss's count follows its sum, as in a caller's {double, int} pair: queue_loss_result then
+ * copies both back in one copy. */
 typedef struct ops_result {
     double loss;
+    int correct;
     double sumsq; /* sum_squares */
     unsigned long long count;
-    int correct;
 } ops_result;
+static_assert(offsetof(ops_result, correct) == sizeof(double), "the loss's count right after its sum");
 
 /* Device scratch of the reductions that return a host value. */
 typedef struct ops_scratch {

@@ -134,7 +134,8 @@ struct dt_model {
     int in_slot;
     /* Where a pass's queued loss lands (host_alloc: pinned on a GPU, so the copy back runs behind
      * the kernels): layer_loss writes it, model_forward_backward reads it after loss_wait, once
-     * backward is queued, so the host never waits between forward and backward. */
+     * backward is queued, so the host never waits between forward and backward. The count right
+     * after the sum: the CUDA backend then copies both back in one copy. */
     struct model_loss {
         double loss;
         int correct;

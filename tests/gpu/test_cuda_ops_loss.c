@@ -21,7 +21,8 @@ static double xent(backend *be, const float *logits, const int32_t *labels, floa
     return loss;
 }
 
-/* The host values of one queued loss. */
+/* The host values of one queued loss, as the model keeps them: the count right after the sum,
+ * which the CUDA backend copies back in one copy (xent above passes separate variables). */
 typedef struct loss_slot {
     double loss;
     int correct;
