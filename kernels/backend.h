@@ -301,13 +301,12 @@ struct backend_ops {
                               void *y, int relu, int batch, int in, int out);
     /* dx NULL: not wanted (the first layer). below not NULL: x is the output of a relu layer that
      * the fc layer `below` ran in its forward (relu 1, with below's params), and this runs that
-     * relu's backward too (the pass then skips it): dx passes only where x is positive, and
-     * below->db = the column sums of that dx, as below's own backward would compute them from it
-     * (bit for bit on the CPU; on a GPU cuBLASLt's DRELU_BGRAD may sum before rounding dx into 16
-     * bits). db_done: lp->db was so written by the layer above, and is not computed again. */
+     * relu's backward too (the pass then skips it): dx passes only where x is positive (bit for
+     * bit on the CPU; on a GPU cuBLASLt's DRELU epilogue reads the mask below's forward kept,
+     * the sign before the rounding to 16 bits). below's own backward then takes that dx as its dy,
+     * its bias gradient included. */
     dt_status (*layer_fc_bwd)(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                              const void *dy, void *dx, int batch, int in, int out, const layer_params *below,
-                              int db_done);
+                              const void *dy, void *dx, int batch, int in, int out, const layer_params *below);
     dt_status (*layer_conv_fwd)(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
                                 const void *x, int x_f32, void *y, int relu);
     dt_status (*layer_conv_bwd)(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,

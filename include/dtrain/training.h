@@ -349,14 +349,13 @@ DT_API dt_graphs dt_model_graphed(const dt_model *m);
  * write their output; on the CPU while the output is in cache); a max pool after a relu runs the
  * relu's backward in its own (the relu's mask at each window's argmax is the sign of the pool's
  * output there); and an fc layer after a relu that an fc layer ran forward runs the relu's
- * backward and the lower layer's bias gradient in its own (on a GPU in 16 bits in the data
- * gradient's cuBLASLt epilogue, DRELU_BGRAD, from a bit mask the forward kept: B x OUT bits a
- * layer): a pass over the activations and a kernel less each. The values are the same either way
- * on the CPU; on a GPU cuBLASLt's ReLU may make a NaN 0 where the relu layer passes it on, so a
- * NaN born in such a layer's output stops there (a diverging run still shows a non-finite loss at
- * the step its weights went non-finite from), its mask is taken before the output is rounded to
- * 16 bits (a value that rounds to 0 still passes its gradient), and the lower bias gradient is
- * summed before the data gradient is rounded. Turn it off to follow a
+ * backward in its own (on a GPU in 16 bits in the data gradient's cuBLASLt epilogue, DRELU, from
+ * a bit mask the forward kept: B x OUT bits a layer): a pass over the activations and a kernel
+ * less each. The values are the same either way on the CPU; on a GPU cuBLASLt's ReLU may make a
+ * NaN 0 where the relu layer passes it on, so a NaN born in such a layer's output stops there (a
+ * diverging run still shows a non-finite loss at the step its weights went non-finite from), and
+ * its mask is taken before the output is rounded to 16 bits (a value that rounds to 0 still
+ * passes its gradient). Turn it off to follow a
  * NaN through every layer to the loss. Changing it drops the model's step graphs
  * (dt_model_set_graphs). m NULL: nothing. */
 DT_API void dt_model_set_fused_relu(dt_model *m, int on);

@@ -147,29 +147,25 @@ static void bias_grad16(const pass_args *a, const float *d, int batch, int out, 
     }
 }
 
-/* The backward of the relu layer between the fc layer `below` and this one, whose input x is that
- * relu's output (layer_fc_bwd's below): dx zeroed where x is not positive, in place, then below's
- * bias gradient from it, as below's backward would compute it from that dy. */
-static void relu_below_bwd(const pass_args *a, const void *x, void *dx, int batch, int in, const layer_params *below)
+/* The backward of the relu layer between the fc layer below and this one, whose input x is that
+ * relu's output (layer_fc_bwd's below): dx zeroed where x is not positive, in place, as the relu
+ * layer's backward would. */
+static void relu_below_bwd(const pass_args *a, const void *x, void *dx, int batch, int in)
 {
     const size_t n = (size_t)batch * (size_t)in;
-    if (a->prec == DT_F32) {
+    if (a->prec == DT_F32)
         cpu_relu_bwd(x, dx, dx, n);
-        cpu_bias_grad(dx, below->db, batch, in);
-        return;
-    }
-    cpu_relu16_bwd(a->prec, x, dx, dx, n);
-    cpu_cast_16_to_f32(a->prec, dx, a->sdy, n);
-    bias_grad16(a, a->sdy, batch, in, below->db);
+    else
+        cpu_relu16_bwd(a->prec, x, dx, dx, n);
 }
 
 dt_status cpu_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                           const void *dy, void *dx, int batch, int in, int out, const layer_params *below, int db_done)
+                           const void *dy, void *dx, int batch, int in, int out, const layer_params *below)
 {
     (void)be;
     if (a->prec == DT_F32) {
-        cpu_linear_bwd(x, lp->w, dy, dx, lp->dw, db_done ? NULL : lp->db, batch, in, out);
-        if (below && dx) relu_below_bwd(a, x, dx, batch, in, below);
+        cpu_linear_bwd(x, lp->w, dy, dx, lp->dw, lp->db, batch, in, out);
+        if (below && dx) relu_below_bwd(a, x, dx, batch, in);
         return DT_OK;
     }
     const int g16 = a->grad_t != DT_F32, R = fc_rows(in, out);
@@ -188,10 +184,10 @@ dt_status cpu_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *
             cpu_gemm(0, 0, batch, in, rows, 1.0f, a->sdy + r0, out, a->sw, in, r0 ? 1.0f : 0.0f, a->sy, in);
         }
     }
-    if (!db_done) bias_grad16(a, a->sdy, batch, out, lp->db);
+    bias_grad16(a, a->sdy, batch, out, lp->db);
     if (!dx) return DT_OK;
     cpu_cast_f32_to_16(a->prec, a->sy, dx, (size_t)batch * (size_t)in);
-    if (below) relu_below_bwd(a, x, dx, batch, in, below); /* sdy is free again */
+    if (below) relu_below_bwd(a, x, dx, batch, in);
     return DT_OK;
 }
 

@@ -87,17 +87,14 @@ static inline void add_row(float *restrict db, const float *restrict dy, size_t 
 }
 
 /* dW(OUT,IN) = dy^T x;  db(OUT) = column sums of dy;  dx(B,IN) = dy W (when dx is not NULL). */
-void cpu_bias_grad(const float *dy, float *db, int batch, int out)
-{
-    memset(db, 0, (size_t)out * sizeof *db);
-    for (int i = 0; i < batch; i++) add_row(db, dy + (size_t)i * out, (size_t)out);
-}
-
 void cpu_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, int batch, int in,
                     int out)
 {
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dy, out, x, in, 0.0f, dw, in);
-    if (db) cpu_bias_grad(dy, db, batch, out);
+    if (db) {
+        memset(db, 0, (size_t)out * sizeof *db);
+        for (int i = 0; i < batch; i++) add_row(db, dy + (size_t)i * out, (size_t)out);
+    }
     if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
 }
 

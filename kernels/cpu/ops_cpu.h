@@ -29,8 +29,6 @@ void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const 
 void cpu_linear_fwd(const float *x, const float *w, const float *b, float *y, int batch, int in, int out);
 void cpu_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, int batch, int in,
                     int out);
-/* db = the column sums of dy (batch, out), rows in order: the bias gradient of cpu_linear_bwd. */
-void cpu_bias_grad(const float *dy, float *db, int batch, int out);
 void cpu_relu_fwd(const float *x, float *y, size_t n);
 void cpu_relu_bwd(const float *y, const float *dy, float *dx, size_t n);
 void cpu_maxpool_fwd(const float *x, float *y, int32_t *idx, int batch, int c, int h, int w, int k);
@@ -56,8 +54,7 @@ void cpu_scratch16(backend *be, const layer_need *l, int batch, scratch_sizes *s
 dt_status cpu_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32, void *y,
                            int relu, int batch, int in, int out);
 dt_status cpu_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                           const void *dy, void *dx, int batch, int in, int out, const layer_params *below,
-                           int db_done);
+                           const void *dy, void *dx, int batch, int in, int out, const layer_params *below);
 dt_status cpu_layer_conv_fwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
                              const void *x, int x_f32, void *y, int relu);
 dt_status cpu_layer_conv_bwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,

@@ -159,8 +159,6 @@ dt_status cuda_linear_fwd(backend *be, const float *x, const float *w, const flo
                           int out);
 dt_status cuda_linear_bwd(backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
                           int batch, int in, int out);
-/* db = the column sums of dy (batch, out) in fp32, rows in order: cuda_linear_bwd's bias gradient. */
-dt_status cuda_bias_grad(const float *dy, float *db, int batch, int out);
 /* conv.cu (its 16-bit drivers, the fp32 ones on 16-bit columns, are declared in amp16.h). */
 size_t cuda_conv_ws_floats(backend *be, const conv_shape *s);
 dt_status cuda_conv_fwd(backend *be, const conv_shape *s, const float *x, const float *w, const float *b, float *y,
@@ -204,8 +202,7 @@ void cuda_scratch16(backend *be, const layer_need *l, int batch, scratch_sizes *
 dt_status cuda_layer_fc_fwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32, void *y,
                             int relu, int batch, int in, int out);
 dt_status cuda_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                            const void *dy, void *dx, int batch, int in, int out, const layer_params *below,
-                            int db_done);
+                            const void *dy, void *dx, int batch, int in, int out, const layer_params *below);
 dt_status cuda_layer_conv_fwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
                               const void *x, int x_f32, void *y, int relu);
 dt_status cuda_layer_conv_bwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,
@@ -221,16 +218,15 @@ dt_status cuda_layer_relu_bwd(backend *be, const pass_args *a, const void *y, co
  * (fc_relu_mask_bytes of device memory) its ReLU bit mask kept there (RELU_AUX_BIAS). Weight
  * gradient: dw = dy16^T x16 and db = the column sums of dy16, both fp32. Data gradient through
  * the ReLU of the layer below: dx = (dy16 W16) where that layer's kept mask says positive, rounded
- * into 16 bits, and db_below (fp32) = its column sums (DRELU_BGRAD; only when the forward kept
- * the mask). 1 when done; 0 when cuBLASLt has no plan for the shape or refused it (nothing
- * queued: run the unfused GEMM and kernels). */
+ * into 16 bits (DRELU; only when the forward kept the mask). 1 when done; 0 when cuBLASLt has no
+ * plan for the shape or refused it (nothing queued: run the unfused GEMM and kernels). */
 size_t cuda_fc_relu_mask_bytes(int batch, int out);
 int cuda_lt_fc_fwd16(dt_dtype t, const uint16_t *x16, const uint16_t *w16, const uint16_t *b16, uint16_t *y, int relu,
                      void *mask, int batch, int in, int out);
 int cuda_lt_fc_wgrad16(dt_dtype t, const uint16_t *x16, const uint16_t *dy16, float *dw, float *db, int batch, int in,
                        int out);
 int cuda_lt_fc_dgrad_relu16(dt_dtype t, const uint16_t *dy16, const uint16_t *w16, uint16_t *dx, const void *mask,
-                            float *db_below, int batch, int in, int out);
+                            int batch, int in, int out);
 /* graph.cu: step graphs; cuda_recording says whether a recording is under way (ops that mark
  * an event a launch must record, as queue_loss_result does, record it as an external node). */
 int cuda_recording(void);

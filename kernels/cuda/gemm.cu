@@ -123,13 +123,6 @@ dt_status cuda_linear_fwd(backend *be, const float *x, const float *w, const flo
                            -1);
 }
 
-dt_status cuda_bias_grad(const float *dy, float *db, int batch, int out)
-{
-    if (out <= 0) return DT_OK;
-    col_sum_kernel<<<grid_for((size_t)out, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(dy, db, batch, out);
-    return check_launch("linear_bwd", "the bias-gradient column sums", (size_t)out);
-}
-
 /* dW(OUT,IN) = dy^T x;  db = column sums of dy;  dx(B,IN) = dy W. */
 dt_status cuda_linear_bwd(backend *be, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
                           int batch, int in, int out)
@@ -137,7 +130,10 @@ dt_status cuda_linear_bwd(backend *be, const float *x, const float *w, const flo
     (void)be;
     if (out <= 0) return DT_OK;
     TRY(rm_gemm_batched("linear_bwd", 1, 0, out, in, batch, 1.0f, dy, out, 0, x, in, 0, 0.0f, dw, in, 0, -1));
-    if (db) TRY(cuda_bias_grad(dy, db, batch, out));
+    if (db) {
+        col_sum_kernel<<<grid_for((size_t)out, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(dy, db, batch, out);
+        TRY(check_launch("linear_bwd", "the bias-gradient column sums", (size_t)out));
+    }
     if (!dx) return DT_OK;
     return rm_gemm_batched("linear_bwd", 0, 0, batch, in, out, 1.0f, dy, out, 0, w, in, 0, 0.0f, dx, in, 0, -1);
 }

@@ -4,7 +4,12 @@
  * no fp32 result in scratch, no bias-and-round kernel reading it back), and when a relu layer
  * follows, y = max(x W^T + b, 0) (CUBLASLT_EPILOGUE_RELU_BIAS: the pass skips the relu layer's
  * kernel, a read and a write of y); backward dW = dy^T x with the bias gradient db = column sums
- * of dy from the same pass over dy (CUBLASLT_EPILOGUE_BGRADB: no column-sum kernel).
+ * of dy from the same pass over dy (CUBLASLT_EPILOGUE_BGRADB: no column-sum kernel), and, when
+ * that relu sits between two fc layers, the upper one's dx through the relu's backward from the
+ * bit mask the lower one's forward kept (RELU_AUX_BIAS, then DRELU: no relu kernel either way).
+ * DRELU_BGRAD would also sum the lower layer's bias gradient, but only in D's type (16 bits, which
+ * an fp16 column sum of loss-scaled gradients can overflow): the lower layer's BGRADB sums it in
+ * fp32 instead, from the same dx the unfused pass sums.
  *
  * The relu layer passes a NaN on (as torch.relu does) and cuBLASLt's max may make it 0, so with
  * the relu fused a NaN born in this layer's output stops there. A diverging run still stops: a
@@ -32,8 +37,8 @@
 
 /* Forward: bias; bias + ReLU; bias + ReLU keeping its bit mask (aux) for the backward. Backward:
  * the weight gradient with the bias gradient; the data gradient through the ReLU below (its
- * mask) with that layer's bias gradient. */
-typedef enum { LT_FWD_BIAS, LT_FWD_BIAS_RELU, LT_FWD_BIAS_RELU_AUX, LT_BWD_BGRADB, LT_BWD_DRELU_BGRAD } lt_kind;
+ * mask). */
+typedef enum { LT_FWD_BIAS, LT_FWD_BIAS_RELU, LT_FWD_BIAS_RELU_AUX, LT_BWD_BGRADB, LT_BWD_DRELU } lt_kind;
 
 typedef struct lt_key {
     lt_kind kind;
@@ -93,7 +98,7 @@ static void plan_make(lt_plan *p, const void *bias, const void *mask)
     const lt_key *k = &p->key;
     const cudaDataType_t t16 = k->t == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     const int fwd = k->kind <= LT_FWD_BIAS_RELU_AUX, wgrad = k->kind == LT_BWD_BGRADB;
-    const int aux = k->kind == LT_FWD_BIAS_RELU_AUX || k->kind == LT_BWD_DRELU_BGRAD;
+    const int aux = k->kind == LT_FWD_BIAS_RELU_AUX || k->kind == LT_BWD_DRELU, has_bias = k->kind != LT_BWD_DRELU;
     /* Forward, row-major y(B,OUT) = x(B,IN) W(OUT,IN)^T: column-major D(OUT,B) = op(A) B with A the
      * memory of W as (IN,OUT) transposed, B the memory of x as (IN,B). m OUT, n B, k IN.
      * Weight gradient, row-major dW(OUT,IN) = dy(B,OUT)^T x(B,IN): column-major D(IN,OUT) =
@@ -105,8 +110,10 @@ static void plan_make(lt_plan *p, const void *bias, const void *mask)
     const cublasLtEpilogue_t ep = k->kind == LT_FWD_BIAS            ? CUBLASLT_EPILOGUE_BIAS
                                   : k->kind == LT_FWD_BIAS_RELU     ? CUBLASLT_EPILOGUE_RELU_BIAS
                                   : k->kind == LT_FWD_BIAS_RELU_AUX ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS
-                                  : k->kind == LT_BWD_DRELU_BGRAD   ? CUBLASLT_EPILOGUE_DRELU_BGRAD
+                                  : k->kind == LT_BWD_DRELU         ? CUBLASLT_EPILOGUE_DRELU
                                                                     : CUBLASLT_EPILOGUE_BGRADB;
+    /* The bias is D's type (the forward's 16 bits; the weight gradient's fp32), as cuBLASLt's
+     * table of types asks. */
     const int32_t bias_t = fwd ? (int32_t)t16 : (int32_t)CUDA_R_32F;
     const cudaDataType_t dt = wgrad ? CUDA_R_32F : t16;
     const int64_t ald = mask_ld(k->m);
@@ -120,11 +127,12 @@ static void plan_make(lt_plan *p, const void *bias, const void *mask)
         cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep) == CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t, sizeof bias_t) ==
-            CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) ==
-            CUBLAS_STATUS_SUCCESS;
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep) == CUBLAS_STATUS_SUCCESS;
+    if (ok && has_bias)
+        ok = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t, sizeof bias_t) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) ==
+                 CUBLAS_STATUS_SUCCESS;
     if (ok && aux)
         ok = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask, sizeof mask) ==
                  CUBLAS_STATUS_SUCCESS &&
@@ -203,12 +211,15 @@ static lt_plan *plan_for(const lt_key *key, const void *bias, const void *mask)
     return p->usable ? p : NULL;
 }
 
-/* Runs plan p; 0 when cuBLASLt refused (the plan is then dropped for the fallback, and the error
- * cleared: nothing was queued). */
+/* Runs plan p (bias NULL: a plan without one); 0 when cuBLASLt refused (the plan is then dropped
+ * for the fallback, and the error cleared: nothing was queued). An error already pending is an
+ * earlier op's, for its own check to report: nothing runs behind it, and it is not cleared. */
 static int plan_run(lt_plan *p, const void *a, const void *b, void *d, const void *bias, const void *mask)
 {
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (cudaPeekAtLastError() != cudaSuccess) return 0;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    if (bias) st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
     if (st == CUBLAS_STATUS_SUCCESS && mask)
         st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask, sizeof mask);
     if (st == CUBLAS_STATUS_SUCCESS)
@@ -232,7 +243,7 @@ static void key_init(lt_key *k, lt_kind kind, dt_dtype t, int m, int n, int kk, 
     k->align[0] = align_of(a);
     k->align[1] = align_of(b);
     k->align[2] = align_of(d);
-    k->align[3] = align_of(bias);
+    k->align[3] = bias ? align_of(bias) : 0;
     k->align[4] = mask ? align_of(mask) : 0;
 }
 
@@ -316,14 +327,13 @@ int cuda_lt_fc_wgrad16(dt_dtype t, const uint16_t *x16, const uint16_t *dy16, fl
 }
 
 int cuda_lt_fc_dgrad_relu16(dt_dtype t, const uint16_t *dy16, const uint16_t *w16, uint16_t *dx, const void *mask,
-                            float *db_below, int batch, int in, int out)
+                            int batch, int in, int out)
 {
-    if (batch <= 0 || in <= 0 || out <= 0 || !db_below || !bias_aligned(db_below) || !mask_kept(mask))
-        return counted(0);
+    if (batch <= 0 || in <= 0 || out <= 0 || !mask_kept(mask)) return counted(0);
     lt_key key;
-    key_init(&key, LT_BWD_DRELU_BGRAD, t, in, batch, out, w16, dy16, dx, db_below, mask);
-    lt_plan *p = plan_for(&key, db_below, mask);
-    return counted(p && plan_run(p, w16, dy16, dx, db_below, mask));
+    key_init(&key, LT_BWD_DRELU, t, in, batch, out, w16, dy16, dx, NULL, mask);
+    lt_plan *p = plan_for(&key, NULL, mask);
+    return counted(p && plan_run(p, w16, dy16, dx, NULL, mask));
 }
 
 void cuda_lt_counts(long *fused, long *unfused)

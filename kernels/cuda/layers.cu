@@ -74,41 +74,34 @@ dt_status cuda_layer_fc_fwd(backend *be, const pass_args *a, const layer_params 
 }
 
 dt_status cuda_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                            const void *dy, void *dx, int batch, int in, int out, const layer_params *below,
-                            int db_done)
+                            const void *dy, void *dx, int batch, int in, int out, const layer_params *below)
 {
     const size_t nx = (size_t)batch * in;
     if (a->prec == DT_F32) {
         TRY(cuda_linear_bwd(be, (const float *)x, lp->w, (const float *)dy, (float *)dx, (float *)lp->dw,
-                            db_done ? NULL : (float *)lp->db, batch, in, out));
+                            (float *)lp->db, batch, in, out));
         if (!below || !dx) return DT_OK;
-        /* The relu below and its layer's bias gradient: the kernels the unfused pass runs. */
-        TRY(cuda_relu_bwd(be, (const float *)x, (const float *)dx, (float *)dx, nx));
-        return cuda_bias_grad((const float *)dx, (float *)below->db, batch, in);
+        /* The relu below: the kernel the unfused pass runs (cuBLAS's fp32 GEMM has no epilogue). */
+        return cuda_relu_bwd(be, (const float *)x, (const float *)dx, (float *)dx, nx);
     }
     TRY(no_grads16(a, "fc_bwd16"));
     /* dW = dy^T x and db into the fp32 gradients; dx = dy W in 16 bits. */
     const uint16_t *x16 = input16_bwd(a, x, x_f32), *dy16 = (const uint16_t *)dy;
-    if (db_done) { /* db came from the layer above's data gradient: dW alone */
-        TRY(rm_gemm16_batched("fc_bwd16", a->prec, 1, 0, out, in, batch, dy16, out, 0, x16, in, 0, 0.0f, lp->dw, DT_F32,
-                              in, 0, -1));
-    } else if (!cuda_lt_fc_wgrad16(a->prec, x16, dy16, (float *)lp->dw, (float *)lp->db, batch, in, out)) {
+    if (!cuda_lt_fc_wgrad16(a->prec, x16, dy16, (float *)lp->dw, (float *)lp->db, batch, in, out)) {
         /* The bias gradient in the weight gradient's epilogue (one read of dy); else a kernel of its own. */
         TRY(rm_gemm16_batched("fc_bwd16", a->prec, 1, 0, out, in, batch, dy16, out, 0, x16, in, 0, 0.0f, lp->dw, DT_F32,
                               in, 0, -1));
         TRY(cuda_col_sums16(a->prec, dy16, batch, out, (float *)lp->db));
     }
     if (!dx) return DT_OK;
-    /* Through the relu below in the GEMM's epilogue, from the mask its forward kept, with the
-     * lower layer's bias gradient; else the GEMM, the relu's kernel on x (its output) and the sums. */
-    if (below && cuda_lt_fc_dgrad_relu16(a->prec, dy16, lp->w16, (uint16_t *)dx, below->relu_mask, (float *)below->db,
-                                         batch, in, out))
+    /* Through the relu below in the GEMM's epilogue, from the mask its forward kept; else the GEMM
+     * and the relu's kernel on x (its output). */
+    if (below && cuda_lt_fc_dgrad_relu16(a->prec, dy16, lp->w16, (uint16_t *)dx, below->relu_mask, batch, in, out))
         return DT_OK;
     TRY(rm_gemm16_batched("fc_bwd16", a->prec, 0, 0, batch, in, out, dy16, out, 0, lp->w16, in, 0, 0.0f, dx, a->prec,
                           in, 0, -1));
     if (!below) return DT_OK;
-    TRY(cuda_relu16_bwd(a->prec, x16, (const uint16_t *)dx, (uint16_t *)dx, nx));
-    return cuda_col_sums16(a->prec, (const uint16_t *)dx, batch, in, (float *)below->db);
+    return cuda_relu16_bwd(a->prec, x16, (const uint16_t *)dx, (uint16_t *)dx, nx);
 }
 
 dt_status cuda_layer_conv_fwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s,

@@ -121,7 +121,7 @@ static int relu_fused_into_pool(const dt_model *m, int i)
 }
 
 /* Whether fc layer i reads a relu layer's output that the fc layer below it ran forward, and runs
- * that relu's backward and the lower fc's bias gradient in its own (layer_fc_bwd's below). */
+ * that relu's backward in its own (layer_fc_bwd's below). */
 static int relu_fused_into_fc_bwd(const dt_model *m, int i)
 {
     const layer *l = m->spec.layers;
@@ -221,11 +221,11 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
         const layer_params lp = params_of(m, l);
         switch (l->kind) {
             case LAYER_FC: {
-                /* The relu below this layer run here, with the lower fc's bias gradient. */
+                /* The relu below this layer run here. */
                 const int relu_below = relu_fused_into_fc_bwd(m, i);
                 const layer_params below = relu_below ? params_of(m, l - 2) : (layer_params){0};
                 s = k->layer_fc_bwd(be, &a, &lp, lin, x_f32, dcur, dprev, batch, l->in_c, l->out,
-                                    relu_below ? &below : NULL, relu_fused_into_fc_bwd(m, i + 2));
+                                    relu_below ? &below : NULL);
                 break;
             }
             case LAYER_CONV: {

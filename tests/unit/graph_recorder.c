@@ -33,7 +33,7 @@ typedef struct rec {
     rec_op op;
     pass_args a;
     layer_params lp, below; /* below: layer_fc_bwd's, when has_below */
-    int has_below, db_done;
+    int has_below;
     conv_shape cs;
     const void *x, *dy, *relu_y;
     void *y, *dx;
@@ -106,7 +106,7 @@ static dt_status run_rec(backend *be, const rec *r)
             return k->layer_fc_fwd(be, &r->a, &r->lp, r->x, r->x_f32, r->y, r->relu, r->batch, r->in, r->out);
         case R_FC_BWD:
             return k->layer_fc_bwd(be, &r->a, &r->lp, r->x, r->x_f32, r->dy, r->dx, r->batch, r->in, r->out,
-                                   r->has_below ? &r->below : NULL, r->db_done);
+                                   r->has_below ? &r->below : NULL);
         case R_CONV_FWD: return k->layer_conv_fwd(be, &r->a, &r->lp, &r->cs, r->x, r->x_f32, r->y, r->relu);
         case R_CONV_BWD: return k->layer_conv_bwd(be, &r->a, &r->lp, &r->cs, r->x, r->x_f32, r->dy, r->dx);
         case R_POOL_FWD:
@@ -144,11 +144,10 @@ static dt_status fc_fwd(backend *be, const pass_args *a, const layer_params *lp,
 }
 
 static dt_status fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                        const void *dy, void *dx, int batch, int in, int out, const layer_params *below, int db_done)
+                        const void *dy, void *dx, int batch, int in, int out, const layer_params *below)
 {
     RECORD_OR_RUN(.op = R_FC_BWD, .a = *a, .lp = *lp, .x = x, .x_f32 = x_f32, .dy = dy, .dx = dx, .batch = batch,
-                  .in = in, .out = out, .below = below ? *below : (layer_params){0}, .has_below = below != NULL,
-                  .db_done = db_done);
+                  .in = in, .out = out, .below = below ? *below : (layer_params){0}, .has_below = below != NULL);
 }
 
 static dt_status conv_fwd(backend *be, const pass_args *a, const layer_params *lp, const conv_shape *s, const void *x,

@@ -2,8 +2,7 @@
  * test_fused_relu.c - dt_model_set_fused_relu: an fc or conv layer followed by a relu layer runs
  * the ReLU in its own forward (layer_fc_fwd / layer_conv_fwd with relu 1), a max pool or an fc
  * layer after such a relu runs its backward in its own (layer_pool_bwd with relu_y, layer_fc_bwd
- * with below, which also computes the lower fc layer's bias gradient: db_done there), and the
- * pass skips the relu layer's kernels. A model trained fused must match one trained with every relu a
+ * with below), and the pass skips the relu layer's kernels. A model trained fused must match one trained with every relu a
  * layer of its own bit for bit (losses, counts, parameters), in fp32, bf16 and fp16, for fc and
  * conv layers (a pointwise one included), pools after relus (one on the model input too) and in
  * evaluation; the relu layers that cannot be fused (a forward reading the model input, one after
@@ -49,11 +48,10 @@ static dt_status count_relu_bwd(backend *be, const pass_args *a, const void *y, 
 }
 
 static dt_status count_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                              const void *dy, void *dx, int batch, int in, int out, const layer_params *below,
-                              int db_done)
+                              const void *dy, void *dx, int batch, int in, int out, const layer_params *below)
 {
     g_count.fused_bwd += below != NULL;
-    return g_count.cpu->layer_fc_bwd(be, a, lp, x, x_f32, dy, dx, batch, in, out, below, db_done);
+    return g_count.cpu->layer_fc_bwd(be, a, lp, x, x_f32, dy, dx, batch, in, out, below);
 }
 
 static dt_status count_pool_bwd(backend *be, const pass_args *a, const void *dy, const int32_t *idx, void *dx,

@@ -63,11 +63,10 @@ static dt_status defer_wait(backend *be)
 }
 
 static dt_status count_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
-                              const void *dy, void *dx, int batch, int in, int out, const layer_params *below,
-                              int db_done)
+                              const void *dy, void *dx, int batch, int in, int out, const layer_params *below)
 {
     g_defer.fc_bwd++;
-    return g_defer.cpu->layer_fc_bwd(be, a, lp, x, x_f32, dy, dx, batch, in, out, below, db_done);
+    return g_defer.cpu->layer_fc_bwd(be, a, lp, x, x_f32, dy, dx, batch, in, out, below);
 }
 
 /* Two models alike, one on the CPU table and one on the deferring one, trained side by side. */
