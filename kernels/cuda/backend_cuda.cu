@@ -260,6 +260,11 @@ static void g_host_free(backend *be, void *p)
 static dt_status g_copy(void *dst, const void *src, size_t bytes, int to_device)
 {
     if (!bytes) return DT_OK;
+    /* On the legacy stream, which does not wait for the non-blocking recording stream: a copy
+     * made while recording would run now, outside the graph, instead of failing the recording. */
+    if (cuda_recording())
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "cuda: a synchronous copy of %zu bytes while a step graph is being recorded", bytes);
     cudaError_t e = cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
     /* From pageable memory cudaMemcpy returns once the bytes are staged, before the DMA into dst
      * may have landed; a non-blocking stream (NCCL's broadcast of the parameters just copied in)

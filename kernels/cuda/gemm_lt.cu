@@ -226,7 +226,9 @@ static int plan_run(lt_plan *p, const void *a, const void *b, void *d, const voi
         st = cublasLtMatmul(g_lt, p->op, &one, a, p->a, b, p->b, &zero, d, p->d, d, p->d, &p->algo, g_lt_ws, p->ws,
                             g_stream);
     if (st == CUBLAS_STATUS_SUCCESS) return 1;
-    p->usable = 0;
+    /* A failure while recording may be the recording's (a capture another op invalidated): the
+     * plan stays for the passes outside graphs, and the recording fails on its own. */
+    if (!cuda_recording()) p->usable = 0;
     cudaGetLastError();
     return 0;
 }

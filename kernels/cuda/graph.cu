@@ -38,6 +38,9 @@ dt_status cuda_graph_begin(backend *be)
     if (e != cudaSuccess) {
         g_stream = g_rec_from;
         (void)blas_onto("graph_begin", g_stream);
+        /* Not a sticky error: the pass runs without a graph, and its first launch check must not
+         * take this one for its own. */
+        cudaGetLastError();
         return cuda_err(e, "graph_begin", "cudaStreamBeginCapture");
     }
     g_recording = 1;
@@ -69,6 +72,7 @@ dt_status cuda_graph_end(backend *be, int keep, void **graph)
     cudaGraphExec_t ex = NULL;
     const cudaError_t ie = cudaGraphInstantiate(&ex, gr, 0);
     cudaGraphDestroy(gr);
+    if (ie != cudaSuccess) cudaGetLastError(); /* as above: the pass runs without a graph */
     TRY(cuda_err(ie, "graph_end", "cudaGraphInstantiate"));
     *graph = (void *)ex;
     return DT_OK;
