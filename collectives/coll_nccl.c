@@ -184,15 +184,18 @@ static ncclResult_t queue_calls(coll *c, char *buf, size_t count, dt_dtype t, dt
     const size_t esz = dt_dtype_size(t), q = count / (size_t)c->size, tail = count - q * (size_t)c->size;
     char *mine = buf + (size_t)c->rank * q * esz, *rest = buf + q * (size_t)c->size * esz;
     const int last = c->size - 1;
+    /* On a nonblocking communicator a call may answer ncclInProgress (NCCL documents it for
+     * ncclGroupEnd, whose answer then stands for the group): that is no reason to leave the tail's
+     * call out, which would pair this rank's group with the other ranks' groups of two. */
     ncclResult_t r = ncclGroupStart();
-    if (r == ncclSuccess && q)
+    if ((r == ncclSuccess || r == ncclInProgress) && q)
         r = kind == Q_REDUCE_SCATTER ? ncclReduceScatter(buf, mine, q, nt, nop, st->comm, st->stream)
                                      : ncclAllGather(mine, buf, q, nt, st->comm, st->stream);
-    if (r == ncclSuccess && tail)
+    if ((r == ncclSuccess || r == ncclInProgress) && tail)
         r = kind == Q_REDUCE_SCATTER ? ncclReduce(rest, rest, tail, nt, nop, last, st->comm, st->stream)
                                      : ncclBroadcast(rest, rest, tail, nt, last, st->comm, st->stream);
     const ncclResult_t g = ncclGroupEnd();
-    return r != ncclSuccess ? r : g;
+    return r != ncclSuccess && r != ncclInProgress ? r : g;
 }
 
 /* Records marks[k] on our stream, right behind start k (made the first time a step has k + 1). */
