@@ -159,6 +159,13 @@ dt_status scratch(const char *op, ops_scratch **s)
         return status_set_error(e == cudaErrorMemoryAllocation ? DT_ERR_NOMEM : DT_ERR_DEVICE,
                                 "cuda %s: cudaMalloc of %zu bytes of reduction scratch failed: %s (%s)", op,
                                 sizeof(ops_scratch), cudaGetErrorName(e), cudaGetErrorString(e));
+    /* Zeroed on the ops' stream, in order before any kernel that counts in it. */
+    const cudaError_t z = cudaMemsetAsync(p, 0, sizeof(ops_scratch), g_stream);
+    if (z != cudaSuccess) {
+        cudaFree(p);
+        return status_set_error(DT_ERR_DEVICE, "cuda %s: zeroing the reduction scratch failed: %s (%s)", op,
+                                cudaGetErrorName(z), cudaGetErrorString(z));
+    }
     *s = g_scratch = (ops_scratch *)p;
     return DT_OK;
 }

@@ -119,6 +119,9 @@ typedef struct ops_scratch {
     int part_correct[OPS_MAX_PARTS];
     double part_db[OPS_DB_PARTS]; /* convolution bias gradients: per (channel, slice of the batch) */
     ops_result res;
+    /* Blocks of the loss kernel done with their partials: the last one adds them up and puts it
+     * back to 0 (zeroed with the scratch). */
+    unsigned int loss_blocks_done;
 } ops_scratch;
 
 /* backend_cuda.cu: the stream every op launches on (NULL: the default stream), and the checks

@@ -21,8 +21,10 @@ __device__ static bool xent_beats(float v, int j, float m, int am)
 /* One warp per row (rows strided over all warps of the grid). Per row: m, argmax; s = sum of
  * e_j = expf(x_j - m) in double; loss = log(s) - (x[label] - m); dlogits = e_j * (float)(gs / s),
  * minus gs at the label (each step rounded as on the CPU). Lane 0 of each warp adds its rows' loss
- * and correct flags in row order; thread 0 adds the warps in order into this block's partial. A
- * label outside [0, classes) gives a NaN loss and no label term.
+ * and correct flags in row order; thread 0 adds the warps in order into this block's partial, and
+ * the block that finishes last adds the partials in block order into s->res (one kernel: the order
+ * of the sums does not depend on which block is last). A label outside [0, classes) gives a NaN
+ * loss and no label term.
  * TI: fp32 logits, or 16-bit ones (of bf16 when bf, else fp16) widened as they are read; TO: fp32
  * dlogits (e_j kept in them between the two passes), or 16-bit ones, e_j computed again in the
  * second pass (the same expf of the same value) and the result rounded once: the bits of widening
@@ -30,7 +32,7 @@ __device__ static bool xent_beats(float v, int j, float m, int am)
 template <typename TI, typename TO>
 static __global__ void xent_rows_kernel(const TI *__restrict__ logits, const int32_t *__restrict__ labels,
                                         TO *__restrict__ dlogits, int bf, int batch, int classes, float gs,
-                                        double *__restrict__ part_loss, int *__restrict__ part_correct)
+                                        ops_scratch *s)
 {
     constexpr bool keep_e = sizeof(TO) == sizeof(float);
     __shared__ double sh_loss[OPS_WARPS];
@@ -89,24 +91,22 @@ static __global__ void xent_rows_kernel(const TI *__restrict__ logits, const int
         sh_correct[warp] = wcorrect;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        double l = 0.0;
-        int c = 0;
-        for (int i = 0; i < OPS_WARPS; i++) l += sh_loss[i], c += sh_correct[i];
-        part_loss[blockIdx.x] = l;
-        part_correct[blockIdx.x] = c;
-    }
-}
-
-/* One thread adds the block partials in order. */
-static __global__ void xent_final_kernel(ops_scratch *s, int parts)
-{
-    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    if (threadIdx.x != 0) return;
     double l = 0.0;
     int c = 0;
-    for (int i = 0; i < parts; i++) l += s->part_loss[i], c += s->part_correct[i];
+    for (int i = 0; i < OPS_WARPS; i++) l += sh_loss[i], c += sh_correct[i];
+    s->part_loss[blockIdx.x] = l;
+    s->part_correct[blockIdx.x] = c;
+    /* The partial is visible to every block before this one is counted done. */
+    __threadfence();
+    if (atomicAdd(&s->loss_blocks_done, 1u) != gridDim.x - 1) return;
+    /* The last block: every partial is written; read them past this SM's L1 (__ldcg), in order. */
+    l = 0.0;
+    c = 0;
+    for (unsigned i = 0; i < gridDim.x; i++) l += __ldcg(&s->part_loss[i]), c += __ldcg(&s->part_correct[i]);
     s->res.loss = l;
     s->res.correct = c;
+    s->loss_blocks_done = 0; /* for the next loss, a later kernel in stream order */
 }
 
 /* The loss of logits of type t (fp32 or 16-bit; dlogits of the same type), queued: the loss and
@@ -124,14 +124,11 @@ static dt_status xent(const char *op, dt_dtype t, const void *logits, const int3
     const int want = (batch + OPS_WARPS - 1) / OPS_WARPS, parts = want < OPS_MAX_PARTS ? want : OPS_MAX_PARTS;
     if (t == DT_F32)
         xent_rows_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>((const float *)logits, labels, (float *)dlogits, 0, batch,
-                                                            classes, grad_scale, s->part_loss, s->part_correct);
+                                                            classes, grad_scale, s);
     else
         xent_rows_kernel<<<parts, OPS_BLOCK, 0, g_stream>>>((const uint16_t *)logits, labels, (uint16_t *)dlogits,
-                                                            t == DT_BF16, batch, classes, grad_scale, s->part_loss,
-                                                            s->part_correct);
-    TRY(check_launch(op, "the per-row losses", (size_t)batch * classes));
-    xent_final_kernel<<<1, 32, 0, g_stream>>>(s, parts);
-    TRY(check_launch(op, "the loss sum", (size_t)parts));
+                                                            t == DT_BF16, batch, classes, grad_scale, s);
+    TRY(check_launch(op, "the loss", (size_t)batch * classes));
     return queue_loss_result(op, loss, correct);
 }
 
