@@ -38,7 +38,7 @@ set(DTRAIN_RUNTIME_SOURCES
   runtime/model/model_spec.c runtime/model/model.c runtime/model/model_plan.c runtime/model/model_pass.c
   runtime/model/kernels_api.c runtime/model/model_sync.c runtime/model/model_precision.c
   runtime/model/model_profile.c runtime/model/model_eval.c runtime/model/model_step.c runtime/model/model_overlap.c
-  runtime/model/model_clip.c runtime/model/model_zero.c runtime/model/model_graph.c runtime/model/optimizer.c
+  runtime/model/model_clip.c runtime/model/model_zero.c runtime/model/model_graph.c runtime/model/model_input.c runtime/model/optimizer.c
   runtime/model/scaler.c
   runtime/checkpoint/ckpt_format.c runtime/checkpoint/ckpt_read.c runtime/checkpoint/ckpt_write.c
   runtime/checkpoint/ckpt_load.c runtime/checkpoint/ckpt_file.c runtime/checkpoint/ckpt_coll.c

@@ -227,6 +227,8 @@ static dt_status one_step(dt_loader *ld, dt_model *m, dt_optimizer *opt, dt_scal
     const int32_t *labels;
     long data_step;
     dt_status s = dt_loader_next(ld, &data_step, &x, &labels);
+    /* The batch's copy queued before the step takes the last one's verdict (as dtrain train). */
+    if (!s) s = dt_model_stage_batch(m, x, labels, batch);
     if (!s) s = dt_model_train_step(m, opt, sc, x, labels, batch, scale, &r);
     if (!s && cs && clip > 0 && r.stepped) {
         cs->lo = cs->steps ? (r.grad_norm < cs->lo ? r.grad_norm : cs->lo) : r.grad_norm;

@@ -196,6 +196,8 @@ train_end train_loop(train_run *r, int *rc)
             const int32_t *labels;
             long data_step;
             if ((s = dt_loader_next(r->ld, &data_step, &x, &labels))) goto fail;
+            /* A host batch's copy to the GPU queued first, so it runs during the wait below. */
+            if ((s = dt_model_stage_batch(r->m, x, labels, t->batch))) goto fail;
             /* The last step's verdict, now that its successor's batch is made. */
             train_end e;
             if (j == 0 && (e = settle_step(r, &iv, step, rc)) != TRAIN_END_DONE) return e;

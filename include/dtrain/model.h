@@ -90,6 +90,17 @@ DT_API void dt_model_describe(const dt_model *m, char *buf, size_t n);
  * the host, so a label out of range is not refused but makes the loss NaN. Host and device memory mixed fail with DT_ERR_INVALID_ARG. */
 DT_API dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
                                            float grad_scale, double *loss_sum, int *correct);
+/** Queues the copy of a host batch to a GPU model's input buffers ahead of the call that trains
+ * on it, so that the copy runs while the host waits for something else first: the next
+ * dt_model_forward_backward or dt_model_train_step with the same x, labels and batch reads the
+ * copy instead of making its own. `dtrain train` stages each batch before it takes the last step's
+ * overflow verdict (dt_model_settle_step), which would otherwise hold the copy until backward is
+ * done. x and labels: host memory (pinned: the loader's), unchanged until that call returns; the
+ * copy reads them until then. A call with other pointers or batch drops what was staged (waiting
+ * for its copy), as do dt_model_evaluate and dt_model_free. Nothing to do (DT_OK) on the CPU or
+ * for a batch in device memory. Errors: DT_ERR_INVALID_ARG (NULL arguments, a batch outside
+ * 1..max_batch, host and device memory mixed), DT_ERR_DEVICE (a copy failed: nothing is staged). */
+DT_API dt_status dt_model_stage_batch(dt_model *m, const float *x, const int32_t *labels, int batch);
 /** The forward pass alone, in the model's precision, on `batch` samples (1..max_batch): x (batch,
  * input_size) and labels (batch) in host memory. Sets *loss_sum (summed cross-entropy, in double),
  * *correct (argmax == label) and, when pred is not NULL, pred[i] = sample i's argmax class (the

@@ -203,6 +203,9 @@ void dt_loader_free(dt_loader *l)
         free(l->w);
     }
     backend *be = l->mem_be;
+    /* A GPU's copies may still read a batch handed out (a model's staged ahead, dt_model_stage_batch,
+     * or one an error path left queued): they land before the memory goes. */
+    if (be && !be->ops->host_memory) (void)be->ops->settle(be);
     void (*release)(backend *, void *) = l->device ? be->ops->free : be->ops->host_free;
     for (int i = 0; l->slot && i < l->depth; i++) {
         release(be, l->slot[i].x);

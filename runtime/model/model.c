@@ -126,8 +126,10 @@ void dt_model_free(dt_model *m)
 {
     if (!m) return;
     /* Buckets still being reduced (an error path left them) finish before the buffers go, so no
-     * reduction writes into freed memory; then the reducer and its communicator. */
+     * reduction writes into freed memory; then the reducer and its communicator. A batch staged
+     * ahead is waited for: its copy reads the caller's buffer and writes a slot freed below. */
     dt_reducer_free(m->red);
+    (void)model_input_drop(m);
     model_free_acts(m);
     free(m->act);
     free(m->in);

@@ -33,6 +33,8 @@ dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, 
     if (s) return s;
     backend *be = m->be;
     if (!be->ops->host_memory) {
+        /* Slot 0 is written here: a training batch staged into it ahead must not land later. */
+        if ((s = model_input_drop(m))) return s;
         if ((s = be->ops->to_device(be, m->xdev, x, (size_t)batch * dt_model_input_size(m) * sizeof *x))) return s;
         x = m->xdev;
     }

@@ -31,6 +31,13 @@ typedef struct model_graph {
     long used;
 } model_graph;
 
+/* A host batch whose copy dt_model_stage_batch queued into a slot (on 1) ahead of its pass. */
+typedef struct model_ahead {
+    const float *x;
+    const int32_t *labels;
+    int batch, slot, on;
+} model_ahead;
+
 struct dt_model {
     dt_ctx *ctx;
     model_spec spec;
@@ -128,10 +135,12 @@ struct dt_model {
     int32_t *ldev;
     /* A backend with copy_in stages batches on its copy stream into two slots that take turns
      * (slot 1: xdev2, ldev2), so the copy of one batch runs beside the last one's work; in_slot
-     * is the slot of the next pass. */
+     * is the slot of the next copy. ahead: the batch dt_model_stage_batch copied ahead of its
+     * pass (model_input.c). */
     float *xdev2;
     int32_t *ldev2;
     int in_slot;
+    model_ahead ahead;
     /* Where a pass's queued loss lands (host_alloc: pinned on a GPU, so the copy back runs behind
      * the kernels): layer_loss writes it, model_forward_backward reads it after loss_wait, once
      * backward is queued, so the host never waits between forward and backward. The count right
@@ -200,6 +209,13 @@ static inline int model_unscale_can_defer(const dt_model *m, float inv_scale) { 
  * which model_step.c wraps with the accumulation bookkeeping. */
 dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
                                  double *loss_sum, int *correct);
+/* A host batch on its way to a device model (model_input.c). model_input_place points *x and
+ * *labels at the device slot (*slot) holding the batch: the one staged ahead when it is this
+ * batch, else a copy queued now (and a batch staged ahead but not this one dropped). The pass
+ * that reads it releases the slot (copy_in_release). model_input_drop: a batch staged ahead is
+ * given up (its copy waited for, its slot released); DT_OK when there is none. */
+dt_status model_input_place(dt_model *m, const float **x, const int32_t **labels, int batch, int *slot);
+dt_status model_input_drop(dt_model *m);
 /* The pass itself after its batch is on the backend (model_pass.c): forward, the loss queued
  * into lossh, backward, the side stream joined; no wait for the loss. What a graph records. */
 dt_status model_pass_body(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale);

@@ -313,38 +313,16 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     m->inv_scale = 1.0f;
     m->grad_mul = 1.0f;
     m->pending32 = 0;
-    const int slot = m->in_slot;
     /* A batch already in device memory (the loader's, made on the device by work queued on the
      * stream) is read where it is, by the pass's kernels queued behind that work: no copy, and
      * one graph key for the loader's one slot. Work queued on the stream after this call, such as
-     * the loader's next batch into the same buffers, runs after the pass has read them. */
+     * the loader's next batch into the same buffers, runs after the pass has read them. A host
+     * batch goes to the device asynchronously from pinned memory (the loader's) into a slot
+     * (model_input.c: copied now, or staged ahead); the wait for the loss, queued after the copy,
+     * waits for it too, so x and labels are free again when this returns. */
     const int staged = !be->ops->host_memory && !dev_in;
-    if (staged) {
-        /* The batch goes to the device asynchronously from pinned memory (the loader's): on the
-         * copy stream into this pass's slot, beside the work of the last pass still queued (or on
-         * the ops' stream); the wait for the loss, queued after it, waits for the copy too, so x
-         * and labels are free again when this returns. */
-        const size_t xb = (size_t)batch * dt_model_input_size(m) * sizeof *x, lb = (size_t)batch * sizeof *labels;
-        float *xd = slot ? m->xdev2 : m->xdev;
-        int32_t *ld = slot ? m->ldev2 : m->ldev;
-        if (be->ops->copy_in) {
-            m->in_slot ^= 1;
-            if ((s = be->ops->copy_in(be, slot, xd, x, xb)) || (s = be->ops->copy_in(be, slot, ld, labels, lb)) ||
-                (s = be->ops->copy_in_join(be, slot))) {
-                /* A copy queued before the failure may still read the caller's pinned batch,
-                 * which it may refill once this returns: no loss_wait covers it, so wait here. */
-                char why[512];
-                snprintf(why, sizeof why, "%s", dt_last_error());
-                (void)be->ops->settle(be);
-                return status_set_error(s, "%s", why);
-            }
-        } else if ((s = be->ops->to_device_async(be, xd, x, xb)) ||
-                   (s = be->ops->to_device_async(be, ld, labels, lb))) {
-            return s;
-        }
-        x = xd;
-        labels = ld;
-    }
+    int slot = 0;
+    if (staged && (s = model_input_place(m, &x, &labels, batch, &slot))) return s;
     m->prof_step.input_s += model_prof_mark(m);
 
     int graphed = 0;

@@ -137,8 +137,10 @@ done
 # Synthetic batches made on the GPU (--synthetic-on device, the default there) end bit for bit
 # where batches made by the loader threads and copied do: the kernel makes the CPU's samples and
 # labels, the model copies them into its input slot on the stream, graphs or not, and a resumed
-# run goes on with the same data.
-for cfg in "mlp fp32 --graphs 0" "mlp bf16 --graphs 1" "cnn bf16 --graphs 1" "cnn fp32 --normalize standard"; do
+# run goes on with the same data. The host batches are staged (dt_model_stage_batch) before the
+# last step's verdict is taken: fp16's rows check that the staged copy is the one read.
+for cfg in "mlp fp32 --graphs 0" "mlp bf16 --graphs 1" "cnn bf16 --graphs 1" "cnn fp32 --normalize standard" \
+    "mlp fp16 --graphs 1" "cnn fp16 --graphs 0"; do
     set -- $cfg
     common="--device cuda --model $1 --precision $2 --steps 20 --batch 48 --lr 0.05 --seed 5 --log-every 20 $3 ${4:-}"
     "$MPIRUN" -np 1 "$DTRAIN" train $common --synthetic-on host --dump-params "$tmp/sh" >"$tmp/log" 2>&1 ||

@@ -207,6 +207,15 @@ static void test_forward_backward_errors(void **st)
     assert_non_null(strstr(dt_last_error(), "label 3"));
     int32_t ok[2] = {0, 1};
     assert_int_equal(dt_model_forward_backward(m, x, ok, 3, 0.5f, &loss, &c), DT_ERR_INVALID_ARG);
+    /* Staging ahead: refused arguments named; on the CPU a batch is read where it is, so a good one
+     * is DT_OK and the pass after it as without. */
+    assert_int_equal(dt_model_stage_batch(m, x, ok, 3), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "batch 3 is outside 1..2"));
+    assert_int_equal(dt_model_stage_batch(m, x, ok, 0), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_model_stage_batch(m, NULL, ok, 1), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_model_stage_batch(NULL, x, ok, 1), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_model_stage_batch(m, x, ok, 2), DT_OK);
+    assert_int_equal(dt_model_forward_backward(m, x, ok, 2, 0.5f, &loss, &c), DT_OK);
     dt_model_free(m);
     assert_int_equal(dt_model_create(NULL, "fc:4,fc:3", "2", 1, 0, &m), DT_ERR_INVALID_ARG);
     assert_null(m);

@@ -1,0 +1,96 @@
+/*
+ * model_input.c - a host batch's way to a device model's input buffers: copied on the backend's
+ * copy stream into one of two slots that take turns (copy_in), so that the copy of one batch runs
+ * beside the work of the pass before it, or staged ahead by dt_model_stage_batch, so that it also
+ * runs while the host waits for something else (the last step's overflow verdict) before it
+ * queues the step that reads it.
+ *
+ * The pass that reads a slot releases it (copy_in_release), and a copy into that slot waits on
+ * the stream for the release, so no copy overwrites a batch still being read. The caller's batch
+ * is read by the copy until the pass's loss_wait, which comes after it on the stream.
+ */
+#include "runtime/model/model_internal.h"
+#include "base/status.h"
+
+#include <stdio.h>
+
+/* Queues the copy of the host batch into the next slot (*slot). A copy queued before a failure may
+ * still read the caller's batch, which the caller may refill once this returns: then it waits. */
+static dt_status copy_to_slot(dt_model *m, const float *x, const int32_t *labels, int batch, int *slot)
+{
+    backend *be = m->be;
+    const int k = m->in_slot;
+    *slot = k;
+    const size_t xb = (size_t)batch * dt_model_input_size(m) * sizeof *x, lb = (size_t)batch * sizeof *labels;
+    float *xd = k ? m->xdev2 : m->xdev;
+    int32_t *ld = k ? m->ldev2 : m->ldev;
+    if (!be->ops->copy_in) {
+        /* One slot, copied on the ops' stream in order with the passes. */
+        const dt_status s = be->ops->to_device_async(be, xd, x, xb);
+        return s ? s : be->ops->to_device_async(be, ld, labels, lb);
+    }
+    m->in_slot ^= 1;
+    dt_status s;
+    if ((s = be->ops->copy_in(be, k, xd, x, xb)) || (s = be->ops->copy_in(be, k, ld, labels, lb)) ||
+        (s = be->ops->copy_in_join(be, k))) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        (void)be->ops->settle(be);
+        return status_set_error(s, "%s", why);
+    }
+    return DT_OK;
+}
+
+dt_status model_input_drop(dt_model *m)
+{
+    if (!m->ahead.on) return DT_OK;
+    m->ahead.on = 0;
+    backend *be = m->be;
+    /* Its copy done, so the caller's buffer is free, and nothing of it lands in a slot reused. */
+    dt_status s = be->ops->settle(be);
+    if (be->ops->copy_in) {
+        const dt_status rs = be->ops->copy_in_release(be, m->ahead.slot);
+        if (!s) s = rs;
+    }
+    return s;
+}
+
+dt_status model_input_place(dt_model *m, const float **x, const int32_t **labels, int batch, int *slot)
+{
+    const model_ahead *a = &m->ahead;
+    if (a->on && a->x == *x && a->labels == *labels && a->batch == batch) {
+        *slot = a->slot;
+        m->ahead.on = 0;
+    } else {
+        dt_status s = model_input_drop(m);
+        if (!s) s = copy_to_slot(m, *x, *labels, batch, slot);
+        if (s) return s;
+    }
+    *x = *slot ? m->xdev2 : m->xdev;
+    *labels = *slot ? m->ldev2 : m->ldev;
+    return DT_OK;
+}
+
+dt_status dt_model_stage_batch(dt_model *m, const float *x, const int32_t *labels, int batch)
+{
+    if (!m || !x || !labels)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_model_stage_batch: model, inputs and labels are required");
+    if (batch < 1 || batch > m->max_batch)
+        return status_set_error(DT_ERR_INVALID_ARG, "batch %d is outside 1..%d (the model's max batch)", batch,
+                                m->max_batch);
+    backend *be = m->be;
+    if (be->ops->host_memory) return DT_OK; /* read where it is */
+    const int dev_in = be->ops->owns(be, x);
+    if (dev_in != be->ops->owns(be, labels))
+        return status_set_error(DT_ERR_INVALID_ARG, "the inputs are %s memory and the labels %s: pass both in one",
+                                dev_in ? "device" : "host", dev_in ? "host" : "device");
+    if (dev_in) return DT_OK; /* read where it is, by the pass */
+    const model_ahead *a = &m->ahead;
+    if (a->on && a->x == x && a->labels == labels && a->batch == batch) return DT_OK;
+    dt_status s = model_input_drop(m);
+    int slot = 0;
+    if (!s) s = copy_to_slot(m, x, labels, batch, &slot);
+    if (s) return s;
+    m->ahead = (model_ahead){.x = x, .labels = labels, .batch = batch, .slot = slot, .on = 1};
+    return DT_OK;
+}
