@@ -7,7 +7,8 @@
  * scalar (it calls sqrtf for negative inputs to set errno), so the x86 path is written with AVX2
  * intrinsics and picked at run time where the CPU has AVX2 and FMA; elsewhere a scalar loop.
  * The formulas follow PyTorch's torch.optim.SGD (dampening 0, no Nesterov) and torch.optim.AdamW
- * (single-tensor path) term by term; fused multiply-adds may change the last bit.
+ * (single-tensor path) term by term; AdamW's fused multiply-adds (the same in every path here
+ * and in the CUDA kernel) may change the last bit against PyTorch.
  */
 #include "kernels/cpu/ops_cpu.h"
 
@@ -68,16 +69,21 @@ typedef struct adamw_consts {
     float eps;
 } adamw_consts;
 
+/* One element with the fused multiply-adds of the AVX2 path (and of the CUDA kernel), each an
+ * explicit fmaf (correctly rounded, whatever -ffp-contract says): the scalar loop, the AVX2 loop's
+ * tail and a CPU without FMA all give the same bits, so a parameter's update does not depend on
+ * its index modulo 8 (a ZeRO shard's boundaries, a machine without AVX2). */
 static inline void adamw_one(const adamw_consts *k, float *restrict p, const float *restrict grad, float *restrict m,
                              float *restrict v, size_t i)
 {
-    float g = grad[i];
-    float pi = p[i] * k->decay;
-    float mi = k->b1 * m[i] + k->c1 * g;
-    float vi = k->b2 * v[i] + k->c2 * g * g;
+    const float g = grad[i];
+    const float pi = p[i] * k->decay;
+    const float mi = fmaf(k->b1, m[i], k->c1 * g);
+    const float vi = fmaf(k->b2, v[i], (k->c2 * g) * g);
+    const float denom = fmaf(sqrtf(vi), k->inv_bc2, k->eps);
     m[i] = mi;
     v[i] = vi;
-    p[i] = pi - k->step * mi / (sqrtf(vi) * k->inv_bc2 + k->eps);
+    p[i] = fmaf(-k->step, mi / denom, pi);
 }
 
 #ifdef DT_OPTIM_HAVE_AVX2_PATH

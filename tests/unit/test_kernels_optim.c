@@ -84,6 +84,38 @@ static void test_adamw(void **st)
     }
 }
 
+/* AdamW's update of an element must not depend on where it lies: the vector loop's elements and
+ * its scalar tail (and a CPU without AVX2, which steps everything in the tail's loop) use the same
+ * fused multiply-adds, as the CUDA kernel does. Element i takes its p, g, m and v from pattern
+ * i % 8, so the tail's 7 elements have twins in every vector group; 500 random pattern sets. */
+static void test_adamw_tail(void **st)
+{
+    (void)st;
+    backend *be = backend_cpu();
+    enum { N = 8 * 5 + 7 };
+    float p[N], g[N], m[N], v[N];
+    uint32_t seed = 12345;
+    long differ = 0;
+    for (int round = 0; round < 500; round++) {
+        float pat[4][8];
+        for (int j = 0; j < 8; j++)
+            for (int q = 0; q < 4; q++) {
+                seed = seed * 1664525u + 1013904223u;
+                const float u = (float)(seed >> 8) / 16777216.0f;
+                pat[q][j] = q == 3 ? u * u * 1e-3f : q == 2 ? (u - 0.5f) * 0.02f : (u - 0.5f) * 2.0f;
+            }
+        for (int i = 0; i < N; i++)
+            p[i] = pat[0][i % 8], g[i] = pat[1][i % 8], m[i] = pat[2][i % 8], v[i] = pat[3][i % 8];
+        be->ops->adamw(be, p, &(optim_grads){g, DT_F32, 1.0f, 1.0f, NULL, NULL}, m, v, N, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                       0.01f, 1 + round % 9, DT_F32, NULL);
+        for (int i = 8; i < N; i++)
+            differ += memcmp(&p[i], &p[i % 8], sizeof *p) || memcmp(&m[i], &m[i % 8], sizeof *m) ||
+                      memcmp(&v[i], &v[i % 8], sizeof *v);
+    }
+    if (differ) fprintf(stderr, "adamw: %ld elements updated differently from their twins\n", differ);
+    assert_int_equal(differ, 0);
+}
+
 /* The copy written with the step: the parameters bit for bit those of a step without it, and the
  * copy the cast of them, over sizes that end inside and across the table's blocks (a partial
  * AdamW vector group at the end included), for both 16-bit types and three steps. */
@@ -200,10 +232,8 @@ static void test_grad_kinds(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sgd),
-        cmocka_unit_test(test_adamw),
-        cmocka_unit_test(test_fused_copy),
-        cmocka_unit_test(test_grad_kinds),
+        cmocka_unit_test(test_sgd),        cmocka_unit_test(test_adamw),      cmocka_unit_test(test_adamw_tail),
+        cmocka_unit_test(test_fused_copy), cmocka_unit_test(test_grad_kinds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
