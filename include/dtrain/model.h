@@ -97,9 +97,10 @@ DT_API dt_status dt_model_forward_backward(dt_model *m, const float *x, const in
  * overflow verdict (dt_model_settle_step), which would otherwise hold the copy until backward is
  * done. x and labels: host memory (pinned: the loader's), unchanged until that call returns; the
  * copy reads them until then. A call with other pointers or batch drops what was staged (waiting
- * for its copy), as do dt_model_evaluate and dt_model_free. Nothing to do (DT_OK) on the CPU or
- * for a batch in device memory. Errors: DT_ERR_INVALID_ARG (NULL arguments, a batch outside
- * 1..max_batch, host and device memory mixed), DT_ERR_DEVICE (a copy failed: nothing is staged). */
+ * for its copy), as do a step that fails before reading it, dt_model_evaluate and dt_model_free.
+ * Nothing to do (DT_OK) on the CPU or for a batch in device memory. Errors: DT_ERR_INVALID_ARG
+ * (NULL arguments, a batch outside 1..max_batch, host and device memory mixed), DT_ERR_DEVICE (a
+ * copy failed: nothing is staged). */
 DT_API dt_status dt_model_stage_batch(dt_model *m, const float *x, const int32_t *labels, int batch);
 /** The forward pass alone, in the model's precision, on `batch` samples (1..max_batch): x (batch,
  * input_size) and labels (batch) in host memory. Sets *loss_sum (summed cross-entropy, in double),

@@ -55,6 +55,15 @@ dt_status model_input_drop(dt_model *m)
     return s;
 }
 
+dt_status model_input_abandon(dt_model *m, dt_status s)
+{
+    if (!m->ahead.on) return s;
+    char why[512];
+    snprintf(why, sizeof why, "%s", dt_last_error());
+    (void)model_input_drop(m);
+    return status_set_error(s, "%s", why);
+}
+
 dt_status model_input_place(dt_model *m, const float **x, const int32_t **labels, int batch, int *slot)
 {
     const model_ahead *a = &m->ahead;

@@ -119,11 +119,12 @@ struct dt_model {
      * clipping, no other rank's gradients) steps each parameter layer the moment backward is done
      * with it, on the backend's side stream, beside the backward of the layers before it.
      * layer_opt is the optimizer during such a pass (NULL otherwise); side_used says the pass
-     * put work on the side stream, which the end of backward joins. */
+     * put work on the side stream, which the end of backward joins; layers_stepped counts the
+     * layers it stepped. */
     int step_overlap;
     int overlapped; /* dt_model_step_overlapped: the last step that stepped was overlapped */
     dt_optimizer *layer_opt;
-    int side_used;
+    int side_used, layers_stepped;
     double clip_norm; /* dt_model_set_clip_grad_norm: 0 off, +inf report only */
     long comm_starts; /* gradient collectives started (buckets, or the whole buffer): what tests
                             count to prove that accumulation's micro-batches send nothing */
@@ -216,6 +217,9 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
  * given up (its copy waited for, its slot released); DT_OK when there is none. */
 dt_status model_input_place(dt_model *m, const float **x, const int32_t **labels, int batch, int *slot);
 dt_status model_input_drop(dt_model *m);
+/* After a call failed with s: a batch staged ahead and not read is dropped; returns s, its message
+ * kept. */
+dt_status model_input_abandon(dt_model *m, dt_status s);
 /* The pass itself after its batch is on the backend (model_pass.c): forward, the loss queued
  * into lossh, backward, the side stream joined; no wait for the loss. What a graph records. */
 dt_status model_pass_body(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale);

@@ -92,7 +92,8 @@ static dt_status forward_backward_group(dt_model *m, const float *x, const int32
 dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
                                     double *loss_sum, int *correct)
 {
-    return forward_backward_group(m, x, labels, batch, grad_scale, loss_sum, correct, 1);
+    const dt_status s = forward_backward_group(m, x, labels, batch, grad_scale, loss_sum, correct, 1);
+    return s ? model_input_abandon(m, s) : s; /* as dt_model_train_step */
 }
 
 void model_test_verdict_sync(dt_model *m, int on) { m->verdict_sync = on != 0; }
@@ -215,8 +216,8 @@ static dt_status step_behind_verdict(dt_model *m, dt_optimizer *o, dt_scaler *sc
     return s;
 }
 
-dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
-                              int batch, float grad_scale, dt_step_result *r)
+static dt_status train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
+                            int batch, float grad_scale, dt_step_result *r)
 {
     memset(r, 0, sizeof *r);
     r->grad_norm = NAN;
@@ -230,8 +231,10 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
      * stop the run: the give-up message names the layer, and healthy steps skip the reads. */
     const int at_risk = !sc || scaler_overflow_ends_run(sc);
     const int by_layer = model_overlap_layers(m, o, sc);
+    const int t_was = optimizer_state(o).t;
     if (by_layer && (s = optimizer_layers_begin(m, o))) return s;
     m->layer_opt = by_layer ? o : NULL;
+    m->layers_stepped = 0;
     m->tail = step_tail(m, o, sc, ls, by_layer);
     m->tail_ran = 0;
     s = forward_backward_group(m, x, labels, batch, grad_scale * ls, &r->loss_sum, &r->correct, at_risk);
@@ -239,6 +242,12 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
     m->layer_opt = NULL;
     m->tail = (model_tail){NULL, 0, 0.0f};
     m->tail_ran = 0;
+    if (s && by_layer) {
+        /* A pass that failed before any layer stepped counts no step; a layer's step that failed
+         * may have left its part of the 16-bit copy half written. */
+        if (!m->layers_stepped) optimizer_set_t(o, t_was);
+        model_params_changed(m);
+    }
     if (s) return s;
     if (by_layer) {
         /* One rank: closes the reducer's step (nothing was sent). Every parameter layer stepped
@@ -296,4 +305,13 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
         m->overlapped = 0;
     }
     return s;
+}
+
+dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
+                              int batch, float grad_scale, dt_step_result *r)
+{
+    const dt_status s = train_step(m, o, sc, x, labels, batch, grad_scale, r);
+    /* A batch staged for this step and not read (a failure before the pass placed it): its copy is
+     * waited for, so the caller may reuse the buffer, and it is not taken for a later step's. */
+    return s ? model_input_abandon(m, s) : s;
 }

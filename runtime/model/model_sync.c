@@ -70,6 +70,7 @@ dt_status model_grads_done(dt_model *m, int i)
     if (k->side_begin && (s = k->side_begin(be))) return s;
     m->side_used |= k->side_begin != NULL;
     s = optimizer_step_layer(m, m->layer_opt, off, cnt);
+    if (!s) m->layers_stepped++;
     const dt_status es = k->side_end ? k->side_end(be) : DT_OK;
     return s ? s : es;
 }

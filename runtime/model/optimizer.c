@@ -198,7 +198,9 @@ dt_status optimizer_layers_begin(dt_model *m, dt_optimizer *o)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "a step layer by layer needs the whole optimizer state on this rank (not --zero 1)");
     if (!m->be->ops->host_memory && (s = state_to_device(o, m->be))) return s;
-    model_params_changed(m); /* current again once every layer has stepped (model_step.c) */
+    /* The 16-bit copy stays current: each layer's step writes its part with its parameters (a
+     * failed step marks it stale, dt_model_train_step). Marking it stale here made the forward
+     * before the steps cast every parameter again, each step. */
     o->t++;
     return DT_OK;
 }

@@ -5,7 +5,8 @@
  * scaler, deferred verdicts), graphs on and off; and the cases where a staged copy must not be
  * read: a step on another batch than the one staged (and one on another batch size), an
  * evaluation between staging and the step (it writes the first input slot), the host buffer of a
- * staged batch rewritten after its step returned. Two pinned host buffers take turns, as the
+ * staged batch rewritten after its step returned, a step refused for a bad label (its batch mended
+ * in place and staged again must be copied again). Two pinned host buffers take turns, as the
  * loader's do.
  *
  * Exit status: 0 passed, 1 failed, 77 skipped ("SKIP: no CUDA device") without a GPU.
@@ -124,6 +125,18 @@ static void run_case(dt_ctx *ctx, dt_dtype prec, dt_graphs graphs)
             if (!sb) sb = dt_model_evaluate(b.m, ex, ey, B, &l, &c, NULL);
         }
         if (k == 9 && !sa) sa = dt_model_stage_batch(a.m, x[t], y[t], n - 1); /* another batch size */
+        if (k == 10 && !sa) {
+            /* a step refused (a label out of range, checked on the host) drops its staged copy: the
+             * label mended in place and staged again is copied again, not taken from the slot */
+            const int32_t good = y[t][1];
+            y[t][1] = 99;
+            sa = dt_model_stage_batch(a.m, x[t], y[t], n);
+            if (!sa) sa = dt_model_settle_step(a.m, NULL);
+            const dt_status bad = sa ? sa : step(&a, x[t], y[t], n);
+            CHECK(bad == DT_ERR_INVALID_ARG, "%s: a label of 99 was not refused", what);
+            y[t][1] = good;
+            if (!sa) sa = dt_model_stage_batch(a.m, x[t], y[t], n);
+        }
         if (!sa) sa = dt_model_settle_step(a.m, NULL);
         if (!sa) sa = step(&a, x[t], y[t], n);
         /* b: the step copies its own batch */

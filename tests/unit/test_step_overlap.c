@@ -37,8 +37,16 @@
 
 static struct {
     const backend_ops *cpu;
-    int on_side, begins, ends, joins, optim_calls, optim_off_side;
+    int on_side, begins, ends, joins, optim_calls, optim_off_side, param_casts;
+    size_t np;
 } g;
+
+/* Casts of the whole parameter buffer into the 16-bit copy (model_params16_ready). */
+static dt_status count_cast(backend *be, dt_dtype t, const float *src, uint16_t *dst, size_t n)
+{
+    g.param_casts += n == g.np;
+    return g.cpu->cast_to16(be, t, src, dst, n);
+}
 
 static dt_status side_begin(backend *be)
 {
@@ -99,6 +107,7 @@ static void train_side_by_side(const run_cfg *c)
     ops.side_join = side_join;
     ops.sgd = count_sgd;
     ops.adamw = count_adamw;
+    ops.cast_to16 = count_cast;
     backend counting = {&ops, NULL};
     dt_model *whole = make_model(SPEC, INPUT, B, c->prec, c->grads);
     dt_model *layered = make_model(SPEC, INPUT, B, c->prec, c->grads);
@@ -108,6 +117,7 @@ static void train_side_by_side(const run_cfg *c)
     dt_model_set_step_overlap(layered, DT_STEP_OVERLAP_ON); /* AUTO leaves a model this small alone */
     const size_t np = dt_model_num_params(whole);
     assert_int_equal(np, 112 + 221 + 98 + 40);
+    g.np = np;
     dt_optim_config oc;
     dt_optim_defaults(&oc);
     oc.kind = c->kind;
@@ -159,6 +169,9 @@ static void train_side_by_side(const run_cfg *c)
         assert_int_equal(g.joins, 4);
         assert_true(g.optim_calls >= PARAM_LAYERS * 4);
         assert_int_equal(g.optim_off_side, 0);
+        /* A kept copy is cast once, before the first forward: every later one reads what the
+         * layers' steps wrote into it. */
+        assert_int_equal(g.param_casts, c->keep16 && c->prec != DT_F32 ? 1 : 0);
     }
     dt_scaler_free(sw);
     dt_scaler_free(sl);
@@ -213,13 +226,53 @@ static void test_whole_gradient_first(void **st)
     run_all(&(run_cfg){.prec = DT_F32, .grads = DT_F32, .clip = 1});
 }
 
+/* A step whose pass fails before any layer stepped (a label out of range) counts no optimizer
+ * step: AdamW's bias correction after it is the one of a model whose step comes after backward. */
+static void test_failed_pass(void **st)
+{
+    (void)st;
+    rng_seed("overlap failed pass", 0);
+    dt_model *whole = make_model(SPEC, INPUT, B, DT_F32, DT_F32), *layered = make_model(SPEC, INPUT, B, DT_F32, DT_F32);
+    dt_model_set_step_overlap(whole, DT_STEP_OVERLAP_OFF);
+    dt_model_set_step_overlap(layered, DT_STEP_OVERLAP_ON);
+    const size_t np = dt_model_num_params(whole);
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    oc.kind = DT_OPTIM_ADAMW;
+    oc.lr = 2e-3f;
+    dt_optimizer *ow, *ol;
+    assert_int_equal(dt_optimizer_create(&oc, np, &ow), DT_OK);
+    assert_int_equal(dt_optimizer_create(&oc, np, &ol), DT_OK);
+    for (int p = 0; p < 3; p++) {
+        float *x;
+        int32_t *y;
+        make_batch(whole, B, 2.0f, &x, &y);
+        dt_step_result r;
+        if (p == 1) {
+            const int32_t good = y[2];
+            y[2] = 99; /* refused by the pass before anything runs */
+            assert_int_equal(dt_model_train_step(whole, ow, NULL, x, y, B, 1.0f / B, &r), DT_ERR_INVALID_ARG);
+            assert_int_equal(dt_model_train_step(layered, ol, NULL, x, y, B, 1.0f / B, &r), DT_ERR_INVALID_ARG);
+            y[2] = good;
+        }
+        assert_int_equal(dt_model_train_step(whole, ow, NULL, x, y, B, 1.0f / B, &r), DT_OK);
+        assert_int_equal(dt_model_train_step(layered, ol, NULL, x, y, B, 1.0f / B, &r), DT_OK);
+        free(x);
+        free(y);
+    }
+    assert_memory_equal(dt_model_params(whole), dt_model_params(layered), np * sizeof(float));
+    dt_optimizer_free(ow);
+    dt_optimizer_free(ol);
+    dt_model_free(whole);
+    dt_model_free(layered);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fp32),
-        cmocka_unit_test(test_bf16),
-        cmocka_unit_test(test_16bit_copy),
-        cmocka_unit_test(test_whole_gradient_first),
+        cmocka_unit_test(test_fp32),        cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_16bit_copy),  cmocka_unit_test(test_whole_gradient_first),
+        cmocka_unit_test(test_failed_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
