@@ -58,9 +58,9 @@ int reducer_sharded(const dt_reducer *r);
 void reducer_owned(const dt_reducer *r, int b, size_t *off, size_t *cnt);
 /* Every rank's owned part of every bucket of an fp32 buffer in the reducer's memory (host or
  * device) laid out like the reducer's (the parameters) sent to every rank, in place. Collective; a
- * no-op when nothing is communicated. Host memory: returns when done; NCCL: the caller's stream
- * (dt_reducer_config.stream) waits for it, the host does not; MPI through host memory: the device
- * is synchronized first, and it returns when done. */
+ * no-op when nothing is communicated. Host memory: returns when done; NCCL: returns when done too
+ * (polled under the watchdog's deadline), the caller's stream (dt_reducer_config.stream) ordered
+ * after it; MPI through host memory: the device is synchronized first, and it returns when done. */
 dt_status reducer_allgather(dt_reducer *r, float *buf);
 /* The same for an fp32 host buffer whatever the reducer's memory (an optimizer state spread to
  * full size for a checkpoint); returns when done. */

@@ -85,8 +85,9 @@ dt_status reducer_allgather(dt_reducer *r, float *buf)
                        : r->dcoll->ops->start_half(r->dcoll, buf + bk->off, bk->n, DT_F32, DT_SUM, 1, r->cfg.stream);
             if (!s) r->stats.bytes_sent += (double)bk->n * sizeof(float);
         }
-        /* Everything started is waited for, even after a failed start. NCCL's: the caller's
-         * stream (the next forward) waits for the parameters, the host does not. */
+        /* Everything started is waited for, even after a failed start. NCCL's: the host polls
+         * for them under the watchdog's deadline (nccl_wait_all), and the caller's stream (the
+         * next forward) is ordered after them. */
         const dt_status w = r->eng ? engine_wait_all(r->eng) : r->dcoll->ops->wait_all(r->dcoll, r->cfg.stream);
         return s ? s : w;
     }
