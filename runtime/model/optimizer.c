@@ -32,8 +32,8 @@ struct dt_optimizer {
 };
 
 static dt_status optimizer_step_shard(dt_model *m, dt_optimizer *o);
-static dt_status step_like_whole(backend *be, const dt_optimizer *o, size_t at, float *p, const optim_grads *g,
-                                 size_t off, size_t cnt, dt_dtype copy_t, uint16_t *copy);
+static dt_status step_slice(backend *be, const dt_optimizer *o, size_t at, float *p, const optim_grads *g, size_t cnt,
+                            dt_dtype copy_t, uint16_t *copy);
 
 void dt_optim_defaults(dt_optim_config *c)
 {
@@ -208,7 +208,7 @@ dt_status optimizer_layers_begin(dt_model *m, dt_optimizer *o)
 dt_status optimizer_step_layer(dt_model *m, dt_optimizer *o, size_t off, size_t cnt)
 {
     const optim_grads g = model_optim_grads(m), gs = grads_from(&g, off);
-    return step_like_whole(m->be, o, off, m->params + off, &gs, off, cnt, m->prec, m->p16 ? m->p16 + off : NULL);
+    return step_slice(m->be, o, off, m->params + off, &gs, cnt, m->prec, m->p16 ? m->p16 + off : NULL);
 }
 
 dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
@@ -276,55 +276,16 @@ void optimizer_graph_stepped(dt_model *m, dt_optimizer *o)
     if (m->p16) m->p16_current = 1; /* the graph's step wrote the copy whole */
 }
 
-/* The CPU AdamW kernel (kernels/cpu/optim.c) runs whole groups of this many elements from the start
- * of its range through fused multiply-adds and the last n % ADAMW_LANES one at a time without, so
- * an element's bits depend on which of the two it falls in. The whole-buffer step of --zero 0 puts
- * element i in a group iff i < n - n % ADAMW_LANES; step_like_whole keeps that for any slice. SGD's
- * kernel has no fused path (C11, no contraction), so any split gives its bits. */
-#define ADAMW_LANES 8
-
-/* One step of elements [off, off + cnt) of the flat buffer of n, p and g pointing at element off,
- * state at `at`, each element taking the arithmetic path it takes in one step over all n; copy
- * (NULL: none; else pointing at element off) receives the updated p rounded to copy_t. */
-static dt_status step_like_whole(backend *be, const dt_optimizer *o, size_t at, float *p, const optim_grads *g,
-                                 size_t off, size_t cnt, dt_dtype copy_t, uint16_t *copy)
+/* One step of cnt elements of the flat buffer, p and g pointing at the first, state at `at`; copy
+ * (NULL: none; else pointing at the first) receives the updated p rounded to copy_t. Every
+ * optimizer kernel, CPU (kernels/cpu/optim.c: AdamW's vector loop and its scalar tail take the same
+ * fused multiply-adds) and CUDA, computes each element alike wherever it lies, so a slice (a
+ * layer, a bucket, a ZeRO shard) gets the bits one step over the whole buffer gives it. */
+static dt_status step_slice(backend *be, const dt_optimizer *o, size_t at, float *p, const optim_grads *g, size_t cnt,
+                            dt_dtype copy_t, uint16_t *copy)
 {
-    /* The CUDA kernels compute every element alike (kernels/cuda/optim.cu), so any slice is exact. */
-    if (!be->ops->host_memory) return step_copy(be, o, o->d1, o->d2, at, p, g, cnt, copy_t, copy);
-    if (o->cfg.kind != DT_OPTIM_ADAMW) return step_copy(be, o, o->s1, o->s2, at, p, g, cnt, copy_t, copy);
-    const size_t grouped_end = o->n - o->n % ADAMW_LANES; /* elements before it are grouped at --zero 0 */
-    const size_t nv = off >= grouped_end ? 0 : (grouped_end - off < cnt ? grouped_end - off : cnt);
-    const size_t whole = nv - nv % ADAMW_LANES, rem = nv - whole;
-    dt_status s = whole ? step_copy(be, o, o->s1, o->s2, at, p, g, whole, copy_t, copy) : DT_OK;
-    if (!s && rem) {
-        /* The slice's last grouped elements, padded to a group with zeros (a zero gradient on zero
-         * state and parameter updates to zero: no NaN). */
-        float tp[ADAMW_LANES] = {0}, t1[ADAMW_LANES] = {0}, t2[ADAMW_LANES] = {0};
-        /* The gradients as kept (a zero pattern is +0 in every type), read with their factors. */
-        union {
-            float f[ADAMW_LANES];
-            uint16_t h[ADAMW_LANES];
-        } tg = {{0}};
-        const size_t es = g->t == DT_F32 ? sizeof(float) : sizeof(uint16_t);
-        memcpy(tg.f, (const char *)g->g + whole * es, rem * es);
-        optim_grads tgs = *g;
-        tgs.g = g->t == DT_F32 ? (const void *)tg.f : (const void *)tg.h;
-        memcpy(tp, p + whole, rem * sizeof(float));
-        memcpy(t1, o->s1 + at + whole, rem * sizeof(float));
-        memcpy(t2, o->s2 + at + whole, rem * sizeof(float));
-        s = step_on(be, o, t1, t2, 0, tp, &tgs, ADAMW_LANES);
-        memcpy(p + whole, tp, rem * sizeof(float));
-        memcpy(o->s1 + at + whole, t1, rem * sizeof(float));
-        memcpy(o->s2 + at + whole, t2, rem * sizeof(float));
-        /* The fused copy rounds as cast_to16 does. */
-        if (!s && copy) s = be->ops->cast_to16(be, copy_t, p + whole, copy + whole, rem);
-    }
-    /* The buffer's own last elements, fewer than a group: one at a time, as at --zero 0. */
-    if (!s && cnt > nv) {
-        const optim_grads tail = grads_from(g, nv);
-        s = step_copy(be, o, o->s1, o->s2, at + nv, p + nv, &tail, cnt - nv, copy_t, copy ? copy + nv : NULL);
-    }
-    return s;
+    const int host = be->ops->host_memory;
+    return step_copy(be, o, host ? o->s1 : o->d1, host ? o->s2 : o->d2, at, p, g, cnt, copy_t, copy);
 }
 
 /* One step over the owned slices only, each slice's state at its place in s1/s2 and its
@@ -338,7 +299,7 @@ static dt_status optimizer_step_shard(dt_model *m, dt_optimizer *o)
     for (int i = 0; i < o->nseg; i++) {
         const size_t off = o->seg_off[i], cnt = o->seg_cnt[i];
         const optim_grads gs = grads_from(&g, off);
-        const dt_status s = step_like_whole(be, o, at, m->params + off, &gs, off, cnt, DT_F32, NULL);
+        const dt_status s = step_slice(be, o, at, m->params + off, &gs, cnt, DT_F32, NULL);
         if (s) return s;
         at += cnt;
     }
