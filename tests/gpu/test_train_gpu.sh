@@ -167,6 +167,12 @@ fi
     grep -q "parameters identical on all 2 ranks" "$tmp/log" && ok "bf16, 2 ranks on one GPU: parameters identical on both" ||
     { bad "bf16 2 ranks on one GPU"; cat "$tmp/log"; }
 expect 1 "two ranks on one GPU" "$MPIRUN" -np 2 "$DTRAIN" env --device cuda
+# --bucket-mb auto on GPU ranks times the allreduce on a device buffer (the buckets' path: here MPI
+# through host memory), after its 3 profiled steps.
+"$MPIRUN" -np 2 "$DTRAIN" train $common --batch 16 --steps 8 --bucket-mb auto >"$tmp/log" 2>&1 &&
+    grep -q "buckets: --bucket-mb auto chose\|--bucket-mb auto keeps .* fits no ring" "$tmp/log" &&
+    ok "--bucket-mb auto on 2 GPU ranks: $(grep -o 'auto \(chose\|keeps\) [0-9.]* MiB' "$tmp/log" | head -1)" ||
+    { bad "--bucket-mb auto on 2 GPU ranks"; cat "$tmp/log"; }
 
 # The per-layer finite check runs on the device without waiting (a flag per layer, read when
 # the run gives up): the stop still names layer 4 (fc:10), where backward meets the inf first.
