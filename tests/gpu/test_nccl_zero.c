@@ -15,6 +15,7 @@
 #include "collectives/coll.h"
 #include "kernels/cast.h"
 #include "mpi_check.h" /* CHECK, and the failures, rank and world it uses */
+#include "gpu_skip.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -144,12 +145,8 @@ static void start_half_case(coll *c, dt_dtype t, size_t n)
 
 int main(int argc, char **argv)
 {
-    int ndev = 0;
-    cudaError_t e = cudaGetDeviceCount(&ndev);
-    if (e != cudaSuccess || ndev == 0) {
-        printf("SKIP: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorName(e) : "0 devices");
-        return 77;
-    }
+    const int ndev = gpu_devices_or_skip();
+    if (!ndev) return 77;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);

@@ -22,6 +22,7 @@
 #include "kernels/cast.h"
 #include "dtrain.h"
 #include "../mpi/mpi_check.h"
+#include "gpu_skip.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -150,12 +151,7 @@ static void utilities(dt_ctx *ctx)
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-        printf("SKIP: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorName(e) : "0 devices");
-        return 77;
-    }
+    if (!gpu_devices_or_skip()) return 77;
     dt_config cfg;
     dt_config_defaults(&cfg);
     if (dt_config_from_env(&cfg) != DT_OK) { /* DTRAIN_COMM_WORLD1 */

@@ -15,6 +15,7 @@
 
 #include "dtrain.h"
 #include "../mpi/mpi_check.h"
+#include "gpu_skip.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -158,12 +159,7 @@ static void run_case(dt_ctx *ctx, dt_dtype prec, dt_graphs graphs)
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-        printf("SKIP: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorName(e) : "0 devices");
-        return 77;
-    }
+    if (!gpu_devices_or_skip()) return 77;
     dt_config cfg;
     dt_config_defaults(&cfg);
     cfg.device = DT_DEVICE_CUDA;
