@@ -34,7 +34,7 @@ DT_CPU_CLONES size_t cpu_count_nonfinite(const float *restrict x, size_t n)
 
 DT_CPU_CLONES size_t cpu_count_nonfinite16(dt_dtype t, const uint16_t *restrict x, size_t n)
 {
-    const uint16_t inf = t == DT_F16 ? 0x7c00u : 0x7f80u;
+    const uint16_t inf = inf16_bits(t == DT_BF16);
     size_t bad = 0, i = 0;
     for (; i + DT_CPU_BLOCK <= n; i += DT_CPU_BLOCK) {
         uint32_t c = 0;
@@ -69,13 +69,8 @@ DT_CPU_CLONES size_t cpu_unscale_count_nonfinite(float *restrict g, size_t n, fl
     return bad;
 }
 
-/* Negative and not NaN: sign bit set and the magnitude at most inf. -0 counts as negative and
- * becomes +0, which ReLU allows either way. Blocked loops, as everywhere here, so gcc vectorizes. */
-static inline uint16_t relu16(uint16_t v, uint16_t inf)
-{
-    return ((v & 0x8000u) && (uint16_t)(v & 0x7fffu) <= inf) ? (uint16_t)0 : v;
-}
-
+/* relu16 and relu16_positive (kernels/amp.h) in blocked loops, as everywhere here, so gcc
+ * vectorizes. */
 static inline uint16_t relu16_grad(uint16_t y, uint16_t dy, uint16_t inf)
 {
     return relu16_positive(y, inf) ? dy : (uint16_t)0;
@@ -83,7 +78,7 @@ static inline uint16_t relu16_grad(uint16_t y, uint16_t dy, uint16_t inf)
 
 DT_CPU_CLONES void cpu_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, size_t n)
 {
-    const uint16_t inf = t == DT_F16 ? 0x7c00u : 0x7f80u;
+    const uint16_t inf = inf16_bits(t == DT_BF16);
     size_t i = 0;
     if (x == y) {
         for (; i + DT_CPU_BLOCK <= n; i += DT_CPU_BLOCK)
@@ -99,7 +94,7 @@ DT_CPU_CLONES void cpu_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, si
 
 DT_CPU_CLONES void cpu_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n)
 {
-    const uint16_t inf = t == DT_F16 ? 0x7c00u : 0x7f80u;
+    const uint16_t inf = inf16_bits(t == DT_BF16);
     const uint16_t *restrict yr = y;
     size_t i = 0;
     if (dx == dy) {

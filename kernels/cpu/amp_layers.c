@@ -287,7 +287,7 @@ dt_status cpu_layer_pool_fwd(backend *be, const pass_args *a, const void *x, int
 static void maxpool_relu_bwd(dt_dtype prec, const float *dy, const void *relu_y, const int32_t *idx, float *dx,
                              size_t planes, size_t per, size_t plane)
 {
-    const uint16_t inf = prec == DT_F16 ? 0x7c00u : 0x7f80u;
+    const uint16_t inf = inf16_bits(prec == DT_BF16);
     for (size_t pl = 0; pl < planes; pl++) {
         float *dxp = dx + pl * plane;
         const float *dyp = dy + pl * per;

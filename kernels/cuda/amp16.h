@@ -28,7 +28,7 @@ void cuda_lt_counts(long *fused, long *unfused);
 /* y = x < 0 ? 0 : x (NaN passes); dx = y > 0 ? dy : 0 (dx may alias dy). */
 dt_status cuda_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, size_t n);
 dt_status cuda_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n);
-/* y16(rows, cols) = round(y32 + b16 widened, per column); relu: then through ReLU (relu16_y). */
+/* y16(rows, cols) = round(y32 + b16 widened, per column); relu: then through ReLU (relu16). */
 dt_status cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint16_t *y16, int rows, int cols,
                          int relu);
 /* db[j] = sum over the rows of dy16[i][j], in fp32, rows in order. */

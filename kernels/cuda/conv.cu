@@ -224,7 +224,7 @@ static __global__ void scatter_y_kernel(const float *__restrict__ yg, float *__r
             }
             if (MODE == 2) {
                 const uint16_t h = narrow16(bf, src[p] + br);
-                y16[r * P + p] = relu ? relu16_y(inf, h) : h;
+                y16[r * P + p] = relu ? relu16(h, inf) : h;
             }
         }
     }
@@ -452,7 +452,7 @@ static __global__ void bias_round16_kernel(int bf, int relu, const float *__rest
         const float br = CHAN && b16 ? wide16(bf, b16[r % outer]) : 0.0f;
         for (uint32_t p = threadIdx.x; p < per; p += blockDim.x) {
             const uint16_t h = narrow16(bf, src[p] + (CHAN || !b16 ? br : wide16(bf, b16[p])));
-            dst[p] = relu ? relu16_y(inf, h) : h;
+            dst[p] = relu ? relu16(h, inf) : h;
         }
     }
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "kernels/amp.h" /* relu16, relu16_positive, inf16_bits: the CPU's definitions */
 #include "kernels/backend.h"
 #include "kernels/cast.h"
 #include "kernels/cuda/amp16.h"
@@ -38,25 +39,6 @@ static __device__ __forceinline__ float wide16(int bf, uint16_t v)
 static __device__ __forceinline__ uint16_t narrow16(int bf, float f)
 {
     return bf ? __bfloat16_as_ushort(__float2bfloat16_rn(f)) : __half_as_ushort(__float2half_rn(f));
-}
-
-/* ReLU on a 16-bit bit pattern (inf: the +inf pattern of the type): negatives down to -inf, and
- * -0, become +0; NaNs pass. The relu layer's and the fused forwards' one definition. */
-static __device__ __forceinline__ uint16_t relu16_y(uint16_t inf, uint16_t v)
-{
-    return ((v & 0x8000u) && (uint16_t)(v & 0x7fffu) <= inf) ? (uint16_t)0 : v;
-}
-
-/* ReLU's gradient test on a 16-bit output: positive, not zero, not NaN (+inf passes). */
-static __device__ __forceinline__ bool relu16_positive(uint16_t inf, uint16_t y)
-{
-    return !(y & 0x8000u) && y != 0 && y <= inf;
-}
-
-/* The +inf pattern of bf16 (bf) or fp16. */
-static __host__ __device__ __forceinline__ uint16_t inf16_bits(int bf)
-{
-    return bf ? (uint16_t)0x7f80u : (uint16_t)0x7c00u;
 }
 
 /* An element as fp32, for kernels templated on fp32 or 16-bit storage. */

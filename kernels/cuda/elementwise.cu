@@ -55,13 +55,13 @@ static __global__ void round16_kernel(int bf, const float *in, float *out, size_
         out[i] = wide16(bf, narrow16(bf, in[i]));
 }
 
-/* 16-bit ReLU on bit patterns (inf: the +inf pattern): forward (relu16_y, cuda_internal.cuh)
- * zeroes negatives down to -inf and keeps NaNs; backward passes dy where y > 0 (relu16_positive).
- * Eight values a thread at a time (16-byte loads) when every pointer is 16-byte aligned (vec), the
- * rest one by one. */
+/* 16-bit ReLU on bit patterns (inf: the +inf pattern): forward (relu16, kernels/amp.h) zeroes
+ * negatives down to -inf and keeps NaNs; backward passes dy where y > 0 (relu16_positive). Eight
+ * values a thread at a time (16-byte loads) when every pointer is 16-byte aligned (vec), the rest
+ * one by one. */
 static __device__ __forceinline__ uint16_t relu16_dx(uint16_t inf, uint16_t y, uint16_t g)
 {
-    return relu16_positive(inf, y) ? g : (uint16_t)0;
+    return relu16_positive(y, inf) ? g : (uint16_t)0;
 }
 
 typedef union {
@@ -76,10 +76,10 @@ static __global__ void relu16_fwd_kernel(uint16_t inf, const uint16_t *x, uint16
     for (size_t v = i; v < nv; v += stride) {
         pack8 a;
         a.v = ((const uint4 *)x)[v];
-        for (int e = 0; e < 8; e++) a.h[e] = relu16_y(inf, a.h[e]);
+        for (int e = 0; e < 8; e++) a.h[e] = relu16(a.h[e], inf);
         ((uint4 *)y)[v] = a.v;
     }
-    for (i += nv * 8; i < n; i += stride) y[i] = relu16_y(inf, x[i]);
+    for (i += nv * 8; i < n; i += stride) y[i] = relu16(x[i], inf);
 }
 
 static __global__ void relu16_bwd_kernel(uint16_t inf, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n,
@@ -114,8 +114,6 @@ static __global__ void col_sums16_kernel(int bf, const uint16_t *__restrict__ dy
     }
 }
 
-static uint16_t inf16(dt_dtype t) { return t == DT_BF16 ? (uint16_t)0x7f80u : (uint16_t)0x7c00u; }
-
 dt_status cuda_round16(backend *be, dt_dtype t, const float *in, float *out, size_t n)
 {
     (void)be;
@@ -128,8 +126,8 @@ dt_status cuda_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, size_t n)
 {
     if (!n) return DT_OK;
     const int vec = aligned16(x, y, y);
-    relu16_fwd_kernel<<<grid_for(vec ? (n + 7) / 8 : n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(inf16(t), x, y, n,
-                                                                                                   vec);
+    relu16_fwd_kernel<<<grid_for(vec ? (n + 7) / 8 : n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(
+        inf16_bits(t == DT_BF16), x, y, n, vec);
     return check_launch("relu16_fwd", "relu16_fwd_kernel", n);
 }
 
@@ -137,8 +135,8 @@ dt_status cuda_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *dy, uin
 {
     if (!n) return DT_OK;
     const int vec = aligned16(y, dy, dx);
-    relu16_bwd_kernel<<<grid_for(vec ? (n + 7) / 8 : n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(inf16(t), y, dy, dx,
-                                                                                                   n, vec);
+    relu16_bwd_kernel<<<grid_for(vec ? (n + 7) / 8 : n, OPS_MAX_BLOCKS), OPS_BLOCK, 0, g_stream>>>(
+        inf16_bits(t == DT_BF16), y, dy, dx, n, vec);
     return check_launch("relu16_bwd", "relu16_bwd_kernel", n);
 }
 

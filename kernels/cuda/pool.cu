@@ -44,7 +44,7 @@ static __global__ void maxpool_fwd_kernel(const T *__restrict__ x, T *__restrict
  * passes only where the window's output ry (the pool's forward output, the value at the argmax)
  * is positive, exactly the relu layer's test on that input (inf: the +inf pattern of 16 bits). */
 static __device__ __forceinline__ bool positive(float v, uint16_t) { return v > 0.0f; }
-static __device__ __forceinline__ bool positive(uint16_t v, uint16_t inf) { return relu16_positive(inf, v); }
+static __device__ __forceinline__ bool positive(uint16_t v, uint16_t inf) { return relu16_positive(v, inf); }
 
 template <typename T>
 static __global__ void maxpool_bwd_kernel(const T *__restrict__ dy, const int32_t *__restrict__ idx,
