@@ -14,8 +14,18 @@
 
 #include <stdio.h>
 
-/* Queues the copy of the host batch into the next slot (*slot). A copy queued before a failure may
- * still read the caller's batch, which the caller may refill once this returns: then it waits. */
+/* After a failure s, with a batch's copy queued: the copy may still read the caller's batch, which
+ * the caller may refill once the call returns, so the device is waited for; s and its message are
+ * kept. */
+static dt_status wait_keeping(backend *be, dt_status s)
+{
+    char why[512];
+    snprintf(why, sizeof why, "%s", dt_last_error());
+    (void)be->ops->settle(be);
+    return status_set_error(s, "%s", why);
+}
+
+/* Queues the copy of the host batch into the next slot (*slot). */
 static dt_status copy_to_slot(dt_model *m, const float *x, const int32_t *labels, int batch, int *slot)
 {
     backend *be = m->be;
@@ -32,12 +42,8 @@ static dt_status copy_to_slot(dt_model *m, const float *x, const int32_t *labels
     m->in_slot ^= 1;
     dt_status s;
     if ((s = be->ops->copy_in(be, k, xd, x, xb)) || (s = be->ops->copy_in(be, k, ld, labels, lb)) ||
-        (s = be->ops->copy_in_join(be, k))) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", dt_last_error());
-        (void)be->ops->settle(be);
-        return status_set_error(s, "%s", why);
-    }
+        (s = be->ops->copy_in_join(be, k)))
+        return wait_keeping(be, s);
     return DT_OK;
 }
 
@@ -62,6 +68,19 @@ dt_status model_input_abandon(dt_model *m, dt_status s)
     snprintf(why, sizeof why, "%s", dt_last_error());
     (void)model_input_drop(m);
     return status_set_error(s, "%s", why);
+}
+
+dt_status model_input_done(dt_model *m, int slot, dt_status s)
+{
+    backend *be = m->be;
+    /* Backward was the last to read this slot's batch: the copy two passes on may write it. */
+    if (be->ops->copy_in) {
+        const dt_status rs = be->ops->copy_in_release(be, slot);
+        if (!s) s = rs;
+    }
+    /* A pass that failed before its loss was queued leaves the model's loss_wait nothing of its
+     * own to wait for, while its batch's copy may still be reading. */
+    return s ? wait_keeping(be, s) : s;
 }
 
 dt_status model_input_place(dt_model *m, const float **x, const int32_t **labels, int batch, int *slot)

@@ -212,10 +212,12 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
                                  double *loss_sum, int *correct);
 /* A host batch on its way to a device model (model_input.c). model_input_place points *x and
  * *labels at the device slot (*slot) holding the batch: the one staged ahead when it is this
- * batch, else a copy queued now (and a batch staged ahead but not this one dropped). The pass
- * that reads it releases the slot (copy_in_release). model_input_drop: a batch staged ahead is
+ * batch, else a copy queued now (and a batch staged ahead but not this one dropped).
+ * model_input_done, after the pass that read it (s: how the pass went): the slot released, and on
+ * a failure the copy waited for, s and its message kept. model_input_drop: a batch staged ahead is
  * given up (its copy waited for, its slot released); DT_OK when there is none. */
 dt_status model_input_place(dt_model *m, const float **x, const int32_t **labels, int batch, int *slot);
+dt_status model_input_done(dt_model *m, int slot, dt_status s);
 dt_status model_input_drop(dt_model *m);
 /* After a call failed with s: a batch staged ahead and not read is dropped; returns s, its message
  * kept. */

@@ -328,20 +328,7 @@ dt_status model_forward_backward(dt_model *m, const float *x, const int32_t *lab
     int graphed = 0;
     s = model_graph_pass(m, x, labels, batch, grad_scale, &graphed);
     if (!s && !graphed) s = model_pass_body(m, x, labels, batch, grad_scale);
-    /* Backward was the last to read this slot's batch: the copy two passes on may write it. */
-    if (be->ops->copy_in && staged) {
-        const dt_status rs = be->ops->copy_in_release(be, slot);
-        if (!s) s = rs;
-    }
-    /* A pass that failed before its loss was queued leaves the loss_wait below nothing of its own
-     * to wait for, while its batch's copy may still read the caller's pinned buffer, which the
-     * caller may refill once this returns: wait for it, keeping the failure's message. */
-    if (s && staged) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", dt_last_error());
-        (void)be->ops->settle(be);
-        s = status_set_error(s, "%s", why);
-    }
+    if (staged) s = model_input_done(m, slot, s);
     /* On a failure too, so no copy is still landing in lossh when the caller frees the model. */
     const dt_status ws = be->ops->loss_wait(be);
     if (s || (s = ws)) return s;
