@@ -125,7 +125,7 @@ static int relu_fused_into_pool(const dt_model *m, int i)
 static int relu_fused_into_fc_bwd(const dt_model *m, int i)
 {
     const layer *l = m->spec.layers;
-    return i >= 2 && i < m->spec.n && l[i].kind == LAYER_FC && l[i - 2].kind == LAYER_FC && relu_fused_after(m, i - 2);
+    return i >= 2 && l[i].kind == LAYER_FC && l[i - 2].kind == LAYER_FC && relu_fused_after(m, i - 2);
 }
 
 void model_pass_inputs(dt_model *m, const float *x)
