@@ -33,6 +33,16 @@ const char *dt_last_error(void) { return last_error; }
 
 void status_clear_error(void) { last_error[0] = '\0'; }
 
+_Static_assert(sizeof(((status_kept *)0)->msg) == sizeof last_error, "a kept message holds the whole last error");
+
+void status_keep(status_kept *k) { memcpy(k->msg, last_error, sizeof k->msg); }
+
+dt_status status_restore(dt_status s, const status_kept *k)
+{
+    memcpy(last_error, k->msg, sizeof last_error);
+    return s;
+}
+
 dt_status status_set_error(dt_status s, const char *fmt, ...)
 {
     /* Formatted aside and then copied: callers often wrap the error they were given

@@ -20,6 +20,23 @@ dt_status status_set_error(dt_status s, const char *fmt, ...) __attribute__((for
 /* Clears this thread's last error (dt_last_error() then returns ""). */
 void status_clear_error(void);
 
+/* A last-error message copied aside, whole (the same size as the thread's own). Two uses:
+ *  - cleanup after a failure (freeing memory, waiting for a device, a collective that tells the
+ *    other ranks) may record errors of its own; the failure's message is kept before it and put
+ *    back after it, so the caller reads what started the failure;
+ *  - a worker thread's failure carried to the thread that reports it (the last error is per
+ *    thread). */
+typedef struct status_kept {
+    char msg[2048];
+} status_kept;
+
+/* Copies this thread's last error into *k. */
+void status_keep(status_kept *k);
+
+/* Makes k's message this thread's last error again and returns s, so a failure path reads
+ * `status_keep(&k); cleanup(); return status_restore(s, &k);`. */
+dt_status status_restore(dt_status s, const status_kept *k);
+
 #ifdef __cplusplus
 }
 #endif

@@ -195,7 +195,7 @@ static int engine_drive(engine *e, uint64_t from, uint64_t to)
             finished++;
             if (st && !e->failure) {
                 e->failure = st;
-                snprintf(e->failure_msg, sizeof e->failure_msg, "%s", dt_last_error());
+                status_keep(&e->failure_msg);
             }
         } else if (q->phase != PHASE_DONE && e->timeout_s > 0 && t - q->t_start > e->timeout_s) {
             engine_expire(e, q, t - q->t_start);
@@ -236,7 +236,7 @@ static void *engine_thread(void *arg)
             dt_status st = engine_req_post(e, q);
             if (st && !e->failure) {
                 e->failure = st;
-                snprintf(e->failure_msg, sizeof e->failure_msg, "%s", dt_last_error());
+                status_keep(&e->failure_msg);
                 q->phase = PHASE_DONE;
             }
             e->posted++;
@@ -472,7 +472,7 @@ dt_status engine_wait_upto(engine *e, uint64_t seq)
     if (e->failure) {
         dt_status s = e->failure;
         e->failure = DT_OK;
-        return status_set_error(s, "%s", e->failure_msg);
+        return status_restore(s, &e->failure_msg);
     }
     return DT_OK;
 }

@@ -8,6 +8,7 @@
 
 #include "collectives/engine.h"
 #include "collectives/engine_policy.h"
+#include "base/status.h"
 
 #include <mpi.h>
 #include <pthread.h>
@@ -99,7 +100,7 @@ struct engine {
     uint64_t posted;   /* requests the driver has posted to MPI */
     uint64_t done;     /* requests finished (in order of completion count) */
     dt_status failure;
-    char failure_msg[1024];
+    status_kept failure_msg;
     /* Scratch per bucket id, kept across steps (a step must not allocate). */
     void **scratch; /* fp32 receive buffers */
     size_t *scratch_n;

@@ -278,9 +278,9 @@ dt_status dt_reducer_wait(dt_reducer *r)
 {
     if (!r) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_wait: the reducer is NULL");
     const double t0 = clock_now_s();
-    char why[1024] = "";
+    status_kept why;
     dt_status incomplete = check_complete(r);
-    if (incomplete) snprintf(why, sizeof why, "%s", dt_last_error());
+    if (incomplete) status_keep(&why);
     dt_status s = DT_OK;
     if (r->comm && r->sync) {
         r->in_wait = 1;
@@ -303,7 +303,7 @@ dt_status dt_reducer_wait(dt_reducer *r)
     r->stats.wait_s += clock_now_s() - t0;
     if (!s && !incomplete) r->stats.steps++;
     if (s) return s;
-    return incomplete ? status_set_error(incomplete, "%s", why) : DT_OK;
+    return incomplete ? status_restore(incomplete, &why) : DT_OK;
 }
 
 int reducer_waits_by_bucket(const dt_reducer *r)

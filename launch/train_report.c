@@ -7,6 +7,7 @@
 
 #include "launch/cli.h"
 #include "base/log.h"
+#include "base/status.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -164,8 +165,8 @@ void train_report_end(const train_run *r, int agree, double bad)
  * knows where the overflow starts. */
 void train_report_numeric_stop(const train_run *r, long step)
 {
-    char why[1024];
-    snprintf(why, sizeof why, "%s", dt_last_error());
+    status_kept why;
+    status_keep(&why);
     const int rank = r->rank, world = r->world;
     float *bad = calloc((size_t)world, sizeof *bad);
     if (bad) {
@@ -185,7 +186,7 @@ void train_report_numeric_stop(const train_run *r, long step)
         }
         cli_error("training stopped at step %ld: %s. First non-finite gradients before the allreduce, in backward "
                   "order:%s",
-                  step, why,
+                  step, why.msg,
                   used ? where
                        : " none on any rank (the sum overflowed in the allreduce: use --grad-comm fp32 or bf16)");
     }

@@ -78,11 +78,11 @@ dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *dif
     dt_status s = host ? backend_for_memory(DT_MEMORY_DEVICE, &be)
                        : status_set_error(DT_ERR_NOMEM, "dt_check_replicas: out of host memory (%zu MiB)", bytes >> 20);
     if (!s) s = be->ops->to_host(be, host, buf, bytes);
-    char why[1024] = "";
-    if (s) snprintf(why, sizeof why, "%s", dt_last_error());
+    status_kept why;
+    if (s) status_keep(&why);
     dt_status c = check_replicas(ctx, host, bytes, s != DT_OK, differ, first_rank);
     free(host);
-    return s ? status_set_error(s, "%s", why) : c;
+    return s ? status_restore(s, &why) : c;
 }
 
 dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *differ, int *first_rank)

@@ -125,10 +125,10 @@ static dt_status load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optim
     long found = -1;
     int saved_world = world;
     dt_status s = DT_OK;
-    char msg[2048] = "";
+    status_kept why;
     if (rank == 0) {
         s = load_newest(dir, m, o, sc, data, &found, &saved_world);
-        if (s) snprintf(msg, sizeof msg, "%s", dt_last_error());
+        if (s) status_keep(&why);
     }
     if (ctx && world > 1) {
         /* Rank 0's verdict goes to every rank. */
@@ -136,14 +136,14 @@ static dt_status load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optim
         dt_status c;
         if ((c = dt_broadcast(ctx, hdr, sizeof hdr, DT_U8, 0))) return c;
         if (hdr[0] != DT_OK)
-            return status_set_error((dt_status)hdr[0], "%s",
-                                    rank == 0 ? msg : "rank 0 refused the checkpoints: read its message");
+            return rank == 0 ? status_restore((dt_status)hdr[0], &why)
+                             : status_set_error((dt_status)hdr[0], "rank 0 refused the checkpoints: read its message");
         found = (long)hdr[1];
         saved_world = (int)hdr[2];
         if (found >= 0 && (c = broadcast_state(ctx, rank, m, o, sc))) return c;
         if (found >= 0 && data && (c = broadcast_data(ctx, data))) return c;
     } else if (s) {
-        return status_set_error(s, "%s", msg);
+        return status_restore(s, &why);
     }
     /* Weights alone (evaluation) do not care how many ranks trained them. */
     if (found >= 0 && saved_world != world && o)

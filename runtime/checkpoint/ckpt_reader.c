@@ -243,7 +243,7 @@ dt_status dt_ckpt_read(dt_ckpt_reader *r, const char *name, void *dst, size_t by
     /* Every rank goes through every chunk, whatever fails on the way, so none is left waiting;
      * the first failure of each rank is what it reports to the others at the end. */
     dt_status local = DT_OK;
-    char local_msg[2048] = "";
+    status_kept local_why;
     uint32_t crc = ckpt_crc(NULL, 0);
     for (size_t off = 0; off < bytes;) {
         const size_t n = bytes - off < CHUNK ? bytes - off : CHUNK;
@@ -252,7 +252,7 @@ dt_status dt_ckpt_read(dt_ckpt_reader *r, const char *name, void *dst, size_t by
             dt_status rs = local ? local : ckpt_file_pread(r->f, (uint32_t)idx, off, buf, n);
             if (rs && !local) {
                 local = rs;
-                snprintf(local_msg, sizeof local_msg, "%s", dt_last_error());
+                status_keep(&local_why);
             }
             if (local) memset(buf, 0, n);
             crc = ckpt_crc_more(crc, buf, n);
@@ -265,7 +265,7 @@ dt_status dt_ckpt_read(dt_ckpt_reader *r, const char *name, void *dst, size_t by
             dt_status ds = be->ops->to_device(be, (unsigned char *)dst + off, buf, n);
             if (ds) {
                 local = ds;
-                snprintf(local_msg, sizeof local_msg, "%s", dt_last_error());
+                status_keep(&local_why);
             }
         }
         off += n;
@@ -277,7 +277,7 @@ dt_status dt_ckpt_read(dt_ckpt_reader *r, const char *name, void *dst, size_t by
                                  "it changed since it was opened)",
                                  r->path, name);
     else if (local)
-        status_set_error(local, "%s", local_msg);
+        status_restore(local, &local_why);
     return ckpt_agree(r->ctx, local);
 }
 

@@ -38,7 +38,7 @@ typedef struct chunk_slot {
     size_t first, n; /* samples [first, first + n) */
     int full;
     dt_status status;
-    char msg[1024];
+    status_kept msg; /* the worker's failure, for the writing thread */
 } chunk_slot;
 
 typedef struct writer {
@@ -135,7 +135,7 @@ static void *worker_run(void *arg)
             if (!st) st = store(w, i, k->x, k->h, sl->buf + j * w->row_bytes);
             if (!st) ds_stats_acc_add(&k->acc, k->x, sl->labels[j]);
         }
-        if (st) snprintf(sl->msg, sizeof sl->msg, "%s", dt_last_error());
+        if (st) status_keep(&sl->msg);
         pthread_mutex_lock(&w->mu);
         sl->status = st;
         sl->full = 1;
@@ -230,7 +230,7 @@ static dt_status write_payload(writer *w, int fd, const char *tmp, uint64_t head
         while (!sl->full) pthread_cond_wait(&w->cv, &w->mu);
         pthread_mutex_unlock(&w->mu);
         if (sl->status) {
-            st = status_set_error(sl->status, "%s", sl->msg);
+            st = status_restore(sl->status, &sl->msg);
             break;
         }
         const size_t bytes = sl->n * w->row_bytes;

@@ -74,8 +74,8 @@ dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int th
     const float lhi = (float)loss;
     wire[2 * nc] = lhi;
     wire[2 * nc + 1] = (float)(loss - (double)lhi);
-    char why[1024] = "";
-    if (s) snprintf(why, sizeof why, "%s", dt_last_error());
+    status_kept why;
+    if (s) status_keep(&why);
     float failed = s ? 1.0f : 0.0f;
     dt_status cs = world > 1 ? dt_allreduce(ctx, &failed, 1, DT_F32, DT_SUM) : DT_OK;
     if (!cs && failed == 0 && world > 1) cs = dt_allreduce(ctx, wire, 2 * nc + 2, DT_F32, DT_SUM);
@@ -83,7 +83,7 @@ dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int th
         s = status_set_error(DT_ERR_IO, "evaluation failed on %g other rank%s (see their messages)", (double)failed,
                              failed == 1 ? "" : "s");
     else if (s)
-        s = status_set_error(s, "%s", why);
+        s = status_restore(s, &why);
     else if (cs)
         s = cs;
     if (!s) {

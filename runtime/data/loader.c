@@ -68,8 +68,8 @@ struct dt_loader {
     int held; /* the slot the caller holds, or -1 */
     int stop;
     dt_status err;
-    long err_item; /* the item whose making failed (or the first not planned) */
-    char errmsg[1024];
+    long err_item;      /* the item whose making failed (or the first not planned) */
+    status_kept errmsg; /* the failure's message, from the thread that met it */
     double wait_s;
     float *scratch;    /* no workers: the caller's */
     FILE *sample_log;  /* test hook DTRAIN_TEST_SAMPLE_LOG (loader.h) */
@@ -114,7 +114,7 @@ static int begin_fill(dt_loader *l)
     if (s) {
         l->err = s;
         l->err_item = l->next_fill;
-        snprintf(l->errmsg, sizeof l->errmsg, "%s", dt_last_error());
+        status_keep(&l->errmsg);
         pthread_cond_broadcast(&l->cv_ready);
         return 0;
     }
@@ -150,7 +150,7 @@ static void make_chunk(dt_loader *l, lslot *sl, int c, float *scratch, int who)
         if (!l->err) {
             l->err = s;
             l->err_item = sl->step;
-            snprintf(l->errmsg, sizeof l->errmsg, "%s", dt_last_error());
+            status_keep(&l->errmsg);
         }
         pthread_mutex_unlock(&l->mu);
     }
@@ -459,7 +459,7 @@ dt_status loader_next_n(dt_loader *l, long *item, const float **x, const int32_t
     if (l->err && l->err_item <= l->next_out) {
         dt_status err = l->err;
         pthread_mutex_unlock(&l->mu);
-        return status_set_error(err, "%s", l->errmsg);
+        return status_restore(err, &l->errmsg);
     }
     sl->state = SLOT_HELD;
     l->held = (int)(sl - l->slot);

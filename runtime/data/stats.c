@@ -117,7 +117,7 @@ typedef struct stats_job {
     ds_stats_acc acc;
     dt_status status;
     size_t bad;
-    char msg[1024]; /* the last error is per thread: carried back to the caller's */
+    status_kept msg; /* the last error is per thread: carried back to the caller's */
 } stats_job;
 
 static void *stats_run(void *arg)
@@ -131,7 +131,7 @@ static void *stats_run(void *arg)
     float *x = malloc(per * sizeof *x);
     if (!x) {
         j->status = status_set_error(DT_ERR_NOMEM, "out of memory reading %s (%zu values a sample)", s->source, per);
-        snprintf(j->msg, sizeof j->msg, "%s", dt_last_error());
+        status_keep(&j->msg);
         j->bad = j->begin;
         return NULL;
     }
@@ -150,7 +150,7 @@ static void *stats_run(void *arg)
         if (st) {
             j->status = st;
             j->bad = i;
-            snprintf(j->msg, sizeof j->msg, "%s", dt_last_error());
+            status_keep(&j->msg);
             break;
         }
         ds_stats_acc_add(&j->acc, x, y);
@@ -194,7 +194,7 @@ dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, siz
         /* The lowest range that failed holds the lowest failing sample. */
         for (int k = 0; k < t; k++)
             if (jobs[k].status) {
-                st = status_set_error(jobs[k].status, "%s", jobs[k].msg);
+                st = status_restore(jobs[k].status, &jobs[k].msg);
                 if (bad_sample) *bad_sample = jobs[k].bad;
                 break;
             }

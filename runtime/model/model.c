@@ -210,10 +210,10 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     }
     if (!ok || !model_alloc_acts(m)) {
         /* dt_last_error names the allocation, the bytes asked for and (GPU) free, and the fix. */
-        char why[1024];
-        snprintf(why, sizeof why, "%s", dt_last_error());
+        status_kept why;
+        status_keep(&why);
         dt_model_free(m);
-        return status_set_error(DT_ERR_NOMEM, "%s", why);
+        return status_restore(DT_ERR_NOMEM, &why);
     }
     if ((s = model_init_params(m, seed))) {
         dt_model_free(m);

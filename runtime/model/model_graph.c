@@ -101,11 +101,11 @@ static dt_status graph_record(dt_model *m, model_graph *g, const float *x, const
     m->recording = 0;
     m->inv_scale = inv_scale;
     m->pending32 = pending32;
-    char why[512] = "";
-    if (s) snprintf(why, sizeof why, "%s", dt_last_error());
+    status_kept why;
+    if (s) status_keep(&why);
     void *exec = NULL;
     const dt_status es = be->ops->graph_end(be, s == DT_OK, &exec);
-    if (s) return status_set_error(s, "%s", why); /* the op that failed says more than graph_end */
+    if (s) return status_restore(s, &why); /* the op that failed says more than graph_end */
     if (es) return es;
     g->exec = exec;
     m->graph_records++;

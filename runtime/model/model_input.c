@@ -19,10 +19,10 @@
  * kept. */
 static dt_status wait_keeping(backend *be, dt_status s)
 {
-    char why[512];
-    snprintf(why, sizeof why, "%s", dt_last_error());
+    status_kept why;
+    status_keep(&why);
     (void)be->ops->settle(be);
-    return status_set_error(s, "%s", why);
+    return status_restore(s, &why);
 }
 
 /* Queues the copy of the host batch into the next slot (*slot). */
@@ -64,10 +64,10 @@ dt_status model_input_drop(dt_model *m)
 dt_status model_input_abandon(dt_model *m, dt_status s)
 {
     if (!m->ahead.on) return s;
-    char why[512];
-    snprintf(why, sizeof why, "%s", dt_last_error());
+    status_kept why;
+    status_keep(&why);
     (void)model_input_drop(m);
-    return status_set_error(s, "%s", why);
+    return status_restore(s, &why);
 }
 
 dt_status model_input_done(dt_model *m, int slot, dt_status s)

@@ -34,13 +34,13 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
         model_free_acts(m);
         m->prec = compute;
         if (!model_alloc_acts(m)) {
-            char why[1024];
-            snprintf(why, sizeof why, "%s", dt_last_error()); /* the bytes asked for, and free on a GPU */
+            status_kept why; /* the bytes asked for, and free on a GPU */
+            status_keep(&why);
             model_free_acts(m);
             m->prec = DT_F32;
             int ok = model_alloc_acts(m);
-            return status_set_error(DT_ERR_NOMEM, "%s (%s at batch %d)%s", why, dt_dtype_name(compute), m->max_batch,
-                                    ok ? "; the model stays in fp32" : "");
+            return status_set_error(DT_ERR_NOMEM, "%s (%s at batch %d)%s", why.msg, dt_dtype_name(compute),
+                                    m->max_batch, ok ? "; the model stays in fp32" : "");
         }
     }
     const dt_dtype have = model_grad_type(m);

@@ -121,12 +121,12 @@ dt_status model_zero_full_begin(dt_model *m, dt_optimizer *o)
     float *f1 = NULL, *f2 = NULL;
     dt_status s = optimizer_full_begin(o, &f1, &f2);
     /* The ranks agree on the outcome first, so none goes on to an allgather that another skips. */
-    char why[512] = "";
-    if (s) snprintf(why, sizeof why, "%s", dt_last_error());
+    status_kept why;
+    if (s) status_keep(&why);
     double failed = 0.0;
     const dt_status c = sum_over_ranks(m, s ? 1.0 : 0.0, &failed);
     if (c) return c;
-    if (s) return status_set_error(s, "%s", why);
+    if (s) return status_restore(s, &why);
     if (failed > 0)
         return status_set_error(DT_ERR_NOMEM,
                                 "%.0f rank(s) could not make the full-size optimizer state for the "

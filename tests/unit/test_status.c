@@ -1,0 +1,92 @@
+/*
+ * test_status.c - unit tests of base/status.c's last-error message: status_keep and
+ * status_restore carry a failure's message over cleanup that records errors of its own, whole
+ * (the longest message the thread can hold), and from a worker thread to the one that reports it.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dtrain.h"
+#include "base/status.h"
+
+/* Cleanup that fails on its own account, as freeing device memory or a settle may. */
+static void failing_cleanup(void) { (void)status_set_error(DT_ERR_DEVICE, "cleanup's own failure"); }
+
+static void test_restore_after_cleanup(void **state)
+{
+    (void)state;
+    const dt_status s = status_set_error(DT_ERR_IO, "reading %s failed: disk gone", "/data/train.dts");
+    status_kept k;
+    status_keep(&k);
+    failing_cleanup();
+    assert_string_equal(dt_last_error(), "cleanup's own failure");
+    assert_int_equal(status_restore(s, &k), DT_ERR_IO);
+    assert_string_equal(dt_last_error(), "reading /data/train.dts failed: disk gone");
+    /* The kept copy is the caller's: restoring it again gives the same message. */
+    failing_cleanup();
+    assert_int_equal(status_restore(DT_ERR_NOMEM, &k), DT_ERR_NOMEM);
+    assert_string_equal(dt_last_error(), "reading /data/train.dts failed: disk gone");
+}
+
+/* The fixed buffers this replaced kept 256 to 1024 bytes of a message the thread holds up to 2047
+ * bytes of: a long message (a path, a device's words and the fix) lost its end. */
+static void test_long_message_kept_whole(void **state)
+{
+    (void)state;
+    char longmsg[2047 + 1];
+    for (size_t i = 0; i < sizeof longmsg - 1; i++) longmsg[i] = (char)('a' + i % 26);
+    longmsg[sizeof longmsg - 1] = '\0';
+    (void)status_set_error(DT_ERR_CORRUPT, "%s", longmsg);
+    assert_int_equal(strlen(dt_last_error()), 2047);
+    status_kept k;
+    status_keep(&k);
+    status_clear_error();
+    (void)status_restore(DT_ERR_CORRUPT, &k);
+    assert_int_equal(strlen(dt_last_error()), 2047);
+    assert_string_equal(dt_last_error(), longmsg);
+}
+
+typedef struct worker_result {
+    dt_status status;
+    status_kept msg;
+} worker_result;
+
+static void *worker(void *arg)
+{
+    worker_result *r = arg;
+    r->status = status_set_error(DT_ERR_CORRUPT, "sample %d: label 12 is outside 0 to 9", 7);
+    status_keep(&r->msg);
+    return NULL;
+}
+
+/* The last error is per thread: the worker's message reaches the caller only through the kept
+ * copy. */
+static void test_carried_across_threads(void **state)
+{
+    (void)state;
+    status_clear_error();
+    worker_result r = {0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, worker, &r), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_string_equal(dt_last_error(), "");
+    assert_int_equal(status_restore(r.status, &r.msg), DT_ERR_CORRUPT);
+    assert_string_equal(dt_last_error(), "sample 7: label 12 is outside 0 to 9");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_restore_after_cleanup),
+        cmocka_unit_test(test_long_message_kept_whole),
+        cmocka_unit_test(test_carried_across_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
