@@ -116,6 +116,7 @@ typedef struct layer_need {
     int fc_in, fc_out;  /* fc: features in and out */
     size_t np;          /* parameters (weights and bias) */
     int first;          /* the first layer that computes: it reads the fp32 model input */
+    int pointwise;      /* conv: 1x1, stride 1, no padding (its input is its own column matrix) */
 } layer_need;
 /* Floats of each scratch buffer of pass_args (x16: halves), grown by scratch16 layer by layer. */
 typedef struct scratch_sizes {

@@ -34,9 +34,11 @@ dt_status cuda_bias_to16(dt_dtype t, const float *y32, const uint16_t *b16, uint
 /* db[j] = sum over the rows of dy16[i][j], in fp32, rows in order. */
 dt_status cuda_col_sums16(dt_dtype t, const uint16_t *dy, int rows, int cols, float *db);
 /* Convolutions with 16-bit columns and tensor-core GEMMs (fp32 accumulation), the layouts and
- * workspace (conv_ws_floats) of the fp32 ones. fwd: y = round(conv(x, w) + b) via fp32 scratch y32
- * (batch x O x Ho x Wo floats), b may be NULL, relu: y then through ReLU as it is written; bwd_data: dx = round(conv^T(dy, w)) via fp32 scratch
- * dx32 (batch x C x H x W floats); bwd_filter: dw (fp32, overwritten) and db (fp32, NULL to skip). */
+ * workspace (conv_ws_floats) of the fp32 ones. fwd: y = round(conv(x, w) + b), b may be NULL, relu:
+ * y then through ReLU as it is written; bwd_data: dx = round(conv^T(dy, w)); bwd_filter: dw (fp32,
+ * overwritten) and db (fp32, NULL to skip). Only a pointwise convolution (1x1, stride 1, no
+ * padding: its GEMMs write whole fp32 results) uses the fp32 scratch y32 (batch x O x Ho x Wo
+ * floats) or dx32 (batch x C x H x W); the others round as they scatter or col2im (NULL serves). */
 dt_status cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, const uint16_t *w, const uint16_t *b,
                           float *y32, uint16_t *y, float *ws, int relu);
 dt_status cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *dy, const uint16_t *w, float *dx32,

@@ -128,11 +128,14 @@ static __global__ void im2col_kernel(const T *__restrict__ x, T *__restrict__ co
 /* col2im as a gather into g images of dx (NCHW, overwritten): each input pixel (ih, iw) of channel
  * c sums col[(c*k + kh)*k + kw][oh*Wo + ow] over the (kh, kw) with ih = oh*S - pad + kh and
  * iw = ow*S - pad + kw for an output (oh, ow) inside the image, in increasing kh then kw, the order
- * in which the CPU's col2im adds them; pixels that no window reads get 0. A row kernel: one
+ * in which the CPU's col2im adds them; pixels that no window reads get 0. The fp32 sum goes to dx32,
+ * or (dx16 not NULL) is rounded once into dx16: the bits of the fp32 result rounded by
+ * bias_round16 with no bias (its + 0.0f changes no sum that starts at +0). A row kernel: one
  * (image, channel) plane per block turn; S1 (stride 1, the common case) needs no divisions. */
 template <bool S1>
-static __global__ void col2im_kernel(const float *__restrict__ col, float *__restrict__ dx, conv_geo q, int g,
-                                     size_t img_stride, size_t ld)
+static __global__ void col2im_kernel(const float *__restrict__ col, float *__restrict__ dx32,
+                                     uint16_t *__restrict__ dx16, int bf, conv_geo q, int g, size_t img_stride,
+                                     size_t ld)
 {
     const uint32_t W = (uint32_t)q.W, HW = (uint32_t)q.H * q.W;
     const size_t rows = (size_t)g * q.C;
@@ -140,7 +143,7 @@ static __global__ void col2im_kernel(const float *__restrict__ col, float *__res
         const int c = (int)(r % (uint32_t)q.C);
         const size_t i = r / (uint32_t)q.C;
         const float *ci = col + i * img_stride + (size_t)c * q.k * q.k * ld;
-        float *dp = dx + r * HW;
+        const size_t plane = r * HW;
         for (uint32_t p = threadIdx.x; p < HW; p += blockDim.x) {
             const int ih = (int)(p / W), iw = (int)(p - (uint32_t)ih * W);
             float sum = 0.0f;
@@ -159,20 +162,24 @@ static __global__ void col2im_kernel(const float *__restrict__ col, float *__res
                     sum += ci[(size_t)(kh * q.k + kw) * ld + (size_t)oh * q.Wo + ow];
                 }
             }
-            dp[p] = sum;
+            if (dx16)
+                dx16[plane + p] = narrow16(bf, sum);
+            else
+                dx32[plane + p] = sum;
         }
     }
 }
 
-static dt_status col2im(const char *op, const conv_shape *s, const float *col, float *dx, int g, size_t img_stride,
-                        size_t ld)
+/* Into dx32, or rounded into dx16 (bf: bf16, else fp16) when dx16 is not NULL. */
+static dt_status col2im(const char *op, const conv_shape *s, const float *col, float *dx32, uint16_t *dx16, int bf,
+                        int g, size_t img_stride, size_t ld)
 {
     const size_t rows = (size_t)g * s->c_in, hw = (size_t)s->h * s->w;
     if (rows == 0 || hw == 0) return DT_OK;
     if (s->stride == 1)
-        LAUNCH_ROWS(col2im_kernel<true>, rows, hw, col, dx, geo_of(s), g, img_stride, ld);
+        LAUNCH_ROWS(col2im_kernel<true>, rows, hw, col, dx32, dx16, bf, geo_of(s), g, img_stride, ld);
     else
-        LAUNCH_ROWS(col2im_kernel<false>, rows, hw, col, dx, geo_of(s), g, img_stride, ld);
+        LAUNCH_ROWS(col2im_kernel<false>, rows, hw, col, dx32, dx16, bf, geo_of(s), g, img_stride, ld);
     return check_launch(op, "col2im", rows * hw);
 }
 
@@ -340,12 +347,13 @@ static dt_status conv_fwd_t(const char *op, dt_dtype t, const conv_shape *s, con
     return DT_OK;
 }
 
-/* dx32 (B, C, H, W) = conv^T(dy, w) in fp32: per group dy gathered into the (O, g*P) layout, one
- * GEMM dcol (K, g*P) = W^T (K, O) dy (O, g*P), then col2im from that layout (one GEMM per group,
- * as the forward). Pointwise: per image dx_i (K, P) = W^T dy_i, a strided-batched GEMM. */
+/* dx (B, C, H, W) = conv^T(dy, w): per group dy gathered into the (O, g*P) layout, one GEMM dcol
+ * (K, g*P) = W^T (K, O) dy (O, g*P) in fp32, then col2im from that layout (one GEMM per group, as
+ * the forward) into dx32, or rounded into dx16 when it is not NULL. Pointwise: per image dx_i (K,
+ * P) = W^T dy_i, a strided-batched GEMM into dx32 (dx16 must be NULL: the caller rounds). */
 template <typename T>
 static dt_status conv_bwd_data_t(const char *op, dt_dtype t, const conv_shape *s, const T *dy, const T *w, float *dx32,
-                                 float *ws)
+                                 uint16_t *dx16, float *ws)
 {
     // dy (B, O, Ho, Wo), w (O, C, k, k), dx32 (B, C, H, W)
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
@@ -354,15 +362,18 @@ static dt_status conv_bwd_data_t(const char *op, dt_dtype t, const conv_shape *s
     T *dyg = (T *)(void *)ws_second(ws, K, G, P);
     for (int b0 = 0; b0 < s->batch; b0 += G) {
         const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
-        float *dxb = dx32 + (size_t)b0 * in_sz;
+        float *dxb = dx16 ? NULL : dx32 + (size_t)b0 * in_sz;
+        uint16_t *dxb16 = dx16 ? dx16 + (size_t)b0 * in_sz : NULL;
         const T *dyb = dy + (size_t)b0 * out_sz;
         if (pointwise) {
+            if (dx16)
+                return status_set_error(DT_ERR_INTERNAL, "cuda %s: a pointwise data gradient is made in fp32", op);
             TRY(gemm_t(op, t, 1, 0, K, P, O, w, K, 0, dyb, P, (long long)out_sz, 0.0f, dxb, P, (long long)K * P, g));
             continue;
         }
         TRY(gather_dy(op, dyb, dyg, g, O, (size_t)P));
         TRY(gemm_t(op, t, 1, 0, K, ld, O, w, K, 0, dyg, ld, 0, 0.0f, ws, ld, 0, -1));
-        TRY(col2im(op, s, ws, dxb, g, (size_t)P, (size_t)ld));
+        TRY(col2im(op, s, ws, dxb, dxb16, t == DT_BF16, g, (size_t)P, (size_t)ld));
     }
     return DT_OK;
 }
@@ -425,7 +436,7 @@ dt_status cuda_conv_fwd(backend *be, const conv_shape *s, const float *x, const 
 dt_status cuda_conv_bwd_data(backend *be, const conv_shape *s, const float *dy, const float *w, float *dx, float *ws)
 {
     (void)be;
-    return conv_bwd_data_t("conv_bwd_data", DT_F32, s, dy, w, dx, ws);
+    return conv_bwd_data_t("conv_bwd_data", DT_F32, s, dy, w, dx, NULL, ws);
 }
 
 dt_status cuda_conv_bwd_filter(backend *be, const conv_shape *s, const float *x, const float *dy, float *dw, float *db,
@@ -491,7 +502,10 @@ dt_status cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, co
 dt_status cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *dy, const uint16_t *w, float *dx32,
                                uint16_t *dx, float *ws)
 {
-    TRY(conv_bwd_data_t("conv_bwd_data16", t, s, dy, w, dx32, ws));
+    /* col2im rounds its sums into dx itself; a pointwise convolution's GEMMs write dx32, rounded
+     * after. */
+    if (!conv_is_pointwise(s)) return conv_bwd_data_t("conv_bwd_data16", t, s, dy, w, NULL, dx, ws);
+    TRY(conv_bwd_data_t("conv_bwd_data16", t, s, dy, w, dx32, NULL, ws));
     if (s->batch <= 0) return DT_OK;
     return bias_round16("conv_bwd_data16", t, dx32, NULL, dx, (size_t)s->batch * s->c_in, (size_t)s->h * s->w, 1, 1, 0);
 }

@@ -13,8 +13,12 @@ void cuda_scratch16(backend *be, const layer_need *l, int batch, scratch_sizes *
 {
     (void)be;
     const size_t B = (size_t)batch;
-    /* sy takes the fp32 results of GEMMs (and the logits), sdy only the loss gradient; sx, sw and
-     * st (the CPU's widened weights and chunk sums) are not used; x16 holds the rounded input. */
+    /* sy takes the fp32 results of GEMMs that are rounded after (and the logits), sdy only the
+     * loss gradient; sx, sw and st (the CPU's widened weights and chunk sums) are not used; x16
+     * holds the rounded input. An fc layer's forward without its cuBLASLt epilogue writes B x out
+     * into sy; a pointwise convolution's GEMMs write its forward result and its data gradient
+     * there; other convolutions round as they scatter and col2im (amp16.h), so they need none:
+     * a 16-bit conv net does not hold an fp32 copy of its largest activation. */
     sz->sx = zmax(sz->sx, 1);
     sz->sw = zmax(sz->sw, 1);
     sz->st = zmax(sz->st, 1);
@@ -23,7 +27,8 @@ void cuda_scratch16(backend *be, const layer_need *l, int batch, scratch_sizes *
         sz->sdy = zmax(sz->sdy, B * l->out_n);
         return;
     }
-    sz->sy = zmax(sz->sy, B * zmax(l->in_n, l->out_n));
+    if (l->kind == BE_LAYER_FC) sz->sy = zmax(sz->sy, B * l->out_n);
+    if (l->kind == BE_LAYER_CONV && l->pointwise) sz->sy = zmax(sz->sy, B * zmax(l->in_n, l->out_n));
     if (l->first) sz->x16 = zmax(sz->x16, B * l->in_n);
 }
 

@@ -68,7 +68,8 @@ static scratch_sizes plan_scratch16(const model_spec *s, backend *be, int batch)
                                  .fc_in = l->in_c,
                                  .fc_out = l->out,
                                  .np = l->w_n + l->b_n,
-                                 .first = first};
+                                 .first = first,
+                                 .pointwise = l->kind == LAYER_CONV && l->k == 1 && l->stride == 1 && l->pad == 0};
         be->ops->scratch16(be, &need, batch, &z);
         first = 0;
     }

@@ -51,6 +51,23 @@ static void check_no_gpu(void)
               k->fc_relu_mask_bytes(2, 129) == 64 && k->fc_relu_mask_bytes(0, 10) == 0,
           "fc_relu_mask_bytes: 128-bit rows a sample (32768 bytes for 256 x 1024)");
 
+    /* The fp32 scratch of 16-bit passes (sy): an fc layer's forward without its epilogue writes B
+     * x out there and a pointwise convolution's GEMMs write B x max(in, out); a 3x3 convolution
+     * rounds as it scatters and col2im, and asks for none however large its activations. */
+    const size_t B = 32;
+    scratch_sizes z = {0};
+    const layer_need conv3 = {.kind = BE_LAYER_CONV, .in_n = 64 * 32 * 32, .out_n = 64 * 32 * 32, .np = 36928};
+    k->scratch16(NULL, &conv3, (int)B, &z);
+    const size_t conv3_sy = z.sy;
+    const layer_need fc = {.kind = BE_LAYER_FC, .in_n = 4096, .out_n = 128, .fc_in = 4096, .fc_out = 128};
+    k->scratch16(NULL, &fc, (int)B, &z);
+    const size_t fc_sy = z.sy;
+    const layer_need conv1 = {.kind = BE_LAYER_CONV, .in_n = 64 * 8 * 8, .out_n = 256 * 8 * 8, .pointwise = 1};
+    k->scratch16(NULL, &conv1, (int)B, &z);
+    check(conv3_sy == 0 && fc_sy == B * 128 && z.sy == B * 256 * 8 * 8,
+          "scratch16's fp32 scratch: none for a 3x3 conv, B x out for fc, B x max(in, out) pointwise (%zu, %zu, %zu)",
+          conv3_sy, fc_sy, z.sy);
+
     /* No-op cases return before touching the device. */
     int correct = -1;
     double loss = -1;
