@@ -10,7 +10,11 @@ Reads, from DIR (each the stdout of one command; an OLD run's files carry the pr
   cnn32.txt  dtrain bench step --model cnn --input 3x32x32 --batch 512 --precision fp32,bf16
 and prints one line per target: what was measured, the bar, met or not, and the earlier
 version's figure beside it when its files are there. Model FLOPs are 6 per parameter per sample
-(forward 2, backward 4: the convention of bench/GPU-NOTES.md's roofline and of MFU figures).
+(forward 2, backward 4: the convention of bench/GPU-NOTES.md's roofline and of MFU figures; it
+counts the first layer's data gradient, which no step computes: 2% of fc:8192 x3's). The parameter
+count is the gradients' column over 4 bytes (the CUDA backend keeps fp32 gradients); the params
+column is no measure of it on a GPU, where it adds the 16-bit copy of a 16-bit run (6 bytes a
+parameter), and a row whose two columns agree with neither layout is not judged.
 Exit status 0 when it could judge every target whose files exist (met or not), 1 when a file it
 found could not be read (a failed run, a changed table: named on stderr, the other targets still
 judged) or there was nothing to judge.
@@ -27,14 +31,15 @@ class Unreadable(Exception):
 
 
 def rows(path):
-    """bench step's rows: precision -> (samples/s, params MiB, activations MiB), first row of each."""
+    """bench step's rows: precision -> (samples/s, params MiB, activations MiB, grads MiB), first row
+    of each."""
     out = {}
     with open(path) as f:
         for line in f:
             p = line.split()
             if len(p) >= 10 and p[0] in ("fp32", "bf16", "fp16") and not line.startswith("#"):
                 try:
-                    out.setdefault(p[0], (float(p[1]), float(p[5]), float(p[8])))
+                    out.setdefault(p[0], (float(p[1]), float(p[5]), float(p[8]), float(p[6])))
                 except ValueError as e:
                     raise Unreadable(f"{path}: row {line.strip()!r}: {e}")
     if not out:
@@ -87,8 +92,14 @@ def judge(d, prefix="", errors=None, peak=None):
 
 def fc_target(f, peak, res):
     if os.path.exists(f("fc.txt")):
-        sps, params_mib, _ = row(f("fc.txt"), "bf16")
-        params = params_mib * 1048576 / 4
+        sps, params_mib, _, grads_mib = row(f("fc.txt"), "bf16")
+        params = grads_mib * 1048576 / 4
+        # fp32 parameters alone (4 bytes a parameter), or with the 16-bit copy (6): anything else
+        # means the gradients are not fp32 and the count would be wrong.
+        per = params_mib / grads_mib * 4 if grads_mib > 0 else 0.0
+        if not (abs(per - 4) < 0.05 or abs(per - 6) < 0.05):
+            raise Unreadable(f"{f('fc.txt')}: params {params_mib} MiB and grads {grads_mib} MiB: not fp32 "
+                             "gradients beside fp32 parameters (and their 16-bit copy); the parameter count is unknown")
         tflops = 6 * params * sps / 1e12
         if peak:
             frac = tflops / peak

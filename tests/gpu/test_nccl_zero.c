@@ -38,7 +38,10 @@ static void *upload(dt_dtype t, const float *h, size_t n)
         src = h16;
     }
     CHECK(cudaMalloc(&d, n * esz) == cudaSuccess, "cudaMalloc");
-    CHECK(cudaMemcpy(d, src, n * esz, cudaMemcpyHostToDevice) == cudaSuccess, "upload");
+    /* From pageable memory cudaMemcpy may return before its DMA lands, and NCCL's stream does
+     * not wait for the legacy stream: the device is waited for. */
+    CHECK(cudaMemcpy(d, src, n * esz, cudaMemcpyHostToDevice) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess,
+          "upload");
     free(h16);
     return d;
 }

@@ -113,11 +113,12 @@ DTRAIN_FAULT=usr1:0:7 "$MPIRUN" -np 1 -x DTRAIN_FAULT "$DTRAIN" train $common --
     { bad "resume of the overlapped run failed"; cat "$tmp/log"; }
 out=$("$CMP" "$tmp/ov-res" "$tmp/ov0-bf16-sgd" exact) && ok "bf16 step overlap on the GPU: stopped at 7 + resumed == uninterrupted: $out" ||
     bad "bf16 step overlap resume: $out"
-# Step graphs (--graphs): forward and backward recorded at the second pass of each input slot and
-# replayed as one launch end bit for bit where kernel-by-kernel passes do: fp32 and bf16 (the
-# 16-bit copy cast before the launch after a checkpoint load is covered by the resume above, which
-# runs with graphs on by default), fp16 with its scaler (a pass recorded again when the scale
-# changes), the cnn, and NCCL buckets started after the launch.
+# Step graphs (--graphs): forward and backward recorded at the second pass of each input buffer
+# (GPU-made batches are read from the loader's one device buffer: one recording; host batches take
+# turns in two input slots: two) and replayed as one launch end bit for bit where kernel-by-kernel
+# passes do: fp32 and bf16 (the 16-bit copy cast before the launch after a checkpoint load is
+# covered by the resume above, which runs with graphs on by default), fp16 with its scaler (a pass
+# recorded again when the scale changes), the cnn, and NCCL buckets started after the launch.
 for cfg in "mlp fp32" "mlp bf16" "mlp fp16 --loss-scale-interval=3" "cnn bf16" "cnn fp32" "mlp bf16 --world1"; do
     set -- $cfg
     extra=${3:-}; w1=0
@@ -128,7 +129,7 @@ for cfg in "mlp fp32" "mlp bf16" "mlp fp16 --loss-scale-interval=3" "cnn bf16" "
     DTRAIN_LOG=info DTRAIN_COMM_WORLD1=$w1 "$MPIRUN" -np 1 -x DTRAIN_LOG -x DTRAIN_COMM_WORLD1 "$DTRAIN" train $common --graphs 1 \
         --dump-params "$tmp/g1" >"$tmp/log" 2>&1 || { bad "$cfg --graphs 1 failed"; cat "$tmp/log"; continue; }
     recorded=$(grep -c "step graph [0-9]* recorded" "$tmp/log")
-    if grep -q "step graphs are off" "$tmp/log" || [ "$recorded" -lt 2 ]; then
+    if grep -q "step graphs are off" "$tmp/log" || [ "$recorded" -lt 1 ]; then
         bad "$cfg: graphs not used ($recorded recorded)"; grep -i "graph" "$tmp/log"; continue
     fi
     out=$("$CMP" "$tmp/g1" "$tmp/g0" exact) && ok "$cfg: $recorded step graphs recorded and replayed == kernel by kernel: $out" ||

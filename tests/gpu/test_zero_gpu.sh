@@ -51,6 +51,7 @@ for np in 2 3; do
     zero_same $np exact --gpu-comm mpi --model mlp --steps 8 --batch 16 --optim adamw --lr 0.003 --seed 3 --log-every 8 $bk
     zero_same $np exact --gpu-comm mpi --model cnn --steps 6 --batch 16 --optim sgd --momentum 0.9 --lr 0.05 --seed 5 --log-every 6 $bk --precision bf16
 done
+full='' shard=''
 mem() { sed -n 's/.* optimizer \([0-9.]*\) MiB.*/\1/p' "$tmp/log"; }
 train 1 --model mlp --steps 1 --batch 16 --optim adamw --zero 0 && full=$(mem)
 train 2 --gpu-comm mpi --model mlp --steps 1 --batch 16 --optim adamw --zero 1 && shard=$(mem)
