@@ -6,7 +6,7 @@
  * gradient in a fixed order. One templated driver per direction serves fp32 and 16-bit columns
  * (mixed precision: the GEMMs on the tensor cores, accumulated in fp32); outputs that a 16-bit
  * pass rounds once are fp32 until then (the forward result, rounded with its bias as it is
- * scattered; the column gradient, rounded after col2im).
+ * scattered; the column gradient, whose col2im sums are rounded as they are written).
  */
 #include "kernels/cuda/cuda_internal.cuh"
 
