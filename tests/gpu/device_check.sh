@@ -22,7 +22,8 @@
 # gives the machine back after 30 s idle. LIMIT (seconds, default 580) is this call's own budget:
 # ctest and the sanitizers get what is left of it (each says what it did not run), so a call ends
 # with its summary and outputs rather than being killed. Plan: `PART=targets,tests` (timeout 600),
-# then at once `PART=sanitize,bench QUICK=1 LIMIT=<seconds left - 30>` (the build is kept).
+# then at once `PART=sanitize,bench QUICK=1 LIMIT=<seconds left - 30>` (the build is kept); if the
+# first call's summary says ctest was cut, make the second `PART=tests,sanitize` instead.
 #
 # OLD=DIR builds an earlier version's source tree beside this one (build-old/) for the side-by-
 # side rows. The device gets the working tree without .git, so make the tree here, in an ignored
@@ -132,9 +133,10 @@ stamp
 fi # targets
 
 if want tests; then
-# Three at a time (the tests are small beside the GPU; gpu.train is the long one), under what is
-# left of LIMIT, each result in the summary as it comes (a call cut short keeps what ran). On a
-# GPU machine a skipped GPU test is not a pass: they are counted and named.
+# Three at a time (the tests are small beside the GPU; the gpu.train parts and gpu.zero are the
+# long ones), under what is left of LIMIT, each result in the summary as it comes (a call cut
+# short keeps what ran). On a GPU machine a skipped GPU test is not a pass: they are counted and
+# named.
 budget=$(( $(left) - 60 ))
 if [ "$budget" -lt 60 ]; then
     log "ctest -L gpu: not run: $(left) s left of LIMIT=${LIMIT:-580}"

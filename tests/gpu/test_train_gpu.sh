@@ -3,8 +3,14 @@
 # every one of 50 steps within 2e-3 relative, the final parameters within 1e-2 (cuBLAS and
 # OpenBLAS sum in different orders, and 50 steps of SGD carry the differences along); mlp and
 # cnn; then the same for bf16 and fp16. Exit 77 (SKIP) with the reason when no GPU can be used.
+# Arguments: dtrain, mpirun, cmp_params, then the parts to run (comma-separated; default all):
+# precision (GPU against CPU in fp32, bf16, fp16), paths (stop and resume, NCCL buckets at one
+# rank, the step beside backward), graphs (step graphs, batches made on the GPU), ranks (ranks
+# sharing the GPU, --bucket-mb auto, the fp16 stop, refusals, out of memory, real data). ctest
+# runs each part as a test of its own (gpu.train.PART), so a cut run keeps the parts that ended.
 here=$(dirname "$0"); source "$here/../mpi/lib.sh"
-DTRAIN=$1 MPIRUN=$2 CMP=$3
+DTRAIN=$1 MPIRUN=$2 CMP=$3 PARTS=${4:-all}
+part() { [ "$PARTS" = all ] || [[ ",$PARTS," == *",$1,"* ]]; }
 
 if ! "$DTRAIN" env --device cuda >"$tmp/env" 2>&1; then
     echo "SKIP: no usable GPU: $(grep -m1 -i 'error' "$tmp/env" || head -1 "$tmp/env")"
@@ -17,6 +23,7 @@ run() { # device, model, out prefix, extra flags
     "$MPIRUN" -np 1 "$DTRAIN" train --device "$dev" --model "$model" --steps 50 --batch 32 --lr 0.05 --seed 11 \
         --log-every 1 --metrics "$out.jsonl" --dump-params "$out.params" "$@" >"$out.log" 2>&1
 }
+if part precision; then
 for model in mlp cnn; do
     if ! run cpu $model "$tmp/cpu-$model"; then bad "$model on the CPU failed"; cat "$tmp/cpu-$model.log"; continue; fi
     if ! run cuda $model "$tmp/gpu-$model"; then bad "$model on the GPU failed"; cat "$tmp/gpu-$model.log"; continue; fi
@@ -53,6 +60,9 @@ for p in bf16 fp16; do
         grep -h "^memory" "$tmp/gpu-$model-$p.log" | sed "s/^/    $model $p: /"
     done
 done
+fi # precision
+
+if part paths; then
 # Stop and resume on the GPU: the checkpoint goes through host memory, and the resumed run ends
 # bit for bit where the uninterrupted one does (fp32 cnn; fp16 mlp with its loss scaler).
 for cfg in "cnn fp32" "mlp fp16"; do
@@ -113,6 +123,9 @@ DTRAIN_FAULT=usr1:0:7 "$MPIRUN" -np 1 -x DTRAIN_FAULT "$DTRAIN" train $common --
     { bad "resume of the overlapped run failed"; cat "$tmp/log"; }
 out=$("$CMP" "$tmp/ov-res" "$tmp/ov0-bf16-sgd" exact) && ok "bf16 step overlap on the GPU: stopped at 7 + resumed == uninterrupted: $out" ||
     bad "bf16 step overlap resume: $out"
+fi # paths
+
+if part graphs; then
 # Step graphs (--graphs): forward and backward recorded at the second pass of each input buffer
 # (GPU-made batches are read from the loader's one device buffer: one recording; host batches take
 # turns in two input slots: two) and replayed as one launch end bit for bit where kernel-by-kernel
@@ -152,6 +165,9 @@ for cfg in "mlp fp32 --graphs 0" "mlp bf16 --graphs 1" "cnn bf16 --graphs 1" "cn
     out=$("$CMP" "$tmp/sd" "$tmp/sh" exact) && ok "$cfg: synthetic batches made on the GPU == made on the host: $out" ||
         bad "$cfg --synthetic-on device vs host: $out"
 done
+fi # graphs
+
+if part ranks; then
 # Data parallel on one GPU: --gpu-comm mpi (collectives through host memory) lets 2 ranks share it
 # (NCCL refuses), so the multi-rank GPU path is checked here: 2 ranks x 16 == 1 rank x 32 after 20
 # steps of SGD with momentum, fp32, within 1e-4 (cuBLAS sums a batch of 16 and one of 32 in
@@ -212,4 +228,5 @@ for prec in fp32 bf16; do
         bad "GPU $prec training on IDX data failed"; cat "$tmp/out"
     fi
 done
+fi # ranks
 finish
