@@ -52,9 +52,10 @@ typedef struct dt_reducer_config {
     int overlap;            /**< 1 (default): a bucket's allreduce starts when its last range is ready; 0: every
                                  bucket starts in dt_reducer_wait() (no overlap; for comparison) */
     void *stream;           /**< DT_MEMORY_DEVICE: the cudaStream_t (as void *) the caller's backward runs on;
-                                 ready() records an event on it and the allreduce follows that event, and wait()
-                                 makes this stream wait for the allreduces (the host does not block on the
-                                 device). NULL: the default stream. Ignored for host memory. */
+                                 ready() records an event on it and the allreduce follows that event (ready()
+                                 does not block the host), and wait() makes this stream wait for the
+                                 allreduces, after the host has waited for them under the deadline. NULL: the
+                                 default stream. Ignored for host memory. */
 } dt_reducer_config;
 
 /** Host memory, fp32 buffer and wire, DT_AVG, buckets of 25 MiB with a first bucket of 1 MiB,

@@ -160,7 +160,7 @@ for w1 in 0 1; do
     echo "-- DTRAIN_COMM_WORLD1=$w1" | tee -a "$sum"
     DTRAIN_COMM_WORLD1=$w1 timeout 120 build-gpu/example_custom_loop_cuda >"$out/custom_loop_cuda-$w1.txt" 2>&1
     rc=$?
-    grep -E "^reducer|^custom_loop_cuda|SKIP|error" "$out/custom_loop_cuda-$w1.txt" | tee -a "$sum"
+    grep -E "^(reducer|blocking|custom_loop_cuda)|SKIP|[Ee]rror|ERROR|WARN" "$out/custom_loop_cuda-$w1.txt" | tee -a "$sum"
     log "custom_loop_cuda (DTRAIN_COMM_WORLD1=$w1) exit $rc"
 done
 stamp
