@@ -28,7 +28,7 @@
 # OLD=DIR builds an earlier version's source tree beside this one (build-old/) for the side-by-
 # side rows. The device gets the working tree without .git, so make the tree here, in an ignored
 # folder, and carry it:  git archive e4b1c7d | (mkdir -p build-old-src && tar -x -C build-old-src)
-# then run with carry ["build-old-src"] and OLD=build-old-src.
+# then run with carry ["build-old-src", "build-deps"] and OLD=build-old-src.
 #
 # What comes back: the device tool returns at most 8 files from OUT. So the summary (RES/summary.txt,
 # RES = the argument, else $OUT, else ./gpu-out) and targets.txt are written there as the run
