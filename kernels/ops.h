@@ -24,6 +24,10 @@ typedef struct conv_shape {
 /* Fills h_out/w_out; DT_ERR_INVALID_ARG (naming the numbers) when the kernel does not fit. */
 dt_status conv_shape_init(conv_shape *s);
 
+/* A pointwise convolution (1x1, stride 1, no padding): its input is its own column matrix, so the
+ * backends skip im2col and col2im for it, and the memory plan sizes its scratch apart. */
+static inline int conv_shape_pointwise(const conv_shape *s) { return s->k == 1 && s->stride == 1 && s->pad == 0; }
+
 #ifdef __cplusplus
 }
 #endif

@@ -247,8 +247,6 @@ static dt_status scatter_y(const char *op, const float *yg, float *acc, const fl
     return check_launch(op, "the output scatter", rows * P);
 }
 
-static int conv_is_pointwise(const conv_shape *s) { return s->k == 1 && s->stride == 1 && s->pad == 0; }
-
 /* The workspace's second region starts this many floats aligned: 16 bytes. */
 #define WS_ALIGN_FLOATS 4
 
@@ -329,7 +327,7 @@ static dt_status conv_fwd_t(const char *op, dt_dtype t, const conv_shape *s, con
     const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
     T *colws = (T *)(void *)ws;
     float *yg = ws_second(ws, K, G, P);
-    const int pointwise = conv_is_pointwise(s);
+    const int pointwise = conv_shape_pointwise(s);
     for (int b0 = 0; b0 < s->batch; b0 += G) {
         const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
         const T *xb = x + (size_t)b0 * in_sz;
@@ -358,7 +356,7 @@ static dt_status conv_bwd_data_t(const char *op, dt_dtype t, const conv_shape *s
     // dy (B, O, Ho, Wo), w (O, C, k, k), dx32 (B, C, H, W)
     const int O = s->c_out, K = s->c_in * s->k * s->k, P = s->h_out * s->w_out, G = conv_group(s);
     const size_t in_sz = (size_t)s->c_in * s->h * s->w, out_sz = (size_t)O * P;
-    const int pointwise = conv_is_pointwise(s);
+    const int pointwise = conv_shape_pointwise(s);
     T *dyg = (T *)(void *)ws_second(ws, K, G, P);
     for (int b0 = 0; b0 < s->batch; b0 += G) {
         const int g = s->batch - b0 < G ? s->batch - b0 : G, ld = g * P;
@@ -414,7 +412,7 @@ dt_status cuda_conv_fwd_relu(const conv_shape *s, const float *x, const float *w
     }
     /* bias + product, as the CPU adds them: by the scatter, or (pointwise) the bias broadcast
      * first, group by group, and the GEMM adding to it (beta 1). */
-    if (conv_is_pointwise(s)) {
+    if (conv_shape_pointwise(s)) {
         const int O = s->c_out, P = s->h_out * s->w_out, G = conv_group(s);
         for (int b0 = 0; b0 < s->batch; b0 += G) {
             const int g = s->batch - b0 < G ? s->batch - b0 : G;
@@ -492,7 +490,7 @@ dt_status cuda_conv_fwd16(dt_dtype t, const conv_shape *s, const uint16_t *x, co
 {
     /* The bias, the rounding (and ReLU) as the GEMM's result is scattered into the images; a
      * pointwise convolution's GEMMs write y32, rounded after. */
-    if (!conv_is_pointwise(s)) return conv_fwd_t<2>("conv_fwd16", t, s, x, w, NULL, NULL, b, y, ws, relu);
+    if (!conv_shape_pointwise(s)) return conv_fwd_t<2>("conv_fwd16", t, s, x, w, NULL, NULL, b, y, ws, relu);
     TRY(conv_fwd_t<0>("conv_fwd16", t, s, x, w, y32, NULL, NULL, NULL, ws, 0));
     if (s->batch <= 0) return DT_OK;
     return bias_round16("conv_fwd16", t, y32, b, y, (size_t)s->batch * s->c_out, (size_t)s->h_out * s->w_out,
@@ -504,7 +502,7 @@ dt_status cuda_conv_bwd_data16(dt_dtype t, const conv_shape *s, const uint16_t *
 {
     /* col2im rounds its sums into dx itself; a pointwise convolution's GEMMs write dx32, rounded
      * after. */
-    if (!conv_is_pointwise(s)) return conv_bwd_data_t("conv_bwd_data16", t, s, dy, w, NULL, dx, ws);
+    if (!conv_shape_pointwise(s)) return conv_bwd_data_t("conv_bwd_data16", t, s, dy, w, NULL, dx, ws);
     TRY(conv_bwd_data_t("conv_bwd_data16", t, s, dy, w, dx32, NULL, ws));
     if (s->batch <= 0) return DT_OK;
     return bias_round16("conv_bwd_data16", t, dx32, NULL, dx, (size_t)s->batch * s->c_in, (size_t)s->h * s->w, 1, 1, 0);

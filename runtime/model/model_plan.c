@@ -69,7 +69,7 @@ static scratch_sizes plan_scratch16(const model_spec *s, backend *be, int batch)
                                  .fc_out = l->out,
                                  .np = l->w_n + l->b_n,
                                  .first = first,
-                                 .pointwise = l->kind == LAYER_CONV && l->k == 1 && l->stride == 1 && l->pad == 0};
+                                 .pointwise = l->kind == LAYER_CONV && conv_shape_pointwise(&l->cs)};
         be->ops->scratch16(be, &need, batch, &z);
         first = 0;
     }
