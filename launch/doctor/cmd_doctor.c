@@ -137,6 +137,10 @@ static int doctor_preflight(doctor_facts *me, hidden_vars *hidden, int *orig_ran
     doctor_host_early(&me->host, env_ok ? (int)env.launcher : -1);
     /* Open MPI cannot start a task of srun without PMIx as such; hidden, it starts a singleton. */
     if (refusal[0]) hide_launcher(hidden);
+    /* Before MPI_Init, as cli_begin does for the other commands (it runs after MPI is up here): a
+     * crash inside MPI_Init then gets dtrain's report, whose return address names the library,
+     * instead of Open MPI's, which stops at the signal frame. */
+    cli_crash_report_install(-1, NULL);
     int provided = 0;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         cli_error("MPI_Init_thread failed: check the launcher (srun needs --mpi=pmix) and that mpirun belongs to "
