@@ -76,3 +76,19 @@ ompi_init_crash() {
         grep -q "(its rank not known yet: dtrain was starting) .* crashed: SIGSEGV" "$@" 2>/dev/null &&
         grep -q "return address on the stack .*/openmpi/.*mca_btl_tcp\.so+" "$@" 2>/dev/null
 }
+
+# once_more OUT ERR CMD...: runs CMD with stdout in OUT and stderr in ERR (the same file: both in
+# it); when it fails with ompi_init_crash, runs it once more, saying so, the first try's files kept
+# as FILE.crash. CMD's exit code.
+once_more() {
+    local out=$1 err=$2 rc try
+    shift 2
+    for try in 1 2; do
+        if [ "$out" = "$err" ]; then "$@" >"$out" 2>&1; else "$@" >"$out" 2>"$err"; fi
+        rc=$?
+        [ "$rc" -ne 0 ] && [ "$try" -eq 1 ] && ompi_init_crash "$err" || break
+        cp "$out" "$out.crash" && { [ "$out" = "$err" ] || cp "$err" "$err.crash"; }
+        echo "    Open MPI's TCP BTL crashed inside MPI_Init (exit $rc, third-party: docs/testing.md): run again"
+    done
+    return "$rc"
+}

@@ -111,10 +111,9 @@ say "soak: seed $SEED, $ROUNDS rounds of 4 faults, $STEPS steps, $NP ranks on $N
 # srun_job PACE ARGS...: one run; PACE is a DTRAIN_FAULT value, or "" for full speed.
 srun_job() { DTRAIN_FAULT=$1 timeout -s KILL 600 srun -N $NODES -n $NP --mpi=pmix "$DTRAIN" "${train[@]}" "${@:2}"; }
 
-# Open MPI 4.1.4's TCP BTL now and then crashes inside MPI_Init on this cluster (2 of about 80
-# starts measured: mca_btl_tcp_endpoint_close calls a NULL pointer, third-party code, before dtrain
-# has a rank). Such a run trained nothing and is resubmitted, counted in the summary; more than 3
-# in one soak fail it.
+# Open MPI 4.1.4's TCP BTL now and then crashes inside MPI_Init on this cluster (third-party code,
+# before dtrain has a rank: docs/testing.md). Such a run trained nothing and is resubmitted,
+# counted in the summary; more than 3 in one soak fail it.
 ompi_crashes=0
 # ompi_init_crash LOG: tests/mpi/lib.sh.
 
