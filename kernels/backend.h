@@ -69,6 +69,14 @@ typedef struct layer_params {
     const uint16_t *w16, *b16;
     void *dw, *db;
     void *relu_mask;
+    /* Backward entries, when not NULL: grads_ready(grads_ready_ctx) may be called once dw and db
+     * are queued and before dx is (the pass then steps the layer's parameters beside the data
+     * gradient, writing another 16-bit copy: dx must read only w16, never w or b, which the step
+     * rewrites; the pass sets it only where the entry's dx reads w16). A backend that does not
+     * call it (the CPU's conv, every fp32 entry) leaves it to the pass, after the entry returns.
+     * Its error is the entry's. */
+    dt_status (*grads_ready)(void *ctx);
+    void *grads_ready_ctx;
 } layer_params;
 
 /* The gradients an optimizer step reads: element i is g[i] of type t (fp32, or 16-bit widened),

@@ -135,7 +135,9 @@ DT_API dt_status dt_model_shard_optimizer(dt_model *m, dt_optimizer *o);
  * sized for the largest batch and reused by every step. */
 typedef struct dt_memory_summary {
     size_t params;       /**< fp32 master parameters (the CPU path keeps no 16-bit copy: weights are
-                              rounded as each op reads them; a 16-bit GPU model keeps one) */
+                              rounded as each op reads them; a 16-bit GPU model keeps one, and a
+                              second from the first optimizer step it overlaps layer by layer:
+                              dt_model_set_step_overlap) */
     size_t grads;        /**< the gradient buffer (4 or 2 bytes an element), and with accumulation
                               (dt_model_set_accum_steps > 1) its fp32 sum buffer */
     size_t optimizer;    /**< momentum, or Adam's two moments (fp32) */
@@ -186,8 +188,14 @@ typedef struct dt_memory_item {
 
 /** A model's memory plan: plain data, no pointers. */
 typedef struct dt_memory_plan {
-    dt_memory_summary kinds; /**< exactly what dt_model_memory() reports for the model and optimizer made
-                                  so; device_free/device_total: the device's now (a CPU plan: 0) */
+    dt_memory_summary kinds; /**< what dt_model_memory() reports for the model and optimizer made so once
+                                  they have trained a step: in params also the spare 16-bit copy a
+                                  step overlapped layer by layer allocates, planned for a bf16 GPU
+                                  model of DT_STEP_OVERLAP_AUTO_PARAMS or more parameters with an
+                                  optimizer on one rank (ctx NULL or a world of one) without ZeRO,
+                                  as dtrain train runs it (a run that clips, or sets the overlap
+                                  off, never allocates it); device_free/device_total: the device's
+                                  now (a CPU plan: 0) */
     size_t other;            /**< the small buffers dt_model_memory() leaves out: the finite-check flags, a GPU
                                   model's input batch and labels, 16-bit gradients' optimizer block */
     size_t total;            /**< every byte the model's backend holds once training runs (parameters,
@@ -294,7 +302,10 @@ typedef enum dt_step_overlap {
  * is queued behind its NCCL collective alone). Only where the step needs nothing of the whole gradient: no scaler (sc
  * NULL), no clipping, the optimizer state not sharded (zero 0), and profiling off; elsewhere the
  * optimizer steps once after backward and the allreduce. Either way every parameter gets the same
- * bits. On a GPU dt_model_train_step then returns with the step still running there (the next
+ * bits. A 16-bit GPU model stepping layer by layer keeps a second 16-bit parameter copy (2 bytes a
+ * parameter, allocated at the first such step; without the memory it steps as before, with a
+ * warning): each layer's step writes the new copy there as soon as the layer's parameter gradients
+ * are final, beside its own data gradient, which still reads the current one. On a GPU dt_model_train_step then returns with the step still running there (the next
  * forward, and any read of the parameters, waits for it). A mode outside the enum is
  * DT_STEP_OVERLAP_AUTO. */
 DT_API void dt_model_set_step_overlap(dt_model *m, dt_step_overlap mode);

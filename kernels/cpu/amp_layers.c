@@ -178,14 +178,22 @@ dt_status cpu_layer_fc_bwd(backend *be, const pass_args *a, const layer_params *
         float *dw = g16 ? a->sg : (float *)lp->dw + woff;
         cpu_gemm(1, 0, rows, in, batch, 1.0f, a->sdy + r0, out, a->sx, in, 0.0f, dw, in);
         if (g16) cpu_cast_f32_to_16(a->grad_t, a->sg, (uint16_t *)lp->dw + woff, wcnt);
-        if (dx) {
-            /* dx = sum over row blocks of dy[:, r0..] W[r0.., :]. */
-            params32(a->prec, lp->w, lp->w16, woff, wcnt, a->sw);
-            cpu_gemm(0, 0, batch, in, rows, 1.0f, a->sdy + r0, out, a->sw, in, r0 ? 1.0f : 0.0f, a->sy, in);
-        }
     }
     bias_grad16(a, a->sdy, batch, out, lp->db);
+    /* The parameter gradients are final: the pass may step the layer before dx, which then must
+     * read the 16-bit copy the step leaves alone (as on a GPU, where the two run side by side). */
+    if (lp->grads_ready) {
+        const dt_status s = lp->grads_ready(lp->grads_ready_ctx);
+        if (s) return s;
+    }
     if (!dx) return DT_OK;
+    for (int r0 = 0; r0 < out; r0 += R) {
+        const int rows = out - r0 < R ? out - r0 : R;
+        const size_t woff = (size_t)r0 * (size_t)in, wcnt = (size_t)rows * (size_t)in;
+        /* dx = sum over row blocks of dy[:, r0..] W[r0.., :]. */
+        params32(a->prec, lp->w, lp->w16, woff, wcnt, a->sw);
+        cpu_gemm(0, 0, batch, in, rows, 1.0f, a->sdy + r0, out, a->sw, in, r0 ? 1.0f : 0.0f, a->sy, in);
+    }
     cpu_cast_f32_to_16(a->prec, a->sy, dx, (size_t)batch * (size_t)in);
     if (below) relu_below_bwd(a, x, dx, batch, in);
     return DT_OK;

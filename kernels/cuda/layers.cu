@@ -98,6 +98,8 @@ dt_status cuda_layer_fc_bwd(backend *be, const pass_args *a, const layer_params 
                               in, 0, -1));
         TRY(cuda_col_sums16(a->prec, dy16, batch, out, (float *)lp->db));
     }
+    /* dW and db are queued: the pass may step the layer now, beside dx (which reads w16 only). */
+    if (lp->grads_ready) TRY(lp->grads_ready(lp->grads_ready_ctx));
     if (!dx) return DT_OK;
     /* Through the relu below in the GEMM's epilogue, from the mask its forward kept; else the GEMM
      * and the relu's kernel on x (its output). */
@@ -130,6 +132,7 @@ dt_status cuda_layer_conv_bwd(backend *be, const pass_args *a, const layer_param
     TRY(no_grads16(a, "conv_bwd16"));
     const uint16_t *x16 = input16_bwd(a, x, x_f32), *dy16 = (const uint16_t *)dy;
     TRY(cuda_conv_bwd_filter16(a->prec, s, x16, dy16, (float *)lp->dw, (float *)lp->db, a->ws));
+    if (lp->grads_ready) TRY(lp->grads_ready(lp->grads_ready_ctx)); /* as in the fc entry */
     return dx ? cuda_conv_bwd_data16(a->prec, s, dy16, lp->w16, a->sy, (uint16_t *)dx, a->ws) : DT_OK;
 }
 

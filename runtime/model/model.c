@@ -62,6 +62,10 @@ void model_free_acts(dt_model *m)
     m->sx = m->sy = m->sdy = m->sw = m->sg = m->st = NULL;
     m->p16 = m->x16 = NULL;
     m->p16_current = 0;
+    /* The spare is an allocation of its own (and may be where p16 pointed, after a swap). */
+    m->be->ops->free(m->be, m->p16_spare_own);
+    m->p16_spare = m->p16_spare_own = NULL;
+    m->p16_spare_failed = 0; /* tried again with the next pool */
     m->ws = NULL;
 }
 
@@ -291,6 +295,7 @@ void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary
         if (c[j].kind == CARVE_WORK) out->workspace += c[j].bytes;
         if (c[j].kind == CARVE_P16) out->params += c[j].bytes; /* the 16-bit copy of a GPU model */
     }
+    if (m->p16_spare_own) out->params += np * sizeof(uint16_t); /* and its spare (model_overlap.c) */
     free(c);
     out->pool = m->pool_bytes;
     m->be->ops->mem_info(m->be, &out->device_free, &out->device_total);

@@ -79,6 +79,15 @@ struct dt_model {
      * stale. Every other write of the parameters clears it (model_params_changed), so a forward
      * casts only after those: at most once per optimizer step, never per micro-batch. */
     int p16_current;
+    /* A 16-bit step layer by layer (model_overlap.c) steps each layer as soon as its parameter
+     * gradients are final, beside the layer's data gradient, which still reads p16: the step
+     * writes the new copy into p16_spare, and the two swap once every layer has stepped. The
+     * spare is allocated at the first such step (p16_spare_own: that allocation, wherever the
+     * swaps put it) and freed with the activation pool; p16_spare_failed: it could not be had, so
+     * the layers step after their data gradients, into p16, until the pool is made again.
+     * step_early: this pass steps so. */
+    uint16_t *p16_spare, *p16_spare_own;
+    int p16_spare_failed, step_early;
     float inv_scale;     /* the unscale the optimizer step applies as it reads the gradients: 16-bit
                         ones, or fp32 ones that dt_model_train_step only checked (1 otherwise) */
     int pending32;       /* fp32 gradients whose clip coefficient is left pending (applied by the
@@ -251,6 +260,15 @@ long model_comm_starts(const dt_model *m);
 int model_overlap_layers(const dt_model *m, const dt_optimizer *o, const dt_scaler *sc);
 int model_overlap_buckets(const dt_model *m, const dt_optimizer *o, const dt_scaler *sc);
 dt_status model_step_by_bucket(dt_model *m, dt_optimizer *o, double *comm_wait_s);
+/* A pass that steps layer by layer in 16 bits: whether each layer may step before its data
+ * gradient, the spare 16-bit copy allocated now if need be (0 when the model keeps no copy, or
+ * the spare cannot be had: said once). After every layer has stepped,
+ * model_spare16_swap makes the spare the copy the next forward reads (dropping step graphs, which
+ * hold the old one). Where the copy the steps write goes: the spare during such a pass. (Not
+ * tried again after a failure until the activation pool is made again.) */
+int model_spare16_ready(dt_model *m);
+void model_spare16_swap(dt_model *m);
+uint16_t *model_step16_target(const dt_model *m);
 
 /* The optimizer step layer by layer (optimizer.c): optimizer_layers_begin checks and counts the
  * step as dt_model_optimizer_step does (and brings the state to the device); then

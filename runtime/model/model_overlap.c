@@ -10,9 +10,18 @@
  * clipping's norm, the optimizer state not sharded; and both give every element the arithmetic of
  * the one step over the whole buffer (optimizer_step_layer), so the bits of the step after
  * backward.
+ *
+ * In 16 bits a layer's data gradient reads its 16-bit copy, which its step rewrites: stepped
+ * after the data gradient, the last large layer's step (the one beside nothing but the first
+ * layer's weight gradient) stays exposed. With a spare copy the step writes the new values
+ * there instead and may start as soon as the layer's parameter gradients are final, beside its
+ * own data gradient (the backend calls layer_params.grads_ready between the two); the copies
+ * swap after the pass. 2 bytes a parameter more, allocated at the first such step.
  */
 #include "runtime/model/model_internal.h"
 #include "base/clock.h"
+#include "base/log.h"
+#include "base/status.h"
 #include "base/trace.h"
 #include "collectives/ctx_comm.h"
 #include "collectives/reducer_internal.h"
@@ -71,3 +80,35 @@ dt_status model_step_by_bucket(dt_model *m, dt_optimizer *o, double *comm_wait_s
     if (!s && m->p16) m->p16_current = 1;
     return s;
 }
+
+int model_spare16_ready(dt_model *m)
+{
+    if (!m->p16 || m->p16_spare_failed) return 0;
+    if (m->p16_spare) return 1;
+    void *p = NULL;
+    const size_t bytes = m->spec.num_params * sizeof(uint16_t);
+    if (m->be->ops->alloc(m->be, bytes, "the spare 16-bit parameter copy", &p)) {
+        log_msg(LOG_LEVEL_WARN,
+                "%s; each layer's optimizer step waits for its data gradient instead (the step overlaps less)",
+                dt_last_error());
+        status_clear_error();
+        m->p16_spare_failed = 1;
+        return 0;
+    }
+    m->p16_spare = m->p16_spare_own = p;
+    return 1;
+}
+
+void model_spare16_swap(dt_model *m)
+{
+    uint16_t *t = m->p16;
+    m->p16 = m->p16_spare;
+    m->p16_spare = t;
+    for (int i = 0; i < MODEL_GRAPHS; i++)
+        if (m->graph[i].exec) {
+            model_graph_drop(m);
+            break;
+        }
+}
+
+uint16_t *model_step16_target(const dt_model *m) { return m->step_early ? m->p16_spare : m->p16; }

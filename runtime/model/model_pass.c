@@ -194,6 +194,21 @@ dt_status model_forward(dt_model *m, const float *x, int batch, const void **log
     return DT_OK;
 }
 
+/* A parameter layer's backward hands its gradients on (model_grads_done) from inside the entry,
+ * before the data gradient, when the pass steps layers early (m->step_early, model_overlap.c);
+ * else, or where the backend did not call it, after the entry. */
+typedef struct grads_hook {
+    dt_model *m;
+    int layer, called;
+} grads_hook;
+
+static dt_status grads_hook_call(void *ctx)
+{
+    grads_hook *h = ctx;
+    h->called = 1;
+    return model_grads_done(h->m, h->layer);
+}
+
 /* Backward, last layer first, from the loss gradient in dbuf[0]; each layer's parameter gradients
  * are final when it is done. */
 static dt_status model_backward(dt_model *m, const void *logits, int batch)
@@ -218,7 +233,12 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
         const void *lin = m->in[i];
         const int x_f32 = lin == (const void *)m->x_in;
         void *dprev = i ? (dcur == m->dbuf[0] ? m->dbuf[1] : m->dbuf[0]) : NULL;
-        const layer_params lp = params_of(m, l);
+        layer_params lp = params_of(m, l);
+        grads_hook hook = {m, i, 0};
+        if (m->step_early && !m->recording) {
+            lp.grads_ready = grads_hook_call;
+            lp.grads_ready_ctx = &hook;
+        }
         switch (l->kind) {
             case LAYER_FC: {
                 /* The relu below this layer run here. */
@@ -254,7 +274,8 @@ static dt_status model_backward(dt_model *m, const void *logits, int batch)
          * allreduce has its own span on the "gpu nccl" track). */
         if (!s && tr && device_marks(be, l->kind)) s = be->ops->trace_mark(be, 1, span, 0, i);
         /* While recording, the gradients go to the reducer after the graph's launch instead. */
-        if (!s && (l->kind == LAYER_FC || l->kind == LAYER_CONV) && !m->recording) s = model_grads_done(m, i);
+        if (!s && (l->kind == LAYER_FC || l->kind == LAYER_CONV) && !m->recording && !hook.called)
+            s = model_grads_done(m, i);
         if (s) return s;
         if (m->prof) m->prof_bwd[i] += model_prof_mark(m);
         if (tr) trace_rec_add(tr, span, TRACE_CAT_BWD, TRACE_TRACK_TRAIN, t0, trace_now_ns(), i, -1);

@@ -234,9 +234,10 @@ static void plan_carve_items(dt_memory_plan *p, const model_spec *s, const carve
     plan_item(p, scratch, "%s16-bit conversion scratch", "");
 }
 
-/* The plan of spec s (parsed, conv shapes at c->batch) on table ops, into *p. */
+/* The plan of spec s (parsed, conv shapes at c->batch) on table ops, into *p; one_rank: the model
+ * trains alone (no ctx, or a world of one). */
 static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memory_plan_config *c, size_t opt_elems,
-                      carve *cv, dt_memory_plan *p)
+                      int one_rank, carve *cv, dt_memory_plan *p)
 {
     memset(p, 0, sizeof *p);
     const size_t np = s->num_params, B = (size_t)c->batch, n = (size_t)s->n;
@@ -272,7 +273,16 @@ static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memo
         if (cv[j].kind == CARVE_P16) k->params += cv[j].bytes;
     }
     plan_carve_items(p, s, cv, kf);
-    k->params += np * 4;
+    /* The spare 16-bit copy a bf16 step layer by layer writes (model_overlap.c), as dtrain train
+     * steps by default on one rank (--step-overlap auto: 8M+ parameters; fp16's loss scaler,
+     * ZeRO-1 and more ranks step after backward or by bucket). Planned from the start; the model
+     * allocates it at the first such step. */
+    const size_t spare = ops->keeps_params16 && c->compute == DT_BF16 && c->optim && one_rank && c->zero_world <= 1 &&
+                                 np >= DT_STEP_OVERLAP_AUTO_PARAMS
+                             ? np * 2
+                             : 0;
+    plan_item(p, spare, "%s", "spare 16-bit parameter copy (optimizer step layer by layer)");
+    k->params += np * 4 + spare;
     k->grads = grads + gacc;
     k->pool = pool;
     backend be = {.ops = ops, .state = NULL};
@@ -281,7 +291,7 @@ static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memo
      * dt_model_create before a 16-bit one replaces it, both gradient buffers while
      * dt_model_set_precision swaps them (counting the optimizer and accumulation buffer from the
      * start, whatever order a program makes them in). */
-    p->total = fixed + grads + gacc + k->optimizer + pool;
+    p->total = fixed + grads + gacc + k->optimizer + pool + spare;
     const size_t at_create = fixed + np * 4 + pool32 + gacc + k->optimizer;
     const size_t at_swap = g16 ? fixed + np * 4 + grads + gacc + k->optimizer + pool : 0;
     p->peak = p->total;
@@ -332,7 +342,7 @@ dt_status dt_model_plan_memory(dt_ctx *ctx, const dt_memory_plan_config *c, dt_m
     size_t opt_elems = 0;
     if (!st) st = plan_optimizer_elems(&s, ops, c, &opt_elems);
     if (!st) st = plan_conv_shapes(&s, c->batch);
-    if (!st) plan_fill(&s, ops, c, opt_elems, cv, out);
+    if (!st) plan_fill(&s, ops, c, opt_elems, !ctx || dt_world_size(ctx) == 1, cv, out);
     free(cv);
     model_spec_free(&s);
     return st;
@@ -355,6 +365,7 @@ dt_status dt_model_max_batch(dt_ctx *ctx, const dt_memory_plan_config *c, size_t
     }
     dt_memory_plan_config at = *c;
     dt_memory_plan p;
+    const int one_rank = !ctx || dt_world_size(ctx) == 1;
     size_t opt_elems = 0;
     st = plan_optimizer_elems(&s, ops, c, &opt_elems);
     /* fits(b): the plan's peak at batch b is within the budget. Every part of the plan grows with
@@ -363,7 +374,7 @@ dt_status dt_model_max_batch(dt_ctx *ctx, const dt_memory_plan_config *c, size_t
     for (int b = 1; !st; b = b > PLAN_MAX_BATCH / 2 ? PLAN_MAX_BATCH : 2 * b) {
         at.batch = b;
         if ((st = plan_conv_shapes(&s, b))) break;
-        plan_fill(&s, ops, &at, opt_elems, cv, &p);
+        plan_fill(&s, ops, &at, opt_elems, one_rank, cv, &p);
         if (p.peak > budget) {
             hi = b;
             if (b == 1) *plan = p; /* nothing fits: what batch 1 needs */
@@ -377,7 +388,7 @@ dt_status dt_model_max_batch(dt_ctx *ctx, const dt_memory_plan_config *c, size_t
         const int mid = lo + (hi - lo) / 2;
         at.batch = mid;
         if ((st = plan_conv_shapes(&s, mid))) break;
-        plan_fill(&s, ops, &at, opt_elems, cv, &p);
+        plan_fill(&s, ops, &at, opt_elems, one_rank, cv, &p);
         if (p.peak > budget) {
             hi = mid;
         } else {

@@ -235,10 +235,14 @@ static dt_status train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const f
     if (by_layer && (s = optimizer_layers_begin(m, o))) return s;
     m->layer_opt = by_layer ? o : NULL;
     m->layers_stepped = 0;
+    /* In 16 bits each layer may step before its data gradient, into the spare copy. */
+    m->step_early = by_layer && model_spare16_ready(m);
     m->tail = step_tail(m, o, sc, ls, by_layer);
     m->tail_ran = 0;
     s = forward_backward_group(m, x, labels, batch, grad_scale * ls, &r->loss_sum, &r->correct, at_risk);
     const int in_graph = m->tail_ran;
+    const int early = m->step_early;
+    m->step_early = 0;
     m->layer_opt = NULL;
     m->tail = (model_tail){NULL, 0, 0.0f};
     m->tail_ran = 0;
@@ -252,7 +256,12 @@ static dt_status train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const f
     if (by_layer) {
         /* One rank: closes the reducer's step (nothing was sent). Every parameter layer stepped
          * as backward finished it, the 16-bit copy with it. */
-        if ((s = dt_model_sync_grads(m))) return s;
+        if ((s = dt_model_sync_grads(m))) {
+            if (early) model_params_changed(m); /* the copy the forward reads is the old one */
+            return s;
+        }
+        /* Stepped early: the spare holds the new copy whole (every layer wrote its part). */
+        if (early) model_spare16_swap(m);
         if (m->p16) m->p16_current = 1;
         m->prof_step.optimizer_s += model_prof_mark(m);
         r->stepped = 1;

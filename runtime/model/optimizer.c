@@ -208,7 +208,8 @@ dt_status optimizer_layers_begin(dt_model *m, dt_optimizer *o)
 dt_status optimizer_step_layer(dt_model *m, dt_optimizer *o, size_t off, size_t cnt)
 {
     const optim_grads g = model_optim_grads(m), gs = grads_from(&g, off);
-    return step_slice(m->be, o, off, m->params + off, &gs, cnt, m->prec, m->p16 ? m->p16 + off : NULL);
+    uint16_t *copy = model_step16_target(m); /* the spare while layers step before their data gradients */
+    return step_slice(m->be, o, off, m->params + off, &gs, cnt, m->prec, copy ? copy + off : NULL);
 }
 
 dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)

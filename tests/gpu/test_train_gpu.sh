@@ -90,8 +90,10 @@ for cfg in "cnn fp32 --no-overlap" "cnn fp32 --bucket-mb=0.05" "mlp bf16 --first
 done
 # The optimizer step layer by layer on the side stream (--step-overlap; auto takes it for this
 # model of 10.5M parameters) ends bit for bit where the step after backward does (the CUDA
-# optimizer kernels compute every element alike, whatever the slice): fp32 and bf16 (the 16-bit
-# parameter copy written by each layer's step), SGD and AdamW; and a checkpoint taken right after
+# optimizer kernels compute every element alike, whatever the slice): fp32 and bf16 (each layer
+# stepped as soon as its parameter gradients are queued, into the spare 16-bit copy, beside its own
+# data gradient, which reads the current copy: a step into that one would change dx), SGD and
+# AdamW; and a checkpoint taken right after
 # such a step (its parameters read while the side stream may still run) resumes bit for bit.
 wide="fc:2048,relu,fc:2048,relu,fc:2048,relu,fc:10"
 for cfg in "fp32 sgd" "bf16 sgd" "bf16 adamw"; do

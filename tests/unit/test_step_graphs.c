@@ -394,6 +394,52 @@ static void test_auto_threshold(void **st)
     }
 }
 
+/* A 16-bit step layer by layer writes the spare 16-bit copy and swaps it in (model_overlap.c): a
+ * graph recorded before reads and writes the other copy, so it is dropped and recorded again,
+ * and every pass keeps the bits of plain passes (a stale replay would read the old copy). */
+static void test_spare_copy_drops_graphs(void **st)
+{
+    (void)st;
+    rng_seed("graphs spare copy", 0);
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    oc.lr = 0.05f;
+    side_by_side sb;
+    pair_make(&sb, DT_BF16, 1, &oc, NULL);
+    graph_recorder *g = graph_recorder_state();
+    const size_t np = dt_model_num_params(sb.plain), in = dt_model_input_size(sb.plain);
+    float *xs = xmalloc(B * in * sizeof(float));
+    int32_t *ys = xmalloc(B * sizeof(int32_t));
+    for (int p = 0; p < 7; p++) {
+        const dt_step_overlap ov = p == 3 ? DT_STEP_OVERLAP_ON : DT_STEP_OVERLAP_OFF;
+        dt_model_set_step_overlap(sb.plain, ov);
+        dt_model_set_step_overlap(sb.graphed, ov);
+        float *x;
+        int32_t *y;
+        make_batch(sb.plain, B, 2.0f, &x, &y);
+        memcpy(xs, x, B * in * sizeof *x); /* one key: the same buffers every pass */
+        memcpy(ys, y, B * sizeof *y);
+        const long frees0 = g->frees;
+        dt_step_result rp, rg;
+        assert_int_equal(dt_model_train_step(sb.plain, sb.op, NULL, xs, ys, B, 1.0f / B, &rp), DT_OK);
+        assert_int_equal(dt_model_train_step(sb.graphed, sb.og, NULL, xs, ys, B, 1.0f / B, &rg), DT_OK);
+        assert_memory_equal(&rp.loss_sum, &rg.loss_sum, sizeof rp.loss_sum);
+        assert_memory_equal(dt_model_params(sb.plain), dt_model_params(sb.graphed), np * sizeof(float));
+        /* 1 and 5 record, 2 and 6 replay; 3 steps layer by layer, swaps the copies, drops the graph. */
+        const int as_graph = p == 1 || p == 2 || p == 5 || p == 6;
+        assert_int_equal(dt_model_graphed(sb.graphed), as_graph ? DT_GRAPHS_ON : DT_GRAPHS_OFF);
+        assert_int_equal(dt_model_step_overlapped(sb.graphed), p == 3 ? DT_STEP_OVERLAP_ON : DT_STEP_OVERLAP_OFF);
+        assert_int_equal(g->frees - frees0, p == 3);
+        free(x);
+        free(y);
+    }
+    assert_int_equal(model_test_graph_records(sb.graphed), 2);
+    assert_int_equal(g->misuses, 0);
+    free(xs);
+    free(ys);
+    pair_free(&sb);
+}
+
 /* The CPU table records nothing: graphs on or not, its passes run as usual. */
 static void test_cpu_has_none(void **st)
 {
@@ -421,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_auto_threshold),
         cmocka_unit_test(test_cpu_has_none),
         cmocka_unit_test(test_fused_relu_redraws),
+        cmocka_unit_test(test_spare_copy_drops_graphs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,7 +11,11 @@
  * gradients, the 16-bit parameter copy kept or not) and gradient accumulation. The counts prove
  * the layered path ran: one side_begin/side_end per parameter layer per step, every optimizer
  * call between them, one side_join per stepping pass. With a loss scaler or clipping the step
- * needs the whole gradient: no layer steps on its own, and the bits still agree.
+ * needs the whole gradient: no layer steps on its own, and the bits still agree. With the 16-bit
+ * copy kept, each layer steps into the spare copy before its data gradient (the CPU's fc entry calls
+ * the pass there; its dx must then read the copy the step left alone, or the bits differ), the
+ * copies swap after backward, a write of the parameters from outside is cast into the one the
+ * next forward reads, and dt_model_memory counts the spare.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,9 +41,31 @@
 
 static struct {
     const backend_ops *cpu;
-    int on_side, begins, ends, joins, optim_calls, optim_off_side, param_casts;
+    int on_side, begins, ends, joins, optim_calls, optim_off_side, param_casts, fc_early;
     size_t np;
+    const layer_params *fc_lp; /* the fc entry running now */
 } g;
+
+/* The pass's grads_ready, called by the fc entry itself (it steps the layer there). */
+static dt_status count_grads_ready(void *ctx)
+{
+    g.fc_early++;
+    return g.fc_lp->grads_ready(ctx);
+}
+
+/* An fc layer's backward asked to hand its gradients on before its data gradient: the CPU's fc
+ * entry calls the pass there, and its dx must then read the 16-bit copy the step leaves alone. */
+static dt_status count_fc_bwd(backend *be, const pass_args *a, const layer_params *lp, const void *x, int x_f32,
+                              const void *dy, void *dx, int batch, int in, int out, const layer_params *below)
+{
+    if (!lp->grads_ready) return g.cpu->layer_fc_bwd(be, a, lp, x, x_f32, dy, dx, batch, in, out, below);
+    layer_params counted = *lp;
+    counted.grads_ready = count_grads_ready;
+    g.fc_lp = lp;
+    const dt_status s = g.cpu->layer_fc_bwd(be, a, &counted, x, x_f32, dy, dx, batch, in, out, below);
+    g.fc_lp = NULL;
+    return s;
+}
 
 /* Casts of the whole parameter buffer into the 16-bit copy (model_params16_ready). */
 static dt_status count_cast(backend *be, dt_dtype t, const float *src, uint16_t *dst, size_t n)
@@ -108,6 +134,7 @@ static void train_side_by_side(const run_cfg *c)
     ops.sgd = count_sgd;
     ops.adamw = count_adamw;
     ops.cast_to16 = count_cast;
+    ops.layer_fc_bwd = count_fc_bwd;
     backend counting = {&ops, NULL};
     dt_model *whole = make_model(SPEC, INPUT, B, c->prec, c->grads);
     dt_model *layered = make_model(SPEC, INPUT, B, c->prec, c->grads);
@@ -154,6 +181,12 @@ static void train_side_by_side(const run_cfg *c)
         stepped += rl.stepped;
         free(x);
         free(y);
+        /* Parameters written from outside between two groups: the copy is cast again, into the
+         * buffer the next forward reads (after steps that swapped the two copies). */
+        if (p == 2 * c->accum - 1) {
+            dt_model_params_changed(whole);
+            dt_model_params_changed(layered);
+        }
     }
     assert_int_equal(stepped, 4);
     assert_memory_equal(dt_model_params(whole), dt_model_params(layered), np * sizeof(float));
@@ -169,9 +202,16 @@ static void train_side_by_side(const run_cfg *c)
         assert_int_equal(g.joins, 4);
         assert_true(g.optim_calls >= PARAM_LAYERS * 4);
         assert_int_equal(g.optim_off_side, 0);
-        /* A kept copy is cast once, before the first forward: every later one reads what the
-         * layers' steps wrote into it. */
-        assert_int_equal(g.param_casts, c->keep16 && c->prec != DT_F32 ? 1 : 0);
+        /* A kept copy is cast before the first forward and after the parameters were written
+         * from outside: every other forward reads what the layers' steps wrote. */
+        const int copy16 = c->keep16 && c->prec != DT_F32;
+        assert_int_equal(g.param_casts, copy16 ? 2 : 0);
+        /* With a copy, each layer steps before its data gradient, into the spare copy (2 bytes a
+         * parameter more): the 3 fc layers called from inside their backward entries, every step. */
+        assert_int_equal(g.fc_early, copy16 ? 3 * 4 : 0);
+        dt_memory_summary ml;
+        dt_model_memory(layered, NULL, &ml);
+        assert_int_equal(ml.params, np * 4 + (copy16 ? 2 * np * 2 : 0));
     }
     dt_scaler_free(sw);
     dt_scaler_free(sl);
