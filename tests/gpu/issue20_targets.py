@@ -14,7 +14,8 @@ version's figure beside it when its files are there. Model FLOPs are 6 per param
 counts the first layer's data gradient, which no step computes: 2% of fc:8192 x3's). The parameter
 count is the gradients' column over 4 bytes (the CUDA backend keeps fp32 gradients); the params
 column is no measure of it on a GPU, where it adds the 16-bit copy of a 16-bit run (6 bytes a
-parameter), and a row whose two columns agree with neither layout is not judged.
+parameter; 8 with the spare copy of a step overlapped layer by layer), and a row whose two columns
+agree with none of these layouts is not judged.
 Exit status 0 when it could judge every target whose files exist (met or not), 1 when a file it
 found could not be read (a failed run, a changed table: named on stderr, the other targets still
 judged) or there was nothing to judge.
@@ -94,12 +95,13 @@ def fc_target(f, peak, res):
     if os.path.exists(f("fc.txt")):
         sps, params_mib, _, grads_mib = row(f("fc.txt"), "bf16")
         params = grads_mib * 1048576 / 4
-        # fp32 parameters alone (4 bytes a parameter), or with the 16-bit copy (6): anything else
+        # fp32 parameters alone (4 bytes a parameter), with the 16-bit copy (6), or with the spare
+        # copy a step overlapped layer by layer writes too (8): anything else
         # means the gradients are not fp32 and the count would be wrong.
         per = params_mib / grads_mib * 4 if grads_mib > 0 else 0.0
-        if not (abs(per - 4) < 0.05 or abs(per - 6) < 0.05):
+        if not any(abs(per - b) < 0.05 for b in (4, 6, 8)):
             raise Unreadable(f"{f('fc.txt')}: params {params_mib} MiB and grads {grads_mib} MiB: not fp32 "
-                             "gradients beside fp32 parameters (and their 16-bit copy); the parameter count is unknown")
+                             "gradients beside fp32 parameters (and their 16-bit copies); the parameter count is unknown")
         tflops = 6 * params * sps / 1e12
         if peak:
             frac = tflops / peak

@@ -45,6 +45,10 @@ want "MET      cnn 1x28x28 b1024 activation memory -40% or better: 417 -> 227 Mi
 step "$tmp/fc.txt" "bf16 560000 816.61 544.41 80"
 out=$(python3 "$here/issue20_targets.py" "$tmp" 2>&1)
 want "not met  fc:8192 x3 bf16, % of bf16 GEMM peak >= 60: 480 TFLOP/s of 800 = 59.9%"
+# With the spare 16-bit copy of a step overlapped layer by layer (8 bytes a parameter): the same.
+step "$tmp/fc.txt" "bf16 560000 1088.82 544.41 80"
+out=$(python3 "$here/issue20_targets.py" "$tmp" 2>&1)
+want "not met  fc:8192 x3 bf16, % of bf16 GEMM peak >= 60: 480 TFLOP/s of 800 = 59.9%"
 # 16-bit gradients (2 bytes a parameter in the grads column): the count is unknown, no verdict.
 step "$tmp/fc.txt" "bf16 560000 816.61 272.2 80"
 out=$(python3 "$here/issue20_targets.py" "$tmp" 2>&1); rc=$?
