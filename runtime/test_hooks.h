@@ -29,6 +29,12 @@
  * the allreduce): the overflow a loss scaler must catch, on one rank or all. */
 void model_test_inject_inf(dt_model *m);
 
+/* dt_model_plan_memory on table ops (the CUDA table's sizes are host arithmetic: planned without a
+ * device), for a model training alone (one_rank 1) or in a larger world (0). */
+struct backend_ops;
+dt_status model_test_plan_memory(const struct backend_ops *ops, int one_rank, const dt_memory_plan_config *c,
+                                 dt_memory_plan *out);
+
 /* m computes on be from now on (a struct backend of kernels/backend.h), which must take m's
  * buffers as they are: a copy of the CPU table with an entry swapped, for checking what the model
  * asks of a backend (the GPU span marks, without a GPU). */

@@ -8,6 +8,7 @@
  */
 #include "runtime/model/model_plan.h"
 #include "runtime/model/model_internal.h"
+#include "runtime/test_hooks.h"
 #include "collectives/bucket.h"
 #include "collectives/coll.h"
 #include "collectives/engine.h"
@@ -328,24 +329,38 @@ static dt_status plan_begin(const dt_memory_plan_config *c, const backend_ops *o
     return model_spec_parse(c->spec, c->input, s);
 }
 
-dt_status dt_model_plan_memory(dt_ctx *ctx, const dt_memory_plan_config *c, dt_memory_plan *out)
+/* dt_model_plan_memory on table ops, for a model alone (one_rank) or among others. */
+static dt_status plan_memory_on(const backend_ops *ops, int one_rank, const dt_memory_plan_config *c,
+                                dt_memory_plan *out)
 {
     memset(out, 0, sizeof *out);
-    const backend_ops *ops;
-    dt_status st = plan_ops(ctx, &ops);
-    if (st) return st;
     if (c && c->batch < 1) return status_set_error(DT_ERR_INVALID_ARG, "batch size %d must be at least 1", c->batch);
     model_spec s;
-    if ((st = plan_begin(c, ops, &s))) return st;
+    dt_status st = plan_begin(c, ops, &s);
+    if (st) return st;
     carve *cv = malloc(carve_max(&s) * sizeof *cv);
     if (!cv) st = status_set_error(DT_ERR_NOMEM, "out of host memory planning the model's memory");
     size_t opt_elems = 0;
     if (!st) st = plan_optimizer_elems(&s, ops, c, &opt_elems);
     if (!st) st = plan_conv_shapes(&s, c->batch);
-    if (!st) plan_fill(&s, ops, c, opt_elems, !ctx || dt_world_size(ctx) == 1, cv, out);
+    if (!st) plan_fill(&s, ops, c, opt_elems, one_rank, cv, out);
     free(cv);
     model_spec_free(&s);
     return st;
+}
+
+dt_status dt_model_plan_memory(dt_ctx *ctx, const dt_memory_plan_config *c, dt_memory_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    const backend_ops *ops;
+    const dt_status st = plan_ops(ctx, &ops);
+    return st ? st : plan_memory_on(ops, !ctx || dt_world_size(ctx) == 1, c, out);
+}
+
+dt_status model_test_plan_memory(const backend_ops *ops, int one_rank, const dt_memory_plan_config *c,
+                                 dt_memory_plan *out)
+{
+    return plan_memory_on(ops, one_rank, c, out);
 }
 
 dt_status dt_model_max_batch(dt_ctx *ctx, const dt_memory_plan_config *c, size_t budget, int *batch,

@@ -1,11 +1,13 @@
 /*
  * test_cuda_ops_table.c - the CUDA table itself: every entry set, its capabilities, the
- * workspace sizes and the no-op cases (all without a GPU, before the device is looked for), then on
+ * workspace sizes, the memory plan on it and the no-op cases (all without a GPU, before the device
+ * is looked for), then on
  * a GPU the stream the ops run on and the statuses the entries return.
  *
  * Tolerances: none; every check is exact.
  */
 #include "cuda_ops_fixture.h"
+#include "runtime/test_hooks.h"
 
 /* ---------------------------------------------------------------- checks without a GPU */
 
@@ -67,6 +69,38 @@ static void check_no_gpu(void)
     check(conv3_sy == 0 && fc_sy == B * 128 && z.sy == B * 256 * 8 * 8,
           "scratch16's fp32 scratch: none for a 3x3 conv, B x out for fc, B x max(in, out) pointwise (%zu, %zu, %zu)",
           conv3_sy, fc_sy, z.sy);
+
+    /* The memory plan on this table: a bf16 model of 8M parameters or more, stepped layer by layer
+     * on one rank, holds a spare 16-bit parameter copy too (model_overlap.c: 8 bytes a parameter
+     * with the fp32 master and the copy); not among other ranks (they step by bucket), not in
+     * fp16 (its loss scaler steps after backward), not under 8M parameters. */
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    dt_memory_plan_config pc;
+    dt_memory_plan_defaults(&pc);
+    pc.spec = "fc:4096,relu,fc:4096,relu,fc:10";
+    pc.input = "1024";
+    pc.batch = 64;
+    pc.compute = DT_BF16;
+    pc.optim = &oc;
+    const size_t np = 1024 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 10 + 10; /* 21,020,682 */
+    dt_memory_plan alone, among, fp16, mlp;
+    dt_status ps = model_test_plan_memory(k, 1, &pc, &alone);
+    if (!ps) ps = model_test_plan_memory(k, 0, &pc, &among);
+    pc.compute = DT_F16;
+    if (!ps) ps = model_test_plan_memory(k, 1, &pc, &fp16);
+    pc.compute = DT_BF16;
+    pc.spec = "fc:1024,relu,fc:1024,relu,fc:10";
+    pc.input = "784";
+    if (!ps) ps = model_test_plan_memory(k, 1, &pc, &mlp);
+    const size_t mlp_np = 784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10;
+    int named = 0;
+    for (int i = 0; i < alone.n_top; i++) named |= strstr(alone.top[i].what, "spare 16-bit parameter copy") != NULL;
+    check(ps == DT_OK && alone.kinds.params == 8 * np && among.kinds.params == 6 * np && fp16.kinds.params == 6 * np &&
+              mlp.kinds.params == 6 * mlp_np && alone.total == among.total + 2 * np && named,
+          "the plan holds the spare 16-bit copy for bf16 at 8M+ parameters on one rank only (params %zu, %zu among "
+          "ranks, %zu fp16, %zu for %zu parameters)",
+          alone.kinds.params, among.kinds.params, fp16.kinds.params, mlp.kinds.params, mlp_np);
 
     /* No-op cases return before touching the device. */
     int correct = -1;
