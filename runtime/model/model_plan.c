@@ -329,6 +329,9 @@ static dt_status plan_begin(const dt_memory_plan_config *c, const backend_ops *o
     return model_spec_parse(c->spec, c->input, s);
 }
 
+/* Whether ctx's model trains alone: no ctx, or a world of one. */
+static int plan_one_rank(dt_ctx *ctx) { return !ctx || dt_world_size(ctx) == 1; }
+
 /* dt_model_plan_memory on table ops, for a model alone (one_rank) or among others. */
 static dt_status plan_memory_on(const backend_ops *ops, int one_rank, const dt_memory_plan_config *c,
                                 dt_memory_plan *out)
@@ -354,7 +357,7 @@ dt_status dt_model_plan_memory(dt_ctx *ctx, const dt_memory_plan_config *c, dt_m
     memset(out, 0, sizeof *out);
     const backend_ops *ops;
     const dt_status st = plan_ops(ctx, &ops);
-    return st ? st : plan_memory_on(ops, !ctx || dt_world_size(ctx) == 1, c, out);
+    return st ? st : plan_memory_on(ops, plan_one_rank(ctx), c, out);
 }
 
 dt_status model_test_plan_memory(const backend_ops *ops, int one_rank, const dt_memory_plan_config *c,
@@ -380,7 +383,7 @@ dt_status dt_model_max_batch(dt_ctx *ctx, const dt_memory_plan_config *c, size_t
     }
     dt_memory_plan_config at = *c;
     dt_memory_plan p;
-    const int one_rank = !ctx || dt_world_size(ctx) == 1;
+    const int one_rank = plan_one_rank(ctx);
     size_t opt_elems = 0;
     st = plan_optimizer_elems(&s, ops, c, &opt_elems);
     /* fits(b): the plan's peak at batch b is within the budget. Every part of the plan grows with

@@ -146,10 +146,11 @@ mkdir -p "$sub/build" && ln -s "$DTRAIN" "$sub/build/dtrain" && ln -s "$repo/slu
 small="--model fc:64,relu,fc:10 --input 784 --batch 16 --steps 20 --lr 0.1 --log-every 5 --blas-threads 1"
 fits="--ntasks-per-node=2 --cpus-per-task=1"
 declare -A tjob
+submit_template() { (cd "$sub" && env -u DTRAIN TRAIN_ARGS="$small" sbatch --parsable $fits "slurm/$1" 2>&1); } # -> job id
 for t in "$repo"/slurm/*.sbatch; do
     name=$(basename "$t")
     # All are submitted at once: SLURM runs them one after the other (each takes both nodes).
-    tjob[$name]=$(cd "$sub" && env -u DTRAIN TRAIN_ARGS="$small" sbatch --parsable $fits "slurm/$name" 2>&1)
+    tjob[$name]=$(submit_template "$name")
 done
 # Rows with DEVICE cpu and a GPU index, and the note of a node without a driver.
 no_driver_ok() { # out-file ranks
@@ -165,7 +166,7 @@ for t in "$repo"/slurm/*.sbatch; do   # in the order they were submitted, so the
     # Open MPI's crash inside MPI_Init (ompi_init_crash, tests/mpi/lib.sh): submitted once more.
     if [ "$state" != COMPLETED ] && ompi_init_crash "$out"; then
         echo "    sbatch slurm/$name (job $jid): Open MPI's TCP BTL crashed inside MPI_Init (third-party: docs/testing.md): submitted again"
-        jid=$(cd "$sub" && env -u DTRAIN TRAIN_ARGS="$small" sbatch --parsable $fits "slurm/$name" 2>&1)
+        jid=$(submit_template "$name")
         wait_job "$jid"
         out=$(template_out "$name" "$jid")
     fi
