@@ -20,7 +20,9 @@
  * pinned memory before each launch, and the graph's first node copies them to the device, where
  * the recorded step reads them (optim_grads.live). The host writes them again only after the last
  * launch's loss_wait, which comes after that copy, so no launch reads another step's values. The
- * tail is part of the key (a graph without it, or with another optimizer or unscale, is another).
+ * tail is part of the key (a graph without it, or with another optimizer or unscale, is another),
+ * and so is what its recording holds of the optimizer (optim_baked: its state buffers and rule),
+ * since a freed optimizer's address may come back for another one.
  */
 #include "runtime/model/model_internal.h"
 #include "base/log.h"
@@ -69,7 +71,8 @@ static model_graph *graph_find(dt_model *m, const float *x, const int32_t *label
         model_graph *g = &m->graph[i];
         if (g->used && g->x == x && g->labels == labels && g->batch == batch &&
             !memcmp(&g->grad_scale, &grad_scale, sizeof grad_scale) && g->tail.o == t->o &&
-            g->tail.verdict == t->verdict && !memcmp(&g->tail.inv_scale, &t->inv_scale, sizeof t->inv_scale)) {
+            !memcmp(&g->tail.baked, &t->baked, sizeof t->baked) && g->tail.verdict == t->verdict &&
+            !memcmp(&g->tail.inv_scale, &t->inv_scale, sizeof t->inv_scale)) {
             g->used = ++m->graph_clock;
             return g;
         }

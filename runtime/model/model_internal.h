@@ -12,11 +12,24 @@
 /* A recorded pass (model_graph.c) and its key: the buffers, batch and grad_scale it was recorded
  * with. used: when it was last asked for (0: the entry is empty); exec NULL until recorded. */
 #define MODEL_GRAPHS 4
+/* What a recorded optimizer step holds fixed (optimizer_baked): its rule, hyper-parameters and
+ * state buffers; its learning rate and count are read at each launch. A graph is replayed only
+ * for a step that would queue the same, so an optimizer freed and another made at its address
+ * (with other state, or another rule) never runs the first one's recording. */
+typedef struct optim_baked {
+    int kind;
+    const float *s1, *s2;
+    size_t n;
+    float momentum, weight_decay, beta1, beta2, eps;
+} optim_baked;
+
 /* A step's tail that a step graph may hold after the pass (dt_model_train_step sets it for one
- * pass, model_graph.c records it): the optimizer step of o (NULL: none), behind the loss scaler's
- * queued finite check when verdict, reading the gradients with the pending unscale inv_scale. */
+ * pass, model_graph.c records it): the optimizer step of o (NULL: none; baked: what its recording
+ * holds), behind the loss scaler's queued finite check when verdict, reading the gradients with
+ * the pending unscale inv_scale. */
 typedef struct model_tail {
     dt_optimizer *o;
+    optim_baked baked;
     int verdict;
     float inv_scale;
 } model_tail;
@@ -280,11 +293,14 @@ dt_status optimizer_step_layer(dt_model *m, dt_optimizer *o, size_t off, size_t 
 /* The optimizer step in a step graph (optimizer.c): optimizer_graph_ready makes the checks of
  * dt_model_optimizer_step and brings the state to the device before a pass that may hold the step
  * (nonzero: it may; 0: it must step outside, as usual, which reports what failed);
- * optimizer_live_next the per-step values of the step it would count next; optimizer_queue_whole
+ * optimizer_baked what the step queued for m holds fixed (all of out written, padding zeroed, so
+ * that memcmp compares two); optimizer_live_next the per-step values of the step it would count
+ * next; optimizer_queue_whole
  * queues one step over every parameter reading g (its live values and skip flag), counting
  * nothing (for the recording); optimizer_graph_stepped counts a step the graph held, as
  * dt_model_optimizer_step would have. */
 int optimizer_graph_ready(dt_model *m, dt_optimizer *o);
+void optimizer_baked(const dt_model *m, const dt_optimizer *o, optim_baked *out);
 optim_consts optimizer_live_next(const dt_optimizer *o);
 dt_status optimizer_queue_whole(dt_model *m, dt_optimizer *o, const optim_grads *g);
 void optimizer_graph_stepped(dt_model *m, dt_optimizer *o);

@@ -129,12 +129,16 @@ static dt_status traced_optimizer_step(dt_model *m, dt_optimizer *o)
  * model_graph.c's to say. */
 static model_tail step_tail(dt_model *m, dt_optimizer *o, const dt_scaler *sc, float ls, int by_layer)
 {
-    const model_tail none = {NULL, 0, 0.0f}; /* as dt_model_create leaves it */
+    model_tail t = {0}; /* none, as dt_model_create leaves it */
     if (!m->be->ops->graph_begin || m->graphs == DT_GRAPHS_OFF || by_layer || m->accum_steps != 1 ||
         (m->red && reducer_communicates(m->red)) || m->clip_norm != 0 || m->prof || model_zero(m) ||
         optimizer_sharded(o) || (sc && !verdict_queued(m, o, ls)) || !optimizer_graph_ready(m, o))
-        return none;
-    return (model_tail){o, sc != NULL, sc ? 1.0f / ls : 1.0f};
+        return t;
+    t.o = o;
+    optimizer_baked(m, o, &t.baked); /* after optimizer_graph_ready: the state is where it steps */
+    t.verdict = sc != NULL;
+    t.inv_scale = sc ? 1.0f / ls : 1.0f;
+    return t;
 }
 
 dt_status model_tail_queue(dt_model *m)
@@ -244,7 +248,7 @@ static dt_status train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const f
     const int early = m->step_early;
     m->step_early = 0;
     m->layer_opt = NULL;
-    m->tail = (model_tail){NULL, 0, 0.0f};
+    m->tail = (model_tail){0};
     m->tail_ran = 0;
     if (s && by_layer) {
         /* A pass that failed before any layer stepped counts no step; a layer's step that failed

@@ -256,6 +256,19 @@ int optimizer_graph_ready(dt_model *m, dt_optimizer *o)
     return 1;
 }
 
+void optimizer_baked(const dt_model *m, const dt_optimizer *o, optim_baked *out)
+{
+    const dt_optim_config *c = &o->cfg;
+    const int host = m->be->ops->host_memory; /* the state optimizer_queue_whole steps */
+    memset(out, 0, sizeof *out);
+    out->kind = (int)c->kind;
+    out->s1 = host ? o->s1 : o->d1;
+    out->s2 = host ? o->s2 : o->d2;
+    out->n = o->n;
+    out->momentum = c->momentum, out->weight_decay = c->weight_decay;
+    out->beta1 = c->beta1, out->beta2 = c->beta2, out->eps = c->eps;
+}
+
 optim_consts optimizer_live_next(const dt_optimizer *o)
 {
     const dt_optim_config *c = &o->cfg;
