@@ -38,11 +38,13 @@ DT_API void dt_model_free(dt_model *m);
 DT_API size_t dt_model_num_params(const dt_model *m);
 /** The flat parameter buffer (dt_model_num_params() floats, the layout above), owned by m: host
  * memory, or device memory on a GPU model (dt_model_on_gpu()). The caller may write through it
- * until the next call that computes with m. A 16-bit GPU model keeps a 16-bit copy of the
- * parameters for its forward, which its optimizer step writes as it updates them; this call marks
- * that copy stale, so it is made again from the buffer before the next forward (one cast; to
- * read the parameters without it, use dt_model_get_params). A program that keeps the pointer and
- * writes through it later calls dt_model_params_changed after such writes. */
+ * until the next call that computes with m. On a GPU model the call first waits for the work m has
+ * queued on the device (a step returns before its optimizer has finished there), so the caller's
+ * own kernels, on any stream, see the values of the last step. A 16-bit GPU model keeps a 16-bit
+ * copy of the parameters for its forward, which its optimizer step writes as it updates them; this
+ * call marks that copy stale, so it is made again from the buffer before the next forward (one
+ * cast; to read the parameters without it, use dt_model_get_params). A program that keeps the
+ * pointer and writes through it later calls dt_model_params_changed after such writes. */
 DT_API float *dt_model_params(dt_model *m);
 /** Says that the parameters were written through a pointer from dt_model_params() kept from
  * earlier: the 16-bit copy of a 16-bit model is made again before its next forward. Never fails;
@@ -51,7 +53,8 @@ DT_API float *dt_model_params(dt_model *m);
 DT_API void dt_model_params_changed(dt_model *m);
 /** The flat gradient buffer (dt_model_num_params() floats, the parameters' layout), owned by m, in
  * the same memory as the parameters; NULL when the gradients are kept in 16 bits
- * (dt_model_set_precision()). */
+ * (dt_model_set_precision()). On a GPU model the call first waits for the work m has queued on
+ * the device, as dt_model_params does. */
 DT_API float *dt_model_grads(dt_model *m);
 /** Whether the model lives on the GPU. On a GPU model (the context's device is CUDA) the parameter
  * and gradient buffers are device memory: read them with dt_model_get_params. Its gradients are

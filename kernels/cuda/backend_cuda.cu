@@ -221,9 +221,13 @@ static dt_status g_alloc(backend *be, size_t bytes, const char *what, void **out
     (void)be;
     *out = NULL;
     const size_t n = bytes ? bytes : 1;
-    /* Zeroed, like the CPU's calloc, so a fresh model holds the same values on either backend. */
+    /* Zeroed, like the CPU's calloc, so a fresh model holds the same values on either backend.
+     * cudaMemset of device memory returns before it runs, on the legacy stream, which the copy
+     * and side streams (non-blocking) do not wait for: the wait makes the zeros land before any
+     * stream can use the memory (allocations are rare: set-up, a new batch size, the spare copy). */
     cudaError_t e = cudaMalloc(out, n);
     if (e == cudaSuccess) e = cudaMemset(*out, 0, n);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamLegacy);
     if (e == cudaSuccess) return DT_OK;
     size_t fr = 0, tot = 0;
     if (*out) cudaFree(*out);

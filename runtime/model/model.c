@@ -242,14 +242,29 @@ size_t dt_model_num_params(const dt_model *m) { return m->spec.num_params; }
 /* The caller may write through the pointer from now on: the 16-bit copy is cast again before the
  * next forward (writes made later, through a pointer kept, are announced by
  * dt_model_params_changed). */
+/* A GPU model's step returns before its optimizer (and a reducer's averaging) has finished on the
+ * device: before the caller's own kernels, on whatever stream, use its buffers, that work must be
+ * done. A failed wait leaves its error with the backend, for the next call that computes. */
+static void device_work_done(dt_model *m)
+{
+    if (!m->be->ops->host_memory) (void)m->be->ops->sync(m->be);
+}
+
 float *dt_model_params(dt_model *m)
 {
+    device_work_done(m);
     model_params_changed(m);
     return m->params;
 }
 
 void dt_model_params_changed(dt_model *m) { model_params_changed(m); }
-float *dt_model_grads(dt_model *m) { return m->g16 ? NULL : m->grads; }
+
+float *dt_model_grads(dt_model *m)
+{
+    if (m->g16) return NULL;
+    device_work_done(m);
+    return m->grads;
+}
 size_t dt_model_input_size(const dt_model *m) { return (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w; }
 int dt_model_num_classes(const dt_model *m) { return m->spec.classes; }
 

@@ -207,6 +207,8 @@ else
     sanitize memcheck train-mlp-graphs build-gpu/dtrain train --device cuda --model mlp --batch 64 --steps 6 --graphs 1
     # Host batches staged ahead of their steps (the copy stream's slots, dropped and mended batches).
     [ -x build-gpu/tests/test_stage_batch_gpu ] && sanitize memcheck stage-batch build-gpu/tests/test_stage_batch_gpu
+    # An optimizer replaced between step graphs (a replay of the old one's would step freed state).
+    [ -x build-gpu/tests/test_model_api_gpu ] && sanitize memcheck model-api build-gpu/tests/test_model_api_gpu
     # ctest's binaries are in build-gpu/tests/; one missing is said, not passed over.
     for t in cast ops_table ops_gemm ops_conv ops_pool ops_amp16 ops_loss ops_optim ops_nonfinite ops_synth; do
         b=build-gpu/tests/test_cuda_$t
