@@ -20,6 +20,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,7 +242,8 @@ static inline float bits_f(uint32_t u)
 /* ---------------------------------------------------------------- the table and the runner */
 
 /* Prints each NULL entry of the CUDA table k; returns how many are NULL, and through *listed how
- * many entries this list names (test_cuda_ops_table checks that against the table's size). */
+ * many entries this list names (test_cuda_ops_table checks that against the table's size,
+ * cuda_table_size, so an entry added to backend_ops and not here fails it). */
 static inline int cuda_table_missing(const backend_ops *k, int *listed)
 {
 #define ENTRY(f)                                                                                                       \
@@ -293,6 +295,7 @@ static inline int cuda_table_missing(const backend_ops *k, int *listed)
         ENTRY(scale_count),
         ENTRY(found_inf_queue),
         ENTRY(found_inf_wait),
+        ENTRY(found_inf_release),
         ENTRY(flag_nonfinite),
         ENTRY(sum_squares),
         ENTRY(accum_grads),
@@ -308,6 +311,8 @@ static inline int cuda_table_missing(const backend_ops *k, int *listed)
         ENTRY(layer_relu_bwd),
         ENTRY(layer_loss),
         ENTRY(layer_logits32),
+        ENTRY(trace_mark),
+        ENTRY(trace_flush),
         ENTRY(graph_begin),
         ENTRY(graph_end),
         ENTRY(graph_launch),
@@ -320,6 +325,12 @@ static inline int cuda_table_missing(const backend_ops *k, int *listed)
         if (!e[i].set) printf("  entry %s is NULL\n", e[i].name), missing++;
     *listed = (int)(sizeof e / sizeof *e);
     return missing;
+}
+
+/* The number of entries of backend_ops: the function pointers from alloc, the first, to the end. */
+static inline int cuda_table_size(void)
+{
+    return (int)((sizeof(backend_ops) - offsetof(backend_ops, alloc)) / sizeof(void (*)(void)));
 }
 
 typedef void (*cuda_check_fn)(void);

@@ -11,6 +11,8 @@
  */
 #include "cuda_ops_fixture.h"
 
+#include <cublasLt.h>
+
 /* ---------------------------------------------------------------- 16-bit ops of mixed precision */
 
 /* n random values of type t: x (fp32, exactly representable in t) and their 16-bit patterns. */
@@ -216,6 +218,7 @@ static void check_layer_fc16(void)
     /* The path each shape must take: 1 fused, 0 unfused, -1 either (cuBLASLt's heuristic decides:
      * leading dimensions of 10 or 7 halves leave its 16-byte kernels out). */
     static const int want_fused[] = {1, -1, 1, -1, 0};
+    printf("note cuBLASLt %zu: its heuristic's plans decide the fused counts below\n", cublasLtGetVersion());
     for (int bf = 0; bf <= 1; bf++) {
         const dt_dtype t = bf ? DT_BF16 : DT_F16;
         const double tol16 = bf ? 8e-3 : 1e-3;
@@ -223,7 +226,8 @@ static void check_layer_fc16(void)
             const int B = cfg[z].batch, I = cfg[z].in, O = cfg[z].out, bo = cfg[z].bias_off;
             const size_t nx = (size_t)B * I, ny = (size_t)B * O, nw = (size_t)O * I;
             float *x = fmalloc(nx), *w = fmalloc(nw), *b = fmalloc(O), *dy = fmalloc(ny), *y = fmalloc(ny),
-                  *dx = fmalloc(nx), *dw = fmalloc(nw), *db = fmalloc(O), *g = fmalloc(nx > nw ? nx : nw);
+                  *dx = fmalloc(nx), *dw = fmalloc(nw), *db = fmalloc(O),
+                  *g = fmalloc(nx > nw ? (nx > ny ? nx : ny) : (nw > ny ? nw : ny)); /* each of them comes back */
             uint16_t *x16 = xmalloc(nx * 2), *w16 = xmalloc(nw * 2), *b16 = xmalloc(O * 2), *dy16 = xmalloc(ny * 2),
                      *h16 = xmalloc((nx > ny ? nx : ny) * 2);
             fill16(t, x, x16, nx, 1.0f);
@@ -379,6 +383,7 @@ static void check_fc16_relu_chain(void)
                      *d_h16 = dmalloc(nh * 2), *d_dx16 = dmalloc(nh * 2);
             const size_t mb = gpu_be->ops->fc_relu_mask_bytes(B, H);
             void *d_mask = cfg[z].mask ? dmalloc(mb) : NULL;
+            if (d_mask) cuda_ok(cudaMemset(d_mask, 0, mb), "cudaMemset"); /* as the model's pool is */
             float *d_g = dfloats(n1 + n2), *d_sy = dfloats(nh > ny ? nh : ny);
             pass_args a = {.prec = t, .grad_t = DT_F32, .sy = d_sy};
             layer_params lo = {
@@ -402,19 +407,38 @@ static void check_fc16_relu_chain(void)
                 printf("note fc16 relu chain %s %dx%d->%d->%d%s: forward %ld of 1, backward %ld of 3 GEMMs fused\n", tn,
                        B, I, H, O, cfg[z].mask ? "" : " (no mask)", f1 - f0, f2 - f1);
             /* The reference on the GPU's h: dx = dy W2 in fp32 on the widened values, zero where
-             * h is not positive. */
+             * h is not positive. Where h is +0 either is right: DRELU's mask is the sign before the
+             * rounding to 16 bits (backend.h), so a pre-activation in (0, half the smallest
+             * subnormal] passes dy there while the relu kernel on h does not. */
             down(h16, d_h16, nh * 2);
             cpu_cast_16_to_f32(t, h16, h, nh);
             cpu_cast_16_to_f32(t, p16 + n1, w2, (size_t)O * H);
             cpu_cast_16_to_f32(t, dy16, dy, ny);
+            down(h16, d_dx16, nh * 2);
+            cpu_cast_16_to_f32(t, h16, g, nh);
+            double scale = 0.0;
             for (size_t r = 0; r < (size_t)B; r++)
                 for (size_t j = 0; j < (size_t)H; j++) {
                     double acc = 0.0;
                     for (size_t o = 0; o < (size_t)O; o++) acc += (double)dy[r * O + o] * w2[o * H + j];
-                    ref[r * H + j] = h[r * H + j] > 0.0f ? (float)acc : 0.0f;
+                    ref[r * H + j] = (float)acc;
+                    if (h[r * H + j] > 0.0f && fabs(acc) > scale) scale = fabs(acc);
                 }
-            down(h16, d_dx16, nh * 2);
-            cpu_cast_16_to_f32(t, h16, g, nh);
+            /* Such pre-activations are rare (a few in the whole run, if any): a backward that passed
+             * dy at many zeros ignores the mask, and is then held to zeros everywhere. */
+            size_t passed_at_zero = 0;
+            for (size_t i = 0; i < nh; i++)
+                passed_at_zero +=
+                    h[i] == 0.0f && !signbit(h[i]) && g[i] != 0.0f && fabs((double)g[i] - ref[i]) <= tol16 * scale;
+            const int rare = passed_at_zero <= 1 + nh / 10000;
+            for (size_t i = 0; i < nh; i++) {
+                const int either = rare && h[i] == 0.0f && !signbit(h[i]) && g[i] != 0.0f &&
+                                   fabs((double)g[i] - ref[i]) <= tol16 * scale;
+                if (!(h[i] > 0.0f) && !either) ref[i] = 0.0f;
+            }
+            if (passed_at_zero)
+                printf("note fc16 relu chain %s %dx%d->%d->%d: dy passed at %zu of %zu outputs rounded to +0%s\n", tn,
+                       B, I, H, O, passed_at_zero, nh, rare ? "" : " (too many: held to zeros)");
             snprintf(what, sizeof what, "fc16 relu chain %s %dx%d->%d->%d%s dx", tn, B, I, H, O,
                      cfg[z].mask ? "" : " (no mask)");
             cmp_rel(what, g, ref, nh, tol16);
