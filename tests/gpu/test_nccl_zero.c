@@ -6,7 +6,10 @@
  * exactly; fp32 and bf16; a count that is not a multiple of the world is refused. Then the
  * reducer's asynchronous halves (start_half, coll_part's split, any count: equal blocks and a tail
  * on the last rank) queued behind a stream and waited for by wait_all, the same checks, with
- * nothing outside this rank's part written by the reduce-scatter. One rank per GPU.
+ * nothing outside this rank's part written by the reduce-scatter. One rank per GPU: ctest runs it at
+ * one rank (gpu.nccl_zero.np1), where both halves are the identity, so there it checks that the
+ * calls are accepted, queued and waited for (and the refusal), not their arithmetic, which needs
+ * two GPUs or more (mpirun -np N on such a machine).
  *
  * Exit status: 0 passed, 1 failed, 77 skipped ("SKIP: ...") without a GPU or without NCCL.
  */

@@ -5,8 +5,10 @@
  * NCCL on its stream even in a world of one (a sum over one rank changes no bit; without it nothing
  * travels): an fp32 buffer on an fp32 wire comes back unchanged, on a bf16 wire rounded to bf16
  * exactly as the CPU rounds, a 16-bit buffer unchanged; the buffer is filled by an asynchronous copy
- * on the caller's stream right before ready(), so a reducer that did not follow that stream would
- * reduce stale bytes. No-sync steps leave the buffer
+ * on the caller's stream right before ready(), as a loop's backward fills it (at one rank a
+ * reducer that did not follow that stream could not be seen here: an in-place sum over one rank
+ * writes back what it read, and the 16-bit wire's casts run on the caller's stream; ranks on
+ * separate GPUs would show it). No-sync steps leave the buffer
  * alone. A device pointer given as host memory and the reverse are refused. dt_buffer_unscale_check,
  * dt_buffer_scale, dt_buffer_norm and dt_buffer_checksum on device memory equal their host results
  * (the norm to 1e-12 relative: the device sums in another fixed order), and dt_check_replicas takes
