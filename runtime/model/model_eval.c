@@ -15,6 +15,18 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* An evaluation that fails after queueing part of its forward returns once that part is done on
+ * the device: it reads the first input slot, which the next training batch's copy (another
+ * stream, waiting only for the last training pass) may write. The first error is the one kept. */
+static dt_status forward_failed(dt_model *m, dt_status s)
+{
+    if (m->be->ops->host_memory) return s;
+    status_kept why;
+    status_keep(&why);
+    (void)m->be->ops->sync(m->be);
+    return status_restore(s, &why);
+}
+
 dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, int batch, double *loss_sum,
                             int *correct, int32_t *pred)
 {
@@ -42,9 +54,10 @@ dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, 
     const float *logits;
     const size_t nlog = (size_t)batch * (size_t)classes;
     const pass_args a = {.prec = m->prec, .sy = m->sy};
-    if ((s = model_forward(m, x, batch, &out)) || (s = be->ops->layer_logits32(be, &a, out, nlog, &logits))) return s;
+    if ((s = model_forward(m, x, batch, &out)) || (s = be->ops->layer_logits32(be, &a, out, nlog, &logits)))
+        return forward_failed(m, s);
     float *host = malloc(nlog * sizeof *host);
-    if (!host) return status_set_error(DT_ERR_NOMEM, "out of memory for %zu logits", nlog);
+    if (!host) return forward_failed(m, status_set_error(DT_ERR_NOMEM, "out of memory for %zu logits", nlog));
     /* The copy to the host waits for the forward pass: a failure of its kernels shows here. */
     if ((s = be->ops->to_host(be, host, logits, nlog * sizeof *host))) {
         free(host);
