@@ -394,49 +394,78 @@ static void test_auto_threshold(void **st)
     }
 }
 
+/* Both models of sb on one key: a new batch each pass, staged in the same buffers (xs, ys). */
+typedef struct one_key {
+    float *xs;
+    int32_t *ys;
+} one_key;
+
+/* sb made from seed with SGD (momentum 0.9, lr 0.05) in oc, no scaler. */
+static void pair_sgd(side_by_side *sb, const char *seed, dt_dtype prec, int keep16, dt_optim_config *oc)
+{
+    rng_seed(seed, 0);
+    dt_optim_defaults(oc);
+    oc->lr = 0.05f;
+    pair_make(sb, prec, keep16, oc, NULL);
+}
+
+static one_key one_key_make(const side_by_side *sb)
+{
+    const size_t in = dt_model_input_size(sb->plain);
+    return (one_key){xmalloc(B * in * sizeof(float)), xmalloc(B * sizeof(int32_t))};
+}
+
+static void one_key_free(one_key *k)
+{
+    free(k->xs);
+    free(k->ys);
+}
+
+/* One step of each model of sb on the next batch, staged in k's buffers: the losses and the
+ * parameters agree bit for bit. */
+static void one_key_step(side_by_side *sb, one_key *k)
+{
+    const size_t np = dt_model_num_params(sb->plain), in = dt_model_input_size(sb->plain);
+    float *x;
+    int32_t *y;
+    make_batch(sb->plain, B, 2.0f, &x, &y);
+    memcpy(k->xs, x, B * in * sizeof *x);
+    memcpy(k->ys, y, B * sizeof *y);
+    dt_step_result rp, rg;
+    assert_int_equal(dt_model_train_step(sb->plain, sb->op, NULL, k->xs, k->ys, B, 1.0f / B, &rp), DT_OK);
+    assert_int_equal(dt_model_train_step(sb->graphed, sb->og, NULL, k->xs, k->ys, B, 1.0f / B, &rg), DT_OK);
+    assert_memory_equal(&rp.loss_sum, &rg.loss_sum, sizeof rp.loss_sum);
+    assert_memory_equal(dt_model_params(sb->plain), dt_model_params(sb->graphed), np * sizeof(float));
+    free(x);
+    free(y);
+}
+
 /* A 16-bit step layer by layer writes the spare 16-bit copy and swaps it in (model_overlap.c): a
  * graph recorded before reads and writes the other copy, so it is dropped and recorded again,
  * and every pass keeps the bits of plain passes (a stale replay would read the old copy). */
 static void test_spare_copy_drops_graphs(void **st)
 {
     (void)st;
-    rng_seed("graphs spare copy", 0);
     dt_optim_config oc;
-    dt_optim_defaults(&oc);
-    oc.lr = 0.05f;
     side_by_side sb;
-    pair_make(&sb, DT_BF16, 1, &oc, NULL);
+    pair_sgd(&sb, "graphs spare copy", DT_BF16, 1, &oc);
     graph_recorder *g = graph_recorder_state();
-    const size_t np = dt_model_num_params(sb.plain), in = dt_model_input_size(sb.plain);
-    float *xs = xmalloc(B * in * sizeof(float));
-    int32_t *ys = xmalloc(B * sizeof(int32_t));
+    one_key k = one_key_make(&sb);
     for (int p = 0; p < 7; p++) {
         const dt_step_overlap ov = p == 3 ? DT_STEP_OVERLAP_ON : DT_STEP_OVERLAP_OFF;
         dt_model_set_step_overlap(sb.plain, ov);
         dt_model_set_step_overlap(sb.graphed, ov);
-        float *x;
-        int32_t *y;
-        make_batch(sb.plain, B, 2.0f, &x, &y);
-        memcpy(xs, x, B * in * sizeof *x); /* one key: the same buffers every pass */
-        memcpy(ys, y, B * sizeof *y);
         const long frees0 = g->frees;
-        dt_step_result rp, rg;
-        assert_int_equal(dt_model_train_step(sb.plain, sb.op, NULL, xs, ys, B, 1.0f / B, &rp), DT_OK);
-        assert_int_equal(dt_model_train_step(sb.graphed, sb.og, NULL, xs, ys, B, 1.0f / B, &rg), DT_OK);
-        assert_memory_equal(&rp.loss_sum, &rg.loss_sum, sizeof rp.loss_sum);
-        assert_memory_equal(dt_model_params(sb.plain), dt_model_params(sb.graphed), np * sizeof(float));
+        one_key_step(&sb, &k);
         /* 1 and 5 record, 2 and 6 replay; 3 steps layer by layer, swaps the copies, drops the graph. */
         const int as_graph = p == 1 || p == 2 || p == 5 || p == 6;
         assert_int_equal(dt_model_graphed(sb.graphed), as_graph ? DT_GRAPHS_ON : DT_GRAPHS_OFF);
         assert_int_equal(dt_model_step_overlapped(sb.graphed), p == 3 ? DT_STEP_OVERLAP_ON : DT_STEP_OVERLAP_OFF);
         assert_int_equal(g->frees - frees0, p == 3);
-        free(x);
-        free(y);
     }
     assert_int_equal(model_test_graph_records(sb.graphed), 2);
     assert_int_equal(g->misuses, 0);
-    free(xs);
-    free(ys);
+    one_key_free(&k);
     pair_free(&sb);
 }
 
@@ -448,16 +477,12 @@ static void test_spare_copy_drops_graphs(void **st)
 static void test_optimizer_replaced(void **st)
 {
     (void)st;
-    rng_seed("graphs optimizer replaced", 0);
     dt_optim_config oc;
-    dt_optim_defaults(&oc);
-    oc.lr = 0.05f;
     side_by_side sb;
-    pair_make(&sb, DT_F32, 0, &oc, NULL);
+    pair_sgd(&sb, "graphs optimizer replaced", DT_F32, 0, &oc);
     graph_recorder *g = graph_recorder_state();
-    const size_t np = dt_model_num_params(sb.plain), in = dt_model_input_size(sb.plain);
-    float *xs = xmalloc(B * in * sizeof(float));
-    int32_t *ys = xmalloc(B * sizeof(int32_t));
+    const size_t np = dt_model_num_params(sb.plain);
+    one_key k = one_key_make(&sb);
     int same_address = 0;
     for (int p = 0; p < 16; p++) {
         if (p % 4 == 0 && p) { /* a new optimizer for both, the graphed one perhaps at the old address */
@@ -471,29 +496,17 @@ static void test_optimizer_replaced(void **st)
             assert_int_equal(dt_optimizer_create(&oc, np, &sb.op), DT_OK);
             same_address += (uintptr_t)sb.og == was;
         }
-        float *x;
-        int32_t *y;
-        make_batch(sb.plain, B, 2.0f, &x, &y);
-        memcpy(xs, x, B * in * sizeof *x); /* one key but the optimizer's: the same buffers every pass */
-        memcpy(ys, y, B * sizeof *y);
         const long launches0 = g->launches;
-        dt_step_result rp, rg;
-        assert_int_equal(dt_model_train_step(sb.plain, sb.op, NULL, xs, ys, B, 1.0f / B, &rp), DT_OK);
-        assert_int_equal(dt_model_train_step(sb.graphed, sb.og, NULL, xs, ys, B, 1.0f / B, &rg), DT_OK);
-        assert_memory_equal(&rp.loss_sum, &rg.loss_sum, sizeof rp.loss_sum);
-        assert_memory_equal(dt_model_params(sb.plain), dt_model_params(sb.graphed), np * sizeof(float));
+        one_key_step(&sb, &k); /* one key but the optimizer's */
         /* Each optimizer's second pass records (or replays a recording that holds the same state
          * and rule: momentum SGD's new state may come back at the first one's address), the next
          * two replay. */
         if (p % 4) assert_int_equal(g->launches - launches0, 1);
-        free(x);
-        free(y);
     }
     print_message("a new optimizer came back at the freed one's address %d of 3 times\n", same_address);
     assert_in_range(model_test_graph_records(sb.graphed), 3, 4);
     assert_int_equal(g->misuses, 0);
-    free(xs);
-    free(ys);
+    one_key_free(&k);
     pair_free(&sb);
 }
 
