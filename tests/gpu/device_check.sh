@@ -241,11 +241,15 @@ step() { # label, then bench step flags
     local rc=${PIPESTATUS[0]}
     [ "$rc" = 0 ] || echo "   bench step $label: exit $rc$([ "$rc" = 124 ] && echo ' (cut at 150 s)')" | tee -a "$sum"
 }
+# Host-made batches (--synthetic-on host): the thread count applies only to them; on the device
+# (auto) no loader thread runs. The profiled rows keep auto, as dtrain train runs.
 log "GPU steps by precision, background loader (auto threads) against the training thread making batches"
 step "fc:8192x3, loader auto" --model $FC --input 1024 --batch 1024 --steps 40 --profile 10
-step "fc:8192x3, loader 0" --model $FC --input 1024 --batch 1024 --steps 40 --loader-threads 0
+step "fc:8192x3, host batches, loader auto" --model $FC --input 1024 --batch 1024 --steps 40 --synthetic-on host
+step "fc:8192x3, host batches, loader 0" --model $FC --input 1024 --batch 1024 --steps 40 --synthetic-on host --loader-threads 0
 step "cnn, loader auto" --model cnn --input 1x28x28 --batch 1024 --steps 60 --profile 10
-step "cnn, loader 0" --model cnn --input 1x28x28 --batch 1024 --steps 60 --loader-threads 0
+step "cnn, host batches, loader auto" --model cnn --input 1x28x28 --batch 1024 --steps 60 --synthetic-on host
+step "cnn, host batches, loader 0" --model cnn --input 1x28x28 --batch 1024 --steps 60 --synthetic-on host --loader-threads 0
 step "cnn 3x32x32 batch 512" --model cnn --input 3x32x32 --batch 512 --steps 60 --profile 5
 step "mlp batch 256" --model mlp --batch 256 --steps 100
 # Step graphs (forward and backward as one launch) against kernel by kernel, side by side: the

@@ -79,10 +79,12 @@ done
 # The NCCL bucket path on one GPU (DTRAIN_COMM_WORLD1=1: buckets reduced on the NCCL stream as
 # backward completes them, even in a world of one, where the sum changes no bit): every config
 # ends bit for bit where the run without communication does; and the loader's thread count
-# changes nothing either.
-for cfg in "cnn fp32 --no-overlap" "cnn fp32 --bucket-mb=0.05" "mlp bf16 --first-bucket-mb=0.1" "cnn fp16 --loader-threads=3"; do
+# changes nothing either (batches made by the host's threads: on a GPU the synthetic set is
+# otherwise made on the device, where no loader thread runs).
+for cfg in "cnn fp32 --no-overlap" "cnn fp32 --bucket-mb=0.05" "mlp bf16 --first-bucket-mb=0.1" \
+    "cnn fp16 --loader-threads=3 --synthetic-on=host"; do
     set -- $cfg
-    common="--device cuda --model $1 --precision $2 --steps 12 --batch 32 --lr 0.05 --seed 5 --log-every 12 $3"
+    common="--device cuda --model $1 --precision $2 --steps 12 --batch 32 --lr 0.05 --seed 5 --log-every 12 ${*:3}"
     "$MPIRUN" -np 1 "$DTRAIN" train $common --loader-threads 0 --dump-params "$tmp/ref" >"$tmp/log" 2>&1 || { bad "$cfg reference failed"; cat "$tmp/log"; continue; }
     DTRAIN_COMM_WORLD1=1 "$MPIRUN" -np 1 -x DTRAIN_COMM_WORLD1 "$DTRAIN" train $common --dump-params "$tmp/nccl" >"$tmp/log" 2>&1 ||
         { bad "$cfg with NCCL buckets failed"; cat "$tmp/log"; continue; }
