@@ -239,17 +239,18 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
 }
 
 size_t dt_model_num_params(const dt_model *m) { return m->spec.num_params; }
-/* The caller may write through the pointer from now on: the 16-bit copy is cast again before the
- * next forward (writes made later, through a pointer kept, are announced by
- * dt_model_params_changed). */
 /* A GPU model's step returns before its optimizer (and a reducer's averaging) has finished on the
  * device: before the caller's own kernels, on whatever stream, use its buffers, that work must be
- * done. A failed wait leaves its error with the backend, for the next call that computes. */
+ * done. These calls return a pointer, not a status: a wait that failed (a device fault, which
+ * CUDA keeps) fails the next call that computes with m instead. */
 static void device_work_done(dt_model *m)
 {
     if (!m->be->ops->host_memory) (void)m->be->ops->sync(m->be);
 }
 
+/* The caller may write through the pointer from now on: the 16-bit copy is cast again before the
+ * next forward (writes made later, through a pointer kept, are announced by
+ * dt_model_params_changed). */
 float *dt_model_params(dt_model *m)
 {
     device_work_done(m);

@@ -17,11 +17,14 @@
  * for a step that would queue the same, so an optimizer freed and another made at its address
  * (with other state, or another rule) never runs the first one's recording. */
 typedef struct optim_baked {
-    int kind;
     const float *s1, *s2;
     size_t n;
+    int kind;
     float momentum, weight_decay, beta1, beta2, eps;
 } optim_baked;
+/* graph_find compares keys with memcmp, and a struct's copy need not copy its padding: none here. */
+_Static_assert(sizeof(optim_baked) == 2 * sizeof(const float *) + sizeof(size_t) + sizeof(int) + 5 * sizeof(float),
+               "optim_baked has no padding");
 
 /* A step's tail that a step graph may hold after the pass (dt_model_train_step sets it for one
  * pass, model_graph.c records it): the optimizer step of o (NULL: none; baked: what its recording
@@ -293,12 +296,10 @@ dt_status optimizer_step_layer(dt_model *m, dt_optimizer *o, size_t off, size_t 
 /* The optimizer step in a step graph (optimizer.c): optimizer_graph_ready makes the checks of
  * dt_model_optimizer_step and brings the state to the device before a pass that may hold the step
  * (nonzero: it may; 0: it must step outside, as usual, which reports what failed);
- * optimizer_baked what the step queued for m holds fixed (all of out written, padding zeroed, so
- * that memcmp compares two); optimizer_live_next the per-step values of the step it would count
- * next; optimizer_queue_whole
- * queues one step over every parameter reading g (its live values and skip flag), counting
- * nothing (for the recording); optimizer_graph_stepped counts a step the graph held, as
- * dt_model_optimizer_step would have. */
+ * optimizer_baked what the step queued for m holds fixed; optimizer_live_next the per-step values
+ * of the step it would count next; optimizer_queue_whole queues one step over every parameter
+ * reading g (its live values and skip flag), counting nothing (for the recording);
+ * optimizer_graph_stepped counts a step the graph held, as dt_model_optimizer_step would have. */
 int optimizer_graph_ready(dt_model *m, dt_optimizer *o);
 void optimizer_baked(const dt_model *m, const dt_optimizer *o, optim_baked *out);
 optim_consts optimizer_live_next(const dt_optimizer *o);
