@@ -143,7 +143,8 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
         const dt_range *x = &out->r[i];
         const size_t rb = x->count * elem_bytes;
         bucket *cur = nb ? &out->b[nb - 1] : NULL;
-        const size_t cap = nb == 1 ? first_cap_bytes : cap_bytes;
+        /* A first cap of 0: the first bucket is capped as the others (so is a plan by size). */
+        const size_t cap = nb == 1 && first_cap_bytes ? first_cap_bytes : cap_bytes;
         const int adjacent = cur && (x->offset + x->count == cur->off || cur->off + cur->n == x->offset);
         if (!cur || !adjacent || (cap > 0 && bytes + rb > cap)) {
             cur = &out->b[nb++];
@@ -167,7 +168,8 @@ dt_status bucket_plan_auto(size_t count, size_t elem_bytes, size_t first_cap_byt
 {
     memset(out, 0, sizeof *out);
     if (count == 0) return status_set_error(DT_ERR_INVALID_ARG, "bucket plan: the buffer is empty");
-    /* Caps in elements (at least one); a cap of 0 never closes a bucket, as with ranges. */
+    /* Caps in elements (at least one); a cap of 0 never closes a bucket, and a first cap of 0 caps
+     * the first bucket as the others, as with ranges. */
     const size_t first = first_cap_bytes ? (first_cap_bytes / elem_bytes ? first_cap_bytes / elem_bytes : 1) : 0;
     const size_t each = cap_bytes ? (cap_bytes / elem_bytes ? cap_bytes / elem_bytes : 1) : count;
     size_t nb = 0;

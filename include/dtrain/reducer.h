@@ -48,7 +48,7 @@ typedef struct dt_reducer_config {
                                  everything is one bucket (with the default first cap, the first bucket
                                  still closes at 1 MiB and the rest is a second one) */
     double first_bucket_mb; /**< cap of the first bucket, the first ranges backward produces (default 1): small,
-                                 so that communication starts early */
+                                 so that communication starts early; 0: capped as the others (bucket_mb) */
     int overlap;            /**< 1 (default): a bucket's allreduce starts when its last range is ready; 0: every
                                  bucket starts in dt_reducer_wait() (no overlap; for comparison) */
     void *stream;           /**< DT_MEMORY_DEVICE: the cudaStream_t (as void *) the caller's backward runs on;

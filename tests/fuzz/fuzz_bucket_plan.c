@@ -76,7 +76,7 @@ static void check_ranges(const bucket_plan *p, const dt_range *r, int nr, size_t
         }
         FUZZ_CHECK(b->off == lo && b->n == n && hi - lo == n, "bucket %d [%zu, +%zu) is not its ranges' slice", k,
                    b->off, b->n);
-        const size_t c = k == 0 ? first_cap : cap;
+        const size_t c = k == 0 && first_cap ? first_cap : cap;
         FUZZ_CHECK(c == 0 || b->nranges == 1 || b->n * esz <= c, "bucket %d of %zu bytes passes its cap %zu", k,
                    b->n * esz, c);
         /* A new bucket only where the next range is not adjacent or would pass the cap. */
@@ -84,7 +84,7 @@ static void check_ranges(const bucket_plan *p, const dt_range *r, int nr, size_t
             const bucket *a = &p->b[k - 1];
             const dt_range *x = &r[b->first_range];
             const int adjacent = x->offset + x->count == a->off || a->off + a->n == x->offset;
-            const size_t ac = k - 1 == 0 ? first_cap : cap;
+            const size_t ac = k - 1 == 0 && first_cap ? first_cap : cap;
             FUZZ_CHECK(!adjacent || (ac > 0 && (a->n + x->count) * esz > ac),
                        "range %d starts bucket %d though it fits bucket %d", b->first_range, k, k - 1);
         }

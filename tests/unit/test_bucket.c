@@ -120,6 +120,27 @@ static void test_auto(void **st)
     assert_int_equal(bucket_plan_auto(0, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
 }
 
+/* A first cap of 0 caps the first bucket as the others, in both planners (with ranges it once
+ * meant no cap: a contiguous model became one bucket whatever bucket_mb said). Four adjacent
+ * ranges of 400 bytes in ready order, cap 800 bytes: two buckets of two ranges each. */
+static void test_first_cap_zero(void **st)
+{
+    (void)st;
+    const dt_range r[4] = {{300, 100}, {200, 100}, {100, 100}, {0, 100}};
+    bucket_plan p, a;
+    assert_int_equal(bucket_plan_ranges(400, r, 4, 4, 0, 800, &p), DT_OK);
+    assert_int_equal(bucket_plan_auto(400, 4, 0, 800, &a), DT_OK);
+    assert_int_equal(p.nb, 2);
+    assert_int_equal(a.nb, 2);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(p.b[k].off, a.b[k].off);
+        assert_int_equal(p.b[k].n, a.b[k].n);
+        assert_int_equal(p.b[k].n, 200);
+    }
+    bucket_plan_free(&p);
+    bucket_plan_free(&a);
+}
+
 static void test_hash_and_errors(void **st)
 {
     (void)st;
@@ -179,8 +200,10 @@ static void test_coll_part(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mlp_like), cmocka_unit_test(test_first_bucket_small), cmocka_unit_test(test_not_adjacent),
-        cmocka_unit_test(test_auto),     cmocka_unit_test(test_hash_and_errors),    cmocka_unit_test(test_coll_part),
+        cmocka_unit_test(test_mlp_like),       cmocka_unit_test(test_first_bucket_small),
+        cmocka_unit_test(test_not_adjacent),   cmocka_unit_test(test_auto),
+        cmocka_unit_test(test_first_cap_zero), cmocka_unit_test(test_hash_and_errors),
+        cmocka_unit_test(test_coll_part),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
