@@ -33,7 +33,9 @@ int reducer_communicates(const dt_reducer *r);
 
 /* 1 when reducer_wait_bucket can wait for one bucket while later ones go on: buckets allreduced
  * (not sharded) across ranks by the engine (host memory; the host waits) or by a device backend
- * that can wait for one collective (NCCL: the caller's stream waits, not the host). */
+ * that can wait for one collective (NCCL: the caller's stream waits, not the host), started as
+ * backward readies them (overlap on: with it off, a bucket started at its own wait would queue
+ * behind the steps of the buckets before it, and nothing would overlap). */
 int reducer_waits_by_bucket(const dt_reducer *r);
 /* Waits until bucket b (index order) of this step is reduced, starting it and the buckets before
  * it first if they have not started (every rank starts the same ones in the same order); the

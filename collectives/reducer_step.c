@@ -308,7 +308,7 @@ dt_status dt_reducer_wait(dt_reducer *r)
 
 int reducer_waits_by_bucket(const dt_reducer *r)
 {
-    return r && r->comm && r->sync && !r->whole_at_wait && !r->shard &&
+    return r && r->comm && r->sync && r->cfg.overlap && !r->whole_at_wait && !r->shard &&
            (r->eng || (r->dcoll && r->dcoll->ops->wait_one));
 }
 

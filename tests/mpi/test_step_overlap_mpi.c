@@ -6,7 +6,9 @@
  * after every bucket is in: the same losses and parameters bit for bit, over SGD with momentum and
  * AdamW, fp32 and bf16 (16-bit gradients and wire), accumulation, on every rank; and the path ran:
  * with one bucket per layer, one optimizer call per bucket (more than one rank) or per layer (one
- * rank) against one call for the whole buffer. A loss scaler keeps the step after backward.
+ * rank) against one call for the whole buffer. A loss scaler keeps the step after backward, and
+ * so does a reducer whose buckets start only at the wait (dt_sync_config.overlap 0: a bucket
+ * started at its own wait would queue behind the steps before it) on more than one rank.
  */
 #include "dtrain.h"
 #include "kernels/backend.h"
@@ -104,6 +106,33 @@ static void run(dt_ctx *ctx, dt_optim_kind kind, dt_dtype prec, int accum, int w
     dt_model_free(on);
 }
 
+/* Buckets that start at the wait, not during backward: among ranks the step stays after them all
+ * (one optimizer call a step); one rank still steps layer by layer (no reducer sends). */
+static void check_sync_without_overlap(dt_ctx *ctx)
+{
+    dt_model *m = model(ctx, DT_F32, 1, DT_STEP_OVERLAP_ON);
+    dt_sync_config sc;
+    dt_sync_defaults(&sc);
+    sc.bucket_mb = sc.first_bucket_mb = 1e-6;
+    sc.overlap = 0;
+    CHECK(dt_model_set_sync(m, &sc) == DT_OK, "sync without overlap");
+    dt_optimizer *o = NULL;
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    CHECK(dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK, "optimizer");
+    float x[B * IN];
+    int32_t y[B];
+    for (int i = 0; i < B * IN; i++) x[i] = (float)sin(0.3 * i);
+    for (int i = 0; i < B; i++) y[i] = i % 5;
+    dt_step_result r;
+    CHECK(dt_model_train_step(m, o, NULL, x, y, B, 1.0f / B, &r) == DT_OK, "step: %s", dt_last_error());
+    const int ranks = dt_world_size(ctx);
+    CHECK(dt_model_step_overlapped(m) == (ranks > 1 ? DT_STEP_OVERLAP_OFF : DT_STEP_OVERLAP_ON),
+          "sync overlap 0 at %d rank(s): the step overlapped says %d", ranks, (int)dt_model_step_overlapped(m));
+    dt_optimizer_free(o);
+    dt_model_free(m);
+}
+
 int main(void)
 {
     dt_ctx *ctx = mpi_check_init("test_step_overlap_mpi");
@@ -114,6 +143,7 @@ int main(void)
         run(ctx, DT_OPTIM_ADAMW, DT_BF16, accum, 0);
     }
     run(ctx, DT_OPTIM_SGD, DT_F16, 1, 1);
+    check_sync_without_overlap(ctx);
     const int rc = mpi_check_finish(ctx, "test_step_overlap_mpi");
     dt_finalize(ctx);
     return rc;
