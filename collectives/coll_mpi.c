@@ -120,6 +120,10 @@ static dt_status mpi_stage(void *dev, void **host, size_t bytes, int to_host)
         e = cudaMemcpy(*host, dev, bytes, cudaMemcpyDeviceToHost);
     } else {
         e = cudaMemcpy(dev, *host, bytes, cudaMemcpyHostToDevice);
+        /* From pageable memory cudaMemcpy returns once the bytes are staged, before the DMA into
+         * dev may have landed, on the legacy stream: a caller's non-blocking stream (a custom
+         * loop's optimizer, the reducer's widening there) would not wait for it. */
+        if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamLegacy);
     }
     if (e != cudaSuccess) {
         free(*host);
