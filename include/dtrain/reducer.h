@@ -43,7 +43,12 @@ typedef struct dt_reducer_config {
                                  rounded). An fp32 device buffer on a 16-bit wire is rounded into a 16-bit copy
                                  (2 bytes an element of device memory) on the caller's stream and NCCL sums in
                                  the 16-bit type, so the sums carry more rounding than on the host. */
-    dt_redop op;            /**< DT_AVG (default): the mean over ranks; DT_SUM: the sum */
+    dt_redop op;            /**< DT_AVG (default): the mean over ranks; DT_SUM: the sum. On NCCL with a 16-bit
+                                 wire, DT_AVG is NCCL's average, which multiplies each rank's values by 1/W
+                                 rounded to the 16-bit type before summing: where W is not a power of two the
+                                 mean carries that rounding as a factor (bf16: 1.002 at 3, 6, 12 or 24 ranks,
+                                 1.001 at 5, 0.998 at 7; fp16: within 3e-4 of 1). The host engine and fp32
+                                 wires divide the fp32 sum. */
     double bucket_mb;       /**< cap of a bucket in MiB (default 25); 0: no cap, so with first_bucket_mb 0 too
                                  everything is one bucket (with the default first cap, the first bucket
                                  still closes at 1 MiB and the rest is a second one) */
