@@ -9,6 +9,8 @@
  *    same address): a step graph recorded with the first holds its state buffers and rule, and must
  *    not be replayed for the second. A model with graphs on trains bit for bit as one with graphs
  *    off through SGD with momentum, then AdamW, then plain SGD.
+ *  - the memory plan (dt_model_plan_memory) of a bf16 model stepped layer by layer equals
+ *    dt_model_memory after such a step (the spare 16-bit copy counted on both sides).
  *
  * Exit status: 0 passed, 1 failed, 77 skipped ("SKIP: no CUDA device") without a GPU.
  */
@@ -112,6 +114,58 @@ static void check_buffers_wait(dt_ctx *ctx)
     dt_model_free(m);
 }
 
+/* The memory plan of a bf16 model stepped layer by layer on one rank (21M parameters: the spare
+ * 16-bit copy, 8 bytes a parameter in params) against dt_model_memory after such a step, kind by
+ * kind; what the device lost meanwhile is printed beside the plan's total (cuBLAS's workspaces
+ * and the allocator's rounding are not the model's, so it is a note, not a check). */
+static void check_plan_after_layered_step(dt_ctx *ctx)
+{
+    enum { IN = 1024, BATCH = 256 };
+    const char *spec = "fc:4096,relu,fc:4096,relu,fc:10";
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    dt_memory_plan_config pc;
+    dt_memory_plan_defaults(&pc);
+    pc.spec = spec, pc.input = "1024", pc.batch = BATCH, pc.compute = DT_BF16, pc.optim = &oc;
+    dt_memory_plan plan;
+    CHECK(dt_model_plan_memory(ctx, &pc, &plan) == DT_OK, "plan: %s", dt_last_error());
+    size_t free0 = 0, free1 = 0, total = 0;
+    cudaDeviceSynchronize();
+    cudaMemGetInfo(&free0, &total);
+    dt_model *m = NULL;
+    dt_optimizer *o = NULL;
+    CHECK(dt_model_create(ctx, spec, "1024", 5, BATCH, &m) == DT_OK &&
+              dt_model_set_precision(m, DT_BF16, DT_F32) == DT_OK &&
+              dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK,
+          "model: %s", dt_last_error());
+    float *x = malloc((size_t)BATCH * IN * sizeof *x);
+    int32_t *y = malloc(BATCH * sizeof *y);
+    if (m && o && x && y) {
+        batch_of(0, BATCH, IN, x, y);
+        dt_step_result r;
+        CHECK(dt_model_train_step(m, o, NULL, x, y, BATCH, 1.0f / BATCH, &r) == DT_OK, "step: %s", dt_last_error());
+        CHECK(dt_model_step_overlapped(m) == DT_STEP_OVERLAP_ON, "the step was overlapped layer by layer");
+        dt_memory_summary real;
+        dt_model_memory(m, o, &real);
+        const dt_memory_summary *p = &plan.kinds;
+        CHECK(p->params == real.params && p->grads == real.grads && p->optimizer == real.optimizer &&
+                  p->activations == real.activations && p->workspace == real.workspace && p->pool == real.pool,
+              "plan == dt_model_memory after a layer-by-layer bf16 step: params %zu/%zu (%.1f bytes a parameter), "
+              "grads %zu/%zu, optimizer %zu/%zu, activations %zu/%zu, workspace %zu/%zu, pool %zu/%zu",
+              p->params, real.params, (double)real.params / (double)dt_model_num_params(m), p->grads, real.grads,
+              p->optimizer, real.optimizer, p->activations, real.activations, p->workspace, real.workspace, p->pool,
+              real.pool);
+        cudaDeviceSynchronize();
+        cudaMemGetInfo(&free1, &total);
+        printf("note: the plan's total %.1f MiB; the device lost %.1f MiB from before the model to after its "
+               "first step\n",
+               (double)plan.total / 1048576.0, ((double)free0 - (double)free1) / 1048576.0);
+    }
+    free(x), free(y);
+    dt_optimizer_free(o);
+    dt_model_free(m);
+}
+
 /* Two models from one seed, step graphs on and off, through four optimizers in turn, each freed
  * before the next is made: 8 steps each, of which at least the last 6 run as graphs on the first
  * model (each graph key's first pass runs as usual, its second records). */
@@ -176,6 +230,7 @@ int main(void)
     dt_ctx *ctx = mpi_check_init_config("test_model_api_gpu", &cfg);
     check_buffers_wait(ctx);
     check_optimizer_replaced(ctx);
+    check_plan_after_layered_step(ctx);
     const int rc = mpi_check_finish(ctx, "test_model_api_gpu");
     dt_finalize(ctx);
     return rc;
