@@ -10,7 +10,7 @@ Reads, from DIR (each the stdout of one command; an OLD run's files carry the pr
   cnn32.txt  dtrain bench step --model cnn --input 3x32x32 --batch 512 --precision fp32,bf16
 and prints one line per target: what was measured, the bar, met or not, and the earlier
 version's figure beside it when its files are there. Model FLOPs are 6 per parameter per sample
-(forward 2, backward 4: the convention of bench/GPU-NOTES.md's roofline and of MFU figures; it
+(forward 2, backward 4: the convention of bench/GPU-PREDICTIONS.md's roofline and of MFU figures; it
 counts the first layer's data gradient, which no step computes: 2% of fc:8192 x3's). The parameter
 count is the gradients' column over 4 bytes (the CUDA backend keeps fp32 gradients); the params
 column is no measure of it on a GPU, where it adds the 16-bit copy of a 16-bit run (6 bytes a
