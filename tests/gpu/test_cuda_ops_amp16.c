@@ -351,6 +351,13 @@ static void check_fused_relu_nan(void)
     }
 }
 
+/* Where the relu's output h is +0, whether the GPU's dx g is the unmasked product ref (within tol):
+ * DRELU passed dy for a pre-activation that rounded to +0. */
+static int dy_passed_at_zero(float h, float g, float ref, double tol)
+{
+    return h == 0.0f && !signbit(h) && g != 0.0f && fabs((double)g - ref) <= tol;
+}
+
 /* Two fc layers with a relu between, as the mlp's: the lower forward with the relu fused keeping
  * its mask (fc_relu_mask_bytes), the upper backward running the relu's backward (layer_fc_bwd's
  * below) in cuBLASLt's DRELU epilogue, or without a mask in the unfused GEMM and the relu kernel,
@@ -427,15 +434,10 @@ static void check_fc16_relu_chain(void)
             /* Such pre-activations are rare (a few in the whole run, if any): a backward that passed
              * dy at many zeros ignores the mask, and is then held to zeros everywhere. */
             size_t passed_at_zero = 0;
-            for (size_t i = 0; i < nh; i++)
-                passed_at_zero +=
-                    h[i] == 0.0f && !signbit(h[i]) && g[i] != 0.0f && fabs((double)g[i] - ref[i]) <= tol16 * scale;
+            for (size_t i = 0; i < nh; i++) passed_at_zero += dy_passed_at_zero(h[i], g[i], ref[i], tol16 * scale);
             const int rare = passed_at_zero <= 1 + nh / 10000;
-            for (size_t i = 0; i < nh; i++) {
-                const int either = rare && h[i] == 0.0f && !signbit(h[i]) && g[i] != 0.0f &&
-                                   fabs((double)g[i] - ref[i]) <= tol16 * scale;
-                if (!(h[i] > 0.0f) && !either) ref[i] = 0.0f;
-            }
+            for (size_t i = 0; i < nh; i++)
+                if (!(h[i] > 0.0f) && !(rare && dy_passed_at_zero(h[i], g[i], ref[i], tol16 * scale))) ref[i] = 0.0f;
             if (passed_at_zero)
                 printf("note fc16 relu chain %s %dx%d->%d->%d: dy passed at %zu of %zu outputs rounded to +0%s\n", tn,
                        B, I, H, O, passed_at_zero, nh, rare ? "" : " (too many: held to zeros)");
