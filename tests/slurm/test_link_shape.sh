@@ -69,10 +69,9 @@ fi
 # The better row: both sizes are long enough for the link to be the limit, and the
 # background load of the shared 2-core VM (fuzzers) only ever slows a row down: one row of a
 # pair measured 0.77x of 400 Mbit/s while the other measured 0.92x.
-shaped_srun() ( # NAME MINBYTES MAXBYTES: the allreduces on the cluster, in its environment
-    source "$repo/slurm/cluster/env.sh" "$cluster"
-    "$repo/slurm/cluster/env.sh" "$cluster" | grep -E '^# link|btl' | sed "s/^/    $1 env: /"
-    timeout 120 srun -N 2 -n 2 --mpi=pmix "$DTRAIN" bench allreduce -b "$2" -e "$3" --iters 3 --warmup 1
+cluster_allreduce() ( # NODES NP MINBYTES MAXBYTES: bench allreduce on the cluster, in its environment
+    source "$repo/slurm/cluster/env.sh" "$cluster" >/dev/null
+    timeout 120 srun -N "$1" -n "$2" --mpi=pmix "$DTRAIN" bench allreduce -b "$3" -e "$4" --iters 3 --warmup 1
 )
 bench() {
     local name=$1 minb=$2 maxb=$3; shift 3
@@ -80,11 +79,11 @@ bench() {
     if ! bash "$up" "$cluster" 2 1 0 "$@" >"$tmp/up.log" 2>&1; then
         cat "$tmp/up.log"; bad "$name: the cluster did not start"; return 1
     fi
+    "$repo/slurm/cluster/env.sh" "$cluster" | grep -E '^# link|btl' | sed "s/^/    $name env: /"
     # once more after Open MPI's crash inside MPI_Init (once_more, tests/mpi/lib.sh)
-    once_more "$tmp/$name.out" "$tmp/$name.out" shaped_srun "$name" "$minb" "$maxb"
+    once_more "$tmp/$name.out" "$tmp/$name.out" cluster_allreduce 2 2 "$minb" "$maxb"
     local rc=$?
     bash "$down" "$cluster" >/dev/null 2>&1
-    grep '^    ' "$tmp/$name.out"
     # size count type dtrain_us algbw busbw #wrong mpi_us algbw busbw #wrong ratio; n = 2 ranks:
     # busbw = algbw * 2(n-1)/n = size / time, the best of the rows
     read -r bus_dt bus_mpi < <(awk '$1 ~ /^[0-9]+$/ && NF == 12 { d = $1 / $4 * 1e6; m = $1 / $8 * 1e6; if (d > bd) bd = d; if (m > bm) bm = m }
@@ -142,10 +141,6 @@ fi
 # where DT_ALLREDUCE_AUTO takes the pipelined chain (its header line says so): the busbw ratio
 # (dtrain / MPI, the last column) at least 0.9 on average over the sizes and 0.8 at each, the issue's
 # target with room for a loaded host (measured 1.03-1.37 at 2 x 2 and 0.99-1.33 at 3 x 2).
-evm_srun() ( # NODES NP: the bench on the cluster, in its environment
-    source "$repo/slurm/cluster/env.sh" "$cluster" >/dev/null
-    timeout 120 srun -N "$1" -n "$2" --mpi=pmix "$DTRAIN" bench allreduce -b 1M -e 4M --iters 3 --warmup 1
-)
 engine_vs_mpi() {
     local nodes=$1 np=$2 name="$1 nodes x $(($2 / $1)) ranks, 200mbit"
     if ! bash "$up" "$cluster" "$nodes" 2 0 --link 200mbit >"$tmp/up.log" 2>&1; then
@@ -153,7 +148,7 @@ engine_vs_mpi() {
     fi
     local rc
     # once more after Open MPI's crash inside MPI_Init (once_more, tests/mpi/lib.sh)
-    once_more "$tmp/evm.out" "$tmp/evm.out" evm_srun "$nodes" "$np"
+    once_more "$tmp/evm.out" "$tmp/evm.out" cluster_allreduce "$nodes" "$np" 1M 4M
     rc=$?
     bash "$down" "$cluster" >/dev/null 2>&1
     grep -q "algorithm by size (DTRAIN_ALLREDUCE=auto): chain from 1048576 bytes" "$tmp/evm.out" ||
