@@ -243,7 +243,7 @@ size_t dt_model_num_params(const dt_model *m) { return m->spec.num_params; }
  * device: before the caller's own kernels, on whatever stream, use its buffers, that work must be
  * done. These calls return a pointer, not a status: a wait that failed (a device fault, which
  * CUDA keeps) fails the next call that computes with m instead. */
-static void device_work_done(dt_model *m)
+void model_device_work_done(dt_model *m)
 {
     if (!m->be->ops->host_memory) (void)m->be->ops->sync(m->be);
 }
@@ -253,7 +253,7 @@ static void device_work_done(dt_model *m)
  * dt_model_params_changed). */
 float *dt_model_params(dt_model *m)
 {
-    device_work_done(m);
+    model_device_work_done(m);
     model_params_changed(m);
     return m->params;
 }
@@ -263,7 +263,7 @@ void dt_model_params_changed(dt_model *m) { model_params_changed(m); }
 float *dt_model_grads(dt_model *m)
 {
     if (m->g16) return NULL;
-    device_work_done(m);
+    model_device_work_done(m);
     return m->grads;
 }
 size_t dt_model_input_size(const dt_model *m) { return (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w; }

@@ -20,10 +20,9 @@
  * stream, waiting only for the last training pass) may write. The first error is the one kept. */
 static dt_status forward_failed(dt_model *m, dt_status s)
 {
-    if (m->be->ops->host_memory) return s;
     status_kept why;
     status_keep(&why);
-    (void)m->be->ops->sync(m->be);
+    model_device_work_done(m);
     return status_restore(s, &why);
 }
 

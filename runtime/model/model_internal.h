@@ -309,6 +309,9 @@ void optimizer_graph_stepped(dt_model *m, dt_optimizer *o);
 /* Waits for the buckets of the last backward still being reduced and closes its step
  * (model_sync.c). */
 dt_status model_wait_inflight(dt_model *m);
+/* Waits for the work a GPU model has queued on the device (nothing on the CPU); a failed wait is
+ * left to the next call that computes (model.c). */
+void model_device_work_done(dt_model *m);
 /* Points the reducer at the gradient buffer of the model's current precision (model_sync.c). */
 dt_status model_sync_rebind(dt_model *m);
 
