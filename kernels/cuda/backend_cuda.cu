@@ -30,8 +30,13 @@
 #include "kernels/cuda/cuda_internal.cuh"
 #include "kernels/pass_common.h"
 
-cudaStream_t g_stream;         /* NULL: the default stream */
-static cublasHandle_t g_blas;  /* the one cuBLAS handle, bound to g_stream */
+cudaStream_t g_stream;        /* NULL: the default stream */
+static cublasHandle_t g_blas; /* the one cuBLAS handle, bound to g_blas_on */
+/* The stream the handle was last bound to: blas() binds it to g_stream when they differ, so
+ * switching the ops' stream costs nothing until a GEMM runs there, and a stream that never runs a
+ * GEMM (a reducer's casts on its caller's stream, the side stream's optimizer steps) never takes
+ * one of the handle's workspaces. */
+static cudaStream_t g_blas_on;
 static ops_scratch *g_scratch; /* cudaMalloc'ed on first use */
 
 const char *cublas_name(cublasStatus_t st) { return cublasGetStatusName(st); }
@@ -64,12 +69,12 @@ unsigned int grid_for(size_t n, size_t max_blocks)
     return (unsigned int)(blocks < max_blocks ? (blocks ? blocks : 1) : max_blocks);
 }
 
-/* cuBLAS's workspace on each stream the handle follows, as PyTorch keeps one per handle and
+/* cuBLAS's workspace on each stream the handle runs GEMMs on, as PyTorch keeps one per handle and
  * stream: a fixed size (cuBLAS's recommendation on Hopper), so a GEMM picks the same algorithm
  * whether a step graph records it or it is launched on its own (with cuBLAS's default pool the
  * choice would follow that pool's size), nothing is allocated while a graph records (the
  * recording stream's is made before capture begins), and no two streams share one (their GEMMs
- * may run at once). Made at a stream's first use and kept for the process. */
+ * may run at once). Made at a stream's first GEMM and kept for the process. */
 #define BLAS_WS_BYTES ((size_t)32 << 20)
 #define BLAS_WS_STREAMS 8
 static struct {
@@ -77,9 +82,6 @@ static struct {
     void *ws;
 } g_blas_ws[BLAS_WS_STREAMS];
 static int g_blas_nws;
-/* The handle could not be moved to the stream the ops launch on: its GEMMs would run unordered
- * with the other kernels, so none runs any more (blas fails, naming this). */
-static int g_blas_lost;
 
 static dt_status stream_workspace(const char *op, cudaStream_t to, void **ws)
 {
@@ -91,8 +93,8 @@ static dt_status stream_workspace(const char *op, cudaStream_t to, void **ws)
         }
     if (g_blas_nws == BLAS_WS_STREAMS)
         return status_set_error(DT_ERR_INVALID_ARG,
-                                "cuda %s: cuBLAS has followed %d streams already, each with a workspace of its own; "
-                                "launch on fewer streams (dt_model_set_stream)",
+                                "cuda %s: cuBLAS has run GEMMs on %d streams already, each with a workspace of its "
+                                "own; set_stream GEMMs onto fewer streams",
                                 op, BLAS_WS_STREAMS);
     TRY(cuda_err(cudaMalloc(ws, BLAS_WS_BYTES), op, "cudaMalloc of a stream's 32 MiB cuBLAS workspace"));
     g_blas_ws[g_blas_nws].stream = to;
@@ -100,7 +102,9 @@ static dt_status stream_workspace(const char *op, cudaStream_t to, void **ws)
     return DT_OK;
 }
 
-/* Handle h onto stream `to` with that stream's workspace. */
+/* Handle h onto stream `to` with that stream's workspace. cublasSetStream puts the handle back on
+ * cuBLAS's default workspace pool, so the workspace is set after it; a failure between the two
+ * leaves g_blas_on unchanged, and the next blas() binds again before any GEMM runs. */
 static dt_status handle_onto(const char *op, cublasHandle_t h, cudaStream_t to)
 {
     void *ws;
@@ -112,41 +116,33 @@ static dt_status handle_onto(const char *op, cublasHandle_t h, cudaStream_t to)
                             cublas_text(st));
 }
 
-/* The handle is made once (by backend_cuda, or the first GEMM of a caller that skipped it) and
- * follows the stream set since (blas_onto). */
+/* The handle is made once (by backend_cuda, or the first GEMM of a caller that skipped it) and is
+ * bound to the ops' stream before it is handed out, so no GEMM runs unordered with the kernels
+ * around it. */
 dt_status blas(const char *op, cublasHandle_t *h)
 {
-    *h = g_blas;
-    if (g_blas_lost)
-        return status_set_error(DT_ERR_DEVICE,
-                                "cuda %s: cuBLAS was left on another stream than the ops' (an earlier failure "
-                                "said why); start the process again",
-                                op);
-    if (g_blas) return DT_OK;
-    cublasHandle_t nh;
-    cublasStatus_t st = cublasCreate(&nh);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return status_set_error(DT_ERR_DEVICE,
-                                "cuda %s: cublasCreate failed: %s (%s); check that a GPU is visible "
-                                "and has free memory",
-                                op, cublas_name(st), cublas_text(st));
-    const dt_status s = handle_onto(op, nh, g_stream);
-    if (s) {
-        cublasDestroy(nh);
-        return s;
+    *h = NULL;
+    if (!g_blas) {
+        cublasHandle_t nh;
+        cublasStatus_t st = cublasCreate(&nh);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            return status_set_error(DT_ERR_DEVICE,
+                                    "cuda %s: cublasCreate failed: %s (%s); check that a GPU is visible "
+                                    "and has free memory",
+                                    op, cublas_name(st), cublas_text(st));
+        const dt_status s = handle_onto(op, nh, g_stream);
+        if (s) {
+            cublasDestroy(nh);
+            return s;
+        }
+        g_blas = nh;
+        g_blas_on = g_stream;
+    } else if (g_blas_on != g_stream) {
+        TRY(handle_onto(op, g_blas, g_stream));
+        g_blas_on = g_stream;
     }
-    *h = g_blas = nh;
+    *h = g_blas;
     return DT_OK;
-}
-
-dt_status blas_onto(const char *op, cudaStream_t to)
-{
-    cublasHandle_t h;
-    TRY(blas(op, &h));
-    const dt_status s = handle_onto(op, h, to);
-    /* Put back on the stream it was on; if even that fails, no GEMM may run unordered. */
-    if (s && handle_onto(op, h, g_stream)) g_blas_lost = 1;
-    return s;
 }
 
 dt_status scratch(const char *op, ops_scratch **s)
@@ -377,10 +373,10 @@ static void *g_stream_of(backend *be)
     return (void *)g_stream;
 }
 
+/* The ops launch on `stream` from now on; cuBLAS follows at the next GEMM (blas). */
 static dt_status g_set_stream(backend *be, void *stream)
 {
     (void)be;
-    TRY(blas_onto("set_stream", (cudaStream_t)stream));
     g_stream = (cudaStream_t)stream;
     return DT_OK;
 }
@@ -394,13 +390,6 @@ static cudaStream_t g_side, g_side_from;
 static cudaEvent_t g_fork, g_side_done;
 static int g_on_side;
 
-static dt_status side_stream(cudaStream_t to)
-{
-    TRY(blas_onto("side stream", to));
-    g_stream = to;
-    return DT_OK;
-}
-
 static dt_status g_side_begin(backend *be)
 {
     (void)be;
@@ -413,7 +402,7 @@ static dt_status g_side_begin(backend *be)
     if (e == cudaSuccess) e = cudaStreamWaitEvent(g_side, g_fork, 0);
     TRY(cuda_err(e, "side_begin", "forking the side stream"));
     g_side_from = g_stream;
-    TRY(side_stream(g_side));
+    g_stream = g_side;
     g_on_side = 1;
     return DT_OK;
 }
@@ -423,12 +412,8 @@ static dt_status g_side_end(backend *be)
     (void)be;
     if (!g_on_side) return status_set_error(DT_ERR_INVALID_ARG, "cuda side_end: not on the side stream");
     g_on_side = 0;
-    /* The ops go back to the stream whatever cuBLAS does (blas_onto keeps it from running
-     * elsewhere). */
     g_stream = g_side_from;
-    const dt_status s = blas_onto("side_end", g_stream);
-    const dt_status r = cuda_err(cudaEventRecord(g_side_done, g_side), "side_end", "marking the side stream's work");
-    return s ? s : r;
+    return cuda_err(cudaEventRecord(g_side_done, g_side), "side_end", "marking the side stream's work");
 }
 
 static dt_status g_side_join(backend *be)
@@ -552,6 +537,8 @@ extern "C" dt_status backend_cuda(backend **out)
     /* The handle made (and checked) now rather than at the first GEMM, so that a GPU without
      * cuBLAS fails here, where the caller chose the device. */
     TRY(g_set_stream(&cuda_backend, NULL));
+    cublasHandle_t h;
+    TRY(blas("backend_cuda", &h));
     g_ready = 1;
     *out = &cuda_backend;
     return DT_OK;

@@ -108,15 +108,14 @@ typedef struct ops_scratch {
 
 /* backend_cuda.cu: the stream every op launches on (NULL: the default stream), and the checks
  * every op uses. check_launch reports a failed launch (cudaGetLastError); blas gives the one cuBLAS
- * handle of the process, bound to g_stream; scratch the reduction scratch; fetch_result copies its
+ * handle of the process, bound to g_stream with that stream's own fixed workspace (bound there
+ * at the first GEMM after the stream changed; a stream's workspace is made at its first GEMM, so
+ * a recording binds before capture begins); scratch the reduction scratch; fetch_result copies its
  * result back and waits for the stream (queue_loss_result leaves the loss's for loss_wait); cuda_err turns a CUDA error into a status. */
 extern cudaStream_t g_stream;
 dt_status check_launch(const char *op, const char *kernel, size_t n);
 unsigned int grid_for(size_t n, size_t max_blocks);
 dt_status blas(const char *op, cublasHandle_t *h);
-/* The handle onto stream `to` with that stream's own fixed workspace (made at its first use: not
- * while recording), before g_stream is set to it. A failure puts the handle back on g_stream. */
-dt_status blas_onto(const char *op, cudaStream_t to);
 dt_status scratch(const char *op, ops_scratch **s);
 dt_status fetch_result(const char *op, ops_result *r);
 /* Queues the copy of the scratch's loss (and count, when correct is not NULL) back to the host and

@@ -59,7 +59,7 @@ typedef struct lt_plan {
 static cublasLtHandle_t g_lt;
 /* One workspace for every plan: the Lt GEMMs run on the ops' stream, or on the recording stream
  * into graphs that launch on the ops' stream, so never two at once (the side stream runs only
- * optimizer steps). A second stream running them would need a workspace of its own, as blas_onto
+ * optimizer steps). A second stream running them would need a workspace of its own, as blas()
  * gives each stream for cuBLAS. */
 static void *g_lt_ws;
 static lt_plan g_plans[LT_PLANS];

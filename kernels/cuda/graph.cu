@@ -5,10 +5,10 @@
  *
  * Recording runs on a stream of its own (capture cannot run on the legacy default stream, which
  * the backend's ops use unless a caller set another): graph_begin points the ops and the cuBLAS
- * handle at it and graph_end points them back. The handle records with the recording stream's
- * own workspace (blas_onto: each stream has a fixed one, made before capture), as cuBLAS asks for
- * capture: its default workspace pool could otherwise be allocated inside a recording and grow
- * with each one. The capture is thread-local, so the
+ * handle at it and graph_end points the ops back (cuBLAS follows them at their next GEMM). The
+ * handle records with the recording stream's own workspace (each stream has a fixed one, made and
+ * bound before capture), as cuBLAS asks for capture: its default workspace pool could otherwise
+ * be allocated inside a recording and grow with each one. The capture is thread-local, so the
  * loader's and the communicator's threads are not bound by it, while anything this thread does
  * that cannot be recorded (a synchronizing copy, a wait) fails the recording instead of running
  * out of order. The loss's arrival is recorded as an external event node (queue_loss_result), so
@@ -28,20 +28,22 @@ dt_status cuda_graph_begin(backend *be)
     cudaError_t e = cudaSuccess;
     if (!g_rec_stream) e = cudaStreamCreateWithFlags(&g_rec_stream, cudaStreamNonBlocking);
     TRY(cuda_err(e, "graph_begin", "making the recording stream"));
-    /* Made now: nothing is created while recording (the recording stream's cuBLAS workspace
-     * included, by blas_onto). */
+    /* Made now: nothing is created while recording. cuBLAS is bound to the recording stream, with
+     * that stream's workspace, before capture begins (blas binds it to the ops' stream). */
     TRY(loss_event_ready("graph_begin"));
-    TRY(blas_onto("graph_begin", g_rec_stream));
     g_rec_from = g_stream;
     g_stream = g_rec_stream;
-    e = cudaStreamBeginCapture(g_rec_stream, cudaStreamCaptureModeThreadLocal);
-    if (e != cudaSuccess) {
-        g_stream = g_rec_from;
-        (void)blas_onto("graph_begin", g_stream);
+    cublasHandle_t h;
+    dt_status s = blas("graph_begin", &h);
+    if (!s && (e = cudaStreamBeginCapture(g_rec_stream, cudaStreamCaptureModeThreadLocal)) != cudaSuccess) {
+        s = cuda_err(e, "graph_begin", "cudaStreamBeginCapture");
         /* Not a sticky error: the pass runs without a graph, and its first launch check must not
          * take this one for its own. */
         cudaGetLastError();
-        return cuda_err(e, "graph_begin", "cudaStreamBeginCapture");
+    }
+    if (s) {
+        g_stream = g_rec_from;
+        return s;
     }
     g_recording = 1;
     return DT_OK;
@@ -56,7 +58,6 @@ dt_status cuda_graph_end(backend *be, int keep, void **graph)
     const cudaError_t e = cudaStreamEndCapture(g_rec_stream, &gr);
     g_recording = 0;
     g_stream = g_rec_from;
-    const dt_status back = blas_onto("graph_end", g_stream);
     if (e != cudaSuccess || !gr) {
         if (gr) cudaGraphDestroy(gr);
         cudaGetLastError(); /* a failed capture is not a sticky error: leave nothing for later checks */
@@ -65,9 +66,9 @@ dt_status cuda_graph_end(backend *be, int keep, void **graph)
                                 "the host ran while recording",
                                 cudaGetErrorName(e), cudaGetErrorString(e));
     }
-    if (!keep || back) {
+    if (!keep) {
         cudaGraphDestroy(gr);
-        return back;
+        return DT_OK;
     }
     cudaGraphExec_t ex = NULL;
     const cudaError_t ie = cudaGraphInstantiate(&ex, gr, 0);

@@ -2,7 +2,8 @@
  * test_cuda_ops_table.c - the CUDA table itself: every entry set, its capabilities, the
  * workspace sizes, the memory plan on it and the no-op cases (all without a GPU, before the device
  * is looked for), then on
- * a GPU the stream the ops run on and the statuses the entries return.
+ * a GPU the stream the ops run on (and that switching it takes cuBLAS along only for GEMMs) and the
+ * statuses the entries return.
  *
  * Tolerances: none; every check is exact.
  */
@@ -123,6 +124,65 @@ static void check_set_stream(void)
           "backend_cuda and set_stream: the ops run on the test's stream");
 }
 
+/* Switching the ops' stream is free until a GEMM runs there: twelve streams that only cast (as a
+ * reducer's casts run on each caller's stream) take none of cuBLAS's eight stream workspaces, so
+ * switching to each succeeds, and a GEMM afterwards, on the test's stream and on one of the twelve,
+ * runs on the stream set and gives the product. Before cuBLAS followed lazily, the seventh
+ * switch failed with "cuBLAS has followed 8 streams". */
+static void check_streams_without_gemms(void)
+{
+    enum { STREAMS = 12, N = 4096 };
+    cudaStream_t s[STREAMS];
+    float *x = dfloats(N), *back = dfloats(N), *host = malloc(N * sizeof *host), *got = malloc(N * sizeof *got);
+    uint16_t *x16 = dmalloc(N * sizeof *x16);
+    for (int i = 0; i < N && host; i++) host[i] = (float)(i % 97) * 0.25f; /* exact in bf16 */
+    GPU(to_device, x, host, N * sizeof *host);
+    st_ok("sync", gpu_be->ops->sync(gpu_be)); /* the other streams read x */
+    int made = 0, switched = 0, exact = 1;
+    for (; made < STREAMS; made++)
+        if (cudaStreamCreateWithFlags(&s[made], cudaStreamNonBlocking) != cudaSuccess) break;
+    for (int i = 0; i < made && host && got; i++) {
+        if (gpu_be->ops->set_stream(gpu_be, s[i]) != DT_OK) {
+            printf("  set_stream to stream %d: %s\n", i + 1, dt_last_error());
+            break;
+        }
+        switched++;
+        GPU(cast_to16, DT_BF16, x, x16, N);
+        GPU(cast_to32, DT_BF16, x16, back, N);
+        cuda_ok(cudaStreamSynchronize(s[i]), "cudaStreamSynchronize");
+        cuda_ok(cudaMemcpy(got, back, N * sizeof *got, cudaMemcpyDeviceToHost), "cudaMemcpy");
+        exact &= memcmp(got, host, N * sizeof *got) == 0;
+    }
+    check(made == STREAMS && switched == STREAMS && exact,
+          "the ops switch to %d of %d streams that run no GEMM, and cast exactly on each", switched, STREAMS);
+
+    /* A 2x2x2 product on the test's stream, then on the first of the twelve. */
+    float *m = dfloats(12);
+    const float ab[8] = {1, 2, 3, 4, 5, 6, 7, 8}, want[4] = {19, 22, 43, 50};
+    for (int k = 0; k < 2 && made == STREAMS; k++) {
+        const cudaStream_t on = k ? s[0] : stream;
+        st_ok("set_stream", gpu_be->ops->set_stream(gpu_be, on));
+        cuda_ok(cudaMemcpy(m, ab, sizeof ab, cudaMemcpyHostToDevice), "cudaMemcpy");
+        cuda_ok(cudaMemset(m + 8, 0, 4 * sizeof *m), "cudaMemset");
+        /* Both may return before the device has them; the non-blocking streams do not wait. */
+        cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+        GPU(gemm, 0, 0, 2, 2, 2, 1.0f, m, 2, m + 4, 2, 0.0f, m + 8, 2);
+        float c[4] = {0};
+        cuda_ok(cudaStreamSynchronize(on), "cudaStreamSynchronize");
+        cuda_ok(cudaMemcpy(c, m + 8, sizeof c, cudaMemcpyDeviceToHost), "cudaMemcpy");
+        check(memcmp(c, want, sizeof c) == 0, "a GEMM after the switches runs on %s: %g %g %g %g",
+              k ? "a stream that only cast before" : "the test's stream", c[0], c[1], c[2], c[3]);
+    }
+    st_ok("set_stream back to the test's stream", gpu_be->ops->set_stream(gpu_be, stream));
+    for (int i = 0; i < made; i++) cuda_ok(cudaStreamDestroy(s[i]), "cudaStreamDestroy");
+    cudaFree(m);
+    cudaFree(x);
+    cudaFree(back);
+    cudaFree(x16);
+    free(host);
+    free(got);
+}
+
 /* host_alloc gives page-locked host memory (the loader's batches): the runtime sees it as host
  * memory, an asynchronous copy from it arrives whole, and host_free takes it back (and NULL). */
 static void check_host_alloc(void)
@@ -169,6 +229,6 @@ static void check_errors(void)
 
 int main(void)
 {
-    const cuda_check_fn checks[] = {check_set_stream, check_host_alloc, check_errors};
+    const cuda_check_fn checks[] = {check_set_stream, check_streams_without_gemms, check_host_alloc, check_errors};
     return cuda_ops_main(check_no_gpu, checks, sizeof checks / sizeof *checks);
 }
