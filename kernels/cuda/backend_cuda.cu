@@ -32,11 +32,13 @@
 
 cudaStream_t g_stream;        /* NULL: the default stream */
 static cublasHandle_t g_blas; /* the one cuBLAS handle, bound to g_blas_on */
-/* The stream the handle was last bound to: blas() binds it to g_stream when they differ, so
- * switching the ops' stream costs nothing until a GEMM runs there, and a stream that never runs a
- * GEMM (a reducer's casts on its caller's stream, the side stream's optimizer steps) never takes
- * one of the handle's workspaces. */
+/* The stream the handle is bound to, with its workspace (g_blas_bound; 0 while a bind is under
+ * way or failed half-way): blas() binds it to g_stream when they differ, so switching the ops'
+ * stream costs nothing until a GEMM runs there, and a stream that never runs a GEMM (a reducer's
+ * casts on its caller's stream, the side stream's optimizer steps) never takes one of the
+ * handle's workspaces. */
 static cudaStream_t g_blas_on;
+static int g_blas_bound;
 static ops_scratch *g_scratch; /* cudaMalloc'ed on first use */
 
 const char *cublas_name(cublasStatus_t st) { return cublasGetStatusName(st); }
@@ -104,7 +106,8 @@ static dt_status stream_workspace(const char *op, cudaStream_t to, void **ws)
 
 /* Handle h onto stream `to` with that stream's workspace. cublasSetStream puts the handle back on
  * cuBLAS's default workspace pool, so the workspace is set after it; a failure between the two
- * leaves g_blas_on unchanged, and the next blas() binds again before any GEMM runs. */
+ * leaves the handle on `to` without its workspace, which blas() marks unbound so that the next
+ * GEMM binds again, whichever stream it runs on. */
 static dt_status handle_onto(const char *op, cublasHandle_t h, cudaStream_t to)
 {
     void *ws;
@@ -137,9 +140,12 @@ dt_status blas(const char *op, cublasHandle_t *h)
         }
         g_blas = nh;
         g_blas_on = g_stream;
-    } else if (g_blas_on != g_stream) {
+        g_blas_bound = 1;
+    } else if (!g_blas_bound || g_blas_on != g_stream) {
+        g_blas_bound = 0;
         TRY(handle_onto(op, g_blas, g_stream));
         g_blas_on = g_stream;
+        g_blas_bound = 1;
     }
     *h = g_blas;
     return DT_OK;

@@ -10,6 +10,9 @@
 #include "cuda_ops_fixture.h"
 #include "runtime/test_hooks.h"
 
+#include <sched.h>
+#include <stdatomic.h>
+
 /* ---------------------------------------------------------------- checks without a GPU */
 
 static void check_no_gpu(void)
@@ -124,11 +127,18 @@ static void check_set_stream(void)
           "backend_cuda and set_stream: the ops run on the test's stream");
 }
 
+/* A host function queued on a stream holds everything queued behind it until *go is set. */
+static void CUDART_CB hold_until(void *go)
+{
+    while (!atomic_load((atomic_int *)go)) sched_yield();
+}
+
 /* Switching the ops' stream is free until a GEMM runs there: twelve streams that only cast (as a
  * reducer's casts run on each caller's stream) take none of cuBLAS's eight stream workspaces, so
- * switching to each succeeds, and a GEMM afterwards, on the test's stream and on one of the twelve,
- * runs on the stream set and gives the product. Before cuBLAS followed lazily, the seventh
- * switch failed with "cuBLAS has followed 8 streams". */
+ * switching to each succeeds and each casts; a GEMM afterwards, on the test's stream and on one of
+ * the twelve, runs on the stream set: held behind a host function there, its product is not in
+ * memory until the stream is let go. Before cuBLAS followed lazily, the seventh switch failed with
+ * "cuBLAS has followed 8 streams". */
 static void check_streams_without_gemms(void)
 {
     enum { STREAMS = 12, N = 4096 };
@@ -147,6 +157,8 @@ static void check_streams_without_gemms(void)
             break;
         }
         switched++;
+        /* NaN bits first, so a cast that did nothing shows. */
+        cuda_ok(cudaMemsetAsync(back, 0xff, N * sizeof *back, s[i]), "cudaMemsetAsync");
         GPU(cast_to16, DT_BF16, x, x16, N);
         GPU(cast_to32, DT_BF16, x16, back, N);
         cuda_ok(cudaStreamSynchronize(s[i]), "cudaStreamSynchronize");
@@ -156,22 +168,39 @@ static void check_streams_without_gemms(void)
     check(made == STREAMS && switched == STREAMS && exact,
           "the ops switch to %d of %d streams that run no GEMM, and cast exactly on each", switched, STREAMS);
 
-    /* A 2x2x2 product on the test's stream, then on the first of the twelve. */
+    /* A 2x2x2 product on the test's stream, then on the first of the twelve, twice: the first
+     * time makes each stream's workspace, the second (behind a held host function) checks that the
+     * handle moved back and forth with no allocation, which could wait for the held stream. */
     float *m = dfloats(12);
-    const float ab[8] = {1, 2, 3, 4, 5, 6, 7, 8}, want[4] = {19, 22, 43, 50};
-    for (int k = 0; k < 2 && made == STREAMS; k++) {
-        const cudaStream_t on = k ? s[0] : stream;
+    const float ab[8] = {1, 2, 3, 4, 5, 6, 7, 8}, want[4] = {19, 22, 43, 50}, none[4] = {0};
+    for (int k = 0; k < 4 && made == STREAMS; k++) {
+        const cudaStream_t on = k & 1 ? s[0] : stream;
+        const int hold = k >= 2;
         st_ok("set_stream", gpu_be->ops->set_stream(gpu_be, on));
         cuda_ok(cudaMemcpy(m, ab, sizeof ab, cudaMemcpyHostToDevice), "cudaMemcpy");
         cuda_ok(cudaMemset(m + 8, 0, 4 * sizeof *m), "cudaMemset");
         /* Both may return before the device has them; the non-blocking streams do not wait. */
         cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+        atomic_int go;
+        atomic_init(&go, 0);
+        if (hold) cuda_ok(cudaLaunchHostFunc(on, hold_until, &go), "cudaLaunchHostFunc");
         GPU(gemm, 0, 0, 2, 2, 2, 1.0f, m, 2, m + 4, 2, 0.0f, m + 8, 2);
-        float c[4] = {0};
+        float held[4] = {0}, c[4] = {0};
+        if (hold) {
+            /* Every other stream the GEMM could have gone to has finished when these return (the
+             * legacy stream's copy below waits for none of the non-blocking ones). */
+            if (on != stream) cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+            for (int i = on == s[0]; i < STREAMS; i++) cuda_ok(cudaStreamSynchronize(s[i]), "cudaStreamSynchronize");
+            cuda_ok(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
+            cuda_ok(cudaMemcpy(held, m + 8, sizeof held, cudaMemcpyDeviceToHost), "cudaMemcpy");
+            atomic_store(&go, 1);
+        }
         cuda_ok(cudaStreamSynchronize(on), "cudaStreamSynchronize");
         cuda_ok(cudaMemcpy(c, m + 8, sizeof c, cudaMemcpyDeviceToHost), "cudaMemcpy");
-        check(memcmp(c, want, sizeof c) == 0, "a GEMM after the switches runs on %s: %g %g %g %g",
-              k ? "a stream that only cast before" : "the test's stream", c[0], c[1], c[2], c[3]);
+        check(memcmp(held, none, sizeof held) == 0 && memcmp(c, want, sizeof c) == 0,
+              "a GEMM after the switches runs on %s%s (%g %g %g %g while held): %g %g %g %g",
+              k & 1 ? "a stream that only cast before" : "the test's stream", hold ? ", behind its held work" : "",
+              held[0], held[1], held[2], held[3], c[0], c[1], c[2], c[3]);
     }
     st_ok("set_stream back to the test's stream", gpu_be->ops->set_stream(gpu_be, stream));
     for (int i = 0; i < made; i++) cuda_ok(cudaStreamDestroy(s[i]), "cudaStreamDestroy");
