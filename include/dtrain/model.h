@@ -64,9 +64,9 @@ DT_API float *dt_model_grads(dt_model *m);
 DT_API int dt_model_on_gpu(const dt_model *m);
 /** Copies the parameters into host memory (dt_model_num_params floats), from either device. */
 DT_API dt_status dt_model_get_params(const dt_model *m, float *host);
-/** Replaces the parameters with host's (dt_model_num_params floats, copied; the optimizer's state
- * is untouched), on either device. Not collective: give every rank the same values (broadcast
- * them) or the replicas drift. */
+/** Replaces the parameters with host's (dt_model_num_params floats, copied; the optimizer's state,
+ * the gradients and a gradient synchronization under way are untouched), on either device. Not
+ * collective: give every rank the same values (broadcast them) or the replicas drift. */
 DT_API dt_status dt_model_set_params(dt_model *m, const float *host);
 /** Floats per input sample (C x H x W of the input shape). */
 DT_API size_t dt_model_input_size(const dt_model *m);
@@ -108,8 +108,9 @@ DT_API dt_status dt_model_stage_batch(dt_model *m, const float *x, const int32_t
 /** The forward pass alone, in the model's precision, on `batch` samples (1..max_batch): x (batch,
  * input_size) and labels (batch) in host memory. Sets *loss_sum (summed cross-entropy, in double),
  * *correct (argmax == label) and, when pred is not NULL, pred[i] = sample i's argmax class (the
- * first maximum). Gradients and the optimizer are untouched; gradient allreduces still in flight
- * finish first. Not collective: for a figure over a dataset, each rank evaluates its shard and the
+ * first maximum). Gradients and the optimizer are untouched, and so is their synchronization: after
+ * a dt_model_forward_backward whose gradients are not reduced yet, its allreduces go on and
+ * dt_model_sync_grads completes them as without the evaluation. Not collective: for a figure over a dataset, each rank evaluates its shard and the
  * caller sums (dtrain train --eval-every, dtrain eval). DT_ERR_INVALID_ARG: a bad batch or label. */
 DT_API dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, int batch, double *loss_sum,
                                    int *correct, int32_t *pred);

@@ -350,7 +350,8 @@ int dt_model_on_gpu(const dt_model *m) { return !m->be->ops->host_memory; }
 dt_status dt_model_set_params(dt_model *m, const float *host)
 {
     if (!m || !host) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_set_params: model or parameters are NULL");
-    dt_status s = model_wait_inflight(m);
+    /* As dt_model_evaluate: a pending verdict taken, a gradient reduction under way left open. */
+    dt_status s = dt_model_settle_step(m, NULL);
     return s ? s : model_params_from_host(m, host);
 }
 

@@ -40,7 +40,11 @@ dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, 
         if (labels[i] < 0 || labels[i] >= classes)
             return status_set_error(DT_ERR_INVALID_ARG, "label %d of sample %d is outside 0..%d", (int)labels[i], i,
                                     classes - 1);
-    dt_status s = model_wait_inflight(m);
+    /* Only a pending verdict is taken (it decides the 16-bit copy the forward reads). A backward
+     * whose gradients are being reduced keeps its step open for dt_model_sync_grads: the forward
+     * writes activations, never the gradients the allreduces read, and closing the step here would
+     * leave them unreduced (or this rank out of its peers' collectives). */
+    dt_status s = dt_model_settle_step(m, NULL);
     if (s) return s;
     backend *be = m->be;
     if (!be->ops->host_memory) {

@@ -3,8 +3,10 @@
  * check names the ranks that drifted. With more than one rank: an optimizer step on unreduced
  * gradients is an error naming the fix, unless dt_sync_config.allow_unreduced says it is on
  * purpose; then dt_model_check_replicas reports the drift; a loop that reduces keeps the ranks
- * identical; dt_check_replicas on a plain buffer names the first differing rank. With one rank
- * nothing is unreduced and every check passes.
+ * identical; an evaluation and dt_model_set_params between backward and dt_model_sync_grads leave
+ * the reduction to it (the same reduced gradients as without them, with and without overlap, and
+ * the step is legal); dt_check_replicas on a plain buffer names the first differing rank. With one
+ * rank nothing is unreduced and every check passes.
  */
 #include "dtrain.h"
 #include "mpi_check.h"
@@ -26,15 +28,50 @@ static void backward(dt_model *m, dt_dataset *d, long step)
     CHECK(dt_model_forward_backward(m, x, y, BATCH, 1.0f / BATCH, &loss, &correct) == DT_OK, "forward_backward");
 }
 
-static dt_model *new_model(dt_ctx *ctx, int allow_unreduced)
+static dt_model *new_model(dt_ctx *ctx, int allow_unreduced, int overlap)
 {
     dt_model *m = NULL;
     CHECK(dt_model_create(ctx, "fc:8,relu,fc:4", "16", 3, BATCH, &m) == DT_OK, "model");
     dt_sync_config sc;
     dt_sync_defaults(&sc);
     sc.allow_unreduced = allow_unreduced;
+    sc.overlap = overlap;
+    sc.bucket_mb = sc.first_bucket_mb = 1e-6; /* a bucket per layer: some start during backward */
     CHECK(dt_model_set_sync(m, &sc) == DT_OK, "set_sync");
     return m;
+}
+
+/* Backward, then an evaluation and dt_model_set_params (with the parameters it has), then the
+ * reduction: its gradients are those of a twin model that went straight to dt_model_sync_grads,
+ * and the optimizer step after it is legal. Before, both calls closed the open reduction: the
+ * sync found nothing to do and the step was refused as unreduced (without overlap the gradients
+ * were never reduced). */
+static void check_reduction_survives(dt_ctx *ctx, dt_dataset *d, int overlap)
+{
+    dt_model *m = new_model(ctx, 0, overlap), *twin = new_model(ctx, 0, overlap);
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    dt_optimizer *o = NULL;
+    CHECK(dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK, "optimizer");
+    const size_t n = dt_model_num_params(m);
+    float *p = malloc(n * sizeof *p), x[BATCH * 16];
+    int32_t y[BATCH];
+    CHECK(p && dt_dataset_batch(d, 7, rank, world, BATCH, x, y) == DT_OK, "batch");
+    backward(m, d, 1);
+    backward(twin, d, 1);
+    double loss;
+    int correct;
+    CHECK(dt_model_evaluate(m, x, y, BATCH, &loss, &correct, NULL) == DT_OK, "evaluate between backward and sync");
+    CHECK(p && dt_model_get_params(m, p) == DT_OK && dt_model_set_params(m, p) == DT_OK, "set_params");
+    CHECK(dt_model_sync_grads(m) == DT_OK && dt_model_sync_grads(twin) == DT_OK, "sync");
+    CHECK(memcmp(dt_model_grads(m), dt_model_grads(twin), n * sizeof(float)) == 0,
+          "overlap %d: the gradients reduced after an evaluation and set_params are the twin's", overlap);
+    const dt_status s = dt_model_optimizer_step(m, o);
+    CHECK(s == DT_OK, "overlap %d: the step after them is legal: %s", overlap, s ? dt_last_error() : "");
+    free(p);
+    dt_optimizer_free(o);
+    dt_model_free(m);
+    dt_model_free(twin);
 }
 
 int main(void)
@@ -55,7 +92,7 @@ int main(void)
     dt_optim_defaults(&oc);
 
     /* 1. The forgotten reduction. */
-    dt_model *m = new_model(ctx, 0);
+    dt_model *m = new_model(ctx, 0, 1);
     dt_optimizer *o = NULL;
     CHECK(dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK, "optimizer");
     backward(m, d, 0);
@@ -78,7 +115,7 @@ int main(void)
     dt_optimizer_free(o);
 
     /* 2. Unreduced steps on purpose: allowed, and the drift is what the replica check sees. */
-    m = new_model(ctx, 1);
+    m = new_model(ctx, 1, 1);
     CHECK(dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK, "optimizer");
     for (long step = 0; step < 3; step++) {
         backward(m, d, step);
@@ -97,7 +134,11 @@ int main(void)
     dt_model_free(m);
     dt_optimizer_free(o);
 
-    /* 3. A plain buffer that only the last rank changes. */
+    /* 3. An evaluation and new parameters between backward and the reduction. */
+    check_reduction_survives(ctx, d, 1);
+    check_reduction_survives(ctx, d, 0);
+
+    /* 4. A plain buffer that only the last rank changes. */
     float buf[100];
     for (int i = 0; i < 100; i++) buf[i] = (float)i;
     CHECK(dt_check_replicas(ctx, buf, sizeof buf, &differ, &first) == DT_OK && differ == 0, "equal buffers");
