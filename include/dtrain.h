@@ -330,7 +330,8 @@ DT_API dt_status dt_barrier(dt_ctx *ctx);
 DT_API const char *dt_backend_name(const dt_ctx *ctx);
 
 /** Whether every rank holds the same bytes in buf (`bytes` long; host memory, or device memory
- * under CUDA, told apart by the pointer and copied to the host for the hash): each rank hashes
+ * under CUDA, told apart by the pointer and copied to the host for the hash after a device
+ * synchronization, so whatever was queued on any stream is in it): each rank hashes
  * its copy (64-bit, not cryptographic) and the hashes are shared by allreduces of 5 floats
  * per rank (256 ranks at a time; nothing is allocated, so no rank can drop out of them). DT_OK when
  * all agree; DT_ERR_NUMERIC when some differ, with *differ = how many ranks

@@ -67,6 +67,19 @@ static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int 
     return DT_OK;
 }
 
+/* bytes of device memory at buf into host, after everything queued on the device, on any stream,
+ * has finished (the caller's kernels on a stream of its own included), as the buffer utilities
+ * promise. */
+static dt_status device_to_host(const char *fn, void *host, const void *buf, size_t bytes)
+{
+    if (!host) return status_set_error(DT_ERR_NOMEM, "%s: out of host memory (%zu MiB)", fn, bytes >> 20);
+    backend *be = NULL;
+    dt_status s = backend_for_memory(DT_MEMORY_DEVICE, &be);
+    if (!s && (s = be->ops->settle(be)))
+        s = status_set_error(s, "%s: the device reported an error from earlier work: %s", fn, dt_last_error());
+    return s ? s : be->ops->to_host(be, host, buf, bytes);
+}
+
 dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *differ, int *first_rank)
 {
     if (!ctx || (!buf && bytes)) return status_set_error(DT_ERR_INVALID_ARG, "dt_check_replicas: ctx or buf is NULL");
@@ -74,10 +87,7 @@ dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *dif
     /* Device memory comes down first. Every rank joins the collective even when that failed, so
      * none waits for it; the failing rank reports its own cause. */
     void *host = malloc(bytes);
-    backend *be = NULL;
-    dt_status s = host ? backend_for_memory(DT_MEMORY_DEVICE, &be)
-                       : status_set_error(DT_ERR_NOMEM, "dt_check_replicas: out of host memory (%zu MiB)", bytes >> 20);
-    if (!s) s = be->ops->to_host(be, host, buf, bytes);
+    const dt_status s = device_to_host("dt_check_replicas", host, buf, bytes);
     status_kept why;
     if (s) status_keep(&why);
     dt_status c = check_replicas(ctx, host, bytes, s != DT_OK, differ, first_rank);
@@ -111,10 +121,7 @@ dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint6
         return DT_OK;
     }
     void *host = malloc(bytes);
-    if (!host) return status_set_error(DT_ERR_NOMEM, "dt_buffer_checksum: out of host memory (%zu MiB)", bytes >> 20);
-    backend *be = NULL;
-    dt_status s = backend_for_memory(DT_MEMORY_DEVICE, &be);
-    if (!s) s = be->ops->to_host(be, host, buf, bytes);
+    const dt_status s = device_to_host("dt_buffer_checksum", host, buf, bytes);
     if (!s) *sum = fnv1a_buffer(host, bytes);
     free(host);
     return s;

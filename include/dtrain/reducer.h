@@ -223,7 +223,8 @@ DT_API dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_d
                                 double *norm);
 /** A 64-bit checksum of `bytes` bytes of buf (the hash dt_check_replicas compares; not
  *  cryptographic): equal bytes give equal sums on every rank and machine. Device memory is copied
- *  to the host for it. DT_ERR_INVALID_ARG for a NULL buf with bytes > 0 or a bad memory;
+ *  to the host for it after a device synchronization, as for the other buffer utilities.
+ *  DT_ERR_INVALID_ARG for a NULL buf with bytes > 0 or a bad memory;
  *  DT_ERR_NOMEM; DT_ERR_DEVICE. */
 DT_API dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint64_t *sum);
 

@@ -11,8 +11,9 @@
  * separate GPUs would show it). No-sync steps leave the buffer
  * alone. A device pointer given as host memory and the reverse are refused. dt_buffer_unscale_check,
  * dt_buffer_scale, dt_buffer_norm and dt_buffer_checksum on device memory equal their host results
- * (the norm to 1e-12 relative: the device sums in another fixed order), and dt_check_replicas takes
- * device memory.
+ * (the norm to 1e-12 relative: the device sums in another fixed order), dt_buffer_checksum hashes
+ * a write the caller queued on a stream of its own (held there for 50 ms), and dt_check_replicas
+ * takes device memory.
  *
  * Exit status: 0 passed, 1 failed, 77 skipped ("SKIP: no CUDA device") without a GPU.
  */
@@ -27,10 +28,14 @@
 #include "gpu_skip.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { N = 100003 };
 
@@ -101,6 +106,51 @@ static void reduce_case(dt_ctx *ctx, cudaStream_t st, dt_dtype dtype, dt_dtype w
     free(h), free(want), free(h16), free(back16), free(back);
 }
 
+/* A host function that holds its stream until *go is set, and a thread that sets it later. */
+static void CUDART_CB hold_until(void *go)
+{
+    while (!atomic_load((atomic_int *)go)) sched_yield();
+}
+
+static void *release_later(void *go)
+{
+    usleep(50000);
+    atomic_store((atomic_int *)go, 1);
+    return NULL;
+}
+
+/* The buffer utilities wait for whatever the caller queued, on any stream: a copy into d queued
+ * on the caller's non-blocking stream behind 50 ms of held work is in dt_buffer_checksum's hash
+ * (a copy back on the legacy stream alone would hash d before it). */
+static void checksum_waits_for_caller_stream(float *d, const float *h)
+{
+    float *src = NULL;
+    cudaStream_t st = NULL;
+    CHECK(cudaMalloc((void **)&src, N * sizeof *src) == cudaSuccess &&
+              cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess,
+          "cudaMalloc and a stream");
+    cudaMemcpy(src, h, N * sizeof *h, cudaMemcpyHostToDevice);
+    cudaMemset(d, 0, N * sizeof *d);
+    cudaDeviceSynchronize();
+    uint64_t want = 0, got = 1;
+    CHECK(dt_buffer_checksum(h, N * sizeof *h, DT_MEMORY_HOST, &want) == DT_OK, "host checksum");
+    atomic_int go;
+    atomic_init(&go, 0);
+    pthread_t t;
+    CHECK(cudaLaunchHostFunc(st, hold_until, &go) == cudaSuccess &&
+              cudaMemcpyAsync(d, src, N * sizeof *d, cudaMemcpyDeviceToDevice, st) == cudaSuccess,
+          "a held copy on the caller's stream");
+    const int started = pthread_create(&t, NULL, release_later, &go) == 0;
+    if (!started) atomic_store(&go, 1);
+    CHECK(dt_buffer_checksum(d, N * sizeof *d, DT_MEMORY_DEVICE, &got) == DT_OK && got == want,
+          "dt_buffer_checksum waits for the caller's stream (%016llx, want %016llx)", (unsigned long long)got,
+          (unsigned long long)want);
+    if (started) pthread_join(t, NULL);
+    cudaStreamSynchronize(st);
+    cudaStreamDestroy(st);
+    cudaFree(src);
+}
+
 static void utilities(dt_ctx *ctx)
 {
     float *h = malloc(N * sizeof *h), *hd = malloc(N * sizeof *hd);
@@ -142,6 +192,8 @@ static void utilities(dt_ctx *ctx)
               dt_buffer_checksum(hd, N * sizeof *hd, DT_MEMORY_HOST, &sh) == DT_OK && sd == sh,
           "checksums");
     CHECK(dt_check_replicas(ctx, d, N * sizeof *d, NULL, NULL) == DT_OK, "replicas on device memory");
+    fill(h);
+    checksum_waits_for_caller_stream(d, h);
     /* A device pointer given to a host reducer. */
     dt_reducer *r = NULL;
     CHECK(dt_reducer_create(ctx, d, N, NULL, 0, NULL, &r) == DT_ERR_INVALID_ARG && !r, "device as host refused");
