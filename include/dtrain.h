@@ -308,12 +308,16 @@ DT_API dt_status dt_dtype_parse(const char *s, dt_dtype *out);
 /** In-place allreduce over every rank of the job. buf holds count elements of dtype t (DT_F32, DT_F16 or
  * DT_BF16; DT_U8 is refused with DT_ERR_INVALID_ARG: bytes have no sum) in host memory
  * or, under CUDA, in device memory (reduced by NCCL; host memory then goes through MPI). 16-bit types are
- * accumulated in fp32 and rounded once (MPI backend). DT_AVG divides the sum by the world size.
+ * accumulated in fp32 and rounded once (MPI backend). DT_AVG divides the sum by the world size (on
+ * NCCL, 16-bit types take NCCL's average, which multiplies by 1/W rounded to the type first: see
+ * dt_reducer_config::op).
  * count may be 0. Device memory is reduced on dtrain's own stream, which does not wait for the
  * caller's streams: synchronize the work that writes buf first (cudaStreamSynchronize); the call
  * returns when the result is in buf. (dt_reducer_ready orders itself after the caller's stream.)
  * Collective: every rank calls it with the same count, dtype and op. Errors: DT_ERR_INVALID_ARG (a bad
- * argument, named), DT_ERR_MPI, DT_ERR_COMM (NCCL), DT_ERR_DEVICE, DT_ERR_TIMEOUT. */
+ * argument, named), DT_ERR_NOMEM (the host copy of a device buffer on the MPI path, the 16-bit
+ * accumulation buffer), DT_ERR_MPI, DT_ERR_COMM (NCCL), DT_ERR_DEVICE, DT_ERR_TIMEOUT (NCCL; on the
+ * MPI backend a collective past the deadline, dt_config::timeout_s, aborts the job instead). */
 DT_API dt_status dt_allreduce(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, dt_redop op);
 
 /** Broadcasts count elements of dtype t from rank root to every rank, in place, in host memory or, under CUDA,

@@ -122,8 +122,12 @@ DT_API dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *l
  * element in rank order whatever the buckets. */
 typedef struct dt_sync_config {
     int overlap;            /**< 1: allreduce buckets during backward (default); 0: all after backward */
-    double bucket_mb;       /**< cap of a bucket in MiB (default 25; 0 = one bucket for everything) */
-    double first_bucket_mb; /**< cap of the first bucket, the last layers (default 1) */
+    double bucket_mb;       /**< cap of a bucket in MiB (default 25); 0: no cap, so with first_bucket_mb 0
+                                 too everything is one bucket (with the default first cap, the first
+                                 bucket still holds the last layers up to 1 MiB, at least one layer,
+                                 and the rest is a second one) */
+    double first_bucket_mb; /**< cap of the first bucket, the last layers (default 1); 0: capped as the
+                                 others (bucket_mb) */
     dt_redop op;            /**< DT_AVG (default), or DT_SUM when grad_scale already divides by ranks */
     dt_dtype grad_comm;     /**< what travels between ranks: DT_F32 (default), or DT_F16 / DT_BF16 to
                                  halve the bytes: each rank's gradient is rounded to 16 bits, the sum

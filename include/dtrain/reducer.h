@@ -90,15 +90,16 @@ typedef struct dt_reducer dt_reducer;
  * @param out     receives the reducer; NULL on failure.
  *
  * Collective over the world: every rank must create its reducers in the same order with the same
- * count, ranges, dtype, wire, op and caps. The plan is checked across ranks (under the context's
- * deadline): a rank with another plan fails on every rank with DT_ERR_INVALID_ARG naming the first
- * differing rank and both bucket counts, instead of hanging later.
+ * count, ranges, dtype, wire, op and caps. The plan is checked across ranks, by MPI collectives
+ * under the context's deadline (a rank that never arrives: the job is aborted once
+ * dt_config::timeout_s has passed): a rank with another plan fails on every rank with
+ * DT_ERR_INVALID_ARG naming the first differing rank and both bucket counts, instead of hanging
+ * later.
  *
  * @return DT_OK; DT_ERR_INVALID_ARG for a NULL ctx/grads/out, count 0, a bad dtype/wire/op/cap,
  *         ranges that overlap, leave a gap or run past the buffer (naming the two ranges or the
  *         gap), a device pointer given as host memory or the reverse, device memory in a build or
- *         placement without CUDA; DT_ERR_NOMEM (also for the 16-bit wire copy on the device); DT_ERR_MPI;
- *         DT_ERR_TIMEOUT when a rank never arrives.
+ *         placement without CUDA; DT_ERR_NOMEM (also for the 16-bit wire copy on the device); DT_ERR_MPI.
  */
 DT_API dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_range *ranges, int nranges,
                                    const dt_reducer_config *c, dt_reducer **out);
