@@ -132,8 +132,10 @@ typedef struct dt_sync_config {
     dt_dtype grad_comm;     /**< what travels between ranks: DT_F32 (default), or DT_F16 / DT_BF16 to
                                  halve the bytes: each rank's gradient is rounded to 16 bits, the sum
                                  is taken in fp32 in rank order and rounded once more, so every rank
-                                 gets the same values. fp16 overflows past 65504: the gradients of the
-                                 mean loss over the global batch (see grad_scale) stay far below. */
+                                 gets the same values (on a GPU, NCCL sums in the 16-bit type, and
+                                 DT_AVG multiplies by 1/W rounded to it: see dt_reducer_config::op).
+                                 fp16 overflows past 65504: the gradients of the mean loss over the
+                                 global batch (see grad_scale) stay far below. */
     int allow_unreduced;    /**< 0 (default): with more than one rank, dt_model_optimizer_step on
                                  gradients that dt_model_sync_grads has not reduced is an error (the
                                  ranks would drift apart unseen); 1: allowed, for loops that skip the
