@@ -145,14 +145,19 @@ dt_status ckpt_apply(const char *path, const ckpt_state *st, dt_model *m, dt_opt
         /* Sound values that this run's settings exclude (another --loss-scale-growth-interval, a
          * lower max scale): the parameters are in, and the scaler starts afresh, as for a run
          * that had none. */
-        if (dt_scaler_set_state(sc, &st->scaler))
+        if (dt_scaler_set_state(sc, &st->scaler)) {
             log_msg(LOG_LEVEL_WARN,
                     "checkpoint %s: loss-scaler state not usable with this run's settings (%s); the "
                     "loss scale starts again from its initial value",
                     path, dt_last_error());
+            scaler_restart(sc);
+        }
     } else if (sc) {
+        /* As said, whatever the scaler did before the load (a loop that rolls back mid-run): the
+         * ranks take this state from rank 0, each with an empty window. */
         log_msg(LOG_LEVEL_INFO,
                 "checkpoint %s holds no loss-scaler state: the loss scale starts from its initial value", path);
+        scaler_restart(sc);
     }
     if (data) {
         data->present = st->has_data;

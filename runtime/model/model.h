@@ -65,6 +65,9 @@ void optimizer_set_t(dt_optimizer *o, int t);
 dt_status optimizer_to_host(dt_optimizer *o);
 void optimizer_host_changed(dt_optimizer *o);
 dt_status model_params_from_host(dt_model *m, const float *host);
+/* For checkpoints without usable scaler state: the scaler as dt_scaler_create left it (its
+ * initial scale, no updates, an empty window), as for a run that had none (scaler.c). */
+void scaler_restart(dt_scaler *s);
 
 /* ZeRO-1 (model_zero.c). The optimizer's state cut down to the slices [off[i], off[i] + cnt[i]) this
  * rank owns (its values there kept); a no-op when already cut so. */

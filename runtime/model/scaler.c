@@ -251,6 +251,18 @@ void dt_scaler_get_state(const dt_scaler *s, dt_scaler_state *st)
     st->skipped = s->skipped;
 }
 
+void scaler_restart(dt_scaler *s)
+{
+    s->scale = s->cfg.init_scale;
+    s->good_steps = 0;
+    s->hysteresis_left = s->cfg.hysteresis;
+    s->updates = s->skipped = 0;
+    scaler_clear_window(s);
+    s->start_scale = s->cfg.init_scale;
+    s->start_step = 0;
+    s->nchanges = 0;
+}
+
 /* The window of recent verdicts is not part of the state (a checkpoint holds no history): after
  * set_state it starts empty, and the scale history restarts from the restored scale. */
 dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st)

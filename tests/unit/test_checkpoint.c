@@ -398,6 +398,44 @@ static void test_weights_only(void **state)
     assert_int_equal(dt_checkpoint_save(NULL, wdir, f->m, NULL, NULL, NULL, -1), DT_ERR_INVALID_ARG);
 }
 
+/* A checkpoint without scaler state, or with state this run's settings refuse, leaves the scaler
+ * at its initial state, as the header says, whatever it did before the load (a loop that rolls
+ * back mid-run): before, it kept its backed-off scale and its window of overflows, and rank 0 (the
+ * one that reads the file) then scaled differently from the ranks that took its state. */
+static void test_scaler_restarts(void **state)
+{
+    fixture *f = *state;
+    char sdir[128];
+    snprintf(sdir, sizeof sdir, "%s/noscaler", f->dir);
+    assert_int_equal(dt_checkpoint_save(NULL, sdir, f->m, f->o, NULL, NULL, 4), DT_OK);
+    assert_int_equal(dt_scaler_update(f->sc, 1), DT_OK);
+    assert_int_equal(dt_scaler_update(f->sc, 1), DT_OK);
+    assert_true(dt_scaler_scale(f->sc) < 65536.0f && dt_scaler_skipped(f->sc) == 2);
+    long step = -1;
+    assert_int_equal(dt_checkpoint_load_latest(NULL, sdir, f->m, f->o, f->sc, NULL, &step), DT_OK);
+    assert_int_equal(step, 4);
+    dt_scaler_state st;
+    dt_scaler_get_state(f->sc, &st);
+    assert_true(st.scale == 65536.0 && st.good_steps == 0 && st.updates == 0 && st.skipped == 0);
+
+    /* Saved after 10 good steps; loaded into a scaler that grows every 5 (good_steps 10 is out of
+     * its range) after it backed off. */
+    char gdir[128];
+    snprintf(gdir, sizeof gdir, "%s/grown", f->dir);
+    for (int i = 0; i < 10; i++) assert_int_equal(dt_scaler_update(f->sc, 0), DT_OK);
+    assert_int_equal(dt_checkpoint_save(NULL, gdir, f->m, f->o, f->sc, NULL, 6), DT_OK);
+    dt_scaler_config scc;
+    dt_scaler_defaults(&scc);
+    scc.growth_interval = 5;
+    dt_scaler *other = NULL;
+    assert_int_equal(dt_scaler_create(&scc, &other), DT_OK);
+    assert_int_equal(dt_scaler_update(other, 1), DT_OK);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, gdir, f->m, f->o, other, NULL, &step), DT_OK);
+    dt_scaler_get_state(other, &st);
+    assert_true(st.scale == 65536.0 && st.good_steps == 0 && st.updates == 0 && st.skipped == 0);
+    dt_scaler_free(other);
+}
+
 /* A sound checkpoint of another optimizer is refused as a user error, naming both. */
 static void test_other_optimizer(void **state)
 {
@@ -524,6 +562,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_file_size_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_weights_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_optimizer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scaler_restarts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_data_block, setup, teardown),
         cmocka_unit_test(test_roundtrip_property),
     };
