@@ -15,6 +15,7 @@
  */
 #include "launch/train_run.h"
 #include "launch/perfmodel/model_source.h"
+#include "runtime/model/model.h"
 #include "base/clock.h"
 #include "base/status.h"
 #include "kernels/backend.h"
@@ -162,5 +163,9 @@ dt_status train_bucket_auto_after_step(train_run *r, long steps_run)
                best_mb, best.nbuckets, best.nbuckets == 1 ? "" : "s", TRAIN_AUTO_STEPS, best.step_s * 1e3,
                before.step_s * 1e3, r->t.sync.bucket_mb, link.alpha_s * 1e6, link.busbw / 1e9);
     r->t.sync.bucket_mb = best_mb;
-    return dt_model_set_sync(r->m, &r->t.sync);
+    /* Under --zero 1 the optimizer's slices follow the plan: gathered whole by the old one, cut
+     * again for the new one. */
+    if ((s = model_zero_unshard(r->m, r->opt))) return status_set_error(s, "--bucket-mb auto: %s", dt_last_error());
+    if ((s = dt_model_set_sync(r->m, &r->t.sync))) return s;
+    return dt_model_shard_optimizer(r->m, r->opt);
 }

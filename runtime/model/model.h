@@ -86,5 +86,12 @@ void optimizer_full_end(dt_optimizer *o);
  * checkpoint writes it or reads into it. DT_OK and nothing done when o is not sharded. */
 dt_status model_zero_full_begin(dt_model *m, dt_optimizer *o);
 void model_zero_full_end(dt_optimizer *o);
+/* A sharded optimizer made whole again: its full-size state gathered from the ranks by the
+ * model's current plan (model_zero_full_begin: collective) becomes its state, and the next
+ * sharded step (or dt_model_shard_optimizer) cuts it for the plan then in force. For a change of
+ * bucket caps under ZeRO-1: call it before dt_model_set_sync. A no-op for an unsharded one. */
+dt_status model_zero_unshard(dt_model *m, dt_optimizer *o);
+/* optimizer_full_begin's full-size arrays, filled, become o's whole state (optimizer.c). */
+void optimizer_unshard(dt_optimizer *o);
 
 #endif

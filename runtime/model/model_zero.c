@@ -141,3 +141,17 @@ void model_zero_full_end(dt_optimizer *o)
 {
     if (o) optimizer_full_end(o);
 }
+
+dt_status model_zero_unshard(dt_model *m, dt_optimizer *o)
+{
+    if (!o || !optimizer_sharded(o)) return DT_OK;
+    /* A pending verdict may still roll the optimizer's step back: taken before its state is read. */
+    dt_status s = dt_model_settle_step(m, NULL);
+    if (!s) s = model_zero_full_begin(m, o);
+    if (s) {
+        model_zero_full_end(o);
+        return s;
+    }
+    optimizer_unshard(o);
+    return DT_OK;
+}

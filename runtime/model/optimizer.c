@@ -370,6 +370,28 @@ dt_status optimizer_shard(dt_optimizer *o, const size_t *off, const size_t *cnt,
     return DT_OK;
 }
 
+void optimizer_unshard(dt_optimizer *o)
+{
+    if (!o->nseg) return;
+    /* The device copy holds the old slices: the state goes up again from s1/s2 at the next step. */
+    if (o->on_device) {
+        o->be->ops->free(o->be, o->d1);
+        o->be->ops->free(o->be, o->d2);
+        o->d1 = o->d2 = NULL;
+        o->on_device = o->upload = 0;
+    }
+    free(o->s1);
+    free(o->s2);
+    o->s1 = o->f1;
+    o->s2 = o->f2;
+    o->f1 = o->f2 = NULL;
+    free(o->seg_off);
+    free(o->seg_cnt);
+    o->seg_off = o->seg_cnt = NULL;
+    o->nseg = 0;
+    o->nstate = o->n;
+}
+
 size_t optimizer_state_bytes(const dt_optimizer *o)
 {
     return o->nstate * sizeof(float) * (size_t)((o->s1 != NULL) + (o->s2 != NULL));
