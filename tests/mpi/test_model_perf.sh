@@ -62,8 +62,10 @@ cmp -s "$tmp/auto.bin" "$tmp/fixed.bin" && ok "--bucket-mb auto: parameters bitw
 # Under --zero 1 the optimizer's slices follow the plan: gathered whole by the old plan and cut
 # again for the chosen one (before, the next step refused the optimizer as sharded for another
 # plan); the parameters are still --zero 0's at the default cap, bit for bit.
-expect 0 "buckets: --bucket-mb auto chose" run_train "$tmp/auto1.bin" --bucket-mb auto --zero 1
-grep -E -q "auto chose 25 MiB" "$tmp/out" && echo "note: auto kept 25 MiB here, so the plan did not change"
+# (Whether the cap changes follows this machine's measurements: mpi.zero_replan checks the replan
+# itself; here the command line's run must end well and match.)
+expect 0 "parameters identical on all 2 ranks" run_train "$tmp/auto1.bin" --bucket-mb auto --zero 1
+grep -q "auto chose 25 MiB\|auto keeps" "$tmp/out" && echo "note: the cap stayed 25 MiB here, so the plan did not change"
 cmp -s "$tmp/auto1.bin" "$tmp/fixed.bin" && ok "--zero 1 --bucket-mb auto: parameters bitwise equal to --zero 0's" ||
     bad "--zero 1 --bucket-mb auto changed the parameters"
 expect 0 "--bucket-mb auto keeps 25 MiB: one rank has nothing to send" "$DTRAIN" train --model mlp --batch 16 \
