@@ -28,7 +28,9 @@ dt_status dt_model_set_accum_steps(dt_model *m, int k)
                                 "--accum-steps %d must be from 1 to %d micro-batches per optimizer "
                                 "step",
                                 k, ACCUM_MAX);
-    dt_status s = model_wait_inflight(m);
+    /* Only a pending verdict is taken: a reduction under way reads the gradients, never the
+     * accumulation buffer, and stays open for dt_model_sync_grads. */
+    dt_status s = dt_model_settle_step(m, NULL);
     if (s) return s;
     if (k > 1 && !m->gacc) {
         void *p = NULL;

@@ -107,7 +107,11 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "--zero 1 does not go with allow_unreduced: a rank steps only its own part of the "
                                 "parameters, so every step's gradients must be reduce-scattered");
-    dt_status ws = model_wait_inflight(m);
+    /* A backward whose gradients are being reduced is reduced to the end first (the call is
+     * collective, as the reduction is), so the plan changes between steps and no gradients are
+     * left unreduced behind a dt_model_sync_grads that would find nothing to do. */
+    dt_status ws = dt_model_settle_step(m, NULL);
+    if (!ws && m->red && reducer_step_open(m->red)) ws = dt_model_sync_grads(m);
     if (ws) return ws;
     if (!m->ctx) { /* a model without a context (unit tests) reduces nothing */
         m->sync = *c;
@@ -174,7 +178,15 @@ dt_status dt_model_sync_grads(dt_model *m)
     dt_status s = model_group_complete(m, "dt_model_sync_grads");
     if (s) return s;
     /* Nothing to complete when no backward ran since the last call (or there is no context). */
-    if (!m->red || !reducer_step_open(m->red)) return DT_OK;
+    if (!m->red || !reducer_step_open(m->red)) {
+        if (!m->unreduced) return DT_OK;
+        /* A backward ran, and its reduction is gone: saying DT_OK here would send the caller to an
+         * optimizer step that refuses the unreduced gradients, naming this very call as the fix. */
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_model_sync_grads: the gradients of the last dt_model_forward_backward can no "
+                                "longer be reduced (dt_model_set_precision reallocated them, or their reduction "
+                                "failed); run dt_model_forward_backward again");
+    }
     s = dt_reducer_wait(m->red);
     if (!s) m->unreduced = 0;
     return s;

@@ -3,9 +3,10 @@
  * check names the ranks that drifted. With more than one rank: an optimizer step on unreduced
  * gradients is an error naming the fix, unless dt_sync_config.allow_unreduced says it is on
  * purpose; then dt_model_check_replicas reports the drift; a loop that reduces keeps the ranks
- * identical; an evaluation and dt_model_set_params between backward and dt_model_sync_grads leave
- * the reduction to it (the same reduced gradients as without them, with and without overlap, and
- * the step is legal); dt_check_replicas on a plain buffer names the first differing rank. With one
+ * identical; an evaluation, dt_model_set_params and dt_model_set_accum_steps between backward and
+ * dt_model_sync_grads leave the reduction to it, and dt_model_set_sync completes it (the same
+ * reduced gradients as without them, with and without overlap, and the step is legal); a reduction
+ * dropped by dt_model_set_precision makes dt_model_sync_grads fail rather than say DT_OK; dt_check_replicas on a plain buffer names the first differing rank. With one
  * rank nothing is unreduced and every check passes.
  */
 #include "dtrain.h"
@@ -41,11 +42,11 @@ static dt_model *new_model(dt_ctx *ctx, int allow_unreduced, int overlap)
     return m;
 }
 
-/* Backward, then an evaluation and dt_model_set_params (with the parameters it has), then the
- * reduction: its gradients are those of a twin model that went straight to dt_model_sync_grads,
- * and the optimizer step after it is legal. Before, both calls closed the open reduction: the
- * sync found nothing to do and the step was refused as unreduced (without overlap the gradients
- * were never reduced). */
+/* Backward, then an evaluation, dt_model_set_params (with the parameters it has),
+ * dt_model_set_accum_steps(1) and dt_model_set_sync (its settings again), then the reduction: its
+ * gradients are those of a twin model that went straight to dt_model_sync_grads, and the optimizer
+ * step after it is legal. Before, each call closed the open reduction: the sync found nothing to
+ * do and the step was refused as unreduced (without overlap the gradients were never reduced). */
 static void check_reduction_survives(dt_ctx *ctx, dt_dataset *d, int overlap)
 {
     dt_model *m = new_model(ctx, 0, overlap), *twin = new_model(ctx, 0, overlap);
@@ -63,15 +64,40 @@ static void check_reduction_survives(dt_ctx *ctx, dt_dataset *d, int overlap)
     int correct;
     CHECK(dt_model_evaluate(m, x, y, BATCH, &loss, &correct, NULL) == DT_OK, "evaluate between backward and sync");
     CHECK(p && dt_model_get_params(m, p) == DT_OK && dt_model_set_params(m, p) == DT_OK, "set_params");
+    CHECK(dt_model_set_accum_steps(m, 1) == DT_OK, "set_accum_steps");
+    dt_sync_config sc;
+    dt_sync_defaults(&sc);
+    sc.overlap = overlap;
+    sc.bucket_mb = sc.first_bucket_mb = 1e-6;
+    CHECK(dt_model_set_sync(m, &sc) == DT_OK, "set_sync with an open reduction");
     CHECK(dt_model_sync_grads(m) == DT_OK && dt_model_sync_grads(twin) == DT_OK, "sync");
     CHECK(memcmp(dt_model_grads(m), dt_model_grads(twin), n * sizeof(float)) == 0,
-          "overlap %d: the gradients reduced after an evaluation and set_params are the twin's", overlap);
+          "overlap %d: the gradients reduced after evaluate, set_params, set_accum_steps and set_sync are the twin's",
+          overlap);
     const dt_status s = dt_model_optimizer_step(m, o);
     CHECK(s == DT_OK, "overlap %d: the step after them is legal: %s", overlap, s ? dt_last_error() : "");
     free(p);
     dt_optimizer_free(o);
     dt_model_free(m);
     dt_model_free(twin);
+}
+
+/* dt_model_set_precision reallocates the gradients: a backward's reduction cannot survive it, and
+ * dt_model_sync_grads says so (at one rank there is nothing to reduce). */
+static void check_dropped_reduction(dt_ctx *ctx, dt_dataset *d)
+{
+    dt_model *m = new_model(ctx, 0, 1);
+    backward(m, d, 2);
+    CHECK(dt_model_set_precision(m, DT_F32, DT_F32) == DT_OK, "set_precision");
+    const dt_status s = dt_model_sync_grads(m);
+    if (world > 1)
+        CHECK(s == DT_ERR_INVALID_ARG && strstr(dt_last_error(), "run dt_model_forward_backward again"),
+              "a dropped reduction: sync returned %d", (int)s);
+    else
+        CHECK(s == DT_OK, "one rank: nothing to reduce");
+    backward(m, d, 3);
+    CHECK(dt_model_sync_grads(m) == DT_OK, "the next backward reduces again");
+    dt_model_free(m);
 }
 
 int main(void)
@@ -137,6 +163,7 @@ int main(void)
     /* 3. An evaluation and new parameters between backward and the reduction. */
     check_reduction_survives(ctx, d, 1);
     check_reduction_survives(ctx, d, 0);
+    check_dropped_reduction(ctx, d);
 
     /* 4. A plain buffer that only the last rank changes. */
     float buf[100];
