@@ -156,7 +156,8 @@ DT_API void dt_sync_defaults(dt_sync_config *c);
 
 /** Plans the buckets and checks that every rank has the same plan (a mismatch fails naming the
  * ranks and their bucket counts instead of hanging later). dt_model_create applies the defaults.
- * Collective. */
+ * A backward whose gradients are still being reduced is reduced to the end first (as by
+ * dt_model_sync_grads). Collective. */
 DT_API dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c);
 
 /** Number of buckets in the plan. */
@@ -166,7 +167,10 @@ DT_API size_t dt_model_bucket_size(const dt_model *m, int i);
 
 /** Completes the gradient synchronization of the last dt_model_forward_backward: waits for the
  * buckets in flight, or (without overlap) allreduces them all now. Afterwards the gradients are
- * the sum or average over ranks (dt_sync_config.op). Collective. */
+ * the sum or average over ranks (dt_sync_config.op). DT_OK with nothing to do when no backward ran
+ * since the last synchronization; DT_ERR_INVALID_ARG mid accumulation group, or when the last
+ * backward's gradients can no longer be reduced (dt_model_set_precision reallocated them, or their
+ * reduction failed: run dt_model_forward_backward again); the reduction's own errors. Collective. */
 DT_API dt_status dt_model_sync_grads(dt_model *m);
 
 /** dt_check_replicas() for a model's parameters, on either device (a GPU model's are copied to host memory
