@@ -267,7 +267,7 @@ DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc
  * queue the next batch and step while the device runs the optimizer; with this on, the step
  * returns once queued, r->pending 1. The verdict is taken by dt_model_settle_step, which the
  * next dt_model_train_step and every dt_model_* call that reads or writes the gradients or
- * parameters (forward/backward, evaluate, sync, set_params, precision, accumulation) call first.
+ * parameters (forward/backward, evaluate, set_sync, set_params, precision, accumulation) call first.
  * Until then the scaler (dt_scaler_scale, _updates, _skipped, _get_state) and the optimizer's
  * step count do not yet count the step, and dt_checkpoint_save refuses the model: settle before
  * reading them, and before freeing o or sc, which the model keeps until then. Bits, scaler and
