@@ -17,6 +17,7 @@
 #include "collectives/ctx_comm.h"
 #include "kernels/cast.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,8 +100,9 @@ int engine_pick_algo(const engine *e, int kind, size_t count, dt_dtype wire)
     /* The chain carries fp32 partial sums: a 16-bit wire and ZeRO-1's halves stay direct. */
     if (kind != REQ_ALLREDUCE || wire != DT_F32 || e->algo == DT_ALLREDUCE_DIRECT) return ALGO_DIRECT;
     if (e->algo == DT_ALLREDUCE_CHAIN) return ALGO_CHAIN;
-    /* Two ranks, a communication thread: MPI_Allreduce (see engine_req_post). */
-    if (e->size == 2 && e->threaded) return ALGO_MPI;
+    /* Two ranks, a communication thread: MPI_Allreduce (see engine_req_post), whose count is an int;
+     * a larger bucket (the engine takes up to 2^31 - 1 elements a part) goes the engine's way. */
+    if (e->size == 2 && e->threaded && count <= (size_t)INT_MAX) return ALGO_MPI;
     if (engine_chain_pays(e) &&
         (double)(count * sizeof(float)) >=
             engine_policy_chain_from(e->size, (double)(e->chain_seg * sizeof(float)), (double)e->chain_min_bytes))

@@ -94,7 +94,8 @@ static dt_status check_plan_across_ranks(dt_reducer *r)
     const bucket_plan *p = &r->plan;
     unsigned long long mine[4] = {bucket_plan_hash(p), (unsigned long long)p->nb,
                                   (unsigned long long)r->cfg.dtype * 16 + (unsigned long long)r->cfg.wire,
-                                  (unsigned long long)r->cfg.op * 2 + (unsigned long long)(r->cfg.overlap != 0)};
+                                  (unsigned long long)r->cfg.op * 4 + (unsigned long long)r->cfg.memory * 2 +
+                                      (unsigned long long)(r->cfg.overlap != 0)};
     int32_t nb0 = p->nb; /* rank 0's bucket count, for the message: an integer, so it goes as bytes */
     int differ = 0, first = -1;
     dt_status s = dt_broadcast(r->ctx, &nb0, sizeof nb0, DT_U8, 0);
@@ -104,9 +105,10 @@ static dt_status check_plan_across_ranks(dt_reducer *r)
         if (p->nb != nb0 || dt_rank(r->ctx) == first)
             snprintf(own, sizeof own, ", rank %d has %d", dt_rank(r->ctx), p->nb);
         s = status_set_error(DT_ERR_INVALID_ARG,
-                             "%d rank(s) planned other gradient buckets than rank 0 (the first is rank "
+                             "%d rank(s) planned other gradient buckets or settings than rank 0 (the first is rank "
                              "%d; rank 0 has %d buckets%s): every rank must give the reducer the same buffer size, "
-                             "ranges, types, reduction and caps (--bucket-mb / --first-bucket-mb)",
+                             "ranges, types, reduction, caps (--bucket-mb / --first-bucket-mb), overlap and memory "
+                             "kind",
                              differ, first, (int)nb0, own);
     }
     return s;

@@ -90,7 +90,7 @@ typedef struct dt_reducer dt_reducer;
  * @param out     receives the reducer; NULL on failure.
  *
  * Collective over the world: every rank must create its reducers in the same order with the same
- * count, ranges, dtype, wire, op and caps. The plan is checked across ranks, by MPI collectives
+ * count, ranges, dtype, wire, op, caps, overlap and memory kind. The plan is checked across ranks, by MPI collectives
  * under the context's deadline (a rank that never arrives: the job is aborted once
  * dt_config::timeout_s has passed): a rank with another plan fails on every rank with
  * DT_ERR_INVALID_ARG naming the first differing rank and both bucket counts, instead of hanging
@@ -135,7 +135,9 @@ DT_API dt_status dt_reducer_ready(dt_reducer *r, size_t offset, size_t count);
  * kernels queued next on that stream read the reduced gradients. With sync off (dt_reducer_set_sync) only
  * the bookkeeping runs: the buffer keeps this rank's values.
  *
- * Collective: every rank calls it once per backward, sync or not.
+ * Collective: every rank calls it once per backward, sync or not. Without a communication thread
+ * (dt_config::comm_thread 0, or an MPI without MPI_THREAD_MULTIPLE) a wait moves only this
+ * reducer's allreduces: every rank must wait for its reducers in the same order.
  *
  * @return DT_OK; DT_ERR_INVALID_ARG naming the first range (and how many) never marked ready in
  *         this step: the other buckets are still reduced, so every rank stays in step and none

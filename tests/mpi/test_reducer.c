@@ -207,6 +207,13 @@ static void test_bad_input(dt_ctx *ctx)
         char want_msg[64];
         snprintf(want_msg, sizeof want_msg, "the first is rank %d", world - 1);
         CHECK(strstr(dt_last_error(), want_msg) != NULL, "%s", dt_last_error());
+        /* The same buckets with overlap off on the last rank: a setting, refused as one. */
+        dt_reducer_defaults(&c);
+        c.overlap = rank != world - 1;
+        s = dt_reducer_create(ctx, g, N, NULL, 0, &c, &red);
+        CHECK(s == DT_ERR_INVALID_ARG && !red && strstr(dt_last_error(), "buckets or settings") &&
+                  strstr(dt_last_error(), "overlap and memory kind"),
+              "a differing overlap refused, named among the settings: %d", (int)s);
     }
     free(g), free(want);
 }
