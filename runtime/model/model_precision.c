@@ -30,27 +30,37 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
     model_graph_drop(m); /* they hold the activation and gradient buffers, which may change here */
     m->accum_pos = 0;    /* the gradients are lost: an accumulation group starts again */
     const size_t np = m->spec.num_params ? m->spec.num_params : 1;
+    /* The new gradient buffer first, then the activations: a failure of either leaves the model in
+     * the precision pair it had (never a mix the checks above refuse, such as fp16 compute with
+     * bf16 gradients), with its activations made again when they were given up for the new ones. */
+    const dt_dtype have = model_grad_type(m);
+    void *g = NULL;
+    if (grads != have) {
+        dt_status s = be->ops->alloc(be, np * (grads == DT_F32 ? 4 : 2),
+                                     grads == DT_F32 ? "fp32 gradients" : "16-bit gradients", &g);
+        if (s) return s;
+    }
     if (compute != m->prec) {
+        const dt_dtype was = m->prec;
         model_free_acts(m);
         m->prec = compute;
         if (!model_alloc_acts(m)) {
             status_kept why; /* the bytes asked for, and free on a GPU */
             status_keep(&why);
             model_free_acts(m);
-            m->prec = DT_F32;
-            int ok = model_alloc_acts(m);
-            return status_set_error(DT_ERR_NOMEM, "%s (%s at batch %d)%s", why.msg, dt_dtype_name(compute),
-                                    m->max_batch, ok ? "; the model stays in fp32" : "");
+            if (g) be->ops->free(be, g);
+            m->prec = was;
+            const int ok = model_alloc_acts(m);
+            return status_set_error(DT_ERR_NOMEM, "%s (%s at batch %d)%s%s", why.msg, dt_dtype_name(compute),
+                                    m->max_batch,
+                                    ok ? "; the model stays in "
+                                       : "; the model has no activation memory "
+                                         "left (free it)",
+                                    ok ? dt_dtype_name(was) : "");
         }
     }
-    const dt_dtype have = model_grad_type(m);
-    if (grads != have) {
-        /* The new gradient buffer first, so a failure leaves the model as it was; then the old
-         * one goes back to the backend it came from. */
-        void *g = NULL;
-        dt_status s = be->ops->alloc(be, np * (grads == DT_F32 ? 4 : 2),
-                                     grads == DT_F32 ? "fp32 gradients" : "16-bit gradients", &g);
-        if (s) return s;
+    if (g) {
+        /* The old gradient buffer goes back to the backend it came from. */
         be->ops->free(be, m->grads); /* from fp32, */
         be->ops->free(be, m->g16);   /* or from the other 16-bit type */
         m->grads = NULL;

@@ -24,6 +24,7 @@
 
 #include "dtrain.h"
 #include "kernels/amp.h"
+#include "kernels/backend.h"
 #include "kernels/cast.h"
 
 #include <float.h>
@@ -389,12 +390,56 @@ static void test_precision_api(void **st)
     dt_model_free(m);
 }
 
+/* Out of memory in the middle of a change (the CPU backend under a test limit, as a full GPU):
+ * the model keeps the precision pair it had and still trains. bf16/bf16 to fp16/fp16 needs a
+ * second 16-bit gradient buffer while the first is held: before, the activations had already
+ * moved to fp16, and the model was left computing in fp16 with bf16 gradients, a pair the API
+ * refuses. fp32 to bf16, where the 16-bit activations (with their fp32 scratch and the 16-bit
+ * parameter copy) take more than the fp32 ones: with room for the new gradients only, the model
+ * stays in fp32 and says so. */
+static void test_precision_out_of_memory(void **st)
+{
+    (void)st;
+    dt_model *m = make_model("fc:64,relu,fc:10", "32", 64, DT_BF16, DT_BF16);
+    const size_t np = dt_model_num_params(m);
+    float *x;
+    int32_t *y;
+    rng_seed("precision oom", 0);
+    make_batch(m, 64, 1.0f, &x, &y);
+    double l;
+    int c;
+    backend_cpu_set_limit(backend_cpu_held() + np * 2 - 1);
+    assert_int_equal(dt_model_set_precision(m, DT_F16, DT_F16), DT_ERR_NOMEM);
+    assert_int_equal(dt_model_precision(m), DT_BF16);
+    assert_int_equal(dt_model_grad_dtype(m), DT_BF16);
+    assert_int_equal(dt_model_forward_backward(m, x, y, 64, 1.0f / 64, &l, &c), DT_OK);
+
+    backend_cpu_set_limit(0);
+    assert_int_equal(dt_model_set_precision(m, DT_F32, DT_F32), DT_OK);
+    const size_t held32 = backend_cpu_held();
+    assert_int_equal(dt_model_set_precision(m, DT_BF16, DT_BF16), DT_OK);
+    assert_true(backend_cpu_held() > held32 + np * 2); /* the premise: bf16 takes more */
+    const size_t d = backend_cpu_held() - held32;
+    assert_int_equal(dt_model_set_precision(m, DT_F32, DT_F32), DT_OK);
+    /* One byte short of the change's peak (new gradients beside the old, 16-bit activations). */
+    backend_cpu_set_limit(held32 + d + np * 4 - 1);
+    assert_int_equal(dt_model_set_precision(m, DT_BF16, DT_BF16), DT_ERR_NOMEM);
+    assert_non_null(strstr(dt_last_error(), "the model stays in fp32"));
+    assert_int_equal(dt_model_precision(m), DT_F32);
+    assert_int_equal(dt_model_grad_dtype(m), DT_F32);
+    assert_int_equal(dt_model_forward_backward(m, x, y, 64, 1.0f / 64, &l, &c), DT_OK);
+    backend_cpu_set_limit(0);
+    free(x);
+    free(y);
+    dt_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_vs_fp32),    cmocka_unit_test(test_cnn_vs_fp32),
         cmocka_unit_test(test_chunked_conv16), cmocka_unit_test(test_sees_16bit_values),
-        cmocka_unit_test(test_precision_api),
+        cmocka_unit_test(test_precision_api),  cmocka_unit_test(test_precision_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
