@@ -111,6 +111,7 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
     const float *mean, *std;
     c.normalize = dt_dataset_normalization(d->train, &mean, &std);
     c.mean = mean, c.std = std;
+    c.classes_like = d->train; /* an image folder's classes keep training's numbering */
     const char *path = t->eval_data ? t->eval_data : t->data;
     if (t->eval_data) {
         snprintf(d->eval_what, sizeof d->eval_what, "--eval-data %s", t->eval_data);

@@ -56,6 +56,11 @@ typedef struct dt_data_config {
     int flip;         /**< augmentation: horizontal flip with probability 1/2 */
     int skip_bad;     /**< a sample that cannot be decoded: 0 fails, 1 is replaced (and counted) */
     int threads;      /**< threads for computing the statistics at open (0: one) */
+    /** Image folders: the class folders numbered by this dataset's class names (the training
+     * set's, also an image folder), so a held-out folder that lacks some classes keeps training's
+     * labels; a class folder it does not have fails, naming it. NULL: the folder's own sorted
+     * order (an image folder's val/ split always takes its train/'s). Other formats: ignored. */
+    const dt_dataset *classes_like;
 } dt_data_config;
 
 /** Fills c with the defaults: train split, auto format, DT_NORMALIZE_STANDARD, no holdout, seed 1,

@@ -208,7 +208,11 @@ dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset 
                             .w = cfg.w};
     ds_split *split;
     dt_status s = ds_open(path, &o, &split);
-    if (s) return s;
+    if (!s && cfg.classes_like) s = imagefolder_number_like(split, cfg.classes_like->split);
+    if (s) {
+        if (split) ds_close(split);
+        return s;
+    }
     return dataset_finish(split, &cfg, 1, out);
 }
 

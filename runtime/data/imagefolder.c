@@ -91,6 +91,9 @@ typedef struct if_impl {
     size_t *first;          /* classes + 1: the first image of each class; [classes] = count */
     size_t *img;            /* count: offset of each image's path */
     size_t ignored;         /* entries that are not images (hidden, other names, not regular) */
+    /* The label of each class folder when another split numbers them (a val/ folder follows its
+     * train/, whose classes it may not all have): NULL, the folder's own sorted order. */
+    int32_t *label_of;
 } if_impl;
 
 static void if_free(if_impl *f)
@@ -100,6 +103,7 @@ static void if_free(if_impl *f)
     free(f->cls);
     free(f->first);
     free(f->img);
+    free(f->label_of);
     free(f);
 }
 
@@ -253,44 +257,52 @@ static int name_cmp(const void *x, const void *y, void *arg)
     return strcmp(base + *(const size_t *)x, base + *(const size_t *)y);
 }
 
-/* The class folders of f->root, sorted, into f->cls; then every class's images. */
-static dt_status scan(if_impl *f, int *classes, size_t *count)
+/* The class folders of root, their names added to names and their offsets, sorted by name, into
+ * cls (the caller frees cls->v); entries that are not folders counted in *ignored. */
+static dt_status list_classes(const char *root, arena *names, offs *cls, size_t *ignored)
 {
-    DIR *dh = opendir(f->root);
-    if (!dh) return dir_error(f->root, errno);
-    offs cls = {0};
+    DIR *dh = opendir(root);
+    if (!dh) return dir_error(root, errno);
     dt_status st = DT_OK;
     struct dirent *e;
     errno = 0;
     while (!st && (e = readdir(dh)) != NULL) {
         if (e->d_name[0] == '.') {
-            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) f->ignored++;
-        } else if (entry_kind(f->root, e) != 'd') {
-            f->ignored++;
-        } else if (cls.n >= DS_MAX_CLASSES) {
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) (*ignored)++;
+        } else if (entry_kind(root, e) != 'd') {
+            (*ignored)++;
+        } else if (cls->n >= DS_MAX_CLASSES) {
             st = status_set_error(DT_ERR_INVALID_ARG,
                                   "%s holds more than %d class folders, more than dtrain handles; "
                                   "is it the right folder (ROOT/<class>/<image>)?",
-                                  f->root, DS_MAX_CLASSES);
+                                  root, DS_MAX_CLASSES);
         } else {
             size_t at;
-            if (arena_add(&f->names, e->d_name, NULL, &at) || offs_add(&cls, at)) st = nomem(f->root);
+            if (arena_add(names, e->d_name, NULL, &at) || offs_add(cls, at)) st = nomem(root);
         }
         errno = 0;
     }
     const int err = errno;
     closedir(dh);
-    if (!st && err) st = dir_error(f->root, err);
-    if (!st && cls.n == 0)
+    if (!st && err) st = dir_error(root, err);
+    if (!st && cls->n == 0)
         st = status_set_error(DT_ERR_INVALID_ARG,
                               "%s holds no class folder: an image folder is ROOT/<class>/<image>.jpg "
                               "(or .png), one folder per class, as torchvision's ImageFolder; point --data at ROOT",
-                              f->root);
+                              root);
+    if (!st) qsort_r(cls->v, cls->n, sizeof *cls->v, name_cmp, names->p);
+    return st;
+}
+
+/* The class folders of f->root, sorted, into f->cls; then every class's images. */
+static dt_status scan(if_impl *f, int *classes, size_t *count)
+{
+    offs cls = {0};
+    dt_status st = list_classes(f->root, &f->names, &cls, &f->ignored);
     if (st) {
         free(cls.v);
         return st;
     }
-    qsort_r(cls.v, cls.n, sizeof *cls.v, name_cmp, f->names.p);
     f->cls = cls.v;
     *classes = (int)cls.n;
     f->first = calloc(cls.n + 1, sizeof *f->first);
@@ -383,7 +395,7 @@ static dt_status if_read(const ds_split *s, size_t i, float *x, int32_t *label)
     if (st) return st;
     st = image_decode(path, buf, len, s->c, s->h, s->w, 0, x);
     free(buf);
-    if (!st) *label = lo;
+    if (!st) *label = f->label_of ? f->label_of[lo] : lo;
     return st;
 }
 
@@ -400,6 +412,78 @@ const char *imagefolder_class_name(const ds_split *s, int k)
     if (!s || s->ops != &if_ops || k < 0 || k >= s->classes) return NULL;
     const if_impl *f = s->impl;
     return f->names.p + f->cls[k];
+}
+
+/* Numbers f's class folders (classes of them) as ref's sorted names (nref) do: label_of[k] = the
+ * position of class k's name among them, so a held-out split that lacks some of training's classes
+ * keeps training's labels (torchvision's ImageFolder would number it afresh). A class the reference
+ * lacks fails, naming it: no label could mean it. */
+static dt_status number_like(if_impl *f, int classes, const char *const *ref, int nref, const char *ref_where)
+{
+    int32_t *map = malloc((size_t)(classes ? classes : 1) * sizeof *map);
+    if (!map) return nomem(f->root);
+    for (int k = 0; k < classes; k++) {
+        const char *name = f->names.p + f->cls[k];
+        int lo = 0, hi = nref - 1, at = -1;
+        while (lo <= hi) {
+            const int mid = lo + (hi - lo) / 2, c = strcmp(ref[mid], name);
+            if (c == 0) {
+                at = mid;
+                break;
+            }
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid - 1;
+        }
+        if (at < 0) {
+            free(map);
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "%s/%s is a class folder that %s does not have: the held-out data's classes "
+                                    "must be training's (%d of them); remove it or add it to the training data",
+                                    f->root, name, ref_where, nref);
+        }
+        map[k] = at;
+    }
+    free(f->label_of);
+    f->label_of = map;
+    return DT_OK;
+}
+
+dt_status imagefolder_number_like(ds_split *s, const ds_split *ref)
+{
+    if (!s || !ref || s->ops != &if_ops || ref->ops != &if_ops) return DT_OK;
+    const if_impl *r = ref->impl;
+    const char **names = malloc((size_t)ref->classes * sizeof *names);
+    if (!names) return status_set_error(DT_ERR_NOMEM, "out of memory for %d class names", ref->classes);
+    for (int k = 0; k < ref->classes; k++) names[k] = r->names.p + r->cls[k];
+    const dt_status st = number_like(s->impl, s->classes, names, ref->classes, r->root);
+    free(names);
+    if (!st) s->classes = ref->classes;
+    return st;
+}
+
+/* The held-out split ROOT/val numbered by ROOT/train's class folders (their names only). */
+static dt_status number_like_train(if_impl *f, const char *path, int *classes)
+{
+    char train[IF_PATH_MAX];
+    const size_t pl = strlen(path);
+    if ((size_t)snprintf(train, sizeof train, "%.*s/train", (int)(pl > 1 && path[pl - 1] == '/' ? pl - 1 : pl), path) >=
+        sizeof train)
+        return status_set_error(DT_ERR_INVALID_ARG, "image folder path %s is longer than %d bytes", path, IF_PATH_MAX);
+    arena names = {0};
+    offs cls = {0};
+    size_t ignored = 0;
+    dt_status st = list_classes(train, &names, &cls, &ignored);
+    const char **ref = st ? NULL : malloc(cls.n * sizeof *ref);
+    if (!st && !ref) st = nomem(train);
+    for (size_t k = 0; !st && k < cls.n; k++) ref[k] = names.p + cls.v[k];
+    if (!st) st = number_like(f, *classes, ref, (int)cls.n, train);
+    if (!st) *classes = (int)cls.n;
+    free(ref);
+    free(cls.v);
+    free(names.p);
+    return st;
 }
 
 /* ------------------------------------------------------------------ open */
@@ -455,6 +539,14 @@ dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split 
     int classes = 0;
     size_t count = 0;
     dt_status st = scan(f, &classes, &count);
+    if (!st && test) st = number_like_train(f, path, &classes);
+    /* ROOT/train alone (or ROOT/val) would read as one class named "train" of all its images. */
+    if (!st && classes == 1 && !test &&
+        (!strcmp(f->names.p + f->cls[0], "train") || !strcmp(f->names.p + f->cls[0], "val")))
+        st = status_set_error(DT_ERR_INVALID_ARG,
+                              "%s holds only a %s/ folder, which would be one class of all its images: the split "
+                              "layout needs both %s/train and %s/val; or point --data at %s/%s",
+                              path, f->names.p + f->cls[0], path, path, path, f->names.p + f->cls[0]);
     if (st) {
         if_free(f);
         return st;

@@ -87,6 +87,10 @@ dt_status cifar_open(const char *path, const ds_open_opts *opts, ds_split *s);
 dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split *s); /* imagefolder.c */
 /* An image folder's class k (0 <= k < s->classes): its folder name; NULL for another format. */
 const char *imagefolder_class_name(const ds_split *s, int k);
+/* s's class folders numbered by ref's names (both image folders; otherwise nothing changes), and
+ * s->classes set to ref's: a held-out folder missing some classes keeps training's labels.
+ * DT_ERR_INVALID_ARG names a class folder of s that ref lacks. */
+dt_status imagefolder_number_like(ds_split *s, const ds_split *ref);
 dt_status dts_open(const char *path, const ds_open_opts *opts, ds_split *s); /* dts.h */
 
 #endif

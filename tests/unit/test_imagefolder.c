@@ -2,7 +2,8 @@
  * test_imagefolder.c - the image-folder reader (runtime/data/imagefolder.c), on folders this test
  * writes with TurboJPEG and libpng in a temp directory: class order and labels (strcmp order,
  * nested folders, ignored files), pixel values read back (PNG exactly, JPEG within the codec's
- * error), gray/RGBA conversions, the train/val split, reads from several threads at once, and
+ * error), gray/RGBA conversions, the train/val split (val/ numbered by train/'s class names, as is
+ * another folder numbered like it; a lone train/ refused), reads from several threads at once, and
  * every refusal: empty class folder, no class folder, unreadable folder, no or bad --input shape,
  * undecodable / truncated / empty images (DT_ERR_CORRUPT naming the file), a FIFO named like an
  * image, a symlink loop. The decoder itself: test_image_decode.c.
@@ -126,6 +127,54 @@ static void test_train_val(void **state)
     char flat[128];
     snprintf(flat, sizeof flat, "%s/train", root);
     expect_fail(flat, NULL, "test", 3, 4, 4, DT_ERR_INVALID_ARG, "no held-out split");
+
+    /* A val/ without one of training's classes keeps training's numbering (c is 2 in train/, and
+     * would be 1 counted in val/ alone), and its class count is training's. */
+    unsigned char *q = pattern(7, 4, 4, 3);
+    mkdirs("train/c");
+    write_png("train/c/1.png", 4, 4, PNG_FORMAT_RGB, q);
+    remove(at("val/b/1.png"));
+    remove(at("val/b/2.png"));
+    rmdir(at("val/b"));
+    mkdirs("val/c");
+    write_png("val/c/5.png", 4, 4, PNG_FORMAT_RGB, q);
+    s = open_ok(root, "test", 3, 4, 4);
+    assert_int_equal(s->count, 2);
+    assert_int_equal(s->classes, 3);
+    const int want_ac[2] = {0, 2};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ds_read(s, (size_t)i, x, &label), DT_OK);
+        assert_int_equal(label, want_ac[i]);
+    }
+    /* Another image folder numbered like this split's train/ (dtrain train --eval-data). */
+    ds_split *tr = open_ok(root, "train", 3, 4, 4);
+    char val[128];
+    snprintf(val, sizeof val, "%s/val", root);
+    ds_split *ev = open_ok(val, "train", 3, 4, 4);
+    assert_int_equal(ev->classes, 2);
+    assert_int_equal(imagefolder_number_like(ev, tr), DT_OK);
+    assert_int_equal(ev->classes, 3);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ds_read(ev, (size_t)i, x, &label), DT_OK);
+        assert_int_equal(label, want_ac[i]);
+    }
+    ds_close(ev);
+    ds_close(tr);
+    ds_close(s);
+    /* A held-out class training does not have fails, naming it. */
+    mkdirs("val/d");
+    write_png("val/d/1.png", 4, 4, PNG_FORMAT_RGB, q);
+    expect_fail(root, NULL, "test", 3, 4, 4, DT_ERR_INVALID_ARG, "/val/d is a class folder that");
+    remove(at("val/d/1.png"));
+    rmdir(at("val/d"));
+    /* ROOT/train alone is not one class named "train". */
+    remove(at("val/a/9.png"));
+    remove(at("val/c/5.png"));
+    rmdir(at("val/a"));
+    rmdir(at("val/c"));
+    rmdir(at("val"));
+    expect_fail(root, NULL, NULL, 3, 4, 4, DT_ERR_INVALID_ARG, "holds only a train/ folder");
+    free(q);
 }
 
 typedef struct job {
