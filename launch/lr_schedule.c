@@ -169,7 +169,7 @@ double lr_at(const lr_schedule *s, double base_lr, double min_lr, long step, lon
     const double t = (double)(step - warmup), T = (double)(total_steps - warmup);
     switch (s->kind) {
         case LR_COSINE: return min_lr + (base_lr - min_lr) * (1.0 + cos(LR_PI * t / T)) / 2.0;
-        case LR_LINEAR: return T > 1 ? base_lr + (min_lr - base_lr) * t / (T - 1.0) : base_lr;
+        case LR_LINEAR: return base_lr + (min_lr - base_lr) * t / T;
         default: return base_lr;
     }
 }

@@ -11,7 +11,8 @@
  *   after it, t = s - W over T = total - W steps:
  *   constant        lr = base
  *   cosine          lr = min + (base - min) * (1 + cos(pi * t / T)) / 2   (CosineAnnealingLR, T_max T)
- *   linear          lr = base + (min - base) * t / (T - 1)                (min exactly at the last step)
+ *   linear          lr = base + (min - base) * t / T    (LinearLR, total_iters T: min is reached after the
+ *                   last step, so a decay to --min-lr 0 never steps at rate 0, which the optimizer refuses)
  *   step:M..:G      lr = max(min, base * G^k), k = milestones <= s        (MultiStepLR; the milestones
  *                   count from step 0, warmup included, and during warmup its factor multiplies too)
  * A milestone is a whole number of steps (30) or epochs (30e: epoch 30 starts at step 30 * steps

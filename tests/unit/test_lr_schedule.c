@@ -75,13 +75,15 @@ static void test_linear(void **st)
     (void)st;
     lr_schedule s = parse_ok("linear", 0);
     const double base = 1.0, mn = 0.1;
-    near(lr_at(&s, base, mn, 0, 11, 0), base);
-    near(lr_at(&s, base, mn, 5, 11, 0), base + (mn - base) * 5 / 10);
-    near(lr_at(&s, base, mn, 10, 11, 0), mn); /* the floor exactly at the last step */
+    near(lr_at(&s, base, mn, 0, 10, 0), base);
+    near(lr_at(&s, base, mn, 5, 10, 0), base + (mn - base) * 5 / 10);
+    /* PyTorch's LinearLR over the run: the floor comes after the last step, never at it */
+    near(lr_at(&s, base, mn, 9, 10, 0), base + (mn - base) * 9 / 10);
+    assert_true(lr_at(&s, base, 0.0, 9, 10, 0) > 0); /* to --min-lr 0: the last step still moves */
     /* warmup 3 of 13: linear over the last 10 */
     near(lr_at(&s, base, mn, 0, 13, 3), base / 3);
     near(lr_at(&s, base, mn, 3, 13, 3), base);
-    near(lr_at(&s, base, mn, 12, 13, 3), mn);
+    near(lr_at(&s, base, mn, 12, 13, 3), base + (mn - base) * 9 / 10);
     /* a schedule of one step after warmup stays at base */
     near(lr_at(&s, base, mn, 3, 4, 3), base);
 }
