@@ -12,6 +12,7 @@
 #include "launch/cli.h"
 #include "launch/oom_report.h"
 #include "launch/params_io.h"
+#include "runtime/checkpoint/ckpt_write_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -192,6 +193,24 @@ static int train_trace_begin(train_run *r)
     return EXIT_OK;
 }
 
+/* --checkpoint-dir: rank 0 (which writes the checkpoints) makes and tries the directory now, so a
+ * bad one stops the run before it trains rather than at its first save (on a stop request, with
+ * exit 1 instead of the requeue's 75); interrupted saves' temporary files go. Collective. */
+static int train_ckpt_dir_begin(train_run *r)
+{
+    const train_opts *t = &r->t;
+    if (!t->ckpt_dir) return EXIT_OK;
+    char why[768] = "";
+    if (r->rank == 0 && ckpt_dir_prepare(t->ckpt_dir)) snprintf(why, sizeof why, "%s", dt_last_error());
+    dt_status s = dt_broadcast(r->ctx, why, sizeof why, DT_U8, 0);
+    if (s) return train_status_error(s);
+    if (why[0]) {
+        if (r->rank == 0) cli_error("%s", why);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
 /* The trace of a finished run, merged on rank 0. Collective. */
 static int train_trace_end(train_run *r)
 {
@@ -220,7 +239,9 @@ static int train_setup(train_run *r, const dt_placement *pl)
                   cli_s(r->world), t->batch);
         return EXIT_USAGE; /* every rank has the same flags: none goes on */
     }
-    if ((rc = fault_check(&r->flt, r->world, t->steps)) || (rc = train_trace_begin(r))) return rc;
+    if ((rc = fault_check(&r->flt, r->world, t->steps)) || (rc = train_trace_begin(r)) ||
+        (rc = train_ckpt_dir_begin(r)))
+        return rc;
     fault_maybe(&r->flt, r->rank, 0, NULL);
     r->loader_threads = cli_loader_auto(r->ctx, t->loader_threads);
     /* The statistics pass and evaluation read with the loader's threads, at least one. */

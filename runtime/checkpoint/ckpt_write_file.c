@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/status.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -174,5 +175,32 @@ dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *
     if (s) return s;
     log_msg(LOG_LEVEL_INFO, "checkpoint %s written (step %ld, %u section%s, %.1f MiB)", path, step, n,
             n == 1 ? "" : "s", (double)total / 1048576.0);
+    return DT_OK;
+}
+
+dt_status ckpt_dir_prepare(const char *dir)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return status_set_error(DT_ERR_IO, "cannot create checkpoint directory %s: %s (its parent must exist)", dir,
+                                strerror(errno));
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return status_set_error(DT_ERR_IO, "--checkpoint-dir %s is not a directory: give a directory path", dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return status_set_error(DT_ERR_IO, "cannot write in checkpoint directory %s: %s; give a writable one", dir,
+                                strerror(errno));
+    DIR *dh = opendir(dir);
+    if (!dh) return status_set_error(DT_ERR_IO, "cannot read checkpoint directory %s: %s", dir, strerror(errno));
+    int removed = 0;
+    struct dirent *e;
+    char path[4200];
+    while ((e = readdir(dh)) != NULL)
+        if (!strncmp(e->d_name, "ckpt-", 5) && strstr(e->d_name, ".dtc.tmp.") &&
+            (size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < sizeof path && unlink(path) == 0)
+            removed++;
+    closedir(dh);
+    if (removed)
+        log_msg(LOG_LEVEL_WARN, "%s: removed %d unfinished checkpoint file%s left by a save that was stopped", dir,
+                removed, removed == 1 ? "" : "s");
     return DT_OK;
 }

@@ -23,4 +23,10 @@ typedef struct ckpt_part {
  * then removed); DT_ERR_INVALID_ARG: a path too long for the temporary name. */
 dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n);
 
+/* Before a run that saves into dir: dir is made (its parent must exist) and must be a directory
+ * this process can write in, so a bad --checkpoint-dir stops the run before it trains; the
+ * temporary files of saves that a crash or a kill interrupted (ckpt-*.dtc.tmp.*) are removed.
+ * DT_ERR_IO naming dir, the cause and the fix. */
+dt_status ckpt_dir_prepare(const char *dir);
+
 #endif

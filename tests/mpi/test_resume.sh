@@ -105,4 +105,12 @@ expect 0 "after its 1 record up to step 5; dropped a last line cut short (line 2
 expect 2 "was written for another model" "$DTRAIN" train --model fc:16,relu,fc:10 --input 784 --steps 5 --checkpoint-dir "$ck" --resume auto
 expect 2 "--resume auto needs --checkpoint-dir" "$DTRAIN" train --resume auto
 expect 2 "--resume 'yes'" "$DTRAIN" train --resume yes
+# A --checkpoint-dir that cannot be made stops the run before it trains (not at its first save);
+# a save interrupted by a kill leaves a temporary file that the next run removes.
+expect 2 "cannot create checkpoint directory $tmp/none/ck" "$DTRAIN" train --model mlp --steps 2 --batch 8 \
+    --checkpoint-dir "$tmp/none/ck"
+grep -q "^step" "$tmp/out" && bad "a run with an unusable --checkpoint-dir trained" || ok "it did not train"
+mkdir -p "$tmp/ckt" && printf 'half' >"$tmp/ckt/ckpt-0000000005.dtc.tmp.4242"
+expect 0 "removed 1 unfinished checkpoint file" "$DTRAIN" train --model mlp --steps 2 --batch 8 --checkpoint-dir "$tmp/ckt"
+[ ! -e "$tmp/ckt/ckpt-0000000005.dtc.tmp.4242" ] && ok "the interrupted save's file is gone" || bad "stale file kept"
 finish
