@@ -132,36 +132,6 @@ static int train_prepare(train_run *r, const dt_config *cfg)
     return cfg->device == DT_DEVICE_CUDA ? gpu_grads(r, "--device cuda", "") : EXIT_OK;
 }
 
-/* --epochs into steps, and the learning-rate schedule, once the data says the steps per epoch. */
-static int train_steps_and_schedule(train_run *r)
-{
-    train_opts *t = &r->t;
-    /* Optimizer steps per epoch: each takes --accum-steps batches. */
-    const long steps_per_epoch = dt_dataset_steps_per_epoch(r->data.train, r->world, t->batch) / t->accum_steps;
-    if (t->epochs) {
-        if (t->steps_set) {
-            cli_error("give --epochs or --steps, not both (--epochs %ld is %ld steps here)", t->epochs,
-                      t->epochs * steps_per_epoch);
-            return EXIT_USAGE;
-        }
-        if (steps_per_epoch < 1) {
-            cli_error("an epoch of %zu samples has no whole optimizer step of %d rank%s x %d x --accum-steps %d: use "
-                      "a smaller --batch or --accum-steps",
-                      dt_dataset_size(r->data.train), r->world, cli_s(r->world), t->batch, t->accum_steps);
-            return EXIT_USAGE;
-        }
-        t->steps = t->epochs * steps_per_epoch;
-    }
-    char why[512];
-    const char *spec = t->lr_schedule ? t->lr_schedule : "constant";
-    if (lr_schedule_parse(spec, steps_per_epoch, &r->sched, why, sizeof why) ||
-        lr_schedule_check(&r->sched, t->optim.lr, t->min_lr, t->warmup_steps, t->steps, why, sizeof why)) {
-        cli_error("--lr-schedule %s: %s", spec, why);
-        return EXIT_USAGE;
-    }
-    return EXIT_OK;
-}
-
 /* --trace: rank 0 (which writes the file at the end) tries the path now, so an unwritable one
  * stops the run before it trains rather than after; then every rank starts recording. Collective. */
 static int train_trace_begin(train_run *r)
@@ -284,6 +254,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
             fflush(stdout);
         }
     }
+    if ((rc = train_epochs_place(r))) return rc;
     /* After the resume: its step says which records of an earlier run stay. */
     if (r->rank == 0 && t->metrics && !(r->metrics = metrics_open(t->metrics, t->resume, r->first_step)))
         return EXIT_FAIL;

@@ -31,7 +31,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* One milestone token (tok, len bytes): digits, optionally followed by 'e'. */
-static int parse_milestone(const char *tok, size_t len, long spe, long *out, char *err, size_t errlen)
+static int parse_milestone(const char *tok, size_t len, long spe, long *out, long *epoch, char *err, size_t errlen)
 {
     char buf[32];
     if (len == 0) return fail(err, errlen, "--lr-schedule: an empty milestone; the form is " STEP_FORM);
@@ -56,6 +56,7 @@ static int parse_milestone(const char *tok, size_t len, long spe, long *out, cha
                     "--lr-schedule: milestone '%s' is at the start of the run; milestones count from "
                     "1 (the rate of step 0 is --lr)",
                     buf);
+    *epoch = 0;
     if (!epochs) {
         *out = (long)v;
         return 0;
@@ -68,6 +69,7 @@ static int parse_milestone(const char *tok, size_t len, long spe, long *out, cha
     if (v > (unsigned long long)(LONG_MAX / spe))
         return fail(err, errlen, "--lr-schedule: milestone '%s' (x %ld steps per epoch) is too large", buf, spe);
     *out = (long)v * spe;
+    *epoch = (long)v;
     return 0;
 }
 
@@ -97,13 +99,14 @@ static int parse_step(const char *args, long spe, lr_schedule *out, char *err, s
             return fail(err, errlen, "--lr-schedule: 'step:%s' has more than two parts; the form is " STEP_FORM, args);
         if (out->n == LR_MAX_MILESTONES)
             return fail(err, errlen, "--lr-schedule: more than %d milestones", LR_MAX_MILESTONES);
-        long v = 0;
-        if (parse_milestone(p, (size_t)(q - p), spe, &v, err, errlen)) return -1;
+        long v = 0, e = 0;
+        if (parse_milestone(p, (size_t)(q - p), spe, &v, &e, err, errlen)) return -1;
         if (out->n && v <= out->milestone[out->n - 1])
             return fail(err, errlen,
                         "--lr-schedule: milestone '%.*s' (step %ld) is not after the one before it "
                         "(step %ld); milestones must increase",
                         (int)(q - p), p, v, out->milestone[out->n - 1]);
+        out->epoch[out->n] = e;
         out->milestone[out->n++] = v;
         p = q + 1;
     }

@@ -31,6 +31,7 @@ typedef struct lr_schedule {
     lr_kind kind;
     int n;                             /* milestones (LR_STEP) */
     long milestone[LR_MAX_MILESTONES]; /* in optimizer steps, strictly increasing, >= 1 */
+    long epoch[LR_MAX_MILESTONES];     /* the epoch a milestone was given in (30e), 0: given in steps */
     double gamma;                      /* LR_STEP: factor at each milestone, (0, 1] */
 } lr_schedule;
 

@@ -70,6 +70,15 @@ typedef enum train_end {
  * intervals and the evaluations on the way. Collective. */
 train_end train_loop(train_run *r, int *rc);
 
+/* ---------------------------------------------------------------- --epochs (train_epochs.c) */
+
+/* --epochs into steps and the schedule parsed and checked, from the data's steps per epoch
+ * (EXIT_USAGE with the message said). */
+int train_steps_and_schedule(train_run *r);
+/* Once the data position is known (after a resume, or at step 0): --epochs N ends where epoch N
+ * starts and epoch milestones are placed where their epochs start, from that position. */
+int train_epochs_place(train_run *r);
+
 /* ---------------------------------------------------------------- --bucket-mb auto (train_bucket_auto.c) */
 
 /* The steps profiled before --bucket-mb auto chooses. */

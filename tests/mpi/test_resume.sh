@@ -113,4 +113,12 @@ grep -q "^step" "$tmp/out" && bad "a run with an unusable --checkpoint-dir train
 mkdir -p "$tmp/ckt" && printf 'half' >"$tmp/ckt/ckpt-0000000005.dtc.tmp.4242"
 expect 0 "removed 1 unfinished checkpoint file" "$DTRAIN" train --model mlp --steps 2 --batch 8 --checkpoint-dir "$tmp/ckt"
 [ ! -e "$tmp/ckt/ckpt-0000000005.dtc.tmp.4242" ] && ok "the interrupted save's file is gone" || bad "stale file kept"
+# --epochs after a resume at another rank count: the run ends where epoch N starts, counted from
+# the checkpoint's data position (7 steps of 2 x 8 make epoch 1 of 103 samples; on 1 rank epoch 2
+# is 13 more), not N x this run's steps per epoch from step 0.
+"$MPIRUN" -np 2 "$DTRAIN" train --model mlp --dataset-size 103 --batch 8 --epochs 1 --checkpoint-dir "$tmp/cke" \
+    --log-every 100 >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "the 2-rank epoch failed"; }
+expect 0 "epochs: --epochs 2 ends at step 20 here" "$DTRAIN" train --model mlp --dataset-size 103 --batch 8 \
+    --epochs 2 --checkpoint-dir "$tmp/cke" --resume auto --log-every 100
+grep -q "step     20/20  epoch 2.00" "$tmp/out" && ok "it stopped at epoch 2.00" || { bad "not at epoch 2.00"; cat "$tmp/out"; }
 finish

@@ -108,6 +108,8 @@ static void test_step(void **st)
     assert_int_equal(s.milestone[0], 750);
     assert_int_equal(s.milestone[1], 1000);
     assert_int_equal(s.milestone[2], 1500);
+    /* the epochs they were given in, for placing them from a resumed run's data position */
+    assert_true(s.epoch[0] == 30 && s.epoch[1] == 0 && s.epoch[2] == 60);
     near(lr_at(&s, 0.2, 0, 749, 2000, 0), 0.2);
     near(lr_at(&s, 0.2, 0, 750, 2000, 0), 0.1);
     near(lr_at(&s, 0.2, 0, 1000, 2000, 0), 0.05);
