@@ -228,6 +228,12 @@ train_end train_loop(train_run *r, int *rc)
         /* What a checkpoint saves and a log line reports counts this step's verdict. */
         train_end e;
         if ((stop > 0 || ckpt_step || log_step) && (e = settle_step(r, &iv, step + 1, rc)) != TRAIN_END_DONE) return e;
+        iv.loss += loss;
+        iv.correct += correct;
+        iv.steps++;
+        /* A stop on a log or evaluation step logs it first: the resumed run starts after this
+         * step, so its record and held-out figures would be lost. */
+        if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm))) return TRAIN_END_FAILED;
         if (stop > 0) {
             if ((*rc = stop_now(r, step + 1))) return TRAIN_END_FAILED;
             return TRAIN_END_STOPPED;
@@ -235,10 +241,6 @@ train_end train_loop(train_run *r, int *rc)
         if (ckpt_step && (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch,
                                               t->accum_steps, step + 1)))
             goto fail;
-        iv.loss += loss;
-        iv.correct += correct;
-        iv.steps++;
-        if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm))) return TRAIN_END_FAILED;
         if (r->prog.out) {
             long ep = 0, off = 0;
             dt_dataset_position(r->data.train, (step + 1) * t->accum_steps, r->world, t->batch, &ep, &off);

@@ -121,4 +121,14 @@ expect 0 "removed 1 unfinished checkpoint file" "$DTRAIN" train --model mlp --st
 expect 0 "epochs: --epochs 2 ends at step 20 here" "$DTRAIN" train --model mlp --dataset-size 103 --batch 8 \
     --epochs 2 --checkpoint-dir "$tmp/cke" --resume auto --log-every 100
 grep -q "step     20/20  epoch 2.00" "$tmp/out" && ok "it stopped at epoch 2.00" || { bad "not at epoch 2.00"; cat "$tmp/out"; }
+# A stop on a log step logs it first: its record stays (before, the resumed run started after it
+# and the record of step 20 was never written).
+ck="$tmp/ck-logstep"
+DTRAIN_FAULT=usr1:1:20 "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" train $common --checkpoint-dir "$ck" --resume auto \
+    --metrics "$tmp/m-log.jsonl" >"$tmp/log" 2>&1
+[ $? -eq 75 ] || { bad "the stop at step 20 did not exit 75"; cat "$tmp/log"; }
+"$MPIRUN" -np 2 "$DTRAIN" train $common --checkpoint-dir "$ck" --resume auto --metrics "$tmp/m-log.jsonl" \
+    >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "resume after the stop at 20 failed"; }
+[ "$(metrics_steps "$tmp/m-log.jsonl")" = "10 20 30 40 50 60 " ] && ok "stopped on log step 20: its record kept" ||
+    bad "stopped on log step 20: records of steps $(metrics_steps "$tmp/m-log.jsonl")"
 finish
