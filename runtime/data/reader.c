@@ -74,17 +74,42 @@ static const char *detect_dir(const char *dir)
 /* The format one file holds: IDX by its magic (read through zlib, so a .gz file is looked into),
  * else CIFAR by its plain size (records of 3073 or 3074 bytes; both divide a size only from
  * 3073 x 3074 bytes on, which is no real CIFAR file). NULL when neither. */
+/* IDX's element size for its type byte, 0 for none. */
+static int idx_type_size(unsigned char t)
+{
+    return t == 0x08 || t == 0x09 ? 1 : t == 0x0B ? 2 : t == 0x0C || t == 0x0D ? 4 : t == 0x0E ? 8 : 0;
+}
+
+/* Whether the 4 + 4 rank header bytes in m (got of them read) give an uncompressed file of
+ * exactly size bytes. */
+static int idx_size_matches(const unsigned char *m, int got, long long size)
+{
+    const int rank = m[3];
+    if (got < 4 + 4 * rank) return 0;
+    unsigned long long n = (unsigned long long)idx_type_size(m[2]);
+    for (int i = 0; i < rank; i++) {
+        const unsigned long long d = (unsigned long long)m[4 + 4 * i] << 24 | (unsigned long long)m[5 + 4 * i] << 16 |
+                                     (unsigned long long)m[6 + 4 * i] << 8 | m[7 + 4 * i];
+        if (d && n > (1ull << 62) / d) return 0;
+        n *= d;
+    }
+    return n + 4 + 4 * (unsigned long long)rank == (unsigned long long)size;
+}
+
 static const char *detect_file(const char *path, const struct stat *sb)
 {
-    unsigned char m[8] = {0xff, 0xff, 0xff, 0xff};
+    unsigned char m[20];
+    memset(m, 0xff, sizeof m);
+    int got = 0;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd >= 0 && S_ISREG(sb->st_mode)) {
         gzFile z = gzdopen(fd, "rb");
         if (z) {
-            /* 8 bytes for the .dts magic; an IDX header has at least 8 (magic, one dimension). */
-            const int got = gzread(z, m, 8);
+            /* 8 bytes for the .dts magic; an IDX header has 4 + 4 x rank (at most 20). */
+            got = gzread(z, m, sizeof m);
+            if (got < 0) got = 0;
             if (got < 4) memset(m, 0xff, sizeof m);
-            if (got < 8) memset(m + 4, 0xff, 4);
+            if (got < 8) memset(m + 4, 0xff, sizeof m - 4);
             gzclose(z);
         } else {
             close(fd);
@@ -94,16 +119,19 @@ static const char *detect_file(const char *path, const struct stat *sb)
     }
     /* A .dts shard before the size test: its size can happen to be whole CIFAR records. */
     if (memcmp(m, "DTSHARD1", 8) == 0) return "dts";
-    if (m[0] == 0 && m[1] == 0 && m[3] >= 1 && m[3] <= 4) return "idx";
     const long long n = (long long)sb->st_size;
     const size_t pl = strlen(path);
-    if (n > 0 && !(pl > 3 && strcmp(path + pl - 3, ".gz") == 0)) {
+    const int gz = pl > 3 && strcmp(path + pl - 3, ".gz") == 0;
+    const int idx_magic = m[0] == 0 && m[1] == 0 && idx_type_size(m[2]) && m[3] >= 1 && m[3] <= 4;
+    /* A CIFAR record can start 00 00 <type> <rank> too (label 0, then pixels): IDX only when the
+     * header's dimensions make the file's size (a .gz file: its magic alone). */
+    if (idx_magic && (gz || idx_size_matches(m, got, n))) return "idx";
+    if (n > 0 && !gz) {
         if (n % 3073 == 0) return "cifar10";
         if (n % 3074 == 0) return "cifar100";
     }
-    /* An IDX magic with a bad rank: the IDX reader's message says what it expected. */
-    const int idx_type = m[2] == 0x08 || m[2] == 0x09 || m[2] == 0x0B || m[2] == 0x0C || m[2] == 0x0D || m[2] == 0x0E;
-    return S_ISREG(sb->st_mode) && m[0] == 0 && m[1] == 0 && idx_type ? "idx" : NULL;
+    /* An IDX magic with a bad rank or size: the IDX reader's message says what it expected. */
+    return S_ISREG(sb->st_mode) && m[0] == 0 && m[1] == 0 && idx_type_size(m[2]) ? "idx" : NULL;
 }
 
 dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)

@@ -224,6 +224,17 @@ static void test_cifar_open_direct(void **state)
     check_samples(sp, 9, 1, 0);
     ds_close(sp);
 
+    /* A first record that starts 00 00 08 02 (label 0, then pixels 0, 8, 2) looks like an IDX
+     * magic; the sizes its "header" gives are not the file's, so it is still CIFAR-10. */
+    unsigned char rec[3 * 3073];
+    for (size_t i = 0; i < sizeof rec; i++) rec[i] = (unsigned char)(i * 7 % 251);
+    rec[0] = 0, rec[1] = 0, rec[2] = 8, rec[3] = 2, rec[3073] = 1, rec[2 * 3073] = 2;
+    write_bytes(path_in(f, "looks_idx.bin"), rec, sizeof rec, 0);
+    assert_int_equal(ds_open(path_in(f, "looks_idx.bin"), NULL, &sp), DT_OK);
+    assert_string_equal(sp->format, "cifar10");
+    assert_int_equal(sp->count, 3);
+    ds_close(sp);
+
     /* No format, or another one, is refused. */
     memset(&s, 0, sizeof s);
     assert_int_equal(cifar_open(f->dir, NULL, &s), DT_ERR_INVALID_ARG);
