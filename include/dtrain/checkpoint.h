@@ -187,7 +187,9 @@ typedef struct dt_ckpt_data {
  * @param o    its optimizer's state, or NULL for the weights only (enough for inference and
  *             evaluation; such a checkpoint cannot resume an optimizer)
  * @param sc   the loss scaler, whose state (scale, good-step run, hysteresis, counts) is saved so
- *             that a resumed fp16 run scales exactly as the uninterrupted one would; NULL: none
+ *             that a resumed fp16 run scales exactly as the uninterrupted one would (the window of
+ *             recent overflows that max_overflow_fraction judges is not saved: it starts empty);
+ *             NULL: none
  * @param data the data block (position and normalization), or NULL: none
  * @param step 0 to 10^18-1
  * @return DT_OK on every rank, or on every rank: DT_ERR_IO naming the cause (full disk, quota,
