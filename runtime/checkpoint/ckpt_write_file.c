@@ -132,11 +132,15 @@ dt_status ckpt_write_file_atomic(const char *path, const char *what, const char 
         unlink(tmp);
         return s;
     }
+    /* The rename itself reaches the disk. The file is whole and in place either way: a file system
+     * that cannot sync a directory is said, not failed. */
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd); /* the rename itself reaches the disk */
-        close(dfd);
-    }
+    if (dfd < 0 || fsync(dfd) != 0)
+        log_msg(LOG_LEVEL_WARN,
+                "%s %s is written, but syncing its directory %s failed (%s): a power loss now may lose "
+                "the rename",
+                what, path, dir, strerror(errno));
+    if (dfd >= 0) close(dfd);
     return DT_OK;
 }
 
@@ -180,9 +184,28 @@ dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *
 
 dt_status ckpt_dir_prepare(const char *dir)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    const int made = mkdir(dir, 0777) == 0;
+    if (!made && errno != EEXIST)
         return status_set_error(DT_ERR_IO, "cannot create checkpoint directory %s: %s (its parent must exist)", dir,
                                 strerror(errno));
+    if (made) {
+        /* The new directory's entry reaches the disk with its parent's sync, before a checkpoint
+         * is renamed into it. */
+        char parent[4096];
+        const char *slash = strrchr(dir, '/');
+        const size_t pl = slash ? (size_t)(slash - dir) : 0;
+        if (pl < sizeof parent) {
+            if (slash && pl == 0)
+                snprintf(parent, sizeof parent, "/");
+            else
+                snprintf(parent, sizeof parent, "%.*s", slash ? (int)pl : 1, slash ? dir : ".");
+            const int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (pfd >= 0) {
+                (void)fsync(pfd);
+                close(pfd);
+            }
+        }
+    }
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return status_set_error(DT_ERR_IO, "--checkpoint-dir %s is not a directory: give a directory path", dir);
