@@ -123,7 +123,8 @@ typedef struct dt_config {
                                 1 to 1e7 seconds (DTRAIN_TIMEOUT refuses other values) */
     int init_mpi;                /**< 1: dt_init calls MPI_Init_thread (and dt_finalize MPI_Finalize) when
                                 MPI is not initialized yet; 0: the caller initializes MPI itself */
-    int blas_threads;            /**< 0 = one per core this process is pinned to */
+    int blas_threads;            /**< 0 = one per core this process is pinned to, shared with the local ranks
+                                whose cores overlap its own (a launcher's overlapping binding, --pin none) */
     dt_gpu_comm gpu_comm;        /**< collectives on GPU buffers (DTRAIN_GPU_COMM) */
     int comm_thread;             /**< 1 (default): the allreduces of host-memory reducers progress on a communication
                                 thread when MPI provides MPI_THREAD_MULTIPLE; 0: inline, inside the reducer's

@@ -256,7 +256,20 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
     out->num_cores = affinity_cores(topo, &final, cores, CPU_SETSIZE);
     affinity_format(&final, out->list, sizeof out->list);
 
-    int threads = blas_threads > 0 ? blas_threads : out->num_cores;
+    /* Local ranks whose CPUs overlap this rank's, itself included: dtrain's own blocks are
+     * disjoint, but a launcher's binding or no pinning may give several ranks the same cores,
+     * which their BLAS threads then share instead of each taking one per core. */
+    int sharing = 1;
+    if (out->pinned_by != DT_PINNED_BY_DTRAIN) {
+        sharing = 0;
+        for (int i = 0; i < lsize; i++) {
+            cpu_set_t both;
+            CPU_AND(&both, &all_allowed[i], &final);
+            if (CPU_COUNT(&both) > 0) sharing++;
+        }
+        if (sharing < 1) sharing = 1;
+    }
+    int threads = blas_threads > 0 ? blas_threads : out->num_cores / sharing;
     if (out->shared && blas_threads <= 0) threads = 1;
     if (threads < 1) threads = 1;
     openblas_set_num_threads(threads);
@@ -266,6 +279,7 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
                 why, threads,
                 blas_threads > 0 ? " (--blas-threads)"
                 : out->shared    ? " (cores shared)"
+                : sharing > 1    ? " (the cores shared by local ranks whose CPUs overlap)"
                                  : ", one per core");
 done:
     free(all_allowed);

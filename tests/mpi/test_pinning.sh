@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CPU pinning with 2 ranks: under `mpirun --bind-to none` dtrain splits the cores into disjoint
-# sets itself; under `--bind-to core` the launcher's binding is kept; `--pin none` leaves it alone.
+# sets itself; under `--bind-to core` the launcher's binding is kept; `--pin none` leaves it alone,
+# and ranks on the same cores share them among their BLAS threads.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 
@@ -32,6 +33,9 @@ all=$(expand_cpus "$(taskset -cp $$ | sed 's/.*: //')" | tr '\n' ' ')
 for c in $(awk '{print $8}' "$tmp/rows"); do
     [ "$(expand_cpus "$c" | tr '\n' ' ')" = "$all" ] && ok "--pin none: all cores ($c)" || bad "--pin none: $c is not all of $all"
 done
+# Both ranks on all cores: their BLAS threads share them (before, each took one per core).
+awk -v w="$want_blas" '$10 != w {exit 1}' "$tmp/rows" && ok "--pin none: BLAS threads = cores / 2 ranks ($want_blas)" ||
+    bad "--pin none: BLAS threads $(awk '{print $10}' "$tmp/rows" | tr '\n' ' ')not $want_blas"
 DTRAIN_PIN=none "$MPIRUN" -np 2 --bind-to none -x DTRAIN_PIN "$DTRAIN" env >"$tmp/env" 2>&1; env_rows "$tmp/env" >"$tmp/rows"
 [ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "none" ] && ok "DTRAIN_PIN=none: not pinned" || bad "DTRAIN_PIN=none ignored"
 finish
