@@ -30,6 +30,7 @@ typedef struct doctor_host_facts {
     int slurm_procid, slurm_ntasks; /* -1 when unset */
     char slurm_mpi_type[32];        /* SLURM_MPI_TYPE, "" when unset */
     int has_pmix;                   /* PMIX_RANK set */
+    int has_pmi2;                   /* PMI_RANK or PMI_FD set (PMI-2: srun --mpi=pmi2), which dt_init accepts */
     int torch_rank, torch_world;    /* RANK and WORLD_SIZE when set under another launcher, else -1 */
     /* MPI */
     char mpi_version[96];

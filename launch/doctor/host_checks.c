@@ -44,7 +44,12 @@ static void check_launcher(const doctor_facts *f, doc_list *out)
                 f->pl.world_size);
 
     /* PMIx: how MPI learns the world. srun without it is the singleton trap. */
-    if (h->launcher == DT_LAUNCHER_SLURM && !h->has_pmix)
+    if (h->launcher == DT_LAUNCHER_SLURM && !h->has_pmix && h->has_pmi2)
+        doc_add(out, "launch.pmix", DOC_PASS, NULL,
+                "PMI-2 present (SLURM_MPI_TYPE=%s): MPI joins the tasks through it when it was built with PMI-2 "
+                "(launch.identity says whether it did)",
+                h->slurm_mpi_type[0] ? h->slurm_mpi_type : "(unset)");
+    else if (h->launcher == DT_LAUNCHER_SLURM && !h->has_pmix)
         doc_add(out, "launch.pmix", DOC_FAIL,
                 "run `srun --mpi=pmix ...` (or set MpiDefault=pmix in slurm.conf); `srun --mpi=list` shows the "
                 "plugins",

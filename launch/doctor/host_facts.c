@@ -61,6 +61,7 @@ void doctor_host_early(doctor_host_facts *f, int launcher)
     f->slurm_ntasks = env_int("SLURM_NTASKS");
     copy_env(f->slurm_mpi_type, sizeof f->slurm_mpi_type, "SLURM_MPI_TYPE");
     f->has_pmix = getenv("PMIX_RANK") != NULL;
+    f->has_pmi2 = getenv("PMI_RANK") != NULL || getenv("PMI_FD") != NULL;
     f->torch_rank = f->torch_world = -1;
     if (f->launcher != DT_LAUNCHER_TORCHRUN) {
         f->torch_rank = env_int("RANK");

@@ -112,6 +112,13 @@ static void test_healthy_passes(void **state)
     assert_non_null(find(&job, "mpi.busy_poll", DOC_PASS));
     assert_non_null(find(&job, "comm.allreduce", DOC_SKIP));
     doc_list_free(&job);
+    /* srun --mpi=pmi2: no PMIx, but a PMI dt_init accepts, so not the singleton trap. */
+    all[0].host.launcher = all[1].host.launcher = DT_LAUNCHER_SLURM;
+    all[0].host.has_pmix = all[1].host.has_pmix = 0;
+    all[0].host.has_pmi2 = all[1].host.has_pmi2 = 1;
+    run_all(all, 2, &job);
+    assert_non_null(strstr(find(&job, "launch.pmix", DOC_PASS)->seen, "PMI-2 present"));
+    doc_list_free(&job);
 }
 
 static void test_failures(void **state)
