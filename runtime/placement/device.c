@@ -255,5 +255,8 @@ void device_plan(const char *list, int local_rank, int local_size, int share, ch
     const char *p = list;
     for (int i = 0; i < ordinal; i++) p = strchr(p, ',') + 1;
     size_t len = strcspn(p, ",");
+    /* Trimmed as device_visible_parse reads the entry (CUDA skips the blanks too). */
+    while (len && (*p == ' ' || *p == '\t')) p++, len--;
+    while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
     snprintf(out, n, "%.*s", (int)(len < n ? len : n - 1), p);
 }

@@ -110,6 +110,8 @@ static void test_plan(void **st)
     assert_string_equal(out, "5");
     device_plan("GPU-aa,GPU-bb", 1, 2, 0, out, sizeof out);
     assert_string_equal(out, "GPU-bb");
+    device_plan(" 1, 2 ", 1, 2, 0, out, sizeof out); /* blanks around entries, which CUDA skips */
+    assert_string_equal(out, "2");
     device_plan("0,1", 0, 4, 0, out, sizeof out);
     assert_string_equal(out, "- (4 ranks, 2 GPUs)");
     device_plan("0,1", 3, 4, 1, out, sizeof out); /* shared under --gpu-comm mpi */
