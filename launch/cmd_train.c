@@ -223,7 +223,8 @@ static int train_setup(train_run *r, const dt_placement *pl)
         return setup_error(r, s, "while making the model");
     if ((s = dt_optimizer_create(&t->optim, dt_model_num_params(r->m), &r->opt))) return train_status_error(s);
     if ((rc = train_data_check_and_eval(t, r->m, r->read_threads, &r->data))) return rc;
-    if ((rc = train_steps_and_schedule(r))) return rc;
+    /* Placed from step 0 now, so the start line says the run's steps; again after a resume. */
+    if ((rc = train_steps_and_schedule(r)) || (rc = train_epochs_place(r))) return rc;
     if (t->accum_steps > 1 && (s = dt_model_set_accum_steps(r->m, t->accum_steps)))
         return setup_error(r, s, "while making the gradient accumulation buffer");
     dt_model_set_step_overlap(r->m, t->step_overlap);
@@ -254,7 +255,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
             fflush(stdout);
         }
     }
-    if ((rc = train_epochs_place(r))) return rc;
+    if (r->first_step && (rc = train_epochs_place(r))) return rc;
     /* After the resume: its step says which records of an earlier run stay. */
     if (r->rank == 0 && t->metrics && !(r->metrics = metrics_open(t->metrics, t->resume, r->first_step)))
         return EXIT_FAIL;

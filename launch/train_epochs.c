@@ -91,6 +91,15 @@ int train_epochs_place(train_run *r)
         sc->milestone[k] = at;
     }
     if (!moved) return EXIT_OK;
+    /* Epoch milestones moved past ones given in steps (a resume at fewer ranks stretches the
+     * epochs): lr_at counts milestones in order, so they must still increase. */
+    for (int k = 1; sc->kind == LR_STEP && k < sc->n; k++)
+        if (sc->milestone[k] <= sc->milestone[k - 1]) {
+            cli_error("--lr-schedule: at this rank count and batch the milestone at step %ld is not after the one "
+                      "at step %ld: give the milestones all in epochs (30e) or all in steps",
+                      sc->milestone[k], sc->milestone[k - 1]);
+            return EXIT_USAGE;
+        }
     char why[512];
     if (lr_schedule_check(sc, t->optim.lr, t->min_lr, t->warmup_steps, t->steps, why, sizeof why)) {
         cli_error("--lr-schedule after resuming at step %ld: %s", from, why);

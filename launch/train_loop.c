@@ -231,13 +231,15 @@ train_end train_loop(train_run *r, int *rc)
         iv.loss += loss;
         iv.correct += correct;
         iv.steps++;
-        /* A stop on a log or evaluation step logs it first: the resumed run starts after this
-         * step, so its record and held-out figures would be lost. */
-        if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm))) return TRAIN_END_FAILED;
+        /* A stop on a log or evaluation step saves first (an evaluation may take longer than the
+         * grace before a SIGKILL), then logs the step: the resumed run starts after it, so its
+         * record and held-out figures would otherwise be lost. */
         if (stop > 0) {
             if ((*rc = stop_now(r, step + 1))) return TRAIN_END_FAILED;
+            if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm))) return TRAIN_END_FAILED;
             return TRAIN_END_STOPPED;
         }
+        if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm))) return TRAIN_END_FAILED;
         if (ckpt_step && (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch,
                                               t->accum_steps, step + 1)))
             goto fail;

@@ -192,7 +192,9 @@ dt_status ckpt_dir_prepare(const char *dir)
         /* The new directory's entry reaches the disk with its parent's sync, before a checkpoint
          * is renamed into it. */
         char parent[4096];
-        const char *slash = strrchr(dir, '/');
+        size_t dl = strlen(dir);
+        while (dl > 1 && dir[dl - 1] == '/') dl--; /* runs/ck/ is runs/ck */
+        const char *slash = dl ? memrchr(dir, '/', dl) : NULL;
         const size_t pl = slash ? (size_t)(slash - dir) : 0;
         if (pl < sizeof parent) {
             if (slash && pl == 0)

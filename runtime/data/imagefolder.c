@@ -91,8 +91,10 @@ typedef struct if_impl {
     size_t *first;          /* classes + 1: the first image of each class; [classes] = count */
     size_t *img;            /* count: offset of each image's path */
     size_t ignored;         /* entries that are not images (hidden, other names, not regular) */
+    int nfolders;           /* class folders here: the entries of cls and first (less first's end) */
     /* The label of each class folder when another split numbers them (a val/ folder follows its
-     * train/, whose classes it may not all have): NULL, the folder's own sorted order. */
+     * train/, whose classes it may not all have): NULL, the folder's own sorted order. The
+     * split's class count is then the other split's, which may exceed nfolders. */
     int32_t *label_of;
 } if_impl;
 
@@ -304,7 +306,7 @@ static dt_status scan(if_impl *f, int *classes, size_t *count)
         return st;
     }
     f->cls = cls.v;
-    *classes = (int)cls.n;
+    *classes = f->nfolders = (int)cls.n;
     f->first = calloc(cls.n + 1, sizeof *f->first);
     if (!f->first) return nomem(f->root);
     walk w = {0};
@@ -376,8 +378,8 @@ static dt_status if_read(const ds_split *s, size_t i, float *x, int32_t *label)
     if (i >= s->count)
         return status_set_error(DT_ERR_INVALID_ARG, "sample %zu of %s (%s split) does not exist: it has %zu (0..%zu)",
                                 i, s->source, s->split, s->count, s->count ? s->count - 1 : 0);
-    /* The class: the last k with first[k] <= i. */
-    int lo = 0, hi = s->classes - 1;
+    /* The class folder: the last k with first[k] <= i. */
+    int lo = 0, hi = f->nfolders - 1;
     while (lo < hi) {
         const int mid = lo + (hi - lo + 1) / 2;
         if (f->first[mid] <= i)
@@ -411,15 +413,20 @@ const char *imagefolder_class_name(const ds_split *s, int k)
 {
     if (!s || s->ops != &if_ops || k < 0 || k >= s->classes) return NULL;
     const if_impl *f = s->impl;
-    return f->names.p + f->cls[k];
+    if (!f->label_of) return f->names.p + f->cls[k];
+    /* Numbered by another split: the folder given label k, if this split has one. */
+    for (int j = 0; j < f->nfolders; j++)
+        if (f->label_of[j] == k) return f->names.p + f->cls[j];
+    return NULL;
 }
 
 /* Numbers f's class folders (classes of them) as ref's sorted names (nref) do: label_of[k] = the
  * position of class k's name among them, so a held-out split that lacks some of training's classes
  * keeps training's labels (torchvision's ImageFolder would number it afresh). A class the reference
  * lacks fails, naming it: no label could mean it. */
-static dt_status number_like(if_impl *f, int classes, const char *const *ref, int nref, const char *ref_where)
+static dt_status number_like(if_impl *f, const char *const *ref, int nref, const char *ref_where)
 {
+    const int classes = f->nfolders;
     int32_t *map = malloc((size_t)(classes ? classes : 1) * sizeof *map);
     if (!map) return nomem(f->root);
     for (int k = 0; k < classes; k++) {
@@ -454,10 +461,14 @@ dt_status imagefolder_number_like(ds_split *s, const ds_split *ref)
 {
     if (!s || !ref || s->ops != &if_ops || ref->ops != &if_ops) return DT_OK;
     const if_impl *r = ref->impl;
+    if (r->label_of)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s is numbered by another split's classes: number %s by the training split itself",
+                                r->root, ((const if_impl *)s->impl)->root);
     const char **names = malloc((size_t)ref->classes * sizeof *names);
     if (!names) return status_set_error(DT_ERR_NOMEM, "out of memory for %d class names", ref->classes);
     for (int k = 0; k < ref->classes; k++) names[k] = r->names.p + r->cls[k];
-    const dt_status st = number_like(s->impl, s->classes, names, ref->classes, r->root);
+    const dt_status st = number_like(s->impl, names, ref->classes, r->root);
     free(names);
     if (!st) s->classes = ref->classes;
     return st;
@@ -478,7 +489,7 @@ static dt_status number_like_train(if_impl *f, const char *path, int *classes)
     const char **ref = st ? NULL : malloc(cls.n * sizeof *ref);
     if (!st && !ref) st = nomem(train);
     for (size_t k = 0; !st && k < cls.n; k++) ref[k] = names.p + cls.v[k];
-    if (!st) st = number_like(f, *classes, ref, (int)cls.n, train);
+    if (!st) st = number_like(f, ref, (int)cls.n, train);
     if (!st) *classes = (int)cls.n;
     free(ref);
     free(cls.v);

@@ -111,8 +111,15 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
      * collective, as the reduction is), so the plan changes between steps and no gradients are
      * left unreduced behind a dt_model_sync_grads that would find nothing to do. */
     dt_status ws = dt_model_settle_step(m, NULL);
+    const int scattered = m->red && reducer_step_open(m->red) && model_zero(m);
     if (!ws && m->red && reducer_step_open(m->red)) ws = dt_model_sync_grads(m);
     if (ws) return ws;
+    /* A reduce-scatter reduced only the slices its plan owned: under another plan or stage they
+     * are not the slices the next step reads, so those gradients count as unreduced again (the
+     * optimizer step refuses them, and sync_grads says to run backward again). */
+    if (scattered &&
+        (c->zero != m->sync.zero || c->bucket_mb != m->sync.bucket_mb || c->first_bucket_mb != m->sync.first_bucket_mb))
+        m->unreduced = dt_world_size(m->ctx) > 1;
     if (!m->ctx) { /* a model without a context (unit tests) reduces nothing */
         m->sync = *c;
         return DT_OK;

@@ -6,7 +6,9 @@
  * zero 0 with the final plan throughout: the same parameters bit for bit (a bucket plan changes no
  * bit, and zero 1's owned values are zero 0's), for AdamW (two state vectors) and SGD with
  * momentum. Without the unshard, the first step after the replan is refused (the optimizer is
- * sharded for another plan): the failure `--bucket-mb auto --zero 1` ran into.
+ * sharded for another plan): the failure `--bucket-mb auto --zero 1` ran into. A replan between a
+ * backward and its step completes the reduce-scatter, whose owned slices are not the new plan's:
+ * among ranks the step after it is refused as unreduced.
  */
 #include "dtrain.h"
 #include "mpi_check.h"
@@ -82,12 +84,35 @@ static void run(dt_ctx *ctx, dt_optim_kind kind, int unshard)
     dt_model_free(m);
 }
 
+static void check_replan_mid_step(dt_ctx *ctx)
+{
+    dt_model *m = model(ctx, 1, 1e-6);
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    dt_optimizer *o = NULL;
+    CHECK(dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK, "optimizer");
+    float x[B * IN];
+    int32_t y[B];
+    mpi_rank_batch(0, B, IN, 5, x, y);
+    double loss;
+    int correct;
+    CHECK(dt_model_forward_backward(m, x, y, B, 1.0f / B, &loss, &correct) == DT_OK, "backward");
+    dt_sync_config sc;
+    dt_sync_defaults(&sc); /* zero 0: the whole buffer, of which only the old slices were reduced */
+    CHECK(dt_model_set_sync(m, &sc) == DT_OK, "replan with the reduce-scatter open");
+    const dt_status s = dt_model_optimizer_step(m, o);
+    CHECK(world > 1 ? s == DT_ERR_INVALID_ARG : s == DT_OK, "the step after it at %d rank(s): %d", world, (int)s);
+    dt_optimizer_free(o);
+    dt_model_free(m);
+}
+
 int main(void)
 {
     dt_ctx *ctx = mpi_check_init("test_zero_replan");
     run(ctx, DT_OPTIM_ADAMW, 1);
     run(ctx, DT_OPTIM_SGD, 1);
     run(ctx, DT_OPTIM_ADAMW, 0);
+    check_replan_mid_step(ctx);
     const int rc = mpi_check_finish(ctx, "test_zero_replan");
     dt_finalize(ctx);
     return rc;

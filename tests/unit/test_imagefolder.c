@@ -177,6 +177,49 @@ static void test_train_val(void **state)
     free(q);
 }
 
+/* A val/ with 2 of train/'s 10 classes: every read and name stays within val's own folders while
+ * the labels and the class count are training's (under ASan, a bound taken from the 10 classes
+ * would read past val's tables). */
+static void test_val_subset_of_many(void **state)
+{
+    (void)state;
+    unsigned char *p = pattern(9, 4, 4, 3);
+    char rel[64];
+    for (int k = 0; k < 10; k++) {
+        snprintf(rel, sizeof rel, "train/c%d", k);
+        mkdirs(rel);
+        snprintf(rel, sizeof rel, "train/c%d/1.png", k);
+        write_png(rel, 4, 4, PNG_FORMAT_RGB, p);
+    }
+    mkdirs("val/c3");
+    mkdirs("val/c8");
+    write_png("val/c3/1.png", 4, 4, PNG_FORMAT_RGB, p);
+    write_png("val/c8/1.png", 4, 4, PNG_FORMAT_RGB, p);
+    write_png("val/c8/2.png", 4, 4, PNG_FORMAT_RGB, p);
+    free(p);
+    ds_split *s = open_ok(root, "test", 3, 4, 4);
+    assert_int_equal(s->classes, 10);
+    assert_int_equal(s->count, 3);
+    float x[48];
+    int32_t label;
+    const int want[3] = {3, 8, 8};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ds_read(s, (size_t)i, x, &label), DT_OK);
+        assert_int_equal(label, want[i]);
+    }
+    assert_string_equal(imagefolder_class_name(s, 8), "c8");
+    assert_null(imagefolder_class_name(s, 9)); /* training's class, none of its images here */
+    /* Numbered again by the training split (dtrain train passes it): the same labels. */
+    ds_split *tr = open_ok(root, "train", 3, 4, 4);
+    assert_int_equal(imagefolder_number_like(s, tr), DT_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ds_read(s, (size_t)i, x, &label), DT_OK);
+        assert_int_equal(label, want[i]);
+    }
+    ds_close(tr);
+    ds_close(s);
+}
+
 typedef struct job {
     const ds_split *s;
     float *out; /* count x 3 x 16 x 16 */
@@ -326,6 +369,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_layout_and_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_train_val, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_val_subset_of_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_layout_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_images, setup, teardown),
