@@ -15,6 +15,7 @@
 #include "runtime/checkpoint/ckpt_write_file.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,7 +210,8 @@ static int train_setup(train_run *r, const dt_placement *pl)
                   cli_s(r->world), t->batch);
         return EXIT_USAGE; /* every rank has the same flags: none goes on */
     }
-    if ((rc = fault_check(&r->flt, r->world, t->steps)) || (rc = train_trace_begin(r)) ||
+    /* With --epochs the steps are not known before the data: the fault's step is not checked. */
+    if ((rc = fault_check(&r->flt, r->world, t->epochs ? LONG_MAX : t->steps)) || (rc = train_trace_begin(r)) ||
         (rc = train_ckpt_dir_begin(r)))
         return rc;
     fault_maybe(&r->flt, r->rank, 0, NULL);
