@@ -287,12 +287,12 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
         char lo[32], hi[32];
         human_bytes(o->minbytes, lo, sizeof lo);
         human_bytes(o->maxbytes, hi, sizeof hi);
-        printf("# dtrain bench allreduce: %d rank%s, engine %s, op %s, fp32, sizes %s to %s x%ld, iters %ld, "
-               "warmup %ld\n",
+        printf("# dtrain bench allreduce: %d rank%s, engine %s, op %s, %s, sizes %s to %s x%ld, iters "
+               "%ld, warmup %ld\n",
                b.world, cli_s(b.world),
                engine_threaded(b.eng) ? "threaded (communication thread)"
                                       : "inline (no MPI_THREAD_MULTIPLE, or DTRAIN_COMM_THREAD=0)",
-               o->op == DT_AVG ? "avg" : "sum", lo, hi, o->factor, o->iters, o->warmup);
+               o->op == DT_AVG ? "avg" : "sum", dt_dtype_name(o->wire), lo, hi, o->factor, o->iters, o->warmup);
         printf("# dtrain: engine_start + engine_wait_all on host memory; MPI: MPI_Allreduce(MPI_IN_PLACE, "
                "MPI_FLOAT, MPI_SUM)%s\n",
                o->op == DT_AVG ? " (sum: MPI has no average)" : "");
@@ -314,13 +314,16 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
         }
         printf("\n");
         printf("# time: the largest over ranks of each rank's mean per iteration; algbw = size / time, busbw = "
-               "algbw * 2(n-1)/n; ratio = dtrain busbw / MPI busbw = MPI time / dtrain time\n");
+               "algbw * 2(n-1)/n; ratio = %s\n",
+               o->wire == DT_F32
+                   ? "dtrain busbw / MPI busbw = MPI time / dtrain time"
+                   : "MPI time / dtrain time for the same count (twice the busbw ratio on a 16-bit wire)");
         if (b.world == 1)
             printf("# note: 1 rank: nothing moves between ranks, so busbw = algbw * 2(n-1)/n is 0; the ratio "
                    "still compares times\n");
         printf("#\n#%11s %10s %7s %16s %12s %12s %7s %14s %8s %8s %7s %10s\n", "size", "count", "type",
                "dtrain time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "MPI time(us)", "algbw", "busbw", "#wrong",
-               "ratio(busbw dtrain/MPI)");
+               o->wire == DT_F32 ? "ratio(busbw dtrain/MPI)" : "ratio(MPI/dtrain time)");
         fflush(stdout);
     }
 
@@ -361,7 +364,8 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
         printf("# Avg bus bandwidth    : dtrain %.3f GB/s, MPI %.3f GB/s%s\n", bus_sum[0] / rows, bus_sum[1] / rows,
                b.world == 1 ? " (0 on 1 rank)" : "");
         if (min_ratio >= 0)
-            printf("# Min ratio from 4 MiB : %.3f (busbw dtrain/MPI, at %zu bytes)\n", min_ratio, min_ratio_bytes);
+            printf("# Min ratio from 4 MiB : %.3f (%s, at %zu bytes)\n", min_ratio,
+                   o->wire == DT_F32 ? "busbw dtrain/MPI" : "MPI time / dtrain time", min_ratio_bytes);
         else
             printf("# Min ratio from 4 MiB : - (no size of 4 MiB or more)\n");
         fflush(stdout);

@@ -337,12 +337,15 @@ static void print_header(dt_ctx *ctx, const net *m, const red_opts *o, const var
     fflush(stdout);
 }
 
-/* Runs the rounds; t[k * steps + i]: variant k's time in round i, the slowest rank's. */
-static dt_status run_rounds(dt_ctx *ctx, net *m, const red_opts *o, const variants *v, double *t)
+/* Runs the rounds; t[k * steps + i]: variant k's time in round i, the slowest rank's; *warm:
+ * variant A's reducer stats when the timed rounds began, for a summary of those alone. */
+static dt_status run_rounds(dt_ctx *ctx, net *m, const red_opts *o, const variants *v, double *t,
+                            dt_reducer_stats *warm)
 {
     const int rank = dt_rank(ctx);
     dt_status s = DT_OK;
     for (int round = 0; round < o->warmup + o->steps && !s; round++) {
+        if (round == o->warmup) dt_reducer_get_stats(v->red, warm);
         make_batch(m, rank, round);
         for (int j = 0; j < NV && !s; j++) {
             const int k = (j + round) % NV;
@@ -358,7 +361,8 @@ static dt_status run_rounds(dt_ctx *ctx, net *m, const red_opts *o, const varian
     return DT_OK;
 }
 
-static int report(dt_ctx *ctx, const net *m, const red_opts *o, const variants *v, double *t)
+static int report(dt_ctx *ctx, const net *m, const red_opts *o, const variants *v, double *t,
+                  const dt_reducer_stats *warm)
 {
     double med[NV];
     const int rank = dt_rank(ctx);
@@ -375,11 +379,14 @@ static int report(dt_ctx *ctx, const net *m, const red_opts *o, const variants *
     if (rank != 0) return differ ? EXIT_FAIL : EXIT_OK;
     dt_reducer_stats st;
     dt_reducer_get_stats(v->red, &st);
+    /* The timed rounds' alone. */
+    st.wait_s -= warm->wait_s, st.steps -= warm->steps, st.overlapped -= warm->overlapped, st.starts -= warm->starts;
     const double share = med[VD] / med[VB], raw = med[VD] > 0 ? (med[VB] - med[VA]) / med[VD] : 0;
     const double hidden = raw < 0 ? 0 : raw > 1 ? 1 : raw;
     char clamp[64] = "";
     if (hidden != raw) snprintf(clamp, sizeof clamp, " (clamped from %.3f)", raw);
-    printf("# A's wait(): %.3f ms per step exposed; %ld of %ld bucket allreduces started by ready(), before wait()\n",
+    printf("# A's wait() on rank 0, timed steps: %.3f ms per step exposed; %ld of %ld bucket allreduces started by "
+           "ready(), before wait()\n",
            1e3 * st.wait_s / (double)(st.steps ? st.steps : 1), st.overlapped, st.starts);
     printf("summary: A/B %.3f, D/B %.3f, hidden (B-A)/D %.3f%s, A and B gradients of the last step %s\n",
            med[VA] / med[VB], share, hidden, clamp, differ ? "DIFFER" : "equal bit for bit");
@@ -431,14 +438,15 @@ int cmd_bench_reducer(int argc, char **argv)
                              n);
     if (!s) s = make_reducers(ctx, &m, &o, &v);
     if (!s && dt_rank(ctx) == 0) print_header(ctx, &m, &o, &v);
-    if (!s) s = run_rounds(ctx, &m, &o, &v, t);
+    dt_reducer_stats warm = {0};
+    if (!s) s = run_rounds(ctx, &m, &o, &v, t, &warm);
     if (s) {
         cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
         /* This rank may have failed alone: its peers must not wait for it. */
         dt_abort_job(ctx, EXIT_FAIL);
         return EXIT_FAIL;
     }
-    rc = report(ctx, &m, &o, &v, t);
+    rc = report(ctx, &m, &o, &v, t, &warm);
     dt_reducer_free(v.red);
     dt_reducer_free(v.noov);
     dt_reducer_free(v.whole[0]);

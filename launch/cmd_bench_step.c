@@ -7,8 +7,9 @@
  * training step of `dtrain train`: the synthetic batch (from the background loader, as in
  * train; "data ms" is how long a step waited for it), forward and backward, the gradient
  * allreduce, the finite check, clipping with --clip-grad-norm, and the optimizer. On a GPU every
- * step waits for its loss once its backward is queued; the clock stops after the last step's
- * loss, so at most one backward and optimizer step (of --steps) is left outside it. Rank 0 prints samples/s over all
+ * step waits for its loss once its backward is queued; the clock stops once the device has
+ * finished the last step (dt_model_synchronize), so every row times the same work whether or not
+ * a verdict made it wait. Rank 0 prints samples/s over all
  * ranks, the step time, dtrain's memory summary, and the ratio to the first row. --zero 0,1 runs
  * each precision with the optimizer state replicated and sharded (ZeRO-1), side by side, with the
  * bytes each rank sends per step by the engine's algorithm: 2 (W-1)/W of the gradients for the
@@ -246,6 +247,8 @@ typedef struct row_setting {
     dt_graphs graphs, graphed;
     dt_synthetic_on synth;
     int synth_on_device; /* what synth came to */
+    size_t nparams;      /* the model's parameters, and the bytes a gradient travels in */
+    int grad_bytes;
 } row_setting;
 
 static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_setting *rs, double *sps, double *ms,
@@ -273,6 +276,8 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
     dt_model_set_deferred_verdict(m, o->defer_verdict);
     dt_model_set_fused_relu(m, o->fused_relu);
     const dt_dtype gt = p != DT_F32 && !dt_model_on_gpu(m) ? p : DT_F32;
+    rs->nparams = dt_model_num_params(m);
+    rs->grad_bytes = (int)dt_dtype_size(gt); /* the wire is the gradients' type (sync's defaults) */
     if ((s = dt_model_set_precision(m, p, gt)) || (s = dt_model_set_sync(m, &sy)) ||
         (o->clip > 0 && (s = dt_model_set_clip_grad_norm(m, o->clip))) ||
         (s = dt_optimizer_create(&oc, dt_model_num_params(m), &opt)) || (s = dt_model_shard_optimizer(m, opt)))
@@ -299,8 +304,8 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
         }
         if ((s = one_step(ld, m, opt, sc, o->batch, scale, o->clip, step >= o->warmup ? cs : NULL))) goto out;
     }
-    /* The timed steps end with the last one's verdict, as when each waits for its own. */
-    if ((s = dt_model_settle_step(m, NULL)) || (s = dt_barrier(ctx))) goto out;
+    /* The timed steps end with the last one's verdict and its work done on the device. */
+    if ((s = dt_model_settle_step(m, NULL)) || (s = dt_model_synchronize(m)) || (s = dt_barrier(ctx))) goto out;
     const double t = clock_now_s() - t0;
     *sps = (double)o->steps * o->batch * world / t;
     *ms = 1e3 * t / o->steps;
@@ -422,8 +427,9 @@ int cmd_bench_step(int argc, char **argv)
             if (rank == 0) {
                 const double M = 1048576.0;
                 /* What the engine sends per rank (its algorithm, see the top): 16-bit gradients on a
-                 * CPU travel in 16 bits, a GPU keeps them in fp32. */
-                const double np = (double)(mem.params / 4), wb = mem.grads < mem.params ? 2.0 : 4.0;
+                 * CPU travel in 16 bits, a GPU keeps them in fp32 (its memory summary's parameters
+                 * include the 16-bit copy, so they cannot tell the count). */
+                const double np = (double)rs.nparams, wb = (double)rs.grad_bytes;
                 const double sent = (o.zero[z] ? np * (wb + 4.0) : 2.0 * np * wb) * (world - 1) / world;
                 printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f %8s %8s "
                        "%9s\n",

@@ -46,6 +46,11 @@ DT_API size_t dt_model_num_params(const dt_model *m);
  * cast; to read the parameters without it, use dt_model_get_params). A program that keeps the
  * pointer and writes through it later calls dt_model_params_changed after such writes. */
 DT_API float *dt_model_params(dt_model *m);
+/** Waits until the work m has queued on its device is done: a GPU step returns once its loss is
+ * known, with its optimizer (and, with overlap, later layers' work) still queued. For timing GPU
+ * steps, or before other code reads m's buffers on its own stream. Returns at once on the CPU.
+ * DT_ERR_INVALID_ARG for a NULL m; DT_ERR_DEVICE when the device reports an error of that work. */
+DT_API dt_status dt_model_synchronize(dt_model *m);
 /** Says that the parameters were written through a pointer from dt_model_params() kept from
  * earlier: the 16-bit copy of a 16-bit model is made again before its next forward. Never fails;
  * for other models it costs nothing. dt_model_set_params, checkpoint loads and the optimizer keep

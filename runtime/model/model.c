@@ -260,6 +260,14 @@ float *dt_model_params(dt_model *m)
 
 void dt_model_params_changed(dt_model *m) { model_params_changed(m); }
 
+dt_status dt_model_synchronize(dt_model *m)
+{
+    if (!m) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_synchronize: the model is NULL");
+    if (m->be->ops->host_memory) return DT_OK;
+    const dt_status s = m->be->ops->sync(m->be);
+    return s ? status_set_error(s, "dt_model_synchronize: %s", dt_last_error()) : DT_OK;
+}
+
 float *dt_model_grads(dt_model *m)
 {
     if (m->g16) return NULL;

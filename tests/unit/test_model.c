@@ -216,6 +216,9 @@ static void test_forward_backward_errors(void **st)
     assert_int_equal(dt_model_stage_batch(NULL, x, ok, 1), DT_ERR_INVALID_ARG);
     assert_int_equal(dt_model_stage_batch(m, x, ok, 2), DT_OK);
     assert_int_equal(dt_model_forward_backward(m, x, ok, 2, 0.5f, &loss, &c), DT_OK);
+    /* Nothing queued on a device here: the wait returns at once; a NULL model is refused. */
+    assert_int_equal(dt_model_synchronize(m), DT_OK);
+    assert_int_equal(dt_model_synchronize(NULL), DT_ERR_INVALID_ARG);
     dt_model_free(m);
     assert_int_equal(dt_model_create(NULL, "fc:4,fc:3", "2", 1, 0, &m), DT_ERR_INVALID_ARG);
     assert_null(m);
