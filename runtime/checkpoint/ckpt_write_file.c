@@ -97,6 +97,33 @@ static dt_status write_image(int fd, const ckpt_part *parts, size_t n, const wri
     return s;
 }
 
+/* The directory whose entry path names: everything before its last '/' (trailing ones dropped:
+ * runs/ck/ is runs/ck), "." for a bare name, "/" for one at the root. n is large enough for path. */
+static void parent_dir(const char *path, char *out, size_t n)
+{
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') len--;
+    const char *slash = len ? memrchr(path, '/', len) : NULL;
+    if (!slash)
+        snprintf(out, n, ".");
+    else if (slash == path)
+        snprintf(out, n, "/");
+    else
+        snprintf(out, n, "%.*s", (int)(slash - path), path);
+}
+
+/* fsync of a directory, so the entries made or renamed in it reach the disk; 0, or -1 with errno. */
+static int sync_dir(const char *dir)
+{
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    const int rc = fsync(fd);
+    const int err = errno;
+    close(fd);
+    errno = err;
+    return rc;
+}
+
 dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n)
 {
     char tmp[4200], dir[4096];
@@ -105,14 +132,7 @@ dt_status ckpt_write_file_atomic(const char *path, const char *what, const char 
         return status_set_error(DT_ERR_INVALID_ARG, "the %s name is too long (%zu characters; at most %zu)", what, len,
                                 sizeof dir - 1);
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    /* The directory whose entry the rename changes: everything before the last '/'. */
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    parent_dir(path, dir, sizeof dir); /* whose entry the rename changes */
     write_target w = {tmp, what, alt, 0};
     for (size_t i = 0; i < n; i++) w.total += parts[i].bytes;
 
@@ -134,13 +154,11 @@ dt_status ckpt_write_file_atomic(const char *path, const char *what, const char 
     }
     /* The rename itself reaches the disk. The file is whole and in place either way: a file system
      * that cannot sync a directory is said, not failed. */
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || fsync(dfd) != 0)
+    if (sync_dir(dir) != 0)
         log_msg(LOG_LEVEL_WARN,
                 "%s %s is written, but syncing its directory %s failed (%s): a power loss now may lose "
                 "the rename",
                 what, path, dir, strerror(errno));
-    if (dfd >= 0) close(dfd);
     return DT_OK;
 }
 
@@ -188,25 +206,12 @@ dt_status ckpt_dir_prepare(const char *dir)
     if (!made && errno != EEXIST)
         return status_set_error(DT_ERR_IO, "cannot create checkpoint directory %s: %s (its parent must exist)", dir,
                                 strerror(errno));
-    if (made) {
+    if (made && strlen(dir) < 4096) {
         /* The new directory's entry reaches the disk with its parent's sync, before a checkpoint
          * is renamed into it. */
         char parent[4096];
-        size_t dl = strlen(dir);
-        while (dl > 1 && dir[dl - 1] == '/') dl--; /* runs/ck/ is runs/ck */
-        const char *slash = dl ? memrchr(dir, '/', dl) : NULL;
-        const size_t pl = slash ? (size_t)(slash - dir) : 0;
-        if (pl < sizeof parent) {
-            if (slash && pl == 0)
-                snprintf(parent, sizeof parent, "/");
-            else
-                snprintf(parent, sizeof parent, "%.*s", slash ? (int)pl : 1, slash ? dir : ".");
-            const int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (pfd >= 0) {
-                (void)fsync(pfd);
-                close(pfd);
-            }
-        }
+        parent_dir(dir, parent, sizeof parent);
+        (void)sync_dir(parent);
     }
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
