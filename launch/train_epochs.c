@@ -58,7 +58,8 @@ static long epoch_at(const train_run *r, long s)
 static long start_of_epoch(const train_run *r, long from, long epoch)
 {
     long lo = from, hi = from + 1;
-    while (epoch_at(r, hi) >= 0 && epoch_at(r, hi) < epoch && hi < (1L << 40)) hi = from + 2 * (hi - from);
+    for (long e = epoch_at(r, hi); e >= 0 && e < epoch && hi < (1L << 40); e = epoch_at(r, hi))
+        hi = from + 2 * (hi - from);
     while (lo < hi) { /* epoch_at(lo) < epoch <= epoch_at(hi) */
         const long mid = lo + (hi - lo) / 2;
         if (epoch_at(r, mid) >= epoch)
