@@ -93,6 +93,17 @@ static void test_layout_and_values(void **state)
     free(rgb10), free(rgb2), free(gray), free(rgba);
 }
 
+/* Samples 0..n-1 of s read, with labels want[0..n-1] (images of at most 4x4x3 values). */
+static void expect_labels(const ds_split *s, const int *want, int n)
+{
+    float x[48];
+    int32_t label;
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(ds_read(s, (size_t)i, x, &label), DT_OK);
+        assert_int_equal(label, want[i]);
+    }
+}
+
 static void test_train_val(void **state)
 {
     (void)state;
@@ -115,13 +126,8 @@ static void test_train_val(void **state)
     s = open_ok(root, "test", 3, 4, 4);
     assert_int_equal(s->count, 3);
     assert_string_equal(s->split, "test");
-    float x[48];
-    int32_t label;
     const int want[3] = {0, 1, 1};
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(ds_read(s, (size_t)i, x, &label), DT_OK);
-        assert_int_equal(label, want[i]);
-    }
+    expect_labels(s, want, 3);
     ds_close(s);
     /* Without both train/ and val/ there is no test split. */
     char flat[128];
@@ -142,10 +148,7 @@ static void test_train_val(void **state)
     assert_int_equal(s->count, 2);
     assert_int_equal(s->classes, 3);
     const int want_ac[2] = {0, 2};
-    for (int i = 0; i < 2; i++) {
-        assert_int_equal(ds_read(s, (size_t)i, x, &label), DT_OK);
-        assert_int_equal(label, want_ac[i]);
-    }
+    expect_labels(s, want_ac, 2);
     /* Another image folder numbered like this split's train/ (dtrain train --eval-data). */
     ds_split *tr = open_ok(root, "train", 3, 4, 4);
     char val[128];
@@ -154,10 +157,7 @@ static void test_train_val(void **state)
     assert_int_equal(ev->classes, 2);
     assert_int_equal(imagefolder_number_like(ev, tr), DT_OK);
     assert_int_equal(ev->classes, 3);
-    for (int i = 0; i < 2; i++) {
-        assert_int_equal(ds_read(ev, (size_t)i, x, &label), DT_OK);
-        assert_int_equal(label, want_ac[i]);
-    }
+    expect_labels(ev, want_ac, 2);
     ds_close(ev);
     ds_close(tr);
     ds_close(s);
@@ -200,22 +200,14 @@ static void test_val_subset_of_many(void **state)
     ds_split *s = open_ok(root, "test", 3, 4, 4);
     assert_int_equal(s->classes, 10);
     assert_int_equal(s->count, 3);
-    float x[48];
-    int32_t label;
     const int want[3] = {3, 8, 8};
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(ds_read(s, (size_t)i, x, &label), DT_OK);
-        assert_int_equal(label, want[i]);
-    }
+    expect_labels(s, want, 3);
     assert_string_equal(imagefolder_class_name(s, 8), "c8");
     assert_null(imagefolder_class_name(s, 9)); /* training's class, none of its images here */
     /* Numbered again by the training split (dtrain train passes it): the same labels. */
     ds_split *tr = open_ok(root, "train", 3, 4, 4);
     assert_int_equal(imagefolder_number_like(s, tr), DT_OK);
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(ds_read(s, (size_t)i, x, &label), DT_OK);
-        assert_int_equal(label, want[i]);
-    }
+    expect_labels(s, want, 3);
     ds_close(tr);
     ds_close(s);
 }
