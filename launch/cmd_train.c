@@ -133,31 +133,41 @@ static int train_prepare(train_run *r, const dt_config *cfg)
     return cfg->device == DT_DEVICE_CUDA ? gpu_grads(r, "--device cuda", "") : EXIT_OK;
 }
 
+/* Rank 0 alone writes some files: it tries their path before training and hands its verdict
+ * (`why`, empty when the path is good) to every rank, so that all refuse together or none does.
+ * Collective. */
+static int rank0_verdict(train_run *r, char *why, size_t len)
+{
+    dt_status s = dt_broadcast(r->ctx, why, len, DT_U8, 0);
+    if (s) return train_status_error(s);
+    if (!why[0]) return EXIT_OK;
+    if (r->rank == 0) cli_error("%s", why);
+    return EXIT_USAGE;
+}
+
 /* --trace: rank 0 (which writes the file at the end) tries the path now, so an unwritable one
  * stops the run before it trains rather than after; then every rank starts recording. Collective. */
 static int train_trace_begin(train_run *r)
 {
     const train_opts *t = &r->t;
     if (!t->trace) return EXIT_OK;
-    char why[512] = "", tmp[4096];
+    char why[1024] = "", tmp[4096];
     if (r->rank == 0) {
         FILE *f = NULL;
         if (snprintf(tmp, sizeof tmp, "%s.tmp", t->trace) >= (int)sizeof tmp)
-            snprintf(why, sizeof why, "the path is too long");
+            snprintf(why, sizeof why, "--trace %.300s...: the path is too long", t->trace);
         else if (!(f = fopen(tmp, "w")))
-            snprintf(why, sizeof why, "%.300s: %s", tmp, strerror(errno));
+            snprintf(why, sizeof why,
+                     "--trace %.300s cannot be written (%.300s: %s): give a path in a writable directory", t->trace,
+                     tmp, strerror(errno));
         if (f) {
             fclose(f);
             remove(tmp);
         }
     }
-    dt_status s = dt_broadcast(r->ctx, why, sizeof why, DT_U8, 0);
-    if (s) return train_status_error(s);
-    if (why[0]) {
-        if (r->rank == 0)
-            cli_error("--trace %s cannot be written (%s): give a path in a writable directory", t->trace, why);
-        return EXIT_USAGE;
-    }
+    int rc = rank0_verdict(r, why, sizeof why);
+    if (rc) return rc;
+    dt_status s;
     if ((s = dt_trace_start(r->ctx, 0)) ||
         (t->trace_first && (s = dt_trace_set_steps(r->ctx, t->trace_first, t->trace_last))))
         return train_status_error(s);
@@ -169,17 +179,10 @@ static int train_trace_begin(train_run *r)
  * exit 1 instead of the requeue's 75); interrupted saves' temporary files go. Collective. */
 static int train_ckpt_dir_begin(train_run *r)
 {
-    const train_opts *t = &r->t;
-    if (!t->ckpt_dir) return EXIT_OK;
-    char why[768] = "";
-    if (r->rank == 0 && ckpt_dir_prepare(t->ckpt_dir)) snprintf(why, sizeof why, "%s", dt_last_error());
-    dt_status s = dt_broadcast(r->ctx, why, sizeof why, DT_U8, 0);
-    if (s) return train_status_error(s);
-    if (why[0]) {
-        if (r->rank == 0) cli_error("%s", why);
-        return EXIT_USAGE;
-    }
-    return EXIT_OK;
+    if (!r->t.ckpt_dir) return EXIT_OK;
+    char why[1024] = "";
+    if (r->rank == 0 && ckpt_dir_prepare(r->t.ckpt_dir)) snprintf(why, sizeof why, "%s", dt_last_error());
+    return rank0_verdict(r, why, sizeof why);
 }
 
 /* The trace of a finished run, merged on rank 0. Collective. */

@@ -111,8 +111,9 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
      * collective, as the reduction is), so the plan changes between steps and no gradients are
      * left unreduced behind a dt_model_sync_grads that would find nothing to do. */
     dt_status ws = dt_model_settle_step(m, NULL);
-    const int scattered = m->red && reducer_step_open(m->red) && model_zero(m);
-    if (!ws && m->red && reducer_step_open(m->red)) ws = dt_model_sync_grads(m);
+    const int open = m->red && reducer_step_open(m->red);
+    const int scattered = open && model_zero(m);
+    if (!ws && open) ws = dt_model_sync_grads(m);
     if (ws) return ws;
     /* A reduce-scatter reduced only the slices its plan owned: under another plan or stage they
      * are not the slices the next step reads, so those gradients count as unreduced again (the
