@@ -1,0 +1,59 @@
+/*
+ * imagefolder_scan.h - internal to the image-folder reader: the split's state and the folder walk
+ * (imagefolder_scan.c) that fills it; imagefolder.c reads, numbers and opens.
+ */
+#ifndef DTRAIN_IMAGEFOLDER_SCAN_H
+#define DTRAIN_IMAGEFOLDER_SCAN_H
+
+#include "base/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define IF_PATH_MAX 4096
+#define IF_MAX_DEPTH 16                /* folders below a class: deeper is a symlink loop */
+#define IF_MAX_FILE_BYTES (256u << 20) /* one image file */
+#define IF_MAX_IMAGES ((size_t)UINT32_MAX)
+
+/* A growable string arena: strings end in NUL and are found by their offset. */
+typedef struct arena {
+    char *p;
+    size_t len, cap;
+} arena;
+
+/* A growable array of offsets (or indices). */
+typedef struct offs {
+    size_t *v;
+    size_t n, cap;
+} offs;
+
+typedef struct if_impl {
+    char root[IF_PATH_MAX]; /* the split's folder: ROOT, ROOT/train or ROOT/val */
+    arena names;            /* class names, then image paths relative to root */
+    size_t *cls;            /* classes: offset of each class's name */
+    size_t *first;          /* classes + 1: the first image of each class; [classes] = count */
+    size_t *img;            /* count: offset of each image's path */
+    size_t ignored;         /* entries that are not images (hidden, other names, not regular) */
+    int nfolders;           /* class folders here: the entries of cls and first (less first's end) */
+    /* The label of each class folder when another split numbers them (a val/ folder follows its
+     * train/, whose classes it may not all have): NULL, the folder's own sorted order. The
+     * split's class count is then the other split's, which may exceed nfolders. */
+    int32_t *label_of;
+} if_impl;
+
+/* Appends s1 (then '/' and s2 when s2 is not NULL) to a, its offset in *at; -1 when out of memory. */
+int imagefolder_arena_add(arena *a, const char *s1, const char *s2, size_t *at);
+/* Appends x to o; -1 when out of memory. */
+int imagefolder_offs_add(offs *o, size_t x);
+/* DT_ERR_NOMEM naming what was being scanned. */
+dt_status imagefolder_nomem(const char *what);
+/* The class folders of root, their names added to names and their offsets, sorted by name (strcmp),
+ * into cls (the caller frees cls->v, also on error); entries that are not folders counted in
+ * *ignored. Fails when root cannot be read, holds no class folder or more than DS_MAX_CLASSES. */
+dt_status imagefolder_list_classes(const char *root, arena *names, offs *cls, size_t *ignored);
+/* The class folders of f->root, sorted, into f->cls and f->nfolders (also *classes); then every
+ * class's images, in torchvision's order, into f->img and f->first (*count of them). On error f
+ * holds what was found so far, for if_free. */
+dt_status imagefolder_scan(if_impl *f, int *classes, size_t *count);
+
+#endif
