@@ -145,28 +145,18 @@ static int rank0_verdict(train_run *r, char *why, size_t len)
     return EXIT_USAGE;
 }
 
-/* --trace: rank 0 (which writes the file at the end) tries the path now, so an unwritable one
- * stops the run before it trains rather than after; then every rank starts recording. Collective. */
-static int train_trace_begin(train_run *r)
+/* --trace and --dump-params: rank 0 (which writes them at the end) tries the paths now, so an
+ * unwritable one stops the run before it trains rather than after; then every rank starts
+ * recording. Collective. */
+static int train_outputs_begin(train_run *r)
 {
     const train_opts *t = &r->t;
-    if (!t->trace) return EXIT_OK;
-    char why[1024] = "", tmp[4096];
-    if (r->rank == 0) {
-        FILE *f = NULL;
-        if (snprintf(tmp, sizeof tmp, "%s.tmp", t->trace) >= (int)sizeof tmp)
-            snprintf(why, sizeof why, "--trace %.300s...: the path is too long", t->trace);
-        else if (!(f = fopen(tmp, "w")))
-            snprintf(why, sizeof why,
-                     "--trace %.300s cannot be written (%.300s: %s): give a path in a writable directory", t->trace,
-                     tmp, strerror(errno));
-        if (f) {
-            fclose(f);
-            remove(tmp);
-        }
-    }
+    char why[1024] = "";
+    if (r->rank == 0 && ((t->trace && ckpt_write_file_try(t->trace, "--trace")) ||
+                         (t->dump && ckpt_write_file_try(t->dump, "--dump-params"))))
+        snprintf(why, sizeof why, "%s", dt_last_error());
     int rc = rank0_verdict(r, why, sizeof why);
-    if (rc) return rc;
+    if (rc || !t->trace) return rc;
     dt_status s;
     if ((s = dt_trace_start(r->ctx, 0)) ||
         (t->trace_first && (s = dt_trace_set_steps(r->ctx, t->trace_first, t->trace_last))))
@@ -214,7 +204,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
         return EXIT_USAGE; /* every rank has the same flags: none goes on */
     }
     /* With --epochs the steps are not known before the data: the fault's step is not checked. */
-    if ((rc = fault_check(&r->flt, r->world, t->epochs ? LONG_MAX : t->steps)) || (rc = train_trace_begin(r)) ||
+    if ((rc = fault_check(&r->flt, r->world, t->epochs ? LONG_MAX : t->steps)) || (rc = train_outputs_begin(r)) ||
         (rc = train_ckpt_dir_begin(r)))
         return rc;
     fault_maybe(&r->flt, r->rank, 0, NULL);
@@ -312,14 +302,17 @@ static int train_finish(train_run *r)
         return train_status_error(s);
     }
     if (r->rank == 0) train_report_end(r, agree, (double)bad);
+    /* The finished run's checkpoint first (collective): a requeued job that already finished does
+     * no step again, and a --dump-params that fails (a full disk) loses no training. */
+    if (t->ckpt_dir && r->first_step < t->steps &&
+        (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch, t->accum_steps,
+                             t->steps))) {
+        free(host);
+        return train_status_error(s);
+    }
     const int dumped = r->rank == 0 && t->dump ? params_dump(t->dump, final_params, n) : EXIT_OK;
     free(host);
     if (dumped != EXIT_OK) return dumped;
-    /* The finished run's checkpoint: a requeued job that already finished does no step again. */
-    if (t->ckpt_dir && r->first_step < t->steps &&
-        (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch, t->accum_steps,
-                             t->steps)))
-        return train_status_error(s);
     if (r->metrics) {
         const int closed = fclose(r->metrics);
         r->metrics = NULL;

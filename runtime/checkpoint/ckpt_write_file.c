@@ -162,6 +162,27 @@ dt_status ckpt_write_file_atomic(const char *path, const char *what, const char 
     return DT_OK;
 }
 
+dt_status ckpt_write_file_try(const char *path, const char *flag)
+{
+    struct stat sb;
+    if (!path[0]) return status_set_error(DT_ERR_INVALID_ARG, "%s is empty: give a file path", flag);
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return status_set_error(DT_ERR_IO, "%s %s is a directory: give a file path (for example %s/out)", flag, path,
+                                path);
+    char tmp[4200];
+    if (strlen(path) >= 4096 || (size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp)
+        return status_set_error(DT_ERR_INVALID_ARG, "%s is too long (%zu characters; at most 4095)", flag,
+                                strlen(path));
+    /* The writer's own temporary name, made and removed: what it needs of the directory. */
+    const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return status_set_error(DT_ERR_IO, "%s %s cannot be written (%s: %s): give a path in a writable directory",
+                                flag, path, tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    return DT_OK;
+}
+
 dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *e, uint32_t n, const void *const *data)
 {
     char path[4096];

@@ -23,6 +23,13 @@ typedef struct ckpt_part {
  * then removed); DT_ERR_INVALID_ARG: a path too long for the temporary name. */
 dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n);
 
+/* Before a run that writes path at its end (through ckpt_write_file_atomic or path.tmp): path must
+ * be a file name, not a directory, in a directory where this process can make the temporary file,
+ * so a bad path stops the run before it works rather than after. flag names it in messages
+ * ("--dump-params"). DT_ERR_IO naming the path, the cause and the fix; DT_ERR_INVALID_ARG: an
+ * empty path or one too long. Nothing is left behind. */
+dt_status ckpt_write_file_try(const char *path, const char *flag);
+
 /* Before a run that saves into dir: dir is made (its parent must exist) and must be a directory
  * this process can write in, so a bad --checkpoint-dir stops the run before it trains; the
  * temporary files of saves that a crash or a kill interrupted (ckpt-*.dtc.tmp.*) are removed.
