@@ -20,6 +20,11 @@
  * must not make its call (a second concurrent MPI_Abort returns at once) but abort_guard_wait. */
 int abort_guard_arm(double seconds, int code, const char *what);
 
+/* Stops the guard that this caller armed (abort_guard_arm returned 0) once its call returned
+ * without ending the process (MPI_Finalize does return): the process lives on, and a later
+ * abort_guard_arm arms a new guard. */
+void abort_guard_disarm(void);
+
 /* Never returns: sleeps until the process ends (by the first caller's MPI_Abort or the guard). */
 _Noreturn void abort_guard_wait(void);
 

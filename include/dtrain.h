@@ -174,13 +174,17 @@ typedef struct dt_ctx dt_ctx;
  * launcher against MPI, pins CPU cores and builds the communicators. On success *out owns a context
  * that dt_finalize() releases. On failure *out is NULL, nothing stays allocated, and MPI may still
  * be initialized (call dt_abort_job or MPI_Finalize as you see fit). cfg NULL means defaults plus
- * the environment. Collective: every rank of the job must call it. */
+ * the environment. A cfg with a field out of its range (timeout_s not 0 or 1 to 1e7, an enum
+ * outside its values, blas_threads outside 0 to 4096, a flag not 0 or 1) fails with
+ * DT_ERR_INVALID_ARG naming the field, before MPI starts. Collective: every rank of the job must
+ * call it. */
 DT_API dt_status dt_init(const dt_config *cfg, dt_ctx **out);
 
 /** Releases the context (and finalizes MPI when dt_init initialized it). Free every model made with
  * this context first (a model owns a communication thread and communicator). Collective. NULL is
  * a no-op. With a timeout (dt_config::timeout_s) in a job of several ranks, a process still in
- * MPI_Finalize the timeout plus 3 s later (a peer cut off) exits with code 1 instead of hanging. */
+ * MPI_Finalize the timeout plus 3 s later (a peer cut off) exits with code 1 instead of hanging;
+ * once MPI_Finalize returns, that guard is stopped and the process may run on as long as it likes. */
 DT_API dt_status dt_finalize(dt_ctx *ctx);
 
 /** Ends every process of the job with exit code `code` (MPI_Abort): for a rank that failed alone,

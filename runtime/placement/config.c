@@ -114,6 +114,36 @@ dt_status config_timeout_parse(const char *name, const char *value, double *out)
     return parse_double_or_zero(name, value, CONFIG_TIMEOUT_MIN_S, CONFIG_TIMEOUT_MAX_S, "never", out);
 }
 
+dt_status config_check(const dt_config *c)
+{
+    if (!config_timeout_valid(c->timeout_s))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_config.timeout_s %g is out of range: 0 (no deadline) or %g to %g seconds (under a "
+                                "second, healthy collectives would pass the deadline)",
+                                c->timeout_s, CONFIG_TIMEOUT_MIN_S, CONFIG_TIMEOUT_MAX_S);
+    if (c->device != DT_DEVICE_AUTO && c->device != DT_DEVICE_CPU && c->device != DT_DEVICE_CUDA)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_config.device %d is not DT_DEVICE_AUTO, _CPU or _CUDA",
+                                (int)c->device);
+    if (c->pin != DT_PIN_AUTO && c->pin != DT_PIN_NONE)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_config.pin %d is not DT_PIN_AUTO or DT_PIN_NONE", (int)c->pin);
+    if (c->blas_threads < 0 || c->blas_threads > 4096)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_config.blas_threads %d is out of range: 0 (auto) to 4096",
+                                c->blas_threads);
+    if (c->gpu_comm != DT_GPU_COMM_NCCL && c->gpu_comm != DT_GPU_COMM_MPI)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_config.gpu_comm %d is not DT_GPU_COMM_NCCL or DT_GPU_COMM_MPI",
+                                (int)c->gpu_comm);
+    if ((c->init_mpi != 0 && c->init_mpi != 1) || (c->comm_thread != 0 && c->comm_thread != 1) ||
+        (c->comm_world1 != 0 && c->comm_world1 != 1))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_config.init_mpi (%d), comm_thread (%d) and comm_world1 (%d) are each 0 or 1",
+                                c->init_mpi, c->comm_thread, c->comm_world1);
+    if (c->allreduce != DT_ALLREDUCE_AUTO && c->allreduce != DT_ALLREDUCE_DIRECT && c->allreduce != DT_ALLREDUCE_CHAIN)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_config.allreduce %d is not DT_ALLREDUCE_AUTO, _DIRECT or _CHAIN",
+                                (int)c->allreduce);
+    return DT_OK;
+}
+
 dt_status dt_config_from_env(dt_config *cfg)
 {
     dt_config c = *cfg;

@@ -24,4 +24,8 @@ static inline int config_timeout_valid(double t)
     return t == 0 || (t >= CONFIG_TIMEOUT_MIN_S && t <= CONFIG_TIMEOUT_MAX_S);
 }
 
+/* Every field of a dt_config given to dt_init in code, under the rules the DTRAIN_* variables
+ * follow: DT_ERR_INVALID_ARG naming the field, its value and the range. */
+dt_status config_check(const dt_config *c);
+
 #endif

@@ -13,6 +13,7 @@
 #include "collectives/coll.h"
 #include "collectives/ctx_comm.h"
 #include "collectives/roll_peers.h"
+#include "runtime/placement/config.h"
 #include "runtime/placement/device.h"
 #include "kernels/backend.h"
 #include "base/abort_guard.h"
@@ -107,6 +108,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     c->world = c->local = MPI_COMM_NULL;
     if (cfg_in) {
         c->cfg = *cfg_in;
+        if ((s = config_check(&c->cfg))) goto fail;
     } else {
         dt_config_defaults(&c->cfg);
         if ((s = dt_config_from_env(&c->cfg))) goto fail;
@@ -297,9 +299,13 @@ dt_status dt_finalize(dt_ctx *c)
     ctx_release(c);
     /* MPI_Finalize waits for the other ranks: a peer cut off after the last collective (a link
      * that died) would hold this rank there with no watchdog left. Past the deadline it exits 1. */
-    if (we && world > 1 && timeout_s > 0 && abort_guard_arm(timeout_s + ABORT_GUARD_S, 1, "MPI_Finalize"))
+    const int guarded = we && world > 1 && timeout_s > 0;
+    if (guarded && abort_guard_arm(timeout_s + ABORT_GUARD_S, 1, "MPI_Finalize"))
         abort_guard_wait(); /* another thread is ending the process */
-    if (we && MPI_Finalize() != MPI_SUCCESS) return status_set_error(DT_ERR_MPI, "MPI_Finalize failed");
+    const int rc = we ? MPI_Finalize() : MPI_SUCCESS;
+    /* Finalized: the process is the caller's again, for as long as it likes. */
+    if (guarded) abort_guard_disarm();
+    if (rc != MPI_SUCCESS) return status_set_error(DT_ERR_MPI, "MPI_Finalize failed");
     return DT_OK;
 }
 
