@@ -151,6 +151,7 @@ static int rank0_verdict(train_run *r, char *why, size_t len)
 static int train_outputs_begin(train_run *r)
 {
     const train_opts *t = &r->t;
+    if (!t->trace && !t->dump) return EXIT_OK;
     char why[1024] = "";
     if (r->rank == 0 && ((t->trace && ckpt_write_file_try(t->trace, "--trace")) ||
                          (t->dump && ckpt_write_file_try(t->dump, "--dump-params"))))
