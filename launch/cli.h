@@ -3,7 +3,8 @@
  * and epilogue of a command that runs on the job (prologue.c), the help screens (help.c).
  *
  * Exit codes: 0 success, 1 a run-time failure (the message says what and how to fix it), 2 bad
- * usage (unknown command, flag or value), 75 `train` stopped on SIGUSR1/SIGTERM with a checkpoint.
+ * usage (unknown command, flag or value), 75 `train` stopped on SIGUSR1/SIGTERM with a checkpoint,
+ * 143 `train` stopped so with no --checkpoint-dir (nothing saved).
  */
 #ifndef DT_LAUNCH_CLI_H
 #define DT_LAUNCH_CLI_H

@@ -348,7 +348,8 @@ int cmd_train(int argc, char **argv)
             train_trace_end(&r);
             train_release(&r);
             dt_finalize(r.ctx);
-            return end == TRAIN_END_STOPPED ? EXIT_PREEMPTED : EXIT_FAIL;
+            if (end == TRAIN_END_NUMERIC) return EXIT_FAIL;
+            return r.t.ckpt_dir ? EXIT_PREEMPTED : EXIT_STOPPED_UNSAVED;
         }
         if (end == TRAIN_END_DONE && !(rc = train_finish(&r)) && !(rc = train_trace_end(&r))) {
             train_release(&r);

@@ -35,7 +35,7 @@ static const char overview[] = "usage: dtrain <command> [options]      dtrain he
                                "                                               (ranks may then share a GPU)\n"
                                "Launch with srun --mpi=pmix, mpirun, or nothing (a world of 1).\n"
                                "Exit codes: 0 success, 1 run-time failure, 2 bad usage, 75 stopped on a signal\n"
-                               "after a checkpoint (continue with --resume auto).\n";
+                               "after a checkpoint (continue with --resume auto); 143 stopped, nothing saved.\n";
 
 static const char common_line[] = "options of every command (--device, --pin, --timeout, ...): dtrain help\n";
 
@@ -61,7 +61,7 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --trace FILE.json (ui.perfetto.dev timeline)  --trace-steps A:B (all)\n"
                             "  --dump-params FILE  --checkpoint-dir DIR  --checkpoint-every N (0)\n"
                             "  --resume auto|never (never)   SIGUSR1/SIGTERM: every rank stops after the\n"
-                            "                                same step, checkpoints and exits 75\n";
+                            "                                same step, checkpoints, exits 75 (143: no dir)\n";
 
 static const char train_data[] = "usage: dtrain train --data PATH [options]   (the other flags: dtrain help train)\n"
                                  "  --data PATH            MNIST IDX dir, CIFAR-10/100 dir or file, image folder\n"

@@ -20,6 +20,9 @@
  * stop: the ranks agree on it at the end of a step, write a checkpoint and exit with
  * EXIT_PREEMPTED, so a requeued job resumes with --resume auto. */
 enum { EXIT_PREEMPTED = 75 }; /* EX_TEMPFAIL: try again later */
+/* Stopped on SIGUSR1/SIGTERM with no --checkpoint-dir: nothing saved, so not 75 (a requeue would
+ * start again from step 0 at every preemption); 128 + SIGTERM, as the signal would have ended it. */
+enum { EXIT_STOPPED_UNSAVED = 143 };
 
 typedef struct train_run {
     train_opts t;

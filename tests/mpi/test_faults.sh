@@ -109,5 +109,8 @@ expect 2 "rank 1 is not in this job: the world size is 1 (rank 0 only)" env DTRA
 expect 2 "rank 2 is not in this job: the world size is 2 (ranks 0 to 1)" env DTRAIN_FAULT=stall:2:1 timeout -s KILL 60 \
     "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" $quick
 expect 2 "step 9 comes after the last step of this run (--steps 3)" env DTRAIN_FAULT=stall:0:9 timeout -s KILL 10 "$DTRAIN" $quick
-expect 75 "rank 0 gets SIGUSR1 at step 3" env DTRAIN_FAULT=usr1:0:3 timeout -s KILL 10 "$DTRAIN" $quick
+# Stopped with no --checkpoint-dir: nothing saved, so not the requeue's 75.
+expect 143 "no --checkpoint-dir: nothing saved" env DTRAIN_FAULT=usr1:0:3 timeout -s KILL 10 "$DTRAIN" $quick
+expect 75 "rank 0 gets SIGUSR1 at step 3" env DTRAIN_FAULT=usr1:0:3 timeout -s KILL 10 "$DTRAIN" $quick \
+    --checkpoint-dir "$tmp/ck-usr1"
 finish
