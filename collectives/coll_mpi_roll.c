@@ -209,7 +209,10 @@ int mpi_op_wait(coll *c, MPI_Request *r, int kind, size_t count, double start)
         int from = -1;
         const char *told = roll_board_listen(ctx_board(c->ctx), &from);
         if (told) verdict_forwarded(c, told, from, mpi_op_name(kind), count, age);
-        if (c->timeout_s > 0 && age > c->timeout_s &&
+        /* A peer that said it is busy with work of its own (rank 0 writing a checkpoint) is alive:
+         * the deadline counts from its last word. */
+        const double busy = c->timeout_s > 0 && age > c->timeout_s ? roll_board_busy_seen(ctx_board(c->ctx)) : 0;
+        if (c->timeout_s > 0 && now - (busy > start ? busy : start) > c->timeout_s &&
             !(c->rank != 0 && st->t_hub && now < st->t_hub + c->timeout_s + ROLL_GRACE_S))
             roll_expire(c, mpi_op_name(kind), count, age);
         struct timespec ts = {0, 20000};

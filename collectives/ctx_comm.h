@@ -40,5 +40,8 @@ const char *ctx_rank_node(const dt_ctx *c, int rank);
  * is NULL, in a world of 1 or without a timeout. */
 struct roll_board;
 struct roll_board *ctx_board(const dt_ctx *c);
+/* Tells the other ranks that this one is alive and busy with work of its own (roll_board_busy),
+ * at most once a second or a quarter of the timeout; arg is the dt_ctx (a ckpt_beat's fn). */
+void ctx_busy_beat(void *arg);
 
 #endif

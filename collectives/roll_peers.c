@@ -12,12 +12,15 @@
 #define VERDICT_TAG 1
 #define PROBE_TAG 2
 #define ANSWER_TAG 3
+#define BUSY_TAG 4
 #define VERDICT_BYTES 1400
 
 struct roll_board {
     MPI_Comm comm; /* owned: a duplicate of world, for these messages alone */
     int rank, size;
-    MPI_Request verdict_rx, probe_rx; /* from any rank */
+    MPI_Request verdict_rx, probe_rx, busy_rx; /* from any rank */
+    int busy_in;
+    double busy_seen, busy_sent; /* clock_now_s of the last busy word heard, and sent */
     char verdict[VERDICT_BYTES];
     int probe_in, probe_out;
     int told; /* a verdict (this rank's own) was sent: told once */
@@ -37,7 +40,7 @@ dt_status roll_board_create(MPI_Comm world, double timeout_s, roll_board **out)
     if (size == 1 || timeout_s <= 0) return DT_OK;
     roll_board *b = calloc(1, sizeof *b);
     if (!b) return status_set_error(DT_ERR_NOMEM, "out of memory for the watchdogs' board");
-    b->verdict_rx = b->probe_rx = MPI_REQUEST_NULL;
+    b->verdict_rx = b->probe_rx = b->busy_rx = MPI_REQUEST_NULL;
     if (MPI_Comm_dup(world, &b->comm) != MPI_SUCCESS) {
         free(b);
         return status_set_error(DT_ERR_MPI, "MPI_Comm_dup for the watchdogs' board failed");
@@ -47,7 +50,8 @@ dt_status roll_board_create(MPI_Comm world, double timeout_s, roll_board **out)
     b->size = size;
     if (MPI_Irecv(b->verdict, VERDICT_BYTES, MPI_CHAR, MPI_ANY_SOURCE, VERDICT_TAG, b->comm, &b->verdict_rx) !=
             MPI_SUCCESS ||
-        MPI_Irecv(&b->probe_in, 1, MPI_INT, MPI_ANY_SOURCE, PROBE_TAG, b->comm, &b->probe_rx) != MPI_SUCCESS) {
+        MPI_Irecv(&b->probe_in, 1, MPI_INT, MPI_ANY_SOURCE, PROBE_TAG, b->comm, &b->probe_rx) != MPI_SUCCESS ||
+        MPI_Irecv(&b->busy_in, 1, MPI_INT, MPI_ANY_SOURCE, BUSY_TAG, b->comm, &b->busy_rx) != MPI_SUCCESS) {
         roll_board_destroy(b);
         return status_set_error(DT_ERR_MPI, "MPI_Irecv for the watchdogs' board failed");
     }
@@ -58,8 +62,8 @@ dt_status roll_board_create(MPI_Comm world, double timeout_s, roll_board **out)
 void roll_board_destroy(roll_board *b)
 {
     if (!b) return;
-    MPI_Request *pending[] = {&b->verdict_rx, &b->probe_rx};
-    for (int i = 0; i < 2; i++)
+    MPI_Request *pending[] = {&b->verdict_rx, &b->probe_rx, &b->busy_rx};
+    for (int i = 0; i < 3; i++)
         if (*pending[i] != MPI_REQUEST_NULL) {
             MPI_Cancel(pending[i]);
             MPI_Wait(pending[i], MPI_STATUS_IGNORE);
@@ -81,12 +85,46 @@ static void answer_probe(roll_board *b)
     MPI_Irecv(&b->probe_in, 1, MPI_INT, MPI_ANY_SOURCE, PROBE_TAG, b->comm, &b->probe_rx);
 }
 
+/* Takes the busy words that have come (each reposts the receive). */
+static void take_busy(roll_board *b)
+{
+    int got = 1;
+    while (got && b->busy_rx != MPI_REQUEST_NULL) {
+        got = 0;
+        if (MPI_Test(&b->busy_rx, &got, MPI_STATUS_IGNORE) != MPI_SUCCESS || !got) return;
+        b->busy_seen = clock_now_s();
+        if (MPI_Irecv(&b->busy_in, 1, MPI_INT, MPI_ANY_SOURCE, BUSY_TAG, b->comm, &b->busy_rx) != MPI_SUCCESS)
+            b->busy_rx = MPI_REQUEST_NULL;
+    }
+}
+
+void roll_board_busy(roll_board *b, double every_s)
+{
+    if (!b) return;
+    const double now = clock_now_s();
+    if (b->busy_sent > 0 && now - b->busy_sent < every_s) return;
+    b->busy_sent = now;
+    static const int word = 1; /* read-only: only its arrival matters */
+    for (int j = 0; j < b->size; j++) {
+        MPI_Request r;
+        if (j != b->rank && MPI_Isend(&word, 1, MPI_INT, j, BUSY_TAG, b->comm, &r) == MPI_SUCCESS) MPI_Request_free(&r);
+    }
+}
+
+double roll_board_busy_seen(roll_board *b)
+{
+    if (!b) return 0;
+    take_busy(b);
+    return b->busy_seen;
+}
+
 const char *roll_board_listen(roll_board *b, int *from)
 {
     if (!b) return NULL;
     int got = 0;
     MPI_Status st;
     answer_probe(b);
+    take_busy(b);
     if (b->verdict_rx == MPI_REQUEST_NULL || MPI_Test(&b->verdict_rx, &got, &st) != MPI_SUCCESS || !got) return NULL;
     b->verdict[VERDICT_BYTES - 1] = '\0';
     *from = st.MPI_SOURCE;

@@ -34,6 +34,15 @@ const char *roll_board_listen(roll_board *b, int *from);
 /* Tells every other rank this rank's verdict and lets it travel for up to ROLL_VERDICT_S (a rank
  * that is gone or cut off never takes it; the caller aborts the job either way). b NULL: nothing. */
 void roll_board_tell(roll_board *b, const char *verdict);
+/* Tells every other rank that this rank is alive and busy with work of its own (rank 0 writing
+ * a checkpoint while the others wait for its verdict), at most once per every_s seconds: a
+ * waiting rank's deadline counts from the last such word (roll_board_busy_seen), so a long
+ * write is not taken for a dead rank, and one that stops (a rank stuck in it) still times out.
+ * b NULL: nothing. Not thread-safe against itself: one thread of the rank sends. */
+void roll_board_busy(roll_board *b, double every_s);
+/* When (clock_now_s) this rank last heard that another rank is busy, 0 if never; takes what came.
+ * b NULL: 0. */
+double roll_board_busy_seen(roll_board *b);
 /* Pings every other rank and writes those that do not answer within ROLL_PROBE_S into ranks (at
  * most cap); returns how many (0 for b NULL). */
 int roll_board_probe(roll_board *b, int *ranks, int cap);

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -97,6 +98,22 @@ static dt_status verify_section(const ckpt_file *f, uint32_t i, unsigned char *b
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" is damaged (CRC mismatch)", f->path,
                                 f->e[i].name);
     return DT_OK;
+}
+
+void ckpt_beat_now(const ckpt_beat *beat)
+{
+    if (beat && beat->fn) beat->fn(beat->arg);
+}
+
+void ckpt_test_slow(const ckpt_beat *beat)
+{
+    const char *v = getenv("DTRAIN_TEST_SLOW_CKPT");
+    const double s = v ? atof(v) : 0;
+    for (double t = 0; t < s; t += 0.05) {
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+        ckpt_beat_now(beat);
+    }
 }
 
 dt_status ckpt_file_open_fd(int fd, uint64_t size, const char *path, long name_step, int verify, ckpt_file **out)
@@ -218,7 +235,13 @@ dt_status ckpt_file_pread(const ckpt_file *f, uint32_t i, uint64_t at, void *dst
         return status_set_error(DT_ERR_INTERNAL, "ckpt_file_pread: bytes [%llu, +%zu) of section %u are outside it",
                                 (unsigned long long)at, n, i);
     errno = 0;
-    if (!pread_exact(f->fd, dst, n, f->off[i] + at))
+    int whole = 1;
+    for (size_t done = 0; whole && done < n; done += CKPT_IO_CHUNK) {
+        ckpt_beat_now(f->beat);
+        const size_t k = n - done < CKPT_IO_CHUNK ? n - done : CKPT_IO_CHUNK;
+        whole = pread_exact(f->fd, (char *)dst + done, k, f->off[i] + at + done);
+    }
+    if (!whole)
         return status_set_error(errno ? DT_ERR_IO : DT_ERR_CORRUPT, "checkpoint %s: section \"%s\" cannot be read (%s)",
                                 f->path, f->e[i].name,
                                 errno ? strerror(errno) : "the file is shorter than when opened");

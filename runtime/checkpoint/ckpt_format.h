@@ -165,6 +165,22 @@ void ckpt_seal(void *buf, size_t len);
 
 /* ---------------------------------------------------------------- one version-4 file (ckpt_file.c) */
 
+/* Said while one rank reads or writes a checkpoint alone (rank 0 writing one while the others wait
+ * for its verdict, or reading the newest at a resume): fn(arg) before every CKPT_IO_CHUNK bytes
+ * (and before a write's fsync), so that the waiting ranks hear that it is alive (ctx_busy_beat)
+ * and their deadline counts from its last word; a rank stuck in one read or write falls silent. */
+typedef struct ckpt_beat {
+    void (*fn)(void *arg);
+    void *arg;
+} ckpt_beat;
+#define CKPT_IO_CHUNK ((size_t)64 << 20)
+
+/* beat said, when there is one (NULL: nothing). */
+void ckpt_beat_now(const ckpt_beat *beat);
+/* DTRAIN_TEST_SLOW_CKPT=SECONDS, the test hook of a slow file system: each checkpoint write and
+ * read takes that much longer, in 50 ms slices with beat said between them. */
+void ckpt_test_slow(const ckpt_beat *beat);
+
 /* A version-4 file open on this process, its header and table checked. */
 typedef struct ckpt_file {
     int fd;
@@ -175,6 +191,7 @@ typedef struct ckpt_file {
     ckpt4_entry *e;
     uint64_t *off; /* each section's offset in the file */
     uint64_t size;
+    const ckpt_beat *beat; /* said between reads (NULL: nothing); the caller's */
 } ckpt_file;
 
 /* Takes fd (from ckpt_open_regular, size bytes; closed by ckpt_file_close, or here on failure) and
@@ -211,8 +228,10 @@ int ckpt_writer_rank(const dt_ckpt_writer *w);
 
 /* Rank 0's part of the commit (ckpt_write_file.c): writes DIR/ckpt-<step>.dtc atomically from the
  * table e (names, bytes and ranks filled; the CRCs are filled here) and each section's bytes
- * data[i]. DT_ERR_IO names the file, the cause and the fix; the temporary file is then removed. */
-dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *e, uint32_t n, const void *const *data);
+ * data[i], saying beat (NULL: nothing; ckpt_write_file.h) while it writes. DT_ERR_IO names the
+ * file, the cause and the fix; the temporary file is then removed. */
+dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *e, uint32_t n, const void *const *data,
+                            const ckpt_beat *beat);
 
 /* ---------------------------------------------------------------- collectives (ckpt_coll.c) */
 
@@ -236,10 +255,11 @@ dt_status ckpt_bcast_bytes(dt_ctx *ctx, void *buf, size_t n);
 dt_status ckpt_read_file(const char *path, long name_step, dt_model *m, dt_optimizer *o, dt_scaler *sc, long *step,
                          int *world);
 /* The same, and the data block into *data when not NULL (data->channels: the room in its mean
- * and std on entry; present 0 when the file has none). A data block whose channels differ from
- * that room is DT_ERR_INVALID_ARG (a checkpoint of other data). */
+ * and std on entry; present 0 when the file has none), saying beat (NULL: nothing) while it
+ * reads. A data block whose channels differ from that room is DT_ERR_INVALID_ARG (a checkpoint
+ * of other data). */
 dt_status ckpt_read_file_data(const char *path, long name_step, dt_model *m, dt_optimizer *o, dt_scaler *sc,
-                              dt_ckpt_data *data, long *step, int *world);
+                              dt_ckpt_data *data, long *step, int *world, const ckpt_beat *beat);
 
 /* What a file holds for dt_model, read and checked by either reader before anything is applied. */
 typedef struct ckpt_state {
@@ -277,6 +297,6 @@ void ckpt_state_free(ckpt_state *st);
 
 /* The version-4 reader behind ckpt_read_file_data (ckpt_read4.c): fd as ckpt_file_open_fd takes it. */
 dt_status ckpt_read4_state(int fd, uint64_t size, const char *path, long name_step, const dt_model *m,
-                           const dt_optimizer *o, const dt_ckpt_data *data, ckpt_state *st);
+                           const dt_optimizer *o, const dt_ckpt_data *data, ckpt_state *st, const ckpt_beat *beat);
 
 #endif

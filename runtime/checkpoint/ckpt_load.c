@@ -4,6 +4,7 @@
  * them, and every rank gets its state by broadcast.
  */
 #include "runtime/checkpoint/ckpt_format.h"
+#include "collectives/ctx_comm.h"
 #include "base/log.h"
 #include "runtime/model/model.h"
 #include "base/status.h"
@@ -15,7 +16,7 @@
 /* Rank 0: the newest loadable checkpoint. *found = -1 when none; DT_ERR_INVALID_ARG for a sound
  * checkpoint of another model or optimizer (a user error, not damage: nothing older is tried). */
 static dt_status load_newest(const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc, dt_ckpt_data *data,
-                             long *found, int *saved_world)
+                             long *found, int *saved_world, const ckpt_beat *beat)
 {
     ckpt_entry *e;
     size_t n;
@@ -32,7 +33,7 @@ static dt_status load_newest(const char *dir, dt_model *m, dt_optimizer *o, dt_s
         }
         long st = -1;
         int w = 1;
-        dt_status r = ckpt_read_file_data(path, e[i].step, m, o, sc, data, &st, &w);
+        dt_status r = ckpt_read_file_data(path, e[i].step, m, o, sc, data, &st, &w, beat);
         if (r == DT_OK) {
             *found = st;
             *saved_world = w;
@@ -127,7 +128,9 @@ static dt_status load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optim
     dt_status s = DT_OK;
     status_kept why;
     if (rank == 0) {
-        s = load_newest(dir, m, o, sc, data, &found, &saved_world);
+        /* The other ranks wait for this read's verdict: they hear that rank 0 is alive. */
+        const ckpt_beat beat = {ctx_busy_beat, ctx};
+        s = load_newest(dir, m, o, sc, data, &found, &saved_world, &beat);
         if (s) status_keep(&why);
     }
     if (ctx && world > 1) {

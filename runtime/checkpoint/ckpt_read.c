@@ -187,11 +187,11 @@ static dt_status read_fixed(int fd, uint64_t size, const char *path, long name_s
 dt_status ckpt_read_file(const char *path, long name_step, dt_model *m, dt_optimizer *o, dt_scaler *sc, long *step,
                          int *world)
 {
-    return ckpt_read_file_data(path, name_step, m, o, sc, NULL, step, world);
+    return ckpt_read_file_data(path, name_step, m, o, sc, NULL, step, world, NULL);
 }
 
 dt_status ckpt_read_file_data(const char *path, long name_step, dt_model *m, dt_optimizer *o, dt_scaler *sc,
-                              dt_ckpt_data *data, long *step, int *world)
+                              dt_ckpt_data *data, long *step, int *world, const ckpt_beat *beat)
 {
     if (!path || !m || !step || !world) return status_set_error(DT_ERR_INVALID_ARG, "ckpt_read_file: NULL argument");
     int fd;
@@ -202,7 +202,7 @@ dt_status ckpt_read_file_data(const char *path, long name_step, dt_model *m, dt_
     ckpt_state st;
     memset(&st, 0, sizeof st);
     if (version == 4) {
-        s = ckpt_read4_state(fd, size, path, name_step, m, o, data, &st); /* takes fd */
+        s = ckpt_read4_state(fd, size, path, name_step, m, o, data, &st, beat); /* takes fd */
     } else {
         /* A newer version may have another header: its number is all that can be trusted. */
         if (version > CKPT_VERSION)

@@ -159,11 +159,13 @@ static dt_status read_model(const ckpt_file *f, const dt_model *m, const dt_opti
 }
 
 dt_status ckpt_read4_state(int fd, uint64_t size, const char *path, long name_step, const dt_model *m,
-                           const dt_optimizer *o, const dt_ckpt_data *data, ckpt_state *st)
+                           const dt_optimizer *o, const dt_ckpt_data *data, ckpt_state *st, const ckpt_beat *beat)
 {
     ckpt_file *f;
     dt_status s = ckpt_file_open_fd(fd, size, path, name_step, 0, &f);
     if (s) return s;
+    f->beat = beat;
+    ckpt_test_slow(beat);
     int is, id;
     if (!(s = find(f, CKPT4_SCALER, &is)) && !(s = find(f, CKPT4_DATA, &id)) && !(s = read_model(f, m, o, st))) {
         if (is >= 0) {

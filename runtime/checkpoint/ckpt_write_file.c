@@ -45,7 +45,8 @@ static void write_advice(int err, const char *what, const char *alt, char *buf, 
 /* Where a file is written: what names it in messages, alt what the user can change instead. */
 typedef struct write_target {
     const char *tmp, *what, *alt;
-    uint64_t total; /* the file's bytes */
+    uint64_t total;        /* the file's bytes */
+    const ckpt_beat *beat; /* said before each chunk and the fsync, or NULL */
 } write_target;
 
 static dt_status write_all(int fd, const void *p, size_t n, const write_target *w)
@@ -53,7 +54,8 @@ static dt_status write_all(int fd, const void *p, size_t n, const write_target *
     const char *b = p;
     char advice[256];
     while (n > 0) {
-        ssize_t k = write(fd, b, n);
+        ckpt_beat_now(w->beat);
+        ssize_t k = write(fd, b, n < CKPT_IO_CHUNK ? n : CKPT_IO_CHUNK);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
             int err = k < 0 ? errno : ENOSPC; /* a write of 0 bytes to a regular file: no room */
@@ -126,6 +128,12 @@ static int sync_dir(const char *dir)
 
 dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n)
 {
+    return ckpt_write_file_beating(path, what, alt, parts, n, NULL);
+}
+
+dt_status ckpt_write_file_beating(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n,
+                                  const ckpt_beat *beat)
+{
     char tmp[4200], dir[4096];
     const size_t len = strlen(path);
     if (len >= sizeof dir)
@@ -133,13 +141,15 @@ dt_status ckpt_write_file_atomic(const char *path, const char *what, const char 
                                 sizeof dir - 1);
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     parent_dir(path, dir, sizeof dir); /* whose entry the rename changes */
-    write_target w = {tmp, what, alt, 0};
+    write_target w = {tmp, what, alt, 0, beat};
     for (size_t i = 0; i < n; i++) w.total += parts[i].bytes;
 
     char advice[256];
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return status_set_error(DT_ERR_IO, "cannot write %s %s: %s", what, tmp, strerror(errno));
+    ckpt_test_slow(beat);
     dt_status s = write_image(fd, parts, n, &w);
+    ckpt_beat_now(beat);
     if (!s && fsync(fd) != 0) {
         const int err = errno;
         write_advice(err, what, alt, advice, sizeof advice);
@@ -183,7 +193,8 @@ dt_status ckpt_write_file_try(const char *path, const char *flag)
     return DT_OK;
 }
 
-dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *e, uint32_t n, const void *const *data)
+dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *e, uint32_t n, const void *const *data,
+                            const ckpt_beat *beat)
 {
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/ckpt-%010ld.dtc", dir, step) >= sizeof path)
@@ -213,7 +224,7 @@ dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *
     parts[0] = (ckpt_part){&h, sizeof h};
     parts[1] = (ckpt_part){e, (size_t)n * sizeof *e};
     for (uint32_t i = 0; i < n; i++) parts[i + 2] = (ckpt_part){data[i], (size_t)e[i].bytes};
-    dt_status s = ckpt_write_file_atomic(path, "checkpoint", "--checkpoint-dir", parts, (size_t)n + 2);
+    dt_status s = ckpt_write_file_beating(path, "checkpoint", "--checkpoint-dir", parts, (size_t)n + 2, beat);
     free(parts);
     if (s) return s;
     log_msg(LOG_LEVEL_INFO, "checkpoint %s written (step %ld, %u section%s, %.1f MiB)", path, step, n,

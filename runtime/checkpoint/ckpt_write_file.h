@@ -5,7 +5,7 @@
 #ifndef DT_RUNTIME_CHECKPOINT_CKPT_WRITE_FILE_H
 #define DT_RUNTIME_CHECKPOINT_CKPT_WRITE_FILE_H
 
-#include "dtrain.h"
+#include "runtime/checkpoint/ckpt_format.h"
 
 #include <stddef.h>
 
@@ -22,6 +22,9 @@ typedef struct ckpt_part {
  * ("--checkpoint-dir"). DT_ERR_IO names the file, the cause and the fix (the temporary file is
  * then removed); DT_ERR_INVALID_ARG: a path too long for the temporary name. */
 dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n);
+/* The same, saying beat (NULL: nothing) while it writes. */
+dt_status ckpt_write_file_beating(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n,
+                                  const ckpt_beat *beat);
 
 /* Before a run that writes path at its end (through ckpt_write_file_atomic or path.tmp): path must
  * be a file name, not a directory, in a directory where this process can make the temporary file,

@@ -10,6 +10,7 @@
  * rank through ckpt_agree, so all go on or all report the same failure.
  */
 #include "runtime/checkpoint/ckpt_format.h"
+#include "runtime/checkpoint/ckpt_write_file.h"
 #include "collectives/ctx_comm.h"
 #include "kernels/backend.h"
 #include "base/status.h"
@@ -365,7 +366,9 @@ dt_status dt_ckpt_commit(dt_ckpt_writer *w)
                 e[i].ranks = w->s[i].per_rank ? (uint32_t)w->world : 0;
                 data[i] = w->s[i].data;
             }
-            s = ckpt_write_atomic(w->dir, w->step, w->world, e, w->n, data);
+            /* The other ranks wait for this write's verdict: they hear that rank 0 is alive. */
+            const ckpt_beat beat = {ctx_busy_beat, w->ctx};
+            s = ckpt_write_atomic(w->dir, w->step, w->world, e, w->n, data, &beat);
         }
         free(e);
         free(data);

@@ -342,6 +342,14 @@ int dt_local_rank(const dt_ctx *c) { return c ? c->pl.local_rank : -1; }
 
 struct roll_board *ctx_board(const dt_ctx *c) { return c ? c->board : NULL; }
 
+void ctx_busy_beat(void *arg)
+{
+    const dt_ctx *c = arg;
+    if (!c || !c->board) return;
+    const double quarter = c->cfg.timeout_s / 4;
+    roll_board_busy(c->board, quarter < 1.0 ? quarter : 1.0);
+}
+
 const char *ctx_rank_node(const dt_ctx *c, int rank)
 {
     if (!c || !c->rank_node || rank < 0 || rank >= c->pl.world_size) return NULL;

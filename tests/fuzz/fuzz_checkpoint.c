@@ -85,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (mode & 16)
         s = dt_checkpoint_load_latest(NULL, dir, model, o, sc, want_data, &step);
     else
-        s = ckpt_read_file_data(path, name_step, model, o, sc, want_data, &step, &world);
+        s = ckpt_read_file_data(path, name_step, model, o, sc, want_data, &step, &world, NULL);
     if (s == DT_OK && want_data && cd.present) {
         FUZZ_CHECK(cd.epoch >= 0 && cd.offset >= 0, "accepted data position %ld, %ld", cd.epoch, cd.offset);
         for (int i = 0; i < 6; i++)

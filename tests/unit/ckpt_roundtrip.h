@@ -273,7 +273,7 @@ static int rt_model(ckpt_rt *rt, const char *base)
     RT_CHECK(rt_state_make(&sh, seed + 1, &s1) == DT_OK, "cannot make the model again: %s", dt_last_error());
     long got_step = -1;
     int world = 0;
-    st = ckpt_read_file_data(path, step, s1.m, s1.o, s1.sc, sh.has_data ? &s1.data : NULL, &got_step, &world);
+    st = ckpt_read_file_data(path, step, s1.m, s1.o, s1.sc, sh.has_data ? &s1.data : NULL, &got_step, &world, NULL);
     RT_CHECK(st == DT_OK, "the file reader refuses what the writer wrote: %s", dt_last_error());
     RT_CHECK(got_step == step && world == 1, "the file reader gives step %ld world %d, saved %ld", got_step, world,
              step);
