@@ -3,7 +3,8 @@
 # prefix (cmake --install BUILD --prefix T), check what landed there, then build
 # examples/custom_loop.c against T both ways a user would, and run each under mpirun -np 2:
 #   - CMake: find_package(dtrain) with dtrain::dtrain (libdtrain.so) and dtrain::dtrain_static;
-#   - pkg-config: cc prog.c $(pkg-config --cflags --libs dtrain), and a static link with --static.
+#   - pkg-config: cc prog.c $(pkg-config --cflags --libs dtrain), and a static link with --static;
+# and checks that a C++-only CMake project links both targets (tests/package/consumer_cxx).
 # custom_loop exits 0 only when it learned and the ranks' parameters agree.
 # Usage: test_package.sh BUILD_DIR SOURCE_DIR MPIEXEC CMAKE_COMMAND C_COMPILER
 set -uo pipefail
@@ -86,6 +87,25 @@ if "$cmake" -S "$src/tests/package/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_P
     run2 cmake_static "$tmp/consumer/custom_loop_static"
 else
     bad "the find_package(dtrain) project did not configure or build:"; tail -40 "$tmp/consumer.log"
+fi
+
+# A C++ project that enables no C links dtrain::dtrain and dtrain::dtrain_static, and its own
+# find_package(PNG) results survive find_package(dtrain) (consumer_cxx checks both).
+if ! command -v c++ >/dev/null && ! command -v g++ >/dev/null && ! command -v clang++ >/dev/null; then
+    echo "note: no C++ compiler (c++, g++, clang++): the C++-only project is left out"
+elif "$cmake" -S "$src/tests/package/consumer_cxx" -B "$tmp/consumer_cxx" -DCMAKE_PREFIX_PATH="$T" \
+       -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF >"$tmp/consumer_cxx.log" 2>&1 &&
+   "$cmake" --build "$tmp/consumer_cxx" -j 2 >>"$tmp/consumer_cxx.log" 2>&1; then
+    grep '^-- ok:' "$tmp/consumer_cxx.log" | sed 's/^-- //'
+    for p in cxx_shared cxx_static; do
+        if "$tmp/consumer_cxx/$p" >"$tmp/$p.out" 2>&1 && grep -q '^dtrain [0-9]' "$tmp/$p.out"; then
+            ok "$p (C++ only): $(head -1 "$tmp/$p.out")"
+        else
+            bad "$p (C++ only) did not run:"; cat "$tmp/$p.out"
+        fi
+    done
+else
+    bad "the C++-only find_package(dtrain) project did not configure or build:"; tail -40 "$tmp/consumer_cxx.log"
 fi
 
 # ---------------------------------------------------------------- pkg-config
