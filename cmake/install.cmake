@@ -19,8 +19,21 @@ set(DTRAIN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/dtrain)
 
 # The installed library and command find what they link outside the system directories (the CUDA
 # toolkit in /usr/local/cuda, NCCL) without LD_LIBRARY_PATH. The command links libdtrain.a, so it
-# needs no path to libdtrain.so.
-set_target_properties(dtrain dtrain_cmd PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+# needs no path to libdtrain.so. INSTALL_RPATH_USE_LINK_PATH adds the directories of the libraries
+# linked by path, but not the implicit link directories of an enabled language: the CUDA toolkit's
+# library directory is one of CUDA's (nvcc links from it anyway), so the toolkit, and NCCL where it
+# sits beside it, would be found only through /etc/ld.so.conf. Their directories are named here.
+# tests/package/test_package.sh checks with ld.so --inhibit-cache that both load without the cache.
+set(_dtrain_rpath)
+if(DTRAIN_HAVE_CUDA)
+  list(APPEND _dtrain_rpath ${CUDAToolkit_LIBRARY_DIR})
+endif()
+if(DTRAIN_HAVE_NCCL)
+  get_filename_component(_dtrain_nccl_dir "${NCCL_LIBRARY}" DIRECTORY)
+  list(APPEND _dtrain_rpath ${_dtrain_nccl_dir})
+endif()
+list(REMOVE_DUPLICATES _dtrain_rpath)
+set_target_properties(dtrain dtrain_cmd PROPERTIES INSTALL_RPATH "${_dtrain_rpath}" INSTALL_RPATH_USE_LINK_PATH ON)
 
 # The exported targets carry only the public include directory; the internal library of the command
 # and the tests (dtrain_internal) is not installed.

@@ -4,7 +4,8 @@
 # examples/custom_loop.c against T both ways a user would, and run each under mpirun -np 2:
 #   - CMake: find_package(dtrain) with dtrain::dtrain (libdtrain.so) and dtrain::dtrain_static;
 #   - pkg-config: cc prog.c $(pkg-config --cflags --libs dtrain), and a static link with --static;
-# and checks that a C++-only CMake project links both targets (tests/package/consumer_cxx).
+# and checks that the library and the command load without the ld.so cache, and that a C++-only
+# CMake project links both targets (tests/package/consumer_cxx).
 # custom_loop exits 0 only when it learned and the ranks' parameters agree.
 # Usage: test_package.sh BUILD_DIR SOURCE_DIR MPIEXEC CMAKE_COMMAND C_COMPILER
 set -uo pipefail
@@ -50,6 +51,24 @@ if [[ "$soname" =~ ^libdtrain\.so\.[0-9]+$ ]] && [ -L "$libdir/$soname" ] && [ -
     ok "$(basename "$real"): soname $soname, with the links $soname and libdtrain.so"
 else
     bad "shared library '${real:-none}': soname '$soname' or its links are missing"
+fi
+# The library and the command load from the prefix alone: with the loader's cache ignored
+# (--inhibit-cache), every library they need is in a default directory or in their RUNPATH, the CUDA
+# toolkit and NCCL included, and none is found only through /etc/ld.so.conf.
+interp=$(readelf -l "$T/bin/dtrain" 2>/dev/null | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
+grep -q 'set(dtrain_HAVE_CUDA ON)' "$libdir/cmake/dtrain/dtrainConfig.cmake" && cuda=1 || cuda=0
+if [ -x "$interp" ]; then
+    for f in "$real" "$T/bin/dtrain"; do
+        if out=$("$interp" --inhibit-cache --list "$f" 2>&1) && ! grep -q 'not found' <<<"$out" &&
+           { [ $cuda = 0 ] || grep -q 'libcudart.*=> /' <<<"$out"; }; then
+            ok "$(basename "$f") loads without the ld.so cache$([ $cuda = 1 ] && echo ", $(grep -o 'libcudart[^ ]* => [^ ]*' <<<"$out")")"
+        else
+            bad "$f does not load without the ld.so cache ($interp --inhibit-cache --list):"
+            grep -E 'not found|error' <<<"$out"
+        fi
+    done
+else
+    echo "note: no program interpreter found in $T/bin/dtrain: the load check is left out"
 fi
 # Nothing installed names the source or build tree: no text file (an internal include directory in
 # the CMake or pkg-config files would), no run-time path of the library or the command.
