@@ -96,6 +96,14 @@ list(JOIN _pc_libs " " DTRAIN_PC_LIBS_PRIVATE)
 # The prefix is known only when `cmake --install --prefix P` runs: the install script below writes the
 # files that name it (the .pc, the sbatch templates' default path to the command).
 set(DTRAIN_PC_PREFIX "@DTRAIN_INSTALL_PREFIX@")
+# libdir and includedir under ${prefix}, unless configured as absolute paths (then as they are).
+foreach(_dir LIBDIR INCLUDEDIR)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${_dir}}")
+    set(DTRAIN_PC_${_dir} "${CMAKE_INSTALL_${_dir}}")
+  else()
+    set(DTRAIN_PC_${_dir} "\${prefix}/${CMAKE_INSTALL_${_dir}}")
+  endif()
+endforeach()
 configure_file(cmake/dtrain.pc.in ${CMAKE_CURRENT_BINARY_DIR}/dtrain.pc.in @ONLY)
 set(DTRAIN_SBATCH ${DTRAIN_SBATCH_TEMPLATES}) # cmake/sources.cmake
 list(TRANSFORM DTRAIN_SBATCH PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)

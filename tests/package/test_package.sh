@@ -4,8 +4,9 @@
 # examples/custom_loop.c against T both ways a user would, and run each under mpirun -np 2:
 #   - CMake: find_package(dtrain) with dtrain::dtrain (libdtrain.so) and dtrain::dtrain_static;
 #   - pkg-config: cc prog.c $(pkg-config --cflags --libs dtrain), and a static link with --static;
-# and checks that the library and the command load without the ld.so cache, and that a C++-only
-# CMake project links both targets (tests/package/consumer_cxx).
+# and checks that the library and the command load without the ld.so cache, that a C++-only CMake
+# project links both targets (tests/package/consumer_cxx), and that absolute install directories are
+# written as they are.
 # custom_loop exits 0 only when it learned and the ranks' parameters agree.
 # Usage: test_package.sh BUILD_DIR SOURCE_DIR MPIEXEC CMAKE_COMMAND C_COMPILER
 set -uo pipefail
@@ -156,6 +157,30 @@ if libs=$(pkg-config --static --libs dtrain 2>"$tmp/pc.err"); then
     fi
 else
     bad "pkg-config --static --libs dtrain:"; cat "$tmp/pc.err"
+fi
+
+# ---------------------------------------------------------------- absolute install directories
+# Configured with -DCMAKE_INSTALL_LIBDIR and BINDIR as absolute paths, the files written at install
+# time name those directories as they are: dtrain.pc's libdir, the sbatch templates' command. A
+# configure of its own (CPU only, nothing built) and the install script that writes those files.
+abs=$tmp/abs
+if "$cmake" -S "$src" -B "$tmp/absbuild" -DDTRAIN_CUDA=OFF -DCMAKE_C_COMPILER="$cc" \
+       -DCMAKE_INSTALL_LIBDIR="$abs/lib64" -DCMAKE_INSTALL_BINDIR="$abs/bin" >"$tmp/abs.log" 2>&1 &&
+   "$cmake" -DCMAKE_INSTALL_PREFIX="$tmp/absprefix" -P "$tmp/absbuild/install_prefixed.cmake" >>"$tmp/abs.log" 2>&1; then
+    pcdir=$(PKG_CONFIG_PATH=$abs/lib64/pkgconfig pkg-config --variable=libdir dtrain 2>&1)
+    incdir=$(PKG_CONFIG_PATH=$abs/lib64/pkgconfig pkg-config --variable=includedir dtrain 2>&1)
+    if [ "$pcdir" = "$abs/lib64" ] && [ "$incdir" = "$tmp/absprefix/include" ]; then
+        ok "absolute CMAKE_INSTALL_LIBDIR: dtrain.pc in $abs/lib64/pkgconfig, libdir $pcdir, includedir $incdir"
+    else
+        bad "absolute CMAKE_INSTALL_LIBDIR: dtrain.pc libdir '$pcdir' (expected $abs/lib64), includedir '$incdir'"
+    fi
+    if grep -qF "\${DTRAIN:-$abs/bin/dtrain}" "$tmp/absprefix/share/dtrain/slurm/env.sbatch" 2>/dev/null; then
+        ok "absolute CMAKE_INSTALL_BINDIR: the sbatch templates run $abs/bin/dtrain"
+    else
+        bad "absolute CMAKE_INSTALL_BINDIR: $tmp/absprefix/share/dtrain/slurm/env.sbatch does not run $abs/bin/dtrain"
+    fi
+else
+    bad "configuring with absolute install directories or running its install script:"; tail -20 "$tmp/abs.log"
 fi
 
 [ "$fails" -eq 0 ] && { echo "PASS: installed into $T, built and ran against it with CMake and pkg-config"; exit 0; }
