@@ -7,12 +7,34 @@ CMAKE_FLAGS ?=
 NP      ?= 2
 PREFIX  ?= /usr/local
 
-# Debian packages the build and the tests need (the CUDA toolkit is optional, found at /usr/local/cuda).
-# clang, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and llvm (llvm-symbolizer, for
-# readable stack traces) build and run the fuzz harnesses of tests/fuzz/. doxygen: make docs. gnuplot-nox: dtrain plot.
+# Debian packages the build needs (the CUDA toolkit is optional, found at /usr/local/cuda): all that
+# `make install`, `make demo` and a plain `make` install when missing.
 DEB_PKGS := cmake make gcc pkg-config openmpi-bin libopenmpi-dev libpmix-dev libhwloc-dev \
-            libopenblas-dev libcmocka-dev zlib1g-dev libturbojpeg0-dev libpng-dev slurmctld slurmd slurm-client munge iproute2 util-linux procps \
-            clang libclang-rt-14-dev llvm doxygen gnuplot-nox
+            libopenblas-dev zlib1g-dev libturbojpeg0-dev libpng-dev
+# What the tests need besides (`make deps`, run by `make test` and the other test targets): cmocka
+# (unit tests), SLURM with munge, iproute2, util-linux and procps (the local test cluster and its
+# faults); clang, libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) and llvm (llvm-symbolizer,
+# for readable stack traces) build and run the fuzz harnesses of tests/fuzz/. doxygen: make docs.
+# gnuplot-nox: dtrain plot. g++: the C++ project of tests/package built against the installed package.
+DEB_TEST_PKGS := g++ libcmocka-dev slurmctld slurmd slurm-client munge iproute2 util-linux procps \
+                 clang libclang-rt-14-dev llvm doxygen gnuplot-nox
+
+# $(call apt_missing,PACKAGES): installs those of PACKAGES that are not installed (as root), and
+# reconfigures an existing build directory after, so that what it found missing (cmocka: the unit
+# tests; doxygen) is found now.
+define apt_missing
+@missing=""; for p in $(1); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing missing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" -ne 0 ]; then \
+	    echo "error: not root; run: sudo apt-get install -y$$missing" >&2; exit 1; \
+	  fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing || exit 1; \
+	  if [ -f $(BUILD)/CMakeCache.txt ]; then cmake -S . -B $(BUILD) > /dev/null || exit 1; fi; \
+	fi
+endef
 
 # Open MPI refuses to run as root without these; tests and the demo run as whoever calls make.
 export OMPI_ALLOW_RUN_AS_ROOT := 1
@@ -22,26 +44,21 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMPI_MCA_mpi_yield_when_idle := 1
 export OMPI_MCA_rmaps_base_oversubscribe := 1
 
-.PHONY: all deps configure build demo test test-tsan test-asan soak install docs fuzz format clean
+.PHONY: all deps build-deps configure build demo test test-tsan test-asan soak install docs fuzz format clean
 
 all: build
 
+# Everything: the build's packages and the tests'.
 deps:
-	@missing=""; for p in $(DEB_PKGS); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing missing Debian packages:$$missing"; \
-	  if [ "$$(id -u)" -ne 0 ]; then \
-	    echo "error: not root; run: sudo apt-get install -y$$missing" >&2; exit 1; \
-	  fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing || exit 1; \
-	fi
+	$(call apt_missing,$(DEB_PKGS) $(DEB_TEST_PKGS))
+
+build-deps:
+	$(call apt_missing,$(DEB_PKGS))
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
 
-configure: deps $(BUILD)/CMakeCache.txt
+configure: build-deps $(BUILD)/CMakeCache.txt
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -51,7 +68,7 @@ demo: build
 	mpirun -np $(NP) $(BUILD)/dtrain env
 	mpirun -np $(NP) $(BUILD)/dtrain train --model mlp --batch 64 --steps 150 --lr 0.05 --log-every 15
 
-test: build
+test: deps build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # Headers, libdtrain.so/.a, the command, the sbatch templates, the CMake package and dtrain.pc under
@@ -61,7 +78,7 @@ install: build
 
 # The API reference from the public headers' comments: $(BUILD)/docs/html/index.html. Fails on any
 # Doxygen warning (an undocumented function, field or value).
-docs: configure
+docs: deps configure
 	cmake --build $(BUILD) --target docs
 
 # libFuzzer harnesses (tests/fuzz/): built with clang + ASan + UBSan in their own build directory,
@@ -79,7 +96,7 @@ fuzz: deps
 SOAK_SECONDS ?= 600
 SOAK_SEED    ?= 1
 SOAK_ROUNDS  ?=
-soak: build
+soak: deps build
 	SOAK_ROUNDS=$(SOAK_ROUNDS) bash tests/slurm/soak.sh $(SOAK_SEED) $(SOAK_SECONDS) $(BUILD)/dtrain
 
 # ThreadSanitizer over the communication engine, the reducer and a 2-rank train, in a CPU build of
