@@ -9,7 +9,10 @@
 #   P/lib/cmake/dtrain/                         find_package(dtrain): dtrain::dtrain, dtrain::dtrain_static
 #   P/lib/pkgconfig/dtrain.pc                   pkg-config --cflags --libs dtrain
 #
-# (lib is CMAKE_INSTALL_LIBDIR: lib/x86_64-linux-gnu for a /usr prefix on Debian.)
+# (lib is CMAKE_INSTALL_LIBDIR, which GNUInstallDirs sets when CMake configures, from the prefix
+# then: lib for the default /usr/local or any other, lib/x86_64-linux-gnu on Debian only for a build
+# configured with -DCMAKE_INSTALL_PREFIX=/usr. A later --prefix does not change it. A directory given
+# as an absolute path, -DCMAKE_INSTALL_LIBDIR=/opt/x/lib64, is used as it is, outside P.)
 # tests/package/test_package.sh installs into a temporary prefix and builds a program against it both
 # ways. Included from the top CMakeLists.txt once the targets exist.
 include(GNUInstallDirs)
