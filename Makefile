@@ -68,7 +68,9 @@ demo: build
 	mpirun -np $(NP) $(BUILD)/dtrain env
 	mpirun -np $(NP) $(BUILD)/dtrain train --model mlp --batch 64 --steps 150 --lr 0.05 --log-every 15
 
-test: deps build
+# deps first, then the build (a make -j would otherwise configure before cmocka is installed).
+test: deps
+	$(MAKE) build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # Headers, libdtrain.so/.a, the command, the sbatch templates, the CMake package and dtrain.pc under
@@ -96,7 +98,8 @@ fuzz: deps
 SOAK_SECONDS ?= 600
 SOAK_SEED    ?= 1
 SOAK_ROUNDS  ?=
-soak: deps build
+soak: deps
+	$(MAKE) build
 	SOAK_ROUNDS=$(SOAK_ROUNDS) bash tests/slurm/soak.sh $(SOAK_SEED) $(SOAK_SECONDS) $(BUILD)/dtrain
 
 # ThreadSanitizer over the communication engine, the reducer and a 2-rank train, in a CPU build of
