@@ -157,19 +157,40 @@ int lr_schedule_check(const lr_schedule *s, double base_lr, double min_lr, long 
     return 0;
 }
 
+void lr_schedule_place(lr_schedule *s, long from, double at, long total)
+{
+    s->place_from = from;
+    s->place_at = at;
+    s->place_total = total;
+}
+
+long lr_schedule_total(const lr_schedule *s, long total_steps)
+{
+    return s->place_total > 0 ? s->place_total : total_steps;
+}
+
 double lr_at(const lr_schedule *s, double base_lr, double min_lr, long step, long total_steps, long warmup)
 {
     if (step < 0) step = 0;
     if (step >= total_steps) step = total_steps - 1;
-    const double warm = warmup > 0 && step < warmup ? (double)(step + 1) / (double)warmup : 1.0;
+    /* x: the schedule's step, of n. Unplaced, the run's step exactly (a double holds it exactly, so
+     * the rates are the bits they were with integer steps). */
+    double x = (double)step, n = (double)total_steps;
+    if (s->place_total > 0 && total_steps > s->place_from) {
+        n = (double)s->place_total;
+        x = s->place_at + (double)(step - s->place_from) * (n - s->place_at) / (double)(total_steps - s->place_from);
+        if (x < 0) x = 0;
+    }
+    /* A placed step may fall inside warmup's last step: the factor stops at 1 there. */
+    const double warm = warmup > 0 && x < (double)warmup ? fmin((x + 1.0) / (double)warmup, 1.0) : 1.0;
     if (s->kind == LR_STEP) {
         int k = 0;
         while (k < s->n && s->milestone[k] <= step) k++;
         const double lr = base_lr * pow(s->gamma, k);
         return (lr > min_lr ? lr : min_lr) * warm;
     }
-    if (step < warmup) return base_lr * warm;
-    const double t = (double)(step - warmup), T = (double)(total_steps - warmup);
+    if (x < (double)warmup) return base_lr * warm;
+    const double t = x - (double)warmup, T = n - (double)warmup;
     switch (s->kind) {
         case LR_COSINE: return min_lr + (base_lr - min_lr) * (1.0 + cos(LR_PI * t / T)) / 2.0;
         case LR_LINEAR: return base_lr + (min_lr - base_lr) * t / T;

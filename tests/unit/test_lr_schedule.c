@@ -1,7 +1,8 @@
 /*
  * test_lr_schedule.c - launch/lr_schedule.c: the rate at given steps against the formulas of
  * lr_schedule.h (constant, cosine, linear, step with milestones in steps and epochs, warmup, the
- * floor), and every parse and check error with the part it names.
+ * floor), a schedule placed at a resumed run's data position, and every parse and check error with
+ * the part it names.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -124,6 +125,68 @@ static void test_step(void **st)
     near(lr_at(&s, 0.3, 0, 9, 10, 0), 0.3);
 }
 
+/* Unplaced, the rate is the formula at the integer step, bit for bit (what runs pinned before the
+ * placement existed). */
+static void test_unplaced_bits(void **st)
+{
+    (void)st;
+    lr_schedule c = parse_ok("cosine", 0), l = parse_ok("linear", 0);
+    const double base = 0.1, mn = 0.001;
+    const long T = 80, W = 7;
+    assert_int_equal(lr_schedule_total(&c, T), T);
+    for (long k = 0; k < T; k++) {
+        const double warm = k < W ? (double)(k + 1) / (double)W : 1.0;
+        const double t = (double)(k - W), n = (double)(T - W);
+        const double cw = k < W ? base * warm : mn + (base - mn) * (1.0 + cos(PI * t / n)) / 2.0;
+        const double lw = k < W ? base * warm : base + (mn - base) * t / n;
+        assert_true(lr_at(&c, base, mn, k, T, W) == cw);
+        assert_true(lr_at(&l, base, mn, k, T, W) == lw);
+        assert_true(lr_at(&c, base, mn, k, T, 0) == mn + (base - mn) * (1.0 + cos(PI * (double)k / (double)T)) / 2.0);
+    }
+}
+
+/* An --epochs run of 2 epochs at 40 steps an epoch (80 steps), checkpointed at step 40 and resumed
+ * at half the global batch: the position is step 80 of 160 of the new batch, the run ends at its
+ * step 120. The rate continues the first run's at equal data positions, to the end of epoch 2. */
+static void test_placed(void **st)
+{
+    (void)st;
+    const double base = 0.1, mn = 0.0;
+    lr_schedule ref = parse_ok("cosine", 0), s = ref;
+    lr_schedule_place(&s, 40, 80.0, 160);
+    assert_int_equal(lr_schedule_total(&s, 120), 160);
+    /* Before the fix the resumed step 40 took the rate of 40/120 of the cosine: 0.075, not 0.05. */
+    near(lr_at(&s, base, mn, 40, 120, 0), 0.05);
+    for (long k = 0; k < 40; k++) {
+        /* step 40 + 2k here starts where step 40 + k of the first run did */
+        near(lr_at(&s, base, mn, 40 + 2 * k, 120, 0), lr_at(&ref, base, mn, 40 + k, 80, 0));
+        /* and every step is the one a run at the new batch from step 0 takes there */
+        near(lr_at(&s, base, mn, 40 + 2 * k + 1, 120, 0), lr_at(&ref, base, mn, 80 + 2 * k + 1, 160, 0));
+    }
+    /* the last step is the new batch's last, just above the floor (reached after it) */
+    near(lr_at(&s, base, mn, 119, 120, 0), lr_at(&ref, base, mn, 159, 160, 0));
+    assert_true(lr_at(&s, base, mn, 119, 120, 0) < lr_at(&ref, base, mn, 79, 80, 0));
+    /* Warmup counts the schedule's steps: resumed in warmup at step 4 (step 8 of 160 at the half
+     * batch, 152 steps to go), 20 warmup steps there ramp as a run at that batch from step 0 does
+     * (each step's factor is where its data ends, so at equal positions a step of the first run's
+     * 10 ends half a step of its own later), and after it the linear decay continues the first
+     * run's at equal data positions. */
+    lr_schedule lin = parse_ok("linear", 0), lp = lin;
+    lr_schedule_place(&lp, 4, 8.0, 160);
+    for (long k = 0; k < 152; k++) near(lr_at(&lp, base, mn, 4 + k, 156, 20), lr_at(&lin, base, mn, 8 + k, 160, 20));
+    for (long k = 6; k < 76; k++) near(lr_at(&lp, base, mn, 4 + 2 * k, 156, 20), lr_at(&lin, base, mn, 4 + k, 80, 10));
+    /* A position inside a step (a resume mid-epoch at a batch that does not divide it): the steps
+     * are spread over what is left, the warmup factor stops at 1, the last step stays above 0. */
+    lr_schedule_place(&lp, 3, 9.5, 100);
+    near(lr_at(&lp, base, mn, 3, 50, 10), base);
+    double prev = 1e9;
+    for (long k = 3; k < 50; k++) {
+        const double lr = lr_at(&lp, base, 0.0, k, 50, 10);
+        assert_true(lr <= prev && lr > 0);
+        prev = lr;
+    }
+}
+
 static void expect_parse_error(const char *spec, long spe, const char *must)
 {
     lr_schedule s;
@@ -204,8 +267,9 @@ static void test_check(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_constant), cmocka_unit_test(test_cosine),       cmocka_unit_test(test_linear),
-        cmocka_unit_test(test_step),     cmocka_unit_test(test_parse_errors), cmocka_unit_test(test_check),
+        cmocka_unit_test(test_constant),      cmocka_unit_test(test_cosine),       cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_step),          cmocka_unit_test(test_parse_errors), cmocka_unit_test(test_check),
+        cmocka_unit_test(test_unplaced_bits), cmocka_unit_test(test_placed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
