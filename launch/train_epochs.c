@@ -4,7 +4,8 @@
  * runs), then placed exactly from the data position (train_epochs_place): the run ends where epoch
  * N starts, and a milestone Me where epoch M starts. After a resume at another rank count, batch
  * or --accum-steps the checkpoint's step counts the saving run's steps, so only the position says
- * how many steps are left.
+ * how many steps are left, and how far the cosine or linear schedule (and the warmup) has gone:
+ * the schedule is placed at the position, in steps of this run's global batch.
  */
 #include "launch/train_run.h"
 #include "launch/cli.h"
@@ -54,6 +55,28 @@ static long epoch_at(const train_run *r, long s)
     return e;
 }
 
+/* Places the schedule of an --epochs run resumed at step `from`: the data position in steps of
+ * this run's global batch, the steps a run of it from step 0 would take to epoch N, so
+ * progress is the share of the data taken, where the checkpointed run left it. 1 when the
+ * placement is not the run's own steps (a resume at another global batch). */
+static int place_schedule(train_run *r, long from)
+{
+    const train_opts *t = &r->t;
+    long e = 0, off = 0;
+    if (dt_dataset_position(r->data.train, from * t->accum_steps, r->world, t->batch, &e, &off)) {
+        status_clear_error();
+        return 0;
+    }
+    /* Data steps (batches of world x batch) per epoch; an optimizer step takes accum of them, and
+     * from step 0 step s starts at data step s x accum, so the position is that many steps. */
+    const long per = dt_dataset_steps_per_epoch(r->data.train, r->world, t->batch);
+    const double at = ((double)e * (double)per + (double)off / ((double)r->world * t->batch)) / t->accum_steps;
+    const long total = (t->epochs * per + t->accum_steps - 1) / t->accum_steps;
+    if (at == (double)from && total == t->steps) return 0; /* the same steps: the rates stay the same bits */
+    lr_schedule_place(&r->sched, from, at, total);
+    return 1;
+}
+
 /* The first optimizer step from `from` on whose batches begin in epoch `epoch` or later. */
 static long start_of_epoch(const train_run *r, long from, long epoch)
 {
@@ -75,11 +98,12 @@ int train_epochs_place(train_run *r)
     train_opts *t = &r->t;
     const long from = r->first_step, now = epoch_at(r, from);
     if (now < 0) return EXIT_OK; /* no position to go by: the steps stay as counted */
-    int moved = 0;
+    int moved = 0, placed = 0;
     if (t->epochs) {
         const long end = now >= t->epochs ? from : start_of_epoch(r, from, t->epochs);
         moved = end != t->steps;
         t->steps = end;
+        placed = from && end > from && place_schedule(r, from);
     }
     /* Milestones in epochs: where the epoch starts from here on; one already begun counts as
      * passed (any step up to `from`, kept increasing). */
@@ -91,7 +115,7 @@ int train_epochs_place(train_run *r)
         moved |= at != sc->milestone[k];
         sc->milestone[k] = at;
     }
-    if (!moved) return EXIT_OK;
+    if (!moved && !placed) return EXIT_OK;
     /* Epoch milestones moved past ones given in steps (a resume at fewer ranks stretches the
      * epochs): lr_at counts milestones in order, so they must still increase. */
     for (int k = 1; sc->kind == LR_STEP && k < sc->n; k++)
@@ -101,13 +125,21 @@ int train_epochs_place(train_run *r)
                       sc->milestone[k], sc->milestone[k - 1]);
             return EXIT_USAGE;
         }
+    /* --warmup-steps counts the schedule's steps: against its total, not the run's mixed count. */
     char why[512];
-    if (lr_schedule_check(sc, t->optim.lr, t->min_lr, t->warmup_steps, t->steps, why, sizeof why)) {
+    if (lr_schedule_check(sc, t->optim.lr, t->min_lr, t->warmup_steps, lr_schedule_total(sc, t->steps), why,
+                          sizeof why)) {
         cli_error("--lr-schedule after resuming at step %ld: %s", from, why);
         return EXIT_USAGE;
     }
-    if (r->rank == 0 && !t->quiet && from && t->epochs)
+    if (r->rank == 0 && !t->quiet && from && t->epochs) {
         printf("epochs: --epochs %ld ends at step %ld here (%ld steps from the checkpoint's position in epoch %ld)\n",
                t->epochs, t->steps, t->steps - from, now);
+        /* Said where it changes a rate: a constant schedule with no warmup has none to move. */
+        if (placed && (sc->kind == LR_COSINE || sc->kind == LR_LINEAR || t->warmup_steps))
+            printf("lr schedule: the checkpoint's data position is its step %.6g of %ld at this global batch of %d "
+                   "(its rate goes on from there)\n",
+                   sc->place_at, sc->place_total, r->world * t->batch * t->accum_steps);
+    }
     return EXIT_OK;
 }

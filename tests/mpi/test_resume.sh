@@ -121,6 +121,28 @@ expect 0 "removed 1 unfinished checkpoint file" "$DTRAIN" train --model mlp --st
 expect 0 "epochs: --epochs 2 ends at step 20 here" "$DTRAIN" train --model mlp --dataset-size 103 --batch 8 \
     --epochs 2 --checkpoint-dir "$tmp/cke" --resume auto --log-every 100
 grep -q "step     20/20  epoch 2.00" "$tmp/out" && ok "it stopped at epoch 2.00" || { bad "not at epoch 2.00"; cat "$tmp/out"; }
+# The cosine schedule of an --epochs run resumed at half the batch goes on from the checkpoint's data
+# position: checkpointed at step 40 of 80 (batch 16, the start of epoch 1), the run at batch 8 ends
+# at its step 120 (epoch 2), each step at the first run's rate where their steps start at the same
+# position and at the rate of a batch-8 run from step 0 everywhere, down to that run's last rate
+# at epoch 2. (It used to read 40 of 120 steps done, not half the data: 1.5 times the rate.)
+cos="--model fc:8,relu,fc:10 --input 16 --dataset-size 640 --epochs 2 --lr 0.1 --lr-schedule cosine --log-every 1"
+"$DTRAIN" train $cos --batch 16 --checkpoint-dir "$tmp/ck-cos" --checkpoint-every 40 --metrics "$tmp/m-cos16.jsonl" \
+    >"$tmp/log" 2>&1 && "$DTRAIN" train $cos --batch 8 --metrics "$tmp/m-cos8.jsonl" >"$tmp/log" 2>&1 ||
+    { cat "$tmp/log"; bad "the cosine runs at batch 16 and 8 failed"; }
+mkdir -p "$tmp/ck-cosr" && cp "$tmp/ck-cos/ckpt-0000000040.dtc" "$tmp/ck-cosr/"
+expect 0 "lr schedule: the checkpoint's data position is its step 80 of 160 at this global batch of 8" "$DTRAIN" train \
+    $cos --batch 8 --checkpoint-dir "$tmp/ck-cosr" --resume auto --metrics "$tmp/m-cosr.jsonl"
+# lr_by_start FILE STEPS_PER_EPOCH: "EPOCH LR" a record a line, EPOCH where its step's data starts.
+lr_by_start() { sed -n 's/.*"epoch": \([0-9.]*\),.*"lr": \([0-9.e+-]*\).*/\1 \2/p' "$1" | awk -v n="$2" '{printf "%.4f %s\n", $1 - 1 / n, $2}'; }
+same=$(join <(lr_by_start "$tmp/m-cos16.jsonl" 40 | sort) <(lr_by_start "$tmp/m-cosr.jsonl" 80 | sort) |
+    awk '{d = $2 - $3; if (d < 0) d = -d; if (d <= 1e-6 * $2 + 1e-12) s++; else print "differ at epoch " $1 ": " $2 " " $3 > "/dev/stderr"} END {print s + 0}')
+first=$(lr_by_start "$tmp/m-cosr.jsonl" 80 | head -1) last=$(tail -1 "$tmp/m-cosr.jsonl")
+[ "$same" = 40 ] && [ "$first" = "1.0000 0.05" ] &&
+    [ "$(lr_by_start "$tmp/m-cosr.jsonl" 80)" = "$(lr_by_start "$tmp/m-cos8.jsonl" 80 | tail -80)" ] &&
+    [[ $last == *'"step": 120, "epoch": 2.0000,'* ]] && [[ $last == *"$(tail -1 "$tmp/m-cos8.jsonl" | grep -o '"lr": [^,]*')"* ]] &&
+    ok "cosine resumed at half the batch: lr 0.05 at epoch 1 as before, 40 of 40 shared positions at the first run's rate, the batch-8 curve to epoch 2" ||
+    { bad "cosine resumed at half the batch: first (epoch lr) '$first', $same of 40 positions agree; last: $last"; cat "$tmp/out"; }
 # A stop on a log step logs it first: its record stays (before, the resumed run started after it
 # and the record of step 20 was never written).
 ck="$tmp/ck-logstep"
