@@ -52,10 +52,16 @@ void train_report_start(const train_run *r)
     /* GPU buffers through MPI (--gpu-comm mpi, or a build without NCCL): one whole-buffer allreduce
      * through host memory after backward, under --zero 1 too (collectives/reducer_zero.c). */
     const int staged = dt_model_on_gpu(r->m) && strcmp(dt_backend_name(r->ctx), "mpi") == 0;
-    printf("dtrain train: model %s, %d rank%s x batch %d%s = %d per step, %ld step%s, %s lr %g momentum %g "
+    /* This line comes before --resume reads the checkpoint: an --epochs run's steps are then those
+     * from step 0, and the data position may move the end (the "epochs:" line says where). */
+    char epochs_txt[96] = "";
+    if (t->epochs && t->resume)
+        snprintf(epochs_txt, sizeof epochs_txt,
+                 " to epoch %ld from step 0 (a checkpoint's data position moves the end)", t->epochs);
+    printf("dtrain train: model %s, %d rank%s x batch %d%s = %d per step, %ld step%s%s, %s lr %g momentum %g "
            "weight decay %g, seed %ld\ngradients: %d bucket%s (cap %g MiB%s, first %g MiB), %s, %s on the wire\n%s",
            t->model, world, cli_s(world), t->batch, accum_txt, world * t->batch * t->accum_steps, t->steps,
-           cli_s(t->steps), t->optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw", (double)t->optim.lr,
+           cli_s(t->steps), epochs_txt, t->optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw", (double)t->optim.lr,
            (double)t->optim.momentum, (double)t->optim.weight_decay, t->seed, nbuckets, cli_s(nbuckets),
            t->sync.bucket_mb, t->bucket_auto && world > 1 ? " until --bucket-mb auto chooses" : "",
            t->sync.first_bucket_mb,

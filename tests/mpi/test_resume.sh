@@ -143,6 +143,12 @@ first=$(lr_by_start "$tmp/m-cosr.jsonl" 80 | head -1) last=$(tail -1 "$tmp/m-cos
     [[ $last == *'"step": 120, "epoch": 2.0000,'* ]] && [[ $last == *"$(tail -1 "$tmp/m-cos8.jsonl" | grep -o '"lr": [^,]*')"* ]] &&
     ok "cosine resumed at half the batch: lr 0.05 at epoch 1 as before, 40 of 40 shared positions at the first run's rate, the batch-8 curve to epoch 2" ||
     { bad "cosine resumed at half the batch: first (epoch lr) '$first', $same of 40 positions agree; last: $last"; cat "$tmp/out"; }
+# Its first line comes before the checkpoint is read: it says its steps are counted from step 0, and
+# the next lines where the run ends.
+grep -q "= 8 per step, 160 steps to epoch 2 from step 0 (a checkpoint's data position moves the end), sgd" "$tmp/out" &&
+    grep -q "epochs: --epochs 2 ends at step 120 here" "$tmp/out" &&
+    ok "the resumed run's first line counts 160 steps to epoch 2 from step 0, then it ends at step 120" ||
+    { bad "the resumed run's lines about its steps"; cat "$tmp/out"; }
 # A stop on a log step logs it first: its record stays (before, the resumed run started after it
 # and the record of step 20 was never written).
 ck="$tmp/ck-logstep"
