@@ -284,7 +284,7 @@ static int train_handle(int val, const char *arg, void *ud)
         case OPT_STRAGGLER: {
             float v;
             if (cli_float("--straggler-threshold (a rank this many times busier than the median is named; above 1)",
-                          arg, 1.001f, 1e6f, &v))
+                          arg, 1.001, 1e6, &v))
                 return EXIT_USAGE;
             t->straggler_threshold = v;
             return EXIT_OK;

@@ -41,7 +41,7 @@ DTRAIN_FAULT=slow:0:1 train 1 --steps 10 --metrics "$tmp/m.jsonl" || bad "1 rank
 ! grep -qE '^straggler:|WARN rank' "$tmp/log" && ! grep -q slowest_rank "$tmp/m.jsonl" &&
     ok "1 rank: no straggler line or fields" || { bad "1 rank"; cat "$tmp/log" "$tmp/m.jsonl"; }
 
-expect 2 "--straggler-threshold (a rank this many times busier than the median is named; above 1)" \
+expect 2 "--straggler-threshold (a rank this many times busier than the median is named; above 1) '1' is out of range (expected a number from 1.001 to 1000000)" \
     "$DTRAIN" train --steps 1 --straggler-threshold 1
 expect 2 "--straggler-threshold" "$DTRAIN" train --steps 1 --straggler-threshold x
 finish
