@@ -73,7 +73,7 @@ static const char train_data[] = "usage: dtrain train --data PATH [options]   (t
                                  "  --eval-data PATH       held-out data (default: the test split, if any)\n"
                                  "  --holdout F            else keep this fraction of the training set aside\n"
                                  "  --eval-every N (0)     held-out loss/accuracy every N steps; always at the end\n"
-                                 "  --shuffle epoch|none (epoch)  --drop-last (pad the last step by wrapping)\n"
+                                 "  --shuffle epoch|none (epoch)  --drop-last (drop the last partial step)\n"
                                  "  --augment crop:P,flip  random crop after P pixels of zero padding, h-flip\n"
                                  "  --bad-samples fail|skip (fail)   undecodable images: stop, or replace+count\n"
                                  "  --loader-threads N|auto (auto)   threads that read/decode/augment ahead\n"

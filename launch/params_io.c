@@ -67,7 +67,7 @@ static int read_params(const char *path, float *p, size_t n, char *why, size_t l
         snprintf(why, len,
                  "--init-params %s holds %lld bytes; this model has %zu parameters, %zu bytes of fp32: "
                  "write it from the same --model and --input (dtrain train --dump-params, or numpy's "
-                 "tofile of a float32 array in the layout of README.md, Parameter files)",
+                 "tofile of a float32 array in the layout of docs/training.md, Parameter files)",
                  path, (long long)sb.st_size, n, n * 4);
         close(fd);
         return -1;

@@ -59,6 +59,8 @@ done
 screen 0 "usage: dtrain train" "$DTRAIN" train -h
 screen 0 "usage: dtrain train --data PATH" "$DTRAIN" help train data
 screen 0 "usage: dtrain train --precision" "$DTRAIN" help train precision
+# --drop-last drops the last partial step; without it the step is padded by wrapping (docs/training.md).
+expect 0 "--drop-last (drop the last partial step)" "$DTRAIN" help train data
 # Every flag a command takes is on its screen, spelled out (--loss-scale-growth, not -growth).
 flags_of() { # the command's flags as its own unknown-option check sees them: try each word of the screen
     grep -oE -- '--[a-z0-9-]+[a-z0-9]' "$tmp/so" | sort -u
@@ -119,4 +121,8 @@ expect 2 "has leading or trailing whitespace" "$DTRAIN" train --steps "$(printf 
 expect 2 "--timeout '1e-45' is out of range (expected 0 (never) or a number from 1 to 10000000)" "$DTRAIN" env --timeout 1e-45
 expect 0 "" "$DTRAIN" env --timeout 0
 expect 0 "1 rank on 1 node," "$DTRAIN" env
+# A parameter file of the wrong size points to where its layout is documented.
+head -c 100 /dev/zero >"$tmp/short.bin"
+expect 2 "in the layout of docs/training.md, Parameter files" "$DTRAIN" train --model fc:16,relu,fc:10 --input 16 \
+    --batch 4 --steps 1 --init-params "$tmp/short.bin"
 finish
