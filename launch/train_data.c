@@ -36,19 +36,29 @@ int train_data_open(const train_opts *t, int threads, train_data *d)
 {
     memset(d, 0, sizeof *d);
     if (!t->data) {
-        if (t->eval_data || t->holdout > 0 || t->data_format) {
+        /* Each of these only changes how files are read or evaluated: without --data it would do nothing. */
+        if (t->eval_data || t->holdout > 0 || t->data_format || t->eval_every_set || t->cifar100_set) {
             cli_error("%s needs --data PATH (without it dtrain trains on its synthetic data)",
-                      t->eval_data     ? "--eval-data"
-                      : t->holdout > 0 ? "--holdout"
-                                       : "--data-format");
+                      t->eval_data        ? "--eval-data"
+                      : t->holdout > 0    ? "--holdout"
+                      : t->data_format    ? "--data-format"
+                      : t->eval_every_set ? "--eval-every"
+                                          : "--cifar100-labels");
             return EXIT_USAGE;
         }
         if (t->input) snprintf(d->input, sizeof d->input, "%s", t->input);
         return EXIT_OK; /* the synthetic set is made once the model gives its shape */
     }
+    if (t->eval_data && t->holdout > 0) {
+        /* Both name the held-out set: one would be dropped without a word. */
+        cli_error("--holdout %g keeps part of the training set aside and --eval-data %s names another held-out set: "
+                  "drop one of them",
+                  t->holdout, t->eval_data);
+        return EXIT_USAGE;
+    }
     dt_data_config c;
     data_config(t, threads, &c);
-    c.holdout = t->eval_data ? 0 : t->holdout;
+    c.holdout = t->holdout;
     dt_status s = dt_dataset_open(t->data, &c, &d->train);
     if (s) {
         cli_error("--data %s: %s", t->data, dt_last_error());

@@ -9,8 +9,11 @@
 #include "base/parse.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 enum {
     OPT_MODEL = 256,
@@ -154,9 +157,24 @@ static int cli_dbl(const char *flag, const char *arg, double lo, double hi, doub
     return rc;
 }
 
+/* The flag's name as the user wrote it ("--loss-scale-init"), from the table. */
+static const char *flag_name(int val)
+{
+    static char name[64];
+    for (const struct option *o = train_options; o->name; o++)
+        if (o->val == val) {
+            snprintf(name, sizeof name, "--%s", o->name);
+            return name;
+        }
+    return "?";
+}
+
 static int train_handle(int val, const char *arg, void *ud)
 {
     train_opts *t = ud;
+    /* The dynamic scaler's flags do nothing under --loss-scale none or a fixed scale: remember the
+     * first one given, to refuse the pair once every flag is read (any order). */
+    if (val >= OPT_LS_INIT && val <= OPT_LS_FRACTION && !t->scaler_flag) t->scaler_flag = flag_name(val);
     switch (val) {
         case OPT_DATA: t->data = arg; return EXIT_OK;
         case OPT_INIT_PARAMS: t->init_params = arg; return EXIT_OK;
@@ -206,7 +224,7 @@ static int train_handle(int val, const char *arg, void *ud)
             }
             t->data_format = arg;
             return EXIT_OK;
-        case OPT_CIFAR100_LABELS: return cli_cifar100_labels(arg, &t->cifar100_coarse);
+        case OPT_CIFAR100_LABELS: t->cifar100_set = 1; return cli_cifar100_labels(arg, &t->cifar100_coarse);
         case OPT_NORMALIZE: return cli_normalize(arg, &t->normalize);
         case OPT_EVAL_DATA: t->eval_data = arg; return EXIT_OK;
         case OPT_HOLDOUT: {
@@ -215,7 +233,7 @@ static int train_handle(int val, const char *arg, void *ud)
             t->holdout = v;
             return EXIT_OK;
         }
-        case OPT_EVAL_EVERY: return cli_long("--eval-every", arg, 0, 1L << 40, &t->eval_every);
+        case OPT_EVAL_EVERY: t->eval_every_set = 1; return cli_long("--eval-every", arg, 0, 1L << 40, &t->eval_every);
         case OPT_EPOCHS: return cli_long("--epochs", arg, 1, 1L << 30, &t->epochs);
         case OPT_DROP_LAST: t->drop_last = 1; return EXIT_OK;
         case OPT_SHUFFLE:
@@ -245,6 +263,7 @@ static int train_handle(int val, const char *arg, void *ud)
             return EXIT_OK;
         case OPT_PRECISION: return cli_float_dtype("--precision", arg, &t->precision);
         case OPT_LS:
+            t->loss_scale_arg = arg;
             if (!strcmp(arg, "dynamic"))
                 t->loss_scale = 1;
             else if (!strcmp(arg, "none"))
@@ -274,11 +293,17 @@ static int train_handle(int val, const char *arg, void *ud)
         case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &t->batch);
         case OPT_STEPS: t->steps_set = 1; return cli_long("--steps", arg, 1, 1L << 40, &t->steps);
         case OPT_LR: return cli_float("--lr", arg, 1e-12, 1e3, &t->optim.lr);
-        case OPT_MOMENTUM: return cli_float("--momentum", arg, 0, 0.999999, &t->optim.momentum);
+        case OPT_MOMENTUM:
+            t->optim_given |= OPTIM_GIVEN_MOMENTUM;
+            return cli_float("--momentum", arg, 0, 0.999999, &t->optim.momentum);
         case OPT_WD: return cli_float("--weight-decay", arg, 0, 10, &t->optim.weight_decay);
-        case OPT_BETA1: return cli_float("--beta1", arg, 0, 0.999999, &t->optim.beta1);
-        case OPT_BETA2: return cli_float("--beta2", arg, 0, 0.999999, &t->optim.beta2);
-        case OPT_EPS: return cli_float("--eps", arg, 1e-30, 1, &t->optim.eps);
+        case OPT_BETA1:
+            t->optim_given |= OPTIM_GIVEN_BETA1;
+            return cli_float("--beta1", arg, 0, 0.999999, &t->optim.beta1);
+        case OPT_BETA2:
+            t->optim_given |= OPTIM_GIVEN_BETA2;
+            return cli_float("--beta2", arg, 0, 0.999999, &t->optim.beta2);
+        case OPT_EPS: t->optim_given |= OPTIM_GIVEN_EPS; return cli_float("--eps", arg, 1e-30, 1, &t->optim.eps);
         case OPT_SEED: return cli_long("--seed", arg, 0, 1L << 62, &t->seed);
         case OPT_LOG_EVERY: return cli_long("--log-every", arg, 1, 1L << 40, &t->log_every);
         case OPT_STRAGGLER: {
@@ -347,6 +372,114 @@ static int train_handle(int val, const char *arg, void *ud)
     return EXIT_USAGE;
 }
 
+/* Where path leads, for comparing two file flags: its parent directory resolved (realpath: "./a",
+ * "d/../a" and a symlinked directory meet), then its last name. An existing file is known by
+ * st_dev/st_ino too (a hard link, a symlink to it). */
+typedef struct file_key {
+    char path[PATH_MAX + NAME_MAX + 2];
+    struct stat st;
+    int exists;
+} file_key;
+
+static void file_key_of(const char *path, file_key *k)
+{
+    char dir[PATH_MAX], resolved[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    /* An unresolvable directory (not there yet: the write fails later, saying so) compares as written. */
+    if (realpath(dir, resolved))
+        snprintf(k->path, sizeof k->path, "%s/%s", resolved, base);
+    else
+        snprintf(k->path, sizeof k->path, "%s", path);
+    k->exists = stat(path, &k->st) == 0;
+}
+
+static int same_file(const file_key *a, const file_key *b)
+{
+    if (a->exists && b->exists) return a->st.st_dev == b->st.st_dev && a->st.st_ino == b->st.st_ino;
+    return !strcmp(a->path, b->path);
+}
+
+/* Two outputs naming one file would leave only the one written last (--metrics lost under
+ * --dump-params, say), and --init-params, read at the start, would be overwritten by --metrics or
+ * --trace before the run ends: refused, naming both flags. --init-params equal to --dump-params is
+ * allowed (start from a file, leave the trained parameters in it). A character device such as
+ * /dev/null keeps no data, so sharing it loses none. */
+static int train_outputs_check(const train_opts *t)
+{
+    const struct {
+        const char *flag, *path;
+        int output;
+    } f[] = {{"--metrics", t->metrics, 1},
+             {"--trace", t->trace, 1},
+             {"--dump-params", t->dump, 1},
+             {"--init-params", t->init_params, 0}};
+    enum { N = sizeof f / sizeof *f };
+    file_key k[N];
+    for (int i = 0; i < N; i++)
+        if (f[i].path) file_key_of(f[i].path, &k[i]);
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N && f[i].path; j++) {
+            if (!f[j].path || (!f[i].output && !f[j].output)) continue;
+            if (!strcmp(f[i].flag, "--dump-params") && !strcmp(f[j].flag, "--init-params")) continue;
+            if (k[i].exists && S_ISCHR(k[i].st.st_mode)) continue;
+            if (!same_file(&k[i], &k[j])) continue;
+            if (f[j].output)
+                cli_error("%s %s and %s %s name the same file, and the one written last would replace the other: "
+                          "give each its own file",
+                          f[i].flag, f[i].path, f[j].flag, f[j].path);
+            else
+                cli_error("%s %s would overwrite %s %s, the parameters this run starts from: give %s another file",
+                          f[i].flag, f[i].path, f[j].flag, f[j].path, f[i].flag);
+            return EXIT_USAGE;
+        }
+    return EXIT_OK;
+}
+
+/* A dynamic-scaler flag with --loss-scale none or a fixed scale would be ignored (or, for
+ * --loss-scale-init, silently replace the fixed scale): refused. */
+static int check_scaler_flags(const train_opts *t)
+{
+    if (!t->scaler_flag || (t->loss_scale != 0 && t->loss_scale != 2)) return EXIT_OK;
+    if (t->loss_scale == 0)
+        cli_error("%s tunes the dynamic loss scaler, which --loss-scale none turns off: drop %s, or give "
+                  "--loss-scale dynamic",
+                  t->scaler_flag, t->scaler_flag);
+    else
+        cli_error("%s tunes the dynamic loss scaler, but --loss-scale %s fixes the scale: drop %s, or drop "
+                  "--loss-scale (--loss-scale-init then sets the dynamic scaler's first scale)",
+                  t->scaler_flag, t->loss_scale_arg, t->scaler_flag);
+    return EXIT_USAGE;
+}
+
+/* A flag of the other optimizer would be ignored (and --momentum printed as if used): refused. */
+static int check_optim_flags(const train_opts *t)
+{
+    static const struct {
+        unsigned bit;
+        const char *flag;
+        dt_optim_kind used_by;
+    } flags[] = {{OPTIM_GIVEN_MOMENTUM, "--momentum", DT_OPTIM_SGD},
+                 {OPTIM_GIVEN_BETA1, "--beta1", DT_OPTIM_ADAMW},
+                 {OPTIM_GIVEN_BETA2, "--beta2", DT_OPTIM_ADAMW},
+                 {OPTIM_GIVEN_EPS, "--eps", DT_OPTIM_ADAMW}};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+        if ((t->optim_given & flags[i].bit) && t->optim.kind != flags[i].used_by) {
+            const int sgd = t->optim.kind == DT_OPTIM_SGD;
+            cli_error("%s is a setting of --optim %s, and this run uses --optim %s%s: drop %s, or give --optim %s",
+                      flags[i].flag, sgd ? "adamw" : "sgd", sgd ? "sgd" : "adamw", sgd ? " (the default)" : "",
+                      flags[i].flag, sgd ? "adamw" : "sgd");
+            return EXIT_USAGE;
+        }
+    return EXIT_OK;
+}
+
 int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t)
 {
     *t = (train_opts){.model = "mlp",
@@ -370,7 +503,7 @@ int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t)
     dt_sync_defaults(&t->sync);
     dt_scaler_defaults(&t->scaler);
     const cli_extra extra = {train_options, train_handle, t, NULL};
-    const int rc = cli_parse(argc, argv, "train", cfg, &extra);
+    int rc = cli_parse(argc, argv, "train", cfg, &extra);
     if (!rc && t->trace_first && !t->trace) {
         cli_error("--trace-steps %ld:%ld needs --trace FILE.json (where to write the trace)", t->trace_first,
                   t->trace_last);
@@ -380,5 +513,7 @@ int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t)
         cli_error("--quiet prints no progress line and --progress always asks for one: drop one of them");
         return EXIT_USAGE;
     }
-    return rc;
+    if (rc) return rc;
+    if ((rc = check_scaler_flags(t)) || (rc = check_optim_flags(t))) return rc;
+    return train_outputs_check(t);
 }

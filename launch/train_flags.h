@@ -9,6 +9,8 @@
 
 #include "dtrain.h"
 
+enum { OPTIM_GIVEN_MOMENTUM = 1, OPTIM_GIVEN_BETA1 = 2, OPTIM_GIVEN_BETA2 = 4, OPTIM_GIVEN_EPS = 8 };
+
 typedef struct train_opts {
     const char *model, *input, *metrics, *dump, *ckpt_dir;
     long ckpt_every;
@@ -32,6 +34,12 @@ typedef struct train_opts {
     long eval_every; /* --eval-every N steps, 0 = only at the end (when there is held-out data) */
     long epochs;     /* --epochs N, 0 = --steps decides */
     int steps_set;   /* --steps given */
+    /* Flags given on the command line whose defaults do nothing: each is refused where it would
+     * be ignored (train_flags_parse, train_data_open), whatever the order of the flags. */
+    int cifar100_set, eval_every_set;
+    unsigned optim_given;       /* OPTIM_GIVEN_* bits: the optimizer flags given */
+    const char *loss_scale_arg; /* --loss-scale's text, for messages */
+    const char *scaler_flag;    /* the first dynamic-scaler flag given (--loss-scale-init, ...), or NULL */
     int drop_last, shuffle, crop_pad, flip, skip_bad;
     /* The training loop around the optimizer. */
     const char *init_params; /* --init-params FILE */

@@ -125,4 +125,38 @@ expect 0 "1 rank on 1 node," "$DTRAIN" env
 head -c 100 /dev/zero >"$tmp/short.bin"
 expect 2 "in the layout of docs/training.md, Parameter files" "$DTRAIN" train --model fc:16,relu,fc:10 --input 16 \
     --batch 4 --steps 1 --init-params "$tmp/short.bin"
+
+# Output files: two flags naming one file would leave only the one written last; refused at parsing,
+# naming both, whether the names are equal, meet once the directory is resolved, or link one file.
+small="--model fc:16,relu,fc:10 --input 16 --batch 4 --steps 1"
+expect 2 "--metrics $tmp/same.out and --dump-params $tmp/same.out name the same file" \
+    "$DTRAIN" train $small --metrics "$tmp/same.out" --dump-params "$tmp/same.out"
+expect 2 "--metrics $tmp/x.out and --trace $tmp/../$(basename "$tmp")/x.out name the same file" \
+    "$DTRAIN" train $small --metrics "$tmp/x.out" --trace "$tmp/../$(basename "$tmp")/x.out"
+printf 'x' >"$tmp/p.bin" && ln -sf "$tmp/p.bin" "$tmp/link.bin"
+expect 2 "--trace $tmp/link.bin and --dump-params $tmp/p.bin name the same file" \
+    "$DTRAIN" train $small --trace "$tmp/link.bin" --dump-params "$tmp/p.bin"
+expect 2 "--metrics $tmp/p.bin would overwrite --init-params $tmp/p.bin, the parameters this run starts from" \
+    "$DTRAIN" train $small --init-params "$tmp/p.bin" --metrics "$tmp/p.bin"
+[ "$(cat "$tmp/p.bin")" = x ] && ok "--init-params kept its bytes" || bad "--init-params was overwritten"
+# --init-params may be --dump-params' file: it is read before anything is written (here it is too short).
+expect 2 "--init-params $tmp/p.bin holds 1 bytes" "$DTRAIN" train $small --init-params "$tmp/p.bin" --dump-params "$tmp/p.bin"
+# Flags that would be ignored, or override another silently, are refused naming both (any order).
+expect 2 "--loss-scale-init tunes the dynamic loss scaler, but --loss-scale 1024 fixes the scale: drop --loss-scale-init" \
+    "$DTRAIN" train $small --loss-scale 1024 --loss-scale-init 8
+expect 2 "--loss-scale-init tunes the dynamic loss scaler, which --loss-scale none turns off" \
+    "$DTRAIN" train $small --loss-scale-init 8 --loss-scale none
+expect 2 "--max-overflow-fraction tunes the dynamic loss scaler, which --loss-scale none" \
+    "$DTRAIN" train $small --loss-scale none --max-overflow-fraction 0.2
+expect 2 "--momentum is a setting of --optim sgd, and this run uses --optim adamw: drop --momentum" \
+    "$DTRAIN" train $small --optim adamw --momentum 0.5
+expect 2 "--momentum is a setting of --optim sgd, and this run uses --optim adamw" \
+    "$DTRAIN" train $small --momentum 0.5 --optim adamw
+for f in beta1 beta2 eps; do
+    expect 2 "--$f is a setting of --optim adamw, and this run uses --optim sgd" "$DTRAIN" train $small --optim sgd --$f 0.5
+done
+expect 2 "--eval-every needs --data PATH" "$DTRAIN" train $small --eval-every 5
+expect 2 "--cifar100-labels needs --data PATH" "$DTRAIN" train $small --cifar100-labels coarse
+expect 2 "--holdout 0.2 keeps part of the training set aside and --eval-data $tmp/e names another held-out set" \
+    "$DTRAIN" train $small --data "$tmp/d" --eval-data "$tmp/e" --holdout 0.2
 finish
