@@ -13,6 +13,7 @@
 #include "runtime/data/dts.h"
 #include "runtime/data/reader.h"
 #include "runtime/data/stats.h"
+#include "base/parse.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -45,22 +46,26 @@ static int default_threads(void)
     return n < 1 ? 1 : n > 8 ? 8 : (int)n;
 }
 
-/* --input CxHxW: three numbers 1..65535 joined by 'x'. */
+/* --input CxHxW: three numbers 1..65535 joined by 'x', each read by the strict parser that every
+ * flag uses ("3x 32x32", "+3x32x32" and "0x10x10" are refused, as by dtrain train --input). */
 static int parse_input(const char *arg, ds_open_opts *o)
 {
-    char *end;
-    long v[3];
-    const char *p = arg;
-    for (int i = 0; i < 3; i++) {
-        errno = 0;
-        v[i] = strtol(p, &end, 10);
-        if (end == p || errno || v[i] < 1 || v[i] > 65535 || (i < 2 && *end != 'x') || (i == 2 && *end)) {
-            cli_error("--input '%s' is not CxHxW (three numbers 1..65535, as 3x224x224)", arg);
-            return EXIT_USAGE;
-        }
-        p = end + 1;
+    int v[3] = {0, 0, 0}, n = 0, ok = strlen(arg) < 64;
+    char buf[64];
+    for (const char *p = arg; ok && n < 3; n++) {
+        const char *x = strchr(p, 'x');
+        const size_t len = x ? (size_t)(x - p) : strlen(p);
+        snprintf(buf, sizeof buf, "%.*s", (int)len, p);
+        /* parse_int takes a sign, which a size never has. */
+        ok = (n < 2) == (x != NULL) && buf[0] >= '0' && buf[0] <= '9' &&
+             parse_int("--input", buf, 1, 65535, &v[n]) == DT_OK;
+        p = x ? x + 1 : p + len;
     }
-    o->c = (int)v[0], o->h = (int)v[1], o->w = (int)v[2];
+    if (!ok) {
+        cli_error("--input '%s' is not CxHxW (three numbers 1..65535 joined by x, as 3x224x224)", arg);
+        return EXIT_USAGE;
+    }
+    o->c = v[0], o->h = v[1], o->w = v[2];
     return EXIT_OK;
 }
 
@@ -81,7 +86,8 @@ static int parse_args(const char *cmd, int argc, char **argv, int npos, data_arg
     a->threads = default_threads();
     optind = 1;
     opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+    /* A leading ':' makes a missing value ':' rather than '?', so each error names its cause. */
+    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
         /* --input is the decode size of an image folder: info and verify need it too. */
         if (!convert && (c == OPT_SPLIT || c == OPT_DTYPE || c == OPT_FORCE)) {
             const char *name = "";
@@ -116,7 +122,18 @@ static int parse_args(const char *cmd, int argc, char **argv, int npos, data_arg
                 break;
             case OPT_FORCE: a->force = 1; break;
             case 'h': cli_help(cmd, stdout); return -1;
-            default: cli_error("unknown option '%s' (see dtrain help %s)", argv[optind - 1], cmd); return EXIT_USAGE;
+            case ':': cli_error("%s needs a value (see dtrain help %s)", argv[optind - 1], cmd); return EXIT_USAGE;
+            default: {
+                const char *word = argv[optind - 1], *eq = strchr(word, '=');
+                for (const struct option *q = opts; eq && word[0] == '-' && word[1] == '-' && q->name; q++)
+                    if (q->has_arg == no_argument && strlen(q->name) == (size_t)(eq - word - 2) &&
+                        !strncmp(q->name, word + 2, (size_t)(eq - word - 2))) {
+                        cli_error("--%s takes no value: '%s' (see dtrain help %s)", q->name, word, cmd);
+                        return EXIT_USAGE;
+                    }
+                cli_error("unknown option '%s' (see dtrain help %s)", word, cmd);
+                return EXIT_USAGE;
+            }
         }
     }
     if (argc - optind != npos) {
@@ -131,13 +148,29 @@ static int parse_args(const char *cmd, int argc, char **argv, int npos, data_arg
     return EXIT_OK;
 }
 
+/* --input is the size an image folder's images are decoded to; any other format has a fixed
+ * shape, which a different --input would not change: the command would silently use the file's. */
+static int check_input(const data_args *a, const ds_split *s)
+{
+    const ds_open_opts *o = &a->open;
+    if (!o->c || !strcmp(s->format, "imagefolder") || (o->c == s->c && o->h == s->h && o->w == s->w)) return EXIT_OK;
+    cli_error("--input %dx%dx%d: --input resizes image folders only, and %s (%s) holds samples of %dx%dx%d: drop "
+              "--input",
+              o->c, o->h, o->w, s->source, s->format, s->c, s->h, s->w);
+    return EXIT_USAGE;
+}
+
 /* Opens split of path, printing the error; EXIT_OK, EXIT_USAGE or EXIT_FAIL. */
 static int open_split(const char *path, const data_args *a, const char *split, ds_split **out)
 {
     ds_open_opts o = a->open;
     o.split = split;
     dt_status s = ds_open(path, &o, out);
-    if (!s) return EXIT_OK;
+    if (!s) {
+        const int rc = check_input(a, *out);
+        if (rc) ds_close(*out), *out = NULL;
+        return rc;
+    }
     cli_error("%s", dt_last_error());
     return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
 }

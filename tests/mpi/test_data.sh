@@ -88,4 +88,17 @@ expect 1 "does not exist" "$DTRAIN" data info "$tmp/nothing"
 expect 2 "dataset format 'hdf5' is not idx, cifar10, cifar100, " "$DTRAIN" data info --data-format hdf5 "$tmp/empty"
 expect 2 "takes one PATH" "$DTRAIN" data info
 expect 0 "usage: dtrain data info PATH" "$DTRAIN" data info --help
+# A missing value, or a value given to a flag that takes none, says so (not "unknown option").
+expect 2 "--threads needs a value (see dtrain help data info)" "$DTRAIN" data info --threads
+expect 2 "--force takes no value: '--force=1'" "$DTRAIN" data convert --force=1 "$d" "$tmp/y.dts"
+expect 2 "unknown option '--frob'" "$DTRAIN" data info --frob "$d"
+# --input is read strictly, whole numbers only, and applies to image folders only (an IDX or CIFAR
+# or .dts file has its own shape, which a different --input would not change).
+for bad_input in "3x 32x32" "+3x32x32" "3x32" "3x32x32x" "0x32x32"; do
+    expect 2 "--input '$bad_input' is not CxHxW" "$DTRAIN" data info --input "$bad_input" "$c/test_batch.bin"
+done
+expect 2 "--input resizes image folders only, and $tmp/shards/train.dts (dts) holds samples of 1x2x2" \
+    "$DTRAIN" data convert --input 3x16x16 "$tmp/shards/train.dts" "$tmp/in.dts"
+[ ! -e "$tmp/in.dts" ] && ok "nothing written for a refused --input" || bad "$tmp/in.dts written"
+expect 0 "wrote $tmp/in.dts: 3 samples of 1x2x2" "$DTRAIN" data convert --input 1x2x2 "$tmp/shards/train.dts" "$tmp/in.dts"
 finish
