@@ -295,6 +295,23 @@ static int data_convert(int argc, char **argv)
     /* A file past the size limit must fail with a message, not kill the process (SIGXFSZ). */
     signal(SIGXFSZ, SIG_IGN);
     const int one_file = ends_with(dst, ".dts");
+    struct stat sb;
+    /* One file is its own samples whatever the split asked for: --split test would pick nothing in
+     * it, and into a directory would write a training file as DST/test.dts. */
+    if (a.split && !strcmp(a.split, "test") && stat(src, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        if (one_file)
+            cli_error("--split test picks the test split of a dataset directory, and SRC %s is one file, which is "
+                      "one split: drop --split",
+                      src);
+        else
+            cli_error(
+                "--split test picks the test split of a dataset directory, and SRC %s is one file, which is "
+                "one split: it would be written as %s/test.dts whatever it holds. Drop --split, or, to keep "
+                "this file as a test set, name the file to write (the directory must exist): dtrain data convert %s "
+                "%s/test.dts",
+                src, dst, src, dst);
+        return EXIT_USAGE;
+    }
     if (one_file) {
         if (a.split && strcmp(a.split, "all") == 0) {
             cli_error("DST %s is one .dts file, which holds one split: give --split train or test, or a directory "
@@ -317,13 +334,22 @@ static int data_convert(int argc, char **argv)
     char tp[4200], sp[4200];
     snprintf(tp, sizeof tp, "%s/train.dts", dst);
     snprintf(sp, sizeof sp, "%s/test.dts", dst);
-    struct stat sb;
     /* Both refusals before anything is written, so a half-done pair is never left behind. */
     for (int k = 0; k < 2 && !a.force; k++)
         if ((k ? test : train) && stat(k ? sp : tp, &sb) == 0) {
             cli_error("%s exists: give --force to replace it, or another DST", k ? sp : tp);
             rc = EXIT_USAGE;
         }
+    /* A test.dts of an earlier conversion beside the new train.dts would be read as its test split
+     * (data info, train --data DIR): without --force refused, with --force removed once the new
+     * train.dts is in place (a failed convert leaves the old pair as it was). */
+    const int stale = !strcmp(want, "all") && !test && stat(sp, &sb) == 0;
+    if (!rc && stale && !a.force) {
+        cli_error("%s exists from an earlier conversion and %s has no test split (%s), so it would stay beside the "
+                  "new train.dts as its test split: give --force to remove it, or another DST",
+                  sp, src, why);
+        rc = EXIT_USAGE;
+    }
     if (!rc && mkdir(dst, 0777) != 0 && errno != EEXIST) {
         cli_error("cannot create the directory %s: %s (DST is a directory unless it ends in .dts)", dst,
                   strerror(errno));
@@ -336,6 +362,16 @@ static int data_convert(int argc, char **argv)
     if (!rc && train) rc = convert_one(train, tp, &a);
     if (!rc && test) rc = convert_one(test, sp, &a);
     if (!rc && !test && strcmp(want, "all") == 0) printf("  test: none (%s)\n", why);
+    if (!rc && stale) {
+        if (unlink(sp) == 0) {
+            printf("  removed %s: it was left from an earlier conversion, and %s has no test split\n", sp, src);
+        } else {
+            cli_error("cannot remove %s, left from an earlier conversion (%s has no test split): %s; remove it by "
+                      "hand, or it is read as the test split of %s",
+                      sp, src, strerror(errno), dst);
+            rc = EXIT_FAIL;
+        }
+    }
     ds_close(train);
     ds_close(test);
     return rc;

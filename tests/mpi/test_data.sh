@@ -56,6 +56,23 @@ grep -q "train: OK, 3 samples of 1x2x2 read, every label in 0..1, every value fi
 expect 0 "OK: 4 samples checked" "$DTRAIN" data verify "$d"
 expect 2 "$tmp/shards/train.dts exists: give --force" "$DTRAIN" data convert "$d" "$tmp/shards"
 expect 0 "wrote $tmp/shards/train.dts" "$DTRAIN" data convert --force "$d" "$tmp/shards"
+# A source without a test split into a directory holding an earlier test.dts: refused without
+# --force (it would be read as the new train.dts' test split); with --force removed, saying so.
+mkdir -p "$tmp/notest" && cp "$d"/train-* "$tmp/notest/" && cp -r "$tmp/shards" "$tmp/stale"
+rm "$tmp/stale/train.dts"
+expect 2 "$tmp/stale/test.dts exists from an earlier conversion and $tmp/notest has no test split" \
+    "$DTRAIN" data convert "$tmp/notest" "$tmp/stale"
+[ -e "$tmp/stale/test.dts" ] && [ ! -e "$tmp/stale/train.dts" ] && ok "refused: nothing written or removed" ||
+    bad "the refused convert changed $tmp/stale: $(ls "$tmp/stale")"
+expect 0 "removed $tmp/stale/test.dts: it was left from an earlier conversion, and $tmp/notest has no test split" \
+    "$DTRAIN" data convert --force "$tmp/notest" "$tmp/stale"
+[ "$(ls "$tmp/stale")" = train.dts ] && ok "--force left train.dts alone in the directory" || bad "left: $(ls "$tmp/stale")"
+# One file is one split: --split test picks nothing in it, and must not label a training file test.dts.
+expect 2 "SRC $tmp/shards/train.dts is one file, which is one split: it would be written as $tmp/t1/test.dts" \
+    "$DTRAIN" data convert --split test "$tmp/shards/train.dts" "$tmp/t1"
+[ ! -e "$tmp/t1" ] && ok "nothing written for --split test of one file" || bad "$tmp/t1 written"
+expect 2 "SRC $tmp/shards/train.dts is one file, which is one split: drop --split" \
+    "$DTRAIN" data convert --split test "$tmp/shards/train.dts" "$tmp/t1.dts"
 expect 0 "wrote $tmp/one.dts: 1 sample of 1x2x2 fp16" "$DTRAIN" data convert --split test --dtype fp16 "$d" "$tmp/one.dts"
 expect 0 "per channel mean / std: 2.5 / 1.118" "$DTRAIN" data info "$tmp/one.dts"
 expect 2 "holds one split: give --split train or test" "$DTRAIN" data convert --split all "$d" "$tmp/x.dts"
