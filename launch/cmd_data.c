@@ -265,6 +265,20 @@ static int ends_with(const char *s, const char *tail)
     return n >= t && strcmp(s + n - t, tail) == 0;
 }
 
+/* The temporary file of the shard being written, for on_stop: prepared before dts_write, so the
+ * handler only reads it. */
+static char g_temp[4400];
+static volatile sig_atomic_t g_temp_set;
+
+/* SIGINT/SIGTERM mid-write: the temporary file (maybe gigabytes) is removed, then the signal ends
+ * the process as it would have (unlink, signal and raise are async-signal-safe). */
+static void on_stop(int sig)
+{
+    if (g_temp_set) unlink(g_temp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 static int convert_one(const ds_split *s, const char *dst, const data_args *a)
 {
     dts_write_opts wo = {.dtype = a->dtype, .threads = a->threads, .force = a->force};
@@ -272,7 +286,10 @@ static int convert_one(const ds_split *s, const char *dst, const data_args *a)
     printf("converting %s (%s, %s split, %zu sample%s of %dx%dx%d) -> %s\n", s->source, s->format, s->split, s->count,
            cli_s((long)s->count), s->c, s->h, s->w, dst);
     fflush(stdout);
+    dts_temp_path(dst, g_temp, sizeof g_temp);
+    g_temp_set = 1;
     dt_status st = dts_write(s, dst, &wo, &r);
+    g_temp_set = 0;
     if (st) {
         cli_error("%s", dt_last_error());
         return st == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
@@ -294,6 +311,10 @@ static int data_convert(int argc, char **argv)
     const char *src = a.pos[0], *dst = a.pos[1];
     /* A file past the size limit must fail with a message, not kill the process (SIGXFSZ). */
     signal(SIGXFSZ, SIG_IGN);
+    struct sigaction sa = {.sa_handler = on_stop};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     const int one_file = ends_with(dst, ".dts");
     struct stat sb;
     /* One file is its own samples whatever the split asked for: --split test would pick nothing in

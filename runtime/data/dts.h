@@ -92,4 +92,8 @@ typedef struct dts_write_result {
  * NULL. */
 dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts *opts, dts_write_result *res);
 
+/* The temporary file dts_write(path) writes in this process (DIR/.NAME.tmp.PID), for a caller that
+ * must remove it when a signal ends the process mid-write (dtrain data convert). */
+void dts_temp_path(const char *path, char *out, size_t n);
+
 #endif

@@ -48,6 +48,7 @@ typedef struct writer {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int abort;
+    long slow_ms; /* test hook DTRAIN_TEST_DTS_SLOW_MS: a pause per sample, to interrupt a convert midway */
 } writer;
 
 typedef struct worker {
@@ -134,6 +135,7 @@ static void *worker_run(void *arg)
                                       (int)sl->labels[j], i, w->src->classes - 1);
             if (!st) st = store(w, i, k->x, k->h, sl->buf + j * w->row_bytes);
             if (!st) ds_stats_acc_add(&k->acc, k->x, sl->labels[j]);
+            if (w->slow_ms) usleep((useconds_t)(w->slow_ms * 1000));
         }
         if (st) status_keep(&sl->msg);
         pthread_mutex_lock(&w->mu);
@@ -278,6 +280,14 @@ static dt_status write_payload(writer *w, int fd, const char *tmp, uint64_t head
     return st;
 }
 
+void dts_temp_path(const char *path, char *out, size_t n)
+{
+    char dir[4200];
+    const char *base;
+    split_path(path, dir, sizeof dir, &base);
+    snprintf(out, n, "%s/.%s.tmp.%d", dir, base, (int)getpid());
+}
+
 dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts *opts, dts_write_result *res)
 {
     const double t0 = now_s();
@@ -303,7 +313,7 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     char dir[4200], tmp[4300];
     const char *base;
     split_path(path, dir, sizeof dir, &base);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", dir, base, (int)getpid());
+    dts_temp_path(path, tmp, sizeof tmp);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return status_set_error(DT_ERR_IO, "cannot create %s (for %s): %s", tmp, path, strerror(errno));
     dt_status st = DT_OK;
@@ -320,6 +330,8 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     w.nchunks = (src->count + w.chunk - 1) / w.chunk;
     if ((size_t)threads > w.nchunks) threads = (int)w.nchunks;
     w.threads = threads;
+    const char *slow = getenv("DTRAIN_TEST_DTS_SLOW_MS");
+    w.slow_ms = slow ? strtol(slow, NULL, 10) : 0;
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     ds_stats stats = {0};

@@ -67,6 +67,15 @@ expect 2 "$tmp/stale/test.dts exists from an earlier conversion and $tmp/notest 
 expect 0 "removed $tmp/stale/test.dts: it was left from an earlier conversion, and $tmp/notest has no test split" \
     "$DTRAIN" data convert --force "$tmp/notest" "$tmp/stale"
 [ "$(ls "$tmp/stale")" = train.dts ] && ok "--force left train.dts alone in the directory" || bad "left: $(ls "$tmp/stale")"
+# An interrupted convert (SIGINT, SIGTERM) leaves no temporary file behind; the test hook pauses
+# 1 s per sample so the signal comes mid-write.
+for sig in INT TERM; do
+    DTRAIN_TEST_DTS_SLOW_MS=1000 timeout -s $sig 1 "$DTRAIN" data convert "$d" "$tmp/cut.$sig" >"$tmp/out" 2>&1
+    rc=$?
+    left=$(ls -A "$tmp/cut.$sig" 2>/dev/null)
+    [ $rc -eq 124 ] && [ -z "$left" ] && ok "SIG$sig mid-convert: nothing left in the directory" ||
+        { bad "SIG$sig mid-convert: exit $rc, left '$left'"; cat "$tmp/out"; }
+done
 # One file is one split: --split test picks nothing in it, and must not label a training file test.dts.
 expect 2 "SRC $tmp/shards/train.dts is one file, which is one split: it would be written as $tmp/t1/test.dts" \
     "$DTRAIN" data convert --split test "$tmp/shards/train.dts" "$tmp/t1"
