@@ -162,6 +162,10 @@ int cmd_plot(int argc, char **argv)
             if (i + 1 >= argc) return plot_usage_error("%s needs a value: the PNG to write", a);
             out = argv[++i];
             if (!*out) return plot_usage_error("%s '' is empty: name the PNG to write", a);
+        } else if (!strncmp(a, "--output=", 9)) {
+            /* The --flag=value form every getopt-based command takes. */
+            out = a + 9;
+            if (!*out) return plot_usage_error("%s", "--output= is empty: name the PNG to write");
         } else if (a[0] == '-' && a[1]) {
             return plot_usage_error("unknown option '%s'", a);
         } else if (metrics) {

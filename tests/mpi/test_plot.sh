@@ -35,6 +35,7 @@ expect 2 "no metrics file given" "$DTRAIN" plot
 expect 2 "unexpected argument 'b.jsonl'" "$DTRAIN" plot "$tmp/good.jsonl" b.jsonl
 expect 2 "-o needs a value" "$DTRAIN" plot "$tmp/good.jsonl" -o
 expect 2 "unknown option '--frobnicate'" "$DTRAIN" plot "$tmp/good.jsonl" --frobnicate
+expect 2 "--output= is empty: name the PNG to write" "$DTRAIN" plot "$tmp/good.jsonl" --output=
 expect 0 "usage: dtrain plot METRICS.jsonl" "$DTRAIN" plot --help
 
 # Damaged files: exit 1, the file, the line number and what is wrong; no PNG appears.
@@ -116,6 +117,9 @@ expect 0 "plot: wrote run.png: 5 panels over 12 steps (steps 5 to 60)" "$DTRAIN"
 expect 0 "plot: wrote $tmp/out dir.png: 4 panels over 4 steps" "$DTRAIN" plot fp32.jsonl -o "$tmp/out dir.png"
 [ "$(png_size "$tmp/out dir.png")" = "$(size_for 4)" ] && ok "-o: a PNG of $(size_for 4)" ||
     bad "out dir.png: $(png_size "$tmp/out dir.png")"
+# --output=OUT, the form every getopt-based command takes.
+expect 0 "plot: wrote o2.png: 4 panels over 4 steps" "$DTRAIN" plot fp32.jsonl --output=o2.png
+[ "$(png_size o2.png)" = "$(size_for 4)" ] && ok "--output=: a PNG of $(size_for 4)" || bad "o2.png: $(png_size o2.png)"
 # Replacing a plot is atomic: a refused file leaves the old PNG as it was.
 cp run.png keep.png
 printf '%s\n{"step": 1,\n' "$(rec 0 1)" >run.jsonl
