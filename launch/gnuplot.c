@@ -8,6 +8,7 @@
 #include "launch/cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,10 @@ int gnuplot_run(const char *who, const char *exe, const char *script, size_t len
     if (pid == 0) {
         dup2(fd[0], STDIN_FILENO);
         close(fd[0]), close(fd[1]);
+        /* gnuplot draws to its stdout when `set output` cannot open the file: a PNG must never
+         * reach the user's terminal or job log. Its messages go to stderr, which it keeps. */
+        const int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, STDOUT_FILENO), close(null);
         execl(exe, "gnuplot", (char *)NULL);
         fprintf(stderr, "dtrain: error: %s: cannot run %s: %s\n", who, exe, strerror(errno));
         _exit(127);

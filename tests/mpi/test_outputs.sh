@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The files a run writes at its end (--dump-params, --trace) and the tools' output files: a bad
-# path is refused before any work, and no output destroys an input or another output.
+# The files a run writes at its end (--dump-params, --trace) and the tools' output files (dtrain
+# plot's PNG): a bad path is refused before any work, and no output destroys an input or another
+# output.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1
 MPIRUN=$2
@@ -28,6 +29,44 @@ if unshare -m true 2>/dev/null; then
     fi
 else
     echo "skip: no unshare -m (not root): the full-disk --dump-params check did not run"
+fi
+
+# dtrain plot: -o never names the metrics file (by its name or another), whose bytes stay as they
+# were; the checks come before gnuplot, so they hold with or without it installed.
+printf '{"step": 1, "loss": 2.3}\n{"step": 2, "loss": 2.1}\n' >keep.jsonl
+cp keep.jsonl keep.orig
+ln -sf keep.jsonl link.jsonl
+ln -f keep.jsonl hard.jsonl
+mkdir -p sub
+for o in keep.jsonl ./keep.jsonl sub/../keep.jsonl "$tmp/keep.jsonl" link.jsonl hard.jsonl; do
+    expect 2 "is the metrics file keep.jsonl itself" "$DTRAIN" plot keep.jsonl -o "$o"
+    cmp -s keep.jsonl keep.orig && ok "plot -o $o left keep.jsonl as it was" || bad "plot -o $o changed keep.jsonl"
+    cp keep.orig keep.jsonl # a failure above must not spoil the checks below
+done
+expect 2 "is the metrics file keep.jsonl itself" "$DTRAIN" plot keep.jsonl --output=keep.jsonl
+cp keep.orig keep.jsonl
+# An -o that cannot be written is refused before gnuplot draws, and nothing reaches stdout (gnuplot,
+# failing to open its output, draws the PNG to its stdout: it must not be dtrain's).
+for o in "$tmp/no/such/o.png" "$tmp"; do
+    "$DTRAIN" plot keep.jsonl -o "$o" >plot.stdout 2>plot.stderr
+    rc=$?
+    if [ "$rc" -eq 2 ] && grep -qF -- "-o $o" plot.stderr && [ ! -s plot.stdout ]; then
+        ok "plot -o $o: exit 2, $(head -c 160 plot.stderr)"
+    else
+        bad "plot -o $o: exit $rc, $(wc -c <plot.stdout) bytes on stdout"; sed 's/^/    /' plot.stderr
+    fi
+done
+# gnuplot's own stdout, whatever it writes there, is not dtrain's.
+mkdir -p fakebin
+printf '#!/bin/sh\ncat >/dev/null\nprintf "\\211PNG fake image"\necho "fake gnuplot: cannot open file" >&2\nexit 1\n' \
+    >fakebin/gnuplot
+chmod +x fakebin/gnuplot
+PATH="$tmp/fakebin:$PATH" "$DTRAIN" plot keep.jsonl -o fake.png >plot.stdout 2>plot.stderr
+rc=$?
+if [ "$rc" -eq 1 ] && [ ! -s plot.stdout ] && grep -q "fake gnuplot: cannot open file" plot.stderr; then
+    ok "a failing gnuplot's stdout stays off dtrain's stdout; its stderr is shown"
+else
+    bad "fake gnuplot: exit $rc, stdout: $(od -c plot.stdout | head -2)"; sed 's/^/    /' plot.stderr
 fi
 
 finish
