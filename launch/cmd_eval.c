@@ -30,7 +30,9 @@ enum {
 
 typedef struct eval_opts {
     const char *model, *input, *data, *format, *ckpt_dir, *split, *confusion_csv;
+    const char *holdout_arg; /* --holdout as given, for messages */
     int cifar100_coarse, batch, loader_threads;
+    int split_given; /* --split was on the command line, not the default */
     double holdout;
 } eval_opts;
 
@@ -66,11 +68,13 @@ static int eval_handle(int val, const char *arg, void *ud)
                 return EXIT_USAGE;
             }
             e->split = arg;
+            e->split_given = 1;
             return EXIT_OK;
         case OPT_HOLDOUT: {
             float v;
             if (cli_float("--holdout (the fraction training kept aside)", arg, 1e-6, 0.999999, &v)) return EXIT_USAGE;
             e->holdout = v;
+            e->holdout_arg = arg;
             return EXIT_OK;
         }
         case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &e->batch);
@@ -87,6 +91,14 @@ static int eval_check(dt_config *cfg, void *ud)
     const eval_opts *e = ud;
     if (!e->ckpt_dir || !e->data) {
         cli_error("dtrain eval needs --checkpoint-dir DIR (the trained model) and --data PATH (what to evaluate on)");
+        return EXIT_USAGE;
+    }
+    /* --holdout evaluates a part of the train split: with --split test it would silently evaluate
+     * another split than the one asked for. */
+    if (e->holdout > 0 && e->split_given && strcmp(e->split, "train")) {
+        cli_error("--split %s and --holdout %s cannot go together: --holdout F evaluates the held-out part (F) of "
+                  "the train split, --split picks a whole split; give one of them",
+                  e->split, e->holdout_arg);
         return EXIT_USAGE;
     }
     return EXIT_OK;

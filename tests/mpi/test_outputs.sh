@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The files a run writes at its end (--dump-params, --trace) and the tools' output files (dtrain
-# plot's PNG): a bad path is refused before any work, and no output destroys an input or another
-# output.
+# plot's PNG): a bad path is refused before any work, and no output
+# destroys an input or another output. Also eval's --split/--holdout refusal.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1
 MPIRUN=$2
@@ -68,5 +68,17 @@ if [ "$rc" -eq 1 ] && [ ! -s plot.stdout ] && grep -q "fake gnuplot: cannot open
 else
     bad "fake gnuplot: exit $rc, stdout: $(od -c plot.stdout | head -2)"; sed 's/^/    /' plot.stderr
 fi
+
+# dtrain eval: a checkpoint of a short run on a small IDX set to evaluate.
+python3 "$here/make_idx.py" idx 400 100 10 60
+"$DTRAIN" train --data idx --steps 3 --batch 16 --loader-threads 0 --checkpoint-dir eck >train.out 2>&1 ||
+    { bad "the run to evaluate failed"; cat train.out; }
+ev="eval --data idx --checkpoint-dir eck --loader-threads 0"
+
+# dtrain eval --holdout evaluates a part of the train split: with --split test it is refused, in
+# either order, rather than evaluating another split than asked for; --split train agrees with it.
+expect 2 "--split test and --holdout 0.1 cannot go together" "$DTRAIN" $ev --split test --holdout 0.1
+expect 2 "--split test and --holdout 0.1 cannot go together" "$DTRAIN" $ev --holdout 0.1 --split test
+expect 0 "the --holdout part of the train split" "$DTRAIN" $ev --split train --holdout 0.1
 
 finish
