@@ -8,11 +8,13 @@
  * normalization the one training used, from the checkpoint's data block.
  */
 #include "launch/cli.h"
+#include "runtime/checkpoint/ckpt_write_file.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 enum {
     OPT_MODEL = 256,
@@ -132,11 +134,15 @@ static void print_result(const eval_opts *e, const dt_dataset *d, long step, con
     (void)d;
 }
 
+/* The matrix as CSV at path, built in memory and written atomically: a full disk or a crash leaves
+ * the previous file whole, never a truncated one. */
 static int write_csv(const char *path, const dt_eval_result *r, int K)
 {
-    FILE *f = fopen(path, "w");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
     if (!f) {
-        cli_error("cannot write --confusion-csv %s", path);
+        cli_error("--confusion-csv %s: out of memory for the matrix of %d classes", path, K);
         return EXIT_FAIL;
     }
     fprintf(f, "true\\predicted");
@@ -147,7 +153,55 @@ static int write_csv(const char *path, const dt_eval_result *r, int K)
         for (int j = 0; j < K; j++) fprintf(f, ",%ld", r->confusion[(size_t)i * K + j]);
         fprintf(f, "\n");
     }
-    return fclose(f) == 0 ? EXIT_OK : EXIT_FAIL;
+    if (fclose(f) != 0) {
+        free(buf);
+        cli_error("--confusion-csv %s: out of memory for the matrix of %d classes", path, K);
+        return EXIT_FAIL;
+    }
+    const ckpt_part part = {buf, len};
+    const dt_status s = ckpt_write_file_atomic(path, "confusion matrix", "--confusion-csv", &part, 1);
+    free(buf);
+    if (s) {
+        cli_error("%s (the figures are printed above; %s is as it was)", dt_last_error(), path);
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}
+
+/* path is an existing file that is an input: the --data file itself, or a file in the --data or
+ * --checkpoint-dir directory (a dataset's part, a checkpoint), which the CSV would replace. */
+static int csv_replaces_input(const eval_opts *e, const char *path)
+{
+    struct stat p, in;
+    if (stat(path, &p) != 0 || S_ISDIR(p.st_mode)) return 0;
+    if (stat(e->data, &in) == 0 && p.st_dev == in.st_dev && p.st_ino == in.st_ino) return 1;
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+    struct stat d;
+    if (stat(dir, &d) != 0) return 0;
+    const char *const ins[2] = {e->data, e->ckpt_dir};
+    for (int i = 0; i < 2; i++)
+        if (stat(ins[i], &in) == 0 && S_ISDIR(in.st_mode) && d.st_dev == in.st_dev && d.st_ino == in.st_ino) return 1;
+    return 0;
+}
+
+/* --confusion-csv: rank 0 (which writes it) tries the path before the evaluation, so a bad one
+ * stops the command before it works rather than after; its verdict (why, empty when the path is
+ * good) goes to every rank, so all stop together. Collective. */
+static dt_status csv_try(dt_ctx *ctx, const eval_opts *e, char *why, size_t len)
+{
+    const char *path = e->confusion_csv;
+    why[0] = 0;
+    if (!path) return DT_OK;
+    if (dt_rank(ctx) == 0 && csv_replaces_input(e, path))
+        snprintf(why, len,
+                 "--confusion-csv %s would replace an input (the --data file, or a file in the --data or "
+                 "--checkpoint-dir directory): give a path elsewhere",
+                 path);
+    else if (dt_rank(ctx) == 0 && ckpt_write_file_try(path, "--confusion-csv"))
+        snprintf(why, len, "%s", dt_last_error());
+    return dt_broadcast(ctx, why, len, DT_U8, 0);
 }
 
 int cmd_eval(int argc, char **argv)
@@ -159,6 +213,13 @@ int cmd_eval(int argc, char **argv)
     int rc = cli_start(argc, argv, "eval", &cfg, &extra, &job);
     if (rc) return rc;
     dt_ctx *ctx = job.ctx;
+    char why[1024];
+    dt_status s = csv_try(ctx, &e, why, sizeof why);
+    if (s) return cli_fail(ctx, s, "--confusion-csv");
+    if (why[0]) {
+        if (dt_rank(ctx) == 0) cli_error("%s", why);
+        return cli_finish(ctx, EXIT_USAGE);
+    }
     const int auto_threads = cli_loader_auto(ctx, e.loader_threads), threads = auto_threads > 0 ? auto_threads : 1;
     dt_data_config dc;
     dt_data_defaults(&dc);
@@ -173,7 +234,7 @@ int cmd_eval(int argc, char **argv)
     dt_model *m = NULL;
     dt_eval_result r = {0};
     float *stats = NULL;
-    dt_status s = dt_dataset_open(e.data, &dc, &d);
+    s = dt_dataset_open(e.data, &dc, &d);
     if (s) goto fail;
     int C, H, W;
     dt_dataset_shape(d, &C, &H, &W);

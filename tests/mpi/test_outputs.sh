@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The files a run writes at its end (--dump-params, --trace) and the tools' output files (dtrain
-# plot's PNG): a bad path is refused before any work, and no output
+# plot's PNG, dtrain eval's --confusion-csv): a bad path is refused before any work, and no output
 # destroys an input or another output. Also eval's --split/--holdout refusal.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1
@@ -69,11 +69,56 @@ else
     bad "fake gnuplot: exit $rc, stdout: $(od -c plot.stdout | head -2)"; sed 's/^/    /' plot.stderr
 fi
 
-# dtrain eval: a checkpoint of a short run on a small IDX set to evaluate.
+# dtrain eval --confusion-csv: a checkpoint of a short run on a small IDX set to evaluate.
 python3 "$here/make_idx.py" idx 400 100 10 60
 "$DTRAIN" train --data idx --steps 3 --batch 16 --loader-threads 0 --checkpoint-dir eck >train.out 2>&1 ||
     { bad "the run to evaluate failed"; cat train.out; }
 ev="eval --data idx --checkpoint-dir eck --loader-threads 0"
+expect 0 "accuracy" "$DTRAIN" $ev --confusion-csv c.csv
+[ "$(head -1 c.csv)" = 'true\predicted,0,1,2,3,4,5,6,7,8,9' ] && [ "$(wc -l <c.csv)" -eq 11 ] &&
+    ok "--confusion-csv: a 10x10 matrix with its header" || { bad "c.csv:"; cat c.csv; }
+# A path that cannot be written is refused before the evaluation, on every rank, with the reason.
+for p in "$tmp/no/such/c.csv" "$tmp"; do
+    expect 2 "--confusion-csv $p" "$MPIRUN" -np 2 "$DTRAIN" $ev --confusion-csv "$p"
+    grep -q "^accuracy" "$tmp/out" && bad "--confusion-csv '$p': evaluated before refusing" ||
+        ok "--confusion-csv '$p': refused before evaluating"
+done
+expect 2 "No such file or directory): give a path in a writable directory" "$DTRAIN" $ev --confusion-csv no/c.csv
+# The CSV never replaces an input: the --data file, a dataset's part, a checkpoint.
+ck=$(ls eck/ckpt-*.dtc | head -1)
+cp "$ck" ck.orig
+cp idx/t10k-labels-idx1-ubyte labels.orig
+for p in "$ck" idx/t10k-labels-idx1-ubyte; do
+    expect 2 "--confusion-csv $p would replace an input" "$DTRAIN" $ev --confusion-csv "$p"
+done
+expect 2 "would replace an input" "$DTRAIN" eval --data idx/t10k-images-idx3-ubyte --checkpoint-dir eck \
+    --confusion-csv ./idx/t10k-images-idx3-ubyte
+cmp -s "$ck" ck.orig && cmp -s idx/t10k-labels-idx1-ubyte labels.orig && ok "the checkpoint and the dataset are as they were" ||
+    bad "--confusion-csv changed an input"
+cp ck.orig "$ck" && cp labels.orig idx/t10k-labels-idx1-ubyte # a failure above must not spoil the checks below
+# A full disk (the path check passes, the write does not: the 81 KB matrix of a 200-class model
+# on a 64 KiB tmpfs) leaves the previous CSV whole, and says why and what to do. Needs root's
+# unshare -m; skipped elsewhere.
+if unshare -m true 2>/dev/null; then
+    mkdir -p fullc
+    "$DTRAIN" train --data idx --model fc:16,relu,fc:200 --steps 1 --batch 16 --loader-threads 0 --checkpoint-dir eck2 \
+        >train.out 2>&1 || { bad "the 200-class run to evaluate failed"; cat train.out; }
+    timeout 120 unshare -m bash -c 'mount -t tmpfs -o size=64k none fullc || exit 3
+        echo "the previous matrix" >fullc/c.csv
+        "$@"; rc=$?
+        cat fullc/c.csv >prev.after; ls fullc >ls.after; exit $rc' _ "$DTRAIN" eval --data idx --model fc:16,relu,fc:200 \
+        --checkpoint-dir eck2 --loader-threads 0 --confusion-csv fullc/c.csv >out 2>&1
+    rc=$?
+    if [ "$rc" -eq 1 ] && grep -q "No space left on device: the file system is full: free space or use another --confusion-csv" out &&
+        grep -q "fullc/c.csv is as it was" out &&
+        [ "$(cat prev.after)" = "the previous matrix" ] && [ "$(cat ls.after)" = c.csv ]; then
+        ok "a full disk under --confusion-csv: exit 1, the reason and the fix, the previous CSV whole, no temporary"
+    else
+        bad "full-disk --confusion-csv: exit $rc, c.csv now '$(cat prev.after)', files: $(cat ls.after)"; sed 's/^/    /' out
+    fi
+else
+    echo "skip: no unshare -m (not root): the full-disk --confusion-csv check did not run"
+fi
 
 # dtrain eval --holdout evaluates a part of the train split: with --split test it is refused, in
 # either order, rather than evaluating another split than asked for; --split train agrees with it.
