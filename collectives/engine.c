@@ -183,6 +183,20 @@ static void engine_listen(engine *e)
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
 }
 
+/* A request failed: the first failure is kept with this thread's message (under mu: the
+ * communication thread records it while the main thread may be reading it in engine_wait_upto). */
+static void engine_fail(engine *e, dt_status st)
+{
+    status_kept k;
+    status_keep(&k);
+    pthread_mutex_lock(&e->mu);
+    if (!e->failure) {
+        e->failure = st;
+        e->failure_msg = k;
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
 /* One pass over the in-flight requests; returns how many finished. Caller holds no lock. */
 static int engine_drive(engine *e, uint64_t from, uint64_t to)
 {
@@ -193,10 +207,7 @@ static int engine_drive(engine *e, uint64_t from, uint64_t to)
         dt_status st = DT_OK;
         if (engine_req_progress(e, q, &st)) {
             finished++;
-            if (st && !e->failure) {
-                e->failure = st;
-                status_keep(&e->failure_msg);
-            }
+            if (st) engine_fail(e, st);
         } else if (q->phase != PHASE_DONE && e->timeout_s > 0 && t - q->t_start > e->timeout_s) {
             engine_expire(e, q, t - q->t_start);
         }
@@ -234,9 +245,8 @@ static void *engine_thread(void *arg)
         while (e->posted < to_post) {
             req *q = &e->reqs[e->posted % ENGINE_MAX_REQS];
             dt_status st = engine_req_post(e, q);
-            if (st && !e->failure) {
-                e->failure = st;
-                status_keep(&e->failure_msg);
+            if (st) {
+                engine_fail(e, st);
                 q->phase = PHASE_DONE;
             }
             e->posted++;
@@ -273,7 +283,13 @@ dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, dt_all
     /* First, so that engine_destroy may run from every failure below. */
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv_work, NULL);
-    pthread_cond_init(&e->cv_done, NULL);
+    /* The main thread's watchdog wakes on the monotonic clock: a stepped wall clock (NTP) must
+     * neither delay nor hasten it. */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->cv_done, &ca);
+    pthread_condattr_destroy(&ca);
     if (MPI_Comm_dup(world, &e->comm) != MPI_SUCCESS) {
         engine_destroy(e);
         return status_set_error(DT_ERR_MPI, "MPI_Comm_dup failed creating the communication engine");
@@ -448,7 +464,7 @@ dt_status engine_wait_upto(engine *e, uint64_t seq)
             /* The communication thread cannot watch a request it is blocked in (PHASE_MPI): this
              * thread does, waking every 100 ms. */
             struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
+            clock_gettime(CLOCK_MONOTONIC, &ts);
             ts.tv_nsec += 100000000L;
             if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
             pthread_cond_timedwait(&e->cv_done, &e->mu, &ts);
@@ -458,7 +474,11 @@ dt_status engine_wait_upto(engine *e, uint64_t seq)
                 engine_expire(e, q, age);
             if (e->done < seq) engine_listen(e);
         }
+        const dt_status failed = e->failure;
+        status_kept why = {""};
+        if (failed) why = e->failure_msg;
         pthread_mutex_unlock(&e->mu);
+        return failed ? status_restore(failed, &why) : DT_OK;
     } else {
         /* Nothing else to do on this thread: poll without sleeping, listening every 100 ms. */
         for (double next = clock_now_s() + 0.1; e->done < seq;) {
@@ -469,10 +489,5 @@ dt_status engine_wait_upto(engine *e, uint64_t seq)
             }
         }
     }
-    if (e->failure) {
-        dt_status s = e->failure;
-        e->failure = DT_OK;
-        return status_restore(s, &e->failure_msg);
-    }
-    return DT_OK;
+    return e->failure ? status_restore(e->failure, &e->failure_msg) : DT_OK;
 }

@@ -99,6 +99,9 @@ struct engine {
     uint64_t next_seq; /* requests started */
     uint64_t posted;   /* requests the driver has posted to MPI */
     uint64_t done;     /* requests finished (in order of completion count) */
+    /* The first request that failed, and its message: kept (every later wait returns it, since
+     * later requests may have failed too and MPI's state after a failure is not to be trusted);
+     * in threaded mode written and read under mu. */
     dt_status failure;
     status_kept failure_msg;
     /* Scratch per bucket id, kept across steps (a step must not allocate). */
