@@ -332,7 +332,8 @@ DT_API dt_status dt_allreduce(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, 
  * same count, dtype and root. */
 DT_API dt_status dt_broadcast(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, int root);
 
-/** Returns when every rank has entered it. Collective. */
+/** Returns when every rank has entered it. Like every collective, it has the timeout's deadline
+ * (dt_config::timeout_s): a rank that never comes is named and the job aborted. Collective. */
 DT_API dt_status dt_barrier(dt_ctx *ctx);
 
 /** Name of the collective backend in use: "mpi" or "nccl". */

@@ -397,7 +397,10 @@ dt_status dt_broadcast(dt_ctx *c, void *buf, size_t count, dt_dtype t, int root)
 dt_status dt_barrier(dt_ctx *c)
 {
     if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_barrier needs a context");
-    return c->coll->ops->barrier(c->coll);
+    /* The MPI backend's barrier, also on a GPU context: it has the watchdog's deadline, where
+     * NCCL's backend would wait in a plain MPI_Barrier. */
+    coll *k = ctx_host_coll(c);
+    return k->ops->barrier(k);
 }
 
 MPI_Comm ctx_world_comm(const dt_ctx *c) { return c->world; }
