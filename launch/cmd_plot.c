@@ -142,15 +142,6 @@ static int write_script(FILE *f, const plot_data *d, const char *metrics, const 
     return count;
 }
 
-/* OUT names the metrics file itself (the same name, or another name of the same file: a link,
- * ./m.jsonl, dir/../m.jsonl), which the PNG would replace. */
-static int same_file(const char *metrics, const char *out)
-{
-    struct stat a, b;
-    if (!strcmp(metrics, out)) return 1;
-    return stat(metrics, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
 static int plot_usage_error(const char *fmt, const char *arg)
 {
     char msg[600];
@@ -198,16 +189,10 @@ int cmd_plot(int argc, char **argv)
     /* Checks of the output before any work: it must not replace the input, and a path that cannot
      * be written stops the plot before gnuplot draws (gnuplot, failing to open it, would draw to
      * its stdout instead). */
-    if (same_file(metrics, out)) {
-        cli_error("plot: the PNG %s is the metrics file %s itself: writing it would destroy the metrics; "
-                  "give another -o (for example -o plot.png)",
-                  out, metrics);
+    const char *inputs[] = {metrics};
+    if (gnuplot_output_check("plot", out == def ? "the PNG" : "-o", out, inputs, 1,
+                             out == def ? " (or -o OUT.png writes elsewhere)" : ""))
         return EXIT_USAGE;
-    }
-    if (ckpt_write_file_try(out, out == def ? "the PNG" : "-o")) {
-        cli_error("plot: %s%s", dt_last_error(), out == def ? " (or -o OUT.png writes elsewhere)" : "");
-        return EXIT_USAGE;
-    }
     plot_data d;
     if (plot_read(metrics, &d) != 0) return EXIT_FAIL;
     int rc = EXIT_FAIL;

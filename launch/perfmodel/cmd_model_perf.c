@@ -12,6 +12,7 @@
  * bucket size over the scales, on a CPU cluster's network by default (engine_curve.c).
  */
 #include "launch/cli.h"
+#include "launch/gnuplot.h"
 #include "launch/perfmodel/model_source.h"
 #include "launch/perfmodel/perfmodel_plot.h"
 #include "launch/perfmodel/engine_curve.h"
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Defaults, with their sources in docs/performance.md ("A step-time model"). */
 #define MP_NVLINK_BUSBW 370e9 /* H100/H200 nccl-tests all_reduce busbw within a node */
@@ -367,6 +369,7 @@ int cmd_model_perf(int argc, char **argv)
     dt_config cfg; /* the common flags are taken and ignored: the model runs nothing on the job */
     const cli_extra extra = {mp_options, mp_flag, &o, NULL};
     if (cli_parse(argc, argv, "model-perf", &cfg, &extra)) return EXIT_USAGE;
+    if (o.ncurve && o.plot && gnuplot_output_check("model-perf", "--plot", o.plot, NULL, 0, "")) return EXIT_USAGE;
     if (o.ncurve) return mp_curve_run(&o);
     if (o.curve_flag) {
         cli_error("%s belongs to --engine-curve (the engine's host model); the step model's fixed cost of a "
@@ -379,6 +382,19 @@ int cmd_model_perf(int argc, char **argv)
                   "--synthetic NAME:PARAMS_M:LAYERS:COMPUTE_MS");
         return EXIT_USAGE;
     }
+    /* The PNG before any work: not a --profile it reads, and writable. */
+    const char *inputs[MP_MAX_MODELS];
+    static char files[MP_MAX_MODELS][4096]; /* a profile's file: FILE of FILE:MS when FILE:MS is none */
+    int ninputs = 0;
+    for (int i = 0; i < o.nmodels; i++) {
+        if (o.kind[i] != MP_PROFILE) continue;
+        snprintf(files[ninputs], sizeof files[ninputs], "%s", o.src[i]);
+        char *colon = strrchr(files[ninputs], ':');
+        if (colon && access(files[ninputs], F_OK) != 0) *colon = '\0';
+        inputs[ninputs] = files[ninputs];
+        ninputs++;
+    }
+    if (o.plot && gnuplot_output_check("model-perf", "--plot", o.plot, inputs, ninputs, "")) return EXIT_USAGE;
     pm_net net;
     int rc = mp_network(&o, &net);
     if (rc) return rc;

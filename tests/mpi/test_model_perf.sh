@@ -28,6 +28,12 @@ step=$(echo "$row" | awk '{print $3}') exposed=$(echo "$row" | awk '{print $4}')
     bad "1 rank: row '$row', compute '$compute'"
 # :MS rescales the compute.
 expect 0 "compute 5.000 ms a step" "$DTRAIN" model-perf --profile "$tmp/prof.txt:5" --world 1
+# --plot never replaces the profile it reads, and an unwritable one stops before any work.
+cp "$tmp/prof.txt" "$tmp/prof.keep"
+expect 2 "is the input $tmp/prof.txt itself" "$DTRAIN" model-perf --profile "$tmp/prof.txt:5" --plot "$tmp/prof.txt"
+cmp -s "$tmp/prof.txt" "$tmp/prof.keep" && ok "the profile is unchanged" || bad "--plot replaced the profile"
+expect 2 "--plot $tmp/no/dir/p.png cannot be written" "$DTRAIN" model-perf --profile "$tmp/prof.txt" --plot "$tmp/no/dir/p.png"
+grep -q "^# model" "$tmp/out" && bad "model-perf modelled before refusing --plot" || ok "no model before the refusal"
 
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
     $MPIRUN -np 2 "$DTRAIN" bench allreduce -b 256K -e 16M -f 4 --iters 5 --warmup 1 >"$tmp/ar.txt" 2>&1

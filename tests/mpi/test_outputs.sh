@@ -39,11 +39,11 @@ ln -sf keep.jsonl link.jsonl
 ln -f keep.jsonl hard.jsonl
 mkdir -p sub
 for o in keep.jsonl ./keep.jsonl sub/../keep.jsonl "$tmp/keep.jsonl" link.jsonl hard.jsonl; do
-    expect 2 "is the metrics file keep.jsonl itself" "$DTRAIN" plot keep.jsonl -o "$o"
+    expect 2 "is the input keep.jsonl itself" "$DTRAIN" plot keep.jsonl -o "$o"
     cmp -s keep.jsonl keep.orig && ok "plot -o $o left keep.jsonl as it was" || bad "plot -o $o changed keep.jsonl"
     cp keep.orig keep.jsonl # a failure above must not spoil the checks below
 done
-expect 2 "is the metrics file keep.jsonl itself" "$DTRAIN" plot keep.jsonl --output=keep.jsonl
+expect 2 "is the input keep.jsonl itself" "$DTRAIN" plot keep.jsonl --output=keep.jsonl
 cp keep.orig keep.jsonl
 # An -o that cannot be written is refused before gnuplot draws, and nothing reaches stdout (gnuplot,
 # failing to open its output, draws the PNG to its stdout: it must not be dtrain's).
