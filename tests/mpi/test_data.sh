@@ -76,6 +76,19 @@ for sig in INT TERM; do
     [ $rc -eq 124 ] && [ -z "$left" ] && ok "SIG$sig mid-convert: nothing left in the directory" ||
         { bad "SIG$sig mid-convert: exit $rc, left '$left'"; cat "$tmp/out"; }
 done
+# SIGKILL runs no handler and leaves the temporary file; the next convert into the same place removes
+# it once it is 10 minutes old and its process is gone (a fresh one may be another node's convert).
+DTRAIN_TEST_DTS_SLOW_MS=1000 timeout -s KILL 1 "$DTRAIN" data convert "$d" "$tmp/killed" >/dev/null 2>&1
+left=$(ls -A "$tmp/killed" 2>/dev/null)
+if [ -n "$left" ]; then
+    "$DTRAIN" data convert "$d" "$tmp/killed" >"$tmp/out" 2>&1
+    [ -e "$tmp/killed/$left" ] && ok "a fresh temporary file $left is left alone" || bad "a fresh $left was removed"
+    touch -d '20 minutes ago' "$tmp/killed/$left"
+    expect 0 "removed $tmp/killed/$left" "$DTRAIN" data convert --force "$d" "$tmp/killed"
+    [ ! -e "$tmp/killed/$left" ] && ok "the killed convert's $left is gone" || bad "$left is still there"
+else
+    bad "SIGKILL mid-convert left no temporary file to clean (the test hook did not slow the convert?)"
+fi
 # One file is one split: --split test picks nothing in it, and must not label a training file test.dts.
 expect 2 "SRC $tmp/shards/train.dts is one file, which is one split: it would be written as $tmp/t1/test.dts" \
     "$DTRAIN" data convert --split test "$tmp/shards/train.dts" "$tmp/t1"
