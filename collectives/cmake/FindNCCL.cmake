@@ -2,7 +2,8 @@
 #
 # NCCL sits beside the CUDA toolkit (/usr/local/cuda/include/nccl.h and /usr/local/cuda/lib, not
 # lib64) or in the system paths of the libnccl-dev package. NCCL_ROOT or $NCCL_HOME override.
-# Defines NCCL_FOUND, NCCL_VERSION and the imported target NCCL::nccl.
+# Defines NCCL_FOUND, NCCL_VERSION and the imported target NCCL::nccl; its helper variables are
+# unset again, so a project that finds dtrain (dtrainConfig.cmake uses this file) keeps its own.
 
 set(_nccl_hints ${NCCL_ROOT} $ENV{NCCL_ROOT} $ENV{NCCL_HOME} ${CUDAToolkit_LIBRARY_ROOT}
     ${CUDAToolkit_TARGET_DIR} /usr/local/cuda)
@@ -26,3 +27,8 @@ if(NCCL_FOUND AND NOT TARGET NCCL::nccl)
                         INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
 endif()
 mark_as_advanced(NCCL_INCLUDE_DIR NCCL_LIBRARY)
+unset(_nccl_hints)
+unset(_nccl_ver)
+unset(_maj)
+unset(_min)
+unset(_pat)
