@@ -109,13 +109,13 @@ expect 2 "rank 1 is not in this job: the world size is 1 (rank 0 only)" env DTRA
 expect 2 "rank 2 is not in this job: the world size is 2 (ranks 0 to 1)" env DTRAIN_FAULT=stall:2:1 timeout -s KILL 60 \
     "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" $quick
 expect 2 "step 9 comes after the last step of this run (--steps 3)" env DTRAIN_FAULT=stall:0:9 timeout -s KILL 10 "$DTRAIN" $quick
-# A slow file system: rank 0 takes 3 s more than the 1 s timeout to write each checkpoint, and to
-# read the newest at the resume, while the others wait for its verdict; it tells them it is alive.
-slow="train --steps 4 --batch 2 --model fc:8,relu,fc:10 --input 8 --log-every 2 --timeout 1 --checkpoint-every 2"
-expect 0 "parameters identical on all 2 ranks" env DTRAIN_TEST_SLOW_CKPT=3 timeout -s KILL 60 "$MPIRUN" -np 2 \
-    -x DTRAIN_TEST_SLOW_CKPT "$DTRAIN" $slow --checkpoint-dir "$tmp/ck-slow"
-expect 0 "ckpt-0000000004.dtc at step 4" env DTRAIN_TEST_SLOW_CKPT=3 timeout -s KILL 60 "$MPIRUN" -np 2 \
-    -x DTRAIN_TEST_SLOW_CKPT "$DTRAIN" $slow --steps 6 --checkpoint-dir "$tmp/ck-slow" --resume auto
+# A slow file system: rank 0 takes 4 s, twice the 2 s timeout, to write the final checkpoint, and
+# to read it at the resume, while the others wait for its verdict; it tells them it is alive.
+slow="train --batch 2 --model fc:8,relu,fc:10 --input 8 --log-every 2 --timeout 2"
+expect 0 "parameters identical on all 2 ranks" env DTRAIN_TEST_SLOW_CKPT=4 timeout -s KILL 60 "$MPIRUN" -np 2 \
+    -x DTRAIN_TEST_SLOW_CKPT "$DTRAIN" $slow --steps 2 --checkpoint-dir "$tmp/ck-slow"
+expect 0 "ckpt-0000000002.dtc at step 2" env DTRAIN_TEST_SLOW_CKPT=4 timeout -s KILL 60 "$MPIRUN" -np 2 \
+    -x DTRAIN_TEST_SLOW_CKPT "$DTRAIN" $slow --steps 4 --checkpoint-dir "$tmp/ck-slow" --resume auto
 # Stopped with no --checkpoint-dir: nothing saved, so not the requeue's 75.
 expect 143 "no --checkpoint-dir: nothing saved" env DTRAIN_FAULT=usr1:0:3 timeout -s KILL 10 "$DTRAIN" $quick
 expect 75 "rank 0 gets SIGUSR1 at step 3" env DTRAIN_FAULT=usr1:0:3 timeout -s KILL 10 "$DTRAIN" $quick \
