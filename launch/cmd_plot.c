@@ -233,7 +233,7 @@ int cmd_plot(int argc, char **argv)
         unlink(tmp);
         goto done;
     }
-    printf("plot: wrote %s: %d panel%s over %zu step%s (steps %ld to %ld)\n", out, count, cli_s(count), d.n,
+    printf("plot: wrote %s: %d panel%s over %zu record%s (steps %ld to %ld)\n", out, count, cli_s(count), d.n,
            cli_s((long)d.n), d.rows[0].step, d.rows[d.n - 1].step);
     rc = EXIT_OK;
 done:

@@ -7,6 +7,7 @@
 #include "launch/cli.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,25 +25,46 @@ static void utc_now(char *buf, size_t n, int iso)
     if (iso && k) snprintf(buf + k, n - k, ".%03ldZ", ts.tv_nsec / 1000000L);
 }
 
+/* ", "key": v" in fmt; JSON has no NaN or infinity, so a non-finite v (an fp16 step's overflowed
+ * gradient norm, a diverged loss) is null. */
+static void num(FILE *f, const char *key, const char *fmt, double v)
+{
+    fprintf(f, ", \"%s\": ", key);
+    if (isfinite(v))
+        fprintf(f, fmt, v);
+    else
+        fputs("null", f);
+}
+
 int metrics_write(FILE *f, const metrics_record *r)
 {
     char when[40];
     utc_now(when, sizeof when, 1);
-    fprintf(f,
-            "{\"time\": \"%s\", \"step\": %ld, \"epoch\": %.4f, \"loss\": %.6f, \"accuracy\": %.6f, "
-            "\"samples_per_s\": %.3f, \"step_time_s\": %.6f, \"comm_wait_s\": %.6f, \"data_wait_s\": %.6f, "
-            "\"precision\": \"%s\", \"loss_scale\": %g, \"skipped_steps\": %ld, \"skipped_total\": %ld",
-            when, r->step, r->epoch, r->loss, r->accuracy, r->samples_per_s, r->step_time_s, r->comm_wait_s,
-            r->data_wait_s, r->precision, r->loss_scale, r->skipped_steps, r->skipped_total);
+    fprintf(f, "{\"time\": \"%s\", \"step\": %ld", when, r->step);
+    num(f, "epoch", "%.4f", r->epoch);
+    num(f, "loss", "%.6f", r->loss);
+    num(f, "accuracy", "%.6f", r->accuracy);
+    num(f, "samples_per_s", "%.3f", r->samples_per_s);
+    num(f, "step_time_s", "%.6f", r->step_time_s);
+    num(f, "comm_wait_s", "%.6f", r->comm_wait_s);
+    num(f, "data_wait_s", "%.6f", r->data_wait_s);
+    fprintf(f, ", \"precision\": \"%s\"", r->precision);
+    num(f, "loss_scale", "%.9g", r->loss_scale); /* exact: 2^20 is 1048576, not %g's 1.04858e+06 */
+    fprintf(f, ", \"skipped_steps\": %ld, \"skipped_total\": %ld", r->skipped_steps, r->skipped_total);
     /* Before lr: the tests pin lr, grad_norm and the eval fields next to each other and last. */
     if (r->has_straggler) {
-        fprintf(f, ", \"slowest_rank\": %d, \"slowest_busy_s\": %.6f, \"median_busy_s\": %.6f, \"straggler\": %s",
-                r->slowest_rank, r->slowest_busy_s, r->median_busy_s, r->straggler ? "true" : "false");
+        fprintf(f, ", \"slowest_rank\": %d", r->slowest_rank);
+        num(f, "slowest_busy_s", "%.6f", r->slowest_busy_s);
+        num(f, "median_busy_s", "%.6f", r->median_busy_s);
+        fprintf(f, ", \"straggler\": %s", r->straggler ? "true" : "false");
         if (r->straggler) fprintf(f, ", \"straggler_phase\": \"%s\"", r->straggler_phase);
     }
-    fprintf(f, ", \"lr\": %.6g", r->lr);
-    if (r->has_grad_norm) fprintf(f, ", \"grad_norm\": %.6g", r->grad_norm);
-    if (r->has_eval) fprintf(f, ", \"eval_loss\": %.6f, \"eval_accuracy\": %.6f", r->eval_loss, r->eval_accuracy);
+    num(f, "lr", "%.6g", r->lr);
+    if (r->has_grad_norm) num(f, "grad_norm", "%.6g", r->grad_norm);
+    if (r->has_eval) {
+        num(f, "eval_loss", "%.6f", r->eval_loss);
+        num(f, "eval_accuracy", "%.6f", r->eval_accuracy);
+    }
     fprintf(f, "}\n");
     return fflush(f) == 0 && !ferror(f) ? 0 : -1;
 }

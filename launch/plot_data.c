@@ -73,7 +73,8 @@ static int string(cursor *c, char *out, size_t cap)
     return 0;
 }
 
-/* A JSON number, or nan / inf / -nan / -inf (what printf writes for a diverged value). */
+/* A JSON number, or nan / inf / -nan / -inf (what printf wrote for a diverged value in the metrics
+ * of earlier versions; metrics.c now writes null). */
 static int number(cursor *c, double *out)
 {
     const size_t start = c->at;
@@ -164,7 +165,12 @@ int plot_parse_line(plot_data *d, const char *line, size_t len, char *why, size_
             return -1;
         }
         seen |= bit;
-        if (col >= 0 || is_step) {
+        if (col >= 0 && c.len - c.at >= 4 && !memcmp(c.s + c.at, "null", 4)) {
+            /* A non-finite figure (metrics.c writes null: JSON has no NaN): a gap in its series. */
+            c.at += 4;
+            row.v[col] = NAN;
+            row.have |= 1u << col;
+        } else if (col >= 0 || is_step) {
             const size_t at = c.at;
             double v;
             if (number(&c, &v) != 0) {

@@ -126,4 +126,20 @@ expect 2 "--split test and --holdout 0.1 cannot go together" "$DTRAIN" $ev --spl
 expect 2 "--split test and --holdout 0.1 cannot go together" "$DTRAIN" $ev --holdout 0.1 --split test
 expect 0 "the --holdout part of the train split" "$DTRAIN" $ev --split train --holdout 0.1
 
+# --metrics is JSON, one object a line, even for an fp16 run whose gradients overflow at every step
+# (grad_norm inf: null, as JSON has no infinity), and the loss scale is exact (2^23, not 8.38861e+06).
+"$DTRAIN" train --batch 16 --steps 3 --log-every 1 --precision fp16 --clip-grad-norm 1 --loss-scale-init 16777216 \
+    --metrics inf.jsonl >/dev/null 2>&1
+if python3 - inf.jsonl <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 3 and rows[0]["grad_norm"] is None and rows[0]["loss_scale"] == 8388608, rows[0]
+PY
+then
+    ok "fp16 overflow metrics: valid JSON, grad_norm null, loss_scale 8388608"
+else
+    bad "fp16 overflow metrics are not valid JSON or lost the scale's digits: $(head -1 inf.jsonl)"
+fi
+expect 0 "plot: wrote inf.png: 5 panels over 3 records" "$DTRAIN" plot inf.jsonl
+
 finish

@@ -108,17 +108,17 @@ cd "$tmp" || exit 1
     --lr-schedule cosine --warmup-steps 10 --loader-threads 0 --metrics run.jsonl >train.out 2>&1 ||
     { bad "the training run failed"; cat train.out; }
 grep -q '"eval_accuracy"' run.jsonl && ok "the run's metrics have eval records" || bad "no eval records in run.jsonl"
-expect 0 "plot: wrote run.png: 5 panels over 12 steps (steps 5 to 60)" "$DTRAIN" plot run.jsonl
+expect 0 "plot: wrote run.png: 5 panels over 12 records (steps 5 to 60)" "$DTRAIN" plot run.jsonl
 [ "$(png_size run.png)" = "$(size_for 5)" ] && ok "run.png is a PNG of $(size_for 5)" ||
     bad "run.png: $(png_size run.png), expected $(size_for 5)"
 # -o elsewhere; an fp32 run has no loss-scale panel.
 "$DTRAIN" train --steps 20 --log-every 5 --metrics fp32.jsonl >train.out 2>&1 ||
     { bad "fp32 run failed"; cat train.out; }
-expect 0 "plot: wrote $tmp/out dir.png: 4 panels over 4 steps" "$DTRAIN" plot fp32.jsonl -o "$tmp/out dir.png"
+expect 0 "plot: wrote $tmp/out dir.png: 4 panels over 4 records" "$DTRAIN" plot fp32.jsonl -o "$tmp/out dir.png"
 [ "$(png_size "$tmp/out dir.png")" = "$(size_for 4)" ] && ok "-o: a PNG of $(size_for 4)" ||
     bad "out dir.png: $(png_size "$tmp/out dir.png")"
 # --output=OUT, the form every getopt-based command takes.
-expect 0 "plot: wrote o2.png: 4 panels over 4 steps" "$DTRAIN" plot fp32.jsonl --output=o2.png
+expect 0 "plot: wrote o2.png: 4 panels over 4 records" "$DTRAIN" plot fp32.jsonl --output=o2.png
 [ "$(png_size o2.png)" = "$(size_for 4)" ] && ok "--output=: a PNG of $(size_for 4)" || bad "o2.png: $(png_size o2.png)"
 # Replacing a plot is atomic: a refused file leaves the old PNG as it was.
 cp run.png keep.png
@@ -136,7 +136,7 @@ cmp -s run.png keep.png && ok "a refused file left the old run.png as it was" ||
     extra='"eval_accuracy": 0.6, "precision": "fp32", "flag": true, "note": "a\"\\u00e9", "x": null'
     printf '%s' "$(rec 40 1.9 "$extra")"
 } >sep.jsonl
-expect 0 "plot: wrote sep.png: 3 panels over 4 steps (steps 10 to 40)" "$DTRAIN" plot sep.jsonl
+expect 0 "plot: wrote sep.png: 3 panels over 4 records (steps 10 to 40)" "$DTRAIN" plot sep.jsonl
 # gnuplot has nothing to warn about (a constant lr, one step: ranges made by dtrain).
 "$DTRAIN" plot sep.jsonl 2>&1 >/dev/null | grep . && bad "plot wrote to stderr (above)" || ok "plot: nothing on stderr"
 echo '{"step": 3, "loss": 1, "lr": 0}' >one.jsonl
