@@ -120,7 +120,8 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, doub
         cli_error("the loss became %g at step %ld: lower --lr (now %g)", mean_loss, step, (double)t->optim.lr);
         return EXIT_FAIL;
     }
-    r->samples_s_sum += rec.samples_per_s;
+    r->samples_sum += samples;
+    r->interval_s_sum += dt_int;
     r->intervals++;
     if (r->rank == 0 && train_report_interval(r, &rec, iv->steps, eval_line) != EXIT_OK) return EXIT_FAIL;
     if (r->rank == 0 && sv.found) train_report_straggler(r, &sv);
@@ -234,15 +235,23 @@ train_end train_loop(train_run *r, int *rc)
         /* A stop on a log or evaluation step saves first (an evaluation may take longer than the
          * grace before a SIGKILL), then logs the step: the resumed run starts after it, so its
          * record and held-out figures would otherwise be lost. */
+        /* A stop logs its interval on any step, not only a log step: the resumed run starts after
+         * it, so the steps since the last record would be in none (their loss and skips lost). */
         if (stop > 0) {
+            const double t_save = clock_now_s();
             if ((*rc = stop_now(r, step + 1))) return TRAIN_END_FAILED;
-            if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm))) return TRAIN_END_FAILED;
+            iv.t_begin += clock_now_s() - t_save; /* a save is no step's time, as an evaluation is not */
+            if ((*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm))) return TRAIN_END_FAILED;
             return TRAIN_END_STOPPED;
         }
         if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm))) return TRAIN_END_FAILED;
-        if (ckpt_step && (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch,
-                                              t->accum_steps, step + 1)))
-            goto fail;
+        if (ckpt_step) {
+            const double t_save = clock_now_s();
+            if ((s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch,
+                                     t->accum_steps, step + 1)))
+                goto fail;
+            iv.t_begin += clock_now_s() - t_save;
+        }
         if (r->prog.out) {
             long ep = 0, off = 0;
             dt_dataset_position(r->data.train, (step + 1) * t->accum_steps, r->world, t->batch, &ep, &off);

@@ -153,9 +153,14 @@ void train_report_end(const train_run *r, int agree, double bad)
     else
         snprintf(ranks, sizeof ranks, "parameters %s on all %d ranks", agree > 0 ? "identical" : "not compared",
                  r->world);
-    printf("done: %ld step%s in %.2f s, mean %.1f samples/s over %d log interval%s; %s\n", t->steps, cli_s(t->steps),
-           r->t_end - r->t_start, r->samples_s_sum / (r->intervals ? r->intervals : 1), r->intervals,
-           cli_s(r->intervals), ranks);
+    /* A resumed run says how many of the steps it ran itself: the time is theirs. */
+    char resumed[96] = "";
+    if (r->first_step > 0)
+        snprintf(resumed, sizeof resumed, " (%ld here, resumed after step %ld)", t->steps - r->first_step,
+                 r->first_step);
+    printf("done: %ld step%s%s in %.2f s, mean %.1f samples/s over %d log interval%s; %s\n", t->steps, cli_s(t->steps),
+           resumed, r->t_end - r->t_start, r->interval_s_sum > 0 ? r->samples_sum / r->interval_s_sum : 0.0,
+           r->intervals, cli_s(r->intervals), ranks);
     if (t->skip_bad)
         printf("--bad-samples skip: %.0f undecodable sample%s replaced by the next one%s\n", bad, bad == 1 ? "" : "s",
                bad > 0 ? " (dtrain data verify PATH names the first)" : "");

@@ -45,7 +45,8 @@ typedef struct train_run {
     progress prog;         /* rank 0's progress line on a terminal (train_loop.c) */
     straggler_state strag; /* rank 0: the straggler streak */
     /* What the loop measured, for the last line. */
-    double t_start, t_end, samples_s_sum;
+    double t_start, t_end;
+    double samples_sum, interval_s_sum; /* over the log intervals: the mean rate is their ratio */
     int intervals;
 } train_run;
 

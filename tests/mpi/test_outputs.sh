@@ -141,5 +141,18 @@ else
     bad "fp16 overflow metrics are not valid JSON or lost the scale's digits: $(head -1 inf.jsonl)"
 fi
 expect 0 "plot: wrote inf.png: 5 panels over 3 records" "$DTRAIN" plot inf.jsonl
+# A checkpoint's save (slowed to 1 s by the test hook) is no step's time: not in the record after it.
+DTRAIN_TEST_SLOW_CKPT=1 "$DTRAIN" train $run --steps 4 --checkpoint-dir ckt --checkpoint-every 2 --metrics ckt.jsonl \
+    >/dev/null 2>&1
+if python3 - ckt.jsonl <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["step"] for r in rows] == [1, 2, 3, 4] and max(r["step_time_s"] for r in rows) < 0.5, rows
+PY
+then
+    ok "a 1 s checkpoint save is in no record's step time"
+else
+    bad "step times around a slow save: $(python3 -c 'import json,sys; print([json.loads(l)["step_time_s"] for l in open(sys.argv[1])])' ckt.jsonl)"
+fi
 
 finish

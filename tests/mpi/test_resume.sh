@@ -27,10 +27,13 @@ for sig in usr1 term; do
     "$MPIRUN" -np 2 "$DTRAIN" train $common --checkpoint-dir "$ck" --resume auto --dump-params "$tmp/p-$sig" \
         --metrics "$tmp/m-$sig.jsonl" >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "resume after $sig failed"; }
     grep -q "resumed from .*ckpt-0000000023.dtc at step 23" "$tmp/log" && ok "resumed at step 23" || { bad "did not resume at 23"; cat "$tmp/log"; }
-    [ "$(metrics_steps "$tmp/m-$sig.jsonl")" = "10 20 30 40 50 60 " ] && metrics_timed "$tmp/m-$sig.jsonl" &&
-        grep -q "metrics: appending to .*m-$sig.jsonl after its 2 records up to step 20$" "$tmp/log" &&
+    # The stop at 23 logged steps 21-23 (the resumed run starts after them), then 24-30 make step 30's.
+    [ "$(metrics_steps "$tmp/m-$sig.jsonl")" = "10 20 23 30 40 50 60 " ] && metrics_timed "$tmp/m-$sig.jsonl" &&
+        grep -q "metrics: appending to .*m-$sig.jsonl after its 3 records up to step 23$" "$tmp/log" &&
         ok "--metrics after the resume: steps $(metrics_steps "$tmp/m-$sig.jsonl")each once, each with its time" ||
         { bad "--metrics after the resume at 23: steps $(metrics_steps "$tmp/m-$sig.jsonl")"; cat "$tmp/m-$sig.jsonl"; grep metrics "$tmp/log"; }
+    grep -q "^done: 60 steps (37 here, resumed after step 23) in " "$tmp/log" && ok "the done line counts the 37 steps run here" ||
+        { bad "the resumed run's done line"; grep "^done" "$tmp/log"; }
     out=$("$CMP" "$tmp/p-$sig" "$tmp/ref" exact) && ok "interrupted + resumed == uninterrupted: $out" || bad "after $sig: $out"
 done
 
@@ -50,11 +53,11 @@ grep -q "skipping checkpoint: checkpoint .*ckpt-0000000030.dtc: section \"params
 grep -q "resumed from .*ckpt-0000000020.dtc at step 20" "$tmp/log" && ok "damaged checkpoints 35 and 30 skipped, resumed at 20" ||
     { bad "damaged checkpoints not handled"; cat "$tmp/log"; }
 out=$("$CMP" "$tmp/p-every" "$tmp/ref" exact) && ok "resumed from the older checkpoint == uninterrupted: $out" || bad "older: $out"
-# Resumed at 20 with records up to 30: the record of step 30 is dropped, 10 and 20 kept as they were.
-[ "$(metrics_steps "$tmp/m-every.before")" = "10 20 30 " ] && [ "$(metrics_steps "$tmp/m-every.jsonl")" = "10 20 30 40 50 60 " ] &&
+# Resumed at 20 with records up to 35: those of steps 30 and 35 are dropped, 10 and 20 kept as they were.
+[ "$(metrics_steps "$tmp/m-every.before")" = "10 20 30 35 " ] && [ "$(metrics_steps "$tmp/m-every.jsonl")" = "10 20 30 40 50 60 " ] &&
     [ "$(head -2 "$tmp/m-every.jsonl")" = "$(head -2 "$tmp/m-every.before")" ] && metrics_timed "$tmp/m-every.jsonl" &&
-    grep -q "after its 2 records up to step 20; dropped 1 of later steps (they run again)" "$tmp/log" &&
-    ok "--metrics resumed at 20: kept 10 and 20 byte for byte, dropped 30, appended 30 to 60" ||
+    grep -q "after its 2 records up to step 20; dropped 2 of later steps (they run again)" "$tmp/log" &&
+    ok "--metrics resumed at 20: kept 10 and 20 byte for byte, dropped 30 and 35, appended 30 to 60" ||
     { bad "--metrics resumed at 20: before $(metrics_steps "$tmp/m-every.before"), after $(metrics_steps "$tmp/m-every.jsonl")";
       cat "$tmp/m-every.jsonl"; grep metrics "$tmp/log"; }
 
