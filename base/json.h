@@ -9,8 +9,9 @@
 #include <stdio.h>
 
 /* Writes s to f as a JSON string, quotes included: " and \ escaped, control characters as \n, \t
- * or \u00XX; bytes >= 0x80 are copied (the text is UTF-8 or treated as such). NULL is written as
- * null. */
+ * or \u00XX; well-formed UTF-8 is copied, and each byte that is not part of a well-formed UTF-8
+ * character becomes \ufffd (U+FFFD), so the output is valid JSON whatever the bytes. NULL is written
+ * as null. */
 void json_write_string(FILE *f, const char *s);
 
 #endif

@@ -36,8 +36,11 @@ static void copy_cut(char *dst, size_t cap, const char *src)
         memcpy(dst, src, n + 1);
         return;
     }
-    memcpy(dst, src, cap - 4);
-    memcpy(dst + cap - 4, "...", 4);
+    /* Cut before a UTF-8 continuation byte would split a character: back up to its first byte. */
+    size_t keep = cap - 4;
+    while (keep > 0 && ((unsigned char)src[keep] & 0xC0) == 0x80) keep--;
+    memcpy(dst, src, keep);
+    memcpy(dst + keep, "...", 4);
 }
 
 static doc_row *row_new(doc_list *l)
