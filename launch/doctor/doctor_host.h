@@ -32,6 +32,9 @@ typedef struct doctor_host_facts {
     int has_pmix;                   /* PMIX_RANK set */
     int has_pmi2;                   /* PMI_RANK or PMI_FD set (PMI-2: srun --mpi=pmi2), which dt_init accepts */
     int torch_rank, torch_world;    /* RANK and WORLD_SIZE when set under another launcher, else -1 */
+    /* LOCAL_RANK and LOCAL_WORLD_SIZE as set under another launcher, "" when unset (text, so that a
+     * zeroed fact is "unset" and a value that is no number can be quoted) */
+    char torch_local_rank[16], torch_local_world[16];
     /* MPI */
     char mpi_version[96];
     int cuda_aware_built; /* this build's <mpi-ext.h> says CUDA-aware (Open MPI) */
@@ -39,10 +42,11 @@ typedef struct doctor_host_facts {
     int thread_level;     /* MPI_Query_thread */
     int gpu_comm;         /* dt_gpu_comm in effect */
     /* CPU */
-    int online_cpus;   /* CPUs the node has online */
+    int online_cpus;   /* CPUs the node has online (the ranks may be allowed fewer: allowed) */
     char allowed[256]; /* the cores this process was allowed before dtrain pinned it */
     int allowed_n;
-    char yield[16];                             /* OMPI_MCA_mpi_yield_when_idle, "" when unset */
+    char yield[16];   /* OMPI_MCA_mpi_yield_when_idle, "" when unset */
+    char oversub[16]; /* OMPI_MCA_mpi_oversubscribe, which mpirun sets to 1 when it oversubscribes */
     char omp_threads[16], openblas_threads[16]; /* OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, "" unset */
     char blas_core[32], blas_better[32];        /* OpenBLAS's kernels; a better set, "" when none */
     char coretype_env[32]; /* OPENBLAS_CORETYPE as the user set it, "" when unset or set by dtrain */

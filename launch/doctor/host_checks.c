@@ -31,12 +31,65 @@ static void refusal_row(doc_list *out, const char *name, const char *refusal)
     doc_add(out, name, DOC_FAIL, fix + 5, "%.*s", (int)(fix - refusal), refusal);
 }
 
+static void check_conflict(const doctor_facts *f, doc_list *out);
+
+/* The launcher's variables did not parse (launcher -1): no launcher explains the rank, and the
+ * refusal names the variable and its value ("SLURM_NTASKS='2x' is not a whole number ..."). The
+ * launchers set these themselves, so a bad one was exported by hand (a job script, a shell rc) or
+ * inherited from another job: the fix names it. The identity and PMI rows cannot be judged then. */
+static void launcher_unreadable(const doctor_host_facts *h, doc_list *out)
+{
+    const char *r = h->refusal[0] ? h->refusal : "the launcher's variables do not parse";
+    size_t n = strspn(r, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    char fix[DOC_TEXT];
+    if (n > 0 && n < 64 && r[n] == '=')
+        snprintf(fix, sizeof fix,
+                 "give %.*s a valid value or unset it: srun and mpirun set it themselves, so a job script or "
+                 "shell that exports it by hand (or a variable left from another job) is the cause",
+                 (int)n, r);
+    else
+        snprintf(fix, sizeof fix, "start the job with mpirun or `srun --mpi=pmix` (see docs/doctor.md)");
+    const char *cut = strstr(r, " Fix: ");
+    doc_add(out, "launch.launcher", DOC_FAIL, fix, "no launcher explains this rank: %.*s; variables seen: %s",
+            cut ? (int)(cut - r) : (int)strlen(r), r, h->families[0] ? h->families : "none");
+    doc_add(out, "launch.identity", DOC_SKIP, NULL,
+            "not compared: the launcher's variables do not parse (launch.launcher)");
+    doc_add(out, "launch.pmix", DOC_SKIP, NULL, "not judged: the launcher's variables do not parse (launch.launcher)");
+}
+
+/* LOCAL_RANK or LOCAL_WORLD_SIZE (torchrun's) against MPI's local rank and size: "" when they
+ * agree or are unset, else the disagreement into buf. A program that picks its GPU from
+ * LOCAL_RANK would take another rank's GPU. */
+static const char *local_conflict(const doctor_host_facts *h, const dt_placement *pl, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    const char *var[2] = {"LOCAL_RANK", "LOCAL_WORLD_SIZE"};
+    const char *val[2] = {h->torch_local_rank, h->torch_local_world};
+    const int mpi[2] = {pl->local_rank, pl->local_size};
+    for (int i = 0; i < 2; i++) {
+        if (!val[i][0]) continue;
+        char *end = NULL;
+        const long v = strtol(val[i], &end, 10);
+        if (!*end && v == mpi[i]) continue;
+        len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%s=%s", len ? " " : "", var[i], val[i]);
+    }
+    if (len && len < n)
+        snprintf(buf + len, n - len, " %s set but MPI says local rank %d of %d on this node",
+                 strchr(buf, ' ') ? "are" : "is", pl->local_rank, pl->local_size);
+    return buf;
+}
+
 static void check_launcher(const doctor_facts *f, doc_list *out)
 {
     const doctor_host_facts *h = &f->host;
-    const char *name = h->launcher < 0 ? "unreadable" : dt_launcher_name((dt_launcher)h->launcher);
-    doc_add(out, "launch.launcher", DOC_PASS, NULL, "%s; variables seen: %s", name,
-            h->families[0] ? h->families : "none (a world of 1)");
+    if (h->launcher < 0) {
+        launcher_unreadable(h, out);
+        check_conflict(f, out);
+        return;
+    }
+    doc_add(out, "launch.launcher", DOC_PASS, NULL, "%s; variables seen: %s",
+            dt_launcher_name((dt_launcher)h->launcher), h->families[0] ? h->families : "none (a world of 1)");
     if (h->refusal[0])
         refusal_row(out, "launch.identity", h->refusal);
     else
@@ -61,15 +114,23 @@ static void check_launcher(const doctor_facts *f, doc_list *out)
     else
         doc_add(out, "launch.pmix", DOC_SKIP, NULL, "no PMIx server: %s",
                 h->launcher == DT_LAUNCHER_NONE ? "started without a launcher" : "this launcher uses another PMI");
+    check_conflict(f, out);
+}
 
+static void check_conflict(const doctor_facts *f, doc_list *out)
+{
+    const doctor_host_facts *h = &f->host;
+    static const char *const unset_fix =
+        "unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE in the job script (dtrain takes its ranks from MPI; code "
+        "that reads them would disagree)";
+    char local[160];
     /* torchrun's variables under another launcher: a Python program reading them would be wrong. */
     if (h->torch_rank >= 0 && h->torch_world >= 0 &&
         (h->torch_rank != f->pl.rank || h->torch_world != f->pl.world_size))
-        doc_add(out, "launch.conflict", DOC_WARN,
-                "unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE in the job script (dtrain takes its ranks from "
-                "MPI; code that reads them would disagree)",
-                "RANK=%d WORLD_SIZE=%d are set but MPI says rank %d of %d", h->torch_rank, h->torch_world, f->pl.rank,
-                f->pl.world_size);
+        doc_add(out, "launch.conflict", DOC_WARN, unset_fix, "RANK=%d WORLD_SIZE=%d are set but MPI says rank %d of %d",
+                h->torch_rank, h->torch_world, f->pl.rank, f->pl.world_size);
+    else if (local_conflict(h, &f->pl, local, sizeof local)[0])
+        doc_add(out, "launch.conflict", DOC_WARN, unset_fix, "%s", local);
     else if (h->launcher == DT_LAUNCHER_OPENMPI && h->slurm_procid >= 0)
         doc_add(out, "launch.conflict", DOC_PASS, NULL,
                 "SLURM_* of the batch step are present and ignored: mpirun's OMPI_COMM_WORLD_* win");
@@ -95,14 +156,17 @@ static void check_mpi(const doctor_facts *f, doc_list *out)
         doc_add(out, "mpi.cuda_aware", DOC_PASS, NULL, "%s %s%s", h->mpi_version,
                 h->cuda_aware_built ? "is CUDA-aware" : "is not CUDA-aware",
                 f->pl.device == DT_DEVICE_CUDA ? " (GPU buffers go through NCCL)" : " (not needed on the CPU)");
-    if (h->thread_level >= 0 && h->thread_level < 2 /* MPI_THREAD_SERIALIZED */)
+    /* The engine starts its communication thread only under MPI_THREAD_MULTIPLE (collectives/engine.c);
+     * below it every allreduce runs inline on the compute thread, none overlaps the backward pass. */
+    if (h->thread_level >= 0 && h->thread_level < 3 /* MPI_THREAD_MULTIPLE */)
         doc_add(out, "mpi.threads", DOC_WARN,
-                "use an MPI built with thread support (Open MPI: the default), or DTRAIN_COMM_THREAD=0",
-                "MPI provides thread level %d only: the communication thread needs MPI_THREAD_SERIALIZED or better",
+                "use an MPI built with MPI_THREAD_MULTIPLE support (Open MPI: the default; MPICH: "
+                "--enable-threads=multiple)",
+                "MPI provides thread level %d only: the communication thread needs MPI_THREAD_MULTIPLE, so "
+                "allreduces run inline and do not overlap the backward pass",
                 h->thread_level);
     else
-        doc_add(out, "mpi.threads", DOC_PASS, NULL, "MPI thread level %d (%s)", h->thread_level,
-                h->thread_level >= 3 ? "MPI_THREAD_MULTIPLE" : "MPI_THREAD_SERIALIZED");
+        doc_add(out, "mpi.threads", DOC_PASS, NULL, "MPI thread level %d (MPI_THREAD_MULTIPLE)", h->thread_level);
 }
 
 /* A thread variable x local ranks above the node's CPUs: one WARN row naming the values. */
@@ -179,28 +243,75 @@ static int node_ranks(const doctor_facts *all, int world, int nd, int *idx)
     return n;
 }
 
-static void check_busy_poll(const doctor_facts *all, int world, const int *idx, int n, doc_list *job, int *bad)
+/* An Open MPI boolean MCA value read the way Open MPI 4.1 reads it (mca_base_var_enum_bool): leading
+ * white space skipped, then a whole integer (nonzero: true) or exactly one of t true enabled yes y /
+ * f false disabled no n, case-sensitive (measured: "TRUE" and "1 " are refused). 1 true, 0 false,
+ * -1 a value Open MPI refuses, with a warning, keeping its default. */
+static int mca_bool(const char *v)
+{
+    v += strspn(v, " \t\n\v\f\r");
+    char *end = NULL;
+    const long x = strtol(v, &end, 10);
+    if (!*end) return x != 0; /* "" is 0 as well: false */
+    static const char *const yes[] = {"t", "true", "enabled", "yes", "y"}, *const no[] = {"f", "false", "disabled",
+                                                                                          "no", "n"};
+    for (int i = 0; i < 5; i++) {
+        if (!strcmp(v, yes[i])) return 1;
+        if (!strcmp(v, no[i])) return 0;
+    }
+    return -1;
+}
+
+/* Whether Open MPI makes this rank yield when it waits: OMPI_MCA_mpi_yield_when_idle when set to a
+ * value it reads; unset (or refused), its default, which is to yield when mpirun oversubscribed the
+ * node, as mpirun tells the rank with OMPI_MCA_mpi_oversubscribe=1 (measured, Open MPI 4.1.4, 3
+ * ranks on 2 cores: an 8-byte allreduce takes ~10 us unset or "TRUE", ~330 us with "0"). */
+static int yields(const doctor_host_facts *h)
+{
+    const int y = h->yield[0] ? mca_bool(h->yield) : -1;
+    if (y >= 0) return y;
+    return h->oversub[0] && mca_bool(h->oversub) == 1;
+}
+
+/* The CPUs the ranks of a node may use: the union of the sets the launcher allowed them. */
+static int node_allowed(const doctor_facts *all, const int *idx, int n)
 {
     cpu_set_t u;
     CPU_ZERO(&u);
-    int yield = 0;
     for (int i = 0; i < n; i++) {
         cpu_set_t s;
-        const doctor_host_facts *h = &all[idx[i]].host;
-        if (affinity_parse(h->allowed, &s) == DT_OK) CPU_OR(&u, &u, &s);
-        yield |= h->yield[0] && strcmp(h->yield, "0") != 0;
+        if (affinity_parse(all[idx[i]].host.allowed, &s) == DT_OK) CPU_OR(&u, &u, &s);
     }
-    const int cores = CPU_COUNT(&u);
-    if (n <= cores || yield || cores == 0) return;
-    const char *host = all[idx[0]].pl.hostname;
+    return CPU_COUNT(&u);
+}
+
+static void check_busy_poll(const doctor_facts *all, const int *idx, int n, doc_list *job, int *bad)
+{
+    int spin = -1; /* a rank of the node that does not yield */
+    for (int i = 0; i < n && spin < 0; i++)
+        if (!yields(&all[idx[i]].host)) spin = idx[i];
+    const int cores = node_allowed(all, idx, n);
+    if (n <= cores || spin < 0 || cores == 0) return;
+    const doctor_host_facts *h = &all[spin].host;
+    char why[160];
+    if (!h->yield[0])
+        snprintf(why, sizeof why,
+                 "unset and mpirun did not mark the node oversubscribed (only then does Open MPI "
+                 "yield by itself)");
+    else if (mca_bool(h->yield) < 0)
+        snprintf(why, sizeof why,
+                 "'%.16s', which Open MPI refuses (keeping its default: no yield unless mpirun "
+                 "oversubscribed the node)",
+                 h->yield);
+    else
+        snprintf(why, sizeof why, "'%.16s' (false)", h->yield);
     doc_add_ranks(job, idx, n, "mpi.busy_poll", DOC_WARN,
                   "export OMPI_MCA_mpi_yield_when_idle=1 before mpirun or srun (or start at most as many ranks per "
                   "node as it has cores)",
                   "node %s runs %d ranks on %d core%s and OMPI_MCA_mpi_yield_when_idle is %s: waiting ranks spin and "
-                  "starve the others (small allreduces ~10 ms instead of ~20 us)",
-                  host, n, cores, cores == 1 ? "" : "s", all[idx[0]].host.yield[0] ? all[idx[0]].host.yield : "unset");
+                  "starve the others (small allreduces take 0.3-10 ms instead of ~20 us)",
+                  all[idx[0]].pl.hostname, n, cores, cores == 1 ? "" : "s", why);
     *bad = 1;
-    (void)world;
 }
 
 static void check_overlap(const doctor_facts *all, const int *idx, int n, doc_list *job, int *bad)
@@ -215,13 +326,14 @@ static void check_overlap(const doctor_facts *all, const int *idx, int n, doc_li
             char common[128];
             affinity_format(&both, common, sizeof common);
             const int pair[2] = {idx[i], idx[j]};
-            const int cpus = all[idx[i]].host.online_cpus;
+            /* The CPUs the ranks may use, not the node's: under taskset or a cgroup they are fewer. */
+            const int cpus = node_allowed(all, idx, n);
             if (n > cpus || a->cores_shared)
                 doc_add_ranks(job, pair, 2, "cpu.overlap", DOC_WARN,
                               "start at most as many ranks per node as it has cores (srun --ntasks-per-node, "
                               "mpirun --map-by ppr:N:node)",
-                              "ranks %d and %d share cores %s on %s: %d ranks on %d CPUs", pair[0], pair[1], common,
-                              a->hostname, n, cpus);
+                              "ranks %d and %d share cores %s on %s: %d ranks on the %d CPU%s they may use", pair[0],
+                              pair[1], common, a->hostname, n, cpus, cpus == 1 ? "" : "s");
             else if (a->pinned_by == DT_PINNED_NONE || b->pinned_by == DT_PINNED_NONE)
                 doc_add_ranks(job, pair, 2, "cpu.overlap", DOC_WARN,
                               "let dtrain pin the ranks (drop --pin none / DTRAIN_PIN=none), or bind them apart: "
@@ -254,7 +366,7 @@ void doctor_host_check_job(const doctor_facts *all, int world, doc_list *job)
     for (int nd = 0; nd < nodes; nd++) {
         const int n = node_ranks(all, world, nd, idx);
         if (!n) continue;
-        check_busy_poll(all, world, idx, n, job, &busy);
+        check_busy_poll(all, idx, n, job, &busy);
         check_overlap(all, idx, n, job, &overlap);
         len += (size_t)snprintf(lists + len, len < sizeof lists ? sizeof lists - len : 0, "%s%s:", len ? "; " : "",
                                 all[idx[0]].pl.hostname);

@@ -66,6 +66,8 @@ void doctor_host_early(doctor_host_facts *f, int launcher)
     if (f->launcher != DT_LAUNCHER_TORCHRUN) {
         f->torch_rank = env_int("RANK");
         f->torch_world = env_int("WORLD_SIZE");
+        copy_env(f->torch_local_rank, sizeof f->torch_local_rank, "LOCAL_RANK");
+        copy_env(f->torch_local_world, sizeof f->torch_local_world, "LOCAL_WORLD_SIZE");
     }
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -76,6 +78,7 @@ void doctor_host_early(doctor_host_facts *f, int launcher)
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     f->online_cpus = online > 0 ? (int)online : 0;
     copy_env(f->yield, sizeof f->yield, "OMPI_MCA_mpi_yield_when_idle");
+    copy_env(f->oversub, sizeof f->oversub, "OMPI_MCA_mpi_oversubscribe");
     copy_env(f->omp_threads, sizeof f->omp_threads, "OMP_NUM_THREADS");
     copy_env(f->openblas_threads, sizeof f->openblas_threads, "OPENBLAS_NUM_THREADS");
     /* The prologue sets OPENBLAS_CORETYPE with DTRAIN_BLAS_COREFIX=0 when it restarts the program:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `dtrain doctor`: a healthy mpirun -np 2 passes with a table; --json parses with the expected
 # checks; faked environments (thread variables, no yield with more ranks than cores, torchrun
-# variables without a launcher, srun variables without PMIx) give their WARN or FAIL and exit code.
+# variables without a launcher, srun variables without PMIx or that do not parse, CPUs narrowed by
+# taskset) give their WARN or FAIL and exit code; --json stays valid UTF-8.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 # A healthy job lets dtrain pick OpenBLAS's kernels; an OPENBLAS_CORETYPE the machine exports
@@ -40,6 +41,36 @@ OMPI_MCA_mpi_yield_when_idle=0 "$MPIRUN" -np $n --oversubscribe "$DTRAIN" doctor
 doctor_status "$tmp/j" mpi.busy_poll=warn cpu.overlap=warn && ok "$n ranks on $(nproc) cores, no yield -> WARN" ||
     bad "busy-poll/overlap warn"
 
+# Open MPI's booleans: "false" and "no" are false as much as "0" is.
+for y in false no; do
+    OMPI_MCA_mpi_yield_when_idle=$y "$MPIRUN" -np $n --oversubscribe "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>&1
+    doctor_status "$tmp/j" mpi.busy_poll=warn && ok "OMPI_MCA_mpi_yield_when_idle=$y, $n ranks -> busy_poll WARN" ||
+        bad "OMPI_MCA_mpi_yield_when_idle=$y: no busy_poll WARN"
+done
+# Unset, an mpirun that oversubscribes sets OMPI_MCA_mpi_oversubscribe=1 and Open MPI yields by itself.
+env -u OMPI_MCA_mpi_yield_when_idle "$MPIRUN" -np $n --oversubscribe "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>&1
+doctor_status "$tmp/j" mpi.busy_poll=pass && ok "yield unset, mpirun --oversubscribe -> busy_poll PASS (Open MPI yields)" ||
+    bad "yield unset under mpirun --oversubscribe: busy_poll not PASS"
+
+# The CPUs the ranks may use, not the node's: two unpinned ranks under taskset -c 0 share one CPU.
+if command -v taskset >/dev/null; then
+    taskset -c 0 "$MPIRUN" -np 2 --bind-to none "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>&1
+    doctor_status "$tmp/j" cpu.overlap=warn && grep -q "2 ranks on the 1 CPU they may use" "$tmp/j" &&
+        ok "taskset -c 0: cpu.overlap says 2 ranks on 1 CPU" || bad "taskset -c 0: cpu.overlap $(grep -o '"seen": "ranks[^"]*' "$tmp/j")"
+fi
+
+# LOCAL_RANK / LOCAL_WORLD_SIZE that disagree with MPI's local rank and size (a program picking its
+# GPU from them would take the wrong one).
+"$MPIRUN" -np 2 -x LOCAL_RANK=1 -x LOCAL_WORLD_SIZE=7 "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>&1
+doctor_status "$tmp/j" launch.conflict=warn && grep -q "LOCAL_WORLD_SIZE=7" "$tmp/j" &&
+    ok "LOCAL_RANK=1 LOCAL_WORLD_SIZE=7 -> launch.conflict WARN" || bad "LOCAL_RANK/LOCAL_WORLD_SIZE: no launch.conflict WARN"
+
+# --json is valid UTF-8 even when a value is cut in the middle of a character.
+CUDA_VISIBLE_DEVICES="$(printf 'x%.0s' $(seq 199))é" DTRAIN_TEST_CUDA_DRIVER=12020 "$DTRAIN" doctor --no-comm --json \
+    >"$tmp/j" 2>/dev/null
+python3 -c 'import json,sys; json.load(open(sys.argv[1], encoding="utf-8"))' "$tmp/j" 2>/dev/null &&
+    ok "--json stays valid UTF-8 when a value is cut inside a character" || bad "--json: not valid UTF-8 JSON"
+
 # Ranks not pinned on a node with a core for each: overlap WARN naming the ranks.
 "$MPIRUN" -np 2 --bind-to none "$DTRAIN" doctor --pin none --json --no-comm >"$tmp/j" 2>&1
 doctor_status "$tmp/j" cpu.overlap=warn && grep -q "ranks 0 and 1" "$tmp/j" && ok "--pin none overlap -> WARN names ranks" ||
@@ -56,6 +87,13 @@ doctor_status "$tmp/j" cpu.blas=warn && grep -q "runs its Prescott kernels" "$tm
 expect 1 "unset RANK and WORLD_SIZE" env RANK=0 WORLD_SIZE=4 "$DTRAIN" doctor --no-comm
 expect 1 "srun --mpi=pmix" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_NODELIST=localhost \
     "$DTRAIN" doctor --no-comm
+# Launcher variables that do not parse: launch.launcher FAILs naming the variable, and the PMI row
+# does not pretend to know the launcher.
+env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=2x SLURM_NODELIST=localhost "$DTRAIN" doctor --no-comm --json \
+    >"$tmp/j" 2>&1
+doctor_status "$tmp/j" launch.launcher=fail launch.pmix=skip && grep -q "give SLURM_NTASKS a valid value" "$tmp/j" &&
+    ! grep -q "another PMI" "$tmp/j" && ok "SLURM_NTASKS=2x -> launch.launcher FAIL naming it" ||
+    bad "SLURM_NTASKS=2x: $(cat "$tmp/j")"
 # The other tasks of such an srun stay quiet (the first one reports) but fail too.
 env SLURM_STEP_ID=0 SLURM_PROCID=2 SLURM_NTASKS=4 SLURM_NODELIST=localhost "$DTRAIN" doctor --no-comm >"$tmp/q" 2>&1
 rc=$?
