@@ -110,6 +110,14 @@ int model_alloc_acts(dt_model *m)
     }
     const int k = act_plan(&m->spec, m->be->ops, m->prec, m->max_batch, c);
     const size_t total = carve_pool_bytes(c, k);
+    if (total == SIZE_MAX) {
+        free(c);
+        status_set_error(DT_ERR_NOMEM,
+                         "the activations of this model at batch %d need more than 2^64 bytes: use fewer or smaller "
+                         "layers, or a smaller batch",
+                         m->max_batch);
+        return 0;
+    }
     char what[64];
     snprintf(what, sizeof what, "the %s activation pool", m->prec == DT_F32 ? "fp32" : "16-bit");
     if (!(m->pool = mbuf(m, total, what))) {

@@ -116,10 +116,19 @@ int act_plan(const model_spec *s, const backend_ops *ops, dt_dtype prec, int bat
     return k;
 }
 
+/* a + b, or SIZE_MAX when that passes it: a plan's sums never wrap into a small number. */
+static size_t sat_add(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+
 size_t carve_pool_bytes(const carve *c, int k)
 {
+    /* Each carve is below 2^62 (batch 2^20 x 2^28 values x 4 bytes at most), but thousands of
+     * them may add past 2^64: the sum saturates, and no allocation of it can succeed. */
     size_t total = 0;
-    for (int j = 0; j < k; j++) total += carve_aligned(c[j].bytes);
+    for (int j = 0; j < k; j++) {
+        const size_t a = carve_aligned(c[j].bytes);
+        if (a > SIZE_MAX - total) return SIZE_MAX;
+        total += a;
+    }
     return total;
 }
 
@@ -269,8 +278,8 @@ static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memo
     const size_t grads = np * (g16 ? 2 : 4);
     plan_item(p, grads, "%s", g16 ? "gradients (16-bit)" : "gradients (fp32)");
     for (int j = 0; j < kf; j++) {
-        if (cv[j].kind == CARVE_ACT) k->activations += cv[j].bytes;
-        if (cv[j].kind == CARVE_WORK) k->workspace += cv[j].bytes;
+        if (cv[j].kind == CARVE_ACT) k->activations = sat_add(k->activations, cv[j].bytes);
+        if (cv[j].kind == CARVE_WORK) k->workspace = sat_add(k->workspace, cv[j].bytes);
         if (cv[j].kind == CARVE_P16) k->params += cv[j].bytes;
     }
     plan_carve_items(p, s, cv, kf);
@@ -292,9 +301,10 @@ static void plan_fill(const model_spec *s, const backend_ops *ops, const dt_memo
      * dt_model_create before a 16-bit one replaces it, both gradient buffers while
      * dt_model_set_precision swaps them (counting the optimizer and accumulation buffer from the
      * start, whatever order a program makes them in). */
-    p->total = fixed + grads + gacc + k->optimizer + pool + spare;
-    const size_t at_create = fixed + np * 4 + pool32 + gacc + k->optimizer;
-    const size_t at_swap = g16 ? fixed + np * 4 + grads + gacc + k->optimizer + pool : 0;
+    const size_t held = fixed + grads + gacc + k->optimizer + spare; /* bounded by the parameter limit */
+    p->total = sat_add(held, pool);
+    const size_t at_create = sat_add(fixed + np * 4 + gacc + k->optimizer, pool32);
+    const size_t at_swap = g16 ? sat_add(fixed + np * 4 + grads + gacc + k->optimizer, pool) : 0;
     p->peak = p->total;
     if (at_create > p->peak) p->peak = at_create;
     if (at_swap > p->peak) p->peak = at_swap;

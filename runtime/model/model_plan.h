@@ -57,6 +57,8 @@ dt_status plan_conv_shapes(model_spec *s, int batch);
 int act_plan(const model_spec *s, const backend_ops *ops, dt_dtype prec, int batch, carve *c);
 
 /* The pool's size: the buffers' bytes, each rounded up to POOL_ALIGN. */
+/* The pool's bytes for the k carves, aligned; SIZE_MAX when the sum passes it (a model whose
+ * activations no memory holds: its allocation fails, never a wrapped small one). */
 size_t carve_pool_bytes(const carve *c, int k);
 
 /* Whether layer i needs its own output buffer (flatten aliases its input; a ReLU works in place

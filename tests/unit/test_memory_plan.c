@@ -18,6 +18,7 @@
 #include "collectives/engine.h"
 #include "kernels/backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct plan_case {
@@ -163,13 +164,39 @@ static void test_limit(void **st)
     backend_cpu_set_limit(0);
 }
 
+/* A model whose activations pass 2^64 bytes (8191 pool:1 layers on a 16384 x 16384 map at the
+ * command's largest batch, 2^51 bytes each): the plan says SIZE_MAX and the model is refused, where
+ * the wrapped sum once gave a 16 MiB pool that the first forward pass wrote past. */
+static void test_pool_past_size_max(void **st)
+{
+    (void)st;
+    enum { POOLS = 8191 };
+    char *spec = malloc(POOLS * 7 + 32);
+    assert_non_null(spec);
+    spec[0] = '\0';
+    for (int i = 0; i < POOLS; i++) memcpy(spec + 7 * i, "pool:1,", 8);
+    strcat(spec, "pool:16384,fc:2");
+    dt_memory_plan_config c;
+    dt_memory_plan_defaults(&c);
+    c.spec = spec;
+    c.input = "1x16384x16384";
+    c.batch = 1 << 20;
+    dt_memory_plan p;
+    assert_int_equal(dt_model_plan_memory(NULL, &c, &p), DT_OK);
+    assert_true(p.total == SIZE_MAX && p.kinds.pool == SIZE_MAX);
+    dt_model *m = NULL;
+    assert_int_equal(dt_model_create(NULL, spec, "1x16384x16384", 1, 1 << 20, &m), DT_ERR_NOMEM);
+    assert_null(m);
+    assert_non_null(strstr(dt_last_error(), "need more than 2^64 bytes"));
+    free(spec);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plan_equals_model),
-        cmocka_unit_test(test_zero_share),
-        cmocka_unit_test(test_max_batch),
-        cmocka_unit_test(test_limit),
+        cmocka_unit_test(test_plan_equals_model),  cmocka_unit_test(test_zero_share),
+        cmocka_unit_test(test_max_batch),          cmocka_unit_test(test_limit),
+        cmocka_unit_test(test_pool_past_size_max),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -384,6 +384,32 @@ static void test_loader(void **st)
     dt_dataset_free(d);
 }
 
+/* dt_softmax_xent, the public kernel of custom loops: its loss and gradient on a 2 x 3 batch, and a
+ * label outside the classes (3, or -1) refused with NaN and nothing written, where it once wrote
+ * past the row into the caller's next float. */
+static void test_softmax_xent_labels(void **st)
+{
+    (void)st;
+    const float logits[6] = {1, 2, 3, 0, 0, 0};
+    float d[7];
+    int32_t labels[2] = {2, 0};
+    int correct = -1;
+    const double loss = dt_softmax_xent(logits, labels, d, 2, 3, 1.0f, &correct);
+    const double z = exp(1.0) + exp(2.0) + exp(3.0);
+    assert_true(fabs(loss - (log(z) - 3.0 + log(3.0))) < 1e-5);
+    assert_int_equal(correct, 2); /* row 0 predicts 2; row 1 ties, and argmax takes the first, 0 */
+    assert_true(fabs(d[2] - (exp(3.0) / z - 1.0)) < 1e-6 && fabs(d[3] - (1.0 / 3 - 1.0)) < 1e-6);
+    static const int32_t bad[] = {3, -1};
+    for (int b = 0; b < 2; b++) {
+        for (int i = 0; i < 7; i++) d[i] = 12345.0f;
+        labels[1] = bad[b];
+        const double l = dt_softmax_xent(logits, labels, d, 2, 3, 1.0f, NULL);
+        assert_true(isnan(l));
+        assert_non_null(strstr(dt_last_error(), "of sample 1 is outside 0..2"));
+        for (int i = 0; i < 7; i++) assert_true(d[i] == 12345.0f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -395,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_optimizers),
         cmocka_unit_test(test_dataset),
         cmocka_unit_test(test_loader),
+        cmocka_unit_test(test_softmax_xent_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
