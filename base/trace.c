@@ -136,8 +136,30 @@ void trace_tracks_used(const trace_event *ev, size_t n, int *loader_tracks, int 
          * mask past its width (undefined, and on x86 it named "gpu compute" for a user track). */
         if (t >= TRACE_TRACK_GPU) {
             if (t - TRACE_TRACK_GPU < TRACE_GPU_TRACKS_MAX) *gpu_tracks |= 1 << (t - TRACE_TRACK_GPU);
-        } else if (t >= TRACE_TRACK_LOADER && t - TRACE_TRACK_LOADER + 1 > *loader_tracks) {
+        } else if (t >= TRACE_TRACK_LOADER && t < TRACE_TRACK_COMM_LANE &&
+                   t - TRACE_TRACK_LOADER + 1 > *loader_tracks) {
             *loader_tracks = t - TRACE_TRACK_LOADER + 1;
         }
     }
+}
+
+int trace_comm_lanes(trace_event *ev, size_t n)
+{
+    uint64_t end[TRACE_COMM_LANES_MAX];
+    int lanes = 0;
+    /* The comm track's spans come in order of their begin (trace_rec_snapshot's sort). */
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].track != TRACE_TRACK_COMM) continue;
+        int lane = 0;
+        while (lane < lanes && end[lane] > ev[i].t0) lane++;
+        if (lane == lanes) {
+            if (lanes < TRACE_COMM_LANES_MAX)
+                end[lanes++] = 0; /* a new lane */
+            else
+                lane = 0; /* more in flight than lanes: the overlap stays on the first */
+        }
+        if (ev[i].t1 > end[lane]) end[lane] = ev[i].t1;
+        if (lane) ev[i].track = (uint16_t)(TRACE_TRACK_COMM_LANE + lane);
+    }
+    return lanes > 1 ? lanes - 1 : 0;
 }

@@ -21,6 +21,9 @@
  * GPU's streams as CUDA events timed them (base/gpu_span.h): TRACE_TRACK_GPU + GPU_SPAN_COMPUTE
  * ("gpu compute") and + GPU_SPAN_NCCL ("gpu nccl"). Loader tracks stay below TRACE_TRACK_GPU. */
 enum { TRACE_TRACK_TRAIN = 0, TRACE_TRACK_COMM = 1, TRACE_TRACK_LOADER = 2, TRACE_TRACK_GPU = 1000 };
+/* The comm track's extra lanes, "comm 2" to "comm 65" (trace_comm_lanes): buckets in flight at
+ * once overlap, and the trace format wants the spans of one track nested. Loader tracks stay below. */
+enum { TRACE_TRACK_COMM_LANE = 900, TRACE_COMM_LANES_MAX = 64 };
 
 /* Categories ("cat"); trace_cat_name gives their names. */
 typedef enum trace_cat {
@@ -106,6 +109,10 @@ const char *trace_cat_name(int cat);
  * (0: none), and *gpu_tracks, bit t set when track TRACE_TRACK_GPU + t has events (t below
  * TRACE_GPU_TRACKS_MAX; a user track above those is left unnamed). */
 void trace_tracks_used(const trace_event *ev, size_t n, int *loader_tracks, int *gpu_tracks);
+/* Moves each of the comm track's spans (ev as trace_rec_snapshot sorts it) that begins before an
+ * earlier one has ended onto the first lane whose spans have all ended: lane k on track
+ * TRACE_TRACK_COMM_LANE + k (lane 0 stays TRACE_TRACK_COMM). Returns the extra lanes used. */
+int trace_comm_lanes(trace_event *ev, size_t n);
 
 /* The JSON of the merged trace (trace_json.c), written piece by piece so rank 0 never holds every
  * rank's events at once: the head with the metadata, each rank's events, the tail. */
@@ -118,6 +125,7 @@ typedef struct trace_rank_info {
     uint64_t count;
     int loader_tracks; /* loader tracks named in the metadata */
     int gpu_tracks;    /* bit t set: track TRACE_TRACK_GPU + t has events (named in the metadata) */
+    int comm_lanes;    /* the comm track's extra lanes (trace_comm_lanes), named "comm 2" ... */
 } trace_rank_info;
 /* base_ns: rank 0's clock at the file's time 0. Returns 0, or -1 when f reports an error. */
 int trace_json_head(FILE *f, const trace_rank_info *ranks, int nranks, uint64_t base_ns);

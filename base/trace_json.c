@@ -47,6 +47,15 @@ int trace_json_head(FILE *f, const trace_rank_info *ranks, int nranks, uint64_t 
                 r->rank, r->rank);
         meta(f, "thread_name", r->rank, TRACE_TRACK_TRAIN, "train");
         meta(f, "thread_name", r->rank, TRACE_TRACK_COMM, "comm");
+        for (int k = 1; k <= r->comm_lanes; k++) {
+            snprintf(name, sizeof name, "comm %d", k + 1);
+            meta(f, "thread_name", r->rank, TRACE_TRACK_COMM_LANE + k, name);
+            /* Shown next to the comm track rather than after the loaders (tracks sort by tid). */
+            fprintf(
+                f,
+                "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}},\n",
+                r->rank, TRACE_TRACK_COMM_LANE + k, TRACE_TRACK_COMM);
+        }
         for (int t = 0; t < r->loader_tracks; t++) {
             snprintf(name, sizeof name, "loader %d", t);
             meta(f, "thread_name", r->rank, TRACE_TRACK_LOADER + t, name);

@@ -225,6 +225,7 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
     }
     for (uint64_t i = 0; i < me.info.count; i++)
         if (own[i].t0 < me.min_t0) me.min_t0 = own[i].t0;
+    me.info.comm_lanes = trace_comm_lanes(own, me.info.count);
     trace_tracks_used(own, me.info.count, &me.info.loader_tracks, &me.info.gpu_tracks);
     dt_placement pl;
     if (dt_get_placement(ctx, &pl) == DT_OK) snprintf(me.info.host, sizeof me.info.host, "%.63s", pl.hostname);
