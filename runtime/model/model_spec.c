@@ -265,7 +265,9 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
                           "%" PRIu64 " and PAD from 0 to %" PRIu64,
                           spec_in, index, tok, SPEC_MAX_ELEMS, SPEC_MAX_ELEMS);
             if (h == 1 && w == 1 && s.in_h == 1 && s.in_w == 1)
-                SPEC_FAIL("model '%s': layer %d '%s' needs an image input CxHxW, not %s", spec_in, index, tok, input);
+                SPEC_FAIL("model '%s': layer %d '%s' needs an image input with H or W above 1; --input %s is a "
+                          "vector of %d values (a 1x1 map): give --input CxHxW of the images, or put fc layers first",
+                          spec_in, index, tok, input, s.in_c);
             l.kind = LAYER_CONV;
             l.out = v[0], l.k = v[1], l.stride = v[2], l.pad = v[3];
             /* Each term is at most 2^28, so these fit an int64 and the output sizes an int. */

@@ -68,7 +68,8 @@ static void test_spec_errors(void **st)
     expect_spec_error("fc:10,", "784", "is empty");
     expect_spec_error("fc:10,relu", "784", "last layer must be fc");
     expect_spec_error("fc:1", "784", "at least 2");
-    expect_spec_error("conv:4:3:1:1,fc:2", "784", "needs an image input");
+    expect_spec_error("conv:4:3:1:1,fc:2", "784",
+                      "needs an image input with H or W above 1; --input 784 is a vector of 784 values");
     expect_spec_error("", "784", "empty");
     expect_spec_error("fc:10", "28x28", "input shape '28x28'");
     expect_spec_error("fc:10", "0", "input shape '0'");
