@@ -15,6 +15,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -126,19 +129,92 @@ static int sync_dir(const char *dir)
     return rc;
 }
 
+const char *ckpt_write_target(const char *path, char *real, size_t n, int *in_place)
+{
+    struct stat sb, lsb;
+    *in_place = stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode);
+    if (*in_place) return path;
+    char buf[PATH_MAX];
+    if (lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode) && realpath(path, buf) && strlen(buf) < n) {
+        memcpy(real, buf, strlen(buf) + 1);
+        return real;
+    }
+    return path;
+}
+
 dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n)
 {
     return ckpt_write_file_beating(path, what, alt, parts, n, NULL);
 }
 
+/* A call that may block for long (an fsync that writes out gigabytes of the page cache, a
+ * directory sync on NFS), run on a thread of its own while this thread says the beat every 50 ms
+ * (MPI stays on the caller's thread). Without a beat, or without a thread, it runs here. */
+typedef struct blocking_call {
+    int (*fn)(void *arg);
+    void *arg;
+    int rc, err;
+    atomic_int done;
+} blocking_call;
+
+static void *blocking_thread(void *p)
+{
+    blocking_call *c = p;
+    c->rc = c->fn(c->arg);
+    c->err = errno;
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+static int call_beating(int (*fn)(void *), void *arg, const ckpt_beat *beat)
+{
+    blocking_call c = {fn, arg, 0, 0, 0};
+    pthread_t t;
+    if (!beat || !beat->fn || pthread_create(&t, NULL, blocking_thread, &c) != 0) return fn(arg);
+    while (!atomic_load(&c.done)) {
+        ckpt_beat_now(beat);
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    pthread_join(t, NULL);
+    errno = c.err;
+    return c.rc;
+}
+
+static int fsync_fd(void *arg) { return fsync(*(const int *)arg); }
+static int sync_dir_call(void *arg) { return sync_dir(arg); }
+
+/* A target that exists and is not a regular file (/dev/null, a FIFO, /dev/stdout's link): written
+ * in place, as there is no file to replace atomically (a rename would put a regular file in the
+ * device's place). */
+static dt_status write_in_place(const char *path, const char *what, const ckpt_part *parts, size_t n,
+                                const write_target *w)
+{
+    const int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return status_set_error(DT_ERR_IO, "cannot write %s %s: %s", what, path, strerror(errno));
+    dt_status s = write_image(fd, parts, n, w);
+    if (close(fd) != 0 && !s) s = status_set_error(DT_ERR_IO, "closing %s %s failed: %s", what, path, strerror(errno));
+    return s;
+}
+
 dt_status ckpt_write_file_beating(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n,
                                   const ckpt_beat *beat)
 {
-    char tmp[4200], dir[4096];
+    char tmp[4200], dir[4096], real[PATH_MAX];
     const size_t len = strlen(path);
     if (len >= sizeof dir)
         return status_set_error(DT_ERR_INVALID_ARG, "the %s name is too long (%zu characters; at most %zu)", what, len,
                                 sizeof dir - 1);
+    int in_place = 0;
+    path = ckpt_write_target(path, real, sizeof real, &in_place);
+    if (in_place) {
+        write_target w = {path, what, alt, 0, beat};
+        for (size_t i = 0; i < n; i++) w.total += parts[i].bytes;
+        return write_in_place(path, what, parts, n, &w);
+    }
+    if (strlen(path) >= sizeof dir)
+        return status_set_error(DT_ERR_INVALID_ARG, "the %s name is too long (%zu characters; at most %zu)", what,
+                                strlen(path), sizeof dir - 1);
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     parent_dir(path, dir, sizeof dir); /* whose entry the rename changes */
     write_target w = {tmp, what, alt, 0, beat};
@@ -150,7 +226,7 @@ dt_status ckpt_write_file_beating(const char *path, const char *what, const char
     ckpt_test_slow(beat);
     dt_status s = write_image(fd, parts, n, &w);
     ckpt_beat_now(beat);
-    if (!s && fsync(fd) != 0) {
+    if (!s && call_beating(fsync_fd, &fd, beat) != 0) {
         const int err = errno;
         write_advice(err, what, alt, advice, sizeof advice);
         s = status_set_error(DT_ERR_IO, "fsync of %s %s failed: %s: %s", what, tmp, strerror(err), advice);
@@ -164,7 +240,7 @@ dt_status ckpt_write_file_beating(const char *path, const char *what, const char
     }
     /* The rename itself reaches the disk. The file is whole and in place either way: a file system
      * that cannot sync a directory is said, not failed. */
-    if (sync_dir(dir) != 0)
+    if (call_beating(sync_dir_call, dir, beat) != 0)
         log_msg(LOG_LEVEL_WARN,
                 "%s %s is written, but syncing its directory %s failed (%s): a power loss now may lose "
                 "the rename",
@@ -176,9 +252,18 @@ dt_status ckpt_write_file_try(const char *path, const char *flag)
 {
     struct stat sb;
     if (!path[0]) return status_set_error(DT_ERR_INVALID_ARG, "%s is empty: give a file path", flag);
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    const int exists = stat(path, &sb) == 0;
+    if (exists && S_ISDIR(sb.st_mode))
         return status_set_error(DT_ERR_IO, "%s %s is a directory: give a file path (for example %s/out)", flag, path,
                                 path);
+    /* A device or a FIFO is written in place (ckpt_write_file_atomic): it only has to be writable. */
+    if (exists && !S_ISREG(sb.st_mode)) {
+        if (access(path, W_OK) == 0) return DT_OK;
+        return status_set_error(DT_ERR_IO, "%s %s cannot be written: %s", flag, path, strerror(errno));
+    }
+    char real[PATH_MAX];
+    int in_place;
+    path = ckpt_write_target(path, real, sizeof real, &in_place);
     char tmp[4200];
     if (strlen(path) >= 4096 || (size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp)
         return status_set_error(DT_ERR_INVALID_ARG, "%s is too long (%zu characters; at most 4095)", flag,
@@ -209,7 +294,14 @@ dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *
     h.nsections = n;
     uint64_t total = sizeof h + (uint64_t)n * sizeof *e;
     for (uint32_t i = 0; i < n; i++) {
-        e[i].crc = ckpt_crc(data[i], (size_t)e[i].bytes);
+        /* By chunks, saying the beat: a 20 GB checkpoint's CRCs take 10-20 s. */
+        uint32_t crc = ckpt_crc(NULL, 0);
+        for (uint64_t at = 0; at < e[i].bytes; at += CKPT_IO_CHUNK) {
+            ckpt_beat_now(beat);
+            const uint64_t k = e[i].bytes - at < CKPT_IO_CHUNK ? e[i].bytes - at : CKPT_IO_CHUNK;
+            crc = ckpt_crc_more(crc, (const char *)data[i] + at, (size_t)k);
+        }
+        e[i].crc = crc;
         total += e[i].bytes;
     }
     h.table_crc = ckpt_crc(e, (size_t)n * sizeof *e);

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "base/trace.h"
+#include "runtime/checkpoint/ckpt_write_file.h"
 #include "collectives/ctx_comm.h"
 #include "kernels/backend.h"
 
@@ -247,8 +248,11 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
                                 "dt_trace_write: the clock pings or the gather of the ranks' counts failed");
     }
     /* Rank 0 opens the file; every rank learns whether it could before any event travels. */
-    char msg[512] = "", tmp[4096];
+    char msg[512] = "", tmp[4096], real[4096];
     FILE *f = NULL;
+    /* A link to a file: that file is replaced; a device (/dev/null) or FIFO: written in place. */
+    int in_place = 0;
+    const char *target = rank == 0 && path && *path ? ckpt_write_target(path, real, sizeof real, &in_place) : path;
     /* Rank 0's memory for the merge, had before any rank sends. */
     trace_rank_info *info = rank == 0 ? malloc((size_t)world * sizeof *info) : NULL;
     trace_event *buf = rank == 0 ? malloc(chunk_events * sizeof *buf) : NULL;
@@ -257,7 +261,7 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
             snprintf(msg, sizeof msg, "out of memory for merging the trace (%.0f MiB)", CHUNK_BYTES / 1048576.0);
         else if (!path || !*path)
             snprintf(msg, sizeof msg, "dt_trace_write needs a path");
-        else if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        else if (snprintf(tmp, sizeof tmp, in_place ? "%s" : "%s.tmp", target) >= (int)sizeof tmp)
             snprintf(msg, sizeof msg, "the trace path is longer than %zu bytes", sizeof tmp - 5);
         else if (!(f = fopen(tmp, "w")))
             snprintf(msg, sizeof msg, "cannot write the trace %.300s: %s (choose a writable --trace path)", tmp,
@@ -273,9 +277,9 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
             }
             if (fclose(f) != 0 && !msg[0])
                 snprintf(msg, sizeof msg, "trace %.300s: closing failed: %s", tmp, strerror(errno));
-            if (!msg[0] && rename(tmp, path) != 0)
-                snprintf(msg, sizeof msg, "trace: renaming %.200s to %.200s failed: %s", tmp, path, strerror(errno));
-            if (msg[0]) remove(tmp);
+            if (!in_place && !msg[0] && rename(tmp, target) != 0)
+                snprintf(msg, sizeof msg, "trace: renaming %.200s to %.200s failed: %s", tmp, target, strerror(errno));
+            if (!in_place && msg[0]) remove(tmp);
         } else if (send_events(w, own, me.info.count)) {
             snprintf(msg, sizeof msg, "rank %d could not send its trace events (MPI)", rank);
         }

@@ -126,6 +126,27 @@ expect 2 "--split test and --holdout 0.1 cannot go together" "$DTRAIN" $ev --spl
 expect 2 "--split test and --holdout 0.1 cannot go together" "$DTRAIN" $ev --holdout 0.1 --split test
 expect 0 "the --holdout part of the train split" "$DTRAIN" $ev --split train --holdout 0.1
 
+# A device is written in place (a rename would put a regular file in its place) and a link to a
+# file replaces the file and stays a link. The device is a null device node of our own (mknod, as
+# root): a wrong rename then replaces only it, never the system's /dev/null.
+if mknod devnull c 1 3 2>/dev/null; then
+    ln -s devnull nul
+    touch real.bin
+    ln -s real.bin link.bin
+    if "$DTRAIN" train $run --dump-params nul --trace link.bin >/dev/null 2>&1 && [ -c devnull ] && [ -L nul ] &&
+        [ -L link.bin ] && [ -s real.bin ]; then
+        ok "--dump-params to a link to a null device and --trace to a link to a file: device and links kept"
+    else
+        bad "outputs through links: devnull $(ls -l devnull), link.bin $(ls -l link.bin), real.bin $(wc -c <real.bin) bytes"
+    fi
+    if [ -d eck ]; then
+        "$DTRAIN" eval --data idx --checkpoint-dir eck --loader-threads 0 --confusion-csv devnull >/dev/null 2>&1 &&
+            [ -c devnull ] && ok "--confusion-csv to a device: written in place" || bad "--confusion-csv devnull: $(ls -l devnull)"
+    fi
+else
+    echo "skip: mknod not permitted (not root): the device-output checks did not run"
+fi
+
 # --metrics is JSON, one object a line, even for an fp16 run whose gradients overflow at every step
 # (grad_norm inf: null, as JSON has no infinity), and the loss scale is exact (2^23, not 8.38861e+06).
 "$DTRAIN" train --batch 16 --steps 3 --log-every 1 --precision fp16 --clip-grad-norm 1 --loss-scale-init 16777216 \
