@@ -21,7 +21,7 @@
  * GPU's streams as CUDA events timed them (base/gpu_span.h): TRACE_TRACK_GPU + GPU_SPAN_COMPUTE
  * ("gpu compute") and + GPU_SPAN_NCCL ("gpu nccl"). Loader tracks stay below TRACE_TRACK_GPU. */
 enum { TRACE_TRACK_TRAIN = 0, TRACE_TRACK_COMM = 1, TRACE_TRACK_LOADER = 2, TRACE_TRACK_GPU = 1000 };
-/* The comm track's extra lanes, "comm 2" to "comm 65" (trace_comm_lanes): buckets in flight at
+/* The comm track's extra lanes, "comm 2" to "comm 64" (trace_comm_lanes): buckets in flight at
  * once overlap, and the trace format wants the spans of one track nested. Loader tracks stay below. */
 enum { TRACE_TRACK_COMM_LANE = 900, TRACE_COMM_LANES_MAX = 64 };
 

@@ -280,7 +280,7 @@ static const char data_convert[] = "usage: dtrain data convert SRC DST [options]
                                    "--force; a failed write leaves no file behind.\n"
                                    "\n"
                                    "  --split train|test|all        which split(s) (all for a directory DST)\n"
-                                   "  --dtype uint8|fp16|fp32       stored values (uint8 for byte sources, else fp32)\n"
+                                   "  --dtype uint8|fp16|fp32       stored values (uint8 for bytes, else fp32)\n"
                                    "  --input CxHxW                 image folders: the size images are made\n"
                                    "  --data-format F  --cifar100-labels fine|coarse   as for dtrain data info\n"
                                    "  --threads N                   reading threads (cores, up to 8)\n"

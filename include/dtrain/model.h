@@ -293,9 +293,10 @@ DT_API void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n);
 DT_API void dt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc);
 /** Softmax cross-entropy of logits (batch, classes): returns the summed loss, counts correct
- * predictions (into *correct when not NULL), writes dlogits = (softmax - onehot) * grad_scale.
- * A NULL buffer, a negative batch, classes < 1 or a label outside 0..classes-1 returns NaN with
- * DT_ERR_INVALID_ARG in dt_last_error() (naming the sample and label), and writes nothing. */
+ * predictions (into *correct when not NULL), writes dlogits = (softmax - onehot) * grad_scale
+ * (dlogits NULL: the loss alone). A NULL logits or labels, a negative batch, classes < 1 or a label
+ * outside 0..classes-1 returns NaN with DT_ERR_INVALID_ARG in dt_last_error() (naming the sample
+ * and label), and writes nothing. */
 DT_API double dt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int batch, int classes,
                               float grad_scale, int *correct);
 

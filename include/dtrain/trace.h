@@ -17,7 +17,10 @@
  * trace event JSON file.
  * @{ */
 
-/** The tracks of a rank (the "tid" of its events), for dt_trace_span(). */
+/** The tracks of a rank (the "tid" of its events), for dt_trace_span(). dtrain's own spans also
+ * use tracks 901 to 963 (the comm track's lanes, "comm 2" ...) and 1000 to 1029 (the GPU's
+ * streams): a program's own tracks are best kept apart from them (2 to 899 beyond its loaders, or
+ * above 1029). */
 typedef enum dt_trace_track {
     DT_TRACE_TRAIN = 0, /**< the training thread */
     DT_TRACE_COMM = 1,  /**< the communication engine (bucket allreduces) */

@@ -20,7 +20,7 @@ double dt_softmax_xent(const float *logits, const int32_t *labels, float *dlogit
 {
     /* A label outside 0..classes-1 would be read and written outside the rows: refused, with
      * nothing written (the CUDA kernel gives NaN for one; this entry point checks first). */
-    if (!logits || !labels || !dlogits || batch < 0 || classes < 1) {
+    if (!logits || !labels || batch < 0 || classes < 1) {
         status_set_error(DT_ERR_INVALID_ARG, "dt_softmax_xent: NULL buffer, batch %d or classes %d", batch, classes);
         return NAN;
     }
