@@ -59,6 +59,9 @@ done
 screen 0 "usage: dtrain train" "$DTRAIN" train -h
 screen 0 "usage: dtrain train --data PATH" "$DTRAIN" help train data
 screen 0 "usage: dtrain train --precision" "$DTRAIN" help train precision
+for topic in data "data convert" "data info" "data verify" doctor; do
+    screen 0 "usage: dtrain $topic" "$DTRAIN" help $topic
+done
 # --drop-last drops the last partial step; without it the step is padded by wrapping (docs/training.md).
 expect 0 "--drop-last (drop the last partial step)" "$DTRAIN" help train data
 # Every flag a command takes is on its screen, spelled out (--loss-scale-growth, not -growth).
