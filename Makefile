@@ -55,7 +55,8 @@ deps:
 build-deps:
 	$(call apt_missing,$(DEB_PKGS))
 
-$(BUILD)/CMakeCache.txt:
+# The packages before cmake looks for them (order-only: installing them does not reconfigure).
+$(BUILD)/CMakeCache.txt: | build-deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
 
 configure: build-deps $(BUILD)/CMakeCache.txt
@@ -80,7 +81,8 @@ install: build
 
 # The API reference from the public headers' comments: $(BUILD)/docs/html/index.html. Fails on any
 # Doxygen warning (an undocumented function, field or value).
-docs: deps configure
+docs: deps
+	$(MAKE) configure
 	cmake --build $(BUILD) --target docs
 
 # libFuzzer harnesses (tests/fuzz/): built with clang + ASan + UBSan in their own build directory,
