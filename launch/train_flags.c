@@ -6,6 +6,7 @@
 
 #include "launch/cli.h"
 #include "launch/straggler.h"
+#include "launch/train_run.h"
 #include "base/parse.h"
 
 #include <getopt.h>
@@ -442,19 +443,25 @@ static int train_outputs_check(const train_opts *t)
     return EXIT_OK;
 }
 
-/* A dynamic-scaler flag with --loss-scale none or a fixed scale would be ignored (or, for
- * --loss-scale-init, silently replace the fixed scale): refused. */
+/* A dynamic-scaler flag where no dynamic scaler runs would be ignored (or, for --loss-scale-init,
+ * silently replace a fixed scale): refused. The scaler runs with --loss-scale dynamic, and by
+ * default for fp16 only (cmd_train.c: bf16 has fp32's range). */
 static int check_scaler_flags(const train_opts *t)
 {
-    if (!t->scaler_flag || (t->loss_scale != 0 && t->loss_scale != 2)) return EXIT_OK;
+    const int dynamic = t->loss_scale < 0 ? t->precision == DT_F16 : t->loss_scale == 1;
+    if (!t->scaler_flag || dynamic) return EXIT_OK;
     if (t->loss_scale == 0)
         cli_error("%s tunes the dynamic loss scaler, which --loss-scale none turns off: drop %s, or give "
                   "--loss-scale dynamic",
                   t->scaler_flag, t->scaler_flag);
-    else
-        cli_error("%s tunes the dynamic loss scaler, but --loss-scale %s fixes the scale: drop %s, or drop "
-                  "--loss-scale (--loss-scale-init then sets the dynamic scaler's first scale)",
+    else if (t->loss_scale == 2)
+        cli_error("%s tunes the dynamic loss scaler, but --loss-scale %s fixes the scale: drop %s, or give "
+                  "--loss-scale dynamic (--loss-scale-init then sets its first scale)",
                   t->scaler_flag, t->loss_scale_arg, t->scaler_flag);
+    else
+        cli_error("%s tunes the dynamic loss scaler, which --precision %s does not run by default (only fp16 "
+                  "does): drop %s, or give --loss-scale dynamic",
+                  t->scaler_flag, train_type_name(t->precision), t->scaler_flag);
     return EXIT_USAGE;
 }
 

@@ -151,6 +151,13 @@ expect 2 "--loss-scale-init tunes the dynamic loss scaler, which --loss-scale no
     "$DTRAIN" train $small --loss-scale-init 8 --loss-scale none
 expect 2 "--max-overflow-fraction tunes the dynamic loss scaler, which --loss-scale none" \
     "$DTRAIN" train $small --loss-scale none --max-overflow-fraction 0.2
+# bf16 and fp32 run no scaler unless told: its flags alone would change nothing.
+expect 2 "--loss-scale-init tunes the dynamic loss scaler, which --precision bf16 does not run by default (only fp16 does)" \
+    "$DTRAIN" train $small --precision bf16 --loss-scale-init 8
+expect 2 "--loss-scale-interval tunes the dynamic loss scaler, which --precision fp32 does not run by default" \
+    "$DTRAIN" train $small --loss-scale-interval 3
+expect 0 "loss scale 8 at the end" "$DTRAIN" train $small --precision bf16 --loss-scale dynamic --loss-scale-init 8 \
+    --loss-scale-interval 100
 expect 2 "--momentum is a setting of --optim sgd, and this run uses --optim adamw: drop --momentum" \
     "$DTRAIN" train $small --optim adamw --momentum 0.5
 expect 2 "--momentum is a setting of --optim sgd, and this run uses --optim adamw" \
