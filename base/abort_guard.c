@@ -15,6 +15,7 @@ typedef struct guard_args {
     double seconds;
     int code;
     const char *what;
+    unsigned long gen; /* which arming this guard is: a later one (after a disarm) is not it */
 } guard_args;
 
 /* Process-wide by nature: one process ends once, whichever thread asks first. The lock and the
@@ -26,6 +27,7 @@ static pthread_cond_t guard_cond;
 static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
 static int guard_cancelled;
 static int guard_by_alarm;
+static unsigned long guard_gen; /* the armings so far: each guard ends only its own */
 
 static void guard_cond_init(void)
 {
@@ -47,10 +49,13 @@ static void *guard_thread(void *arg)
     if (end.tv_nsec >= 1000000000L) end.tv_sec++, end.tv_nsec -= 1000000000L;
     pthread_mutex_lock(&guard_lock);
     int rc = 0;
-    while (!guard_cancelled && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&guard_cond, &guard_lock, &end);
-    const int cancelled = guard_cancelled;
-    pthread_mutex_unlock(&guard_lock);
-    if (cancelled) return NULL;
+    while (!guard_cancelled && g.gen == guard_gen && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&guard_cond, &guard_lock, &end);
+    if (guard_cancelled || g.gen != guard_gen) { /* disarmed, maybe armed again since: not ours */
+        pthread_mutex_unlock(&guard_lock);
+        return NULL;
+    }
+    /* Still holding the lock: a disarm now waits, and the process ends as decided. */
     log_msg(LOG_LEVEL_ERROR,
             "%s has not ended this process within %.0f s (its launcher or a peer cannot be reached: "
             "is this node's network down?); exiting with code %d so that it does not hang",
@@ -60,7 +65,16 @@ static void *guard_thread(void *arg)
 
 _Noreturn void abort_guard_wait(void)
 {
-    for (;;) pause();
+    /* Until the process ends (the other caller's MPI_Abort, or its guard). Only a disarm wakes
+     * this: the guarded call (MPI_Finalize) returned while this thread wanted the process to end,
+     * and it does so now. */
+    pthread_once(&guard_once, guard_cond_init);
+    pthread_mutex_lock(&guard_lock);
+    const unsigned long gen = guard_gen;
+    while (!guard_cancelled && gen == guard_gen) pthread_cond_wait(&guard_cond, &guard_lock);
+    pthread_mutex_unlock(&guard_lock);
+    log_msg(LOG_LEVEL_ERROR, "a job abort was asked while MPI_Finalize ran; exiting with code 1");
+    _exit(1);
 }
 
 int abort_guard_arm(double seconds, int code, const char *what)
@@ -70,6 +84,7 @@ int abort_guard_arm(double seconds, int code, const char *what)
     pthread_mutex_lock(&guard_lock);
     guard_cancelled = 0;
     guard_by_alarm = 0;
+    const unsigned long gen = ++guard_gen;
     pthread_mutex_unlock(&guard_lock);
     guard_args *g = malloc(sizeof *g);
     pthread_t t;
@@ -78,6 +93,7 @@ int abort_guard_arm(double seconds, int code, const char *what)
         g->seconds = seconds;
         g->code = code;
         g->what = what;
+        g->gen = gen;
     }
     if (!g || pthread_attr_init(&attr) != 0) {
         free(g);

@@ -25,7 +25,9 @@ int abort_guard_arm(double seconds, int code, const char *what);
  * abort_guard_arm arms a new guard. */
 void abort_guard_disarm(void);
 
-/* Never returns: sleeps until the process ends (by the first caller's MPI_Abort or the guard). */
+/* Never returns: sleeps until the process ends (by the first caller's MPI_Abort or the guard). A
+ * disarm (the guarded MPI_Finalize returned while this thread wanted the job ended) ends the
+ * process with code 1. */
 _Noreturn void abort_guard_wait(void);
 
 #endif
