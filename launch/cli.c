@@ -8,10 +8,12 @@
 #include "base/parse.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void cli_error(const char *fmt, ...)
 {
@@ -394,4 +396,44 @@ int cli_loader_auto(const dt_ctx *ctx, int requested)
      * host of very many cores from starting threads that would only wait. */
     const int n = pl.num_cores - 1;
     return n < 1 ? 1 : n > CLI_LOADER_MAX_AUTO ? CLI_LOADER_MAX_AUTO : n;
+}
+
+/* path with its parent directory resolved where it can be. */
+static void resolved_path(const char *path, char *out, size_t n)
+{
+    char dir[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (realpath(dir, real))
+        snprintf(out, n, "%s/%s", real, base);
+    else
+        snprintf(out, n, "%s", path);
+}
+
+int cli_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (!strcmp(a, b)) return 1;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char ra[PATH_MAX + NAME_MAX + 2], rb[PATH_MAX + NAME_MAX + 2];
+    resolved_path(a, ra, sizeof ra);
+    resolved_path(b, rb, sizeof rb);
+    return !strcmp(ra, rb);
+}
+
+dt_status cli_rank0_verdict(dt_ctx *ctx, char *why, size_t len, int *refused)
+{
+    *refused = 0;
+    const dt_status s = dt_broadcast(ctx, why, len, DT_U8, 0);
+    if (s) return s;
+    why[len - 1] = '\0';
+    *refused = why[0] != '\0';
+    if (*refused && dt_rank(ctx) == 0) cli_error("%s", why);
+    return DT_OK;
 }

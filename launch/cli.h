@@ -75,6 +75,15 @@ int cli_loader_auto(const dt_ctx *ctx, int requested);
 #define CLI_LOADER_MAX_AUTO 32
 #define CLI_LOADER_DEPTH 3 /* batches: the one in use and two made ahead */
 
+/* Whether a and b name one file: by st_dev/st_ino when both exist (a hard link, a link to it),
+ * else by path once the parent directory is resolved (realpath: "./a", "d/../a" and a symlinked
+ * directory meet; an unresolvable one compares as written). */
+int cli_same_file(const char *a, const char *b);
+/* Rank 0's verdict on what only it checks (a path it alone writes): why (empty when good) goes
+ * from rank 0 to every rank, and rank 0 prints it; *refused says whether it was not empty, so that
+ * every rank stops together. Returns the broadcast's status. Collective. */
+dt_status cli_rank0_verdict(dt_ctx *ctx, char *why, size_t len, int *refused);
+
 /* ---------------------------------------------------------------- the prologue (prologue.c) */
 
 /* Before anything else: restarts the program with a better OPENBLAS_CORETYPE when OpenBLAS chose

@@ -201,7 +201,10 @@ static dt_status csv_try(dt_ctx *ctx, const eval_opts *e, char *why, size_t len)
                  path);
     else if (dt_rank(ctx) == 0 && ckpt_write_file_try(path, "--confusion-csv"))
         snprintf(why, len, "%s", dt_last_error());
-    return dt_broadcast(ctx, why, len, DT_U8, 0);
+    int refused;
+    const dt_status s = cli_rank0_verdict(ctx, why, len, &refused);
+    if (!s && !refused) why[0] = 0;
+    return s;
 }
 
 int cmd_eval(int argc, char **argv)
@@ -216,10 +219,7 @@ int cmd_eval(int argc, char **argv)
     char why[1024];
     dt_status s = csv_try(ctx, &e, why, sizeof why);
     if (s) return cli_fail(ctx, s, "--confusion-csv");
-    if (why[0]) {
-        if (dt_rank(ctx) == 0) cli_error("%s", why);
-        return cli_finish(ctx, EXIT_USAGE);
-    }
+    if (why[0]) return cli_finish(ctx, EXIT_USAGE); /* rank 0 said why */
     const int auto_threads = cli_loader_auto(ctx, e.loader_threads), threads = auto_threads > 0 ? auto_threads : 1;
     dt_data_config dc;
     dt_data_defaults(&dc);

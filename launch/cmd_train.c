@@ -138,11 +138,10 @@ static int train_prepare(train_run *r, const dt_config *cfg)
  * Collective. */
 static int rank0_verdict(train_run *r, char *why, size_t len)
 {
-    dt_status s = dt_broadcast(r->ctx, why, len, DT_U8, 0);
+    int refused;
+    const dt_status s = cli_rank0_verdict(r->ctx, why, len, &refused);
     if (s) return train_status_error(s);
-    if (!why[0]) return EXIT_OK;
-    if (r->rank == 0) cli_error("%s", why);
-    return EXIT_USAGE;
+    return refused ? EXIT_USAGE : EXIT_OK;
 }
 
 /* --trace and --dump-params: rank 0 (which writes them at the end) tries the paths now, so an

@@ -107,19 +107,11 @@ int gnuplot_is_png(const char *path)
     return ok;
 }
 
-/* a and b name one file: the same name, or the same device and inode (a link, ./x, dir/../x). */
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (!strcmp(a, b)) return 1;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 int gnuplot_output_check(const char *who, const char *flag, const char *out, const char *const *inputs, int n,
                          const char *hint)
 {
     for (int i = 0; i < n; i++)
-        if (inputs[i] && same_file(inputs[i], out)) {
+        if (inputs[i] && cli_same_file(inputs[i], out)) {
             cli_error("%s: the PNG %s is the input %s itself: writing it would destroy that file; give another %s "
                       "(for example %s plot.png)",
                       who, out, inputs[i], flag, flag);

@@ -373,40 +373,6 @@ static int train_handle(int val, const char *arg, void *ud)
     return EXIT_USAGE;
 }
 
-/* Where path leads, for comparing two file flags: its parent directory resolved (realpath: "./a",
- * "d/../a" and a symlinked directory meet), then its last name. An existing file is known by
- * st_dev/st_ino too (a hard link, a symlink to it). */
-typedef struct file_key {
-    char path[PATH_MAX + NAME_MAX + 2];
-    struct stat st;
-    int exists;
-} file_key;
-
-static void file_key_of(const char *path, file_key *k)
-{
-    char dir[PATH_MAX], resolved[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    /* An unresolvable directory (not there yet: the write fails later, saying so) compares as written. */
-    if (realpath(dir, resolved))
-        snprintf(k->path, sizeof k->path, "%s/%s", resolved, base);
-    else
-        snprintf(k->path, sizeof k->path, "%s", path);
-    k->exists = stat(path, &k->st) == 0;
-}
-
-static int same_file(const file_key *a, const file_key *b)
-{
-    if (a->exists && b->exists) return a->st.st_dev == b->st.st_dev && a->st.st_ino == b->st.st_ino;
-    return !strcmp(a->path, b->path);
-}
-
 /* Two outputs naming one file would leave only the one written last (--metrics lost under
  * --dump-params, say), and --init-params, read at the start, would be overwritten by --metrics or
  * --trace before the run ends: refused, naming both flags. --init-params equal to --dump-params is
@@ -422,15 +388,13 @@ static int train_outputs_check(const train_opts *t)
              {"--dump-params", t->dump, 1},
              {"--init-params", t->init_params, 0}};
     enum { N = sizeof f / sizeof *f };
-    file_key k[N];
-    for (int i = 0; i < N; i++)
-        if (f[i].path) file_key_of(f[i].path, &k[i]);
     for (int i = 0; i < N; i++)
         for (int j = i + 1; j < N && f[i].path; j++) {
             if (!f[j].path || (!f[i].output && !f[j].output)) continue;
             if (!strcmp(f[i].flag, "--dump-params") && !strcmp(f[j].flag, "--init-params")) continue;
-            if (k[i].exists && S_ISCHR(k[i].st.st_mode)) continue;
-            if (!same_file(&k[i], &k[j])) continue;
+            struct stat st;
+            if (stat(f[i].path, &st) == 0 && S_ISCHR(st.st_mode)) continue;
+            if (!cli_same_file(f[i].path, f[j].path)) continue;
             if (f[j].output)
                 cli_error("%s %s and %s %s name the same file, and the one written last would replace the other: "
                           "give each its own file",
