@@ -79,9 +79,13 @@ _Noreturn void abort_guard_wait(void)
 
 int abort_guard_arm(double seconds, int code, const char *what)
 {
-    if (atomic_exchange(&armed, 1)) return 1;
     pthread_once(&guard_once, guard_cond_init);
+    /* Armed and numbered under the lock: a losing caller's abort_guard_wait sees this arming. */
     pthread_mutex_lock(&guard_lock);
+    if (atomic_exchange(&armed, 1)) {
+        pthread_mutex_unlock(&guard_lock);
+        return 1;
+    }
     guard_cancelled = 0;
     guard_by_alarm = 0;
     const unsigned long gen = ++guard_gen;
@@ -118,6 +122,6 @@ void abort_guard_disarm(void)
     guard_cancelled = 1;
     if (guard_by_alarm) alarm(0);
     pthread_cond_broadcast(&guard_cond);
-    pthread_mutex_unlock(&guard_lock);
     atomic_store(&armed, 0);
+    pthread_mutex_unlock(&guard_lock);
 }

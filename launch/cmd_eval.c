@@ -172,6 +172,11 @@ static int write_csv(const char *path, const dt_eval_result *r, int K)
  * --checkpoint-dir directory (a dataset's part, a checkpoint), which the CSV would replace. */
 static int csv_replaces_input(const eval_opts *e, const char *path)
 {
+    /* Where the CSV will go: the file a link leads to, which the writer replaces. */
+    char real[4096];
+    int in_place;
+    path = ckpt_write_target(path, real, sizeof real, &in_place);
+    if (in_place) return 0; /* a device or stream: written in place, replacing no file */
     struct stat p, in;
     if (stat(path, &p) != 0 || S_ISDIR(p.st_mode)) return 0;
     if (stat(e->data, &in) == 0 && p.st_dev == in.st_dev && p.st_ino == in.st_ino) return 1;

@@ -117,6 +117,17 @@ int gnuplot_output_check(const char *who, const char *flag, const char *out, con
                       who, out, inputs[i], flag, flag);
             return EXIT_USAGE;
         }
+    /* gnuplot draws into a temporary file that replaces out: a device, FIFO or stream in its place
+     * would become a regular file (the system's /dev/null, as root). */
+    char real[4096];
+    int in_place;
+    ckpt_write_target(out, real, sizeof real, &in_place);
+    if (in_place) {
+        cli_error("%s: %s %s is not a regular file (a device, a FIFO or a stream): the PNG replaces its file; "
+                  "give a file path",
+                  who, flag, out);
+        return EXIT_USAGE;
+    }
     if (ckpt_write_file_try(out, flag)) {
         cli_error("%s: %s%s", who, dt_last_error(), hint ? hint : "");
         return EXIT_USAGE;

@@ -17,7 +17,8 @@ int gnuplot_run(const char *who, const char *exe, const char *script, size_t len
 int gnuplot_is_png(const char *path);
 /* Before any work: the PNG out (given as flag, "-o" or "--plot") must not be one of the n input
  * files the command reads (the same name, or another name of the same file: a link, ./m.jsonl,
- * dir/../m.jsonl), which it would replace, and must be writable (ckpt_write_file_try). 0, or
+ * dir/../m.jsonl), which it would replace, nor a device, FIFO or stream (the PNG replaces its
+ * file), and must be writable (ckpt_write_file_try). 0, or
  * EXIT_USAGE after printing why, prefixed "who: ", with hint (or "") appended to a path error. */
 int gnuplot_output_check(const char *who, const char *flag, const char *out, const char *const *inputs, int n,
                          const char *hint);

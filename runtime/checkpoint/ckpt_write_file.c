@@ -129,10 +129,25 @@ static int sync_dir(const char *dir)
     return rc;
 }
 
+/* Whether the file at path (stat sb) is this process's stdout or stderr: /dev/stdout redirected to
+ * a job's log, say, which a rename would replace (and the log written so far with it). */
+static int is_std_stream(const struct stat *sb)
+{
+    struct stat fs;
+    for (int fd = 1; fd <= 2; fd++)
+        if (fstat(fd, &fs) == 0 && fs.st_dev == sb->st_dev && fs.st_ino == sb->st_ino) return 1;
+    return 0;
+}
+
 const char *ckpt_write_target(const char *path, char *real, size_t n, int *in_place)
 {
     struct stat sb, lsb;
-    *in_place = stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode);
+    const int exists = stat(path, &sb) == 0;
+    /* Not a file to replace: a device, a FIFO, a descriptor's name (/dev/stdout, /dev/fd/N,
+     * /proc/...: its file is someone's open stream), or this process's own output. */
+    *in_place =
+        exists && !S_ISDIR(sb.st_mode) &&
+        (!S_ISREG(sb.st_mode) || !strncmp(path, "/dev/", 5) || !strncmp(path, "/proc/", 6) || is_std_stream(&sb));
     if (*in_place) return path;
     char buf[PATH_MAX];
     if (lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode) && realpath(path, buf) && strlen(buf) < n) {
@@ -140,6 +155,15 @@ const char *ckpt_write_target(const char *path, char *real, size_t n, int *in_pl
         return real;
     }
     return path;
+}
+
+int ckpt_open_in_place(const char *path)
+{
+    /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking for ever; then the
+     * writes block as usual. O_APPEND: a log that is also this process's stdout keeps its lines. */
+    const int fd = open(path, O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
 }
 
 dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n)
@@ -166,13 +190,15 @@ static void *blocking_thread(void *p)
     return NULL;
 }
 
-static int call_beating(int (*fn)(void *), void *arg, const ckpt_beat *beat)
+/* The beat is said for at most limit_s: a call that takes longer is taken as stuck (a hung file
+ * server), and its silence lets the waiting ranks' deadline end the job. */
+static int call_beating(int (*fn)(void *), void *arg, const ckpt_beat *beat, double limit_s)
 {
     blocking_call c = {fn, arg, 0, 0, 0};
     pthread_t t;
     if (!beat || !beat->fn || pthread_create(&t, NULL, blocking_thread, &c) != 0) return fn(arg);
-    while (!atomic_load(&c.done)) {
-        ckpt_beat_now(beat);
+    for (double waited = 0; !atomic_load(&c.done); waited += 0.05) {
+        if (waited < limit_s) ckpt_beat_now(beat);
         struct timespec ts = {0, 50000000};
         nanosleep(&ts, NULL);
     }
@@ -181,6 +207,10 @@ static int call_beating(int (*fn)(void *), void *arg, const ckpt_beat *beat)
     return c.rc;
 }
 
+/* How long a sync may take before it is taken as stuck: a minute, and for an fsync its bytes at
+ * 10 MB/s on top (an 18 GB checkpoint: 31 minutes). */
+#define CKPT_SYNC_BEAT_S 60.0
+#define CKPT_SYNC_MIN_RATE 10e6
 static int fsync_fd(void *arg) { return fsync(*(const int *)arg); }
 static int sync_dir_call(void *arg) { return sync_dir(arg); }
 
@@ -190,8 +220,10 @@ static int sync_dir_call(void *arg) { return sync_dir(arg); }
 static dt_status write_in_place(const char *path, const char *what, const ckpt_part *parts, size_t n,
                                 const write_target *w)
 {
-    const int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return status_set_error(DT_ERR_IO, "cannot write %s %s: %s", what, path, strerror(errno));
+    const int fd = ckpt_open_in_place(path);
+    if (fd < 0)
+        return status_set_error(DT_ERR_IO, "cannot write %s %s: %s", what, path,
+                                errno == ENXIO ? "it is a FIFO that no process reads" : strerror(errno));
     dt_status s = write_image(fd, parts, n, w);
     if (close(fd) != 0 && !s) s = status_set_error(DT_ERR_IO, "closing %s %s failed: %s", what, path, strerror(errno));
     return s;
@@ -226,7 +258,7 @@ dt_status ckpt_write_file_beating(const char *path, const char *what, const char
     ckpt_test_slow(beat);
     dt_status s = write_image(fd, parts, n, &w);
     ckpt_beat_now(beat);
-    if (!s && call_beating(fsync_fd, &fd, beat) != 0) {
+    if (!s && call_beating(fsync_fd, &fd, beat, CKPT_SYNC_BEAT_S + (double)w.total / CKPT_SYNC_MIN_RATE) != 0) {
         const int err = errno;
         write_advice(err, what, alt, advice, sizeof advice);
         s = status_set_error(DT_ERR_IO, "fsync of %s %s failed: %s: %s", what, tmp, strerror(err), advice);
@@ -240,7 +272,7 @@ dt_status ckpt_write_file_beating(const char *path, const char *what, const char
     }
     /* The rename itself reaches the disk. The file is whole and in place either way: a file system
      * that cannot sync a directory is said, not failed. */
-    if (call_beating(sync_dir_call, dir, beat) != 0)
+    if (call_beating(sync_dir_call, dir, beat, CKPT_SYNC_BEAT_S) != 0)
         log_msg(LOG_LEVEL_WARN,
                 "%s %s is written, but syncing its directory %s failed (%s): a power loss now may lose "
                 "the rename",
@@ -256,14 +288,15 @@ dt_status ckpt_write_file_try(const char *path, const char *flag)
     if (exists && S_ISDIR(sb.st_mode))
         return status_set_error(DT_ERR_IO, "%s %s is a directory: give a file path (for example %s/out)", flag, path,
                                 path);
-    /* A device or a FIFO is written in place (ckpt_write_file_atomic): it only has to be writable. */
-    if (exists && !S_ISREG(sb.st_mode)) {
+    char real[PATH_MAX];
+    int in_place;
+    const char *target = ckpt_write_target(path, real, sizeof real, &in_place);
+    /* Written in place (a device, a FIFO, a stream): it only has to be writable now. */
+    if (in_place) {
         if (access(path, W_OK) == 0) return DT_OK;
         return status_set_error(DT_ERR_IO, "%s %s cannot be written: %s", flag, path, strerror(errno));
     }
-    char real[PATH_MAX];
-    int in_place;
-    path = ckpt_write_target(path, real, sizeof real, &in_place);
+    path = target;
     char tmp[4200];
     if (strlen(path) >= 4096 || (size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp)
         return status_set_error(DT_ERR_INVALID_ARG, "%s is too long (%zu characters; at most 4095)", flag,

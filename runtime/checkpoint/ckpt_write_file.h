@@ -26,11 +26,15 @@ dt_status ckpt_write_file_atomic(const char *path, const char *what, const char 
 dt_status ckpt_write_file_beating(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n,
                                   const ckpt_beat *beat);
 
-/* Where a write of path goes: path itself, and *in_place 1, when it exists and is neither a
- * regular file nor a directory (/dev/null, a FIFO, a link to one: written in place, since a
- * rename would put a regular file in its place); the file a link leads to (copied into real, n
- * bytes) when path is a link to a file, so the file is replaced and the link stays; else path. */
+/* Where a write of path goes: path itself, and *in_place 1, when it exists and is not a file to
+ * replace: a device, a FIFO, a name under /dev or /proc (/dev/stdout, /dev/fd/N: someone's open
+ * stream), or this process's stdout or stderr (a rename would put a regular file in its place, or
+ * unlink the job's log); the file a link leads to (copied into real, n bytes) when path is a link
+ * to a file, so the file is replaced and the link stays; else path. */
 const char *ckpt_write_target(const char *path, char *real, size_t n, int *in_place);
+/* Opens an in-place target for writing, appending (a log that is also stdout keeps its lines); a
+ * FIFO that no process reads fails with ENXIO rather than blocking. The fd, or -1 with errno. */
+int ckpt_open_in_place(const char *path);
 
 /* Before a run that writes path at its end (through ckpt_write_file_atomic or path.tmp): path must
  * be a file name, not a directory, in a directory where this process can make the temporary file,

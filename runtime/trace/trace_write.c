@@ -19,6 +19,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #define PINGS 8
@@ -193,6 +194,16 @@ static int send_events(MPI_Comm w, const trace_event *ev, uint64_t count)
     return 0;
 }
 
+/* A device, FIFO or stream written in place (ckpt_open_in_place), as a stdio stream. */
+static FILE *open_in_place(const char *path)
+{
+    const int fd = ckpt_open_in_place(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (fd >= 0 && !f) close(fd);
+    if (fd < 0 && errno == ENXIO) errno = EPIPE; /* a FIFO no process reads: said as a broken pipe */
+    return f;
+}
+
 dt_status dt_trace_write(dt_ctx *ctx, const char *path)
 {
     if (!ctx) return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_write needs a context");
@@ -263,7 +274,7 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
             snprintf(msg, sizeof msg, "dt_trace_write needs a path");
         else if (snprintf(tmp, sizeof tmp, in_place ? "%s" : "%s.tmp", target) >= (int)sizeof tmp)
             snprintf(msg, sizeof msg, "the trace path is longer than %zu bytes", sizeof tmp - 5);
-        else if (!(f = fopen(tmp, "w")))
+        else if (!(f = in_place ? open_in_place(tmp) : fopen(tmp, "w")))
             snprintf(msg, sizeof msg, "cannot write the trace %.300s: %s (choose a writable --trace path)", tmp,
                      strerror(errno));
     }

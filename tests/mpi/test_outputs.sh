@@ -146,8 +146,27 @@ if mknod devnull c 1 3 2>/dev/null; then
         "$DTRAIN" eval --data idx --checkpoint-dir eck --loader-threads 0 --confusion-csv devnull >/dev/null 2>&1 &&
             [ -c devnull ] && ok "--confusion-csv to a device: written in place" || bad "--confusion-csv devnull: $(ls -l devnull)"
     fi
+    # gnuplot's PNG replaces its file: a device is refused before any work, and stays a device.
+    "$DTRAIN" train $run --metrics dm.jsonl >/dev/null 2>&1
+    expect 2 "-o devnull is not a regular file" "$DTRAIN" plot dm.jsonl -o devnull
+    [ -c devnull ] && ok "plot -o a device: the device kept" || bad "plot -o devnull: $(ls -l devnull)"
 else
     echo "skip: mknod not permitted (not root): the device-output checks did not run"
+fi
+
+# /dev/stdout redirected to a job's log is that log: the parameters are appended to it in place
+# (a rename would unlink the log and everything written to it so far).
+"$DTRAIN" train $run --dump-params /dev/stdout >run.log 2>&1
+grep -q "^done: 3 steps" run.log && [ "$(wc -c <run.log)" -gt 2792 ] &&
+    ok "--dump-params /dev/stdout into a log: the log keeps its lines ($(wc -c <run.log) bytes)" ||
+    bad "--dump-params /dev/stdout > run.log: $(wc -c <run.log) bytes, done line $(grep -c '^done' run.log)"
+# A FIFO that nobody reads: said, not waited on for ever.
+mkfifo nofifo
+expect 1 "it is a FIFO that no process reads" timeout 60 "$DTRAIN" train $run --dump-params nofifo
+# An eval CSV through a link into the checkpoint directory would replace the checkpoint.
+if [ -d eck ]; then
+    ln -s "$(ls eck/ckpt-*.dtc | head -1)" ck.csv
+    expect 2 "would replace an input" "$DTRAIN" eval --data idx --checkpoint-dir eck --confusion-csv ck.csv
 fi
 
 # --metrics is JSON, one object a line, even for an fp16 run whose gradients overflow at every step
