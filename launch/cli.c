@@ -6,6 +6,7 @@
 #include "launch/cli.h"
 #include "runtime/placement/config.h"
 #include "base/parse.h"
+#include "base/path.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -402,14 +403,7 @@ int cli_loader_auto(const dt_ctx *ctx, int requested)
 static void resolved_path(const char *path, char *out, size_t n)
 {
     char dir[PATH_MAX], real[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    const char *base = path_parent_dir(path, dir, sizeof dir);
     if (realpath(dir, real))
         snprintf(out, n, "%s/%s", real, base);
     else

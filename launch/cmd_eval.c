@@ -9,6 +9,7 @@
  */
 #include "launch/cli.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
+#include "base/path.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -181,8 +182,7 @@ static int csv_replaces_input(const eval_opts *e, const char *path)
     if (stat(path, &p) != 0 || S_ISDIR(p.st_mode)) return 0;
     if (stat(e->data, &in) == 0 && p.st_dev == in.st_dev && p.st_ino == in.st_ino) return 1;
     char dir[4096];
-    const char *slash = strrchr(path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+    path_parent_dir(path, dir, sizeof dir);
     struct stat d;
     if (stat(dir, &d) != 0) return 0;
     const char *const ins[2] = {e->data, e->ckpt_dir};

@@ -11,6 +11,7 @@
 #include "runtime/checkpoint/ckpt_format.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
 #include "base/log.h"
+#include "base/path.h"
 #include "base/status.h"
 
 #include <dirent.h>
@@ -100,21 +101,6 @@ static dt_status write_image(int fd, const ckpt_part *parts, size_t n, const wri
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     return s;
-}
-
-/* The directory whose entry path names: everything before its last '/' (trailing ones dropped:
- * runs/ck/ is runs/ck), "." for a bare name, "/" for one at the root. n is large enough for path. */
-static void parent_dir(const char *path, char *out, size_t n)
-{
-    size_t len = strlen(path);
-    while (len > 1 && path[len - 1] == '/') len--;
-    const char *slash = len ? memrchr(path, '/', len) : NULL;
-    if (!slash)
-        snprintf(out, n, ".");
-    else if (slash == path)
-        snprintf(out, n, "/");
-    else
-        snprintf(out, n, "%.*s", (int)(slash - path), path);
 }
 
 /* fsync of a directory, so the entries made or renamed in it reach the disk; 0, or -1 with errno. */
@@ -239,18 +225,15 @@ dt_status ckpt_write_file_beating(const char *path, const char *what, const char
                                 sizeof dir - 1);
     int in_place = 0;
     path = ckpt_write_target(path, real, sizeof real, &in_place);
-    if (in_place) {
-        write_target w = {path, what, alt, 0, beat};
-        for (size_t i = 0; i < n; i++) w.total += parts[i].bytes;
-        return write_in_place(path, what, parts, n, &w);
-    }
+    write_target w = {path, what, alt, 0, beat}; /* .tmp: the file written, the temporary unless in place */
+    for (size_t i = 0; i < n; i++) w.total += parts[i].bytes;
+    if (in_place) return write_in_place(path, what, parts, n, &w);
     if (strlen(path) >= sizeof dir)
         return status_set_error(DT_ERR_INVALID_ARG, "the %s name is too long (%zu characters; at most %zu)", what,
                                 strlen(path), sizeof dir - 1);
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    parent_dir(path, dir, sizeof dir); /* whose entry the rename changes */
-    write_target w = {tmp, what, alt, 0, beat};
-    for (size_t i = 0; i < n; i++) w.total += parts[i].bytes;
+    path_parent_dir(path, dir, sizeof dir); /* whose entry the rename changes */
+    w.tmp = tmp;
 
     char advice[256];
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -367,7 +350,7 @@ dt_status ckpt_dir_prepare(const char *dir)
         /* The new directory's entry reaches the disk with its parent's sync, before a checkpoint
          * is renamed into it. */
         char parent[4096];
-        parent_dir(dir, parent, sizeof parent);
+        path_parent_dir(dir, parent, sizeof parent);
         (void)sync_dir(parent);
     }
     struct stat sb;
