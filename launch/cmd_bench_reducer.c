@@ -49,6 +49,7 @@
  */
 #include "launch/cli.h"
 #include "collectives/ctx_comm.h"
+#include "base/clock.h"
 #include "base/median.h"
 #include "base/status.h"
 
@@ -115,13 +116,6 @@ static int red_check(dt_config *cfg, void *ud)
     }
     cfg->device = DT_DEVICE_CPU;
     return EXIT_OK;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* The model and the buffers every variant shares, and each variant's own gradients. */
@@ -350,9 +344,9 @@ static dt_status run_rounds(dt_ctx *ctx, net *m, const red_opts *o, const varian
         for (int j = 0; j < NV && !s; j++) {
             const int k = (j + round) % NV;
             if ((s = dt_barrier(ctx))) break;
-            const double t0 = now_s();
+            const double t0 = clock_now_s();
             s = run_variant(ctx, m, v, k);
-            if (round >= o->warmup) t[k * o->steps + round - o->warmup] = now_s() - t0;
+            if (round >= o->warmup) t[k * o->steps + round - o->warmup] = clock_now_s() - t0;
         }
     }
     if (s) return s;

@@ -12,8 +12,10 @@
  */
 #include "runtime/data/dts.h"
 #include "runtime/data/stats.h"
+#include "base/clock.h"
 #include "base/status.h"
 #include "base/log.h"
+#include "base/path.h"
 #include "base/thread_stack.h"
 #include "kernels/cast.h"
 
@@ -176,26 +178,6 @@ static dt_status write_at(int fd, const char *path, const void *p, size_t n, uin
     return DT_OK;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* The directory of path (for the temporary file and the fsync), and its base name. */
-static void split_path(const char *path, char *dir, size_t dn, const char **base)
-{
-    const char *sl = strrchr(path, '/');
-    if (!sl) {
-        snprintf(dir, dn, ".");
-        *base = path;
-    } else {
-        snprintf(dir, dn, "%.*s", sl == path ? 1 : (int)(sl - path), path);
-        *base = sl + 1;
-    }
-}
-
 /* Runs the workers and writes samples, padding and labels at their offsets; fills stats and crc. */
 static dt_status write_payload(writer *w, int fd, const char *tmp, uint64_t header_bytes, uint64_t total,
                                ds_stats *stats, uint32_t *crc_out)
@@ -329,14 +311,13 @@ static void remove_stale_temps(const char *dir, const char *base)
 void dts_temp_path(const char *path, char *out, size_t n)
 {
     char dir[4200];
-    const char *base;
-    split_path(path, dir, sizeof dir, &base);
+    const char *base = path_parent_dir(path, dir, sizeof dir);
     snprintf(out, n, "%s/.%s.tmp.%d", dir, base, (int)getpid());
 }
 
 dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts *opts, dts_write_result *res)
 {
-    const double t0 = now_s();
+    const double t0 = clock_now_s();
     dts_write_opts o = {0};
     if (opts) o = *opts;
     const int dtype = o.dtype ? o.dtype : src->uint8_values ? DTS_UINT8 : DTS_FP32;
@@ -357,8 +338,7 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     const uint64_t row = per * esize, samples = (uint64_t)src->count * row; /* count < 2^61 in memory */
     const uint64_t total = round_up(samples, DTS_ALIGN) + 4 * (uint64_t)src->count, file_bytes = header_bytes + total;
     char dir[4200], tmp[4300];
-    const char *base;
-    split_path(path, dir, sizeof dir, &base);
+    const char *base = path_parent_dir(path, dir, sizeof dir);
     remove_stale_temps(dir, base);
     dts_temp_path(path, tmp, sizeof tmp);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -441,7 +421,7 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
         res->count = src->count;
         res->bytes = file_bytes;
         res->dtype = dtype;
-        res->seconds = now_s() - t0;
+        res->seconds = clock_now_s() - t0;
     }
     return DT_OK;
 }
