@@ -111,12 +111,7 @@ void roll_board_busy(roll_board *b, double every_s)
     }
 }
 
-double roll_board_busy_seen(roll_board *b)
-{
-    if (!b) return 0;
-    take_busy(b);
-    return b->busy_seen;
-}
+double roll_board_busy_seen(const roll_board *b) { return b ? b->busy_seen : 0; }
 
 const char *roll_board_listen(roll_board *b, int *from)
 {
