@@ -406,11 +406,18 @@ static void check_fc16_relu_chain(void)
             ops_ok("fc16 relu chain");
             cuda_lt_counts(&f2, &u2);
             char what[128];
-            if (z == 0 && cfg[z].mask)
-                check(f1 - f0 == 1 && f2 - f1 == 3,
-                      "fc16 relu chain %s %dx%d->%d->%d: forward %ld of 1, backward %ld of 3 GEMMs fused (want all)",
+            /* The forward's RELU_AUX_BIAS and the two weight gradients' BGRADB must fuse on the mlp's
+             * shape; whether this cuBLASLt has a DRELU-alone kernel for the data gradient (its header
+             * names the mask as an input only for DRELU_BGRAD) is its heuristic's call: said, not
+             * required, since the unfused path computes the same values, checked below. */
+            if (z == 0 && cfg[z].mask) {
+                check(f1 - f0 == 1 && f2 - f1 >= 2,
+                      "fc16 relu chain %s %dx%d->%d->%d: forward %ld of 1, backward %ld of 3 GEMMs fused (want the "
+                      "forward and both weight gradients)",
                       tn, B, I, H, O, f1 - f0, f2 - f1);
-            else
+                printf("note fc16 relu chain %s: the data gradient's DRELU %s\n", tn,
+                       f2 - f1 == 3 ? "fused" : "not fused by this cuBLASLt (the relu mask kernel ran)");
+            } else
                 printf("note fc16 relu chain %s %dx%d->%d->%d%s: forward %ld of 1, backward %ld of 3 GEMMs fused\n", tn,
                        B, I, H, O, cfg[z].mask ? "" : " (no mask)", f1 - f0, f2 - f1);
             /* The reference on the GPU's h: dx = dy W2 in fp32 on the widened values, zero where
