@@ -88,7 +88,10 @@ static dt_status store(const writer *w, size_t i, float *x, uint16_t *h, unsigne
                                     "%s: value %zu of sample %zu is %g: a dataset must hold finite "
                                     "values",
                                     s->source, j, i, (double)v);
-        if (w->dtype == DTS_UINT8 && !(v >= 0 && v <= 255 && v == floorf(v)))
+        /* A source of bytes (uint8_values) may hold fractions where it resampled them (an image
+         * folder's resize): they are rounded to the nearest byte, as PIL's resize of an 8-bit
+         * image gives bytes. Any other source must hold bytes already. */
+        if (w->dtype == DTS_UINT8 && !(v >= 0 && v <= 255 && (s->uint8_values || v == floorf(v))))
             return status_set_error(DT_ERR_INVALID_ARG,
                                     "%s: value %zu of sample %zu is %g, not a byte 0..255: store "
                                     "this dataset with --dtype fp16 or fp32",
@@ -96,7 +99,10 @@ static dt_status store(const writer *w, size_t i, float *x, uint16_t *h, unsigne
     }
     switch (w->dtype) {
         case DTS_UINT8:
-            for (size_t j = 0; j < w->per; j++) out[j] = (unsigned char)x[j];
+            for (size_t j = 0; j < w->per; j++) {
+                out[j] = (unsigned char)floorf(x[j] + 0.5f);
+                x[j] = out[j];
+            }
             break;
         case DTS_FP16:
             cpu_cast_f32_to_16(DT_F16, x, h, w->per);

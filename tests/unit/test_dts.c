@@ -44,7 +44,8 @@ static char *path_of(const char *name)
 /* ---------------------------------------------------------------- a synthetic split */
 
 typedef struct mem_impl {
-    int kind;       /* 0 bytes, 1 reals (negative, fractional), 2 one value too big for fp16 */
+    int kind;       /* 0 bytes, 1 reals (negative, fractional), 2 one value too big for fp16, 3 resampled
+                       bytes (fractions in 0..255, as an image folder's resize makes) */
     size_t fail_at; /* read fails at this sample (SIZE_MAX: never) */
 } mem_impl;
 
@@ -52,6 +53,7 @@ static float mem_value(const mem_impl *m, size_t i, size_t j)
 {
     if (m->kind == 0) return (float)((i * 31 + j * 7) % 256);
     if (m->kind == 2 && i == 3 && j == 1) return 70000.0f;
+    if (m->kind == 3) return (float)((i * 31 + j * 7) % 256) * 0.998f + 0.37f;
     return (float)sin((double)(i * 13 + j)) * 3.5f + (float)(j % 3) - 1.0f;
 }
 
@@ -76,7 +78,7 @@ static ds_split mem_split(mem_impl *m, int kind, size_t count, int c, int h, int
     s.count = count;
     s.c = c, s.h = h, s.w = w;
     s.classes = classes;
-    s.uint8_values = kind == 0;
+    s.uint8_values = kind == 0 || kind == 3;
     snprintf(s.format, sizeof s.format, "mem");
     snprintf(s.split, sizeof s.split, "train");
     snprintf(s.source, sizeof s.source, "mem");
@@ -84,7 +86,10 @@ static ds_split mem_split(mem_impl *m, int kind, size_t count, int c, int h, int
 }
 
 /* The value a dtype stores for v. */
-static float stored(int dtype, float v) { return dtype == DTS_FP16 ? half_f16_to_f32(half_f32_to_f16(v)) : v; }
+static float stored(int dtype, float v)
+{
+    return dtype == DTS_FP16 ? half_f16_to_f32(half_f32_to_f16(v)) : dtype == DTS_UINT8 ? floorf(v + 0.5f) : v;
+}
 
 /* ---------------------------------------------------------------- file helpers */
 
@@ -171,7 +176,7 @@ static void round_trip(int kind, int dtype, int threads)
     dts_write_opts wo = {.dtype = dtype, .threads = threads};
     dts_write_result r;
     assert_int_equal(dts_write(&src, p, &wo, &r), DT_OK);
-    const int want_dtype = dtype ? dtype : kind == 0 ? DTS_UINT8 : DTS_FP32;
+    const int want_dtype = dtype ? dtype : kind == 0 || kind == 3 ? DTS_UINT8 : DTS_FP32;
     assert_int_equal(r.dtype, want_dtype);
     assert_int_equal(r.count, 301);
     struct stat sb;
@@ -220,6 +225,8 @@ static void test_round_trip(void **st)
     round_trip(1, DTS_FP16, 3); /* fp16 within its rounding */
     round_trip(0, DTS_FP16, 1);
     round_trip(0, DTS_FP32, 4);
+    round_trip(3, 0, 2);        /* resampled bytes -> uint8, rounded to the nearest byte */
+    round_trip(3, DTS_FP16, 1); /* ... or their fractions kept */
 }
 
 /* Bytes sum exactly in double: the file does not depend on the thread count at all. */
