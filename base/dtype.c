@@ -31,6 +31,7 @@ const char *dt_dtype_name(dt_dtype t)
 
 dt_status dt_dtype_parse(const char *s, dt_dtype *out)
 {
+    if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_dtype_parse: out is NULL");
     static const dt_dtype all[] = {DT_F32, DT_F16, DT_BF16, DT_U8};
     for (size_t i = 0; s && i < sizeof all / sizeof *all; i++)
         if (!strcmp(s, dt_dtype_name(all[i]))) {

@@ -62,9 +62,11 @@ DT_API void dt_trace_span(dt_ctx *ctx, const char *name, int track, uint64_t t0_
  * file's "otherData". Events travel in chunks of at most 16 MiB. Call it between steps (no
  * dt_reducer step in flight). The buffer stays allocated, idle, until dt_finalize (threads of the
  * context may still hold it): one trace per context. COLLECTIVE: every rank calls it, with tracing
- * started on all or none (`path` is read on rank 0 only). Errors, the same on every rank:
- * DT_ERR_INVALID_ARG (not started), DT_ERR_IO (rank 0 could not write the file, named),
- * DT_ERR_MPI. */
+ * started on all or none (`path` is read on rank 0 only). Rank 0 tries `path` before recording
+ * stops: a NULL or empty path (DT_ERR_INVALID_ARG) or one it cannot write (DT_ERR_IO) fails every
+ * rank with the spans kept, so a second call with another path writes them. Errors, the same on
+ * every rank: DT_ERR_INVALID_ARG (not started, or no path), DT_ERR_IO (rank 0 could not write the
+ * file, named), DT_ERR_MPI. */
 DT_API dt_status dt_trace_write(dt_ctx *ctx, const char *path);
 
 /** @} */

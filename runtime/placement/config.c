@@ -19,6 +19,7 @@
 
 void dt_config_defaults(dt_config *cfg)
 {
+    if (!cfg) return;
     memset(cfg, 0, sizeof *cfg);
     cfg->device = DT_DEVICE_AUTO;
     cfg->pin = DT_PIN_AUTO;
@@ -33,6 +34,7 @@ void dt_config_defaults(dt_config *cfg)
 
 dt_status dt_allreduce_algo_parse(const char *s, dt_allreduce_algo *out)
 {
+    if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_allreduce_algo_parse: out is NULL");
     static const char *const names[] = {"auto", "direct", "chain"};
     for (int i = 0; s && i < 3; i++)
         if (strcmp(s, names[i]) == 0) {
@@ -53,6 +55,7 @@ const char *dt_allreduce_algo_name(dt_allreduce_algo a)
 
 dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out)
 {
+    if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_gpu_comm_parse: out is NULL");
     if (s && strcmp(s, "nccl") == 0)
         *out = DT_GPU_COMM_NCCL;
     else if (s && strcmp(s, "mpi") == 0)
@@ -64,6 +67,7 @@ dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out)
 
 dt_status dt_device_kind_parse(const char *s, dt_device_kind *out)
 {
+    if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_device_kind_parse: out is NULL");
     if (s && strcmp(s, "auto") == 0)
         *out = DT_DEVICE_AUTO;
     else if (s && strcmp(s, "cpu") == 0)
@@ -77,6 +81,7 @@ dt_status dt_device_kind_parse(const char *s, dt_device_kind *out)
 
 dt_status dt_pin_mode_parse(const char *s, dt_pin_mode *out)
 {
+    if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_pin_mode_parse: out is NULL");
     if (s && strcmp(s, "auto") == 0)
         *out = DT_PIN_AUTO;
     else if (s && strcmp(s, "none") == 0)
@@ -146,6 +151,7 @@ dt_status config_check(const dt_config *c)
 
 dt_status dt_config_from_env(dt_config *cfg)
 {
+    if (!cfg) return status_set_error(DT_ERR_INVALID_ARG, "dt_config_from_env: cfg is NULL: pass a dt_config to fill");
     dt_config c = *cfg;
     const char *v;
     dt_status s;

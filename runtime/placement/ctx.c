@@ -23,6 +23,7 @@
 #include "runtime/placement/topo.h"
 
 #include <mpi.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,11 @@ struct dt_ctx {
     /* dt_trace_start's recorder, or NULL; atomic, as the communication and loader threads read it. */
     trace_rec *_Atomic trace;
 };
+
+/* 1 from a dt_init that succeeds (or is under way) to the release of its context: the process's
+ * one context, as MPI has one world. A second would share MPI with the first without owning it, and
+ * the first's dt_finalize would end MPI under it. */
+static atomic_int ctx_live;
 
 static dt_status ctx_mpi_init(const dt_config *cfg, int *we_did)
 {
@@ -103,11 +109,19 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     int env_read = 0;
     char bus_id[64] = "";
     int device_chosen = 0;
+    if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_init: out is NULL: pass the address of a dt_ctx *");
     *out = NULL;
     status_clear_error();
+    if (atomic_exchange(&ctx_live, 1))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_init: this process has a context already (one dt_ctx per process): use it, or "
+                                "dt_finalize it before making another");
 
     dt_ctx *c = calloc(1, sizeof *c);
-    if (!c) return status_set_error(DT_ERR_NOMEM, "out of memory for the context");
+    if (!c) {
+        atomic_store(&ctx_live, 0);
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the context");
+    }
     c->world = c->local = MPI_COMM_NULL;
     if (cfg_in) {
         c->cfg = *cfg_in;
@@ -275,6 +289,7 @@ fail:
     if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
     if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
     free(c);
+    atomic_store(&ctx_live, 0);
     return s;
 }
 
@@ -291,6 +306,7 @@ static void ctx_release(dt_ctx *c)
     if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
     if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
     free(c);
+    atomic_store(&ctx_live, 0);
 }
 
 dt_status dt_finalize(dt_ctx *c)
@@ -368,10 +384,22 @@ const char *dt_node_name(const dt_ctx *c, int i)
 dt_status dt_gather_placement(const dt_ctx *c, dt_placement *all)
 {
     if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement needs a context");
-    if (c->pl.rank == 0 && !all)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement needs an output array on rank 0");
-    int rc = MPI_Gather(&c->pl, sizeof c->pl, MPI_BYTE, all, sizeof c->pl, MPI_BYTE, 0, c->world);
-    return rc == MPI_SUCCESS ? DT_OK : status_set_error(DT_ERR_MPI, "MPI_Gather of placements failed");
+    /* Rank 0 without an array still takes part (into a scratch one), so no peer waits for it. */
+    const int no_array = c->pl.rank == 0 && !all;
+    dt_placement *into = no_array ? calloc((size_t)c->pl.world_size, sizeof *into) : all;
+    if (no_array && !into) return status_set_error(DT_ERR_NOMEM, "dt_gather_placement: out of memory");
+    /* The watched barrier first: a rank that never comes is named, as in every collective, rather
+     * than waited for in MPI_Gather. */
+    dt_status s = dt_barrier((dt_ctx *)c);
+    if (!s && MPI_Gather(&c->pl, sizeof c->pl, MPI_BYTE, into, sizeof c->pl, MPI_BYTE, 0, c->world) != MPI_SUCCESS)
+        s = status_set_error(DT_ERR_MPI, "MPI_Gather of placements failed");
+    if (no_array) {
+        free(into);
+        if (!s)
+            s = status_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement: all is NULL on rank 0: pass an array "
+                                                     "of dt_world_size() placements there");
+    }
+    return s;
 }
 
 const char *dt_backend_name(const dt_ctx *c) { return c && c->coll ? c->coll->ops->name : "none"; }

@@ -214,13 +214,28 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
     /* Through the watched allreduce: a rank that never comes here is named, not waited for. The
      * sums are exact in fp32 up to 2^24 ranks. */
     const int started = rec && !atomic_load(&rec->closed);
-    float ranks_started = (float)started;
-    dt_status s = dt_allreduce(ctx, &ranks_started, 1, DT_F32, DT_SUM);
+    /* Rank 0 tries the path first, and its verdict travels in the same allreduce: a path it
+     * cannot write fails every rank before the recorder closes, so the spans are kept for a
+     * second call with another path. */
+    dt_status path_s = DT_OK;
+    if (rank == 0 && started)
+        path_s = !path || !*path
+                     ? status_set_error(DT_ERR_INVALID_ARG, "dt_trace_write: the path is %s: give a file name",
+                                        path ? "empty" : "NULL")
+                     : ckpt_write_file_try(path, "dt_trace_write");
+    float votes[2] = {(float)started, (float)path_s};
+    dt_status s = dt_allreduce(ctx, votes, 2, DT_F32, DT_SUM);
     if (s) return s;
-    const int all = ranks_started == (float)world, any = ranks_started > 0;
+    const int all = votes[0] == (float)world, any = votes[0] > 0;
     if (!all)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_write: %s",
                                 any ? "tracing was started on some ranks only" : "call dt_trace_start first");
+    if (votes[1] != 0) {
+        if (rank == 0) return path_s; /* its message names the path and the cause */
+        return status_set_error((dt_status)votes[1],
+                                "dt_trace_write: rank 0 cannot write the trace at the path it was given (its message "
+                                "says why); the spans are kept: call again with another path");
+    }
     close_step(rec, trace_now_ns());
     flush_gpu(trace_active(rec), 1);
     trace_rec_close(rec);

@@ -210,6 +210,29 @@ static void test_dtype_names(void **st)
     }
     dt_dtype t = DT_F32;
     assert_int_equal(dt_dtype_parse(NULL, &t), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_dtype_parse("fp16", NULL), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "dt_dtype_parse: out is NULL"));
+}
+
+/* A NULL output is a bad argument, named, not a crash; dt_config_defaults(NULL) does nothing. */
+static void test_null_outputs(void **st)
+{
+    (void)st;
+    assert_int_equal(dt_config_from_env(NULL), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "dt_config_from_env: cfg is NULL"));
+    dt_config_defaults(NULL);
+    assert_int_equal(dt_device_kind_parse("cpu", NULL), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "dt_device_kind_parse: out is NULL"));
+    assert_int_equal(dt_pin_mode_parse("auto", NULL), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_gpu_comm_parse("nccl", NULL), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_allreduce_algo_parse("chain", NULL), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "dt_allreduce_algo_parse: out is NULL"));
+    assert_int_equal(dt_rank(NULL), -1);
+    assert_int_equal(dt_world_size(NULL), -1);
+    assert_int_equal(dt_local_rank(NULL), -1);
+    assert_int_equal(dt_get_placement(NULL, NULL), DT_ERR_INVALID_ARG);
+    assert_string_equal(dt_device_kind_name((dt_device_kind)9), "?");
+    assert_string_equal(dt_launcher_name((dt_launcher)9), "?");
 }
 
 static void test_blas_advice(void **st)
@@ -238,6 +261,7 @@ int main(void)
         cmocka_unit_test(test_log_level_from_env),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_dtype_names),
+        cmocka_unit_test(test_null_outputs),
         cmocka_unit_test(test_blas_advice),
         cmocka_unit_test(test_error_wraps_last_error),
     };

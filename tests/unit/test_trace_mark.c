@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/trace.h"
 #include "collectives/ctx_comm.h"
@@ -50,6 +51,31 @@ static void check_refusals(dt_ctx *ctx)
     assert_non_null(strstr(dt_last_error(), "capacity 268435457 is above the most, 268435456 events"));
     assert_non_null(strstr(dt_last_error(), "pass at most that"));
     assert_null(ctx_trace(ctx));
+}
+
+/* dt_trace_write tries the path before recording stops: no path, or one that cannot be written,
+ * fails with the spans kept, and a second call with a good path writes them all. */
+static void check_write_refusals(dt_ctx *ctx, size_t events)
+{
+    assert_int_equal(dt_trace_write(ctx, NULL), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "the path is NULL"));
+    assert_int_equal(dt_trace_write(ctx, ""), DT_ERR_INVALID_ARG);
+    assert_int_equal(dt_trace_write(ctx, "/nonexistent-dtrain-dir/t.json"), DT_ERR_IO);
+    assert_non_null(strstr(dt_last_error(), "/nonexistent-dtrain-dir/t.json"));
+    assert_int_equal(trace_rec_count(ctx_trace(ctx)), events); /* nothing lost, still recording */
+    char dir[] = "/tmp/dt-trace-mark-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    assert_int_equal(dt_trace_write(ctx, path), DT_OK);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char text[1 << 16];
+    text[fread(text, 1, sizeof text - 1, f)] = '\0';
+    fclose(f);
+    assert_non_null(strstr(text, "\"traceEvents\""));
+    assert_non_null(strstr(text, "fwd 0 conv")); /* the spans recorded before the refusals */
+    unlink(path);
+    rmdir(dir);
 }
 
 static void test_marks_per_layer(void **state)
@@ -100,6 +126,14 @@ static void test_marks_per_layer(void **state)
     for (size_t i = 0; i < n; i++) layers += ev[i].cat == TRACE_CAT_FWD || ev[i].cat == TRACE_CAT_BWD;
     assert_int_equal(layers, 8);
     free(ev);
+    check_write_refusals(ctx, have);
+    /* One context per process: a second would share MPI with this one without owning it. */
+    dt_ctx *second = NULL;
+    assert_int_equal(dt_init(&cfg, &second), DT_ERR_INVALID_ARG);
+    assert_null(second);
+    assert_non_null(strstr(dt_last_error(), "this process has a context already"));
+    assert_int_equal(dt_init(&cfg, NULL), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "out is NULL"));
     dt_model_free(m);
     assert_int_equal(dt_finalize(ctx), DT_OK);
 }
