@@ -76,6 +76,10 @@ struct coll {
 /* MPI backend over a duplicate of comm. device_buffers 1: CUDA buffers, staged through the host
  * (see coll_mpi.c for why even a CUDA-aware MPI gets host buffers). */
 dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, coll **out);
+/* Sums count doubles of host memory over c's ranks in place, under c's deadline like its other
+ * collectives (a norm's sums of squares, which fp32 would round). c is an MPI backend (the
+ * context's host backend, ctx_host_coll). DT_ERR_MPI. */
+dt_status coll_mpi_sum_f64(coll *c, double *buf, int count);
 
 /* NCCL backend: ncclUniqueId from rank 0 broadcast over comm, ncclCommInitRank on the current CUDA
  * device. DT_ERR_UNSUPPORTED when built without NCCL. */

@@ -94,6 +94,17 @@ static dt_status mpi_allreduce_host(coll *c, void *buf, size_t count, dt_dtype t
     return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, "MPI_Allreduce", count);
 }
 
+dt_status coll_mpi_sum_f64(coll *c, double *buf, int count)
+{
+    double start;
+    MPI_Request r;
+    int rc = mpi_op_begin(c, OP_ALLREDUCE, (size_t)count, (size_t)count * sizeof *buf, &start);
+    if (rc == MPI_SUCCESS) rc = MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_DOUBLE, MPI_SUM, c->comm, &r);
+    if (rc == MPI_SUCCESS) rc = mpi_op_wait(c, &r, OP_ALLREDUCE, (size_t)count, start);
+    mpi_op_end(c, OP_ALLREDUCE, (size_t)count, (size_t)count * sizeof *buf, start, rc == MPI_SUCCESS);
+    return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, "MPI_Allreduce", (size_t)count);
+}
+
 static dt_status mpi_bcast_host(coll *c, void *buf, size_t count, size_t bytes, int root)
 {
     char *p = buf;

@@ -60,13 +60,15 @@ static dt_status check_memory(const dt_ctx *ctx, const void *buf, dt_memory mem,
                                 "DT_MEMORY_HOST: set memory to DT_MEMORY_DEVICE",
                                 buf);
     if (mem == DT_MEMORY_DEVICE) {
-        if (backend_for_memory(mem, dev_be))
-            return status_set_error(DT_ERR_INVALID_ARG, "reducer: DT_MEMORY_DEVICE: %s", dt_last_error());
+        /* The placement first: the device backend would make a CUDA context in a process placed
+         * on the CPU. */
         dt_placement pl;
         if (dt_get_placement(ctx, &pl) == DT_OK && pl.device != DT_DEVICE_CUDA)
             return status_set_error(DT_ERR_INVALID_ARG,
                                     "reducer: DT_MEMORY_DEVICE on a context placed on the CPU: run with "
                                     "--device cuda (DTRAIN_DEVICE=cuda) or give host memory");
+        if (backend_for_memory(mem, dev_be))
+            return status_set_error(DT_ERR_INVALID_ARG, "reducer: DT_MEMORY_DEVICE: %s", dt_last_error());
         if (!dev)
             return status_set_error(DT_ERR_INVALID_ARG,
                                     "reducer: the gradient buffer %p is host memory but was given as "
@@ -83,6 +85,8 @@ static dt_status check_config(const dt_reducer_config *c)
                                 c->bucket_mb, c->first_bucket_mb);
     if (c->op != DT_SUM && c->op != DT_AVG)
         return status_set_error(DT_ERR_INVALID_ARG, "reducer: reduction %d must be DT_SUM or DT_AVG", (int)c->op);
+    if (c->overlap != 0 && c->overlap != 1)
+        return status_set_error(DT_ERR_INVALID_ARG, "reducer: overlap %d must be 0 or 1", c->overlap);
     return check_types(c->memory, c->dtype, c->wire);
 }
 
@@ -159,7 +163,8 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
     r->esz = dt_dtype_size(cfg.dtype);
     r->plan_dtype = cfg.dtype;
     r->sync = 1;
-    const size_t first = (size_t)(cfg.first_bucket_mb * 1048576.0), cap = (size_t)(cfg.bucket_mb * 1048576.0);
+    /* Rounded up: a cap under one byte is the smallest cap, not none. */
+    const size_t first = (size_t)ceil(cfg.first_bucket_mb * 1048576.0), cap = (size_t)ceil(cfg.bucket_mb * 1048576.0);
     s = ranges ? bucket_plan_ranges(count, ranges, nranges, r->esz, first, cap, &r->plan)
                : bucket_plan_auto(count, r->esz, first, cap, &r->plan);
     if (!s && r->plan.nb > REDUCER_MAX_BUCKETS)

@@ -7,6 +7,7 @@
  */
 #include "dtrain.h"
 #include "kernels/backend.h"
+#include "collectives/coll.h"
 #include "collectives/ctx_comm.h"
 #include "base/status.h"
 
@@ -15,12 +16,9 @@
 
 static const char *mem_name(dt_memory m) { return m == DT_MEMORY_DEVICE ? "DT_MEMORY_DEVICE" : "DT_MEMORY_HOST"; }
 
-/* The arguments every utility shares, the memory kind against the pointer, and the backend of
- * that memory into *be. */
-static dt_status check_buffer(const char *fn, const void *buf, size_t count, dt_dtype t, dt_memory mem, backend **be)
+/* An element type the utilities can scale or measure. */
+static dt_status check_dtype(const char *fn, dt_dtype t)
 {
-    if (!buf && count)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: the buffer is NULL with %zu elements", fn, count);
     if (t == DT_U8)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "%s: element type DT_U8 (raw bytes) has no values to scale or "
@@ -29,6 +27,17 @@ static dt_status check_buffer(const char *fn, const void *buf, size_t count, dt_
     if (t != DT_F32 && t != DT_F16 && t != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "%s: element type %d must be DT_F32, DT_F16 or DT_BF16", fn,
                                 (int)t);
+    return DT_OK;
+}
+
+/* The arguments every utility shares, the memory kind against the pointer, and the backend of
+ * that memory into *be. */
+static dt_status check_buffer(const char *fn, const void *buf, size_t count, dt_dtype t, dt_memory mem, backend **be)
+{
+    if (!buf && count)
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: the buffer is NULL with %zu elements", fn, count);
+    dt_status s = check_dtype(fn, t);
+    if (s) return s;
     if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)
         return status_set_error(DT_ERR_INVALID_ARG, "%s: memory kind %d must be DT_MEMORY_HOST or DT_MEMORY_DEVICE", fn,
                                 (int)mem);
@@ -65,6 +74,8 @@ dt_status dt_buffer_unscale_check(void *buf, size_t count, dt_dtype t, dt_memory
                                 "dt_buffer_unscale_check: unscale factor %g must be a positive finite "
                                 "number (1 / the loss scale)",
                                 (double)inv_scale);
+    dt_status s = check_dtype("dt_buffer_unscale_check", t);
+    if (s) return s;
     if (t != DT_F32 && inv_scale != 1.0f)
         return status_set_error(
             DT_ERR_INVALID_ARG,
@@ -73,7 +84,7 @@ dt_status dt_buffer_unscale_check(void *buf, size_t count, dt_dtype t, dt_memory
             "keep fp32 master gradients, or apply inv_scale where you widen them",
             (double)inv_scale);
     size_t bad = 0;
-    dt_status s = buffer_pass("dt_buffer_unscale_check", buf, count, t, mem, 1, inv_scale, &bad, NULL);
+    s = buffer_pass("dt_buffer_unscale_check", buf, count, t, mem, 1, inv_scale, &bad, NULL);
     if (!s) *found_inf = bad != 0;
     return s;
 }
@@ -91,24 +102,27 @@ dt_status dt_buffer_scale(void *buf, size_t count, dt_dtype t, dt_memory mem, fl
 dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_dtype t, dt_memory mem, int across_ranks,
                          double *norm)
 {
-    if (!norm) return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: norm is NULL");
     if (across_ranks && !ctx)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: across_ranks needs a context");
     size_t bad;
     double ss = 0;
-    /* mode 2 only reads the buffer. */
-    dt_status s = buffer_pass("dt_buffer_norm", (void *)buf, count, t, mem, 2, 1.0f, &bad, &ss);
+    /* mode 2 only reads the buffer. A NULL norm is this rank's failure like a bad buffer: across
+     * ranks it still joins the sum below, so no peer waits for it. */
+    dt_status s = !norm ? status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: norm is NULL")
+                        : buffer_pass("dt_buffer_norm", (void *)buf, count, t, mem, 2, 1.0f, &bad, &ss);
     if (!across_ranks || dt_world_size(ctx) == 1) {
         if (!s) *norm = sqrt(ss);
         return s;
     }
-    /* One allreduce of the sums of squares: MPI gives every rank the same result. A rank that
-     * failed still joins with NaN, so none waits for it and all see that the norm is unusable. */
-    double mine = s ? NAN : ss, total = 0;
-    int rc = MPI_Allreduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, ctx_world_comm(ctx));
-    if (s) return s;
-    if (rc != MPI_SUCCESS)
-        return status_set_error(DT_ERR_MPI, "dt_buffer_norm: MPI_Allreduce of the sums of squares failed");
-    *norm = sqrt(total);
+    /* One allreduce of the sums of squares, watched like every collective: MPI gives every rank
+     * the same result. A rank that failed still joins with NaN, so none waits for it and all see
+     * that the norm is unusable. */
+    double sum = s ? NAN : ss;
+    status_kept mine;
+    if (s) status_keep(&mine);
+    const dt_status rs = coll_mpi_sum_f64(ctx_host_coll(ctx), &sum, 1);
+    if (s) return status_restore(s, &mine);
+    if (rs) return rs;
+    *norm = sqrt(sum);
     return DT_OK;
 }

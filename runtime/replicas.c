@@ -17,7 +17,10 @@
 
 /* failed: this rank could not produce its copy; it still joins, and every rank learns who failed
  * instead of reading the gap as a difference. */
-static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int failed, int *differ, int *first_rank)
+/* failed: this rank's failure reading its copy (a dt_status; DT_OK when read), which travels in its
+ * slot so that every rank returns the same code. */
+static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, dt_status failed, int *differ,
+                                int *first_rank)
 {
     if (differ) *differ = 0;
     if (first_rank) *first_rank = -1;
@@ -31,20 +34,21 @@ static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int 
     float d[CHUNK * SLOT], h0[4] = {0};
     const uint64_t h = failed ? 0 : fnv1a_buffer(buf, bytes);
     int n = 0, first = -1, failed_rank = -1;
+    dt_status failed_code = DT_OK;
     for (int base = 0; base < world; base += CHUNK) {
         const int m = world - base < CHUNK ? world - base : CHUNK;
         memset(d, 0, sizeof d);
         if (rank >= base && rank < base + m) {
             float *mine = d + (size_t)(rank - base) * SLOT;
             for (int k = 0; k < 4; k++) mine[k] = (float)((h >> (16 * k)) & 0xffffu);
-            mine[4] = failed ? 1.0f : 0.0f;
+            mine[4] = (float)failed;
         }
         dt_status s = dt_allreduce(ctx, d, (size_t)m * SLOT, DT_F32, DT_SUM);
         if (s) return s;
         if (base == 0) memcpy(h0, d, sizeof h0); /* rank 0's */
         for (int j = 0; j < m; j++) {
             const float *e = d + (size_t)j * SLOT;
-            if (e[4] != 0 && failed_rank < 0) failed_rank = base + j;
+            if (e[4] != 0 && failed_rank < 0) failed_rank = base + j, failed_code = (dt_status)e[4];
             if (base + j > 0 && memcmp(e, h0, sizeof h0) != 0) {
                 if (first < 0) first = base + j;
                 n++;
@@ -52,10 +56,10 @@ static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int 
         }
     }
     if (failed_rank >= 0)
-        return status_set_error(DT_ERR_IO,
-                                "dt_check_replicas: rank %d could not read its copy, so nothing was "
+        return status_set_error(failed_code,
+                                "dt_check_replicas: rank %d could not read its copy (%s), so nothing was "
                                 "compared: read rank %d's message",
-                                failed_rank, failed_rank);
+                                failed_rank, dt_strerror(failed_code), failed_rank);
     if (differ) *differ = n;
     if (first_rank) *first_rank = first;
     if (n)
@@ -83,14 +87,14 @@ static dt_status device_to_host(const char *fn, void *host, const void *buf, siz
 dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *differ, int *first_rank)
 {
     if (!ctx || (!buf && bytes)) return status_set_error(DT_ERR_INVALID_ARG, "dt_check_replicas: ctx or buf is NULL");
-    if (!bytes || !backend_is_device_ptr(buf)) return check_replicas(ctx, buf, bytes, 0, differ, first_rank);
+    if (!bytes || !backend_is_device_ptr(buf)) return check_replicas(ctx, buf, bytes, DT_OK, differ, first_rank);
     /* Device memory comes down first. Every rank joins the collective even when that failed, so
      * none waits for it; the failing rank reports its own cause. */
     void *host = malloc(bytes);
     const dt_status s = device_to_host("dt_check_replicas", host, buf, bytes);
     status_kept why;
     if (s) status_keep(&why);
-    dt_status c = check_replicas(ctx, host, bytes, s != DT_OK, differ, first_rank);
+    dt_status c = check_replicas(ctx, host, bytes, s, differ, first_rank);
     free(host);
     return s ? status_restore(s, &why) : c;
 }

@@ -166,6 +166,25 @@ static void test_bad_input(dt_ctx *ctx)
     c.wire = DT_U8;
     CHECK(dt_reducer_create(ctx, g, N, NULL, 0, &c, &red) == DT_ERR_INVALID_ARG && !red, "DT_U8 wire refused");
     CHECK(dt_reducer_create(ctx, g, 0, NULL, 0, NULL, &red) == DT_ERR_INVALID_ARG, "empty buffer");
+    /* A flag is 0 or 1, as dt_config's are. */
+    dt_reducer_defaults(&c);
+    c.overlap = 2;
+    CHECK(dt_reducer_create(ctx, g, N, NULL, 0, &c, &red) == DT_ERR_INVALID_ARG && !red &&
+              strstr(dt_last_error(), "overlap 2 must be 0 or 1"),
+          "overlap 2 refused: %s", dt_last_error());
+    /* Device memory on a context placed on the CPU: said as that, before any device backend. */
+    dt_reducer_defaults(&c);
+    c.memory = DT_MEMORY_DEVICE;
+    CHECK(dt_reducer_create(ctx, g, N, NULL, 0, &c, &red) == DT_ERR_INVALID_ARG &&
+              strstr(dt_last_error(), "on a context placed on the CPU"),
+          "device memory on a CPU context: %s", dt_last_error());
+    /* A cap under one byte is the smallest cap, not none: one bucket per element is past the
+     * bucket limit, and said so, rather than one bucket for the whole buffer. */
+    dt_reducer_defaults(&c);
+    c.bucket_mb = c.first_bucket_mb = 1e-9;
+    CHECK(dt_reducer_create(ctx, g, N, NULL, 0, &c, &red) == DT_ERR_INVALID_ARG && !red &&
+              strstr(dt_last_error(), "raise bucket_mb"),
+          "a cap of 1e-9 MiB is a cap: %s", dt_last_error());
 
     dt_range back[5];
     for (int k = 0; k < 5; k++) back[k] = layers[4 - k];
@@ -234,6 +253,16 @@ static void test_utilities(dt_ctx *ctx)
     CHECK(dt_buffer_norm(ctx, g, 1000, DT_F32, DT_MEMORY_HOST, 1, &across) == DT_OK, "norm across ranks");
     CHECK(fabs(across - sqrt(want_across)) < 1e-9 * sqrt(want_across), "across %g vs %g", across, sqrt(want_across));
     CHECK(dt_buffer_norm(NULL, g, 1000, DT_F32, DT_MEMORY_HOST, 1, &across) == DT_ERR_INVALID_ARG, "across needs ctx");
+    /* A rank whose own arguments fail still takes part in the sum: the last one passes no norm,
+     * the others get a NaN norm instead of waiting for it. */
+    if (world > 1) {
+        across = 0;
+        const dt_status s = dt_buffer_norm(ctx, g, 1000, DT_F32, DT_MEMORY_HOST, 1, rank == world - 1 ? NULL : &across);
+        if (rank == world - 1)
+            CHECK(s == DT_ERR_INVALID_ARG && strstr(dt_last_error(), "norm is NULL"), "NULL norm: %s", dt_last_error());
+        else
+            CHECK(s == DT_OK && isnan(across), "a peer's NULL norm gives NaN: %d %g", (int)s, across);
+    }
     int inf = -1;
     CHECK(dt_buffer_unscale_check(g, 1000, DT_F32, DT_MEMORY_HOST, 0.5f, &inf) == DT_OK && inf == 0, "finite");
     CHECK(g[3] == 0.75f * (float)(rank + 1), "unscaled: %g", (double)g[3]);
@@ -243,6 +272,9 @@ static void test_utilities(dt_ctx *ctx)
     CHECK(dt_buffer_unscale_check(h, 16, DT_F16, DT_MEMORY_HOST, 1.0f, &inf) == DT_OK && inf == 1, "fp16 inf found");
     CHECK(dt_buffer_unscale_check(h, 16, DT_F16, DT_MEMORY_HOST, 0.5f, &inf) == DT_ERR_INVALID_ARG,
           "fp16 unscale refused");
+    CHECK(dt_buffer_unscale_check(h, 16, DT_U8, DT_MEMORY_HOST, 0.5f, &inf) == DT_ERR_INVALID_ARG &&
+              strstr(dt_last_error(), "DT_U8"),
+          "DT_U8 named before the 16-bit rule: %s", dt_last_error());
     CHECK(dt_buffer_unscale_check(g, 1000, DT_F32, DT_MEMORY_DEVICE, 1.0f, &inf) == DT_ERR_INVALID_ARG,
           "host as device refused");
     h[1] = 0x4000; /* 2.0 */
