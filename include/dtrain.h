@@ -66,7 +66,8 @@ DT_API const char *dt_strerror(dt_status s);
  * thread. */
 DT_API const char *dt_last_error(void);
 
-/** "0.1.0" plus the optional parts this build has, such as "0.1.0 (cuda, nccl)". Static storage. */
+/** "0.1.0" plus the parts this build has: "0.1.0 (cuda, nccl)", "0.1.0 (cuda)" or "0.1.0 (cpu only)".
+ * Static storage. */
 DT_API const char *dt_version_string(void);
 
 /** @} */
@@ -136,18 +137,19 @@ typedef struct dt_config {
 } dt_config;
 
 /** Defaults: device auto, pin auto, timeout 300 s, init_mpi 1, blas_threads 0, gpu_comm nccl,
- * comm_thread 1, comm_world1 0, allreduce auto. */
+ * comm_thread 1, comm_world1 0, allreduce auto. cfg NULL: nothing. */
 DT_API void dt_config_defaults(dt_config *cfg);
 
 /** Overrides fields from DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS,
  * DTRAIN_GPU_COMM, DTRAIN_COMM_THREAD, DTRAIN_COMM_WORLD1 (0 or 1) and DTRAIN_ALLREDUCE when set, and checks
  * DTRAIN_LOG (setting the log level dt_init would set), so that every malformed DTRAIN_* variable
  * is refused here, before MPI starts.
- * A malformed value fails with DT_ERR_ENV naming the variable; cfg is then left unchanged. */
+ * A malformed value fails with DT_ERR_ENV naming the variable; cfg is then left unchanged.
+ * DT_ERR_INVALID_ARG for a NULL cfg. */
 DT_API dt_status dt_config_from_env(dt_config *cfg);
 
 /** Parses "auto|cpu|cuda" (the command line's --device, DTRAIN_DEVICE) into *out;
- * DT_ERR_INVALID_ARG for anything else. */
+ * DT_ERR_INVALID_ARG for anything else, or a NULL out (as the three parsers below). */
 DT_API dt_status dt_device_kind_parse(const char *s, dt_device_kind *out);
 /** Parses "auto|none" (--pin, DTRAIN_PIN) into *out; DT_ERR_INVALID_ARG for anything else. */
 DT_API dt_status dt_pin_mode_parse(const char *s, dt_pin_mode *out);
@@ -157,7 +159,7 @@ DT_API dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out);
 DT_API dt_status dt_allreduce_algo_parse(const char *s, dt_allreduce_algo *out);
 /** "auto", "direct" or "chain"; static storage ("?" for a value outside the enum). */
 DT_API const char *dt_allreduce_algo_name(dt_allreduce_algo a);
-/** "auto", "cpu" or "cuda"; static storage. */
+/** "auto", "cpu" or "cuda"; static storage ("?" for a value outside the enum). */
 DT_API const char *dt_device_kind_name(dt_device_kind k);
 
 /** @} */
@@ -176,15 +178,23 @@ typedef struct dt_ctx dt_ctx;
  * be initialized (call dt_abort_job or MPI_Finalize as you see fit). cfg NULL means defaults plus
  * the environment. A cfg with a field out of its range (timeout_s not 0 or 1 to 1e7, an enum
  * outside its values, blas_threads outside 0 to 4096, a flag not 0 or 1) fails with
- * DT_ERR_INVALID_ARG naming the field, before MPI starts. Collective: every rank of the job must
- * call it. */
+ * DT_ERR_INVALID_ARG naming the field, before MPI starts. One context per process: while one
+ * lives (until its dt_finalize), a second dt_init fails with DT_ERR_INVALID_ARG. Collective:
+ * every rank of the job must call it.
+ * Errors: DT_ERR_INVALID_ARG (a NULL out, a bad cfg field, a context already made);
+ * DT_ERR_ENV (a malformed DTRAIN_* or launcher variable, DTRAIN_LOG included even with a cfg
+ * given); DT_ERR_MPI (MPI could not start, was finalized already, or disagrees with the
+ * launcher); DT_ERR_DEVICE (no usable GPU for --device cuda, two ranks of a node on one GPU);
+ * DT_ERR_COMM (the NCCL communicator); DT_ERR_UNSUPPORTED (a part this build lacks);
+ * DT_ERR_NOMEM. */
 DT_API dt_status dt_init(const dt_config *cfg, dt_ctx **out);
 
 /** Releases the context (and finalizes MPI when dt_init initialized it). Free every model made with
  * this context first (a model owns a communication thread and communicator). Collective. NULL is
  * a no-op. With a timeout (dt_config::timeout_s) in a job of several ranks, a process still in
  * MPI_Finalize the timeout plus 3 s later (a peer cut off) exits with code 1 instead of hanging;
- * once MPI_Finalize returns, that guard is stopped and the process may run on as long as it likes. */
+ * once MPI_Finalize returns, that guard is stopped and the process may run on as long as it likes.
+ * DT_ERR_MPI when MPI_Finalize fails; the context is released either way. */
 DT_API dt_status dt_finalize(dt_ctx *ctx);
 
 /** Ends every process of the job with exit code `code` (MPI_Abort): for a rank that failed alone,
@@ -212,7 +222,8 @@ typedef enum dt_launcher {
     DT_LAUNCHER_TORCHRUN = 5 /**< RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE */
 } dt_launcher;
 
-/** "none", "openmpi", "slurm", "pmix", "hydra" or "torchrun"; static storage. */
+/** "none", "openmpi", "slurm", "pmix", "hydra" or "torchrun"; static storage ("?" for a value
+ * outside the enum). */
 DT_API const char *dt_launcher_name(dt_launcher l);
 
 /** Who bound the process to its cores (dt_placement::pinned_by). */
@@ -244,9 +255,10 @@ typedef struct dt_placement {
     int blas_threads;       /**< threads OpenBLAS was given */
 } dt_placement;
 
-/** Copies the placement into *out. */
+/** Copies the placement into *out. DT_ERR_INVALID_ARG for a NULL ctx or out. */
 DT_API dt_status dt_get_placement(const dt_ctx *ctx, dt_placement *out);
-/** This process's rank in the job, 0 .. dt_world_size() - 1 (dt_placement::rank). */
+/** This process's rank in the job, 0 .. dt_world_size() - 1 (dt_placement::rank); -1 for a NULL
+ * ctx, as the two below. */
 DT_API int dt_rank(const dt_ctx *ctx);
 /** The number of ranks in the job (dt_placement::world_size). */
 DT_API int dt_world_size(const dt_ctx *ctx);
@@ -254,7 +266,9 @@ DT_API int dt_world_size(const dt_ctx *ctx);
 DT_API int dt_local_rank(const dt_ctx *ctx);
 
 /** Gathers every rank's placement on rank 0: all must hold dt_world_size() entries there (indexed by
- * rank) and may be NULL on other ranks. Collective. */
+ * rank) and may be NULL on other ranks. Collective, under the deadline of every collective
+ * (dt_barrier's). Errors: DT_ERR_INVALID_ARG for a NULL ctx, and on rank 0 alone for a NULL all
+ * (it still takes part, so the other ranks return DT_OK); DT_ERR_MPI; DT_ERR_NOMEM. */
 DT_API dt_status dt_gather_placement(const dt_ctx *ctx, dt_placement *all);
 
 /** The name of the host list entry of node i (SLURM's node list when SLURM launched the step, else
@@ -322,7 +336,8 @@ DT_API dt_status dt_dtype_parse(const char *s, dt_dtype *out);
  * Collective: every rank calls it with the same count, dtype and op. Errors: DT_ERR_INVALID_ARG (a bad
  * argument, named), DT_ERR_NOMEM (the host copy of a device buffer on the MPI path, the 16-bit
  * accumulation buffer), DT_ERR_MPI, DT_ERR_COMM (NCCL), DT_ERR_DEVICE, DT_ERR_TIMEOUT (NCCL; on the
- * MPI backend a collective past the deadline, dt_config::timeout_s, aborts the job instead). */
+ * MPI backend a collective past the deadline, dt_config::timeout_s, aborts the job instead). On a
+ * context placed on the CPU, buf must be host memory. */
 DT_API dt_status dt_allreduce(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, dt_redop op);
 
 /** Broadcasts count elements of dtype t from rank root to every rank, in place, in host memory or, under CUDA,
@@ -333,7 +348,8 @@ DT_API dt_status dt_allreduce(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, 
 DT_API dt_status dt_broadcast(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, int root);
 
 /** Returns when every rank has entered it. Like every collective, it has the timeout's deadline
- * (dt_config::timeout_s): a rank that never comes is named and the job aborted. Collective. */
+ * (dt_config::timeout_s): a rank that never comes is named and the job aborted. Collective.
+ * Errors: DT_ERR_INVALID_ARG for a NULL ctx; DT_ERR_MPI. */
 DT_API dt_status dt_barrier(dt_ctx *ctx);
 
 /** Name of the collective backend in use: "mpi" or "nccl". */
@@ -347,7 +363,10 @@ DT_API const char *dt_backend_name(const dt_ctx *ctx);
  * all agree; DT_ERR_NUMERIC when some differ, with *differ = how many ranks
  * differ from rank 0 and *first_rank = the lowest of them (both may be NULL; 0 and -1 when all
  * agree), and a message naming them and the usual cause. A world of one agrees with itself.
- * Collective: every rank calls it with the same bytes. */
+ * Collective: every rank calls it with the same bytes. Other errors: DT_ERR_INVALID_ARG for a
+ * NULL ctx or a NULL buf with bytes > 0; when a rank cannot copy its device buffer to the host
+ * (DT_ERR_NOMEM, DT_ERR_DEVICE) nothing is compared and every rank returns that rank's code,
+ * naming it; DT_ERR_MPI, DT_ERR_TIMEOUT from the collectives. */
 DT_API dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *differ, int *first_rank);
 
 /** @} */

@@ -173,8 +173,10 @@ typedef struct dt_ckpt_data {
     int present;   /**< load: 1 when the checkpoint held this block (saved by dtrain 0.1 wave 2 on) */
     long epoch;    /**< the data position's epoch after the checkpoint's step */
     long offset;   /**< the data position's offset in that epoch */
-    int normalize; /**< a dt_normalize */
-    int channels;  /**< save: entries in mean and std (0 when not standard); load: their room */
+    int normalize; /**< a dt_normalize; load: -1 for DT_NORMALIZE_STANDARD saved without figures,
+                        where the caller's own statistics stand (mean and std untouched) */
+    int channels;  /**< save: entries in mean and std (no figures are saved when it is 0 or either
+                        buffer is NULL); load: their room */
     float *mean;   /**< the caller's buffer of channels per-channel means */
     float *std;    /**< the caller's buffer of channels per-channel standard deviations */
 } dt_ckpt_data;

@@ -32,10 +32,10 @@ typedef struct dt_range {
 
 /** How a reducer groups and reduces. Fill with dt_reducer_defaults(), then edit. */
 typedef struct dt_reducer_config {
-    dt_memory memory;       /**< where the gradient buffer lives (default DT_MEMORY_HOST); checked against the
+    dt_memory memory; /**< where the gradient buffer lives (default DT_MEMORY_HOST); checked against the
                                  pointer under CUDA (a device pointer given as host memory is an error) */
-    dt_dtype dtype;         /**< the buffer's element type: DT_F32 (default), DT_F16 or DT_BF16 */
-    dt_dtype wire;          /**< what travels between ranks: DT_F32 (default), or DT_F16 / DT_BF16. A 16-bit
+    dt_dtype dtype;   /**< the buffer's element type: DT_F32 (default), DT_F16 or DT_BF16 */
+    dt_dtype wire;    /**< what travels between ranks: DT_F32 (default), or DT_F16 / DT_BF16. A 16-bit
                                  buffer travels in its own type (wire must equal dtype). An fp32 host buffer may
                                  travel in 16 bits: each rank's values are rounded, summed in fp32 in rank order
                                  and the sum rounded once, so every rank gets the same values (half the bytes;
@@ -43,13 +43,14 @@ typedef struct dt_reducer_config {
                                  rounded). An fp32 device buffer on a 16-bit wire is rounded into a 16-bit copy
                                  (2 bytes an element of device memory) on the caller's stream and NCCL sums in
                                  the 16-bit type, so the sums carry more rounding than on the host. */
-    dt_redop op;            /**< DT_AVG (default): the mean over ranks; DT_SUM: the sum. On NCCL with a 16-bit
+    dt_redop op;      /**< DT_AVG (default): the mean over ranks; DT_SUM: the sum. On NCCL with a 16-bit
                                  wire, DT_AVG is NCCL's average, which multiplies each rank's values by 1/W
                                  rounded to the 16-bit type before summing: where W is not a power of two the
                                  mean carries that rounding as a factor (bf16: 1.002 at 3, 6, 12 or 24 ranks,
                                  1.001 at 5, 0.998 at 7; fp16: within 3e-4 of 1). The host engine and fp32
                                  wires divide the fp32 sum. */
-    double bucket_mb;       /**< cap of a bucket in MiB (default 25); 0: no cap, so with first_bucket_mb 0 too
+    double
+        bucket_mb; /**< cap of a bucket in MiB (default 25; rounded up to whole bytes); 0: no cap, so with first_bucket_mb 0 too
                                  everything is one bucket (with the default first cap, the first bucket
                                  still closes at 1 MiB and the rest is a second one) */
     double first_bucket_mb; /**< cap of the first bucket, the first ranges backward produces (default 1): small,
@@ -97,6 +98,8 @@ typedef struct dt_reducer dt_reducer;
  * later.
  *
  * @return DT_OK; DT_ERR_INVALID_ARG for a NULL ctx/grads/out, count 0, a bad dtype/wire/op/cap,
+ *         an overlap other than 0 or 1, a plan of more buckets than the reducer holds (raise
+ *         bucket_mb),
  *         ranges that overlap, leave a gap or run past the buffer (naming the two ranges or the
  *         gap), a device pointer given as host memory or the reverse, device memory in a build or
  *         placement without CUDA; DT_ERR_NOMEM (also for the 16-bit wire copy on the device); DT_ERR_MPI.
@@ -141,7 +144,10 @@ DT_API dt_status dt_reducer_ready(dt_reducer *r, size_t offset, size_t count);
  *
  * @return DT_OK; DT_ERR_INVALID_ARG naming the first range (and how many) never marked ready in
  *         this step: the other buckets are still reduced, so every rank stays in step and none
- *         hangs, but this step's gradients are not usable; DT_ERR_TIMEOUT, DT_ERR_MPI, DT_ERR_COMM
+ *         hangs, but this step's gradients are not usable. That verdict is per rank: a rank that
+ *         marked every range gets DT_OK with sums that include the forgetful rank's unready values,
+ *         so the rank that gets the error must end the job (dt_abort_job) or discard the step on
+ *         every rank by its own agreement; DT_ERR_TIMEOUT, DT_ERR_MPI, DT_ERR_COMM
  *         (NCCL) or DT_ERR_DEVICE from the communication.
  */
 DT_API dt_status dt_reducer_wait(dt_reducer *r);
@@ -217,10 +223,12 @@ DT_API dt_status dt_buffer_scale(void *buf, size_t count, dt_dtype t, dt_memory 
  * The L2 norm of buf[0..count), summed in double in a fixed order (the same values give the same
  * bits). across_ranks 0: this rank's buffer alone, not collective. across_ranks 1: the norm of the
  * concatenation of every rank's buffer (each rank holds a shard): the sums of squares are added by
- * one MPI_Allreduce, whose result every rank receives alike; collective over ctx's world (ctx may
- * be NULL only with across_ranks 0). inf or NaN when an element is.
- * @return DT_OK; DT_ERR_INVALID_ARG for a NULL buf with count > 0 or a bad dtype or memory;
- *         DT_ERR_DEVICE; DT_ERR_MPI.
+ * one MPI_Allreduce, whose result every rank receives alike, under the deadline of every
+ * collective (dt_config::timeout_s); collective over ctx's world (ctx may be NULL only with
+ * across_ranks 0). A rank whose own arguments fail still takes part, so no peer waits for it: its
+ * peers get DT_OK and a NaN norm. inf or NaN when an element is.
+ * @return DT_OK; DT_ERR_INVALID_ARG for a NULL norm, a NULL buf with count > 0 or a bad dtype or
+ *         memory; DT_ERR_DEVICE; DT_ERR_MPI.
  */
 DT_API dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_dtype t, dt_memory mem, int across_ranks,
                                 double *norm);
