@@ -160,11 +160,14 @@ void dt_model_free(dt_model *m)
     free(m);
 }
 
-dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed, int max_batch,
-                          dt_model **out)
+/* The part of dt_model_create each rank does alone: the backend, the spec, every buffer and the
+ * parameters from seed. *out NULL on failure (everything freed, the error set). */
+static dt_status model_build(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed, int max_batch,
+                             dt_model **out)
 {
     *out = NULL;
-    if (max_batch < 1) return status_set_error(DT_ERR_INVALID_ARG, "batch size %d must be at least 1", max_batch);
+    if (max_batch < 1)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_model_create: max_batch %d must be at least 1", max_batch);
     /* The context's placement picks the backend; across ranks the gradients go through NCCL, or
      * (a build without NCCL) through host memory by MPI: both take the backend's buffers. */
     backend *be = backend_cpu();
@@ -231,22 +234,73 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
         dt_model_free(m);
         return s;
     }
+    *out = m;
+    return DT_OK;
+}
+
+/* Every rank must build the same model: the broadcast of the parameters pairs each rank's buffer
+ * with rank 0's, and a rank given another spec or input would reach it with another count (which
+ * MPI leaves undefined). The architectures are compared first, by the fingerprint checkpoints
+ * check (model_fingerprint), through dt_broadcast and dt_check_replicas, which run under the
+ * collective deadline. Every rank joins, also one whose own build failed (own != DT_OK, m NULL),
+ * so that none waits for it: that rank returns its own error, the others one naming the first
+ * rank that differs from rank 0. */
+static dt_status model_check_ranks(dt_ctx *ctx, const dt_model *m, dt_status own, const char *spec, const char *input)
+{
+    if (!ctx || dt_world_size(ctx) <= 1) return own;
+    status_kept why;
+    if (own) status_keep(&why);
+    /* The fingerprint and whether the build failed: a failed rank differs from a healthy one. */
+    uint64_t mine[2] = {own ? 0 : model_fingerprint(m), own != DT_OK}, zero[2] = {mine[0], mine[1]};
+    int differ = 0, first = -1;
+    dt_status s = dt_broadcast(ctx, zero, sizeof zero, DT_U8, 0); /* rank 0's, for the message */
+    if (!s) s = dt_check_replicas(ctx, mine, sizeof mine, &differ, &first);
+    if (own) return status_restore(own, &why);
+    if (s != DT_ERR_NUMERIC) return s;
+    if (zero[1])
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_model_create: rank 0 could not build its model (read its message), so no rank "
+                                "has one: fix rank 0's spec, input or max_batch and start again");
+    char this_rank[320] = ""; /* a rank that differs from rank 0 says what it was given */
+    if (mine[0] != zero[0])
+        snprintf(this_rank, sizeof this_rank, "; this rank (%d) was given spec \"%.120s\" and input \"%.40s\"",
+                 dt_rank(ctx), spec ? spec : "", input ? input : "(the preset's)");
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "dt_model_create: %d of the %d ranks built another model than rank 0 or could not build "
+                            "theirs (the first is rank %d: read its message)%s: every rank must pass the same spec "
+                            "and input, since the ranks train one model together",
+                            differ, dt_world_size(ctx), first, this_rank);
+}
+
+dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed, int max_batch,
+                          dt_model **out)
+{
+    if (!out) return model_arg_null("dt_model_create", "out", "pass a dt_model * to receive the model");
+    *out = NULL;
+    dt_model *m = NULL;
+    dt_status s = model_build(ctx, spec, input, seed, max_batch, &m);
+    s = model_check_ranks(ctx, m, s, spec, input); /* collective: every rank joins, also a failed one */
     /* Identical start on every rank, whatever each rank computed. */
-    if (ctx && dt_world_size(ctx) > 1 && (s = dt_broadcast(ctx, m->params, m->spec.num_params, DT_F32, 0))) {
-        dt_model_free(m);
-        return s;
-    }
+    if (!s && ctx && dt_world_size(ctx) > 1) s = dt_broadcast(ctx, m->params, m->spec.num_params, DT_F32, 0);
     dt_sync_config sc;
     dt_sync_defaults(&sc);
-    if ((s = dt_model_set_sync(m, &sc))) {
+    if (!s) s = dt_model_set_sync(m, &sc);
+    if (s) {
+        status_kept why;
+        status_keep(&why);
         dt_model_free(m);
-        return s;
+        return status_restore(s, &why);
     }
     *out = m;
     return DT_OK;
 }
 
-size_t dt_model_num_params(const dt_model *m) { return m->spec.num_params; }
+dt_status model_arg_null(const char *fn, const char *arg, const char *fix)
+{
+    return status_set_error(DT_ERR_INVALID_ARG, "%s: %s is NULL: %s", fn, arg, fix);
+}
+
+size_t dt_model_num_params(const dt_model *m) { return m ? m->spec.num_params : 0; }
 /* A GPU model's step returns before its optimizer (and a reducer's averaging) has finished on the
  * device: before the caller's own kernels, on whatever stream, use its buffers, that work must be
  * done. These calls return a pointer, not a status: a wait that failed (a device fault, which
@@ -261,16 +315,22 @@ void model_device_work_done(dt_model *m)
  * dt_model_params_changed). */
 float *dt_model_params(dt_model *m)
 {
+    if (!m) return NULL;
     model_device_work_done(m);
     model_params_changed(m);
     return m->params;
 }
 
-void dt_model_params_changed(dt_model *m) { model_params_changed(m); }
+void dt_model_params_changed(dt_model *m)
+{
+    if (m) model_params_changed(m);
+}
 
 dt_status dt_model_synchronize(dt_model *m)
 {
-    if (!m) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_synchronize: the model is NULL");
+    if (!m)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_model_synchronize: m is NULL: pass the model dt_model_create made");
     if (m->be->ops->host_memory) return DT_OK;
     const dt_status s = m->be->ops->sync(m->be);
     return s ? status_set_error(s, "dt_model_synchronize: %s", dt_last_error()) : DT_OK;
@@ -278,23 +338,26 @@ dt_status dt_model_synchronize(dt_model *m)
 
 float *dt_model_grads(dt_model *m)
 {
-    if (m->g16) return NULL;
+    if (!m || m->g16) return NULL;
     model_device_work_done(m);
     return m->grads;
 }
-size_t dt_model_input_size(const dt_model *m) { return (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w; }
-int dt_model_num_classes(const dt_model *m) { return m->spec.classes; }
+size_t dt_model_input_size(const dt_model *m) { return m ? (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w : 0; }
+int dt_model_num_classes(const dt_model *m) { return m ? m->spec.classes : 0; }
 
 void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w)
 {
-    *c = m->spec.in_c;
-    *h = m->spec.in_h;
-    *w = m->spec.in_w;
+    if (c) *c = m ? m->spec.in_c : 0;
+    if (h) *h = m ? m->spec.in_h : 0;
+    if (w) *w = m ? m->spec.in_w : 0;
 }
 
 void dt_model_describe(const dt_model *m, char *buf, size_t n)
 {
     static const char *names[] = {"fc", "conv", "relu", "pool", "flatten"};
+    if (!buf || !n) return;
+    *buf = '\0';
+    if (!m) return;
     size_t used = 0;
     int w = snprintf(buf, n, "input %dx%dx%d, %zu parameters (%.2f MiB)\n", m->spec.in_c, m->spec.in_h, m->spec.in_w,
                      m->spec.num_params, (double)m->spec.num_params * 4 / (1 << 20));
@@ -308,12 +371,21 @@ void dt_model_describe(const dt_model *m, char *buf, size_t n)
     }
 }
 
-void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n) { model_spec_layer_name(&m->spec, i, buf, n); }
+void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n)
+{
+    if (!buf || !n) return;
+    if (m)
+        model_spec_layer_name(&m->spec, i, buf, n);
+    else
+        snprintf(buf, n, "-");
+}
 
 void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary *out)
 {
-    const size_t np = m->spec.num_params;
+    if (!out) return;
     memset(out, 0, sizeof *out);
+    if (!m) return;
+    const size_t np = m->spec.num_params;
     out->params = np * 4;
     out->grads = np * (m->g16 ? 2 : 4) + (m->gacc ? np * 4 : 0);
     if (o) {
@@ -357,15 +429,20 @@ const float *model_params_const(const dt_model *m) { return m->params; }
 
 dt_status dt_model_get_params(const dt_model *m, float *host)
 {
+    if (!m) return model_arg_null("dt_model_get_params", "m", "pass the model dt_model_create made");
+    if (!host)
+        return model_arg_null("dt_model_get_params", "host",
+                              "pass host memory of dt_model_num_params floats to copy the parameters into");
     return m->be->ops->to_host(m->be, host, m->params, m->spec.num_params * sizeof *host);
 }
 
 /* A backend whose memory is not host memory is the GPU one. */
-int dt_model_on_gpu(const dt_model *m) { return !m->be->ops->host_memory; }
+int dt_model_on_gpu(const dt_model *m) { return m && !m->be->ops->host_memory; }
 
 dt_status dt_model_set_params(dt_model *m, const float *host)
 {
-    if (!m || !host) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_set_params: model or parameters are NULL");
+    if (!m) return model_arg_null("dt_model_set_params", "m", "pass the model dt_model_create made");
+    if (!host) return model_arg_null("dt_model_set_params", "host", "pass dt_model_num_params floats of host memory");
     /* As dt_model_evaluate: a pending verdict taken, a gradient reduction under way left open. */
     dt_status s = dt_model_settle_step(m, NULL);
     return s ? s : model_params_from_host(m, host);

@@ -41,6 +41,18 @@ const char *model_preset(const char *name);
 /* The input shape a preset expects ("784", "1x28x28"), or NULL. */
 const char *model_preset_input(const char *name);
 
+/* A public call given NULL for a required argument, refused before it does any work:
+ * DT_ERR_INVALID_ARG with "fn: arg is NULL: fix" (fix: what to pass instead). */
+dt_status model_arg_null(const char *fn, const char *arg, const char *fix);
+
+/* DT_ERR_INVALID_ARG for gradients of type grads on a model computing in compute (neither fp32
+ * nor compute itself), worded for the pair. */
+dt_status model_grads_type_error(dt_dtype compute, dt_dtype grads);
+
+/* Checks an optimizer's settings as dt_optimizer_create does (the one copy of its rules, which
+ * dt_model_plan_memory applies too): DT_ERR_INVALID_ARG naming the field, its value and range. */
+dt_status optimizer_check_config(const dt_optim_config *c);
+
 /* For checkpoints: a fingerprint of the architecture (layers and input shape), the parameters,
  * and the optimizer's configuration, step count and state arrays (s1/s2 NULL with n 0 when the
  * optimizer keeps none). */

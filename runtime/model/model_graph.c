@@ -36,10 +36,10 @@
 
 void dt_model_set_graphs(dt_model *m, dt_graphs mode)
 {
-    m->graphs = mode == DT_GRAPHS_OFF || mode == DT_GRAPHS_ON ? mode : DT_GRAPHS_AUTO;
+    if (m) m->graphs = mode == DT_GRAPHS_OFF || mode == DT_GRAPHS_ON ? mode : DT_GRAPHS_AUTO;
 }
 
-dt_graphs dt_model_graphed(const dt_model *m) { return m->graphed ? DT_GRAPHS_ON : DT_GRAPHS_OFF; }
+dt_graphs dt_model_graphed(const dt_model *m) { return m && m->graphed ? DT_GRAPHS_ON : DT_GRAPHS_OFF; }
 
 void model_graph_drop(dt_model *m)
 {

@@ -28,12 +28,12 @@
 
 void dt_model_set_step_overlap(dt_model *m, dt_step_overlap mode)
 {
-    m->step_overlap = mode == DT_STEP_OVERLAP_OFF || mode == DT_STEP_OVERLAP_ON ? mode : DT_STEP_OVERLAP_AUTO;
+    if (m) m->step_overlap = mode == DT_STEP_OVERLAP_OFF || mode == DT_STEP_OVERLAP_ON ? mode : DT_STEP_OVERLAP_AUTO;
 }
 
 dt_step_overlap dt_model_step_overlapped(const dt_model *m)
 {
-    return m->overlapped ? DT_STEP_OVERLAP_ON : DT_STEP_OVERLAP_OFF;
+    return m && m->overlapped ? DT_STEP_OVERLAP_ON : DT_STEP_OVERLAP_OFF;
 }
 
 /* The setting, and what the step needs of the whole gradient first. */

@@ -152,6 +152,7 @@ void model_spec_layer_name(const model_spec *s, int i, char *buf, size_t n)
 
 void dt_memory_plan_defaults(dt_memory_plan_config *c)
 {
+    if (!c) return;
     memset(c, 0, sizeof *c);
     c->batch = 1;
     c->compute = c->grads = DT_F32;
@@ -172,9 +173,6 @@ static dt_status plan_optimizer_elems(const model_spec *s, const backend_ops *op
     if (c->zero_rank < 0 || c->zero_rank >= c->zero_world)
         return status_set_error(DT_ERR_INVALID_ARG, "zero_rank %d is outside 0..%d (zero_world %d)", c->zero_rank,
                                 c->zero_world - 1, c->zero_world);
-    if (!(c->bucket_mb >= 0) || !(c->first_bucket_mb >= 0))
-        return status_set_error(DT_ERR_INVALID_ARG, "bucket caps %g and %g MiB must be 0 or more", c->bucket_mb,
-                                c->first_bucket_mb);
     dt_range *r = malloc((size_t)(s->n ? s->n : 1) * sizeof *r);
     if (!r) return status_set_error(DT_ERR_NOMEM, "out of host memory planning the optimizer's shard");
     int nr = 0;
@@ -322,20 +320,32 @@ static dt_status plan_ops(dt_ctx *ctx, const backend_ops **out)
 }
 
 /* Checks c and parses its spec into *s (freed by the caller with model_spec_free). */
-static dt_status plan_begin(const dt_memory_plan_config *c, const backend_ops *ops, model_spec *s)
+static dt_status plan_begin(const char *fn, const dt_memory_plan_config *c, const backend_ops *ops, int any_batch,
+                            model_spec *s)
 {
-    if (!c || !c->spec)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_model_plan_memory: the config or its spec is NULL");
+    if (!c) return model_arg_null(fn, "c", "pass a dt_memory_plan_config filled by dt_memory_plan_defaults");
+    if (!c->spec) return model_arg_null(fn, "c->spec", "set the model spec, as dt_model_create takes it");
+    if (c->batch < 1 && !any_batch)
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: batch %d must be at least 1", fn, c->batch);
     if (c->compute != DT_F32 && c->compute != DT_F16 && c->compute != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)c->compute);
-    if (c->grads != DT_F32 && c->grads != c->compute)
-        return status_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
-                                dt_dtype_name(c->compute), dt_dtype_name(c->compute), dt_dtype_name(c->grads));
+    if (c->grads != DT_F32 && c->grads != c->compute) return model_grads_type_error(c->compute, c->grads);
     if (c->grads != DT_F32 && !ops->grads16)
         return status_set_error(DT_ERR_UNSUPPORTED, "on the %s backend, gradients are kept in fp32: plan with DT_F32",
                                 ops->name);
     if (c->accum_steps < 1)
         return status_set_error(DT_ERR_INVALID_ARG, "accum_steps %d must be at least 1", c->accum_steps);
+    if (c->zero_world < 0)
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: zero_world %d must be 0 or more (0 or 1: no ZeRO-1)", fn,
+                                c->zero_world);
+    /* Checked whatever zero_world says, as dt_model_set_sync checks its caps. */
+    if (!(c->bucket_mb >= 0 && c->bucket_mb <= 1e6) || !(c->first_bucket_mb >= 0 && c->first_bucket_mb <= 1e6))
+        return status_set_error(
+            DT_ERR_INVALID_ARG,
+            "%s: bucket caps bucket_mb %g and first_bucket_mb %g MiB must be from 0 (no cap) to 1e6", fn, c->bucket_mb,
+            c->first_bucket_mb);
+    dt_status st = c->optim ? optimizer_check_config(c->optim) : DT_OK;
+    if (st) return status_set_error(st, "%s: the optimizer config: %s", fn, dt_last_error());
     return model_spec_parse(c->spec, c->input, s);
 }
 
@@ -347,9 +357,8 @@ static dt_status plan_memory_on(const backend_ops *ops, int one_rank, const dt_m
                                 dt_memory_plan *out)
 {
     memset(out, 0, sizeof *out);
-    if (c && c->batch < 1) return status_set_error(DT_ERR_INVALID_ARG, "batch size %d must be at least 1", c->batch);
     model_spec s;
-    dt_status st = plan_begin(c, ops, &s);
+    dt_status st = plan_begin("dt_model_plan_memory", c, ops, 0, &s);
     if (st) return st;
     carve *cv = malloc(carve_max(&s) * sizeof *cv);
     if (!cv) st = status_set_error(DT_ERR_NOMEM, "out of host memory planning the model's memory");
@@ -364,6 +373,7 @@ static dt_status plan_memory_on(const backend_ops *ops, int one_rank, const dt_m
 
 dt_status dt_model_plan_memory(dt_ctx *ctx, const dt_memory_plan_config *c, dt_memory_plan *out)
 {
+    if (!out) return model_arg_null("dt_model_plan_memory", "out", "pass a dt_memory_plan to fill");
     memset(out, 0, sizeof *out);
     const backend_ops *ops;
     const dt_status st = plan_ops(ctx, &ops);
@@ -379,13 +389,15 @@ dt_status model_test_plan_memory(const backend_ops *ops, int one_rank, const dt_
 dt_status dt_model_max_batch(dt_ctx *ctx, const dt_memory_plan_config *c, size_t budget, int *batch,
                              dt_memory_plan *plan)
 {
+    if (!batch) return model_arg_null("dt_model_max_batch", "batch", "pass an int to receive the largest batch");
+    if (!plan) return model_arg_null("dt_model_max_batch", "plan", "pass a dt_memory_plan to fill");
     *batch = 0;
     memset(plan, 0, sizeof *plan);
     const backend_ops *ops;
     dt_status st = plan_ops(ctx, &ops);
     if (st) return st;
     model_spec s;
-    if ((st = plan_begin(c, ops, &s))) return st;
+    if ((st = plan_begin("dt_model_max_batch", c, ops, 1, &s))) return st; /* c's batch is ignored */
     carve *cv = malloc(carve_max(&s) * sizeof *cv);
     if (!cv) {
         model_spec_free(&s);

@@ -14,17 +14,18 @@
 
 dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
 {
+    if (!m) return model_arg_null("dt_model_set_precision", "m", "pass the model dt_model_create made");
     if (compute != DT_F32 && compute != DT_F16 && compute != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)compute);
     backend *be = m->be;
+    if (grads != DT_F32 && grads != DT_F16 && grads != DT_BF16)
+        return status_set_error(DT_ERR_INVALID_ARG, "gradient type %d must be DT_F32, DT_F16 or DT_BF16", (int)grads);
     if (!be->ops->grads16 && grads != DT_F32)
         return status_set_error(DT_ERR_UNSUPPORTED,
                                 "on the %s backend, gradients of a %s model are kept in fp32 in "
                                 "this version (pass DT_F32; dtrain train does)",
                                 be->ops->name, dt_dtype_name(compute));
-    if (grads != DT_F32 && grads != compute)
-        return status_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
-                                dt_dtype_name(compute), dt_dtype_name(compute), dt_dtype_name(grads));
+    if (grads != DT_F32 && grads != compute) return model_grads_type_error(compute, grads);
     dt_status ws = model_wait_inflight(m);
     if (ws) return ws;
     model_graph_drop(m); /* they hold the activation and gradient buffers, which may change here */
@@ -74,8 +75,17 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
     return model_sync_rebind(m);
 }
 
-dt_dtype dt_model_precision(const dt_model *m) { return m->prec; }
-dt_dtype dt_model_grad_dtype(const dt_model *m) { return m->g16 ? m->grad_t : DT_F32; }
+dt_dtype dt_model_precision(const dt_model *m) { return m ? m->prec : DT_F32; }
+dt_dtype dt_model_grad_dtype(const dt_model *m) { return m && m->g16 ? m->grad_t : DT_F32; }
+
+dt_status model_grads_type_error(dt_dtype compute, dt_dtype grads)
+{
+    if (compute == DT_F32)
+        return status_set_error(DT_ERR_INVALID_ARG, "gradients of an fp32 model are kept in fp32, not %s",
+                                dt_dtype_name(grads));
+    return status_set_error(DT_ERR_INVALID_ARG, "gradients of a %s model are kept in %s or fp32, not %s",
+                            dt_dtype_name(compute), dt_dtype_name(compute), dt_dtype_name(grads));
+}
 
 /* The finite check and unscale. 16-bit gradients are only checked: the unscale is applied by
  * dt_model_optimizer_step as it reads them (dividing in 16 bits would flush the small ones to
@@ -105,6 +115,10 @@ static dt_status unscale(dt_model *m, float inv_scale, int *found_inf, int defer
 
 dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
 {
+    if (!m) return model_arg_null("dt_model_unscale_grads", "m", "pass the model dt_model_create made");
+    if (!found_inf)
+        return model_arg_null("dt_model_unscale_grads", "found_inf",
+                              "pass an int to receive the finite check's verdict");
     return unscale(m, inv_scale, found_inf, 0);
 }
 
@@ -115,11 +129,12 @@ dt_status model_unscale_deferred(dt_model *m, float inv_scale, int *found_inf)
 
 void dt_model_set_nonfinite_check(dt_model *m, int mode)
 {
+    if (!m) return;
     m->check_local = mode == DT_NONFINITE_CHECK_AT_RISK ? mode : mode ? DT_NONFINITE_CHECK_ON : DT_NONFINITE_CHECK_OFF;
 }
 int dt_model_nonfinite_layer(const dt_model *m)
 {
-    if (!m->check_local || m->fb_count == 0) return -1;
+    if (!m || !m->check_local || m->fb_count == 0) return -1;
     /* Each layer's flag holds the pass of the current group that first found it non-finite. The
      * layer found first: the earliest pass, and in it the first layer backward reached (the
      * highest index). */

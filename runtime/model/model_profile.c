@@ -20,6 +20,7 @@ double model_prof_mark(dt_model *m)
 
 dt_status dt_model_set_profile(dt_model *m, int on)
 {
+    if (!m) return model_arg_null("dt_model_set_profile", "m", "pass the model dt_model_create made");
     if (on && !m->prof_fwd) {
         m->prof_fwd = calloc((size_t)m->spec.n, sizeof *m->prof_fwd);
         m->prof_bwd = calloc((size_t)m->spec.n, sizeof *m->prof_bwd);
@@ -40,6 +41,11 @@ dt_status dt_model_set_profile(dt_model *m, int on)
 
 void dt_model_profile(const dt_model *m, dt_step_profile *out)
 {
+    if (!out) return;
+    if (!m) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
     *out = m->prof_step;
     out->forward_s = out->backward_s = 0;
     for (int i = 0; m->prof_fwd && i < m->spec.n; i++) {
@@ -50,7 +56,7 @@ void dt_model_profile(const dt_model *m, dt_step_profile *out)
 
 void dt_model_layer_profile(const dt_model *m, int i, double *forward_s, double *backward_s)
 {
-    const int ok = m->prof_fwd && i >= 0 && i < m->spec.n;
-    *forward_s = ok ? m->prof_fwd[i] : 0;
-    *backward_s = ok ? m->prof_bwd[i] : 0;
+    const int ok = m && m->prof_fwd && i >= 0 && i < m->spec.n;
+    if (forward_s) *forward_s = ok ? m->prof_fwd[i] : 0;
+    if (backward_s) *backward_s = ok ? m->prof_bwd[i] : 0;
 }

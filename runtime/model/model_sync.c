@@ -77,6 +77,7 @@ dt_status model_grads_done(dt_model *m, int i)
 
 void dt_sync_defaults(dt_sync_config *c)
 {
+    if (!c) return;
     memset(c, 0, sizeof *c);
     c->overlap = 1;
     c->bucket_mb = 25.0;
@@ -85,16 +86,35 @@ void dt_sync_defaults(dt_sync_config *c)
     c->grad_comm = DT_F32;
 }
 
-int dt_model_num_buckets(const dt_model *m) { return dt_reducer_num_buckets(m->red); }
+int dt_model_num_buckets(const dt_model *m) { return m ? dt_reducer_num_buckets(m->red) : 0; }
 size_t dt_model_bucket_size(const dt_model *m, int i)
 {
     dt_range b;
-    return m->red && i >= 0 && i < dt_reducer_num_buckets(m->red) && dt_reducer_bucket(m->red, i, &b) == DT_OK ? b.count
-                                                                                                               : 0;
+    return m && m->red && i >= 0 && i < dt_reducer_num_buckets(m->red) && dt_reducer_bucket(m->red, i, &b) == DT_OK
+               ? b.count
+               : 0;
 }
 
-dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
+/* Every field of c, whether or not the model has a reducer to apply them (a model made without a
+ * context keeps the settings unused): the flags are 0 or 1 as dt_config's are, the caps the
+ * reducer's range (dt_reducer_config), NaN and inf refused. */
+static dt_status sync_check_config(const dt_sync_config *c)
 {
+    static const char fn[] = "dt_model_set_sync";
+    if (c->overlap != 0 && c->overlap != 1)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: overlap %d must be 0 (allreduce after backward) or 1 (during it)", fn, c->overlap);
+    if (c->allow_unreduced != 0 && c->allow_unreduced != 1)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: allow_unreduced %d must be 0 (a step on unreduced gradients is an error) or 1", fn,
+                                c->allow_unreduced);
+    if (!(c->bucket_mb >= 0 && c->bucket_mb <= 1e6) || !(c->first_bucket_mb >= 0 && c->first_bucket_mb <= 1e6))
+        return status_set_error(
+            DT_ERR_INVALID_ARG,
+            "%s: bucket caps bucket_mb %g and first_bucket_mb %g MiB must be from 0 (no cap) to 1e6", fn, c->bucket_mb,
+            c->first_bucket_mb);
+    if (c->op != DT_SUM && c->op != DT_AVG)
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: op %d must be DT_SUM or DT_AVG", fn, (int)c->op);
     if (c->grad_comm != DT_F32 && c->grad_comm != DT_F16 && c->grad_comm != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "gradient communication type %d must be DT_F32, DT_F16 or DT_BF16",
                                 (int)c->grad_comm);
@@ -107,6 +127,15 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "--zero 1 does not go with allow_unreduced: a rank steps only its own part of the "
                                 "parameters, so every step's gradients must be reduce-scattered");
+    return DT_OK;
+}
+
+dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
+{
+    if (!m) return model_arg_null("dt_model_set_sync", "m", "pass the model dt_model_create made");
+    if (!c) return model_arg_null("dt_model_set_sync", "c", "pass a dt_sync_config filled by dt_sync_defaults");
+    const dt_status cs = sync_check_config(c);
+    if (cs) return cs;
     /* A backward whose gradients are being reduced is reduced to the end first (the call is
      * collective, as the reduction is), so the plan changes between steps and no gradients are
      * left unreduced behind a dt_model_sync_grads that would find nothing to do. */
@@ -183,6 +212,7 @@ long model_comm_starts(const dt_model *m)
 
 dt_status dt_model_sync_grads(dt_model *m)
 {
+    if (!m) return model_arg_null("dt_model_sync_grads", "m", "pass the model dt_model_create made");
     dt_status s = model_group_complete(m, "dt_model_sync_grads");
     if (s) return s;
     /* Nothing to complete when no backward ran since the last call (or there is no context). */

@@ -37,6 +37,7 @@ static dt_status step_slice(backend *be, const dt_optimizer *o, size_t at, float
 
 void dt_optim_defaults(dt_optim_config *c)
 {
+    if (!c) return;
     memset(c, 0, sizeof *c);
     c->kind = DT_OPTIM_SGD;
     c->lr = 0.01f;
@@ -47,21 +48,36 @@ void dt_optim_defaults(dt_optim_config *c)
     c->eps = 1e-8f;
 }
 
-dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer **out)
+/* The ranges are written so that NaN fails every one of them; inf fails the explicit isfinite. */
+dt_status optimizer_check_config(const dt_optim_config *c)
 {
-    *out = NULL;
     if (c->kind != DT_OPTIM_SGD && c->kind != DT_OPTIM_ADAMW)
         return status_set_error(DT_ERR_INVALID_ARG, "unknown optimizer %d (use sgd or adamw)", (int)c->kind);
     if (!(c->lr > 0) || !isfinite(c->lr))
-        return status_set_error(DT_ERR_INVALID_ARG, "learning rate %g must be a positive number", (double)c->lr);
+        return status_set_error(DT_ERR_INVALID_ARG, "learning rate %g must be a positive finite number", (double)c->lr);
     if (!(c->momentum >= 0 && c->momentum < 1))
         return status_set_error(DT_ERR_INVALID_ARG, "momentum %g must be in [0, 1)", (double)c->momentum);
     if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
-        return status_set_error(DT_ERR_INVALID_ARG, "weight decay %g must be >= 0", (double)c->weight_decay);
-    if (c->kind == DT_OPTIM_ADAMW &&
-        (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) || !(c->eps > 0)))
-        return status_set_error(DT_ERR_INVALID_ARG, "AdamW needs betas in [0, 1) and eps > 0 (got %g, %g, %g)",
-                                (double)c->beta1, (double)c->beta2, (double)c->eps);
+        return status_set_error(DT_ERR_INVALID_ARG, "weight decay %g must be a finite number >= 0",
+                                (double)c->weight_decay);
+    if (c->kind != DT_OPTIM_ADAMW) return DT_OK;
+    if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
+        return status_set_error(DT_ERR_INVALID_ARG, "AdamW's betas %g and %g must be in [0, 1)", (double)c->beta1,
+                                (double)c->beta2);
+    /* inf would make every update 0 (m / inf) and NaN every parameter NaN, silently. */
+    if (!(c->eps > 0) || !isfinite(c->eps))
+        return status_set_error(DT_ERR_INVALID_ARG, "AdamW's eps %g must be a positive finite number (default 1e-8)",
+                                (double)c->eps);
+    return DT_OK;
+}
+
+dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer **out)
+{
+    if (!out) return model_arg_null("dt_optimizer_create", "out", "pass a dt_optimizer * to receive the optimizer");
+    *out = NULL;
+    if (!c) return model_arg_null("dt_optimizer_create", "c", "pass a dt_optim_config filled by dt_optim_defaults");
+    const dt_status cs = optimizer_check_config(c);
+    if (cs) return cs;
     dt_optimizer *o = calloc(1, sizeof *o);
     if (!o) return status_set_error(DT_ERR_NOMEM, "out of memory for the optimizer");
     o->cfg = *c;
@@ -125,6 +141,13 @@ static optim_grads grads_from(const optim_grads *g, size_t off)
 
 dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
 {
+    static const char fn[] = "dt_optimizer_step";
+    if (!o) return model_arg_null(fn, "o", "pass the optimizer dt_optimizer_create made");
+    if (!params || !grads) {
+        /* An optimizer over 0 parameters reads and writes nothing. */
+        if (o->n && !params) return model_arg_null(fn, "params", "pass the optimizer's n floats of parameters");
+        if (o->n && !grads) return model_arg_null(fn, "grads", "pass the optimizer's n floats of gradients");
+    }
     if (o->nseg)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "dt_optimizer_step: this optimizer's state is sharded across ranks (--zero 1) and "
@@ -134,10 +157,11 @@ dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
     return step_on(backend_cpu(), o, o->s1, o->s2, 0, params, &g, o->n);
 }
 
-float dt_optimizer_lr(const dt_optimizer *o) { return o->cfg.lr; }
+float dt_optimizer_lr(const dt_optimizer *o) { return o ? o->cfg.lr : 0.0f; }
 
 dt_status dt_optimizer_set_lr(dt_optimizer *o, float lr)
 {
+    if (!o) return model_arg_null("dt_optimizer_set_lr", "o", "pass the optimizer dt_optimizer_create made");
     if (!(lr > 0) || !isfinite(lr))
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "learning rate %g must be a positive finite number (the optimizer "
@@ -173,8 +197,8 @@ static dt_status state_to_device(dt_optimizer *o, backend *be)
 /* What a step of o over m's parameters needs, whole or layer by layer. */
 static dt_status step_checks(const dt_model *m, const dt_optimizer *o)
 {
-    if (!m || !o)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_model_optimizer_step: the model or optimizer is NULL");
+    if (!m) return model_arg_null("dt_model_optimizer_step", "m", "pass the model dt_model_create made");
+    if (!o) return model_arg_null("dt_model_optimizer_step", "o", "pass the model's optimizer (dt_optimizer_create)");
     /* Each rank stepping on its own gradients makes the replicas drift apart while every printed
      * loss can still look right; say so at the first such step rather than never. */
     if (m->unreduced && !m->sync.allow_unreduced)
@@ -214,6 +238,7 @@ dt_status optimizer_step_layer(dt_model *m, dt_optimizer *o, size_t off, size_t 
 
 dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
 {
+    if (!m || !o) return step_checks(m, o); /* refused before anything is settled */
     /* A pending verdict puts back the step count of the step it decides: before this one counts. */
     dt_status gs = dt_model_settle_step(m, NULL);
     if (!gs) gs = step_checks(m, o);

@@ -53,6 +53,7 @@ struct dt_scaler {
 
 void dt_scaler_defaults(dt_scaler_config *c)
 {
+    if (!c) return;
     memset(c, 0, sizeof *c);
     c->dynamic = 1;
     c->init_scale = 65536.0;
@@ -110,9 +111,9 @@ static void scaler_clear_window(dt_scaler *s)
 
 dt_status dt_scaler_create(const dt_scaler_config *c, dt_scaler **out)
 {
-    if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_scaler_create: out is NULL");
+    if (!out) return model_arg_null("dt_scaler_create", "out", "pass a dt_scaler * to receive the scaler");
     *out = NULL;
-    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_scaler_create: config is NULL");
+    if (!c) return model_arg_null("dt_scaler_create", "c", "pass a dt_scaler_config filled by dt_scaler_defaults");
     dt_status st = scaler_check_config(c);
     if (st != DT_OK) return st;
     dt_scaler *s = calloc(1, sizeof *s);
@@ -137,11 +138,11 @@ void dt_scaler_free(dt_scaler *s)
     free(s);
 }
 
-float dt_scaler_scale(const dt_scaler *s) { return (float)s->scale; }
+float dt_scaler_scale(const dt_scaler *s) { return s ? (float)s->scale : 0.0f; }
 
-long dt_scaler_updates(const dt_scaler *s) { return s->updates; }
+long dt_scaler_updates(const dt_scaler *s) { return s ? s->updates : 0; }
 
-long dt_scaler_skipped(const dt_scaler *s) { return s->skipped; }
+long dt_scaler_skipped(const dt_scaler *s) { return s ? s->skipped : 0; }
 
 static void scaler_set_scale(dt_scaler *s, double v)
 {
@@ -181,7 +182,7 @@ static void scaler_format_history(const dt_scaler *s, char *buf, size_t n)
 
 dt_status dt_scaler_update(dt_scaler *s, int found_inf)
 {
-    if (!s) return status_set_error(DT_ERR_INVALID_ARG, "dt_scaler_update: scaler is NULL");
+    if (!s) return model_arg_null("dt_scaler_update", "s", "pass the scaler dt_scaler_create made");
     const dt_scaler_config *c = &s->cfg;
     unsigned char flag = found_inf ? 1 : 0;
 
@@ -243,7 +244,9 @@ int scaler_overflow_ends_run(const dt_scaler *s)
 
 void dt_scaler_get_state(const dt_scaler *s, dt_scaler_state *st)
 {
+    if (!st) return;
     memset(st, 0, sizeof *st);
+    if (!s) return;
     st->scale = s->scale;
     st->good_steps = s->good_steps;
     st->hysteresis_left = s->hysteresis_left;
@@ -267,7 +270,8 @@ void scaler_restart(dt_scaler *s)
  * set_state it starts empty, and the scale history restarts from the restored scale. */
 dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st)
 {
-    if (!s || !st) return status_set_error(DT_ERR_INVALID_ARG, "dt_scaler_set_state: scaler or state is NULL");
+    if (!s) return model_arg_null("dt_scaler_set_state", "s", "pass the scaler dt_scaler_create made");
+    if (!st) return model_arg_null("dt_scaler_set_state", "st", "pass the state to restore (dt_scaler_get_state's)");
     const dt_scaler_config *c = &s->cfg;
     if (!(isfinite(st->scale) && st->scale >= c->min_scale && st->scale <= c->max_scale))
         return status_set_error(DT_ERR_CORRUPT, "loss scaler state: scale %g must be in [min_scale %g, max_scale %g]",
