@@ -6,7 +6,7 @@
  * identical; an evaluation, dt_model_set_params and dt_model_set_accum_steps between backward and
  * dt_model_sync_grads leave the reduction to it, and dt_model_set_sync completes it (the same
  * reduced gradients as without them, with and without overlap, and the step is legal); a reduction
- * dropped by dt_model_set_precision makes dt_model_sync_grads fail rather than say DT_OK; dt_check_replicas on a plain buffer names the first differing rank. With one
+ * dropped by dt_model_set_precision makes dt_model_sync_grads fail rather than say DT_OK; dt_check_replicas on a plain buffer names the first differing rank; dt_model_create with another spec on one rank fails on every rank, naming it. With one
  * rank nothing is unreduced and every check passes.
  */
 #include "dtrain.h"
@@ -175,6 +175,24 @@ int main(void)
         CHECK(s == DT_ERR_NUMERIC && differ == 1 && first == world - 1, "last rank differs: %d %d %d", (int)s, differ,
               first);
     CHECK(dt_check_replicas(NULL, buf, sizeof buf, NULL, NULL) == DT_ERR_INVALID_ARG, "NULL ctx");
+
+    /* 5. A model spec that differs across ranks: refused on every rank before the parameters'
+     * broadcast (which would pair buffers of different sizes), naming the first differing rank. */
+    if (world > 1) {
+        m = NULL;
+        s = dt_model_create(ctx, rank == world - 1 ? "fc:8,relu,fc:5" : "fc:8,relu,fc:4", "16", 3, BATCH, &m);
+        CHECK(s == DT_ERR_INVALID_ARG && m == NULL, "different specs: status %d", (int)s);
+        char want[64];
+        snprintf(want, sizeof want, "the first is rank %d", world - 1);
+        CHECK(strstr(dt_last_error(), want) != NULL, "names the rank: %s", dt_last_error());
+        CHECK(strstr(dt_last_error(), "same spec and input") != NULL, "names the fix: %s", dt_last_error());
+        /* A rank whose spec does not parse keeps its own error; the others name it. */
+        s = dt_model_create(ctx, rank == 1 ? "fc:8,bogus" : "fc:8,relu,fc:4", "16", 3, BATCH, &m);
+        CHECK(s == DT_ERR_INVALID_ARG && m == NULL, "a bad spec on one rank: status %d", (int)s);
+        if (rank != 1)
+            CHECK(strstr(dt_last_error(), "the first is rank 1") != NULL, "names rank 1: %s", dt_last_error());
+        CHECK(dt_barrier(ctx) == DT_OK, "every rank still here");
+    }
 
     dt_dataset_free(d);
     int rc = mpi_check_finish(ctx, "test_replicas");
