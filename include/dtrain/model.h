@@ -24,18 +24,30 @@ typedef struct dt_model dt_model;
 
 /** Builds a model for batches of up to max_batch samples on ctx's device, parameters initialized
  * from seed (PyTorch's default: uniform in +-1/sqrt(fan_in)) and broadcast from rank 0 so every
- * rank starts identical. A bad spec or input fails with DT_ERR_INVALID_ARG naming the token.
- * Collective (the broadcast). */
+ * rank starts identical. Collective: every rank passes the same spec and input, which is checked
+ * (a fingerprint of each rank's architecture) before the broadcast. ctx NULL: a model alone, on
+ * the CPU, with no gradient synchronization (dt_model_sync_grads has nothing to reduce, its
+ * dt_sync_config is kept but not applied, dt_model_num_buckets is 0), for unit tests and tools.
+ * *out (must not be NULL) is NULL on failure. Errors: DT_ERR_INVALID_ARG (a NULL out, a bad spec
+ * or input naming the token, max_batch < 1, ranks given different models: every rank fails,
+ * naming the first rank that differs from rank 0), DT_ERR_NOMEM (host or device memory, naming the
+ * buffer), DT_ERR_UNSUPPORTED (a CUDA placement in a build without CUDA), DT_ERR_DEVICE, and the
+ * collectives' DT_ERR_MPI, DT_ERR_COMM and DT_ERR_TIMEOUT. */
 DT_API dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed, int max_batch,
                                  dt_model **out);
 /** Lets gradient allreduces still in flight finish, then frees everything. Collective when the model
- * has a communication engine (world > 1). NULL is a no-op. */
+ * has a communication engine (world > 1). NULL is a no-op.
+ *
+ * The calls below that return a value rather than a dt_status take a NULL model and return 0, NULL,
+ * -1 or the default their comment names; the void ones do nothing with it (leaving zeros in their
+ * outputs, which may be NULL: nothing written). The dt_status calls refuse a NULL required
+ * argument with DT_ERR_INVALID_ARG naming it, before doing anything. */
 DT_API void dt_model_free(dt_model *m);
 
 /** The number of parameters: the length in floats of the dt_model_params() and dt_model_grads()
  * buffers, laid out in PyTorch's state_dict order (docs/library.md, "Models": weights then bias,
  * layer by layer). */
-DT_API size_t dt_model_num_params(const dt_model *m);
+DT_API size_t dt_model_num_params(const dt_model *m); /* 0 for a NULL m */
 /** The flat parameter buffer (dt_model_num_params() floats, the layout above), owned by m: host
  * memory, or device memory on a GPU model (dt_model_on_gpu()). The caller may write through it
  * until the next call that computes with m. On a GPU model the call first waits for the work m has
@@ -45,7 +57,7 @@ DT_API size_t dt_model_num_params(const dt_model *m);
  * call marks that copy stale, so it is made again from the buffer before the next forward (one
  * cast; to read the parameters without it, use dt_model_get_params). A program that keeps the
  * pointer and writes through it later calls dt_model_params_changed after such writes. */
-DT_API float *dt_model_params(dt_model *m);
+DT_API float *dt_model_params(dt_model *m); /* NULL for a NULL m */
 /** Waits until the work m has queued on its device is done: a GPU step returns once its loss is
  * known, with its optimizer (and, with overlap, later layers' work) still queued. For timing GPU
  * steps, or before other code reads m's buffers on its own stream. Returns at once on the CPU.
@@ -53,33 +65,38 @@ DT_API float *dt_model_params(dt_model *m);
 DT_API dt_status dt_model_synchronize(dt_model *m);
 /** Says that the parameters were written through a pointer from dt_model_params() kept from
  * earlier: the 16-bit copy of a 16-bit model is made again before its next forward. Never fails;
- * for other models it costs nothing. dt_model_set_params, checkpoint loads and the optimizer keep
- * the copy right themselves. */
+ * for other models it costs nothing (NULL m: nothing). dt_model_set_params, checkpoint loads and
+ * the optimizer keep the copy right themselves. */
 DT_API void dt_model_params_changed(dt_model *m);
 /** The flat gradient buffer (dt_model_num_params() floats, the parameters' layout), owned by m, in
  * the same memory as the parameters; NULL when the gradients are kept in 16 bits
  * (dt_model_set_precision()). On a GPU model the call first waits for the work m has queued on
- * the device, as dt_model_params does. */
+ * the device, as dt_model_params does. NULL for a NULL m. */
 DT_API float *dt_model_grads(dt_model *m);
 /** Whether the model lives on the GPU. On a GPU model (the context's device is CUDA) the parameter
  * and gradient buffers are device memory: read them with dt_model_get_params. Its gradients are
  * allreduced through NCCL in buckets on a communication stream as backward completes them
  * (dt_model_set_sync); in fp16/bf16 they are kept in fp32 (and travel as dt_sync_config::grad_comm
- * says). Checkpoints copy through host memory. */
+ * says). Checkpoints copy through host memory. 0 for a NULL m. */
 DT_API int dt_model_on_gpu(const dt_model *m);
-/** Copies the parameters into host memory (dt_model_num_params floats), from either device. */
+/** Copies the parameters into host memory (dt_model_num_params floats), from either device.
+ * Errors: DT_ERR_INVALID_ARG (m or host NULL), DT_ERR_DEVICE (the copy failed). */
 DT_API dt_status dt_model_get_params(const dt_model *m, float *host);
 /** Replaces the parameters with host's (dt_model_num_params floats, copied; the optimizer's state,
  * the gradients and a gradient synchronization under way are untouched), on either device. Not
- * collective: give every rank the same values (broadcast them) or the replicas drift. */
+ * collective: give every rank the same values (broadcast them) or the replicas drift. Errors:
+ * DT_ERR_INVALID_ARG (m or host NULL), DT_ERR_DEVICE (the copy, or the wait for a step's verdict
+ * left pending), DT_ERR_NUMERIC (that verdict made the scaler give up, as dt_model_settle_step). */
 DT_API dt_status dt_model_set_params(dt_model *m, const float *host);
-/** Floats per input sample (C x H x W of the input shape). */
+/** Floats per input sample (C x H x W of the input shape); 0 for a NULL m. */
 DT_API size_t dt_model_input_size(const dt_model *m);
-/** The input shape the model expects (channels, height, width), for dt_synthetic_create. */
+/** The input shape the model expects (channels, height, width), for dt_synthetic_create; an output
+ * pointer may be NULL. */
 DT_API void dt_model_input_shape(const dt_model *m, int *c, int *h, int *w);
-/** Classes: the width of the last fc layer; labels lie in [0, classes). */
+/** Classes: the width of the last fc layer; labels lie in [0, classes). 0 for a NULL m. */
 DT_API int dt_model_num_classes(const dt_model *m);
-/** One line per layer with its output shape and parameter count, into buf (n bytes). */
+/** One line per layer with its output shape and parameter count, into buf (n bytes; "" for a
+ * NULL m). */
 DT_API void dt_model_describe(const dt_model *m, char *buf, size_t n);
 
 /** Forward and backward on this rank's batch: x (batch, input_size), labels (batch) in
@@ -95,7 +112,11 @@ DT_API void dt_model_describe(const dt_model *m, char *buf, size_t n);
  * (a loader's batches made on the device, dt_loader_on_device): read where they are by the pass's
  * kernels, queued on the device's default stream behind the work that made them (work queued
  * there after this call, such as the loader's next batch, may overwrite them), and not read by
- * the host, so a label out of range is not refused but makes the loss NaN. Host and device memory mixed fail with DT_ERR_INVALID_ARG. */
+ * the host, so a label out of range is not refused but makes the loss NaN. Errors:
+ * DT_ERR_INVALID_ARG (a NULL m, x, labels, loss_sum or correct, refused before the pass; a batch
+ * outside 1..max_batch, a label out of range, host and device memory mixed), DT_ERR_DEVICE, the
+ * errors of the gradient allreduces it starts (DT_ERR_MPI, DT_ERR_COMM, DT_ERR_NOMEM), and those of
+ * settling a verdict left pending (dt_model_settle_step). */
 DT_API dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,
                                            float grad_scale, double *loss_sum, int *correct);
 /** Queues the copy of a host batch to a GPU model's input buffers ahead of the call that trains
@@ -116,7 +137,9 @@ DT_API dt_status dt_model_stage_batch(dt_model *m, const float *x, const int32_t
  * first maximum). Gradients and the optimizer are untouched, and so is their synchronization: after
  * a dt_model_forward_backward whose gradients are not reduced yet, its allreduces go on and
  * dt_model_sync_grads completes them as without the evaluation. Not collective: for a figure over a dataset, each rank evaluates its shard and the
- * caller sums (dtrain train --eval-every, dtrain eval). DT_ERR_INVALID_ARG: a bad batch or label. */
+ * caller sums (dtrain train --eval-every, dtrain eval). Errors: DT_ERR_INVALID_ARG (a NULL m, x,
+ * labels, loss_sum or correct; a bad batch or label), DT_ERR_DEVICE, and those of settling a
+ * verdict left pending. */
 DT_API dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, int batch, double *loss_sum,
                                    int *correct, int32_t *pred);
 
@@ -156,24 +179,29 @@ typedef struct dt_sync_config {
 } dt_sync_config;
 
 /** Fills c with the defaults: overlap 1, 25 MiB buckets, 1 MiB first bucket, DT_AVG, DT_F32 on the
- * wire, allow_unreduced 0, zero 0. */
+ * wire, allow_unreduced 0, zero 0. NULL c: nothing. */
 DT_API void dt_sync_defaults(dt_sync_config *c);
 
 /** Plans the buckets and checks that every rank has the same plan (a mismatch fails naming the
  * ranks and their bucket counts instead of hanging later). dt_model_create applies the defaults.
  * A backward whose gradients are still being reduced is reduced to the end first (as by
- * dt_model_sync_grads). Collective. */
+ * dt_model_sync_grads). Collective. Every field is checked, also on a model made with ctx NULL,
+ * which keeps the settings without a reducer to apply them (not collective there). Errors:
+ * DT_ERR_INVALID_ARG (m or c NULL; overlap or allow_unreduced not 0 or 1; a cap outside 0..1e6 MiB
+ * or NaN; op, grad_comm or zero out of range; zero 1 with allow_unreduced; plans that differ across
+ * ranks), DT_ERR_NOMEM, and the reducer's and the reduction's errors (DT_ERR_MPI, DT_ERR_COMM,
+ * DT_ERR_DEVICE). */
 DT_API dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c);
 
-/** Number of buckets in the plan. */
+/** Number of buckets in the plan (0 for a NULL m, or a model made with ctx NULL). */
 DT_API int dt_model_num_buckets(const dt_model *m);
-/** The size in elements of bucket i (0 = last layers), 0 when i is out of range. */
+/** The size in elements of bucket i (0 = last layers), 0 when i is out of range or m NULL. */
 DT_API size_t dt_model_bucket_size(const dt_model *m, int i);
 
 /** Completes the gradient synchronization of the last dt_model_forward_backward: waits for the
  * buckets in flight, or (without overlap) allreduces them all now. Afterwards the gradients are
  * the sum or average over ranks (dt_sync_config.op). DT_OK with nothing to do when no backward ran
- * since the last synchronization; DT_ERR_INVALID_ARG mid accumulation group, or when the last
+ * since the last synchronization; DT_ERR_INVALID_ARG for a NULL m, mid accumulation group, or when the last
  * backward's gradients can no longer be reduced (dt_model_set_precision reallocated them, or their
  * reduction failed: run dt_model_forward_backward again); the reduction's own errors. Collective. */
 DT_API dt_status dt_model_sync_grads(dt_model *m);
@@ -192,11 +220,16 @@ DT_API dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *di
 /** Sets the model's precision. compute: DT_F32, DT_F16 or DT_BF16; grads: DT_F32 or the same type as
  * compute. Reallocates the activation and gradient buffers (gradient values are lost; call it before
  * training). Not collective, but every rank must choose the same (the gradient allreduce pairs
- * buffers). */
+ * buffers). Errors: DT_ERR_INVALID_ARG (a NULL m, a type outside these, 16-bit gradients of
+ * another type than compute), DT_ERR_UNSUPPORTED (16-bit gradients on a backend that keeps fp32
+ * ones: the CPU's), DT_ERR_NOMEM (the model keeps the precision it had), and the errors of the
+ * reduction still in flight, which completes first. */
 DT_API dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads);
-/** The type the model computes in (dt_model_set_precision()'s compute; DT_F32 by default). */
+/** The type the model computes in (dt_model_set_precision()'s compute; DT_F32 by default and for a
+ * NULL m). */
 DT_API dt_dtype dt_model_precision(const dt_model *m);
-/** The type the gradients are kept in. dt_model_grads returns NULL when it is 16-bit. */
+/** The type the gradients are kept in (DT_F32 for a NULL m). dt_model_grads returns NULL when it is
+ * 16-bit. */
 DT_API dt_dtype dt_model_grad_dtype(const dt_model *m);
 
 /** After dt_model_sync_grads: divides the gradients by the loss scale (pass 1/scale; 1 when not
@@ -205,7 +238,9 @@ DT_API dt_dtype dt_model_grad_dtype(const dt_model *m);
  * as dt_model_optimizer_step widens them, since dividing fp16 values in place would flush the small
  * ones to zero, which is what scaling is there to prevent. Every rank holds the same reduced
  * gradients, so every rank gets the same answer. Under dt_sync_config.zero = 1 each rank checks and
- * unscales its owned parts and the counts are summed over the ranks: collective, same answer. */
+ * unscales its owned parts and the counts are summed over the ranks: collective, same answer.
+ * Errors: DT_ERR_INVALID_ARG (m or found_inf NULL, an inv_scale that is not a positive finite
+ * number, mid accumulation group), DT_ERR_DEVICE, and under zero = 1 the sum's DT_ERR_MPI. */
 DT_API dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf);
 
 /** @} */
@@ -222,19 +257,21 @@ DT_API dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found
  * the bits agree too). inf or NaN when a gradient is. Costs one read of the gradients (a device
  * reduction on a GPU, which waits for it). Not collective, except under dt_sync_config.zero = 1:
  * there each rank sums its owned parts and the sums are added over the ranks in rank order
- * (collective; the same bits on every rank, not necessarily those of zero 0). */
+ * (collective; the same bits on every rank, not necessarily those of zero 0). Errors:
+ * DT_ERR_INVALID_ARG (m or norm NULL), DT_ERR_DEVICE, and under zero = 1 DT_ERR_MPI. */
 DT_API dt_status dt_model_grad_norm(const dt_model *m, double *norm);
 /** PyTorch's clip_grad_norm_(max_norm) on the gradients: *norm (may be NULL) = dt_model_grad_norm;
  * when it is finite and coef = max_norm / (norm + 1e-6) (rounded to fp32) is below 1, every
  * gradient is multiplied by coef (16-bit ones as dt_model_optimizer_step widens them). A
  * non-finite norm clips nothing (the step should be skipped; a loss scaler does). max_norm must
  * be > 0 (+inf: only the norm). Not collective (collective under dt_sync_config.zero = 1, as
- * dt_model_grad_norm). */
+ * dt_model_grad_norm). Errors: DT_ERR_INVALID_ARG (a NULL m, max_norm not > 0, mid accumulation
+ * group), and dt_model_grad_norm's. */
 DT_API dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm);
 /** Clipping inside dt_model_train_step, between the unscale and the optimizer step: 0 (default)
  * off, > 0 clip to max_norm, +inf compute and report the norm without clipping. The norm is
- * computed only then (dt_step_result.grad_norm is NaN otherwise). DT_ERR_INVALID_ARG for a
- * negative or NaN max_norm. */
+ * computed only then (dt_step_result.grad_norm is NaN otherwise). DT_ERR_INVALID_ARG for a NULL
+ * m, a negative or NaN max_norm. */
 DT_API dt_status dt_model_set_clip_grad_norm(dt_model *m, double max_norm);
 
 /** Gradient accumulation: k >= 1 micro-batches per optimizer step (default 1). Calls to
@@ -248,11 +285,13 @@ DT_API dt_status dt_model_set_clip_grad_norm(dt_model *m, double max_norm);
  * 1 / (k * batch * world)). The sum of earlier micro-batches lives in one more fp32 buffer of
  * dt_model_num_params floats on the model's device (16-bit gradients are added in fp32 and
  * rounded once per micro-batch). Setting it (even to the same k) starts a new group; so does
- * dt_model_set_precision. DT_ERR_INVALID_ARG for k < 1 or > 65536; DT_ERR_NOMEM. */
+ * dt_model_set_precision. DT_ERR_INVALID_ARG for a NULL m, k < 1 or > 65536; DT_ERR_NOMEM; and
+ * those of settling a verdict left pending. */
 DT_API dt_status dt_model_set_accum_steps(dt_model *m, int k);
-/** k: the micro-batches per optimizer step (dt_model_set_accum_steps()). */
+/** k: the micro-batches per optimizer step (dt_model_set_accum_steps()); 0 for a NULL m. */
 DT_API int dt_model_accum_steps(const dt_model *m);
-/** The micro-batches of the current group already taken (0 .. k-1; 0 at a step boundary). */
+/** The micro-batches of the current group already taken (0 .. k-1; 0 at a step boundary, and for
+ * a NULL m). */
 DT_API int dt_model_accum_pos(const dt_model *m);
 
 /** Modes of the per-layer finite check (dt_model_set_nonfinite_check()). */
@@ -272,13 +311,13 @@ typedef enum dt_nonfinite_check {
  * they are made, before the allreduce (a read of the layer's gradients), and remembers the first
  * layer (in backward order) holding an inf or NaN: dt_model_nonfinite_layer returns its index, -1
  * when none was found in the last backward. Say who caused an overflow, since after the allreduce
- * every rank has it. */
+ * every rank has it. NULL m: nothing. */
 DT_API void dt_model_set_nonfinite_check(dt_model *m, int mode);
 /** The index of the first layer (in backward order) whose own gradients held an inf or NaN in the
- * last accumulation group, -1 when none did (or the check did not run on it): see
+ * last accumulation group, -1 when none did (or the check did not run on it, or m is NULL): see
  * dt_model_set_nonfinite_check(). */
 DT_API int dt_model_nonfinite_layer(const dt_model *m);
-/** "layer 3 (fc:1024)" for layer index i, into buf (n bytes); "-" when i is out of range. */
+/** "layer 3 (fc:1024)" for layer index i, into buf (n bytes); "-" when i is out of range or m NULL. */
 DT_API void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n);
 
 /** @} */
@@ -289,7 +328,11 @@ DT_API void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n);
  * @{ */
 
 /** C(M,N) = alpha * op(A) * op(B) + beta * C, row-major fp32 (OpenBLAS). op(X) is X, or X
- * transposed when trans_x is nonzero; lda, ldb and ldc are the row strides of A, B and C as stored. */
+ * transposed when trans_x is nonzero; lda, ldb and ldc are the row strides of A, B and C as stored.
+ * It returns nothing, so the caller keeps its preconditions: m, n, k >= 0; lda >= max(1, trans_a ?
+ * m : k), ldb >= max(1, trans_b ? k : n), ldc >= max(1, n); a, b (with k > 0) and c not NULL when
+ * m and n are > 0. A call outside them computes nothing and leaves C unchanged (DT_ERR_INVALID_ARG's
+ * message, naming the argument, in dt_last_error()). */
 DT_API void dt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc);
 /** Softmax cross-entropy of logits (batch, classes): returns the summed loss, counts correct

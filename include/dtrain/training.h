@@ -33,24 +33,30 @@ typedef struct dt_optim_config {
     float eps;          /**< AdamW: added to the root of the second moment */
 } dt_optim_config;
 
-/** Fills c with the defaults: SGD, lr 0.01, momentum 0.9, weight decay 0, betas 0.9/0.999, eps 1e-8. */
+/** Fills c with the defaults: SGD, lr 0.01, momentum 0.9, weight decay 0, betas 0.9/0.999, eps 1e-8.
+ * NULL c: nothing. */
 DT_API void dt_optim_defaults(dt_optim_config *c);
 
 /** An optimizer and its state (momentum, or Adam's moments). Opaque. */
 typedef struct dt_optimizer dt_optimizer;
-/** An optimizer over n parameters (allocates its state: momentum, or Adam's m and v). */
+/** An optimizer over n parameters (allocates its state: momentum, or Adam's m and v); *out (must
+ * not be NULL) is NULL on failure. Errors: DT_ERR_INVALID_ARG (c or out NULL; an unknown kind; a
+ * setting out of range, named: lr > 0, momentum in [0, 1), weight_decay >= 0, and for AdamW betas
+ * in [0, 1) and eps > 0, each finite), DT_ERR_NOMEM. */
 DT_API dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer **out);
 /** Frees the optimizer and its state. NULL is a no-op. */
 DT_API void dt_optimizer_free(dt_optimizer *o);
 /** One update of params (n floats, host memory) from grads, PyTorch semantics. A model's
- * parameters, on either device, are updated by dt_model_optimizer_step() instead. */
+ * parameters, on either device, are updated by dt_model_optimizer_step() instead. Errors:
+ * DT_ERR_INVALID_ARG (o NULL, params or grads NULL with n > 0, an optimizer sharded by
+ * dt_model_optimizer_step under ZeRO-1). */
 DT_API dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads);
-/** The learning rate the next step uses. */
+/** The learning rate the next step uses (0 for a NULL o). */
 DT_API float dt_optimizer_lr(const dt_optimizer *o);
 /** Changes the learning rate between steps (a schedule: the CLI's --lr-schedule). Nothing else
  * changes: momentum and Adam's moments carry on, as when a PyTorch scheduler writes
- * param_group['lr']. DT_ERR_INVALID_ARG for a rate that is not a positive finite number (the
- * optimizer keeps its rate). */
+ * param_group['lr']. DT_ERR_INVALID_ARG for a NULL o, or a rate that is not a positive finite
+ * number (the optimizer keeps its rate). */
 DT_API dt_status dt_optimizer_set_lr(dt_optimizer *o, float lr);
 
 /** @} */
@@ -74,25 +80,27 @@ typedef struct dt_scaler_config {
     double max_overflow_fraction; /**< 0.5: give up when more than this of the window overflowed, (0, 1] */
 } dt_scaler_config;
 
-/** Fills c with the defaults listed above. */
+/** Fills c with the defaults listed above. NULL c: nothing. */
 DT_API void dt_scaler_defaults(dt_scaler_config *c);
 
 /** A loss scaler: the scale and its state machine. Opaque. */
 typedef struct dt_scaler dt_scaler;
-/** Makes a scaler from c. Checks every field (a bad one fails with DT_ERR_INVALID_ARG naming it, its
- * value and the range; init_scale must lie in [min_scale, max_scale]). */
+/** Makes a scaler from c; *out (must not be NULL) is NULL on failure. Checks every field (a bad one
+ * fails with DT_ERR_INVALID_ARG naming it, its value and the range; init_scale must lie in
+ * [min_scale, max_scale]). Errors: DT_ERR_INVALID_ARG (that, or c or out NULL), DT_ERR_NOMEM. */
 DT_API dt_status dt_scaler_create(const dt_scaler_config *c, dt_scaler **out);
 /** Frees the scaler. NULL is a no-op. */
 DT_API void dt_scaler_free(dt_scaler *s);
-/** The current scale: multiply the loss by it. */
+/** The current scale: multiply the loss by it. 0 for a NULL s. */
 DT_API float dt_scaler_scale(const dt_scaler *s);
 /** Records one step's verdict (found_inf nonzero: some reduced gradient was inf or nan) and moves the
  * state machine. DT_OK: go on (skip the optimizer step when found_inf). DT_ERR_NUMERIC: stop
- * training; dt_last_error() names the step, the scale and the recent history of the scale. */
+ * training; dt_last_error() names the step, the scale and the recent history of the scale.
+ * DT_ERR_INVALID_ARG for a NULL s. */
 DT_API dt_status dt_scaler_update(dt_scaler *s, int found_inf);
-/** Updates so far. */
+/** Updates so far (0 for a NULL s). */
 DT_API long dt_scaler_updates(const dt_scaler *s);
-/** Updates that overflowed so far (skipped steps). */
+/** Updates that overflowed so far (skipped steps; 0 for a NULL s). */
 DT_API long dt_scaler_skipped(const dt_scaler *s);
 
 /** The whole state, for checkpoints: the scale, the run of good steps, the hysteresis budget, the
@@ -104,10 +112,11 @@ typedef struct dt_scaler_state {
     long updates;        /**< dt_scaler_updates() */
     long skipped;        /**< dt_scaler_skipped() */
 } dt_scaler_state;
-/** Copies the scaler's whole state into *st. */
+/** Copies the scaler's whole state into *st (zeros for a NULL s; nothing for a NULL st). */
 DT_API void dt_scaler_get_state(const dt_scaler *s, dt_scaler_state *st);
 /** Replaces the scaler's state with *st (a checkpoint's), after checking it against the scaler's
- * settings: DT_ERR_CORRUPT when a value is out of range (the scaler is then unchanged). */
+ * settings: DT_ERR_CORRUPT when a value is out of range (the scaler is then unchanged);
+ * DT_ERR_INVALID_ARG for a NULL s or st. */
 DT_API dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st);
 
 /** @} */
@@ -120,13 +129,18 @@ DT_API dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st);
 
 /** One optimizer step of the fp32 parameters from the gradients in whatever type they are kept
  * (after dt_model_unscale_grads). Skip it for a step whose gradients overflowed. Under
- * dt_sync_config.zero = 1 it updates only this rank's slices and allgathers the parameters: collective. */
+ * dt_sync_config.zero = 1 it updates only this rank's slices and allgathers the parameters: collective.
+ * Errors: DT_ERR_INVALID_ARG (m or o NULL; gradients not reduced across ranks without
+ * allow_unreduced; o made for another parameter count, or stepping a model on another backend;
+ * mid accumulation group; o sharded while the model is not), DT_ERR_NOMEM and DT_ERR_DEVICE (the
+ * state on the model's device), the allgather's DT_ERR_MPI and DT_ERR_COMM, and those of settling
+ * a verdict left pending (dt_model_settle_step). */
 DT_API dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o);
 
 /** Under dt_sync_config.zero = 1 (dt_model_set_sync first): cuts o's state down to this rank's
  * slices now, so that dt_model_memory shows 1/W of it from the start (dt_model_optimizer_step does
  * the same at its first step otherwise). Not collective. A no-op at zero 0 without a sharded o;
- * DT_ERR_INVALID_ARG when o was sharded for another plan. */
+ * DT_ERR_INVALID_ARG for a NULL m or o, or when o was sharded for another plan; DT_ERR_NOMEM. */
 DT_API dt_status dt_model_shard_optimizer(dt_model *m, dt_optimizer *o);
 
 /** Bytes this rank holds for the model, by kind, in the model's memory (the GPU's for a GPU model;
@@ -148,7 +162,7 @@ typedef struct dt_memory_summary {
     size_t device_total; /**< a GPU model: the device's total memory; else 0 */
 } dt_memory_summary;
 /** Fills *out with what m (and the optimizer o, which may be NULL: no optimizer state counted)
- * holds in this rank's memory. */
+ * holds in this rank's memory (zeros for a NULL m; nothing for a NULL out). */
 DT_API void dt_model_memory(const dt_model *m, const dt_optimizer *o, dt_memory_summary *out);
 
 /** What dt_model_plan_memory() plans for: a model and how a program sets it up, as dtrain train
@@ -174,7 +188,7 @@ typedef struct dt_memory_plan_config {
     double first_bucket_mb;       /**< default 1 */
 } dt_memory_plan_config;
 
-/** Fills c with the defaults above (spec and input NULL). */
+/** Fills c with the defaults above (spec and input NULL). NULL c: nothing. */
 DT_API void dt_memory_plan_defaults(dt_memory_plan_config *c);
 
 /** How many of the biggest buffers a dt_memory_plan names. */
@@ -212,16 +226,18 @@ typedef struct dt_memory_plan {
  * placement, the CPU's otherwise or with ctx NULL), without making the model: *out holds what
  * dt_model_create(), dt_model_set_accum_steps(), dt_model_set_precision() and the optimizer's
  * first step would allocate. Allocates no device memory and is not collective (on a GPU it asks
- * the device only for its free memory). Errors: DT_ERR_INVALID_ARG for a bad spec, input, batch,
- * precision or accum_steps (naming it), DT_ERR_UNSUPPORTED for a CUDA placement in a build without
- * CUDA or 16-bit gradients on a backend that keeps fp32 ones. */
+ * the device only for its free memory). Errors: DT_ERR_INVALID_ARG (c, c->spec or out NULL; a bad
+ * spec, input, batch, precision, accum_steps, zero_world (< 0) or zero_rank, a bucket cap outside
+ * 0..1e6 MiB or NaN, or an optim dt_optimizer_create would refuse: each named),
+ * DT_ERR_UNSUPPORTED for a CUDA placement in a build without CUDA or 16-bit gradients on a backend
+ * that keeps fp32 ones, DT_ERR_NOMEM (host memory for the plan). */
 DT_API dt_status dt_model_plan_memory(dt_ctx *ctx, const dt_memory_plan_config *c, dt_memory_plan *out);
 
 /** The largest batch (c's batch is ignored) whose plan's peak fits in budget bytes, into *batch,
  * and that plan into *plan; up to 1048576 (the CLI's limit on --batch). *batch 0 when even batch 1
  * does not fit: *plan is then batch 1's, whose peak says what the model needs at the least. The
  * plan grows with the batch, so the answer is found by doubling and bisection. Errors as
- * dt_model_plan_memory(). */
+ * dt_model_plan_memory() (batch or plan NULL: DT_ERR_INVALID_ARG). */
 DT_API dt_status dt_model_max_batch(dt_ctx *ctx, const dt_memory_plan_config *c, size_t budget, int *batch,
                                     dt_memory_plan *plan);
 
@@ -257,7 +273,11 @@ typedef struct dt_step_result {
  * the verdict alone before it returns (or not: dt_model_set_deferred_verdict): r, the scaler and
  * the optimizer's step count are the same as when the host decides first, which it still does with
  * clipping or ZeRO-1. A verdict an earlier call left pending is settled first. x and labels: host
- * or device memory, as dt_model_forward_backward takes them. Collective. */
+ * or device memory, as dt_model_forward_backward takes them. Collective. Errors:
+ * DT_ERR_INVALID_ARG (a NULL m, o, x, labels or r, refused before anything runs; and those of
+ * dt_model_forward_backward and dt_model_optimizer_step), DT_ERR_NUMERIC (the scaler gave up), and
+ * the pass's, the reduction's and the optimizer step's DT_ERR_DEVICE, DT_ERR_NOMEM, DT_ERR_MPI and
+ * DT_ERR_COMM. */
 DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
                                      int batch, float grad_scale, dt_step_result *r);
 
@@ -271,15 +291,15 @@ DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc
  * Until then the scaler (dt_scaler_scale, _updates, _skipped, _get_state) and the optimizer's
  * step count do not yet count the step, and dt_checkpoint_save refuses the model: settle before
  * reading them, and before freeing o or sc, which the model keeps until then. Bits, scaler and
- * step count come out the same as with it off. */
+ * step count come out the same as with it off. NULL m: nothing. */
 DT_API void dt_model_set_deferred_verdict(dt_model *m, int on);
 
 /** Takes the verdict dt_model_train_step left pending (dt_model_set_deferred_verdict): waits for
  * it, puts back the optimizer's step count when the step overflowed (the device skipped it), and
  * updates the scaler. *skipped (may be NULL): 1 when that step was skipped, else 0 (also when
- * nothing was pending: DT_OK at once). Errors: a device error from the wait; DT_ERR_NUMERIC when
- * the scaler gives up on this verdict (as dt_model_train_step would have returned it). The verdict
- * is taken once, also when this fails. */
+ * nothing was pending: DT_OK at once). Errors: DT_ERR_INVALID_ARG for a NULL m; a device error
+ * from the wait; DT_ERR_NUMERIC when the scaler gives up on this verdict (as dt_model_train_step
+ * would have returned it). The verdict is taken once, also when this fails. */
 DT_API dt_status dt_model_settle_step(dt_model *m, int *skipped);
 
 /** When dt_model_train_step steps the optimizer layer by layer (dt_model_set_step_overlap). */
@@ -307,12 +327,12 @@ typedef enum dt_step_overlap {
  * warning): each layer's step writes the new copy there as soon as the layer's parameter gradients
  * are final, beside its own data gradient, which still reads the current one. On a GPU dt_model_train_step then returns with the step still running there (the next
  * forward, and any read of the parameters, waits for it). A mode outside the enum is
- * DT_STEP_OVERLAP_AUTO. */
+ * DT_STEP_OVERLAP_AUTO. NULL m: nothing. */
 DT_API void dt_model_set_step_overlap(dt_model *m, dt_step_overlap mode);
 /** How the last dt_model_train_step that stepped ran the optimizer: DT_STEP_OVERLAP_ON when it was
  * overlapped (layer by layer or bucket by bucket), DT_STEP_OVERLAP_OFF when it stepped once after
  * backward and the allreduce (the setting, a scaler, clipping, ZeRO-1 or profiling kept it there),
- * or before any such step. */
+ * or before any such step, or for a NULL m. */
 DT_API dt_step_overlap dt_model_step_overlapped(const dt_model *m);
 
 /** Whether a forward/backward pass runs as a recorded graph (dt_model_set_graphs). */
@@ -348,10 +368,11 @@ typedef enum dt_graphs {
  * op that cannot be recorded) turns graphs off for the model with a warning and runs the pass as
  * usual: no result depends on graphs, whose passes give the bits of passes launched one by one.
  * On the CPU (its ops run at once) there is nothing to record and the setting changes nothing. A
- * mode outside the enum is DT_GRAPHS_AUTO. */
+ * mode outside the enum is DT_GRAPHS_AUTO. NULL m: nothing. */
 DT_API void dt_model_set_graphs(dt_model *m, dt_graphs mode);
 /** DT_GRAPHS_ON when the model's last forward/backward pass ran as a graph (recorded then, or
- * replayed), DT_GRAPHS_OFF when it launched its kernels one by one, or before any pass. */
+ * replayed), DT_GRAPHS_OFF when it launched its kernels one by one, or before any pass, or for a
+ * NULL m. */
 DT_API dt_graphs dt_model_graphed(const dt_model *m);
 
 /** Whether relu layers run inside their neighbours (on != 0, the default) instead of as kernels of
@@ -386,13 +407,14 @@ typedef struct dt_step_profile {
     double optimizer_s; /**< the optimizer step */
 } dt_step_profile;
 /** Turns profiling on (and zeroes the counts) or off. dt_model_train_step fills every field;
- * dt_model_forward_backward the first four and backward_s. DT_ERR_NOMEM when the per-layer
- * counters cannot be allocated. */
+ * dt_model_forward_backward the first four and backward_s. DT_ERR_INVALID_ARG for a NULL m;
+ * DT_ERR_NOMEM when the per-layer counters cannot be allocated. */
 DT_API dt_status dt_model_set_profile(dt_model *m, int on);
-/** Copies the sums so far into *out (forward_s and backward_s: the layers' sums). */
+/** Copies the sums so far into *out (forward_s and backward_s: the layers' sums; zeros for a NULL
+ * m, nothing for a NULL out). */
 DT_API void dt_model_profile(const dt_model *m, dt_step_profile *out);
 /** Seconds summed over the profiled steps of layer i's forward and backward (0 for a layer that
- * does nothing, such as flatten). */
+ * does nothing, such as flatten, an i out of range or a NULL m); an output pointer may be NULL. */
 DT_API void dt_model_layer_profile(const dt_model *m, int i, double *forward_s, double *backward_s);
 
 /** @} */
