@@ -37,7 +37,9 @@ RUN apt-get update \
 COPY --from=build /opt/dtrain /opt/dtrain
 ENV PATH=/opt/dtrain/bin:${PATH}
 # Not root: nothing in a training job needs it, and Open MPI refuses root without extra variables.
-RUN useradd --create-home --uid 1000 --shell /bin/bash dtrain
+# Ubuntu's images from 23.04 on ship a user "ubuntu" with uid 1000: it makes way for dtrain.
+RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
+ && useradd --create-home --uid 1000 --shell /bin/bash dtrain
 USER 1000:1000
 WORKDIR /home/dtrain
 ENTRYPOINT ["dtrain"]
