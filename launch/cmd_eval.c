@@ -169,8 +169,9 @@ static int write_csv(const char *path, const dt_eval_result *r, int K)
     return EXIT_OK;
 }
 
-/* path is an existing file that is an input: the --data file itself, or a file in the --data or
- * --checkpoint-dir directory (a dataset's part, a checkpoint), which the CSV would replace. */
+/* path is an input or would sit among them: the --data file itself, or a file in the --data or
+ * --checkpoint-dir directory (a dataset's part, a checkpoint), whether or not it exists yet, so
+ * that a second run of the same command is judged as the first was. */
 static int csv_replaces_input(const eval_opts *e, const char *path)
 {
     /* Where the CSV will go: the file a link leads to, which the writer replaces. */
@@ -179,8 +180,9 @@ static int csv_replaces_input(const eval_opts *e, const char *path)
     path = ckpt_write_target(path, real, sizeof real, &in_place);
     if (in_place) return 0; /* a device or stream: written in place, replacing no file */
     struct stat p, in;
-    if (stat(path, &p) != 0 || S_ISDIR(p.st_mode)) return 0;
-    if (stat(e->data, &in) == 0 && p.st_dev == in.st_dev && p.st_ino == in.st_ino) return 1;
+    const int exists = stat(path, &p) == 0;
+    if (exists && S_ISDIR(p.st_mode)) return 0;
+    if (exists && stat(e->data, &in) == 0 && p.st_dev == in.st_dev && p.st_ino == in.st_ino) return 1;
     char dir[4096];
     path_parent_dir(path, dir, sizeof dir);
     struct stat d;
@@ -201,7 +203,7 @@ static dt_status csv_try(dt_ctx *ctx, const eval_opts *e, char *why, size_t len)
     if (!path) return DT_OK;
     if (dt_rank(ctx) == 0 && csv_replaces_input(e, path))
         snprintf(why, len,
-                 "--confusion-csv %s would replace an input (the --data file, or a file in the --data or "
+                 "--confusion-csv %s is an input or among them (the --data file, or a file in the --data or "
                  "--checkpoint-dir directory): give a path elsewhere",
                  path);
     else if (dt_rank(ctx) == 0 && ckpt_write_file_try(path, "--confusion-csv"))
