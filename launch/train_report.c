@@ -43,6 +43,7 @@ void train_report_start(const train_run *r)
     if (t->lr_schedule || t->warmup_steps)
         printf("lr schedule: %s from %g%s, %ld warmup step%s\n", lr_schedule_name(&r->sched), (double)t->optim.lr,
                r->sched.kind == LR_CONSTANT ? ""
+               : r->sched.kind == LR_STEP   ? (t->min_lr > 0 ? ", floored at --min-lr" : "")
                : t->min_lr > 0              ? " to --min-lr"
                                             : " to 0",
                t->warmup_steps, cli_s(t->warmup_steps));
