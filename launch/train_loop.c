@@ -216,6 +216,7 @@ train_end train_loop(train_run *r, int *rc)
         }
         iv.skipped += res.skipped;
         grad_norm = res.grad_norm;
+        if (step == r->first_step) train_report_step_overlap(r);
         if ((s = train_bucket_auto_after_step(r, step + 1 - r->first_step))) goto fail;
         /* Stop requests are agreed by all ranks at the same step (a signal reaches ranks at
          * different times, or only some of them). */

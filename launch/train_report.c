@@ -125,6 +125,15 @@ int train_report_interval(const train_run *r, const metrics_record *rec, long lo
     return EXIT_OK;
 }
 
+void train_report_step_overlap(const train_run *r)
+{
+    if (r->t.step_overlap != DT_STEP_OVERLAP_ON || dt_model_step_overlapped(r->m) == DT_STEP_OVERLAP_ON) return;
+    log_msg0(LOG_LEVEL_WARN,
+             "--step-overlap 1: the optimizer step ran after backward, not overlapped: it overlaps only with no "
+             "loss scaler (not fp16), no --clip-grad-norm, --zero 0, no --profile, and at several ranks buckets "
+             "that start during backward (not --no-overlap); see docs/training.md");
+}
+
 void train_report_straggler(const train_run *r, const straggler_verdict *v)
 {
     /* Ranks only, no hostnames: gathering them would be one more collective outside the watchdog

@@ -108,6 +108,9 @@ int train_report_interval(const train_run *r, const metrics_record *rec, long lo
 /* A straggler found in an interval (rank 0, after the step line): the straggler line and, on the
  * interval that makes its streak STRAGGLER_PERSIST long, a WARN line naming it. */
 void train_report_straggler(const train_run *r, const straggler_verdict *v);
+/* After the first step: a WARN on rank 0 when --step-overlap 1 was asked for and the step ran after
+ * backward (a setting that needs the whole gradient kept it there), rather than ignoring it. */
+void train_report_step_overlap(const train_run *r);
 /* The last lines of a run that finished: the time, the throughput, whether the ranks' parameters
  * agree (agree > 0: identical, compared), the bad samples replaced (bad), the loss scale. */
 void train_report_end(const train_run *r, int agree, double bad);

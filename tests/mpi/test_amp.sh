@@ -99,6 +99,10 @@ for p in fp32 bf16 fp16; do
         train 1 $common --step-overlap 1 --dump-params "$tmp/o1" || { bad "$p $o --step-overlap 1 failed"; cat "$tmp/log"; }
         out=$("$CMP" "$tmp/o1" "$tmp/o0" exact) && ok "$p $o: step layer by layer == step after backward: $out" ||
             bad "$p $o --step-overlap: $out"
+        # Asked for and not done (fp16's scaler): said, not ignored; done: nothing said.
+        w=$(grep -c "WARN --step-overlap 1: the optimizer step ran after backward" "$tmp/log")
+        [ "$w" = "$([ $p = fp16 ] && echo 1 || echo 0)" ] && ok "$p $o --step-overlap 1: $w warning(s), as it should" ||
+            bad "$p $o --step-overlap 1: $w warnings"
     done
 done
 
