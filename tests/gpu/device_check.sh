@@ -167,6 +167,19 @@ for w1 in 0 1; do
     grep -E "^(reducer|blocking|custom_loop_cuda)|SKIP|[Ee]rror|ERROR|WARN" "$out/custom_loop_cuda-$w1.txt" | tee -a "$sum"
     log "custom_loop_cuda (DTRAIN_COMM_WORLD1=$w1) exit $rc"
 done
+# A rank placed on the CPU in a CUDA build must not open a CUDA context (GPU memory, and a refusal
+# on GPUs in exclusive-process mode): the buffer checks ask cudaPointerGetAttributes whether a
+# pointer is device memory. Seen by nvidia-smi while a --device cpu run is alive.
+build-gpu/dtrain train --device cpu --model mlp --steps 400 --batch 64 >"$out/cpu-ctx.txt" 2>&1 &
+cpid=$!
+sleep 4
+apps=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader 2>&1)
+if grep -q "^$cpid," <<<"$apps"; then
+    log "--device cpu run: HAS a CUDA context on the GPU ($(grep "^$cpid," <<<"$apps")): a CPU rank costs GPU memory"
+else
+    log "--device cpu run: no CUDA context on the GPU (compute apps: ${apps:-none})"
+fi
+kill "$cpid" 2>/dev/null; wait "$cpid" 2>/dev/null
 stamp
 
 fi # tests
