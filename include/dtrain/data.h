@@ -64,12 +64,13 @@ typedef struct dt_data_config {
 } dt_data_config;
 
 /** Fills c with the defaults: train split, auto format, DT_NORMALIZE_STANDARD, no holdout, seed 1,
- * shuffle on, padding, no augmentation, bad samples fail, 1 thread. */
+ * shuffle on, padding, no augmentation, bad samples fail, 1 thread. NULL is a no-op. */
 DT_API void dt_data_defaults(dt_data_config *c);
 /** Opens the dataset at path (a directory of a known layout, or one file) as c says (NULL: the
- * defaults). The caller owns *out (dt_dataset_free). DT_ERR_IO: unreadable; DT_ERR_CORRUPT: a
- * file fails its checks (the message names the file, the offset or sample, and the fix);
- * DT_ERR_INVALID_ARG: an unknown format or split, nothing recognisable, bad settings. */
+ * defaults). The caller owns *out (dt_dataset_free; NULL on failure). DT_ERR_IO: unreadable;
+ * DT_ERR_CORRUPT: a file fails its checks (the message names the file, the offset or sample, and
+ * the fix); DT_ERR_INVALID_ARG: a NULL path or out, an unknown format or split, nothing
+ * recognisable, bad settings; DT_ERR_NOMEM. */
 DT_API dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset **out);
 /** The built-in synthetic data: size samples of shape (c, h, w) with `classes` labels (a flat
  * input is (n, 1, 1)). Images (h or w > 1) are spatially smooth, like natural ones: each channel
@@ -78,10 +79,13 @@ DT_API dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_d
  * from a fixed random teacher network drawn from seed. dt_synthetic_create: seed drives the
  * order too, no normalization, drop_last on; dt_synthetic_open: cfg's sampler, transforms and
  * seed (cfg->format, split, c/h/w and holdout are ignored). The caller owns *out
- * (dt_dataset_free). */
+ * (dt_dataset_free; NULL on failure). DT_ERR_INVALID_ARG: a NULL out, c, h or w < 1, samples of
+ * over 2^28 values, classes outside 2..2^20, size outside 1..2^32-1, bad settings of cfg;
+ * DT_ERR_NOMEM. */
 DT_API dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t size, uint64_t seed, dt_dataset **out);
 /** The synthetic data of dt_synthetic_create() (samples and labels drawn from data_seed) with cfg's
- * sampler, transforms and seed: see there. */
+ * sampler, transforms and seed (cfg NULL: dt_data_defaults()'s, as for dt_dataset_open): see there,
+ * errors included. */
 DT_API dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t data_seed,
                                    const dt_data_config *cfg, dt_dataset **out);
 /** Where a loader makes the batches of a synthetic dataset (dt_dataset_set_synthetic_on). */
@@ -96,47 +100,52 @@ typedef enum dt_synthetic_on {
  * dt_synthetic_open). On the device a batch is made by one kernel from its sample indices, the
  * same bits as on the host (normalization included), on the stream the model's kernels use: no
  * loader thread is started and no input is copied, so a GPU step is never bound by the host's
- * cores making data. DT_ERR_INVALID_ARG: where is not in the enum, or DT_SYNTHETIC_DEVICE for a
- * dataset that is not synthetic (d unchanged). */
+ * cores making data. DT_ERR_INVALID_ARG: a NULL d, where is not in the enum, or DT_SYNTHETIC_DEVICE
+ * for a dataset that is not synthetic (d unchanged). */
 DT_API dt_status dt_dataset_set_synthetic_on(dt_dataset *d, dt_synthetic_on where);
 /** Closes the dataset's files and frees it. NULL is a no-op. */
 DT_API void dt_dataset_free(dt_dataset *d);
-/** Samples in the dataset (after the holdout). */
+/** Samples in the dataset (after the holdout); 0 for a NULL d. */
 DT_API size_t dt_dataset_size(const dt_dataset *d);
-/** The shape of a sample: channels, height, width. */
+/** The shape of a sample: channels, height, width (0 each for a NULL d). A NULL output is skipped. */
 DT_API void dt_dataset_shape(const dt_dataset *d, int *c, int *h, int *w);
-/** Classes: labels lie in [0, classes). */
+/** Classes: labels lie in [0, classes); 0 for a NULL d. */
 DT_API int dt_dataset_num_classes(const dt_dataset *d);
-/** The format's name (idx, cifar10, cifar100, imagefolder, dts, synthetic); owned by d. */
+/** The format's name (idx, cifar10, cifar100, imagefolder, dts, synthetic); owned by d. "?" for a
+ * NULL d. */
 DT_API const char *dt_dataset_format(const dt_dataset *d);
-/** The path (or a description) the samples came from; owned by d. */
+/** The path (or a description) the samples came from; owned by d. "?" for a NULL d. */
 DT_API const char *dt_dataset_source(const dt_dataset *d);
 /** The normalization in use: its kind, and for DT_NORMALIZE_STANDARD the per-channel mean and std
- * (dt_dataset_shape's c floats each, owned by d), else NULL. */
+ * (dt_dataset_shape's c floats each, owned by d), else NULL. A NULL mean or std is skipped; a NULL
+ * d gives DT_NORMALIZE_NONE. */
 DT_API dt_normalize dt_dataset_normalization(const dt_dataset *d, const float **mean, const float **std);
 /** Replaces the normalization (a checkpoint's, so a resumed run and evaluation use training's
  * figures): mean and std (c floats each, copied) for DT_NORMALIZE_STANDARD, else ignored. Not while
- * a loader uses d. DT_ERR_INVALID_ARG: missing or non-finite figures (d unchanged). */
+ * a loader uses d. DT_ERR_INVALID_ARG: a NULL d, a kind not in the enum, missing (NULL) or non-finite
+ * figures (d unchanged); DT_ERR_NOMEM. */
 DT_API dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const float *mean, const float *std);
-/** Whether the values are bytes 0..255 (uint8 images), as DT_NORMALIZE_UNIT divides them. */
+/** Whether the values are bytes 0..255 (uint8 images), as DT_NORMALIZE_UNIT divides them; 0 for a
+ * NULL d. */
 DT_API int dt_dataset_uint8(const dt_dataset *d);
-/** Samples replaced because they could not be decoded (skip_bad), so far. */
+/** Samples replaced because they could not be decoded (skip_bad), so far; 0 for a NULL d. */
 DT_API long dt_dataset_bad_samples(const dt_dataset *d);
 /** Steps in a whole epoch for `world` ranks of `batch` (0: drop_last and the dataset is smaller
- * than one global batch). */
+ * than one global batch; a NULL d, world < 1 or batch < 1). */
 DT_API long dt_dataset_steps_per_epoch(const dt_dataset *d, int world, int batch);
 /** The data position at the start of `step`: the epoch and the samples of its order already taken
- * (a checkpoint saves it). DT_ERR_INVALID_ARG for a step before the anchor or a global batch the
- * dataset cannot fill. */
+ * (a checkpoint saves it). DT_ERR_INVALID_ARG for a NULL d, epoch or offset, world or batch < 1,
+ * a step before the anchor or a global batch the dataset cannot fill. */
 DT_API dt_status dt_dataset_position(const dt_dataset *d, long step, int world, int batch, long *epoch, long *offset);
 /** Anchors the position: at `step`, (epoch, offset) as dt_dataset_position gave it in the run
- * that saved the checkpoint, whatever its rank count. DT_ERR_INVALID_ARG when it cannot be a
- * position of this dataset (offset >= size). */
+ * that saved the checkpoint, whatever its rank count. DT_ERR_INVALID_ARG for a NULL d, or when it
+ * cannot be a position of this dataset (a negative step or epoch, offset outside 0..size-1). */
 DT_API dt_status dt_dataset_set_position(dt_dataset *d, long step, long epoch, long offset);
 /** Fills x (batch, input_size) and labels (batch) for `rank` of `world` at global step `step`
  * (the sampling above; x and labels are the caller's, in host memory). DT_ERR_INVALID_ARG for a
- * bad step, rank, world or batch, or a global batch the dataset cannot fill; a sample that cannot
- * be decoded fails (DT_ERR_CORRUPT) unless dt_data_config::skip_bad replaces it. */
+ * NULL d, x or labels, a bad step, rank, world or batch, or a global batch the dataset cannot fill;
+ * a sample that cannot be decoded fails (DT_ERR_CORRUPT) unless dt_data_config::skip_bad replaces
+ * it; DT_ERR_IO: a file that cannot be read; DT_ERR_NOMEM. */
 DT_API dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int batch, float *x, int32_t *labels);
 
 /** @} */
@@ -180,9 +189,11 @@ typedef struct dt_loader dt_loader;
  * the caller inside dt_loader_next. The loader uses d alone while it lives (call no dt_dataset_batch
  * on d meanwhile). threads 0..256, depth 2..64 (ignored when threads is 0). A loader that makes
  * synthetic batches on the device (dt_loader_on_device) starts no threads: dt_loader_next queues
- * each batch itself, and threads and depth are ignored. DT_ERR_INVALID_ARG: bad arguments, or
- * DT_SYNTHETIC_DEVICE asked where it cannot be honoured (the message says why). The caller owns
- * *out (dt_loader_free). */
+ * each batch itself, and threads and depth are ignored. ctx may be NULL: host buffers, no trace.
+ * The caller owns *out (dt_loader_free). DT_ERR_INVALID_ARG: a NULL d or out, rank outside
+ * 0..world-1, batch or world < 1, a negative first_step, threads or depth out of range, or
+ * DT_SYNTHETIC_DEVICE asked where it cannot be honoured (the message says why); DT_ERR_NOMEM (a
+ * loader thread that cannot start too); DT_ERR_DEVICE: ctx's GPU unusable. */
 DT_API dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first_step,
                                   int threads, int depth, dt_loader **out);
 /** The next step's batch, in step order: *step, inputs *x (batch x input size) and *labels. The
@@ -190,13 +201,17 @@ DT_API dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, in
  * worker (a dataset smaller than one global batch, ...) is returned here. When the loader makes
  * its batches on the device (dt_loader_on_device), x and labels are device memory, written by
  * work queued on the stream of ctx's backend (the default stream of ctx's GPU) when this returns:
- * work queued after it on that stream, such as dt_model_train_step's, sees the batch. */
+ * work queued after it on that stream, such as dt_model_train_step's, sees the batch.
+ * DT_ERR_INVALID_ARG: a NULL l, step, x or labels, or a global batch the dataset cannot fill; a
+ * sample's DT_ERR_CORRUPT (unless skip_bad) or DT_ERR_IO; DT_ERR_DEVICE from the batch's kernel on
+ * the device. */
 DT_API dt_status dt_loader_next(dt_loader *l, long *step, const float **x, const int32_t **labels);
 /** 1 when l makes its batches on the device (a synthetic dataset on a GPU: see
  * dt_dataset_set_synthetic_on), so dt_loader_next hands out device memory; 0 when they are host
- * memory (pinned on a GPU). */
+ * memory (pinned on a GPU) or l is NULL. */
 DT_API int dt_loader_on_device(const dt_loader *l);
-/** Seconds dt_loader_next spent waiting for a batch that was not ready yet, since creation. */
+/** Seconds dt_loader_next spent waiting for a batch that was not ready yet, since creation; 0 for
+ * a NULL l. */
 DT_API double dt_loader_wait_s(const dt_loader *l);
 /** Stops the workers and frees the buffers; NULL is fine. */
 DT_API void dt_loader_free(dt_loader *l);

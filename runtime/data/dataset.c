@@ -18,8 +18,14 @@
  * aside. */
 #define STREAM_HOLDOUT 0x686f6c64ull
 
+dt_status data_null_arg(const char *fn, const char *arg, const char *fix)
+{
+    return status_set_error(DT_ERR_INVALID_ARG, "%s: %s is NULL: pass %s", fn, arg, fix);
+}
+
 void dt_data_defaults(dt_data_config *c)
 {
+    if (!c) return;
     *c = (dt_data_config){.normalize = DT_NORMALIZE_STANDARD, .seed = 1, .shuffle = 1};
 }
 
@@ -194,7 +200,9 @@ static dt_status dataset_finish(ds_split *split, const dt_data_config *cfg, int 
 
 dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset **out)
 {
+    if (!out) return data_null_arg("dt_dataset_open", "out", "the address of a dt_dataset pointer");
     *out = NULL;
+    if (!path) return data_null_arg("dt_dataset_open", "path", "a dataset directory or file");
     dt_data_config cfg;
     if (c)
         cfg = *c;
@@ -219,7 +227,13 @@ dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset 
 dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t data_seed,
                             const dt_data_config *cfg, dt_dataset **out)
 {
+    if (!out) return data_null_arg("dt_synthetic_open", "out", "the address of a dt_dataset pointer");
     *out = NULL;
+    dt_data_config defaults;
+    if (!cfg) {
+        dt_data_defaults(&defaults);
+        cfg = &defaults;
+    }
     ds_split *split;
     dt_status s = synthetic_open(c, h, w, classes, size, data_seed, &split);
     if (s) return s;
@@ -228,6 +242,7 @@ dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint6
 
 dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t size, uint64_t seed, dt_dataset **out)
 {
+    if (!out) return data_null_arg("dt_synthetic_create", "out", "the address of a dt_dataset pointer");
     dt_data_config cfg;
     dt_data_defaults(&cfg);
     cfg.normalize = DT_NORMALIZE_NONE;
@@ -238,8 +253,12 @@ dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t size, uin
 
 dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const float *mean, const float *std)
 {
-    if (kind == DT_NORMALIZE_STANDARD && (!mean || !std))
-        return status_set_error(DT_ERR_INVALID_ARG, "standard normalization needs the per-channel mean and std");
+    static const char fn[] = "dt_dataset_set_normalization";
+    if (!d) return data_null_arg(fn, "d", "the dataset opened by dt_dataset_open or dt_synthetic_*");
+    if (kind == DT_NORMALIZE_STANDARD && !mean)
+        return data_null_arg(fn, "mean", "the per-channel means (c floats) with DT_NORMALIZE_STANDARD");
+    if (kind == DT_NORMALIZE_STANDARD && !std)
+        return data_null_arg(fn, "std", "the per-channel standard deviations (c floats) with DT_NORMALIZE_STANDARD");
     dt_data_config cfg;
     dt_data_defaults(&cfg);
     cfg.normalize = kind, cfg.mean = mean, cfg.std = std;
@@ -259,10 +278,10 @@ dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const f
 
 dt_status dt_dataset_set_synthetic_on(dt_dataset *d, dt_synthetic_on where)
 {
-    if (!d || (where != DT_SYNTHETIC_AUTO && where != DT_SYNTHETIC_HOST && where != DT_SYNTHETIC_DEVICE))
+    if (!d) return data_null_arg("dt_dataset_set_synthetic_on", "d", "the dataset of dt_synthetic_create or _open");
+    if (where != DT_SYNTHETIC_AUTO && where != DT_SYNTHETIC_HOST && where != DT_SYNTHETIC_DEVICE)
         return status_set_error(DT_ERR_INVALID_ARG,
-                                "dt_dataset_set_synthetic_on: no dataset, or %d is not auto (0), host (1) or "
-                                "device (2)",
+                                "dt_dataset_set_synthetic_on: where %d is not auto (0), host (1) or device (2)",
                                 (int)where);
     synth_spec sp;
     if (where == DT_SYNTHETIC_DEVICE && !synthetic_spec(d->split, &sp))
@@ -287,30 +306,43 @@ int dataset_synth_spec(const dt_dataset *d, synth_spec *out, char *why, size_t n
     return 1;
 }
 
-size_t dt_dataset_size(const dt_dataset *d) { return d->n; }
-int dt_dataset_num_classes(const dt_dataset *d) { return d->classes; }
-const char *dt_dataset_format(const dt_dataset *d) { return d->split->format; }
-const char *dt_dataset_source(const dt_dataset *d) { return d->split->source; }
-int dt_dataset_uint8(const dt_dataset *d) { return d->split->uint8_values; }
-long dt_dataset_bad_samples(const dt_dataset *d) { return __atomic_load_n(&d->bad, __ATOMIC_RELAXED); }
+/* The getters answer a NULL dataset with a neutral value (0, "?", no normalization), as
+ * dt_reducer_num_buckets does, so that printing the figures of a dataset that failed to open
+ * cannot crash. */
+size_t dt_dataset_size(const dt_dataset *d) { return d ? d->n : 0; }
+int dt_dataset_num_classes(const dt_dataset *d) { return d ? d->classes : 0; }
+const char *dt_dataset_format(const dt_dataset *d) { return d ? d->split->format : "?"; }
+const char *dt_dataset_source(const dt_dataset *d) { return d ? d->split->source : "?"; }
+int dt_dataset_uint8(const dt_dataset *d) { return d ? d->split->uint8_values : 0; }
+long dt_dataset_bad_samples(const dt_dataset *d) { return d ? __atomic_load_n(&d->bad, __ATOMIC_RELAXED) : 0; }
 
-void dt_dataset_shape(const dt_dataset *d, int *c, int *h, int *w) { *c = d->c, *h = d->h, *w = d->w; }
+void dt_dataset_shape(const dt_dataset *d, int *c, int *h, int *w)
+{
+    if (c) *c = d ? d->c : 0;
+    if (h) *h = d ? d->h : 0;
+    if (w) *w = d ? d->w : 0;
+}
 
 dt_normalize dt_dataset_normalization(const dt_dataset *d, const float **mean, const float **std)
 {
-    if (mean) *mean = d->norm == DT_NORMALIZE_STANDARD ? d->mean : NULL;
-    if (std) *std = d->norm == DT_NORMALIZE_STANDARD ? d->std : NULL;
-    return d->norm;
+    const dt_normalize kind = d ? d->norm : DT_NORMALIZE_NONE;
+    if (mean) *mean = kind == DT_NORMALIZE_STANDARD ? d->mean : NULL;
+    if (std) *std = kind == DT_NORMALIZE_STANDARD ? d->std : NULL;
+    return kind;
 }
 
 long dt_dataset_steps_per_epoch(const dt_dataset *d, int world, int batch)
 {
-    if (world < 1 || batch < 1) return 0;
+    if (!d || world < 1 || batch < 1) return 0;
     return (long)sampler_steps_per_epoch(&d->smp, (size_t)world * (size_t)batch);
 }
 
 dt_status dt_dataset_position(const dt_dataset *d, long step, int world, int batch, long *epoch, long *offset)
 {
+    static const char fn[] = "dt_dataset_position";
+    if (!d) return data_null_arg(fn, "d", "the dataset whose position is asked");
+    if (!epoch) return data_null_arg(fn, "epoch", "the address of a long for the epoch");
+    if (!offset) return data_null_arg(fn, "offset", "the address of a long for the offset");
     if (world < 1 || batch < 1)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_dataset_position: %d ranks of batch %d", world, batch);
     size_t off;
@@ -321,6 +353,7 @@ dt_status dt_dataset_position(const dt_dataset *d, long step, int world, int bat
 
 dt_status dt_dataset_set_position(dt_dataset *d, long step, long epoch, long offset)
 {
+    if (!d) return data_null_arg("dt_dataset_set_position", "d", "the dataset to anchor");
     if (offset < 0) return status_set_error(DT_ERR_INVALID_ARG, "data position offset %ld is negative", offset);
     return sampler_set_anchor(&d->smp, step, epoch, (size_t)offset);
 }
@@ -332,6 +365,10 @@ dt_status dataset_plan(dt_dataset *d, long step, int rank, int world, int batch,
 
 dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int batch, float *x, int32_t *labels)
 {
+    static const char fn[] = "dt_dataset_batch";
+    if (!d) return data_null_arg(fn, "d", "the dataset to read");
+    if (!x) return data_null_arg(fn, "x", "host memory for batch x input-size floats");
+    if (!labels) return data_null_arg(fn, "labels", "host memory for batch int32 labels");
     uint32_t *idx = malloc((size_t)(batch > 0 ? batch : 1) * sizeof *idx);
     float *scratch = malloc((dataset_scratch_floats(d) + 1) * sizeof *scratch);
     long epoch;

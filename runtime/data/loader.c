@@ -400,6 +400,9 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
 dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first_step,
                            int threads, int depth, dt_loader **out)
 {
+    if (!out) return data_null_arg("dt_loader_create", "out", "the address of a dt_loader pointer");
+    *out = NULL;
+    if (!d) return data_null_arg("dt_loader_create", "d", "the dataset the loader reads");
     return loader_start(ctx, d, rank, world, batch, first_step, threads, depth, 0, 0, out);
 }
 
@@ -474,10 +477,15 @@ dt_status loader_next_n(dt_loader *l, long *item, const float **x, const int32_t
 
 dt_status dt_loader_next(dt_loader *l, long *step, const float **x, const int32_t **labels)
 {
+    static const char fn[] = "dt_loader_next";
+    if (!l) return data_null_arg(fn, "l", "the loader of dt_loader_create");
+    if (!step) return data_null_arg(fn, "step", "the address of a long for the batch's step");
+    if (!x) return data_null_arg(fn, "x", "the address of a const float pointer for the inputs");
+    if (!labels) return data_null_arg(fn, "labels", "the address of a const int32_t pointer for the labels");
     int n;
     return loader_next_n(l, step, x, labels, &n);
 }
 
-double dt_loader_wait_s(const dt_loader *l) { return l->wait_s; }
+double dt_loader_wait_s(const dt_loader *l) { return l ? l->wait_s : 0; }
 
 int dt_loader_on_device(const dt_loader *l) { return l && l->device; }
