@@ -169,7 +169,13 @@ typedef struct dt_eval_result {
 /** Evaluates m over every sample of d once (no padding, no augmentation): rank r of W takes
  * samples r, r + W, ... in batches of up to `batch` (<= the model's max batch), read by `threads`
  * loader threads, and the sums are added over the ranks, so every rank gets the same figures and
- * the counts are exact whatever the rank count. Collective. */
+ * the counts are exact whatever the rank count. Collective: every rank calls it with the same model,
+ * dataset and r arrays (present or NULL); r is written only on success. DT_ERR_INVALID_ARG: a NULL
+ * ctx, m, d or r, batch outside 1..the model's max batch, threads outside 0..256, a dataset with
+ * more classes or another sample size than the model; DT_ERR_NOMEM; a sample's DT_ERR_IO or
+ * DT_ERR_CORRUPT; the model's DT_ERR_DEVICE; dt_allreduce's errors. A failure on one rank fails
+ * every rank: it returns its own status, the others that of the lowest failing rank with a message
+ * naming it (a NULL ctx fails alone, before any collective, leaving its peers waiting). */
 DT_API dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int threads, dt_eval_result *r);
 
 /** @} */

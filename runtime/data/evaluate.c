@@ -7,9 +7,14 @@
  * only below 2^24: each count is sent as two parts, count / 4096 and count % 4096, whose sums
  * stay exact for counts up to 2^36 over up to 4096 ranks. The loss sum is sent as a float
  * and its remainder, so it keeps about 48 bits.
+ *
+ * A rank that fails (a bad argument, a sample that cannot be read, the model's error) still joins
+ * the collective verdict that comes before the sums, so no rank waits forever, and every rank
+ * learns which rank failed first and with what code.
  */
 #include "runtime/data/dataset.h"
 #include "runtime/data/loader.h"
+#include "runtime/model/model_internal.h" /* the model's max batch, which bounds `batch` */
 #include "base/status.h"
 
 #include <stdio.h>
@@ -29,10 +34,18 @@ static void counts_in(const float *f, size_t n, long *c)
     for (size_t i = 0; i < n; i++) c[i] = (long)f[2 * i] * 4096 + (long)f[2 * i + 1];
 }
 
-dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int threads, dt_eval_result *r)
+/* The arguments, checked before anything is allocated; the failure names the argument. */
+static dt_status eval_args(const dt_model *m, const dt_dataset *d, int batch, int threads, const dt_eval_result *r)
 {
-    if (!ctx || !m || !d || !r)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_evaluate: context, model, dataset and result are required");
+    static const char fn[] = "dt_evaluate";
+    if (!m) return data_null_arg(fn, "m", "the model to evaluate");
+    if (!d) return data_null_arg(fn, "d", "the dataset to evaluate on");
+    if (!r) return data_null_arg(fn, "r", "a dt_eval_result for the figures");
+    if (batch < 1 || batch > m->max_batch)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_evaluate: batch %d must be from 1 to the model's max batch %d",
+                                batch, m->max_batch);
+    if (threads < 0 || threads > 256)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_evaluate: threads %d must be from 0 to 256", threads);
     const int K = dt_model_num_classes(m);
     if (d->classes > K)
         return status_set_error(DT_ERR_INVALID_ARG, "%s has %d classes, the model only %d outputs", d->split->source,
@@ -40,18 +53,66 @@ dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int th
     if ((size_t)d->input_size != dt_model_input_size(m))
         return status_set_error(DT_ERR_INVALID_ARG, "%s's samples are %dx%dx%d (%zu values), the model takes %zu",
                                 d->split->source, d->c, d->h, d->w, d->input_size, dt_model_input_size(m));
+    return DT_OK;
+}
+
+/* Every rank's verdict on its part, s: DT_OK when every rank succeeded. A failed rank returns its
+ * own status and message; the others return the status of the first rank that failed, with a
+ * message naming it. Each rank puts its status code (exact in fp32) into its own slot of a zeroed
+ * array that is summed, CHUNK ranks per allreduce in a buffer on the stack, as dt_check_replicas
+ * does (runtime/replicas.c), so that no rank can fail to allocate it and skip the collective its
+ * peers entered. */
+static dt_status eval_verdict(dt_ctx *ctx, dt_status s)
+{
+    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    if (world == 1) return s;
+    status_kept why;
+    if (s) status_keep(&why);
+    enum { CHUNK = 256 };
+    float slot[CHUNK];
+    int first = -1, failed = 0;
+    dt_status first_code = DT_OK;
+    for (int base = 0; base < world; base += CHUNK) {
+        const int n = world - base < CHUNK ? world - base : CHUNK;
+        memset(slot, 0, sizeof slot);
+        if (rank >= base && rank < base + n) slot[rank - base] = (float)s;
+        const dt_status cs = dt_allreduce(ctx, slot, (size_t)n, DT_F32, DT_SUM);
+        if (cs) return s ? status_restore(s, &why) : cs;
+        for (int j = 0; j < n; j++) {
+            if (slot[j] == 0) continue;
+            if (first < 0) first = base + j, first_code = (dt_status)(int)slot[j];
+            failed++;
+        }
+    }
+    if (s) return status_restore(s, &why);
+    if (first < 0) return DT_OK;
+    return status_set_error(first_code,
+                            "dt_evaluate failed on rank %d (%s)%s, so no rank has the figures: read rank %d's "
+                            "message for the cause",
+                            first, dt_strerror(first_code), failed > 1 ? " and on other ranks" : "", first);
+}
+
+dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int threads, dt_eval_result *r)
+{
+    /* Without a context no other rank can be told: this rank fails alone. */
+    if (!ctx) return data_null_arg("dt_evaluate", "ctx", "the context of dt_init (on every rank)");
+    dt_status s = eval_args(m, d, batch, threads, r);
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
     /* Per-class figures: correct and count per class, the confusion matrix, then the totals. */
-    const size_t ncls = (size_t)K, nconf = r->confusion ? ncls * ncls : 0, nc = 2 * ncls + nconf + 2;
-    long *cnt = calloc(nc, sizeof *cnt);
-    float *wire = calloc(2 * nc + 2, sizeof *wire);
-    int32_t *pred = malloc((size_t)batch * sizeof *pred);
+    const size_t ncls = s ? 0 : (size_t)dt_model_num_classes(m), nconf = !s && r->confusion ? ncls * ncls : 0;
+    const size_t nc = 2 * ncls + nconf + 2;
+    long *cnt = NULL;
+    float *wire = NULL;
+    int32_t *pred = NULL;
+    if (!s && (!(cnt = calloc(nc, sizeof *cnt)) || !(wire = calloc(2 * nc + 2, sizeof *wire)) ||
+               !(pred = malloc((size_t)batch * sizeof *pred))))
+        s = status_set_error(DT_ERR_NOMEM, "out of memory for evaluation");
     dt_loader *ld = NULL;
     long batches = 0;
     double loss = 0;
-    dt_status s = !cnt || !wire || !pred ? status_set_error(DT_ERR_NOMEM, "out of memory for evaluation") : DT_OK;
     if (!s) s = loader_create_eval(ctx, d, rank, world, batch, threads, EVAL_DEPTH, &batches, &ld);
-    long *cls_ok = cnt, *cls_n = cnt + ncls, *conf = cnt + 2 * ncls, *tot = cnt + 2 * ncls + nconf;
+    long *cls_ok = NULL, *cls_n = NULL, *conf = NULL, *tot = NULL;
+    if (!s) cls_ok = cnt, cls_n = cnt + ncls, conf = cnt + 2 * ncls, tot = cnt + 2 * ncls + nconf;
     for (long b = 0; !s && b < batches; b++) {
         const float *x;
         const int32_t *y;
@@ -68,24 +129,16 @@ dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int th
         }
     }
     dt_loader_free(ld);
-    /* Every rank takes part in the sum, even one that failed, so none waits forever: a failed
-     * rank sends a flag that fails them all. */
-    counts_out(cnt, nc, wire);
-    const float lhi = (float)loss;
-    wire[2 * nc] = lhi;
-    wire[2 * nc + 1] = (float)(loss - (double)lhi);
-    status_kept why;
-    if (s) status_keep(&why);
-    float failed = s ? 1.0f : 0.0f;
-    dt_status cs = world > 1 ? dt_allreduce(ctx, &failed, 1, DT_F32, DT_SUM) : DT_OK;
-    if (!cs && failed == 0 && world > 1) cs = dt_allreduce(ctx, wire, 2 * nc + 2, DT_F32, DT_SUM);
-    if (!s && !cs && failed > 0)
-        s = status_set_error(DT_ERR_IO, "evaluation failed on %g other rank%s (see their messages)", (double)failed,
-                             failed == 1 ? "" : "s");
-    else if (s)
-        s = status_restore(s, &why);
-    else if (cs)
-        s = cs;
+    /* Every rank takes part in the verdict, even one that failed, so none waits forever; the sums
+     * follow only when every rank has them. */
+    s = eval_verdict(ctx, s);
+    if (!s) {
+        counts_out(cnt, nc, wire);
+        const float lhi = (float)loss;
+        wire[2 * nc] = lhi;
+        wire[2 * nc + 1] = (float)(loss - (double)lhi);
+        if (world > 1) s = dt_allreduce(ctx, wire, 2 * nc + 2, DT_F32, DT_SUM);
+    }
     if (!s) {
         counts_in(wire, nc, cnt);
         r->loss_sum = (double)wire[2 * nc] + (double)wire[2 * nc + 1];

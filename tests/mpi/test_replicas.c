@@ -7,7 +7,9 @@
  * dt_model_sync_grads leave the reduction to it, and dt_model_set_sync completes it (the same
  * reduced gradients as without them, with and without overlap, and the step is legal); a reduction
  * dropped by dt_model_set_precision makes dt_model_sync_grads fail rather than say DT_OK; dt_check_replicas on a plain buffer names the first differing rank; dt_model_create with another spec on one rank fails on every rank, naming it. With one
- * rank nothing is unreduced and every check passes.
+ * rank nothing is unreduced and every check passes. dt_evaluate, when one rank passes a bad
+ * batch, fails on every rank: that rank with its own message, the others with its status and a
+ * message naming it (they got DT_ERR_IO, "see their messages"), and the next evaluation works.
  */
 #include "dtrain.h"
 #include "mpi_check.h"
@@ -98,6 +100,21 @@ static void check_dropped_reduction(dt_ctx *ctx, dt_dataset *d)
     backward(m, d, 3);
     CHECK(dt_model_sync_grads(m) == DT_OK, "the next backward reduces again");
     dt_model_free(m);
+}
+
+/* 5. dt_evaluate's verdict when rank `bad` alone passes batch -1. */
+static void check_evaluate_verdict(dt_ctx *ctx, dt_model *m, dt_dataset *d, int bad)
+{
+    dt_eval_result r = {0};
+    const dt_status s = dt_evaluate(ctx, m, d, rank == bad ? -1 : BATCH, 1, &r);
+    CHECK(s == DT_ERR_INVALID_ARG, "rank %d's bad batch: dt_evaluate returned %d on rank %d", bad, (int)s, rank);
+    char want[64];
+    if (rank == bad)
+        snprintf(want, sizeof want, "dt_evaluate: batch -1");
+    else
+        snprintf(want, sizeof want, "dt_evaluate failed on rank %d", bad);
+    CHECK(strstr(dt_last_error(), want) != NULL, "rank %d's bad batch: the message names \"%s\"", bad, want);
+    CHECK(r.count == 0, "nothing written on failure");
 }
 
 int main(void)
@@ -193,6 +210,15 @@ int main(void)
             CHECK(strstr(dt_last_error(), "the first is rank 1") != NULL, "names rank 1: %s", dt_last_error());
         CHECK(dt_barrier(ctx) == DT_OK, "every rank still here");
     }
+
+    /* 6. An evaluation that fails on one rank (the first, then the last), then one that works. */
+    m = new_model(ctx, 0, 1);
+    check_evaluate_verdict(ctx, m, d, 0);
+    check_evaluate_verdict(ctx, m, d, world - 1);
+    dt_eval_result r = {0};
+    CHECK(dt_evaluate(ctx, m, d, BATCH, 1, &r) == DT_OK && r.count == 1000, "evaluation after the failures: %ld",
+          r.count);
+    dt_model_free(m);
 
     dt_dataset_free(d);
     int rc = mpi_check_finish(ctx, "test_replicas");

@@ -3,7 +3,9 @@
  * that returns a status answers each NULL pointer it needs with DT_ERR_INVALID_ARG and a message
  * naming the call and the argument, before any work (it crashed before); dt_synthetic_open takes
  * a NULL config as the defaults, like dt_dataset_open; the getters answer a NULL dataset or loader
- * with a neutral value and skip NULL outputs.
+ * with a neutral value and skip NULL outputs; dt_evaluate refuses a batch outside 1..the model's
+ * max batch and bad thread counts by name before it allocates anything (batch -1 was
+ * DT_ERR_NOMEM). The cross-rank verdict of dt_evaluate is tested under mpirun (mpi.replicas.np2).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@
 
 #include "dtrain.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -153,6 +156,34 @@ static void test_loader_null_arguments(void **state)
         assert_int_equal(step, 0);
         dt_loader_free(l);
     }
+    dt_dataset_free(d);
+}
+
+static void test_evaluate_bad_arguments(void **state)
+{
+    (void)state;
+    dt_dataset *d = synthetic();
+    dt_model *m = NULL;
+    assert_int_equal(dt_model_create(g_ctx, "fc:8,relu,fc:4", "16", 3, BATCH, &m), DT_OK);
+    dt_eval_result r = {0};
+    expect_invalid(dt_evaluate(NULL, m, d, BATCH, 0, &r), "dt_evaluate: ctx is NULL");
+    expect_invalid(dt_evaluate(g_ctx, NULL, d, BATCH, 0, &r), "dt_evaluate: m is NULL");
+    expect_invalid(dt_evaluate(g_ctx, m, NULL, BATCH, 0, &r), "dt_evaluate: d is NULL");
+    expect_invalid(dt_evaluate(g_ctx, m, d, BATCH, 0, NULL), "dt_evaluate: r is NULL");
+    /* A batch outside 1..max batch is named before anything is allocated (-1 was DT_ERR_NOMEM). */
+    const int bad_batch[] = {0, -1, BATCH + 1, INT_MAX};
+    for (size_t i = 0; i < sizeof bad_batch / sizeof *bad_batch; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "dt_evaluate: batch %d", bad_batch[i]);
+        expect_invalid(dt_evaluate(g_ctx, m, d, bad_batch[i], 0, &r), what);
+    }
+    expect_invalid(dt_evaluate(g_ctx, m, d, BATCH, -1, &r), "dt_evaluate: threads -1");
+    expect_invalid(dt_evaluate(g_ctx, m, d, BATCH, 257, &r), "dt_evaluate: threads 257");
+    assert_int_equal(r.count, 0); /* r untouched by the refusals */
+    /* And the good call still counts every sample. */
+    assert_int_equal(dt_evaluate(g_ctx, m, d, BATCH, 1, &r), DT_OK);
+    assert_int_equal(r.count, SIZE);
+    dt_model_free(m);
     dt_dataset_free(d);
 }
 
