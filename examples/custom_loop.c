@@ -75,7 +75,7 @@ static void train(dt_ctx *ctx, dt_dataset *data, int use_reducer, float *p, doub
 
     *first = *last = 0;
     for (int step = 0; step < STEPS; step++) {
-        dt_dataset_batch(data, step, rank, world, BATCH, x, labels);
+        if (dt_dataset_batch(data, step, rank, world, BATCH, x, labels)) die(ctx, "dt_dataset_batch");
         /* h = relu(x W1^T + b1) */
         for (int i = 0; i < BATCH; i++) memcpy(h + i * HID, b1, HID * sizeof *h);
         dt_sgemm(0, 1, BATCH, HID, IN, 1.0f, x, IN, W1, IN, 1.0f, h, HID);
@@ -84,7 +84,9 @@ static void train(dt_ctx *ctx, dt_dataset *data, int use_reducer, float *p, doub
         for (int i = 0; i < BATCH; i++) memcpy(logits + i * CLASSES, b2, CLASSES * sizeof *logits);
         dt_sgemm(0, 1, BATCH, CLASSES, HID, 1.0f, h, HID, W2, HID, 1.0f, logits, CLASSES);
         int correct;
+        /* NaN: a label outside 0..CLASSES-1 (dt_last_error() says which) or logits that diverged. */
         double loss = dt_softmax_xent(logits, labels, dlogits, BATCH, CLASSES, 1.0f / BATCH, &correct) / BATCH;
+        if (isnan(loss)) die(ctx, "dt_softmax_xent");
 
         /* Backward of layer 2: gW2 = dlogits^T h, gb2 = sum dlogits. Then its gradients are final. */
         dt_sgemm(1, 0, CLASSES, HID, BATCH, 1.0f, dlogits, CLASSES, h, HID, 0.0f, gW2, HID);

@@ -161,6 +161,7 @@ static void train(dt_ctx *ctx, dt_dataset *data, gpu_state *st, int use_reducer,
         int correct;
         double loss =
             dt_softmax_xent(st->hlogits, st->labels, st->hdlogits, BATCH, CLASSES, 1.0f / BATCH, &correct) / BATCH;
+        if (isnan(loss)) die("dt_softmax_xent", dt_last_error()); /* a bad label, or diverged logits */
         CUDA_CHECK(
             cudaMemcpyAsync(st->dlogits, st->hdlogits, BATCH * CLASSES * sizeof(float), cudaMemcpyHostToDevice, s));
 
