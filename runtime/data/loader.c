@@ -308,10 +308,11 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
                               int depth, int eval, long items, dt_loader **out)
 {
     *out = NULL;
-    if (!d || batch < 1 || world < 1 || rank < 0 || rank >= world || first < 0)
+    if (!d) return data_null_arg("dt_loader_create", "d", "the dataset the loader reads");
+    if (batch < 1 || world < 1 || rank < 0 || rank >= world || first < 0)
         return status_set_error(DT_ERR_INVALID_ARG,
-                                "dt_loader_create: bad dataset, batch %d, rank %d of %d or first "
-                                "step %ld",
+                                "dt_loader_create: batch %d, rank %d of %d, first step %ld: the batch and world "
+                                "must be at least 1, the rank from 0 to world - 1, the first step at least 0",
                                 batch, rank, world, first);
     if (threads < 0 || threads > 256)
         return status_set_error(DT_ERR_INVALID_ARG, "loader threads %d must be from 0 to 256", threads);
@@ -401,8 +402,6 @@ dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world
                            int threads, int depth, dt_loader **out)
 {
     if (!out) return data_null_arg("dt_loader_create", "out", "the address of a dt_loader pointer");
-    *out = NULL;
-    if (!d) return data_null_arg("dt_loader_create", "d", "the dataset the loader reads");
     return loader_start(ctx, d, rank, world, batch, first_step, threads, depth, 0, 0, out);
 }
 

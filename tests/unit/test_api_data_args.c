@@ -142,6 +142,8 @@ static void test_loader_null_arguments(void **state)
     l = (dt_loader *)&l;
     expect_invalid(dt_loader_create(NULL, NULL, 0, 1, BATCH, 0, 1, 2, &l), "dt_loader_create: d is NULL");
     assert_null(l);
+    /* A bad rank is named as such (the message said "bad dataset" too). */
+    expect_invalid(dt_loader_create(NULL, d, 2, 2, BATCH, 0, 1, 2, &l), "dt_loader_create: batch 8, rank 2 of 2");
     long step;
     const float *x;
     const int32_t *y;
