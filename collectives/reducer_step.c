@@ -201,6 +201,8 @@ static dt_status wait_in_flight(dt_reducer *r)
     return engine_wait_all(r->eng);
 }
 
+dt_status reducer_wait_started(dt_reducer *r) { return wait_in_flight(r); }
+
 dt_status reducer_discard_step(dt_reducer *r)
 {
     dt_status s = wait_in_flight(r);

@@ -167,7 +167,11 @@ typedef struct dt_sync_config {
     int allow_unreduced;    /**< 0 (default): with more than one rank, dt_model_optimizer_step on
                                  gradients that dt_model_sync_grads has not reduced is an error (the
                                  ranks would drift apart unseen); 1: allowed, for loops that skip the
-                                 reduction on purpose (local SGD, periodic averaging) */
+                                 reduction on purpose (local SGD, periodic averaging). Such a step
+                                 first waits for the buckets backward already started (with overlap
+                                 on, every bucket: their gradients are then reduced, in place); with
+                                 overlap 0 nothing starts before dt_model_sync_grads, so the step
+                                 reads this rank's own gradients */
     int zero;               /**< ZeRO stage: 0 (default) every rank keeps the whole optimizer state and
                                  the gradients are allreduced; 1: the state is sharded, rank r keeping
                                  only part r of every bucket (1/W of it): gradients are reduce-scattered,

@@ -5,6 +5,7 @@
  * device), and the access checkpoints need.
  */
 #include "runtime/model/model_internal.h"
+#include "collectives/reducer_internal.h"
 #include "base/status.h"
 
 #include <math.h>
@@ -244,6 +245,9 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
     if (!gs) gs = step_checks(m, o);
     if (gs) return gs;
     if ((gs = model_group_complete(m, "dt_model_optimizer_step"))) return gs;
+    /* A step on gradients not synchronized (allow_unreduced): the buckets backward started are
+     * being reduced in place; the step reads them once they have landed, never halfway. */
+    if (m->red && reducer_step_open(m->red) && (gs = reducer_wait_started(m->red))) return gs;
     backend *be = m->be;
     /* The parameters change from here on: the 16-bit copy is current again only where the step
      * below writes it whole (a sharded step writes owned slices; one that fails, part of it). */

@@ -157,8 +157,12 @@ int main(void)
     dt_model_free(m);
     dt_optimizer_free(o);
 
-    /* 2. Unreduced steps on purpose: allowed, and the drift is what the replica check sees. */
-    m = new_model(ctx, 1, 1);
+    /* 2. Unreduced steps on purpose: allowed, and the drift is what the replica check sees. Without
+     * overlap nothing is reduced before dt_model_sync_grads, so each rank steps on its own
+     * gradients; with overlap (2b) the buckets backward started are reduced in place, and the step
+     * reads them once they have landed, never halfway (it raced with them: the drift, and the
+     * bits, depended on timing). */
+    m = new_model(ctx, 1, 0);
     CHECK(dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK, "optimizer");
     for (long step = 0; step < 3; step++) {
         backward(m, d, step);
@@ -173,6 +177,20 @@ int main(void)
         CHECK(s == DT_OK && differ == 0, "one rank agrees with itself");
     }
     /* The pending reductions of the last backward still complete (every rank calls this). */
+    CHECK(dt_model_sync_grads(m) == DT_OK, "sync");
+    dt_model_free(m);
+    dt_optimizer_free(o);
+    /* 2b. With overlap every bucket starts during backward: the steps read reduced gradients, and
+     * the replicas agree, whatever the timing. */
+    m = new_model(ctx, 1, 1);
+    CHECK(dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK, "optimizer");
+    for (long step = 0; step < 3; step++) {
+        backward(m, d, step);
+        CHECK(dt_model_optimizer_step(m, o) == DT_OK, "allowed step before the sync");
+    }
+    s = dt_model_check_replicas(ctx, m, &differ, &first);
+    CHECK(s == DT_OK && differ == 0, "overlap: the started buckets landed before each step: status %d differ %d",
+          (int)s, differ);
     CHECK(dt_model_sync_grads(m) == DT_OK, "sync");
     dt_model_free(m);
     dt_optimizer_free(o);
