@@ -301,7 +301,7 @@ static const char env[] = "usage: dtrain env [options]\n"
                           "threads, and the MPI/NCCL/CUDA versions. Start it as you start training:\n"
                           "  srun --mpi=pmix build/dtrain env     mpirun -np 8 build/dtrain env\n";
 
-static const char doctor[] = "usage: dtrain doctor [--json] [--no-comm] [--model M --input S [--precision P]\n"
+static const char doctor[] = "usage: dtrain doctor [--json] [--no-comm] [--model M [--input S] [--precision P]\n"
                              "                     [--batch N]] [options]\n"
                              "Checks the job's set-up on every rank and prints one table on rank 0: CHECK,\n"
                              "STATUS (PASS, SKIP, WARN, FAIL), the ranks, what was seen, and the fix.\n"
@@ -310,8 +310,9 @@ static const char doctor[] = "usage: dtrain doctor [--json] [--no-comm] [--model
                              "1 MiB and 64 MiB allreduces, the slowest node), CUDA and memory.\n"
                              "  --json           one JSON object instead of the table (docs/doctor.md)\n"
                              "  --no-comm        skip the timed allreduces\n"
-                             "  --model M --input S [--precision fp32|fp16|bf16] [--batch N]\n"
+                             "  --model M [--input S] [--precision fp32|fp16|bf16] [--batch N]\n"
                              "                   the largest batch of model M that fits on each device\n"
+                             "                   (--input: the shape of one sample; a preset brings its own)\n"
                              "Exit 0 when nothing FAILs (warnings included), 1 on a FAIL, 2 bad usage.\n"
                              "Start it as you start training; it also runs where training would be refused:\n"
                              "  srun --mpi=pmix build/dtrain doctor   mpirun -np 8 build/dtrain doctor --json\n";

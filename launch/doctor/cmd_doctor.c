@@ -13,6 +13,7 @@
  */
 #include "launch/cli.h"
 #include "launch/doctor/doctor.h"
+#include "runtime/model/model.h"
 #include "runtime/placement/topo.h"
 
 #include <getopt.h>
@@ -58,12 +59,14 @@ static int doctor_flag(int val, const char *arg, void *ud)
 static int doctor_flags_check(dt_config *cfg, void *ud)
 {
     (void)cfg;
-    const doctor_opts *o = ud;
+    doctor_opts *o = ud;
     if (!o->q.model && (o->q.input || o->precision_text || o->q.batch)) {
         cli_error("--input, --precision and --batch size the memory check of a model: add --model M "
                   "(e.g. dtrain doctor --model cnn --input 3x32x32 --batch 256)");
         return EXIT_USAGE;
     }
+    /* A preset (mlp, cnn) brings its input shape, as under dtrain train and bench step. */
+    if (o->q.model && !o->q.input) o->q.input = model_preset_input(o->q.model);
     if (o->q.model && !o->q.input) {
         cli_error("--model %s needs --input N|CxHxW (the shape of one sample, e.g. --input 3x32x32)", o->q.model);
         return EXIT_USAGE;

@@ -55,6 +55,19 @@ if [ -n "$max" ]; then
     expect 0 "done: 1 step" env DTRAIN_TEST_MEM_LIMIT=$limit "$DTRAIN" train "${model[@]}" --batch "$max" --steps 1
 fi
 
+# A preset brings its input shape, as under dtrain train: --model cnn alone plans the cnn at its
+# 1x28x28, the same largest batch as with --input 1x28x28; a layer list without --input is bad usage.
+declare -A at
+for in in "" 1x28x28 3x32x32; do
+    DTRAIN_TEST_MEM_LIMIT=$limit "$DTRAIN" doctor --no-comm --json --model cnn ${in:+--input $in} >"$tmp/j" 2>"$tmp/err"
+    r=$(row "$tmp/j" memory.model)
+    [ "${r%%$'\t'*}" = pass ] && at[${in:-preset}]=$(largest "$r") || bad "--model cnn ${in:+--input $in}: row '$r'"
+done
+[ -n "${at[preset]}" ] && [ "${at[preset]}" = "${at[1x28x28]}" ] && [ "${at[preset]}" != "${at[3x32x32]}" ] &&
+    ok "--model cnn without --input: planned at 1x28x28 (largest batch ${at[preset]})" ||
+    bad "--model cnn without --input: largest batch '${at[preset]}', with 1x28x28 '${at[1x28x28]}'"
+expect 2 "--model fc:10 needs --input N|CxHxW" "$DTRAIN" doctor --no-comm --model fc:10
+
 # A model that cannot be planned: FAIL naming it, exit 1 (the table, for people).
 expect 1 "layer 2 'bogus' is not a layer" "$MPIRUN" -np 2 "$DTRAIN" doctor --no-comm --model conv:8:3:1:1,bogus,fc:10 \
     --input 3x32x32
