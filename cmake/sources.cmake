@@ -31,7 +31,7 @@ set(DTRAIN_COLLECTIVES_NCCL_SOURCES collectives/coll_nccl.c)
 set(DTRAIN_COLLECTIVES_NO_NCCL_SOURCES collectives/coll_nccl_none.c)
 
 set(DTRAIN_RUNTIME_SOURCES
-  runtime/placement/config.c runtime/placement/topo.c runtime/placement/hostlist.c
+  runtime/placement/config.c runtime/placement/topo.c runtime/placement/mpi_pmi2.c runtime/placement/hostlist.c
   runtime/placement/device.c runtime/placement/affinity.c runtime/placement/blas.c
   runtime/placement/ctx.c
   runtime/buffers.c runtime/replicas.c runtime/trace/trace_write.c

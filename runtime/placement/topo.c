@@ -7,6 +7,7 @@
  * so OMPI_COMM_WORLD_SIZE wins over SLURM_*. Under srun there are no OMPI_* variables at all.
  */
 #include "runtime/placement/topo.h"
+#include "runtime/placement/mpi_pmi2.h"
 #include "runtime/placement/hostlist.h"
 #include "base/parse.h"
 #include "base/status.h"
@@ -208,10 +209,21 @@ static const char *launch_hint(dt_launcher l)
 
 dt_status topo_check_before_mpi(const topo_env *e)
 {
-    if (e->launcher != DT_LAUNCHER_SLURM || e->has_pmi) return DT_OK;
+    if (e->launcher != DT_LAUNCHER_SLURM) return DT_OK;
     int inited = 0;
     MPI_Initialized(&inited);
     if (inited) return DT_OK;
+    if (e->has_pmi) {
+        /* PMI-2 (srun --mpi=pmi2: PMI_FD or PMI_RANK, no PMIX_RANK) with an MPI that cannot use it:
+         * refused here, naming the cause, before MPI_Init aborts blaming SLURM support. */
+        char why[1024];
+        if (e->pmix_rank < 0 && mpi_lacks_pmi2(why, sizeof why))
+            return status_set_error(DT_ERR_MPI,
+                                    "srun started this task through PMI-2 (SLURM_MPI_TYPE %s%s, no PMIX_RANK), but "
+                                    "%s: MPI_Init would abort. Fix: %s",
+                                    e->mpi_type[0] ? "is " : "unset", e->mpi_type, why, launch_hint(e->launcher));
+        return DT_OK;
+    }
     if (e->size > 1)
         return status_set_error(DT_ERR_MPI,
                                 "srun started %d tasks (SLURM_NTASKS=%d) without a PMI plugin: MPI cannot learn that "

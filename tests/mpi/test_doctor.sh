@@ -94,6 +94,20 @@ env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=2x SLURM_NODELIST=localhost "$DT
 doctor_status "$tmp/j" launch.launcher=fail launch.pmix=skip && grep -q "give SLURM_NTASKS a valid value" "$tmp/j" &&
     ! grep -q "another PMI" "$tmp/j" && ok "SLURM_NTASKS=2x -> launch.launcher FAIL naming it" ||
     bad "SLURM_NTASKS=2x: $(cat "$tmp/j")"
+# srun --mpi=pmi2 with an Open MPI built without PMI-2 (Debian's): MPI_Init would abort, blaming
+# SLURM support; doctor reports it in its table, naming the cause and the fix, and exits 1.
+pmi2="SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=0 SLURM_NODELIST=localhost SLURM_MPI_TYPE=pmi2
+      PMI_FD=9 PMI_RANK=0 PMI_SIZE=1"
+if ompi_info 2>/dev/null | grep -qE "MCA pmix: s[12] "; then
+    ok "srun --mpi=pmi2: SKIP: this Open MPI has PMI-2"
+else
+    # shellcheck disable=SC2086
+    env $pmi2 "$DTRAIN" doctor --no-comm --json >"$tmp/j" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] && doctor_status "$tmp/j" launch.identity=fail && grep -q "was built without PMI-2" "$tmp/j" &&
+        grep -q "srun --mpi=pmix" "$tmp/j" && ok "srun --mpi=pmi2 without PMI-2: launch.identity FAIL with the fix, exit 1" ||
+        bad "srun --mpi=pmi2 without PMI-2: rc $rc: $(tail -5 "$tmp/j")"
+fi
 # The other tasks of such an srun stay quiet (the first one reports) but fail too.
 env SLURM_STEP_ID=0 SLURM_PROCID=2 SLURM_NTASKS=4 SLURM_NODELIST=localhost "$DTRAIN" doctor --no-comm >"$tmp/q" 2>&1
 rc=$?

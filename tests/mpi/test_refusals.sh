@@ -9,6 +9,13 @@ DTRAIN=$1 MPIRUN=$2
 expect 1 "srun --mpi=pmix" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_LOCALID=0 "$DTRAIN" env
 expect 1 "srun started 4 tasks (SLURM_NTASKS=4) without a PMI plugin" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=4 "$DTRAIN" env
 expect 1 "WORLD_SIZE=2 but MPI sees a world of 1" env RANK=0 WORLD_SIZE=2 "$DTRAIN" env
+# srun --mpi=pmi2 with an Open MPI built without PMI-2 (Debian's): refused before MPI_Init aborts.
+if ompi_info 2>/dev/null | grep -qE "MCA pmix: s[12] "; then
+    ok "srun --mpi=pmi2: SKIP: this Open MPI has PMI-2"
+else
+    expect 1 "was built without PMI-2" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=0 \
+        SLURM_NODELIST=localhost SLURM_MPI_TYPE=pmi2 PMI_FD=9 PMI_RANK=0 PMI_SIZE=1 "$DTRAIN" env
+fi
 # Malformed values are refused before MPI starts, naming the variable and the value.
 expect 1 "SLURM_PROCID='abc'" env SLURM_STEP_ID=0 SLURM_PROCID=abc SLURM_NTASKS=4 "$DTRAIN" env
 expect 1 "SLURM_PROCID='-1'" env SLURM_STEP_ID=0 SLURM_PROCID=-1 SLURM_NTASKS=4 "$DTRAIN" env
