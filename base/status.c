@@ -56,3 +56,8 @@ dt_status status_set_error(dt_status s, const char *fmt, ...)
     memcpy(last_error, msg, sizeof msg);
     return s;
 }
+
+dt_status status_null_arg(const char *fn, const char *arg, const char *fix)
+{
+    return status_set_error(DT_ERR_INVALID_ARG, "%s: %s is NULL: %s", fn, arg, fix);
+}

@@ -16,6 +16,9 @@ extern "C" {
 /* Records a printf-style message as this thread's last error and returns s, so a failure reads
  * `return status_set_error(DT_ERR_ENV, "SLURM_PROCID='%s' is not a number; ...", v);`. */
 dt_status status_set_error(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A public call given NULL for a required argument, refused before it does any work: the one
+ * wording of every layer, DT_ERR_INVALID_ARG with "fn: arg is NULL: fix" (fix: what to pass). */
+dt_status status_null_arg(const char *fn, const char *arg, const char *fix);
 
 /* Clears this thread's last error (dt_last_error() then returns ""). */
 void status_clear_error(void);

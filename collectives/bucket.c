@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/status.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +198,18 @@ dt_status bucket_plan_auto(size_t count, size_t elem_bytes, size_t first_cap_byt
     out->nb = i;
     return finish_plan(out, elem_bytes, first_cap_bytes, cap_bytes);
 }
+
+dt_status bucket_caps_check(const char *fn, double bucket_mb, double first_bucket_mb)
+{
+    if (!(bucket_mb >= 0 && bucket_mb <= 1e6) || !(first_bucket_mb >= 0 && first_bucket_mb <= 1e6))
+        return status_set_error(
+            DT_ERR_INVALID_ARG,
+            "%s: bucket caps bucket_mb %g and first_bucket_mb %g MiB must be from 0 (no cap) to 1e6", fn, bucket_mb,
+            first_bucket_mb);
+    return DT_OK;
+}
+
+size_t bucket_cap_bytes(double mb) { return (size_t)ceil(mb * 1048576.0); }
 
 void bucket_plan_free(bucket_plan *p)
 {

@@ -38,6 +38,14 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
 dt_status bucket_plan_auto(size_t count, size_t elem_bytes, size_t first_cap_bytes, size_t cap_bytes, bucket_plan *out);
 void bucket_plan_free(bucket_plan *p);
 
+/* The caps' one rule, for every caller that takes them (the reducer, dt_model_set_sync, the
+ * memory plan, the step-time model): bucket_mb and first_bucket_mb from 0 (no cap) to 1e6 MiB,
+ * NaN refused. DT_ERR_INVALID_ARG naming fn and both caps. */
+dt_status bucket_caps_check(const char *fn, double bucket_mb, double first_bucket_mb);
+/* A cap in MiB as the planners' bytes, rounded up: a cap under one byte is the smallest cap, not
+ * none, and every planner cuts the buckets the reducer cuts. */
+size_t bucket_cap_bytes(double mb);
+
 /* The range whose offset is off (-1 when none); *nearest gets the range nearest to off (for
  * messages; -1 with no ranges). */
 int bucket_plan_find_range(const bucket_plan *p, size_t off, int *nearest);

@@ -80,9 +80,8 @@ static dt_status check_memory(const dt_ctx *ctx, const void *buf, dt_memory mem,
 
 static dt_status check_config(const dt_reducer_config *c)
 {
-    if (!(c->bucket_mb >= 0) || !(c->first_bucket_mb >= 0) || c->bucket_mb > 1e6 || c->first_bucket_mb > 1e6)
-        return status_set_error(DT_ERR_INVALID_ARG, "reducer: bucket caps %g / %g MiB must be from 0 to 1e6",
-                                c->bucket_mb, c->first_bucket_mb);
+    dt_status s = bucket_caps_check("reducer", c->bucket_mb, c->first_bucket_mb);
+    if (s) return s;
     if (c->op != DT_SUM && c->op != DT_AVG)
         return status_set_error(DT_ERR_INVALID_ARG, "reducer: reduction %d must be DT_SUM or DT_AVG", (int)c->op);
     if (c->overlap != 0 && c->overlap != 1)
@@ -163,8 +162,7 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
     r->esz = dt_dtype_size(cfg.dtype);
     r->plan_dtype = cfg.dtype;
     r->sync = 1;
-    /* Rounded up: a cap under one byte is the smallest cap, not none. */
-    const size_t first = (size_t)ceil(cfg.first_bucket_mb * 1048576.0), cap = (size_t)ceil(cfg.bucket_mb * 1048576.0);
+    const size_t first = bucket_cap_bytes(cfg.first_bucket_mb), cap = bucket_cap_bytes(cfg.bucket_mb);
     s = ranges ? bucket_plan_ranges(count, ranges, nranges, r->esz, first, cap, &r->plan)
                : bucket_plan_auto(count, r->esz, first, cap, &r->plan);
     if (!s && r->plan.nb > REDUCER_MAX_BUCKETS)

@@ -25,9 +25,10 @@ dt_status reducer_retune(dt_reducer *r, dt_redop op, int overlap);
  * were ready. DT_OK when no step is open. */
 dt_status reducer_discard_step(dt_reducer *r);
 
-/* Waits for the allreduces already started, keeping the step open (a later wait() starts the
- * rest and completes it): for an optimizer step that reads the buffer before wait(), which would
- * otherwise race with the allreduces writing it in place. DT_OK when none is in flight. */
+/* Waits for the allreduces already started and puts their sums in the buffer (a 16-bit wire's
+ * widened), keeping the step open (a later wait() starts the rest and completes it): for an
+ * optimizer step that reads the buffer before wait(), which would otherwise race with the
+ * allreduces writing it in place. DT_OK when none is in flight. */
 dt_status reducer_wait_started(dt_reducer *r);
 
 /* 1 while a step is open: some range ready, wait() not called yet. */

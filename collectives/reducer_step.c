@@ -201,8 +201,6 @@ static dt_status wait_in_flight(dt_reducer *r)
     return engine_wait_all(r->eng);
 }
 
-dt_status reducer_wait_started(dt_reducer *r) { return wait_in_flight(r); }
-
 dt_status reducer_discard_step(dt_reducer *r)
 {
     dt_status s = wait_in_flight(r);
@@ -272,8 +270,17 @@ static dt_status widen_started(dt_reducer *r)
         if (r->shard) reducer_owned(r, b, &off, &cnt);
         dt_status s = cnt ? on_caller_stream(r, ON_CALLER_TO32, r->wire16 + off, (float *)r->buf + off, cnt) : DT_OK;
         if (s) return s;
+        r->started[b] = BUCKET_WIDENED; /* once: dt_reducer_wait after reducer_wait_started skips it */
     }
     return DT_OK;
+}
+
+dt_status reducer_wait_started(dt_reducer *r)
+{
+    dt_status s = wait_in_flight(r);
+    /* A 16-bit wire's sums are widened into the buffer, so that what started is reduced there. */
+    if (!s && r->wire16 && !r->whole_at_wait) s = widen_started(r);
+    return s;
 }
 
 dt_status dt_reducer_wait(dt_reducer *r)

@@ -170,8 +170,9 @@ typedef struct dt_sync_config {
                                  reduction on purpose (local SGD, periodic averaging). Such a step
                                  first waits for the buckets backward already started (with overlap
                                  on, every bucket: their gradients are then reduced, in place); with
-                                 overlap 0 nothing starts before dt_model_sync_grads, so the step
-                                 reads this rank's own gradients */
+                                 overlap 0, or GPU gradients through MPI (--gpu-comm mpi, a build
+                                 without NCCL), nothing starts before dt_model_sync_grads, so the
+                                 step reads this rank's own gradients */
     int zero;               /**< ZeRO stage: 0 (default) every rank keeps the whole optimizer state and
                                  the gradients are allreduced; 1: the state is sharded, rank r keeping
                                  only part r of every bucket (1/W of it): gradients are reduce-scattered,

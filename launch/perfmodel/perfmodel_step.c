@@ -39,20 +39,19 @@ dt_status pm_step_time(const pm_model *m, const pm_net *net, const pm_sync *sync
     if (!(m->forward_s >= 0) || !(m->after_s >= 0))
         return status_set_error(DT_ERR_INVALID_ARG, "forward %g s / after-backward %g s must be times >= 0",
                                 m->forward_s, m->after_s);
-    if (!(sync->bucket_mb >= 0) || !(sync->first_bucket_mb >= 0))
-        return status_set_error(DT_ERR_INVALID_ARG, "bucket caps %g / %g MiB must be >= 0", sync->bucket_mb,
-                                sync->first_bucket_mb);
+    dt_status s = bucket_caps_check("model-perf", sync->bucket_mb, sync->first_bucket_mb);
+    if (s) return s;
     dt_range *r;
     int *layer_of, nr = 0;
-    dt_status s = backward_ranges(m, &r, &layer_of, &nr);
+    s = backward_ranges(m, &r, &layer_of, &nr);
     if (s) return s;
     /* When backward finishes each layer, from its start. */
     double *done = calloc((size_t)m->nlayers + 1, sizeof *done);
     bucket_plan plan = {0};
     if (!done) s = status_set_error(DT_ERR_NOMEM, "model-perf: out of memory for %d layers", m->nlayers);
     if (!s && nr)
-        s = bucket_plan_ranges(m->count, r, nr, m->elem_bytes, (size_t)(sync->first_bucket_mb * 1048576.0),
-                               (size_t)(sync->bucket_mb * 1048576.0), &plan);
+        s = bucket_plan_ranges(m->count, r, nr, m->elem_bytes, bucket_cap_bytes(sync->first_bucket_mb),
+                               bucket_cap_bytes(sync->bucket_mb), &plan);
     if (s) {
         free(r), free(layer_of), free(done);
         return s;

@@ -18,11 +18,6 @@
  * aside. */
 #define STREAM_HOLDOUT 0x686f6c64ull
 
-dt_status data_null_arg(const char *fn, const char *arg, const char *fix)
-{
-    return status_set_error(DT_ERR_INVALID_ARG, "%s: %s is NULL: pass %s", fn, arg, fix);
-}
-
 void dt_data_defaults(dt_data_config *c)
 {
     if (!c) return;
@@ -200,9 +195,9 @@ static dt_status dataset_finish(ds_split *split, const dt_data_config *cfg, int 
 
 dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset **out)
 {
-    if (!out) return data_null_arg("dt_dataset_open", "out", "the address of a dt_dataset pointer");
+    if (!out) return status_null_arg("dt_dataset_open", "out", "pass the address of a dt_dataset pointer");
     *out = NULL;
-    if (!path) return data_null_arg("dt_dataset_open", "path", "a dataset directory or file");
+    if (!path) return status_null_arg("dt_dataset_open", "path", "pass a dataset directory or file");
     dt_data_config cfg;
     if (c)
         cfg = *c;
@@ -227,7 +222,7 @@ dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset 
 dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t data_seed,
                             const dt_data_config *cfg, dt_dataset **out)
 {
-    if (!out) return data_null_arg("dt_synthetic_open", "out", "the address of a dt_dataset pointer");
+    if (!out) return status_null_arg("dt_synthetic_open", "out", "pass the address of a dt_dataset pointer");
     *out = NULL;
     dt_data_config defaults;
     if (!cfg) {
@@ -242,7 +237,7 @@ dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint6
 
 dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t size, uint64_t seed, dt_dataset **out)
 {
-    if (!out) return data_null_arg("dt_synthetic_create", "out", "the address of a dt_dataset pointer");
+    if (!out) return status_null_arg("dt_synthetic_create", "out", "pass the address of a dt_dataset pointer");
     dt_data_config cfg;
     dt_data_defaults(&cfg);
     cfg.normalize = DT_NORMALIZE_NONE;
@@ -254,11 +249,12 @@ dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t size, uin
 dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const float *mean, const float *std)
 {
     static const char fn[] = "dt_dataset_set_normalization";
-    if (!d) return data_null_arg(fn, "d", "the dataset opened by dt_dataset_open or dt_synthetic_*");
+    if (!d) return status_null_arg(fn, "d", "pass the dataset opened by dt_dataset_open or dt_synthetic_*");
     if (kind == DT_NORMALIZE_STANDARD && !mean)
-        return data_null_arg(fn, "mean", "the per-channel means (c floats) with DT_NORMALIZE_STANDARD");
+        return status_null_arg(fn, "mean", "pass the per-channel means (c floats) with DT_NORMALIZE_STANDARD");
     if (kind == DT_NORMALIZE_STANDARD && !std)
-        return data_null_arg(fn, "std", "the per-channel standard deviations (c floats) with DT_NORMALIZE_STANDARD");
+        return status_null_arg(fn, "std",
+                               "pass the per-channel standard deviations (c floats) with DT_NORMALIZE_STANDARD");
     dt_data_config cfg;
     dt_data_defaults(&cfg);
     cfg.normalize = kind, cfg.mean = mean, cfg.std = std;
@@ -278,7 +274,8 @@ dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const f
 
 dt_status dt_dataset_set_synthetic_on(dt_dataset *d, dt_synthetic_on where)
 {
-    if (!d) return data_null_arg("dt_dataset_set_synthetic_on", "d", "the dataset of dt_synthetic_create or _open");
+    if (!d)
+        return status_null_arg("dt_dataset_set_synthetic_on", "d", "pass the dataset of dt_synthetic_create or _open");
     if (where != DT_SYNTHETIC_AUTO && where != DT_SYNTHETIC_HOST && where != DT_SYNTHETIC_DEVICE)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "dt_dataset_set_synthetic_on: where %d is not auto (0), host (1) or device (2)",
@@ -340,9 +337,9 @@ long dt_dataset_steps_per_epoch(const dt_dataset *d, int world, int batch)
 dt_status dt_dataset_position(const dt_dataset *d, long step, int world, int batch, long *epoch, long *offset)
 {
     static const char fn[] = "dt_dataset_position";
-    if (!d) return data_null_arg(fn, "d", "the dataset whose position is asked");
-    if (!epoch) return data_null_arg(fn, "epoch", "the address of a long for the epoch");
-    if (!offset) return data_null_arg(fn, "offset", "the address of a long for the offset");
+    if (!d) return status_null_arg(fn, "d", "pass the dataset whose position is asked");
+    if (!epoch) return status_null_arg(fn, "epoch", "pass the address of a long for the epoch");
+    if (!offset) return status_null_arg(fn, "offset", "pass the address of a long for the offset");
     if (world < 1 || batch < 1)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_dataset_position: %d ranks of batch %d", world, batch);
     size_t off;
@@ -353,7 +350,7 @@ dt_status dt_dataset_position(const dt_dataset *d, long step, int world, int bat
 
 dt_status dt_dataset_set_position(dt_dataset *d, long step, long epoch, long offset)
 {
-    if (!d) return data_null_arg("dt_dataset_set_position", "d", "the dataset to anchor");
+    if (!d) return status_null_arg("dt_dataset_set_position", "d", "pass the dataset to anchor");
     if (offset < 0) return status_set_error(DT_ERR_INVALID_ARG, "data position offset %ld is negative", offset);
     return sampler_set_anchor(&d->smp, step, epoch, (size_t)offset);
 }
@@ -366,9 +363,9 @@ dt_status dataset_plan(dt_dataset *d, long step, int rank, int world, int batch,
 dt_status dt_dataset_batch(dt_dataset *d, long step, int rank, int world, int batch, float *x, int32_t *labels)
 {
     static const char fn[] = "dt_dataset_batch";
-    if (!d) return data_null_arg(fn, "d", "the dataset to read");
-    if (!x) return data_null_arg(fn, "x", "host memory for batch x input-size floats");
-    if (!labels) return data_null_arg(fn, "labels", "host memory for batch int32 labels");
+    if (!d) return status_null_arg(fn, "d", "pass the dataset to read");
+    if (!x) return status_null_arg(fn, "x", "pass host memory for batch x input-size floats");
+    if (!labels) return status_null_arg(fn, "labels", "pass host memory for batch int32 labels");
     uint32_t *idx = malloc((size_t)(batch > 0 ? batch : 1) * sizeof *idx);
     float *scratch = malloc((dataset_scratch_floats(d) + 1) * sizeof *scratch);
     long epoch;

@@ -35,10 +35,6 @@ struct dt_dataset {
     dt_synthetic_on synth_on; /* where loaders make synthetic batches */
 };
 
-/* DT_ERR_INVALID_ARG for the public call fn's NULL argument arg, naming both and saying what to
- * pass instead (fix): the data calls check their required pointers with it before any work. */
-dt_status data_null_arg(const char *fn, const char *arg, const char *fix);
-
 /* 1 when d's training batches can be made by a backend's synth_batch (synthetic data without
  * augmentation): *out = the generator with d's normalization (host memory, owned by d). 0 with
  * why (n bytes) saying what keeps them on the host. */

@@ -38,9 +38,9 @@ static void counts_in(const float *f, size_t n, long *c)
 static dt_status eval_args(const dt_model *m, const dt_dataset *d, int batch, int threads, const dt_eval_result *r)
 {
     static const char fn[] = "dt_evaluate";
-    if (!m) return data_null_arg(fn, "m", "the model to evaluate");
-    if (!d) return data_null_arg(fn, "d", "the dataset to evaluate on");
-    if (!r) return data_null_arg(fn, "r", "a dt_eval_result for the figures");
+    if (!m) return status_null_arg(fn, "m", "pass the model to evaluate");
+    if (!d) return status_null_arg(fn, "d", "pass the dataset to evaluate on");
+    if (!r) return status_null_arg(fn, "r", "pass a dt_eval_result for the figures");
     if (batch < 1 || batch > m->max_batch)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_evaluate: batch %d must be from 1 to the model's max batch %d",
                                 batch, m->max_batch);
@@ -95,7 +95,7 @@ static dt_status eval_verdict(dt_ctx *ctx, dt_status s)
 dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int threads, dt_eval_result *r)
 {
     /* Without a context no other rank can be told: this rank fails alone. */
-    if (!ctx) return data_null_arg("dt_evaluate", "ctx", "the context of dt_init (on every rank)");
+    if (!ctx) return status_null_arg("dt_evaluate", "ctx", "pass the context of dt_init (on every rank)");
     dt_status s = eval_args(m, d, batch, threads, r);
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
     /* Per-class figures: correct and count per class, the confusion matrix, then the totals. */

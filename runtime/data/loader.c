@@ -308,7 +308,7 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
                               int depth, int eval, long items, dt_loader **out)
 {
     *out = NULL;
-    if (!d) return data_null_arg("dt_loader_create", "d", "the dataset the loader reads");
+    if (!d) return status_null_arg("dt_loader_create", "d", "pass the dataset the loader reads");
     if (batch < 1 || world < 1 || rank < 0 || rank >= world || first < 0)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "dt_loader_create: batch %d, rank %d of %d, first step %ld: the batch and world "
@@ -401,7 +401,7 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
 dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first_step,
                            int threads, int depth, dt_loader **out)
 {
-    if (!out) return data_null_arg("dt_loader_create", "out", "the address of a dt_loader pointer");
+    if (!out) return status_null_arg("dt_loader_create", "out", "pass the address of a dt_loader pointer");
     return loader_start(ctx, d, rank, world, batch, first_step, threads, depth, 0, 0, out);
 }
 
@@ -477,10 +477,10 @@ dt_status loader_next_n(dt_loader *l, long *item, const float **x, const int32_t
 dt_status dt_loader_next(dt_loader *l, long *step, const float **x, const int32_t **labels)
 {
     static const char fn[] = "dt_loader_next";
-    if (!l) return data_null_arg(fn, "l", "the loader of dt_loader_create");
-    if (!step) return data_null_arg(fn, "step", "the address of a long for the batch's step");
-    if (!x) return data_null_arg(fn, "x", "the address of a const float pointer for the inputs");
-    if (!labels) return data_null_arg(fn, "labels", "the address of a const int32_t pointer for the labels");
+    if (!l) return status_null_arg(fn, "l", "pass the loader of dt_loader_create");
+    if (!step) return status_null_arg(fn, "step", "pass the address of a long for the batch's step");
+    if (!x) return status_null_arg(fn, "x", "pass the address of a const float pointer for the inputs");
+    if (!labels) return status_null_arg(fn, "labels", "pass the address of a const int32_t pointer for the labels");
     int n;
     return loader_next_n(l, step, x, labels, &n);
 }

@@ -275,7 +275,7 @@ static dt_status model_check_ranks(dt_ctx *ctx, const dt_model *m, dt_status own
 dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed, int max_batch,
                           dt_model **out)
 {
-    if (!out) return model_arg_null("dt_model_create", "out", "pass a dt_model * to receive the model");
+    if (!out) return status_null_arg("dt_model_create", "out", "pass a dt_model * to receive the model");
     *out = NULL;
     dt_model *m = NULL;
     dt_status s = model_build(ctx, spec, input, seed, max_batch, &m);
@@ -293,11 +293,6 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
     }
     *out = m;
     return DT_OK;
-}
-
-dt_status model_arg_null(const char *fn, const char *arg, const char *fix)
-{
-    return status_set_error(DT_ERR_INVALID_ARG, "%s: %s is NULL: %s", fn, arg, fix);
 }
 
 size_t dt_model_num_params(const dt_model *m) { return m ? m->spec.num_params : 0; }
@@ -429,10 +424,10 @@ const float *model_params_const(const dt_model *m) { return m->params; }
 
 dt_status dt_model_get_params(const dt_model *m, float *host)
 {
-    if (!m) return model_arg_null("dt_model_get_params", "m", "pass the model dt_model_create made");
+    if (!m) return status_null_arg("dt_model_get_params", "m", "pass the model dt_model_create made");
     if (!host)
-        return model_arg_null("dt_model_get_params", "host",
-                              "pass host memory of dt_model_num_params floats to copy the parameters into");
+        return status_null_arg("dt_model_get_params", "host",
+                               "pass host memory of dt_model_num_params floats to copy the parameters into");
     return m->be->ops->to_host(m->be, host, m->params, m->spec.num_params * sizeof *host);
 }
 
@@ -441,8 +436,8 @@ int dt_model_on_gpu(const dt_model *m) { return m && !m->be->ops->host_memory; }
 
 dt_status dt_model_set_params(dt_model *m, const float *host)
 {
-    if (!m) return model_arg_null("dt_model_set_params", "m", "pass the model dt_model_create made");
-    if (!host) return model_arg_null("dt_model_set_params", "host", "pass dt_model_num_params floats of host memory");
+    if (!m) return status_null_arg("dt_model_set_params", "m", "pass the model dt_model_create made");
+    if (!host) return status_null_arg("dt_model_set_params", "host", "pass dt_model_num_params floats of host memory");
     /* As dt_model_evaluate: a pending verdict taken, a gradient reduction under way left open. */
     dt_status s = dt_model_settle_step(m, NULL);
     return s ? s : model_params_from_host(m, host);

@@ -41,10 +41,6 @@ const char *model_preset(const char *name);
 /* The input shape a preset expects ("784", "1x28x28"), or NULL. */
 const char *model_preset_input(const char *name);
 
-/* A public call given NULL for a required argument, refused before it does any work:
- * DT_ERR_INVALID_ARG with "fn: arg is NULL: fix" (fix: what to pass instead). */
-dt_status model_arg_null(const char *fn, const char *arg, const char *fix);
-
 /* DT_ERR_INVALID_ARG for gradients of type grads on a model computing in compute (neither fp32
  * nor compute itself), worded for the pair. */
 dt_status model_grads_type_error(dt_dtype compute, dt_dtype grads);

@@ -19,8 +19,8 @@
 
 dt_status dt_model_grad_norm(const dt_model *m, double *norm)
 {
-    if (!m) return model_arg_null("dt_model_grad_norm", "m", "pass the model dt_model_create made");
-    if (!norm) return model_arg_null("dt_model_grad_norm", "norm", "pass a double to receive the norm");
+    if (!m) return status_null_arg("dt_model_grad_norm", "m", "pass the model dt_model_create made");
+    if (!norm) return status_null_arg("dt_model_grad_norm", "norm", "pass a double to receive the norm");
     /* The gradients are scaled exactly as dt_model_optimizer_step will scale them before using
      * them: 16-bit ones and pending fp32 ones by their factors; fp32 ones unscaled in place have
      * none (both are 1). */
@@ -36,7 +36,7 @@ dt_status dt_model_grad_norm(const dt_model *m, double *norm)
 
 dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm)
 {
-    if (!m) return model_arg_null("dt_model_clip_grad_norm", "m", "pass the model dt_model_create made");
+    if (!m) return status_null_arg("dt_model_clip_grad_norm", "m", "pass the model dt_model_create made");
     if (!(max_norm > 0))
         return status_set_error(DT_ERR_INVALID_ARG, "maximum gradient norm %g must be > 0 (+inf: report the norm only)",
                                 max_norm);
@@ -62,7 +62,7 @@ dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm)
 
 dt_status dt_model_set_clip_grad_norm(dt_model *m, double max_norm)
 {
-    if (!m) return model_arg_null("dt_model_set_clip_grad_norm", "m", "pass the model dt_model_create made");
+    if (!m) return status_null_arg("dt_model_set_clip_grad_norm", "m", "pass the model dt_model_create made");
     if (!(max_norm >= 0))
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "--clip-grad-norm %g must be >= 0 (0: off; inf: report the norm "

@@ -102,9 +102,9 @@ dt_status model_input_place(dt_model *m, const float **x, const int32_t **labels
 dt_status dt_model_stage_batch(dt_model *m, const float *x, const int32_t *labels, int batch)
 {
     static const char fn[] = "dt_model_stage_batch";
-    if (!m) return model_arg_null(fn, "m", "pass the model dt_model_create made");
-    if (!x) return model_arg_null(fn, "x", "pass the batch's inputs (batch x dt_model_input_size floats)");
-    if (!labels) return model_arg_null(fn, "labels", "pass the batch's labels (batch int32 values)");
+    if (!m) return status_null_arg(fn, "m", "pass the model dt_model_create made");
+    if (!x) return status_null_arg(fn, "x", "pass the batch's inputs (batch x dt_model_input_size floats)");
+    if (!labels) return status_null_arg(fn, "labels", "pass the batch's labels (batch int32 values)");
     if (batch < 1 || batch > m->max_batch)
         return status_set_error(DT_ERR_INVALID_ARG, "batch %d is outside 1..%d (the model's max batch)", batch,
                                 m->max_batch);

@@ -182,8 +182,8 @@ static dt_status plan_optimizer_elems(const model_spec *s, const backend_ops *op
     }
     bucket_plan bp;
     const size_t esz = c->grads == DT_F32 ? 4 : 2;
-    dt_status st = bucket_plan_ranges(s->num_params, r, nr, esz, (size_t)(c->first_bucket_mb * 1048576.0),
-                                      (size_t)(c->bucket_mb * 1048576.0), &bp);
+    dt_status st = bucket_plan_ranges(s->num_params, r, nr, esz, bucket_cap_bytes(c->first_bucket_mb),
+                                      bucket_cap_bytes(c->bucket_mb), &bp);
     free(r);
     if (st) return st;
     size_t own = 0;
@@ -323,8 +323,8 @@ static dt_status plan_ops(dt_ctx *ctx, const backend_ops **out)
 static dt_status plan_begin(const char *fn, const dt_memory_plan_config *c, const backend_ops *ops, int any_batch,
                             model_spec *s)
 {
-    if (!c) return model_arg_null(fn, "c", "pass a dt_memory_plan_config filled by dt_memory_plan_defaults");
-    if (!c->spec) return model_arg_null(fn, "c->spec", "set the model spec, as dt_model_create takes it");
+    if (!c) return status_null_arg(fn, "c", "pass a dt_memory_plan_config filled by dt_memory_plan_defaults");
+    if (!c->spec) return status_null_arg(fn, "c->spec", "set the model spec, as dt_model_create takes it");
     if (c->batch < 1 && !any_batch)
         return status_set_error(DT_ERR_INVALID_ARG, "%s: batch %d must be at least 1", fn, c->batch);
     if (c->compute != DT_F32 && c->compute != DT_F16 && c->compute != DT_BF16)
@@ -339,12 +339,9 @@ static dt_status plan_begin(const char *fn, const dt_memory_plan_config *c, cons
         return status_set_error(DT_ERR_INVALID_ARG, "%s: zero_world %d must be 0 or more (0 or 1: no ZeRO-1)", fn,
                                 c->zero_world);
     /* Checked whatever zero_world says, as dt_model_set_sync checks its caps. */
-    if (!(c->bucket_mb >= 0 && c->bucket_mb <= 1e6) || !(c->first_bucket_mb >= 0 && c->first_bucket_mb <= 1e6))
-        return status_set_error(
-            DT_ERR_INVALID_ARG,
-            "%s: bucket caps bucket_mb %g and first_bucket_mb %g MiB must be from 0 (no cap) to 1e6", fn, c->bucket_mb,
-            c->first_bucket_mb);
-    dt_status st = c->optim ? optimizer_check_config(c->optim) : DT_OK;
+    dt_status st = bucket_caps_check(fn, c->bucket_mb, c->first_bucket_mb);
+    if (st) return st;
+    st = c->optim ? optimizer_check_config(c->optim) : DT_OK;
     if (st) return status_set_error(st, "%s: the optimizer config: %s", fn, dt_last_error());
     return model_spec_parse(c->spec, c->input, s);
 }
@@ -373,7 +370,7 @@ static dt_status plan_memory_on(const backend_ops *ops, int one_rank, const dt_m
 
 dt_status dt_model_plan_memory(dt_ctx *ctx, const dt_memory_plan_config *c, dt_memory_plan *out)
 {
-    if (!out) return model_arg_null("dt_model_plan_memory", "out", "pass a dt_memory_plan to fill");
+    if (!out) return status_null_arg("dt_model_plan_memory", "out", "pass a dt_memory_plan to fill");
     memset(out, 0, sizeof *out);
     const backend_ops *ops;
     const dt_status st = plan_ops(ctx, &ops);
@@ -389,8 +386,8 @@ dt_status model_test_plan_memory(const backend_ops *ops, int one_rank, const dt_
 dt_status dt_model_max_batch(dt_ctx *ctx, const dt_memory_plan_config *c, size_t budget, int *batch,
                              dt_memory_plan *plan)
 {
-    if (!batch) return model_arg_null("dt_model_max_batch", "batch", "pass an int to receive the largest batch");
-    if (!plan) return model_arg_null("dt_model_max_batch", "plan", "pass a dt_memory_plan to fill");
+    if (!batch) return status_null_arg("dt_model_max_batch", "batch", "pass an int to receive the largest batch");
+    if (!plan) return status_null_arg("dt_model_max_batch", "plan", "pass a dt_memory_plan to fill");
     *batch = 0;
     memset(plan, 0, sizeof *plan);
     const backend_ops *ops;

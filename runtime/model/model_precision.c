@@ -14,7 +14,7 @@
 
 dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
 {
-    if (!m) return model_arg_null("dt_model_set_precision", "m", "pass the model dt_model_create made");
+    if (!m) return status_null_arg("dt_model_set_precision", "m", "pass the model dt_model_create made");
     if (compute != DT_F32 && compute != DT_F16 && compute != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)compute);
     backend *be = m->be;
@@ -115,10 +115,10 @@ static dt_status unscale(dt_model *m, float inv_scale, int *found_inf, int defer
 
 dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
 {
-    if (!m) return model_arg_null("dt_model_unscale_grads", "m", "pass the model dt_model_create made");
+    if (!m) return status_null_arg("dt_model_unscale_grads", "m", "pass the model dt_model_create made");
     if (!found_inf)
-        return model_arg_null("dt_model_unscale_grads", "found_inf",
-                              "pass an int to receive the finite check's verdict");
+        return status_null_arg("dt_model_unscale_grads", "found_inf",
+                               "pass an int to receive the finite check's verdict");
     return unscale(m, inv_scale, found_inf, 0);
 }
 

@@ -20,7 +20,7 @@ double model_prof_mark(dt_model *m)
 
 dt_status dt_model_set_profile(dt_model *m, int on)
 {
-    if (!m) return model_arg_null("dt_model_set_profile", "m", "pass the model dt_model_create made");
+    if (!m) return status_null_arg("dt_model_set_profile", "m", "pass the model dt_model_create made");
     if (on && !m->prof_fwd) {
         m->prof_fwd = calloc((size_t)m->spec.n, sizeof *m->prof_fwd);
         m->prof_bwd = calloc((size_t)m->spec.n, sizeof *m->prof_bwd);

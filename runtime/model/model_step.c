@@ -23,7 +23,7 @@
 
 dt_status dt_model_set_accum_steps(dt_model *m, int k)
 {
-    if (!m) return model_arg_null("dt_model_set_accum_steps", "m", "pass the model dt_model_create made");
+    if (!m) return status_null_arg("dt_model_set_accum_steps", "m", "pass the model dt_model_create made");
     if (k < 1 || k > ACCUM_MAX)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "--accum-steps %d must be from 1 to %d micro-batches per optimizer "
@@ -96,11 +96,11 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
                                     double *loss_sum, int *correct)
 {
     static const char fn[] = "dt_model_forward_backward";
-    if (!m) return model_arg_null(fn, "m", "pass the model dt_model_create made");
-    if (!x) return model_arg_null(fn, "x", "pass the batch's inputs (batch x dt_model_input_size floats)");
-    if (!labels) return model_arg_null(fn, "labels", "pass the batch's labels (batch int32 values)");
-    if (!loss_sum) return model_arg_null(fn, "loss_sum", "pass a double to receive the summed loss");
-    if (!correct) return model_arg_null(fn, "correct", "pass an int to receive the correct predictions");
+    if (!m) return status_null_arg(fn, "m", "pass the model dt_model_create made");
+    if (!x) return status_null_arg(fn, "x", "pass the batch's inputs (batch x dt_model_input_size floats)");
+    if (!labels) return status_null_arg(fn, "labels", "pass the batch's labels (batch int32 values)");
+    if (!loss_sum) return status_null_arg(fn, "loss_sum", "pass a double to receive the summed loss");
+    if (!correct) return status_null_arg(fn, "correct", "pass an int to receive the correct predictions");
     const dt_status s = forward_backward_group(m, x, labels, batch, grad_scale, loss_sum, correct, 1);
     return s ? model_input_abandon(m, s) : s; /* as dt_model_train_step */
 }
@@ -179,7 +179,7 @@ int model_verdict_pending(const dt_model *m) { return m->verdict.pending; }
 dt_status dt_model_settle_step(dt_model *m, int *skipped)
 {
     if (skipped) *skipped = 0;
-    if (!m) return model_arg_null("dt_model_settle_step", "m", "pass the model dt_model_create made");
+    if (!m) return status_null_arg("dt_model_settle_step", "m", "pass the model dt_model_create made");
     if (!m->verdict.pending) return DT_OK;
     const struct model_verdict v = m->verdict;
     m->verdict.pending = 0; /* taken once, also when the wait fails */
@@ -337,11 +337,11 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
                               int batch, float grad_scale, dt_step_result *r)
 {
     static const char fn[] = "dt_model_train_step";
-    if (!m) return model_arg_null(fn, "m", "pass the model dt_model_create made");
-    if (!o) return model_arg_null(fn, "o", "pass the optimizer that steps the model (dt_optimizer_create)");
-    if (!x) return model_arg_null(fn, "x", "pass the batch's inputs (batch x dt_model_input_size floats)");
-    if (!labels) return model_arg_null(fn, "labels", "pass the batch's labels (batch int32 values)");
-    if (!r) return model_arg_null(fn, "r", "pass a dt_step_result to fill");
+    if (!m) return status_null_arg(fn, "m", "pass the model dt_model_create made");
+    if (!o) return status_null_arg(fn, "o", "pass the optimizer that steps the model (dt_optimizer_create)");
+    if (!x) return status_null_arg(fn, "x", "pass the batch's inputs (batch x dt_model_input_size floats)");
+    if (!labels) return status_null_arg(fn, "labels", "pass the batch's labels (batch int32 values)");
+    if (!r) return status_null_arg(fn, "r", "pass a dt_step_result to fill");
     const dt_status s = train_step(m, o, sc, x, labels, batch, grad_scale, r);
     /* A batch staged for this step and not read (a failure before the pass placed it): its copy is
      * waited for, so the caller may reuse the buffer, and it is not taken for a later step's. */

@@ -5,6 +5,7 @@
  * the testing inf and the local finite check), and waits in dt_model_sync_grads.
  */
 #include "runtime/model/model_internal.h"
+#include "collectives/bucket.h"
 #include "collectives/reducer_internal.h"
 #include "base/status.h"
 
@@ -108,11 +109,8 @@ static dt_status sync_check_config(const dt_sync_config *c)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "%s: allow_unreduced %d must be 0 (a step on unreduced gradients is an error) or 1", fn,
                                 c->allow_unreduced);
-    if (!(c->bucket_mb >= 0 && c->bucket_mb <= 1e6) || !(c->first_bucket_mb >= 0 && c->first_bucket_mb <= 1e6))
-        return status_set_error(
-            DT_ERR_INVALID_ARG,
-            "%s: bucket caps bucket_mb %g and first_bucket_mb %g MiB must be from 0 (no cap) to 1e6", fn, c->bucket_mb,
-            c->first_bucket_mb);
+    const dt_status caps = bucket_caps_check(fn, c->bucket_mb, c->first_bucket_mb);
+    if (caps) return caps;
     if (c->op != DT_SUM && c->op != DT_AVG)
         return status_set_error(DT_ERR_INVALID_ARG, "%s: op %d must be DT_SUM or DT_AVG", fn, (int)c->op);
     if (c->grad_comm != DT_F32 && c->grad_comm != DT_F16 && c->grad_comm != DT_BF16)
@@ -132,8 +130,8 @@ static dt_status sync_check_config(const dt_sync_config *c)
 
 dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
 {
-    if (!m) return model_arg_null("dt_model_set_sync", "m", "pass the model dt_model_create made");
-    if (!c) return model_arg_null("dt_model_set_sync", "c", "pass a dt_sync_config filled by dt_sync_defaults");
+    if (!m) return status_null_arg("dt_model_set_sync", "m", "pass the model dt_model_create made");
+    if (!c) return status_null_arg("dt_model_set_sync", "c", "pass a dt_sync_config filled by dt_sync_defaults");
     const dt_status cs = sync_check_config(c);
     if (cs) return cs;
     /* A backward whose gradients are being reduced is reduced to the end first (the call is
@@ -212,7 +210,7 @@ long model_comm_starts(const dt_model *m)
 
 dt_status dt_model_sync_grads(dt_model *m)
 {
-    if (!m) return model_arg_null("dt_model_sync_grads", "m", "pass the model dt_model_create made");
+    if (!m) return status_null_arg("dt_model_sync_grads", "m", "pass the model dt_model_create made");
     dt_status s = model_group_complete(m, "dt_model_sync_grads");
     if (s) return s;
     /* Nothing to complete when no backward ran since the last call (or there is no context). */

@@ -50,8 +50,8 @@ dt_status model_zero_shard_optimizer(dt_model *m, dt_optimizer *o)
 
 dt_status dt_model_shard_optimizer(dt_model *m, dt_optimizer *o)
 {
-    if (!m) return model_arg_null("dt_model_shard_optimizer", "m", "pass the model dt_model_create made");
-    if (!o) return model_arg_null("dt_model_shard_optimizer", "o", "pass the model's optimizer (dt_optimizer_create)");
+    if (!m) return status_null_arg("dt_model_shard_optimizer", "m", "pass the model dt_model_create made");
+    if (!o) return status_null_arg("dt_model_shard_optimizer", "o", "pass the model's optimizer (dt_optimizer_create)");
     if (!model_zero(m) && !optimizer_sharded(o)) return DT_OK;
     return model_zero_shard_optimizer(m, o);
 }

@@ -74,9 +74,9 @@ dt_status optimizer_check_config(const dt_optim_config *c)
 
 dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer **out)
 {
-    if (!out) return model_arg_null("dt_optimizer_create", "out", "pass a dt_optimizer * to receive the optimizer");
+    if (!out) return status_null_arg("dt_optimizer_create", "out", "pass a dt_optimizer * to receive the optimizer");
     *out = NULL;
-    if (!c) return model_arg_null("dt_optimizer_create", "c", "pass a dt_optim_config filled by dt_optim_defaults");
+    if (!c) return status_null_arg("dt_optimizer_create", "c", "pass a dt_optim_config filled by dt_optim_defaults");
     const dt_status cs = optimizer_check_config(c);
     if (cs) return cs;
     dt_optimizer *o = calloc(1, sizeof *o);
@@ -143,11 +143,11 @@ static optim_grads grads_from(const optim_grads *g, size_t off)
 dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
 {
     static const char fn[] = "dt_optimizer_step";
-    if (!o) return model_arg_null(fn, "o", "pass the optimizer dt_optimizer_create made");
+    if (!o) return status_null_arg(fn, "o", "pass the optimizer dt_optimizer_create made");
     if (!params || !grads) {
         /* An optimizer over 0 parameters reads and writes nothing. */
-        if (o->n && !params) return model_arg_null(fn, "params", "pass the optimizer's n floats of parameters");
-        if (o->n && !grads) return model_arg_null(fn, "grads", "pass the optimizer's n floats of gradients");
+        if (o->n && !params) return status_null_arg(fn, "params", "pass the optimizer's n floats of parameters");
+        if (o->n && !grads) return status_null_arg(fn, "grads", "pass the optimizer's n floats of gradients");
     }
     if (o->nseg)
         return status_set_error(DT_ERR_INVALID_ARG,
@@ -162,7 +162,7 @@ float dt_optimizer_lr(const dt_optimizer *o) { return o ? o->cfg.lr : 0.0f; }
 
 dt_status dt_optimizer_set_lr(dt_optimizer *o, float lr)
 {
-    if (!o) return model_arg_null("dt_optimizer_set_lr", "o", "pass the optimizer dt_optimizer_create made");
+    if (!o) return status_null_arg("dt_optimizer_set_lr", "o", "pass the optimizer dt_optimizer_create made");
     if (!(lr > 0) || !isfinite(lr))
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "learning rate %g must be a positive finite number (the optimizer "
@@ -198,8 +198,8 @@ static dt_status state_to_device(dt_optimizer *o, backend *be)
 /* What a step of o over m's parameters needs, whole or layer by layer. */
 static dt_status step_checks(const dt_model *m, const dt_optimizer *o)
 {
-    if (!m) return model_arg_null("dt_model_optimizer_step", "m", "pass the model dt_model_create made");
-    if (!o) return model_arg_null("dt_model_optimizer_step", "o", "pass the model's optimizer (dt_optimizer_create)");
+    if (!m) return status_null_arg("dt_model_optimizer_step", "m", "pass the model dt_model_create made");
+    if (!o) return status_null_arg("dt_model_optimizer_step", "o", "pass the model's optimizer (dt_optimizer_create)");
     /* Each rank stepping on its own gradients makes the replicas drift apart while every printed
      * loss can still look right; say so at the first such step rather than never. */
     if (m->unreduced && !m->sync.allow_unreduced)

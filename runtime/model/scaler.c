@@ -111,9 +111,9 @@ static void scaler_clear_window(dt_scaler *s)
 
 dt_status dt_scaler_create(const dt_scaler_config *c, dt_scaler **out)
 {
-    if (!out) return model_arg_null("dt_scaler_create", "out", "pass a dt_scaler * to receive the scaler");
+    if (!out) return status_null_arg("dt_scaler_create", "out", "pass a dt_scaler * to receive the scaler");
     *out = NULL;
-    if (!c) return model_arg_null("dt_scaler_create", "c", "pass a dt_scaler_config filled by dt_scaler_defaults");
+    if (!c) return status_null_arg("dt_scaler_create", "c", "pass a dt_scaler_config filled by dt_scaler_defaults");
     dt_status st = scaler_check_config(c);
     if (st != DT_OK) return st;
     dt_scaler *s = calloc(1, sizeof *s);
@@ -182,7 +182,7 @@ static void scaler_format_history(const dt_scaler *s, char *buf, size_t n)
 
 dt_status dt_scaler_update(dt_scaler *s, int found_inf)
 {
-    if (!s) return model_arg_null("dt_scaler_update", "s", "pass the scaler dt_scaler_create made");
+    if (!s) return status_null_arg("dt_scaler_update", "s", "pass the scaler dt_scaler_create made");
     const dt_scaler_config *c = &s->cfg;
     unsigned char flag = found_inf ? 1 : 0;
 
@@ -270,8 +270,8 @@ void scaler_restart(dt_scaler *s)
  * set_state it starts empty, and the scale history restarts from the restored scale. */
 dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st)
 {
-    if (!s) return model_arg_null("dt_scaler_set_state", "s", "pass the scaler dt_scaler_create made");
-    if (!st) return model_arg_null("dt_scaler_set_state", "st", "pass the state to restore (dt_scaler_get_state's)");
+    if (!s) return status_null_arg("dt_scaler_set_state", "s", "pass the scaler dt_scaler_create made");
+    if (!st) return status_null_arg("dt_scaler_set_state", "st", "pass the state to restore (dt_scaler_get_state's)");
     const dt_scaler_config *c = &s->cfg;
     if (!(isfinite(st->scale) && st->scale >= c->min_scale && st->scale <= c->max_scale))
         return status_set_error(DT_ERR_CORRUPT, "loss scaler state: scale %g must be in [min_scale %g, max_scale %g]",

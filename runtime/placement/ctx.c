@@ -110,12 +110,13 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     char bus_id[64] = "";
     int device_chosen = 0;
     if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_init: out is NULL: pass the address of a dt_ctx *");
-    *out = NULL;
-    status_clear_error();
+    /* *out untouched: a caller that passes its live context's own variable keeps its handle. */
     if (atomic_exchange(&ctx_live, 1))
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "dt_init: this process has a context already (one dt_ctx per process): use it, or "
                                 "dt_finalize it before making another");
+    *out = NULL;
+    status_clear_error();
 
     dt_ctx *c = calloc(1, sizeof *c);
     if (!c) {

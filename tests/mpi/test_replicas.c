@@ -181,19 +181,30 @@ int main(void)
     dt_model_free(m);
     dt_optimizer_free(o);
     /* 2b. With overlap every bucket starts during backward: the steps read reduced gradients, and
-     * the replicas agree, whatever the timing. */
-    m = new_model(ctx, 1, 1);
-    CHECK(dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK, "optimizer");
-    for (long step = 0; step < 3; step++) {
-        backward(m, d, step);
-        CHECK(dt_model_optimizer_step(m, o) == DT_OK, "allowed step before the sync");
+     * the replicas agree, whatever the timing; on a bf16 wire too (its sums widened into the fp32
+     * gradients before the step). */
+    for (int wire16 = 0; wire16 <= 1; wire16++) {
+        m = new_model(ctx, 1, 1);
+        if (wire16) {
+            dt_sync_config sc;
+            dt_sync_defaults(&sc);
+            sc.allow_unreduced = 1;
+            sc.grad_comm = DT_BF16;
+            sc.bucket_mb = sc.first_bucket_mb = 1e-6;
+            CHECK(dt_model_set_sync(m, &sc) == DT_OK, "set_sync bf16 wire");
+        }
+        CHECK(dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK, "optimizer");
+        for (long step = 0; step < 3; step++) {
+            backward(m, d, step);
+            CHECK(dt_model_optimizer_step(m, o) == DT_OK, "allowed step before the sync");
+        }
+        s = dt_model_check_replicas(ctx, m, &differ, &first);
+        CHECK(s == DT_OK && differ == 0, "overlap%s: the started buckets landed before each step: status %d differ %d",
+              wire16 ? ", bf16 wire" : "", (int)s, differ);
+        CHECK(dt_model_sync_grads(m) == DT_OK, "sync");
+        dt_model_free(m);
+        dt_optimizer_free(o);
     }
-    s = dt_model_check_replicas(ctx, m, &differ, &first);
-    CHECK(s == DT_OK && differ == 0, "overlap: the started buckets landed before each step: status %d differ %d",
-          (int)s, differ);
-    CHECK(dt_model_sync_grads(m) == DT_OK, "sync");
-    dt_model_free(m);
-    dt_optimizer_free(o);
 
     /* 3. An evaluation and new parameters between backward and the reduction. */
     check_reduction_survives(ctx, d, 1);

@@ -132,6 +132,9 @@ static void test_marks_per_layer(void **state)
     assert_int_equal(dt_init(&cfg, &second), DT_ERR_INVALID_ARG);
     assert_null(second);
     assert_non_null(strstr(dt_last_error(), "this process has a context already"));
+    dt_ctx *same = ctx; /* a caller passing its live context's own variable keeps its handle */
+    assert_int_equal(dt_init(&cfg, &same), DT_ERR_INVALID_ARG);
+    assert_ptr_equal(same, ctx);
     assert_int_equal(dt_init(&cfg, NULL), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "out is NULL"));
     dt_model_free(m);
