@@ -86,7 +86,8 @@ done
 for line in "placement: launcher openmpi \\(rank 1 of 2" "placement: device cpu \\(--device" \
     "placement: allowed CPUs [0-9,-]+ \([0-9]+\); GPU none; candidates" "placement: CPUs [0-9,-]+ \([0-9]+ cores\): .*BLAS thread" \
     "bucket plan: bucket 0: ranges 0\.\.1, elements \[0, 874\), 3496 bytes" \
-    "coll mpi: start #0 MPI_Bcast of 874 elements \(3496 bytes\)" "coll mpi: end #0 MPI_Bcast of 874 elements \(3496 bytes\) done in [0-9]+ us" \
+    "coll mpi: start #[0-9]+ MPI_Bcast of 874 elements \(3496 bytes\)" \
+    "coll mpi: end #[0-9]+ MPI_Bcast of 874 elements \(3496 bytes\) done in [0-9]+ us" \
     "engine: start #1 allreduce of bucket 0, 874 elements, 3496 bytes fp32" \
     "engine: end #1 allreduce of bucket 0, 874 elements, 3496 bytes fp32, by MPI_Allreduce done in [0-9]+ us"; do
     grep -qE "\] dtrain DEBUG $line" "$tmp/log-debug" && ok "DTRAIN_LOG=debug prints '$line'" ||

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "runtime/placement/topo.h"
+#include "runtime/placement/mpi_pmi2.h"
 
 #include <string.h>
 
@@ -235,13 +236,25 @@ static void test_check(void **st)
     assert_non_null(strstr(dt_last_error(), "SLURM_MPI_TYPE is none"));
     topo_env_free(&e);
 #endif
-    /* Left alone: an srun task with a PMI server (PMIX_RANK under MpiDefault=pmix; PMI_FD under
-     * --mpi=pmi2, for an MPI with PMI-2 support), mpirun inside an allocation (OMPI_* beside the
+    /* Left alone: an srun task with a PMIx server (PMIX_RANK under MpiDefault=pmix), mpirun inside an allocation (OMPI_* beside the
      * batch step's SLURM_*), a batch script or an salloc shell (SLURM_JOB_ID, no SLURM_STEP_ID),
      * and a world of 1 with SLURM's task variables set by hand (tests/mpi/test_refusals.sh). */
+    /* PMI-2 (srun --mpi=pmi2) is refused where this MPI cannot use it, naming why. */
+    char why[1024];
+    const char **pmi2 =
+        ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "PMI_FD=5", "PMI_RANK=0", "PMI_SIZE=1");
+    assert_int_equal(read_env(pmi2, &e), DT_OK);
+    if (mpi_lacks_pmi2(why, sizeof why)) {
+        assert_int_equal(topo_check_before_mpi(&e), DT_ERR_MPI);
+        assert_non_null(strstr(dt_last_error(), "through PMI-2"));
+        assert_non_null(strstr(dt_last_error(), why));
+        assert_non_null(strstr(dt_last_error(), "srun --mpi=pmix"));
+    } else {
+        assert_int_equal(topo_check_before_mpi(&e), DT_OK);
+    }
+    topo_env_free(&e);
     const char **fine[] = {
         ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_MPI_TYPE=pmix", "PMIX_RANK=0"),
-        ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "PMI_FD=5", "PMI_RANK=0", "PMI_SIZE=1"),
         ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1", "PMIX_RANK=1", "SLURM_STEP_ID=0", "SLURM_PROCID=0",
             "SLURM_NTASKS=1"),
         ENV("SLURM_JOB_ID=7", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NODELIST=n1"),
