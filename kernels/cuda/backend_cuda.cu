@@ -30,6 +30,8 @@
 #include "kernels/cuda/cuda_internal.cuh"
 #include "kernels/pass_common.h"
 
+#include <dlfcn.h>
+
 cudaStream_t g_stream;        /* NULL: the default stream */
 static cublasHandle_t g_blas; /* the one cuBLAS handle, bound to g_blas_on */
 /* The stream the handle is bound to, with its workspace (g_blas_bound; 0 while a bind is under
@@ -438,9 +440,26 @@ static void g_mem_info(backend *be, size_t *free_bytes, size_t *total_bytes)
     }
 }
 
+/* Whether the CUDA driver is in this process: the runtime loads libcuda.so.1 when it initializes,
+ * so device memory exists only where it is loaded. Asked without loading it (RTLD_NOLOAD); once
+ * seen, it stays (the runtime never unloads it). */
+static int cuda_driver_loaded(void)
+{
+    static int seen;
+    if (__atomic_load_n(&seen, __ATOMIC_RELAXED)) return 1;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h) return 0;
+    dlclose(h); /* the reference NOLOAD took */
+    __atomic_store_n(&seen, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
 extern "C" int backend_is_device_ptr(const void *p)
 {
     if (!p) return 0;
+    /* A process that never touched CUDA (a rank placed on the CPU) has no device memory; asking the
+     * runtime would initialize it and make a context, GPU memory, on device 0. */
+    if (!cuda_driver_loaded()) return 0;
     struct cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
         cudaGetLastError(); /* an unregistered host pointer on old runtimes, or no device at all */
