@@ -42,7 +42,12 @@ dt_status pm_read_step_profile(const char *text, pm_profile *out)
 {
     memset(out, 0, sizeof *out);
     char line[1024];
-    int lineno = 0, have_phases = 0, have_step = 0;
+    int lineno = 0, nprofiles = 0;
+    /* The precision row last read, which the profile lines after it belong to (bench step prints
+     * a row, then its profile); "" before the first row. */
+    char row_prec[16] = "";
+    double row_ms = 0;
+    char found[256] = ""; /* the profiled rows' precisions, for the refusal */
     while (next_line(&text, line, sizeof line)) {
         lineno++;
         const char *h = strstr(line, "# dtrain bench step: model ");
@@ -58,17 +63,28 @@ dt_status pm_read_step_profile(const char *text, pm_profile *out)
                                         lineno, line);
             memcpy(out->model, m, (size_t)(e - m));
             out->model[e - m] = 0;
+            row_prec[0] = 0;
             continue;
         }
         if (strstr(line, "profile, ms per step")) {
+            if (!row_prec[0])
+                return status_set_error(DT_ERR_INVALID_ARG,
+                                        "profile line %d follows no precision row (fp32, bf16, fp16): is this the "
+                                        "output of dtrain bench step?",
+                                        lineno);
+            const size_t u = strlen(found);
+            snprintf(found + u, sizeof found - u, "%s%s", u ? ", " : "", row_prec);
+            /* Every profile is read (each is checked), but one is kept: more is refused below. */
+            if (nprofiles++) continue;
             dt_status s = read_phases(line, lineno, out);
             if (s) return s;
-            have_phases = 1;
+            out->step_ms = row_ms; /* the row this profile belongs to, not another precision's */
+            snprintf(out->precision, sizeof out->precision, "%s", row_prec);
             continue;
         }
         int idx;
         double f, b;
-        if (have_phases && sscanf(line, " layer %d (%*[^)]) forward %lf backward %lf", &idx, &f, &b) == 3) {
+        if (nprofiles == 1 && sscanf(line, " layer %d (%*[^)]) forward %lf backward %lf", &idx, &f, &b) == 3) {
             if (idx < 0 || idx >= PM_MAX_LAYERS)
                 return status_set_error(DT_ERR_INVALID_ARG, "line %d: layer %d is outside 0..%d", lineno, idx,
                                         PM_MAX_LAYERS - 1);
@@ -78,18 +94,24 @@ dt_status pm_read_step_profile(const char *text, pm_profile *out)
         }
         char prec[16];
         double sps, ms;
-        if (!have_step && out->ranks && sscanf(line, " %15s %lf %lf", prec, &sps, &ms) == 3 &&
+        if (out->ranks && sscanf(line, " %15s %lf %lf", prec, &sps, &ms) == 3 &&
             (!strcmp(prec, "fp32") || !strcmp(prec, "fp16") || !strcmp(prec, "bf16"))) {
-            out->step_ms = ms;
-            have_step = 1;
+            snprintf(row_prec, sizeof row_prec, "%s", prec);
+            row_ms = ms;
         }
     }
     if (!out->ranks)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "no '# dtrain bench step: model ...' header: is this the output of dtrain bench step?");
-    if (!have_phases)
+    if (!nprofiles)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "the bench step output has no profile: run dtrain bench step with --profile 10");
+    if (nprofiles > 1)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%d profiled rows (%s), and the model takes one: run dtrain bench step --profile N "
+                                "with one --precision (and one value of --zero, --step-overlap, --graphs, "
+                                "--synthetic-on), or keep the header, one row and its profile lines",
+                                nprofiles, found);
     return DT_OK;
 }
 

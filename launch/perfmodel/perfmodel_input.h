@@ -14,15 +14,18 @@
 typedef struct pm_profile {
     char model[256]; /* the header's "model M" */
     int ranks, batch;
-    double step_ms; /* the first precision row's measured step */
+    char precision[16]; /* the row the profile follows: fp32, bf16 or fp16 */
+    double step_ms;     /* that row's measured step */
     /* ms per step of the profiled steps */
     double input_ms, forward_ms, loss_ms, backward_ms, allreduce_ms, check_ms, optimizer_ms;
     int nlayers;                                         /* 1 + the largest layer index listed */
     double fwd_ms[PM_MAX_LAYERS], bwd_ms[PM_MAX_LAYERS]; /* 0 for layers the profile left out (no time) */
 } pm_profile;
 
-/* Reads `bench step --profile N` output. DT_ERR_INVALID_ARG naming what is missing (no profile
- * line: run with --profile N) or the line that does not parse. */
+/* Reads `bench step --profile N` output: the profile and the measured step of the row it follows.
+ * DT_ERR_INVALID_ARG naming what is missing (no profile line: run with --profile N), the line
+ * that does not parse, or, for output with several profiled rows (--precision fp32,bf16), the
+ * precisions found and how to give one. */
 dt_status pm_read_step_profile(const char *text, pm_profile *out);
 
 typedef struct pm_allreduce_rows {

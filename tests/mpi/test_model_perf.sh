@@ -26,6 +26,17 @@ step=$(echo "$row" | awk '{print $3}') exposed=$(echo "$row" | awk '{print $4}')
 [ "$step" = "$compute" ] && [ "$exposed" = "0.000" ] && echo "$row" | grep -q '%$' &&
     ok "1 rank: step $step ms = compute, nothing exposed, the measured step and error shown" ||
     bad "1 rank: row '$row', compute '$compute'"
+# Each precision row has its own profile: a file with two is refused naming them (before, the
+# first row's step stood beside the last row's profile), and one precision's row is its own.
+"$DTRAIN" bench step --model mlp --batch 16 --precision fp32,bf16 --steps 3 --warmup 1 --profile 2 >"$tmp/prof2.txt" 2>&1
+expect 2 "2 profiled rows (fp32, bf16), and the model takes one: run dtrain bench step --profile N with one --precision" \
+    "$DTRAIN" model-perf --profile "$tmp/prof2.txt" --world 1
+sed '/^  fp32 /,/^  bf16 /{/^  bf16 /!d}' "$tmp/prof2.txt" >"$tmp/bf16.txt" # the header, bf16's row and profile
+want=$(awk '$1 == "bf16" { print $3 }' "$tmp/bf16.txt")
+expect 0 "# model mlp" "$DTRAIN" model-perf --profile "$tmp/bf16.txt" --world 1
+got=$(grep -E '^ +1 +1 ' "$tmp/out" | awk '{print $(NF - 1)}')
+awk -v a="$got" -v b="$want" 'BEGIN { exit !(a != "" && a + 0 == b + 0) }' &&
+    ok "the measured step is bf16's own row's: $got ms" || { bad "measured '$got' ms, bf16's row '$want'"; cat "$tmp/out"; }
 # :MS rescales the compute.
 expect 0 "compute 5.000 ms a step" "$DTRAIN" model-perf --profile "$tmp/prof.txt:5" --world 1
 # --plot never replaces the profile it reads, and an unwritable one stops before any work.

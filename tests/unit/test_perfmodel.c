@@ -203,6 +203,43 @@ static void test_read_step_profile(void **st)
     assert_non_null(strstr(dt_last_error(), "bench step"));
 }
 
+/* The measured step is the row's that the profile follows (bench step prints a profile after each
+ * row), and output with several profiled rows (--precision fp32,bf16) is refused naming them: one
+ * row's step beside another's profile is another precision's compute. */
+static void test_read_step_profile_rows(void **st)
+{
+    (void)st;
+    static const char head[] = "# dtrain bench step: model mlp, 1 rank x batch 32, 10 timed steps after 2, SGD\n"
+                               "  fp32            7068.2      4.53      0.09     1.00\n";
+    static const char bf16[] =
+        "  bf16            5230.1      6.12      0.08     0.74\n"
+        "    profile, ms per step over 5 steps (waiting for the device at each boundary): input 0.000, forward "
+        "3.028, loss 0.006, backward 2.736, allreduce 0.001, check 0.000, optimizer 0.980; total 6.752\n"
+        "      layer 2 (fc:1024)          forward    2.221  backward    1.999\n";
+    static const char fp32_prof[] =
+        "    profile, ms per step over 5 steps (waiting for the device at each boundary): input 0.000, forward "
+        "1.403, loss 0.005, backward 2.087, allreduce 0.001, check 0.000, optimizer 0.937; total 4.432\n"
+        "      layer 2 (fc:1024)          forward    0.814  backward    1.422\n";
+    char text[2048];
+    pm_profile p;
+    snprintf(text, sizeof text, "%s%s", head, bf16); /* an fp32 row without a profile, then bf16's */
+    assert_int_equal(pm_read_step_profile(text, &p), DT_OK);
+    assert_string_equal(p.precision, "bf16");
+    near(p.step_ms, 6.12), near(p.forward_ms, 3.028), near(p.bwd_ms[2], 1.999);
+    snprintf(text, sizeof text, "%s%s%s", head, fp32_prof, bf16); /* bench step --precision fp32,bf16 */
+    assert_int_equal(pm_read_step_profile(text, &p), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "2 profiled rows (fp32, bf16)"));
+    assert_non_null(strstr(dt_last_error(), "one --precision"));
+    snprintf(text, sizeof text, "%s%s", head, fp32_prof); /* one precision: its own row */
+    assert_int_equal(pm_read_step_profile(text, &p), DT_OK);
+    assert_string_equal(p.precision, "fp32");
+    near(p.step_ms, 4.53), near(p.forward_ms, 1.403), near(p.bwd_ms[2], 1.422);
+    /* A profile before any row belongs to none. */
+    snprintf(text, sizeof text, "%.*s%s", (int)(strchr(head, '\n') + 1 - head), head, fp32_prof);
+    assert_int_equal(pm_read_step_profile(text, &p), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "follows no precision row"));
+}
+
 static void test_read_allreduce(void **st)
 {
     (void)st;
@@ -347,12 +384,19 @@ static void test_host_engine_pick(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ring_formula),         cmocka_unit_test(test_tree_and_two_levels),
-        cmocka_unit_test(test_fit_recovers),         cmocka_unit_test(test_one_bucket_no_overlap),
-        cmocka_unit_test(test_fast_link_is_compute), cmocka_unit_test(test_overlap_hides),
-        cmocka_unit_test(test_bad_layers),           cmocka_unit_test(test_read_step_profile),
-        cmocka_unit_test(test_read_allreduce),       cmocka_unit_test(test_host_direct),
-        cmocka_unit_test(test_host_chain),           cmocka_unit_test(test_host_ring),
+        cmocka_unit_test(test_ring_formula),
+        cmocka_unit_test(test_tree_and_two_levels),
+        cmocka_unit_test(test_fit_recovers),
+        cmocka_unit_test(test_one_bucket_no_overlap),
+        cmocka_unit_test(test_fast_link_is_compute),
+        cmocka_unit_test(test_overlap_hides),
+        cmocka_unit_test(test_bad_layers),
+        cmocka_unit_test(test_read_step_profile),
+        cmocka_unit_test(test_read_step_profile_rows),
+        cmocka_unit_test(test_read_allreduce),
+        cmocka_unit_test(test_host_direct),
+        cmocka_unit_test(test_host_chain),
+        cmocka_unit_test(test_host_ring),
         cmocka_unit_test(test_host_engine_pick),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
