@@ -16,7 +16,7 @@
  * allreduce, (W-1)/W of the gradients plus (W-1)/W of the fp32 parameters at --zero 1.
  * --profile N then takes N more steps with dt_model_set_profile and prints rank 0's split of a
  * step into its phases and layers. The clock starts, as it stops, with the device idle and every
- * verdict taken.
+ * verdict taken, and the skipped column counts the timed steps' skips alone.
  */
 #include "launch/cli.h"
 #include "launch/oom_report.h"
@@ -297,6 +297,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
     rs->synth_on_device = dt_loader_on_device(ld);
     const float scale = 1.0f / ((float)o->batch * (float)world);
     double t0 = 0, w0 = 0;
+    long skipped0 = 0;
     for (int step = 0; step < o->warmup + o->steps; step++) {
         if (step == o->warmup) {
             /* The clock starts with the warm-up steps' verdicts taken and their work done on the
@@ -304,6 +305,7 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
             if ((s = dt_model_settle_step(m, NULL)) || (s = dt_model_synchronize(m)) || (s = dt_barrier(ctx))) goto out;
             t0 = clock_now_s();
             w0 = dt_loader_wait_s(ld);
+            skipped0 = sc ? dt_scaler_skipped(sc) : 0;
         }
         if ((s = one_step(ld, m, opt, sc, o->batch, scale, o->clip, step >= o->warmup ? cs : NULL))) goto out;
     }
@@ -313,6 +315,9 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
     *sps = (double)o->steps * o->batch * world / t;
     *ms = 1e3 * t / o->steps;
     *wait_ms = 1e3 * (dt_loader_wait_s(ld) - w0) / o->steps;
+    /* The timed steps' skips: every verdict of theirs is in (settled above), none of the warm-up
+     * or profiled steps'. */
+    *skipped = sc ? dt_scaler_skipped(sc) - skipped0 : 0;
     /* What the settings came to in the timed steps (the profiled ones run kernel by kernel). */
     rs->overlapped = dt_model_step_overlapped(m);
     rs->graphed = dt_model_graphed(m);
@@ -323,9 +328,6 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
             if ((s = one_step(ld, m, opt, sc, o->batch, scale, o->clip, NULL))) goto out;
         profile_text(m, prof, nprof);
     }
-    /* Every verdict is in: the timed steps' were settled above, and profiled steps take theirs
-     * before returning (profiling waits at every boundary). */
-    *skipped = sc ? dt_scaler_skipped(sc) : 0;
     dt_model_memory(m, opt, mem);
 out:
     dt_loader_free(ld);
