@@ -18,7 +18,7 @@ typedef struct gemm_result {
     double tflops;  /* 2 n^3 / time */
     double max_err; /* sampled entries against an fp64 product of the same (rounded) inputs,
                            relative to sum |a_ik b_kj| */
-    char note[160]; /* why it did not run */
+    char note[160]; /* why it did not run ("" when it ran) */
 } gemm_result;
 
 /* Fills a (n x n, row-major) with the seeded values both sides use: uniform in [-1, 1). */
@@ -30,8 +30,9 @@ double gemm_check(const float *a, const float *b, size_t n, gemm_type t, const s
                   const float *c_vals, int samples);
 
 /* The GPU side (bench_gemm_cuda.c, built with CUDA). Fills `r` for type t at size n, at most
- * `iters` timed products after `warmup` (or until about max_s seconds have passed). Returns 0, or
- * -1 when no GPU can be used at all (r->note says why). */
+ * `iters` timed products after `warmup` (or until about max_s seconds have passed). Returns 0
+ * (r->ran, or not run for want of device or host memory: r->note says so), 1 when a CUDA or cuBLAS
+ * call failed (r->note names it), or -1 when no GPU can be used at all (r->note says why). */
 int gemm_gpu_run(size_t n, gemm_type t, int warmup, int iters, double max_s, const float *a, const float *b,
                  gemm_result *r);
 /* "NVIDIA H200, cuBLAS 130000", or why there is no GPU. */

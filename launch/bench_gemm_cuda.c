@@ -42,11 +42,14 @@ void gemm_gpu_describe(char *buf, size_t len)
              p.minor, (double)p.totalGlobalMem / (1 << 30), rt / 1000, (rt % 1000) / 10, cb, cbm, cbp);
 }
 
+/* A failed call: its note, and rc 1 unless the device ran out of memory (a size that does not fit
+ * is not run, as when the free memory is short up front). */
 #define CU(call)                                                                                                       \
     do {                                                                                                               \
         cudaError_t e_ = (call);                                                                                       \
         if (e_ != cudaSuccess) {                                                                                       \
             snprintf(r->note, sizeof r->note, "%s: %s", #call, cudaGetErrorString(e_));                                \
+            rc = e_ != cudaErrorMemoryAllocation;                                                                      \
             goto out;                                                                                                  \
         }                                                                                                              \
     } while (0)
@@ -54,7 +57,9 @@ void gemm_gpu_describe(char *buf, size_t len)
     do {                                                                                                               \
         cublasStatus_t s_ = (call);                                                                                    \
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                             \
-            snprintf(r->note, sizeof r->note, "%s: cuBLAS status %d", #call, (int)s_);                                 \
+            snprintf(r->note, sizeof r->note, "%.80s: cuBLAS status %d%s", #call, (int)s_,                             \
+                     s_ == CUBLAS_STATUS_ALLOC_FAILED ? " (allocation failed)" : "");                                  \
+            rc = s_ != CUBLAS_STATUS_ALLOC_FAILED;                                                                     \
             goto out;                                                                                                  \
         }                                                                                                              \
     } while (0)
@@ -82,6 +87,7 @@ int gemm_gpu_run(size_t n, gemm_type t, int warmup, int iters, double max_s, con
     cublasHandle_t h = NULL;
     cudaEvent_t ev0 = NULL, ev1 = NULL;
     size_t free_b = 0, total_b = 0;
+    int rc = 0;
 
     CU(cudaMemGetInfo(&free_b, &total_b));
     if (3 * bytes > free_b) {
@@ -165,5 +171,6 @@ out:
     cudaFree(dc);
     free(ha);
     free(hb);
-    return 0;
+    if (rc) (void)cudaGetLastError(); /* clears an error that is not sticky, for the next size */
+    return rc;
 }

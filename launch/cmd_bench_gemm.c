@@ -196,6 +196,21 @@ int gemm_gpu_run(size_t n, gemm_type t, int warmup, int iters, double max_s, con
 void gemm_gpu_describe(char *buf, size_t len) { snprintf(buf, len, "none (built without CUDA)"); }
 #endif
 
+/* gemm_gpu_run, or under DTRAIN_TEST_GEMM_GPU=nomem|error (a test hook: no GPU needed) what it
+ * returns for a size that does not fit and for a failed cuBLAS call. */
+static int gpu_run(size_t n, gemm_type t, const gemm_opts *o, const float *a, const float *b, gemm_result *r)
+{
+    const char *fake = getenv("DTRAIN_TEST_GEMM_GPU");
+    if (!fake || !*fake) return gemm_gpu_run(n, t, o->warmup, o->iters, o->max_s, a, b, r);
+    memset(r, 0, sizeof *r);
+    const int error = !strcmp(fake, "error");
+    if (error)
+        snprintf(r->note, sizeof r->note, "cublasGemmEx(...): cuBLAS status 13 (test hook)");
+    else
+        snprintf(r->note, sizeof r->note, "3 matrices of %zu x %zu need more than is free (test hook)", n, n);
+    return error;
+}
+
 static void print_cell(const gemm_result *r, int digits_ms)
 {
     if (r->ran)
@@ -238,7 +253,7 @@ int cmd_bench_gemm(int argc, char **argv)
                "GPU TFLOP/s", "GPU/CPU", "max err", "check");
         fflush(stdout);
     }
-    int wrong = 0, gpu_gone = !o.gpu;
+    int wrong = 0, failed = 0, gpu_gone = !o.gpu;
     char gpu_note[160] = "";
     for (int si = 0; si < o.nn; si++) {
         const size_t n = o.n[si];
@@ -258,10 +273,12 @@ int cmd_bench_gemm(int argc, char **argv)
         for (int t = 0; t < GEMM_NTYPES; t++) {
             if (!o.types[t]) continue;
             gemm_result gpu = {0};
-            if (!gpu_gone && gemm_gpu_run(n, (gemm_type)t, o.warmup, o.iters, o.max_s, a, b, &gpu) < 0) {
+            const int grc = gpu_gone ? 0 : gpu_run(n, (gemm_type)t, &o, a, b, &gpu);
+            if (grc < 0) {
                 gpu_gone = 1;
                 snprintf(gpu_note, sizeof gpu_note, "%s", gpu.note);
             }
+            failed += grc > 0;
             const gemm_result *cpu_row = t == GEMM_FP32 ? &cpu : NULL;
             const double err = gpu.ran ? gpu.max_err : cpu_row && cpu_row->ran ? cpu_row->max_err : NAN;
             const int bad = (gpu.ran && !(gpu.max_err <= type_tol[t])) ||
@@ -280,6 +297,9 @@ int cmd_bench_gemm(int argc, char **argv)
                     printf(" %10s %6s\n", "-", "-");
                 else
                     printf(" %10.2e %6s\n", err, bad ? "WRONG" : "ok");
+                /* Why this row's GPU cell is empty (no GPU at all: one line at the end). */
+                if (grc >= 0 && !gpu.ran && gpu.note[0])
+                    printf("#   GPU %s: %s\n", grc ? "FAILED" : "not run", gpu.note);
                 fflush(stdout);
             }
         }
@@ -290,5 +310,9 @@ int cmd_bench_gemm(int argc, char **argv)
         cli_error("%d result(s) outside the tolerance (fp32 1e-5, tf32 5e-3, bf16 1e-2, fp16 2e-3 of sum |a b|): "
                   "the GEMM library or the device is computing wrong values",
                   wrong);
-    return cli_finish(ctx, wrong ? EXIT_FAIL : EXIT_OK);
+    if (failed)
+        cli_error("rank %d: %d GPU product(s) failed with a CUDA or cuBLAS error (the '# GPU FAILED' lines name the "
+                  "call): their GPU columns are empty, not measured",
+                  rank, failed);
+    return cli_finish(ctx, wrong || failed ? EXIT_FAIL : EXIT_OK);
 }

@@ -216,7 +216,8 @@ static const char bench_allreduce[] =
 
 static const char bench_gemm[] = "usage: dtrain bench gemm [options]\n"
                                  "TFLOP/s of n x n matrix products on the CPU (OpenBLAS, this rank's cores) and\n"
-                                 "the GPU (cuBLAS), and the GPU/CPU ratio; exits 1 when a checked result is wrong.\n"
+                                 "the GPU (cuBLAS), and the GPU/CPU ratio; exits 1 when a checked result is wrong\n"
+                                 "or a CUDA/cuBLAS call fails (a '# GPU' line under a row says why it is empty).\n"
                                  "\n"
                                  "  --n N,N,...          sizes (4096,8192,10000)\n"
                                  "  --dtype T,T,...      of fp32,tf32,bf16,fp16 (all); the CPU runs fp32 only\n"

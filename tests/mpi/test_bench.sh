@@ -85,6 +85,17 @@ elif grep -qE ' bf16 .* ok$' "$tmp/g"; then
 else
     bad "bench gemm: neither a GPU result nor a reason"; cat "$tmp/g"
 fi
+# A GPU cell left empty says why under its row: a size that does not fit is not run (exit 0), a
+# CUDA or cuBLAS error fails the command (a test hook stands in for the GPU's answers).
+DTRAIN_TEST_GEMM_GPU=nomem "$DTRAIN" bench gemm --n 64 --dtype fp32,bf16 --iters 2 >"$tmp/g" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ "$(grep -A1 -E '^ +64 +(fp32|bf16) ' "$tmp/g" | grep -c '^#   GPU not run: 3 matrices of 64 x 64')" -eq 2 ] &&
+    ok "bench gemm: a size the GPU has no memory for says so under each row, exit 0" ||
+    { bad "bench gemm, no memory (exit $rc)"; cat "$tmp/g"; }
+expect 1 "1 GPU product(s) failed with a CUDA or cuBLAS error" env DTRAIN_TEST_GEMM_GPU=error "$DTRAIN" bench gemm \
+    --n 64 --dtype bf16 --iters 2
+grep -A1 -E '^ +64 +bf16 ' "$tmp/out" | grep -q '^#   GPU FAILED: cublasGemmEx' &&
+    ok "bench gemm: the failed call is named under its row" || { bad "bench gemm: no FAILED line"; cat "$tmp/out"; }
 expect 2 "--n (a comma-separated list of sizes) '0'" "$DTRAIN" bench gemm --n 0
 expect 2 "--n (a comma-separated list of sizes) 'x'" "$DTRAIN" bench gemm --n 64,x
 expect 2 "--dtype 'fp8' is not one of fp32, tf32, bf16, fp16" "$DTRAIN" bench gemm --dtype fp8
