@@ -57,7 +57,11 @@ def run_one(dtrain, model, ranks, precision, steps):
         if p.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
         rows = [json.loads(line) for line in open(metrics)]
-    timed = rows[1:] if len(rows) > 1 else rows
+    # The first interval is warm-up and never timed: with only it logged there is nothing to report.
+    if len(rows) < 2:
+        raise RuntimeError(f"{' '.join(cmd)} logged {len(rows)} interval(s); the first is warm-up and left out, "
+                           "so at least 2 are needed: raise --steps")
+    timed = rows[1:]
     mem = re.search(r"parameters ([0-9.]+) MiB, gradients ([0-9.]+) MiB, optimizer ([0-9.]+) MiB, "
                     r"activations ([0-9.]+) MiB, workspace ([0-9.]+) MiB, total ([0-9.]+) MiB", p.stdout)
     sent = re.search(r"gradient bytes sent per rank per step: ([0-9]+)", p.stdout)

@@ -2,8 +2,9 @@
 """Compare dtrain's CPU training throughput with PyTorch DistributedDataParallel (gloo, CPU).
 
 For each model (mlp, cnn) and rank count (1, 2) this runs, on this machine, one after the other:
-  * dtrain:  mpirun -np R build/dtrain train ... --metrics FILE, mean samples_per_s over the logged
-             intervals after the first (warm-up) one;
+  * dtrain:  mpirun -np R build/dtrain train ... --metrics FILE: the samples of the logged intervals
+             after the first (warm-up) one over their summed time (each interval's time is its
+             samples over its samples_per_s), as PyTorch's side is total samples over total time;
   * PyTorch: DDP(backend=gloo) on CPU, same layers, batch, optimizer; R processes from
              torch.multiprocessing (spawn); wall time of S steps on rank 0 between two barriers,
              after warm-up steps, on pre-generated random tensors.
@@ -171,8 +172,19 @@ def run_dtrain(dtrain, model, ranks, steps, nproc, timeout, verbose):
     if len(rows) < 2:
         raise BenchError(f"dtrain logged {len(rows)} interval(s) for {model} at {ranks} ranks; "
                          f"need at least 2 (the first is dropped as warm-up): raise --steps")
+    # Total samples over total time, as PyTorch's side: a mean of the intervals' rates would weigh a
+    # fast interval as much as a slow one of the same samples, which took longer. An interval's
+    # samples are its steps x R x BATCH, a factor that cancels: the steps are enough.
     kept = rows[1:]
-    rate = statistics.fmean(float(r["samples_per_s"]) for r in kept)
+    steps_sum = time_sum = 0.0
+    for prev, r in zip(rows, kept):
+        n, sps = r["step"] - prev["step"], r["samples_per_s"]
+        if n <= 0 or not isinstance(sps, (int, float)) or not sps > 0:
+            raise BenchError(f"dtrain's metrics for {model} at {ranks} ranks: the interval ending at step "
+                             f"{r['step']} has {n} step(s) at samples_per_s {sps!r}: no rate to use")
+        steps_sum += n
+        time_sum += n / sps
+    rate = steps_sum / time_sum
     last = rows[-1]
     return {"samples_per_s": rate, "intervals": len(kept), "dropped_steps": rows[0]["step"],
             "final_loss": last.get("loss"), "comm_wait_s": last.get("comm_wait_s"),
@@ -468,7 +480,8 @@ def main():
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
     ap.add_argument("--repeat", type=int, default=1,
-                    help="runs per configuration and framework; the median is reported (default 1)")
+                    help="runs per configuration and framework; the median is reported (an even N: "
+                         "the mean of the middle two) (default 1)")
     ap.add_argument("--torch-pin", action="store_true",
                     help="pin PyTorch rank r to core r (default: unpinned, as torch normally runs)")
     ap.add_argument("--torch-blas", choices=("same", "installed"), default="same",
@@ -551,8 +564,12 @@ def main():
                         print(f" {res['samples_per_s']:,.1f} samples/s ({res['wall_s']:.1f} s)",
                               flush=True)
                         runs.append(res)
-                    best = sorted(runs, key=lambda x: x["samples_per_s"])[len(runs) // 2]
-                    best = dict(best, runs=[x["samples_per_s"] for x in runs])
+                    # The median run (an odd --repeat), or for an even one the lower of the two
+                    # middle runs with samples/s the mean of both: the true median.
+                    order = sorted(runs, key=lambda x: x["samples_per_s"])
+                    mid = order[(len(order) - 1) // 2]
+                    best = dict(mid, samples_per_s=statistics.median(x["samples_per_s"] for x in runs),
+                                runs=[x["samples_per_s"] for x in runs])
                     results[fw][key] = best
                     if best["command"] not in commands:
                         commands.append(best["command"])
