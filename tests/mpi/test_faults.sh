@@ -43,8 +43,10 @@ fault stall:1:0 2 "rank(s) 1 on $host have not reached it (no word from them)" $
 fault stall:0:0 2 "rank 0 on $host has not reached it (no word from it)" $((TIMEOUT + 10))
 # ...and the other ranks, which hear only from rank 0, log rank 0's verdict as theirs (the board).
 fault stall:2:0 4 "rank 0 on $host timed out first: rank(s) 2 on $host have not reached it (no word from them)" $((TIMEOUT + 10))
-# Every rank arrived, one stopped inside: rank 0's probe finds the one that does not answer.
-fault hang=mpi:1:2 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
+# Every rank arrived, one stopped inside: rank 0's probe finds the one that does not answer. The
+# collective must be one rank 0 cannot finish alone: #1 is dt_model_create's allreduce comparing
+# the ranks' models (#0 and #2 are broadcasts, which their root completes without the others).
+fault hang=mpi:1:1 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
 fault hang=mpi:0:1 2 "rank 0 on $host reached it" $((TIMEOUT + 10))
 fault hang=engine:1:2 2 "rank 1 on $host reached it, yet MPI_Allreduce has not completed" $((TIMEOUT + 10))
 # The same through the chain allreduce (forced: here every rank is on one node): a rank stalled
