@@ -78,15 +78,23 @@ static dt_status check_memory(const dt_ctx *ctx, const void *buf, dt_memory mem,
     return DT_OK;
 }
 
+dt_status reducer_check_settings(const char *fn, double bucket_mb, double first_bucket_mb, dt_redop op, int overlap)
+{
+    dt_status s = bucket_caps_check(fn, bucket_mb, first_bucket_mb);
+    if (s) return s;
+    if (op != DT_SUM && op != DT_AVG)
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: op %d must be DT_SUM or DT_AVG", fn, (int)op);
+    if (overlap != 0 && overlap != 1)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: overlap %d must be 0 or 1 (1: buckets start during backward, 0: at the wait)", fn,
+                                overlap);
+    return DT_OK;
+}
+
 static dt_status check_config(const dt_reducer_config *c)
 {
-    dt_status s = bucket_caps_check("reducer", c->bucket_mb, c->first_bucket_mb);
-    if (s) return s;
-    if (c->op != DT_SUM && c->op != DT_AVG)
-        return status_set_error(DT_ERR_INVALID_ARG, "reducer: reduction %d must be DT_SUM or DT_AVG", (int)c->op);
-    if (c->overlap != 0 && c->overlap != 1)
-        return status_set_error(DT_ERR_INVALID_ARG, "reducer: overlap %d must be 0 or 1", c->overlap);
-    return check_types(c->memory, c->dtype, c->wire);
+    dt_status s = reducer_check_settings("reducer", c->bucket_mb, c->first_bucket_mb, c->op, c->overlap);
+    return s ? s : check_types(c->memory, c->dtype, c->wire);
 }
 
 /* Every rank must have the same plan, or the collectives would pair wrong buffers and hang. Through

@@ -20,6 +20,11 @@ int reducer_same_plan(const dt_reducer *r, const void *buf, const dt_reducer_con
  * dt_model_set_sync changes without making a new reducer, and with it a new engine. */
 dt_status reducer_retune(dt_reducer *r, dt_redop op, int overlap);
 
+/* The settings a reducer and a model's dt_sync_config share, checked alike whether or not a
+ * reducer is made from them (a model without a context keeps them unused): the caps
+ * (bucket_caps_check), op DT_SUM or DT_AVG, overlap 0 or 1. DT_ERR_INVALID_ARG naming fn. */
+dt_status reducer_check_settings(const char *fn, double bucket_mb, double first_bucket_mb, dt_redop op, int overlap);
+
 /* Ends an open step without completing it (a loop that skipped the reduction on purpose, or a
  * world of one): waits for the allreduces already started, starts nothing, forgets which ranges
  * were ready. DT_OK when no step is open. */

@@ -5,7 +5,6 @@
  * the testing inf and the local finite check), and waits in dt_model_sync_grads.
  */
 #include "runtime/model/model_internal.h"
-#include "collectives/bucket.h"
 #include "collectives/reducer_internal.h"
 #include "base/status.h"
 
@@ -102,17 +101,12 @@ size_t dt_model_bucket_size(const dt_model *m, int i)
 static dt_status sync_check_config(const dt_sync_config *c)
 {
     static const char fn[] = "dt_model_set_sync";
-    if (c->overlap != 0 && c->overlap != 1)
-        return status_set_error(DT_ERR_INVALID_ARG,
-                                "%s: overlap %d must be 0 (allreduce after backward) or 1 (during it)", fn, c->overlap);
+    const dt_status rs = reducer_check_settings(fn, c->bucket_mb, c->first_bucket_mb, c->op, c->overlap);
+    if (rs) return rs;
     if (c->allow_unreduced != 0 && c->allow_unreduced != 1)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "%s: allow_unreduced %d must be 0 (a step on unreduced gradients is an error) or 1", fn,
                                 c->allow_unreduced);
-    const dt_status caps = bucket_caps_check(fn, c->bucket_mb, c->first_bucket_mb);
-    if (caps) return caps;
-    if (c->op != DT_SUM && c->op != DT_AVG)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: op %d must be DT_SUM or DT_AVG", fn, (int)c->op);
     if (c->grad_comm != DT_F32 && c->grad_comm != DT_F16 && c->grad_comm != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "gradient communication type %d must be DT_F32, DT_F16 or DT_BF16",
                                 (int)c->grad_comm);
