@@ -218,6 +218,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
         return setup_error(r, s, "while making the model");
     if ((s = dt_optimizer_create(&t->optim, dt_model_num_params(r->m), &r->opt))) return train_status_error(s);
     if ((rc = train_data_check_and_eval(t, r->m, r->read_threads, &r->data))) return rc;
+    train_record_make(t, r->world, r->data.train, &r->data.rec);
     /* Placed from step 0 now, so the start line says the run's steps; again after a resume. */
     if ((rc = train_steps_and_schedule(r)) || (rc = train_epochs_place(r))) return rc;
     if (t->accum_steps > 1 && (s = dt_model_set_accum_steps(r->m, t->accum_steps)))
@@ -251,6 +252,13 @@ static int train_setup(train_run *r, const dt_placement *pl)
         }
     }
     if (r->first_step && (rc = train_epochs_place(r))) return rc;
+    /* --epochs ends no earlier than the checkpoint; --steps may (a rerun with a smaller count). */
+    if (r->first_step > t->steps) {
+        cli_error("--steps %ld: the checkpoint in %s is of step %ld, past it, so there is nothing to train; give "
+                  "--steps above %ld to go on training, or another --checkpoint-dir to start afresh",
+                  t->steps, t->ckpt_dir, r->first_step, r->first_step);
+        return EXIT_USAGE;
+    }
     /* After the resume: its step says which records of an earlier run stay. */
     if (r->rank == 0 && t->metrics && !(r->metrics = metrics_open(t->metrics, t->resume, r->first_step)))
         return EXIT_FAIL;

@@ -10,6 +10,8 @@
 #include "launch/train_data.h"
 
 #include "launch/cli.h"
+#include "base/log.h"
+#include "runtime/checkpoint/ckpt_extra.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -216,7 +218,32 @@ dt_status train_data_save(dt_ctx *ctx, const char *dir, const dt_model *m, const
         dt_dataset_shape(d->train, &cd.channels, &h, &w);
         cd.mean = (float *)mean, cd.std = (float *)std;
     }
-    return dt_checkpoint_save(ctx, dir, m, o, sc, &cd, step);
+    const ckpt_extra rec = {TRAIN_RECORD_SECTION, &d->rec, sizeof d->rec};
+    return ckpt_save_model_with(ctx, dir, m, o, sc, &cd, step, &rec);
+}
+
+/* The loaded checkpoint's run record against this run's (train_record_check). A record that cannot
+ * be read leaves the run unchecked, said: the model state it came with passed every check. */
+static dt_status check_record(dt_ctx *ctx, const char *dir, const train_data *d, long step, long epoch, long offset)
+{
+    train_record saved;
+    size_t found = 0;
+    if (ckpt_read_extra(ctx, dir, step, TRAIN_RECORD_SECTION, &saved, sizeof saved, &found)) {
+        log_msg0(LOG_LEVEL_WARN,
+                 "--resume: the checkpoint's run record could not be read (%s): the data order, "
+                 "precision and batch are not compared",
+                 dt_last_error());
+        return DT_OK;
+    }
+    if (found == 0) return DT_OK; /* written before the record existed */
+    if (found != sizeof saved) {
+        log_msg0(LOG_LEVEL_WARN,
+                 "--resume: the checkpoint's run record is %zu bytes, this dtrain reads %zu: the data order, "
+                 "precision and batch are not compared",
+                 found, sizeof saved);
+        return DT_OK;
+    }
+    return train_record_check(&saved, &d->rec, step, epoch, offset);
 }
 
 dt_status train_data_resume(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc, train_data *d,
@@ -229,6 +256,7 @@ dt_status train_data_resume(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimi
     dt_ckpt_data cd = {.channels = C, .mean = buf, .std = buf + C};
     dt_status s = dt_checkpoint_load_latest(ctx, dir, m, o, sc, &cd, first_step);
     const int rank0 = dt_rank(ctx) == 0;
+    if (!s && cd.present && *first_step > 0) s = check_record(ctx, dir, d, *first_step, cd.epoch, cd.offset);
     if (!s && cd.present && cd.normalize >= 0) {
         const float *mean, *std;
         const dt_normalize now = dt_dataset_normalization(d->train, &mean, &std);

@@ -8,6 +8,7 @@
  * commit returns), and a GPU model's parameters and optimizer state are copied down on rank 0
  * first. The commit is collective: every rank learns whether the write worked.
  */
+#include "runtime/checkpoint/ckpt_extra.h"
 #include "runtime/checkpoint/ckpt_format.h"
 #include "runtime/model/model.h"
 #include "base/trace.h"
@@ -134,6 +135,12 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
 dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
                              const dt_scaler *sc, const dt_ckpt_data *data, long step)
 {
+    return ckpt_save_model_with(ctx, dir, m, o, sc, data, step, NULL);
+}
+
+dt_status ckpt_save_model_with(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o,
+                               const dt_scaler *sc, const dt_ckpt_data *data, long step, const ckpt_extra *extra)
+{
     if (!dir || !*dir) return status_set_error(DT_ERR_INVALID_ARG, "no checkpoint directory given");
     if (!m) return status_set_error(DT_ERR_INVALID_ARG, "dt_checkpoint_save: the model is NULL");
     if (step < 0 || step > CKPT_MAX_STEP)
@@ -166,7 +173,9 @@ dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model *m, co
         return s;
     }
     model_blocks b;
-    if ((s = add_model(w, m, o, sc, data, &b))) ckpt_writer_fail(w, s); /* the commit reports it on every rank */
+    if ((s = add_model(w, m, o, sc, data, &b)) ||
+        (extra && (s = ckpt_writer_add_ref(w, extra->name, extra->data, extra->bytes))))
+        ckpt_writer_fail(w, s); /* the commit reports it on every rank */
     s = dt_ckpt_commit(w);
     model_zero_full_end((dt_optimizer *)o);
     /* The whole save, collective parts included, on the training track. */

@@ -1,0 +1,45 @@
+/*
+ * train_record.h - what a checkpoint of `dtrain train` says about the run that wrote it, beyond
+ * the model (train_record.c): the data order (seed, shuffle, samples), the precision and the
+ * batch. A resume compares it with its own flags: a different data order mid-epoch would repeat
+ * some samples of the epoch and skip others, so it is refused; a changed precision or batch goes
+ * on, said in one line each.
+ *
+ * Kept in the checkpoint's section TRAIN_RECORD_SECTION (docs/checkpoint-format.md), written in the
+ * model's own commit (ckpt_save_model_with). Checkpoints without it (written before it existed, or
+ * by the library's dt_checkpoint_save) resume as before, unchecked.
+ */
+#ifndef DT_LAUNCH_TRAIN_RECORD_H
+#define DT_LAUNCH_TRAIN_RECORD_H
+
+#include "launch/train_flags.h"
+
+#include <stdint.h>
+
+#define TRAIN_RECORD_SECTION "dtrain.run"
+enum { TRAIN_RECORD_VERSION = 1 };
+
+/* The section's bytes as they are in the file (little-endian, as every dtrain checkpoint). */
+typedef struct train_record {
+    uint32_t version;   /* TRAIN_RECORD_VERSION */
+    uint32_t shuffle;   /* --shuffle: 1 epoch, 0 none */
+    uint64_t seed;      /* --seed: the shuffled order, augmentation, and the synthetic data's values */
+    uint64_t samples;   /* training samples (after --holdout) */
+    uint32_t synthetic; /* 1: the synthetic data, whose values come from the seed */
+    uint32_t precision; /* a dt_dtype */
+    uint32_t world, batch, accum, drop_last;
+    uint64_t reserved[2]; /* 0 */
+} train_record;
+
+/* The record of this run: its flags, its world and its training set. */
+void train_record_make(const train_opts *t, int world, const dt_dataset *train, train_record *out);
+
+/* At a resume whose checkpoint (of `step`, data position epoch/offset) holds `saved`: DT_OK when
+ * the run may go on, rank 0 saying in one line each what changed; DT_ERR_INVALID_ARG
+ * naming the flag, both values and the fix when this run's data order is not the one the position
+ * counts in (another --seed, --shuffle or number of training samples, mid-epoch; another --seed
+ * for the synthetic data, whose samples it makes). A record of a version this dtrain does not know
+ * is said and not compared. The same verdict on every rank (every rank holds the same records). */
+dt_status train_record_check(const train_record *saved, const train_record *now, long step, long epoch, long offset);
+
+#endif

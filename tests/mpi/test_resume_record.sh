@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The run record of `dtrain train`'s checkpoints (launch/train_record.h) at --resume auto: a data
+# order that is not the one the saved position counts in (another --seed, --shuffle or training set
+# mid-epoch, another --seed for the synthetic data) is refused before a step, naming both values and
+# the fix, where it would repeat some samples of the epoch and skip others; at an epoch's start a
+# new seed goes on, said; a changed precision or batch goes on, said; --steps below the
+# checkpoint's step is refused rather than reported as a negative count.
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1
+MPIRUN=$2
+dt() { timeout 120 "$DTRAIN" "$@"; }
+
+python3 "$here/make_idx.py" "$tmp/d" 400 100 10 60
+D="--data $tmp/d --model fc:16,relu,fc:10 --batch 20 --device cpu --quiet"
+
+# 5 steps x 20 = 100 samples into epoch 0 (20 steps an epoch).
+fresh() { rm -rf "$tmp/ck"; dt train $D --steps 5 --checkpoint-dir "$tmp/ck" "$@" >"$tmp/out0" 2>&1 ||
+    { bad "first leg $* failed"; cat "$tmp/out0"; }; }
+
+fresh
+expect 2 "was written with --seed 1 and this run has --seed 7; it stopped 100 samples into epoch 0" \
+    dt train $D --steps 10 --checkpoint-dir "$tmp/ck" --resume auto --seed 7
+grep -qF "Resume with --seed 1 (and the same data), or start a new run in another --checkpoint-dir" "$tmp/out" &&
+    ok "the seed refusal names the fix" || { bad "seed refusal's fix"; cat "$tmp/out"; }
+[ ! -e "$tmp/ck/ckpt-0000000010.dtc" ] && ok "the refused resume wrote no checkpoint" || bad "refused resume wrote"
+
+expect 2 "was written with --shuffle epoch and this run has --shuffle none" \
+    dt train $D --steps 10 --checkpoint-dir "$tmp/ck" --resume auto --shuffle none
+expect 2 "was written with a training set of 400 samples and this run has a training set of 360 samples" \
+    dt train $D --steps 10 --checkpoint-dir "$tmp/ck" --resume auto --holdout 0.1
+
+# The same flags resume, silently (no record line); the sampler log shows the order goes on.
+expect 0 "" dt train $D --steps 10 --checkpoint-dir "$tmp/ck" --resume auto
+grep -q -- "--resume:" "$tmp/out" && { bad "an unchanged resume said something"; cat "$tmp/out"; } ||
+    ok "an unchanged resume says nothing of the record"
+
+# At an epoch's start (20 steps = 400 samples) the seed may change: said, not refused.
+rm -rf "$tmp/ck"
+dt train $D --steps 20 --checkpoint-dir "$tmp/ck" >/dev/null 2>&1
+expect 0 "--seed 7, the checkpoint's run had --seed 1: the epochs' orders and the augmentation from here" \
+    dt train $D --steps 25 --checkpoint-dir "$tmp/ck" --resume auto --seed 7
+
+# The synthetic data's samples come from the seed: refused even at an epoch's start.
+S="--model fc:16,relu,fc:10 --input 32 --dataset-size 200 --batch 20 --device cpu --quiet"
+rm -rf "$tmp/ck"
+dt train $S --steps 10 --checkpoint-dir "$tmp/ck" >/dev/null 2>&1
+expect 2 "it stopped at the start of epoch 1, and the synthetic data's samples are made from the seed" \
+    dt train $S --steps 12 --checkpoint-dir "$tmp/ck" --resume auto --seed 3
+
+# Precision and batch go on, each said.
+fresh
+expect 0 "the checkpoint's run trained in fp32, this one in bf16: the fp32 master weights go on" \
+    dt train $D --steps 7 --checkpoint-dir "$tmp/ck" --resume auto --precision bf16 --batch 10
+grep -qF "took 20 samples a step (1 rank x --batch 20 x --accum-steps 1), this one 10 (1 x 10 x 1)" "$tmp/out" &&
+    ok "a changed batch is said" || { bad "batch line"; cat "$tmp/out"; }
+fresh --precision fp16
+expect 0 "trained in fp16, this one in fp32: the fp32 master weights go on; the fp16 loss scaler's state is not used" \
+    dt train $D --steps 7 --checkpoint-dir "$tmp/ck" --resume auto
+
+# --steps below the checkpoint's step.
+fresh
+expect 2 "--steps 3: the checkpoint in $tmp/ck is of step 5, past it, so there is nothing to train" \
+    dt train $D --steps 3 --checkpoint-dir "$tmp/ck" --resume auto
+expect 0 "" dt train $D --steps 5 --checkpoint-dir "$tmp/ck" --resume auto
+
+# Two ranks agree on the refusal (each holds the record): both exit, no hang.
+rm -rf "$tmp/ck"
+timeout 120 "$MPIRUN" -np 2 "$DTRAIN" train $D --steps 5 --checkpoint-dir "$tmp/ck" >/dev/null 2>&1
+expect 2 "this run has --seed 9" timeout 120 "$MPIRUN" -np 2 "$DTRAIN" train $D --steps 10 \
+    --checkpoint-dir "$tmp/ck" --resume auto --seed 9
+
+finish
