@@ -13,7 +13,8 @@
  *
  * At open every file is read whole into memory (as stored: 3 KiB per sample, 150 MiB for
  * CIFAR-10's train split) and checked: a whole, non-zero number of records, every label in range.
- * read() then only copies bytes out: no allocation, no checks but i, safe from any thread.
+ * read() then only copies bytes out: no allocation, no checks but i, safe from any thread. With
+ * ds_open_opts.check_on_read the labels are checked by read() instead, each as its record is read.
  */
 #include "runtime/data/file_io.h"
 #include "runtime/data/reader.h"
@@ -36,7 +37,32 @@ typedef struct cifar_impl {
     size_t label_at; /* which of them is the label read: 0 (CIFAR-10, CIFAR-100 coarse) or 1 */
     unsigned char *data[CIFAR_MAX_FILES];
     size_t first[CIFAR_MAX_FILES + 1]; /* sample index of each file's first record; [nfiles] = count */
+    /* ds_open_opts.check_on_read: labels checked by cifar_read, not at open; then the files' names
+     * (for its messages) and the format's. */
+    int labels_on_read, cifar100;
+    char *file[CIFAR_MAX_FILES];
+    const char *name;
 } cifar_impl;
+
+/* Record r of file (sample `sample`), at p, checked: each label byte below its class count. */
+static dt_status check_record(const char *file, const char *name, int cifar100, size_t rec, size_t r, size_t sample,
+                              const unsigned char *p)
+{
+    if (!cifar100 && p[0] >= 10)
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s: record %zu (sample %zu, at byte %zu) has label %d, but %s has 10 "
+                                "classes (0..9): the file is damaged or not %s; download it again",
+                                file, r, sample, r * rec, p[0], name, name);
+    if (cifar100 && (p[0] >= 20 || p[1] >= 100)) {
+        const int coarse = p[0] >= 20;
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s: record %zu (sample %zu, at byte %zu) has %s label %d, but %s has "
+                                "%s classes (0..%d): the file is damaged or not %s; download it again",
+                                file, r, sample, r * rec + (coarse ? 0 : 1), coarse ? "coarse" : "fine",
+                                coarse ? p[0] : p[1], name, coarse ? "20 coarse" : "100 fine", coarse ? 19 : 99, name);
+    }
+    return DT_OK;
+}
 
 static dt_status cifar_read(const ds_split *s, size_t i, float *x, int32_t *label)
 {
@@ -50,13 +76,16 @@ static dt_status cifar_read(const ds_split *s, size_t i, float *x, int32_t *labe
     const unsigned char *px = r + c->hdr;
     for (size_t k = 0; k < CIFAR_PIXELS; k++) x[k] = (float)px[k];
     *label = (int32_t)r[c->label_at];
-    return DT_OK;
+    return c->labels_on_read ? check_record(c->file[f], c->name, c->cifar100, c->rec, i - c->first[f], i, r) : DT_OK;
 }
 
 static void cifar_free(cifar_impl *c)
 {
     if (!c) return;
-    for (int f = 0; f < c->nfiles; f++) free(c->data[f]);
+    for (int f = 0; f < c->nfiles; f++) {
+        free(c->data[f]);
+        free(c->file[f]);
+    }
     free(c);
 }
 
@@ -90,24 +119,11 @@ static dt_status load_file(cifar_impl *c, const char *file, const char *name, in
                               "records and %zu bytes left over (cut short, or not %s: give --data-format cifar%s if it "
                               "is the other one); download it again",
                               file, len, name, c->rec, n, len % c->rec, name, cifar100 ? "10" : "100");
-    /* Every label, so that training never meets a bad one. */
-    for (size_t r = 0; !st && r < n; r++) {
-        const unsigned char *p = buf + r * c->rec;
-        if (!cifar100 && p[0] >= 10)
-            st = status_set_error(DT_ERR_CORRUPT,
-                                  "%s: record %zu (sample %zu, at byte %zu) has label %d, but %s has 10 "
-                                  "classes (0..9): the file is damaged or not %s; download it again",
-                                  file, r, base + r, r * c->rec, p[0], name, name);
-        else if (cifar100 && (p[0] >= 20 || p[1] >= 100)) {
-            const int coarse = p[0] >= 20;
-            st =
-                status_set_error(DT_ERR_CORRUPT,
-                                 "%s: record %zu (sample %zu, at byte %zu) has %s label %d, but %s has "
-                                 "%s classes (0..%d): the file is damaged or not %s; download it again",
-                                 file, r, base + r, r * c->rec + (coarse ? 0 : 1), coarse ? "coarse" : "fine",
-                                 coarse ? p[0] : p[1], name, coarse ? "20 coarse" : "100 fine", coarse ? 19 : 99, name);
-        }
-    }
+    /* Every label, so that training never meets a bad one (or, check_on_read, each as it is read). */
+    for (size_t r = 0; !st && !c->labels_on_read && r < n; r++)
+        st = check_record(file, name, cifar100, c->rec, r, base + r, buf + r * c->rec);
+    if (!st && c->labels_on_read && !(c->file[c->nfiles] = strdup(file)))
+        st = status_set_error(DT_ERR_NOMEM, "out of memory opening %s", file);
     if (st) {
         free(buf); /* after the messages, which read from it */
         return st;
@@ -138,6 +154,9 @@ dt_status cifar_open(const char *path, const ds_open_opts *opts, ds_split *s)
     c->hdr = cifar100 ? 2 : 1;
     c->rec = c->hdr + CIFAR_PIXELS;
     c->label_at = cifar100 && !opts->cifar100_coarse ? 1 : 0;
+    c->labels_on_read = opts->check_on_read;
+    c->cifar100 = cifar100;
+    c->name = name;
 
     dt_status st = DT_OK;
     if (!S_ISDIR(sb.st_mode)) {

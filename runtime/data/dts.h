@@ -35,8 +35,8 @@
  * (4 bytes a sample, against hundreds for the sample) and a step must never meet a bad one.
  * Opening checks every header field against the file's real size and the DS_MAX_* bounds, with
  * overflow-checked arithmetic, and the header CRC; it does not read the samples, so the payload
- * CRC and the finiteness of fp values are checked by dts_verify (`dtrain data verify`), which
- * reads the whole file.
+ * CRC and the finiteness of fp values are checked by dts_verify, and by `dtrain data verify` (the
+ * payload CRC with dts_check_payload, then every sample and label through ds_find_bad_samples).
  */
 #ifndef DT_RUNTIME_DATA_DTS_H
 #define DT_RUNTIME_DATA_DTS_H
@@ -66,6 +66,11 @@ size_t dts_dtype_size(int dtype);
  * on top of what opening checks. DT_OK, or DT_ERR_CORRUPT naming the file, the byte range or
  * sample and the fix; DT_ERR_IO when it cannot be read. */
 dt_status dts_verify(const char *path);
+
+/* The payload CRC-32 of an open "dts" split against its header's. DT_OK, or DT_ERR_CORRUPT naming
+ * the file and the payload's byte range: the damage is somewhere in it, and which sample it hit is
+ * for a read of every sample to find (a damaged byte of a uint8 sample reads as a valid value). */
+dt_status dts_check_payload(const ds_split *s);
 
 /* The byte offset of sample i's values in the .dts file an open "dts" split reads; for messages. */
 uint64_t dts_sample_offset(const ds_split *s, size_t i);

@@ -34,7 +34,8 @@ typedef struct dts_map {
     size_t size;
     size_t header_bytes, labels_offset, row_bytes;
     int dtype;
-    float *mean, *std; /* copied out of the header: c each */
+    int labels_on_read; /* ds_open_opts.check_on_read: labels checked by dts_read, not at open */
+    float *mean, *std;  /* copied out of the header: c each */
 } dts_map;
 
 const char *dts_dtype_name(int dtype)
@@ -79,6 +80,18 @@ static uint32_t crc_of(uint32_t crc, const unsigned char *p, size_t n)
     return crc;
 }
 
+/* Label i of the mapped file f against classes (from the header), the message naming its offset. */
+static dt_status check_label(const char *f, const dts_map *m, uint64_t i, uint32_t classes)
+{
+    const int32_t y = (int32_t)le32(m->base + m->labels_offset + 4 * i);
+    if (y >= 0 && (uint32_t)y < classes) return DT_OK;
+    return status_set_error(DT_ERR_CORRUPT,
+                            "%s: label %d of sample %llu (offset %llu) is outside 0 to %u (the "
+                            "header says %u classes): write it again with dtrain data convert",
+                            f, (int)y, (unsigned long long)i, (unsigned long long)(m->labels_offset + 4 * i),
+                            classes - 1, classes);
+}
+
 static dt_status dts_read(const ds_split *s, size_t i, float *x, int32_t *label)
 {
     const dts_map *m = s->impl;
@@ -94,7 +107,7 @@ static dt_status dts_read(const ds_split *s, size_t i, float *x, int32_t *label)
         default: memcpy(x, row, per * sizeof *x); break;
     }
     *label = (int32_t)le32(m->base + m->labels_offset + 4 * i);
-    return DT_OK;
+    return m->labels_on_read ? check_label(s->source, m, i, (uint32_t)s->classes) : DT_OK;
 }
 
 static void dts_close(ds_split *s)
@@ -223,16 +236,9 @@ static dt_status check_header(const char *f, const unsigned char *b, size_t len,
     }
     s->mean = m->mean;
     s->std = m->std;
-    for (uint64_t i = 0; i < count; i++) {
-        const int32_t y = (int32_t)le32(b + m->labels_offset + 4 * i);
-        if (y < 0 || (uint32_t)y >= classes)
-            return status_set_error(DT_ERR_CORRUPT,
-                                    "%s: label %d of sample %llu (offset %llu) is outside 0 to %u (the "
-                                    "header says %u classes): write it again with dtrain data convert",
-                                    f, (int)y, (unsigned long long)i, (unsigned long long)(m->labels_offset + 4 * i),
-                                    classes - 1, classes);
-    }
-    return DT_OK;
+    dt_status st = DT_OK;
+    for (uint64_t i = 0; !m->labels_on_read && !st && i < count; i++) st = check_label(f, m, i, classes);
+    return st;
 }
 
 /* The file a "dts" path means: itself, or train.dts / test.dts in a directory. */
@@ -290,11 +296,26 @@ dt_status dts_open(const char *path, const ds_open_opts *opts, ds_split *s)
         return status_set_error(DT_ERR_IO, "cannot map %s (%zu bytes): %s", f, len, strerror(errno));
     m->base = base;
     m->size = len;
+    m->labels_on_read = opts && opts->check_on_read;
     if ((st = check_header(f, m->base, len, m, s))) return st;
     snprintf(s->format, sizeof s->format, "dts");
     if (!s->split[0]) snprintf(s->split, sizeof s->split, "%s", opts && opts->split ? opts->split : "train");
     snprintf(s->source, sizeof s->source, "%.*s", (int)sizeof s->source - 1, f);
     return DT_OK;
+}
+
+dt_status dts_check_payload(const ds_split *s)
+{
+    const dts_map *m = s->impl;
+    const uint64_t payload = m->size - m->header_bytes;
+    const uint32_t want = le32(m->base + 56);
+    const uint32_t got = crc_of(0, m->base + m->header_bytes, (size_t)payload);
+    if (got == want) return DT_OK;
+    return status_set_error(DT_ERR_CORRUPT,
+                            "%s: the payload (bytes %zu to %zu) sums to CRC-32 %08x, the header says "
+                            "%08x: samples or labels are damaged; copy the file again or write it again with dtrain "
+                            "data convert",
+                            s->source, m->header_bytes, m->size, got, want);
 }
 
 dt_status dts_verify(const char *path)
@@ -306,16 +327,7 @@ dt_status dts_verify(const char *path)
         return st;
     }
     const dts_map *m = s.impl;
-    const uint64_t payload = m->size - m->header_bytes;
-    const uint32_t want = le32(m->base + 56);
-    const uint32_t got = crc_of(0, m->base + m->header_bytes, (size_t)payload);
-    if (got != want) {
-        st = status_set_error(DT_ERR_CORRUPT,
-                              "%s: the payload (bytes %zu to %zu) sums to CRC-32 %08x, the header says "
-                              "%08x: samples or labels are damaged; copy the file again or write it again with dtrain "
-                              "data convert",
-                              s.source, m->header_bytes, m->size, got, want);
-    }
+    st = dts_check_payload(&s);
     if (!st && m->dtype != DTS_UINT8) {
         const size_t per = (size_t)s.c * s.h * s.w;
         float *x = malloc(per * sizeof *x);

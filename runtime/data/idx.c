@@ -112,7 +112,16 @@ float idx_value(const idx_array *a, size_t i, size_t j)
     }
 }
 
-dt_status idx_check_labels(const char *what, const idx_array *a, size_t count, int *classes)
+/* Label v of sample i of the labels file what, outside the class range. */
+static dt_status label_error(const char *what, float v, size_t i)
+{
+    return status_set_error(DT_ERR_CORRUPT,
+                            "%s: label %.0f of sample %zu is outside 0 to %d: a label is a class number; "
+                            "correct it or remove the sample",
+                            what, (double)v, i, DS_MAX_CLASSES - 1);
+}
+
+dt_status idx_check_labels(const char *what, const idx_array *a, size_t count, int skip_bad, int *classes)
 {
     if (a->ndims != 1)
         return status_set_error(DT_ERR_CORRUPT, "%s: a labels file has one dimension (N); this one has %d", what,
@@ -130,9 +139,10 @@ dt_status idx_check_labels(const char *what, const idx_array *a, size_t count, i
     float top = -1;
     for (size_t i = 0; i < a->count; i++) {
         float v = idx_value(a, i, 0);
-        if (v < 0 || v >= (float)DS_MAX_CLASSES)
-            return status_set_error(DT_ERR_CORRUPT, "%s: label %.0f of sample %zu is outside 0 to %d", what, (double)v,
-                                    i, DS_MAX_CLASSES - 1);
+        if (v < 0 || v >= (float)DS_MAX_CLASSES) {
+            if (skip_bad) continue;
+            return label_error(what, v, i);
+        }
         if (v > top) top = v;
     }
     *classes = (int)top + 1;
@@ -159,6 +169,7 @@ dt_status idx_check_finite(const char *what, const idx_array *a)
 typedef struct idx_split {
     unsigned char *img_buf, *lab_buf;
     idx_array img, lab;
+    char *lab_path; /* ds_open_opts.check_on_read: the labels file, for idx_read's refusals; else NULL */
 } idx_split;
 
 static dt_status idx_read(const ds_split *s, size_t i, float *x, int32_t *label)
@@ -167,7 +178,10 @@ static dt_status idx_read(const ds_split *s, size_t i, float *x, int32_t *label)
     if (i >= s->count)
         return status_set_error(DT_ERR_INVALID_ARG, "sample %zu is outside %s (%zu samples)", i, s->source, s->count);
     for (size_t j = 0; j < d->img.per_sample; j++) x[j] = idx_value(&d->img, i, j);
-    *label = (int32_t)idx_value(&d->lab, i, 0);
+    const float v = idx_value(&d->lab, i, 0);
+    /* Checked here only when the open did not (a float past int32 must not be converted). */
+    if (d->lab_path && (v < 0 || v >= (float)DS_MAX_CLASSES)) return label_error(d->lab_path, v, i);
+    *label = (int32_t)v;
     return DT_OK;
 }
 
@@ -177,6 +191,7 @@ static void idx_close(ds_split *s)
     if (!d) return;
     free(d->img_buf);
     free(d->lab_buf);
+    free(d->lab_path);
     free(d);
     s->impl = NULL;
 }
@@ -230,11 +245,15 @@ dt_status idx_open(const char *path, const ds_open_opts *opts, ds_split *s)
     s->impl = d;
     size_t n;
     dt_status st;
+    /* check_on_read: bad labels and values are left for the reads, so one pass names them all. */
+    const int later = opts && opts->check_on_read;
+    if (later && !(d->lab_path = strdup(lab_path)))
+        return status_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
     if ((st = ds_read_file(img_path, DS_MAX_FILE_BYTES, &d->img_buf, &n)) ||
-        (st = idx_parse(img_path, d->img_buf, n, &d->img)) || (st = idx_check_finite(img_path, &d->img)) ||
+        (st = idx_parse(img_path, d->img_buf, n, &d->img)) || (!later && (st = idx_check_finite(img_path, &d->img))) ||
         (st = ds_read_file(lab_path, DS_MAX_FILE_BYTES, &d->lab_buf, &n)) ||
         (st = idx_parse(lab_path, d->lab_buf, n, &d->lab)) ||
-        (st = idx_check_labels(lab_path, &d->lab, d->img.count, &s->classes)))
+        (st = idx_check_labels(lab_path, &d->lab, d->img.count, later, &s->classes)))
         return st;
     const uint32_t *dm = d->img.dims;
     switch (d->img.ndims) {

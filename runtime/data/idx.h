@@ -36,8 +36,10 @@ dt_status idx_parse(const char *what, const unsigned char *buf, size_t len, idx_
 float idx_value(const idx_array *a, size_t i, size_t j);
 
 /* Checks a labels array: rank 1, an integer type, count samples, every label in [0,
- * DS_MAX_CLASSES); *classes = the largest label + 1. DT_ERR_CORRUPT naming the index and value. */
-dt_status idx_check_labels(const char *what, const idx_array *a, size_t count, int *classes);
+ * DS_MAX_CLASSES); *classes = the largest label + 1. DT_ERR_CORRUPT naming the index and value.
+ * skip_bad: a label outside that range is left out of *classes instead of refused (for a reader
+ * that refuses it when its sample is read: ds_open_opts.check_on_read). */
+dt_status idx_check_labels(const char *what, const idx_array *a, size_t count, int skip_bad, int *classes);
 
 /* Checks that a float32/float64 array holds only finite values (naming the first that is not). */
 dt_status idx_check_finite(const char *what, const idx_array *a);

@@ -129,6 +129,14 @@ static void if_close(ds_split *s)
 
 static const ds_ops if_ops = {if_read, if_close};
 
+int imagefolder_sample_path(const ds_split *s, size_t i, char *out, size_t n)
+{
+    if (!s || s->ops != &if_ops || i >= s->count) return 0;
+    const if_impl *f = s->impl;
+    snprintf(out, n, "%s/%s", f->root, f->names.p + f->img[i]);
+    return 1;
+}
+
 const char *imagefolder_class_name(const ds_split *s, int k)
 {
     if (!s || s->ops != &if_ops || k < 0 || k >= s->classes) return NULL;

@@ -61,6 +61,12 @@ typedef struct ds_open_opts {
      * (gray) or 3 (RGB); 0 = not given, and an image folder fails naming --input. Other formats
      * ignore it (the caller checks their shape against the model's). */
     int c, h, w;
+    /* 1: the open checks the files' structure but leaves each label (and an IDX file's values) to
+     * be checked as its sample is read, so that one pass names every bad sample (dtrain data
+     * verify): a read returns DT_ERR_CORRUPT naming a bad label, or the value for the caller's
+     * check (ds_find_bad_samples). 0 (training, info, convert): the open refuses the first bad one,
+     * so a step never meets it. Image folders check nothing at open either way. */
+    int check_on_read;
 } ds_open_opts;
 
 /* Opens one split of the dataset at path (a directory of a known layout, or one file), detecting
@@ -85,6 +91,9 @@ static inline dt_status ds_read(const ds_split *s, size_t i, float *x, int32_t *
 dt_status idx_open(const char *path, const ds_open_opts *opts, ds_split *s);
 dt_status cifar_open(const char *path, const ds_open_opts *opts, ds_split *s);
 dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split *s); /* imagefolder.c */
+/* An image folder's sample i (< s->count): its image's path (ROOT/<class>/...) into out, n bytes
+ * (cut short to fit); 1, or 0 for another format or an i out of range. */
+int imagefolder_sample_path(const ds_split *s, size_t i, char *out, size_t n);
 /* An image folder's class k (0 <= k < s->classes): its folder name; NULL for another format. */
 const char *imagefolder_class_name(const ds_split *s, int k);
 /* s's class folders numbered by ref's names (both image folders; otherwise nothing changes), and

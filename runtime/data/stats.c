@@ -1,7 +1,9 @@
 /*
  * stats.c - per-channel statistics of a split (stats.h): one pass over every sample, split into
  * contiguous index ranges, one per thread, each with its own double accumulators, merged in
- * thread order so that the figures never depend on which thread finished first.
+ * thread order so that the figures never depend on which thread finished first. The same pass
+ * serves ds_find_bad_samples (dtrain data verify): there a bad sample is listed by its range and
+ * the range goes on, and the ranges' lists joined in order are the split's, in index order.
  */
 #include "runtime/data/stats.h"
 #include "base/status.h"
@@ -118,7 +120,34 @@ typedef struct stats_job {
     dt_status status;
     size_t bad;
     status_kept msg; /* the last error is per thread: carried back to the caller's */
+    /* ds_find_bad_samples: a bad sample joins found (the first keep of this range, 0: all) and
+     * the pass goes on; otherwise the first one ends the range. */
+    int keep_going;
+    size_t keep;
+    ds_bad_samples found;
+    size_t cap; /* found.items' room */
 } stats_job;
+
+/* Sample i of a keep_going job failed with st (its message the last error): counted, and listed
+ * while the range has listed fewer than keep. DT_ERR_NOMEM when the list cannot grow. */
+static dt_status bad_list_add(stats_job *j, size_t i, dt_status st)
+{
+    ds_bad_samples *b = &j->found;
+    b->count++;
+    if (j->keep && b->listed >= j->keep) return DT_OK;
+    if (b->listed == j->cap) {
+        const size_t cap = j->cap ? 2 * j->cap : 16;
+        ds_bad_sample *grown = realloc(b->items, cap * sizeof *grown);
+        if (!grown)
+            return status_set_error(DT_ERR_NOMEM, "out of memory listing bad sample %zu of %s", i, j->s->source);
+        b->items = grown;
+        j->cap = cap;
+    }
+    char *why = strdup(dt_last_error());
+    if (!why) return status_set_error(DT_ERR_NOMEM, "out of memory listing bad sample %zu of %s", i, j->s->source);
+    b->items[b->listed++] = (ds_bad_sample){.index = i, .status = st, .why = why};
+    return DT_OK;
+}
 
 static void *stats_run(void *arg)
 {
@@ -147,37 +176,49 @@ static void *stats_run(void *arg)
                                       "%s: value %zu of sample %zu is %g: a dataset must hold finite "
                                       "values",
                                       s->source, k, i, (double)x[k]);
+        /* Out of memory is no fault of the sample, and the next read would meet it too: it ends
+         * the pass whatever the mode. */
+        if (st && j->keep_going && st != DT_ERR_NOMEM)
+            st = bad_list_add(j, i, st);
+        else if (!st)
+            ds_stats_acc_add(&j->acc, x, y);
         if (st) {
             j->status = st;
             j->bad = i;
             status_keep(&j->msg);
             break;
         }
-        ds_stats_acc_add(&j->acc, x, y);
     }
     free(x);
     return NULL;
 }
 
-dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, size_t *bad_sample)
+/* Runs the pass over s in contiguous ranges, one per thread (threads clamped to 1..count), each
+ * job set up by the caller's keep_going/keep; *jobs_out (njobs of them, each with an initialised
+ * accumulator) is the caller's to free with jobs_free whatever the result. DT_OK once every job
+ * ran; the jobs' own status says how each ended. */
+static dt_status jobs_run(const ds_split *s, int threads, int keep_going, size_t keep, stats_job **jobs_out, int *njobs)
 {
-    memset(out, 0, sizeof *out);
     int t = threads < 1 ? 1 : threads;
     if ((size_t)t > s->count) t = s->count ? (int)s->count : 1;
     stats_job *jobs = calloc((size_t)t, sizeof *jobs);
     pthread_t *tid = calloc((size_t)t, sizeof *tid);
     int *started = calloc((size_t)t, sizeof *started);
+    *jobs_out = jobs;
+    *njobs = 0;
     dt_status st = DT_OK;
     if (!jobs || !tid || !started) st = status_set_error(DT_ERR_NOMEM, "out of memory for %d statistics threads", t);
-    int made = 0;
-    for (; !st && made < t; made++) {
+    for (int made = 0; !st && made < t; made++) {
         stats_job *j = &jobs[made];
         j->s = s;
+        j->keep_going = keep_going;
+        j->keep = keep;
         /* Ranges of q or q + 1 samples, the longer ones first. */
         const size_t q = s->count / (size_t)t, r = s->count % (size_t)t, k = (size_t)made;
         j->begin = k * q + (k < r ? k : r);
         j->end = j->begin + q + (k < r);
         st = ds_stats_acc_init(&j->acc, s->c, (size_t)s->h * s->w, s->classes);
+        *njobs = made + 1;
     }
     /* Thread 0 is the caller: threads 0/1 start nothing. */
     for (int k = 1; !st && k < t; k++) {
@@ -190,6 +231,26 @@ dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, siz
     if (!st) stats_run(&jobs[0]);
     for (int k = 1; k < t; k++)
         if (started[k]) pthread_join(tid[k], NULL);
+    free(tid);
+    free(started);
+    return st;
+}
+
+static void jobs_free(stats_job *jobs, int njobs)
+{
+    for (int k = 0; jobs && k < njobs; k++) {
+        ds_stats_acc_free(&jobs[k].acc);
+        ds_bad_samples_free(&jobs[k].found);
+    }
+    free(jobs);
+}
+
+dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, size_t *bad_sample)
+{
+    memset(out, 0, sizeof *out);
+    stats_job *jobs;
+    int t;
+    dt_status st = jobs_run(s, threads, 0, 0, &jobs, &t);
     if (!st) {
         /* The lowest range that failed holds the lowest failing sample. */
         for (int k = 0; k < t; k++)
@@ -203,14 +264,50 @@ dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, siz
         for (int k = 1; k < t; k++) ds_stats_acc_merge(&jobs[0].acc, &jobs[k].acc);
         st = ds_stats_acc_finish(&jobs[0].acc, out);
     }
-    for (int k = 0; jobs && k < made; k++) ds_stats_acc_free(&jobs[k].acc);
-    free(jobs);
-    free(tid);
-    free(started);
+    jobs_free(jobs, t);
     return st;
 }
 
 dt_status ds_compute_stats(const ds_split *s, int threads, ds_stats *out)
 {
     return ds_compute_stats_at(s, threads, out, NULL);
+}
+
+dt_status ds_find_bad_samples(const ds_split *s, int threads, size_t keep, ds_bad_samples *out)
+{
+    memset(out, 0, sizeof *out);
+    stats_job *jobs;
+    int t;
+    dt_status st = jobs_run(s, threads, 1, keep, &jobs, &t);
+    /* A job that stopped did so for memory: the pass did not read every sample. */
+    for (int k = 0; !st && k < t; k++)
+        if (jobs[k].status) st = status_restore(jobs[k].status, &jobs[k].msg);
+    /* The ranges are in index order and each listed its own first ones: their concatenation, cut
+     * at keep, is the first keep of the split whatever the thread count. */
+    size_t n = 0;
+    for (int k = 0; !st && k < t; k++) {
+        out->count += jobs[k].found.count;
+        n += jobs[k].found.listed;
+    }
+    if (keep && n > keep) n = keep;
+    if (!st && n && !(out->items = calloc(n, sizeof *out->items)))
+        st = status_set_error(DT_ERR_NOMEM, "out of memory listing the %zu bad samples of %s", n, s->source);
+    for (int k = 0; !st && k < t && out->listed < n; k++) {
+        ds_bad_samples *f = &jobs[k].found;
+        for (size_t i = 0; i < f->listed && out->listed < n; i++) {
+            out->items[out->listed++] = f->items[i];
+            f->items[i].why = NULL; /* moved: jobs_free leaves it */
+        }
+    }
+    if (st) ds_bad_samples_free(out);
+    jobs_free(jobs, t);
+    return st;
+}
+
+void ds_bad_samples_free(ds_bad_samples *b)
+{
+    if (!b) return;
+    for (size_t i = 0; i < b->listed; i++) free(b->items[i].why);
+    free(b->items);
+    memset(b, 0, sizeof *b);
 }

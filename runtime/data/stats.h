@@ -1,8 +1,9 @@
 /*
  * stats.h - per-channel statistics of a dataset split: value range, mean and population standard
  * deviation per channel, samples per class. `--normalize standard` uses the mean and std when a
- * split stores none (a .dts stores its own), `dtrain data info` prints them, `dtrain data verify`
- * uses the same pass to read every sample, and the .dts writer stores them in the header.
+ * split stores none (a .dts stores its own), `dtrain data info` prints them, and the .dts writer
+ * stores them in the header. `dtrain data verify` reads every sample through the same pass in a mode
+ * that goes on past a bad sample (ds_find_bad_samples), so one run names them all.
  *
  * Sums are in double, one accumulator per thread over a fixed range of samples, merged in thread
  * order: the result depends on the thread count (in the last bits) but never on timing.
@@ -30,6 +31,28 @@ dt_status ds_compute_stats(const ds_split *s, int threads, ds_stats *out);
  * one the message names), when bad_sample is not NULL. */
 dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, size_t *bad_sample);
 void ds_stats_free(ds_stats *st);
+
+/* A bad sample: its index, what reading or checking it returned, and the message naming it. */
+typedef struct ds_bad_sample {
+    size_t index;
+    dt_status status; /* DT_ERR_CORRUPT (a label, a value, an undecodable image), DT_ERR_IO, ... */
+    char *why;        /* owned by the list */
+} ds_bad_sample;
+
+typedef struct ds_bad_samples {
+    size_t count;         /* every bad sample of the split */
+    size_t listed;        /* the first listed of them, in index order, are in items */
+    ds_bad_sample *items; /* listed entries */
+} ds_bad_samples;
+
+/* The pass of ds_compute_stats over every sample of s, going on past a bad one (a read error, a
+ * label outside [0, classes), a value that is not finite): each is counted in out->count, and the
+ * first keep of them (0: every one) are listed in index order, the same list whatever the thread
+ * count. DT_OK once every sample was read, bad ones or not; DT_ERR_NOMEM stops the pass (a read
+ * that ran out of memory included: the next one would too), and then *out holds nothing. The
+ * caller owns *out: ds_bad_samples_free. */
+dt_status ds_find_bad_samples(const ds_split *s, int threads, size_t keep, ds_bad_samples *out);
+void ds_bad_samples_free(ds_bad_samples *b);
 
 /* The accumulator under them, for a pass that reads samples anyway (the .dts writer): init for a
  * shape and class count, add samples, merge others in a fixed order, finish into a ds_stats. */

@@ -33,7 +33,7 @@ static void check(const unsigned char *b, size_t len)
         for (size_t j = 0; j < per; j++) sink += idx_value(&a, i, j);
     (void)sink;
     int classes = 0;
-    if (idx_check_labels("fuzz", &a, a.count, &classes) == DT_OK) {
+    if (idx_check_labels("fuzz", &a, a.count, 0, &classes) == DT_OK) {
         FUZZ_CHECK(classes >= 1 && classes <= DS_MAX_CLASSES, "classes %d", classes);
         for (size_t i = 0; i < a.count; i++) {
             float v = idx_value(&a, i, 0);

@@ -1,0 +1,261 @@
+/*
+ * test_bad_samples.c - the pass of `dtrain data verify` (ds_find_bad_samples in stats.c) and the
+ * opens that leave labels to it (ds_open_opts.check_on_read): every bad sample of a split is
+ * counted and listed in index order, the same list whatever the thread count, the first keep of
+ * them when keep is set; out of memory stops the pass. A .dts, an IDX directory and a CIFAR-10 file
+ * with several bad labels, refused at the first by a plain open, open with check_on_read and name
+ * every one.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base/status.h"
+#include "runtime/data/dts.h"
+#include "runtime/data/reader.h"
+#include "runtime/data/stats.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static int setup(void **st)
+{
+    (void)st;
+    snprintf(dir, sizeof dir, "/tmp/dtrain_bad_samples_XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **st)
+{
+    (void)st;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd);
+}
+
+/* ------------------------------------------------- a split with bad samples at known places */
+
+#define N 1000
+#define CLASSES 5
+
+/* What is wrong with sample i: 0 nothing, 1 its read fails, 2 its label is CLASSES, 3 a value is
+ * NaN, 4 its read runs out of memory (only when nomem_at is i). */
+static size_t nomem_at = SIZE_MAX;
+static int bad_kind(size_t i)
+{
+    if (i == nomem_at) return 4;
+    return i % 97 == 3 ? 1 : i % 101 == 50 ? 2 : i % 103 == 7 ? 3 : 0;
+}
+
+static dt_status odd_read(const ds_split *s, size_t i, float *x, int32_t *label)
+{
+    const int k = bad_kind(i);
+    if (k == 1) return status_set_error(DT_ERR_CORRUPT, "sample %zu cannot be decoded", i);
+    if (k == 4) return status_set_error(DT_ERR_NOMEM, "out of memory decoding sample %zu", i);
+    for (int j = 0; j < s->c; j++) x[j] = (float)(i + (size_t)j);
+    if (k == 3) x[1] = NAN;
+    *label = k == 2 ? CLASSES : (int32_t)(i % CLASSES);
+    return DT_OK;
+}
+
+static const ds_ops odd_ops = {odd_read, NULL};
+
+static ds_split odd_split(void)
+{
+    ds_split s = {.ops = &odd_ops, .count = N, .c = 3, .h = 1, .w = 1, .classes = CLASSES};
+    snprintf(s.source, sizeof s.source, "odd");
+    return s;
+}
+
+static void test_every_bad_sample(void **st)
+{
+    (void)st;
+    nomem_at = SIZE_MAX;
+    const ds_split s = odd_split();
+    size_t want[N], nwant = 0;
+    for (size_t i = 0; i < N; i++)
+        if (bad_kind(i)) want[nwant++] = i;
+    assert_true(nwant > 25); /* more than one thread's range holds some, more than a keep of 5 */
+    ds_bad_samples one;
+    assert_int_equal(ds_find_bad_samples(&s, 1, 0, &one), DT_OK);
+    assert_int_equal(one.count, nwant);
+    assert_int_equal(one.listed, nwant);
+    for (size_t k = 0; k < nwant; k++) {
+        assert_int_equal(one.items[k].index, want[k]);
+        char tag[64];
+        snprintf(tag, sizeof tag, "sample %zu ", want[k]);
+        if (!strstr(one.items[k].why, tag)) fail_msg("entry %zu: \"%s\" lacks \"%s\"", k, one.items[k].why, tag);
+        const int kind = bad_kind(want[k]);
+        assert_non_null(strstr(one.items[k].why, kind == 1   ? "cannot be decoded"
+                                                 : kind == 2 ? "is outside 0 to 4"
+                                                             : "is nan"));
+    }
+    /* The same list whatever the thread count; keep cuts it to its first entries, not the count. */
+    const int threads[] = {0, 2, 3, 4, 7, 64};
+    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++)
+        for (size_t keep = 0; keep <= 5; keep += 5) {
+            ds_bad_samples b;
+            assert_int_equal(ds_find_bad_samples(&s, threads[t], keep, &b), DT_OK);
+            assert_int_equal(b.count, nwant);
+            assert_int_equal(b.listed, keep ? keep : nwant);
+            for (size_t k = 0; k < b.listed; k++) {
+                assert_int_equal(b.items[k].index, one.items[k].index);
+                assert_int_equal(b.items[k].status, one.items[k].status);
+                assert_string_equal(b.items[k].why, one.items[k].why);
+            }
+            ds_bad_samples_free(&b);
+        }
+    ds_bad_samples_free(&one);
+    /* The statistics pass itself still stops at the first (data info, --normalize standard). */
+    ds_stats stats;
+    size_t first = 0;
+    assert_int_equal(ds_compute_stats_at(&s, 4, &stats, &first), DT_ERR_CORRUPT);
+    assert_int_equal(first, want[0]);
+}
+
+static void test_nomem_stops(void **st)
+{
+    (void)st;
+    nomem_at = 500;
+    const ds_split s = odd_split();
+    for (int t = 1; t <= 4; t += 3) {
+        ds_bad_samples b;
+        assert_int_equal(ds_find_bad_samples(&s, t, 0, &b), DT_ERR_NOMEM);
+        assert_non_null(strstr(dt_last_error(), "out of memory decoding sample 500"));
+        assert_int_equal(b.count, 0);
+        assert_null(b.items);
+    }
+    nomem_at = SIZE_MAX;
+}
+
+/* ----------------------------------------------------------- opens that leave labels to reads */
+
+static void spit(const char *p, const void *b, size_t n)
+{
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+/* Lists the bad samples of the split at path opened with check_on_read, and checks them against
+ * want (nwant indices) and the fragment each message must hold. */
+static void expect_bad(const char *path, const size_t *want, size_t nwant, const char *const *says)
+{
+    ds_open_opts o = {.check_on_read = 1};
+    ds_split *s = NULL;
+    if (ds_open(path, &o, &s) != DT_OK) fail_msg("check_on_read open of %s: %s", path, dt_last_error());
+    for (int t = 1; t <= 3; t += 2) {
+        ds_bad_samples b;
+        assert_int_equal(ds_find_bad_samples(s, t, 0, &b), DT_OK);
+        assert_int_equal(b.count, nwant);
+        for (size_t k = 0; k < nwant; k++) {
+            assert_int_equal(b.items[k].index, want[k]);
+            if (!strstr(b.items[k].why, says[k])) fail_msg("\"%s\" lacks \"%s\"", b.items[k].why, says[k]);
+        }
+        ds_bad_samples_free(&b);
+    }
+    ds_close(s);
+}
+
+static dt_status good_read(const ds_split *s, size_t i, float *x, int32_t *label)
+{
+    for (int j = 0; j < s->c; j++) x[j] = (float)((i * 3 + (size_t)j) % 256);
+    *label = (int32_t)(i % (size_t)s->classes);
+    return DT_OK;
+}
+
+static const ds_ops good_ops = {good_read, NULL};
+
+static void test_dts_labels(void **st)
+{
+    (void)st;
+    ds_split src = {.ops = &good_ops, .count = 10, .c = 2, .h = 1, .w = 1, .classes = 3, .uint8_values = 1};
+    char p[128];
+    snprintf(p, sizeof p, "%s/l.dts", dir);
+    assert_int_equal(dts_write(&src, p, NULL, NULL), DT_OK);
+    /* A 128-byte header (64 + 8 x 2 channels, rounded up to 64), 20 bytes of samples rounded up to
+     * 64: the labels at 192. */
+    FILE *f = fopen(p, "r+b");
+    assert_non_null(f);
+    const unsigned char seven[4] = {7, 0, 0, 0}, neg[4] = {0xff, 0xff, 0xff, 0xff};
+    fseek(f, 192 + 4 * 2, SEEK_SET), fwrite(seven, 1, 4, f);
+    fseek(f, 192 + 4 * 8, SEEK_SET), fwrite(neg, 1, 4, f);
+    fclose(f);
+    ds_split *s = NULL;
+    assert_int_equal(ds_open(p, NULL, &s), DT_ERR_CORRUPT); /* a plain open: the first, at open */
+    assert_non_null(strstr(dt_last_error(), "label 7 of sample 2 (offset 200)"));
+    const size_t want[] = {2, 8};
+    const char *says[] = {"label 7 of sample 2 (offset 200) is outside 0 to 2",
+                          "label -1 of sample 8 (offset 224) is outside 0 to 2"};
+    expect_bad(p, want, 2, says);
+    /* The payload CRC is damaged too, and says so without naming a sample. */
+    ds_open_opts o = {.check_on_read = 1};
+    assert_int_equal(ds_open(p, &o, &s), DT_OK);
+    assert_int_equal(dts_check_payload(s), DT_ERR_CORRUPT);
+    assert_non_null(strstr(dt_last_error(), "samples or labels are damaged"));
+    ds_close(s);
+}
+
+static void test_idx_labels(void **st)
+{
+    (void)st;
+    char d[128], p[192];
+    snprintf(d, sizeof d, "%s/mnist", dir);
+    mkdir(d, 0755);
+    /* 6 images of 1x1x2, labels as signed bytes (type 09): -1 at samples 1 and 4. */
+    const unsigned char img[] = {0, 0, 8, 3, 0, 0, 0, 6, 0, 0, 0, 1, 0, 0, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    const unsigned char lab[] = {0, 0, 9, 1, 0, 0, 0, 6, 0, 0xff, 1, 2, 0xff, 1};
+    snprintf(p, sizeof p, "%s/train-images-idx3-ubyte", d);
+    spit(p, img, sizeof img);
+    snprintf(p, sizeof p, "%s/train-labels-idx1-ubyte", d);
+    spit(p, lab, sizeof lab);
+    ds_split *s = NULL;
+    assert_int_equal(ds_open(d, NULL, &s), DT_ERR_CORRUPT);
+    assert_non_null(strstr(dt_last_error(), "label -1 of sample 1 is outside"));
+    ds_open_opts o = {.check_on_read = 1};
+    assert_int_equal(ds_open(d, &o, &s), DT_OK);
+    assert_int_equal(s->classes, 3); /* from the labels in range */
+    ds_close(s);
+    const size_t want[] = {1, 4};
+    const char *says[] = {"label -1 of sample 1 is outside", "label -1 of sample 4 is outside"};
+    expect_bad(d, want, 2, says);
+}
+
+static void test_cifar_labels(void **st)
+{
+    (void)st;
+    /* CIFAR-10: 4 records, labels 0, 12, 3, 200 (10 classes). */
+    static unsigned char rec[4 * 3073];
+    const unsigned char labels[] = {0, 12, 3, 200};
+    for (int r = 0; r < 4; r++) rec[r * 3073] = labels[r];
+    char p[128];
+    snprintf(p, sizeof p, "%s/test_batch.bin", dir);
+    spit(p, rec, sizeof rec);
+    ds_split *s = NULL;
+    assert_int_equal(ds_open(p, NULL, &s), DT_ERR_CORRUPT);
+    const size_t want[] = {1, 3};
+    const char *says[] = {"record 1 (sample 1, at byte 3073) has label 12",
+                          "record 3 (sample 3, at byte 9219) has label 200"};
+    expect_bad(p, want, 2, says);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_bad_sample),
+        cmocka_unit_test(test_nomem_stops),
+        cmocka_unit_test_setup_teardown(test_dts_labels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idx_labels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cifar_labels, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
