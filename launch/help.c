@@ -291,12 +291,17 @@ static const char data_convert[] = "usage: dtrain data convert SRC DST [options]
 
 static const char data_verify[] = "usage: dtrain data verify PATH [options]\n"
                                   "Reads every sample and label of the dataset at PATH (any format), both splits:\n"
-                                  "every label must be below the class count and every value finite; a .dts file's\n"
-                                  "payload CRC-32 is checked too. Prints OK with the counts, or the first problem\n"
-                                  "(file, sample, byte offset) and exits 1.\n"
+                                  "every label must be below the class count, every value finite, every image\n"
+                                  "decodable; a .dts file's payload CRC-32 is checked too. It goes on past a bad\n"
+                                  "sample and names each, in index order (the same list whatever --threads):\n"
+                                  "    sample 6 (ROOT/cat/002.png): ROOT/cat/002.png cannot be decoded as PNG: ...\n"
+                                  "with the image's path (image folders) or the byte offset (.dts), then how many\n"
+                                  "of how many samples are bad per split, and exits 1; OK and exit 0 when none.\n"
                                   "\n"
+                                  "  --max-errors N    name at most N bad samples per split (20; 0: every one);\n"
+                                  "                    every sample is still read and counted\n"
                                   "  --data-format F  --cifar100-labels fine|coarse  --threads N  --input CxHxW\n"
-                                  "                                                as for data info\n";
+                                  "                    as for data info\n";
 
 static const char env[] = "usage: dtrain env [options]\n"
                           "Every rank's placement, gathered by rank 0: rank/world, local rank/size, node,\n"

@@ -120,6 +120,59 @@ expect 1 "samples or labels are damaged" "$DTRAIN" data verify "$tmp/flip.dts"
 cp "$tmp/shards/train.dts" "$tmp/label.dts"
 printf '\x07' | dd of="$tmp/label.dts" bs=1 seek=196 conv=notrunc 2>/dev/null
 expect 1 "label 7 of sample 1 (offset 196) is outside 0 to 1" "$DTRAIN" data verify "$tmp/label.dts"
+# verify goes on past a bad sample and names every one, in index order, with a count per split;
+# the same list whatever --threads (check_list FILE WANT: the "sample N" lines of FILE are WANT).
+check_list() {
+    local got
+    got=$(grep -E '^    sample [0-9]+' "$1" | sed -E 's/^    (sample [0-9]+).*/\1/' | paste -sd, -)
+    [ "$got" = "$2" ] && ok "verify named $2, in order" || { bad "verify named '$got', not '$2'"; cat "$1"; }
+}
+# verify_both WANT_RC TEXT WANT ARGS...: verify ARGS with --threads 1 and 2, the same output from
+# both, exit WANT_RC, TEXT in it, and the list WANT.
+verify_both() {
+    local code=$1 text=$2 want=$3
+    shift 3
+    expect "$code" "$text" "$DTRAIN" data verify --threads 1 "$@"
+    cp "$tmp/out" "$tmp/out.t1"
+    check_list "$tmp/out.t1" "$want"
+    expect "$code" "$text" "$DTRAIN" data verify --threads 2 "$@"
+    cmp -s "$tmp/out.t1" "$tmp/out" && ok "--threads 1 and 2 print the same" ||
+        { bad "--threads 1 and 2 differ"; diff "$tmp/out.t1" "$tmp/out"; }
+}
+# A .dts with two labels past its 2 classes (and so a payload CRC that no longer matches).
+cp "$tmp/shards/train.dts" "$tmp/labels2.dts"
+printf '\x07' | dd of="$tmp/labels2.dts" bs=1 seek=196 conv=notrunc 2>/dev/null
+printf '\x05' | dd of="$tmp/labels2.dts" bs=1 seek=200 conv=notrunc 2>/dev/null
+verify_both 1 "$tmp/labels2.dts: 2 of 3 samples bad (train 2 of 3); the payload CRC-32 of the train shard does not match" \
+    "sample 1,sample 2" "$tmp/labels2.dts"
+grep -qF "    sample 1 (byte offset 132 of $tmp/labels2.dts): $tmp/labels2.dts: label 7 of sample 1 (offset 196) is outside 0 to 1" \
+    "$tmp/out" && grep -qF "    sample 2 (byte offset 136 of $tmp/labels2.dts): $tmp/labels2.dts: label 5 of sample 2 (offset 200)" \
+    "$tmp/out" && grep -q "^  train: 2 of 3 samples bad:$" "$tmp/out" &&
+    ok ".dts: each bad label with its sample's byte offset and the label's" || { bad ".dts list"; cat "$tmp/out"; }
+expect 1 "label 7 of sample 1 (offset 196) is outside 0 to 1" "$DTRAIN" data info "$tmp/labels2.dts"
+! grep -q "sample 2" "$tmp/out" && ok "data info still stops at the first bad label" || bad "data info went on"
+# An IDX directory whose labels are signed bytes, -1 for samples 0 and 2.
+mkdir -p "$tmp/neg"
+cp "$d/train-images-idx3-ubyte" "$tmp/neg/"
+printf '\x00\x00\x09\x01\x00\x00\x00\x03\xff\x01\xff' >"$tmp/neg/train-labels-idx1-ubyte"
+verify_both 1 "$tmp/neg: 2 of 3 samples bad (train 2 of 3)" "sample 0,sample 2" "$tmp/neg"
+grep -q "sample 2: .*train-labels-idx1-ubyte: label -1 of sample 2 is outside" "$tmp/out" &&
+    ok "IDX: each bad label named with its file" || { bad "IDX list"; cat "$tmp/out"; }
+# An image folder of 3 classes x 4 PNGs with three that do not decode (samples 1, 6 and 11): the
+# list names each image's path; --max-errors 2 names the first two and counts the third.
+python3 "$here/make_images.py" "$tmp/imgs" 4 3
+echo "not an image" >"$tmp/imgs/class0/001.png"
+head -c 40 "$tmp/imgs/class1/002.png" >"$tmp/cut.png" && mv "$tmp/cut.png" "$tmp/imgs/class1/002.png"
+: >"$tmp/imgs/class2/003.png"
+verify_both 1 "$tmp/imgs: 3 of 12 samples bad (train 3 of 12)" "sample 1,sample 6,sample 11" --input 3x8x8 "$tmp/imgs"
+grep -qF "    sample 1 ($tmp/imgs/class0/001.png): " "$tmp/out" && grep -qF "    sample 6 ($tmp/imgs/class1/002.png): " "$tmp/out" &&
+    grep -qF "    sample 11 ($tmp/imgs/class2/003.png): $tmp/imgs/class2/003.png is empty" "$tmp/out" &&
+    ok "image folder: each bad image's path" || { bad "image folder list"; cat "$tmp/out"; }
+verify_both 1 "3 of 12 samples bad" "sample 1,sample 6" --max-errors 2 --input 3x8x8 "$tmp/imgs"
+grep -q "^    \.\.\. and 1 more (--max-errors 0 names every one)$" "$tmp/out" && ok "--max-errors 2: ... and 1 more" ||
+    { bad "--max-errors 2"; cat "$tmp/out"; }
+expect 2 "data info takes no --max-errors (it is an option of dtrain data verify)" "$DTRAIN" data info --max-errors 3 "$d"
+expect 2 "--max-errors" "$DTRAIN" data verify --max-errors -1 "$d"
 head -c 100 "$tmp/shards/train.dts" >"$tmp/short.dts"
 expect 1 "shorter than its 128-byte header" "$DTRAIN" data verify "$tmp/short.dts"
 expect 0 "usage: dtrain data convert SRC DST" "$DTRAIN" data convert --help
