@@ -173,7 +173,7 @@ void train_report_end(const train_run *r, int agree, double bad)
            r->intervals, cli_s(r->intervals), ranks);
     if (t->skip_bad)
         printf("--bad-samples skip: %.0f undecodable sample%s replaced by the next one%s\n", bad, bad == 1 ? "" : "s",
-               bad > 0 ? " (dtrain data verify PATH names the first)" : "");
+               bad > 0 ? " (dtrain data verify PATH names every one)" : "");
     if (r->sc)
         printf("loss scale %g at the end, %ld of %ld step%s skipped (gradients overflowed)\n",
                (double)dt_scaler_scale(r->sc), dt_scaler_skipped(r->sc), dt_scaler_updates(r->sc),
