@@ -7,9 +7,15 @@
  * (exact in fp32, so every sum is exact whatever the order), run --warmup allreduces, then time
  * --iters of engine_start + engine_wait_all; the time of a size is the largest over the ranks of
  * each rank's mean (as nccl-tests). Then the same for MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) on a
- * duplicate of the world communicator. After each timed loop the buffer is filled afresh, reduced
- * once more and every element compared with the exact expected value: #wrong counts the
- * differences over all ranks.
+ * duplicate of the world communicator.
+ *
+ * The allreduces are in place, as training's are, so each reduces the last one's result: a sum over
+ * W ranks multiplies every value by W, and fp16's would be inf within 13 iterations at 2 ranks,
+ * timing whatever path inf takes. So the iterations run in blocks (bench_block), each after a fresh
+ * fill and a barrier that are not timed, no longer than keeps every value an integer the type
+ * holds exactly. After the timed blocks the last one's result is compared, element by element, with
+ * the exact value after its iterations, and so is one more allreduce of a fresh fill: #wrong counts
+ * the differences (an inf or NaN among them) over all ranks, and any fails the run.
  *
  * algbw = bytes / time; busbw = algbw * 2 (n - 1) / n, what each rank's link carries in an optimal
  * allreduce, so busbw is comparable across rank counts (and 0 on one rank, where nothing moves).
@@ -18,6 +24,7 @@
 #include "base/clock.h"
 #include "collectives/ctx_comm.h"
 #include "collectives/engine.h"
+#include "launch/bench_values.h"
 
 #include <getopt.h>
 #include <mpi.h>
@@ -142,35 +149,13 @@ static char **rewrite_args(int argc, char **argv, int *nargc, char ***owned, int
     return out;
 }
 
-/* Small integers in [-8, 7], different on every rank: sums over up to 2^20 ranks stay exact. */
-static inline float fill_value(size_t i, int rank) { return (float)((int)((i * 7 + (size_t)rank * 3) % 16) - 8); }
-
-static void fill(float *buf, size_t count, int rank)
-{
-    for (size_t i = 0; i < count; i++) buf[i] = fill_value(i, rank);
-}
-
-/* Elements of buf that differ from the exact sum over ranks (divided by world for DT_AVG, the
- * same single fp32 division the engine does). */
-static long long count_wrong(const float *buf, size_t count, int world, dt_redop op)
-{
-    long long wrong = 0;
-    for (size_t i = 0; i < count; i++) {
-        int sum = 0;
-        for (int r = 0; r < world; r++) sum += (int)((i * 7 + (size_t)r * 3) % 16) - 8;
-        float want = (float)sum;
-        if (op == DT_AVG) want /= (float)world;
-        if (buf[i] != want) wrong++;
-    }
-    return wrong;
-}
-
 typedef struct bench_run {
     engine *eng;
     MPI_Comm comm;
     float *buf;
     int rank, world;
     dt_dtype wire;
+    long block[2]; /* iterations between fills (bench_block): the engine's, MPI's */
 } bench_run;
 
 static int mpi_fail(const char *what, int rc)
@@ -189,9 +174,9 @@ static int max_over_ranks(bench_run *b, double mine, double *out)
     return rc == MPI_SUCCESS ? EXIT_OK : mpi_fail("MPI_Allreduce of the timings", rc);
 }
 
-static int sum_over_ranks(bench_run *b, long long mine, long long *out)
+static int sum_over_ranks(bench_run *b, long long mine[2], long long out[2])
 {
-    int rc = MPI_Allreduce(&mine, out, 1, MPI_LONG_LONG, MPI_SUM, b->comm);
+    int rc = MPI_Allreduce(mine, out, 2, MPI_LONG_LONG, MPI_SUM, b->comm);
     return rc == MPI_SUCCESS ? EXIT_OK : mpi_fail("MPI_Allreduce of the error counts", rc);
 }
 
@@ -221,24 +206,42 @@ static int next_size(const bench_opts *o, unsigned long long *bytes)
     return 1;
 }
 
-/* Times one implementation at one size (which = 0 the engine, 1 MPI), then checks it once. */
-static int measure(bench_run *b, int which, size_t count, const bench_opts *o, double *t_iter, long long *wrong)
+/* Times one implementation at one size (which = 0 the engine, 1 MPI) in blocks of b->block[which]
+ * iterations, each after a fresh fill and a barrier, neither timed; then checks the last block's
+ * result and one allreduce of a fresh fill against their exact values. wrong[0]: the elements
+ * that differ, over all ranks; wrong[1]: of those, the ones not finite. */
+static int measure(bench_run *b, int which, size_t count, const bench_opts *o, double *t_iter, long long wrong[2])
 {
     int rc;
-    dt_redop op = which == 0 ? o->op : DT_SUM;
-    fill(b->buf, count, b->rank);
-    for (long w = 0; w < o->warmup; w++)
+    const dt_redop op = which == 0 ? o->op : DT_SUM;
+    const dt_dtype wire = which == 0 ? b->wire : DT_F32;
+    const long block = b->block[which];
+    for (long w = 0; w < o->warmup; w++) {
+        if (w % block == 0) bench_fill(b->buf, count, b->rank);
         if ((rc = which == 0 ? engine_once(b, count, op) : mpi_once(b, count))) return rc;
-    if ((rc = MPI_Barrier(b->comm)) != MPI_SUCCESS) return mpi_fail("MPI_Barrier", rc);
-    double t0 = clock_now_s();
-    for (long it = 0; it < o->iters; it++)
-        if ((rc = which == 0 ? engine_once(b, count, op) : mpi_once(b, count))) return rc;
-    double mine = (clock_now_s() - t0) / (double)o->iters;
-    if ((rc = max_over_ranks(b, mine, t_iter))) return rc;
+    }
+    double spent = 0;
+    long n = 0;
+    for (long done = 0; done < o->iters; done += n) {
+        n = o->iters - done < block ? o->iters - done : block;
+        bench_fill(b->buf, count, b->rank);
+        if ((rc = MPI_Barrier(b->comm)) != MPI_SUCCESS) return mpi_fail("MPI_Barrier", rc);
+        const double t0 = clock_now_s();
+        for (long it = 0; it < n; it++)
+            if ((rc = which == 0 ? engine_once(b, count, op) : mpi_once(b, count))) return rc;
+        spent += clock_now_s() - t0;
+    }
+    if ((rc = max_over_ranks(b, spent / (double)o->iters, t_iter))) return rc;
 
-    fill(b->buf, count, b->rank);
+    long long mine[2] = {0, 0};
+    float want[BENCH_FILL_PERIOD];
+    bench_expected_after(b->world, op, wire, n, want); /* the last block's n iterations */
+    bench_count_wrong(b->buf, count, want, &mine[0], &mine[1]);
+    bench_fill(b->buf, count, b->rank);
     if ((rc = which == 0 ? engine_once(b, count, op) : mpi_once(b, count))) return rc;
-    return sum_over_ranks(b, count_wrong(b->buf, count, b->world, op), wrong);
+    bench_expected_after(b->world, op, wire, 1, want);
+    bench_count_wrong(b->buf, count, want, &mine[0], &mine[1]);
+    return sum_over_ranks(b, mine, wrong);
 }
 
 static void human_bytes(unsigned long long v, char *buf, size_t n)
@@ -266,6 +269,11 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
     const size_t es = dt_dtype_size(o->wire);
     const char *tname = o->wire == DT_F16 ? "half" : o->wire == DT_BF16 ? "bf16" : "float";
     const size_t maxcount = o->maxbytes / es ? (size_t)(o->maxbytes / es) : 1;
+    b.block[0] = bench_block(b.world, o->op, o->wire);
+    b.block[1] = bench_block(b.world, DT_SUM, DT_F32);
+    /* A test hook: a block longer than bench_block's, to show the check catching what it prevents. */
+    const char *forced = getenv("DTRAIN_TEST_BENCH_BLOCK");
+    if (forced && atol(forced) > 0) b.block[0] = b.block[1] = atol(forced);
 
     if ((mrc = MPI_Comm_dup(ctx_world_comm(ctx), &b.comm)) != MPI_SUCCESS) {
         b.comm = MPI_COMM_NULL;
@@ -318,6 +326,11 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
                o->wire == DT_F32
                    ? "dtrain busbw / MPI busbw = MPI time / dtrain time"
                    : "MPI time / dtrain time for the same count (twice the busbw ratio on a 16-bit wire)");
+        printf("# in place: each iteration reduces the last one's result, which a sum over %d rank%s multiplies "
+               "by %d, so the buffer is filled afresh (not timed, then a barrier) every %ld iterations of dtrain and "
+               "%ld of MPI, the most that keep every value an integer the type holds exactly; #wrong: elements of "
+               "the last timed result and of one allreduce of a fresh fill that are not their exact value\n",
+               b.world, cli_s(b.world), b.world, b.block[0], b.block[1]);
         if (b.world == 1)
             printf("# note: 1 rank: nothing moves between ranks, so busbw = algbw * 2(n-1)/n is 0; the ratio "
                    "still compares times\n");
@@ -331,14 +344,17 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
     double bus_sum[2] = {0, 0}, min_ratio = -1;
     size_t min_ratio_bytes = 0;
     int rows = 0;
-    long long wrong_total = 0;
+    long long wrong_total = 0, nonfinite_total = 0;
     for (unsigned long long bytes = o->minbytes;;) {
         size_t count = bytes / es ? (size_t)(bytes / es) : 1;
         size_t size = count * es, size_mpi = count * sizeof(float);
         double t[2];
-        long long wrong[2];
-        for (int which = 0; which < 2; which++)
-            if (measure(&b, which, count, o, &t[which], &wrong[which])) goto fail;
+        long long wrong[2], bad[2][2];
+        for (int which = 0; which < 2; which++) {
+            if (measure(&b, which, count, o, &t[which], bad[which])) goto fail;
+            wrong[which] = bad[which][0];
+            nonfinite_total += bad[which][1];
+        }
         double alg[2], bus[2];
         for (int k = 0; k < 2; k++) {
             alg[k] = t[k] > 0 ? (double)(k == 0 ? size : size_mpi) / t[k] / 1e9 : 0;
@@ -372,8 +388,11 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
     }
     if (wrong_total) {
         if (b.rank == 0)
-            cli_error("%lld element(s) differ from the exact allreduce result (see #wrong): the allreduce is broken",
-                      wrong_total);
+            cli_error(
+                "%lld element(s) differ from the exact allreduce result (see #wrong), %lld of them not finite: %s",
+                wrong_total, nonfinite_total,
+                nonfinite_total ? "the allreduce is broken, or its in-place sums outgrew the type"
+                                : "the allreduce is broken");
         rc = EXIT_FAIL; /* every rank knows the total: all exit 1 together, no abort needed */
     }
 

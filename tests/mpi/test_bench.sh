@@ -61,6 +61,23 @@ for dt in fp16 bf16; do
     bench "np2 --dtype $dt" "$(nsizes 8 1048576 16)" "$MPIRUN" -np 2 "$DTRAIN" bench allreduce -b 8 -e 1M -f 16 --dtype $dt $common
     bench "np4 --dtype $dt" "$(nsizes 8 65536 64)" "$MPIRUN" -np 4 --oversubscribe "$DTRAIN" bench allreduce -b 8 -e 64K -f 64 --dtype $dt $common
 done
+# In place, every iteration reduces the last one's result: a sum over 2 ranks doubles it, so fp16
+# holds 8 iterations of this fill exactly (13 x 2^7 <= 2^11) and is inf after about 13. The buffer
+# is filled afresh, untimed, every 8 iterations, and the last timed result is checked: 25 iterations
+# pass exactly; a forced block of 25 (a test hook) puts inf in the timed data, and the check fails
+# the run naming it.
+bench "np2 fp16, 25 in-place sums" 2 "$MPIRUN" -np 2 "$DTRAIN" bench allreduce -b 8 -e 1K -f 128 --dtype fp16 \
+    --iters 20 --warmup 5
+grep -q "filled afresh (not timed, then a barrier) every 8 iterations of dtrain and 21 of MPI" "$tmp/out" &&
+    ok "np2 fp16: refilled every 8 iterations (fp32's MPI every 21), the timed results exact" ||
+    { bad "np2 fp16: no refill line"; sed 's/^/    /' "$tmp/out"; }
+DTRAIN_TEST_BENCH_BLOCK=25 "$MPIRUN" -np 2 "$DTRAIN" bench allreduce -b 8 -e 1K -f 128 --dtype fp16 --iters 20 \
+    --warmup 5 >"$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "of them not finite: the allreduce is broken, or its in-place sums outgrew the type" "$tmp/out" &&
+    [ "$(rows "$tmp/out" | awk '$7 > 0 && $11 == 0' | wc -l)" -eq 2 ] &&
+    ok "np2 fp16 without refills: inf in the engine's timed result, the run fails naming it" ||
+    { bad "np2 fp16 without refills (exit $rc)"; sed 's/^/    /' "$tmp/out"; }
 expect 2 "unknown benchmark 'foo'" "$DTRAIN" bench foo
 expect 2 "name a benchmark" "$DTRAIN" bench
 expect 2 "benchmark name (allreduce, gemm, step, data, reducer), not '-b'" "$DTRAIN" bench -b 8
