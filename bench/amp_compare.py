@@ -3,8 +3,9 @@
 
 For each model (mlp, cnn), rank count (1, 2) and precision (fp32, fp16, bf16) this runs
     mpirun -np R build/dtrain train --model M --batch 128 --precision P ... --metrics FILE
-one after the other on this machine and reports: samples/s (mean of the logged intervals after the
-first, which is warm-up), step time, the exposed gradient-communication wait, the gradient bytes
+one after the other on this machine and reports: samples/s (the samples of the logged intervals after
+the first, which is warm-up, over their summed time), step time and the exposed gradient-communication
+wait per step over those intervals, the gradient bytes
 each rank sends per step, the memory summary dtrain prints at start (parameters, gradients,
 optimizer state, activations, workspace), the accuracy of the last interval, steps skipped by loss
 scaling, and the ratio of each 16-bit run's samples/s to fp32's at the same model and rank count.
@@ -45,6 +46,27 @@ def parse_steps(text):
     return steps
 
 
+def timed_totals(rows, cmd):
+    """samples/s, step ms and comm wait ms over the intervals after the first (warm-up): their
+    samples over their summed time, their time and wait over their steps. A mean of the intervals'
+    own rates would weigh a fast interval as much as a slow one of the same samples, which took
+    longer (and a short last interval as much as a full one). An interval's time is its steps over
+    its samples_per_s times the samples of a step, a factor that cancels in the rate, so the steps
+    are enough (as bench/ddp_compare.py)."""
+    steps_sum = rate_time = step_time = comm_time = 0.0
+    for prev, r in zip(rows, rows[1:]):
+        n, sps = r["step"] - prev["step"], r.get("samples_per_s")
+        if n <= 0 or not isinstance(sps, (int, float)) or not sps > 0:
+            raise RuntimeError(f"{cmd}: the interval ending at step {r['step']} has {n} step(s) at samples_per_s "
+                               f"{sps!r}: no rate to use")
+        steps_sum += n
+        rate_time += n / sps
+        step_time += n * r["step_time_s"]
+        comm_time += n * r["comm_wait_s"]
+    return {"samples_per_s": steps_sum / rate_time, "step_ms": 1e3 * step_time / steps_sum,
+            "comm_ms": 1e3 * comm_time / steps_sum}
+
+
 def run_one(dtrain, model, ranks, precision, steps):
     env = dict(os.environ, **MPI_ENV)
     with tempfile.TemporaryDirectory(prefix="amp_compare.") as tmp:
@@ -56,19 +78,18 @@ def run_one(dtrain, model, ranks, precision, steps):
         p = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
-        rows = [json.loads(line) for line in open(metrics)]
+        rows = [json.loads(line) for line in open(metrics) if line.strip()]
+    rows = sorted((r for r in rows if "samples_per_s" in r and "step" in r), key=lambda r: r["step"])
     # The first interval is warm-up and never timed: with only it logged there is nothing to report.
     if len(rows) < 2:
         raise RuntimeError(f"{' '.join(cmd)} logged {len(rows)} interval(s); the first is warm-up and left out, "
                            "so at least 2 are needed: raise --steps")
-    timed = rows[1:]
+    totals = timed_totals(rows, " ".join(cmd))
     mem = re.search(r"parameters ([0-9.]+) MiB, gradients ([0-9.]+) MiB, optimizer ([0-9.]+) MiB, "
                     r"activations ([0-9.]+) MiB, workspace ([0-9.]+) MiB, total ([0-9.]+) MiB", p.stdout)
     sent = re.search(r"gradient bytes sent per rank per step: ([0-9]+)", p.stdout)
     return {
-        "samples_per_s": statistics.mean(r["samples_per_s"] for r in timed),
-        "step_ms": 1e3 * statistics.mean(r["step_time_s"] for r in timed),
-        "comm_ms": 1e3 * statistics.mean(r["comm_wait_s"] for r in timed),
+        **totals,
         "accuracy": rows[-1]["accuracy"],
         "skipped": rows[-1].get("skipped_total", 0),
         "sent_bytes": int(sent.group(1)) if sent else None,
@@ -85,7 +106,7 @@ def main():
     ap.add_argument("--ranks", default="1,2")
     ap.add_argument("--precisions", default="fp32,fp16,bf16")
     ap.add_argument("--steps", default="")
-    ap.add_argument("--repeat", type=int, default=1, help="runs of each configuration; the median is reported")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each configuration; the median is reported (an even N: the mean of the middle two)")
     ap.add_argument("--json", help="write every run's numbers there")
     a = ap.parse_args()
     if not os.access(a.dtrain, os.X_OK):
@@ -125,8 +146,9 @@ def main():
         return statistics.median(x[key] for x in results[(m, r, p)])
 
     print("\n## dtrain: fp32 vs fp16 vs bf16 (CPU)\n")
-    print(f"batch {BATCH} per rank, SGD momentum 0.9; median of {a.repeat} run(s); samples/s over the logged "
-          "intervals after the first\n")
+    print(f"batch {BATCH} per rank, SGD momentum 0.9; median of {a.repeat} run(s) (an even count: the mean of the "
+          "middle two); samples/s, step and comm wait over the logged intervals after the first (their samples over "
+          "their time); accuracy and skipped of the last run\n")
     print("| model | ranks | precision | samples/s | vs fp32 | step ms | comm wait ms | bytes sent/rank/step "
           "| params MiB | grads MiB | optim MiB | activations MiB | workspace MiB | total MiB | accuracy | skipped |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

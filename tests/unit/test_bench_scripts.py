@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The rates bench/amp_compare.py and bench/ddp_compare.py report from dtrain's --metrics file.
+
+Each runs `mpirun ... dtrain train ... --metrics FILE` and reads the intervals it logged. Here a
+stand-in `mpirun` (first on PATH) writes a made-up file instead: after the warm-up interval, 10
+steps at 1000 samples/s, then 5 steps at 250 (batch 128, one rank). The honest figure is the total
+over the total: 15 steps x 128 samples in 1.28 + 2.56 s = 500 samples/s, 256 ms a step, a comm wait
+of (10 x 10 + 5 x 40) / 15 = 20 ms a step; the mean of the intervals' figures (625 samples/s, 320 ms,
+25 ms) weighs the short slow interval as much as the long fast one. A rate that is no number is
+refused naming its interval.
+
+Usage: test_bench_scripts.py (no GPU, no MPI, no dtrain binary needed)
+"""
+import importlib.util
+import json
+import os
+import stat
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+FAKE_MPIRUN = r'''#!/usr/bin/env python3
+import json, os, sys
+args = sys.argv[1:]
+path = args[args.index("--metrics") + 1]
+with open(path, "w") as f:
+    for row in json.loads(os.environ["FAKE_ROWS"]):
+        f.write(json.dumps(row) + "\n")
+print("memory per rank (batch 128): parameters 7.11 MiB, gradients 7.11 MiB, optimizer 7.11 MiB, "
+      "activations 2.00 MiB, workspace 0.00 MiB, total 23.33 MiB")
+'''
+
+# step, samples/s, s a step, comm wait s a step; batch 128 at one rank: 128 samples a step.
+INTERVALS = [(5, 50.0, 2.56, 0.5),      # warm-up: dropped
+             (15, 1000.0, 0.128, 0.010),  # 10 steps in 1.28 s
+             (20, 250.0, 0.512, 0.040)]   # 5 steps in 2.56 s
+WANT_SPS, WANT_STEP_MS, WANT_COMM_MS = 500.0, 256.0, 20.0
+
+fails = 0
+
+
+def check(name, got, want):
+    global fails
+    if abs(got - want) <= 1e-9 * abs(want):
+        print(f"ok: {name}: {got:g}")
+    else:
+        fails += 1
+        print(f"FAIL: {name}: {got!r}, expected {want!r}")
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "bench", name + ".py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def rows(intervals):
+    return [{"step": s, "loss": 2.0, "accuracy": 0.5, "samples_per_s": sps, "step_time_s": st, "comm_wait_s": cw,
+             "skipped_total": 0} for s, sps, st, cw in intervals]
+
+
+def main():
+    global fails
+    with tempfile.TemporaryDirectory(prefix="test_bench_scripts.") as tmp:
+        fake = os.path.join(tmp, "mpirun")
+        with open(fake, "w") as f:
+            f.write(FAKE_MPIRUN)
+        os.chmod(fake, os.stat(fake).st_mode | stat.S_IXUSR)
+        os.environ["PATH"] = tmp + os.pathsep + os.environ.get("PATH", "")
+        os.environ["FAKE_ROWS"] = json.dumps(rows(INTERVALS))
+
+        amp = load("amp_compare")
+        res = amp.run_one("dtrain", "mlp", 1, "fp32", 20)
+        check("amp_compare samples/s: total samples over total time", res["samples_per_s"], WANT_SPS)
+        check("amp_compare step ms: total time over total steps", res["step_ms"], WANT_STEP_MS)
+        check("amp_compare comm wait ms: total wait over total steps", res["comm_ms"], WANT_COMM_MS)
+
+        ddp = load("ddp_compare")
+        res = ddp.run_dtrain("dtrain", "mlp", 1, 20, 2, 60, False)
+        check("ddp_compare samples/s: total samples over total time", res["samples_per_s"], WANT_SPS)
+
+        # A null rate (dtrain writes null for a non-finite one) is refused, naming the interval.
+        broken = INTERVALS[:2] + [(20, None, 0.512, 0.040)]
+        os.environ["FAKE_ROWS"] = json.dumps(rows(broken))
+        for name, call, err in [("amp_compare", lambda: amp.run_one("dtrain", "mlp", 1, "fp32", 20), RuntimeError),
+                                ("ddp_compare", lambda: ddp.run_dtrain("dtrain", "mlp", 1, 20, 2, 60, False),
+                                 ddp.BenchError)]:
+            try:
+                call()
+                fails += 1
+                print(f"FAIL: {name} took a null samples_per_s")
+            except err as e:
+                if "the interval ending at step 20 has 5 step(s) at samples_per_s None" in str(e):
+                    print(f"ok: {name} refuses a null rate: {str(e)[-80:]}")
+                else:
+                    fails += 1
+                    print(f"FAIL: {name}'s refusal does not name the interval: {e}")
+    print(f"{'FAILED' if fails else 'passed'}: {fails} failure(s)")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
