@@ -15,7 +15,9 @@
  * bytes each rank sends per step by the engine's algorithm: 2 (W-1)/W of the gradients for the
  * allreduce, (W-1)/W of the gradients plus (W-1)/W of the fp32 parameters at --zero 1.
  * --profile N then takes one untimed profiled step (the kernel-by-kernel path's first use) and N
- * more with dt_model_set_profile, and prints rank 0's split of a step into its phases and layers.
+ * more with dt_model_set_profile, and prints rank 0's split of a step into its phases and layers,
+ * the first phase the wait for the batch (the loader's, as the data column), which the model's own
+ * profile cannot see.
  * The clock starts, as it stops, with the device idle and every verdict taken, and the skipped
  * column counts the timed steps' skips alone.
  */
@@ -185,22 +187,23 @@ static int step_handle(int val, const char *arg, void *ud)
     return EXIT_USAGE;
 }
 
-/* One configuration: fills *sps (global samples/s), *ms (step), *mem. */
 /* The profile of the steps just taken, per step, into buf: the phases, then every layer that
- * took time. */
-static void profile_text(const dt_model *m, char *buf, size_t n)
+ * took time. data_s: the seconds those steps waited for their batches (dt_loader_next, outside the
+ * model's profile), its first phase: the measured step includes it, so a prediction built from the
+ * phases (dtrain model-perf) must too. */
+static void profile_text(const dt_model *m, double data_s, char *buf, size_t n)
 {
     dt_step_profile pr;
     dt_model_profile(m, &pr);
     const double k = 1e3 / (double)(pr.steps ? pr.steps : 1);
     const double total =
-        pr.input_s + pr.forward_s + pr.loss_s + pr.backward_s + pr.allreduce_s + pr.check_s + pr.optimizer_s;
+        data_s + pr.input_s + pr.forward_s + pr.loss_s + pr.backward_s + pr.allreduce_s + pr.check_s + pr.optimizer_s;
     int w = snprintf(buf, n,
                      "    profile, ms per step over %ld steps (waiting for the device at each boundary): "
-                     "input %.3f, forward %.3f, loss %.3f, backward %.3f, allreduce %.3f, check %.3f, optimizer %.3f; "
-                     "total %.3f\n",
-                     pr.steps, k * pr.input_s, k * pr.forward_s, k * pr.loss_s, k * pr.backward_s, k * pr.allreduce_s,
-                     k * pr.check_s, k * pr.optimizer_s, k * total);
+                     "data %.3f, input %.3f, forward %.3f, loss %.3f, backward %.3f, allreduce %.3f, check %.3f, "
+                     "optimizer %.3f; total %.3f\n",
+                     pr.steps, k * data_s, k * pr.input_s, k * pr.forward_s, k * pr.loss_s, k * pr.backward_s,
+                     k * pr.allreduce_s, k * pr.check_s, k * pr.optimizer_s, k * total);
     size_t u = w > 0 && (size_t)w < n ? (size_t)w : n;
     for (int i = 0; u < n; i++) {
         char name[96];
@@ -253,6 +256,7 @@ typedef struct row_setting {
     int grad_bytes;
 } row_setting;
 
+/* One configuration: fills *sps (global samples/s), *ms (step), *mem. */
 static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_setting *rs, double *sps, double *ms,
                                double *wait_ms, dt_memory_summary *mem, long *skipped, clip_seen *cs, char *prof,
                                size_t nprof)
@@ -330,9 +334,10 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
         if ((s = dt_model_set_profile(m, 1)) || (s = one_step(ld, m, opt, sc, o->batch, scale, o->clip, NULL)) ||
             (s = dt_model_set_profile(m, 1)))
             goto out;
+        const double wait0 = dt_loader_wait_s(ld);
         for (int step = 0; step < o->profile; step++)
             if ((s = one_step(ld, m, opt, sc, o->batch, scale, o->clip, NULL))) goto out;
-        profile_text(m, prof, nprof);
+        profile_text(m, dt_loader_wait_s(ld) - wait0, prof, nprof);
     }
     dt_model_memory(m, opt, mem);
 out:

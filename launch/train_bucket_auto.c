@@ -3,7 +3,7 @@
  * model (launch/perfmodel/) for this job, from this job's own measurements.
  *
  * The first TRAIN_AUTO_STEPS steps run profiled (dt_model_set_profile): their per-layer backward
- * times and phases, averaged over the ranks, are the compute. The link is measured in the job
+ * times and phases, with their wait for the batches, averaged over the ranks, are the compute. The link is measured in the job
  * right after them: dt_allreduce of 64 KiB, 1 MiB and 4 MiB buffers in the gradients' memory (one
  * warm-up and three timed each, the times averaged over the ranks) with a ring fitted to them
  * (pm_fit_ring): on a GPU device buffers, so the link timed is the path the buckets take (NCCL, or
@@ -41,6 +41,7 @@ dt_status train_bucket_auto_begin(train_run *r)
                    r->t.sync.bucket_mb, TRAIN_AUTO_STEPS);
         return DT_OK;
     }
+    r->auto_wait0 = dt_loader_wait_s(r->ld);
     return dt_model_set_profile(r->m, 1);
 }
 
@@ -96,7 +97,9 @@ static dt_status measure_compute(train_run *r, mp_model *mm)
     float *v = calloc((size_t)nl + 3, sizeof *v);
     if (!v) return status_set_error(DT_ERR_NOMEM, "--bucket-mb auto: out of memory");
     const double k = 1.0 / (double)(pr.steps ? pr.steps : 1);
-    v[0] = (float)(k * (pr.input_s + pr.forward_s + pr.loss_s));
+    /* The wait for the batches is outside the model's profile; a step includes it, before forward. */
+    const double data_s = dt_loader_wait_s(r->ld) - r->auto_wait0;
+    v[0] = (float)(k * (data_s + pr.input_s + pr.forward_s + pr.loss_s));
     v[1] = (float)(k * pr.backward_s);
     v[2] = (float)(k * (pr.check_s + pr.optimizer_s));
     for (int i = 0; i < nl; i++) {

@@ -33,6 +33,7 @@ typedef struct train_run {
     lr_schedule sched;
     int loader_threads, read_threads; /* the loader's (0: the training thread), and the readers' (>= 1) */
     long first_step;                  /* the step a resumed run continues after; 0 for a fresh one */
+    double auto_wait0;                /* --bucket-mb auto: the loader's wait when its profiled steps began */
     char oom_at[48];                  /* what ran out of device memory ("while making the model", "at step 1"), for the
                                          summary cmd_train prints once the run is freed; "": nothing did */
     /* What the run holds, freed by train_release on every way out (each may be NULL). */

@@ -275,9 +275,11 @@ static int mp_predict(const mp_opts *o, const mp_model *mm, pm_net net, mp_serie
     double bwd = 0;
     for (int i = 0; i < m.nlayers; i++) bwd += m.layers[i].bwd_s;
     printf("# model %s: %.3f M parameters (%.2f MiB of gradients, %s on the wire) in %d layers; compute %.3f ms a "
-           "step (forward %.3f, backward %.3f, after %.3f)\n",
+           "step (data %.3f, forward %.3f, backward %.3f, after %.3f)%s\n",
            mm->name, m.count / 1e6, m.count * 4 / 1048576.0, dt_dtype_name(o->wire), m.nlayers,
-           (m.forward_s + bwd + m.after_s) * 1e3, m.forward_s * 1e3, bwd * 1e3, m.after_s * 1e3);
+           (m.forward_s + bwd + m.after_s) * 1e3, mm->data_s * 1e3, (m.forward_s - mm->data_s) * 1e3, bwd * 1e3,
+           m.after_s * 1e3,
+           mm->data_from_row ? "; data: the row's data ms, as the profile predates its data phase" : "");
     printf("#  ranks  nodes    step ms  exposed ms    comm ms  efficiency  buckets |  best MiB  best step ms  best "
            "eff%s\n",
            mm->measured_ms > 0 ? " | measured ms  error" : "");

@@ -41,7 +41,7 @@ static void scale_compute(mp_model *m, double total_s)
     double now = m->forward_s + m->after_s;
     for (int i = 0; i < m->nlayers; i++) now += m->layers[i].bwd_s;
     const double k = now > 0 ? total_s / now : 0;
-    m->forward_s *= k, m->after_s *= k;
+    m->forward_s *= k, m->after_s *= k, m->data_s *= k;
     for (int i = 0; i < m->nlayers; i++) m->layers[i].bwd_s *= k;
 }
 
@@ -103,14 +103,20 @@ static dt_status from_profile(const char *arg, const char *input, mp_model *m)
     if (!s && !in)
         s = status_set_error(DT_ERR_INVALID_ARG, "model '%s' is not a preset: give its input shape with --input",
                              p->model);
+    /* The measured step beside the prediction includes the wait for the batch (bench step's data
+     * column), so the compute does too, before backward: the profile's data phase, or for a
+     * profile printed before bench step recorded one, the row's data ms. */
+    const double data_ms = !s && p->has_data ? p->data_ms : !s ? p->row_data_ms : 0;
     if (!s) {
         double bwd[PM_MAX_LAYERS];
         for (int i = 0; i < p->nlayers; i++) bwd[i] = p->bwd_ms[i] * 1e-3;
         s = mp_model_from_times(p->model, in, bwd, p->nlayers, p->backward_ms * 1e-3,
-                                (p->input_ms + p->forward_ms + p->loss_ms) * 1e-3,
+                                (data_ms + p->input_ms + p->forward_ms + p->loss_ms) * 1e-3,
                                 (p->check_ms + p->optimizer_ms) * 1e-3, m);
     }
     if (!s) {
+        m->data_s = data_ms * 1e-3;
+        m->data_from_row = !p->has_data;
         m->measured_ms = p->step_ms;
         m->measured_ranks = p->ranks;
         if (ms > 0) scale_compute(m, ms * 1e-3);

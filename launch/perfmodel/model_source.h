@@ -13,6 +13,8 @@ typedef struct mp_model {
     int nlayers;
     size_t count; /* parameters (fp32 gradient elements) */
     double forward_s, after_s;
+    double data_s;      /* of forward_s, the wait for the batch (a profile's data phase; 0 for the others) */
+    int data_from_row;  /* data_s is the row's data ms: the profile predates its data phase */
     double measured_ms; /* the profile's measured step (0: none) */
     int measured_ranks; /* at this many ranks */
 } mp_model;

@@ -23,19 +23,26 @@ static int next_line(const char **text, char *buf, size_t n)
     return 1;
 }
 
+/* The phases of a profile line: "data X, input X, ..."; or, as bench step printed them before it
+ * recorded the wait for the batch, "input X, ..." (has_data 0). */
 static dt_status read_phases(const char *line, int lineno, pm_profile *o)
 {
-    const char *p = strstr(line, "): input ");
-    if (!p || sscanf(p,
-                     "): input %lf, forward %lf, loss %lf, backward %lf, allreduce %lf, check %lf, optimizer "
-                     "%lf",
-                     &o->input_ms, &o->forward_ms, &o->loss_ms, &o->backward_ms, &o->allreduce_ms, &o->check_ms,
-                     &o->optimizer_ms) != 7)
-        return status_set_error(DT_ERR_INVALID_ARG,
-                                "profile line %d does not read as 'input X, forward X, loss X, backward X, allreduce "
-                                "X, check X, optimizer X': '%.120s'",
-                                lineno, line);
-    return DT_OK;
+    const char *p = strstr(line, "): ");
+    o->has_data = p && sscanf(p,
+                              "): data %lf, input %lf, forward %lf, loss %lf, backward %lf, allreduce %lf, "
+                              "check %lf, optimizer %lf",
+                              &o->data_ms, &o->input_ms, &o->forward_ms, &o->loss_ms, &o->backward_ms, &o->allreduce_ms,
+                              &o->check_ms, &o->optimizer_ms) == 8;
+    if (o->has_data) return DT_OK;
+    o->data_ms = 0;
+    if (p && sscanf(p, "): input %lf, forward %lf, loss %lf, backward %lf, allreduce %lf, check %lf, optimizer %lf",
+                    &o->input_ms, &o->forward_ms, &o->loss_ms, &o->backward_ms, &o->allreduce_ms, &o->check_ms,
+                    &o->optimizer_ms) == 7)
+        return DT_OK;
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "profile line %d does not read as 'data X, input X, forward X, loss X, backward X, "
+                            "allreduce X, check X, optimizer X': '%.120s'",
+                            lineno, line);
 }
 
 dt_status pm_read_step_profile(const char *text, pm_profile *out)
@@ -46,7 +53,7 @@ dt_status pm_read_step_profile(const char *text, pm_profile *out)
     /* The precision row last read, which the profile lines after it belong to (bench step prints
      * a row, then its profile); "" before the first row. */
     char row_prec[16] = "";
-    double row_ms = 0;
+    double row_ms = 0, row_data_ms = 0;
     char found[256] = ""; /* the profiled rows' precisions, for the refusal */
     while (next_line(&text, line, sizeof line)) {
         lineno++;
@@ -79,6 +86,7 @@ dt_status pm_read_step_profile(const char *text, pm_profile *out)
             dt_status s = read_phases(line, lineno, out);
             if (s) return s;
             out->step_ms = row_ms; /* the row this profile belongs to, not another precision's */
+            out->row_data_ms = row_data_ms;
             snprintf(out->precision, sizeof out->precision, "%s", row_prec);
             continue;
         }
@@ -93,11 +101,12 @@ dt_status pm_read_step_profile(const char *text, pm_profile *out)
             continue;
         }
         char prec[16];
-        double sps, ms;
-        if (out->ranks && sscanf(line, " %15s %lf %lf", prec, &sps, &ms) == 3 &&
-            (!strcmp(prec, "fp32") || !strcmp(prec, "fp16") || !strcmp(prec, "bf16"))) {
+        double sps, ms, data_ms;
+        const int got = out->ranks ? sscanf(line, " %15s %lf %lf %lf", prec, &sps, &ms, &data_ms) : 0;
+        if (got >= 3 && (!strcmp(prec, "fp32") || !strcmp(prec, "fp16") || !strcmp(prec, "bf16"))) {
             snprintf(row_prec, sizeof row_prec, "%s", prec);
             row_ms = ms;
+            row_data_ms = got == 4 ? data_ms : 0;
         }
     }
     if (!out->ranks)

@@ -16,13 +16,17 @@ typedef struct pm_profile {
     int ranks, batch;
     char precision[16]; /* the row the profile follows: fp32, bf16 or fp16 */
     double step_ms;     /* that row's measured step */
-    /* ms per step of the profiled steps */
-    double input_ms, forward_ms, loss_ms, backward_ms, allreduce_ms, check_ms, optimizer_ms;
+    double row_data_ms; /* that row's data ms (its timed steps' wait for their batches; 0 if none) */
+    /* ms per step of the profiled steps; data_ms the wait for their batches, when has_data (a
+     * profile printed before bench step recorded it has none: 0) */
+    double data_ms, input_ms, forward_ms, loss_ms, backward_ms, allreduce_ms, check_ms, optimizer_ms;
+    int has_data;
     int nlayers;                                         /* 1 + the largest layer index listed */
     double fwd_ms[PM_MAX_LAYERS], bwd_ms[PM_MAX_LAYERS]; /* 0 for layers the profile left out (no time) */
 } pm_profile;
 
-/* Reads `bench step --profile N` output: the profile and the measured step of the row it follows.
+/* Reads `bench step --profile N` output: the profile and the measured step of the row it follows
+ * (a profile line with or without its data phase, which older bench steps did not print).
  * DT_ERR_INVALID_ARG naming what is missing (no profile line: run with --profile N), the line
  * that does not parse, or, for output with several profiled rows (--precision fp32,bf16), the
  * precisions found and how to give one. */

@@ -26,6 +26,25 @@ step=$(echo "$row" | awk '{print $3}') exposed=$(echo "$row" | awk '{print $4}')
 [ "$step" = "$compute" ] && [ "$exposed" = "0.000" ] && echo "$row" | grep -q '%$' &&
     ok "1 rank: step $step ms = compute, nothing exposed, the measured step and error shown" ||
     bad "1 rank: row '$row', compute '$compute'"
+# The measured step includes the wait for the batch (the row's data column), so the profile records
+# it as its first phase and the compute beside the measured step includes it: at --loader-threads 0
+# the training thread makes every batch, so the wait is never 0. The compute is every phase but the
+# allreduce (the model's own, none at one rank).
+"$DTRAIN" bench step --model mlp --batch 16 --precision fp32 --steps 3 --warmup 1 --profile 2 --loader-threads 0 \
+    >"$tmp/profd.txt" 2>&1
+pline=$(grep "profile, ms per step" "$tmp/profd.txt")
+data=$(echo "$pline" | sed -n 's/.*boundary): data \([0-9.]*\), input .*/\1/p')
+total=$(echo "$pline" | sed -n 's/.*; total \([0-9.]*\)$/\1/p')
+allred=$(echo "$pline" | sed -n 's/.*, allreduce \([0-9.]*\), .*/\1/p')
+expect 0 "(data $data, forward " "$DTRAIN" model-perf --profile "$tmp/profd.txt" --world 1
+compute=$(sed -n 's/.*compute \([0-9.]*\) ms a step.*/\1/p' "$tmp/out")
+awk -v d="$data" -v t="$total" -v a="$allred" -v c="$compute" \
+    'BEGIN { exit !(d != "" && d > 0 && c != "" && (c - (t - a))^2 < 0.005^2) }' &&
+    ok "the profile's data phase ($data ms) is in the compute ($compute ms = total $total - allreduce $allred)" ||
+    { bad "data '$data', total '$total', allreduce '$allred', compute '$compute'"; echo "$pline"; cat "$tmp/out"; }
+# A profile printed before bench step recorded the wait: the row's data ms stands in, said so.
+expect 0 "(data 0.620, forward 27.644, backward 45.439, after 6.807); data: the row's data ms, as the profile predates" \
+    "$DTRAIN" model-perf --profile "$here/../../bench/perfmodel/data/step-mlp-cpu.txt" --world 1
 # Each precision row has its own profile: a file with two is refused naming them (before, the
 # first row's step stood beside the last row's profile), and one precision's row is its own.
 "$DTRAIN" bench step --model mlp --batch 16 --precision fp32,bf16 --steps 3 --warmup 1 --profile 2 >"$tmp/prof2.txt" 2>&1

@@ -194,6 +194,20 @@ static void test_read_step_profile(void **st)
     near(p.input_ms, 0.1), near(p.forward_ms, 14.469), near(p.backward_ms, 18.971), near(p.optimizer_ms, 1.209);
     assert_int_equal(p.nlayers, 3);
     near(p.bwd_ms[0], 4.154), near(p.bwd_ms[1], 0), near(p.bwd_ms[2], 2.743);
+    /* A profile from before bench step recorded the wait for the batch: none, and the row's data ms
+     * to stand in for it. */
+    assert_int_equal(p.has_data, 0);
+    near(p.data_ms, 0), near(p.row_data_ms, 0.67);
+    /* Today's profile line: the wait for the batch is its first phase. */
+    static const char with_data[] =
+        "# dtrain bench step: model mlp, 1 rank x batch 32, 20 timed steps after 3, SGD\n"
+        "  fp32            2684.2     95.37      0.67     1.00\n"
+        "    profile, ms per step over 10 steps (waiting for the device at each boundary): data 0.420, input 0.100, "
+        "forward 14.469, loss 0.011, backward 18.971, allreduce 51.483, check 0.000, optimizer 1.209; total 86.563\n";
+    assert_int_equal(pm_read_step_profile(with_data, &p), DT_OK);
+    assert_int_equal(p.has_data, 1);
+    near(p.data_ms, 0.42), near(p.input_ms, 0.1), near(p.forward_ms, 14.469), near(p.optimizer_ms, 1.209);
+    near(p.row_data_ms, 0.67);
     /* Without --profile, and not bench step output at all: the message says which. */
     char noprof[400];
     snprintf(noprof, sizeof noprof, "%.*s", (int)(strstr(step_text, "    profile") - step_text), step_text);
