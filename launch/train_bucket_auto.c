@@ -11,7 +11,9 @@
  * inputs are the same on every rank, so every rank makes the same choice; pm_best_bucket then
  * picks the cap among 0.25-256 MiB and one bucket, and the reducer is rebuilt with it (any cap
  * gives bitwise the same parameters: docs/performance.md). Until then the steps use the default
- * cap.
+ * cap. The profiled steps are training steps like any other (counted, scheduled, checkpointed,
+ * logged, on the same data); the choice after them is not a step, and train_loop leaves its time
+ * out of the log interval, as a checkpoint's.
  */
 #include "launch/train_run.h"
 #include "launch/perfmodel/model_source.h"
@@ -127,6 +129,7 @@ dt_status train_bucket_auto_after_step(train_run *r, long steps_run)
             printf("buckets: --bucket-mb auto keeps %g MiB: one rank has nothing to send\n", r->t.sync.bucket_mb);
         return DT_OK;
     }
+    const double t0 = clock_now_s();
     mp_model *mm = calloc(1, sizeof *mm);
     if (!mm) return status_set_error(DT_ERR_NOMEM, "--bucket-mb auto: out of memory");
     pm_link link;
@@ -137,8 +140,9 @@ dt_status train_bucket_auto_after_step(train_run *r, long steps_run)
         /* Noise (a loaded machine) can make larger allreduces no slower: keep the cap rather than
          * stop training. Every rank has the same averaged times, so every rank keeps it. */
         if (r->rank == 0 && !r->t.quiet)
-            printf("buckets: --bucket-mb auto keeps %g MiB: the link measured here fits no ring (%s)\n",
-                   r->t.sync.bucket_mb, dt_last_error());
+            printf("buckets: --bucket-mb auto keeps %g MiB: the link measured here fits no ring (%s); choosing took "
+                   "%.1f ms, no step's time\n",
+                   r->t.sync.bucket_mb, dt_last_error(), (clock_now_s() - t0) * 1e3);
         free(mm);
         return DT_OK;
     }
@@ -162,9 +166,11 @@ dt_status train_bucket_auto_after_step(train_run *r, long steps_run)
     if (s) return status_set_error(s, "--bucket-mb auto: %s", dt_last_error());
     if (r->rank == 0 && !r->t.quiet)
         printf("buckets: --bucket-mb auto chose %g MiB (%d bucket%s) after %d profiled steps: predicted step %.3f ms, "
-               "%.3f ms with %g MiB; the link measured here: alpha %.1f us, busbw %.3g GB/s\n",
+               "%.3f ms with %g MiB; the link measured here: alpha %.1f us, busbw %.3g GB/s; choosing took %.1f ms, "
+               "no step's time\n",
                best_mb, best.nbuckets, best.nbuckets == 1 ? "" : "s", TRAIN_AUTO_STEPS, best.step_s * 1e3,
-               before.step_s * 1e3, r->t.sync.bucket_mb, link.alpha_s * 1e6, link.busbw / 1e9);
+               before.step_s * 1e3, r->t.sync.bucket_mb, link.alpha_s * 1e6, link.busbw / 1e9,
+               (clock_now_s() - t0) * 1e3);
     r->t.sync.bucket_mb = best_mb;
     /* Under --zero 1 the optimizer's slices follow the plan: gathered whole by the old one, cut
      * again for the new one. */
