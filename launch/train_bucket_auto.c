@@ -3,17 +3,17 @@
  * model (launch/perfmodel/) for this job, from this job's own measurements.
  *
  * The first TRAIN_AUTO_STEPS steps run profiled (dt_model_set_profile): their per-layer backward
- * times and phases, with their wait for the batches, averaged over the ranks, are the compute. The link is measured in the job
- * right after them: dt_allreduce of 64 KiB, 1 MiB and 4 MiB buffers in the gradients' memory (one
- * warm-up and three timed each, the times averaged over the ranks) with a ring fitted to them
- * (pm_fit_ring): on a GPU device buffers, so the link timed is the path the buckets take (NCCL, or
- * MPI through host memory under --gpu-comm mpi), not the host path of dt_allreduce's host buffers. Both
- * inputs are the same on every rank, so every rank makes the same choice; pm_best_bucket then
- * picks the cap among 0.25-256 MiB and one bucket, and the reducer is rebuilt with it (any cap
- * gives bitwise the same parameters: docs/performance.md). Until then the steps use the default
- * cap. The profiled steps are training steps like any other (counted, scheduled, checkpointed,
- * logged, on the same data); the choice after them is not a step, and train_loop leaves its time
- * out of the log interval, as a checkpoint's.
+ * times and phases, with their wait for the batches, averaged over the ranks, are the compute. The
+ * link is measured in the job right after them: dt_allreduce of 64 KiB, 1 MiB and 4 MiB buffers in
+ * the gradients' memory (one warm-up and three timed each, the times averaged over the ranks) with
+ * a ring fitted to them (pm_fit_ring): on a GPU device buffers, so the link timed is the path the
+ * buckets take (NCCL, or MPI through host memory under --gpu-comm mpi), not the host path of
+ * dt_allreduce's host buffers. Both inputs are the same on every rank, so every rank makes the same
+ * choice; pm_best_bucket then picks the cap among 0.25-256 MiB and one bucket, and the reducer is
+ * rebuilt with it (any cap gives bitwise the same parameters: docs/performance.md). Until then the
+ * steps use the default cap. The profiled steps are training steps like any other (counted,
+ * scheduled, checkpointed, logged, on the same data); the choice after them is not a step, and
+ * train_loop leaves its time out of the log interval, as a checkpoint's.
  */
 #include "launch/train_run.h"
 #include "launch/perfmodel/model_source.h"
