@@ -413,7 +413,25 @@ static int train_outputs_check(const train_opts *t)
 static int check_scaler_flags(const train_opts *t)
 {
     const int dynamic = t->loss_scale < 0 ? t->precision == DT_F16 : t->loss_scale == 1;
-    if (!t->scaler_flag || dynamic) return EXIT_OK;
+    if (dynamic) {
+        /* The bounds in the flags' own names (the scaler's check names its config fields). */
+        const dt_scaler_config *c = &t->scaler;
+        if (c->min_scale > c->max_scale) {
+            cli_error("--loss-scale-min %.10g is above --loss-scale-max %.10g: give a minimum at most the maximum",
+                      c->min_scale, c->max_scale);
+            return EXIT_USAGE;
+        }
+        if (c->init_scale < c->min_scale || c->init_scale > c->max_scale) {
+            cli_error(
+                "--loss-scale-init %.10g is outside [--loss-scale-min %.10g, --loss-scale-max %.10g]: give a start "
+                "within the bounds, or move the bound%s",
+                c->init_scale, c->min_scale, c->max_scale,
+                c->init_scale > c->max_scale ? " (--loss-scale-max up to 2^48)" : "");
+            return EXIT_USAGE;
+        }
+        return EXIT_OK;
+    }
+    if (!t->scaler_flag) return EXIT_OK;
     if (t->loss_scale == 0)
         cli_error("%s tunes the dynamic loss scaler, which --loss-scale none turns off: drop %s, or give "
                   "--loss-scale dynamic",

@@ -18,7 +18,11 @@ expect 2 "--grad-comm bf16 does not go with --precision fp16" "$DTRAIN" train --
 expect 2 "--loss-scale-growth" "$DTRAIN" train --precision fp16 --loss-scale-growth 1
 expect 2 "--loss-scale" "$DTRAIN" train --precision fp16 --loss-scale lots
 expect 2 "--loss-scale-window" "$DTRAIN" train --precision fp16 --loss-scale-window 0
-expect 2 "max_scale" "$DTRAIN" train --precision fp16 --loss-scale-min 1000 --loss-scale-max 10
+expect 2 "--loss-scale-min 1000 is above --loss-scale-max 10" "$DTRAIN" train --precision fp16 --loss-scale-min 1000 \
+    --loss-scale-max 10
+# Within the flag's own range, but above the default maximum: named by the flags, with the fix.
+expect 2 "--loss-scale-init 1000000000 is outside [--loss-scale-min 1, --loss-scale-max 16777216]: give a start" \
+    "$DTRAIN" train --precision fp16 --loss-scale-init 1e9
 
 # --- Accuracy: fp16 and bf16 within 1 percentage point of fp32 at the same budget (the accuracy
 # of the second half of the run, 4,800 (mlp) or 2,400 (cnn) samples never seen before).
