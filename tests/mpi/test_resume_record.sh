@@ -47,6 +47,20 @@ dt train $S --steps 10 --checkpoint-dir "$tmp/ck" >/dev/null 2>&1
 expect 2 "it stopped at the start of epoch 1, and the synthetic data's samples are made from the seed" \
     dt train $S --steps 12 --checkpoint-dir "$tmp/ck" --resume auto --seed 3
 
+# A damaged record (its CRC fails) leaves the run unchecked, said; the model state it came with
+# passed its own checks, so the resume goes on.
+fresh
+python3 - "$tmp/ck/ckpt-0000000005.dtc" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+i = b.find(struct.pack('<IIQQ', 1, 1, 1, 400))  # version, shuffle, seed, samples
+assert i >= 0, 'no run record'
+b[i + 16] ^= 1
+open(sys.argv[1], 'wb').write(b)
+PY
+expect 0 'section "dtrain.run" is damaged (CRC mismatch)): the data order, precision and batch are not compared' \
+    dt train $D --steps 7 --checkpoint-dir "$tmp/ck" --resume auto
+
 # Precision and batch go on, each said.
 fresh
 expect 0 "the checkpoint's run trained in fp32, this one in bf16: the fp32 master weights go on" \
