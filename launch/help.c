@@ -119,7 +119,7 @@ static const char model_perf[] = "usage: dtrain model-perf (--profile F[:MS] | -
                                  "The step-time model: per-layer backward, the reducer's buckets, NCCL's ring and\n"
                                  "tree allreduce within and between nodes, each bucket's allreduce once backward\n"
                                  "filled it and the link is free. Per scale: the predicted step, exposed comm,\n"
-                                 "efficiency against one rank, the best bucket cap. docs/performance.md.\n"
+                                 "efficiency against one rank, the best bucket cap. docs/model-perf.md.\n"
                                  "  --profile FILE[:MS]   dtrain bench step --profile N output, one precision;\n"
                                  "                        :MS rescales its compute to MS a step (another device's)\n"
                                  "  --synthetic N:P:L:MS  model N, P million parameters in L equal layers, MS of\n"

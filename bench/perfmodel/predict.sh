@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# predict.sh [OUT.txt] [OUT.png] - the step-time model's predictions (docs/performance.md, "A
-# step-time model"): scaling efficiency from 8 to 4096 GPUs on H100/H200-class nodes and the best
-# bucket cap at each scale, plotted; then the model on the hardware of two published results
-# (Horovod's 512 P100s on 25 GbE, PyTorch DDP's 256 V100s). Every figure is a flag below.
+# predict.sh [OUT.txt] [OUT.png] - the step-time model's predictions (docs/model-perf.md): scaling
+# efficiency from 8 to 4096 GPUs on H100/H200-class nodes and the best bucket cap at each scale,
+# plotted; then the model on the hardware of two published results (Horovod's 512 P100s on 25 GbE,
+# PyTorch DDP's 256 V100s). Every figure is a flag below.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 dtrain=${DTRAIN:-$here/../../build/dtrain}

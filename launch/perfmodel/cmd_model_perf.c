@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Defaults, with their sources in docs/performance.md ("A step-time model"). */
+/* Defaults, with their sources in docs/model-perf.md. */
 #define MP_NVLINK_BUSBW 370e9 /* H100/H200 nccl-tests all_reduce busbw within a node */
 #define MP_NVLINK_ALPHA 1e-6
 #define MP_NET_BUSBW 200e9 /* 4 x 400 Gb/s a node */
