@@ -7,6 +7,7 @@
 #include "dtrain.h"
 #include "kernels/backend.h"
 #include "runtime/model/model.h"
+#include "collectives/rank_verdict.h"
 #include "base/hash.h"
 #include "base/status.h"
 
@@ -15,51 +16,44 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* failed: this rank could not produce its copy; it still joins, and every rank learns who failed
- * instead of reading the gap as a difference. */
-/* failed: this rank's failure reading its copy (a dt_status; DT_OK when read), which travels in its
- * slot so that every rank returns the same code. */
+/* failed: this rank's failure reading its copy (a dt_status; DT_OK when read). Such a rank still
+ * joins: the ranks' verdict comes first (rank_verdict_status), so every rank learns who failed
+ * and returns the same code, instead of reading the gap as a difference; the hashes follow only
+ * when every rank has one. */
 static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, dt_status failed, int *differ,
                                 int *first_rank)
 {
     if (differ) *differ = 0;
     if (first_rank) *first_rank = -1;
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
-    if (world == 1) return DT_OK;
-    /* Every rank's hash reaches every rank: four 16-bit digits and a failed flag per rank, exact in
-     * fp32, each in its own rank's slot of a zeroed array, summed; CHUNK ranks per allreduce, in a
-     * buffer on the stack, so that no rank can fail to allocate it and skip a collective its peers
-     * enter (that would hang them). */
-    enum { SLOT = 5, CHUNK = 256 };
-    float d[CHUNK * SLOT], h0[4] = {0};
-    const uint64_t h = failed ? 0 : fnv1a_buffer(buf, bytes);
-    int n = 0, first = -1, failed_rank = -1;
-    dt_status failed_code = DT_OK;
+    if (world == 1) return failed;
+    const dt_status v =
+        rank_verdict_status(ctx, failed, "dt_check_replicas", " (it could not read its copy), so nothing was compared");
+    if (v) return v;
+    /* Every rank's hash reaches every rank: four 16-bit digits per rank, exact in fp32, each in
+     * its own rank's slot of a zeroed array, summed; CHUNK ranks per allreduce, in a buffer on the
+     * stack, so that no rank can fail to allocate it and skip a collective its peers enter (that
+     * would hang them). */
+    enum { SLOT = 4, CHUNK = RANK_VERDICT_CHUNK };
+    float d[CHUNK * SLOT], h0[SLOT] = {0};
+    const uint64_t h = fnv1a_buffer(buf, bytes);
+    int n = 0, first = -1;
     for (int base = 0; base < world; base += CHUNK) {
         const int m = world - base < CHUNK ? world - base : CHUNK;
         memset(d, 0, sizeof d);
         if (rank >= base && rank < base + m) {
             float *mine = d + (size_t)(rank - base) * SLOT;
-            for (int k = 0; k < 4; k++) mine[k] = (float)((h >> (16 * k)) & 0xffffu);
-            mine[4] = (float)failed;
+            for (int k = 0; k < SLOT; k++) mine[k] = (float)((h >> (16 * k)) & 0xffffu);
         }
         dt_status s = dt_allreduce(ctx, d, (size_t)m * SLOT, DT_F32, DT_SUM);
         if (s) return s;
         if (base == 0) memcpy(h0, d, sizeof h0); /* rank 0's */
-        for (int j = 0; j < m; j++) {
-            const float *e = d + (size_t)j * SLOT;
-            if (e[4] != 0 && failed_rank < 0) failed_rank = base + j, failed_code = (dt_status)e[4];
-            if (base + j > 0 && memcmp(e, h0, sizeof h0) != 0) {
+        for (int j = 0; j < m; j++)
+            if (base + j > 0 && memcmp(d + (size_t)j * SLOT, h0, sizeof h0) != 0) {
                 if (first < 0) first = base + j;
                 n++;
             }
-        }
     }
-    if (failed_rank >= 0)
-        return status_set_error(failed_code,
-                                "dt_check_replicas: rank %d could not read its copy (%s), so nothing was "
-                                "compared: read rank %d's message",
-                                failed_rank, dt_strerror(failed_code), failed_rank);
     if (differ) *differ = n;
     if (first_rank) *first_rank = first;
     if (n)
@@ -86,17 +80,24 @@ static dt_status device_to_host(const char *fn, void *host, const void *buf, siz
 
 dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *differ, int *first_rank)
 {
-    if (!ctx || (!buf && bytes)) return status_set_error(DT_ERR_INVALID_ARG, "dt_check_replicas: ctx or buf is NULL");
+    /* Without a context no other rank can be told: this rank fails alone. */
+    if (!ctx) return status_null_arg("dt_check_replicas", "ctx", "pass the context of dt_init (on every rank)");
+    /* A NULL buffer is this rank's failure: it still joins, as one that cannot read its copy. */
+    if (!buf && bytes)
+        return check_replicas(ctx, NULL, 0,
+                              status_set_error(DT_ERR_INVALID_ARG,
+                                               "dt_check_replicas: buf is NULL with bytes %zu: pass this rank's "
+                                               "copy (the same size on every rank)",
+                                               bytes),
+                              differ, first_rank);
     if (!bytes || !backend_is_device_ptr(buf)) return check_replicas(ctx, buf, bytes, DT_OK, differ, first_rank);
     /* Device memory comes down first. Every rank joins the collective even when that failed, so
      * none waits for it; the failing rank reports its own cause. */
     void *host = malloc(bytes);
     const dt_status s = device_to_host("dt_check_replicas", host, buf, bytes);
-    status_kept why;
-    if (s) status_keep(&why);
-    dt_status c = check_replicas(ctx, host, bytes, s, differ, first_rank);
+    const dt_status c = check_replicas(ctx, host, bytes, s, differ, first_rank); /* s's message kept */
     free(host);
-    return s ? status_restore(s, &why) : c;
+    return c;
 }
 
 dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *differ, int *first_rank)

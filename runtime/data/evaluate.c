@@ -9,12 +9,13 @@
  * and its remainder, so it keeps about 48 bits.
  *
  * A rank that fails (a bad argument, a sample that cannot be read, the model's error) still joins
- * the collective verdict that comes before the sums, so no rank waits forever, and every rank
- * learns which rank failed first and with what code.
+ * the collective verdict that comes before the sums (rank_verdict_status), so no rank waits
+ * forever, and every rank learns which rank failed first and with what code.
  */
 #include "runtime/data/dataset.h"
 #include "runtime/data/loader.h"
-#include "runtime/model/model_internal.h" /* the model's max batch, which bounds `batch` */
+#include "runtime/model/model.h" /* model_max_batch, which bounds `batch` */
+#include "collectives/rank_verdict.h"
 #include "base/status.h"
 
 #include <stdio.h>
@@ -41,9 +42,10 @@ static dt_status eval_args(const dt_model *m, const dt_dataset *d, int batch, in
     if (!m) return status_null_arg(fn, "m", "pass the model to evaluate");
     if (!d) return status_null_arg(fn, "d", "pass the dataset to evaluate on");
     if (!r) return status_null_arg(fn, "r", "pass a dt_eval_result for the figures");
-    if (batch < 1 || batch > m->max_batch)
+    const int max_batch = model_max_batch(m);
+    if (batch < 1 || batch > max_batch)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_evaluate: batch %d must be from 1 to the model's max batch %d",
-                                batch, m->max_batch);
+                                batch, max_batch);
     if (threads < 0 || threads > 256)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_evaluate: threads %d must be from 0 to 256", threads);
     const int K = dt_model_num_classes(m);
@@ -54,42 +56,6 @@ static dt_status eval_args(const dt_model *m, const dt_dataset *d, int batch, in
         return status_set_error(DT_ERR_INVALID_ARG, "%s's samples are %dx%dx%d (%zu values), the model takes %zu",
                                 d->split->source, d->c, d->h, d->w, d->input_size, dt_model_input_size(m));
     return DT_OK;
-}
-
-/* Every rank's verdict on its part, s: DT_OK when every rank succeeded. A failed rank returns its
- * own status and message; the others return the status of the first rank that failed, with a
- * message naming it. Each rank puts its status code (exact in fp32) into its own slot of a zeroed
- * array that is summed, CHUNK ranks per allreduce in a buffer on the stack, as dt_check_replicas
- * does (runtime/replicas.c), so that no rank can fail to allocate it and skip the collective its
- * peers entered. */
-static dt_status eval_verdict(dt_ctx *ctx, dt_status s)
-{
-    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
-    if (world == 1) return s;
-    status_kept why;
-    if (s) status_keep(&why);
-    enum { CHUNK = 256 };
-    float slot[CHUNK];
-    int first = -1, failed = 0;
-    dt_status first_code = DT_OK;
-    for (int base = 0; base < world; base += CHUNK) {
-        const int n = world - base < CHUNK ? world - base : CHUNK;
-        memset(slot, 0, sizeof slot);
-        if (rank >= base && rank < base + n) slot[rank - base] = (float)s;
-        const dt_status cs = dt_allreduce(ctx, slot, (size_t)n, DT_F32, DT_SUM);
-        if (cs) return s ? status_restore(s, &why) : cs;
-        for (int j = 0; j < n; j++) {
-            if (slot[j] == 0) continue;
-            if (first < 0) first = base + j, first_code = (dt_status)(int)slot[j];
-            failed++;
-        }
-    }
-    if (s) return status_restore(s, &why);
-    if (first < 0) return DT_OK;
-    return status_set_error(first_code,
-                            "dt_evaluate failed on rank %d (%s)%s, so no rank has the figures: read rank %d's "
-                            "message for the cause",
-                            first, dt_strerror(first_code), failed > 1 ? " and on other ranks" : "", first);
 }
 
 dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int threads, dt_eval_result *r)
@@ -131,7 +97,7 @@ dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int th
     dt_loader_free(ld);
     /* Every rank takes part in the verdict, even one that failed, so none waits forever; the sums
      * follow only when every rank has them. */
-    s = eval_verdict(ctx, s);
+    s = rank_verdict_status(ctx, s, "dt_evaluate", ", so no rank has the figures");
     if (!s) {
         counts_out(cnt, nc, wire);
         const float lhi = (float)loss;

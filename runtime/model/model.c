@@ -296,6 +296,7 @@ dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint
 }
 
 size_t dt_model_num_params(const dt_model *m) { return m ? m->spec.num_params : 0; }
+int model_max_batch(const dt_model *m) { return m ? m->max_batch : 0; }
 /* A GPU model's step returns before its optimizer (and a reducer's averaging) has finished on the
  * device: before the caller's own kernels, on whatever stream, use its buffers, that work must be
  * done. These calls return a pointer, not a status: a wait that failed (a device fault, which

@@ -41,6 +41,12 @@ const char *model_preset(const char *name);
 /* The input shape a preset expects ("784", "1x28x28"), or NULL. */
 const char *model_preset_input(const char *name);
 
+/* The largest batch m was made for (dt_model_create's max_batch), which bounds every pass; 0 for
+ * a NULL m. Internal, for the library's own callers that take a model made elsewhere (dt_evaluate
+ * checks its batch against it): a user passed the value to dt_model_create, and the public name
+ * dt_model_max_batch is the memory planner's largest batch that fits a budget, another question. */
+int model_max_batch(const dt_model *m);
+
 /* DT_ERR_INVALID_ARG for gradients of type grads on a model computing in compute (neither fp32
  * nor compute itself), worded for the pair. */
 dt_status model_grads_type_error(dt_dtype compute, dt_dtype grads);

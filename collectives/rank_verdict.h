@@ -1,0 +1,43 @@
+/*
+ * rank_verdict.h - every rank's outcome, to every rank: how a rank whose own part of a collective
+ * call failed (a bad argument, memory it could not get) still joins the collective its peers
+ * entered, so that none of them waits for it until the watchdog, and every rank returns the same
+ * code, naming the rank that failed first.
+ *
+ * Each rank puts its code into its own slot of a zeroed fp32 array (an integer below 2^24 is exact
+ * there), and the array is summed over the ranks: afterwards slot r holds rank r's code. At most
+ * RANK_VERDICT_CHUNK ranks per allreduce, in a buffer on the stack, so that no rank can fail to
+ * allocate it and skip the collective (which would hang the others). Over the context's host
+ * backend (ctx_host_coll), under the deadline of every collective.
+ */
+#ifndef DT_COLLECTIVES_RANK_VERDICT_H
+#define DT_COLLECTIVES_RANK_VERDICT_H
+
+#include "dtrain.h"
+
+#define RANK_VERDICT_CHUNK 256
+
+/* What the ranks reported. */
+typedef struct rank_verdict {
+    int first_rank; /* the lowest rank whose code was not 0; -1 when every rank gave 0 */
+    int first_code; /* that rank's code (0 when none) */
+    int failed;     /* how many ranks gave a code other than 0 */
+} rank_verdict;
+
+/* Collective over ctx's ranks: code is this rank's outcome, 0 for success, else any integer of
+ * magnitude below 2^24 (a dt_status, a field's index: the caller's to decode). *out gets the
+ * first rank with a code and its code. In a world of one nothing is sent and *out describes this
+ * rank. Returns DT_OK, or the collective's own failure (DT_ERR_MPI, DT_ERR_TIMEOUT), *out then
+ * describing this rank alone. DT_ERR_INVALID_ARG for a NULL ctx or out, or a code out of range. */
+dt_status rank_verdict_share(const dt_ctx *ctx, int code, rank_verdict *out);
+
+/* The usual ending of a call that every rank joins, also a failed one: own is this rank's
+ * status. Every rank succeeded: DT_OK. This rank failed: own, with its own message (kept across
+ * the exchange). Another rank failed first: that rank's status, with the message
+ * "<fn> failed on rank R (<its status>)[ and on other ranks]<consequence>: read rank R's message
+ * for the cause"; consequence (may be NULL) says what that means, as ", so nothing was compared".
+ * A failed exchange: own when this rank failed, else the exchange's status. Collective, as
+ * rank_verdict_share; in a world of one, or without a context, it returns own at once. */
+dt_status rank_verdict_status(const dt_ctx *ctx, dt_status own, const char *fn, const char *consequence);
+
+#endif
