@@ -28,9 +28,11 @@ typedef struct dt_model dt_model;
  * (a fingerprint of each rank's architecture) before the broadcast. ctx NULL: a model alone, on
  * the CPU, with no gradient synchronization (dt_model_sync_grads has nothing to reduce, its
  * dt_sync_config is kept but not applied, dt_model_num_buckets is 0), for unit tests and tools.
- * *out (must not be NULL) is NULL on failure. Errors: DT_ERR_INVALID_ARG (a NULL out, a bad spec
- * or input naming the token, max_batch < 1, ranks given different models: every rank fails,
- * naming the first rank that differs from rank 0), DT_ERR_NOMEM (host or device memory, naming the
+ * *out (must not be NULL) is NULL on failure. A rank whose own arguments or build fail still
+ * joins the ranks' check, so every rank fails at once with the first failing rank's code, that
+ * rank with its own message and the others naming it. Errors: DT_ERR_INVALID_ARG (a NULL out, a
+ * bad spec or input naming the token, max_batch < 1, ranks given different models: every rank
+ * fails, naming the first rank that differs from rank 0), DT_ERR_NOMEM (host or device memory, naming the
  * buffer), DT_ERR_UNSUPPORTED (a CUDA placement in a build without CUDA), DT_ERR_DEVICE, and the
  * collectives' DT_ERR_MPI, DT_ERR_COMM and DT_ERR_TIMEOUT. */
 DT_API dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed, int max_batch,

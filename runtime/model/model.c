@@ -14,6 +14,7 @@
 #include "runtime/model/model.h"
 #include "runtime/model/model_internal.h"
 #include "runtime/model/model_plan.h"
+#include "collectives/rank_verdict.h"
 #include "base/hash.h"
 #include "base/rng.h"
 #include "base/status.h"
@@ -240,45 +241,42 @@ static dt_status model_build(dt_ctx *ctx, const char *spec, const char *input, u
 
 /* Every rank must build the same model: the broadcast of the parameters pairs each rank's buffer
  * with rank 0's, and a rank given another spec or input would reach it with another count (which
- * MPI leaves undefined). The architectures are compared first, by the fingerprint checkpoints
- * check (model_fingerprint), through dt_broadcast and dt_check_replicas, which run under the
- * collective deadline. Every rank joins, also one whose own build failed (own != DT_OK, m NULL),
- * so that none waits for it: that rank returns its own error, the others one naming the first
- * rank that differs from rank 0. */
+ * MPI leaves undefined). Every rank joins, also one whose own build failed or that was given no
+ * `out` (own != DT_OK, m NULL), so that none waits for it: first the ranks' verdict, after which
+ * every rank returns the code of the first rank that failed, naming it (that rank its own error);
+ * then the architectures are compared by the fingerprint checkpoints check (model_fingerprint),
+ * through dt_broadcast and dt_check_replicas, all under the collective deadline. */
 static dt_status model_check_ranks(dt_ctx *ctx, const dt_model *m, dt_status own, const char *spec, const char *input)
 {
     if (!ctx || dt_world_size(ctx) <= 1) return own;
-    status_kept why;
-    if (own) status_keep(&why);
-    /* The fingerprint and whether the build failed: a failed rank differs from a healthy one. */
-    uint64_t mine[2] = {own ? 0 : model_fingerprint(m), own != DT_OK}, zero[2] = {mine[0], mine[1]};
+    dt_status s = rank_verdict_status(ctx, own, "dt_model_create", ", so no rank has a model");
+    if (s) return s;
+    uint64_t mine = model_fingerprint(m), zero = mine;
     int differ = 0, first = -1;
-    dt_status s = dt_broadcast(ctx, zero, sizeof zero, DT_U8, 0); /* rank 0's, for the message */
-    if (!s) s = dt_check_replicas(ctx, mine, sizeof mine, &differ, &first);
-    if (own) return status_restore(own, &why);
+    s = dt_broadcast(ctx, &zero, sizeof zero, DT_U8, 0); /* rank 0's, for the message */
+    if (!s) s = dt_check_replicas(ctx, &mine, sizeof mine, &differ, &first);
     if (s != DT_ERR_NUMERIC) return s;
-    if (zero[1])
-        return status_set_error(DT_ERR_INVALID_ARG,
-                                "dt_model_create: rank 0 could not build its model (read its message), so no rank "
-                                "has one: fix rank 0's spec, input or max_batch and start again");
     char this_rank[320] = ""; /* a rank that differs from rank 0 says what it was given */
-    if (mine[0] != zero[0])
+    if (mine != zero)
         snprintf(this_rank, sizeof this_rank, "; this rank (%d) was given spec \"%.120s\" and input \"%.40s\"",
                  dt_rank(ctx), spec ? spec : "", input ? input : "(the preset's)");
     return status_set_error(DT_ERR_INVALID_ARG,
-                            "dt_model_create: %d of the %d ranks built another model than rank 0 or could not build "
-                            "theirs (the first is rank %d: read its message)%s: every rank must pass the same spec "
-                            "and input, since the ranks train one model together",
+                            "dt_model_create: %d of the %d ranks built another model than rank 0 (the first is rank "
+                            "%d)%s: every rank must pass the same spec and input, since the ranks train one model "
+                            "together",
                             differ, dt_world_size(ctx), first, this_rank);
 }
 
 dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed, int max_batch,
                           dt_model **out)
 {
-    if (!out) return status_null_arg("dt_model_create", "out", "pass a dt_model * to receive the model");
-    *out = NULL;
+    /* A NULL out is this rank's failure like a bad spec: nothing is built, and the rank still
+     * joins the check of the ranks below, the first collective its peers enter, so that they fail
+     * at once, naming it, instead of waiting there until the watchdog. */
     dt_model *m = NULL;
-    dt_status s = model_build(ctx, spec, input, seed, max_batch, &m);
+    dt_status s = out ? model_build(ctx, spec, input, seed, max_batch, &m)
+                      : status_null_arg("dt_model_create", "out", "pass a dt_model * to receive the model");
+    if (out) *out = NULL;
     s = model_check_ranks(ctx, m, s, spec, input); /* collective: every rank joins, also a failed one */
     /* Identical start on every rank, whatever each rank computed. */
     if (!s && ctx && dt_world_size(ctx) > 1) s = dt_broadcast(ctx, m->params, m->spec.num_params, DT_F32, 0);
