@@ -192,12 +192,17 @@ DT_API void dt_sync_defaults(dt_sync_config *c);
 /** Plans the buckets and checks that every rank has the same plan (a mismatch fails naming the
  * ranks and their bucket counts instead of hanging later). dt_model_create applies the defaults.
  * A backward whose gradients are still being reduced is reduced to the end first (as by
- * dt_model_sync_grads). Collective. Every field is checked, also on a model made with ctx NULL,
- * which keeps the settings without a reducer to apply them (not collective there). Errors:
- * DT_ERR_INVALID_ARG (m or c NULL; overlap or allow_unreduced not 0 or 1; a cap outside 0..1e6 MiB
- * or NaN; op, grad_comm or zero out of range; zero 1 with allow_unreduced; plans that differ across
- * ranks), DT_ERR_NOMEM, and the reducer's and the reduction's errors (DT_ERR_MPI, DT_ERR_COMM,
- * DT_ERR_DEVICE). */
+ * dt_model_sync_grads). Collective: every rank passes the same settings. Before anything changes
+ * the ranks compare them: a rank whose c is NULL or invalid fails every rank with its code (its
+ * own message there, one naming it elsewhere), and a field given differently on some rank
+ * (overlap, bucket_mb, first_bucket_mb, op, grad_comm, zero, allow_unreduced) fails every rank
+ * naming the first such rank, the field and rank 0's value; no rank then changes its settings.
+ * Every field is checked, also on a model made with ctx NULL, which keeps the settings without a
+ * reducer to apply them (not collective there). Errors: DT_ERR_INVALID_ARG (m or c NULL; overlap
+ * or allow_unreduced not 0 or 1; a cap outside 0..1e6 MiB or NaN; op, grad_comm or zero out of
+ * range; zero 1 with allow_unreduced; settings or plans that differ across ranks), DT_ERR_NOMEM,
+ * and the reducer's and the reduction's errors (DT_ERR_MPI, DT_ERR_COMM, DT_ERR_DEVICE,
+ * DT_ERR_TIMEOUT). */
 DT_API dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c);
 
 /** Number of buckets in the plan (0 for a NULL m, or a model made with ctx NULL). */

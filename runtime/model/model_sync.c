@@ -6,9 +6,11 @@
  */
 #include "runtime/model/model_internal.h"
 #include "collectives/reducer_internal.h"
+#include "collectives/rank_verdict.h"
 #include "base/status.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,11 +124,85 @@ static dt_status sync_check_config(const dt_sync_config *c)
     return DT_OK;
 }
 
+/* The fields every rank must give alike, in the order they are compared. Another cap keeps one
+ * rank's reducer where the others make a new one (its engine's MPI_Comm_dup then waits for them,
+ * unwatched) or plans other buckets; another stage reduce-scatters where the others allreduce;
+ * another op, overlap or wire type pairs other collectives; another allow_unreduced steps alone
+ * where the others reduce. */
+static const char *const sync_field_name[] = {"overlap",   "bucket_mb", "first_bucket_mb", "op",
+                                              "grad_comm", "zero",      "allow_unreduced"};
+enum { SYNC_FIELDS = sizeof sync_field_name / sizeof *sync_field_name };
+
+/* Field f of c as text, for the message. */
+static void sync_field_value(const dt_sync_config *c, int f, char *buf, size_t n)
+{
+    switch (f) {
+        case 0: snprintf(buf, n, "%d", c->overlap); break;
+        case 1: snprintf(buf, n, "%g", c->bucket_mb); break;
+        case 2: snprintf(buf, n, "%g", c->first_bucket_mb); break;
+        case 3: snprintf(buf, n, "%s", c->op == DT_SUM ? "DT_SUM" : "DT_AVG"); break;
+        case 4: snprintf(buf, n, "%s", dt_dtype_name(c->grad_comm)); break;
+        case 5: snprintf(buf, n, "%d", c->zero); break;
+        default: snprintf(buf, n, "%d", c->allow_unreduced); break;
+    }
+}
+
+/* 1 + the index of the first field where a and b differ, 0 when none does. */
+static int sync_first_difference(const dt_sync_config *a, const dt_sync_config *b)
+{
+    const int differ[SYNC_FIELDS] = {a->overlap != b->overlap,
+                                     a->bucket_mb != b->bucket_mb,
+                                     a->first_bucket_mb != b->first_bucket_mb,
+                                     a->op != b->op,
+                                     a->grad_comm != b->grad_comm,
+                                     a->zero != b->zero,
+                                     a->allow_unreduced != b->allow_unreduced};
+    for (int f = 0; f < SYNC_FIELDS; f++)
+        if (differ[f]) return f + 1;
+    return 0;
+}
+
+/* Collective, before anything changes: own is this rank's verdict on its own arguments. Every
+ * rank joins, also one whose c was NULL or invalid, so that none waits for it (it used to return
+ * here while the others went on to the plan check, pairing their collectives with its next
+ * call's). Then rank 0's settings reach every rank, and the first rank whose settings differ is
+ * named on every rank with the field and both values, so that no two ranks apply different
+ * settings. */
+static dt_status sync_check_ranks(const dt_model *m, const dt_sync_config *c, dt_status own)
+{
+    static const char fn[] = "dt_model_set_sync";
+    dt_ctx *ctx = m->ctx;
+    if (!ctx || dt_world_size(ctx) <= 1) return own;
+    dt_status s = rank_verdict_status(ctx, own, fn, ", so no rank changed its settings");
+    if (s) return s;
+    dt_sync_config zero = *c; /* rank 0's */
+    s = dt_broadcast(ctx, &zero, sizeof zero, DT_U8, 0);
+    rank_verdict v;
+    if (!s) s = rank_verdict_share(ctx, sync_first_difference(c, &zero), &v);
+    if (s || v.first_rank < 0) return s;
+    const int f = v.first_code - 1;
+    char r0[32], mine[80] = "";
+    sync_field_value(&zero, f, r0, sizeof r0);
+    if (dt_rank(ctx) == v.first_rank) {
+        char val[32];
+        sync_field_value(c, f, val, sizeof val);
+        snprintf(mine, sizeof mine, ", this rank %s", val);
+    }
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "%s: rank %d gave %s another value than rank 0 (rank 0 %s%s)%s: every rank must give "
+                            "the same dt_sync_config, since the ranks reduce their gradients together; no rank "
+                            "changed its settings",
+                            fn, v.first_rank, sync_field_name[f], r0, mine,
+                            v.failed > 1 ? ", and other ranks differ too" : "");
+}
+
 dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
 {
     if (!m) return status_null_arg("dt_model_set_sync", "m", "pass the model dt_model_create made");
-    if (!c) return status_null_arg("dt_model_set_sync", "c", "pass a dt_sync_config filled by dt_sync_defaults");
-    const dt_status cs = sync_check_config(c);
+    const dt_status own =
+        !c ? status_null_arg("dt_model_set_sync", "c", "pass a dt_sync_config filled by dt_sync_defaults")
+           : sync_check_config(c);
+    const dt_status cs = sync_check_ranks(m, c, own);
     if (cs) return cs;
     /* A backward whose gradients are being reduced is reduced to the end first (the call is
      * collective, as the reduction is), so the plan changes between steps and no gradients are
