@@ -252,7 +252,9 @@ DT_API dt_dtype dt_model_grad_dtype(const dt_model *m);
  * gradients, so every rank gets the same answer. Under dt_sync_config.zero = 1 each rank checks and
  * unscales its owned parts and the counts are summed over the ranks: collective, same answer.
  * Errors: DT_ERR_INVALID_ARG (m or found_inf NULL, an inv_scale that is not a positive finite
- * number, mid accumulation group), DT_ERR_DEVICE, and under zero = 1 the sum's DT_ERR_MPI. */
+ * number, mid accumulation group), DT_ERR_DEVICE, and under zero = 1 the sum's DT_ERR_MPI. Under
+ * zero = 1 a rank whose own arguments fail (m aside) still joins the sum, so every rank fails at
+ * once with its code, that rank with its own message and the others naming it. */
 DT_API dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf);
 
 /** @} */
@@ -269,7 +271,8 @@ DT_API dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found
  * the bits agree too). inf or NaN when a gradient is. Costs one read of the gradients (a device
  * reduction on a GPU, which waits for it). Not collective, except under dt_sync_config.zero = 1:
  * there each rank sums its owned parts and the sums are added over the ranks in rank order
- * (collective; the same bits on every rank, not necessarily those of zero 0). Errors:
+ * (collective; the same bits on every rank, not necessarily those of zero 0), and a rank whose
+ * norm is NULL still joins the sum: every rank fails with its code, the others naming it. Errors:
  * DT_ERR_INVALID_ARG (m or norm NULL), DT_ERR_DEVICE, and under zero = 1 DT_ERR_MPI. */
 DT_API dt_status dt_model_grad_norm(const dt_model *m, double *norm);
 /** PyTorch's clip_grad_norm_(max_norm) on the gradients: *norm (may be NULL) = dt_model_grad_norm;
@@ -277,7 +280,7 @@ DT_API dt_status dt_model_grad_norm(const dt_model *m, double *norm);
  * gradient is multiplied by coef (16-bit ones as dt_model_optimizer_step widens them). A
  * non-finite norm clips nothing (the step should be skipped; a loss scaler does). max_norm must
  * be > 0 (+inf: only the norm). Not collective (collective under dt_sync_config.zero = 1, as
- * dt_model_grad_norm). Errors: DT_ERR_INVALID_ARG (a NULL m, max_norm not > 0, mid accumulation
+ * dt_model_grad_norm, where a rank's bad max_norm fails every rank, naming it). Errors: DT_ERR_INVALID_ARG (a NULL m, max_norm not > 0, mid accumulation
  * group), and dt_model_grad_norm's. */
 DT_API dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm);
 /** Clipping inside dt_model_train_step, between the unscale and the optimizer step: 0 (default)

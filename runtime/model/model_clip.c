@@ -17,33 +17,47 @@
 
 #include <math.h>
 
-dt_status dt_model_grad_norm(const dt_model *m, double *norm)
+/* The norm into *norm. own: this rank's failure so far (a bad argument), with which it still
+ * joins the sum over the ranks under ZeRO-1, so no rank waits for it (fn names the call in the
+ * others' messages); elsewhere nothing is collective and a failure returns at once. */
+static dt_status grad_norm(const dt_model *m, dt_status own, const char *fn, double *norm)
 {
-    if (!m) return status_null_arg("dt_model_grad_norm", "m", "pass the model dt_model_create made");
-    if (!norm) return status_null_arg("dt_model_grad_norm", "norm", "pass a double to receive the norm");
     /* The gradients are scaled exactly as dt_model_optimizer_step will scale them before using
      * them: 16-bit ones and pending fp32 ones by their factors; fp32 ones unscaled in place have
      * none (both are 1). */
     double ss = 0.0;
     /* ZeRO-1: the owned slices' sums, added over the ranks in rank order (collective). */
-    dt_status s = model_zero(m) ? model_zero_sum_squares(m, &ss)
-                                : m->be->ops->sum_squares(m->be, model_grad_type(m), model_grad_buf(m),
-                                                          m->spec.num_params, m->inv_scale, m->grad_mul, &ss);
+    dt_status s = model_zero(m) ? model_zero_sum_squares(m, own, fn, &ss)
+                  : own         ? own
+                        : m->be->ops->sum_squares(m->be, model_grad_type(m), model_grad_buf(m), m->spec.num_params,
+                                                  m->inv_scale, m->grad_mul, &ss);
     if (s) return s;
     *norm = sqrt(ss);
     return DT_OK;
 }
 
+dt_status dt_model_grad_norm(const dt_model *m, double *norm)
+{
+    static const char fn[] = "dt_model_grad_norm";
+    /* Without a model no other rank can be told: this rank fails alone. */
+    if (!m) return status_null_arg(fn, "m", "pass the model dt_model_create made");
+    const dt_status own = norm ? DT_OK : status_null_arg(fn, "norm", "pass a double to receive the norm");
+    double total;
+    const dt_status s = grad_norm(m, own, fn, &total);
+    if (!s) *norm = total;
+    return s;
+}
+
 dt_status dt_model_clip_grad_norm(dt_model *m, double max_norm, double *norm)
 {
-    if (!m) return status_null_arg("dt_model_clip_grad_norm", "m", "pass the model dt_model_create made");
-    if (!(max_norm > 0))
-        return status_set_error(DT_ERR_INVALID_ARG, "maximum gradient norm %g must be > 0 (+inf: report the norm only)",
-                                max_norm);
-    dt_status s = model_group_complete(m, "dt_model_clip_grad_norm");
-    if (s) return s;
+    static const char fn[] = "dt_model_clip_grad_norm";
+    if (!m) return status_null_arg(fn, "m", "pass the model dt_model_create made");
+    dt_status s = !(max_norm > 0)
+                      ? status_set_error(DT_ERR_INVALID_ARG,
+                                         "maximum gradient norm %g must be > 0 (+inf: report the norm only)", max_norm)
+                      : model_group_complete(m, fn);
     double total;
-    if ((s = dt_model_grad_norm(m, &total))) return s;
+    if ((s = grad_norm(m, s, fn, &total))) return s; /* joins under ZeRO-1 even when s failed */
     if (norm) *norm = total;
     /* PyTorch: clip_coef = max_norm / (total_norm + 1e-6), in the gradients' fp32, applied when
      * below 1. A non-finite norm means the step is to be skipped; multiplying would only turn the

@@ -333,11 +333,15 @@ dt_status model_zero_shard_optimizer(dt_model *m, dt_optimizer *o);
 /* The parameters' owned slices, updated by the optimizer, to every rank. */
 dt_status model_zero_allgather_params(dt_model *m);
 /* The scaler's check over the owned slices: each multiplied by mul, the non-finite ones counted,
- * and the count summed over the ranks, so every rank takes the same verdict. */
-dt_status model_zero_scale_count(dt_model *m, float mul, size_t *bad);
+ * and the count summed over the ranks, so every rank takes the same verdict. Collective; own is
+ * this rank's failure so far (its arguments: then nothing is counted), with which it still joins
+ * the sum, so no rank waits for it: every rank returns the first failing rank's code, the others
+ * with a message "<fn> failed on rank R". */
+dt_status model_zero_scale_count(dt_model *m, float mul, dt_status own, const char *fn, size_t *bad);
 /* The sum of squares of the reduced gradients (16-bit ones with the pending factors): each rank's
- * owned slices, then the ranks' sums added in rank order, so every rank gets the same bits. */
-dt_status model_zero_sum_squares(const dt_model *m, double *ss);
+ * owned slices, then the ranks' sums added in rank order, so every rank gets the same bits.
+ * Collective, own and fn as model_zero_scale_count's. */
+dt_status model_zero_sum_squares(const dt_model *m, dt_status own, const char *fn, double *ss);
 
 /* Where the gradients of m are: the buffer (grads or g16), its element type and size. */
 static inline void *model_grad_buf(const dt_model *m) { return m->g16 ? (void *)m->g16 : (void *)m->grads; }

@@ -93,20 +93,23 @@ dt_status model_grads_type_error(dt_dtype compute, dt_dtype grads)
  * checked too, their unscale left to the optimizer step and clipping's norm like 16-bit ones: a
  * read of every gradient instead of a read and a write. Deferring needs inv_scale <= 1, where a
  * finite gradient times it stays finite, so the count is the same either way. */
-static dt_status unscale(dt_model *m, float inv_scale, int *found_inf, int defer)
+static dt_status unscale(dt_model *m, float inv_scale, int *found_inf, int defer, dt_status own)
 {
-    if (!(inv_scale > 0) || !isfinite(inv_scale))
-        return status_set_error(DT_ERR_INVALID_ARG, "gradient unscale factor %g must be a positive number",
-                                (double)inv_scale);
-    dt_status gs = model_group_complete(m, "dt_model_unscale_grads");
-    if (gs) return gs;
+    static const char fn[] = "dt_model_unscale_grads";
+    /* own: this rank's failure so far; with its own checks below it still joins the count's sum
+     * over the ranks under ZeRO-1, so no rank waits for it. Elsewhere a failure returns at once. */
+    if (!own && (!(inv_scale > 0) || !isfinite(inv_scale)))
+        own = status_set_error(DT_ERR_INVALID_ARG, "gradient unscale factor %g must be a positive number",
+                               (double)inv_scale);
+    if (!own) own = model_group_complete(m, fn);
     size_t bad = 0;
-    const int pending = m->g16 || (defer && model_unscale_can_defer(m, inv_scale));
+    const int pending = !own && (m->g16 || (defer && model_unscale_can_defer(m, inv_scale)));
     const float mul = pending ? 1.0f : inv_scale;
     /* ZeRO-1: only the owned slices are reduced; their counts are summed over the ranks. */
-    dt_status s = model_zero(m) ? model_zero_scale_count(m, mul, &bad)
-                                : m->be->ops->scale_count(m->be, model_grad_type(m), model_grad_buf(m),
-                                                          m->spec.num_params, mul, &bad);
+    dt_status s =
+        model_zero(m) ? model_zero_scale_count(m, mul, own, fn, &bad)
+        : own         ? own
+              : m->be->ops->scale_count(m->be, model_grad_type(m), model_grad_buf(m), m->spec.num_params, mul, &bad);
     if (s) return s;
     if (pending) m->inv_scale = inv_scale;
     *found_inf = bad != 0;
@@ -115,16 +118,17 @@ static dt_status unscale(dt_model *m, float inv_scale, int *found_inf, int defer
 
 dt_status dt_model_unscale_grads(dt_model *m, float inv_scale, int *found_inf)
 {
+    /* Without a model no other rank can be told: this rank fails alone. */
     if (!m) return status_null_arg("dt_model_unscale_grads", "m", "pass the model dt_model_create made");
-    if (!found_inf)
-        return status_null_arg("dt_model_unscale_grads", "found_inf",
-                               "pass an int to receive the finite check's verdict");
-    return unscale(m, inv_scale, found_inf, 0);
+    const dt_status own = found_inf ? DT_OK
+                                    : status_null_arg("dt_model_unscale_grads", "found_inf",
+                                                      "pass an int to receive the finite check's verdict");
+    return unscale(m, inv_scale, found_inf, 0, own);
 }
 
 dt_status model_unscale_deferred(dt_model *m, float inv_scale, int *found_inf)
 {
-    return unscale(m, inv_scale, found_inf, 1);
+    return unscale(m, inv_scale, found_inf, 1, DT_OK);
 }
 
 void dt_model_set_nonfinite_check(dt_model *m, int mode)

@@ -64,55 +64,69 @@ dt_status model_zero_allgather_params(dt_model *m)
     return reducer_allgather(m->red, m->params);
 }
 
-/* The sum of the ranks' values in rank order (the same bits on every rank). */
-static dt_status sum_over_ranks(const dt_model *m, double mine, double *total)
+/* The sum of the ranks' values in rank order (the same bits on every rank). own: this rank's
+ * failure (mine then unused). Such a rank still joins, sharing -own in place of its value (the
+ * values, counts and sums of squares, are never negative), so that no rank waits for it: it
+ * returns own with its own message, the others the code of the first rank that failed, with a
+ * message naming it (fn: what failed there). */
+static dt_status sum_over_ranks(const dt_model *m, double mine, dt_status own, const char *fn, double *total)
 {
+    status_kept why;
+    if (own) status_keep(&why);
     const int world = m->ctx ? dt_world_size(m->ctx) : 1;
     double *all = malloc((size_t)(world > 0 ? world : 1) * sizeof *all);
-    if (!all) return status_set_error(DT_ERR_NOMEM, "out of memory for %d ranks' values", world);
-    int n = 1;
-    dt_status s = reducer_share(m->red, mine, all, &n);
+    if (!all)
+        return own ? status_restore(own, &why)
+                   : status_set_error(DT_ERR_NOMEM, "out of memory for %d ranks' values", world);
+    int n = 1, bad = -1;
+    dt_status s = reducer_share(m->red, own ? -(double)own : mine, all, &n);
     double sum = 0.0;
-    for (int k = 0; !s && k < n; k++) sum += all[k];
+    for (int k = 0; !s && k < n; k++) {
+        if (all[k] < 0 && bad < 0) bad = k;
+        sum += all[k];
+    }
+    const dt_status code = bad >= 0 ? (dt_status)(int)-all[bad] : DT_OK;
     free(all);
+    if (own) return status_restore(own, &why);
+    if (s) return s;
+    if (bad >= 0)
+        return status_set_error(code, "%s failed on rank %d (%s): read rank %d's message for the cause", fn, bad,
+                                dt_strerror(code), bad);
     *total = sum;
-    return s;
+    return DT_OK;
 }
 
-dt_status model_zero_scale_count(dt_model *m, float mul, size_t *bad)
+dt_status model_zero_scale_count(dt_model *m, float mul, dt_status own, const char *fn, size_t *bad)
 {
     const int nb = dt_reducer_num_buckets(m->red);
     const size_t e = model_grad_esize(m);
     size_t mine = 0;
-    for (int b = 0; b < nb; b++) {
+    for (int b = 0; !own && b < nb; b++) {
         size_t off, cnt, k = 0;
         reducer_owned(m->red, b, &off, &cnt);
-        dt_status s =
-            m->be->ops->scale_count(m->be, model_grad_type(m), (char *)model_grad_buf(m) + off * e, cnt, mul, &k);
-        if (s) return s;
+        own = m->be->ops->scale_count(m->be, model_grad_type(m), (char *)model_grad_buf(m) + off * e, cnt, mul, &k);
         mine += k;
     }
     double total = 0.0;
-    dt_status s = sum_over_ranks(m, (double)mine, &total);
-    *bad = (size_t)total;
+    dt_status s = sum_over_ranks(m, (double)mine, own, fn, &total);
+    if (!s) *bad = (size_t)total;
     return s;
 }
 
-dt_status model_zero_sum_squares(const dt_model *m, double *ss)
+dt_status model_zero_sum_squares(const dt_model *m, dt_status own, const char *fn, double *ss)
 {
     const int nb = dt_reducer_num_buckets(m->red);
     const size_t e = model_grad_esize(m);
     double mine = 0.0;
-    for (int b = 0; b < nb; b++) {
+    for (int b = 0; !own && b < nb; b++) {
         size_t off, cnt;
         double part = 0.0;
         reducer_owned(m->red, b, &off, &cnt);
-        dt_status s = m->be->ops->sum_squares(m->be, model_grad_type(m), (const char *)model_grad_buf(m) + off * e, cnt,
-                                              m->inv_scale, m->grad_mul, &part);
-        if (s) return s;
+        own = m->be->ops->sum_squares(m->be, model_grad_type(m), (const char *)model_grad_buf(m) + off * e, cnt,
+                                      m->inv_scale, m->grad_mul, &part);
         mine += part;
     }
-    return sum_over_ranks(m, mine, ss);
+    return sum_over_ranks(m, mine, own, fn, ss);
 }
 
 dt_status model_zero_full_begin(dt_model *m, dt_optimizer *o)
@@ -121,17 +135,8 @@ dt_status model_zero_full_begin(dt_model *m, dt_optimizer *o)
     float *f1 = NULL, *f2 = NULL;
     dt_status s = optimizer_full_begin(o, &f1, &f2);
     /* The ranks agree on the outcome first, so none goes on to an allgather that another skips. */
-    status_kept why;
-    if (s) status_keep(&why);
-    double failed = 0.0;
-    const dt_status c = sum_over_ranks(m, s ? 1.0 : 0.0, &failed);
-    if (c) return c;
-    if (s) return status_restore(s, &why);
-    if (failed > 0)
-        return status_set_error(DT_ERR_NOMEM,
-                                "%.0f rank(s) could not make the full-size optimizer state for the "
-                                "checkpoint: read their messages",
-                                failed);
+    double unused;
+    s = sum_over_ranks(m, 0.0, s, "making the full-size optimizer state for the checkpoint", &unused);
     if (!s && f1) s = reducer_allgather_host(m->red, f1);
     if (!s && f2) s = reducer_allgather_host(m->red, f2);
     return s;
