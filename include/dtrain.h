@@ -267,8 +267,10 @@ DT_API int dt_local_rank(const dt_ctx *ctx);
 
 /** Gathers every rank's placement on rank 0: all must hold dt_world_size() entries there (indexed by
  * rank) and may be NULL on other ranks. Collective, under the deadline of every collective
- * (dt_barrier's). Errors: DT_ERR_INVALID_ARG for a NULL ctx, and on rank 0 alone for a NULL all
- * (it still takes part, so the other ranks return DT_OK); DT_ERR_MPI; DT_ERR_NOMEM. */
+ * (dt_barrier's). Errors: DT_ERR_INVALID_ARG for a NULL ctx, and for a NULL all on rank 0: then
+ * nothing is gathered and every rank returns it (rank 0 with its own message, the others with
+ * one naming rank 0), so a rank 0 that could not allocate the array passes NULL rather than
+ * skipping the call; DT_ERR_MPI, DT_ERR_TIMEOUT. */
 DT_API dt_status dt_gather_placement(const dt_ctx *ctx, dt_placement *all);
 
 /** The name of the host list entry of node i (SLURM's node list when SLURM launched the step, else

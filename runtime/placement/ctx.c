@@ -12,6 +12,7 @@
 #include "runtime/placement/affinity.h"
 #include "collectives/coll.h"
 #include "collectives/ctx_comm.h"
+#include "collectives/rank_verdict.h"
 #include "collectives/roll_peers.h"
 #include "runtime/placement/config.h"
 #include "runtime/placement/device.h"
@@ -385,22 +386,21 @@ const char *dt_node_name(const dt_ctx *c, int i)
 dt_status dt_gather_placement(const dt_ctx *c, dt_placement *all)
 {
     if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement needs a context");
-    /* Rank 0 without an array still takes part (into a scratch one), so no peer waits for it. */
-    const int no_array = c->pl.rank == 0 && !all;
-    dt_placement *into = no_array ? calloc((size_t)c->pl.world_size, sizeof *into) : all;
-    if (no_array && !into) return status_set_error(DT_ERR_NOMEM, "dt_gather_placement: out of memory");
-    /* The watched barrier first: a rank that never comes is named, as in every collective, rather
-     * than waited for in MPI_Gather. */
-    dt_status s = dt_barrier((dt_ctx *)c);
-    if (!s && MPI_Gather(&c->pl, sizeof c->pl, MPI_BYTE, into, sizeof c->pl, MPI_BYTE, 0, c->world) != MPI_SUCCESS)
-        s = status_set_error(DT_ERR_MPI, "MPI_Gather of placements failed");
-    if (no_array) {
-        free(into);
-        if (!s)
-            s = status_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement: all is NULL on rank 0: pass an array "
-                                                     "of dt_world_size() placements there");
-    }
-    return s;
+    /* Rank 0 without an array has nowhere to put the placements: the ranks' watched verdict comes
+     * first, so every rank learns it and none enters MPI_Gather (no scratch array on rank 0 that
+     * could fail to allocate and leave the others waiting there). The verdict is also the gather's
+     * watched start: a rank that never comes is named, as in every collective, rather than waited
+     * for in MPI_Gather. */
+    const dt_status own = c->pl.rank == 0 && !all
+                              ? status_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement: all is NULL on rank 0: "
+                                                                     "pass an array of dt_world_size() placements "
+                                                                     "there")
+                              : DT_OK;
+    const dt_status s = rank_verdict_status(c, own, "dt_gather_placement", ", so nothing was gathered");
+    if (s) return s;
+    if (MPI_Gather(&c->pl, sizeof c->pl, MPI_BYTE, all, sizeof c->pl, MPI_BYTE, 0, c->world) != MPI_SUCCESS)
+        return status_set_error(DT_ERR_MPI, "MPI_Gather of placements failed");
+    return DT_OK;
 }
 
 const char *dt_backend_name(const dt_ctx *c) { return c && c->coll ? c->coll->ops->name : "none"; }
