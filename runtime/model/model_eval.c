@@ -30,11 +30,8 @@ dt_status dt_model_evaluate(dt_model *m, const float *x, const int32_t *labels, 
                             int *correct, int32_t *pred)
 {
     static const char fn[] = "dt_model_evaluate";
-    if (!m) return status_null_arg(fn, "m", "pass the model dt_model_create made");
-    if (!x) return status_null_arg(fn, "x", "pass the batch's inputs (batch x dt_model_input_size floats)");
-    if (!labels) return status_null_arg(fn, "labels", "pass the batch's labels (batch int32 values)");
-    if (!loss_sum) return status_null_arg(fn, "loss_sum", "pass a double to receive the summed loss");
-    if (!correct) return status_null_arg(fn, "correct", "pass an int to receive the correct predictions");
+    const dt_status as = model_batch_args(fn, m, x, labels, 1, loss_sum, correct);
+    if (as) return as;
     if (batch < 1 || batch > m->max_batch)
         return status_set_error(DT_ERR_INVALID_ARG, "evaluation batch %d is outside 1..%d (the model's max batch)",
                                 batch, m->max_batch);

@@ -8,6 +8,8 @@
  * The pass that reads a slot releases it (copy_in_release), and a copy into that slot waits on
  * the stream for the release, so no copy overwrites a batch still being read. The caller's batch
  * is read by the copy until the pass's loss_wait, which comes after it on the stream.
+ *
+ * Also the one check of the batch arguments that the calls taking a batch share (model_batch_args).
  */
 #include "runtime/model/model_internal.h"
 #include "base/status.h"
@@ -99,12 +101,22 @@ dt_status model_input_place(dt_model *m, const float **x, const int32_t **labels
     return DT_OK;
 }
 
-dt_status dt_model_stage_batch(dt_model *m, const float *x, const int32_t *labels, int batch)
+dt_status model_batch_args(const char *fn, const dt_model *m, const float *x, const int32_t *labels, int sums,
+                           const double *loss_sum, const int *correct)
 {
-    static const char fn[] = "dt_model_stage_batch";
     if (!m) return status_null_arg(fn, "m", "pass the model dt_model_create made");
     if (!x) return status_null_arg(fn, "x", "pass the batch's inputs (batch x dt_model_input_size floats)");
     if (!labels) return status_null_arg(fn, "labels", "pass the batch's labels (batch int32 values)");
+    if (sums && !loss_sum) return status_null_arg(fn, "loss_sum", "pass a double to receive the summed loss");
+    if (sums && !correct) return status_null_arg(fn, "correct", "pass an int to receive the correct predictions");
+    return DT_OK;
+}
+
+dt_status dt_model_stage_batch(dt_model *m, const float *x, const int32_t *labels, int batch)
+{
+    static const char fn[] = "dt_model_stage_batch";
+    const dt_status as = model_batch_args(fn, m, x, labels, 0, NULL, NULL);
+    if (as) return as;
     if (batch < 1 || batch > m->max_batch)
         return status_set_error(DT_ERR_INVALID_ARG, "batch %d is outside 1..%d (the model's max batch)", batch,
                                 m->max_batch);

@@ -247,6 +247,11 @@ dt_status model_input_drop(dt_model *m);
 /* After a call failed with s: a batch staged ahead and not read is dropped; returns s, its message
  * kept. */
 dt_status model_input_abandon(dt_model *m, dt_status s);
+/* The arguments every call that takes a batch refuses first, before anything runs (model_input.c):
+ * m, x and labels, then with sums 1 loss_sum and correct (dt_model_forward_backward's and
+ * dt_model_evaluate's outputs). DT_ERR_INVALID_ARG naming fn, the first NULL one and what to pass. */
+dt_status model_batch_args(const char *fn, const dt_model *m, const float *x, const int32_t *labels, int sums,
+                           const double *loss_sum, const int *correct);
 /* The pass itself after its batch is on the backend (model_pass.c): forward, the loss queued
  * into lossh, backward, the side stream joined; no wait for the loss. What a graph records. */
 dt_status model_pass_body(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale);

@@ -96,11 +96,8 @@ dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *
                                     double *loss_sum, int *correct)
 {
     static const char fn[] = "dt_model_forward_backward";
-    if (!m) return status_null_arg(fn, "m", "pass the model dt_model_create made");
-    if (!x) return status_null_arg(fn, "x", "pass the batch's inputs (batch x dt_model_input_size floats)");
-    if (!labels) return status_null_arg(fn, "labels", "pass the batch's labels (batch int32 values)");
-    if (!loss_sum) return status_null_arg(fn, "loss_sum", "pass a double to receive the summed loss");
-    if (!correct) return status_null_arg(fn, "correct", "pass an int to receive the correct predictions");
+    const dt_status as = model_batch_args(fn, m, x, labels, 1, loss_sum, correct);
+    if (as) return as;
     const dt_status s = forward_backward_group(m, x, labels, batch, grad_scale, loss_sum, correct, 1);
     return s ? model_input_abandon(m, s) : s; /* as dt_model_train_step */
 }
@@ -337,10 +334,9 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
                               int batch, float grad_scale, dt_step_result *r)
 {
     static const char fn[] = "dt_model_train_step";
-    if (!m) return status_null_arg(fn, "m", "pass the model dt_model_create made");
+    const dt_status as = model_batch_args(fn, m, x, labels, 0, NULL, NULL);
+    if (as) return as;
     if (!o) return status_null_arg(fn, "o", "pass the optimizer that steps the model (dt_optimizer_create)");
-    if (!x) return status_null_arg(fn, "x", "pass the batch's inputs (batch x dt_model_input_size floats)");
-    if (!labels) return status_null_arg(fn, "labels", "pass the batch's labels (batch int32 values)");
     if (!r) return status_null_arg(fn, "r", "pass a dt_step_result to fill");
     const dt_status s = train_step(m, o, sc, x, labels, batch, grad_scale, r);
     /* A batch staged for this step and not read (a failure before the pass placed it): its copy is
