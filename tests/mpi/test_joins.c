@@ -1,0 +1,211 @@
+/*
+ * test_joins.c - one rank's bad argument in a call whose peers enter a collective: every rank
+ * returns at once (well before the collective deadline, which this test sets to 30 s; a rank that
+ * did not join would leave the others waiting until the watchdog ends the job), with the failing
+ * rank's code, that rank with its own message and the others with one naming it; and the next
+ * call, given alike on every rank, works (no rank was left behind in a collective).
+ *
+ * The calls: dt_model_create with a NULL out; dt_model_set_sync with an invalid field, a NULL
+ * config, and each field valid but different on one rank (named in the message: a rank with other
+ * caps kept its reducer where the others made a new one, with a communicator of its own; another
+ * ZeRO stage would reduce-scatter where the others allreduce); under ZeRO-1 (where they sum over
+ * the ranks) dt_model_grad_norm with a NULL norm, dt_model_unscale_grads with a NULL found_inf or
+ * a bad factor, dt_model_clip_grad_norm with a bad maximum; dt_check_replicas with a NULL buffer.
+ * With one rank there is nobody to wait: the failing calls fail alone.
+ */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include "dtrain.h"
+#include "mpi_check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+enum { IN = 8, CLS = 4, B = 4 };
+#define SPEC "fc:16,relu,fc:4"
+#define TIMEOUT_S 30.0
+#define PROMPT_S 10.0 /* "at once": a third of the deadline, on a busy machine */
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The verdict of a call that rank `bad` alone got wrong: status want on every rank, returned
+ * within PROMPT_S; on rank bad a message holding own, elsewhere one holding "<fn> failed on rank
+ * <bad>" and, when not NULL, also_peer (what the differing field was, say). */
+static void expect_join(const char *what, dt_status s, double t0, dt_status want, int bad, const char *own,
+                        const char *fn, const char *also_peer)
+{
+    const double dt = now() - t0;
+    CHECK(s == want, "%s: rank %d returned %d, not %d", what, rank, (int)s, (int)want);
+    CHECK(dt < PROMPT_S, "%s: rank %d returned after %.1f s", what, rank, dt);
+    if (world == 1 || rank == bad) {
+        CHECK(strstr(dt_last_error(), own) != NULL, "%s: rank %d's own message holds \"%s\"", what, rank, own);
+        return;
+    }
+    char want_msg[96];
+    snprintf(want_msg, sizeof want_msg, "%s failed on rank %d", fn, bad);
+    const char *e = dt_last_error();
+    CHECK(strstr(e, want_msg) != NULL, "%s: rank %d's message names rank %d (\"%s\")", what, rank, bad, want_msg);
+    if (also_peer) CHECK(strstr(e, also_peer) != NULL, "%s: rank %d's message holds \"%s\"", what, rank, also_peer);
+}
+
+static dt_model *model(dt_ctx *ctx, int zero)
+{
+    dt_model *m = NULL;
+    CHECK(dt_model_create(ctx, SPEC, "8", 11, B, &m) == DT_OK, "model");
+    dt_sync_config sc;
+    dt_sync_defaults(&sc);
+    sc.zero = zero;
+    CHECK(m && dt_model_set_sync(m, &sc) == DT_OK, "set_sync zero %d", zero);
+    return m;
+}
+
+/* One backward on this rank's batch and its reduction, as every rank does before a norm. */
+static void backward(dt_model *m, long step)
+{
+    float x[B * IN];
+    int32_t y[B];
+    double loss;
+    int correct;
+    mpi_rank_batch(step, B, IN, CLS, x, y);
+    CHECK(dt_model_forward_backward(m, x, y, B, 1.0f / B, &loss, &correct) == DT_OK, "forward_backward");
+    CHECK(dt_model_sync_grads(m) == DT_OK, "sync_grads");
+}
+
+/* 1. dt_model_create given no out on the last rank. */
+static void check_create(dt_ctx *ctx)
+{
+    const int bad = world - 1;
+    dt_model *m = NULL;
+    const double t0 = now();
+    const dt_status s = dt_model_create(ctx, SPEC, "8", 11, B, rank == bad ? NULL : &m);
+    expect_join("create with a NULL out", s, t0, DT_ERR_INVALID_ARG, bad, "out is NULL", "dt_model_create", NULL);
+    CHECK(m == NULL, "no model on a failure");
+    dt_model_free(m);
+    m = model(ctx, 0); /* and the next one works */
+    dt_model_free(m);
+}
+
+/* The field f of c made different (and still valid) on the rank that calls it. */
+static const char *const field[] = {"overlap",   "bucket_mb", "first_bucket_mb", "op",
+                                    "grad_comm", "zero",      "allow_unreduced"};
+enum { NFIELD = sizeof field / sizeof *field };
+
+static void change(dt_sync_config *c, int f)
+{
+    switch (f) {
+        case 0: c->overlap = !c->overlap; break;
+        case 1: c->bucket_mb = 30.0; break; /* the same one bucket as 25 for this model */
+        case 2: c->first_bucket_mb = 1e-6; break;
+        case 3: c->op = DT_SUM; break;
+        case 4: c->grad_comm = DT_BF16; break;
+        case 5: c->zero = 1; break;
+        default: c->allow_unreduced = 1; break;
+    }
+}
+
+/* 2. dt_model_set_sync: a bad config on one rank, then each field valid but different on one
+ * rank; afterwards the model reduces as before on every rank. */
+static void check_set_sync(dt_ctx *ctx)
+{
+    dt_model *m = model(ctx, 0);
+    const int bad = world - 1, nb = dt_model_num_buckets(m);
+    dt_sync_config sc;
+    dt_sync_defaults(&sc);
+    sc.overlap = rank == bad ? 2 : 1;
+    double t0 = now();
+    dt_status s = dt_model_set_sync(m, &sc);
+    expect_join("set_sync with overlap 2", s, t0, DT_ERR_INVALID_ARG, bad, "overlap 2", "dt_model_set_sync", NULL);
+    dt_sync_defaults(&sc);
+    t0 = now();
+    s = dt_model_set_sync(m, rank == bad ? NULL : &sc);
+    expect_join("set_sync with a NULL config", s, t0, DT_ERR_INVALID_ARG, bad, "c is NULL", "dt_model_set_sync", NULL);
+    for (int f = 0; f < NFIELD && world > 1; f++) {
+        dt_sync_defaults(&sc);
+        if (rank == bad) change(&sc, f);
+        t0 = now();
+        s = dt_model_set_sync(m, &sc);
+        const double dt = now() - t0;
+        char want[96];
+        snprintf(want, sizeof want, "rank %d gave %s", bad, field[f]);
+        CHECK(s == DT_ERR_INVALID_ARG, "%s differs on rank %d: rank %d returned %d", field[f], bad, rank, (int)s);
+        CHECK(dt < PROMPT_S, "%s differs: rank %d returned after %.1f s", field[f], rank, dt);
+        CHECK(strstr(dt_last_error(), want) != NULL, "%s differs: rank %d's message holds \"%s\"", field[f], rank,
+              want);
+        CHECK(dt_model_num_buckets(m) == nb, "%s differs: the plan stayed (%d buckets)", field[f],
+              dt_model_num_buckets(m));
+    }
+    dt_sync_defaults(&sc);
+    CHECK(dt_model_set_sync(m, &sc) == DT_OK, "set_sync alike on every rank");
+    backward(m, 0);
+    int differ = -1;
+    float *g = dt_model_grads(m);
+    CHECK(dt_check_replicas(ctx, g, dt_model_num_params(m) * sizeof *g, &differ, NULL) == DT_OK && differ == 0,
+          "the gradients are reduced alike after the refusals");
+    dt_model_free(m);
+}
+
+/* 3. Under ZeRO-1 the norm and the unscale sum over the ranks: one rank's bad argument joins. */
+static void check_zero(dt_ctx *ctx)
+{
+    dt_model *m = model(ctx, 1);
+    backward(m, 1);
+    const int bad = world - 1;
+    double norm = 0;
+    int inf = 0;
+    double t0 = now();
+    dt_status s = dt_model_grad_norm(m, rank == bad ? NULL : &norm);
+    expect_join("grad_norm with a NULL norm", s, t0, DT_ERR_INVALID_ARG, bad, "norm is NULL", "dt_model_grad_norm",
+                NULL);
+    t0 = now();
+    s = dt_model_unscale_grads(m, 1.0f, rank == bad ? NULL : &inf);
+    expect_join("unscale with a NULL found_inf", s, t0, DT_ERR_INVALID_ARG, bad, "found_inf is NULL",
+                "dt_model_unscale_grads", NULL);
+    t0 = now();
+    s = dt_model_unscale_grads(m, rank == 0 ? NAN : 1.0f, &inf);
+    expect_join("unscale by NaN", s, t0, DT_ERR_INVALID_ARG, 0, "unscale factor nan", "dt_model_unscale_grads", NULL);
+    t0 = now();
+    s = dt_model_clip_grad_norm(m, rank == bad ? -1.0 : 1.0, &norm);
+    expect_join("clip to -1", s, t0, DT_ERR_INVALID_ARG, bad, "maximum gradient norm -1", "dt_model_clip_grad_norm",
+                NULL);
+    /* Nothing was left in flight: the same calls, whole, agree on every rank. */
+    double n2 = -1;
+    CHECK(dt_model_unscale_grads(m, 1.0f, &inf) == DT_OK && inf == 0, "unscale after the refusals");
+    CHECK(dt_model_grad_norm(m, &n2) == DT_OK && n2 > 0, "norm after the refusals: %g", n2);
+    CHECK(dt_check_replicas(ctx, &n2, sizeof n2, NULL, NULL) == DT_OK, "the same norm on every rank");
+    dt_model_free(m);
+}
+
+/* 4. dt_check_replicas without a buffer on one rank. */
+static void check_replicas_null(dt_ctx *ctx)
+{
+    float buf[16] = {0};
+    const int bad = world - 1;
+    int differ = -1;
+    const double t0 = now();
+    const dt_status s = dt_check_replicas(ctx, rank == bad ? NULL : buf, sizeof buf, &differ, NULL);
+    expect_join("check_replicas of NULL", s, t0, DT_ERR_INVALID_ARG, bad, "buf is NULL", "dt_check_replicas",
+                "nothing was compared");
+    CHECK(differ == 0, "nothing compared, nothing counted");
+}
+
+int main(void)
+{
+    dt_config cfg;
+    dt_config_defaults(&cfg);
+    cfg.device = DT_DEVICE_CPU;
+    cfg.timeout_s = TIMEOUT_S;
+    dt_ctx *ctx = mpi_check_init_config("test_joins", &cfg);
+    check_create(ctx);
+    check_set_sync(ctx);
+    check_zero(ctx);
+    check_replicas_null(ctx);
+    const int rc = mpi_check_finish(ctx, "test_joins");
+    dt_finalize(ctx);
+    return rc;
+}
