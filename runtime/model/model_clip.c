@@ -27,10 +27,12 @@ static dt_status grad_norm(const dt_model *m, dt_status own, const char *fn, dou
      * none (both are 1). */
     double ss = 0.0;
     /* ZeRO-1: the owned slices' sums, added over the ranks in rank order (collective). */
-    dt_status s = model_zero(m) ? model_zero_sum_squares(m, own, fn, &ss)
-                  : own         ? own
-                        : m->be->ops->sum_squares(m->be, model_grad_type(m), model_grad_buf(m), m->spec.num_params,
-                                                  m->inv_scale, m->grad_mul, &ss);
+    dt_status s = own;
+    if (model_zero(m))
+        s = model_zero_sum_squares(m, own, fn, &ss);
+    else if (!own)
+        s = m->be->ops->sum_squares(m->be, model_grad_type(m), model_grad_buf(m), m->spec.num_params, m->inv_scale,
+                                    m->grad_mul, &ss);
     if (s) return s;
     *norm = sqrt(ss);
     return DT_OK;

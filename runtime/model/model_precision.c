@@ -106,10 +106,11 @@ static dt_status unscale(dt_model *m, float inv_scale, int *found_inf, int defer
     const int pending = !own && (m->g16 || (defer && model_unscale_can_defer(m, inv_scale)));
     const float mul = pending ? 1.0f : inv_scale;
     /* ZeRO-1: only the owned slices are reduced; their counts are summed over the ranks. */
-    dt_status s =
-        model_zero(m) ? model_zero_scale_count(m, mul, own, fn, &bad)
-        : own         ? own
-              : m->be->ops->scale_count(m->be, model_grad_type(m), model_grad_buf(m), m->spec.num_params, mul, &bad);
+    dt_status s = own;
+    if (model_zero(m))
+        s = model_zero_scale_count(m, mul, own, fn, &bad);
+    else if (!own)
+        s = m->be->ops->scale_count(m->be, model_grad_type(m), model_grad_buf(m), m->spec.num_params, mul, &bad);
     if (s) return s;
     if (pending) m->inv_scale = inv_scale;
     *found_inf = bad != 0;
