@@ -38,8 +38,13 @@ static const char fix_hint[] = "fix or remove the file, or pass --bad-samples sk
 
 /* ------------------------------------------------------------------ JPEG */
 
-/* The smallest DCT scaling factor of 1/2 or below whose scaled shorter side is still >=
- * target_short; 1/1 when none is. */
+/* The smallest DCT scaling factor of 1/2, 1/4 or 1/8 whose scaled shorter side is still at least
+ * twice target_short; 1/1 when none is. The factor 2 is PIL's reducing_gap: libjpeg's scaled IDCT
+ * is a box-like reduction, and a resample from barely above the target lets it set the result (on
+ * 320x240 photos to 100x100 from the 1/2 scale: up to 20 levels from torchvision's full-size
+ * decode, mean 1.1); from twice the target the filter averages it out (measured on 200 such photos
+ * against torchvision: at most 3.1 levels at 32x32, 1.0 at 64-160, mean 0.27-0.29, where the
+ * full-size decode gives 0.8-1.0 and 0.26-0.29). */
 static tjscalingfactor pick_scale(int w, int h, int target_short)
 {
     tjscalingfactor best = {1, 1};
@@ -47,11 +52,11 @@ static tjscalingfactor pick_scale(int w, int h, int target_short)
     tjscalingfactor *sf = tjGetScalingFactors(&n);
     const int short_side = w < h ? w : h;
     for (int i = 0; sf && i < n; i++) {
-        /* Only 1/2 and below: libjpeg-turbo's 5/8..7/8 IDCTs have no SIMD and decode a 500x375
-         * photo no faster than 1/1 or slower (measured: 1/1 1.9 ms, 7/8 3.4, 3/4 2.6, 5/8 2.0, 1/2
-         * 1.2, 1/4 1.1); factors above 1 would upscale. */
-        if (2 * sf[i].num > sf[i].denom) continue;
-        if (TJSCALED(short_side, sf[i]) < target_short) continue;
+        /* Only 1/2, 1/4 and 1/8, the reduced IDCTs libjpeg-turbo has in SIMD: the others (3/8,
+         * 5/8..7/8) are plain C and decode a 500x375 photo no faster than 1/1 or slower (measured:
+         * 1/1 1.9 ms, 7/8 3.4, 3/4 2.6, 5/8 2.0, 1/2 1.2, 1/4 1.1); factors above 1 would upscale. */
+        if (sf[i].num != 1 || (sf[i].denom != 2 && sf[i].denom != 4 && sf[i].denom != 8)) continue;
+        if (TJSCALED(short_side, sf[i]) < 2 * target_short) continue;
         if ((double)sf[i].num / sf[i].denom < (double)best.num / best.denom) best = sf[i];
     }
     return best;
@@ -175,7 +180,8 @@ static int png_run(png_ctx *p, img_raw *r)
     const int type = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
     /* To 8-bit gray or RGB, as PIL's convert("RGB") / convert("L") sees the file: palette
      * entries become their colours, transparency (an alpha channel or tRNS) is dropped, 16-bit
-     * samples keep their high byte. */
+     * samples keep their high byte (PIL too, for RGB; a 16-bit gray file it clips to 255 instead,
+     * which is no image: the high byte is what the file shows). */
     if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
     if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
     if (depth == 16) png_set_strip_16(png);

@@ -203,6 +203,31 @@ static void test_dct_scaling(void **state)
     free(px);
 }
 
+/* DCT scaling only from twice the target (PIL's reducing_gap): a 320 x 240 photo to 3x100x100
+ * would be 160 x 120 at 1/2, which is less, so it is decoded at full size, bit for bit the same as
+ * with IMG_NO_DCT_SCALE (at 1/2 a detailed image came out up to 20 levels off torchvision's). */
+static void test_dct_scaling_gap(void **state)
+{
+    (void)state;
+    const int w = 320, h = 240;
+    unsigned char *px = malloc((size_t)w * h * 3);
+    assert_non_null(px);
+    unsigned r = 12345;
+    for (int i = 0; i < w * h * 3; i++) {
+        r = r * 1664525u + 1013904223u; /* detail in every block: what the reduced IDCT drops */
+        px[i] = (unsigned char)(r >> 24);
+    }
+    unsigned long n;
+    unsigned char *jpg = jpeg_bytes(w, h, 3, px, &n);
+    static float a[3 * 100 * 100], b[3 * 100 * 100];
+    assert_int_equal(image_decode("photo.jpg", jpg, n, 3, 100, 100, 0, a), DT_OK);
+    assert_int_equal(image_decode("photo.jpg", jpg, n, 3, 100, 100, IMG_NO_DCT_SCALE, b), DT_OK);
+    for (int i = 0; i < 3 * 100 * 100; i++)
+        if (a[i] != b[i]) fail_msg("value %d: %g with DCT scaling allowed, %g at full size", i, a[i], b[i]);
+    tjFree(jpg);
+    free(px);
+}
+
 /* A CMYK JPEG (TurboJPEG writes Adobe's inverted values as given, as YCCK) comes out as RGB with
  * R = C*K/255 on those values, as PIL converts it. */
 static void test_cmyk_jpeg(void **state)
@@ -234,6 +259,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resize_crop_geometry, setup, teardown),
         cmocka_unit_test(test_resize_reference),
         cmocka_unit_test_setup_teardown(test_dct_scaling, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dct_scaling_gap, setup, teardown),
         cmocka_unit_test(test_cmyk_jpeg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
