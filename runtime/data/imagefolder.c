@@ -9,8 +9,10 @@
  * symlinked folders followed, ordered by (folder path, file name); images are the names ending in
  * .jpg, .jpeg or .png in any case; other files are ignored, and so are hidden ones (".*", which
  * torchvision would take: macOS "._x.jpg" files are not images) and anything that is not a
- * regular file (a FIFO never blocks a scan or a read). Unlike torchvision, an empty class folder
- * is an error rather than a silently unused label.
+ * regular file (a FIFO never blocks a scan or a read). Files with another extension torchvision
+ * reads (.webp, .bmp, .tif, .tiff, .ppm, .pgm) are skipped too, and said in a warning with their
+ * counts: the sample count then differs from torchvision's. An empty class folder is an error (as
+ * in torchvision 0.10 and later) rather than a silently unused label.
  *
  * The scan keeps every image's path (relative to the split's folder) in one string arena with an
  * offset per image, and the first image of each class, so a 1.3-million-image ImageNet costs about
@@ -290,6 +292,22 @@ dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split 
         if_free(f);
         return st;
     }
+    char other[256] = "";
+    size_t nother = 0;
+    for (int i = 0; i < IF_OTHER_EXTS; i++) {
+        if (!f->other_images[i]) continue;
+        const size_t len = strlen(other);
+        snprintf(other + len, sizeof other - len, "%s%s %zu", len ? ", " : "", imagefolder_other_exts[i],
+                 f->other_images[i]);
+        nother += f->other_images[i];
+    }
+    /* Said on rank 0 only: every rank scans the same folder. */
+    if (nother)
+        log_msg0(LOG_LEVEL_WARN,
+                 "%s: %zu image file%s skipped (%s): dtrain reads JPEG and PNG only, where torchvision's "
+                 "ImageFolder would read these too, so its sample count would be %zu, not %zu; convert them to "
+                 "PNG or JPEG to train on them",
+                 f->root, nother, nother == 1 ? "" : "s", other, count + nother, count);
     if (f->ignored)
         log_msg(LOG_LEVEL_INFO,
                 "%s: %zu images in %d classes; %zu other entries ignored (not .jpg/.jpeg/.png "

@@ -56,6 +56,17 @@ static int is_image_name(const char *n)
            (l > 5 && strcasecmp(n + l - 5, ".jpeg") == 0);
 }
 
+const char *const imagefolder_other_exts[IF_OTHER_EXTS] = {".webp", ".bmp", ".tif", ".tiff", ".ppm", ".pgm"};
+
+/* The index in imagefolder_other_exts of n's extension (any case), or -1. */
+static int other_image_ext(const char *n)
+{
+    const char *dot = strrchr(n, '.');
+    for (int i = 0; dot && i < IF_OTHER_EXTS; i++)
+        if (strcasecmp(dot, imagefolder_other_exts[i]) == 0) return i;
+    return -1;
+}
+
 static dt_status dir_error(const char *path, int err)
 {
     if (err == EACCES)
@@ -164,6 +175,8 @@ static dt_status scan_class(if_impl *f, int k, walk *w, size_t *nimg, offs *img)
                 else
                     w->files[w->nfiles++] = (found){d, at};
             } else {
+                const int other = kind == 'f' ? other_image_ext(e->d_name) : -1;
+                if (other >= 0) f->other_images[other]++;
                 f->ignored++;
             }
             errno = 0;

@@ -27,6 +27,10 @@ typedef struct offs {
     size_t n, cap;
 } offs;
 
+/* torchvision's IMG_EXTENSIONS less dtrain's own (.jpg, .jpeg, .png): imagefolder_other_ext. */
+enum { IF_OTHER_EXTS = 6 };
+extern const char *const imagefolder_other_exts[IF_OTHER_EXTS];
+
 typedef struct if_impl {
     char root[IF_PATH_MAX]; /* the split's folder: ROOT, ROOT/train or ROOT/val */
     arena names;            /* class names, then image paths relative to root */
@@ -34,7 +38,10 @@ typedef struct if_impl {
     size_t *first;          /* classes + 1: the first image of each class; [classes] = count */
     size_t *img;            /* count: offset of each image's path */
     size_t ignored;         /* entries that are not images (hidden, other names, not regular) */
-    int nfolders;           /* class folders here: the entries of cls and first (less first's end) */
+    /* Regular files with an image extension that torchvision's ImageFolder reads and dtrain does
+     * not (IF_OTHER_EXTS, in that order): said, since they make the sample counts differ. */
+    size_t other_images[IF_OTHER_EXTS];
+    int nfolders; /* class folders here: the entries of cls and first (less first's end) */
     /* The label of each class folder when another split numbers them (a val/ folder follows its
      * train/, whose classes it may not all have): NULL, the folder's own sorted order. The
      * split's class count is then the other split's, which may exceed nfolders. */

@@ -1,7 +1,7 @@
 /*
  * test_imagefolder.c - the image-folder reader (runtime/data/imagefolder.c), on folders this test
  * writes with TurboJPEG and libpng in a temp directory: class order and labels (strcmp order,
- * nested folders, ignored files), pixel values read back (PNG exactly, JPEG within the codec's
+ * nested folders, ignored files, images of other formats counted), pixel values read back (PNG exactly, JPEG within the codec's
  * error), gray/RGBA conversions, the train/val split (val/ numbered by train/'s class names, as is
  * another folder numbered like it; a lone train/ refused), reads from several threads at once, and
  * every refusal: empty class folder, no class folder, unreadable folder, no or bad --input shape,
@@ -9,6 +9,7 @@
  * image, a symlink loop. The decoder itself: test_image_decode.c.
  */
 #include "image_fixture.h"
+#include "runtime/data/imagefolder_scan.h"
 
 static void make_layout(unsigned char **rgb10, unsigned char **rgb2, unsigned char **gray, unsigned char **rgba)
 {
@@ -31,6 +32,11 @@ static void make_layout(unsigned char **rgb10, unsigned char **rgb2, unsigned ch
     write_jpeg("C_bird/pic.JPEG", 8, 8, 3, flat);
     write_png("C_bird/sub/w.png", 8, 8, PNG_FORMAT_RGB, *rgb2);
     write_bytes("README.txt", "top-level files are not classes", 31);
+    /* Images torchvision reads and dtrain does not: counted by extension, any case. */
+    write_bytes("b_dog/a.webp", "RIFF", 4);
+    write_bytes("C_bird/sub/b.BMP", "BM", 2);
+    write_bytes("C_bird/c.bmp", "BM", 2);
+    write_bytes("b_dog/.d.webp", "RIFF", 4); /* hidden: not counted, as no hidden file is */
 }
 
 static void test_layout_and_values(void **state)
@@ -51,6 +57,11 @@ static void test_layout_and_values(void **state)
     assert_string_equal(imagefolder_class_name(s, 1), "a_cat");
     assert_string_equal(imagefolder_class_name(s, 2), "b_dog");
     assert_null(imagefolder_class_name(s, 3));
+    /* The images skipped for their extension (imagefolder_other_exts: .webp, .bmp, ...). */
+    const if_impl *f = s->impl;
+    assert_int_equal(f->other_images[0], 1);
+    assert_int_equal(f->other_images[1], 2);
+    for (int i = 2; i < IF_OTHER_EXTS; i++) assert_int_equal(f->other_images[i], 0);
     /* C_bird: pic.JPEG, z.png, then sub/w.png; a_cat: 10.PNG before 2.png; b_dog: x.jpg, y.png */
     const int labels[7] = {0, 0, 0, 1, 1, 2, 2};
     float x[3 * 8 * 8];
