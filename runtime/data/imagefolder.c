@@ -3,7 +3,8 @@
  *
  *   ROOT/<class>/<image>           classes = the subdirectories of ROOT, sorted by strcmp (byte
  *   ROOT/<class>/<sub>/.../<image>   order, as Python sorts str); label = index in that order
- *   ROOT/train/<class>/... + ROOT/val/<class>/...   when both exist: split "train" and "test"
+ *   ROOT/train/<class>/... + ROOT/val/<class>/...   when both exist: split "train" and "test" (the
+ *     held-out folder is the first of val/, valid/, validation/, test/ beside train/)
  *
  * As torchvision (datasets.folder.make_dataset), a class holds every image below its folder,
  * symlinked folders followed, ordered by (folder path, file name); images are the names ending in
@@ -236,6 +237,27 @@ static int is_dir(const char *root, const char *sub)
     return (size_t)snprintf(p, sizeof p, "%s/%s", root, sub) < sizeof p && stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
+/* The split layout's held-out folder beside ROOT/train, the first of these that exists (Kaggle's
+ * and others' layouts name it valid/ or test/): NULL without ROOT/train or any of them. */
+static const char *const heldout_names[] = {"val", "valid", "validation", "test"};
+enum { HELDOUT_NAMES = sizeof heldout_names / sizeof *heldout_names };
+
+static const char *heldout_dir(const char *root)
+{
+    if (!is_dir(root, "train")) return NULL;
+    for (int i = 0; i < HELDOUT_NAMES; i++)
+        if (is_dir(root, heldout_names[i])) return heldout_names[i];
+    return NULL;
+}
+
+static int is_split_name(const char *name)
+{
+    if (!strcmp(name, "train")) return 1;
+    for (int i = 0; i < HELDOUT_NAMES; i++)
+        if (!strcmp(name, heldout_names[i])) return 1;
+    return 0;
+}
+
 dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split *s)
 {
     if (!path || !*path) return status_set_error(DT_ERR_INVALID_ARG, "no image folder path given");
@@ -261,18 +283,21 @@ dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split 
                                 "%s is not a folder: an image folder is ROOT/<class>/<image>.jpg; "
                                 "point --data at ROOT",
                                 path);
-    const int split_dirs = is_dir(path, "train") && is_dir(path, "val");
+    const char *heldout = heldout_dir(path);
+    const int split_dirs = heldout != NULL;
     if (test && !split_dirs)
         return status_set_error(DT_ERR_INVALID_ARG,
-                                "no held-out split: %s has no train/ and val/ folders (ROOT/val/<class>/"
-                                "... is the test split); use --eval-data PATH or --holdout F",
-                                path);
+                                "no held-out split: %s has %s (ROOT/val/<class>/... is the test split, or "
+                                "valid/, validation/ or test/ beside train/); use --eval-data PATH or --holdout F",
+                                path,
+                                is_dir(path, "train") ? "train/ but no val/, valid/, validation/ or test/ beside it"
+                                                      : "no train/ folder");
 
     if_impl *f = calloc(1, sizeof *f);
     if (!f) return status_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
     const size_t pl = strlen(path);
     const int n = snprintf(f->root, sizeof f->root, "%.*s%s%s", (int)(pl > 1 && path[pl - 1] == '/' ? pl - 1 : pl),
-                           path, split_dirs ? "/" : "", split_dirs ? (test ? "val" : "train") : "");
+                           path, split_dirs ? "/" : "", split_dirs ? (test ? heldout : "train") : "");
     if (n < 0 || (size_t)n >= sizeof f->root) {
         if_free(f);
         return status_set_error(DT_ERR_INVALID_ARG, "image folder path %s is longer than %d bytes", path, IF_PATH_MAX);
@@ -282,11 +307,11 @@ dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split 
     dt_status st = imagefolder_scan(f, &classes, &count);
     if (!st && test) st = number_like_train(f, path, &classes);
     /* ROOT/train alone (or ROOT/val) would read as one class named "train" of all its images. */
-    if (!st && classes == 1 && !test &&
-        (!strcmp(f->names.p + f->cls[0], "train") || !strcmp(f->names.p + f->cls[0], "val")))
+    if (!st && classes == 1 && !test && is_split_name(f->names.p + f->cls[0]))
         st = status_set_error(DT_ERR_INVALID_ARG,
                               "%s holds only a %s/ folder, which would be one class of all its images: the split "
-                              "layout needs both %s/train and %s/val; or point --data at %s/%s",
+                              "layout needs %s/train and beside it %s/val (or valid/, validation/, test/); or point "
+                              "--data at %s/%s",
                               path, f->names.p + f->cls[0], path, path, path, f->names.p + f->cls[0]);
     if (st) {
         if_free(f);

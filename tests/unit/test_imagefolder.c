@@ -185,6 +185,26 @@ static void test_train_val(void **state)
     rmdir(at("val/c"));
     rmdir(at("val"));
     expect_fail(root, NULL, NULL, 3, 4, 4, DT_ERR_INVALID_ARG, "holds only a train/ folder");
+    expect_fail(root, NULL, "test", 3, 4, 4, DT_ERR_INVALID_ARG,
+                "has train/ but no val/, valid/, validation/ or test/ beside it");
+    /* Beside train/, a test/ (or valid/, validation/) folder is the held-out split, not a second
+     * class; val/ first when there are several. */
+    mkdirs("test/a");
+    write_png("test/a/1.png", 4, 4, PNG_FORMAT_RGB, q);
+    s = open_ok(root, NULL, 3, 4, 4);
+    assert_int_equal(s->classes, 3); /* train/'s a, b, c: not "test" and "train" */
+    ds_close(s);
+    s = open_ok(root, "test", 3, 4, 4);
+    assert_int_equal(s->count, 1);
+    ds_close(s);
+    mkdirs("valid/c");
+    write_png("valid/c/1.png", 4, 4, PNG_FORMAT_RGB, q);
+    write_png("valid/c/2.png", 4, 4, PNG_FORMAT_RGB, q);
+    s = open_ok(root, "test", 3, 4, 4);
+    assert_int_equal(s->count, 2); /* valid/ before test/ */
+    const int want_c[2] = {2, 2};
+    expect_labels(s, want_c, 2);
+    ds_close(s);
     free(q);
 }
 
