@@ -198,6 +198,37 @@ static void idx_close(ds_split *s)
 
 static const ds_ops idx_ops = {idx_read, idx_close};
 
+/* A labels file whose labels in range are fewer than 2 classes. With check_on_read the bad ones
+ * were left out of the count rather than refused, so the message names them: "every label is 0"
+ * would be false of labels that are out of range. */
+static dt_status too_few_classes(const char *what, const idx_array *a)
+{
+    size_t nbad = 0, first = 0;
+    float first_v = 0;
+    for (size_t i = a->count; i-- > 0;) {
+        const float v = idx_value(a, i, 0);
+        if (v < 0 || v >= (float)DS_MAX_CLASSES) nbad++, first = i, first_v = v;
+    }
+    if (!nbad)
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s: every label is 0; a classification dataset needs at least 2 classes", what);
+    const size_t rest = a->count - nbad;
+    char many[96], others[64];
+    if (rest)
+        snprintf(many, sizeof many, "%zu of its %zu labels are", nbad, a->count);
+    else
+        snprintf(many, sizeof many, "every one of its %zu labels is", a->count);
+    if (rest > 1)
+        snprintf(others, sizeof others, " and the other %zu are all 0", rest);
+    else
+        snprintf(others, sizeof others, "%s", rest ? " and the other 1 is 0" : "");
+    return status_set_error(DT_ERR_CORRUPT,
+                            "%s: %s outside 0 to %d (the first: label %.0f of sample %zu)%s, which leaves fewer "
+                            "than the 2 classes a classification dataset needs: a label is a class number; correct "
+                            "the labels",
+                            what, many, DS_MAX_CLASSES - 1, (double)first_v, first, others);
+}
+
 /* The labels file beside an images file: "images" -> "labels", "idx<r>" -> "idx1". */
 static int labels_name_for(const char *images, char *out, size_t n)
 {
@@ -262,9 +293,7 @@ dt_status idx_open(const char *path, const ds_open_opts *opts, ds_split *s)
         case 3: s->c = 1, s->h = (int)dm[1], s->w = (int)dm[2]; break;
         default: s->c = (int)dm[1], s->h = (int)dm[2], s->w = (int)dm[3]; break;
     }
-    if (s->classes < 2)
-        return status_set_error(DT_ERR_CORRUPT,
-                                "%s: every label is 0; a classification dataset needs at least 2 classes", lab_path);
+    if (s->classes < 2) return too_few_classes(lab_path, &d->lab);
     s->count = d->img.count;
     s->uint8_values = d->img.type == 0x08;
     return DT_OK;

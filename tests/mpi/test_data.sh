@@ -158,6 +158,14 @@ printf '\x00\x00\x09\x01\x00\x00\x00\x03\xff\x01\xff' >"$tmp/neg/train-labels-id
 verify_both 1 "$tmp/neg: 2 of 3 samples bad (train 2 of 3)" "sample 0,sample 2" "$tmp/neg"
 grep -q "sample 2: .*train-labels-idx1-ubyte: label -1 of sample 2 is outside" "$tmp/out" &&
     ok "IDX: each bad label named with its file" || { bad "IDX list"; cat "$tmp/out"; }
+# Bad labels that leave one class (signed bytes -1, 0, -1): no classification can be read from the
+# labels, and the refusal says so (they are not "every label 0").
+mkdir -p "$tmp/oneclass"
+cp "$d/train-images-idx3-ubyte" "$tmp/oneclass/"
+printf '\x00\x00\x09\x01\x00\x00\x00\x03\xff\x00\xff' >"$tmp/oneclass/train-labels-idx1-ubyte"
+expect 1 "train-labels-idx1-ubyte: 2 of its 3 labels are outside 0 to 1048575 (the first: label -1 of sample 0) and the other 1 is 0" \
+    "$DTRAIN" data verify "$tmp/oneclass"
+! grep -q "every label is 0" "$tmp/out" && ok "verify: bad labels are not called all 0" || bad "verify: 'every label is 0'"
 # An image folder of 3 classes x 4 PNGs with three that do not decode (samples 1, 6 and 11): the
 # list names each image's path; --max-errors 2 names the first two and counts the third.
 python3 "$here/make_images.py" "$tmp/imgs" 4 3

@@ -4,7 +4,7 @@
  * counted and listed in index order, the same list whatever the thread count, the first keep of
  * them when keep is set; out of memory stops the pass. A .dts, an IDX directory and a CIFAR-10 file
  * with several bad labels, refused at the first by a plain open, open with check_on_read and name
- * every one.
+ * every one; an IDX file whose bad labels leave fewer than 2 classes is refused saying so.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -230,6 +230,46 @@ static void test_idx_labels(void **st)
     expect_bad(d, want, 2, says);
 }
 
+/* Bad labels that leave fewer than 2 valid classes: the check_on_read open cannot go on (no
+ * classification has 1 class) and says what is wrong, not that every label is 0. */
+static void test_idx_too_few_classes(void **st)
+{
+    (void)st;
+    char d[128], p[192];
+    snprintf(d, sizeof d, "%s/few", dir);
+    mkdir(d, 0755);
+    const unsigned char img[] = {0, 0, 8, 3, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 1, 1, 2, 3, 4};
+    snprintf(p, sizeof p, "%s/train-images-idx3-ubyte", d);
+    spit(p, img, sizeof img);
+    snprintf(p, sizeof p, "%s/train-labels-idx1-ubyte", d);
+    ds_open_opts o = {.check_on_read = 1};
+    ds_split *s = NULL;
+    /* Signed bytes 0, -1, 0, -128: the labels in range are all 0. */
+    const unsigned char zeros[] = {0, 0, 9, 1, 0, 0, 0, 4, 0, 0xff, 0, 0x80};
+    spit(p, zeros, sizeof zeros);
+    assert_int_equal(ds_open(d, &o, &s), DT_ERR_CORRUPT);
+    const char *e = dt_last_error();
+    if (strstr(e, "every label is 0") || !strstr(e, "2 of its 4 labels are outside 0 to 1048575") ||
+        !strstr(e, "the first: label -1 of sample 1") || !strstr(e, "the other 2 are all 0"))
+        fail_msg("few classes: \"%s\"", e);
+    /* Every label bad: none in range at all. */
+    const unsigned char none[] = {0, 0, 9, 1, 0, 0, 0, 4, 0xff, 0xfe, 0xff, 0x80};
+    spit(p, none, sizeof none);
+    assert_int_equal(ds_open(d, &o, &s), DT_ERR_CORRUPT);
+    e = dt_last_error();
+    if (strstr(e, "every label is 0") || !strstr(e, "every one of its 4 labels is outside 0 to 1048575") ||
+        !strstr(e, "the first: label -1 of sample 0"))
+        fail_msg("no class: \"%s\"", e);
+    /* Labels that are all in range and all 0 are what the plain message says. */
+    const unsigned char all0[] = {0, 0, 8, 1, 0, 0, 0, 4, 0, 0, 0, 0};
+    spit(p, all0, sizeof all0);
+    for (int later = 0; later <= 1; later++) {
+        o.check_on_read = later;
+        assert_int_equal(ds_open(d, &o, &s), DT_ERR_CORRUPT);
+        assert_non_null(strstr(dt_last_error(), "every label is 0"));
+    }
+}
+
 static void test_cifar_labels(void **st)
 {
     (void)st;
@@ -255,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_nomem_stops),
         cmocka_unit_test_setup_teardown(test_dts_labels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idx_labels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idx_too_few_classes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cifar_labels, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
