@@ -238,11 +238,11 @@ static int is_dir(const char *root, const char *sub)
 }
 
 /* The split layout's held-out folder beside ROOT/train, the first of these that exists (Kaggle's
- * and others' layouts name it valid/ or test/): NULL without ROOT/train or any of them. */
+ * and others' layouts name it valid/ or test/): imagefolder_heldout_dir (reader.h). */
 static const char *const heldout_names[] = {"val", "valid", "validation", "test"};
 enum { HELDOUT_NAMES = sizeof heldout_names / sizeof *heldout_names };
 
-static const char *heldout_dir(const char *root)
+const char *imagefolder_heldout_dir(const char *root)
 {
     if (!is_dir(root, "train")) return NULL;
     for (int i = 0; i < HELDOUT_NAMES; i++)
@@ -283,7 +283,7 @@ dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split 
                                 "%s is not a folder: an image folder is ROOT/<class>/<image>.jpg; "
                                 "point --data at ROOT",
                                 path);
-    const char *heldout = heldout_dir(path);
+    const char *heldout = imagefolder_heldout_dir(path);
     const int split_dirs = heldout != NULL;
     if (test && !split_dirs)
         return status_set_error(DT_ERR_INVALID_ARG,

@@ -186,6 +186,34 @@ dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
     return DT_OK;
 }
 
+int ds_has_test_split(const char *path, const ds_open_opts *opts)
+{
+    /* The files that make each format's test split; an image folder's is val/ (or valid/,
+     * validation/, test/) beside train/. Any
+     * one of them there is a test split, whole or not (MNIST's labels without its images too). */
+    static const struct {
+        const char *file, *format;
+    } tests[] = {
+        {"t10k-images-idx3-ubyte", "idx"},
+        {"t10k-labels-idx1-ubyte", "idx"},
+        {"test_batch.bin", "cifar10"},
+        {"test.bin", "cifar100"},
+        {"test.dts", "dts"},
+    };
+    struct stat sb;
+    if (!path || !*path || stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
+    const char *fmt = opts && opts->format && strcmp(opts->format, "auto") != 0 ? opts->format : detect_dir(path);
+    if (!fmt) return 0;
+    char p[4200], found[4200];
+    if (strcmp(fmt, "imagefolder") == 0) return imagefolder_heldout_dir(path) != NULL;
+    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
+        if (strcmp(tests[i].format, fmt) == 0 &&
+            (size_t)snprintf(p, sizeof p, "%s/%s", path, tests[i].file) < sizeof p &&
+            ds_find_file(p, found, sizeof found))
+            return 1;
+    return 0;
+}
+
 void ds_close(ds_split *s)
 {
     if (!s) return;

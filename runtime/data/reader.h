@@ -80,6 +80,16 @@ typedef struct ds_open_opts {
 dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out);
 void ds_close(ds_split *s);
 
+/* Whether the dataset directory at path has a test split of its own, whether or not it opens:
+ * 1 when a file of one is there (MNIST t10k-images/t10k-labels, CIFAR-10 test_batch.bin, CIFAR-100
+ * test.bin, test.dts, each maybe .gz; an image folder's val/, valid/, validation/ or test/ beside
+ * train/), for the format opts->format names or the directory's layout says (opts may be NULL). 0
+ * when there is none: then a test open fails for that alone, and the dataset simply has no test
+ * split. One file is one split, so has none; so has a path that does not exist. Lets a caller tell
+ * "no test split" (fine) from "a test split that does not open" (an error) after ds_open of "test"
+ * failed. */
+int ds_has_test_split(const char *path, const ds_open_opts *opts);
+
 static inline dt_status ds_read(const ds_split *s, size_t i, float *x, int32_t *label)
 {
     return s->ops->read(s, i, x, label);
@@ -93,6 +103,9 @@ dt_status cifar_open(const char *path, const ds_open_opts *opts, ds_split *s);
 dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split *s); /* imagefolder.c */
 /* An image folder's sample i (< s->count): its image's path (ROOT/<class>/...) into out, n bytes
  * (cut short to fit); 1, or 0 for another format or an i out of range. */
+/* The held-out folder of an image folder's split layout: the first of "val", "valid", "validation",
+ * "test" that is a folder beside root/train; NULL without root/train or any of them. */
+const char *imagefolder_heldout_dir(const char *root);
 int imagefolder_sample_path(const ds_split *s, size_t i, char *out, size_t n);
 /* An image folder's class k (0 <= k < s->classes): its folder name; NULL for another format. */
 const char *imagefolder_class_name(const ds_split *s, int k);

@@ -189,6 +189,19 @@ static void test_cifar10_dir(void **state)
     assert_int_equal(ds_open(f->dir, &o, &s), DT_OK);
     check_samples(s, 1, 5, 0);
     ds_close(s);
+
+    /* The test split is there while test_batch.bin is, whether or not it opens; one file has none. */
+    assert_int_equal(ds_has_test_split(f->dir, NULL), 1);
+    assert_int_equal(ds_has_test_split(path_in(f, "data_batch_1.bin"), NULL), 0);
+    write_bytes(path_in(f, "test_batch.bin"), "short", 5, 0);
+    o = (ds_open_opts){.split = "test"};
+    assert_int_equal(ds_open(f->dir, &o, &s), DT_ERR_CORRUPT);
+    assert_int_equal(ds_has_test_split(f->dir, &o), 1);
+    remove(path_in(f, "test_batch.bin"));
+    assert_int_equal(ds_open(f->dir, &o, &s), DT_ERR_IO);
+    assert_int_equal(ds_has_test_split(f->dir, &o), 0);
+    write_bytes(path_in(f, "test_batch.bin.gz"), "short", 5, 1);
+    assert_int_equal(ds_has_test_split(f->dir, NULL), 1);
 }
 
 /* cifar_open itself, on a zeroed split as the fuzz harness uses it: a directory, and one file
@@ -271,6 +284,10 @@ static void test_cifar100_dir(void **state)
     assert_int_equal(ds_open(f->dir, &o, &s), DT_OK);
     check_samples(s, 2, 1, 2);
     ds_close(s);
+
+    assert_int_equal(ds_has_test_split(f->dir, NULL), 1);
+    remove(path_in(f, "test.bin"));
+    assert_int_equal(ds_has_test_split(f->dir, NULL), 0);
 
     /* Forced as CIFAR-10, the CIFAR-100 directory lacks the batches. */
     expect_error(f->dir, "cifar10", NULL, DT_ERR_IO, "data_batch_1.bin", "does not exist", NULL);

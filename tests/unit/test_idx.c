@@ -162,6 +162,17 @@ static void test_mnist_layout(void **st)
     assert_int_equal(ds_open(path_of("t10k-images-idx3-ubyte.gz"), NULL, &s), DT_OK);
     assert_int_equal(s->count, 10);
     ds_close(s);
+    /* A test split is there while a file of it is, whether or not it opens; one file has none. */
+    assert_int_equal(ds_has_test_split(dir, NULL), 1);
+    assert_int_equal(ds_has_test_split(path_of("train-images-idx3-ubyte"), NULL), 0);
+    assert_int_equal(ds_has_test_split(path_of("nothing"), NULL), 0);
+    remove(path_of("t10k-images-idx3-ubyte.gz"));
+    expect_open_fails(dir, &o, DT_ERR_IO, "t10k-images-idx3-ubyte[.gz] is missing");
+    assert_int_equal(ds_has_test_split(dir, &o), 1); /* its labels are still there */
+    remove(path_of("t10k-labels-idx1-ubyte.gz"));
+    assert_int_equal(ds_has_test_split(dir, &o), 0);
+    write_file("t10k-labels-idx1-ubyte", "\0\0\x08\x01", 4, 0); /* cut short */
+    assert_int_equal(ds_has_test_split(dir, NULL), 1);
 }
 
 /* Every type code and the ranks: N x F features, N x C x H x W, N. */

@@ -3,7 +3,7 @@
  * writes with TurboJPEG and libpng in a temp directory: class order and labels (strcmp order,
  * nested folders, ignored files, images of other formats counted), pixel values read back (PNG exactly, JPEG within the codec's
  * error), gray/RGBA conversions, the train/val split (val/ numbered by train/'s class names, as is
- * another folder numbered like it; a lone train/ refused), reads from several threads at once, and
+ * another folder numbered like it; a lone train/ refused; ds_has_test_split: val/ beside train/), reads from several threads at once, and
  * every refusal: empty class folder, no class folder, unreadable folder, no or bad --input shape,
  * undecodable / truncated / empty images (DT_ERR_CORRUPT naming the file), a FIFO named like an
  * image, a symlink loop. The decoder itself: test_image_decode.c.
@@ -140,10 +140,14 @@ static void test_train_val(void **state)
     const int want[3] = {0, 1, 1};
     expect_labels(s, want, 3);
     ds_close(s);
+    const ds_open_opts fmt = {.format = "imagefolder"};
+    assert_int_equal(ds_has_test_split(root, NULL), 1);
     /* Without both train/ and val/ there is no test split. */
     char flat[128];
     snprintf(flat, sizeof flat, "%s/train", root);
     expect_fail(flat, NULL, "test", 3, 4, 4, DT_ERR_INVALID_ARG, "no held-out split");
+    assert_int_equal(ds_has_test_split(flat, NULL), 0);
+    assert_int_equal(ds_has_test_split(flat, &fmt), 0);
 
     /* A val/ without one of training's classes keeps training's numbering (c is 2 in train/, and
      * would be 1 counted in val/ alone), and its class count is training's. */
@@ -176,6 +180,7 @@ static void test_train_val(void **state)
     mkdirs("val/d");
     write_png("val/d/1.png", 4, 4, PNG_FORMAT_RGB, q);
     expect_fail(root, NULL, "test", 3, 4, 4, DT_ERR_INVALID_ARG, "/val/d is a class folder that");
+    assert_int_equal(ds_has_test_split(root, &fmt), 1); /* there, though it does not open */
     remove(at("val/d/1.png"));
     rmdir(at("val/d"));
     /* ROOT/train alone is not one class named "train". */
@@ -185,6 +190,7 @@ static void test_train_val(void **state)
     rmdir(at("val/c"));
     rmdir(at("val"));
     expect_fail(root, NULL, NULL, 3, 4, 4, DT_ERR_INVALID_ARG, "holds only a train/ folder");
+    assert_int_equal(ds_has_test_split(root, &fmt), 0);
     expect_fail(root, NULL, "test", 3, 4, 4, DT_ERR_INVALID_ARG,
                 "has train/ but no val/, valid/, validation/ or test/ beside it");
     /* Beside train/, a test/ (or valid/, validation/) folder is the held-out split, not a second
@@ -197,6 +203,7 @@ static void test_train_val(void **state)
     s = open_ok(root, "test", 3, 4, 4);
     assert_int_equal(s->count, 1);
     ds_close(s);
+    assert_int_equal(ds_has_test_split(root, &fmt), 1);
     mkdirs("valid/c");
     write_png("valid/c/1.png", 4, 4, PNG_FORMAT_RGB, q);
     write_png("valid/c/2.png", 4, 4, PNG_FORMAT_RGB, q);
