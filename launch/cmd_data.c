@@ -163,20 +163,26 @@ int data_open_split(const char *path, const data_args *a, const char *split, ds_
     return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
 }
 
-/* Whether path holds a test split of its own: a directory whose test split opens. One file is its
- * own samples whatever the split, so it has none. *test is the open split or NULL; *why, when
- * there is none, says why. */
-void data_open_test(const char *path, const data_args *a, ds_split **test, char *why, size_t n)
+int data_open_test(const char *path, const data_args *a, ds_split **test, char *why, size_t n)
 {
     struct stat sb;
     *test = NULL;
     if (stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
         snprintf(why, n, "%s is one file, which is one split", path);
-        return;
+        return 0;
     }
     ds_open_opts o = a->open;
     o.split = "test";
-    if (ds_open(path, &o, test) != DT_OK) snprintf(why, n, "%s", dt_last_error());
+    if (ds_open(path, &o, test) == DT_OK) return 0;
+    snprintf(why, n, "%s", dt_last_error());
+    /* Asked only once the open failed: what opens is a test split, whatever the files' names. */
+    return ds_has_test_split(path, &o);
+}
+
+void data_test_error(const char *path, const char *why, const char *then)
+{
+    fflush(stdout); /* the report above, before the error on stderr */
+    cli_error("%s has a test split, and it does not open: %s (%s)", path, why, then);
 }
 
 int cmd_data(int argc, char **argv)

@@ -36,10 +36,16 @@ int data_parse_args(const char *cmd, int argc, char **argv, int npos, data_args 
  * checks. */
 int data_open_split(const char *path, const data_args *a, const char *split, ds_split **out);
 
-/* Whether path holds a test split of its own: a directory whose test split opens. One file is its
- * own samples whatever the split, so it has none. *test is the open split (the caller's) or NULL;
- * *why, when there is none, says why (n bytes). Prints nothing. */
-void data_open_test(const char *path, const data_args *a, ds_split **test, char *why, size_t n);
+/* The test split of path, opened with a's options. 0 when *test is the open split (the caller's)
+ * or path has none (a directory without its files, or one file, which is one split): then *test
+ * is NULL and *why (n bytes) says why. 1 when path has a test split that does not open (its files
+ * are there: ds_has_test_split): *test is NULL and *why is the reason, naming the file; the caller
+ * fails (data_test_error). Prints nothing. */
+int data_open_test(const char *path, const data_args *a, ds_split **test, char *why, size_t n);
+
+/* Prints the error for a test split of path that does not open (data_open_test returned 1): why
+ * is its reason, then what the command's user can do. */
+void data_test_error(const char *path, const char *why, const char *then);
 
 /* The commands; argv[0] is the command's name ("info", "convert", "verify"). Each returns the
  * process's exit code. */

@@ -109,7 +109,13 @@ int cmd_data_convert(int argc, char **argv)
     char why[1200] = "";
     if (strcmp(want, "test") != 0 && (rc = data_open_split(src, &a, "train", &train))) return rc;
     if (strcmp(want, "test") == 0 && (rc = data_open_split(src, &a, "test", &test))) return rc;
-    if (strcmp(want, "all") == 0) data_open_test(src, &a, &test, why, sizeof why);
+    /* A test split that does not open fails the conversion before anything is written: a train.dts
+     * alone would read as a set without one. */
+    if (strcmp(want, "all") == 0 && data_open_test(src, &a, &test, why, sizeof why)) {
+        data_test_error(src, why, "nothing was written; give --split train to convert the train split alone");
+        ds_close(train);
+        return EXIT_FAIL;
+    }
     char tp[4200], sp[4200];
     snprintf(tp, sizeof tp, "%s/train.dts", dst);
     snprintf(sp, sizeof sp, "%s/test.dts", dst);

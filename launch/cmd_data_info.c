@@ -72,11 +72,15 @@ int cmd_data_info(int argc, char **argv)
     printf("dataset %s: %s\n", path, train->format);
     rc = split_info(train, a.threads);
     char why[1200];
-    if (!rc) data_open_test(path, &a, &test, why, sizeof why);
-    if (!rc && test)
+    const int broken = !rc && data_open_test(path, &a, &test, why, sizeof why);
+    if (!rc && test) {
         rc = split_info(test, a.threads);
-    else if (!rc)
+    } else if (broken) {
+        data_test_error(path, why, "to have no test split instead, remove its files");
+        rc = EXIT_FAIL;
+    } else if (!rc) {
         printf("  test: none (%s)\n", why);
+    }
     ds_close(train);
     ds_close(test);
     return rc;

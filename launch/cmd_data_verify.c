@@ -82,14 +82,21 @@ int cmd_data_verify(int argc, char **argv)
     int crc[2] = {0, 0};
     rc = verify_split(train, &a, &bad[0], &crc[0]);
     char why[1200];
-    if (!rc) data_open_test(path, &a, &test, why, sizeof why);
+    /* A test split whose files are there but do not open is a fault like a bad sample; none at
+     * all is a dataset without one. */
+    const int broken = !rc && data_open_test(path, &a, &test, why, sizeof why);
     if (!rc && test)
         rc = verify_split(test, &a, &bad[1], &crc[1]);
-    else if (!rc)
+    else if (!rc && !broken)
         printf("  test: none (%s)\n", why);
     const size_t total = train->count + (test ? test->count : 0), nbad = bad[0] + bad[1];
-    if (!rc && !nbad && !crc[0] && !crc[1]) {
+    if (!rc && !nbad && !crc[0] && !crc[1] && !broken) {
         printf("OK: %zu sample%s checked\n", total, cli_s((long)total));
+    } else if (!rc && broken && !nbad && !crc[0]) {
+        /* The train split is sound: the test split is the one fault. */
+        data_test_error(path, why,
+                        "to have no test split instead, remove its files; then run dtrain data verify again");
+        rc = EXIT_FAIL;
     } else if (!rc) {
         char per[200], crcs[200] = "";
         snprintf(per, sizeof per, "train %zu of %zu", bad[0], train->count);
@@ -111,6 +118,7 @@ int cmd_data_verify(int argc, char **argv)
         else
             cli_error("%s: %s, though every sample reads as valid (%zu checked): %s, then run dtrain data verify again",
                       path, crcs, total, fix);
+        if (broken) data_test_error(path, why, "to have no test split instead, remove its files");
         rc = EXIT_FAIL;
     }
     ds_close(train);

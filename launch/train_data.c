@@ -4,14 +4,17 @@
  * Without --data: the synthetic teacher data of --dataset-size samples, not normalized (its
  * values are already centred in [-1, 1)) unless --normalize says so. With --data PATH: the
  * file's training split; the held-out set is --eval-data, else the file's test split (MNIST
- * t10k-*, CIFAR test_batch.bin / test.bin, an image folder's val/), else --holdout's share. The
- * held-out set uses the training set's normalization figures, never its own.
+ * t10k-*, CIFAR test_batch.bin / test.bin, an image folder's val/), else --holdout's share. A test
+ * split whose files are there but do not open fails the run, as --eval-data's would; without one
+ * the run trains with no held-out set and says so. The held-out set uses the training set's
+ * normalization figures, never its own.
  */
 #include "launch/train_data.h"
 
 #include "launch/cli.h"
 #include "base/log.h"
 #include "runtime/checkpoint/ckpt_extra.h"
+#include "runtime/data/reader.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +138,15 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
     }
     dt_status s = dt_dataset_open(path, &c, &d->eval);
     if (s && !t->eval_data && t->holdout <= 0) {
+        /* A test split whose files are there but do not open is refused: training would run to its
+         * end without the held-out figures the files were meant to give, said in one line. */
+        const ds_open_opts o = {.format = t->data_format};
+        if (ds_has_test_split(t->data, &o)) {
+            cli_error("--data %s has a test split (the held-out set), and it does not open: %s (for another held-out "
+                      "set give --holdout F or --eval-data PATH; to train without one, remove its files)",
+                      t->data, dt_last_error());
+            return EXIT_FAIL;
+        }
         /* No test split: training goes on without held-out figures, and says so. */
         snprintf(d->eval_what, sizeof d->eval_what, "none (%s)", dt_last_error());
         d->eval = NULL;

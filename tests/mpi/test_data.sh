@@ -54,11 +54,51 @@ expect 0 "OK: 4 samples checked" "$DTRAIN" data verify "$tmp/shards"
 grep -q "train: OK, 3 samples of 1x2x2 read, every label in 0..1, every value finite, payload CRC-32 matches" \
     "$tmp/out" && ok "verify read the train shard and its CRC" || { bad "verify train"; cat "$tmp/out"; }
 expect 0 "OK: 4 samples checked" "$DTRAIN" data verify "$d"
+# A test split that is there but does not open is an error, not "test: none": verify and info
+# report the train split, then name the test split's file and fail; convert writes nothing (unless
+# --split train); no test split at all is fine and said. broken_test NAME DIR WANT: the three
+# commands on DIR, whose test split fails saying WANT.
+broken_test() {
+    local name=$1 dir=$2 want=$3
+    shift 3
+    expect 1 "$dir has a test split, and it does not open: " "$DTRAIN" data verify "$@" "$dir"
+    if grep -qF -- "$want" "$tmp/out" && grep -q "^  train: OK, " "$tmp/out" && ! grep -q -e "^OK" -e "test: none" "$tmp/out"; then
+        ok "$name: verify reports the train split, then fails on the test split's $want"
+    else
+        bad "$name: verify of a broken test split"; cat "$tmp/out"
+    fi
+    expect 1 "$dir has a test split, and it does not open: " "$DTRAIN" data info "$@" "$dir"
+    grep -qF -- "$want" "$tmp/out" && grep -q "^  train: [0-9]* samples" "$tmp/out" && ! grep -q "test: none" "$tmp/out" &&
+        ok "$name: info reports the train split, then fails on the test split" || { bad "$name: info"; cat "$tmp/out"; }
+    expect 1 "nothing was written; give --split train to convert the train split alone" \
+        "$DTRAIN" data convert "$@" "$dir" "$tmp/conv.$name"
+    [ ! -e "$tmp/conv.$name" ] && ok "$name: convert wrote nothing" || bad "$name: convert wrote $(ls "$tmp/conv.$name")"
+    expect 0 "wrote $tmp/conv.$name/train.dts" "$DTRAIN" data convert --split train "$@" "$dir" "$tmp/conv.$name"
+}
+# IDX: the test labels file cut short.
+mkdir -p "$tmp/idxcut" && cp "$d"/* "$tmp/idxcut/" && rm "$tmp/idxcut/t10k-labels-idx1-ubyte.gz"
+printf '\x00\x00\x08\x01\x00\x00\x00\x01' >"$tmp/idxcut/t10k-labels-idx1-ubyte"
+broken_test idx "$tmp/idxcut" "t10k-labels-idx1-ubyte is 8 bytes; its header (8 bytes) describes 1 bytes of values (truncated)"
+# CIFAR-10: a test_batch.bin of no whole number of records.
+mkdir -p "$tmp/cifarcut"
+for i in 1 2 3 4 5; do { printf "\\x0$i"; head -c 3072 /dev/zero; } >"$tmp/cifarcut/data_batch_$i.bin"; done
+head -c 3000 /dev/zero >"$tmp/cifarcut/test_batch.bin"
+broken_test cifar "$tmp/cifarcut" "$tmp/cifarcut/test_batch.bin is 3000 bytes"
+# An image folder whose val/ holds a class folder that train/ has not.
+python3 "$here/make_images.py" "$tmp/ifval/train" 2 2
+python3 "$here/make_images.py" "$tmp/ifval/val" 1 3
+broken_test imagefolder "$tmp/ifval" "$tmp/ifval/val/class2 is a class folder that $tmp/ifval/train does not have" \
+    --input 3x8x8
+# No test split at all: said, and verify passes.
+mkdir -p "$tmp/notest" && cp "$d"/train-* "$tmp/notest/"
+expect 0 "test: none ($tmp/notest has no test split: $tmp/notest/t10k-images-idx3-ubyte[.gz] is missing)" \
+    "$DTRAIN" data verify "$tmp/notest"
+grep -q "^OK: 3 samples checked$" "$tmp/out" && ok "verify without a test split: OK" || { bad "verify notest"; cat "$tmp/out"; }
 expect 2 "$tmp/shards/train.dts exists: give --force" "$DTRAIN" data convert "$d" "$tmp/shards"
 expect 0 "wrote $tmp/shards/train.dts" "$DTRAIN" data convert --force "$d" "$tmp/shards"
 # A source without a test split into a directory holding an earlier test.dts: refused without
 # --force (it would be read as the new train.dts' test split); with --force removed, saying so.
-mkdir -p "$tmp/notest" && cp "$d"/train-* "$tmp/notest/" && cp -r "$tmp/shards" "$tmp/stale"
+cp -r "$tmp/shards" "$tmp/stale"
 rm "$tmp/stale/train.dts"
 expect 2 "$tmp/stale/test.dts exists from an earlier conversion and $tmp/notest has no test split" \
     "$DTRAIN" data convert "$tmp/notest" "$tmp/stale"

@@ -154,6 +154,16 @@ mkdir -p "$tmp/trunc"
 head -c 1000 "$tmp/hard/train-images-idx3-ubyte" >"$tmp/trunc/train-images-idx3-ubyte"
 cp "$tmp/hard/train-labels-idx1-ubyte" "$tmp/trunc/"
 expect 1 "$tmp/trunc/train-images-idx3-ubyte" run 1 train --data "$tmp/trunc"
+# A test split that is there but does not open: training refuses (it would otherwise run without the
+# held-out set it was meant to have); --holdout names another held-out set; a dataset without a test
+# split trains and says it has none.
+mkdir -p "$tmp/badtest" && cp "$tmp/hard"/train-* "$tmp/hard"/t10k-images-idx3-ubyte "$tmp/badtest/"
+head -c 100 "$tmp/hard/t10k-labels-idx1-ubyte" >"$tmp/badtest/t10k-labels-idx1-ubyte"
+expect 1 "--data $tmp/badtest has a test split (the held-out set), and it does not open: $tmp/badtest/t10k-labels-idx1-ubyte is 100 bytes" \
+    run 1 train --data "$tmp/badtest" --steps 2
+expect 0 "held-out: 300 samples from --holdout 0.1 of $tmp/badtest" run 1 train --data "$tmp/badtest" --holdout 0.1 --steps 2
+rm "$tmp/badtest"/t10k-*
+expect 0 "held-out: none ($tmp/badtest has no test split" run 1 train --data "$tmp/badtest" --steps 2
 expect 2 "needs --checkpoint-dir DIR" run 1 eval --data "$tmp/hard"
 expect 1 "no loadable checkpoint in $tmp/none" run 1 eval --data "$tmp/hard" --checkpoint-dir "$tmp/none"
 finish
