@@ -3,10 +3,11 @@
  *
  * Without --data: the synthetic teacher data of --dataset-size samples, not normalized (its
  * values are already centred in [-1, 1)) unless --normalize says so. With --data PATH: the
- * file's training split; the held-out set is --eval-data, else the file's test split (MNIST
- * t10k-*, CIFAR test_batch.bin / test.bin, an image folder's val/), else --holdout's share. A test
- * split whose files are there but do not open fails the run, as --eval-data's would; without one
- * the run trains with no held-out set and says so. The held-out set uses the training set's
+ * file's training split; the held-out set is --eval-data, else --holdout's share, else the
+ * file's test split (MNIST t10k-*, CIFAR test_batch.bin / test.bin, test.dts, an image folder's
+ * val/ or valid/, validation/, test/); the two flags exclude each other. A test split whose files
+ * are there but do not open fails the run, as --eval-data's would; without one the run trains
+ * with no held-out set and says so. The held-out set uses the training set's
  * normalization figures, never its own.
  */
 #include "launch/train_data.h"
