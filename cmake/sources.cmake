@@ -42,7 +42,7 @@ set(DTRAIN_RUNTIME_SOURCES
   runtime/model/scaler.c
   runtime/checkpoint/ckpt_format.c runtime/checkpoint/ckpt_read.c runtime/checkpoint/ckpt_write.c
   runtime/checkpoint/ckpt_load.c runtime/checkpoint/ckpt_file.c runtime/checkpoint/ckpt_coll.c
-  runtime/checkpoint/ckpt_extra.c
+  runtime/checkpoint/ckpt_extra.c runtime/checkpoint/ckpt_prune.c
   runtime/checkpoint/ckpt_writer.c runtime/checkpoint/ckpt_write_file.c
   runtime/checkpoint/ckpt_reader.c runtime/checkpoint/ckpt_apply.c runtime/checkpoint/ckpt_read4.c
   runtime/data/dataset.c runtime/data/sampler.c runtime/data/transform.c runtime/data/synthetic.c
@@ -54,7 +54,7 @@ set(DTRAIN_RUNTIME_SOURCES
 set(DTRAIN_LAUNCH_SOURCES
   launch/main.c launch/cli.c launch/prologue.c launch/help.c launch/crash.c launch/fault_inject.c launch/metrics.c
   launch/progress.c launch/train_flags.c launch/train_data.c launch/lr_schedule.c launch/params_io.c launch/train_loop.c
-  launch/train_report.c launch/train_record.c launch/train_bucket_auto.c launch/train_epochs.c launch/straggler.c launch/cmd_train.c launch/cmd_eval.c launch/cmd_data.c launch/cmd_data_info.c
+  launch/train_report.c launch/train_record.c launch/train_ckpt.c launch/train_bucket_auto.c launch/train_epochs.c launch/straggler.c launch/cmd_train.c launch/cmd_eval.c launch/cmd_data.c launch/cmd_data_info.c
   launch/cmd_data_convert.c launch/cmd_data_verify.c launch/cmd_env.c launch/cmd_version.c
   launch/cmd_bench.c launch/bench_values.c launch/cmd_bench_gemm.c launch/cmd_bench_step.c launch/cmd_bench_data.c launch/oom_report.c
   launch/cmd_bench_reducer.c launch/plot_data.c launch/cmd_plot.c launch/gnuplot.c

@@ -128,6 +128,10 @@ static int train_prepare(train_run *r, const dt_config *cfg)
         cli_error("--checkpoint-every needs --checkpoint-dir DIR");
         return EXIT_USAGE;
     }
+    if (t->keep_ckpts && !t->ckpt_dir) {
+        cli_error("--keep-checkpoints needs --checkpoint-dir DIR (the directory it keeps to its newest checkpoints)");
+        return EXIT_USAGE;
+    }
     train_stop_install();
     /* Asked for the GPU: its rule before anything starts. */
     return cfg->device == DT_DEVICE_CUDA ? gpu_grads(r, "--device cuda", "") : EXIT_OK;
@@ -241,8 +245,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
     if (r->rank == 0 && !t->quiet) train_report_start(r);
 
     if (t->resume) {
-        if ((s = train_data_resume(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, t->accum_steps, &r->first_step)))
-            return train_status_error(s);
+        if ((s = train_ckpt_resume(r))) return train_status_error(s);
         if (r->rank == 0 && !t->quiet) {
             if (r->first_step)
                 printf("resumed from %s/ckpt-%010ld.dtc at step %ld\n", t->ckpt_dir, r->first_step, r->first_step);
@@ -312,9 +315,7 @@ static int train_finish(train_run *r)
     if (r->rank == 0) train_report_end(r, agree, (double)bad);
     /* The finished run's checkpoint first (collective): a requeued job that already finished does
      * no step again, and a --dump-params that fails (a full disk) loses no training. */
-    if (t->ckpt_dir && r->first_step < t->steps &&
-        (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch, t->accum_steps,
-                             t->steps))) {
+    if (t->ckpt_dir && r->first_step < t->steps && (s = train_ckpt_save(r, t->steps))) {
         free(host);
         return train_status_error(s);
     }

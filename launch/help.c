@@ -60,8 +60,8 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --straggler-threshold F (1.2: name a rank busier than F x the median)\n"
                             "  --trace FILE.json (ui.perfetto.dev timeline)  --trace-steps A:B (all)\n"
                             "  --dump-params FILE  --checkpoint-dir DIR  --checkpoint-every N (0)\n"
-                            "  --resume auto|never (never)   SIGUSR1/SIGTERM: every rank stops after the\n"
-                            "                                same step, checkpoints, exits 75 (143: no dir)\n";
+                            "  --keep-checkpoints N (0: all)  --resume auto|never (never)  SIGUSR1/SIGTERM:\n"
+                            "  every rank stops after the same step, checkpoints, exits 75 (143: no dir)\n";
 
 static const char train_data[] = "usage: dtrain train --data PATH [options]   (the other flags: dtrain help train)\n"
                                  "  --data PATH            MNIST IDX dir, CIFAR-10/100 dir or file, image folder\n"

@@ -13,8 +13,6 @@
 #include "launch/train_data.h"
 
 #include "launch/cli.h"
-#include "base/log.h"
-#include "runtime/checkpoint/ckpt_extra.h"
 #include "runtime/data/reader.h"
 
 #include <stdlib.h>
@@ -216,83 +214,6 @@ void train_data_describe(const train_opts *t, const train_data *d, int world, FI
         else
             fprintf(out, "held-out: %s\n", d->eval_what);
     }
-}
-
-dt_status train_data_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o, const dt_scaler *sc,
-                          const train_data *d, int world, int batch, int accum, long step)
-{
-    dt_ckpt_data cd = {0};
-    dt_status s = dt_dataset_position(d->train, step * accum, world, batch, &cd.epoch, &cd.offset);
-    if (s) return s;
-    const float *mean, *std;
-    cd.normalize = (int)dt_dataset_normalization(d->train, &mean, &std);
-    if (mean && std) {
-        int h, w;
-        dt_dataset_shape(d->train, &cd.channels, &h, &w);
-        cd.mean = (float *)mean, cd.std = (float *)std;
-    }
-    const ckpt_extra rec = {TRAIN_RECORD_SECTION, &d->rec, sizeof d->rec};
-    return ckpt_save_model_with(ctx, dir, m, o, sc, &cd, step, &rec);
-}
-
-/* The loaded checkpoint's run record against this run's (train_record_check). A record that cannot
- * be read leaves the run unchecked, said: the model state it came with passed every check. */
-static dt_status check_record(dt_ctx *ctx, const char *dir, const train_data *d, long step, long epoch, long offset)
-{
-    train_record saved;
-    size_t found = 0;
-    if (ckpt_read_extra(ctx, dir, step, TRAIN_RECORD_SECTION, &saved, sizeof saved, &found)) {
-        log_msg0(LOG_LEVEL_WARN,
-                 "--resume: the checkpoint's run record could not be read (%s): the data order, "
-                 "precision and batch are not compared",
-                 dt_last_error());
-        return DT_OK;
-    }
-    if (found == 0) return DT_OK; /* written before the record existed */
-    if (found != sizeof saved) {
-        log_msg0(LOG_LEVEL_WARN,
-                 "--resume: the checkpoint's run record is %zu bytes, this dtrain reads %zu: the data order, "
-                 "precision and batch are not compared",
-                 found, sizeof saved);
-        return DT_OK;
-    }
-    return train_record_check(&saved, &d->rec, step, epoch, offset);
-}
-
-dt_status train_data_resume(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc, train_data *d,
-                            int accum, long *first_step)
-{
-    int C, H, W;
-    dt_dataset_shape(d->train, &C, &H, &W);
-    float *buf = malloc(2 * (size_t)C * sizeof *buf);
-    if (!buf) return DT_ERR_NOMEM;
-    dt_ckpt_data cd = {.channels = C, .mean = buf, .std = buf + C};
-    dt_status s = dt_checkpoint_load_latest(ctx, dir, m, o, sc, &cd, first_step);
-    const int rank0 = dt_rank(ctx) == 0;
-    if (!s && cd.present && *first_step > 0) s = check_record(ctx, dir, d, *first_step, cd.epoch, cd.offset);
-    if (!s && cd.present && cd.normalize >= 0) {
-        const float *mean, *std;
-        const dt_normalize now = dt_dataset_normalization(d->train, &mean, &std);
-        int same = (int)now == cd.normalize;
-        for (int c = 0; same && now == DT_NORMALIZE_STANDARD && c < C; c++)
-            same = mean[c] == cd.mean[c] && std[c] == cd.std[c];
-        if (!same) {
-            if ((s = dt_dataset_set_normalization(d->train, (dt_normalize)cd.normalize, cd.mean, cd.std)) ||
-                (d->eval && (s = dt_dataset_set_normalization(d->eval, (dt_normalize)cd.normalize, cd.mean, cd.std)))) {
-                free(buf);
-                return s;
-            }
-            if (rank0)
-                printf("normalize: the checkpoint's figures, which differ from this run's (the data changed, "
-                       "or --normalize did): training goes on as it started\n");
-        }
-    }
-    if (!s && cd.present && *first_step > 0) {
-        s = dt_dataset_set_position(d->train, *first_step * accum, cd.epoch, cd.offset);
-        if (!s && rank0) printf("data: resuming in epoch %ld after %ld of its samples\n", cd.epoch, cd.offset);
-    }
-    free(buf);
-    return s;
 }
 
 void train_data_free(train_data *d)

@@ -27,17 +27,6 @@ int train_data_open(const train_opts *t, int threads, train_data *d);
 int train_data_check_and_eval(const train_opts *t, const dt_model *m, int threads, train_data *d);
 /* Rank 0's lines about the data: source, samples, shape, classes, normalization, held-out set. */
 void train_data_describe(const train_opts *t, const train_data *d, int world, FILE *out);
-/* Steps are optimizer steps, of `accum` batches each (the data position counts batches). */
-/* Checkpoints with the data block: the data position after `step` for world x batch, and the
- * normalization in use (dt_checkpoint_save), and the run record d->rec beside them. */
-dt_status train_data_save(dt_ctx *ctx, const char *dir, const dt_model *m, const dt_optimizer *o, const dt_scaler *sc,
-                          const train_data *d, int world, int batch, int accum, long step);
-/* --resume auto: loads the newest checkpoint; its run record, when it has one, is checked against
- * d->rec (train_record_check: a changed data order mid-epoch is DT_ERR_INVALID_ARG); when it holds
- * a data block, the training and held-out sets take its normalization, and the data position goes
- * on from where it was (so a different rank count continues mid-epoch). Rank 0 says what it did. */
-dt_status train_data_resume(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc, train_data *d,
-                            int accum, long *first_step);
 void train_data_free(train_data *d);
 
 #endif

@@ -40,6 +40,7 @@ enum {
     OPT_GRAD_COMM,
     OPT_CKPT_DIR,
     OPT_CKPT_EVERY,
+    OPT_KEEP_CKPTS,
     OPT_RESUME,
     OPT_PRECISION,
     OPT_LS,
@@ -106,6 +107,7 @@ static const struct option train_options[] = {
     {"grad-comm", required_argument, NULL, OPT_GRAD_COMM},
     {"checkpoint-dir", required_argument, NULL, OPT_CKPT_DIR},
     {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
+    {"keep-checkpoints", required_argument, NULL, OPT_KEEP_CKPTS},
     {"resume", required_argument, NULL, OPT_RESUME},
     {"precision", required_argument, NULL, OPT_PRECISION},
     {"loss-scale", required_argument, NULL, OPT_LS},
@@ -334,6 +336,7 @@ static int train_handle(int val, const char *arg, void *ud)
         case OPT_GRAD_COMM: t->grad_comm_set = 1; return cli_float_dtype("--grad-comm", arg, &t->sync.grad_comm);
         case OPT_CKPT_DIR: t->ckpt_dir = arg; return EXIT_OK;
         case OPT_CKPT_EVERY: return cli_long("--checkpoint-every", arg, 0, 1L << 40, &t->ckpt_every);
+        case OPT_KEEP_CKPTS: return cli_int("--keep-checkpoints", arg, 0, 1000000, &t->keep_ckpts);
         case OPT_RESUME:
             if (!strcmp(arg, "auto"))
                 t->resume = 1;

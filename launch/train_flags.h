@@ -14,7 +14,8 @@ enum { OPTIM_GIVEN_MOMENTUM = 1, OPTIM_GIVEN_BETA1 = 2, OPTIM_GIVEN_BETA2 = 4, O
 typedef struct train_opts {
     const char *model, *input, *metrics, *dump, *ckpt_dir;
     long ckpt_every;
-    int resume; /* 1: --resume auto */
+    int keep_ckpts; /* --keep-checkpoints N: the newest N kept (0: every one) */
+    int resume;     /* 1: --resume auto */
     int batch;
     long steps, log_every, dataset_size;
     dt_optim_config optim;

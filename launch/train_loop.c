@@ -153,9 +153,7 @@ static int stop_now(train_run *r, long done)
     const train_opts *t = &r->t;
     dt_status s;
     progress_clear(&r->prog);
-    if (t->ckpt_dir && (s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch,
-                                            t->accum_steps, done)))
-        return train_status_error(s);
+    if (t->ckpt_dir && (s = train_ckpt_save(r, done))) return train_status_error(s);
     if (r->rank == 0) {
         printf("stopping after step %ld on a signal (%s); %s%s%s\n", done,
                stop_signal == SIGTERM   ? "SIGTERM"
@@ -252,9 +250,7 @@ train_end train_loop(train_run *r, int *rc)
         if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm))) return TRAIN_END_FAILED;
         if (ckpt_step) {
             const double t_save = clock_now_s();
-            if ((s = train_data_save(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &r->data, r->world, t->batch,
-                                     t->accum_steps, step + 1)))
-                goto fail;
+            if ((s = train_ckpt_save(r, step + 1))) goto fail;
             iv.t_begin += clock_now_s() - t_save;
         }
         if (r->prog.out) {

@@ -84,6 +84,21 @@ int train_steps_and_schedule(train_run *r);
  * starts and epoch milestones are placed where their epochs start, from that position. */
 int train_epochs_place(train_run *r);
 
+/* ---------------------------------------------------------------- checkpoints (train_ckpt.c) */
+
+/* The checkpoint of `step` (optimizer steps of --accum-steps batches each; the data position
+ * counts batches) in --checkpoint-dir: the model state, the data block (the position after `step`
+ * and the normalization in use) and the run record r->data.rec; then, with --keep-checkpoints N,
+ * rank 0 removes the files of earlier steps beyond the N - 1 newest (ckpt_prune). Collective. */
+dt_status train_ckpt_save(train_run *r, long step);
+/* --resume auto: loads the newest sound checkpoint of --checkpoint-dir into the model, optimizer
+ * and scaler, r->first_step its step (0: none); its run record, when it has one, is checked
+ * against r->data.rec (train_record_check: a changed data order mid-epoch is DT_ERR_INVALID_ARG);
+ * when it holds a data block, the training and held-out sets take its normalization, and the data
+ * position goes on from where it was (so a different rank count continues mid-epoch). Rank 0 says
+ * what it did. Collective. */
+dt_status train_ckpt_resume(train_run *r);
+
 /* ---------------------------------------------------------------- --bucket-mb auto (train_bucket_auto.c) */
 
 /* The steps profiled before --bucket-mb auto chooses. */

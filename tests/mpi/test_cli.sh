@@ -71,7 +71,8 @@ flags_of() { # the command's flags as its own unknown-option check sees them: tr
 # train's flags are on its three screens (train, train data, train precision).
 { "$DTRAIN" help train; "$DTRAIN" help train data; "$DTRAIN" help train precision; } >"$tmp/so"
 for f in model input batch steps lr optim momentum weight-decay beta1 beta2 eps seed log-every metrics dump-params \
-         dataset-size bucket-mb first-bucket-mb no-overlap grad-comm checkpoint-dir checkpoint-every resume precision \
+         dataset-size bucket-mb first-bucket-mb no-overlap grad-comm checkpoint-dir checkpoint-every keep-checkpoints \
+         resume precision \
          loss-scale loss-scale-init loss-scale-growth loss-scale-backoff loss-scale-interval loss-scale-hysteresis \
          loss-scale-min loss-scale-max loss-scale-window max-overflow-fraction loader-threads \
          data data-format cifar100-labels normalize eval-data holdout eval-every epochs drop-last shuffle augment \
