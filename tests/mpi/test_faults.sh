@@ -44,9 +44,10 @@ fault stall:0:0 2 "rank 0 on $host has not reached it (no word from it)" $((TIME
 # ...and the other ranks, which hear only from rank 0, log rank 0's verdict as theirs (the board).
 fault stall:2:0 4 "rank 0 on $host timed out first: rank(s) 2 on $host have not reached it (no word from them)" $((TIMEOUT + 10))
 # Every rank arrived, one stopped inside: rank 0's probe finds the one that does not answer. The
-# collective must be one rank 0 cannot finish alone: #1 is dt_model_create's allreduce comparing
-# the ranks' models (#0 and #2 are broadcasts, which their root completes without the others).
-fault hang=mpi:1:1 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
+# collective must be one rank 0 cannot finish alone: #2 is dt_model_create's allreduce comparing
+# the ranks' models (#0 the allreduce of its verdict on each rank's arguments, #1 the broadcast of
+# rank 0's fingerprint, which its root completes without the others).
+fault hang=mpi:1:2 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
 fault hang=mpi:0:1 2 "rank 0 on $host reached it" $((TIMEOUT + 10))
 fault hang=engine:1:2 2 "rank 1 on $host reached it, yet MPI_Allreduce has not completed" $((TIMEOUT + 10))
 # The same through the chain allreduce (forced: here every rank is on one node): a rank stalled
@@ -75,8 +76,9 @@ fn=$(addr2line -f -e ${caller% *} ${caller#* } 2>/dev/null | head -1) # binutils
 [ "$fn" = fault_segv ] && ok "the crash report's caller ${caller% *}+${caller#* } is fault_segv (addr2line)" ||
     { bad "crash report: caller '$caller' -> '$fn', wanted fault_segv"; tail -12 "$tmp/out"; }
 expect 2 "DTRAIN_FAULT='sleep:1:2'" env DTRAIN_FAULT=sleep:1:2 "$DTRAIN" train --steps 1
-# Ranks with different bucket plans would pair wrong buffers and hang: refused at start instead.
-expect 2 "planned other gradient buckets or settings than rank 0 (the first is rank 1; rank 0 has 3 buckets, rank 1 has 2)" timeout 60 "$MPIRUN" -np 2 bash -c \
+# Ranks with different bucket plans would pair wrong buffers and hang: refused at start instead,
+# by dt_model_set_sync's comparison of the settings before any plan is made.
+expect 2 "dt_model_set_sync: rank 1 gave bucket_mb another value than rank 0 (rank 0 4" timeout 60 "$MPIRUN" -np 2 bash -c \
     "exec $DTRAIN train --steps 2 --bucket-mb \$(( OMPI_COMM_WORLD_RANK == 0 ? 4 : 25 ))"
 
 # DTRAIN_LOG=debug: placement, the bucket plan, each collective's start and end; info: none of it.
