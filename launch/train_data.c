@@ -202,7 +202,14 @@ void train_data_describe(const train_opts *t, const train_data *d, int world, FI
         for (int c = 0; c < C && c < 8; c++) fprintf(out, " %.4f / %.4f", mean[c] * u, std[c] * u);
         fprintf(out, "%s\n", C > 8 ? " ..." : "");
     } else {
-        fprintf(out, "normalize: %s\n", nz == DT_NORMALIZE_UNIT ? "unit (bytes / 255)" : "none");
+        const int bytes = dt_dataset_uint8(d->train), dts = !strcmp(dt_dataset_format(d->train), "dts");
+        fprintf(out, "normalize: %s%s\n",
+                nz != DT_NORMALIZE_UNIT ? "none"
+                : bytes                 ? "unit (bytes / 255)"
+                                        : "unit: values as read (they are not bytes, so nothing is divided)",
+                nz == DT_NORMALIZE_UNIT && !bytes && dts
+                    ? "; an fp16/fp32 .dts of images written before its byte flag reads so: convert it again"
+                    : "");
     }
     if (t->crop_pad || t->flip)
         fprintf(out, "augment:%s%.0d%s%s\n", t->crop_pad ? " random crop after padding " : "", t->crop_pad,

@@ -19,7 +19,10 @@
  *       44     4  header_crc     zlib crc32 of bytes [0, header_bytes) with this field read as 0
  *       48     8  payload_bytes  the file's size minus header_bytes (checked against both)
  *       56     4  payload_crc    zlib crc32 of bytes [header_bytes, header_bytes + payload_bytes)
- *       60     4  reserved       0
+ *       60     4  flags          bit 0 (DTS_FLAG_BYTES): the values are in byte units, 0..255, as
+ *                                the source's were (an image's, resampled: fp16/fp32 keep the
+ *                                fractions), so --normalize unit divides them by 255 as it does
+ *                                uint8's; every other bit 0 (a newer writer's: refused)
  *       64  4*C   mean           per channel, fp32, in stored units (0..255 for uint8)
  *    64+4C  4*C   std            per channel, fp32, population std, >= 0
  *                 zero padding up to header_bytes
@@ -48,6 +51,7 @@
 
 #define DTS_MAGIC "DTSHARD1"
 #define DTS_VERSION 1u
+#define DTS_FLAG_BYTES 1u   /* the header's flags: values in byte units (0..255) */
 #define DTS_FIXED_BYTES 64u /* the fixed fields, before mean and std */
 #define DTS_ALIGN 64u
 

@@ -150,7 +150,7 @@ static dt_status check_header(const char *f, const unsigned char *b, size_t len,
                                 f, DTS_MAGIC);
     const uint32_t version = le32(b + 8), header_bytes = le32(b + 12), c = le32(b + 16), h = le32(b + 20),
                    w = le32(b + 24), dtype = le32(b + 28), classes = le32(b + 40), hcrc = le32(b + 44),
-                   reserved = le32(b + 60);
+                   flags = le32(b + 60);
     const uint64_t count = le64(b + 32), payload_bytes = le64(b + 48);
     if (version != DTS_VERSION)
         return status_set_error(DT_ERR_CORRUPT,
@@ -182,9 +182,12 @@ static dt_status check_header(const char *f, const unsigned char *b, size_t len,
                                 "%08x: the header is damaged; copy the file again or write it again with dtrain data "
                                 "convert",
                                 f, hcrc, header_bytes, crc);
-    if (reserved != 0)
-        return status_set_error(DT_ERR_CORRUPT,
-                                "%s: reserved field (offset 60) is %u, not 0: written by a newer dtrain?", f, reserved);
+    if (flags & ~DTS_FLAG_BYTES)
+        return status_set_error(
+            DT_ERR_CORRUPT,
+            "%s: flags field (offset 60) is 0x%x, with bits this dtrain does not know (it knows 0x%x): "
+            "written by a newer dtrain?",
+            f, flags, DTS_FLAG_BYTES);
     if (h < 1 || w < 1 || (uint64_t)c * h > DS_MAX_SAMPLE_VALUES || (uint64_t)c * h * w > DS_MAX_SAMPLE_VALUES)
         return status_set_error(DT_ERR_CORRUPT, "%s: sample shape %ux%ux%u (offsets 16, 20, 24) is not 1 to %u values",
                                 f, c, h, w, DS_MAX_SAMPLE_VALUES);
@@ -221,7 +224,8 @@ static dt_status check_header(const char *f, const unsigned char *b, size_t len,
     s->count = (size_t)count;
     s->c = (int)c, s->h = (int)h, s->w = (int)w;
     s->classes = (int)classes;
-    s->uint8_values = dtype == DTS_UINT8;
+    /* uint8 is bytes; an fp16/fp32 shard of an image source says so in its flags. */
+    s->uint8_values = dtype == DTS_UINT8 || (flags & DTS_FLAG_BYTES);
     m->mean = malloc(c * sizeof *m->mean);
     m->std = malloc(c * sizeof *m->std);
     if (!m->mean || !m->std) return status_set_error(DT_ERR_NOMEM, "out of memory opening %s (%u channels)", f, c);

@@ -387,6 +387,9 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
         put32(hdr + 40, (uint32_t)src->classes);
         put64(hdr + 48, total);
         put32(hdr + 56, pcrc);
+        /* A source of bytes stays one in fp16/fp32: --normalize unit divides by 255 either way.
+         * (uint8 says it by its dtype, and keeps 0 here, which every dtrain reads.) */
+        put32(hdr + 60, src->uint8_values && dtype != DTS_UINT8 ? DTS_FLAG_BYTES : 0u);
         for (int c = 0; c < src->c; c++) {
             const float m = (float)stats.mean[c], sd = (float)stats.std[c];
             uint32_t u;

@@ -166,4 +166,13 @@ rm "$tmp/badtest"/t10k-*
 expect 0 "held-out: none ($tmp/badtest has no test split" run 1 train --data "$tmp/badtest" --steps 2
 expect 2 "needs --checkpoint-dir DIR" run 1 eval --data "$tmp/hard"
 expect 1 "no loadable checkpoint in $tmp/none" run 1 eval --data "$tmp/hard" --checkpoint-dir "$tmp/none"
+# --normalize unit on an fp32 shard of bytes: divided by 255 as the bytes are (the shard's byte
+# flag), so a checkpoint evaluates the same on the IDX files and on their shard.
+run 1 train --data "$tmp/hard" --model fc:10 --steps 5 --batch 20 --normalize unit --checkpoint-dir "$tmp/cku" \
+    --quiet >/dev/null 2>&1
+run 1 data convert "$tmp/hard" "$tmp/hard32" --dtype fp32 >/dev/null 2>&1
+l_idx=$(run 1 eval --data "$tmp/hard" --model fc:10 --checkpoint-dir "$tmp/cku" 2>&1 | grep -o "mean loss [0-9.]*")
+l_dts=$(run 1 eval --data "$tmp/hard32" --model fc:10 --checkpoint-dir "$tmp/cku" 2>&1 | grep -o "mean loss [0-9.]*")
+[ -n "$l_idx" ] && [ "$l_idx" = "$l_dts" ] && ok "--normalize unit: an fp32 shard of bytes evaluates as its source ($l_dts)" ||
+    bad "--normalize unit on an fp32 shard: '$l_dts' against the IDX files' '$l_idx'"
 finish

@@ -190,7 +190,15 @@ static void round_trip(int kind, int dtype, int threads)
     assert_int_equal(s->count, 301);
     assert_int_equal(s->c, 3), assert_int_equal(s->h, 5), assert_int_equal(s->w, 4);
     assert_int_equal(s->classes, 10);
-    assert_int_equal(s->uint8_values, want_dtype == DTS_UINT8);
+    /* Bytes stay bytes in any dtype (the header's DTS_FLAG_BYTES for fp16/fp32, which --normalize
+     * unit divides by 255); uint8 says it by its dtype and leaves the flags 0, as older readers want. */
+    assert_int_equal(s->uint8_values, want_dtype == DTS_UINT8 || src.uint8_values);
+    FILE *hf = fopen(p, "rb");
+    unsigned char hdr[64];
+    assert_non_null(hf);
+    assert_int_equal(fread(hdr, 1, sizeof hdr, hf), sizeof hdr);
+    fclose(hf);
+    assert_int_equal(hdr[60], src.uint8_values && want_dtype != DTS_UINT8 ? DTS_FLAG_BYTES : 0);
     assert_int_equal(dts_sample_offset(s, 0) % DTS_ALIGN, 0); /* aligned rows in the mapping */
     float x[60];
     double sum[3] = {0}, sq[3] = {0};
@@ -416,6 +424,12 @@ static void test_corruptions(void **st)
     fix_header_crc(b);
     spit(p, b, n);
     expect_open_fails(p, NULL, DT_ERR_CORRUPT, "dtype 9 (offset 28) is not 1 (uint8)");
+
+    memcpy(b, good, n);
+    wr32(b + 60, 3); /* flags: DTS_FLAG_BYTES and a bit of a newer writer */
+    fix_header_crc(b);
+    spit(p, b, n);
+    expect_open_fails(p, NULL, DT_ERR_CORRUPT, "flags field (offset 60) is 0x3, with bits this dtrain does not know");
 
     memcpy(b, good, n);
     wr32(b + 8, 2); /* version */
