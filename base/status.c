@@ -8,6 +8,8 @@
 #include <string.h>
 
 static _Thread_local char last_error[2048];
+/* 1 while the last error is another rank's failure, as a collective call reports it here. */
+static _Thread_local int last_from_peer;
 
 const char *dt_strerror(dt_status s)
 {
@@ -35,13 +37,20 @@ void status_clear_error(void) { last_error[0] = '\0'; }
 
 _Static_assert(sizeof(((status_kept *)0)->msg) == sizeof last_error, "a kept message holds the whole last error");
 
-void status_keep(status_kept *k) { memcpy(k->msg, last_error, sizeof k->msg); }
+void status_keep(status_kept *k)
+{
+    memcpy(k->msg, last_error, sizeof k->msg);
+    k->from_peer = last_from_peer;
+}
 
 dt_status status_restore(dt_status s, const status_kept *k)
 {
     memcpy(last_error, k->msg, sizeof last_error);
+    last_from_peer = k->from_peer;
     return s;
 }
+
+int status_from_peer(void) { return last_from_peer; }
 
 dt_status status_set_error(dt_status s, const char *fmt, ...)
 {
@@ -54,6 +63,19 @@ dt_status status_set_error(dt_status s, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     memcpy(last_error, msg, sizeof msg);
+    last_from_peer = 0;
+    return s;
+}
+
+dt_status status_set_peer_error(dt_status s, const char *fmt, ...)
+{
+    char msg[sizeof last_error];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
+    last_from_peer = 1;
     return s;
 }
 

@@ -16,6 +16,13 @@ extern "C" {
 /* Records a printf-style message as this thread's last error and returns s, so a failure reads
  * `return status_set_error(DT_ERR_ENV, "SLURM_PROCID='%s' is not a number; ...", v);`. */
 dt_status status_set_error(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* As status_set_error, for a failure that another rank had and a collective call reports on this
+ * one ("dt_model_create failed on rank 1 ..."): the status is that rank's, and status_from_peer()
+ * says 1 until the next error is recorded. What this rank itself ran out of is its own report
+ * (the launcher's out-of-memory summary is printed by the rank that ran out, not by its peers). */
+dt_status status_set_peer_error(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* 1 when this thread's last error was recorded by status_set_peer_error, else 0. */
+int status_from_peer(void);
 /* A public call given NULL for a required argument, refused before it does any work: the one
  * wording of every layer, DT_ERR_INVALID_ARG with "fn: arg is NULL: fix" (fix: what to pass). */
 dt_status status_null_arg(const char *fn, const char *arg, const char *fix);
@@ -31,6 +38,7 @@ void status_clear_error(void);
  *    thread). */
 typedef struct status_kept {
     char msg[2048];
+    int from_peer; /* status_from_peer() at the keep */
 } status_kept;
 
 /* Copies this thread's last error into *k. */

@@ -475,7 +475,7 @@ dt_status engine_wait_upto(engine *e, uint64_t seq)
             if (e->done < seq) engine_listen(e);
         }
         const dt_status failed = e->failure;
-        status_kept why = {""};
+        status_kept why = {.msg = ""};
         if (failed) why = e->failure_msg;
         pthread_mutex_unlock(&e->mu);
         return failed ? status_restore(failed, &why) : DT_OK;

@@ -52,7 +52,7 @@ dt_status rank_verdict_status(const dt_ctx *ctx, dt_status own, const char *fn, 
     if (cs) return cs;
     if (v.first_rank < 0) return DT_OK;
     const dt_status code = (dt_status)v.first_code;
-    return status_set_error(code, "%s failed on rank %d (%s)%s%s: read rank %d's message for the cause", fn,
-                            v.first_rank, dt_strerror(code), v.failed > 1 ? " and on other ranks" : "",
-                            consequence ? consequence : "", v.first_rank);
+    return status_set_peer_error(code, "%s failed on rank %d (%s)%s%s: read rank %d's message for the cause", fn,
+                                 v.first_rank, dt_strerror(code), v.failed > 1 ? " and on other ranks" : "",
+                                 consequence ? consequence : "", v.first_rank);
 }

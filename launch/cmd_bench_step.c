@@ -437,7 +437,9 @@ int cmd_bench_step(int argc, char **argv)
             row_setting rs = {.zero = o.zero[z], .overlap = o.overlap[v], .graphs = o.graphs[gi], .synth = o.synth[di]};
             dt_status s =
                 run_precision(ctx, &o, o.prec[i], &rs, &sps, &ms, &wait_ms, &mem, &skipped, &cs, prof, sizeof prof);
-            if (s == DT_ERR_NOMEM) return step_oom(ctx, &o, i, o.zero[z], pl.device == DT_DEVICE_CUDA);
+            /* The summary is the rank's that ran out; a peer's failure reported here is a plain one. */
+            if (s == DT_ERR_NOMEM && !status_from_peer())
+                return step_oom(ctx, &o, i, o.zero[z], pl.device == DT_DEVICE_CUDA);
             if (s) return cli_fail(ctx, s, dt_dtype_name(o.prec[i]));
             if (i == 0 && zvg == 0) base = sps;
             if (rank == 0) {

@@ -10,6 +10,7 @@
 #include "launch/train_run.h"
 
 #include "launch/cli.h"
+#include "base/status.h"
 #include "launch/oom_report.h"
 #include "launch/params_io.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
@@ -30,7 +31,8 @@ int train_status_error(dt_status s)
  * the summary (train_oom_report) once the run is freed. */
 static int setup_error(train_run *r, dt_status s, const char *what)
 {
-    if (s == DT_ERR_NOMEM) snprintf(r->oom_at, sizeof r->oom_at, "%s", what);
+    /* The summary is for the rank that ran out: a peer's, reported here, is said by that rank. */
+    if (s == DT_ERR_NOMEM && !status_from_peer()) snprintf(r->oom_at, sizeof r->oom_at, "%s", what);
     return train_status_error(s);
 }
 

@@ -10,6 +10,7 @@
 
 #include "launch/cli.h"
 #include "base/clock.h"
+#include "base/status.h"
 
 #include <math.h>
 #include <signal.h>
@@ -206,7 +207,8 @@ train_end train_loop(train_run *r, int *rc)
                 train_report_numeric_stop(r, step + 1);
                 return TRAIN_END_NUMERIC;
             }
-            if (s == DT_ERR_NOMEM) snprintf(r->oom_at, sizeof r->oom_at, "at step %ld", step + 1);
+            if (s == DT_ERR_NOMEM && !status_from_peer())
+                snprintf(r->oom_at, sizeof r->oom_at, "at step %ld", step + 1);
             if (s) goto fail;
             loss += res.loss_sum;
             correct += res.correct;
