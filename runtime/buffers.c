@@ -9,6 +9,7 @@
 #include "kernels/backend.h"
 #include "collectives/coll.h"
 #include "collectives/ctx_comm.h"
+#include "collectives/rank_verdict.h"
 #include "base/status.h"
 
 #include <math.h>
@@ -114,15 +115,22 @@ dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_dtype t,
         if (!s) *norm = sqrt(ss);
         return s;
     }
-    /* One allreduce of the sums of squares, watched like every collective: MPI gives every rank
-     * the same result. A rank that failed still joins with NaN, so none waits for it and all see
-     * that the norm is unusable. */
-    double sum = s ? NAN : ss;
+    /* One allreduce of two doubles, watched like every collective (MPI gives every rank the same
+     * result): the sums of squares and how many ranks failed. A rank that failed still joins, so
+     * none waits for it. The count makes the failure known to every rank at no extra collective
+     * when none failed; when one did, all of them (and only then) take the ranks' verdict, which
+     * names the first failing rank and gives every rank its code. */
+    double sum[2] = {s ? 0.0 : ss, s ? 1.0 : 0.0};
     status_kept mine;
     if (s) status_keep(&mine);
-    const dt_status rs = coll_mpi_sum_f64(ctx_host_coll(ctx), &sum, 1);
-    if (s) return status_restore(s, &mine);
-    if (rs) return rs;
-    *norm = sqrt(sum);
+    const dt_status rs = coll_mpi_sum_f64(ctx_host_coll(ctx), sum, 2);
+    if (rs) return s ? status_restore(s, &mine) : rs;
+    if (sum[1] > 0) {
+        if (s) status_restore(s, &mine);
+        const dt_status v = rank_verdict_status(ctx, s, "dt_buffer_norm", ", so no norm was computed");
+        /* Every rank saw the count, so every rank's verdict found the failure; DT_OK cannot come. */
+        return v ? v : status_set_error(DT_ERR_INTERNAL, "dt_buffer_norm: a rank failed but none said which");
+    }
+    *norm = sqrt(sum[0]);
     return DT_OK;
 }

@@ -225,10 +225,15 @@ DT_API dt_status dt_buffer_scale(void *buf, size_t count, dt_dtype t, dt_memory 
  * concatenation of every rank's buffer (each rank holds a shard): the sums of squares are added by
  * one MPI_Allreduce, whose result every rank receives alike, under the deadline of every
  * collective (dt_config::timeout_s); collective over ctx's world (ctx may be NULL only with
- * across_ranks 0). A rank whose own arguments fail still takes part, so no peer waits for it: its
- * peers get DT_OK and a NaN norm. inf or NaN when an element is.
+ * across_ranks 0). A rank whose own part fails (its arguments, its device) still takes part, so
+ * no peer waits for it, and every rank fails with that rank's code: that rank with its own message,
+ * the others with "dt_buffer_norm failed on rank R (...)" naming the first failing rank; *norm is
+ * then left unchanged on every rank. (A rank given across_ranks 1 and a NULL ctx has no way to
+ * reach its peers: it fails alone, and they wait for it until the deadline.) inf or NaN when an
+ * element is.
  * @return DT_OK; DT_ERR_INVALID_ARG for a NULL norm, a NULL buf with count > 0 or a bad dtype or
- *         memory; DT_ERR_DEVICE; DT_ERR_MPI.
+ *         memory; DT_ERR_DEVICE; DT_ERR_MPI; across ranks also the code of another rank whose own
+ *         part failed (above).
  */
 DT_API dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_dtype t, dt_memory mem, int across_ranks,
                                 double *norm);

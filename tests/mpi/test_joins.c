@@ -10,15 +10,18 @@
  * caps kept its reducer where the others made a new one, with a communicator of its own; another
  * ZeRO stage would reduce-scatter where the others allreduce); under ZeRO-1 (where they sum over
  * the ranks) dt_model_grad_norm with a NULL norm, dt_model_unscale_grads with a NULL found_inf or
- * a bad factor, dt_model_clip_grad_norm with a bad maximum; dt_check_replicas with a NULL buffer.
- * With one rank there is nobody to wait: the failing calls fail alone.
+ * a bad factor, dt_model_clip_grad_norm with a bad maximum; dt_buffer_norm across ranks with a
+ * NULL norm or a bad element type; dt_check_replicas with a NULL buffer. With one rank there is nobody
+ * to wait: the failing calls fail alone.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "dtrain.h"
 #include "mpi_check.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -26,6 +29,26 @@ enum { IN = 8, CLS = 4, B = 4 };
 #define SPEC "fc:16,relu,fc:4"
 #define TIMEOUT_S 30.0
 #define PROMPT_S 10.0 /* "at once": a third of the deadline, on a busy machine */
+
+/* Memory a rank cannot get, on purpose: this test is linked with dtrain's objects and
+ * -Wl,--wrap=malloc,--wrap=calloc (tests/CMakeLists.txt), so every malloc and calloc in dtrain's
+ * code (not in MPI or libc, which are shared libraries) comes here, and fails while no_memory is
+ * set on this rank. */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t k, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t k, size_t n);
+static int no_memory;
+void *__wrap_malloc(size_t n)
+{
+    if (no_memory) return errno = ENOMEM, NULL;
+    return __real_malloc(n);
+}
+void *__wrap_calloc(size_t k, size_t n)
+{
+    if (no_memory) return errno = ENOMEM, NULL;
+    return __real_calloc(k, n);
+}
 
 static double now(void)
 {
@@ -181,7 +204,29 @@ static void check_zero(dt_ctx *ctx)
     dt_model_free(m);
 }
 
-/* 4. dt_check_replicas without a buffer on one rank. */
+/* 4. dt_buffer_norm across ranks with one rank's bad argument, then alike on every rank. */
+static void check_buffer_norm(dt_ctx *ctx)
+{
+    float buf[4];
+    for (int i = 0; i < 4; i++) buf[i] = (float)(rank + 1);
+    const int bad = world - 1;
+    double norm = -1;
+    double t0 = now();
+    dt_status s = dt_buffer_norm(ctx, buf, 4, DT_F32, DT_MEMORY_HOST, 1, rank == bad ? NULL : &norm);
+    expect_join("buffer_norm with a NULL norm", s, t0, DT_ERR_INVALID_ARG, bad, "norm is NULL", "dt_buffer_norm",
+                "no norm was computed");
+    CHECK(norm == -1, "rank %d: no norm written on a failure (%g)", rank, norm);
+    t0 = now();
+    s = dt_buffer_norm(ctx, buf, 4, rank == 0 ? DT_U8 : DT_F32, DT_MEMORY_HOST, 1, &norm);
+    expect_join("buffer_norm of DT_U8", s, t0, DT_ERR_INVALID_ARG, 0, "DT_U8", "dt_buffer_norm", NULL);
+    /* Alike: 4 values of r + 1 on each rank r. */
+    double want = 0;
+    for (int r = 0; r < world; r++) want += 4.0 * (r + 1) * (r + 1);
+    CHECK(dt_buffer_norm(ctx, buf, 4, DT_F32, DT_MEMORY_HOST, 1, &norm) == DT_OK && norm == sqrt(want),
+          "buffer_norm alike: %g, want %g", norm, sqrt(want));
+}
+
+/* 5. dt_check_replicas without a buffer on one rank. */
 static void check_replicas_null(dt_ctx *ctx)
 {
     float buf[16] = {0};
@@ -204,6 +249,7 @@ int main(void)
     check_create(ctx);
     check_set_sync(ctx);
     check_zero(ctx);
+    check_buffer_norm(ctx);
     check_replicas_null(ctx);
     const int rc = mpi_check_finish(ctx, "test_joins");
     dt_finalize(ctx);
