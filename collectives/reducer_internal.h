@@ -78,8 +78,4 @@ dt_status reducer_allgather(dt_reducer *r, float *buf);
 /* The same for an fp32 host buffer whatever the reducer's memory (an optimizer state spread to
  * full size for a checkpoint); returns when done. */
 dt_status reducer_allgather_host(dt_reducer *r, float *buf);
-/* Each rank's v to every rank (through the engine, so the watchdog covers it, or the context's
- * host backend for a device reducer): all[k] is rank k's, *nranks the world (1, with all[0] = v,
- * when nothing is communicated). all holds the world's size. */
-dt_status reducer_share(dt_reducer *r, double v, double *all, int *nranks);
 #endif

@@ -1,6 +1,6 @@
 /*
  * reducer_zero.c - ZeRO-1 in the reducer (reducer_internal.h): which part of each bucket this rank
- * owns, and the allgathers and the value exchange that dt_model's sharded step needs.
+ * owns, and the allgathers that dt_model's sharded step needs.
  *
  * Three carriers, one contract:
  * - the engine (host memory): only its reduce-scatter phase, parts by engine_part, bitwise the
@@ -12,17 +12,14 @@
  *   the one whole-buffer allreduce at wait() stays, so every part holds its reduced values and the
  *   optimizer's state and work are sharded, not the gradient bytes (that path moves the whole
  *   buffer through the host either way); parts by coll_part.
- * Host buffers of a device reducer (the optimizer state a checkpoint gathers, shared values) go
- * through the context's host backend, by coll_part's split too.
+ * Host buffers of a device reducer (the optimizer state a checkpoint gathers) go through the
+ * context's host backend, by coll_part's split too.
  */
 #include "collectives/reducer_impl.h"
 #include "collectives/reducer_internal.h"
 #include "base/status.h"
 #include "base/trace.h"
 #include "collectives/ctx_comm.h"
-
-#include <stdlib.h>
-#include <string.h>
 
 dt_status reducer_set_shard(dt_reducer *r, int on)
 {
@@ -102,32 +99,4 @@ dt_status reducer_allgather_host(dt_reducer *r, float *buf)
 {
     if (!r->comm || r->eng) return reducer_allgather(r, buf);
     return parts_allgather(r, ctx_host_coll(r->ctx), buf);
-}
-
-dt_status reducer_share(dt_reducer *r, double v, double *all, int *nranks)
-{
-    coll *host = r->comm && !r->eng ? ctx_host_coll(r->ctx) : NULL;
-    if (!r->comm || (!r->eng && !host)) {
-        all[0] = v;
-        *nranks = 1;
-        return DT_OK;
-    }
-    const int w = r->eng ? engine_size(r->eng) : host->size, me = r->eng ? engine_rank(r->eng) : host->rank;
-    /* Two floats a rank: engine_part and the backend's blocks both give rank k exactly elements
-     * 2k and 2k + 1; the allgather moves their bits untouched. */
-    float *buf = calloc((size_t)w * 2, sizeof *buf);
-    if (!buf) return status_set_error(DT_ERR_NOMEM, "out of memory sharing a value among %d ranks", w);
-    memcpy(buf + 2 * me, &v, sizeof v);
-    dt_status s;
-    if (r->eng) {
-        s = engine_start_allgather(r->eng, buf, (size_t)w * 2, 0);
-        const dt_status ws = engine_wait_all(r->eng);
-        if (!s) s = ws;
-    } else {
-        s = host->ops->allgather(host, buf, (size_t)w * 2, DT_F32);
-    }
-    for (int k = 0; !s && k < w; k++) memcpy(&all[k], buf + 2 * k, sizeof(double));
-    free(buf);
-    *nranks = w;
-    return s;
 }

@@ -12,15 +12,18 @@
  * MPI_Reduce_scatter_block's equal blocks; the bucket split needs neither.
  *
  * After the reduce-scatter only the owned slices hold reduced gradients, so everything that reads
- * them works on the slices and agrees across the ranks through the engine: the scaler's non-finite
- * count is summed (every rank skips alike), the clipping norm's sum of squares is each rank's
- * slices' sum added in rank order (the same bits everywhere; not bitwise the --zero 0 norm, whose
- * sum runs over the whole buffer in another order). The optimizer steps on the slices, its state
- * holding only them, and the updated parameters are allgathered bucket by bucket; the 16-bit
- * parameter copy is made from them at the next forward as before.
+ * them works on the slices and agrees across the ranks through a watched exchange
+ * (sum_over_ranks): the scaler's non-finite count is summed (every rank skips alike), the clipping
+ * norm's sum of squares is each rank's slices' sum added in rank order (the same bits everywhere;
+ * not bitwise the --zero 0 norm, whose sum runs over the whole buffer in another order). The
+ * optimizer steps on the slices, its state holding only them, and the updated parameters are
+ * allgathered bucket by bucket; the 16-bit parameter copy is made from them at the next forward as
+ * before.
  */
 #include "runtime/model/model_internal.h"
 #include "collectives/reducer_internal.h"
+#include "collectives/coll.h"
+#include "collectives/ctx_comm.h"
 #include "base/status.h"
 
 #include <stdio.h>
@@ -64,34 +67,44 @@ dt_status model_zero_allgather_params(dt_model *m)
     return reducer_allgather(m->red, m->params);
 }
 
+/* Ranks per exchange of sum_over_ranks: their values ride on the stack, 2 KiB, as rank_verdict's
+ * slots do, so that no rank can fail to allocate them and skip the collective its peers entered. */
+#define SUM_CHUNK 256
+
 /* The sum of the ranks' values in rank order (the same bits on every rank). own: this rank's
  * failure (mine then unused). Such a rank still joins, sharing -own in place of its value (the
  * values, counts and sums of squares, are never negative), so that no rank waits for it: it
  * returns own with its own message, the others the code of the first rank that failed, with a
- * message naming it (fn: what failed there). */
+ * message naming it (fn: what failed there). Each rank's value is carried exactly: it sits in its
+ * own slot of a zeroed array summed over the ranks (v + 0 is v), SUM_CHUNK ranks per allreduce
+ * over the context's host backend, under the collective deadline; nothing is allocated. */
 static dt_status sum_over_ranks(const dt_model *m, double mine, dt_status own, const char *fn, double *total)
 {
     status_kept why;
     if (own) status_keep(&why);
-    const int world = m->ctx ? dt_world_size(m->ctx) : 1;
-    double *all = malloc((size_t)(world > 0 ? world : 1) * sizeof *all);
-    if (!all)
-        return own ? status_restore(own, &why)
-                   : status_set_error(DT_ERR_NOMEM, "out of memory for %d ranks' values", world);
-    int n = 1, bad = -1;
-    dt_status s = reducer_share(m->red, own ? -(double)own : mine, all, &n);
-    double sum = 0.0;
-    for (int k = 0; !s && k < n; k++) {
-        if (all[k] < 0 && bad < 0) bad = k;
-        sum += all[k];
+    const double v = own ? -(double)own : mine;
+    coll *c = m->ctx && dt_world_size(m->ctx) > 1 ? ctx_host_coll(m->ctx) : NULL;
+    const int world = c ? c->size : 1, me = c ? c->rank : 0;
+    double slot[SUM_CHUNK], sum = 0.0, bad_v = 0.0;
+    int bad = -1;
+    dt_status s = DT_OK;
+    for (int base = 0; base < world && !s; base += SUM_CHUNK) {
+        const int n = world - base < SUM_CHUNK ? world - base : SUM_CHUNK;
+        memset(slot, 0, sizeof slot);
+        if (me >= base && me < base + n) slot[me - base] = v;
+        if (c) s = coll_mpi_sum_f64(c, slot, n);
+        for (int k = 0; !s && k < n; k++) {
+            if (slot[k] < 0 && bad < 0) bad = base + k, bad_v = slot[k];
+            sum += slot[k];
+        }
     }
-    const dt_status code = bad >= 0 ? (dt_status)(int)-all[bad] : DT_OK;
-    free(all);
     if (own) return status_restore(own, &why);
     if (s) return s;
-    if (bad >= 0)
+    if (bad >= 0) {
+        const dt_status code = (dt_status)(int)-bad_v;
         return status_set_error(code, "%s failed on rank %d (%s): read rank %d's message for the cause", fn, bad,
                                 dt_strerror(code), bad);
+    }
     *total = sum;
     return DT_OK;
 }

@@ -10,8 +10,9 @@
  * caps kept its reducer where the others made a new one, with a communicator of its own; another
  * ZeRO stage would reduce-scatter where the others allreduce); under ZeRO-1 (where they sum over
  * the ranks) dt_model_grad_norm with a NULL norm, dt_model_unscale_grads with a NULL found_inf or
- * a bad factor, dt_model_clip_grad_norm with a bad maximum; dt_buffer_norm across ranks with a
- * NULL norm or a bad element type; dt_check_replicas with a NULL buffer. With one rank there is nobody
+ * a bad factor, dt_model_clip_grad_norm with a bad maximum, and all three on a rank that can get no
+ * memory (their exchange needs none: they succeed alike); dt_buffer_norm across ranks with a NULL
+ * norm or a bad element type; dt_check_replicas with a NULL buffer. With one rank there is nobody
  * to wait: the failing calls fail alone.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
@@ -204,7 +205,31 @@ static void check_zero(dt_ctx *ctx)
     dt_model_free(m);
 }
 
-/* 4. dt_buffer_norm across ranks with one rank's bad argument, then alike on every rank. */
+/* 4. Under ZeRO-1 a rank that can get no memory while the norm and the non-finite count are
+ * summed over the ranks: the exchange needs none, so every rank gets the same answers at once. */
+static void check_zero_no_memory(dt_ctx *ctx)
+{
+    dt_model *m = model(ctx, 1);
+    backward(m, 2);
+    const int bad = world - 1;
+    double norm = -1, n2 = -1;
+    int inf = -1;
+    double t0 = now();
+    no_memory = rank == bad;
+    dt_status s = dt_model_grad_norm(m, &norm);
+    const dt_status u = dt_model_unscale_grads(m, 1.0f, &inf);
+    const dt_status c = dt_model_clip_grad_norm(m, 1e9, &n2);
+    no_memory = 0;
+    const double dt = now() - t0;
+    CHECK(s == DT_OK && u == DT_OK && c == DT_OK, "no memory on rank %d: rank %d returned %d, %d, %d", bad, rank,
+          (int)s, (int)u, (int)c);
+    CHECK(dt < PROMPT_S, "no memory on rank %d: rank %d returned after %.1f s", bad, rank, dt);
+    CHECK(norm > 0 && norm == n2 && inf == 0, "rank %d: norm %g, clip's %g, found_inf %d", rank, norm, n2, inf);
+    CHECK(dt_check_replicas(ctx, &norm, sizeof norm, NULL, NULL) == DT_OK, "the same norm on every rank");
+    dt_model_free(m);
+}
+
+/* 5. dt_buffer_norm across ranks with one rank's bad argument, then alike on every rank. */
 static void check_buffer_norm(dt_ctx *ctx)
 {
     float buf[4];
@@ -226,7 +251,7 @@ static void check_buffer_norm(dt_ctx *ctx)
           "buffer_norm alike: %g, want %g", norm, sqrt(want));
 }
 
-/* 5. dt_check_replicas without a buffer on one rank. */
+/* 6. dt_check_replicas without a buffer on one rank. */
 static void check_replicas_null(dt_ctx *ctx)
 {
     float buf[16] = {0};
@@ -249,6 +274,7 @@ int main(void)
     check_create(ctx);
     check_set_sync(ctx);
     check_zero(ctx);
+    check_zero_no_memory(ctx);
     check_buffer_norm(ctx);
     check_replicas_null(ctx);
     const int rc = mpi_check_finish(ctx, "test_joins");
