@@ -274,7 +274,7 @@ static void *engine_thread(void *arg)
     return NULL;
 }
 
-dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, dt_allreduce_algo algo, engine **out)
+dt_status engine_prepare(MPI_Comm world, double timeout_s, int use_thread, dt_allreduce_algo algo, engine **out)
 {
     *out = NULL;
     engine *e = calloc(1, sizeof *e);
@@ -290,18 +290,14 @@ dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, dt_all
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&e->cv_done, &ca);
     pthread_condattr_destroy(&ca);
-    if (MPI_Comm_dup(world, &e->comm) != MPI_SUCCESS) {
-        engine_destroy(e);
-        return status_set_error(DT_ERR_MPI, "MPI_Comm_dup failed creating the communication engine");
-    }
-    MPI_Comm_set_errhandler(e->comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(e->comm, &e->rank);
-    MPI_Comm_size(e->comm, &e->size);
+    /* The duplicate engine_connect makes has world's ranks and size. */
+    MPI_Comm_rank(world, &e->rank);
+    MPI_Comm_size(world, &e->size);
     e->timeout_s = timeout_s;
+    e->use_thread = use_thread;
     e->algo = algo;
     e->chain_seg = ENGINE_CHAIN_SEG;
     e->chain_min_bytes = ENGINE_CHAIN_MIN_BYTES;
-    engine_topology(e);
     e->nscratch = ENGINE_MAX_REQS;
     e->scratch = calloc((size_t)e->nscratch, sizeof *e->scratch);
     e->scratch_n = calloc((size_t)e->nscratch, sizeof *e->scratch_n);
@@ -319,9 +315,21 @@ dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, dt_all
         engine_destroy(e);
         return status_set_error(DT_ERR_NOMEM, "out of memory for the communication engine");
     }
+    *out = e;
+    return DT_OK;
+}
+
+dt_status engine_connect(engine *e, MPI_Comm world)
+{
+    if (MPI_Comm_dup(world, &e->comm) != MPI_SUCCESS) {
+        e->comm = MPI_COMM_NULL;
+        return status_set_error(DT_ERR_MPI, "MPI_Comm_dup failed creating the communication engine");
+    }
+    MPI_Comm_set_errhandler(e->comm, MPI_ERRORS_RETURN);
+    engine_topology(e);
     int provided = 0;
     MPI_Query_thread(&provided);
-    e->threaded = provided == MPI_THREAD_MULTIPLE && use_thread;
+    e->threaded = provided == MPI_THREAD_MULTIPLE && e->use_thread;
     if (e->threaded && pthread_create(&e->thread, NULL, engine_thread, e) != 0) {
         log_msg(LOG_LEVEL_WARN, "could not start the communication thread; communication progresses inline");
         e->threaded = 0;
@@ -338,7 +346,20 @@ dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, dt_all
                  dt_allreduce_algo_name(e->algo));
     log_msg0(LOG_LEVEL_INFO, "communication engine: %s, timeout %.0f s, %s",
              e->threaded ? "communication thread" : "inline (no MPI_THREAD_MULTIPLE, or DTRAIN_COMM_THREAD=0)",
-             timeout_s, topo);
+             e->timeout_s, topo);
+    return DT_OK;
+}
+
+dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, dt_allreduce_algo algo, engine **out)
+{
+    *out = NULL;
+    engine *e = NULL;
+    dt_status s = engine_prepare(world, timeout_s, use_thread, algo, &e);
+    if (!s) s = engine_connect(e, world);
+    if (s) {
+        engine_destroy(e);
+        return s;
+    }
     *out = e;
     return DT_OK;
 }

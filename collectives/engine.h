@@ -28,8 +28,17 @@ typedef struct engine engine;
 /* An engine over a duplicate of `world`. timeout_s 0 means no deadline. use_thread 1: a communication
  * thread when MPI provides MPI_THREAD_MULTIPLE (dt_config::comm_thread); 0: inline. algo: how fp32
  * allreduces travel (dt_config::allreduce). Collective over world: it also finds the nodes
- * (MPI_COMM_TYPE_SHARED) and whether each node's ranks are contiguous. */
+ * (MPI_COMM_TYPE_SHARED) and whether each node's ranks are contiguous. engine_prepare then
+ * engine_connect; *out is NULL on a failure. */
 dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, dt_allreduce_algo algo, engine **out);
+/* The two halves of engine_create, for a caller whose ranks must agree that every one of them got
+ * this far before any enters a collective (the reducer's verdict goes between them). engine_prepare:
+ * everything that can fail on this rank alone (memory); nothing is sent; *out is NULL on a failure.
+ * engine_connect: collective over world: the duplicate communicator, the topology and the thread;
+ * after the duplicate nothing fails on one rank alone. DT_ERR_MPI.
+ * engine_destroy frees a prepared engine, connected or not. */
+dt_status engine_prepare(MPI_Comm world, double timeout_s, int use_thread, dt_allreduce_algo algo, engine **out);
+dt_status engine_connect(engine *e, MPI_Comm world);
 
 /* The chain's segment in elements (default 16000 floats) and the smallest bucket in bytes that
  * DT_ALLREDUCE_AUTO may send by the chain (default 64 KiB; also at least 2 (W-1) segments), for

@@ -86,7 +86,7 @@ typedef struct req {
 struct engine {
     MPI_Comm comm;
     int rank, size;
-    /* The topology (engine_create): nodes, whether each node's ranks are contiguous, and the
+    /* The topology (engine_connect): nodes, whether each node's ranks are contiguous, and the
      * algorithm policy with the chain's segment (engine_set_chain). */
     int nodes, block, node_ranks; /* node_ranks: the most ranks on one node */
     dt_allreduce_algo algo;
@@ -94,6 +94,7 @@ struct engine {
     chain_mem *chain; /* per bucket id */
     double timeout_s;
     int threaded;
+    int use_thread; /* engine_prepare's wish, acted on by engine_connect (threaded: what came of it) */
     /* The request ring; in threaded mode guarded by mu. */
     req reqs[ENGINE_MAX_REQS];
     uint64_t next_seq; /* requests started */

@@ -7,6 +7,7 @@
 #include "collectives/reducer_impl.h"
 #include "collectives/reducer_internal.h"
 #include "collectives/ctx_comm.h"
+#include "collectives/rank_verdict.h"
 #include "kernels/backend.h"
 #include "base/status.h"
 
@@ -137,10 +138,12 @@ static dt_status alloc_step(dt_reducer *r)
     return DT_OK;
 }
 
-dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_range *ranges, int nranges,
-                            const dt_reducer_config *c, dt_reducer **out)
+/* Everything of dt_reducer_create that this rank does alone: the arguments, the bucket plan and
+ * the memory (the step's bookkeeping, the device's 16-bit wire copy, the engine's); nothing is
+ * sent. *out gets what was made, also on a failure (for dt_reducer_free), or NULL. */
+static dt_status reducer_make(dt_ctx *ctx, void *grads, size_t count, const dt_range *ranges, int nranges,
+                              const dt_reducer_config *c, dt_reducer **out)
 {
-    if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: out is NULL");
     *out = NULL;
     if (!ctx || !grads)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: ctx or the gradient buffer is NULL");
@@ -162,6 +165,7 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
     if (s) return s;
     dt_reducer *r = calloc(1, sizeof *r);
     if (!r) return status_set_error(DT_ERR_NOMEM, "dt_reducer_create: out of memory");
+    *out = r;
     r->dev_be = dev_be;
     r->ctx = ctx;
     r->buf = grads;
@@ -182,25 +186,36 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
      * path on one GPU: a sum over one rank changes no bit). */
     const int comm1 = cfg.memory == DT_MEMORY_DEVICE && ctx_config(ctx)->comm_world1;
     r->comm = dt_world_size(ctx) > 1 || comm1;
-    /* Every rank runs the same checks above on the same arguments, so all fail alike or none do;
-     * the plan check is the first collective. */
-    if (!s && r->comm) s = check_plan_across_ranks(r);
-    if (!s && r->comm) {
-        if (cfg.memory == DT_MEMORY_HOST) {
-            s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), ctx_config(ctx)->comm_thread,
-                              ctx_config(ctx)->allreduce, &r->eng);
-            if (!s) engine_set_ctx(r->eng, ctx);
-        } else {
-            coll *dc = ctx_device_coll(ctx);
-            r->dcoll = dc && dc->ops->start ? dc : NULL;
-            r->whole_at_wait = !r->dcoll;
-            if (cfg.dtype == DT_F32 && cfg.wire != DT_F32)
-                s = r->dev_be->ops->alloc(r->dev_be, count * sizeof(uint16_t),
-                                          "the 16-bit wire copy of the "
-                                          "gradients",
-                                          (void **)&r->wire16);
-        }
+    if (s || !r->comm) return s;
+    if (cfg.memory == DT_MEMORY_HOST) {
+        s = engine_prepare(ctx_world_comm(ctx), ctx_timeout(ctx), ctx_config(ctx)->comm_thread,
+                           ctx_config(ctx)->allreduce, &r->eng);
+        if (!s) engine_set_ctx(r->eng, ctx);
+        return s;
     }
+    coll *dc = ctx_device_coll(ctx);
+    r->dcoll = dc && dc->ops->start ? dc : NULL;
+    r->whole_at_wait = !r->dcoll;
+    if (cfg.dtype == DT_F32 && cfg.wire != DT_F32)
+        s = r->dev_be->ops->alloc(r->dev_be, count * sizeof(uint16_t), "the 16-bit wire copy of the gradients",
+                                  (void **)&r->wire16);
+    return s;
+}
+
+dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_range *ranges, int nranges,
+                            const dt_reducer_config *c, dt_reducer **out)
+{
+    dt_reducer *r = NULL;
+    dt_status s = out ? reducer_make(ctx, grads, count, ranges, nranges, c, &r)
+                      : status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_create: out is NULL");
+    if (out) *out = NULL;
+    /* The ranks' verdict is the first collective: a rank whose own part failed (an argument,
+     * memory) still joins it, so that none of its peers waits for it in the plan check, and every
+     * rank fails with the first failing rank's code. Only a rank without a context cannot reach
+     * its peers. After the verdict nothing fails on one rank alone but a collective. */
+    if (ctx) s = rank_verdict_status(ctx, s, "dt_reducer_create", ", so no reducer was made");
+    if (!s && r->comm) s = check_plan_across_ranks(r);
+    if (!s && r->eng) s = engine_connect(r->eng, ctx_world_comm(ctx));
     if (s) {
         dt_reducer_free(r);
         return s;
@@ -255,18 +270,26 @@ int reducer_same_plan(const dt_reducer *r, const void *buf, const dt_reducer_con
 
 dt_status reducer_retune(dt_reducer *r, dt_redop op, int overlap)
 {
+    dt_status own = DT_OK;
     if (reducer_step_open(r))
-        return status_set_error(DT_ERR_INVALID_ARG,
-                                "reducer: the reduction cannot change in the middle of a step (%d range(s) ready): "
-                                "call dt_reducer_wait first",
-                                r->nready);
-    if (op != DT_SUM && op != DT_AVG)
-        return status_set_error(DT_ERR_INVALID_ARG, "reducer: reduction %d must be DT_SUM or DT_AVG", (int)op);
+        own = status_set_error(DT_ERR_INVALID_ARG,
+                               "reducer: the reduction cannot change in the middle of a step (%d range(s) ready): "
+                               "call dt_reducer_wait first",
+                               r->nready);
+    else if (op != DT_SUM && op != DT_AVG)
+        own = status_set_error(DT_ERR_INVALID_ARG, "reducer: reduction %d must be DT_SUM or DT_AVG", (int)op);
+    else if (overlap != 0 && overlap != 1)
+        own = status_set_error(DT_ERR_INVALID_ARG, "reducer: overlap %d must be 0 or 1", overlap);
+    if (!r->comm) return own;
+    /* As at creation: a rank whose own part failed joins the ranks' verdict, so that its peers do
+     * not wait for it in the comparison below, and all fail with its code. */
+    own = rank_verdict_status(r->ctx, own, "changing the reducer's reduction", ", so nothing changed");
+    if (own) return own;
     const dt_reducer_config old = r->cfg;
     r->cfg.op = op;
     r->cfg.overlap = overlap;
     /* The ranks compare their settings again, as at creation. */
-    dt_status s = r->comm ? check_plan_across_ranks(r) : DT_OK;
+    dt_status s = check_plan_across_ranks(r);
     if (s) r->cfg = old;
     return s;
 }

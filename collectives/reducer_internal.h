@@ -17,7 +17,10 @@ dt_status reducer_set_buffer(dt_reducer *r, void *buf, dt_dtype dtype, dt_dtype 
 int reducer_same_plan(const dt_reducer *r, const void *buf, const dt_reducer_config *c);
 /* Another reduction (DT_SUM / DT_AVG) and overlap for the same plan and buffer, between steps,
  * compared across the ranks as at creation (so collective when anything is communicated): what
- * dt_model_set_sync changes without making a new reducer, and with it a new engine. */
+ * dt_model_set_sync changes without making a new reducer, and with it a new engine. A rank whose
+ * own part fails (mid-step, op or overlap out of range) still joins the ranks' verdict first:
+ * every rank then fails with its code (the others with "changing the reducer's reduction failed
+ * on rank R"), and nothing changes on any rank. DT_ERR_INVALID_ARG, DT_ERR_MPI. */
 dt_status reducer_retune(dt_reducer *r, dt_redop op, int overlap);
 
 /* The settings a reducer and a model's dt_sync_config share, checked alike whether or not a

@@ -95,14 +95,19 @@ typedef struct dt_reducer dt_reducer;
  * under the context's deadline (a rank that never arrives: the job is aborted once
  * dt_config::timeout_s has passed): a rank with another plan fails on every rank with
  * DT_ERR_INVALID_ARG naming the first differing rank and both bucket counts, instead of hanging
- * later.
+ * later. A rank whose own part fails (any error below: an argument, memory) still joins the other
+ * ranks before that check, so that none waits for it: every rank fails with that rank's code, that
+ * rank with its own message, the others with "dt_reducer_create failed on rank R (...), so no
+ * reducer was made" naming the first failing rank. Only a rank given a NULL ctx cannot reach its
+ * peers: it fails alone, and they wait for it until the deadline.
  *
  * @return DT_OK; DT_ERR_INVALID_ARG for a NULL ctx/grads/out, count 0, a bad dtype/wire/op/cap,
  *         an overlap other than 0 or 1, a plan of more buckets than the reducer holds (raise
  *         bucket_mb),
  *         ranges that overlap, leave a gap or run past the buffer (naming the two ranges or the
  *         gap), a device pointer given as host memory or the reverse, device memory in a build or
- *         placement without CUDA; DT_ERR_NOMEM (also for the 16-bit wire copy on the device); DT_ERR_MPI.
+ *         placement without CUDA; DT_ERR_NOMEM (also for the 16-bit wire copy on the device); DT_ERR_MPI;
+ *         also the code of another rank whose own part failed (above).
  */
 DT_API dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_range *ranges, int nranges,
                                    const dt_reducer_config *c, dt_reducer **out);

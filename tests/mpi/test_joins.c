@@ -12,11 +12,13 @@
  * the ranks) dt_model_grad_norm with a NULL norm, dt_model_unscale_grads with a NULL found_inf or
  * a bad factor, dt_model_clip_grad_norm with a bad maximum, and all three on a rank that can get no
  * memory (their exchange needs none: they succeed alike); dt_buffer_norm across ranks with a NULL
- * norm or a bad element type; dt_check_replicas with a NULL buffer. With one rank there is nobody
- * to wait: the failing calls fail alone.
+ * norm or a bad element type; dt_reducer_create with a NULL out, a bad overlap or an allocation
+ * that fails (each in turn), and its retune with a bad reduction; dt_check_replicas with a NULL
+ * buffer. With one rank there is nobody to wait: the failing calls fail alone.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "dtrain.h"
+#include "collectives/reducer_internal.h"
 #include "mpi_check.h"
 
 #include <errno.h>
@@ -33,23 +35,25 @@ enum { IN = 8, CLS = 4, B = 4 };
 
 /* Memory a rank cannot get, on purpose: this test is linked with dtrain's objects and
  * -Wl,--wrap=malloc,--wrap=calloc (tests/CMakeLists.txt), so every malloc and calloc in dtrain's
- * code (not in MPI or libc, which are shared libraries) comes here, and fails while no_memory is
- * set on this rank. */
+ * code (not in MPI or libc, which are shared libraries) comes here. While no_memory is set on this
+ * rank they fail; while alloc_budget is above -1 that many more succeed, then they fail. */
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t k, size_t n);
 void *__wrap_malloc(size_t n);
 void *__wrap_calloc(size_t k, size_t n);
 static int no_memory;
-void *__wrap_malloc(size_t n)
+static long alloc_budget = -1;
+static int alloc_fails(void)
 {
-    if (no_memory) return errno = ENOMEM, NULL;
-    return __real_malloc(n);
+    if (alloc_budget > 0)
+        alloc_budget--;
+    else if (alloc_budget == 0)
+        return errno = ENOMEM, 1;
+    if (no_memory) errno = ENOMEM;
+    return no_memory;
 }
-void *__wrap_calloc(size_t k, size_t n)
-{
-    if (no_memory) return errno = ENOMEM, NULL;
-    return __real_calloc(k, n);
-}
+void *__wrap_malloc(size_t n) { return alloc_fails() ? NULL : __real_malloc(n); }
+void *__wrap_calloc(size_t k, size_t n) { return alloc_fails() ? NULL : __real_calloc(k, n); }
 
 static double now(void)
 {
@@ -251,7 +255,57 @@ static void check_buffer_norm(dt_ctx *ctx)
           "buffer_norm alike: %g, want %g", norm, sqrt(want));
 }
 
-/* 6. dt_check_replicas without a buffer on one rank. */
+/* 6. dt_reducer_create with a NULL out, a bad overlap or no memory (at its first allocation, then
+ * at later ones: the plan, the step's bookkeeping, the engine's) on the last rank; made alike,
+ * its retune with a bad reduction on the last rank; then a step reduces on every rank. */
+static void check_reducer(dt_ctx *ctx)
+{
+    enum { N = 64 };
+    float g[N] = {0};
+    const int bad = world - 1;
+    dt_reducer *red = NULL;
+    dt_reducer_config c;
+    double t0 = now();
+    dt_status s = dt_reducer_create(ctx, g, N, NULL, 0, NULL, rank == bad ? NULL : &red);
+    expect_join("reducer_create with a NULL out", s, t0, DT_ERR_INVALID_ARG, bad, "out is NULL", "dt_reducer_create",
+                "so no reducer was made");
+    CHECK(red == NULL, "no reducer on a failure");
+    dt_reducer_defaults(&c);
+    if (rank == bad) c.overlap = 2;
+    t0 = now();
+    s = dt_reducer_create(ctx, g, N, NULL, 0, &c, &red);
+    expect_join("reducer_create with overlap 2", s, t0, DT_ERR_INVALID_ARG, bad, "overlap 2", "dt_reducer_create",
+                NULL);
+    /* Allocation k of the last rank fails, for k = 0, 1, 2, 4, ... until it has memory enough. */
+    for (long k = 0;; k = k ? 2 * k : 1) {
+        t0 = now();
+        alloc_budget = rank == bad ? k : -1;
+        s = dt_reducer_create(ctx, g, N, NULL, 0, NULL, &red);
+        const int out_of_memory = alloc_budget == 0;
+        alloc_budget = -1;
+        float any = (float)out_of_memory; /* whether the last rank ran out: then every rank failed */
+        CHECK(dt_allreduce(ctx, &any, 1, DT_F32, DT_SUM) == DT_OK, "allreduce");
+        if (any == 0) {
+            CHECK(s == DT_OK && red, "reducer_create with memory enough: %d", (int)s);
+            break;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "reducer_create without allocation %ld", k);
+        expect_join(what, s, t0, DT_ERR_NOMEM, bad, "out of memory", "dt_reducer_create", NULL);
+        CHECK(red == NULL, "%s: no reducer", what);
+    }
+    t0 = now();
+    s = reducer_retune(red, rank == bad ? (dt_redop)7 : DT_AVG, 1);
+    expect_join("retune to reduction 7", s, t0, DT_ERR_INVALID_ARG, bad, "reduction 7",
+                "changing the reducer's reduction", "so nothing changed");
+    CHECK(reducer_retune(red, DT_SUM, 1) == DT_OK, "retune alike");
+    for (int i = 0; i < N; i++) g[i] = (float)(rank + 1);
+    CHECK(dt_reducer_ready(red, 0, N) == DT_OK && dt_reducer_wait(red) == DT_OK, "a step after the refusals");
+    CHECK(g[0] == (float)(world * (world + 1) / 2) && g[N - 1] == g[0], "summed: %g", (double)g[0]);
+    dt_reducer_free(red);
+}
+
+/* 7. dt_check_replicas without a buffer on one rank. */
 static void check_replicas_null(dt_ctx *ctx)
 {
     float buf[16] = {0};
@@ -276,6 +330,7 @@ int main(void)
     check_zero(ctx);
     check_zero_no_memory(ctx);
     check_buffer_norm(ctx);
+    check_reducer(ctx);
     check_replicas_null(ctx);
     const int rc = mpi_check_finish(ctx, "test_joins");
     dt_finalize(ctx);
