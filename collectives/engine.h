@@ -34,8 +34,9 @@ dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, dt_all
 /* The two halves of engine_create, for a caller whose ranks must agree that every one of them got
  * this far before any enters a collective (the reducer's verdict goes between them). engine_prepare:
  * everything that can fail on this rank alone (memory); nothing is sent; *out is NULL on a failure.
- * engine_connect: collective over world: the duplicate communicator, the topology and the thread;
- * after the duplicate nothing fails on one rank alone. DT_ERR_MPI.
+ * engine_connect: collective over world: the duplicate communicator, by a nonblocking MPI_Comm_idup
+ * polled under timeout_s (a rank that never comes: the job is aborted, as by the watchdog), then
+ * the topology and the thread; after the duplicate nothing fails on one rank alone. DT_ERR_MPI.
  * engine_destroy frees a prepared engine, connected or not. */
 dt_status engine_prepare(MPI_Comm world, double timeout_s, int use_thread, dt_allreduce_algo algo, engine **out);
 dt_status engine_connect(engine *e, MPI_Comm world);

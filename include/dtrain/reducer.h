@@ -99,7 +99,8 @@ typedef struct dt_reducer dt_reducer;
  * ranks before that check, so that none waits for it: every rank fails with that rank's code, that
  * rank with its own message, the others with "dt_reducer_create failed on rank R (...), so no
  * reducer was made" naming the first failing rank. Only a rank given a NULL ctx cannot reach its
- * peers: it fails alone, and they wait for it until the deadline.
+ * peers: it fails alone, and they wait for it until the deadline. The reducer's own communicator
+ * (a duplicate of the world's, for its engine) is made under the deadline too.
  *
  * @return DT_OK; DT_ERR_INVALID_ARG for a NULL ctx/grads/out, count 0, a bad dtype/wire/op/cap,
  *         an overlap other than 0 or 1, a plan of more buckets than the reducer holds (raise

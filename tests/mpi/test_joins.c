@@ -14,10 +14,12 @@
  * memory (their exchange needs none: they succeed alike); dt_buffer_norm across ranks with a NULL
  * norm or a bad element type; dt_reducer_create with a NULL out, a bad overlap or an allocation
  * that fails (each in turn), and its retune with a bad reduction; dt_check_replicas with a NULL
- * buffer. With one rank there is nobody to wait: the failing calls fail alone.
+ * buffer. With one rank there is nobody to wait: the failing calls fail alone. Run as `test_joins
+ * late-dup`, it checks that the reducer's engine duplicates its communicator under the deadline.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "dtrain.h"
+#include "collectives/engine.h"
 #include "collectives/reducer_internal.h"
 #include "mpi_check.h"
 
@@ -27,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { IN = 8, CLS = 4, B = 4 };
 #define SPEC "fc:16,relu,fc:4"
@@ -305,7 +308,21 @@ static void check_reducer(dt_ctx *ctx)
     dt_reducer_free(red);
 }
 
-/* 7. dt_check_replicas without a buffer on one rank. */
+/* 7. (alone, as mpi.joins_late_dup) the engine's MPI_Comm_dup, which comes before any request the
+ * watchdog sees: the last rank arrives 4 s late against a 1 s deadline, and the others must end
+ * the job saying so (the ctest entry passes on the watchdog's words) instead of waiting for it. */
+static int late_dup(void)
+{
+    if (world < 2) return 77;
+    if (rank == world - 1) sleep(4);
+    engine *e = NULL;
+    const dt_status s = engine_create(MPI_COMM_WORLD, 1.0, 0, DT_ALLREDUCE_AUTO, &e);
+    engine_destroy(e);
+    fprintf(stderr, "late_dup: rank %d made its engine (%d) although the last rank came 4 s late\n", rank, (int)s);
+    return 1;
+}
+
+/* 8. dt_check_replicas without a buffer on one rank. */
 static void check_replicas_null(dt_ctx *ctx)
 {
     float buf[16] = {0};
@@ -318,13 +335,18 @@ static void check_replicas_null(dt_ctx *ctx)
     CHECK(differ == 0, "nothing compared, nothing counted");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     dt_config cfg;
     dt_config_defaults(&cfg);
     cfg.device = DT_DEVICE_CPU;
     cfg.timeout_s = TIMEOUT_S;
     dt_ctx *ctx = mpi_check_init_config("test_joins", &cfg);
+    if (argc > 1 && strcmp(argv[1], "late-dup") == 0) {
+        const int rc = late_dup();
+        dt_finalize(ctx);
+        return rc;
+    }
     check_create(ctx);
     check_set_sync(ctx);
     check_zero(ctx);
