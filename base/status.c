@@ -52,30 +52,34 @@ dt_status status_restore(dt_status s, const status_kept *k)
 
 int status_from_peer(void) { return last_from_peer; }
 
-dt_status status_set_error(dt_status s, const char *fmt, ...)
+/* The message as the last error, and whose failure it is. */
+static dt_status set_error(dt_status s, int from_peer, const char *fmt, va_list ap)
 {
     /* Formatted aside and then copied: callers often wrap the error they were given
      * (status_set_error(s, "...: %s", dt_last_error())), and vsnprintf into the buffer it is
      * reading from is undefined behaviour. */
     char msg[sizeof last_error];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(last_error, msg, sizeof msg);
+    last_from_peer = from_peer;
+    return s;
+}
+
+dt_status status_set_error(dt_status s, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    set_error(s, 0, fmt, ap);
     va_end(ap);
-    memcpy(last_error, msg, sizeof msg);
-    last_from_peer = 0;
     return s;
 }
 
 dt_status status_set_peer_error(dt_status s, const char *fmt, ...)
 {
-    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    set_error(s, 1, fmt, ap);
     va_end(ap);
-    memcpy(last_error, msg, sizeof msg);
-    last_from_peer = 1;
     return s;
 }
 

@@ -68,6 +68,24 @@ static void *worker(void *arg)
 
 /* The last error is per thread: the worker's message reaches the caller only through the kept
  * copy. */
+/* A peer's failure is marked as one until the next error, and the mark travels with a kept message:
+ * the launcher prints an out-of-memory summary only for this rank's own. */
+static void test_peer_mark(void **state)
+{
+    (void)state;
+    assert_int_equal(status_set_peer_error(DT_ERR_NOMEM, "dt_model_create failed on rank %d", 1), DT_ERR_NOMEM);
+    assert_int_equal(status_from_peer(), 1);
+    assert_string_equal(dt_last_error(), "dt_model_create failed on rank 1");
+    status_kept k;
+    status_keep(&k);
+    status_set_error(DT_ERR_IO, "cleanup failed");
+    assert_int_equal(status_from_peer(), 0);
+    assert_int_equal(status_restore(DT_ERR_NOMEM, &k), DT_ERR_NOMEM);
+    assert_int_equal(status_from_peer(), 1);
+    status_set_error(DT_ERR_NOMEM, "out of memory here");
+    assert_int_equal(status_from_peer(), 0);
+}
+
 static void test_carried_across_threads(void **state)
 {
     (void)state;
@@ -87,6 +105,7 @@ int main(void)
         cmocka_unit_test(test_restore_after_cleanup),
         cmocka_unit_test(test_long_message_kept_whole),
         cmocka_unit_test(test_carried_across_threads),
+        cmocka_unit_test(test_peer_mark),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
