@@ -3,7 +3,7 @@
  * parse_double and parse_double_or_zero (runtime/parse.c); the command's cli_long, cli_int,
  * cli_float, cli_list and cli_loader_threads (launch/cli.c); bench's byte sizes with K/M/G
  * (parse_bytes, static in launch/cmd_bench.c over cli_bytes, hence the #include); CPU lists (affinity_parse,
- * runtime/affinity.c).
+ * runtime/affinity.c); --normalize's figures (train_normalize_parse, launch/train_flags.c).
  *
  * Input: one string, given to every parser. Beyond ASan/UBSan, each parser is held to what its
  * header promises, against an independent reading of the text:
@@ -22,6 +22,7 @@
 #include "runtime/placement/affinity.h"
 
 #include "launch/cmd_bench.c"
+#include "launch/train_flags.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -219,6 +220,38 @@ static void check_step_range(const char *s)
                "parse_step_range('%s') gave %ld:%ld", s, a, b);
 }
 
+/* --normalize's figures (train_normalize_parse): accepted only as none, unit, standard, or
+ * standard:M,..:S,.. with as many finite means as standard deviations above 0, 1 to
+ * TRAIN_NORM_MAX_C of each; a refusal leaves no figures. Tried as given and after "standard:". */
+static void check_normalize(const char *s)
+{
+    for (int prefixed = 0; prefixed < 2; prefixed++) {
+        char arg[4200];
+        if (snprintf(arg, sizeof arg, "%s%s", prefixed ? "standard:" : "", s) >= (int)sizeof arg) continue;
+        train_opts t;
+        memset(&t, 0, sizeof t);
+        t.normalize = -1;
+        const int rc = train_normalize_parse(arg, &t);
+        if (rc != EXIT_OK) {
+            if (rc != EXIT_USAGE || t.norm_n != 0) abort();
+            continue;
+        }
+        if (t.norm_n == 0) {
+            const int want = !strcmp(arg, "none")       ? DT_NORMALIZE_NONE
+                             : !strcmp(arg, "unit")     ? DT_NORMALIZE_UNIT
+                             : !strcmp(arg, "standard") ? DT_NORMALIZE_STANDARD
+                                                        : -2;
+            if (t.normalize != want) abort();
+            continue;
+        }
+        if (strncmp(arg, "standard:", 9) || t.normalize != DT_NORMALIZE_STANDARD || t.norm_n < 1 ||
+            t.norm_n > TRAIN_NORM_MAX_C)
+            abort();
+        for (int c = 0; c < t.norm_n; c++)
+            if (!isfinite(t.norm_mean[c]) || !isfinite(t.norm_std[c]) || !(t.norm_std[c] > 0)) abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *s = fuzz_str(data, size);
@@ -234,6 +267,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_list(s);
     check_cpulist(s);
     check_step_range(s);
+    check_normalize(s);
     free(s);
     return 0;
 }

@@ -175,4 +175,17 @@ l_idx=$(run 1 eval --data "$tmp/hard" --model fc:10 --checkpoint-dir "$tmp/cku" 
 l_dts=$(run 1 eval --data "$tmp/hard32" --model fc:10 --checkpoint-dir "$tmp/cku" 2>&1 | grep -o "mean loss [0-9.]*")
 [ -n "$l_idx" ] && [ "$l_idx" = "$l_dts" ] && ok "--normalize unit: an fp32 shard of bytes evaluates as its source ($l_dts)" ||
     bad "--normalize unit on an fp32 shard: '$l_dts' against the IDX files' '$l_idx'"
+# --normalize standard:M,..:S,..: the figures given, in /255 units for bytes (torchvision's
+# Normalize after ToTensor): mean 0 and std 1 there is x / 255, bit for bit --normalize unit's.
+for nz in unit standard:0:1; do
+    run 1 train --data "$tmp/hard" --model fc:10 --steps 4 --batch 20 --normalize $nz --log-every 4 \
+        --metrics "$tmp/nz-${nz%%:*}.jsonl" >"$tmp/out-nz" 2>&1 || { bad "--normalize $nz failed"; cat "$tmp/out-nz"; }
+done
+grep -qF "normalize: standard, per channel mean / std (of values / 255): 0.0000 / 1.0000" "$tmp/out-nz" &&
+    [ "$(grep -o '"loss": [0-9.e-]*' "$tmp/nz-unit.jsonl")" = "$(grep -o '"loss": [0-9.e-]*' "$tmp/nz-standard.jsonl")" ] &&
+    ok "--normalize standard:0:1 trains exactly as unit, and says its figures" ||
+    { bad "--normalize standard:0:1 against unit"; cat "$tmp/out-nz" "$tmp"/nz-*.jsonl; }
+expect 2 "2 figures of mean and std for data of 1 channel" run 1 train --data "$tmp/hard" --normalize standard:0.1,0.2:0.3,0.4
+expect 2 "std figure 0 must be above 0" run 1 train --data "$tmp/hard" --normalize standard:0.1:0
+expect 2 "gives 2 means and 1 std figure" run 1 train --data "$tmp/hard" --normalize standard:0.1,0.2:0.3
 finish
