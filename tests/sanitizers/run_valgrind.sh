@@ -46,8 +46,9 @@ vg=(valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=defin
 # caller; test_thread_stack probes unmapped pages with msync(2) (a reported bad syscall argument),
 # and its stack-overflow check fails under memcheck, which manages the client's thread stacks and
 # signal delivery itself. ctest runs both natively. issue20_targets runs no program of ours (a
-# bash script feeding made-up benchmark text to a Python judge): nothing for memcheck to watch.
-skip_units='test_crash_report test_thread_stack issue20_targets'
+# bash script feeding made-up benchmark text to a Python judge), nor does bench_scripts (the bench/
+# comparison scripts against a stand-in mpirun): nothing for memcheck to watch.
+skip_units='test_crash_report test_thread_stack issue20_targets bench_scripts'
 
 fail=0
 only=${VALGRIND_ONLY:-.}
