@@ -189,8 +189,8 @@ dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
 int ds_has_test_split(const char *path, const ds_open_opts *opts)
 {
     /* The files that make each format's test split; an image folder's is val/ (or valid/,
-     * validation/, test/) beside train/. Any
-     * one of them there is a test split, whole or not (MNIST's labels without its images too). */
+     * validation/, test/) beside train/. Any one of them there is a test split, whole or not
+     * (MNIST's labels without its images too). */
     static const struct {
         const char *file, *format;
     } tests[] = {
