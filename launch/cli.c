@@ -136,10 +136,8 @@ static int edit_distance(const char *a, size_t na, const char *b, int limit)
     return d[na][nb];
 }
 
-/* The error for a flag getopt_long did not take: an unknown name (with the closest of the
- * command's own flags, when one is close), an abbreviation of several, or a value given to a
- * flag that takes none. */
-static void unknown_option(int argc, char **argv, const char *cmd, const struct option *opts)
+/* cli.h. getopt_long's own state says which word it refused: optind and optopt. */
+void cli_unknown_option(int argc, char **argv, const char *cmd, const struct option *opts)
 {
     /* A long option always ends its word; an unknown short one is the first letter of its word
      * (-h, the only short option, exits), which getopt_long has not passed yet when more follow. */
@@ -242,7 +240,7 @@ int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
                 if (cli_help(cmd, stdout) != 0) cli_usage(stdout);
                 exit(EXIT_OK);
             case ':': cli_error("%s needs a value (see dtrain help %s)", argv[optind - 1], cmd); return EXIT_USAGE;
-            case '?': unknown_option(argc, argv, cmd, opts); return EXIT_USAGE;
+            case '?': cli_unknown_option(argc, argv, cmd, opts); return EXIT_USAGE;
             default:
                 if (!extra || (rc = extra->handle(o, optarg, extra->ud))) return rc ? rc : EXIT_USAGE;
         }

@@ -35,6 +35,13 @@ typedef struct cli_extra {
 int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_extra *extra);
 #define cli_parse_common(argc, argv, cmd, cfg) cli_parse(argc, argv, cmd, cfg, NULL)
 
+/* The error for the flag getopt_long just refused with '?' (call it at once, with getopt_long's argv
+ * and the option table it was given): an unknown name, with the closest of opts when one is a
+ * slip away ("did you mean --batch?"); an abbreviation that fits several ("ambiguous: it could
+ * be ..."); or a value given to a flag that takes none. Ends with "(see dtrain help CMD)". Every
+ * getopt_long parser of the commands uses it, so that all say the same. */
+void cli_unknown_option(int argc, char **argv, const char *cmd, const struct option *opts);
+
 /* Strict values of flags: the whole text must be a number within [lo, hi]. Print the error and
  * return EXIT_USAGE otherwise. */
 int cli_int(const char *flag, const char *arg, long lo, long hi, int *out);

@@ -111,17 +111,11 @@ int data_parse_args(const char *cmd, int argc, char **argv, int npos, data_args 
                 break;
             case 'h': cli_help(cmd, stdout); return -1;
             case ':': cli_error("%s needs a value (see dtrain help %s)", argv[optind - 1], cmd); return EXIT_USAGE;
-            default: {
-                const char *word = argv[optind - 1], *eq = strchr(word, '=');
-                for (const struct option *q = opts; eq && word[0] == '-' && word[1] == '-' && q->name; q++)
-                    if (q->has_arg == no_argument && strlen(q->name) == (size_t)(eq - word - 2) &&
-                        !strncmp(q->name, word + 2, (size_t)(eq - word - 2))) {
-                        cli_error("--%s takes no value: '%s' (see dtrain help %s)", q->name, word, cmd);
-                        return EXIT_USAGE;
-                    }
-                cli_error("unknown option '%s' (see dtrain help %s)", word, cmd);
-                return EXIT_USAGE;
-            }
+            /* '?': an unknown flag (with the closest one), an ambiguous abbreviation, or a value given
+             * to a flag that takes none, in the words of every command (cli.c). The table holds the
+             * three commands' flags, as getopt_long saw it: one of another command's that it
+             * suggests is then refused by name above, with the command it belongs to. */
+            default: cli_unknown_option(argc, argv, cmd, opts); return EXIT_USAGE;
         }
     }
     if (argc - optind != npos) {

@@ -10,6 +10,7 @@
 #include "runtime/checkpoint/ckpt_write_file.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -150,31 +151,39 @@ static int plot_usage_error(const char *fmt, const char *arg)
     return EXIT_USAGE;
 }
 
+/* The flags, read as every command reads its own: getopt_long (unique abbreviations, --output=F)
+ * and cli.c's message for a flag it does not take. Returns EXIT_OK with *metrics (NULL when none
+ * is given) and *out (NULL when -o is not), EXIT_USAGE after printing why, or -1 after --help. */
+static int plot_args(int argc, char **argv, const char **metrics, const char **out)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1;) {
+        switch (c) {
+            case 'o':
+                /* The flag as written: "--output=" holds its (empty) value, "-o ''" is two words. */
+                if (!*optarg)
+                    return plot_usage_error("%s is empty: name the PNG to write",
+                                            argv[optind - 1] == optarg ? argv[optind - 2] : argv[optind - 1]);
+                *out = optarg;
+                break;
+            case 'h': cli_help("plot", stdout); return -1;
+            case ':': return plot_usage_error("%s needs a value: the PNG to write", argv[optind - 1]);
+            default: cli_unknown_option(argc, argv, "plot", opts); return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) *metrics = argv[optind++];
+    if (optind < argc) return plot_usage_error("unexpected argument '%s': plot takes one metrics file", argv[optind]);
+    return EXIT_OK;
+}
+
 int cmd_plot(int argc, char **argv)
 {
     const char *metrics = NULL, *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            cli_help("plot", stdout);
-            return EXIT_OK;
-        }
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (i + 1 >= argc) return plot_usage_error("%s needs a value: the PNG to write", a);
-            out = argv[++i];
-            if (!*out) return plot_usage_error("%s '' is empty: name the PNG to write", a);
-        } else if (!strncmp(a, "--output=", 9)) {
-            /* The --flag=value form every getopt-based command takes. */
-            out = a + 9;
-            if (!*out) return plot_usage_error("%s", "--output= is empty: name the PNG to write");
-        } else if (a[0] == '-' && a[1]) {
-            return plot_usage_error("unknown option '%s'", a);
-        } else if (metrics) {
-            return plot_usage_error("unexpected argument '%s': plot takes one metrics file", a);
-        } else {
-            metrics = a;
-        }
-    }
+    const int args = plot_args(argc, argv, &metrics, &out);
+    if (args) return args < 0 ? EXIT_OK : args;
     if (!metrics) return plot_usage_error("%s", "no metrics file given (dtrain train --metrics FILE writes one)");
     char def[4200];
     if (!out) {

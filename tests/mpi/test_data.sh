@@ -243,6 +243,11 @@ expect 0 "usage: dtrain data info PATH" "$DTRAIN" data info --help
 expect 2 "--threads needs a value (see dtrain help data info)" "$DTRAIN" data info --threads
 expect 2 "--force takes no value: '--force=1'" "$DTRAIN" data convert --force=1 "$d" "$tmp/y.dts"
 expect 2 "unknown option '--frob'" "$DTRAIN" data info --frob "$d"
+# A slip gets the closest flag, and an abbreviation of several is named, as by every command.
+expect 2 "unknown option '--threds'; did you mean --threads? (see dtrain help data info)" \
+    "$DTRAIN" data info --threds 2 "$d"
+expect 2 "option '--d' is ambiguous: it could be --data-format, --dtype (see dtrain help data info)" \
+    "$DTRAIN" data info --d idx "$d"
 # --input is read strictly, whole numbers only, and applies to image folders only (an IDX or CIFAR
 # or .dts file has its own shape, which a different --input would not change).
 for bad_input in "3x 32x32" "+3x32x32" "3x32" "3x32x32x" "0x32x32"; do

@@ -35,6 +35,10 @@ expect 2 "no metrics file given" "$DTRAIN" plot
 expect 2 "unexpected argument 'b.jsonl'" "$DTRAIN" plot "$tmp/good.jsonl" b.jsonl
 expect 2 "-o needs a value" "$DTRAIN" plot "$tmp/good.jsonl" -o
 expect 2 "unknown option '--frobnicate'" "$DTRAIN" plot "$tmp/good.jsonl" --frobnicate
+# A slip gets the closest flag, in the words of every command (launch/cli.c).
+expect 2 "unknown option '--outpt'; did you mean --output? (see dtrain help plot)" \
+    "$DTRAIN" plot "$tmp/good.jsonl" --outpt x.png
+expect 2 "-o is empty: name the PNG to write" "$DTRAIN" plot "$tmp/good.jsonl" -o ''
 expect 2 "--output= is empty: name the PNG to write" "$DTRAIN" plot "$tmp/good.jsonl" --output=
 expect 0 "usage: dtrain plot METRICS.jsonl" "$DTRAIN" plot --help
 
@@ -120,6 +124,8 @@ expect 0 "plot: wrote $tmp/out dir.png: 4 panels over 4 records" "$DTRAIN" plot 
 # --output=OUT, the form every getopt-based command takes.
 expect 0 "plot: wrote o2.png: 4 panels over 4 records" "$DTRAIN" plot fp32.jsonl --output=o2.png
 [ "$(png_size o2.png)" = "$(size_for 4)" ] && ok "--output=: a PNG of $(size_for 4)" || bad "o2.png: $(png_size o2.png)"
+# A unique abbreviation, as every command takes (docs/launching.md).
+expect 0 "plot: wrote o3.png: 4 panels over 4 records" "$DTRAIN" plot --out o3.png fp32.jsonl
 # Replacing a plot is atomic: a refused file leaves the old PNG as it was.
 cp run.png keep.png
 printf '%s\n{"step": 1,\n' "$(rec 0 1)" >run.jsonl
