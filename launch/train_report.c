@@ -59,11 +59,17 @@ void train_report_start(const train_run *r)
     if (t->epochs && t->resume)
         snprintf(epochs_txt, sizeof epochs_txt,
                  " to epoch %ld from step 0 (a checkpoint's data position moves the end)", t->epochs);
-    printf("dtrain train: model %s, %d rank%s x batch %d%s = %d per step, %ld step%s%s, %s lr %g momentum %g "
-           "weight decay %g, seed %ld\ngradients: %d bucket%s (cap %g MiB%s, first %g MiB), %s, %s on the wire\n%s",
+    /* Each optimizer's own settings (torch.optim's names): momentum is SGD's, betas and eps AdamW's. */
+    char optim_txt[160];
+    if (t->optim.kind == DT_OPTIM_SGD)
+        snprintf(optim_txt, sizeof optim_txt, "sgd lr %g momentum %g", (double)t->optim.lr, (double)t->optim.momentum);
+    else
+        snprintf(optim_txt, sizeof optim_txt, "adamw lr %g betas (%g, %g) eps %g", (double)t->optim.lr,
+                 (double)t->optim.beta1, (double)t->optim.beta2, (double)t->optim.eps);
+    printf("dtrain train: model %s, %d rank%s x batch %d%s = %d per step, %ld step%s%s, %s weight decay %g, seed %ld\n"
+           "gradients: %d bucket%s (cap %g MiB%s, first %g MiB), %s, %s on the wire\n%s",
            t->model, world, cli_s(world), t->batch, accum_txt, world * t->batch * t->accum_steps, t->steps,
-           cli_s(t->steps), epochs_txt, t->optim.kind == DT_OPTIM_SGD ? "sgd" : "adamw", (double)t->optim.lr,
-           (double)t->optim.momentum, (double)t->optim.weight_decay, t->seed, nbuckets, cli_s(nbuckets),
+           cli_s(t->steps), epochs_txt, optim_txt, (double)t->optim.weight_decay, t->seed, nbuckets, cli_s(nbuckets),
            t->sync.bucket_mb, t->bucket_auto && world > 1 ? " until --bucket-mb auto chooses" : "",
            t->sync.first_bucket_mb,
            world == 1 ? "no communication (1 rank)"

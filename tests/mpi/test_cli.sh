@@ -166,6 +166,12 @@ expect 2 "--momentum is a setting of --optim sgd, and this run uses --optim adam
 for f in beta1 beta2 eps; do
     expect 2 "--$f is a setting of --optim adamw, and this run uses --optim sgd" "$DTRAIN" train $small --optim sgd --$f 0.5
 done
+# The start line names each optimizer's own settings: momentum for SGD, betas and eps for AdamW.
+expect 0 ", adamw lr 0.01 betas (0.9, 0.98) eps 1e-06 weight decay 0.1, seed 1" \
+    "$DTRAIN" train $small --optim adamw --beta2 0.98 --eps 1e-6 --weight-decay 0.1
+grep -q "momentum" "$tmp/out" && bad "an AdamW run printed a momentum: $(grep momentum "$tmp/out")" ||
+    ok "an AdamW run prints no momentum"
+expect 0 ", sgd lr 0.01 momentum 0.5 weight decay 0, seed 1" "$DTRAIN" train $small --momentum 0.5
 expect 2 "--eval-every needs --data PATH" "$DTRAIN" train $small --eval-every 5
 expect 2 "--cifar100-labels needs --data PATH" "$DTRAIN" train $small --cifar100-labels coarse
 expect 2 "--holdout 0.2 keeps part of the training set aside and --eval-data $tmp/e names another held-out set" \
