@@ -9,18 +9,34 @@
 #include "launch/gnuplot.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* The best cap as drawn: a cap of 0 (one bucket) at the gradients' size. */
+static double drawn_cap(const mp_series *s, int k) { return s->best_mb[k] > 0 ? s->best_mb[k] : s->grad_mb; }
+
+void mp_log_axis_range(FILE *f, char axis, double lo, double hi)
+{
+    if (lo > 0 && lo == hi)
+        fprintf(f, "set %crange [%.9g:%.9g]\n", axis, lo / 2, hi * 2);
+    else
+        fprintf(f, "set %crange [*:*]\n", axis);
+}
+
 static void mp_script(FILE *f, const char *tmp, const mp_series *s, int ns, const pm_sync *sync, const pm_net *net)
 {
+    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
     for (int i = 0; i < ns; i++) {
         fprintf(f, "$D%d << EOD\n", i);
-        for (int k = 0; k < s[i].n; k++)
-            fprintf(f, "%d %.9g %.9g %.9g\n", s[i].ranks[k], s[i].eff[k], s[i].best_eff[k],
-                    s[i].best_mb[k] > 0 ? s[i].best_mb[k] : s[i].grad_mb);
+        for (int k = 0; k < s[i].n; k++) {
+            const double cap = drawn_cap(&s[i], k);
+            fprintf(f, "%d %.9g %.9g %.9g\n", s[i].ranks[k], s[i].eff[k], s[i].best_eff[k], cap);
+            xlo = fmin(xlo, s[i].ranks[k]), xhi = fmax(xhi, s[i].ranks[k]);
+            ylo = fmin(ylo, cap), yhi = fmax(yhi, cap);
+        }
         fprintf(f, "EOD\n");
     }
     fprintf(f, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 860,640 font ',10' }"
@@ -28,6 +44,7 @@ static void mp_script(FILE *f, const char *tmp, const mp_series *s, int ns, cons
     fprintf(f, "set termoption noenhanced\nset output ");
     gnuplot_quoted(f, tmp);
     fprintf(f, "\nset grid\nset lmargin 12\nset logscale x 2\nset key bottom left\n");
+    mp_log_axis_range(f, 'x', xlo, xhi); /* both panels */
     fprintf(f,
             "set multiplot layout 2,1 title 'model-perf: %d GPUs a node, %.0f GB/s within, %.0f GB/s between nodes; "
             "solid: %g MiB buckets, dashed: the best'\n",
@@ -38,8 +55,9 @@ static void mp_script(FILE *f, const char *tmp, const mp_series *s, int ns, cons
         gnuplot_quoted(f, s[i].name);
         fprintf(f, ", $D%d using 1:3 with lines lc %d dt 2 notitle", i, i + 1);
     }
-    fprintf(f, "\nset ylabel 'best bucket cap (MiB; one bucket: the gradients)'\nset logscale y 2\nset yrange [*:*]\n"
-               "set xlabel 'GPUs'\nplot");
+    fprintf(f, "\nset ylabel 'best bucket cap (MiB; one bucket: the gradients)'\nset logscale y 2\n");
+    mp_log_axis_range(f, 'y', ylo, yhi);
+    fprintf(f, "set xlabel 'GPUs'\nplot");
     for (int i = 0; i < ns; i++) {
         fprintf(f, "%s $D%d using 1:4 with linespoints lc %d pt 7 ps 0.6 title ", i ? "," : "", i, i + 1);
         gnuplot_quoted(f, s[i].name);

@@ -23,6 +23,12 @@ typedef struct mp_series {
  * printing why. */
 int mp_plot(const char *path, const mp_series *s, int ns, const pm_sync *sync, const pm_net *net);
 
+/* Writes "set Xrange" for a log-scale axis ('x' or 'y') whose points span [lo, hi]: gnuplot's own
+ * range, or, when every point sits at one value (one scale, or the same best cap at every scale),
+ * half and twice it. gnuplot would otherwise print "Warning: empty y range [0.25:0.25]" on stderr
+ * and widen the range by 1%. */
+void mp_log_axis_range(FILE *f, char axis, double lo, double hi);
+
 /* What every model-perf plot shares: script_of(f, tmp, ud) writes a gnuplot script that draws
  * into tmp; gnuplot runs it, and a PNG there replaces path. 0, or -1 after printing why. */
 int mp_png(const char *path, void (*script_of)(FILE *f, const char *tmp, const void *ud), const void *ud);

@@ -82,6 +82,13 @@ if command -v gnuplot >/dev/null; then
     expect 0 "model-perf: wrote $tmp/s.png" "$DTRAIN" model-perf --synthetic a:25:50:80 --synthetic b:2:10:5 \
         --plot "$tmp/s.png"
     head -c 8 "$tmp/s.png" | od -An -c | grep -q 'P   N   G' && ok "the plot is a PNG" || bad "$tmp/s.png is not a PNG"
+    # gnuplot has nothing to warn about: the same best cap at every scale (0.25 MiB here), or one
+    # scale alone, is given a range by dtrain (gnuplot would print "empty y range" on stderr).
+    for scales in "" "--world 2"; do
+        "$DTRAIN" model-perf --synthetic a:25:50:80 --synthetic b:2:10:5 $scales --plot "$tmp/s.png" 2>&1 >/dev/null |
+            grep . && bad "model-perf --plot ${scales:-at every scale} wrote to stderr (above)" ||
+            ok "model-perf --plot ${scales:-at every scale}: nothing on stderr"
+    done
 else
     echo "gnuplot not installed: the --plot check is skipped"
 fi

@@ -72,6 +72,10 @@ done
 if command -v gnuplot >/dev/null; then
     expect 0 "model-perf: wrote $tmp/c.png" "$DTRAIN" model-perf --engine-curve 1M,16M --plot "$tmp/c.png"
     head -c 8 "$tmp/c.png" | od -An -c | grep -q 'P   N   G' && ok "the curve's plot is a PNG" || bad "$tmp/c.png is not a PNG"
+    # One scale alone is given its range by dtrain (gnuplot would print "empty x range" on stderr).
+    "$DTRAIN" model-perf --engine-curve 1M --world 4 --plot "$tmp/c.png" 2>&1 >/dev/null | grep . &&
+        bad "model-perf --engine-curve --world 4 --plot wrote to stderr (above)" ||
+        ok "model-perf --engine-curve --world 4 --plot: nothing on stderr"
 else
     echo "gnuplot not installed: the --plot check is skipped"
 fi
