@@ -86,7 +86,8 @@ static const char train_data[] = "usage: dtrain train --data PATH [options]   (t
 
 static const char train_precision[] =
     "usage: dtrain train --precision fp16|bf16 [options]  (others: dtrain help train)\n"
-    "fp16 scales the loss dynamically unless told otherwise\n"
+    "fp16 scales the loss dynamically unless told otherwise. Parameter gradients are\n"
+    "16-bit on the CPU (--grad-comm fp32 keeps them fp32), fp32 on a GPU.\n"
     "  --precision fp32|fp16|bf16 (fp32)  --loss-scale dynamic|none|F\n"
     "  --loss-scale-init F (65536)  --loss-scale-growth F (2)\n"
     "  --loss-scale-backoff F (0.5)  --loss-scale-interval N (2000)\n"

@@ -234,7 +234,7 @@ DT_API dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *di
  * training). Not collective, but every rank must choose the same (the gradient allreduce pairs
  * buffers). Errors: DT_ERR_INVALID_ARG (a NULL m, a type outside these, 16-bit gradients of
  * another type than compute), DT_ERR_UNSUPPORTED (16-bit gradients on a backend that keeps fp32
- * ones: the CPU's), DT_ERR_NOMEM (the model keeps the precision it had), and the errors of the
+ * ones: the CUDA backend's in this version; the CPU's keeps either), DT_ERR_NOMEM (the model keeps the precision it had), and the errors of the
  * reduction still in flight, which completes first. */
 DT_API dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads);
 /** The type the model computes in (dt_model_set_precision()'s compute; DT_F32 by default and for a
