@@ -86,7 +86,8 @@ docs: deps
 	cmake --build $(BUILD) --target docs
 
 # libFuzzer harnesses (tests/fuzz/): built with clang + ASan + UBSan in their own build directory,
-# each run FUZZ_SECONDS on its seed corpus; any report fails. `make test` runs them for 3 s each.
+# each run FUZZ_SECONDS on its seed corpus; any report fails. `make test` runs them for 1 s each
+# (ctest's fuzz.harnesses sets FUZZ_SECONDS=1, tests/CMakeLists.txt).
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 fuzz: deps
