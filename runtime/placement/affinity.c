@@ -98,6 +98,32 @@ static int affinity_gpu_cpus(const char *bus_id, cpu_set_t *out)
     return 1;
 }
 
+/* Writes why hwloc's topology is not this machine's (hwloc_topology_is_thissystem is 0): the
+ * variable that points hwloc elsewhere, and the fix. On such a topology hwloc_set_cpubind returns
+ * success and binds nothing, so dtrain must not claim a binding. */
+static void affinity_foreign_why(char *out, size_t n)
+{
+    static const char *const vars[] = {"HWLOC_XMLFILE", "HWLOC_SYNTHETIC", "HWLOC_FSROOT"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        if (!v || !*v) continue;
+        /* A synthetic topology never describes this machine; a file or root may be this machine's. */
+        if (i == 1)
+            snprintf(out, n, "%s='%.64s%s' is set: hwloc describes a made-up machine. Fix: unset %s", vars[i], v,
+                     strlen(v) > 64 ? "..." : "", vars[i]);
+        else
+            snprintf(out, n,
+                     "%s='%.96s%s' is set without HWLOC_THISSYSTEM=1: hwloc takes it for another machine's topology. "
+                     "Fix: export HWLOC_THISSYSTEM=1 if it describes this machine, or unset %s",
+                     vars[i], v, strlen(v) > 96 ? "..." : "", vars[i]);
+        return;
+    }
+    snprintf(out, n,
+             "hwloc does not describe this machine (HWLOC_THISSYSTEM=%s). Fix: export HWLOC_THISSYSTEM=1 or unset the "
+             "HWLOC_* variable that loads another topology",
+             getenv("HWLOC_THISSYSTEM") ? getenv("HWLOC_THISSYSTEM") : "unset");
+}
+
 /* The whole cores of `allowed` in hwloc order, each as its set of CPUs within `allowed`. */
 static int affinity_cores(hwloc_topology_t topo, const cpu_set_t *allowed, cpu_set_t *cores, int max)
 {
@@ -147,6 +173,9 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
     }
     MPI_Comm_rank(local, &lrank);
     MPI_Comm_size(local, &lsize);
+    /* A topology read from a file or made up (HWLOC_XMLFILE, HWLOC_SYNTHETIC) is another machine's
+     * to hwloc unless HWLOC_THISSYSTEM=1: it binds nothing then, though it returns success. */
+    const int foreign = !hwloc_topology_is_thissystem(topo);
 
     /* The candidate set: the allowed CPUs, narrowed to the GPU's NUMA node when that leaves some. */
     cpu_set_t cand = allowed, gpu;
@@ -187,7 +216,7 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
         if (!CPU_EQUAL(&all_allowed[i], &allowed)) launcher_bound = 1;
     /* ...or, for a lone rank, when it may use fewer CPUs than its cgroup allows. Ranks that were all
      * given the same subset (taskset around mpirun) are still split among themselves. */
-    if (lsize == 1) {
+    if (lsize == 1 && !foreign) {
         hwloc_const_cpuset_t machine = hwloc_topology_get_allowed_cpuset(topo);
         int pu;
         hwloc_bitmap_foreach_begin(pu, machine)
@@ -206,6 +235,18 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
         out->pinned_by = DT_PINNED_BY_LAUNCHER;
         snprintf(why, sizeof why, "kept the launcher's binding (%s)",
                  lsize > 1 ? "the local ranks were given different CPU sets" : "fewer CPUs than the machine allows");
+    } else if (foreign) {
+        out->pinned_by = DT_PINNED_NONE;
+        snprintf(why, sizeof why, "not pinned: hwloc's topology is not this machine's");
+        if (lrank == 0) {
+            char a[256], fix[320];
+            affinity_format(&allowed, a, sizeof a);
+            affinity_foreign_why(fix, sizeof fix);
+            log_msg(LOG_LEVEL_WARN,
+                    "CPU pinning skipped on this node, as binding would silently do nothing: %s. The ranks stay "
+                    "on the CPUs the launcher allowed (%s), and dtrain reports those",
+                    fix, a);
+        }
     } else {
         /* The group: local ranks with the same candidate set (same GPU NUMA node), by local rank. */
         int gidx = 0, gsize = 0;
@@ -242,6 +283,21 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
                      "pinned: cores %d..%d of the %d candidate cores, block %d of the %d local ranks "
                      "with these candidates",
                      first, first + count - 1, ncores, gidx, gsize);
+            /* Report what the kernel did, not what was asked: a binding that did not take (hwloc
+             * misled about the machine) must not be claimed. */
+            cpu_set_t now;
+            if (sched_getaffinity(0, sizeof now, &now) == 0 && !CPU_EQUAL(&now, &final)) {
+                char want[256], got[256];
+                affinity_format(&final, want, sizeof want);
+                affinity_format(&now, got, sizeof got);
+                log_msg(LOG_LEVEL_WARN,
+                        "binding to CPUs %s did not take: the kernel reports CPUs %s, which dtrain reports instead. "
+                        "Check the HWLOC_* variables, or run with --pin none",
+                        want, got);
+                final = now;
+                if (CPU_EQUAL(&now, &allowed)) out->pinned_by = DT_PINNED_NONE;
+                snprintf(why, sizeof why, "the binding did not take: the kernel's CPUs are reported");
+            }
         }
     }
     if (lsize > 1 && !out->shared && mode != DT_PIN_NONE) {

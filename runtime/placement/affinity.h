@@ -4,7 +4,9 @@
  * Start from what the launcher or cgroup allowed (sched_getaffinity). When the launcher already
  * bound the local ranks to different sets, keep its binding. Otherwise the local ranks that share a
  * candidate set (the allowed cores, narrowed to the GPU's NUMA node when there is a GPU) split it
- * in contiguous blocks of whole cores, in hwloc's order. BLAS threads follow the result.
+ * in contiguous blocks of whole cores, in hwloc's order. BLAS threads follow the result. A topology
+ * hwloc takes for another machine's (HWLOC_XMLFILE, HWLOC_SYNTHETIC without HWLOC_THISSYSTEM=1)
+ * is not pinned, with a warning, and the CPUs reported are always the kernel's after binding.
  */
 #ifndef DT_RUNTIME_PLACEMENT_AFFINITY_H
 #define DT_RUNTIME_PLACEMENT_AFFINITY_H

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CPU pinning with 2 ranks: under `mpirun --bind-to none` dtrain splits the cores into disjoint
 # sets itself; under `--bind-to core` the launcher's binding is kept; `--pin none` leaves it alone,
-# and ranks on the same cores share them among their BLAS threads.
+# and ranks on the same cores share them among their BLAS threads; a topology hwloc takes for another
+# machine's is not pinned.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 
@@ -36,6 +37,25 @@ done
 # Both ranks on all cores: their BLAS threads share them (before, each took one per core).
 awk -v w="$want_blas" '$10 != w {exit 1}' "$tmp/rows" && ok "--pin none: BLAS threads = cores / 2 ranks ($want_blas)" ||
     bad "--pin none: BLAS threads $(awk '{print $10}' "$tmp/rows" | tr '\n' ' ')not $want_blas"
+# A topology hwloc reads from elsewhere (HWLOC_SYNTHETIC, HWLOC_XMLFILE) is another machine's to it
+# unless HWLOC_THISSYSTEM=1: binding then returns success and does nothing, so dtrain must not
+# claim it (it said "dtrain" on cores 0 and 1 while the kernel kept both ranks on all cores).
+synth="core:$(nproc) pu:1"
+HWLOC_SYNTHETIC="$synth" "$MPIRUN" -np 2 --bind-to none -x HWLOC_SYNTHETIC "$DTRAIN" env >"$tmp/env" 2>&1
+cat "$tmp/env"; env_rows "$tmp/env" >"$tmp/rows"
+[ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "none" ] && ok "HWLOC_SYNTHETIC: no binding claimed" ||
+    bad "HWLOC_SYNTHETIC: BOUND $(awk '{print $9}' "$tmp/rows" | tr '\n' ' ')is not none"
+for c in $(awk '{print $8}' "$tmp/rows"); do
+    [ "$(expand_cpus "$c" | tr '\n' ' ')" = "$all" ] && ok "HWLOC_SYNTHETIC: the kernel's CPUs reported ($c)" ||
+        bad "HWLOC_SYNTHETIC: $c reported, the kernel has $all"
+done
+[ "$(grep -c 'CPU pinning skipped' "$tmp/env")" -eq 1 ] && grep -q 'Fix: unset HWLOC_SYNTHETIC' "$tmp/env" &&
+    ok "HWLOC_SYNTHETIC: one warning with the fix" || bad "HWLOC_SYNTHETIC: no single warning naming the variable"
+# With HWLOC_THISSYSTEM=1 hwloc binds for real, and dtrain pins as usual.
+HWLOC_THISSYSTEM=1 HWLOC_SYNTHETIC="$synth" "$MPIRUN" -np 2 --bind-to none -x HWLOC_SYNTHETIC -x HWLOC_THISSYSTEM \
+    "$DTRAIN" env >"$tmp/env" 2>&1; env_rows "$tmp/env" >"$tmp/rows"
+[ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "dtrain" ] && ! grep -q 'pinning skipped' "$tmp/env" &&
+    ok "HWLOC_THISSYSTEM=1: dtrain pins" || { cat "$tmp/env"; bad "HWLOC_THISSYSTEM=1: not pinned by dtrain"; }
 DTRAIN_PIN=none "$MPIRUN" -np 2 --bind-to none -x DTRAIN_PIN "$DTRAIN" env >"$tmp/env" 2>&1; env_rows "$tmp/env" >"$tmp/rows"
 [ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "none" ] && ok "DTRAIN_PIN=none: not pinned" || bad "DTRAIN_PIN=none ignored"
 finish
