@@ -49,9 +49,13 @@ static void launcher_unreadable(const doctor_host_facts *h, doc_list *out)
                  (int)n, r);
     else
         snprintf(fix, sizeof fix, "start the job with mpirun or `srun --mpi=pmix` (see docs/doctor.md)");
+    /* What was seen ends where the refusal's own fix starts (this row gives its fix), without the
+     * sentence's full stop: "; variables seen" follows. */
     const char *cut = strstr(r, " Fix: ");
-    doc_add(out, "launch.launcher", DOC_FAIL, fix, "no launcher explains this rank: %.*s; variables seen: %s",
-            cut ? (int)(cut - r) : (int)strlen(r), r, h->families[0] ? h->families : "none");
+    int len = cut ? (int)(cut - r) : (int)strlen(r);
+    if (len > 0 && r[len - 1] == '.') len--;
+    doc_add(out, "launch.launcher", DOC_FAIL, fix, "no launcher explains this rank: %.*s; variables seen: %s", len, r,
+            h->families[0] ? h->families : "none");
     doc_add(out, "launch.identity", DOC_SKIP, NULL,
             "not compared: the launcher's variables do not parse (launch.launcher)");
     doc_add(out, "launch.pmix", DOC_SKIP, NULL, "not judged: the launcher's variables do not parse (launch.launcher)");

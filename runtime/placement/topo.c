@@ -12,6 +12,7 @@
 #include "base/parse.h"
 #include "base/status.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,14 +30,51 @@ static const char *topo_process_getenv(const char *name, void *arg)
  * malformed rather than silently ignored. */
 static int has(topo_getenv_fn get, void *arg, const char *name) { return get(name, arg) != NULL; }
 
-/* Parses variable `name` into *out when it is set; leaves *out at -1 when it is not. */
+/* Who sets each launcher variable this file reads, and to what: a parse error says so, since users
+ * meet these names only when one is wrong. */
+static const char *const topo_var_roles[][2] = {
+    {"SLURM_PROCID", "srun sets it to the task's rank"},
+    {"SLURM_NTASKS", "srun sets it to the number of tasks"},
+    {"SLURM_LOCALID", "srun sets it to the task's index on its node"},
+    {"SLURM_NODEID", "srun sets it to the node's index in the job"},
+    {"SLURM_NNODES", "srun sets it to the number of nodes"},
+    {"OMPI_COMM_WORLD_RANK", "mpirun sets it to the rank"},
+    {"OMPI_COMM_WORLD_SIZE", "mpirun sets it to the number of ranks"},
+    {"OMPI_COMM_WORLD_LOCAL_RANK", "mpirun sets it to the rank's index on its node"},
+    {"OMPI_COMM_WORLD_LOCAL_SIZE", "mpirun sets it to the number of ranks on the node"},
+    {"PMI_RANK", "mpiexec (Hydra) or srun --mpi=pmi2 sets it to the rank"},
+    {"PMI_SIZE", "mpiexec (Hydra) sets it to the number of ranks"},
+    {"MPI_LOCALRANKID", "mpiexec (Hydra) sets it to the rank's index on its node"},
+    {"MPI_LOCALNRANKS", "mpiexec (Hydra) sets it to the number of ranks on the node"},
+    {"PMIX_RANK", "the PMIx server of mpirun or srun --mpi=pmix sets it to the rank"},
+    {"RANK", "torchrun sets it to the process's rank (dtrain takes its ranks from MPI)"},
+    {"WORLD_SIZE", "torchrun sets it to the number of processes (dtrain takes its ranks from MPI)"},
+    {"LOCAL_RANK", "torchrun sets it to the process's index on its node"},
+    {"LOCAL_WORLD_SIZE", "torchrun sets it to the number of processes on the node"},
+};
+
+static const char *topo_var_role(const char *name)
+{
+    for (size_t i = 0; i < sizeof topo_var_roles / sizeof *topo_var_roles; i++)
+        if (strcmp(topo_var_roles[i][0], name) == 0) return topo_var_roles[i][1];
+    return "the launcher sets it";
+}
+
+/* Parses variable `name` into *out when it is set; leaves *out at -1 when it is not. A value that
+ * does not parse fails with parse_int's message, then who sets the variable and the fix. */
 static dt_status read_opt(topo_getenv_fn get, void *arg, const char *name, long lo, int *out, const char **var)
 {
     const char *v = get(name, arg);
     if (!v) return DT_OK;
     dt_status s = parse_int(name, v, lo, TOPO_MAX_RANKS, out);
     if (s == DT_OK && var) *var = name;
-    return s;
+    if (s == DT_OK) return s;
+    char what[1024];
+    snprintf(what, sizeof what, "%s", dt_last_error());
+    const size_t n = strlen(v);
+    const int blank = n > 0 && (isspace((unsigned char)v[0]) || isspace((unsigned char)v[n - 1]));
+    return status_set_error(s, "%s; %s. Fix: %s or unset it (it was likely exported by hand or left from another job)",
+                            what, topo_var_role(name), blank ? "remove the spaces" : "give it a whole number");
 }
 
 static dt_status read_req(topo_getenv_fn get, void *arg, const char *name, long lo, int *out, const char **var,
@@ -97,10 +135,23 @@ static dt_status topo_read_slurm(topo_getenv_fn get, void *arg, topo_env *e)
         if (e->node < n) {
             e->local_size = counts[e->node];
             e->local_size_var = tv;
+            const char *text = get(tv, arg);
+            snprintf(e->local_size_text, sizeof e->local_size_text, "%.56s%s", text, strlen(text) > 56 ? "..." : "");
         }
         free(counts);
     }
     return DT_OK;
+}
+
+/* The local size as the launcher gave it, for messages: "OMPI_COMM_WORLD_LOCAL_SIZE=2", or for a
+ * per-node list "SLURM_STEP_TASKS_PER_NODE='2(x3),1' (2 on node 0)". */
+static const char *local_size_desc(const topo_env *e, char *buf, size_t n)
+{
+    if (e->local_size_text[0])
+        snprintf(buf, n, "%s='%s' (%d on node %d)", e->local_size_var, e->local_size_text, e->local_size, e->node);
+    else
+        snprintf(buf, n, "%s=%d", e->local_size_var, e->local_size);
+    return buf;
 }
 
 dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out)
@@ -134,9 +185,10 @@ dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out)
             if ((s = read_req(get, arg, "RANK", 0, &e.rank, &e.rank_var, "torchrun")) ||
                 (s = read_req(get, arg, "WORLD_SIZE", 1, &e.size, &e.size_var, "torchrun")) ||
                 (s = read_opt(get, arg, "LOCAL_RANK", 0, &e.local_rank, &e.local_rank_var)) ||
-                (s = read_opt(get, arg, "LOCAL_WORLD_SIZE", 1, &e.local_size, &e.local_size_var)) ||
-                (s = read_opt(get, arg, "GROUP_RANK", 0, &e.node, &e.node_var)))
+                (s = read_opt(get, arg, "LOCAL_WORLD_SIZE", 1, &e.local_size, &e.local_size_var)))
                 goto fail;
+            /* GROUP_RANK (torchrun's node index) is not read: MPI numbers the nodes, and nothing
+             * would check it, so a malformed one must not refuse the run. */
             break;
         case DT_LAUNCHER_PMIX:
         case DT_LAUNCHER_NONE: break;
@@ -162,16 +214,20 @@ dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out)
                              e.rank_var, e.rank, e.size_var, e.size);
         goto fail;
     }
+    char ls[160];
     if (e.local_rank >= 0 && e.local_size >= 0 && e.local_rank >= e.local_size) {
         s = status_set_error(DT_ERR_ENV,
-                             "%s=%d is not below %s=%d: a local rank must be smaller than the "
-                             "number of ranks on the node",
-                             e.local_rank_var, e.local_rank, e.local_size_var, e.local_size);
+                             "%s=%d is not below %s: a local rank must be smaller than the "
+                             "number of ranks on the node; the launcher's variables are inconsistent (set by hand?)",
+                             e.local_rank_var, e.local_rank, local_size_desc(&e, ls, sizeof ls));
         goto fail;
     }
     if (e.local_size >= 0 && e.size >= 0 && e.local_size > e.size) {
-        s = status_set_error(DT_ERR_ENV, "%s=%d is larger than %s=%d", e.local_size_var, e.local_size, e.size_var,
-                             e.size);
+        s = status_set_error(DT_ERR_ENV,
+                             "%s puts more ranks on this node than %s=%d in all: the launcher's variables are "
+                             "inconsistent (set by hand or left from another job). Fix: unset them, or start the "
+                             "job again with the launcher",
+                             local_size_desc(&e, ls, sizeof ls), e.size_var, e.size);
         goto fail;
     }
     *out = e;
@@ -205,6 +261,20 @@ static const char *launch_hint(dt_launcher l)
                    "mpirun of the same MPI";
         default: return "start every rank with the same launcher and the mpirun of the MPI dtrain was built with";
     }
+}
+
+/* The fix when the launcher's variable `var` disagrees with MPI. Under srun with PMIx live
+ * (PMIX_RANK set) MPI learned the world from srun's PMIx server, so srun is wired right and `var`
+ * is what is wrong: exported by a wrapper or job script, or left from another step. Otherwise the
+ * launcher's usual fix (launch_hint). */
+static const char *mismatch_fix(const topo_env *e, const char *var, char *buf, size_t n)
+{
+    if (e->launcher != DT_LAUNCHER_SLURM || e->pmix_rank < 0) return launch_hint(e->launcher);
+    snprintf(buf, n,
+             "srun's PMIx server told MPI the job's shape, so %s is stale or set by hand (srun sets it for each task "
+             "itself): unset it, or remove it from the wrapper or job script that exports it, and start the job again",
+             var);
+    return buf;
 }
 
 dt_status topo_check_before_mpi(const topo_env *e)
@@ -248,17 +318,18 @@ dt_status topo_check_before_mpi(const topo_env *e)
 dt_status topo_check(const topo_env *e, const topo_mpi *m)
 {
     const char *name = dt_launcher_name(e->launcher);
+    char fix[512];
     if (e->size > 1 && m->size == 1)
         return status_set_error(DT_ERR_MPI,
                                 "%s=%d but MPI sees a world of 1: every process started as its own MPI "
                                 "singleton and would train alone. Fix: %s",
-                                e->size_var, e->size, launch_hint(e->launcher));
+                                e->size_var, e->size, mismatch_fix(e, e->size_var, fix, sizeof fix));
     if (e->size >= 0 && e->size != m->size)
         return status_set_error(DT_ERR_MPI, "%s=%d but MPI_COMM_WORLD has %d ranks (launcher %s). Fix: %s", e->size_var,
-                                e->size, m->size, name, launch_hint(e->launcher));
+                                e->size, m->size, name, mismatch_fix(e, e->size_var, fix, sizeof fix));
     if (e->rank >= 0 && e->rank != m->rank)
         return status_set_error(DT_ERR_MPI, "%s=%d but MPI says this is rank %d (launcher %s). Fix: %s", e->rank_var,
-                                e->rank, m->rank, name, launch_hint(e->launcher));
+                                e->rank, m->rank, name, mismatch_fix(e, e->rank_var, fix, sizeof fix));
     if (e->pmix_rank >= 0 && e->pmix_rank != m->rank)
         return status_set_error(DT_ERR_MPI, "PMIX_RANK=%d but MPI says this is rank %d. Fix: %s", e->pmix_rank, m->rank,
                                 launch_hint(e->launcher));
@@ -268,18 +339,19 @@ dt_status topo_check(const topo_env *e, const topo_mpi *m)
                                 "node's memory. Fix: place ranks so the launcher and MPI agree on nodes "
                                 "(one launcher per job), or unset the stale %s",
                                 e->local_rank_var, e->local_rank, m->local_rank, m->local_size, e->local_rank_var);
+    char ls[160];
     if (e->local_size >= 0 && e->local_size != m->local_size)
         return status_set_error(DT_ERR_MPI,
-                                "%s=%d but MPI finds %d ranks sharing this node's memory. Fix: place ranks "
+                                "%s but MPI finds %d ranks sharing this node's memory. Fix: place ranks "
                                 "so the launcher and MPI agree on nodes, or unset the stale %s",
-                                e->local_size_var, e->local_size, m->local_size, e->local_size_var);
+                                local_size_desc(e, ls, sizeof ls), m->local_size, e->local_size_var);
     if (e->num_nodes >= 0 && e->num_nodes != m->num_nodes)
         return status_set_error(DT_ERR_MPI, "%s=%d but MPI finds ranks on %d nodes. Fix: %s", e->num_nodes_var,
-                                e->num_nodes, m->num_nodes, launch_hint(e->launcher));
+                                e->num_nodes, m->num_nodes, mismatch_fix(e, e->num_nodes_var, fix, sizeof fix));
     /* Only the step's list must match: the job's may hold nodes this step does not use. */
     if (e->hosts_var && strcmp(e->hosts_var, "SLURM_STEP_NODELIST") == 0 && e->num_hosts != m->num_nodes)
         return status_set_error(DT_ERR_MPI, "%s names %d nodes but MPI finds ranks on %d nodes. Fix: %s", e->hosts_var,
-                                e->num_hosts, m->num_nodes, launch_hint(e->launcher));
+                                e->num_hosts, m->num_nodes, mismatch_fix(e, e->hosts_var, fix, sizeof fix));
     return DT_OK;
 }
 

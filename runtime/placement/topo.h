@@ -22,6 +22,9 @@ typedef struct topo_env {
     int pmix_rank; /* PMIX_RANK under any PMIx launcher, else -1 */
     /* The variable each value came from, for messages; NULL where unset. */
     const char *rank_var, *size_var, *local_rank_var, *local_size_var, *node_var, *num_nodes_var;
+    /* local_size_var's own text when local_size was computed from it (SLURM's tasks per node,
+     * "2(x3),1"), "" otherwise: messages quote what the variable holds, not only the result. */
+    char local_size_text[64];
     int has_pmi;       /* a PMI/PMIx server talks to this process (PMIX_RANK, PMI_RANK or
                                        PMI_FD set): MPI_Init can learn the world from it */
     char mpi_type[32]; /* SLURM_MPI_TYPE (srun's --mpi plugin), "" when unset: for messages */

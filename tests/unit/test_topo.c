@@ -120,14 +120,18 @@ static void test_hydra_torchrun_pmix(void **st)
     assert_int_equal(e.local_size, 2);
     topo_env_free(&e);
 
-    assert_int_equal(read_env(ENV("RANK=3", "WORLD_SIZE=4", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2", "GROUP_RANK=1"), &e),
-                     DT_OK);
-    assert_int_equal(e.launcher, DT_LAUNCHER_TORCHRUN);
-    assert_int_equal(e.rank, 3);
-    assert_int_equal(e.size, 4);
-    assert_int_equal(e.local_rank, 1);
-    assert_int_equal(e.node, 1);
-    topo_env_free(&e);
+    /* GROUP_RANK (torchrun's node index) is not used, so even a malformed one is no refusal. */
+    const char *group[] = {"GROUP_RANK=1", "GROUP_RANK=x", "GROUP_RANK="};
+    for (size_t i = 0; i < sizeof group / sizeof *group; i++) {
+        if (read_env(ENV("RANK=3", "WORLD_SIZE=4", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2", group[i]), &e) != DT_OK)
+            fail_msg("%s refused: %s", group[i], dt_last_error());
+        assert_int_equal(e.launcher, DT_LAUNCHER_TORCHRUN);
+        assert_int_equal(e.rank, 3);
+        assert_int_equal(e.size, 4);
+        assert_int_equal(e.local_rank, 1);
+        assert_int_equal(e.node, -1);
+        topo_env_free(&e);
+    }
 
     assert_int_equal(read_env(ENV("PMIX_RANK=3"), &e), DT_OK);
     assert_int_equal(e.launcher, DT_LAUNCHER_PMIX);
@@ -146,6 +150,12 @@ static void test_malformed_values(void **st)
     expect_error(SL(""), "SLURM_PROCID", "''");
     expect_error(SL("3x"), "SLURM_PROCID", "'3x'");
     expect_error(SL(" 3"), "SLURM_PROCID", NULL);
+    /* A parse error says who sets the variable and what to do. */
+    expect_error(SL(" 0"), "srun sets it to the task's rank", "Fix: remove the spaces or unset it");
+    expect_error(SL("0x1"), "srun sets it to the task's rank", "Fix: give it a whole number or unset it");
+    expect_error(ENV("RANK=", "WORLD_SIZE=2"), "torchrun sets it", "Fix: give it a whole number or unset it");
+    expect_error(ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1 "), "mpirun sets it to the rank",
+                 "remove the spaces");
     expect_error(SL("4"), "SLURM_PROCID=4", "SLURM_NTASKS=4");
 #undef SL
     expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0"), "SLURM_NTASKS", "not set");
@@ -160,6 +170,13 @@ static void test_malformed_values(void **st)
     expect_error(
         ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NODEID=0", "SLURM_TASKS_PER_NODE=2(x"), "2(x",
         NULL);
+    /* A per-node list is quoted as the variable holds it, beside the count it gives this node. */
+    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NODEID=0",
+                     "SLURM_STEP_TASKS_PER_NODE=2(x3),1"),
+                 "SLURM_STEP_TASKS_PER_NODE='2(x3),1' (2 on node 0)", "SLURM_NTASKS=1");
+    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=8", "SLURM_LOCALID=2", "SLURM_NODEID=3",
+                     "SLURM_STEP_TASKS_PER_NODE=3(x3),2"),
+                 "SLURM_LOCALID=2", "SLURM_STEP_TASKS_PER_NODE='3(x3),2' (2 on node 3)");
     expect_error(ENV("OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_LOCAL_RANK=2",
                      "OMPI_COMM_WORLD_LOCAL_SIZE=2"),
                  "OMPI_COMM_WORLD_LOCAL_RANK=2", "OMPI_COMM_WORLD_LOCAL_SIZE=2");
@@ -286,6 +303,21 @@ static void test_check(void **st)
     check_fails(
         ENV("SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_NODEID=0", "SLURM_STEP_NODELIST=n[1-2]"),
         mpi_of(1, 2, 1, 2, 0, 1), "SLURM_STEP_NODELIST", "2 nodes");
+    check_fails(
+        ENV("SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=4", "SLURM_NODEID=1", "SLURM_STEP_TASKS_PER_NODE=2(x2)"),
+        mpi_of(1, 4, 0, 1, 1, 2), "SLURM_STEP_TASKS_PER_NODE='2(x2)' (2 on node 1)", "finds 1 ranks");
+    /* With srun's PMIx server live, MPI's view is srun's: the SLURM variable that disagrees is stale
+     * or set by hand, and "run srun --mpi=pmix" (which it already is) would not help. */
+    const char **stale[] = {
+        ENV("SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2", "PMIX_RANK=0", "SLURM_MPI_TYPE=pmix"),
+        ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=3", "PMIX_RANK=0", "SLURM_MPI_TYPE=pmix"),
+        ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NNODES=2", "PMIX_RANK=0"),
+    };
+    const char *stale_var[] = {"SLURM_PROCID is stale", "SLURM_NTASKS is stale", "SLURM_NNODES is stale"};
+    for (size_t i = 0; i < sizeof stale / sizeof *stale; i++) {
+        check_fails(stale[i], mpi_of(0, 2, 0, 2, 0, 1), stale_var[i], "unset it");
+        if (strstr(dt_last_error(), "--mpi=pmix")) fail_msg("case %zu says --mpi=pmix: %s", i, dt_last_error());
+    }
 }
 
 int main(void)
