@@ -7,14 +7,17 @@
 #include "runtime/placement/device.h"
 
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct env_row {
     dt_placement pl;
     char mpi[96], nccl[96], cuda[96]; /* one size: dt_versions takes one length */
     char visible[512];                /* what is wrong with this rank's CUDA_VISIBLE_DEVICES, or "" */
+    int cpus, node_cpus;              /* CPUs this rank may run on; CPUs its node has online */
 } env_row;
 
 /* Prints each distinct CUDA_VISIBLE_DEVICES warning once, with the ranks it concerns: under srun
@@ -60,6 +63,12 @@ int cmd_env(int argc, char **argv)
     me.pl = job.pl;
     dt_versions(me.mpi, me.nccl, me.cuda, sizeof me.mpi);
     device_visible_parse(getenv("CUDA_VISIBLE_DEVICES"), me.visible, sizeof me.visible);
+    /* A shared rank is not pinned, so its affinity is still what the launcher allowed. */
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    me.cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    me.node_cpus = online > 0 ? (int)online : 0;
 
     const int world = job.world, rank = job.rank;
     env_row *rows = rank == 0 ? calloc((size_t)world, sizeof *rows) : NULL;
@@ -78,7 +87,7 @@ int cmd_env(int argc, char **argv)
                cli_s(world), me.pl.num_nodes, cli_s(me.pl.num_nodes), dt_backend_name(ctx), dt_blas_corename());
         printf("%-7s %-7s %-5s %-16s %-9s %-7s %-5s %-12s %-8s %-4s %-22s %-12s %s\n", "RANK", "LOCAL", "NODE", "HOST",
                "LAUNCHER", "DEVICE", "GPU", "CORES", "BOUND", "BLAS", "MPI", "NCCL", "CUDA");
-        int shared = 0, gpu_unused = 0;
+        int shared = 0, confined = -1, gpu_unused = 0;
         for (int r = 0; r < world; r++) {
             const dt_placement *p = &rows[r].pl;
             char rk[32], lc[32], dev[32];
@@ -97,9 +106,18 @@ int cmd_env(int argc, char **argv)
                    dt_launcher_name(p->launcher), dev, gpu, p->cores, bound_name(p), p->blas_threads, rows[r].mpi,
                    rows[r].nccl, rows[r].cuda);
             shared |= p->cores_shared;
+            /* Shared because the launcher (a binding, taskset, a cgroup) allowed fewer CPUs than the
+             * node has, not because the node has too few: the first such rank, for the note. */
+            if (p->cores_shared && confined < 0 && rows[r].cpus > 0 && rows[r].cpus < rows[r].node_cpus) confined = r;
             gpu_unused |= p->device == DT_DEVICE_CPU && p->gpu[0] && p->gpu[0] != '-';
         }
-        if (shared)
+        if (confined >= 0)
+            printf("note: the launcher (or a taskset or cgroup) confined ranks to fewer CPUs than their node has "
+                   "(rank %d may run on CPUs %s, %d online on %s), so cores are shared and those ranks are not "
+                   "pinned; expect slower steps (give each rank its own cores: srun --cpus-per-task=N "
+                   "--cpu-bind=cores, mpirun --bind-to core, and no taskset narrower than that).\n",
+                   confined, rows[confined].pl.cores, rows[confined].node_cpus, rows[confined].pl.hostname);
+        else if (shared)
             printf("note: some nodes run more ranks than they have cores, so cores are shared and those "
                    "ranks are not pinned; expect slower steps (start fewer ranks per node).\n");
         if (gpu_unused)

@@ -56,6 +56,13 @@ HWLOC_THISSYSTEM=1 HWLOC_SYNTHETIC="$synth" "$MPIRUN" -np 2 --bind-to none -x HW
     "$DTRAIN" env >"$tmp/env" 2>&1; env_rows "$tmp/env" >"$tmp/rows"
 [ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "dtrain" ] && ! grep -q 'pinning skipped' "$tmp/env" &&
     ok "HWLOC_THISSYSTEM=1: dtrain pins" || { cat "$tmp/env"; bad "HWLOC_THISSYSTEM=1: not pinned by dtrain"; }
+# Ranks confined by the launcher to one CPU of the node share it: the note blames the confinement,
+# not the number of ranks per node.
+"$MPIRUN" -np 2 --bind-to none bash -c 'exec taskset -c 0 "$0" env' "$DTRAIN" >"$tmp/env" 2>&1
+cat "$tmp/env"; env_rows "$tmp/env" >"$tmp/rows"
+[ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "shared" ] && grep -q "confined ranks to fewer CPUs than their node has" \
+    "$tmp/env" && ! grep -q "start fewer ranks per node" "$tmp/env" && ok "taskset -c 0: the note names the confinement" ||
+    bad "taskset -c 0: no note on the launcher's confinement"
 DTRAIN_PIN=none "$MPIRUN" -np 2 --bind-to none -x DTRAIN_PIN "$DTRAIN" env >"$tmp/env" 2>&1; env_rows "$tmp/env" >"$tmp/rows"
 [ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "none" ] && ok "DTRAIN_PIN=none: not pinned" || bad "DTRAIN_PIN=none ignored"
 finish
