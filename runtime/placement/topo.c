@@ -224,9 +224,9 @@ dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out)
     }
     if (e.local_size >= 0 && e.size >= 0 && e.local_size > e.size) {
         s = status_set_error(DT_ERR_ENV,
-                             "%s puts more ranks on this node than %s=%d in all: the launcher's variables are "
-                             "inconsistent (set by hand or left from another job). Fix: unset them, or start the "
-                             "job again with the launcher",
+                             "%s is larger than %s=%d (more ranks on this node than in the job): the launcher's "
+                             "variables are inconsistent (set by hand or left from another job). Fix: unset them, or "
+                             "start the job again with the launcher",
                              local_size_desc(&e, ls, sizeof ls), e.size_var, e.size);
         goto fail;
     }
