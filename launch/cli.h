@@ -104,16 +104,25 @@ typedef struct cli_job {
     dt_ctx *ctx;
     dt_placement pl;
     int rank, world;
+    /* Read before dt_init (Open MPI's singleton MPI_Init exports OMPI_* variables, which would hide
+     * it after): the task count of the SLURM job this process runs outside any srun step of, 0
+     * when none (topo_job_tasks_outside_step), and the variable it came from. */
+    int job_tasks;
+    const char *job_tasks_var;
 } cli_job;
 
 /* The prologue of a command that runs on the job: cli_parse into *cfg, extra->check, then
- * cli_begin. Returns EXIT_OK with *job filled, or the exit code after printing why: EXIT_USAGE
+ * cli_begin and cli_warn_alone. Returns EXIT_OK with *job filled, or the exit code after printing why: EXIT_USAGE
  * before dt_init (nothing started), EXIT_FAIL when dt_init failed (the job is being aborted). */
 int cli_start(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_extra *extra, cli_job *job);
 /* The second half of cli_start, for a command whose checks before dt_init hold resources (train):
  * dt_init with the crash report, the message and the job-wide abort a failure needs, then this
  * rank's placement into *job. EXIT_OK, or EXIT_FAIL after printing the error. */
 int cli_begin(const dt_config *cfg, cli_job *job);
+/* Warns once on stderr when job runs alone (a world of 1) in a batch script or an salloc shell of a
+ * SLURM job with several tasks (job->job_tasks), naming the count and the fix (srun --mpi=pmix). cli_start calls it for the commands that run on the job, train after its
+ * cli_begin; doctor reports it in its launch.launcher row instead. */
+void cli_warn_alone(const cli_job *job);
 /* The epilogue: dt_finalize(ctx); returns rc, or EXIT_FAIL after printing why finalize failed. */
 int cli_finish(dt_ctx *ctx, int rc);
 /* A library failure s after dt_init: prints "[what: ]<last error> (<status>)" (what may be NULL:

@@ -348,6 +348,7 @@ int cmd_train(int argc, char **argv)
         dt_scaler_free(r.sc);
         return rc;
     }
+    cli_warn_alone(&job);
     r.ctx = job.ctx, r.rank = job.rank, r.world = job.world;
     if (!(rc = train_setup(&r, &job.pl))) {
         const train_end end = train_loop(&r, &rc);

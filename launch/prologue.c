@@ -5,6 +5,7 @@
  * job down. The commands call these rather than repeat the lines (cli.h).
  */
 #include "launch/cli.h"
+#include "runtime/placement/topo.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -66,11 +67,27 @@ static dt_ctx *cli_init(const dt_config *cfg)
 int cli_begin(const dt_config *cfg, cli_job *job)
 {
     memset(job, 0, sizeof *job);
+    job->job_tasks = topo_job_tasks_outside_step(NULL, NULL, &job->job_tasks_var);
     if (!(job->ctx = cli_init(cfg))) return EXIT_FAIL;
     dt_get_placement(job->ctx, &job->pl);
     job->rank = dt_rank(job->ctx);
     job->world = dt_world_size(job->ctx);
     return EXIT_OK;
+}
+
+/* A batch script's `dtrain train` (no srun) trains alone on the first node while the job holds
+ * the rest: it works, so nothing refuses it, but the user asked for more. */
+void cli_warn_alone(const cli_job *job)
+{
+    const char *var = job->job_tasks_var;
+    const int n = job->job_tasks;
+    if (job->world != 1 || n <= 1 || !var) return;
+    const int nodes = strcmp(var, "SLURM_JOB_NUM_NODES") == 0;
+    fprintf(stderr,
+            "dtrain: warning: this job has %d %s (%s=%d) but dtrain runs alone, a world of 1: it was started in "
+            "the batch script or salloc shell (no SLURM_STEP_ID), not by srun. Fix: start it with "
+            "`srun --mpi=pmix dtrain ...` to run as the job's %s\n",
+            n, nodes ? "nodes" : "tasks", var, n, nodes ? "tasks, one per node" : "tasks");
 }
 
 int cli_start(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_extra *extra, cli_job *job)
@@ -79,7 +96,9 @@ int cli_start(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
     int rc = cli_parse(argc, argv, cmd, cfg, extra);
     /* Refusals that need all the flags come before dt_init: a refused command starts nothing. */
     if (!rc && extra && extra->check) rc = extra->check(cfg, extra->ud);
-    return rc ? rc : cli_begin(cfg, job);
+    if (!rc) rc = cli_begin(cfg, job);
+    if (!rc) cli_warn_alone(job);
+    return rc;
 }
 
 int cli_finish(dt_ctx *ctx, int rc)

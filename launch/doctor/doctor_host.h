@@ -28,10 +28,14 @@ typedef struct doctor_host_facts {
     char families[192];             /* the launcher variable families present: "OMPI_COMM_WORLD_* PMIX_* SLURM_*" */
     char refusal[480];              /* why dt_init would refuse this rank, "" when it would not */
     int slurm_procid, slurm_ntasks; /* -1 when unset */
-    char slurm_mpi_type[32];        /* SLURM_MPI_TYPE, "" when unset */
-    int has_pmix;                   /* PMIX_RANK set */
-    int has_pmi2;                   /* PMI_RANK or PMI_FD set (PMI-2: srun --mpi=pmi2), which dt_init accepts */
-    int torch_rank, torch_world;    /* RANK and WORLD_SIZE when set under another launcher, else -1 */
+    /* A batch script or salloc shell of a job with several tasks ran doctor directly: the job's
+     * task count and the variable it came from (topo_job_tasks_outside_step), 0 and "" otherwise */
+    int job_tasks;
+    char job_tasks_var[24];
+    char slurm_mpi_type[32];     /* SLURM_MPI_TYPE, "" when unset */
+    int has_pmix;                /* PMIX_RANK set */
+    int has_pmi2;                /* PMI_RANK or PMI_FD set (PMI-2: srun --mpi=pmi2), which dt_init accepts */
+    int torch_rank, torch_world; /* RANK and WORLD_SIZE when set under another launcher, else -1 */
     /* LOCAL_RANK and LOCAL_WORLD_SIZE as set under another launcher, "" when unset (text, so that a
      * zeroed fact is "unset" and a value that is no number can be quoted) */
     char torch_local_rank[16], torch_local_world[16];

@@ -92,8 +92,19 @@ static void check_launcher(const doctor_facts *f, doc_list *out)
         check_conflict(f, out);
         return;
     }
-    doc_add(out, "launch.launcher", DOC_PASS, NULL, "%s; variables seen: %s",
-            dt_launcher_name((dt_launcher)h->launcher), h->families[0] ? h->families : "none (a world of 1)");
+    /* Run directly in a batch script or salloc shell: a world of 1 while the job holds more. */
+    if (h->launcher == DT_LAUNCHER_NONE && h->job_tasks > 1 && f->pl.world_size == 1) {
+        const int nodes = strcmp(h->job_tasks_var, "SLURM_JOB_NUM_NODES") == 0;
+        doc_add(out, "launch.launcher", DOC_WARN,
+                "start it with `srun --mpi=pmix dtrain doctor` in the batch script or salloc shell, so that it runs "
+                "as the job's tasks (and so do dtrain train and the others)",
+                "none: this job has %d %s (%s=%d) but dtrain runs alone, a world of 1, in the batch script or salloc "
+                "shell (no SLURM_STEP_ID); variables seen: %s",
+                h->job_tasks, nodes ? "nodes" : "tasks", h->job_tasks_var, h->job_tasks,
+                h->families[0] ? h->families : "none");
+    } else
+        doc_add(out, "launch.launcher", DOC_PASS, NULL, "%s; variables seen: %s",
+                dt_launcher_name((dt_launcher)h->launcher), h->families[0] ? h->families : "none (a world of 1)");
     if (h->refusal[0])
         refusal_row(out, "launch.identity", h->refusal);
     else

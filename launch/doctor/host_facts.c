@@ -7,6 +7,7 @@
  */
 #include "launch/doctor/doctor.h"
 #include "runtime/placement/affinity.h"
+#include "runtime/placement/topo.h"
 
 #include <mpi.h>
 #if defined(OPEN_MPI) && OPEN_MPI
@@ -59,6 +60,9 @@ void doctor_host_early(doctor_host_facts *f, int launcher)
     families(f->families, sizeof f->families);
     f->slurm_procid = env_int("SLURM_PROCID");
     f->slurm_ntasks = env_int("SLURM_NTASKS");
+    const char *tasks_var = NULL;
+    f->job_tasks = topo_job_tasks_outside_step(NULL, NULL, &tasks_var);
+    snprintf(f->job_tasks_var, sizeof f->job_tasks_var, "%s", tasks_var ? tasks_var : "");
     copy_env(f->slurm_mpi_type, sizeof f->slurm_mpi_type, "SLURM_MPI_TYPE");
     f->has_pmix = getenv("PMIX_RANK") != NULL;
     f->has_pmi2 = getenv("PMI_RANK") != NULL || getenv("PMI_FD") != NULL;

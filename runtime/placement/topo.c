@@ -237,6 +237,28 @@ fail:
     return s;
 }
 
+int topo_job_tasks_outside_step(topo_getenv_fn get, void *arg, const char **var)
+{
+    if (!get) get = topo_process_getenv;
+    if (var) *var = NULL;
+    /* SLURM_STEPID is the older spelling of SLURM_STEP_ID. */
+    if (topo_detect(get, arg) != DT_LAUNCHER_NONE || !has(get, arg, "SLURM_JOB_ID") || has(get, arg, "SLURM_STEP_ID") ||
+        has(get, arg, "SLURM_STEPID"))
+        return 0;
+    static const char *const counts[] = {"SLURM_NTASKS", "SLURM_JOB_NUM_NODES"};
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        const char *v = get(counts[i], arg);
+        if (!v) continue;
+        char *end = NULL;
+        const long n = strtol(v, &end, 10);
+        if (end == v || *end || n < 1 || n > TOPO_MAX_RANKS) continue;
+        if (n == 1) return 0; /* one task (or one node and no task count): running alone is right */
+        if (var) *var = counts[i];
+        return (int)n;
+    }
+    return 0;
+}
+
 void topo_env_free(topo_env *e)
 {
     if (!e) return;

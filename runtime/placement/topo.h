@@ -42,6 +42,15 @@ typedef struct topo_env {
 dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out);
 void topo_env_free(topo_env *e);
 
+/* A process run directly in a batch script or an salloc shell of a job with several tasks:
+ * SLURM_JOB_ID set, no SLURM_STEP_ID (no srun step), and no launcher started it, so it runs as a
+ * world of 1 while the job holds more. Returns the job's task count when above 1, else 0:
+ * SLURM_NTASKS, or SLURM_JOB_NUM_NODES when the job was not given a task count (srun then starts
+ * one task per node); *var (may be NULL) receives the variable's name. A value that does not
+ * parse counts as unset: this is a warning, never a refusal. get NULL means the process
+ * environment. */
+int topo_job_tasks_outside_step(topo_getenv_fn get, void *arg, const char **var);
+
 /* What MPI says, authoritative once MPI is initialized. */
 typedef struct topo_mpi {
     int rank, size, local_rank, local_size, node, num_nodes;

@@ -95,6 +95,13 @@ doctor_status "$tmp/j" launch.launcher=fail launch.pmix=skip && grep -q "give SL
     grep -q "srun sets it to the number of tasks; variables seen" "$tmp/j" &&
     ! grep -q "another PMI" "$tmp/j" && ok "SLURM_NTASKS=2x -> launch.launcher FAIL naming it and who sets it" ||
     bad "SLURM_NTASKS=2x: $(cat "$tmp/j")"
+# Run directly in a batch script of a 4-task job (no srun step): launch.launcher WARNs with the fix.
+env SLURM_JOB_ID=7 SLURM_NTASKS=4 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NODEID=0 "$DTRAIN" doctor --no-comm --json \
+    >"$tmp/j" 2>&1
+rc=$?
+[ $rc -eq 0 ] && doctor_status "$tmp/j" launch.launcher=warn && grep -q "this job has 4 tasks (SLURM_NTASKS=4)" "$tmp/j" &&
+    grep -q 'srun --mpi=pmix dtrain doctor' "$tmp/j" && ok "batch script, 4 tasks: launch.launcher WARN with the fix" ||
+    bad "batch script, 4 tasks: rc $rc: $(cat "$tmp/j")"
 # srun --mpi=pmi2 with an Open MPI built without PMI-2 (Debian's): MPI_Init would abort, blaming
 # SLURM support; doctor reports it in its table, naming the cause and the fix, and exits 1.
 pmi2="SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=0 SLURM_NODELIST=localhost SLURM_MPI_TYPE=pmi2

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Refusals with a clear message: the singleton trap, malformed launcher variables, launcher/MPI
-# disagreements, a device that is not there. Exit 1 for run-time failures (a launcher's variables
+# disagreements, a device that is not there; and the warning of a batch script that runs dtrain
+# alone. Exit 1 for run-time failures (a launcher's variables
 # included: the launch is broken, not the command), 2 for bad usage (flags and DTRAIN_* variables).
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
@@ -30,6 +31,26 @@ expect 2 "DTRAIN_TIMEOUT='1e-45' is out of range (expected 0 (never) or a number
 # A well-formed world of 1 passes.
 expect 0 "0/1" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_NNODES=1 "SLURM_STEP_NODELIST=$(hostname)" SLURM_TASKS_PER_NODE=1 "$DTRAIN" env
 expect 0 "0/1" "$DTRAIN" env
+# A batch script or salloc shell of a job with several tasks (SLURM_JOB_ID, no SLURM_STEP_ID) that
+# runs dtrain without srun: it runs alone, which is no refusal, but it warns once.
+batch="SLURM_JOB_ID=7 SLURM_NTASKS=4 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_JOB_NUM_NODES=2"
+alone="this job has 4 tasks (SLURM_NTASKS=4) but dtrain runs alone"
+# shellcheck disable=SC2086
+for cmd in "env" "train --steps 1 --batch 4 --model fc:8,relu,fc:10 --input 8" \
+    "bench gemm --n 64 --iters 1 --warmup 0 --max-seconds 0.1"; do
+    expect 0 "$alone" env $batch "$DTRAIN" $cmd
+    [ "$(grep -c "runs alone" "$tmp/out")" -eq 1 ] && grep -q "Fix: start it with \`srun --mpi=pmix" "$tmp/out" &&
+        ok "${cmd%% *}: one warning with the fix" || bad "${cmd%% *}: not one warning with the fix"
+done
+expect 0 "this job has 2 nodes (SLURM_JOB_NUM_NODES=2)" env SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 "$DTRAIN" env
+# Running alone is right: a job of one task, commands that are not a job's (version, help, data),
+# and mpirun in the batch script.
+# shellcheck disable=SC2086
+for run in "env SLURM_JOB_ID=7 SLURM_NTASKS=1 $DTRAIN env" "env $batch $DTRAIN version" "env $batch $DTRAIN help" \
+    "env $batch $DTRAIN data info --help" "env $batch $MPIRUN -np 2 -x SLURM_JOB_ID -x SLURM_NTASKS $DTRAIN env"; do
+    $run >"$tmp/out" 2>&1
+    ! grep -q "runs alone" "$tmp/out" && ok "no warning: ${run#env }" || bad "a warning where running alone is right: $run"
+done
 # Under mpirun, a variable that disagrees with MPI stops the job (every rank, no hang).
 expect 1 "OMPI_COMM_WORLD_RANK=0 but MPI says this is rank 1" "$MPIRUN" -np 2 bash -c "OMPI_COMM_WORLD_RANK=0 exec $DTRAIN env"
 expect 1 "OMPI_COMM_WORLD_LOCAL_SIZE=3 is larger than OMPI_COMM_WORLD_SIZE=2" "$MPIRUN" -np 2 bash -c "OMPI_COMM_WORLD_LOCAL_SIZE=3 exec $DTRAIN env"

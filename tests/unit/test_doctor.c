@@ -121,6 +121,29 @@ static void test_healthy_passes(void **state)
     doc_list_free(&job);
 }
 
+/* doctor run directly in a batch script of a 4-task job: a world of 1, launcher none. */
+static void test_batch_script_alone(void **state)
+{
+    (void)state;
+    doctor_facts f;
+    healthy(&f, 0);
+    f.pl.world_size = 1, f.pl.local_size = 1, f.pl.launcher = DT_LAUNCHER_NONE;
+    f.host.launcher = DT_LAUNCHER_NONE, f.host.has_pmix = 0;
+    snprintf(f.host.families, sizeof f.host.families, "SLURM_*");
+    doc_list job;
+    run_all(&f, 1, &job);
+    assert_non_null(find(&job, "launch.launcher", DOC_PASS));
+    doc_list_free(&job);
+    f.host.job_tasks = 4;
+    snprintf(f.host.job_tasks_var, sizeof f.host.job_tasks_var, "SLURM_NTASKS");
+    run_all(&f, 1, &job);
+    const doc_row *r = find(&job, "launch.launcher", DOC_WARN);
+    assert_non_null(r);
+    assert_non_null(strstr(r->seen, "this job has 4 tasks (SLURM_NTASKS=4) but dtrain runs alone"));
+    assert_non_null(strstr(r->fix, "srun --mpi=pmix"));
+    doc_list_free(&job);
+}
+
 static void test_failures(void **state)
 {
     (void)state;
@@ -198,7 +221,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge_and_ranks),    cmocka_unit_test(test_json_escapes),
         cmocka_unit_test(test_healthy_passes),     cmocka_unit_test(test_failures),
-        cmocka_unit_test(test_busy_poll_and_comm),
+        cmocka_unit_test(test_batch_script_alone), cmocka_unit_test(test_busy_poll_and_comm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

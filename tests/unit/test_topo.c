@@ -320,6 +320,37 @@ static void test_check(void **st)
     }
 }
 
+/* A batch script or salloc shell (SLURM_JOB_ID, no step) of a job with several tasks runs dtrain
+ * alone: the count comes back for a warning; anything started by a launcher, or a job of one task,
+ * gives 0. */
+static void test_job_tasks_outside_step(void **st)
+{
+    (void)st;
+    const char *var = "x";
+    const char **batch = ENV("SLURM_JOB_ID=7", "SLURM_NTASKS=4", "SLURM_PROCID=0", "SLURM_LOCALID=0", "SLURM_NODEID=0");
+    assert_int_equal(topo_job_tasks_outside_step(fake_getenv, (void *)batch, &var), 4);
+    assert_string_equal(var, "SLURM_NTASKS");
+    /* salloc -N2 with no task count: srun would start one task per node. */
+    assert_int_equal(
+        topo_job_tasks_outside_step(fake_getenv, (void *)ENV("SLURM_JOB_ID=7", "SLURM_JOB_NUM_NODES=2"), &var), 2);
+    assert_string_equal(var, "SLURM_JOB_NUM_NODES");
+    const char **alone_is_right[] = {
+        ENV("SLURM_JOB_ID=7", "SLURM_NTASKS=1", "SLURM_JOB_NUM_NODES=1"),
+        ENV("SLURM_JOB_ID=7", "SLURM_NTASKS=4", "SLURM_STEP_ID=0", "SLURM_PROCID=0"),
+        ENV("SLURM_JOB_ID=7", "SLURM_NTASKS=4", "SLURM_STEPID=0"),
+        ENV("SLURM_JOB_ID=7", "SLURM_NTASKS=4", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=0"),
+        ENV("SLURM_JOB_ID=7", "SLURM_NTASKS=4", "PMIX_RANK=0"),
+        ENV("SLURM_NTASKS=4"),
+        ENV("SLURM_JOB_ID=7", "SLURM_NTASKS=4x"),
+        ENV("HOME=/root"),
+    };
+    for (size_t i = 0; i < sizeof alone_is_right / sizeof *alone_is_right; i++) {
+        var = "x";
+        if (topo_job_tasks_outside_step(fake_getenv, (void *)alone_is_right[i], &var) != 0 || var != NULL)
+            fail_msg("case %zu: a warning where running alone is right", i);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_hydra_torchrun_pmix),
         cmocka_unit_test(test_malformed_values),
         cmocka_unit_test(test_check),
+        cmocka_unit_test(test_job_tasks_outside_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
