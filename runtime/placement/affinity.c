@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void affinity_block(int n, int b, int size, int *first, int *count)
 {
@@ -224,6 +225,10 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
             if (pu < CPU_SETSIZE && !CPU_ISSET(pu, &allowed)) launcher_bound = 1;
         }
         hwloc_bitmap_foreach_end();
+    } else if (lsize == 1) {
+        /* A foreign topology's CPUs are not this machine's: count the kernel's instead. */
+        const long online = sysconf(_SC_NPROCESSORS_ONLN);
+        if (online > 0 && CPU_COUNT(&allowed) < online) launcher_bound = 1;
     }
 
     cpu_set_t final = allowed;

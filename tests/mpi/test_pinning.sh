@@ -51,6 +51,12 @@ for c in $(awk '{print $8}' "$tmp/rows"); do
 done
 [ "$(grep -c 'CPU pinning skipped' "$tmp/env")" -eq 1 ] && grep -q 'Fix: unset HWLOC_SYNTHETIC' "$tmp/env" &&
     ok "HWLOC_SYNTHETIC: one warning with the fix" || bad "HWLOC_SYNTHETIC: no single warning naming the variable"
+# A lone rank that a taskset confined is the launcher's binding under a foreign topology too (its
+# CPUs are counted from the kernel, not from the made-up machine).
+HWLOC_SYNTHETIC="$synth" taskset -c 0 "$DTRAIN" env >"$tmp/env" 2>&1; env_rows "$tmp/env" >"$tmp/rows"
+[ "$(awk '{print $9, $8}' "$tmp/rows")" = "launcher 0" ] && ! grep -q 'pinning skipped' "$tmp/env" &&
+    ok "HWLOC_SYNTHETIC, taskset -c 0, one rank: the launcher's binding" ||
+    { cat "$tmp/env"; bad "HWLOC_SYNTHETIC, taskset -c 0: not the launcher's binding on CPU 0"; }
 # With HWLOC_THISSYSTEM=1 hwloc binds for real, and dtrain pins as usual.
 HWLOC_THISSYSTEM=1 HWLOC_SYNTHETIC="$synth" "$MPIRUN" -np 2 --bind-to none -x HWLOC_SYNTHETIC -x HWLOC_THISSYSTEM \
     "$DTRAIN" env >"$tmp/env" 2>&1; env_rows "$tmp/env" >"$tmp/rows"
