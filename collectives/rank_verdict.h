@@ -15,6 +15,8 @@
 
 #include "dtrain.h"
 
+#include <mpi.h>
+
 #define RANK_VERDICT_CHUNK 256
 
 /* What the ranks reported. */
@@ -39,5 +41,13 @@ dt_status rank_verdict_share(const dt_ctx *ctx, int code, rank_verdict *out);
  * A failed exchange: own when this rank failed, else the exchange's status. Collective, as
  * rank_verdict_share; in a world of one, or without a context, it returns own at once. */
 dt_status rank_verdict_status(const dt_ctx *ctx, dt_status own, const char *fn, const char *consequence);
+
+/* As rank_verdict_status, over an MPI communicator where no context exists yet (dt_init, between
+ * MPI_Init and its communicators): own is this rank's status, the first failing rank's message is
+ * sent to all, and another rank's failure reads "<fn> failed on rank R (<its status>)[ and on other
+ * ranks]<consequence>; rank R says: <its message>". Plain MPI calls (no watchdog: every rank has
+ * just come out of MPI_Init); a failed exchange returns own, or DT_ERR_MPI on a rank that had no
+ * failure of its own. Collective over comm; in a world of one it returns own at once. */
+dt_status rank_verdict_comm_status(MPI_Comm comm, dt_status own, const char *fn, const char *consequence);
 
 #endif

@@ -78,29 +78,71 @@ static dt_status ctx_mpi_init(const dt_config *cfg, int *we_did)
     return DT_OK;
 }
 
-/* Selects and activates the GPU; on the CPU just records it. */
-static dt_status ctx_select_device(dt_ctx *c, int local_rank, int local_size, char *bus_id, size_t n)
+/* Selects and activates the GPU, the rank being the index-th of the size ranks of its node that see
+ * the same GPUs; on the CPU just records it (why: the reason --device auto found no GPU, or "").
+ * *chosen says whether it was decided: early (before MPI_Init, by the launcher's node-wide local
+ * rank), more ranks than visible GPUs is left to after MPI_Init, when the ranks that share this
+ * rank's list are known (srun --gpus-per-task=2 gives three tasks three lists of two). */
+static dt_status ctx_select_device(dt_ctx *c, int index, int size, int early, char *bus_id, size_t n, char *why,
+                                   size_t wn, int *chosen)
 {
     dt_device_kind kind;
     int ordinal = -1;
     const int share = c->cfg.gpu_comm == DT_GPU_COMM_MPI;
-    dt_status s = device_resolve(c->cfg.device, local_rank, local_size, share, &kind, &ordinal);
-    if (s) return s;
+    *chosen = 0;
+    dt_status s = device_resolve(c->cfg.device, index, size, share, &kind, &ordinal, why, wn);
+    if (s) {
+        char none[256];
+        if (!early || s != DT_ERR_DEVICE || device_count(none, sizeof none) <= 1) return s;
+        status_clear_error();
+        return DT_OK;
+    }
+    *chosen = 1;
     c->pl.device = kind;
     c->pl.cuda_device = ordinal;
     bus_id[0] = '\0';
     if (log_enabled(LOG_LEVEL_DEBUG)) {
         char gpu[32] = "";
         if (kind == DT_DEVICE_CUDA) snprintf(gpu, sizeof gpu, ", visible GPU %d", ordinal);
-        log_msg(LOG_LEVEL_DEBUG, "placement: device %s%s (--device %s, local rank %d of %d)", dt_device_kind_name(kind),
-                gpu,
+        log_msg(LOG_LEVEL_DEBUG, "placement: device %s%s (--device %s, %d of the %d local ranks that see these GPUs)",
+                dt_device_kind_name(kind), gpu,
                 c->cfg.device == DT_DEVICE_CUDA  ? "cuda"
                 : c->cfg.device == DT_DEVICE_CPU ? "cpu"
                                                  : "auto",
-                local_rank, local_size);
+                index, size);
     }
     if (kind == DT_DEVICE_CUDA) return device_activate(ordinal, bus_id, n);
     return DT_OK;
+}
+
+/* After MPI_Init: the ranks of this node that see the same GPU list (CUDA_VISIBLE_DEVICES, else
+ * SLURM_STEP_GPUS) split it; *index and *size are this rank's place among them (device_group). */
+static dt_status ctx_gpu_group(dt_ctx *c, const char *list, int *index, int *size)
+{
+    const int n = c->pl.local_size, me = c->pl.local_rank;
+    unsigned long long key = device_list_key(list);
+    unsigned long long *keys = calloc((size_t)n, sizeof *keys);
+    if (!keys) return status_set_error(DT_ERR_NOMEM, "out of memory for the GPU lists of %d local ranks", n);
+    const int rc = MPI_Allgather(&key, 1, MPI_UNSIGNED_LONG_LONG, keys, 1, MPI_UNSIGNED_LONG_LONG, c->local);
+    if (rc == MPI_SUCCESS) device_group(keys, n, me, index, size);
+    free(keys);
+    return rc == MPI_SUCCESS ? DT_OK
+                             : status_set_error(DT_ERR_MPI, "MPI_Allgather of the local ranks' GPU lists failed");
+}
+
+/* Whether a failure of this rank before MPI_Init can wait for the other ranks there (or in their
+ * first collective, when the caller started MPI) to fail with them: without it a rank refused alone
+ * under srun (which does not end a step when one task exits) leaves the others in MPI_Init until
+ * PMIx gives up (300 s). Not without a launcher, or under one with no PMI server (torchrun-style,
+ * srun --mpi=none): there MPI_Init finds no peers (a singleton) or aborts, so the failure is
+ * returned at once, as before. */
+static int ctx_can_join(const dt_config *cfg)
+{
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (finalized) return 0;
+    return inited || (cfg->init_mpi && topo_mpi_reachable(NULL, NULL));
 }
 
 dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
@@ -108,7 +150,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     dt_status s;
     topo_env env;
     int env_read = 0;
-    char bus_id[64] = "";
+    char bus_id[64] = "", cpu_why[256] = "";
     int device_chosen = 0;
     if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_init: out is NULL: pass the address of a dt_ctx *");
     /* *out untouched: a caller that passes its live context's own variable keeps its handle. */
@@ -134,29 +176,48 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     }
     if ((s = log_init_from_env())) goto fail;
 
-    /* 1. The launcher's word. */
-    if ((s = topo_read_env(NULL, NULL, &env))) goto fail;
-    env_read = 1;
-    c->pl.launcher = env.launcher;
-    if (log_enabled(LOG_LEVEL_DEBUG))
-        log_msg(LOG_LEVEL_DEBUG, "placement: launcher %s (rank %d of %d, local rank %d of %d by its variables)",
-                dt_launcher_name(env.launcher), env.rank, env.size, env.local_rank, env.local_size);
+    /* 1. The launcher's word. A failure of this rank's own here or at its device (a malformed
+     * per-rank variable, a GPU that will not start) is held where the other ranks can be joined in
+     * MPI_Init, and told to all of them right after it (the verdict below). */
+    const int joinable = ctx_can_join(&c->cfg);
+    dt_status held = DT_OK;
+    status_kept held_why;
+    if ((s = topo_read_env(NULL, NULL, &env))) {
+        if (!joinable) goto fail;
+        held = s;
+        status_keep(&held_why);
+    } else {
+        env_read = 1;
+        c->pl.launcher = env.launcher;
+        if (log_enabled(LOG_LEVEL_DEBUG))
+            log_msg(LOG_LEVEL_DEBUG, "placement: launcher %s (rank %d of %d, local rank %d of %d by its variables)",
+                    dt_launcher_name(env.launcher), env.rank, env.size, env.local_rank, env.local_size);
+    }
 
     /* 2. The device, while no CUDA context exists. PMIx-only launchers give no local rank before
      * MPI; their device is chosen right after MPI_Init, which touches no GPU in this MPI. */
-    int early_local = env.launcher == DT_LAUNCHER_NONE ? 0 : env.local_rank;
-    if (early_local >= 0) {
-        if ((s = ctx_select_device(c, early_local, env.local_size, bus_id, sizeof bus_id))) goto fail;
-        device_chosen = 1;
+    const int early_local = !env_read ? -1 : env.launcher == DT_LAUNCHER_NONE ? 0 : env.local_rank;
+    if (early_local >= 0 && (s = ctx_select_device(c, early_local, env.local_size, 1, bus_id, sizeof bus_id, cpu_why,
+                                                   sizeof cpu_why, &device_chosen))) {
+        if (!joinable) goto fail;
+        held = s;
+        status_keep(&held_why);
     }
 
-    /* 3. MPI, and its view of who we are. */
-    if ((s = topo_check_before_mpi(&env))) goto fail;
-    if ((s = ctx_mpi_init(&c->cfg, &c->we_initialized_mpi))) goto fail;
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &c->world) != MPI_SUCCESS) {
-        s = status_set_error(DT_ERR_MPI, "MPI_Comm_dup(MPI_COMM_WORLD) failed");
+    /* 3. MPI, and its view of who we are. A held failure wins over what follows from it. */
+    if ((env_read && (s = topo_check_before_mpi(&env))) || (s = ctx_mpi_init(&c->cfg, &c->we_initialized_mpi))) {
+        if (held) s = status_restore(held, &held_why);
         goto fail;
     }
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &c->world) != MPI_SUCCESS) {
+        s = held ? status_restore(held, &held_why)
+                 : status_set_error(DT_ERR_MPI, "MPI_Comm_dup(MPI_COMM_WORLD) failed");
+        goto fail;
+    }
+    /* Every rank's outcome before MPI, to every rank: one refused alone stops all of them now,
+     * each naming it, rather than leaving them to wait for it. */
+    if (held) status_restore(held, &held_why);
+    if ((s = rank_verdict_comm_status(c->world, held, "dt_init", " before MPI_Init, so no rank goes on"))) goto fail;
     MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
     topo_mpi m;
     if ((s = topo_query_mpi(c->world, &m, &c->local, &c->node_names))) goto fail;
@@ -197,32 +258,67 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     }
     if ((s = roll_board_create(c->world, c->cfg.timeout_s, &c->board))) goto fail;
 
-    /* 4. One GPU per local rank, then the cores, then the communicators. */
-    if (!device_chosen && (s = ctx_select_device(c, m.local_rank, m.local_size, bus_id, sizeof bus_id))) goto fail;
+    /* 4. One GPU per local rank, then the cores, then the communicators. The ranks of a node that
+     * see the same GPU list split it; a rank with a list of its own takes its first GPU. */
+    const char *list = getenv("CUDA_VISIBLE_DEVICES");
+    if (!list) list = getenv("SLURM_STEP_GPUS");
+    const int share = c->cfg.gpu_comm == DT_GPU_COMM_MPI;
+    int gidx = 0, gsize = 1;
+    if ((s = ctx_gpu_group(c, list, &gidx, &gsize))) goto fail;
+    if (!device_chosen) {
+        if ((s = ctx_select_device(c, gidx, gsize, 0, bus_id, sizeof bus_id, cpu_why, sizeof cpu_why, &device_chosen)))
+            goto fail;
+    } else if (c->pl.device == DT_DEVICE_CUDA) {
+        /* Chosen before MPI_Init by the node-wide local rank, which is the place in the group
+         * unless the local ranks see different lists: then this rank takes its place in its own
+         * list (the GPU chosen first is one of this rank's own, so no other rank's GPU holds a
+         * context of it). */
+        char none[256];
+        int want = -1;
+        if ((s = device_map(device_count(none, sizeof none), gidx, gsize, share, &want))) goto fail;
+        if (want != c->pl.cuda_device) {
+            c->pl.cuda_device = want;
+            if ((s = device_activate(want, bus_id, sizeof bus_id))) goto fail;
+        }
+    }
     {
         char *ids = calloc((size_t)m.local_size, sizeof bus_id);
-        if (!ids) {
+        unsigned char *mig = calloc((size_t)m.local_size, 1);
+        if (!ids || !mig) {
+            free(ids);
+            free(mig);
             s = status_set_error(DT_ERR_NOMEM, "out of memory");
             goto fail;
         }
+        /* A MIG device: the refusal of two ranks on one bus id then says why slices share it. */
+        unsigned char mig_me = c->pl.device == DT_DEVICE_CUDA && list && strstr(list, "MIG-");
         int rc = MPI_Allgather(bus_id, sizeof bus_id, MPI_CHAR, ids, sizeof bus_id, MPI_CHAR, c->local);
+        if (rc == MPI_SUCCESS) rc = MPI_Allgather(&mig_me, 1, MPI_BYTE, mig, 1, MPI_BYTE, c->local);
         /* Collectives through MPI (--gpu-comm mpi) let ranks share a GPU; NCCL does not. */
-        s = rc != MPI_SUCCESS                    ? status_set_error(DT_ERR_MPI, "MPI_Allgather of GPU ids failed")
-            : c->cfg.gpu_comm == DT_GPU_COMM_MPI ? DT_OK
-                                                 : device_check_unique(ids, m.local_size, sizeof bus_id);
+        s = rc != MPI_SUCCESS ? status_set_error(DT_ERR_MPI, "MPI_Allgather of GPU ids failed")
+            : share           ? DT_OK
+                              : device_check_unique(ids, mig, m.local_size, sizeof bus_id);
         free(ids);
+        free(mig);
         if (s) goto fail;
     }
+    /* GPUs assigned but none usable (a container started without --gpus/--nv, no driver, a driver
+     * older than this build): --device auto trains on the CPU, and says so once per node. */
+    char assigned[128];
+    if (c->cfg.device == DT_DEVICE_AUTO && c->pl.device == DT_DEVICE_CPU && m.local_rank == 0 &&
+        device_gpus_assigned(getenv("CUDA_VISIBLE_DEVICES"), getenv("SLURM_STEP_GPUS"), getenv("SLURM_JOB_GPUS"),
+                             assigned, sizeof assigned))
+        log_msg(LOG_LEVEL_WARN,
+                "GPUs are assigned to this node's ranks (%s) but no GPU is usable, so they train on the CPU: %s. "
+                "--device cuda makes this an error; --device cpu silences it",
+                assigned, cpu_why[0] ? cpu_why : "CUDA found no device");
     /* The GPU this rank takes, or would take where none is usable (fake GPUs of a test cluster,
      * or a CPU run on a GPU allocation): its entry in the list the launcher gave. */
     {
-        const char *list = getenv("CUDA_VISIBLE_DEVICES");
-        if (!list) list = getenv("SLURM_STEP_GPUS");
         if (c->pl.device == DT_DEVICE_CUDA && (!list || !*list))
             snprintf(c->pl.gpu, sizeof c->pl.gpu, "%d", c->pl.cuda_device);
         else
-            device_plan(list, m.local_rank, m.local_size, c->cfg.gpu_comm == DT_GPU_COMM_MPI, c->pl.gpu,
-                        sizeof c->pl.gpu);
+            device_plan(list, gidx, gsize, share, c->pl.gpu, sizeof c->pl.gpu);
         /* Two ranks of a node on one GPU are refused when the GPU is used (above); when it is only
          * planned, say so in the plan. */
         char *all = calloc((size_t)m.local_size, sizeof c->pl.gpu);

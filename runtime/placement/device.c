@@ -48,8 +48,9 @@ dt_status device_map(int visible, int local_rank, int local_size, int share, int
 }
 
 dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, int share, dt_device_kind *kind,
-                         int *ordinal)
+                         int *ordinal, char *why, size_t n)
 {
+    if (why && n) why[0] = '\0';
     if (req == DT_DEVICE_CPU) {
         *kind = DT_DEVICE_CPU;
         *ordinal = -1;
@@ -60,15 +61,17 @@ dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, int
         return status_set_error(DT_ERR_UNSUPPORTED,
                                 "--device cuda, but this dtrain was built without CUDA. Fix: rebuild with "
                                 "the CUDA toolkit installed (cmake -DDTRAIN_CUDA=ON), or use --device cpu");
-    char why[256];
-    int visible = device_count(why, sizeof why);
+    char none[256];
+    int visible = device_count(none, sizeof none);
     if (visible <= 0) {
         if (req == DT_DEVICE_CUDA)
             return status_set_error(DT_ERR_DEVICE,
                                     "--device cuda, but no GPU is visible (%s). Fix: check nvidia-smi and "
                                     "CUDA_VISIBLE_DEVICES, request GPUs from SLURM (srun --gres=gpu:N), or "
                                     "use --device cpu",
-                                    why);
+                                    none);
+        /* The reason is kept: where GPUs were assigned, dt_init tells the user why they sit idle. */
+        if (why && n) snprintf(why, n, "%s", none);
         *kind = DT_DEVICE_CPU;
         *ordinal = -1;
         return DT_OK;
@@ -77,6 +80,43 @@ dt_status device_resolve(dt_device_kind req, int local_rank, int local_size, int
     if (s) return s;
     *kind = DT_DEVICE_CUDA;
     return DT_OK;
+}
+
+int device_gpus_assigned(const char *visible, const char *step_gpus, const char *job_gpus, char *what, size_t n)
+{
+    if (what && n) what[0] = '\0';
+    /* CUDA_VISIBLE_DEVICES decides when it is set: "", -1 or NoDevFiles hide every GPU on purpose. */
+    if (visible) {
+        if (device_visible_parse(visible, NULL, 0) <= 0) return 0;
+        if (what && n) snprintf(what, n, "CUDA_VISIBLE_DEVICES=%.100s", visible);
+        return 1;
+    }
+    const int step = step_gpus && *step_gpus;
+    if (!step && !(job_gpus && *job_gpus)) return 0;
+    if (what && n)
+        snprintf(what, n, "%s=%.100s", step ? "SLURM_STEP_GPUS" : "SLURM_JOB_GPUS", step ? step_gpus : job_gpus);
+    return 1;
+}
+
+unsigned long long device_list_key(const char *list)
+{
+    if (!list) return 0; /* unset: every rank without a list is in one group */
+    /* FNV-1a, never 0 for a set list (so "" and unset differ). */
+    unsigned long long h = 1469598103934665603ULL;
+    for (const unsigned char *p = (const unsigned char *)list; *p; p++) h = (h ^ *p) * 1099511628211ULL;
+    return h ? h : 1;
+}
+
+void device_group(const unsigned long long *keys, int n, int me, int *index, int *size)
+{
+    int idx = 0, count = 0;
+    for (int i = 0; i < n; i++)
+        if (keys[i] == keys[me]) {
+            if (i < me) idx++;
+            count++;
+        }
+    *index = idx;
+    *size = count;
 }
 
 dt_status device_activate(int ordinal, char *bus_id, size_t n)
@@ -89,20 +129,32 @@ dt_status device_activate(int ordinal, char *bus_id, size_t n)
     return DT_OK;
 }
 
-dt_status device_check_unique(const char *ids, int n, size_t stride)
+dt_status device_check_unique(const char *ids, const unsigned char *mig, int n, size_t stride)
 {
     for (int i = 0; i < n; i++) {
         const char *a = ids + (size_t)i * stride;
         if (!a[0]) continue;
-        for (int j = i + 1; j < n; j++)
-            if (strncmp(a, ids + (size_t)j * stride, stride) == 0)
+        for (int j = i + 1; j < n; j++) {
+            if (strncmp(a, ids + (size_t)j * stride, stride) != 0) continue;
+            /* MIG slices of one GPU share its PCI bus id, and NCCL tells ranks' GPUs apart by it
+             * (two ranks with one bus id are "Duplicate GPU detected"): not the same slice, but
+             * the same refusal, with its own fix. */
+            if (mig && (mig[i] || mig[j]))
                 return status_set_error(DT_ERR_DEVICE,
-                                        "local ranks %d and %d both selected GPU %s: two ranks on one GPU "
-                                        "is not supported by NCCL (it can hang). Fix: give each task its own "
-                                        "GPU (srun --gpus-per-task=1, or distinct CUDA_VISIBLE_DEVICES), start "
-                                        "fewer ranks per node, share the GPU with --gpu-comm mpi (slower), or "
-                                        "use --device cpu",
+                                        "local ranks %d and %d run on MIG devices of one GPU (%s): NCCL takes "
+                                        "ranks on one PCI bus id for two ranks on one GPU and refuses them, and "
+                                        "MIG slices share their GPU's bus id. Fix: share the slices through host "
+                                        "memory with --gpu-comm mpi, give the ranks MIG devices of different "
+                                        "GPUs, or use --device cpu",
                                         i, j, a);
+            return status_set_error(DT_ERR_DEVICE,
+                                    "local ranks %d and %d both selected GPU %s: two ranks on one GPU "
+                                    "is not supported by NCCL (it can hang). Fix: give each task its own "
+                                    "GPU (srun --gpus-per-task=1, or distinct CUDA_VISIBLE_DEVICES), start "
+                                    "fewer ranks per node, share the GPU with --gpu-comm mpi (slower), or "
+                                    "use --device cpu",
+                                    i, j, a);
+        }
     }
     return DT_OK;
 }
@@ -147,7 +199,14 @@ int device_visible_parse(const char *list, char *why, size_t n)
 {
     if (why && n) why[0] = '\0';
     if (!list) return -1;
+    if (!list[strspn(list, " \t")]) {
+        /* The usual way to hide every GPU (CUDA: "set to an empty string, no GPU devices are
+         * visible"), not a list with a missing entry. */
+        if (why && n) snprintf(why, n, "CUDA_VISIBLE_DEVICES is empty (no GPU visible)");
+        return 0;
+    }
     int entries = 1;
+    int mig_first = 0; /* the entry (1-based) of the first MIG device, 0 none yet */
     for (const char *q = list; *q; q++) entries += *q == ',';
     const char *p = list;
     int seen = 0;
@@ -186,6 +245,24 @@ int device_visible_parse(const char *list, char *why, size_t n)
                     return 0;
                 }
                 r += rl + 1;
+            }
+            if (kind == CVD_UUID && t[0] == 'M') {
+                /* CUDA enumerates one MIG device per process (NVIDIA's MIG User Guide, "CUDA
+                 * Device Enumeration"; the CUDA Programming Guide on CUDA_VISIBLE_DEVICES: "Only
+                 * single MIG instance enumeration is supported"): a second one is not seen, so
+                 * planning stops before it, as at an invalid entry. */
+                if (mig_first) {
+                    if (why && n)
+                        snprintf(why, n,
+                                 "CUDA_VISIBLE_DEVICES='%.200s': entry %d '%.*s' is a second MIG device, and CUDA "
+                                 "shows a process only one MIG device (entry %d): it sees %d GPU%s and the "
+                                 "entries from %d on are not used. Fix: give each rank exactly one MIG device "
+                                 "(srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES=MIG-<uuid> set per rank)",
+                                 list, e + 1, (int)(tl < 64 ? tl : 64), t, mig_first, seen, seen == 1 ? "" : "s",
+                                 e + 1);
+                    return seen;
+                }
+                mig_first = e + 1;
             }
             if (kind == CVD_INDEX && tail && why && n && !why[0])
                 snprintf(why, n,

@@ -267,6 +267,17 @@ void topo_env_free(topo_env *e)
     e->num_hosts = 0;
 }
 
+int topo_mpi_reachable(topo_getenv_fn get, void *arg)
+{
+    if (!get) get = topo_process_getenv;
+    if (topo_detect(get, arg) == DT_LAUNCHER_NONE) return 0;
+    if (has(get, arg, "PMIX_RANK")) return 1;
+    if (!has(get, arg, "PMI_RANK") && !has(get, arg, "PMI_FD")) return 0;
+    /* PMI-2 only: the MPI must speak it, or MPI_Init aborts (topo_check_before_mpi). */
+    char why[256];
+    return !mpi_lacks_pmi2(why, sizeof why);
+}
+
 /* ---------------------------------------------------------------- cross-check */
 
 static const char *launch_hint(dt_launcher l)

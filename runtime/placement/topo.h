@@ -51,6 +51,14 @@ void topo_env_free(topo_env *e);
  * environment. */
 int topo_job_tasks_outside_step(topo_getenv_fn get, void *arg, const char **var);
 
+/* 1 when a launcher started this process (topo_read_env's detection) and a PMI server talks to it
+ * (PMIX_RANK; or PMI_RANK / PMI_FD with an MPI that speaks PMI-2), so MPI_Init would find the other
+ * ranks: a rank that fails before MPI_Init can still join them there and fail with them instead of
+ * leaving them in MPI_Init. Read even when the launcher's variables do not parse. 0 for no launcher,
+ * or one without a PMI server (torchrun-style, srun --mpi=none): MPI_Init would make a singleton or
+ * abort. get NULL means the process environment. */
+int topo_mpi_reachable(topo_getenv_fn get, void *arg);
+
 /* What MPI says, authoritative once MPI is initialized. */
 typedef struct topo_mpi {
     int rank, size, local_rank, local_size, node, num_nodes;

@@ -61,27 +61,32 @@ static void test_resolve(void **st)
     dt_device_kind k;
     int o;
     fake_gpus = 0;
-    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 0, 2, 0, &k, &o), DT_OK);
+    char why[256] = "stale";
+    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 0, 2, 0, &k, &o, why, sizeof why), DT_OK);
     assert_int_equal(k, DT_DEVICE_CPU);
     assert_int_equal(o, -1);
-    assert_int_equal(device_resolve(DT_DEVICE_CPU, 0, 2, 0, &k, &o), DT_OK);
+    /* The fallback keeps the counter's reason, for the warning where GPUs were assigned. */
+    assert_string_equal(why, "fake: no GPU");
+    assert_int_equal(device_resolve(DT_DEVICE_CPU, 0, 2, 0, &k, &o, why, sizeof why), DT_OK);
+    assert_string_equal(why, "");
+    assert_int_equal(device_resolve(DT_DEVICE_CPU, 0, 2, 0, &k, &o, NULL, 0), DT_OK);
     assert_int_equal(k, DT_DEVICE_CPU);
-    dt_status s = device_resolve(DT_DEVICE_CUDA, 0, 2, 0, &k, &o);
+    dt_status s = device_resolve(DT_DEVICE_CUDA, 0, 2, 0, &k, &o, NULL, 0);
 #ifdef DTRAIN_HAVE_CUDA
     assert_int_equal(s, DT_ERR_DEVICE);
     assert_non_null(strstr(dt_last_error(), "fake: no GPU"));
     assert_non_null(strstr(dt_last_error(), "--device cpu"));
     fake_gpus = 4;
-    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 2, 4, 0, &k, &o), DT_OK);
+    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 2, 4, 0, &k, &o, NULL, 0), DT_OK);
     assert_int_equal(k, DT_DEVICE_CUDA);
     assert_int_equal(o, 2);
-    assert_int_equal(device_resolve(DT_DEVICE_CUDA, 1, 4, 0, &k, &o), DT_OK);
+    assert_int_equal(device_resolve(DT_DEVICE_CUDA, 1, 4, 0, &k, &o, NULL, 0), DT_OK);
     assert_int_equal(o, 1);
     /* CPU on request even with GPUs. */
-    assert_int_equal(device_resolve(DT_DEVICE_CPU, 1, 4, 0, &k, &o), DT_OK);
+    assert_int_equal(device_resolve(DT_DEVICE_CPU, 1, 4, 0, &k, &o, NULL, 0), DT_OK);
     assert_int_equal(k, DT_DEVICE_CPU);
     fake_gpus = 2;
-    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 0, 3, 0, &k, &o), DT_ERR_DEVICE);
+    assert_int_equal(device_resolve(DT_DEVICE_AUTO, 0, 3, 0, &k, &o, NULL, 0), DT_ERR_DEVICE);
 #else
     assert_int_equal(s, DT_ERR_UNSUPPORTED);
     assert_non_null(strstr(dt_last_error(), "without CUDA"));
@@ -93,11 +98,70 @@ static void test_unique(void **st)
 {
     (void)st;
     char ids[4][16] = {"0000:01:00.0", "0000:02:00.0", "", ""};
-    assert_int_equal(device_check_unique(&ids[0][0], 4, 16), DT_OK); /* CPU ranks ("") never clash */
+    assert_int_equal(device_check_unique(&ids[0][0], NULL, 4, 16), DT_OK); /* CPU ranks ("") never clash */
     strcpy(ids[3], "0000:01:00.0");
-    assert_int_equal(device_check_unique(&ids[0][0], 4, 16), DT_ERR_DEVICE);
+    assert_int_equal(device_check_unique(&ids[0][0], NULL, 4, 16), DT_ERR_DEVICE);
     assert_non_null(strstr(dt_last_error(), "local ranks 0 and 3"));
     assert_non_null(strstr(dt_last_error(), "0000:01:00.0"));
+    assert_null(strstr(dt_last_error(), "MIG"));
+    /* MIG slices of one GPU share its bus id: the refusal says so, and names --gpu-comm mpi. */
+    const unsigned char mig[4] = {1, 0, 0, 1};
+    assert_int_equal(device_check_unique(&ids[0][0], mig, 4, 16), DT_ERR_DEVICE);
+    assert_non_null(strstr(dt_last_error(), "local ranks 0 and 3 run on MIG devices of one GPU (0000:01:00.0)"));
+    assert_non_null(strstr(dt_last_error(), "--gpu-comm mpi"));
+}
+
+/* GPUs assigned: CUDA_VISIBLE_DEVICES decides when set (hiding forms are no assignment), else
+ * SLURM's lists. */
+static void test_assigned(void **st)
+{
+    (void)st;
+    char what[128];
+    assert_int_equal(device_gpus_assigned("0,1", NULL, NULL, what, sizeof what), 1);
+    assert_string_equal(what, "CUDA_VISIBLE_DEVICES=0,1");
+    assert_int_equal(device_gpus_assigned(NULL, "2", "0-3", what, sizeof what), 1);
+    assert_string_equal(what, "SLURM_STEP_GPUS=2");
+    assert_int_equal(device_gpus_assigned(NULL, "", "0,1", what, sizeof what), 1);
+    assert_string_equal(what, "SLURM_JOB_GPUS=0,1");
+    const char *hidden[] = {"", " ", "-1", "NoDevFiles", "none"};
+    for (size_t i = 0; i < sizeof hidden / sizeof *hidden; i++) {
+        if (device_gpus_assigned(hidden[i], "0", "0", what, sizeof what))
+            fail_msg("CUDA_VISIBLE_DEVICES='%s' counted as assigned GPUs", hidden[i]);
+        assert_string_equal(what, "");
+    }
+    assert_int_equal(device_gpus_assigned(NULL, NULL, NULL, NULL, 0), 0);
+}
+
+/* Ranks index the GPUs of their own list: 3 tasks with 2 GPUs each take the first of theirs;
+ * ranks that share a list split it. */
+static void test_group(void **st)
+{
+    (void)st;
+    const unsigned long long own[3] = {device_list_key("0,1"), device_list_key("2,3"), device_list_key("4,5")};
+    assert_true(own[0] != own[1] && own[1] != own[2]);
+    assert_int_equal(device_list_key(NULL), 0);
+    assert_true(device_list_key("") != 0);
+    char out[64];
+    const char *lists[3] = {"0,1", "2,3", "4,5"};
+    for (int r = 0; r < 3; r++) {
+        int idx = -1, size = -1;
+        device_group(own, 3, r, &idx, &size);
+        assert_int_equal(idx, 0);
+        assert_int_equal(size, 1);
+        device_plan(lists[r], idx, size, 0, out, sizeof out);
+        assert_string_equal(out, lists[r] == lists[0] ? "0" : r == 1 ? "2" : "4");
+    }
+    /* Two share 0,1 and one has 4,5 of its own. */
+    const unsigned long long mixed[3] = {device_list_key("0,1"), device_list_key("4,5"), device_list_key("0,1")};
+    int idx, size;
+    device_group(mixed, 3, 2, &idx, &size);
+    assert_int_equal(idx, 1);
+    assert_int_equal(size, 2);
+    device_plan("0,1", idx, size, 0, out, sizeof out);
+    assert_string_equal(out, "1");
+    device_group(mixed, 3, 1, &idx, &size);
+    assert_int_equal(idx, 0);
+    assert_int_equal(size, 1);
 }
 
 static void test_plan(void **st)
@@ -137,9 +201,6 @@ static void test_visible_devices(void **st)
         {"0, 1", 2, NULL},
         {"GPU-8932f937-d72c-4106-c12f-20bd9faed9f6,GPU-aa", 2, NULL},
         {"MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0", 1, NULL},
-        {"", 0,
-         "CUDA_VISIBLE_DEVICES='': entry 1 is empty (a doubled, leading or trailing comma?); CUDA reads the "
-         "list up to its first invalid entry, so it sees no GPU and nothing follows it"},
         {"GPU-xyz,,", 0,
          "CUDA_VISIBLE_DEVICES='GPU-xyz,,': entry 1 'GPU-xyz' is not a GPU UUID (GPU- or MIG- and "
          "hex digits, as nvidia-smi -L prints them); CUDA reads the list up to its first invalid "
@@ -161,6 +222,13 @@ static void test_visible_devices(void **st)
         {"0,1,0", 0, "entries 1 and 3 name the same GPU (0); CUDA then shows no GPU at all"},
         {"1gpu2,2", 2, "entry 1 '1gpu2' is read by CUDA as index 1 (the text after the number is ignored)"},
         {"GPU-", 0, "entry 1 'GPU-' is not a GPU UUID"},
+        {"", 0, "CUDA_VISIBLE_DEVICES is empty (no GPU visible)"},
+        {" ", 0, "CUDA_VISIBLE_DEVICES is empty (no GPU visible)"},
+        /* CUDA shows a process one MIG device: the first. */
+        {"MIG-aa", 1, NULL},
+        {"MIG-aa,MIG-bb", 1,
+         "entry 2 'MIG-bb' is a second MIG device, and CUDA shows a process only one MIG device (entry 1)"},
+        {"0,MIG-aa,MIG-bb,1", 2, "entry 3 'MIG-bb' is a second MIG device"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const int seen = device_visible_parse(cases[i].list, why, sizeof why);
@@ -183,6 +251,10 @@ static void test_visible_devices(void **st)
     assert_string_equal(out, "0");
     device_plan("GPU-xyz,,", 0, 1, 0, out, sizeof out);
     assert_string_equal(out, "");
+    /* Two ranks given one list of two MIG devices: CUDA shows each only the first, so rank 1 is
+     * planned on MIG-aa, not MIG-bb (dt_init then marks the two ranks on one device). */
+    device_plan("MIG-aa,MIG-bb", 1, 2, 0, out, sizeof out);
+    assert_string_equal(out, "MIG-aa");
 }
 
 static void test_real_counter_without_gpu(void **st)
@@ -226,6 +298,8 @@ int main(void)
         cmocka_unit_test(test_map),
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_unique),
+        cmocka_unit_test(test_assigned),
+        cmocka_unit_test(test_group),
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_visible_devices),
         cmocka_unit_test(test_real_counter_without_gpu),
