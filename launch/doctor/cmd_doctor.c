@@ -251,6 +251,7 @@ int cmd_doctor(int argc, char **argv)
     doctor_host_collect(&me->host, &job.pl);
     me->host.gpu_comm = cfg.gpu_comm;
     doctor_cuda_collect(&me->cuda, &job.pl);
+    me->cuda.device_req = cfg.device;
     doctor_memory_collect(&me->mem, job.ctx, o.q.model ? &o.q : NULL);
     doctor_comm_measure(job.ctx, &job.pl,
                         o.no_comm        ? "--no-comm"

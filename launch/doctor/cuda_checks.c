@@ -331,7 +331,17 @@ void doctor_cuda_check_rank(const doctor_facts *f, doc_list *out)
 {
     if (!f->cuda.collected) return;
     if (!doctor_cuda_job_uses_gpu(f, 1)) {
-        doc_add(out, "cuda.gpu", DOC_SKIP, NULL, "no GPU in this job (every rank on the CPU, no NVIDIA driver)");
+        /* GPUs were given to this rank but it trains on the CPU: a container started without
+         * --gpus/--nv, no driver, a driver older than this build. Said as dt_init says it. */
+        if (f->cuda.assigned[0] && f->cuda.device_req != DT_DEVICE_CPU)
+            doc_add(out, "cuda.gpu", DOC_WARN,
+                    "make the GPUs usable (load the NVIDIA driver; start a container with --gpus all or --nv; a "
+                    "driver as new as this build's CUDA); --device cuda makes this an error; --device cpu "
+                    "silences it",
+                    "GPUs are assigned (%.100s) but no GPU is usable, so the rank trains on the CPU: %.200s",
+                    f->cuda.assigned, f->cuda.cpu_why[0] ? f->cuda.cpu_why : "CUDA found no device");
+        else
+            doc_add(out, "cuda.gpu", DOC_SKIP, NULL, "no GPU in this job (every rank on the CPU, no NVIDIA driver)");
         return;
     }
     check_driver(f, out);

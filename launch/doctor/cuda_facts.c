@@ -279,6 +279,7 @@ static void collect_env(doctor_cuda_facts *f)
     snprintf(f->visible, sizeof f->visible, "%s", v ? v : "");
     f->visible_n = v ? device_visible_parse(v, f->visible_why, sizeof f->visible_why) : -1;
     copy_env(f->step_gpus, sizeof f->step_gpus, "SLURM_STEP_GPUS");
+    device_gpus_assigned(v, getenv("SLURM_STEP_GPUS"), getenv("SLURM_JOB_GPUS"), f->assigned, sizeof f->assigned);
     copy_env(f->cuda_home, sizeof f->cuda_home, "CUDA_HOME");
     copy_env(f->cuda_path, sizeof f->cuda_path, "CUDA_PATH");
     find_nvcc(f->nvcc, sizeof f->nvcc);
@@ -322,5 +323,7 @@ void doctor_cuda_collect(doctor_cuda_facts *f, const dt_placement *pl)
     collect_libraries(f);
     collect_devnodes(f);
     collect_env(f);
+    /* What dt_init's --device auto was told when it chose the CPU. */
+    if (pl->device == DT_DEVICE_CPU) device_count(f->cpu_why, sizeof f->cpu_why);
     f->collected = 1;
 }

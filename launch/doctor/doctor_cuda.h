@@ -63,6 +63,12 @@ typedef struct doctor_cuda_facts {
     int visible_n;         /* entries CUDA reads (device_visible_parse), -1 unset */
     char visible_why[320]; /* what is wrong with it, "" nothing */
     char step_gpus[64];    /* SLURM_STEP_GPUS, "" unset */
+    /* GPUs given to this rank (device_gpus_assigned: CUDA_VISIBLE_DEVICES showing one, else
+     * SLURM_STEP_GPUS / SLURM_JOB_GPUS) as "NAME=value", "" none; and, for a rank on the CPU, why
+     * CUDA was not usable (device_count's reason, as --device auto found it). */
+    char assigned[128];
+    char cpu_why[256];
+    int device_req; /* the dt_device_kind asked for (--device, DTRAIN_DEVICE) */
     char cuda_home[128], cuda_path[128];
     char nvcc[160];    /* nvcc found on PATH, "" none */
     char ld_cuda[256]; /* LD_LIBRARY_PATH entries that name cuda, ':'-separated */
@@ -80,7 +86,8 @@ void doctor_cuda_check_rank(const struct doctor_facts *f, struct doc_list *out);
 void doctor_cuda_check_job(const struct doctor_facts *all, int world, struct doc_list *job);
 
 /* 1 when some rank of all (world entries) runs on a GPU or has a driver loaded; 0: the job does not
- * use CUDA, and the CUDA checks say so in one SKIP row. */
+ * use CUDA, and the CUDA checks say so in one row: SKIP, or WARN where GPUs were assigned to a rank
+ * that --device auto put on the CPU (with CUDA's reason, and that --device cpu silences it). */
 int doctor_cuda_job_uses_gpu(const struct doctor_facts *all, int world);
 
 /* ---------------------------------------------------------------- pure parsers (cuda_parse.c) */

@@ -335,6 +335,22 @@ static void test_cpu_job_skips(void **state)
     assert_string_equal(l.rows[0].name, "cuda.gpu");
     assert_int_equal(l.rows[0].level, DOC_SKIP);
     doc_list_free(&l);
+    /* GPUs assigned but none usable: a WARN with CUDA's reason, unless --device cpu asked for it. */
+    snprintf(f.cuda.assigned, sizeof f.cuda.assigned, "CUDA_VISIBLE_DEVICES=0,1");
+    snprintf(f.cuda.cpu_why, sizeof f.cuda.cpu_why, "cudaGetDeviceCount: CUDA driver version is insufficient");
+    f.cuda.device_req = DT_DEVICE_AUTO;
+    rank_rows(&f, &l);
+    const doc_row *r;
+    assert_int_equal(l.n, 1);
+    assert_int_equal(level_of(&l, "cuda.gpu", &r), DOC_WARN);
+    assert_non_null(strstr(r->seen, "CUDA_VISIBLE_DEVICES=0,1"));
+    assert_non_null(strstr(r->seen, "driver version is insufficient"));
+    assert_non_null(strstr(r->fix, "--device cpu silences it"));
+    doc_list_free(&l);
+    f.cuda.device_req = DT_DEVICE_CPU;
+    rank_rows(&f, &l);
+    assert_int_equal(level_of(&l, "cuda.gpu", NULL), DOC_SKIP);
+    doc_list_free(&l);
 }
 
 static void test_job_rows(void **state)
