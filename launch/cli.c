@@ -232,7 +232,13 @@ int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
                 break;
             case 'g':
                 if (dt_gpu_comm_parse(optarg, &cfg->gpu_comm)) {
-                    cli_error("--gpu-comm %s: %s", optarg, dt_last_error());
+                    /* A shortened --gpu-comm ("--gpu 1") is most likely a try at choosing a GPU. */
+                    const char *word = optarg == argv[optind - 1] && optind >= 2 ? argv[optind - 2] : argv[optind - 1];
+                    const int shortened = strncmp(word, "--gpu-comm", 10) != 0 || (word[10] && word[10] != '=');
+                    cli_error("--gpu-comm %s: %s%s", optarg, dt_last_error(),
+                              shortened ? " (a shortened --gpu-comm: dtrain has no flag that chooses GPUs; "
+                                          "CUDA_VISIBLE_DEVICES does, e.g. CUDA_VISIBLE_DEVICES=1 dtrain ...)"
+                                        : "");
                     return EXIT_USAGE;
                 }
                 break;

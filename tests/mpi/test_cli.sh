@@ -93,6 +93,12 @@ expect 2 "did you mean --iters?" "$DTRAIN" bench gemm --itres 1
 expect 2 "did you mean --timeout?" "$DTRAIN" env --timeot 5
 expect 2 "'--loss-scale-m' is ambiguous: it could be --loss-scale-min, --loss-scale-max" "$DTRAIN" train --loss-scale-m 3
 expect 2 "--no-overlap takes no value" "$DTRAIN" train --no-overlap=1
+# `--gpu 1` is a prefix of --gpu-comm: the refusal says which flag it was and that CUDA_VISIBLE_DEVICES chooses GPUs.
+expect 2 "a shortened --gpu-comm: dtrain has no flag that chooses GPUs; CUDA_VISIBLE_DEVICES does" "$DTRAIN" env --gpu 1
+expect 2 "CUDA_VISIBLE_DEVICES does" "$DTRAIN" env --gpu=1
+"$DTRAIN" env --gpu-comm 1 >"$tmp/out" 2>&1
+grep -q "shortened" "$tmp/out" && bad "the full --gpu-comm was called shortened: $(cat "$tmp/out")" ||
+    ok "--gpu-comm spelled out: no shortening hint"
 "$DTRAIN" train --frobnicate >"$tmp/out" 2>&1
 grep -q "did you mean" "$tmp/out" && bad "a far-off flag got a suggestion: $(cat "$tmp/out")" || ok "no suggestion for a far-off flag"
 "$DTRAIN" env --bach >"$tmp/out" 2>&1
