@@ -8,6 +8,10 @@ DTRAIN=$1 MPIRUN=$2
 TIMEOUT=3
 host=$(hostname)   # the watchdog names a missing rank's node: this machine under mpirun
 marker="--dataset-size 4$$"   # a unique argument, to find leftover processes of this test
+# Jobs end here as users see them: with Open MPI's default grace between the survivors' SIGTERM and
+# SIGKILL (the tests' environment sets 0 for speed). A watchdog case races two ranks' verdicts, and
+# the grace lets the rank whose words are checked print after the other's MPI_Abort.
+export OMPI_MCA_odls_base_sigkill_timeout=1
 
 fault() { # kind:rank:step (or hang=LAYER:RANK:SEQ for DTRAIN_TEST_HANG), ranks, must-say, time limit
     local spec=$1 np=$2 say=$3 limit=$4 t0 t1 rc var=DTRAIN_FAULT
@@ -65,15 +69,12 @@ mpi_opts="--mca orte_abort_on_non_zero_status 0 "
 fault kill:1:0 2 "rank(s) 1 on $host have not reached it (no word from them)" $((TIMEOUT + 10))
 fault kill:0:0 2 "rank 0 on $host has not reached it (no word from it)" $((TIMEOUT + 10))
 fault kill:0:4 2 "no data yet from rank(s) 0 on $host" $((TIMEOUT + 10))
-# A rank that exits or dies: the job ends as users see it, with Open MPI's default grace between
-# the survivors' SIGTERM and SIGKILL (the tests' environment sets it to 0 for speed).
-mpi_opts="--mca odls_base_sigkill_timeout 1 "
+mpi_opts=
 fault exit:1:5 2 "rank 1 exits at step 5" 30
 fault kill:0:4 2 "rank 0 is killed at step 4" 30
 # A call through a NULL function pointer leaves nothing for a backtrace to unwind: the crash
 # report names the rank and the caller, as FILE+0xOFFSET that addr2line turns into the function.
 fault segv:1:3 2 "rank 1 on $(hostname) crashed: SIGSEGV (address not mapped), fault address" 30
-mpi_opts=
 caller=$(sed -n 's/.*return address on the stack.* = \(.*\)+\(0x[0-9a-f]*\)$/\1 \2/p' "$tmp/out" | head -1)
 fn=$(addr2line -f -e ${caller% *} ${caller#* } 2>/dev/null | head -1) # binutils: there with gcc
 [ "$fn" = fault_segv ] && ok "the crash report's caller ${caller% *}+${caller#* } is fault_segv (addr2line)" ||
