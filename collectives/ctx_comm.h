@@ -44,4 +44,30 @@ struct roll_board *ctx_board(const dt_ctx *c);
  * at most once a second or a quarter of the timeout; arg is the dt_ctx (a ckpt_beat's fn). */
 void ctx_busy_beat(void *arg);
 
+/* The objects made on a context that keep a pointer to it (and some its communicators): while one
+ * lives, dt_finalize refuses, naming how many of each kind. */
+typedef enum ctx_held {
+    CTX_HELD_MODEL,
+    CTX_HELD_REDUCER,
+    CTX_HELD_CKPT_WRITER,
+    CTX_HELD_CKPT_READER,
+    CTX_HELD_LOADER,
+    CTX_HELD_KINDS
+} ctx_held;
+/* Counts one more (ctx_hold) or one fewer (ctx_unhold) object of that kind alive on c; the maker
+ * calls ctx_hold once it stores c, its free ctx_unhold. Nothing for a NULL c. Atomic: a loader may
+ * be made or freed on another thread. */
+void ctx_hold(const dt_ctx *c, ctx_held kind);
+void ctx_unhold(const dt_ctx *c, ctx_held kind);
+
+/* One thread at a time runs collectives on a context: MPI and NCCL pair a rank's collectives with
+ * its peers' in the order each rank issues them, so two threads of one rank issuing them at once
+ * pair them wrongly, with no error. ctx_enter marks c busy for the calling thread; another thread
+ * entering while the mark stands gets DT_ERR_INVALID_ARG naming `what` and the rule, before it has
+ * sent anything. Nested entries of one thread (dt_model_step -> dt_allreduce -> the backend) take
+ * the mark once. Each DT_OK of ctx_enter is paired with one ctx_leave. A NULL c: DT_OK, nothing.
+ * The engine's communication thread runs on communicators of its own and never enters. */
+dt_status ctx_enter(const dt_ctx *c, const char *what);
+void ctx_leave(const dt_ctx *c);
+
 #endif

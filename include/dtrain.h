@@ -193,10 +193,16 @@ typedef struct dt_ctx dt_ctx;
  * DT_ERR_NOMEM. */
 DT_API dt_status dt_init(const dt_config *cfg, dt_ctx **out);
 
-/** Releases the context (and finalizes MPI when dt_init initialized it). Free every model made with
- * this context first (a model owns a communication thread and communicator). Collective. NULL is
- * a no-op. With a timeout (dt_config::timeout_s) in a job of several ranks, a process still in
- * MPI_Finalize the timeout plus 3 s later (a peer cut off) exits with code 1 instead of hanging;
+/** Releases the context (and finalizes MPI when dt_init initialized it). Everything made on the
+ * context must be freed first: models (dt_model_free(), which frees a model's own reducer too),
+ * reducers (dt_reducer_free()), checkpoint writers (dt_ckpt_commit() or dt_ckpt_discard()) and
+ * readers (dt_ckpt_close()), loaders made with it (dt_loader_free()): they use its communicators,
+ * and freeing one after MPI_Finalize would end the job. While any lives, dt_finalize refuses with
+ * DT_ERR_INVALID_ARG naming how many of each, and releases nothing: free them and call it again.
+ * It refuses the same way while another thread is inside a collective of the context. Collective
+ * (ranks holding the same objects refuse alike). NULL is a no-op. With a timeout
+ * (dt_config::timeout_s) in a job of several ranks, a process still in MPI_Finalize the timeout
+ * plus 3 s later (a peer cut off) exits with code 1 instead of hanging;
  * once MPI_Finalize returns, that guard is stopped and the process may run on as long as it likes.
  * DT_ERR_MPI when MPI_Finalize fails; the context is released either way. */
 DT_API dt_status dt_finalize(dt_ctx *ctx);
@@ -205,7 +211,8 @@ DT_API dt_status dt_finalize(dt_ctx *ctx);
  * so that its peers do not wait forever on it. Usable before or after dt_init (ctx may be NULL).
  * Returns only when there is no job to abort: MPI not initialized, or a world of 1 (ctx is then
  * released as by dt_finalize(), so it must not be used or finalized again, and MPI is finalized);
- * the caller then exits with `code` itself. As before dt_finalize(), free the models of ctx first.
+ * the caller then exits with `code` itself. As before dt_finalize(), free what was made on ctx
+ * first (dt_abort_job does not check).
  * A process that MPI_Abort has not ended 3 s later (its launcher cannot be reached, as on a node
  * whose link is down) exits with `code` itself. */
 DT_API void dt_abort_job(dt_ctx *ctx, int code);

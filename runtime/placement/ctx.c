@@ -42,7 +42,14 @@ struct dt_ctx {
     struct roll_board *board; /* what the watchdogs tell each other (collectives/roll_peers.h), or NULL */
     /* dt_trace_start's recorder, or NULL; atomic, as the communication and loader threads read it. */
     trace_rec *_Atomic trace;
+    atomic_int held[CTX_HELD_KINDS]; /* objects made on the context, alive (ctx_hold) */
+    atomic_int busy;                 /* 1 while a thread runs collectives on it (ctx_enter) */
 };
+
+/* How deep the calling thread is in ctx_enter: a call that runs collectives calls others that do
+ * (dt_model_step -> dt_allreduce -> the backend), and only the outermost takes the mark. A process
+ * has one context, so one counter per thread is enough. */
+static _Thread_local int ctx_depth;
 
 /* 1 from a dt_init that succeeds (or is under way) to the release of its context: the process's
  * one context, as MPI has one world. A second would share MPI with the first without owning it, and
@@ -407,9 +414,80 @@ static void ctx_release(dt_ctx *c)
     atomic_store(&ctx_live, 0);
 }
 
+void ctx_hold(const dt_ctx *c, ctx_held kind)
+{
+    /* The count is bookkeeping beside the context, not the state a const context promises to keep. */
+    if (c) atomic_fetch_add(&((dt_ctx *)c)->held[kind], 1);
+}
+
+void ctx_unhold(const dt_ctx *c, ctx_held kind)
+{
+    if (c) atomic_fetch_sub(&((dt_ctx *)c)->held[kind], 1);
+}
+
+dt_status ctx_enter(const dt_ctx *c, const char *what)
+{
+    if (!c) return DT_OK;
+    if (ctx_depth > 0) {
+        ctx_depth++;
+        return DT_OK;
+    }
+    /* One atomic exchange per outermost call: the only cost on the path of every collective. */
+    if (atomic_exchange_explicit(&((dt_ctx *)c)->busy, 1, memory_order_acquire))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: another thread is running a collective on this context: a dt_ctx, and every "
+                                "model, reducer and checkpoint made on it, is used by one thread at a time (the "
+                                "ranks would pair their threads' collectives wrongly); run these calls on one "
+                                "thread, or hold a mutex around them",
+                                what);
+    ctx_depth = 1;
+    return DT_OK;
+}
+
+void ctx_leave(const dt_ctx *c)
+{
+    if (c && --ctx_depth == 0) atomic_store_explicit(&((dt_ctx *)c)->busy, 0, memory_order_release);
+}
+
+/* DT_OK when nothing made on c is alive; else DT_ERR_INVALID_ARG naming what is, by kind. */
+static dt_status ctx_check_unheld(dt_ctx *c)
+{
+    static const char *const names[CTX_HELD_KINDS][2] = {{"model", "models"},
+                                                         {"reducer", "reducers"},
+                                                         {"checkpoint writer", "checkpoint writers"},
+                                                         {"checkpoint reader", "checkpoint readers"},
+                                                         {"loader", "loaders"}};
+    char list[256] = "";
+    size_t used = 0;
+    int total = 0;
+    for (int k = 0; k < CTX_HELD_KINDS; k++) {
+        const int n = atomic_load(&c->held[k]);
+        if (n <= 0) continue;
+        total += n;
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%d %s", used ? ", " : "", n, names[k][n > 1]);
+        if (used >= sizeof list) used = sizeof list - 1;
+    }
+    if (!total) return DT_OK;
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "dt_finalize: %d object%s made on this context %s still alive (%s; a model's own reducer "
+                            "counts among the reducers): free them first (dt_model_free, which frees its reducer "
+                            "too; dt_reducer_free; dt_ckpt_commit or dt_ckpt_discard; dt_ckpt_close; "
+                            "dt_loader_free), then call dt_finalize again; nothing was released",
+                            total, total > 1 ? "s" : "", total > 1 ? "are" : "is", list);
+}
+
 dt_status dt_finalize(dt_ctx *c)
 {
     if (!c) return DT_OK;
+    /* Refused before anything is released: the objects still use the communicators (freeing one
+     * after MPI_Finalize ends the job), and a thread in a collective would lose them under it. */
+    dt_status s = ctx_enter(c, "dt_finalize");
+    if (s) return s;
+    if ((s = ctx_check_unheld(c))) {
+        ctx_leave(c);
+        return s;
+    }
+    ctx_depth = 0; /* the mark goes with the context */
     int we = c->we_initialized_mpi;
     const double timeout_s = c->cfg.timeout_s;
     const int world = c->pl.world_size;
