@@ -168,6 +168,7 @@ static dt_status reducer_make(dt_ctx *ctx, void *grads, size_t count, const dt_r
     *out = r;
     r->dev_be = dev_be;
     r->ctx = ctx;
+    ctx_hold(ctx, CTX_HELD_REDUCER); /* dt_finalize refuses while the reducer lives */
     r->buf = grads;
     r->count = count;
     r->cfg = cfg;
@@ -236,6 +237,7 @@ void dt_reducer_free(dt_reducer *r)
     free(r->started);
     free(r->range_ready);
     free(r->spans);
+    ctx_unhold(r->ctx, CTX_HELD_REDUCER);
     free(r);
 }
 

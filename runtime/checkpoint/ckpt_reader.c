@@ -41,6 +41,7 @@ void dt_ckpt_close(dt_ckpt_reader *r)
         ckpt_file_close(r->f);
     else
         free(r->e);
+    ctx_unhold(r->ctx, CTX_HELD_CKPT_READER);
     free(r);
 }
 
@@ -111,6 +112,7 @@ dt_status dt_ckpt_open_latest(dt_ctx *ctx, const char *dir, dt_ckpt_reader **out
     const int rank = ctx ? dt_rank(ctx) : 0, world = ctx ? dt_world_size(ctx) : 1;
     if (r) {
         r->ctx = ctx;
+        ctx_hold(ctx, CTX_HELD_CKPT_READER); /* dt_finalize refuses while the reader lives */
         r->rank = rank;
         r->world = world;
     }

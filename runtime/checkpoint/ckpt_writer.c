@@ -58,6 +58,7 @@ dt_status dt_ckpt_begin(dt_ctx *ctx, const char *dir, long step, dt_ckpt_writer 
         return status_set_error(DT_ERR_NOMEM, "dt_ckpt_begin: out of memory");
     }
     w->ctx = ctx;
+    ctx_hold(ctx, CTX_HELD_CKPT_WRITER); /* dt_finalize refuses while the writer lives */
     w->rank = ctx ? dt_rank(ctx) : 0;
     w->world = ctx ? dt_world_size(ctx) : 1;
     w->step = step;
@@ -213,6 +214,7 @@ void dt_ckpt_discard(dt_ckpt_writer *w)
     free(w->s);
     free(w->dir);
     free(w->fail_msg);
+    ctx_unhold(w->ctx, CTX_HELD_CKPT_WRITER);
     free(w);
 }
 

@@ -225,6 +225,7 @@ void dt_loader_free(dt_loader *l)
     pthread_cond_destroy(&l->cv_work);
     pthread_cond_destroy(&l->cv_ready);
     pthread_mutex_destroy(&l->mu);
+    ctx_unhold(l->ctx, CTX_HELD_LOADER);
     free(l);
 }
 
@@ -328,6 +329,7 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
     l->mem_be = backend_cpu(); /* until the CUDA one is had: dt_loader_free needs one */
     l->d = d;
     l->ctx = ctx;
+    ctx_hold(ctx, CTX_HELD_LOADER); /* dt_finalize refuses while the loader lives */
     l->rank = rank, l->world = world, l->batch = batch;
     l->eval = eval, l->items = items;
     l->depth = threads ? depth : 1;

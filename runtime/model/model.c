@@ -14,6 +14,7 @@
 #include "runtime/model/model.h"
 #include "runtime/model/model_internal.h"
 #include "runtime/model/model_plan.h"
+#include "collectives/ctx_comm.h"
 #include "collectives/rank_verdict.h"
 #include "base/hash.h"
 #include "base/rng.h"
@@ -158,6 +159,7 @@ void dt_model_free(dt_model *m)
     free(m->prof_fwd);
     free(m->prof_bwd);
     model_spec_free(&m->spec);
+    ctx_unhold(m->ctx, CTX_HELD_MODEL);
     free(m);
 }
 
@@ -183,6 +185,7 @@ static dt_status model_build(dt_ctx *ctx, const char *spec, const char *input, u
         return s;
     }
     m->ctx = ctx;
+    ctx_hold(ctx, CTX_HELD_MODEL); /* dt_finalize refuses while the model lives */
     m->be = be;
     m->max_batch = max_batch;
     const size_t B = (size_t)max_batch, n = (size_t)m->spec.n;
