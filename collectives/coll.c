@@ -3,6 +3,7 @@
  * bucket, the watchdog's test hook.
  */
 #include "collectives/coll.h"
+#include "collectives/ctx_comm.h"
 #include "base/status.h"
 
 #include <stdio.h>
@@ -27,6 +28,13 @@ dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype
         return status_set_error(DT_ERR_INVALID_ARG, "root rank %d is not in the world of %d ranks", root, c->size);
     if (!buf && count > 0) return status_set_error(DT_ERR_INVALID_ARG, "NULL buffer for %zu elements", count);
     return DT_OK;
+}
+
+dt_status coll_enter(const coll *c, const char *what) { return c && c->ctx ? ctx_enter(c->ctx, what) : DT_OK; }
+
+void coll_leave(const coll *c)
+{
+    if (c && c->ctx) ctx_leave(c->ctx);
 }
 
 void coll_part(size_t n, int j, int size, size_t *off, size_t *cnt)

@@ -100,6 +100,12 @@ void coll_part(size_t n, int j, int size, size_t *off, size_t *cnt);
  * the allreduce's dt_redop, which refuses DT_U8, or COLL_NO_REDUCTION for a broadcast. */
 dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype t, int op, int root);
 
+/* The context's one-thread mark (ctx_enter in ctx_comm.h) around an operation of c that issues
+ * collectives, when c is one of a context's backends (c->ctx set); DT_OK and nothing otherwise.
+ * Each DT_OK of coll_enter is paired with one coll_leave. */
+dt_status coll_enter(const coll *c, const char *what);
+void coll_leave(const coll *c);
+
 /* A test hook, for the watchdog's tests only: DTRAIN_TEST_HANG=LAYER:RANK:SEQ makes rank RANK,
  * at collective #SEQ of LAYER (mpi: this backend's operations; engine: a two-rank allreduce by
  * MPI_Allreduce, or a chain allreduce), announce its arrival and then never take part in the

@@ -250,14 +250,24 @@ static dt_status nccl_queue(coll *c, void *buf, size_t count, dt_dtype t, dt_red
     return c->trace ? gpu_trace_end(st->stream, GPU_SPAN_NCCL) : DT_OK;
 }
 
+/* Every operation that issues a collective holds the context's mark (coll_enter) while it does:
+ * NCCL pairs the ranks' collectives in the order each rank issues them. Waiting issues none. */
 static dt_status nccl_start(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, void *after)
 {
-    return nccl_queue(c, buf, count, t, op, Q_ALLREDUCE, after);
+    dt_status s = coll_enter(c, "ncclAllReduce");
+    if (s) return s;
+    s = nccl_queue(c, buf, count, t, op, Q_ALLREDUCE, after);
+    coll_leave(c);
+    return s;
 }
 
 static dt_status nccl_start_half(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, int gather, void *after)
 {
-    return nccl_queue(c, buf, count, t, op, gather ? Q_ALLGATHER : Q_REDUCE_SCATTER, after);
+    dt_status s = coll_enter(c, gather ? "ncclAllGather" : "ncclReduceScatter");
+    if (s) return s;
+    s = nccl_queue(c, buf, count, t, op, gather ? Q_ALLGATHER : Q_REDUCE_SCATTER, after);
+    coll_leave(c);
+    return s;
 }
 
 static dt_status nccl_wait_all(coll *c, void *after)
@@ -288,7 +298,7 @@ static dt_status nccl_wait_one(coll *c, int k, void *after)
     return e == cudaSuccess ? DT_OK : cuda_fail(e, "cudaStreamWaitEvent on a gradient bucket");
 }
 
-static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op)
+static dt_status nccl_allreduce_in(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op)
 {
     dt_status s = coll_check_args(c, buf, count, t, op, 0);
     if (s || count == 0) return s;
@@ -304,7 +314,7 @@ static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt
 /* ZeRO-1's halves (coll.h), in place: NCCL's in-place forms take this rank's block at its own place
  * (recvbuff = sendbuff + rank * block for the reduce-scatter, sendbuff = recvbuff + rank * block for
  * the allgather). */
-static dt_status nccl_halves(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, int gather)
+static dt_status nccl_halves_in(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, int gather)
 {
     const char *what = gather ? "ncclAllGather" : "ncclReduceScatter";
     dt_status s = coll_check_args(c, buf, count, t, gather ? COLL_NO_REDUCTION : (int)op, 0);
@@ -324,6 +334,15 @@ static dt_status nccl_halves(coll *c, void *buf, size_t count, dt_dtype t, dt_re
     return nccl_wait(c, t0, what, count);
 }
 
+static dt_status nccl_halves(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, int gather)
+{
+    dt_status s = coll_enter(c, gather ? "ncclAllGather" : "ncclReduceScatter");
+    if (s) return s;
+    s = nccl_halves_in(c, buf, count, t, op, gather);
+    coll_leave(c);
+    return s;
+}
+
 static dt_status nccl_reduce_scatter(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op)
 {
     return nccl_halves(c, buf, count, t, op, 0);
@@ -334,7 +353,7 @@ static dt_status nccl_allgather(coll *c, void *buf, size_t count, dt_dtype t)
     return nccl_halves(c, buf, count, t, DT_SUM, 1);
 }
 
-static dt_status nccl_broadcast(coll *c, void *buf, size_t count, dt_dtype t, int root)
+static dt_status nccl_broadcast_in(coll *c, void *buf, size_t count, dt_dtype t, int root)
 {
     dt_status s = coll_check_args(c, buf, count, t, COLL_NO_REDUCTION, root);
     if (s || count == 0) return s;
@@ -346,10 +365,37 @@ static dt_status nccl_broadcast(coll *c, void *buf, size_t count, dt_dtype t, in
     return nccl_wait(c, t0, "ncclBroadcast", count);
 }
 
-static dt_status nccl_barrier(coll *c)
+static dt_status nccl_barrier_in(coll *c)
 {
     int rc = MPI_Barrier(c->comm);
     return rc == MPI_SUCCESS ? DT_OK : status_set_error(DT_ERR_MPI, "MPI_Barrier failed (a peer may have died)");
+}
+
+static dt_status nccl_allreduce(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op)
+{
+    dt_status s = coll_enter(c, "ncclAllReduce");
+    if (s) return s;
+    s = nccl_allreduce_in(c, buf, count, t, op);
+    coll_leave(c);
+    return s;
+}
+
+static dt_status nccl_broadcast(coll *c, void *buf, size_t count, dt_dtype t, int root)
+{
+    dt_status s = coll_enter(c, "ncclBroadcast");
+    if (s) return s;
+    s = nccl_broadcast_in(c, buf, count, t, root);
+    coll_leave(c);
+    return s;
+}
+
+static dt_status nccl_barrier(coll *c)
+{
+    dt_status s = coll_enter(c, "MPI_Barrier");
+    if (s) return s;
+    s = nccl_barrier_in(c);
+    coll_leave(c);
+    return s;
 }
 
 static void nccl_abort(coll *c)

@@ -73,7 +73,18 @@ DT_API const char *dt_version_string(void);
 /** @} */
 
 /** @defgroup context Context
- * One dt_ctx per process, from dt_init() to dt_finalize(), and the configuration it is made with. */
+ * One dt_ctx per process, from dt_init() to dt_finalize(), and the configuration it is made with.
+ *
+ * One thread at a time: a context, and everything made on it (models, reducers, checkpoint writers
+ * and readers), is used by one thread at a time. MPI and NCCL pair each rank's collectives with its
+ * peers' in the order the rank issues them, so two threads of one rank issuing them at once would
+ * pair them wrongly, with no error. A thread that enters a collective of
+ * the context (dt_allreduce(), a model's step, dt_finalize()...) while another thread is inside one
+ * gets DT_ERR_INVALID_ARG saying so, before anything is sent; threads that take turns without
+ * synchronizing are not seen, and their collectives may still pair wrongly. To hand the context to
+ * another thread, synchronize (join it, or hold a mutex around the calls). dtrain's own
+ * communication thread (dt_config::comm_thread) runs on communicators of its own and is no second
+ * thread in this sense. */
 
 /** @defgroup config Configuration
  * @ingroup context
@@ -281,7 +292,8 @@ DT_API int dt_local_rank(const dt_ctx *ctx);
  * (dt_barrier's). Errors: DT_ERR_INVALID_ARG for a NULL ctx, and for a NULL all on rank 0: then
  * nothing is gathered and every rank returns it (rank 0 with its own message, the others with
  * one naming rank 0), so a rank 0 that could not allocate the array passes NULL rather than
- * skipping the call; DT_ERR_MPI, DT_ERR_TIMEOUT. */
+ * skipping the call; DT_ERR_INVALID_ARG also for another thread in a collective of ctx; DT_ERR_MPI,
+ * DT_ERR_TIMEOUT. */
 DT_API dt_status dt_gather_placement(const dt_ctx *ctx, dt_placement *all);
 
 /** The name of the host list entry of node i (SLURM's node list when SLURM launched the step, else

@@ -16,6 +16,9 @@
 /** @defgroup model Model
  * A stack of layers over one flat parameter buffer: making it, forward and backward, gradient
  * synchronization (docs/library.md, "Models": the layer grammar and the parameter layout).
+ * A model made on a context runs the context's collectives (its creation, gradient sync, checks
+ * across ranks): one thread at a time per context, its models included (@ref context); another
+ * thread entering a collective meanwhile gets DT_ERR_INVALID_ARG. Free it before dt_finalize().
  * @{ */
 
 /** A model: its layers, flat parameters and gradients, activations and gradient engine. Opaque; made

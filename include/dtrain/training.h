@@ -124,7 +124,8 @@ DT_API dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st);
 /** @defgroup step The training step
  * @ingroup model
  * The optimizer step of a model, what a model holds in memory, and dt_model_train_step(): the
- * whole step of `dtrain train` and where its time goes.
+ * whole step of `dtrain train` and where its time goes. The step runs the collectives of the
+ * model's context: one thread at a time per context (@ref context).
  * @{ */
 
 /** One optimizer step of the fp32 parameters from the gradients in whatever type they are kept

@@ -557,9 +557,20 @@ const char *dt_node_name(const dt_ctx *c, int i)
     return c->node_names[i];
 }
 
+static dt_status gather_placement(const dt_ctx *c, dt_placement *all);
+
 dt_status dt_gather_placement(const dt_ctx *c, dt_placement *all)
 {
     if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement needs a context");
+    dt_status s = ctx_enter(c, "dt_gather_placement");
+    if (s) return s;
+    s = gather_placement(c, all);
+    ctx_leave(c);
+    return s;
+}
+
+static dt_status gather_placement(const dt_ctx *c, dt_placement *all)
+{
     /* Rank 0 without an array has nowhere to put the placements: the ranks' watched verdict comes
      * first, so every rank learns it and none enters MPI_Gather (no scratch array on rank 0 that
      * could fail to allocate and leave the others waiting there). The verdict is also the gather's
@@ -589,24 +600,36 @@ static coll *coll_for(const dt_ctx *c, const void *buf)
 dt_status dt_allreduce(dt_ctx *c, void *buf, size_t count, dt_dtype t, dt_redop op)
 {
     if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_allreduce needs a context");
+    dt_status s = ctx_enter(c, "dt_allreduce");
+    if (s) return s;
     coll *k = coll_for(c, buf);
-    return k->ops->allreduce(k, buf, count, t, op);
+    s = k->ops->allreduce(k, buf, count, t, op);
+    ctx_leave(c);
+    return s;
 }
 
 dt_status dt_broadcast(dt_ctx *c, void *buf, size_t count, dt_dtype t, int root)
 {
     if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_broadcast needs a context");
+    dt_status s = ctx_enter(c, "dt_broadcast");
+    if (s) return s;
     coll *k = coll_for(c, buf);
-    return k->ops->broadcast(k, buf, count, t, root);
+    s = k->ops->broadcast(k, buf, count, t, root);
+    ctx_leave(c);
+    return s;
 }
 
 dt_status dt_barrier(dt_ctx *c)
 {
     if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_barrier needs a context");
+    dt_status s = ctx_enter(c, "dt_barrier");
+    if (s) return s;
     /* The MPI backend's barrier, also on a GPU context: it has the watchdog's deadline, where
      * NCCL's backend would wait in a plain MPI_Barrier. */
     coll *k = ctx_host_coll(c);
-    return k->ops->barrier(k);
+    s = k->ops->barrier(k);
+    ctx_leave(c);
+    return s;
 }
 
 MPI_Comm ctx_world_comm(const dt_ctx *c) { return c->world; }
