@@ -90,6 +90,16 @@ dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *dif
                                                "copy (the same size on every rank)",
                                                bytes),
                               differ, first_rank);
+    /* No buffer holds more than PTRDIFF_MAX bytes: a larger count (a negative one converted to
+     * size_t) would have the hash read past the buffer. A failure of this rank, joined as above. */
+    if (bytes > (size_t)PTRDIFF_MAX || (uintptr_t)buf + bytes < (uintptr_t)buf)
+        return check_replicas(ctx, NULL, 0,
+                              status_set_error(DT_ERR_INVALID_ARG,
+                                               "dt_check_replicas: bytes %zu is more than the buffer at %p can "
+                                               "hold (at most PTRDIFF_MAX): pass the size of this rank's copy in "
+                                               "bytes",
+                                               bytes, buf),
+                              differ, first_rank);
     if (!bytes || !backend_is_device_ptr(buf)) return check_replicas(ctx, buf, bytes, DT_OK, differ, first_rank);
     /* Device memory comes down first. Every rank joins the collective even when that failed, so
      * none waits for it; the failing rank reports its own cause. */
