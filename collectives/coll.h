@@ -76,6 +76,12 @@ struct coll {
 /* MPI backend over a duplicate of comm. device_buffers 1: CUDA buffers, staged through the host
  * (see coll_mpi.c for why even a CUDA-aware MPI gets host buffers). */
 dt_status coll_mpi_create(MPI_Comm comm, int device_buffers, double timeout_s, coll **out);
+/* Sets on MPI_COMM_WORLD a handler that is fatal as MPI's default (MPI_ERRORS_ARE_FATAL: the
+ * error is logged and the job aborted) except inside the backend's own polls of its nonblocking
+ * collectives, whose errors Open MPI 4.1 raises there rather than on their communicator: those come
+ * back as codes (DT_ERR_MPI). For dt_init when it initialised MPI itself; a caller that initialised
+ * MPI keeps its own handler. */
+void coll_mpi_world_errhandler(void);
 /* Sums count doubles of host memory over c's ranks in place, under c's deadline like its other
  * collectives (a norm's sums of squares, which fp32 would round). c is an MPI backend (the
  * context's host backend, ctx_host_coll). DT_ERR_MPI. */

@@ -47,17 +47,6 @@ int coll_mpi_cuda_aware(void)
 /* Elements per MPI call for fp32 (the count argument is an int). */
 #define MPI32_CHUNK ((size_t)1 << 30)
 
-static dt_status mpi_fail(int rc, const char *what, size_t count)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    return status_set_error(DT_ERR_MPI,
-                            "%s of %zu elements failed: %s. A peer may have died or run out "
-                            "of memory: read the other ranks' messages",
-                            what, count, msg);
-}
-
 static void scale_f32(float *p, size_t n, int size)
 {
     const float w = (float)size;
@@ -90,8 +79,7 @@ static dt_status mpi_allreduce_host(coll *c, void *buf, size_t count, dt_dtype t
         if (op == DT_AVG) scale_f32(p, n, c->size);
         if (t != DT_F32) cpu_cast_f32_to_16(t, p, (uint16_t *)buf + off, n);
     }
-    mpi_op_end(c, OP_ALLREDUCE, count, count * dt_dtype_size(t), start, rc == MPI_SUCCESS);
-    return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, "MPI_Allreduce", count);
+    return mpi_op_end(c, OP_ALLREDUCE, count, count * dt_dtype_size(t), start, rc);
 }
 
 dt_status coll_mpi_sum_f64(coll *c, double *buf, int count)
@@ -101,8 +89,7 @@ dt_status coll_mpi_sum_f64(coll *c, double *buf, int count)
     int rc = mpi_op_begin(c, OP_ALLREDUCE, (size_t)count, (size_t)count * sizeof *buf, &start);
     if (rc == MPI_SUCCESS) rc = MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_DOUBLE, MPI_SUM, c->comm, &r);
     if (rc == MPI_SUCCESS) rc = mpi_op_wait(c, &r, OP_ALLREDUCE, (size_t)count, start);
-    mpi_op_end(c, OP_ALLREDUCE, (size_t)count, (size_t)count * sizeof *buf, start, rc == MPI_SUCCESS);
-    return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, "MPI_Allreduce", (size_t)count);
+    return mpi_op_end(c, OP_ALLREDUCE, (size_t)count, (size_t)count * sizeof *buf, start, rc);
 }
 
 static dt_status mpi_bcast_host(coll *c, void *buf, size_t count, size_t bytes, int root)
@@ -116,8 +103,7 @@ static dt_status mpi_bcast_host(coll *c, void *buf, size_t count, size_t bytes, 
         rc = MPI_Ibcast(p + off, (int)n, MPI_BYTE, root, c->comm, &r);
         if (rc == MPI_SUCCESS) rc = mpi_op_wait(c, &r, OP_BCAST, count, start);
     }
-    mpi_op_end(c, OP_BCAST, count, bytes, start, rc == MPI_SUCCESS);
-    return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, "MPI_Bcast", count);
+    return mpi_op_end(c, OP_BCAST, count, bytes, start, rc);
 }
 
 #ifdef DTRAIN_HAVE_CUDA
@@ -196,8 +182,7 @@ static dt_status mpi_barrier(coll *c)
     int rc = mpi_op_begin(c, OP_BARRIER, 0, 0, &start);
     if (rc == MPI_SUCCESS) rc = MPI_Ibarrier(c->comm, &r);
     if (rc == MPI_SUCCESS) rc = mpi_op_wait(c, &r, OP_BARRIER, 0, start);
-    mpi_op_end(c, OP_BARRIER, 0, 0, start, rc == MPI_SUCCESS);
-    return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, "MPI_Barrier", 0);
+    return mpi_op_end(c, OP_BARRIER, 0, 0, start, rc);
 }
 
 /* MPI has no way to tear down one communicator under a peer that hangs; the caller's
@@ -254,8 +239,7 @@ static dt_status mpi_halves_host(coll *c, float *buf, size_t count, dt_redop op,
         if (mine) memmove(buf + mine, buf, b * sizeof(float));
         if (op == DT_AVG) scale_f32(buf + mine, b, c->size);
     }
-    mpi_op_end(c, kind, count, count * sizeof(float), start, rc == MPI_SUCCESS);
-    return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, mpi_op_name(kind), count);
+    return mpi_op_end(c, kind, count, count * sizeof(float), start, rc);
 }
 
 static dt_status mpi_halves(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op, int kind)

@@ -34,13 +34,24 @@ enum { OP_ALLREDUCE, OP_BCAST, OP_BARRIER, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_K
 /* "MPI_Allreduce" etc. for an OP_ kind; "?" for another value. */
 const char *mpi_op_name(unsigned long long kind);
 
-/* The start of one operation of c: its sequence number and roll call (returns MPI's code for
- * posting it), *start for the deadline, a debug line. */
+/* mpi_op_begin's code when another thread is in a collective of the same context (ctx_enter):
+ * nothing was started. No MPI error code is negative. */
+#define MPI_OP_REFUSED (-1)
+
+/* The start of one operation of c: the context's mark (ctx_enter), its sequence number and roll
+ * call (returns MPI's code for posting it, or MPI_OP_REFUSED), *start for the deadline, a debug
+ * line. Every call is ended by mpi_op_end with the code of the operation's MPI calls. */
 int mpi_op_begin(coll *c, int kind, size_t count, size_t bytes, double *start);
 /* Waits for request r of the operation begun at start, and its roll call, against c's deadline:
  * MPI's code; past the deadline it names the ranks that never arrived and ends the job. */
 int mpi_op_wait(coll *c, MPI_Request *r, int kind, size_t count, double start);
-/* The end of one operation: a debug line with its time; ok 0 drops a roll call left pending. */
-void mpi_op_end(coll *c, int kind, size_t count, size_t bytes, double start, int ok);
+/* The end of one operation begun by mpi_op_begin, whose MPI calls ended with code rc: its status.
+ * DT_ERR_MPI when rc failed, or when the roll call shows a rank at another operation or count (a
+ * caller's error that MPI reports only on the rank with the smaller buffer, if at all); a debug line
+ * with its time; a failure drops a roll call left pending. */
+dt_status mpi_op_end(coll *c, int kind, size_t count, size_t bytes, double start, int rc);
+/* DT_ERR_MPI for MPI's code rc in the operation `what` of count elements, with MPI's message and
+ * the likely cause. */
+dt_status mpi_fail(int rc, const char *what, size_t count);
 
 #endif

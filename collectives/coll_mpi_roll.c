@@ -11,6 +11,7 @@
 #include "base/abort_guard.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/status.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,44 @@ static const char *const op_names[OP_KINDS] = {"MPI_Allreduce", "MPI_Bcast", "MP
                                                "MPI_Allgather"};
 
 const char *mpi_op_name(unsigned long long kind) { return kind < OP_KINDS ? op_names[kind] : "?"; }
+
+/* 1 while this thread polls one of the backend's nonblocking collectives (mpi_op_wait): Open MPI 4.1
+ * raises such a collective's failure through MPI_COMM_WORLD's handler, which then lets it return. */
+static _Thread_local int own_poll;
+
+static void world_errors(MPI_Comm *comm, int *code, ...)
+{
+    if (own_poll) return; /* the failing MPI call returns *code to the backend, which reports it */
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(*code, msg, &len);
+    log_msg(LOG_LEVEL_ERROR,
+            "an MPI call on MPI_COMM_WORLD failed: %s; aborting the job, as MPI_ERRORS_ARE_FATAL would", msg);
+    if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
+    MPI_Abort(*comm, *code);
+    abort(); /* MPI_Abort does not return; if it did, nothing may go on */
+}
+
+void coll_mpi_world_errhandler(void)
+{
+    MPI_Errhandler h;
+    if (MPI_Comm_create_errhandler(world_errors, &h) != MPI_SUCCESS) return;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, h);
+    MPI_Errhandler_free(&h); /* MPI_COMM_WORLD keeps it */
+}
+
+dt_status mpi_fail(int rc, const char *what, size_t count)
+{
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0, cls = 0;
+    MPI_Error_string(rc, msg, &len);
+    MPI_Error_class(rc, &cls);
+    return status_set_error(DT_ERR_MPI, "%s of %zu elements failed: %s. %s", what, count, msg,
+                            cls == MPI_ERR_TRUNCATE
+                                ? "Another rank sent more: every rank must call the same collectives in the same "
+                                  "order with the same count (a bug in the program)"
+                                : "A peer may have died or run out of memory: read the other ranks' messages");
+}
 
 /* The roll call: a collective does not say which ranks have reached it, so every rank also tells
  * rank 0 that it arrived (a small message posted before the collective), and rank 0 tells every
@@ -191,7 +230,9 @@ int mpi_op_wait(coll *c, MPI_Request *r, int kind, size_t count, double start)
     mpi_state *st = c->impl;
     int flag = 0, spins = 0;
     for (;;) {
+        own_poll = 1;
         int rc = flag ? MPI_SUCCESS : MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+        own_poll = 0;
         if (rc != MPI_SUCCESS) return rc;
         if (st->nroll && !st->roll_done) {
             int all = 0;
@@ -242,6 +283,8 @@ int mpi_op_begin(coll *c, int kind, size_t count, size_t bytes, double *start)
 {
     mpi_state *st = c->impl;
     *start = clock_now_s();
+    /* The context's communicators serve one thread at a time; the mark stands until mpi_op_end. */
+    if (coll_enter(c, mpi_op_name(kind))) return MPI_OP_REFUSED;
     if (log_enabled(LOG_LEVEL_DEBUG))
         log_msg(LOG_LEVEL_DEBUG, "coll %s: start #%llu %s of %zu elements (%zu bytes)", c->ops->name, st->seq,
                 mpi_op_name(kind), count, bytes);
@@ -256,13 +299,47 @@ int mpi_op_begin(coll *c, int kind, size_t count, size_t bytes, double *start)
     return rc;
 }
 
-/* The end of one operation: a debug line with its time; a failure drops the roll call. */
-void mpi_op_end(coll *c, int kind, size_t count, size_t bytes, double start, int ok)
+/* Whether the roll call shows a rank at another collective than this one (another operation, count
+ * or sequence number): rank 0 hears from every rank, another rank from rank 0 alone, and only the
+ * messages that have arrived count. Names the first such rank in out. */
+static int roll_disagrees(coll *c, char *out, size_t n)
 {
     mpi_state *st = c->impl;
+    const int nrecv = !st->nroll ? 0 : c->rank == 0 ? c->size - 1 : 1;
+    for (int i = 0; i < nrecv; i++) {
+        if (!st->roll_done && !roll_arrived(st, i)) continue;
+        const roll_msg *m = &st->roll_in[i];
+        if (m->seq == st->roll_out.seq && m->kind == st->roll_out.kind && m->count == st->roll_out.count) continue;
+        snprintf(out, n, "rank %d called %s of %llu elements as its collective #%llu", c->rank == 0 ? i + 1 : 0,
+                 mpi_op_name(m->kind), m->count, m->seq);
+        return 1;
+    }
+    return 0;
+}
+
+/* The end of one operation: its status, a debug line with its time; a failure drops the roll call. */
+dt_status mpi_op_end(coll *c, int kind, size_t count, size_t bytes, double start, int rc)
+{
+    mpi_state *st = c->impl;
+    if (rc == MPI_OP_REFUSED) return DT_ERR_INVALID_ARG; /* nothing was started; ctx_enter said why */
+    coll_leave(c);
+    /* The ranks disagreeing is the cause of MPI's failure when there is one; without one it is still
+     * an error: the rank whose buffer was the larger gets a short result and MPI_SUCCESS. */
+    char other[160];
+    const int ok = rc == MPI_SUCCESS;
+    dt_status s = DT_OK;
+    if (roll_disagrees(c, other, sizeof other))
+        s = status_set_error(DT_ERR_MPI,
+                             "%s of %zu elements, this rank's collective #%llu, does not match the other ranks': %s. "
+                             "Every rank must call the same collectives in the same order with the same count (a "
+                             "bug in the program); the buffer holds no usable result",
+                             mpi_op_name(kind), count, st->roll_out.seq, other);
+    else if (!ok)
+        s = mpi_fail(rc, mpi_op_name(kind), count);
     if (!ok) roll_drop(c);
     if (log_enabled(LOG_LEVEL_DEBUG))
         log_msg(LOG_LEVEL_DEBUG, "coll %s: end #%llu %s of %zu elements (%zu bytes) %s in %.0f us", c->ops->name,
-                st->seq, mpi_op_name(kind), count, bytes, ok ? "done" : "failed", (clock_now_s() - start) * 1e6);
+                st->seq, mpi_op_name(kind), count, bytes, s ? "failed" : "done", (clock_now_s() - start) * 1e6);
     st->seq++;
+    return s;
 }

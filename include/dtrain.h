@@ -196,6 +196,13 @@ typedef struct dt_ctx dt_ctx;
  * DT_ERR_INVALID_ARG naming the field, before MPI starts. One context per process: while one
  * lives (until its dt_finalize), a second dt_init fails with DT_ERR_INVALID_ARG. Collective:
  * every rank of the job must call it.
+ * When dt_init initializes MPI itself, it gives MPI_COMM_WORLD an error handler that is fatal, as
+ * MPI's default (the error logged, the job aborted), for every call but dtrain's own waits on its
+ * nonblocking collectives: Open MPI 4.1 reports their failure (a count that differs across ranks)
+ * through MPI_COMM_WORLD's handler rather than their communicator's, and dtrain returns it as
+ * DT_ERR_MPI. When the caller initialized MPI, its handler of MPI_COMM_WORLD stays as it is: with
+ * MPI's default (MPI_ERRORS_ARE_FATAL) such a failure ends the job; set MPI_ERRORS_RETURN there to
+ * get DT_ERR_MPI instead.
  * Errors: DT_ERR_INVALID_ARG (a NULL out, a bad cfg field, a context already made);
  * DT_ERR_ENV (a malformed DTRAIN_* or launcher variable, DTRAIN_LOG included even with a cfg
  * given); DT_ERR_MPI (MPI could not start, was finalized already, or disagrees with the
@@ -323,6 +330,22 @@ DT_API const char *dt_blas_coretype_advice(void);
 /** @defgroup collectives Collectives
  * Allreduce, broadcast, barrier and the replica check over every rank of the job, on host or
  * device buffers.
+ *
+ * Rules common to them. Every rank calls the same collectives in the same order, with the same
+ * count, dtype, op and root: a difference is the caller's error, and as in MPI and NCCL it is not
+ * checked for each call (that would cost a message each). A dtype, op or root that differs goes
+ * unnoticed: the ranks get DT_OK and different values (or MPI's error where the bytes differ). On
+ * the MPI backend with a timeout (dt_config::timeout_s, on by default), the watchdog's roll call
+ * carries each rank's operation and count, so a rank that sees a peer in another collective or
+ * with another count returns DT_ERR_MPI naming the peer's call, and its buffer holds no usable
+ * result: rank 0 hears from every rank, the others from rank 0 alone, so a rank that agrees with
+ * rank 0 may return DT_OK while the odd one and rank 0 fail; treat the error as fatal
+ * (dt_abort_job()). On NCCL, or without a timeout, a count that differs gives wrong values, an
+ * error, or a wait until the deadline. dt_reducer_create() checks its bucket plan across ranks.
+ * A count whose bytes exceed PTRDIFF_MAX (no buffer is larger; a negative count converted to
+ * size_t is), or run past the end of the address space, is refused with DT_ERR_INVALID_ARG naming
+ * it before anything is sent. A second thread entering while one is in a collective of the
+ * context is refused (see @ref context).
  * @{ */
 
 /** Element types of buffers and of the gradient wire. */
@@ -358,9 +381,12 @@ DT_API dt_status dt_dtype_parse(const char *s, dt_dtype *out);
  * count may be 0. Device memory is reduced on dtrain's own stream, which does not wait for the
  * caller's streams: synchronize the work that writes buf first (cudaStreamSynchronize); the call
  * returns when the result is in buf. (dt_reducer_ready orders itself after the caller's stream.)
- * Collective: every rank calls it with the same count, dtype and op. Errors: DT_ERR_INVALID_ARG (a bad
- * argument, named), DT_ERR_NOMEM (the host copy of a device buffer on the MPI path, the 16-bit
- * accumulation buffer), DT_ERR_MPI, DT_ERR_COMM (NCCL), DT_ERR_DEVICE, DT_ERR_TIMEOUT (NCCL; on the
+ * Collective: every rank calls it with the same count, dtype and op; a difference is not detected
+ * but as the group's rules say (dtype and op never; the count by the MPI backend's watchdog,
+ * DT_ERR_MPI). Errors: DT_ERR_INVALID_ARG (a bad argument, named; a count past PTRDIFF_MAX bytes;
+ * another thread in a collective of ctx), DT_ERR_NOMEM (the host copy of a device buffer on the MPI path, the 16-bit
+ * accumulation buffer), DT_ERR_MPI (MPI failed, or a peer called another collective or count),
+ * DT_ERR_COMM (NCCL), DT_ERR_DEVICE, DT_ERR_TIMEOUT (NCCL; on the
  * MPI backend a collective past the deadline, dt_config::timeout_s, aborts the job instead). On a
  * context placed on the CPU, buf must be host memory. */
 DT_API dt_status dt_allreduce(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, dt_redop op);
@@ -368,13 +394,18 @@ DT_API dt_status dt_allreduce(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, 
 /** Broadcasts count elements of dtype t from rank root to every rank, in place, in host memory or, under CUDA,
  * device memory. Any dtype: the bytes arrive unchanged, so data that is not floating point (int64 counters,
  * doubles, structs, text) goes as DT_U8 with count its size in bytes. DT_ERR_INVALID_ARG for a NULL buf
- * with count > 0, an unknown dtype or a root outside the world. Collective: every rank calls it with the
- * same count, dtype and root. */
+ * with count > 0, an unknown dtype, a root outside the world, a count past PTRDIFF_MAX bytes, or
+ * another thread in a collective of ctx. Collective: every rank calls it with the same count, dtype
+ * and root; a root or dtype that differs is not detected (the ranks get DT_OK and different bytes),
+ * a count that differs is as the group's rules say (DT_ERR_MPI from the MPI backend's watchdog).
+ * Other errors: DT_ERR_MPI, DT_ERR_COMM (NCCL), DT_ERR_NOMEM and DT_ERR_DEVICE (staging device
+ * memory), DT_ERR_TIMEOUT (NCCL). */
 DT_API dt_status dt_broadcast(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, int root);
 
 /** Returns when every rank has entered it. Like every collective, it has the timeout's deadline
  * (dt_config::timeout_s): a rank that never comes is named and the job aborted. Collective.
- * Errors: DT_ERR_INVALID_ARG for a NULL ctx; DT_ERR_MPI. */
+ * Errors: DT_ERR_INVALID_ARG for a NULL ctx or another thread in a collective of ctx; DT_ERR_MPI
+ * (also when a peer called another collective in its place, as the group's rules say). */
 DT_API dt_status dt_barrier(dt_ctx *ctx);
 
 /** Name of the collective backend in use: "mpi" or "nccl". */

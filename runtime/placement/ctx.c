@@ -74,6 +74,11 @@ static dt_status ctx_mpi_init(const dt_config *cfg, int *we_did)
         return status_set_error(DT_ERR_MPI, "MPI_Init_thread failed: check the launcher (srun needs "
                                             "--mpi=pmix) and that mpirun belongs to the MPI dtrain was built with");
     *we_did = 1;
+    /* Open MPI 4.1 reports the failure of a nonblocking collective (a count that differs across
+     * ranks: MPI_ERR_TRUNCATE) through MPI_COMM_WORLD's handler, not its communicator's: fatal by
+     * default. dtrain owns MPI here, so it sets a handler there that lets its own polls get the
+     * error back as a code and stays fatal for every other call, as MPI's default. */
+    coll_mpi_world_errhandler();
     /* As doctor's mpi.threads says: the engine starts its communication thread only under
      * MULTIPLE; below it the allreduces progress on the training thread, inside dtrain's calls. */
     if (provided < MPI_THREAD_MULTIPLE)
