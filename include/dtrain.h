@@ -186,7 +186,9 @@ typedef struct dt_ctx dt_ctx;
 /** Resolves identity, selects the device, initializes MPI (see cfg->init_mpi), cross-checks the
  * launcher against MPI, pins CPU cores and builds the communicators. On success *out owns a context
  * that dt_finalize() releases. On failure *out is NULL, nothing stays allocated, and MPI may still
- * be initialized (call dt_abort_job or MPI_Finalize as you see fit). A failure of one rank before
+ * be initialized (call dt_abort_job or MPI_Finalize as you see fit); the one exception is the
+ * refusal of a second dt_init while a context lives, which leaves *out as it was, so that a caller
+ * that passes its live context's own variable keeps its handle. A failure of one rank before
  * MPI_Init (a malformed launcher variable, its GPU) under a launcher with a PMI server (mpirun, srun
  * --mpi=pmix) still initializes MPI, and every rank then fails together: that rank with its own
  * error, the others with its status and "dt_init failed on rank R (...); rank R says: <its
