@@ -1,8 +1,10 @@
 /*
  * rank_verdict.c - every rank's outcome to every rank (rank_verdict.h): the one copy of the
  * per-rank slots that dt_evaluate, dt_check_replicas, dt_model_create, dt_model_set_sync and
- * dt_gather_placement use to fail together instead of leaving peers in a collective; and dt_init's
- * over plain MPI, for a rank that failed before MPI_Init and joined its peers there to tell them.
+ * dt_gather_placement use to fail together instead of leaving peers in a collective, and that
+ * dt_reducer_set_sync, dt_model_set_precision and dt_model_set_accum_steps use to compare their
+ * setting across the ranks in the same exchange; and dt_init's over plain MPI, for a rank that
+ * failed before MPI_Init and joined its peers there to tell them.
  */
 #include "collectives/rank_verdict.h"
 #include "collectives/coll.h"
@@ -16,32 +18,56 @@
 /* fp32 holds every integer of magnitude up to 2^24 exactly, so a sum of zeros and one code is it. */
 #define CODE_LIMIT (1 << 24)
 
+/* Every rank's slot value, RANK_VERDICT_CHUNK ranks per allreduce: this rank puts mine into its
+ * own slot of a zeroed array, the sum gives every rank every slot, and visit sees them in rank
+ * order. */
+typedef void (*slot_visit)(int rank, float value, void *state);
+static dt_status share_slots(const dt_ctx *ctx, float mine, slot_visit visit, void *state)
+{
+    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    coll *c = ctx_host_coll(ctx);
+    float slot[RANK_VERDICT_CHUNK];
+    for (int base = 0; base < world; base += RANK_VERDICT_CHUNK) {
+        const int n = world - base < RANK_VERDICT_CHUNK ? world - base : RANK_VERDICT_CHUNK;
+        memset(slot, 0, sizeof slot);
+        if (rank >= base && rank < base + n) slot[rank - base] = mine;
+        const dt_status s = c->ops->allreduce(c, slot, (size_t)n, DT_F32, DT_SUM);
+        if (s) return s;
+        for (int j = 0; j < n; j++) visit(base + j, slot[j], state);
+    }
+    return DT_OK;
+}
+
+static void verdict_visit(int rank, float value, void *state)
+{
+    rank_verdict *v = state;
+    if (value == 0) return;
+    if (v->first_rank < 0) v->first_rank = rank, v->first_code = (int)value;
+    v->failed++;
+}
+
 dt_status rank_verdict_share(const dt_ctx *ctx, int code, rank_verdict *out)
 {
     if (!ctx || !out) return status_set_error(DT_ERR_INVALID_ARG, "rank_verdict_share: ctx or out is NULL");
     if (code <= -CODE_LIMIT || code >= CODE_LIMIT)
         return status_set_error(DT_ERR_INTERNAL, "rank_verdict_share: code %d is not exact in fp32", code);
-    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
     /* This rank alone until the exchange says otherwise (also what a failed exchange leaves). */
-    *out = (rank_verdict){code ? rank : -1, code, code != 0};
-    if (world <= 1) return DT_OK;
-    coll *c = ctx_host_coll(ctx);
-    float slot[RANK_VERDICT_CHUNK];
+    *out = (rank_verdict){code ? dt_rank(ctx) : -1, code, code != 0};
+    if (dt_world_size(ctx) <= 1) return DT_OK;
     rank_verdict v = {-1, 0, 0};
-    for (int base = 0; base < world; base += RANK_VERDICT_CHUNK) {
-        const int n = world - base < RANK_VERDICT_CHUNK ? world - base : RANK_VERDICT_CHUNK;
-        memset(slot, 0, sizeof slot);
-        if (rank >= base && rank < base + n) slot[rank - base] = (float)code;
-        const dt_status s = c->ops->allreduce(c, slot, (size_t)n, DT_F32, DT_SUM);
-        if (s) return s;
-        for (int j = 0; j < n; j++) {
-            if (slot[j] == 0) continue;
-            if (v.first_rank < 0) v.first_rank = base + j, v.first_code = (int)slot[j];
-            v.failed++;
-        }
-    }
+    const dt_status s = share_slots(ctx, (float)code, verdict_visit, &v);
+    if (s) return s;
     *out = v;
     return DT_OK;
+}
+
+/* Another rank's failure, as this rank reports it. */
+static dt_status peer_failure(const rank_verdict *v, const char *fn, const char *consequence)
+{
+    const dt_status code = (dt_status)v->first_code;
+    return status_set_peer_error(code, "%s failed on rank %d (%s)%s%s: read rank %d's message for the cause", fn,
+                                 v->first_rank, dt_strerror(code), v->failed > 1 ? " and on other ranks" : "",
+                                 consequence ? consequence : "", v->first_rank);
 }
 
 dt_status rank_verdict_status(const dt_ctx *ctx, dt_status own, const char *fn, const char *consequence)
@@ -53,11 +79,7 @@ dt_status rank_verdict_status(const dt_ctx *ctx, dt_status own, const char *fn, 
     const dt_status cs = rank_verdict_share(ctx, (int)own, &v);
     if (own) return status_restore(own, &why);
     if (cs) return cs;
-    if (v.first_rank < 0) return DT_OK;
-    const dt_status code = (dt_status)v.first_code;
-    return status_set_peer_error(code, "%s failed on rank %d (%s)%s%s: read rank %d's message for the cause", fn,
-                                 v.first_rank, dt_strerror(code), v.failed > 1 ? " and on other ranks" : "",
-                                 consequence ? consequence : "", v.first_rank);
+    return v.first_rank < 0 ? DT_OK : peer_failure(&v, fn, consequence);
 }
 
 /* The part of a failing rank's message that travels to the others. */
@@ -89,3 +111,55 @@ dt_status rank_verdict_comm_status(MPI_Comm comm, dt_status own, const char *fn,
                                  dt_strerror(code), nfailed > 1 ? " and on other ranks" : "",
                                  consequence ? consequence : "", first[0], msg);
 }
+
+/* What rank_agree_status learns from the slots: a failure is -code, a value is itself. */
+typedef struct agreement {
+    rank_verdict failed;
+    int value0;       /* rank 0's value (when it did not fail) */
+    int differ_rank;  /* the lowest rank whose value is not rank 0's, -1 when none */
+    int differ_value; /* its value */
+    int differ;       /* how many ranks differ from rank 0 */
+} agreement;
+
+static void agree_visit(int rank, float value, void *state)
+{
+    agreement *a = state;
+    if (value < 0) {
+        verdict_visit(rank, -value, &a->failed);
+        return;
+    }
+    const int v = (int)value;
+    if (rank == 0) {
+        a->value0 = v;
+    } else if (v != a->value0) {
+        if (a->differ_rank < 0) a->differ_rank = rank, a->differ_value = v;
+        a->differ++;
+    }
+}
+
+dt_status rank_agree_status(const dt_ctx *ctx, dt_status own, int value, const char *fn, const char *setting,
+                            rank_value_text text, const char *consequence)
+{
+    if (!ctx || dt_world_size(ctx) <= 1) return own;
+    if (!own && (value < 0 || value >= CODE_LIMIT))
+        own = status_set_error(DT_ERR_INTERNAL, "%s: %s %d cannot be compared across ranks (0 to 2^24 - 1)", fn,
+                               setting, value);
+    status_kept why;
+    if (own) status_keep(&why);
+    agreement a = {{-1, 0, 0}, 0, -1, 0, 0};
+    const dt_status cs = share_slots(ctx, own ? -(float)own : (float)value, agree_visit, &a);
+    if (own) return status_restore(own, &why);
+    if (cs) return cs;
+    if (a.failed.first_rank >= 0) return peer_failure(&a.failed, fn, consequence);
+    if (a.differ_rank < 0) return DT_OK;
+    char v0[64], vr[64];
+    text(a.value0, v0, sizeof v0);
+    text(a.differ_value, vr, sizeof vr);
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "%s: rank %d gave %s %s where rank 0 gave %s%s: every rank must pass the same %s (the "
+                            "call is collective)%s",
+                            fn, a.differ_rank, setting, vr, v0, a.differ > 1 ? ", and other ranks differ too" : "",
+                            setting, consequence ? consequence : "");
+}
+
+void rank_value_int(int value, char *buf, size_t n) { snprintf(buf, n, "%d", value); }

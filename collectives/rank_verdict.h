@@ -2,10 +2,12 @@
  * rank_verdict.h - every rank's outcome, to every rank: how a rank whose own part of a collective
  * call failed (a bad argument, memory it could not get) still joins the collective its peers
  * entered, so that none of them waits for it until the watchdog, and every rank returns the same
- * code, naming the rank that failed first.
+ * code, naming the rank that failed first; and how a setting every rank must give alike is
+ * compared in the same exchange before any rank applies it (rank_agree_status).
  *
  * Each rank puts its code into its own slot of a zeroed fp32 array (an integer below 2^24 is exact
- * there), and the array is summed over the ranks: afterwards slot r holds rank r's code. At most
+ * there), and the array is summed over the ranks: afterwards slot r holds rank r's code (or its
+ * setting). At most
  * RANK_VERDICT_CHUNK ranks per allreduce, in a buffer on the stack, so that no rank can fail to
  * allocate it and skip the collective (which would hang the others). Over the context's host
  * backend (ctx_host_coll), under the deadline of every collective.
@@ -49,5 +51,23 @@ dt_status rank_verdict_status(const dt_ctx *ctx, dt_status own, const char *fn, 
  * just come out of MPI_Init); a failed exchange returns own, or DT_ERR_MPI on a rank that had no
  * failure of its own. Collective over comm; in a world of one it returns own at once. */
 dt_status rank_verdict_comm_status(MPI_Comm comm, dt_status own, const char *fn, const char *consequence);
+
+/* Writes value as a setting's text ("fp16", "4") into buf (n bytes), for rank_agree_status. */
+typedef void (*rank_value_text)(int value, char *buf, size_t n);
+/* The plain decimal text of value. */
+void rank_value_int(int value, char *buf, size_t n);
+
+/* A setting every rank must give alike, compared before any rank applies it, in the one exchange
+ * of rank_verdict_status (one allreduce of one float per rank, RANK_VERDICT_CHUNK ranks at a
+ * time): own is this rank's status so far, value its setting as an integer 0 .. 2^24 - 1 (the
+ * caller's encoding; ignored when own is not DT_OK). This rank failed: own, its message kept.
+ * Another rank failed: that rank's status, named as rank_verdict_status names it (fn,
+ * consequence). Every rank succeeded but some gave another value than rank 0: DT_ERR_INVALID_ARG
+ * on every rank, "<fn>: rank R gave <setting> <R's value> where rank 0 gave <rank 0's>[, and
+ * other ranks differ too]: every rank must pass the same <setting> (the call is
+ * collective)<consequence>", the values written by text. Collective; in a world of one, or
+ * without a context, it returns own at once. */
+dt_status rank_agree_status(const dt_ctx *ctx, dt_status own, int value, const char *fn, const char *setting,
+                            rank_value_text text, const char *consequence);
 
 #endif
