@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "base/trace.h"
 #include "collectives/ctx_comm.h"
+#include "collectives/rank_verdict.h"
 #include "kernels/backend.h"
 
 #include <stdint.h>
@@ -351,12 +352,22 @@ dt_status reducer_wait_bucket(dt_reducer *r, int b)
 
 dt_status dt_reducer_set_sync(dt_reducer *r, int sync)
 {
+    static const char fn[] = "dt_reducer_set_sync";
     if (!r) return status_set_error(DT_ERR_INVALID_ARG, "dt_reducer_set_sync: the reducer is NULL");
-    if (reducer_step_open(r))
-        return status_set_error(DT_ERR_INVALID_ARG,
-                                "dt_reducer_set_sync: %d range(s) are ready in this step: change sync "
-                                "between steps (after dt_reducer_wait)",
-                                r->nready);
-    r->sync = sync != 0;
+    dt_status own = DT_OK;
+    if (sync != 0 && sync != 1)
+        own =
+            status_set_error(DT_ERR_INVALID_ARG,
+                             "%s: sync %d must be 0 (keep this rank's gradients: accumulate) or 1 (reduce)", fn, sync);
+    else if (reducer_step_open(r))
+        own = status_set_error(DT_ERR_INVALID_ARG,
+                               "%s: %d range(s) are ready in this step: change sync between steps (after "
+                               "dt_reducer_wait)",
+                               fn, r->nready);
+    /* A rank that reduced while its peers kept their gradients would wait in an allreduce none of
+     * them starts: the ranks compare the setting first, and none changes it unless all agree. */
+    if (r->comm) own = rank_agree_status(r->ctx, own, sync, fn, "sync", rank_value_int, "; no rank changed it");
+    if (own) return own;
+    r->sync = sync;
     return DT_OK;
 }

@@ -234,11 +234,18 @@ DT_API dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *di
 
 /** Sets the model's precision. compute: DT_F32, DT_F16 or DT_BF16; grads: DT_F32 or the same type as
  * compute. Reallocates the activation and gradient buffers (gradient values are lost; call it before
- * training). Not collective, but every rank must choose the same (the gradient allreduce pairs
- * buffers). Errors: DT_ERR_INVALID_ARG (a NULL m, a type outside these, 16-bit gradients of
- * another type than compute), DT_ERR_UNSUPPORTED (16-bit gradients on a backend that keeps fp32
- * ones: the CUDA backend's in this version; the CPU's keeps either), DT_ERR_NOMEM (the model keeps the precision it had), and the errors of the
- * reduction still in flight, which completes first. */
+ * training). Collective on a model whose context has more than one rank: every rank must pass the
+ * same compute and grads (the gradient allreduce pairs buffers). Before any rank changes, the
+ * ranks compare the pair (one allreduce of one float per rank): a rank that gave another pair
+ * fails every rank with DT_ERR_INVALID_ARG naming that rank, its pair and rank 0's; a rank whose
+ * own arguments fail fails every rank with its code, the others naming it. No rank then changes
+ * its precision, and a call given alike afterwards works. A rank that runs out of memory after
+ * the comparison fails alone (its peers' next collective call waits for it until the deadline).
+ * Errors: DT_ERR_INVALID_ARG (a NULL m, a type outside these, 16-bit gradients of another type
+ * than compute, ranks that disagree), DT_ERR_UNSUPPORTED (16-bit gradients on a backend that
+ * keeps fp32 ones: the CUDA backend's in this version; the CPU's keeps either), DT_ERR_NOMEM (the
+ * model keeps the precision it had), the comparison's DT_ERR_MPI and DT_ERR_TIMEOUT, and the
+ * errors of the reduction still in flight, which completes first. */
 DT_API dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads);
 /** The type the model computes in (dt_model_set_precision()'s compute; DT_F32 by default and for a
  * NULL m). */
@@ -303,7 +310,14 @@ DT_API dt_status dt_model_set_clip_grad_norm(dt_model *m, double max_norm);
  * 1 / (k * batch * world)). The sum of earlier micro-batches lives in one more fp32 buffer of
  * dt_model_num_params floats on the model's device (16-bit gradients are added in fp32 and
  * rounded once per micro-batch). Setting it (even to the same k) starts a new group; so does
- * dt_model_set_precision. DT_ERR_INVALID_ARG for a NULL m, k < 1 or > 65536; DT_ERR_NOMEM; and
+ * dt_model_set_precision. Collective on a model whose context has more than one rank: every rank
+ * must pass the same k (a rank that reduced every micro-batch would wait for peers that reduce
+ * every k-th). Before any rank changes, the ranks compare k (one allreduce of one float per
+ * rank): a rank that gave another k fails every rank with DT_ERR_INVALID_ARG naming that rank,
+ * its k and rank 0's; a rank whose own part fails (k out of range, the sum buffer's memory, the
+ * pending verdict) fails every rank with its code, the others naming it. No rank then changes
+ * its k, and a call given alike afterwards works. DT_ERR_INVALID_ARG for a NULL m, k < 1 or >
+ * 65536, ranks that disagree; DT_ERR_NOMEM; the comparison's DT_ERR_MPI and DT_ERR_TIMEOUT; and
  * those of settling a verdict left pending. */
 DT_API dt_status dt_model_set_accum_steps(dt_model *m, int k);
 /** k: the micro-batches per optimizer step (dt_model_set_accum_steps()); 0 for a NULL m. */

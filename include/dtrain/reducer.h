@@ -162,9 +162,17 @@ DT_API dt_status dt_reducer_wait(dt_reducer *r);
  * Gradient accumulation: with sync 0, ready() and wait() only check the step's bookkeeping and
  * nothing is sent, so the caller's buffer keeps summing its micro-batches locally (PyTorch DDP's
  * no_sync()); with sync 1 (the default) the next step reduces again. Change it between steps only
- * (after wait()), and the same way on every rank.
+ * (after wait()).
  *
- * @return DT_OK; DT_ERR_INVALID_ARG in the middle of a step (some range ready, wait() not called).
+ * Collective when the reducer communicates (more than one rank): every rank must pass the same
+ * sync. Before any rank changes it the ranks compare it (one allreduce of one float per rank): a
+ * rank that gave another value fails every rank with DT_ERR_INVALID_ARG naming that rank, its
+ * value and rank 0's; a rank whose own call fails (below) fails every rank with its code, the
+ * others naming it. No rank then changes its setting, and a call given alike afterwards works.
+ *
+ * @return DT_OK; DT_ERR_INVALID_ARG for a NULL r (that rank alone: it cannot reach its peers),
+ *         a sync other than 0 or 1, the middle of a step (some range ready, wait() not called),
+ *         or ranks that disagree (above); DT_ERR_MPI, DT_ERR_TIMEOUT from the comparison.
  */
 DT_API dt_status dt_reducer_set_sync(dt_reducer *r, int sync);
 

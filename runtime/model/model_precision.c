@@ -6,18 +6,18 @@
  */
 #include "runtime/model/model_internal.h"
 #include "base/status.h"
+#include "collectives/rank_verdict.h"
 #include "runtime/test_hooks.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
+/* This rank's verdict on the pair, before the ranks compare it. */
+static dt_status precision_check(const backend *be, dt_dtype compute, dt_dtype grads)
 {
-    if (!m) return status_null_arg("dt_model_set_precision", "m", "pass the model dt_model_create made");
     if (compute != DT_F32 && compute != DT_F16 && compute != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "precision %d must be DT_F32, DT_F16 or DT_BF16", (int)compute);
-    backend *be = m->be;
     if (grads != DT_F32 && grads != DT_F16 && grads != DT_BF16)
         return status_set_error(DT_ERR_INVALID_ARG, "gradient type %d must be DT_F32, DT_F16 or DT_BF16", (int)grads);
     if (!be->ops->grads16 && grads != DT_F32)
@@ -26,6 +26,29 @@ dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
                                 "this version (pass DT_F32; dtrain train does)",
                                 be->ops->name, dt_dtype_name(compute));
     if (grads != DT_F32 && grads != compute) return model_grads_type_error(compute, grads);
+    return DT_OK;
+}
+
+/* The pair as one integer for the ranks' comparison (each type is below 4), and back as text. */
+static int precision_code(dt_dtype compute, dt_dtype grads) { return (int)compute * 4 + (int)grads; }
+static void precision_text(int code, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s compute with %s gradients", dt_dtype_name((dt_dtype)(code / 4)),
+             dt_dtype_name((dt_dtype)(code % 4)));
+}
+
+dt_status dt_model_set_precision(dt_model *m, dt_dtype compute, dt_dtype grads)
+{
+    static const char fn[] = "dt_model_set_precision";
+    if (!m) return status_null_arg(fn, "m", "pass the model dt_model_create made");
+    backend *be = m->be;
+    /* A rank in another precision would reduce buffers of another type or size than its peers
+     * (the allreduce then pairs wrong bytes or hangs): the ranks compare the pair before any of
+     * them changes, and a rank whose own arguments fail still joins, so none waits for it. */
+    dt_status own = precision_check(be, compute, grads);
+    own = rank_agree_status(m->ctx, own, own ? 0 : precision_code(compute, grads), fn, "precision", precision_text,
+                            "; no rank changed its precision");
+    if (own) return own;
     dt_status ws = model_wait_inflight(m);
     if (ws) return ws;
     model_graph_drop(m); /* they hold the activation and gradient buffers, which may change here */

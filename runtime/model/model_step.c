@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "base/trace.h"
 #include "collectives/ctx_comm.h"
+#include "collectives/rank_verdict.h"
 #include "collectives/reducer_internal.h"
 
 #include <math.h>
@@ -23,20 +24,30 @@
 
 dt_status dt_model_set_accum_steps(dt_model *m, int k)
 {
-    if (!m) return status_null_arg("dt_model_set_accum_steps", "m", "pass the model dt_model_create made");
+    static const char fn[] = "dt_model_set_accum_steps";
+    if (!m) return status_null_arg(fn, "m", "pass the model dt_model_create made");
+    dt_status s = DT_OK;
     if (k < 1 || k > ACCUM_MAX)
-        return status_set_error(DT_ERR_INVALID_ARG,
-                                "--accum-steps %d must be from 1 to %d micro-batches per optimizer "
-                                "step",
-                                k, ACCUM_MAX);
+        s = status_set_error(DT_ERR_INVALID_ARG,
+                             "--accum-steps %d must be from 1 to %d micro-batches per optimizer step", k, ACCUM_MAX);
     /* Only a pending verdict is taken: a reduction under way reads the gradients, never the
      * accumulation buffer, and stays open for dt_model_sync_grads. */
-    dt_status s = dt_model_settle_step(m, NULL);
-    if (s) return s;
-    if (k > 1 && !m->gacc) {
-        void *p = NULL;
+    if (!s) s = dt_model_settle_step(m, NULL);
+    void *p = NULL; /* the sum buffer, had before the ranks compare k, so that a rank without the
+                       memory fails every rank instead of leaving them to reduce without it */
+    if (!s && k > 1 && !m->gacc) {
         const size_t n = m->spec.num_params ? m->spec.num_params : 1;
-        if ((s = m->be->ops->alloc(m->be, n * sizeof(float), "the gradient accumulation buffer", &p))) return s;
+        s = m->be->ops->alloc(m->be, n * sizeof(float), "the gradient accumulation buffer", &p);
+    }
+    /* A rank that reduced every micro-batch while its peers reduce every k-th would wait in an
+     * allreduce they never start: the ranks compare k before any of them changes it. */
+    s = rank_agree_status(m->ctx, s, s ? 0 : k, fn, "accum_steps", rank_value_int,
+                          "; no rank changed its accumulation");
+    if (s) {
+        if (p) m->be->ops->free(m->be, p);
+        return s;
+    }
+    if (p) {
         m->gacc = p;
     } else if (k == 1 && m->gacc) {
         m->be->ops->free(m->be, m->gacc);
