@@ -1,8 +1,8 @@
 /*
  * reducer.c - making and freeing a dt_reducer (include/dtrain/reducer.h): the configuration and
- * memory checks, the bucket plan (bucket.c), the plan compared across ranks so that a rank with
- * another plan is named instead of hanging a collective later, and the engine or device backend
- * that will carry the buckets. The step itself (ready, wait) is reducer_step.c.
+ * memory checks, the bucket plan (bucket.c), the plan compared across ranks (reducer_plan_check.c)
+ * so that a rank with another plan is named instead of hanging a collective later, and the engine
+ * or device backend that will carry the buckets. The step itself (ready, wait) is reducer_step.c.
  */
 #include "collectives/reducer_impl.h"
 #include "collectives/reducer_internal.h"
@@ -98,34 +98,6 @@ static dt_status check_config(const dt_reducer_config *c)
     return s ? s : check_types(c->memory, c->dtype, c->wire);
 }
 
-/* Every rank must have the same plan, or the collectives would pair wrong buffers and hang. Through
- * dt_broadcast and dt_check_replicas, which run under the watchdog's deadline: a rank that never
- * arrives is named instead of hanging every other rank here. */
-static dt_status check_plan_across_ranks(dt_reducer *r)
-{
-    const bucket_plan *p = &r->plan;
-    unsigned long long mine[4] = {bucket_plan_hash(p), (unsigned long long)p->nb,
-                                  (unsigned long long)r->cfg.dtype * 16 + (unsigned long long)r->cfg.wire,
-                                  (unsigned long long)r->cfg.op * 4 + (unsigned long long)r->cfg.memory * 2 +
-                                      (unsigned long long)(r->cfg.overlap != 0)};
-    int32_t nb0 = p->nb; /* rank 0's bucket count, for the message: an integer, so it goes as bytes */
-    int differ = 0, first = -1;
-    dt_status s = dt_broadcast(r->ctx, &nb0, sizeof nb0, DT_U8, 0);
-    if (!s) s = dt_check_replicas(r->ctx, mine, sizeof mine, &differ, &first);
-    if (s == DT_ERR_NUMERIC) {
-        char own[96] = ""; /* the differing rank adds its own count */
-        if (p->nb != nb0 || dt_rank(r->ctx) == first)
-            snprintf(own, sizeof own, ", rank %d has %d", dt_rank(r->ctx), p->nb);
-        s = status_set_error(DT_ERR_INVALID_ARG,
-                             "%d rank(s) planned other gradient buckets or settings than rank 0 (the first is rank "
-                             "%d; rank 0 has %d buckets%s): every rank must give the reducer the same buffer size, "
-                             "ranges, types, reduction, caps (--bucket-mb / --first-bucket-mb), overlap and memory "
-                             "kind",
-                             differ, first, (int)nb0, own);
-    }
-    return s;
-}
-
 static dt_status alloc_step(dt_reducer *r)
 {
     const bucket_plan *p = &r->plan;
@@ -215,7 +187,7 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
      * rank fails with the first failing rank's code. Only a rank without a context cannot reach
      * its peers. After the verdict nothing fails on one rank alone but a collective. */
     if (ctx) s = rank_verdict_status(ctx, s, "dt_reducer_create", ", so no reducer was made");
-    if (!s && r->comm) s = check_plan_across_ranks(r);
+    if (!s && r->comm) s = reducer_check_plan_across_ranks(r, "dt_reducer_create", "; no reducer was made");
     if (!s && r->eng) s = engine_connect(r->eng, ctx_world_comm(ctx));
     if (s) {
         dt_reducer_free(r);
@@ -291,7 +263,7 @@ dt_status reducer_retune(dt_reducer *r, dt_redop op, int overlap)
     r->cfg.op = op;
     r->cfg.overlap = overlap;
     /* The ranks compare their settings again, as at creation. */
-    dt_status s = check_plan_across_ranks(r);
+    dt_status s = reducer_check_plan_across_ranks(r, "changing the reducer's reduction", "; nothing changed");
     if (s) r->cfg = old;
     return s;
 }

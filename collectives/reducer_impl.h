@@ -1,6 +1,7 @@
 /*
- * reducer_impl.h - the inside of a dt_reducer, shared by reducer.c (creation, the plan check
- * across ranks, freeing) and reducer_step.c (ready, wait, the step's bookkeeping).
+ * reducer_impl.h - the inside of a dt_reducer, shared by reducer.c (creation, freeing),
+ * reducer_plan_check.c (the plan compared across ranks) and reducer_step.c (ready, wait, the
+ * step's bookkeeping).
  */
 #ifndef DT_COLLECTIVES_REDUCER_IMPL_H
 #define DT_COLLECTIVES_REDUCER_IMPL_H
@@ -57,5 +58,13 @@ struct dt_reducer {
     int in_wait;    /* wait() is starting the rest (not counted as overlapped) */
     dt_reducer_stats stats;
 };
+
+/* Collective over the reducer's world: every rank's plan and settings (buffer size, ranges,
+ * dtype, wire, op, caps, overlap, memory kind, and the buckets they made) against rank 0's. DT_OK
+ * when every rank has rank 0's; else DT_ERR_INVALID_ARG on every rank, "<fn>: rank R gave
+ * <setting> <R's value> where rank 0 gave <rank 0's>..." for the first setting in that order
+ * that differs on the lowest such rank, ending with consequence. The collectives' DT_ERR_MPI,
+ * DT_ERR_TIMEOUT. (reducer_plan_check.c) */
+dt_status reducer_check_plan_across_ranks(dt_reducer *r, const char *fn, const char *consequence);
 
 #endif

@@ -6,7 +6,8 @@
  *
  * The calls: dt_reducer_set_sync (the last rank keeps its gradients while the others reduce),
  * dt_model_set_precision, dt_model_set_accum_steps; a value outside the allowed ones on one rank
- * (sync 2, accumulation 0) fails every rank with that rank's code.
+ * (sync 2, accumulation 0) fails every rank with that rank's code. dt_reducer_create's plan check
+ * names the setting that differs and both ranks' values (the caps, the overlap, the buffer size).
  * With one rank there is nobody to disagree with: the calls succeed alone.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
@@ -143,6 +144,37 @@ static void check_accum(dt_ctx *ctx)
     dt_model_free(m);
 }
 
+/* 4. dt_reducer_create with another setting on the last rank: the message names it, with both
+ * ranks' values. */
+static void check_plan_message(dt_ctx *ctx)
+{
+    if (world < 2) return;
+    float g[N];
+    const int bad = world - 1;
+    dt_reducer *red = NULL;
+    dt_reducer_config c;
+    char want[96];
+    dt_reducer_defaults(&c);
+    c.bucket_mb = rank == bad ? 0.002 : 0.001;
+    double t0 = now();
+    dt_status s = dt_reducer_create(ctx, g, N, NULL, 0, &c, &red);
+    snprintf(want, sizeof want, "rank %d gave bucket_mb 0.002 where rank 0 gave 0.001", bad);
+    expect_refused("caps differ", s, t0, want, "no reducer was made", NULL);
+    CHECK(red == NULL, "no reducer");
+    dt_reducer_defaults(&c);
+    c.overlap = rank != bad;
+    t0 = now();
+    s = dt_reducer_create(ctx, g, N, NULL, 0, &c, &red);
+    snprintf(want, sizeof want, "rank %d gave overlap 0 where rank 0 gave 1", bad);
+    expect_refused("overlap differs", s, t0, want, NULL, NULL);
+    t0 = now();
+    s = dt_reducer_create(ctx, g, rank == bad ? N - 1 : N, NULL, 0, NULL, &red);
+    snprintf(want, sizeof want, "rank %d gave buffer size %d elements where rank 0 gave %d elements", bad, N - 1, N);
+    expect_refused("buffer size differs", s, t0, want, NULL, NULL);
+    CHECK(dt_reducer_create(ctx, g, N, NULL, 0, NULL, &red) == DT_OK, "alike");
+    dt_reducer_free(red);
+}
+
 int main(void)
 {
     dt_config cfg;
@@ -153,6 +185,7 @@ int main(void)
     check_reducer_sync(ctx);
     check_precision(ctx);
     check_accum(ctx);
+    check_plan_message(ctx);
     const int rc = mpi_check_finish(ctx, "test_agree");
     dt_finalize(ctx);
     return rc;
