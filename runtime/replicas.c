@@ -30,29 +30,53 @@ static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, dt_s
     const dt_status v =
         rank_verdict_status(ctx, failed, "dt_check_replicas", " (it could not read its copy), so nothing was compared");
     if (v) return v;
-    /* Every rank's hash reaches every rank: four 16-bit digits per rank, exact in fp32, each in
-     * its own rank's slot of a zeroed array, summed; CHUNK ranks per allreduce, in a buffer on the
-     * stack, so that no rank can fail to allocate it and skip a collective its peers enter (that
-     * would hang them). */
-    enum { SLOT = 4, CHUNK = RANK_VERDICT_CHUNK };
+    /* Every rank's hash and length reach every rank: four 16-bit digits of each per rank, exact in
+     * fp32, in its own rank's slot of a zeroed array, summed; CHUNK ranks per allreduce, in a
+     * buffer on the stack, so that no rank can fail to allocate it and skip a collective its peers
+     * enter (that would hang them). The lengths come first: buffers of other sizes are a caller's
+     * mistake, not replicas that drifted. */
+    enum { DIGITS = 4, SLOT = 2 * DIGITS, CHUNK = RANK_VERDICT_CHUNK };
     float d[CHUNK * SLOT], h0[SLOT] = {0};
     const uint64_t h = fnv1a_buffer(buf, bytes);
-    int n = 0, first = -1;
+    int n = 0, first = -1, nlen = 0, first_len = -1;
+    uint64_t its_len = 0;
     for (int base = 0; base < world; base += CHUNK) {
         const int m = world - base < CHUNK ? world - base : CHUNK;
         memset(d, 0, sizeof d);
         if (rank >= base && rank < base + m) {
             float *mine = d + (size_t)(rank - base) * SLOT;
-            for (int k = 0; k < SLOT; k++) mine[k] = (float)((h >> (16 * k)) & 0xffffu);
+            for (int k = 0; k < DIGITS; k++) {
+                mine[k] = (float)((h >> (16 * k)) & 0xffffu);
+                mine[DIGITS + k] = (float)(((uint64_t)bytes >> (16 * k)) & 0xffffu);
+            }
         }
         dt_status s = dt_allreduce(ctx, d, (size_t)m * SLOT, DT_F32, DT_SUM);
         if (s) return s;
         if (base == 0) memcpy(h0, d, sizeof h0); /* rank 0's */
-        for (int j = 0; j < m; j++)
-            if (base + j > 0 && memcmp(d + (size_t)j * SLOT, h0, sizeof h0) != 0) {
+        for (int j = 0; j < m; j++) {
+            const float *e = d + (size_t)j * SLOT;
+            if (base + j == 0) continue;
+            if (memcmp(e + DIGITS, h0 + DIGITS, DIGITS * sizeof *e) != 0) {
+                if (first_len < 0) {
+                    first_len = base + j;
+                    for (int k = 0; k < DIGITS; k++) its_len |= (uint64_t)e[DIGITS + k] << (16 * k);
+                }
+                nlen++;
+            } else if (memcmp(e, h0, DIGITS * sizeof *e) != 0) {
                 if (first < 0) first = base + j;
                 n++;
             }
+        }
+    }
+    if (nlen) {
+        uint64_t len0 = 0;
+        for (int k = 0; k < DIGITS; k++) len0 |= (uint64_t)h0[DIGITS + k] << (16 * k);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_check_replicas: rank %d gave %llu bytes where rank 0 gave %llu%s: every rank must "
+                                "pass its copy of the same buffer, the same length on every rank, so nothing was "
+                                "compared",
+                                first_len, (unsigned long long)its_len, (unsigned long long)len0,
+                                nlen > 1 ? " (and other ranks differ too)" : "");
     }
     if (differ) *differ = n;
     if (first_rank) *first_rank = first;

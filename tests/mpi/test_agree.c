@@ -7,7 +7,8 @@
  * The calls: dt_reducer_set_sync (the last rank keeps its gradients while the others reduce),
  * dt_model_set_precision, dt_model_set_accum_steps; a value outside the allowed ones on one rank
  * (sync 2, accumulation 0) fails every rank with that rank's code. dt_reducer_create's plan check
- * names the setting that differs and both ranks' values (the caps, the overlap, the buffer size).
+ * names the setting that differs and both ranks' values (the caps, the overlap, the buffer size),
+ * and dt_check_replicas given another length on one rank says so instead of blaming the values.
  * With one rank there is nobody to disagree with: the calls succeed alone.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
@@ -175,6 +176,22 @@ static void check_plan_message(dt_ctx *ctx)
     dt_reducer_free(red);
 }
 
+/* 5. dt_check_replicas of another length on the last rank: the lengths are named, not the values. */
+static void check_replicas_length(dt_ctx *ctx)
+{
+    if (world < 2) return;
+    float buf[16] = {0};
+    const int bad = world - 1;
+    int differ = -1, first = -2;
+    const double t0 = now();
+    const dt_status s = dt_check_replicas(ctx, buf, rank == bad ? 60 : 64, &differ, &first);
+    char want[96];
+    snprintf(want, sizeof want, "rank %d gave 60 bytes where rank 0 gave 64", bad);
+    expect_refused("lengths differ", s, t0, want, "nothing was compared", NULL);
+    CHECK(differ == 0 && first == -1, "nothing compared: differ %d, first %d", differ, first);
+    CHECK(dt_check_replicas(ctx, buf, sizeof buf, &differ, &first) == DT_OK, "alike");
+}
+
 int main(void)
 {
     dt_config cfg;
@@ -186,6 +203,7 @@ int main(void)
     check_precision(ctx);
     check_accum(ctx);
     check_plan_message(ctx);
+    check_replicas_length(ctx);
     const int rc = mpi_check_finish(ctx, "test_agree");
     dt_finalize(ctx);
     return rc;
