@@ -421,10 +421,12 @@ DT_API const char *dt_backend_name(const dt_ctx *ctx);
  * all agree; DT_ERR_NUMERIC when some differ, with *differ = how many ranks
  * differ from rank 0 and *first_rank = the lowest of them (both may be NULL; 0 and -1 when all
  * agree), and a message naming them and the usual cause. A world of one agrees with itself.
- * Collective: every rank calls it with the same bytes. Other errors: DT_ERR_INVALID_ARG for a
- * NULL ctx, a NULL buf with bytes > 0, or bytes past PTRDIFF_MAX (every rank then returns it);
- * when a rank cannot copy its device buffer to the host (DT_ERR_NOMEM, DT_ERR_DEVICE) nothing is
- * compared and every rank returns that rank's code, naming it; DT_ERR_MPI, DT_ERR_TIMEOUT from the collectives. */
+ * Collective: every rank calls it with the same bytes; a rank given another length fails every
+ * rank with DT_ERR_INVALID_ARG naming it and both lengths (nothing is compared). Other errors:
+ * DT_ERR_INVALID_ARG for a NULL ctx, a NULL buf with bytes > 0, or bytes past PTRDIFF_MAX (every
+ * rank then returns it); when a rank cannot copy its device buffer to the host (DT_ERR_NOMEM,
+ * DT_ERR_DEVICE) nothing is compared and every rank returns that rank's code, naming it;
+ * DT_ERR_MPI, DT_ERR_TIMEOUT from the collectives. */
 DT_API dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *differ, int *first_rank);
 
 /** @} */
