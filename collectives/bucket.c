@@ -79,10 +79,16 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
                                     "range %d [%zu, %zu) is empty: every range holds at least one "
                                     "element",
                                     i, r[i].offset, r[i].offset);
+        /* The end is printed only where offset + count fits in a size_t: a wrapped end would
+         * show a range ending before it starts. */
+        if ((r[i].offset >= count || r[i].count > count - r[i].offset) && r[i].count > SIZE_MAX - r[i].offset)
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "range %d (offset %zu, count %zu) runs past the buffer of %zu elements: its end "
+                                    "is past SIZE_MAX",
+                                    i, r[i].offset, r[i].count, count);
         if (r[i].offset >= count || r[i].count > count - r[i].offset)
             return status_set_error(DT_ERR_INVALID_ARG, "range %d [%zu, %zu) runs past the buffer of %zu elements", i,
-                                    r[i].offset, r[i].offset + (r[i].count <= SIZE_MAX - r[i].offset ? r[i].count : 0),
-                                    count);
+                                    r[i].offset, r[i].offset + r[i].count, count);
     }
     out->count = count;
     out->nr = nr;

@@ -1,7 +1,8 @@
 /*
  * test_bucket.c - the reducer's bucket planner: ranges given in backward order, caps, the small
  * first bucket, oversized ranges, one bucket for everything, ranges that are not adjacent in ready
- * order, plans by size alone, the lookups, the cross-rank fingerprint, and the tiling errors; and
+ * order, plans by size alone, the lookups, the cross-rank fingerprint, and the tiling errors (a
+ * range whose end passes SIZE_MAX named by offset and count, not a wrapped end); and
  * ZeRO-1's split of a device bucket over the ranks (coll_part).
  */
 #include <setjmp.h>
@@ -13,6 +14,7 @@
 #include "collectives/bucket.h"
 #include "collectives/coll.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Layers of n[l] floats laid out contiguously in forward order, given in backward order. */
@@ -163,7 +165,16 @@ static void test_hash_and_errors(void **st)
     assert_non_null(strstr(dt_last_error(), "overlap"));
     const dt_range past[2] = {{0, 100}, {100, 70}};
     assert_int_equal(bucket_plan_ranges(160, past, 2, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
-    assert_non_null(strstr(dt_last_error(), "past the buffer"));
+    assert_non_null(strstr(dt_last_error(), "range 1 [100, 170) runs past the buffer of 160"));
+    /* An end past SIZE_MAX is not printed wrapped ([50, 50) it was): the offset and count are. */
+    const dt_range huge[2] = {{0, 50}, {50, SIZE_MAX - 10}};
+    assert_int_equal(bucket_plan_ranges(160, huge, 2, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
+    char want[128];
+    snprintf(want, sizeof want,
+             "range 1 (offset 50, count %zu) runs past the buffer of 160 elements: its end is past "
+             "SIZE_MAX",
+             (size_t)SIZE_MAX - 10);
+    if (!strstr(dt_last_error(), want)) fail_msg("\"%s\" lacks \"%s\"", dt_last_error(), want);
     const dt_range short_[1] = {{0, 100}};
     assert_int_equal(bucket_plan_ranges(160, short_, 1, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "[100, 160)"));
