@@ -21,6 +21,7 @@
 
 void dt_reducer_defaults(dt_reducer_config *c)
 {
+    if (!c) return; /* as every *_defaults */
     memset(c, 0, sizeof *c);
     c->memory = DT_MEMORY_HOST;
     c->dtype = DT_F32;

@@ -65,7 +65,7 @@ typedef struct dt_reducer_config {
 } dt_reducer_config;
 
 /** Host memory, fp32 buffer and wire, DT_AVG, buckets of 25 MiB with a first bucket of 1 MiB,
- *  overlap on, default stream. */
+ *  overlap on, default stream. NULL c: nothing. */
 DT_API void dt_reducer_defaults(dt_reducer_config *c);
 
 /** A reducer: opaque. */
