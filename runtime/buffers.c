@@ -42,11 +42,16 @@ static dt_status check_buffer(const char *fn, const void *buf, size_t count, dt_
     if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)
         return status_set_error(DT_ERR_INVALID_ARG, "%s: memory kind %d must be DT_MEMORY_HOST or DT_MEMORY_DEVICE", fn,
                                 (int)mem);
+    /* The pointer before the backend: telling host memory from device memory needs no driver,
+     * while making the CUDA backend for a host pointer would fail with cuBLAS's or the build's
+     * error instead of naming the mistake (as dt_buffer_checksum does). */
+    if (count && backend_is_device_ptr(buf) != (mem == DT_MEMORY_DEVICE))
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: the buffer %p is %s memory but was given as %s: %s", fn, buf,
+                                mem == DT_MEMORY_DEVICE ? "host" : "CUDA device", mem_name(mem),
+                                mem == DT_MEMORY_DEVICE ? "give DT_MEMORY_HOST, or cudaMalloc the buffer"
+                                                        : "give DT_MEMORY_DEVICE");
     if (backend_for_memory(mem, be))
         return status_set_error(DT_ERR_INVALID_ARG, "%s: %s: %s", fn, mem_name(mem), dt_last_error());
-    if (count && backend_is_device_ptr(buf) != (mem == DT_MEMORY_DEVICE))
-        return status_set_error(DT_ERR_INVALID_ARG, "%s: the buffer %p is %s memory but was given as %s", fn, buf,
-                                mem == DT_MEMORY_DEVICE ? "host" : "CUDA device", mem_name(mem));
     return DT_OK;
 }
 

@@ -214,7 +214,9 @@ DT_API dt_status dt_reducer_clip_grad_norm(dt_reducer *r, double max_norm, doubl
  * For loops that keep their own buffers (with or without a reducer). Host memory is processed on
  * the calling thread; device memory on dtrain's CUDA stream after a device synchronization (so
  * whatever the caller queued on any stream is finished first), and the call returns when the
- * result is ready. A buffer's memory kind is checked against the pointer under CUDA.
+ * result is ready. A buffer's memory kind is checked against the pointer before any device work
+ * (also in a build without CUDA, or with no GPU): a host pointer given as DT_MEMORY_DEVICE, or a
+ * device pointer given as DT_MEMORY_HOST, is DT_ERR_INVALID_ARG naming the pointer's kind.
  * @{ */
 
 /**

@@ -1,7 +1,9 @@
 /*
  * test_api_reducer_args.c - the reducer and buffer calls of include/dtrain/reducer.h given a bad
- * argument: dt_reducer_defaults(NULL) is a no-op as every other *_defaults. One process: a world
- * of one.
+ * argument: dt_reducer_defaults(NULL) is a no-op as every other *_defaults; a host buffer given as
+ * DT_MEMORY_DEVICE is named as host memory by every dt_buffer_* call before any device work (it
+ * was the CUDA backend's failure, or the build's, that spoke), whether or not this build has CUDA.
+ * One process: a world of one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,6 +36,27 @@ static void test_reducer_defaults_null(void **state)
     assert_int_equal(c.overlap, 1);
 }
 
+/* Every utility that takes a memory kind names a host pointer given as device memory. */
+static void test_host_given_as_device(void **state)
+{
+    (void)state;
+    float buf[N] = {0};
+    int inf = -1;
+    double norm = -1;
+    uint64_t sum = 0;
+    const char *host = "is host memory but was given as DT_MEMORY_DEVICE";
+    expect_invalid(dt_buffer_unscale_check(buf, N, DT_F32, DT_MEMORY_DEVICE, 1.0f, &inf), host);
+    expect_invalid(dt_buffer_unscale_check(buf, N, DT_F32, DT_MEMORY_DEVICE, 0.5f, &inf), host);
+    assert_int_equal(inf, -1);
+    expect_invalid(dt_buffer_scale(buf, N, DT_F32, DT_MEMORY_DEVICE, 0.5f), host);
+    expect_invalid(dt_buffer_scale(buf, N, DT_F32, DT_MEMORY_DEVICE, 1.0f), host);
+    expect_invalid(dt_buffer_norm(NULL, buf, N, DT_F32, DT_MEMORY_DEVICE, 0, &norm), host);
+    assert_true(norm == -1);
+    expect_invalid(dt_buffer_checksum(buf, sizeof buf, DT_MEMORY_DEVICE, &sum), host);
+    /* And the fix is said. */
+    expect_invalid(dt_buffer_scale(buf, N, DT_F32, DT_MEMORY_DEVICE, 0.5f), "give DT_MEMORY_HOST");
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -53,6 +76,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reducer_defaults_null),
+        cmocka_unit_test(test_host_given_as_device),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
