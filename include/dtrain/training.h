@@ -228,7 +228,8 @@ typedef struct dt_memory_plan {
  * dt_model_create(), dt_model_set_accum_steps(), dt_model_set_precision() and the optimizer's
  * first step would allocate. Allocates no device memory and is not collective (on a GPU it asks
  * the device only for its free memory). Errors: DT_ERR_INVALID_ARG (c, c->spec or out NULL; a bad
- * spec, input, batch, precision, accum_steps, zero_world (< 0) or zero_rank, a bucket cap outside
+ * spec, input, batch, precision, accum_steps, zero_world (< 0) or zero_rank (outside
+ * 0..zero_world - 1, so 0 when zero_world is 0 or 1; with or without optim), a bucket cap outside
  * 0..1e6 MiB or NaN, or an optim dt_optimizer_create would refuse: each named),
  * DT_ERR_UNSUPPORTED for a CUDA placement in a build without CUDA or 16-bit gradients on a backend
  * that keeps fp32 ones, DT_ERR_NOMEM (host memory for the plan). */

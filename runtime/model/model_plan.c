@@ -169,10 +169,7 @@ static dt_status plan_optimizer_elems(const model_spec *s, const backend_ops *op
                                       size_t *elems)
 {
     *elems = s->num_params;
-    if (c->zero_world <= 1 || !c->optim) return DT_OK;
-    if (c->zero_rank < 0 || c->zero_rank >= c->zero_world)
-        return status_set_error(DT_ERR_INVALID_ARG, "zero_rank %d is outside 0..%d (zero_world %d)", c->zero_rank,
-                                c->zero_world - 1, c->zero_world);
+    if (c->zero_world <= 1 || !c->optim) return DT_OK; /* zero_rank was checked by plan_begin */
     dt_range *r = malloc((size_t)(s->n ? s->n : 1) * sizeof *r);
     if (!r) return status_set_error(DT_ERR_NOMEM, "out of host memory planning the optimizer's shard");
     int nr = 0;
@@ -338,6 +335,12 @@ static dt_status plan_begin(const char *fn, const dt_memory_plan_config *c, cons
     if (c->zero_world < 0)
         return status_set_error(DT_ERR_INVALID_ARG, "%s: zero_world %d must be 0 or more (0 or 1: no ZeRO-1)", fn,
                                 c->zero_world);
+    /* Whether or not an optimizer is planned (zero_rank picks its share), as the caps below: a
+     * world of 0 or 1 has rank 0 alone. */
+    const int zw = c->zero_world > 1 ? c->zero_world : 1;
+    if (c->zero_rank < 0 || c->zero_rank >= zw)
+        return status_set_error(DT_ERR_INVALID_ARG, "%s: zero_rank %d is outside 0..%d (zero_world %d)", fn,
+                                c->zero_rank, zw - 1, c->zero_world);
     /* Checked whatever zero_world says, as dt_model_set_sync checks its caps. */
     dt_status st = bucket_caps_check(fn, c->bucket_mb, c->first_bucket_mb);
     if (st) return st;

@@ -5,8 +5,8 @@
  * model's pass count stays put); the getters return their documented neutral value for a NULL
  * handle and the void calls do nothing. Bad settings are refused the same way: AdamW's eps and the
  * other optimizer settings when NaN or inf, dt_sync_config's flags outside 0/1 (also on a model
- * made without a context), dt_model_plan_memory's zero_world, caps and optimizer, dt_sgemm's
- * dimensions. One process, models made with ctx NULL.
+ * made without a context), dt_model_plan_memory's zero_world, zero_rank (with or without an
+ * optimizer), caps and optimizer, dt_sgemm's dimensions. One process, models made with ctx NULL.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -317,7 +317,17 @@ static void test_plan_settings(void **st)
     assert_int_equal(dt_model_plan_memory(NULL, &c, &p), DT_OK);
     c.zero_world = -2;
     expect_invalid(dt_model_plan_memory(NULL, &c, &p), "zero_world -2");
+    /* zero_rank outside 0..zero_world - 1 whether or not an optimizer is planned (its share is the
+     * only thing it picks); a world of 0 or 1 has rank 0 alone. */
+    c.zero_world = 2;
+    c.zero_rank = 2;
+    expect_invalid(dt_model_plan_memory(NULL, &c, &p), "zero_rank 2 is outside 0..1 (zero_world 2)");
+    c.zero_rank = -1;
+    expect_invalid(dt_model_plan_memory(NULL, &c, &p), "zero_rank -1 is outside 0..1");
     c.zero_world = 0;
+    c.zero_rank = 1;
+    expect_invalid(dt_model_plan_memory(NULL, &c, &p), "zero_rank 1 is outside 0..0 (zero_world 0)");
+    c.zero_rank = 0;
     c.bucket_mb = NAN;
     expect_invalid(dt_model_plan_memory(NULL, &c, &p), "bucket_mb");
     c.bucket_mb = -1;
