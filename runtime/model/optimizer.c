@@ -9,6 +9,8 @@
 #include "base/status.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +74,17 @@ dt_status optimizer_check_config(const dt_optim_config *c)
     return DT_OK;
 }
 
+/* The bytes of `arrays` fp32 arrays of n elements, for a message: exact, or said to pass what a
+ * size_t counts (n * 4 * arrays would wrap to a small number, "0 MiB" at 2^62 elements). */
+static void state_size_text(size_t n, int arrays, char *buf, size_t len)
+{
+    const size_t per = sizeof(float) * (size_t)arrays;
+    if (n > SIZE_MAX / per)
+        snprintf(buf, len, "%d x %zu floats: more than 16 EiB", arrays, n);
+    else
+        snprintf(buf, len, "%zu bytes, %.1f MiB", n * per, (double)(n * per) / 1048576.0);
+}
+
 dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer **out)
 {
     if (!out) return status_null_arg("dt_optimizer_create", "out", "pass a dt_optimizer * to receive the optimizer");
@@ -89,8 +102,9 @@ dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer *
     if (need2) o->s2 = calloc(n ? n : 1, sizeof(float));
     if ((need1 && !o->s1) || (need2 && !o->s2)) {
         dt_optimizer_free(o);
-        return status_set_error(DT_ERR_NOMEM, "out of memory for the optimizer state (%zu MiB)",
-                                (n * 4 * (size_t)(need1 + need2)) >> 20);
+        char size[96];
+        state_size_text(n, need1 + need2, size, sizeof size);
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the optimizer state (%s)", size);
     }
     *out = o;
     return DT_OK;
