@@ -38,5 +38,8 @@ dt_status dt_dtype_parse(const char *s, dt_dtype *out)
             *out = all[i];
             return DT_OK;
         }
-    return status_set_error(DT_ERR_INVALID_ARG, "dtype '%s' is not one of fp32, fp16, bf16, u8", s ? s : "(null)");
+    if (!s)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_dtype_parse: no dtype given (s is NULL): use one of fp32, fp16, bf16, u8");
+    return status_set_error(DT_ERR_INVALID_ARG, "dtype '%s' is not one of fp32, fp16, bf16, u8", s);
 }

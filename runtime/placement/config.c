@@ -41,8 +41,11 @@ dt_status dt_allreduce_algo_parse(const char *s, dt_allreduce_algo *out)
             *out = (dt_allreduce_algo)i;
             return DT_OK;
         }
-    return status_set_error(DT_ERR_INVALID_ARG, "allreduce algorithm '%s' is not one of auto, direct, chain",
-                            s ? s : "(null)");
+    if (!s)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_allreduce_algo_parse: no allreduce algorithm given (s is NULL): use one of auto, "
+                                "direct, chain");
+    return status_set_error(DT_ERR_INVALID_ARG, "allreduce algorithm '%s' is not one of auto, direct, chain", s);
 }
 
 const char *dt_allreduce_algo_name(dt_allreduce_algo a)
@@ -60,8 +63,11 @@ dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out)
         *out = DT_GPU_COMM_NCCL;
     else if (s && strcmp(s, "mpi") == 0)
         *out = DT_GPU_COMM_MPI;
+    else if (!s)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_gpu_comm_parse: no GPU communication given (s is NULL): use one of nccl, mpi");
     else
-        return status_set_error(DT_ERR_INVALID_ARG, "GPU communication '%s' is not one of nccl, mpi", s ? s : "(null)");
+        return status_set_error(DT_ERR_INVALID_ARG, "GPU communication '%s' is not one of nccl, mpi", s);
     return DT_OK;
 }
 
@@ -74,8 +80,11 @@ dt_status dt_device_kind_parse(const char *s, dt_device_kind *out)
         *out = DT_DEVICE_CPU;
     else if (s && strcmp(s, "cuda") == 0)
         *out = DT_DEVICE_CUDA;
+    else if (!s)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_device_kind_parse: no device given (s is NULL): use one of auto, cpu, cuda");
     else
-        return status_set_error(DT_ERR_INVALID_ARG, "device '%s' is not one of auto, cpu, cuda", s ? s : "(null)");
+        return status_set_error(DT_ERR_INVALID_ARG, "device '%s' is not one of auto, cpu, cuda", s);
     return DT_OK;
 }
 
@@ -86,8 +95,11 @@ dt_status dt_pin_mode_parse(const char *s, dt_pin_mode *out)
         *out = DT_PIN_AUTO;
     else if (s && strcmp(s, "none") == 0)
         *out = DT_PIN_NONE;
+    else if (!s)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_pin_mode_parse: no pin mode given (s is NULL): use one of auto, none");
     else
-        return status_set_error(DT_ERR_INVALID_ARG, "pin mode '%s' is not one of auto, none", s ? s : "(null)");
+        return status_set_error(DT_ERR_INVALID_ARG, "pin mode '%s' is not one of auto, none", s);
     return DT_OK;
 }
 

@@ -156,6 +156,13 @@ static void test_log_level_from_env(void **st)
     log_set_level(before);
 }
 
+/* A parser given no string names the call and what was missing, and prints no "(null)". */
+static void expect_no_value(const char *needle)
+{
+    const char *e = dt_last_error();
+    if (!strstr(e, needle) || strstr(e, "(null)")) fail_msg("\"%s\": want \"%s\" and no \"(null)\"", e, needle);
+}
+
 static void test_names(void **st)
 {
     (void)st;
@@ -163,7 +170,18 @@ static void test_names(void **st)
     assert_int_equal(dt_device_kind_parse("cuda", &k), DT_OK);
     assert_int_equal(k, DT_DEVICE_CUDA);
     assert_int_equal(dt_device_kind_parse("CUDA", &k), DT_ERR_INVALID_ARG);
+    /* No value: said so, without printing a NULL string (glibc's "(null)", or a crash elsewhere). */
     assert_int_equal(dt_device_kind_parse(NULL, &k), DT_ERR_INVALID_ARG);
+    expect_no_value("dt_device_kind_parse: no device given");
+    dt_pin_mode pm;
+    assert_int_equal(dt_pin_mode_parse(NULL, &pm), DT_ERR_INVALID_ARG);
+    expect_no_value("dt_pin_mode_parse: no pin mode given");
+    dt_gpu_comm gc;
+    assert_int_equal(dt_gpu_comm_parse(NULL, &gc), DT_ERR_INVALID_ARG);
+    expect_no_value("dt_gpu_comm_parse: no GPU communication given");
+    dt_allreduce_algo aa;
+    assert_int_equal(dt_allreduce_algo_parse(NULL, &aa), DT_ERR_INVALID_ARG);
+    expect_no_value("dt_allreduce_algo_parse: no allreduce algorithm given");
     assert_string_equal(dt_device_kind_name(DT_DEVICE_CPU), "cpu");
     assert_string_equal(dt_launcher_name(DT_LAUNCHER_SLURM), "slurm");
     assert_string_equal(dt_launcher_name(DT_LAUNCHER_TORCHRUN), "torchrun");
@@ -210,6 +228,7 @@ static void test_dtype_names(void **st)
     }
     dt_dtype t = DT_F32;
     assert_int_equal(dt_dtype_parse(NULL, &t), DT_ERR_INVALID_ARG);
+    expect_no_value("dt_dtype_parse: no dtype given");
     assert_int_equal(dt_dtype_parse("fp16", NULL), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "dt_dtype_parse: out is NULL"));
 }
