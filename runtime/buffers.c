@@ -109,13 +109,19 @@ dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_dtype t,
                          double *norm)
 {
     if (across_ranks && !ctx)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: across_ranks needs a context");
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: across_ranks %d needs a context", across_ranks);
     size_t bad;
     double ss = 0;
-    /* mode 2 only reads the buffer. A NULL norm is this rank's failure like a bad buffer: across
-     * ranks it still joins the sum below, so no peer waits for it. */
-    dt_status s = !norm ? status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: norm is NULL")
-                        : buffer_pass("dt_buffer_norm", (void *)buf, count, t, mem, 2, 1.0f, &bad, &ss);
+    /* mode 2 only reads the buffer. A NULL norm, or a flag that is neither 0 nor 1, is this rank's
+     * failure like a bad buffer: across ranks (any flag but 0: the likeliest meaning of a stray
+     * true value) it still joins the sum below, so no peer waits for it. */
+    dt_status s = across_ranks != 0 && across_ranks != 1
+                      ? status_set_error(DT_ERR_INVALID_ARG,
+                                         "dt_buffer_norm: across_ranks %d must be 0 (this rank's buffer) or 1 (the "
+                                         "norm over every rank's buffer)",
+                                         across_ranks)
+                  : !norm ? status_set_error(DT_ERR_INVALID_ARG, "dt_buffer_norm: norm is NULL")
+                          : buffer_pass("dt_buffer_norm", (void *)buf, count, t, mem, 2, 1.0f, &bad, &ss);
     if (!across_ranks || dt_world_size(ctx) == 1) {
         if (!s) *norm = sqrt(ss);
         return s;

@@ -37,7 +37,7 @@ typedef enum dt_normalize {
 typedef struct dt_data_config {
     const char *format;     /**< NULL or "auto": detected; or idx, cifar10, cifar100, imagefolder, dts */
     const char *split;      /**< "train" (NULL) or "test" (MNIST t10k-*, CIFAR test, an image folder's val/) */
-    int cifar100_coarse;    /**< CIFAR-100: 1 the 20 coarse labels, 0 the 100 fine ones */
+    int cifar100_coarse;    /**< CIFAR-100: 1 the 20 coarse labels, 0 the 100 fine ones (0 or 1) */
     int c;                  /**< channels images are decoded to (image folders); 0 = not given */
     int h;                  /**< height images are decoded to (image folders); 0 = not given */
     int w;                  /**< width images are decoded to (image folders); 0 = not given */
@@ -48,13 +48,13 @@ typedef struct dt_data_config {
     const float *mean;
     const float *std; /**< the per-channel standard deviations, given with mean (or NULL) */
     double holdout;   /**< 0, or in (0, 1): this fraction of the split is kept aside */
-    int holdout_part; /**< with holdout: 0 the samples trained on, 1 those kept aside */
+    int holdout_part; /**< with holdout: 0 the samples trained on, 1 those kept aside (0 or 1) */
     uint64_t seed;    /**< the epoch orders and the augmentation */
-    int shuffle;      /**< 1: a new order each epoch; 0: file order */
-    int drop_last;    /**< 1: drop the samples that do not fill a last whole step */
+    int shuffle;      /**< 1: a new order each epoch; 0: file order (0 or 1) */
+    int drop_last;    /**< 1: drop the samples that do not fill a last whole step; 0: pad it (0 or 1) */
     int crop_pad;     /**< augmentation: random crop after padding each side by this many zeros */
-    int flip;         /**< augmentation: horizontal flip with probability 1/2 */
-    int skip_bad;     /**< a sample that cannot be decoded: 0 fails, 1 is replaced (and counted) */
+    int flip;         /**< augmentation: horizontal flip with probability 1/2 (0 or 1) */
+    int skip_bad;     /**< a sample that cannot be decoded: 0 fails, 1 is replaced (and counted) (0 or 1) */
     int threads;      /**< threads for computing the statistics at open (0: one) */
     /** Image folders: the class folders numbered by this dataset's class names (the training
      * set's, also an image folder), so a held-out folder that lacks some classes keeps training's
@@ -70,7 +70,8 @@ DT_API void dt_data_defaults(dt_data_config *c);
  * defaults). The caller owns *out (dt_dataset_free; NULL on failure). DT_ERR_IO: unreadable;
  * DT_ERR_CORRUPT: a file fails its checks (the message names the file, the offset or sample, and
  * the fix); DT_ERR_INVALID_ARG: a NULL path or out, an unknown format or split, nothing
- * recognisable, bad settings; DT_ERR_NOMEM. */
+ * recognisable, bad settings (a flag of c other than 0 or 1 is refused, naming it, before any
+ * file is read); DT_ERR_NOMEM. */
 DT_API dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset **out);
 /** The built-in synthetic data: size samples of shape (c, h, w) with `classes` labels (a flat
  * input is (n, 1, 1)). Images (h or w > 1) are spatially smooth, like natural ones: each channel

@@ -248,9 +248,10 @@ DT_API dt_status dt_buffer_scale(void *buf, size_t count, dt_dtype t, dt_memory 
  * then left unchanged on every rank. (A rank given across_ranks 1 and a NULL ctx has no way to
  * reach its peers: it fails alone, and they wait for it until the deadline.) inf or NaN when an
  * element is.
- * @return DT_OK; DT_ERR_INVALID_ARG for a NULL norm, a NULL buf with count > 0 or a bad dtype or
- *         memory; DT_ERR_DEVICE; DT_ERR_MPI; across ranks also the code of another rank whose own
- *         part failed (above).
+ * @return DT_OK; DT_ERR_INVALID_ARG for a NULL norm, a NULL buf with count > 0, a bad dtype or
+ *         memory, an across_ranks other than 0 or 1 (a rank given another non-zero value still
+ *         joins the sum, as a rank with a bad argument does); DT_ERR_DEVICE; DT_ERR_MPI; across
+ *         ranks also the code of another rank whose own part failed (above).
  */
 DT_API dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_dtype t, dt_memory mem, int across_ranks,
                                 double *norm);

@@ -39,10 +39,10 @@ DT_API void dt_optim_defaults(dt_optim_config *c);
 
 /** An optimizer and its state (momentum, or Adam's moments). Opaque. */
 typedef struct dt_optimizer dt_optimizer;
-/** An optimizer over n parameters (allocates its state: momentum, or Adam's m and v); *out (must
- * not be NULL) is NULL on failure. Errors: DT_ERR_INVALID_ARG (c or out NULL; an unknown kind; a
- * setting out of range, named: lr > 0, momentum in [0, 1), weight_decay >= 0, and for AdamW betas
- * in [0, 1) and eps > 0, each finite), DT_ERR_NOMEM. */
+/** An optimizer over n >= 1 parameters (allocates its state: momentum, or Adam's m and v); *out
+ * (must not be NULL) is NULL on failure. Errors: DT_ERR_INVALID_ARG (c or out NULL; n 0; an
+ * unknown kind; a setting out of range, named: lr > 0, momentum in [0, 1), weight_decay >= 0, and
+ * for AdamW betas in [0, 1) and eps > 0, each finite), DT_ERR_NOMEM. */
 DT_API dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer **out);
 /** Frees the optimizer and its state. NULL is a no-op. */
 DT_API void dt_optimizer_free(dt_optimizer *o);
@@ -408,9 +408,10 @@ typedef struct dt_step_profile {
     double check_s;     /**< the unscale and finite check of the loss scaler */
     double optimizer_s; /**< the optimizer step */
 } dt_step_profile;
-/** Turns profiling on (and zeroes the counts) or off. dt_model_train_step fills every field;
- * dt_model_forward_backward the first four and backward_s. DT_ERR_INVALID_ARG for a NULL m;
- * DT_ERR_NOMEM when the per-layer counters cannot be allocated. */
+/** Turns profiling on (on 1; the counts are zeroed) or off (on 0). dt_model_train_step fills
+ * every field; dt_model_forward_backward the first four and backward_s. DT_ERR_INVALID_ARG for a
+ * NULL m or an on other than 0 or 1; DT_ERR_NOMEM when the per-layer counters cannot be
+ * allocated. */
 DT_API dt_status dt_model_set_profile(dt_model *m, int on);
 /** Copies the sums so far into *out (forward_s and backward_s: the layers' sums; zeros for a NULL
  * m, nothing for a NULL out). */

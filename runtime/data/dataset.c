@@ -193,6 +193,29 @@ static dt_status dataset_finish(ds_split *split, const dt_data_config *cfg, int 
     return DT_OK;
 }
 
+/* The flags of cfg are 0 or 1, as every flag of the API (dtrain.h, "Flags"): a 5 is a mistake,
+ * not a true value. file: the fields only a file's open reads (CIFAR-100's labels, the holdout's
+ * part) are checked too. */
+static dt_status data_flags_check(const char *fn, const dt_data_config *cfg, int file)
+{
+    const struct {
+        const char *name, *meaning;
+        int v, file_only;
+    } f[] = {
+        {"shuffle", "0 file order, 1 a new order each epoch", cfg->shuffle, 0},
+        {"drop_last", "0 pad the last step, 1 drop it", cfg->drop_last, 0},
+        {"flip", "0 none, 1 a horizontal flip with probability 1/2", cfg->flip, 0},
+        {"skip_bad", "0 an undecodable sample fails, 1 it is replaced", cfg->skip_bad, 0},
+        {"cifar100_coarse", "0 the 100 fine labels, 1 the 20 coarse ones", cfg->cifar100_coarse, 1},
+        {"holdout_part", "0 the samples trained on, 1 those kept aside", cfg->holdout_part, 1},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if ((file || !f[i].file_only) && f[i].v != 0 && f[i].v != 1)
+            return status_set_error(DT_ERR_INVALID_ARG, "%s: dt_data_config.%s %d must be 0 or 1 (%s)", fn, f[i].name,
+                                    f[i].v, f[i].meaning);
+    return DT_OK;
+}
+
 dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset **out)
 {
     if (!out) return status_null_arg("dt_dataset_open", "out", "pass the address of a dt_dataset pointer");
@@ -203,6 +226,8 @@ dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset 
         cfg = *c;
     else
         dt_data_defaults(&cfg);
+    const dt_status fs = data_flags_check("dt_dataset_open", &cfg, 1);
+    if (fs) return fs;
     const ds_open_opts o = {.format = cfg.format,
                             .split = cfg.split,
                             .cifar100_coarse = cfg.cifar100_coarse,
@@ -229,6 +254,8 @@ dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint6
         dt_data_defaults(&defaults);
         cfg = &defaults;
     }
+    const dt_status fs = data_flags_check("dt_synthetic_open", cfg, 0);
+    if (fs) return fs;
     ds_split *split;
     dt_status s = synthetic_open(c, h, w, classes, size, data_seed, &split);
     if (s) return s;

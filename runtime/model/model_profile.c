@@ -21,6 +21,8 @@ double model_prof_mark(dt_model *m)
 dt_status dt_model_set_profile(dt_model *m, int on)
 {
     if (!m) return status_null_arg("dt_model_set_profile", "m", "pass the model dt_model_create made");
+    if (on != 0 && on != 1)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_model_set_profile: on %d must be 0 (off) or 1 (on)", on);
     if (on && !m->prof_fwd) {
         m->prof_fwd = calloc((size_t)m->spec.n, sizeof *m->prof_fwd);
         m->prof_bwd = calloc((size_t)m->spec.n, sizeof *m->prof_bwd);
@@ -35,7 +37,7 @@ dt_status dt_model_set_profile(dt_model *m, int on)
         memset(m->prof_bwd, 0, (size_t)m->spec.n * sizeof *m->prof_bwd);
         memset(&m->prof_step, 0, sizeof m->prof_step);
     }
-    m->prof = on != 0;
+    m->prof = on;
     return DT_OK;
 }
 

@@ -92,6 +92,12 @@ dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer *
     if (!c) return status_null_arg("dt_optimizer_create", "c", "pass a dt_optim_config filled by dt_optim_defaults");
     const dt_status cs = optimizer_check_config(c);
     if (cs) return cs;
+    /* Every model has parameters (its last layer is fc): an optimizer over none is a mistake, such
+     * as the count of a model that failed to be made (dt_model_num_params(NULL) is 0). */
+    if (n == 0)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_optimizer_create: n is 0: pass the number of parameters it updates "
+                                "(dt_model_num_params), at least 1");
     dt_optimizer *o = calloc(1, sizeof *o);
     if (!o) return status_set_error(DT_ERR_NOMEM, "out of memory for the optimizer");
     o->cfg = *c;

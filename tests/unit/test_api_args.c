@@ -115,7 +115,11 @@ static void test_training_nulls(void **st)
     expect_null(dt_optimizer_create(&oc, 4, NULL), "dt_optimizer_create", "out");
     expect_null(dt_optimizer_create(NULL, 4, &o), "dt_optimizer_create", "c");
     assert_null(o);
+    expect_invalid(dt_optimizer_create(&oc, 0, &o), "dt_optimizer_create: n is 0");
+    assert_null(o);
     assert_int_equal(dt_optimizer_create(&oc, dt_model_num_params(m), &o), DT_OK);
+    /* A flag outside 0 and 1 is refused, not taken as on (dtrain.h, "Flags"). */
+    expect_invalid(dt_model_set_profile(m, 5), "dt_model_set_profile: on 5 must be 0 (off) or 1 (on)");
     float p[64] = {0}, g[64] = {0};
     expect_null(dt_optimizer_step(NULL, p, g), "dt_optimizer_step", "o");
     expect_null(dt_optimizer_step(o, NULL, g), "dt_optimizer_step", "params");

@@ -5,7 +5,8 @@
  * a NULL config as the defaults, like dt_dataset_open; the getters answer a NULL dataset or loader
  * with a neutral value and skip NULL outputs; dt_evaluate refuses a batch outside 1..the model's
  * max batch and bad thread counts by name before it allocates anything (batch -1 was
- * DT_ERR_NOMEM). The cross-rank verdict of dt_evaluate is tested under mpirun (mpi.replicas.np2).
+ * DT_ERR_NOMEM); the flags of dt_data_config outside 0 and 1 are refused by name. The cross-rank
+ * verdict of dt_evaluate is tested under mpirun (mpi.replicas.np2).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -133,6 +134,36 @@ static void test_dataset_calls_null_arguments(void **state)
     dt_dataset_free(d);
 }
 
+/* The flags of dt_data_config are 0 or 1 (dtrain.h, "Flags"): another value is refused, naming the
+ * field, before any file is read. */
+static void test_config_flags(void **state)
+{
+    (void)state;
+    dt_dataset *d = (dt_dataset *)&d;
+    dt_data_config cfg;
+    dt_data_defaults(&cfg);
+    cfg.shuffle = 5;
+    expect_invalid(dt_synthetic_open(IN, 1, 1, CLASSES, SIZE, 5, &cfg, &d),
+                   "dt_synthetic_open: dt_data_config.shuffle 5 must be 0 or 1");
+    assert_null(d);
+    dt_data_defaults(&cfg);
+    cfg.drop_last = -1;
+    expect_invalid(dt_synthetic_open(IN, 1, 1, CLASSES, SIZE, 5, &cfg, &d), "dt_data_config.drop_last -1");
+    dt_data_defaults(&cfg);
+    cfg.skip_bad = 2;
+    expect_invalid(dt_dataset_open("/nonexistent", &cfg, &d), "dt_dataset_open: dt_data_config.skip_bad 2");
+    dt_data_defaults(&cfg);
+    cfg.holdout_part = 3;
+    expect_invalid(dt_dataset_open("/nonexistent", &cfg, &d), "dt_data_config.holdout_part 3");
+    dt_data_defaults(&cfg);
+    cfg.cifar100_coarse = 7;
+    expect_invalid(dt_dataset_open("/nonexistent", &cfg, &d), "dt_data_config.cifar100_coarse 7");
+    dt_data_defaults(&cfg);
+    cfg.flip = 9;
+    expect_invalid(dt_dataset_open("/nonexistent", &cfg, &d), "dt_data_config.flip 9");
+    assert_null(d);
+}
+
 static void test_loader_null_arguments(void **state)
 {
     (void)state;
@@ -210,6 +241,7 @@ int main(void)
         cmocka_unit_test(test_open_null_arguments),   cmocka_unit_test(test_synthetic_open_null_config_is_defaults),
         cmocka_unit_test(test_getters_accept_null),   cmocka_unit_test(test_dataset_calls_null_arguments),
         cmocka_unit_test(test_loader_null_arguments), cmocka_unit_test(test_evaluate_bad_arguments),
+        cmocka_unit_test(test_config_flags),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

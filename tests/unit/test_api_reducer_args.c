@@ -2,8 +2,9 @@
  * test_api_reducer_args.c - the reducer and buffer calls of include/dtrain/reducer.h given a bad
  * argument: dt_reducer_defaults(NULL) is a no-op as every other *_defaults; a host buffer given as
  * DT_MEMORY_DEVICE is named as host memory by every dt_buffer_* call before any device work (it
- * was the CUDA backend's failure, or the build's, that spoke), whether or not this build has CUDA.
- * One process: a world of one.
+ * was the CUDA backend's failure, or the build's, that spoke), whether or not this build has CUDA;
+ * flags outside 0 and 1 (dt_reducer_set_sync's sync, dt_buffer_norm's across_ranks) are refused
+ * with the value and what is allowed. One process: a world of one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -57,6 +58,27 @@ static void test_host_given_as_device(void **state)
     expect_invalid(dt_buffer_scale(buf, N, DT_F32, DT_MEMORY_DEVICE, 0.5f), "give DT_MEMORY_HOST");
 }
 
+static void test_flags_outside_0_1(void **state)
+{
+    (void)state;
+    float buf[N];
+    for (int i = 0; i < N; i++) buf[i] = 1.0f;
+    double norm = -1;
+    expect_invalid(dt_buffer_norm(g_ctx, buf, N, DT_F32, DT_MEMORY_HOST, 2, &norm),
+                   "dt_buffer_norm: across_ranks 2 must be 0");
+    assert_true(norm == -1);
+    expect_invalid(dt_buffer_norm(NULL, buf, N, DT_F32, DT_MEMORY_HOST, 2, &norm), "across_ranks 2 needs a context");
+    assert_int_equal(dt_buffer_norm(g_ctx, buf, N, DT_F32, DT_MEMORY_HOST, 1, &norm), DT_OK);
+    assert_true(norm == 8.0);
+    dt_reducer *r = NULL;
+    assert_int_equal(dt_reducer_create(g_ctx, buf, N, NULL, 0, NULL, &r), DT_OK);
+    expect_invalid(dt_reducer_set_sync(r, 2), "dt_reducer_set_sync: sync 2 must be 0");
+    expect_invalid(dt_reducer_set_sync(r, -1), "sync -1 must be 0");
+    assert_int_equal(dt_reducer_set_sync(r, 0), DT_OK);
+    assert_int_equal(dt_reducer_set_sync(r, 1), DT_OK);
+    dt_reducer_free(r);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -77,6 +99,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reducer_defaults_null),
         cmocka_unit_test(test_host_given_as_device),
+        cmocka_unit_test(test_flags_outside_0_1),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
