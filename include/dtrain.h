@@ -39,6 +39,13 @@ extern "C" {
 
 /** @defgroup status Status and errors
  * Every function that can fail returns a dt_status; dt_last_error() holds the message.
+ *
+ * Flags: an int that a call or a configuration field documents as 0 or 1 must be 0 or 1. Any
+ * other value is DT_ERR_INVALID_ARG naming it and what 0 and 1 mean, as dt_init does for
+ * dt_config's flags: a 5 is taken for a mistake, not for true. The void setters, which cannot
+ * refuse, say what they do with another value (dt_model_set_nonfinite_check, dt_model_set_graphs,
+ * ...), and an int documented as "nonzero" (dt_scaler_update's found_inf, dt_sgemm's trans_a and
+ * trans_b) is a truth value.
  * @{ */
 
 /** What a call returns: DT_OK, or the kind of failure (dt_last_error() has the details). */
