@@ -118,8 +118,9 @@ DT_API void dt_model_describe(const dt_model *m, char *buf, size_t n);
  * kernels, queued on the device's default stream behind the work that made them (work queued
  * there after this call, such as the loader's next batch, may overwrite them), and not read by
  * the host, so a label out of range is not refused but makes the loss NaN. Errors:
- * DT_ERR_INVALID_ARG (a NULL m, x, labels, loss_sum or correct, refused before the pass; a batch
- * outside 1..max_batch, a label out of range, host and device memory mixed), DT_ERR_DEVICE, the
+ * DT_ERR_INVALID_ARG (a NULL m, x, labels, loss_sum or correct, or a grad_scale that is not a
+ * positive finite number, refused before the pass; a batch outside 1..max_batch, a label out of
+ * range, host and device memory mixed), DT_ERR_DEVICE, the
  * errors of the gradient allreduces it starts (DT_ERR_MPI, DT_ERR_COMM, DT_ERR_NOMEM), and those of
  * settling a verdict left pending (dt_model_settle_step). */
 DT_API dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch,

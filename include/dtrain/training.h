@@ -276,8 +276,9 @@ typedef struct dt_step_result {
  * the optimizer's step count are the same as when the host decides first, which it still does with
  * clipping or ZeRO-1. A verdict an earlier call left pending is settled first. x and labels: host
  * or device memory, as dt_model_forward_backward takes them. Collective. Errors:
- * DT_ERR_INVALID_ARG (a NULL m, o, x, labels or r, refused before anything runs; and those of
- * dt_model_forward_backward and dt_model_optimizer_step), DT_ERR_NUMERIC (the scaler gave up), and
+ * DT_ERR_INVALID_ARG (a NULL m, o, x, labels or r, or a grad_scale that is not a positive finite
+ * number, refused before anything runs; grad_scale times the scaler's scale not finite; and those
+ * of dt_model_forward_backward and dt_model_optimizer_step), DT_ERR_NUMERIC (the scaler gave up), and
  * the pass's, the reduction's and the optimizer step's DT_ERR_DEVICE, DT_ERR_NOMEM, DT_ERR_MPI and
  * DT_ERR_COMM. */
 DT_API dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,

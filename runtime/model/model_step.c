@@ -103,11 +103,23 @@ static dt_status forward_backward_group(dt_model *m, const float *x, const int32
     return DT_OK;
 }
 
+/* grad_scale multiplies every gradient: NaN or inf would make them all NaN or inf, 0 all zero, a
+ * negative one would step uphill, each with DT_OK. Refused before the pass, as a bad argument. */
+static dt_status grad_scale_check(const char *fn, float grad_scale)
+{
+    if (grad_scale > 0 && isfinite(grad_scale)) return DT_OK;
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "%s: grad_scale %g must be a positive finite number (1 / batch for this rank's mean "
+                            "loss)",
+                            fn, (double)grad_scale);
+}
+
 dt_status dt_model_forward_backward(dt_model *m, const float *x, const int32_t *labels, int batch, float grad_scale,
                                     double *loss_sum, int *correct)
 {
     static const char fn[] = "dt_model_forward_backward";
-    const dt_status as = model_batch_args(fn, m, x, labels, 1, loss_sum, correct);
+    dt_status as = model_batch_args(fn, m, x, labels, 1, loss_sum, correct);
+    if (!as) as = grad_scale_check(fn, grad_scale);
     if (as) return as;
     const dt_status s = forward_backward_group(m, x, labels, batch, grad_scale, loss_sum, correct, 1);
     return s ? model_input_abandon(m, s) : s; /* as dt_model_train_step */
@@ -252,6 +264,11 @@ static dt_status train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const f
     /* The scale changes only at dt_scaler_update, once per group, so every micro-batch of a group
      * is scaled alike and the sum unscales with one factor. */
     const float ls = sc ? dt_scaler_scale(sc) : 1.0f;
+    if (!isfinite(grad_scale * ls))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_model_train_step: grad_scale %g times the loss scale %g is not finite: pass a "
+                                "smaller grad_scale (1 / batch) or lower the scaler's max_scale",
+                                (double)grad_scale, (double)ls);
     /* An AT_RISK finite check reads every layer's gradients only in groups whose overflow would
      * stop the run: the give-up message names the layer, and healthy steps skip the reads. */
     const int at_risk = !sc || scaler_overflow_ends_run(sc);
@@ -349,6 +366,8 @@ dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const
     if (as) return as;
     if (!o) return status_null_arg(fn, "o", "pass the optimizer that steps the model (dt_optimizer_create)");
     if (!r) return status_null_arg(fn, "r", "pass a dt_step_result to fill");
+    const dt_status gs = grad_scale_check(fn, grad_scale);
+    if (gs) return gs;
     const dt_status s = train_step(m, o, sc, x, labels, batch, grad_scale, r);
     /* A batch staged for this step and not read (a failure before the pass placed it): its copy is
      * waited for, so the caller may reuse the buffer, and it is not taken for a later step's. */

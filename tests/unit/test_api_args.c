@@ -139,6 +139,17 @@ static void test_training_nulls(void **st)
     expect_null(dt_model_train_step(m, o, NULL, NULL, y, B, 0.5f, &r), ts, "x");
     expect_null(dt_model_train_step(m, o, NULL, x, NULL, B, 0.5f, &r), ts, "labels");
     expect_null(dt_model_train_step(m, o, NULL, x, y, B, 0.5f, NULL), ts, "r");
+    /* A grad_scale that is not a positive finite number: refused before the pass (a NaN made
+     * every gradient NaN with DT_OK). */
+    const float bad_scale[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.5f};
+    double loss = 0;
+    int correct = 0;
+    for (size_t i = 0; i < sizeof bad_scale / sizeof *bad_scale; i++) {
+        expect_invalid(dt_model_train_step(m, o, NULL, x, y, B, bad_scale[i], &r), "dt_model_train_step: grad_scale");
+        expect_invalid(dt_model_forward_backward(m, x, y, B, bad_scale[i], &loss, &correct),
+                       "dt_model_forward_backward: grad_scale");
+        expect_error_contains("must be a positive finite number");
+    }
     assert_int_equal(m->fb_count, 0);
     assert_int_equal(dt_model_train_step(m, o, NULL, x, y, B, 0.5f, &r), DT_OK); /* the same call, whole */
 
