@@ -123,8 +123,9 @@ DT_API const char *dt_dataset_source(const dt_dataset *d);
 DT_API dt_normalize dt_dataset_normalization(const dt_dataset *d, const float **mean, const float **std);
 /** Replaces the normalization (a checkpoint's, so a resumed run and evaluation use training's
  * figures): mean and std (c floats each, copied) for DT_NORMALIZE_STANDARD, else ignored. Not while
- * a loader uses d. DT_ERR_INVALID_ARG: a NULL d, a kind not in the enum, missing (NULL) or non-finite
- * figures (d unchanged); DT_ERR_NOMEM. */
+ * a loader uses d: from dt_loader_create to dt_loader_free (dt_evaluate's own loader included) the
+ * call is refused. DT_ERR_INVALID_ARG: a NULL d, a loader using d (naming how many), a kind not in
+ * the enum, missing (NULL) or non-finite figures (d unchanged); DT_ERR_NOMEM. */
 DT_API dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const float *mean, const float *std);
 /** Whether the values are bytes 0..255 (uint8 images), as DT_NORMALIZE_UNIT divides them; 0 for a
  * NULL d. */

@@ -277,6 +277,14 @@ dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const f
 {
     static const char fn[] = "dt_dataset_set_normalization";
     if (!d) return status_null_arg(fn, "d", "pass the dataset opened by dt_dataset_open or dt_synthetic_*");
+    /* The loaders' threads read the figures while they make batches: changing them under a
+     * loader would give batches of two normalizations, or read freed memory. */
+    const int loaders = __atomic_load_n(&d->loaders, __ATOMIC_RELAXED);
+    if (loaders > 0)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: %d loader(s) read this dataset: free them (dt_loader_free) first, or set the "
+                                "normalization before dt_loader_create",
+                                fn, loaders);
     if (kind == DT_NORMALIZE_STANDARD && !mean)
         return status_null_arg(fn, "mean", "pass the per-channel means (c floats) with DT_NORMALIZE_STANDARD");
     if (kind == DT_NORMALIZE_STANDARD && !std)

@@ -33,6 +33,8 @@ struct dt_dataset {
     int crop_pad, flip, skip_bad;
     long bad;                 /* samples replaced (atomic) */
     dt_synthetic_on synth_on; /* where loaders make synthetic batches */
+    int loaders;              /* loaders reading it now (atomic; loader.c): while any does, its
+                                 normalization must not change under their threads */
 };
 
 /* 1 when d's training batches can be made by a backend's synth_batch (synthetic data without

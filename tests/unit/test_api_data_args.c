@@ -5,7 +5,8 @@
  * a NULL config as the defaults, like dt_dataset_open; the getters answer a NULL dataset or loader
  * with a neutral value and skip NULL outputs; dt_evaluate refuses a batch outside 1..the model's
  * max batch and bad thread counts by name before it allocates anything (batch -1 was
- * DT_ERR_NOMEM); the flags of dt_data_config outside 0 and 1 are refused by name. The cross-rank
+ * DT_ERR_NOMEM); the flags of dt_data_config outside 0 and 1 are refused by name, and so is
+ * dt_dataset_set_normalization while a loader reads the dataset. The cross-rank
  * verdict of dt_evaluate is tested under mpirun (mpi.replicas.np2).
  */
 #include <setjmp.h>
@@ -164,6 +165,30 @@ static void test_config_flags(void **state)
     assert_null(d);
 }
 
+/* dt_dataset_set_normalization while a loader reads the dataset: refused, d unchanged; allowed
+ * again once the loader is freed. */
+static void test_normalization_under_loader(void **state)
+{
+    (void)state;
+    dt_dataset *d = synthetic(); /* IN channels of one value each */
+    float mean[IN], std[IN];
+    for (int c = 0; c < IN; c++) mean[c] = 0.5f, std[c] = 2.0f;
+    dt_loader *l = NULL;
+    assert_int_equal(dt_loader_create(g_ctx, d, 0, 1, BATCH, 0, 0, 2, &l), DT_OK);
+    expect_invalid(dt_dataset_set_normalization(d, DT_NORMALIZE_STANDARD, mean, std),
+                   "dt_dataset_set_normalization: 1 loader(s) read this dataset");
+    assert_int_equal(dt_dataset_normalization(d, NULL, NULL), DT_NORMALIZE_NONE);
+    dt_loader *l2 = NULL; /* two loaders, then one: still refused */
+    assert_int_equal(dt_loader_create(g_ctx, d, 0, 1, BATCH, 0, 1, 2, &l2), DT_OK);
+    expect_invalid(dt_dataset_set_normalization(d, DT_NORMALIZE_UNIT, NULL, NULL), "2 loader(s)");
+    dt_loader_free(l2);
+    expect_invalid(dt_dataset_set_normalization(d, DT_NORMALIZE_UNIT, NULL, NULL), "1 loader(s)");
+    dt_loader_free(l);
+    assert_int_equal(dt_dataset_set_normalization(d, DT_NORMALIZE_STANDARD, mean, std), DT_OK);
+    assert_int_equal(dt_dataset_normalization(d, NULL, NULL), DT_NORMALIZE_STANDARD);
+    dt_dataset_free(d);
+}
+
 static void test_loader_null_arguments(void **state)
 {
     (void)state;
@@ -241,7 +266,7 @@ int main(void)
         cmocka_unit_test(test_open_null_arguments),   cmocka_unit_test(test_synthetic_open_null_config_is_defaults),
         cmocka_unit_test(test_getters_accept_null),   cmocka_unit_test(test_dataset_calls_null_arguments),
         cmocka_unit_test(test_loader_null_arguments), cmocka_unit_test(test_evaluate_bad_arguments),
-        cmocka_unit_test(test_config_flags),
+        cmocka_unit_test(test_config_flags),          cmocka_unit_test(test_normalization_under_loader),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
