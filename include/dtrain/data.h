@@ -33,11 +33,12 @@ typedef enum dt_normalize {
     DT_NORMALIZE_STANDARD = 2 /**< (value - mean[c]) / std[c] per channel (in the values' own units) */
 } dt_normalize;
 
-/** How to open a dataset: fill with dt_data_defaults(), then edit. */
+/** How to open a dataset: fill with dt_data_defaults(), then edit. Its flags (cifar100_coarse,
+ * holdout_part, shuffle, drop_last, flip, skip_bad) are 0 or 1. */
 typedef struct dt_data_config {
     const char *format;     /**< NULL or "auto": detected; or idx, cifar10, cifar100, imagefolder, dts */
     const char *split;      /**< "train" (NULL) or "test" (MNIST t10k-*, CIFAR test, an image folder's val/) */
-    int cifar100_coarse;    /**< CIFAR-100: 1 the 20 coarse labels, 0 the 100 fine ones (0 or 1) */
+    int cifar100_coarse;    /**< CIFAR-100: 1 the 20 coarse labels, 0 the 100 fine ones */
     int c;                  /**< channels images are decoded to (image folders); 0 = not given */
     int h;                  /**< height images are decoded to (image folders); 0 = not given */
     int w;                  /**< width images are decoded to (image folders); 0 = not given */
@@ -48,13 +49,13 @@ typedef struct dt_data_config {
     const float *mean;
     const float *std; /**< the per-channel standard deviations, given with mean (or NULL) */
     double holdout;   /**< 0, or in (0, 1): this fraction of the split is kept aside */
-    int holdout_part; /**< with holdout: 0 the samples trained on, 1 those kept aside (0 or 1) */
+    int holdout_part; /**< with holdout: 0 the samples trained on, 1 those kept aside */
     uint64_t seed;    /**< the epoch orders and the augmentation */
-    int shuffle;      /**< 1: a new order each epoch; 0: file order (0 or 1) */
-    int drop_last;    /**< 1: drop the samples that do not fill a last whole step; 0: pad it (0 or 1) */
+    int shuffle;      /**< 1: a new order each epoch; 0: file order */
+    int drop_last;    /**< 1: drop the samples that do not fill a last whole step; 0: pad it */
     int crop_pad;     /**< augmentation: random crop after padding each side by this many zeros */
-    int flip;         /**< augmentation: horizontal flip with probability 1/2 (0 or 1) */
-    int skip_bad;     /**< a sample that cannot be decoded: 0 fails, 1 is replaced (and counted) (0 or 1) */
+    int flip;         /**< augmentation: horizontal flip with probability 1/2 */
+    int skip_bad;     /**< a sample that cannot be decoded: 0 fails, 1 is replaced (and counted) */
     int threads;      /**< threads for computing the statistics at open (0: one) */
     /** Image folders: the class folders numbered by this dataset's class names (the training
      * set's, also an image folder), so a held-out folder that lacks some classes keeps training's

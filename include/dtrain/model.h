@@ -194,7 +194,8 @@ typedef struct dt_sync_config {
 DT_API void dt_sync_defaults(dt_sync_config *c);
 
 /** Plans the buckets and checks that every rank has the same plan (a mismatch fails naming the
- * first differing rank, the setting and both values instead of hanging later). dt_model_create applies the defaults.
+ * first differing rank, the setting and both values instead of hanging later). dt_model_create
+ * applies the defaults.
  * A backward whose gradients are still being reduced is reduced to the end first (as by
  * dt_model_sync_grads). Collective: every rank passes the same settings. Before anything changes
  * the ranks compare them: a rank whose c is NULL or invalid fails every rank with its code (its

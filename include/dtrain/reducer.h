@@ -96,7 +96,8 @@ typedef struct dt_reducer dt_reducer;
  * dt_config::timeout_s has passed): a rank with another plan fails on every rank with
  * DT_ERR_INVALID_ARG naming the first differing rank, the first setting that differs (in the
  * order buffer size, ranges, dtype, wire, op, bucket_mb, first_bucket_mb, overlap, memory kind,
- * then the buckets they made) and both that rank's and rank 0's value, instead of hanging later. A rank whose own part fails (any error below: an argument, memory) still joins the other
+ * then the buckets they made) and both that rank's and rank 0's value, instead of hanging later.
+ * A rank whose own part fails (any error below: an argument, memory) still joins the other
  * ranks before that check, so that none waits for it: every rank fails with that rank's code, that
  * rank with its own message, the others with "dt_reducer_create failed on rank R (...), so no
  * reducer was made" naming the first failing rank. Only a rank given a NULL ctx cannot reach its
