@@ -17,7 +17,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdatomic.h>
 #include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -159,36 +158,85 @@ dt_status ckpt_write_file_atomic(const char *path, const char *what, const char 
 
 /* A call that may block for long (an fsync that writes out gigabytes of the page cache, a
  * directory sync on NFS), run on a thread of its own while this thread says the beat every 50 ms
- * (MPI stays on the caller's thread). Without a beat, or without a thread, it runs here. */
+ * (MPI stays on the caller's thread). The thread signals its end, so a call that takes a
+ * millisecond costs a millisecond: a fixed 50 ms sleep made every save at least 100 ms (two
+ * syncs). Without a beat, or without a thread, it runs here. */
 typedef struct blocking_call {
     int (*fn)(void *arg);
     void *arg;
-    int rc, err;
-    atomic_int done;
+    int rc, err, done;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
 } blocking_call;
 
 static void *blocking_thread(void *p)
 {
     blocking_call *c = p;
-    c->rc = c->fn(c->arg);
-    c->err = errno;
-    atomic_store(&c->done, 1);
+    const int rc = c->fn(c->arg);
+    const int err = errno;
+    pthread_mutex_lock(&c->mu);
+    c->rc = rc;
+    c->err = err;
+    c->done = 1;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
     return NULL;
+}
+
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* The beat is said for at most limit_s: a call that takes longer is taken as stuck (a hung file
  * server), and its silence lets the waiting ranks' deadline end the job. */
-static int call_beating(int (*fn)(void *), void *arg, const ckpt_beat *beat, double limit_s)
+int ckpt_call_beating(int (*fn)(void *), void *arg, const ckpt_beat *beat, double limit_s)
 {
-    blocking_call c = {fn, arg, 0, 0, 0};
-    pthread_t t;
-    if (!beat || !beat->fn || pthread_create(&t, NULL, blocking_thread, &c) != 0) return fn(arg);
-    for (double waited = 0; !atomic_load(&c.done); waited += 0.05) {
-        if (waited < limit_s) ckpt_beat_now(beat);
-        struct timespec ts = {0, 50000000};
-        nanosleep(&ts, NULL);
+    if (!beat || !beat->fn) return fn(arg);
+    blocking_call c = {.fn = fn, .arg = arg};
+    pthread_condattr_t ca;
+    int cv_ok = pthread_condattr_init(&ca) == 0;
+    if (cv_ok) {
+        cv_ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&c.cv, &ca) == 0;
+        pthread_condattr_destroy(&ca);
     }
+    if (!cv_ok) return fn(arg);
+    if (pthread_mutex_init(&c.mu, NULL) != 0) {
+        pthread_cond_destroy(&c.cv);
+        return fn(arg);
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, blocking_thread, &c) != 0) {
+        pthread_mutex_destroy(&c.mu);
+        pthread_cond_destroy(&c.cv);
+        return fn(arg);
+    }
+    const double t0 = monotonic_s();
+    pthread_mutex_lock(&c.mu);
+    while (!c.done) {
+        if (monotonic_s() - t0 < limit_s) {
+            /* Not under the lock: the beat may take a moment (an MPI send), and the thread's end
+             * must not wait for it. */
+            pthread_mutex_unlock(&c.mu);
+            ckpt_beat_now(beat);
+            pthread_mutex_lock(&c.mu);
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += 50000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        /* Until the end or the 50 ms (a wake-up without either waits on). */
+        for (int rc = 0; !c.done && rc == 0;) rc = pthread_cond_timedwait(&c.cv, &c.mu, &until);
+    }
+    pthread_mutex_unlock(&c.mu);
     pthread_join(t, NULL);
+    pthread_mutex_destroy(&c.mu);
+    pthread_cond_destroy(&c.cv);
     errno = c.err;
     return c.rc;
 }
@@ -241,7 +289,7 @@ dt_status ckpt_write_file_beating(const char *path, const char *what, const char
     ckpt_test_slow(beat);
     dt_status s = write_image(fd, parts, n, &w);
     ckpt_beat_now(beat);
-    if (!s && call_beating(fsync_fd, &fd, beat, CKPT_SYNC_BEAT_S + (double)w.total / CKPT_SYNC_MIN_RATE) != 0) {
+    if (!s && ckpt_call_beating(fsync_fd, &fd, beat, CKPT_SYNC_BEAT_S + (double)w.total / CKPT_SYNC_MIN_RATE) != 0) {
         const int err = errno;
         write_advice(err, what, alt, advice, sizeof advice);
         s = status_set_error(DT_ERR_IO, "fsync of %s %s failed: %s: %s", what, tmp, strerror(err), advice);
@@ -255,7 +303,7 @@ dt_status ckpt_write_file_beating(const char *path, const char *what, const char
     }
     /* The rename itself reaches the disk. The file is whole and in place either way: a file system
      * that cannot sync a directory is said, not failed. */
-    if (call_beating(sync_dir_call, dir, beat, CKPT_SYNC_BEAT_S) != 0)
+    if (ckpt_call_beating(sync_dir_call, dir, beat, CKPT_SYNC_BEAT_S) != 0)
         log_msg(LOG_LEVEL_WARN,
                 "%s %s is written, but syncing its directory %s failed (%s): a power loss now may lose "
                 "the rename",

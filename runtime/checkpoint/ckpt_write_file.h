@@ -26,6 +26,13 @@ dt_status ckpt_write_file_atomic(const char *path, const char *what, const char 
 dt_status ckpt_write_file_beating(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n,
                                   const ckpt_beat *beat);
 
+/* Runs fn(arg), a call that may block for long (an fsync, a directory sync), on a thread of its
+ * own while the calling thread says beat (when not NULL) at once and then every 50 ms, for at most
+ * limit_s seconds of the call (longer is taken as stuck: the beat falls silent so the waiting
+ * ranks' deadline can end the job). Returns as soon as fn does (no polling delay), with fn's
+ * result and its errno. Without a beat, or when no thread can be made, fn runs on this thread. */
+int ckpt_call_beating(int (*fn)(void *), void *arg, const ckpt_beat *beat, double limit_s);
+
 /* Where a write of path goes: path itself, and *in_place 1, when it exists and is not a file to
  * replace: a device, a FIFO, a name under /dev or /proc (/dev/stdout, /dev/fd/N: someone's open
  * stream), or this process's stdout or stderr (a rename would put a regular file in its place, or
