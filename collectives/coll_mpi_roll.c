@@ -68,6 +68,8 @@ dt_status mpi_fail(int rc, const char *what, size_t count)
                                 : "A peer may have died or run out of memory: read the other ranks' messages");
 }
 
+static void roll_drop(coll *c);
+
 /* The roll call: a collective does not say which ranks have reached it, so every rank also tells
  * rank 0 that it arrived (a small message posted before the collective), and rank 0 tells every
  * rank. Rank 0 then knows exactly who has not arrived; another rank knows whether rank 0 has.
@@ -81,6 +83,10 @@ static int roll_post(coll *c, int kind, size_t count)
     st->t_hub = 0;
     if (c->size == 1 || c->timeout_s <= 0) return MPI_SUCCESS;
     st->roll_out = (roll_msg){st->seq, (unsigned long long)kind, count};
+    /* Every slot null first: a post that fails part-way leaves the rest null, not stale or never
+     * set, for roll_drop and roll_arrived to read. */
+    const int slots = c->rank == 0 ? 2 * (c->size - 1) : 2;
+    for (int i = 0; i < slots; i++) st->roll[i] = MPI_REQUEST_NULL;
     int rc = MPI_SUCCESS;
     if (c->rank == 0) {
         for (int j = 1; j < c->size && rc == MPI_SUCCESS; j++)
@@ -94,6 +100,9 @@ static int roll_post(coll *c, int kind, size_t count)
             rc = MPI_Isend(&st->roll_out, 3, MPI_UNSIGNED_LONG_LONG, 0, ROLL_TAG, c->comm, &st->roll[1]);
         st->nroll = 2;
     }
+    /* A roll call that could not be posted whole is none: what was posted is dropped, and the
+     * operation's failure is its own error (roll_disagrees then compares nothing stale). */
+    if (rc != MPI_SUCCESS) roll_drop(c);
     return rc;
 }
 
