@@ -34,6 +34,7 @@ set(DTRAIN_RUNTIME_SOURCES
   runtime/placement/config.c runtime/placement/topo.c runtime/placement/mpi_pmi2.c runtime/placement/hostlist.c
   runtime/placement/device.c runtime/placement/affinity.c runtime/placement/blas.c
   runtime/placement/ctx.c
+  runtime/placement/ctx_ops.c
   runtime/buffers.c runtime/replicas.c runtime/trace/trace_write.c
   runtime/model/model_spec.c runtime/model/model.c runtime/model/model_plan.c runtime/model/model_pass.c
   runtime/model/kernels_api.c runtime/model/model_sync.c runtime/model/model_precision.c

@@ -7,7 +7,9 @@
  *   4. one GPU per local rank (checked over MPI), CPU placement, communicators
  *
  * Every failure unwinds what was built (goto-cleanup ladder) and returns the status; the library
- * never exits the process.
+ * never exits the process. Also the context's lifetime rules: what is made on it holds it
+ * (ctx_hold), one thread at a time runs its collectives (ctx_enter), dt_finalize and dt_abort_job.
+ * What a made context does is ctx_ops.c's.
  */
 #include "runtime/placement/affinity.h"
 #include "collectives/coll.h"
@@ -29,22 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct dt_ctx {
-    dt_config cfg;
-    dt_placement pl;
-    MPI_Comm world, local;
-    int we_initialized_mpi;
-    coll *coll;
-    coll *coll_host; /* on a GPU: MPI for host buffers (a training loop's counters and flags) */
-    char **node_names;
-    int num_node_names;
-    int *rank_node;           /* the node index of every world rank: the watchdog names a missing rank's node */
-    struct roll_board *board; /* what the watchdogs tell each other (collectives/roll_peers.h), or NULL */
-    /* dt_trace_start's recorder, or NULL; atomic, as the communication and loader threads read it. */
-    trace_rec *_Atomic trace;
-    atomic_int held[CTX_HELD_KINDS]; /* objects made on the context, alive (ctx_hold) */
-    atomic_int busy;                 /* 1 while a thread runs collectives on it (ctx_enter) */
-};
+#include "runtime/placement/ctx_impl.h"
 
 /* How deep the calling thread is in ctx_enter: a call that runs collectives calls others that do
  * (dt_model_step -> dt_allreduce -> the backend), and only the outermost takes the mark. A process
@@ -528,122 +515,3 @@ void dt_abort_job(dt_ctx *c, int code)
     if (abort_guard_arm(ABORT_GUARD_S, code, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
     MPI_Abort(MPI_COMM_WORLD, code);
 }
-
-dt_status dt_get_placement(const dt_ctx *c, dt_placement *out)
-{
-    if (!c || !out) return status_set_error(DT_ERR_INVALID_ARG, "dt_get_placement needs a context and an output");
-    *out = c->pl;
-    return DT_OK;
-}
-
-int dt_rank(const dt_ctx *c) { return c ? c->pl.rank : -1; }
-int dt_world_size(const dt_ctx *c) { return c ? c->pl.world_size : -1; }
-int dt_local_rank(const dt_ctx *c) { return c ? c->pl.local_rank : -1; }
-
-struct roll_board *ctx_board(const dt_ctx *c) { return c ? c->board : NULL; }
-
-void ctx_busy_beat(void *arg)
-{
-    const dt_ctx *c = arg;
-    if (!c || !c->board) return;
-    const double quarter = c->cfg.timeout_s / 4;
-    roll_board_busy(c->board, quarter < 1.0 ? quarter : 1.0);
-}
-
-const char *ctx_rank_node(const dt_ctx *c, int rank)
-{
-    if (!c || !c->rank_node || rank < 0 || rank >= c->pl.world_size) return NULL;
-    return dt_node_name(c, c->rank_node[rank]);
-}
-
-const char *dt_node_name(const dt_ctx *c, int i)
-{
-    if (!c || i < 0 || i >= c->num_node_names) return NULL;
-    return c->node_names[i];
-}
-
-static dt_status gather_placement(const dt_ctx *c, dt_placement *all);
-
-dt_status dt_gather_placement(const dt_ctx *c, dt_placement *all)
-{
-    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement needs a context");
-    dt_status s = ctx_enter(c, "dt_gather_placement");
-    if (s) return s;
-    s = gather_placement(c, all);
-    ctx_leave(c);
-    return s;
-}
-
-static dt_status gather_placement(const dt_ctx *c, dt_placement *all)
-{
-    /* Rank 0 without an array has nowhere to put the placements: the ranks' watched verdict comes
-     * first, so every rank learns it and none enters MPI_Gather (no scratch array on rank 0 that
-     * could fail to allocate and leave the others waiting there). The verdict is also the gather's
-     * watched start: a rank that never comes is named, as in every collective, rather than waited
-     * for in MPI_Gather. */
-    const dt_status own = c->pl.rank == 0 && !all
-                              ? status_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement: all is NULL on rank 0: "
-                                                                     "pass an array of dt_world_size() placements "
-                                                                     "there")
-                              : DT_OK;
-    const dt_status s = rank_verdict_status(c, own, "dt_gather_placement", ", so nothing was gathered");
-    if (s) return s;
-    if (MPI_Gather(&c->pl, sizeof c->pl, MPI_BYTE, all, sizeof c->pl, MPI_BYTE, 0, c->world) != MPI_SUCCESS)
-        return status_set_error(DT_ERR_MPI, "MPI_Gather of placements failed");
-    return DT_OK;
-}
-
-const char *dt_backend_name(const dt_ctx *c) { return c && c->coll ? c->coll->ops->name : "none"; }
-
-/* The backend for buf: on a GPU context, host memory goes through MPI and device memory through
- * the device backend (NCCL); on the CPU there is one backend. */
-static coll *coll_for(const dt_ctx *c, const void *buf)
-{
-    return c->coll_host && !backend_is_device_ptr(buf) ? c->coll_host : c->coll;
-}
-
-dt_status dt_allreduce(dt_ctx *c, void *buf, size_t count, dt_dtype t, dt_redop op)
-{
-    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_allreduce needs a context");
-    dt_status s = ctx_enter(c, "dt_allreduce");
-    if (s) return s;
-    coll *k = coll_for(c, buf);
-    s = k->ops->allreduce(k, buf, count, t, op);
-    ctx_leave(c);
-    return s;
-}
-
-dt_status dt_broadcast(dt_ctx *c, void *buf, size_t count, dt_dtype t, int root)
-{
-    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_broadcast needs a context");
-    dt_status s = ctx_enter(c, "dt_broadcast");
-    if (s) return s;
-    coll *k = coll_for(c, buf);
-    s = k->ops->broadcast(k, buf, count, t, root);
-    ctx_leave(c);
-    return s;
-}
-
-dt_status dt_barrier(dt_ctx *c)
-{
-    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_barrier needs a context");
-    dt_status s = ctx_enter(c, "dt_barrier");
-    if (s) return s;
-    /* The MPI backend's barrier, also on a GPU context: it has the watchdog's deadline, where
-     * NCCL's backend would wait in a plain MPI_Barrier. */
-    coll *k = ctx_host_coll(c);
-    s = k->ops->barrier(k);
-    ctx_leave(c);
-    return s;
-}
-
-MPI_Comm ctx_world_comm(const dt_ctx *c) { return c->world; }
-coll *ctx_device_coll(const dt_ctx *c) { return c && c->coll && c->coll->device_buffers ? c->coll : NULL; }
-coll *ctx_host_coll(const dt_ctx *c) { return !c ? NULL : c->coll_host ? c->coll_host : c->coll; }
-double ctx_timeout(const dt_ctx *c) { return c->cfg.timeout_s; }
-const dt_config *ctx_config(const dt_ctx *c) { return &c->cfg; }
-trace_rec *ctx_trace(const dt_ctx *c)
-{
-    return c ? atomic_load_explicit(&((dt_ctx *)c)->trace, memory_order_acquire) : NULL;
-}
-void ctx_set_trace(dt_ctx *c, trace_rec *r) { atomic_store_explicit(&c->trace, r, memory_order_release); }
