@@ -9,6 +9,7 @@
 #include "base/status.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,12 +99,19 @@ dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer *
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "dt_optimizer_create: n is 0: pass the number of parameters it updates "
                                 "(dt_model_num_params), at least 1");
+    const int need1 = c->kind == DT_OPTIM_ADAMW || c->momentum > 0, need2 = c->kind == DT_OPTIM_ADAMW;
+    /* An array past PTRDIFF_MAX bytes is refused before any allocation: no allocator can give it
+     * (and a sanitizer's aborts the process instead of returning NULL). */
+    if ((need1 || need2) && n > (size_t)PTRDIFF_MAX / sizeof(float)) {
+        char size[96];
+        state_size_text(n, need1 + need2, size, sizeof size);
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the optimizer state (%s)", size);
+    }
     dt_optimizer *o = calloc(1, sizeof *o);
     if (!o) return status_set_error(DT_ERR_NOMEM, "out of memory for the optimizer");
     o->cfg = *c;
     o->n = n;
     o->nstate = n;
-    int need1 = c->kind == DT_OPTIM_ADAMW || c->momentum > 0, need2 = c->kind == DT_OPTIM_ADAMW;
     if (need1) o->s1 = calloc(n ? n : 1, sizeof(float));
     if (need2) o->s2 = calloc(n ? n : 1, sizeof(float));
     if ((need1 && !o->s1) || (need2 && !o->s2)) {

@@ -292,9 +292,9 @@ static void test_optimizer_settings(void **st)
     assert_int_equal(dt_optimizer_create(&c, huge, &o), DT_ERR_NOMEM);
     assert_null(o);
     expect_error_contains("optimizer state (2 x 4611686018427387904 floats: more than 16 EiB)");
-    c.kind = DT_OPTIM_SGD; /* one array of 2^60 floats: 2^62 bytes, said exactly */
-    assert_int_equal(dt_optimizer_create(&c, huge >> 2, &o), DT_ERR_NOMEM);
-    expect_error_contains("optimizer state (4611686018427387904 bytes, 4398046511104.0 MiB)");
+    c.kind = DT_OPTIM_SGD; /* one array of 2^61 floats: 2^63 bytes, past PTRDIFF_MAX, said exactly */
+    assert_int_equal(dt_optimizer_create(&c, huge >> 1, &o), DT_ERR_NOMEM);
+    expect_error_contains("optimizer state (9223372036854775808 bytes, 8796093022208.0 MiB)");
 }
 
 /* dt_sync_config: its flags are 0 or 1 and its caps numbers from 0 to 1e6, on a model made
