@@ -6,7 +6,7 @@
  *   3. MPI_Init_thread, then MPI's view              -> who we are; cross-checked against step 1
  *   4. one GPU per local rank (checked over MPI), CPU placement, communicators
  *
- * Every failure unwinds what was built (goto-cleanup ladder) and returns the status; the library
+ * Every failure unwinds what was built (ctx_release) and returns the status; the library
  * never exits the process. Also the context's lifetime rules: what is made on it holds it
  * (ctx_hold), one thread at a time runs its collectives (ctx_enter), dt_finalize and dt_abort_job.
  * What a made context does is ctx_ops.c's.
@@ -142,6 +142,23 @@ static int ctx_can_join(const dt_config *cfg)
     MPI_Finalized(&finalized);
     if (finalized) return 0;
     return inited || (cfg->init_mpi && topo_mpi_reachable(NULL, NULL));
+}
+
+/* Everything the context holds, MPI left as it is: dt_finalize's work, dt_abort_job's in a
+ * world of 1, where nothing else could free it (MPI is finalized right after), and what a failing
+ * dt_init unwinds (every field is NULL or MPI_COMM_NULL until it is made). */
+static void ctx_release(dt_ctx *c)
+{
+    if (c->coll) c->coll->ops->destroy(c->coll);
+    if (c->coll_host) c->coll_host->ops->destroy(c->coll_host);
+    trace_rec_free(ctx_trace(c));
+    topo_free_names(c->node_names, c->num_node_names);
+    free(c->rank_node);
+    roll_board_destroy(c->board);
+    if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
+    if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
+    free(c);
+    atomic_store(&ctx_live, 0);
 }
 
 dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
@@ -378,32 +395,8 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     return DT_OK;
 fail:
     if (env_read) topo_env_free(&env);
-    if (c->coll) c->coll->ops->destroy(c->coll);
-    if (c->coll_host) c->coll_host->ops->destroy(c->coll_host);
-    if (c->node_names) topo_free_names(c->node_names, c->num_node_names);
-    free(c->rank_node);
-    roll_board_destroy(c->board);
-    if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
-    if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
-    free(c);
-    atomic_store(&ctx_live, 0);
+    ctx_release(c);
     return s;
-}
-
-/* Everything the context holds, MPI left as it is: dt_finalize's work, and dt_abort_job's in a
- * world of 1, where nothing else could free it (MPI is finalized right after). */
-static void ctx_release(dt_ctx *c)
-{
-    if (c->coll) c->coll->ops->destroy(c->coll);
-    if (c->coll_host) c->coll_host->ops->destroy(c->coll_host);
-    trace_rec_free(ctx_trace(c));
-    topo_free_names(c->node_names, c->num_node_names);
-    free(c->rank_node);
-    roll_board_destroy(c->board);
-    if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
-    if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
-    free(c);
-    atomic_store(&ctx_live, 0);
 }
 
 void ctx_hold(const dt_ctx *c, ctx_held kind)
