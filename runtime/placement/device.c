@@ -2,6 +2,7 @@
  * device.c - device selection: CPU or a CUDA GPU from the local rank, see device.h.
  */
 #include "runtime/placement/device.h"
+#include "base/hash.h"
 #include "base/status.h"
 #include "kernels/device_info.h"
 
@@ -101,9 +102,8 @@ int device_gpus_assigned(const char *visible, const char *step_gpus, const char 
 unsigned long long device_list_key(const char *list)
 {
     if (!list) return 0; /* unset: every rank without a list is in one group */
-    /* FNV-1a, never 0 for a set list (so "" and unset differ). */
-    unsigned long long h = 1469598103934665603ULL;
-    for (const unsigned char *p = (const unsigned char *)list; *p; p++) h = (h ^ *p) * 1099511628211ULL;
+    /* dtrain's one hash (base/hash.h), never 0 for a set list (so "" and unset differ). */
+    const unsigned long long h = fnv1a_buffer(list, strlen(list));
     return h ? h : 1;
 }
 
