@@ -279,7 +279,7 @@ dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const f
     if (!d) return status_null_arg(fn, "d", "pass the dataset opened by dt_dataset_open or dt_synthetic_*");
     /* The loaders' threads read the figures while they make batches: changing them under a
      * loader would give batches of two normalizations, or read freed memory. */
-    const int loaders = __atomic_load_n(&d->loaders, __ATOMIC_RELAXED);
+    const int loaders = atomic_load_explicit(&d->loaders, memory_order_relaxed);
     if (loaders > 0)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "%s: %d loader(s) read this dataset: free them (dt_loader_free) first, or set the "
@@ -346,7 +346,7 @@ int dt_dataset_num_classes(const dt_dataset *d) { return d ? d->classes : 0; }
 const char *dt_dataset_format(const dt_dataset *d) { return d ? d->split->format : "?"; }
 const char *dt_dataset_source(const dt_dataset *d) { return d ? d->split->source : "?"; }
 int dt_dataset_uint8(const dt_dataset *d) { return d ? d->split->uint8_values : 0; }
-long dt_dataset_bad_samples(const dt_dataset *d) { return d ? __atomic_load_n(&d->bad, __ATOMIC_RELAXED) : 0; }
+long dt_dataset_bad_samples(const dt_dataset *d) { return d ? atomic_load_explicit(&d->bad, memory_order_relaxed) : 0; }
 
 void dt_dataset_shape(const dt_dataset *d, int *c, int *h, int *w)
 {

@@ -14,6 +14,7 @@
 #include "runtime/data/reader.h"
 #include "runtime/data/sampler.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,9 +32,9 @@ struct dt_dataset {
     float *mean, *std; /* per channel, for DT_NORMALIZE_STANDARD */
     float *mul, *add;  /* per channel: normalized = value * mul + add */
     int crop_pad, flip, skip_bad;
-    long bad;                 /* samples replaced (atomic) */
+    atomic_long bad;          /* samples replaced, by the loaders' threads */
     dt_synthetic_on synth_on; /* where loaders make synthetic batches */
-    int loaders;              /* loaders reading it now (atomic; loader.c): while any does, its
+    atomic_int loaders;       /* loaders reading it now (loader.c): while any does, its
                                  normalization must not change under their threads */
 };
 

@@ -220,7 +220,7 @@ void dt_loader_free(dt_loader *l)
     }
     free(l->syn_idx);
     free(l->slot);
-    if (l->d) __atomic_sub_fetch(&l->d->loaders, 1, __ATOMIC_RELAXED);
+    if (l->d) atomic_fetch_sub_explicit(&l->d->loaders, 1, memory_order_relaxed);
     free(l->scratch);
     if (l->sample_log) fclose(l->sample_log);
     pthread_cond_destroy(&l->cv_work);
@@ -329,7 +329,7 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
     const int cuda = ctx && dt_get_placement(ctx, &pl) == DT_OK && pl.device == DT_DEVICE_CUDA;
     l->mem_be = backend_cpu(); /* until the CUDA one is had: dt_loader_free needs one */
     l->d = d;
-    __atomic_add_fetch(&d->loaders, 1, __ATOMIC_RELAXED); /* until dt_loader_free */
+    atomic_fetch_add_explicit(&d->loaders, 1, memory_order_relaxed); /* until dt_loader_free */
     l->ctx = ctx;
     ctx_hold(ctx, CTX_HELD_LOADER); /* dt_finalize refuses while the loader lives */
     l->rank = rank, l->world = world, l->batch = batch;

@@ -31,7 +31,7 @@ static dt_status read_sample(dt_dataset *d, uint32_t k, float *x, int32_t *label
                                         i, (int)*label, d->classes - 1);
             return s;
         }
-        __atomic_add_fetch(&d->bad, 1, __ATOMIC_RELAXED);
+        atomic_fetch_add_explicit(&d->bad, 1, memory_order_relaxed);
     }
     return status_set_error(DT_ERR_CORRUPT, "%s: no sample could be decoded", d->split->source);
 }
