@@ -18,28 +18,31 @@
 /* fp32 holds every integer of magnitude up to 2^24 exactly, so a sum of zeros and one code is it. */
 #define CODE_LIMIT (1 << 24)
 
-/* Every rank's slot value, RANK_VERDICT_CHUNK ranks per allreduce: this rank puts mine into its
- * own slot of a zeroed array, the sum gives every rank every slot, and visit sees them in rank
- * order. */
-typedef void (*slot_visit)(int rank, float value, void *state);
-static dt_status share_slots(const dt_ctx *ctx, float mine, slot_visit visit, void *state)
+dt_status rank_share_slots(const dt_ctx *ctx, const float *mine, int k, rank_slot_visit visit, void *state)
 {
+    if (!ctx || !mine || !visit || k < 1 || k > RANK_SLOT_MAX)
+        return status_set_error(DT_ERR_INTERNAL,
+                                "rank_share_slots: no context, values or visitor, or %d values per "
+                                "rank (1 to %d)",
+                                k, RANK_SLOT_MAX);
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
     coll *c = ctx_host_coll(ctx);
-    float slot[RANK_VERDICT_CHUNK];
+    float slot[RANK_VERDICT_CHUNK * RANK_SLOT_MAX];
     for (int base = 0; base < world; base += RANK_VERDICT_CHUNK) {
         const int n = world - base < RANK_VERDICT_CHUNK ? world - base : RANK_VERDICT_CHUNK;
-        memset(slot, 0, sizeof slot);
-        if (rank >= base && rank < base + n) slot[rank - base] = mine;
-        const dt_status s = c->ops->allreduce(c, slot, (size_t)n, DT_F32, DT_SUM);
+        memset(slot, 0, (size_t)n * (size_t)k * sizeof *slot);
+        if (rank >= base && rank < base + n)
+            memcpy(slot + (size_t)(rank - base) * (size_t)k, mine, (size_t)k * sizeof *mine);
+        const dt_status s = c->ops->allreduce(c, slot, (size_t)n * (size_t)k, DT_F32, DT_SUM);
         if (s) return s;
-        for (int j = 0; j < n; j++) visit(base + j, slot[j], state);
+        for (int j = 0; j < n; j++) visit(base + j, slot + (size_t)j * (size_t)k, state);
     }
     return DT_OK;
 }
 
-static void verdict_visit(int rank, float value, void *state)
+static void verdict_visit(int rank, const float *slot, void *state)
 {
+    const float value = *slot;
     rank_verdict *v = state;
     if (value == 0) return;
     if (v->first_rank < 0) v->first_rank = rank, v->first_code = (int)value;
@@ -55,7 +58,8 @@ dt_status rank_verdict_share(const dt_ctx *ctx, int code, rank_verdict *out)
     *out = (rank_verdict){code ? dt_rank(ctx) : -1, code, code != 0};
     if (dt_world_size(ctx) <= 1) return DT_OK;
     rank_verdict v = {-1, 0, 0};
-    const dt_status s = share_slots(ctx, (float)code, verdict_visit, &v);
+    const float mine = (float)code;
+    const dt_status s = rank_share_slots(ctx, &mine, 1, verdict_visit, &v);
     if (s) return s;
     *out = v;
     return DT_OK;
@@ -121,11 +125,13 @@ typedef struct agreement {
     int differ;       /* how many ranks differ from rank 0 */
 } agreement;
 
-static void agree_visit(int rank, float value, void *state)
+static void agree_visit(int rank, const float *slot, void *state)
 {
+    const float value = *slot;
     agreement *a = state;
     if (value < 0) {
-        verdict_visit(rank, -value, &a->failed);
+        const float code = -value;
+        verdict_visit(rank, &code, &a->failed);
         return;
     }
     const int v = (int)value;
@@ -147,7 +153,8 @@ dt_status rank_agree_status(const dt_ctx *ctx, dt_status own, int value, const c
     status_kept why;
     if (own) status_keep(&why);
     agreement a = {{-1, 0, 0}, 0, -1, 0, 0};
-    const dt_status cs = share_slots(ctx, own ? -(float)own : (float)value, agree_visit, &a);
+    const float mine = own ? -(float)own : (float)value;
+    const dt_status cs = rank_share_slots(ctx, &mine, 1, agree_visit, &a);
     if (own) return status_restore(own, &why);
     if (cs) return cs;
     if (a.failed.first_rank >= 0) return peer_failure(&a.failed, fn, consequence);

@@ -21,6 +21,22 @@
 
 #define RANK_VERDICT_CHUNK 256
 
+/* The most floats one rank may share through rank_share_slots (a 64-bit hash and a 64-bit length
+ * in 16-bit digits: dt_check_replicas). */
+#define RANK_SLOT_MAX 8
+
+/* Sees one rank's k shared floats, in rank order (rank 0 first). */
+typedef void (*rank_slot_visit)(int rank, const float *values, void *state);
+
+/* Collective over ctx's ranks: every rank gives k (1 .. RANK_SLOT_MAX) floats, and visit sees every
+ * rank's, in rank order. Each rank's values go into its own slot of a zeroed fp32 array that is
+ * summed (so a value is exact when it is exact in fp32: integers below 2^24), RANK_VERDICT_CHUNK
+ * ranks per allreduce in a buffer on the stack. The one copy of that exchange: the verdicts below
+ * and dt_check_replicas' hashes use it. Returns DT_OK, the collective's own failure (DT_ERR_MPI,
+ * DT_ERR_TIMEOUT; visit may then have seen part of the ranks), or DT_ERR_INTERNAL for a k out of
+ * range or a NULL argument. */
+dt_status rank_share_slots(const dt_ctx *ctx, const float *mine, int k, rank_slot_visit visit, void *state);
+
 /* What the ranks reported. */
 typedef struct rank_verdict {
     int first_rank; /* the lowest rank whose code was not 0; -1 when every rank gave 0 */

@@ -16,6 +16,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A rank's slot: its buffer's 64-bit hash, then its length, in 16-bit digits. */
+enum { DIGITS = 4, SLOT = 2 * DIGITS };
+
+/* What the shared slots say, compared with rank 0's. */
+typedef struct replica_tally {
+    float h0[SLOT];   /* rank 0's slot */
+    int n, first;     /* ranks whose hash differs from rank 0's, and the lowest of them */
+    int nlen;         /* ranks whose length differs from rank 0's */
+    int first_len;    /* the lowest of them, */
+    uint64_t its_len; /* and its length */
+} replica_tally;
+
+static uint64_t slot_digits(const float *e)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < DIGITS; k++) v |= (uint64_t)e[k] << (16 * k);
+    return v;
+}
+
+static void tally_visit(int rank, const float *e, void *state)
+{
+    replica_tally *t = state;
+    if (rank == 0) {
+        memcpy(t->h0, e, sizeof t->h0);
+    } else if (memcmp(e + DIGITS, t->h0 + DIGITS, DIGITS * sizeof *e) != 0) {
+        if (t->first_len < 0) t->first_len = rank, t->its_len = slot_digits(e + DIGITS);
+        t->nlen++;
+    } else if (memcmp(e, t->h0, DIGITS * sizeof *e) != 0) {
+        if (t->first < 0) t->first = rank;
+        t->n++;
+    }
+}
+
 /* failed: this rank's failure reading its copy (a dt_status; DT_OK when read). Such a rank still
  * joins: the ranks' verdict comes first (rank_verdict_status), so every rank learns who failed
  * and returns the same code, instead of reading the gap as a difference; the hashes follow only
@@ -25,67 +58,39 @@ static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, dt_s
 {
     if (differ) *differ = 0;
     if (first_rank) *first_rank = -1;
-    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    const int world = dt_world_size(ctx);
     if (world == 1) return failed;
     const dt_status v =
         rank_verdict_status(ctx, failed, "dt_check_replicas", " (it could not read its copy), so nothing was compared");
     if (v) return v;
-    /* Every rank's hash and length reach every rank: four 16-bit digits of each per rank, exact in
-     * fp32, in its own rank's slot of a zeroed array, summed; CHUNK ranks per allreduce, in a
-     * buffer on the stack, so that no rank can fail to allocate it and skip a collective its peers
-     * enter (that would hang them). The lengths come first: buffers of other sizes are a caller's
+    /* Every rank's hash and length reach every rank, as four 16-bit digits each (exact in fp32),
+     * through rank_share_slots. The lengths come first: buffers of other sizes are a caller's
      * mistake, not replicas that drifted. */
-    enum { DIGITS = 4, SLOT = 2 * DIGITS, CHUNK = RANK_VERDICT_CHUNK };
-    float d[CHUNK * SLOT], h0[SLOT] = {0};
     const uint64_t h = fnv1a_buffer(buf, bytes);
-    int n = 0, first = -1, nlen = 0, first_len = -1;
-    uint64_t its_len = 0;
-    for (int base = 0; base < world; base += CHUNK) {
-        const int m = world - base < CHUNK ? world - base : CHUNK;
-        memset(d, 0, sizeof d);
-        if (rank >= base && rank < base + m) {
-            float *mine = d + (size_t)(rank - base) * SLOT;
-            for (int k = 0; k < DIGITS; k++) {
-                mine[k] = (float)((h >> (16 * k)) & 0xffffu);
-                mine[DIGITS + k] = (float)(((uint64_t)bytes >> (16 * k)) & 0xffffu);
-            }
-        }
-        dt_status s = dt_allreduce(ctx, d, (size_t)m * SLOT, DT_F32, DT_SUM);
-        if (s) return s;
-        if (base == 0) memcpy(h0, d, sizeof h0); /* rank 0's */
-        for (int j = 0; j < m; j++) {
-            const float *e = d + (size_t)j * SLOT;
-            if (base + j == 0) continue;
-            if (memcmp(e + DIGITS, h0 + DIGITS, DIGITS * sizeof *e) != 0) {
-                if (first_len < 0) {
-                    first_len = base + j;
-                    for (int k = 0; k < DIGITS; k++) its_len |= (uint64_t)e[DIGITS + k] << (16 * k);
-                }
-                nlen++;
-            } else if (memcmp(e, h0, DIGITS * sizeof *e) != 0) {
-                if (first < 0) first = base + j;
-                n++;
-            }
-        }
+    float mine[SLOT];
+    for (int k = 0; k < DIGITS; k++) {
+        mine[k] = (float)((h >> (16 * k)) & 0xffffu);
+        mine[DIGITS + k] = (float)(((uint64_t)bytes >> (16 * k)) & 0xffffu);
     }
-    if (nlen) {
-        uint64_t len0 = 0;
-        for (int k = 0; k < DIGITS; k++) len0 |= (uint64_t)h0[DIGITS + k] << (16 * k);
+    replica_tally t = {.first = -1, .first_len = -1};
+    const dt_status s = rank_share_slots(ctx, mine, SLOT, tally_visit, &t);
+    if (s) return s;
+    if (t.nlen)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "dt_check_replicas: rank %d gave %llu bytes where rank 0 gave %llu%s: every rank must "
                                 "pass its copy of the same buffer, the same length on every rank, so nothing was "
                                 "compared",
-                                first_len, (unsigned long long)its_len, (unsigned long long)len0,
-                                nlen > 1 ? " (and other ranks differ too)" : "");
-    }
-    if (differ) *differ = n;
-    if (first_rank) *first_rank = first;
-    if (n)
+                                t.first_len, (unsigned long long)t.its_len,
+                                (unsigned long long)slot_digits(t.h0 + DIGITS),
+                                t.nlen > 1 ? " (and other ranks differ too)" : "");
+    if (differ) *differ = t.n;
+    if (first_rank) *first_rank = t.first;
+    if (t.n)
         return status_set_error(DT_ERR_NUMERIC,
                                 "the replicas differ: %d of the %d ranks hold other values than rank 0 "
                                 "(the first is rank %d); every rank must apply the same reduced gradients (call "
                                 "dt_model_sync_grads, or dt_allreduce the gradients, before each optimizer step)",
-                                n, world, first);
+                                t.n, world, t.first);
     return DT_OK;
 }
 
