@@ -89,10 +89,16 @@ dt_status rank_verdict_status(const dt_ctx *ctx, dt_status own, const char *fn, 
 /* The part of a failing rank's message that travels to the others. */
 #define PEER_MSG 1024
 
-dt_status rank_verdict_comm_status(MPI_Comm comm, dt_status own, const char *fn, const char *consequence)
+dt_status rank_verdict_comm_status(MPI_Comm comm, dt_status own, const char *fn, const char *consequence, int *shared)
 {
-    int rank = 0, size = 1;
-    if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS || MPI_Comm_size(comm, &size) != MPI_SUCCESS || size <= 1) return own;
+    int rank = 0, size = 1, ignored;
+    if (!shared) shared = &ignored;
+    *shared = 0;
+    if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS || MPI_Comm_size(comm, &size) != MPI_SUCCESS) return own;
+    if (size <= 1) {
+        *shared = 1;
+        return own;
+    }
     status_kept why;
     if (own) status_keep(&why);
     /* The lowest failing rank and its code in one MINLOC (ranks are distinct, so its index is the
@@ -106,6 +112,7 @@ dt_status rank_verdict_comm_status(MPI_Comm comm, dt_status own, const char *fn,
         if (rank == first[0]) snprintf(msg, sizeof msg, "%.*s", (int)sizeof msg - 1, why.msg);
         ok = MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first[0], comm) == MPI_SUCCESS;
     }
+    *shared = ok;
     if (own) return status_restore(own, &why);
     if (!ok) return status_set_error(DT_ERR_MPI, "%s: telling every rank each rank's outcome over MPI failed", fn);
     if (first[0] == INT_MAX) return DT_OK;

@@ -65,8 +65,10 @@ dt_status rank_verdict_status(const dt_ctx *ctx, dt_status own, const char *fn, 
  * sent to all, and another rank's failure reads "<fn> failed on rank R (<its status>)[ and on other
  * ranks]<consequence>; rank R says: <its message>". Plain MPI calls (no watchdog: every rank has
  * just come out of MPI_Init); a failed exchange returns own, or DT_ERR_MPI on a rank that had no
- * failure of its own. Collective over comm; in a world of one it returns own at once. */
-dt_status rank_verdict_comm_status(MPI_Comm comm, dt_status own, const char *fn, const char *consequence);
+ * failure of its own. *shared (may be NULL) is 1 when the exchange completed, so every rank
+ * returns a failure or every rank DT_OK, else 0. Collective over comm; in a world of one it
+ * returns own at once (*shared 1). */
+dt_status rank_verdict_comm_status(MPI_Comm comm, dt_status own, const char *fn, const char *consequence, int *shared);
 
 /* Writes value as a setting's text ("fp16", "4") into buf (n bytes), for rank_agree_status. */
 typedef void (*rank_value_text)(int value, char *buf, size_t n);

@@ -199,7 +199,9 @@ typedef struct dt_ctx dt_ctx;
  * MPI_Init (a malformed launcher variable, its GPU) under a launcher with a PMI server (mpirun, srun
  * --mpi=pmix) still initializes MPI, and every rank then fails together: that rank with its own
  * error, the others with its status and "dt_init failed on rank R (...); rank R says: <its
- * message>", so none waits for it in MPI_Init. cfg NULL means defaults plus
+ * message>", so none waits for it in MPI_Init; MPI is then finalized again when dt_init initialized
+ * it, so every process may exit with its own message (dt_abort_job returns at once). cfg NULL means
+ * defaults plus
  * the environment. A cfg with a field out of its range (timeout_s not 0 or 1 to 1e7, an enum
  * outside its values, blas_threads outside 0 to 4096, a flag not 0 or 1) fails with
  * DT_ERR_INVALID_ARG naming the field, before MPI starts. One context per process: while one

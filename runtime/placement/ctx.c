@@ -233,7 +233,18 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     /* Every rank's outcome before MPI, to every rank: one refused alone stops all of them now,
      * each naming it, rather than leaving them to wait for it. */
     if (held) status_restore(held, &held_why);
-    if ((s = rank_verdict_comm_status(c->world, held, "dt_init", " before MPI_Init, so no rank goes on"))) goto fail;
+    int shared = 0;
+    if ((s = rank_verdict_comm_status(c->world, held, "dt_init", " before MPI_Init, so no rank goes on", &shared))) {
+        /* Every rank fails here together and knows it: MPI ends as it began, so that each process
+         * exits with its own message instead of the first one's MPI_Abort cutting the others off. */
+        if (shared && c->we_initialized_mpi) {
+            if (env_read) topo_env_free(&env);
+            ctx_release(c);
+            MPI_Finalize();
+            return s;
+        }
+        goto fail;
+    }
     MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
     topo_mpi m;
     if ((s = topo_query_mpi(c->world, &m, &c->local, &c->node_names))) goto fail;

@@ -48,7 +48,7 @@ srun_env="r=\$OMPI_COMM_WORLD_RANK; unset \${!OMPI_COMM_WORLD_*}; export SLURM_S
 SLURM_NODEID=0 SLURM_STEP_NODELIST=$(hostname) SLURM_NODELIST=$(hostname) SLURM_STEP_TASKS_PER_NODE=2 \
 SLURM_MPI_TYPE=pmix SLURM_PROCID=\$r SLURM_LOCALID=\$r"
 start=$(date +%s)
-timeout 120 "$MPIRUN" -np 2 bash -c "$srun_env; [ \$r = 1 ] && export SLURM_LOCALID=x; \
+timeout 120 "$MPIRUN" -np 2 bash -o pipefail -c "$srun_env; [ \$r = 1 ] && export SLURM_LOCALID=x; \
 exec $DTRAIN env 2>&1 | sed \"s/^/task \$r: /\"" >"$tmp/held" 2>&1
 rc=$? took=$(($(date +%s) - start))
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -lt 60 ] &&
