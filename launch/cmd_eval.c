@@ -5,10 +5,15 @@
  *
  * The model is the one the checkpoint was trained as (--model and --input as for training; the
  * checkpoint's fingerprint refuses another), its weights the newest sound checkpoint's, and the
- * normalization the one training used, from the checkpoint's data block.
+ * normalization the one training used, from the checkpoint's data block. On the train split, the
+ * checkpoint's run record (train_record.h) says which samples training kept aside: --holdout must
+ * name exactly those (check_record).
  */
 #include "launch/cli.h"
+#include "launch/train_record.h"
+#include "runtime/checkpoint/ckpt_extra.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
+#include "runtime/data/dataset.h"
 #include "base/path.h"
 
 #include <getopt.h>
@@ -214,6 +219,49 @@ static dt_status csv_try(dt_ctx *ctx, const eval_opts *e, char *why, size_t len)
     return s;
 }
 
+/* What the checkpoint's run record says of the samples eval reads from the train split: --holdout
+ * must set aside exactly what training kept aside (train_record_check_holdout), else trained
+ * samples would count as held out; without --holdout, --split train on a run that kept some aside
+ * evaluates samples it never saw beside those it trained on, said in a note. A checkpoint without a
+ * record (older, or the library's dt_checkpoint_save) cannot tell: said in one line. The test
+ * split is not the record's business. Collective (rank 0 reads the record, every rank gets it). */
+static dt_status check_record(dt_ctx *ctx, const eval_opts *e, const dt_dataset *d, long step)
+{
+    if (e->holdout <= 0 && strcmp(e->split, "train")) return DT_OK;
+    train_record saved;
+    size_t found = 0;
+    const dt_status s = ckpt_read_extra(ctx, e->ckpt_dir, step, TRAIN_RECORD_SECTION, &saved, sizeof saved, &found);
+    if (s == DT_ERR_MPI || s == DT_ERR_TIMEOUT) return s;
+    char why[512] = "";
+    if (s)
+        snprintf(why, sizeof why, "has a run record that cannot be read (%s)", dt_last_error());
+    else if (!found)
+        snprintf(why, sizeof why,
+                 "keeps no run record (written before dtrain kept one, or by the library's dt_checkpoint_save)");
+    else if (found != sizeof saved || saved.version != TRAIN_RECORD_VERSION)
+        snprintf(why, sizeof why, "has a run record this dtrain does not read (%zu bytes, version %u)", found,
+                 found == sizeof saved ? saved.version : 0u);
+    if (why[0]) {
+        if (e->holdout > 0 && dt_rank(ctx) == 0)
+            fprintf(stderr,
+                    "dtrain: warning: the checkpoint of step %ld in %s %s: whether --holdout %s sets aside the "
+                    "samples training kept aside cannot be checked\n",
+                    step, e->ckpt_dir, why, e->holdout_arg);
+        return DT_OK;
+    }
+    if (saved.synthetic) return DT_OK; /* trained on dtrain's synthetic data: none of these samples */
+    const size_t n = dataset_split_size(d);
+    if (e->holdout > 0) return train_record_check_holdout(&saved, e->holdout_arg, n, dt_dataset_size(d));
+    if (saved.samples > 0 && saved.samples < n && dt_rank(ctx) == 0) {
+        char f[32];
+        train_record_holdout_for(n - (size_t)saved.samples, n, f, sizeof f);
+        printf("note: the checkpoint's run kept %zu of the train split's %zu samples aside (--holdout %s) and never "
+               "trained on them: these figures mix them with the trained ones; --holdout %s evaluates them alone\n",
+               n - (size_t)saved.samples, n, f, f);
+    }
+    return DT_OK;
+}
+
 int cmd_eval(int argc, char **argv)
 {
     eval_opts e = {.model = "mlp", .split = "test", .batch = 256, .loader_threads = -1};
@@ -265,6 +313,7 @@ int cmd_eval(int argc, char **argv)
         cli_error("no loadable checkpoint in %s: train with --checkpoint-dir %s first", e.ckpt_dir, e.ckpt_dir);
         goto fail_quiet;
     }
+    if ((s = check_record(ctx, &e, d, step))) goto fail;
     if (cd.present && cd.normalize >= 0) {
         if ((s = dt_dataset_set_normalization(d, (dt_normalize)cd.normalize, cd.mean, cd.std))) goto fail;
     } else if (dt_rank(ctx) == 0) {

@@ -103,7 +103,8 @@ static const char eval[] = "usage: dtrain eval --checkpoint-dir DIR --data PATH 
                            "normalization training used (kept in the checkpoint).\n"
                            "\n"
                            "  --model M --input CxHxW   as for training (the checkpoint refuses another)\n"
-                           "  --split test|train (test)  --holdout F   the share training kept aside\n"
+                           "  --split test|train (test)  --holdout F   the share training kept aside;\n"
+                           "     another F is refused (the checkpoint's run record names the one to use)\n"
                            "  --data-format F  --cifar100-labels fine|coarse   as for dtrain train\n"
                            "  --batch N (256)  --loader-threads N|auto (auto)\n"
                            "  --confusion-csv FILE      the matrix as CSV (printed up to 20 classes)\n";

@@ -7,7 +7,9 @@
 #include "base/log.h"
 #include "base/status.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 _Static_assert(sizeof(train_record) == 64, "the run record's layout is the file's: 64 bytes, no padding");
@@ -111,4 +113,48 @@ dt_status train_record_check(const train_record *saved, const train_record *now,
                  was, saved->world, saved->world == 1 ? "" : "s", saved->batch, saved->accum, is, now->world,
                  now->batch, now->accum);
     return DT_OK;
+}
+
+void train_record_holdout_for(size_t kept, size_t n, char *buf, size_t len)
+{
+    /* The flag is read as a float (cli_float), so the candidate is rounded as the flag would be. */
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(buf, len, "%.*g", digits, (double)kept / (double)n);
+        const double f = (float)strtod(buf, NULL);
+        if (f > 0 && f < 1 && (size_t)llround(f * (double)n) == kept) return;
+    }
+}
+
+dt_status train_record_check_holdout(const train_record *saved, const char *arg, size_t n, size_t aside)
+{
+    const unsigned long long trained = (unsigned long long)saved->samples;
+    if (trained == (unsigned long long)(n - aside)) return DT_OK;
+    char head[256];
+    snprintf(head, sizeof head,
+             "--holdout %s sets %zu of the train split's %zu samples aside and leaves %zu, but the checkpoint's run "
+             "trained on %llu",
+             arg, aside, n, n - aside, trained);
+    if (trained == (unsigned long long)n)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: it had no --holdout, so every sample evaluated here was trained on. Evaluate "
+                                "without --holdout: the test split (the default), or --data with samples training "
+                                "never read",
+                                head);
+    if (trained == 0 || trained > (unsigned long long)n)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s, which no part of this train split holds: it read other data, so which of these "
+                                "samples it kept aside cannot be told. Give the --data training read, or evaluate "
+                                "without --holdout",
+                                head);
+    const size_t kept = n - (size_t)trained;
+    char f[32], why[160];
+    train_record_holdout_for(kept, n, f, sizeof f);
+    if (aside > kept)
+        snprintf(why, sizeof why, "%zu of the %zu samples evaluated here were trained on", aside - kept, aside);
+    else
+        snprintf(why, sizeof why, "%zu more held-out samples would go unevaluated", kept - aside);
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "%s: training kept %zu of %zu samples aside (--holdout %s), and %s. Evaluate with "
+                            "--holdout %s, the fraction training used",
+                            head, kept, n, f, why, f);
 }

@@ -42,4 +42,16 @@ void train_record_make(const train_opts *t, int world, const dt_dataset *train, 
  * is said and not compared. The same verdict on every rank (every rank holds the same records). */
 dt_status train_record_check(const train_record *saved, const train_record *now, long step, long epoch, long offset);
 
+/* At `dtrain eval --holdout F` (arg: F as given) on a train split of n samples, of which the
+ * holdout sets `aside` apart: DT_OK when the checkpoint's run (saved, a record of this version from
+ * a run on files) trained on exactly the other n - aside, so that the samples evaluated are the
+ * ones it kept aside. The held-out part depends on F and n alone (a fixed stream, not --seed or
+ * --shuffle: runtime/data/dataset.c), so the run's training-set size decides. DT_ERR_INVALID_ARG
+ * naming both counts, what training kept aside, the --holdout that gives it, and the fix. */
+dt_status train_record_check_holdout(const train_record *saved, const char *arg, size_t n, size_t aside);
+
+/* The shortest --holdout F that sets `kept` of n samples aside (as the holdout rounds F x n), into
+ * buf (len bytes): what the run that kept them must have been given. 0 < kept < n. */
+void train_record_holdout_for(size_t kept, size_t n, char *buf, size_t len);
+
 #endif

@@ -342,6 +342,7 @@ int dataset_synth_spec(const dt_dataset *d, synth_spec *out, char *why, size_t n
  * dt_reducer_num_buckets does, so that printing the figures of a dataset that failed to open
  * cannot crash. */
 size_t dt_dataset_size(const dt_dataset *d) { return d ? d->n : 0; }
+size_t dataset_split_size(const dt_dataset *d) { return d ? d->split->count : 0; }
 int dt_dataset_num_classes(const dt_dataset *d) { return d ? d->classes : 0; }
 const char *dt_dataset_format(const dt_dataset *d) { return d ? d->split->format : "?"; }
 const char *dt_dataset_source(const dt_dataset *d) { return d ? d->split->source : "?"; }

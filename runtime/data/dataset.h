@@ -38,6 +38,10 @@ struct dt_dataset {
                                  normalization must not change under their threads */
 };
 
+/* The split's samples before the holdout's view (dt_dataset_size counts those of the view): what
+ * `dtrain eval --holdout` compares with the size of the set training kept. 0 for a NULL d. */
+size_t dataset_split_size(const dt_dataset *d);
+
 /* 1 when d's training batches can be made by a backend's synth_batch (synthetic data without
  * augmentation): *out = the generator with d's normalization (host memory, owned by d). 0 with
  * why (n bytes) saying what keeps them on the host. */

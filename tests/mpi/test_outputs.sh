@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The files a run writes at its end (--dump-params, --trace) and the tools' output files (dtrain
 # plot's PNG, dtrain eval's --confusion-csv): a bad path is refused before any work, and no output
-# destroys an input or another output. Also eval's --split/--holdout refusal.
+# destroys an input or another output. Also eval's --split/--holdout refusal, and its --holdout
+# checked against the checkpoint's run record.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1
 MPIRUN=$2
@@ -127,10 +128,41 @@ else
 fi
 
 # dtrain eval --holdout evaluates a part of the train split: with --split test it is refused, in
-# either order, rather than evaluating another split than asked for; --split train agrees with it.
+# either order, rather than evaluating another split than asked for.
 expect 2 "--split test and --holdout 0.1 cannot go together" "$DTRAIN" $ev --split test --holdout 0.1
 expect 2 "--split test and --holdout 0.1 cannot go together" "$DTRAIN" $ev --holdout 0.1 --split test
-expect 0 "the --holdout part of the train split" "$DTRAIN" $ev --split train --holdout 0.1
+# The checkpoint's run record holds its training-set size, so eval knows the share training kept
+# aside: eck's run kept none (all 400 samples trained on), so any --holdout is refused.
+expect 2 "--holdout 0.1 sets 40 of the train split's 400 samples aside and leaves 360, but the checkpoint's run trained on 400: it had no --holdout" \
+    "$DTRAIN" $ev --split train --holdout 0.1
+# A run that kept 49 of 400 aside (--holdout 0.1234): another fraction is refused naming both
+# counts and the shortest fraction that keeps 49, which is then accepted.
+"$DTRAIN" train --data idx --holdout 0.1234 --steps 3 --batch 16 --loader-threads 0 --checkpoint-dir eckh >train.out 2>&1 ||
+    { bad "the --holdout run to evaluate failed"; cat train.out; }
+evh="eval --data idx --checkpoint-dir eckh --loader-threads 0"
+expect 2 "--holdout 0.2 sets 80 of the train split's 400 samples aside and leaves 320, but the checkpoint's run trained on 351: training kept 49 of 400 samples aside (--holdout 0.122), and 31 of the 80 samples evaluated here were trained on. Evaluate with --holdout 0.122" \
+    "$DTRAIN" $evh --holdout 0.2
+expect 2 "training kept 49 of 400 samples aside (--holdout 0.122), and 9 more held-out samples would go unevaluated" \
+    "$DTRAIN" $evh --holdout 0.1
+expect 0 "accuracy" "$DTRAIN" $evh --holdout 0.122
+grep -q "(.* of 49 correct)" "$tmp/out" && ok "--holdout 0.122 evaluates the 49 samples training kept aside" ||
+    bad "--holdout 0.122 did not evaluate 49 samples"
+# Without --holdout, the whole train split mixes both: a note says so and names the --holdout.
+expect 0 "note: the checkpoint's run kept 49 of the train split's 400 samples aside (--holdout 0.122) and never trained on them" \
+    "$DTRAIN" $evh --split train
+# A record that cannot be read (its CRC fails) leaves --holdout unchecked, said in one line.
+cp -r eckh eckd
+python3 - eckd/ckpt-0000000003.dtc <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+i = b.find(struct.pack('<IIQQ', 1, 1, 1, 351))  # version, shuffle, seed, samples
+assert i >= 0, 'no run record'
+b[i + 16] ^= 1
+open(sys.argv[1], 'wb').write(b)
+PY
+expect 0 "has a run record that cannot be read" "$DTRAIN" eval --data idx --checkpoint-dir eckd --loader-threads 0 --holdout 0.2
+grep -qF "whether --holdout 0.2 sets aside the samples training kept aside cannot be checked" "$tmp/out" &&
+    ok "an unreadable record: --holdout unchecked, said" || bad "no 'cannot be checked' line"
 
 # A device is written in place (a rename would put a regular file in its place) and a link to a
 # file replaces the file and stays a link. The device is a null device node of our own (mknod, as
