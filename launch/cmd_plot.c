@@ -212,7 +212,10 @@ int cmd_plot(int argc, char **argv)
         cli_error("plot: gnuplot is not on PATH: install it (Debian/Ubuntu: apt-get install gnuplot-nox)");
         goto done;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid());
+    if (gnuplot_temp_path(tmp, sizeof tmp, out) != 0) {
+        cli_error("plot: -o '%.200s...' is too long a name", out);
+        goto done;
+    }
     FILE *f = open_memstream(&script, &len);
     if (!f) {
         cli_error("plot: out of memory");

@@ -45,6 +45,12 @@ void gnuplot_quoted(FILE *f, const char *s)
     fputc('\'', f);
 }
 
+int gnuplot_temp_path(char *buf, size_t n, const char *out)
+{
+    const int w = snprintf(buf, n, "%s%s.tmp-%ld", out[0] == '/' ? "" : "./", out, (long)getpid());
+    return w >= 0 && (size_t)w < n ? 0 : -1;
+}
+
 /* Runs gnuplot (exe) on script. Returns 0, or -1 after printing why. */
 int gnuplot_run(const char *who, const char *exe, const char *script, size_t len)
 {
@@ -110,6 +116,31 @@ int gnuplot_is_png(const char *path)
 int gnuplot_output_check(const char *who, const char *flag, const char *out, const char *const *inputs, int n,
                          const char *hint)
 {
+    /* The script hands gnuplot the PNG's temporary name, in which gnuplot_quoted must show a control
+     * character as '?': gnuplot would draw a file of another name, which dtrain could neither
+     * check nor remove. The path is shown with the character escaped, as the shell would write it. */
+    for (const char *p = out; *p; p++) {
+        const unsigned char c = (unsigned char)*p;
+        if (c >= 0x20 && c != 0x7f) continue;
+        char shown[600];
+        size_t k = 0;
+        for (const char *q = out; *q && k + 5 < sizeof shown; q++) {
+            const unsigned char d = (unsigned char)*q;
+            if (d == '\n')
+                k += (size_t)snprintf(shown + k, sizeof shown - k, "\\n");
+            else if (d == '\t')
+                k += (size_t)snprintf(shown + k, sizeof shown - k, "\\t");
+            else if (d < 0x20 || d == 0x7f)
+                k += (size_t)snprintf(shown + k, sizeof shown - k, "\\x%02x", d);
+            else
+                shown[k++] = (char)d;
+        }
+        shown[k] = 0;
+        cli_error("%s: %s '%s' holds a control character (byte %zu): gnuplot cannot write a file of that name; "
+                  "give a path without one%s",
+                  who, flag, shown, (size_t)(p - out) + 1, hint ? hint : "");
+        return EXIT_USAGE;
+    }
     for (int i = 0; i < n; i++)
         if (inputs[i] && cli_same_file(inputs[i], out)) {
             cli_error("%s: the PNG %s is the input %s itself: writing it would destroy that file; give another %s "

@@ -92,7 +92,7 @@ int mp_png(const char *path, void (*script_of)(FILE *f, const char *tmp, const v
         cli_error("model-perf: gnuplot is not on PATH: install it (Debian/Ubuntu: apt-get install gnuplot-nox)");
         return -1;
     }
-    if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+    if (gnuplot_temp_path(tmp, sizeof tmp, path) != 0) {
         cli_error("model-perf: --plot '%.200s...' is too long a name", path);
         return -1;
     }

@@ -73,6 +73,24 @@ else
     bad "fake gnuplot: exit $rc, stdout: $(od -c plot.stdout | head -2)"; sed 's/^/    /' plot.stderr
 fi
 
+# gnuplot's strings cannot carry a control character: an -o (or a PNG named after the metrics
+# file) holding one is refused before gnuplot runs, naming the byte, and nothing is left behind.
+mkdir -p ctl
+cp keep.jsonl "ctl/$(printf 'a\tb.jsonl')"
+expect 2 "-o 'ctl/nl\\nname.png' holds a control character (byte 7)" "$DTRAIN" plot keep.jsonl -o "ctl/$(printf 'nl\nname.png')"
+expect 2 "the PNG 'ctl/a\\tb.png' holds a control character (byte 6)" "$DTRAIN" plot "ctl/$(printf 'a\tb.jsonl')"
+[ "$(ls ctl | wc -l)" -eq 1 ] && ok "no file left beside the metrics after the refusals" || bad "left in ctl: $(ls ctl | od -c)"
+# An -o starting with '|' is a file of that name, never gnuplot's pipe to a command (which would
+# run the rest as a shell command); needs gnuplot.
+if command -v gnuplot >/dev/null; then
+    mkdir -p pipe && cp keep.jsonl pipe/m.jsonl
+    (cd pipe && "$DTRAIN" plot m.jsonl -o '|touch ran' >../plot.out 2>&1)
+    [ -f 'pipe/|touch ran' ] && [ "$(ls pipe | wc -l)" -eq 2 ] && ok "plot -o '|touch ran': a file of that name, no command" ||
+        { bad "plot -o '|touch ran': files $(ls pipe | tr '\n' ' ')"; cat plot.out; }
+else
+    echo "skip: no gnuplot: the -o '|...' check did not run"
+fi
+
 # dtrain eval --confusion-csv: a checkpoint of a short run on a small IDX set to evaluate.
 python3 "$here/make_idx.py" idx 400 100 10 60
 "$DTRAIN" train --data idx --steps 3 --batch 16 --loader-threads 0 --checkpoint-dir eck >train.out 2>&1 ||
