@@ -23,6 +23,7 @@
  */
 #include "launch/cli.h"
 #include "launch/oom_report.h"
+#include "runtime/model/model.h"
 #include "base/clock.h"
 #include "base/status.h"
 
@@ -409,10 +410,13 @@ int cmd_bench_step(int argc, char **argv)
     if (rank == 0) {
         char clip[64] = "";
         if (o.clip > 0) snprintf(clip, sizeof clip, ", clipping at norm %g", (double)o.clip);
-        printf("# dtrain bench step: model %s, %d rank%s x batch %d, %d timed step%s after %d, %s%s, "
+        /* The input shape too, so that model-perf --profile needs no --input for a model that is
+         * not a preset. */
+        const char *in = o.input ? o.input : model_preset_input(o.model);
+        printf("# dtrain bench step: model %s%s%s, %d rank%s x batch %d, %d timed step%s after %d, %s%s, "
                "device %s%s%s, %d loader thread%s%s%s%s\n",
-               o.model, world, cli_s(world), o.batch, o.steps, cli_s(o.steps), o.warmup,
-               o.optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", clip,
+               o.model, in ? ", input " : "", in ? in : "", world, cli_s(world), o.batch, o.steps, cli_s(o.steps),
+               o.warmup, o.optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", clip,
                pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
                pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads, cli_s(o.loader_threads),
                pl.device == DT_DEVICE_CUDA ? " for the rows whose batches the host makes" : "",

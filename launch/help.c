@@ -130,7 +130,7 @@ static const char model_perf[] = "usage: dtrain model-perf (--profile F[:MS] | -
                                  "  --spec SPEC           a model of the grammar: fc and conv FLOPs x --batch B\n"
                                  "                        (32) / --tflops R (100) a layer\n"
                                  "  --input SHAPE  --name N   for the models after them: the input of a --spec or\n"
-                                 "                        non-preset --profile; the next model's label\n"
+                                 "                        an older --profile's non-preset model; the next's label\n"
                                  "  --allreduce FILE      a ring fitted to dtrain bench allreduce output: the link\n"
                                  "                        at both levels (the flags below override it)\n"
                                  "  --alpha-us A  --busbw-gbs B    within a node (1 us, 370 GB/s: NVLink, H200)\n"

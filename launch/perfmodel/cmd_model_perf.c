@@ -371,6 +371,9 @@ int cmd_model_perf(int argc, char **argv)
     dt_config cfg; /* the common flags are taken and ignored: the model runs nothing on the job */
     const cli_extra extra = {mp_options, mp_flag, &o, NULL};
     if (cli_parse(argc, argv, "model-perf", &cfg, &extra)) return EXIT_USAGE;
+    /* --input is sticky: the last one given holds at the end, so a model without one saw it only later. */
+    for (int i = 0; i < o.nmodels; i++)
+        if (!o.model_flops[i].input) o.model_flops[i].late_input = o.flops.input;
     if (o.ncurve && o.plot && gnuplot_output_check("model-perf", "--plot", o.plot, NULL, 0, "")) return EXIT_USAGE;
     if (o.ncurve) return mp_curve_run(&o);
     if (o.curve_flag) {

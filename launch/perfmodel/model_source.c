@@ -87,8 +87,24 @@ dt_status mp_model_from_times(const char *spec_text, const char *input, const do
     return DT_OK;
 }
 
-static dt_status from_profile(const char *arg, const char *input, mp_model *m)
+/* The refusal of a model that needs --input and was given none before it: --input applies to the
+ * models after it, so one given later on the line is named as too late. */
+static dt_status needs_input(const char *what, const char *late)
 {
+    if (late)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s needs its input shape, and --input %s came after it on the line: --input "
+                                "applies to the models after it; put --input %s before the model",
+                                what, late, late);
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "%s needs its input shape: --input applies to the models after it; put --input N|CxHxW "
+                            "(784, 3x224x224) before the model",
+                            what);
+}
+
+static dt_status from_profile(const char *arg, const mp_flops *fl, mp_model *m)
+{
+    const char *input = fl->input;
     char path[1024];
     double ms;
     split_ms(arg, path, sizeof path, &ms);
@@ -100,9 +116,12 @@ static dt_status from_profile(const char *arg, const char *input, mp_model *m)
     if (!s) s = pm_read_step_profile(text, p);
     free(text);
     const char *in = !s && !input ? model_preset_input(p->model) : input;
-    if (!s && !in)
-        s = status_set_error(DT_ERR_INVALID_ARG, "model '%s' is not a preset: give its input shape with --input",
-                             p->model);
+    if (!s && !in && p->input[0]) in = p->input; /* the shape bench step recorded */
+    char what[320];
+    if (!s && !in) {
+        snprintf(what, sizeof what, "model '%s', which is not a preset,", p->model);
+        s = needs_input(what, fl->late_input);
+    }
     /* The measured step beside the prediction includes the wait for the batch (bench step's data
      * column), so the compute does too, before backward: the profile's data phase, or for a
      * profile printed before bench step recorded one, the row's data ms. */
@@ -164,8 +183,11 @@ static double layer_flops(const layer *l)
 
 static dt_status from_spec(const char *spec_text, const mp_flops *fl, mp_model *m)
 {
-    if (!fl->input)
-        return status_set_error(DT_ERR_INVALID_ARG, "--spec '%s' needs --input SHAPE (784, 3x224x224)", spec_text);
+    if (!fl->input) {
+        char what[320];
+        snprintf(what, sizeof what, "--spec '%.280s'", spec_text);
+        return needs_input(what, fl->late_input);
+    }
     model_spec spec;
     dt_status s = model_spec_parse(spec_text, fl->input, &spec);
     if (s) return status_set_error(s, "--spec '%s' with input '%s': %s", spec_text, fl->input, dt_last_error());
@@ -194,7 +216,7 @@ dt_status mp_model_load(const char *arg, mp_source kind, const mp_flops *fl, mp_
     memset(m, 0, sizeof *m);
     if (kind == MP_SYNTHETIC) return from_synthetic(arg, m);
     if (kind == MP_SPEC) return from_spec(arg, fl, m);
-    return from_profile(arg, fl->input, m);
+    return from_profile(arg, fl, m);
 }
 
 pm_model mp_model_view(const mp_model *m, size_t elem_bytes, size_t wire_bytes)

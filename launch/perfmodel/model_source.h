@@ -22,9 +22,11 @@ typedef struct mp_model {
 typedef enum { MP_PROFILE, MP_SYNTHETIC, MP_SPEC } mp_source;
 
 /* What a model from the grammar (MP_SPEC) computes at: input shape (also the shape of a --profile
- * model that is not a preset), batch per rank, sustained TFLOP/s; name: the label (NULL: the spec). */
+ * model that is not a preset), batch per rank, sustained TFLOP/s; name: the label (NULL: the spec).
+ * late_input: an --input given only after the model on the line (which applies to the models after
+ * it), for the message that asks for one. */
 typedef struct mp_flops {
-    const char *input, *name;
+    const char *input, *name, *late_input;
     int batch;
     double tflops;
 } mp_flops;

@@ -70,6 +70,14 @@ dt_status pm_read_step_profile(const char *text, pm_profile *out)
                                         lineno, line);
             memcpy(out->model, m, (size_t)(e - m));
             out->model[e - m] = 0;
+            /* "model M, input S": the input shape, which headers before it was recorded lack. A model
+             * holds no ", " (its layer list is commas alone). */
+            char *in = strstr(out->model, ", input ");
+            out->input[0] = 0;
+            if (in) {
+                snprintf(out->input, sizeof out->input, "%s", in + strlen(", input "));
+                *in = 0;
+            }
             row_prec[0] = 0;
             continue;
         }

@@ -13,6 +13,7 @@
 
 typedef struct pm_profile {
     char model[256]; /* the header's "model M" */
+    char input[64];  /* the header's "input S" (the model's input shape); "" in a header without one */
     int ranks, batch;
     char precision[16]; /* the row the profile follows: fp32, bf16 or fp16 */
     double step_ms;     /* that row's measured step */

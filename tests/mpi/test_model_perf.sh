@@ -56,6 +56,22 @@ expect 0 "# model mlp" "$DTRAIN" model-perf --profile "$tmp/bf16.txt" --world 1
 got=$(grep -E '^ +1 +1 ' "$tmp/out" | awk '{print $(NF - 1)}')
 awk -v a="$got" -v b="$want" 'BEGIN { exit !(a != "" && a + 0 == b + 0) }' &&
     ok "the measured step is bf16's own row's: $got ms" || { bad "measured '$got' ms, bf16's row '$want'"; cat "$tmp/out"; }
+# --input applies to the models after it. bench step's header records a model's input shape, which
+# a --profile of a model that is not a preset takes; a header without it (printed before it was
+# recorded) needs --input before the --profile, and one given after it is named as too late.
+"$DTRAIN" bench step --model fc:64,relu,fc:10 --input 784 --batch 16 --precision fp32 --steps 3 --warmup 1 \
+    --profile 2 >"$tmp/fc.txt" 2>&1
+grep -q "^# dtrain bench step: model fc:64,relu,fc:10, input 784, 1 rank x batch 16," "$tmp/fc.txt" &&
+    ok "bench step's header records the input shape" || { bad "bench step header:"; head -1 "$tmp/fc.txt"; }
+expect 0 "# model fc:64,relu,fc:10: 0.051 M parameters" "$DTRAIN" model-perf --profile "$tmp/fc.txt" --world 2
+sed 's/, input 784,/,/' "$tmp/fc.txt" >"$tmp/fc-old.txt"
+expect 2 "needs its input shape, and --input 784 came after it on the line: --input applies to the models after it; put --input 784 before the model" \
+    "$DTRAIN" model-perf --profile "$tmp/fc-old.txt" --world 2 --input 784
+expect 2 "needs its input shape: --input applies to the models after it; put --input N|CxHxW (784, 3x224x224) before" \
+    "$DTRAIN" model-perf --profile "$tmp/fc-old.txt" --world 2
+expect 0 "# model fc:64,relu,fc:10: 0.051 M parameters" "$DTRAIN" model-perf --input 784 --profile "$tmp/fc-old.txt" --world 2
+expect 2 "--spec 'fc:10' needs its input shape, and --input 4 came after it on the line" \
+    "$DTRAIN" model-perf --spec fc:10 --input 4 --world 2
 # :MS rescales the compute.
 expect 0 "compute 5.000 ms a step" "$DTRAIN" model-perf --profile "$tmp/prof.txt:5" --world 1
 # --plot never replaces the profile it reads, and an unwritable one stops before any work.

@@ -208,6 +208,18 @@ static void test_read_step_profile(void **st)
     assert_int_equal(p.has_data, 1);
     near(p.data_ms, 0.42), near(p.input_ms, 0.1), near(p.forward_ms, 14.469), near(p.optimizer_ms, 1.209);
     near(p.row_data_ms, 0.67);
+    assert_string_equal(p.input, ""); /* a header from before it recorded the input shape */
+    /* Today's header records the input shape after the model, whose layer list holds commas. */
+    static const char with_input[] =
+        "# dtrain bench step: model fc:64,relu,fc:10, input 3x8x8, 2 ranks x batch 16, 20 timed steps after 3\n"
+        "  fp32            2684.2     95.37      0.67     1.00\n"
+        "    profile, ms per step over 10 steps (waiting for the device at each boundary): data 0.420, input 0.100, "
+        "forward 14.469, loss 0.011, backward 18.971, allreduce 51.483, check 0.000, optimizer 1.209; total 86.563\n";
+    assert_int_equal(pm_read_step_profile(with_input, &p), DT_OK);
+    assert_string_equal(p.model, "fc:64,relu,fc:10");
+    assert_string_equal(p.input, "3x8x8");
+    assert_int_equal(p.ranks, 2);
+    assert_int_equal(p.batch, 16);
     /* Without --profile, and not bench step output at all: the message says which. */
     char noprof[400];
     snprintf(noprof, sizeof noprof, "%.*s", (int)(strstr(step_text, "    profile") - step_text), step_text);
