@@ -265,7 +265,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
         return EXIT_USAGE;
     }
     /* After the resume: its step says which records of an earlier run stay. */
-    if (r->rank == 0 && t->metrics && !(r->metrics = metrics_open(t->metrics, t->resume, r->first_step)))
+    if (r->rank == 0 && t->metrics && !(r->metrics = metrics_open(t->metrics, t->resume, r->first_step, t->quiet)))
         return EXIT_FAIL;
     if (r->rank == 0) fflush(stdout);
     if ((s = dt_loader_create(r->ctx, r->data.train, r->rank, r->world, t->batch, r->first_step * t->accum_steps,

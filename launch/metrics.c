@@ -36,6 +36,23 @@ static void num(FILE *f, const char *key, const char *fmt, double v)
         fputs("null", f);
 }
 
+/* ", "key": v" for a figure used as fp32 (the optimizer's rate): the fewest digits that read back
+ * as the same float (0.05, not %.9g's 0.0500000007), at most the 9 that any float needs. */
+static void num_f32(FILE *f, const char *key, double v)
+{
+    const float x = (float)v;
+    if (!isfinite(x)) {
+        num(f, key, "%g", x);
+        return;
+    }
+    char buf[32];
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)x);
+        if (strtof(buf, NULL) == x) break;
+    }
+    fprintf(f, ", \"%s\": %s", key, buf);
+}
+
 int metrics_write(FILE *f, const metrics_record *r)
 {
     char when[40];
@@ -59,7 +76,7 @@ int metrics_write(FILE *f, const metrics_record *r)
         fprintf(f, ", \"straggler\": %s", r->straggler ? "true" : "false");
         if (r->straggler) fprintf(f, ", \"straggler_phase\": \"%s\"", r->straggler_phase);
     }
-    num(f, "lr", "%.6g", r->lr);
+    num_f32(f, "lr", r->lr);
     if (r->has_grad_norm) num(f, "grad_norm", "%.6g", r->grad_norm);
     if (r->has_eval) {
         num(f, "eval_loss", "%.6f", r->eval_loss);
@@ -106,7 +123,7 @@ static int keep_aside(const char *path, char *bad, size_t n)
     return -1;
 }
 
-FILE *metrics_open(const char *path, int resume, long first_step)
+FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
 {
     FILE *f = resume ? fopen(path, "r+") : NULL;
     if (!f) {
@@ -174,10 +191,22 @@ FILE *metrics_open(const char *path, int resume, long first_step)
         fclose(f);
         goto fail;
     }
-    printf("metrics: appending to %s after its %ld record%s up to step %ld", path, kept, cli_s(kept), last_step);
-    if (dropped) printf("; dropped %ld of later steps (they run again)", dropped);
-    if (torn) printf("; dropped a last line cut short (line %ld)", lineno);
-    printf("\n");
+    if (!quiet) {
+        printf("metrics: appending to %s after its %ld record%s up to step %ld", path, kept, cli_s(kept), last_step);
+        if (dropped) printf("; dropped %ld record%s of later steps (those steps run again)", dropped, cli_s(dropped));
+        if (torn) printf("; dropped a last line cut short (line %ld)", lineno);
+        printf("\n");
+    }
+    /* Every checkpoint step has a record (train_loop.c), so this is a record lost: one cut short
+     * by the stop that wrote it, or a file of a run that logged otherwise. */
+    if (last_step < first_step) {
+        char had[64] = "it keeps no record";
+        if (kept) snprintf(had, sizeof had, "its last record kept is of step %ld", last_step);
+        fprintf(stderr,
+                "dtrain: warning: --metrics %s: %s but this run resumed after step %ld: steps %ld to %ld are in no "
+                "record\n",
+                path, had, first_step, last_step + 1, first_step);
+    }
     return f;
 
 fail:

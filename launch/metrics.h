@@ -39,12 +39,13 @@ typedef struct metrics_record {
 /* Opens path for the records of a run. A run that does not resume starts the file afresh. A run
  * resumed after first_step keeps the file's records of steps <= first_step and drops the later
  * ones (those steps run again), by truncating the file after the last record kept, then appends;
- * a last line cut short (a write the stop interrupted) is dropped too, and said so.
+ * a last line cut short (a write the stop interrupted) is dropped too, and said so. Kept records
+ * that end before first_step leave steps in no record: a warning says which.
  * A file that is not a metrics file (a line that is not a record of our form, steps that do not
  * rise) is never rewritten: it is renamed to path.bad-<UTC time>, with a
- * warning, and a fresh file begins. Prints what it kept and dropped. Returns NULL after printing
- * why it could not. */
-FILE *metrics_open(const char *path, int resume, long first_step);
+ * warning, and a fresh file begins. Prints what it kept and dropped unless quiet (warnings are
+ * always said). Returns NULL after printing why it could not. */
+FILE *metrics_open(const char *path, int resume, long first_step, int quiet);
 
 /* Appends r with the time now and flushes. Returns 0, or -1 when the write failed (errno). */
 int metrics_write(FILE *f, const metrics_record *r);

@@ -88,14 +88,17 @@ dt_status train_ckpt_resume(train_run *r)
                 free(buf);
                 return s;
             }
+            /* A warning, said under --quiet too: this run's --normalize or data gives way to the
+             * checkpoint's figures. */
             if (rank0)
-                printf("normalize: the checkpoint's figures, which differ from this run's (the data changed, "
-                       "or --normalize did): training goes on as it started\n");
+                fprintf(stderr, "dtrain: warning: normalize: the checkpoint's figures, which differ from this run's "
+                                "(the data changed, or --normalize did): training goes on as it started\n");
         }
     }
     if (!s && cd.present && *first_step > 0) {
         s = dt_dataset_set_position(d->train, *first_step * accum, cd.epoch, cd.offset);
-        if (!s && rank0) printf("data: resuming in epoch %ld after %ld of its samples\n", cd.epoch, cd.offset);
+        if (!s && rank0 && !r->t.quiet)
+            printf("data: resuming in epoch %ld after %ld of its samples\n", cd.epoch, cd.offset);
     }
     free(buf);
     return s;

@@ -2,9 +2,9 @@
  * train_loop.c - the steps of `dtrain train` (train_run.h). Each optimizer step: --accum-steps
  * batches of this rank's share of the global batch, forward + backward (the gradient of the mean
  * loss over the global batch), the gradients summed over the ranks, the optimizer step. Between
- * steps: the stop signals the ranks agree on, the checkpoints, and every --log-every steps the
- * loss, accuracy and waits averaged over the ranks (rank 0 prints them, train_report.c), with an
- * evaluation on the held-out set every --eval-every steps and at the end.
+ * steps: the stop signals the ranks agree on, the checkpoints, and every --log-every steps and at
+ * each checkpoint step the loss, accuracy and waits averaged over the ranks (rank 0 prints them,
+ * train_report.c), with an evaluation on the held-out set every --eval-every steps and at the end.
  */
 #include "launch/train_run.h"
 
@@ -227,13 +227,17 @@ train_end train_loop(train_run *r, int *rc)
         float stop = (float)stop_signal;
         if (r->world > 1 && (s = dt_allreduce(r->ctx, &stop, 1, DT_F32, DT_SUM))) goto fail;
         const int ckpt_step = t->ckpt_every && (step + 1) % t->ckpt_every == 0 && step + 1 < t->steps;
-        /* An evaluation step is a log step too, so its record carries the held-out figures. */
+        /* An evaluation step is a log step too, so its record carries the held-out figures. So is
+         * a checkpoint step: a run resumed from it starts a fresh interval there, so an interval
+         * running across it would leave the steps before it in no record after a crash (the record
+         * that held them is of a step that runs again), and the resumed run's records would differ
+         * from an uninterrupted run's. */
         const int eval_step =
             r->data.eval && ((t->eval_every && (step + 1) % t->eval_every == 0) || step + 1 == t->steps);
-        const int log_step = (step + 1) % t->log_every == 0 || step + 1 == t->steps || eval_step;
+        const int log_step = (step + 1) % t->log_every == 0 || step + 1 == t->steps || eval_step || ckpt_step;
         /* What a checkpoint saves and a log line reports counts this step's verdict. */
         train_end e;
-        if ((stop > 0 || ckpt_step || log_step) && (e = settle_step(r, &iv, step + 1, rc)) != TRAIN_END_DONE) return e;
+        if ((stop > 0 || log_step) && (e = settle_step(r, &iv, step + 1, rc)) != TRAIN_END_DONE) return e;
         iv.loss += loss;
         iv.correct += correct;
         iv.steps++;

@@ -147,8 +147,12 @@ void train_report_straggler(const train_run *r, const straggler_verdict *v)
     const char *host = NULL;
     char line[320];
     straggler_line(v, host, line, sizeof line);
-    printf("%s\n", line);
-    fflush(stdout);
+    /* The line of each interval is a report, not a warning (--quiet drops it); a straggler that
+     * persists is one, said below under --quiet too. */
+    if (!r->t.quiet) {
+        printf("%s\n", line);
+        fflush(stdout);
+    }
     if (v->persistent)
         log_msg(LOG_LEVEL_WARN,
                 "rank %d%s%s%s is the straggler %d log intervals in a row (%s %.2f ms a step vs %.2f ms on the "

@@ -56,7 +56,7 @@ out=$("$CMP" "$tmp/p-every" "$tmp/ref" exact) && ok "resumed from the older chec
 # Resumed at 20 with records up to 35: those of steps 30 and 35 are dropped, 10 and 20 kept as they were.
 [ "$(metrics_steps "$tmp/m-every.before")" = "10 20 30 35 " ] && [ "$(metrics_steps "$tmp/m-every.jsonl")" = "10 20 30 40 50 60 " ] &&
     [ "$(head -2 "$tmp/m-every.jsonl")" = "$(head -2 "$tmp/m-every.before")" ] && metrics_timed "$tmp/m-every.jsonl" &&
-    grep -q "after its 2 records up to step 20; dropped 2 of later steps (they run again)" "$tmp/log" &&
+    grep -q "after its 2 records up to step 20; dropped 2 records of later steps (those steps run again)" "$tmp/log" &&
     ok "--metrics resumed at 20: kept 10 and 20 byte for byte, dropped 30 and 35, appended 30 to 60" ||
     { bad "--metrics resumed at 20: before $(metrics_steps "$tmp/m-every.before"), after $(metrics_steps "$tmp/m-every.jsonl")";
       cat "$tmp/m-every.jsonl"; grep metrics "$tmp/log"; }
@@ -162,4 +162,37 @@ DTRAIN_FAULT=usr1:1:20 "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" train $common -
     >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "resume after the stop at 20 failed"; }
 [ "$(metrics_steps "$tmp/m-log.jsonl")" = "10 20 30 40 50 60 " ] && ok "stopped on log step 20: its record kept" ||
     bad "stopped on log step 20: records of steps $(metrics_steps "$tmp/m-log.jsonl")"
+# A crash (SIGKILL, no checkpoint of its own) between checkpoints, with --log-every 7 that does not
+# divide --checkpoint-every 10: every checkpoint step ends a log interval, so the resumed run's
+# records equal the uninterrupted run's, steps and figures (the record of step 21 used to cover
+# step 21 alone after a resume at 20, steps 15-20 in none). lr is written with the digits its
+# float needs (it was cut to 6).
+gap="--model fc:32,relu,fc:10 --input 64 --dataset-size 500 --steps 40 --batch 16 --lr 0.0123456789 --log-every 7
+     --checkpoint-every 10 --blas-threads 1"
+untimed() { sed -E 's/"(time|samples_per_s|step_time_s|comm_wait_s|data_wait_s)": [^,]*, //g' "$1"; }
+"$DTRAIN" train $gap --checkpoint-dir "$tmp/ck-gapref" --metrics "$tmp/m-gapref.jsonl" >"$tmp/log" 2>&1 ||
+    { cat "$tmp/log"; bad "the uninterrupted run of --log-every 7 failed"; }
+DTRAIN_FAULT=kill:0:26 "$DTRAIN" train $gap --checkpoint-dir "$tmp/ck-gap" --resume auto --metrics "$tmp/m-gap.jsonl" \
+    >"$tmp/log" 2>&1
+"$DTRAIN" train $gap --checkpoint-dir "$tmp/ck-gap" --resume auto --metrics "$tmp/m-gap.jsonl" >"$tmp/log" 2>&1 ||
+    { cat "$tmp/log"; bad "the resume after the kill at 26 failed"; }
+[ "$(metrics_steps "$tmp/m-gapref.jsonl")" = "7 10 14 20 21 28 30 35 40 " ] &&
+    [ "$(untimed "$tmp/m-gap.jsonl")" = "$(untimed "$tmp/m-gapref.jsonl")" ] &&
+    grep -q "^metrics: appending to .*m-gap.jsonl after its 4 records up to step 20; dropped 1 record of later steps (those steps run again)$" "$tmp/log" &&
+    ok "killed at 26, resumed at 20: records of steps $(metrics_steps "$tmp/m-gap.jsonl")equal the uninterrupted run's" ||
+    { bad "killed at 26, resumed at 20: the records differ from the uninterrupted run's"; diff <(untimed "$tmp/m-gapref.jsonl") \
+      <(untimed "$tmp/m-gap.jsonl"); grep metrics "$tmp/log"; }
+[ "$(grep -c '"lr": 0.012345679[,}]' "$tmp/m-gapref.jsonl")" = 9 ] &&
+    ok "lr 0.0123456789 written as the float the optimizer uses, 0.012345679, in every record" ||
+    bad "lr in the records: $(grep -o '"lr": [^,}]*' "$tmp/m-gapref.jsonl" | sort -u | tr '\n' ' ')"
+# --quiet keeps the resume's info lines to itself but not a warning: a file whose record of the
+# checkpoint's step is gone leaves steps in no record, and says which.
+head -8 "$tmp/m-gap.jsonl" >"$tmp/m-gapq.jsonl"
+"$DTRAIN" train $gap --steps 45 --checkpoint-dir "$tmp/ck-gap" --resume auto --metrics "$tmp/m-gapq.jsonl" --quiet \
+    >"$tmp/log" 2>"$tmp/err" || { cat "$tmp/log" "$tmp/err"; bad "the --quiet resume at 40 failed"; }
+[ "$(grep -c . "$tmp/log")" = "$(grep -c '^done: ' "$tmp/log")" ] && grep -q '^done: 45 steps (5 here' "$tmp/log" &&
+    grep -q "warning: --metrics .*m-gapq.jsonl: its last record kept is of step 35 but this run resumed after step 40: steps 36 to 40 are in no record" "$tmp/err" &&
+    [ "$(metrics_steps "$tmp/m-gapq.jsonl")" = "7 10 14 20 21 28 30 35 42 45 " ] &&
+    ok "--quiet resume: the done line alone on stdout, the lost record of step 40 warned of" ||
+    { bad "--quiet resume: stdout and stderr"; cat "$tmp/log" "$tmp/err"; }
 finish

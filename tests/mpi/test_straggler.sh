@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The straggler report of `dtrain train`: a rank slowed by DTRAIN_FAULT=slow (a sleep before every
 # step, so in its compute) is named with "compute" each --log-every interval, a WARN names it once
-# on its third interval in a row, and the metrics records carry the verdict; --straggler-threshold
-# silences it; a run without a slow rank, or on one rank, prints no straggler line; bad thresholds
-# are refused. A tiny model, so the 20 ms sleep dwarfs the compute even on a loaded machine.
+# on its third interval in a row (under --quiet too, which drops the lines), and the metrics
+# records carry the verdict; --straggler-threshold silences it; a run without a slow rank, or on
+# one rank, prints no straggler line; bad thresholds are refused. A tiny model, so the 20 ms sleep dwarfs the compute even on a loaded machine.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 
@@ -25,6 +25,11 @@ for spec in 2:1 3:2 3:0; do
     m=$(grep -c "\"slowest_rank\": $slow, \"slowest_busy_s\": [0-9.]*, \"median_busy_s\": [0-9.]*, \"straggler\": true, \"straggler_phase\": \"compute\"" "$tmp/m.jsonl")
     [ "$m" -eq 4 ] && ok "$np ranks: 4 metrics records name rank $slow" || { bad "$np ranks: $m metrics records"; cat "$tmp/m.jsonl"; }
 done
+
+# --quiet: the line of each interval is a report and goes; the persistent straggler's WARN stays.
+DTRAIN_FAULT=slow:1:1 train 2 --steps 20 --quiet || bad "--quiet with rank 1 slow failed"
+! grep -q '^straggler:' "$tmp/log" && [ "$(grep -c "WARN rank 1 is the straggler 3 log intervals in a row" "$tmp/log")" -eq 1 ] &&
+    ok "--quiet: no straggler: lines, the one WARN kept" || { bad "--quiet straggler lines"; cat "$tmp/log"; }
 
 # A threshold above the gap: no line, and the records say "straggler": false without a phase.
 DTRAIN_FAULT=slow:1:1 train 2 --steps 10 --straggler-threshold 1000 --metrics "$tmp/m.jsonl" || bad "--straggler-threshold 1000 failed"
