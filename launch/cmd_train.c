@@ -181,19 +181,6 @@ static int train_ckpt_dir_begin(train_run *r)
     return rank0_verdict(r, why, sizeof why);
 }
 
-/* The trace of a finished run, merged on rank 0. Collective. */
-static int train_trace_end(train_run *r)
-{
-    if (!r->t.trace) return EXIT_OK;
-    dt_status s = dt_trace_write(r->ctx, r->t.trace);
-    if (s) return train_status_error(s);
-    if (r->rank == 0 && !r->t.quiet) {
-        printf("trace of %d rank%s in %s (open it in ui.perfetto.dev)\n", r->world, cli_s(r->world), r->t.trace);
-        fflush(stdout);
-    }
-    return EXIT_OK;
-}
-
 /* After dt_init, up to the first step. EXIT_OK, or the exit code after printing why. Collective. */
 static int train_setup(train_run *r, const dt_placement *pl)
 {
@@ -267,6 +254,8 @@ static int train_setup(train_run *r, const dt_placement *pl)
     /* After the resume: its step says which records of an earlier run stay. */
     if (r->rank == 0 && t->metrics && !(r->metrics = metrics_open(t->metrics, t->resume, r->first_step, t->quiet)))
         return EXIT_FAIL;
+    /* After the metrics file is made: the trace's name beside an earlier one is none of it. */
+    if ((rc = train_trace_resumed(r))) return rc;
     if (r->rank == 0) fflush(stdout);
     if ((s = dt_loader_create(r->ctx, r->data.train, r->rank, r->world, t->batch, r->first_step * t->accum_steps,
                               r->loader_threads, CLI_LOADER_DEPTH, &r->ld)))

@@ -58,7 +58,7 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --log-every N (10; and each checkpoint step)  --metrics FILE.jsonl (kept on\n"
                             "     resume)  --quiet (warnings, errors, summary)  --progress auto|always|never\n"
                             "  --straggler-threshold F (1.2)  --trace FILE.json (ui.perfetto.dev timeline)\n"
-                            "  --trace-steps A:B (all)\n"
+                            "  --trace-steps A:B (all)  (resumed: FILE.json kept, FILE.resumed-STEP.json)\n"
                             "  --dump-params FILE  --checkpoint-dir DIR  --checkpoint-every N (0)\n"
                             "  --keep-checkpoints N (0: all)  --resume auto|never (never)  SIGUSR1/SIGTERM:\n"
                             "  every rank stops after the same step, checkpoints, exits 75 (143: no dir)\n";

@@ -1,7 +1,7 @@
 /*
  * train_run.h - one run of `dtrain train`, as its parts see it: the command (cmd_train.c: checks,
- * setup, the end), the step loop (train_loop.c) and what rank 0 prints and records
- * (train_report.c).
+ * setup, the end), the step loop (train_loop.c), the trace's file (train_trace.c) and what rank 0
+ * prints and records (train_report.c).
  */
 #ifndef DT_LAUNCH_TRAIN_RUN_H
 #define DT_LAUNCH_TRAIN_RUN_H
@@ -43,6 +43,8 @@ typedef struct train_run {
     train_data data;
     dt_loader *ld;
     FILE *metrics;         /* rank 0's --metrics file */
+    char trace_out[4096];  /* rank 0: where --trace is written (beside it after a resume, train_trace.c) */
+    int trace_none;        /* a resumed run whose --trace-steps are all done: no trace written */
     progress prog;         /* rank 0's progress line on a terminal (train_loop.c) */
     straggler_state strag; /* rank 0: the straggler streak */
     /* What the loop measured, for the last line. */
@@ -98,6 +100,18 @@ dt_status train_ckpt_save(train_run *r, long step);
  * position goes on from where it was (so a different rank count continues mid-epoch). Rank 0 says
  * what it did. Collective. */
 dt_status train_ckpt_resume(train_run *r);
+
+/* ---------------------------------------------------------------- --trace (train_trace.c) */
+
+/* Once the resume is done (r->first_step known, --metrics opened): where the trace goes. A fresh
+ * run writes --trace; a resumed one whose --trace path holds a file keeps it and writes its own to
+ * the first free FILE.resumed-STEP.json (-2, -3 ... before the extension after that), and one
+ * whose --trace-steps all lie at or before its first step writes none; rank 0 says which unless
+ * --quiet. EXIT_OK, or the exit code after printing why (no name to write to). Collective. */
+int train_trace_resumed(train_run *r);
+/* The trace of a run that ended (finished, or stopped on every rank), merged on rank 0 and written
+ * where train_trace_resumed chose, said unless --quiet. Collective. */
+int train_trace_end(train_run *r);
 
 /* ---------------------------------------------------------------- --bucket-mb auto (train_bucket_auto.c) */
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dtrain train --trace: one Chrome trace merged from 2 ranks, with the spans the issue asks for
 # (per-layer forward/backward, bucket allreduces on the comm track, optimizer, data wait, loader
-# chunks), times that go forward on every track, --trace-steps, and the refusals.
+# chunks), times that go forward on every track, --trace-steps, a resumed run's trace beside the
+# earlier one, and the refusals.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 command -v python3 >/dev/null || { echo "SKIP: python3 is needed to read the trace back"; exit 77; }
@@ -112,6 +113,30 @@ if [ "$rc" -eq 143 ] && [ -f ts.json ]; then
 else
     bad "a run stopped at step 3 exited $rc (expected 143) or wrote no trace: $(cat out)"
 fi
+
+# A resumed run keeps the trace already at --trace (the stopped run's steps 2 and 3 of 2:5) and
+# writes its own, steps 4 and 5, beside it; a second resume from the same checkpoint takes the next
+# free name; one whose --trace-steps all lie at or before its first step writes nothing, and says so.
+# (The resumed run used to replace the stopped run's trace.)
+steps_of() { python3 -c 'import json,sys; print(sorted({e["args"]["n"] for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "step"}))' "$1"; }
+tr1="--model fc:16,relu,fc:10 --input 32 --batch 8 --steps 6 --blas-threads 1 --trace tr.json --trace-steps 2:5
+     --checkpoint-dir ckr --resume auto"
+DTRAIN_FAULT=term:0:3 "$DTRAIN" train $tr1 >out 2>&1
+cp -r ckr ckr3 && cp tr.json tr.first
+expect 0 "trace: tr.json holds an earlier run's trace, kept; this run, resumed after step 3, writes its own to tr.resumed-3.json" \
+    "$DTRAIN" train $tr1
+[ "$(steps_of tr.json)" = "[2, 3]" ] && cmp -s tr.json tr.first && [ "$(steps_of tr.resumed-3.json)" = "[4, 5]" ] &&
+    grep -q "^trace of 1 rank in tr.resumed-3.json" "$tmp/out" &&
+    ok "resumed at 3: tr.json kept with steps 2 and 3, tr.resumed-3.json holds steps 4 and 5" ||
+    bad "resumed at 3: tr.json steps $(steps_of tr.json), tr.resumed-3.json steps $(steps_of tr.resumed-3.json 2>&1)"
+expect 0 "writes its own to tr.resumed-3-2.json" "$DTRAIN" train ${tr1/ckr/ckr3}
+[ "$(steps_of tr.resumed-3-2.json)" = "[4, 5]" ] && cmp -s tr.json tr.first && ok "a second resume at 3: tr.resumed-3-2.json" ||
+    bad "a second resume at 3: $(ls tr.*)"
+ls tr.* >before
+expect 0 "trace: --trace-steps 2:5 are all at or before step 6, after which this run resumed: it records nothing and writes no trace (tr.json is left as it is)" \
+    "$DTRAIN" train ${tr1/--steps 6/--steps 8}
+ls tr.* | cmp -s - before && cmp -s tr.json tr.first && ok "resumed at 6 past --trace-steps 2:5: no trace written, none replaced" ||
+    bad "resumed at 6 past the trace steps: $(ls tr.*)"
 
 for v in 3:2 0:2 2 a:b 2:3:4 ""; do
     expect 2 "--trace-steps '$v'" "$DTRAIN" train $run --trace t.json --trace-steps "$v"
