@@ -8,9 +8,9 @@
 #ifndef DTRAIN_CHECKPOINT_H
 #define DTRAIN_CHECKPOINT_H
 
-#ifndef DTRAIN_H
+#if !defined(DTRAIN_H) && !defined(DTRAIN_DOXYGEN) /* DTRAIN_DOXYGEN: docs/Doxyfile.in */
 #error "include <dtrain.h>, which includes dtrain/checkpoint.h"
-#endif
+#else /* the rest only under <dtrain.h>: one error, not a cascade after it */
 
 /** @defgroup checkpoint Checkpoint
  * Named sections of any state, and a dt_model with its optimizer, scaler and data block, written
@@ -231,4 +231,5 @@ DT_API dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_mode
 
 /** @} */
 
+#endif /* DTRAIN_H */
 #endif /* DTRAIN_CHECKPOINT_H */

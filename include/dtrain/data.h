@@ -8,9 +8,9 @@
 #ifndef DTRAIN_DATA_H
 #define DTRAIN_DATA_H
 
-#ifndef DTRAIN_H
+#if !defined(DTRAIN_H) && !defined(DTRAIN_DOXYGEN) /* DTRAIN_DOXYGEN: docs/Doxyfile.in */
 #error "include <dtrain.h>, which includes dtrain/data.h"
-#endif
+#else /* the rest only under <dtrain.h>: one error, not a cascade after it */
 
 /** @defgroup data Data
  * Datasets of every format with their sampler and transforms, evaluation, and the background
@@ -227,4 +227,5 @@ DT_API void dt_loader_free(dt_loader *l);
 
 /** @} */
 
+#endif /* DTRAIN_H */
 #endif /* DTRAIN_DATA_H */

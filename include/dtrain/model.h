@@ -9,9 +9,9 @@
 #ifndef DTRAIN_MODEL_H
 #define DTRAIN_MODEL_H
 
-#ifndef DTRAIN_H
+#if !defined(DTRAIN_H) && !defined(DTRAIN_DOXYGEN) /* DTRAIN_DOXYGEN: docs/Doxyfile.in */
 #error "include <dtrain.h>, which includes dtrain/model.h"
-#endif
+#else /* the rest only under <dtrain.h>: one error, not a cascade after it */
 
 /** @defgroup model Model
  * A stack of layers over one flat parameter buffer: making it, forward and backward, gradient
@@ -379,4 +379,5 @@ DT_API double dt_softmax_xent(const float *logits, const int32_t *labels, float 
 
 /** @} */
 
+#endif /* DTRAIN_H */
 #endif /* DTRAIN_MODEL_H */

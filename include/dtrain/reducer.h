@@ -8,9 +8,9 @@
 #ifndef DTRAIN_REDUCER_H
 #define DTRAIN_REDUCER_H
 
-#ifndef DTRAIN_H
+#if !defined(DTRAIN_H) && !defined(DTRAIN_DOXYGEN) /* DTRAIN_DOXYGEN: docs/Doxyfile.in */
 #error "include <dtrain.h>, which includes dtrain/reducer.h"
-#endif
+#else /* the rest only under <dtrain.h>: one error, not a cascade after it */
 
 /** @defgroup reducer Gradient reducer
  * @ingroup collectives
@@ -265,4 +265,5 @@ DT_API dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem
 
 /** @} */
 
+#endif /* DTRAIN_H */
 #endif /* DTRAIN_REDUCER_H */

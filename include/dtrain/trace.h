@@ -7,9 +7,9 @@
 #ifndef DTRAIN_TRACE_H
 #define DTRAIN_TRACE_H
 
-#ifndef DTRAIN_H
+#if !defined(DTRAIN_H) && !defined(DTRAIN_DOXYGEN) /* DTRAIN_DOXYGEN: docs/Doxyfile.in */
 #error "include <dtrain.h>, which includes dtrain/trace.h"
-#endif
+#else /* the rest only under <dtrain.h>: one error, not a cascade after it */
 
 /** @defgroup trace Trace
  * Spans of every rank (forward and backward per layer, each bucket's allreduce, the optimizer,
@@ -71,4 +71,5 @@ DT_API dt_status dt_trace_write(dt_ctx *ctx, const char *path);
 
 /** @} */
 
+#endif /* DTRAIN_H */
 #endif /* DTRAIN_TRACE_H */

@@ -8,9 +8,9 @@
 #ifndef DTRAIN_TRAINING_H
 #define DTRAIN_TRAINING_H
 
-#ifndef DTRAIN_H
+#if !defined(DTRAIN_H) && !defined(DTRAIN_DOXYGEN) /* DTRAIN_DOXYGEN: docs/Doxyfile.in */
 #error "include <dtrain.h>, which includes dtrain/training.h"
-#endif
+#else /* the rest only under <dtrain.h>: one error, not a cascade after it */
 
 /** @defgroup optimizer Optimizer
  * SGD with momentum and AdamW over flat fp32 buffers, with PyTorch's semantics.
@@ -423,4 +423,5 @@ DT_API void dt_model_layer_profile(const dt_model *m, int i, double *forward_s, 
 
 /** @} */
 
+#endif /* DTRAIN_H */
 #endif /* DTRAIN_TRAINING_H */
