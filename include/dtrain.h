@@ -16,12 +16,25 @@ extern "C" {
 #endif
 
 /** @defgroup version Version
- * The version of these headers; dt_version_string() gives the library's, at run time.
+ * The version of these headers; dt_version_code() and dt_version_string() give the library's, at
+ * run time.
+ *
+ * The rule, checked by the build.abi test against tests/package/abi-MAJOR.MINOR.txt (the size,
+ * alignment and field offsets of every public struct, every enum value, every function's
+ * signature):
+ * - While DT_VERSION_MAJOR is 0, any change of that interface (a struct's layout, a function's
+ *   signature, an enum value, anything added or removed) raises DT_VERSION_MINOR, and the soname
+ *   carries the minor: libdtrain.so.0.MINOR. A program built against 0.2 needs libdtrain.so.0.2
+ *   and the loader refuses to start it without one; the CMake package and dtrain.pc accept the same
+ *   0.MINOR only (0.2.x with x at least the one asked for).
+ * - From 1.0 on, a change that breaks programs (a layout or signature changed, something removed)
+ *   raises DT_VERSION_MAJOR and the soname is libdtrain.so.MAJOR; additions raise the minor.
+ * - DT_VERSION_PATCH is raised by fixes that leave the interface as it is.
  * @{ */
 
-#define DT_VERSION_MAJOR 0 /**< Raised by a change that breaks programs (the soname follows it). */
-#define DT_VERSION_MINOR 1 /**< Raised by additions. */
-#define DT_VERSION_PATCH 0 /**< Raised by fixes. */
+#define DT_VERSION_MAJOR 0 /**< Raised by a change that breaks programs from 1.0 on (the soname follows it). */
+#define DT_VERSION_MINOR 2 /**< Raised by any interface change while the major is 0 (then the soname follows it). */
+#define DT_VERSION_PATCH 0 /**< Raised by fixes that leave the interface as it is. */
 /** One number to compare in `#if`: major * 10000 + minor * 100 + patch. */
 #define DT_VERSION_CODE (DT_VERSION_MAJOR * 10000 + DT_VERSION_MINOR * 100 + DT_VERSION_PATCH)
 
@@ -73,9 +86,15 @@ DT_API const char *dt_strerror(dt_status s);
  * thread. */
 DT_API const char *dt_last_error(void);
 
-/** "0.1.0" plus the parts this build has: "0.1.0 (cuda, nccl)", "0.1.0 (cuda)" or "0.1.0 (cpu only)".
+/** "0.2.0" plus the parts this build has: "0.2.0 (cuda, nccl)", "0.2.0 (cuda)" or "0.2.0 (cpu only)".
  * Static storage. */
 DT_API const char *dt_version_string(void);
+
+/** The library's version as DT_VERSION_CODE computes it (major * 10000 + minor * 100 + patch), for a
+ * program to compare with the DT_VERSION_CODE it was built with: a library older than the headers
+ * (`dt_version_code() < DT_VERSION_CODE`) lacks what they added. While the major is 0 the soname
+ * already keeps a program from starting on another 0.MINOR. */
+DT_API int dt_version_code(void);
 
 /** @} */
 

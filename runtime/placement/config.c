@@ -197,6 +197,12 @@ const char *dt_version_string(void)
     return coll_nccl_built() ? DTRAIN_VERSION " (cuda, nccl)" : DTRAIN_VERSION " (cuda)";
 }
 
+int dt_version_code(void)
+{
+    /* The value of the headers this library was built from, not of the caller's. */
+    return DT_VERSION_CODE;
+}
+
 void dt_versions(char *mpi, char *nccl, char *cuda, size_t n)
 {
     if (mpi) {

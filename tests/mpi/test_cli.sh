@@ -6,7 +6,7 @@ DTRAIN=$1
 expect 2 "usage: dtrain" "$DTRAIN"
 expect 2 "unknown command 'bogus'" "$DTRAIN" bogus
 expect 0 "usage: dtrain" "$DTRAIN" help
-expect 0 "dtrain 0.1.0" "$DTRAIN" version
+expect 0 "dtrain 0.2.0" "$DTRAIN" version
 expect 0 "MPI: Open MPI" "$DTRAIN" version
 expect 0 "CUDA-aware)" "$DTRAIN" version
 expect 2 "device 'gpu' is not one of auto, cpu, cuda" "$DTRAIN" env --device gpu
