@@ -2,7 +2,8 @@
 # so that other projects build against dtrain as they would against NCCL or hwloc:
 #
 #   P/include/dtrain.h, P/include/dtrain/*.h    the public API, nothing internal
-#   P/lib/libdtrain.so.0 (.so.0.1.0, .so)       the shared library (soname libdtrain.so.<major>)
+#   P/lib/libdtrain.so.0.2 (.so.0.2.0, .so)     the shared library (soname libdtrain.so.0.<minor>
+#                                               while the major is 0, then libdtrain.so.<major>)
 #   P/lib/libdtrain.a                           the static library
 #   P/bin/dtrain                                the command
 #   P/share/dtrain/slurm/*.sbatch               the sbatch templates, pointing at P/bin/dtrain
@@ -17,26 +18,50 @@
 # ways. Included from the top CMakeLists.txt once the targets exist.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
+# Every file is in the component "dtrain". A plain install (all components) writes the list of what
+# it installed to BUILD/install_manifest.txt, which uninstalling reads (docs/library-guide.md); the
+# test build.package installs with --component dtrain, so that its own list goes to
+# install_manifest_dtrain.txt and the user's is left as it was.
+set(CMAKE_INSTALL_DEFAULT_COMPONENT_NAME dtrain)
 
 set(DTRAIN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/dtrain)
 
-# The installed library and command find what they link outside the system directories (the CUDA
-# toolkit in /usr/local/cuda, NCCL) without LD_LIBRARY_PATH. The command links libdtrain.a, so it
-# needs no path to libdtrain.so. INSTALL_RPATH_USE_LINK_PATH adds the directories of the libraries
-# linked by path, but not the implicit link directories of an enabled language: the CUDA toolkit's
-# library directory is one of CUDA's (nvcc links from it anyway), so the toolkit, and NCCL where it
-# sits beside it, would be found only through /etc/ld.so.conf. Their directories are named here.
-# tests/package/test_package.sh checks with ld.so --inhibit-cache that both load without the cache.
-set(_dtrain_rpath)
+# The installed library and command find the CUDA toolkit and NCCL without LD_LIBRARY_PATH: their
+# RUNPATH names the directories of those two that the loader would not search by itself (the
+# toolkit in /usr/local/cuda/lib64, NCCL beside it or under NCCL_ROOT), and nothing else. The other
+# dependencies (MPI, hwloc, OpenBLAS, zlib, TurboJPEG, libpng) are left to the loader: on Debian
+# /usr/lib/x86_64-linux-gnu holds each one's soname, and OpenBLAS's is the alternatives link
+# (update-alternatives picks the BLAS), which a RUNPATH to openblas-pthread/ would bypass. A build
+# against a dependency the loader does not find (an MPI in /opt) adds its directory with
+# -DCMAKE_INSTALL_RPATH=/opt/mpi/lib, which is appended. The command links libdtrain.a, so it needs
+# no path to libdtrain.so. tests/package/test_package.sh checks with ld.so --inhibit-cache that both
+# load without the cache, and that their RUNPATH holds nothing but CUDA and NCCL directories.
+# DTRAIN_INSTALL_RPATH also goes into dtrain.pc's Libs.private for programs that link libdtrain.a.
+set(DTRAIN_INSTALL_RPATH)
 if(DTRAIN_HAVE_CUDA)
-  list(APPEND _dtrain_rpath ${CUDAToolkit_LIBRARY_DIR})
+  list(APPEND DTRAIN_INSTALL_RPATH ${CUDAToolkit_LIBRARY_DIR})
 endif()
 if(DTRAIN_HAVE_NCCL)
   get_filename_component(_dtrain_nccl_dir "${NCCL_LIBRARY}" DIRECTORY)
-  list(APPEND _dtrain_rpath ${_dtrain_nccl_dir})
+  list(APPEND DTRAIN_INSTALL_RPATH ${_dtrain_nccl_dir})
 endif()
-list(REMOVE_DUPLICATES _dtrain_rpath)
-set_target_properties(dtrain dtrain_cmd PROPERTIES INSTALL_RPATH "${_dtrain_rpath}" INSTALL_RPATH_USE_LINK_PATH ON)
+# The loader's own directories (/lib, /usr/lib and their multiarch ones, as CMake knows them).
+set(_dtrain_default_dirs)
+foreach(_dir IN LISTS CMAKE_PLATFORM_IMPLICIT_LINK_DIRECTORIES CMAKE_C_IMPLICIT_LINK_DIRECTORIES)
+  get_filename_component(_dir "${_dir}" REALPATH)
+  list(APPEND _dtrain_default_dirs "${_dir}")
+endforeach()
+set(_dtrain_dirs ${DTRAIN_INSTALL_RPATH})
+set(DTRAIN_INSTALL_RPATH)
+foreach(_dir IN LISTS _dtrain_dirs)
+  get_filename_component(_real "${_dir}" REALPATH)
+  if(NOT _real IN_LIST _dtrain_default_dirs)
+    list(APPEND DTRAIN_INSTALL_RPATH "${_dir}")
+  endif()
+endforeach()
+list(APPEND DTRAIN_INSTALL_RPATH ${CMAKE_INSTALL_RPATH})
+list(REMOVE_DUPLICATES DTRAIN_INSTALL_RPATH)
+set_target_properties(dtrain dtrain_cmd PROPERTIES INSTALL_RPATH "${DTRAIN_INSTALL_RPATH}")
 
 # The exported targets carry only the public include directory; the internal library of the command
 # and the tests (dtrain_internal) is not installed.
@@ -65,12 +90,16 @@ if(DTRAIN_HAVE_NCCL)
 endif()
 configure_package_config_file(cmake/dtrainConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/dtrainConfig.cmake
                               INSTALL_DESTINATION ${DTRAIN_CMAKE_DIR})
-# SameMajorVersion, the promise the soname already makes (SOVERSION = the major version): every
-# 0.x.y with x.y at least the one asked for is accepted, as libdtrain.so.0 of any 0.x may replace
-# another. AnyNewerVersion would also accept 1.0, whose soname (libdtrain.so.1) says it is not
-# compatible. A 0.x release that breaks the API must raise SOVERSION, and then this, together.
+# The promise the soname makes (CMakeLists.txt, DTRAIN_SOVERSION): while the major is 0 only the
+# same 0.MINOR is compatible (SameMinorVersion: find_package(dtrain 0.2) takes 0.2.x, x at least the
+# one asked for, and refuses 0.1 and 0.3), from 1.0 on the same major (SameMajorVersion).
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(_dtrain_compat SameMinorVersion)
+else()
+  set(_dtrain_compat SameMajorVersion)
+endif()
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/dtrainConfigVersion.cmake
-                                 VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+                                 VERSION ${PROJECT_VERSION} COMPATIBILITY ${_dtrain_compat})
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/dtrainConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/dtrainConfigVersion.cmake
         DESTINATION ${DTRAIN_CMAKE_DIR})
 if(DTRAIN_HAVE_NCCL)
@@ -84,6 +113,11 @@ endif()
 # then add the private dependencies of those modules too (hwloc's -ludev, OpenBLAS's -lgfortran), as
 # if they were static as well, and fail where their development files are absent; MPI has no one .pc
 # name across implementations either. Cflags needs none of them: dtrain.h includes no other header.
+# The documented static link is `cc app.c $(pkg-config --cflags dtrain) -Wl,-Bstatic
+# $(pkg-config --static --libs dtrain)` (docs/library-guide.md): -Bstatic makes -ldtrain take
+# libdtrain.a, and Libs.private opens with -Wl,-Bdynamic so that what follows (-lstdc++, -lm and
+# the user's own -l options) links as usual. It also carries the RUNPATH of libdtrain.so itself
+# (DTRAIN_INSTALL_RPATH), so that such a program finds the CUDA toolkit and NCCL as the library does.
 set(_pc_libs ${MPI_C_LIBRARIES} ${HWLOC_LINK_LIBRARIES} ${OPENBLAS_LINK_LIBRARIES} ${ZLIB_LIBRARIES}
     ${TURBOJPEG_LINK_LIBRARIES} ${PNG_LINK_LIBRARIES})
 if(DTRAIN_HAVE_CUDA)
@@ -95,10 +129,22 @@ if(DTRAIN_HAVE_NCCL)
 endif()
 list(APPEND _pc_libs ${CMAKE_THREAD_LIBS_INIT} -lm)
 list(REMOVE_DUPLICATES _pc_libs)
+list(TRANSFORM DTRAIN_INSTALL_RPATH PREPEND "-Wl,-rpath," OUTPUT_VARIABLE _pc_rpath)
 list(JOIN _pc_libs " " DTRAIN_PC_LIBS_PRIVATE)
-# The prefix is known only when `cmake --install --prefix P` runs: the install script below writes the
-# files that name it (the .pc, the sbatch templates' default path to the command).
-set(DTRAIN_PC_PREFIX "@DTRAIN_INSTALL_PREFIX@")
+list(JOIN _pc_rpath " " _pc_rpath)
+string(STRIP "-Wl,-Bdynamic ${_pc_rpath} ${DTRAIN_PC_LIBS_PRIVATE}" DTRAIN_PC_LIBS_PRIVATE)
+string(REPLACE "  " " " DTRAIN_PC_LIBS_PRIVATE "${DTRAIN_PC_LIBS_PRIVATE}")
+# The prefix relative to the .pc file's own directory (${pcfiledir}, which pkg-config sets), so that
+# an installed prefix that is moved or copied elsewhere still works, as the CMake package does. Only
+# a libdir configured as an absolute path (-DCMAKE_INSTALL_LIBDIR=/opt/x/lib64, outside the prefix)
+# leaves the prefix to be named in full when cmake --install runs (the install script below).
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(DTRAIN_PC_PREFIX "@DTRAIN_INSTALL_PREFIX@")
+else()
+  file(RELATIVE_PATH _pc_up "/P/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/P")
+  string(REGEX REPLACE "/$" "" _pc_up "${_pc_up}")
+  set(DTRAIN_PC_PREFIX "\${pcfiledir}/${_pc_up}")
+endif()
 # libdir and includedir under ${prefix}, unless configured as absolute paths (then as they are).
 foreach(_dir LIBDIR INCLUDEDIR)
   if(IS_ABSOLUTE "${CMAKE_INSTALL_${_dir}}")
@@ -107,6 +153,17 @@ foreach(_dir LIBDIR INCLUDEDIR)
     set(DTRAIN_PC_${_dir} "\${prefix}/${CMAKE_INSTALL_${_dir}}")
   endif()
 endforeach()
+set(DTRAIN_PC_SONAME libdtrain.so.${DTRAIN_SOVERSION})
+# What a program built against this version may run on, for the .pc's comment (the soname's rule).
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  math(EXPR _pc_next "${PROJECT_VERSION_MINOR} + 1")
+  set(DTRAIN_PC_COMPAT "only the same 0.${PROJECT_VERSION_MINOR} is compatible while the major is 0: \
+pkg-config 'dtrain >= 0.${PROJECT_VERSION_MINOR}' 'dtrain < 0.${_pc_next}'")
+else()
+  math(EXPR _pc_next "${PROJECT_VERSION_MAJOR} + 1")
+  set(DTRAIN_PC_COMPAT "the same major is compatible: \
+pkg-config 'dtrain >= ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}' 'dtrain < ${_pc_next}'")
+endif()
 configure_file(cmake/dtrain.pc.in ${CMAKE_CURRENT_BINARY_DIR}/dtrain.pc.in @ONLY)
 set(DTRAIN_SBATCH ${DTRAIN_SBATCH_TEMPLATES}) # cmake/sources.cmake
 list(TRANSFORM DTRAIN_SBATCH PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)

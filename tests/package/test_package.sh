@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The installed package works for a project outside the tree: install this build into a temporary
-# prefix (cmake --install BUILD --prefix T), check what landed there, then build
-# examples/custom_loop.c against T both ways a user would, and run each under mpirun -np 2:
+# prefix (cmake --install BUILD --prefix T), check what landed there (the soname include/dtrain.h's
+# version rule gives, the versions the CMake package accepts), then build examples/custom_loop.c
+# against T both ways a user would, and run each under mpirun -np 2:
 #   - CMake: find_package(dtrain) with dtrain::dtrain (libdtrain.so) and dtrain::dtrain_static;
-#   - pkg-config: cc prog.c $(pkg-config --cflags --libs dtrain), and a static link with --static;
-# and checks that the library and the command load without the ld.so cache, that a C++-only CMake
-# project links both targets (tests/package/consumer_cxx), and that absolute install directories are
-# written as they are.
+#   - pkg-config: cc prog.c $(pkg-config --cflags --libs dtrain), and the static link exactly as
+#     docs/library-guide.md gives it, then again with the prefix moved elsewhere;
+# and checks that the library, the command and the static program load without the ld.so cache,
+# that RUNPATH names CUDA's and NCCL's directories only, that a C++-only CMake project links both
+# targets (tests/package/consumer_cxx), and that absolute install directories are written as they are.
 # custom_loop exits 0 only when it learned and the ranks' parameters agree.
 # Usage: test_package.sh BUILD_DIR SOURCE_DIR MPIEXEC CMAKE_COMMAND C_COMPILER
 set -uo pipefail
@@ -33,7 +35,10 @@ run2() {
 }
 
 # ---------------------------------------------------------------- install
-"$cmake" --install "$build" --prefix "$T" >"$tmp/install.log" 2>&1 || die "cmake --install $build --prefix $T" "$tmp/install.log"
+# --component dtrain (every file): its list of what it installed goes to install_manifest_dtrain.txt,
+# not over the install_manifest.txt of the user's own install (cmake/install.cmake).
+"$cmake" --install "$build" --prefix "$T" --component dtrain >"$tmp/install.log" 2>&1 ||
+    die "cmake --install $build --prefix $T --component dtrain" "$tmp/install.log"
 libdir=$(dirname "$(find "$T" -name libdtrain.a | head -1)")
 [ -d "$libdir" ] && [ "$libdir" != . ] || die "no libdtrain.a under $T" "$tmp/install.log"
 for f in include/dtrain.h bin/dtrain share/dtrain/slurm/env.sbatch; do
@@ -45,32 +50,74 @@ done
 for f in "$libdir"/cmake/dtrain/dtrainConfig.cmake "$libdir"/cmake/dtrain/dtrainConfigVersion.cmake "$libdir"/pkgconfig/dtrain.pc; do
     [ -f "$f" ] || bad "${f#"$T"/} was not installed"
 done
-# The shared library under its versioned name, with soname libdtrain.so.<major> and the links to it.
+# The shared library under its versioned name, with the soname include/dtrain.h's rule gives
+# (libdtrain.so.0.MINOR while the major is 0, libdtrain.so.MAJOR after) and the links to it.
+major=$(sed -n 's/^#define DT_VERSION_MAJOR \([0-9]*\).*/\1/p' "$src/include/dtrain.h")
+minor=$(sed -n 's/^#define DT_VERSION_MINOR \([0-9]*\).*/\1/p' "$src/include/dtrain.h")
+[ "$major" = 0 ] && want_soname=libdtrain.so.0.$minor || want_soname=libdtrain.so.$major
 real=$(find "$libdir" -maxdepth 1 -name 'libdtrain.so.*.*.*' | head -1)
 soname=$(readelf -d "$real" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-if [[ "$soname" =~ ^libdtrain\.so\.[0-9]+$ ]] && [ -L "$libdir/$soname" ] && [ -L "$libdir/libdtrain.so" ]; then
+if [ "$soname" = "$want_soname" ] && [ -L "$libdir/$soname" ] && [ -L "$libdir/libdtrain.so" ]; then
     ok "$(basename "$real"): soname $soname, with the links $soname and libdtrain.so"
 else
-    bad "shared library '${real:-none}': soname '$soname' or its links are missing"
+    bad "shared library '${real:-none}': soname '$soname' (expected $want_soname) or its links are missing"
 fi
+# The CMake package accepts what the soname does: the same 0.MINOR while the major is 0 (a later
+# patch, not an earlier one nor another minor), the same major after.
+if [ "$major" = 0 ]; then
+    accept="0.$minor 0.$minor.0" refuse="0.$((minor + 1)) 1.0"
+    [ "$minor" -gt 0 ] && refuse="$refuse 0.$((minor - 1))"
+else
+    accept="$major.0 $major" refuse="$((major + 1)).0 $((major - 1)).0"
+fi
+compat_bad=0
+cat >"$tmp/compat.cmake" <<CMK
+string(REPLACE "." ";" parts "\${PACKAGE_FIND_VERSION}.0.0")
+list(GET parts 0 PACKAGE_FIND_VERSION_MAJOR)
+list(GET parts 1 PACKAGE_FIND_VERSION_MINOR)
+list(GET parts 2 PACKAGE_FIND_VERSION_PATCH)
+include("$libdir/cmake/dtrain/dtrainConfigVersion.cmake")
+message("\${PACKAGE_VERSION_COMPATIBLE}")
+CMK
+for v in $accept $refuse; do
+    got=$("$cmake" -DPACKAGE_FIND_VERSION="$v" -P "$tmp/compat.cmake" 2>&1)
+    case " $accept " in *" $v "*) want=TRUE ;; *) want=FALSE ;; esac
+    [ "$got" = "$want" ] ||
+        { bad "dtrainConfigVersion.cmake: find_package(dtrain $v) gives compatible '$got', expected $want"; compat_bad=1; }
+done
+[ $compat_bad = 0 ] && ok "dtrainConfigVersion.cmake accepts $accept and refuses $refuse"
 # The library and the command load from the prefix alone: with the loader's cache ignored
 # (--inhibit-cache), every library they need is in a default directory or in their RUNPATH, the CUDA
-# toolkit and NCCL included, and none is found only through /etc/ld.so.conf.
+# toolkit and NCCL included, and none is found only through /etc/ld.so.conf. Their RUNPATH names
+# the CUDA toolkit's and NCCL's directories and nothing else: a directory of another dependency
+# (openmpi/lib, openblas-pthread/) would bypass the loader's choice, Debian's BLAS alternative.
 interp=$(readelf -l "$T/bin/dtrain" 2>/dev/null | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
 grep -q 'set(dtrain_HAVE_CUDA ON)' "$libdir/cmake/dtrain/dtrainConfig.cmake" && cuda=1 || cuda=0
-if [ -x "$interp" ]; then
-    for f in "$real" "$T/bin/dtrain"; do
-        if out=$("$interp" --inhibit-cache --list "$f" 2>&1) && ! grep -q 'not found' <<<"$out" &&
-           { [ $cuda = 0 ] || grep -q 'libcudart.*=> /' <<<"$out"; }; then
-            ok "$(basename "$f") loads without the ld.so cache$([ $cuda = 1 ] && echo ", $(grep -o 'libcudart[^ ]* => [^ ]*' <<<"$out")")"
-        else
-            bad "$f does not load without the ld.so cache ($interp --inhibit-cache --list):"
-            grep -E 'not found|error' <<<"$out"
-        fi
+loads_alone() { # FILE: loads without the ld.so cache, libcudart from a path where CUDA is built in
+    local f=$1 out
+    [ -x "$interp" ] || { echo "note: no program interpreter found in $T/bin/dtrain: the load check is left out"; return; }
+    if out=$("$interp" --inhibit-cache --list "$f" 2>&1) && ! grep -q 'not found' <<<"$out" &&
+       { [ $cuda = 0 ] || grep -q 'libcudart.*=> /' <<<"$out"; }; then
+        ok "$(basename "$f") loads without the ld.so cache$([ $cuda = 1 ] && echo ", $(grep -o 'libcudart[^ ]* => [^ ]*' <<<"$out")")"
+    else
+        bad "$f does not load without the ld.so cache ($interp --inhibit-cache --list):"
+        grep -E 'not found|error' <<<"$out"
+    fi
+}
+runpath_only_cuda() { # FILE: every R(UN)PATH entry holds the CUDA runtime, cuBLAS or NCCL
+    local f=$1 path dir extra=""
+    path=$(readelf -d "$f" | sed -n 's/.*(R\(UN\)\{0,1\}PATH).*\[\(.*\)\]/\2/p')
+    for dir in ${path//:/ }; do
+        compgen -G "$dir/libcudart.so*" >/dev/null || compgen -G "$dir/libcublas.so*" >/dev/null ||
+            compgen -G "$dir/libnccl.so*" >/dev/null || extra="$extra $dir"
     done
-else
-    echo "note: no program interpreter found in $T/bin/dtrain: the load check is left out"
-fi
+    [ -z "$extra" ] && ok "$(basename "$f") RUNPATH: '${path}' (CUDA and NCCL only)" ||
+        bad "$f has RUNPATH directories other than CUDA's and NCCL's:$extra (readelf -d)"
+}
+for f in "$real" "$T/bin/dtrain"; do
+    loads_alone "$f"
+    runpath_only_cuda "$f"
+done
 # Nothing installed names the source or build tree: no text file (an internal include directory in
 # the CMake or pkg-config files would), no run-time path of the library or the command.
 srcdir=$(cd "$src" && pwd -P) builddir=$(cd "$build" && pwd -P)
@@ -128,6 +175,20 @@ else
     bad "the C++-only find_package(dtrain) project did not configure or build:"; tail -40 "$tmp/consumer_cxx.log"
 fi
 
+# A project without C or C++ (CUDA only) cannot have dtrain::dtrain_static's MPI found: asking for
+# it fails with the fix, enabling C (LANGUAGES NONE stands in for CUDA alone, without nvcc's time).
+mkdir -p "$tmp/no_c"
+printf 'cmake_minimum_required(VERSION 3.19)\nproject(no_c LANGUAGES NONE)\nfind_package(dtrain REQUIRED COMPONENTS static)\n' \
+    >"$tmp/no_c/CMakeLists.txt"
+if "$cmake" -S "$tmp/no_c" -B "$tmp/no_c/build" -DCMAKE_PREFIX_PATH="$T" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+       >"$tmp/no_c.log" 2>&1; then
+    bad "find_package(dtrain COMPONENTS static) in a project without C or C++ succeeded"
+elif tr -s ' \n' ' ' <"$tmp/no_c.log" | grep -q 'enable_language(C) before find_package(dtrain)'; then
+    ok "a project without C asking for dtrain::dtrain_static is told to enable C"
+else
+    bad "find_package(dtrain COMPONENTS static) without C does not name the fix (enable_language(C)):"; tail -15 "$tmp/no_c.log"
+fi
+
 # ---------------------------------------------------------------- pkg-config
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 if flags=$(pkg-config --cflags --libs dtrain 2>"$tmp/pc.err"); then
@@ -143,20 +204,43 @@ if flags=$(pkg-config --cflags --libs dtrain 2>"$tmp/pc.err"); then
 else
     bad "pkg-config --cflags --libs dtrain:"; cat "$tmp/pc.err"
 fi
-# Static: the archive where -ldtrain stood, then Libs.private and the Requires.private modules.
-if libs=$(pkg-config --static --libs dtrain 2>"$tmp/pc.err"); then
+# Static, the command docs/library-guide.md gives: -Wl,-Bstatic makes -ldtrain take libdtrain.a,
+# Libs.private switches back (-Wl,-Bdynamic) and carries libdtrain.so's RUNPATH for CUDA and NCCL.
+if cflags=$(pkg-config --cflags dtrain) && libs=$(pkg-config --static --libs dtrain 2>"$tmp/pc.err"); then
     echo "pkg-config --static --libs dtrain: $libs"
-    libs=${libs/-ldtrain/$libdir/libdtrain.a}
-    # shellcheck disable=SC2046,SC2086
-    if "$cc" -o "$tmp/pc_static" "$src/examples/custom_loop.c" $(pkg-config --cflags dtrain) $libs \
+    # shellcheck disable=SC2086
+    if "$cc" -o "$tmp/pc_static" "$src/examples/custom_loop.c" $cflags -Wl,-Bstatic $libs -lm \
            >"$tmp/pc_static.log" 2>&1; then
-        readelf -d "$tmp/pc_static" | grep -q 'libdtrain' && bad "pc_static needs libdtrain.so"
+        if readelf -d "$tmp/pc_static" | grep -q 'libdtrain'; then
+            bad "pc_static (cc ... -Wl,-Bstatic \$(pkg-config --static --libs dtrain)) needs libdtrain.so"
+        fi
+        loads_alone "$tmp/pc_static"
         run2 pkgconfig_static "$tmp/pc_static"
     else
-        bad "cc ... libdtrain.a \$(pkg-config --static --libs dtrain):"; cat "$tmp/pc_static.log"
+        bad "cc ... -Wl,-Bstatic \$(pkg-config --static --libs dtrain):"; cat "$tmp/pc_static.log"
     fi
 else
     bad "pkg-config --static --libs dtrain:"; cat "$tmp/pc.err"
+fi
+
+# ---------------------------------------------------------------- a moved prefix
+# The installed tree copied elsewhere and the original gone: dtrain.pc's prefix follows its own
+# directory (${pcfiledir}), as the CMake package's does, so a program builds and runs against the
+# new place. (The sbatch templates keep naming the command where it was installed.)
+M=$tmp/moved
+if mv "$T" "$M"; then
+    mlib=$M/${libdir#"$T"/}
+    # shellcheck disable=SC2046
+    if "$cc" -o "$tmp/pc_moved" "$src/examples/custom_loop.c" $(PKG_CONFIG_PATH=$mlib/pkgconfig pkg-config --cflags --libs dtrain) \
+           -lm -Wl,-rpath,"$mlib" >"$tmp/pc_moved.log" 2>&1; then
+        run2 pkgconfig_moved_prefix "$tmp/pc_moved"
+    else
+        bad "cc ... \$(pkg-config --cflags --libs dtrain) against the moved prefix $M:"; cat "$tmp/pc_moved.log"
+        PKG_CONFIG_PATH=$mlib/pkgconfig pkg-config --cflags --libs dtrain
+    fi
+    mv "$M" "$T"
+else
+    bad "could not move $T to $M"
 fi
 
 # ---------------------------------------------------------------- absolute install directories
