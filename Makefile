@@ -83,7 +83,9 @@ test: deps
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # Headers, libdtrain.so/.a, the command, the sbatch templates, the CMake package and dtrain.pc under
-# PREFIX (cmake/install.cmake lists them).
+# PREFIX (cmake/install.cmake lists them). Any user, for a PREFIX they can write. The list of what it
+# installed is $(BUILD)/install_manifest.txt; to uninstall: xargs -d '\n' rm -f -- < $(BUILD)/install_manifest.txt
+# (docs/library-guide.md, "Install and use as a package").
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
