@@ -7,6 +7,7 @@
 #include "launch/cmd_data.h"
 
 #include "launch/cli.h"
+#include "base/io_error.h"
 #include "runtime/data/dts.h"
 
 #include <errno.h>
@@ -136,8 +137,10 @@ int cmd_data_convert(int argc, char **argv)
         rc = EXIT_USAGE;
     }
     if (!rc && mkdir(dst, 0777) != 0 && errno != EEXIST) {
-        cli_error("cannot create the directory %s: %s (DST is a directory unless it ends in .dts)", dst,
-                  strerror(errno));
+        const int err = errno;
+        char advice[IO_FIX_LEN];
+        cli_error("cannot create the directory %s (DST is a directory unless it ends in .dts): %s: %s", dst,
+                  strerror(err), io_error_fix(err, "shard", "DST", advice, sizeof advice));
         rc = EXIT_FAIL;
     }
     if (!rc && stat(dst, &sb) == 0 && !S_ISDIR(sb.st_mode)) {

@@ -5,6 +5,7 @@
 #include "launch/metrics.h"
 
 #include "launch/cli.h"
+#include "base/io_error.h"
 
 #include <errno.h>
 #include <math.h>
@@ -209,7 +210,10 @@ FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
     }
     return f;
 
-fail:
-    cli_error("cannot write --metrics %s: %s", path, strerror(errno));
+fail:;
+    const int err = errno;
+    char advice[IO_FIX_LEN];
+    cli_error("cannot write --metrics %s: %s: %s", path, strerror(err),
+              io_error_fix(err, "--metrics file", "--metrics", advice, sizeof advice));
     return NULL;
 }

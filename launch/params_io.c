@@ -5,6 +5,7 @@
 #include "launch/params_io.h"
 
 #include "launch/cli.h"
+#include "base/io_error.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
 
 #include <errno.h>
@@ -55,7 +56,10 @@ static int read_params(const char *path, float *p, size_t n, char *why, size_t l
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat sb;
     if (fd < 0) {
-        snprintf(why, len, "cannot open --init-params %s: %s", path, strerror(errno));
+        const int err = errno;
+        char advice[IO_FIX_LEN];
+        snprintf(why, len, "cannot open --init-params %s: %s: %s", path, strerror(err),
+                 io_error_fix(err, "--init-params file", NULL, advice, sizeof advice));
         return -1;
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {

@@ -6,6 +6,7 @@
 #include "launch/train_run.h"
 
 #include "launch/cli.h"
+#include "base/io_error.h"
 #include "base/log.h"
 #include "base/status.h"
 
@@ -125,7 +126,10 @@ int train_report_interval(const train_run *r, const metrics_record *rec, long lo
         fflush(stdout);
     }
     if (r->metrics && metrics_write(r->metrics, rec) != 0) {
-        cli_error("writing --metrics %s failed: %s", r->t.metrics, strerror(errno));
+        const int err = errno;
+        char advice[IO_FIX_LEN];
+        cli_error("writing --metrics %s failed: %s: %s", r->t.metrics, strerror(err),
+                  io_error_fix(err, "--metrics file", "--metrics", advice, sizeof advice));
         return EXIT_FAIL;
     }
     return EXIT_OK;

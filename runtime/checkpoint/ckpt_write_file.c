@@ -10,6 +10,7 @@
  */
 #include "runtime/checkpoint/ckpt_format.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
+#include "base/io_error.h"
 #include "base/log.h"
 #include "base/path.h"
 #include "base/status.h"
@@ -28,23 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The cause of a failed write, worded as what to do about it; alt is the setting to change
- * ("--checkpoint-dir"), what names the file ("checkpoint"). */
-static void write_advice(int err, const char *what, const char *alt, char *buf, size_t len)
-{
-    switch (err) {
-        case ENOSPC: snprintf(buf, len, "the file system is full: free space or use another %s", alt); break;
-        case EDQUOT: snprintf(buf, len, "the disk quota is exhausted: free space or use another %s", alt); break;
-        case EFBIG:
-            snprintf(buf, len,
-                     "the file-size limit (ulimit -f, RLIMIT_FSIZE) is below the %s's size: raise it "
-                     "(ulimit -f unlimited)",
-                     what);
-            break;
-        default: snprintf(buf, len, "check the directory and the file system"); break;
-    }
-}
-
 /* Where a file is written: what names it in messages, alt what the user can change instead. */
 typedef struct write_target {
     const char *tmp, *what, *alt;
@@ -55,7 +39,7 @@ typedef struct write_target {
 static dt_status write_all(int fd, const void *p, size_t n, const write_target *w)
 {
     const char *b = p;
-    char advice[256];
+    char advice[IO_FIX_LEN], size[96] = "";
     while (n > 0) {
         ckpt_beat_now(w->beat);
         ssize_t k = write(fd, b, n < CKPT_IO_CHUNK ? n : CKPT_IO_CHUNK);
@@ -63,14 +47,11 @@ static dt_status write_all(int fd, const void *p, size_t n, const write_target *
         if (k <= 0) {
             int err = k < 0 ? errno : ENOSPC; /* a write of 0 bytes to a regular file: no room */
             struct rlimit rl;
-            write_advice(err, w->what, w->alt, advice, sizeof advice);
             if (err == EFBIG && getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-                return status_set_error(DT_ERR_IO,
-                                        "writing %s %s failed: %s (limit %llu bytes, the %s is %llu "
-                                        "bytes): %s",
-                                        w->what, w->tmp, strerror(err), (unsigned long long)rl.rlim_cur, w->what,
-                                        (unsigned long long)w->total, advice);
-            return status_set_error(DT_ERR_IO, "writing %s %s failed: %s: %s", w->what, w->tmp, strerror(err), advice);
+                snprintf(size, sizeof size, " (limit %llu bytes, the %s is %llu bytes)",
+                         (unsigned long long)rl.rlim_cur, w->what, (unsigned long long)w->total);
+            return status_set_error(DT_ERR_IO, "writing %s %s failed: %s%s: %s", w->what, w->tmp, strerror(err), size,
+                                    io_error_fix(err, w->what, w->alt, advice, sizeof advice));
         }
         b += k;
         n -= (size_t)k;
@@ -255,9 +236,13 @@ static dt_status write_in_place(const char *path, const char *what, const ckpt_p
                                 const write_target *w)
 {
     const int fd = ckpt_open_in_place(path);
+    char advice[IO_FIX_LEN];
+    if (fd < 0 && errno == ENXIO)
+        return status_set_error(DT_ERR_IO, "cannot write %s %s: it is a FIFO that no process reads", what, path);
+    const int err = errno;
     if (fd < 0)
-        return status_set_error(DT_ERR_IO, "cannot write %s %s: %s", what, path,
-                                errno == ENXIO ? "it is a FIFO that no process reads" : strerror(errno));
+        return status_set_error(DT_ERR_IO, "cannot write %s %s: %s: %s", what, path, strerror(err),
+                                io_error_fix(err, what, w->alt, advice, sizeof advice));
     dt_status s = write_image(fd, parts, n, w);
     if (close(fd) != 0 && !s) s = status_set_error(DT_ERR_IO, "closing %s %s failed: %s", what, path, strerror(errno));
     return s;
@@ -283,20 +268,31 @@ dt_status ckpt_write_file_beating(const char *path, const char *what, const char
     path_parent_dir(path, dir, sizeof dir); /* whose entry the rename changes */
     w.tmp = tmp;
 
-    char advice[256];
+    char advice[IO_FIX_LEN];
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return status_set_error(DT_ERR_IO, "cannot write %s %s: %s", what, tmp, strerror(errno));
+    if (fd < 0) {
+        const int err = errno;
+        return status_set_error(DT_ERR_IO, "cannot write %s %s: %s: %s", what, tmp, strerror(err),
+                                io_error_fix(err, what, alt, advice, sizeof advice));
+    }
     ckpt_test_slow(beat);
     dt_status s = write_image(fd, parts, n, &w);
     ckpt_beat_now(beat);
     if (!s && ckpt_call_beating(fsync_fd, &fd, beat, CKPT_SYNC_BEAT_S + (double)w.total / CKPT_SYNC_MIN_RATE) != 0) {
         const int err = errno;
-        write_advice(err, what, alt, advice, sizeof advice);
-        s = status_set_error(DT_ERR_IO, "fsync of %s %s failed: %s: %s", what, tmp, strerror(err), advice);
+        s = status_set_error(DT_ERR_IO, "fsync of %s %s failed: %s: %s", what, tmp, strerror(err),
+                             io_error_fix(err, what, alt, advice, sizeof advice));
     }
-    if (close(fd) != 0 && !s) s = status_set_error(DT_ERR_IO, "closing %s %s failed: %s", what, tmp, strerror(errno));
-    if (!s && rename(tmp, path) != 0)
-        s = status_set_error(DT_ERR_IO, "renaming %s %s to %s failed: %s", what, tmp, path, strerror(errno));
+    if (close(fd) != 0 && !s) {
+        const int err = errno;
+        s = status_set_error(DT_ERR_IO, "closing %s %s failed: %s: %s", what, tmp, strerror(err),
+                             io_error_fix(err, what, alt, advice, sizeof advice));
+    }
+    if (!s && rename(tmp, path) != 0) {
+        const int err = errno;
+        s = status_set_error(DT_ERR_IO, "renaming %s %s to %s failed: %s: %s", what, tmp, path, strerror(err),
+                             io_error_fix(err, what, alt, advice, sizeof advice));
+    }
     if (s) {
         unlink(tmp);
         return s;
@@ -323,9 +319,14 @@ dt_status ckpt_write_file_try(const char *path, const char *flag)
     int in_place;
     const char *target = ckpt_write_target(path, real, sizeof real, &in_place);
     /* Written in place (a device, a FIFO, a stream): it only has to be writable now. */
+    char advice[IO_FIX_LEN];
+    /* What to use instead: another value of the flag, or (a library call's name) another path. */
+    const char *alt = !strncmp(flag, "--", 2) ? flag : "path";
     if (in_place) {
         if (access(path, W_OK) == 0) return DT_OK;
-        return status_set_error(DT_ERR_IO, "%s %s cannot be written: %s", flag, path, strerror(errno));
+        const int err = errno;
+        return status_set_error(DT_ERR_IO, "%s %s cannot be written: %s: %s", flag, path, strerror(err),
+                                io_error_fix(err, "file", alt, advice, sizeof advice));
     }
     path = target;
     char tmp[4200];
@@ -334,12 +335,41 @@ dt_status ckpt_write_file_try(const char *path, const char *flag)
                                 strlen(path));
     /* The writer's own temporary name, made and removed: what it needs of the directory. */
     const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return status_set_error(DT_ERR_IO, "%s %s cannot be written (%s: %s): give a path in a writable directory",
-                                flag, path, tmp, strerror(errno));
+    if (fd < 0) {
+        const int err = errno;
+        return status_set_error(DT_ERR_IO, "%s %s cannot be written (%s: %s): %s", flag, path, tmp, strerror(err),
+                                io_error_fix(err, "file", alt, advice, sizeof advice));
+    }
     close(fd);
     unlink(tmp);
     return DT_OK;
+}
+
+/* Why mkdir(dir) failed (errno), said of what is there: a parent that does not exist is made
+ * first, one that exists but cannot be written needs its permissions or another directory. */
+static dt_status dir_make_error(const char *dir)
+{
+    const int err = errno;
+    char parent[4096], advice[IO_FIX_LEN];
+    struct stat sb;
+    path_parent_dir(dir, parent, sizeof parent);
+    const int parent_is = stat(parent, &sb) == 0;
+    if (!parent_is && (err == ENOENT || err == ENOTDIR))
+        return status_set_error(DT_ERR_IO,
+                                "cannot create checkpoint directory %s: its parent %s does not exist: make it "
+                                "(mkdir -p %s) or use another --checkpoint-dir",
+                                dir, parent, parent);
+    if (parent_is && !S_ISDIR(sb.st_mode))
+        return status_set_error(DT_ERR_IO,
+                                "cannot create checkpoint directory %s: its parent %s is not a directory: use "
+                                "another --checkpoint-dir",
+                                dir, parent);
+    io_error_fix(err, "checkpoint", "--checkpoint-dir", advice, sizeof advice);
+    if (parent_is && (err == EACCES || err == EPERM || err == EROFS))
+        return status_set_error(
+            DT_ERR_IO, "cannot create checkpoint directory %s: its parent %s exists but cannot be written (%s): %s",
+            dir, parent, strerror(err), advice);
+    return status_set_error(DT_ERR_IO, "cannot create checkpoint directory %s: %s: %s", dir, strerror(err), advice);
 }
 
 dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *e, uint32_t n, const void *const *data,
@@ -371,8 +401,7 @@ dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *
     h.table_crc = ckpt_crc(e, (size_t)n * sizeof *e);
     h.header_crc = ckpt_crc(&h, sizeof h);
 
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return status_set_error(DT_ERR_IO, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) return dir_make_error(dir);
     /* The file: the header, the table, then each section's bytes. */
     ckpt_part *parts = malloc(((size_t)n + 2) * sizeof *parts);
     if (!parts)
@@ -391,9 +420,7 @@ dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *
 dt_status ckpt_dir_prepare(const char *dir)
 {
     const int made = mkdir(dir, 0777) == 0;
-    if (!made && errno != EEXIST)
-        return status_set_error(DT_ERR_IO, "cannot create checkpoint directory %s: %s (its parent must exist)", dir,
-                                strerror(errno));
+    if (!made && errno != EEXIST) return dir_make_error(dir);
     if (made && strlen(dir) < 4096) {
         /* The new directory's entry reaches the disk with its parent's sync, before a checkpoint
          * is renamed into it. */
@@ -404,9 +431,12 @@ dt_status ckpt_dir_prepare(const char *dir)
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return status_set_error(DT_ERR_IO, "--checkpoint-dir %s is not a directory: give a directory path", dir);
-    if (access(dir, W_OK | X_OK) != 0)
-        return status_set_error(DT_ERR_IO, "cannot write in checkpoint directory %s: %s; give a writable one", dir,
-                                strerror(errno));
+    if (access(dir, W_OK | X_OK) != 0) {
+        const int err = errno;
+        char advice[IO_FIX_LEN];
+        return status_set_error(DT_ERR_IO, "cannot write in checkpoint directory %s: %s: %s", dir, strerror(err),
+                                io_error_fix(err, "checkpoint", "--checkpoint-dir", advice, sizeof advice));
+    }
     DIR *dh = opendir(dir);
     if (!dh) return status_set_error(DT_ERR_IO, "cannot read checkpoint directory %s: %s", dir, strerror(errno));
     int removed = 0;

@@ -11,6 +11,7 @@
  */
 #include "runtime/data/dts.h"
 #include "runtime/data/reader.h"
+#include "base/io_error.h"
 #include "base/status.h"
 #include "kernels/cast.h"
 
@@ -269,7 +270,12 @@ dt_status dts_open(const char *path, const ds_open_opts *opts, ds_split *s)
     if (st) return st;
     /* Non-blocking, so a FIFO named x.dts cannot hang the open; then regular files only. */
     int fd = open(f, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return status_set_error(DT_ERR_IO, "cannot open %s: %s", f, strerror(errno));
+    if (fd < 0) {
+        const int err = errno;
+        char advice[IO_FIX_LEN];
+        return status_set_error(DT_ERR_IO, "cannot open %s: %s: %s", f, strerror(err),
+                                io_error_fix(err, "shard", NULL, advice, sizeof advice));
+    }
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);

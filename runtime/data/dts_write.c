@@ -13,6 +13,7 @@
 #include "runtime/data/dts.h"
 #include "runtime/data/stats.h"
 #include "base/clock.h"
+#include "base/io_error.h"
 #include "base/status.h"
 #include "base/log.h"
 #include "base/path.h"
@@ -165,20 +166,14 @@ static dt_status write_at(int fd, const char *path, const void *p, size_t n, uin
     while (n) {
         ssize_t r = pwrite(fd, b, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0 && (errno == ENOSPC || errno == EDQUOT))
-            return status_set_error(DT_ERR_IO,
-                                    "cannot write %s: no space left on its device (or quota) at byte %llu of "
-                                    "%llu: free space there or write the shard to another directory",
-                                    path, (unsigned long long)off, (unsigned long long)total);
-        if (r < 0 && errno == EFBIG)
-            return status_set_error(DT_ERR_IO,
-                                    "cannot write %s: the file would pass the file-size limit (ulimit -f, or "
-                                    "the filesystem's) at byte %llu of %llu: raise the limit or write to another "
-                                    "filesystem",
-                                    path, (unsigned long long)off, (unsigned long long)total);
-        if (r <= 0)
-            return status_set_error(DT_ERR_IO, "cannot write %s at byte %llu: %s", path, (unsigned long long)off,
-                                    r < 0 ? strerror(errno) : "nothing written");
+        if (r <= 0) {
+            /* A write of 0 bytes to a regular file: no room. */
+            const int err = r < 0 ? errno : ENOSPC;
+            char advice[IO_FIX_LEN];
+            return status_set_error(DT_ERR_IO, "cannot write %s at byte %llu of %llu: %s: %s", path,
+                                    (unsigned long long)off, (unsigned long long)total, strerror(err),
+                                    io_error_fix(err, "shard", "DST", advice, sizeof advice));
+        }
         b += r, n -= (size_t)r, off += (uint64_t)r;
     }
     return DT_OK;
@@ -348,7 +343,12 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     remove_stale_temps(dir, base);
     dts_temp_path(path, tmp, sizeof tmp);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return status_set_error(DT_ERR_IO, "cannot create %s (for %s): %s", tmp, path, strerror(errno));
+    char advice[IO_FIX_LEN];
+    if (fd < 0) {
+        const int err = errno;
+        return status_set_error(DT_ERR_IO, "cannot create %s (for %s): %s: %s", tmp, path, strerror(err),
+                                io_error_fix(err, "shard", "DST", advice, sizeof advice));
+    }
     dt_status st = DT_OK;
     /* A full disk found now rather than after an hour of decoding images. */
     struct statvfs vf;
@@ -403,19 +403,25 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     }
     free(hdr);
     ds_stats_free(&stats);
-    if (!st && fsync(fd) != 0)
-        st = status_set_error(DT_ERR_IO, "cannot write %s: fsync failed (%s): the disk may be full or failing", path,
-                              strerror(errno));
-    if (close(fd) != 0 && !st)
-        st = status_set_error(DT_ERR_IO, "cannot write %s: close failed (%s)", path, strerror(errno));
+    if (!st && fsync(fd) != 0) {
+        const int err = errno;
+        st = status_set_error(DT_ERR_IO, "cannot write %s: fsync failed (%s): %s", path, strerror(err),
+                              io_error_fix(err, "shard", "DST", advice, sizeof advice));
+    }
+    if (close(fd) != 0 && !st) {
+        const int err = errno;
+        st = status_set_error(DT_ERR_IO, "cannot write %s: close failed (%s): %s", path, strerror(err),
+                              io_error_fix(err, "shard", "DST", advice, sizeof advice));
+    }
     if (!st) {
         /* Without --force the rename must not replace a file made since the check above. */
         int r = o.force ? rename(tmp, path) : renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
         if (r != 0 && !o.force && (errno == EINVAL || errno == ENOSYS)) r = link(tmp, path) == 0 ? unlink(tmp) : -1;
+        const int err = errno;
         if (r != 0)
-            st = errno == EEXIST
-                     ? status_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it", path)
-                     : status_set_error(DT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+            st = err == EEXIST ? status_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it", path)
+                               : status_set_error(DT_ERR_IO, "cannot rename %s to %s: %s: %s", tmp, path, strerror(err),
+                                                  io_error_fix(err, "shard", "DST", advice, sizeof advice));
     }
     if (st) {
         unlink(tmp);

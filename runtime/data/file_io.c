@@ -3,6 +3,7 @@
  * (gzread passes plain data through), so one path serves MNIST's .gz files and CIFAR's raw ones.
  */
 #include "runtime/data/file_io.h"
+#include "base/io_error.h"
 #include "base/status.h"
 
 #include <errno.h>
@@ -34,7 +35,12 @@ dt_status ds_read_file(const char *path, size_t max_bytes, unsigned char **buf, 
     *len = 0;
     /* Non-blocking, so a FIFO cannot hang the open; then regular files only. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return status_set_error(DT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) {
+        const int err = errno;
+        char advice[IO_FIX_LEN];
+        return status_set_error(DT_ERR_IO, "cannot open %s: %s: %s", path, strerror(err),
+                                io_error_fix(err, "file", NULL, advice, sizeof advice));
+    }
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);

@@ -23,6 +23,7 @@
  */
 #include "runtime/data/image_decode.h"
 #include "runtime/data/imagefolder_scan.h"
+#include "base/io_error.h"
 #include "base/log.h"
 #include "runtime/data/reader.h"
 #include "base/status.h"
@@ -56,7 +57,12 @@ static dt_status read_image_file(const char *path, unsigned char **buf, size_t *
 {
     *buf = NULL;
     const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return status_set_error(DT_ERR_IO, "cannot open image %s: %s", path, strerror(errno));
+    char advice[IO_FIX_LEN];
+    if (fd < 0) {
+        const int err = errno;
+        return status_set_error(DT_ERR_IO, "cannot open image %s: %s: %s", path, strerror(err),
+                                io_error_fix(err, "image", NULL, advice, sizeof advice));
+    }
     struct stat sb;
     dt_status st = DT_OK;
     if (fstat(fd, &sb) != 0)
@@ -77,9 +83,11 @@ static dt_status read_image_file(const char *path, unsigned char **buf, size_t *
     while (!st && got < n) {
         const ssize_t r = read(fd, *buf + got, n - got);
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0)
-            st = status_set_error(DT_ERR_IO, "cannot read image %s: %s", path, strerror(errno));
-        else if (r == 0)
+        if (r < 0) {
+            const int err = errno;
+            st = status_set_error(DT_ERR_IO, "cannot read image %s: %s: %s", path, strerror(err),
+                                  io_error_fix(err, "image", NULL, advice, sizeof advice));
+        } else if (r == 0)
             st = status_set_error(DT_ERR_CORRUPT, "image %s ended after %zu of its %zu bytes (changed while read?)",
                                   path, got, n);
         else

@@ -8,10 +8,12 @@
  * good to about half that round trip. Rank 0 then streams each rank's events into the file in
  * chunks of at most CHUNK_BYTES, so neither memory nor a single message grows with the world.
  */
+#include "base/io_error.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "base/trace.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
+#include "runtime/trace/trace_write.h"
 #include "collectives/ctx_comm.h"
 #include "kernels/backend.h"
 
@@ -147,7 +149,7 @@ static const size_t chunk_events = CHUNK_BYTES / sizeof(trace_event);
 /* Rank 0: the file, from the heads and each rank's events, with info (world entries) and buf (a
  * chunk) to work in. 0, or -1 after setting *err. */
 static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const trace_event *own, trace_rank_info *info,
-                      trace_event *buf, char *err, size_t n)
+                      trace_event *buf, const char *alt, char *err, size_t n)
 {
     /* Time 0 of the file: the earliest event of any rank, on rank 0's clock. */
     uint64_t base = UINT64_MAX;
@@ -178,9 +180,12 @@ static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const tr
         }
     if (trace_json_tail(f) && !werr) werr = errno;
     if (werr && rc == 0) rc = -1;
-    if (rc == -1)
-        snprintf(err, n, "writing failed: %s (a full disk, or a quota: choose another --trace path)",
-                 strerror(werr ? werr : EIO));
+    if (rc == -1) {
+        char advice[IO_FIX_LEN];
+        if (!werr) werr = EIO;
+        snprintf(err, n, "writing failed: %s: %s", strerror(werr),
+                 io_error_fix(werr, "trace", alt, advice, sizeof advice));
+    }
     return rc ? -1 : 0;
 }
 
@@ -204,9 +209,13 @@ static FILE *open_in_place(const char *path)
     return f;
 }
 
-dt_status dt_trace_write(dt_ctx *ctx, const char *path)
+dt_status dt_trace_write(dt_ctx *ctx, const char *path) { return trace_write_named(ctx, path, NULL); }
+
+dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
 {
     if (!ctx) return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_write needs a context");
+    /* What the messages call the path, and what a user changes to get past a failure. */
+    const char *name = flag ? flag : "dt_trace_write", *alt = flag ? flag : "path";
     MPI_Comm w = ctx_world_comm(ctx);
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
     trace_rec *rec = ctx_trace(ctx);
@@ -222,7 +231,7 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
         path_s = !path || !*path
                      ? status_set_error(DT_ERR_INVALID_ARG, "dt_trace_write: the path is %s: give a file name",
                                         path ? "empty" : "NULL")
-                     : ckpt_write_file_try(path, "dt_trace_write");
+                     : ckpt_write_file_try(path, name);
     float votes[2] = {(float)started, (float)path_s};
     dt_status s = dt_allreduce(ctx, votes, 2, DT_F32, DT_SUM);
     if (s) return s;
@@ -232,6 +241,11 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
                                 any ? "tracing was started on some ranks only" : "call dt_trace_start first");
     if (votes[1] != 0) {
         if (rank == 0) return path_s; /* its message names the path and the cause */
+        if (flag)
+            return status_set_error((dt_status)votes[1],
+                                    "rank 0 cannot write the trace at %s (its message says why): give a %s path in a "
+                                    "directory it can write",
+                                    flag, flag);
         return status_set_error((dt_status)votes[1],
                                 "dt_trace_write: rank 0 cannot write the trace at the path it was given (its message "
                                 "says why); the spans are kept: call again with another path");
@@ -289,22 +303,32 @@ dt_status dt_trace_write(dt_ctx *ctx, const char *path)
             snprintf(msg, sizeof msg, "dt_trace_write needs a path");
         else if (snprintf(tmp, sizeof tmp, in_place ? "%s" : "%s.tmp", target) >= (int)sizeof tmp)
             snprintf(msg, sizeof msg, "the trace path is longer than %zu bytes", sizeof tmp - 5);
-        else if (!(f = in_place ? open_in_place(tmp) : fopen(tmp, "w")))
-            snprintf(msg, sizeof msg, "cannot write the trace %.300s: %s (choose a writable --trace path)", tmp,
-                     strerror(errno));
+        else if (!(f = in_place ? open_in_place(tmp) : fopen(tmp, "w"))) {
+            const int err = errno;
+            char advice[IO_FIX_LEN];
+            snprintf(msg, sizeof msg, "cannot write the trace %.200s: %s: %s", tmp, strerror(err),
+                     io_error_fix(err, "trace", alt, advice, sizeof advice));
+        }
     }
     if (MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, w) != MPI_SUCCESS) msg[0] = '?';
     if (!msg[0]) {
         if (rank == 0) {
-            if (write_file(w, f, heads, world, own, info, buf, msg, sizeof msg)) {
+            if (write_file(w, f, heads, world, own, info, buf, alt, msg, sizeof msg)) {
                 char why[400];
                 snprintf(why, sizeof why, "%s", msg);
                 snprintf(msg, sizeof msg, "trace %.100s: %s", path, why);
             }
-            if (fclose(f) != 0 && !msg[0])
-                snprintf(msg, sizeof msg, "trace %.300s: closing failed: %s", tmp, strerror(errno));
-            if (!in_place && !msg[0] && rename(tmp, target) != 0)
-                snprintf(msg, sizeof msg, "trace: renaming %.200s to %.200s failed: %s", tmp, target, strerror(errno));
+            char advice[IO_FIX_LEN];
+            if (fclose(f) != 0 && !msg[0]) {
+                const int err = errno;
+                snprintf(msg, sizeof msg, "trace %.200s: closing failed: %s: %s", tmp, strerror(err),
+                         io_error_fix(err, "trace", alt, advice, sizeof advice));
+            }
+            if (!in_place && !msg[0] && rename(tmp, target) != 0) {
+                const int err = errno;
+                snprintf(msg, sizeof msg, "trace: renaming %.150s to %.150s failed: %s: %s", tmp, target, strerror(err),
+                         io_error_fix(err, "trace", alt, advice, sizeof advice));
+            }
             if (!in_place && msg[0]) remove(tmp);
         } else if (send_events(w, own, me.info.count)) {
             snprintf(msg, sizeof msg, "rank %d could not send its trace events (MPI)", rank);

@@ -105,7 +105,7 @@ for p in "$tmp/no/such/c.csv" "$tmp"; do
     grep -q "^accuracy" "$tmp/out" && bad "--confusion-csv '$p': evaluated before refusing" ||
         ok "--confusion-csv '$p': refused before evaluating"
 done
-expect 2 "No such file or directory): give a path in a writable directory" "$DTRAIN" $ev --confusion-csv no/c.csv
+expect 2 "No such file or directory): its directory does not exist (or was removed): make it or use another --confusion-csv" "$DTRAIN" $ev --confusion-csv no/c.csv
 # The CSV never replaces an input: the --data file, a dataset's part, a checkpoint.
 ck=$(ls eck/ckpt-*.dtc | head -1)
 cp "$ck" ck.orig

@@ -110,9 +110,19 @@ expect 2 "--resume auto needs --checkpoint-dir" "$DTRAIN" train --resume auto
 expect 2 "--resume 'yes'" "$DTRAIN" train --resume yes
 # A --checkpoint-dir that cannot be made stops the run before it trains (not at its first save);
 # a save interrupted by a kill leaves a temporary file that the next run removes.
-expect 2 "cannot create checkpoint directory $tmp/none/ck" "$DTRAIN" train --model mlp --steps 2 --batch 8 \
-    --checkpoint-dir "$tmp/none/ck"
+expect 2 "cannot create checkpoint directory $tmp/none/ck: its parent $tmp/none does not exist: make it (mkdir -p $tmp/none)" \
+    "$DTRAIN" train --model mlp --steps 2 --batch 8 --checkpoint-dir "$tmp/none/ck"
 grep -q "^step" "$tmp/out" && bad "a run with an unusable --checkpoint-dir trained" || ok "it did not train"
+# A parent that exists but cannot be written (a read-only mount: root ignores modes) is said as
+# such, with the read-only file system's fix. Needs root's unshare -m; skipped elsewhere.
+mkdir -p "$tmp/ro"
+if unshare -m sh -c 'mount -t tmpfs -o ro,size=4k none "$1"' _ "$tmp/ro" 2>/dev/null; then
+    expect 2 "cannot create checkpoint directory $tmp/ro/ck: its parent $tmp/ro exists but cannot be written (Read-only file system): the file system is mounted read-only: remount it read-write or use another --checkpoint-dir" \
+        unshare -m sh -c 'mount -t tmpfs -o ro,size=4k none "$1" && exec "$2" train --model mlp --steps 2 --batch 8 --checkpoint-dir "$1/ck"' \
+        _ "$tmp/ro" "$DTRAIN"
+else
+    echo "skip: no tmpfs mount in a private namespace: the read-only parent does not run"
+fi
 mkdir -p "$tmp/ckt" && printf 'half' >"$tmp/ckt/ckpt-0000000005.dtc.tmp.4242"
 expect 0 "removed 1 unfinished checkpoint file" "$DTRAIN" train --model mlp --steps 2 --batch 8 --checkpoint-dir "$tmp/ckt"
 [ ! -e "$tmp/ckt/ckpt-0000000005.dtc.tmp.4242" ] && ok "the interrupted save's file is gone" || bad "stale file kept"

@@ -329,6 +329,28 @@ static void test_io_failures(void **state)
     snprintf(sub, sizeof sub, "%s/notadir", dir);
     assert_int_equal(dt_ckpt_begin(NULL, sub, 1, &w), DT_OK);
     expect_error(dt_ckpt_commit(w), DT_ERR_IO, "cannot write checkpoint");
+    assert_non_null(strstr(dt_last_error(), "Not a directory: a part of its path is a file, not a directory: use "
+                                            "another --checkpoint-dir"));
+    /* No file descriptor left (the soft limit at the lowest free one): the errno's fix, with the
+     * limits this process has. */
+    assert_int_equal(dt_ckpt_begin(NULL, dir, 7, &w), DT_OK);
+    assert_int_equal(dt_ckpt_add(w, "a", "x", 1), DT_OK);
+    struct rlimit nofile, low;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &nofile), 0);
+    const int lowest = dup(0);
+    assert_true(lowest >= 0);
+    close(lowest);
+    low = nofile;
+    low.rlim_cur = (rlim_t)lowest;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    s = dt_ckpt_commit(w);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &nofile), 0);
+    char want[160];
+    snprintf(want, sizeof want,
+             "Too many open files: this process has as many files open as it may (ulimit -n: soft limit %d", lowest);
+    expect_error(s, DT_ERR_IO, want);
+    assert_non_null(
+        strstr(dt_last_error(), "raise the soft limit (ulimit -n, up to the hard one) or use fewer --loader-threads"));
 }
 
 /* dt_model's checkpoint is a section file; a user's file is not a dt_model checkpoint; a file of
