@@ -244,7 +244,7 @@ int cli_parse(int argc, char **argv, const char *cmd, dt_config *cfg, const cli_
                 break;
             case 'h':
                 if (cli_help(cmd, stdout) != 0) cli_usage(stdout);
-                exit(EXIT_OK);
+                exit(cli_close_stdout(EXIT_OK));
             case ':': cli_error("%s needs a value (see dtrain help %s)", argv[optind - 1], cmd); return EXIT_USAGE;
             case '?': cli_unknown_option(argc, argv, cmd, opts); return EXIT_USAGE;
             default:

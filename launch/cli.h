@@ -151,6 +151,11 @@ static inline const char *cli_s(long n) { return n == 1 ? "" : "s"; }
 
 /* Prints "dtrain: error: <msg>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The end of every command (close_stdout.c): flushes and closes stdout; when output was lost (a
+ * full disk, an I/O error) prints "dtrain: error: writing standard output failed: <cause>: <fix>"
+ * and returns rc, or EXIT_FAIL when rc was EXIT_OK. A reader that went away (EPIPE) and a closed
+ * stdout with nothing to write are no error. Nothing may write to stdout after it. */
+int cli_close_stdout(int rc);
 
 /* The commands: argv[0] is the command's name, EXIT_* returned. */
 int cmd_help(int argc, char **argv); /* argv[0] = "help" */

@@ -1,15 +1,16 @@
 /*
  * main.c - the `dtrain` command: the OpenBLAS kernel fix every command starts with, then the
- * dispatch to the command (cmd_*.c; help and version live in help.c and cmd_version.c).
+ * dispatch to the command (cmd_*.c; help and version live in help.c and cmd_version.c), then the
+ * check that its output was written (close_stdout.c).
  */
 #include "launch/cli.h"
 
 #include <stdio.h>
 #include <string.h>
 
-int main(int argc, char **argv)
+/* The command's exit code; usage errors are the caller's. */
+static int dispatch(int argc, char **argv)
 {
-    cli_blas_corefix(argv);
     if (argc < 2) {
         cli_usage(stderr);
         return EXIT_USAGE;
@@ -33,4 +34,12 @@ int main(int argc, char **argv)
         "unknown command '%s'; the commands are train, eval, bench, data, env, doctor, plot, model-perf, version, help",
         cmd);
     return EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    cli_blas_corefix(argv);
+    /* Every command ends here (or in cli_parse's --help): output that could not be written makes
+     * the exit code non-zero, with the reason on stderr. */
+    return cli_close_stdout(dispatch(argc, argv));
 }

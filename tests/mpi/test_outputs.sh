@@ -251,4 +251,29 @@ else
     bad "step times around a slow save: $(python3 -c 'import json,sys; print([json.loads(l)["step_time_s"] for l in open(sys.argv[1])])' ckt.jsonl)"
 fi
 
+# Output that cannot be written is an error (exit 1 and the cause), not a silent loss with exit 0;
+# at 2 ranks each rank's own stdout on /dev/full (under mpirun alone, mpirun writes the job's
+# output). A reader that stops early (| head -1) is no error, even with SIGPIPE ignored.
+for c in "version" "help train" "doctor --json --no-comm" "train $run"; do
+    expect 1 "dtrain: error: writing standard output failed" sh -c 'exec "$@" >/dev/full' _ "$DTRAIN" $c
+done
+expect 1 "No space left on device: the file system is full" sh -c 'exec "$@" >/dev/full' _ "$DTRAIN" version
+timeout 120 "$MPIRUN" -np 2 sh -c 'exec "$0" doctor --json >/dev/full' "$DTRAIN" >out 2>&1
+rc=$?
+[ "$rc" -ne 0 ] && [ "$(grep -c "writing standard output failed" out)" -ge 1 ] &&
+    ok "doctor --json at 2 ranks on /dev/full: exit $rc, the error said" ||
+    { bad "doctor --json at 2 ranks on /dev/full: exit $rc"; sed 's/^/    /' out; }
+for ign in "" "trap '' PIPE;"; do
+    bash -c "$ign"' "$0" help 2>"$1" | head -1 >/dev/null; exit ${PIPESTATUS[0]}' "$DTRAIN" "$tmp/se1"
+    rc=$?
+    bash -c "$ign"' "$0" train '"$run"' --steps 50 2>"$1" | head -1 >/dev/null; exit ${PIPESTATUS[0]}' "$DTRAIN" "$tmp/se2"
+    rc2=$? # 141 (SIGPIPE) unless ignored
+    if [ "$rc" -eq 0 ] && [ ! -s "$tmp/se1" ] && [ ! -s "$tmp/se2" ] && { [ "$rc2" -eq 0 ] || [ -z "$ign" ]; }; then
+        ok "help | head -1 and train | head -1 ${ign:+($ign) }quiet, help exit 0, train exit $rc2"
+    else
+        bad "a reader that stops early ${ign:+($ign)}: help exit $rc, train exit $rc2"
+        cat "$tmp/se1" "$tmp/se2"
+    fi
+done
+
 finish
