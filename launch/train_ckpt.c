@@ -12,6 +12,23 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+
+/* A --metrics file removed while the run writes it (its directory deleted, say) takes every later
+ * record into a file that no name reaches, lost at the run's end: said once, at a checkpoint, where
+ * a resume can pick the run up again. */
+static void metrics_check_linked(train_run *r)
+{
+    struct stat sb;
+    if (r->rank != 0 || !r->metrics || r->metrics_gone || fstat(fileno(r->metrics), &sb) != 0 || sb.st_nlink > 0)
+        return;
+    r->metrics_gone = 1;
+    fprintf(stderr,
+            "dtrain: warning: --metrics %s was removed while this run writes it: its records from now on are lost "
+            "when the run ends; to keep them, stop the run (SIGTERM saves a checkpoint) and resume it with its "
+            "directory made again\n",
+            r->t.metrics);
+}
 
 dt_status train_ckpt_save(train_run *r, long step)
 {
@@ -34,6 +51,7 @@ dt_status train_ckpt_save(train_run *r, long step)
     if (t->keep_ckpts > 0 && r->rank == 0 && ckpt_prune(t->ckpt_dir, step, t->keep_ckpts, NULL))
         log_msg(LOG_LEVEL_WARN, "--keep-checkpoints %d: %s; the older checkpoints stay", t->keep_ckpts,
                 dt_last_error());
+    metrics_check_linked(r);
     return DT_OK;
 }
 

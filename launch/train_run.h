@@ -43,6 +43,7 @@ typedef struct train_run {
     train_data data;
     dt_loader *ld;
     FILE *metrics;         /* rank 0's --metrics file */
+    int metrics_gone;      /* rank 0: its file was found removed (said once, train_ckpt.c) */
     char trace_out[4096];  /* rank 0: where --trace is written (beside it after a resume, train_trace.c) */
     int trace_none;        /* a resumed run whose --trace-steps are all done: no trace written */
     progress prog;         /* rank 0's progress line on a terminal (train_loop.c) */

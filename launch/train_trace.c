@@ -11,6 +11,7 @@
 
 #include "launch/cli.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
+#include "runtime/trace/trace_write.h"
 
 #include <errno.h>
 #include <string.h>
@@ -98,7 +99,9 @@ int train_trace_resumed(train_run *r)
 int train_trace_end(train_run *r)
 {
     if (!r->t.trace || r->trace_none) return EXIT_OK;
-    dt_status s = dt_trace_write(r->ctx, r->trace_out);
+    /* Messages that speak of --trace: this run ends on a failure, so the library's "call again with
+     * another path" is not the user's fix. */
+    dt_status s = trace_write_named(r->ctx, r->trace_out, "--trace");
     if (s) return train_status_error(s);
     if (r->rank == 0 && !r->t.quiet) {
         printf("trace of %d rank%s in %s (open it in ui.perfetto.dev)\n", r->world, cli_s(r->world), r->trace_out);

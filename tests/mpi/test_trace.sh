@@ -145,6 +145,25 @@ expect 2 "needs --trace FILE.json" "$DTRAIN" train $run --trace-steps 2:3
 # An unwritable path stops the run before its first step.
 expect 2 "--trace $tmp/no/such/dir/t.json cannot be written" "$DTRAIN" train $run --trace "$tmp/no/such/dir/t.json"
 grep -q "^step" "$tmp/out" && bad "the run with an unwritable --trace trained first" || ok "no step before the refusal"
+# The directory of --trace and --metrics removed while 2 ranks train: the trace's failure speaks of
+# --trace on every rank (not of the library call), and the removed metrics file is said once, at a
+# checkpoint. The directory goes once a step line is out (slowed steps: 20 ms each on rank 0).
+mkdir -p gone
+DTRAIN_FAULT=slow:0:1 "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" train $run --steps 100 --log-every 1 \
+    --checkpoint-dir ckg --checkpoint-every 5 --trace gone/t.json --metrics gone/m.jsonl >gone.out 2>&1 &
+pid=$!
+for _ in $(seq 200); do grep -q "^step" gone.out 2>/dev/null && break; sleep 0.05; done
+rm -rf gone
+wait $pid
+rc=$?
+if [ "$rc" -ne 0 ] && grep -q "rank 0 cannot write the trace at --trace (its message says why)" gone.out &&
+    grep -q -- "--trace gone/t.json cannot be written (.*No such file or directory): its directory does not exist" gone.out &&
+    ! grep -q "call again with another path" gone.out &&
+    [ "$(grep -c "warning: --metrics gone/m.jsonl was removed while this run writes it" gone.out)" -eq 1 ]; then
+    ok "trace and metrics directory removed mid-run at 2 ranks: exit $rc, --trace named on every rank, metrics loss said once"
+else
+    bad "directory removed mid-run: exit $rc: $(grep -E "error|warning" gone.out | head -5)"
+fi
 # A full disk while rank 0 writes: every rank ends with the write's error (none waits in its
 # send), and no half file is left. Needs root's unshare -m for a 4 KiB tmpfs; skipped elsewhere.
 if unshare -m true 2>/dev/null; then
