@@ -5,12 +5,12 @@
 
 set(DTRAIN_BASE_SOURCES
   base/status.c base/log.c base/parse.c base/thread_stack.c base/dtype.c base/median.c base/path.c base/io_error.c base/json.c
-  base/trace.c base/trace_json.c base/gpu_span.c base/abort_guard.c)
+  base/trace.c base/trace_json.c base/gpu_span.c base/abort_guard.c base/mem_limit.c)
 
 set(DTRAIN_KERNELS_SOURCES
   kernels/backend.c kernels/pass_common.c kernels/optim_args.c
-  kernels/cpu/backend_cpu.c kernels/cpu/amp.c kernels/cpu/amp_layers.c kernels/cpu/cast.c kernels/cpu/conv.c
-  kernels/cpu/ops.c kernels/cpu/optim.c kernels/cpu/synth.c)
+  kernels/cpu/backend_cpu.c kernels/cpu/blas_reserve.c kernels/cpu/amp.c kernels/cpu/amp_layers.c
+  kernels/cpu/cast.c kernels/cpu/conv.c kernels/cpu/ops.c kernels/cpu/optim.c kernels/cpu/synth.c)
 # Which backends a build has is decided here alone, not by an #ifdef: the CUDA one (kernels/cuda/,
 # with the CUDA implementation of kernels/device_info.h) in CUDA builds, and in every other build
 # no_cuda.c, which defines backend_cuda() to say there is none, and device_info_none.c.

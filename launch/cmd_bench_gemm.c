@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/backend.h"
 #include "kernels/cast.h"
 
 static const char *type_name[GEMM_NTYPES] = {"fp32", "tf32", "bf16", "fp16"};
@@ -252,6 +253,12 @@ int cmd_bench_gemm(int argc, char **argv)
         printf("# %7s %6s %10s %11s %10s %11s %8s %10s %6s\n", "n", "type", "CPU ms", "CPU TFLOP/s", "GPU ms",
                "GPU TFLOP/s", "GPU/CPU", "max err", "check");
         fflush(stdout);
+    }
+    /* OpenBLAS spins for ever where its working buffer cannot be mapped (kernels/cpu/blas_reserve.c). */
+    if (o.cpu && backend_cpu_blas_reserve() != DT_OK) {
+        cli_error("%s", dt_last_error());
+        dt_abort_job(ctx, EXIT_FAIL);
+        return EXIT_FAIL;
     }
     int wrong = 0, failed = 0, gpu_gone = !o.gpu;
     char gpu_note[160] = "";

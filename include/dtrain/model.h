@@ -366,7 +366,9 @@ DT_API void dt_model_layer_name(const dt_model *m, int i, char *buf, size_t n);
  * It returns nothing, so the caller keeps its preconditions: m, n, k >= 0; lda >= max(1, trans_a ?
  * m : k), ldb >= max(1, trans_b ? k : n), ldc >= max(1, n); a, b (with k > 0) and c not NULL when
  * m and n are > 0. A call outside them computes nothing and leaves C unchanged (DT_ERR_INVALID_ARG's
- * message, naming the argument, in dt_last_error()). */
+ * message, naming the argument, in dt_last_error()), as does one whose OpenBLAS working buffer
+ * (128 MiB per thread, mapped at the first call) cannot be mapped, under a tight `ulimit -v` say
+ * (DT_ERR_NOMEM's message: OpenBLAS itself would retry for ever). */
 DT_API void dt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc);
 /** Softmax cross-entropy of logits (batch, classes): returns the summed loss, counts correct

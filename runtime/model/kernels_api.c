@@ -51,6 +51,8 @@ void dt_sgemm(int trans_a, int trans_b, int m, int n, int kk, float alpha, const
               int ldb, float beta, float *c, int ldc)
 {
     if (!sgemm_args_ok(trans_a, trans_b, m, n, kk, a, lda, b, ldb, c, ldc)) return;
+    /* OpenBLAS would spin for ever where its buffer cannot be mapped: refused instead (C unchanged). */
+    if (m && n && backend_cpu_blas_reserve()) return;
     backend *be = backend_cpu();
     (void)be->ops->gemm(be, trans_a, trans_b, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc); /* cannot fail */
 }

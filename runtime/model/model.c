@@ -177,6 +177,9 @@ static dt_status model_build(dt_ctx *ctx, const char *spec, const char *input, u
     dt_placement pl;
     dt_status s;
     if (ctx && dt_get_placement(ctx, &pl) == DT_OK && pl.device == DT_DEVICE_CUDA && (s = backend_cuda(&be))) return s;
+    /* OpenBLAS's buffer before the model's memory: a limit too tight for both fails here with a
+     * message, not in the first step's GEMM, where OpenBLAS would spin for ever (cpu/blas_reserve.c). */
+    if (be->ops->host_memory && (s = backend_cpu_blas_reserve())) return s;
     dt_model *m = calloc(1, sizeof *m);
     if (!m) return status_set_error(DT_ERR_NOMEM, "out of memory for the model");
     s = model_spec_parse(spec, input, &m->spec);

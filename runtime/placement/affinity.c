@@ -5,6 +5,7 @@
  * pool exist before we run), through hwloc_set_cpubind(HWLOC_CPUBIND_PROCESS).
  */
 #include "runtime/placement/affinity.h"
+#include "kernels/backend.h"
 #include "base/log.h"
 #include "base/status.h"
 
@@ -333,6 +334,20 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
     int threads = blas_threads > 0 ? blas_threads : out->num_cores / sharing;
     if (out->shared && blas_threads <= 0) threads = 1;
     if (threads < 1) threads = 1;
+    /* Each thread OpenBLAS adds maps its working buffer as it starts and, where it cannot, spins
+     * for ever (kernels/cpu/blas_reserve.c): the room for them is probed first, and without it the
+     * count stays (a warning, not an error: this rank alone would fail a collective set-up). The
+     * count before is at most OpenBLAS's pool, so this may ask for more than it maps, never less. */
+    const int before = openblas_get_num_threads();
+    if (threads > before) {
+        char need[64];
+        snprintf(need, sizeof need, "%d more BLAS thread(s) (%d asked)", threads - before, threads);
+        if (backend_cpu_blas_probe(threads - before, need) != DT_OK) {
+            log_msg(LOG_LEVEL_WARN, "%s; keeping %d BLAS thread(s)", dt_last_error(), before);
+            status_clear_error();
+            threads = before;
+        }
+    }
     openblas_set_num_threads(threads);
     out->blas_threads = threads;
     if (debug)
