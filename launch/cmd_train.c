@@ -209,7 +209,8 @@ static int train_setup(train_run *r, const dt_placement *pl)
     if ((s = dt_model_create(r->ctx, t->model, r->data.input[0] ? r->data.input : NULL, (uint64_t)t->seed, t->batch,
                              &r->m)))
         return setup_error(r, s, "while making the model");
-    if ((s = dt_optimizer_create(&t->optim, dt_model_num_params(r->m), &r->opt))) return train_status_error(s);
+    if ((s = dt_optimizer_create(&t->optim, dt_model_num_params(r->m), &r->opt)))
+        return setup_error(r, s, "while making the optimizer state");
     if ((rc = train_data_check_and_eval(t, r->m, r->read_threads, &r->data))) return rc;
     train_record_make(t, r->world, r->data.train, &r->data.rec);
     /* Placed from step 0 now, so the start line says the run's steps; again after a resume. */

@@ -6,6 +6,7 @@
  * made in fp32 before dt_model_set_precision replaces its pool (docs/memory.md).
  */
 #include "launch/oom_report.h"
+#include "base/mem_limit.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -62,7 +63,8 @@ static dt_status fitting_batch(dt_ctx *ctx, const oom_case *c, size_t budget, in
 
 /* The advice when even batch 1 does not fit: what batch 1 needs, then the ways out that are true
  * here (a 16-bit precision only when its own plan fits). */
-static void advise_nothing_fits(dt_ctx *ctx, const oom_case *c, size_t budget, const dt_memory_plan *one, text *t)
+static void advise_nothing_fits(dt_ctx *ctx, const oom_case *c, size_t budget, const dt_memory_plan *one,
+                                const char *bigger, text *t)
 {
     char need[32], have[32];
     put(t, "  fix: even batch 1 needs %s at its peak, more than the %s free:", size_text(one->peak, need, sizeof need),
@@ -87,8 +89,8 @@ static void advise_nothing_fits(dt_ctx *ctx, const oom_case *c, size_t budget, c
             put(t, " --precision %s does not help (batch 1 peaks at %s: the model is made in fp32 first);", name,
                 size_text(p.peak, need, sizeof need));
     }
-    put(t, " use a smaller model (fewer or narrower layers, a smaller --input) or a device with more memory."
-           " More ranks won't help: data parallel keeps the whole model, its gradients and optimizer state on"
+    put(t, " use a smaller model (fewer or narrower layers, a smaller --input) or %s.", bigger);
+    put(t, " More ranks won't help: data parallel keeps the whole model, its gradients and optimizer state on"
            " every rank.\n");
 }
 
@@ -123,15 +125,29 @@ size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
         put(&t, "    %12s  %s\n", size_text(p.top[i].bytes, s, sizeof s), p.top[i].what);
     }
     char fr[32], tot[32];
-    if (!k->device_total) {
-        /* The CPU backend without a test limit: host memory, which reports no figures. */
+    size_t budget = k->device_free;
+    const char *bigger = "a device with more memory";
+    mem_limit lim;
+    if (!k->device_total && mem_limit_get(&lim)) {
+        /* Host memory under the process's own limit (ulimit -v or -d): what is left of the limit,
+         * with the model freed, is the budget, as a device's free memory is. It counts address
+         * space, not bytes used, so the batch it gives is an estimate. */
+        budget = lim.bytes > lim.used ? lim.bytes - lim.used : 0;
+        bigger = lim.flag == 'v' ? "a larger ulimit -v" : "a larger ulimit -d";
+        put(&t,
+            "  device: host memory under ulimit -%c %zu KiB (%s): about %s of it free (%zu bytes), with this rank's "
+            "model freed\n",
+            lim.flag, lim.bytes / 1024, lim.name, size_text(budget, fr, sizeof fr), budget);
+    } else if (!k->device_total) {
+        /* The CPU backend without a test limit or an rlimit: host memory, which reports no figures. */
         put(&t, "  device: host memory, whose free memory dtrain does not know\n"
                 "  fix: free memory on this node, run fewer ranks on it, or use a smaller --batch\n");
         return t.len;
+    } else {
+        put(&t, "  device: %s free of %s (%zu of %zu bytes), with this rank's model freed\n",
+            size_text(k->device_free, fr, sizeof fr), size_text(k->device_total, tot, sizeof tot), k->device_free,
+            k->device_total);
     }
-    put(&t, "  device: %s free of %s (%zu of %zu bytes), with this rank's model freed\n",
-        size_text(k->device_free, fr, sizeof fr), size_text(k->device_total, tot, sizeof tot), k->device_free,
-        k->device_total);
     int best = 0, each[8] = {0};
     if (c->n_plans > (int)(sizeof each / sizeof each[0])) {
         /* dt_last_error would be some earlier error, not why: say it. */
@@ -139,7 +155,7 @@ size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
             c->n_plans, (int)(sizeof each / sizeof each[0]));
         return t.len;
     }
-    if (fitting_batch(ctx, c, k->device_free, &best, each) != DT_OK) {
+    if (fitting_batch(ctx, c, budget, &best, each) != DT_OK) {
         put(&t, "  fix: use a smaller --batch (no batch advice: %s)\n", dt_last_error());
         return t.len;
     }
@@ -161,7 +177,7 @@ size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
             a.accum_steps = 2;
             int na = 0;
             dt_memory_plan pa;
-            if (dt_model_max_batch(ctx, &a, k->device_free, &na, &pa) == DT_OK && na > 0) {
+            if (dt_model_max_batch(ctx, &a, budget, &na, &pa) == DT_OK && na > 0) {
                 const int steps = (c->samples + na - 1) / na;
                 if (steps <= (1 << 16))
                     put(&t, "       or --batch %d --accum-steps %d for %ld samples per rank per step (%d asked)\n", na,
@@ -172,7 +188,7 @@ size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
         put(&t, "  fix: use --batch %d\n", best); /* its plan fitted a moment ago: cannot fail here */
     } else if (c->n_plans == 1 || each[c->failed] == 0) {
         if (dt_model_plan_memory(ctx, &fb, &at_best) == DT_OK)
-            advise_nothing_fits(ctx, c, k->device_free, &at_best, &t);
+            advise_nothing_fits(ctx, c, budget, &at_best, bigger, &t);
     } else {
         put(&t, "  fix: even batch 1 of");
         for (int i = 0; i < c->n_plans; i++)

@@ -10,6 +10,7 @@
 #include "kernels/cast.h"
 #include "kernels/cpu/ops_cpu.h"
 #include "kernels/pass_common.h"
+#include "base/mem_limit.h"
 #include "base/status.h"
 
 #include <stdatomic.h>
@@ -69,8 +70,11 @@ static dt_status c_alloc(backend *be, size_t bytes, const char *what, void **out
     char *p = bytes <= SIZE_MAX - MEM_HEADER ? calloc(1, MEM_HEADER + bytes) : NULL;
     if (!p) {
         if (limit) atomic_fetch_sub(&cpu_mem.held, bytes);
-        return status_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB): use a smaller --batch or model",
-                                what, (double)bytes / 1048576.0);
+        char lim[160];
+        mem_limit_text(lim, sizeof lim); /* before lim[0] is read: arguments have no order */
+        return status_set_error(DT_ERR_NOMEM,
+                                "out of host memory for %s (%.1f MiB)%s: %suse a smaller --batch or model", what,
+                                (double)bytes / 1048576.0, lim, lim[0] ? "raise the limit, or " : "");
     }
     memcpy(p, &bytes, sizeof bytes);
     if (!limit) atomic_fetch_add(&cpu_mem.held, bytes);
@@ -94,10 +98,11 @@ static dt_status c_host_alloc(backend *be, size_t bytes, const char *what, void 
 {
     (void)be;
     const size_t n = bytes ? bytes : 1;
-    if (!(*out = malloc(n)))
-        return status_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB): use a smaller --batch", what,
-                                (double)n / 1048576.0);
-    return DT_OK;
+    if ((*out = malloc(n))) return DT_OK;
+    char lim[160];
+    mem_limit_text(lim, sizeof lim);
+    return status_set_error(DT_ERR_NOMEM, "out of host memory for %s (%.1f MiB)%s: %suse a smaller --batch", what,
+                            (double)n / 1048576.0, lim, lim[0] ? "raise the limit, or " : "");
 }
 
 static void c_host_free(backend *be, void *p)

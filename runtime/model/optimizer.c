@@ -6,6 +6,7 @@
  */
 #include "runtime/model/model_internal.h"
 #include "collectives/reducer_internal.h"
+#include "base/mem_limit.h"
 #include "base/status.h"
 
 #include <math.h>
@@ -116,9 +117,13 @@ dt_status dt_optimizer_create(const dt_optim_config *c, size_t n, dt_optimizer *
     if (need2) o->s2 = calloc(n ? n : 1, sizeof(float));
     if ((need1 && !o->s1) || (need2 && !o->s2)) {
         dt_optimizer_free(o);
-        char size[96];
+        char size[96], lim[160];
         state_size_text(n, need1 + need2, size, sizeof size);
-        return status_set_error(DT_ERR_NOMEM, "out of memory for the optimizer state (%s)", size);
+        mem_limit_text(lim, sizeof lim);
+        return status_set_error(DT_ERR_NOMEM,
+                                "out of host memory for the optimizer state (%s)%s: %suse a smaller model, or an "
+                                "optimizer with less state (sgd without momentum keeps none)",
+                                size, lim, lim[0] ? "raise the limit, or " : "");
     }
     *out = o;
     return DT_OK;

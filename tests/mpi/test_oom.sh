@@ -3,7 +3,8 @@
 # CPU backend acting as a small device (DTRAIN_TEST_MEM_LIMIT): a run that does not fit ends
 # non-zero within the time limit, prints the plan's kinds, the biggest buffers, the device's
 # memory and a fix; the --batch the fix names then trains under the same limit. A model that does
-# not fit even at batch 1 gets the other advice.
+# not fit even at batch 1 gets the other advice. Under `ulimit -v` (6.) the same, and OpenBLAS's
+# buffer fails with a message instead of a silent spin.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 LIMIT=67108864 # 64 MiB per rank
@@ -111,6 +112,52 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && says "one rank short (exit $rc)" "dtr
     grep -qF "out of memory on rank 0" "$tmp/out" && bad "one rank short: rank 0, which fitted, printed a summary"
 else
     bad "one rank short: exit $rc, wanted a failure that ends the job"; sed 's/^/    /' "$tmp/out" | tail -20
+fi
+
+# 6. Under `ulimit -v` (host memory, one process): OpenBLAS retries a failed map of its 128 MiB GEMM
+# buffer for ever, so a limit that leaves the model room but not the buffer used to spin at 100%
+# CPU in the first step, silently. Where that lies depends on the build (the CUDA libraries map
+# more), so the smallest limit that trains is found first (the spin lay 20 to 140 MB below it in
+# the CPU build); 64 MiB below it must now end at once, naming OpenBLAS's buffer and the limit.
+# ulim KIB ARGS...: dtrain ARGS under ulimit -v KIB, output in $tmp/out, exit code in $rc.
+ulim() {
+    local kib=$1
+    shift
+    timeout -k 5 30 bash -c 'ulimit -v "$1" && shift && exec "$@"' _ "$kib" "$DTRAIN" "$@" >"$tmp/out" 2>&1
+    rc=$?
+}
+# ended RC: the run failed and was not ended by timeout (a hang).
+ended() { [ "$1" -ne 0 ] && [ "$1" -ne 124 ] && [ "$1" -ne 137 ]; }
+lo=200000 hi=4000000 # KiB: MPI_Init alone needs more than lo; hi trains in any build
+ulim $hi train --model mlp --steps 1 --quiet
+if [ "$rc" -ne 0 ]; then
+    bad "ulimit -v $hi: train exited $rc"; sed 's/^/    /' "$tmp/out" | tail -10
+else
+    while [ $((hi - lo)) -gt 8000 ]; do
+        mid=$(((lo + hi) / 2))
+        ulim $mid train --model mlp --steps 1 --quiet
+        [ "$rc" -eq 0 ] && hi=$mid || lo=$mid
+    done
+    v=$((hi - 65536))
+    ulim $v train --model mlp --steps 2
+    ended "$rc" &&
+        says "ulimit -v $v, $hi trains (exit $rc)" "out of memory for OpenBLAS's GEMM buffers" \
+            "under ulimit -v $v KiB (RLIMIT_AS" "OPENBLAS_NUM_THREADS=1" ||
+        { bad "ulimit -v $v ($hi trains): exit $rc, wanted a clear error, not a hang"; sed 's/^/    /' "$tmp/out" | tail -10; }
+    # A --batch too big for the limit: the summary names the limit and a batch that fits.
+    ulim $hi train --model mlp --batch 16384 --dataset-size 16384 --steps 1
+    ended "$rc" &&
+        says "ulimit -v $hi --batch 16384 (exit $rc)" "dtrain: out of memory on rank 0 of 1" \
+            "device: host memory under ulimit -v $hi KiB (RLIMIT_AS)" "  fix: batch " ||
+        { bad "ulimit -v $hi --batch 16384: exit $rc"; sed 's/^/    /' "$tmp/out" | tail -10; }
+    # A model too big at any batch: the advice is the model or the limit, not the batch.
+    ulim $hi train --model fc:8192,relu,fc:10 --input 8192 --steps 1
+    if ended "$rc" && says "ulimit -v $hi, 67 M parameters (exit $rc)" "under ulimit -v $hi KiB" \
+        "fix: even batch 1 needs" "or a larger ulimit -v"; then
+        grep -q 'use --batch' "$tmp/out" && bad "ulimit -v $hi, 67 M parameters: a --batch advice"
+    else
+        bad "ulimit -v $hi, 67 M parameters: exit $rc"; sed 's/^/    /' "$tmp/out" | tail -10
+    fi
 fi
 
 finish
