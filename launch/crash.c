@@ -39,6 +39,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -47,6 +48,9 @@
 static char crash_prefix[2][384];
 static volatile sig_atomic_t crash_prefix_cur = -1;
 static int crash_installed;
+/* A line naming the address-space limit when one is set (ulimit -v), formatted at the first
+ * install: under a tight one, libraries and MPI_Init crash where a map they did not check failed. */
+static char crash_limit[256];
 
 /* ---- formatting without stdio: a line in a fixed buffer, cut short rather than overrun */
 
@@ -280,6 +284,7 @@ static void on_crash(int sig, siginfo_t *si, void *uctx)
 #endif
     if (uc) where("program counter", pc);
     if (have_ret && ret) where("return address on the stack (the caller, after a call to a bad address)", ret);
+    put_s(&l, crash_limit);
     put_s(&l, "dtrain:   backtrace:\n");
     put_line(&l);
     void *frames[48];
@@ -311,6 +316,12 @@ void cli_crash_report_install(int rank, const char *host)
     crash_prefix_cur = next;
     if (crash_installed) return;
     crash_installed = 1;
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+        snprintf(crash_limit, sizeof crash_limit,
+                 "dtrain:   this process runs under ulimit -v %llu KiB (RLIMIT_AS): running out of address space "
+                 "may be the cause (a map that failed unchecked); try a larger limit\n",
+                 (unsigned long long)(as.rlim_cur / 1024));
     void *warm[1];
     backtrace(warm, 1); /* loads libgcc_s now: the handler must not be the first to need it */
     /* The main thread's alternate stack; dtrain's other threads install theirs when they start. */

@@ -4,7 +4,8 @@
  * host (or the pid before the rank is known), the signal, and after a call through a NULL
  * function pointer the caller as FILE+0xOFFSET that lies inside the calling function; a stack
  * overflow on a thread with an alternate signal stack (thread_altstack_install) is reported, one
- * on a thread without is not; the process still dies of the signal it got.
+ * on a thread without is not; an address-space limit (ulimit -v) is named as a possible cause; the
+ * process still dies of the signal it got.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,6 +32,9 @@ typedef struct {
     pid_t pid;
 } crash_run;
 
+/* The child's RLIMIT_AS (ulimit -v), set before the report is installed; RLIM_INFINITY: none. */
+static rlim_t child_as_limit = RLIM_INFINITY;
+
 /* Runs crash() in a child with the report installed as (rank, host); collects what it said. */
 static void run_crash(int rank, const char *host, void (*crash)(void), crash_run *out)
 {
@@ -43,6 +47,10 @@ static void run_crash(int rank, const char *host, void (*crash)(void), crash_run
     if (pid == 0) {
         const struct rlimit no_core = {0, 0};
         setrlimit(RLIMIT_CORE, &no_core);
+        if (child_as_limit != RLIM_INFINITY) {
+            const struct rlimit as = {child_as_limit, child_as_limit};
+            setrlimit(RLIMIT_AS, &as);
+        }
         close(fds[0]);
         dup2(fds[1], STDERR_FILENO);
         cli_crash_report_install(rank, host);
@@ -126,6 +134,23 @@ static void test_before_the_rank_the_pid(void **state)
     assert_says(&r, want);
 }
 
+/* Under ulimit -v (Open MPI's MPI_Init crashed in a map that failed) the report names the limit;
+ * without one it says nothing of it. The limit here is set but too large to matter. */
+static void test_address_space_limit_named(void **state)
+{
+    (void)state;
+    crash_run r;
+    run_crash(-1, "nodeC", call_null, &r);
+    if (strstr(r.text, "ulimit -v")) fail_msg("no limit set, yet the report names one:\n%s", r.text);
+    child_as_limit = (rlim_t)1 << 50;
+    run_crash(-1, "nodeC", call_null, &r);
+    child_as_limit = RLIM_INFINITY;
+    assert_died_of(&r, SIGSEGV);
+    char want[128];
+    snprintf(want, sizeof want, "this process runs under ulimit -v %llu KiB (RLIMIT_AS)", (1ULL << 50) / 1024);
+    assert_says(&r, want);
+}
+
 static void do_abort(void) { abort(); }
 
 static void test_abort_is_reported_and_still_aborts(void **state)
@@ -190,6 +215,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_null_call_names_rank_host_and_caller),
         cmocka_unit_test(test_before_the_rank_the_pid),
+        cmocka_unit_test(test_address_space_limit_named),
         cmocka_unit_test(test_abort_is_reported_and_still_aborts),
         cmocka_unit_test(test_thread_stack_overflow_reported_with_altstack),
     };
