@@ -2,7 +2,9 @@
  * cmd_data_convert.c - `dtrain data convert SRC DST`: SRC's split(s) as .dts shards (dts_write).
  * DST ending in .dts is one file, one split (--split, default train); any other DST is a directory
  * that receives train.dts and, when SRC has a test split, test.dts (--split all, default). Nothing
- * is written when a refusal is due, and an interrupted write leaves no temporary file.
+ * is written when a refusal is due, and an interrupted write leaves no temporary file. The splits
+ * of a directory are all-or-nothing: the room for all is checked first, each is written whole
+ * under its temporary name, and they are renamed into place together only then (see commit_all).
  */
 #include "launch/cmd_data.h"
 
@@ -24,41 +26,122 @@ static int ends_with(const char *s, const char *tail)
     return n >= t && strcmp(s + n - t, tail) == 0;
 }
 
-/* The temporary file of the shard being written, for on_stop: prepared before dts_write, so the
- * handler only reads it. */
-static char g_temp[4400];
-static volatile sig_atomic_t g_temp_set;
+/* The temporary files of the shards being written (train, test), for on_stop: prepared before
+ * dts_write, so the handler only reads them. A set one may already be renamed or removed: an unlink
+ * of a name that is gone does nothing. */
+static char g_temp[2][4400];
+static volatile sig_atomic_t g_temp_set[2];
+/* DST when this convert made it (removed with the temporary files: it was not there before). */
+static char g_made_dir[4200];
+static volatile sig_atomic_t g_made_set;
 
-/* SIGINT/SIGTERM mid-write: the temporary file (maybe gigabytes) is removed, then the signal ends
+/* The signals that end a convert (an interrupt, a kill): each removes
+ * the temporary files; commit_all holds them off while it renames. */
+static const int stop_signals[] = {SIGINT, SIGTERM};
+
+/* A stop signal mid-write: the temporary files (maybe gigabytes) are removed, then the signal ends
  * the process as it would have (unlink, signal and raise are async-signal-safe). */
 static void on_stop(int sig)
 {
-    if (g_temp_set) unlink(g_temp);
+    for (int k = 0; k < 2; k++)
+        if (g_temp_set[k]) unlink(g_temp[k]);
+    if (g_made_set) rmdir(g_made_dir);
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
-static int convert_one(const ds_split *s, const char *dst, const data_args *a)
+static void temps_arm(int k, const char *dst)
 {
-    dts_write_opts wo = {.dtype = a->dtype, .threads = a->threads, .force = a->force};
-    dts_write_result r;
+    dts_temp_path(dst, g_temp[k], sizeof g_temp[k]);
+    g_temp_set[k] = 1;
+}
+
+/* Removes the temporary files still there (a failure before the renames) and disarms them. */
+static void temps_drop(void)
+{
+    for (int k = 0; k < 2; k++) {
+        if (g_temp_set[k]) unlink(g_temp[k]);
+        g_temp_set[k] = 0;
+    }
+}
+
+/* Writes s to dst, or with keep set leaves it at dst's temporary file (slot k of g_temp) for
+ * commit_all; *r is what was written, for report. */
+static int convert_one(const ds_split *s, const char *dst, const data_args *a, int k, int keep, dts_write_result *r)
+{
+    dts_write_opts wo = {.dtype = a->dtype, .threads = a->threads, .force = a->force, .keep_temp = keep};
     printf("converting %s (%s, %s split, %zu sample%s of %dx%dx%d) -> %s\n", s->source, s->format, s->split, s->count,
            cli_s((long)s->count), s->c, s->h, s->w, dst);
     fflush(stdout);
-    dts_temp_path(dst, g_temp, sizeof g_temp);
-    g_temp_set = 1;
-    dt_status st = dts_write(s, dst, &wo, &r);
-    g_temp_set = 0;
+    temps_arm(k, dst);
+    dt_status st = dts_write(s, dst, &wo, r);
+    if (!keep) g_temp_set[k] = 0;
     if (st) {
         cli_error("%s", dt_last_error());
         return st == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
     }
-    const double mb = (double)r.bytes / 1e6;
+    return EXIT_OK;
+}
+
+static void report(const ds_split *s, const char *dst, const dts_write_result *r)
+{
+    const double mb = (double)r->bytes / 1e6;
     printf("  wrote %s: %zu sample%s of %dx%dx%d %s, %d classes, %llu bytes (%.1f MB) in %.2f s, %.1f MB/s, "
            "%.0f samples/s\n",
-           dst, r.count, cli_s((long)r.count), s->c, s->h, s->w, dts_dtype_name(r.dtype), s->classes,
-           (unsigned long long)r.bytes, mb, r.seconds, r.seconds > 0 ? mb / r.seconds : 0,
-           r.seconds > 0 ? (double)r.count / r.seconds : 0);
+           dst, r->count, cli_s((long)r->count), s->c, s->h, s->w, dts_dtype_name(r->dtype), s->classes,
+           (unsigned long long)r->bytes, mb, r->seconds, r->seconds > 0 ? mb / r->seconds : 0,
+           r->seconds > 0 ? (double)r->count / r->seconds : 0);
+}
+
+/* The room for every shard before any is written: the filesystem must hold them all at once
+ * (each is whole under its temporary name before the first is renamed; a file they replace is
+ * freed only by its rename). */
+static int check_room(ds_split *const split[2], const char *const path[2], const char *dst, const data_args *a)
+{
+    dts_write_opts wo = {.dtype = a->dtype};
+    uint64_t need[2] = {0, 0}, avail;
+    for (int k = 0; k < 2; k++)
+        if (split[k]) need[k] = dts_file_bytes(split[k], &wo);
+    if (dts_free_bytes(dst, &avail) != 0 || avail >= need[0] + need[1]) return EXIT_OK;
+    char what[9000];
+    if (split[0] && split[1])
+        snprintf(what, sizeof what, "%s (%llu bytes) and %s (%llu bytes) need %llu bytes", path[0],
+                 (unsigned long long)need[0], path[1], (unsigned long long)need[1],
+                 (unsigned long long)(need[0] + need[1]));
+    else
+        snprintf(what, sizeof what, "%s needs %llu bytes", path[split[0] ? 0 : 1],
+                 (unsigned long long)(need[0] + need[1]));
+    cli_error("cannot convert into %s: %s and its filesystem has %llu free; nothing was written: free space there or "
+              "give another DST",
+              dst, what, (unsigned long long)avail);
+    return EXIT_FAIL;
+}
+
+/* Renames the finished temporary files into place, test.dts first: a crash between the two renames
+ * (the one window left where a convert can tear) then leaves a test.dts without a train.dts, which
+ * no command reads as a dataset, rather than a train.dts that reads as one without a test split.
+ * (Over an earlier pair, with --force, that window holds the new test.dts beside the old
+ * train.dts.) The caller holds the stop signals off meanwhile. A rename that fails after the first
+ * one undoes that one where it made a new file; a file it replaced cannot come back, and is named. */
+static int commit_all(ds_split *const split[2], const char *const path[2], const int existed[2], int force)
+{
+    int placed = -1;
+    for (int k = 1; k >= 0; k--) {
+        if (!split[k]) continue;
+        const dt_status st = dts_commit(path[k], force);
+        g_temp_set[k] = 0;
+        if (st == DT_OK) {
+            placed = k;
+            continue;
+        }
+        cli_error("%s", dt_last_error());
+        if (placed >= 0 && !existed[placed] && unlink(path[placed]) == 0)
+            fprintf(stderr, "  removed the new %s again: nothing was written\n", path[placed]);
+        else if (placed >= 0)
+            fprintf(stderr, "  %s is the new one already, beside the old %s: run the convert again\n", path[placed],
+                    path[k]);
+        return st == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+    }
     return EXIT_OK;
 }
 
@@ -72,8 +155,12 @@ int cmd_data_convert(int argc, char **argv)
     signal(SIGXFSZ, SIG_IGN);
     struct sigaction sa = {.sa_handler = on_stop};
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    sigset_t stops, unblocked;
+    sigemptyset(&stops);
+    for (size_t i = 0; i < sizeof stop_signals / sizeof *stop_signals; i++) {
+        sigaction(stop_signals[i], &sa, NULL);
+        sigaddset(&stops, stop_signals[i]);
+    }
     const int one_file = ends_with(dst, ".dts");
     struct stat sb;
     /* One file is its own samples whatever the split asked for: --split test would pick nothing in
@@ -101,7 +188,9 @@ int cmd_data_convert(int argc, char **argv)
         }
         ds_split *s = NULL;
         if ((rc = data_open_split(src, &a, a.split ? a.split : "train", &s))) return rc;
-        rc = convert_one(s, dst, &a);
+        dts_write_result r;
+        rc = convert_one(s, dst, &a, 0, 0, &r);
+        if (!rc) report(s, dst, &r);
         ds_close(s);
         return rc;
     }
@@ -136,7 +225,12 @@ int cmd_data_convert(int argc, char **argv)
                   sp, src, why);
         rc = EXIT_USAGE;
     }
-    if (!rc && mkdir(dst, 0777) != 0 && errno != EEXIST) {
+    /* A directory made here goes again when the convert fails: the place is left as it was. */
+    int made = 0;
+    snprintf(g_made_dir, sizeof g_made_dir, "%s", dst);
+    if (!rc && mkdir(dst, 0777) == 0)
+        made = g_made_set = 1;
+    else if (!rc && errno != EEXIST) {
         const int err = errno;
         char advice[IO_FIX_LEN];
         cli_error("cannot create the directory %s (DST is a directory unless it ends in .dts): %s: %s", dst,
@@ -147,19 +241,36 @@ int cmd_data_convert(int argc, char **argv)
         cli_error("%s is a file and not a directory: name a .dts file DST ending in .dts, or give a directory", dst);
         rc = EXIT_USAGE;
     }
-    if (!rc && train) rc = convert_one(train, tp, &a);
-    if (!rc && test) rc = convert_one(test, sp, &a);
-    if (!rc && !test && strcmp(want, "all") == 0) printf("  test: none (%s)\n", why);
-    if (!rc && stale) {
-        if (unlink(sp) == 0) {
-            printf("  removed %s: it was left from an earlier conversion, and %s has no test split\n", sp, src);
-        } else {
-            cli_error("cannot remove %s, left from an earlier conversion (%s has no test split): %s; remove it by "
-                      "hand, or it is read as the test split of %s",
-                      sp, src, strerror(errno), dst);
-            rc = EXIT_FAIL;
-        }
+    ds_split *const split[2] = {train, test};
+    const char *const path[2] = {tp, sp};
+    const int existed[2] = {stat(tp, &sb) == 0, stat(sp, &sb) == 0};
+    dts_write_result res[2];
+    if (!rc) rc = check_room(split, path, dst, &a);
+    int tried = 0;
+    for (int k = 0; k < 2 && !rc; k++)
+        if (split[k]) rc = convert_one(split[k], path[k], &a, k, 1, &res[k]), tried = 1;
+    if (rc && tried)
+        fprintf(stderr, "  nothing was put into %s: the splits go in together or not at all, once each is whole\n",
+                dst);
+    /* Every shard is whole: the renames (and the removal of a stale test.dts) run with the stop
+     * signals held, so only a crash can come between them. */
+    sigprocmask(SIG_BLOCK, &stops, &unblocked);
+    if (!rc) rc = commit_all(split, path, existed, a.force);
+    if (!rc && stale && unlink(sp) != 0) {
+        cli_error("cannot remove %s, left from an earlier conversion (%s has no test split): %s; remove it by "
+                  "hand, or it is read as the test split of %s",
+                  sp, src, strerror(errno), dst);
+        rc = EXIT_FAIL;
     }
+    temps_drop();
+    if (rc && made) rmdir(dst);
+    g_made_set = 0;
+    sigprocmask(SIG_SETMASK, &unblocked, NULL);
+    for (int k = 0; k < 2 && !rc; k++)
+        if (split[k]) report(split[k], path[k], &res[k]);
+    if (!rc && !test && strcmp(want, "all") == 0) printf("  test: none (%s)\n", why);
+    if (!rc && stale)
+        printf("  removed %s: it was left from an earlier conversion, and %s has no test split\n", sp, src);
     ds_close(train);
     ds_close(test);
     return rc;

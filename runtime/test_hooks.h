@@ -4,7 +4,9 @@
  * libdtrain.so; programs link them from libdtrain.a like the unit tests do.
  *
  * The environment's test hooks are documented where they act: DTRAIN_TEST_HANG (coll.h: a rank that
- * stops inside a collective), DTRAIN_TEST_SAMPLE_LOG (data/loader.h: which samples each rank read),
+ * stops inside a collective), DTRAIN_TEST_DTS_SLOW_MS, DTRAIN_TEST_DTS_FREE and
+ * DTRAIN_TEST_DTS_ENOSPC (data/dts.h, data/dts_write.c: a slow convert, a filesystem with that
+ * much free space, the Nth shard's write meeting a full disk), DTRAIN_TEST_SAMPLE_LOG (data/loader.h: which samples each rank read),
  * DTRAIN_TEST_MEM_LIMIT=BYTES (kernels/backend.h, backend_cpu_set_limit: the CPU backend acts as a
  * device of BYTES memory, so out-of-memory paths run on the CPU), DTRAIN_TEST_CPU_PARAMS16=1
  * (kernels/backend.h, backend_cpu_set_keep_params16: the CPU backend keeps and reads a 16-bit

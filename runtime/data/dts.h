@@ -83,6 +83,10 @@ typedef struct dts_write_opts {
     int dtype;   /* DTS_UINT8/FP16/FP32; 0: uint8 when the source's values are bytes, else fp32 */
     int threads; /* reading threads (0 or 1: one) */
     int force;   /* replace an existing file at path */
+    /* 1: leave the finished, fsync'd file at its temporary name (dts_temp_path) for dts_commit,
+     * so a caller writing several shards puts them in place only once every one is whole; 0:
+     * rename it into place. */
+    int keep_temp;
 } dts_write_opts;
 
 typedef struct dts_write_result {
@@ -104,5 +108,24 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
 /* The temporary file dts_write(path) writes in this process (DIR/.NAME.tmp.PID), for a caller that
  * must remove it when a signal ends the process mid-write (dtrain data convert). */
 void dts_temp_path(const char *path, char *out, size_t n);
+
+/* The size of the file dts_write(src, path, opts) writes (opts->dtype 0 resolved as there), for
+ * a caller that checks the room for several shards before writing any; 0 when src cannot be a
+ * shard (dts_write then says why). */
+uint64_t dts_file_bytes(const ds_split *src, const dts_write_opts *opts);
+
+/* The bytes an unprivileged writer may still put in dir's filesystem, into *out; -1 when statvfs
+ * cannot tell (no check is then possible). Test hook: DTRAIN_TEST_DTS_FREE=BYTES is taken as the
+ * answer, so the space checks run without a small filesystem. */
+int dts_free_bytes(const char *dir, uint64_t *out);
+
+/* Puts the temporary file that dts_write(path) with keep_temp left in place at path: renamed over
+ * it with force, else only where path does not exist (DT_ERR_INVALID_ARG "exists: give --force"),
+ * then the directory fsync'd. On a failure the temporary file is removed. */
+dt_status dts_commit(const char *path, int force);
+
+/* Test hook: DTRAIN_TEST_DTS_ENOSPC=N makes the Nth dts_write of this process (1 the first) meet a
+ * full disk at its first payload byte, so the failure paths of a convert of several shards run
+ * without a full filesystem. */
 
 #endif

@@ -8,7 +8,9 @@
  * over a fixed set of chunks, and the sums merge in worker order: the header's mean and std do not
  * depend on timing. The file is written under a temporary name in the target's directory, then
  * fsync'd, renamed over the target and the directory fsync'd: a crash or a full disk leaves either
- * the old file or the new one, never half of one.
+ * the old file or the new one, never half of one. A caller writing several shards (a train and a
+ * test split) has each left at its temporary name (keep_temp) and renames them with dts_commit
+ * once all are whole.
  */
 #include "runtime/data/dts.h"
 #include "runtime/data/stats.h"
@@ -159,12 +161,17 @@ static void *worker_run(void *arg)
     return NULL;
 }
 
+/* The test hook DTRAIN_TEST_DTS_ENOSPC (dts.h): the file whose writes fail as on a full disk. Only
+ * the writing thread of dts_write reads and sets it. */
+static int g_enospc_fd = -1;
+
 /* Writes n bytes at off; a full disk or a size limit is said as such. */
 static dt_status write_at(int fd, const char *path, const void *p, size_t n, uint64_t off, uint64_t total)
 {
     const unsigned char *b = p;
     while (n) {
         ssize_t r = pwrite(fd, b, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+        if (fd == g_enospc_fd) r = -1, errno = ENOSPC;
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
             /* A write of 0 bytes to a regular file: no room. */
@@ -316,12 +323,84 @@ void dts_temp_path(const char *path, char *out, size_t n)
     snprintf(out, n, "%s/.%s.tmp.%d", dir, base, (int)getpid());
 }
 
+static int resolve_dtype(const ds_split *src, const dts_write_opts *o)
+{
+    return o && o->dtype ? o->dtype : src->uint8_values ? DTS_UINT8 : DTS_FP32;
+}
+
+static uint64_t header_size(const ds_split *src) { return round_up(DTS_FIXED_BYTES + 8 * (uint64_t)src->c, DTS_ALIGN); }
+
+/* The payload's size: the samples padded to DTS_ALIGN, then the labels. */
+static uint64_t payload_size(const ds_split *src, size_t esize)
+{
+    const uint64_t row = (uint64_t)src->c * (uint64_t)src->h * (uint64_t)src->w * esize;
+    return round_up((uint64_t)src->count * row, DTS_ALIGN) + 4 * (uint64_t)src->count; /* count < 2^61 in memory */
+}
+
+uint64_t dts_file_bytes(const ds_split *src, const dts_write_opts *opts)
+{
+    const size_t esize = dts_dtype_size(resolve_dtype(src, opts));
+    if (!esize || src->c < 1 || src->h < 1 || src->w < 1 || src->count < 1) return 0;
+    return header_size(src) + payload_size(src, esize);
+}
+
+int dts_free_bytes(const char *dir, uint64_t *out)
+{
+    const char *fake = getenv("DTRAIN_TEST_DTS_FREE");
+    if (fake && *fake) {
+        *out = strtoull(fake, NULL, 10);
+        return 0;
+    }
+    struct statvfs vf;
+    if (statvfs(dir, &vf) != 0 || !vf.f_frsize) return -1;
+    *out = (uint64_t)vf.f_bavail * vf.f_frsize;
+    return 0;
+}
+
+/* tmp renamed to path (over it with force, else only where path is absent), then dir fsync'd. */
+static dt_status place(const char *tmp, const char *path, const char *dir, int force)
+{
+    /* Without --force the rename must not replace a file made since the caller's check. */
+    int r = force ? rename(tmp, path) : renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
+    if (r != 0 && !force && (errno == EINVAL || errno == ENOSYS)) r = link(tmp, path) == 0 ? unlink(tmp) : -1;
+    const int err = errno;
+    char advice[IO_FIX_LEN];
+    if (r != 0)
+        return err == EEXIST ? status_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it", path)
+                             : status_set_error(DT_ERR_IO, "cannot rename %s to %s: %s: %s", tmp, path, strerror(err),
+                                                io_error_fix(err, "shard", "DST", advice, sizeof advice));
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd); /* the rename itself durable; a filesystem that cannot fsync a directory is no failure */
+        close(dfd);
+    }
+    return DT_OK;
+}
+
+dt_status dts_commit(const char *path, int force)
+{
+    char dir[4200], tmp[4300];
+    path_parent_dir(path, dir, sizeof dir);
+    dts_temp_path(path, tmp, sizeof tmp);
+    dt_status st = place(tmp, path, dir, force);
+    if (st) unlink(tmp);
+    return st;
+}
+
+/* The Nth call of this process, for DTRAIN_TEST_DTS_ENOSPC=N. */
+static int enospc_hook_due(void)
+{
+    static long calls;
+    const char *v = getenv("DTRAIN_TEST_DTS_ENOSPC");
+    return ++calls == (v ? strtol(v, NULL, 10) : 0);
+}
+
 dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts *opts, dts_write_result *res)
 {
     const double t0 = clock_now_s();
     dts_write_opts o = {0};
     if (opts) o = *opts;
-    const int dtype = o.dtype ? o.dtype : src->uint8_values ? DTS_UINT8 : DTS_FP32;
+    const int dtype = resolve_dtype(src, &o);
     const size_t esize = dts_dtype_size(dtype);
     if (!esize) return status_set_error(DT_ERR_INVALID_ARG, "dtype %d is not uint8, fp16 or fp32", o.dtype);
     const uint64_t per = (uint64_t)src->c * (uint64_t)src->h * (uint64_t)src->w;
@@ -335,9 +414,8 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     struct stat sb;
     if (!o.force && stat(path, &sb) == 0)
         return status_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it, or another name", path);
-    const uint64_t header_bytes = round_up(DTS_FIXED_BYTES + 8 * (uint64_t)src->c, DTS_ALIGN);
-    const uint64_t row = per * esize, samples = (uint64_t)src->count * row; /* count < 2^61 in memory */
-    const uint64_t total = round_up(samples, DTS_ALIGN) + 4 * (uint64_t)src->count, file_bytes = header_bytes + total;
+    const uint64_t header_bytes = header_size(src), row = per * esize;
+    const uint64_t total = payload_size(src, esize), file_bytes = header_bytes + total;
     char dir[4200], tmp[4300];
     const char *base = path_parent_dir(path, dir, sizeof dir);
     remove_stale_temps(dir, base);
@@ -350,13 +428,14 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
                                 io_error_fix(err, "shard", "DST", advice, sizeof advice));
     }
     dt_status st = DT_OK;
+    if (enospc_hook_due()) g_enospc_fd = fd;
     /* A full disk found now rather than after an hour of decoding images. */
-    struct statvfs vf;
-    if (fstatvfs(fd, &vf) == 0 && vf.f_frsize && (uint64_t)vf.f_bavail * vf.f_frsize < file_bytes)
+    uint64_t avail;
+    if (dts_free_bytes(dir, &avail) == 0 && avail < file_bytes)
         st = status_set_error(DT_ERR_IO,
                               "cannot write %s: it needs %llu bytes and its filesystem has %llu free: free "
                               "space there or write the shard to another directory",
-                              path, (unsigned long long)file_bytes, (unsigned long long)vf.f_bavail * vf.f_frsize);
+                              path, (unsigned long long)file_bytes, (unsigned long long)avail);
     int threads = o.threads < 1 ? 1 : o.threads;
     writer w = {.src = src, .dtype = dtype, .per = (size_t)per, .row_bytes = (size_t)row};
     w.chunk = row >= CHUNK_BYTES ? 1 : CHUNK_BYTES / (size_t)row;
@@ -408,29 +487,16 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
         st = status_set_error(DT_ERR_IO, "cannot write %s: fsync failed (%s): %s", path, strerror(err),
                               io_error_fix(err, "shard", "DST", advice, sizeof advice));
     }
+    g_enospc_fd = -1;
     if (close(fd) != 0 && !st) {
         const int err = errno;
         st = status_set_error(DT_ERR_IO, "cannot write %s: close failed (%s): %s", path, strerror(err),
                               io_error_fix(err, "shard", "DST", advice, sizeof advice));
     }
-    if (!st) {
-        /* Without --force the rename must not replace a file made since the check above. */
-        int r = o.force ? rename(tmp, path) : renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
-        if (r != 0 && !o.force && (errno == EINVAL || errno == ENOSYS)) r = link(tmp, path) == 0 ? unlink(tmp) : -1;
-        const int err = errno;
-        if (r != 0)
-            st = err == EEXIST ? status_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it", path)
-                               : status_set_error(DT_ERR_IO, "cannot rename %s to %s: %s: %s", tmp, path, strerror(err),
-                                                  io_error_fix(err, "shard", "DST", advice, sizeof advice));
-    }
+    if (!st && !o.keep_temp) st = place(tmp, path, dir, o.force);
     if (st) {
         unlink(tmp);
         return st;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd); /* the rename itself durable; a filesystem that cannot fsync a directory is no failure */
-        close(dfd);
     }
     if (res) {
         res->count = src->count;

@@ -96,6 +96,24 @@ expect 0 "test: none ($tmp/notest has no test split: $tmp/notest/t10k-images-idx
 grep -q "^OK: 3 samples checked$" "$tmp/out" && ok "verify without a test split: OK" || { bad "verify notest"; cat "$tmp/out"; }
 expect 2 "$tmp/shards/train.dts exists: give --force" "$DTRAIN" data convert "$d" "$tmp/shards"
 expect 0 "wrote $tmp/shards/train.dts" "$DTRAIN" data convert --force "$d" "$tmp/shards"
+# A convert into a directory is all or nothing. The room for both splits (204 + 196 bytes) is checked
+# before either is written (DTRAIN_TEST_DTS_FREE fakes the free space); a second split that fails
+# (DTRAIN_TEST_DTS_ENOSPC=2: its write meets a full disk) leaves the directory as it was: a new one
+# gone, an existing one empty, an earlier pair under --force byte for byte the old one.
+expect 1 "need 400 bytes and its filesystem has 399 free; nothing was written" \
+    env DTRAIN_TEST_DTS_FREE=399 "$DTRAIN" data convert "$d" "$tmp/room"
+[ ! -e "$tmp/room" ] && ok "no room for both splits: nothing written" || bad "no room: left $(ls -A "$tmp/room")"
+expect 1 "cannot write $tmp/half/.test.dts.tmp." env DTRAIN_TEST_DTS_ENOSPC=2 "$DTRAIN" data convert "$d" "$tmp/half"
+grep -q "nothing was put into $tmp/half" "$tmp/out" && [ ! -e "$tmp/half" ] &&
+    ok "the test split's write failed: no train.dts, no directory left" || { bad "half convert: left $(ls -A "$tmp/half")"; cat "$tmp/out"; }
+mkdir "$tmp/half" && cp -r "$tmp/shards" "$tmp/shards.old"
+expect 1 "no space left" env DTRAIN_TEST_DTS_ENOSPC=2 "$DTRAIN" data convert "$d" "$tmp/half"
+[ -d "$tmp/half" ] && [ -z "$(ls -A "$tmp/half")" ] && ok "into an existing directory: it stays empty" ||
+    bad "half convert into a directory left $(ls -A "$tmp/half")"
+expect 1 "no space left" env DTRAIN_TEST_DTS_ENOSPC=2 "$DTRAIN" data convert --force --dtype fp32 "$d" "$tmp/shards"
+[ "$(ls -A "$tmp/shards")" = "$(printf 'test.dts\ntrain.dts')" ] && cmp -s "$tmp/shards/train.dts" "$tmp/shards.old/train.dts" &&
+    cmp -s "$tmp/shards/test.dts" "$tmp/shards.old/test.dts" && ok "--force over a pair: the old pair stays whole" ||
+    bad "--force over a pair changed it: $(ls -lA "$tmp/shards")"
 # A source without a test split into a directory holding an earlier test.dts: refused without
 # --force (it would be read as the new train.dts' test split); with --force removed, saying so.
 cp -r "$tmp/shards" "$tmp/stale"
@@ -110,7 +128,7 @@ expect 0 "removed $tmp/stale/test.dts: it was left from an earlier conversion, a
 # cut_convert SIG DIR: a convert into DIR (the test hook pauses 1 s per sample) signalled once its
 # temporary file is there, so the signal comes mid-write on a loaded machine too; its exit code.
 cut_convert() {
-    DTRAIN_TEST_DTS_SLOW_MS=1000 "$DTRAIN" data convert "$d" "$2" >"$tmp/out" 2>&1 &
+    DTRAIN_TEST_DTS_SLOW_MS=1000 bash -c 'ulimit -c 0; exec "$@"' - "$DTRAIN" data convert "$d" "$2" >"$tmp/out" 2>&1 &
     local pid=$! i
     for i in $(seq 200); do
         compgen -G "$2/.train.dts.tmp.*" >/dev/null && break
@@ -119,12 +137,13 @@ cut_convert() {
     kill -s "$1" $pid
     wait $pid
 }
-# An interrupted convert (SIGINT, SIGTERM) leaves no temporary file behind.
+# An interrupted convert (SIGINT, SIGTERM) leaves no temporary
+# file behind, nor the directory it made.
 for sig in INT TERM; do
     cut_convert $sig "$tmp/cut.$sig"
     rc=$?
-    left=$(ls -A "$tmp/cut.$sig" 2>/dev/null)
-    [ $rc -gt 128 ] && [ -z "$left" ] && ok "SIG$sig mid-convert: exit $rc, nothing left in the directory" ||
+    left=$(ls -A "$tmp/cut.$sig" 2>&1)
+    [ $rc -eq $((128 + $(kill -l $sig))) ] && [ ! -e "$tmp/cut.$sig" ] && ok "SIG$sig mid-convert: exit $rc, nothing left" ||
         { bad "SIG$sig mid-convert: exit $rc, left '$left'"; cat "$tmp/out"; }
 done
 # SIGKILL runs no handler and leaves the temporary file; the next convert into the same place removes
