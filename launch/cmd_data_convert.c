@@ -35,9 +35,9 @@ static volatile sig_atomic_t g_temp_set[2];
 static char g_made_dir[4200];
 static volatile sig_atomic_t g_made_set;
 
-/* The signals that end a convert (an interrupt, a kill): each removes
+/* The signals that end a convert (an interrupt, a kill, a closed terminal, a quit): each removes
  * the temporary files; commit_all holds them off while it renames. */
-static const int stop_signals[] = {SIGINT, SIGTERM};
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 /* A stop signal mid-write: the temporary files (maybe gigabytes) are removed, then the signal ends
  * the process as it would have (unlink, signal and raise are async-signal-safe). */

@@ -127,6 +127,7 @@ expect 0 "removed $tmp/stale/test.dts: it was left from an earlier conversion, a
 [ "$(ls "$tmp/stale")" = train.dts ] && ok "--force left train.dts alone in the directory" || bad "left: $(ls "$tmp/stale")"
 # cut_convert SIG DIR: a convert into DIR (the test hook pauses 1 s per sample) signalled once its
 # temporary file is there, so the signal comes mid-write on a loaded machine too; its exit code.
+# (No core file: SIGQUIT would write one.)
 cut_convert() {
     DTRAIN_TEST_DTS_SLOW_MS=1000 bash -c 'ulimit -c 0; exec "$@"' - "$DTRAIN" data convert "$d" "$2" >"$tmp/out" 2>&1 &
     local pid=$! i
@@ -137,9 +138,9 @@ cut_convert() {
     kill -s "$1" $pid
     wait $pid
 }
-# An interrupted convert (SIGINT, SIGTERM) leaves no temporary
+# An interrupted convert (SIGINT, SIGTERM, a closed terminal's SIGHUP, SIGQUIT) leaves no temporary
 # file behind, nor the directory it made.
-for sig in INT TERM; do
+for sig in INT TERM HUP QUIT; do
     cut_convert $sig "$tmp/cut.$sig"
     rc=$?
     left=$(ls -A "$tmp/cut.$sig" 2>&1)
