@@ -10,6 +10,8 @@
 static _Thread_local char last_error[2048];
 /* 1 while the last error is another rank's failure, as a collective call reports it here. */
 static _Thread_local int last_from_peer;
+/* The status the last error is marked shared for (status_mark_shared), DT_OK when it is not. */
+static _Thread_local dt_status last_shared;
 
 const char *dt_strerror(dt_status s)
 {
@@ -33,7 +35,11 @@ const char *dt_strerror(dt_status s)
 
 const char *dt_last_error(void) { return last_error; }
 
-void status_clear_error(void) { last_error[0] = '\0'; }
+void status_clear_error(void)
+{
+    last_error[0] = '\0';
+    last_shared = DT_OK;
+}
 
 _Static_assert(sizeof(((status_kept *)0)->msg) == sizeof last_error, "a kept message holds the whole last error");
 
@@ -41,16 +47,26 @@ void status_keep(status_kept *k)
 {
     memcpy(k->msg, last_error, sizeof k->msg);
     k->from_peer = last_from_peer;
+    k->shared = (int)last_shared;
 }
 
 dt_status status_restore(dt_status s, const status_kept *k)
 {
     memcpy(last_error, k->msg, sizeof last_error);
     last_from_peer = k->from_peer;
+    last_shared = (dt_status)k->shared;
     return s;
 }
 
 int status_from_peer(void) { return last_from_peer; }
+
+dt_status status_mark_shared(dt_status s)
+{
+    last_shared = s;
+    return s;
+}
+
+int status_shared(dt_status s) { return s != DT_OK && last_shared == s; }
 
 /* The message as the last error, and whose failure it is. */
 static dt_status set_error(dt_status s, int from_peer, const char *fmt, va_list ap)
@@ -62,6 +78,7 @@ static dt_status set_error(dt_status s, int from_peer, const char *fmt, va_list 
     vsnprintf(msg, sizeof msg, fmt, ap);
     memcpy(last_error, msg, sizeof msg);
     last_from_peer = from_peer;
+    last_shared = DT_OK;
     return s;
 }
 

@@ -23,6 +23,15 @@ dt_status status_set_error(dt_status s, const char *fmt, ...) __attribute__((for
 dt_status status_set_peer_error(dt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* 1 when this thread's last error was recorded by status_set_peer_error, else 0. */
 int status_from_peer(void);
+/* Marks this thread's last error, of status s, as a failure that every rank of the job returned
+ * from the same collective exchange (a verdict every rank got: rank_verdict_status, ckpt_agree),
+ * so no rank is left waiting on a peer that failed alone; returns s. The next error recorded
+ * (status_set_error, status_set_peer_error, status_clear_error) drops the mark. */
+dt_status status_mark_shared(dt_status s);
+/* 1 when this thread's last error is marked shared and is of status s, else 0: read it right where
+ * a call returned s, for how the job ends (a launcher may then let every rank finalize and exit
+ * with its own code, where a failure this rank may have alone needs MPI_Abort). */
+int status_shared(dt_status s);
 /* A public call given NULL for a required argument, refused before it does any work: the one
  * wording of every layer, DT_ERR_INVALID_ARG with "fn: arg is NULL: fix" (fix: what to pass). */
 dt_status status_null_arg(const char *fn, const char *arg, const char *fix);
@@ -39,6 +48,7 @@ void status_clear_error(void);
 typedef struct status_kept {
     char msg[2048];
     int from_peer; /* status_from_peer() at the keep */
+    int shared;    /* the status the last error was marked shared for (0: none) */
 } status_kept;
 
 /* Copies this thread's last error into *k. */

@@ -81,9 +81,10 @@ dt_status rank_verdict_status(const dt_ctx *ctx, dt_status own, const char *fn, 
     if (own) status_keep(&why);
     rank_verdict v;
     const dt_status cs = rank_verdict_share(ctx, (int)own, &v);
-    if (own) return status_restore(own, &why);
+    /* Past a complete exchange every rank knows of every failure: each returns one. */
+    if (own) return cs ? status_restore(own, &why) : status_mark_shared(status_restore(own, &why));
     if (cs) return cs;
-    return v.first_rank < 0 ? DT_OK : peer_failure(&v, fn, consequence);
+    return v.first_rank < 0 ? DT_OK : status_mark_shared(peer_failure(&v, fn, consequence));
 }
 
 /* The part of a failing rank's message that travels to the others. */
@@ -162,18 +163,20 @@ dt_status rank_agree_status(const dt_ctx *ctx, dt_status own, int value, const c
     agreement a = {{-1, 0, 0}, 0, -1, 0, 0};
     const float mine = own ? -(float)own : (float)value;
     const dt_status cs = rank_share_slots(ctx, &mine, 1, agree_visit, &a);
-    if (own) return status_restore(own, &why);
+    /* Past a complete exchange every rank knows of every failure and difference: each fails. */
+    if (own) return cs ? status_restore(own, &why) : status_mark_shared(status_restore(own, &why));
     if (cs) return cs;
-    if (a.failed.first_rank >= 0) return peer_failure(&a.failed, fn, consequence);
+    if (a.failed.first_rank >= 0) return status_mark_shared(peer_failure(&a.failed, fn, consequence));
     if (a.differ_rank < 0) return DT_OK;
     char v0[64], vr[64];
     text(a.value0, v0, sizeof v0);
     text(a.differ_value, vr, sizeof vr);
-    return status_set_error(DT_ERR_INVALID_ARG,
-                            "%s: rank %d gave %s %s where rank 0 gave %s%s: every rank must pass the same %s (the "
-                            "call is collective)%s",
-                            fn, a.differ_rank, setting, vr, v0, a.differ > 1 ? ", and other ranks differ too" : "",
-                            setting, consequence ? consequence : "");
+    status_set_error(DT_ERR_INVALID_ARG,
+                     "%s: rank %d gave %s %s where rank 0 gave %s%s: every rank must pass the same %s (the "
+                     "call is collective)%s",
+                     fn, a.differ_rank, setting, vr, v0, a.differ > 1 ? ", and other ranks differ too" : "", setting,
+                     consequence ? consequence : "");
+    return status_mark_shared(DT_ERR_INVALID_ARG);
 }
 
 void rank_value_int(int value, char *buf, size_t n) { snprintf(buf, n, "%d", value); }

@@ -125,11 +125,19 @@ int cli_begin(const dt_config *cfg, cli_job *job);
 void cli_warn_alone(const cli_job *job);
 /* The epilogue: dt_finalize(ctx); returns rc, or EXIT_FAIL after printing why finalize failed. */
 int cli_finish(dt_ctx *ctx, int rc);
-/* A library failure s after dt_init: prints "[what: ]<last error> (<status>)" (what may be NULL:
- * what failed, when the last error does not say), takes the job down
- * (dt_abort_job: this rank may have failed alone) and returns the exit code, EXIT_USAGE for
- * DT_ERR_INVALID_ARG and EXIT_FAIL otherwise. Returns only in a world of one rank, with MPI
- * finalized: the caller frees what it holds and must not call dt_finalize. */
+/* The end of a command that failed (rc, its error printed) after dt_init. shared 1: every rank
+ * knows of the failure and ends on it (it came out of a verdict every rank got, status_shared):
+ * dt_finalize, so each process exits with its own code and message, without MPI_Abort's banner,
+ * and rc is returned; a refused dt_finalize (something still made on ctx) falls back to the abort.
+ * shared 0: this rank may have failed alone, so its peers must not wait for it: dt_abort_job, which
+ * returns only in a world of one rank (MPI finalized), and rc is returned. Either way ctx is gone
+ * when it returns: the caller frees only its own memory, and must not call dt_finalize. */
+int cli_end_failed(dt_ctx *ctx, int rc, int shared);
+/* A library failure s after dt_init, right where the call returned it: prints "[what: ]<last
+ * error> (<status>)" (what may be NULL: what failed, when the last error does not say) and ends as
+ * cli_end_failed, shared when status_shared(s); returns the exit code, EXIT_USAGE for
+ * DT_ERR_INVALID_ARG and EXIT_FAIL otherwise. The caller must hold nothing made on ctx (else the
+ * job is aborted) and must not call dt_finalize. */
 int cli_fail(dt_ctx *ctx, dt_status s, const char *what);
 
 /* A crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) then prints the rank, the host, the faulting

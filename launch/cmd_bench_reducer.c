@@ -435,10 +435,20 @@ int cmd_bench_reducer(int argc, char **argv)
     dt_reducer_stats warm = {0};
     if (!s) s = run_rounds(ctx, &m, &o, &v, t, &warm);
     if (s) {
+        const int shared = status_shared(s);
         cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
-        /* This rank may have failed alone: its peers must not wait for it. */
-        dt_abort_job(ctx, EXIT_FAIL);
-        return EXIT_FAIL;
+        /* A rank that may have failed alone must not wait for its peers (nor free reducers whose
+         * collectives they may still be in): the job is aborted. One every rank knows of (a reducer
+         * no rank could make) frees what it made and ends with every rank finalizing. */
+        if (shared) {
+            dt_reducer_free(v.red);
+            dt_reducer_free(v.noov);
+            dt_reducer_free(v.whole[0]);
+            dt_reducer_free(v.whole[1]);
+            net_free(&m);
+        }
+        free(t);
+        return cli_end_failed(ctx, EXIT_FAIL, shared);
     }
     rc = report(ctx, &m, &o, &v, t, &warm);
     dt_reducer_free(v.red);

@@ -352,7 +352,7 @@ out:
 
 /* Precision o->prec[failed] ran out of memory (run_precision freed its model): the error, the
  * summary over every precision of the run (the batch it suggests fits them all), the job ended. */
-static int step_oom(dt_ctx *ctx, const step_opts *o, int failed, int zero, int gpu)
+static int step_oom(dt_ctx *ctx, const step_opts *o, int failed, int zero, int gpu, int shared)
 {
     cli_error("%s: %s (%s)", dt_dtype_name(o->prec[failed]), dt_last_error(), dt_strerror(DT_ERR_NOMEM));
     dt_optim_config oc; /* run_precision's optimizer */
@@ -374,8 +374,7 @@ static int step_oom(dt_ctx *ctx, const step_opts *o, int failed, int zero, int g
     }
     const oom_case c = {.command = "bench step", .plans = pc, .n_plans = o->nprec, .failed = failed};
     oom_report(ctx, &c);
-    dt_abort_job(ctx, EXIT_FAIL);
-    return EXIT_FAIL;
+    return cli_end_failed(ctx, EXIT_FAIL, shared);
 }
 
 int cmd_bench_step(int argc, char **argv)
@@ -443,7 +442,7 @@ int cmd_bench_step(int argc, char **argv)
                 run_precision(ctx, &o, o.prec[i], &rs, &sps, &ms, &wait_ms, &mem, &skipped, &cs, prof, sizeof prof);
             /* The summary is the rank's that ran out; a peer's failure reported here is a plain one. */
             if (s == DT_ERR_NOMEM && !status_from_peer())
-                return step_oom(ctx, &o, i, o.zero[z], pl.device == DT_DEVICE_CUDA);
+                return step_oom(ctx, &o, i, o.zero[z], pl.device == DT_DEVICE_CUDA, status_shared(s));
             if (s) return cli_fail(ctx, s, dt_dtype_name(o.prec[i]));
             if (i == 0 && zvg == 0) base = sps;
             if (rank == 0) {

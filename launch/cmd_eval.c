@@ -15,6 +15,7 @@
 #include "runtime/checkpoint/ckpt_write_file.h"
 #include "runtime/data/dataset.h"
 #include "base/path.h"
+#include "base/status.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -289,6 +290,7 @@ int cmd_eval(int argc, char **argv)
     dt_model *m = NULL;
     dt_eval_result r = {0};
     float *stats = NULL;
+    int shared = 0; /* the failure is one every rank knows of (cli_end_failed) */
     s = dt_dataset_open(e.data, &dc, &d);
     if (s) goto fail;
     int C, H, W;
@@ -311,6 +313,7 @@ int cmd_eval(int argc, char **argv)
     if ((s = dt_checkpoint_load_latest(ctx, e.ckpt_dir, m, NULL, NULL, &cd, &step))) goto fail;
     if (step == 0 && !cd.present) {
         cli_error("no loadable checkpoint in %s: train with --checkpoint-dir %s first", e.ckpt_dir, e.ckpt_dir);
+        shared = 1; /* the load's outcome is every rank's (rank 0's, broadcast) */
         goto fail_quiet;
     }
     if ((s = check_record(ctx, &e, d, step))) goto fail;
@@ -340,12 +343,12 @@ int cmd_eval(int argc, char **argv)
     dt_dataset_free(d);
     return cli_finish(ctx, EXIT_OK);
 fail:
+    shared = status_shared(s);
     cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
 fail_quiet:
     free(r.class_correct), free(r.class_count), free(r.confusion), free(stats);
     dt_model_free(m);
     dt_dataset_free(d);
     rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
-    dt_abort_job(ctx, rc);
-    return rc;
+    return cli_end_failed(ctx, rc, shared);
 }

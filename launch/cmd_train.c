@@ -21,8 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether the failure that ends this run, reported by train_status_error, is one every rank got
+ * (status_shared), for cmd_train's ending. Set by every train_status_error (read where the call
+ * returned s, before anything else can record an error); a failure train_status_error reports
+ * always ends the run, so a failure after it cannot meet a stale 1, and one reported only with
+ * cli_error leaves the 0 it starts with: aborted. */
+static int g_failure_shared;
+
 int train_status_error(dt_status s)
 {
+    g_failure_shared = status_shared(s);
     cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
     return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
 }
@@ -197,8 +205,8 @@ static int train_setup(train_run *r, const dt_placement *pl)
         return EXIT_USAGE; /* every rank has the same flags: none goes on */
     }
     /* With --epochs the steps are not known before the data: the fault's step is not checked. */
-    if ((rc = fault_check(&r->flt, r->world, t->epochs ? LONG_MAX : t->steps)) || (rc = train_outputs_begin(r)) ||
-        (rc = train_ckpt_dir_begin(r)))
+    if ((rc = fault_check(&r->flt, r->world, t->epochs ? LONG_MAX : t->steps, t->ckpt_dir)) ||
+        (rc = train_outputs_begin(r)) || (rc = train_ckpt_dir_begin(r)))
         return rc;
     fault_maybe(&r->flt, r->rank, 0, NULL);
     r->loader_threads = cli_loader_auto(r->ctx, t->loader_threads);
@@ -359,7 +367,7 @@ int cmd_train(int argc, char **argv)
     }
     train_release(&r);
     if (r.oom_at[0]) train_oom_report(&r);
-    /* Every rank hits the same configuration errors; a rank that fails alone takes the job down. */
-    dt_abort_job(r.ctx, rc);
-    return rc;
+    /* A failure every rank got (a checkpoint that could not be written, a model no rank could make)
+     * ends with each rank finalizing; a rank that may have failed alone takes the job down. */
+    return cli_end_failed(r.ctx, rc, g_failure_shared);
 }

@@ -30,6 +30,7 @@ static const struct {
     [FAULT_INF] = {"inf", "puts an inf into its gradients"},
     [FAULT_SEGV] = {"segv", "calls a NULL function pointer"},
     [FAULT_SLOW] = {"slow", "sleeps " FAULT_STR(FAULT_SLOW_MS) " ms in every step from then on, the first"},
+    [FAULT_CKPT] = {"ckpt", "fails its next checkpoint write (no space left)"},
 };
 
 /* The form, with the kinds named from the table above so a new kind cannot be missing here. */
@@ -96,7 +97,7 @@ int fault_parse(fault *f)
     return EXIT_OK;
 }
 
-int fault_check(const fault *f, int world, long steps)
+int fault_check(const fault *f, int world, long steps, const char *ckpt_dir)
 {
     if (f->kind == FAULT_NONE) return EXIT_OK;
     const char *v = getenv("DTRAIN_FAULT");
@@ -108,6 +109,12 @@ int fault_check(const fault *f, int world, long steps)
             snprintf(ranks, sizeof ranks, "ranks 0 to %d", world - 1);
         cli_error("DTRAIN_FAULT='%s': rank %d is not in this job: the world size is %d (%s)", v ? v : "", f->rank,
                   world, ranks);
+        return EXIT_USAGE;
+    }
+    if (f->kind == FAULT_CKPT && (f->rank != 0 || !ckpt_dir)) {
+        cli_error("DTRAIN_FAULT='%s': a ckpt fault needs rank 0 (the rank that writes the checkpoint files) and "
+                  "--checkpoint-dir",
+                  v ? v : "");
         return EXIT_USAGE;
     }
     if (f->step > steps) {
@@ -143,6 +150,7 @@ void fault_maybe(const fault *f, int rank, long step, dt_model *m)
             if (m) model_test_inject_inf(m);
             return;
         case FAULT_SLOW: usleep(FAULT_SLOW_MS * 1000); return;
+        case FAULT_CKPT: ckpt_test_fail_next_write(); return;
         case FAULT_EXIT: _exit(3);
         case FAULT_USR1: raise(SIGUSR1); return; /* through the real handler */
         case FAULT_TERM: raise(SIGTERM); return;

@@ -8,7 +8,9 @@
  * send itself SIGUSR1 / SIGTERM (usr1, term): the job must stop cleanly; or (inf) put an inf into
  * its own gradients in that step's backward, before the allreduce: every rank must skip that step
  * and back off its loss scale; or (slow) sleep FAULT_SLOW_MS at the start of step STEP and of every
- * step after it: a straggler, which the straggler report must name (with the phase "compute").
+ * step after it: a straggler, which the straggler report must name (with the phase "compute"); or
+ * (ckpt, rank 0 only: it writes the files) fail the next checkpoint write as on a full disk: every
+ * rank gets that failure from the commit's verdict and ends on it, each with its own exit code.
  */
 #ifndef DT_LAUNCH_FAULT_INJECT_H
 #define DT_LAUNCH_FAULT_INJECT_H
@@ -26,6 +28,7 @@ typedef enum fault_kind {
     FAULT_INF,   /* an inf in its own gradients, before the allreduce */
     FAULT_SEGV,  /* a call through a NULL function pointer */
     FAULT_SLOW,  /* FAULT_SLOW_MS of sleep in every step from STEP on */
+    FAULT_CKPT,  /* the next checkpoint write fails (ENOSPC), rank 0 only */
     FAULT_NKINDS
 } fault_kind;
 
@@ -44,9 +47,9 @@ typedef struct fault {
 int fault_parse(fault *f);
 
 /* The checks that need the job: RANK must be a rank of the world, STEP at most the run's last
- * step (else the fault would silently never happen). Returns EXIT_OK, or EXIT_USAGE after printing
- * the value and the limit. */
-int fault_check(const fault *f, int world, long steps);
+ * step, a ckpt fault on rank 0 of a run with checkpoints (ckpt_dir not NULL) (else the fault would
+ * silently never happen). Returns EXIT_OK, or EXIT_USAGE after printing the value and the limit. */
+int fault_check(const fault *f, int world, long steps, const char *ckpt_dir);
 
 /* Injects the fault when this is its rank and step, or for slow any later step (m may be NULL
  * before the model exists). */

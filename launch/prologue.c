@@ -5,6 +5,7 @@
  * job down. The commands call these rather than repeat the lines (cli.h).
  */
 #include "launch/cli.h"
+#include "base/status.h"
 #include "runtime/placement/topo.h"
 
 #include <limits.h>
@@ -110,15 +111,28 @@ int cli_finish(dt_ctx *ctx, int rc)
     return rc;
 }
 
+int cli_end_failed(dt_ctx *ctx, int rc, int shared)
+{
+    if (shared) {
+        /* Every rank is here on the same failure: MPI ends as it began. dt_finalize releases the
+         * context whatever MPI_Finalize says, and refuses only while something made on it lives. */
+        const dt_status s = dt_finalize(ctx);
+        if (s == DT_OK) return rc;
+        cli_error("%s", dt_last_error());
+        if (s != DT_ERR_INVALID_ARG) return rc;
+    }
+    dt_abort_job(ctx, rc);
+    return rc;
+}
+
 int cli_fail(dt_ctx *ctx, dt_status s, const char *what)
 {
+    const int shared = status_shared(s); /* before the messages below: about the failure itself */
     if (what)
         cli_error("%s: %s (%s)", what, dt_last_error(), dt_strerror(s));
     else
         cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
     /* A bad value given to the library is a usage error; anything else is a run-time failure. */
     const int rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
-    /* This rank may have failed alone: its peers must not wait for it. */
-    dt_abort_job(ctx, rc);
-    return rc;
+    return cli_end_failed(ctx, rc, shared);
 }

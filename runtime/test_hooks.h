@@ -50,6 +50,11 @@ void model_test_verdict_sync(dt_model *m, int on);
 /* How many passes of m were recorded as step graphs (dt_model_set_graphs) so far. */
 long model_test_graph_records(const dt_model *m);
 
+/* The next checkpoint file this process writes (ckpt_write_atomic: rank 0's, in dt_ckpt_commit)
+ * fails as on a full disk (ENOSPC, its usual message), and the ones after it are written again:
+ * the failure every rank then gets from the commit's verdict (DTRAIN_FAULT=ckpt). */
+void ckpt_test_fail_next_write(void);
+
 /* on 1: training loaders made from now on take their device path with the CPU backend standing in
  * for the device (synthetic data without augmentation, dt_dataset_set_synthetic_on not HOST), so
  * that path's planning, indices and reuse of its slot are tested without a GPU; 0: off. Also set

@@ -43,12 +43,15 @@ dt_status ckpt_agree(dt_ctx *ctx, dt_status mine)
     if (root < 0) return status_set_error(DT_ERR_INTERNAL, "ckpt_agree: %g ranks failed but none said which", failed);
     verdict v = own;
     if ((c = dt_broadcast(ctx, &v, sizeof v, DT_U8, root))) return c;
-    if (mine) return status_set_error(mine, "%s", own.msg);
+    /* The exchange is complete: every rank returns this failure (status_shared). */
+    if (mine) return status_mark_shared(status_set_error(mine, "%s", own.msg));
     const int others = (int)failed - 1;
     if (others > 0)
-        return status_set_error((dt_status)v.status, "rank %d (and %d other rank%s): %s", root, others,
-                                others == 1 ? "" : "s", v.msg);
-    return status_set_error((dt_status)v.status, "rank %d: %s", root, v.msg);
+        status_set_error((dt_status)v.status, "rank %d (and %d other rank%s): %s", root, others, others == 1 ? "" : "s",
+                         v.msg);
+    else
+        status_set_error((dt_status)v.status, "rank %d: %s", root, v.msg);
+    return status_mark_shared((dt_status)v.status);
 }
 
 dt_status ckpt_bcast_bytes(dt_ctx *ctx, void *buf, size_t n)

@@ -138,9 +138,11 @@ static dt_status load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optim
         int64_t hdr[4] = {(int64_t)s, found, saved_world, 0};
         dt_status c;
         if ((c = dt_broadcast(ctx, hdr, sizeof hdr, DT_U8, 0))) return c;
+        /* Rank 0's refusal is every rank's now (status_shared). */
         if (hdr[0] != DT_OK)
-            return rank == 0 ? status_restore((dt_status)hdr[0], &why)
-                             : status_set_error((dt_status)hdr[0], "rank 0 refused the checkpoints: read its message");
+            return status_mark_shared(
+                rank == 0 ? status_restore((dt_status)hdr[0], &why)
+                          : status_set_error((dt_status)hdr[0], "rank 0 refused the checkpoints: read its message"));
         found = (long)hdr[1];
         saved_world = (int)hdr[2];
         if (found >= 0 && (c = broadcast_state(ctx, rank, m, o, sc))) return c;

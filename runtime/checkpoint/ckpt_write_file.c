@@ -36,13 +36,19 @@ typedef struct write_target {
     const ckpt_beat *beat; /* said before each chunk and the fsync, or NULL */
 } write_target;
 
+/* The test hook ckpt_test_fail_next_write (runtime/test_hooks.h): armed, the next checkpoint's
+ * write fails (g_fail_now while ckpt_write_atomic writes it). One thread writes a checkpoint. */
+static int g_fail_next_ckpt, g_fail_now;
+
+void ckpt_test_fail_next_write(void) { g_fail_next_ckpt = 1; }
+
 static dt_status write_all(int fd, const void *p, size_t n, const write_target *w)
 {
     const char *b = p;
     char advice[IO_FIX_LEN], size[96] = "";
     while (n > 0) {
         ckpt_beat_now(w->beat);
-        ssize_t k = write(fd, b, n < CKPT_IO_CHUNK ? n : CKPT_IO_CHUNK);
+        ssize_t k = g_fail_now ? (errno = ENOSPC, -1) : write(fd, b, n < CKPT_IO_CHUNK ? n : CKPT_IO_CHUNK);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
             int err = k < 0 ? errno : ENOSPC; /* a write of 0 bytes to a regular file: no room */
@@ -409,7 +415,9 @@ dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *
     parts[0] = (ckpt_part){&h, sizeof h};
     parts[1] = (ckpt_part){e, (size_t)n * sizeof *e};
     for (uint32_t i = 0; i < n; i++) parts[i + 2] = (ckpt_part){data[i], (size_t)e[i].bytes};
+    g_fail_now = g_fail_next_ckpt, g_fail_next_ckpt = 0;
     dt_status s = ckpt_write_file_beating(path, "checkpoint", "--checkpoint-dir", parts, (size_t)n + 2, beat);
+    g_fail_now = 0;
     free(parts);
     if (s) return s;
     log_msg(LOG_LEVEL_INFO, "checkpoint %s written (step %ld, %u section%s, %.1f MiB)", path, step, n,

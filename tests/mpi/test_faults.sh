@@ -125,6 +125,21 @@ expect 0 "parameters identical on all 2 ranks" env DTRAIN_TEST_SLOW_CKPT=4 timeo
     -x DTRAIN_TEST_SLOW_CKPT "$DTRAIN" $slow --steps 2 --checkpoint-dir "$tmp/ck-slow"
 expect 0 "ckpt-0000000002.dtc at step 2" env DTRAIN_TEST_SLOW_CKPT=4 timeout -s KILL 60 "$MPIRUN" -np 2 \
     -x DTRAIN_TEST_SLOW_CKPT "$DTRAIN" $slow --steps 4 --checkpoint-dir "$tmp/ck-slow" --resume auto
+# A failure every rank gets (rank 0's checkpoint write meets a full disk, and the commit's verdict
+# tells every rank) ends with every rank finalizing and exiting 1 with its own message, without
+# MPI_Abort's banner (a rank that may have failed alone, above, still aborts the job).
+DTRAIN_FAULT=ckpt:0:2 timeout -s KILL 60 "$MPIRUN" -np 2 -x DTRAIN_FAULT bash -c \
+    '"$0" "$@"; echo "rank $OMPI_COMM_WORLD_RANK exited $?"' "$DTRAIN" $quick --checkpoint-dir "$tmp/ck-full" \
+    --checkpoint-every 2 >"$tmp/out" 2>&1
+if grep -q "^rank 0 exited 1$" "$tmp/out" && grep -q "^rank 1 exited 1$" "$tmp/out" &&
+    [ "$(grep -c "writing checkpoint .* failed: No space left on device" "$tmp/out")" -eq 2 ] &&
+    ! grep -q "MPI_ABORT was invoked" "$tmp/out"; then
+    ok "a checkpoint write that fails on rank 0: both ranks exit 1 with the message, no MPI_Abort"
+else
+    bad "a failed checkpoint write at 2 ranks"; sed 's/^/    /' "$tmp/out" | tail -20
+fi
+expect 2 "a ckpt fault needs rank 0 (the rank that writes the checkpoint files) and --checkpoint-dir" \
+    env DTRAIN_FAULT=ckpt:0:1 timeout -s KILL 10 "$DTRAIN" $quick
 # Stopped with no --checkpoint-dir: nothing saved, so not the requeue's 75.
 expect 143 "no --checkpoint-dir: nothing saved" env DTRAIN_FAULT=usr1:0:3 timeout -s KILL 10 "$DTRAIN" $quick
 expect 75 "rank 0 gets SIGUSR1 at step 3" env DTRAIN_FAULT=usr1:0:3 timeout -s KILL 10 "$DTRAIN" $quick \

@@ -86,6 +86,28 @@ static void test_peer_mark(void **state)
     assert_int_equal(status_from_peer(), 0);
 }
 
+/* A failure every rank got is marked shared for its status until the next error (so a launcher
+ * reads it only about the failure it has), and the mark travels with a kept message. */
+static void test_shared_mark(void **state)
+{
+    (void)state;
+    assert_int_equal(status_mark_shared(status_set_error(DT_ERR_IO, "rank 0: disk full")), DT_ERR_IO);
+    assert_int_equal(status_shared(DT_ERR_IO), 1);
+    assert_int_equal(status_shared(DT_ERR_NOMEM), 0); /* another failure's status: not this mark */
+    status_kept k;
+    status_keep(&k);
+    status_set_error(DT_ERR_IO, "cleanup failed");
+    assert_int_equal(status_shared(DT_ERR_IO), 0);
+    assert_int_equal(status_restore(DT_ERR_IO, &k), DT_ERR_IO);
+    assert_int_equal(status_shared(DT_ERR_IO), 1);
+    status_clear_error();
+    assert_int_equal(status_shared(DT_ERR_IO), 0);
+    status_mark_shared(DT_ERR_IO);
+    status_set_peer_error(DT_ERR_IO, "dt_model_create failed on rank 1");
+    assert_int_equal(status_shared(DT_ERR_IO), 0);
+    assert_int_equal(status_shared(DT_OK), 0);
+}
+
 static void test_carried_across_threads(void **state)
 {
     (void)state;
@@ -106,6 +128,7 @@ int main(void)
         cmocka_unit_test(test_long_message_kept_whole),
         cmocka_unit_test(test_carried_across_threads),
         cmocka_unit_test(test_peer_mark),
+        cmocka_unit_test(test_shared_mark),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
