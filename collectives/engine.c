@@ -132,12 +132,22 @@ static void engine_expire(engine *e, req *q, double age)
                  "a rank stopped inside it, or the network between the ranks failed",
                  missing);
     } else if (q->phase == PHASE_MPI) {
+        /* The peer arrived, and MPI does not say why the allreduce stalls: the probe tells a peer
+         * that waits (it answers) from one stopped or cut off. This thread holds mu
+         * (engine_wait_upto) and the communication thread is blocked in MPI_Allreduce: the board
+         * is this thread's. */
         const int peer = 1 - e->rank;
         rank_names_ctx(e->ctx, &peer, 1, missing, sizeof missing);
-        snprintf(verdict, sizeof verdict,
-                 "rank %s reached it, yet MPI_Allreduce has not completed: a rank stopped "
-                 "or died inside it, or the network between the ranks failed",
-                 missing);
+        if (roll_board_probe(ctx_board(e->ctx), ranks, 256) > 0)
+            snprintf(verdict, sizeof verdict,
+                     "rank %s reached it, yet MPI_Allreduce has not completed, and it does not answer a probe "
+                     "within %.1f s: it stopped or died inside it, or the network to it failed",
+                     missing, ROLL_PROBE_S);
+        else
+            snprintf(verdict, sizeof verdict,
+                     "rank %s reached it, yet MPI_Allreduce has not completed, though it answers a probe: a rank "
+                     "stopped inside it, or the network between the ranks failed",
+                     missing);
     } else if (nunsent)
         snprintf(verdict, sizeof verdict,
                  "every rank's data for this phase has come, but this rank's sends to rank(s) %s are not done: "

@@ -4,9 +4,11 @@
  * (the MPI backend's ranks other than 0 hear from rank 0; a rank still in an earlier collective
  * hears nothing), so without the board only the first rank to time out would name the missing
  * ranks before the launcher kills the rest. And when every rank reached a collective that never
- * completes (a link that died under it), MPI cannot say who stalls it, so rank 0 asks: a rank
- * waiting anywhere answers a probe (the MPI backend and the engine both listen while they wait), a
- * stopped or cut-off one does not. The receives are posted once, at creation: nothing per step.
+ * completes (a link that died under it), MPI cannot say who stalls it, so the rank that times it
+ * out asks (rank 0 in the MPI backend's collectives, either rank of the engine's 2-rank
+ * MPI_Allreduce, any rank of its chain): a rank waiting anywhere answers a probe (the MPI backend
+ * and the engine both listen while they wait), a stopped or cut-off one does not. The receives are
+ * posted once, at creation: nothing per step.
  */
 #ifndef DT_COLLECTIVES_ROLL_PEERS_H
 #define DT_COLLECTIVES_ROLL_PEERS_H
@@ -18,7 +20,7 @@
 /* How long a rank lets its verdict travel before MPI_Abort; the launcher then takes longer still
  * to kill the others, time in which they log it. */
 #define ROLL_VERDICT_S 0.5
-/* How long rank 0 waits for the answers to its probe. */
+/* How long a rank that probes waits for the answers. */
 #define ROLL_PROBE_S 1.0
 
 typedef struct roll_board roll_board;
