@@ -97,6 +97,16 @@ dt_status cli_rank0_verdict(dt_ctx *ctx, char *why, size_t len, int *refused);
  * kernels below this CPU (execv; returns when there is nothing to fix or exec failed, with a
  * warning). OPENBLAS_CORETYPE set by the user, or DTRAIN_BLAS_COREFIX=0, leaves it alone. */
 void cli_blas_corefix(char **argv);
+/* Blocks SIGTERM, SIGUSR1, SIGINT and SIGHUP, the signals that ask `dtrain train` to stop: the
+ * dtrain program runs it from .preinit_array (main.c), after the libraries are loaded and before
+ * their constructors run, which in a CUDA build take 50 ms and more (cuBLAS's); a signal arriving
+ * then waits, pending, for train's handler instead of ending the process with nothing said. The
+ * mask and the pending signals survive cli_blas_corefix's exec. Its arguments are unused. */
+void cli_signals_block(int argc, char **argv, char **envp);
+/* Unblocks them: main calls it for every command but train, which calls it once its stop handlers
+ * are in place (train_stop_install), so a signal that came meanwhile then acts as it would have.
+ * A mask inherited with them blocked is not kept (a blocked SIGTERM would lose the checkpoint). */
+void cli_signals_unblock(void);
 
 /* A command running on the job: its context (the command finalizes it, with cli_finish) and this
  * rank's placement. */

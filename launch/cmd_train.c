@@ -99,7 +99,8 @@ static int gpu_grads(train_run *r, const char *who, const char *alt)
     return EXIT_OK;
 }
 
-/* Before dt_init: the flags together, the loss scaler, DTRAIN_FAULT, the stop handlers. A refusal
+/* Before dt_init: the flags together, the loss scaler, DTRAIN_FAULT, the stop handlers (a refusal
+ * before them leaves the stop signals blocked: nothing has started, so nothing is lost). A refusal
  * here starts nothing; the caller frees r->sc. */
 static int train_prepare(train_run *r, const dt_config *cfg)
 {
@@ -142,7 +143,9 @@ static int train_prepare(train_run *r, const dt_config *cfg)
         cli_error("--keep-checkpoints needs --checkpoint-dir DIR (the directory it keeps to its newest checkpoints)");
         return EXIT_USAGE;
     }
-    train_stop_install();
+    /* Before dt_init (MPI_Init, the singleton's daemon): a stop asked for from the program's start on
+     * is kept (cli_signals_block) and acts from here. */
+    train_stop_install(t->ckpt_dir);
     /* Asked for the GPU: its rule before anything starts. */
     return cfg->device == DT_DEVICE_CUDA ? gpu_grads(r, "--device cuda", "") : EXIT_OK;
 }
@@ -325,9 +328,11 @@ static int train_finish(train_run *r)
     if (r->metrics) {
         const int closed = fclose(r->metrics);
         r->metrics = NULL;
+        /* Every record was flushed when written: a failure here (NFS reports some at close) may
+         * have lost the last one. The training is saved: a warning, as for a write (train_report.c). */
         if (closed != 0) {
-            cli_error("writing --metrics %s failed: %s", t->metrics, strerror(errno));
-            return EXIT_FAIL;
+            snprintf(r->metrics_why, sizeof r->metrics_why, "%s, at close", strerror(errno));
+            r->metrics_lost = t->steps;
         }
     }
     return EXIT_OK;
@@ -354,17 +359,20 @@ int cmd_train(int argc, char **argv)
             /* Every rank ended at the same step: a clean exit, not an abort, and the trace of the
              * steps done (a preempted run's is the one worth reading); its failure is reported
              * but does not change the exit code. */
+            train_report_metrics_lost(&r);
             train_trace_end(&r);
             train_release(&r);
             dt_finalize(r.ctx);
             if (end == TRAIN_END_NUMERIC) return EXIT_FAIL;
-            return r.t.ckpt_dir ? EXIT_PREEMPTED : EXIT_STOPPED_UNSAVED;
+            return train_stop_exit_code(&r);
         }
         if (end == TRAIN_END_DONE && !(rc = train_finish(&r)) && !(rc = train_trace_end(&r))) {
+            train_report_metrics_lost(&r);
             train_release(&r);
             return cli_finish(r.ctx, EXIT_OK);
         }
     }
+    train_report_metrics_lost(&r);
     train_release(&r);
     if (r.oom_at[0]) train_oom_report(&r);
     /* A failure every rank got (a checkpoint that could not be written, a model no rank could make)

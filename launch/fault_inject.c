@@ -27,6 +27,8 @@ static const struct {
     [FAULT_KILL] = {"kill", "is killed"},
     [FAULT_USR1] = {"usr1", "gets SIGUSR1"},
     [FAULT_TERM] = {"term", "gets SIGTERM"},
+    [FAULT_INT] = {"int", "gets SIGINT"},
+    [FAULT_HUP] = {"hup", "gets SIGHUP"},
     [FAULT_INF] = {"inf", "puts an inf into its gradients"},
     [FAULT_SEGV] = {"segv", "calls a NULL function pointer"},
     [FAULT_SLOW] = {"slow", "sleeps " FAULT_STR(FAULT_SLOW_MS) " ms in every step from then on, the first"},
@@ -154,6 +156,8 @@ void fault_maybe(const fault *f, int rank, long step, dt_model *m)
         case FAULT_EXIT: _exit(3);
         case FAULT_USR1: raise(SIGUSR1); return; /* through the real handler */
         case FAULT_TERM: raise(SIGTERM); return;
+        case FAULT_INT: raise(SIGINT); return;
+        case FAULT_HUP: raise(SIGHUP); return;
         case FAULT_KILL: raise(SIGKILL); break;
         case FAULT_SEGV: fault_segv(); break;
         case FAULT_STALL: break;

@@ -5,7 +5,8 @@
  * model is built and broadcast), stall forever (stall), exit with code 3 without finalizing
  * (exit), die by SIGKILL (kill) or call through a NULL function pointer (segv: the crash report
  * must name the rank and the caller): the job must then end, with a message, rather than hang; or
- * send itself SIGUSR1 / SIGTERM (usr1, term): the job must stop cleanly; or (inf) put an inf into
+ * send itself SIGUSR1 / SIGTERM / SIGINT / SIGHUP (usr1, term, int, hup): the job must stop cleanly
+ * (an int or hup where that signal is ignored, as under nohup, does nothing); or (inf) put an inf into
  * its own gradients in that step's backward, before the allreduce: every rank must skip that step
  * and back off its loss scale; or (slow) sleep FAULT_SLOW_MS at the start of step STEP and of every
  * step after it: a straggler, which the straggler report must name (with the phase "compute"); or
@@ -25,6 +26,8 @@ typedef enum fault_kind {
     FAULT_KILL,  /* SIGKILL to itself */
     FAULT_USR1,  /* SIGUSR1 to itself, through the real handler */
     FAULT_TERM,  /* SIGTERM to itself, through the real handler */
+    FAULT_INT,   /* SIGINT to itself, through the real handler */
+    FAULT_HUP,   /* SIGHUP to itself, through the real handler */
     FAULT_INF,   /* an inf in its own gradients, before the allreduce */
     FAULT_SEGV,  /* a call through a NULL function pointer */
     FAULT_SLOW,  /* FAULT_SLOW_MS of sleep in every step from STEP on */

@@ -8,14 +8,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The stop signals are blocked before the libraries' constructors run (cli.h); here, in the
+ * program's own file, so that nothing else linking launch/ (the fuzz harnesses) blocks them. */
+__attribute__((section(".preinit_array"), used)) static void (*const signals_block)(int, char **,
+                                                                                    char **) = cli_signals_block;
+
 /* The command's exit code; usage errors are the caller's. */
 static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
+        cli_signals_unblock();
         cli_usage(stderr);
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
+    /* train unblocks the stop signals once it handles them; every other command at once. */
+    if (strcmp(cmd, "train") != 0) cli_signals_unblock();
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         cli_usage(stdout);
         return EXIT_OK;

@@ -9,10 +9,33 @@
 #include "runtime/placement/topo.h"
 
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The signals that ask `dtrain train` to stop (train_stop.c). */
+static void stop_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM), sigaddset(set, SIGUSR1), sigaddset(set, SIGINT), sigaddset(set, SIGHUP);
+}
+
+void cli_signals_block(int argc, char **argv, char **envp)
+{
+    (void)argc, (void)argv, (void)envp;
+    sigset_t set;
+    stop_signals(&set);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
+void cli_signals_unblock(void)
+{
+    sigset_t set;
+    stop_signals(&set);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
 
 /* OpenBLAS picks its kernels when it loads; when it guessed below this CPU (VMs that hide the
  * CPU model get the SSE3 kernels), start again with the right OPENBLAS_CORETYPE. A user's own

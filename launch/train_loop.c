@@ -2,7 +2,7 @@
  * train_loop.c - the steps of `dtrain train` (train_run.h). Each optimizer step: --accum-steps
  * batches of this rank's share of the global batch, forward + backward (the gradient of the mean
  * loss over the global batch), the gradients summed over the ranks, the optimizer step. Between
- * steps: the stop signals the ranks agree on, the checkpoints, and every --log-every steps and at
+ * steps: the stop requests the ranks agree on (train_stop.c), the checkpoints, and every --log-every steps and at
  * each checkpoint step the loss, accuracy and waits averaged over the ranks (rank 0 prints them,
  * train_report.c), with an evaluation on the held-out set every --eval-every steps and at the end.
  */
@@ -13,23 +13,8 @@
 #include "base/status.h"
 
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-
-static volatile sig_atomic_t stop_signal;
-
-static void on_stop_signal(int sig) { stop_signal = sig; }
-
-void train_stop_install(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
 
 /* The held-out figures after `step` steps, and the line that says them (len bytes). Collective. */
 static dt_status run_eval(const train_run *r, long step, double *loss, double *acc, char *line, size_t len)
@@ -124,7 +109,7 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, doub
     r->samples_sum += samples;
     r->interval_s_sum += dt_int;
     r->intervals++;
-    if (r->rank == 0 && train_report_interval(r, &rec, iv->steps, eval_line) != EXIT_OK) return EXIT_FAIL;
+    if (r->rank == 0) train_report_interval(r, &rec, iv->steps, eval_line);
     if (r->rank == 0 && sv.found) train_report_straggler(r, &sv);
     const double wait_mark = iv->wait_mark;
     *iv = (interval){.t_begin = clock_now_s(), .wait_mark = wait_mark};
@@ -151,19 +136,10 @@ static train_end settle_step(train_run *r, interval *iv, long stepno, int *rc)
 /* A stop asked for on some rank, after `done` steps: the checkpoint, and rank 0 says so. */
 static int stop_now(train_run *r, long done)
 {
-    const train_opts *t = &r->t;
     dt_status s;
     progress_clear(&r->prog);
-    if (t->ckpt_dir && (s = train_ckpt_save(r, done))) return train_status_error(s);
-    if (r->rank == 0) {
-        printf("stopping after step %ld on a signal (%s); %s%s%s\n", done,
-               stop_signal == SIGTERM   ? "SIGTERM"
-               : stop_signal == SIGUSR1 ? "SIGUSR1"
-                                        : "on another rank",
-               t->ckpt_dir ? "checkpoint in " : "no --checkpoint-dir: nothing saved", t->ckpt_dir ? t->ckpt_dir : "",
-               t->ckpt_dir ? "; continue with --resume auto" : "");
-        fflush(stdout);
-    }
+    if (r->t.ckpt_dir && (s = train_ckpt_save(r, done))) return train_status_error(s);
+    train_stop_report(r, done, 0);
     return EXIT_OK;
 }
 
@@ -182,6 +158,15 @@ train_end train_loop(train_run *r, int *rc)
     progress_start(&r->prog, r->rank == 0 && !t->quiet && progress_wanted(t->progress, stdout) ? stdout : NULL,
                    r->first_step, t->steps, samples_per_step, iv.t_begin);
     if ((s = train_bucket_auto_begin(r))) goto fail;
+    /* A stop asked for during the set-up (the data, the model, a resume can take minutes) ends the
+     * run before it trains: there is nothing new to save, and a requeue starts where this run did. */
+    int stop_sig = 0;
+    if ((s = train_stop_agree(r, &stop_sig))) goto fail;
+    if (stop_sig) {
+        progress_clear(&r->prog);
+        train_stop_report(r, r->first_step, 1);
+        return TRAIN_END_STOPPED;
+    }
     for (long step = r->first_step; step < t->steps; step++) {
         fault_maybe(&r->flt, r->rank, step + 1, r->m);
         dt_trace_step(r->ctx, step + 1); /* a no-op without --trace */
@@ -224,8 +209,8 @@ train_end train_loop(train_run *r, int *rc)
         iv.t_begin += clock_now_s() - t_auto;
         /* Stop requests are agreed by all ranks at the same step (a signal reaches ranks at
          * different times, or only some of them). */
-        float stop = (float)stop_signal;
-        if (r->world > 1 && (s = dt_allreduce(r->ctx, &stop, 1, DT_F32, DT_SUM))) goto fail;
+        int stop = 0;
+        if ((s = train_stop_agree(r, &stop))) goto fail;
         const int ckpt_step = t->ckpt_every && (step + 1) % t->ckpt_every == 0 && step + 1 < t->steps;
         /* An evaluation step is a log step too, so its record carries the held-out figures. So is
          * a checkpoint step: a run resumed from it starts a fresh interval there, so an interval
@@ -258,6 +243,15 @@ train_end train_loop(train_run *r, int *rc)
             const double t_save = clock_now_s();
             if ((s = train_ckpt_save(r, step + 1))) goto fail;
             iv.t_begin += clock_now_s() - t_save;
+            /* A stop asked for while the checkpoint was written: that checkpoint holds what the
+             * stop would save, so stop now rather than run a step more and save again (twice the
+             * time to stop, under a kill deadline). The ranks agree on it here, after the save. */
+            if ((s = train_stop_agree(r, &stop))) goto fail;
+            if (stop) {
+                progress_clear(&r->prog);
+                train_stop_report(r, step + 1, 0);
+                return TRAIN_END_STOPPED;
+            }
         }
         if (r->prog.out) {
             long ep = 0, off = 0;

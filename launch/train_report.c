@@ -6,7 +6,6 @@
 #include "launch/train_run.h"
 
 #include "launch/cli.h"
-#include "base/io_error.h"
 #include "base/log.h"
 #include "base/status.h"
 
@@ -111,7 +110,7 @@ void train_report_start(const train_run *r)
     fflush(stdout);
 }
 
-int train_report_interval(const train_run *r, const metrics_record *rec, long logged, const char *eval_line)
+void train_report_interval(train_run *r, const metrics_record *rec, long logged, const char *eval_line)
 {
     char amp[96] = "";
     if (r->sc) snprintf(amp, sizeof amp, "  scale %g  skipped %ld/%ld", rec->loss_scale, rec->skipped_steps, logged);
@@ -126,13 +125,28 @@ int train_report_interval(const train_run *r, const metrics_record *rec, long lo
         fflush(stdout);
     }
     if (r->metrics && metrics_write(r->metrics, rec) != 0) {
-        const int err = errno;
-        char advice[IO_FIX_LEN];
-        cli_error("writing --metrics %s failed: %s: %s", r->t.metrics, strerror(err),
-                  io_error_fix(err, "--metrics file", "--metrics", advice, sizeof advice));
-        return EXIT_FAIL;
+        /* The metrics are a record of the training, not the training: a full disk there costs
+         * the records from here on, never the steps (nor, at several ranks, the job). */
+        snprintf(r->metrics_why, sizeof r->metrics_why, "%s", strerror(errno));
+        r->metrics_lost = rec->step;
+        fclose(r->metrics); /* fails too (the same write): the file is given up either way */
+        r->metrics = NULL;
+        fprintf(stderr,
+                "dtrain: warning: writing --metrics %s failed: %s; training goes on without it: the records from "
+                "step %ld on are missing. Free space there, or give another --metrics path (with --resume auto "
+                "the records up to the checkpoint's step stay)\n",
+                r->t.metrics, r->metrics_why, r->metrics_lost);
+        fflush(stderr);
     }
-    return EXIT_OK;
+}
+
+void train_report_metrics_lost(const train_run *r)
+{
+    if (r->rank != 0 || !r->metrics_lost) return;
+    fflush(stdout);
+    fprintf(stderr, "dtrain: warning: --metrics %s is incomplete: it has no records from step %ld on (%s)\n",
+            r->t.metrics, r->metrics_lost, r->metrics_why);
+    fflush(stderr);
 }
 
 void train_report_step_overlap(const train_run *r)

@@ -18,7 +18,10 @@
 
 /* SIGUSR1 (SLURM's --signal, scancel --signal) and SIGTERM (preemption, scancel) ask for a clean
  * stop: the ranks agree on it at the end of a step, write a checkpoint and exit with
- * EXIT_PREEMPTED, so a requeued job resumes with --resume auto. */
+ * EXIT_PREEMPTED, so a requeued job resumes with --resume auto. SIGINT (Ctrl-C) and SIGHUP (the
+ * terminal gone) stop the same way, checkpoint included, but exit 128 + the signal (130, 129): the
+ * user asked for the stop, and a requeue-on-75 script must not start the run again
+ * (train_stop.c). */
 enum { EXIT_PREEMPTED = 75 }; /* EX_TEMPFAIL: try again later */
 /* Stopped on SIGUSR1/SIGTERM with no --checkpoint-dir: nothing saved, so not 75 (a requeue would
  * start again from step 0 at every preemption); 128 + SIGTERM, as the signal would have ended it. */
@@ -42,12 +45,15 @@ typedef struct train_run {
     dt_optimizer *opt;
     train_data data;
     dt_loader *ld;
-    FILE *metrics;         /* rank 0's --metrics file */
-    int metrics_gone;      /* rank 0: its file was found removed (said once, train_ckpt.c) */
-    char trace_out[4096];  /* rank 0: where --trace is written (beside it after a resume, train_trace.c) */
-    int trace_none;        /* a resumed run whose --trace-steps are all done: no trace written */
-    progress prog;         /* rank 0's progress line on a terminal (train_loop.c) */
-    straggler_state strag; /* rank 0: the straggler streak */
+    FILE *metrics;          /* rank 0's --metrics file; NULL once a write to it failed */
+    long metrics_lost;      /* rank 0: the step of the first record a failed write lost (0: none lost) */
+    char metrics_why[128];  /* and why, strerror's text */
+    int metrics_gone;       /* rank 0: its file was found removed (said once, train_ckpt.c) */
+    int stop_sig, stop_own; /* the stop signal the ranks agreed on (0: none), and whether this rank got it */
+    char trace_out[4096];   /* rank 0: where --trace is written (beside it after a resume, train_trace.c) */
+    int trace_none;         /* a resumed run whose --trace-steps are all done: no trace written */
+    progress prog;          /* rank 0's progress line on a terminal (train_loop.c) */
+    straggler_state strag;  /* rank 0: the straggler streak */
     /* What the loop measured, for the last line. */
     double t_start, t_end;
     double samples_sum, interval_s_sum; /* over the log intervals: the mean rate is their ratio */
@@ -61,14 +67,34 @@ static inline const char *train_type_name(dt_dtype t) { return t == DT_F16 ? "fp
  * EXIT_USAGE for DT_ERR_INVALID_ARG and EXIT_FAIL otherwise (the caller aborts the job). */
 int train_status_error(dt_status s);
 
-/* ---------------------------------------------------------------- the loop (train_loop.c) */
+/* ---------------------------------------------------------------- stop signals (train_stop.c) */
 
-/* Installs the SIGUSR1 / SIGTERM handlers that ask for a clean stop. */
-void train_stop_install(void);
+/* Installs the handlers of SIGUSR1, SIGTERM, SIGINT and SIGHUP (SIGINT and SIGHUP only where they
+ * are not ignored already: nohup, a background job), each a request to stop, then unblocks them
+ * (cli_signals_unblock): one that arrived since the program started is handled now. The first
+ * SIGINT says at once that the run stops after this step (with a checkpoint in ckpt_dir, or
+ * nothing saved when it is NULL) and that Ctrl-C again ends it at once: a second SIGINT, after
+ * any stop request, ends the process by SIGINT there and then. Call it before dt_init. */
+void train_stop_install(const char *ckpt_dir);
+/* The stop requests of every rank, agreed: *sig the signal (0: none asked for a stop), the one of
+ * highest precedence when ranks got different ones (SIGINT, SIGHUP, SIGTERM, SIGUSR1), also kept
+ * in r->stop_sig with r->stop_own. Collective (one allreduce of 4 floats with several ranks). */
+dt_status train_stop_agree(train_run *r, int *sig);
+/* "SIGTERM" and so on. */
+const char *train_stop_name(int sig);
+/* The exit code of a run stopped on r->stop_sig: 130 for SIGINT and 129 for SIGHUP, else
+ * EXIT_PREEMPTED with --checkpoint-dir and EXIT_STOPPED_UNSAVED without. */
+int train_stop_exit_code(const train_run *r);
+/* Rank 0's line on the stop: after step `done` (its checkpoint written when there is a
+ * --checkpoint-dir), or with `before` set, before step done + 1 (nothing trained by this run). */
+void train_stop_report(const train_run *r, long done, int before);
+
+/* ---------------------------------------------------------------- the loop (train_loop.c) */
 
 typedef enum train_end {
     TRAIN_END_DONE,    /* every step ran */
-    TRAIN_END_STOPPED, /* a stop signal, on every rank after the same step: the checkpoint is written, said so */
+    TRAIN_END_STOPPED, /* a stop signal, on every rank after the same step (or before the first): the
+                          checkpoint is written, said so; train_stop_exit_code is the exit code */
     TRAIN_END_NUMERIC, /* loss scaling gave up, on every rank at the same step: reported */
     TRAIN_END_FAILED   /* this rank failed (*rc the exit code, the error printed): the job must be aborted */
 } train_end;
@@ -133,9 +159,14 @@ void train_report_start(const train_run *r);
 /* Rank 0's line on how batches are made, once the loader is (it decides where). */
 void train_report_data(const train_run *r);
 /* One log interval: the step line, the held-out line (eval_line, may be ""; neither with
- * --quiet), and the record to --metrics. logged: the optimizer steps in the interval. EXIT_OK,
- * or EXIT_FAIL after printing why the metrics write failed. */
-int train_report_interval(const train_run *r, const metrics_record *rec, long logged, const char *eval_line);
+ * --quiet), and the record to --metrics. logged: the optimizer steps in the interval. A record that
+ * cannot be written (a full disk) loses no training: rank 0 warns once, naming the file, why and
+ * the step from which records are missing, closes the file and writes no more records
+ * (r->metrics_lost), and the run goes on. */
+void train_report_interval(train_run *r, const metrics_record *rec, long logged, const char *eval_line);
+/* Rank 0, at the end of a run whose --metrics lost records (r->metrics_lost): the warning again,
+ * after the last lines, where it is seen. Nothing otherwise. */
+void train_report_metrics_lost(const train_run *r);
 /* A straggler found in an interval (rank 0, after the step line): the straggler line and, on the
  * interval that makes its streak STRAGGLER_PERSIST long, a WARN line naming it. */
 void train_report_straggler(const train_run *r, const straggler_verdict *v);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Stop and resume: a SIGUSR1 or SIGTERM on one rank stops every rank after the same step with a
-# checkpoint and exit code 75; --resume auto continues from it, and the final parameters equal an
-# uninterrupted run's bit for bit. Damaged checkpoints are skipped for an older sound one; a
+# checkpoint and exit code 75 (SIGINT and SIGHUP: the same stop, exit 130 and 129); --resume auto
+# continues from it, and the final parameters equal an uninterrupted run's bit for bit. A stop
+# asked for during a checkpoint's save stops after it, one before the first step (or before the
+# handlers, from the program's start) stops before training, and a second SIGINT ends at once. Damaged checkpoints are skipped for an older sound one; a
 # checkpoint of another model is refused. --metrics keeps the records up to the checkpoint's step and
 # appends, so the file of a requeued job holds every logged step once.
 here=$(dirname "$0"); source "$here/lib.sh"
@@ -14,13 +16,16 @@ metrics_timed() { [ -s "$1" ] && ! grep -vqE "^\{$iso\"step\": [0-9]+, .*\}$" "$
 
 "$MPIRUN" -np 2 "$DTRAIN" train $common --dump-params "$tmp/ref" >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "reference run failed"; }
 
-for sig in usr1 term; do
-    ck="$tmp/ck-$sig"
+for sig in usr1 term int hup; do
+    ck="$tmp/ck-$sig" want=75
+    [ $sig = int ] && want=130
+    [ $sig = hup ] && want=129
     DTRAIN_FAULT=$sig:1:23 "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" train $common --checkpoint-dir "$ck" --resume auto \
         --dump-params "$tmp/p-$sig" --metrics "$tmp/m-$sig.jsonl" >"$tmp/log" 2>&1
     rc=$?
-    if [ "$rc" -eq 75 ] && grep -q "stopping after step 23 on a signal" "$tmp/log" && [ -f "$ck/ckpt-0000000023.dtc" ]; then
-        ok "$sig on rank 1 at step 23: every rank stopped after step 23, exit 75, checkpoint written"
+    if [ "$rc" -eq $want ] && grep -q "stopping after step 23 on a signal (SIG${sig^^}.*, on another rank)" "$tmp/log" &&
+        [ -f "$ck/ckpt-0000000023.dtc" ]; then
+        ok "$sig on rank 1 at step 23: every rank stopped after step 23, exit $want, checkpoint written"
     else
         bad "$sig: exit $rc"; cat "$tmp/log"
     fi
@@ -205,4 +210,50 @@ head -8 "$tmp/m-gap.jsonl" >"$tmp/m-gapq.jsonl"
     [ "$(metrics_steps "$tmp/m-gapq.jsonl")" = "7 10 14 20 21 28 30 35 42 45 " ] &&
     ok "--quiet resume: the done line alone on stdout, the lost record of step 40 warned of" ||
     { bad "--quiet resume: stdout and stderr"; cat "$tmp/log" "$tmp/err"; }
+# A stop before the first step (here during the set-up, on rank 1) ends the run before it trains:
+# nothing to save, exit 75 with --checkpoint-dir (it used to train a step first).
+expect 75 "stopping before step 1 on a signal (SIGTERM, on another rank): no step trained, nothing to save" \
+    env DTRAIN_FAULT=term:1:0 timeout -s KILL 60 "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" train $common --checkpoint-dir "$tmp/ck-pre"
+! grep -q "^step " "$tmp/out" && [ -z "$(ls "$tmp/ck-pre")" ] && ok "no step trained, no file written" ||
+    { bad "the stop before step 1 trained or wrote: $(ls "$tmp/ck-pre" | tr '\n' ' ')"; cat "$tmp/out"; }
+# A SIGTERM that came before the handlers (here: pending when the program starts, as one during a
+# CUDA build's 50+ ms of library constructors is) is kept for them: train stops before step 1;
+# any other command dies of it as before.
+pending() { python3 -c 'import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM]); os.kill(os.getpid(), signal.SIGTERM)
+os.execv(sys.argv[1], sys.argv[1:])' "$@"; }
+expect 75 "stopping before step 1 on a signal (SIGTERM)" pending "$DTRAIN" train --model fc:8,relu,fc:10 --input 8 \
+    --steps 3 --batch 2 --checkpoint-dir "$tmp/ck-pend"
+expect 143 "" pending "$DTRAIN" version
+# A SIGHUP ignored when dtrain starts (nohup) stays ignored: the run goes on to its end.
+expect 0 "done: 3 steps" env DTRAIN_FAULT=hup:0:2 bash -c 'trap "" HUP; exec "$@"' _ "$DTRAIN" train --model fc:8,relu,fc:10 \
+    --input 8 --steps 3 --batch 2 --checkpoint-dir "$tmp/ck-nohup"
+# A SIGTERM while the checkpoint of step 3 is written (1 s, by the test hook) stops right after it:
+# that checkpoint is what the stop would save (it used to run step 4 and save again).
+quick="--model fc:8,relu,fc:10 --input 8 --batch 2 --steps 12 --checkpoint-every 3 --log-every 3"
+# in_save DIR PID: waits (20 s at most) until the save of step 3 has begun in DIR.
+in_save() { for _ in $(seq 400); do ls "$1"/ckpt-0000000003.dtc.tmp* >/dev/null 2>&1 && return 0; kill -0 "$2" 2>/dev/null || return 1; sleep 0.05; done; return 1; }
+DTRAIN_TEST_SLOW_CKPT=1 "$DTRAIN" train $quick --checkpoint-dir "$tmp/ck-save" >"$tmp/log" 2>&1 &
+pid=$!
+in_save "$tmp/ck-save" $pid && kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc -eq 75 ] && [ "$(ls "$tmp/ck-save" | tr '\n' ' ')" = "ckpt-0000000003.dtc " ] &&
+    grep -q "stopping after step 3 on a signal (SIGTERM); checkpoint in" "$tmp/log" &&
+    ok "SIGTERM during the save of step 3: stopped after it, exit 75, no second checkpoint" ||
+    { bad "SIGTERM during the save of step 3: exit $rc, files $(ls "$tmp/ck-save" | tr '\n' ' ')"; cat "$tmp/log"; }
+# Ctrl-C twice: the first says the run stops after this step and that a second ends it at once; the
+# second, during the save, ends the process by SIGINT there and then (the next run removes the
+# temporary file). SIGINT set back to its default first: a background job of a script ignores it,
+# and dtrain keeps an ignored SIGINT ignored.
+DTRAIN_TEST_SLOW_CKPT=3 python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' "$DTRAIN" train $quick --checkpoint-dir "$tmp/ck-int2" >"$tmp/log" 2>&1 &
+pid=$!
+in_save "$tmp/ck-int2" $pid && kill -INT $pid && sleep 0.3 && kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -eq 130 ] && [ ! -e "$tmp/ck-int2/ckpt-0000000003.dtc" ] && ! grep -q "^stopping" "$tmp/log" &&
+    [ "$(grep -c "SIGINT: stopping after this step, with a checkpoint in .*; Ctrl-C again ends at once, without it" "$tmp/log")" = 1 ] &&
+    ok "Ctrl-C twice during a save: said once, ended at once by SIGINT (exit 130), no checkpoint" ||
+    { bad "Ctrl-C twice during a save: exit $rc, files $(ls "$tmp/ck-int2" | tr '\n' ' ')"; cat "$tmp/log"; }
 finish
