@@ -4,7 +4,8 @@
  *
  * Exit codes: 0 success, 1 a run-time failure (the message says what and how to fix it), 2 bad
  * usage (unknown command, flag or value), 75 `train` stopped on SIGUSR1/SIGTERM with a checkpoint,
- * 143 `train` stopped so with no --checkpoint-dir (nothing saved).
+ * 143 `train` stopped so with no --checkpoint-dir (nothing saved), 130 / 129 `train` stopped on
+ * SIGINT / SIGHUP (checkpoint written when there is a --checkpoint-dir; train_stop.c).
  */
 #ifndef DT_LAUNCH_CLI_H
 #define DT_LAUNCH_CLI_H

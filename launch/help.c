@@ -35,7 +35,7 @@ static const char overview[] = "usage: dtrain <command> [options]      dtrain he
                                "                                               (ranks may then share a GPU)\n"
                                "Launch with srun --mpi=pmix, mpirun, or nothing (a world of 1).\n"
                                "Exit codes: 0 success, 1 run-time failure, 2 bad usage, 75 stopped on a signal\n"
-                               "after a checkpoint (continue with --resume auto); 143 stopped, nothing saved.\n";
+                               "after a checkpoint (--resume auto); 143 nothing saved; 130/129 on SIGINT/SIGHUP.\n";
 
 static const char common_line[] = "options of every command (--device, --pin, --timeout, ...): dtrain help\n";
 
@@ -60,8 +60,8 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --straggler-threshold F (1.2)  --trace FILE.json (ui.perfetto.dev timeline)\n"
                             "  --trace-steps A:B (all)  (resumed: FILE.json kept, FILE.resumed-STEP.json)\n"
                             "  --dump-params FILE  --checkpoint-dir DIR  --checkpoint-every N (0)\n"
-                            "  --keep-checkpoints N (0: all)  --resume auto|never (never)  SIGUSR1/SIGTERM:\n"
-                            "  every rank stops after the same step, checkpoints, exits 75 (143: no dir)\n";
+                            "  --keep-checkpoints N (0: all)  --resume auto|never (never)  on SIGUSR1, TERM,\n"
+                            "  INT, HUP: stop after a step, save; exit 75 (no dir: 143), INT 130, HUP 129\n";
 
 static const char train_data[] = "usage: dtrain train --data PATH [options]   (the other flags: dtrain help train)\n"
                                  "  --data PATH            MNIST IDX dir, CIFAR-10/100 dir or file, image folder\n"
