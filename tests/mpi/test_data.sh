@@ -107,10 +107,10 @@ expect 1 "cannot write $tmp/half/.test.dts.tmp." env DTRAIN_TEST_DTS_ENOSPC=2 "$
 grep -q "nothing was put into $tmp/half" "$tmp/out" && [ ! -e "$tmp/half" ] &&
     ok "the test split's write failed: no train.dts, no directory left" || { bad "half convert: left $(ls -A "$tmp/half")"; cat "$tmp/out"; }
 mkdir "$tmp/half" && cp -r "$tmp/shards" "$tmp/shards.old"
-expect 1 "no space left" env DTRAIN_TEST_DTS_ENOSPC=2 "$DTRAIN" data convert "$d" "$tmp/half"
+expect 1 "No space left on device" env DTRAIN_TEST_DTS_ENOSPC=2 "$DTRAIN" data convert "$d" "$tmp/half"
 [ -d "$tmp/half" ] && [ -z "$(ls -A "$tmp/half")" ] && ok "into an existing directory: it stays empty" ||
     bad "half convert into a directory left $(ls -A "$tmp/half")"
-expect 1 "no space left" env DTRAIN_TEST_DTS_ENOSPC=2 "$DTRAIN" data convert --force --dtype fp32 "$d" "$tmp/shards"
+expect 1 "No space left on device" env DTRAIN_TEST_DTS_ENOSPC=2 "$DTRAIN" data convert --force --dtype fp32 "$d" "$tmp/shards"
 [ "$(ls -A "$tmp/shards")" = "$(printf 'test.dts\ntrain.dts')" ] && cmp -s "$tmp/shards/train.dts" "$tmp/shards.old/train.dts" &&
     cmp -s "$tmp/shards/test.dts" "$tmp/shards.old/test.dts" && ok "--force over a pair: the old pair stays whole" ||
     bad "--force over a pair changed it: $(ls -lA "$tmp/shards")"
