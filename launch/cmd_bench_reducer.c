@@ -405,6 +405,16 @@ static int report(dt_ctx *ctx, const net *m, const red_opts *o, const variants *
     return differ ? EXIT_FAIL : EXIT_OK;
 }
 
+/* The reducers and the network's buffers, freed. */
+static void release(variants *v, net *m)
+{
+    dt_reducer_free(v->red);
+    dt_reducer_free(v->noov);
+    dt_reducer_free(v->whole[0]);
+    dt_reducer_free(v->whole[1]);
+    net_free(m);
+}
+
 int cmd_bench_reducer(int argc, char **argv)
 {
     red_opts o = {.layers = 6,
@@ -440,22 +450,12 @@ int cmd_bench_reducer(int argc, char **argv)
         /* A rank that may have failed alone must not wait for its peers (nor free reducers whose
          * collectives they may still be in): the job is aborted. One every rank knows of (a reducer
          * no rank could make) frees what it made and ends with every rank finalizing. */
-        if (shared) {
-            dt_reducer_free(v.red);
-            dt_reducer_free(v.noov);
-            dt_reducer_free(v.whole[0]);
-            dt_reducer_free(v.whole[1]);
-            net_free(&m);
-        }
+        if (shared) release(&v, &m);
         free(t);
         return cli_end_failed(ctx, EXIT_FAIL, shared);
     }
     rc = report(ctx, &m, &o, &v, t, &warm);
-    dt_reducer_free(v.red);
-    dt_reducer_free(v.noov);
-    dt_reducer_free(v.whole[0]);
-    dt_reducer_free(v.whole[1]);
-    net_free(&m);
+    release(&v, &m);
     free(t);
     return cli_finish(ctx, rc);
 }
