@@ -47,7 +47,7 @@ static const char train[] = "usage: dtrain train [options]   data-parallel train
                             "  --input N|CxHxW (the data's, or the model's)  --seed N (1)  --batch B (64)\n"
                             "  --steps N (100) or --epochs N  --init-params FILE (--dump-params' layout)\n"
                             "optimizer and gradients\n"
-                            "  --optim sgd|adamw (sgd)  --lr F (0.01)  --momentum F (0.9)\n"
+                            "  --optim sgd|adamw (sgd)  --lr F (0.01)  --momentum F (0.9; PyTorch's is 0)\n"
                             "  --weight-decay F (0)  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)\n"
                             "  --lr-schedule constant|cosine|linear|step:M1,M2,..:GAMMA (constant; Me =\n"
                             "     epoch M)  --warmup-steps N (0)  --min-lr F (0: the floor after warmup)\n"
@@ -93,6 +93,8 @@ static const char train_precision[] =
     "  --loss-scale-backoff F (0.5)  --loss-scale-interval N (2000)\n"
     "  --loss-scale-hysteresis N (1)  --max-overflow-fraction F (0.5)\n"
     "  --loss-scale-min F (1)  --loss-scale-max F (2^24)  --loss-scale-window N (100)\n"
+    "The scale moves as torch.amp.GradScaler's (init, growth, backoff, interval);\n"
+    "dtrain adds the hysteresis (1 as PyTorch), the bounds and the stops (window).\n"
     "  --fused-relu 1|0 (1)  relu layers run inside their neighbours; 0 keeps them\n"
     "     kernels of their own, for a NaN to reach the loss (a GPU's fused 16-bit fc\n"
     "     ReLU may make it 0)\n";
