@@ -13,7 +13,9 @@
  */
 #include "launch/cli.h"
 #include "launch/doctor/doctor.h"
+#include "launch/doctor/doctor_paths.h"
 #include "runtime/model/model.h"
+#include "runtime/placement/device.h"
 #include "runtime/placement/topo.h"
 
 #include <getopt.h>
@@ -28,9 +30,21 @@ typedef struct doctor_opts {
     int json, no_comm;
     const char *model, *input, *precision_text;
     doctor_model_query q;
+    doctor_path_query paths;
 } doctor_opts;
 
-enum { OPT_JSON = 256, OPT_MODEL, OPT_INPUT, OPT_PRECISION, OPT_BATCH, OPT_NO_COMM };
+enum {
+    OPT_JSON = 256,
+    OPT_MODEL,
+    OPT_INPUT,
+    OPT_PRECISION,
+    OPT_BATCH,
+    OPT_NO_COMM,
+    OPT_CKPT_DIR,
+    OPT_DATA,
+    OPT_METRICS,
+    OPT_KEEP
+};
 
 static const struct option doctor_options[] = {
     {"json", no_argument, NULL, OPT_JSON},
@@ -39,6 +53,10 @@ static const struct option doctor_options[] = {
     {"precision", required_argument, NULL, OPT_PRECISION},
     {"batch", required_argument, NULL, OPT_BATCH},
     {"no-comm", no_argument, NULL, OPT_NO_COMM},
+    {"checkpoint-dir", required_argument, NULL, OPT_CKPT_DIR},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"metrics", required_argument, NULL, OPT_METRICS},
+    {"keep-checkpoints", required_argument, NULL, OPT_KEEP},
     {NULL, 0, NULL, 0},
 };
 
@@ -52,6 +70,10 @@ static int doctor_flag(int val, const char *arg, void *ud)
         case OPT_INPUT: o->q.input = arg; return EXIT_OK;
         case OPT_PRECISION: o->precision_text = arg; return cli_float_dtype("--precision", arg, &o->q.precision);
         case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 24, &o->q.batch);
+        case OPT_CKPT_DIR: o->paths.ckpt_dir = arg; return EXIT_OK;
+        case OPT_DATA: o->paths.data = arg; return EXIT_OK;
+        case OPT_METRICS: o->paths.metrics = arg; return EXIT_OK;
+        case OPT_KEEP: return cli_int("--keep-checkpoints", arg, 0, 1000000, &o->paths.keep);
         default: return EXIT_USAGE;
     }
 }
@@ -125,9 +147,49 @@ static void restore_launcher(hidden_vars *h)
 
 /* ---------------------------------------------------------------- start */
 
+/* Whether this process reports for the job before MPI says which is rank 0: the launcher's first
+ * task, or a process that no MPI launcher started (its MPI world is its own, so it reports). */
+static int reports_before_mpi(int launcher, int rank)
+{
+    return rank <= 0 || launcher == DT_LAUNCHER_NONE || launcher == DT_LAUNCHER_TORCHRUN;
+}
+
+/* The rows read before MPI_Init, printed and flushed before it: a bad transport variable can kill
+ * MPI_Init in Open MPI's own code, and these lines are then what the user still gets. Only when
+ * a transport variable is set (otherwise nothing there could kill it) and not under --json (one
+ * object on stdout, written at the end). */
+static void print_before_mpi(const doctor_net_facts *net)
+{
+    if (!strncmp(net->seen, "no ", 3)) return;
+    printf("dtrain doctor: before MPI_Init, this process's environment (the report follows once MPI starts)\n");
+    printf("%-22s %-6s %-12s %s\n", "net.env", doc_level_name((doc_level)net->level), "this", net->seen);
+    if (net->fix[0]) printf("%-22s %-6s %-12s fix: %s\n", "", "", "", net->fix);
+    fflush(stdout);
+}
+
+/* MPI_Init failed and returned: the report of what was seen before it, one valid table or JSON
+ * object with a FAIL row saying why. */
+static void report_no_mpi(const doctor_facts *me, int json, const char *why)
+{
+    doc_list l;
+    doc_list_init(&l, 0);
+    doctor_net_check(&me->net, &l);
+    doc_add(&l, "mpi.init", DOC_FAIL,
+            "check the launcher (srun needs --mpi=pmix), that mpirun belongs to the MPI dtrain was built with, and "
+            "the MPI/UCX variables above",
+            "%s", why);
+    doc_header h = {dt_version_string(), 1, 1, "none"};
+    if (json)
+        doc_print_json(stdout, &h, &l);
+    else
+        doc_print_table(stdout, &h, &l);
+    fflush(stdout);
+    doc_list_free(&l);
+}
+
 /* dt_init's launcher checks made here, recorded instead of refused. Returns EXIT_OK with MPI
  * initialized (by us), or EXIT_FAIL when MPI itself cannot start. */
-static int doctor_preflight(doctor_facts *me, hidden_vars *hidden, int *orig_rank)
+static int doctor_preflight(doctor_facts *me, int json, hidden_vars *hidden, int *orig_rank, int *orig_launcher)
 {
     char refusal[sizeof me->host.refusal] = "";
     topo_env env;
@@ -137,6 +199,10 @@ static int doctor_preflight(doctor_facts *me, hidden_vars *hidden, int *orig_ran
     else if (topo_check_before_mpi(&env) != DT_OK)
         snprintf(refusal, sizeof refusal, "%s", dt_last_error());
     *orig_rank = env_ok ? env.rank : -1;
+    *orig_launcher = env_ok ? (int)env.launcher : -1;
+    doctor_net_collect(&me->net);
+    const int speaks = reports_before_mpi(*orig_launcher, *orig_rank);
+    if (speaks && !json) print_before_mpi(&me->net);
     doctor_host_early(&me->host, env_ok ? (int)env.launcher : -1);
     /* Open MPI cannot start a task of srun without PMIx as such; hidden, it starts a singleton. */
     if (refusal[0]) hide_launcher(hidden);
@@ -149,6 +215,9 @@ static int doctor_preflight(doctor_facts *me, hidden_vars *hidden, int *orig_ran
         cli_error("MPI_Init_thread failed: check the launcher (srun needs --mpi=pmix) and that mpirun belongs to "
                   "the MPI dtrain was built with%s%s",
                   refusal[0] ? "; " : "", refusal);
+        char why[sizeof refusal + 64];
+        snprintf(why, sizeof why, "MPI_Init_thread failed%s%s", refusal[0] ? ": " : "", refusal);
+        if (speaks) report_no_mpi(me, json, why);
         if (env_ok) topo_env_free(&env);
         return EXIT_FAIL;
     }
@@ -192,6 +261,7 @@ static int doctor_report(const doctor_facts *all, int world, const doctor_opts *
         doctor_host_check_rank(&all[r], &one);
         doctor_cuda_check_rank(&all[r], &one);
         doctor_memory_check_rank(&all[r], &one);
+        doctor_net_check(&all[r].net, &one);
         doc_merge_rank(&job, &one, r);
         doc_list_free(&one);
     }
@@ -199,6 +269,7 @@ static int doctor_report(const doctor_facts *all, int world, const doctor_opts *
     doctor_comm_check_job(all, world, &job);
     doctor_cuda_check_job(all, world, &job);
     doctor_memory_check_job(all, world, &job);
+    doctor_paths_check(&o->paths, o->q.model ? &o->q : NULL, &job);
     char devices[16];
     job_devices(all, world, devices, sizeof devices);
     doc_header h = {dt_version_string(), world, all[0].pl.num_nodes, devices};
@@ -232,14 +303,26 @@ int cmd_doctor(int argc, char **argv)
         return EXIT_FAIL;
     }
     hidden_vars hidden = {NULL, 0};
-    int orig_rank = -1;
-    if ((rc = doctor_preflight(me, &hidden, &orig_rank))) {
+    int orig_rank = -1, orig_launcher = -1;
+    if ((rc = doctor_preflight(me, o.json, &hidden, &orig_rank, &orig_launcher))) {
         restore_launcher(&hidden);
         free(me);
         return rc;
     }
     const int refused = hidden.kv != NULL;
     if (refused) cfg.gpu_comm = DT_GPU_COMM_MPI; /* ranks may then land on one GPU: let them, to report */
+    /* --device cuda where dt_init would refuse it (no GPU, a build without CUDA): the refusal is
+     * recorded for the cuda rows and the job starts as --device auto would, so it still reports. */
+    char cuda_refusal[sizeof me->cuda.device_refusal] = "";
+    const dt_device_kind device_req = cfg.device;
+    if (cfg.device == DT_DEVICE_CUDA) {
+        dt_device_kind kind;
+        int ordinal;
+        if (device_resolve(DT_DEVICE_CUDA, 0, 1, 1, &kind, &ordinal, NULL, 0) != DT_OK) {
+            snprintf(cuda_refusal, sizeof cuda_refusal, "%s", dt_last_error());
+            cfg.device = DT_DEVICE_AUTO;
+        }
+    }
     cli_job job;
     rc = cli_begin(&cfg, &job);
     restore_launcher(&hidden);
@@ -251,7 +334,8 @@ int cmd_doctor(int argc, char **argv)
     doctor_host_collect(&me->host, &job.pl);
     me->host.gpu_comm = cfg.gpu_comm;
     doctor_cuda_collect(&me->cuda, &job.pl);
-    me->cuda.device_req = cfg.device;
+    me->cuda.device_req = device_req;
+    snprintf(me->cuda.device_refusal, sizeof me->cuda.device_refusal, "%s", cuda_refusal);
     doctor_memory_collect(&me->mem, job.ctx, o.q.model ? &o.q : NULL);
     doctor_comm_measure(job.ctx, &job.pl,
                         o.no_comm        ? "--no-comm"
@@ -267,8 +351,10 @@ int cmd_doctor(int argc, char **argv)
         cli_error("gathering %d ranks' facts failed (out of memory or MPI)", job.world);
         rc = EXIT_FAIL;
     }
-    /* A task of a refused srun that MPI started alone: the first task reports for all. */
-    const int quiet = refused && job.world == 1 && orig_rank > 0;
+    /* A task of a refused srun that MPI started alone: the first task reports for all. A lone
+     * process (stale torchrun variables, a hand-set SLURM_PROCID outside srun) reports itself. */
+    const int quiet = refused && job.world == 1 && orig_rank > 0 && orig_launcher == DT_LAUNCHER_SLURM &&
+                      getenv("SLURM_STEP_ID") != NULL;
     if (job.rank == 0 && ok && !quiet) rc = doctor_report(all, job.world, &o, job.ctx);
     if (quiet) rc = EXIT_FAIL;
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);

@@ -330,7 +330,12 @@ static void check_nvml(const doctor_facts *f, doc_list *out)
 void doctor_cuda_check_rank(const doctor_facts *f, doc_list *out)
 {
     if (!f->cuda.collected) return;
+    /* --device cuda that dt_init would refuse: train's error, as its row. */
+    if (f->cuda.device_refusal[0])
+        doc_add(out, "cuda.gpu", DOC_FAIL, "the fix the error names; or run on the CPU with --device cpu", "%s",
+                f->cuda.device_refusal);
     if (!doctor_cuda_job_uses_gpu(f, 1)) {
+        if (f->cuda.device_refusal[0]) return;
         /* GPUs were given to this rank but it trains on the CPU: a container started without
          * --gpus/--nv, no driver, a driver older than this build. Said as dt_init says it. */
         if (f->cuda.assigned[0] && f->cuda.device_req != DT_DEVICE_CPU)

@@ -18,7 +18,8 @@
  * host_facts.c + host_checks.c (launcher, MPI, CPU, memory), comm_check.c (timed allreduces),
  * cuda_facts.c + cuda_parse.c + cuda_checks.c + cuda_job.c (driver, runtime, libraries, /dev nodes,
  * visible devices, toolkit, NUMA, NVML; two ranks on one GPU, ranks per node's GPUs),
- * memory_facts.c + memory_check.c (host memory, the largest batch that fits).
+ * memory_facts.c + memory_check.c (host memory, the largest batch that fits), net_env.c (the
+ * transport variables, read before MPI_Init), path_checks.c (--checkpoint-dir, --data, --metrics).
  */
 #ifndef DT_LAUNCH_DOCTOR_H
 #define DT_LAUNCH_DOCTOR_H
@@ -27,6 +28,7 @@
 #include "launch/doctor/doctor_cuda.h"
 #include "launch/doctor/doctor_host.h"
 #include "launch/doctor/doctor_memory.h"
+#include "launch/doctor/doctor_net.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -103,6 +105,7 @@ typedef struct doctor_facts {
     doctor_host_facts host;
     doctor_cuda_facts cuda;
     doctor_mem_facts mem;
+    doctor_net_facts net;
 } doctor_facts;
 
 #endif

@@ -68,7 +68,8 @@ typedef struct doctor_cuda_facts {
      * CUDA was not usable (device_count's reason, as --device auto found it). */
     char assigned[128];
     char cpu_why[256];
-    int device_req; /* the dt_device_kind asked for (--device, DTRAIN_DEVICE) */
+    int device_req;           /* the dt_device_kind asked for (--device, DTRAIN_DEVICE) */
+    char device_refusal[320]; /* dt_init's error for --device cuda, which doctor then ran as auto; "" none */
     char cuda_home[128], cuda_path[128];
     char nvcc[160];    /* nvcc found on PATH, "" none */
     char ld_cuda[256]; /* LD_LIBRARY_PATH entries that name cuda, ':'-separated */

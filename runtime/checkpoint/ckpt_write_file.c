@@ -425,6 +425,42 @@ dt_status ckpt_write_atomic(const char *dir, long step, int world, ckpt4_entry *
     return DT_OK;
 }
 
+/* An existing dir that this process can make files in. */
+static dt_status dir_usable(const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return status_set_error(DT_ERR_IO, "--checkpoint-dir %s is not a directory: give a directory path", dir);
+    if (access(dir, W_OK | X_OK) != 0) {
+        const int err = errno;
+        char advice[IO_FIX_LEN];
+        return status_set_error(DT_ERR_IO, "cannot write in checkpoint directory %s: %s: %s", dir, strerror(err),
+                                io_error_fix(err, "checkpoint", "--checkpoint-dir", advice, sizeof advice));
+    }
+    return DT_OK;
+}
+
+dt_status ckpt_dir_check(const char *dir, int *exists)
+{
+    struct stat sb;
+    *exists = stat(dir, &sb) == 0 || errno != ENOENT;
+    if (*exists) return dir_usable(dir);
+    /* What mkdir(dir) would meet, asked without making it: the parent must be a directory that
+     * this process can write in. */
+    char parent[4096];
+    path_parent_dir(dir, parent, sizeof parent);
+    if (stat(parent, &sb) != 0) {
+        errno = ENOENT;
+        return dir_make_error(dir);
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        errno = ENOTDIR;
+        return dir_make_error(dir);
+    }
+    if (access(parent, W_OK | X_OK) != 0) return dir_make_error(dir); /* errno: EACCES, EROFS */
+    return DT_OK;
+}
+
 dt_status ckpt_dir_prepare(const char *dir)
 {
     const int made = mkdir(dir, 0777) == 0;
@@ -436,15 +472,8 @@ dt_status ckpt_dir_prepare(const char *dir)
         path_parent_dir(dir, parent, sizeof parent);
         (void)sync_dir(parent);
     }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return status_set_error(DT_ERR_IO, "--checkpoint-dir %s is not a directory: give a directory path", dir);
-    if (access(dir, W_OK | X_OK) != 0) {
-        const int err = errno;
-        char advice[IO_FIX_LEN];
-        return status_set_error(DT_ERR_IO, "cannot write in checkpoint directory %s: %s: %s", dir, strerror(err),
-                                io_error_fix(err, "checkpoint", "--checkpoint-dir", advice, sizeof advice));
-    }
+    dt_status s = dir_usable(dir);
+    if (s) return s;
     DIR *dh = opendir(dir);
     if (!dh) return status_set_error(DT_ERR_IO, "cannot read checkpoint directory %s: %s", dir, strerror(errno));
     int removed = 0;

@@ -55,5 +55,9 @@ dt_status ckpt_write_file_try(const char *path, const char *flag);
  * temporary files of saves that a crash or a kill interrupted (ckpt-*.dtc.tmp.*) are removed.
  * DT_ERR_IO naming dir, the cause and the fix. */
 dt_status ckpt_dir_prepare(const char *dir);
+/* ckpt_dir_prepare's checks without its changes (for dtrain doctor): an existing dir must be a
+ * directory this process can write in; a missing one, a directory that mkdir could make (its
+ * parent a directory this process can write in). *exists says which. The same errors. */
+dt_status ckpt_dir_check(const char *dir, int *exists);
 
 #endif

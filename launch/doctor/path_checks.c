@@ -1,0 +1,161 @@
+/*
+ * path_checks.c - doctor's path.* rows: the paths a job names, checked before it trains, so that a
+ * checkpoint directory on a full or read-only disk is found now rather than at the first save.
+ *
+ * Each check is the one training makes (ckpt_dir_check is ckpt_dir_prepare's, ds_open is
+ * train's and `dtrain data info`'s open, ckpt_write_file_try is --trace's), so doctor and train
+ * cannot disagree about a path; doctor only leaves out their changes (it makes no directory and
+ * removes no unfinished save, which a run still writing there may own).
+ */
+#include "launch/doctor/doctor_paths.h"
+
+#include "base/io_error.h"
+#include "launch/doctor/doctor.h"
+#include "runtime/checkpoint/ckpt_write_file.h"
+#include "runtime/data/dts.h"
+#include "runtime/data/reader.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+#ifndef RAMFS_MAGIC
+#define RAMFS_MAGIC 0x858458f6
+#endif
+
+static double mib(uint64_t b) { return (double)b / 1048576.0; }
+
+/* One checkpoint of the model as train saves it: its parameters and optimizer state (train's
+ * default optimizer, as memory.model plans it). 0 when there is no model or it does not plan. */
+static uint64_t ckpt_bytes(const doctor_model_query *m)
+{
+    if (!m || !m->model) return 0;
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    dt_memory_plan_config c;
+    dt_memory_plan_defaults(&c);
+    c.spec = m->model;
+    c.input = m->input;
+    c.optim = &oc;
+    dt_memory_plan p;
+    if (dt_model_plan_memory(NULL, &c, &p)) return 0;
+    return (uint64_t)p.kinds.params + (uint64_t)p.kinds.optimizer;
+}
+
+static void check_ckpt(const doctor_path_query *p, const doctor_model_query *m, doc_list *job)
+{
+    int exists = 0;
+    if (ckpt_dir_check(p->ckpt_dir, &exists)) {
+        doc_add(job, "path.checkpoint", DOC_FAIL, "make the directory writable or give another --checkpoint-dir",
+                "%s (dtrain train refuses it before training, exit 2)", dt_last_error());
+        return;
+    }
+    doc_add(job, "path.checkpoint", DOC_PASS, NULL, "--checkpoint-dir %s %s", p->ckpt_dir,
+            exists ? "is a writable directory" : "can be made (its parent is writable)");
+    /* The file system it is on: the directory's, or its parent's until it is made. */
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", p->ckpt_dir);
+    if (!exists) {
+        char *slash = strrchr(parent, '/');
+        if (!slash)
+            snprintf(parent, sizeof parent, ".");
+        else if (slash == parent)
+            parent[1] = '\0';
+        else
+            *slash = '\0';
+    }
+    struct statfs fs;
+    if (statfs(parent, &fs) == 0 &&
+        ((unsigned long)fs.f_type == TMPFS_MAGIC || (unsigned long)fs.f_type == RAMFS_MAGIC))
+        doc_add(job, "path.checkpoint_fs", DOC_WARN,
+                "checkpoint to a disk or shared file system that outlives the job (a tmpfs may also be cleaned "
+                "at the job's end by the scheduler)",
+                "--checkpoint-dir %s is on a %s, held in memory: its checkpoints are lost at reboot and count "
+                "against the node's memory",
+                p->ckpt_dir, (unsigned long)fs.f_type == TMPFS_MAGIC ? "tmpfs" : "ramfs");
+    uint64_t avail = 0;
+    if (dts_free_bytes(parent, &avail)) {
+        doc_add(job, "path.checkpoint_space", DOC_SKIP, NULL, "the free space of %s is unknown (statvfs: %s)",
+                p->ckpt_dir, strerror(errno));
+        return;
+    }
+    const uint64_t one = ckpt_bytes(m);
+    if (!one) {
+        doc_add(job, "path.checkpoint_space", avail ? DOC_PASS : DOC_FAIL,
+                avail ? NULL : "free space there or give another --checkpoint-dir", "%.1f MiB free for checkpoints%s",
+                mib(avail), m && m->model ? "" : " (add --model M to compare it with one checkpoint)");
+        return;
+    }
+    /* Saving writes the new checkpoint beside the kept ones before the oldest goes. */
+    const uint64_t need = one * (uint64_t)(p->keep > 0 ? p->keep + 1 : 1);
+    char kept[64] = "";
+    if (p->keep > 0) snprintf(kept, sizeof kept, " x %d kept + 1 being written", p->keep);
+    if (avail < need)
+        doc_add(job, "path.checkpoint_space", DOC_FAIL,
+                "free space there, give another --checkpoint-dir, or keep fewer with --keep-checkpoints N",
+                "%.1f MiB free under %s, but one checkpoint of %s is %.1f MiB%s (%.1f MiB)", mib(avail), p->ckpt_dir,
+                m->model, mib(one), kept, mib(need));
+    else
+        doc_add(job, "path.checkpoint_space", DOC_PASS, NULL,
+                "%.1f MiB free under %s; one checkpoint of %s is %.1f MiB%s%s", mib(avail), p->ckpt_dir, m->model,
+                mib(one), kept, p->keep > 0 ? "" : " (every checkpoint is kept: --keep-checkpoints N bounds them)");
+}
+
+static uint64_t tree_bytes;
+static int add_size(const char *path, const struct stat *sb, int type, struct FTW *f)
+{
+    (void)path, (void)f;
+    if (type == FTW_F) tree_bytes += (uint64_t)sb->st_size;
+    return 0;
+}
+
+static void check_data(const char *path, const doctor_model_query *m, doc_list *job)
+{
+    /* Structure only: the labels are checked as samples are read, so a large set opens quickly. */
+    ds_open_opts o = {.check_on_read = 1};
+    /* An image folder is resized to the model's input; --input CxHxW gives it. */
+    if (m && m->input && sscanf(m->input, "%dx%dx%d", &o.c, &o.h, &o.w) != 3) o.c = o.h = o.w = 0;
+    ds_split *s = NULL;
+    if (ds_open(path, &o, &s)) {
+        doc_add(job, "path.data", DOC_FAIL, "give the dataset's path (dtrain data info PATH shows what it holds)", "%s",
+                dt_last_error());
+        return;
+    }
+    tree_bytes = 0;
+    (void)nftw(path, add_size, 16, FTW_PHYS);
+    doc_add(job, "path.data", DOC_PASS, NULL, "--data %s: %s, %zu training samples of %dx%dx%d, %d classes, %.1f MiB",
+            path, s->format, s->count, s->c, s->h, s->w, s->classes, mib(tree_bytes));
+    ds_close(s);
+}
+
+static void check_metrics(const char *path, doc_list *job)
+{
+    dt_status s = ckpt_write_file_try(path, "--metrics");
+    if (!s && access(path, F_OK) == 0 && access(path, W_OK) != 0) {
+        const int err = errno;
+        char advice[IO_FIX_LEN];
+        doc_add(job, "path.metrics", DOC_FAIL, io_error_fix(err, "--metrics file", "--metrics", advice, sizeof advice),
+                "cannot write --metrics %s: %s", path, strerror(err));
+        return;
+    }
+    if (s)
+        doc_add(job, "path.metrics", DOC_FAIL, "give a --metrics file in a directory you can write", "%s",
+                dt_last_error());
+    else
+        doc_add(job, "path.metrics", DOC_PASS, NULL, "--metrics %s can be written", path);
+}
+
+void doctor_paths_check(const doctor_path_query *p, const doctor_model_query *m, doc_list *job)
+{
+    if (p->ckpt_dir) check_ckpt(p, m, job);
+    if (p->data) check_data(p->data, m, job);
+    if (p->metrics) check_metrics(p->metrics, job);
+}

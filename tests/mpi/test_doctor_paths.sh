@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `dtrain doctor --checkpoint-dir/--data/--metrics`: the path.* rows (an unusable checkpoint dir,
+# too little space, a tmpfs, a missing dataset); a lone process with stale torchrun variables
+# reports; --device cuda without a usable GPU still reports; the pre-MPI net.env row warns about
+# a btl list without a transport, a missing interface and NCCL_DEBUG=INFO.
+here=$(dirname "$0"); source "$here/lib.sh"
+DTRAIN=$1 MPIRUN=$2
+unset OPENBLAS_CORETYPE
+j="$tmp/j"
+
+"$DTRAIN" doctor --no-comm --json --checkpoint-dir "$tmp/ck" --model cnn --metrics "$tmp/m.csv" >"$j" 2>&1
+doctor_status "$j" path.checkpoint=pass path.checkpoint_space=pass path.metrics=pass && [ ! -e "$tmp/ck" ] &&
+    ok "a good --checkpoint-dir passes and is not made" || bad "good paths: $(cat "$j")"
+
+: >"$tmp/file"
+"$DTRAIN" doctor --no-comm --json --checkpoint-dir "$tmp/file/ck" >"$j" 2>&1; rc=$?
+[ $rc -eq 1 ] && doctor_status "$j" path.checkpoint=fail && ok "a checkpoint dir under a file: FAIL, exit 1" ||
+    bad "ckpt under a file (rc $rc)"
+"$DTRAIN" doctor --no-comm --json --checkpoint-dir "$tmp/none/ck" >"$j" 2>&1
+doctor_status "$j" path.checkpoint=fail && grep -q "does not exist" "$j" && ok "a missing parent: FAIL" || bad "missing parent"
+if [ "$(id -u)" != 0 ]; then
+    mkdir "$tmp/ro" && chmod 555 "$tmp/ro"
+    "$DTRAIN" doctor --no-comm --json --checkpoint-dir "$tmp/ro/ck" >"$j" 2>&1
+    doctor_status "$j" path.checkpoint=fail && ok "a read-only parent: FAIL" || bad "read-only parent"
+    expect 2 "cannot create checkpoint directory" "$DTRAIN" train --steps 1 --quiet --checkpoint-dir "$tmp/ro/ck"
+    chmod 755 "$tmp/ro"
+fi
+DTRAIN_TEST_DTS_FREE=1000 "$DTRAIN" doctor --no-comm --json --checkpoint-dir "$tmp" --model cnn --keep-checkpoints 2 >"$j" 2>&1
+doctor_status "$j" path.checkpoint_space=fail && grep -q "x 2 kept" "$j" && ok "too little space: FAIL" || bad "space"
+if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
+    "$DTRAIN" doctor --no-comm --json --checkpoint-dir /dev/shm/dtrain-doctor-test-$$ >"$j" 2>&1
+    doctor_status "$j" path.checkpoint_fs=warn && ok "tmpfs: WARN" || bad "tmpfs"
+fi
+"$DTRAIN" doctor --no-comm --json --data "$tmp/nodata" >"$j" 2>&1
+doctor_status "$j" path.data=fail && grep -q "does not exist" "$j" && ok "a missing --data: FAIL" || bad "data"
+
+# A lone process with a non-zero torchrun RANK reports (table and JSON), with train's text.
+expect 1 "WORLD_SIZE=2 but MPI sees a world of 1" env RANK=1 WORLD_SIZE=2 "$DTRAIN" doctor --no-comm
+grep -q "^launch.identity  *FAIL" "$tmp/out" && ok "RANK=1 alone: the table" || bad "RANK=1 table"
+env RANK=1 WORLD_SIZE=2 "$DTRAIN" doctor --no-comm --json >"$j" 2>/dev/null
+doctor_status "$j" launch.identity=fail && ok "RANK=1 alone: --json" || bad "RANK=1 json"
+
+# --device cuda where dt_init refuses it: the report, with cuda.gpu FAIL (skipped on a GPU node).
+if ! "$DTRAIN" train --device cuda --steps 1 --quiet >/dev/null 2>&1; then
+    "$DTRAIN" doctor --no-comm --json --device cuda >"$j" 2>/dev/null; rc=$?
+    [ $rc -eq 1 ] && doctor_status "$j" cuda.gpu=fail && ok "--device cuda, no GPU: report, cuda.gpu FAIL" ||
+        bad "--device cuda (rc $rc): $(cat "$j")"
+fi
+
+# The pre-MPI row, printed before MPI_Init and in the table.
+expect 0 "before MPI_Init" env OMPI_MCA_btl_tcp_if_include=dtnoif0 NCCL_DEBUG=INFO "$DTRAIN" doctor --no-comm
+grep -q "names dtnoif0, not an interface" "$tmp/out" && grep -q "NCCL_DEBUG=INFO prints" "$tmp/out" &&
+    ok "missing interface, NCCL_DEBUG=INFO: WARN" || bad "net.env"
+env OMPI_MCA_btl=self "$DTRAIN" doctor --no-comm --json >"$j" 2>/dev/null
+doctor_status "$j" net.env=warn && ok "OMPI_MCA_btl=self: WARN" || bad "btl=self"
+"$DTRAIN" doctor --no-comm --json >"$j" 2>/dev/null
+doctor_status "$j" net.env=pass && ok "no transport variable: PASS" || bad "net.env pass"
+finish
