@@ -13,7 +13,9 @@
  * parameter copy as a GPU does, so the copy's validity rules are tested on the CPU),
  * DTRAIN_TEST_MEMINFO=FILE
  * (launch/doctor/doctor_memory.h: `dtrain doctor` reads FILE instead of /proc/meminfo, to fake a
- * node short of host memory), DTRAIN_TEST_CUDA_DRIVER=12020 and DTRAIN_TEST_DEV_DIR=DIR
+ * node short of host memory), DTRAIN_TEST_CGROUP_ROOT=DIR (base/host_budget.h: the host budget of
+ * doctor, train and the out-of-memory report reads DIR/proc/self/cgroup and DIR/sys/fs/cgroup
+ * instead of the real ones, to fake a job's memory cgroup), DTRAIN_TEST_CUDA_DRIVER=12020 and DTRAIN_TEST_DEV_DIR=DIR
  * (launch/doctor/doctor_cuda.h: `dtrain doctor` acts as if a driver of that CUDA version were
  * loaded, and looks for the nvidia device nodes in DIR instead of /dev), DTRAIN_TEST_BLAS_ADVICE=CORE
  * (launch/prologue.c: `dtrain` re-executes itself with OPENBLAS_CORETYPE=CORE as if OpenBLAS had
