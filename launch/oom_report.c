@@ -6,6 +6,7 @@
  * made in fp32 before dt_model_set_precision replaces its pool (docs/memory.md).
  */
 #include "launch/oom_report.h"
+#include "base/host_budget.h"
 #include "base/mem_limit.h"
 
 #include <stdarg.h>
@@ -127,19 +128,35 @@ size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
     char fr[32], tot[32];
     size_t budget = k->device_free;
     const char *bigger = "a device with more memory";
-    mem_limit lim;
-    if (!k->device_total && mem_limit_get(&lim)) {
-        /* Host memory under the process's own limit (ulimit -v or -d): what is left of the limit,
-         * with the model freed, is the budget, as a device's free memory is. It counts address
-         * space, not bytes used, so the batch it gives is an estimate. */
-        budget = lim.bytes > lim.used ? lim.bytes - lim.used : 0;
+    host_budget hb = {0};
+    if (!k->device_total) {
+        /* Host memory under a limit the kernel enforces (the memory cgroup, split among the node's
+         * ranks, or ulimit -v / -d): what is left of it, with the model freed, is the budget, as a
+         * device's free memory is. MemAvailable is not asked: the plain host's free memory is no
+         * budget a failed allocation was measured against. */
+        dt_placement pl;
+        const int ranks = ctx && dt_get_placement(ctx, &pl) == DT_OK ? pl.local_size : 1;
+        host_budget_get(&hb, 0, ranks, NULL);
+    }
+    if (hb.kind == HOST_BUDGET_RLIMIT) {
+        /* ulimit counts address space, not bytes used, so the batch it gives is an estimate. */
+        mem_limit lim;
+        mem_limit_get(&lim);
+        budget = hb.bytes;
         bigger = lim.flag == 'v' ? "a larger ulimit -v" : "a larger ulimit -d";
         put(&t,
             "  device: host memory under ulimit -%c %zu KiB (%s): about %s of it free (%zu bytes), with this rank's "
             "model freed\n",
             lim.flag, lim.bytes / 1024, lim.name, size_text(budget, fr, sizeof fr), budget);
+    } else if (hb.kind == HOST_BUDGET_CGROUP) {
+        budget = hb.bytes;
+        bigger = "more memory for the job (sbatch --mem, the cgroup's memory.max) or fewer ranks per node";
+        put(&t,
+            "  device: host memory under %s: about %s of it this rank's (%zu bytes), with this rank's model freed\n",
+            hb.source, size_text(budget, fr, sizeof fr), budget);
     } else if (!k->device_total) {
-        /* The CPU backend without a test limit or an rlimit: host memory, which reports no figures. */
+        /* The CPU backend without a test limit, a cgroup limit or an rlimit: host memory, whose free
+         * memory is no measure of what failed. */
         put(&t, "  device: host memory, whose free memory dtrain does not know\n"
                 "  fix: free memory on this node, run fewer ranks on it, or use a smaller --batch\n");
         return t.len;

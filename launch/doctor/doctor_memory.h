@@ -25,7 +25,9 @@ typedef enum doc_mem_budget {
     DOC_BUDGET_NONE = 0,   /* unknown: a GPU that reported no memory */
     DOC_BUDGET_DEVICE,     /* the GPU's free memory now */
     DOC_BUDGET_TEST_LIMIT, /* the CPU backend's DTRAIN_TEST_MEM_LIMIT: the limit less what it holds */
-    DOC_BUDGET_HOST_SHARE  /* the CPU: MemAvailable split evenly among the ranks of this node */
+    DOC_BUDGET_HOST_SHARE, /* the CPU: MemAvailable split evenly among the ranks of this node */
+    DOC_BUDGET_HOST_LIMIT  /* the CPU under a tighter limit the kernel enforces: the memory cgroup's
+                              room split among the node's ranks, or ulimit -v / -d (budget_source) */
 } doc_mem_budget;
 
 /* How many of the plan's biggest buffers memory.plan names. */
@@ -44,11 +46,12 @@ typedef struct doctor_mem_facts {
     int batch;                  /* --batch, 0 when not given */
     int on_gpu;                 /* the plan is the CUDA backend's */
     doc_mem_budget budget_kind;
-    size_t budget;       /* bytes the model may use on this rank */
-    size_t device_total; /* the device's (or the test limit's) total, 0 on the plain CPU */
-    int local_size;      /* ranks on this node (sharing its host memory) */
-    size_t peak, total;  /* the plan at --batch (at the largest batch that fits when none given) */
-    int plan_batch;      /* the batch peak/total/top are for */
+    size_t budget;           /* bytes the model may use on this rank */
+    char budget_source[320]; /* on the CPU: where budget comes from in words (base/host_budget.h) */
+    size_t device_total;     /* the device's (or the test limit's) total, 0 on the plain CPU */
+    int local_size;          /* ranks on this node (sharing its host memory) */
+    size_t peak, total;      /* the plan at --batch (at the largest batch that fits when none given) */
+    int plan_batch;          /* the batch peak/total/top are for */
     int n_top;
     struct {
         char what[64];
@@ -66,6 +69,10 @@ typedef struct doctor_mem_facts {
  * naming the line): a name missing, a value that is not a decimal of kB, one past SIZE_MAX bytes,
  * MemTotal 0, MemAvailable above MemTotal. */
 int doctor_meminfo_parse(const char *text, size_t len, size_t *total, size_t *avail, char *err, size_t n);
+
+/* MemTotal and MemAvailable of DTRAIN_TEST_MEMINFO's file or /proc/meminfo in bytes: 0, or -1 with
+ * why in err (n bytes, naming the file). */
+int doctor_meminfo_read(size_t *total, size_t *avail, char *err, size_t n);
 
 /* Fills *f for this rank of ctx (q may be NULL: no model). Reads DTRAIN_TEST_MEMINFO (a file to
  * read instead of /proc/meminfo, runtime/test_hooks.h) when set. Never fails: what cannot be read

@@ -9,6 +9,8 @@
  */
 #include "launch/doctor/doctor.h"
 
+#include "base/host_budget.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,19 +18,7 @@
 #define MAX_BATCH_SEARCHED 1048576
 
 /* bytes as "1.2 GiB", "12.0 MiB", "3.0 KiB", "512 B" into out (n bytes); returns out. */
-static const char *fmt_bytes(size_t b, char *out, size_t n)
-{
-    const double v = (double)b;
-    if (b >= (size_t)1 << 30)
-        snprintf(out, n, "%.1f GiB", v / (1 << 30));
-    else if (b >= (size_t)1 << 20)
-        snprintf(out, n, "%.1f MiB", v / (1 << 20));
-    else if (b >= 1024)
-        snprintf(out, n, "%.1f KiB", v / 1024);
-    else
-        snprintf(out, n, "%zu B", b);
-    return out;
-}
+static const char *fmt_bytes(size_t b, char *out, size_t n) { return host_budget_bytes(b, out, n); }
 
 /* ---------------------------------------------------------------- per rank */
 
@@ -130,6 +120,9 @@ static void budget_text(const doctor_facts *f, char *out, size_t n)
                      fmt_bytes(m->host_avail, b, sizeof b), f->pl.hostname, m->local_size,
                      m->local_size == 1 ? "" : "s");
             break;
+        case DOC_BUDGET_HOST_LIMIT:
+            snprintf(out, n, "(rank %d on %s under %.200s)", f->pl.rank, f->pl.hostname, m->budget_source);
+            break;
         default: snprintf(out, n, "(unknown)"); break;
     }
 }
@@ -142,7 +135,14 @@ static void fit_fix(const doctor_mem_facts *m, int fits, char *out, size_t n)
     if (m->bf16_max_batch > fits && len < n)
         len += (size_t)snprintf(out + len, n - len, "%s--precision bf16 (fits batch %d)", len ? ", or " : "use ",
                                 m->bf16_max_batch);
-    if (len < n) snprintf(out + len, n - len, "%sa smaller model (fewer or narrower layers)", len ? ", or " : "use ");
+    if (len < n)
+        len += (size_t)snprintf(out + len, n - len, "%sa smaller model (fewer or narrower layers)",
+                                len ? ", or " : "use ");
+    /* The limit is the job's: where to raise it. */
+    if (m->budget_kind == DOC_BUDGET_HOST_LIMIT && len < n)
+        snprintf(out + len, n - len, "; or raise the limit (%s)",
+                 !strncmp(m->budget_source, "cgroup", 6) ? "the job's memory: sbatch --mem, or the cgroup's memory.max"
+                                                         : "ulimit -v / -d in the job script");
 }
 
 /* The ranks whose facts satisfy pick(m, arg) into idx; their count. */
@@ -206,7 +206,7 @@ static void check_model(const doctor_facts *all, int world, int *idx, doc_list *
     const int fits = m->max_batch;
     /* dt_model_max_batch looks no further than --batch's limit: more may fit. */
     const char *capped = fits >= MAX_BATCH_SEARCHED ? " (the most --batch takes; more may fit)" : "";
-    char need[48], free_[48], from[400], fix[DOC_TEXT];
+    char need[48], free_[48], from[512], fix[DOC_TEXT];
     fmt_bytes(m->budget, free_, sizeof free_);
     budget_text(&all[lim], from, sizeof from);
     if (fits == 0) {

@@ -5,9 +5,12 @@
  * The plan is the one `dtrain train` would allocate from with its defaults (SGD with momentum, fp32
  * gradients, no accumulation), so "the largest batch that fits" is train's. The budget is the GPU's
  * free memory; on the CPU it is MemAvailable split evenly among the node's ranks, since they all
- * allocate from one host (unless the test limit makes the CPU backend act as a device).
+ * allocate from one host, or less where a memory cgroup or ulimit -v / -d leaves less
+ * (base/host_budget.h; unless the test limit makes the CPU backend act as a device).
  */
 #include "launch/doctor/doctor_memory.h"
+
+#include "base/host_budget.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -89,33 +92,37 @@ int doctor_meminfo_parse(const char *text, size_t len, size_t *total, size_t *av
     return 0;
 }
 
-/* MemTotal and MemAvailable of DTRAIN_TEST_MEMINFO's file or /proc/meminfo, or why not. */
-static void read_host(doctor_mem_facts *f)
+int doctor_meminfo_read(size_t *total, size_t *avail, char *err, size_t n)
 {
     const char *test = getenv("DTRAIN_TEST_MEMINFO");
     const char *path = test && *test ? test : "/proc/meminfo";
     FILE *in = fopen(path, "rb");
     if (!in) {
-        snprintf(f->host_error, sizeof f->host_error, "cannot open %s: %s", path, strerror(errno));
-        return;
+        snprintf(err, n, "cannot open %s: %s", path, strerror(errno));
+        return -1;
     }
     /* /proc/meminfo is about 1.5 KiB; what is past 64 KiB is no meminfo. */
     enum { CAP = 64 * 1024 };
     char *buf = malloc(CAP);
     if (!buf) {
         fclose(in);
-        snprintf(f->host_error, sizeof f->host_error, "out of memory reading %s", path);
-        return;
+        snprintf(err, n, "out of memory reading %s", path);
+        return -1;
     }
     const size_t got = fread(buf, 1, CAP, in);
-    const int failed = ferror(in), err = errno; /* before fclose can change errno */
+    const int failed = ferror(in), e = errno; /* before fclose can change errno */
     fclose(in);
     char why[160];
-    if (failed)
-        snprintf(f->host_error, sizeof f->host_error, "cannot read %s: %s", path, strerror(err));
-    else if (doctor_meminfo_parse(buf, got, &f->host_total, &f->host_avail, why, sizeof why))
-        snprintf(f->host_error, sizeof f->host_error, "%s: %s", path, why);
+    int rc = 0;
+    if (failed) {
+        snprintf(err, n, "cannot read %s: %s", path, strerror(e));
+        rc = -1;
+    } else if (doctor_meminfo_parse(buf, got, total, avail, why, sizeof why)) {
+        snprintf(err, n, "%s: %s", path, why);
+        rc = -1;
+    }
     free(buf);
+    return rc;
 }
 
 /* The rank's budget for the model, from the plan's device numbers or the host's share. */
@@ -125,9 +132,15 @@ static void budget(doctor_mem_facts *f, const dt_memory_plan *p)
         f->budget_kind = f->on_gpu ? DOC_BUDGET_DEVICE : DOC_BUDGET_TEST_LIMIT;
         f->budget = p->kinds.device_free;
         f->device_total = p->kinds.device_total;
-    } else if (!f->on_gpu && !f->host_error[0]) {
-        f->budget_kind = DOC_BUDGET_HOST_SHARE;
-        f->budget = f->host_avail / (size_t)f->local_size;
+    } else if (!f->on_gpu) {
+        /* The least of MemAvailable, the memory cgroup's room and the rlimit: the kernel kills or
+         * refuses past the last two whatever MemAvailable says. */
+        host_budget hb;
+        host_budget_get(&hb, f->host_error[0] ? 0 : f->host_avail, f->local_size, NULL);
+        if (hb.kind == HOST_BUDGET_NONE) return;
+        f->budget_kind = hb.kind == HOST_BUDGET_MEMAVAILABLE ? DOC_BUDGET_HOST_SHARE : DOC_BUDGET_HOST_LIMIT;
+        f->budget = hb.bytes;
+        snprintf(f->budget_source, sizeof f->budget_source, "%s", hb.source);
     }
 }
 
@@ -195,7 +208,8 @@ static void plan_query(doctor_mem_facts *f, dt_ctx *ctx, const doctor_model_quer
 void doctor_memory_collect(doctor_mem_facts *f, dt_ctx *ctx, const doctor_model_query *q)
 {
     memset(f, 0, sizeof *f);
-    read_host(f);
+    if (doctor_meminfo_read(&f->host_total, &f->host_avail, f->host_error, sizeof f->host_error))
+        f->host_total = f->host_avail = 0;
     dt_placement pl;
     f->local_size = 1;
     if (ctx && dt_get_placement(ctx, &pl) == DT_OK) {

@@ -73,14 +73,50 @@ expect 1 "layer 2 'bogus' is not a layer" "$MPIRUN" -np 2 "$DTRAIN" doctor --no-
     --input 3x32x32
 grep -q "^memory.model  *FAIL" "$tmp/out" && ok "bad --model: memory.model FAIL" || bad "bad --model: no FAIL row"
 
-# Without the limit the CPU ranks of a node share its MemAvailable.
-"$MPIRUN" -np 2 "$DTRAIN" doctor --no-comm --json "${model[@]}" >"$tmp/j" 2>"$tmp/err"
+# Without the limit the CPU ranks of a node share its MemAvailable (no memory cgroup: a faked empty
+# tree, so that a job's real cgroup limit does not decide here).
+DTRAIN_TEST_CGROUP_ROOT=$tmp/nocg "$MPIRUN" -np 2 -x DTRAIN_TEST_CGROUP_ROOT "$DTRAIN" doctor --no-comm --json \
+    "${model[@]}" >"$tmp/j" 2>"$tmp/err"
 r=$(row "$tmp/j" memory.model)
 # "... of Y GiB free (MemAvailable X GiB of HOST shared by its 2 ranks on the CPU)": Y is X / 2.
 half=$(sed -n 's/.* of \([0-9.]*\) GiB free (MemAvailable \([0-9.]*\) GiB of .* shared by its 2 ranks on the CPU).*/\1 \2/p' <<<"$r")
 [[ $r == pass$'\t'"the largest batch that fits is "* ]] && [ -n "$half" ] &&
     python3 -c 'import sys; y, x = map(float, sys.argv[1:]); assert abs(y - x / 2) <= 0.1' $half &&
     ok "no limit: each of 2 ranks gets half the host's MemAvailable ($half)" || bad "no limit: row '$r'"
+
+# A memory cgroup of 1 GiB (faked: a v2 tree read instead of /proc/self/cgroup and /sys/fs/cgroup)
+# shared by 2 ranks: doctor fails naming it and the batch that fits under it, and train refuses
+# before its first step (not killed by the kernel mid-run) with the same batch.
+cg=$tmp/cg
+mkdir -p "$cg/proc/self" "$cg/sys/fs/cgroup/job"
+echo "0::/job" >"$cg/proc/self/cgroup"
+echo 1073741824 >"$cg/sys/fs/cgroup/job/memory.max"
+echo 0 >"$cg/sys/fs/cgroup/job/memory.current"
+DTRAIN_TEST_CGROUP_ROOT=$cg "$MPIRUN" -np 2 -x DTRAIN_TEST_CGROUP_ROOT "$DTRAIN" doctor --no-comm --json "${model[@]}" \
+    --batch 1024 >"$tmp/j" 2>"$tmp/err"
+rc=$?
+r=$(row "$tmp/j" memory.model)
+fits=$(largest "$r")
+[ $rc -eq 1 ] && [ "${r%%$'\t'*}" = fail ] && [ -n "$fits" ] && [ "$fits" -lt 1024 ] &&
+    grep -q "under cgroup memory.max 1.0 GiB ($cg/sys/fs/cgroup/job): 1.0 GiB left, shared by 2 ranks" <<<"$r" &&
+    grep -q "use --batch $fits.*raise the limit" <<<"$r" &&
+    ok "cgroup 1 GiB, 2 ranks, batch 1024: FAIL naming the cgroup, batch $fits fits" ||
+    bad "cgroup 1 GiB: rc $rc, row '$r'"
+expect 1 "the kernel would kill it mid-run" env DTRAIN_TEST_CGROUP_ROOT="$cg" "$MPIRUN" -np 2 -x DTRAIN_TEST_CGROUP_ROOT \
+    "$DTRAIN" train "${model[@]}" --batch 1024 --steps 1 --quiet
+grep -q "before the first step (planned)" "$tmp/out" && grep -q "fix: batch $fits fits" "$tmp/out" &&
+    ok "train under the cgroup: refused before the first step, batch $fits named" ||
+    bad "train under the cgroup: $(grep -m3 'dtrain' "$tmp/out")"
+
+# ulimit -v inside each rank (mpirun keeps its own): the plan counts against the address space left.
+"$MPIRUN" -np 2 -x DTRAIN_TEST_CGROUP_ROOT=$tmp/nocg bash -c "ulimit -S -v 1500000 && exec $DTRAIN doctor --no-comm --json \
+    ${model[*]} --batch 4096" >"$tmp/j" 2>"$tmp/err"
+rc=$?
+r=$(row "$tmp/j" memory.model)
+[ $rc -eq 1 ] && [ "${r%%$'\t'*}" = fail ] && grep -q "under ulimit -v 1500000 KiB (RLIMIT_AS" <<<"$r" &&
+    grep -q "use --batch [0-9].*ulimit -v" <<<"$r" &&
+    ok "ulimit -v 1500000, batch 4096: FAIL naming the limit, batch $(largest "$r") fits" ||
+    bad "ulimit -v: rc $rc, row '$r' $(cat "$tmp/err")"
 
 # A node short of host memory (a faked meminfo): WARN, exit 0.
 printf 'MemTotal:       16777216 kB\nMemAvailable:     524288 kB\n' >"$tmp/meminfo"
