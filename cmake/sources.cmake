@@ -66,7 +66,7 @@ set(DTRAIN_LAUNCH_SOURCES
   launch/doctor/doctor_rows.c launch/doctor/cuda_parse.c launch/doctor/cuda_facts.c launch/doctor/cuda_checks.c
   launch/doctor/cuda_job.c launch/doctor/memory_check.c launch/doctor/memory_facts.c
   launch/doctor/cmd_doctor.c launch/doctor/host_facts.c launch/doctor/host_checks.c launch/doctor/comm_check.c
-  launch/doctor/net_env.c launch/doctor/path_checks.c)
+  launch/doctor/net_env.c launch/doctor/path_checks.c launch/doctor/node_facts.c launch/doctor/node_checks.c)
 set(DTRAIN_LAUNCH_CUDA_SOURCES launch/bench_gemm_cuda.c)
 
 # The sbatch templates installed to share/dtrain/slurm.

@@ -259,6 +259,7 @@ static int doctor_report(const doctor_facts *all, int world, const doctor_opts *
         doc_list one;
         doc_list_init(&one, 0);
         doctor_host_check_rank(&all[r], &one);
+        doctor_node_check_rank(&all[r], &one);
         doctor_cuda_check_rank(&all[r], &one);
         doctor_memory_check_rank(&all[r], &one);
         doctor_net_check(&all[r].net, &one);
@@ -266,6 +267,7 @@ static int doctor_report(const doctor_facts *all, int world, const doctor_opts *
         doc_list_free(&one);
     }
     doctor_host_check_job(all, world, &job);
+    doctor_node_check_job(all, world, &job);
     doctor_comm_check_job(all, world, &job);
     doctor_cuda_check_job(all, world, &job);
     doctor_memory_check_job(all, world, &job);

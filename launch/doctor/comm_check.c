@@ -111,7 +111,19 @@ void doctor_comm_check_job(const doctor_facts *all, int world, doc_list *job)
                 c->error);
         return;
     }
-    if (c->small_s > DOC_SMALL_ALLREDUCE_WARN_S)
+    /* One node, a core for each rank: the ranks talk through shared memory, and an 8-byte
+     * allreduce far slower than that means they do not (Open MPI fell back to TCP). */
+    int shared_cores = 0;
+    for (int r = 0; r < world; r++) shared_cores |= all[r].pl.cores_shared;
+    const int one_node = all[0].pl.num_nodes == 1 && world > 1 && !shared_cores;
+    if (one_node && c->small_s > DOC_SHM_LATENCY_WARN_S && c->small_s <= DOC_SMALL_ALLREDUCE_WARN_S)
+        doc_add(job, "comm.latency", DOC_WARN,
+                "see node.shm: Open MPI falls back to TCP when /dev/shm is too small or full (a larger /dev/shm: "
+                "docker --shm-size, or its mount's size=); else other load on the node",
+                "an 8-byte allreduce takes %.1f us on one node, above the %.0f us of shared memory (healthy: 1.5-3 "
+                "us; through TCP: 25-30 us)",
+                c->small_s * 1e6, DOC_SHM_LATENCY_WARN_S * 1e6);
+    else if (c->small_s > DOC_SMALL_ALLREDUCE_WARN_S)
         doc_add(job, "comm.latency", DOC_WARN,
                 "with more ranks than cores export OMPI_MCA_mpi_yield_when_idle=1 before mpirun/srun; else check "
                 "the network between the nodes (see mpi.busy_poll)",

@@ -20,6 +20,23 @@ typedef struct doctor_comm_facts {
     double node_busbw;    /* bytes/s: this node's own allreduce of 16 MiB, 0 when it has one rank */
 } doctor_comm_facts;
 
+/* The node's resources that make MPI jobs fail or crawl (node_facts.c), read before MPI_Init so
+ * that /dev/shm's free space is what this job's segments will find. */
+typedef struct doctor_node_facts {
+    int shm_ok;                       /* 1 when /dev/shm could be statvfs'd */
+    unsigned long long shm_total;     /* bytes */
+    unsigned long long shm_free;      /* bytes available to this user */
+    double quota_cpus;                /* CPUs the tightest CPU quota of this cgroup and its ancestors
+                                       * allows (quota / period), 0 when none */
+    char quota_file[160];             /* the file that sets it: ".../cpu.max", ".../cpu.cfs_quota_us" */
+    unsigned long long nofile, stack; /* soft RLIMIT_NOFILE, RLIMIT_STACK (bytes) */
+    unsigned long long memlock;       /* soft RLIMIT_MEMLOCK, bytes */
+    int rdma_devices;                 /* entries of /sys/class/infiniband */
+} doctor_node_facts;
+
+/* A limit that is RLIM_INFINITY, as the facts hold it. */
+#define DOC_UNLIMITED (~0ULL)
+
 /* One rank's host facts: plain fixed-size data (gathered as bytes). */
 typedef struct doctor_host_facts {
     int collected; /* 1 once doctor_host_collect ran */
@@ -56,6 +73,7 @@ typedef struct doctor_host_facts {
     char coretype_env[32]; /* OPENBLAS_CORETYPE as the user set it, "" when unset or set by dtrain */
     int corefix_off;       /* DTRAIN_BLAS_COREFIX=0 given by the user */
     doctor_comm_facts comm;
+    doctor_node_facts node;
 } doctor_host_facts;
 
 /* Before dt_init (and before MPI): the launcher's variables, the cores the launcher allowed, and
@@ -77,6 +95,30 @@ void doctor_host_check_rank(const struct doctor_facts *f, struct doc_list *out);
 void doctor_host_check_job(const struct doctor_facts *all, int world, struct doc_list *job);
 /* The per-job communication rows, from the facts of comm_measure (world entries), into job. */
 void doctor_comm_check_job(const struct doctor_facts *all, int world, struct doc_list *job);
+
+/* Fills *f: /dev/shm, the CPU quota (doctor_cpu_quota_read over /proc/self/cgroup and
+ * /sys/fs/cgroup), the resource limits, the RDMA devices. Never fails: what cannot be read is 0. */
+void doctor_node_collect(doctor_node_facts *f);
+/* The tightest CPU quota of the cgroups that proc_cgroup (a /proc/PID/cgroup file) names, and of
+ * their ancestors, under the cgroup file system mounted at root: v2 cpu.max, v1
+ * cpu.cfs_quota_us / cpu.cfs_period_us (in root/cpu or root/<controllers>). Sets f->quota_cpus
+ * and f->quota_file; leaves them 0 and "" without a quota. Separate so tests can fake the files. */
+void doctor_cpu_quota_read(const char *proc_cgroup, const char *root, doctor_node_facts *f);
+/* The per-rank resource limit row (node.limits), into out. */
+void doctor_node_check_rank(const struct doctor_facts *f, struct doc_list *out);
+/* The per-node rows: node.shm (free /dev/shm against the local ranks' segments) and cpu.quota
+ * (a cgroup CPU quota against the ranks' BLAS threads), into job. */
+void doctor_node_check_job(const struct doctor_facts *all, int world, struct doc_list *job);
+
+/* What shared memory one local rank needs: Open MPI's vader BTL maps a 4 MiB + 8 byte segment per
+ * local rank (measured: ls -la /dev/shm during a 2-rank run, Open MPI 4.1). */
+#define DOC_SHM_PER_RANK ((4ULL << 20) + 8)
+/* NCCL's own advice for a GPU node (its troubleshooting guide: docker --shm-size=1g). */
+#define DOC_SHM_GPU_NODE (1ULL << 30)
+/* One node, no more ranks than CPUs: an 8-byte allreduce through shared memory takes ~1.5-3 us
+ * here (measured), through TCP loopback, Open MPI's fallback when /dev/shm is too small or full,
+ * 25-30 us. Above this, the ranks are not talking through shared memory. */
+#define DOC_SHM_LATENCY_WARN_S 10e-6
 
 /* Slowest node: a node whose own allreduce runs below this fraction of the median node's. */
 #define DOC_SLOW_NODE_FRACTION 0.5

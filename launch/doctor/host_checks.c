@@ -184,20 +184,46 @@ static void check_mpi(const doctor_facts *f, doc_list *out)
         doc_add(out, "mpi.threads", DOC_PASS, NULL, "MPI thread level %d (MPI_THREAD_MULTIPLE)", h->thread_level);
 }
 
-/* A thread variable x local ranks above the node's CPUs: one WARN row naming the values. */
-static int threads_over(doc_list *out, const char *var, const char *value, const dt_placement *pl, int cpus)
+/* A thread variable: "" unset, else whether it is a whole number above 0 (OpenBLAS reads it with
+ * atoi, so "abc" and "0" mean its default). */
+static int threads_var_ok(const char *v)
 {
-    const long v = value[0] ? strtol(value, NULL, 10) : 0;
-    if (v <= 0 || cpus <= 0 || v * pl->local_size <= cpus) return 0;
-    char fix[DOC_TEXT];
-    const long each = cpus / pl->local_size > 0 ? cpus / pl->local_size : 1;
-    snprintf(fix, sizeof fix,
-             "export %s=%ld (the node's %d CPUs / %d ranks), or unset it: dtrain sizes OpenBLAS "
-             "from each rank's cores (--blas-threads N to choose)",
-             var, each, cpus, pl->local_size);
-    doc_add(out, "cpu.threads", DOC_WARN, fix, "%s=%s x %d ranks on the node = %ld threads on %d CPUs", var, value,
-            pl->local_size, v * pl->local_size, cpus);
-    return 1;
+    char *end = NULL;
+    const long x = v[0] ? strtol(v, &end, 10) : 1;
+    return !v[0] || (!*end && x > 0);
+}
+
+/* What sets a rank's BLAS threads is dtrain: it calls openblas_set_num_threads from the rank's
+ * cores or --blas-threads (affinity.c), over OPENBLAS_NUM_THREADS; the OpenBLAS it links uses
+ * pthreads, not OpenMP, and nothing else in dtrain reads OMP_NUM_THREADS. So the row judges the
+ * count dtrain set against the cores the rank may run on, and only says a variable is ignored. */
+static void check_threads(const doctor_host_facts *h, const dt_placement *pl, doc_list *out)
+{
+    const char *bad_var = !threads_var_ok(h->openblas_threads) ? "OPENBLAS_NUM_THREADS"
+                          : !threads_var_ok(h->omp_threads)    ? "OMP_NUM_THREADS"
+                                                               : NULL;
+    char vars[96];
+    snprintf(vars, sizeof vars, "%s%s%s", h->openblas_threads[0] ? "OPENBLAS_NUM_THREADS " : "",
+             h->omp_threads[0] ? "OMP_NUM_THREADS " : "",
+             h->openblas_threads[0] || h->omp_threads[0] ? "set but without effect: dtrain sets the count" : "");
+    if (bad_var) {
+        char fix[DOC_TEXT];
+        snprintf(fix, sizeof fix, "unset %s: dtrain sets OpenBLAS's threads itself (--blas-threads N to choose)",
+                 bad_var);
+        doc_add(out, "cpu.threads", DOC_WARN, fix, "%s='%s' is not a whole number above 0", bad_var,
+                bad_var[0] == 'O' && bad_var[1] == 'P' ? h->openblas_threads : h->omp_threads);
+        return;
+    }
+    if (pl->num_cores > 0 && pl->blas_threads > pl->num_cores) {
+        char fix[DOC_TEXT];
+        snprintf(fix, sizeof fix, "--blas-threads %d (or leave it out: dtrain runs one per core)", pl->num_cores);
+        doc_add(out, "cpu.threads", DOC_WARN, fix,
+                "%d BLAS threads per rank on %d core%s each: the threads take turns and GEMMs slow down",
+                pl->blas_threads, pl->num_cores, pl->num_cores == 1 ? "" : "s");
+        return;
+    }
+    doc_add(out, "cpu.threads", DOC_PASS, NULL, "%d BLAS thread%s on %d core%s each%s%s", pl->blas_threads,
+            pl->blas_threads == 1 ? "" : "s", pl->num_cores, pl->num_cores == 1 ? "" : "s", vars[0] ? "; " : "", vars);
 }
 
 static void check_cpu(const doctor_facts *f, doc_list *out)
@@ -227,12 +253,7 @@ static void check_cpu(const doctor_facts *f, doc_list *out)
     } else {
         doc_add(out, "cpu.blas", DOC_PASS, NULL, "OpenBLAS runs its %s kernels, the best for this CPU", h->blas_core);
     }
-    int warned = threads_over(out, "OMP_NUM_THREADS", h->omp_threads, pl, h->online_cpus);
-    warned |= threads_over(out, "OPENBLAS_NUM_THREADS", h->openblas_threads, pl, h->online_cpus);
-    if (!warned)
-        doc_add(out, "cpu.threads", DOC_PASS, NULL,
-                "OMP_NUM_THREADS %s, OPENBLAS_NUM_THREADS %s: within the node's CPUs",
-                h->omp_threads[0] ? h->omp_threads : "unset", h->openblas_threads[0] ? h->openblas_threads : "unset");
+    check_threads(h, pl, out);
 }
 
 void doctor_host_check_rank(const doctor_facts *f, doc_list *out)

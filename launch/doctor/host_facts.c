@@ -85,6 +85,7 @@ void doctor_host_early(doctor_host_facts *f, int launcher)
     copy_env(f->oversub, sizeof f->oversub, "OMPI_MCA_mpi_oversubscribe");
     copy_env(f->omp_threads, sizeof f->omp_threads, "OMP_NUM_THREADS");
     copy_env(f->openblas_threads, sizeof f->openblas_threads, "OPENBLAS_NUM_THREADS");
+    doctor_node_collect(&f->node); /* before MPI_Init: /dev/shm without this job's segments */
     /* The prologue sets OPENBLAS_CORETYPE with DTRAIN_BLAS_COREFIX=0 when it restarts the program:
      * that pair is dtrain's own, not the user's. */
     const char *fix = getenv("DTRAIN_BLAS_COREFIX");

@@ -13,11 +13,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const doc_row *find(const doc_list *l, const char *name, doc_level lv)
 {
     for (int i = 0; i < l->n; i++)
         if (!strcmp(l->rows[i].name, name) && l->rows[i].level == lv) return &l->rows[i];
+    return NULL;
+}
+
+/* A row of that name and level whose seen holds text. */
+static const doc_row *find_seen(const doc_list *l, const char *name, doc_level lv, const char *text)
+{
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->rows[i].name, name) && l->rows[i].level == lv && strstr(l->rows[i].seen, text))
+            return &l->rows[i];
     return NULL;
 }
 
@@ -38,6 +48,7 @@ static void healthy(doctor_facts *f, int rank)
     h->thread_level = 3, h->online_cpus = 2, h->allowed_n = 1;
     snprintf(h->allowed, sizeof h->allowed, "%d", rank);
     snprintf(h->blas_core, sizeof h->blas_core, "SkylakeX");
+    h->node.shm_ok = 1, h->node.shm_total = h->node.shm_free = 64ULL << 20;
 }
 
 static void run_all(doctor_facts *all, int world, doc_list *job)
@@ -47,10 +58,12 @@ static void run_all(doctor_facts *all, int world, doc_list *job)
         doc_list one;
         doc_list_init(&one, 0);
         doctor_host_check_rank(&all[r], &one);
+        doctor_node_check_rank(&all[r], &one);
         doc_merge_rank(job, &one, r);
         doc_list_free(&one);
     }
     doctor_host_check_job(all, world, job);
+    doctor_node_check_job(all, world, job);
     doctor_comm_check_job(all, world, job);
 }
 
@@ -167,7 +180,8 @@ static void test_failures(void **state)
     assert_non_null(r);
     assert_string_equal(r->fix, "run srun --mpi=pmix");
     assert_non_null(find(&job, "launch.pmix", DOC_FAIL));
-    assert_non_null(strstr(find(&job, "cpu.threads", DOC_WARN)->seen, "OMP_NUM_THREADS=64 x 2"));
+    /* OMP_NUM_THREADS sets nothing in dtrain (pthread OpenBLAS, threads set by affinity.c). */
+    assert_non_null(find_seen(&job, "cpu.threads", DOC_PASS, "OMP_NUM_THREADS set but without effect"));
     assert_non_null(strstr(find(&job, "cpu.blas", DOC_WARN)->fix, "DTRAIN_BLAS_COREFIX"));
     assert_non_null(find(&job, "launch.conflict", DOC_WARN));
     assert_non_null(find(&job, "mpi.cuda_aware", DOC_WARN));
@@ -216,12 +230,140 @@ static void test_busy_poll_and_comm(void **state)
     doc_list_free(&job);
 }
 
+/* The BLAS threads dtrain set against the rank's cores; variables without effect; a bad value. */
+static void test_threads(void **state)
+{
+    (void)state;
+    doctor_facts all[2];
+    healthy(&all[0], 0), healthy(&all[1], 1);
+    doc_list job;
+    for (int r = 0; r < 2; r++) all[r].pl.blas_threads = 2; /* --blas-threads 2 on 1 core each */
+    run_all(all, 2, &job);
+    const doc_row *w = find(&job, "cpu.threads", DOC_WARN);
+    assert_non_null(w);
+    assert_non_null(strstr(w->seen, "2 BLAS threads per rank on 1 core"));
+    assert_non_null(strstr(w->fix, "--blas-threads 1"));
+    doc_list_free(&job);
+    for (int r = 0; r < 2; r++) {
+        all[r].pl.blas_threads = 1;
+        snprintf(all[r].host.openblas_threads, sizeof all[r].host.openblas_threads, "abc");
+    }
+    run_all(all, 2, &job);
+    assert_non_null(strstr(find(&job, "cpu.threads", DOC_WARN)->seen, "OPENBLAS_NUM_THREADS='abc'"));
+    doc_list_free(&job);
+    for (int r = 0; r < 2; r++) snprintf(all[r].host.openblas_threads, sizeof all[r].host.openblas_threads, "8");
+    run_all(all, 2, &job);
+    assert_non_null(find(&job, "cpu.threads", DOC_PASS));
+    doc_list_free(&job);
+}
+
+/* /dev/shm against the local ranks, the latency of one node through it, and the limits. */
+static void test_shm_and_limits(void **state)
+{
+    (void)state;
+    doctor_facts all[2];
+    healthy(&all[0], 0), healthy(&all[1], 1);
+    for (int r = 0; r < 2; r++) {
+        doctor_node_facts *n = &all[r].host.node;
+        n->shm_ok = 1, n->shm_total = n->shm_free = 64ULL << 20;
+        n->nofile = 1024, n->stack = 8ULL << 20, n->memlock = 64ULL << 10;
+        all[r].host.comm.ran = 1;
+    }
+    all[0].host.comm.small_s = 2e-6;
+    doc_list job;
+    run_all(all, 2, &job);
+    assert_non_null(find(&job, "node.shm", DOC_PASS));
+    assert_non_null(find(&job, "comm.latency", DOC_PASS));
+    assert_non_null(strstr(find(&job, "node.limits", DOC_PASS)->seen, "locked memory not checked"));
+    assert_true(doc_worst(&job) <= DOC_SKIP);
+    doc_list_free(&job);
+    /* 1 MiB of /dev/shm: Open MPI falls back to TCP, ~25 us. */
+    all[0].host.node.shm_total = all[0].host.node.shm_free = 1ULL << 20;
+    all[0].host.comm.small_s = 25e-6;
+    for (int r = 0; r < 2; r++) all[r].host.node.nofile = 100, all[r].host.node.rdma_devices = 1;
+    run_all(all, 2, &job);
+    const doc_row *s = find(&job, "node.shm", DOC_WARN);
+    assert_non_null(s);
+    assert_non_null(strstr(s->seen, "1.0 MiB free"));
+    assert_non_null(strstr(s->fix, "--shm-size"));
+    assert_non_null(strstr(find(&job, "comm.latency", DOC_WARN)->seen, "25.0 us on one node"));
+    const doc_row *l = find(&job, "node.limits", DOC_WARN);
+    assert_non_null(l);
+    assert_non_null(strstr(l->seen, "open files (ulimit -n) 100"));
+    assert_non_null(strstr(l->seen, "locked memory (ulimit -l) 64 KiB"));
+    assert_non_null(strstr(l->fix, "ulimit -l unlimited"));
+    doc_list_free(&job);
+    /* Two nodes: the same latency is the network's, not shared memory's. */
+    all[1].pl.node = 1, all[0].pl.num_nodes = all[1].pl.num_nodes = 2;
+    run_all(all, 2, &job);
+    assert_non_null(find(&job, "comm.latency", DOC_PASS));
+    doc_list_free(&job);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+/* The quota from faked cgroup files (v1 and v2, an ancestor's), then cpu.quota over it. */
+static void test_cpu_quota(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/dt_doc_cgXXXXXX", path[256];
+    assert_non_null(mkdtemp(root));
+    snprintf(path, sizeof path, "%s/cpu", root), mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/cpu/job", root), mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/cpu/job/cpu.cfs_quota_us", root), write_file(path, "25000\n");
+    snprintf(path, sizeof path, "%s/cpu/job/cpu.cfs_period_us", root), write_file(path, "100000\n");
+    snprintf(path, sizeof path, "%s/self", root), write_file(path, "2:cpuacct:/job\n1:cpu,cpuacct:/job/step\n");
+    doctor_node_facts f;
+    memset(&f, 0, sizeof f);
+    doctor_cpu_quota_read(path, root, &f); /* job/step does not exist: its parent job sets the quota */
+    assert_true(f.quota_cpus > 0.249 && f.quota_cpus < 0.251);
+    assert_non_null(strstr(f.quota_file, "cpu/job/cpu.cfs_quota_us = 25000"));
+    /* v2: the parent's 1.5 CPUs bind, the child has none ("max"). */
+    snprintf(path, sizeof path, "%s/a", root), mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/a/b", root), mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/a/cpu.max", root), write_file(path, "150000 100000\n");
+    snprintf(path, sizeof path, "%s/a/b/cpu.max", root), write_file(path, "max 100000\n");
+    snprintf(path, sizeof path, "%s/self2", root), write_file(path, "0::/a/b\n");
+    doctor_cpu_quota_read(path, root, &f);
+    assert_true(f.quota_cpus > 1.49 && f.quota_cpus < 1.51);
+    assert_non_null(strstr(f.quota_file, "/a/cpu.max = 150000 100000"));
+    snprintf(path, sizeof path, "rm -rf %s", root);
+    assert_int_equal(system(path), 0);
+
+    doctor_facts all[2];
+    healthy(&all[0], 0), healthy(&all[1], 1);
+    for (int r = 0; r < 2; r++) all[r].host.node = f;
+    doc_list job;
+    run_all(all, 2, &job);
+    const doc_row *q = find(&job, "cpu.quota", DOC_WARN); /* 2 ranks x 1 thread on 1.5 CPUs */
+    assert_non_null(q);
+    assert_non_null(strstr(q->seen, "allows 1.50 CPUs, but its 2 ranks run 2 BLAS threads"));
+    assert_non_null(strstr(q->fix, "docker --cpus=2"));
+    doc_list_free(&job);
+    for (int r = 0; r < 2; r++) all[r].host.node.quota_cpus = 2;
+    run_all(all, 2, &job);
+    assert_non_null(find(&job, "cpu.quota", DOC_PASS));
+    doc_list_free(&job);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_merge_and_ranks),    cmocka_unit_test(test_json_escapes),
-        cmocka_unit_test(test_healthy_passes),     cmocka_unit_test(test_failures),
-        cmocka_unit_test(test_batch_script_alone), cmocka_unit_test(test_busy_poll_and_comm),
+        cmocka_unit_test(test_merge_and_ranks),
+        cmocka_unit_test(test_json_escapes),
+        cmocka_unit_test(test_healthy_passes),
+        cmocka_unit_test(test_failures),
+        cmocka_unit_test(test_batch_script_alone),
+        cmocka_unit_test(test_busy_poll_and_comm),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_shm_and_limits),
+        cmocka_unit_test(test_cpu_quota),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
