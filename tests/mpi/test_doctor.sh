@@ -18,7 +18,7 @@ grep -q "^CHECK  *STATUS  *RANKS  *SEEN" "$tmp/out" && ok "a table" || bad "no t
 "$MPIRUN" -np 2 "$DTRAIN" doctor --json >"$tmp/j" 2>"$tmp/err"; rc=$?
 [ $rc -eq 0 ] && ok "--json exit 0" || bad "--json exited $rc: $(cat "$tmp/err")"
 doctor_status "$tmp/j" launch.launcher=pass launch.identity=pass launch.pmix=pass mpi.busy_poll=pass cpu.overlap=pass \
-    cpu.blas=pass comm.allreduce_1m=pass comm.allreduce_64m=pass &&
+    cpu.blas=pass node.shm=pass node.limits=pass comm.allreduce_1m=pass comm.allreduce_64m=pass &&
     ok "--json has the checks, all pass" || bad "--json checks"
 # The 8-byte latency depends on how loaded this machine is (a parallel ctest can push it past 1 ms):
 # it must be there, and it is the only row allowed to warn.
@@ -31,9 +31,31 @@ assert d["world"] == 2 and "comm.latency" in names and set(warn) <= {"comm.laten
 assert d["status"] == ("warn" if warn else "pass") or any(c["name"].startswith("cuda.") for c in d["checks"] if c["status"] == "warn")' "$tmp/j" &&
     ok "world 2, status pass (comm.latency may warn under load)" || bad "json world/status"
 
+# dtrain sets OpenBLAS's threads itself: the variables change nothing and pass; a bad value and
+# more BLAS threads than the rank's cores warn.
 OMP_NUM_THREADS=64 "$MPIRUN" -np 2 -x OMP_NUM_THREADS "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>&1
-[ $? -eq 0 ] && doctor_status "$tmp/j" cpu.threads=warn comm.allreduce=skip && ok "OMP_NUM_THREADS=64 -> WARN, exit 0" ||
-    bad "OMP_NUM_THREADS=64"
+[ $? -eq 0 ] && doctor_status "$tmp/j" cpu.threads=pass comm.allreduce=skip && grep -q "without effect" "$tmp/j" &&
+    ok "OMP_NUM_THREADS=64 -> PASS, without effect" || bad "OMP_NUM_THREADS=64"
+"$MPIRUN" -np 2 -x OPENBLAS_NUM_THREADS=abc "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>&1
+doctor_status "$tmp/j" cpu.threads=warn && ok "OPENBLAS_NUM_THREADS=abc -> cpu.threads WARN" || bad "OPENBLAS_NUM_THREADS=abc"
+if [ "$(nproc)" -le 2 ]; then
+    "$MPIRUN" -np 2 "$DTRAIN" doctor --json --no-comm --blas-threads $(($(nproc) + 1)) >"$tmp/j" 2>&1
+    doctor_status "$tmp/j" cpu.threads=warn && ok "--blas-threads above the rank's cores -> WARN" || bad "--blas-threads"
+fi
+
+# Resource limits: a low open-file limit in the ranks warns with its fix.
+"$MPIRUN" -np 2 bash -c "ulimit -S -n 100 && exec \"$DTRAIN\" doctor --json --no-comm" >"$tmp/j" 2>&1
+doctor_status "$tmp/j" node.limits=warn && grep -q "ulimit -n 4096" "$tmp/j" && ok "ulimit -n 100 -> node.limits WARN" ||
+    bad "ulimit -n 100: $(grep -o '"node.limits[^}]*' "$tmp/j")"
+# A 1 MiB /dev/shm in a private mount namespace (root only; skipped elsewhere).
+if unshare -m true 2>/dev/null; then
+    unshare -m bash -c "mount -t tmpfs -o size=1m tmpfs /dev/shm && \"$MPIRUN\" -np 2 \"$DTRAIN\" doctor --json --no-comm" \
+        >"$tmp/j" 2>/dev/null
+    doctor_status "$tmp/j" node.shm=warn && grep -q "shm-size" "$tmp/j" && ok "1 MiB /dev/shm -> node.shm WARN" ||
+        bad "1 MiB /dev/shm: $(grep -o '"node.shm[^}]*' "$tmp/j")"
+else
+    ok "1 MiB /dev/shm: SKIP: no mount namespace here"
+fi
 
 # More ranks than cores without yielding: busy-polling WARN, overlap WARN (cores must be shared).
 n=$(( $(nproc) + 1 ))
