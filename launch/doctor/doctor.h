@@ -18,8 +18,9 @@
  * host_facts.c + host_checks.c (launcher, MPI, CPU, memory), comm_check.c (timed allreduces),
  * cuda_facts.c + cuda_parse.c + cuda_checks.c + cuda_job.c (driver, runtime, libraries, /dev nodes,
  * visible devices, toolkit, NUMA, NVML; two ranks on one GPU, ranks per node's GPUs),
- * memory_facts.c + memory_check.c (host memory, the largest batch that fits), net_env.c (the
- * transport variables, read before MPI_Init), path_checks.c (--checkpoint-dir, --data, --metrics).
+ * memory_facts.c + memory_check.c (host memory, the largest batch that fits), node_facts.c +
+ * node_checks.c (/dev/shm, cgroup CPU quota, resource limits), net_env.c (the transport
+ * variables, read before MPI_Init), path_checks.c (--checkpoint-dir, --data, --metrics).
  */
 #ifndef DT_LAUNCH_DOCTOR_H
 #define DT_LAUNCH_DOCTOR_H
