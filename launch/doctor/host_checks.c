@@ -199,9 +199,11 @@ static int threads_var_ok(const char *v)
  * count dtrain set against the cores the rank may run on, and only says a variable is ignored. */
 static void check_threads(const doctor_host_facts *h, const dt_placement *pl, doc_list *out)
 {
-    const char *bad_var = !threads_var_ok(h->openblas_threads) ? "OPENBLAS_NUM_THREADS"
-                          : !threads_var_ok(h->omp_threads)    ? "OMP_NUM_THREADS"
-                                                               : NULL;
+    const char *bad_var = NULL, *bad_val = NULL;
+    if (!threads_var_ok(h->openblas_threads))
+        bad_var = "OPENBLAS_NUM_THREADS", bad_val = h->openblas_threads;
+    else if (!threads_var_ok(h->omp_threads))
+        bad_var = "OMP_NUM_THREADS", bad_val = h->omp_threads;
     char vars[96];
     snprintf(vars, sizeof vars, "%s%s%s", h->openblas_threads[0] ? "OPENBLAS_NUM_THREADS " : "",
              h->omp_threads[0] ? "OMP_NUM_THREADS " : "",
@@ -210,8 +212,7 @@ static void check_threads(const doctor_host_facts *h, const dt_placement *pl, do
         char fix[DOC_TEXT];
         snprintf(fix, sizeof fix, "unset %s: dtrain sets OpenBLAS's threads itself (--blas-threads N to choose)",
                  bad_var);
-        doc_add(out, "cpu.threads", DOC_WARN, fix, "%s='%s' is not a whole number above 0", bad_var,
-                bad_var[0] == 'O' && bad_var[1] == 'P' ? h->openblas_threads : h->omp_threads);
+        doc_add(out, "cpu.threads", DOC_WARN, fix, "%s='%s' is not a whole number above 0", bad_var, bad_val);
         return;
     }
     if (pl->num_cores > 0 && pl->blas_threads > pl->num_cores) {
