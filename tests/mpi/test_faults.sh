@@ -48,10 +48,11 @@ fault stall:0:0 2 "rank 0 on $host has not reached it (no word from it)" $((TIME
 # ...and the other ranks, which hear only from rank 0, log rank 0's verdict as theirs (the board).
 fault stall:2:0 4 "rank 0 on $host timed out first: rank(s) 2 on $host have not reached it (no word from them)" $((TIMEOUT + 10))
 # Every rank arrived, one stopped inside: rank 0's probe finds the one that does not answer. The
-# collective must be one rank 0 cannot finish alone: #2 is dt_model_create's allreduce comparing
-# the ranks' models (#0 the allreduce of its verdict on each rank's arguments, #1 the broadcast of
-# rank 0's fingerprint, which its root completes without the others).
-fault hang=mpi:1:2 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
+# collective must be one rank 0 cannot finish alone: #3 is dt_model_create's allreduce comparing
+# the ranks' models (#0 train's check of the planned model against each rank's memory budget, #1
+# the allreduce of dt_model_create's verdict on each rank's arguments, #2 the broadcast of rank
+# 0's fingerprint, which its root completes without the others).
+fault hang=mpi:1:3 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
 fault hang=mpi:0:1 2 "rank 0 on $host reached it" $((TIMEOUT + 10))
 fault hang=engine:1:2 2 "rank 1 on $host reached it, yet MPI_Allreduce has not completed" $((TIMEOUT + 10))
 # A rank stopped (SIGSTOP) while it waits in a gradient allreduce: at 2 ranks MPI_Allreduce carries
