@@ -4,13 +4,13 @@
  */
 #include "base/host_budget.h"
 
+#include "base/cgroup.h"
 #include "base/mem_limit.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* Limits at or above this are v1's "unlimited" (PAGE_COUNTER_MAX pages, about 2^63 bytes). */
 #define CG_UNLIMITED ((unsigned long long)1 << 62)
@@ -72,94 +72,33 @@ static unsigned long long stat_value(const char *dir, const char *key)
     return v;
 }
 
-static int is_dir(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* The memory controller's mount (v1: .../memory, v2: the unified root) and this process's cgroup
- * under it, from proc/self/cgroup; 1 = v1, 2 = v2, 0 = none found. */
-static int find_cgroup(const char *root, char *mount, size_t mn, char *rel, size_t rn)
-{
-    char path[4096], line[4096];
-    snprintf(path, sizeof path, "%s/proc/self/cgroup", root);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    int version = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2) continue;
-        *c2 = '\0';
-        const char *ctrls = c1 + 1, *cg = c2 + 1;
-        int v1 = 0;
-        for (const char *p = ctrls; *p;) { /* "memory" among "a,b,memory" */
-            const size_t len = strcspn(p, ",");
-            if (len == 6 && !strncmp(p, "memory", 6)) v1 = 1;
-            p += len + (p[len] == ',');
-        }
-        if (v1) { /* a v1 memory controller wins over the unified line of a hybrid setup */
-            snprintf(mount, mn, "%s/sys/fs/cgroup/memory", root);
-            snprintf(rel, rn, "%s", cg);
-            version = 1;
-            break;
-        }
-        if (c1 == line + 1 && line[0] == '0' && !*ctrls) {
-            snprintf(mount, mn, "%s/sys/fs/cgroup", root);
-            snprintf(rel, rn, "%s", cg);
-            version = 2;
-        }
-    }
-    fclose(f);
-    return version;
-}
-
 /* The tightest memory cgroup among this process's and its ancestors: its limit, room, directory
- * and file names. 0 when no limit is set anywhere. */
+ * and file names; found = 0 while no limit is set anywhere. */
 typedef struct cg_tight {
+    int found;
     size_t limit, left;
     char dir[4096];
     const char *max_name;
 } cg_tight;
 
-static int cgroup_tightest(const char *root, cg_tight *t)
+static int visit_memory(const char *dir, int version, void *arg)
 {
-    char mount[4096], rel[4096], dir[8192];
-    const int v = find_cgroup(root, mount, sizeof mount, rel, sizeof rel);
-    if (!v) return 0;
-    /* Without a cgroup namespace a container sees its host's path for a cgroup mounted as its root:
-     * drop leading parts until the directory exists (the mount itself at the least). */
-    const char *r = rel;
-    for (;;) {
-        snprintf(dir, sizeof dir, "%s%s", mount, r);
-        if (is_dir(dir) || !*r) break;
-        const char *next = strchr(r + 1, '/');
-        r = next ? next : "";
-    }
-    const char *max_name = v == 1 ? "memory.limit_in_bytes" : "memory.max";
-    const char *cur_name = v == 1 ? "memory.usage_in_bytes" : "memory.current";
-    const char *inactive = v == 1 ? "total_inactive_file" : "inactive_file";
-    int found = 0;
-    const size_t mlen = strlen(mount);
-    for (;;) {
-        unsigned long long lim, cur;
-        if (read_value(dir, max_name, &lim) == 1 && lim < CG_UNLIMITED && read_value(dir, cur_name, &cur) == 1) {
-            /* The kernel reclaims inactive file cache before it kills: it is room, not use. */
-            const unsigned long long cache = stat_value(dir, inactive);
-            const unsigned long long used = cache < cur ? cur - cache : cur;
-            const size_t left = lim > used ? (size_t)(lim - used) : 0;
-            if (!found || left < t->left) {
-                t->limit = (size_t)lim, t->left = left, t->max_name = max_name;
-                snprintf(t->dir, sizeof t->dir, "%.4000s", dir);
-                found = 1;
-            }
+    cg_tight *t = arg;
+    const char *max_name = version == 1 ? "memory.limit_in_bytes" : "memory.max";
+    const char *cur_name = version == 1 ? "memory.usage_in_bytes" : "memory.current";
+    unsigned long long lim, cur;
+    if (read_value(dir, max_name, &lim) == 1 && lim < CG_UNLIMITED && read_value(dir, cur_name, &cur) == 1) {
+        /* The kernel reclaims inactive file cache before it kills: it is room, not use. */
+        const unsigned long long cache = stat_value(dir, version == 1 ? "total_inactive_file" : "inactive_file");
+        const unsigned long long used = cache < cur ? cur - cache : cur;
+        const size_t left = lim > used ? (size_t)(lim - used) : 0;
+        if (!t->found || left < t->left) {
+            t->limit = (size_t)lim, t->left = left, t->max_name = max_name;
+            snprintf(t->dir, sizeof t->dir, "%.4000s", dir);
+            t->found = 1;
         }
-        char *slash = strrchr(dir, '/');
-        if (strlen(dir) <= mlen || !slash || (size_t)(slash - dir) < mlen) break;
-        *slash = '\0';
     }
-    return found;
+    return 0;
 }
 
 void host_budget_get(host_budget *out, size_t avail, int ranks, const char *root)
@@ -176,8 +115,12 @@ void host_budget_get(host_budget *out, size_t avail, int ranks, const char *root
         out->bytes = avail / (size_t)ranks;
         snprintf(out->source, sizeof out->source, "MemAvailable %s%s", host_budget_bytes(avail, a, sizeof a), shared);
     }
-    cg_tight cg;
-    if (cgroup_tightest(root, &cg)) {
+    char proc_cgroup[4096], fs_root[4096];
+    snprintf(proc_cgroup, sizeof proc_cgroup, "%.4000s/proc/self/cgroup", root);
+    snprintf(fs_root, sizeof fs_root, "%.4000s/sys/fs/cgroup", root);
+    cg_tight cg = {0};
+    cgroup_walk(proc_cgroup, fs_root, "memory", visit_memory, &cg);
+    if (cg.found) {
         out->cgroup_left = cg.left;
         if (out->kind == HOST_BUDGET_NONE || cg.left / (size_t)ranks < out->bytes) {
             out->kind = HOST_BUDGET_CGROUP;

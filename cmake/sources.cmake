@@ -6,7 +6,7 @@
 set(DTRAIN_BASE_SOURCES
   base/status.c base/log.c base/parse.c base/thread_stack.c base/dtype.c base/median.c base/path.c base/io_error.c base/json.c
   base/trace.c base/trace_json.c base/gpu_span.c base/abort_guard.c base/mem_limit.c
-  base/host_budget.c)
+  base/host_budget.c base/cgroup.c)
 
 set(DTRAIN_KERNELS_SOURCES
   kernels/backend.c kernels/pass_common.c kernels/optim_args.c

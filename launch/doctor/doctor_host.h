@@ -100,8 +100,8 @@ void doctor_comm_check_job(const struct doctor_facts *all, int world, struct doc
  * /sys/fs/cgroup), the resource limits, the RDMA devices. Never fails: what cannot be read is 0. */
 void doctor_node_collect(doctor_node_facts *f);
 /* The tightest CPU quota of the cgroups that proc_cgroup (a /proc/PID/cgroup file) names, and of
- * their ancestors, under the cgroup file system mounted at root: v2 cpu.max, v1
- * cpu.cfs_quota_us / cpu.cfs_period_us (in root/cpu or root/<controllers>). Sets f->quota_cpus
+ * their ancestors (cgroup_walk, base/cgroup.h), under the cgroup file system mounted at root: v2
+ * cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us (in root/cpu or root/<controllers>). Sets f->quota_cpus
  * and f->quota_file; leaves them 0 and "" without a quota. Separate so tests can fake the files. */
 void doctor_cpu_quota_read(const char *proc_cgroup, const char *root, doctor_node_facts *f);
 /* The per-rank resource limit row (node.limits), into out. */

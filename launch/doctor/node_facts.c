@@ -7,6 +7,8 @@
  */
 #include "launch/doctor/doctor.h"
 
+#include "base/cgroup.h"
+
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,62 +50,24 @@ static double dir_quota(const char *dir, int v2, char *file, size_t n)
     return (double)quota / (double)period;
 }
 
-/* The tightest quota from base+path up to base; a directory that is not there is skipped (a
- * container sees its own cgroup at base while /proc names the host's path). */
-static void walk_quota(const char *base, const char *path, int v2, doctor_node_facts *f)
+/* Keeps the tightest quota of the walk's directories. */
+static int visit_cpu(const char *dir, int version, void *arg)
 {
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s%s", base, path);
-    for (;;) {
-        char file[sizeof f->quota_file];
-        DIR *d = opendir(dir);
-        if (d) {
-            closedir(d);
-            const double q = dir_quota(dir, v2, file, sizeof file);
-            if (q > 0 && (f->quota_cpus <= 0 || q < f->quota_cpus)) {
-                f->quota_cpus = q;
-                snprintf(f->quota_file, sizeof f->quota_file, "%s", file);
-            }
-        }
-        char *slash = strrchr(dir, '/');
-        if (!slash || (size_t)(slash - dir) < strlen(base)) break;
-        *slash = '\0';
+    doctor_node_facts *f = arg;
+    char file[sizeof f->quota_file];
+    const double q = dir_quota(dir, version == 2, file, sizeof file);
+    if (q > 0 && (f->quota_cpus <= 0 || q < f->quota_cpus)) {
+        f->quota_cpus = q;
+        snprintf(f->quota_file, sizeof f->quota_file, "%s", file);
     }
+    return 0;
 }
 
 void doctor_cpu_quota_read(const char *proc_cgroup, const char *root, doctor_node_facts *f)
 {
     f->quota_cpus = 0;
     f->quota_file[0] = '\0';
-    FILE *fp = fopen(proc_cgroup, "r");
-    if (!fp) return;
-    char line[512];
-    while (fgets(line, sizeof line, fp)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2) continue;
-        *c1 = *c2 = '\0';
-        const char *ctrl = c1 + 1, *path = c2 + 1;
-        const char *rel = strcmp(path, "/") ? path : "";
-        char base[256];
-        if (!strcmp(line, "0") && !*ctrl) { /* v2: "0::/path" */
-            walk_quota(root, rel, 1, f);
-            continue;
-        }
-        /* v1: the cpu controller alone or with others ("cpu,cpuacct"), mounted as root/cpu (a
-         * link, usually) or under the controllers' own name. */
-        char list[128];
-        snprintf(list, sizeof list, ",%s,", ctrl);
-        if (!strstr(list, ",cpu,")) continue;
-        snprintf(base, sizeof base, "%s/cpu", root);
-        DIR *d = opendir(base);
-        if (d)
-            closedir(d);
-        else
-            snprintf(base, sizeof base, "%s/%s", root, ctrl);
-        walk_quota(base, rel, 0, f);
-    }
-    fclose(fp);
+    cgroup_walk(proc_cgroup, root, "cpu", visit_cpu, f);
 }
 
 static unsigned long long limit_of(int resource)
