@@ -301,8 +301,11 @@ dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
             snprintf(msg, sizeof msg, "out of memory for merging the trace (%.0f MiB)", CHUNK_BYTES / 1048576.0);
         else if (!path || !*path)
             snprintf(msg, sizeof msg, "dt_trace_write needs a path");
-        else if (snprintf(tmp, sizeof tmp, in_place ? "%s" : "%s.tmp", target) >= (int)sizeof tmp)
-            snprintf(msg, sizeof msg, "the trace path is longer than %zu bytes", sizeof tmp - 5);
+        /* The temp name carries the pid, as a checkpoint's does: two jobs given one --trace path
+         * must not write into each other's temp file before the renames. */
+        else if ((in_place ? snprintf(tmp, sizeof tmp, "%s", target)
+                           : snprintf(tmp, sizeof tmp, "%s.tmp.%d", target, (int)getpid())) >= (int)sizeof tmp)
+            snprintf(msg, sizeof msg, "the trace path is longer than %zu bytes", sizeof tmp - 16);
         else if (!(f = in_place ? open_in_place(tmp) : fopen(tmp, "w"))) {
             const int err = errno;
             char advice[IO_FIX_LEN];

@@ -81,9 +81,14 @@ PY
 }
 
 cd "$tmp" || exit 1
+# t.json.tmp: another job's temp file for the same path, half written: left alone (the temp name
+# carries the writer's pid).
+echo other >t.json.tmp
 if "$MPIRUN" -np 2 "$DTRAIN" train $run --trace t.json >out 2>&1; then
-    [ -f t.json ] && [ ! -e t.json.tmp ] && grep -q "trace of 2 ranks in t.json" out && ok "train --trace wrote t.json" ||
-        bad "train --trace: no t.json or no line saying so: $(cat out)"
+    [ -f t.json ] && ! ls t.json.tmp.* >/dev/null 2>&1 && grep -q "trace of 2 ranks in t.json" out && ok "train --trace wrote t.json" ||
+        bad "train --trace: no t.json, a temp file left, or no line saying so: $(cat out)"
+    [ "$(cat t.json.tmp 2>/dev/null)" = other ] && ok "another writer's t.json.tmp left as it was" ||
+        bad "another writer's t.json.tmp was overwritten or renamed"
     msg=$(check_trace t.json 1,2,3,4,5,6) && ok "trace of all steps: $msg" || bad "trace of all steps: $msg"
 else
     bad "train --trace failed: $(cat out)"
