@@ -356,6 +356,7 @@ static int train_finish(train_run *r)
     int differ = 0, first_differ = -1;
     s = dt_check_replicas(r->ctx, final_params, n * sizeof *final_params, &differ, &first_differ);
     if (s == DT_ERR_NUMERIC) {
+        g_failure_shared = status_shared(s); /* every rank has the verdict: each ends on its own */
         if (r->rank == 0)
             cli_error("the ranks ended with different parameters (%d of %d differ from rank 0, the first is rank %d): "
                       "a bug in dtrain (or a rank's memory is faulty); please report it with this command line",

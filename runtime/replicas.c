@@ -75,22 +75,24 @@ static dt_status check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, dt_s
     replica_tally t = {.first = -1, .first_len = -1};
     const dt_status s = rank_share_slots(ctx, mine, SLOT, tally_visit, &t);
     if (s) return s;
+    /* Each verdict below is every rank's: each saw every rank's slots. */
     if (t.nlen)
-        return status_set_error(DT_ERR_INVALID_ARG,
-                                "dt_check_replicas: rank %d gave %llu bytes where rank 0 gave %llu%s: every rank must "
-                                "pass its copy of the same buffer, the same length on every rank, so nothing was "
-                                "compared",
-                                t.first_len, (unsigned long long)t.its_len,
-                                (unsigned long long)slot_digits(t.h0 + DIGITS),
-                                t.nlen > 1 ? " (and other ranks differ too)" : "");
+        return status_mark_shared(
+            status_set_error(DT_ERR_INVALID_ARG,
+                             "dt_check_replicas: rank %d gave %llu bytes where rank 0 gave %llu%s: every rank must "
+                             "pass its copy of the same buffer, the same length on every rank, so nothing was "
+                             "compared",
+                             t.first_len, (unsigned long long)t.its_len, (unsigned long long)slot_digits(t.h0 + DIGITS),
+                             t.nlen > 1 ? " (and other ranks differ too)" : ""));
     if (differ) *differ = t.n;
     if (first_rank) *first_rank = t.first;
     if (t.n)
-        return status_set_error(DT_ERR_NUMERIC,
-                                "the replicas differ: %d of the %d ranks hold other values than rank 0 "
-                                "(the first is rank %d); every rank must apply the same reduced gradients (call "
-                                "dt_model_sync_grads, or dt_allreduce the gradients, before each optimizer step)",
-                                t.n, world, t.first);
+        return status_mark_shared(
+            status_set_error(DT_ERR_NUMERIC,
+                             "the replicas differ: %d of the %d ranks hold other values than rank 0 "
+                             "(the first is rank %d); every rank must apply the same reduced gradients (call "
+                             "dt_model_sync_grads, or dt_allreduce the gradients, before each optimizer step)",
+                             t.n, world, t.first));
     return DT_OK;
 }
 

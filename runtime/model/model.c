@@ -266,11 +266,13 @@ static dt_status model_check_ranks(dt_ctx *ctx, const dt_model *m, dt_status own
     if (mine != zero)
         snprintf(this_rank, sizeof this_rank, "; this rank (%d) was given spec \"%.120s\" and input \"%.40s\"",
                  dt_rank(ctx), spec ? spec : "", input ? input : "(the preset's)");
-    return status_set_error(DT_ERR_INVALID_ARG,
-                            "dt_model_create: %d of the %d ranks built another model than rank 0 (the first is rank "
-                            "%d)%s: every rank must pass the same spec and input, since the ranks train one model "
-                            "together",
-                            differ, dt_world_size(ctx), first, this_rank);
+    /* Every rank knows this verdict (dt_check_replicas gave each the same count). */
+    return status_mark_shared(
+        status_set_error(DT_ERR_INVALID_ARG,
+                         "dt_model_create: %d of the %d ranks built another model than rank 0 (the first is rank "
+                         "%d)%s: every rank must pass the same spec and input, since the ranks train one model "
+                         "together",
+                         differ, dt_world_size(ctx), first, this_rank));
 }
 
 dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed, int max_batch,

@@ -14,13 +14,15 @@
  * memory (their exchange needs none: they succeed alike); dt_buffer_norm across ranks with a NULL
  * norm or a bad element type; dt_reducer_create with a NULL out, a bad overlap or an allocation
  * that fails (each in turn), and its retune with a bad reduction; dt_check_replicas with a NULL
- * buffer. With one rank there is nobody to wait: the failing calls fail alone. Run as `test_joins
+ * buffer; and the verdicts every rank reaches from one exchange marked shared. With one rank
+ * there is nobody to wait: the failing calls fail alone. Run as `test_joins
  * late-dup`, it checks that the reducer's engine duplicates its communicator under the deadline.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "dtrain.h"
 #include "collectives/engine.h"
 #include "collectives/reducer_internal.h"
+#include "base/status.h"
 #include "mpi_check.h"
 
 #include <errno.h>
@@ -335,6 +337,29 @@ static void check_replicas_null(dt_ctx *ctx)
     CHECK(differ == 0, "nothing compared, nothing counted");
 }
 
+/* 9. Verdicts every rank reaches from one exchange are marked shared (status_shared), so that a
+ * launcher ends each rank on its own instead of aborting the job: the replicas' values or lengths
+ * differing, and dt_model_create of another model on one rank. */
+static void check_shared_verdicts(dt_ctx *ctx)
+{
+    if (world < 2) return;
+    const int bad = world - 1;
+    float buf[16] = {0};
+    if (rank == bad) buf[3] = 1.0f;
+    dt_status s = dt_check_replicas(ctx, buf, sizeof buf, NULL, NULL);
+    CHECK(s == DT_ERR_NUMERIC && status_shared(s), "replicas differ: rank %d got %d, shared %d", rank, (int)s,
+          status_shared(s));
+    s = dt_check_replicas(ctx, buf, rank == bad ? 60 : 64, NULL, NULL);
+    CHECK(s == DT_ERR_INVALID_ARG && status_shared(s), "replica lengths differ: rank %d got %d, shared %d", rank,
+          (int)s, status_shared(s));
+    dt_model *m = NULL;
+    s = dt_model_create(ctx, SPEC, rank == bad ? "9" : "8", 11, B, &m);
+    CHECK(s == DT_ERR_INVALID_ARG && status_shared(s) && strstr(dt_last_error(), "built another model"),
+          "another model on rank %d: rank %d got %d, shared %d (%s)", bad, rank, (int)s, status_shared(s),
+          dt_last_error());
+    dt_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
     dt_config cfg;
@@ -354,6 +379,7 @@ int main(int argc, char **argv)
     check_buffer_norm(ctx);
     check_reducer(ctx);
     check_replicas_null(ctx);
+    check_shared_verdicts(ctx);
     const int rc = mpi_check_finish(ctx, "test_joins");
     dt_finalize(ctx);
     return rc;
