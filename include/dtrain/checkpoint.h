@@ -188,9 +188,9 @@ typedef struct dt_ckpt_data {
  * @param m    the model: its parameters
  * @param o    its optimizer's state, or NULL for the weights only (enough for inference and
  *             evaluation; such a checkpoint cannot resume an optimizer)
- * @param sc   the loss scaler, whose state (scale, good-step run, hysteresis, counts) is saved so
- *             that a resumed fp16 run scales exactly as the uninterrupted one would (the window of
- *             recent overflows that max_overflow_fraction judges is not saved: it starts empty);
+ * @param sc   the loss scaler, whose state (scale, good-step run, hysteresis, counts, and the
+ *             window of recent overflows that max_overflow_fraction judges) is saved so that a
+ *             resumed fp16 run scales, and gives up, exactly as the uninterrupted one would;
  *             NULL: none
  * @param data the data block (position and normalization), or NULL: none
  * @param step 0 to 10^18-1

@@ -112,11 +112,12 @@ typedef struct dt_scaler_state {
     long updates;        /**< dt_scaler_updates() */
     long skipped;        /**< dt_scaler_skipped() */
 } dt_scaler_state;
-/** Copies the scaler's whole state into *st (zeros for a NULL s; nothing for a NULL st). */
+/** Copies the scaler's state into *st (zeros for a NULL s; nothing for a NULL st): all but its
+ * window of recent overflows, which dt_checkpoint_save and dt_checkpoint_load_latest carry too. */
 DT_API void dt_scaler_get_state(const dt_scaler *s, dt_scaler_state *st);
 /** Replaces the scaler's state with *st (a checkpoint's), after checking it against the scaler's
- * settings: DT_ERR_CORRUPT when a value is out of range (the scaler is then unchanged);
- * DT_ERR_INVALID_ARG for a NULL s or st. */
+ * settings, and empties its window of recent overflows: DT_ERR_CORRUPT when a value is out of
+ * range (the scaler is then unchanged); DT_ERR_INVALID_ARG for a NULL s or st. */
 DT_API dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st);
 
 /** @} */

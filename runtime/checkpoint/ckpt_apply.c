@@ -145,7 +145,9 @@ dt_status ckpt_apply(const char *path, const ckpt_state *st, dt_model *m, dt_opt
         /* Sound values that this run's settings exclude (another --loss-scale-growth-interval, a
          * lower max scale): the parameters are in, and the scaler starts afresh, as for a run
          * that had none. */
-        if (dt_scaler_set_state(sc, &st->scaler)) {
+        if (!dt_scaler_set_state(sc, &st->scaler)) {
+            scaler_window_set(sc, st->window, st->window_n);
+        } else {
             log_msg(LOG_LEVEL_WARN,
                     "checkpoint %s: loss-scaler state not usable with this run's settings (%s); the "
                     "loss scale starts again from its initial value",
@@ -178,5 +180,6 @@ void ckpt_state_free(ckpt_state *st)
 {
     for (int i = 0; i < 3; i++) free(st->sec[i]);
     free(st->figures);
+    free(st->window);
     memset(st, 0, sizeof *st);
 }

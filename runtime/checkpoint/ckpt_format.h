@@ -15,7 +15,8 @@
  *                 header + table + the sum of the sections' bytes.
  *   A dt_model checkpoint (dt_checkpoint_save) holds "dtrain.model" (ckpt4_model), "params"
  *   (nparams floats), "optim.m" and "optim.v" when the optimizer keeps them (SGD momentum or
- *   AdamW's first moment; AdamW's second), "scaler" (ckpt4_scaler) and "data" (ckpt4_data, then
+ *   AdamW's first moment; AdamW's second), "scaler" (ckpt4_scaler) and "scaler.window" (a u32
+ *   count, then that many overflow flags, oldest first) and "data" (ckpt4_data, then
  *   mean[channels] and std[channels]) when saved with them.
  *
  * Versions 1 to 3 (read only): a fixed layout.
@@ -78,6 +79,9 @@ typedef struct ckpt4_entry {
 #define CKPT4_MOMENT1 "optim.m"
 #define CKPT4_MOMENT2 "optim.v"
 #define CKPT4_SCALER "scaler"
+#define CKPT4_SCALER_WINDOW "scaler.window"
+/* The most flags "scaler.window" may hold: --loss-scale-window's own limit. */
+#define CKPT_MAX_SCALER_WINDOW (1 << 20)
 #define CKPT4_DATA "data"
 /* Names that start so are dtrain's own: dt_ckpt_add refuses them. */
 #define CKPT4_RESERVED_PREFIX "dtrain."
@@ -268,6 +272,8 @@ typedef struct ckpt_state {
     int optim_t;
     int has_scaler;
     dt_scaler_state scaler;
+    unsigned char *window; /* the scaler's recent overflow flags, oldest first (malloc'd; NULL: none) */
+    int window_n;
     int has_data; /* the data block: */
     long epoch, offset;
     int normalize, channels;

@@ -5,6 +5,7 @@
  */
 #include "runtime/checkpoint/ckpt_format.h"
 #include "collectives/ctx_comm.h"
+#include "collectives/rank_verdict.h"
 #include "base/log.h"
 #include "runtime/model/model.h"
 #include "base/status.h"
@@ -81,6 +82,28 @@ static dt_status broadcast_state(dt_ctx *ctx, int rank, dt_model *m, dt_optimize
         st.updates = (long)v[3];
         st.skipped = (long)v[4];
         if (rank != 0 && (c = dt_scaler_set_state(sc, &st))) return c;
+        /* ...with its window of recent overflows. */
+        int32_t n = scaler_window_len(sc);
+        if ((c = dt_broadcast(ctx, &n, sizeof n, DT_U8, 0))) return c;
+        if (n > 0) {
+            unsigned char *win = malloc((size_t)n);
+            /* Every rank joins the broadcast or none: one without the memory must not leave the
+             * others waiting in it. */
+            c = win ? DT_OK
+                    : status_set_error(DT_ERR_NOMEM, "out of memory for the loss scaler's window (%d bytes)", n);
+            if ((c = rank_verdict_status(ctx, c, "dt_checkpoint_load_latest",
+                                         ", so the loss scaler's window was not shared"))) {
+                free(win);
+                return c;
+            }
+            if (rank == 0) scaler_window_get(sc, win, n);
+            if ((c = dt_broadcast(ctx, win, (size_t)n, DT_U8, 0))) {
+                free(win);
+                return c;
+            }
+            if (rank != 0) scaler_window_set(sc, win, n);
+            free(win);
+        }
     }
     return DT_OK;
 }

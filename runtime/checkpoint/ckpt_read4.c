@@ -49,6 +49,53 @@ static dt_status read_struct(const ckpt_file *f, int i, void *p, size_t size)
     return ckpt_file_read(f, (uint32_t)i, p);
 }
 
+/* "scaler.window": a u32 count, then count flags of 0 or 1, no more of them than the scaler's
+ * updates and no more ones than its skipped steps (st->scaler, read before). */
+static dt_status read_window(const ckpt_file *f, int i, ckpt_state *st)
+{
+    const char *path = f->path;
+    const uint64_t bytes = f->e[i].bytes;
+    if (bytes < sizeof(uint32_t) || bytes > sizeof(uint32_t) + (uint64_t)CKPT_MAX_SCALER_WINDOW)
+        return status_set_error(DT_ERR_CORRUPT,
+                                "checkpoint %s: section \"" CKPT4_SCALER_WINDOW "\" is %llu bytes; it must be 4 plus "
+                                "one per flag, at most %d flags",
+                                path, (unsigned long long)bytes, CKPT_MAX_SCALER_WINDOW);
+    unsigned char *buf = malloc((size_t)bytes);
+    if (!buf)
+        return status_set_error(DT_ERR_NOMEM,
+                                "out of memory reading checkpoint %s (section \"" CKPT4_SCALER_WINDOW "\", %llu bytes)",
+                                path, (unsigned long long)bytes);
+    dt_status s = ckpt_file_read(f, (uint32_t)i, buf);
+    uint32_t count = 0;
+    memcpy(&count, buf, sizeof count);
+    long ones = 0;
+    for (uint64_t k = sizeof count; k < bytes && !s; k++) {
+        if (buf[k] > 1)
+            s = status_set_error(
+                DT_ERR_CORRUPT, "checkpoint %s: section \"" CKPT4_SCALER_WINDOW "\" flag %llu is %u; it must be 0 or 1",
+                path, (unsigned long long)(k - sizeof count), buf[k]);
+        ones += buf[k];
+    }
+    if (!s && count != bytes - sizeof count)
+        s = status_set_error(DT_ERR_CORRUPT,
+                             "checkpoint %s: section \"" CKPT4_SCALER_WINDOW
+                             "\" field count is %u but it holds %llu flags",
+                             path, count, (unsigned long long)(bytes - sizeof count));
+    if (!s && ((long)count > st->scaler.updates || ones > st->scaler.skipped))
+        s = status_set_error(DT_ERR_CORRUPT,
+                             "checkpoint %s: section \"" CKPT4_SCALER_WINDOW "\" holds %u flags (%ld overflows); the "
+                             "scaler had only %ld updates (%ld skipped)",
+                             path, count, ones, st->scaler.updates, st->scaler.skipped);
+    if (s) {
+        free(buf);
+        return s;
+    }
+    memmove(buf, buf + sizeof count, count);
+    st->window = buf;
+    st->window_n = (int)count;
+    return DT_OK;
+}
+
 static dt_status read_data(const ckpt_file *f, int i, const dt_ckpt_data *data, ckpt_state *st)
 {
     const char *path = f->path;
@@ -166,8 +213,9 @@ dt_status ckpt_read4_state(int fd, uint64_t size, const char *path, long name_st
     if (s) return s;
     f->beat = beat;
     ckpt_test_slow(beat);
-    int is, id;
-    if (!(s = find(f, CKPT4_SCALER, &is)) && !(s = find(f, CKPT4_DATA, &id)) && !(s = read_model(f, m, o, st))) {
+    int is, iw, id;
+    if (!(s = find(f, CKPT4_SCALER, &is)) && !(s = find(f, CKPT4_SCALER_WINDOW, &iw)) &&
+        !(s = find(f, CKPT4_DATA, &id)) && !(s = read_model(f, m, o, st))) {
         if (is >= 0) {
             ckpt4_scaler cs;
             if (!(s = read_struct(f, is, &cs, sizeof cs)) &&
@@ -180,6 +228,8 @@ dt_status ckpt_read4_state(int fd, uint64_t size, const char *path, long name_st
                                                .skipped = (long)cs.skipped};
             }
         }
+        /* Files written before the window was saved have none: it starts empty, as it did. */
+        if (!s && st->has_scaler && iw >= 0) s = read_window(f, iw, st);
         if (!s && id >= 0) s = read_data(f, id, data, st);
     }
     if (!s) {

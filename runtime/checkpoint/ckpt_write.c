@@ -111,6 +111,16 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
                                    .updates = st.updates,
                                    .skipped = st.skipped};
         if ((s = ckpt_writer_add_ref(w, CKPT4_SCALER, &b->scaler, sizeof b->scaler))) return s;
+        /* The window of recent overflows, so that a resumed run gives up where this one would. */
+        const int n = scaler_window_len(sc);
+        unsigned char *win = malloc(sizeof(uint32_t) + (size_t)n);
+        if (!win) {
+            status_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's loss-scaler window");
+            return ckpt_writer_fail(w, DT_ERR_NOMEM);
+        }
+        const uint32_t count = (uint32_t)scaler_window_get(sc, win + sizeof count, n);
+        memcpy(win, &count, sizeof count);
+        if ((s = ckpt_writer_add_owned(w, CKPT4_SCALER_WINDOW, win, sizeof count + count))) return s;
     }
     if (data) {
         const uint32_t ch = data->mean && data->std && data->channels > 0 ? (uint32_t)data->channels : 0;

@@ -82,6 +82,14 @@ dt_status model_params_from_host(dt_model *m, const float *host);
 /* For checkpoints without usable scaler state: the scaler as dt_scaler_create left it (its
  * initial scale, no updates, an empty window), as for a run that had none (scaler.c). */
 void scaler_restart(dt_scaler *s);
+/* The window of recent overflow verdicts (1 = the update overflowed), for checkpoints, so that a
+ * resumed run gives up when the uninterrupted one would: scaler_window_len says how many it holds
+ * (at most its config's window); scaler_window_get copies the newest min(that, cap) into out,
+ * oldest first, and returns the count; scaler_window_set (after dt_scaler_set_state, which empties
+ * it) refills it from n flags, oldest first, keeping the newest `window` of them. */
+int scaler_window_len(const dt_scaler *s);
+int scaler_window_get(const dt_scaler *s, unsigned char *out, int cap);
+void scaler_window_set(dt_scaler *s, const unsigned char *flags, int n);
 
 /* ZeRO-1 (model_zero.c). The optimizer's state cut down to the slices [off[i], off[i] + cnt[i]) this
  * rank owns (its values there kept); a no-op when already cut so. */

@@ -266,8 +266,9 @@ void scaler_restart(dt_scaler *s)
     s->nchanges = 0;
 }
 
-/* The window of recent verdicts is not part of the state (a checkpoint holds no history): after
- * set_state it starts empty, and the scale history restarts from the restored scale. */
+/* The window of recent verdicts is not part of the public state: after set_state it starts empty
+ * (scaler_window_set refills it from a checkpoint), and the scale history restarts from the
+ * restored scale. */
 dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st)
 {
     if (!s) return status_null_arg("dt_scaler_set_state", "s", "pass the scaler dt_scaler_create made");
@@ -297,4 +298,35 @@ dt_status dt_scaler_set_state(dt_scaler *s, const dt_scaler_state *st)
     s->start_step = st->updates > 0 ? st->updates : 0;
     s->nchanges = 0;
     return DT_OK;
+}
+
+int scaler_window_len(const dt_scaler *s) { return s ? s->ring_filled : 0; }
+
+int scaler_window_get(const dt_scaler *s, unsigned char *out, int cap)
+{
+    if (!s || !out || cap <= 0) return 0;
+    const int n = s->ring_filled < cap ? s->ring_filled : cap;
+    /* The newest verdict is just before ring_pos; the oldest kept n - 1 places before it. */
+    for (int i = 0; i < n; i++) {
+        int at = s->ring_pos - n + i;
+        if (at < 0) at += s->cfg.window;
+        out[i] = s->ring[at];
+    }
+    return n;
+}
+
+void scaler_window_set(dt_scaler *s, const unsigned char *flags, int n)
+{
+    if (!s) return;
+    scaler_clear_window(s);
+    if (!flags || n <= 0) return;
+    /* A shorter window than the one saved (another --loss-scale-window) keeps the newest. */
+    const int from = n > s->cfg.window ? n - s->cfg.window : 0;
+    for (int i = from; i < n; i++) {
+        const unsigned char flag = flags[i] ? 1 : 0;
+        s->ring[s->ring_pos] = flag;
+        s->ring_overflows += flag;
+        s->ring_pos = s->ring_pos + 1 == s->cfg.window ? 0 : s->ring_pos + 1;
+        s->ring_filled++;
+    }
 }

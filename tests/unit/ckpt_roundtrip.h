@@ -114,6 +114,10 @@ static int rt_compare(ckpt_rt *rt, const char *how, const rt_shape *sh, const rt
                  "%s: the scaler reads scale %a good %d hyst %d updates %ld skipped %ld, saved %a %d %d %ld %ld", how,
                  b.scale, b.good_steps, b.hysteresis_left, b.updates, b.skipped, a.scale, a.good_steps,
                  a.hysteresis_left, a.updates, a.skipped);
+        unsigned char wa[8], wb[8];
+        const int na = scaler_window_get(want->sc, wa, 8), nb = scaler_window_get(got->sc, wb, 8);
+        RT_CHECK(na == nb && !memcmp(wa, wb, (size_t)na), "%s: the scaler's window reads %d flags, saved %d", how, nb,
+                 na);
     }
     const dt_ckpt_data *a = &want->data, *b = &got->data;
     RT_CHECK(b->present == sh->has_data, "%s: data block present %d, saved %d", how, b->present, sh->has_data);
@@ -141,13 +145,14 @@ static int rt_model_sections(ckpt_rt *rt, const char *dir, long step, const rt_s
     dt_ckpt_reader *r = NULL;
     long got_step = -1;
     float *p = NULL;
-    const char *names[6];
+    const char *names[7];
     int n = 0;
     names[n++] = CKPT4_MODEL;
     names[n++] = CKPT4_PARAMS;
     if (sh->optim <= 1) names[n++] = CKPT4_MOMENT1;
     if (sh->optim == 0) names[n++] = CKPT4_MOMENT2;
     if (sh->has_scaler) names[n++] = CKPT4_SCALER;
+    if (sh->has_scaler) names[n++] = CKPT4_SCALER_WINDOW;
     if (sh->has_data) names[n++] = CKPT4_DATA;
     RT_CHECK(dt_ckpt_open_latest(NULL, dir, &r, &got_step) == DT_OK && r, "dt_ckpt_open_latest(%s): %s", dir,
              dt_last_error());
@@ -193,6 +198,17 @@ static void rt_fill(ckpt_rt *rt, int raw, int t, const uint8_t sbytes[8], rt_sta
         st.updates = (long)sbytes[4] << (sbytes[6] % 40);
         st.skipped = (long)sbytes[5] << (sbytes[7] % 40);
         (void)dt_scaler_set_state(s->sc, &st);
+        /* A window of up to 4 recent verdicts, as many as the updates allow, no more overflows
+         * than the skipped steps (what a real run's window can hold). */
+        dt_scaler_get_state(s->sc, &st);
+        unsigned char flags[4];
+        int n = 0;
+        long ones = 0;
+        for (; n < (int)(sbytes[1] % 5) && n < st.updates; n++) {
+            flags[n] = (unsigned char)((sbytes[2] >> n) & 1) && ones < st.skipped;
+            ones += flags[n];
+        }
+        scaler_window_set(s->sc, flags, n);
     }
     if (sh->has_data && sh->figures) {
         const int ch = sh->channels;

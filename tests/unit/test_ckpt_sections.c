@@ -4,7 +4,8 @@
  * size or missing section is an error naming it; a damaged, truncated or crafted file (valid CRCs,
  * lengths past its end, duplicate names, a table larger than the file) is refused from its header
  * and table and skipped for an older sound one; a file-size limit or an unwritable directory is an
- * error and leaves no file; dt_model's checkpoints are such files, and its reader refuses a user's.
+ * error and leaves no file; dt_model's checkpoints are such files, and its reader refuses a user's;
+ * the loss scaler's window of recent overflows survives a checkpoint.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "runtime/checkpoint/ckpt_format.h"
+#include "runtime/model/model.h"
 #include "ckpt_v3.h"
 #include "dtrain.h"
 #include "base/log.h"
@@ -378,9 +380,9 @@ static void test_model_files(void **state)
     long step;
     assert_int_equal(dt_ckpt_open_latest(NULL, dir, &r, &step), DT_OK);
     assert_int_equal(step, 4);
-    const char *names[] = {"dtrain.model", "params", "optim.m", "optim.v", "scaler"};
-    assert_int_equal(dt_ckpt_num_sections(r), 5);
-    for (int i = 0; i < 5; i++) assert_string_equal(dt_ckpt_section_name(r, i), names[i]);
+    const char *names[] = {"dtrain.model", "params", "optim.m", "optim.v", "scaler", "scaler.window"};
+    assert_int_equal(dt_ckpt_num_sections(r), 6);
+    for (int i = 0; i < 6; i++) assert_string_equal(dt_ckpt_section_name(r, i), names[i]);
     float p[9];
     assert_int_equal(dt_ckpt_read(r, "params", p, sizeof p), DT_OK);
     assert_memory_equal(p, saved, sizeof p);
@@ -465,6 +467,64 @@ static void test_model_files(void **state)
     dt_scaler_free(sc);
 }
 
+/* The loss scaler's window of recent overflows goes through a checkpoint: a run that had 2
+ * overflows of 2 updates in a window of 4 tolerating 2 gives up at the next overflow after a
+ * resume too (an empty window would tolerate 2 more), a shorter window keeps the newest flags, and
+ * a crafted window (a flag that is not 0 or 1, more overflows than skipped steps) is refused. */
+static void test_scaler_window(void **state)
+{
+    (void)state;
+    dt_model *m;
+    assert_int_equal(dt_model_create(NULL, "fc:3", "2", 7, 4, &m), DT_OK);
+    dt_scaler_config scc;
+    dt_scaler_defaults(&scc);
+    scc.window = 4;
+    scc.max_overflow_fraction = 0.5;
+    dt_scaler *sc, *back;
+    assert_int_equal(dt_scaler_create(&scc, &sc), DT_OK);
+    assert_int_equal(dt_scaler_update(sc, 0), DT_OK);
+    assert_int_equal(dt_scaler_update(sc, 1), DT_OK);
+    assert_int_equal(dt_scaler_update(sc, 1), DT_OK);
+    assert_int_equal(dt_checkpoint_save(NULL, dir, m, NULL, sc, NULL, 3), DT_OK);
+    assert_int_equal(dt_scaler_create(&scc, &back), DT_OK);
+    long step;
+    assert_int_equal(dt_checkpoint_load_latest(NULL, dir, m, NULL, back, NULL, &step), DT_OK);
+    unsigned char flags[4];
+    assert_int_equal(scaler_window_get(back, flags, 4), 3);
+    assert_memory_equal(flags, "\0\1\1", 3);
+    expect_error(dt_scaler_update(back, 1), DT_ERR_NUMERIC, "3 of the last 4 updates overflowed");
+    expect_error(dt_scaler_update(sc, 1), DT_ERR_NUMERIC, "3 of the last 4 updates overflowed");
+    dt_scaler_free(back);
+    scc.window = 2; /* another --loss-scale-window: the newest two */
+    assert_int_equal(dt_scaler_create(&scc, &back), DT_OK);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, dir, m, NULL, back, NULL, &step), DT_OK);
+    assert_int_equal(scaler_window_get(back, flags, 4), 2);
+    assert_memory_equal(flags, "\1\1", 2);
+    /* Crafted, CRCs valid: refused naming the section. */
+    size_t len, off = 0;
+    unsigned char *img = load(at("ckpt-0000000003.dtc"), &len);
+    const char *p7 = at("ckpt-0000000007.dtc");
+    ((ckpt4_header *)(void *)img)->step = 7;
+    entry(img, "scaler.window", &off);
+    img[off + 4] = 2;
+    ckpt_seal(img, len);
+    save(p7, img, len);
+    long st;
+    int world;
+    expect_error(ckpt_read_file(p7, 7, m, NULL, back, &st, &world), DT_ERR_CORRUPT,
+                 "section \"scaler.window\" flag 0 is 2; it must be 0 or 1");
+    img[off + 4] = 1; /* three ones where the scaler skipped two steps */
+    ckpt_seal(img, len);
+    save(p7, img, len);
+    expect_error(ckpt_read_file(p7, 7, m, NULL, back, &st, &world), DT_ERR_CORRUPT,
+                 "holds 3 flags (3 overflows); the scaler had only 3 updates (2 skipped)");
+    unlink(p7);
+    free(img);
+    dt_scaler_free(back);
+    dt_scaler_free(sc);
+    dt_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -474,6 +534,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_damaged_and_crafted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_io_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_model_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scaler_window, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
