@@ -220,6 +220,38 @@ static dt_status g_loss_wait(backend *be)
 
 /* ---------------------------------------------------------------- memory and streams */
 
+/* A failed allocation is out of memory only when CUDA says so (cudaErrorMemoryAllocation): an
+ * earlier kernel's fault (sticky, and the message a smaller --batch would not cure) or a call made
+ * while a step graph records (cudaMalloc may not run under capture) is the device's error, said
+ * with the call that failed. Non-sticky errors are cleared, so no later check takes them for its
+ * own. */
+static dt_status alloc_failed(cudaError_t e, const char *call, const char *what, size_t n, int pinned)
+{
+    cudaGetLastError();
+    if (e != cudaErrorMemoryAllocation)
+        return status_set_error(DT_ERR_DEVICE,
+                                "cuda alloc of %.1f MiB of %s memory for %s: %s failed: %s (%s) (not a lack of "
+                                "memory: the error may come from an earlier kernel, or a step graph was being "
+                                "recorded)",
+                                (double)n / 1048576.0, pinned ? "pinned host" : "GPU", what, call, cudaGetErrorName(e),
+                                cudaGetErrorString(e));
+    if (pinned)
+        return status_set_error(DT_ERR_NOMEM,
+                                "cannot pin %.1f MiB of host memory for %s (%s): raise the locked-memory "
+                                "limit (ulimit -l) or use a smaller --batch",
+                                (double)n / 1048576.0, what, cudaGetErrorString(e));
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        cudaGetLastError();
+        fr = tot = 0;
+    }
+    return status_set_error(DT_ERR_NOMEM,
+                            "out of GPU memory for %s: asked %.1f MiB, %.1f MiB free of %.1f MiB (%s): "
+                            "use a smaller --batch, or --precision bf16 (16-bit activations take half the memory)",
+                            what, (double)n / 1048576.0, (double)fr / 1048576.0, (double)tot / 1048576.0,
+                            cudaGetErrorString(e));
+}
+
 static dt_status g_alloc(backend *be, size_t bytes, const char *what, void **out)
 {
     (void)be;
@@ -229,20 +261,20 @@ static dt_status g_alloc(backend *be, size_t bytes, const char *what, void **out
      * cudaMemset of device memory returns before it runs, on the legacy stream, which the copy
      * and side streams (non-blocking) do not wait for: the wait makes the zeros land before any
      * stream can use the memory (allocations are rare: set-up, a new batch size, the spare copy). */
+    const char *call = "cudaMalloc";
     cudaError_t e = cudaMalloc(out, n);
-    if (e == cudaSuccess) e = cudaMemset(*out, 0, n);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamLegacy);
+    if (e == cudaSuccess) {
+        call = "cudaMemset";
+        e = cudaMemset(*out, 0, n);
+    }
+    if (e == cudaSuccess) {
+        call = "cudaStreamSynchronize";
+        e = cudaStreamSynchronize(cudaStreamLegacy);
+    }
     if (e == cudaSuccess) return DT_OK;
-    size_t fr = 0, tot = 0;
     if (*out) cudaFree(*out);
     *out = NULL;
-    cudaGetLastError(); /* clear the non-sticky error state of an OOM */
-    cudaMemGetInfo(&fr, &tot);
-    return status_set_error(DT_ERR_NOMEM,
-                            "out of GPU memory for %s: asked %.1f MiB, %.1f MiB free of %.1f MiB (%s): "
-                            "use a smaller --batch, or --precision bf16 (16-bit activations take half the memory)",
-                            what, (double)n / 1048576.0, (double)fr / 1048576.0, (double)tot / 1048576.0,
-                            cudaGetErrorString(e));
+    return alloc_failed(e, call, what, n, 0);
 }
 
 static void g_free(backend *be, void *p)
@@ -259,11 +291,7 @@ static dt_status g_host_alloc(backend *be, size_t bytes, const char *what, void 
     const cudaError_t e = cudaHostAlloc(out, n, cudaHostAllocPortable);
     if (e == cudaSuccess) return DT_OK;
     *out = NULL;
-    cudaGetLastError(); /* clear the non-sticky error state */
-    return status_set_error(DT_ERR_NOMEM,
-                            "cannot pin %.1f MiB of host memory for %s (%s): raise the locked-memory "
-                            "limit (ulimit -l) or use a smaller --batch",
-                            (double)n / 1048576.0, what, cudaGetErrorString(e));
+    return alloc_failed(e, "cudaHostAlloc", what, n, 1);
 }
 
 static void g_host_free(backend *be, void *p)

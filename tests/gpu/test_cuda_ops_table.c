@@ -8,6 +8,7 @@
  * Tolerances: none; every check is exact.
  */
 #include "cuda_ops_fixture.h"
+#include "base/status.h"
 #include "runtime/test_hooks.h"
 
 #include <sched.h>
@@ -240,6 +241,31 @@ static void check_host_alloc(void)
     cudaFree(d);
 }
 
+/* An allocation that fails for another reason than memory is not reported as out of memory (whose
+ * advice, a smaller --batch, would not help): cudaMalloc while a step graph records is refused by
+ * CUDA (an unsafe call under thread-local capture), and alloc names the call. The recording is
+ * then ended and dropped, and nothing is left behind for later checks. */
+static void check_alloc_errors(void)
+{
+    st_ok("graph_begin", gpu_be->ops->graph_begin(gpu_be));
+    void *p = NULL;
+    const dt_status st = gpu_be->ops->alloc(gpu_be, (size_t)1 << 20, "a test buffer", &p);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", st ? dt_last_error() : "");
+    void *graph = NULL;
+    (void)gpu_be->ops->graph_end(gpu_be, 0, &graph);
+    status_clear_error();
+    check(st != DT_ERR_NOMEM && (st == DT_OK || (st == DT_ERR_DEVICE && strstr(msg, "cudaMalloc") != NULL)),
+          "an allocation refused while recording is the device's error naming cudaMalloc, not out of memory: %d, "
+          "\"%s\"",
+          (int)st, msg);
+    if (p) gpu_be->ops->free(gpu_be, p);
+    check(gpu_be->ops->last_status(gpu_be) == DT_OK, "a refused allocation leaves no error behind for later calls");
+    p = NULL;
+    st_ok("alloc after the recording", gpu_be->ops->alloc(gpu_be, (size_t)1 << 20, "a test buffer", &p));
+    if (p) gpu_be->ops->free(gpu_be, p);
+}
+
 /* ---------------------------------------------------------------- error recording */
 
 /* cuBLAS prints "** On entry to SGEMM parameter number 10 had an illegal value" to stderr here:
@@ -258,6 +284,7 @@ static void check_errors(void)
 
 int main(void)
 {
-    const cuda_check_fn checks[] = {check_set_stream, check_streams_without_gemms, check_host_alloc, check_errors};
+    const cuda_check_fn checks[] = {check_set_stream, check_streams_without_gemms, check_host_alloc, check_alloc_errors,
+                                    check_errors};
     return cuda_ops_main(check_no_gpu, checks, sizeof checks / sizeof *checks);
 }
