@@ -13,12 +13,15 @@ typedef enum { GEMM_FP32 = 0, GEMM_TF32, GEMM_BF16, GEMM_FP16, GEMM_NTYPES } gem
 
 /* One timed GEMM configuration's result. */
 typedef struct gemm_result {
-    int ran;        /* 0: not run (no such kernel here, or no GPU) */
-    double ms;      /* mean time of one product */
-    double tflops;  /* 2 n^3 / time */
-    double max_err; /* sampled entries against an fp64 product of the same (rounded) inputs,
+    int ran;               /* 0: not run (no such kernel here, or no GPU) */
+    double ms;             /* mean time of one product over the timed repetitions */
+    int reps;              /* the timed repetitions: --iters, or fewer when --max-seconds ran out */
+    double min_ms, max_ms; /* the fastest and slowest product (CPU: each timed alone; GPU: 0, unknown:
+                              its repetitions run back to back between two events) */
+    double tflops;         /* 2 n^3 / time */
+    double max_err;        /* sampled entries against an fp64 product of the same (rounded) inputs,
                            relative to sum |a_ik b_kj| */
-    char note[160]; /* why it did not run ("" when it ran) */
+    char note[160];        /* why it did not run ("" when it ran) */
 } gemm_result;
 
 /* Fills a (n x n, row-major) with the seeded values both sides use: uniform in [-1, 1). */

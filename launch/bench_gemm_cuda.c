@@ -137,6 +137,7 @@ int gemm_gpu_run(size_t n, gemm_type t, int warmup, int iters, double max_s, con
     CU(cudaEventSynchronize(ev1));
     CU(cudaEventElapsedTime(&ms, ev0, ev1));
     r->ms = (double)ms / reps;
+    r->reps = reps;
     r->tflops = 2.0 * (double)n * (double)n * (double)n / (r->ms * 1e-3) * 1e-12;
     {
         /* Check sampled entries (the same points as the CPU side picks). */

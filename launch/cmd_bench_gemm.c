@@ -4,17 +4,22 @@
  * fp32, tf32, bf16 and fp16), and the GPU/CPU ratio: the comparison users run first.
  *
  * Both sides multiply the same seeded matrices (uniform in [-1, 1)). A product's time is the mean
- * over timed repetitions after a warm-up one, repeated until --iters or about --max-seconds. Each
+ * over timed repetitions after a warm-up one, repeated until --iters or about --max-seconds; each
+ * row says how many (reps), and the CPU's, each timed alone, its fastest and slowest (a GPU's run
+ * back to back between two events, the only way to time it without a gap between products). Each
  * result is checked: 16 sampled entries of C against fp64 sums over the inputs as the GEMM saw them
  * (rounded to bf16/fp16/tf32), relative to sum |a_ik b_kj|; the tolerance is by type (fp32 1e-5,
  * tf32 5e-3, bf16 1e-2, fp16 2e-3: the input rounding plus the output rounding of the 16-bit
  * types, and accumulation-order slack), and a larger error prints WRONG and fails the command.
  * OpenBLAS 0.3.21 (Debian 12) has no 16-bit or tf32 GEMM, so the CPU runs fp32 only and every
- * GPU/CPU ratio is against CPU fp32, as such comparisons usually are.
+ * GPU/CPU ratio is against CPU fp32, as such comparisons usually are. The largest --n's matrices
+ * must fit this rank's host budget before any is made (gemm_memory_check).
  */
 #include "launch/bench_gemm.h"
 #include "launch/cli.h"
+#include "launch/doctor/doctor_memory.h"
 #include "base/clock.h"
+#include "base/host_budget.h"
 
 #include <cblas.h>
 #include <getopt.h>
@@ -109,6 +114,52 @@ static int gemm_handle(int val, const char *arg, void *ud)
     return EXIT_USAGE;
 }
 
+/* The flags together, before dt_init: something to measure. */
+static int gemm_flags_check(dt_config *cfg, void *ud)
+{
+    (void)cfg;
+    const gemm_opts *o = ud;
+    if (!o->cpu && !o->gpu) {
+        cli_error("--no-cpu with --no-gpu leaves nothing to measure: drop one of them");
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* The host memory of size n: A and B, C for the CPU side, and the GPU side's 16-bit copies of A
+ * and B. Of the largest --n against this rank's host budget (base/host_budget.h), before anything
+ * is allocated: past it malloc still succeeds (overcommit), and the fill or the product then
+ * swaps, timing the disk, or the kernel kills the rank without a word. Collective: every rank
+ * refuses together. */
+static int gemm_memory_check(dt_ctx *ctx, const gemm_opts *o, int local_ranks, int rank)
+{
+    size_t n = 0;
+    for (int i = 0; i < o->nn; i++) n = o->n[i] > n ? o->n[i] : n;
+    const int half = o->gpu && (o->types[GEMM_BF16] || o->types[GEMM_FP16]);
+    const size_t per = (size_t)(2 + o->cpu) * sizeof(float) + (half ? 2 * sizeof(uint16_t) : 0);
+    const size_t need = n * n * per;
+    size_t total = 0, avail = 0;
+    char why[192];
+    if (doctor_meminfo_read(&total, &avail, why, sizeof why)) avail = 0;
+    host_budget hb;
+    host_budget_get(&hb, avail, local_ranks, NULL);
+    float over = hb.kind != HOST_BUDGET_NONE && need > hb.bytes;
+    if (over) {
+        char nb[24], hbs[24];
+        host_budget_bytes(need, nb, sizeof nb);
+        host_budget_bytes(hb.bytes, hbs, sizeof hbs);
+        /* The largest n whose matrices fit, rounded down to a multiple of 256. */
+        size_t fit = 0;
+        while ((fit + 256) * (fit + 256) * per <= hb.bytes) fit += 256;
+        char hint[64] = "nothing fits: free host memory";
+        if (fit) snprintf(hint, sizeof hint, "use --n %zu or less", fit);
+        cli_error("rank %d: --n %zu needs %s of host memory for its matrices, more than this rank's %s of %s: %s", rank,
+                  n, nb, hbs, hb.source, hint);
+    }
+    if (dt_world_size(ctx) > 1 && dt_allreduce(ctx, &over, 1, DT_F32, DT_SUM)) return EXIT_FAIL;
+    return over > 0 ? EXIT_USAGE : EXIT_OK;
+}
+
 void gemm_fill(float *a, size_t n, unsigned seed)
 {
     uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
@@ -169,14 +220,21 @@ static void cpu_run(size_t n, const gemm_opts *o, const float *a, const float *b
     memset(r, 0, sizeof *r);
     for (int w = 0; w < o->warmup; w++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
-    double t0 = clock_now_s(), t = 0;
+    /* Each product timed alone, so the row can show the spread as well as the mean: on a shared
+     * machine a mean alone hides whether every product ran slow or a few were descheduled. */
+    double t = 0;
     int done = 0;
     while (done < o->iters && (done == 0 || t < o->max_s)) {
+        const double t0 = clock_now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+        const double one = clock_now_s() - t0;
+        r->min_ms = done == 0 || 1e3 * one < r->min_ms ? 1e3 * one : r->min_ms;
+        r->max_ms = 1e3 * one > r->max_ms ? 1e3 * one : r->max_ms;
+        t += one;
         done++;
-        t = clock_now_s() - t0;
     }
     r->ran = 1;
+    r->reps = done;
     r->ms = 1e3 * t / done;
     r->tflops = 2.0 * (double)n * (double)n * (double)n / (t / done) * 1e-12;
     size_t rows[GEMM_SAMPLES], cols[GEMM_SAMPLES];
@@ -212,6 +270,19 @@ static int gpu_run(size_t n, gemm_type t, const gemm_opts *o, const float *a, co
     return error;
 }
 
+/* A side's repetitions, and with spread its fastest and slowest product ("-" when not run): single
+ * tokens, so every row has the same columns. */
+static void print_reps(const gemm_result *r, int spread)
+{
+    char mm[48] = "-";
+    if (r->ran) snprintf(mm, sizeof mm, "%.2f-%.2f", r->min_ms, r->max_ms);
+    if (r->ran)
+        printf(" %5d", r->reps);
+    else
+        printf(" %5s", "-");
+    if (spread) printf(" %17s", mm);
+}
+
 static void print_cell(const gemm_result *r, int digits_ms)
 {
     if (r->ran)
@@ -231,7 +302,7 @@ int cmd_bench_gemm(int argc, char **argv)
                    .cpu = 1,
                    .gpu = 1};
     dt_config cfg;
-    cli_extra extra = {gemm_options, gemm_handle, &o, NULL};
+    cli_extra extra = {gemm_options, gemm_handle, &o, gemm_flags_check};
     cli_job job;
     /* The benchmark wants this rank's cores for OpenBLAS and its GPU: placement does both. */
     int rc = cli_start(argc, argv, "bench gemm", &cfg, &extra, &job);
@@ -240,6 +311,7 @@ int cmd_bench_gemm(int argc, char **argv)
     const dt_placement pl = job.pl;
     const int rank = job.rank, world = job.world;
 
+    if ((rc = gemm_memory_check(ctx, &o, pl.local_size, rank))) return cli_end_failed(ctx, rc, 1);
     char gpu_desc[256];
     gemm_gpu_describe(gpu_desc, sizeof gpu_desc);
     if (rank == 0) {
@@ -250,8 +322,11 @@ int cmd_bench_gemm(int argc, char **argv)
         printf("# GPU: %s%s\n", gpu_desc, o.gpu ? "" : " (not run: --no-gpu)");
         if (world > 1) printf("# every one of the %d ranks runs the benchmark at once; rank 0's numbers\n", world);
         printf("# OpenBLAS has no tf32/bf16/fp16 GEMM: the CPU column is fp32, and GPU/CPU is against it\n");
-        printf("# %7s %6s %10s %11s %10s %11s %8s %10s %6s\n", "n", "type", "CPU ms", "CPU TFLOP/s", "GPU ms",
-               "GPU TFLOP/s", "GPU/CPU", "max err", "check");
+        printf("# ms: the mean of one product over reps timed ones after %d warm-up (--iters %d, fewer once "
+               "--max-seconds %g is spent); CPU min-max: its fastest and slowest product\n",
+               o.warmup, o.iters, o.max_s);
+        printf("# %7s %6s %10s %11s %10s %11s %8s %5s %17s %5s %10s %6s\n", "n", "type", "CPU ms", "CPU TFLOP/s",
+               "GPU ms", "GPU TFLOP/s", "GPU/CPU", "reps", "CPU min-max ms", "reps", "max err", "check");
         fflush(stdout);
     }
     /* OpenBLAS spins for ever where its working buffer cannot be mapped (kernels/cpu/blas_reserve.c). */
@@ -300,6 +375,8 @@ int cmd_bench_gemm(int argc, char **argv)
                     printf(" %8.1f", gpu.tflops / cpu.tflops);
                 else
                     printf(" %8s", "-");
+                print_reps(cpu_row ? cpu_row : &none, 1);
+                print_reps(&gpu, 0);
                 if (isnan(err))
                     printf(" %10s %6s\n", "-", "-");
                 else

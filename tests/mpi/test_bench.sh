@@ -95,6 +95,14 @@ if [ $rc -eq 0 ] && [ "$rows" -eq 8 ] && [ "$(grep -cE ' fp32 .* ok$' "$tmp/g")"
 else
     bad "bench gemm (exit $rc, $rows rows)"; cat "$tmp/g"
 fi
+# Each row says how many products it timed and, on the CPU, its fastest and slowest: the mean
+# alone hid whether all were slow or a few descheduled (columns: n type CPU-ms CPU-TFLOP/s GPU-ms
+# GPU-TFLOP/s GPU/CPU reps min-max reps err check).
+grep -q '^# ms: the mean of one product over reps timed ones after 1 warm-up (--iters 3' "$tmp/g" &&
+    grep -E '^ +300 +fp32 ' "$tmp/g" | awk '{ split($9, m, "-"); exit !(NF == 12 && $8 == 3 && m[1] + 0 > 0 &&
+        m[1] <= $3 + 0.01 && $3 <= m[2] + 0.01) }' &&
+    ok "bench gemm: reps and the CPU's min-max around its mean: $(grep -E '^ +300 +fp32' "$tmp/g" | tr -s ' ')" ||
+    { bad "bench gemm: no reps or CPU min-max, or the mean outside it"; cat "$tmp/g"; }
 if grep -q "^# GPU: none\|^# GPU columns skipped" "$tmp/g"; then
     ok "bench gemm without a GPU says so: $(grep '^# GPU' "$tmp/g" | head -1)"
 elif grep -qE ' bf16 .* ok$' "$tmp/g"; then
@@ -117,6 +125,15 @@ expect 2 "--n (a comma-separated list of sizes) '0'" "$DTRAIN" bench gemm --n 0
 expect 2 "--n (a comma-separated list of sizes) 'x'" "$DTRAIN" bench gemm --n 64,x
 expect 2 "--dtype 'fp8' is not one of fp32, tf32, bf16, fp16" "$DTRAIN" bench gemm --dtype fp8
 expect 2 "unexpected argument 'more'" "$DTRAIN" bench gemm more
+expect 2 "--no-cpu with --no-gpu leaves nothing to measure" "$DTRAIN" bench gemm --n 64 --no-cpu --no-gpu
+# Matrices past the host budget (a faked MemAvailable of 64 MiB) are refused before any is made:
+# malloc would overcommit them, and the product swap or be killed instead of being timed.
+printf 'MemTotal: 1048576 kB\nMemAvailable: 65536 kB\n' >"$tmp/meminfo"
+expect 2 "--n 4096 needs 192.0 MiB of host memory for its matrices, more than this rank's 64.0 MiB" \
+    env DTRAIN_TEST_MEMINFO="$tmp/meminfo" "$DTRAIN" bench gemm --n 256,4096 --dtype fp32 --iters 1 --max-seconds 0.01
+grep -q "use --n 2304 or less" "$tmp/out" && ! grep -qE '^ +256 +fp32' "$tmp/out" &&
+    ok "bench gemm: the refusal names the n that fits, and comes before any row" ||
+    { bad "bench gemm: no n that fits, or rows before the refusal"; cat "$tmp/out"; }
 
 # --- bench step: one row per precision, side by side, with samples/s and the memory summary;
 # 16-bit rows hold fewer gradient and activation bytes than fp32's.
