@@ -6,7 +6,8 @@
  * For each size from -b to -e (times -f): fill a host buffer with rank-dependent small integers
  * (exact in fp32, so every sum is exact whatever the order), run --warmup allreduces, then time
  * --iters of engine_start + engine_wait_all; the time of a size is the largest over the ranks of
- * each rank's mean (as nccl-tests). Then the same for MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) on a
+ * each rank's mean (nccl-tests' -a 3: its default, -a 1, averages the ranks' means, but the job
+ * waits for the slowest rank). Then the same for MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) on a
  * duplicate of the world communicator.
  *
  * The allreduces are in place, as training's are, so each reduces the last one's result: a sum over
@@ -332,8 +333,9 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
                "the last timed result and of one allreduce of a fresh fill that are not their exact value\n",
                b.world, cli_s(b.world), b.world, b.block[0], b.block[1]);
         if (b.world == 1)
-            printf("# note: 1 rank: nothing moves between ranks, so busbw = algbw * 2(n-1)/n is 0; the ratio "
-                   "still compares times\n");
+            printf("# note: 1 rank: nothing moves between ranks, so busbw = algbw * 2(n-1)/n is 0, and algbw is "
+                   "size over the time of a call that moves and adds nothing (no bandwidth); the ratio still "
+                   "compares times\n");
         printf("#\n#%11s %10s %7s %16s %12s %12s %7s %14s %8s %8s %7s %10s\n", "size", "count", "type",
                "dtrain time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "MPI time(us)", "algbw", "busbw", "#wrong",
                o->wire == DT_F32 ? "ratio(busbw dtrain/MPI)" : "ratio(MPI/dtrain time)");

@@ -42,7 +42,8 @@ bench "np4 4..64K x8" "$(nsizes 4 65536 8)" "$MPIRUN" -np 4 --oversubscribe "$DT
 bench "np4 --op avg, long forms" "$(nsizes 100 100000 10)" "$MPIRUN" -np 4 --oversubscribe "$DTRAIN" bench allreduce \
     --minbytes 100 --maxbytes=100000 --stepfactor 10 --op avg $common
 bench "np1 (no launcher)" "$(nsizes 8 4096 8)" "$DTRAIN" bench allreduce -b8 -e4K -f8 $common
-grep -q 'busbw = algbw \* 2(n-1)/n is 0' "$tmp/out" && ok "np1: says busbw is 0 on 1 rank" || bad "np1: no note on busbw"
+grep -q 'busbw = algbw \* 2(n-1)/n is 0, and algbw is size over the time of a call that moves and adds nothing' \
+    "$tmp/out" && ok "np1: says busbw is 0 on 1 rank, and algbw no bandwidth" || bad "np1: no note on busbw and algbw"
 
 # --- Refusals (before MPI starts, so no launcher is needed): exit 2, naming the value.
 expect 2 "'0' is not a size" "$DTRAIN" bench allreduce -b 0
