@@ -150,6 +150,15 @@ dt_status pm_read_allreduce(const char *text, pm_allreduce_rows *out)
         double size, count, us;
         char type[16];
         if (sscanf(line, " %lf %lf %15s %lf", &size, &count, type, &us) != 4) continue;
+        /* A 16-bit wire's times hold the engine's conversions to and from fp32, not the link alone,
+         * and its sizes are the 16-bit bytes: fitted as a link, they would price every byte of
+         * --wire fp32 (the default) and of --wire fp16 alike at that run's cost. */
+        if (strcmp(type, "float") != 0)
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "line %d: a row of type %s, from bench allreduce --dtype fp16|bf16: the fit "
+                                    "models the link from fp32 allreduces, whose times hold no conversion; run bench "
+                                    "allreduce without --dtype (model-perf --wire sets the bytes each bucket sends)",
+                                    lineno, type);
         if (out->n == PM_MAX_ROWS)
             return status_set_error(DT_ERR_INVALID_ARG, "line %d: more than %d allreduce rows", lineno, PM_MAX_ROWS);
         out->bytes[out->n] = size, out->secs[out->n] = us * 1e-6;

@@ -38,7 +38,8 @@ typedef struct pm_allreduce_rows {
     double bytes[PM_MAX_ROWS], secs[PM_MAX_ROWS]; /* dtrain's (the engine's) time per size */
 } pm_allreduce_rows;
 
-/* Reads `bench allreduce` output: the ranks from its header, the engine's time of every row. */
+/* Reads `bench allreduce` output: the ranks from its header, the engine's time of every row. A
+ * 16-bit wire's rows (--dtype fp16|bf16) are refused: their times are not the link's alone. */
 dt_status pm_read_allreduce(const char *text, pm_allreduce_rows *out);
 
 #endif

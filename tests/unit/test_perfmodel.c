@@ -282,6 +282,11 @@ static void test_read_allreduce(void **st)
     near(r.bytes[1], 1048576), near(r.secs[1], 634.1e-6);
     assert_int_equal(pm_read_allreduce("   65536 16384 float 93.3\n", &r), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "N ranks' header"));
+    /* A 16-bit wire's run: its times hold the conversions, so it is no fit of the link. */
+    const char half[] = "# dtrain bench allreduce: 2 ranks, engine threaded, op sum, fp16\n"
+                        "       65536      32768    half            120.0        0.546        0.546       0\n";
+    assert_int_equal(pm_read_allreduce(half, &r), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "line 2: a row of type half, from bench allreduce --dtype fp16|bf16"));
 }
 
 /* The shaped cluster's links: 2 ranks a node, 24 MB/s and 200 us between nodes, 2 GB/s and 5 us
