@@ -123,6 +123,12 @@ static int gemm_flags_check(dt_config *cfg, void *ud)
         cli_error("--no-cpu with --no-gpu leaves nothing to measure: drop one of them");
         return EXIT_USAGE;
     }
+    /* The CPU has fp32 alone: its product would be timed and shown in no row. */
+    if (!o->gpu && !o->types[GEMM_FP32]) {
+        cli_error("--no-gpu with --dtype of tf32, bf16, fp16 alone leaves nothing to measure (the CPU runs fp32 "
+                  "only): add fp32 to --dtype, or drop --no-gpu");
+        return EXIT_USAGE;
+    }
     return EXIT_OK;
 }
 

@@ -127,6 +127,8 @@ expect 2 "--n (a comma-separated list of sizes) 'x'" "$DTRAIN" bench gemm --n 64
 expect 2 "--dtype 'fp8' is not one of fp32, tf32, bf16, fp16" "$DTRAIN" bench gemm --dtype fp8
 expect 2 "unexpected argument 'more'" "$DTRAIN" bench gemm more
 expect 2 "--no-cpu with --no-gpu leaves nothing to measure" "$DTRAIN" bench gemm --n 64 --no-cpu --no-gpu
+expect 2 "--no-gpu with --dtype of tf32, bf16, fp16 alone leaves nothing to measure" "$DTRAIN" bench gemm --n 64 \
+    --dtype bf16,tf32 --no-gpu
 # Matrices past the host budget (a faked MemAvailable of 64 MiB) are refused before any is made:
 # malloc would overcommit them, and the product swap or be killed instead of being timed.
 printf 'MemTotal: 1048576 kB\nMemAvailable: 65536 kB\n' >"$tmp/meminfo"
