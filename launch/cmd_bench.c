@@ -7,7 +7,8 @@
  * (exact in fp32, so every sum is exact whatever the order), run --warmup allreduces, then time
  * --iters of engine_start + engine_wait_all; the time of a size is the largest over the ranks of
  * each rank's mean (nccl-tests' -a 3: its default, -a 1, averages the ranks' means, but the job
- * waits for the slowest rank). Then the same for MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) on a
+ * waits for the slowest rank), and each side's fastest and slowest single iteration over every
+ * rank's timed ones follow the ratio. Then the same for MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) on a
  * duplicate of the world communicator.
  *
  * The allreduces are in place, as training's are, so each reduces the last one's result: a sum over
@@ -168,11 +169,17 @@ static int mpi_fail(const char *what, int rc)
     return EXIT_FAIL;
 }
 
-/* The largest over ranks of each rank's mean seconds per iteration. */
-static int max_over_ranks(bench_run *b, double mine, double *out)
+/* The largest over ranks of each rank's mean seconds per iteration, and over every rank's
+ * iterations the fastest and slowest one (mine[1], mine[2] into spread[0], spread[1]). */
+static int max_over_ranks(bench_run *b, const double mine[3], double *out, double spread[2])
 {
-    int rc = MPI_Allreduce(&mine, out, 1, MPI_DOUBLE, MPI_MAX, b->comm);
-    return rc == MPI_SUCCESS ? EXIT_OK : mpi_fail("MPI_Allreduce of the timings", rc);
+    double hi[2] = {mine[0], mine[2]}, got[2];
+    int rc = MPI_Allreduce(hi, got, 2, MPI_DOUBLE, MPI_MAX, b->comm);
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&mine[1], &spread[0], 1, MPI_DOUBLE, MPI_MIN, b->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail("MPI_Allreduce of the timings", rc);
+    *out = got[0];
+    spread[1] = got[1];
+    return EXIT_OK;
 }
 
 static int sum_over_ranks(bench_run *b, long long mine[2], long long out[2])
@@ -211,7 +218,8 @@ static int next_size(const bench_opts *o, unsigned long long *bytes)
  * iterations, each after a fresh fill and a barrier, neither timed; then checks the last block's
  * result and one allreduce of a fresh fill against their exact values. wrong[0]: the elements
  * that differ, over all ranks; wrong[1]: of those, the ones not finite. */
-static int measure(bench_run *b, int which, size_t count, const bench_opts *o, double *t_iter, long long wrong[2])
+static int measure(bench_run *b, int which, size_t count, const bench_opts *o, double *t_iter, double spread[2],
+                   long long wrong[2])
 {
     int rc;
     const dt_redop op = which == 0 ? o->op : DT_SUM;
@@ -221,18 +229,25 @@ static int measure(bench_run *b, int which, size_t count, const bench_opts *o, d
         if (w % block == 0) bench_fill(b->buf, count, b->rank);
         if ((rc = which == 0 ? engine_once(b, count, op) : mpi_once(b, count))) return rc;
     }
-    double spent = 0;
+    /* Each iteration timed alone (the clock costs tens of ns), for the spread: a mean alone cannot
+     * tell a steady allreduce from one whose iterations wait now and then for a descheduled peer. */
+    double spent = 0, fast = 0, slow = 0;
     long n = 0;
     for (long done = 0; done < o->iters; done += n) {
         n = o->iters - done < block ? o->iters - done : block;
         bench_fill(b->buf, count, b->rank);
         if ((rc = MPI_Barrier(b->comm)) != MPI_SUCCESS) return mpi_fail("MPI_Barrier", rc);
-        const double t0 = clock_now_s();
-        for (long it = 0; it < n; it++)
+        for (long it = 0; it < n; it++) {
+            const double t0 = clock_now_s();
             if ((rc = which == 0 ? engine_once(b, count, op) : mpi_once(b, count))) return rc;
-        spent += clock_now_s() - t0;
+            const double one = clock_now_s() - t0;
+            fast = done + it == 0 || one < fast ? one : fast;
+            slow = one > slow ? one : slow;
+            spent += one;
+        }
     }
-    if ((rc = max_over_ranks(b, spent / (double)o->iters, t_iter))) return rc;
+    const double times[3] = {spent / (double)o->iters, fast, slow};
+    if ((rc = max_over_ranks(b, times, t_iter, spread))) return rc;
 
     long long mine[2] = {0, 0};
     float want[BENCH_FILL_PERIOD];
@@ -336,9 +351,11 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
             printf("# note: 1 rank: nothing moves between ranks, so busbw = algbw * 2(n-1)/n is 0, and algbw is "
                    "size over the time of a call that moves and adds nothing (no bandwidth); the ratio still "
                    "compares times\n");
-        printf("#\n#%11s %10s %7s %16s %12s %12s %7s %14s %8s %8s %7s %10s\n", "size", "count", "type",
+        printf("# min-max(us): the fastest and slowest single iteration over every rank's timed ones\n");
+        printf("#\n#%11s %10s %7s %16s %12s %12s %7s %14s %8s %8s %7s %10s %21s %17s\n", "size", "count", "type",
                "dtrain time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "MPI time(us)", "algbw", "busbw", "#wrong",
-               o->wire == DT_F32 ? "ratio(busbw dtrain/MPI)" : "ratio(MPI/dtrain time)");
+               o->wire == DT_F32 ? "ratio(busbw dtrain/MPI)" : "ratio(MPI/dtrain time)", "dtrain min-max(us)",
+               "MPI min-max(us)");
         fflush(stdout);
     }
 
@@ -350,10 +367,10 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
     for (unsigned long long bytes = o->minbytes;;) {
         size_t count = bytes / es ? (size_t)(bytes / es) : 1;
         size_t size = count * es, size_mpi = count * sizeof(float);
-        double t[2];
+        double t[2], spread[2][2];
         long long wrong[2], bad[2][2];
         for (int which = 0; which < 2; which++) {
-            if (measure(&b, which, count, o, &t[which], bad[which])) goto fail;
+            if (measure(&b, which, count, o, &t[which], spread[which], bad[which])) goto fail;
             wrong[which] = bad[which][0];
             nonfinite_total += bad[which][1];
         }
@@ -371,8 +388,12 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
         wrong_total += wrong[0] + wrong[1];
         rows++;
         if (b.rank == 0) {
-            printf("%12zu %10zu %7s %16.1f %12.3f %12.3f %7lld %14.1f %8.3f %8.3f %7lld %10.3f\n", size, count, tname,
-                   1e6 * t[0], alg[0], bus[0], wrong[0], 1e6 * t[1], alg[1], bus[1], wrong[1], ratio);
+            char mm[2][64];
+            for (int k = 0; k < 2; k++)
+                snprintf(mm[k], sizeof mm[k], "%.1f-%.1f", 1e6 * spread[k][0], 1e6 * spread[k][1]);
+            printf("%12zu %10zu %7s %16.1f %12.3f %12.3f %7lld %14.1f %8.3f %8.3f %7lld %10.3f %21s %17s\n", size,
+                   count, tname, 1e6 * t[0], alg[0], bus[0], wrong[0], 1e6 * t[1], alg[1], bus[1], wrong[1], ratio,
+                   mm[0], mm[1]);
             fflush(stdout);
         }
         if (!next_size(o, &bytes)) break;

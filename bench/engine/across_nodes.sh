@@ -31,5 +31,5 @@ for rate in $rates; do
         bash "$repo/slurm/cluster/down.sh" "$cluster" >/dev/null 2>&1
     done
 done
-awk '/^== /{cfg=$2" "$3" "$4} $1 ~ /^[0-9]+$/ && NF == 12 {
+awk '/^== /{cfg=$2" "$3" "$4} $1 ~ /^[0-9]+$/ && NF == 14 {
     printf "%s %3d MiB  dtrain %5.1f MB/s  MPI %5.1f MB/s  ratio %.2f\n", cfg, $1 / 1048576, $1 / $4, $1 / $8, $12 }' "$out"

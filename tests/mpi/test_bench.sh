@@ -21,14 +21,16 @@ bench() {
     if [ "$n" -ne "$want" ]; then
         bad "$name: $n table rows, expected $want"; sed 's/^/    /' "$tmp/out"; return
     fi
-    # Columns: size count type time algbw busbw #wrong | time algbw busbw #wrong ratio
+    # Columns: size count type time algbw busbw #wrong | time algbw busbw #wrong ratio | min-max
+    # min-max: each side's fastest and slowest iteration, around its mean time (the slowest rank's).
     local wrong
-    wrong=$(rows "$tmp/out" | awk 'NF != 12 || $7 != 0 || $11 != 0 { n++ } END { print n + 0 }')
+    wrong=$(rows "$tmp/out" | awk 'function around(mm, t) { split(mm, m, "-"); return m[2] != "" && m[1] <= t + 0.05 && t <= m[2] + 0.05 }
+        NF != 14 || $7 != 0 || $11 != 0 || !around($13, $4) || !around($14, $8) { n++ } END { print n + 0 }')
     if [ "$wrong" -ne 0 ]; then
-        bad "$name: $wrong row(s) with #wrong != 0 (or malformed)"; sed 's/^/    /' "$tmp/out"; return
+        bad "$name: $wrong row(s) with #wrong != 0, a mean outside its min-max (or malformed)"; sed 's/^/    /' "$tmp/out"; return
     fi
     grep -q '^# Avg bus bandwidth' "$tmp/out" || { bad "$name: no Avg bus bandwidth line"; sed 's/^/    /' "$tmp/out"; return; }
-    ok "$name: $n rows, #wrong 0 for dtrain and MPI"
+    ok "$name: $n rows, #wrong 0 for dtrain and MPI, each mean within its min-max"
 }
 
 # Number of sizes from $1 to $2 multiplying by $3.

@@ -84,9 +84,9 @@ bench() {
     once_more "$tmp/$name.out" "$tmp/$name.out" cluster_allreduce 2 2 "$minb" "$maxb"
     local rc=$?
     bash "$down" "$cluster" >/dev/null 2>&1
-    # size count type dtrain_us algbw busbw #wrong mpi_us algbw busbw #wrong ratio; n = 2 ranks:
+    # size count type dtrain_us algbw busbw #wrong mpi_us algbw busbw #wrong ratio min-max min-max; n = 2:
     # busbw = algbw * 2(n-1)/n = size / time, the best of the rows
-    read -r bus_dt bus_mpi < <(awk '$1 ~ /^[0-9]+$/ && NF == 12 { d = $1 / $4 * 1e6; m = $1 / $8 * 1e6; if (d > bd) bd = d; if (m > bm) bm = m }
+    read -r bus_dt bus_mpi < <(awk '$1 ~ /^[0-9]+$/ && NF == 14 { d = $1 / $4 * 1e6; m = $1 / $8 * 1e6; if (d > bd) bd = d; if (m > bm) bm = m }
         END { if (bm > 0) printf "%.0f %.0f\n", bd, bm }' "$tmp/$name.out")
     if [ $rc -ne 0 ] || [ -z "$bus_mpi" ]; then
         cat "$tmp/$name.out"; bad "$name: srun dtrain bench allreduce failed (rc $rc)"; return 1
@@ -154,7 +154,7 @@ engine_vs_mpi() {
     grep -q "algorithm by size (DTRAIN_ALLREDUCE=auto): chain from 1048576 bytes" "$tmp/evm.out" ||
         { bad "$name: the engine does not take the chain from 1 MiB"; cat "$tmp/evm.out"; return 1; }
     local verdict
-    verdict=$(awk '$1 ~ /^[0-9]+$/ && NF == 12 { n++; s += $12; if (min == "" || $12 < min) min = $12; r = r sprintf(" %d MiB %.2f,", $1 / 1048576, $12) }
+    verdict=$(awk '$1 ~ /^[0-9]+$/ && NF == 14 { n++; s += $12; if (min == "" || $12 < min) min = $12; r = r sprintf(" %d MiB %.2f,", $1 / 1048576, $12) }
         END { if (!n) { print "none"; exit } printf "%s mean %.2f min %.2f %s\n", (s / n >= 0.9 && min >= 0.8) ? "ok" : "low", s / n, min, r }' "$tmp/evm.out")
     case "$rc:$verdict" in
     0:ok*) ok "$name: engine busbw / MPI_Allreduce's: ${verdict#ok }" ;;
