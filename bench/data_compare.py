@@ -27,13 +27,33 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+WARMUP = 2  # untimed batches before the timed ones, on both sides
+
+
+def sizes_problem(images, batch, batches):
+    """Why the run would not time what it says, or None. torchvision's DataLoader (drop_last) ends
+    its epoch after images // batch batches; a run past it restarts the iterator, and its workers'
+    refill of the pipeline, inside torchvision's timed batches, which dtrain's loader never does."""
+    per_epoch = images // batch
+    if per_epoch >= WARMUP + batches:
+        return None
+    return ("--images %d at --batch %d makes %d full batch(es) an epoch, fewer than the %d warm-up + %d timed "
+            "ones: torchvision would restart its epoch inside the timed batches; give --images %d or more, or "
+            "--batches %d or fewer" % (images, batch, per_epoch, WARMUP, batches, batch * (WARMUP + batches),
+                                        max(per_epoch - WARMUP, 0)))
+
+
 def make_folder(root, n, classes, w, h):
-    """An image folder of n JPEGs; kept when it already holds n images."""
-    from PIL import Image, ImageDraw, ImageFilter
-    import random
+    """An image folder of n JPEGs; kept when it already holds n images. One holding more is
+    refused: both sides would read all of them, not the n the report names."""
     have = sum(len(fs) for _, _, fs in os.walk(root)) if os.path.isdir(root) else 0
     if have == n:
         return
+    if have > n:
+        raise ValueError("%s already holds %d files, more than --images %d, and both loaders would read them all: "
+                         "give --images %d, or another --root" % (root, have, n, have))
+    from PIL import Image, ImageDraw, ImageFilter
+    import random
     rng = random.Random(7)
     for k in range(classes):
         os.makedirs(os.path.join(root, "class%02d" % k), exist_ok=True)
@@ -54,7 +74,7 @@ def make_folder(root, n, classes, w, h):
 
 def run_dtrain(dtrain, root, size, threads, batch, batches):
     cmd = [dtrain, "bench", "data", "--data", root, "--input", "3x%dx%d" % (size, size), "--threads",
-           str(threads), "--batch", str(batch), "--batches", str(batches), "--warmup", "2", "--augment", "flip",
+           str(threads), "--batch", str(batch), "--batches", str(batches), "--warmup", str(WARMUP), "--augment", "flip",
            "--normalize", "standard"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     for line in out.splitlines():
@@ -75,7 +95,7 @@ def run_torchvision(root, size, threads, batch, batches):
     dl = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=threads,
                                      persistent_workers=threads > 0, drop_last=True)
     it = iter(dl)
-    for _ in range(2):
+    for _ in range(WARMUP):
         next(it)
     t0 = time.perf_counter()
     for _ in range(batches):
@@ -98,7 +118,13 @@ def main():
     ap.add_argument("--batches", type=int, default=12)
     ap.add_argument("--dtrain", default=os.path.join(REPO, "build", "dtrain"))
     a = ap.parse_args()
-    make_folder(a.root, a.images, a.classes, 500, 375)
+    problem = sizes_problem(a.images, a.batch, a.batches)
+    if problem:
+        sys.exit("data_compare.py: error: " + problem)
+    try:
+        make_folder(a.root, a.images, a.classes, 500, 375)
+    except ValueError as e:
+        sys.exit("data_compare.py: error: %s" % e)
     print("image folder %s: %d JPEGs of 500x375 in %d classes -> 3x%dx%d, batch %d, %d timed batches; %d cores"
           % (a.root, a.images, a.classes, a.size, a.size, a.batch, a.batches, os.cpu_count()))
     print("| threads | dtrain samples/s | per thread | torchvision samples/s | per thread | ratio |")

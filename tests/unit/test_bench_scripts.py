@@ -61,6 +61,37 @@ def rows(intervals):
              "skipped_total": 0} for s, sps, st, cw in intervals]
 
 
+def data_compare_checks():
+    """bench/data_compare.py refuses a run that would not time what its report says: torchvision's
+    epoch ending inside the timed batches, and a folder holding more images than --images."""
+    bad = 0
+    dc = load("data_compare")
+    why = dc.sizes_problem(400, 64, 5)  # 6 full batches an epoch, 2 + 5 wanted
+    if why and "makes 6 full batch(es) an epoch, fewer than the 2 warm-up + 5 timed" in why and "--images 448" in why:
+        print(f"ok: data_compare refuses an epoch shorter than its batches: {why[:90]}")
+    else:
+        bad += 1
+        print(f"FAIL: data_compare --images 400 --batches 5: {why!r}")
+    if dc.sizes_problem(400, 64, 4) is not None:
+        bad += 1
+        print("FAIL: data_compare refuses --images 400 --batches 4, which fits an epoch")
+    with tempfile.TemporaryDirectory(prefix="test_data_compare.") as root:
+        os.makedirs(os.path.join(root, "class00"))
+        for i in range(3):
+            open(os.path.join(root, "class00", "img%05d.jpg" % i), "w").close()
+        try:
+            dc.make_folder(root, 2, 1, 8, 8)
+            bad += 1
+            print("FAIL: data_compare took a folder of 3 images for --images 2")
+        except ValueError as e:
+            if "already holds 3 files, more than --images 2" in str(e):
+                print(f"ok: data_compare refuses a folder larger than --images: {str(e)[-70:]}")
+            else:
+                bad += 1
+                print(f"FAIL: data_compare's refusal does not name the counts: {e}")
+    return bad
+
+
 def main():
     global fails
     with tempfile.TemporaryDirectory(prefix="test_bench_scripts.") as tmp:
@@ -97,6 +128,7 @@ def main():
                 else:
                     fails += 1
                     print(f"FAIL: {name}'s refusal does not name the interval: {e}")
+    fails += data_compare_checks()
     print(f"{'FAILED' if fails else 'passed'}: {fails} failure(s)")
     return 1 if fails else 0
 
