@@ -8,9 +8,10 @@
  * consumer takes each batch the moment it is ready, so the figure is what the loader can feed,
  * the ceiling of training on this data. The first thread count runs once untimed before the rows
  * (the process's first use of the batch memory would otherwise land in the first row, the ratio
- * column's base). One process, no MPI.
+ * column's base). One process, no MPI: started by a launcher of several ranks it refuses.
  */
 #include "launch/cli.h"
+#include "runtime/placement/topo.h"
 #include "base/clock.h"
 
 #include <getopt.h>
@@ -99,6 +100,20 @@ int cmd_bench_data(int argc, char **argv)
     if (!o.data) {
         cli_error("dtrain bench data needs --data PATH (the dataset to read, or synthetic)");
         return EXIT_USAGE;
+    }
+    /* One process measures the pipeline: under a launcher of several, every rank would time its
+     * own loaders on the same cores as the others and print a table of its own. Every rank says
+     * so: the launcher may kill the others once the first exits. */
+    topo_env env;
+    if (topo_read_env(NULL, NULL, &env) == DT_OK) {
+        const int size = env.size;
+        if (size > 1)
+            cli_error("dtrain bench data measures one process's input pipeline, and %s says %d were started: each "
+                      "would time its loaders on cores the others use and print its own table; run it without "
+                      "mpirun or srun (its --threads list compares thread counts)",
+                      env.size_var ? env.size_var : "the launcher", size);
+        topo_env_free(&env);
+        if (size > 1) return EXIT_USAGE;
     }
     /* The synthetic data as dtrain train makes it: 60,000 samples, not normalized unless asked. */
     const int synthetic = !strcmp(o.data, "synthetic");

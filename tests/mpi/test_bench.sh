@@ -253,6 +253,11 @@ else
     bad "bench data output"; cat "$tmp/out"
 fi
 expect 2 "needs --data PATH" "$DTRAIN" bench data
+# One process measures the pipeline: two under mpirun would each time loaders on the other's cores
+# and print two tables; refused (by each rank: mpirun may kill the other once one exits).
+expect 2 "dtrain bench data measures one process's input pipeline, and OMPI_COMM_WORLD_SIZE says 2 were started" \
+    "$MPIRUN" -np 2 "$DTRAIN" bench data --data synthetic --threads 1 --batch 64 --batches 2
+! grep -q "samples/s" "$tmp/out" && ok "bench data under mpirun -np 2: refused, no table" || { bad "bench data under mpirun -np 2"; cat "$tmp/out"; }
 # The built-in synthetic data (what sizes the loader threads a GPU step needs), 3x32x32 by default.
 "$DTRAIN" bench data --data synthetic --threads 1 --batch 64 --batches 2 >"$tmp/out" 2>&1
 if grep -q "dtrain bench data: synthetic (synthetic), 60000 samples of 3x32x32; batch 64, 2 timed batches after 2 warmup (and the first thread count once untimed before the rows); normalize none" "$tmp/out" &&
