@@ -317,7 +317,8 @@ int cmd_bench_gemm(int argc, char **argv)
     const dt_placement pl = job.pl;
     const int rank = job.rank, world = job.world;
 
-    if ((rc = gemm_memory_check(ctx, &o, pl.local_size, rank))) return cli_end_failed(ctx, rc, 1);
+    /* A refusal every rank knows of (shared); a failed allreduce of it may be this rank's alone. */
+    if ((rc = gemm_memory_check(ctx, &o, pl.local_size, rank))) return cli_end_failed(ctx, rc, rc == EXIT_USAGE);
     char gpu_desc[256];
     gemm_gpu_describe(gpu_desc, sizeof gpu_desc);
     if (rank == 0) {
