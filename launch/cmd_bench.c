@@ -8,7 +8,7 @@
  * --iters of engine_start + engine_wait_all; the time of a size is the largest over the ranks of
  * each rank's mean (nccl-tests' -a 3: its default, -a 1, averages the ranks' means, but the job
  * waits for the slowest rank), and each side's fastest and slowest single iteration over every
- * rank's timed ones follow the ratio. Then the same for MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) on a
+ * rank's timed ones follow the ratio (from 10 us an iteration: BENCH_SPREAD_FROM_S). Then the same for MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) on a
  * duplicate of the world communicator.
  *
  * The allreduces are in place, as training's are, so each reduces the last one's result: a sum over
@@ -38,7 +38,11 @@
 
 #define BENCH_MAX_BYTES (4ULL << 30)  /* 1 Gi floats: MPI counts are ints */
 #define BENCH_RATIO_FROM (4ULL << 20) /* the minimum ratio is reported from 4 MiB up */
-#define BENCH_ABORTED (-1)            /* run_allreduce: the job was aborted, MPI is gone */
+/* Iterations are timed one by one (for min-max) from this long a warm-up iteration: a clock read,
+ * 40-55 ns here, is then under 0.5% of the time it adds to. Shorter ones are timed a block at a
+ * time, as nccl-tests times its loop, since a read per iteration would be 8% of a 0.5 us MPI call. */
+#define BENCH_SPREAD_FROM_S 10e-6
+#define BENCH_ABORTED (-1) /* run_allreduce: the job was aborted, MPI is gone */
 
 typedef struct bench_opts {
     unsigned long long minbytes, maxbytes;
@@ -225,26 +229,34 @@ static int measure(bench_run *b, int which, size_t count, const bench_opts *o, d
     const dt_redop op = which == 0 ? o->op : DT_SUM;
     const dt_dtype wire = which == 0 ? b->wire : DT_F32;
     const long block = b->block[which];
+    double warm = 0;
     for (long w = 0; w < o->warmup; w++) {
         if (w % block == 0) bench_fill(b->buf, count, b->rank);
+        const double t0 = clock_now_s();
         if ((rc = which == 0 ? engine_once(b, count, op) : mpi_once(b, count))) return rc;
+        warm += clock_now_s() - t0;
     }
-    /* Each iteration timed alone (the clock costs tens of ns), for the spread: a mean alone cannot
-     * tell a steady allreduce from one whose iterations wait now and then for a descheduled peer. */
-    double spent = 0, fast = 0, slow = 0;
+    /* Long iterations are timed one by one, a clock read between each and the next, for the spread:
+     * a mean alone cannot tell a steady allreduce from one whose iterations now and then wait for a
+     * descheduled peer. Short ones (BENCH_SPREAD_FROM_S) leave fast and slow -1: no spread. */
+    const int each = o->warmup == 0 || warm / (double)o->warmup >= BENCH_SPREAD_FROM_S;
+    double spent = 0, fast = -1, slow = -1;
     long n = 0;
     for (long done = 0; done < o->iters; done += n) {
         n = o->iters - done < block ? o->iters - done : block;
         bench_fill(b->buf, count, b->rank);
         if ((rc = MPI_Barrier(b->comm)) != MPI_SUCCESS) return mpi_fail("MPI_Barrier", rc);
+        const double t0 = clock_now_s();
+        double last = t0;
         for (long it = 0; it < n; it++) {
-            const double t0 = clock_now_s();
             if ((rc = which == 0 ? engine_once(b, count, op) : mpi_once(b, count))) return rc;
-            const double one = clock_now_s() - t0;
-            fast = done + it == 0 || one < fast ? one : fast;
+            if (!each) continue;
+            const double now = clock_now_s(), one = now - last;
+            fast = fast < 0 || one < fast ? one : fast;
             slow = one > slow ? one : slow;
-            spent += one;
+            last = now;
         }
+        spent += (each ? last : clock_now_s()) - t0;
     }
     const double times[3] = {spent / (double)o->iters, fast, slow};
     if ((rc = max_over_ranks(b, times, t_iter, spread))) return rc;
@@ -351,7 +363,10 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
             printf("# note: 1 rank: nothing moves between ranks, so busbw = algbw * 2(n-1)/n is 0, and algbw is "
                    "size over the time of a call that moves and adds nothing (no bandwidth); the ratio still "
                    "compares times\n");
-        printf("# min-max(us): the fastest and slowest single iteration over every rank's timed ones\n");
+        printf("# min-max(us): the fastest and slowest single iteration over every rank's timed ones; - where a "
+               "warm-up iteration took under %.0f us, too short to time one by one without the clock reads "
+               "adding to the mean\n",
+               BENCH_SPREAD_FROM_S * 1e6);
         printf("#\n#%11s %10s %7s %16s %12s %12s %7s %14s %8s %8s %7s %10s %21s %17s\n", "size", "count", "type",
                "dtrain time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "MPI time(us)", "algbw", "busbw", "#wrong",
                o->wire == DT_F32 ? "ratio(busbw dtrain/MPI)" : "ratio(MPI/dtrain time)", "dtrain min-max(us)",
@@ -390,7 +405,10 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
         if (b.rank == 0) {
             char mm[2][64];
             for (int k = 0; k < 2; k++)
-                snprintf(mm[k], sizeof mm[k], "%.1f-%.1f", 1e6 * spread[k][0], 1e6 * spread[k][1]);
+                if (spread[k][0] < 0) /* some rank's iterations too short to time one by one */
+                    snprintf(mm[k], sizeof mm[k], "-");
+                else
+                    snprintf(mm[k], sizeof mm[k], "%.1f-%.1f", 1e6 * spread[k][0], 1e6 * spread[k][1]);
             printf("%12zu %10zu %7s %16.1f %12.3f %12.3f %7lld %14.1f %8.3f %8.3f %7lld %10.3f %21s %17s\n", size,
                    count, tname, 1e6 * t[0], alg[0], bus[0], wrong[0], 1e6 * t[1], alg[1], bus[1], wrong[1], ratio,
                    mm[0], mm[1]);
