@@ -412,12 +412,17 @@ int cmd_bench_step(int argc, char **argv)
         /* The input shape too, so that model-perf --profile needs no --input for a model that is
          * not a preset. */
         const char *in = o.input ? o.input : model_preset_input(o.model);
+        /* On the CPU the step's speed is OpenBLAS's threads (--blas-threads, the pinning): say them. */
+        char blas[320] = "";
+        if (pl.device != DT_DEVICE_CUDA)
+            snprintf(blas, sizeof blas, " (OpenBLAS, %d thread%s on cores %s)", pl.blas_threads, cli_s(pl.blas_threads),
+                     pl.cores);
         printf("# dtrain bench step: model %s%s%s, %d rank%s x batch %d, %d timed step%s after %d, %s%s, "
                "device %s%s%s, %d loader thread%s%s%s%s\n",
                o.model, in ? ", input " : "", in ? in : "", world, cli_s(world), o.batch, o.steps, cli_s(o.steps),
                o.warmup, o.optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", clip,
-               pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "",
-               pl.device == DT_DEVICE_CUDA ? "" : " (OpenBLAS)", o.loader_threads, cli_s(o.loader_threads),
+               pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "", blas,
+               o.loader_threads, cli_s(o.loader_threads),
                pl.device == DT_DEVICE_CUDA ? " for the rows whose batches the host makes" : "",
                o.defer_verdict ? "" : ", each fp16 step waiting for its verdict",
                o.fused_relu ? "" : ", every relu layer a kernel of its own");

@@ -157,6 +157,9 @@ if [ $rc -eq 0 ] && [ "$rows" -eq 3 ] && grep -q "2 ranks x batch 8" "$tmp/s" &&
 else
     bad "bench step (exit $rc, $rows rows)"; cat "$tmp/s"
 fi
+# On the CPU the rate is OpenBLAS's threads': the header records them and the cores.
+grep -qE "^# dtrain bench step: .*, device cpu \(OpenBLAS, 1 thread on cores [0-9]" "$tmp/s" &&
+    ok "bench step: the header records --blas-threads 1 and the cores" || { bad "bench step: no BLAS threads in the header"; cat "$tmp/s"; }
 # --clip-grad-norm times the clipped step: a limit below every norm clips every timed step.
 "$MPIRUN" -np 2 "$DTRAIN" bench step --model mlp --batch 8 --steps 3 --warmup 1 --precision fp32,bf16 --clip-grad-norm 1e-6 --blas-threads 1 >"$tmp/s" 2>&1
 rc=$?
