@@ -1,40 +1,73 @@
 #!/usr/bin/env bash
 # The sbatch templates' own logic, without SLURM: on preemption or scancel SLURM sends SIGTERM to
 # the whole batch step's process group, the batch shell included. The shell must outlive it, take
-# srun's exit code (75: stopped with a checkpoint) and run `scontrol requeue`. Stand-ins for srun
-# (traps TERM, exits 75 as dtrain does) and scontrol (records its arguments) run in their place.
+# srun's exit code (75: stopped with a checkpoint) and run `scontrol requeue`, but only while the
+# job is still RUNNING (a plain scancel ends it) and when the run saved a newer checkpoint (else a
+# run that never trains would requeue forever). Stand-ins for srun (traps TERM, exits 75 as dtrain
+# does) and scontrol (answers `show job`, records the rest) run in their place.
 # Also: mpirun-in-allocation.sbatch gives each rank its --cpus-per-task cores, not one.
 here=$(dirname "$0"); source "$here/../mpi/lib.sh"
 repo=$(cd "$here/../.." && pwd)
 
 mkdir -p "$tmp/bin"
+# srun: `dtrain train` until SIGTERM, then (STUB_PROGRESS=1) a newer checkpoint in its
+# --checkpoint-dir, as a run that trained writes, and exit 75.
 cat >"$tmp/bin/srun" <<'STUB'
 #!/bin/bash
 case " $* " in *" train "*) ;; *) exit 0 ;; esac # `dtrain env` steps: nothing to do
-trap 'exit 75' TERM
+dir=""; while [ $# -gt 0 ]; do [ "$1" = --checkpoint-dir ] && dir=$2; shift; done
+trap '[ "$STUB_PROGRESS" = 1 ] && : >"$dir/ckpt-0000000009.dtc"; exit 75' TERM
+mkdir -p "$dir"
 : >"$STUB_DIR/started"
 while :; do sleep 0.1; done
 STUB
+# scontrol: `show job` answers with the job's state (STUB_STATE), anything else is recorded.
 cat >"$tmp/bin/scontrol" <<'STUB'
 #!/bin/bash
+[ "$1 $2" = "show job" ] && { echo "JobId=$3 JobName=t JobState=$STUB_STATE Reason=None"; exit 0; }
 echo "$*" >>"$STUB_DIR/scontrol.log"
 STUB
 chmod +x "$tmp/bin/srun" "$tmp/bin/scontrol"
 
-for t in train-multi-node.sbatch train-single-node.sbatch; do
-    rm -f "$tmp/started" "$tmp/scontrol.log"
-    # Its own process group (setsid), as slurmstepd starts the batch shell.
-    PATH="$tmp/bin:$PATH" STUB_DIR=$tmp SLURM_JOB_ID=42 SLURM_SUBMIT_DIR=$tmp DTRAIN=dtrain \
-        setsid bash "$repo/slurm/$t" >"$tmp/out" 2>&1 &
-    pid=$!
+# run_template T STATE PROGRESS [OLD_CKPT]: the template in its own process group (setsid), as
+# slurmstepd starts the batch shell, SIGTERMed as a whole once srun runs; sets rc.
+run_template() {
+    rm -rf "$tmp/started" "$tmp/scontrol.log" "$tmp/ckpt-42"
+    if [ -n "${4:-}" ]; then mkdir -p "$tmp/ckpt-42" && : >"$tmp/ckpt-42/$4"; fi
+    (cd "$tmp" && PATH="$tmp/bin:$PATH" STUB_DIR=$tmp STUB_STATE=$2 STUB_PROGRESS=$3 SLURM_JOB_ID=42 \
+        SLURM_SUBMIT_DIR=$tmp DTRAIN=dtrain exec setsid bash "$repo/slurm/$1" >"$tmp/out" 2>&1) &
+    local pid=$!
     for _ in $(seq 100); do [ -e "$tmp/started" ] && break; sleep 0.1; done
     kill -TERM -- "-$pid" 2>/dev/null # the whole group, as SLURM signals the batch step
     wait "$pid"
     rc=$?
+}
+for t in train-multi-node.sbatch train-single-node.sbatch; do
+    # Preemption (or the USR1 lead, or scancel --signal=TERM): the job still RUNNING, a checkpoint
+    # newer than the run started from -> requeue.
+    run_template "$t" RUNNING 1 ckpt-0000000004.dtc
     if [ $rc -eq 75 ] && grep -qx "requeue 42" "$tmp/scontrol.log" 2>/dev/null; then
-        ok "$t: SIGTERM to the batch step's group -> exit 75 and scontrol requeue 42"
+        ok "$t: SIGTERM to the batch step's group, job RUNNING, new checkpoint -> exit 75 and scontrol requeue 42"
     else
         bad "$t: SIGTERM to the batch step's group -> exit $rc, scontrol: '$(cat "$tmp/scontrol.log" 2>/dev/null)'"
+        sed 's/^/    /' "$tmp/out"
+    fi
+    # A plain `scancel JOB`: SLURM has ended the job (COMPLETING) -> it stays ended, saying how to
+    # continue; a requeue would bring a cancelled job back.
+    run_template "$t" COMPLETING 1
+    if [ $rc -eq 75 ] && [ ! -e "$tmp/scontrol.log" ] &&
+       grep -q "not requeued: job 42 is COMPLETING .*CKPT_DIR=ckpt-42" "$tmp/out"; then
+        ok "$t: scancel (job COMPLETING) -> exit 75, not requeued, says CKPT_DIR=ckpt-42"
+    else
+        bad "$t: scancel (job COMPLETING) -> exit $rc, scontrol: '$(cat "$tmp/scontrol.log" 2>/dev/null)'"
+        sed 's/^/    /' "$tmp/out"
+    fi
+    # A resumed run stopped before its first step (no newer checkpoint): requeuing it would loop.
+    run_template "$t" RUNNING 0 ckpt-0000000004.dtc
+    if [ $rc -eq 75 ] && [ ! -e "$tmp/scontrol.log" ] && grep -q "not requeued: no step trained since" "$tmp/out"; then
+        ok "$t: stopped before its first step (no new checkpoint) -> exit 75, not requeued"
+    else
+        bad "$t: stopped before its first step -> exit $rc, scontrol: '$(cat "$tmp/scontrol.log" 2>/dev/null)'"
         sed 's/^/    /' "$tmp/out"
     fi
 done
