@@ -72,6 +72,17 @@ for t in train-multi-node.sbatch train-single-node.sbatch; do
     fi
 done
 
+# Every template that trains with checkpoints also saves periodically: a node that dies without
+# warning (SLURM requeues the job by itself) must not send it back to step 0.
+for t in "$repo"/slurm/*.sbatch; do
+    line=$(sed -e :a -e '/\\$/N; s/\\\n//; ta' "$t" | grep -E '^(srun|mpirun) .* train .*--checkpoint-dir')
+    [ -n "$line" ] || continue
+    case $line in
+    *--checkpoint-every*) ok "$(basename "$t"): trains with --checkpoint-dir and --checkpoint-every" ;;
+    *) bad "$(basename "$t"): trains with --checkpoint-dir but without --checkpoint-every: a node failure restarts it from step 0" ;;
+    esac
+done
+
 # mpirun binds each rank to --cpus-per-task cores (PE=), so BLAS gets them all.
 t="$repo/slurm/mpirun-in-allocation.sbatch"
 if grep -E "^mpirun " "$t" | grep -v -q 'PE="${SLURM_CPUS_PER_TASK:-1}"'; then
