@@ -16,6 +16,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* Who prints the errors, once dt_init knows (cli_error_identity): in a job of several ranks the
+ * launcher merges every rank's stderr into one stream, and a failure that only some ranks meet (a
+ * dataset missing on one node) must say which, or it reads as the whole job's. */
+static int g_err_rank = -1, g_err_world;
+static char g_err_host[64];
+
+void cli_error_identity(int rank, int world, const char *host)
+{
+    g_err_rank = rank;
+    g_err_world = world;
+    snprintf(g_err_host, sizeof g_err_host, "%s", host ? host : "?");
+}
+
 void cli_error(const char *fmt, ...)
 {
     char msg[4096];
@@ -23,7 +36,10 @@ void cli_error(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "dtrain: error: %s\n", msg);
+    if (g_err_world > 1)
+        fprintf(stderr, "dtrain: error: %s (rank %d of %d, on %s)\n", msg, g_err_rank, g_err_world, g_err_host);
+    else
+        fprintf(stderr, "dtrain: error: %s\n", msg);
 }
 
 /* The command's numbers go through runtime/parse.c, the one parser of numbers for flags and

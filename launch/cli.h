@@ -168,8 +168,11 @@ int cli_help(const char *topic, FILE *f);
 /* The plural ending for a count: "1 rank", "2 ranks". */
 static inline const char *cli_s(long n) { return n == 1 ? "" : "s"; }
 
-/* Prints "dtrain: error: <msg>" to stderr. */
+/* Prints "dtrain: error: <msg>" to stderr, followed by " (rank R of W, on HOST)" once
+ * cli_error_identity has named a world of several ranks. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Names this process in cli_error's messages from now on (cli_begin calls it after dt_init). */
+void cli_error_identity(int rank, int world, const char *host);
 /* The end of every command (close_stdout.c): flushes and closes stdout; when output was lost (a
  * full disk, an I/O error) prints "dtrain: error: writing standard output failed: <cause>: <fix>"
  * and returns rc, or EXIT_FAIL when rc was EXIT_OK. A reader that went away (EPIPE) and a closed

@@ -80,6 +80,7 @@ static dt_ctx *cli_init(const dt_config *cfg)
         dt_placement pl;
         dt_get_placement(ctx, &pl);
         cli_crash_report_install(pl.rank, pl.hostname);
+        cli_error_identity(pl.rank, pl.world_size, pl.hostname);
         return ctx;
     }
     cli_error("%s (%s)", dt_last_error(), dt_strerror(s));

@@ -142,6 +142,10 @@ cmp -s "$tmp/aug0.bin" "$tmp/aug3.bin" && ok "--augment crop:2,flip: the same pa
 # --- Refusals, each naming the value and the fix.
 python3 "$here/make_idx.py" "$tmp/k12" 200 50 12 60
 expect 1 "does not exist" run 1 train --data "$tmp/nothing"
+# A dataset that only one rank cannot open (a path missing on one node of a job): the one error
+# line in the job's merged output names that rank and its host, not the job as a whole.
+expect 1 "dataset $tmp/nothing does not exist (rank 1 of 2, on $(hostname))" timeout 120 "$MPIRUN" \
+    -np 1 "$DTRAIN" train --data "$tmp/hard" --steps 5 : -np 1 "$DTRAIN" train --data "$tmp/nothing" --steps 5
 expect 2 "holds samples of 1x8x8 (64 values) but the model takes 1x28x28 (784)" run 1 train --data "$tmp/hard" --model cnn --input 1x28x28
 expect 2 "has 12 classes but the model's last layer has 10 outputs: end the model with fc:12" run 1 train --data "$tmp/k12"
 expect 2 "give --epochs or --steps, not both" run 1 train --data "$tmp/hard" --epochs 1 --steps 5
