@@ -24,17 +24,17 @@ STUB
 # scontrol: `show job` answers with the job's state (STUB_STATE), anything else is recorded.
 cat >"$tmp/bin/scontrol" <<'STUB'
 #!/bin/bash
-[ "$1 $2" = "show job" ] && { echo "JobId=$3 JobName=t JobState=$STUB_STATE Reason=None"; exit 0; }
+[ "$1 $2" = "show job" ] && { echo "JobId=$3 JobName=t JobState=$STUB_STATE Reason=$STUB_REASON Dependency=(null)"; exit 0; }
 echo "$*" >>"$STUB_DIR/scontrol.log"
 STUB
 chmod +x "$tmp/bin/srun" "$tmp/bin/scontrol"
 
-# run_template T STATE PROGRESS [OLD_CKPT]: the template in its own process group (setsid), as
+# run_template T STATE[/REASON] PROGRESS [OLD_CKPT]: the template in its own process group (setsid), as
 # slurmstepd starts the batch shell, SIGTERMed as a whole once srun runs; sets rc.
 run_template() {
     rm -rf "$tmp/started" "$tmp/scontrol.log" "$tmp/ckpt-42"
     if [ -n "${4:-}" ]; then mkdir -p "$tmp/ckpt-42" && : >"$tmp/ckpt-42/$4"; fi
-    (cd "$tmp" && PATH="$tmp/bin:$PATH" STUB_DIR=$tmp STUB_STATE=$2 STUB_PROGRESS=$3 SLURM_JOB_ID=42 \
+    (cd "$tmp" && PATH="$tmp/bin:$PATH" STUB_DIR=$tmp STUB_STATE=${2%/*} STUB_REASON=${2#*/} STUB_PROGRESS=$3 SLURM_JOB_ID=42 \
         SLURM_SUBMIT_DIR=$tmp DTRAIN=dtrain exec setsid bash "$repo/slurm/$1" >"$tmp/out" 2>&1) &
     local pid=$!
     for _ in $(seq 100); do [ -e "$tmp/started" ] && break; sleep 0.1; done
@@ -45,7 +45,7 @@ run_template() {
 for t in train-multi-node.sbatch train-single-node.sbatch; do
     # Preemption (or the USR1 lead, or scancel --signal=TERM): the job still RUNNING, a checkpoint
     # newer than the run started from -> requeue.
-    run_template "$t" RUNNING 1 ckpt-0000000004.dtc
+    run_template "$t" RUNNING/None 1 ckpt-0000000004.dtc
     if [ $rc -eq 75 ] && grep -qx "requeue 42" "$tmp/scontrol.log" 2>/dev/null; then
         ok "$t: SIGTERM to the batch step's group, job RUNNING, new checkpoint -> exit 75 and scontrol requeue 42"
     else
@@ -54,7 +54,7 @@ for t in train-multi-node.sbatch train-single-node.sbatch; do
     fi
     # A plain `scancel JOB`: SLURM has ended the job (COMPLETING) -> it stays ended, saying how to
     # continue; a requeue would bring a cancelled job back.
-    run_template "$t" COMPLETING 1
+    run_template "$t" COMPLETING/None 1
     if [ $rc -eq 75 ] && [ ! -e "$tmp/scontrol.log" ] &&
        grep -q "not requeued: job 42 is COMPLETING .*CKPT_DIR=ckpt-42" "$tmp/out"; then
         ok "$t: scancel (job COMPLETING) -> exit 75, not requeued, says CKPT_DIR=ckpt-42"
@@ -62,8 +62,16 @@ for t in train-multi-node.sbatch train-single-node.sbatch; do
         bad "$t: scancel (job COMPLETING) -> exit $rc, scontrol: '$(cat "$tmp/scontrol.log" 2>/dev/null)'"
         sed 's/^/    /' "$tmp/out"
     fi
+    # The time limit itself (its SIGTERM, the --signal lead too short): saved, so back in the queue.
+    run_template "$t" COMPLETING/TimeLimit 1
+    if [ $rc -eq 75 ] && grep -qx "requeue 42" "$tmp/scontrol.log" 2>/dev/null; then
+        ok "$t: time limit reached (COMPLETING, Reason=TimeLimit), new checkpoint -> exit 75 and scontrol requeue 42"
+    else
+        bad "$t: time limit reached -> exit $rc, scontrol: '$(cat "$tmp/scontrol.log" 2>/dev/null)'"
+        sed 's/^/    /' "$tmp/out"
+    fi
     # A resumed run stopped before its first step (no newer checkpoint): requeuing it would loop.
-    run_template "$t" RUNNING 0 ckpt-0000000004.dtc
+    run_template "$t" RUNNING/None 0 ckpt-0000000004.dtc
     if [ $rc -eq 75 ] && [ ! -e "$tmp/scontrol.log" ] && grep -q "not requeued: no step trained since" "$tmp/out"; then
         ok "$t: stopped before its first step (no new checkpoint) -> exit 75, not requeued"
     else
