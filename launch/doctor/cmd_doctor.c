@@ -271,7 +271,7 @@ static int doctor_report(const doctor_facts *all, int world, const doctor_opts *
     doctor_comm_check_job(all, world, &job);
     doctor_cuda_check_job(all, world, &job);
     doctor_memory_check_job(all, world, &job);
-    doctor_paths_check(&o->paths, o->q.model ? &o->q : NULL, &job);
+    doctor_paths_check(&o->paths, o->q.model ? &o->q : NULL, all, world, &job);
     char devices[16];
     job_devices(all, world, devices, sizeof devices);
     doc_header h = {dt_version_string(), world, all[0].pl.num_nodes, devices};
@@ -339,6 +339,7 @@ int cmd_doctor(int argc, char **argv)
     me->cuda.device_req = device_req;
     snprintf(me->cuda.device_refusal, sizeof me->cuda.device_refusal, "%s", cuda_refusal);
     doctor_memory_collect(&me->mem, job.ctx, o.q.model ? &o.q : NULL);
+    doctor_paths_collect(&o.paths, o.q.model ? &o.q : NULL, &me->paths);
     doctor_comm_measure(job.ctx, &job.pl,
                         o.no_comm        ? "--no-comm"
                         : job.world == 1 ? "a world of 1 sends nothing"

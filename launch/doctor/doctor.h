@@ -30,6 +30,7 @@
 #include "launch/doctor/doctor_host.h"
 #include "launch/doctor/doctor_memory.h"
 #include "launch/doctor/doctor_net.h"
+#include "launch/doctor/doctor_paths.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -107,6 +108,7 @@ typedef struct doctor_facts {
     doctor_cuda_facts cuda;
     doctor_mem_facts mem;
     doctor_net_facts net;
+    doctor_path_facts paths;
 } doctor_facts;
 
 #endif

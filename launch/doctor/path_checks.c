@@ -19,6 +19,7 @@
 #include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -117,16 +118,66 @@ static int add_size(const char *path, const struct stat *sb, int type, struct FT
     return 0;
 }
 
-static void check_data(const char *path, const doctor_model_query *m, doc_list *job)
+static dt_status data_open(const char *path, const doctor_model_query *m, ds_split **s)
 {
     /* Structure only: the labels are checked as samples are read, so a large set opens quickly. */
     ds_open_opts o = {.check_on_read = 1};
     /* An image folder is resized to the model's input; --input CxHxW gives it. */
     if (m && m->input && sscanf(m->input, "%dx%dx%d", &o.c, &o.h, &o.w) != 3) o.c = o.h = o.w = 0;
+    return ds_open(path, &o, s);
+}
+
+void doctor_paths_collect(const doctor_path_query *p, const doctor_model_query *m, doctor_path_facts *f)
+{
+    memset(f, 0, sizeof *f);
     ds_split *s = NULL;
-    if (ds_open(path, &o, &s)) {
-        doc_add(job, "path.data", DOC_FAIL, "give the dataset's path (dtrain data info PATH shows what it holds)", "%s",
-                dt_last_error());
+    if (!p->data) return;
+    if (data_open(p->data, m, &s)) {
+        f->data_failed = 1;
+        snprintf(f->data_error, sizeof f->data_error, "%s", dt_last_error());
+        return;
+    }
+    ds_close(s);
+}
+
+#define DATA_FIX "give the dataset's path (dtrain data info PATH shows what it holds)"
+
+/* The ranks that could not open --data, one row per host and error: a dataset on a node-local
+ * disk, or a file system not mounted on some nodes, fails there alone. Returns how many failed. */
+static int data_failures(const doctor_facts *all, int world, doc_list *job)
+{
+    int failed = 0;
+    for (int r = 0; r < world; r++) failed += all[r].paths.data_failed != 0;
+    if (!failed) return 0;
+    int *ranks = malloc((size_t)world * sizeof *ranks);
+    unsigned char *done = calloc((size_t)world, 1);
+    for (int r = 0; r < world; r++) {
+        const doctor_path_facts *f = &all[r].paths;
+        if (!f->data_failed || (done && done[r])) continue;
+        int n = 0;
+        if (ranks && done) {
+            for (int q = r; q < world; q++)
+                if (all[q].paths.data_failed && !done[q] && strcmp(all[q].paths.data_error, f->data_error) == 0 &&
+                    strcmp(all[q].pl.hostname, all[r].pl.hostname) == 0) {
+                    ranks[n++] = q;
+                    done[q] = 1;
+                }
+        } else if (ranks) {
+            ranks[n++] = r; /* out of memory for the grouping: a row per rank */
+        }
+        doc_add_ranks(job, ranks, n, "path.data", DOC_FAIL, DATA_FIX, "%s (on %s)", f->data_error, all[r].pl.hostname);
+    }
+    free(ranks);
+    free(done);
+    return failed;
+}
+
+static void check_data(const char *path, const doctor_model_query *m, const doctor_facts *all, int world, doc_list *job)
+{
+    if (data_failures(all, world, job)) return;
+    ds_split *s = NULL;
+    if (data_open(path, m, &s)) {
+        doc_add(job, "path.data", DOC_FAIL, DATA_FIX, "%s", dt_last_error());
         return;
     }
     tree_bytes = 0;
@@ -153,9 +204,10 @@ static void check_metrics(const char *path, doc_list *job)
         doc_add(job, "path.metrics", DOC_PASS, NULL, "--metrics %s can be written", path);
 }
 
-void doctor_paths_check(const doctor_path_query *p, const doctor_model_query *m, doc_list *job)
+void doctor_paths_check(const doctor_path_query *p, const doctor_model_query *m, const doctor_facts *all, int world,
+                        doc_list *job)
 {
     if (p->ckpt_dir) check_ckpt(p, m, job);
-    if (p->data) check_data(p->data, m, job);
+    if (p->data) check_data(p->data, m, all, world, job);
     if (p->metrics) check_metrics(p->metrics, job);
 }

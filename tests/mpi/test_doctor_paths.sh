@@ -33,6 +33,22 @@ if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
 fi
 "$DTRAIN" doctor --no-comm --json --data "$tmp/nodata" >"$j" 2>&1
 doctor_status "$j" path.data=fail && grep -q "does not exist" "$j" && ok "a missing --data: FAIL" || bad "data"
+# --data that only some ranks can open (a node-local disk on one node of a job; here two ranks are
+# given a path that is not there): every rank opens it, as every rank reads it in training, and the
+# row fails for those ranks alone, naming their host, where rank 0's view alone would pass.
+python3 "$here/make_idx.py" "$tmp/idx" 200 50 10 60
+timeout 120 "$MPIRUN" -np 1 "$DTRAIN" doctor --no-comm --json --data "$tmp/idx" : \
+    -np 2 "$DTRAIN" doctor --no-comm --json --data "$tmp/nodata" >"$j" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 1 ] && python3 - "$j" "$tmp/nodata" "$(hostname)" <<'PY'; then
+import json, sys
+rows = [c for c in json.load(open(sys.argv[1]))["checks"] if c["name"] == "path.data"]
+want = "dataset %s does not exist (on %s)" % (sys.argv[2], sys.argv[3])
+assert len(rows) == 1 and rows[0]["status"] == "fail" and rows[0]["ranks"] == [1, 2] and want in rows[0]["seen"], rows
+PY
+    ok "--data missing on ranks 1-2 only: path.data FAIL for ranks 1-2, naming the host, exit 1"
+else
+    bad "--data missing on some ranks (rc $rc): $(cat "$j" "$tmp/err")"
+fi
 
 # A lone process with a non-zero torchrun RANK reports (table and JSON), with train's text.
 expect 1 "WORLD_SIZE=2 but MPI sees a world of 1" env RANK=1 WORLD_SIZE=2 "$DTRAIN" doctor --no-comm
