@@ -14,7 +14,7 @@ mkdir -p "$tmp/bin"
 # --checkpoint-dir, as a run that trained writes, and exit 75.
 cat >"$tmp/bin/srun" <<'STUB'
 #!/bin/bash
-case " $* " in *" train "*) ;; *) exit 0 ;; esac # `dtrain env` steps: nothing to do
+case " $* " in *" train "*) ;; *) exit "${STUB_ENV_RC:-0}" ;; esac # `dtrain env` steps
 dir=""; while [ $# -gt 0 ]; do [ "$1" = --checkpoint-dir ] && dir=$2; shift; done
 trap '[ "$STUB_PROGRESS" = 1 ] && : >"$dir/ckpt-0000000009.dtc"; exit 75' TERM
 mkdir -p "$dir"
@@ -38,6 +38,8 @@ run_template() {
         SLURM_SUBMIT_DIR=$tmp DTRAIN=dtrain exec setsid bash "$repo/slurm/$1" >"$tmp/out" 2>&1) &
     local pid=$!
     for _ in $(seq 100); do [ -e "$tmp/started" ] && break; sleep 0.1; done
+    # --signal=B:USR1@N: SLURM signals the batch shell alone.
+    if [ -n "${PRE_USR1:-}" ]; then kill -USR1 "$pid" && sleep 0.3; fi
     kill -TERM -- "-$pid" 2>/dev/null # the whole group, as SLURM signals the batch step
     wait "$pid"
     rc=$?
@@ -50,6 +52,23 @@ for t in train-multi-node.sbatch train-single-node.sbatch; do
         ok "$t: SIGTERM to the batch step's group, job RUNNING, new checkpoint -> exit 75 and scontrol requeue 42"
     else
         bad "$t: SIGTERM to the batch step's group -> exit $rc, scontrol: '$(cat "$tmp/scontrol.log" 2>/dev/null)'"
+        sed 's/^/    /' "$tmp/out"
+    fi
+    # `dtrain env` failing (Open MPI's start-up race) does not end the job: it trains and requeues.
+    STUB_ENV_RC=1 run_template "$t" RUNNING/None 1
+    if [ $rc -eq 75 ] && grep -qx "requeue 42" "$tmp/scontrol.log" 2>/dev/null && grep -q "dtrain env failed (exit 1)" "$tmp/out"; then
+        ok "$t: the dtrain env step failing -> says so, trains, exit 75 and requeue"
+    else
+        bad "$t: the dtrain env step failing -> exit $rc, scontrol: '$(cat "$tmp/scontrol.log" 2>/dev/null)'"
+        sed 's/^/    /' "$tmp/out"
+    fi
+    # --signal=B:USR1@N reaches the batch shell alone: it must not end it (the ranks never hear it);
+    # the time limit's SIGTERM then stops them and the job is requeued.
+    PRE_USR1=1 run_template "$t" COMPLETING/TimeLimit 1
+    if [ $rc -eq 75 ] && grep -qx "requeue 42" "$tmp/scontrol.log" 2>/dev/null; then
+        ok "$t: SIGUSR1 to the batch shell alone (B:USR1) -> it lives on; the limit's SIGTERM -> 75 and requeue"
+    else
+        bad "$t: SIGUSR1 to the batch shell alone -> exit $rc, scontrol: '$(cat "$tmp/scontrol.log" 2>/dev/null)'"
         sed 's/^/    /' "$tmp/out"
     fi
     # A plain `scancel JOB`: SLURM has ended the job (COMPLETING) -> it stays ended, saying how to
