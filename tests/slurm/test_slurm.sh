@@ -2,8 +2,8 @@
 # dtrain under a real SLURM: a local cluster of two nodes (network namespaces) brought up for
 # this test and torn down after it. srun -N 2 -n 4 places ranks on two nodes; srun without PMI is
 # refused with the fix (one task or two); fake GPUs reach each rank; every slurm/*.sbatch template,
-# submitted the README's way, completes; mpirun inside an allocation is recognized as openmpi
-# despite stale SLURM_PROCID; dtrain doctor reports the whole job (and srun without PMI as a
+# submitted the README's way, completes, and a scancelled training template saves and stays
+# cancelled; mpirun inside an allocation is recognized as openmpi despite stale SLURM_PROCID; dtrain doctor reports the whole job (and srun without PMI as a
 # launch.pmix FAIL); a requeued job resumes bit for bit; down.sh leaves nothing of the
 # cluster and nothing else touched. Exit 77 (SKIP) where the cluster cannot start here (not root,
 # no slurmctld installed), saying why.
@@ -205,6 +205,25 @@ for t in "$repo"/slurm/*.sbatch; do   # in the order they were submitted, so the
         explain_failure "$out"
     fi
 done
+
+# --- A plain scancel of a training template: the ranks save and exit 75, and the job stays
+# cancelled (CANCELLED, no restart) with the template's "not requeued" line and its checkpoint,
+# rather than coming back after SLURM's hold: the state SLURM shows the batch shell then
+# (COMPLETING) is what the template goes by (tests/slurm/test_templates.sh fakes it).
+jid=$(cd "$sub" && env -u DTRAIN TRAIN_ARGS="${small/--steps 20/--steps 1000000} --log-every 100" \
+    sbatch --parsable $fits --nodes=1 slurm/train-single-node.sbatch 2>&1)
+out=$(template_out train-single-node.sbatch "$jid")
+for _ in $(seq 300); do grep -q '^step' "$out" 2>/dev/null && break; sleep 0.2; done
+scancel "$jid"
+wait_job "$jid"
+restarts=$(scontrol show job "$jid" 2>/dev/null | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
+if [ "$state" = CANCELLED ] && [ "${restarts:-0}" -eq 0 ] && grep -q "^not requeued: job $jid is COMPLETING" "$out" &&
+   ls "$sub/ckpt-$jid"/ckpt-*.dtc >/dev/null 2>&1; then
+    ok "scancel of sbatch slurm/train-single-node.sbatch (job $jid): saved, CANCELLED, not requeued"
+else
+    bad "scancel of a template job $jid: state '$state', restarts '$restarts'"; cat "$out" 2>/dev/null
+fi
+scancel "$jid" 2>/dev/null # were it requeued after all
 
 # --- mpirun inside an allocation: openmpi, not the batch step's stale SLURM_PROCID.
 cat >"$tmp/mpi.sbatch" <<JOB
