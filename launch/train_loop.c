@@ -133,6 +133,53 @@ static train_end settle_step(train_run *r, interval *iv, long stepno, int *rc)
     return TRAIN_END_FAILED;
 }
 
+/* The first batch of a step, taken before the ranks agree at the end of the step before it (or
+ * before the first step): a batch that fails (an undecodable image, a file gone) is agreed with the
+ * stop requests, so every rank stops after the same step and saves it, rather than the failing
+ * rank ending the job while the others wait in the step's allreduce and the steps since the last
+ * checkpoint are lost. */
+typedef struct next_batch {
+    const float *x;
+    const int32_t *labels;
+    int have;           /* x and labels hold the batch */
+    dt_status err;      /* its failure on this rank (DT_OK: none) */
+    status_kept errmsg; /* and its message */
+} next_batch;
+
+static void next_batch_take(train_run *r, next_batch *nb)
+{
+    long data_step;
+    nb->err = dt_loader_next(r->ld, &data_step, &nb->x, &nb->labels);
+    nb->have = nb->err == DT_OK;
+    if (nb->err) status_keep(&nb->errmsg);
+}
+
+/* The ranks agreed that `failures` of them could not make the batch of step done + 1, after the
+ * `done` steps were saved (`saved`) or not: each rank ends with the failure's message, its own or
+ * a pointer to the rank's that had it. The exit code. */
+static int batch_failed(train_run *r, long done, const next_batch *nb, int failures, int saved)
+{
+    progress_clear(&r->prog);
+    dt_status s;
+    if (nb->err)
+        s = status_restore(nb->err, &nb->errmsg);
+    else
+        s = status_set_peer_error(DT_ERR_CORRUPT,
+                                  "another rank could not make its batch of step %ld (its error says why)", done + 1);
+    const int rc = train_status_error(status_mark_shared(s));
+    if (r->rank == 0 && saved)
+        fprintf(stderr,
+                "dtrain: the batch of step %ld failed on %d rank%s; the %ld steps before it are saved in %s: fix or "
+                "replace the file named (or pass --bad-samples skip), then --resume auto goes on from step %ld\n",
+                done + 1, failures, cli_s(failures), done, r->t.ckpt_dir, done + 1);
+    else if (r->rank == 0 && done > r->first_step)
+        fprintf(stderr,
+                "dtrain: the batch of step %ld failed on %d rank%s; no --checkpoint-dir: the %ld steps before it "
+                "are not saved\n",
+                done + 1, failures, cli_s(failures), done);
+    return rc;
+}
+
 /* A stop asked for on some rank, after `done` steps: the checkpoint, and rank 0 says so. */
 static int stop_now(train_run *r, long done)
 {
@@ -160,8 +207,14 @@ train_end train_loop(train_run *r, int *rc)
     if ((s = train_bucket_auto_begin(r))) goto fail;
     /* A stop asked for during the set-up (the data, the model, a resume can take minutes) ends the
      * run before it trains: there is nothing new to save, and a requeue starts where this run did. */
-    int stop_sig = 0;
-    if ((s = train_stop_agree(r, &stop_sig))) goto fail;
+    next_batch nb = {0};
+    if (r->first_step < t->steps) next_batch_take(r, &nb);
+    int stop_sig = 0, failures = 0;
+    if ((s = train_stop_agree(r, nb.err != DT_OK, &stop_sig, &failures))) goto fail;
+    if (failures) {
+        *rc = batch_failed(r, r->first_step, &nb, failures, 0);
+        return TRAIN_END_FAILED;
+    }
     if (stop_sig) {
         progress_clear(&r->prog);
         train_stop_report(r, r->first_step, 1);
@@ -180,7 +233,10 @@ train_end train_loop(train_run *r, int *rc)
             const float *x;
             const int32_t *labels;
             long data_step;
-            if ((s = dt_loader_next(r->ld, &data_step, &x, &labels))) goto fail;
+            if (j == 0 && nb.have)
+                x = nb.x, labels = nb.labels, nb.have = 0;
+            else if ((s = dt_loader_next(r->ld, &data_step, &x, &labels)))
+                goto fail;
             /* A host batch's copy to the GPU queued first, so it runs during the wait below. */
             if ((s = dt_model_stage_batch(r->m, x, labels, t->batch))) goto fail;
             /* The last step's verdict, now that its successor's batch is made. */
@@ -209,8 +265,9 @@ train_end train_loop(train_run *r, int *rc)
         iv.t_begin += clock_now_s() - t_auto;
         /* Stop requests are agreed by all ranks at the same step (a signal reaches ranks at
          * different times, or only some of them). */
+        if (step + 1 < t->steps) next_batch_take(r, &nb);
         int stop = 0;
-        if ((s = train_stop_agree(r, &stop))) goto fail;
+        if ((s = train_stop_agree(r, nb.err != DT_OK, &stop, &failures))) goto fail;
         const int ckpt_step = t->ckpt_every && (step + 1) % t->ckpt_every == 0 && step + 1 < t->steps;
         /* An evaluation step is a log step too, so its record carries the held-out figures. So is
          * a checkpoint step: a run resumed from it starts a fresh interval there, so an interval
@@ -222,10 +279,17 @@ train_end train_loop(train_run *r, int *rc)
         const int log_step = (step + 1) % t->log_every == 0 || step + 1 == t->steps || eval_step || ckpt_step;
         /* What a checkpoint saves and a log line reports counts this step's verdict. */
         train_end e;
-        if ((stop > 0 || log_step) && (e = settle_step(r, &iv, step + 1, rc)) != TRAIN_END_DONE) return e;
+        if ((stop > 0 || failures || log_step) && (e = settle_step(r, &iv, step + 1, rc)) != TRAIN_END_DONE) return e;
         iv.loss += loss;
         iv.correct += correct;
         iv.steps++;
+        /* As a stop: saved, then the interval logged, for the resumed run's records. */
+        if (failures) {
+            if (t->ckpt_dir && (s = train_ckpt_save(r, step + 1))) goto fail;
+            if ((*rc = log_interval(r, &iv, step + 1, 0, lr, grad_norm)) == EXIT_OK)
+                *rc = batch_failed(r, step + 1, &nb, failures, t->ckpt_dir != NULL);
+            return TRAIN_END_FAILED;
+        }
         /* A stop on a log or evaluation step saves first (an evaluation may take longer than the
          * grace before a SIGKILL), then logs the step: the resumed run starts after it, so its
          * record and held-out figures would otherwise be lost. */
@@ -246,7 +310,7 @@ train_end train_loop(train_run *r, int *rc)
             /* A stop asked for while the checkpoint was written: that checkpoint holds what the
              * stop would save, so stop now rather than run a step more and save again (twice the
              * time to stop, under a kill deadline). The ranks agree on it here, after the save. */
-            if ((s = train_stop_agree(r, &stop))) goto fail;
+            if ((s = train_stop_agree(r, 0, &stop, NULL))) goto fail;
             if (stop) {
                 progress_clear(&r->prog);
                 train_stop_report(r, step + 1, 0);

@@ -78,8 +78,10 @@ int train_status_error(dt_status s);
 void train_stop_install(const char *ckpt_dir);
 /* The stop requests of every rank, agreed: *sig the signal (0: none asked for a stop), the one of
  * highest precedence when ranks got different ones (SIGINT, SIGHUP, SIGTERM, SIGUSR1), also kept
- * in r->stop_sig with r->stop_own. Collective (one allreduce of 4 floats with several ranks). */
-dt_status train_stop_agree(train_run *r, int *sig);
+ * in r->stop_sig with r->stop_own; and with them whether this rank failed to make the next step's
+ * batch (batch_failed), *batch_failures the ranks that did (batch_failures may be NULL).
+ * Collective (one allreduce of 5 floats with several ranks). */
+dt_status train_stop_agree(train_run *r, int batch_failed, int *sig, int *batch_failures);
 /* "SIGTERM" and so on. */
 const char *train_stop_name(int sig);
 /* The exit code of a run stopped on r->stop_sig: 130 for SIGINT and 129 for SIGHUP, else

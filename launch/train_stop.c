@@ -78,14 +78,17 @@ void train_stop_install(const char *ckpt_dir)
     cli_signals_unblock();
 }
 
-dt_status train_stop_agree(train_run *r, int *sig)
+dt_status train_stop_agree(train_run *r, int batch_failed, int *sig, int *batch_failures)
 {
-    float v[NSTOP];
+    /* The stop signals, then the ranks whose next batch failed, in one allreduce. */
+    float v[NSTOP + 1];
     for (int k = 0; k < NSTOP; k++) v[k] = got[k] ? 1.0f : 0.0f;
+    v[NSTOP] = batch_failed ? 1.0f : 0.0f;
     if (r->world > 1) {
-        const dt_status s = dt_allreduce(r->ctx, v, NSTOP, DT_F32, DT_SUM);
+        const dt_status s = dt_allreduce(r->ctx, v, NSTOP + 1, DT_F32, DT_SUM);
         if (s) return s;
     }
+    if (batch_failures) *batch_failures = (int)v[NSTOP];
     *sig = 0;
     for (int k = NSTOP - 1; k >= 0 && !*sig; k--)
         if (v[k] > 0) {

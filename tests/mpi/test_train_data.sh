@@ -131,6 +131,17 @@ else
     bad "image folder with a bad file and --bad-samples skip"; cat "$tmp/out"
 fi
 
+# Met mid-run on one rank (zz.png is sample 40: in step 6 of 8 per step, file order), the ranks agree
+# on it: the 5 steps before it are saved, and --resume auto with --bad-samples skip goes on from there.
+rm -rf "$tmp/ckbad"
+expect 1 "the batch of step 6 failed on 1 rank; the 5 steps before it are saved in $tmp/ckbad" \
+    run 2 train --data "$tmp/imgs" --input 3x8x8 --normalize unit --shuffle none --batch 4 --steps 10 \
+    --checkpoint-dir "$tmp/ckbad"
+grep -qF "$tmp/imgs/class1/zz.png is neither JPEG" "$tmp/out" && [ -f "$tmp/ckbad/ckpt-0000000005.dtc" ] &&
+    ok "a bad image mid-run: named, and the steps before it saved" || { bad "bad image mid-run"; cat "$tmp/out"; }
+expect 0 "resumed after step 5" run 2 train --data "$tmp/imgs" --input 3x8x8 --normalize unit --shuffle none \
+    --batch 4 --steps 10 --checkpoint-dir "$tmp/ckbad" --resume auto --bad-samples skip
+
 # Augmentation is drawn from (seed, epoch, sample): the run is the same bits at 0 and 3 loader threads.
 for lt in 0 3; do
     run 1 train --data "$tmp/imgs" --input 3x8x8 --batch 8 --steps 12 --augment crop:2,flip --bad-samples skip --loader-threads $lt \
