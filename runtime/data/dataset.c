@@ -76,39 +76,6 @@ static dt_status make_holdout(dt_dataset *d, double fraction, int part)
  * samples pin a channel's mean and std to about 1% of its std. */
 #define STATS_DECODED_MAX 20000
 
-/* The statistics of the samples a holdout trains on (not those it keeps aside), or of every
- * stride-th sample. */
-static dt_status view_stats(const dt_dataset *d, size_t stride, ds_stats *out)
-{
-    ds_stats_acc acc;
-    float *x = malloc(d->input_size * sizeof *x);
-    dt_status s = x ? ds_stats_acc_init(&acc, d->c, (size_t)d->h * d->w, d->classes)
-                    : status_set_error(DT_ERR_NOMEM, "out of memory for a sample");
-    if (s) {
-        free(x);
-        return s;
-    }
-    for (size_t k = 0; k < d->n && !s; k += stride) {
-        int32_t y;
-        const size_t i = d->view ? d->view[k] : k;
-        s = ds_read(d->split, i, x, &y);
-        if (s == DT_ERR_CORRUPT && d->skip_bad) {
-            s = DT_OK; /* not in the figures; training replaces it too */
-            continue;
-        }
-        if (!s && (y < 0 || y >= d->classes))
-            s = status_set_error(DT_ERR_CORRUPT, "%s: sample %zu has label %d, outside 0..%d", d->split->source, i,
-                                 (int)y, d->classes - 1);
-        if (!s) ds_stats_acc_add(&acc, x, y);
-    }
-    free(x);
-    if (s) {
-        ds_stats_acc_free(&acc);
-        return s;
-    }
-    return ds_stats_acc_finish(&acc, out);
-}
-
 /* The per-channel multiply-add of the normalization; standard needs the mean and std. */
 static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int threads)
 {
@@ -137,8 +104,10 @@ static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int
         const int decoded = strcmp(d->split->format, "imagefolder") == 0;
         const size_t stride =
             decoded && d->n > STATS_DECODED_MAX ? (d->n + STATS_DECODED_MAX - 1) / STATS_DECODED_MAX : 1;
-        dt_status s = d->view || stride > 1 || d->skip_bad ? view_stats(d, stride, &st)
-                                                           : ds_compute_stats(d->split, threads, &st);
+        /* The samples a holdout trains on (not those it keeps aside), every stride-th: on the
+         * readers' threads, as a whole split's pass is (20000 images are minutes on one core). */
+        const ds_stats_pick pick = {.idx = d->view, .n = d->n, .stride = stride, .skip_corrupt = d->skip_bad};
+        dt_status s = ds_compute_stats_pick(d->split, &pick, threads, &st);
         if (s) return s;
         for (int c = 0; c < C; c++) d->mean[c] = (float)st.mean[c], d->std[c] = (float)st.std[c];
         ds_stats_free(&st);

@@ -115,7 +115,8 @@ void ds_stats_free(ds_stats *st)
 
 typedef struct stats_job {
     const ds_split *s;
-    size_t begin, end;
+    const ds_stats_pick *pick; /* the samples read (NULL: every one) */
+    size_t begin, end;         /* positions in them */
     ds_stats_acc acc;
     dt_status status;
     size_t bad;
@@ -164,9 +165,12 @@ static void *stats_run(void *arg)
         j->bad = j->begin;
         return NULL;
     }
-    for (size_t i = j->begin; i < j->end; i++) {
+    const ds_stats_pick *pk = j->pick;
+    for (size_t p = j->begin; p < j->end; p++) {
         int32_t y;
+        const size_t at = pk ? p * pk->stride : p, i = pk && pk->idx ? pk->idx[at] : at;
         dt_status st = ds_read(s, i, x, &y);
+        if (st == DT_ERR_CORRUPT && pk && pk->skip_corrupt) continue; /* not in the figures */
         if (!st && (y < 0 || y >= s->classes))
             st = status_set_error(DT_ERR_CORRUPT, "%s: label %d of sample %zu is outside 0 to %d", s->source, (int)y, i,
                                   s->classes - 1);
@@ -197,10 +201,12 @@ static void *stats_run(void *arg)
  * job set up by the caller's keep_going/keep; *jobs_out (njobs of them, each with an initialised
  * accumulator) is the caller's to free with jobs_free whatever the result. DT_OK once every job
  * ran; the jobs' own status says how each ended. */
-static dt_status jobs_run(const ds_split *s, int threads, int keep_going, size_t keep, stats_job **jobs_out, int *njobs)
+static dt_status jobs_run(const ds_split *s, const ds_stats_pick *pick, int threads, int keep_going, size_t keep,
+                          stats_job **jobs_out, int *njobs)
 {
+    const size_t count = pick ? (pick->n + pick->stride - 1) / pick->stride : s->count;
     int t = threads < 1 ? 1 : threads;
-    if ((size_t)t > s->count) t = s->count ? (int)s->count : 1;
+    if ((size_t)t > count) t = count ? (int)count : 1;
     stats_job *jobs = calloc((size_t)t, sizeof *jobs);
     pthread_t *tid = calloc((size_t)t, sizeof *tid);
     int *started = calloc((size_t)t, sizeof *started);
@@ -211,10 +217,11 @@ static dt_status jobs_run(const ds_split *s, int threads, int keep_going, size_t
     for (int made = 0; !st && made < t; made++) {
         stats_job *j = &jobs[made];
         j->s = s;
+        j->pick = pick;
         j->keep_going = keep_going;
         j->keep = keep;
         /* Ranges of q or q + 1 samples, the longer ones first. */
-        const size_t q = s->count / (size_t)t, r = s->count % (size_t)t, k = (size_t)made;
+        const size_t q = count / (size_t)t, r = count % (size_t)t, k = (size_t)made;
         j->begin = k * q + (k < r ? k : r);
         j->end = j->begin + q + (k < r);
         st = ds_stats_acc_init(&j->acc, s->c, (size_t)s->h * s->w, s->classes);
@@ -245,12 +252,16 @@ static void jobs_free(stats_job *jobs, int njobs)
     free(jobs);
 }
 
-dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, size_t *bad_sample)
+/* The pass of ds_compute_stats_at over pick's samples (NULL: every one). */
+static dt_status stats_of(const ds_split *s, const ds_stats_pick *pick, int threads, ds_stats *out, size_t *bad_sample)
 {
     memset(out, 0, sizeof *out);
+    if (pick && (pick->stride < 1 || pick->n < 1))
+        return status_set_error(DT_ERR_INVALID_ARG, "statistics of %zu samples, every %zu-th: both must be at least 1",
+                                pick->n, pick->stride);
     stats_job *jobs;
     int t;
-    dt_status st = jobs_run(s, threads, 0, 0, &jobs, &t);
+    dt_status st = jobs_run(s, pick, threads, 0, 0, &jobs, &t);
     if (!st) {
         /* The lowest range that failed holds the lowest failing sample. */
         for (int k = 0; k < t; k++)
@@ -268,9 +279,19 @@ dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, siz
     return st;
 }
 
+dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, size_t *bad_sample)
+{
+    return stats_of(s, NULL, threads, out, bad_sample);
+}
+
 dt_status ds_compute_stats(const ds_split *s, int threads, ds_stats *out)
 {
-    return ds_compute_stats_at(s, threads, out, NULL);
+    return stats_of(s, NULL, threads, out, NULL);
+}
+
+dt_status ds_compute_stats_pick(const ds_split *s, const ds_stats_pick *pick, int threads, ds_stats *out)
+{
+    return stats_of(s, pick, threads, out, NULL);
 }
 
 dt_status ds_find_bad_samples(const ds_split *s, int threads, size_t keep, ds_bad_samples *out)
@@ -278,7 +299,7 @@ dt_status ds_find_bad_samples(const ds_split *s, int threads, size_t keep, ds_ba
     memset(out, 0, sizeof *out);
     stats_job *jobs;
     int t;
-    dt_status st = jobs_run(s, threads, 1, keep, &jobs, &t);
+    dt_status st = jobs_run(s, NULL, threads, 1, keep, &jobs, &t);
     /* A job that stopped did so for memory: the pass did not read every sample. */
     for (int k = 0; !st && k < t; k++)
         if (jobs[k].status) st = status_restore(jobs[k].status, &jobs[k].msg);

@@ -32,6 +32,19 @@ dt_status ds_compute_stats(const ds_split *s, int threads, ds_stats *out);
 dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, size_t *bad_sample);
 void ds_stats_free(ds_stats *st);
 
+/* Which samples a pass reads: positions 0, stride, 2 x stride, ... below n, position k being sample
+ * idx[k] (idx NULL: sample k); with skip_corrupt a sample whose read is DT_ERR_CORRUPT (an
+ * undecodable image, --bad-samples skip) is left out of the figures, not a failure. */
+typedef struct ds_stats_pick {
+    const uint32_t *idx;
+    size_t n, stride;
+    int skip_corrupt;
+} ds_stats_pick;
+
+/* As ds_compute_stats over pick's samples, split over threads as it is (a holdout's training part,
+ * or every stride-th image of a large folder). */
+dt_status ds_compute_stats_pick(const ds_split *s, const ds_stats_pick *pick, int threads, ds_stats *out);
+
 /* A bad sample: its index, what reading or checking it returned, and the message naming it. */
 typedef struct ds_bad_sample {
     size_t index;
