@@ -34,7 +34,9 @@ typedef struct img_raw {
     int ow, oh;
 } img_raw;
 
-static const char fix_hint[] = "fix or remove the file, or pass --bad-samples skip";
+/* Every command that decodes images says it (data convert, info, verify, bench data, eval, train);
+ * only training takes --bad-samples, so the hint names the command that does. */
+static const char fix_hint[] = "fix or remove the file, or train with --bad-samples skip";
 
 /* ------------------------------------------------------------------ JPEG */
 

@@ -75,7 +75,7 @@ static dt_status read_image_file(const char *path, unsigned char **buf, size_t *
     else if ((uint64_t)sb.st_size > IF_MAX_FILE_BYTES)
         st = status_set_error(DT_ERR_CORRUPT,
                               "image %s is %lld bytes, more than the %u an image may be; shrink it, "
-                              "remove it, or pass --bad-samples skip",
+                              "remove it, or train with --bad-samples skip",
                               path, (long long)sb.st_size, IF_MAX_FILE_BYTES);
     const size_t n = st ? 0 : (size_t)sb.st_size;
     if (!st && !(*buf = malloc(n ? n : 1))) st = status_set_error(DT_ERR_NOMEM, "out of memory reading %s", path);

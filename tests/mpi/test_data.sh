@@ -236,6 +236,10 @@ verify_both 1 "$tmp/imgs: 3 of 12 samples bad (train 3 of 12)" "sample 1,sample 
 grep -qF "    sample 1 ($tmp/imgs/class0/001.png): " "$tmp/out" && grep -qF "    sample 6 ($tmp/imgs/class1/002.png): " "$tmp/out" &&
     grep -qF "    sample 11 ($tmp/imgs/class2/003.png): $tmp/imgs/class2/003.png is empty" "$tmp/out" &&
     ok "image folder: each bad image's path" || { bad "image folder list"; cat "$tmp/out"; }
+# The fix it gives holds for the command that met it: only training takes --bad-samples.
+expect 1 "$tmp/imgs/class0/001.png is neither JPEG" "$DTRAIN" data convert --input 3x8x8 "$tmp/imgs" "$tmp/imgs.dts"
+grep -qF "fix or remove the file, or train with --bad-samples skip" "$tmp/out" &&
+    ok "convert: a bad image's fix is one convert can take" || { bad "convert: bad image's fix"; cat "$tmp/out"; }
 verify_both 1 "3 of 12 samples bad" "sample 1,sample 6" --max-errors 2 --input 3x8x8 "$tmp/imgs"
 grep -q "^    \.\.\. and 1 more (--max-errors 0 names every one)$" "$tmp/out" && ok "--max-errors 2: ... and 1 more" ||
     { bad "--max-errors 2"; cat "$tmp/out"; }
