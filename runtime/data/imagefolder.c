@@ -12,7 +12,8 @@
  * torchvision would take: macOS "._x.jpg" files are not images) and anything that is not a
  * regular file (a FIFO never blocks a scan or a read). Files with another extension torchvision
  * reads (.webp, .bmp, .tif, .tiff, .ppm, .pgm) are skipped too, and said in a warning with their
- * counts: the sample count then differs from torchvision's. An empty class folder is an error (as
+ * counts: the sample count then differs from torchvision's. So are symlinks with an image's name
+ * whose target is gone, the first one named (torchvision would fail reading them). An empty class folder is an error (as
  * in torchvision 0.10 and later) rather than a silently unused label.
  *
  * The scan keeps every image's path (relative to the split's folder) in one string arena with an
@@ -341,6 +342,12 @@ dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split 
                  "ImageFolder would read these too, so its sample count would be %zu, not %zu; convert them to "
                  "PNG or JPEG to train on them",
                  f->root, nother, nother == 1 ? "" : "s", other, count + nother, count);
+    if (f->broken)
+        log_msg0(LOG_LEVEL_WARN,
+                 "%s: %zu image name%s %s symlink%s to nothing (the first: %s): skipped, so the sample count is %zu, "
+                 "not %zu; fix the links (was the dataset they point into moved?) or remove them",
+                 f->root, f->broken, f->broken == 1 ? "" : "s", f->broken == 1 ? "is a" : "are",
+                 f->broken == 1 ? "" : "s", f->broken_first, count, count + f->broken);
     if (f->ignored)
         log_msg(LOG_LEVEL_INFO,
                 "%s: %zu images in %d classes; %zu other entries ignored (not .jpg/.jpeg/.png "

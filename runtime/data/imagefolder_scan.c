@@ -90,6 +90,16 @@ static int entry_kind(const char *dir, const struct dirent *e)
     return S_ISDIR(sb.st_mode) ? 'd' : S_ISREG(sb.st_mode) ? 'f' : 0;
 }
 
+/* Whether entry e of dir is a symlink whose target does not exist (entry_kind gave 0). */
+static int dangling_link(const char *dir, const struct dirent *e)
+{
+    if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN) return 0;
+    char p[IF_PATH_MAX];
+    struct stat sb;
+    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= sizeof p) return 0;
+    return lstat(p, &sb) == 0 && S_ISLNK(sb.st_mode) && stat(p, &sb) != 0 && errno == ENOENT;
+}
+
 /* One image found in a class: the folder it is in (index into the walk's folder list) and its
  * name, both offsets into the walk's arena. */
 typedef struct found {
@@ -177,6 +187,11 @@ static dt_status scan_class(if_impl *f, int k, walk *w, size_t *nimg, offs *img)
             } else {
                 const int other = kind == 'f' ? other_image_ext(e->d_name) : -1;
                 if (other >= 0) f->other_images[other]++;
+                /* The first one's path, for the warning (cut short if it must be). */
+                if (kind == 0 && is_image_name(e->d_name) && dangling_link(dir, e) && f->broken++ == 0 &&
+                    (size_t)snprintf(f->broken_first, sizeof f->broken_first, "%s/%s", dir, e->d_name) >=
+                        sizeof f->broken_first)
+                    f->broken_first[sizeof f->broken_first - 1] = '\0';
                 f->ignored++;
             }
             errno = 0;

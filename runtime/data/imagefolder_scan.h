@@ -41,6 +41,11 @@ typedef struct if_impl {
     /* Regular files with an image extension that torchvision's ImageFolder reads and dtrain does
      * not (IF_OTHER_EXTS, in that order): said, since they make the sample counts differ. */
     size_t other_images[IF_OTHER_EXTS];
+    /* Symlinks with an image's name whose target is gone (a dataset linked from a place that
+     * moved): skipped, where torchvision's ImageFolder would list them and fail reading them;
+     * said with the first one's path, since the sample count is short by them. */
+    size_t broken;
+    char broken_first[IF_PATH_MAX];
     int nfolders; /* class folders here: the entries of cls and first (less first's end) */
     /* The label of each class folder when another split numbers them (a val/ folder follows its
      * train/, whose classes it may not all have): NULL, the folder's own sorted order. The

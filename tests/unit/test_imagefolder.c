@@ -37,6 +37,8 @@ static void make_layout(unsigned char **rgb10, unsigned char **rgb2, unsigned ch
     write_bytes("C_bird/sub/b.BMP", "BM", 2);
     write_bytes("C_bird/c.bmp", "BM", 2);
     write_bytes("b_dog/.d.webp", "RIFF", 4); /* hidden: not counted, as no hidden file is */
+    /* A link to an image that is gone: skipped and counted (a link to one that is there reads). */
+    assert_int_equal(symlink("/nonexistent/dtrain-image.jpg", at("a_cat/gone.jpg")), 0);
 }
 
 static void test_layout_and_values(void **state)
@@ -62,6 +64,8 @@ static void test_layout_and_values(void **state)
     assert_int_equal(f->other_images[0], 1);
     assert_int_equal(f->other_images[1], 2);
     for (int i = 2; i < IF_OTHER_EXTS; i++) assert_int_equal(f->other_images[i], 0);
+    assert_int_equal(f->broken, 1);
+    assert_non_null(strstr(f->broken_first, "/a_cat/gone.jpg"));
     /* C_bird: pic.JPEG, z.png, then sub/w.png; a_cat: 10.PNG before 2.png; b_dog: x.jpg, y.png */
     const int labels[7] = {0, 0, 0, 1, 1, 2, 2};
     float x[3 * 8 * 8];
