@@ -82,6 +82,9 @@ broken_test idx "$tmp/idxcut" "t10k-labels-idx1-ubyte is 8 bytes; its header (8 
 # CIFAR-10: a test_batch.bin of no whole number of records.
 mkdir -p "$tmp/cifarcut"
 for i in 1 2 3 4 5; do { printf "\\x0$i"; head -c 3072 /dev/zero; } >"$tmp/cifarcut/data_batch_$i.bin"; done
+# A batch cut short at a record boundary passes every check but its record count: said.
+expect 0 "$tmp/cifarcut/data_batch_3.bin holds 1 record where CIFAR-10's data_batch_3.bin holds 10000: cut short" \
+    "$DTRAIN" data info --data-format cifar10 "$tmp/cifarcut"
 head -c 3000 /dev/zero >"$tmp/cifarcut/test_batch.bin"
 broken_test cifar "$tmp/cifarcut" "$tmp/cifarcut/test_batch.bin is 3000 bytes"
 # An image folder whose val/ holds a class folder that train/ has not.
