@@ -35,10 +35,34 @@ typedef struct interval {
     long correct, steps, skipped;
 } interval;
 
+/* The evaluation after `step` steps failed on every rank (s, agreed: a held-out image that does
+ * not decode): with a --checkpoint-dir and `save`, the steps are saved before the run ends, so a
+ * bad file among the held-out data (first read at the end of the run by default) loses none of
+ * the training. The exit code after printing why. */
+static int eval_failed(train_run *r, long step, dt_status s, int save)
+{
+    const int shared = status_shared(s);
+    status_kept k;
+    status_keep(&k);
+    dt_status sv = DT_OK;
+    /* Collective: only when every rank got the failure, or the save would wait on a rank gone. */
+    save = save && (shared || r->world == 1) && r->t.ckpt_dir && step > r->first_step;
+    if (save && (sv = train_ckpt_save(r, step))) train_status_error(sv);
+    const int rc = train_status_error(status_restore(s, &k));
+    if (save && !sv && r->rank == 0)
+        fprintf(stderr,
+                "dtrain: the evaluation after step %ld failed; the %ld steps are saved in %s: fix or replace the "
+                "held-out file named (or give --bad-samples skip), then --resume auto goes on from there; dtrain "
+                "eval --checkpoint-dir %s evaluates them\n",
+                step, step, r->t.ckpt_dir, r->t.ckpt_dir);
+    return rc;
+}
+
 /* The end of a log interval after `step` steps: the figures averaged over the ranks, the
- * evaluation when due, rank 0's line and record. Collective. EXIT_OK or the exit code after
- * printing why. */
-static int log_interval(train_run *r, interval *iv, long step, int do_eval, double lr, double grad_norm)
+ * evaluation when due (its failure saving the steps first when save_if_eval_fails: eval_failed),
+ * rank 0's line and record. Collective. EXIT_OK or the exit code after printing why. */
+static int log_interval(train_run *r, interval *iv, long step, int do_eval, int save_if_eval_fails, double lr,
+                        double grad_norm)
 {
     const train_opts *t = &r->t;
     /* This rank's own seconds per step, before the collective below waits for the others. */
@@ -99,7 +123,7 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, doub
     free(red);
     char eval_line[256] = "";
     if (do_eval && (s = run_eval(r, step, &rec.eval_loss, &rec.eval_accuracy, eval_line, sizeof eval_line)))
-        return train_status_error(s);
+        return eval_failed(r, step, s, save_if_eval_fails);
     /* The progress line gives way to the lines below (the next step redraws it). */
     progress_clear(&r->prog);
     if (!isfinite(mean_loss)) {
@@ -286,7 +310,7 @@ train_end train_loop(train_run *r, int *rc)
         /* As a stop: saved, then the interval logged, for the resumed run's records. */
         if (failures) {
             if (t->ckpt_dir && (s = train_ckpt_save(r, step + 1))) goto fail;
-            if ((*rc = log_interval(r, &iv, step + 1, 0, lr, grad_norm)) == EXIT_OK)
+            if ((*rc = log_interval(r, &iv, step + 1, 0, 0, lr, grad_norm)) == EXIT_OK)
                 *rc = batch_failed(r, step + 1, &nb, failures, t->ckpt_dir != NULL);
             return TRAIN_END_FAILED;
         }
@@ -299,10 +323,10 @@ train_end train_loop(train_run *r, int *rc)
             const double t_save = clock_now_s();
             if ((*rc = stop_now(r, step + 1))) return TRAIN_END_FAILED;
             iv.t_begin += clock_now_s() - t_save; /* a save is no step's time, as an evaluation is not */
-            if ((*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm))) return TRAIN_END_FAILED;
+            if ((*rc = log_interval(r, &iv, step + 1, eval_step, 0, lr, grad_norm))) return TRAIN_END_FAILED;
             return TRAIN_END_STOPPED;
         }
-        if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, lr, grad_norm))) return TRAIN_END_FAILED;
+        if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, 1, lr, grad_norm))) return TRAIN_END_FAILED;
         if (ckpt_step) {
             const double t_save = clock_now_s();
             if ((s = train_ckpt_save(r, step + 1))) goto fail;
