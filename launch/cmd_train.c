@@ -425,7 +425,7 @@ int cmd_train(int argc, char **argv)
         if (end == TRAIN_END_DONE && !(rc = train_finish(&r)) && !(rc = train_trace_end(&r))) {
             train_report_metrics_lost(&r);
             train_release(&r);
-            return cli_finish(r.ctx, EXIT_OK);
+            return cli_finish(r.ctx, r.final_eval_failed ? EXIT_FAIL : EXIT_OK);
         }
     }
     train_report_metrics_lost(&r);

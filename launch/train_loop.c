@@ -35,18 +35,33 @@ typedef struct interval {
     long correct, steps, skipped;
 } interval;
 
-/* The evaluation after `step` steps failed on every rank (s, agreed: a held-out image that does
- * not decode): with a --checkpoint-dir and `save`, the steps are saved before the run ends, so a
- * bad file among the held-out data (first read at the end of the run by default) loses none of
- * the training. The exit code after printing why. */
+/* The evaluation after `step` steps failed (s: a held-out image that does not decode, which the
+ * evaluation is the first to read). When every rank got it (dt_evaluate's verdict), with `save`,
+ * no training is lost: after the last step the run finishes (its checkpoint, --dump-params) and
+ * exits 1 (r->final_eval_failed; EXIT_OK here), and before it the steps are saved in the
+ * --checkpoint-dir before the run ends. The exit code after printing why. */
 static int eval_failed(train_run *r, long step, dt_status s, int save)
 {
-    const int shared = status_shared(s);
+    const int shared = status_shared(s) || r->world == 1;
+    if (save && shared && step == r->t.steps) {
+        train_status_error(s);
+        r->final_eval_failed = 1;
+        const char *kept = r->t.ckpt_dir && r->t.dump ? " (its checkpoint and --dump-params written)"
+                           : r->t.ckpt_dir            ? " (its checkpoint written)"
+                           : r->t.dump                ? " (--dump-params written)"
+                                                      : "";
+        if (r->rank == 0)
+            fprintf(stderr,
+                    "dtrain: the final evaluation failed; the run finishes without it%s and exits 1: fix or replace "
+                    "the held-out file named, then dtrain eval evaluates the model\n",
+                    kept);
+        return EXIT_OK;
+    }
     status_kept k;
     status_keep(&k);
     dt_status sv = DT_OK;
     /* Collective: only when every rank got the failure, or the save would wait on a rank gone. */
-    save = save && (shared || r->world == 1) && r->t.ckpt_dir && step > r->first_step;
+    save = save && shared && r->t.ckpt_dir && step > r->first_step;
     if (save && (sv = train_ckpt_save(r, step))) train_status_error(sv);
     const int rc = train_status_error(status_restore(s, &k));
     if (save && !sv && r->rank == 0)
@@ -122,8 +137,12 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, int 
                           .straggler_phase = straggler_phase_name(sv.phase)};
     free(red);
     char eval_line[256] = "";
-    if (do_eval && (s = run_eval(r, step, &rec.eval_loss, &rec.eval_accuracy, eval_line, sizeof eval_line)))
-        return eval_failed(r, step, s, save_if_eval_fails);
+    if (do_eval && (s = run_eval(r, step, &rec.eval_loss, &rec.eval_accuracy, eval_line, sizeof eval_line))) {
+        const int erc = eval_failed(r, step, s, save_if_eval_fails);
+        if (erc) return erc;
+        rec.has_eval = 0; /* the last step's, which the run finishes without */
+        eval_line[0] = '\0';
+    }
     /* The progress line gives way to the lines below (the next step redraws it). */
     progress_clear(&r->prog);
     if (!isfinite(mean_loss)) {

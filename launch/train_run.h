@@ -50,6 +50,8 @@ typedef struct train_run {
     char metrics_why[128];  /* and why, strerror's text */
     int metrics_gone;       /* rank 0: its file was found removed (said once, train_ckpt.c) */
     int stop_sig, stop_own; /* the stop signal the ranks agreed on (0: none), and whether this rank got it */
+    int final_eval_failed;  /* the evaluation after the last step failed on every rank (said): the run finishes
+                               without it, its outputs written, and exits EXIT_FAIL (train_loop.c) */
     char trace_out[4096];   /* rank 0: where --trace is written (beside it after a resume, train_trace.c) */
     int trace_none;         /* a resumed run whose --trace-steps are all done: no trace written */
     progress prog;          /* rank 0's progress line on a terminal (train_loop.c) */

@@ -142,18 +142,24 @@ grep -qF "$tmp/imgs/class1/zz.png is neither JPEG" "$tmp/out" && [ -f "$tmp/ckba
 expect 0 "resumed after step 5" run 2 train --data "$tmp/imgs" --input 3x8x8 --normalize unit --shuffle none \
     --batch 4 --steps 10 --checkpoint-dir "$tmp/ckbad" --resume auto --bad-samples skip
 
-# A bad image among the held-out data, first read by the evaluation (at the end by default): the
-# steps trained are saved before the run fails, on one rank and on two.
+# A bad image among the held-out data, first read by the evaluation (at the end by default), on one
+# rank and on two: at the end the run finishes without it (--dump-params written) and exits 1;
+# mid-run (--eval-every) the steps trained are saved before the run fails.
 python3 "$here/make_images.py" "$tmp/tv/train" 6 3
 python3 "$here/make_images.py" "$tmp/tv/val" 2 3
 echo "not an image" >"$tmp/tv/val/class1/zz.png"
 for np in 1 2; do
-    rm -rf "$tmp/ckev"
-    expect 1 "the evaluation after step 4 failed; the 4 steps are saved in $tmp/ckev" \
-        run $np train --data "$tmp/tv" --input 3x8x8 --normalize unit --batch 2 --steps 4 --checkpoint-dir "$tmp/ckev"
-    [ -f "$tmp/ckev/ckpt-0000000004.dtc" ] && grep -qF "$tmp/tv/val/class1/zz.png is neither JPEG" "$tmp/out" &&
-        ok "$np rank(s): a bad held-out image at the final evaluation: named, the steps saved" ||
-        { bad "$np rank(s): bad held-out image"; cat "$tmp/out"; }
+    rm -rf "$tmp/ckev" "$tmp/ev.bin"
+    expect 1 "the final evaluation failed; the run finishes without it (--dump-params written) and exits 1" \
+        run $np train --data "$tmp/tv" --input 3x8x8 --normalize unit --batch 2 --steps 4 --dump-params "$tmp/ev.bin"
+    [ -s "$tmp/ev.bin" ] && grep -qF "$tmp/tv/val/class1/zz.png is neither JPEG" "$tmp/out" &&
+        ok "$np rank(s): a bad held-out image at the final evaluation: named, the parameters dumped" ||
+        { bad "$np rank(s): bad held-out image at the end"; cat "$tmp/out"; }
+    expect 1 "the evaluation after step 2 failed; the 2 steps are saved in $tmp/ckev" \
+        run $np train --data "$tmp/tv" --input 3x8x8 --normalize unit --batch 2 --steps 4 --eval-every 2 \
+        --checkpoint-dir "$tmp/ckev"
+    [ -f "$tmp/ckev/ckpt-0000000002.dtc" ] && ok "$np rank(s): a bad held-out image mid-run: the steps saved" ||
+        { bad "$np rank(s): bad held-out image mid-run"; cat "$tmp/out"; }
 done
 
 # Augmentation is drawn from (seed, epoch, sample): the run is the same bits at 0 and 3 loader threads.
