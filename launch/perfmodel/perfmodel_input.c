@@ -6,6 +6,7 @@
 #include "launch/perfmodel/perfmodel_input.h"
 #include "base/status.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,16 @@ static int next_line(const char **text, char *buf, size_t n)
 
 /* The phases of a profile line: "data X, input X, ..."; or, as bench step printed them before it
  * recorded the wait for the batch, "input X, ..." (has_data 0). */
+/* A time the bench printed: finite and >= 0; anything else is a damaged or edited file, which
+ * would give a prediction of negative or no-number compute. */
+static dt_status check_ms(const char *what, double v, int lineno, const char *line)
+{
+    if (isfinite(v) && v >= 0) return DT_OK;
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "line %d: %s %g ms is not a time (finite, >= 0): a damaged bench step output? '%.120s'",
+                            lineno, what, v, line);
+}
+
 static dt_status read_phases(const char *line, int lineno, pm_profile *o)
 {
     const char *p = strstr(line, "): ");
@@ -33,12 +44,23 @@ static dt_status read_phases(const char *line, int lineno, pm_profile *o)
                               "check %lf, optimizer %lf",
                               &o->data_ms, &o->input_ms, &o->forward_ms, &o->loss_ms, &o->backward_ms, &o->allreduce_ms,
                               &o->check_ms, &o->optimizer_ms) == 8;
-    if (o->has_data) return DT_OK;
-    o->data_ms = 0;
-    if (p && sscanf(p, "): input %lf, forward %lf, loss %lf, backward %lf, allreduce %lf, check %lf, optimizer %lf",
-                    &o->input_ms, &o->forward_ms, &o->loss_ms, &o->backward_ms, &o->allreduce_ms, &o->check_ms,
-                    &o->optimizer_ms) == 7)
+    if (!o->has_data) o->data_ms = 0;
+    if (o->has_data ||
+        (p && sscanf(p, "): input %lf, forward %lf, loss %lf, backward %lf, allreduce %lf, check %lf, optimizer %lf",
+                     &o->input_ms, &o->forward_ms, &o->loss_ms, &o->backward_ms, &o->allreduce_ms, &o->check_ms,
+                     &o->optimizer_ms) == 7)) {
+        const struct {
+            const char *name;
+            double v;
+        } ph[] = {{"data", o->data_ms},   {"input", o->input_ms},        {"forward", o->forward_ms},
+                  {"loss", o->loss_ms},   {"backward", o->backward_ms},  {"allreduce", o->allreduce_ms},
+                  {"check", o->check_ms}, {"optimizer", o->optimizer_ms}};
+        for (size_t i = 0; i < sizeof ph / sizeof *ph; i++) {
+            dt_status s = check_ms(ph[i].name, ph[i].v, lineno, line);
+            if (s) return s;
+        }
         return DT_OK;
+    }
     return status_set_error(DT_ERR_INVALID_ARG,
                             "profile line %d does not read as 'data X, input X, forward X, loss X, backward X, "
                             "allreduce X, check X, optimizer X': '%.120s'",
@@ -68,6 +90,11 @@ dt_status pm_read_step_profile(const char *text, pm_profile *out)
                 sscanf(strstr(r, " x batch ") + strlen(" x batch "), "%d", &out->batch) != 1)
                 return status_set_error(DT_ERR_INVALID_ARG, "line %d: the bench step header does not parse: '%.120s'",
                                         lineno, line);
+            if (out->ranks < 1 || out->batch < 1)
+                return status_set_error(DT_ERR_INVALID_ARG,
+                                        "line %d: the bench step header says %d rank(s) x batch %d; both must be "
+                                        ">= 1: '%.120s'",
+                                        lineno, out->ranks, out->batch, line);
             memcpy(out->model, m, (size_t)(e - m));
             out->model[e - m] = 0;
             /* "model M, input S": the input shape, which headers before it was recorded lack. A model
@@ -104,6 +131,9 @@ dt_status pm_read_step_profile(const char *text, pm_profile *out)
             if (idx < 0 || idx >= PM_MAX_LAYERS)
                 return status_set_error(DT_ERR_INVALID_ARG, "line %d: layer %d is outside 0..%d", lineno, idx,
                                         PM_MAX_LAYERS - 1);
+            dt_status s = check_ms("forward", f, lineno, line);
+            if (!s) s = check_ms("backward", b, lineno, line);
+            if (s) return s;
             out->fwd_ms[idx] = f, out->bwd_ms[idx] = b;
             if (idx + 1 > out->nlayers) out->nlayers = idx + 1;
             continue;
@@ -112,6 +142,9 @@ dt_status pm_read_step_profile(const char *text, pm_profile *out)
         double sps, ms, data_ms;
         const int got = out->ranks ? sscanf(line, " %15s %lf %lf %lf", prec, &sps, &ms, &data_ms) : 0;
         if (got >= 3 && (!strcmp(prec, "fp32") || !strcmp(prec, "fp16") || !strcmp(prec, "bf16"))) {
+            dt_status s = check_ms("step", ms, lineno, line);
+            if (!s && got == 4) s = check_ms("data", data_ms, lineno, line);
+            if (s) return s;
             snprintf(row_prec, sizeof row_prec, "%s", prec);
             row_ms = ms;
             row_data_ms = got == 4 ? data_ms : 0;
@@ -141,9 +174,11 @@ dt_status pm_read_allreduce(const char *text, pm_allreduce_rows *out)
         lineno++;
         const char *h = strstr(line, "# dtrain bench allreduce: ");
         if (h) {
-            if (sscanf(h, "# dtrain bench allreduce: %d ranks", &out->ranks) != 1)
-                return status_set_error(DT_ERR_INVALID_ARG, "line %d: the bench allreduce header does not parse",
-                                        lineno);
+            if (sscanf(h, "# dtrain bench allreduce: %d ranks", &out->ranks) != 1 || out->ranks < 1)
+                return status_set_error(DT_ERR_INVALID_ARG,
+                                        "line %d: the bench allreduce header does not read as '# dtrain bench "
+                                        "allreduce: N ranks' with N >= 1: '%.120s'",
+                                        lineno, line);
             continue;
         }
         if (line[0] == '#' || !out->ranks) continue;

@@ -264,6 +264,25 @@ static void test_read_step_profile_rows(void **st)
     snprintf(text, sizeof text, "%.*s%s", (int)(strchr(head, '\n') + 1 - head), head, fp32_prof);
     assert_int_equal(pm_read_step_profile(text, &p), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "follows no precision row"));
+    /* Times that are no times (an edited or damaged file), and a header of no ranks: refused, named,
+     * rather than predicting negative or nan compute. */
+    static const struct {
+        const char *was, *now, *named;
+    } bad[] = {{"backward 2.087", "backward -2.087", "backward -2.087 ms"},
+               {"forward 1.403", "forward nan", "forward nan ms"},
+               {"backward    1.422", "backward    -1e9", "backward -1e+09 ms"},
+               {"4.53 ", "-4.53 ", "step -4.53 ms"},
+               {"1 rank x", "0 rank x", "0 rank(s) x batch 32; both must be >= 1"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(text, sizeof text, "%s%s", head, fp32_prof);
+        char *at = strstr(text, bad[i].was);
+        assert_non_null(at);
+        const size_t old = strlen(bad[i].was), rep = strlen(bad[i].now);
+        memmove(at + rep, at + old, strlen(at + old) + 1);
+        memcpy(at, bad[i].now, rep);
+        assert_int_equal(pm_read_step_profile(text, &p), DT_ERR_INVALID_ARG);
+        assert_non_null(strstr(dt_last_error(), bad[i].named));
+    }
 }
 
 static void test_read_allreduce(void **st)
@@ -287,6 +306,9 @@ static void test_read_allreduce(void **st)
                         "       65536      32768    half            120.0        0.546        0.546       0\n";
     assert_int_equal(pm_read_allreduce(half, &r), DT_ERR_INVALID_ARG);
     assert_non_null(strstr(dt_last_error(), "line 2: a row of type half, from bench allreduce --dtype fp16|bf16"));
+    assert_int_equal(pm_read_allreduce("# dtrain bench allreduce: 0 ranks\n 65536 16384 float 93.3\n", &r),
+                     DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "with N >= 1"));
 }
 
 /* The shaped cluster's links: 2 ranks a node, 24 MB/s and 200 us between nodes, 2 GB/s and 5 us
