@@ -64,8 +64,10 @@ static void missing_ifaces(const char *list, char *out, size_t n)
 {
     out[0] = '\0';
     if (list[0] == '^') return; /* an exclusion list names what not to use */
-    char copy[256];
-    snprintf(copy, sizeof copy, "%s", list[0] == '=' ? list + 1 : list);
+    /* The whole list: a copy cut to a fixed size would end in a piece of a name ("mlx5" of
+     * "mlx5_0:1") and report it missing. */
+    char *copy = strdup(list[0] == '=' ? list + 1 : list);
+    if (!copy) return;
     for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (!*tok || strpbrk(tok, "/:.") || strlen(tok) >= IF_NAMESIZE) continue;
         /* NCCL_SOCKET_IFNAME=eth is a prefix (eth0, eth1): an exact name is needed only with '='. */
@@ -79,6 +81,7 @@ static void missing_ifaces(const char *list, char *out, size_t n)
         }
         append(out, n, "%s%s", out[0] ? "," : "", tok);
     }
+    free(copy);
 }
 
 void doctor_net_collect(doctor_net_facts *f)
@@ -91,7 +94,8 @@ void doctor_net_collect(doctor_net_facts *f)
         if (transport_var(*e)) append(set, sizeof set, "%s%s", set[0] ? " " : "", *e);
     const char *btl = getenv("OMPI_MCA_btl");
     if (btl && *btl && !btl_usable(btl)) {
-        append(wrong, sizeof wrong, "%sOMPI_MCA_btl=%s leaves no transport between ranks", wrong[0] ? "; " : "", btl);
+        append(wrong, sizeof wrong, "%sOMPI_MCA_btl=%.64s leaves no transport between ranks", wrong[0] ? "; " : "",
+               btl);
         append(fix, sizeof fix, "%s%s", fix[0] ? "; " : "",
                "unset OMPI_MCA_btl, or list self with a transport (self,vader,tcp)");
     }
@@ -115,8 +119,15 @@ void doctor_net_collect(doctor_net_facts *f)
                wrong[0] ? "; " : "", dbg);
         append(fix, sizeof fix, "%s%s", fix[0] ? "; " : "", "unset NCCL_DEBUG (or WARN) outside a debugging run");
     }
-    snprintf(f->seen, sizeof f->seen, "%s%s%s", set[0] ? set : "no MPI/UCX/NCCL transport variable set",
-             wrong[0] ? ": " : "", wrong);
+    /* What is wrong must survive the row's size: the variables' values (one long list is enough to
+     * fill it) give way to it, cut with "...". */
+    const char *vars = set[0] ? set : "no MPI/UCX/NCCL transport variable set";
+    const size_t need = wrong[0] ? strlen(wrong) + 2 : 0, vlen = strlen(vars);
+    const size_t room = need < sizeof f->seen - 1 ? sizeof f->seen - 1 - need : 0;
+    const int cut = vlen > room;
+    const int keep = (int)(cut ? (room > 3 ? room - 3 : 0) : vlen);
+    snprintf(f->seen, sizeof f->seen, "%.*s%s%s%s", keep, vars, cut && room >= 3 ? "..." : "", wrong[0] ? ": " : "",
+             wrong);
     if (wrong[0]) {
         f->level = DOC_WARN;
         snprintf(f->fix, sizeof f->fix, "%s", fix);

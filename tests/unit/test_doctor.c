@@ -352,6 +352,28 @@ static void test_cpu_quota(void **state)
     doc_list_free(&job);
 }
 
+/* net.env: what is wrong stays in the row however long the variables set before it are (a long
+ * UCX_NET_DEVICES list once filled the row and cut the warning off, leaving a WARN that named
+ * nothing), and a list longer than the copy it was read through is read whole (its cut last
+ * entry, "mlx5" of "mlx5_0:1", was reported as a missing interface). */
+static void test_net_env_long_values(void **state)
+{
+    (void)state;
+    char list[400] = "nosuch9";
+    while (strlen(list) < sizeof list - 8) strcat(list, ",mlx5_0:1");
+    setenv("UCX_NET_DEVICES", list, 1);
+    setenv("NCCL_DEBUG", "INFO", 1);
+    doctor_net_facts f;
+    doctor_net_collect(&f);
+    assert_int_equal(f.level, DOC_WARN);
+    assert_non_null(strstr(f.seen, "UCX_NET_DEVICES=nosuch9,mlx5_0:1"));
+    assert_non_null(
+        strstr(f.seen, "...: UCX_NET_DEVICES names nosuch9, not an interface of this node; NCCL_DEBUG=INFO"));
+    assert_non_null(strstr(f.fix, "unset NCCL_DEBUG"));
+    unsetenv("UCX_NET_DEVICES");
+    unsetenv("NCCL_DEBUG");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -364,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_shm_and_limits),
         cmocka_unit_test(test_cpu_quota),
+        cmocka_unit_test(test_net_env_long_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
