@@ -6,6 +6,7 @@
  * a whole run on a rate nobody asked for.
  */
 #include "launch/lr_schedule.h"
+#include "base/parse.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -79,10 +80,9 @@ static int parse_step(const char *args, long spe, lr_schedule *out, char *err, s
     if (!colon || colon == args)
         return fail(err, errlen, "--lr-schedule: 'step:%s' needs milestones and a factor: " STEP_FORM, args);
     const char *g = colon + 1;
-    char *end = NULL;
-    errno = 0;
-    const double gamma = *g ? strtod(g, &end) : NAN;
-    if (!*g || errno || *end || !isfinite(gamma))
+    /* parse.h's grammar, as every other number of a flag: no blanks, no hex ("0x1p-1"). */
+    double gamma = NAN;
+    if (parse_double("--lr-schedule factor", g, -HUGE_VAL, HUGE_VAL, &gamma))
         return fail(err, errlen, "--lr-schedule: factor '%s' is not a number; the form is " STEP_FORM, g);
     if (!(gamma > 0 && gamma <= 1))
         return fail(err, errlen,

@@ -212,6 +212,9 @@ static void test_parse_errors(void **st)
     expect_parse_error("step:30:", 0, "factor '' is not a number");
     expect_parse_error("step:30:abc", 0, "factor 'abc' is not a number");
     expect_parse_error("step:30:0.1x", 0, "factor '0.1x' is not a number");
+    /* The grammar of every other number of a flag (parse.h): no hex, no leading blank. */
+    expect_parse_error("step:30:0x1p-1", 0, "factor '0x1p-1' is not a number");
+    expect_parse_error("step:30: 0.5", 0, "factor ' 0.5' is not a number");
     expect_parse_error("step:30:nan", 0, "factor 'nan' is not a number");
     expect_parse_error("step:30:0", 0, "factor 0 must be in (0, 1]");
     expect_parse_error("step:30:1.5", 0, "factor 1.5 must be in (0, 1]");
