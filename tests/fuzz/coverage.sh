@@ -23,6 +23,7 @@ done
 # harness #includes count under their own name.
 declare -A under_test=(
     [fuzz_bucket_plan]="collectives/bucket.c"
+    [fuzz_cgroup]="base/cgroup.c base/host_budget.c launch/doctor/node_facts.c"
     [fuzz_checkpoint]="runtime/checkpoint/ckpt_read.c runtime/checkpoint/ckpt_read4.c runtime/checkpoint/ckpt_load.c runtime/checkpoint/ckpt_apply.c runtime/checkpoint/ckpt_format.c"
     [fuzz_ckpt_sections]="runtime/checkpoint/ckpt_file.c runtime/checkpoint/ckpt_reader.c"
     [fuzz_ckpt_roundtrip]="runtime/checkpoint/ckpt_write.c runtime/checkpoint/ckpt_writer.c runtime/checkpoint/ckpt_write_file.c runtime/checkpoint/ckpt_read4.c runtime/checkpoint/ckpt_apply.c"
@@ -37,8 +38,10 @@ declare -A under_test=(
     [fuzz_meminfo]="launch/doctor/memory_facts.c"
     [fuzz_metrics]="launch/plot_data.c"
     [fuzz_model_spec]="runtime/model/model_spec.c"
+    [fuzz_net_env]="launch/doctor/net_env.c"
     [fuzz_params]="launch/params_io.c"
-    [fuzz_parse]="base/parse.c launch/cli.c runtime/placement/affinity.c"
+    [fuzz_parse]="base/parse.c launch/cli.c runtime/placement/affinity.c launch/lr_schedule.c"
+    [fuzz_perfmodel]="launch/perfmodel/perfmodel_input.c launch/perfmodel/model_source.c launch/perfmodel/perfmodel.c"
     [fuzz_topo]="runtime/placement/topo.c runtime/placement/device.c"
 )
 

@@ -12,10 +12,13 @@
  * gives finite figures and std >= 0).
  * Beyond ASan/UBSan (a copy past the parameter buffer, a huge allocation: -malloc_limit_mb), the
  * reader must keep its promises: a file it accepts gives finite parameters and the step of its
- * name; a file it refuses leaves the parameters untouched.
+ * name; a file it refuses leaves the parameters untouched; a loss scaler loaded from one holds a
+ * window of recent overflows (the "scaler.window" section) of flags 0 or 1, no longer than its
+ * configured window nor its updates, with no more overflows than its skipped steps.
  */
 #include "fuzz_common.h"
 #include "runtime/checkpoint/ckpt_format.h"
+#include "runtime/model/model.h"
 #include "dtrain.h"
 
 #include <math.h>
@@ -100,6 +103,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(step == name_step, "accepted step %ld from a file named for step %ld", step, name_step);
         for (int i = 0; i < 9; i++) FUZZ_CHECK(isfinite(p[i]), "accepted parameter %d = %g", i, (double)p[i]);
         if (!(mode & 16)) FUZZ_CHECK(world >= 1, "accepted world %d", world);
+        if (sc) {
+            static unsigned char flags[1 << 16];
+            dt_scaler_state ss;
+            dt_scaler_get_state(sc, &ss);
+            const int n = scaler_window_get(sc, flags, (int)sizeof flags), len = scaler_window_len(sc);
+            long ones = 0;
+            for (int i = 0; i < n; i++) {
+                FUZZ_CHECK(flags[i] <= 1, "window flag %d is %u", i, flags[i]);
+                ones += flags[i];
+            }
+            FUZZ_CHECK(n == len && n >= 0 && n <= 100 && n <= ss.updates && ones <= ss.skipped,
+                       "a window of %d (len %d) flags, %ld overflows, after %ld updates (%ld skipped)", n, len, ones,
+                       ss.updates, ss.skipped);
+        }
     } else {
         /* Refused, or (the directory load) nothing loadable: the model is as it was. */
         FUZZ_CHECK(memcmp(p, baseline, sizeof baseline) == 0, "status %d, yet the parameters changed", (int)s);

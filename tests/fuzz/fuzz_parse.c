@@ -15,13 +15,17 @@
  *    flags and variables), within [lo, hi];
  *  - parse_bytes gives digits times 1, 1024, 1024^2 or 1024^3 (K, M, G), from 1 to 4G;
  *  - cli_list calls back once per non-empty comma-separated item, at most max times;
- *  - a CPU list, formatted and parsed again, is the same set.
+ *  - a CPU list, formatted and parsed again, is the same set;
+ *  - --lr-schedule (lr_schedule_parse, launch/lr_schedule.c), as given and after "step:": a step
+ *    schedule's factor reads by parse_double's grammar into (0, 1], its 1..LR_MAX_MILESTONES
+ *    milestones rise strictly from 1, those in epochs are the epoch times the epoch's steps.
  */
 #include "fuzz_common.h"
 #include "base/parse.h"
 #include "runtime/placement/affinity.h"
 
 #include "launch/cmd_bench.c"
+#include "launch/lr_schedule.h"
 #include "launch/train_flags.h"
 
 #include <ctype.h>
@@ -252,6 +256,41 @@ static void check_normalize(const char *s)
     }
 }
 
+/* --lr-schedule: the plain names exactly, or step:M,..:G as lr_schedule.h says; a refusal says why. */
+static void check_lr_schedule(const char *s)
+{
+    for (int prefixed = 0; prefixed < 2; prefixed++) {
+        char arg[4200], err[256] = "";
+        if (snprintf(arg, sizeof arg, "%s%s", prefixed ? "step:" : "", s) >= (int)sizeof arg) continue;
+        lr_schedule l;
+        const long spe = 100;
+        if (lr_schedule_parse(arg, spe, &l, err, sizeof err)) {
+            FUZZ_CHECK(err[0], "lr_schedule_parse refused '%s' without a reason", arg);
+            continue;
+        }
+        if (l.kind != LR_STEP) {
+            const lr_kind want = !strcmp(arg, "constant") ? LR_CONSTANT
+                                 : !strcmp(arg, "cosine") ? LR_COSINE
+                                 : !strcmp(arg, "linear") ? LR_LINEAR
+                                                          : LR_STEP;
+            FUZZ_CHECK(l.kind == want, "lr_schedule_parse('%s') gave kind %d", arg, (int)l.kind);
+            continue;
+        }
+        const char *g = strrchr(arg, ':');
+        double gamma = -1;
+        FUZZ_CHECK(!strncmp(arg, "step:", 5) && g && parse_double("factor", g + 1, 0, 1, &gamma) == DT_OK &&
+                       gamma == l.gamma && gamma > 0,
+                   "lr_schedule_parse('%s') took factor %.17g", arg, l.gamma);
+        FUZZ_CHECK(l.n >= 1 && l.n <= LR_MAX_MILESTONES, "'%s': %d milestones", arg, l.n);
+        for (int i = 0; i < l.n; i++) {
+            FUZZ_CHECK(l.milestone[i] >= 1 && (i == 0 || l.milestone[i] > l.milestone[i - 1]),
+                       "'%s': milestone %d is step %ld", arg, i, l.milestone[i]);
+            FUZZ_CHECK(!l.epoch[i] || l.milestone[i] == l.epoch[i] * spe, "'%s': epoch %ld is step %ld", arg,
+                       l.epoch[i], l.milestone[i]);
+        }
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *s = fuzz_str(data, size);
@@ -268,6 +307,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_cpulist(s);
     check_step_range(s);
     check_normalize(s);
+    check_lr_schedule(s);
     free(s);
     return 0;
 }
