@@ -59,22 +59,37 @@ fault hang=engine:1:2 2 "rank 1 on $host reached it, yet MPI_Allreduce has not c
 # the bucket, and the rank whose deadline passes probes the other (rank 0 is paced, so rank 1 waits
 # in the allreduce, arrived, when it stops; in the step's flag allreduce rank 0's roll-call probe
 # names it the same way).
-DTRAIN_FAULT=slow:0:1 timeout 120 "$MPIRUN" -np 2 -x DTRAIN_FAULT bash -c \
-    'echo $$ >"'"$tmp"'/pid.$OMPI_COMM_WORLD_RANK"; exec "$0" "$@"' "$DTRAIN" train --timeout $TIMEOUT \
-    --steps 4000 --batch 4 --model fc:32,relu,fc:10 --input 16 --log-every 1000 $marker >"$tmp/out" 2>&1 &
-job=$!
-for i in $(seq 200); do [ -s "$tmp/pid.1" ] && grep -q "fault injection" "$tmp/out" && break; sleep 0.1; done
-sleep 0.5
-kill -STOP "$(cat "$tmp/pid.1")"
-wait $job
-rc=$?
-kill -CONT "$(cat "$tmp/pid.1")" 2>/dev/null
-if [ $rc -ne 0 ] && grep -qE "\[rank 0\] dtrain ERROR watchdog: .*1 on $host[^;]* not answer a probe within" "$tmp/out"; then
-    ok "rank 1 stopped inside the allreduce at 2 ranks: rank 0's probe names it, exit $rc"
+# The stop lands where rank 1 happens to be: nearly always waiting in the bucket's allreduce (rank 0
+# sleeps 20 ms a step), but now and then in the short host work before the step's flag allreduce,
+# where "no data yet from rank(s) 1" is the right verdict too. Up to 3 tries to see the probe's.
+stopped_in_allreduce() {
+    rm -f "$tmp/pid.0" "$tmp/pid.1"
+    DTRAIN_FAULT=slow:0:1 timeout 120 "$MPIRUN" -np 2 -x DTRAIN_FAULT bash -c \
+        'echo $$ >"'"$tmp"'/pid.$OMPI_COMM_WORLD_RANK"; exec "$0" "$@"' "$DTRAIN" train --timeout $TIMEOUT \
+        --steps 4000 --batch 4 --model fc:32,relu,fc:10 --input 16 --log-every 1000 $marker >"$tmp/out" 2>&1 &
+    local job=$! rc i
+    for i in $(seq 200); do [ -s "$tmp/pid.1" ] && grep -q "fault injection" "$tmp/out" && break; sleep 0.1; done
+    sleep 0.5
+    kill -STOP "$(cat "$tmp/pid.1")"
+    wait $job
+    rc=$?
+    kill -CONT "$(cat "$tmp/pid.1")" 2>/dev/null
+    kill -9 "$(cat "$tmp/pid.0")" "$(cat "$tmp/pid.1")" 2>/dev/null
+    [ $rc -ne 0 ] && grep -qE "\[rank 0\] dtrain ERROR watchdog: .*1 on $host[^;]* not answer a probe within" "$tmp/out" && return 0
+    [ $rc -ne 0 ] && grep -qE "dtrain ERROR watchdog: .*no data yet from rank\(s\) 1 on $host" "$tmp/out" && return 2
+    return 1
+}
+for try in 1 2 3; do
+    stopped_in_allreduce
+    verdict=$?
+    [ $verdict -eq 2 ] && [ $try -lt 3 ] && { echo "note: try $try stopped rank 1 before it arrived (named so); again"; continue; }
+    break
+done
+if [ $verdict -eq 0 ]; then
+    ok "rank 1 stopped inside the allreduce at 2 ranks: rank 0's probe names it (try $try)"
 else
-    bad "rank 1 stopped at 2 ranks: exit $rc, no probe verdict naming it"; sed 's/^/    /' "$tmp/out" | tail -8
+    bad "rank 1 stopped at 2 ranks: no probe verdict naming it in $try tries"; sed 's/^/    /' "$tmp/out" | tail -8
 fi
-kill -9 "$(cat "$tmp/pid.0")" "$(cat "$tmp/pid.1")" 2>/dev/null
 # The same through the chain allreduce (forced: here every rank is on one node): a rank stalled
 # before it is named by the arrival words, one frozen inside it (after its arrival) by the probe,
 # on every rank although the others only wait for their neighbours' data.
