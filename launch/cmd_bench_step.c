@@ -406,6 +406,11 @@ int cmd_bench_step(int argc, char **argv)
     const dt_placement pl = job.pl;
     const int rank = job.rank, world = job.world;
     o.loader_threads = cli_loader_auto(ctx, o.loader_threads);
+    /* A model that cannot be built is refused before the header, not after it with no rows. */
+    model_spec spec;
+    const dt_status bad_model = model_spec_parse(o.model, o.input, &spec);
+    if (bad_model) return cli_fail(ctx, bad_model, "--model");
+    model_spec_free(&spec);
     if (rank == 0) {
         char clip[64] = "";
         if (o.clip > 0) snprintf(clip, sizeof clip, ", clipping at norm %g", (double)o.clip);

@@ -191,6 +191,10 @@ else
     bad "bench step --graphs ($got)"; cat "$tmp/s"
 fi
 expect 2 "--graphs 'on' is not one of auto, 1, 0" "$DTRAIN" bench step --graphs on
+# A model that cannot be built: refused before the header, so no table begins without rows.
+expect 2 "--model: model 'fc:xx': layer 1 'fc:xx' must be fc:OUT" "$DTRAIN" bench step --model fc:xx --input 8
+! grep -q "^# dtrain bench step" "$tmp/out" && ok "bench step --model fc:xx: no header before the refusal" ||
+    { bad "bench step --model fc:xx printed its header first"; cat "$tmp/out"; }
 expect 2 "--graphs '2' is not one of auto, 1, 0" "$DTRAIN" train --graphs 2
 # --synthetic-on: the last column, where the batches were made. On the CPU auto makes them on the
 # host and device is refused naming why; with the CPU standing in for a device (a test hook), auto
