@@ -199,9 +199,10 @@ void train_report_end(const train_run *r, int agree, double bad)
     printf("done: %ld step%s%s in %.2f s, mean %.1f samples/s over %d log interval%s; %s\n", t->steps, cli_s(t->steps),
            resumed, r->t_end - r->t_start, r->interval_s_sum > 0 ? r->samples_sum / r->interval_s_sum : 0.0,
            r->intervals, cli_s(r->intervals), ranks);
-    if (t->skip_bad)
-        printf("--bad-samples skip: %.0f undecodable sample%s replaced by the next one%s\n", bad, bad == 1 ? "" : "s",
-               bad > 0 ? " (dtrain data verify PATH names every one)" : "");
+    if (t->skip_bad) /* Counted at each read: one bad file read in 3 epochs is 3 replacements, not 3 files. */
+        printf("--bad-samples skip: %.0f replacement%s of an undecodable sample by the next one%s\n", bad,
+               cli_s((long)bad),
+               bad > 0 ? " (one each time such a sample was read; dtrain data verify PATH names every file)" : "");
     if (r->sc)
         printf("loss scale %g at the end, %ld of %ld step%s skipped (gradients overflowed)\n",
                (double)dt_scaler_scale(r->sc), dt_scaler_skipped(r->sc), dt_scaler_updates(r->sc),

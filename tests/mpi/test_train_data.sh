@@ -125,7 +125,7 @@ expect 1 "$tmp/imgs/class1/zz.png is neither JPEG" run 1 train --data "$tmp/imgs
 run 2 train --data "$tmp/imgs" --input 3x8x8 --holdout 0.2 --batch 8 --epochs 6 --lr 0.05 --bad-samples skip \
     --augment flip --loader-threads 2 >"$tmp/out" 2>&1
 if grep -q "data: $tmp/imgs (imagefolder), 49 samples of 3x8x8, 3 classes" "$tmp/out" &&
-    grep -qE "^--bad-samples skip: [1-9][0-9]* undecodable samples? replaced by the next one \(dtrain data verify PATH names every one\)" "$tmp/out"; then
+    grep -qE "^--bad-samples skip: [1-9][0-9]* replacements? of an undecodable sample by the next one \(one each time such a sample was read; dtrain data verify PATH names every file\)" "$tmp/out"; then
     ok "image folder: trains with --bad-samples skip, and says how many it replaced"
 else
     bad "image folder with a bad file and --bad-samples skip"; cat "$tmp/out"
