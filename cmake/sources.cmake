@@ -20,7 +20,7 @@ set(DTRAIN_KERNELS_CUDA_SOURCES
   kernels/cuda/backend_cuda.cu kernels/cuda/gemm.cu kernels/cuda/conv.cu kernels/cuda/elementwise.cu
   kernels/cuda/pool.cu kernels/cuda/loss.cu kernels/cuda/optim.cu kernels/cuda/reduce.cu kernels/cuda/layers.cu
   kernels/cuda/trace_gpu.cu kernels/cuda/graph.cu kernels/cuda/gemm_lt.cu
-  kernels/cuda/synth.cu)
+  kernels/cuda/synth.cu kernels/cuda/memory.cu)
 set(DTRAIN_KERNELS_NO_CUDA_SOURCES kernels/cpu/no_cuda.c kernels/cpu/device_info_none.c)
 
 set(DTRAIN_COLLECTIVES_SOURCES

@@ -128,6 +128,27 @@ const char *cublas_name(cublasStatus_t st);
 const char *cublas_text(cublasStatus_t st);
 
 /* The table's entries, each defined in the file named (contracts in kernels/backend.h). */
+/* memory.cu: device and pinned memory, copies, the ops' stream and the side stream. */
+dt_status cuda_alloc(backend *be, size_t bytes, const char *what, void **out);
+void cuda_free(backend *be, void *p);
+dt_status cuda_host_alloc(backend *be, size_t bytes, const char *what, void **out);
+void cuda_host_free(backend *be, void *p);
+dt_status cuda_to_device(backend *be, void *dst, const void *src, size_t bytes);
+dt_status cuda_to_host(backend *be, void *dst, const void *src, size_t bytes);
+dt_status cuda_to_device_async(backend *be, void *dst, const void *src, size_t bytes);
+dt_status cuda_copy_in(backend *be, int slot, void *dst, const void *src, size_t bytes);
+dt_status cuda_copy_in_join(backend *be, int slot);
+dt_status cuda_copy_in_release(backend *be, int slot);
+dt_status cuda_sync(backend *be);
+dt_status cuda_settle(backend *be);
+dt_status cuda_last_status(backend *be);
+void *cuda_stream_of(backend *be);
+dt_status cuda_set_stream(backend *be, void *stream);
+dt_status cuda_side_begin(backend *be);
+dt_status cuda_side_end(backend *be);
+dt_status cuda_side_join(backend *be);
+void cuda_mem_info(backend *be, size_t *free_bytes, size_t *total_bytes);
+int cuda_owns(backend *be, const void *p);
 /* gemm.cu: the row-major GEMMs (fp32; 16-bit inputs on the tensor cores with fp32 accumulation, C
  * of type ct), the bias broadcast, the fully connected layer. */
 dt_status rm_gemm_batched(const char *op, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
