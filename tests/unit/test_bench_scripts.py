@@ -61,6 +61,21 @@ def rows(intervals):
              "skipped_total": 0} for s, sps, st, cw in intervals]
 
 
+def expect_refusal(call, err, must, ok_text, tail, took_text, vague_text):
+    """1 when call() does not raise err naming must (printed as FAIL), else 0 (printed as ok with
+    the message's last tail characters)."""
+    try:
+        call()
+        print(f"FAIL: {took_text}")
+        return 1
+    except err as e:
+        if must in str(e):
+            print(f"ok: {ok_text}: {str(e)[-tail:]}")
+            return 0
+        print(f"FAIL: {vague_text}: {e}")
+        return 1
+
+
 def data_compare_checks():
     """bench/data_compare.py refuses a run that would not time what its report says: torchvision's
     epoch ending inside the timed batches, and a folder holding more images than --images."""
@@ -79,16 +94,11 @@ def data_compare_checks():
         os.makedirs(os.path.join(root, "class00"))
         for i in range(3):
             open(os.path.join(root, "class00", "img%05d.jpg" % i), "w").close()
-        try:
-            dc.make_folder(root, 2, 1, 8, 8)
-            bad += 1
-            print("FAIL: data_compare took a folder of 3 images for --images 2")
-        except ValueError as e:
-            if "already holds 3 files, more than --images 2" in str(e):
-                print(f"ok: data_compare refuses a folder larger than --images: {str(e)[-70:]}")
-            else:
-                bad += 1
-                print(f"FAIL: data_compare's refusal does not name the counts: {e}")
+        bad += expect_refusal(lambda: dc.make_folder(root, 2, 1, 8, 8), ValueError,
+                              "already holds 3 files, more than --images 2",
+                              "data_compare refuses a folder larger than --images", 70,
+                              "data_compare took a folder of 3 images for --images 2",
+                              "data_compare's refusal does not name the counts")
     return bad
 
 
@@ -118,16 +128,9 @@ def main():
         for name, call, err in [("amp_compare", lambda: amp.run_one("dtrain", "mlp", 1, "fp32", 20), RuntimeError),
                                 ("ddp_compare", lambda: ddp.run_dtrain("dtrain", "mlp", 1, 20, 2, 60, False),
                                  ddp.BenchError)]:
-            try:
-                call()
-                fails += 1
-                print(f"FAIL: {name} took a null samples_per_s")
-            except err as e:
-                if "the interval ending at step 20 has 5 step(s) at samples_per_s None" in str(e):
-                    print(f"ok: {name} refuses a null rate: {str(e)[-80:]}")
-                else:
-                    fails += 1
-                    print(f"FAIL: {name}'s refusal does not name the interval: {e}")
+            fails += expect_refusal(call, err, "the interval ending at step 20 has 5 step(s) at samples_per_s None",
+                                    f"{name} refuses a null rate", 80, f"{name} took a null samples_per_s",
+                                    f"{name}'s refusal does not name the interval")
     fails += data_compare_checks()
     print(f"{'FAILED' if fails else 'passed'}: {fails} failure(s)")
     return 1 if fails else 0
