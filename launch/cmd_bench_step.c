@@ -19,7 +19,11 @@
  * the first phase the wait for the batch (the loader's, as the data column), which the model's own
  * profile cannot see.
  * The clock starts, as it stops, with the device idle and every verdict taken, and the skipped
- * column counts the timed steps' skips alone.
+ * column counts the timed steps' skips alone. The timed steps are also cut into up to
+ * SPREAD_WINDOWS windows of consecutive steps, whose fastest and slowest step time end the row: one
+ * mean over one window hid a run that swung. The inner edges read the host's clock without
+ * waiting for the device (a wait would change what is timed); every step waits for its loss, so
+ * the host runs at most a step or two ahead of the device and an edge is off by at most that.
  */
 #include "launch/cli.h"
 #include "launch/oom_report.h"
@@ -246,6 +250,9 @@ static dt_status one_step(dt_loader *ld, dt_model *m, dt_optimizer *opt, dt_scal
     return s;
 }
 
+/* The windows the timed steps are cut into for the spread columns (fewer with fewer steps). */
+#define SPREAD_WINDOWS 5
+
 /* One row's settings, and what they came to in its timed steps. */
 typedef struct row_setting {
     int zero;
@@ -255,6 +262,7 @@ typedef struct row_setting {
     int synth_on_device; /* what synth came to */
     size_t nparams;      /* the model's parameters, and the bytes a gradient travels in */
     int grad_bytes;
+    double min_ms, max_ms; /* the fastest and slowest window's step time */
 } row_setting;
 
 /* One configuration: fills *sps (global samples/s), *ms (step), *mem. */
@@ -302,14 +310,18 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
     if ((s = dt_loader_create(ctx, data, rank, world, o->batch, 0, o->loader_threads, CLI_LOADER_DEPTH, &ld))) goto out;
     rs->synth_on_device = dt_loader_on_device(ld);
     const float scale = 1.0f / ((float)o->batch * (float)world);
-    double t0 = 0, w0 = 0;
+    double t0 = 0, w0 = 0, edge[SPREAD_WINDOWS + 1];
+    const int windows = o->steps < SPREAD_WINDOWS ? o->steps : SPREAD_WINDOWS;
+    int window = 0; /* the window the next timed step belongs to */
     long skipped0 = 0;
     for (int step = 0; step < o->warmup + o->steps; step++) {
+        if (window > 0 && step - o->warmup == (long)window * o->steps / windows) edge[window++] = clock_now_s();
         if (step == o->warmup) {
             /* The clock starts with the warm-up steps' verdicts taken and their work done on the
              * device (as it stops, below), so none of it lands in the timed steps. */
             if ((s = dt_model_settle_step(m, NULL)) || (s = dt_model_synchronize(m)) || (s = dt_barrier(ctx))) goto out;
-            t0 = clock_now_s();
+            edge[0] = t0 = clock_now_s();
+            window = 1;
             w0 = dt_loader_wait_s(ld);
             skipped0 = sc ? dt_scaler_skipped(sc) : 0;
         }
@@ -317,7 +329,14 @@ static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_
     }
     /* The timed steps end with the last one's verdict and its work done on the device. */
     if ((s = dt_model_settle_step(m, NULL)) || (s = dt_model_synchronize(m)) || (s = dt_barrier(ctx))) goto out;
-    const double t = clock_now_s() - t0;
+    edge[windows] = clock_now_s();
+    const double t = edge[windows] - t0;
+    for (int k = 0; k < windows; k++) {
+        const long n = (long)(k + 1) * o->steps / windows - (long)k * o->steps / windows;
+        const double wms = 1e3 * (edge[k + 1] - edge[k]) / (double)n;
+        rs->min_ms = k == 0 || wms < rs->min_ms ? wms : rs->min_ms;
+        rs->max_ms = k == 0 || wms > rs->max_ms ? wms : rs->max_ms;
+    }
     *sps = (double)o->steps * o->batch * world / t;
     *ms = 1e3 * t / o->steps;
     *wait_ms = 1e3 * (dt_loader_wait_s(ld) - w0) / o->steps;
@@ -431,9 +450,9 @@ int cmd_bench_step(int argc, char **argv)
                pl.device == DT_DEVICE_CUDA ? " for the rows whose batches the host makes" : "",
                o.defer_verdict ? "" : ", each fp16 step waiting for its verdict",
                o.fused_relu ? "" : ", every relu layer a kernel of its own");
-        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s %8s %8s %9s\n", "precision", "samples/s",
-               "step ms", "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB",
-               "skipped", "zero", "sent MiB/step", "overlap", "graphs", "data");
+        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s %8s %8s %9s %9s %9s\n", "precision",
+               "samples/s", "step ms", "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB",
+               "work MiB", "skipped", "zero", "sent MiB/step", "overlap", "graphs", "data", "min ms", "max ms");
         fflush(stdout);
     }
     double base = 0;
@@ -463,11 +482,12 @@ int cmd_bench_step(int argc, char **argv)
                 const double np = (double)rs.nparams, wb = (double)rs.grad_bytes;
                 const double sent = (o.zero[z] ? np * (wb + 4.0) : 2.0 * np * wb) * (world - 1) / world;
                 printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f %8s %8s "
-                       "%9s\n",
+                       "%9s %9.2f %9.2f\n",
                        dt_dtype_name(o.prec[i]), sps, ms, wait_ms, sps / base, mem.params / M, mem.grads / M,
                        mem.optimizer / M, mem.activations / M, mem.workspace / M, skipped, o.zero[z], sent / M,
                        setting_text((int)o.overlap[v], (int)rs.overlapped),
-                       setting_text((int)o.graphs[gi], (int)rs.graphed), synth_text(o.synth[di], rs.synth_on_device));
+                       setting_text((int)o.graphs[gi], (int)rs.graphed), synth_text(o.synth[di], rs.synth_on_device),
+                       rs.min_ms, rs.max_ms);
                 if (o.clip > 0)
                     printf("    clipping: %ld of %ld stepped timed steps over norm %g (norms %.4g to %.4g before "
                            "clipping)\n",

@@ -157,6 +157,11 @@ if [ $rc -eq 0 ] && [ "$rows" -eq 3 ] && grep -q "2 ranks x batch 8" "$tmp/s" &&
 else
     bad "bench step (exit $rc, $rows rows)"; cat "$tmp/s"
 fi
+# The spread: each row ends with its fastest and slowest window's step time, around the mean.
+spread=$(awk '$1 ~ /^(fp32|bf16|fp16)$/ { n++; if (NF == 18 && $17 > 0 && $17 <= $3 + 0.01 && $18 >= $3 - 0.01) k++ }
+              END { print k + 0 "/" n + 0 }' "$tmp/s")
+[ "$spread" = 3/3 ] && ok "bench step: every row's step ms lies within its fastest and slowest window's" ||
+    { bad "bench step: min/max ms columns ($spread rows hold)"; cat "$tmp/s"; }
 # On the CPU the rate is OpenBLAS's threads': the header records them and the cores.
 grep -qE "^# dtrain bench step: .*, device cpu \(OpenBLAS, 1 thread on cores [0-9]" "$tmp/s" &&
     ok "bench step: the header records --blas-threads 1 and the cores" || { bad "bench step: no BLAS threads in the header"; cat "$tmp/s"; }
@@ -170,21 +175,21 @@ else
     bad "bench step --clip-grad-norm (exit $rc)"; cat "$tmp/s"
 fi
 expect 2 "--clip-grad-norm (the largest global gradient norm, 0 = off) '-1'" "$DTRAIN" bench step --clip-grad-norm -1
-# --step-overlap: a row per setting, side by side, the third column from the end the setting and
+# --step-overlap: a row per setting, side by side, the 14th column the setting and
 # what it came to: auto leaves the mlp (1.9M parameters) alone, and fp16's loss scaler keeps the step after
 # backward.
 "$DTRAIN" bench step --model mlp --batch 8 --steps 2 --warmup 1 --precision fp32,fp16 --step-overlap 1,0,auto >"$tmp/s" 2>&1
-got=$(awk '$1 == "fp32" || $1 == "fp16" { printf "%s ", $(NF - 2) }' "$tmp/s")
-if [ "$got" = "1>on 0>off auto>off 1>off 0>off auto>off " ] && grep -q " overlap  *graphs  *data$" "$tmp/s"; then
+got=$(awk '$1 == "fp32" || $1 == "fp16" { printf "%s ", $14 }' "$tmp/s")
+if [ "$got" = "1>on 0>off auto>off 1>off 0>off auto>off " ] && grep -q " overlap  *graphs  *data  *min ms  *max ms$" "$tmp/s"; then
     ok "bench step --step-overlap 1,0,auto: the rows side by side, each with what its setting came to: $got"
 else
     bad "bench step --step-overlap"; cat "$tmp/s"
 fi
 expect 2 "--step-overlap 'x' is not one of auto, 1, 0" "$DTRAIN" bench step --step-overlap 1,x
-# --graphs: the next-to-last column; the CPU records nothing, so every setting comes to off (and a step
+# --graphs: the 15th column; the CPU records nothing, so every setting comes to off (and a step
 # overlap list times graphs lists gives a row for each pair).
 "$DTRAIN" bench step --model mlp --batch 8 --steps 2 --warmup 1 --precision fp32 --step-overlap 0,1 --graphs 1,0,auto >"$tmp/s" 2>&1
-got=$(awk '$1 == "fp32" { printf "%s/%s ", $(NF - 2), $(NF - 1) }' "$tmp/s")
+got=$(awk '$1 == "fp32" { printf "%s/%s ", $14, $15 }' "$tmp/s")
 if [ "$got" = "0>off/1>off 0>off/0>off 0>off/auto>off 1>on/1>off 1>on/0>off 1>on/auto>off " ]; then
     ok "bench step --graphs 1,0,auto with --step-overlap 0,1: a row for each pair: $got"
 else
@@ -196,16 +201,16 @@ expect 2 "--model: model 'fc:xx': layer 1 'fc:xx' must be fc:OUT" "$DTRAIN" benc
 ! grep -q "^# dtrain bench step" "$tmp/out" && ok "bench step --model fc:xx: no header before the refusal" ||
     { bad "bench step --model fc:xx printed its header first"; cat "$tmp/out"; }
 expect 2 "--graphs '2' is not one of auto, 1, 0" "$DTRAIN" train --graphs 2
-# --synthetic-on: the last column, where the batches were made. On the CPU auto makes them on the
+# --synthetic-on: the 16th column, where the batches were made. On the CPU auto makes them on the
 # host and device is refused naming why; with the CPU standing in for a device (a test hook), auto
 # makes them there, and every row trains on the same data.
 "$DTRAIN" bench step --model mlp --batch 8 --steps 2 --warmup 1 --precision fp32 --synthetic-on host,auto >"$tmp/s" 2>&1
-got=$(awk '$1 == "fp32" { printf "%s ", $NF }' "$tmp/s")
+got=$(awk '$1 == "fp32" { printf "%s ", $16 }' "$tmp/s")
 [ "$got" = "host auto>host " ] && ok "bench step --synthetic-on host,auto on the CPU: $got" ||
     { bad "bench step --synthetic-on on the CPU ($got)"; cat "$tmp/s"; }
 DTRAIN_TEST_SYNTH_DEVICE=1 "$DTRAIN" bench step --model mlp --batch 8 --steps 2 --warmup 1 --precision fp32 \
     --synthetic-on host,auto,device >"$tmp/s" 2>&1
-got=$(awk '$1 == "fp32" { printf "%s ", $NF }' "$tmp/s")
+got=$(awk '$1 == "fp32" { printf "%s ", $16 }' "$tmp/s")
 [ "$got" = "host auto>dev device " ] && ok "bench step --synthetic-on host,auto,device on a stand-in device: $got" ||
     { bad "bench step --synthetic-on on a stand-in device ($got)"; cat "$tmp/s"; }
 expect 2 "synthetic batches cannot be made on the device: the run is placed on the CPU" \
