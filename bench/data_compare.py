@@ -79,7 +79,7 @@ def run_dtrain(dtrain, root, size, threads, batch, batches):
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     for line in out.splitlines():
         f = line.split()
-        if len(f) == 5 and f[0] == str(threads) and re.match(r"^[0-9.]+$", f[1]):
+        if len(f) >= 5 and f[0] == str(threads) and re.match(r"^[0-9.]+$", f[1]):
             return float(f[1])
     raise RuntimeError("no result line in:\n" + out)
 

@@ -8,7 +8,9 @@
  * consumer takes each batch the moment it is ready, so the figure is what the loader can feed,
  * the ceiling of training on this data. The first thread count runs once untimed before the rows
  * (the process's first use of the batch memory would otherwise land in the first row, the ratio
- * column's base). One process, no MPI: started by a launcher of several ranks it refuses.
+ * column's base). The last two columns are the slowest and fastest of up to SPREAD_WINDOWS
+ * windows of consecutive timed batches. One process, no MPI: started by a launcher of several
+ * ranks it refuses.
  */
 #include "launch/cli.h"
 #include "runtime/placement/topo.h"
@@ -71,9 +73,20 @@ static int bdata_handle(int val, const char *arg, void *ud)
     return EXIT_USAGE;
 }
 
-/* One setting: a loader of T threads from step 0, --warmup batches untimed, then the seconds of
- * --batches into *el. */
-static dt_status time_setting(dt_dataset *d, const bdata_opts *o, int T, double *el)
+/* The windows the timed batches are cut into for the spread columns (fewer with fewer batches,
+ * at least 2 T batches each):
+ * one mean over one window hid a run that swung (a cold page cache, other jobs). */
+#define SPREAD_WINDOWS 5
+
+/* One setting's timing: the seconds of all timed batches, and the slowest and fastest window's
+ * samples/s. */
+typedef struct setting_time {
+    double el, min_sps, max_sps;
+} setting_time;
+
+/* One setting: a loader of T threads from step 0, --warmup batches untimed, then --batches timed
+ * into *t. */
+static dt_status time_setting(dt_dataset *d, const bdata_opts *o, int T, setting_time *t)
 {
     dt_loader *l;
     dt_status s = dt_loader_create(NULL, d, 0, 1, o->batch, 0, T, 4, &l);
@@ -82,9 +95,21 @@ static dt_status time_setting(dt_dataset *d, const bdata_opts *o, int T, double 
     const int32_t *y;
     long step;
     for (int i = 0; i < o->warmup && !s; i++) s = dt_loader_next(l, &step, &x, &y);
+    /* T threads make T batches at once, so they arrive in bursts: a window of fewer than 2 T
+     * batches would time a burst, not the pipeline's rate. */
+    const int per = 2 * (T > 1 ? T : 1), fit = o->batches / per;
+    const int windows = fit < 1 ? 1 : fit < SPREAD_WINDOWS ? fit : SPREAD_WINDOWS;
     const double t0 = clock_now_s();
-    for (int i = 0; i < o->batches && !s; i++) s = dt_loader_next(l, &step, &x, &y);
-    *el = clock_now_s() - t0;
+    double edge = t0;
+    for (int k = 0; k < windows && !s; k++) {
+        const int n = (k + 1) * o->batches / windows - k * o->batches / windows;
+        for (int i = 0; i < n && !s; i++) s = dt_loader_next(l, &step, &x, &y);
+        const double now = clock_now_s(), sps = (double)n * o->batch / (now - edge);
+        t->min_sps = k == 0 || sps < t->min_sps ? sps : t->min_sps;
+        t->max_sps = k == 0 || sps > t->max_sps ? sps : t->max_sps;
+        edge = now;
+    }
+    t->el = edge - t0;
     dt_loader_free(l);
     return s;
 }
@@ -147,20 +172,22 @@ int cmd_bench_data(int argc, char **argv)
            o.normalize == DT_NORMALIZE_STANDARD ? "standard"
            : o.normalize == DT_NORMALIZE_UNIT   ? "unit"
                                                 : "none");
-    printf("%8s %14s %16s %12s %10s\n", "threads", "samples/s", "per thread", "MB/s out", "ratio");
+    printf("%8s %14s %16s %12s %10s %14s %14s\n", "threads", "samples/s", "per thread", "MB/s out", "ratio",
+           "min samples/s", "max samples/s");
     /* The first setting once untimed: the first loader's buffers are the process's first touch of
      * that memory (the allocator's and the kernel's first-use costs, which --warmup batches of a
      * loader do not take off its own timed ones), and made the first row some 5% slower than the
      * same setting later, inflating every ratio to it. */
-    double el = 0, first = 0;
-    if (o.nthreads) s = time_setting(d, &o, o.threads[0], &el);
+    setting_time st;
+    double first = 0;
+    if (o.nthreads) s = time_setting(d, &o, o.threads[0], &st);
     for (int k = 0; k < o.nthreads && !s; k++) {
         const int T = o.threads[k];
-        if ((s = time_setting(d, &o, T, &el))) break;
-        const double sps = (double)o.batches * o.batch / el;
+        if ((s = time_setting(d, &o, T, &st))) break;
+        const double sps = (double)o.batches * o.batch / st.el;
         if (k == 0) first = sps;
-        printf("%8d %14.1f %16.1f %12.1f %9.2fx\n", T, sps, sps / (T ? T : 1),
-               sps * (double)C * H * W * sizeof(float) / 1e6, sps / first);
+        printf("%8d %14.1f %16.1f %12.1f %9.2fx %14.1f %14.1f\n", T, sps, sps / (T ? T : 1),
+               sps * (double)C * H * W * sizeof(float) / 1e6, sps / first, st.min_sps, st.max_sps);
         fflush(stdout);
     }
     if (dt_dataset_bad_samples(d)) printf("samples replaced (undecodable): %ld\n", dt_dataset_bad_samples(d));
