@@ -54,7 +54,7 @@ set(DTRAIN_RUNTIME_SOURCES
 
 # The command (launch/main.c holds main()).
 set(DTRAIN_LAUNCH_SOURCES
-  launch/main.c launch/close_stdout.c launch/cli.c launch/prologue.c launch/help.c launch/crash.c launch/fault_inject.c launch/metrics.c
+  launch/main.c launch/close_stdout.c launch/cli.c launch/one_process.c launch/prologue.c launch/help.c launch/crash.c launch/fault_inject.c launch/metrics.c
   launch/progress.c launch/train_flags.c launch/train_data.c launch/lr_schedule.c launch/params_io.c launch/train_loop.c launch/train_stop.c
   launch/train_report.c launch/train_record.c launch/train_ckpt.c launch/train_trace.c launch/train_bucket_auto.c launch/train_epochs.c launch/straggler.c launch/cmd_train.c launch/cmd_eval.c launch/cmd_data.c launch/cmd_data_info.c
   launch/cmd_data_convert.c launch/cmd_data_verify.c launch/cmd_env.c launch/cmd_version.c

@@ -171,6 +171,10 @@ static inline const char *cli_s(long n) { return n == 1 ? "" : "s"; }
 /* Prints "dtrain: error: <msg>" to stderr, followed by " (rank R of W, on HOST)" once
  * cli_error_identity has named a world of several ranks. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* For the commands that run in one process: EXIT_OK when the launcher's variables say one
+ * process (or none) was started, else EXIT_USAGE after an error naming the variable, the count
+ * and what_each_would_do (one_process.c). */
+int cli_one_process(const char *command, const char *what_each_would_do);
 /* Names this process in cli_error's messages from now on (cli_begin calls it after dt_init). */
 void cli_error_identity(int rank, int world, const char *host);
 /* The end of every command (close_stdout.c): flushes and closes stdout; when output was lost (a

@@ -13,7 +13,6 @@
  * ranks it refuses.
  */
 #include "launch/cli.h"
-#include "runtime/placement/topo.h"
 #include "base/clock.h"
 
 #include <getopt.h>
@@ -127,19 +126,10 @@ int cmd_bench_data(int argc, char **argv)
         return EXIT_USAGE;
     }
     /* One process measures the pipeline: under a launcher of several, every rank would time its
-     * own loaders on the same cores as the others and print a table of its own. Every rank says
-     * so: the launcher may kill the others once the first exits. */
-    topo_env env;
-    if (topo_read_env(NULL, NULL, &env) == DT_OK) {
-        const int size = env.size;
-        if (size > 1)
-            cli_error("dtrain bench data measures one process's input pipeline, and %s says %d were started: each "
-                      "would time its loaders on cores the others use and print its own table; run it without "
-                      "mpirun or srun (its --threads list compares thread counts)",
-                      env.size_var ? env.size_var : "the launcher", size);
-        topo_env_free(&env);
-        if (size > 1) return EXIT_USAGE;
-    }
+     * own loaders on the same cores as the others. */
+    if ((rc = cli_one_process("bench data", "time its loaders on cores the others use and print its own table (its "
+                                            "--threads list compares thread counts)")))
+        return rc;
     /* The synthetic data as dtrain train makes it: 60,000 samples, not normalized unless asked. */
     const int synthetic = !strcmp(o.data, "synthetic");
     if (synthetic && !o.normalize_set) o.normalize = DT_NORMALIZE_NONE;

@@ -185,6 +185,15 @@ int cmd_data(int argc, char **argv)
         cli_help("data", argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : EXIT_OK;
     }
+    /* A data command reads (and convert writes) the whole dataset in one process with threads. */
+    if (!strcmp(argv[1], "info") || !strcmp(argv[1], "convert") || !strcmp(argv[1], "verify")) {
+        char cmd[32];
+        snprintf(cmd, sizeof cmd, "data %s", argv[1]);
+        const int one =
+            cli_one_process(cmd, !strcmp(argv[1], "convert") ? "write the same .dts files and race the others for them"
+                                                             : "read the whole dataset again and print its own report");
+        if (one) return one;
+    }
     if (!strcmp(argv[1], "info")) return cmd_data_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "convert")) return cmd_data_convert(argc - 1, argv + 1);
     if (!strcmp(argv[1], "verify")) return cmd_data_verify(argc - 1, argv + 1);

@@ -185,6 +185,8 @@ int cmd_plot(int argc, char **argv)
     const int args = plot_args(argc, argv, &metrics, &out);
     if (args) return args < 0 ? EXIT_OK : args;
     if (!metrics) return plot_usage_error("%s", "no metrics file given (dtrain train --metrics FILE writes one)");
+    const int one = cli_one_process("plot", "draw the same PNG and race the others to write it");
+    if (one) return one;
     char def[4200];
     if (!out) {
         /* run.jsonl -> run.png; another name gets .png added. */

@@ -371,6 +371,8 @@ int cmd_model_perf(int argc, char **argv)
     dt_config cfg; /* the common flags are taken and ignored: the model runs nothing on the job */
     const cli_extra extra = {mp_options, mp_flag, &o, NULL};
     if (cli_parse(argc, argv, "model-perf", &cfg, &extra)) return EXIT_USAGE;
+    if (cli_one_process("model-perf", "print the whole prediction again (it runs nothing on the job)"))
+        return EXIT_USAGE;
     /* --input is sticky: the last one given holds at the end, so a model without one saw it only later. */
     for (int i = 0; i < o.nmodels; i++)
         if (!o.model_flops[i].input) o.model_flops[i].late_input = o.flops.input;

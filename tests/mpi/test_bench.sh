@@ -273,9 +273,19 @@ fi
 expect 2 "needs --data PATH" "$DTRAIN" bench data
 # One process measures the pipeline: two under mpirun would each time loaders on the other's cores
 # and print two tables; refused (by each rank: mpirun may kill the other once one exits).
-expect 2 "dtrain bench data measures one process's input pipeline, and OMPI_COMM_WORLD_SIZE says 2 were started" \
+expect 2 "dtrain bench data runs in one process, and OMPI_COMM_WORLD_SIZE says 2 were started: each would time its loaders" \
     "$MPIRUN" -np 2 "$DTRAIN" bench data --data synthetic --threads 1 --batch 64 --batches 2
 ! grep -q "samples/s" "$tmp/out" && ok "bench data under mpirun -np 2: refused, no table" || { bad "bench data under mpirun -np 2"; cat "$tmp/out"; }
+# So are the other one-process commands (a line of a batch script under srun): data convert's
+# copies raced for one file (one wrote it, the other failed on "exists"), the others repeated
+# their whole work and output.
+expect 2 "dtrain data convert runs in one process, and OMPI_COMM_WORLD_SIZE says 2 were started: each would write the same" \
+    "$MPIRUN" -np 2 "$DTRAIN" data convert "$tmp/idx" "$tmp/one.dts"
+[ ! -e "$tmp/one.dts" ] && ok "data convert under mpirun -np 2: nothing written" || bad "data convert under mpirun -np 2 wrote $tmp/one.dts"
+expect 2 "dtrain data info runs in one process" "$MPIRUN" -np 2 "$DTRAIN" data info "$tmp/idx"
+expect 2 "dtrain model-perf runs in one process" "$MPIRUN" -np 2 "$DTRAIN" model-perf --synthetic m:10:5:3
+expect 2 "dtrain plot runs in one process" "$MPIRUN" -np 2 "$DTRAIN" plot "$tmp/none.jsonl" -o "$tmp/none.png"
+expect 0 "600 samples" "$MPIRUN" -np 1 "$DTRAIN" data info "$tmp/idx"
 # The built-in synthetic data (what sizes the loader threads a GPU step needs), 3x32x32 by default.
 "$DTRAIN" bench data --data synthetic --threads 1 --batch 64 --batches 2 >"$tmp/out" 2>&1
 if grep -q "dtrain bench data: synthetic (synthetic), 60000 samples of 3x32x32; batch 64, 2 timed batches after 2 warmup (and the first thread count once untimed before the rows); normalize none" "$tmp/out" &&
