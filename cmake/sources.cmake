@@ -54,12 +54,12 @@ set(DTRAIN_RUNTIME_SOURCES
 
 # The command (launch/main.c holds main()).
 set(DTRAIN_LAUNCH_SOURCES
-  launch/main.c launch/close_stdout.c launch/cli.c launch/one_process.c launch/prologue.c launch/help.c launch/crash.c launch/fault_inject.c launch/metrics.c
-  launch/progress.c launch/train_flags.c launch/train_data.c launch/lr_schedule.c launch/params_io.c launch/train_loop.c launch/train_stop.c
-  launch/train_report.c launch/train_record.c launch/train_ckpt.c launch/train_trace.c launch/train_bucket_auto.c launch/train_epochs.c launch/straggler.c launch/cmd_train.c launch/cmd_eval.c launch/cmd_data.c launch/cmd_data_info.c
-  launch/cmd_data_convert.c launch/cmd_data_verify.c launch/cmd_env.c launch/cmd_version.c
-  launch/cmd_bench.c launch/bench_values.c launch/cmd_bench_gemm.c launch/cmd_bench_step.c launch/cmd_bench_data.c launch/oom_report.c
-  launch/cmd_bench_reducer.c launch/plot_data.c launch/cmd_plot.c launch/gnuplot.c
+  launch/main.c launch/close_stdout.c launch/cli.c launch/one_process.c launch/prologue.c launch/help.c launch/crash.c launch/train/fault_inject.c launch/train/metrics.c
+  launch/train/progress.c launch/train/train_flags.c launch/train/train_data.c launch/train/lr_schedule.c launch/train/params_io.c launch/train/train_loop.c launch/train/train_stop.c
+  launch/train/train_report.c launch/train/train_record.c launch/train/train_ckpt.c launch/train/train_trace.c launch/train/train_bucket_auto.c launch/train/train_epochs.c launch/train/straggler.c launch/train/cmd_train.c launch/train/cmd_eval.c launch/data/cmd_data.c launch/data/cmd_data_info.c
+  launch/data/cmd_data_convert.c launch/data/cmd_data_verify.c launch/cmd_env.c launch/cmd_version.c
+  launch/bench/cmd_bench.c launch/bench/bench_values.c launch/bench/cmd_bench_gemm.c launch/bench/cmd_bench_step.c launch/bench/cmd_bench_data.c launch/oom_report.c
+  launch/bench/cmd_bench_reducer.c launch/plot/plot_data.c launch/plot/cmd_plot.c launch/plot/gnuplot.c
   launch/perfmodel/perfmodel.c launch/perfmodel/perfmodel_step.c launch/perfmodel/perfmodel_input.c
   launch/perfmodel/host_model.c launch/perfmodel/engine_curve.c launch/perfmodel/engine_curve_plot.c
   launch/perfmodel/model_source.c launch/perfmodel/perfmodel_plot.c launch/perfmodel/cmd_model_perf.c
@@ -67,7 +67,7 @@ set(DTRAIN_LAUNCH_SOURCES
   launch/doctor/cuda_job.c launch/doctor/memory_check.c launch/doctor/memory_facts.c
   launch/doctor/cmd_doctor.c launch/doctor/host_facts.c launch/doctor/host_checks.c launch/doctor/comm_check.c
   launch/doctor/net_env.c launch/doctor/path_checks.c launch/doctor/node_facts.c launch/doctor/node_checks.c)
-set(DTRAIN_LAUNCH_CUDA_SOURCES launch/bench_gemm_cuda.c)
+set(DTRAIN_LAUNCH_CUDA_SOURCES launch/bench/bench_gemm_cuda.c)
 
 # The sbatch templates installed to share/dtrain/slurm.
 set(DTRAIN_SBATCH_TEMPLATES

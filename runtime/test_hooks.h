@@ -1,5 +1,5 @@
 /*
- * test_hooks.h - the hooks that tests and `dtrain train`'s fault injection (launch/fault_inject.c)
+ * test_hooks.h - the hooks that tests and `dtrain train`'s fault injection (launch/train/fault_inject.c)
  * use to make failures happen on purpose. Internal: not part of include/dtrain.h, not exported by
  * libdtrain.so; programs link them from libdtrain.a like the unit tests do.
  *
@@ -21,7 +21,7 @@
  * (launch/prologue.c: `dtrain` re-executes itself with OPENBLAS_CORETYPE=CORE as if OpenBLAS had
  * guessed below the CPU, so the re-exec is tested on any machine), DTRAIN_TEST_SYNTH_DEVICE=1
  * (loader_test_device_on_cpu below, for a whole `dtrain train`), and DTRAIN_FAULT
- * (launch/fault_inject.h). DTRAIN_COMM_WORLD1, which makes device buckets reduce even in a world
+ * (launch/train/fault_inject.h). DTRAIN_COMM_WORLD1, which makes device buckets reduce even in a world
  * of one, is a setting now: dt_config::comm_world1.
  */
 #ifndef DT_RUNTIME_TEST_HOOKS_H

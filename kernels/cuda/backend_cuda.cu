@@ -12,7 +12,7 @@
  *     arithmetic; no TF32 unless NVIDIA_TF32_OVERRIDE turns it on). backend.h is row-major and
  *     cuBLAS column-major: the memory of a row-major matrix is its transpose in column-major, so
  *     C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, i.e. cuBLAS gets B first and n, m
- *     swapped (as launch/bench_gemm_cuda.c does).
+ *     swapped (as launch/bench/bench_gemm_cuda.c does).
  *   - Elementwise ops use the __fmul_rn/__fadd_rn intrinsics where the CPU rounds each operation
  *     (nvcc would otherwise contract a*b+c into one FMA), so SGD and ReLU match bit for bit; AdamW
  *     follows the CPU's AVX2 path, FMAs included.

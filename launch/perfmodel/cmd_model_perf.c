@@ -12,7 +12,7 @@
  * bucket size over the scales, on a CPU cluster's network by default (engine_curve.c).
  */
 #include "launch/cli.h"
-#include "launch/gnuplot.h"
+#include "launch/plot/gnuplot.h"
 #include "launch/perfmodel/model_source.h"
 #include "launch/perfmodel/perfmodel_plot.h"
 #include "launch/perfmodel/engine_curve.h"

@@ -6,7 +6,7 @@
  */
 #include "launch/perfmodel/engine_curve.h"
 #include "launch/perfmodel/perfmodel_plot.h"
-#include "launch/gnuplot.h"
+#include "launch/plot/gnuplot.h"
 
 #include <math.h>
 #include <stdio.h>

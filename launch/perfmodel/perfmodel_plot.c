@@ -6,7 +6,7 @@
  */
 #include "launch/perfmodel/perfmodel_plot.h"
 #include "launch/cli.h"
-#include "launch/gnuplot.h"
+#include "launch/plot/gnuplot.h"
 
 #include <errno.h>
 #include <math.h>

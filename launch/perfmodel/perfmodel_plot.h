@@ -1,6 +1,6 @@
 /*
  * perfmodel_plot.h - `dtrain model-perf --plot FILE.png`: efficiency and the best bucket cap
- * against ranks, one curve per model, drawn by gnuplot (launch/gnuplot.h).
+ * against ranks, one curve per model, drawn by gnuplot (launch/plot/gnuplot.h).
  */
 #ifndef DT_LAUNCH_PERFMODEL_PLOT_H
 #define DT_LAUNCH_PERFMODEL_PLOT_H

@@ -2,7 +2,7 @@
  * ckpt_extra.h - one section of the caller's own beside dt_model's in the same checkpoint file:
  * written by the same atomic commit as the model (so the two never disagree about the step), and
  * read back from the very file dt_checkpoint_load_latest loaded. `dtrain train` keeps its run
- * record there (launch/train_record.h), which the public dt_ckpt_data block has no room for.
+ * record there (launch/train/train_record.h), which the public dt_ckpt_data block has no room for.
  */
 #ifndef DT_RUNTIME_CHECKPOINT_CKPT_EXTRA_H
 #define DT_RUNTIME_CHECKPOINT_CKPT_EXTRA_H

@@ -3,7 +3,7 @@
  * DTRAIN_DEVICE, DTRAIN_PIN, DTRAIN_TIMEOUT, DTRAIN_BLAS_THREADS, DTRAIN_GPU_COMM, DTRAIN_COMM_THREAD,
  * DTRAIN_COMM_WORLD1, DTRAIN_ALLREDUCE), DTRAIN_LOG
  * (log_init_from_env, runtime/log.c) and the DTRAIN_FAULT test hook of `dtrain train` (fault_parse,
- * launch/fault_inject.c, from the launch archive).
+ * launch/train/fault_inject.c, from the launch archive).
  *
  * Input: lines NAME=VALUE, the whole environment of the run (see fuzz_env_set); "DTRAIN_" is put
  * before names that lack it, so "TIMEOUT=5" sets DTRAIN_TIMEOUT.
@@ -20,7 +20,7 @@
 #include <strings.h>
 
 #include "launch/cli.h"
-#include "launch/fault_inject.h"
+#include "launch/train/fault_inject.h"
 
 static int cfg_same(const dt_config *a, const dt_config *b)
 {

@@ -1,5 +1,5 @@
 /*
- * fuzz_metrics.c - the --metrics records `dtrain plot` reads back (plot_parse_line, launch/plot_data.c).
+ * fuzz_metrics.c - the --metrics records `dtrain plot` reads back (plot_parse_line, launch/plot/plot_data.c).
  *
  * Input: the lines of a metrics file, each given to plot_parse_line in turn (a refused line is
  * skipped, as if the file went on). Beyond ASan/UBSan/leaks: a refused line says why and leaves the
@@ -8,7 +8,7 @@
  * %.17g, parses to the same step and values (nan stays nan).
  */
 #include "fuzz_common.h"
-#include "launch/plot_data.h"
+#include "launch/plot/plot_data.h"
 
 #include <math.h>
 

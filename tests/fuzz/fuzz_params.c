@@ -1,5 +1,5 @@
 /*
- * fuzz_params.c - the --init-params reader and the --dump-params writer (launch/params_io.c,
+ * fuzz_params.c - the --init-params reader and the --dump-params writer (launch/train/params_io.c,
  * #included for its static read_params).
  *
  * Input: a mode byte, a 16-bit little-endian parameter count n, then the file. Mode bit 0: n is
@@ -12,7 +12,7 @@
  */
 #include "fuzz_common.h"
 
-#include "launch/params_io.c"
+#include "launch/train/params_io.c"
 
 static int same_file(const char *path, const uint8_t *data, size_t size)
 {

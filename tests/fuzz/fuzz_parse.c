@@ -2,8 +2,8 @@
  * fuzz_parse.c - the number, size and list parsers of variables and flags: parse_int, parse_long,
  * parse_double and parse_double_or_zero (runtime/parse.c); the command's cli_long, cli_int,
  * cli_float, cli_list and cli_loader_threads (launch/cli.c); bench's byte sizes with K/M/G
- * (parse_bytes, static in launch/cmd_bench.c over cli_bytes, hence the #include); CPU lists (affinity_parse,
- * runtime/affinity.c); --normalize's figures (train_normalize_parse, launch/train_flags.c).
+ * (parse_bytes, static in launch/bench/cmd_bench.c over cli_bytes, hence the #include); CPU lists (affinity_parse,
+ * runtime/affinity.c); --normalize's figures (train_normalize_parse, launch/train/train_flags.c).
  *
  * Input: one string, given to every parser. Beyond ASan/UBSan, each parser is held to what its
  * header promises, against an independent reading of the text:
@@ -16,7 +16,7 @@
  *  - parse_bytes gives digits times 1, 1024, 1024^2 or 1024^3 (K, M, G), from 1 to 4G;
  *  - cli_list calls back once per non-empty comma-separated item, at most max times;
  *  - a CPU list, formatted and parsed again, is the same set;
- *  - --lr-schedule (lr_schedule_parse, launch/lr_schedule.c), as given and after "step:": a step
+ *  - --lr-schedule (lr_schedule_parse, launch/train/lr_schedule.c), as given and after "step:": a step
  *    schedule's factor reads by parse_double's grammar into (0, 1], its 1..LR_MAX_MILESTONES
  *    milestones rise strictly from 1, those in epochs are the epoch times the epoch's steps.
  */
@@ -24,9 +24,9 @@
 #include "base/parse.h"
 #include "runtime/placement/affinity.h"
 
-#include "launch/cmd_bench.c"
-#include "launch/lr_schedule.h"
-#include "launch/train_flags.h"
+#include "launch/bench/cmd_bench.c"
+#include "launch/train/lr_schedule.h"
+#include "launch/train/train_flags.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The run record of `dtrain train`'s checkpoints (launch/train_record.h) at --resume auto: a data
+# The run record of `dtrain train`'s checkpoints (launch/train/train_record.h) at --resume auto: a data
 # order that is not the one the saved position counts in (another --seed, --shuffle or training set
 # mid-epoch, another --seed for the synthetic data) is refused before a step, naming both values and
 # the fix, where it would repeat some samples of the epoch and skip others; at an epoch's start a

@@ -1,5 +1,5 @@
 /*
- * test_lr_schedule.c - launch/lr_schedule.c: the rate at given steps against the formulas of
+ * test_lr_schedule.c - launch/train/lr_schedule.c: the rate at given steps against the formulas of
  * lr_schedule.h (constant, cosine, linear, step with milestones in steps and epochs, warmup, the
  * floor), a schedule placed at a resumed run's data position, and every parse and check error with
  * the part it names.
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "launch/lr_schedule.h"
+#include "launch/train/lr_schedule.h"
 
 #include <math.h>
 #include <stdio.h>

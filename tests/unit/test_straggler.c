@@ -1,5 +1,5 @@
 /*
- * test_straggler.c - launch/straggler.c: the slowest rank by busy time (step minus communication
+ * test_straggler.c - launch/train/straggler.c: the slowest rank by busy time (step minus communication
  * wait), the median for odd and even worlds, the threshold, the phase with the largest excess, the
  * streak that makes a persistent straggler and its reset, bad figures, and the line's text.
  */
@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "launch/straggler.h"
+#include "launch/train/straggler.h"
 
 #include <math.h>
 #include <stdio.h>

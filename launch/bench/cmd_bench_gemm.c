@@ -1,0 +1,412 @@
+/*
+ * cmd_bench_gemm.c - `dtrain bench gemm`: C = A B for square n x n matrices, in TFLOP/s on the CPU
+ * (OpenBLAS sgemm on all the cores this rank is bound to) and on the GPU (cuBLAS cublasGemmEx in
+ * fp32, tf32, bf16 and fp16), and the GPU/CPU ratio: the comparison users run first.
+ *
+ * Both sides multiply the same seeded matrices (uniform in [-1, 1)). A product's time is the mean
+ * over timed repetitions after a warm-up one, repeated until --iters or about --max-seconds; each
+ * row says how many (reps), and the CPU's, each timed alone, its fastest and slowest (a GPU's run
+ * back to back between two events, the only way to time it without a gap between products). Each
+ * result is checked: 16 sampled entries of C against fp64 sums over the inputs as the GEMM saw them
+ * (rounded to bf16/fp16/tf32), relative to sum |a_ik b_kj|; the tolerance is by type (fp32 1e-5,
+ * tf32 5e-3, bf16 1e-2, fp16 2e-3: the input rounding plus the output rounding of the 16-bit
+ * types, and accumulation-order slack), and a larger error prints WRONG and fails the command.
+ * OpenBLAS 0.3.21 (Debian 12) has no 16-bit or tf32 GEMM, so the CPU runs fp32 only and every
+ * GPU/CPU ratio is against CPU fp32, as such comparisons usually are. The largest --n's matrices
+ * must fit this rank's host budget before any is made (gemm_memory_check).
+ */
+#include "launch/bench/bench_gemm.h"
+#include "launch/cli.h"
+#include "launch/doctor/doctor_memory.h"
+#include "base/clock.h"
+#include "base/host_budget.h"
+
+#include <cblas.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/cast.h"
+
+static const char *type_name[GEMM_NTYPES] = {"fp32", "tf32", "bf16", "fp16"};
+static const double type_tol[GEMM_NTYPES] = {1e-5, 5e-3, 1e-2, 2e-3};
+
+#define GEMM_MAX_SIZES 16
+#define GEMM_SAMPLES 16
+
+typedef struct gemm_opts {
+    size_t n[GEMM_MAX_SIZES];
+    int nn;
+    int types[GEMM_NTYPES];
+    int warmup, iters;
+    double max_s;
+    int cpu, gpu;
+} gemm_opts;
+
+enum { OPT_N = 256, OPT_DTYPE, OPT_ITERS, OPT_WARMUP, OPT_MAXS, OPT_NO_CPU, OPT_NO_GPU };
+
+static const struct option gemm_options[] = {
+    {"n", required_argument, NULL, OPT_N},
+    {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"iters", required_argument, NULL, OPT_ITERS},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"max-seconds", required_argument, NULL, OPT_MAXS},
+    {"no-cpu", no_argument, NULL, OPT_NO_CPU},
+    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
+    {NULL, 0, NULL, 0},
+};
+
+static int add_size(const char *item, void *ud)
+{
+    gemm_opts *o = ud;
+    long v;
+    if (cli_long("--n (a comma-separated list of sizes)", item, 1, 65536, &v)) return EXIT_USAGE;
+    o->n[o->nn++] = (size_t)v;
+    return EXIT_OK;
+}
+
+static int add_type(const char *item, void *ud)
+{
+    gemm_opts *o = ud;
+    int k = 0;
+    while (k < GEMM_NTYPES && strcmp(item, type_name[k])) k++;
+    if (k == GEMM_NTYPES) {
+        cli_error("--dtype '%s' is not one of fp32, tf32, bf16, fp16", item);
+        return EXIT_USAGE;
+    }
+    o->types[k] = 1;
+    return EXIT_OK;
+}
+
+static int parse_sizes(const char *arg, gemm_opts *o)
+{
+    o->nn = 0;
+    return cli_list("--n", arg, GEMM_MAX_SIZES, add_size, o);
+}
+
+static int parse_types(const char *arg, gemm_opts *o)
+{
+    memset(o->types, 0, sizeof o->types);
+    return cli_list("--dtype", arg, GEMM_NTYPES * 4, add_type, o);
+}
+
+static int gemm_handle(int val, const char *arg, void *ud)
+{
+    gemm_opts *o = ud;
+    switch (val) {
+        case OPT_N: return parse_sizes(arg, o);
+        case OPT_DTYPE: return parse_types(arg, o);
+        case OPT_ITERS: return cli_int("--iters", arg, 1, 100000, &o->iters);
+        case OPT_WARMUP: return cli_int("--warmup", arg, 0, 100000, &o->warmup);
+        case OPT_MAXS: {
+            float v;
+            int rc = cli_float("--max-seconds", arg, 0.01, 3600, &v);
+            o->max_s = v;
+            return rc;
+        }
+        case OPT_NO_CPU: o->cpu = 0; return EXIT_OK;
+        case OPT_NO_GPU: o->gpu = 0; return EXIT_OK;
+    }
+    return EXIT_USAGE;
+}
+
+/* The flags together, before dt_init: something to measure. */
+static int gemm_flags_check(dt_config *cfg, void *ud)
+{
+    (void)cfg;
+    const gemm_opts *o = ud;
+    if (!o->cpu && !o->gpu) {
+        cli_error("--no-cpu with --no-gpu leaves nothing to measure: drop one of them");
+        return EXIT_USAGE;
+    }
+    /* The CPU has fp32 alone: its product would be timed and shown in no row. */
+    if (!o->gpu && !o->types[GEMM_FP32]) {
+        cli_error("--no-gpu with --dtype of tf32, bf16, fp16 alone leaves nothing to measure (the CPU runs fp32 "
+                  "only): add fp32 to --dtype, or drop --no-gpu");
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* The host memory of size n: A and B, C for the CPU side, and the GPU side's 16-bit copies of A
+ * and B. Of the largest --n against this rank's host budget (base/host_budget.h), before anything
+ * is allocated: past it malloc still succeeds (overcommit), and the fill or the product then
+ * swaps, timing the disk, or the kernel kills the rank without a word. Collective: every rank
+ * refuses together. */
+static int gemm_memory_check(dt_ctx *ctx, const gemm_opts *o, int local_ranks, int rank)
+{
+    size_t n = 0;
+    for (int i = 0; i < o->nn; i++) n = o->n[i] > n ? o->n[i] : n;
+    const int half = o->gpu && (o->types[GEMM_BF16] || o->types[GEMM_FP16]);
+    const size_t per = (size_t)(2 + o->cpu) * sizeof(float) + (half ? 2 * sizeof(uint16_t) : 0);
+    const size_t need = n * n * per;
+    size_t total = 0, avail = 0;
+    char why[192];
+    if (doctor_meminfo_read(&total, &avail, why, sizeof why)) avail = 0;
+    host_budget hb;
+    host_budget_get(&hb, avail, local_ranks, NULL);
+    float over = hb.kind != HOST_BUDGET_NONE && need > hb.bytes;
+    if (over) {
+        char nb[24], hbs[24];
+        host_budget_bytes(need, nb, sizeof nb);
+        host_budget_bytes(hb.bytes, hbs, sizeof hbs);
+        /* The largest n whose matrices fit, rounded down to a multiple of 256. */
+        size_t fit = 0;
+        while ((fit + 256) * (fit + 256) * per <= hb.bytes) fit += 256;
+        char hint[64] = "nothing fits: free host memory";
+        if (fit) snprintf(hint, sizeof hint, "use --n %zu or less", fit);
+        cli_error("rank %d: --n %zu needs %s of host memory for its matrices, more than this rank's %s of %s: %s", rank,
+                  n, nb, hbs, hb.source, hint);
+    }
+    if (dt_world_size(ctx) > 1 && dt_allreduce(ctx, &over, 1, DT_F32, DT_SUM)) return EXIT_FAIL;
+    return over > 0 ? EXIT_USAGE : EXIT_OK;
+}
+
+void gemm_fill(float *a, size_t n, unsigned seed)
+{
+    uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
+    for (size_t i = 0; i < n * n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17; /* xorshift64 */
+        a[i] = (float)((double)(s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+    }
+}
+
+/* x as the GEMM of type t reads it. tf32 keeps 10 mantissa bits; cuBLAS rounds to nearest. */
+static double as_input(float x, gemm_type t)
+{
+    switch (t) {
+        case GEMM_BF16: return half_bf16_to_f32(half_f32_to_bf16(x));
+        case GEMM_FP16: return half_f16_to_f32(half_f32_to_f16(x));
+        case GEMM_TF32: {
+            uint32_t u;
+            memcpy(&u, &x, sizeof u);
+            u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
+            float f;
+            memcpy(&f, &u, sizeof f);
+            return f;
+        }
+        default: return x;
+    }
+}
+
+double gemm_check(const float *a, const float *b, size_t n, gemm_type t, const size_t *rows, const size_t *cols,
+                  const float *c_vals, int samples)
+{
+    double worst = 0;
+    for (int s = 0; s < samples; s++) {
+        double sum = 0, mag = 0;
+        for (size_t k = 0; k < n; k++) {
+            double p = as_input(a[rows[s] * n + k], t) * as_input(b[k * n + cols[s]], t);
+            sum += p;
+            mag += fabs(p);
+        }
+        double err = fabs((double)c_vals[s] - sum) / (mag > 0 ? mag : 1);
+        if (!(err <= worst)) worst = err; /* a NaN result stays the worst */
+    }
+    return worst;
+}
+
+static void sample_points(size_t n, size_t *rows, size_t *cols)
+{
+    for (int s = 0; s < GEMM_SAMPLES; s++) {
+        rows[s] = (size_t)((s * 7919u + 13u) % n);
+        cols[s] = (size_t)((s * 104729u + 7u) % n);
+    }
+    rows[0] = cols[0] = 0;
+    rows[1] = cols[1] = n - 1;
+}
+
+static void cpu_run(size_t n, const gemm_opts *o, const float *a, const float *b, float *c, gemm_result *r)
+{
+    const int N = (int)n;
+    memset(r, 0, sizeof *r);
+    for (int w = 0; w < o->warmup; w++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+    /* Each product timed alone, so the row can show the spread as well as the mean: on a shared
+     * machine a mean alone hides whether every product ran slow or a few were descheduled. One
+     * clock read between each product and the next (as the loop's deadline needs anyway), so the
+     * products' times sum to the loop's. */
+    const double t0 = clock_now_s();
+    double t = 0, last = t0;
+    int done = 0;
+    while (done < o->iters && (done == 0 || t < o->max_s)) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+        const double now = clock_now_s(), one = now - last;
+        r->min_ms = done == 0 || 1e3 * one < r->min_ms ? 1e3 * one : r->min_ms;
+        r->max_ms = 1e3 * one > r->max_ms ? 1e3 * one : r->max_ms;
+        last = now;
+        t = now - t0;
+        done++;
+    }
+    r->ran = 1;
+    r->reps = done;
+    r->ms = 1e3 * t / done;
+    r->tflops = 2.0 * (double)n * (double)n * (double)n / (t / done) * 1e-12;
+    size_t rows[GEMM_SAMPLES], cols[GEMM_SAMPLES];
+    float vals[GEMM_SAMPLES];
+    sample_points(n, rows, cols);
+    for (int s = 0; s < GEMM_SAMPLES; s++) vals[s] = c[rows[s] * n + cols[s]];
+    r->max_err = gemm_check(a, b, n, GEMM_FP32, rows, cols, vals, GEMM_SAMPLES);
+}
+
+#ifndef DTRAIN_HAVE_CUDA
+int gemm_gpu_run(size_t n, gemm_type t, int warmup, int iters, double max_s, const float *a, const float *b,
+                 gemm_result *r)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->note, sizeof r->note, "this dtrain was built without CUDA");
+    return -1;
+}
+void gemm_gpu_describe(char *buf, size_t len) { snprintf(buf, len, "none (built without CUDA)"); }
+#endif
+
+/* gemm_gpu_run, or under DTRAIN_TEST_GEMM_GPU=nomem|error (a test hook: no GPU needed) what it
+ * returns for a size that does not fit and for a failed cuBLAS call. */
+static int gpu_run(size_t n, gemm_type t, const gemm_opts *o, const float *a, const float *b, gemm_result *r)
+{
+    const char *fake = getenv("DTRAIN_TEST_GEMM_GPU");
+    if (!fake || !*fake) return gemm_gpu_run(n, t, o->warmup, o->iters, o->max_s, a, b, r);
+    memset(r, 0, sizeof *r);
+    const int error = !strcmp(fake, "error");
+    if (error)
+        snprintf(r->note, sizeof r->note, "cublasGemmEx(...): cuBLAS status 13 (test hook)");
+    else
+        snprintf(r->note, sizeof r->note, "3 matrices of %zu x %zu need more than is free (test hook)", n, n);
+    return error;
+}
+
+/* A side's repetitions, and with spread its fastest and slowest product ("-" when not run): single
+ * tokens, so every row has the same columns. */
+static void print_reps(const gemm_result *r, int spread)
+{
+    char mm[48] = "-";
+    if (r->ran) snprintf(mm, sizeof mm, "%.2f-%.2f", r->min_ms, r->max_ms);
+    if (r->ran)
+        printf(" %5d", r->reps);
+    else
+        printf(" %5s", "-");
+    if (spread) printf(" %17s", mm);
+}
+
+static void print_cell(const gemm_result *r, int digits_ms)
+{
+    if (r->ran)
+        printf(" %10.*f %11.3f", digits_ms, r->ms, r->tflops);
+    else
+        printf(" %10s %11s", "-", "-");
+}
+
+int cmd_bench_gemm(int argc, char **argv)
+{
+    gemm_opts o = {.nn = 3,
+                   .n = {4096, 8192, 10000},
+                   .types = {1, 1, 1, 1},
+                   .warmup = 1,
+                   .iters = 20,
+                   .max_s = 3.0,
+                   .cpu = 1,
+                   .gpu = 1};
+    dt_config cfg;
+    cli_extra extra = {gemm_options, gemm_handle, &o, gemm_flags_check};
+    cli_job job;
+    /* The benchmark wants this rank's cores for OpenBLAS and its GPU: placement does both. */
+    int rc = cli_start(argc, argv, "bench gemm", &cfg, &extra, &job);
+    if (rc) return rc;
+    dt_ctx *ctx = job.ctx;
+    const dt_placement pl = job.pl;
+    const int rank = job.rank, world = job.world;
+
+    /* A refusal every rank knows of (shared); a failed allreduce of it may be this rank's alone. */
+    if ((rc = gemm_memory_check(ctx, &o, pl.local_size, rank))) return cli_end_failed(ctx, rc, rc == EXIT_USAGE);
+    char gpu_desc[256];
+    gemm_gpu_describe(gpu_desc, sizeof gpu_desc);
+    if (rank == 0) {
+        printf("# dtrain bench gemm: C = A B, n x n x n, fp32 in and out (bf16/fp16: 16-bit in and out, fp32 "
+               "accumulation), 2 n^3 flops\n");
+        printf("# CPU: OpenBLAS %s kernels, %d thread%s on cores %s%s\n", dt_blas_corename(), pl.blas_threads,
+               cli_s(pl.blas_threads), pl.cores, o.cpu ? "" : " (not run: --no-cpu)");
+        printf("# GPU: %s%s\n", gpu_desc, o.gpu ? "" : " (not run: --no-gpu)");
+        if (world > 1) printf("# every one of the %d ranks runs the benchmark at once; rank 0's numbers\n", world);
+        printf("# OpenBLAS has no tf32/bf16/fp16 GEMM: the CPU column is fp32, and GPU/CPU is against it\n");
+        printf("# ms: the mean of one product over reps timed ones after %d warm-up (--iters %d, fewer once "
+               "--max-seconds %g is spent); CPU min-max: its fastest and slowest product\n",
+               o.warmup, o.iters, o.max_s);
+        printf("# %7s %6s %10s %11s %10s %11s %8s %5s %17s %5s %10s %6s\n", "n", "type", "CPU ms", "CPU TFLOP/s",
+               "GPU ms", "GPU TFLOP/s", "GPU/CPU", "reps", "CPU min-max ms", "reps", "max err", "check");
+        fflush(stdout);
+    }
+    /* OpenBLAS spins for ever where its working buffer cannot be mapped (kernels/cpu/blas_reserve.c). */
+    if (o.cpu && backend_cpu_blas_reserve() != DT_OK) {
+        cli_error("%s", dt_last_error());
+        dt_abort_job(ctx, EXIT_FAIL);
+        return EXIT_FAIL;
+    }
+    int wrong = 0, failed = 0, gpu_gone = !o.gpu;
+    char gpu_note[160] = "";
+    for (int si = 0; si < o.nn; si++) {
+        const size_t n = o.n[si];
+        float *a = malloc(n * n * sizeof *a), *b = malloc(n * n * sizeof *b);
+        float *c = o.cpu ? malloc(n * n * sizeof *c) : NULL;
+        if (!a || !b || (o.cpu && !c)) {
+            free(a), free(b), free(c);
+            cli_error("out of host memory for three %zu x %zu matrices (%.1f GiB): use a smaller --n", n, n,
+                      3.0 * (double)n * (double)n * 4 / (1 << 30));
+            dt_abort_job(ctx, EXIT_FAIL);
+            return EXIT_FAIL;
+        }
+        gemm_fill(a, n, 1);
+        gemm_fill(b, n, 2);
+        gemm_result cpu = {0};
+        if (o.cpu) cpu_run(n, &o, a, b, c, &cpu);
+        for (int t = 0; t < GEMM_NTYPES; t++) {
+            if (!o.types[t]) continue;
+            gemm_result gpu = {0};
+            const int grc = gpu_gone ? 0 : gpu_run(n, (gemm_type)t, &o, a, b, &gpu);
+            if (grc < 0) {
+                gpu_gone = 1;
+                snprintf(gpu_note, sizeof gpu_note, "%s", gpu.note);
+            }
+            failed += grc > 0;
+            const gemm_result *cpu_row = t == GEMM_FP32 ? &cpu : NULL;
+            const double err = gpu.ran ? gpu.max_err : cpu_row && cpu_row->ran ? cpu_row->max_err : NAN;
+            const int bad = (gpu.ran && !(gpu.max_err <= type_tol[t])) ||
+                            (cpu_row && cpu_row->ran && !(cpu_row->max_err <= type_tol[GEMM_FP32]));
+            wrong += bad;
+            if (rank == 0) {
+                printf("  %7zu %6s", n, type_name[t]);
+                static const gemm_result none = {0};
+                print_cell(cpu_row ? cpu_row : &none, 2);
+                print_cell(&gpu, 3);
+                if (gpu.ran && cpu.ran)
+                    printf(" %8.1f", gpu.tflops / cpu.tflops);
+                else
+                    printf(" %8s", "-");
+                print_reps(cpu_row ? cpu_row : &none, 1);
+                print_reps(&gpu, 0);
+                if (isnan(err))
+                    printf(" %10s %6s\n", "-", "-");
+                else
+                    printf(" %10.2e %6s\n", err, bad ? "WRONG" : "ok");
+                /* Why this row's GPU cell is empty (no GPU at all: one line at the end). */
+                if (grc >= 0 && !gpu.ran && gpu.note[0])
+                    printf("#   GPU %s: %s\n", grc ? "FAILED" : "not run", gpu.note);
+                fflush(stdout);
+            }
+        }
+        free(a), free(b), free(c);
+    }
+    if (rank == 0 && o.gpu && gpu_gone && gpu_note[0]) printf("# GPU columns skipped: %s\n", gpu_note);
+    if (rank == 0 && wrong)
+        cli_error("%d result(s) outside the tolerance (fp32 1e-5, tf32 5e-3, bf16 1e-2, fp16 2e-3 of sum |a b|): "
+                  "the GEMM library or the device is computing wrong values",
+                  wrong);
+    if (failed)
+        cli_error("rank %d: %d GPU product(s) failed with a CUDA or cuBLAS error (the '# GPU FAILED' lines name the "
+                  "call): their GPU columns are empty, not measured",
+                  rank, failed);
+    return cli_finish(ctx, wrong || failed ? EXIT_FAIL : EXIT_OK);
+}

@@ -1,0 +1,257 @@
+/*
+ * cmd_plot.c - `dtrain plot METRICS.jsonl [-o OUT.png]`: the series of a --metrics file against
+ * the step, one panel each, as a PNG drawn by gnuplot (Debian: gnuplot-nox). The records are read
+ * and checked here (plot_data.c) and handed to gnuplot inline, so a damaged file is refused with
+ * its line number before gnuplot runs, and gnuplot never reads the user's file itself.
+ */
+#include "launch/cli.h"
+#include "launch/plot/gnuplot.h"
+#include "launch/plot/plot_data.h"
+#include "runtime/checkpoint/ckpt_write_file.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The panels, top to bottom: the series each draws (the first one names the panel). */
+static const struct panel {
+    const char *ylabel;
+    int series[2]; /* -1: none */
+    int log_y;
+    const char *key; /* where the key goes when there are two series: where the curves seldom are */
+} panels[] = {
+    /* clang-format off */
+    {"loss", {PLOT_LOSS, PLOT_EVAL_LOSS}, 0, "top right"},
+    {"accuracy", {PLOT_ACCURACY, PLOT_EVAL_ACCURACY}, 0, "bottom right"},
+    {"learning rate", {PLOT_LR, -1}, 0, NULL},
+    {"samples/s", {PLOT_SAMPLES_PER_S, -1}, 0, NULL},
+    {"loss scale", {PLOT_LOSS_SCALE, -1}, 1, NULL},
+    /* clang-format on */
+};
+enum { NPANELS = sizeof panels / sizeof *panels };
+
+/* The series with at least one finite value: bit i for series i (gnuplot refuses a panel with none). */
+static unsigned drawable(const plot_data *d)
+{
+    unsigned m = 0;
+    for (size_t r = 0; r < d->n; r++)
+        for (int i = 0; i < PLOT_NCOL; i++)
+            if ((d->rows[r].have & (1u << i)) && isfinite(d->rows[r].v[i])) m |= 1u << i;
+    return m;
+}
+
+/* The finite values of panel pn's drawable series span [*lo, *hi]. */
+static void panel_range(const plot_data *d, const struct panel *pn, unsigned m, double *lo, double *hi)
+{
+    *lo = INFINITY, *hi = -INFINITY;
+    for (int k = 0; k < 2; k++) {
+        const int s = pn->series[k];
+        if (s < 0 || !(m & (1u << s))) continue;
+        for (size_t r = 0; r < d->n; r++) {
+            const double v = d->rows[r].v[s];
+            if (!(d->rows[r].have & (1u << s)) || !isfinite(v)) continue;
+            if (v < *lo) *lo = v;
+            if (v > *hi) *hi = v;
+        }
+    }
+}
+
+/* The gnuplot script drawing d's panels (those with a drawable series; loss scale only for a
+ * mixed-precision run) into tmp. Returns the number of panels. */
+static int write_script(FILE *f, const plot_data *d, const char *metrics, const char *tmp)
+{
+    const unsigned m = drawable(d);
+    int show[NPANELS], count = 0;
+    for (int p = 0; p < NPANELS; p++) {
+        show[p] = 0;
+        for (int k = 0; k < 2; k++)
+            if (panels[p].series[k] >= 0 && (m & (1u << panels[p].series[k]))) show[p] = 1;
+        if (panels[p].series[0] == PLOT_LOSS_SCALE && !d->mixed) show[p] = 0;
+        count += show[p];
+    }
+    if (!count) return 0;
+    fprintf(f, "$D << EOD\n");
+    for (size_t r = 0; r < d->n; r++) {
+        fprintf(f, "%ld", d->rows[r].step);
+        for (int i = 0; i < PLOT_NCOL; i++) {
+            const double v = d->rows[r].v[i];
+            if ((d->rows[r].have & (1u << i)) && isfinite(v))
+                fprintf(f, " %.9g", v);
+            else
+                fputs(" ?", f);
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "EOD\n");
+    fprintf(f, "set datafile missing '?'\n");
+    /* pngcairo draws smoother lines; Debian's gnuplot-nox has it, other builds may have only png. */
+    fprintf(f,
+            "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 860,%d font ',10' }"
+            " else { set terminal png size 860,%d }\n",
+            50 + 170 * count, 50 + 170 * count);
+    fprintf(f, "set termoption noenhanced\nset output ");
+    gnuplot_quoted(f, tmp);
+    /* One step only: the x range gnuplot would warn about and widen. */
+    if (d->rows[0].step == d->rows[d->n - 1].step)
+        fprintf(f, "\nset xrange [%ld:%ld]", d->rows[0].step - 1, d->rows[0].step + 1);
+    fprintf(f, "\nset grid\nset lmargin 12\nset multiplot layout %d,1 title ", count);
+    gnuplot_quoted(f, metrics);
+    fprintf(f, "\n");
+    int drawn = 0;
+    for (int p = 0; p < NPANELS; p++) {
+        if (!show[p]) continue;
+        drawn++;
+        double lo, hi;
+        panel_range(d, &panels[p], m, &lo, &hi);
+        const int log_y = panels[p].log_y && lo > 0;
+        fprintf(f, "set ylabel '%s'\n%s\n", panels[p].ylabel, log_y ? "set logscale y" : "unset logscale y");
+        /* A constant series (a constant lr): the range gnuplot would warn about and widen, made here. */
+        if (lo < hi)
+            fprintf(f, "set yrange [*:*]\n");
+        else if (log_y)
+            fprintf(f, "set yrange [%.9g:%.9g]\n", lo / 2, lo * 2);
+        else
+            fprintf(f, "set yrange [%.9g:%.9g]\n", lo - (lo ? fabs(lo) / 10 : 1), lo + (lo ? fabs(lo) / 10 : 1));
+        if (panels[p].key) fprintf(f, "set key %s\n", panels[p].key);
+        fprintf(f, "%s\n", drawn == count ? "set xlabel 'step'" : "unset xlabel");
+        fprintf(f, "plot");
+        int first = 1;
+        for (int k = 0; k < 2; k++) {
+            const int s = panels[p].series[k];
+            if (s < 0 || !(m & (1u << s))) continue;
+            const int eval = s == PLOT_EVAL_LOSS || s == PLOT_EVAL_ACCURACY;
+            const int two = panels[p].series[1] >= 0 && (m & (1u << panels[p].series[1]));
+            fprintf(f, "%s $D using 1:%d with %s lw 1.5 %s", first ? "" : ",", s + 2,
+                    eval                   ? "linespoints pt 7 ps 0.6"
+                    : s == PLOT_LOSS_SCALE ? "steps"
+                                           : "lines",
+                    !two   ? "notitle"
+                    : eval ? "title 'eval'"
+                           : "title 'train'");
+            first = 0;
+        }
+        fprintf(f, "\n");
+    }
+    fprintf(f, "unset multiplot\nset output\n");
+    return count;
+}
+
+static int plot_usage_error(const char *fmt, const char *arg)
+{
+    char msg[600];
+    snprintf(msg, sizeof msg, fmt, arg);
+    cli_error("%s (usage: dtrain plot METRICS.jsonl [-o OUT.png])", msg);
+    return EXIT_USAGE;
+}
+
+/* The flags, read as every command reads its own: getopt_long (unique abbreviations, --output=F)
+ * and cli.c's message for a flag it does not take. Returns EXIT_OK with *metrics (NULL when none
+ * is given) and *out (NULL when -o is not), EXIT_USAGE after printing why, or -1 after --help. */
+static int plot_args(int argc, char **argv, const char **metrics, const char **out)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1;) {
+        switch (c) {
+            case 'o':
+                /* The flag as written: "--output=" holds its (empty) value, "-o ''" is two words. */
+                if (!*optarg)
+                    return plot_usage_error("%s is empty: name the PNG to write",
+                                            argv[optind - 1] == optarg ? argv[optind - 2] : argv[optind - 1]);
+                *out = optarg;
+                break;
+            case 'h': cli_help("plot", stdout); return -1;
+            case ':': return plot_usage_error("%s needs a value: the PNG to write", argv[optind - 1]);
+            default: cli_unknown_option(argc, argv, "plot", opts); return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) *metrics = argv[optind++];
+    if (optind < argc) return plot_usage_error("unexpected argument '%s': plot takes one metrics file", argv[optind]);
+    return EXIT_OK;
+}
+
+int cmd_plot(int argc, char **argv)
+{
+    const char *metrics = NULL, *out = NULL;
+    const int args = plot_args(argc, argv, &metrics, &out);
+    if (args) return args < 0 ? EXIT_OK : args;
+    if (!metrics) return plot_usage_error("%s", "no metrics file given (dtrain train --metrics FILE writes one)");
+    const int one = cli_one_process("plot", "draw the same PNG and race the others to write it");
+    if (one) return one;
+    char def[4200];
+    if (!out) {
+        /* run.jsonl -> run.png; another name gets .png added. */
+        size_t len = strlen(metrics);
+        if (len > 6 && !strcmp(metrics + len - 6, ".jsonl")) len -= 6;
+        if (snprintf(def, sizeof def, "%.*s.png", (int)len, metrics) >= (int)sizeof def)
+            return plot_usage_error("the metrics file name '%.200s...' is too long to name the PNG after: use -o",
+                                    metrics);
+        out = def;
+    }
+    /* Checks of the output before any work: it must not replace the input, and a path that cannot
+     * be written stops the plot before gnuplot draws (gnuplot, failing to open it, would draw to
+     * its stdout instead). */
+    const char *inputs[] = {metrics};
+    if (gnuplot_output_check("plot", out == def ? "the PNG" : "-o", out, inputs, 1,
+                             out == def ? " (or -o OUT.png writes elsewhere)" : ""))
+        return EXIT_USAGE;
+    plot_data d;
+    if (plot_read(metrics, &d) != 0) return EXIT_FAIL;
+    int rc = EXIT_FAIL;
+    char exe[4200], tmp[4300];
+    char *script = NULL;
+    size_t len = 0;
+    if (gnuplot_find(exe, sizeof exe) != 0) {
+        cli_error("plot: gnuplot is not on PATH: install it (Debian/Ubuntu: apt-get install gnuplot-nox)");
+        goto done;
+    }
+    if (gnuplot_temp_path(tmp, sizeof tmp, out) != 0) {
+        cli_error("plot: -o '%.200s...' is too long a name", out);
+        goto done;
+    }
+    FILE *f = open_memstream(&script, &len);
+    if (!f) {
+        cli_error("plot: out of memory");
+        goto done;
+    }
+    const int count = write_script(f, &d, metrics, tmp);
+    if (fclose(f) != 0) {
+        cli_error("plot: out of memory");
+        goto done;
+    }
+    if (!count) {
+        cli_error("%s: no series has a finite value in its %zu step%s: nothing to draw", metrics, d.n,
+                  cli_s((long)d.n));
+        goto done;
+    }
+    if (gnuplot_run("plot", exe, script, len) != 0) {
+        unlink(tmp);
+        goto done;
+    }
+    if (!gnuplot_is_png(tmp)) {
+        cli_error("plot: gnuplot exited 0 but %s is not a PNG; not replacing %s", tmp, out);
+        unlink(tmp);
+        goto done;
+    }
+    if (rename(tmp, out) != 0) {
+        cli_error("plot: cannot move %s to %s: %s", tmp, out, strerror(errno));
+        unlink(tmp);
+        goto done;
+    }
+    printf("plot: wrote %s: %d panel%s over %zu record%s (steps %ld to %ld)\n", out, count, cli_s(count), d.n,
+           cli_s((long)d.n), d.rows[0].step, d.rows[d.n - 1].step);
+    rc = EXIT_OK;
+done:
+    free(script);
+    plot_data_free(&d);
+    return rc;
+}

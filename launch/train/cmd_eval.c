@@ -1,0 +1,354 @@
+/*
+ * cmd_eval.c - `dtrain eval`: a trained model's figures on a dataset, under any launcher: top-1
+ * accuracy, mean loss, per-class accuracy and the confusion matrix, evaluated with dt_evaluate
+ * (sharded over the ranks and summed, so the figures do not depend on the rank count).
+ *
+ * The model is the one the checkpoint was trained as (--model and --input as for training; the
+ * checkpoint's fingerprint refuses another), its weights the newest sound checkpoint's, and the
+ * normalization the one training used, from the checkpoint's data block. On the train split, the
+ * checkpoint's run record (train_record.h) says which samples training kept aside: --holdout must
+ * name exactly those (check_record).
+ */
+#include "launch/cli.h"
+#include "launch/train/train_record.h"
+#include "runtime/checkpoint/ckpt_extra.h"
+#include "runtime/checkpoint/ckpt_write_file.h"
+#include "runtime/data/dataset.h"
+#include "base/path.h"
+#include "base/status.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum {
+    OPT_MODEL = 256,
+    OPT_INPUT,
+    OPT_DATA,
+    OPT_FORMAT,
+    OPT_CIFAR100,
+    OPT_CKPT,
+    OPT_SPLIT,
+    OPT_HOLDOUT,
+    OPT_BATCH,
+    OPT_LOADER,
+    OPT_CONFUSION
+};
+
+typedef struct eval_opts {
+    const char *model, *input, *data, *format, *ckpt_dir, *split, *confusion_csv;
+    const char *holdout_arg; /* --holdout as given, for messages */
+    int cifar100_coarse, batch, loader_threads;
+    int split_given; /* --split was on the command line, not the default */
+    double holdout;
+} eval_opts;
+
+static const struct option eval_options[] = {
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"input", required_argument, NULL, OPT_INPUT},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"data-format", required_argument, NULL, OPT_FORMAT},
+    {"cifar100-labels", required_argument, NULL, OPT_CIFAR100},
+    {"checkpoint-dir", required_argument, NULL, OPT_CKPT},
+    {"split", required_argument, NULL, OPT_SPLIT},
+    {"holdout", required_argument, NULL, OPT_HOLDOUT},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"loader-threads", required_argument, NULL, OPT_LOADER},
+    {"confusion-csv", required_argument, NULL, OPT_CONFUSION},
+    {NULL, 0, NULL, 0},
+};
+
+static int eval_handle(int val, const char *arg, void *ud)
+{
+    eval_opts *e = ud;
+    switch (val) {
+        case OPT_MODEL: e->model = arg; return EXIT_OK;
+        case OPT_INPUT: e->input = arg; return EXIT_OK;
+        case OPT_DATA: e->data = arg; return EXIT_OK;
+        case OPT_FORMAT: e->format = arg; return EXIT_OK;
+        case OPT_CKPT: e->ckpt_dir = arg; return EXIT_OK;
+        case OPT_CONFUSION: e->confusion_csv = arg; return EXIT_OK;
+        case OPT_CIFAR100: return cli_cifar100_labels(arg, &e->cifar100_coarse);
+        case OPT_SPLIT:
+            if (strcmp(arg, "test") && strcmp(arg, "train")) {
+                cli_error("--split '%s' is not test or train", arg);
+                return EXIT_USAGE;
+            }
+            e->split = arg;
+            e->split_given = 1;
+            return EXIT_OK;
+        case OPT_HOLDOUT: {
+            float v;
+            if (cli_float("--holdout (the fraction training kept aside)", arg, 1e-6, 0.999999, &v)) return EXIT_USAGE;
+            e->holdout = v;
+            e->holdout_arg = arg;
+            return EXIT_OK;
+        }
+        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &e->batch);
+        case OPT_LOADER: return cli_loader_threads(arg, &e->loader_threads);
+    }
+    return EXIT_USAGE;
+}
+
+/* The figures, as rank 0 prints them: totals, per class, and the matrix for up to 20 classes. */
+/* Before dt_init: what eval cannot go without. */
+static int eval_check(dt_config *cfg, void *ud)
+{
+    (void)cfg;
+    const eval_opts *e = ud;
+    if (!e->ckpt_dir || !e->data) {
+        cli_error("dtrain eval needs --checkpoint-dir DIR (the trained model) and --data PATH (what to evaluate on)");
+        return EXIT_USAGE;
+    }
+    /* --holdout evaluates a part of the train split: with --split test it would silently evaluate
+     * another split than the one asked for. */
+    if (e->holdout > 0 && e->split_given && strcmp(e->split, "train")) {
+        cli_error("--split %s and --holdout %s cannot go together: --holdout F evaluates the held-out part (F) of "
+                  "the train split, --split picks a whole split; give one of them",
+                  e->split, e->holdout_arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+static void print_result(const eval_opts *e, const dt_dataset *d, long step, const dt_eval_result *r, int K)
+{
+    printf("dtrain eval: %s (%s split%s), checkpoint of step %ld in %s\n", e->data,
+           e->holdout > 0 ? "the --holdout part of the train" : e->split, e->holdout > 0 ? "" : "", step, e->ckpt_dir);
+    printf("accuracy %.4f (%ld of %ld correct), mean loss %.4f\n", r->count ? (double)r->correct / r->count : 0,
+           r->correct, r->count, r->count ? r->loss_sum / (double)r->count : 0);
+    printf("per class (accuracy, samples):");
+    for (int k = 0; k < K; k++) {
+        if (!r->class_count[k]) continue;
+        printf("%s %d: %.3f (%ld)", k ? "," : "", k, (double)r->class_correct[k] / r->class_count[k],
+               r->class_count[k]);
+    }
+    printf("\n");
+    if (K <= 20) {
+        printf("confusion matrix (row: true class, column: predicted):\n      ");
+        for (int k = 0; k < K; k++) printf(" %6d", k);
+        printf("\n");
+        for (int i = 0; i < K; i++) {
+            printf("%6d", i);
+            for (int j = 0; j < K; j++) printf(" %6ld", r->confusion[(size_t)i * K + j]);
+            printf("\n");
+        }
+    } else if (!e->confusion_csv) {
+        printf("confusion matrix: %d classes, too many to print: --confusion-csv FILE writes it\n", K);
+    }
+    (void)d;
+}
+
+/* The matrix as CSV at path, built in memory and written atomically: a full disk or a crash leaves
+ * the previous file whole, never a truncated one. */
+static int write_csv(const char *path, const dt_eval_result *r, int K)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        cli_error("--confusion-csv %s: out of memory for the matrix of %d classes", path, K);
+        return EXIT_FAIL;
+    }
+    fprintf(f, "true\\predicted");
+    for (int k = 0; k < K; k++) fprintf(f, ",%d", k);
+    fprintf(f, "\n");
+    for (int i = 0; i < K; i++) {
+        fprintf(f, "%d", i);
+        for (int j = 0; j < K; j++) fprintf(f, ",%ld", r->confusion[(size_t)i * K + j]);
+        fprintf(f, "\n");
+    }
+    if (fclose(f) != 0) {
+        free(buf);
+        cli_error("--confusion-csv %s: out of memory for the matrix of %d classes", path, K);
+        return EXIT_FAIL;
+    }
+    const ckpt_part part = {buf, len};
+    const dt_status s = ckpt_write_file_atomic(path, "confusion matrix", "--confusion-csv", &part, 1);
+    free(buf);
+    if (s) {
+        cli_error("%s (the figures are printed above; %s is as it was)", dt_last_error(), path);
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}
+
+/* path is an input or would sit among them: the --data file itself, or a file in the --data or
+ * --checkpoint-dir directory (a dataset's part, a checkpoint), whether or not it exists yet, so
+ * that a second run of the same command is judged as the first was. */
+static int csv_replaces_input(const eval_opts *e, const char *path)
+{
+    /* Where the CSV will go: the file a link leads to, which the writer replaces. */
+    char real[4096];
+    int in_place;
+    path = ckpt_write_target(path, real, sizeof real, &in_place);
+    if (in_place) return 0; /* a device or stream: written in place, replacing no file */
+    struct stat p, in;
+    const int exists = stat(path, &p) == 0;
+    if (exists && S_ISDIR(p.st_mode)) return 0;
+    if (exists && stat(e->data, &in) == 0 && p.st_dev == in.st_dev && p.st_ino == in.st_ino) return 1;
+    char dir[4096];
+    path_parent_dir(path, dir, sizeof dir);
+    struct stat d;
+    if (stat(dir, &d) != 0) return 0;
+    const char *const ins[2] = {e->data, e->ckpt_dir};
+    for (int i = 0; i < 2; i++)
+        if (stat(ins[i], &in) == 0 && S_ISDIR(in.st_mode) && d.st_dev == in.st_dev && d.st_ino == in.st_ino) return 1;
+    return 0;
+}
+
+/* --confusion-csv: rank 0 (which writes it) tries the path before the evaluation, so a bad one
+ * stops the command before it works rather than after; its verdict (why, empty when the path is
+ * good) goes to every rank, so all stop together. Collective. */
+static dt_status csv_try(dt_ctx *ctx, const eval_opts *e, char *why, size_t len)
+{
+    const char *path = e->confusion_csv;
+    why[0] = 0;
+    if (!path) return DT_OK;
+    if (dt_rank(ctx) == 0 && csv_replaces_input(e, path))
+        snprintf(why, len,
+                 "--confusion-csv %s is an input or among them (the --data file, or a file in the --data or "
+                 "--checkpoint-dir directory): give a path elsewhere",
+                 path);
+    else if (dt_rank(ctx) == 0 && ckpt_write_file_try(path, "--confusion-csv"))
+        snprintf(why, len, "%s", dt_last_error());
+    int refused;
+    const dt_status s = cli_rank0_verdict(ctx, why, len, &refused);
+    if (!s && !refused) why[0] = 0;
+    return s;
+}
+
+/* What the checkpoint's run record says of the samples eval reads from the train split: --holdout
+ * must set aside exactly what training kept aside (train_record_check_holdout), else trained
+ * samples would count as held out; without --holdout, --split train on a run that kept some aside
+ * evaluates samples it never saw beside those it trained on, said in a note. A checkpoint without a
+ * record (older, or the library's dt_checkpoint_save) cannot tell: said in one line. The test
+ * split is not the record's business. Collective (rank 0 reads the record, every rank gets it). */
+static dt_status check_record(dt_ctx *ctx, const eval_opts *e, const dt_dataset *d, long step)
+{
+    if (e->holdout <= 0 && strcmp(e->split, "train")) return DT_OK;
+    train_record saved;
+    size_t found = 0;
+    const dt_status s = ckpt_read_extra(ctx, e->ckpt_dir, step, TRAIN_RECORD_SECTION, &saved, sizeof saved, &found);
+    if (s == DT_ERR_MPI || s == DT_ERR_TIMEOUT) return s;
+    char why[512] = "";
+    if (s)
+        snprintf(why, sizeof why, "has a run record that cannot be read (%s)", dt_last_error());
+    else if (!found)
+        snprintf(why, sizeof why,
+                 "keeps no run record (written before dtrain kept one, or by the library's dt_checkpoint_save)");
+    else if (found != sizeof saved || saved.version != TRAIN_RECORD_VERSION)
+        snprintf(why, sizeof why, "has a run record this dtrain does not read (%zu bytes, version %u)", found,
+                 found == sizeof saved ? saved.version : 0u);
+    if (why[0]) {
+        if (e->holdout > 0 && dt_rank(ctx) == 0)
+            fprintf(stderr,
+                    "dtrain: warning: the checkpoint of step %ld in %s %s: whether --holdout %s sets aside the "
+                    "samples training kept aside cannot be checked\n",
+                    step, e->ckpt_dir, why, e->holdout_arg);
+        return DT_OK;
+    }
+    if (saved.synthetic) return DT_OK; /* trained on dtrain's synthetic data: none of these samples */
+    const size_t n = dataset_split_size(d);
+    if (e->holdout > 0) return train_record_check_holdout(&saved, e->holdout_arg, n, dt_dataset_size(d));
+    if (saved.samples > 0 && saved.samples < n && dt_rank(ctx) == 0) {
+        char f[32];
+        train_record_holdout_for(n - (size_t)saved.samples, n, f, sizeof f);
+        printf("note: the checkpoint's run kept %zu of the train split's %zu samples aside (--holdout %s) and never "
+               "trained on them: these figures mix them with the trained ones; --holdout %s evaluates them alone\n",
+               n - (size_t)saved.samples, n, f, f);
+    }
+    return DT_OK;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    eval_opts e = {.model = "mlp", .split = "test", .batch = 256, .loader_threads = -1};
+    dt_config cfg;
+    const cli_extra extra = {eval_options, eval_handle, &e, eval_check};
+    cli_job job;
+    int rc = cli_start(argc, argv, "eval", &cfg, &extra, &job);
+    if (rc) return rc;
+    dt_ctx *ctx = job.ctx;
+    char why[1024];
+    dt_status s = csv_try(ctx, &e, why, sizeof why);
+    if (s) return cli_fail(ctx, s, "--confusion-csv");
+    if (why[0]) return cli_finish(ctx, EXIT_USAGE); /* rank 0 said why */
+    const int auto_threads = cli_loader_auto(ctx, e.loader_threads), threads = auto_threads > 0 ? auto_threads : 1;
+    dt_data_config dc;
+    dt_data_defaults(&dc);
+    dc.format = e.format;
+    dc.cifar100_coarse = e.cifar100_coarse;
+    dc.split = e.holdout > 0 ? "train" : e.split;
+    dc.holdout = e.holdout, dc.holdout_part = 1;
+    dc.shuffle = 0;
+    dc.normalize = DT_NORMALIZE_NONE; /* the checkpoint's comes below: no statistics pass */
+    if (e.input && sscanf(e.input, "%dx%dx%d", &dc.c, &dc.h, &dc.w) != 3) dc.c = dc.h = dc.w = 0;
+    dt_dataset *d = NULL;
+    dt_model *m = NULL;
+    dt_eval_result r = {0};
+    float *stats = NULL;
+    int shared = 0; /* the failure is one every rank knows of (cli_end_failed) */
+    s = dt_dataset_open(e.data, &dc, &d);
+    if (s) goto fail;
+    int C, H, W;
+    dt_dataset_shape(d, &C, &H, &W);
+    char input[64];
+    if (e.input)
+        snprintf(input, sizeof input, "%s", e.input);
+    else if (H == 1 && W == 1)
+        snprintf(input, sizeof input, "%d", C);
+    else
+        snprintf(input, sizeof input, "%dx%dx%d", C, H, W);
+    if ((s = dt_model_create(ctx, e.model, input, 1, e.batch, &m))) goto fail;
+    const int K = dt_model_num_classes(m);
+    if (!(stats = malloc(2 * (size_t)C * sizeof *stats))) {
+        cli_error("out of memory");
+        goto fail_quiet;
+    }
+    dt_ckpt_data cd = {.channels = C, .mean = stats, .std = stats + C};
+    long step = 0;
+    if ((s = dt_checkpoint_load_latest(ctx, e.ckpt_dir, m, NULL, NULL, &cd, &step))) goto fail;
+    if (step == 0 && !cd.present) {
+        cli_error("no loadable checkpoint in %s: train with --checkpoint-dir %s first", e.ckpt_dir, e.ckpt_dir);
+        shared = 1; /* the load's outcome is every rank's (rank 0's, broadcast) */
+        goto fail_quiet;
+    }
+    if ((s = check_record(ctx, &e, d, step))) goto fail;
+    if (cd.present && cd.normalize >= 0) {
+        if ((s = dt_dataset_set_normalization(d, (dt_normalize)cd.normalize, cd.mean, cd.std))) goto fail;
+    } else if (dt_rank(ctx) == 0) {
+        fprintf(stderr,
+                "dtrain: warning: the checkpoint in %s keeps no normalization (an older one): evaluating on "
+                "the values as read\n",
+                e.ckpt_dir);
+    }
+    r.class_correct = calloc((size_t)K, sizeof(long));
+    r.class_count = calloc((size_t)K, sizeof(long));
+    r.confusion = calloc((size_t)K * K, sizeof(long));
+    if (!r.class_correct || !r.class_count || !r.confusion) {
+        cli_error("out of memory for the figures of %d classes", K);
+        goto fail_quiet;
+    }
+    if ((s = dt_evaluate(ctx, m, d, e.batch, threads, &r))) goto fail;
+    if (dt_rank(ctx) == 0) {
+        print_result(&e, d, step, &r, K);
+        if (e.confusion_csv && (rc = write_csv(e.confusion_csv, &r, K))) goto fail_quiet;
+        fflush(stdout);
+    }
+    free(r.class_correct), free(r.class_count), free(r.confusion), free(stats);
+    dt_model_free(m);
+    dt_dataset_free(d);
+    return cli_finish(ctx, EXIT_OK);
+fail:
+    shared = status_shared(s);
+    cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+fail_quiet:
+    free(r.class_correct), free(r.class_count), free(r.confusion), free(stats);
+    dt_model_free(m);
+    dt_dataset_free(d);
+    rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+    return cli_end_failed(ctx, rc, shared);
+}

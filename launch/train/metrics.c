@@ -1,0 +1,219 @@
+/*
+ * metrics.c - the --metrics file of `dtrain train`: records written with a wall-clock time, and
+ * the file kept across a resume, so a requeued job's file holds every step once (metrics.h).
+ */
+#include "launch/train/metrics.h"
+
+#include "launch/cli.h"
+#include "base/io_error.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The time now in UTC: "2026-01-31T12:00:00.123Z" (iso, for records) or "20260131T120000Z"
+ * (for a file name). */
+static void utc_now(char *buf, size_t n, int iso)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t k = strftime(buf, n, iso ? "%Y-%m-%dT%H:%M:%S" : "%Y%m%dT%H%M%SZ", &tm);
+    if (iso && k) snprintf(buf + k, n - k, ".%03ldZ", ts.tv_nsec / 1000000L);
+}
+
+/* ", "key": v" in fmt; JSON has no NaN or infinity, so a non-finite v (an fp16 step's overflowed
+ * gradient norm, a diverged loss) is null. */
+static void num(FILE *f, const char *key, const char *fmt, double v)
+{
+    fprintf(f, ", \"%s\": ", key);
+    if (isfinite(v))
+        fprintf(f, fmt, v);
+    else
+        fputs("null", f);
+}
+
+/* ", "key": v" for a figure used as fp32 (the optimizer's rate): the fewest digits that read back
+ * as the same float (0.05, not %.9g's 0.0500000007), at most the 9 that any float needs. */
+static void num_f32(FILE *f, const char *key, double v)
+{
+    const float x = (float)v;
+    if (!isfinite(x)) {
+        num(f, key, "%g", x);
+        return;
+    }
+    char buf[32];
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)x);
+        if (strtof(buf, NULL) == x) break;
+    }
+    fprintf(f, ", \"%s\": %s", key, buf);
+}
+
+int metrics_write(FILE *f, const metrics_record *r)
+{
+    char when[40];
+    utc_now(when, sizeof when, 1);
+    fprintf(f, "{\"time\": \"%s\", \"step\": %ld", when, r->step);
+    num(f, "epoch", "%.4f", r->epoch);
+    num(f, "loss", "%.6f", r->loss);
+    num(f, "accuracy", "%.6f", r->accuracy);
+    num(f, "samples_per_s", "%.3f", r->samples_per_s);
+    num(f, "step_time_s", "%.6f", r->step_time_s);
+    num(f, "comm_wait_s", "%.6f", r->comm_wait_s);
+    num(f, "data_wait_s", "%.6f", r->data_wait_s);
+    fprintf(f, ", \"precision\": \"%s\"", r->precision);
+    num(f, "loss_scale", "%.9g", r->loss_scale); /* exact: 2^20 is 1048576, not %g's 1.04858e+06 */
+    fprintf(f, ", \"skipped_steps\": %ld, \"skipped_total\": %ld", r->skipped_steps, r->skipped_total);
+    /* Before lr: the tests pin lr, grad_norm and the eval fields next to each other and last. */
+    if (r->has_straggler) {
+        fprintf(f, ", \"slowest_rank\": %d", r->slowest_rank);
+        num(f, "slowest_busy_s", "%.6f", r->slowest_busy_s);
+        num(f, "median_busy_s", "%.6f", r->median_busy_s);
+        fprintf(f, ", \"straggler\": %s", r->straggler ? "true" : "false");
+        if (r->straggler) fprintf(f, ", \"straggler_phase\": \"%s\"", r->straggler_phase);
+    }
+    num_f32(f, "lr", r->lr);
+    if (r->has_grad_norm) num(f, "grad_norm", "%.6g", r->grad_norm);
+    if (r->has_eval) {
+        num(f, "eval_loss", "%.6f", r->eval_loss);
+        num(f, "eval_accuracy", "%.6f", r->eval_accuracy);
+    }
+    fprintf(f, "}\n");
+    return fflush(f) == 0 && !ferror(f) ? 0 : -1;
+}
+
+/* The step of a record line (len bytes, without its newline): the line is one JSON object, {...},
+ * with "step": N in it. Returns N, or -1 when the line is not a record. */
+static long record_step(const char *line, size_t len)
+{
+    if (len < 2 || line[0] != '{' || line[len - 1] != '}' || memchr(line, '\0', len)) return -1;
+    const char *key = strstr(line, "\"step\":");
+    if (!key || key >= line + len) return -1;
+    const char *p = key + 7;
+    while (*p == ' ') p++;
+    if (*p < '0' || *p > '9') return -1;
+    char *end;
+    errno = 0;
+    long step = strtol(p, &end, 10);
+    if (errno || (*end != ',' && *end != '}')) return -1;
+    return step;
+}
+
+/* Moves a file that is not ours aside, never over another: path.bad-<UTC time>[-N]. */
+static int keep_aside(const char *path, char *bad, size_t n)
+{
+    char when[32];
+    utc_now(when, sizeof when, 0);
+    for (int i = 0; i < 100; i++) {
+        if (i)
+            snprintf(bad, n, "%s.bad-%s-%d", path, when, i);
+        else
+            snprintf(bad, n, "%s.bad-%s", path, when);
+        if (link(path, bad) == 0) return unlink(path);
+        if (errno == EEXIST) continue;
+        /* No hard links here: rename, after checking that the name is free. */
+        if (access(bad, F_OK) == 0) continue;
+        return rename(path, bad);
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
+{
+    FILE *f = resume ? fopen(path, "r+") : NULL;
+    if (!f) {
+        if (resume && errno != ENOENT) goto fail;
+        if (!(f = fopen(path, "w"))) goto fail;
+        return f;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    long cut = -1, off = 0, lineno = 0, kept = 0, dropped = 0, last_step = 0, prev = -1;
+    int torn = 0;
+    const char *why = NULL;
+    ssize_t got;
+    while ((got = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        const int whole = line[got - 1] == '\n';
+        if (!whole && !strncmp(line, "{\"", 2)) {
+            /* The last line, cut short: a write that the stop interrupted; its step runs again, or
+             * (a checkpoint came just before it) its record is lost, and the note says so. */
+            torn = 1;
+            if (cut < 0) cut = off;
+            break;
+        }
+        const long step = whole ? record_step(line, (size_t)got - 1) : -1;
+        if (step < 0) {
+            why = "is not a metrics record";
+        } else if (step <= prev) {
+            why = "has a step that is not after the line before's";
+        } else if (step > first_step) {
+            if (cut < 0) cut = off;
+        } else {
+            kept++;
+            last_step = step;
+        }
+        if (why) break;
+        if (cut >= 0) dropped++;
+        if (step >= 0) prev = step;
+        off += got;
+    }
+    free(line);
+    if (!why && ferror(f)) {
+        fclose(f);
+        goto fail;
+    }
+    if (why) {
+        fclose(f);
+        char bad[4200];
+        if (keep_aside(path, bad, sizeof bad) != 0) {
+            cli_error("--metrics %s: line %ld %s, and moving the file aside failed (%s): move or remove it", path,
+                      lineno, why, strerror(errno));
+            return NULL;
+        }
+        fprintf(stderr,
+                "dtrain: warning: --metrics %s: line %ld %s, so it is not this run's metrics file: kept it "
+                "as %s, starting a fresh one\n",
+                path, lineno, why, bad);
+        if (!(f = fopen(path, "w"))) goto fail;
+        return f;
+    }
+    if (cut >= 0 && (fflush(f) != 0 || ftruncate(fileno(f), cut) != 0)) {
+        fclose(f);
+        goto fail;
+    }
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        goto fail;
+    }
+    if (!quiet) {
+        printf("metrics: appending to %s after its %ld record%s up to step %ld", path, kept, cli_s(kept), last_step);
+        if (dropped) printf("; dropped %ld record%s of later steps (those steps run again)", dropped, cli_s(dropped));
+        if (torn) printf("; dropped a last line cut short (line %ld)", lineno);
+        printf("\n");
+    }
+    /* Every checkpoint step has a record (train_loop.c), so this is a record lost: one cut short
+     * by the stop that wrote it, or a file of a run that logged otherwise. */
+    if (last_step < first_step) {
+        char had[64] = "it keeps no record";
+        if (kept) snprintf(had, sizeof had, "its last record kept is of step %ld", last_step);
+        fprintf(stderr,
+                "dtrain: warning: --metrics %s: %s but this run resumed after step %ld: steps %ld to %ld are in no "
+                "record\n",
+                path, had, first_step, last_step + 1, first_step);
+    }
+    return f;
+
+fail:;
+    const int err = errno;
+    char advice[IO_FIX_LEN];
+    cli_error("cannot write --metrics %s: %s: %s", path, strerror(err),
+              io_error_fix(err, "--metrics file", "--metrics", advice, sizeof advice));
+    return NULL;
+}

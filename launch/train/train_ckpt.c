@@ -1,0 +1,123 @@
+/*
+ * train_ckpt.c - the checkpoints of `dtrain train` (train_run.h): each saved with the data block
+ * (the data position and the normalization) and the run record (train_record.h), the older ones
+ * then pruned to --keep-checkpoints; and --resume auto, which loads the newest sound one, checks
+ * its run record against this run and puts the data back where it was.
+ */
+#include "launch/train/train_run.h"
+
+#include "base/log.h"
+#include "runtime/checkpoint/ckpt_extra.h"
+#include "runtime/checkpoint/ckpt_prune.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+/* A --metrics file removed while the run writes it (its directory deleted, say) takes every later
+ * record into a file that no name reaches, lost at the run's end: said once, at a checkpoint, where
+ * a resume can pick the run up again. */
+static void metrics_check_linked(train_run *r)
+{
+    struct stat sb;
+    if (r->rank != 0 || !r->metrics || r->metrics_gone || fstat(fileno(r->metrics), &sb) != 0 || sb.st_nlink > 0)
+        return;
+    r->metrics_gone = 1;
+    fprintf(stderr,
+            "dtrain: warning: --metrics %s was removed while this run writes it: its records from now on are lost "
+            "when the run ends; to keep them, stop the run (SIGTERM saves a checkpoint) and resume it with its "
+            "directory made again\n",
+            r->t.metrics);
+}
+
+dt_status train_ckpt_save(train_run *r, long step)
+{
+    const train_opts *t = &r->t;
+    const train_data *d = &r->data;
+    const int world = r->world, batch = t->batch, accum = t->accum_steps;
+    dt_ckpt_data cd = {0};
+    dt_status s = dt_dataset_position(d->train, step * accum, world, batch, &cd.epoch, &cd.offset);
+    if (s) return s;
+    const float *mean, *std;
+    cd.normalize = (int)dt_dataset_normalization(d->train, &mean, &std);
+    if (mean && std) {
+        int h, w;
+        dt_dataset_shape(d->train, &cd.channels, &h, &w);
+        cd.mean = (float *)mean, cd.std = (float *)std;
+    }
+    const ckpt_extra rec = {TRAIN_RECORD_SECTION, &d->rec, sizeof d->rec};
+    if ((s = ckpt_save_model_with(r->ctx, t->ckpt_dir, r->m, r->opt, r->sc, &cd, step, &rec))) return s;
+    /* Every rank knows the file is committed; rank 0 alone touches the directory. */
+    if (t->keep_ckpts > 0 && r->rank == 0 && ckpt_prune(t->ckpt_dir, step, t->keep_ckpts, NULL))
+        log_msg(LOG_LEVEL_WARN, "--keep-checkpoints %d: %s; the older checkpoints stay", t->keep_ckpts,
+                dt_last_error());
+    metrics_check_linked(r);
+    return DT_OK;
+}
+
+/* The loaded checkpoint's run record against this run's (train_record_check). A record that cannot
+ * be read leaves the run unchecked, said: the model state it came with passed every check. */
+static dt_status check_record(dt_ctx *ctx, const char *dir, const train_data *d, long step, long epoch, long offset)
+{
+    train_record saved;
+    size_t found = 0;
+    if (ckpt_read_extra(ctx, dir, step, TRAIN_RECORD_SECTION, &saved, sizeof saved, &found)) {
+        log_msg0(LOG_LEVEL_WARN,
+                 "--resume: the checkpoint's run record could not be read (%s): the data order, "
+                 "precision and batch are not compared",
+                 dt_last_error());
+        return DT_OK;
+    }
+    if (found == 0) return DT_OK; /* written before the record existed */
+    if (found != sizeof saved) {
+        log_msg0(LOG_LEVEL_WARN,
+                 "--resume: the checkpoint's run record is %zu bytes, this dtrain reads %zu: the data order, "
+                 "precision and batch are not compared",
+                 found, sizeof saved);
+        return DT_OK;
+    }
+    return train_record_check(&saved, &d->rec, step, epoch, offset);
+}
+
+dt_status train_ckpt_resume(train_run *r)
+{
+    dt_ctx *ctx = r->ctx;
+    const char *dir = r->t.ckpt_dir;
+    train_data *d = &r->data;
+    const int accum = r->t.accum_steps;
+    long *first_step = &r->first_step;
+    int C, H, W;
+    dt_dataset_shape(d->train, &C, &H, &W);
+    float *buf = malloc(2 * (size_t)C * sizeof *buf);
+    if (!buf) return DT_ERR_NOMEM;
+    dt_ckpt_data cd = {.channels = C, .mean = buf, .std = buf + C};
+    dt_status s = dt_checkpoint_load_latest(ctx, dir, r->m, r->opt, r->sc, &cd, first_step);
+    const int rank0 = dt_rank(ctx) == 0;
+    if (!s && cd.present && *first_step > 0) s = check_record(ctx, dir, d, *first_step, cd.epoch, cd.offset);
+    if (!s && cd.present && cd.normalize >= 0) {
+        const float *mean, *std;
+        const dt_normalize now = dt_dataset_normalization(d->train, &mean, &std);
+        int same = (int)now == cd.normalize;
+        for (int c = 0; same && now == DT_NORMALIZE_STANDARD && c < C; c++)
+            same = mean[c] == cd.mean[c] && std[c] == cd.std[c];
+        if (!same) {
+            if ((s = dt_dataset_set_normalization(d->train, (dt_normalize)cd.normalize, cd.mean, cd.std)) ||
+                (d->eval && (s = dt_dataset_set_normalization(d->eval, (dt_normalize)cd.normalize, cd.mean, cd.std)))) {
+                free(buf);
+                return s;
+            }
+            /* A warning, said under --quiet too: this run's --normalize or data gives way to the
+             * checkpoint's figures. */
+            if (rank0)
+                fprintf(stderr, "dtrain: warning: normalize: the checkpoint's figures, which differ from this run's "
+                                "(the data changed, or --normalize did): training goes on as it started\n");
+        }
+    }
+    if (!s && cd.present && *first_step > 0) {
+        s = dt_dataset_set_position(d->train, *first_step * accum, cd.epoch, cd.offset);
+        if (!s && rank0 && !r->t.quiet)
+            printf("data: resuming in epoch %ld after %ld of its samples\n", cd.epoch, cd.offset);
+    }
+    free(buf);
+    return s;
+}

@@ -1,0 +1,260 @@
+/*
+ * train_data.c - which data `dtrain train` reads (train_data.h).
+ *
+ * Without --data: the synthetic teacher data of --dataset-size samples, not normalized (its
+ * values are already centred in [-1, 1)) unless --normalize says so. With --data PATH: the
+ * file's training split; the held-out set is --eval-data, else --holdout's share, else the
+ * file's test split (MNIST t10k-*, CIFAR test_batch.bin / test.bin, test.dts, an image folder's
+ * val/ or valid/, validation/, test/); the two flags exclude each other. A test split whose files
+ * are there but do not open fails the run, as --eval-data's would; without one the run trains
+ * with no held-out set and says so. The held-out set uses the training set's
+ * normalization figures, never its own.
+ */
+#include "launch/train/train_data.h"
+
+#include "launch/cli.h"
+#include "runtime/data/reader.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void data_config(const train_opts *t, int threads, dt_data_config *c)
+{
+    dt_data_defaults(c);
+    c->format = t->data_format;
+    c->cifar100_coarse = t->cifar100_coarse;
+    c->normalize = t->normalize >= 0 ? (dt_normalize)t->normalize : t->data ? DT_NORMALIZE_STANDARD : DT_NORMALIZE_NONE;
+    /* Figures given: none at the open (no pass over the data for figures not used), set after it
+     * once the channels are known (given_figures). */
+    if (t->norm_n) c->normalize = DT_NORMALIZE_NONE;
+    c->seed = (uint64_t)t->seed;
+    c->shuffle = t->shuffle;
+    c->drop_last = t->drop_last;
+    c->crop_pad = t->crop_pad;
+    c->flip = t->flip;
+    c->skip_bad = t->skip_bad;
+    c->threads = threads;
+    /* --input CxHxW is the shape an image folder decodes to. */
+    if (t->input && sscanf(t->input, "%dx%dx%d", &c->c, &c->h, &c->w) != 3) c->c = c->h = c->w = 0;
+}
+
+int train_data_open(const train_opts *t, int threads, train_data *d)
+{
+    memset(d, 0, sizeof *d);
+    if (!t->data) {
+        /* Each of these only changes how files are read or evaluated: without --data it would do nothing. */
+        if (t->eval_data || t->holdout > 0 || t->data_format || t->eval_every_set || t->cifar100_set) {
+            cli_error("%s needs --data PATH (without it dtrain trains on its synthetic data)",
+                      t->eval_data        ? "--eval-data"
+                      : t->holdout > 0    ? "--holdout"
+                      : t->data_format    ? "--data-format"
+                      : t->eval_every_set ? "--eval-every"
+                                          : "--cifar100-labels");
+            return EXIT_USAGE;
+        }
+        if (t->input) snprintf(d->input, sizeof d->input, "%s", t->input);
+        return EXIT_OK; /* the synthetic set is made once the model gives its shape */
+    }
+    if (t->eval_data && t->holdout > 0) {
+        /* Both name the held-out set: one would be dropped without a word. */
+        cli_error("--holdout %g keeps part of the training set aside and --eval-data %s names another held-out set: "
+                  "drop one of them",
+                  t->holdout, t->eval_data);
+        return EXIT_USAGE;
+    }
+    dt_data_config c;
+    data_config(t, threads, &c);
+    c.holdout = t->holdout;
+    dt_status s = dt_dataset_open(t->data, &c, &d->train);
+    if (s) {
+        cli_error("--data %s: %s", t->data, dt_last_error());
+        return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+    }
+    int C, H, W;
+    dt_dataset_shape(d->train, &C, &H, &W);
+    if (t->input)
+        snprintf(d->input, sizeof d->input, "%s", t->input);
+    else if (H == 1 && W == 1)
+        snprintf(d->input, sizeof d->input, "%d", C);
+    else
+        snprintf(d->input, sizeof d->input, "%dx%dx%d", C, H, W);
+    return EXIT_OK;
+}
+
+/* --normalize standard:M,..:S,..: the given figures on the training set, one per channel, in
+ * /255 units for bytes (torchvision's Normalize after ToTensor) and so multiplied by 255 here. */
+static int given_figures(const train_opts *t, dt_dataset *train)
+{
+    if (!t->norm_n) return EXIT_OK;
+    int C, H, W;
+    dt_dataset_shape(train, &C, &H, &W);
+    if (t->norm_n != C) {
+        cli_error("--normalize standard: %d figure%s of mean and std for data of %d channel%s (%s): give one per "
+                  "channel",
+                  t->norm_n, t->norm_n == 1 ? "" : "s", C, C == 1 ? "" : "s", dt_dataset_source(train));
+        return EXIT_USAGE;
+    }
+    const float u = dt_dataset_uint8(train) ? 255.0f : 1.0f;
+    float mean[TRAIN_NORM_MAX_C], std[TRAIN_NORM_MAX_C];
+    for (int c = 0; c < C; c++) mean[c] = t->norm_mean[c] * u, std[c] = t->norm_std[c] * u;
+    const dt_status s = dt_dataset_set_normalization(train, DT_NORMALIZE_STANDARD, mean, std);
+    if (s) {
+        cli_error("--normalize: %s", dt_last_error());
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+int train_data_check_and_eval(const train_opts *t, const dt_model *m, int threads, train_data *d)
+{
+    if (!d->train) {
+        int c, h, w;
+        dt_model_input_shape(m, &c, &h, &w);
+        dt_data_config cfg;
+        data_config(t, threads, &cfg);
+        dt_status s = dt_synthetic_open(c, h, w, dt_model_num_classes(m), (size_t)t->dataset_size, (uint64_t)t->seed,
+                                        &cfg, &d->train);
+        if (!s) s = dt_dataset_set_synthetic_on(d->train, t->synthetic_on);
+        if (s) {
+            cli_error("%s", dt_last_error());
+            return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+        }
+        return given_figures(t, d->train);
+    }
+    int rc = given_figures(t, d->train);
+    if (rc) return rc;
+    if (t->synthetic_on == DT_SYNTHETIC_DEVICE) {
+        cli_error("--synthetic-on device: --data %s is read from files; only dtrain's synthetic data (no --data) is "
+                  "made on the GPU",
+                  t->data);
+        return EXIT_USAGE;
+    }
+    int C, H, W;
+    dt_dataset_shape(d->train, &C, &H, &W);
+    const size_t values = (size_t)C * H * W;
+    if (values != dt_model_input_size(m)) {
+        int mc, mh, mw;
+        dt_model_input_shape(m, &mc, &mh, &mw);
+        cli_error("--data %s holds samples of %dx%dx%d (%zu values) but the model takes %dx%dx%d (%zu): drop --input "
+                  "to take the data's shape, or give a model for it",
+                  t->data, C, H, W, values, mc, mh, mw, dt_model_input_size(m));
+        return EXIT_USAGE;
+    }
+    const int K = dt_dataset_num_classes(d->train);
+    if (K > dt_model_num_classes(m)) {
+        cli_error("--data %s has %d classes but the model's last layer has %d outputs: end the model with fc:%d "
+                  "(e.g. --model 'fc:1024,relu,fc:%d')",
+                  t->data, K, dt_model_num_classes(m), K, K);
+        return EXIT_USAGE;
+    }
+    dt_data_config c;
+    data_config(t, threads, &c);
+    c.shuffle = 0, c.crop_pad = 0, c.flip = 0;
+    const float *mean, *std;
+    c.normalize = dt_dataset_normalization(d->train, &mean, &std);
+    c.mean = mean, c.std = std;
+    c.classes_like = d->train; /* an image folder's classes keep training's numbering */
+    const char *path = t->eval_data ? t->eval_data : t->data;
+    if (t->eval_data) {
+        snprintf(d->eval_what, sizeof d->eval_what, "--eval-data %s", t->eval_data);
+    } else if (t->holdout > 0) {
+        c.holdout = t->holdout, c.holdout_part = 1;
+        snprintf(d->eval_what, sizeof d->eval_what, "--holdout %g of %s", t->holdout, t->data);
+    } else {
+        c.split = "test";
+    }
+    dt_status s = dt_dataset_open(path, &c, &d->eval);
+    if (s && !t->eval_data && t->holdout <= 0) {
+        /* A test split whose files are there but do not open is refused: training would run to its
+         * end without the held-out figures the files were meant to give, said in one line. */
+        const ds_open_opts o = {.format = t->data_format};
+        if (ds_has_test_split(t->data, &o)) {
+            cli_error("--data %s has a test split (the held-out set), and it does not open: %s (for another held-out "
+                      "set give --holdout F or --eval-data PATH; to train without one, remove its files)",
+                      t->data, dt_last_error());
+            return EXIT_FAIL;
+        }
+        /* No test split: training goes on without held-out figures, and says so. */
+        snprintf(d->eval_what, sizeof d->eval_what, "none (%s)", dt_last_error());
+        d->eval = NULL;
+        return EXIT_OK;
+    }
+    if (s) {
+        cli_error("%s: %s", d->eval_what, dt_last_error());
+        return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+    }
+    if (!t->eval_data && t->holdout <= 0) {
+        /* One file is its own samples whatever the split: that is no held-out set. */
+        struct stat sb;
+        if (stat(t->data, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+            dt_dataset_free(d->eval);
+            d->eval = NULL;
+            snprintf(d->eval_what, sizeof d->eval_what, "none (%s is one file: give --eval-data or --holdout F)",
+                     t->data);
+            return EXIT_OK;
+        }
+        snprintf(d->eval_what, sizeof d->eval_what, "the test split of %s", t->data);
+    }
+    int ec, eh, ew;
+    dt_dataset_shape(d->eval, &ec, &eh, &ew);
+    if (ec != C || eh != H || ew != W || dt_dataset_num_classes(d->eval) > dt_model_num_classes(m)) {
+        cli_error("the held-out data (%s) holds %dx%dx%d samples of %d classes, the training data %dx%dx%d of %d: give "
+                  "held-out data of the same kind",
+                  d->eval_what, ec, eh, ew, dt_dataset_num_classes(d->eval), C, H, W, K);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+void train_data_describe(const train_opts *t, const train_data *d, int world, FILE *out)
+{
+    int C, H, W;
+    dt_dataset_shape(d->train, &C, &H, &W);
+    const long per = dt_dataset_steps_per_epoch(d->train, world, t->batch) / t->accum_steps;
+    char shape[64], fmt[32] = "";
+    if (H == 1 && W == 1)
+        snprintf(shape, sizeof shape, "%d feature%s", C, cli_s(C));
+    else
+        snprintf(shape, sizeof shape, "%dx%dx%d", C, H, W);
+    if (t->data) snprintf(fmt, sizeof fmt, " (%s)", dt_dataset_format(d->train));
+    fprintf(out, "data: %s%s, %zu samples of %s, %d classes; %ld step%s per epoch (%s, %s)\n",
+            dt_dataset_source(d->train), fmt, dt_dataset_size(d->train), shape, dt_dataset_num_classes(d->train), per,
+            cli_s(per), t->shuffle ? "shuffled each epoch" : "file order",
+            t->drop_last ? "the last partial step dropped" : "the last step padded by wrapping");
+    const float *mean, *std;
+    const dt_normalize nz = dt_dataset_normalization(d->train, &mean, &std);
+    if (nz == DT_NORMALIZE_STANDARD) {
+        /* Bytes are shown in the 0..1 units torchvision users know (the same normalization). */
+        const double u = dt_dataset_uint8(d->train) ? 1.0 / 255.0 : 1.0;
+        fprintf(out, "normalize: standard, per channel mean / std%s:", u != 1.0 ? " (of values / 255)" : "");
+        for (int c = 0; c < C && c < 8; c++) fprintf(out, " %.4f / %.4f", mean[c] * u, std[c] * u);
+        fprintf(out, "%s\n", C > 8 ? " ..." : "");
+    } else {
+        const int bytes = dt_dataset_uint8(d->train), dts = !strcmp(dt_dataset_format(d->train), "dts");
+        fprintf(out, "normalize: %s%s\n",
+                nz != DT_NORMALIZE_UNIT ? "none"
+                : bytes                 ? "unit (bytes / 255)"
+                                        : "unit: values as read (they are not bytes, so nothing is divided)",
+                nz == DT_NORMALIZE_UNIT && !bytes && dts
+                    ? "; an fp16/fp32 .dts of images written before its byte flag reads so: convert it again"
+                    : "");
+    }
+    if (t->crop_pad || t->flip)
+        fprintf(out, "augment:%s%.0d%s%s\n", t->crop_pad ? " random crop after padding " : "", t->crop_pad,
+                t->crop_pad && t->flip ? "," : "", t->flip ? " horizontal flip" : "");
+    if (t->data) {
+        if (d->eval)
+            fprintf(out, "held-out: %zu samples from %s; evaluated %s\n", dt_dataset_size(d->eval), d->eval_what,
+                    t->eval_every ? "every --eval-every steps and at the end" : "at the end");
+        else
+            fprintf(out, "held-out: %s\n", d->eval_what);
+    }
+}
+
+void train_data_free(train_data *d)
+{
+    dt_dataset_free(d->train);
+    dt_dataset_free(d->eval);
+    d->train = d->eval = NULL;
+}

@@ -1,0 +1,32 @@
+/*
+ * train_data.h - the data of `dtrain train` (train_data.c): the training set (a --data file or
+ * the synthetic data), the held-out set (--eval-data, the test split, or --holdout), and the
+ * lines that say what they are.
+ */
+#ifndef DT_LAUNCH_TRAIN_DATA_H
+#define DT_LAUNCH_TRAIN_DATA_H
+
+#include "launch/train/train_flags.h"
+#include "launch/train/train_record.h"
+
+#include <stdio.h>
+
+typedef struct train_data {
+    dt_dataset *train, *eval; /* eval NULL: nothing held out */
+    char eval_what[1100];     /* where the held-out samples come from */
+    char input[64];           /* the model's input shape: --input, else the data's "CxHxW" */
+    train_record rec;         /* this run's record, saved with each checkpoint (train_record_make) */
+} train_data;
+
+/* Opens the training set (before the model: its shape and classes size the model, when --input
+ * is not given) with the sampler, augmentation and normalization of t. threads: for the
+ * statistics pass. Returns EXIT_OK, or EXIT_USAGE / EXIT_FAIL after printing why. */
+int train_data_open(const train_opts *t, int threads, train_data *d);
+/* Checks the training set against the model, and opens the held-out set with the training set's
+ * normalization. */
+int train_data_check_and_eval(const train_opts *t, const dt_model *m, int threads, train_data *d);
+/* Rank 0's lines about the data: source, samples, shape, classes, normalization, held-out set. */
+void train_data_describe(const train_opts *t, const train_data *d, int world, FILE *out);
+void train_data_free(train_data *d);
+
+#endif

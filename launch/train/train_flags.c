@@ -1,0 +1,576 @@
+/*
+ * train_flags.c - the flags of `dtrain train`: the getopt table, each value read strictly into
+ * train_opts, and the defaults (those dtrain help train shows, launch/help.c).
+ */
+#include "launch/train/train_flags.h"
+
+#include "launch/cli.h"
+#include "launch/train/straggler.h"
+#include "launch/train/train_run.h"
+#include "base/parse.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum {
+    OPT_MODEL = 256,
+    OPT_INPUT,
+    OPT_BATCH,
+    OPT_STEPS,
+    OPT_LR,
+    OPT_OPTIM,
+    OPT_MOMENTUM,
+    OPT_WD,
+    OPT_SEED,
+    OPT_LOG_EVERY,
+    OPT_STRAGGLER,
+    OPT_METRICS,
+    OPT_DUMP,
+    OPT_DATASET,
+    OPT_BETA1,
+    OPT_BETA2,
+    OPT_EPS,
+    OPT_BUCKET,
+    OPT_FIRST_BUCKET,
+    OPT_NO_OVERLAP,
+    OPT_GRAD_COMM,
+    OPT_CKPT_DIR,
+    OPT_CKPT_EVERY,
+    OPT_KEEP_CKPTS,
+    OPT_RESUME,
+    OPT_PRECISION,
+    OPT_LS,
+    OPT_LS_INIT,
+    OPT_LS_GROWTH,
+    OPT_LS_BACKOFF,
+    OPT_LS_INTERVAL,
+    OPT_LS_HYST,
+    OPT_LS_MIN,
+    OPT_LS_MAX,
+    OPT_LS_WINDOW,
+    OPT_LS_FRACTION,
+    OPT_LOADER,
+    OPT_DATA,
+    OPT_DATA_FORMAT,
+    OPT_CIFAR100_LABELS,
+    OPT_NORMALIZE,
+    OPT_EVAL_DATA,
+    OPT_HOLDOUT,
+    OPT_EVAL_EVERY,
+    OPT_EPOCHS,
+    OPT_DROP_LAST,
+    OPT_SHUFFLE,
+    OPT_AUGMENT,
+    OPT_BAD_SAMPLES,
+    OPT_INIT_PARAMS,
+    OPT_LR_SCHEDULE,
+    OPT_WARMUP,
+    OPT_MIN_LR,
+    OPT_ACCUM,
+    OPT_ZERO,
+    OPT_CLIP,
+    OPT_STEP_OVERLAP,
+    OPT_GRAPHS,
+    OPT_FUSED_RELU,
+    OPT_SYNTHETIC_ON,
+    OPT_PROGRESS,
+    OPT_QUIET,
+    OPT_TRACE,
+    OPT_TRACE_STEPS
+};
+
+static const struct option train_options[] = {
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"input", required_argument, NULL, OPT_INPUT},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"lr", required_argument, NULL, OPT_LR},
+    {"optim", required_argument, NULL, OPT_OPTIM},
+    {"momentum", required_argument, NULL, OPT_MOMENTUM},
+    {"weight-decay", required_argument, NULL, OPT_WD},
+    {"beta1", required_argument, NULL, OPT_BETA1},
+    {"beta2", required_argument, NULL, OPT_BETA2},
+    {"eps", required_argument, NULL, OPT_EPS},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"log-every", required_argument, NULL, OPT_LOG_EVERY},
+    {"straggler-threshold", required_argument, NULL, OPT_STRAGGLER},
+    {"metrics", required_argument, NULL, OPT_METRICS},
+    {"dump-params", required_argument, NULL, OPT_DUMP},
+    {"dataset-size", required_argument, NULL, OPT_DATASET},
+    {"bucket-mb", required_argument, NULL, OPT_BUCKET},
+    {"first-bucket-mb", required_argument, NULL, OPT_FIRST_BUCKET},
+    {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
+    {"grad-comm", required_argument, NULL, OPT_GRAD_COMM},
+    {"checkpoint-dir", required_argument, NULL, OPT_CKPT_DIR},
+    {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
+    {"keep-checkpoints", required_argument, NULL, OPT_KEEP_CKPTS},
+    {"resume", required_argument, NULL, OPT_RESUME},
+    {"precision", required_argument, NULL, OPT_PRECISION},
+    {"loss-scale", required_argument, NULL, OPT_LS},
+    {"loss-scale-init", required_argument, NULL, OPT_LS_INIT},
+    {"loss-scale-growth", required_argument, NULL, OPT_LS_GROWTH},
+    {"loss-scale-backoff", required_argument, NULL, OPT_LS_BACKOFF},
+    {"loss-scale-interval", required_argument, NULL, OPT_LS_INTERVAL},
+    {"loss-scale-hysteresis", required_argument, NULL, OPT_LS_HYST},
+    {"loss-scale-min", required_argument, NULL, OPT_LS_MIN},
+    {"loss-scale-max", required_argument, NULL, OPT_LS_MAX},
+    {"loss-scale-window", required_argument, NULL, OPT_LS_WINDOW},
+    {"max-overflow-fraction", required_argument, NULL, OPT_LS_FRACTION},
+    {"loader-threads", required_argument, NULL, OPT_LOADER},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"data-format", required_argument, NULL, OPT_DATA_FORMAT},
+    {"cifar100-labels", required_argument, NULL, OPT_CIFAR100_LABELS},
+    {"normalize", required_argument, NULL, OPT_NORMALIZE},
+    {"eval-data", required_argument, NULL, OPT_EVAL_DATA},
+    {"holdout", required_argument, NULL, OPT_HOLDOUT},
+    {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
+    {"epochs", required_argument, NULL, OPT_EPOCHS},
+    {"drop-last", no_argument, NULL, OPT_DROP_LAST},
+    {"shuffle", required_argument, NULL, OPT_SHUFFLE},
+    {"augment", required_argument, NULL, OPT_AUGMENT},
+    {"bad-samples", required_argument, NULL, OPT_BAD_SAMPLES},
+    {"init-params", required_argument, NULL, OPT_INIT_PARAMS},
+    {"lr-schedule", required_argument, NULL, OPT_LR_SCHEDULE},
+    {"warmup-steps", required_argument, NULL, OPT_WARMUP},
+    {"min-lr", required_argument, NULL, OPT_MIN_LR},
+    {"accum-steps", required_argument, NULL, OPT_ACCUM},
+    {"zero", required_argument, NULL, OPT_ZERO},
+    {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
+    {"step-overlap", required_argument, NULL, OPT_STEP_OVERLAP},
+    {"graphs", required_argument, NULL, OPT_GRAPHS},
+    {"fused-relu", required_argument, NULL, OPT_FUSED_RELU},
+    {"synthetic-on", required_argument, NULL, OPT_SYNTHETIC_ON},
+    {"progress", required_argument, NULL, OPT_PROGRESS},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"trace", required_argument, NULL, OPT_TRACE},
+    {"trace-steps", required_argument, NULL, OPT_TRACE_STEPS},
+    {NULL, 0, NULL, 0},
+};
+
+/* A float flag stored in a double field of the scaler configuration. */
+static int cli_dbl(const char *flag, const char *arg, double lo, double hi, double *out)
+{
+    float v;
+    int rc = cli_float(flag, arg, lo, hi, &v);
+    if (!rc) *out = v;
+    return rc;
+}
+
+/* One list of --normalize standard:MEANS:STDS into out[], *n entries (the same count for both):
+ * comma-separated numbers, none of them empty. */
+static int norm_list(const char *what, const char *list, int positive, float *out, int *n)
+{
+    *n = 0;
+    for (const char *p = list;; p++) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[128];
+        if (len == 0 || len >= sizeof item) {
+            cli_error("--normalize standard: the %s list '%s' has an %s figure: give numbers separated by commas", what,
+                      list, len ? "overlong" : "empty");
+            return EXIT_USAGE;
+        }
+        if (*n == TRAIN_NORM_MAX_C) {
+            cli_error("--normalize standard: more than %d %s figures; for more channels give --normalize standard "
+                      "(computed from the data)",
+                      TRAIN_NORM_MAX_C, what);
+            return EXIT_USAGE;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        double v;
+        if (parse_double("--normalize standard", item, -1e30, 1e30, &v)) {
+            cli_error("--normalize standard: %s figure '%s': %s", what, item, dt_last_error());
+            return EXIT_USAGE;
+        }
+        /* Checked as the float it is kept in: 1e-50 would be 0 there. */
+        if (positive && !((float)v > 0)) {
+            cli_error("--normalize standard: std figure %s must be above 0 (as torchvision's Normalize requires)",
+                      item);
+            return EXIT_USAGE;
+        }
+        out[(*n)++] = (float)v;
+        if (!end) return EXIT_OK;
+        p = end;
+    }
+}
+
+int train_normalize_parse(const char *arg, train_opts *t)
+{
+    t->norm_n = 0;
+    if (strncmp(arg, "standard:", 9) != 0) return cli_normalize(arg, &t->normalize);
+    const char *means = arg + 9, *colon = strchr(means, ':');
+    if (!colon || strchr(colon + 1, ':')) {
+        cli_error("--normalize '%s' is not standard:MEAN,..:STD,.. (e.g. standard:0.4914,0.4822,0.4465:0.2470,0.2435,"
+                  "0.2616 for CIFAR-10, in the units of values / 255 for bytes)",
+                  arg);
+        return EXIT_USAGE;
+    }
+    char ms[2048];
+    snprintf(ms, sizeof ms, "%.*s", (int)(colon - means), means);
+    int nm, ns;
+    if (norm_list("mean", ms, 0, t->norm_mean, &nm) || norm_list("std", colon + 1, 1, t->norm_std, &ns))
+        return EXIT_USAGE;
+    if (nm != ns) {
+        cli_error("--normalize '%s' gives %d mean%s and %d std figure%s: one of each per channel", arg, nm,
+                  nm == 1 ? "" : "s", ns, ns == 1 ? "" : "s");
+        return EXIT_USAGE;
+    }
+    t->normalize = DT_NORMALIZE_STANDARD;
+    t->norm_n = nm;
+    return EXIT_OK;
+}
+
+/* The flag's name as the user wrote it ("--loss-scale-init"), from the table. */
+static const char *flag_name(int val)
+{
+    static char name[64];
+    for (const struct option *o = train_options; o->name; o++)
+        if (o->val == val) {
+            snprintf(name, sizeof name, "--%s", o->name);
+            return name;
+        }
+    return "?";
+}
+
+static int train_handle(int val, const char *arg, void *ud)
+{
+    train_opts *t = ud;
+    /* The dynamic scaler's flags do nothing under --loss-scale none or a fixed scale: remember the
+     * first one given, to refuse the pair once every flag is read (any order). */
+    if (val >= OPT_LS_INIT && val <= OPT_LS_FRACTION && !t->scaler_flag) t->scaler_flag = flag_name(val);
+    switch (val) {
+        case OPT_DATA: t->data = arg; return EXIT_OK;
+        case OPT_INIT_PARAMS: t->init_params = arg; return EXIT_OK;
+        case OPT_LR_SCHEDULE: t->lr_schedule = arg; return EXIT_OK;
+        case OPT_WARMUP: return cli_long("--warmup-steps", arg, 0, 1L << 40, &t->warmup_steps);
+        case OPT_MIN_LR: return cli_float("--min-lr", arg, 0, 1e3, &t->min_lr);
+        case OPT_ACCUM: return cli_int("--accum-steps", arg, 1, 1 << 16, &t->accum_steps);
+        case OPT_ZERO:
+            /* Spelled out rather than cli_int's range message: the stages are a choice, not a range. */
+            if (strcmp(arg, "0") && strcmp(arg, "1")) {
+                cli_error("--zero '%s' is not supported: use 0 (every rank keeps the whole optimizer state) or 1 "
+                          "(ZeRO-1: optimizer state sharded across the ranks)",
+                          arg);
+                return EXIT_USAGE;
+            }
+            t->sync.zero = arg[0] == '1';
+            return EXIT_OK;
+        case OPT_STEP_OVERLAP: return cli_step_overlap(arg, &t->step_overlap);
+        case OPT_GRAPHS: return cli_graphs(arg, &t->graphs);
+        case OPT_FUSED_RELU: return cli_fused_relu(arg, &t->fused_relu);
+        case OPT_SYNTHETIC_ON: return cli_synthetic_on(arg, &t->synthetic_on);
+        case OPT_CLIP: {
+            float v;
+            if (cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &v))
+                return EXIT_USAGE;
+            t->clip_grad_norm = v;
+            return EXIT_OK;
+        }
+        case OPT_PROGRESS:
+            if (!strcmp(arg, "auto"))
+                t->progress = PROGRESS_AUTO;
+            else if (!strcmp(arg, "always"))
+                t->progress = PROGRESS_ALWAYS;
+            else if (!strcmp(arg, "never"))
+                t->progress = PROGRESS_NEVER;
+            else {
+                cli_error("--progress '%s' is not one of auto (on a terminal), always, never", arg);
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
+        case OPT_QUIET: t->quiet = 1; return EXIT_OK;
+        case OPT_DATA_FORMAT:
+            if (strcmp(arg, "auto") && strcmp(arg, "idx") && strcmp(arg, "cifar10") && strcmp(arg, "cifar100") &&
+                strcmp(arg, "imagefolder") && strcmp(arg, "dts")) {
+                cli_error("--data-format '%s' is not one of auto, idx, cifar10, cifar100, imagefolder, dts", arg);
+                return EXIT_USAGE;
+            }
+            t->data_format = arg;
+            return EXIT_OK;
+        case OPT_CIFAR100_LABELS: t->cifar100_set = 1; return cli_cifar100_labels(arg, &t->cifar100_coarse);
+        case OPT_NORMALIZE: return train_normalize_parse(arg, t);
+        case OPT_EVAL_DATA: t->eval_data = arg; return EXIT_OK;
+        case OPT_HOLDOUT: {
+            float v;
+            if (cli_float("--holdout (the fraction kept aside)", arg, 1e-6, 0.999999, &v)) return EXIT_USAGE;
+            t->holdout = v;
+            return EXIT_OK;
+        }
+        case OPT_EVAL_EVERY: t->eval_every_set = 1; return cli_long("--eval-every", arg, 0, 1L << 40, &t->eval_every);
+        case OPT_EPOCHS: return cli_long("--epochs", arg, 1, 1L << 30, &t->epochs);
+        case OPT_DROP_LAST: t->drop_last = 1; return EXIT_OK;
+        case OPT_SHUFFLE:
+            if (!strcmp(arg, "none"))
+                t->shuffle = 0;
+            else if (!strcmp(arg, "epoch"))
+                t->shuffle = 1;
+            else {
+                cli_error("--shuffle '%s' is not epoch (a new order each epoch, the default) or none (file order)",
+                          arg);
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
+        case OPT_AUGMENT: return cli_augment(arg, &t->crop_pad, &t->flip);
+        case OPT_BAD_SAMPLES:
+            if (!strcmp(arg, "fail"))
+                t->skip_bad = 0;
+            else if (!strcmp(arg, "skip"))
+                t->skip_bad = 1;
+            else {
+                cli_error(
+                    "--bad-samples '%s' is not fail (stop at the first undecodable sample) or skip (replace it and "
+                    "count it)",
+                    arg);
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
+        case OPT_PRECISION: return cli_float_dtype("--precision", arg, &t->precision);
+        case OPT_LS:
+            t->loss_scale_arg = arg;
+            if (!strcmp(arg, "dynamic"))
+                t->loss_scale = 1;
+            else if (!strcmp(arg, "none"))
+                t->loss_scale = 0;
+            else {
+                float v;
+                if (cli_float("--loss-scale (dynamic, none or a number)", arg, 1.0 / 16777216.0, 16777216.0 * 256, &v))
+                    return EXIT_USAGE;
+                t->loss_scale = 2;
+                t->scaler.init_scale = v;
+            }
+            return EXIT_OK;
+        case OPT_LS_INIT:
+            return cli_dbl("--loss-scale-init", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.init_scale);
+        case OPT_LS_GROWTH: return cli_dbl("--loss-scale-growth", arg, 1.0000001, 1e6, &t->scaler.growth_factor);
+        case OPT_LS_BACKOFF: return cli_dbl("--loss-scale-backoff", arg, 1e-6, 0.9999999, &t->scaler.backoff_factor);
+        case OPT_LS_INTERVAL: return cli_int("--loss-scale-interval", arg, 1, 1 << 30, &t->scaler.growth_interval);
+        case OPT_LS_HYST: return cli_int("--loss-scale-hysteresis", arg, 1, 1 << 20, &t->scaler.hysteresis);
+        case OPT_LS_MIN: return cli_dbl("--loss-scale-min", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.min_scale);
+        case OPT_LS_MAX:
+            return cli_dbl("--loss-scale-max", arg, 1.0 / 16777216.0, 4294967296.0 * 65536.0, &t->scaler.max_scale);
+        case OPT_LS_WINDOW: return cli_int("--loss-scale-window", arg, 1, 1 << 20, &t->scaler.window);
+        case OPT_LS_FRACTION: return cli_dbl("--max-overflow-fraction", arg, 1e-6, 1, &t->scaler.max_overflow_fraction);
+        case OPT_LOADER: return cli_loader_threads(arg, &t->loader_threads);
+        case OPT_MODEL: t->model = arg; return EXIT_OK;
+        case OPT_INPUT: t->input = arg; return EXIT_OK;
+        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &t->batch);
+        case OPT_STEPS: t->steps_set = 1; return cli_long("--steps", arg, 1, 1L << 40, &t->steps);
+        case OPT_LR: return cli_float("--lr", arg, 1e-12, 1e3, &t->optim.lr);
+        case OPT_MOMENTUM:
+            t->optim_given |= OPTIM_GIVEN_MOMENTUM;
+            return cli_float("--momentum", arg, 0, 0.999999, &t->optim.momentum);
+        case OPT_WD: return cli_float("--weight-decay", arg, 0, 10, &t->optim.weight_decay);
+        case OPT_BETA1:
+            t->optim_given |= OPTIM_GIVEN_BETA1;
+            return cli_float("--beta1", arg, 0, 0.999999, &t->optim.beta1);
+        case OPT_BETA2:
+            t->optim_given |= OPTIM_GIVEN_BETA2;
+            return cli_float("--beta2", arg, 0, 0.999999, &t->optim.beta2);
+        case OPT_EPS: t->optim_given |= OPTIM_GIVEN_EPS; return cli_float("--eps", arg, 1e-30, 1, &t->optim.eps);
+        case OPT_SEED: return cli_long("--seed", arg, 0, 1L << 62, &t->seed);
+        case OPT_LOG_EVERY: return cli_long("--log-every", arg, 1, 1L << 40, &t->log_every);
+        case OPT_STRAGGLER: {
+            float v;
+            if (cli_float("--straggler-threshold (a rank this many times busier than the median is named; above 1)",
+                          arg, 1.001, 1e6, &v))
+                return EXIT_USAGE;
+            t->straggler_threshold = v;
+            return EXIT_OK;
+        }
+        case OPT_DATASET: return cli_long("--dataset-size", arg, 1, 4294967295L, &t->dataset_size);
+        case OPT_BUCKET: {
+            t->bucket_auto = !strcmp(arg, "auto");
+            if (t->bucket_auto) return EXIT_OK;
+            float v;
+            int rc = cli_float("--bucket-mb", arg, 0, 1e6, &v);
+            t->sync.bucket_mb = v;
+            return rc;
+        }
+        case OPT_FIRST_BUCKET: {
+            float v;
+            int rc = cli_float("--first-bucket-mb", arg, 0, 1e6, &v);
+            t->sync.first_bucket_mb = v;
+            return rc;
+        }
+        case OPT_NO_OVERLAP: t->sync.overlap = 0; return EXIT_OK;
+        case OPT_GRAD_COMM: t->grad_comm_set = 1; return cli_float_dtype("--grad-comm", arg, &t->sync.grad_comm);
+        case OPT_CKPT_DIR: t->ckpt_dir = arg; return EXIT_OK;
+        case OPT_CKPT_EVERY: return cli_long("--checkpoint-every", arg, 0, 1L << 40, &t->ckpt_every);
+        case OPT_KEEP_CKPTS: return cli_int("--keep-checkpoints", arg, 0, 1000000, &t->keep_ckpts);
+        case OPT_RESUME:
+            if (!strcmp(arg, "auto"))
+                t->resume = 1;
+            else if (!strcmp(arg, "never"))
+                t->resume = 0;
+            else {
+                cli_error("--resume '%s' is not one of auto, never", arg);
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
+        case OPT_METRICS: t->metrics = arg; return EXIT_OK;
+        case OPT_TRACE:
+            if (!*arg) {
+                cli_error("--trace needs a file name (such as trace.json)");
+                return EXIT_USAGE;
+            }
+            t->trace = arg;
+            return EXIT_OK;
+        case OPT_TRACE_STEPS:
+            if (parse_step_range("--trace-steps", arg, 1L << 40, &t->trace_first, &t->trace_last)) {
+                cli_error("%s", dt_last_error());
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
+        case OPT_DUMP: t->dump = arg; return EXIT_OK;
+        case OPT_OPTIM:
+            if (!strcmp(arg, "sgd"))
+                t->optim.kind = DT_OPTIM_SGD;
+            else if (!strcmp(arg, "adamw"))
+                t->optim.kind = DT_OPTIM_ADAMW;
+            else {
+                cli_error("--optim '%s' is not one of sgd, adamw", arg);
+                return EXIT_USAGE;
+            }
+            return EXIT_OK;
+    }
+    return EXIT_USAGE;
+}
+
+/* Two outputs naming one file would leave only the one written last (--metrics lost under
+ * --dump-params, say), and --init-params, read at the start, would be overwritten by --metrics or
+ * --trace before the run ends: refused, naming both flags. --init-params equal to --dump-params is
+ * allowed (start from a file, leave the trained parameters in it). A character device such as
+ * /dev/null keeps no data, so sharing it loses none. */
+static int train_outputs_check(const train_opts *t)
+{
+    const struct {
+        const char *flag, *path;
+        int output;
+    } f[] = {{"--metrics", t->metrics, 1},
+             {"--trace", t->trace, 1},
+             {"--dump-params", t->dump, 1},
+             {"--init-params", t->init_params, 0}};
+    enum { N = sizeof f / sizeof *f };
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N && f[i].path; j++) {
+            if (!f[j].path || (!f[i].output && !f[j].output)) continue;
+            if (!strcmp(f[i].flag, "--dump-params") && !strcmp(f[j].flag, "--init-params")) continue;
+            struct stat st;
+            if (stat(f[i].path, &st) == 0 && S_ISCHR(st.st_mode)) continue;
+            if (!cli_same_file(f[i].path, f[j].path)) continue;
+            if (f[j].output)
+                cli_error("%s %s and %s %s name the same file, and the one written last would replace the other: "
+                          "give each its own file",
+                          f[i].flag, f[i].path, f[j].flag, f[j].path);
+            else
+                cli_error("%s %s would overwrite %s %s, the parameters this run starts from: give %s another file",
+                          f[i].flag, f[i].path, f[j].flag, f[j].path, f[i].flag);
+            return EXIT_USAGE;
+        }
+    return EXIT_OK;
+}
+
+/* A dynamic-scaler flag where no dynamic scaler runs would be ignored (or, for --loss-scale-init,
+ * silently replace a fixed scale): refused. The scaler runs with --loss-scale dynamic, and by
+ * default for fp16 only (cmd_train.c: bf16 has fp32's range). */
+static int check_scaler_flags(const train_opts *t)
+{
+    const int dynamic = t->loss_scale < 0 ? t->precision == DT_F16 : t->loss_scale == 1;
+    if (dynamic) {
+        /* The bounds in the flags' own names (the scaler's check names its config fields). */
+        const dt_scaler_config *c = &t->scaler;
+        if (c->min_scale > c->max_scale) {
+            cli_error("--loss-scale-min %.10g is above --loss-scale-max %.10g: give a minimum at most the maximum",
+                      c->min_scale, c->max_scale);
+            return EXIT_USAGE;
+        }
+        if (c->init_scale < c->min_scale || c->init_scale > c->max_scale) {
+            cli_error(
+                "--loss-scale-init %.10g is outside [--loss-scale-min %.10g, --loss-scale-max %.10g]: give a start "
+                "within the bounds, or move the bound%s",
+                c->init_scale, c->min_scale, c->max_scale,
+                c->init_scale > c->max_scale ? " (--loss-scale-max up to 2^48)" : "");
+            return EXIT_USAGE;
+        }
+        return EXIT_OK;
+    }
+    if (!t->scaler_flag) return EXIT_OK;
+    if (t->loss_scale == 0)
+        cli_error("%s tunes the dynamic loss scaler, which --loss-scale none turns off: drop %s, or give "
+                  "--loss-scale dynamic",
+                  t->scaler_flag, t->scaler_flag);
+    else if (t->loss_scale == 2)
+        cli_error("%s tunes the dynamic loss scaler, but --loss-scale %s fixes the scale: drop %s, or give "
+                  "--loss-scale dynamic (--loss-scale-init then sets its first scale)",
+                  t->scaler_flag, t->loss_scale_arg, t->scaler_flag);
+    else
+        cli_error("%s tunes the dynamic loss scaler, which --precision %s does not run by default (only fp16 "
+                  "does): drop %s, or give --loss-scale dynamic",
+                  t->scaler_flag, train_type_name(t->precision), t->scaler_flag);
+    return EXIT_USAGE;
+}
+
+/* A flag of the other optimizer would be ignored (and --momentum printed as if used): refused. */
+static int check_optim_flags(const train_opts *t)
+{
+    static const struct {
+        unsigned bit;
+        const char *flag;
+        dt_optim_kind used_by;
+    } flags[] = {{OPTIM_GIVEN_MOMENTUM, "--momentum", DT_OPTIM_SGD},
+                 {OPTIM_GIVEN_BETA1, "--beta1", DT_OPTIM_ADAMW},
+                 {OPTIM_GIVEN_BETA2, "--beta2", DT_OPTIM_ADAMW},
+                 {OPTIM_GIVEN_EPS, "--eps", DT_OPTIM_ADAMW}};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+        if ((t->optim_given & flags[i].bit) && t->optim.kind != flags[i].used_by) {
+            const int sgd = t->optim.kind == DT_OPTIM_SGD;
+            cli_error("%s is a setting of --optim %s, and this run uses --optim %s%s: drop %s, or give --optim %s",
+                      flags[i].flag, sgd ? "adamw" : "sgd", sgd ? "sgd" : "adamw", sgd ? " (the default)" : "",
+                      flags[i].flag, sgd ? "adamw" : "sgd");
+            return EXIT_USAGE;
+        }
+    return EXIT_OK;
+}
+
+int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t)
+{
+    *t = (train_opts){.model = "mlp",
+                      .batch = 64,
+                      .steps = 100,
+                      .log_every = 10,
+                      .seed = 1,
+                      .dataset_size = 60000,
+                      .loader_threads = -1,
+                      .step_overlap = DT_STEP_OVERLAP_AUTO,
+                      .graphs = DT_GRAPHS_AUTO,
+                      .fused_relu = 1,
+                      .synthetic_on = DT_SYNTHETIC_AUTO,
+                      .precision = DT_F32,
+                      .loss_scale = -1,
+                      .normalize = -1,
+                      .shuffle = 1,
+                      .accum_steps = 1,
+                      .straggler_threshold = STRAGGLER_THRESHOLD};
+    dt_optim_defaults(&t->optim);
+    dt_sync_defaults(&t->sync);
+    dt_scaler_defaults(&t->scaler);
+    const cli_extra extra = {train_options, train_handle, t, NULL};
+    int rc = cli_parse(argc, argv, "train", cfg, &extra);
+    if (!rc && t->trace_first && !t->trace) {
+        cli_error("--trace-steps %ld:%ld needs --trace FILE.json (where to write the trace)", t->trace_first,
+                  t->trace_last);
+        return EXIT_USAGE;
+    }
+    if (!rc && t->quiet && t->progress == PROGRESS_ALWAYS) {
+        cli_error("--quiet prints no progress line and --progress always asks for one: drop one of them");
+        return EXIT_USAGE;
+    }
+    if (rc) return rc;
+    if ((rc = check_scaler_flags(t)) || (rc = check_optim_flags(t))) return rc;
+    return train_outputs_check(t);
+}
