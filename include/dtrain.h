@@ -224,8 +224,10 @@ typedef struct dt_ctx dt_ctx;
  * the environment. A cfg with a field out of its range (timeout_s not 0 or 1 to 1e7, an enum
  * outside its values, blas_threads outside 0 to 4096, a flag not 0 or 1) fails with
  * DT_ERR_INVALID_ARG naming the field, before MPI starts. One context per process: while one
- * lives (until its dt_finalize), a second dt_init fails with DT_ERR_INVALID_ARG. Collective:
- * every rank of the job must call it.
+ * lives (until its dt_finalize), a second dt_init fails with DT_ERR_INVALID_ARG. MPI starts once
+ * per process: after the dt_finalize of a context whose dt_init initialized MPI (which finalizes
+ * it), dt_init fails with DT_ERR_MPI; a program that makes one context after another initializes
+ * MPI itself and sets init_mpi 0. Collective: every rank of the job must call it.
  * When dt_init initializes MPI itself, it gives MPI_COMM_WORLD an error handler that is fatal, as
  * MPI's default (the error logged, the job aborted), for every call but dtrain's own waits on its
  * nonblocking collectives: Open MPI 4.1 reports their failure (a count that differs across ranks)
@@ -252,7 +254,10 @@ DT_API dt_status dt_init(const dt_config *cfg, dt_ctx **out);
  * (dt_config::timeout_s) in a job of several ranks, a process still in MPI_Finalize the timeout
  * plus 3 s later (a peer cut off) exits with code 1 instead of hanging;
  * once MPI_Finalize returns, that guard is stopped and the process may run on as long as it likes.
- * DT_ERR_MPI when MPI_Finalize fails; the context is released either way. */
+ * DT_ERR_MPI when MPI_Finalize fails; the context is released either way. A caller that
+ * initialized MPI calls dt_finalize before its own MPI_Finalize: after it, the communicators can
+ * no longer be freed, so dt_finalize returns DT_ERR_MPI saying so and releases nothing (the
+ * context must not be used again). */
 DT_API dt_status dt_finalize(dt_ctx *ctx);
 
 /** Ends every process of the job with exit code `code` (MPI_Abort): for a rank that failed alone,

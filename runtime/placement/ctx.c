@@ -43,12 +43,31 @@ static _Thread_local int ctx_depth;
  * the first's dt_finalize would end MPI under it. */
 static atomic_int ctx_live;
 
+/* 1 once dtrain itself has called MPI_Finalize (dt_finalize after a dt_init that initialized MPI,
+ * dt_abort_job in a world of one): a later dt_init is then told that MPI cannot start twice in a
+ * process and how a program that wants several contexts keeps MPI, rather than that the caller
+ * finalized it. */
+static atomic_int mpi_ended_by_dtrain;
+
+/* MPI_Finalize of MPI that dtrain initialized, remembered for ctx_mpi_init's message. */
+static int ctx_mpi_finalize(void)
+{
+    atomic_store(&mpi_ended_by_dtrain, 1);
+    return MPI_Finalize();
+}
+
 static dt_status ctx_mpi_init(const dt_config *cfg, int *we_did)
 {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
     *we_did = 0;
+    if (finalized && atomic_load(&mpi_ended_by_dtrain))
+        return status_set_error(
+            DT_ERR_MPI, "MPI was finalized by dtrain (by dt_finalize, as dt_init had initialized it, or by "
+                        "dt_abort_job in a world of one), and MPI cannot start twice in a process: keep one context "
+                        "for the whole run, or call MPI_Init_thread yourself and set dt_config.init_mpi = 0 so that "
+                        "dt_finalize leaves MPI running for the next dt_init");
     if (finalized)
         return status_set_error(DT_ERR_MPI, "MPI was already finalized; dt_init must run before MPI_Finalize");
     if (inited) return DT_OK;
@@ -240,7 +259,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
         if (shared && c->we_initialized_mpi) {
             if (env_read) topo_env_free(&env);
             ctx_release(c);
-            MPI_Finalize();
+            ctx_mpi_finalize();
             return s;
         }
         goto fail;
@@ -483,6 +502,16 @@ dt_status dt_finalize(dt_ctx *c)
         ctx_leave(c);
         return s;
     }
+    /* The caller finalized MPI first: freeing the communicators now would make MPI end the job. */
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) {
+        ctx_leave(c);
+        return status_set_error(DT_ERR_MPI,
+                                "dt_finalize: MPI_Finalize ran before dt_finalize, so the context's communicators "
+                                "can no longer be freed (MPI would end the job): call dt_finalize before "
+                                "MPI_Finalize; the context was left allocated and must not be used again");
+    }
     ctx_depth = 0; /* the mark goes with the context */
     int we = c->we_initialized_mpi;
     const double timeout_s = c->cfg.timeout_s;
@@ -493,7 +522,7 @@ dt_status dt_finalize(dt_ctx *c)
     const int guarded = we && world > 1 && timeout_s > 0;
     if (guarded && abort_guard_arm(timeout_s + ABORT_GUARD_S, 1, "MPI_Finalize"))
         abort_guard_wait(); /* another thread is ending the process */
-    const int rc = we ? MPI_Finalize() : MPI_SUCCESS;
+    const int rc = we ? ctx_mpi_finalize() : MPI_SUCCESS;
     /* Finalized: the process is the caller's again, for as long as it likes. */
     if (guarded) abort_guard_disarm();
     if (rc != MPI_SUCCESS) return status_set_error(DT_ERR_MPI, "MPI_Finalize failed");
@@ -513,7 +542,7 @@ void dt_abort_job(dt_ctx *c, int code)
      * exit with its code. */
     if (size == 1) {
         if (c) ctx_release(c);
-        MPI_Finalize();
+        ctx_mpi_finalize();
         return;
     }
     if (abort_guard_arm(ABORT_GUARD_S, code, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */

@@ -8,12 +8,16 @@
  *     before anything is sent (at 2 ranks: rank 0's first thread waits in dt_allreduce for rank 1,
  *     which comes a second late);
  *   - a count whose byte size overflows (SIZE_MAX fp32 elements, a negative count as size_t);
- *   - a second dt_init leaves the caller's handle as it was.
+ *   - a second dt_init leaves the caller's handle as it was;
+ *   - dt_init after the dt_finalize that ended dtrain's own MPI: DT_ERR_MPI naming the way to keep
+ *     MPI (init_mpi = 0), not a claim that the caller finalized it.
  * Mode "mismatch" (2 ranks): the ranks call dt_allreduce with different counts, then one calls
  * dt_allreduce while the other calls dt_barrier: each rank gets DT_ERR_MPI naming the other's call,
  * where Open MPI's default handler on MPI_COMM_WORLD used to end the job (and rank 0 got DT_OK with
  * a short result). Mode "user-mpi": when the caller initialised MPI, dt_init leaves the handler of
- * MPI_COMM_WORLD as the caller set it.
+ * MPI_COMM_WORLD as the caller set it, a second context may be made after dt_finalize, and a
+ * dt_finalize after the caller's MPI_Finalize is refused with DT_ERR_MPI (it used to free its
+ * communicators, and MPI ended the job).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "mpi_check.h"
@@ -163,7 +167,18 @@ int main(int argc, char **argv)
         if (h != MPI_ERRORS_ARE_FATAL) MPI_Errhandler_free(&h);
         const int rc = mpi_check_finish(ctx, "test_ctx_rules user-mpi");
         CHECK(dt_finalize(ctx) == DT_OK, "dt_finalize");
+        /* The caller's MPI lives on: a second context may be made on it. */
+        ctx = NULL;
+        CHECK(dt_init(&cfg, &ctx) == DT_OK && ctx, "dt_init after dt_finalize on the caller's MPI");
+        /* The caller finalizing MPI first: dt_finalize refuses (freeing the communicators now would
+         * make MPI end the job) and names the order, and the process goes on to exit 0. */
         MPI_Finalize();
+        if (ctx) {
+            dt_status s = dt_finalize(ctx);
+            CHECK(s == DT_ERR_MPI && says("MPI_Finalize ran before dt_finalize") &&
+                      says("call dt_finalize before MPI_Finalize"),
+                  "dt_finalize after the caller's MPI_Finalize gave %d", (int)s);
+        }
         return rc || failures;
     }
     dt_ctx *ctx = mpi_check_init_config("test_ctx_rules", &cfg);
@@ -185,5 +200,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "FAIL rank %d: dt_finalize after freeing everything: %s\n", rank, dt_last_error());
         return 1;
     }
-    return rc;
+    /* dt_finalize finalized the MPI that dt_init started, and MPI cannot start again: a second
+     * dt_init says so and how to keep MPI (init_mpi = 0), not that the caller finalized it. */
+    ctx = NULL;
+    dt_status s = dt_init(&cfg, &ctx);
+    CHECK(s == DT_ERR_MPI && !ctx && says("finalized by dtrain") && says("init_mpi = 0"),
+          "dt_init after dt_finalize ended dtrain's MPI gave %d", (int)s);
+    return rc || failures;
 }
