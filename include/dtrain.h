@@ -443,7 +443,7 @@ DT_API dt_status dt_broadcast(dt_ctx *ctx, void *buf, size_t count, dt_dtype t, 
  * (also when a peer called another collective in its place, as the group's rules say). */
 DT_API dt_status dt_barrier(dt_ctx *ctx);
 
-/** Name of the collective backend in use: "mpi" or "nccl". */
+/** Name of the collective backend in use: "mpi" or "nccl"; "none" for a NULL ctx. Static storage. */
 DT_API const char *dt_backend_name(const dt_ctx *ctx);
 
 /** Whether every rank holds the same bytes in buf (`bytes` long; host memory, or device memory

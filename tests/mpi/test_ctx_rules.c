@@ -77,6 +77,9 @@ static void second_init_keeps_handle(dt_ctx *ctx)
 {
     dt_ctx *b = ctx;
     CHECK(dt_init(NULL, &b) == DT_ERR_INVALID_ARG && b == ctx, "second dt_init changed *out to %p", (void *)b);
+    /* The accessors' documented answers without a context. */
+    CHECK(strcmp(dt_backend_name(NULL), "none") == 0 && dt_rank(NULL) == -1 && dt_node_name(NULL, 0) == NULL,
+          "the accessors given a NULL context");
 }
 
 static dt_ctx *g_ctx;
