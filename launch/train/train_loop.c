@@ -146,7 +146,18 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, int 
     /* The progress line gives way to the lines below (the next step redraws it). */
     progress_clear(&r->prog);
     if (!isfinite(mean_loss)) {
-        cli_error("the loss became %g at step %ld: lower --lr (now %g)", mean_loss, step, (double)t->optim.lr);
+        /* fabs: glibc prints a NaN with its sign bit as "-nan", which reads as a value. */
+        const double shown = isnan(mean_loss) ? fabs(mean_loss) : mean_loss;
+        /* In fp16 the forward pass itself can overflow (65504 is fp16's largest value): the loss
+         * scaler only scales the backward pass, so it cannot help, while bf16 has fp32's range and
+         * trains the same weights on. Advice to lower the learning rate alone would mislead there. */
+        if (t->precision == DT_F16)
+            cli_error("the loss became %g at step %ld: in fp16 a layer's output or the loss passed 65504, "
+                      "fp16's largest value, which loss scaling cannot prevent (it scales the backward pass "
+                      "only): use --precision bf16 (fp32's range) or fp32, or lower --lr (now %g)",
+                      shown, step, (double)t->optim.lr);
+        else
+            cli_error("the loss became %g at step %ld: lower --lr (now %g)", shown, step, (double)t->optim.lr);
         return EXIT_FAIL;
     }
     r->samples_sum += samples;

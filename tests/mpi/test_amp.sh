@@ -82,6 +82,24 @@ grep -q "history" "$tmp/out" && grep -q "rank 1 layer 4 (fc:10)" "$tmp/out" &&
 expect 1 "of the last" env DTRAIN_FAULT=inf:0:2 "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" train --blas-threads 1 \
     --model mlp --batch 8 --precision fp16 --loss-scale-window 1 --max-overflow-fraction 0.5 --steps 5
 
+# --- A forward pass past fp16's range (the first fc's weights x 60000): loss scaling cannot help
+# (it scales the backward pass), fp32 and bf16 train on, and fp16's stop names the range and
+# bf16 rather than only --lr, which is not the cause here.
+"$DTRAIN" train --model mlp --steps 1 --lr 1e-12 --quiet --dump-params "$tmp/w0" >/dev/null 2>&1 || bad "dumping w0 failed"
+python3 - "$tmp/w0" "$tmp/wbig" <<'PY'
+import array, sys
+w = array.array("f", open(sys.argv[1], "rb").read())
+for i in range(784 * 1024):  # fc 0's weights, first in the layout
+    w[i] *= 60000
+open(sys.argv[2], "wb").write(w.tobytes())
+PY
+big="--model mlp --steps 2 --lr 1e-9 --log-every 1 --init-params $tmp/wbig"
+for p in fp32 bf16; do expect 0 "" "$DTRAIN" train $big --precision $p; done
+expect 1 "the loss became nan at step 1: in fp16 a layer's output or the loss passed 65504" \
+    "$DTRAIN" train $big --precision fp16
+grep -qF "use --precision bf16 (fp32's range) or fp32, or lower --lr (now 1e-09)" "$tmp/out" &&
+    ok "the fp16 stop advises bf16 or fp32 first" || bad "the fp16 stop's advice: $(cat "$tmp/out")"
+
 # --- 16-bit gradients allreduced in buckets == in one piece, bit for bit (rank-ordered sums).
 for np in 2 4; do
     for p in fp16 bf16; do
