@@ -450,6 +450,15 @@ int cmd_bench_step(int argc, char **argv)
                pl.device == DT_DEVICE_CUDA ? " for the rows whose batches the host makes" : "",
                o.defer_verdict ? "" : ", each fp16 step waiting for its verdict",
                o.fused_relu ? "" : ", every relu layer a kernel of its own");
+        /* A user from GPU AMP expects 16-bit rows to be faster; on the CPU they cannot be (no 16-bit
+         * GEMM in OpenBLAS: every op widens its inputs to fp32), so the ratio column would be read
+         * wrongly without this line. What they do save is memory and bytes sent. */
+        int any16 = 0;
+        for (int i = 0; i < o.nprec; i++) any16 |= o.prec[i] != DT_F32;
+        if (pl.device != DT_DEVICE_CUDA && any16)
+            printf("# cpu: fp16 and bf16 are stored in 16 bits but computed in fp32 (OpenBLAS has no 16-bit GEMM: "
+                   "each op widens its inputs): expect about fp32's speed, not a GPU's 16-bit speed-up; they save "
+                   "memory and bytes sent\n");
         printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s %8s %8s %9s %9s %9s\n", "precision",
                "samples/s", "step ms", "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB",
                "work MiB", "skipped", "zero", "sent MiB/step", "overlap", "graphs", "data", "min ms", "max ms");

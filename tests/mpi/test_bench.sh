@@ -163,6 +163,8 @@ spread=$(awk '$1 ~ /^(fp32|bf16|fp16)$/ { n++; if (NF == 18 && $17 > 0 && $17 <=
 [ "$spread" = 3/3 ] && ok "bench step: every row's step ms lies within its fastest and slowest window's" ||
     { bad "bench step: min/max ms columns ($spread rows hold)"; cat "$tmp/s"; }
 # On the CPU the rate is OpenBLAS's threads': the header records them and the cores.
+grep -q "^# cpu: fp16 and bf16 are stored in 16 bits but computed in fp32" "$tmp/s" &&
+    ok "bench step: the CPU's 16-bit rows are said to be computed in fp32" || { bad "bench step: no note on the CPU's 16-bit rows"; cat "$tmp/s"; }
 grep -qE "^# dtrain bench step: .*, device cpu \(OpenBLAS, 1 thread on cores [0-9]" "$tmp/s" &&
     ok "bench step: the header records --blas-threads 1 and the cores" || { bad "bench step: no BLAS threads in the header"; cat "$tmp/s"; }
 # --clip-grad-norm times the clipped step: a limit below every norm clips every timed step.
