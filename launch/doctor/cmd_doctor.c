@@ -89,6 +89,10 @@ static int doctor_flags_check(dt_config *cfg, void *ud)
     }
     /* A preset (mlp, cnn) brings its input shape, as under dtrain train and bench step. */
     if (o->q.model && !o->q.input) o->q.input = model_preset_input(o->q.model);
+    if (o->q.model && model_spec_check_name(o->q.model)) {
+        cli_error("%s", dt_last_error());
+        return EXIT_USAGE;
+    }
     if (o->q.model && !o->q.input) {
         cli_error("--model %s needs --input N|CxHxW (the shape of one sample, e.g. --input 3x32x32)", o->q.model);
         return EXIT_USAGE;

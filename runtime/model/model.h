@@ -40,6 +40,9 @@ void model_spec_free(model_spec *s);
 const char *model_preset(const char *name);
 /* The input shape a preset expects ("784", "1x28x28"), or NULL. */
 const char *model_preset_input(const char *name);
+/* DT_ERR_INVALID_ARG, with the error set, for a one-word spec that is no preset and no layer (a
+ * wrong name: "resnet18", "CNN"); DT_OK for anything else, which model_spec_parse then checks. */
+dt_status model_spec_check_name(const char *spec);
 
 /* The largest batch m was made for (dt_model_create's max_batch), which bounds every pass; 0 for
  * a NULL m. Internal, for the library's own callers that take a model made elsewhere (dt_evaluate

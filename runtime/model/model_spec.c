@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const struct {
     const char *name, *spec, *input;
@@ -42,6 +43,25 @@ const char *model_preset_input(const char *name)
     for (size_t i = 0; i < sizeof presets / sizeof *presets; i++)
         if (strcmp(name, presets[i].name) == 0) return presets[i].input;
     return NULL;
+}
+
+/* A one-word spec that is neither a preset nor a layer ("resnet18", "CNN") is a wrong name, not a
+ * layer list lacking its --input: said first, since asking for an input shape sends the user to fix
+ * the wrong thing. Layer lists are checked token by token in model_spec_parse. */
+dt_status model_spec_check_name(const char *spec)
+{
+    if (!spec || !*spec || strchr(spec, ',') || strchr(spec, ':') || model_preset(spec) || strcmp(spec, "relu") == 0 ||
+        strcmp(spec, "flatten") == 0)
+        return DT_OK;
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++)
+        if (strcasecmp(spec, presets[i].name) == 0)
+            return status_set_error(DT_ERR_INVALID_ARG, "model '%s' is not a preset: preset names are lower case (%s)",
+                                    spec, presets[i].name);
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "model '%s' is neither a preset (mlp, cnn) nor a layer list: give one of those, or the "
+                            "layers, e.g. conv:32:3:1:1,relu,pool:2,fc:128,relu,fc:10 (fc:OUT, conv:OUT:K:STRIDE:PAD, "
+                            "pool:K, relu, flatten; the last one fc:CLASSES)",
+                            spec);
 }
 
 /* The bounds, and what each protects:
@@ -204,6 +224,7 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
     if (!spec_in || !*spec_in)
         return status_set_error(DT_ERR_INVALID_ARG, "the model is empty: give a preset (mlp, cnn) or a "
                                                     "layer list such as fc:128,relu,fc:10");
+    if ((st = model_spec_check_name(spec_in))) return st;
     const char *spec = model_preset(spec_in) ? model_preset(spec_in) : spec_in;
     if (!input || !*input) input = model_preset_input(spec_in);
     if (!input)

@@ -67,6 +67,8 @@ done
     ok "--model cnn without --input: planned at 1x28x28 (largest batch ${at[preset]})" ||
     bad "--model cnn without --input: largest batch '${at[preset]}', with 1x28x28 '${at[1x28x28]}'"
 expect 2 "--model fc:10 needs --input N|CxHxW" "$DTRAIN" doctor --no-comm --model fc:10
+# A wrong name is said as one, not as a layer list that lacks --input.
+expect 2 "model 'resnet18' is neither a preset (mlp, cnn) nor a layer list" "$DTRAIN" doctor --no-comm --model resnet18
 
 # A model that cannot be planned: FAIL naming it, exit 1 (the table, for people).
 expect 1 "layer 2 'bogus' is not a layer" "$MPIRUN" -np 2 "$DTRAIN" doctor --no-comm --model conv:8:3:1:1,bogus,fc:10 \

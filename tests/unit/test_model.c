@@ -75,6 +75,11 @@ static void test_spec_errors(void **st)
     expect_spec_error("fc:10", "0", "input shape '0'");
     expect_spec_error("fc:10", "1x28x", "input shape");
     expect_spec_error("fc:10", NULL, "needs an input shape");
+    /* A wrong name is said as such, not as a layer list lacking --input. */
+    expect_spec_error("resnet18", NULL, "model 'resnet18' is neither a preset (mlp, cnn) nor a layer list");
+    expect_spec_error("resnet18", "3x32x32", "is neither a preset (mlp, cnn) nor a layer list");
+    expect_spec_error("CNN", NULL, "model 'CNN' is not a preset: preset names are lower case (cnn)");
+    expect_spec_error("relu", NULL, "needs an input shape");
 }
 
 /* Sizes are computed in 64 bits and bounded before they reach an int: each message gives the true
