@@ -2,7 +2,8 @@
  * reader.c - ds_open: which format a dataset path holds, and the dispatch to that format's reader
  * (reader.h). Detection looks at the names a known layout has (MNIST's train-images-idx3-ubyte,
  * CIFAR-10's data_batch_1.bin, CIFAR-100's train.bin; failing those, class folders mean an image
- * folder), and for a single file at the IDX magic,
+ * folder, unless those folders are such datasets themselves: a parent folder given by mistake),
+ * and for a single file at the IDX magic,
  * then at a size of whole CIFAR records.
  */
 #include "runtime/data/reader.h"
@@ -48,8 +49,8 @@ static int has_subdir(const char *dir)
     return found;
 }
 
-/* The format a directory's layout says, or NULL. */
-static const char *detect_dir(const char *dir)
+/* What a directory's marker files say, or NULL: the layouts that are known by a file name. */
+static const char *detect_marks(const char *dir)
 {
     static const struct {
         const char *file, *format;
@@ -65,10 +66,46 @@ static const char *detect_dir(const char *dir)
     };
     char p[4200], found[4200];
     for (size_t i = 0; i < sizeof marks / sizeof *marks; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, marks[i].file);
+        if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, marks[i].file) >= sizeof p) return NULL;
         if (ds_find_file(p, found, sizeof found)) return marks[i].format;
     }
+    return NULL;
+}
+
+/* The format a directory's layout says, or NULL. */
+static const char *detect_dir(const char *dir)
+{
+    const char *fmt = detect_marks(dir);
+    if (fmt) return fmt;
     return has_subdir(dir) ? "imagefolder" : NULL;
+}
+
+/* DT_OK, or the error for a folder taken for an image folder whose "class folders" are datasets
+ * (--data ~/data where ~/data/mnist and ~/data/cifar-10-batches-bin are): the image-folder reader
+ * would ask for --input, then call a dataset a class without images, and tell the user to remove
+ * it. Named here, with the paths to give instead. */
+static dt_status refuse_datasets_inside(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return DT_OK;
+    char names[600] = "", p[4200];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || (size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= sizeof p) continue;
+        const char *fmt = detect_marks(p);
+        if (!fmt) continue;
+        const size_t at = strlen(names);
+        /* A long path is cut short in the message, which is all it is for. */
+        if (n++ < 4 && snprintf(names + at, sizeof names - at, "%s%s (%s)", at ? ", " : "", p, fmt) < 0)
+            names[at] = '\0';
+    }
+    closedir(d);
+    if (n == 0) return DT_OK;
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "%s holds %s in its folders, not an image folder's class folders: %s%s; give "
+                            "the dataset's own folder as the path (or --data-format imagefolder if these are classes)",
+                            dir, n == 1 ? "a dataset" : "datasets", names, n > 4 ? ", ..." : "");
 }
 
 /* The format one file holds: IDX by its magic (read through zlib, so a .gz file is looked into),
@@ -162,6 +199,10 @@ dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
                 "(CIFAR-100), train.dts (dtrain shard) and class folders (an image folder, ROOT/<class>/"
                 "<image>.jpg|.png); give --data-format to force one",
                 path);
+        if (strcmp(fmt, "imagefolder") == 0) {
+            const dt_status st = refuse_datasets_inside(path);
+            if (st) return st;
+        }
     }
     const format_entry *f = NULL;
     for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)

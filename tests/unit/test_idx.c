@@ -306,6 +306,18 @@ static void test_refusals(void **st)
                       "'hdf5' is not idx, cifar10, cifar100, imagefolder, dts or auto");
     ds_open_opts bads = {.split = "val"};
     expect_open_fails(path_of("trainonly"), &bads, DT_ERR_INVALID_ARG, "split 'val' is not train or test");
+
+    /* A parent folder of datasets given by mistake: its datasets named, not taken for class folders
+     * (the image-folder reader asked for --input, then to remove the dataset as a class without
+     * images). */
+    mkdir(path_of("parent"), 0755);
+    mkdir(path_of("parent/mnist"), 0755);
+    mkdir(path_of("parent/notes"), 0755);
+    write_file("parent/mnist/train-images-idx3-ubyte", img, il, 0);
+    write_file("parent/mnist/train-labels-idx1-ubyte", labs, ll, 0);
+    expect_open_fails(path_of("parent"), NULL, DT_ERR_INVALID_ARG,
+                      "parent holds a dataset in its folders, not an image folder's class folders: ");
+    expect_open_fails(path_of("parent"), NULL, DT_ERR_INVALID_ARG, "parent/mnist (idx); give the dataset's own folder");
 }
 
 static void test_fifo(void **st)
