@@ -14,6 +14,7 @@
 
 #include "launch/cli.h"
 #include "runtime/data/reader.h"
+#include "runtime/model/model.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -143,9 +144,16 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
     }
     const int K = dt_dataset_num_classes(d->train);
     if (K > dt_model_num_classes(m)) {
+        /* The user's own layers with the last fc widened (it is always the last layer, the model
+         * parse made sure): an mlp suggested to a cnn user would change the model. */
+        const char *spec = model_preset(t->model) ? model_preset(t->model) : t->model;
+        const char *last = strrchr(spec, ',');
+        const int keep = last ? (int)(last - spec) + 1 : 0;
         cli_error("--data %s has %d classes but the model's last layer has %d outputs: end the model with fc:%d "
-                  "(e.g. --model 'fc:1024,relu,fc:%d')",
-                  t->data, K, dt_model_num_classes(m), K, K);
+                  "(--model '%.*sfc:%d'%s%s); more classes than the data should have are a label out of range: "
+                  "dtrain data info %s counts the samples of each",
+                  t->data, K, dt_model_num_classes(m), K, keep, spec, K, t->input ? " --input " : "",
+                  t->input ? t->input : "", t->data);
         return EXIT_USAGE;
     }
     dt_data_config c;
