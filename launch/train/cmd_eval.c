@@ -102,6 +102,16 @@ static int eval_check(dt_config *cfg, void *ud)
         cli_error("dtrain eval needs --checkpoint-dir DIR (the trained model) and --data PATH (what to evaluate on)");
         return EXIT_USAGE;
     }
+    /* A checkpoint file given for the directory (a path from ls, pasted): say which to give, rather
+     * than that the file cannot be read as a directory. */
+    struct stat sb;
+    if (stat(e->ckpt_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        const char *slash = strrchr(e->ckpt_dir, '/');
+        cli_error("--checkpoint-dir %s is a file, not a directory: give the directory that holds the checkpoints "
+                  "(%.*s); eval loads the newest sound one there",
+                  e->ckpt_dir, slash ? (int)(slash - e->ckpt_dir) : 1, slash ? e->ckpt_dir : ".");
+        return EXIT_USAGE;
+    }
     /* --holdout evaluates a part of the train split: with --split test it would silently evaluate
      * another split than the one asked for. */
     if (e->holdout > 0 && e->split_given && strcmp(e->split, "train")) {

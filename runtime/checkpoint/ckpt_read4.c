@@ -164,8 +164,9 @@ static dt_status read_model(const ckpt_file *f, const dt_model *m, const dt_opti
     if (mm.fingerprint != model_fingerprint(m))
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "checkpoint %s was written for another model (fingerprint %016llx, "
-                                "%llu parameters; this model: %016llx, %zu parameters): resume with the same --model "
-                                "and --input, or use another --checkpoint-dir",
+                                "%llu parameters; this model: %016llx, %zu parameters): give the --model and "
+                                "--input it was trained with (dtrain train's start line names them), or use another "
+                                "--checkpoint-dir",
                                 path, (unsigned long long)mm.fingerprint, (unsigned long long)mm.nparams,
                                 (unsigned long long)model_fingerprint(m), np);
     if (mm.nparams != np)

@@ -203,6 +203,13 @@ rm "$tmp/badtest"/t10k-*
 expect 0 "held-out: none ($tmp/badtest has no test split" run 1 train --data "$tmp/badtest" --steps 2
 expect 2 "needs --checkpoint-dir DIR" run 1 eval --data "$tmp/hard"
 expect 1 "no loadable checkpoint in $tmp/none" run 1 eval --data "$tmp/hard" --checkpoint-dir "$tmp/none"
+# Mistakes a newcomer makes: a checkpoint file for the directory, eval without training's --model
+# (told which flags to give, not to "resume").
+expect 2 "--checkpoint-dir $(ls "$tmp"/ck/ckpt-*.dtc | tail -1) is a file, not a directory: give the directory that holds the checkpoints ($tmp/ck)" \
+    run 1 eval --data "$tmp/hard" --checkpoint-dir "$(ls "$tmp"/ck/ckpt-*.dtc | tail -1)"
+expect 2 "was written for another model (fingerprint" run 1 eval --data "$tmp/hard" --model cnn --checkpoint-dir "$tmp/ck"
+grep -qF "give the --model and --input it was trained with" "$tmp/out" && ok "eval of another model: names the flags to give" ||
+    bad "eval of another model: $(cat "$tmp/out")"
 # --normalize unit on an fp32 shard of bytes: divided by 255 as the bytes are (the shard's byte
 # flag), so a checkpoint evaluates the same on the IDX files and on their shard.
 run 1 train --data "$tmp/hard" --model fc:10 --steps 5 --batch 20 --normalize unit --checkpoint-dir "$tmp/cku" \
