@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,7 +55,8 @@ static void num_f32(FILE *f, const char *key, double v)
     fprintf(f, ", \"%s\": %s", key, buf);
 }
 
-int metrics_write(FILE *f, const metrics_record *r)
+/* The record r, formatted into f (a memory stream). */
+static void format_record(FILE *f, const metrics_record *r)
 {
     char when[40];
     utc_now(when, sizeof when, 1);
@@ -84,7 +86,49 @@ int metrics_write(FILE *f, const metrics_record *r)
         num(f, "eval_accuracy", "%.6f", r->eval_accuracy);
     }
     fprintf(f, "}\n");
-    return fflush(f) == 0 && !ferror(f) ? 0 : -1;
+}
+
+/* The record goes out in one write() at the file's end rather than through f's buffer, so that a
+ * write that fails part way (a full disk) can be taken back: the file is cut to where the record
+ * began, and keeps whole records only (dtrain plot draws them, --resume appends after them),
+ * with nothing left in a buffer for fclose to write after the cut. */
+int metrics_write(FILE *f, const metrics_record *r)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) return -1;
+    format_record(m, r);
+    if (fclose(m) != 0) {
+        free(buf);
+        return -1;
+    }
+    const int fd = fileno(f);
+    if (fflush(f) != 0) {
+        free(buf);
+        return -1;
+    }
+    /* A pipe or a terminal (--metrics /dev/stdout) has no end to seek to, nor anything to cut. */
+    const off_t start = lseek(fd, 0, SEEK_END);
+    const int seekable = start >= 0;
+    if (!seekable && errno != ESPIPE) {
+        free(buf);
+        return -1;
+    }
+    size_t done = 0;
+    errno = 0;
+    while (done < len) {
+        const ssize_t w = write(fd, buf + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    free(buf);
+    if (done == len) return 0;
+    const int err = errno ? errno : EIO;
+    if (seekable && done && ftruncate(fd, start) == 0) lseek(fd, start, SEEK_SET);
+    errno = err;
+    return -1;
 }
 
 /* The step of a record line (len bytes, without its newline): the line is one JSON object, {...},

@@ -47,7 +47,8 @@ typedef struct metrics_record {
  * always said). Returns NULL after printing why it could not. */
 FILE *metrics_open(const char *path, int resume, long first_step, int quiet);
 
-/* Appends r with the time now and flushes. Returns 0, or -1 when the write failed (errno). */
+/* Appends r with the time now, in one write. Returns 0, or -1 when the write failed (errno); a
+ * record written in part (a full disk) is cut off again, so the file ends with a whole record. */
 int metrics_write(FILE *f, const metrics_record *r);
 
 #endif
