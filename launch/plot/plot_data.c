@@ -259,8 +259,20 @@ int plot_read(const char *path, plot_data *d)
     int rc = 0;
     while ((got = getline(&line, &cap, f)) > 0) {
         lineno++;
-        const size_t len = (size_t)got - (line[got - 1] == '\n');
-        if (plot_parse_line(d, line, len, why, sizeof why) != 0) {
+        const int whole = line[got - 1] == '\n';
+        const size_t len = (size_t)got - whole;
+        const int parsed = plot_parse_line(d, line, len, why, sizeof why);
+        if (parsed == -1 && !whole && lineno > 1) {
+            /* The last line, cut short: a run killed in a write, a full disk, or a run still
+             * writing it. The records before it are whole: drawn, and the cut one said
+             * (metrics_open drops it on --resume alike). */
+            fprintf(stderr,
+                    "dtrain: warning: %s: line %ld, the last, is cut short (%s; no newline: a write that was "
+                    "interrupted, or a run still writing it): drawn without it\n",
+                    path, lineno, why);
+            break;
+        }
+        if (parsed != 0) {
             cli_error("%s: line %ld: %s", path, lineno, why);
             rc = -1;
             break;

@@ -46,7 +46,9 @@ typedef struct plot_data {
 int plot_parse_line(plot_data *d, const char *line, size_t len, char *why, size_t n);
 
 /* Reads the metrics file at path into *d (zeroed first). Returns 0, or -1 after printing the
- * error (the file, the line number and what is wrong; a file with no records says so). */
+ * error (the file, the line number and what is wrong; a file with no records says so). A last
+ * line that does not parse and has no newline (cut short by a killed run or a full disk, or still
+ * being written) is left out with a warning, after at least one line before it. */
 int plot_read(const char *path, plot_data *d);
 
 void plot_data_free(plot_data *d);
