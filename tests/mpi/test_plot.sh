@@ -152,5 +152,25 @@ echo '{"step": 3, "loss": 1, "lr": 0}' >one.jsonl
 # A file whose series are all nan has nothing to draw.
 echo '{"step": 1, "loss": nan}' >nan.jsonl
 expect 1 "nan.jsonl: no series has a finite value in its 1 step: nothing to draw" "$DTRAIN" plot nan.jsonl
+# A last line cut short (no newline: a run killed in a write, a full disk, a run still writing) is
+# drawn without, said in a warning; the same line with its newline is damage, refused above.
+{ rec 10 2.3; rec 20 2.1; printf '{"time": "2026-01-31T12:00:00.000Z", "step": 30, "lo'; } >torn.jsonl
+expect 0 "warning: torn.jsonl: line 3, the last, is cut short (a string not closed at column 53" \
+    "$DTRAIN" plot torn.jsonl
+grep -q "plot: wrote torn.png: 3 panels over 2 records (steps 10 to 20)" "$tmp/out" &&
+    [ "$(png_size torn.png)" = "$(size_for 3)" ] && ok "torn.png: the 2 whole records" ||
+    { bad "torn.jsonl's plot"; cat "$tmp/out"; }
+# A long run's file: every record is read, a subset that keeps each curve's envelope is drawn
+# (200000 records drew in 28 s, all of them); a null among them is a gap, as anywhere.
+python3 - >long.jsonl <<'PY'
+import math
+for s in range(1, 30001):
+    loss = "null" if s == 12345 else "%.6f" % (2 / math.sqrt(s) + 0.1 * ((s * 7919) % 13) / 13)
+    print('{"step": %d, "loss": %s, "accuracy": %.4f, "lr": 0.01, "samples_per_s": %d}' % (s, loss, 1 - 1 / s, 900 + s % 97))
+PY
+expect 0 "plot: wrote long.png: 4 panels over 30000 records (steps 1 to 30000); " "$DTRAIN" plot long.jsonl
+drawn=$(sed -n 's/.*; \([0-9]*\) of them drawn: the first, last, lowest and highest of each series in each of 2000 step ranges$/\1/p' "$tmp/out")
+[ -n "$drawn" ] && [ "$drawn" -ge 4000 ] && [ "$drawn" -le 16000 ] && [ "$(png_size long.png)" = "$(size_for 4)" ] &&
+    ok "long.jsonl: $drawn of 30000 records drawn, a PNG of $(size_for 4)" || { bad "long.jsonl: drawn '$drawn'"; cat "$tmp/out"; }
 ls "$tmp" | grep -q '\.tmp-' && bad "a temporary file was left: $(ls "$tmp")" || ok "no temporary file left behind"
 finish
