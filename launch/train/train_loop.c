@@ -146,6 +146,8 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, int 
     /* The progress line gives way to the lines below (the next step redraws it). */
     progress_clear(&r->prog);
     if (!isfinite(mean_loss)) {
+        /* The interval that diverged is the record a plot of the run most needs: its loss is null. */
+        if (r->rank == 0) train_report_record(r, &rec);
         /* fabs: glibc prints a NaN with its sign bit as "-nan", which reads as a value. */
         const double shown = isnan(mean_loss) ? fabs(mean_loss) : mean_loss;
         /* In fp16 the forward pass itself can overflow (65504 is fp16's largest value): the loss

@@ -124,12 +124,17 @@ void train_report_interval(train_run *r, const metrics_record *rec, long logged,
         fputs(eval_line, stdout);
         fflush(stdout);
     }
+    train_report_record(r, rec);
+}
+
+void train_report_record(train_run *r, const metrics_record *rec)
+{
     if (r->metrics && metrics_write(r->metrics, rec) != 0) {
         /* The metrics are a record of the training, not the training: a full disk there costs
          * the records from here on, never the steps (nor, at several ranks, the job). */
         snprintf(r->metrics_why, sizeof r->metrics_why, "%s", strerror(errno));
         r->metrics_lost = rec->step;
-        fclose(r->metrics); /* fails too (the same write): the file is given up either way */
+        fclose(r->metrics); /* given up: metrics_write cut off what it wrote of this record */
         r->metrics = NULL;
         fprintf(stderr,
                 "dtrain: warning: writing --metrics %s failed: %s; training goes on without it: the records from "

@@ -168,6 +168,9 @@ void train_report_data(const train_run *r);
  * the step from which records are missing, closes the file and writes no more records
  * (r->metrics_lost), and the run goes on. */
 void train_report_interval(train_run *r, const metrics_record *rec, long logged, const char *eval_line);
+/* The record alone to --metrics (when rank 0 has the file), with train_report_interval's handling
+ * of a write that fails: for an interval whose step line is not printed (a loss that became NaN). */
+void train_report_record(train_run *r, const metrics_record *rec);
 /* Rank 0, at the end of a run whose --metrics lost records (r->metrics_lost): the warning again,
  * after the last lines, where it is seen. Nothing otherwise. */
 void train_report_metrics_lost(const train_run *r);

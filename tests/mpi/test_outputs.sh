@@ -237,6 +237,22 @@ else
     bad "fp16 overflow metrics are not valid JSON or lost the scale's digits: $(head -1 inf.jsonl)"
 fi
 expect 0 "plot: wrote inf.png: 5 panels over 3 records" "$DTRAIN" plot inf.jsonl
+# A loss that diverges ends the run, and the interval it did so in is the file's last record, its
+# loss null: the file shows where the run went wrong, not only the intervals before.
+expect 1 "the loss became" "$DTRAIN" train --model fc:64,relu,fc:10 --input 32 --steps 40 --lr 900 --log-every 10 \
+    --metrics nan.jsonl
+nan_step=$(sed -n 's/.*the loss became .* at step \([0-9]*\):.*/\1/p' "$tmp/out")
+if python3 - nan.jsonl "$nan_step" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert rows[-1]["step"] == int(sys.argv[2]) and rows[-1]["loss"] is None, rows[-1]
+assert all(r["loss"] is not None for r in rows[:-1]), rows
+PY
+then
+    ok "a diverged run's metrics end with its last interval, loss null (step $nan_step)"
+else
+    bad "a diverged run's metrics do not end with the step the loss became NaN ($nan_step): $(tail -1 nan.jsonl)"
+fi
 # A checkpoint's save (slowed to 1 s by the test hook) is no step's time: not in the record after it.
 DTRAIN_TEST_SLOW_CKPT=1 "$DTRAIN" train $run --steps 4 --checkpoint-dir ckt --checkpoint-every 2 --metrics ckt.jsonl \
     >/dev/null 2>&1
