@@ -92,7 +92,6 @@ static int eval_handle(int val, const char *arg, void *ud)
     return EXIT_USAGE;
 }
 
-/* The figures, as rank 0 prints them: totals, per class, and the matrix for up to 20 classes. */
 /* Before dt_init: what eval cannot go without. */
 static int eval_check(dt_config *cfg, void *ud)
 {
@@ -123,32 +122,96 @@ static int eval_check(dt_config *cfg, void *ud)
     return EXIT_OK;
 }
 
-static void print_result(const eval_opts *e, const dt_dataset *d, long step, const dt_eval_result *r, int K)
+/* Up to 20 classes every class's figures are printed, and the matrix; more would be a line of
+ * thousands of characters and a matrix no terminal shows, so the classes that need a look are
+ * picked instead: the EVAL_WORST lowest accuracies and the EVAL_WORST largest confusions. */
+#define EVAL_PRINT_ALL 20
+#define EVAL_WORST 10
+
+/* Inserts (key, a, b) into the n-long list best (at most EVAL_WORST, sorted by key, highest first
+ * when high, else lowest; ties keep the order met, the lower class first). */
+typedef struct eval_pick {
+    double key;
+    int a, b;
+} eval_pick;
+
+static void pick_insert(eval_pick *best, int *n, int high, double key, int a, int b)
 {
-    printf("dtrain eval: %s (%s split%s), checkpoint of step %ld in %s\n", e->data,
-           e->holdout > 0 ? "the --holdout part of the train" : e->split, e->holdout > 0 ? "" : "", step, e->ckpt_dir);
-    printf("accuracy %.4f (%ld of %ld correct), mean loss %.4f\n", r->count ? (double)r->correct / r->count : 0,
-           r->correct, r->count, r->count ? r->loss_sum / (double)r->count : 0);
-    printf("per class (accuracy, samples):");
+    int at = *n;
+    while (at > 0 && (high ? key > best[at - 1].key : key < best[at - 1].key)) at--;
+    if (at >= EVAL_WORST) return;
+    if (*n < EVAL_WORST) (*n)++;
+    memmove(best + at + 1, best + at, (size_t)(*n - 1 - at) * sizeof *best);
+    best[at] = (eval_pick){key, a, b};
+}
+
+/* Over EVAL_PRINT_ALL classes: the mean of the per-class accuracies, the classes with the lowest,
+ * and the largest off-diagonal counts of the matrix (which class is taken for which). */
+static void print_summary(const dt_eval_result *r, int K)
+{
+    eval_pick low[EVAL_WORST], conf[EVAL_WORST];
+    int nlow = 0, nconf = 0, seen = 0, none_right = 0;
+    long off = 0;
+    double mean = 0;
     for (int k = 0; k < K; k++) {
         if (!r->class_count[k]) continue;
-        printf("%s %d: %.3f (%ld)", k ? "," : "", k, (double)r->class_correct[k] / r->class_count[k],
+        const double acc = (double)r->class_correct[k] / r->class_count[k];
+        mean += acc, seen++, none_right += !r->class_correct[k];
+        pick_insert(low, &nlow, 0, acc, k, 0);
+    }
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++) {
+            const long c = r->confusion[(size_t)i * K + j];
+            if (i == j || !c) continue;
+            off++;
+            pick_insert(conf, &nconf, 1, (double)c, i, j);
+        }
+    printf("per class: %d of the %d classes have samples, mean accuracy over them %.4f, %d with none right; the %d "
+           "lowest (class: accuracy (samples)):",
+           seen, K, seen ? mean / seen : 0, none_right, nlow);
+    for (int i = 0; i < nlow; i++)
+        printf("%s %d: %.3f (%ld)", i ? "," : "", low[i].a, low[i].key, r->class_count[low[i].a]);
+    printf("\n");
+    if (!nconf) {
+        printf("confusions: none, every sample's prediction is its class\n");
+        return;
+    }
+    printf("confusions: %ld (true, predicted) pairs of classes have some; the %d largest (true -> predicted: "
+           "samples):",
+           off, nconf);
+    for (int i = 0; i < nconf; i++) printf("%s %d -> %d: %.0f", i ? "," : "", conf[i].a, conf[i].b, conf[i].key);
+    printf("\n");
+}
+
+/* The figures, as rank 0 prints them: totals, per class, and the matrix for up to 20 classes. */
+static void print_result(const eval_opts *e, long step, const dt_eval_result *r, int K)
+{
+    printf("dtrain eval: %s (%s split), checkpoint of step %ld in %s\n", e->data,
+           e->holdout > 0 ? "the --holdout part of the train" : e->split, step, e->ckpt_dir);
+    printf("accuracy %.4f (%ld of %ld correct), mean loss %.4f\n", r->count ? (double)r->correct / r->count : 0,
+           r->correct, r->count, r->count ? r->loss_sum / (double)r->count : 0);
+    if (K > EVAL_PRINT_ALL) {
+        print_summary(r, K);
+        if (!e->confusion_csv)
+            printf("confusion matrix: %d classes, too many to print: --confusion-csv FILE writes it\n", K);
+        return;
+    }
+    printf("per class (accuracy, samples):");
+    for (int k = 0, first = 1; k < K; k++) {
+        if (!r->class_count[k]) continue;
+        printf("%s %d: %.3f (%ld)", first ? "" : ",", k, (double)r->class_correct[k] / r->class_count[k],
                r->class_count[k]);
+        first = 0;
     }
     printf("\n");
-    if (K <= 20) {
-        printf("confusion matrix (row: true class, column: predicted):\n      ");
-        for (int k = 0; k < K; k++) printf(" %6d", k);
+    printf("confusion matrix (row: true class, column: predicted):\n      ");
+    for (int k = 0; k < K; k++) printf(" %6d", k);
+    printf("\n");
+    for (int i = 0; i < K; i++) {
+        printf("%6d", i);
+        for (int j = 0; j < K; j++) printf(" %6ld", r->confusion[(size_t)i * K + j]);
         printf("\n");
-        for (int i = 0; i < K; i++) {
-            printf("%6d", i);
-            for (int j = 0; j < K; j++) printf(" %6ld", r->confusion[(size_t)i * K + j]);
-            printf("\n");
-        }
-    } else if (!e->confusion_csv) {
-        printf("confusion matrix: %d classes, too many to print: --confusion-csv FILE writes it\n", K);
     }
-    (void)d;
 }
 
 /* The matrix as CSV at path, built in memory and written atomically: a full disk or a crash leaves
@@ -344,7 +407,7 @@ int cmd_eval(int argc, char **argv)
     }
     if ((s = dt_evaluate(ctx, m, d, e.batch, threads, &r))) goto fail;
     if (dt_rank(ctx) == 0) {
-        print_result(&e, d, step, &r, K);
+        print_result(&e, step, &r, K);
         if (e.confusion_csv && (rc = write_csv(e.confusion_csv, &r, K))) goto fail_quiet;
         fflush(stdout);
     }

@@ -89,6 +89,33 @@ fi
 grep -q "$(grep '^accuracy' "$tmp/eval1" | sed 's/accuracy \([0-9.]*\) (\([0-9]*\) of.*/acc \1  (\2 of 500 correct/')" "$tmp/out" &&
     ok "training's last eval line equals dtrain eval's" || { bad "train vs eval figures"; grep "^eval" "$tmp/out"; cat "$tmp/eval1"; }
 
+# --- Over 20 classes, eval prints no line of every class (at 1000 it ran to 17 KB) and no matrix: the
+# mean of the classes' accuracies, the 10 lowest and the 10 largest confusions, the same at 1 and 2 ranks.
+python3 - "$tmp/k40" <<'PY'
+import os, random, struct, sys
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+rng = random.Random(7)
+for prefix, n in (("train", 400), ("t10k", 301)):
+    ys = [rng.randrange(40) for _ in range(n)]
+    px = bytes(min(255, y * 6 + rng.randrange(40)) for y in ys for _ in range(64))
+    for kind, dims, data in (("images-idx3", (n, 8, 8), px), ("labels-idx1", (n,), bytes(ys))):
+        with open(os.path.join(d, "%s-%s-ubyte" % (prefix, kind)), "wb") as f:
+            f.write(struct.pack(">BBBB", 0, 0, 8, len(dims)) + b"".join(struct.pack(">I", x) for x in dims) + data)
+PY
+run 1 train --data "$tmp/k40" --model fc:40 --steps 8 --batch 50 --checkpoint-dir "$tmp/ck40" --quiet >/dev/null 2>&1
+for np in 1 2; do
+    run $np eval --data "$tmp/k40" --model fc:40 --checkpoint-dir "$tmp/ck40" --batch 64 >"$tmp/e40.$np" 2>&1
+done
+if grep -q "^per class: [0-9]* of the 40 classes have samples, mean accuracy over them 0\.[0-9]*, [0-9]* with none right; the 10 lowest (class: accuracy (samples)): [0-9]*: [0-9.]* ([0-9]*)\(, [0-9]*: [0-9.]* ([0-9]*)\)\{9\}$" "$tmp/e40.1" &&
+    grep -q "^confusions: [0-9]* (true, predicted) pairs of classes have some; the 10 largest (true -> predicted: samples): [0-9]* -> [0-9]*: [0-9]*\(, [0-9]* -> [0-9]*: [0-9]*\)\{9\}$" "$tmp/e40.1" &&
+    grep -q "^confusion matrix: 40 classes, too many to print" "$tmp/e40.1" && grep -q "of 301 correct" "$tmp/e40.1" &&
+    [ "$(awk 'length > 400' "$tmp/e40.1")" = "" ] && cmp -s "$tmp/e40.1" "$tmp/e40.2"; then
+    ok "eval of 40 classes: the lowest classes and largest confusions, no line over 400 characters, the same at 2 ranks"
+else
+    bad "eval of 40 classes"; cat "$tmp/e40.1" "$tmp/e40.2"
+fi
+
 # --- --holdout keeps a fixed share aside; dtrain eval --holdout evaluates that same share.
 expect 0 "held-out: 300 samples from --holdout 0.1 of $tmp/hard/train-images-idx3-ubyte" \
     run 1 train --data "$tmp/hard/train-images-idx3-ubyte" --holdout 0.1 --batch 32 --steps 5
