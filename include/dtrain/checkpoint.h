@@ -27,9 +27,14 @@
 #define DT_CKPT_NAME_MAX 63
 /** The most sections one checkpoint may hold. */
 #define DT_CKPT_MAX_SECTIONS 65536
-/** The largest blob one rank may add to a per-rank section (64 MiB): per-rank sections are for
- *  small state such as an RNG or a data position. */
+/** The largest blob one rank may add to a per-rank section (64 MiB, a size_t): per-rank sections
+ *  are for small state such as an RNG or a data position. C++ gets a static_cast so that programs
+ *  built with -Wold-style-cast -Werror can use it; the value and type are the same. */
+#ifdef __cplusplus
+#define DT_CKPT_PER_RANK_MAX (static_cast<size_t>(64) << 20)
+#else
 #define DT_CKPT_PER_RANK_MAX ((size_t)64 << 20)
+#endif
 
 /** A checkpoint being written: from dt_ckpt_begin to dt_ckpt_commit or dt_ckpt_discard. */
 typedef struct dt_ckpt_writer dt_ckpt_writer;

@@ -2,7 +2,9 @@
 # The public headers in the languages docs/library-guide.md promises: <dtrain.h> compiles cleanly
 # as C99 and C11 with -pedantic-errors and as C++11 and C++17 with -pedantic -Werror; and a part
 # header included on its own (include/dtrain/*.h) gives the one #error that says to include
-# <dtrain.h>, not that error followed by a cascade of unknown types.
+# <dtrain.h>, not that error followed by a cascade of unknown types. The probe expands every public
+# object-like DT_ macro (a macro's body is only checked where it is used), and the C++ builds add
+# -Wold-style-cast, which C++ projects often hold to with -Werror.
 # Usage: test_headers.sh SOURCE_DIR C_COMPILER [CXX_COMPILER]
 set -uo pipefail
 src=$1 cc=$2 cxx=${3:-}
@@ -10,7 +12,16 @@ inc=$src/include
 fails=0
 tmp=$(mktemp -d /tmp/dtrain-headers.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-printf '#include <dtrain.h>\nint dtrain_probe(void) { return DT_VERSION_CODE + (int)sizeof(dt_config); }\n' >"$tmp/h.c"
+# Object-like macros only (a name then a space): DT_API is an attribute, not a value.
+macros=$(sed -n 's/^#define \(DT_[A-Z0-9_]*\) .*/\1/p' "$inc"/dtrain.h "$inc"/dtrain/*.h | grep -vx 'DT_API' | sort -u)
+if [ -z "$macros" ]; then echo "FAIL: no #define DT_ found in $inc"; exit 1; fi
+{
+    printf '#include <dtrain.h>\nunsigned long long dtrain_probe(void) { return DT_VERSION_CODE + sizeof(dt_config); }\n'
+    printf 'unsigned long long dtrain_macros(void) {\n'
+    printf '    unsigned long long s = 0;\n'
+    printf '    s += %s;\n' $macros
+    printf '    return s;\n}\n'
+} >"$tmp/h.c"
 cp "$tmp/h.c" "$tmp/h.cpp"
 try() { # DESCRIPTION COMMAND...
     local what=$1; shift
@@ -22,7 +33,8 @@ done
 [ -z "$cxx" ] && cxx=$(command -v c++ || command -v g++ || command -v clang++)
 if [ -n "$cxx" ]; then
     for std in c++11 c++17; do
-        try "<dtrain.h> as $std -pedantic -Werror" "$cxx" -std=$std -pedantic -Wall -Wextra -Werror -I"$inc" -c "$tmp/h.cpp" -o /dev/null
+        try "<dtrain.h> as $std -pedantic -Wold-style-cast -Werror" "$cxx" -std=$std -pedantic -Wall -Wextra \
+            -Wold-style-cast -Werror -I"$inc" -c "$tmp/h.cpp" -o /dev/null
     done
 else
     echo "note: no C++ compiler: the C++ checks are left out"
