@@ -406,6 +406,13 @@ dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, dt_all
     return DT_OK;
 }
 
+int engine_mpi_finalized(void)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    return finalized;
+}
+
 void engine_destroy(engine *e)
 {
     if (!e) return;
@@ -431,7 +438,7 @@ void engine_destroy(engine *e)
     free(e->scratch_n);
     free(e->scratch16);
     free(e->scratch16_n);
-    if (e->comm != MPI_COMM_NULL) MPI_Comm_free(&e->comm);
+    if (e->comm != MPI_COMM_NULL && !engine_mpi_finalized()) MPI_Comm_free(&e->comm);
     free(e);
 }
 

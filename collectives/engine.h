@@ -37,7 +37,9 @@ dt_status engine_create(MPI_Comm world, double timeout_s, int use_thread, dt_all
  * engine_connect: collective over world: the duplicate communicator, by a nonblocking MPI_Comm_idup
  * polled under timeout_s (a rank that never comes: the job is aborted, as by the watchdog), then
  * the topology and the thread; after the duplicate nothing fails on one rank alone. DT_ERR_MPI.
- * engine_destroy frees a prepared engine, connected or not. */
+ * engine_destroy frees a prepared engine, connected or not; after MPI_Finalize (a program that
+ * finalized MPI before freeing its reducer) it frees the memory only: MPI_Comm_free then would
+ * make MPI end the job, and engine_mpi_finalized tells its callers to skip their own waits. */
 dt_status engine_prepare(MPI_Comm world, double timeout_s, int use_thread, dt_allreduce_algo algo, engine **out);
 dt_status engine_connect(engine *e, MPI_Comm world);
 
@@ -51,6 +53,7 @@ void engine_set_chain(engine *e, size_t seg_elems, size_t min_bytes);
  * MPI_Allreduce) or "none" (one rank); for reports. */
 const char *engine_algo_name(const engine *e, size_t count);
 void engine_destroy(engine *e);
+int engine_mpi_finalized(void);
 
 /* Starts the in-place fp32 allreduce (sum, or average when op is DT_AVG) of buf[0..count);
  * `bucket` names it in watchdog messages (and keys its scratch memory). `wire` is the type sent

@@ -201,7 +201,9 @@ dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const dt_ran
 void dt_reducer_free(dt_reducer *r)
 {
     if (!r) return;
-    if (r->in_flight) (void)reducer_discard_step(r);
+    /* After the program's MPI_Finalize the engine's requests can no longer be waited for (MPI
+     * would end the job): the memory is released and MPI is left alone. */
+    if (r->in_flight && !(r->eng && engine_mpi_finalized())) (void)reducer_discard_step(r);
     if (r->eng) engine_destroy(r->eng);
     if (r->dev_be) r->dev_be->ops->free(r->dev_be, r->wire16);
     bucket_plan_free(&r->plan);

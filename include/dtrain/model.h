@@ -41,7 +41,8 @@ typedef struct dt_model dt_model;
 DT_API dt_status dt_model_create(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed, int max_batch,
                                  dt_model **out);
 /** Lets gradient allreduces still in flight finish, then frees everything. Collective when the model
- * has a communication engine (world > 1). NULL is a no-op.
+ * has a communication engine (world > 1). NULL is a no-op. After the program's own MPI_Finalize
+ * (free before it) it frees the memory only, as dt_reducer_free does.
  *
  * The calls below that return a value rather than a dt_status take a NULL model and return 0, NULL,
  * -1 or the default their comment names; the void ones do nothing with it (leaving zeros in their

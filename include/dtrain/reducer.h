@@ -117,7 +117,8 @@ DT_API dt_status dt_reducer_create(dt_ctx *ctx, void *grads, size_t count, const
 
 /** Waits for the allreduces still in flight (their errors are dropped: free after a failed wait
  *  if you must) and frees the reducer and its communicator. Not the caller's buffer. Collective.
- *  NULL is a no-op. */
+ *  NULL is a no-op. After the program's own MPI_Finalize (free before it) it frees the memory
+ *  only and makes no MPI call, which would end the job; a step must not be in flight then. */
 DT_API void dt_reducer_free(dt_reducer *r);
 
 /**

@@ -17,7 +17,8 @@
  * a short result). Mode "user-mpi": when the caller initialised MPI, dt_init leaves the handler of
  * MPI_COMM_WORLD as the caller set it, a second context may be made after dt_finalize, and a
  * dt_finalize after the caller's MPI_Finalize is refused with DT_ERR_MPI (it used to free its
- * communicators, and MPI ended the job).
+ * communicators, and MPI ended the job); dt_reducer_free and dt_model_free after it release their
+ * memory without MPI calls (they too used to end the job).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "mpi_check.h"
@@ -173,9 +174,20 @@ int main(int argc, char **argv)
         /* The caller's MPI lives on: a second context may be made on it. */
         ctx = NULL;
         CHECK(dt_init(&cfg, &ctx) == DT_OK && ctx, "dt_init after dt_finalize on the caller's MPI");
+        /* A model and a reducer still alive when the caller finalizes MPI: their frees release
+         * the memory and skip the communicators' MPI calls (MPI would end the job). */
+        dt_model *m = NULL;
+        dt_reducer *r = NULL;
+        static float g[64];
+        if (ctx) {
+            CHECK(dt_model_create(ctx, "fc:4", "8", 1, 2, &m) == DT_OK, "dt_model_create");
+            CHECK(dt_reducer_create(ctx, g, 64, NULL, 0, NULL, &r) == DT_OK, "dt_reducer_create");
+        }
         /* The caller finalizing MPI first: dt_finalize refuses (freeing the communicators now would
          * make MPI end the job) and names the order, and the process goes on to exit 0. */
         MPI_Finalize();
+        dt_reducer_free(r);
+        dt_model_free(m);
         if (ctx) {
             dt_status s = dt_finalize(ctx);
             CHECK(s == DT_ERR_MPI && says("MPI_Finalize ran before dt_finalize") &&
