@@ -299,6 +299,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
     if ((s = dt_model_shard_optimizer(r->m, r->opt))) return setup_error(r, s, "while sharding the optimizer state");
     if (r->sc) dt_model_set_nonfinite_check(r->m, DT_NONFINITE_CHECK_AT_RISK);
     if (r->rank == 0 && !t->quiet) train_report_start(r);
+    train_report_wire(r);
 
     if (t->resume) {
         if ((s = train_ckpt_resume(r))) return train_status_error(s);

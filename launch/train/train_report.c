@@ -154,6 +154,18 @@ void train_report_metrics_lost(const train_run *r)
     fflush(stderr);
 }
 
+void train_report_wire(const train_run *r)
+{
+    /* fp16 rounds what is below 3e-8 to 0 (and keeps fewer bits below 6e-5) and what is above
+     * 65504 to inf: late-training gradients of fp32 runs fall below it. A scaler (--loss-scale, or fp16's own) lifts them before the wire and catches an
+     * overflow after it; bf16 has fp32's range. One rank sends nothing. */
+    if (r->world == 1 || r->grad_t != DT_F32 || r->t.sync.grad_comm != DT_F16 || r->sc) return;
+    log_msg0(LOG_LEVEL_WARN,
+             "--grad-comm fp16 sends fp32 gradients as fp16 with no loss scaler: those below 3e-8 become 0 on the "
+             "wire (and above 65504 inf); use --grad-comm bf16 (fp32's range), or add --loss-scale dynamic, or "
+             "--precision fp16 (scaled by default)");
+}
+
 void train_report_step_overlap(const train_run *r)
 {
     if (r->t.step_overlap != DT_STEP_OVERLAP_ON || dt_model_step_overlapped(r->m) == DT_STEP_OVERLAP_ON) return;

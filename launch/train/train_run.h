@@ -177,6 +177,9 @@ void train_report_metrics_lost(const train_run *r);
 /* A straggler found in an interval (rank 0, after the step line): the straggler line and, on the
  * interval that makes its streak STRAGGLER_PERSIST long, a WARN line naming it. */
 void train_report_straggler(const train_run *r, const straggler_verdict *v);
+/* Before the first step, under --quiet too: a WARN on rank 0 when fp32 gradients cross ranks as
+ * fp16 with no loss scaler (--precision fp32 --grad-comm fp16), where the small ones round to zero. */
+void train_report_wire(const train_run *r);
 /* After the first step: a WARN on rank 0 when --step-overlap 1 was asked for and the step ran after
  * backward (a setting that needs the whole gradient kept it there), rather than ignoring it. */
 void train_report_step_overlap(const train_run *r);

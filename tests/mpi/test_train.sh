@@ -74,8 +74,19 @@ for np in 2 4; do
         train $np $common --bucket-mb 0.000001 --first-bucket-mb 0.000001 --dump-params "$tmp/b16" || bad "$wire buckets failed"
         out=$("$CMP" "$tmp/b16" "$tmp/w16" exact) && ok "--grad-comm $wire, $np ranks: per-layer buckets == whole buffer: $out" || bad "--grad-comm $wire, $np ranks: $out"
         grep -q "$wire on the wire" "$tmp/log" && ok "--grad-comm $wire reported" || bad "--grad-comm $wire not reported"
+        # fp16 without a loss scaler rounds small fp32 gradients to 0 on the wire: said at start.
+        w=$(grep -c "WARN --grad-comm fp16 sends fp32 gradients as fp16 with no loss scaler" "$tmp/log")
+        want=0; [ $wire = fp16 ] && want=1
+        [ "$w" = $want ] && ok "--grad-comm $wire, $np ranks: $w underflow warning(s)" || bad "--grad-comm $wire: $w underflow warnings, not $want"
     done
 done
+# A loss scaler lifts the gradients before the fp16 wire: no warning then.
+if train 2 --model mlp --steps 1 --batch 4 --grad-comm fp16 --loss-scale dynamic; then
+    ! grep -q "WARN --grad-comm fp16" "$tmp/log" && ok "--grad-comm fp16 with --loss-scale dynamic: no warning" ||
+        bad "--grad-comm fp16 with --loss-scale dynamic warned: $(grep WARN "$tmp/log")"
+else
+    bad "--grad-comm fp16 --loss-scale dynamic failed"
+fi
 expect 2 "--grad-comm 'fp8'" "$DTRAIN" train --grad-comm fp8
 
 # The pipelined chain (DTRAIN_ALLREDUCE=chain: what crosses nodes) gives the direct algorithm's
