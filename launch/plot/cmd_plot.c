@@ -64,6 +64,39 @@ static void panel_range(const plot_data *d, const struct panel *pn, unsigned m, 
     }
 }
 
+/* A step between two records wider than this many logging intervals (the median step between
+ * records) is a stretch the file has no records of: a run resumed from an older checkpoint, records
+ * lost to a full disk. The curves break there (an empty line in gnuplot's data ends a line)
+ * instead of drawing a straight line across it as if it had been measured. */
+#define PLOT_GAP_INTERVALS 3
+
+static int cmp_long(const void *a, const void *b)
+{
+    const long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Marks in gap[] the rows that come after such a gap. Returns how many, with the first row after
+ * one in *first; -1 when memory ran out. */
+static long find_gaps(const plot_data *d, unsigned char *gap, size_t *first)
+{
+    memset(gap, 0, d->n);
+    if (d->n < 3) return 0; /* one step between records: it is the interval */
+    long *diff = malloc((d->n - 1) * sizeof *diff);
+    if (!diff) return -1;
+    for (size_t r = 1; r < d->n; r++) diff[r - 1] = d->rows[r].step - d->rows[r - 1].step;
+    qsort(diff, d->n - 1, sizeof *diff, cmp_long);
+    const long interval = diff[(d->n - 2) / 2];
+    free(diff);
+    long count = 0;
+    for (size_t r = 1; r < d->n; r++)
+        if ((double)(d->rows[r].step - d->rows[r - 1].step) > PLOT_GAP_INTERVALS * (double)interval) {
+            if (!count++) *first = r;
+            gap[r] = 1;
+        }
+    return count;
+}
+
 /* Above this many records a plot draws a subset (pick_rows): more points than pixels only slow
  * gnuplot down, and its cairo terminal badly (200000 records: 28 s, against 1.5 s for 50000). */
 #define PLOT_RANGES 2000 /* step ranges: over twice the ~750 pixel columns of a panel */
@@ -73,8 +106,9 @@ static void panel_range(const plot_data *d, const struct panel *pn, unsigned m, 
  * of PLOT_RANGES equal ranges of steps, its first and last rows, and the rows with each series'
  * lowest and highest finite value there, so each curve keeps its exact envelope and shape at the
  * panel's resolution (what "M4" aggregation keeps). A row with a non-finite value (a gap in its
- * series) is always drawn, so no gap closes up. */
-static size_t pick_rows(const plot_data *d, unsigned char *keep)
+ * series) is always drawn, so no gap closes up, and so are the two rows either side of a gap in
+ * the steps (gap[], find_gaps), where the curves end and start again. */
+static size_t pick_rows(const plot_data *d, const unsigned char *gap, unsigned char *keep)
 {
     memset(keep, d->n < PLOT_ALL_BELOW, d->n);
     if (d->n < PLOT_ALL_BELOW) return d->n;
@@ -99,14 +133,18 @@ static size_t pick_rows(const plot_data *d, unsigned char *keep)
             }
             if (lo != SIZE_MAX) keep[lo] = keep[hi] = 1;
         }
-        for (size_t k = r; k < e; k++) kept += keep[k];
     }
+    for (size_t k = 1; k < d->n; k++)
+        if (gap[k]) keep[k - 1] = keep[k] = 1;
+    for (size_t k = 0; k < d->n; k++) kept += keep[k];
     return kept;
 }
 
 /* The gnuplot script drawing d's panels (those with a drawable series; loss scale only for a
- * mixed-precision run) into tmp. Returns the number of panels. */
-static int write_script(FILE *f, const plot_data *d, const unsigned char *keep, const char *metrics, const char *tmp)
+ * mixed-precision run) into tmp, the rows in keep[] with an empty line before each gap[] row.
+ * Returns the number of panels. */
+static int write_script(FILE *f, const plot_data *d, const unsigned char *keep, const unsigned char *gap,
+                        const char *metrics, const char *tmp)
 {
     const unsigned m = drawable(d);
     int show[NPANELS], count = 0;
@@ -121,6 +159,7 @@ static int write_script(FILE *f, const plot_data *d, const unsigned char *keep, 
     fprintf(f, "$D << EOD\n");
     for (size_t r = 0; r < d->n; r++) {
         if (!keep[r]) continue;
+        if (gap[r]) fputc('\n', f); /* kept by pick_rows, as is the row before it */
         fprintf(f, "%ld", d->rows[r].step);
         for (int i = 0; i < PLOT_NCOL; i++) {
             const double v = d->rows[r].v[i];
@@ -251,7 +290,7 @@ int cmd_plot(int argc, char **argv)
     int rc = EXIT_FAIL;
     char exe[4200], tmp[4300];
     char *script = NULL;
-    unsigned char *keep = NULL; /* the rows drawn */
+    unsigned char *keep = NULL; /* the rows drawn, then (keep + d.n) those after a gap */
     size_t len = 0;
     if (gnuplot_find(exe, sizeof exe) != 0) {
         cli_error("plot: gnuplot is not on PATH: install it (Debian/Ubuntu: apt-get install gnuplot-nox)");
@@ -262,12 +301,16 @@ int cmd_plot(int argc, char **argv)
         goto done;
     }
     FILE *f = NULL;
-    if (!(keep = malloc(d.n)) || !(f = open_memstream(&script, &len))) {
+    size_t first_gap = 0;
+    long gaps = -1;
+    if (!(keep = malloc(2 * d.n)) || (gaps = find_gaps(&d, keep + d.n, &first_gap)) < 0 ||
+        !(f = open_memstream(&script, &len))) {
         cli_error("plot: out of memory");
         goto done;
     }
-    const size_t drawn = pick_rows(&d, keep);
-    const int count = write_script(f, &d, keep, metrics, tmp);
+    const unsigned char *gap = keep + d.n;
+    const size_t drawn = pick_rows(&d, gap, keep);
+    const int count = write_script(f, &d, keep, gap, metrics, tmp);
     if (fclose(f) != 0) {
         cli_error("plot: out of memory");
         goto done;
@@ -296,6 +339,9 @@ int cmd_plot(int argc, char **argv)
     if (drawn < d.n)
         printf("; %zu of them drawn: the first, last, lowest and highest of each series in each of %d step ranges",
                drawn, PLOT_RANGES);
+    if (gaps)
+        printf("; the curves break at %ld gap%s in the steps (%sfrom %ld to %ld)", gaps, cli_s(gaps),
+               gaps > 1 ? "the first " : "", d.rows[first_gap - 1].step, d.rows[first_gap].step);
     printf("\n");
     rc = EXIT_OK;
 done:

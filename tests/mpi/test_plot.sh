@@ -99,6 +99,35 @@ expect 1 "is not a PNG; not replacing $tmp/good.png" env PATH="$tmp/fakebin:$PAT
 ls "$tmp" | grep -q '\.tmp-' && bad "a temporary file was left: $(ls "$tmp")" || ok "no temporary file left behind"
 [ ! -e "$tmp/good.png" ] && ok "failed plots wrote no good.png" || bad "a failed plot wrote good.png"
 
+# Gaps in the steps (a run resumed from an older checkpoint: records to step 500, then from 1000)
+# break the curves: an empty line in gnuplot's data before the first record after the gap, and
+# nowhere else; the script is caught by a gnuplot that keeps its input.
+printf '#!/bin/sh\ncat >"%s"\nexit 3\n' "$tmp/script.gp" >"$tmp/fakebin/gnuplot"
+data_breaks() { # METRICS: the data rows either side of each empty line of the plot's data, "A|B ..."
+    rm -f "$tmp/script.gp"
+    env PATH="$tmp/fakebin:$PATH" "$DTRAIN" plot "$1" >/dev/null 2>&1
+    sed -n '/^\$D << EOD$/,/^EOD$/p' "$tmp/script.gp" | awk 'NR > 1 && $0 == "" { b = prev; next }
+        b != "" { printf "%s|%s ", b, $1; b = "" } { split($0, f, " "); prev = f[1] }'
+}
+python3 - >"$tmp/gap.jsonl" <<'PY'
+for s in list(range(50, 501, 50)) + list(range(1000, 1501, 50)):
+    ev = ', "eval_loss": 1.5, "eval_accuracy": 0.5' if s % 250 == 0 else ''
+    print('{"step": %d, "loss": %.3f, "accuracy": 0.5, "lr": 0.01%s}' % (s, 2 - s / 1000, ev))
+PY
+got=$(data_breaks "$tmp/gap.jsonl")
+[ "$got" = "500|1000 " ] && ok "a gap from step 500 to 1000 breaks the curves there" || bad "gap.jsonl: breaks '$got', not '500|1000 '"
+# Eval records between the logged steps and a short last interval are no gaps.
+{ for s in 10 20 25 30 40 50 55; do rec $s 2; done; } >"$tmp/nogap.jsonl"
+got=$(data_breaks "$tmp/nogap.jsonl")
+[ -z "$got" ] && ok "steps 10 20 25 30 40 50 55: no break" || bad "nogap.jsonl: breaks '$got'"
+# A file drawn from a subset keeps the records either side of a gap, though neither is the first,
+# last, lowest or highest of its step range (steps 10001 to 10010 here, a constant loss).
+python3 -c 'for s in [s for s in range(1, 20001) if not 10003 < s < 10007]: print("{\"step\": %d, \"loss\": 1}" % s)' \
+    >"$tmp/longgap.jsonl"
+got=$(data_breaks "$tmp/longgap.jsonl")
+[ "$got" = "10003|10007 " ] && ok "19997 records: the gap from 10003 to 10007 breaks the curve" ||
+    bad "longgap.jsonl: breaks '$got', not '10003|10007 '"
+
 if ! command -v gnuplot >/dev/null; then
     echo "gnuplot is not installed (apt-get install gnuplot-nox): skipping the checks that draw"
     [ "$fails" -eq 0 ] || { finish; exit 1; }
@@ -149,6 +178,10 @@ echo '{"step": 3, "loss": 1, "lr": 0}' >one.jsonl
 "$DTRAIN" plot one.jsonl 2>&1 >/dev/null | grep . && bad "plot of one step wrote to stderr (above)" ||
     ok "plot of one step, a zero lr: nothing on stderr"
 [ "$(png_size sep.png)" = "$(size_for 3)" ] && ok "sep.png: $(size_for 3)" || bad "sep.png: $(png_size sep.png)"
+# The gap drawn by gnuplot itself: said on the wrote line, nothing on stderr.
+expect 0 "plot: wrote gap.png: 3 panels over 21 records (steps 50 to 1500); the curves break at 1 gap in the steps (from 500 to 1000)" \
+    "$DTRAIN" plot "$tmp/gap.jsonl" -o gap.png
+[ "$(grep -c . "$tmp/out")" = 1 ] && ok "gap.png: gnuplot had nothing to say" || bad "gap.png: $(cat "$tmp/out")"
 # A file whose series are all nan has nothing to draw.
 echo '{"step": 1, "loss": nan}' >nan.jsonl
 expect 1 "nan.jsonl: no series has a finite value in its 1 step: nothing to draw" "$DTRAIN" plot nan.jsonl
