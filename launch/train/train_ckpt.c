@@ -57,7 +57,8 @@ dt_status train_ckpt_save(train_run *r, long step)
 
 /* The loaded checkpoint's run record against this run's (train_record_check). A record that cannot
  * be read leaves the run unchecked, said: the model state it came with passed every check. */
-static dt_status check_record(dt_ctx *ctx, const char *dir, const train_data *d, long step, long epoch, long offset)
+static dt_status check_record(dt_ctx *ctx, const char *dir, const train_data *d, long step, long epoch, long offset,
+                              int scaler_fresh)
 {
     train_record saved;
     size_t found = 0;
@@ -76,7 +77,7 @@ static dt_status check_record(dt_ctx *ctx, const char *dir, const train_data *d,
                  found, sizeof saved);
         return DT_OK;
     }
-    return train_record_check(&saved, &d->rec, step, epoch, offset);
+    return train_record_check(&saved, &d->rec, step, epoch, offset, scaler_fresh);
 }
 
 dt_status train_ckpt_resume(train_run *r)
@@ -93,7 +94,11 @@ dt_status train_ckpt_resume(train_run *r)
     dt_ckpt_data cd = {.channels = C, .mean = buf, .std = buf + C};
     dt_status s = dt_checkpoint_load_latest(ctx, dir, r->m, r->opt, r->sc, &cd, first_step);
     const int rank0 = dt_rank(ctx) == 0;
-    if (!s && cd.present && *first_step > 0) s = check_record(ctx, dir, d, *first_step, cd.epoch, cd.offset);
+    /* A scaler with no steps counted after a load of step > 0 was restarted by it: the checkpoint
+     * held no state for it (or none this run's settings take), and the load said so. */
+    const int scaler_fresh = r->sc && dt_scaler_updates(r->sc) == 0;
+    if (!s && cd.present && *first_step > 0)
+        s = check_record(ctx, dir, d, *first_step, cd.epoch, cd.offset, scaler_fresh);
     if (!s && cd.present && cd.normalize >= 0) {
         const float *mean, *std;
         const dt_normalize now = dt_dataset_normalization(d->train, &mean, &std);

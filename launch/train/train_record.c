@@ -52,7 +52,8 @@ static dt_status refuse_order(long step, long epoch, long offset, const char *fl
                             step, flag, was, flag, now, at, why, flag, was);
 }
 
-dt_status train_record_check(const train_record *saved, const train_record *now, long step, long epoch, long offset)
+dt_status train_record_check(const train_record *saved, const train_record *now, long step, long epoch, long offset,
+                             int scaler_fresh)
 {
     if (saved->version != TRAIN_RECORD_VERSION) {
         log_msg0(LOG_LEVEL_WARN,
@@ -96,22 +97,27 @@ dt_status train_record_check(const train_record *saved, const train_record *now,
                  "augmentation from here follow the new seed",
                  b, a);
     }
-    if (saved->precision != now->precision)
+    /* A load that restarted this run's loss scaler has said so, and why (ckpt_apply.c): nothing to add. */
+    if (saved->precision != now->precision && !scaler_fresh)
         log_msg0(LOG_LEVEL_WARN,
                  "--resume: the checkpoint's run trained in %s, this one in %s: the fp32 master weights go on%s",
                  precision_name(saved->precision), precision_name(now->precision),
-                 saved->precision == DT_F16 ? "; the fp16 loss scaler's state is not used"
-                 : now->precision == DT_F16 ? "; the loss scaler starts afresh"
-                                            : "");
+                 saved->precision == DT_F16 ? "; the fp16 loss scaler's state is not used" : "");
+    /* The global batch is what the step, the gradient's mean and the learning rate are of: a new
+     * split of the same batch over ranks, --batch and --accum-steps trains as before. */
     const unsigned long long was = (unsigned long long)saved->world * saved->batch * saved->accum,
-                             is = (unsigned long long)now->world * now->batch * now->accum;
-    if (saved->batch != now->batch || saved->accum != now->accum)
+                             is = (unsigned long long)now->world * now->batch * now->accum,
+                             per = (unsigned long long)now->world * now->accum;
+    char keep[96] = "";
+    if (was != is && was % per == 0)
+        snprintf(keep, sizeof keep, "; --batch %llu keeps the global batch of %llu", was / per, was);
+    if (was != is)
         log_msg0(LOG_LEVEL_WARN,
-                 "--resume: the checkpoint's run took %llu samples a step (%u rank%s x --batch %u x "
+                 "--resume: the checkpoint's run had a global batch of %llu samples a step (%u rank%s x --batch %u x "
                  "--accum-steps %u), this one %llu (%u x %u x %u): the data position goes on, and the "
-                 "learning-rate schedule by optimizer steps",
+                 "learning-rate schedule by optimizer steps%s",
                  was, saved->world, saved->world == 1 ? "" : "s", saved->batch, saved->accum, is, now->world,
-                 now->batch, now->accum);
+                 now->batch, now->accum, keep);
     return DT_OK;
 }
 

@@ -2,8 +2,8 @@
  * train_record.h - what a checkpoint of `dtrain train` says about the run that wrote it, beyond
  * the model (train_record.c): the data order (seed, shuffle, samples), the precision and the
  * batch. A resume compares it with its own flags: a different data order mid-epoch would repeat
- * some samples of the epoch and skip others, so it is refused; a changed precision or batch goes
- * on, said in one line each.
+ * some samples of the epoch and skip others, so it is refused; a changed precision or global
+ * batch goes on, said in one line each.
  *
  * Kept in the checkpoint's section TRAIN_RECORD_SECTION (docs/checkpoint-format.md), written in the
  * model's own commit (ckpt_save_model_with). Checkpoints without it (written before it existed, or
@@ -35,12 +35,15 @@ typedef struct train_record {
 void train_record_make(const train_opts *t, int world, const dt_dataset *train, train_record *out);
 
 /* At a resume whose checkpoint (of `step`, data position epoch/offset) holds `saved`: DT_OK when
- * the run may go on, rank 0 saying in one line each what changed; DT_ERR_INVALID_ARG
+ * the run may go on, rank 0 saying in one line each what changed (the batch when the global batch,
+ * ranks x --batch x --accum-steps, did; the precision unless scaler_fresh, 1 when the load
+ * restarted this run's loss scaler and said why); DT_ERR_INVALID_ARG
  * naming the flag, both values and the fix when this run's data order is not the one the position
  * counts in (another --seed, --shuffle or number of training samples, mid-epoch; another --seed
  * for the synthetic data, whose samples it makes). A record of a version this dtrain does not know
  * is said and not compared. The same verdict on every rank (every rank holds the same records). */
-dt_status train_record_check(const train_record *saved, const train_record *now, long step, long epoch, long offset);
+dt_status train_record_check(const train_record *saved, const train_record *now, long step, long epoch, long offset,
+                             int scaler_fresh);
 
 /* At `dtrain eval --holdout F` (arg: F as given) on a train split of n samples, of which the
  * holdout sets `aside` apart: DT_OK when the checkpoint's run (saved, a record of this version from

@@ -158,7 +158,9 @@ dt_status ckpt_apply(const char *path, const ckpt_state *st, dt_model *m, dt_opt
         /* As said, whatever the scaler did before the load (a loop that rolls back mid-run): the
          * ranks take this state from rank 0, each with an empty window. */
         log_msg(LOG_LEVEL_WARN,
-                "checkpoint %s holds no loss-scaler state: the loss scale starts from its initial value", path);
+                "checkpoint %s holds no loss-scaler state (it was saved without one: a run in bf16 or fp32 has "
+                "none): the loss scale starts from its initial value",
+                path);
         scaler_restart(sc);
     }
     if (data) {

@@ -176,9 +176,9 @@ static dt_status load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optim
     /* Weights alone (evaluation) do not care how many ranks trained them. */
     if (found >= 0 && saved_world != world && o)
         log_msg0(LOG_LEVEL_WARN,
-                 "checkpoint of step %ld was written by %d ranks, resuming on %d: the global batch and "
-                 "the data each rank sees change from here%s",
-                 found, saved_world, world,
+                 "checkpoint of step %ld was written by %d rank%s, resuming on %d: each rank reads another "
+                 "share of the data from here%s",
+                 found, saved_world, saved_world == 1 ? "" : "s", world,
                  data && data->present ? " (the epoch goes on from the saved data position: no sample repeated or "
                                          "skipped)"
                                        : "");

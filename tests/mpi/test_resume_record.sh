@@ -3,7 +3,7 @@
 # order that is not the one the saved position counts in (another --seed, --shuffle or training set
 # mid-epoch, another --seed for the synthetic data) is refused before a step, naming both values and
 # the fix, where it would repeat some samples of the epoch and skip others; at an epoch's start a
-# new seed goes on, said; a changed precision or batch goes on, said; --steps below the
+# new seed goes on, said; a changed precision or global batch goes on, said; --steps below the
 # checkpoint's step is refused rather than reported as a negative count.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1
@@ -65,8 +65,23 @@ expect 0 'section "dtrain.run" is damaged (CRC mismatch)): the data order, preci
 fresh
 expect 0 "the checkpoint's run trained in fp32, this one in bf16: the fp32 master weights go on" \
     dt train $D --steps 7 --checkpoint-dir "$tmp/ck" --resume auto --precision bf16 --batch 10
-grep -qF "took 20 samples a step (1 rank x --batch 20 x --accum-steps 1), this one 10 (1 x 10 x 1)" "$tmp/out" &&
-    ok "a changed batch is said" || { bad "batch line"; cat "$tmp/out"; }
+grep -qF "had a global batch of 20 samples a step (1 rank x --batch 20 x --accum-steps 1), this one 10 (1 x 10 x 1): the data position goes on, and the learning-rate schedule by optimizer steps; --batch 20 keeps the global batch of 20" "$tmp/out" &&
+    ok "a changed global batch is said, with the --batch that keeps it" || { bad "batch line"; cat "$tmp/out"; }
+# The same global batch split otherwise (1 x 20 -> 2 x 10, or 1 x 10 x --accum-steps 2) trains as
+# before: no batch line, and the rank count's line claims no change of the global batch.
+fresh
+expect 0 "was written by 1 rank, resuming on 2: each rank reads another share of the data" \
+    timeout 120 "$MPIRUN" -np 2 "$DTRAIN" train $D --steps 7 --batch 10 --checkpoint-dir "$tmp/ck" --resume auto
+grep -qE "samples a step|global batch" "$tmp/out" && { bad "the same global batch said as changed"; cat "$tmp/out"; } ||
+    ok "the same global batch over 2 ranks: no batch line"
+expect 0 "" dt train $D --steps 9 --batch 10 --accum-steps 2 --checkpoint-dir "$tmp/ck" --resume auto
+grep -q -- "--resume:" "$tmp/out" && { bad "the same global batch in 2 micro-steps said"; cat "$tmp/out"; } ||
+    ok "the same global batch in --accum-steps 2: no batch line"
+# bf16 to fp16: the scaler's fresh start said once, with why (no second line of the precision).
+fresh --precision bf16
+expect 0 "holds no loss-scaler state (it was saved without one: a run in bf16 or fp32 has none): the loss scale starts from its initial value" \
+    dt train $D --steps 7 --checkpoint-dir "$tmp/ck" --resume auto --precision fp16
+[ "$(grep -c "WARN" "$tmp/out")" -eq 1 ] && ok "bf16 to fp16: one warning" || { bad "bf16 to fp16 warnings"; cat "$tmp/out"; }
 fresh --precision fp16
 expect 0 "trained in fp16, this one in fp32: the fp32 master weights go on; the fp16 loss scaler's state is not used" \
     dt train $D --steps 7 --checkpoint-dir "$tmp/ck" --resume auto
