@@ -208,14 +208,24 @@ void train_report_end(const train_run *r, int agree, double bad)
     else
         snprintf(ranks, sizeof ranks, "parameters %s on all %d ranks", agree > 0 ? "identical" : "not compared",
                  r->world);
-    /* A resumed run says how many of the steps it ran itself: the time is theirs. */
-    char resumed[96] = "";
-    if (r->first_step > 0)
-        snprintf(resumed, sizeof resumed, " (%ld here, resumed after step %ld)", t->steps - r->first_step,
-                 r->first_step);
-    printf("done: %ld step%s%s in %.2f s, mean %.1f samples/s over %d log interval%s; %s\n", t->steps, cli_s(t->steps),
-           resumed, r->t_end - r->t_start, r->interval_s_sum > 0 ? r->samples_sum / r->interval_s_sum : 0.0,
-           r->intervals, cli_s(r->intervals), ranks);
+    /* A resume at the last step trains nothing: no rate to give, but how to train further. */
+    if (r->first_step > 0 && r->first_step >= t->steps) {
+        const char *flag = t->epochs ? "--epochs" : "--steps";
+        const long n = t->epochs ? t->epochs : t->steps;
+        printf("done: nothing to train: the run had already reached %s %ld (its checkpoint in %s is of step %ld); "
+               "give %s %ld or more to train further; %s\n",
+               flag, n, t->ckpt_dir, r->first_step, flag, n + 1, ranks);
+    } else {
+        /* A resumed run says how many of the steps it ran itself: the time is theirs. */
+        char resumed[96] = "";
+        if (r->first_step > 0)
+            snprintf(resumed, sizeof resumed, " (%ld here, resumed after step %ld)", t->steps - r->first_step,
+                     r->first_step);
+        printf("done: %ld step%s%s in %.2f s, mean %.1f samples/s over %d log interval%s; %s\n", t->steps,
+               cli_s(t->steps), resumed, r->t_end - r->t_start,
+               r->interval_s_sum > 0 ? r->samples_sum / r->interval_s_sum : 0.0, r->intervals, cli_s(r->intervals),
+               ranks);
+    }
     if (t->skip_bad) /* Counted at each read: one bad file read in 3 epochs is 3 replacements, not 3 files. */
         printf("--bad-samples skip: %.0f replacement%s of an undecodable sample by the next one%s\n", bad,
                cli_s((long)bad),

@@ -4,7 +4,8 @@
 # mid-epoch, another --seed for the synthetic data) is refused before a step, naming both values and
 # the fix, where it would repeat some samples of the epoch and skip others; at an epoch's start a
 # new seed goes on, said; a changed precision or global batch goes on, said; --steps below the
-# checkpoint's step is refused rather than reported as a negative count.
+# checkpoint's step is refused rather than reported as a negative count, and --steps or --epochs
+# already reached says so and how to train further.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1
 MPIRUN=$2
@@ -90,7 +91,13 @@ expect 0 "trained in fp16, this one in fp32: the fp32 master weights go on; the 
 fresh
 expect 2 "--steps 3: the checkpoint in $tmp/ck is of step 5, past it, so there is nothing to train" \
     dt train $D --steps 3 --checkpoint-dir "$tmp/ck" --resume auto
-expect 0 "" dt train $D --steps 5 --checkpoint-dir "$tmp/ck" --resume auto
+# At it: nothing to train, said plainly with how to go on (not a rate of 0 samples/s).
+expect 0 "done: nothing to train: the run had already reached --steps 5 (its checkpoint in $tmp/ck is of step 5); give --steps 6 or more to train further" \
+    dt train $D --steps 5 --checkpoint-dir "$tmp/ck" --resume auto
+rm -rf "$tmp/ck"
+dt train $D --epochs 1 --checkpoint-dir "$tmp/ck" >/dev/null 2>&1
+expect 0 "done: nothing to train: the run had already reached --epochs 1 (its checkpoint in $tmp/ck is of step 20); give --epochs 2 or more to train further" \
+    dt train $D --epochs 1 --checkpoint-dir "$tmp/ck" --resume auto
 
 # Two ranks agree on the refusal (each holds the record): both exit, no hang.
 rm -rf "$tmp/ck"
