@@ -266,6 +266,11 @@ int cmd_plot(int argc, char **argv)
     const int args = plot_args(argc, argv, &metrics, &out);
     if (args) return args < 0 ? EXIT_OK : args;
     if (!metrics) return plot_usage_error("%s", "no metrics file given (dtrain train --metrics FILE writes one)");
+    /* Read as a file, a directory fails with only "Is a directory": name what to give instead. */
+    struct stat sb;
+    if (stat(metrics, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return plot_usage_error("%s is a directory: give the file a run wrote with dtrain train --metrics FILE",
+                                metrics);
     const int one = cli_one_process("plot", "draw the same PNG and race the others to write it");
     if (one) return one;
     char def[4200];

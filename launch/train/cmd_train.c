@@ -216,15 +216,16 @@ static int rank0_verdict(train_run *r, char *why, size_t len)
     return refused ? EXIT_USAGE : EXIT_OK;
 }
 
-/* --trace and --dump-params: rank 0 (which writes them at the end) tries the paths now, so an
- * unwritable one stops the run before it trains rather than after; then every rank starts
- * recording. Collective. */
+/* --metrics, --trace and --dump-params: rank 0 (which writes them) tries the paths now, so an
+ * unwritable one (a directory, say) stops the run before it trains rather than after; then every
+ * rank starts recording. Collective. */
 static int train_outputs_begin(train_run *r)
 {
     const train_opts *t = &r->t;
-    if (!t->trace && !t->dump) return EXIT_OK;
+    if (!t->metrics && !t->trace && !t->dump) return EXIT_OK;
     char why[1024] = "";
-    if (r->rank == 0 && ((t->trace && ckpt_write_file_try(t->trace, "--trace")) ||
+    if (r->rank == 0 && ((t->metrics && ckpt_write_file_try(t->metrics, "--metrics")) ||
+                         (t->trace && ckpt_write_file_try(t->trace, "--trace")) ||
                          (t->dump && ckpt_write_file_try(t->dump, "--dump-params"))))
         snprintf(why, sizeof why, "%s", dt_last_error());
     int rc = rank0_verdict(r, why, sizeof why);

@@ -149,6 +149,9 @@ expect 2 "--trace $tmp/link.bin and --dump-params $tmp/p.bin name the same file"
 expect 2 "--metrics $tmp/p.bin would overwrite --init-params $tmp/p.bin, the parameters this run starts from" \
     "$DTRAIN" train $small --init-params "$tmp/p.bin" --metrics "$tmp/p.bin"
 [ "$(cat "$tmp/p.bin")" = x ] && ok "--init-params kept its bytes" || bad "--init-params was overwritten"
+# --metrics is tried before training as --trace and --dump-params are: a directory is bad usage.
+mkdir -p "$tmp/mdir"
+expect 2 "--metrics $tmp/mdir is a directory: give a file path" "$DTRAIN" train $small --metrics "$tmp/mdir"
 # --init-params may be --dump-params' file: it is read before anything is written (here it is too short).
 expect 2 "--init-params $tmp/p.bin holds 1 bytes" "$DTRAIN" train $small --init-params "$tmp/p.bin" --dump-params "$tmp/p.bin"
 # Flags that would be ignored, or override another silently, are refused naming both (any order).

@@ -41,6 +41,7 @@ expect 2 "unknown option '--outpt'; did you mean --output? (see dtrain help plot
 expect 2 "-o is empty: name the PNG to write" "$DTRAIN" plot "$tmp/good.jsonl" -o ''
 expect 2 "--output= is empty: name the PNG to write" "$DTRAIN" plot "$tmp/good.jsonl" --output=
 expect 0 "usage: dtrain plot METRICS.jsonl" "$DTRAIN" plot --help
+expect 2 "$tmp is a directory: give the file a run wrote with dtrain train --metrics FILE" "$DTRAIN" plot "$tmp"
 
 # Damaged files: exit 1, the file, the line number and what is wrong; no PNG appears.
 refuse() { # FILE-CONTENT EXPECTED-MESSAGE

@@ -160,7 +160,7 @@ expect 2 "--batch '0'" "$DTRAIN" train --batch 0
 expect 2 "--lr 'fast'" "$DTRAIN" train --lr fast
 expect 2 "--optim 'sgdm'" "$DTRAIN" train --optim sgdm
 expect 2 "--momentum '1'" "$DTRAIN" train --momentum 1
-expect 1 "cannot write --metrics /nonexistent/dir/m.jsonl" "$DTRAIN" train --steps 1 --metrics /nonexistent/dir/m.jsonl
+expect 2 "--metrics /nonexistent/dir/m.jsonl cannot be written" "$DTRAIN" train --steps 1 --metrics /nonexistent/dir/m.jsonl
 expect 2 "smaller than one global batch" "$DTRAIN" train --steps 1 --batch 64 --dataset-size 10
 expect 1 "the loss became" "$DTRAIN" train --model fc:64,relu,fc:10 --input 32 --steps 40 --lr 900 --log-every 10
 finish
