@@ -314,9 +314,21 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
             if (r == 0)
                 SPEC_FAIL("model '%s': layer %d '%s' must be pool:K with K a whole number from 1 to %" PRIu64, spec_in,
                           index, tok, SPEC_MAX_ELEMS);
-            if (h < v[0] || w < v[0])
-                SPEC_FAIL("model '%s': layer %d '%s': a %dx%d window does not fit the %dx%d map", spec_in, index, tok,
-                          v[0], v[0], h, w);
+            if (h < v[0] || w < v[0]) {
+                /* The map this layer gets, where it comes from, and the changes that make it fit. */
+                const int most = h < w ? h : w;
+                char from[96], fix[64] = "drop this pool, or use";
+                if (index == 1)
+                    snprintf(from, sizeof from, "--input %s", input);
+                else if (index == 2)
+                    snprintf(from, sizeof from, "--input %s after layer 1", input);
+                else
+                    snprintf(from, sizeof from, "--input %s after layers 1 to %d", input, index - 1);
+                if (most > 1) snprintf(fix, sizeof fix, "use pool:%d or smaller here,", most);
+                SPEC_FAIL("model '%s': layer %d '%s': its %dx%d window does not fit the %dx%d map it gets (%s): %s "
+                          "fewer pools or strides before it, or a larger --input",
+                          spec_in, index, tok, v[0], v[0], h, w, from, fix);
+            }
             l.kind = LAYER_POOL;
             l.k = v[0];
             l.in_c = c, l.in_h = h, l.in_w = w;

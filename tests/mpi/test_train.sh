@@ -154,7 +154,7 @@ grep -q '"step": 6, "epoch": [0-9.]*, "loss": [0-9.]*, "accuracy": [0-9.]*, "sam
 
 # --- Refusals.
 expect 2 "layer 2 'softmax' is not a layer" "$DTRAIN" train --model fc:10,softmax --input 4
-expect 2 "a 2x2 window does not fit the 1x1 map" "$DTRAIN" train --model conv:4:3:1:1,pool:2,pool:2,fc:10 --input 1x2x2
+expect 2 "its 2x2 window does not fit the 1x1 map it gets (--input 1x2x2 after layers 1 to 2): drop this pool" "$DTRAIN" train --model conv:4:3:1:1,pool:2,pool:2,fc:10 --input 1x2x2
 expect 2 "input shape '28x28'" "$DTRAIN" train --model cnn --input 28x28
 expect 2 "--batch '0'" "$DTRAIN" train --batch 0
 expect 2 "--lr 'fast'" "$DTRAIN" train --lr fast

@@ -60,7 +60,14 @@ static void test_spec_errors(void **st)
     expect_spec_error("fc:0,fc:10", "784", "'fc:0'");
     expect_spec_error("fc:-5,fc:10", "784", "'fc:-5'");
     expect_spec_error("fc:ten", "784", "'fc:ten'");
-    expect_spec_error("conv:8:3:1:1,pool:2,pool:2,pool:2,fc:2", "1x4x4", "window does not fit the 1x1 map");
+    /* A pool too large names the map it gets, from where, and the changes that make it fit. */
+    expect_spec_error("conv:8:3:1:1,pool:2,pool:2,pool:2,fc:2", "1x4x4",
+                      "layer 4 'pool:2': its 2x2 window does not fit the 1x1 map it gets (--input 1x4x4 after layers "
+                      "1 to 3): drop this pool, or use fewer pools or strides before it, or a larger --input");
+    expect_spec_error("conv:8:3:1:1,pool:4,fc:2", "1x3x5",
+                      "its 4x4 window does not fit the 3x5 map it gets (--input 1x3x5 after layer 1): use pool:3 or "
+                      "smaller here, fewer pools");
+    expect_spec_error("pool:9,fc:2", "1x8x8", "does not fit the 8x8 map it gets (--input 1x8x8): use pool:8");
     expect_spec_error("conv:8:5:1:0,fc:2", "1x3x3", "kernel 5 does not fit the 3x3 map");
     expect_spec_error("conv:8:3:0:1,fc:2", "1x8x8", "'conv:8:3:0:1'");
     expect_spec_error("conv:8:3:1,fc:2", "1x8x8", "conv:OUT:K:STRIDE:PAD");
