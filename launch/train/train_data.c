@@ -12,10 +12,12 @@
  */
 #include "launch/train/train_data.h"
 
+#include "base/log.h"
 #include "launch/cli.h"
 #include "runtime/data/reader.h"
 #include "runtime/model/model.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -107,6 +109,17 @@ static int given_figures(const train_opts *t, dt_dataset *train)
     return EXIT_OK;
 }
 
+/* The --model (and --input) that end the user's own layers in fc:K, into buf: the last layer
+ * widened or narrowed (it is always an fc, the model parse made sure), as an mlp suggested to a
+ * cnn user would change the model. */
+static void model_for_classes(const train_opts *t, int K, char *buf, size_t len)
+{
+    const char *spec = model_preset(t->model) ? model_preset(t->model) : t->model;
+    const char *last = strrchr(spec, ',');
+    const int keep = last ? (int)(last - spec) + 1 : 0;
+    snprintf(buf, len, "--model '%.*sfc:%d'%s%s", keep, spec, K, t->input ? " --input " : "", t->input ? t->input : "");
+}
+
 int train_data_check_and_eval(const train_opts *t, const dt_model *m, int threads, train_data *d)
 {
     if (!d->train) {
@@ -143,19 +156,24 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
         return EXIT_USAGE;
     }
     const int K = dt_dataset_num_classes(d->train);
-    if (K > dt_model_num_classes(m)) {
-        /* The user's own layers with the last fc widened (it is always the last layer, the model
-         * parse made sure): an mlp suggested to a cnn user would change the model. */
-        const char *spec = model_preset(t->model) ? model_preset(t->model) : t->model;
-        const char *last = strrchr(spec, ',');
-        const int keep = last ? (int)(last - spec) + 1 : 0;
+    const int outputs = dt_model_num_classes(m);
+    char model_k[4200];
+    model_for_classes(t, K, model_k, sizeof model_k);
+    if (K > outputs) {
         cli_error("--data %s has %d classes but the model's last layer has %d outputs: end the model with fc:%d "
-                  "(--model '%.*sfc:%d'%s%s); more classes than the data should have are a label out of range: "
-                  "dtrain data info %s counts the samples of each",
-                  t->data, K, dt_model_num_classes(m), K, keep, spec, K, t->input ? " --input " : "",
-                  t->input ? t->input : "", t->data);
+                  "(%s); more classes than the data should have are a label out of range: dtrain data info %s "
+                  "counts the samples of each",
+                  t->data, K, outputs, K, model_k, t->data);
         return EXIT_USAGE;
     }
+    /* Fewer classes than outputs trains, the extra outputs never a label: a warning, not a refusal,
+     * as classes may be added to the data later. */
+    if (K < outputs)
+        log_msg0(LOG_LEVEL_WARN,
+                 "--data %s has %d classes but the model's last layer has %d outputs: the %d without a class are "
+                 "trained never to be predicted; to match the data end the model with fc:%d (%s), or keep it for "
+                 "classes still to come",
+                 t->data, K, outputs, outputs - K, K, model_k);
     dt_data_config c;
     data_config(t, threads, &c);
     c.shuffle = 0, c.crop_pad = 0, c.flip = 0;

@@ -157,6 +157,9 @@ if grep -q "data: $tmp/imgs (imagefolder), 49 samples of 3x8x8, 3 classes" "$tmp
 else
     bad "image folder with a bad file and --bad-samples skip"; cat "$tmp/out"
 fi
+# 3 classes on the mlp's fc:10 train, warned once (rank 0), naming both counts and the fc:3 that fits.
+[ "$(grep -cF "WARN --data $tmp/imgs has 3 classes but the model's last layer has 10 outputs: the 7 without a class are trained never to be predicted; to match the data end the model with fc:3 (--model 'fc:1024,relu,fc:1024,relu,fc:3' --input 3x8x8)" "$tmp/out")" -eq 1 ] &&
+    ok "fewer classes than outputs: one warning with the fix" || { bad "fewer classes than outputs"; cat "$tmp/out"; }
 
 # Met mid-run on one rank (zz.png is sample 40: in step 6 of 8 per step, file order), the ranks agree
 # on it: the 5 steps before it are saved, and --resume auto with --bad-samples skip goes on from there.
