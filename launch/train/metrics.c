@@ -65,17 +65,19 @@ static void format_record(FILE *f, const metrics_record *r)
     num(f, "loss", "%.6f", r->loss);
     num(f, "accuracy", "%.6f", r->accuracy);
     num(f, "samples_per_s", "%.3f", r->samples_per_s);
-    num(f, "step_time_s", "%.6f", r->step_time_s);
-    num(f, "comm_wait_s", "%.6f", r->comm_wait_s);
-    num(f, "data_wait_s", "%.6f", r->data_wait_s);
+    /* Times in significant digits: a step of a small model takes a microsecond or less, which six
+     * decimals would give as 0.000001 or 0. */
+    num(f, "step_time_s", "%.6g", r->step_time_s);
+    num(f, "comm_wait_s", "%.6g", r->comm_wait_s);
+    num(f, "data_wait_s", "%.6g", r->data_wait_s);
     fprintf(f, ", \"precision\": \"%s\"", r->precision);
     num(f, "loss_scale", "%.9g", r->loss_scale); /* exact: 2^20 is 1048576, not %g's 1.04858e+06 */
     fprintf(f, ", \"skipped_steps\": %ld, \"skipped_total\": %ld", r->skipped_steps, r->skipped_total);
     /* Before lr: the tests pin lr, grad_norm and the eval fields next to each other and last. */
     if (r->has_straggler) {
         fprintf(f, ", \"slowest_rank\": %d", r->slowest_rank);
-        num(f, "slowest_busy_s", "%.6f", r->slowest_busy_s);
-        num(f, "median_busy_s", "%.6f", r->median_busy_s);
+        num(f, "slowest_busy_s", "%.6g", r->slowest_busy_s);
+        num(f, "median_busy_s", "%.6g", r->median_busy_s);
         fprintf(f, ", \"straggler\": %s", r->straggler ? "true" : "false");
         if (r->straggler) fprintf(f, ", \"straggler_phase\": \"%s\"", r->straggler_phase);
     }

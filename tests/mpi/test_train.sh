@@ -149,7 +149,17 @@ learn "mlp adamw" 0.50 2 --model mlp --steps 300 --batch 32 --optim adamw --lr 0
 # --- Metrics and dump files.
 train 1 --model fc:16,relu,fc:10 --input 12 --steps 6 --batch 4 --log-every 2 --metrics "$tmp/m2.jsonl" --dump-params "$tmp/p2"
 [ "$(wc -l <"$tmp/m2.jsonl")" -eq 3 ] && ok "metrics: one line per logged step" || bad "metrics: expected 3 lines"
-grep -q '"step": 6, "epoch": [0-9.]*, "loss": [0-9.]*, "accuracy": [0-9.]*, "samples_per_s": [0-9.]*, "step_time_s": [0-9.]*, "comm_wait_s": [0-9.]*, "data_wait_s": [0-9.]*, "precision": "fp32", "loss_scale": 1, "skipped_steps": 0, "skipped_total": 0, "lr": 0.0[0-9]*}' "$tmp/m2.jsonl" && ok "metrics fields" || { bad "metrics fields"; cat "$tmp/m2.jsonl"; }
+grep -q '"step": 6, "epoch": [0-9.]*, "loss": [0-9.]*, "accuracy": [0-9.]*, "samples_per_s": [0-9.]*, "step_time_s": [0-9.e+-]*, "comm_wait_s": [0-9.e+-]*, "data_wait_s": [0-9.e+-]*, "precision": "fp32", "loss_scale": 1, "skipped_steps": 0, "skipped_total": 0, "lr": 0.0[0-9]*}' "$tmp/m2.jsonl" && ok "metrics fields" || { bad "metrics fields"; cat "$tmp/m2.jsonl"; }
+# Steps of a microsecond keep their digits: step time x samples/s is the global batch (it read
+# 0.000001 s with six decimals, half or twice the time the rate says).
+train 1 --model fc:2 --input 1 --batch 1 --steps 200 --log-every 50 --metrics "$tmp/m3.jsonl"
+python3 - "$tmp/m3.jsonl" <<'PY' && ok "metrics: step times in significant digits" || bad "metrics: step times lose digits"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 4, rows
+for r in rows:
+    assert abs(r["step_time_s"] * r["samples_per_s"] - 1) < 1e-3, r
+PY
 [ "$(stat -c %s "$tmp/p2")" -eq $(( (12 * 16 + 16 + 16 * 10 + 10) * 4 )) ] && ok "dump-params size = 4 x parameters" || bad "dump-params size"
 
 # --- Refusals.
