@@ -14,6 +14,7 @@
  * names the ranks that never arrived (the watchdog: coll_mpi_roll.c).
  */
 #include "collectives/coll_mpi_internal.h"
+#include "collectives/engine.h"
 #include "kernels/cast.h"
 #include "base/status.h"
 
@@ -199,7 +200,7 @@ static void mpi_destroy(coll *c)
         free(st->roll_in);
     }
     free(st);
-    if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+    if (c->comm != MPI_COMM_NULL && !engine_mpi_finalized()) MPI_Comm_free(&c->comm);
     free(c);
 }
 

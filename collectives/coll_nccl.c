@@ -24,6 +24,7 @@
  * NCCL connects lazily at the first collective, ends the job with a message instead of a hang.
  */
 #include "collectives/coll.h"
+#include "collectives/engine.h"
 #include "base/clock.h"
 #include "base/gpu_span.h"
 #include "base/trace.h"
@@ -428,7 +429,7 @@ static void nccl_destroy(coll *c)
         if (st->stream) cudaStreamDestroy(st->stream);
         free(st);
     }
-    if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+    if (c->comm != MPI_COMM_NULL && !engine_mpi_finalized()) MPI_Comm_free(&c->comm);
     free(c);
 }
 

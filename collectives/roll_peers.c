@@ -2,6 +2,7 @@
  * roll_peers.c - the watchdogs' board (see roll_peers.h).
  */
 #include "collectives/roll_peers.h"
+#include "collectives/engine.h"
 #include "base/clock.h"
 #include "base/status.h"
 
@@ -62,13 +63,17 @@ dt_status roll_board_create(MPI_Comm world, double timeout_s, roll_board **out)
 void roll_board_destroy(roll_board *b)
 {
     if (!b) return;
-    MPI_Request *pending[] = {&b->verdict_rx, &b->probe_rx, &b->busy_rx};
-    for (int i = 0; i < 3; i++)
-        if (*pending[i] != MPI_REQUEST_NULL) {
-            MPI_Cancel(pending[i]);
-            MPI_Wait(pending[i], MPI_STATUS_IGNORE);
-        }
-    MPI_Comm_free(&b->comm);
+    /* After the program's MPI_Finalize (dt_finalize's late call) only the memory goes: an MPI call
+     * then would make MPI end the job. */
+    if (!engine_mpi_finalized()) {
+        MPI_Request *pending[] = {&b->verdict_rx, &b->probe_rx, &b->busy_rx};
+        for (int i = 0; i < 3; i++)
+            if (*pending[i] != MPI_REQUEST_NULL) {
+                MPI_Cancel(pending[i]);
+                MPI_Wait(pending[i], MPI_STATUS_IGNORE);
+            }
+        MPI_Comm_free(&b->comm);
+    }
     free(b);
 }
 

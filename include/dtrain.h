@@ -256,8 +256,8 @@ DT_API dt_status dt_init(const dt_config *cfg, dt_ctx **out);
  * once MPI_Finalize returns, that guard is stopped and the process may run on as long as it likes.
  * DT_ERR_MPI when MPI_Finalize fails; the context is released either way. A caller that
  * initialized MPI calls dt_finalize before its own MPI_Finalize: after it, the communicators can
- * no longer be freed, so dt_finalize returns DT_ERR_MPI saying so and releases nothing (the
- * context must not be used again). */
+ * no longer be freed, so dt_finalize releases the context's memory alone and returns DT_ERR_MPI
+ * saying so (the context is gone either way). */
 DT_API dt_status dt_finalize(dt_ctx *ctx);
 
 /** Ends every process of the job with exit code `code` (MPI_Abort): for a rank that failed alone,

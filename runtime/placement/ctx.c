@@ -14,6 +14,7 @@
 #include "runtime/placement/affinity.h"
 #include "collectives/coll.h"
 #include "collectives/ctx_comm.h"
+#include "collectives/engine.h"
 #include "collectives/rank_verdict.h"
 #include "collectives/roll_peers.h"
 #include "runtime/placement/config.h"
@@ -174,8 +175,11 @@ static void ctx_release(dt_ctx *c)
     topo_free_names(c->node_names, c->num_node_names);
     free(c->rank_node);
     roll_board_destroy(c->board);
-    if (c->local != MPI_COMM_NULL) MPI_Comm_free(&c->local);
-    if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
+    /* dt_finalize after the program's MPI_Finalize frees the memory alone (the collectives'
+     * destroys skip their MPI calls the same way). */
+    const int mpi_gone = engine_mpi_finalized();
+    if (c->local != MPI_COMM_NULL && !mpi_gone) MPI_Comm_free(&c->local);
+    if (c->world != MPI_COMM_NULL && !mpi_gone) MPI_Comm_free(&c->world);
     free(c);
     atomic_store(&ctx_live, 0);
 }
@@ -502,15 +506,15 @@ dt_status dt_finalize(dt_ctx *c)
         ctx_leave(c);
         return s;
     }
-    /* The caller finalized MPI first: freeing the communicators now would make MPI end the job. */
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (finalized) {
-        ctx_leave(c);
+    /* The caller finalized MPI first: freeing the communicators now would make MPI end the job, so
+     * the release frees the memory alone and the caller hears of the wrong order. */
+    if (engine_mpi_finalized()) {
+        ctx_depth = 0;
+        ctx_release(c);
         return status_set_error(DT_ERR_MPI,
                                 "dt_finalize: MPI_Finalize ran before dt_finalize, so the context's communicators "
-                                "can no longer be freed (MPI would end the job): call dt_finalize before "
-                                "MPI_Finalize; the context was left allocated and must not be used again");
+                                "could no longer be freed (MPI would end the job): its memory was released, the "
+                                "communicators left to MPI; call dt_finalize before MPI_Finalize");
     }
     ctx_depth = 0; /* the mark goes with the context */
     int we = c->we_initialized_mpi;
