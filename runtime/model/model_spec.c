@@ -79,6 +79,18 @@ dt_status model_spec_check_name(const char *spec)
 #define SPEC_MAX_PARAMS (UINT64_C(1) << 32)
 #define SPEC_MAX_CLASSES (1 << 20)
 
+/* Where the map that layer `index` (from 1) gets comes from, for the messages of a window that
+ * does not fit it: "--input 1x8x8 after layers 1 to 3". */
+static void map_origin(char *out, size_t n, int index, const char *input)
+{
+    if (index == 1)
+        snprintf(out, n, "--input %s", input);
+    else if (index == 2)
+        snprintf(out, n, "--input %s after layer 1", input);
+    else
+        snprintf(out, n, "--input %s after layers 1 to %d", input, index - 1);
+}
+
 /* a * b, or UINT64_MAX when that does not fit (every bound is far below it). */
 static uint64_t spec_mul(uint64_t a, uint64_t b)
 {
@@ -293,9 +305,16 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
             l.out = v[0], l.k = v[1], l.stride = v[2], l.pad = v[3];
             /* Each term is at most 2^28, so these fit an int64 and the output sizes an int. */
             const int64_t hp = (int64_t)h + 2 * (int64_t)l.pad, wp = (int64_t)w + 2 * (int64_t)l.pad;
-            if (l.k > hp || l.k > wp)
-                SPEC_FAIL("model '%s': layer %d '%s': kernel %d does not fit the %dx%d map with padding %d", spec_in,
-                          index, tok, l.k, h, w, l.pad);
+            if (l.k > hp || l.k > wp) {
+                /* The map this layer gets, where it comes from, and the changes that make it fit. */
+                const int64_t most = hp < wp ? hp : wp, side = h < w ? h : w;
+                char from[96];
+                map_origin(from, sizeof from, index, input);
+                SPEC_FAIL("model '%s': layer %d '%s': kernel %d does not fit the %dx%d map it gets (%s) with padding "
+                          "%d: use a kernel of %" PRId64 " or less or a padding of %" PRId64
+                          " or more here, fewer pools or strides before it, or a larger --input",
+                          spec_in, index, tok, l.k, h, w, from, l.pad, most, ((int64_t)l.k - side + 1) / 2);
+            }
             l.in_c = c, l.in_h = h, l.in_w = w;
             l.out_c = l.out;
             l.out_h = (int)((hp - l.k) / l.stride + 1);
@@ -318,12 +337,7 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
                 /* The map this layer gets, where it comes from, and the changes that make it fit. */
                 const int most = h < w ? h : w;
                 char from[96], fix[64] = "drop this pool, or use";
-                if (index == 1)
-                    snprintf(from, sizeof from, "--input %s", input);
-                else if (index == 2)
-                    snprintf(from, sizeof from, "--input %s after layer 1", input);
-                else
-                    snprintf(from, sizeof from, "--input %s after layers 1 to %d", input, index - 1);
+                map_origin(from, sizeof from, index, input);
                 if (most > 1) snprintf(fix, sizeof fix, "use pool:%d or smaller here,", most);
                 SPEC_FAIL("model '%s': layer %d '%s': its %dx%d window does not fit the %dx%d map it gets (%s): %s "
                           "fewer pools or strides before it, or a larger --input",

@@ -68,7 +68,13 @@ static void test_spec_errors(void **st)
                       "its 4x4 window does not fit the 3x5 map it gets (--input 1x3x5 after layer 1): use pool:3 or "
                       "smaller here, fewer pools");
     expect_spec_error("pool:9,fc:2", "1x8x8", "does not fit the 8x8 map it gets (--input 1x8x8): use pool:8");
-    expect_spec_error("conv:8:5:1:0,fc:2", "1x3x3", "kernel 5 does not fit the 3x3 map");
+    expect_spec_error("conv:8:5:1:0,fc:2", "1x3x3",
+                      "kernel 5 does not fit the 3x3 map it gets (--input 1x3x3) with padding 0: use a kernel of 3 or "
+                      "less or a padding of 1 or more here");
+    /* After a pool, padded: 4 + 2 x 1 = 6 fits a kernel of 6, and a padding of 2 fits the 7. */
+    expect_spec_error("pool:2,conv:8:7:1:1,fc:2", "1x8x8",
+                      "layer 2 'conv:8:7:1:1': kernel 7 does not fit the 4x4 map it gets (--input 1x8x8 after layer 1) "
+                      "with padding 1: use a kernel of 6 or less or a padding of 2 or more here");
     expect_spec_error("conv:8:3:0:1,fc:2", "1x8x8", "'conv:8:3:0:1'");
     expect_spec_error("conv:8:3:1,fc:2", "1x8x8", "conv:OUT:K:STRIDE:PAD");
     expect_spec_error("fc:10,,fc:2", "784", "layer 2 is empty");
