@@ -62,7 +62,7 @@ static void format_record(FILE *f, const metrics_record *r)
     utc_now(when, sizeof when, 1);
     fprintf(f, "{\"time\": \"%s\", \"step\": %ld", when, r->step);
     num(f, "epoch", "%.4f", r->epoch);
-    num(f, "loss", "%.6f", r->loss);
+    num(f, "loss", "%.7g", r->loss);
     num(f, "accuracy", "%.6f", r->accuracy);
     num(f, "samples_per_s", "%.3f", r->samples_per_s);
     /* Times in significant digits: a step of a small model takes a microsecond or less, which six
@@ -84,7 +84,7 @@ static void format_record(FILE *f, const metrics_record *r)
     num_f32(f, "lr", r->lr);
     if (r->has_grad_norm) num(f, "grad_norm", "%.6g", r->grad_norm);
     if (r->has_eval) {
-        num(f, "eval_loss", "%.6f", r->eval_loss);
+        num(f, "eval_loss", "%.7g", r->eval_loss);
         num(f, "eval_accuracy", "%.6f", r->eval_accuracy);
     }
     fprintf(f, "}\n");

@@ -160,6 +160,18 @@ assert len(rows) == 4, rows
 for r in rows:
     assert abs(r["step_time_s"] * r["samples_per_s"] - 1) < 1e-3, r
 PY
+# A loss near zero keeps its digits too (six decimals wrote 0.000003, one digit, then 0.000000): a
+# small set learnt by heart (64 samples, lr 2) is at ~1e-6 by step 200.
+train 1 --model fc:64,relu,fc:10 --input 16 --steps 300 --lr 2 --batch 64 --dataset-size 64 --log-every 100 \
+    --metrics "$tmp/m4.jsonl"
+python3 - "$tmp/m4.jsonl" <<'PY' && ok "metrics: a loss near zero in significant digits" || bad "metrics: a small loss loses digits"
+import json, re, sys
+lines = open(sys.argv[1]).read().splitlines()
+text = re.search(r'"loss": ([^,]*),', lines[-1]).group(1)
+digits = re.sub(r"e.*", "", text).replace(".", "").lstrip("0")
+print("last loss", text)
+assert 0 < float(text) < 1e-3 and len(digits) >= 4, text
+PY
 [ "$(stat -c %s "$tmp/p2")" -eq $(( (12 * 16 + 16 + 16 * 10 + 10) * 4 )) ] && ok "dump-params size = 4 x parameters" || bad "dump-params size"
 
 # --- Refusals.
