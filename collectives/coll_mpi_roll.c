@@ -120,6 +120,7 @@ static int roll_arrived(mpi_state *st, int i)
 static void verdict_forwarded(coll *c, const char *verdict, int from, const char *what, size_t count, double age)
 {
     mpi_state *st = c->impl;
+    if (!roll_board_claim()) roll_board_wait_end(); /* this rank's other thread says why */
     char teller[160];
     rank_names_ctx(c->ctx, &from, 1, teller, sizeof teller);
     log_msg(LOG_LEVEL_ERROR,
@@ -220,6 +221,7 @@ static void roll_expire(coll *c, const char *what, size_t count, double age)
         board_wait(c, what, count, age, 0); /* one that came meanwhile still wins */
     }
     cause = verdict;
+    if (!roll_board_claim()) roll_board_wait_end(); /* this rank's other thread says why */
     roll_board_tell(ctx_board(c->ctx), verdict);
     log_msg(LOG_LEVEL_ERROR,
             "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s timeout; "

@@ -157,6 +157,7 @@ static void engine_expire(engine *e, req *q, double age)
         snprintf(verdict, sizeof verdict,
                  "every rank's data for this phase has come, but this rank's own sends are "
                  "not done: a peer stopped receiving, or the network between the ranks failed");
+    if (!roll_board_claim()) roll_board_wait_end(); /* this rank's other thread says why */
     log_msg(LOG_LEVEL_ERROR,
             "watchdog: collective #%llu (%s of bucket %d, %zu bytes, %s) has waited %.1f s, past the "
             "%.1f s timeout; %s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately "
@@ -181,6 +182,7 @@ static void engine_listen(engine *e)
     int from = -1;
     const char *told = roll_board_listen(ctx_board(e->ctx), &from);
     if (!told) return;
+    if (!roll_board_claim()) roll_board_wait_end(); /* this rank's other thread says why */
     char teller[160];
     rank_names_ctx(e->ctx, &from, 1, teller, sizeof teller);
     const req *q = &e->reqs[e->done % ENGINE_MAX_REQS];

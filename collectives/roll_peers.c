@@ -3,12 +3,16 @@
  */
 #include "collectives/roll_peers.h"
 #include "collectives/engine.h"
+#include "base/abort_guard.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/status.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define VERDICT_TAG 1
 #define PROBE_TAG 2
@@ -181,4 +185,17 @@ int roll_board_probe(roll_board *b, int *ranks, int cap)
     free(answered);
     /* r and answer stay allocated: MPI may write into them until the job ends. */
     return n;
+}
+
+/* Process-wide: a process ends the job once, whichever thread (or board) says why first. */
+static atomic_int verdict_claimed;
+
+int roll_board_claim(void) { return atomic_exchange(&verdict_claimed, 1) == 0; }
+
+_Noreturn void roll_board_wait_end(void)
+{
+    const double until = clock_now_s() + ROLL_VERDICT_S + ROLL_PROBE_S + ABORT_GUARD_S + 1.0;
+    while (clock_now_s() < until) sleep_ms();
+    log_msg(LOG_LEVEL_ERROR, "the watchdog's abort has not ended this process; exiting with code 1");
+    _exit(1);
 }

@@ -50,4 +50,17 @@ double roll_board_busy_seen(const roll_board *b);
  * most cap); returns how many (0 for b NULL). */
 int roll_board_probe(roll_board *b, int *ranks, int cap);
 
+/* The one watchdog verdict a process logs. A rank has two threads that wait (the main thread and
+ * the communication thread): without this, the one whose deadline passed logged its own verdict
+ * and, while that verdict travelled, the other logged a peer's ("rank R timed out first"), so
+ * every rank said two, and a job of W ranks 2W lines. Returns 1 to the first caller in the
+ * process, which then logs its verdict (its own or one told) and ends the job, using no lock
+ * another waiting thread may hold; 0 to every later caller, which must log nothing and call
+ * roll_board_wait_end. Thread-safe. */
+int roll_board_claim(void);
+/* Never returns: sleeps while the thread that claimed the verdict ends the job (MPI_Abort, or the
+ * abort guard it arms); should that thread not do so within ROLL_VERDICT_S + ROLL_PROBE_S +
+ * ABORT_GUARD_S and a second, this one ends the process with code 1 so that it cannot hang. */
+_Noreturn void roll_board_wait_end(void);
+
 #endif

@@ -40,6 +40,12 @@ fault() { # kind:rank:step (or hang=LAYER:RANK:SEQ for DTRAIN_TEST_HANG), ranks,
 
 fault stall:1:5 2 "no data yet from rank(s) 1 on $host" $((TIMEOUT + 10))
 fault stall:2:3 4 "no data yet from rank(s) 2 on $host" $((TIMEOUT + 10))
+# One verdict per rank, its own or the first a peer told: a rank's two waiting threads (main and
+# communication) once logged both, two lines a rank, 2048 at 1024 ranks.
+fault stall:7:5 8 "no data yet from rank(s) 7 on $host" $((TIMEOUT + 10))
+twice=$(grep -o '\[rank [0-9]*\] dtrain ERROR watchdog' "$tmp/out" | sort | uniq -d | tr '\n' ' ')
+[ -z "$twice" ] && ok "stall at 8 ranks: each rank logs one watchdog verdict" ||
+    bad "stall at 8 ranks: these ranks logged two watchdog verdicts: $twice"
 # The watchdog names the ranks it has not heard from, before the first broadcast too (rank 0
 # hears from every rank, the others from rank 0), and says so when every rank came but the
 # collective still does not finish (DTRAIN_TEST_HANG: a test hook, see collectives/coll.h).
