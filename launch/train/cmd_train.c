@@ -18,6 +18,7 @@
 #include "runtime/checkpoint/ckpt_write_file.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,20 @@ int train_status_error(dt_status s)
     g_failure_shared = status_shared(s);
     cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
     return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+}
+
+int train_shared_error(const train_run *r, const char *fmt, ...)
+{
+    g_failure_shared = 1;
+    if (r->rank != 0) return EXIT_FAIL;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* No "(rank 0 of W, on HOST)": every rank has it, and rank 0 only says it for all. */
+    fprintf(stderr, "dtrain: error: %s\n", msg);
+    return EXIT_FAIL;
 }
 
 /* A failure of the model's set-up: train_status_error, and when it ran out of memory, what did, for

@@ -253,6 +253,13 @@ then
 else
     bad "a diverged run's metrics do not end with the step the loss became NaN ($nan_step): $(tail -1 nan.jsonl)"
 fi
+# At several ranks every rank has the same mean loss (one allreduce): rank 0 says it once, and every
+# rank ends on it without MPI_Abort (each once printed it, 1024 lines at 1024 ranks, then aborted).
+expect 1 "the loss became" timeout 120 "$MPIRUN" -np 4 "$DTRAIN" train --model fc:64,relu,fc:10 --input 32 --steps 40 \
+    --lr 900 --log-every 10
+said=$(grep -c "the loss became" "$tmp/out")
+[ "$said" -eq 1 ] && ! grep -q MPI_ABORT "$tmp/out" && ok "a diverged run at 4 ranks: said once, no abort" ||
+    bad "a diverged run at 4 ranks: said $said times$(grep -q MPI_ABORT "$tmp/out" && echo ', MPI_Abort')"
 # A checkpoint's save (slowed to 1 s by the test hook) is no step's time: not in the record after it.
 DTRAIN_TEST_SLOW_CKPT=1 "$DTRAIN" train $run --steps 4 --checkpoint-dir ckt --checkpoint-every 2 --metrics ckt.jsonl \
     >/dev/null 2>&1
