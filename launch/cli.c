@@ -29,6 +29,17 @@ void cli_error_identity(int rank, int world, const char *host)
     snprintf(g_err_host, sizeof g_err_host, "%s", host ? host : "?");
 }
 
+/* Set by cli_error_capture: cli_error's messages go here, for cli_agree_failure to print once. */
+static char *g_capture;
+static size_t g_capture_n;
+
+void cli_error_capture(char *buf, size_t n)
+{
+    g_capture = buf && n ? buf : NULL;
+    g_capture_n = n;
+    if (g_capture) g_capture[0] = '\0';
+}
+
 void cli_error(const char *fmt, ...)
 {
     char msg[4096];
@@ -36,6 +47,11 @@ void cli_error(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (g_capture) { /* a second message follows the first: none is lost */
+        const size_t used = strlen(g_capture);
+        snprintf(g_capture + used, g_capture_n - used, "%s%s", used ? "; " : "", msg);
+        return;
+    }
     if (g_err_world > 1)
         fprintf(stderr, "dtrain: error: %s (rank %d of %d, on %s)\n", msg, g_err_rank, g_err_world, g_err_host);
     else

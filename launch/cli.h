@@ -171,6 +171,19 @@ static inline const char *cli_s(long n) { return n == 1 ? "" : "s"; }
 /* Prints "dtrain: error: <msg>" to stderr, followed by " (rank R of W, on HOST)" once
  * cli_error_identity has named a world of several ranks. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* From cli_error_capture(buf, n) until cli_error_capture(NULL, 0), cli_error keeps its messages
+ * in buf (joined by "; ", cut at n) instead of printing them: for a step every rank runs on its
+ * own, whose failure cli_agree_failure then says once for all the ranks that met it. */
+void cli_error_capture(char *buf, size_t n);
+/* Collective: after a step each rank ran on its own (opening the data), every rank learns every
+ * rank's outcome. rc is this rank's (EXIT_OK or the exit code of its failure), why its captured
+ * message (may be empty when it was printed already). Returns EXIT_OK when every rank succeeded;
+ * else the failure's exit code on every rank, with *shared 1 (each rank may finalize: none waits
+ * in a collective): a message that every failing rank has alike is printed once, by the lowest of
+ * them, with how many ranks met it; different messages by each failing rank. A failed exchange
+ * prints this rank's message and returns with *shared 0 (the job must be aborted). */
+int cli_agree_failure(dt_ctx *ctx, int rc, const char *why, int *shared);
+
 /* For the commands that run in one process: EXIT_OK when the launcher's variables say one
  * process (or none) was started, else EXIT_USAGE after an error naming the variable, the count
  * and what_each_would_do (one_process.c). */
