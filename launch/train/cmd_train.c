@@ -405,7 +405,9 @@ static int train_finish(train_run *r)
      * no step again, and a --dump-params that fails (a full disk) loses no training. */
     if (t->ckpt_dir && r->first_step < t->steps && (s = train_ckpt_save(r, t->steps))) {
         free(host);
-        return train_status_error(s);
+        const int rc = train_status_error(s);
+        train_ckpt_report_unsaved(r, t->steps);
+        return rc;
     }
     const int dumped = r->rank == 0 && t->dump ? params_dump(t->dump, final_params, n) : EXIT_OK;
     free(host);

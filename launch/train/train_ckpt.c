@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "runtime/checkpoint/ckpt_extra.h"
+#include "runtime/checkpoint/ckpt_format.h"
 #include "runtime/checkpoint/ckpt_prune.h"
 
 #include <stdio.h>
@@ -53,6 +54,31 @@ dt_status train_ckpt_save(train_run *r, long step)
                 dt_last_error());
     metrics_check_linked(r);
     return DT_OK;
+}
+
+void train_ckpt_report_unsaved(const train_run *r, long step)
+{
+    if (r->rank != 0 || !r->t.ckpt_dir) return;
+    /* The newest file of an earlier step: the writer's commit is atomic, so the files it named are
+     * whole; a later step's file would be one a resume skipped as damaged, not where it goes on. */
+    ckpt_entry *e = NULL;
+    size_t n = 0;
+    long kept = 0;
+    if (ckpt_list(r->t.ckpt_dir, &e, &n) == DT_OK) {
+        for (size_t i = 0; i < n && !kept; i++)
+            if (e[i].step < step) kept = e[i].step;
+        ckpt_list_free(e, n);
+    }
+    if (kept > 0)
+        fprintf(stderr,
+                "dtrain: the checkpoint of step %ld is not saved, so the run ends here: the newest in %s is of step "
+                "%ld, where --resume auto goes on (steps %ld to %ld run again)\n",
+                step, r->t.ckpt_dir, kept, kept + 1, step);
+    else
+        fprintf(stderr,
+                "dtrain: the checkpoint of step %ld is not saved, so the run ends here: %s holds no earlier one, so "
+                "--resume auto starts again at step 0\n",
+                step, r->t.ckpt_dir);
 }
 
 /* The loaded checkpoint's run record against this run's (train_record_check). A record that cannot

@@ -35,6 +35,16 @@ typedef struct interval {
     long correct, steps, skipped;
 } interval;
 
+/* The save of `step` failed (s): its error, then what --checkpoint-dir still holds and where a
+ * resume goes on (rank 0), so the message says what the failure lost. The exit code. */
+static int save_failed(train_run *r, long step, dt_status s)
+{
+    progress_clear(&r->prog);
+    const int rc = train_status_error(s);
+    train_ckpt_report_unsaved(r, step);
+    return rc;
+}
+
 /* The evaluation after `step` steps failed (s: a held-out image that does not decode, which the
  * evaluation is the first to read). When every rank got it (dt_evaluate's verdict), with `save`,
  * no training is lost: after the last step the run finishes (its checkpoint, --dump-params) and
@@ -62,7 +72,7 @@ static int eval_failed(train_run *r, long step, dt_status s, int save)
     dt_status sv = DT_OK;
     /* Collective: only when every rank got the failure, or the save would wait on a rank gone. */
     save = save && shared && r->t.ckpt_dir && step > r->first_step;
-    if (save && (sv = train_ckpt_save(r, step))) train_status_error(sv);
+    if (save && (sv = train_ckpt_save(r, step))) save_failed(r, step, sv);
     const int rc = train_status_error(status_restore(s, &k));
     if (save && !sv && r->rank == 0)
         fprintf(stderr,
@@ -243,7 +253,7 @@ static int stop_now(train_run *r, long done)
 {
     dt_status s;
     progress_clear(&r->prog);
-    if (r->t.ckpt_dir && (s = train_ckpt_save(r, done))) return train_status_error(s);
+    if (r->t.ckpt_dir && (s = train_ckpt_save(r, done))) return save_failed(r, done, s);
     train_stop_report(r, done, 0);
     return EXIT_OK;
 }
@@ -343,7 +353,10 @@ train_end train_loop(train_run *r, int *rc)
         iv.steps++;
         /* As a stop: saved, then the interval logged, for the resumed run's records. */
         if (failures) {
-            if (t->ckpt_dir && (s = train_ckpt_save(r, step + 1))) goto fail;
+            if (t->ckpt_dir && (s = train_ckpt_save(r, step + 1))) {
+                *rc = save_failed(r, step + 1, s);
+                return TRAIN_END_FAILED;
+            }
             if ((*rc = log_interval(r, &iv, step + 1, 0, 0, lr, grad_norm)) == EXIT_OK)
                 *rc = batch_failed(r, step + 1, &nb, failures, t->ckpt_dir != NULL);
             return TRAIN_END_FAILED;
@@ -363,7 +376,10 @@ train_end train_loop(train_run *r, int *rc)
         if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, 1, lr, grad_norm))) return TRAIN_END_FAILED;
         if (ckpt_step) {
             const double t_save = clock_now_s();
-            if ((s = train_ckpt_save(r, step + 1))) goto fail;
+            if ((s = train_ckpt_save(r, step + 1))) {
+                *rc = save_failed(r, step + 1, s);
+                return TRAIN_END_FAILED;
+            }
             iv.t_begin += clock_now_s() - t_save;
             /* A stop asked for while the checkpoint was written: that checkpoint holds what the
              * stop would save, so stop now rather than run a step more and save again (twice the

@@ -129,6 +129,10 @@ int train_epochs_place(train_run *r);
  * and the normalization in use) and the run record r->data.rec; then, with --keep-checkpoints N,
  * rank 0 removes the files of earlier steps beyond the N - 1 newest (ckpt_prune). Collective. */
 dt_status train_ckpt_save(train_run *r, long step);
+/* After the failed save of `step` was reported (a full disk, a quota), on rank 0: which step the
+ * run's newest earlier checkpoint in --checkpoint-dir holds, where --resume auto goes on, and the
+ * steps that then run again. Local: rank 0 lists the directory; the other ranks return. */
+void train_ckpt_report_unsaved(const train_run *r, long step);
 /* --resume auto: loads the newest sound checkpoint of --checkpoint-dir into the model, optimizer
  * and scaler, r->first_step its step (0: none); its run record, when it has one, is checked
  * against r->data.rec (train_record_check: a changed data order mid-epoch is DT_ERR_INVALID_ARG);

@@ -169,14 +169,16 @@ expect 0 "ckpt-0000000002.dtc at step 2" env DTRAIN_TEST_SLOW_CKPT=4 timeout -s 
     -x DTRAIN_TEST_SLOW_CKPT "$DTRAIN" $slow --steps 4 --checkpoint-dir "$tmp/ck-slow" --resume auto
 # A failure every rank gets (rank 0's checkpoint write meets a full disk, and the commit's verdict
 # tells every rank) ends with every rank finalizing and exiting 1 with its own message, without
-# MPI_Abort's banner (a rank that may have failed alone, above, still aborts the job).
-DTRAIN_FAULT=ckpt:0:2 timeout -s KILL 60 "$MPIRUN" -np 2 -x DTRAIN_FAULT bash -c \
-    '"$0" "$@"; echo "rank $OMPI_COMM_WORLD_RANK exited $?"' "$DTRAIN" $quick --checkpoint-dir "$tmp/ck-full" \
-    --checkpoint-every 2 >"$tmp/out" 2>&1
+# MPI_Abort's banner (a rank that may have failed alone, above, still aborts the job); rank 0 then
+# says what is lost: step 4's save fails, step 2's checkpoint is where a resume goes on.
+DTRAIN_FAULT=ckpt:0:3 timeout -s KILL 60 "$MPIRUN" -np 2 -x DTRAIN_FAULT bash -c \
+    '"$0" "$@"; echo "rank $OMPI_COMM_WORLD_RANK exited $?"' "$DTRAIN" $quick --steps 5 --checkpoint-dir \
+    "$tmp/ck-full" --checkpoint-every 2 >"$tmp/out" 2>&1
 if grep -q "^rank 0 exited 1$" "$tmp/out" && grep -q "^rank 1 exited 1$" "$tmp/out" &&
     [ "$(grep -c "writing checkpoint .* failed: No space left on device" "$tmp/out")" -eq 2 ] &&
+    [ "$(grep -c "the checkpoint of step 4 is not saved, so the run ends here: the newest in $tmp/ck-full is of step 2, where --resume auto goes on (steps 3 to 4 run again)" "$tmp/out")" -eq 1 ] &&
     ! grep -q "MPI_ABORT was invoked" "$tmp/out"; then
-    ok "a checkpoint write that fails on rank 0: both ranks exit 1 with the message, no MPI_Abort"
+    ok "a checkpoint write that fails on rank 0: both ranks exit 1 with the message, rank 0 names the step kept, no MPI_Abort"
 else
     bad "a failed checkpoint write at 2 ranks"; sed 's/^/    /' "$tmp/out" | tail -20
 fi
