@@ -287,18 +287,19 @@ static int train_setup(train_run *r, const dt_placement *pl)
     /* The statistics pass and evaluation read with the loader's threads, at least one. */
     r->read_threads = r->loader_threads > 0 ? r->loader_threads : 1;
 
-    /* Every rank opens the data on its own: a wrong path fails on all of them alike, said once
-     * (with how many ranks met it) and ended by every rank, not once per rank and an abort. */
-    char why[2048];
-    cli_error_capture(why, sizeof why);
+    /* Every rank opens --data on its own: a wrong path fails on all of them alike, said once
+     * (with how many ranks met it) and ended by every rank, not once per rank and an abort. The
+     * synthetic data reads no file, and its flag errors are every rank's alike: no exchange. */
+    char why[2048] = "";
+    if (t->data) cli_error_capture(why, sizeof why);
     rc = train_data_open(t, r->read_threads, &r->data);
-    cli_error_capture(NULL, 0);
-    int shared = 0;
-    rc = cli_agree_failure(r->ctx, rc, why, &shared);
-    if (rc) {
-        g_failure_shared = shared;
-        return rc;
+    if (t->data) {
+        cli_error_capture(NULL, 0);
+        int shared = 0;
+        rc = cli_agree_failure(r->ctx, rc, why, &shared);
+        if (rc) g_failure_shared = shared;
     }
+    if (rc) return rc;
     if ((rc = train_memory_check(r, pl))) return rc;
     if ((s = dt_model_create(r->ctx, t->model, r->data.input[0] ? r->data.input : NULL, (uint64_t)t->seed, t->batch,
                              &r->m)))
