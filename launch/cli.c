@@ -40,22 +40,36 @@ void cli_error_capture(char *buf, size_t n)
     if (g_capture) g_capture[0] = '\0';
 }
 
-void cli_error(const char *fmt, ...)
+/* cli_error's and cli_error_job's printing; identity: end with the rank that prints it. */
+static void error_vprint(int identity, const char *fmt, va_list ap)
 {
     char msg[4096];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     if (g_capture) { /* a second message follows the first: none is lost */
         const size_t used = strlen(g_capture);
         snprintf(g_capture + used, g_capture_n - used, "%s%s", used ? "; " : "", msg);
         return;
     }
-    if (g_err_world > 1)
+    if (identity && g_err_world > 1)
         fprintf(stderr, "dtrain: error: %s (rank %d of %d, on %s)\n", msg, g_err_rank, g_err_world, g_err_host);
     else
         fprintf(stderr, "dtrain: error: %s\n", msg);
+}
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_vprint(1, fmt, ap);
+    va_end(ap);
+}
+
+void cli_error_job(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_vprint(0, fmt, ap);
+    va_end(ap);
 }
 
 /* The command's numbers go through runtime/parse.c, the one parser of numbers for flags and

@@ -171,6 +171,9 @@ static inline const char *cli_s(long n) { return n == 1 ? "" : "s"; }
 /* Prints "dtrain: error: <msg>" to stderr, followed by " (rank R of W, on HOST)" once
  * cli_error_identity has named a world of several ranks. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* As cli_error, without "(rank R of W, on HOST)": for a failure every rank of the job has alike,
+ * said once for all of them by one rank. */
+void cli_error_job(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* From cli_error_capture(buf, n) until cli_error_capture(NULL, 0), cli_error keeps its messages
  * in buf (joined by "; ", cut at n) instead of printing them: for a step every rank runs on its
  * own, whose failure cli_agree_failure then says once for all the ranks that met it. */

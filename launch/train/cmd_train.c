@@ -47,8 +47,7 @@ int train_shared_error(const train_run *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    /* No "(rank 0 of W, on HOST)": every rank has it, and rank 0 only says it for all. */
-    fprintf(stderr, "dtrain: error: %s\n", msg);
+    cli_error_job("%s", msg); /* every rank has it, and rank 0 says it for all */
     return EXIT_FAIL;
 }
 

@@ -162,16 +162,14 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, int 
         const double shown = isnan(mean_loss) ? fabs(mean_loss) : mean_loss;
         /* In fp16 the forward pass itself can overflow (65504 is fp16's largest value): the loss
          * scaler only scales the backward pass, so it cannot help, while bf16 has fp32's range and
-         * trains the same weights on. Advice to lower the learning rate alone would mislead there. */
-        /* The mean loss came out of one allreduce: every rank is here on it, rank 0 says it. */
-        if (t->precision == DT_F16)
-            return train_shared_error(r,
-                                      "the loss became %g at step %ld: in fp16 a layer's output or the loss passed "
-                                      "65504, fp16's largest value, which loss scaling cannot prevent (it scales the "
-                                      "backward pass only): use --precision bf16 (fp32's range) or fp32, or lower "
-                                      "--lr (now %g)",
-                                      shown, step, (double)t->optim.lr);
-        return train_shared_error(r, "the loss became %g at step %ld: lower --lr (now %g)", shown, step,
+         * trains the same weights on. Advice to lower the learning rate alone would mislead there.
+         * The mean loss came out of one allreduce: every rank is here on it, rank 0 says it. */
+        const char *fp16 = t->precision == DT_F16 ? "in fp16 a layer's output or the loss passed 65504, fp16's "
+                                                    "largest value, which loss scaling cannot prevent (it scales "
+                                                    "the backward pass only): use --precision bf16 (fp32's range) "
+                                                    "or fp32, or "
+                                                  : "";
+        return train_shared_error(r, "the loss became %g at step %ld: %slower --lr (now %g)", shown, step, fp16,
                                   (double)t->optim.lr);
     }
     r->samples_sum += samples;
