@@ -50,8 +50,8 @@ for p in bf16 fp16; do
         worst=$(paste -d' ' <(sed 's/.*"loss": \([0-9.e+-]*\).*/\1/' "$tmp/cpu-$model-$p.jsonl") \
                             <(sed 's/.*"loss": \([0-9.e+-]*\).*/\1/' "$tmp/gpu-$model-$p.jsonl") |
                 awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 > 0 ? $1 : 1); if (r > w) w = r } END { printf "%.3g", w }')
-        first=$(head -1 "$tmp/gpu-$model-$p.jsonl" | sed 's/.*"loss": \([0-9.]*\).*/\1/')
-        last=$(tail -1 "$tmp/gpu-$model-$p.jsonl" | sed 's/.*"loss": \([0-9.]*\).*/\1/')
+        first=$(head -1 "$tmp/gpu-$model-$p.jsonl" | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
+        last=$(tail -1 "$tmp/gpu-$model-$p.jsonl" | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
         if awk -v w="$worst" -v a="$first" -v b="$last" 'BEGIN { exit !(w <= 1e-2 && b < a) }'; then
             ok "$model $p on the GPU follows the CPU's $p: worst relative loss difference $worst, loss $first -> $last"
         else

@@ -22,7 +22,7 @@ for spec in 2:1 3:2 3:0; do
         { bad "$np ranks: rank $slow named $n times of 4, others $others"; cat "$tmp/log"; }
     w=$(grep -c "WARN rank $slow is the straggler 3 log intervals in a row (compute " "$tmp/log")
     [ "$w" -eq 1 ] && ok "$np ranks: one WARN names rank $slow persistently" || { bad "$np ranks: $w WARN lines"; cat "$tmp/log"; }
-    m=$(grep -c "\"slowest_rank\": $slow, \"slowest_busy_s\": [0-9.]*, \"median_busy_s\": [0-9.]*, \"straggler\": true, \"straggler_phase\": \"compute\"" "$tmp/m.jsonl")
+    m=$(grep -c "\"slowest_rank\": $slow, \"slowest_busy_s\": [0-9.e+-]*, \"median_busy_s\": [0-9.e+-]*, \"straggler\": true, \"straggler_phase\": \"compute\"" "$tmp/m.jsonl")
     [ "$m" -eq 4 ] && ok "$np ranks: 4 metrics records name rank $slow" || { bad "$np ranks: $m metrics records"; cat "$tmp/m.jsonl"; }
 done
 

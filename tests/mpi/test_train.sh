@@ -132,9 +132,9 @@ learn() { # name, min accuracy, ranks, flags
     train "$np" "$@" --metrics "$tmp/m.jsonl" || { bad "$name: training failed"; return; }
     local last acc loss0 loss1
     last=$(tail -1 "$tmp/m.jsonl")
-    acc=$(sed 's/.*"accuracy": \([0-9.]*\).*/\1/' <<<"$last")
-    loss0=$(head -1 "$tmp/m.jsonl" | sed 's/.*"loss": \([0-9.]*\).*/\1/')
-    loss1=$(sed 's/.*"loss": \([0-9.]*\).*/\1/' <<<"$last")
+    acc=$(sed 's/.*"accuracy": \([0-9.e+-]*\).*/\1/' <<<"$last")
+    loss0=$(head -1 "$tmp/m.jsonl" | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
+    loss1=$(sed 's/.*"loss": \([0-9.e+-]*\).*/\1/' <<<"$last")
     if awk -v a="$acc" -v m="$min" -v l0="$loss0" -v l1="$loss1" 'BEGIN { exit !(a >= m && l1 < l0) }'; then
         ok "$name: accuracy $acc >= $min (chance 0.10), loss $loss0 -> $loss1"
     else

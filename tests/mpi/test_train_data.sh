@@ -24,7 +24,7 @@ if [ $rc -eq 0 ] && grep -q "data: $tmp/easy (idx), 3000 samples of 1x8x8, 10 cl
 else
     bad "training on IDX data: exit $rc, held-out accuracy '$acc'"; cat "$tmp/out"
 fi
-grep -q '"step": 40, "epoch": 0.85[0-9]*, .*"eval_loss": [0-9.]*, "eval_accuracy": [0-9.]*}' "$tmp/m.jsonl" &&
+grep -q '"step": 40, "epoch": 0.85[0-9]*, .*"eval_loss": [0-9.e+-]*, "eval_accuracy": [0-9.]*}' "$tmp/m.jsonl" &&
     ok "metrics carry epoch, eval_loss and eval_accuracy" || { bad "metrics eval fields"; cat "$tmp/m.jsonl"; }
 grep -q "normalize: standard, per channel mean / std (of values / 255): 0.1" "$tmp/out" &&
     ok "standard normalization from the training split, printed" || bad "normalization line"
