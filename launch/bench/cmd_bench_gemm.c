@@ -14,6 +14,12 @@
  * OpenBLAS 0.3.21 (Debian 12) has no 16-bit or tf32 GEMM, so the CPU runs fp32 only and every
  * GPU/CPU ratio is against CPU fp32, as such comparisons usually are. The largest --n's matrices
  * must fit this rank's host budget before any is made (gemm_memory_check).
+ *
+ * At several ranks every rank runs every product, and a barrier starts each size's CPU side and
+ * each GPU type together: without it a rank still on the previous size (or its fp64 check) shares
+ * the node's memory bandwidth and cores with another's timed products, an unnamed contention in
+ * that rank's figure. A row is then the slowest rank's (merge_ranks), what a data-parallel job
+ * waits for, where rank 0's own figure hid a slow rank.
  */
 #include "launch/bench/bench_gemm.h"
 #include "launch/cli.h"
@@ -24,10 +30,12 @@
 #include <cblas.h>
 #include <getopt.h>
 #include <math.h>
+#include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/backend.h"
 #include "kernels/cast.h"
@@ -220,9 +228,20 @@ static void sample_points(size_t n, size_t *rows, size_t *cols)
     rows[1] = cols[1] = n - 1;
 }
 
-static void cpu_run(size_t n, const gemm_opts *o, const float *a, const float *b, float *c, gemm_result *r)
+/* DTRAIN_TEST_GEMM_SLOW=R:MS (a test hook): rank R's every timed CPU product takes MS ms longer,
+ * a slow rank to show that a row is the slowest rank's. 0 on every other rank, and without it. */
+static unsigned slow_hook_us(int rank)
+{
+    const char *v = getenv("DTRAIN_TEST_GEMM_SLOW");
+    int r = -1, ms = 0;
+    if (!v || sscanf(v, "%d:%d", &r, &ms) != 2 || r != rank || ms < 0) return 0;
+    return (unsigned)ms * 1000u;
+}
+
+static void cpu_run(size_t n, const gemm_opts *o, const float *a, const float *b, float *c, int rank, gemm_result *r)
 {
     const int N = (int)n;
+    const unsigned slow_us = slow_hook_us(rank);
     memset(r, 0, sizeof *r);
     for (int w = 0; w < o->warmup; w++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
@@ -235,6 +254,7 @@ static void cpu_run(size_t n, const gemm_opts *o, const float *a, const float *b
     int done = 0;
     while (done < o->iters && (done == 0 || t < o->max_s)) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+        if (slow_us) usleep(slow_us);
         const double now = clock_now_s(), one = now - last;
         r->min_ms = done == 0 || 1e3 * one < r->min_ms ? 1e3 * one : r->min_ms;
         r->max_ms = 1e3 * one > r->max_ms ? 1e3 * one : r->max_ms;
@@ -277,6 +297,42 @@ static int gpu_run(size_t n, gemm_type t, const gemm_opts *o, const float *a, co
     else
         snprintf(r->note, sizeof r->note, "3 matrices of %zu x %zu need more than is free (test hook)", n, n);
     return error;
+}
+
+/* r over every rank, in place (at world > 1): the slowest rank's mean (and the TFLOP/s of it), the
+ * fewest reps, the fastest and slowest product of any rank's, the worst error; run only where every
+ * rank ran it (else the slowest is unknown: ran 0, and *some_ran says whether any rank did).
+ * Collective. Returns the MPI error code. */
+static int merge_ranks(size_t n, gemm_result *r, int *some_ran)
+{
+    /* Maxima only: minima negated, and a NaN error (which a max would compare away) as inf. */
+    double v[7] = {r->ran ? 0 : 1,
+                   r->ran,
+                   r->ms,
+                   -(double)r->reps,
+                   r->ran ? -r->min_ms : -INFINITY,
+                   r->max_ms,
+                   isnan(r->max_err) ? INFINITY : r->max_err};
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, v, 7, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return rc;
+    *some_ran = v[1] > 0;
+    r->ran = v[0] == 0;
+    if (!r->ran) return MPI_SUCCESS;
+    r->ms = v[2];
+    r->reps = (int)-v[3];
+    r->min_ms = -v[4];
+    r->max_ms = v[5];
+    r->max_err = isinf(v[6]) ? NAN : v[6];
+    r->tflops = 2.0 * (double)n * (double)n * (double)n / (r->ms * 1e-3) * 1e-12;
+    return MPI_SUCCESS;
+}
+
+/* Every rank at this point before any starts what comes next (world > 1). */
+static int gemm_barrier(dt_ctx *ctx, int world)
+{
+    if (world < 2 || dt_barrier(ctx) == DT_OK) return 0;
+    cli_error("the barrier before a timed product failed: %s", dt_last_error());
+    return 1;
 }
 
 /* A side's repetitions, and with spread its fastest and slowest product ("-" when not run): single
@@ -330,7 +386,11 @@ int cmd_bench_gemm(int argc, char **argv)
         printf("# CPU: OpenBLAS %s kernels, %d thread%s on cores %s%s\n", dt_blas_corename(), pl.blas_threads,
                cli_s(pl.blas_threads), pl.cores, o.cpu ? "" : " (not run: --no-cpu)");
         printf("# GPU: %s%s\n", gpu_desc, o.gpu ? "" : " (not run: --no-gpu)");
-        if (world > 1) printf("# every one of the %d ranks runs the benchmark at once; rank 0's numbers\n", world);
+        if (world > 1)
+            printf("# all %d ranks run every product, each size's CPU side and each GPU type started together (a "
+                   "barrier); a row is the slowest rank's: its mean, the fewest reps, min-max over every rank's "
+                   "products, the worst error\n",
+                   world);
         printf("# OpenBLAS has no tf32/bf16/fp16 GEMM: the CPU column is fp32, and GPU/CPU is against it\n");
         printf("# ms: the mean of one product over reps timed ones after %d warm-up (--iters %d, fewer once "
                "--max-seconds %g is spent); CPU min-max: its fastest and slowest product\n",
@@ -361,16 +421,27 @@ int cmd_bench_gemm(int argc, char **argv)
         gemm_fill(a, n, 1);
         gemm_fill(b, n, 2);
         gemm_result cpu = {0};
-        if (o.cpu) cpu_run(n, &o, a, b, c, &cpu);
+        int some_ran = 0, mrc = MPI_SUCCESS;
+        if (o.cpu) {
+            if (gemm_barrier(ctx, world)) goto collective_failed;
+            cpu_run(n, &o, a, b, c, rank, &cpu);
+            if (world > 1 && (mrc = merge_ranks(n, &cpu, &some_ran))) goto collective_failed;
+        }
         for (int t = 0; t < GEMM_NTYPES; t++) {
             if (!o.types[t]) continue;
             gemm_result gpu = {0};
+            if (gemm_barrier(ctx, world)) goto collective_failed;
             const int grc = gpu_gone ? 0 : gpu_run(n, (gemm_type)t, &o, a, b, &gpu);
             if (grc < 0) {
                 gpu_gone = 1;
                 snprintf(gpu_note, sizeof gpu_note, "%s", gpu.note);
             }
             failed += grc > 0;
+            const int mine_ran = gpu.ran;
+            if (world > 1 && (mrc = merge_ranks(n, &gpu, &some_ran))) goto collective_failed;
+            /* A rank whose GPU did not run where another's did empties the row: it says why. */
+            if (some_ran && !mine_ran && rank != 0 && gpu.note[0])
+                cli_error("rank %d: GPU not run at n %zu %s: %s", rank, n, type_name[t], gpu.note);
             const gemm_result *cpu_row = t == GEMM_FP32 ? &cpu : NULL;
             const double err = gpu.ran ? gpu.max_err : cpu_row && cpu_row->ran ? cpu_row->max_err : NAN;
             const int bad = (gpu.ran && !(gpu.max_err <= type_tol[t])) ||
@@ -392,12 +463,20 @@ int cmd_bench_gemm(int argc, char **argv)
                 else
                     printf(" %10.2e %6s\n", err, bad ? "WRONG" : "ok");
                 /* Why this row's GPU cell is empty (no GPU at all: one line at the end). */
-                if (grc >= 0 && !gpu.ran && gpu.note[0])
+                if (grc >= 0 && !mine_ran && gpu.note[0])
                     printf("#   GPU %s: %s\n", grc ? "FAILED" : "not run", gpu.note);
+                else if (mine_ran && !gpu.ran)
+                    printf("#   GPU not run on every rank (the others say why on stderr): no slowest time\n");
                 fflush(stdout);
             }
         }
         free(a), free(b), free(c);
+        continue;
+    collective_failed:
+        free(a), free(b), free(c);
+        if (mrc != MPI_SUCCESS) cli_error("MPI_Allreduce of the ranks' timings failed (MPI error %d)", mrc);
+        dt_abort_job(ctx, EXIT_FAIL);
+        return EXIT_FAIL;
     }
     if (rank == 0 && o.gpu && gpu_gone && gpu_note[0]) printf("# GPU columns skipped: %s\n", gpu_note);
     if (rank == 0 && wrong)

@@ -117,6 +117,16 @@ elif grep -qE ' bf16 .* ok$' "$tmp/g"; then
 else
     bad "bench gemm: neither a GPU result nor a reason"; cat "$tmp/g"
 fi
+# At 2 ranks a row is the slowest rank's, not rank 0's: rank 1's products are 300 ms slower (a
+# test hook), so its mean and the row's slowest product must show them; the header says so.
+DTRAIN_TEST_GEMM_SLOW=1:300 "$MPIRUN" -np 2 "$DTRAIN" bench gemm --n 64 --dtype fp32 --no-gpu --iters 2 \
+    --blas-threads 1 >"$tmp/g" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "^# all 2 ranks run every product, .* a row is the slowest rank's" "$tmp/g" &&
+    grep -E '^ +64 +fp32 ' "$tmp/g" | awk '{ split($9, m, "-"); exit !(NF == 12 && $3 >= 300 && m[2] >= 300 &&
+        m[1] < 300) }' &&
+    ok "bench gemm at 2 ranks: the slowest rank's row: $(grep -E '^ +64 +fp32' "$tmp/g" | tr -s ' ')" ||
+    { bad "bench gemm at 2 ranks: rank 1's slow products not in the row (exit $rc)"; cat "$tmp/g"; }
 # A GPU cell left empty says why under its row: a size that does not fit is not run (exit 0), a
 # CUDA or cuBLAS error fails the command (a test hook stands in for the GPU's answers).
 DTRAIN_TEST_GEMM_GPU=nomem "$DTRAIN" bench gemm --n 64 --dtype fp32,bf16 --iters 2 >"$tmp/g" 2>&1
