@@ -105,7 +105,6 @@ static void check_devices(const doctor_facts *f, doc_list *out)
 {
     const doctor_cuda_facts *c = &f->cuda;
     char seen[DOC_TEXT];
-    size_t len = 0;
     int gpus = 0, enoent = 0, eacces = 0, enxio = 0, other = 0;
     seen[0] = '\0';
     for (int i = 0; i < c->ndev; i++) {
@@ -113,13 +112,12 @@ static void check_devices(const doctor_facts *f, doc_list *out)
         gpus += strcmp(d->name, "nvidiactl") && strcmp(d->name, "nvidia-uvm");
         enoent += d->err == ENOENT, eacces += d->err == EACCES || d->err == EPERM, enxio += d->err == ENXIO;
         other += d->err && d->err != ENOENT && d->err != EACCES && d->err != EPERM && d->err != ENXIO;
-        /* Every node counts toward the verdict; only the text stops where the row is full. */
-        if (len < sizeof seen)
-            len += (size_t)snprintf(seen + len, sizeof seen - len, "%s%s/%s %s", len ? ", " : "", c->dev_dir, d->name,
-                                    d->err ? errno_name(d->err) : "ok");
+        /* Every node counts toward the verdict; only the text stops, with "...", where the row is full. */
+        doc_append(seen, sizeof seen, "%s%s/%s %s", seen[0] ? ", " : "", c->dev_dir, d->name,
+                   d->err ? errno_name(d->err) : "ok");
     }
     if (gpus == 0) {
-        len += len < sizeof seen ? (size_t)snprintf(seen + len, sizeof seen - len, "; no %s/nvidiaN", c->dev_dir) : 0;
+        doc_append(seen, sizeof seen, "; no %s/nvidiaN", c->dev_dir);
         enoent++;
     }
     const char *fix = NULL;

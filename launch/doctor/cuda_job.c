@@ -33,7 +33,6 @@ static void gpu_key(const doctor_facts *f, char *out, size_t n)
 static void check_shared(const doctor_facts *all, int world, doc_list *job)
 {
     char seen[DOC_TEXT], a[72], b[72];
-    size_t len = 0;
     int n_gpu = 0;
     seen[0] = '\0';
     for (int r = 0; r < world; r++) {
@@ -53,7 +52,7 @@ static void check_shared(const doctor_facts *all, int world, doc_list *job)
                           allowed ? ": --gpu-comm mpi allows it, at half the speed each" : "");
             return;
         }
-        if (len < sizeof seen) len += (size_t)snprintf(seen + len, sizeof seen - len, "%s%d:%s", len ? " " : "", r, a);
+        doc_append(seen, sizeof seen, "%s%d:%s", seen[0] ? " " : "", r, a);
     }
     if (n_gpu) doc_add_ranks(job, NULL, 0, "cuda.gpu_shared", DOC_PASS, NULL, "each rank its own GPU: %s", seen);
 }

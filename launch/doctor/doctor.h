@@ -71,6 +71,12 @@ void doc_add(doc_list *l, const char *name, doc_level lv, const char *fix, const
     __attribute__((format(printf, 5, 6)));
 void doc_vadd(doc_list *l, const char *name, doc_level lv, const char *fix, const char *fmt, va_list ap);
 
+/* Appends printf(fmt, ...) to the text in buf (cap >= 4 bytes, holding a string), for the texts
+ * a check builds piece by piece (a list of ranks, of nodes, of device nodes) before doc_add: a
+ * text that outgrows buf ends in "..." (never a split UTF-8 character), so the row shows the cut
+ * where snprintf would end it silently; once cut, later pieces leave it as it is. */
+void doc_append(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Appends a job row about the given ranks (n of them, any order; n 0 = the whole job). */
 void doc_add_ranks(doc_list *job, const int *ranks, int n, const char *name, doc_level lv, const char *fix,
                    const char *fmt, ...) __attribute__((format(printf, 7, 8)));

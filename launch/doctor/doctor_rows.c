@@ -43,6 +43,22 @@ static void copy_cut(char *dst, size_t cap, const char *src)
     memcpy(dst + keep, "...", 4);
 }
 
+void doc_append(char *buf, size_t cap, const char *fmt, ...)
+{
+    const size_t len = strlen(buf);
+    /* Already cut (its "..." ends it within a character's bytes of the end): nothing after it. */
+    if (len + 7 >= cap && len >= 3 && !memcmp(buf + len - 3, "...", 3)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int w = vsnprintf(buf + len, cap - len, fmt, ap);
+    va_end(ap);
+    if (w < 0 || len + (size_t)w < cap) return;
+    /* Cut: keep what fits before "...", backed up to a character's first byte. */
+    size_t keep = cap - 4;
+    while (keep > 0 && ((unsigned char)buf[keep] & 0xC0) == 0x80) keep--;
+    memcpy(buf + keep, "...", 4);
+}
+
 static doc_row *row_new(doc_list *l)
 {
     if (l->n == l->cap) {

@@ -66,7 +66,6 @@ static void launcher_unreadable(const doctor_host_facts *h, doc_list *out)
  * LOCAL_RANK would take another rank's GPU. */
 static const char *local_conflict(const doctor_host_facts *h, const dt_placement *pl, char *buf, size_t n)
 {
-    size_t len = 0;
     buf[0] = '\0';
     const char *var[2] = {"LOCAL_RANK", "LOCAL_WORLD_SIZE"};
     const char *val[2] = {h->torch_local_rank, h->torch_local_world};
@@ -76,11 +75,11 @@ static const char *local_conflict(const doctor_host_facts *h, const dt_placement
         char *end = NULL;
         const long v = strtol(val[i], &end, 10);
         if (!*end && v == mpi[i]) continue;
-        len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%s=%s", len ? " " : "", var[i], val[i]);
+        doc_append(buf, n, "%s%s=%s", buf[0] ? " " : "", var[i], val[i]);
     }
-    if (len && len < n)
-        snprintf(buf + len, n - len, " %s set but MPI says local rank %d of %d on this node",
-                 strchr(buf, ' ') ? "are" : "is", pl->local_rank, pl->local_size);
+    if (buf[0])
+        doc_append(buf, n, " %s set but MPI says local rank %d of %d on this node", strchr(buf, ' ') ? "are" : "is",
+                   pl->local_rank, pl->local_size);
     return buf;
 }
 
@@ -399,16 +398,14 @@ void doctor_host_check_job(const doctor_facts *all, int world, doc_list *job)
     const int nodes = all[0].pl.num_nodes;
     int busy = 0, overlap = 0;
     char lists[DOC_TEXT] = "";
-    size_t len = 0;
     for (int nd = 0; nd < nodes; nd++) {
         const int n = node_ranks(all, world, nd, idx);
         if (!n) continue;
         check_busy_poll(all, idx, n, job, &busy);
         check_overlap(all, idx, n, job, &overlap);
-        len += (size_t)snprintf(lists + len, len < sizeof lists ? sizeof lists - len : 0, "%s%s:", len ? "; " : "",
-                                all[idx[0]].pl.hostname);
-        for (int i = 0; i < n && len < sizeof lists; i++)
-            len += (size_t)snprintf(lists + len, sizeof lists - len, " %d=%s", idx[i], all[idx[i]].pl.cores);
+        /* A job of many ranks outgrows the row: the list ends in "..." where it is cut. */
+        doc_append(lists, sizeof lists, "%s%s:", lists[0] ? "; " : "", all[idx[0]].pl.hostname);
+        for (int i = 0; i < n; i++) doc_append(lists, sizeof lists, " %d=%s", idx[i], all[idx[i]].pl.cores);
     }
     if (!busy)
         doc_add(job, "mpi.busy_poll", DOC_PASS, NULL, "no node runs more ranks than it has cores without yielding");

@@ -31,11 +31,10 @@ void doctor_memory_check_rank(const doctor_facts *f, doc_list *out)
     }
     if (!m->planned || m->plan_error[0]) return; /* memory.model says why */
     char peak[24], total[24], items[DOC_TEXT] = "";
-    size_t len = 0;
-    for (int i = 0; i < m->n_top && len < sizeof items; i++) {
+    for (int i = 0; i < m->n_top; i++) {
         char b[24];
-        len += (size_t)snprintf(items + len, sizeof items - len, "%s%s %s", i ? ", " : "", m->top[i].what,
-                                fmt_bytes(m->top[i].bytes, b, sizeof b));
+        doc_append(items, sizeof items, "%s%s %s", i ? ", " : "", m->top[i].what,
+                   fmt_bytes(m->top[i].bytes, b, sizeof b));
     }
     doc_add(out, "memory.plan", DOC_PASS, NULL,
             "%s at batch %d on the %s: peak %s, held while training %s; biggest: %s", m->precision, m->plan_batch,

@@ -32,12 +32,6 @@ static int transport_var(const char *kv)
     return 0;
 }
 
-static void append(char *buf, size_t n, const char *fmt, const char *a, const char *b)
-{
-    const size_t len = strlen(buf);
-    if (len + 1 < n) snprintf(buf + len, n - len, fmt, a, b);
-}
-
 /* OMPI_MCA_btl: a list, or ^list to exclude. Usable between processes: vader/sm (one node), tcp,
  * ofi, uct, openib. self alone talks only to itself; ^self leaves the rest (Open MPI then runs). */
 static int btl_usable(const char *v)
@@ -79,7 +73,7 @@ static void missing_ifaces(const char *list, char *out, size_t n)
             if (all) if_freenameindex(all);
             if (prefix) continue;
         }
-        append(out, n, "%s%s", out[0] ? "," : "", tok);
+        doc_append(out, n, "%s%s", out[0] ? "," : "", tok);
     }
     free(copy);
 }
@@ -89,15 +83,17 @@ void doctor_net_collect(doctor_net_facts *f)
     memset(f, 0, sizeof *f);
     f->collected = 1;
     f->level = DOC_PASS;
-    char set[320] = "", wrong[320] = "", fix[320] = "";
+    /* The variables set may outgrow the row (their cut below shows it); what is wrong and the fix
+     * end in "..." should they ever outgrow theirs (doc_append). */
+    char set[2 * sizeof f->seen] = "", wrong[sizeof f->seen] = "", fix[sizeof f->fix] = "";
     for (char **e = environ; *e; e++)
-        if (transport_var(*e)) append(set, sizeof set, "%s%s", set[0] ? " " : "", *e);
+        if (transport_var(*e)) doc_append(set, sizeof set, "%s%s", set[0] ? " " : "", *e);
     const char *btl = getenv("OMPI_MCA_btl");
     if (btl && *btl && !btl_usable(btl)) {
-        append(wrong, sizeof wrong, "%sOMPI_MCA_btl=%.64s leaves no transport between ranks", wrong[0] ? "; " : "",
-               btl);
-        append(fix, sizeof fix, "%s%s", fix[0] ? "; " : "",
-               "unset OMPI_MCA_btl, or list self with a transport (self,vader,tcp)");
+        doc_append(wrong, sizeof wrong, "%sOMPI_MCA_btl=%.64s leaves no transport between ranks", wrong[0] ? "; " : "",
+                   btl);
+        doc_append(fix, sizeof fix, "%s%s", fix[0] ? "; " : "",
+                   "unset OMPI_MCA_btl, or list self with a transport (self,vader,tcp)");
     }
     static const char *const lists[] = {"OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include",
                                         "NCCL_SOCKET_IFNAME", "UCX_NET_DEVICES"};
@@ -109,15 +105,15 @@ void doctor_net_collect(doctor_net_facts *f)
         if (!missing[0]) continue;
         char what[200];
         snprintf(what, sizeof what, "%s names %s", lists[i], missing);
-        append(wrong, sizeof wrong, "%s%s, not an interface of this node", wrong[0] ? "; " : "", what);
-        append(fix, sizeof fix, "%s%s", fix[0] ? "; " : "",
-               "name interfaces this node has (ip -br link) or unset the variable");
+        doc_append(wrong, sizeof wrong, "%s%s, not an interface of this node", wrong[0] ? "; " : "", what);
+        doc_append(fix, sizeof fix, "%s%s", fix[0] ? "; " : "",
+                   "name interfaces this node has (ip -br link) or unset the variable");
     }
     const char *dbg = getenv("NCCL_DEBUG");
     if (dbg && (!strcasecmp(dbg, "INFO") || !strcasecmp(dbg, "TRACE"))) {
-        append(wrong, sizeof wrong, "%sNCCL_DEBUG=%s prints on every rank for every call (slow, noisy)",
-               wrong[0] ? "; " : "", dbg);
-        append(fix, sizeof fix, "%s%s", fix[0] ? "; " : "", "unset NCCL_DEBUG (or WARN) outside a debugging run");
+        doc_append(wrong, sizeof wrong, "%sNCCL_DEBUG=%s prints on every rank for every call (slow, noisy)",
+                   wrong[0] ? "; " : "", dbg);
+        doc_append(fix, sizeof fix, "%s%s", fix[0] ? "; " : "", "unset NCCL_DEBUG (or WARN) outside a debugging run");
     }
     /* What is wrong must survive the row's size: the variables' values (one long list is enough to
      * fill it) give way to it, cut with "...". */
@@ -126,8 +122,8 @@ void doctor_net_collect(doctor_net_facts *f)
     const size_t room = need < sizeof f->seen - 1 ? sizeof f->seen - 1 - need : 0;
     const int cut = vlen > room;
     const int keep = (int)(cut ? (room > 3 ? room - 3 : 0) : vlen);
-    snprintf(f->seen, sizeof f->seen, "%.*s%s%s%s", keep, vars, cut && room >= 3 ? "..." : "", wrong[0] ? ": " : "",
-             wrong);
+    doc_append(f->seen, sizeof f->seen, "%.*s%s%s", keep, vars, cut && room >= 3 ? "..." : "", wrong[0] ? ": " : "");
+    doc_append(f->seen, sizeof f->seen, "%s", wrong);
     if (wrong[0]) {
         f->level = DOC_WARN;
         snprintf(f->fix, sizeof f->fix, "%s", fix);

@@ -37,48 +37,43 @@ static unsigned long long nofile_need(int world) { return 256ULL + 2ULL * (unsig
 void doctor_node_check_rank(const doctor_facts *f, doc_list *out)
 {
     const doctor_node_facts *n = &f->host.node;
-    char a[32], b[32], seen[DOC_TEXT], fix[DOC_TEXT] = "";
-    size_t sl = 0, fl = 0;
+    /* Three limits' texts can outgrow the row: doc_append ends a cut one with "...". */
+    char a[32], b[32], seen[DOC_TEXT] = "", fix[DOC_TEXT] = "";
     int bad = 0;
     const unsigned long long need = nofile_need(f->pl.world_size);
     if (n->nofile && n->nofile < need) {
         bad = 1;
-        sl += (size_t)snprintf(seen + sl, sizeof seen - sl,
-                               "open files (ulimit -n) %llu, below the %llu a rank of %d "
-                               "may open (MPI connections, loader, images)",
-                               n->nofile, need, f->pl.world_size);
-        fl += (size_t)snprintf(fix + fl, sizeof fix - fl, "ulimit -n %llu", need < 4096 ? 4096ULL : need);
+        doc_append(seen, sizeof seen,
+                   "open files (ulimit -n) %llu, below the %llu a rank of %d may open (MPI connections, loader, "
+                   "images)",
+                   n->nofile, need, f->pl.world_size);
+        doc_append(fix, sizeof fix, "ulimit -n %llu", need < 4096 ? 4096ULL : need);
     } else if (n->nofile == DOC_UNLIMITED)
-        sl += (size_t)snprintf(seen + sl, sizeof seen - sl, "open files unlimited");
+        doc_append(seen, sizeof seen, "open files unlimited");
     else
-        sl += (size_t)snprintf(seen + sl, sizeof seen - sl, "open files %llu", n->nofile);
-    if (n->stack && n->stack < DOC_STACK_MIN && sl < sizeof seen) {
+        doc_append(seen, sizeof seen, "open files %llu", n->nofile);
+    if (n->stack && n->stack < DOC_STACK_MIN) {
         bad = 1;
-        sl += (size_t)snprintf(seen + sl, sizeof seen - sl,
-                               "; stack (ulimit -s) %s, below 1 MiB: every thread gets a stack this size",
-                               limit_text(n->stack, a, sizeof a));
-        if (fl < sizeof fix) fl += (size_t)snprintf(fix + fl, sizeof fix - fl, "%sulimit -s 8192", fl ? "; " : "");
-    } else if (sl < sizeof seen)
-        sl += (size_t)snprintf(seen + sl, sizeof seen - sl, "; stack %s", limit_text(n->stack, a, sizeof a));
+        doc_append(seen, sizeof seen, "; stack (ulimit -s) %s, below 1 MiB: every thread gets a stack this size",
+                   limit_text(n->stack, a, sizeof a));
+        doc_append(fix, sizeof fix, "%sulimit -s 8192", fix[0] ? "; " : "");
+    } else
+        doc_append(seen, sizeof seen, "; stack %s", limit_text(n->stack, a, sizeof a));
     const int rdma = n->rdma_devices > 0, gpu = f->pl.device == DT_DEVICE_CUDA;
     if (!rdma && !gpu) {
-        if (sl < sizeof seen)
-            snprintf(seen + sl, sizeof seen - sl, "; locked memory not checked (no InfiniBand/RDMA device, no GPU)");
+        doc_append(seen, sizeof seen, "; locked memory not checked (no InfiniBand/RDMA device, no GPU)");
     } else if (n->memlock < DOC_MEMLOCK_MIN) {
         bad = 1;
-        if (sl < sizeof seen)
-            snprintf(seen + sl, sizeof seen - sl,
-                     "; locked memory (ulimit -l) %s on a node with %s: %s cannot pin "
-                     "its buffers",
-                     limit_text(n->memlock, b, sizeof b), rdma ? "InfiniBand/RDMA devices" : "a GPU",
-                     rdma ? "RDMA" : "NCCL");
-        if (fl < sizeof fix) fl += (size_t)snprintf(fix + fl, sizeof fix - fl, "%sulimit -l unlimited", fl ? "; " : "");
-    } else if (sl < sizeof seen)
-        snprintf(seen + sl, sizeof seen - sl, "; locked memory %s", limit_text(n->memlock, b, sizeof b));
-    if (bad && fl < sizeof fix)
-        snprintf(fix + fl, sizeof fix - fl,
-                 " in the job script before mpirun/srun (a hard limit below it: the site's "
-                 "/etc/security/limits.conf, or docker --ulimit)");
+        doc_append(seen, sizeof seen, "; locked memory (ulimit -l) %s on a node with %s: %s cannot pin its buffers",
+                   limit_text(n->memlock, b, sizeof b), rdma ? "InfiniBand/RDMA devices" : "a GPU",
+                   rdma ? "RDMA" : "NCCL");
+        doc_append(fix, sizeof fix, "%sulimit -l unlimited", fix[0] ? "; " : "");
+    } else
+        doc_append(seen, sizeof seen, "; locked memory %s", limit_text(n->memlock, b, sizeof b));
+    if (bad)
+        doc_append(fix, sizeof fix,
+                   " in the job script before mpirun/srun (a hard limit below it: the site's "
+                   "/etc/security/limits.conf, or docker --ulimit)");
     doc_add(out, "node.limits", bad ? DOC_WARN : DOC_PASS, bad ? fix : NULL, "%s", seen);
 }
 
@@ -93,9 +88,7 @@ static void check_shm(const doctor_facts *all, const int *idx, int n, doc_list *
     for (int i = 0; i < n; i++) gpu |= all[idx[i]].pl.device == DT_DEVICE_CUDA;
     const unsigned long long need = gpu ? DOC_SHM_GPU_NODE : (unsigned long long)n * DOC_SHM_PER_RANK;
     if (s->shm_free >= need) {
-        const size_t l = strlen(ok);
-        snprintf(ok + l, l < okn ? okn - l : 0, "%s%s %.0f MiB free", l ? ", " : "", lead->pl.hostname,
-                 (double)s->shm_free / MIB);
+        doc_append(ok, okn, "%s%s %.0f MiB free", ok[0] ? ", " : "", lead->pl.hostname, (double)s->shm_free / MIB);
         return;
     }
     char fix[DOC_TEXT];

@@ -374,6 +374,55 @@ static void test_net_env_long_values(void **state)
     unsetenv("NCCL_DEBUG");
 }
 
+/* A text built piece by piece that outgrows its buffer ends in "..." (no split UTF-8 character),
+ * and stays so: a cut list once read as whole. The rows built that way show their cut. */
+static void test_cut_texts(void **state)
+{
+    (void)state;
+    char b[16] = "";
+    doc_append(b, sizeof b, "%s", "0123456789");
+    doc_append(b, sizeof b, "%s", "ab");
+    assert_string_equal(b, "0123456789ab");
+    doc_append(b, sizeof b, "%s", "cdefgh");
+    assert_string_equal(b, "0123456789ab...");
+    doc_append(b, sizeof b, "%s", "x");
+    assert_string_equal(b, "0123456789ab...");
+    char u[10] = "abcd";
+    doc_append(u, sizeof u, "%s", "\xc3\xa9\xc3\xa9\xc3\xa9"); /* the cut falls inside the 2nd e-acute */
+    assert_string_equal(u, "abcd\xc3\xa9...");
+    doc_append(u, sizeof u, "%s", "z"); /* shorter than u after the cut, still not appended */
+    assert_string_equal(u, "abcd\xc3\xa9...");
+    /* net.env: one long variable and nothing wrong (the text was the variables alone, cut silently). */
+    char v[400] = "NCCL_IB_HCA=";
+    while (strlen(v) < sizeof v - 8) strcat(v, "mlx5_0,");
+    setenv("NCCL_IB_HCA", v + strlen("NCCL_IB_HCA="), 1);
+    doctor_net_facts nf;
+    doctor_net_collect(&nf);
+    unsetenv("NCCL_IB_HCA");
+    assert_int_equal(nf.level, DOC_PASS);
+    assert_non_null(strstr(nf.seen, "NCCL_IB_HCA=mlx5_0,"));
+    assert_int_equal(strlen(nf.seen), sizeof nf.seen - 1);
+    assert_string_equal(nf.seen + sizeof nf.seen - 4, "...");
+    /* cpu.overlap's PASS row lists every rank's cores: 64 ranks on one node outgrow it. */
+    enum { W = 64 };
+    doctor_facts *all = calloc(W, sizeof *all);
+    assert_non_null(all);
+    for (int r = 0; r < W; r++) {
+        healthy(&all[r], r);
+        all[r].pl.world_size = all[r].pl.local_size = W;
+        all[r].host.online_cpus = W;
+    }
+    doc_list job;
+    doc_list_init(&job, W);
+    doctor_host_check_job(all, W, &job);
+    const doc_row *o = find(&job, "cpu.overlap", DOC_PASS);
+    assert_non_null(o);
+    assert_non_null(strstr(o->seen, "no two ranks of a node share a core (rank=cores: n1: 0=0 1=1"));
+    assert_string_equal(o->seen + strlen(o->seen) - 3, "...");
+    doc_list_free(&job);
+    free(all);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -387,6 +436,7 @@ int main(void)
         cmocka_unit_test(test_shm_and_limits),
         cmocka_unit_test(test_cpu_quota),
         cmocka_unit_test(test_net_env_long_values),
+        cmocka_unit_test(test_cut_texts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

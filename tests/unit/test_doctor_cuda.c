@@ -183,7 +183,7 @@ static void test_devices(void **state)
     assert_int_equal(level_of(&l, "cuda.devices", NULL), DOC_WARN);
     doc_list_free(&l);
     /* A long DTRAIN_TEST_DEV_DIR fills the row's text after a few nodes: a node past that is still
-     * judged (its permission denied is the verdict), only its text is cut. */
+     * judged (its permission denied is the verdict), only its text is cut, and the cut shows. */
     healthy(&f, 0);
     memset(f.cuda.dev_dir, 'd', sizeof f.cuda.dev_dir - 1);
     f.cuda.dev_dir[0] = '/', f.cuda.dev_dir[sizeof f.cuda.dev_dir - 1] = '\0';
@@ -194,6 +194,8 @@ static void test_devices(void **state)
     rank_rows(&f, &l);
     assert_int_equal(level_of(&l, "cuda.devices", &r), DOC_FAIL);
     assert_non_null(strstr(r->fix, "usermod -aG video"));
+    assert_int_equal(strlen(r->seen), DOC_TEXT - 1);
+    assert_string_equal(r->seen + DOC_TEXT - 4, "...");
     doc_list_free(&l);
 }
 
