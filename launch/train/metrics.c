@@ -181,6 +181,7 @@ FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
     char *line = NULL;
     size_t cap = 0;
     long cut = -1, off = 0, lineno = 0, kept = 0, dropped = 0, last_step = 0, prev = -1;
+    long drop_first = -1, drop_last = -1; /* the steps of the first and last record dropped */
     int torn = 0;
     const char *why = NULL;
     ssize_t got;
@@ -206,7 +207,11 @@ FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
             last_step = step;
         }
         if (why) break;
-        if (cut >= 0) dropped++;
+        if (cut >= 0) {
+            dropped++;
+            if (drop_first < 0) drop_first = step;
+            drop_last = step;
+        }
         if (step >= 0) prev = step;
         off += got;
     }
@@ -240,7 +245,11 @@ FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
     }
     if (!quiet) {
         printf("metrics: appending to %s after its %ld record%s up to step %ld", path, kept, cli_s(kept), last_step);
-        if (dropped) printf("; dropped %ld record%s of later steps (those steps run again)", dropped, cli_s(dropped));
+        /* Which records went, so a reader of the file can tell which steps its new records redo. */
+        if (dropped == 1)
+            printf("; dropped 1 record of step %ld (those steps run again)", drop_first);
+        else if (dropped)
+            printf("; dropped %ld records of steps %ld to %ld (those steps run again)", dropped, drop_first, drop_last);
         if (torn) printf("; dropped a last line cut short (line %ld)", lineno);
         printf("\n");
     }
