@@ -236,7 +236,9 @@ static const char bench_gemm[] = "usage: dtrain bench gemm [options]\n"
                                  "  --max-seconds F      repeat a product for about F seconds at most (3)\n"
                                  "  --no-cpu, --no-gpu   leave a side out (not both)\n"
                                  "Rows: mean ms, reps timed, the CPU's fastest-slowest product. The largest --n\n"
-                                 "must fit this rank's host memory (else refused, naming the n that fits).\n";
+                                 "must fit this rank's host memory (else refused, naming the n that fits).\n"
+                                 "Under mpirun every rank runs each product, started together; a row is the\n"
+                                 "slowest rank's.\n";
 
 static const char bench_step[] = "usage: dtrain bench step [options]\n"
                                  "Samples/s of whole training steps of one model in each precision, side by side,\n"
