@@ -13,29 +13,52 @@ marker="--dataset-size 4$$"   # a unique argument, to find leftover processes of
 # the grace lets the rank whose words are checked print after the other's MPI_Abort.
 export OMPI_MCA_odls_base_sigkill_timeout=1
 
-fault() { # kind:rank:step (or hang=LAYER:RANK:SEQ for DTRAIN_TEST_HANG), ranks, must-say, time limit
-    local spec=$1 np=$2 say=$3 limit=$4 t0 t1 rc var=DTRAIN_FAULT
+# The cases run two at a time: a stalled or hung job mostly sleeps and polls (about 10 s of CPU
+# over the 100 s they took one after another), and each case has its own output file and marker,
+# so neither sees the other's processes. fault_case reports into $tmp/case.N; cases_done waits
+# for the running ones and counts their verdicts in order.
+n_case=0
+fault_case() { # N, then fault's arguments
+    local n=$1 spec=$2 np=$3 say=$4 limit=$5 t0 t1 rc var=DTRAIN_FAULT
+    local out=$tmp/out.$n case_marker
+    case_marker="--seed 9$(printf %02d "$n")$$"   # unique to this case, to find its leftovers
     case $spec in hang=*) var=DTRAIN_TEST_HANG spec=${spec#hang=} ;; esac
     t0=$(date +%s.%N)
     env "$var=$spec" timeout 120 "$MPIRUN" ${mpi_opts-} -np "$np" -x "$var" "$DTRAIN" train --timeout $TIMEOUT --steps 40 \
-        --batch 4 --model fc:32,relu,fc:10 --input 16 --log-every 1 $marker >"$tmp/out" 2>&1
+        --batch 4 --model fc:32,relu,fc:10 --input 16 --log-every 1 $marker $case_marker >"$out" 2>&1
     rc=$?
     t1=$(date +%s.%N)
     local took; took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
     # A rank may take a moment to exit after mpirun: leftovers are those still there after 1 s.
     local left tries=0
-    while left=$(pgrep -f -- "$marker" | wc -l) && [ "$left" -gt 0 ] && [ $tries -lt 10 ]; do
+    while left=$(pgrep -f -- "$case_marker" | wc -l) && [ "$left" -gt 0 ] && [ $tries -lt 10 ]; do
         sleep 0.1
         tries=$((tries + 1))
     done
-    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -qF -- "$say" "$tmp/out" &&
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -qF -- "$say" "$out" &&
        awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t <= l) }' && [ "$left" -eq 0 ]; then
         ok "$var=$spec ${mpi_opts-}on $np ranks: job ended in $took s (limit $limit), exit $rc, says '$say', no rank left"
     else
         bad "$var=$spec ${mpi_opts-}on $np ranks: exit $rc after $took s (limit $limit), $left processes left, wanted '$say'"
-        sed 's/^/    /' "$tmp/out" | tail -20
-        pkill -9 -f -- "$marker"
+        sed 's/^/    /' "$out" | tail -20
+        pkill -9 -f -- "$case_marker"
     fi
+}
+fault() { # kind:rank:step (or hang=LAYER:RANK:SEQ for DTRAIN_TEST_HANG), ranks, must-say, time limit
+    n_case=$((n_case + 1))
+    while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n; done
+    fault_case "$n_case" "$@" >"$tmp/case.$n_case" 2>&1 &
+    last_out=$tmp/out.$n_case
+}
+counted=0
+cases_done() {
+    wait
+    while [ "$counted" -lt "$n_case" ]; do
+        counted=$((counted + 1))
+        cat "$tmp/case.$counted"
+        passes=$((passes + $(grep -c '^ok: ' "$tmp/case.$counted")))
+        fails=$((fails + $(grep -c '^FAIL: ' "$tmp/case.$counted")))
+    done
 }
 
 fault stall:1:5 2 "no data yet from rank(s) 1 on $host" $((TIMEOUT + 10))
@@ -43,9 +66,7 @@ fault stall:2:3 4 "no data yet from rank(s) 2 on $host" $((TIMEOUT + 10))
 # One verdict per rank, its own or the first a peer told: a rank's two waiting threads (main and
 # communication) once logged both, two lines a rank, 2048 at 1024 ranks.
 fault stall:7:5 8 "no data yet from rank(s) 7 on $host" $((TIMEOUT + 10))
-twice=$(grep -o '\[rank [0-9]*\] dtrain ERROR watchdog' "$tmp/out" | sort | uniq -d | tr '\n' ' ')
-[ -z "$twice" ] && ok "stall at 8 ranks: each rank logs one watchdog verdict" ||
-    bad "stall at 8 ranks: these ranks logged two watchdog verdicts: $twice"
+eight=$last_out
 # The watchdog names the ranks it has not heard from, before the first broadcast too (rank 0
 # hears from every rank, the others from rank 0), and says so when every rank came but the
 # collective still does not finish (DTRAIN_TEST_HANG: a test hook, see collectives/coll.h).
@@ -61,6 +82,10 @@ fault stall:2:0 4 "rank 0 on $host timed out first: rank(s) 2 on $host have not 
 fault hang=mpi:1:3 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
 fault hang=mpi:0:1 2 "rank 0 on $host reached it" $((TIMEOUT + 10))
 fault hang=engine:1:2 2 "rank 1 on $host reached it, yet MPI_Allreduce has not completed" $((TIMEOUT + 10))
+cases_done
+twice=$(grep -o '\[rank [0-9]*\] dtrain ERROR watchdog' "$eight" | sort | uniq -d | tr '\n' ' ')
+[ -z "$twice" ] && ok "stall at 8 ranks: each rank logs one watchdog verdict" ||
+    bad "stall at 8 ranks: these ranks logged two watchdog verdicts: $twice"
 # A rank stopped (SIGSTOP) while it waits in a gradient allreduce: at 2 ranks MPI_Allreduce carries
 # the bucket, and the rank whose deadline passes probes the other (rank 0 is paced, so rank 1 waits
 # in the allreduce, arrived, when it stops; in the step's flag allreduce rank 0's roll-call probe
@@ -117,10 +142,12 @@ fault kill:0:4 2 "rank 0 is killed at step 4" 30
 # A call through a NULL function pointer leaves nothing for a backtrace to unwind: the crash
 # report names the rank and the caller, as FILE+0xOFFSET that addr2line turns into the function.
 fault segv:1:3 2 "rank 1 on $(hostname) crashed: SIGSEGV (address not mapped), fault address" 30
-caller=$(sed -n 's/.*return address on the stack.* = \(.*\)+\(0x[0-9a-f]*\)$/\1 \2/p' "$tmp/out" | head -1)
+segv_out=$last_out
+cases_done
+caller=$(sed -n 's/.*return address on the stack.* = \(.*\)+\(0x[0-9a-f]*\)$/\1 \2/p' "$segv_out" | head -1)
 fn=$(addr2line -f -e ${caller% *} ${caller#* } 2>/dev/null | head -1) # binutils: there with gcc
 [ "$fn" = fault_segv ] && ok "the crash report's caller ${caller% *}+${caller#* } is fault_segv (addr2line)" ||
-    { bad "crash report: caller '$caller' -> '$fn', wanted fault_segv"; tail -12 "$tmp/out"; }
+    { bad "crash report: caller '$caller' -> '$fn', wanted fault_segv"; tail -12 "$segv_out"; }
 expect 2 "DTRAIN_FAULT='sleep:1:2'" env DTRAIN_FAULT=sleep:1:2 "$DTRAIN" train --steps 1
 # Ranks with different bucket plans would pair wrong buffers and hang: refused at start instead,
 # by dt_model_set_sync's comparison of the settings before any plan is made.
