@@ -449,8 +449,9 @@ DT_API const char *dt_backend_name(const dt_ctx *ctx);
 /** Whether every rank holds the same bytes in buf (`bytes` long; host memory, or device memory
  * under CUDA, told apart by the pointer and copied to the host for the hash after a device
  * synchronization, so whatever was queued on any stream is in it): each rank hashes
- * its copy (64-bit, not cryptographic) and the hashes are shared by allreduces of 5 floats
- * per rank (256 ranks at a time; nothing is allocated, so no rank can drop out of them). DT_OK when
+ * its copy (64-bit, not cryptographic) and, after an allreduce of one float per rank that tells
+ * every rank whether any failed, the hashes and lengths are shared by allreduces of 8 floats per
+ * rank (256 ranks at a time; nothing is allocated, so no rank can drop out of them). DT_OK when
  * all agree; DT_ERR_NUMERIC when some differ, with *differ = how many ranks
  * differ from rank 0 and *first_rank = the lowest of them (both may be NULL; 0 and -1 when all
  * agree), and a message naming them and the usual cause. A world of one agrees with itself.
