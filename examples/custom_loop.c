@@ -13,9 +13,11 @@
  * sections (dt_ckpt_begin, dt_ckpt_add, dt_ckpt_commit), which is read back by name and compared.
  *
  * The loop runs twice from the same start: with the reducer, and with one blocking dt_allreduce of
- * the whole gradient after backward. dtrain's host allreduce adds every element in rank order
- * whatever the buckets, so the two must end with the same parameters bit for bit; the program
- * says so and exits 0 only when they do and the loss fell by at least a quarter.
+ * the whole gradient after backward. The reducer adds every element in rank order whatever the
+ * buckets, and dt_allreduce's MPI_Allreduce does so too where Open MPI adds in rank order (up to 3
+ * ranks on one node, docs/library.md), so there the two must end with the same parameters bit for
+ * bit; the program says so and exits 0 only when they do and the loss fell by at least a quarter
+ * (at 4 ranks MPI's order differs, and so do the last bits).
  *
  *   mpirun -np 2 ./example_custom_loop
  */
