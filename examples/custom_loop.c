@@ -15,11 +15,13 @@
  * The loop runs twice from the same start: with the reducer, and with one blocking dt_allreduce of
  * the whole gradient after backward. The reducer adds every element in rank order whatever the
  * buckets, and dt_allreduce's MPI_Allreduce does so too where Open MPI adds in rank order (up to 3
- * ranks on one node, docs/library.md), so there the two must end with the same parameters bit for
- * bit; the program says so and exits 0 only when they do and the loss fell by at least a quarter
- * (at 4 ranks MPI's order differs, and so do the last bits).
+ * ranks on one node, docs/library.md), so there the two end with the same parameters bit for bit;
+ * elsewhere MPI may add in another order, and the last bits differ. The program exits 0 when the
+ * loss fell by at least a quarter, the named sections read back intact and the two runs agree:
+ * bit for bit with --bitwise (what the tests ask at 2 and 3 ranks), else within 1e-5 of the
+ * largest parameter.
  *
- *   mpirun -np 2 ./example_custom_loop
+ *   mpirun -np 2 ./example_custom_loop [--bitwise]
  */
 #include <dtrain.h>
 
@@ -178,8 +180,25 @@ static int checkpoint_round_trip(dt_ctx *ctx, const float *p)
     return ok;
 }
 
-int main(void)
+/* The largest difference between a and b over the largest magnitude in a (0 when equal). */
+static double max_rel_diff(const float *a, const float *b, size_t n)
 {
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - (double)b[i]), m = fabs((double)a[i]);
+        diff = d > diff || d != d ? d : diff; /* a NaN difference stays */
+        scale = m > scale ? m : scale;
+    }
+    return scale > 0 ? diff / scale : diff;
+}
+
+int main(int argc, char **argv)
+{
+    const int bitwise = argc == 2 && !strcmp(argv[1], "--bitwise");
+    if (argc > 2 || (argc == 2 && !bitwise)) {
+        fprintf(stderr, "usage: %s [--bitwise]\n", argv[0]);
+        return 2;
+    }
     dt_config cfg;
     dt_config_defaults(&cfg);
     if (dt_config_from_env(&cfg) != DT_OK) die(NULL, "dt_config_from_env"); /* DTRAIN_TIMEOUT, ... */
@@ -214,16 +233,23 @@ int main(void)
         dt_buffer_checksum(p_blk, NP * sizeof *p_blk, DT_MEMORY_HOST, &sum_blk))
         die(ctx, "dt_buffer_checksum");
     const int same = memcmp(p_red, p_blk, NP * sizeof *p_red) == 0, learned = last < 0.75 * first;
+    const double rel = max_rel_diff(p_red, p_blk, NP);
+    const int agree = same || (!bitwise && rel <= 1e-5);
     const int restored = checkpoint_round_trip(ctx, p_red);
     if (rank == 0) {
         printf("custom_loop: %d ranks, loss %.4f -> %.4f: %s\n", world, first, last,
                learned ? "learned" : "DID NOT LEARN");
-        printf("custom_loop: reducer vs blocking allreduce: parameters %s (checksums %016llx, %016llx)\n",
-               same ? "equal bit for bit" : "DIFFER", (unsigned long long)sum_red, (unsigned long long)sum_blk);
+        if (same)
+            printf("custom_loop: reducer vs blocking allreduce: parameters equal bit for bit (checksum %016llx)\n",
+                   (unsigned long long)sum_red);
+        else
+            printf("custom_loop: reducer vs blocking allreduce: parameters %s: largest difference %.3g of the largest "
+                   "parameter (checksums %016llx, %016llx; MPI_Allreduce added in another order than the reducer)\n",
+                   agree ? "agree" : "DIFFER", rel, (unsigned long long)sum_red, (unsigned long long)sum_blk);
         printf("custom_loop: checkpoint of named sections: %s\n", restored ? "read back intact" : "DIFFERS");
     }
     dt_dataset_free(data);
     free(init), free(p_red), free(p_blk);
     dt_finalize(ctx);
-    return same && learned && restored ? 0 : 1;
+    return agree && learned && restored ? 0 : 1;
 }
