@@ -152,6 +152,15 @@ dt_status ckpt_open_regular(const char *path, int *fd, uint64_t *size, uint32_t 
     return DT_OK;
 }
 
+dt_status ckpt_refuse_newer(const char *path, uint32_t version)
+{
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "checkpoint %s has format version %u, written by a newer dtrain; this dtrain (%s) "
+                            "reads versions 1 to %u: go on with the dtrain that wrote it (or a newer one), or move "
+                            "the file out of the directory to go on from an older checkpoint",
+                            path, version, dt_version_string(), CKPT_VERSION);
+}
+
 /* Version 4: each section held in full, then the table, then the header. */
 static void seal4(unsigned char *b, size_t len)
 {

@@ -161,6 +161,12 @@ void ckpt_list_free(ckpt_entry *e, size_t n);
  * what its first 16 bytes say (0 when it is shorter or its magic is not dtrain's). */
 dt_status ckpt_open_regular(const char *path, int *fd, uint64_t *size, uint32_t *version);
 
+/* The refusal of a file whose magic is dtrain's and whose version is above CKPT_VERSION: a newer
+ * dtrain wrote it. DT_ERR_INVALID_ARG, not damage, so the readers of a directory stop there rather
+ * than skip it: skipping would resume from an older file (or step 0) and, as the run goes on, write
+ * over the newer file of the same step. The message names the version and the ways on. */
+dt_status ckpt_refuse_newer(const char *path, uint32_t version);
+
 /* Test hook: recomputes every CRC of the checkpoint image in buf (any version: header, blocks,
  * table, and each section the image holds in full), so tests and the fuzz harnesses can craft
  * files whose CRCs are valid and reach the checks behind them. Does nothing to an image too short
@@ -254,8 +260,8 @@ dt_status ckpt_bcast_bytes(dt_ctx *ctx, void *buf, size_t n);
  * (may be NULL) on this process, without any collective: the reader behind
  * dt_checkpoint_load_latest. name_step is the step its file name says. Nothing in m, o or sc
  * changes unless DT_OK. DT_ERR_CORRUPT (or DT_ERR_IO): a damaged or crafted file, the caller may
- * try an older one; DT_ERR_INVALID_ARG: a sound file of another model or optimizer, or one without
- * dt_model state (written with dt_ckpt_commit). */
+ * try an older one; DT_ERR_INVALID_ARG: a sound file of another model or optimizer, one without
+ * dt_model state (written with dt_ckpt_commit), or one of a newer format version (ckpt_refuse_newer). */
 dt_status ckpt_read_file(const char *path, long name_step, dt_model *m, dt_optimizer *o, dt_scaler *sc, long *step,
                          int *world);
 /* The same, and the data block into *data when not NULL (data->channels: the room in its mean

@@ -207,8 +207,7 @@ dt_status ckpt_read_file_data(const char *path, long name_step, dt_model *m, dt_
     } else {
         /* A newer version may have another header: its number is all that can be trusted. */
         if (version > CKPT_VERSION)
-            s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this dtrain reads versions 1 to %u",
-                                 path, version, CKPT_VERSION);
+            s = ckpt_refuse_newer(path, version);
         else
             s = read_fixed(fd, size, path, name_step, m, o, data, &st);
         close(fd);

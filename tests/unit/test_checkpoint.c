@@ -244,7 +244,8 @@ static void test_header_fields(void **state)
     expect_refused(f, c, f->len, DT_ERR_INVALID_ARG, "another model", NULL);
     hdr(c)->fingerprint ^= 1;
     hdr(c)->version = CKPT_VERSION + 1;
-    expect_refused(f, c, f->len, DT_ERR_CORRUPT, "version 5", "versions 1 to 4", NULL);
+    expect_refused(f, c, f->len, DT_ERR_INVALID_ARG, "format version 5, written by a newer dtrain",
+                   "reads versions 1 to 4", "move the file out", NULL);
     hdr(c)->version = 0;
     expect_refused(f, c, f->len, DT_ERR_CORRUPT, "version 0", "versions 1 to 4", NULL);
     free(c);
@@ -341,6 +342,29 @@ static void test_load_latest_skips_crafted(void **state)
     assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, f->o, f->sc, NULL, &step), DT_OK);
     assert_int_equal(step, 5);
     unlink(path_in(f, "ckpt-0000000007.dtc"));
+    memcpy(dt_model_params(f->m), f->before, sizeof f->before);
+    free(c);
+}
+
+/* A newer dtrain's file (format version 5) is refused, not skipped: taking the older sound file
+ * would resume behind the newer run's state and, later, write over its file of the same step. */
+static void test_load_latest_refuses_newer(void **state)
+{
+    fixture *f = *state;
+    unsigned char *c = copy7(f);
+    hdr(c)->version = CKPT_VERSION + 1;
+    write_whole(path_in(f, "ckpt-0000000007.dtc"), c, f->len);
+    long step = -1;
+    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, f->o, f->sc, NULL, &step), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "ckpt-0000000007.dtc has format version 5, written by a newer dtrain"));
+    assert_memory_equal(dt_model_params(f->m), f->before, sizeof f->before);
+    /* Moved away, as the message says, the older file loads. */
+    char newer[256];
+    snprintf(newer, sizeof newer, "%s", path_in(f, "newer.dtc")); /* path_in's buffer is static */
+    assert_int_equal(rename(path_in(f, "ckpt-0000000007.dtc"), newer), 0);
+    assert_int_equal(dt_checkpoint_load_latest(NULL, f->dir, f->m, f->o, f->sc, NULL, &step), DT_OK);
+    assert_int_equal(step, 5);
+    unlink(newer);
     memcpy(dt_model_params(f->m), f->before, sizeof f->before);
     free(c);
 }
@@ -559,6 +583,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_section_values_and_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo_and_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_latest_skips_crafted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_latest_refuses_newer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_size_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_weights_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_optimizer, setup, teardown),

@@ -461,6 +461,17 @@ static void test_model_files(void **state)
     assert_int_equal(dt_checkpoint_load_latest(NULL, dir, m, o, sc, NULL, &step), DT_OK);
     assert_int_equal(step, 10);
     assert_memory_equal(dt_model_params(m), saved, sizeof saved);
+    /* A newer dtrain's file (format version 5), newest: both readers refuse it, naming its version,
+     * rather than take an older file in its place. */
+    const uint32_t v5 = CKPT_VERSION + 1;
+    memcpy(v3 + 8, &v5, sizeof v5);
+    save(at("ckpt-0000000012.dtc"), v3, vlen);
+    expect_error(dt_ckpt_open_latest(NULL, dir, &r, &step), DT_ERR_INVALID_ARG,
+                 "ckpt-0000000012.dtc has format version 5, written by a newer dtrain");
+    assert_null(r);
+    expect_error(dt_checkpoint_load_latest(NULL, dir, m, o, sc, NULL, &step), DT_ERR_INVALID_ARG,
+                 "reads versions 1 to 4: go on with the dtrain that wrote it");
+    unlink(at("ckpt-0000000012.dtc"));
     free(v3);
     dt_model_free(m);
     dt_optimizer_free(o);
