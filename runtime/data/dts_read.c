@@ -153,10 +153,16 @@ static dt_status check_header(const char *f, const unsigned char *b, size_t len,
                    w = le32(b + 24), dtype = le32(b + 28), classes = le32(b + 40), hcrc = le32(b + 44),
                    flags = le32(b + 60);
     const uint64_t count = le64(b + 32), payload_bytes = le64(b + 48);
+    if (version > DTS_VERSION)
+        return status_set_error(DT_ERR_CORRUPT,
+                                "%s: .dts version %u (offset 8), written by a newer dtrain; this dtrain (%s) "
+                                "reads version %u: read it with the dtrain that wrote it (or a newer one), or "
+                                "convert the source data again with this one",
+                                f, version, dt_version_string(), DTS_VERSION);
     if (version != DTS_VERSION)
         return status_set_error(DT_ERR_CORRUPT,
-                                "%s: .dts version %u (offset 8); this dtrain reads version %u: "
-                                "convert the data again with this dtrain",
+                                "%s: .dts version %u (offset 8) is not one dtrain wrote (it reads version %u): "
+                                "the header is damaged; convert the data again with dtrain data convert",
                                 f, version, DTS_VERSION);
     if (c < 1 || c > DS_MAX_SAMPLE_VALUES)
         return status_set_error(DT_ERR_CORRUPT, "%s: %u channels (offset 16); a sample has 1 to %u", f, c,
@@ -186,9 +192,10 @@ static dt_status check_header(const char *f, const unsigned char *b, size_t len,
     if (flags & ~DTS_FLAG_BYTES)
         return status_set_error(
             DT_ERR_CORRUPT,
-            "%s: flags field (offset 60) is 0x%x, with bits this dtrain does not know (it knows 0x%x): "
-            "written by a newer dtrain?",
-            f, flags, DTS_FLAG_BYTES);
+            "%s: flags field (offset 60) is 0x%x, with bits this dtrain (%s) does not know (it knows 0x%x): "
+            "written by a newer dtrain; read it with that one (or a newer one), or convert the source data "
+            "again with this one",
+            f, flags, dt_version_string(), DTS_FLAG_BYTES);
     if (h < 1 || w < 1 || (uint64_t)c * h > DS_MAX_SAMPLE_VALUES || (uint64_t)c * h * w > DS_MAX_SAMPLE_VALUES)
         return status_set_error(DT_ERR_CORRUPT, "%s: sample shape %ux%ux%u (offsets 16, 20, 24) is not 1 to %u values",
                                 f, c, h, w, DS_MAX_SAMPLE_VALUES);

@@ -429,13 +429,20 @@ static void test_corruptions(void **st)
     wr32(b + 60, 3); /* flags: DTS_FLAG_BYTES and a bit of a newer writer */
     fix_header_crc(b);
     spit(p, b, n);
-    expect_open_fails(p, NULL, DT_ERR_CORRUPT, "flags field (offset 60) is 0x3, with bits this dtrain does not know");
+    expect_open_fails(p, NULL, DT_ERR_CORRUPT, "flags field (offset 60) is 0x3, with bits this dtrain (");
+    expect_open_fails(p, NULL, DT_ERR_CORRUPT, "written by a newer dtrain; read it with that one");
 
     memcpy(b, good, n);
     wr32(b + 8, 2); /* version */
     fix_header_crc(b);
     spit(p, b, n);
-    expect_open_fails(p, NULL, DT_ERR_CORRUPT, ".dts version 2 (offset 8)");
+    expect_open_fails(p, NULL, DT_ERR_CORRUPT, ".dts version 2 (offset 8), written by a newer dtrain; this dtrain (");
+
+    memcpy(b, good, n);
+    wr32(b + 8, 0); /* a version no dtrain wrote: damage, not a newer writer */
+    fix_header_crc(b);
+    spit(p, b, n);
+    expect_open_fails(p, NULL, DT_ERR_CORRUPT, ".dts version 0 (offset 8) is not one dtrain wrote");
 
     memcpy(b, good, n);
     wr32(b + labels_at + 4 * 3, 10); /* a label >= classes, found at open */
