@@ -95,7 +95,14 @@ static dt_status check_record(dt_ctx *ctx, const char *dir, const train_data *d,
                  dt_last_error());
         return DT_OK;
     }
-    if (found == 0) return DT_OK; /* written before the record existed */
+    if (found == 0) { /* written before the record existed, or by the library's dt_checkpoint_save */
+        log_msg0(LOG_LEVEL_WARN,
+                 "--resume: the checkpoint of step %ld keeps no run record (written before dtrain kept one, or "
+                 "by dt_checkpoint_save): that this run's --seed, --shuffle, training set, precision and batch are "
+                 "the ones it was written with is not checked",
+                 step);
+        return DT_OK;
+    }
     if (found != sizeof saved) {
         log_msg0(LOG_LEVEL_WARN,
                  "--resume: the checkpoint's run record is %zu bytes, this dtrain reads %zu: the data order, "

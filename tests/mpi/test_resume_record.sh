@@ -141,6 +141,10 @@ for fx in v3-sgd v4-amp v4run-amp; do
     [ -f "$old/$fx.jsonl" ] && cp "$old/$fx.jsonl" "$tmp/m.jsonl"
     dt train $O $opt --checkpoint-dir "$tmp/$fx" --resume auto --metrics "$tmp/m.jsonl" \
         --dump-params "$tmp/$fx.bin" >"$tmp/out" 2>&1 || { bad "$fx: the resume failed"; cat "$tmp/out"; }
+    # Only the files without a dtrain.run section say that nothing of the run is compared.
+    norec=$(grep -c "the checkpoint of step 10 keeps no run record (written before dtrain kept one" "$tmp/out")
+    case $fx in v4run-*) want=0 ;; *) want=1 ;; esac
+    [ "$norec" -eq "$want" ] || bad "$fx: $norec lines say the checkpoint keeps no run record, wanted $want"
     grep -q "resumed from .*ckpt-0000000010.dtc at step 10" "$tmp/out" && grep -q "data: resuming in epoch 1 after 100" "$tmp/out" &&
         same_run "$tmp/m.jsonl" "$tmp/ref-$ref.jsonl" "$tmp/$fx.bin" "$tmp/ref-$ref.bin" &&
         ok "$fx: an older build's checkpoint resumes at step 10 (epoch 1, 100 in) as the uninterrupted run" ||
