@@ -253,12 +253,15 @@ static int train_outputs_begin(train_run *r)
 
 /* --checkpoint-dir: rank 0 (which writes the checkpoints) makes and tries the directory now, so a
  * bad one stops the run before it trains rather than at its first save (on a stop request, with
- * exit 1 instead of the requeue's 75); interrupted saves' temporary files go. Collective. */
+ * exit 1 instead of the requeue's 75), and one that another run holds is refused; interrupted
+ * saves' temporary files go. Collective. */
 static int train_ckpt_dir_begin(train_run *r)
 {
     if (!r->t.ckpt_dir) return EXIT_OK;
     char why[1024] = "";
-    if (r->rank == 0 && ckpt_dir_prepare(r->t.ckpt_dir)) snprintf(why, sizeof why, "%s", dt_last_error());
+    /* The directory's lock lasts as long as this process: its end, however it comes, drops it. */
+    int lock_fd;
+    if (r->rank == 0 && ckpt_dir_prepare(r->t.ckpt_dir, &lock_fd)) snprintf(why, sizeof why, "%s", dt_last_error());
     return rank0_verdict(r, why, sizeof why);
 }
 

@@ -3,12 +3,14 @@
  * or a file-size limit leaves the previous checkpoint or the new one, never half of one: rank 0's
  * part of dt_ckpt_commit (see ckpt_format.h for the layout).
  *
- * DIR/ckpt-<step>.dtc.tmp.<pid> is written, fsynced, renamed into place and the directory fsynced;
- * on any failure the temporary file is removed and the error says what to do. The same writer
+ * DIR/ckpt-<step>.dtc.tmp.<pid> (O_EXCL: another name when that one is taken) is written, fsynced,
+ * renamed into place and the directory fsynced; on any failure the temporary file is removed and
+ * the error says what to do. The same writer
  * serves any file that must never be seen half written (ckpt_write_file.h: dtrain train's
  * --dump-params).
  */
 #include "runtime/checkpoint/ckpt_format.h"
+#include "runtime/checkpoint/ckpt_lock.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
 #include "base/io_error.h"
 #include "base/log.h"
@@ -136,6 +138,27 @@ int ckpt_open_in_place(const char *path)
     const int fd = open(path, O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
     if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     return fd;
+}
+
+int ckpt_open_temp(const char *path, char *tmp, size_t n)
+{
+    /* O_EXCL: a name that exists, a link planted there included, is never opened (O_EXCL with
+     * O_CREAT does not follow a link), so no file but this writer's own is written or truncated;
+     * the next name is tried instead. The pid keeps the first name unique among this node's
+     * processes; two jobs on two nodes with the same pid, or a killed job's left-over file, meet
+     * EEXIST and the second takes .1, .2 and so on. 0666: the umask decides the file's mode, as
+     * for any file the user makes (a group project directory with umask 002 gets 0664). */
+    for (int k = 0; k < 1000; k++) {
+        const int w = k ? snprintf(tmp, n, "%s.tmp.%d.%d", path, (int)getpid(), k)
+                        : snprintf(tmp, n, "%s.tmp.%d", path, (int)getpid());
+        if (w < 0 || (size_t)w >= n) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    return -1; /* errno EEXIST: a thousand names taken */
 }
 
 dt_status ckpt_write_file_atomic(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n)
@@ -270,12 +293,11 @@ dt_status ckpt_write_file_beating(const char *path, const char *what, const char
     if (strlen(path) >= sizeof dir)
         return status_set_error(DT_ERR_INVALID_ARG, "the %s name is too long (%zu characters; at most %zu)", what,
                                 strlen(path), sizeof dir - 1);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     path_parent_dir(path, dir, sizeof dir); /* whose entry the rename changes */
     w.tmp = tmp;
 
     char advice[IO_FIX_LEN];
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = ckpt_open_temp(path, tmp, sizeof tmp);
     if (fd < 0) {
         const int err = errno;
         return status_set_error(DT_ERR_IO, "cannot write %s %s: %s: %s", what, tmp, strerror(err),
@@ -336,11 +358,11 @@ dt_status ckpt_write_file_try(const char *path, const char *flag)
     }
     path = target;
     char tmp[4200];
-    if (strlen(path) >= 4096 || (size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp)
+    if (strlen(path) >= 4096)
         return status_set_error(DT_ERR_INVALID_ARG, "%s is too long (%zu characters; at most 4095)", flag,
                                 strlen(path));
-    /* The writer's own temporary name, made and removed: what it needs of the directory. */
-    const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    /* The writer's own temporary file, made and removed: what it needs of the directory. */
+    const int fd = ckpt_open_temp(path, tmp, sizeof tmp);
     if (fd < 0) {
         const int err = errno;
         return status_set_error(DT_ERR_IO, "%s %s cannot be written (%s: %s): %s", flag, path, tmp, strerror(err),
@@ -461,8 +483,9 @@ dt_status ckpt_dir_check(const char *dir, int *exists)
     return DT_OK;
 }
 
-dt_status ckpt_dir_prepare(const char *dir)
+dt_status ckpt_dir_prepare(const char *dir, int *lock_fd)
 {
+    *lock_fd = -1;
     const int made = mkdir(dir, 0777) == 0;
     if (!made && errno != EEXIST) return dir_make_error(dir);
     if (made && strlen(dir) < 4096) {
@@ -473,15 +496,19 @@ dt_status ckpt_dir_prepare(const char *dir)
         (void)sync_dir(parent);
     }
     dt_status s = dir_usable(dir);
-    if (s) return s;
+    /* The lock before the clean-up: another run's temporary file may be a save in progress. */
+    if (s || (s = ckpt_dir_lock(dir, lock_fd))) return s;
     DIR *dh = opendir(dir);
     if (!dh) return status_set_error(DT_ERR_IO, "cannot read checkpoint directory %s: %s", dir, strerror(errno));
     int removed = 0;
     struct dirent *e;
     char path[4200];
+    struct stat sb;
+    /* Only regular files: a link or a directory named so is not a save of dtrain's. */
     while ((e = readdir(dh)) != NULL)
         if (!strncmp(e->d_name, "ckpt-", 5) && strstr(e->d_name, ".dtc.tmp.") &&
-            (size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < sizeof path && unlink(path) == 0)
+            (size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < sizeof path && lstat(path, &sb) == 0 &&
+            S_ISREG(sb.st_mode) && unlink(path) == 0)
             removed++;
     closedir(dh);
     if (removed)

@@ -16,8 +16,8 @@ typedef struct ckpt_part {
 } ckpt_part;
 
 /* Writes the n parts in order to path so that a crash, a full disk, a quota or a file-size limit
- * leaves the old file or the new one at path, never part of one: path.tmp.<pid> is written,
- * fsynced and renamed onto path, then the directory is fsynced. The directory must exist. what
+ * leaves the old file or the new one at path, never part of one: a temporary file of its own
+ * (ckpt_open_temp) is written, fsynced and renamed onto path, then the directory is fsynced. The directory must exist. what
  * names the file in messages ("checkpoint"), alt what the user can change instead
  * ("--checkpoint-dir"). DT_ERR_IO names the file, the cause and the fix (the temporary file is
  * then removed); DT_ERR_INVALID_ARG: a path too long for the temporary name. */
@@ -25,6 +25,12 @@ dt_status ckpt_write_file_atomic(const char *path, const char *what, const char 
 /* The same, saying beat (NULL: nothing) while it writes. */
 dt_status ckpt_write_file_beating(const char *path, const char *what, const char *alt, const ckpt_part *parts, size_t n,
                                   const ckpt_beat *beat);
+
+/* Makes the writer's temporary file for path: path.tmp.<pid>, or path.tmp.<pid>.<k> when that name
+ * is taken (a killed job's left-over file, another node's process with the same pid, a planted
+ * link: never opened), created with O_EXCL and mode 0666 less the umask; its name into tmp (n
+ * bytes). The fd, open for writing, or -1 with errno (ENAMETOOLONG: tmp too small). */
+int ckpt_open_temp(const char *path, char *tmp, size_t n);
 
 /* Runs fn(arg), a call that may block for long (an fsync, a directory sync), on a thread of its
  * own while the calling thread says beat (when not NULL) at once and then every 50 ms, for at most
@@ -50,11 +56,13 @@ int ckpt_open_in_place(const char *path);
  * empty path or one too long. Nothing is left behind. */
 dt_status ckpt_write_file_try(const char *path, const char *flag);
 
-/* Before a run that saves into dir: dir is made (its parent must exist) and must be a directory
- * this process can write in, so a bad --checkpoint-dir stops the run before it trains; the
- * temporary files of saves that a crash or a kill interrupted (ckpt-*.dtc.tmp.*) are removed.
- * DT_ERR_IO naming dir, the cause and the fix. */
-dt_status ckpt_dir_prepare(const char *dir);
+/* Before a run that saves into dir: dir is made (its parent must exist; mode 0777 less the umask)
+ * and must be a directory this process can write in, so a bad --checkpoint-dir stops the run
+ * before it trains; its lock is taken (ckpt_dir_lock: *lock_fd, kept open for the run), so a
+ * second run given the same dir is refused; then the temporary files of saves that a crash or a
+ * kill interrupted (regular files named ckpt-*.dtc.tmp.*) are removed. DT_ERR_IO naming dir, the
+ * cause and the fix (a dir that another run holds among them). */
+dt_status ckpt_dir_prepare(const char *dir, int *lock_fd);
 /* ckpt_dir_prepare's checks without its changes (for dtrain doctor): an existing dir must be a
  * directory this process can write in; a missing one, a directory that mkdir could make (its
  * parent a directory this process can write in). *exists says which. The same errors. */

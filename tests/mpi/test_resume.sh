@@ -235,7 +235,13 @@ quick="--model fc:8,relu,fc:10 --input 8 --batch 2 --steps 12 --checkpoint-every
 in_save() { for _ in $(seq 400); do ls "$1"/ckpt-0000000003.dtc.tmp* >/dev/null 2>&1 && return 0; kill -0 "$2" 2>/dev/null || return 1; sleep 0.05; done; return 1; }
 DTRAIN_TEST_SLOW_CKPT=1 "$DTRAIN" train $quick --checkpoint-dir "$tmp/ck-save" >"$tmp/log" 2>&1 &
 pid=$!
-in_save "$tmp/ck-save" $pid && kill -TERM $pid
+# A second run given the same directory meanwhile (a copied job script) is refused before it
+# trains, and before it removes the first run's temporary file (which failed that save).
+in_save "$tmp/ck-save" $pid && {
+    expect 2 "--checkpoint-dir $tmp/ck-save is in use by another dtrain run (pid $pid on " \
+        "$DTRAIN" train $quick --checkpoint-dir "$tmp/ck-save"
+    kill -TERM $pid
+}
 wait $pid
 rc=$?
 [ $rc -eq 75 ] && [ "$(ls "$tmp/ck-save" | tr '\n' ' ')" = "ckpt-0000000003.dtc " ] &&

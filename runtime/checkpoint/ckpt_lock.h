@@ -1,0 +1,23 @@
+/*
+ * ckpt_lock.h - one run at a time in a checkpoint directory (ckpt_lock.c): `dtrain train` takes
+ * the directory's lock before it cleans or writes anything there.
+ */
+#ifndef DT_RUNTIME_CHECKPOINT_CKPT_LOCK_H
+#define DT_RUNTIME_CHECKPOINT_CKPT_LOCK_H
+
+#include "dtrain.h"
+
+/* The lock file's name in the directory; left there after a run (an empty lock is harmless). */
+#define CKPT_LOCK_NAME ".dtrain.lock"
+
+/* Takes the write lock of dir/.dtrain.lock (made with mode 0666 less the umask, never through a
+ * symbolic link) and records "pid P on HOST since TIME" in it. The lock lasts until *fd is closed
+ * or the process ends, whichever way (a killed run leaves no stale lock). dir must exist. *fd: the
+ * lock's descriptor, or -1 where no lock was taken though the run may go on (a file system without
+ * locks: said at info level; another user's unwritable lock file that no run holds: a warning).
+ * DT_ERR_IO when another process holds the lock (the message names dir, the holder and the fix) or
+ * the file cannot be opened (naming it, the cause and the fix); DT_ERR_INVALID_ARG: a name too
+ * long. Local: rank 0 calls it. */
+dt_status ckpt_dir_lock(const char *dir, int *fd);
+
+#endif

@@ -1,0 +1,194 @@
+/*
+ * test_ckpt_files.c - the files the checkpoint writer makes in a directory that other users and
+ * other jobs share (runtime/checkpoint/ckpt_write_file.h, ckpt_lock.h): the temporary file is the
+ * writer's own (a link planted under its predictable name is never followed, a left-over file of
+ * that name is never reused), files take the mode the umask gives, and a second run given the same
+ * checkpoint directory is refused before it removes the first run's temporary files, while a run
+ * that was killed leaves no lock behind.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "runtime/checkpoint/ckpt_write_file.h"
+#include "dtrain.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct fixture {
+    char dir[64];
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/dt_ckpt_files_XXXXXX");
+    if (!f || !mkdtemp(f->dir)) return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+    if (system(cmd) != 0) return -1;
+    free(f);
+    return 0;
+}
+
+static const char *in(const fixture *f, const char *name, char *buf)
+{
+    snprintf(buf, 256, "%s/%s", f->dir, name);
+    return buf;
+}
+
+static void put(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static void expect_text(const char *path, const char *text)
+{
+    char got[64] = "";
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    size_t n = fread(got, 1, sizeof got - 1, fp);
+    fclose(fp);
+    got[n] = '\0';
+    assert_string_equal(got, text);
+}
+
+static dt_status write_text(const char *path, const char *text)
+{
+    const ckpt_part part = {text, strlen(text)};
+    return ckpt_write_file_atomic(path, "checkpoint", "--checkpoint-dir", &part, 1);
+}
+
+/* Another user plants out.tmp.<pid> -> their victim file in a shared directory: the writer must not
+ * write (or truncate) the victim, nor rename the link into out's place. */
+static void test_planted_link_not_followed(void **state)
+{
+    fixture *f = *state;
+    char victim[256], out[256], tmp[320];
+    put(in(f, "victim", victim), "mine");
+    in(f, "out", out);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid());
+    assert_int_equal(symlink(victim, tmp), 0);
+    assert_int_equal(write_text(out, "new"), DT_OK);
+    expect_text(victim, "mine");
+    struct stat sb;
+    assert_int_equal(lstat(out, &sb), 0);
+    assert_true(S_ISREG(sb.st_mode));
+    expect_text(out, "new");
+    /* The link is not the writer's: it stays, and nothing else is left. */
+    assert_int_equal(lstat(tmp, &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode));
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d.1", out, (int)getpid());
+    assert_int_equal(access(tmp, F_OK), -1);
+}
+
+/* A left-over file under the first temporary name (a killed job's, or another node's process with
+ * this pid): neither truncated nor a reason to refuse a path that can be written. */
+static void test_leftover_temp_not_reused(void **state)
+{
+    fixture *f = *state;
+    char out[256], tmp[320];
+    in(f, "params.bin", out);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid());
+    put(tmp, "other job");
+    assert_int_equal(ckpt_write_file_try(out, "--dump-params"), DT_OK);
+    assert_int_equal(write_text(out, "params"), DT_OK);
+    expect_text(out, "params");
+    expect_text(tmp, "other job");
+}
+
+/* The umask decides the mode, as for any file the user makes: a group project directory with
+ * umask 002 gets group-writable files, a private umask 077 owner-only ones. */
+static void test_mode_follows_umask(void **state)
+{
+    fixture *f = *state;
+    char out[256];
+    struct stat sb;
+    const mode_t old = umask(002);
+    assert_int_equal(write_text(in(f, "g", out), "x"), DT_OK);
+    assert_int_equal(stat(out, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0664);
+    umask(077);
+    assert_int_equal(write_text(in(f, "p", out), "x"), DT_OK);
+    umask(old);
+    assert_int_equal(stat(out, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+}
+
+/* A child holds dir (as a running `dtrain train` does, with a save in progress); a second prepare
+ * is refused, naming the holder, and leaves the save's temporary file alone. Once the child is
+ * killed the lock is gone with it, and the next prepare removes the left-over temporary file but
+ * not a link named like one. */
+static void test_second_run_refused(void **state)
+{
+    fixture *f = *state;
+    char ck[256], saving[320], link_tmp[320];
+    in(f, "ck", ck);
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    const pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        int fd;
+        char ok = ckpt_dir_prepare(ck, &fd) == DT_OK ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1) _exit(1);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    assert_int_equal(read(ready[0], &ok, 1), 1);
+    close(ready[0]), close(ready[1]);
+    assert_int_equal(ok, 'y');
+    snprintf(saving, sizeof saving, "%s/ckpt-0000000007.dtc.tmp.%d", ck, (int)child);
+    put(saving, "a save in progress");
+    int fd = -1;
+    const dt_status s = ckpt_dir_prepare(ck, &fd);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    assert_int_equal(s, DT_ERR_IO);
+    assert_int_equal(fd, -1);
+    char pid_text[32];
+    snprintf(pid_text, sizeof pid_text, "pid %d on ", (int)child);
+    assert_non_null(strstr(dt_last_error(), "in use by another dtrain run"));
+    assert_non_null(strstr(dt_last_error(), pid_text));
+    assert_non_null(strstr(dt_last_error(), ck));
+    assert_int_equal(access(saving, F_OK), 0);
+
+    snprintf(link_tmp, sizeof link_tmp, "%s/ckpt-0000000008.dtc.tmp.1", ck);
+    assert_int_equal(symlink(saving, link_tmp), 0);
+    assert_int_equal(ckpt_dir_prepare(ck, &fd), DT_OK);
+    assert_true(fd >= 0);
+    assert_int_equal(access(saving, F_OK), -1);
+    struct stat sb;
+    assert_int_equal(lstat(link_tmp, &sb), 0);
+    close(fd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_planted_link_not_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_leftover_temp_not_reused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mode_follows_umask, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_second_run_refused, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
