@@ -209,6 +209,18 @@ static FILE *open_in_place(const char *path)
     return f;
 }
 
+/* The temporary file for target, its name into tmp, as a stdio stream. */
+static FILE *open_temp(const char *target, char *tmp, size_t n)
+{
+    const int fd = ckpt_open_temp(target, tmp, n);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (fd >= 0 && !f) {
+        close(fd);
+        unlink(tmp);
+    }
+    return f;
+}
+
 dt_status dt_trace_write(dt_ctx *ctx, const char *path) { return trace_write_named(ctx, path, NULL); }
 
 dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
@@ -301,12 +313,12 @@ dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
             snprintf(msg, sizeof msg, "out of memory for merging the trace (%.0f MiB)", CHUNK_BYTES / 1048576.0);
         else if (!path || !*path)
             snprintf(msg, sizeof msg, "dt_trace_write needs a path");
-        /* The temp name carries the pid, as a checkpoint's does: two jobs given one --trace path
-         * must not write into each other's temp file before the renames. */
-        else if ((in_place ? snprintf(tmp, sizeof tmp, "%s", target)
-                           : snprintf(tmp, sizeof tmp, "%s.tmp.%d", target, (int)getpid())) >= (int)sizeof tmp)
+        else if (in_place && snprintf(tmp, sizeof tmp, "%s", target) >= (int)sizeof tmp)
             snprintf(msg, sizeof msg, "the trace path is longer than %zu bytes", sizeof tmp - 16);
-        else if (!(f = in_place ? open_in_place(tmp) : fopen(tmp, "w"))) {
+        /* The temporary file is the checkpoint writer's kind (ckpt_open_temp): two jobs given one
+         * --trace path never write into each other's, and a link planted under its name in a
+         * shared directory is never followed. */
+        else if (!(f = in_place ? open_in_place(tmp) : open_temp(target, tmp, sizeof tmp))) {
             const int err = errno;
             char advice[IO_FIX_LEN];
             snprintf(msg, sizeof msg, "cannot write the trace %.200s: %s: %s", tmp, strerror(err),

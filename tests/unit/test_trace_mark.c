@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/trace.h"
@@ -63,10 +64,26 @@ static void check_write_refusals(dt_ctx *ctx, size_t events)
     assert_int_equal(dt_trace_write(ctx, "/nonexistent-dtrain-dir/t.json"), DT_ERR_IO);
     assert_non_null(strstr(dt_last_error(), "/nonexistent-dtrain-dir/t.json"));
     assert_int_equal(trace_rec_count(ctx_trace(ctx)), events); /* nothing lost, still recording */
-    char dir[] = "/tmp/dt-trace-mark-XXXXXX", path[64];
+    char dir[] = "/tmp/dt-trace-mark-XXXXXX", path[64], victim[64], planted[96];
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/t.json", dir);
+    /* A link planted under the temporary file's first name (a shared directory): never followed,
+     * so its target keeps its bytes and t.json is a file of its own. */
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(planted, sizeof planted, "%s.tmp.%d", path, (int)getpid());
+    FILE *v = fopen(victim, "w");
+    assert_non_null(v);
+    fputs("mine", v);
+    fclose(v);
+    assert_int_equal(symlink(victim, planted), 0);
     assert_int_equal(dt_trace_write(ctx, path), DT_OK);
+    struct stat sb;
+    assert_int_equal(lstat(path, &sb), 0);
+    assert_true(S_ISREG(sb.st_mode));
+    assert_int_equal(stat(victim, &sb), 0);
+    assert_int_equal(sb.st_size, 4);
+    unlink(planted);
+    unlink(victim);
     FILE *f = fopen(path, "r");
     assert_non_null(f);
     static char text[1 << 16];
