@@ -93,7 +93,10 @@ int mp_png(const char *path, void (*script_of)(FILE *f, const char *tmp, const v
         return -1;
     }
     if (gnuplot_temp_path(tmp, sizeof tmp, path) != 0) {
-        cli_error("model-perf: --plot '%.200s...' is too long a name", path);
+        if (errno == ENAMETOOLONG)
+            cli_error("model-perf: --plot '%.200s...' is too long a name", path);
+        else
+            cli_error("model-perf: cannot make the temporary file %s for %s: %s", tmp, path, strerror(errno));
         return -1;
     }
     char *script = NULL;
@@ -101,6 +104,7 @@ int mp_png(const char *path, void (*script_of)(FILE *f, const char *tmp, const v
     FILE *f = open_memstream(&script, &len);
     if (!f) {
         cli_error("model-perf: out of memory");
+        unlink(tmp);
         return -1;
     }
     script_of(f, tmp, ud);

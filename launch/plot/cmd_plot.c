@@ -294,6 +294,7 @@ int cmd_plot(int argc, char **argv)
     if (plot_read(metrics, &d) != 0) return EXIT_FAIL;
     int rc = EXIT_FAIL;
     char exe[4200], tmp[4300];
+    int made = 0; /* tmp exists and is this run's */
     char *script = NULL;
     unsigned char *keep = NULL; /* the rows drawn, then (keep + d.n) those after a gap */
     size_t len = 0;
@@ -302,9 +303,13 @@ int cmd_plot(int argc, char **argv)
         goto done;
     }
     if (gnuplot_temp_path(tmp, sizeof tmp, out) != 0) {
-        cli_error("plot: -o '%.200s...' is too long a name", out);
+        if (errno == ENAMETOOLONG)
+            cli_error("plot: -o '%.200s...' is too long a name", out);
+        else
+            cli_error("plot: cannot make the temporary file %s for %s: %s", tmp, out, strerror(errno));
         goto done;
     }
+    made = 1;
     FILE *f = NULL;
     size_t first_gap = 0;
     long gaps = -1;
@@ -325,20 +330,16 @@ int cmd_plot(int argc, char **argv)
                   cli_s((long)d.n));
         goto done;
     }
-    if (gnuplot_run("plot", exe, script, len) != 0) {
-        unlink(tmp);
-        goto done;
-    }
+    if (gnuplot_run("plot", exe, script, len) != 0) goto done;
     if (!gnuplot_is_png(tmp)) {
         cli_error("plot: gnuplot exited 0 but %s is not a PNG; not replacing %s", tmp, out);
-        unlink(tmp);
         goto done;
     }
     if (rename(tmp, out) != 0) {
         cli_error("plot: cannot move %s to %s: %s", tmp, out, strerror(errno));
-        unlink(tmp);
         goto done;
     }
+    made = 0; /* it is out now */
     printf("plot: wrote %s: %d panel%s over %zu record%s (steps %ld to %ld)", out, count, cli_s(count), d.n,
            cli_s((long)d.n), d.rows[0].step, d.rows[d.n - 1].step);
     if (drawn < d.n)
@@ -350,6 +351,7 @@ int cmd_plot(int argc, char **argv)
     printf("\n");
     rc = EXIT_OK;
 done:
+    if (made) unlink(tmp);
     free(script);
     free(keep);
     plot_data_free(&d);

@@ -11,9 +11,11 @@
 int gnuplot_find(char *buf, size_t n);
 /* s as a gnuplot single-quoted string: ' doubled, control characters shown as '?'. */
 void gnuplot_quoted(FILE *f, const char *s);
-/* The temporary file gnuplot draws out's PNG into, before it is renamed over out: out.tmp-PID,
- * with "./" before a relative path, so that gnuplot's `set output` never reads it as a pipe to a
- * command ('|cmd') or a home directory ('~/'). Into buf (n bytes); 0, or -1 when it does not fit. */
+/* Makes the temporary file gnuplot draws out's PNG into, before it is renamed over out:
+ * out.tmp-PID (out.tmp-PID.K when that name exists: a link planted there is never followed), made
+ * empty with O_EXCL, with "./" before a relative path, so that gnuplot's `set output` never reads
+ * it as a pipe to a command ('|cmd') or a home directory ('~/'). Its name into buf (n bytes); 0, or
+ * -1 with errno (ENAMETOOLONG: it does not fit). The caller removes it on every way out. */
 int gnuplot_temp_path(char *buf, size_t n, const char *out);
 /* Runs gnuplot (exe) on script (len bytes). Returns 0, or -1 after printing why, prefixed "who: ". */
 int gnuplot_run(const char *who, const char *exe, const char *script, size_t len);

@@ -99,6 +99,18 @@ printf '#!/bin/sh\ncat >/dev/null\nexit 0\n' >"$tmp/fakebin/gnuplot"
 expect 1 "is not a PNG; not replacing $tmp/good.png" env PATH="$tmp/fakebin:$PATH" "$DTRAIN" plot "$tmp/good.jsonl"
 ls "$tmp" | grep -q '\.tmp-' && bad "a temporary file was left: $(ls "$tmp")" || ok "no temporary file left behind"
 [ ! -e "$tmp/good.png" ] && ok "failed plots wrote no good.png" || bad "a failed plot wrote good.png"
+# A link planted under the temporary file's first name (out.tmp-PID: exec keeps the shell's pid) in
+# a shared directory: gnuplot (a fake that writes a PNG where `set output` says) draws into a file
+# of dtrain's own, never through the link into its target.
+printf '#!/bin/sh\no=$(sed -n "s/^set output .\\(.*\\).$/\\1/p" | head -1)\nprintf "\\211PNG\\r\\n\\032\\n" >"$o"\n' \
+    >"$tmp/fakebin/gnuplot"
+printf 'mine' >"$tmp/victim"
+expect 0 "plot: wrote $tmp/p.png" env PATH="$tmp/fakebin:$PATH" bash -c 'ln -s "$1" "$2.tmp-$$"; exec "$3" plot "$4" -o "$2"' \
+    _ "$tmp/victim" "$tmp/p.png" "$DTRAIN" "$tmp/good.jsonl"
+[ "$(cat "$tmp/victim")" = mine ] && [ -f "$tmp/p.png" ] && [ ! -L "$tmp/p.png" ] &&
+    ok "a planted link at the temporary name: not followed, p.png is a file of its own" ||
+    bad "planted link: victim now '$(cat "$tmp/victim")', $(ls -l "$tmp/p.png")"
+rm -f "$tmp"/p.png*
 
 # Gaps in the steps (a run resumed from an older checkpoint: records to step 500, then from 1000)
 # break the curves: an empty line in gnuplot's data before the first record after the gap, and
