@@ -20,7 +20,9 @@
  * loaded, and looks for the nvidia device nodes in DIR instead of /dev), DTRAIN_TEST_BLAS_ADVICE=CORE
  * (launch/prologue.c: `dtrain` re-executes itself with OPENBLAS_CORETYPE=CORE as if OpenBLAS had
  * guessed below the CPU, so the re-exec is tested on any machine), DTRAIN_TEST_SYNTH_DEVICE=1
- * (loader_test_device_on_cpu below, for a whole `dtrain train`), and DTRAIN_FAULT
+ * (loader_test_device_on_cpu below, for a whole `dtrain train`), DTRAIN_TEST_LOCK_WAIT_S=S
+ * (runtime/checkpoint/ckpt_lock.c: a checkpoint directory's lock held on another node is waited
+ * for S seconds instead of 120), and DTRAIN_FAULT
  * (launch/train/fault_inject.h). DTRAIN_COMM_WORLD1, which makes device buckets reduce even in a world
  * of one, is a setting now: dt_config::comm_world1.
  */

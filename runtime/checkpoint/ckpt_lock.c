@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -54,16 +55,61 @@ static void holder_of(int fd, char *who, size_t n)
     if (buf[0]) snprintf(who, n, "%s", buf);
 }
 
+/* Whether the holder's line names another host than this one ("pid P on HOST since T"). */
+static int held_elsewhere(const char *who)
+{
+    char mine[256] = "", theirs[256] = "";
+    if (gethostname(mine, sizeof mine - 1) != 0 || sscanf(who, "pid %*d on %255s since", theirs) != 1) return 0;
+    return strcmp(mine, theirs) != 0;
+}
+
 static dt_status refused(const char *dir, int fd)
 {
     char who[256];
     holder_of(fd, who, sizeof who);
+    /* A node that crashed cannot unlock: its file server drops the lock after the client's lease
+     * (NFSv4: 90 s by default), NFSv3's lock manager only once the node is back. */
+    const char *crashed = held_elsewhere(who)
+                              ? "; if that run's node is down, its file server may hold the lock until the node's "
+                                "lease ends or the node is back: then remove the lock file and run again"
+                              : "";
     return status_set_error(DT_ERR_IO,
                             "--checkpoint-dir %s is in use by another dtrain run (%s): two runs saving into one "
                             "directory overwrite and prune each other's checkpoints, and --resume auto would go on "
                             "from whichever saved last; give this run its own --checkpoint-dir, or wait for that run "
-                            "to end (its lock goes with its process; %s/" CKPT_LOCK_NAME " says who holds it)",
-                            dir, who, dir);
+                            "to end (its lock goes with its process; %s/" CKPT_LOCK_NAME " says who holds it%s)",
+                            dir, who, dir, crashed);
+}
+
+/* How long a run waits for a lock that a process on another node holds: a job requeued after its
+ * node crashed starts while the file server still keeps the dead node's lock, until the lease
+ * (NFSv4's default 90 s) ends; a live run elsewhere is still refused, only later. */
+#define LOCK_WAIT_ELSEWHERE_S 120
+
+/* The lock again each second while its holder is on another node, up to LOCK_WAIT_ELSEWHERE_S
+ * (DTRAIN_TEST_LOCK_WAIT_S: a test's shorter bound). 0 once taken, -1 with errno otherwise. */
+static int wait_elsewhere(const char *dir, int fd, struct flock *fl)
+{
+    char who[256];
+    holder_of(fd, who, sizeof who);
+    if (!held_elsewhere(who)) return errno = EAGAIN, -1;
+    int limit = LOCK_WAIT_ELSEWHERE_S;
+    const char *t = getenv("DTRAIN_TEST_LOCK_WAIT_S");
+    if (t && *t) limit = atoi(t);
+    log_msg(LOG_LEVEL_WARN,
+            "--checkpoint-dir %s is locked by %s: waiting up to %d s for it (a run on a node that crashed "
+            "keeps its lock until its file server's lease ends)",
+            dir, who, limit);
+    for (int waited = 0; waited < limit; waited++) {
+        sleep(1);
+        if (lock_call(fd, 0, fl) == 0) {
+            log_msg(LOG_LEVEL_WARN, "--checkpoint-dir %s: the lock of %s was released after %d s; this run goes on",
+                    dir, who, waited + 1);
+            return 0;
+        }
+        if (errno != EAGAIN && errno != EACCES) return -1;
+    }
+    return errno = EAGAIN, -1;
 }
 
 /* A file system without locks (Lustre mounted without flock, some NFS setups): the run goes on,
@@ -98,7 +144,7 @@ dt_status ckpt_dir_lock(const char *dir, int *fd_out)
         return DT_OK;
     }
     if (fd < 0) goto open_failed;
-    if (lock_call(fd, 0, &fl) != 0) {
+    if (lock_call(fd, 0, &fl) != 0 && ((errno != EAGAIN && errno != EACCES) || wait_elsewhere(dir, fd, &fl) != 0)) {
         const int err = errno;
         if (err == EAGAIN || err == EACCES) {
             const dt_status s = refused(dir, fd);

@@ -15,6 +15,8 @@
  * or the process ends, whichever way (a killed run leaves no stale lock). dir must exist. *fd: the
  * lock's descriptor, or -1 where no lock was taken though the run may go on (a file system without
  * locks: said at info level; another user's unwritable lock file that no run holds: a warning).
+ * A lock held by a process on another node (the file's line names its host) is waited for, up to
+ * 120 s, saying so: a node that crashed keeps its lock until its file server's lease ends.
  * DT_ERR_IO when another process holds the lock (the message names dir, the holder and the fix) or
  * the file cannot be opened (naming it, the cause and the fix); DT_ERR_INVALID_ARG: a name too
  * long. Local: rank 0 calls it. */

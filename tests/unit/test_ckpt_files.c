@@ -182,6 +182,53 @@ static void test_second_run_refused(void **state)
     close(fd);
 }
 
+/* A child on "another node" (its lock file's line names another host) holds dir: the second
+ * prepare waits for it (DTRAIN_TEST_LOCK_WAIT_S 2 s here, 120 s for real: a crashed node's lock
+ * lasts until its file server's lease ends) and goes on once the child lets go after 1 s; held
+ * throughout, it is refused after the wait with the advice for a node that is down. */
+static void test_holder_elsewhere_waited_for(void **state)
+{
+    fixture *f = *state;
+    char ck[256];
+    in(f, "ck", ck);
+    setenv("DTRAIN_TEST_LOCK_WAIT_S", "2", 1);
+    for (int hold_s = 1; hold_s <= 30; hold_s += 29) {
+        int ready[2];
+        assert_int_equal(pipe(ready), 0);
+        const pid_t child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+            int fd;
+            if (ckpt_dir_prepare(ck, &fd) != DT_OK) _exit(1);
+            const char line[] = "pid 4242 on another-node.example since 2026-12-06T00:00:00Z\n";
+            if (ftruncate(fd, 0) != 0 || pwrite(fd, line, sizeof line - 1, 0) != (ssize_t)sizeof line - 1) _exit(1);
+            if (write(ready[1], "y", 1) != 1) _exit(1);
+            sleep((unsigned)hold_s);
+            _exit(0); /* the lock goes with the process */
+        }
+        char ok = 0;
+        assert_int_equal(read(ready[0], &ok, 1), 1);
+        close(ready[0]), close(ready[1]);
+        int fd = -1;
+        const dt_status s = ckpt_dir_prepare(ck, &fd);
+        const int waited_out = s != DT_OK;
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", waited_out ? dt_last_error() : "");
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        if (hold_s == 1) {
+            assert_int_equal(s, DT_OK); /* released within the wait */
+            assert_true(fd >= 0);
+            close(fd);
+        } else {
+            assert_int_equal(s, DT_ERR_IO);
+            assert_non_null(strstr(msg, "pid 4242 on another-node.example"));
+            assert_non_null(strstr(msg, "if that run's node is down"));
+        }
+    }
+    unsetenv("DTRAIN_TEST_LOCK_WAIT_S");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -189,6 +236,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_leftover_temp_not_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mode_follows_umask, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_run_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_holder_elsewhere_waited_for, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
