@@ -227,6 +227,9 @@ static int rank0_verdict(train_run *r, char *why, size_t len)
     int refused;
     const dt_status s = cli_rank0_verdict(r->ctx, why, len, &refused);
     if (s) return train_status_error(s);
+    /* Every rank has the verdict and ends on it by itself: an abort could kill rank 0 before its
+     * message, the one that says what to fix, left the process. */
+    if (refused) g_failure_shared = 1;
     return refused ? EXIT_USAGE : EXIT_OK;
 }
 
@@ -278,7 +281,8 @@ static int train_setup(train_run *r, const dt_placement *pl)
     if (!t->data && (size_t)t->dataset_size < (size_t)r->world * (size_t)t->batch) {
         cli_error("--dataset-size %ld is smaller than one global batch of %d rank%s x %d", t->dataset_size, r->world,
                   cli_s(r->world), t->batch);
-        return EXIT_USAGE; /* every rank has the same flags: none goes on */
+        g_failure_shared = 1; /* every rank has the same flags: all end, none aborts the others */
+        return EXIT_USAGE;
     }
     /* With --epochs the steps are not known before the data: the fault's step is not checked. */
     if ((rc = fault_check(&r->flt, r->world, t->epochs ? LONG_MAX : t->steps, t->ckpt_dir)) ||

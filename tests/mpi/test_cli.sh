@@ -2,6 +2,7 @@
 # The command line: commands, flags and their values, exit codes, help screens.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1
+MPIRUN=$2
 
 expect 2 "usage: dtrain" "$DTRAIN"
 expect 2 "unknown command 'bogus'" "$DTRAIN" bogus
@@ -113,6 +114,11 @@ grep -q "error: dtrain bench:" "$tmp/out" && bad "prefix twice: $(cat "$tmp/out"
 
 # Bad usage found once the world is known is still exit 2; counts are singular or plural.
 expect 2 "--dataset-size 3 is smaller than one global batch of 1 rank x 4" "$DTRAIN" train --dataset-size 3 --batch 4
+# Every rank refuses it alike and ends by itself: no abort, which could cut the message off.
+expect 2 "--dataset-size 7 is smaller than one global batch of 2 ranks x 4" "$MPIRUN" -np 2 "$DTRAIN" train \
+    --dataset-size 7 --batch 4
+grep -q "MPI_ABORT was invoked" "$tmp/out" && bad "the refusal at 2 ranks aborted the job" ||
+    ok "--dataset-size refused at 2 ranks without an abort"
 "$DTRAIN" train --model fc:16,relu,fc:10 --input 16 --batch 4 --steps 1 --log-every 1 --bucket-mb 0 --loader-threads 1 \
     >"$tmp/out" 2>&1 || bad "a 1-step run failed: $(cat "$tmp/out")"
 if grep -qE '(^|[^0-9.])1 (ranks|steps|buckets|threads|intervals|log intervals|nodes)\b|\((s)\)' "$tmp/out"; then

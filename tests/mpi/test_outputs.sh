@@ -12,10 +12,13 @@ run="--model fc:16,relu,fc:10 --input 32 --batch 8 --steps 3 --log-every 1"
 # full-disk checks need both, and skip without.
 can_mount_tmpfs() { mkdir -p mnt-probe && unshare -m sh -c 'mount -t tmpfs -o size=4k none mnt-probe' 2>/dev/null; }
 
-# An unwritable --dump-params stops the run before its first step, on every rank.
+# An unwritable --dump-params stops the run before its first step, on every rank, each ending on
+# rank 0's verdict by itself: no abort, which could kill rank 0 before its message got out.
 for p in "$tmp/no/such/dir/p.bin" "$tmp" ""; do
     expect 2 "--dump-params" "$MPIRUN" -np 2 "$DTRAIN" train $run --dump-params "$p" --checkpoint-dir ck0
     grep -q "^step" "$tmp/out" && bad "the run with --dump-params '$p' trained first" || ok "no step before refusing '$p'"
+    grep -q "MPI_ABORT was invoked" "$tmp/out" && bad "the refusal of --dump-params '$p' aborted the job" ||
+        ok "--dump-params '$p' refused without an abort"
 done
 expect 2 "--trace $tmp is a directory" "$DTRAIN" train $run --trace "$tmp"
 # A dump that fails at the end (a full disk: a 4 KiB tmpfs passes the path check, not the 44 KiB
