@@ -5,6 +5,7 @@
 #include "launch/train/metrics.h"
 
 #include "launch/cli.h"
+#include "runtime/checkpoint/ckpt_write_file.h"
 #include "base/io_error.h"
 
 #include <errno.h>
@@ -170,8 +171,28 @@ static int keep_aside(const char *path, char *bad, size_t n)
     return -1;
 }
 
+/* A device, FIFO or stream (ckpt_write_target's in place: /dev/stdout, /dev/null) as a stdio
+ * stream: not truncated (fopen's "w" emptied the job's log behind /dev/stdout) and not read back
+ * on a resume (a FIFO has nothing to read, and a log is no metrics file to cut). */
+static FILE *open_in_place(const char *path)
+{
+    const int fd = ckpt_open_in_place(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (fd >= 0 && !f) close(fd);
+    if (fd < 0 && errno == ENXIO) errno = EPIPE; /* a FIFO no process reads: said as a broken pipe */
+    return f;
+}
+
 FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
 {
+    char real[4096];
+    int in_place;
+    ckpt_write_target(path, real, sizeof real, &in_place);
+    if (in_place) {
+        FILE *f = open_in_place(path);
+        if (!f) goto fail;
+        return f;
+    }
     FILE *f = resume ? fopen(path, "r+") : NULL;
     if (!f) {
         if (resume && errno != ENOENT) goto fail;

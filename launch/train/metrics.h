@@ -44,7 +44,9 @@ typedef struct metrics_record {
  * A file that is not a metrics file (a line that is not a record of our form, steps that do not
  * rise) is never rewritten: it is renamed to path.bad-<UTC time>, with a
  * warning, and a fresh file begins. Prints what it kept and dropped unless quiet (warnings are
- * always said). Returns NULL after printing why it could not. */
+ * always said). A device, FIFO or stream (/dev/stdout, /dev/null: ckpt_write_target's in place)
+ * is appended to as it is, resumed or not; this process's own stdout through its descriptor, so
+ * that the records and the lines share one offset. Returns NULL after printing why it could not. */
 FILE *metrics_open(const char *path, int resume, long first_step, int quiet);
 
 /* Appends r with the time now, in one write. Returns 0, or -1 when the write failed (errno); a

@@ -134,9 +134,25 @@ const char *ckpt_write_target(const char *path, char *real, size_t n, int *in_pl
 int ckpt_open_in_place(const char *path)
 {
     /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking for ever; then the
-     * writes block as usual. O_APPEND: a log that is also this process's stdout keeps its lines. */
+     * writes block as usual. O_APPEND: a log that is also another process's output keeps its lines. */
     const int fd = open(path, O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
-    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if (fd < 0) return fd;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    /* This process's own stdout or stderr (/dev/stdout of `dtrain ... > log`): a second open has an
+     * offset of its own, so the stream's next lines, written at its offset, would overwrite what
+     * went in here (and O_APPEND does not help the stream, opened by the shell without it). Its own
+     * descriptor shares its offset: the stream's buffered lines go first, then this, then its next. */
+    struct stat sb, fs;
+    for (int std = 1; std <= 2 && fstat(fd, &sb) == 0; std++) {
+        if (fstat(std, &fs) != 0 || fs.st_dev != sb.st_dev || fs.st_ino != sb.st_ino ||
+            (fcntl(std, F_GETFL) & O_ACCMODE) == O_RDONLY)
+            continue;
+        fflush(std == 1 ? stdout : stderr);
+        const int own = fcntl(std, F_DUPFD_CLOEXEC, 3);
+        if (own < 0) break; /* the fresh open still writes, appended */
+        close(fd);
+        return own;
+    }
     return fd;
 }
 

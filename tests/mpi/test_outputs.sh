@@ -216,6 +216,24 @@ fi
 grep -q "^done: 3 steps" run.log && [ "$(wc -c <run.log)" -gt 2792 ] &&
     ok "--dump-params /dev/stdout into a log: the log keeps its lines ($(wc -c <run.log) bytes)" ||
     bad "--dump-params /dev/stdout > run.log: $(wc -c <run.log) bytes, done line $(grep -c '^done' run.log)"
+# So are --metrics and --trace: written through stdout's own descriptor, not a second open of the
+# log, whose offset of its own let the next lines overwrite the records (and --metrics' "w"
+# emptied the log first): every line whole and in order, the records and the trace valid JSON.
+"$DTRAIN" train $run --metrics /dev/stdout >mlog 2>&1
+"$DTRAIN" train $run --trace /dev/stdout >tlog 2>&1
+python3 - mlog tlog <<'PY' && ok "--metrics and --trace /dev/stdout into a log: lines whole, JSON valid" ||
+import json, sys
+m = open(sys.argv[1], "rb").read().decode().splitlines()
+recs = [json.loads(l) for l in m if l.startswith("{")]
+assert m[0].startswith("data: ") and m[-1].startswith("done: 3 steps"), (m[0], m[-1])
+assert [r["step"] for r in recs] == [1, 2, 3], m
+t = open(sys.argv[2], "rb").read().decode()
+start, end = t.index('{"displayTimeUnit"'), t.index("\n]}\n") + 3
+json.loads(t[start:end])
+assert t[end + 1:].startswith("trace of 1 rank in /dev/stdout"), t[end:]
+assert t[:start].rstrip("\n").splitlines()[-1].startswith("done: 3 steps"), t[:start]
+PY
+    { bad "--metrics or --trace /dev/stdout > log: the log is broken"; head -c 600 mlog | cat -A; head -c 400 tlog; }
 # A FIFO that nobody reads: said, not waited on for ever.
 mkfifo nofifo
 expect 1 "it is a FIFO that no process reads" timeout 60 "$DTRAIN" train $run --dump-params nofifo
