@@ -7,6 +7,7 @@
 #include "launch/perfmodel/model_source.h"
 #include "launch/perfmodel/perfmodel_input.h"
 #include "runtime/model/model.h"
+#include "base/io_error.h"
 #include "base/status.h"
 
 #include <errno.h>
@@ -14,10 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-static dt_status read_file(const char *path, char **text)
+/* flag names the file in the message ("--profile"), as the user gave it. */
+static dt_status read_file(const char *flag, const char *path, char **text)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return status_set_error(DT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (!f) {
+        const int err = errno;
+        char fix[IO_FIX_LEN];
+        return status_set_error(DT_ERR_IO, "cannot open %s '%s': %s: %s", flag, path, strerror(err),
+                                io_error_fix(err, flag, NULL, fix, sizeof fix));
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     for (size_t r; buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
@@ -28,7 +35,17 @@ static dt_status read_file(const char *path, char **text)
             buf = g;
         }
     }
+    /* A read that failed (a directory: EISDIR) is not an empty file with no header. */
+    const int err = ferror(f) ? errno : 0;
     fclose(f);
+    if (err && buf) {
+        free(buf);
+        char fix[IO_FIX_LEN];
+        /* A directory given for the file is bad usage (exit 2), as troubleshooting.md says. */
+        return status_set_error(
+            err == EISDIR ? DT_ERR_INVALID_ARG : DT_ERR_IO, "cannot read %s '%s': %s: %s", flag, path, strerror(err),
+            err == EISDIR ? "give the file, not its directory" : io_error_fix(err, flag, NULL, fix, sizeof fix));
+    }
     if (!buf) return status_set_error(DT_ERR_NOMEM, "'%s' is too large to read (64 MiB at most)", path);
     buf[n] = 0;
     *text = buf;
@@ -109,7 +126,7 @@ static dt_status from_profile(const char *arg, const mp_flops *fl, mp_model *m)
     double ms;
     split_ms(arg, path, sizeof path, &ms);
     char *text;
-    dt_status s = read_file(path, &text);
+    dt_status s = read_file("--profile", path, &text);
     if (s) return s;
     pm_profile *p = calloc(1, sizeof *p);
     if (!p) s = status_set_error(DT_ERR_NOMEM, "out of memory reading '%s'", path);
@@ -227,7 +244,7 @@ pm_model mp_model_view(const mp_model *m, size_t elem_bytes, size_t wire_bytes)
 dt_status mp_read_allreduce(const char *path, pm_link *link, int *ranks)
 {
     char *text;
-    dt_status s = read_file(path, &text);
+    dt_status s = read_file("--allreduce", path, &text);
     if (s) return s;
     pm_allreduce_rows *rows = calloc(1, sizeof *rows);
     if (!rows) s = status_set_error(DT_ERR_NOMEM, "out of memory reading '%s'", path);

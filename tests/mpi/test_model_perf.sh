@@ -12,7 +12,11 @@ expect 2 "no model: give --profile FILE" "$DTRAIN" model-perf
 expect 2 "--synthetic 'r50:25' is not NAME:PARAMS_M:LAYERS:COMPUTE_MS" "$DTRAIN" model-perf --synthetic r50:25
 expect 2 "--algo 'star' is not ring, tree or auto" "$DTRAIN" model-perf --synthetic a:1:4:10 --algo star
 expect 2 "unexpected argument 'extra'" "$DTRAIN" model-perf --synthetic a:1:4:10 extra
-expect 1 "cannot open '$tmp/none.txt'" "$DTRAIN" model-perf --profile "$tmp/none.txt"
+expect 1 "cannot open --profile '$tmp/none.txt': No such file or directory: check the path" "$DTRAIN" model-perf \
+    --profile "$tmp/none.txt"
+expect 2 "cannot read --profile '$tmp': Is a directory: give the file, not its directory" "$DTRAIN" model-perf \
+    --profile "$tmp"
+expect 1 "cannot open --allreduce '$tmp/none.txt'" "$DTRAIN" model-perf --synthetic a:1:4:10 --allreduce "$tmp/none.txt"
 expect 0 "usage: dtrain model-perf" "$DTRAIN" model-perf --help
 
 "$DTRAIN" bench step --model mlp --batch 16 --precision fp32 --steps 3 --warmup 1 >"$tmp/noprof.txt" 2>&1
