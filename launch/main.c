@@ -5,8 +5,27 @@
  */
 #include "launch/cli.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+/* A standard descriptor the caller closed (`dtrain ... >&-`) would be the next open()'s: a .dts,
+ * checkpoint or metrics file would become fd 1 or 2, and what is printed there would land in it.
+ * Each closed one is held on /dev/null, read-only, so nothing else takes it and a write to it
+ * still fails (EBADF) as it did on the closed descriptor: close_stdout.c still reports output that
+ * could not be written. The coreutils' and OpenSSH's rule. Before any library's constructor. */
+static void std_fds_hold(int argc, char **argv, char **envp)
+{
+    (void)argc, (void)argv, (void)envp;
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        const int got = open("/dev/null", O_RDONLY);
+        if (got >= 0 && got != fd) close(got); /* a lower one is still closed: left as it was */
+    }
+}
+__attribute__((section(".preinit_array"), used)) static void (*const std_fds)(int, char **, char **) = std_fds_hold;
 
 /* The stop signals are blocked before the libraries' constructors run (cli.h); here, in the
  * program's own file, so that nothing else linking launch/ (the fuzz harnesses) blocks them. */

@@ -191,4 +191,17 @@ expect 2 "--eval-every needs --data PATH" "$DTRAIN" train $small --eval-every 5
 expect 2 "--cifar100-labels needs --data PATH" "$DTRAIN" train $small --cifar100-labels coarse
 expect 2 "--holdout 0.2 keeps part of the training set aside and --eval-data $tmp/e names another held-out set" \
     "$DTRAIN" train $small --data "$tmp/d" --eval-data "$tmp/e" --holdout 0.2
+
+# A standard descriptor the caller closed is held on /dev/null (read-only) from the start: no file
+# the command opens becomes fd 1 and takes its printed lines, and output that cannot be written
+# is still an error.
+expect 1 "standard output is closed: run dtrain with it open (not >&-)" sh -c 'exec "$@" >&-' _ "$DTRAIN" version
+"$DTRAIN" train --model fc:10 --input 4 --batch 2 --steps 100000000 --log-every 100000000 >&- 2>"$tmp/closed.err" &
+closed=$!
+# Once MPI and the threads are up (their descriptors open), fd 1 is what the run writes to.
+for _ in $(seq 100); do [ "$(ls "/proc/$closed/fd" 2>/dev/null | wc -l)" -gt 6 ] && break; sleep 0.1; done
+held=$(readlink "/proc/$closed/fd/1" 2>/dev/null) mode=$(ls -l "/proc/$closed/fd/1" 2>/dev/null | cut -c1-3)
+kill "$closed" 2>/dev/null; wait "$closed" 2>/dev/null
+[ "$held" = /dev/null ] && [ "$mode" = lr- ] && ok "train >&-: fd 1 held on /dev/null, read-only" ||
+    bad "train >&-: fd 1 is '$held' ($mode)"
 finish
