@@ -15,6 +15,7 @@
 #include "launch/doctor/doctor_memory.h"
 #include "base/host_budget.h"
 #include "launch/train/params_io.h"
+#include "runtime/checkpoint/ckpt_format.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
 
 #include <errno.h>
@@ -254,6 +255,29 @@ static int train_outputs_begin(train_run *r)
     return EXIT_OK;
 }
 
+/* A run without --resume whose --checkpoint-dir holds an earlier run's checkpoints: its own go
+ * beside them (one of the same step replaced, --keep-checkpoints pruning across both), and a later
+ * --resume auto goes on from the newest of either run, perhaps the earlier one's. Said once, as a
+ * warning: starting over on purpose is allowed. */
+static void earlier_checkpoints_warn(const char *dir)
+{
+    ckpt_entry *e = NULL;
+    size_t n = 0;
+    if (ckpt_list(dir, &e, &n) || n == 0) return;
+    char steps[64];
+    if (n == 1)
+        snprintf(steps, sizeof steps, "step %ld", e[0].step);
+    else
+        snprintf(steps, sizeof steps, "steps %ld to %ld", e[n - 1].step, e[0].step);
+    fprintf(stderr,
+            "dtrain: warning: --checkpoint-dir %s already holds %zu checkpoint%s of an earlier run (%s) and this run "
+            "does not resume: its checkpoints go beside them (one of the same step replaced), --keep-checkpoints "
+            "prunes across both, and a later --resume auto goes on from the newest of either run; give --resume "
+            "auto to go on from step %ld, or an empty --checkpoint-dir to start over\n",
+            dir, n, n == 1 ? "" : "s", steps, e[0].step);
+    ckpt_list_free(e, n);
+}
+
 /* --checkpoint-dir: rank 0 (which writes the checkpoints) makes and tries the directory now, so a
  * bad one stops the run before it trains rather than at its first save (on a stop request, with
  * exit 1 instead of the requeue's 75), and one that another run holds is refused; interrupted
@@ -264,7 +288,10 @@ static int train_ckpt_dir_begin(train_run *r)
     char why[1024] = "";
     /* The directory's lock lasts as long as this process: its end, however it comes, drops it. */
     int lock_fd;
-    if (r->rank == 0 && ckpt_dir_prepare(r->t.ckpt_dir, &lock_fd)) snprintf(why, sizeof why, "%s", dt_last_error());
+    if (r->rank == 0 && ckpt_dir_prepare(r->t.ckpt_dir, &lock_fd))
+        snprintf(why, sizeof why, "%s", dt_last_error());
+    else if (r->rank == 0 && !r->t.resume)
+        earlier_checkpoints_warn(r->t.ckpt_dir);
     return rank0_verdict(r, why, sizeof why);
 }
 

@@ -40,6 +40,14 @@ expect 0 "" timeout 120 "$MPIRUN" -np 2 "$DTRAIN" train $S --steps 6 --checkpoin
     --checkpoint-dir "$tmp/r2" --keep-checkpoints 3
 [ "$(ckpts "$tmp/r2")" = "4 5 6 " ] && ok "2 ranks: the newest three (4, 5, 6)" || bad "2 ranks kept: $(ckpts "$tmp/r2")"
 
+# A run without --resume into a directory holding an earlier run's checkpoints is warned, once,
+# with the steps there and the two ways on; a resume, or an empty directory, is not.
+timeout 120 "$DTRAIN" train $S --steps 3 --checkpoint-dir "$tmp/all" >"$tmp/out" 2>&1
+n=$(grep -c "warning: --checkpoint-dir $tmp/all already holds 5 checkpoints of an earlier run (steps 2 to 9) and this run does not resume: .* give --resume auto to go on from step 9, or an empty --checkpoint-dir to start over" "$tmp/out")
+timeout 120 "$DTRAIN" train $S --steps 10 --checkpoint-dir "$tmp/all" --resume auto >"$tmp/out2" 2>&1
+[ "$n" -eq 1 ] && ! grep -q "already holds" "$tmp/out2" &&
+    ok "a fresh run into an earlier run's checkpoints is warned once; --resume auto is not" ||
+    { bad "the earlier-checkpoints warning ($n lines)"; cat "$tmp/out" "$tmp/out2"; }
 expect 2 "--keep-checkpoints needs --checkpoint-dir DIR" "$DTRAIN" train $S --steps 1 --keep-checkpoints 2
 expect 2 "--keep-checkpoints" "$DTRAIN" train $S --steps 1 --checkpoint-dir "$tmp/x" --keep-checkpoints -1
 finish
