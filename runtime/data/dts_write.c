@@ -420,7 +420,8 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     const char *base = path_parent_dir(path, dir, sizeof dir);
     remove_stale_temps(dir, base);
     dts_temp_path(path, tmp, sizeof tmp);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    /* 0666: the umask decides, as for checkpoints (a group project space keeps it group-writable). */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     char advice[IO_FIX_LEN];
     if (fd < 0) {
         const int err = errno;

@@ -42,6 +42,10 @@ expect 0 "wrote $tmp/shards/test.dts: 1 sample of 1x2x2 uint8, 2 classes, 196 by
     "$DTRAIN" data convert --threads 2 "$d" "$tmp/shards"
 grep -q "wrote $tmp/shards/train.dts: 3 samples of 1x2x2 uint8, 2 classes, 204 bytes" "$tmp/out" &&
     ok "convert wrote train.dts (3 samples, 204 bytes) beside test.dts" || { bad "convert train.dts"; cat "$tmp/out"; }
+# The shards' mode is the umask's (0666 less it), as checkpoints' are: a group's project space.
+(umask 002 && "$DTRAIN" data convert --split test "$d" "$tmp/group.dts" >/dev/null 2>&1)
+[ "$(stat -c %a "$tmp/group.dts" 2>/dev/null)" = 664 ] && ok "convert under umask 002 writes a 664 shard" ||
+    bad "convert under umask 002 wrote mode $(stat -c %a "$tmp/group.dts" 2>&1)"
 "$DTRAIN" data info "$tmp/shards" >"$tmp/dts.info" 2>&1
 if grep -q "^dataset $tmp/shards: dts$" "$tmp/dts.info" &&
     grep -q "stored in the file, mean / std: 94.58 / 68.45" "$tmp/dts.info" &&
