@@ -343,7 +343,7 @@ static const char doctor[] = "usage: dtrain doctor [--json] [--no-comm] [--model
                              "                   the largest batch of model M that fits on each device\n"
                              "                   (--input: the shape of one sample; a preset brings its own)\n"
                              "  --checkpoint-dir D [--keep-checkpoints N]  --data P  --metrics F\n"
-                             "                   the paths train will use: writable, free space, format\n"
+                             "                   paths train will use: writable, unlocked, free space, format\n"
                              "Exit 0 when nothing FAILs (warnings included), 1 on a FAIL, 2 bad usage.\n"
                              "Start it as you start training; it also runs where training would be refused:\n"
                              "  srun --mpi=pmix build/dtrain doctor   mpirun -np 8 build/dtrain doctor --json\n";

@@ -2,15 +2,17 @@
  * path_checks.c - doctor's path.* rows: the paths a job names, checked before it trains, so that a
  * checkpoint directory on a full or read-only disk is found now rather than at the first save.
  *
- * Each check is the one training makes (ckpt_dir_check is ckpt_dir_prepare's, ds_open is
- * train's and `dtrain data info`'s open, ckpt_write_file_try is --trace's), so doctor and train
- * cannot disagree about a path; doctor only leaves out their changes (it makes no directory and
- * removes no unfinished save, which a run still writing there may own).
+ * Each check is the one training makes (ckpt_dir_check is ckpt_dir_prepare's, ckpt_dir_lock_query
+ * asks about the lock ckpt_dir_lock takes, ds_open is train's and `dtrain data info`'s open,
+ * ckpt_write_file_try is --trace's), so doctor and train cannot disagree about a path; doctor only
+ * leaves out their changes (it makes no directory, takes no lock nor makes its file, and removes
+ * no unfinished save, which a run still writing there may own).
  */
 #include "launch/doctor/doctor_paths.h"
 
 #include "base/io_error.h"
 #include "launch/doctor/doctor.h"
+#include "runtime/checkpoint/ckpt_lock.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
 #include "runtime/data/dts.h"
 #include "runtime/data/reader.h"
@@ -59,8 +61,27 @@ static void check_ckpt(const doctor_path_query *p, const doctor_model_query *m, 
                 "%s (dtrain train refuses it before training, exit 2)", dt_last_error());
         return;
     }
-    doc_add(job, "path.checkpoint", DOC_PASS, NULL, "--checkpoint-dir %s %s", p->ckpt_dir,
-            exists ? "is a writable directory" : "can be made (its parent is writable)");
+    /* Another run's lock: train would be refused there now (ckpt_dir_lock). Asked, not taken. */
+    int held = 0;
+    char who[256] = "";
+    if (exists && ckpt_dir_lock_query(p->ckpt_dir, &held, who, sizeof who)) {
+        doc_add(job, "path.checkpoint", DOC_FAIL,
+                "mend the lock file " CKPT_LOCK_NAME " as the error says, or give another --checkpoint-dir",
+                "%s (dtrain train refuses it before training, exit 2)", dt_last_error());
+        return;
+    }
+    if (held)
+        doc_add(job, "path.checkpoint", DOC_WARN,
+                "wait for that run to end (its lock goes with its process), or give this job another --checkpoint-dir",
+                "--checkpoint-dir %s is a writable directory, but a dtrain run holds its lock now (%s): dtrain train "
+                "given it is refused before training (exit 2)",
+                p->ckpt_dir, who);
+    else if (exists)
+        doc_add(job, "path.checkpoint", DOC_PASS, NULL, "--checkpoint-dir %s is a writable directory; %s", p->ckpt_dir,
+                who[0] ? who : "no run holds its lock");
+    else
+        doc_add(job, "path.checkpoint", DOC_PASS, NULL, "--checkpoint-dir %s can be made (its parent is writable)",
+                p->ckpt_dir);
     /* The file system it is on: the directory's, or its parent's until it is made. */
     char parent[4096];
     snprintf(parent, sizeof parent, "%s", p->ckpt_dir);

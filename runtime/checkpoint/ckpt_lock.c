@@ -112,6 +112,19 @@ static int wait_elsewhere(const char *dir, int fd, struct flock *fl)
     return errno = EAGAIN, -1;
 }
 
+/* Why the lock file cannot be opened (err), naming it and the fix; DT_ERR_IO. */
+static dt_status open_error(const char *path, int err)
+{
+    char advice[IO_FIX_LEN];
+    if (err == ELOOP)
+        return status_set_error(DT_ERR_IO,
+                                "%s is a symbolic link, not dtrain's lock file: remove it (dtrain makes the file "
+                                "itself), or use another --checkpoint-dir",
+                                path);
+    return status_set_error(DT_ERR_IO, "cannot open the lock file %s of --checkpoint-dir: %s: %s", path, strerror(err),
+                            io_error_fix(err, "checkpoint", "--checkpoint-dir", advice, sizeof advice));
+}
+
 /* A file system without locks (Lustre mounted without flock, some NFS setups): the run goes on,
  * as it did before the lock existed, and says what is not detected. */
 static int no_locks_here(int err) { return err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP || err == EINVAL; }
@@ -174,14 +187,39 @@ dt_status ckpt_dir_lock(const char *dir, int *fd_out)
     *fd_out = fd;
     return DT_OK;
 
-open_failed:;
-    const int err = errno;
-    char advice[IO_FIX_LEN];
-    if (err == ELOOP)
-        return status_set_error(DT_ERR_IO,
-                                "%s is a symbolic link, not dtrain's lock file: remove it (dtrain makes the file "
-                                "itself), or use another --checkpoint-dir",
-                                path);
-    return status_set_error(DT_ERR_IO, "cannot open the lock file %s of --checkpoint-dir: %s: %s", path, strerror(err),
-                            io_error_fix(err, "checkpoint", "--checkpoint-dir", advice, sizeof advice));
+open_failed:
+    return open_error(path, errno);
+}
+
+dt_status ckpt_dir_lock_query(const char *dir, int *held, char *who, size_t n)
+{
+    *held = 0;
+    if (n) who[0] = '\0';
+    char path[4200];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, CKPT_LOCK_NAME) >= sizeof path)
+        return status_set_error(DT_ERR_INVALID_ARG, "--checkpoint-dir name is too long (%zu characters)", strlen(dir));
+    /* Read-only, and never made: asking takes nothing (F_GETLK needs no write access). O_NONBLOCK:
+     * a FIFO under the name must not hang the question; a directory opens read-only, not for train. */
+    const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return errno == ENOENT || errno == ENOTDIR ? DT_OK : open_error(path, errno);
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
+        return open_error(path, EISDIR);
+    }
+    struct flock fl;
+    if (lock_call(fd, 1, &fl) != 0) {
+        const int err = errno;
+        close(fd);
+        if (!no_locks_here(err)) return open_error(path, err);
+        snprintf(who, n,
+                 "the file system takes no locks (%s): a second run given this --checkpoint-dir at once is "
+                 "not detected",
+                 strerror(err));
+        return DT_OK;
+    }
+    *held = fl.l_type != F_UNLCK;
+    if (*held) holder_of(fd, who, n);
+    close(fd);
+    return DT_OK;
 }

@@ -22,4 +22,12 @@
  * long. Local: rank 0 calls it. */
 dt_status ckpt_dir_lock(const char *dir, int *fd);
 
+/* Whether a process holds dir's lock now (doctor's question: would ckpt_dir_lock refuse?), asked
+ * with F_GETLK/F_OFD_GETLK without taking it or making the lock file. *held 1: *who (n bytes) gets
+ * the holder's line from the file, "pid P on HOST since TIME" (or "another process"); *held 0: no
+ * lock file yet or none held, *who empty, or why a second run would go undetected (a file system
+ * without locks). DT_ERR_IO where the file cannot be opened (a symbolic link, no permission: the
+ * message is ckpt_dir_lock's, naming it and the fix); DT_ERR_INVALID_ARG: a name too long. */
+dt_status ckpt_dir_lock_query(const char *dir, int *held, char *who, size_t n);
+
 #endif

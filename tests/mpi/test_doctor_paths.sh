@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `dtrain doctor --checkpoint-dir/--data/--metrics`: the path.* rows (an unusable checkpoint dir,
-# too little space, a tmpfs, a missing dataset); a lone process with stale torchrun variables
-# reports; --device cuda without a usable GPU still reports; the pre-MPI net.env row warns about
-# a btl list without a transport, a missing interface and NCCL_DEBUG=INFO.
+# one whose lock another run holds, too little space, a tmpfs, a missing dataset); a lone process
+# with stale torchrun variables reports; --device cuda without a usable GPU still reports; the
+# pre-MPI net.env row warns about a btl list without a transport, a missing interface and
+# NCCL_DEBUG=INFO.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 unset OPENBLAS_CORETYPE
@@ -25,6 +26,34 @@ if [ "$(id -u)" != 0 ]; then
     expect 2 "cannot create checkpoint directory" "$DTRAIN" train --steps 1 --quiet --checkpoint-dir "$tmp/ro/ck"
     chmod 755 "$tmp/ro"
 fi
+# The directory's lock (ckpt_lock.c): asked, never taken or made; held by another process (here
+# python's lockf, with train's line in the file), the row warns naming the holder.
+mkdir "$tmp/held"
+"$DTRAIN" doctor --no-comm --json --checkpoint-dir "$tmp/held" >"$j" 2>&1
+doctor_status "$j" path.checkpoint=pass && grep -q "no run holds its lock" "$j" && [ ! -e "$tmp/held/.dtrain.lock" ] &&
+    ok "an unlocked --checkpoint-dir passes, and doctor makes no lock file" || bad "unlocked: $(cat "$j")"
+python3 - "$tmp/held/.dtrain.lock" "$tmp/locked" <<'PY' &
+import fcntl, sys, time
+f = open(sys.argv[1], "w")
+fcntl.lockf(f, fcntl.LOCK_EX)
+f.write("pid 4242 on node7 since 2030-01-02T03:04:05Z\n")
+f.flush()
+open(sys.argv[2], "w").close()
+time.sleep(30)
+PY
+holder=$!
+for _ in $(seq 50); do [ -e "$tmp/locked" ] && break; sleep 0.1; done
+"$DTRAIN" doctor --no-comm --json --checkpoint-dir "$tmp/held" >"$j" 2>&1; rc=$?
+kill "$holder"; wait "$holder" 2>/dev/null
+[ $rc -eq 0 ] && doctor_status "$j" path.checkpoint=warn && grep -q "pid 4242 on node7 since 2030-01-02T03:04:05Z" "$j" &&
+    grep -q "another --checkpoint-dir" "$j" && ok "a held lock: WARN naming its holder and the fix" ||
+    bad "held lock (rc $rc): $(cat "$j")"
+"$DTRAIN" doctor --no-comm --json --checkpoint-dir "$tmp/held" >"$j" 2>&1
+doctor_status "$j" path.checkpoint=pass && ok "its holder gone (the file left): PASS" || bad "released: $(cat "$j")"
+mkdir "$tmp/linked" && ln -s "$tmp/elsewhere" "$tmp/linked/.dtrain.lock"
+"$DTRAIN" doctor --no-comm --json --checkpoint-dir "$tmp/linked" >"$j" 2>&1
+doctor_status "$j" path.checkpoint=fail && grep -q "is a symbolic link" "$j" && [ ! -e "$tmp/elsewhere" ] &&
+    ok "a symbolic link for the lock file: FAIL, as train refuses it" || bad "linked lock: $(cat "$j")"
 DTRAIN_TEST_DTS_FREE=1000 "$DTRAIN" doctor --no-comm --json --checkpoint-dir "$tmp" --model cnn --keep-checkpoints 2 >"$j" 2>&1
 doctor_status "$j" path.checkpoint_space=fail && grep -q "x 2 kept" "$j" && ok "too little space: FAIL" || bad "space"
 if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
