@@ -1,9 +1,10 @@
 /*
  * agree_failure.c - one message for a failure that many ranks meet alike. A step every rank runs
- * on its own before training (opening --data) failed on every rank of a job with the same error:
- * a wrong path at 1024 ranks printed 1024 identical errors, and the job ended through MPI_Abort
- * and its banner. Each rank's exit code and a hash of its message go to every rank in one
- * exchange (rank_share_slots); the lowest failing rank says a shared message once, with the count.
+ * on its own before training (opening --data, the steps and schedule read from it) failed on
+ * every rank of a job with the same error: a wrong path at 1024 ranks printed 1024 identical
+ * errors, and the job ended through MPI_Abort and its banner. Each rank's exit code and a hash of
+ * its message go to every rank in one exchange (rank_share_slots); the lowest failing rank says a
+ * shared message once, with the count.
  */
 #include "launch/cli.h"
 #include "collectives/rank_verdict.h"

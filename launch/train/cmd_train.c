@@ -306,9 +306,12 @@ static int train_setup(train_run *r, const dt_placement *pl)
         (rc = gpu_grads(r, "--device auto chose the GPU, which", ", or train on the CPU with --device cpu")))
         return rc;
     if (!t->data && (size_t)t->dataset_size < (size_t)r->world * (size_t)t->batch) {
-        cli_error("--dataset-size %ld is smaller than one global batch of %d rank%s x %d", t->dataset_size, r->world,
-                  cli_s(r->world), t->batch);
-        g_failure_shared = 1; /* every rank has the same flags: all end, none aborts the others */
+        /* Every rank has the same flags and world, so the same verdict: all end, none aborts the
+         * others, and rank 0 says it once for all (no exchange needed). */
+        g_failure_shared = 1;
+        if (r->rank == 0)
+            cli_error_job("--dataset-size %ld is smaller than one global batch of %d rank%s x %d", t->dataset_size,
+                          r->world, cli_s(r->world), t->batch);
         return EXIT_USAGE;
     }
     /* With --epochs the steps are not known before the data: the fault's step is not checked. */
@@ -341,8 +344,20 @@ static int train_setup(train_run *r, const dt_placement *pl)
         return setup_error(r, s, "while making the optimizer state");
     if ((rc = train_data_check_and_eval(t, r->m, r->read_threads, &r->data))) return rc;
     train_record_make(t, r->world, r->data.train, &r->data.rec);
-    /* Placed from step 0 now, so the start line says the run's steps; again after a resume. */
-    if ((rc = train_steps_and_schedule(r)) || (rc = train_epochs_place(r))) return rc;
+    /* Placed from step 0 now, so the start line says the run's steps; again after a resume. Their
+     * refusals (--epochs with --steps, an --lr-schedule that does not fit the steps) come from the
+     * flags and the data's size, alike on every rank: said once and ended by every rank, as
+     * --data's; a rank whose data differs says its own and all still end together. */
+    char sched_why[1024] = "";
+    cli_error_capture(sched_why, sizeof sched_why);
+    if (!(rc = train_steps_and_schedule(r))) rc = train_epochs_place(r);
+    cli_error_capture(NULL, 0);
+    int sched_shared = 0;
+    rc = cli_agree_failure(r->ctx, rc, sched_why, &sched_shared);
+    if (rc) {
+        g_failure_shared = sched_shared;
+        return rc;
+    }
     if (t->accum_steps > 1 && (s = dt_model_set_accum_steps(r->m, t->accum_steps)))
         return setup_error(r, s, "while making the gradient accumulation buffer");
     dt_model_set_step_overlap(r->m, t->step_overlap);

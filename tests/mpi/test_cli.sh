@@ -119,6 +119,14 @@ expect 2 "--dataset-size 7 is smaller than one global batch of 2 ranks x 4" "$MP
     --dataset-size 7 --batch 4
 grep -q "MPI_ABORT was invoked" "$tmp/out" && bad "the refusal at 2 ranks aborted the job" ||
     ok "--dataset-size refused at 2 ranks without an abort"
+# Said once, by rank 0, for all: every rank has the same flags and the same verdict.
+[ "$(grep -c "smaller than one global batch" "$tmp/out")" = 1 ] && ! grep -q "(rank 1 of 2" "$tmp/out" &&
+    ok "--dataset-size at 2 ranks: one line" || bad "--dataset-size at 2 ranks, not one line: $(cat "$tmp/out")"
+# The steps and schedule, refused alike on every rank once the data is known: one line, no abort.
+expect 2 "give --epochs or --steps, not both (--epochs 1 is 4 steps here) (the same on all 2 ranks)" "$MPIRUN" -np 2 \
+    "$DTRAIN" train --dataset-size 32 --batch 4 --epochs 1 --steps 5
+[ "$(grep -c "not both" "$tmp/out")" = 1 ] && ! grep -q "MPI_ABORT was invoked" "$tmp/out" &&
+    ok "--epochs with --steps at 2 ranks: one line, no abort" || bad "--epochs with --steps at 2 ranks: $(cat "$tmp/out")"
 "$DTRAIN" train --model fc:16,relu,fc:10 --input 16 --batch 4 --steps 1 --log-every 1 --bucket-mb 0 --loader-threads 1 \
     >"$tmp/out" 2>&1 || bad "a 1-step run failed: $(cat "$tmp/out")"
 if grep -qE '(^|[^0-9.])1 (ranks|steps|buckets|threads|intervals|log intervals|nodes)\b|\((s)\)' "$tmp/out"; then
