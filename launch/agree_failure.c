@@ -66,8 +66,8 @@ int cli_agree_failure(dt_ctx *ctx, int rc, const char *why, int *shared)
     if (!s.same || s.failed == 1) { /* the rank's own words; cli_error names the rank */
         if (rc && why[0]) cli_error("%s", why);
     } else if (rank == s.first_rank && why[0]) {
-        if (s.failed == world)
-            cli_error("%s (the same on all %d ranks)", why, world);
+        if (s.failed == world) /* no rank of its own: cli_error's "(rank R of W, on HOST)" would contradict it */
+            cli_error_job("%s (the same on all %d ranks)", why, world);
         else
             cli_error("%s (the same on %d of %d ranks: %s)", why, s.failed, world, s.ranks);
     }
