@@ -8,6 +8,7 @@
 #include "base/parse.h"
 #include "base/path.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Who prints the errors, once dt_init knows (cli_error_identity): in a job of several ranks the
  * launcher merges every rank's stderr into one stream, and a failure that only some ranks meet (a
@@ -469,6 +471,21 @@ int cli_same_file(const char *a, const char *b)
     resolved_path(a, ra, sizeof ra);
     resolved_path(b, rb, sizeof rb);
     return !strcmp(ra, rb);
+}
+
+int cli_input_exit(dt_status s, const char *path)
+{
+    if (s == DT_ERR_INVALID_ARG) return EXIT_USAGE;
+    if (s != DT_ERR_IO || !path) return EXIT_FAIL;
+    /* Asked of the path after the open failed, so the reader's own message stays the one shown:
+     * the path as named cannot be reached (missing, a file on its way, a loop, too long, no search
+     * permission), or this user may not read what is there. */
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == ELOOP || errno == ENAMETOOLONG
+                   ? EXIT_USAGE
+                   : EXIT_FAIL;
+    return access(path, R_OK) != 0 && (errno == EACCES || errno == EPERM) ? EXIT_USAGE : EXIT_FAIL;
 }
 
 dt_status cli_rank0_verdict(dt_ctx *ctx, char *why, size_t len, int *refused)

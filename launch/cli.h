@@ -3,7 +3,8 @@
  * and epilogue of a command that runs on the job (prologue.c), the help screens (help.c).
  *
  * Exit codes: 0 success, 1 a run-time failure (the message says what and how to fix it), 2 bad
- * usage (unknown command, flag or value), 75 `train` stopped on SIGUSR1/SIGTERM with a checkpoint,
+ * usage (unknown command, flag or value; an input path that is not there or may not be read:
+ * cli_input_exit), 75 `train` stopped on SIGUSR1/SIGTERM with a checkpoint,
  * 143 `train` stopped so with no --checkpoint-dir (nothing saved), 130 / 129 `train` stopped on
  * SIGINT / SIGHUP (checkpoint written when there is a --checkpoint-dir; train_stop.c).
  */
@@ -87,6 +88,12 @@ int cli_loader_auto(const dt_ctx *ctx, int requested);
  * else by path once the parent directory is resolved (realpath: "./a", "d/../a" and a symlinked
  * directory meet; an unresolvable one compares as written). */
 int cli_same_file(const char *a, const char *b);
+/* The exit code of a command whose input path (as the command line names it) failed to open with
+ * s: EXIT_USAGE for DT_ERR_INVALID_ARG, and for DT_ERR_IO when the path does not exist (or a
+ * directory on its way does not) or this user may not read it: an input refused before any work,
+ * which the command (or the file's permissions) must change; EXIT_FAIL otherwise (a file that is
+ * there but fails to read or fails its checks, out of memory). */
+int cli_input_exit(dt_status s, const char *path);
 /* Rank 0's verdict on what only it checks (a path it alone writes): why (empty when good) goes
  * from rank 0 to every rank, and rank 0 prints it; *refused says whether it was not empty, so that
  * every rank stops together. Returns the broadcast's status. Collective. */

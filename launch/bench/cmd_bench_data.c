@@ -151,7 +151,7 @@ int cmd_bench_data(int argc, char **argv)
                             : dt_dataset_open(o.data, &dc, &d);
     if (s) {
         cli_error("--data %s: %s", o.data, dt_last_error());
-        return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+        return cli_input_exit(s, o.data);
     }
     int C, H, W;
     dt_dataset_shape(d, &C, &H, &W);

@@ -154,7 +154,7 @@ int data_open_split(const char *path, const data_args *a, const char *split, ds_
         return rc;
     }
     cli_error("%s", dt_last_error());
-    return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+    return cli_input_exit(s, path);
 }
 
 int data_open_test(const char *path, const data_args *a, ds_split **test, char *why, size_t n)

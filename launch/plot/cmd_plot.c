@@ -291,7 +291,9 @@ int cmd_plot(int argc, char **argv)
                              out == def ? " (or -o OUT.png writes elsewhere)" : ""))
         return EXIT_USAGE;
     plot_data d;
-    if (plot_read(metrics, &d) != 0) return EXIT_FAIL;
+    /* A file that is not there (or may not be read) is the command's to fix, exit 2; one that
+     * fails its checks, 1. */
+    if (plot_read(metrics, &d) != 0) return cli_input_exit(DT_ERR_IO, metrics);
     int rc = EXIT_FAIL;
     char exe[4200], tmp[4300];
     int made = 0; /* tmp exists and is this run's */

@@ -5,6 +5,7 @@
 #include "launch/plot/plot_data.h"
 
 #include "launch/cli.h"
+#include "base/io_error.h"
 
 #include <errno.h>
 #include <math.h>
@@ -249,7 +250,10 @@ int plot_read(const char *path, plot_data *d)
     memset(d, 0, sizeof *d);
     FILE *f = fopen(path, "r");
     if (!f) {
-        cli_error("cannot read %s: %s", path, strerror(errno));
+        const int err = errno;
+        char fix[IO_FIX_LEN];
+        cli_error("cannot read %s: %s: %s (dtrain train --metrics FILE writes the file to plot)", path, strerror(err),
+                  io_error_fix(err, "metrics file", NULL, fix, sizeof fix));
         return -1;
     }
     char *line = NULL, why[256];

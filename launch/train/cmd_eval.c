@@ -422,6 +422,7 @@ fail_quiet:
     free(r.class_correct), free(r.class_count), free(r.confusion), free(stats);
     dt_model_free(m);
     dt_dataset_free(d);
-    rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+    /* Before d opened, the failure was its open: a --data that cannot be reached is bad usage. */
+    rc = d ? (s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL) : cli_input_exit(s, e.data);
     return cli_end_failed(ctx, rc, shared);
 }

@@ -72,7 +72,7 @@ int train_data_open(const train_opts *t, int threads, train_data *d)
     dt_status s = dt_dataset_open(t->data, &c, &d->train);
     if (s) {
         cli_error("--data %s: %s", t->data, dt_last_error());
-        return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+        return cli_input_exit(s, t->data);
     }
     int C, H, W;
     dt_dataset_shape(d->train, &C, &H, &W);
@@ -208,7 +208,7 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
     }
     if (s) {
         cli_error("%s: %s", d->eval_what, dt_last_error());
-        return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+        return cli_input_exit(s, path);
     }
     if (!t->eval_data && t->holdout <= 0) {
         /* One file is its own samples whatever the split: that is no held-out set. */

@@ -283,6 +283,7 @@ else
     bad "bench data output"; cat "$tmp/out"
 fi
 expect 2 "needs --data PATH" "$DTRAIN" bench data
+expect 2 "--data $tmp/nothing: dataset $tmp/nothing does not exist" "$DTRAIN" bench data --data "$tmp/nothing"
 # One process measures the pipeline: two under mpirun would each time loaders on the other's cores
 # and print two tables; refused (by each rank: mpirun may kill the other once one exits).
 expect 2 "dtrain bench data runs in one process, and OMPI_COMM_WORLD_SIZE says 2 were started: each would time its loaders" \

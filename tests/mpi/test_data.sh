@@ -266,7 +266,10 @@ expect 2 "is not a dataset file dtrain recognises" "$DTRAIN" data info "$c/test_
 expect 1 "test_batch.bin is 3000 bytes" "$DTRAIN" data info --data-format cifar10 "$c/test_batch.bin"
 mkdir -p "$tmp/empty"
 expect 2 "no dataset recognised in $tmp/empty" "$DTRAIN" data info "$tmp/empty"
-expect 1 "does not exist" "$DTRAIN" data info "$tmp/nothing"
+# A path that is not there is the command's to fix (exit 2, as every command refuses a missing input).
+expect 2 "does not exist" "$DTRAIN" data info "$tmp/nothing"
+expect 2 "does not exist" "$DTRAIN" data verify "$tmp/nothing"
+expect 2 "does not exist" "$DTRAIN" data convert "$tmp/nothing" "$tmp/nothing.dts"
 expect 2 "dataset format 'hdf5' is not idx, cifar10, cifar100, " "$DTRAIN" data info --data-format hdf5 "$tmp/empty"
 expect 2 "takes one PATH" "$DTRAIN" data info
 expect 0 "usage: dtrain data info PATH" "$DTRAIN" data info --help

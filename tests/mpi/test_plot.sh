@@ -83,7 +83,8 @@ refuse "{\"step\": 1, \"loss\": 2.0, \"tag\": \"a
 " "line 1: a string not closed"
 : >"$tmp/empty.jsonl"
 expect 1 "$tmp/empty.jsonl holds no step records (0 lines)" "$DTRAIN" plot "$tmp/empty.jsonl"
-expect 1 "cannot read $tmp/none.jsonl: No such file or directory" "$DTRAIN" plot "$tmp/none.jsonl"
+# A file that is not there is the command's to fix: exit 2, as every command refuses a missing input.
+expect 2 "cannot read $tmp/none.jsonl: No such file or directory: check the path" "$DTRAIN" plot "$tmp/none.jsonl"
 
 # No gnuplot on PATH: the package to install, exit 1 (the file is read first: it was fine).
 mkdir -p "$tmp/nobin"

@@ -202,16 +202,19 @@ cmp -s "$tmp/aug0.bin" "$tmp/aug3.bin" && ok "--augment crop:2,flip: the same pa
 
 # --- Refusals, each naming the value and the fix.
 python3 "$here/make_idx.py" "$tmp/k12" 200 50 12 60
-expect 1 "does not exist" run 1 train --data "$tmp/nothing"
+# A path that is not there is the command's to fix: exit 2, before any work (the exit of every
+# rank follows the failing one's, so mpirun's too).
+expect 2 "does not exist" run 1 train --data "$tmp/nothing"
+expect 2 "--eval-data $tmp/nothing: dataset $tmp/nothing does not exist" run 1 train --data "$tmp/hard" --eval-data "$tmp/nothing"
 # A dataset that only one rank cannot open (a path missing on one node of a job): the one error
 # line in the job's merged output names that rank and its host, not the job as a whole.
-expect 1 "dataset $tmp/nothing does not exist (rank 1 of 2, on $(hostname))" timeout 120 "$MPIRUN" \
+expect 2 "dataset $tmp/nothing does not exist (rank 1 of 2, on $(hostname))" timeout 120 "$MPIRUN" \
     -np 1 "$DTRAIN" train --data "$tmp/hard" --steps 5 : -np 1 "$DTRAIN" train --data "$tmp/nothing" --steps 5
 ! grep -q "MPI_ABORT" "$tmp/out" && ok "one rank's missing data: every rank ends, no MPI_Abort" ||
     { bad "one rank's missing data ended by MPI_Abort"; cat "$tmp/out"; }
 # Missing on every rank (a wrong path): said once for the job, with the count, and no abort (it
 # was one error per rank, 1024 at 1024 ranks, then MPI_Abort's banner).
-expect 1 "dataset $tmp/nothing does not exist (the same on all 4 ranks)" run 4 train \
+expect 2 "dataset $tmp/nothing does not exist (the same on all 4 ranks)" run 4 train \
     --data "$tmp/nothing" --steps 5
 [ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" && ! grep -q "ranks) (rank" "$tmp/out" &&
     ok "missing data on all 4 ranks: one error line, no MPI_Abort" || { bad "missing data on 4 ranks"; cat "$tmp/out"; }
@@ -240,6 +243,7 @@ expect 0 "held-out: 300 samples from --holdout 0.1 of $tmp/badtest" run 1 train 
 rm "$tmp/badtest"/t10k-*
 expect 0 "held-out: none ($tmp/badtest has no test split" run 1 train --data "$tmp/badtest" --steps 2
 expect 2 "needs --checkpoint-dir DIR" run 1 eval --data "$tmp/hard"
+expect 2 "dataset $tmp/nothing does not exist" run 1 eval --data "$tmp/nothing" --checkpoint-dir "$tmp/ck"
 expect 1 "no loadable checkpoint in $tmp/none" run 1 eval --data "$tmp/hard" --checkpoint-dir "$tmp/none"
 # Mistakes a newcomer makes: a checkpoint file for the directory, eval without training's --model
 # (told which flags to give, not to "resume").
