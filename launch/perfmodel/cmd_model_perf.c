@@ -243,22 +243,20 @@ static int mp_flag(int c, const char *arg, void *ud)
     return EXIT_USAGE;
 }
 
-/* The network: the defaults, then a fitted one-level link, then the flags given. */
-static int mp_network(const mp_opts *o, pm_net *net)
+/* The network: the defaults, then a fitted one-level link (in *fit, with the ranks of its run in
+ * *fit_ranks), then the flags given. Prints nothing but an error: every input is read before any
+ * output. */
+static int mp_network(const mp_opts *o, pm_net *net, pm_link *fit, int *fit_ranks)
 {
     *net = (pm_net){0, o->per_node, {MP_NVLINK_ALPHA, MP_NVLINK_BUSBW}, {MP_NET_ALPHA, MP_NET_BUSBW}, MP_CALL};
     if (o->allreduce) {
-        pm_link l;
-        int ranks;
-        const dt_status s = mp_read_allreduce(o->allreduce, &l, &ranks);
+        const dt_status s = mp_read_allreduce(o->allreduce, fit, fit_ranks);
         if (s) {
             cli_error("%s", dt_last_error());
-            return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+            return cli_input_exit(s, o->allreduce);
         }
-        net->intra = net->inter = l;
+        net->intra = net->inter = *fit;
         net->call_s = 0; /* the fit's latency holds it */
-        printf("# fitted %s (%d ranks): alpha %.2f us a step, busbw %.4g GB/s\n", o->allreduce, ranks, l.alpha_s * 1e6,
-               l.busbw / 1e9);
     }
     if (o->alpha_us >= 0) net->intra.alpha_s = o->alpha_us * 1e-6;
     if (o->busbw_gbs > 0) net->intra.busbw = o->busbw_gbs * 1e9;
@@ -391,20 +389,46 @@ int cmd_model_perf(int argc, char **argv)
     }
     /* The PNG before any work: not a --profile it reads, and writable. */
     const char *inputs[MP_MAX_MODELS];
-    static char files[MP_MAX_MODELS][4096]; /* a profile's file: FILE of FILE:MS when FILE:MS is none */
+    static char files[MP_MAX_MODELS][4096]; /* model i's profile: FILE of FILE:MS when FILE:MS is none */
     int ninputs = 0;
     for (int i = 0; i < o.nmodels; i++) {
         if (o.kind[i] != MP_PROFILE) continue;
-        snprintf(files[ninputs], sizeof files[ninputs], "%s", o.src[i]);
-        char *colon = strrchr(files[ninputs], ':');
-        if (colon && access(files[ninputs], F_OK) != 0) *colon = '\0';
-        inputs[ninputs] = files[ninputs];
-        ninputs++;
+        snprintf(files[i], sizeof files[i], "%s", o.src[i]);
+        char *colon = strrchr(files[i], ':');
+        if (colon && access(files[i], F_OK) != 0) *colon = '\0';
+        inputs[ninputs++] = files[i];
     }
     if (o.plot && gnuplot_output_check("model-perf", "--plot", o.plot, inputs, ninputs, "")) return EXIT_USAGE;
+    /* Every input is read and checked before the first line of output: a profile that cannot be
+     * read fails the command with an empty stdout, not under a header a script would take for a
+     * prediction. */
     pm_net net;
-    int rc = mp_network(&o, &net);
+    pm_link fit = {0, 0};
+    int fit_ranks = 0;
+    int rc = mp_network(&o, &net, &fit, &fit_ranks);
     if (rc) return rc;
+    mp_model *mm = calloc((size_t)o.nmodels, sizeof *mm);
+    mp_series *ser = calloc(MP_MAX_MODELS, sizeof *ser);
+    rc = mm && ser ? EXIT_OK : EXIT_FAIL;
+    if (rc) cli_error("model-perf: out of memory");
+    for (int i = 0; !rc && i < o.nmodels; i++) {
+        const dt_status s = mp_model_load(o.src[i], o.kind[i], &o.model_flops[i], &mm[i]);
+        if (s) {
+            cli_error("%s", dt_last_error());
+            /* a bad value, or a file not there (exit 2); a file that does not read or parse (1) */
+            rc = o.kind[i] == MP_PROFILE   ? cli_input_exit(s, files[i])
+                 : s == DT_ERR_INVALID_ARG ? EXIT_USAGE
+                                           : EXIT_FAIL;
+        }
+    }
+    if (rc) {
+        free(mm);
+        free(ser);
+        return rc;
+    }
+    if (o.allreduce)
+        printf("# fitted %s (%d ranks): alpha %.2f us a step, busbw %.4g GB/s\n", o.allreduce, fit_ranks,
+               fit.alpha_s * 1e6, fit.busbw / 1e9);
     printf("# links: within a node alpha %.2f us, busbw %.4g GB/s; between nodes alpha %.2f us, busbw %.4g GB/s a "
            "node; %.1f us a call; %d ranks a node; algo %s; overlap %s; buckets %g MiB, first %g MiB\n",
            net.intra.alpha_s * 1e6, net.intra.busbw / 1e9, net.inter.alpha_s * 1e6, net.inter.busbw / 1e9,
@@ -413,19 +437,7 @@ int cmd_model_perf(int argc, char **argv)
            : o.sync.algo == PM_TREE ? "tree"
                                     : "auto",
            o.sync.overlap ? "on" : "off", o.sync.bucket_mb, o.sync.first_bucket_mb);
-    mp_model *mm = malloc(sizeof *mm);
-    mp_series *ser = calloc(MP_MAX_MODELS, sizeof *ser);
-    rc = mm && ser ? EXIT_OK : EXIT_FAIL;
-    if (rc) cli_error("model-perf: out of memory");
-    for (int i = 0; !rc && i < o.nmodels; i++) {
-        const dt_status s = mp_model_load(o.src[i], o.kind[i], &o.model_flops[i], mm);
-        if (s) {
-            cli_error("%s", dt_last_error());
-            rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL; /* a bad value, or a file not read */
-            break;
-        }
-        rc = mp_predict(&o, mm, net, &ser[i]);
-    }
+    for (int i = 0; !rc && i < o.nmodels; i++) rc = mp_predict(&o, &mm[i], net, &ser[i]);
     if (!rc && o.plot) rc = mp_plot(o.plot, ser, o.nmodels, &o.sync, &net) ? EXIT_FAIL : EXIT_OK;
     free(mm);
     free(ser);

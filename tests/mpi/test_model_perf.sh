@@ -12,11 +12,16 @@ expect 2 "no model: give --profile FILE" "$DTRAIN" model-perf
 expect 2 "--synthetic 'r50:25' is not NAME:PARAMS_M:LAYERS:COMPUTE_MS" "$DTRAIN" model-perf --synthetic r50:25
 expect 2 "--algo 'star' is not ring, tree or auto" "$DTRAIN" model-perf --synthetic a:1:4:10 --algo star
 expect 2 "unexpected argument 'extra'" "$DTRAIN" model-perf --synthetic a:1:4:10 extra
-expect 1 "cannot open --profile '$tmp/none.txt': No such file or directory: check the path" "$DTRAIN" model-perf \
+# A missing input is bad usage (exit 2), refused before any output: no "# links" header on stdout
+# that a script would take for the start of a prediction, even after a model that loads.
+expect 2 "cannot open --profile '$tmp/none.txt': No such file or directory: check the path" "$DTRAIN" model-perf \
     --profile "$tmp/none.txt"
+"$DTRAIN" model-perf --synthetic a:1:4:10 --profile "$tmp/none.txt" >"$tmp/stdout" 2>/dev/null
+[ $? -eq 2 ] && [ ! -s "$tmp/stdout" ] && ok "model-perf --profile missing: exit 2, nothing on stdout" ||
+    bad "model-perf --profile missing wrote to stdout: $(head -c 300 "$tmp/stdout")"
 expect 2 "cannot read --profile '$tmp': Is a directory: give the file, not its directory" "$DTRAIN" model-perf \
     --profile "$tmp"
-expect 1 "cannot open --allreduce '$tmp/none.txt'" "$DTRAIN" model-perf --synthetic a:1:4:10 --allreduce "$tmp/none.txt"
+expect 2 "cannot open --allreduce '$tmp/none.txt'" "$DTRAIN" model-perf --synthetic a:1:4:10 --allreduce "$tmp/none.txt"
 expect 0 "usage: dtrain model-perf" "$DTRAIN" model-perf --help
 
 "$DTRAIN" bench step --model mlp --batch 16 --precision fp32 --steps 3 --warmup 1 >"$tmp/noprof.txt" 2>&1
