@@ -9,6 +9,7 @@
 
 #include "launch/cli.h"
 #include "runtime/data/dts.h"
+#include "base/log.h"
 #include "base/parse.h"
 
 #include <getopt.h>
@@ -181,6 +182,12 @@ void data_test_error(const char *path, const char *why, const char *then)
 
 int cmd_data(int argc, char **argv)
 {
+    /* DTRAIN_LOG as every command reads it (cli_parse): a malformed value is bad usage here too,
+     * and a good one sets the level of the readers' log lines. */
+    if (log_init_from_env()) {
+        cli_error("%s", dt_last_error());
+        return EXIT_USAGE;
+    }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         cli_help("data", argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : EXIT_OK;

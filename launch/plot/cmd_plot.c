@@ -8,6 +8,7 @@
 #include "launch/plot/gnuplot.h"
 #include "launch/plot/plot_data.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -262,6 +263,11 @@ static int plot_args(int argc, char **argv, const char **metrics, const char **o
 
 int cmd_plot(int argc, char **argv)
 {
+    /* DTRAIN_LOG as every command reads it (cli_parse): a malformed value is bad usage here too. */
+    if (log_init_from_env()) {
+        cli_error("%s", dt_last_error());
+        return EXIT_USAGE;
+    }
     const char *metrics = NULL, *out = NULL;
     const int args = plot_args(argc, argv, &metrics, &out);
     if (args) return args < 0 ? EXIT_OK : args;

@@ -30,6 +30,13 @@ if CUDA_VISIBLE_DEVICES=0,1 "$DTRAIN" env --device cpu 2>&1 | grep -q "warning: 
 else
     ok "no warning for CUDA_VISIBLE_DEVICES=0,1"
 fi
+# DTRAIN_LOG is read by every command (the level of its log lines): a malformed one is refused
+# alike, exit 2 naming it, also by the commands that start no job.
+for cmd in "plot m.jsonl" "data info d" "data verify d" "data convert d o.dts" "model-perf --synthetic a:1:4:10" \
+    "bench data --data d" "version"; do
+    # shellcheck disable=SC2086 # the command's words
+    expect 2 "DTRAIN_LOG='verbose' is not a log level; use error, warn, info or debug" env DTRAIN_LOG=verbose "$DTRAIN" $cmd
+done
 
 # Help: `dtrain help X` and `dtrain X --help` print X's own screen to stdout (nothing on stderr)
 # and exit 0; every screen fits a terminal of 24 x 80.
