@@ -112,7 +112,7 @@ static const char eval[] = "usage: dtrain eval --checkpoint-dir DIR --data PATH 
                            "  --batch N (256)  --loader-threads N|auto (auto)\n"
                            "  --confusion-csv FILE      the matrix as CSV (printed up to 20 classes)\n";
 
-static const char plot[] = "usage: dtrain plot METRICS.jsonl [-o OUT.png]\n"
+static const char plot[] = "usage: dtrain plot METRICS.jsonl [-o OUT.png|-]\n"
                            "The records of dtrain train --metrics against the step, one panel each: loss\n"
                            "(and eval loss), accuracy (and eval accuracy), learning rate, samples/s, and\n"
                            "the loss scale of an fp16/bf16 run; drawn by gnuplot (apt-get install\n"
@@ -123,7 +123,8 @@ static const char plot[] = "usage: dtrain plot METRICS.jsonl [-o OUT.png]\n"
                            "skip over 3 logging intervals (records a resume or a full disk lost).\n"
                            "\n"
                            "  -o, --output OUT.png   (METRICS with .jsonl replaced by .png); written to a\n"
-                           "                         temporary name, then renamed over OUT\n";
+                           "                         temporary name, then renamed over OUT. -o - writes the\n"
+                           "                         PNG to stdout (> file.png; never to a terminal)\n";
 
 static const char model_perf[] = "usage: dtrain model-perf (--profile F[:MS] | --synthetic S | --spec S)... [opts]\n"
                                  "The step-time model: per-layer backward, the reducer's buckets, NCCL's ring and\n"

@@ -1,5 +1,5 @@
 /*
- * cmd_plot.c - `dtrain plot METRICS.jsonl [-o OUT.png]`: the series of a --metrics file against
+ * cmd_plot.c - `dtrain plot METRICS.jsonl [-o OUT.png|-]`: the series of a --metrics file against
  * the step, one panel each, as a PNG drawn by gnuplot (Debian: gnuplot-nox). The records are read
  * and checked here (plot_data.c) and handed to gnuplot inline, so a damaged file is refused with
  * its line number before gnuplot runs, and gnuplot never reads the user's file itself.
@@ -225,11 +225,34 @@ static int write_script(FILE *f, const plot_data *d, const unsigned char *keep, 
     return count;
 }
 
+/* Copies the PNG at path to standard output. 0; -1 after printing why the file could not be read;
+ * -2 when standard output refused the bytes (cli_close_stdout reports that, with its cause). */
+static int png_to_stdout(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_error("plot: cannot read back %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char buf[65536];
+    size_t n;
+    int rc = 0;
+    while (!rc && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        if (fwrite(buf, 1, n, stdout) != n) rc = -2;
+    if (!rc && ferror(f)) {
+        cli_error("plot: reading back %s failed: %s", path, strerror(errno));
+        rc = -1;
+    }
+    fclose(f);
+    if (!rc && (fflush(stdout) != 0 || ferror(stdout))) rc = -2;
+    return rc;
+}
+
 static int plot_usage_error(const char *fmt, const char *arg)
 {
     char msg[600];
     snprintf(msg, sizeof msg, fmt, arg);
-    cli_error("%s (usage: dtrain plot METRICS.jsonl [-o OUT.png])", msg);
+    cli_error("%s (usage: dtrain plot METRICS.jsonl [-o OUT.png|-])", msg);
     return EXIT_USAGE;
 }
 
@@ -289,12 +312,22 @@ int cmd_plot(int argc, char **argv)
                                     metrics);
         out = def;
     }
+    /* -o -: the PNG's bytes on standard output, as many tools take '-' (a file named '-' is
+     * -o ./-). Never onto a terminal, where they would be binary noise. */
+    const int to_stdout = !strcmp(out, "-");
+    const char *shown = to_stdout ? "standard output" : out;
     /* Checks of the output before any work: it must not replace the input, and a path that cannot
      * be written stops the plot before gnuplot draws (gnuplot, failing to open it, would draw to
      * its stdout instead). */
     const char *inputs[] = {metrics};
-    if (gnuplot_output_check("plot", out == def ? "the PNG" : "-o", out, inputs, 1,
-                             out == def ? " (or -o OUT.png writes elsewhere)" : ""))
+    if (to_stdout && isatty(STDOUT_FILENO)) {
+        cli_error("plot: -o - writes the PNG's bytes to standard output, which is a terminal: redirect it "
+                  "(dtrain plot %s -o - > file.png) or give -o FILE.png",
+                  metrics);
+        return EXIT_USAGE;
+    }
+    if (!to_stdout && gnuplot_output_check("plot", out == def ? "the PNG" : "-o", out, inputs, 1,
+                                           out == def ? " (or -o OUT.png writes elsewhere)" : ""))
         return EXIT_USAGE;
     plot_data d;
     /* A file that is not there (or may not be read) is the command's to fix, exit 2; one that
@@ -310,11 +343,16 @@ int cmd_plot(int argc, char **argv)
         cli_error("plot: gnuplot is not on PATH: install it (Debian/Ubuntu: apt-get install gnuplot-nox)");
         goto done;
     }
-    if (gnuplot_temp_path(tmp, sizeof tmp, out) != 0) {
+    /* The PNG for standard output is drawn beside the other temporary files (TMPDIR). */
+    char base[4200];
+    const char *tmpdir = getenv("TMPDIR");
+    snprintf(base, sizeof base, "%.4000s/dtrain-plot.png", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    if (gnuplot_temp_path(tmp, sizeof tmp, to_stdout ? base : out) != 0) {
         if (errno == ENAMETOOLONG)
-            cli_error("plot: -o '%.200s...' is too long a name", out);
+            cli_error("plot: %s '%.200s...' is too long a name", to_stdout ? "TMPDIR" : "-o", to_stdout ? base : out);
         else
-            cli_error("plot: cannot make the temporary file %s for %s: %s", tmp, out, strerror(errno));
+            cli_error("plot: cannot make the temporary file %s for %s: %s%s", tmp, shown, strerror(errno),
+                      to_stdout ? " (set TMPDIR to a directory this user may write)" : "");
         goto done;
     }
     made = 1;
@@ -340,23 +378,32 @@ int cmd_plot(int argc, char **argv)
     }
     if (gnuplot_run("plot", exe, script, len) != 0) goto done;
     if (!gnuplot_is_png(tmp)) {
-        cli_error("plot: gnuplot exited 0 but %s is not a PNG; not replacing %s", tmp, out);
+        cli_error("plot: gnuplot exited 0 but %s is not a PNG; not %s %s", tmp, to_stdout ? "writing to" : "replacing",
+                  shown);
         goto done;
     }
-    if (rename(tmp, out) != 0) {
+    if (to_stdout) {
+        /* Its temporary file is removed below. A refused write is said by cli_close_stdout. */
+        if (png_to_stdout(tmp) != 0) goto done;
+    } else if (rename(tmp, out) != 0) {
         cli_error("plot: cannot move %s to %s: %s", tmp, out, strerror(errno));
         goto done;
+    } else {
+        made = 0; /* it is out now */
     }
-    made = 0; /* it is out now */
-    printf("plot: wrote %s: %d panel%s over %zu record%s (steps %ld to %ld)", out, count, cli_s(count), d.n,
-           cli_s((long)d.n), d.rows[0].step, d.rows[d.n - 1].step);
+    /* The summary goes to stderr when stdout holds the PNG. */
+    FILE *say = to_stdout ? stderr : stdout;
+    fprintf(say, "plot: wrote %s: %d panel%s over %zu record%s (steps %ld to %ld)",
+            to_stdout ? "the PNG to standard output" : out, count, cli_s(count), d.n, cli_s((long)d.n), d.rows[0].step,
+            d.rows[d.n - 1].step);
     if (drawn < d.n)
-        printf("; %zu of them drawn: the first, last, lowest and highest of each series in each of %d step ranges",
-               drawn, PLOT_RANGES);
+        fprintf(say,
+                "; %zu of them drawn: the first, last, lowest and highest of each series in each of %d step ranges",
+                drawn, PLOT_RANGES);
     if (gaps)
-        printf("; the curves break at %ld gap%s in the steps (%sfrom %ld to %ld)", gaps, cli_s(gaps),
-               gaps > 1 ? "the first " : "", d.rows[first_gap - 1].step, d.rows[first_gap].step);
-    printf("\n");
+        fprintf(say, "; the curves break at %ld gap%s in the steps (%sfrom %ld to %ld)", gaps, cli_s(gaps),
+                gaps > 1 ? "the first " : "", d.rows[first_gap - 1].step, d.rows[first_gap].step);
+    fprintf(say, "\n");
     rc = EXIT_OK;
 done:
     if (made) unlink(tmp);

@@ -112,6 +112,22 @@ expect 0 "plot: wrote $tmp/p.png" env PATH="$tmp/fakebin:$PATH" bash -c 'ln -s "
     ok "a planted link at the temporary name: not followed, p.png is a file of its own" ||
     bad "planted link: victim now '$(cat "$tmp/victim")', $(ls -l "$tmp/p.png")"
 rm -f "$tmp"/p.png*
+# -o -: the PNG's bytes on stdout (the fake's 8-byte signature here), drawn in TMPDIR, the summary
+# on stderr; no file named '-', no temporary file left. Onto a terminal: refused before any work.
+mkdir -p "$tmp/td" "$tmp/cwd"
+(cd "$tmp/cwd" && env PATH="$tmp/fakebin:$PATH" TMPDIR="$tmp/td" "$DTRAIN" plot "$tmp/good.jsonl" -o - \
+    >"$tmp/stdout.png" 2>"$tmp/stderr")
+rc=$?
+[ "$rc" -eq 0 ] && [ "$(od -An -tx1 "$tmp/stdout.png" | tr -d ' \n')" = 89504e470d0a1a0a ] &&
+    grep -q "^plot: wrote the PNG to standard output: 3 panels over 2 records" "$tmp/stderr" &&
+    [ -z "$(ls -A "$tmp/cwd")$(ls -A "$tmp/td")" ] && ok "-o -: the PNG on stdout, the summary on stderr, no file left" ||
+    bad "-o -: exit $rc, stdout $(od -c "$tmp/stdout.png" | head -2), stderr $(cat "$tmp/stderr"), left: $(ls -A "$tmp/cwd" "$tmp/td")"
+if command -v script >/dev/null; then
+    expect 2 "plot: -o - writes the PNG's bytes to standard output, which is a terminal: redirect it (dtrain plot $tmp/good.jsonl -o - > file.png)" \
+        script -qec "env PATH=$tmp/fakebin:\$PATH $DTRAIN plot $tmp/good.jsonl -o -" /dev/null
+else
+    echo "script (util-linux) is not installed: the terminal check of -o - is not made"
+fi
 
 # Gaps in the steps (a run resumed from an older checkpoint: records to step 500, then from 1000)
 # break the curves: an empty line in gnuplot's data before the first record after the gap, and
@@ -167,6 +183,10 @@ expect 0 "plot: wrote $tmp/out dir.png: 4 panels over 4 records" "$DTRAIN" plot 
 # --output=OUT, the form every getopt-based command takes.
 expect 0 "plot: wrote o2.png: 4 panels over 4 records" "$DTRAIN" plot fp32.jsonl --output=o2.png
 [ "$(png_size o2.png)" = "$(size_for 4)" ] && ok "--output=: a PNG of $(size_for 4)" || bad "o2.png: $(png_size o2.png)"
+# -o -: a real PNG on stdout.
+"$DTRAIN" plot fp32.jsonl -o - >stdout.png 2>/dev/null
+[ "$(png_size stdout.png)" = "$(size_for 4)" ] && ok "-o -: a PNG of $(size_for 4) on stdout" ||
+    bad "-o - stdout: $(png_size stdout.png)"
 # A unique abbreviation, as every command takes (docs/launching.md).
 expect 0 "plot: wrote o3.png: 4 panels over 4 records" "$DTRAIN" plot --out o3.png fp32.jsonl
 # Replacing a plot is atomic: a refused file leaves the old PNG as it was.
