@@ -171,25 +171,16 @@ static int keep_aside(const char *path, char *bad, size_t n)
     return -1;
 }
 
-/* A device, FIFO or stream (ckpt_write_target's in place: /dev/stdout, /dev/null) as a stdio
- * stream: not truncated (fopen's "w" emptied the job's log behind /dev/stdout) and not read back
- * on a resume (a FIFO has nothing to read, and a log is no metrics file to cut). */
-static FILE *open_in_place(const char *path)
-{
-    const int fd = ckpt_open_in_place(path);
-    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
-    if (fd >= 0 && !f) close(fd);
-    if (fd < 0 && errno == ENXIO) errno = EPIPE; /* a FIFO no process reads: said as a broken pipe */
-    return f;
-}
-
 FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
 {
     char real[4096];
     int in_place;
     ckpt_write_target(path, real, sizeof real, &in_place);
+    /* A device, FIFO or stream (/dev/stdout, /dev/null): not truncated (fopen's "w" emptied the
+     * job's log behind /dev/stdout) and not read back on a resume (a FIFO has nothing to read, and
+     * a log is no metrics file to cut). */
     if (in_place) {
-        FILE *f = open_in_place(path);
+        FILE *f = ckpt_fopen_in_place(path);
         if (!f) goto fail;
         return f;
     }

@@ -156,6 +156,15 @@ int ckpt_open_in_place(const char *path)
     return fd;
 }
 
+FILE *ckpt_fopen_in_place(const char *path)
+{
+    const int fd = ckpt_open_in_place(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (fd >= 0 && !f) close(fd);
+    if (fd < 0 && errno == ENXIO) errno = EPIPE;
+    return f;
+}
+
 int ckpt_open_temp(const char *path, char *tmp, size_t n)
 {
     /* O_EXCL: a name that exists, a link planted there included, is never opened (O_EXCL with

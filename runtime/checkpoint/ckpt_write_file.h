@@ -8,6 +8,7 @@
 #include "runtime/checkpoint/ckpt_format.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* One run of bytes of a file, written in order. */
 typedef struct ckpt_part {
@@ -51,6 +52,9 @@ const char *ckpt_write_target(const char *path, char *real, size_t n, int *in_pl
  * overwrites the other. A FIFO that no process reads fails with ENXIO rather than blocking. The
  * fd, or -1 with errno. */
 int ckpt_open_in_place(const char *path);
+/* ckpt_open_in_place as a stdio stream for writing; a FIFO no process reads fails with EPIPE
+ * (said as a broken pipe). NULL with errno. */
+FILE *ckpt_fopen_in_place(const char *path);
 
 /* Before a run that writes path at its end (through ckpt_write_file_atomic or path.tmp): path must
  * be a file name, not a directory, in a directory where this process can make the temporary file,

@@ -199,16 +199,6 @@ static int send_events(MPI_Comm w, const trace_event *ev, uint64_t count)
     return 0;
 }
 
-/* A device, FIFO or stream written in place (ckpt_open_in_place), as a stdio stream. */
-static FILE *open_in_place(const char *path)
-{
-    const int fd = ckpt_open_in_place(path);
-    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
-    if (fd >= 0 && !f) close(fd);
-    if (fd < 0 && errno == ENXIO) errno = EPIPE; /* a FIFO no process reads: said as a broken pipe */
-    return f;
-}
-
 /* The temporary file for target, its name into tmp, as a stdio stream. */
 static FILE *open_temp(const char *target, char *tmp, size_t n)
 {
@@ -318,7 +308,7 @@ dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
         /* The temporary file is the checkpoint writer's kind (ckpt_open_temp): two jobs given one
          * --trace path never write into each other's, and a link planted under its name in a
          * shared directory is never followed. */
-        else if (!(f = in_place ? open_in_place(tmp) : open_temp(target, tmp, sizeof tmp))) {
+        else if (!(f = in_place ? ckpt_fopen_in_place(tmp) : open_temp(target, tmp, sizeof tmp))) {
             const int err = errno;
             char advice[IO_FIX_LEN];
             snprintf(msg, sizeof msg, "cannot write the trace %.200s: %s: %s", tmp, strerror(err),
