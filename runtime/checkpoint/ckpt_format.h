@@ -46,6 +46,10 @@
 #define CKPT_MAGIC "DTCKPT1\n"
 #define CKPT_VERSION 4u       /* what the writer writes; the readers take 1 to this */
 #define CKPT_VERSION_FIXED 3u /* the last version of the fixed layout */
+/* A version above CKPT_VERSION up to this is a newer dtrain's file (refused: ckpt_refuse_newer);
+ * a larger number is no version dtrain will write soon, but damage (a flipped high bit), and the
+ * file is skipped as damaged like any other. */
+#define CKPT_VERSION_NEWER_MAX (CKPT_VERSION + 60u)
 /* The most channels a data block may claim (as a dataset's classes bound). */
 #define CKPT_MAX_CHANNELS (1u << 20)
 /* optim_kind of a checkpoint saved without an optimizer (weights only). */
@@ -161,7 +165,8 @@ void ckpt_list_free(ckpt_entry *e, size_t n);
  * what its first 16 bytes say (0 when it is shorter or its magic is not dtrain's). */
 dt_status ckpt_open_regular(const char *path, int *fd, uint64_t *size, uint32_t *version);
 
-/* The refusal of a file whose magic is dtrain's and whose version is above CKPT_VERSION: a newer
+/* The refusal of a file whose magic is dtrain's and whose version is above CKPT_VERSION (up to
+ * CKPT_VERSION_NEWER_MAX): a newer
  * dtrain wrote it. DT_ERR_INVALID_ARG, not damage, so the readers of a directory stop there rather
  * than skip it: skipping would resume from an older file (or step 0) and, as the run goes on, write
  * over the newer file of the same step. The message names the version and the ways on. */

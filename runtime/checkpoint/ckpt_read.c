@@ -206,8 +206,11 @@ dt_status ckpt_read_file_data(const char *path, long name_step, dt_model *m, dt_
         s = ckpt_read4_state(fd, size, path, name_step, m, o, data, &st, beat); /* takes fd */
     } else {
         /* A newer version may have another header: its number is all that can be trusted. */
-        if (version > CKPT_VERSION)
+        if (version > CKPT_VERSION && version <= CKPT_VERSION_NEWER_MAX)
             s = ckpt_refuse_newer(path, version);
+        else if (version > CKPT_VERSION)
+            s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u, no version of dtrain's: damaged", path,
+                                 version);
         else
             s = read_fixed(fd, size, path, name_step, m, o, data, &st);
         close(fd);

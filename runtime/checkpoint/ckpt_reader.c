@@ -68,7 +68,7 @@ static dt_status find_newest(const char *dir, dt_ckpt_reader *r)
                                  "dtrain (dt_checkpoint_load_latest reads it); dt_ckpt_open_latest reads version %u",
                                  r->path, version, CKPT_VERSION);
             close(fd);
-        } else if (!o && version > CKPT_VERSION) {
+        } else if (!o && version > CKPT_VERSION && version <= CKPT_VERSION_NEWER_MAX) {
             s = ckpt_refuse_newer(r->path, version); /* not skipped: see ckpt_refuse_newer */
             close(fd);
             break;
