@@ -235,19 +235,28 @@ quick="--model fc:8,relu,fc:10 --input 8 --batch 2 --steps 12 --checkpoint-every
 in_save() { for _ in $(seq 400); do ls "$1"/ckpt-0000000003.dtc.tmp* >/dev/null 2>&1 && return 0; kill -0 "$2" 2>/dev/null || return 1; sleep 0.05; done; return 1; }
 DTRAIN_TEST_SLOW_CKPT=1 "$DTRAIN" train $quick --checkpoint-dir "$tmp/ck-save" >"$tmp/log" 2>&1 &
 pid=$!
-# A second run given the same directory meanwhile (a copied job script) is refused before it
-# trains, and before it removes the first run's temporary file (which failed that save).
-in_save "$tmp/ck-save" $pid && {
-    expect 2 "--checkpoint-dir $tmp/ck-save is in use by another dtrain run (pid $pid on " \
-        "$DTRAIN" train $quick --checkpoint-dir "$tmp/ck-save"
-    kill -TERM $pid
-}
+in_save "$tmp/ck-save" $pid && kill -TERM $pid
 wait $pid
 rc=$?
 [ $rc -eq 75 ] && [ "$(ls "$tmp/ck-save" | tr '\n' ' ')" = "ckpt-0000000003.dtc " ] &&
     grep -q "stopping after step 3 on a signal (SIGTERM); checkpoint in" "$tmp/log" &&
     ok "SIGTERM during the save of step 3: stopped after it, exit 75, no second checkpoint" ||
     { bad "SIGTERM during the save of step 3: exit $rc, files $(ls "$tmp/ck-save" | tr '\n' ' ')"; cat "$tmp/log"; }
+# A second run given the directory of a run that is saving (a copied job script) is refused before
+# it trains, and before it removes the first run's temporary file (which failed that save). The
+# first run's save takes 30 s (the test hook), so the second, however slow its start (ASan), meets
+# it there; it is killed once checked.
+DTRAIN_TEST_SLOW_CKPT=30 "$DTRAIN" train $quick --checkpoint-dir "$tmp/ck-two" >"$tmp/log2" 2>&1 &
+pid=$!
+if in_save "$tmp/ck-two" $pid; then
+    expect 2 "--checkpoint-dir $tmp/ck-two is in use by another dtrain run (pid $pid on " \
+        "$DTRAIN" train $quick --checkpoint-dir "$tmp/ck-two"
+    ls "$tmp/ck-two"/ckpt-0000000003.dtc.tmp* >/dev/null 2>&1 && kill -0 $pid 2>/dev/null &&
+        ok "the refused second run left the first one's save in progress" || bad "the first run's save is gone"
+else
+    bad "the first run on ck-two never began its save of step 3"; cat "$tmp/log2"
+fi
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 # Ctrl-C twice: the first says the run stops after this step and that a second ends it at once; the
 # second, during the save, ends the process by SIGINT there and then (the next run removes the
 # temporary file). SIGINT set back to its default first: a background job of a script ignores it,
