@@ -1,6 +1,6 @@
 /*
  * ckpt_roundtrip.h - the checkpoint round-trip property, shared by the libFuzzer harness
- * (tests/fuzz/fuzz_ckpt_roundtrip.c) and the seeded unit test (test_checkpoint.c), so `make test`
+ * (tests/fuzz/fuzz_ckpt_roundtrip.c) and the seeded unit test (test_ckpt_state.c), so `make test`
  * proves it without clang too: any training state the writers accept reads back bit for bit, and
  * written again from what was read, gives the same file byte for byte.
  *
