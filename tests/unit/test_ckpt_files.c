@@ -133,6 +133,34 @@ static void test_mode_follows_umask(void **state)
     assert_int_equal(sb.st_mode & 0777, 0600);
 }
 
+/* A child process that takes ck's lock as a running `dtrain train` does (ckpt_dir_prepare), writes
+ * line over the lock file's own when not NULL (a holder on another node), and holds the lock for
+ * hold_s seconds (0: until killed); returned once it holds it. The caller kills and reaps it. */
+static pid_t start_holder(const char *ck, const char *line, unsigned hold_s)
+{
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    const pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        int fd;
+        char ok = ckpt_dir_prepare(ck, &fd) == DT_OK ? 'y' : 'n';
+        const ssize_t n = line ? (ssize_t)strlen(line) : 0;
+        if (ok == 'y' && line && (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n)) ok = 'n';
+        if (write(ready[1], &ok, 1) != 1) _exit(1);
+        if (hold_s)
+            sleep(hold_s);
+        else
+            pause();
+        _exit(0); /* the lock goes with the process */
+    }
+    char ok = 0;
+    assert_int_equal(read(ready[0], &ok, 1), 1);
+    close(ready[0]), close(ready[1]);
+    assert_int_equal(ok, 'y');
+    return child;
+}
+
 /* A child holds dir (as a running `dtrain train` does, with a save in progress); a second prepare
  * is refused, naming the holder, and leaves the save's temporary file alone. Once the child is
  * killed the lock is gone with it, and the next prepare removes the left-over temporary file but
@@ -142,21 +170,7 @@ static void test_second_run_refused(void **state)
     fixture *f = *state;
     char ck[256], saving[320], link_tmp[320];
     in(f, "ck", ck);
-    int ready[2];
-    assert_int_equal(pipe(ready), 0);
-    const pid_t child = fork();
-    assert_true(child >= 0);
-    if (child == 0) {
-        int fd;
-        char ok = ckpt_dir_prepare(ck, &fd) == DT_OK ? 'y' : 'n';
-        if (write(ready[1], &ok, 1) != 1) _exit(1);
-        pause();
-        _exit(0);
-    }
-    char ok = 0;
-    assert_int_equal(read(ready[0], &ok, 1), 1);
-    close(ready[0]), close(ready[1]);
-    assert_int_equal(ok, 'y');
+    const pid_t child = start_holder(ck, NULL, 0);
     snprintf(saving, sizeof saving, "%s/ckpt-0000000007.dtc.tmp.%d", ck, (int)child);
     put(saving, "a save in progress");
     int fd = -1;
@@ -193,22 +207,8 @@ static void test_holder_elsewhere_waited_for(void **state)
     in(f, "ck", ck);
     setenv("DTRAIN_TEST_LOCK_WAIT_S", "2", 1);
     for (int hold_s = 1; hold_s <= 30; hold_s += 29) {
-        int ready[2];
-        assert_int_equal(pipe(ready), 0);
-        const pid_t child = fork();
-        assert_true(child >= 0);
-        if (child == 0) {
-            int fd;
-            if (ckpt_dir_prepare(ck, &fd) != DT_OK) _exit(1);
-            const char line[] = "pid 4242 on another-node.example since 2026-12-06T00:00:00Z\n";
-            if (ftruncate(fd, 0) != 0 || pwrite(fd, line, sizeof line - 1, 0) != (ssize_t)sizeof line - 1) _exit(1);
-            if (write(ready[1], "y", 1) != 1) _exit(1);
-            sleep((unsigned)hold_s);
-            _exit(0); /* the lock goes with the process */
-        }
-        char ok = 0;
-        assert_int_equal(read(ready[0], &ok, 1), 1);
-        close(ready[0]), close(ready[1]);
+        const pid_t child =
+            start_holder(ck, "pid 4242 on another-node.example since 2026-12-06T00:00:00Z\n", (unsigned)hold_s);
         int fd = -1;
         const dt_status s = ckpt_dir_prepare(ck, &fd);
         const int waited_out = s != DT_OK;
