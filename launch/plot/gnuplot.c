@@ -47,22 +47,17 @@ void gnuplot_quoted(FILE *f, const char *s)
 
 int gnuplot_temp_path(char *buf, size_t n, const char *out)
 {
-    /* Made here, O_EXCL, before gnuplot opens it by name: gnuplot's own open follows links, and in
-     * a shared directory a link planted under the predictable name would have it write the link's
-     * target. A name that exists is never opened; the next is tried. Mode 0666 less the umask. */
-    for (int k = 0; k < 1000; k++) {
-        const char *dot = out[0] == '/' ? "" : "./";
-        const int w = k ? snprintf(buf, n, "%s%s.tmp-%ld.%d", dot, out, (long)getpid(), k)
-                        : snprintf(buf, n, "%s%s.tmp-%ld", dot, out, (long)getpid());
-        if (w < 0 || (size_t)w >= n) {
-            errno = ENAMETOOLONG;
-            return -1;
-        }
-        const int fd = open(buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0) return close(fd);
-        if (errno != EEXIST) return -1;
+    /* Made here, O_EXCL (the checkpoint writer's ckpt_open_temp_as: a name that exists, a planted
+     * link included, is never opened; the next is tried; mode 0666 less the umask), before gnuplot
+     * opens it by name: gnuplot's own open follows links. */
+    char path[4200];
+    const int w = snprintf(path, sizeof path, "%s%s", out[0] == '/' ? "" : "./", out);
+    if (w < 0 || (size_t)w >= sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
     }
-    return -1;
+    const int fd = ckpt_open_temp_as(path, ".tmp-", buf, n);
+    return fd < 0 ? -1 : close(fd);
 }
 
 /* Runs gnuplot (exe) on script. Returns 0, or -1 after printing why. */

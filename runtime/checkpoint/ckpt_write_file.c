@@ -165,7 +165,9 @@ FILE *ckpt_fopen_in_place(const char *path)
     return f;
 }
 
-int ckpt_open_temp(const char *path, char *tmp, size_t n)
+int ckpt_open_temp(const char *path, char *tmp, size_t n) { return ckpt_open_temp_as(path, ".tmp.", tmp, n); }
+
+int ckpt_open_temp_as(const char *path, const char *stem, char *tmp, size_t n)
 {
     /* O_EXCL: a name that exists, a link planted there included, is never opened (O_EXCL with
      * O_CREAT does not follow a link), so no file but this writer's own is written or truncated;
@@ -174,8 +176,8 @@ int ckpt_open_temp(const char *path, char *tmp, size_t n)
      * EEXIST and the second takes .1, .2 and so on. 0666: the umask decides the file's mode, as
      * for any file the user makes (a group project directory with umask 002 gets 0664). */
     for (int k = 0; k < 1000; k++) {
-        const int w = k ? snprintf(tmp, n, "%s.tmp.%d.%d", path, (int)getpid(), k)
-                        : snprintf(tmp, n, "%s.tmp.%d", path, (int)getpid());
+        const int w = k ? snprintf(tmp, n, "%s%s%d.%d", path, stem, (int)getpid(), k)
+                        : snprintf(tmp, n, "%s%s%d", path, stem, (int)getpid());
         if (w < 0 || (size_t)w >= n) {
             errno = ENAMETOOLONG;
             return -1;

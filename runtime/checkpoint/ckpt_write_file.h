@@ -32,6 +32,9 @@ dt_status ckpt_write_file_beating(const char *path, const char *what, const char
  * link: never opened), created with O_EXCL and mode 0666 less the umask; its name into tmp (n
  * bytes). The fd, open for writing, or -1 with errno (ENAMETOOLONG: tmp too small). */
 int ckpt_open_temp(const char *path, char *tmp, size_t n);
+/* The same with another stem than ".tmp." between path and the pid (path<stem><pid>[.<k>]), for a
+ * writer whose temporary files have names of their own (gnuplot's PNGs: ".tmp-"). */
+int ckpt_open_temp_as(const char *path, const char *stem, char *tmp, size_t n);
 
 /* Runs fn(arg), a call that may block for long (an fsync, a directory sync), on a thread of its
  * own while the calling thread says beat (when not NULL) at once and then every 50 ms, for at most
