@@ -129,12 +129,18 @@ static dt_status open_error(const char *path, int err)
  * as it did before the lock existed, and says what is not detected. */
 static int no_locks_here(int err) { return err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP || err == EINVAL; }
 
+/* dir/.dtrain.lock into path (n bytes); DT_ERR_INVALID_ARG when it does not fit. */
+static dt_status lock_path(const char *dir, char *path, size_t n)
+{
+    if ((size_t)snprintf(path, n, "%s/%s", dir, CKPT_LOCK_NAME) < n) return DT_OK;
+    return status_set_error(DT_ERR_INVALID_ARG, "--checkpoint-dir name is too long (%zu characters)", strlen(dir));
+}
+
 dt_status ckpt_dir_lock(const char *dir, int *fd_out)
 {
     *fd_out = -1;
     char path[4200];
-    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, CKPT_LOCK_NAME) >= sizeof path)
-        return status_set_error(DT_ERR_INVALID_ARG, "--checkpoint-dir name is too long (%zu characters)", strlen(dir));
+    if (lock_path(dir, path, sizeof path)) return DT_ERR_INVALID_ARG;
     /* O_NOFOLLOW: a link planted under the lock's name must not make this run write where it leads.
      * 0666: the umask decides, so that a group's project directory stays usable by the group. */
     int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
@@ -196,8 +202,7 @@ dt_status ckpt_dir_lock_query(const char *dir, int *held, char *who, size_t n)
     *held = 0;
     if (n) who[0] = '\0';
     char path[4200];
-    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, CKPT_LOCK_NAME) >= sizeof path)
-        return status_set_error(DT_ERR_INVALID_ARG, "--checkpoint-dir name is too long (%zu characters)", strlen(dir));
+    if (lock_path(dir, path, sizeof path)) return DT_ERR_INVALID_ARG;
     /* Read-only, and never made: asking takes nothing (F_GETLK needs no write access). O_NONBLOCK:
      * a FIFO under the name must not hang the question; a directory opens read-only, not for train. */
     const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
