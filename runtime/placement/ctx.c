@@ -419,7 +419,15 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
              dt_device_kind_name(c->pl.device), c->coll->ops->name, c->cfg.pin == DT_PIN_NONE ? "none" : "auto",
              c->cfg.timeout_s, c->cfg.comm_thread ? "on" : "off", c->cfg.comm_world1 ? "on" : "off");
     const char *better = dt_blas_coretype_advice();
-    if (better)
+    const char *exported = getenv("OPENBLAS_CORETYPE");
+    /* An exported OPENBLAS_CORETYPE is the usual cause where dtrain's own restart did not run
+     * (a machine image or module file sets it, and a user's own always wins): name it. */
+    if (better && exported && *exported)
+        log_msg0(LOG_LEVEL_WARN,
+                 "OPENBLAS_CORETYPE=%s in the environment keeps OpenBLAS on its %s kernels on a CPU that can "
+                 "run %s ones (GEMM up to 4x slower): unset it, or export OPENBLAS_CORETYPE=%s",
+                 exported, dt_blas_corename(), better, better);
+    else if (better)
         log_msg0(LOG_LEVEL_WARN,
                  "OpenBLAS runs its %s kernels on a CPU that can run %s ones: start the program "
                  "with OPENBLAS_CORETYPE=%s for much faster GEMM (4x measured on an AVX-512 VM)",

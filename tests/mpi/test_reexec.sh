@@ -33,4 +33,16 @@ wait "$pid" 2>/dev/null
 
 # The new image runs the kernels it was re-executed for, and its result is the command's.
 expect 0 "OpenBLAS kernels: Haswell" "$DTRAIN" env
+
+# A user's own OPENBLAS_CORETYPE below the CPU (a machine image or module file may export one) is
+# kept, not re-executed away, and the warning names it with both fixes.
+unset DTRAIN_TEST_BLAS_ADVICE
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    expect 0 "OPENBLAS_CORETYPE=Prescott in the environment keeps OpenBLAS on its Prescott kernels on a CPU" \
+        env OPENBLAS_CORETYPE=Prescott "$DTRAIN" env
+    grep -q "(GEMM up to 4x slower): unset it, or export OPENBLAS_CORETYPE=[A-Za-z]*$" "$tmp/out" &&
+        ok "the warning names both fixes" || bad "the warning's fixes: $(grep WARN "$tmp/out")"
+else
+    ok "skipped: this CPU has no AVX2 and FMA, so no OpenBLAS kernels are below it"
+fi
 finish
