@@ -17,6 +17,7 @@
 #include "base/path.h"
 #include "base/status.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,14 @@ static int eval_check(dt_config *cfg, void *ud)
         cli_error("--checkpoint-dir %s is a file, not a directory: give the directory that holds the checkpoints "
                   "(%.*s); eval loads the newest sound one there",
                   e->ckpt_dir, slash ? (int)(slash - e->ckpt_dir) : 1, slash ? e->ckpt_dir : ".");
+        return EXIT_USAGE;
+    }
+    /* A directory that is not there holds nothing to evaluate: bad usage (a mistyped path, or a run
+     * that never saved), refused before the data is opened, as a missing --data is. */
+    if (stat(e->ckpt_dir, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+        cli_error("--checkpoint-dir %s does not exist: give the directory a `dtrain train --checkpoint-dir` "
+                  "saved into; eval loads the newest sound checkpoint there",
+                  e->ckpt_dir);
         return EXIT_USAGE;
     }
     /* --holdout evaluates a part of the train split: with --split test it would silently evaluate

@@ -244,7 +244,10 @@ rm "$tmp/badtest"/t10k-*
 expect 0 "held-out: none ($tmp/badtest has no test split" run 1 train --data "$tmp/badtest" --steps 2
 expect 2 "needs --checkpoint-dir DIR" run 1 eval --data "$tmp/hard"
 expect 2 "dataset $tmp/nothing does not exist" run 1 eval --data "$tmp/nothing" --checkpoint-dir "$tmp/ck"
-expect 1 "no loadable checkpoint in $tmp/none" run 1 eval --data "$tmp/hard" --checkpoint-dir "$tmp/none"
+expect 2 "--checkpoint-dir $tmp/none does not exist: give the directory a \`dtrain train --checkpoint-dir\` saved into" \
+    run 1 eval --data "$tmp/hard" --checkpoint-dir "$tmp/none"
+mkdir "$tmp/empty"
+expect 1 "no loadable checkpoint in $tmp/empty" run 1 eval --data "$tmp/hard" --checkpoint-dir "$tmp/empty"
 # Mistakes a newcomer makes: a checkpoint file for the directory, eval without training's --model
 # (told which flags to give, not to "resume").
 expect 2 "--checkpoint-dir $(ls "$tmp"/ck/ckpt-*.dtc | tail -1) is a file, not a directory: give the directory that holds the checkpoints ($tmp/ck)" \
