@@ -17,6 +17,7 @@
 
 #include "runtime/checkpoint/ckpt_format.h"
 #include "dtrain.h"
+#include "tmp_dir.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,8 +54,7 @@ static inline void write_whole(const char *path, const void *p, size_t len)
 static inline int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "/tmp/dtckpt-XXXXXX");
-    if (!mkdtemp(f->dir)) return -1;
+    if (!f || tmp_dir_make(f->dir, sizeof f->dir, "dtckpt")) return -1;
     if (dt_model_create(NULL, "fc:3", "2", 7, 4, &f->m)) return -1;
     dt_optim_config oc;
     dt_optim_defaults(&oc);
@@ -79,9 +79,7 @@ static inline int setup(void **state)
 static inline int teardown(void **state)
 {
     fixture *f = *state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
-    if (system(cmd) != 0) return -1;
+    if (tmp_dir_remove(f->dir)) return -1;
     dt_model_free(f->m);
     dt_optimizer_free(f->o);
     dt_scaler_free(f->sc);

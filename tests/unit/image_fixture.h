@@ -17,8 +17,8 @@
 #include "runtime/data/image_decode.h"
 #include "runtime/data/reader.h"
 #include "dtrain.h"
+#include "tmp_dir.h"
 
-#include <ftw.h>
 #include <math.h>
 #include <png.h>
 #include <pthread.h>
@@ -111,26 +111,16 @@ static inline unsigned char *pattern(int seed, int w, int h, int nc)
     return p;
 }
 
-static inline int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    chmod(p, 0755);
-    return remove(p);
-}
-
 static inline int setup(void **state)
 {
     (void)state;
-    snprintf(root, sizeof root, "/tmp/dt-imgf-XXXXXX");
-    assert_non_null(mkdtemp(root));
-    return 0;
+    return tmp_dir_make(root, sizeof root, "dt-imgf");
 }
 
 static inline int teardown(void **state)
 {
     (void)state;
-    nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    return 0;
+    return tmp_dir_remove(root);
 }
 
 static inline ds_split *open_ok(const char *path, const char *split, int c, int h, int w)

@@ -16,6 +16,7 @@
 #include "runtime/data/dts.h"
 #include "runtime/data/reader.h"
 #include "runtime/data/stats.h"
+#include "tmp_dir.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -30,16 +31,13 @@ static char dir[64];
 static int setup(void **st)
 {
     (void)st;
-    snprintf(dir, sizeof dir, "/tmp/dtrain_bad_samples_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return tmp_dir_make(dir, sizeof dir, "dtrain_bad_samples");
 }
 
 static int teardown(void **st)
 {
     (void)st;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd);
+    return tmp_dir_remove(dir);
 }
 
 /* ------------------------------------------------- a split with bad samples at known places */

@@ -16,8 +16,8 @@
 
 #include "runtime/data/reader.h"
 #include "dtrain.h"
+#include "tmp_dir.h"
 
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,20 +126,11 @@ static void check_samples(const ds_split *s, int fn0, int nfiles, int which)
     }
 }
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     if (!f) return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/dtcifar-XXXXXX");
-    if (!mkdtemp(f->dir)) return -1;
+    if (tmp_dir_make(f->dir, sizeof f->dir, "dtcifar")) return -1;
     *state = f;
     return 0;
 }
@@ -147,9 +138,9 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    nftw(f->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+    const int rc = tmp_dir_remove(f->dir);
     free(f);
-    return 0;
+    return rc;
 }
 
 static void expect_error(const char *path, const char *format, const char *split, dt_status want, const char *a,

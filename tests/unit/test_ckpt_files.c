@@ -14,6 +14,7 @@
 
 #include "runtime/checkpoint/ckpt_write_file.h"
 #include "dtrain.h"
+#include "tmp_dir.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -30,8 +31,7 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "/tmp/dt_ckpt_files_XXXXXX");
-    if (!f || !mkdtemp(f->dir)) return -1;
+    if (!f || tmp_dir_make(f->dir, sizeof f->dir, "dt_ckpt_files")) return -1;
     *state = f;
     return 0;
 }
@@ -39,9 +39,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
-    if (system(cmd) != 0) return -1;
+    if (tmp_dir_remove(f->dir)) return -1;
     free(f);
     return 0;
 }

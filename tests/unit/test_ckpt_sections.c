@@ -18,6 +18,7 @@
 #include "ckpt_v3.h"
 #include "dtrain.h"
 #include "base/log.h"
+#include "tmp_dir.h"
 
 #include <math.h>
 #include <signal.h>
@@ -40,16 +41,13 @@ static const char *at(const char *name)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/dtsec-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return tmp_dir_make(dir, sizeof dir, "dtsec");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tmp_dir_remove(dir);
 }
 
 static void expect_error(dt_status got, dt_status want, const char *must)

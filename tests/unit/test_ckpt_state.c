@@ -7,6 +7,7 @@
  */
 #include "ckpt_roundtrip.h"
 #include "ckpt_v3_fixture.h"
+#include "tmp_dir.h"
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -179,9 +180,8 @@ static void test_data_block(void **state)
 static void test_roundtrip_property(void **state)
 {
     (void)state;
-    char dir[64], sub[80];
-    snprintf(dir, sizeof dir, "/tmp/dtckrt-XXXXXX");
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_int_equal(tmp_dir_make(dir, sizeof dir, "dtckrt"), 0);
     uint64_t x = 0x9e3779b97f4a7c15ull;
     int saved = 0, refused = 0, with_sections = 0;
     unsigned char buf[700];
@@ -203,12 +203,7 @@ static void test_roundtrip_property(void **state)
     print_message("round trip: %d states saved and read back (%d with named sections), %d refused\n", saved,
                   with_sections, refused);
     assert_true(saved >= 60 && refused >= 40 && with_sections >= 20);
-    for (const char *d = "abst"; *d; d++) {
-        snprintf(sub, sizeof sub, "%s/%c", dir, *d);
-        rt_clear_dir(sub);
-        rmdir(sub);
-    }
-    rmdir(dir);
+    assert_int_equal(tmp_dir_remove(dir), 0);
 }
 
 int main(void)

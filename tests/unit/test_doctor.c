@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "launch/doctor/doctor.h"
+#include "tmp_dir.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -312,8 +313,8 @@ static void write_file(const char *path, const char *text)
 static void test_cpu_quota(void **state)
 {
     (void)state;
-    char root[] = "/tmp/dt_doc_cgXXXXXX", path[256];
-    assert_non_null(mkdtemp(root));
+    char root[64], path[256];
+    assert_int_equal(tmp_dir_make(root, sizeof root, "dt_doc_cg"), 0);
     snprintf(path, sizeof path, "%s/cpu", root), mkdir(path, 0700);
     snprintf(path, sizeof path, "%s/cpu/job", root), mkdir(path, 0700);
     snprintf(path, sizeof path, "%s/cpu/job/cpu.cfs_quota_us", root), write_file(path, "25000\n");
@@ -333,8 +334,7 @@ static void test_cpu_quota(void **state)
     doctor_cpu_quota_read(path, root, &f);
     assert_true(f.quota_cpus > 1.49 && f.quota_cpus < 1.51);
     assert_non_null(strstr(f.quota_file, "/a/cpu.max = 150000 100000"));
-    snprintf(path, sizeof path, "rm -rf %s", root);
-    assert_int_equal(system(path), 0);
+    assert_int_equal(tmp_dir_remove(root), 0);
 
     doctor_facts all[2];
     healthy(&all[0], 0), healthy(&all[1], 1);

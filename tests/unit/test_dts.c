@@ -17,6 +17,7 @@
 #include "runtime/data/dts.h"
 #include "runtime/data/reader.h"
 #include "runtime/data/stats.h"
+#include "tmp_dir.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -143,16 +144,13 @@ static void expect_open_fails(const char *p, const char *format, dt_status want,
 static int setup(void **st)
 {
     (void)st;
-    snprintf(dir, sizeof dir, "/tmp/test_dts_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return tmp_dir_make(dir, sizeof dir, "test_dts");
 }
 
 static int teardown(void **st)
 {
     (void)st;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tmp_dir_remove(dir);
 }
 
 /* No temporary file of the writer is left in dir. */

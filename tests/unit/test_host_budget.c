@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "base/host_budget.h"
+#include "tmp_dir.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,13 +43,8 @@ static void put(const char *rel, const char *text)
 
 static void fresh(void)
 {
-    char cmd[300];
-    if (root[0]) {
-        snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-        assert_int_equal(system(cmd), 0);
-    }
-    snprintf(root, sizeof root, "/tmp/test_host_budget.XXXXXX");
-    assert_non_null(mkdtemp(root));
+    assert_int_equal(tmp_dir_remove(root), 0);
+    assert_int_equal(tmp_dir_make(root, sizeof root, "test_host_budget"), 0);
 }
 
 /* A v2 job cgroup of 1 GiB (300 MiB used, 100 MiB of it inactive file cache) with a step under it of
@@ -213,9 +209,7 @@ static void test_real_cgroup(void **st)
 static int cleanup(void **st)
 {
     (void)st;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    return root[0] ? system(cmd) : 0;
+    return tmp_dir_remove(root);
 }
 
 int main(void)

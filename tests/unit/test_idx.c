@@ -13,6 +13,7 @@
 
 #include "runtime/data/idx.h"
 #include "runtime/data/reader.h"
+#include "tmp_dir.h"
 
 #include <math.h>
 #include <signal.h>
@@ -105,16 +106,13 @@ static void write_mnist(const char *stem, uint32_t n, uint32_t h, uint32_t w, in
 static int setup(void **st)
 {
     (void)st;
-    snprintf(dir, sizeof dir, "/tmp/dtidx-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return tmp_dir_make(dir, sizeof dir, "dtidx");
 }
 
 static int teardown(void **st)
 {
     (void)st;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tmp_dir_remove(dir);
 }
 
 static void expect_open_fails(const char *path, const ds_open_opts *o, dt_status want, const char *must)

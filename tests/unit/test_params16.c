@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "amp_fixture.h"
+#include "tmp_dir.h"
 
 #define SPEC "conv:4:3:1:1,relu,pool:2,fc:16,relu,fc:10"
 #define INPUT "2x8x8"
@@ -190,8 +191,8 @@ static void test_writers(void **st)
     step_both(&p, "the step after dt_model_set_params", 0);
 
     /* A checkpoint loaded after the copy moved on. */
-    char dir[] = "/tmp/dt_params16_XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_int_equal(tmp_dir_make(dir, sizeof dir, "dt_params16"), 0);
     assert_int_equal(dt_checkpoint_save(NULL, dir, p.kept, p.okept, NULL, NULL, 3), DT_OK);
     step_both(&p, "a step after the save", 0);
     long at = -1;
@@ -200,9 +201,7 @@ static void test_writers(void **st)
     assert_int_equal(at, 3);
     same_loss(&p, "a checkpoint loaded");
     step_both(&p, "the step after the load", 0);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tmp_dir_remove(dir), 0);
 
     /* A change of precision: the copy of the other 16-bit type is no copy of these. */
     assert_int_equal(dt_model_set_precision(p.ref, DT_F16, DT_F32), DT_OK);
