@@ -1,6 +1,6 @@
 /*
  * train_flags.h - the flags of `dtrain train` (train_flags.c): their table, their values read
- * strictly, and the defaults they start from.
+ * strictly, and the defaults they start from; and the flags against each other (train_flags_check.c).
  */
 #ifndef DT_LAUNCH_TRAIN_FLAGS_H
 #define DT_LAUNCH_TRAIN_FLAGS_H
@@ -73,6 +73,9 @@ typedef struct train_opts {
  * the defaults) and *t (its own, over the defaults that dtrain help train shows). Returns
  * EXIT_OK, or EXIT_USAGE after printing why (help exits 0 itself). */
 int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t);
+/* The flags read into *t against each other (train_flags_check.c; train_flags_parse runs it):
+ * EXIT_OK, or EXIT_USAGE after printing the flags that cannot go together and the fix. */
+int train_flags_check(const train_opts *t);
 /* --normalize none|unit|standard, or standard:M1,M2,..:S1,S2,.. (the per-channel figures given, as
  * torchvision's Normalize(mean, std) takes them: 1 to TRAIN_NORM_MAX_C of each, finite, every std
  * above 0) into t->normalize and t->norm_n/norm_mean/norm_std (norm_n 0 for the plain names).
