@@ -44,6 +44,12 @@ rm -rf "$out"
 mkdir -p "$res" "$out"
 sum="$res/summary.txt"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+# What the machine's image may export that changes what dtrain prints or does (the tests unset
+# the same, tests/CMakeLists.txt): an OPENBLAS_CORETYPE below the CPU adds a warning line to every
+# output and keeps the CPU baselines on slower kernels.
+unset OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS OMP_NUM_THREADS DTRAIN_BLAS_COREFIX DTRAIN_BLAS_THREADS DTRAIN_LOG \
+    DTRAIN_TIMEOUT DTRAIN_PIN DTRAIN_DEVICE DTRAIN_GPU_COMM DTRAIN_COMM_THREAD DTRAIN_COMM_WORLD1 DTRAIN_ALLREDUCE \
+    DTRAIN_FAULT
 log() { echo "== $*" | tee -a "$sum"; }
 t0=$(date +%s)
 left() { echo $(( ${LIMIT:-580} - ($(date +%s) - t0) )); } # seconds of this call's budget
