@@ -8,8 +8,10 @@
  */
 #include "runtime/data/reader.h"
 #include "runtime/data/file_io.h"
+#include "base/io_error.h"
 #include "base/status.h"
 
+#include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -180,8 +182,23 @@ dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
     if (o.split && strcmp(o.split, "train") != 0 && strcmp(o.split, "test") != 0)
         return status_set_error(DT_ERR_INVALID_ARG, "split '%s' is not train or test", o.split);
     struct stat sb;
-    if (stat(path, &sb) != 0) return status_set_error(DT_ERR_IO, "dataset %s does not exist", path);
+    char advice[IO_FIX_LEN];
+    if (stat(path, &sb) != 0) {
+        const int err = errno;
+        if (err == ENOENT || err == ENOTDIR) return status_set_error(DT_ERR_IO, "dataset %s does not exist", path);
+        /* A directory above it that this user may not search: the path is there, and "does not
+         * exist" would send the user looking for a typo. */
+        return status_set_error(DT_ERR_IO, "cannot reach dataset %s: %s: %s", path, strerror(err),
+                                io_error_fix(err, "file", NULL, advice, sizeof advice));
+    }
     const char *fmt = o.format && strcmp(o.format, "auto") != 0 ? o.format : NULL;
+    /* Detection reads the file or lists the directory: one this user may not read would otherwise
+     * be called no dataset at all, with --data-format as the fix. */
+    if (!fmt && access(path, S_ISDIR(sb.st_mode) ? R_OK | X_OK : R_OK) != 0) {
+        const int err = errno;
+        return status_set_error(DT_ERR_IO, "cannot read dataset %s: %s: %s", path, strerror(err),
+                                io_error_fix(err, "file", NULL, advice, sizeof advice));
+    }
     if (!fmt) {
         fmt = S_ISDIR(sb.st_mode) ? detect_dir(path) : detect_file(path, &sb);
         if (!fmt && !S_ISDIR(sb.st_mode))

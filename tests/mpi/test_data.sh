@@ -270,6 +270,21 @@ expect 2 "no dataset recognised in $tmp/empty" "$DTRAIN" data info "$tmp/empty"
 expect 2 "does not exist" "$DTRAIN" data info "$tmp/nothing"
 expect 2 "does not exist" "$DTRAIN" data verify "$tmp/nothing"
 expect 2 "does not exist" "$DTRAIN" data convert "$tmp/nothing" "$tmp/nothing.dts"
+# One this user may not read (as nobody: root reads everything) is not "no dataset" nor "does not
+# exist": the message says the permission and its fix, and the exit is 2 as for a missing one.
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+if [ "$(id -u)" = 0 ] && chmod 755 "$tmp" && as_nobody test -x "$DTRAIN"; then
+    mkdir -p "$tmp/perm/shut" && cp "$tmp/shards/train.dts" "$tmp/perm/" && cp "$tmp/shards/train.dts" "$tmp/perm/shut/"
+    chmod 755 "$tmp/perm" && chmod 000 "$tmp/perm/train.dts" "$tmp/perm/shut"
+    expect 2 "cannot read dataset $tmp/perm/train.dts: Permission denied: this user may not read it" \
+        as_nobody "$DTRAIN" data info "$tmp/perm/train.dts"
+    expect 2 "cannot read dataset $tmp/perm/shut: Permission denied" as_nobody "$DTRAIN" data info "$tmp/perm/shut"
+    expect 2 "cannot reach dataset $tmp/perm/shut/train.dts: Permission denied" \
+        as_nobody "$DTRAIN" data info "$tmp/perm/shut/train.dts"
+    chmod 700 "$tmp/perm/shut"
+else
+    echo "skip: not root, or nobody cannot run $DTRAIN: the unreadable-dataset checks do not run"
+fi
 expect 2 "dataset format 'hdf5' is not idx, cifar10, cifar100, " "$DTRAIN" data info --data-format hdf5 "$tmp/empty"
 expect 2 "takes one PATH" "$DTRAIN" data info
 expect 0 "usage: dtrain data info PATH" "$DTRAIN" data info --help
