@@ -59,6 +59,9 @@
 /* The most digits of a step in a file name (steps stay below 10^18, so they fit a long). */
 #define CKPT_MAX_STEP_DIGITS 18
 #define CKPT_MAX_STEP 999999999999999999L
+/* The longest checkpoint directory name: room under PATH_MAX (4096) for "/ckpt-<step>.dtc" and the
+ * temporary file's ".tmp.<pid>" after it. */
+#define CKPT_DIR_MAX 4000
 
 /* ---------------------------------------------------------------- version 4 */
 

@@ -489,8 +489,21 @@ static dt_status dir_usable(const char *dir)
     return DT_OK;
 }
 
+/* A name the writer would refuse at the first save (dt_ckpt_begin), refused before the run trains:
+ * found there, it would cost the whole run's work. */
+static dt_status dir_name_fits(const char *dir)
+{
+    if (strlen(dir) <= CKPT_DIR_MAX) return DT_OK;
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "--checkpoint-dir name is too long (%zu characters; at most %d): use a shorter path "
+                            "(a symbolic link to the directory, or a relative path from a nearer working directory)",
+                            strlen(dir), CKPT_DIR_MAX);
+}
+
 dt_status ckpt_dir_check(const char *dir, int *exists)
 {
+    *exists = 0;
+    if (dir_name_fits(dir)) return DT_ERR_INVALID_ARG;
     struct stat sb;
     *exists = stat(dir, &sb) == 0 || errno != ENOENT;
     if (*exists) return dir_usable(dir);
@@ -513,6 +526,7 @@ dt_status ckpt_dir_check(const char *dir, int *exists)
 dt_status ckpt_dir_prepare(const char *dir, int *lock_fd)
 {
     *lock_fd = -1;
+    if (dir_name_fits(dir)) return DT_ERR_INVALID_ARG;
     const int made = mkdir(dir, 0777) == 0;
     if (!made && errno != EEXIST) return dir_make_error(dir);
     if (made && strlen(dir) < 4096) {

@@ -45,11 +45,11 @@ dt_status dt_ckpt_begin(dt_ctx *ctx, const char *dir, long step, dt_ckpt_writer 
     if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: out is NULL");
     *out = NULL;
     if (!dir || !*dir) return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: no checkpoint directory given");
-    if (strlen(dir) > 4000)
+    if (strlen(dir) > CKPT_DIR_MAX)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "dt_ckpt_begin: checkpoint directory name is too long (%zu "
-                                "characters; at most 4000)",
-                                strlen(dir));
+                                "characters; at most %d)",
+                                strlen(dir), CKPT_DIR_MAX);
     if (step < 0 || step > CKPT_MAX_STEP)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_ckpt_begin: step %ld must be 0 to 10^18-1", step);
     dt_ckpt_writer *w = calloc(1, sizeof *w);

@@ -21,6 +21,14 @@ for p in "$tmp/no/such/dir/p.bin" "$tmp" ""; do
         ok "--dump-params '$p' refused without an abort"
 done
 expect 2 "--trace $tmp is a directory" "$DTRAIN" train $run --trace "$tmp"
+# A --checkpoint-dir too long for the writer (over 4000 characters, under PATH_MAX: its parent
+# exists and can be written) is refused before the first step, not at the first save after it.
+long="$tmp"
+while [ ${#long} -lt 3800 ]; do long="$long/$(printf 'd%.0s' $(seq 190))"; done
+mkdir -p "$long" && long="$long/$(printf 'c%.0s' $(seq $((4009 - ${#long}))))"
+expect 2 "--checkpoint-dir name is too long (4010 characters; at most 4000)" "$DTRAIN" train $run --checkpoint-dir "$long"
+grep -q "^step" "$tmp/out" && bad "the run with a too-long --checkpoint-dir trained first" ||
+    ok "no step before refusing a too-long --checkpoint-dir"
 # A dump that fails at the end (a full disk: a 4 KiB tmpfs passes the path check, not the 44 KiB
 # of parameters) still leaves the run's final checkpoint. Needs root's unshare -m; skipped elsewhere.
 if can_mount_tmpfs; then
