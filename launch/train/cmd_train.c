@@ -246,6 +246,8 @@ static int train_outputs_begin(train_run *r)
                          (t->trace && ckpt_write_file_try(t->trace, "--trace")) ||
                          (t->dump && ckpt_write_file_try(t->dump, "--dump-params"))))
         snprintf(why, sizeof why, "%s", dt_last_error());
+    else if (r->rank == 0 && t->metrics)
+        (void)metrics_try(t->metrics, t->resume, why, sizeof why);
     int rc = rank0_verdict(r, why, sizeof why);
     if (rc || !t->trace) return rc;
     dt_status s;

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -168,6 +169,19 @@ static int keep_aside(const char *path, char *bad, size_t n)
         return rename(path, bad);
     }
     errno = EEXIST;
+    return -1;
+}
+
+int metrics_try(const char *path, int resume, char *why, size_t len)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || access(path, resume ? R_OK | W_OK : W_OK) == 0) return 0;
+    /* Said of the file: the directory's advice (io_error_fix's for a new file) would send the user
+     * to a directory that is writable already, and the open at the start would fail with exit 1. */
+    snprintf(why, len,
+             "--metrics %s cannot be %s: %s: this user may not %s the file: fix its permissions or owner (ls -l, "
+             "chmod), remove it, or use another --metrics",
+             path, resume ? "read and appended to" : "written", strerror(errno), resume ? "read or write" : "write");
     return -1;
 }
 

@@ -49,6 +49,12 @@ typedef struct metrics_record {
  * that the records and the lines share one offset. Returns NULL after printing why it could not. */
 FILE *metrics_open(const char *path, int resume, long first_step, int quiet);
 
+/* Before the run, after ckpt_write_file_try has tried path's directory: the file is written in
+ * place (truncated, or read and appended to on a resume), not renamed over, so an existing regular
+ * file must itself be writable (and readable to resume). 0 when it is, or when there is none; -1
+ * with the cause and the fix in why (len bytes) when not. */
+int metrics_try(const char *path, int resume, char *why, size_t len);
+
 /* Appends r with the time now, in one write. Returns 0, or -1 when the write failed (errno); a
  * record written in part (a full disk) is cut off again, so the file ends with a whole record. */
 int metrics_write(FILE *f, const metrics_record *r);

@@ -21,6 +21,20 @@ for p in "$tmp/no/such/dir/p.bin" "$tmp" ""; do
         ok "--dump-params '$p' refused without an abort"
 done
 expect 2 "--trace $tmp is a directory" "$DTRAIN" train $run --trace "$tmp"
+# --metrics is written in place: an existing file this user may not write, in a directory it may
+# (another user's file in a shared run directory), is refused before training, exit 2, naming the
+# file's permissions, not the directory's. As nobody: root writes everything.
+if [ "$(id -u)" = 0 ] && chmod 755 "$tmp" && setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$DTRAIN"; then
+    mkdir -m 777 shared && echo '{"step": 1, "loss": 2.3}' >shared/m.jsonl && cp shared/m.jsonl m.orig
+    expect 2 "--metrics shared/m.jsonl cannot be written: Permission denied: this user may not write the file" \
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$DTRAIN" train $run --metrics shared/m.jsonl
+    expect 2 "--metrics shared/m.jsonl cannot be read and appended to: Permission denied" \
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$DTRAIN" train $run --metrics shared/m.jsonl \
+        --checkpoint-dir shared/ck --resume auto
+    cmp -s shared/m.jsonl m.orig && ok "the other user's --metrics file is as it was" || bad "shared/m.jsonl changed"
+else
+    echo "skip: not root, or nobody cannot run $DTRAIN: the unwritable --metrics file checks do not run"
+fi
 # A --checkpoint-dir too long for the writer (over 4000 characters, under PATH_MAX: its parent
 # exists and can be written) is refused before the first step, not at the first save after it.
 long="$tmp"
