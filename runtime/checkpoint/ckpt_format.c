@@ -132,6 +132,14 @@ dt_status ckpt_open_regular(const char *path, int *fd, uint64_t *size, uint32_t 
     *size = 0;
     *version = 0;
     int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    /* A file this user may not read is no damage: skipping it would resume behind it and a later
+     * save of the same step would write over it, so the search stops (DT_ERR_INVALID_ARG). */
+    if (f < 0 && (errno == EACCES || errno == EPERM))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "checkpoint %s cannot be read: %s: this user may not read it; fix its permissions "
+                                "(chmod u+r, or run as its owner), or move the file out of the directory to go on "
+                                "from an older checkpoint",
+                                path, strerror(errno));
     if (f < 0) return status_set_error(DT_ERR_IO, "cannot open checkpoint %s: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(f, &sb) != 0) {

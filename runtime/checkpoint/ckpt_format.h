@@ -165,7 +165,9 @@ void ckpt_list_free(ckpt_entry *e, size_t n);
 
 /* Opens path for reading without blocking (a FIFO named like a checkpoint cannot hang it) and
  * refuses anything but a regular file (DT_ERR_CORRUPT naming what it is); *size its bytes, *version
- * what its first 16 bytes say (0 when it is shorter or its magic is not dtrain's). */
+ * what its first 16 bytes say (0 when it is shorter or its magic is not dtrain's). A file this
+ * user may not read is DT_ERR_INVALID_ARG (a search for the newest stops there), any other open
+ * failure DT_ERR_IO. */
 dt_status ckpt_open_regular(const char *path, int *fd, uint64_t *size, uint32_t *version);
 
 /* The refusal of a file whose magic is dtrain's and whose version is above CKPT_VERSION (up to

@@ -62,6 +62,10 @@ static dt_status find_newest(const char *dir, dt_ckpt_reader *r)
         uint64_t size;
         uint32_t version;
         dt_status o = ckpt_open_regular(r->path, &fd, &size, &version);
+        if (o == DT_ERR_INVALID_ARG) { /* unreadable by this user: not skipped (ckpt_open_regular) */
+            s = o;
+            break;
+        }
         if (!o && version >= 1 && version <= CKPT_VERSION_FIXED) {
             o = status_set_error(DT_ERR_CORRUPT,
                                  "checkpoint %s has format version %u, a dt_model checkpoint of an older "

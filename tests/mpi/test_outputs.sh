@@ -32,6 +32,18 @@ if [ "$(id -u)" = 0 ] && chmod 755 "$tmp" && setpriv --reuid=65534 --regid=65534
         setpriv --reuid=65534 --regid=65534 --clear-groups "$DTRAIN" train $run --metrics shared/m.jsonl \
         --checkpoint-dir shared/ck --resume auto
     cmp -s shared/m.jsonl m.orig && ok "the other user's --metrics file is as it was" || bad "shared/m.jsonl changed"
+    # The newest checkpoint unreadable to this user (mode 000) is no damage: a resume that skipped it
+    # would go on from an older one, and its save of that step would replace it (eval loads through
+    # the same search).
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$DTRAIN" train $run --checkpoint-dir shared/ck2 \
+        --checkpoint-every 1 >/dev/null 2>&1
+    chmod 000 shared/ck2/ckpt-0000000003.dtc && cp -p shared/ck2/ckpt-0000000003.dtc ck2.orig
+    expect 2 "checkpoint shared/ck2/ckpt-0000000003.dtc cannot be read: Permission denied: this user may not read it" \
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$DTRAIN" train $run --steps 4 --checkpoint-dir shared/ck2 \
+        --resume auto
+    grep -q "^step" "$tmp/out" && bad "the resume past an unreadable checkpoint trained" || ok "no step trained"
+    cmp -s shared/ck2/ckpt-0000000003.dtc ck2.orig && ok "the unreadable checkpoint is as it was" ||
+        bad "shared/ck2/ckpt-0000000003.dtc changed"
 else
     echo "skip: not root, or nobody cannot run $DTRAIN: the unwritable --metrics file checks do not run"
 fi
