@@ -70,7 +70,15 @@ static void check_ckpt(const doctor_path_query *p, const doctor_model_query *m, 
                 "%s (dtrain train refuses it before training, exit 2)", dt_last_error());
         return;
     }
-    if (held)
+    if (held && ckpt_lock_held_elsewhere(who))
+        doc_add(job, "path.checkpoint", DOC_WARN,
+                "wait for that run to end, or give this job another --checkpoint-dir; if that node is down, remove "
+                "the lock file " CKPT_LOCK_NAME " once no run of this job's is there",
+                "--checkpoint-dir %s is a writable directory, but a dtrain run on another node holds its lock now "
+                "(%s): dtrain train given it waits up to %d s for the lock (a crashed node's lock lasts until its "
+                "file server's lease ends), then is refused (exit 2)",
+                p->ckpt_dir, who, CKPT_LOCK_WAIT_ELSEWHERE_S);
+    else if (held)
         doc_add(job, "path.checkpoint", DOC_WARN,
                 "wait for that run to end (its lock goes with its process), or give this job another --checkpoint-dir",
                 "--checkpoint-dir %s is a writable directory, but a dtrain run holds its lock now (%s): dtrain train "

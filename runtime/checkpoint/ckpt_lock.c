@@ -55,8 +55,7 @@ static void holder_of(int fd, char *who, size_t n)
     if (buf[0]) snprintf(who, n, "%s", buf);
 }
 
-/* Whether the holder's line names another host than this one ("pid P on HOST since T"). */
-static int held_elsewhere(const char *who)
+int ckpt_lock_held_elsewhere(const char *who)
 {
     char mine[256] = "", theirs[256] = "";
     if (gethostname(mine, sizeof mine - 1) != 0 || sscanf(who, "pid %*d on %255s since", theirs) != 1) return 0;
@@ -69,7 +68,7 @@ static dt_status refused(const char *dir, int fd)
     holder_of(fd, who, sizeof who);
     /* A node that crashed cannot unlock: its file server drops the lock after the client's lease
      * (NFSv4: 90 s by default), NFSv3's lock manager only once the node is back. */
-    const char *crashed = held_elsewhere(who)
+    const char *crashed = ckpt_lock_held_elsewhere(who)
                               ? "; if that run's node is down, its file server may hold the lock until the node's "
                                 "lease ends or the node is back: then remove the lock file and run again"
                               : "";
@@ -81,19 +80,14 @@ static dt_status refused(const char *dir, int fd)
                             dir, who, dir, crashed);
 }
 
-/* How long a run waits for a lock that a process on another node holds: a job requeued after its
- * node crashed starts while the file server still keeps the dead node's lock, until the lease
- * (NFSv4's default 90 s) ends; a live run elsewhere is still refused, only later. */
-#define LOCK_WAIT_ELSEWHERE_S 120
-
-/* The lock again each second while its holder is on another node, up to LOCK_WAIT_ELSEWHERE_S
+/* The lock again each second while its holder is on another node, up to CKPT_LOCK_WAIT_ELSEWHERE_S
  * (DTRAIN_TEST_LOCK_WAIT_S: a test's shorter bound). 0 once taken, -1 with errno otherwise. */
 static int wait_elsewhere(const char *dir, int fd, struct flock *fl)
 {
     char who[256];
     holder_of(fd, who, sizeof who);
-    if (!held_elsewhere(who)) return errno = EAGAIN, -1;
-    int limit = LOCK_WAIT_ELSEWHERE_S;
+    if (!ckpt_lock_held_elsewhere(who)) return errno = EAGAIN, -1;
+    int limit = CKPT_LOCK_WAIT_ELSEWHERE_S;
     const char *t = getenv("DTRAIN_TEST_LOCK_WAIT_S");
     if (t && *t) limit = atoi(t);
     log_msg(LOG_LEVEL_WARN,

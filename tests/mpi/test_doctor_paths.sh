@@ -46,7 +46,9 @@ for _ in $(seq 50); do [ -e "$tmp/locked" ] && break; sleep 0.1; done
 "$DTRAIN" doctor --no-comm --json --checkpoint-dir "$tmp/held" >"$j" 2>&1; rc=$?
 kill "$holder"; wait "$holder" 2>/dev/null
 [ $rc -eq 0 ] && doctor_status "$j" path.checkpoint=warn && grep -q "pid 4242 on node7 since 2030-01-02T03:04:05Z" "$j" &&
-    grep -q "another --checkpoint-dir" "$j" && ok "a held lock: WARN naming its holder and the fix" ||
+    grep -q "another --checkpoint-dir" "$j" && grep -q "on another node holds its lock now" "$j" &&
+    grep -q "waits up to 120 s for the lock" "$j" && grep -q "if that node is down, remove the lock file" "$j" &&
+    ok "a lock held on another node: WARN naming its holder, train's 120 s wait and the fixes" ||
     bad "held lock (rc $rc): $(cat "$j")"
 "$DTRAIN" doctor --no-comm --json --checkpoint-dir "$tmp/held" >"$j" 2>&1
 doctor_status "$j" path.checkpoint=pass && ok "its holder gone (the file left): PASS" || bad "released: $(cat "$j")"
