@@ -157,6 +157,26 @@ grep -q "metrics: appending to .*m3.jsonl after its 5 records up to step 10; dro
     [ "$(head -5 "$tmp/m3.jsonl")" = "$(head -5 "$old/v3-sgd.jsonl")" ] && [ "$(wc -l <"$tmp/m3.jsonl")" -eq 8 ] &&
     ok "an older build's --metrics file keeps its records to step 10 byte for byte and takes steps 12 to 16" ||
     { bad "the older --metrics file across the resume"; cat "$tmp/out" "$tmp/m3.jsonl"; }
+# At another rank count: the v3 checkpoint (one rank, epoch 1 100 samples in) resumed at 2 ranks
+# takes exactly the rest of epoch 1, the samples an uninterrupted one-rank run takes in steps 11-16.
+rm -rf "$tmp/v3w" "$tmp/slog".* && cp -r "$old/v3-sgd" "$tmp/v3w"
+DTRAIN_TEST_SAMPLE_LOG="$tmp/slog1" dt train $O $SGD --steps 16 >/dev/null 2>&1
+DTRAIN_TEST_SAMPLE_LOG="$tmp/slog2" timeout 120 "$MPIRUN" -np 2 "$DTRAIN" train $O $SGD --steps 13 \
+    --checkpoint-dir "$tmp/v3w" --resume auto >"$tmp/out" 2>&1
+verdict=$(python3 - "$tmp/slog1.0" "$tmp/slog2.0" "$tmp/slog2.1" <<'PY'
+import collections, sys
+def steps(p): return [(int(l.split()[0]), [int(x) for x in l.split()[1:]]) for l in open(p)]
+# The log counts steps from 0: steps 11 to 16 are its 10 to 15.
+want = collections.Counter(i for s, ids in steps(sys.argv[1]) if 10 <= s <= 15 for i in ids)
+got = collections.Counter(i for p in sys.argv[2:] for s, ids in steps(p) for i in ids)
+logged = sorted({s for p in sys.argv[2:] for s, _ in steps(p)})
+print("same" if got == want and sum(want.values()) == 300 and logged == [10, 11, 12] else
+      "differs: %d samples of the rest of the epoch, %d taken, steps (from 0) %s" % (sum(want.values()), sum(got.values()), logged))
+PY
+)
+grep -q "data: resuming in epoch 1 after 100" "$tmp/out" && [ "$verdict" = same ] &&
+    ok "an older build's one-rank checkpoint resumed at 2 ranks takes exactly the rest of its epoch" ||
+    { bad "the older checkpoint at 2 ranks: $verdict"; cat "$tmp/out"; }
 # A shard of before the flags field: verified, and read as the IDX files it was made from.
 python3 "$here/make_idx.py" "$tmp/d40" 40 10 10 60
 expect 0 "OK" dt data verify "$old/v1-noflag.dts"
