@@ -76,7 +76,15 @@ def run_dtrain(dtrain, root, size, threads, batch, batches):
     cmd = [dtrain, "bench", "data", "--data", root, "--input", "3x%dx%d" % (size, size), "--threads",
            str(threads), "--batch", str(batch), "--batches", str(batches), "--warmup", str(WARMUP), "--augment", "flip",
            "--normalize", "standard"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    # A failed run is reported with dtrain's own stderr (its error says what to fix), not as a traceback
+    # that hides it.
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise RuntimeError("cannot run %s (%s): build it (make build) or pass --dtrain PATH" % (dtrain, e))
+    if p.returncode != 0:
+        raise RuntimeError("%s exited %d:\n%s%s" % (" ".join(cmd), p.returncode, p.stdout, p.stderr))
+    out = p.stdout
     for line in out.splitlines():
         f = line.split()
         if len(f) >= 5 and f[0] == str(threads) and re.match(r"^[0-9.]+$", f[1]):
@@ -107,6 +115,22 @@ def run_torchvision(root, size, threads, batch, batches):
     return batches * batch / (time.perf_counter() - t0)
 
 
+def missing_modules():
+    """None, or what to install and run with when torch, torchvision or PIL is missing for this
+    interpreter. Checked before the folder is made and dtrain runs, which would otherwise end in an
+    ImportError traceback after minutes of work (the python3 on PATH may not be Debian's)."""
+    missing = []
+    for module, package in (("PIL", "python3-pil"), ("torch", "python3-torch"), ("torchvision", "python3-torchvision")):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append((module, package))
+    if not missing:
+        return None
+    return ("%s missing for %s; install Debian's packages (apt-get install %s) and run this script with "
+            "/usr/bin/python3" % (", ".join(m for m, _ in missing), sys.executable, " ".join(p for _, p in missing)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", default="/tmp/dtrain-jpeg-folder")
@@ -121,6 +145,9 @@ def main():
     problem = sizes_problem(a.images, a.batch, a.batches)
     if problem:
         sys.exit("data_compare.py: error: " + problem)
+    problem = missing_modules()
+    if problem:
+        sys.exit("data_compare.py: error: " + problem)
     try:
         make_folder(a.root, a.images, a.classes, 500, 375)
     except ValueError as e:
@@ -130,7 +157,10 @@ def main():
     print("| threads | dtrain samples/s | per thread | torchvision samples/s | per thread | ratio |")
     print("|---|---|---|---|---|---|")
     for t in [int(x) for x in a.threads.split(",")]:
-        d = run_dtrain(a.dtrain, a.root, a.size, t, a.batch, a.batches)
+        try:
+            d = run_dtrain(a.dtrain, a.root, a.size, t, a.batch, a.batches)
+        except RuntimeError as e:
+            sys.exit("data_compare.py: error: %s" % e)
         tv = run_torchvision(a.root, a.size, t, a.batch, a.batches)
         print("| %d | %.1f | %.1f | %.1f | %.1f | %.2fx |" % (t, d, d / max(t, 1), tv, tv / max(t, 1), d / tv))
         sys.stdout.flush()

@@ -15,6 +15,7 @@ import importlib.util
 import json
 import os
 import stat
+import subprocess
 import sys
 import tempfile
 
@@ -99,6 +100,34 @@ def data_compare_checks():
                               "data_compare refuses a folder larger than --images", 70,
                               "data_compare took a folder of 3 images for --images 2",
                               "data_compare's refusal does not name the counts")
+        # A dtrain that fails is reported with its stderr, not as a CalledProcessError traceback.
+        fake = os.path.join(root, "dtrain")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\necho 'dtrain: error: --data: no images under the folder' >&2\nexit 2\n")
+        os.chmod(fake, 0o755)
+        bad += expect_refusal(lambda: dc.run_dtrain(fake, root, 224, 1, 64, 4), RuntimeError,
+                              "exited 2:\ndtrain: error: --data: no images under the folder",
+                              "data_compare reports a failed dtrain with its stderr", 60,
+                              "data_compare took a failed dtrain run",
+                              "data_compare's failure does not show dtrain's stderr")
+        bad += expect_refusal(lambda: dc.run_dtrain(os.path.join(root, "nodtrain"), root, 224, 1, 64, 4),
+                              RuntimeError, "or pass --dtrain PATH", "data_compare names a missing dtrain", 60,
+                              "data_compare ran a missing dtrain", "data_compare's error does not say what to do")
+        # Without torchvision (as for a python3 that is not Debian's) it stops before making the folder
+        # or running dtrain, saying what to install and which python to use; torchvision is hidden here
+        # so that the check holds whether or not this interpreter has it.
+        folder = os.path.join(root, "folder")
+        run = subprocess.run([sys.executable, "-c", "import runpy, sys; sys.modules['torchvision'] = None; "
+                              "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')",
+                              os.path.join(REPO, "bench", "data_compare.py"), "--root", folder, "--images", "400",
+                              "--batches", "4", "--dtrain", fake], capture_output=True, text=True, timeout=60)
+        if (run.returncode == 1 and "python3-torchvision" in run.stderr and "/usr/bin/python3" in run.stderr
+                and "Traceback" not in run.stderr and not os.path.exists(folder)):
+            print(f"ok: data_compare without torchvision: {run.stderr.strip()[-90:]}")
+        else:
+            bad += 1
+            print(f"FAIL: data_compare without torchvision: exit {run.returncode}, folder made "
+                  f"{os.path.exists(folder)}, stderr: {run.stderr.strip()[-600:]}")
     return bad
 
 
