@@ -119,10 +119,14 @@ def main():
     for p in precisions:
         if p not in PRECISIONS:
             sys.exit(f"amp_compare: error: --precisions: '{p}' is not one of {', '.join(PRECISIONS)}")
+    # A rank count below 1 is refused: `mpirun -np 0` starts one rank a slot, so the row would name
+    # ranks that did not run.
     try:
         ranks = [int(r) for r in a.ranks.split(",")]
+        if any(r < 1 for r in ranks):
+            raise ValueError
     except ValueError:
-        sys.exit(f"amp_compare: error: --ranks '{a.ranks}' is not a list of numbers")
+        sys.exit(f"amp_compare: error: --ranks '{a.ranks}' is not a list of positive numbers")
     if a.repeat < 1:
         sys.exit("amp_compare: error: --repeat must be at least 1")
     steps = parse_steps(a.steps)

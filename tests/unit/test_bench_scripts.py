@@ -147,6 +147,18 @@ def main():
         check("amp_compare step ms: total time over total steps", res["step_ms"], WANT_STEP_MS)
         check("amp_compare comm wait ms: total wait over total steps", res["comm_ms"], WANT_COMM_MS)
 
+        # --ranks 0 is refused before anything runs: `mpirun -np 0` would start one rank a slot under a
+        # row that says 0.
+        run = subprocess.run([sys.executable, os.path.join(REPO, "bench", "amp_compare.py"), "--dtrain", fake,
+                              "--models", "mlp", "--ranks", "0", "--precisions", "fp32", "--steps", "20"],
+                             capture_output=True, text=True, timeout=60)
+        if run.returncode == 1 and "--ranks '0'" in run.stderr and "samples/s" not in run.stdout:
+            print(f"ok: amp_compare refuses --ranks 0: {run.stderr.strip()}")
+        else:
+            fails += 1
+            print(f"FAIL: amp_compare --ranks 0: exit {run.returncode}, stdout {run.stdout[:300]!r}, "
+                  f"stderr {run.stderr[-300:]!r}")
+
         ddp = load("ddp_compare")
         res = ddp.run_dtrain("dtrain", "mlp", 1, 20, 2, 60, False)
         check("ddp_compare samples/s: total samples over total time", res["samples_per_s"], WANT_SPS)
