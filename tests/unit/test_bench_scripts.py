@@ -7,7 +7,9 @@ steps at 1000 samples/s, then 5 steps at 250 (batch 128, one rank). The honest f
 over the total: 15 steps x 128 samples in 1.28 + 2.56 s = 500 samples/s, 256 ms a step, a comm wait
 of (10 x 10 + 5 x 40) / 15 = 20 ms a step; the mean of the intervals' figures (625 samples/s, 320 ms,
 25 ms) weighs the short slow interval as much as the long fast one. A rate that is no number is
-refused naming its interval.
+refused naming its interval. Then the refusals that keep a run from reporting what it did not do or
+ending in a traceback: amp_compare's --ranks 0, data_compare's too-short epoch, too-full folder, failed
+or missing dtrain, and a python3 without torchvision (stopped before any work, naming what to install).
 
 Usage: test_bench_scripts.py (no GPU, no MPI, no dtrain binary needed)
 """
