@@ -104,7 +104,8 @@ typedef struct dt_ckpt_reader dt_ckpt_reader;
  *  and CRCs; damaged or crafted files are skipped for older ones, each with a warning naming the
  *  file and the reason, and so are files of format versions 1 to 3 (dt_model checkpoints of an
  *  older dtrain, which dt_checkpoint_load_latest reads). A file of a newer format version (a newer
- *  dtrain's) is not skipped but refused, so nothing older is taken in its place. Collective: rank 0
+ *  dtrain's), or one this user may not read, is not skipped but refused, so nothing older is taken
+ *  in its place (a later save of that step would overwrite it). Collective: rank 0
  *  reads the directory and picks; every rank gets the same checkpoint's table.
  *  @param ctx  the context (NULL: a single process)
  *  @param dir  the directory
@@ -113,7 +114,8 @@ typedef struct dt_ckpt_reader dt_ckpt_reader;
  *  @param step receives the checkpoint's step, 0 when none (a checkpoint of step 0 also gives 0:
  *              test *out)
  *  @return DT_OK (also when there is none); DT_ERR_INVALID_ARG for NULL or empty dir, out or step,
- *          or a file of a newer format version met before a sound one (naming its version);
+ *          or a file of a newer format version (naming its version) or one this user may not read
+ *          (naming it) met before a sound one;
  *          DT_ERR_IO when dir exists but cannot be read; DT_ERR_NOMEM; on every rank alike. */
 DT_API dt_status dt_ckpt_open_latest(dt_ctx *ctx, const char *dir, dt_ckpt_reader **out, long *step);
 
@@ -232,7 +234,8 @@ DT_API dt_status dt_checkpoint_save(dt_ctx *ctx, const char *dir, const dt_model
  *         sound checkpoint of another model or optimizer, a weights-only one with o non-NULL, a
  *         data block whose channel count is not data->channels, or a newest sound file without
  *         dt_model state (written with dt_ckpt_commit: open it with dt_ckpt_open_latest), or a file
- *         of a newer format version (a newer dtrain's) met before a sound one; DT_ERR_IO when dir exists but cannot be read. */
+ *         of a newer format version (a newer dtrain's) or one this user may not read met before a
+ *         sound one; DT_ERR_IO when dir exists but cannot be read. */
 DT_API dt_status dt_checkpoint_load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optimizer *o, dt_scaler *sc,
                                            dt_ckpt_data *data, long *step);
 
