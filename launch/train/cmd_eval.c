@@ -102,10 +102,11 @@ static int eval_check(dt_config *cfg, void *ud)
         cli_error("dtrain eval needs --checkpoint-dir DIR (the trained model) and --data PATH (what to evaluate on)");
         return EXIT_USAGE;
     }
+    struct stat sb;
+    const int found = stat(e->ckpt_dir, &sb) == 0;
     /* A checkpoint file given for the directory (a path from ls, pasted): say which to give, rather
      * than that the file cannot be read as a directory. */
-    struct stat sb;
-    if (stat(e->ckpt_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+    if (found && !S_ISDIR(sb.st_mode)) {
         const char *slash = strrchr(e->ckpt_dir, '/');
         cli_error("--checkpoint-dir %s is a file, not a directory: give the directory that holds the checkpoints "
                   "(%.*s); eval loads the newest sound one there",
@@ -114,7 +115,7 @@ static int eval_check(dt_config *cfg, void *ud)
     }
     /* A directory that is not there holds nothing to evaluate: bad usage (a mistyped path, or a run
      * that never saved), refused before the data is opened, as a missing --data is. */
-    if (stat(e->ckpt_dir, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+    if (!found && (errno == ENOENT || errno == ENOTDIR)) {
         cli_error("--checkpoint-dir %s does not exist: give the directory a `dtrain train --checkpoint-dir` "
                   "saved into; eval loads the newest sound checkpoint there",
                   e->ckpt_dir);

@@ -529,7 +529,7 @@ dt_status ckpt_dir_prepare(const char *dir, int *lock_fd)
     if (dir_name_fits(dir)) return DT_ERR_INVALID_ARG;
     const int made = mkdir(dir, 0777) == 0;
     if (!made && errno != EEXIST) return dir_make_error(dir);
-    if (made && strlen(dir) < 4096) {
+    if (made) {
         /* The new directory's entry reaches the disk with its parent's sync, before a checkpoint
          * is renamed into it. */
         char parent[4096];
