@@ -14,7 +14,6 @@ Run with Debian's python:  /usr/bin/python3 bench/ddp_compare.py [--quick] [--js
 """
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -29,6 +28,8 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "bench"))   # ddp_torch, also when loaded by file path
+import ddp_torch                                   # noqa: E402  (the PyTorch side)
 
 # Same layer-list language as `dtrain train --model`: fc:N, relu, conv:OUT:K:STRIDE:PAD,
 # pool:K (max-pool, window K, stride K); a flatten is implied before the first fc.
@@ -201,129 +202,6 @@ def dtrain_env_report(dtrain, ranks, nproc):
     return p.stdout.rstrip()
 
 
-# ----------------------------------------------------------------------------------------------
-# PyTorch
-
-def parse_input(s):
-    try:
-        dims = tuple(int(x) for x in s.split("x"))
-    except ValueError:
-        raise BenchError(f"bad input shape '{s}'")
-    if not dims or any(d <= 0 for d in dims):
-        raise BenchError(f"bad input shape '{s}'")
-    return dims
-
-
-def build_torch_model(layers, input_shape):
-    """nn.Sequential from the dtrain layer list; returns (model, description)."""
-    import torch.nn as nn
-    mods = []
-    shape = tuple(input_shape)        # per sample: (N,) or (C, H, W)
-    for tok in layers.split(","):
-        f = tok.strip().split(":")
-        kind, args = f[0], [int(x) for x in f[1:]]
-        if kind == "fc":
-            if len(shape) != 1:
-                mods.append(nn.Flatten())
-                n = 1
-                for d in shape:
-                    n *= d
-                shape = (n,)
-            mods.append(nn.Linear(shape[0], args[0]))
-            shape = (args[0],)
-        elif kind == "relu":
-            mods.append(nn.ReLU())
-        elif kind == "conv":
-            out, k, s, p = args
-            c, h, w = shape
-            mods.append(nn.Conv2d(c, out, k, stride=s, padding=p))
-            shape = (out, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1)
-        elif kind == "pool":
-            k = args[0]
-            c, h, w = shape
-            mods.append(nn.MaxPool2d(k, stride=k))
-            shape = (c, h // k, w // k)
-        elif kind == "flatten":
-            mods.append(nn.Flatten())
-            n = 1
-            for d in shape:
-                n *= d
-            shape = (n,)
-        else:
-            raise BenchError(f"unknown layer '{tok}'")
-    return nn.Sequential(*mods)
-
-
-def _torch_worker(rank, world, port, model_name, steps, warmup, pin, out_path, seed):
-    # Runs in a fresh spawned interpreter; OMP_NUM_THREADS etc. were set in the parent's environment.
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    if pin:
-        cores = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cores[rank % len(cores)]})
-    import torch
-    import torch.distributed as dist
-    import torch.nn.functional as F
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    torch.set_num_threads(1)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
-    dist.init_process_group("gloo", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=300))
-    torch.manual_seed(seed)
-    spec = MODELS[model_name]
-    in_shape = parse_input(spec["input"])
-    model = DDP(build_torch_model(spec["layers"], in_shape))
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-
-    # Data generated before timing: a few random batches per rank, cycled.
-    g = torch.Generator().manual_seed(seed * 1000 + rank + 1)
-    pool = 4
-    xs = [torch.randn((BATCH,) + in_shape, generator=g) for _ in range(pool)]
-    ys = [torch.randint(0, CLASSES, (BATCH,), generator=g) for _ in range(pool)]
-
-    def step(i):
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(xs[i % pool]), ys[i % pool])
-        loss.backward()
-        opt.step()
-        return loss
-
-    for i in range(warmup):
-        step(i)
-    dist.barrier()
-    t0 = time.perf_counter()
-    for i in range(steps):
-        loss = step(warmup + i)
-    dist.barrier()
-    t1 = time.perf_counter()
-    if rank == 0:
-        dt = t1 - t0
-        with open(out_path, "w") as f:
-            json.dump({"time_s": dt, "samples_per_s": world * BATCH * steps / dt,
-                       "final_loss": float(loss.item()), "threads": torch.get_num_threads(),
-                       "affinity": sorted(os.sched_getaffinity(0))}, f)
-    dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def torch_description(model, ranks, steps, warmup, pin):
-    return (f"torch.multiprocessing.spawn(nprocs={ranks}) {env_prefix(TORCH_ENV)} "
-            f"MASTER_ADDR=127.0.0.1 MASTER_PORT=<free>: torch.set_num_threads(1), "
-            f"init_process_group('gloo'), DDP(nn.Sequential[{MODELS[model]['layers']}] on "
-            f"{MODELS[model]['input']}), SGD(lr={LR}, momentum={MOMENTUM}), cross_entropy, "
-            f"batch {BATCH}/rank, {warmup} warm-up + {steps} timed steps"
-            + (", rank r pinned to core r" if pin else ""))
-
-
 def dtrain_blas_core(dtrain):
     """The OpenBLAS kernel set dtrain runs (it re-executes itself with OPENBLAS_CORETYPE when
     OpenBLAS guessed below the CPU), so that PyTorch, which uses the same OpenBLAS, gets it too."""
@@ -336,25 +214,15 @@ def dtrain_blas_core(dtrain):
     return m.group(1) if m else None
 
 
+def torch_cfg(model):
+    return dict(MODELS[model], batch=BATCH, lr=LR, momentum=MOMENTUM, classes=CLASSES)
+
+
 def run_torch(model, ranks, steps, warmup, pin, seed):
-    import torch.multiprocessing as mp
-    for k, v in TORCH_ENV.items():
-        os.environ[k] = v
-    with tempfile.TemporaryDirectory(prefix="ddp_compare.") as tmp:
-        out = os.path.join(tmp, "torch.json")
-        port = free_port()
-        t0 = time.perf_counter()
-        try:
-            mp.spawn(_torch_worker, args=(ranks, port, model, steps, warmup, pin, out, seed),
-                     nprocs=ranks, join=True, start_method="spawn")
-        except Exception as e:                      # ProcessRaisedException / ProcessExitedException
-            raise BenchError(f"PyTorch DDP run failed ({model}, {ranks} ranks): {e}")
-        wall = time.perf_counter() - t0
-        with open(out) as f:
-            r = json.load(f)
-    r["wall_s"] = wall
-    r["command"] = torch_description(model, ranks, steps, warmup, pin)
-    return r
+    try:
+        return ddp_torch.run(torch_cfg(model), ranks, steps, warmup, pin, seed, TORCH_ENV)
+    except RuntimeError as e:
+        raise BenchError(str(e))
 
 
 def torch_version():
@@ -522,8 +390,8 @@ def main():
                     print(show_cmd(dtrain_command(dtrain, m, r, steps[m], "<tmpdir>/metrics.jsonl",
                                                   info["nproc"]), MPI_ENV))
                 if do_torch:
-                    print(torch_description(m, r, steps[m], log_every_for(steps[m]),
-                                            args.torch_pin))
+                    print(ddp_torch.describe(torch_cfg(m), r, steps[m], log_every_for(steps[m]),
+                                             args.torch_pin, TORCH_ENV))
         return 0
 
     tv = torch_version() if do_torch else None

@@ -23,6 +23,8 @@ except ImportError as e:
 
 DTRAIN, MPIRUN = sys.argv[1], sys.argv[2]
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+from torch_sequential import build_sequential  # noqa: E402  (one translation of the grammar)
 
 # fp32 on both sides, summed in other orders (OpenBLAS against torch's kernels), so each step's
 # rounding differs by an ulp or so and 20 steps of feedback carry it on. Measured (4 OpenBLAS core
@@ -61,29 +63,8 @@ def inputs(images):
 
 
 def build(spec):
-    """nn.Sequential of a dtrain --model list on 1x8x8 inputs (docs/training.md's grammar)."""
-    layers, shape, flat = [], (1, 8, 8), False
-    for tok in spec.split(","):
-        f = tok.split(":")
-        if f[0] == "fc":
-            if not flat:
-                layers.append(torch.nn.Flatten())
-                shape, flat = (shape[0] * shape[1] * shape[2],), True
-            layers.append(torch.nn.Linear(shape[0], int(f[1])))
-            shape = (int(f[1]),)
-        elif f[0] == "conv":
-            out, k, st, pad = map(int, f[1:])
-            layers.append(torch.nn.Conv2d(shape[0], out, k, st, pad))
-            shape = (out, (shape[1] + 2 * pad - k) // st + 1, (shape[2] + 2 * pad - k) // st + 1)
-        elif f[0] == "pool":
-            k = int(f[1])
-            layers.append(torch.nn.MaxPool2d(k))
-            shape = (shape[0], shape[1] // k, shape[2] // k)
-        elif f[0] == "relu":
-            layers.append(torch.nn.ReLU())
-        else:
-            raise ValueError(tok)
-    return torch.nn.Sequential(*layers)
+    """nn.Sequential of a dtrain --model list on 1x8x8 inputs (the translation the DDP benchmark uses)."""
+    return build_sequential(spec, (1, 8, 8))
 
 
 def flat(model):
