@@ -81,7 +81,9 @@ int train_shared_error(const train_run *r, const char *fmt, ...) __attribute__((
  * (cli_signals_unblock): one that arrived since the program started is handled now. The first
  * SIGINT says at once that the run stops after this step (with a checkpoint in ckpt_dir, or
  * nothing saved when it is NULL) and that Ctrl-C again ends it at once: a second SIGINT, after
- * any stop request, ends the process by SIGINT there and then. Call it before dt_init. */
+ * any stop request, ends the process by SIGINT there and then. The first stop request also sets
+ * SIGPIPE to be ignored: a reader of the output that the same signal ended (`| tee`) costs the
+ * lines printed after it, not the checkpoint. Call it before dt_init. */
 void train_stop_install(const char *ckpt_dir);
 /* The stop requests of every rank, agreed: *sig the signal (0: none asked for a stop), the one of
  * highest precedence when ranks got different ones (SIGINT, SIGHUP, SIGTERM, SIGUSR1), also kept

@@ -41,6 +41,15 @@ static void on_stop_signal(int sig)
         return;
     }
     got[k] = 1;
+    /* From the first stop request on, a write to a pipe whose reader is gone fails (EPIPE) instead
+     * of ending the process by SIGPIPE: the signal that asks for the stop often ended the reader
+     * too (`dtrain train | tee log` and Ctrl-C, which the terminal sends to both), and the next
+     * line printed (the note below, a step's, the stop's) would kill the run before its checkpoint
+     * or its last record. Before the stop request, `| head` still ends the run as it always did. */
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ign, NULL);
     if (sig == SIGINT) {
         const ssize_t n = write(STDERR_FILENO, int_note, strlen(int_note));
         (void)n; /* nothing to do about a closed stderr */

@@ -3,7 +3,8 @@
 # checkpoint and exit code 75 (SIGINT and SIGHUP: the same stop, exit 130 and 129); --resume auto
 # continues from it, and the final parameters equal an uninterrupted run's bit for bit. A stop
 # asked for during a checkpoint's save stops after it, one before the first step (or before the
-# handlers, from the program's start) stops before training, and a second SIGINT ends at once. Damaged checkpoints are skipped for an older sound one; a
+# handlers, from the program's start) stops before training, and a second SIGINT ends at once; a
+# reader of the output that the signal ended too (| tee) costs no checkpoint. Damaged checkpoints are skipped for an older sound one; a
 # checkpoint of another model is refused. --metrics keeps the records up to the checkpoint's step and
 # appends, so the file of a requeued job holds every logged step once.
 here=$(dirname "$0"); source "$here/lib.sh"
@@ -257,6 +258,26 @@ else
     bad "the first run on ck-two never began its save of step 3"; cat "$tmp/log2"
 fi
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+# Ctrl-C at a terminal reaches the whole pipeline: `dtrain train 2>&1 | tee log` loses tee at once.
+# The stop still saves, logs its record and exits 130: the lines printed after the stop request
+# (here the stop's, after the 1 s save of step 3, by when the reader is gone) are lost, and used to
+# end the run by SIGPIPE (exit 141, the stop's record missing from --metrics). SIGINT and SIGPIPE
+# set back to their defaults, as a terminal's shell has them (python ignores SIGPIPE).
+mkfifo "$tmp/pipe"
+cat "$tmp/pipe" >/dev/null &
+reader=$!
+DTRAIN_TEST_SLOW_CKPT=1 DTRAIN_FAULT=int:0:3 python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL); signal.signal(signal.SIGPIPE, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' "$DTRAIN" train $quick \
+    --checkpoint-dir "$tmp/ck-pipe" --metrics "$tmp/m-pipe.jsonl" >"$tmp/pipe" 2>&1 &
+pid=$!
+in_save "$tmp/ck-pipe" $pid && kill -9 $reader
+wait $pid
+rc=$?
+wait $reader 2>/dev/null
+[ $rc -eq 130 ] && [ "$(ls "$tmp/ck-pipe" | tr '\n' ' ')" = "ckpt-0000000003.dtc " ] &&
+    [ "$(metrics_steps "$tmp/m-pipe.jsonl")" = "3 " ] &&
+    ok "Ctrl-C to dtrain | tee: saved, its record kept, exit 130 though the reader went" ||
+    bad "Ctrl-C to dtrain | tee: exit $rc, files $(ls "$tmp/ck-pipe" | tr '\n' ' '), records $(metrics_steps "$tmp/m-pipe.jsonl")"
 # Ctrl-C twice: the first says the run stops after this step and that a second ends it at once; the
 # second, during the save, ends the process by SIGINT there and then (the next run removes the
 # temporary file). SIGINT set back to its default first: a background job of a script ignores it,
