@@ -71,6 +71,11 @@ void train_stop_install(const char *ckpt_dir)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
+    /* A stop is only noted here and taken at a step's end, so the call the signal lands in must go
+     * on: without SA_RESTART a write blocked on a full pipe (`| less`, a slow `| tee`), a read of
+     * a FIFO or a network file fails with EINTR, and stdio, zlib and libpng take that for an I/O
+     * error (standard output reported lost, a data file called unreadable). */
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     for (int k = 0; k < NSTOP; k++) sigaddset(&sa.sa_mask, stop_sigs[k]);
     for (int k = 0; k < NSTOP; k++) {

@@ -4,7 +4,8 @@
 # continues from it, and the final parameters equal an uninterrupted run's bit for bit. A stop
 # asked for during a checkpoint's save stops after it, one before the first step (or before the
 # handlers, from the program's start) stops before training, and a second SIGINT ends at once; a
-# reader of the output that the signal ended too (| tee) costs no checkpoint. Damaged checkpoints are skipped for an older sound one; a
+# reader of the output that the signal ended too (| tee) costs no checkpoint, and one landing
+# while a write waits on a full pipe loses no line. Damaged checkpoints are skipped for an older sound one; a
 # checkpoint of another model is refused. --metrics keeps the records up to the checkpoint's step and
 # appends, so the file of a requeued job holds every logged step once.
 here=$(dirname "$0"); source "$here/lib.sh"
@@ -278,6 +279,33 @@ wait $reader 2>/dev/null
     [ "$(metrics_steps "$tmp/m-pipe.jsonl")" = "3 " ] &&
     ok "Ctrl-C to dtrain | tee: saved, its record kept, exit 130 though the reader went" ||
     bad "Ctrl-C to dtrain | tee: exit $rc, files $(ls "$tmp/ck-pipe" | tr '\n' ' '), records $(metrics_steps "$tmp/m-pipe.jsonl")"
+# A stop signal that lands while a write waits on a full pipe (`| less` paused, a slow reader): the
+# write goes on once the reader reads (SA_RESTART), so nothing is lost and nothing is reported; it
+# failed with EINTR, which stdio took for an I/O error ("writing standard output failed: part of
+# the output was lost") and a step's line was gone. The reader waits until the pipe is full, sends
+# SIGUSR1, reads on half a second later.
+rm -f "$tmp/pipe"; mkfifo "$tmp/pipe"
+"$DTRAIN" train --model fc:8,relu,fc:10 --input 8 --batch 2 --steps 100000 --log-every 1 \
+    --checkpoint-dir "$tmp/ck-full" >"$tmp/pipe" 2>"$tmp/err-full" &
+pid=$!
+python3 -c 'import fcntl, os, struct, sys, termios, time
+fd, n, end = os.open(sys.argv[1], os.O_RDONLY), 0, time.time() + 20
+while n <= 65536 - 4096 and time.time() < end:
+    n = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+    time.sleep(0.05)
+time.sleep(0.2)
+os.kill(int(sys.argv[2]), 10)
+time.sleep(0.5)
+with open(sys.argv[3], "wb") as f:
+    while (b := os.read(fd, 65536)):
+        f.write(b)' "$tmp/pipe" $pid "$tmp/out-full"
+wait $pid
+rc=$?
+stop_step=$(sed -n 's/^stopping after step \([0-9]*\) on a signal (SIGUSR1).*/\1/p' "$tmp/out-full")
+steps_logged=$(grep -c '^step ' "$tmp/out-full")
+[ $rc -eq 75 ] && [ -n "$stop_step" ] && [ "$steps_logged" -eq "$stop_step" ] && ! grep -q "error" "$tmp/err-full" &&
+    ok "a stop signal during a write to a full pipe: the write goes on, all $steps_logged steps' lines kept, exit 75" ||
+    { bad "a stop signal during a write to a full pipe: exit $rc, stop at step '$stop_step', $steps_logged step lines"; cat "$tmp/err-full"; }
 # Ctrl-C twice: the first says the run stops after this step and that a second ends it at once; the
 # second, during the save, ends the process by SIGINT there and then (the next run removes the
 # temporary file). SIGINT set back to its default first: a background job of a script ignores it,
