@@ -345,7 +345,8 @@ static int train_setup(train_run *r, const dt_placement *pl)
     if ((s = dt_optimizer_create(&t->optim, dt_model_num_params(r->m), &r->opt)))
         return setup_error(r, s, "while making the optimizer state");
     if ((rc = train_data_check_and_eval(t, r->m, r->read_threads, &r->data))) return rc;
-    train_record_make(t, r->world, r->data.train, &r->data.rec);
+    /* The BLAS threads on the CPU alone: a GPU run's GEMMs are cuBLAS's. */
+    train_record_make(t, r->world, r->data.train, pl->device == DT_DEVICE_CUDA ? 0 : pl->blas_threads, &r->data.rec);
     /* Placed from step 0 now, so the start line says the run's steps; again after a resume. Their
      * refusals (--epochs with --steps, an --lr-schedule that does not fit the steps) come from the
      * flags and the data's size, alike on every rank: said once and ended by every rank, as

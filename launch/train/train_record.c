@@ -14,7 +14,7 @@
 
 _Static_assert(sizeof(train_record) == 64, "the run record's layout is the file's: 64 bytes, no padding");
 
-void train_record_make(const train_opts *t, int world, const dt_dataset *train, train_record *out)
+void train_record_make(const train_opts *t, int world, const dt_dataset *train, int blas_threads, train_record *out)
 {
     memset(out, 0, sizeof *out);
     out->version = TRAIN_RECORD_VERSION;
@@ -27,6 +27,7 @@ void train_record_make(const train_opts *t, int world, const dt_dataset *train, 
     out->batch = (uint32_t)t->batch;
     out->accum = (uint32_t)t->accum_steps;
     out->drop_last = t->drop_last ? 1u : 0u;
+    out->blas_threads = blas_threads > 0 ? (uint32_t)blas_threads : 0u;
 }
 
 static const char *precision_name(uint32_t p)
@@ -118,6 +119,19 @@ dt_status train_record_check(const train_record *saved, const train_record *now,
                  "learning-rate schedule by optimizer steps%s",
                  was, saved->world, saved->world == 1 ? "" : "s", saved->batch, saved->accum, is, now->world,
                  now->batch, now->accum, keep);
+    /* OpenBLAS sums a GEMM in another order at another thread count (0.3.21 on Haswell: above about 64
+     * x 64 x 64 on), so a resume that is otherwise the same run no longer gives the uninterrupted
+     * run's bits. The default count follows the rank's cores, which a requeue onto another
+     * allocation, another launcher binding or --pin changes unseen: said, with the flag that keeps
+     * it. Another rank count or batch changes the sums anyway, and says so above. */
+    if (saved->blas_threads && now->blas_threads && saved->blas_threads != now->blas_threads &&
+        saved->world == now->world && saved->batch == now->batch && saved->accum == now->accum)
+        log_msg0(LOG_LEVEL_WARN,
+                 "--resume: the checkpoint's run gave OpenBLAS %u thread%s a rank, this one %u: its matrix products "
+                 "sum in another order, so the results from here can differ in their last bits from a run that kept "
+                 "%u (--blas-threads %u keeps them)",
+                 saved->blas_threads, saved->blas_threads == 1 ? "" : "s", now->blas_threads, saved->blas_threads,
+                 saved->blas_threads);
     return DT_OK;
 }
 

@@ -10,7 +10,7 @@ Usage: read_dtc.py CKPT.dtc PARAMS.bin [--bytes FILE SKIP] [NAME=VALUE ...]; exi
 thing that differs from the docs."""
 import math, re, struct, sys, zlib
 
-RUN = "version shuffle seed samples synthetic precision world batch accum drop_last".split()
+RUN = "version shuffle seed samples synthetic precision world batch accum drop_last blas_threads".split()
 
 
 def fail(msg):
@@ -66,8 +66,8 @@ def read(path):
         if len(d) != 24 + 8 * ch: fail("data: %d bytes for %d channels" % (len(d), ch))
         f["data.mean"], f["data.std"] = floats(d[24:24 + 4 * ch]), floats(d[24 + 4 * ch:])
     if "dtrain.run" in sec:
-        r = struct.unpack("<IIQQIIIIIIQQ", sec["dtrain.run"])
-        if r[0] != 1 or r[10:] != (0, 0): fail("dtrain.run version or reserved")
+        r = struct.unpack("<IIQQIIIIIIIIQ", sec["dtrain.run"])
+        if r[0] != 1 or r[11:] != (0, 0): fail("dtrain.run version or reserved")
         f.update(("run." + k, v) for k, v in zip(RUN, r))
     return f, sec
 

@@ -133,10 +133,10 @@ python3 "$here/make_idx.py" idx 400 100 10 60
 # A checkpoint as docs/checkpoint-format.md describes it, read by read_dtc.py without dtrain's code:
 # every CRC and size, and the sections of a 2-rank fp16 AdamW run on bytes (--normalize standard).
 "$MPIRUN" -np 2 "$DTRAIN" train --data idx --model fc:10 --steps 3 --batch 16 --loader-threads 0 --precision fp16 \
-    --optim adamw --checkpoint-dir fck --dump-params fck.bin >train.out 2>&1 || { bad "the fp16 run failed"; cat train.out; }
+    --optim adamw --blas-threads 3 --checkpoint-dir fck --dump-params fck.bin >train.out 2>&1 || { bad "the fp16 run failed"; cat train.out; }
 python3 "$here/read_dtc.py" fck/ckpt-0000000003.dtc fck.bin --bytes idx/train-images-idx3-ubyte 16 step=3 world=2 \
     nparams=650 optim_kind=1 window=3 data.epoch=0 data.offset=96 data.normalize=2 data.channels=1 run.precision=1 \
-    run.samples=400 run.synthetic=0 run.world=2 run.batch=16 && ok "the checkpoint reads as its docs say" ||
+    run.samples=400 run.synthetic=0 run.world=2 run.batch=16 run.blas_threads=3 && ok "the checkpoint reads as its docs say" ||
     bad "the checkpoint differs from docs/checkpoint-format.md (above)"
 "$DTRAIN" train --data idx --steps 3 --batch 16 --loader-threads 0 --checkpoint-dir eck >train.out 2>&1 ||
     { bad "the run to evaluate failed"; cat train.out; }

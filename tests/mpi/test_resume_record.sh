@@ -73,11 +73,20 @@ grep -qF "had a global batch of 20 samples a step (1 rank x --batch 20 x --accum
 fresh
 expect 0 "was written by 1 rank, resuming on 2: each rank reads another share of the data" \
     timeout 120 "$MPIRUN" -np 2 "$DTRAIN" train $D --steps 7 --batch 10 --checkpoint-dir "$tmp/ck" --resume auto
-grep -qE "samples a step|global batch" "$tmp/out" && { bad "the same global batch said as changed"; cat "$tmp/out"; } ||
-    ok "the same global batch over 2 ranks: no batch line"
+grep -qE "samples a step|global batch|OpenBLAS" "$tmp/out" && { bad "the same global batch said as changed"; cat "$tmp/out"; } ||
+    ok "the same global batch over 2 ranks: no batch line, none of the BLAS threads (the rank count changes the sums)"
 expect 0 "" dt train $D --steps 9 --batch 10 --accum-steps 2 --checkpoint-dir "$tmp/ck" --resume auto
 grep -q -- "--resume:" "$tmp/out" && { bad "the same global batch in 2 micro-steps said"; cat "$tmp/out"; } ||
     ok "the same global batch in --accum-steps 2: no batch line"
+# Another OpenBLAS thread count (by default the rank's cores: another allocation or binding changes
+# it unseen) at the same ranks and batch goes on, said with the flag that keeps the bits: OpenBLAS
+# sums a GEMM in another order at another count. The same count says nothing (above).
+fresh --blas-threads 1
+expect 0 "--resume: the checkpoint's run gave OpenBLAS 1 thread a rank, this one 2: its matrix products sum in another order, so the results from here can differ in their last bits from a run that kept 1 (--blas-threads 1 keeps them)" \
+    dt train $D --steps 7 --checkpoint-dir "$tmp/ck" --resume auto --blas-threads 2
+expect 0 "" dt train $D --steps 9 --checkpoint-dir "$tmp/ck" --resume auto --blas-threads 2
+grep -q -- "--resume:" "$tmp/out" && { bad "the same BLAS threads said as changed"; cat "$tmp/out"; } ||
+    ok "resumed again at 2 BLAS threads (the step-7 checkpoint's): nothing said"
 # bf16 to fp16: the scaler's fresh start said once, with why (no second line of the precision).
 fresh --precision bf16
 expect 0 "holds no loss-scaler state (it was saved without one: a run in bf16 or fp32 has none): the loss scale starts from its initial value" \
