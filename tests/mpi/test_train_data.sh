@@ -199,6 +199,21 @@ for lt in 0 3; do
 done
 cmp -s "$tmp/aug0.bin" "$tmp/aug3.bin" && ok "--augment crop:2,flip: the same parameters with 0 and 3 loader threads" ||
     bad "augmentation depends on the loader thread count"
+# And through stops: stopped after step 4 and after step 9 (61 images: 8 steps of 8 an epoch, so one stop
+# mid-epoch 0, one mid-epoch 1), resumed each time at another loader thread count, the augmented run
+# ends on the uninterrupted run's bits: the crops and flips of the resumed epochs are redrawn alike.
+rm -rf "$tmp/ckaug"
+aug="--data $tmp/imgs --input 3x8x8 --batch 8 --steps 12 --augment crop:2,flip --bad-samples skip --checkpoint-dir $tmp/ckaug"
+for leg in 3:4 0:9; do
+    DTRAIN_FAULT=usr1:0:${leg#*:} timeout 240 "$MPIRUN" -np 1 -x DTRAIN_FAULT "$DTRAIN" train $aug --resume auto \
+        --loader-threads ${leg%:*} >"$tmp/out" 2>&1
+    [ $? -eq 75 ] || { bad "the augmented run did not stop at step ${leg#*:}"; cat "$tmp/out"; }
+done
+run 1 train $aug --resume auto --loader-threads 2 --dump-params "$tmp/augr.bin" >"$tmp/out" 2>&1 ||
+    { bad "the augmented run's last resume"; cat "$tmp/out"; }
+grep -q "resumed from .*ckpt-0000000009.dtc at step 9" "$tmp/out" && cmp -s "$tmp/augr.bin" "$tmp/aug0.bin" &&
+    ok "--augment crop:2,flip stopped at 4 and 9, resumed at 0 and 2 loader threads == uninterrupted" ||
+    { bad "the augmented run stopped twice and resumed differs from the uninterrupted one"; cat "$tmp/out"; }
 
 # --- Refusals, each naming the value and the fix.
 python3 "$here/make_idx.py" "$tmp/k12" 200 50 12 60
