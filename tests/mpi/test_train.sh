@@ -21,6 +21,18 @@ for model in mlp cnn; do
     done
 done
 
+# The same with AdamW, clipping that binds (the global batch's gradient norm is near 1), accumulation
+# and ZeRO-1, on a conv model: 2 ranks x 4 x 2 micro-batches == 1 rank x 8 x 2 (mpi.torch_parity,
+# which also checks AdamW at 2 ranks, skips without torch).
+common="--model conv:4:3:1:1,relu,pool:2,fc:16,relu,fc:10 --input 1x12x12 --steps 12 --optim adamw --lr 0.01
+        --weight-decay 0.01 --clip-grad-norm 0.05 --accum-steps 2 --seed 1 --log-every 12"
+if train 1 $common --batch 8 --dump-params "$tmp/aw.1" && train 2 $common --batch 4 --zero 1 --dump-params "$tmp/aw.2"; then
+    out=$("$CMP" "$tmp/aw.2" "$tmp/aw.1" 1e-5) && ok "conv adamw, clipped, accum 2: 2 ranks x 4 --zero 1 == 1 rank x 8: $out" ||
+        bad "conv adamw, clipped, accum 2: 2 ranks x 4 --zero 1 != 1 rank x 8: $out"
+else
+    bad "the adamw equivalence runs failed"
+fi
+
 # --- Relu layers run inside their neighbours (--fused-relu 1, the default) or on their own: the
 # same parameters bit for bit on the CPU, for the cnn (relus before pools and an fc) in bf16 too.
 for prec in fp32 bf16; do
