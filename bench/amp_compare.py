@@ -36,12 +36,17 @@ def parse_steps(text):
     steps = dict(DEFAULT_STEPS)
     if not text:
         return steps
+    # At least 20 steps, in either form: the rates come from the logged intervals after the first
+    # (warm-up) one, at a log every steps/10, so fewer leave intervals of one or two steps.
+    usage = f"amp_compare: error: --steps '{text}': use N or mlp=N,cnn=M with N >= 20"
     if text.isdigit():
+        if int(text) < 20:
+            sys.exit(usage)
         return {m: int(text) for m in steps}
     for part in text.split(","):
         name, _, n = part.partition("=")
         if name not in steps or not n.isdigit() or int(n) < 20:
-            sys.exit(f"amp_compare: error: --steps '{text}': use N or mlp=N,cnn=M with N >= 20")
+            sys.exit(usage)
         steps[name] = int(n)
     return steps
 

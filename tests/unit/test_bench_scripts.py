@@ -161,6 +161,19 @@ def main():
             print(f"FAIL: amp_compare --ranks 0: exit {run.returncode}, stdout {run.stdout[:300]!r}, "
                   f"stderr {run.stderr[-300:]!r}")
 
+        # --steps needs N >= 20 in both its forms (the rates skip the first logged interval).
+        for bad in ("5", "mlp=5"):
+            try:
+                amp.parse_steps(bad)
+                fails += 1
+                print(f"FAIL: amp_compare --steps {bad} taken")
+            except SystemExit as e:
+                if "N >= 20" in str(e):
+                    print(f"ok: amp_compare refuses --steps {bad}")
+                else:
+                    fails += 1
+                    print(f"FAIL: amp_compare --steps {bad}: {e}")
+
         ddp = load("ddp_compare")
         res = ddp.run_dtrain("dtrain", "mlp", 1, 20, 2, 60, False)
         check("ddp_compare samples/s: total samples over total time", res["samples_per_s"], WANT_SPS)
