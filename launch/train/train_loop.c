@@ -286,6 +286,7 @@ train_end train_loop(train_run *r, int *rc)
         train_stop_report(r, r->first_step, 1);
         return TRAIN_END_STOPPED;
     }
+    train_stop_training_begins();
     for (long step = r->first_step; step < t->steps; step++) {
         fault_maybe(&r->flt, r->rank, step + 1, r->m);
         dt_trace_step(r->ctx, step + 1); /* a no-op without --trace */

@@ -85,6 +85,10 @@ int train_shared_error(const train_run *r, const char *fmt, ...) __attribute__((
  * SIGPIPE to be ignored: a reader of the output that the same signal ended (`| tee`) costs the
  * lines printed after it, not the checkpoint. Call it before dt_init. */
 void train_stop_install(const char *ckpt_dir);
+/* From here on a first SIGINT's note says the run stops after the step in progress; before (the
+ * set-up), that it stops before the first step with nothing saved. Called once the set-up's own
+ * stop check has passed, just before the first step. */
+void train_stop_training_begins(void);
 /* The stop requests of every rank, agreed: *sig the signal (0: none asked for a stop), the one of
  * highest precedence when ranks got different ones (SIGINT, SIGHUP, SIGTERM, SIGUSR1), also kept
  * in r->stop_sig with r->stop_own; and with them whether this rank failed to make the next step's

@@ -23,8 +23,13 @@ enum { NSTOP = sizeof stop_sigs / sizeof *stop_sigs };
 
 /* One flag per signal, each written only by its own handler: no read-modify-write to race. */
 static volatile sig_atomic_t got[NSTOP];
-/* What the first SIGINT says at once (a step may take long), written before the handler can run. */
+/* What the first SIGINT says at once (a step may take long), written before the handler can run:
+ * during the set-up (the data's scan, a resume: minutes at times) nothing is trained or saved, so
+ * that note says so instead of promising a checkpoint. */
 static char int_note[600];
+static const char int_note_setup[] = "dtrain: SIGINT: stopping before the first step, once the set-up in progress "
+                                     "ends (nothing is trained or saved); Ctrl-C again ends at once\n";
+static volatile sig_atomic_t training;
 
 static void on_stop_signal(int sig)
 {
@@ -51,7 +56,8 @@ static void on_stop_signal(int sig)
     ign.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &ign, NULL);
     if (sig == SIGINT) {
-        const ssize_t n = write(STDERR_FILENO, int_note, strlen(int_note));
+        const char *note = training ? int_note : int_note_setup;
+        const ssize_t n = write(STDERR_FILENO, note, strlen(note));
         (void)n; /* nothing to do about a closed stderr */
     }
 }
@@ -91,6 +97,8 @@ void train_stop_install(const char *ckpt_dir)
      * handler now. */
     cli_signals_unblock();
 }
+
+void train_stop_training_begins(void) { training = 1; }
 
 dt_status train_stop_agree(train_run *r, int batch_failed, int *sig, int *batch_failures)
 {

@@ -218,6 +218,13 @@ expect 75 "stopping before step 1 on a signal (SIGTERM, on another rank): no ste
     env DTRAIN_FAULT=term:1:0 timeout -s KILL 60 "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" train $common --checkpoint-dir "$tmp/ck-pre"
 ! grep -q "^step " "$tmp/out" && [ -z "$(ls "$tmp/ck-pre")" ] && ok "no step trained, no file written" ||
     { bad "the stop before step 1 trained or wrote: $(ls "$tmp/ck-pre" | tr '\n' ' ')"; cat "$tmp/out"; }
+# A Ctrl-C during the set-up says at once that the run stops before its first step with nothing
+# saved (it promised a checkpoint "after this step").
+expect 130 "dtrain: SIGINT: stopping before the first step, once the set-up in progress ends (nothing is trained or saved)" \
+    env DTRAIN_FAULT=int:0:0 timeout -s KILL 60 "$DTRAIN" train --model fc:8,relu,fc:10 --input 8 --steps 3 --batch 2 \
+    --checkpoint-dir "$tmp/ck-int-pre"
+! grep -q "stopping after this step" "$tmp/out" && [ -z "$(ls "$tmp/ck-int-pre")" ] &&
+    ok "Ctrl-C in the set-up: no checkpoint promised, none written" || { bad "Ctrl-C in the set-up"; cat "$tmp/out"; }
 # A SIGTERM that came before the handlers (here: pending when the program starts, as one during a
 # CUDA build's 50+ ms of library constructors is) is kept for them: train stops before step 1;
 # any other command dies of it as before.
