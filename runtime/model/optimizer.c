@@ -9,6 +9,7 @@
 #include "base/mem_limit.h"
 #include "base/status.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,7 +21,7 @@ struct dt_optimizer {
     dt_optim_config cfg;
     size_t n;
     float *s1, *s2; /* SGD: momentum; AdamW: m and v */
-    int t;          /* steps taken */
+    int t;          /* steps taken, up to INT_MAX (optimizer_count_step) */
     /* For a model on a backend without host memory the state lives there (made from s1/s2 at the
      * first step, on backend be); s1/s2 are then not kept up to date. */
     backend *be;
@@ -37,6 +38,14 @@ struct dt_optimizer {
 };
 
 static dt_status optimizer_step_shard(dt_model *m, dt_optimizer *o);
+
+/* The step counter stops at INT_MAX (a checkpoint keeps it as an int32) instead of wrapping
+ * negative, which made AdamW's bias correction NaN and the next checkpoint a file every resume
+ * refuses (optim_t < 0). Stopping there is exact: SGD reads only t == 1, and a float beta is at
+ * most 1 - 2^-24, whose power at 2^31 - 1 is below e^-128, so 1 - beta^t is 1 in double for any
+ * t from there on. */
+static int next_t(int t) { return t < INT_MAX ? t + 1 : INT_MAX; }
+static void optimizer_count_step(dt_optimizer *o) { o->t = next_t(o->t); }
 static dt_status step_slice(backend *be, const dt_optimizer *o, size_t at, float *p, const optim_grads *g, size_t cnt,
                             dt_dtype copy_t, uint16_t *copy);
 
@@ -186,7 +195,7 @@ dt_status dt_optimizer_step(dt_optimizer *o, float *params, const float *grads)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "dt_optimizer_step: this optimizer's state is sharded across ranks (--zero 1) and "
                                 "holds only this rank's slices: step it through dt_model_optimizer_step");
-    o->t++;
+    optimizer_count_step(o);
     const optim_grads g = {grads, DT_F32, 1.0f, 1.0f, NULL, NULL};
     return step_on(backend_cpu(), o, o->s1, o->s2, 0, params, &g, o->n);
 }
@@ -259,7 +268,7 @@ dt_status optimizer_layers_begin(dt_model *m, dt_optimizer *o)
     /* The 16-bit copy stays current: each layer's step writes its part with its parameters (a
      * failed step marks it stale, dt_model_train_step). Marking it stale here made the forward
      * before the steps cast every parameter again, each step. */
-    o->t++;
+    optimizer_count_step(o);
     return DT_OK;
 }
 
@@ -292,11 +301,11 @@ dt_status dt_model_optimizer_step(dt_model *m, dt_optimizer *o)
         free(o->f1); /* a checkpoint's full-size view is stale from now on */
         free(o->f2);
         o->f1 = o->f2 = NULL;
-        o->t++;
+        optimizer_count_step(o);
         return optimizer_step_shard(m, o);
     }
     if (!be->ops->host_memory && (gs = state_to_device(o, be))) return gs;
-    o->t++;
+    optimizer_count_step(o);
     /* One pass: the gradients as they are kept with their pending factors, the 16-bit copy
      * written as the parameters are. */
     const optim_grads g = model_optim_grads(m);
@@ -334,7 +343,7 @@ void optimizer_baked(const dt_model *m, const dt_optimizer *o, optim_baked *out)
 optim_consts optimizer_live_next(const dt_optimizer *o)
 {
     const dt_optim_config *c = &o->cfg;
-    const int t = o->t + 1;
+    const int t = next_t(o->t);
     return c->kind == DT_OPTIM_SGD ? optim_consts_sgd(c->lr, t == 1)
                                    : optim_consts_adamw(c->lr, c->beta1, c->beta2, c->weight_decay, t);
 }
@@ -348,7 +357,7 @@ dt_status optimizer_queue_whole(dt_model *m, dt_optimizer *o, const optim_grads 
 void optimizer_graph_stepped(dt_model *m, dt_optimizer *o)
 {
     model_params_changed(m);
-    o->t++;
+    optimizer_count_step(o);
     if (m->p16) m->p16_current = 1; /* the graph's step wrote the copy whole */
 }
 

@@ -3,11 +3,15 @@
  * error, not a SIGXFSZ death; weights-only save and load; another optimizer's file refused; a
  * scaler without usable state restarted; the data block (position and normalization) as saved and
  * its crafted figures refused; and the round-trip property of ckpt_roundtrip.h (the fuzz
- * harness's) over seeded random states. The fixture is ckpt_v3_fixture.h's.
+ * harness's) over seeded random states; an optimizer past 2^31 - 1 steps stepping and saving as
+ * before. The fixture is ckpt_v3_fixture.h's.
  */
 #include "ckpt_roundtrip.h"
 #include "ckpt_v3_fixture.h"
 #include "tmp_dir.h"
+#include "runtime/model/model.h"
+
+#include <limits.h>
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -118,6 +122,46 @@ static void test_other_optimizer(void **state)
     dt_optimizer_free(sgd);
 }
 
+/* A run past 2^31 - 1 optimizer steps (--steps goes to 2^40), or resumed from a checkpoint there:
+ * the step counter wrapped negative, AdamW's bias correction made every parameter NaN, and the
+ * next checkpoint held optim_t < 0, which every resume skips as damaged. The counter now stops at
+ * INT_MAX, and the steps from there are bit for bit those at 2^30, where the correction is 1
+ * already; the file saved there loads. */
+static void test_step_counter_limit(void **state)
+{
+    fixture *f = *state;
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    oc.kind = DT_OPTIM_ADAMW;
+    oc.beta2 = 0.99999994f; /* the largest float below 1: the slowest correction there is */
+    dt_optimizer *late, *ref;
+    assert_int_equal(dt_optimizer_create(&oc, 9, &late), DT_OK);
+    assert_int_equal(dt_optimizer_create(&oc, 9, &ref), DT_OK);
+    optimizer_set_t(late, INT_MAX - 1);
+    optimizer_set_t(ref, 1 << 30);
+    float p_ref[9], g[9];
+    memcpy(p_ref, f->before, sizeof p_ref);
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < 9; i++) g[i] = 0.05f * (float)(i - 4 + step);
+        assert_int_equal(dt_optimizer_step(late, dt_model_params(f->m), g), DT_OK);
+        assert_int_equal(dt_optimizer_step(ref, p_ref, g), DT_OK);
+        assert_memory_equal(dt_model_params(f->m), p_ref, sizeof p_ref);
+    }
+    assert_int_equal(optimizer_state(late).t, INT_MAX);
+    char ldir[128];
+    snprintf(ldir, sizeof ldir, "%s/late", f->dir);
+    assert_int_equal(dt_checkpoint_save(NULL, ldir, f->m, late, NULL, NULL, 3000000000L), DT_OK);
+    optimizer_set_t(late, 0);
+    long step = -1;
+    assert_int_equal(dt_checkpoint_load_latest(NULL, ldir, f->m, late, NULL, NULL, &step), DT_OK);
+    assert_true(step == 3000000000L);
+    assert_int_equal(optimizer_state(late).t, INT_MAX);
+    assert_memory_equal(dt_model_params(f->m), p_ref, sizeof p_ref);
+    memcpy(dt_model_params(f->m), f->before, sizeof f->before);
+    dt_optimizer_free(late);
+    dt_optimizer_free(ref);
+}
+
 /* Version 3's data block: the data position and the normalization come back as saved; a block
  * whose figures are crafted is refused, and one of other data (channels) is another dataset's. */
 static void test_data_block(void **state)
@@ -214,6 +258,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_other_optimizer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scaler_restarts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_data_block, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_step_counter_limit, setup, teardown),
         cmocka_unit_test(test_roundtrip_property),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
