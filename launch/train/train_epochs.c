@@ -137,9 +137,9 @@ int train_epochs_place(train_run *r)
                t->epochs, t->steps, t->steps - from, now);
         /* Said where it changes a rate: a constant schedule with no warmup has none to move. */
         if (placed && (sc->kind == LR_COSINE || sc->kind == LR_LINEAR || t->warmup_steps))
-            printf("lr schedule: the checkpoint's data position is its step %.6g of %ld at this global batch of %d "
+            printf("lr schedule: the checkpoint's data position is its step %.6g of %ld at this global batch of %ld "
                    "(its rate goes on from there)\n",
-                   sc->place_at, sc->place_total, r->world * t->batch * t->accum_steps);
+                   sc->place_at, sc->place_total, (long)r->world * t->batch * t->accum_steps);
     }
     return EXIT_OK;
 }

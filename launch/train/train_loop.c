@@ -394,7 +394,7 @@ train_end train_loop(train_run *r, int *rc)
             long ep = 0, off = 0;
             dt_dataset_position(r->data.train, (step + 1) * t->accum_steps, r->world, t->batch, &ep, &off);
             progress_step(&r->prog, step + 1, (double)ep + (double)off / (double)dt_dataset_size(r->data.train),
-                          loss / (double)(t->batch * t->accum_steps), clock_now_s());
+                          loss / ((double)t->batch * t->accum_steps), clock_now_s());
         }
     }
     /* The last lines take the progress line's place: what stays on the screen is the step lines. */

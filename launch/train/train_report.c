@@ -66,9 +66,9 @@ void train_report_start(const train_run *r)
     else
         snprintf(optim_txt, sizeof optim_txt, "adamw lr %g betas (%g, %g) eps %g", (double)t->optim.lr,
                  (double)t->optim.beta1, (double)t->optim.beta2, (double)t->optim.eps);
-    printf("dtrain train: model %s, %d rank%s x batch %d%s = %d per step, %ld step%s%s, %s weight decay %g, seed %ld\n"
+    printf("dtrain train: model %s, %d rank%s x batch %d%s = %ld per step, %ld step%s%s, %s weight decay %g, seed %ld\n"
            "gradients: %d bucket%s (cap %g MiB%s, first %g MiB), %s, %s on the wire\n%s",
-           t->model, world, cli_s(world), t->batch, accum_txt, world * t->batch * t->accum_steps, t->steps,
+           t->model, world, cli_s(world), t->batch, accum_txt, (long)world * t->batch * t->accum_steps, t->steps,
            cli_s(t->steps), epochs_txt, optim_txt, (double)t->optim.weight_decay, t->seed, nbuckets, cli_s(nbuckets),
            t->sync.bucket_mb, t->bucket_auto && world > 1 ? " until --bucket-mb auto chooses" : "",
            t->sync.first_bucket_mb,

@@ -3,9 +3,9 @@
 # order that is not the one the saved position counts in (another --seed, --shuffle or training set
 # mid-epoch, another --seed for the synthetic data) is refused before a step, naming both values and
 # the fix, where it would repeat some samples of the epoch and skip others; at an epoch's start a
-# new seed goes on, said; a changed precision or global batch goes on, said; --steps below the
-# checkpoint's step is refused rather than reported as a negative count, and --steps or --epochs
-# already reached says so and how to train further.
+# new seed goes on, said; a changed precision or global batch goes on, said (one past 2^31 samples
+# too); --steps below the checkpoint's step is refused rather than reported as a negative count,
+# and --steps or --epochs already reached says so and how to train further.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1
 MPIRUN=$2
@@ -103,6 +103,13 @@ expect 2 "--steps 3: the checkpoint in $tmp/ck is of step 5, past it, so there i
 # At it: nothing to train, said plainly with how to go on (not a rate of 0 samples/s).
 expect 0 "done: nothing to train: the run had already reached --steps 5 (its checkpoint in $tmp/ck is of step 5); give --steps 6 or more to train further" \
     dt train $D --steps 5 --checkpoint-dir "$tmp/ck" --resume auto
+# A global batch past 2^31 samples (--batch 32768 x --accum-steps 65536) is said as it is in the
+# start line, which used to wrap it negative in an int.
+G="--model fc:2 --input 1 --dataset-size 32768 --batch 32768 --device cpu"
+rm -rf "$tmp/ck"
+dt train $G --steps 1 --checkpoint-dir "$tmp/ck" >/dev/null 2>&1
+expect 0 "1 rank x batch 32768 x 65536 accumulated = 2147483648 per step" \
+    dt train $G --accum-steps 65536 --steps 1 --checkpoint-dir "$tmp/ck" --resume auto
 rm -rf "$tmp/ck"
 dt train $D --epochs 1 --checkpoint-dir "$tmp/ck" >/dev/null 2>&1
 expect 0 "done: nothing to train: the run had already reached --epochs 1 (its checkpoint in $tmp/ck is of step 20); give --epochs 2 or more to train further" \
