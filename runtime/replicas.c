@@ -11,6 +11,7 @@
 #include "base/hash.h"
 #include "base/status.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +158,14 @@ dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint6
                                 "dt_buffer_checksum: memory kind %d must be DT_MEMORY_HOST or "
                                 "DT_MEMORY_DEVICE",
                                 (int)mem);
+    /* As dt_check_replicas: no buffer holds more than PTRDIFF_MAX bytes, and the hash would read
+     * past this one. */
+    if (bytes > (size_t)PTRDIFF_MAX || (uintptr_t)buf + bytes < (uintptr_t)buf)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "dt_buffer_checksum: bytes %zu is more than the buffer at %p can hold (at most "
+                                "PTRDIFF_MAX): pass its size in bytes (a negative size converted to size_t looks "
+                                "like this)",
+                                bytes, buf);
     if (bytes && backend_is_device_ptr(buf) != (mem == DT_MEMORY_DEVICE))
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "dt_buffer_checksum: the buffer %p is %s memory but was given as %s", buf,

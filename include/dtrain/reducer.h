@@ -104,7 +104,8 @@ typedef struct dt_reducer dt_reducer;
  * peers: it fails alone, and they wait for it until the deadline. The reducer's own communicator
  * (a duplicate of the world's, for its engine) is made under the deadline too.
  *
- * @return DT_OK; DT_ERR_INVALID_ARG for a NULL ctx/grads/out, count 0, a bad dtype/wire/op/cap,
+ * @return DT_OK; DT_ERR_INVALID_ARG for a NULL ctx/grads/out, count 0 or past PTRDIFF_MAX bytes (a
+ *         negative count converted to size_t), a bad dtype/wire/op/cap,
  *         an overlap other than 0 or 1, a plan of more buckets than the reducer holds (raise
  *         bucket_mb),
  *         ranges that overlap, leave a gap or run past the buffer (naming the two ranges or the
@@ -228,15 +229,15 @@ DT_API dt_status dt_reducer_clip_grad_norm(dt_reducer *r, double max_norm, doubl
  * flushes the small ones to zero, which is what scaling prevents; keep fp32 master gradients, or
  * multiply by inv_scale where you widen them. Not collective: after a reduction every rank sees
  * the same values and gets the same answer.
- * @return DT_OK; DT_ERR_INVALID_ARG for a NULL buf with count > 0, a bad dtype or memory, an
- *         inv_scale that is not positive and finite, inv_scale != 1 on a 16-bit buffer;
+ * @return DT_OK; DT_ERR_INVALID_ARG for a NULL buf with count > 0, a count past PTRDIFF_MAX bytes,
+ *         a bad dtype or memory, an inv_scale that is not positive and finite, inv_scale != 1 on a 16-bit buffer;
  *         DT_ERR_DEVICE.
  */
 DT_API dt_status dt_buffer_unscale_check(void *buf, size_t count, dt_dtype t, dt_memory mem, float inv_scale,
                                          int *found_inf);
 /** buf[i] *= mul in place (16-bit values are widened, multiplied in fp32 and rounded once).
- *  DT_ERR_INVALID_ARG for a NULL buf with count > 0, a bad dtype or memory, a mul that is not
- *  finite; DT_ERR_DEVICE. */
+ *  DT_ERR_INVALID_ARG for a NULL buf with count > 0, a count past PTRDIFF_MAX bytes, a bad dtype
+ *  or memory, a mul that is not finite; DT_ERR_DEVICE. */
 DT_API dt_status dt_buffer_scale(void *buf, size_t count, dt_dtype t, dt_memory mem, float mul);
 /**
  * The L2 norm of buf[0..count), summed in double in a fixed order (the same values give the same
@@ -250,8 +251,8 @@ DT_API dt_status dt_buffer_scale(void *buf, size_t count, dt_dtype t, dt_memory 
  * then left unchanged on every rank. (A rank given across_ranks 1 and a NULL ctx has no way to
  * reach its peers: it fails alone, and they wait for it until the deadline.) inf or NaN when an
  * element is.
- * @return DT_OK; DT_ERR_INVALID_ARG for a NULL norm, a NULL buf with count > 0, a bad dtype or
- *         memory, an across_ranks other than 0 or 1 (a rank given another non-zero value still
+ * @return DT_OK; DT_ERR_INVALID_ARG for a NULL norm, a NULL buf with count > 0, a count past
+ *         PTRDIFF_MAX bytes, a bad dtype or memory, an across_ranks other than 0 or 1 (a rank given another non-zero value still
  *         joins the sum, as a rank with a bad argument does); DT_ERR_DEVICE; DT_ERR_MPI; across
  *         ranks also the code of another rank whose own part failed (above).
  */
@@ -260,7 +261,7 @@ DT_API dt_status dt_buffer_norm(dt_ctx *ctx, const void *buf, size_t count, dt_d
 /** A 64-bit checksum of `bytes` bytes of buf (the hash dt_check_replicas compares; not
  *  cryptographic): equal bytes give equal sums on every rank and machine. Device memory is copied
  *  to the host for it after a device synchronization, as for the other buffer utilities.
- *  DT_ERR_INVALID_ARG for a NULL buf with bytes > 0 or a bad memory;
+ *  DT_ERR_INVALID_ARG for a NULL buf with bytes > 0, bytes past PTRDIFF_MAX or a bad memory;
  *  DT_ERR_NOMEM; DT_ERR_DEVICE. */
 DT_API dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint64_t *sum);
 

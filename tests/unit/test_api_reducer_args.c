@@ -4,7 +4,9 @@
  * DT_MEMORY_DEVICE is named as host memory by every dt_buffer_* call before any device work (it
  * was the CUDA backend's failure, or the build's, that spoke), whether or not this build has CUDA;
  * flags outside 0 and 1 (dt_reducer_set_sync's sync, dt_buffer_norm's across_ranks) are refused
- * with the value and what is allowed. One process: a world of one.
+ * with the value and what is allowed; a count past PTRDIFF_MAX bytes (a negative one converted to
+ * size_t) is refused by each, where the buffer utilities ran off the buffer. One process: a world
+ * of one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -94,12 +96,37 @@ static int teardown(void **state)
     return dt_finalize(g_ctx) == DT_OK ? 0 : -1;
 }
 
+/* A count no buffer can hold: a negative count converted to size_t. The buffer utilities ran
+ * over memory past the buffer until they crashed; the reducer blamed its bucket caps. */
+static void test_count_past_ptrdiff_max(void **state)
+{
+    (void)state;
+    float buf[N] = {0};
+    int inf = -1;
+    double norm = -1;
+    uint64_t sum = 0;
+    const size_t neg = (size_t)-3, f16 = (size_t)PTRDIFF_MAX / 2 + 1;
+    const char *what = "than any buffer can hold (at most";
+    expect_invalid(dt_buffer_unscale_check(buf, neg, DT_F32, DT_MEMORY_HOST, 1.0f, &inf), what);
+    expect_invalid(dt_buffer_unscale_check(buf, f16, DT_F16, DT_MEMORY_HOST, 1.0f, &inf), what);
+    expect_invalid(dt_buffer_scale(buf, neg, DT_F32, DT_MEMORY_HOST, 0.5f), what);
+    expect_invalid(dt_buffer_scale(buf, neg, DT_F32, DT_MEMORY_HOST, 1.0f), what);
+    expect_invalid(dt_buffer_norm(NULL, buf, neg, DT_F32, DT_MEMORY_HOST, 0, &norm), what);
+    expect_invalid(dt_buffer_checksum(buf, neg, DT_MEMORY_HOST, &sum), "is more than the buffer at");
+    assert_int_equal(inf, -1);
+    assert_true(norm == -1 && sum == 0);
+    dt_reducer *r = NULL;
+    expect_invalid(dt_reducer_create(g_ctx, buf, neg, NULL, 0, NULL, &r), "dt_reducer_create: count");
+    assert_null(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reducer_defaults_null),
         cmocka_unit_test(test_host_given_as_device),
         cmocka_unit_test(test_flags_outside_0_1),
+        cmocka_unit_test(test_count_past_ptrdiff_max),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
