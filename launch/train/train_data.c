@@ -237,16 +237,21 @@ void train_data_describe(const train_opts *t, const train_data *d, int world, FI
 {
     int C, H, W;
     dt_dataset_shape(d->train, &C, &H, &W);
-    const long per = dt_dataset_steps_per_epoch(d->train, world, t->batch) / t->accum_steps;
-    char shape[64], fmt[32] = "";
+    const long batches = dt_dataset_steps_per_epoch(d->train, world, t->batch), per = batches / t->accum_steps;
+    char shape[64], fmt[32] = "", steps[96];
+    if (per > 0 || batches < 1)
+        snprintf(steps, sizeof steps, "%ld step%s per epoch", per, cli_s(per));
+    else /* "0 steps per epoch" would read as an empty epoch */
+        snprintf(steps, sizeof steps, "a step of %d batches is longer than an epoch (%ld batch%s)", t->accum_steps,
+                 batches, batches == 1 ? "" : "es");
     if (H == 1 && W == 1)
         snprintf(shape, sizeof shape, "%d feature%s", C, cli_s(C));
     else
         snprintf(shape, sizeof shape, "%dx%dx%d", C, H, W);
     if (t->data) snprintf(fmt, sizeof fmt, " (%s)", dt_dataset_format(d->train));
-    fprintf(out, "data: %s%s, %zu samples of %s, %d classes; %ld step%s per epoch (%s, %s)\n",
-            dt_dataset_source(d->train), fmt, dt_dataset_size(d->train), shape, dt_dataset_num_classes(d->train), per,
-            cli_s(per), t->shuffle ? "shuffled each epoch" : "file order",
+    fprintf(out, "data: %s%s, %zu samples of %s, %d classes; %s (%s, %s)\n", dt_dataset_source(d->train), fmt,
+            dt_dataset_size(d->train), shape, dt_dataset_num_classes(d->train), steps,
+            t->shuffle ? "shuffled each epoch" : "file order",
             t->drop_last ? "the last partial step dropped" : "the last step padded by wrapping");
     const float *mean, *std;
     const dt_normalize nz = dt_dataset_normalization(d->train, &mean, &std);

@@ -13,28 +13,39 @@
 
 #include <stdio.h>
 
+/* What --epochs and an epoch milestone cannot count in: an optimizer step longer than an epoch. */
+static int no_whole_step(const train_run *r, const char *what)
+{
+    const train_opts *t = &r->t;
+    cli_error("%s: an epoch of %zu samples has no whole optimizer step of %d rank%s x %d x --accum-steps %d: use "
+              "a smaller --batch or --accum-steps",
+              what, dt_dataset_size(r->data.train), r->world, cli_s(r->world), t->batch, t->accum_steps);
+    return EXIT_USAGE;
+}
+
 /* --epochs into steps, and the learning-rate schedule, once the data says the steps per epoch. */
 int train_steps_and_schedule(train_run *r)
 {
     train_opts *t = &r->t;
     /* Optimizer steps per epoch: each takes --accum-steps batches. */
-    const long steps_per_epoch = dt_dataset_steps_per_epoch(r->data.train, r->world, t->batch) / t->accum_steps;
+    const long data_steps = dt_dataset_steps_per_epoch(r->data.train, r->world, t->batch);
+    const long steps_per_epoch = data_steps / t->accum_steps;
     if (t->epochs) {
         if (t->steps_set) {
             cli_error("give --epochs or --steps, not both (--epochs %ld is %ld steps here)", t->epochs,
                       t->epochs * steps_per_epoch);
             return EXIT_USAGE;
         }
-        if (steps_per_epoch < 1) {
-            cli_error("an epoch of %zu samples has no whole optimizer step of %d rank%s x %d x --accum-steps %d: use "
-                      "a smaller --batch or --accum-steps",
-                      dt_dataset_size(r->data.train), r->world, cli_s(r->world), t->batch, t->accum_steps);
-            return EXIT_USAGE;
-        }
+        if (steps_per_epoch < 1) return no_whole_step(r, "--epochs");
         t->steps = t->epochs * steps_per_epoch;
     }
     char why[512];
     const char *spec = t->lr_schedule ? t->lr_schedule : "constant";
+    /* A known epoch shorter than a step: an epoch milestone is refused for that, not for an epoch
+     * length the data cannot say (the parser's reading of 0 steps per epoch). */
+    if (data_steps > 0 && steps_per_epoch < 1 && !lr_schedule_parse(spec, 1, &r->sched, why, sizeof why))
+        for (int i = 0; i < r->sched.n; i++)
+            if (r->sched.epoch[i]) return no_whole_step(r, "--lr-schedule's epoch milestones");
     if (lr_schedule_parse(spec, steps_per_epoch, &r->sched, why, sizeof why) ||
         lr_schedule_check(&r->sched, t->optim.lr, t->min_lr, t->warmup_steps, t->steps, why, sizeof why)) {
         cli_error("--lr-schedule %s: %s", spec, why);

@@ -134,6 +134,16 @@ expect 2 "give --epochs or --steps, not both (--epochs 1 is 4 steps here) (the s
     "$DTRAIN" train --dataset-size 32 --batch 4 --epochs 1 --steps 5
 [ "$(grep -c "not both" "$tmp/out")" = 1 ] && ! grep -q "MPI_ABORT was invoked" "$tmp/out" && ! grep -q "ranks) (rank" "$tmp/out" &&
     ok "--epochs with --steps at 2 ranks: one line, no abort" || bad "--epochs with --steps at 2 ranks: $(cat "$tmp/out")"
+# An optimizer step longer than an epoch (100 samples, 64 x --accum-steps 4): --epochs and epoch
+# milestones are refused for that (a milestone was refused as if the data could not say its epoch
+# length), and a --steps run's data line says so instead of "0 steps per epoch".
+long_step="--model fc:8,relu,fc:10 --input 8 --dataset-size 100 --batch 64 --accum-steps 4"
+expect 2 "--epochs: an epoch of 100 samples has no whole optimizer step of 1 rank x 64 x --accum-steps 4" \
+    "$DTRAIN" train $long_step --epochs 3
+expect 2 "--lr-schedule's epoch milestones: an epoch of 100 samples has no whole optimizer step of 1 rank x 64 x --accum-steps 4" \
+    "$DTRAIN" train $long_step --steps 4 --lr-schedule step:2e:0.5
+expect 0 "10 classes; a step of 4 batches is longer than an epoch (2 batches) (shuffled" "$DTRAIN" train $long_step --steps 2 \
+    --lr-schedule step:1:0.5
 "$DTRAIN" train --model fc:16,relu,fc:10 --input 16 --batch 4 --steps 1 --log-every 1 --bucket-mb 0 --loader-threads 1 \
     >"$tmp/out" 2>&1 || bad "a 1-step run failed: $(cat "$tmp/out")"
 if grep -qE '(^|[^0-9.])1 (ranks|steps|buckets|threads|intervals|log intervals|nodes)\b|\((s)\)' "$tmp/out"; then
