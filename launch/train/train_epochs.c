@@ -28,22 +28,26 @@ int train_steps_and_schedule(train_run *r)
 {
     train_opts *t = &r->t;
     /* Optimizer steps per epoch: each takes --accum-steps batches. */
-    const long data_steps = dt_dataset_steps_per_epoch(r->data.train, r->world, t->batch);
-    const long steps_per_epoch = data_steps / t->accum_steps;
+    const long batches = dt_dataset_steps_per_epoch(r->data.train, r->world, t->batch);
+    const long steps_per_epoch = batches / t->accum_steps;
     if (t->epochs) {
+        /* Batches run on across an epoch's end, so a step may take the last of one epoch and the first
+         * of the next: the run ends after the step under way where epoch N starts (train_epochs_place),
+         * ceil(N x batches / K) steps from step 0, which the warmup and the messages must count, not
+         * N x floor(batches / K). */
+        const long steps = (t->epochs * batches + t->accum_steps - 1) / t->accum_steps;
         if (t->steps_set) {
-            cli_error("give --epochs or --steps, not both (--epochs %ld is %ld steps here)", t->epochs,
-                      t->epochs * steps_per_epoch);
+            cli_error("give --epochs or --steps, not both (--epochs %ld is %ld steps here)", t->epochs, steps);
             return EXIT_USAGE;
         }
         if (steps_per_epoch < 1) return no_whole_step(r, "--epochs");
-        t->steps = t->epochs * steps_per_epoch;
+        t->steps = steps;
     }
     char why[512];
     const char *spec = t->lr_schedule ? t->lr_schedule : "constant";
     /* A known epoch shorter than a step: an epoch milestone is refused for that, not for an epoch
      * length the data cannot say (the parser's reading of 0 steps per epoch). */
-    if (data_steps > 0 && steps_per_epoch < 1 && !lr_schedule_parse(spec, 1, &r->sched, why, sizeof why))
+    if (batches > 0 && steps_per_epoch < 1 && !lr_schedule_parse(spec, 1, &r->sched, why, sizeof why))
         for (int i = 0; i < r->sched.n; i++)
             if (r->sched.epoch[i]) return no_whole_step(r, "--lr-schedule's epoch milestones");
     if (lr_schedule_parse(spec, steps_per_epoch, &r->sched, why, sizeof why) ||
