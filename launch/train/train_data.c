@@ -239,8 +239,11 @@ void train_data_describe(const train_opts *t, const train_data *d, int world, FI
     dt_dataset_shape(d->train, &C, &H, &W);
     const long batches = dt_dataset_steps_per_epoch(d->train, world, t->batch), per = batches / t->accum_steps;
     char shape[64], fmt[32] = "", steps[96];
-    if (per > 0 || batches < 1)
+    if (batches < 1 || (per > 0 && batches % t->accum_steps == 0))
         snprintf(steps, sizeof steps, "%ld step%s per epoch", per, cli_s(per));
+    else if (per > 0) /* steps run on across an epoch's end: the epoch is a fraction of them */
+        snprintf(steps, sizeof steps, "%.2f steps per epoch (%ld batches, %d a step)", (double)batches / t->accum_steps,
+                 batches, t->accum_steps);
     else /* "0 steps per epoch" would read as an empty epoch */
         snprintf(steps, sizeof steps, "a step of %d batches is longer than an epoch (%ld batch%s)", t->accum_steps,
                  batches, batches == 1 ? "" : "es");

@@ -144,6 +144,9 @@ expect 2 "--lr-schedule's epoch milestones: an epoch of 100 samples has no whole
     "$DTRAIN" train $long_step --steps 4 --lr-schedule step:2e:0.5
 expect 0 "10 classes; a step of 4 batches is longer than an epoch (2 batches) (shuffled" "$DTRAIN" train $long_step --steps 2 \
     --lr-schedule step:1:0.5
+# Steps that run on across an epoch's end: the epoch is a fraction of them (it said 6 for 6.5).
+expect 0 "200 samples of 8 features, 10 classes; 6.50 steps per epoch (13 batches, 2 a step) (shuffled" \
+    "$DTRAIN" train --model fc:8,relu,fc:10 --input 8 --dataset-size 200 --batch 16 --accum-steps 2 --steps 1
 "$DTRAIN" train --model fc:16,relu,fc:10 --input 16 --batch 4 --steps 1 --log-every 1 --bucket-mb 0 --loader-threads 1 \
     >"$tmp/out" 2>&1 || bad "a 1-step run failed: $(cat "$tmp/out")"
 if grep -qE '(^|[^0-9.])1 (ranks|steps|buckets|threads|intervals|log intervals|nodes)\b|\((s)\)' "$tmp/out"; then
