@@ -6,6 +6,7 @@
 #include "launch/train/train_run.h"
 
 #include "launch/cli.h"
+#include "collectives/ctx_comm.h"
 #include "base/log.h"
 #include "base/status.h"
 
@@ -177,9 +178,9 @@ void train_report_step_overlap(const train_run *r)
 
 void train_report_straggler(const train_run *r, const straggler_verdict *v)
 {
-    /* Ranks only, no hostnames: gathering them would be one more collective outside the watchdog
-     * at the start of every run; `dtrain env` maps ranks to hosts. */
-    const char *host = NULL;
+    /* The node of the rank, from the map dt_init gathered for the watchdog (no collective here):
+     * across nodes "rank 13" alone does not say which machine to look at. */
+    const char *host = ctx_rank_node(r->ctx, v->slowest);
     char line[320];
     straggler_line(v, host, line, sizeof line);
     /* The line of each interval is a report, not a warning (--quiet drops it); a straggler that

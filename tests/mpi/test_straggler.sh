@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The straggler report of `dtrain train`: a rank slowed by DTRAIN_FAULT=slow (a sleep before every
-# step, so in its compute) is named with "compute" each --log-every interval, a WARN names it once
+# step, so in its compute) is named with its node and "compute" each --log-every interval, a WARN names it once
 # on its third interval in a row (under --quiet too, which drops the lines), and the metrics
 # records carry the verdict; --straggler-threshold silences it; a run without a slow rank, or on
 # one rank, prints no straggler line; bad thresholds are refused. A tiny model, so the 20 ms sleep dwarfs the compute even on a loaded machine.
@@ -13,14 +13,16 @@ train() { # ranks, then train flags
         { cat "$tmp/log"; return 1; }
 }
 
+# The slow rank is named with its node (here every rank's: this host, as MPI names it).
+host=$(hostname)
 for spec in 2:1 3:2 3:0; do
     np=${spec%:*} slow=${spec#*:}
     DTRAIN_FAULT=slow:$slow:1 train "$np" --steps 20 --metrics "$tmp/m.jsonl" || bad "$np ranks, rank $slow slow: failed"
-    n=$(grep -c "^straggler: rank $slow busy .* ms a step vs median .* ms (.*x): compute " "$tmp/log")
+    n=$(grep -c "^straggler: rank $slow ($host) busy .* ms a step vs median .* ms (.*x): compute " "$tmp/log")
     others=$(grep '^straggler: ' "$tmp/log" | grep -vc "^straggler: rank $slow ")
     [ "$n" -eq 4 ] && [ "$others" -eq 0 ] && ok "$np ranks: rank $slow named with compute in all 4 intervals" ||
         { bad "$np ranks: rank $slow named $n times of 4, others $others"; cat "$tmp/log"; }
-    w=$(grep -c "WARN rank $slow is the straggler 3 log intervals in a row (compute " "$tmp/log")
+    w=$(grep -c "WARN rank $slow ($host) is the straggler 3 log intervals in a row (compute " "$tmp/log")
     [ "$w" -eq 1 ] && ok "$np ranks: one WARN names rank $slow persistently" || { bad "$np ranks: $w WARN lines"; cat "$tmp/log"; }
     m=$(grep -c "\"slowest_rank\": $slow, \"slowest_busy_s\": [0-9.e+-]*, \"median_busy_s\": [0-9.e+-]*, \"straggler\": true, \"straggler_phase\": \"compute\"" "$tmp/m.jsonl")
     [ "$m" -eq 4 ] && ok "$np ranks: 4 metrics records name rank $slow" || { bad "$np ranks: $m metrics records"; cat "$tmp/m.jsonl"; }
@@ -28,7 +30,7 @@ done
 
 # --quiet: the line of each interval is a report and goes; the persistent straggler's WARN stays.
 DTRAIN_FAULT=slow:1:1 train 2 --steps 20 --quiet || bad "--quiet with rank 1 slow failed"
-! grep -q '^straggler:' "$tmp/log" && [ "$(grep -c "WARN rank 1 is the straggler 3 log intervals in a row" "$tmp/log")" -eq 1 ] &&
+! grep -q '^straggler:' "$tmp/log" && [ "$(grep -c "WARN rank 1 ($host) is the straggler 3 log intervals in a row" "$tmp/log")" -eq 1 ] &&
     ok "--quiet: no straggler: lines, the one WARN kept" || { bad "--quiet straggler lines"; cat "$tmp/log"; }
 
 # A threshold above the gap: no line, and the records say "straggler": false without a phase.
