@@ -6,6 +6,7 @@
 #include "launch/cli.h"
 #include "runtime/placement/config.h"
 #include "base/parse.h"
+#include "base/status.h"
 #include "base/path.h"
 
 #include <errno.h>
@@ -73,6 +74,8 @@ void cli_error_job(const char *fmt, ...)
     error_vprint(0, fmt, ap);
     va_end(ap);
 }
+
+int cli_peer_failure(dt_status s) { return status_shared(s) && status_from_peer(); }
 
 /* The command's numbers go through runtime/parse.c, the one parser of numbers for flags and
  * variables: "\t5", " 5" and "0x10" are refused alike, with the range in the message. */

@@ -181,6 +181,11 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* As cli_error, without "(rank R of W, on HOST)": for a failure every rank of the job has alike,
  * said once for all of them by one rank. */
 void cli_error_job(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* 1 when the failure s just returned is another rank's, reported here by the exchange that told
+ * every rank of it (status_shared and status_from_peer): the rank that met it prints its own
+ * message and every rank ends on its own, so this rank's "failed on rank R: read its message"
+ * would only repeat it once per rank (63 lines at 64 ranks, the cause somewhere among them). */
+int cli_peer_failure(dt_status s);
 /* From cli_error_capture(buf, n) until cli_error_capture(NULL, 0), cli_error keeps its messages
  * in buf (joined by "; ", cut at n) instead of printing them: for a step every rank runs on its
  * own, whose failure cli_agree_failure then says once for all the ranks that met it. */

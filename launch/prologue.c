@@ -152,10 +152,12 @@ int cli_end_failed(dt_ctx *ctx, int rc, int shared)
 int cli_fail(dt_ctx *ctx, dt_status s, const char *what)
 {
     const int shared = status_shared(s); /* before the messages below: about the failure itself */
-    if (what)
-        cli_error("%s: %s (%s)", what, dt_last_error(), dt_strerror(s));
-    else
-        cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+    if (!cli_peer_failure(s)) {          /* else the rank that met it says why */
+        if (what)
+            cli_error("%s: %s (%s)", what, dt_last_error(), dt_strerror(s));
+        else
+            cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+    }
     /* A bad value given to the library is a usage error; anything else is a run-time failure. */
     const int rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
     return cli_end_failed(ctx, rc, shared);

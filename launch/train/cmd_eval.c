@@ -395,8 +395,10 @@ int cmd_eval(int argc, char **argv)
     long step = 0;
     if ((s = dt_checkpoint_load_latest(ctx, e.ckpt_dir, m, NULL, NULL, &cd, &step))) goto fail;
     if (step == 0 && !cd.present) {
-        cli_error("no loadable checkpoint in %s: train with --checkpoint-dir %s first", e.ckpt_dir, e.ckpt_dir);
-        shared = 1; /* the load's outcome is every rank's (rank 0's, broadcast) */
+        /* Rank 0 read the directory and every rank has its outcome: said once, by rank 0. */
+        if (dt_rank(ctx) == 0)
+            cli_error("no loadable checkpoint in %s: train with --checkpoint-dir %s first", e.ckpt_dir, e.ckpt_dir);
+        shared = 1;
         goto fail_quiet;
     }
     if ((s = check_record(ctx, &e, d, step))) goto fail;
@@ -427,7 +429,7 @@ int cmd_eval(int argc, char **argv)
     return cli_finish(ctx, EXIT_OK);
 fail:
     shared = status_shared(s);
-    cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+    if (!cli_peer_failure(s)) cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
 fail_quiet:
     free(r.class_correct), free(r.class_count), free(r.confusion), free(stats);
     dt_model_free(m);

@@ -164,8 +164,9 @@ static dt_status load_latest(dt_ctx *ctx, const char *dir, dt_model *m, dt_optim
         /* Rank 0's refusal is every rank's now (status_shared). */
         if (hdr[0] != DT_OK)
             return status_mark_shared(
-                rank == 0 ? status_restore((dt_status)hdr[0], &why)
-                          : status_set_error((dt_status)hdr[0], "rank 0 refused the checkpoints: read its message"));
+                rank == 0
+                    ? status_restore((dt_status)hdr[0], &why)
+                    : status_set_peer_error((dt_status)hdr[0], "rank 0 refused the checkpoints: read its message"));
         found = (long)hdr[1];
         saved_world = (int)hdr[2];
         if (found >= 0 && (c = broadcast_state(ctx, rank, m, o, sc))) return c;

@@ -6,7 +6,7 @@
 # handlers, from the program's start) stops before training, and a second SIGINT ends at once; a
 # reader of the output that the signal ended too (| tee) costs no checkpoint, and one landing
 # while a write waits on a full pipe loses no line. Damaged checkpoints are skipped for an older sound one; a
-# checkpoint of another model is refused. --metrics keeps the records up to the checkpoint's step and
+# checkpoint of another model is refused (at 2 ranks said once). --metrics keeps the records up to the checkpoint's step and
 # appends, so the file of a requeued job holds every logged step once.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2 CMP=$3 CRAFT=$4
@@ -113,6 +113,10 @@ expect 0 "after its 1 record up to step 5; dropped a last line cut short (line 2
 [ "$(metrics_steps "$tmp/m-cut.jsonl")" = "5 " ] && ok "a run that does not resume starts its --metrics afresh" ||
     bad "fresh run: steps $(metrics_steps "$tmp/m-cut.jsonl")"
 expect 2 "was written for another model" "$DTRAIN" train --model fc:16,relu,fc:10 --input 784 --steps 5 --checkpoint-dir "$ck" --resume auto
+# At 2 ranks rank 0 says so once; rank 1, which has only its verdict, says nothing of its own.
+expect 2 "was written for another model" "$MPIRUN" -np 2 "$DTRAIN" train --model fc:16,relu,fc:10 --input 784 --steps 5 \
+    --checkpoint-dir "$ck" --resume auto
+[ "$(grep -c '^dtrain: error:' "$tmp/out")" -eq 1 ] && ok "2 ranks: the refusal is said once" || { bad "2 ranks: refusal lines"; cat "$tmp/out"; }
 expect 2 "--resume auto needs --checkpoint-dir" "$DTRAIN" train --resume auto
 expect 2 "--resume 'yes'" "$DTRAIN" train --resume yes
 # A --checkpoint-dir that cannot be made stops the run before it trains (not at its first save);

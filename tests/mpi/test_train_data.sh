@@ -3,7 +3,8 @@
 # bytes, 10 classes, a class's bright block under noise): the model learns it to high held-out
 # accuracy; the sampler's promises hold through real runs (every sample once per epoch, and a
 # stop/resume on another rank count continues mid-epoch without repeating or skipping one);
-# evaluation counts are exact whatever the rank count; bad data and flags are refused.
+# evaluation counts are exact whatever the rank count; bad data and flags are refused, at several
+# ranks a shared failure said once.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1
 MPIRUN=$2
@@ -270,6 +271,17 @@ expect 2 "--checkpoint-dir $(ls "$tmp"/ck/ckpt-*.dtc | tail -1) is a file, not a
 expect 2 "was written for another model (fingerprint" run 1 eval --data "$tmp/hard" --model cnn --checkpoint-dir "$tmp/ck"
 grep -qF "give the --model and --input it was trained with" "$tmp/out" && ok "eval of another model: names the flags to give" ||
     bad "eval of another model: $(cat "$tmp/out")"
+# At several ranks a failure every rank shares is said once, by the rank that met it, not repeated
+# by each of the others: no checkpoint, a checkpoint of another model (rank 0 reads it for all).
+once() { # NP CODE TEXT eval-flags...
+    local np=$1 code=$2 text=$3; shift 3
+    run "$np" eval "$@" >"$tmp/out" 2>&1
+    local rc=$? n; n=$(grep -c '^dtrain: error:' "$tmp/out")
+    [ $rc -eq "$code" ] && [ "$n" -eq 1 ] && grep -qF -- "$text" "$tmp/out" && ! grep -q MPI_ABORT "$tmp/out" &&
+        ok "$np ranks, eval $*: exit $rc, said once: '$text'" || { bad "$np ranks, eval $*: exit $rc, $n error lines"; cat "$tmp/out"; }
+}
+once 3 1 "no loadable checkpoint in $tmp/empty" --data "$tmp/hard" --checkpoint-dir "$tmp/empty"
+once 3 2 "was written for another model (fingerprint" --data "$tmp/hard" --model cnn --checkpoint-dir "$tmp/ck"
 # --normalize unit on an fp32 shard of bytes: divided by 255 as the bytes are (the shard's byte
 # flag), so a checkpoint evaluates the same on the IDX files and on their shard.
 run 1 train --data "$tmp/hard" --model fc:10 --steps 5 --batch 20 --normalize unit --checkpoint-dir "$tmp/cku" \
