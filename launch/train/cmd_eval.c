@@ -374,8 +374,18 @@ int cmd_eval(int argc, char **argv)
     dt_eval_result r = {0};
     float *stats = NULL;
     int shared = 0; /* the failure is one every rank knows of (cli_end_failed) */
+    /* Every rank opens --data on its own: a wrong path fails on all of them alike, said once (with
+     * how many ranks met it) and ended by every rank, as dtrain train does, not once per rank and
+     * an abort. */
+    char open_why[2048] = "";
+    cli_error_capture(open_why, sizeof open_why);
     s = dt_dataset_open(e.data, &dc, &d);
-    if (s) goto fail;
+    if (s) cli_error("--data %s: %s", e.data, dt_last_error());
+    cli_error_capture(NULL, 0);
+    if ((rc = cli_agree_failure(ctx, s ? cli_input_exit(s, e.data) : EXIT_OK, open_why, &shared))) {
+        dt_dataset_free(d);
+        return cli_end_failed(ctx, rc, shared);
+    }
     int C, H, W;
     dt_dataset_shape(d, &C, &H, &W);
     char input[64];

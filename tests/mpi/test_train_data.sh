@@ -272,7 +272,8 @@ expect 2 "was written for another model (fingerprint" run 1 eval --data "$tmp/ha
 grep -qF "give the --model and --input it was trained with" "$tmp/out" && ok "eval of another model: names the flags to give" ||
     bad "eval of another model: $(cat "$tmp/out")"
 # At several ranks a failure every rank shares is said once, by the rank that met it, not repeated
-# by each of the others: no checkpoint, a checkpoint of another model (rank 0 reads it for all).
+# by each of the others: a --data missing everywhere (with the count, and no MPI_Abort), no
+# checkpoint, a checkpoint of another model (rank 0 reads it for all).
 once() { # NP CODE TEXT eval-flags...
     local np=$1 code=$2 text=$3; shift 3
     run "$np" eval "$@" >"$tmp/out" 2>&1
@@ -280,6 +281,7 @@ once() { # NP CODE TEXT eval-flags...
     [ $rc -eq "$code" ] && [ "$n" -eq 1 ] && grep -qF -- "$text" "$tmp/out" && ! grep -q MPI_ABORT "$tmp/out" &&
         ok "$np ranks, eval $*: exit $rc, said once: '$text'" || { bad "$np ranks, eval $*: exit $rc, $n error lines"; cat "$tmp/out"; }
 }
+once 3 2 "dataset $tmp/nothing does not exist (the same on all 3 ranks)" --data "$tmp/nothing" --checkpoint-dir "$tmp/ck"
 once 3 1 "no loadable checkpoint in $tmp/empty" --data "$tmp/hard" --checkpoint-dir "$tmp/empty"
 once 3 2 "was written for another model (fingerprint" --data "$tmp/hard" --model cnn --checkpoint-dir "$tmp/ck"
 # --normalize unit on an fp32 shard of bytes: divided by 255 as the bytes are (the shard's byte
