@@ -364,7 +364,13 @@ static void check_overlap(const doctor_facts *all, const int *idx, int n, doc_li
             const int pair[2] = {idx[i], idx[j]};
             /* The CPUs the ranks may use, not the node's: under taskset or a cgroup they are fewer. */
             const int cpus = node_allowed(all, idx, n);
-            if (n > cpus || a->cores_shared)
+            if (n > cpus) /* every rank of the node shares: the row names them all, the pair as an example */
+                doc_add_ranks(job, idx, n, "cpu.overlap", DOC_WARN,
+                              "start at most as many ranks per node as it has cores (srun --ntasks-per-node, "
+                              "mpirun --map-by ppr:N:node)",
+                              "%d ranks on the %d CPU%s they may use on %s share cores (ranks %d and %d: %s)", n, cpus,
+                              cpus == 1 ? "" : "s", a->hostname, pair[0], pair[1], common);
+            else if (a->cores_shared)
                 doc_add_ranks(job, pair, 2, "cpu.overlap", DOC_WARN,
                               "start at most as many ranks per node as it has cores (srun --ntasks-per-node, "
                               "mpirun --map-by ppr:N:node)",

@@ -62,6 +62,9 @@ n=$(( $(nproc) + 1 ))
 OMPI_MCA_mpi_yield_when_idle=0 "$MPIRUN" -np $n --oversubscribe "$DTRAIN" doctor --json --no-comm >"$tmp/j" 2>&1
 doctor_status "$tmp/j" mpi.busy_poll=warn cpu.overlap=warn && ok "$n ranks on $(nproc) cores, no yield -> WARN" ||
     bad "busy-poll/overlap warn"
+# Every rank of the node shares its cores: the overlap row names them all, not one pair of them.
+grep -q "\"name\":\"cpu.overlap\",\"group\":\"cpu\",\"status\":\"warn\",\"ranks\":\[$(seq -s, 0 $((n - 1)))\],\"seen\":\"$n ranks on the $(nproc) CPUs" "$tmp/j" &&
+    ok "$n ranks on $(nproc) cores: cpu.overlap names all $n ranks" || bad "cpu.overlap at $n ranks: $(grep -o '"name":"cpu.overlap"[^}]*' "$tmp/j")"
 
 # Open MPI's booleans: "false" and "no" are false as much as "0" is.
 for y in false no; do
