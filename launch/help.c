@@ -108,6 +108,8 @@ static const char eval[] = "usage: dtrain eval --checkpoint-dir DIR --data PATH 
                            "  --model M --input CxHxW   as for training (the checkpoint refuses another)\n"
                            "  --split test|train (test)  --holdout F   the share training kept aside;\n"
                            "     another F is refused (the checkpoint's run record names the one to use)\n"
+                           "  --eval-data PATH   all of PATH, as training's --eval-data: an image folder's\n"
+                           "     classes numbered by --data's (give training's --data)\n"
                            "  --data-format F  --cifar100-labels fine|coarse   as for dtrain train\n"
                            "  --batch N (256)  --loader-threads N|auto (auto)\n"
                            "  --confusion-csv FILE      the matrix as CSV (printed up to 20 classes)\n";

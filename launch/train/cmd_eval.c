@@ -7,7 +7,10 @@
  * checkpoint's fingerprint refuses another), its weights the newest sound checkpoint's, and the
  * normalization the one training used, from the checkpoint's data block. On the train split, the
  * checkpoint's run record (train_record.h) says which samples training kept aside: --holdout must
- * name exactly those (check_record).
+ * name exactly those (check_record). --eval-data PATH evaluates PATH whole, as training's
+ * --eval-data does, an image folder's classes numbered by --data's training classes: a held-out
+ * folder that lacks a class would otherwise be numbered by its own folders, every later class one
+ * lower than the model learned it.
  */
 #include "launch/cli.h"
 #include "launch/train/train_record.h"
@@ -35,11 +38,13 @@ enum {
     OPT_HOLDOUT,
     OPT_BATCH,
     OPT_LOADER,
-    OPT_CONFUSION
+    OPT_CONFUSION,
+    OPT_EVAL_DATA
 };
 
 typedef struct eval_opts {
     const char *model, *input, *data, *format, *ckpt_dir, *split, *confusion_csv;
+    const char *eval_data;   /* --eval-data: evaluated whole, numbered by --data's classes */
     const char *holdout_arg; /* --holdout as given, for messages */
     int cifar100_coarse, batch, loader_threads;
     int split_given; /* --split was on the command line, not the default */
@@ -58,6 +63,7 @@ static const struct option eval_options[] = {
     {"batch", required_argument, NULL, OPT_BATCH},
     {"loader-threads", required_argument, NULL, OPT_LOADER},
     {"confusion-csv", required_argument, NULL, OPT_CONFUSION},
+    {"eval-data", required_argument, NULL, OPT_EVAL_DATA},
     {NULL, 0, NULL, 0},
 };
 
@@ -71,6 +77,7 @@ static int eval_handle(int val, const char *arg, void *ud)
         case OPT_FORMAT: e->format = arg; return EXIT_OK;
         case OPT_CKPT: e->ckpt_dir = arg; return EXIT_OK;
         case OPT_CONFUSION: e->confusion_csv = arg; return EXIT_OK;
+        case OPT_EVAL_DATA: e->eval_data = arg; return EXIT_OK;
         case OPT_CIFAR100: return cli_cifar100_labels(arg, &e->cifar100_coarse);
         case OPT_SPLIT:
             if (strcmp(arg, "test") && strcmp(arg, "train")) {
@@ -127,6 +134,14 @@ static int eval_check(dt_config *cfg, void *ud)
         cli_error("--split %s and --holdout %s cannot go together: --holdout F evaluates the held-out part (F) of "
                   "the train split, --split picks a whole split; give one of them",
                   e->split, e->holdout_arg);
+        return EXIT_USAGE;
+    }
+    /* --eval-data names the samples itself: a split or a holdout of --data would be ignored. */
+    if (e->eval_data && (e->split_given || e->holdout > 0)) {
+        cli_error("--eval-data %s and %s %s cannot go together: --eval-data evaluates all of PATH (--data %s only "
+                  "numbers its classes), %s picks a part of --data; give one of them",
+                  e->eval_data, e->split_given ? "--split" : "--holdout", e->split_given ? e->split : e->holdout_arg,
+                  e->data, e->split_given ? "--split" : "--holdout");
         return EXIT_USAGE;
     }
     return EXIT_OK;
@@ -196,8 +211,12 @@ static void print_summary(const dt_eval_result *r, int K)
 /* The figures, as rank 0 prints them: totals, per class, and the matrix for up to 20 classes. */
 static void print_result(const eval_opts *e, long step, const dt_eval_result *r, int K)
 {
-    printf("dtrain eval: %s (%s split), checkpoint of step %ld in %s\n", e->data,
-           e->holdout > 0 ? "the --holdout part of the train" : e->split, step, e->ckpt_dir);
+    if (e->eval_data)
+        printf("dtrain eval: --eval-data %s (classes numbered as in %s), checkpoint of step %ld in %s\n", e->eval_data,
+               e->data, step, e->ckpt_dir);
+    else
+        printf("dtrain eval: %s (%s split), checkpoint of step %ld in %s\n", e->data,
+               e->holdout > 0 ? "the --holdout part of the train" : e->split, step, e->ckpt_dir);
     printf("accuracy %.4f (%ld of %ld correct), mean loss %.4f\n", r->count ? (double)r->correct / r->count : 0,
            r->correct, r->count, r->count ? r->loss_sum / (double)r->count : 0);
     if (K > EVAL_PRINT_ALL) {
@@ -258,9 +277,9 @@ static int write_csv(const char *path, const dt_eval_result *r, int K)
     return EXIT_OK;
 }
 
-/* path is an input or would sit among them: the --data file itself, or a file in the --data or
- * --checkpoint-dir directory (a dataset's part, a checkpoint), whether or not it exists yet, so
- * that a second run of the same command is judged as the first was. */
+/* path is an input or would sit among them: the --data or --eval-data file itself, or a file in
+ * the --data, --eval-data or --checkpoint-dir directory (a dataset's part, a checkpoint), whether
+ * or not it exists yet, so that a second run of the same command is judged as the first was. */
 static int csv_replaces_input(const eval_opts *e, const char *path)
 {
     /* Where the CSV will go: the file a link leads to, which the writer replaces. */
@@ -271,13 +290,15 @@ static int csv_replaces_input(const eval_opts *e, const char *path)
     struct stat p, in;
     const int exists = stat(path, &p) == 0;
     if (exists && S_ISDIR(p.st_mode)) return 0;
-    if (exists && stat(e->data, &in) == 0 && p.st_dev == in.st_dev && p.st_ino == in.st_ino) return 1;
+    const char *const ins[3] = {e->data, e->ckpt_dir, e->eval_data};
+    const int nins = e->eval_data ? 3 : 2;
+    for (int i = 0; i < nins; i++)
+        if (exists && stat(ins[i], &in) == 0 && p.st_dev == in.st_dev && p.st_ino == in.st_ino) return 1;
     char dir[4096];
     path_parent_dir(path, dir, sizeof dir);
     struct stat d;
     if (stat(dir, &d) != 0) return 0;
-    const char *const ins[2] = {e->data, e->ckpt_dir};
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < nins; i++)
         if (stat(ins[i], &in) == 0 && S_ISDIR(in.st_mode) && d.st_dev == in.st_dev && d.st_ino == in.st_ino) return 1;
     return 0;
 }
@@ -292,8 +313,8 @@ static dt_status csv_try(dt_ctx *ctx, const eval_opts *e, char *why, size_t len)
     if (!path) return DT_OK;
     if (dt_rank(ctx) == 0 && csv_replaces_input(e, path))
         snprintf(why, len,
-                 "--confusion-csv %s is an input or among them (the --data file, or a file in the --data or "
-                 "--checkpoint-dir directory): give a path elsewhere",
+                 "--confusion-csv %s is an input or among them (the --data or --eval-data file, or a file in "
+                 "the --data, --eval-data or --checkpoint-dir directory): give a path elsewhere",
                  path);
     else if (dt_rank(ctx) == 0 && ckpt_write_file_try(path, "--confusion-csv"))
         snprintf(why, len, "%s", dt_last_error());
@@ -373,16 +394,30 @@ int cmd_eval(int argc, char **argv)
     dt_model *m = NULL;
     dt_eval_result r = {0};
     float *stats = NULL;
-    int shared = 0; /* the failure is one every rank knows of (cli_end_failed) */
-    /* Every rank opens --data on its own: a wrong path fails on all of them alike, said once (with
+    int shared = 0;               /* the failure is one every rank knows of (cli_end_failed) */
+    const char *opening = e.data; /* the path an open failure is about */
+    /* Every rank opens the data on its own: a wrong path fails on all of them alike, said once (with
      * how many ranks met it) and ended by every rank, as dtrain train does, not once per rank and
      * an abort. */
     char open_why[2048] = "";
     cli_error_capture(open_why, sizeof open_why);
-    s = dt_dataset_open(e.data, &dc, &d);
-    if (s) cli_error("--data %s: %s", e.data, dt_last_error());
+    if (e.eval_data) {
+        /* --data's train split gives the class numbering alone (an image folder's names; other
+         * formats' labels are numbers already), then goes: eval reads --eval-data only. */
+        dt_dataset *ref = NULL;
+        dc.split = NULL;
+        if (!(s = dt_dataset_open(e.data, &dc, &ref))) {
+            dc.classes_like = ref;
+            opening = e.eval_data;
+            s = dt_dataset_open(e.eval_data, &dc, &d);
+            dt_dataset_free(ref);
+        }
+    } else {
+        s = dt_dataset_open(e.data, &dc, &d);
+    }
+    if (s) cli_error("%s %s: %s", opening == e.data ? "--data" : "--eval-data", opening, dt_last_error());
     cli_error_capture(NULL, 0);
-    if ((rc = cli_agree_failure(ctx, s ? cli_input_exit(s, e.data) : EXIT_OK, open_why, &shared))) {
+    if ((rc = cli_agree_failure(ctx, s ? cli_input_exit(s, opening) : EXIT_OK, open_why, &shared))) {
         dt_dataset_free(d);
         return cli_end_failed(ctx, rc, shared);
     }
@@ -445,6 +480,6 @@ fail_quiet:
     dt_model_free(m);
     dt_dataset_free(d);
     /* Before d opened, the failure was its open: a --data that cannot be reached is bad usage. */
-    rc = d ? (s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL) : cli_input_exit(s, e.data);
+    rc = d ? (s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL) : cli_input_exit(s, opening);
     return cli_end_failed(ctx, rc, shared);
 }

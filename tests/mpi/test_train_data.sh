@@ -193,6 +193,26 @@ for np in 1 2; do
         { bad "$np rank(s): bad held-out image mid-run"; cat "$tmp/out"; }
 done
 
+# A held-out image folder without class1 keeps training's labels, in training's --eval-data and in
+# dtrain eval --eval-data (numbered by --data's classes; alone, its own folders would make class2
+# label 1): the same figures, the same at 1 and 2 ranks.
+python3 "$here/make_images.py" "$tmp/gap/train" 6 3
+python3 "$here/make_images.py" "$tmp/gap/val" 2 3
+rm -r "$tmp/gap/val/class1"
+gap="--input 3x8x8 --model fc:3"
+run 1 train --data "$tmp/gap/train" --eval-data "$tmp/gap/val" $gap --normalize unit --batch 6 --steps 3 --lr 0.02 \
+    --checkpoint-dir "$tmp/ckgap" >"$tmp/out" 2>&1 || { bad "training with a held-out folder lacking a class"; cat "$tmp/out"; }
+want=$(sed -n 's/^eval .*held-out loss \([0-9.]*\)  acc \([0-9.]*\)  (\([0-9]*\) of 4 correct)$/accuracy \2 (\3 of 4 correct), mean loss \1/p' "$tmp/out")
+for np in 1 2; do
+    run $np eval --data "$tmp/gap/train" --eval-data "$tmp/gap/val" $gap --checkpoint-dir "$tmp/ckgap" >"$tmp/eg$np" 2>&1
+done
+if [ -n "$want" ] && grep -qxF "$want" "$tmp/eg1" && grep -qxF "$want" "$tmp/eg2" &&
+    grep -qx "per class (accuracy, samples): 0: [0-9.]* (2), 2: [0-9.]* (2)" "$tmp/eg1"; then
+    ok "dtrain eval --eval-data: a val folder lacking a class keeps training's labels and figures ($want)"
+else
+    bad "dtrain eval --eval-data on a folder lacking a class (training: '$want')"; cat "$tmp/out" "$tmp/eg1" "$tmp/eg2"
+fi
+
 # Augmentation is drawn from (seed, epoch, sample): the run is the same bits at 0 and 3 loader threads.
 for lt in 0 3; do
     run 1 train --data "$tmp/imgs" --input 3x8x8 --batch 8 --steps 12 --augment crop:2,flip --bad-samples skip --loader-threads $lt \
