@@ -112,6 +112,7 @@ static const char eval[] = "usage: dtrain eval --checkpoint-dir DIR --data PATH 
                            "     classes numbered by --data's (give training's --data)\n"
                            "  --data-format F  --cifar100-labels fine|coarse   as for dtrain train\n"
                            "  --batch N (256)  --loader-threads N|auto (auto)\n"
+                           "  --bad-samples fail|skip (fail)   undecodable images: stop, or leave out\n"
                            "  --confusion-csv FILE      the matrix as CSV (printed up to 20 classes)\n";
 
 static const char plot[] = "usage: dtrain plot METRICS.jsonl [-o OUT.png|-]\n"

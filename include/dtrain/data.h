@@ -131,7 +131,8 @@ DT_API dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, 
 /** Whether the values are bytes 0..255 (uint8 images), as DT_NORMALIZE_UNIT divides them; 0 for a
  * NULL d. */
 DT_API int dt_dataset_uint8(const dt_dataset *d);
-/** Samples replaced because they could not be decoded (skip_bad), so far; 0 for a NULL d. */
+/** Samples that could not be decoded (skip_bad), so far: replaced in training batches, left out by
+ * dt_evaluate (each counted at every read); 0 for a NULL d. */
 DT_API long dt_dataset_bad_samples(const dt_dataset *d);
 /** Steps in a whole epoch for `world` ranks of `batch` (0: drop_last and the dataset is smaller
  * than one global batch; a NULL d, world < 1 or batch < 1). */
@@ -172,7 +173,9 @@ typedef struct dt_eval_result {
 /** Evaluates m over every sample of d once (no padding, no augmentation): rank r of W takes
  * samples r, r + W, ... in batches of up to `batch` (<= the model's max batch), read by `threads`
  * loader threads, and the sums are added over the ranks, so every rank gets the same figures and
- * the counts are exact whatever the rank count. Collective: every rank calls it with the same model,
+ * the counts are exact whatever the rank count. With skip_bad, a sample that cannot be decoded is
+ * left out (counted by dt_dataset_bad_samples), not replaced as in training: r->count is then
+ * below dt_dataset_size(d) by the samples left out. Collective: every rank calls it with the same model,
  * dataset and r arrays (present or NULL); r is written only on success. DT_ERR_INVALID_ARG: a NULL
  * ctx, m, d or r, batch outside 1..the model's max batch, threads outside 0..256, a dataset with
  * more classes or another sample size than the model; DT_ERR_NOMEM; a sample's DT_ERR_IO or

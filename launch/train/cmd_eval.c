@@ -39,7 +39,8 @@ enum {
     OPT_BATCH,
     OPT_LOADER,
     OPT_CONFUSION,
-    OPT_EVAL_DATA
+    OPT_EVAL_DATA,
+    OPT_BAD_SAMPLES
 };
 
 typedef struct eval_opts {
@@ -47,6 +48,7 @@ typedef struct eval_opts {
     const char *eval_data;   /* --eval-data: evaluated whole, numbered by --data's classes */
     const char *holdout_arg; /* --holdout as given, for messages */
     int cifar100_coarse, batch, loader_threads;
+    int skip_bad;    /* --bad-samples skip: an undecodable sample is left out of the figures */
     int split_given; /* --split was on the command line, not the default */
     double holdout;
 } eval_opts;
@@ -64,6 +66,7 @@ static const struct option eval_options[] = {
     {"loader-threads", required_argument, NULL, OPT_LOADER},
     {"confusion-csv", required_argument, NULL, OPT_CONFUSION},
     {"eval-data", required_argument, NULL, OPT_EVAL_DATA},
+    {"bad-samples", required_argument, NULL, OPT_BAD_SAMPLES},
     {NULL, 0, NULL, 0},
 };
 
@@ -96,6 +99,15 @@ static int eval_handle(int val, const char *arg, void *ud)
         }
         case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &e->batch);
         case OPT_LOADER: return cli_loader_threads(arg, &e->loader_threads);
+        case OPT_BAD_SAMPLES:
+            if (strcmp(arg, "fail") && strcmp(arg, "skip")) {
+                cli_error("--bad-samples '%s' is not fail (stop at the first undecodable sample) or skip (leave it "
+                          "out of the figures)",
+                          arg);
+                return EXIT_USAGE;
+            }
+            e->skip_bad = !strcmp(arg, "skip");
+            return EXIT_OK;
     }
     return EXIT_USAGE;
 }
@@ -208,8 +220,9 @@ static void print_summary(const dt_eval_result *r, int K)
     printf("\n");
 }
 
-/* The figures, as rank 0 prints them: totals, per class, and the matrix for up to 20 classes. */
-static void print_result(const eval_opts *e, long step, const dt_eval_result *r, int K)
+/* The figures, as rank 0 prints them: totals, per class, and the matrix for up to 20 classes;
+ * `all` samples in the set, of which those not in r->count were left out as undecodable. */
+static void print_result(const eval_opts *e, long step, const dt_eval_result *r, int K, size_t all)
 {
     if (e->eval_data)
         printf("dtrain eval: --eval-data %s (classes numbered as in %s), checkpoint of step %ld in %s\n", e->eval_data,
@@ -219,6 +232,10 @@ static void print_result(const eval_opts *e, long step, const dt_eval_result *r,
                e->holdout > 0 ? "the --holdout part of the train" : e->split, step, e->ckpt_dir);
     printf("accuracy %.4f (%ld of %ld correct), mean loss %.4f\n", r->count ? (double)r->correct / r->count : 0,
            r->correct, r->count, r->count ? r->loss_sum / (double)r->count : 0);
+    if ((long)all > r->count)
+        printf("--bad-samples skip: %ld of the %zu samples could not be decoded: left out of these figures "
+               "(dtrain data verify PATH names them)\n",
+               (long)all - r->count, all);
     if (K > EVAL_PRINT_ALL) {
         print_summary(r, K);
         if (!e->confusion_csv)
@@ -388,6 +405,7 @@ int cmd_eval(int argc, char **argv)
     dc.split = e.holdout > 0 ? "train" : e.split;
     dc.holdout = e.holdout, dc.holdout_part = 1;
     dc.shuffle = 0;
+    dc.skip_bad = e.skip_bad;
     dc.normalize = DT_NORMALIZE_NONE; /* the checkpoint's comes below: no statistics pass */
     if (e.input && sscanf(e.input, "%dx%dx%d", &dc.c, &dc.h, &dc.w) != 3) dc.c = dc.h = dc.w = 0;
     dt_dataset *d = NULL;
@@ -464,7 +482,7 @@ int cmd_eval(int argc, char **argv)
     }
     if ((s = dt_evaluate(ctx, m, d, e.batch, threads, &r))) goto fail;
     if (dt_rank(ctx) == 0) {
-        print_result(&e, step, &r, K);
+        print_result(&e, step, &r, K, dt_dataset_size(d));
         if (e.confusion_csv && (rc = write_csv(e.confusion_csv, &r, K))) goto fail_quiet;
         fflush(stdout);
     }

@@ -24,8 +24,14 @@ static dt_status run_eval(const train_run *r, long step, double *loss, double *a
     if (s) return s;
     *loss = e.count ? e.loss_sum / (double)e.count : 0;
     *acc = e.count ? (double)e.correct / (double)e.count : 0;
-    snprintf(line, len, "eval %6ld/%ld  held-out loss %.4f  acc %.4f  (%ld of %ld correct)\n", step, r->t.steps, *loss,
-             *acc, e.correct, e.count);
+    /* --bad-samples skip leaves an undecodable held-out sample out of the figures: said, as the
+     * count no longer matches the held-out line's. */
+    const long left_out = (long)dt_dataset_size(r->data.eval) - e.count;
+    char why[96] = "";
+    if (left_out > 0)
+        snprintf(why, sizeof why, "; %ld undecodable sample%s left out", left_out, left_out == 1 ? "" : "s");
+    snprintf(line, len, "eval %6ld/%ld  held-out loss %.4f  acc %.4f  (%ld of %ld correct%s)\n", step, r->t.steps,
+             *loss, *acc, e.correct, e.count, why);
     return DT_OK;
 }
 

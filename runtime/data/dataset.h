@@ -53,10 +53,15 @@ size_t dataset_scratch_floats(const dt_dataset *d);
 /* The batch of `rank` at `step` (dt_dataset_batch's): its view indices and epoch. */
 dt_status dataset_plan(dt_dataset *d, long step, int rank, int world, int batch, uint32_t *idx, long *epoch);
 
+/* The label dataset_fill gives an evaluation's sample that cannot be decoded (skip_bad). */
+#define DS_LABEL_BAD (-1)
+
 /* Samples idx[0..n) of `epoch` (view indices) into x (n x input size) and labels: read, then
- * augmented when `augment` (from (seed, epoch, index)), then normalized. scratch:
+ * normalized. A training batch (`train`) is augmented (from (seed, epoch, index)) and an
+ * undecodable sample replaced (skip_bad); an evaluation's is as read, and an undecodable sample
+ * gets DS_LABEL_BAD, to be left out: replaced, its neighbour would count twice. scratch:
  * dataset_scratch_floats floats. Thread-safe. */
-dt_status dataset_fill(dt_dataset *d, const uint32_t *idx, long epoch, int n, int augment, float *x, int32_t *labels,
+dt_status dataset_fill(dt_dataset *d, const uint32_t *idx, long epoch, int n, int train, float *x, int32_t *labels,
                        float *scratch);
 
 #endif

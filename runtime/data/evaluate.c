@@ -3,10 +3,11 @@
  * ranks and summed, so the figures are exact and the same whatever the rank count.
  *
  * Rank r evaluates samples r, r + W, ... (every sample once, none padded), read ahead by the
- * loader's eval mode. The sums travel through dt_allreduce in fp32, where an integer is exact
- * only below 2^24: each count is sent as two parts, count / 4096 and count % 4096, whose sums
- * stay exact for counts up to 2^36 over up to 4096 ranks. The loss sum is sent as a float
- * and its remainder, so it keeps about 48 bits.
+ * loader's eval mode; with skip_bad one that cannot be decoded is left out (not replaced by the
+ * next, which would count twice), so count says how many were evaluated. The sums travel through
+ * dt_allreduce in fp32, where an integer is exact only below 2^24: each count is sent as two
+ * parts, count / 4096 and count % 4096, whose sums stay exact for counts up to 2^36 over up to
+ * 4096 ranks. The loss sum is sent as a float and its remainder, so it keeps about 48 bits.
  *
  * A rank that fails (a bad argument, a sample that cannot be read, the model's error) still joins
  * the collective verdict that comes before the sums (rank_verdict_status), so no rank waits
@@ -85,7 +86,9 @@ dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int th
         long item;
         int n, ok;
         double l;
-        if ((s = loader_next_n(ld, &item, &x, &y, &n)) || (s = dt_model_evaluate(m, x, y, n, &l, &ok, pred))) break;
+        if ((s = loader_next_n(ld, &item, &x, &y, &n))) break;
+        if (!n) continue; /* every sample of the batch left out as undecodable */
+        if ((s = dt_model_evaluate(m, x, y, n, &l, &ok, pred))) break;
         loss += l;
         tot[0] += ok, tot[1] += n;
         for (int i = 0; i < n; i++) {

@@ -418,6 +418,22 @@ dt_status loader_create_eval(const dt_ctx *ctx, dt_dataset *d, int rank, int wor
     return loader_start(ctx, d, rank, world, batch, 0, threads, depth, 1, *batches, out);
 }
 
+/* Eval mode: the samples that could not be decoded (DS_LABEL_BAD) leave the batch, the others
+ * moving up in order, so every sample that decodes counts once and a bad one not at all. */
+static void drop_bad(const dt_loader *l, lslot *sl)
+{
+    int k = 0;
+    for (int j = 0; j < sl->n; j++) {
+        if (sl->labels[j] == DS_LABEL_BAD) continue;
+        if (k != j) {
+            memcpy(sl->x + (size_t)k * l->in_sz, sl->x + (size_t)j * l->in_sz, l->in_sz * sizeof *sl->x);
+            sl->labels[k] = sl->labels[j];
+        }
+        k++;
+    }
+    sl->n = k;
+}
+
 dt_status loader_next_n(dt_loader *l, long *item, const float **x, const int32_t **labels, int *n)
 {
     if (l->eval && l->next_out >= l->items)
@@ -437,6 +453,7 @@ dt_status loader_next_n(dt_loader *l, long *item, const float **x, const int32_t
             trace_rec_add(tr, "data wait", TRACE_CAT_DATA, TRACE_TRACK_TRAIN, t0_ns, trace_now_ns(), l->next_out + 1,
                           -1);
         if (s) return s;
+        if (l->eval) drop_bad(l, sl);
         sl->step = l->next_out;
         if (l->sample_log) log_samples(l, sl);
         *item = l->next_out++;
@@ -469,6 +486,7 @@ dt_status loader_next_n(dt_loader *l, long *item, const float **x, const int32_t
     }
     sl->state = SLOT_HELD;
     l->held = (int)(sl - l->slot);
+    if (l->eval) drop_bad(l, sl);
     if (l->sample_log) log_samples(l, sl);
     *item = l->next_out++;
     *x = sl->x;

@@ -18,8 +18,9 @@
 size_t dataset_scratch_floats(const dt_dataset *d) { return d->crop_pad || d->flip ? d->input_size : 0; }
 
 /* Reads view sample k; with skip_bad an undecodable sample is replaced by the next one that
- * decodes (in view order), so a batch stays full and the choice is the same on every run. */
-static dt_status read_sample(dt_dataset *d, uint32_t k, float *x, int32_t *label)
+ * decodes (in view order), so a batch stays full and the choice is the same on every run; or, when
+ * not `replace` (an evaluation, which must count every sample once), marked DS_LABEL_BAD. */
+static dt_status read_sample(dt_dataset *d, uint32_t k, int replace, float *x, int32_t *label)
 {
     for (size_t tries = 0; tries < d->n; tries++) {
         const size_t kk = ((size_t)k + tries) % d->n;
@@ -32,6 +33,10 @@ static dt_status read_sample(dt_dataset *d, uint32_t k, float *x, int32_t *label
             return s;
         }
         atomic_fetch_add_explicit(&d->bad, 1, memory_order_relaxed);
+        if (!replace) {
+            *label = DS_LABEL_BAD;
+            return DT_OK;
+        }
     }
     return status_set_error(DT_ERR_CORRUPT, "%s: no sample could be decoded", d->split->source);
 }
@@ -61,15 +66,16 @@ static void augment(const dt_dataset *d, uint64_t r, const float *src, float *ds
     }
 }
 
-dt_status dataset_fill(dt_dataset *d, const uint32_t *idx, long epoch, int n, int augment_on, float *x, int32_t *labels,
+dt_status dataset_fill(dt_dataset *d, const uint32_t *idx, long epoch, int n, int train, float *x, int32_t *labels,
                        float *scratch)
 {
     const size_t hw = (size_t)d->h * d->w;
-    const int aug = augment_on && (d->crop_pad || d->flip);
+    const int aug = train && (d->crop_pad || d->flip);
     for (int j = 0; j < n; j++) {
         float *row = x + (size_t)j * d->input_size;
-        dt_status s = read_sample(d, idx[j], aug ? scratch : row, &labels[j]);
+        dt_status s = read_sample(d, idx[j], train, aug ? scratch : row, &labels[j]);
         if (s) return s;
+        if (labels[j] == DS_LABEL_BAD) continue; /* left out by the evaluation, its row unused */
         if (aug) augment(d, rng_at(d->seed, STREAM_AUGMENT + (uint64_t)epoch, idx[j]), scratch, row);
         if (d->norm == DT_NORMALIZE_NONE) continue;
         for (int c = 0; c < d->c; c++) {

@@ -193,6 +193,21 @@ for np in 1 2; do
         { bad "$np rank(s): bad held-out image mid-run"; cat "$tmp/out"; }
 done
 
+# --bad-samples skip in an evaluation leaves the undecodable val/class1/zz.png out (replaced by the
+# next sample, class2's first, that one would count twice): 6 samples, 2 a class, in training's
+# eval line and in dtrain eval at 2 ranks.
+run 1 train --data "$tmp/tv" --input 3x8x8 --normalize unit --batch 2 --steps 4 --bad-samples skip \
+    --checkpoint-dir "$tmp/ckbs" >"$tmp/out" 2>&1
+run 2 eval --data "$tmp/tv" --input 3x8x8 --checkpoint-dir "$tmp/ckbs" --bad-samples skip >"$tmp/ebs" 2>&1
+n=$(sed -n 's/^eval .* acc [0-9.]*  (\([0-9]*\) of 6 correct; 1 undecodable sample left out)$/\1/p' "$tmp/out")
+if [ -n "$n" ] && grep -q "^accuracy [0-9.]* ($n of 6 correct)" "$tmp/ebs" &&
+    grep -q "^--bad-samples skip: 1 of the 7 samples could not be decoded: left out" "$tmp/ebs" &&
+    grep -qx "per class (accuracy, samples): 0: [0-9.]* (2), 1: [0-9.]* (2), 2: [0-9.]* (2)" "$tmp/ebs"; then
+    ok "--bad-samples skip: an undecodable held-out image is left out, not counted twice ($n of 6)"
+else
+    bad "--bad-samples skip in the evaluation"; cat "$tmp/out" "$tmp/ebs"
+fi
+
 # A held-out image folder without class1 keeps training's labels, in training's --eval-data and in
 # dtrain eval --eval-data (numbered by --data's classes; alone, its own folders would make class2
 # label 1): the same figures, the same at 1 and 2 ranks.
