@@ -12,11 +12,14 @@ process at 2B (DistributedDataParallel's averaged gradients); (e) cosine after a
 floor; (f) AdamW under linear decay after a warmup (the decoupled decay at the scheduled rate);
 (g) --epochs 2 --drop-last against DataLoader(drop_last=True), milestones in steps and epochs;
 (h) clipping the norm of gradients averaged over 2 ranks and 2 micro-batches; (i) --accum-steps
-across an epoch's end under --epochs, the warmup counted in the run's real steps.
+across an epoch's end under --epochs, the warmup counted in the run's real steps. Then the
+evaluation: --eval-every's figures and `dtrain eval`'s at 3 ranks x batch 7 (97 test samples, which
+neither divides) against the torch model of the same step on the test split: the same count of
+correct, the mean loss within LOSS_RTOL, --confusion-csv equal to numpy's matrix of its predictions.
 
 Usage: test_torch_parity.py DTRAIN MPIRUN. Exit 0 pass, 1 fail, 77 skip (no torch or numpy: CI
 does not install them)."""
-import itertools, os, subprocess, sys, tempfile, warnings
+import itertools, os, re, subprocess, sys, tempfile, warnings
 
 try:
     import numpy as np
@@ -96,6 +99,49 @@ def case(tmp, x, y, name, spec, flags, make_opt, seed, world=1, batch=16, steps=
         failures.append(f"{name}: the parameters hardly moved ({moved:.2e})")
 
 
+def eval_case(tmp, spec):
+    """A trained conv model's held-out figures: training's last eval record, dtrain eval on its
+    checkpoint (3 ranks, batch 7, 2 loader threads) and torch on --dump-params of the same step."""
+    torch.manual_seed(10)
+    ck = os.path.join(tmp, "eval_ck")
+    recs, params = dtrain_run(DTRAIN, MPIRUN, tmp, "eval", spec, flat(build(spec)),
+                              ["--optim", "sgd", "--lr", "0.1", "--eval-every", "10", "--checkpoint-dir", ck], 2, 8, 30)
+    xt = inputs(read_idx(os.path.join(tmp, "idx", "t10k-images-idx3-ubyte")))
+    yt = read_idx(os.path.join(tmp, "idx", "t10k-labels-idx1-ubyte")).astype(np.int64)
+    model = build(spec)
+    off = 0
+    for p in model.parameters():
+        p.data.copy_(torch.from_numpy(params[off:off + p.numel()].reshape(p.shape)))
+        off += p.numel()
+    with torch.no_grad():
+        z = model(xt).double()
+    t_loss = float(torch.nn.functional.cross_entropy(z, torch.from_numpy(yt)))
+    pred = z.argmax(1).numpy()
+    t_ok, n = int((pred == yt).sum()), len(yt)
+    conf = np.zeros((10, 10), np.int64)
+    np.add.at(conf, (yt, pred), 1)
+    csv = os.path.join(tmp, "eval_conf.csv")
+    r = subprocess.run([MPIRUN, "-np", "3", DTRAIN, "eval", "--data", os.path.join(tmp, "idx"), "--model", spec,
+                        "--input", "1x8x8", "--checkpoint-dir", ck, "--batch", "7", "--loader-threads", "2",
+                        "--confusion-csv", csv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    m = re.search(r"^accuracy [0-9.]+ \((\d+) of (\d+) correct\), mean loss ([0-9.]+)$", r.stdout, re.M)
+    last = recs[-1]
+    print(f"eval: torch {t_ok} of {n} correct, loss {t_loss:.7f}; --eval-every {last.get('eval_accuracy')} "
+          f"{last.get('eval_loss')}; dtrain eval {m.groups() if m else r.stdout}")
+    if r.returncode != 0 or not m:
+        failures.append(f"eval: dtrain eval exited {r.returncode}:\n{r.stdout}")
+        return
+    if (int(m[1]), int(m[2])) != (t_ok, n) or round(last["eval_accuracy"] * n) != t_ok:
+        failures.append(f"eval: correct counts differ: torch {t_ok} of {n}, dtrain eval {m[1]} of {m[2]}, "
+                        f"--eval-every accuracy {last['eval_accuracy']}")
+    if not abs(last["eval_loss"] - t_loss) <= LOSS_RTOL * t_loss or abs(float(m[3]) - t_loss) > 5e-5:
+        failures.append(f"eval: mean losses differ: torch {t_loss:.7f}, --eval-every {last['eval_loss']}, "
+                        f"dtrain eval {m[3]}")
+    d_conf = np.loadtxt(csv, delimiter=",", skiprows=1, dtype=np.int64)[:, 1:]
+    if not np.array_equal(d_conf, conf):
+        failures.append(f"eval: --confusion-csv differs from torch's predictions:\n{d_conf}\n{conf}")
+
+
 def seq(opt, warmup, after):
     """PyTorch's warmup then a schedule: LinearLR from 1/N over N - 1 steps, the rates (s + 1) / N."""
     return torch.optim.lr_scheduler.SequentialLR(
@@ -109,7 +155,7 @@ def main():
     warnings.filterwarnings("ignore", message="The epoch parameter", category=UserWarning)
     with tempfile.TemporaryDirectory(prefix="dt_torch_parity.") as tmp:
         subprocess.run([sys.executable, os.path.join(HERE, "make_idx.py"), os.path.join(tmp, "idx"),
-                        str(N_TRAIN), "20"], check=True)
+                        str(N_TRAIN), "97"], check=True)
         x = inputs(read_idx(os.path.join(tmp, "idx", "train-images-idx3-ubyte")))
         y = torch.from_numpy(read_idx(os.path.join(tmp, "idx", "train-labels-idx1-ubyte")).astype(np.int64))
         fc = "fc:64,relu,fc:10"
@@ -151,11 +197,16 @@ def main():
                 case(tmp, x, y, name, spec, flags, make_opt, seed, **kw)
             except RuntimeError as e:  # dtrain refused or failed: the others still run
                 failures.append(str(e))
+        try:
+            eval_case(tmp, "conv:4:3:1:1,relu,pool:2,fc:16,relu,fc:10")
+        except RuntimeError as e:
+            failures.append(str(e))
     for f in failures:
         print("FAIL:", f)
     if failures:
         return 1
-    print(f"PASS: dtrain's losses, rates, norms and parameters match PyTorch's in all {len(cases)} cases")
+    print(f"PASS: dtrain's losses, rates, norms and parameters match PyTorch's in all {len(cases)} cases, "
+          "and so do the held-out figures")
     return 0
 
 
