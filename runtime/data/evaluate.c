@@ -51,8 +51,10 @@ static dt_status eval_args(const dt_model *m, const dt_dataset *d, int batch, in
         return status_set_error(DT_ERR_INVALID_ARG, "dt_evaluate: threads %d must be from 0 to 256", threads);
     const int K = dt_model_num_classes(m);
     if (d->classes > K)
-        return status_set_error(DT_ERR_INVALID_ARG, "%s has %d classes, the model only %d outputs", d->split->source,
-                                d->classes, K);
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s has labels up to %d (%d classes), the model only %d outputs (labels 0 to %d): "
+                                "its predictions could never be right; evaluate on data of the model's classes",
+                                d->split->source, d->classes - 1, d->classes, K, K - 1);
     if ((size_t)d->input_size != dt_model_input_size(m))
         return status_set_error(DT_ERR_INVALID_ARG, "%s's samples are %dx%dx%d (%zu values), the model takes %zu",
                                 d->split->source, d->c, d->h, d->w, d->input_size, dt_model_input_size(m));

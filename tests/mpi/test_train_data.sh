@@ -273,6 +273,8 @@ expect 2 "holds samples of 1x8x8 (64 values) but the model takes 1x28x28 (784)" 
 expect 2 "has 12 classes but the model's last layer has 10 outputs: end the model with fc:12 (--model 'fc:1024,relu,fc:1024,relu,fc:12')" run 1 train --data "$tmp/k12"
 # The suggestion keeps the user's own layers (it offered an mlp to a cnn run).
 expect 2 "(--model 'conv:32:3:1:1,relu,pool:2,conv:64:3:1:1,relu,pool:2,fc:128,relu,fc:12')" run 1 train --data "$tmp/k12" --model cnn
+expect 2 "$tmp/k12 has labels up to 11 (12 classes), the model only 10 outputs (labels 0 to 9): its predictions could never be right" \
+    run 2 eval --data "$tmp/k12" --checkpoint-dir "$tmp/ck"
 expect 2 "give --epochs or --steps, not both" run 1 train --data "$tmp/hard" --epochs 1 --steps 5
 expect 2 "--eval-data needs --data PATH" run 1 train --eval-data "$tmp/hard"
 expect 2 "--augment part 'rotate' is not crop:P" run 1 train --data "$tmp/hard" --augment crop:2,rotate
