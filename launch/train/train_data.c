@@ -224,10 +224,20 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
     }
     int ec, eh, ew;
     dt_dataset_shape(d->eval, &ec, &eh, &ew);
-    if (ec != C || eh != H || ew != W || dt_dataset_num_classes(d->eval) > dt_model_num_classes(m)) {
-        cli_error("the held-out data (%s) holds %dx%dx%d samples of %d classes, the training data %dx%dx%d of %d: give "
-                  "held-out data of the same kind",
-                  d->eval_what, ec, eh, ew, dt_dataset_num_classes(d->eval), C, H, W, K);
+    if (ec != C || eh != H || ew != W) {
+        cli_error(
+            "the held-out data (%s) holds %dx%dx%d samples, the training data %dx%dx%d: give held-out data of the "
+            "same kind",
+            d->eval_what, ec, eh, ew, C, H, W);
+        return EXIT_USAGE;
+    }
+    /* Labels the model has no output for could never be predicted: the model's outputs are the
+     * limit (they may be more than the training data's classes), not the training classes. */
+    const int EK = dt_dataset_num_classes(d->eval), MK = dt_model_num_classes(m);
+    if (EK > MK) {
+        cli_error("the held-out data (%s) has labels up to %d (%d classes), the model only %d outputs (labels 0 to %d; "
+                  "the training data has %d classes): give held-out data of the training data's classes",
+                  d->eval_what, EK - 1, EK, MK, MK - 1, K);
         return EXIT_USAGE;
     }
     return EXIT_OK;

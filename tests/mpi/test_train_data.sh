@@ -269,6 +269,10 @@ expect 2 "dataset $tmp/nothing does not exist (the same on all 4 ranks)" run 4 t
     --data "$tmp/nothing" --steps 5
 [ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" && ! grep -q "ranks) (rank" "$tmp/out" &&
     ok "missing data on all 4 ranks: one error line, no MPI_Abort" || { bad "missing data on 4 ranks"; cat "$tmp/out"; }
+# Held-out labels past the model's outputs are named against those outputs (it said the training
+# data's classes, which are not the limit).
+expect 2 "the held-out data (--eval-data $tmp/k12) has labels up to 11 (12 classes), the model only 10 outputs (labels 0 to 9; the training data has 10 classes)" \
+    run 1 train --data "$tmp/hard" --eval-data "$tmp/k12" --steps 1
 expect 2 "holds samples of 1x8x8 (64 values) but the model takes 1x28x28 (784)" run 1 train --data "$tmp/hard" --model cnn --input 1x28x28
 expect 2 "has 12 classes but the model's last layer has 10 outputs: end the model with fc:12 (--model 'fc:1024,relu,fc:1024,relu,fc:12')" run 1 train --data "$tmp/k12"
 # The suggestion keeps the user's own layers (it offered an mlp to a cnn run).
