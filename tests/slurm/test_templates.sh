@@ -24,7 +24,7 @@ STUB
 # scontrol: `show job` answers with the job's state (STUB_STATE), anything else is recorded.
 cat >"$tmp/bin/scontrol" <<'STUB'
 #!/bin/bash
-[ "$1 $2" = "show job" ] && { echo "JobId=$3 JobName=t JobState=$STUB_STATE Reason=$STUB_REASON Dependency=(null)"; exit 0; }
+[ "$1 $2" = "show job" ] && { echo "JobId=$3 JobName=t JobState=$STUB_STATE Reason=$STUB_REASON Dependency=(null)"; echo "   Requeue=1 Restarts=${STUB_RESTARTS:-0} BatchFlag=1"; exit 0; }
 echo "$*" >>"$STUB_DIR/scontrol.log"
 STUB
 chmod +x "$tmp/bin/srun" "$tmp/bin/scontrol"
@@ -79,6 +79,17 @@ for t in train-multi-node.sbatch train-single-node.sbatch; do
         ok "$t: scancel (job COMPLETING) -> exit 75, not requeued, says CKPT_DIR=ckpt-42"
     else
         bad "$t: scancel (job COMPLETING) -> exit $rc, scontrol: '$(cat "$tmp/scontrol.log" 2>/dev/null)'"
+        sed 's/^/    /' "$tmp/out"
+    fi
+    # `scontrol requeue JOB` by hand: COMPLETING as after a scancel, but SLURM has counted the
+    # restart (Restarts=1, this run's SLURM_RESTART_COUNT unset): the job comes back by itself, so
+    # no second requeue and no advice to submit another job on the same CKPT_DIR.
+    STUB_RESTARTS=1 run_template "$t" COMPLETING/None 1
+    if [ $rc -eq 75 ] && [ ! -e "$tmp/scontrol.log" ] && grep -q "requeued already (Restarts=1" "$tmp/out" &&
+       ! grep -q "sbatch" "$tmp/out"; then
+        ok "$t: scontrol requeue by hand (COMPLETING, Restarts=1) -> exit 75, says it is requeued already, no resubmit advice"
+    else
+        bad "$t: scontrol requeue by hand -> exit $rc, scontrol: '$(cat "$tmp/scontrol.log" 2>/dev/null)'"
         sed 's/^/    /' "$tmp/out"
     fi
     # The time limit itself (its SIGTERM, the --signal lead too short): saved, so back in the queue.
