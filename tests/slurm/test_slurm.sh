@@ -3,7 +3,7 @@
 # this test and torn down after it. srun -N 2 -n 4 places ranks on two nodes; srun without PMI is
 # refused with the fix (one task or two); fake GPUs reach each rank; every slurm/*.sbatch template,
 # submitted the README's way, completes, and a scancelled training template saves and stays
-# cancelled; mpirun inside an allocation is recognized as openmpi despite stale SLURM_PROCID; dtrain doctor reports the whole job (and srun without PMI as a
+# cancelled; one with dtrain missing on a node fails at once, naming it; mpirun inside an allocation is recognized as openmpi despite stale SLURM_PROCID; dtrain doctor reports the whole job (and srun without PMI as a
 # launch.pmix FAIL); a requeued job resumes bit for bit; down.sh leaves nothing of the
 # cluster and nothing else touched. Exit 77 (SKIP) where the cluster cannot start here (not root,
 # no slurmctld installed), saying why.
@@ -224,6 +224,25 @@ else
     bad "scancel of a template job $jid: state '$state', restarts '$restarts'"; cat "$out" 2>/dev/null
 fi
 scancel "$jid" 2>/dev/null # were it requeued after all
+
+# --- dtrain missing on one node (DTRAIN under the per-node DIR/nodetmp, there on node1 only): the
+# training template ends FAILED at once, naming node2, rather than leaving node1's ranks waiting
+# in MPI's start-up for tasks that never ran until the time limit (seen: still there after 10 min).
+cp "$DTRAIN" "$cluster/tmp/node1/dtrain"
+jid=$(cd "$sub" && DTRAIN="$cluster/nodetmp/dtrain" TRAIN_ARGS="$small" sbatch --parsable $fits slurm/train-multi-node.sbatch 2>&1)
+out=$(template_out train-multi-node.sbatch "$jid")
+for _ in $(seq 60); do
+    state=$(scontrol show job "$jid" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+    case $state in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) break ;; esac
+    sleep 0.5
+done
+if [ "$state" = FAILED ] && grep -q "node2: .*No such file" "$out" && grep -q "does not start on every node of job $jid" "$out"; then
+    ok "sbatch slurm/train-multi-node.sbatch with dtrain missing on node2 (job $jid): FAILED within 30 s, naming node2"
+else
+    bad "dtrain missing on node2 (job $jid): state '$state' after 30 s"; cat "$out" 2>/dev/null
+fi
+scancel "$jid" 2>/dev/null && wait_job "$jid" # a hung one must not hold the nodes for what follows
+rm -f "$cluster/tmp/node1/dtrain"
 
 # --- mpirun inside an allocation: openmpi, not the batch step's stale SLURM_PROCID.
 cat >"$tmp/mpi.sbatch" <<JOB

@@ -14,7 +14,7 @@ mkdir -p "$tmp/bin"
 # --checkpoint-dir, as a run that trained writes, and exit 75.
 cat >"$tmp/bin/srun" <<'STUB'
 #!/bin/bash
-case " $* " in *" train "*) ;; *) exit "${STUB_ENV_RC:-0}" ;; esac # `dtrain env` steps
+case " $* " in *" train "*) ;; *" version "*) exit 0 ;; *) exit "${STUB_ENV_RC:-0}" ;; esac # `dtrain env` steps
 dir=""; while [ $# -gt 0 ]; do [ "$1" = --checkpoint-dir ] && dir=$2; shift; done
 trap '[ "$STUB_PROGRESS" = 1 ] && : >"$dir/ckpt-0000000009.dtc"; exit 75' TERM
 mkdir -p "$dir"
@@ -34,7 +34,7 @@ chmod +x "$tmp/bin/srun" "$tmp/bin/scontrol"
 run_template() {
     rm -rf "$tmp/started" "$tmp/scontrol.log" "$tmp/ckpt-42"
     if [ -n "${4:-}" ]; then mkdir -p "$tmp/ckpt-42" && : >"$tmp/ckpt-42/$4"; fi
-    (cd "$tmp" && PATH="$tmp/bin:$PATH" STUB_DIR=$tmp STUB_STATE=${2%/*} STUB_REASON=${2#*/} STUB_PROGRESS=$3 SLURM_JOB_ID=42 \
+    (cd "$tmp" && PATH="$tmp/bin:$PATH" STUB_DIR=$tmp STUB_STATE=${2%/*} STUB_REASON=${2#*/} STUB_PROGRESS=$3 SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=1 \
         SLURM_SUBMIT_DIR=$tmp DTRAIN=dtrain exec setsid bash "$repo/slurm/$1" >"$tmp/out" 2>&1) &
     local pid=$!
     for _ in $(seq 100); do [ -e "$tmp/started" ] && break; sleep 0.1; done
