@@ -15,6 +15,7 @@ mkdir -p "$tmp/bin"
 cat >"$tmp/bin/srun" <<'STUB'
 #!/bin/bash
 case " $* " in *" train "*) ;; *" version "*) exit 0 ;; *) exit "${STUB_ENV_RC:-0}" ;; esac # `dtrain env` steps
+printf '%s\n' "$@" >"$STUB_DIR/args"
 dir=""; while [ $# -gt 0 ]; do [ "$1" = --checkpoint-dir ] && dir=$2; shift; done
 trap '[ "$STUB_PROGRESS" = 1 ] && : >"$dir/ckpt-0000000009.dtc"; exit 75' TERM
 mkdir -p "$dir"
@@ -107,6 +108,25 @@ for t in train-multi-node.sbatch train-single-node.sbatch; do
     else
         bad "$t: stopped before its first step -> exit $rc, scontrol: '$(cat "$tmp/scontrol.log" 2>/dev/null)'"
         sed 's/^/    /' "$tmp/out"
+    fi
+done
+
+# TRAIN_ARGS with a quoted path that holds spaces reaches dtrain as one word (a dataset in
+# "/data/my set"); an unmatched quote is refused, exit 2, rather than training on half the flags.
+for t in train-multi-node.sbatch train-single-node.sbatch; do
+    TRAIN_ARGS="--steps 5 --data '/data/my set' --lr 0.1" run_template "$t" RUNNING/None 1
+    if grep -qx "/data/my set" "$tmp/args" 2>/dev/null && grep -qx -- "--lr" "$tmp/args"; then
+        ok "$t: TRAIN_ARGS=\"--data '/data/my set'\" -> dtrain gets '/data/my set' as one argument"
+    else
+        bad "$t: TRAIN_ARGS with a quoted path -> dtrain's arguments: $(tr '\n' '|' <"$tmp/args" 2>/dev/null)"
+    fi
+    (cd "$tmp" && PATH="$tmp/bin:$PATH" TRAIN_ARGS="--data '/data/my set" SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=1 \
+        SLURM_SUBMIT_DIR=$tmp DTRAIN=dtrain STUB_DIR=$tmp timeout 20 bash "$repo/slurm/$t" >"$tmp/out" 2>&1)
+    rc=$?
+    if [ $rc -eq 2 ] && grep -q "TRAIN_ARGS has an unmatched quote" "$tmp/out"; then
+        ok "$t: TRAIN_ARGS with an unmatched quote -> exit 2, saying so"
+    else
+        bad "$t: TRAIN_ARGS with an unmatched quote -> exit $rc"; sed 's/^/    /' "$tmp/out"
     fi
 done
 
