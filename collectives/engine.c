@@ -12,6 +12,7 @@
 #include "collectives/rank_names.h"
 #include "collectives/roll_peers.h"
 #include "collectives/ctx_comm.h"
+#include "collectives/comm_dup.h"
 #include "base/abort_guard.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -331,43 +332,13 @@ dt_status engine_prepare(MPI_Comm world, double timeout_s, int use_thread, dt_al
     return DT_OK;
 }
 
-/* MPI_Comm_dup of world under the deadline, polled as every collective is: the dup comes before
- * any request, so the request watchdog cannot see it, and a rank that never reaches it (one that
- * stopped, or makes its collectives in another order) would leave the others in a blocking
- * MPI_Comm_dup forever. Past timeout_s the job is aborted, as the watchdog does; which rank is
- * missing cannot be told (a dup has no roll call), only that the dup did not complete. */
-static dt_status engine_dup(engine *e, MPI_Comm world)
-{
-    MPI_Request r;
-    int flag = 0, spins = 0;
-    int rc = MPI_Comm_idup(world, &e->comm, &r);
-    const double start = clock_now_s();
-    while (rc == MPI_SUCCESS && !(rc = MPI_Test(&r, &flag, MPI_STATUS_IGNORE)) && !flag) {
-        if (++spins < 2000) continue;
-        const double age = clock_now_s() - start;
-        if (e->timeout_s > 0 && age > e->timeout_s) {
-            log_msg(LOG_LEVEL_ERROR,
-                    "watchdog: MPI_Comm_dup making the communication engine has waited %.1f s, "
-                    "past the %.1f s timeout: a rank has not reached it (it stopped or died, or creates its "
-                    "reducers in another order than the others). Aborting the job so no rank hangs",
-                    age, e->timeout_s);
-            if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
-            MPI_Abort(MPI_COMM_WORLD, 1);
-            abort(); /* MPI_Abort does not return; if it did, nothing may go on */
-        }
-        struct timespec ts = {0, 20000};
-        nanosleep(&ts, NULL);
-    }
-    if (rc != MPI_SUCCESS) {
-        e->comm = MPI_COMM_NULL;
-        return status_set_error(DT_ERR_MPI, "MPI_Comm_dup failed creating the communication engine");
-    }
-    return DT_OK;
-}
-
 dt_status engine_connect(engine *e, MPI_Comm world)
 {
-    dt_status s = engine_dup(e, world);
+    /* Under the deadline: the dup comes before any request the watchdog can see. */
+    dt_status s = comm_dup_bounded(world, e->timeout_s, "MPI_Comm_dup making the communication engine",
+                                   "a rank has not reached it (it stopped or died, or creates its reducers in another "
+                                   "order than the others)",
+                                   &e->comm);
     if (s) return s;
     MPI_Comm_set_errhandler(e->comm, MPI_ERRORS_RETURN);
     engine_topology(e);

@@ -22,7 +22,8 @@
  * guessed below the CPU, so the re-exec is tested on any machine), DTRAIN_TEST_SYNTH_DEVICE=1
  * (loader_test_device_on_cpu below, for a whole `dtrain train`), DTRAIN_TEST_LOCK_WAIT_S=S
  * (runtime/checkpoint/ckpt_lock.c: a checkpoint directory's lock held on another node is waited
- * for S seconds instead of 120), and DTRAIN_FAULT
+ * for S seconds instead of 120), DTRAIN_TEST_INIT_STALL=RANK (runtime/placement/ctx.c: that rank
+ * never reaches dt_init's first collective, as one whose node could not start it), and DTRAIN_FAULT
  * (launch/train/fault_inject.h). DTRAIN_COMM_WORLD1, which makes device buckets reduce even in a world
  * of one, is a setting now: dt_config::comm_world1.
  */

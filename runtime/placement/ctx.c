@@ -44,59 +44,6 @@ static _Thread_local int ctx_depth;
  * the first's dt_finalize would end MPI under it. */
 static atomic_int ctx_live;
 
-/* 1 once dtrain itself has called MPI_Finalize (dt_finalize after a dt_init that initialized MPI,
- * dt_abort_job in a world of one): a later dt_init is then told that MPI cannot start twice in a
- * process and how a program that wants several contexts keeps MPI, rather than that the caller
- * finalized it. */
-static atomic_int mpi_ended_by_dtrain;
-
-/* MPI_Finalize of MPI that dtrain initialized, remembered for ctx_mpi_init's message. */
-static int ctx_mpi_finalize(void)
-{
-    atomic_store(&mpi_ended_by_dtrain, 1);
-    return MPI_Finalize();
-}
-
-static dt_status ctx_mpi_init(const dt_config *cfg, int *we_did)
-{
-    int inited = 0, finalized = 0;
-    MPI_Initialized(&inited);
-    MPI_Finalized(&finalized);
-    *we_did = 0;
-    if (finalized && atomic_load(&mpi_ended_by_dtrain))
-        return status_set_error(
-            DT_ERR_MPI, "MPI was finalized by dtrain (by dt_finalize, as dt_init had initialized it, or by "
-                        "dt_abort_job in a world of one), and MPI cannot start twice in a process: keep one context "
-                        "for the whole run, or call MPI_Init_thread yourself and set dt_config.init_mpi = 0 so that "
-                        "dt_finalize leaves MPI running for the next dt_init");
-    if (finalized)
-        return status_set_error(DT_ERR_MPI, "MPI was already finalized; dt_init must run before MPI_Finalize");
-    if (inited) return DT_OK;
-    if (!cfg->init_mpi)
-        return status_set_error(DT_ERR_MPI, "MPI is not initialized and dt_config.init_mpi is 0: call "
-                                            "MPI_Init_thread first or set init_mpi = 1");
-    int provided = 0;
-    /* MULTIPLE lets a communication thread run collectives beside the compute thread. */
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
-        return status_set_error(DT_ERR_MPI, "MPI_Init_thread failed: check the launcher (srun needs "
-                                            "--mpi=pmix) and that mpirun belongs to the MPI dtrain was built with");
-    *we_did = 1;
-    /* Open MPI 4.1 reports the failure of a nonblocking collective (a count that differs across
-     * ranks: MPI_ERR_TRUNCATE) through MPI_COMM_WORLD's handler, not its communicator's: fatal by
-     * default. dtrain owns MPI here, so it sets a handler there that lets its own polls get the
-     * error back as a code and stays fatal for every other call, as MPI's default. */
-    coll_mpi_world_errhandler();
-    /* As doctor's mpi.threads says: the engine starts its communication thread only under
-     * MULTIPLE; below it the allreduces progress on the training thread, inside dtrain's calls. */
-    if (provided < MPI_THREAD_MULTIPLE)
-        log_msg(LOG_LEVEL_WARN,
-                "MPI provides thread level %d, not MPI_THREAD_MULTIPLE: gradient allreduces run on the training "
-                "thread (no communication thread), so they overlap backward less; use an MPI built with thread "
-                "support",
-                provided);
-    return DT_OK;
-}
-
 /* Selects and activates the GPU, the rank being the index-th of the size ranks of its node that see
  * the same GPUs; on the CPU just records it (why: the reason --device auto found no GPU, or "").
  * *chosen says whether it was decided: early (before MPI_Init, by the launcher's node-wide local
@@ -248,9 +195,8 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
         if (held) s = status_restore(held, &held_why);
         goto fail;
     }
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &c->world) != MPI_SUCCESS) {
-        s = held ? status_restore(held, &held_why)
-                 : status_set_error(DT_ERR_MPI, "MPI_Comm_dup(MPI_COMM_WORLD) failed");
+    if (ctx_world_dup(c->cfg.timeout_s, &c->world) != DT_OK) {
+        s = held ? status_restore(held, &held_why) : DT_ERR_MPI;
         goto fail;
     }
     /* Every rank's outcome before MPI, to every rank: one refused alone stops all of them now,

@@ -1,6 +1,7 @@
 /*
  * ctx_impl.h - what a context holds, shared by the files that make and use it: ctx.c (dt_init,
- * dt_finalize and the context's lifetime rules) and ctx_ops.c (its collectives and accessors).
+ * dt_finalize and the context's lifetime rules), ctx_mpi.c (MPI's start and end, the world's
+ * duplicate) and ctx_ops.c (its collectives and accessors).
  * Nothing outside runtime/placement/ includes it: other layers use collectives/ctx_comm.h.
  */
 #ifndef DT_RUNTIME_PLACEMENT_CTX_IMPL_H
@@ -30,5 +31,15 @@ struct dt_ctx {
     atomic_int held[CTX_HELD_KINDS]; /* objects made on the context, alive (ctx_hold) */
     atomic_int busy;                 /* 1 while a thread runs collectives on it (ctx_enter) */
 };
+
+/* MPI_Init_thread (MPI_THREAD_MULTIPLE) unless MPI runs already; *we_did 1 when it started it here.
+ * DT_ERR_MPI naming the fix when MPI was finalized (by dtrain: it cannot start twice) or is not
+ * running and cfg->init_mpi is 0. */
+dt_status ctx_mpi_init(const dt_config *cfg, int *we_did);
+/* MPI_Finalize of the MPI that ctx_mpi_init started, remembered for its message. */
+int ctx_mpi_finalize(void);
+/* *world = a duplicate of MPI_COMM_WORLD, made within timeout_s (0: no limit; past it the job is
+ * aborted naming the likely causes, collectives/comm_dup.h). */
+dt_status ctx_world_dup(double timeout_s, MPI_Comm *world);
 
 #endif

@@ -187,6 +187,15 @@ expect 2 "rank 1 is not in this job: the world size is 1 (rank 0 only)" env DTRA
 expect 2 "rank 2 is not in this job: the world size is 2 (ranks 0 to 1)" env DTRAIN_FAULT=stall:2:1 timeout -s KILL 60 \
     "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" $quick
 expect 2 "step 9 comes after the last step of this run (--steps 3)" env DTRAIN_FAULT=stall:0:9 timeout -s KILL 10 "$DTRAIN" $quick
+# A rank that never reaches dt_init (its node could not start dtrain: srun without
+# --kill-on-bad-exit leaves the others running) ends the job within --timeout: the others waited in
+# dt_init's first collective, the world's MPI_Comm_dup, until the job's time limit.
+t0=$(date +%s)
+expect 1 "dt_init's MPI_Comm_dup(MPI_COMM_WORLD) has waited 3." env DTRAIN_TEST_INIT_STALL=1 timeout -s KILL 60 \
+    "$MPIRUN" -np 2 -x DTRAIN_TEST_INIT_STALL "$DTRAIN" train --steps 2 --timeout 3
+[ $(( $(date +%s) - t0 )) -le 20 ] && grep -q "a rank has not reached dt_init" "$tmp/out" &&
+    ok "a rank that never reaches dt_init: the job ends in $(( $(date +%s) - t0 )) s, naming the likely causes" ||
+    { bad "a rank that never reaches dt_init: $(( $(date +%s) - t0 )) s"; cat "$tmp/out"; }
 # A slow file system: rank 0 takes 4 s, twice the 2 s timeout, to write the final checkpoint, and
 # to read it at the resume, while the others wait for its verdict; it tells them it is alive.
 slow="train --batch 2 --model fc:8,relu,fc:10 --input 8 --log-every 2 --timeout 2"
