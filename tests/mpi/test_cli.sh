@@ -226,8 +226,14 @@ expect 2 "--holdout 0.2 keeps part of the training set aside and --eval-data $tm
 expect 1 "standard output is closed: run dtrain with it open (not >&-)" sh -c 'exec "$@" >&-' _ "$DTRAIN" version
 "$DTRAIN" train --model fc:10 --input 4 --batch 2 --steps 100000000 --log-every 100000000 >&- 2>"$tmp/closed.err" &
 closed=$!
-# Once MPI and the threads are up (their descriptors open), fd 1 is what the run writes to.
-for _ in $(seq 100); do [ "$(ls "/proc/$closed/fd" 2>/dev/null | wc -l)" -gt 6 ] && break; sleep 0.1; done
+# Once MPI and the threads are up (their descriptors open), fd 1 is what the run writes to. A
+# second thread means the program's own code runs (the loader, single-threaded, opens and closes
+# each library on the lowest free descriptor before the hold: sampled then, fd 1 read as a .so).
+for _ in $(seq 100); do
+    [ "$(ls "/proc/$closed/fd" 2>/dev/null | wc -l)" -gt 6 ] &&
+        [ "$(sed -n 's/^Threads:[[:space:]]*//p' "/proc/$closed/status" 2>/dev/null)" -gt 1 ] 2>/dev/null && break
+    sleep 0.1
+done
 held=$(readlink "/proc/$closed/fd/1" 2>/dev/null) mode=$(ls -l "/proc/$closed/fd/1" 2>/dev/null | cut -c1-3)
 kill "$closed" 2>/dev/null; wait "$closed" 2>/dev/null
 [ "$held" = /dev/null ] && [ "$mode" = lr- ] && ok "train >&-: fd 1 held on /dev/null, read-only" ||
