@@ -356,6 +356,17 @@ int cli_cifar100_labels(const char *arg, int *coarse)
     return EXIT_OK;
 }
 
+int cli_bad_samples(const char *arg, const char *skip_means, int *skip)
+{
+    if (strcmp(arg, "fail") && strcmp(arg, "skip")) {
+        cli_error("--bad-samples '%s' is not fail (stop at the first undecodable sample) or skip (%s)", arg,
+                  skip_means);
+        return EXIT_USAGE;
+    }
+    *skip = !strcmp(arg, "skip");
+    return EXIT_OK;
+}
+
 int cli_normalize(const char *arg, int *out)
 {
     if (!strcmp(arg, "none"))

@@ -67,6 +67,9 @@ int cli_list(const char *flag, const char *arg, int max, int (*each)(const char 
 int cli_augment(const char *arg, int *crop_pad, int *flip);
 int cli_normalize(const char *arg, int *out);
 int cli_cifar100_labels(const char *arg, int *coarse);
+/* --bad-samples fail|skip (1: skip); skip_means says what skip does in the command, for the refusal
+ * (training replaces the sample, an evaluation leaves it out). */
+int cli_bad_samples(const char *arg, const char *skip_means, int *skip);
 
 /* --loader-threads N|auto (auto = -1), and what auto means for ctx's placement: on a GPU, one
  * thread per core of the rank but one, 1 to CLI_LOADER_MAX_AUTO; on the CPU 0 (the batch is made

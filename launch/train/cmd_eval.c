@@ -99,15 +99,7 @@ static int eval_handle(int val, const char *arg, void *ud)
         }
         case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &e->batch);
         case OPT_LOADER: return cli_loader_threads(arg, &e->loader_threads);
-        case OPT_BAD_SAMPLES:
-            if (strcmp(arg, "fail") && strcmp(arg, "skip")) {
-                cli_error("--bad-samples '%s' is not fail (stop at the first undecodable sample) or skip (leave it "
-                          "out of the figures)",
-                          arg);
-                return EXIT_USAGE;
-            }
-            e->skip_bad = !strcmp(arg, "skip");
-            return EXIT_OK;
+        case OPT_BAD_SAMPLES: return cli_bad_samples(arg, "leave it out of the figures", &e->skip_bad);
     }
     return EXIT_USAGE;
 }

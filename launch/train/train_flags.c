@@ -315,19 +315,7 @@ static int train_handle(int val, const char *arg, void *ud)
             }
             return EXIT_OK;
         case OPT_AUGMENT: return cli_augment(arg, &t->crop_pad, &t->flip);
-        case OPT_BAD_SAMPLES:
-            if (!strcmp(arg, "fail"))
-                t->skip_bad = 0;
-            else if (!strcmp(arg, "skip"))
-                t->skip_bad = 1;
-            else {
-                cli_error(
-                    "--bad-samples '%s' is not fail (stop at the first undecodable sample) or skip (replace it and "
-                    "count it)",
-                    arg);
-                return EXIT_USAGE;
-            }
-            return EXIT_OK;
+        case OPT_BAD_SAMPLES: return cli_bad_samples(arg, "replace it and count it", &t->skip_bad);
         case OPT_PRECISION: return cli_float_dtype("--precision", arg, &t->precision);
         case OPT_LS:
             t->loss_scale_arg = arg;
