@@ -4,6 +4,7 @@
 #include "base/status.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -103,4 +104,14 @@ dt_status status_set_peer_error(dt_status s, const char *fmt, ...)
 dt_status status_null_arg(const char *fn, const char *arg, const char *fix)
 {
     return status_set_error(DT_ERR_INVALID_ARG, "%s: %s is NULL: %s", fn, arg, fix);
+}
+
+dt_status status_count_fits(const char *fn, size_t count, dt_dtype t, const char *what)
+{
+    const size_t esz = dt_dtype_size(t), most = esz ? (size_t)PTRDIFF_MAX / esz : (size_t)PTRDIFF_MAX;
+    if (count <= most) return DT_OK;
+    return status_set_error(DT_ERR_INVALID_ARG,
+                            "%s%scount %zu is more %s elements than any buffer can hold (at most %zu, PTRDIFF_MAX "
+                            "bytes): pass the number of %s (a negative count converted to size_t looks like this)",
+                            fn ? fn : "", fn ? ": " : "", count, dt_dtype_name(t), most, what);
 }

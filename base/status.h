@@ -35,6 +35,11 @@ int status_shared(dt_status s);
 /* A public call given NULL for a required argument, refused before it does any work: the one
  * wording of every layer, DT_ERR_INVALID_ARG with "fn: arg is NULL: fix" (fix: what to pass). */
 dt_status status_null_arg(const char *fn, const char *arg, const char *fix);
+/* DT_OK when `count` elements of type t fit in one buffer (PTRDIFF_MAX bytes, C's limit on an
+ * object); else DT_ERR_INVALID_ARG, the one wording of every layer: "<fn: >count N is more <t>
+ * elements than any buffer can hold (at most M, PTRDIFF_MAX bytes): pass the number of <what> (a
+ * negative count converted to size_t looks like this)" (fn NULL: no prefix). */
+dt_status status_count_fits(const char *fn, size_t count, dt_dtype t, const char *what);
 
 /* Clears this thread's last error (dt_last_error() then returns ""). */
 void status_clear_error(void);

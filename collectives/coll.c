@@ -30,13 +30,9 @@ dt_status coll_check_args(const coll *c, const void *buf, size_t count, dt_dtype
     if (!buf && count > 0) return status_set_error(DT_ERR_INVALID_ARG, "NULL buffer for %zu elements", count);
     /* No buffer holds more than PTRDIFF_MAX bytes (C's limit on an object); a larger count would
      * wrap its byte size, or have the backends loop over memory that is not there. */
-    const size_t esz = dt_dtype_size(t), most = (size_t)PTRDIFF_MAX / esz;
-    if (count > most)
-        return status_set_error(DT_ERR_INVALID_ARG,
-                                "count %zu is more %s elements than any buffer can hold (at most %zu, PTRDIFF_MAX "
-                                "bytes): pass the number of elements (a negative count converted to size_t looks "
-                                "like this)",
-                                count, dt_dtype_name(t), most);
+    const size_t esz = dt_dtype_size(t);
+    dt_status s = status_count_fits(NULL, count, t, "elements");
+    if (s) return s;
     if ((uintptr_t)buf + count * esz < (uintptr_t)buf)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "count %zu: %zu bytes from %p run past the end of the address space: pass the "

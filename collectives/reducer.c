@@ -12,7 +12,6 @@
 #include "base/status.h"
 
 #include <math.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,13 +135,7 @@ static dt_status reducer_make(dt_ctx *ctx, void *grads, size_t count, const dt_r
     dt_status s = check_config(&cfg);
     /* No buffer holds more than PTRDIFF_MAX bytes: a larger count (a negative one converted to
      * size_t) was refused only by the bucket plan, whose message asks for larger caps. */
-    const size_t most = s ? 0 : (size_t)PTRDIFF_MAX / dt_dtype_size(cfg.dtype);
-    if (!s && count > most)
-        s = status_set_error(DT_ERR_INVALID_ARG,
-                             "dt_reducer_create: count %zu is more %s elements than any buffer can hold (at most "
-                             "%zu, PTRDIFF_MAX bytes): pass the number of gradient elements (a negative count "
-                             "converted to size_t looks like this)",
-                             count, dt_dtype_name(cfg.dtype), most);
+    if (!s) s = status_count_fits("dt_reducer_create", count, cfg.dtype, "gradient elements");
     backend *dev_be = NULL;
     if (!s) s = check_memory(ctx, grads, cfg.memory, &dev_be);
     if (s) return s;

@@ -13,8 +13,6 @@
 #include "base/status.h"
 
 #include <math.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <mpi.h>
 
 static const char *mem_name(dt_memory m) { return m == DT_MEMORY_DEVICE ? "DT_MEMORY_DEVICE" : "DT_MEMORY_HOST"; }
@@ -43,13 +41,7 @@ static dt_status check_buffer(const char *fn, const void *buf, size_t count, dt_
     if (s) return s;
     /* No buffer holds more than PTRDIFF_MAX bytes (C's limit on an object), as dt_allreduce says
      * too: a larger count (a negative one converted to size_t) had the pass run off the buffer. */
-    const size_t most = (size_t)PTRDIFF_MAX / dt_dtype_size(t);
-    if (count > most)
-        return status_set_error(DT_ERR_INVALID_ARG,
-                                "%s: count %zu is more %s elements than any buffer can hold (at most %zu, "
-                                "PTRDIFF_MAX bytes): pass the number of elements (a negative count converted to "
-                                "size_t looks like this)",
-                                fn, count, dt_dtype_name(t), most);
+    if ((s = status_count_fits(fn, count, t, "elements"))) return s;
     if (mem != DT_MEMORY_HOST && mem != DT_MEMORY_DEVICE)
         return status_set_error(DT_ERR_INVALID_ARG, "%s: memory kind %d must be DT_MEMORY_HOST or DT_MEMORY_DEVICE", fn,
                                 (int)mem);
