@@ -455,7 +455,7 @@ static int train_finish(train_run *r)
     if (r->rank == 0) train_report_end(r, agree, (double)bad);
     /* The finished run's checkpoint first (collective): a requeued job that already finished does
      * no step again, and a --dump-params that fails (a full disk) loses no training. */
-    if (t->ckpt_dir && r->first_step < t->steps && (s = train_ckpt_save(r, t->steps))) {
+    if (t->ckpt_dir && r->first_step < t->steps && r->saved_at != t->steps && (s = train_ckpt_save(r, t->steps))) {
         free(host);
         const int rc = train_status_error(s);
         train_ckpt_report_unsaved(r, t->steps);

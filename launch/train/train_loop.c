@@ -258,7 +258,12 @@ static int stop_now(train_run *r, long done)
     dt_status s;
     progress_clear(&r->prog);
     if (r->t.ckpt_dir && (s = train_ckpt_save(r, done))) return save_failed(r, done, s);
-    train_stop_report(r, done, 0);
+    if (done == r->t.steps) {
+        r->saved_at = done;
+        train_stop_report_last(r, done);
+    } else {
+        train_stop_report(r, done, 0);
+    }
     return EXIT_OK;
 }
 
@@ -375,8 +380,15 @@ train_end train_loop(train_run *r, int *rc)
             const double t_save = clock_now_s();
             if ((*rc = stop_now(r, step + 1))) return TRAIN_END_FAILED;
             iv.t_begin += clock_now_s() - t_save; /* a save is no step's time, as an evaluation is not */
-            if ((*rc = log_interval(r, &iv, step + 1, eval_step, 0, lr, grad_norm))) return TRAIN_END_FAILED;
-            return TRAIN_END_STOPPED;
+            /* The last step's evaluation failing finishes the run without it, as without a stop. */
+            const int last = step + 1 == t->steps;
+            if ((*rc = log_interval(r, &iv, step + 1, eval_step, last, lr, grad_norm))) return TRAIN_END_FAILED;
+            /* A stop that came with the last step has nothing left to stop: the run finishes (the
+             * parameters' check, --dump-params, exit 0) rather than exit 75 and have a requeue wait
+             * in the queue for a job that would only write the dump. Saved first all the same, as
+             * the evaluation may outlast the grace before a SIGKILL. */
+            if (!last) return TRAIN_END_STOPPED;
+            break;
         }
         if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, 1, lr, grad_norm))) return TRAIN_END_FAILED;
         if (ckpt_step) {

@@ -50,6 +50,8 @@ typedef struct train_run {
     char metrics_why[128];  /* and why, strerror's text */
     int metrics_gone;       /* rank 0: its file was found removed (said once, train_ckpt.c) */
     int stop_sig, stop_own; /* the stop signal the ranks agreed on (0: none), and whether this rank got it */
+    long saved_at;          /* the step a stop on the last step saved (train_loop.c): the run finishes without
+                               saving it again (0: none) */
     int final_eval_failed;  /* the evaluation after the last step failed on every rank (said): the run finishes
                                without it, its outputs written, and exits EXIT_FAIL (train_loop.c) */
     char trace_out[4096];   /* rank 0: where --trace is written (beside it after a resume, train_trace.c) */
@@ -103,6 +105,9 @@ int train_stop_exit_code(const train_run *r);
 /* Rank 0's line on the stop: after step `done` (its checkpoint written when there is a
  * --checkpoint-dir), or with `before` set, before step done + 1 (nothing trained by this run). */
 void train_stop_report(const train_run *r, long done, int before);
+/* Rank 0's line on a stop that came with the last step, `done`: nothing is left to stop, the run
+ * finishes (its checkpoint of that step written when there is a --checkpoint-dir). */
+void train_stop_report_last(const train_run *r, long done);
 
 /* ---------------------------------------------------------------- the loop (train_loop.c) */
 

@@ -153,3 +153,12 @@ void train_stop_report(const train_run *r, long done, int before)
                t->ckpt_dir ? "; continue with --resume auto" : "");
     fflush(stdout);
 }
+
+void train_stop_report_last(const train_run *r, long done)
+{
+    if (r->rank != 0) return;
+    printf("signal (%s%s) during the last step, %ld: training is complete%s%s; finishing the run\n",
+           train_stop_name(r->stop_sig), r->stop_own ? "" : ", on another rank", done,
+           r->t.ckpt_dir ? ", checkpoint in " : "", r->t.ckpt_dir ? r->t.ckpt_dir : "");
+    fflush(stdout);
+}

@@ -2,7 +2,7 @@
 # Stop and resume: a SIGUSR1 or SIGTERM on one rank stops every rank after the same step with a
 # checkpoint and exit code 75 (SIGINT and SIGHUP: the same stop, exit 130 and 129); --resume auto
 # continues from it, and the final parameters equal an uninterrupted run's bit for bit. A stop
-# asked for during a checkpoint's save stops after it, one before the first step (or before the
+# asked for during a checkpoint's save stops after it, one in the last step finishes the run, one before the first step (or before the
 # handlers, from the program's start) stops before training, and a second SIGINT ends at once; a
 # reader of the output that the signal ended too (| tee) costs no checkpoint, and one landing
 # while a write waits on a full pipe loses no line. Damaged checkpoints are skipped for an older sound one; a
@@ -241,6 +241,16 @@ expect 143 "" pending "$DTRAIN" version
 # A SIGHUP ignored when dtrain starts (nohup) stays ignored: the run goes on to its end.
 expect 0 "done: 3 steps" env DTRAIN_FAULT=hup:0:2 bash -c 'trap "" HUP; exec "$@"' _ "$DTRAIN" train --model fc:8,relu,fc:10 \
     --input 8 --steps 3 --batch 2 --checkpoint-dir "$tmp/ck-nohup"
+# A stop that comes with the last step has nothing left to stop: the run finishes (its checkpoint
+# written, --dump-params, exit 0) rather than exit 75 and have a requeue only write the dump.
+last="--model fc:8,relu,fc:10 --input 8 --steps 3 --batch 2 --seed 5"
+"$DTRAIN" train $last --dump-params "$tmp/p-last-ref" >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "3-step reference failed"; }
+expect 0 "signal (SIGUSR1) during the last step, 3: training is complete, checkpoint in $tmp/ck-last; finishing the run" \
+    env DTRAIN_FAULT=usr1:0:3 "$DTRAIN" train $last --checkpoint-dir "$tmp/ck-last" --dump-params "$tmp/p-last"
+grep -q "^done: 3 steps" "$tmp/out" && [ "$(ls "$tmp/ck-last" | tr '\n' ' ')" = "ckpt-0000000003.dtc " ] &&
+    out=$("$CMP" "$tmp/p-last" "$tmp/p-last-ref" exact) &&
+    ok "SIGUSR1 in the last step: finished, its checkpoint, --dump-params as an uninterrupted run's ($out)" ||
+    { bad "SIGUSR1 in the last step: files $(ls "$tmp/ck-last" | tr '\n' ' ')"; cat "$tmp/out"; }
 # A SIGTERM while the checkpoint of step 3 is written (1 s, by the test hook) stops right after it:
 # that checkpoint is what the stop would save (it used to run step 4 and save again).
 quick="--model fc:8,relu,fc:10 --input 8 --batch 2 --steps 12 --checkpoint-every 3 --log-every 3"
