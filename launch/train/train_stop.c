@@ -10,6 +10,7 @@
 #include "launch/train/train_run.h"
 
 #include "launch/cli.h"
+#include "runtime/checkpoint/ckpt_temps.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -37,7 +38,9 @@ static void on_stop_signal(int sig)
     while (k < NSTOP - 1 && stop_sigs[k] != sig) k++;
     if (sig == SIGINT && (got[0] || got[1] || got[2] || got[3])) {
         /* A stop was asked for already: this Ctrl-C ends the process now, by the signal itself
-         * (SIGINT is blocked in its handler, so the raise lands once the handler returns). */
+         * (SIGINT is blocked in its handler, so the raise lands once the handler returns), and
+         * the partial file of a save, a dump or a trace it cuts short goes with it. */
+        ckpt_temps_remove();
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;

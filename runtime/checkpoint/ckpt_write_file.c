@@ -11,6 +11,7 @@
  */
 #include "runtime/checkpoint/ckpt_format.h"
 #include "runtime/checkpoint/ckpt_lock.h"
+#include "runtime/checkpoint/ckpt_temps.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
 #include "base/io_error.h"
 #include "base/log.h"
@@ -330,6 +331,7 @@ dt_status ckpt_write_file_beating(const char *path, const char *what, const char
         return status_set_error(DT_ERR_IO, "cannot write %s %s: %s: %s", what, tmp, strerror(err),
                                 io_error_fix(err, what, alt, advice, sizeof advice));
     }
+    const int noted = ckpt_temp_note(tmp); /* a second Ctrl-C takes the partial file along */
     ckpt_test_slow(beat);
     dt_status s = write_image(fd, parts, n, &w);
     ckpt_beat_now(beat);
@@ -348,10 +350,9 @@ dt_status ckpt_write_file_beating(const char *path, const char *what, const char
         s = status_set_error(DT_ERR_IO, "renaming %s %s to %s failed: %s: %s", what, tmp, path, strerror(err),
                              io_error_fix(err, what, alt, advice, sizeof advice));
     }
-    if (s) {
-        unlink(tmp);
-        return s;
-    }
+    if (s) unlink(tmp);
+    ckpt_temp_forget(noted);
+    if (s) return s;
     /* The rename itself reaches the disk. The file is whole and in place either way: a file system
      * that cannot sync a directory is said, not failed. */
     if (ckpt_call_beating(sync_dir_call, dir, beat, CKPT_SYNC_BEAT_S) != 0)

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "base/trace.h"
+#include "runtime/checkpoint/ckpt_temps.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
 #include "runtime/trace/trace_write.h"
 #include "collectives/ctx_comm.h"
@@ -315,6 +316,8 @@ dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
                      io_error_fix(err, "trace", alt, advice, sizeof advice));
         }
     }
+    /* A second Ctrl-C while the trace is written takes its partial file along. */
+    const int noted = rank == 0 && f && !in_place ? ckpt_temp_note(tmp) : -1;
     if (MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, w) != MPI_SUCCESS) msg[0] = '?';
     if (!msg[0]) {
         if (rank == 0) {
@@ -343,6 +346,7 @@ dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
         memcpy(verdict, msg, sizeof msg);
         if (MPI_Bcast(verdict, sizeof verdict, MPI_CHAR, 0, w) == MPI_SUCCESS) memcpy(msg, verdict, sizeof msg);
     }
+    ckpt_temp_forget(noted);
     uint64_t dropped = 0;
     for (int r = 0; rank == 0 && r < world; r++) dropped += heads[r].info.dropped;
     if (!msg[0] && dropped)

@@ -328,8 +328,8 @@ steps_logged=$(grep -c '^step ' "$tmp/out-full")
     ok "a stop signal during a write to a full pipe: the write goes on, all $steps_logged steps' lines kept, exit 75" ||
     { bad "a stop signal during a write to a full pipe: exit $rc, stop at step '$stop_step', $steps_logged step lines"; cat "$tmp/err-full"; }
 # Ctrl-C twice: the first says the run stops after this step and that a second ends it at once; the
-# second, during the save, ends the process by SIGINT there and then (the next run removes the
-# temporary file). SIGINT set back to its default first: a background job of a script ignores it,
+# second, during the save, ends the process by SIGINT there and then, and removes the save's
+# temporary file. SIGINT set back to its default first: a background job of a script ignores it,
 # and dtrain keeps an ignored SIGINT ignored.
 DTRAIN_TEST_SLOW_CKPT=3 python3 -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' "$DTRAIN" train $quick --checkpoint-dir "$tmp/ck-int2" >"$tmp/log" 2>&1 &
@@ -338,7 +338,8 @@ in_save "$tmp/ck-int2" $pid && kill -INT $pid && sleep 0.3 && kill -INT $pid
 wait $pid
 rc=$?
 [ $rc -eq 130 ] && [ ! -e "$tmp/ck-int2/ckpt-0000000003.dtc" ] && ! grep -q "^stopping" "$tmp/log" &&
+    ! ls "$tmp/ck-int2"/ckpt-*.tmp* >/dev/null 2>&1 &&
     [ "$(grep -c "SIGINT: stopping after this step, with a checkpoint in .*; Ctrl-C again ends at once, without it" "$tmp/log")" = 1 ] &&
-    ok "Ctrl-C twice during a save: said once, ended at once by SIGINT (exit 130), no checkpoint" ||
+    ok "Ctrl-C twice during a save: said once, ended at once by SIGINT (exit 130), no checkpoint, no temporary file" ||
     { bad "Ctrl-C twice during a save: exit $rc, files $(ls "$tmp/ck-int2" | tr '\n' ' ')"; cat "$tmp/log"; }
 finish
