@@ -227,21 +227,24 @@ scancel "$jid" 2>/dev/null # were it requeued after all
 
 # --- dtrain missing on one node (DTRAIN under the per-node DIR/nodetmp, there on node1 only): the
 # training template ends FAILED at once, naming node2, rather than leaving node1's ranks waiting
-# in MPI's start-up for tasks that never ran until the time limit (seen: still there after 10 min).
+# in MPI's start-up for tasks that never ran until the time limit (seen: still there after 10 min);
+# and the placement check users run first (env.sbatch) alike, rather than waiting out its 5 minutes.
 cp "$DTRAIN" "$cluster/tmp/node1/dtrain"
-jid=$(cd "$sub" && DTRAIN="$cluster/nodetmp/dtrain" TRAIN_ARGS="$small" sbatch --parsable $fits slurm/train-multi-node.sbatch 2>&1)
-out=$(template_out train-multi-node.sbatch "$jid")
-for _ in $(seq 60); do
-    state=$(scontrol show job "$jid" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-    case $state in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) break ;; esac
-    sleep 0.5
+for name in train-multi-node.sbatch env.sbatch; do
+    jid=$(cd "$sub" && DTRAIN="$cluster/nodetmp/dtrain" TRAIN_ARGS="$small" sbatch --parsable $fits "slurm/$name" 2>&1)
+    out=$(template_out "$name" "$jid")
+    for _ in $(seq 60); do
+        state=$(scontrol show job "$jid" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+        case $state in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) break ;; esac
+        sleep 0.5
+    done
+    if [ "$state" = FAILED ] && grep -q "node2: .*No such file" "$out" && grep -q "does not start on every node of job $jid" "$out"; then
+        ok "sbatch slurm/$name with dtrain missing on node2 (job $jid): FAILED within 30 s, naming node2"
+    else
+        bad "slurm/$name with dtrain missing on node2 (job $jid): state '$state' after 30 s"; cat "$out" 2>/dev/null
+    fi
+    scancel "$jid" 2>/dev/null && wait_job "$jid" # a hung one must not hold the nodes for what follows
 done
-if [ "$state" = FAILED ] && grep -q "node2: .*No such file" "$out" && grep -q "does not start on every node of job $jid" "$out"; then
-    ok "sbatch slurm/train-multi-node.sbatch with dtrain missing on node2 (job $jid): FAILED within 30 s, naming node2"
-else
-    bad "dtrain missing on node2 (job $jid): state '$state' after 30 s"; cat "$out" 2>/dev/null
-fi
-scancel "$jid" 2>/dev/null && wait_job "$jid" # a hung one must not hold the nodes for what follows
 rm -f "$cluster/tmp/node1/dtrain"
 
 # --- mpirun inside an allocation: openmpi, not the batch step's stale SLURM_PROCID.
