@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,6 +365,20 @@ int cli_bad_samples(const char *arg, const char *skip_means, int *skip)
         return EXIT_USAGE;
     }
     *skip = !strcmp(arg, "skip");
+    return EXIT_OK;
+}
+
+int cli_clip_grad_norm(const char *arg, double *out)
+{
+    if (!strcmp(arg, "inf")) {
+        *out = INFINITY;
+        return EXIT_OK;
+    }
+    float v;
+    if (cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off, inf = the norm reported, not clipped)",
+                  arg, 0, 1e30, &v))
+        return EXIT_USAGE;
+    *out = v;
     return EXIT_OK;
 }
 

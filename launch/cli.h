@@ -70,6 +70,9 @@ int cli_cifar100_labels(const char *arg, int *coarse);
 /* --bad-samples fail|skip (1: skip); skip_means says what skip does in the command, for the refusal
  * (training replaces the sample, an evaluation leaves it out). */
 int cli_bad_samples(const char *arg, const char *skip_means, int *skip);
+/* --clip-grad-norm F: 0 (off) to 1e30, or inf (+infinity: the norm reported, nothing clipped, as
+ * torch's clip_grad_norm_(max_norm=inf) is used to log it). */
+int cli_clip_grad_norm(const char *arg, double *out);
 
 /* --loader-threads N|auto (auto = -1), and what auto means for ctx's placement: on a GPU, one
  * thread per core of the rank but one, 1 to CLI_LOADER_MAX_AUTO; on the CPU 0 (the batch is made

@@ -45,7 +45,7 @@ typedef struct step_opts {
     int profile;        /* --profile: steps profiled after the timed ones */
     int zero[2], nzero; /* --zero: the ZeRO stages to run, in order */
     dt_optim_kind optim;
-    float clip;                 /* --clip-grad-norm: 0 off */
+    double clip;                /* --clip-grad-norm: 0 off, inf the norm only */
     dt_step_overlap overlap[3]; /* --step-overlap: the settings to run, in order */
     int noverlap;
     dt_graphs graphs[3]; /* --graphs: the same */
@@ -186,8 +186,7 @@ static int step_handle(int val, const char *arg, void *ud)
             return cli_int("--defer-verdict (1: queue the next step before the last's verdict, 0: wait)", arg, 0, 1,
                            &o->defer_verdict);
         case OPT_FUSED_RELU: return cli_fused_relu(arg, &o->fused_relu);
-        case OPT_CLIP:
-            return cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &o->clip);
+        case OPT_CLIP: return cli_clip_grad_norm(arg, &o->clip);
     }
     return EXIT_USAGE;
 }
@@ -231,7 +230,7 @@ typedef struct clip_seen {
 
 /* One training step on the loader's next batch; cs (NULL: not counted) notes its norm. */
 static dt_status one_step(dt_loader *ld, dt_model *m, dt_optimizer *opt, dt_scaler *sc, int batch, float scale,
-                          float clip, clip_seen *cs)
+                          double clip, clip_seen *cs)
 {
     dt_step_result r;
     const float *x;
@@ -432,7 +431,7 @@ int cmd_bench_step(int argc, char **argv)
     model_spec_free(&spec);
     if (rank == 0) {
         char clip[64] = "";
-        if (o.clip > 0) snprintf(clip, sizeof clip, ", clipping at norm %g", (double)o.clip);
+        if (o.clip > 0) snprintf(clip, sizeof clip, ", clipping at norm %g", o.clip);
         /* The input shape too, so that model-perf --profile needs no --input for a model that is
          * not a preset. */
         const char *in = o.input ? o.input : model_preset_input(o.model);
@@ -500,7 +499,7 @@ int cmd_bench_step(int argc, char **argv)
                 if (o.clip > 0)
                     printf("    clipping: %ld of %ld stepped timed steps over norm %g (norms %.4g to %.4g before "
                            "clipping)\n",
-                           cs.clipped, cs.steps, (double)o.clip, cs.lo, cs.hi);
+                           cs.clipped, cs.steps, o.clip, cs.lo, cs.hi);
                 fputs(prof, stdout);
                 fflush(stdout);
             }

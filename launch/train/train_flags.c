@@ -263,13 +263,7 @@ static int train_handle(int val, const char *arg, void *ud)
         case OPT_GRAPHS: return cli_graphs(arg, &t->graphs);
         case OPT_FUSED_RELU: return cli_fused_relu(arg, &t->fused_relu);
         case OPT_SYNTHETIC_ON: return cli_synthetic_on(arg, &t->synthetic_on);
-        case OPT_CLIP: {
-            float v;
-            if (cli_float("--clip-grad-norm (the largest global gradient norm, 0 = off)", arg, 0, 1e30, &v))
-                return EXIT_USAGE;
-            t->clip_grad_norm = v;
-            return EXIT_OK;
-        }
+        case OPT_CLIP: return cli_clip_grad_norm(arg, &t->clip_grad_norm);
         case OPT_PROGRESS:
             if (!strcmp(arg, "auto"))
                 t->progress = PROGRESS_AUTO;

@@ -11,6 +11,7 @@
 #include "base/status.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,10 @@ void train_report_start(const train_run *r)
                : t->min_lr > 0              ? " to --min-lr"
                                             : " to 0",
                t->warmup_steps, cli_s(t->warmup_steps));
-    if (t->clip_grad_norm > 0) printf("gradient clipping: global L2 norm at most %g\n", t->clip_grad_norm);
+    if (isinf(t->clip_grad_norm))
+        printf("gradient norm: reported as grad_norm, not clipped (--clip-grad-norm inf)\n");
+    else if (t->clip_grad_norm > 0)
+        printf("gradient clipping: global L2 norm at most %g\n", t->clip_grad_norm);
     /* 16-bit gradients travel as they are; fp32 ones in --grad-comm's type. */
     const dt_dtype wire = r->grad_t != DT_F32 ? r->grad_t : t->sync.grad_comm;
     /* GPU buffers through MPI (--gpu-comm mpi, or a build without NCCL): one whole-buffer allreduce

@@ -186,7 +186,8 @@ if [ $rc -eq 0 ] && grep -q "SGD momentum 0.9, clipping at norm 1e-06, device" "
 else
     bad "bench step --clip-grad-norm (exit $rc)"; cat "$tmp/s"
 fi
-expect 2 "--clip-grad-norm (the largest global gradient norm, 0 = off) '-1'" "$DTRAIN" bench step --clip-grad-norm -1
+expect 2 "--clip-grad-norm (the largest global gradient norm, 0 = off, inf = the norm reported, not clipped) '-1'" \
+    "$DTRAIN" bench step --clip-grad-norm -1
 # --step-overlap: a row per setting, side by side, the 14th column the setting and
 # what it came to: auto leaves the mlp (1.9M parameters) alone, and fp16's loss scaler keeps the step after
 # backward.

@@ -33,6 +33,19 @@ else
     bad "the adamw equivalence runs failed"
 fi
 
+# --clip-grad-norm inf reports the norm and clips nothing (torch's clip_grad_norm_(max_norm=inf),
+# used to log it): the parameters of a run without clipping, bit for bit, and a grad_norm a record.
+common="--model fc:16,relu,fc:10 --input 20 --steps 6 --batch 8 --lr 0.05 --seed 3 --log-every 3"
+if train 2 $common --dump-params "$tmp/ci0" && train 2 $common --clip-grad-norm inf --dump-params "$tmp/ci1" \
+    --metrics "$tmp/ci1.jsonl" && grep -q "^gradient norm: reported as grad_norm, not clipped (--clip-grad-norm inf)$" "$tmp/log"; then
+    out=$("$CMP" "$tmp/ci1" "$tmp/ci0" exact) &&
+        [ "$(grep -cE '"grad_norm": [0-9.e+-]+[,}]' "$tmp/ci1.jsonl")" = 2 ] &&
+        ok "--clip-grad-norm inf: unclipped parameters ($out), grad_norm in both records" ||
+        { bad "--clip-grad-norm inf: $out"; cat "$tmp/ci1.jsonl"; }
+else
+    bad "the --clip-grad-norm inf runs failed"; cat "$tmp/log"
+fi
+
 # --- Relu layers run inside their neighbours (--fused-relu 1, the default) or on their own: the
 # same parameters bit for bit on the CPU, for the cnn (relus before pools and an fc) in bf16 too.
 for prec in fp32 bf16; do
