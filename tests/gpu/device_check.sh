@@ -20,10 +20,12 @@
 #   bench     the benchmark rows, OLD side by side (QUICK=1 skips the CPU baselines): ~5-6 min
 # The device tool allows 10 minutes a command and ~15 minutes a session, starts included, and
 # gives the machine back after 30 s idle. LIMIT (seconds, default 580) is this call's own budget:
-# ctest and the sanitizers get what is left of it (each says what it did not run), so a call ends
-# with its summary and outputs rather than being killed. Plan: `PART=targets,tests` (timeout 600),
-# then at once `PART=sanitize,bench QUICK=1 LIMIT=<seconds left - 30>` (the build is kept); if the
-# first call's summary says ctest was cut, make the second `PART=tests,sanitize` instead.
+# every run (the build, each benchmark, ctest, each sanitizer run) gets at most what is left of it
+# less 20 s, and a run with under 15 s left is not started but named in the summary, so a call
+# ends with its summary and outputs rather than being killed (a part cut short says so). Plan:
+# `PART=targets,tests` (timeout 600), then at once `PART=sanitize,bench QUICK=1 LIMIT=<seconds
+# left - 30>` (the build is kept); if the first call's summary says ctest was cut, make the second
+# `PART=tests,sanitize` instead. Without a GPU that dtrain sees, a call stops after the build.
 #
 # OLD=DIR builds an earlier version's source tree beside this one (build-old/) for the side-by-
 # side rows. The device gets the working tree without .git, so make the tree here, in an ignored
@@ -54,6 +56,28 @@ log() { echo "== $*" | tee -a "$sum"; }
 t0=$(date +%s)
 left() { echo $(( ${LIMIT:-580} - ($(date +%s) - t0) )); } # seconds of this call's budget
 want() { [ "${PART:-all}" = all ] || [[ ",${PART}," == *",$1,"* ]]; }
+# Seconds a run may take: at most $1, and what is left of LIMIT less 20 s (the summary and the
+# packing after it); 0 when under 15 s would be left. The parts run one after another, each
+# command with its own timeout, so without this a call of several parts (or one hung run after
+# another) would pass the device tool's 600 s and lose the outputs not yet packed.
+cap() {
+    local c=$(( $(left) - 20 ))
+    [ "$c" -gt "$1" ] && c=$1
+    [ "$c" -lt 15 ] && c=0
+    echo "$c"
+}
+# `bounded S cmd...`: timeout with cap's bound; with nothing left it starts nothing, names the
+# command in the summary and returns 125 (a run cut by its timeout returns 124).
+bounded() {
+    local c
+    c=$(cap "$1")
+    shift
+    if [ "$c" = 0 ]; then
+        echo "   not run ($(left) s left of LIMIT=${LIMIT:-580}): $*" | cut -c1-200 >>"$sum"
+        return 125
+    fi
+    timeout "$c" "$@"
+}
 pack() { tar -czf "$res/gpu-$tag.tgz" -C "$out" . 2>/dev/null; }
 stamp() {
     echo "   ($(( $(date +%s) - t0 )) s)" | tee -a "$sum"
@@ -95,7 +119,7 @@ log "configure and build with CUDA (build-gpu/)"
 # -lineinfo: compute-sanitizer's and a profiler's reports then name the kernel's file and line; it
 # adds line tables only, the code nvcc generates is the same (so are the timings).
 cmake -S . -B build-gpu -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_FLAGS=-lineinfo >"$out/build.txt" 2>&1 &&
-    cmake --build build-gpu -j"$(nproc)" >>"$out/build.txt" 2>&1 || {
+    bounded 3600 cmake --build build-gpu -j"$(nproc)" >>"$out/build.txt" 2>&1 || {
     log "build failed: see build.txt"
     grep -E "error|Could not|not found|No package" "$out/build.txt" | head -20 | tee -a "$sum"
     tail -30 "$out/build.txt"
@@ -105,6 +129,18 @@ cmake -S . -B build-gpu -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA
 grep -E "✓|✗" "$out/build.txt" | tee -a "$sum"
 stamp
 D=build-gpu/dtrain
+# Every part needs a GPU that dtrain sees (a driver older than the toolkit or a container without
+# the device would fail each run after a start of its own): asked once, and the call stops here
+# with CUDA's reason when there is none.
+gpu=$(bounded 60 $D bench gemm --n 256 --dtype fp32 --no-cpu --max-seconds 0.1 2>&1 | grep -m1 '^# GPU:')
+case $gpu in
+"# GPU: none"* | "")
+    log "no GPU that dtrain can use: ${gpu:-bench gemm printed no GPU line}; nothing else is run"
+    pack
+    exit 1
+    ;;
+*) log "${gpu#\# }" ;;
+esac
 
 FC="fc:8192,relu,fc:8192,relu,fc:8192,relu,fc:10"
 # OLD=DIR (a source tree of an earlier version, e.g. from git archive): build it too and run the
@@ -114,7 +150,7 @@ if { want bench || want targets; } && [ -n "${OLD:-}" ] && [ ! -d "$OLD" ]; then
 elif { want bench || want targets; } && [ -n "${OLD:-}" ]; then
     log "configure and build the earlier version in $OLD (build-old/)"
     cmake -S "$OLD" -B build-old -DDTRAIN_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$out/build-old.txt" 2>&1 &&
-        cmake --build build-old -j"$(nproc)" --target dtrain_cmd >>"$out/build-old.txt" 2>&1 || log "the earlier version did not build"
+        bounded 3600 cmake --build build-old -j"$(nproc)" --target dtrain_cmd >>"$out/build-old.txt" 2>&1 || log "the earlier version did not build"
     stamp
 fi
 
@@ -125,14 +161,24 @@ log "issue 20's targets (fc:8192 x3 bf16 % of peak, mlp bf16, cnn bf16/fp32 and 
 tg="$out/targets"
 rm -rf "$tg" # a rerun on a warm machine must not judge an earlier call's files
 mkdir -p "$tg"
-timeout 120 $D bench gemm --n 8192 --dtype bf16 --no-cpu --max-seconds 1 >"$tg/gemm.txt" 2>&1
+[ "$(cap 120)" = 0 ] || bounded 120 $D bench gemm --n 8192 --dtype bf16 --no-cpu --max-seconds 1 >"$tg/gemm.txt" 2>&1
 for side in new old; do
     bin=$D p=""
     if [ $side = old ]; then
         [ -x build-old/dtrain ] || continue
         bin=build-old/dtrain p=old-
     fi
-    tgt() { local f=$1; shift; timeout 150 $bin bench step --device cuda "$@" >"$tg/$p$f" 2>&1; }
+    # A run not started leaves no file (the judge skips the target); one cut short, a partial one
+    # (the judge says it cannot read it).
+    tgt() {
+        local f=$1
+        shift
+        if [ "$(cap 150)" = 0 ]; then
+            echo "   $p$f: not run ($(left) s left of LIMIT=${LIMIT:-580})" | tee -a "$sum"
+            return
+        fi
+        bounded 150 $bin bench step --device cuda "$@" >"$tg/$p$f" 2>&1
+    }
     tgt fc.txt --model $FC --input 1024 --batch 1024 --steps 40 --precision bf16
     tgt mlp.txt --model mlp --batch 256 --steps 300 --warmup 10 --precision bf16,fp32,fp16
     tgt cnn28.txt --model cnn --input 1x28x28 --batch 1024 --steps 60 --precision fp32,bf16,fp16
@@ -168,7 +214,7 @@ stamp
 log "examples/custom_loop_cuda: caller's buffers, stream and cuBLAS, the reducer on that stream"
 for w1 in 0 1; do
     echo "-- DTRAIN_COMM_WORLD1=$w1" | tee -a "$sum"
-    DTRAIN_COMM_WORLD1=$w1 timeout 120 build-gpu/example_custom_loop_cuda >"$out/custom_loop_cuda-$w1.txt" 2>&1
+    DTRAIN_COMM_WORLD1=$w1 bounded 120 build-gpu/example_custom_loop_cuda >"$out/custom_loop_cuda-$w1.txt" 2>&1
     rc=$?
     grep -E "^(reducer|blocking|custom_loop_cuda)|SKIP|[Ee]rror|ERROR|WARN" "$out/custom_loop_cuda-$w1.txt" | tee -a "$sum"
     log "custom_loop_cuda (DTRAIN_COMM_WORLD1=$w1) exit $rc"
@@ -251,7 +297,7 @@ fi # sanitize
 
 if want bench; then
 log "dtrain bench gemm at n=8192"
-timeout 120 $D bench gemm --n 8192 --dtype fp32,bf16 --max-seconds 1 >"$out/bench.txt" 2>&1
+bounded 120 $D bench gemm --n 8192 --dtype fp32,bf16 --max-seconds 1 >"$out/bench.txt" 2>&1
 cat "$out/bench.txt" | tee -a "$sum"
 stamp
 
@@ -259,9 +305,10 @@ stamp
 step() { # label, then bench step flags
     local label=$1; shift
     echo "-- bench step $label: $*" | tee -a "$sum"
-    timeout 150 $D bench step --device cuda "$@" 2>&1 | tee -a "$out/bench.txt" | grep -vE '^      layer' | tee -a "$sum"
+    bounded 150 $D bench step --device cuda "$@" 2>&1 | tee -a "$out/bench.txt" | grep -vE '^      layer' | tee -a "$sum"
     local rc=${PIPESTATUS[0]}
-    [ "$rc" = 0 ] || echo "   bench step $label: exit $rc$([ "$rc" = 124 ] && echo ' (cut at 150 s)')" | tee -a "$sum"
+    [ "$rc" = 0 ] || [ "$rc" = 125 ] ||
+        echo "   bench step $label: exit $rc$([ "$rc" = 124 ] && echo ' (cut at 150 s or by LIMIT)')" | tee -a "$sum"
 }
 # Host-made batches (--synthetic-on host): the thread count applies only to them; on the device
 # (auto) no loader thread runs. The profiled rows keep auto, as dtrain train runs.
@@ -309,7 +356,7 @@ step "fc:8192x3 fp16" --model $FC --input 1024 --batch 1024 --steps 40 --precisi
 step "fc:8192x3 step overlap auto vs 0" --model $FC --input 1024 --batch 1024 --steps 40 --precision bf16,fp32 --step-overlap auto,0
 step "fc:8192x3 bf16 clipped" --model $FC --input 1024 --batch 1024 --steps 40 --precision bf16 --clip-grad-norm 1
 log "loader: $(nproc) cores; bench data --data synthetic 3x32x32 at 1, 8 and the auto count"
-timeout 120 $D bench data --data synthetic --threads 1,8,$(( $(nproc) - 1 )) --batch 512 --batches 40 2>&1 | tail -4 | tee -a "$sum"
+bounded 120 $D bench data --data synthetic --threads 1,8,$(( $(nproc) - 1 )) --batch 512 --batches 40 2>&1 | tail -4 | tee -a "$sum"
 stamp
 if [ -x build-old/dtrain ]; then
     log "earlier version against this one, same steps (samples/s; loader auto in both)"
@@ -317,7 +364,7 @@ if [ -x build-old/dtrain ]; then
         set -- $spec
         for bin in build-old/dtrain $D; do
             echo "-- $bin: $1 $2 batch $3" | tee -a "$sum"
-            timeout 150 $bin bench step --device cuda --model "$1" --input "$2" --batch "$3" --steps 60 2>&1 | tail -3 | tee -a "$sum"
+            bounded 150 $bin bench step --device cuda --model "$1" --input "$2" --batch "$3" --steps 60 2>&1 | tail -3 | tee -a "$sum"
         done
     done
     stamp
@@ -332,14 +379,15 @@ DTRAIN_COMM_WORLD1=1 step "fc:8192x3 --zero 0,1 AdamW, NCCL" --model $FC --input
     --precision fp32,bf16 --optim adamw --zero 0,1
 stamp
 log "dtrain train --device auto (takes the GPU)"
-timeout 120 $D train --model cnn --batch 1024 --steps 200 --log-every 50 --precision bf16 >"$out/train.txt" 2>&1
+bounded 120 $D train --model cnn --batch 1024 --steps 200 --log-every 50 --precision bf16 >"$out/train.txt" 2>&1
 grep -E "^data|^GPU|^memory|^step|^done" "$out/train.txt" | tee -a "$sum"
 # GPU spans (docs/trace.md): a traced cnn run with the NCCL bucket path, the trace kept for the
 # issue note, and per track the spans and their summed time (device time against host queueing).
 log "dtrain train --trace on the GPU (cnn, NCCL buckets, steps 10:12), kept as trace-gpu.json"
-DTRAIN_COMM_WORLD1=1 timeout 120 $D train --model cnn --batch 256 --steps 20 --trace-steps 10:12 \
+DTRAIN_COMM_WORLD1=1 bounded 120 $D train --model cnn --batch 256 --steps 20 --trace-steps 10:12 \
     --trace "$out/trace-gpu.json" >"$out/trace.txt" 2>&1 || log "the traced run failed: see trace.txt"
 spans() { # trace file: spans per track and their summed time
+    [ -s "$1" ] || { echo "   no trace in $(basename "$1")" | tee -a "$sum"; return; }
     python3 -c 'import json,sys,collections; d=json.load(open(sys.argv[1])); c=collections.Counter(); t=collections.Counter()
 for e in d["traceEvents"]:
     if e["ph"]=="X": c[e["tid"]]+=1; t[e["tid"]]+=e["dur"]
@@ -349,19 +397,19 @@ print("   spans per track (tid: count, summed us):", {k:(c[k],round(t[k])) for k
 spans "$out/trace-gpu.json"
 # The host-bound mlp (bf16, batch 256): host queueing per layer against the device's run time.
 log "dtrain train --trace, mlp bf16 batch 256 (steps 30:32), kept as trace-mlp.json"
-timeout 120 $D train --device cuda --model mlp --batch 256 --precision bf16 --steps 40 --trace-steps 30:32 \
+bounded 120 $D train --device cuda --model mlp --batch 256 --precision bf16 --steps 40 --trace-steps 30:32 \
     --trace "$out/trace-mlp.json" >"$out/trace-mlp.txt" 2>&1 || log "the traced mlp run failed: see trace-mlp.txt"
 spans "$out/trace-mlp.json"
 stamp
 if [ "${QUICK:-0}" != 1 ]; then
     log "the same steps on this machine's CPU cores (fp32, OpenBLAS)"
-    timeout 120 $D bench step --device cpu --model cnn --input 1x28x28 --batch 256 --steps 5 --warmup 1 --precision fp32 2>&1 | tail -1 | tee -a "$sum"
-    timeout 120 $D bench step --device cpu --model mlp --batch 256 --steps 20 --precision fp32 2>&1 | tail -1 | tee -a "$sum"
+    bounded 120 $D bench step --device cpu --model cnn --input 1x28x28 --batch 256 --steps 5 --warmup 1 --precision fp32 2>&1 | tail -1 | tee -a "$sum"
+    bounded 120 $D bench step --device cpu --model mlp --batch 256 --steps 20 --precision fp32 2>&1 | tail -1 | tee -a "$sum"
     # The host reducer where cores are not scarce (each rank has several: the communication thread
     # need not share the GEMMs' core), against the 2-core numbers in bench/REDUCER-NOTES.md.
     log "bench reducer at np 2 on this machine's cores (host memory), 1 BLAS thread, then the default"
     for bt in 1 0; do
-        timeout 120 mpirun -np 2 $D bench reducer --blas-threads $bt 2>&1 | grep -vE '^#( 20|$)' | tee -a "$sum"
+        bounded 120 mpirun -np 2 $D bench reducer --blas-threads $bt 2>&1 | grep -vE '^#( 20|$)' | tee -a "$sum"
     done
 fi
 stamp
