@@ -26,7 +26,7 @@ set(DTRAIN_KERNELS_NO_CUDA_SOURCES kernels/cpu/no_cuda.c kernels/cpu/device_info
 set(DTRAIN_COLLECTIVES_SOURCES
   collectives/coll.c collectives/coll_mpi.c collectives/coll_mpi_roll.c collectives/bucket.c collectives/engine.c collectives/comm_dup.c collectives/engine_req.c collectives/engine_chain.c collectives/engine_policy.c
   collectives/reducer.c collectives/reducer_plan_check.c collectives/reducer_step.c collectives/reducer_zero.c collectives/rank_names.c collectives/rank_verdict.c
-  collectives/roll_peers.c)
+  collectives/roll_peers.c collectives/buffers.c collectives/replicas.c)
 # Exactly one of the next two joins the collectives: the NCCL backend, or its refusal.
 set(DTRAIN_COLLECTIVES_NCCL_SOURCES collectives/coll_nccl.c)
 set(DTRAIN_COLLECTIVES_NO_NCCL_SOURCES collectives/coll_nccl_none.c)
@@ -36,7 +36,7 @@ set(DTRAIN_RUNTIME_SOURCES
   runtime/placement/device.c runtime/placement/affinity.c runtime/placement/blas.c
   runtime/placement/ctx.c runtime/placement/ctx_mpi.c
   runtime/placement/ctx_ops.c
-  runtime/buffers.c runtime/replicas.c runtime/trace/trace_write.c
+  runtime/trace/trace_write.c
   runtime/model/model_spec.c runtime/model/model.c runtime/model/model_plan.c runtime/model/model_pass.c
   runtime/model/kernels_api.c runtime/model/model_sync.c runtime/model/model_precision.c
   runtime/model/model_profile.c runtime/model/model_eval.c runtime/model/model_step.c runtime/model/model_overlap.c

@@ -429,6 +429,13 @@ uint64_t model_fingerprint(const dt_model *m)
 
 const float *model_params_const(const dt_model *m) { return m->params; }
 
+dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *differ, int *first_rank)
+{
+    if (!ctx || !m) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_check_replicas: ctx or model is NULL");
+    /* Only read: model_params_const leaves the 16-bit copy current, as dt_model_params would not. */
+    return dt_check_replicas(ctx, model_params_const(m), m->spec.num_params * sizeof(float), differ, first_rank);
+}
+
 dt_status dt_model_get_params(const dt_model *m, float *host)
 {
     if (!m) return status_null_arg("dt_model_get_params", "m", "pass the model dt_model_create made");

@@ -6,7 +6,6 @@
  */
 #include "dtrain.h"
 #include "kernels/backend.h"
-#include "runtime/model/model.h"
 #include "collectives/rank_verdict.h"
 #include "base/hash.h"
 #include "base/status.h"
@@ -140,13 +139,6 @@ dt_status dt_check_replicas(dt_ctx *ctx, const void *buf, size_t bytes, int *dif
     const dt_status c = check_replicas(ctx, host, bytes, s, differ, first_rank); /* s's message kept */
     free(host);
     return c;
-}
-
-dt_status dt_model_check_replicas(dt_ctx *ctx, const dt_model *m, int *differ, int *first_rank)
-{
-    if (!ctx || !m) return status_set_error(DT_ERR_INVALID_ARG, "dt_model_check_replicas: ctx or model is NULL");
-    /* Only read: model_params_const leaves the 16-bit copy current, as dt_model_params would not. */
-    return dt_check_replicas(ctx, model_params_const(m), dt_model_num_params(m) * sizeof(float), differ, first_rank);
 }
 
 dt_status dt_buffer_checksum(const void *buf, size_t bytes, dt_memory mem, uint64_t *sum)
