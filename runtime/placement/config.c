@@ -32,30 +32,6 @@ void dt_config_defaults(dt_config *cfg)
     cfg->allreduce = DT_ALLREDUCE_AUTO;
 }
 
-dt_status dt_allreduce_algo_parse(const char *s, dt_allreduce_algo *out)
-{
-    if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_allreduce_algo_parse: out is NULL");
-    static const char *const names[] = {"auto", "direct", "chain"};
-    for (int i = 0; s && i < 3; i++)
-        if (strcmp(s, names[i]) == 0) {
-            *out = (dt_allreduce_algo)i;
-            return DT_OK;
-        }
-    if (!s)
-        return status_set_error(DT_ERR_INVALID_ARG,
-                                "dt_allreduce_algo_parse: no allreduce algorithm given (s is NULL): use one of auto, "
-                                "direct, chain");
-    return status_set_error(DT_ERR_INVALID_ARG, "allreduce algorithm '%s' is not one of auto, direct, chain", s);
-}
-
-const char *dt_allreduce_algo_name(dt_allreduce_algo a)
-{
-    return a == DT_ALLREDUCE_AUTO     ? "auto"
-           : a == DT_ALLREDUCE_DIRECT ? "direct"
-           : a == DT_ALLREDUCE_CHAIN  ? "chain"
-                                      : "?";
-}
-
 dt_status dt_gpu_comm_parse(const char *s, dt_gpu_comm *out)
 {
     if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_gpu_comm_parse: out is NULL");
