@@ -4,8 +4,9 @@
  *
  * dt_ctx is defined above this layer (runtime/placement/ctx.c implements these accessors); they are
  * declared here so that the reducer and the other users of a context's communicators need nothing
- * from runtime/. The dependency on the implementation is resolved at link time, as a backend's
- * registry is in ggml.
+ * else from runtime/ than the context: these and its public functions (dt_rank, dt_allreduce...,
+ * runtime/placement/ctx*.c). The dependency on the implementation is resolved at link time, as a
+ * backend's registry is in ggml; build.layers fails a call from collectives/ to anything else above.
  */
 #ifndef DT_COLLECTIVES_CTX_COMM_H
 #define DT_COLLECTIVES_CTX_COMM_H
