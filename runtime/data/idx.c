@@ -175,8 +175,6 @@ typedef struct idx_split {
 static dt_status idx_read(const ds_split *s, size_t i, float *x, int32_t *label)
 {
     const idx_split *d = s->impl;
-    if (i >= s->count)
-        return status_set_error(DT_ERR_INVALID_ARG, "sample %zu is outside %s (%zu samples)", i, s->source, s->count);
     for (size_t j = 0; j < d->img.per_sample; j++) x[j] = idx_value(&d->img, i, j);
     const float v = idx_value(&d->lab, i, 0);
     /* Checked here only when the open did not (a float past int32 must not be converted). */

@@ -107,9 +107,6 @@ static dt_status read_image_file(const char *path, unsigned char **buf, size_t *
 static dt_status if_read(const ds_split *s, size_t i, float *x, int32_t *label)
 {
     const if_impl *f = s->impl;
-    if (i >= s->count)
-        return status_set_error(DT_ERR_INVALID_ARG, "sample %zu of %s (%s split) does not exist: it has %zu (0..%zu)",
-                                i, s->source, s->split, s->count, s->count ? s->count - 1 : 0);
     /* The class folder: the last k with first[k] <= i. */
     int lo = 0, hi = f->nfolders - 1;
     while (lo < hi) {

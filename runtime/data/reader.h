@@ -16,6 +16,7 @@
 #define DT_RUNTIME_DATA_READER_H
 
 #include "dtrain.h"
+#include "base/status.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -30,8 +31,8 @@
 typedef struct ds_split ds_split;
 
 typedef struct ds_ops {
-    /* Sample i (< count): c*h*w values into x, its label into *label. Reads only: several
-     * threads may read one split at once. DT_ERR_INVALID_ARG for i out of range; DT_ERR_CORRUPT
+    /* Sample i (< count, which ds_read checks for every format): c*h*w values into x, its label
+     * into *label. Reads only: several threads may read one split at once. DT_ERR_CORRUPT
      * for a sample that cannot be decoded (an image file), the message naming its file: the
      * loader fails the run or, with --bad-samples skip, counts it and takes another sample. */
     dt_status (*read)(const ds_split *s, size_t i, float *x, int32_t *label);
@@ -90,8 +91,12 @@ void ds_close(ds_split *s);
  * failed. */
 int ds_has_test_split(const char *path, const ds_open_opts *opts);
 
+/* s->ops->read of sample i, or DT_ERR_INVALID_ARG when the split has no sample i. */
 static inline dt_status ds_read(const ds_split *s, size_t i, float *x, int32_t *label)
 {
+    if (i >= s->count)
+        return status_set_error(DT_ERR_INVALID_ARG, "sample %zu of %s (%s split) does not exist: it has %zu (0..%zu)",
+                                i, s->source, s->split, s->count, s->count ? s->count - 1 : 0);
     return s->ops->read(s, i, x, label);
 }
 

@@ -33,8 +33,6 @@ typedef struct synth {
 static dt_status synth_read(const ds_split *s, size_t i, float *x, int32_t *label)
 {
     const synth *d = s->impl;
-    if (i >= s->count)
-        return status_set_error(DT_ERR_INVALID_ARG, "synthetic sample %zu is past the %zu samples", i, s->count);
     const uint32_t idx = (uint32_t)i;
     return d->cpu->ops->synth_batch(d->cpu, &d->sp, &idx, 1, x, label);
 }
