@@ -392,8 +392,8 @@ struct backend_ops {
 /* The CPU backend (CBLAS from OpenBLAS for every GEMM); never NULL. */
 backend *backend_cpu(void);
 
-/* OpenBLAS's working buffers (cpu/blas_reserve.c). OpenBLAS maps one of
- * backend_cpu_blas_buffer_bytes() per thread, a worker's as it starts and the calling thread's at
+/* OpenBLAS's working buffers (cpu/blas_reserve.c). OpenBLAS maps one of 128 MiB
+ * (BLAS_BUFFER_BYTES) per thread, a worker's as it starts and the calling thread's at
  * its first GEMM, and retries a failed map for ever. backend_cpu_blas_reserve makes it map this
  * thread's now, after probing for the room: DT_OK (at once after the first success), or
  * DT_ERR_NOMEM naming the size, the ulimit in force and the fix. Call it before the first GEMM of
@@ -402,7 +402,6 @@ backend *backend_cpu(void);
  * back), else DT_ERR_NOMEM as above, `why` naming what needs them ("3 new BLAS threads"). */
 dt_status backend_cpu_blas_reserve(void);
 dt_status backend_cpu_blas_probe(int buffers, const char *why);
-size_t backend_cpu_blas_buffer_bytes(void);
 
 /* Testing (runtime/test_hooks.h): the CPU backend's alloc acts as a device of `bytes` memory,
  * failing with DT_ERR_NOMEM once what it holds would pass the limit, and its mem_info reports

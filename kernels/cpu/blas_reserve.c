@@ -44,8 +44,6 @@ enum { WARM_N = 101 };
  * a second thread that runs GEMMs at the same time gets a buffer of its own (not probed). */
 static atomic_int blas_ready;
 
-size_t backend_cpu_blas_buffer_bytes(void) { return BLAS_BUFFER_BYTES; }
-
 dt_status backend_cpu_blas_probe(int buffers, const char *why)
 {
     if (buffers < 1) return DT_OK;

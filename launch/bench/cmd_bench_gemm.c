@@ -174,7 +174,8 @@ static int gemm_memory_check(dt_ctx *ctx, const gemm_opts *o, int local_ranks, i
     return over > 0 ? EXIT_USAGE : EXIT_OK;
 }
 
-void gemm_fill(float *a, size_t n, unsigned seed)
+/* Fills a (n x n, row-major) with the seeded values both sides use: uniform in [-1, 1). */
+static void gemm_fill(float *a, size_t n, unsigned seed)
 {
     uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
     for (size_t i = 0; i < n * n; i++) {

@@ -97,8 +97,6 @@ void train_stop_training_begins(void);
  * batch (batch_failed), *batch_failures the ranks that did (batch_failures may be NULL).
  * Collective (one allreduce of 5 floats with several ranks). */
 dt_status train_stop_agree(train_run *r, int batch_failed, int *sig, int *batch_failures);
-/* "SIGTERM" and so on. */
-const char *train_stop_name(int sig);
 /* The exit code of a run stopped on r->stop_sig: 130 for SIGINT and 129 for SIGHUP, else
  * EXIT_PREEMPTED with --checkpoint-dir and EXIT_STOPPED_UNSAVED without. */
 int train_stop_exit_code(const train_run *r);

@@ -124,7 +124,8 @@ dt_status train_stop_agree(train_run *r, int batch_failed, int *sig, int *batch_
     return DT_OK;
 }
 
-const char *train_stop_name(int sig)
+/* "SIGTERM" and so on. */
+static const char *train_stop_name(int sig)
 {
     return sig == SIGINT    ? "SIGINT"
            : sig == SIGHUP  ? "SIGHUP"

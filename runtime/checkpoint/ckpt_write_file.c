@@ -132,7 +132,9 @@ const char *ckpt_write_target(const char *path, char *real, size_t n, int *in_pl
     return path;
 }
 
-int ckpt_open_in_place(const char *path)
+/* An in-place target opened for writing (ckpt_fopen_in_place's rules; a FIFO that no process
+ * reads fails with ENXIO): the fd, or -1 with errno. */
+static int ckpt_open_in_place(const char *path)
 {
     /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking for ever; then the
      * writes block as usual. O_APPEND: a log that is also another process's output keeps its lines. */

@@ -49,14 +49,11 @@ int ckpt_call_beating(int (*fn)(void *), void *arg, const ckpt_beat *beat, doubl
  * unlink the job's log); the file a link leads to (copied into real, n bytes) when path is a link
  * to a file, so the file is replaced and the link stays; else path. */
 const char *ckpt_write_target(const char *path, char *real, size_t n, int *in_place);
-/* Opens an in-place target for writing, appending (a log that is also another process's output
- * keeps its lines); this process's own stdout or stderr is written through a copy of its
- * descriptor (its stdio buffer flushed first), whose offset the stream shares, so neither
- * overwrites the other. A FIFO that no process reads fails with ENXIO rather than blocking. The
- * fd, or -1 with errno. */
-int ckpt_open_in_place(const char *path);
-/* ckpt_open_in_place as a stdio stream for writing; a FIFO no process reads fails with EPIPE
- * (said as a broken pipe). NULL with errno. */
+/* Opens an in-place target for writing as a stdio stream, appending (a log that is also another
+ * process's output keeps its lines); this process's own stdout or stderr is written through a copy
+ * of its descriptor (its stdio buffer flushed first), whose offset the stream shares, so neither
+ * overwrites the other. A FIFO that no process reads fails with EPIPE (said as a broken pipe)
+ * rather than blocking. NULL with errno. */
 FILE *ckpt_fopen_in_place(const char *path);
 
 /* Before a run that writes path at its end (through ckpt_write_file_atomic or path.tmp): path must

@@ -16,7 +16,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-int imagefolder_arena_add(arena *a, const char *s1, const char *s2, size_t *at)
+/* Appends s1 (then '/' and s2 when s2 is not NULL) to a, its offset in *at; -1 when out of memory. */
+static int imagefolder_arena_add(arena *a, const char *s1, const char *s2, size_t *at)
 {
     const size_t n1 = strlen(s1), n2 = s2 ? strlen(s2) + 1 : 0, need = n1 + n2 + 1;
     if (a->cap - a->len < need) {
@@ -37,7 +38,8 @@ int imagefolder_arena_add(arena *a, const char *s1, const char *s2, size_t *at)
     return 0;
 }
 
-int imagefolder_offs_add(offs *o, size_t x)
+/* Appends x to o; -1 when out of memory. */
+static int imagefolder_offs_add(offs *o, size_t x)
 {
     if (o->n == o->cap) {
         const size_t cap = o->cap ? o->cap * 2 : 256;

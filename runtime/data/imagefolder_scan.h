@@ -53,10 +53,6 @@ typedef struct if_impl {
     int32_t *label_of;
 } if_impl;
 
-/* Appends s1 (then '/' and s2 when s2 is not NULL) to a, its offset in *at; -1 when out of memory. */
-int imagefolder_arena_add(arena *a, const char *s1, const char *s2, size_t *at);
-/* Appends x to o; -1 when out of memory. */
-int imagefolder_offs_add(offs *o, size_t x);
 /* DT_ERR_NOMEM naming what was being scanned. */
 dt_status imagefolder_nomem(const char *what);
 /* The class folders of root, their names added to names and their offsets, sorted by name (strcmp),

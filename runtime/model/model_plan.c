@@ -21,7 +21,9 @@
 /* The largest batch dt_model_max_batch tries: the CLI's own limit on --batch. */
 #define PLAN_MAX_BATCH (1 << 20)
 
-int layer_owns_output(const model_spec *s, int i)
+/* Whether layer i needs its own output buffer (flatten aliases its input; a ReLU works in place
+ * except on the model input x, which is const). */
+static int layer_owns_output(const model_spec *s, int i)
 {
     const layer *l = &s->layers[i];
     if (l->kind == LAYER_FLATTEN) return 0;

@@ -61,10 +61,6 @@ int act_plan(const model_spec *s, const backend_ops *ops, dt_dtype prec, int bat
  * activations no memory holds: its allocation fails, never a wrapped small one). */
 size_t carve_pool_bytes(const carve *c, int k);
 
-/* Whether layer i needs its own output buffer (flatten aliases its input; a ReLU works in place
- * except on the model input x, which is const). */
-int layer_owns_output(const model_spec *s, int i);
-
 /* "layer 3 (conv:64:3:1:1)": layer i of s as dt_model_layer_name writes it. */
 void model_spec_layer_name(const model_spec *s, int i, char *buf, size_t n);
 
