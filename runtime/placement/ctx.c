@@ -44,6 +44,9 @@ static _Thread_local int ctx_depth;
  * the first's dt_finalize would end MPI under it. */
 static atomic_int ctx_live;
 
+/* The room for why a rank runs on the CPU (CUDA's reason), for the warning of GPUs assigned but unusable. */
+enum { CTX_WHY_LEN = 256 };
+
 /* Selects and activates the GPU, the rank being the index-th of the size ranks of its node that see
  * the same GPUs; on the CPU just records it (why: the reason --device auto found no GPU, or "").
  * *chosen says whether it was decided: early (before MPI_Init, by the launcher's node-wide local
@@ -131,12 +134,139 @@ static void ctx_release(dt_ctx *c)
     atomic_store(&ctx_live, 0);
 }
 
+/* Step 4 of dt_init, after MPI: this rank's GPU. The ranks of a node that see the same GPU list
+ * split it; a rank with a list of its own takes its first GPU. device_chosen: chosen before
+ * MPI_Init already (by the node-wide local rank, checked here against the rank's place in its
+ * group). Two ranks of a node on one GPU are refused unless --gpu-comm mpi; GPUs assigned but none
+ * usable are warned of under --device auto; c->pl.gpu is the GPU of the plan. bus_id (bus_len
+ * bytes) receives the GPU's PCI bus id, for the cores near it; cpu_why (CTX_WHY_LEN) why the CPU. */
+static dt_status ctx_place_gpu(dt_ctx *c, const topo_mpi *m, int device_chosen, char *bus_id, size_t bus_len,
+                               char *cpu_why)
+{
+    dt_status s;
+    const char *list = getenv("CUDA_VISIBLE_DEVICES");
+    if (!list) list = getenv("SLURM_STEP_GPUS");
+    const int share = c->cfg.gpu_comm == DT_GPU_COMM_MPI;
+    int gidx = 0, gsize = 1;
+    if ((s = ctx_gpu_group(c, list, &gidx, &gsize))) return s;
+    if (!device_chosen) {
+        if ((s = ctx_select_device(c, gidx, gsize, 0, bus_id, bus_len, cpu_why, CTX_WHY_LEN, &device_chosen))) return s;
+    } else if (c->pl.device == DT_DEVICE_CUDA) {
+        /* Chosen before MPI_Init by the node-wide local rank, which is the place in the group
+         * unless the local ranks see different lists: then this rank takes its place in its own
+         * list (the GPU chosen first is one of this rank's own, so no other rank's GPU holds a
+         * context of it). */
+        char none[256];
+        int want = -1;
+        if ((s = device_map(device_count(none, sizeof none), gidx, gsize, share, &want))) return s;
+        if (want != c->pl.cuda_device) {
+            c->pl.cuda_device = want;
+            if ((s = device_activate(want, bus_id, bus_len))) return s;
+        }
+    }
+    {
+        char *ids = calloc((size_t)m->local_size, bus_len);
+        unsigned char *mig = calloc((size_t)m->local_size, 1);
+        if (!ids || !mig) {
+            free(ids);
+            free(mig);
+            return status_set_error(DT_ERR_NOMEM, "out of memory for the GPU ids of %d local ranks", m->local_size);
+        }
+        /* A MIG device: the refusal of two ranks on one bus id then says why slices share it. */
+        unsigned char mig_me = c->pl.device == DT_DEVICE_CUDA && list && strstr(list, "MIG-");
+        int rc = MPI_Allgather(bus_id, (int)bus_len, MPI_CHAR, ids, (int)bus_len, MPI_CHAR, c->local);
+        if (rc == MPI_SUCCESS) rc = MPI_Allgather(&mig_me, 1, MPI_BYTE, mig, 1, MPI_BYTE, c->local);
+        /* Collectives through MPI (--gpu-comm mpi) let ranks share a GPU; NCCL does not. */
+        s = rc != MPI_SUCCESS ? status_set_error(DT_ERR_MPI, "MPI_Allgather of GPU ids failed")
+            : share           ? DT_OK
+                              : device_check_unique(ids, mig, m->local_size, bus_len);
+        free(ids);
+        free(mig);
+        if (s) return s;
+    }
+    /* GPUs assigned but none usable (a container started without --gpus/--nv, no driver, a driver
+     * older than this build): --device auto trains on the CPU, and says so once per node. */
+    char assigned[128];
+    if (c->cfg.device == DT_DEVICE_AUTO && c->pl.device == DT_DEVICE_CPU && m->local_rank == 0 &&
+        device_gpus_assigned(getenv("CUDA_VISIBLE_DEVICES"), getenv("SLURM_STEP_GPUS"), getenv("SLURM_JOB_GPUS"),
+                             assigned, sizeof assigned))
+        log_msg(LOG_LEVEL_WARN,
+                "GPUs are assigned to this node's ranks (%s) but no GPU is usable, so they train on the CPU: %s. "
+                "--device cuda makes this an error; --device cpu silences it",
+                assigned, cpu_why[0] ? cpu_why : "CUDA found no device");
+    /* The GPU this rank takes, or would take where none is usable (fake GPUs of a test cluster,
+     * or a CPU run on a GPU allocation): its entry in the list the launcher gave. */
+    {
+        if (c->pl.device == DT_DEVICE_CUDA && (!list || !*list))
+            snprintf(c->pl.gpu, sizeof c->pl.gpu, "%d", c->pl.cuda_device);
+        else
+            device_plan(list, gidx, gsize, share, c->pl.gpu, sizeof c->pl.gpu);
+        /* Two ranks of a node on one GPU are refused when the GPU is used (above); when it is only
+         * planned, say so in the plan. */
+        char *all = calloc((size_t)m->local_size, sizeof c->pl.gpu);
+        if (all &&
+            MPI_Allgather(c->pl.gpu, sizeof c->pl.gpu, MPI_CHAR, all, sizeof c->pl.gpu, MPI_CHAR, c->local) ==
+                MPI_SUCCESS &&
+            c->pl.gpu[0] && c->pl.gpu[0] != '-' && c->cfg.gpu_comm != DT_GPU_COMM_MPI)
+            for (int r = 0; r < m->local_size; r++)
+                if (r != m->local_rank && strcmp(all + (size_t)r * sizeof c->pl.gpu, c->pl.gpu) == 0) {
+                    char keep[64];
+                    snprintf(keep, sizeof keep, "%s", c->pl.gpu);
+                    snprintf(c->pl.gpu, sizeof c->pl.gpu, "- (%.24s also local rank %d)", keep, r);
+                    break;
+                }
+        free(all);
+    }
+    return DT_OK;
+}
+
+/* The communicators: on a GPU NCCL's (or MPI's through host memory, --gpu-comm mpi or a build
+ * without NCCL) plus a host one for host buffers; on the CPU MPI's. */
+static dt_status ctx_make_collectives(dt_ctx *c)
+{
+    dt_status s;
+    if (c->pl.device == DT_DEVICE_CUDA) {
+        if (!coll_nccl_built()) {
+            log_msg0(LOG_LEVEL_WARN, "built without NCCL: GPU buffers are reduced by MPI through host memory");
+            s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);
+        } else if (c->cfg.gpu_comm == DT_GPU_COMM_MPI) {
+            log_msg0(LOG_LEVEL_INFO, "--gpu-comm mpi: GPU buffers are reduced by MPI through host memory");
+            s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);
+        } else {
+            s = coll_nccl_create(c->world, c->cfg.timeout_s, &c->coll);
+        }
+        if (!s) s = coll_mpi_create(c->world, 0, c->cfg.timeout_s, &c->coll_host);
+    } else {
+        s = coll_mpi_create(c->world, 0, c->cfg.timeout_s, &c->coll);
+    }
+    return s;
+}
+
+/* OpenBLAS on older kernels than the CPU can run (GEMM up to 4x slower): said once, by rank 0. */
+static void ctx_warn_blas_coretype(void)
+{
+    const char *better = dt_blas_coretype_advice();
+    const char *exported = getenv("OPENBLAS_CORETYPE");
+    /* An exported OPENBLAS_CORETYPE is the usual cause where dtrain's own restart did not run
+     * (a machine image or module file sets it, and a user's own always wins): name it. */
+    if (better && exported && *exported)
+        log_msg0(LOG_LEVEL_WARN,
+                 "OPENBLAS_CORETYPE=%s in the environment keeps OpenBLAS on its %s kernels on a CPU that can "
+                 "run %s ones (GEMM up to 4x slower): unset it, or export OPENBLAS_CORETYPE=%s",
+                 exported, dt_blas_corename(), better, better);
+    else if (better)
+        log_msg0(LOG_LEVEL_WARN,
+                 "OpenBLAS runs its %s kernels on a CPU that can run %s ones: start the program "
+                 "with OPENBLAS_CORETYPE=%s for much faster GEMM (4x measured on an AVX-512 VM)",
+                 dt_blas_corename(), better, better);
+}
+
 dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
 {
     dt_status s;
     topo_env env;
     int env_read = 0;
-    char bus_id[64] = "", cpu_why[256] = "";
+    char bus_id[64] = "", cpu_why[CTX_WHY_LEN] = "";
     int device_chosen = 0;
     if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_init: out is NULL: pass the address of a dt_ctx *");
     /* *out untouched: a caller that passes its live context's own variable keeps its handle. */
@@ -254,83 +384,8 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     }
     if ((s = roll_board_create(c->world, c->cfg.timeout_s, &c->board))) goto fail;
 
-    /* 4. One GPU per local rank, then the cores, then the communicators. The ranks of a node that
-     * see the same GPU list split it; a rank with a list of its own takes its first GPU. */
-    const char *list = getenv("CUDA_VISIBLE_DEVICES");
-    if (!list) list = getenv("SLURM_STEP_GPUS");
-    const int share = c->cfg.gpu_comm == DT_GPU_COMM_MPI;
-    int gidx = 0, gsize = 1;
-    if ((s = ctx_gpu_group(c, list, &gidx, &gsize))) goto fail;
-    if (!device_chosen) {
-        if ((s = ctx_select_device(c, gidx, gsize, 0, bus_id, sizeof bus_id, cpu_why, sizeof cpu_why, &device_chosen)))
-            goto fail;
-    } else if (c->pl.device == DT_DEVICE_CUDA) {
-        /* Chosen before MPI_Init by the node-wide local rank, which is the place in the group
-         * unless the local ranks see different lists: then this rank takes its place in its own
-         * list (the GPU chosen first is one of this rank's own, so no other rank's GPU holds a
-         * context of it). */
-        char none[256];
-        int want = -1;
-        if ((s = device_map(device_count(none, sizeof none), gidx, gsize, share, &want))) goto fail;
-        if (want != c->pl.cuda_device) {
-            c->pl.cuda_device = want;
-            if ((s = device_activate(want, bus_id, sizeof bus_id))) goto fail;
-        }
-    }
-    {
-        char *ids = calloc((size_t)m.local_size, sizeof bus_id);
-        unsigned char *mig = calloc((size_t)m.local_size, 1);
-        if (!ids || !mig) {
-            free(ids);
-            free(mig);
-            s = status_set_error(DT_ERR_NOMEM, "out of memory");
-            goto fail;
-        }
-        /* A MIG device: the refusal of two ranks on one bus id then says why slices share it. */
-        unsigned char mig_me = c->pl.device == DT_DEVICE_CUDA && list && strstr(list, "MIG-");
-        int rc = MPI_Allgather(bus_id, sizeof bus_id, MPI_CHAR, ids, sizeof bus_id, MPI_CHAR, c->local);
-        if (rc == MPI_SUCCESS) rc = MPI_Allgather(&mig_me, 1, MPI_BYTE, mig, 1, MPI_BYTE, c->local);
-        /* Collectives through MPI (--gpu-comm mpi) let ranks share a GPU; NCCL does not. */
-        s = rc != MPI_SUCCESS ? status_set_error(DT_ERR_MPI, "MPI_Allgather of GPU ids failed")
-            : share           ? DT_OK
-                              : device_check_unique(ids, mig, m.local_size, sizeof bus_id);
-        free(ids);
-        free(mig);
-        if (s) goto fail;
-    }
-    /* GPUs assigned but none usable (a container started without --gpus/--nv, no driver, a driver
-     * older than this build): --device auto trains on the CPU, and says so once per node. */
-    char assigned[128];
-    if (c->cfg.device == DT_DEVICE_AUTO && c->pl.device == DT_DEVICE_CPU && m.local_rank == 0 &&
-        device_gpus_assigned(getenv("CUDA_VISIBLE_DEVICES"), getenv("SLURM_STEP_GPUS"), getenv("SLURM_JOB_GPUS"),
-                             assigned, sizeof assigned))
-        log_msg(LOG_LEVEL_WARN,
-                "GPUs are assigned to this node's ranks (%s) but no GPU is usable, so they train on the CPU: %s. "
-                "--device cuda makes this an error; --device cpu silences it",
-                assigned, cpu_why[0] ? cpu_why : "CUDA found no device");
-    /* The GPU this rank takes, or would take where none is usable (fake GPUs of a test cluster,
-     * or a CPU run on a GPU allocation): its entry in the list the launcher gave. */
-    {
-        if (c->pl.device == DT_DEVICE_CUDA && (!list || !*list))
-            snprintf(c->pl.gpu, sizeof c->pl.gpu, "%d", c->pl.cuda_device);
-        else
-            device_plan(list, gidx, gsize, share, c->pl.gpu, sizeof c->pl.gpu);
-        /* Two ranks of a node on one GPU are refused when the GPU is used (above); when it is only
-         * planned, say so in the plan. */
-        char *all = calloc((size_t)m.local_size, sizeof c->pl.gpu);
-        if (all &&
-            MPI_Allgather(c->pl.gpu, sizeof c->pl.gpu, MPI_CHAR, all, sizeof c->pl.gpu, MPI_CHAR, c->local) ==
-                MPI_SUCCESS &&
-            c->pl.gpu[0] && c->pl.gpu[0] != '-' && c->cfg.gpu_comm != DT_GPU_COMM_MPI)
-            for (int r = 0; r < m.local_size; r++)
-                if (r != m.local_rank && strcmp(all + (size_t)r * sizeof c->pl.gpu, c->pl.gpu) == 0) {
-                    char keep[64];
-                    snprintf(keep, sizeof keep, "%s", c->pl.gpu);
-                    snprintf(c->pl.gpu, sizeof c->pl.gpu, "- (%.24s also local rank %d)", keep, r);
-                    break;
-                }
-        free(all);
-    }
+    /* 4. One GPU per local rank, then the cores, then the communicators. */
+    if ((s = ctx_place_gpu(c, &m, device_chosen, bus_id, sizeof bus_id, cpu_why))) goto fail;
     affinity_result aff;
     if ((s = affinity_apply(c->cfg.pin, c->local, bus_id, c->cfg.blas_threads, &aff))) goto fail;
     snprintf(c->pl.cores, sizeof c->pl.cores, "%s", aff.list);
@@ -339,21 +394,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     c->pl.cores_shared = aff.shared;
     c->pl.blas_threads = aff.blas_threads;
 
-    if (c->pl.device == DT_DEVICE_CUDA) {
-        if (!coll_nccl_built()) {
-            log_msg0(LOG_LEVEL_WARN, "built without NCCL: GPU buffers are reduced by MPI through host memory");
-            s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);
-        } else if (c->cfg.gpu_comm == DT_GPU_COMM_MPI) {
-            log_msg0(LOG_LEVEL_INFO, "--gpu-comm mpi: GPU buffers are reduced by MPI through host memory");
-            s = coll_mpi_create(c->world, 1, c->cfg.timeout_s, &c->coll);
-        } else {
-            s = coll_nccl_create(c->world, c->cfg.timeout_s, &c->coll);
-        }
-        if (!s) s = coll_mpi_create(c->world, 0, c->cfg.timeout_s, &c->coll_host);
-    } else {
-        s = coll_mpi_create(c->world, 0, c->cfg.timeout_s, &c->coll);
-    }
-    if (s) goto fail;
+    if ((s = ctx_make_collectives(c))) goto fail;
     /* The watchdogs name a missing rank's node. */
     c->coll->ctx = c;
     if (c->coll_host) c->coll_host->ctx = c;
@@ -364,20 +405,7 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
              dt_version_string(), m.size, m.num_nodes, dt_launcher_name(env.launcher),
              dt_device_kind_name(c->pl.device), c->coll->ops->name, c->cfg.pin == DT_PIN_NONE ? "none" : "auto",
              c->cfg.timeout_s, c->cfg.comm_thread ? "on" : "off", c->cfg.comm_world1 ? "on" : "off");
-    const char *better = dt_blas_coretype_advice();
-    const char *exported = getenv("OPENBLAS_CORETYPE");
-    /* An exported OPENBLAS_CORETYPE is the usual cause where dtrain's own restart did not run
-     * (a machine image or module file sets it, and a user's own always wins): name it. */
-    if (better && exported && *exported)
-        log_msg0(LOG_LEVEL_WARN,
-                 "OPENBLAS_CORETYPE=%s in the environment keeps OpenBLAS on its %s kernels on a CPU that can "
-                 "run %s ones (GEMM up to 4x slower): unset it, or export OPENBLAS_CORETYPE=%s",
-                 exported, dt_blas_corename(), better, better);
-    else if (better)
-        log_msg0(LOG_LEVEL_WARN,
-                 "OpenBLAS runs its %s kernels on a CPU that can run %s ones: start the program "
-                 "with OPENBLAS_CORETYPE=%s for much faster GEMM (4x measured on an AVX-512 VM)",
-                 dt_blas_corename(), better, better);
+    ctx_warn_blas_coretype();
     topo_env_free(&env);
     *out = c;
     return DT_OK;
