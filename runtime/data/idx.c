@@ -175,7 +175,15 @@ typedef struct idx_split {
 static dt_status idx_read(const ds_split *s, size_t i, float *x, int32_t *label)
 {
     const idx_split *d = s->impl;
-    for (size_t j = 0; j < d->img.per_sample; j++) x[j] = idx_value(&d->img, i, j);
+    const size_t per = d->img.per_sample;
+    if (d->img.type == 0x08) {
+        /* Bytes (MNIST and every IDX image set in use): one loop the compiler vectorizes, where a
+         * call of idx_value per value, with its switch on the type, read MNIST at half the rate of
+         * the same bytes in a .dts. The same floats. */
+        const unsigned char *p = d->img.data + i * per;
+        for (size_t j = 0; j < per; j++) x[j] = (float)p[j];
+    } else
+        for (size_t j = 0; j < per; j++) x[j] = idx_value(&d->img, i, j);
     const float v = idx_value(&d->lab, i, 0);
     /* Checked here only when the open did not (a float past int32 must not be converted). */
     if (d->lab_path && (v < 0 || v >= (float)DS_MAX_CLASSES)) return label_error(d->lab_path, v, i);
