@@ -23,19 +23,11 @@
 #include "base/host_budget.h"
 #include "launch/doctor/doctor.h"
 
-#include <ftw.h>
 #include <math.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
 static char base[64], root[128];
-
-static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    remove(p);
-    return 0;
-}
 
 /* rel (len bytes) cleaned into out (n bytes) as name/name/...: 0, or -1 when nothing is left. */
 static int clean_path(const char *rel, size_t len, char *out, size_t n)
@@ -157,10 +149,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          * removing directories of a disk file system costs milliseconds each. */
         log_set_level(LOG_LEVEL_ERROR);
         snprintf(base, sizeof base, "/dev/shm/fuzz-cgroup-%d", (int)getpid());
-        if (mkdir(base, 0700) && access(base, W_OK)) fuzz_scratch_dir(base, sizeof base, "cgroup");
+        if (mkdir(base, 0700) && access(base, W_OK)) {
+            base[0] = '\0'; /* fuzz_scratch_dir makes only a directory not named yet */
+            fuzz_scratch_dir(base, sizeof base, "cgroup");
+        } else {
+            fuzz_scratch_remove_at_exit(base);
+        }
     }
     snprintf(root, sizeof root, "%s/r", base);
-    nftw(root, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    fuzz_remove_tree(root);
     FUZZ_CHECK(mkdir(root, 0700) == 0, "cannot make %s", root);
     const int ranks = data[0] % 10 - 1;
     const size_t avail = avails[data[1] % (sizeof avails / sizeof *avails)];

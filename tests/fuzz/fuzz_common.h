@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,22 +42,64 @@
     } while (0)
 
 /* The path /tmp/fuzz-NAME-PIDEXT into path (n bytes): a file or directory of this process's own, so
- * that parallel fuzzing jobs (run.sh's FUZZ_JOBS) never write each other's inputs. */
+ * that parallel fuzzing jobs (run.sh's FUZZ_JOBS) never write each other's inputs. The process id
+ * ends the name (before EXT) so that run.sh can remove what a harness left when libFuzzer ended it
+ * with _Exit on a report, which runs no atexit handler (fuzz_scratch_remove_at_exit). */
 static inline void fuzz_scratch_path(char *path, size_t n, const char *name, const char *ext)
 {
     const int len = snprintf(path, n, "/tmp/fuzz-%s-%d%s", name, (int)getpid(), ext ? ext : "");
     if (len < 0 || (size_t)len >= n) abort();
 }
 
+static inline int fuzz_remove_one_(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Removes dir and everything under it, links not followed; a missing dir is nothing to do. */
+static inline void fuzz_remove_tree(const char *dir) { nftw(dir, fuzz_remove_one_, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* add: a directory to remove, with all it holds, when the process exits; NULL: remove them now. */
+static inline void fuzz_scratch_list_(const char *add)
+{
+    static char dirs[4][256];
+    static int n;
+    if (!add) {
+        for (int i = 0; i < n; i++) fuzz_remove_tree(dirs[i]);
+        n = 0;
+        return;
+    }
+    FUZZ_CHECK(n < 4 && strlen(add) < sizeof dirs[0], "scratch directory %s: room for 4 of 255 bytes", add);
+    snprintf(dirs[n++], sizeof dirs[0], "%s", add);
+}
+
+static inline void fuzz_scratch_remove_now_(void) { fuzz_scratch_list_(NULL); }
+
+/* dir, a scratch directory this process made, removed with everything in it when the process exits
+ * normally: libFuzzer ends a run over files and a -max_total_time run with exit(0), so neither
+ * leaves it in /tmp (every `make test` used to leave two per writing harness). A report ends the
+ * process with _Exit instead, and run.sh removes what is left by the process id in its name. */
+static inline void fuzz_scratch_remove_at_exit(const char *dir)
+{
+    static int registered;
+    if (!registered) FUZZ_CHECK(atexit(fuzz_scratch_remove_now_) == 0, "cannot register the removal of %s", dir);
+    registered = 1;
+    fuzz_scratch_list_(dir);
+}
+
 /* The scratch directory of the harness `name` (fuzz_scratch_path, no extension) into dir, made at
- * the first call, which also lowers the library's log level to errors: the warnings of millions of
- * refused files say nothing. Later calls return at once (dir already holds the path). */
+ * the first call and removed at exit, which also lowers the library's log level to errors: the
+ * warnings of millions of refused files say nothing. Later calls return at once (dir already holds
+ * the path). */
 static inline void fuzz_scratch_dir(char *dir, size_t n, const char *name)
 {
     if (dir[0]) return;
     log_set_level(LOG_LEVEL_ERROR);
     fuzz_scratch_path(dir, n, name, NULL);
     FUZZ_CHECK(mkdir(dir, 0700) == 0 || access(dir, W_OK) == 0, "cannot make %s", dir);
+    fuzz_scratch_remove_at_exit(dir);
 }
 
 /* Writes len bytes of data to path, replacing the file, or aborts naming it. */

@@ -56,6 +56,31 @@ if ! cmake --build "$build" -j "$jobs" >"$build/build.log" 2>&1; then
 fi
 echo "fuzz: built in $(( $(date +%s) - t0 )) s ($build)"
 
+# run_harness LOG BIN ARGS...: one run of a harness, output to LOG, its exit status returned. A
+# harness's scratch files are named after its process id (/tmp/fuzz-WHAT-PID, fuzz_common.h); it
+# removes them when it exits, but libFuzzer ends a run that found a report with _Exit, which runs no
+# atexit handler, so what is left is removed here. A run that ended well and left some is a fault of
+# the harness (a scratch directory not made by fuzz_scratch_dir): said on LOG and failed.
+run_harness() {
+    local log=$1
+    shift
+    local pid rc f left=()
+    # In the foreground, so that ^C stops it; the subshell's pid is the harness's once it execs.
+    (echo "$BASHPID" >"$log.pid" && exec "$@") >"$log" 2>&1
+    rc=$?
+    pid=$(cat "$log.pid")
+    for f in /tmp/fuzz-*-"$pid" /tmp/fuzz-*-"$pid".* /dev/shm/fuzz-*-"$pid"; do [ -e "$f" ] && left+=("$f"); done
+    if [ ${#left[@]} -gt 0 ]; then
+        rm -rf "${left[@]}"
+        if [ "$rc" -eq 0 ]; then
+            echo "fuzz check failed: the harness exited 0 and left its scratch files: ${left[*]}" \
+                 "(make them with fuzz_scratch_dir or fuzz_scratch_remove_at_exit, tests/fuzz/fuzz_common.h)" >>"$log"
+            rc=1
+        fi
+    fi
+    return "$rc"
+}
+
 # One harness: its seeds, then fuzzing; its lines on stdout, its verdict as the exit status.
 fuzz_one() {
     local name=$1
@@ -68,7 +93,7 @@ fuzz_one() {
     local files
     mapfile -t files < <(find "$seeds" -type f | sort)
     if [ ${#files[@]} -gt 0 ]; then
-        if ! "$bin" $limits -artifact_prefix="$work/" "${files[@]}" >"$work/regression.log" 2>&1; then
+        if ! run_harness "$work/regression.log" "$bin" $limits -artifact_prefix="$work/" "${files[@]}"; then
             local last
             last=$(grep -E '^Running: ' "$work/regression.log" | tail -1 | sed 's/^Running: //')
             echo "FAIL $name: seed input ${last#$root/} reports:"
@@ -83,8 +108,8 @@ fuzz_one() {
     # still come out. Reproducing the kept input shows everything.
     local t0 rc done_line artifact
     t0=$(date +%s)
-    "$bin" $limits -close_fd_mask=2 -max_len="$max_len" -max_total_time="$secs" -print_final_stats=1 "${dict[@]}" \
-        -artifact_prefix="$work/" "$work/corpus" "$seeds" >"$work/fuzz.log" 2>&1
+    run_harness "$work/fuzz.log" "$bin" $limits -close_fd_mask=2 -max_len="$max_len" -max_total_time="$secs" \
+        -print_final_stats=1 "${dict[@]}" -artifact_prefix="$work/" "$work/corpus" "$seeds"
     rc=$?
     done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$work/fuzz.log" | tail -1 | tr -s '[:space:]' ' ')
     if [ $rc -ne 0 ]; then
