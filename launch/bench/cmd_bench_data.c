@@ -13,6 +13,7 @@
  * ranks it refuses.
  */
 #include "launch/cli.h"
+#include "runtime/model/model.h"
 #include "base/clock.h"
 
 #include <getopt.h>
@@ -139,8 +140,13 @@ int cmd_bench_data(int argc, char **argv)
     dc.normalize = (dt_normalize)o.normalize;
     dc.crop_pad = o.crop_pad, dc.flip = o.flip;
     dc.threads = 2;
-    if (o.input && sscanf(o.input, "%dx%dx%d", &dc.c, &dc.h, &dc.w) != 3) {
-        cli_error("--input '%s' is not CxHxW", o.input);
+    /* The model's reading of --input (model_spec_input), of which only CxHxW sizes the data. */
+    const int dims = o.input ? model_spec_input(o.input, &dc.c, &dc.h, &dc.w) : 3;
+    if (dims != 3) {
+        if (dims == 0)
+            cli_error("--input: %s", dt_last_error());
+        else
+            cli_error("--input '%s' is one size (features); bench data needs CxHxW, e.g. 3x32x32", o.input);
         return EXIT_USAGE;
     }
     dt_dataset *d;

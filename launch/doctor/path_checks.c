@@ -16,6 +16,8 @@
 #include "runtime/checkpoint/ckpt_write_file.h"
 #include "runtime/data/dts.h"
 #include "runtime/data/reader.h"
+#include "runtime/model/model.h"
+#include "base/status.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -152,7 +154,10 @@ static dt_status data_open(const char *path, const doctor_model_query *m, ds_spl
     /* Structure only: the labels are checked as samples are read, so a large set opens quickly. */
     ds_open_opts o = {.check_on_read = 1};
     /* An image folder is resized to the model's input; --input CxHxW gives it. */
-    if (m && m->input && sscanf(m->input, "%dx%dx%d", &o.c, &o.h, &o.w) != 3) o.c = o.h = o.w = 0;
+    if (m && m->input && model_spec_input(m->input, &o.c, &o.h, &o.w) != 3) {
+        o.c = o.h = o.w = 0; /* N (features) sizes no image; a bad shape is the model's to refuse */
+        status_clear_error();
+    }
     return ds_open(path, &o, s);
 }
 

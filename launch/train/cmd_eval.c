@@ -19,6 +19,7 @@
 #include "runtime/data/dataset.h"
 #include "base/path.h"
 #include "base/status.h"
+#include "runtime/model/model.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -399,7 +400,10 @@ int cmd_eval(int argc, char **argv)
     dc.shuffle = 0;
     dc.skip_bad = e.skip_bad;
     dc.normalize = DT_NORMALIZE_NONE; /* the checkpoint's comes below: no statistics pass */
-    if (e.input && sscanf(e.input, "%dx%dx%d", &dc.c, &dc.h, &dc.w) != 3) dc.c = dc.h = dc.w = 0;
+    if (e.input && model_spec_input(e.input, &dc.c, &dc.h, &dc.w) != 3) {
+        dc.c = dc.h = dc.w = 0; /* N (features) sizes no image; a bad shape is the model's to refuse */
+        status_clear_error();
+    }
     dt_dataset *d = NULL;
     dt_model *m = NULL;
     dt_eval_result r = {0};

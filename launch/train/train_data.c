@@ -13,6 +13,7 @@
 #include "launch/train/train_data.h"
 
 #include "base/log.h"
+#include "base/status.h"
 #include "launch/cli.h"
 #include "runtime/data/reader.h"
 #include "runtime/model/model.h"
@@ -39,7 +40,10 @@ static void data_config(const train_opts *t, int threads, dt_data_config *c)
     c->skip_bad = t->skip_bad;
     c->threads = threads;
     /* --input CxHxW is the shape an image folder decodes to. */
-    if (t->input && sscanf(t->input, "%dx%dx%d", &c->c, &c->h, &c->w) != 3) c->c = c->h = c->w = 0;
+    if (t->input && model_spec_input(t->input, &c->c, &c->h, &c->w) != 3) {
+        c->c = c->h = c->w = 0; /* N (features) sizes no image; a bad shape is the model's to refuse */
+        status_clear_error();
+    }
 }
 
 int train_data_open(const train_opts *t, int threads, train_data *d)

@@ -36,6 +36,12 @@ typedef struct model_spec {
  * infers every shape and lays out the parameters. Errors name the token and what is wrong. */
 dt_status model_spec_parse(const char *spec, const char *input, model_spec *out);
 void model_spec_free(model_spec *s);
+/* An --input shape alone, by model_spec_parse's rules ("784" or "CxHxW", every size from 1, at
+ * most 2^28 values a sample): the number of sizes it gives, 1 (N: *c = N, *h = *w = 1) or 3;
+ * 0 for any other text (trailing characters, signs, blanks, a size past the bound), with the
+ * error set naming it and *c, *h, *w untouched. The one reading of --input wherever it sizes
+ * the data an image folder decodes to (`dtrain bench data` has no model to refuse a bad one). */
+int model_spec_input(const char *input, int *c, int *h, int *w);
 /* The text a preset stands for, or NULL. */
 const char *model_preset(const char *name);
 /* The input shape a preset expects ("784", "1x28x28"), or NULL. */

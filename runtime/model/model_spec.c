@@ -207,6 +207,18 @@ static dt_status spec_input(const char *input, model_spec *s)
     return DT_OK;
 }
 
+int model_spec_input(const char *input, int *c, int *h, int *w)
+{
+    model_spec s;
+    if (!input) {
+        status_set_error(DT_ERR_INVALID_ARG, "no input shape: give N (features) or CxHxW, e.g. 784 or 1x28x28");
+        return 0;
+    }
+    if (spec_input(input, &s) != DT_OK) return 0;
+    *c = s.in_c, *h = s.in_h, *w = s.in_w;
+    return strchr(input, 'x') ? 3 : 1; /* spec_input takes one size without an x, three with */
+}
+
 /* Appends a layer, growing the array. */
 static dt_status spec_push(model_spec *s, int *cap, layer l)
 {

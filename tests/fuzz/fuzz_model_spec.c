@@ -6,7 +6,9 @@
  * Beyond ASan/UBSan, a spec that parses must give a model the rest of the runtime can trust: at
  * least one layer, the last an fc with >= 2 classes, every layer's input the previous layer's
  * output, positive shapes, and weight/bias views of the fc and conv layers that tile
- * [0, num_params) in order.
+ * [0, num_params) in order. The shape alone (model_spec_input, --input wherever it sizes data)
+ * reads as the spec's: accepted whenever the spec is, with its sizes (one without an 'x', three
+ * with), and never with sizes outside 1..2^28 a sample; a refusal leaves the outputs alone.
  */
 #include "fuzz_common.h"
 #include "runtime/model/model.h"
@@ -15,9 +17,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *spec, *input;
     fuzz_split(data, size, &spec, &input);
+    int ic = -7, ih = -7, iw = -7;
+    const int dims = input ? model_spec_input(input, &ic, &ih, &iw) : -1;
+    if (dims == 0) FUZZ_CHECK(ic == -7 && ih == -7 && iw == -7, "a refused input shape set %dx%dx%d", ic, ih, iw);
+    if (dims > 0) {
+        FUZZ_CHECK(dims == (strchr(input, 'x') ? 3 : 1), "'%s' read as %d sizes", input, dims);
+        FUZZ_CHECK(ic >= 1 && ih >= 1 && iw >= 1 && (dims == 3 || (ih == 1 && iw == 1)), "'%s' read as %dx%dx%d", input,
+                   ic, ih, iw);
+        FUZZ_CHECK((uint64_t)ic * (uint64_t)ih * (uint64_t)iw <= (UINT64_C(1) << 28), "'%s' read as %dx%dx%d", input,
+                   ic, ih, iw);
+    }
     model_spec s;
     memset(&s, 0xa5, sizeof s);
     if (model_spec_parse(spec, input, &s) == DT_OK) {
+        if (input && *input)
+            FUZZ_CHECK(dims > 0 && ic == s.in_c && ih == s.in_h && iw == s.in_w,
+                       "the spec took --input '%s' as %dx%dx%d, model_spec_input as %dx%dx%d (%d sizes)", input, s.in_c,
+                       s.in_h, s.in_w, ic, ih, iw, dims);
         FUZZ_CHECK(s.n >= 1 && s.layers, "n %d", s.n);
         const layer *last = &s.layers[s.n - 1];
         FUZZ_CHECK(last->kind == LAYER_FC && s.classes == last->out && s.classes >= 2, "classes %d", s.classes);

@@ -285,6 +285,12 @@ else
 fi
 expect 2 "needs --data PATH" "$DTRAIN" bench data
 expect 2 "--data $tmp/nothing: dataset $tmp/nothing does not exist" "$DTRAIN" bench data --data "$tmp/nothing"
+# --input by the model's rules: sscanf's "%dx%dx%d" took trailing text and wrapped 2^32 + 3 to 3.
+expect 2 "--input: input shape '3x8x8junk' is not N (features) or CxHxW" \
+    "$DTRAIN" bench data --data synthetic --input 3x8x8junk
+expect 2 "input shape '4294967299x8x8': every size must be from 1 to 268435456" \
+    "$DTRAIN" bench data --data synthetic --input 4294967299x8x8
+expect 2 "--input '784' is one size (features); bench data needs CxHxW" "$DTRAIN" bench data --data synthetic --input 784
 # One process measures the pipeline: two under mpirun would each time loaders on the other's cores
 # and print two tables; refused (by each rank: mpirun may kill the other once one exits).
 expect 2 "dtrain bench data runs in one process, and OMPI_COMM_WORLD_SIZE says 2 were started: each would time its loaders" \

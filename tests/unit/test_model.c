@@ -95,6 +95,29 @@ static void test_spec_errors(void **st)
     expect_spec_error("relu", NULL, "needs an input shape");
 }
 
+/* --input alone (model_spec_input), as `dtrain bench data` sizes its data by it: the model's rules,
+ * not sscanf's "%dx%dx%d", which took trailing text, blanks and signs and wrapped a size past an
+ * int ("4294967299x8x8" was 3x8x8). */
+static void test_spec_input(void **st)
+{
+    (void)st;
+    int c = -1, h = -1, w = -1;
+    assert_int_equal(model_spec_input("3x32x24", &c, &h, &w), 3);
+    assert_true(c == 3 && h == 32 && w == 24);
+    assert_int_equal(model_spec_input("784", &c, &h, &w), 1);
+    assert_true(c == 784 && h == 1 && w == 1);
+    static const char *const bad[] = {"3x8x8junk", "4294967299x8x8", " 3x8x8", "+3x8x8", "3x-8x8",       "3x8x8x1",
+                                      "3x8",       "0x8x8",          "",       "3x8x",   "1x65536x65537"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        c = h = w = -7;
+        if (model_spec_input(bad[i], &c, &h, &w) != 0) fail_msg("--input '%s' accepted as %dx%dx%d", bad[i], c, h, w);
+        assert_true(c == -7 && h == -7 && w == -7);
+        if (!strstr(dt_last_error(), "input shape '"))
+            fail_msg("'%s': the error '%s' names no shape", bad[i], dt_last_error());
+    }
+    assert_int_equal(model_spec_input(NULL, &c, &h, &w), 0);
+}
+
 /* Sizes are computed in 64 bits and bounded before they reach an int: each message gives the true
  * size, the bound and what to change (these wrapped in 32 bits, or said something false, before). */
 static void test_spec_bounds(void **st)
@@ -432,15 +455,11 @@ static void test_softmax_xent_labels(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_presets),
-        cmocka_unit_test(test_spec_errors),
-        cmocka_unit_test(test_spec_bounds),
-        cmocka_unit_test(test_model_gradients),
-        cmocka_unit_test(test_forward_backward_errors),
-        cmocka_unit_test(test_optimizers),
-        cmocka_unit_test(test_dataset),
-        cmocka_unit_test(test_loader),
-        cmocka_unit_test(test_softmax_xent_labels),
+        cmocka_unit_test(test_presets),         cmocka_unit_test(test_spec_errors),
+        cmocka_unit_test(test_spec_bounds),     cmocka_unit_test(test_spec_input),
+        cmocka_unit_test(test_model_gradients), cmocka_unit_test(test_forward_backward_errors),
+        cmocka_unit_test(test_optimizers),      cmocka_unit_test(test_dataset),
+        cmocka_unit_test(test_loader),          cmocka_unit_test(test_softmax_xent_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
