@@ -36,7 +36,10 @@ mkdir -p "$logs"
 # --keep-debuginfo: Open MPI unloads its components (dlclose) in MPI_Finalize, which would leave
 # their frames as ??? in the leak reports, and the suppressions could not name them. Leaks: definite
 # ones are errors; the rest (blocks libraries keep until exit) are counted in the log only.
-vg=(valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
+# --vgdb=no: memcheck's default gdbserver makes three FIFOs /tmp/vgdb-pipe-*-PID-* per process and
+# only a process that exits removes them; the children test_ckpt_files kills with SIGKILL left theirs
+# in /tmp at every run. Nothing here attaches gdb.
+vg=(valgrind --vgdb=no --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
     --show-leak-kinds=definite --trace-children=yes --child-silent-after-fork=no --num-callers=30 --keep-debuginfo=yes
     --suppressions="$here/valgrind.supp" --gen-suppressions=all
     --trace-children-skip='/usr/*,/bin/*,/sbin/*,*/.pyenv/*,*python*')
@@ -62,18 +65,28 @@ for t in json.load(sys.stdin)["tests"]:
         print("\n".join(t.get("command", [])))' "$1"
 }
 
-# check NAME RC LOG... - a run passes when it exited 0 and every log's ERROR SUMMARY says 0.
+# check NAME RC LOG... - a run passes when it exited 0, every log's ERROR SUMMARY says 0 and no
+# process of a log named by its pid (NAME.PID.vg.log) left a file of valgrind's in the temporary
+# directory (its gdbserver FIFOs, which --vgdb=no keeps from being made).
 check() {
     local name=$1 rc=$2 t=$3
     shift 3
-    local errors=0 n
+    local errors=0 n pid f left=()
     [ -e "$1" ] || rc="$rc (no memcheck log)"
     for log in "$@"; do
         [ -e "$log" ] || continue
         n=$(grep -o 'ERROR SUMMARY: [0-9]*' "$log" | awk '{s += $3} END {print s + 0}')
         errors=$((errors + n))
+        pid=${log%.vg.log}
+        pid=${pid##*.}
+        [[ $pid =~ ^[0-9]+$ ]] || continue
+        for f in "${TMPDIR:-/tmp}"/vgdb-pipe-*-"$pid"-by-*; do [ -e "$f" ] && left+=("$f"); done
     done
-    if [ "$rc" != 0 ] || [ "$errors" -ne 0 ]; then
+    if [ ${#left[@]} -gt 0 ]; then
+        echo "FAIL $name: its processes left ${left[*]} (valgrind without --vgdb=no)"
+        rm -f "${left[@]}"
+        fail=1
+    elif [ "$rc" != 0 ] || [ "$errors" -ne 0 ]; then
         echo "FAIL $name: exit $rc, $errors memcheck errors (logs: $logs/$name.*)"
         grep -l 'ERROR SUMMARY: [1-9]' "$@" 2>/dev/null | sed 's/^/  errors in /' 
         for log in "$@"; do grep -B2 -A20 -m3 -E '^==[0-9]+== (Invalid|Conditional|Use of|Syscall|Mismatched|[0-9,]+ bytes in [0-9,]+ blocks are definitely)' "$log" 2>/dev/null; done | head -80
@@ -136,7 +149,7 @@ refusal() { # name, message, then the arguments of `dtrain train` (an environmen
     local name=refusal.$1 text=$2 rc t0=$SECONDS
     shift 2
     [[ $name =~ $only ]] || return 0
-    timeout 300 valgrind --leak-check=full --show-leak-kinds=all --num-callers=40 \
+    timeout 300 valgrind --vgdb=no --leak-check=full --show-leak-kinds=all --num-callers=40 \
         --log-file="$logs/$name.vg.log" "$build/dtrain" train --precision fp16 "$@" > "$logs/$name.out" 2>&1
     rc=$?
     if [ "$rc" -eq 2 ] && grep -qF -- "$text" "$logs/$name.out" && grep -q "LEAK SUMMARY\|no leaks are possible" \
