@@ -8,6 +8,7 @@
 #include "launch/perfmodel/perfmodel_input.h"
 #include "runtime/model/model.h"
 #include "base/io_error.h"
+#include "base/parse.h"
 #include "base/status.h"
 
 #include <errno.h>
@@ -163,19 +164,34 @@ static dt_status from_profile(const char *arg, const mp_flops *fl, mp_model *m)
 
 static dt_status from_synthetic(const char *arg, mp_model *m)
 {
-    char name[64];
+    static const char form[] = "NAME:PARAMS_M:LAYERS:COMPUTE_MS (resnet101:44.5:101:470)";
+    char buf[256], *field[4];
+    int n = 0;
+    if (strlen(arg) >= sizeof buf)
+        return status_set_error(DT_ERR_INVALID_ARG, "--synthetic '%.40s...' is too long: it is %s", arg, form);
+    snprintf(buf, sizeof buf, "%s", arg);
+    char *p = buf;
+    for (;;) { /* the fields at the colons; p is left at a fifth one's colon, if any */
+        field[n++] = p;
+        if (!(p = strchr(p, ':')) || n == 4) break;
+        *p++ = '\0';
+    }
+    if (n != 4 || p || !field[0][0])
+        return status_set_error(DT_ERR_INVALID_ARG, "--synthetic '%s' is not %s", arg, form);
+    /* The numbers by parse.h, as every flag's: sscanf's %lf took "inf" and "1e400" (a table of inf
+     * and nan), hex and blanks, and %d a count past an int. */
     double params_m, ms;
-    int nl, used = 0;
-    if (sscanf(arg, "%63[^:]:%lf:%d:%lf%n", name, &params_m, &nl, &ms, &used) != 4 || arg[used])
-        return status_set_error(DT_ERR_INVALID_ARG,
-                                "--synthetic '%s' is not NAME:PARAMS_M:LAYERS:COMPUTE_MS (resnet101:44.5:101:470)",
-                                arg);
-    if (!(params_m > 0 && params_m < 1e6) || nl < 1 || nl > PM_MAX_LAYERS || !(ms > 0))
+    int nl;
+    if (parse_double("--synthetic's PARAMS_M (millions of parameters)", field[1], 0, 1e6, &params_m) ||
+        parse_int("--synthetic's LAYERS", field[2], 1, PM_MAX_LAYERS, &nl) ||
+        parse_double("--synthetic's COMPUTE_MS (ms a step)", field[3], 0, 1e9, &ms))
+        return status_set_error(DT_ERR_INVALID_ARG, "--synthetic '%s': %s", arg, dt_last_error());
+    if (!(params_m > 0 && params_m < 1e6) || !(ms > 0))
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "--synthetic '%s': parameters (millions) must be in (0, 1e6), layers in 1..%d, "
-                                "compute ms > 0",
+                                "compute ms in (0, 1e9]",
                                 arg, PM_MAX_LAYERS);
-    snprintf(m->name, sizeof m->name, "%s", name);
+    snprintf(m->name, sizeof m->name, "%s", field[0]);
     m->nlayers = nl;
     m->count = (size_t)(params_m * 1e6);
     for (int i = 0; i < nl; i++) {

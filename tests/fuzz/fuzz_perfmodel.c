@@ -11,7 +11,7 @@
  * batch, one profiled row of fp32, bf16 or fp16, at most PM_MAX_LAYERS layers; accepted allreduce
  * rows are 1..PM_MAX_ROWS under a header of >= 1 rank, and a ring fitted to them has a latency >= 0
  * and a positive bandwidth; a model loaded has 1..PM_MAX_LAYERS layers whose gradient slices lie
- * in [0, count), and a time >= 0 for each.
+ * in [0, count), and a finite time >= 0 for each (model-perf's table would read inf and nan).
  */
 #include "fuzz_common.h"
 
@@ -32,9 +32,10 @@ static void check_model(const mp_model *m)
         const pm_layer *l = &m->layers[i];
         FUZZ_CHECK(l->off <= m->count && l->n <= m->count - l->off, "layer %d: [%zu, +%zu) of %zu", i, l->off, l->n,
                    m->count);
-        FUZZ_CHECK(l->bwd_s >= 0, "layer %d: backward %g s", i, l->bwd_s);
+        FUZZ_CHECK(l->bwd_s >= 0 && isfinite(l->bwd_s), "layer %d: backward %g s", i, l->bwd_s);
     }
-    FUZZ_CHECK(m->forward_s >= 0 && m->after_s >= 0, "forward %g s, after %g s", m->forward_s, m->after_s);
+    FUZZ_CHECK(m->forward_s >= 0 && m->after_s >= 0 && isfinite(m->forward_s) && isfinite(m->after_s),
+               "forward %g s, after %g s", m->forward_s, m->after_s);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -10,6 +10,10 @@ export DTRAIN_DEVICE=cpu
 
 expect 2 "no model: give --profile FILE" "$DTRAIN" model-perf
 expect 2 "--synthetic 'r50:25' is not NAME:PARAMS_M:LAYERS:COMPUTE_MS" "$DTRAIN" model-perf --synthetic r50:25
+# Its numbers as every flag's (parse.h): sscanf's %lf took inf (a table of inf and nan) and hex.
+expect 2 "--synthetic's COMPUTE_MS (ms a step) 'inf' is not a finite number" "$DTRAIN" model-perf --synthetic a:1:4:inf
+expect 2 "--synthetic's PARAMS_M (millions of parameters) '0x10' is not a number" \
+    "$DTRAIN" model-perf --synthetic a:0x10:4:10
 expect 2 "--algo 'star' is not ring, tree or auto" "$DTRAIN" model-perf --synthetic a:1:4:10 --algo star
 expect 2 "unexpected argument 'extra'" "$DTRAIN" model-perf --synthetic a:1:4:10 extra
 # A missing input is bad usage (exit 2), refused before any output: no "# links" header on stdout
