@@ -1,7 +1,7 @@
 /*
  * fuzz_parse.c - the number, size and list parsers of variables and flags: parse_int, parse_long,
  * parse_double and parse_double_or_zero (runtime/parse.c); the command's cli_long, cli_int,
- * cli_float, cli_list and cli_loader_threads (launch/cli.c); bench's byte sizes with K/M/G
+ * cli_float, cli_list, cli_clip_grad_norm and cli_loader_threads (launch/cli.c); bench's byte sizes with K/M/G
  * (parse_bytes, static in launch/bench/cmd_bench.c over cli_bytes, hence the #include); CPU lists (affinity_parse,
  * runtime/affinity.c); --normalize's figures (train_normalize_parse, launch/train/train_flags.c).
  *
@@ -12,7 +12,7 @@
  *    [lo, hi] (or 0); a failure leaves *out untouched; a flag's failure is bad usage;
  *  - cli_long/cli_int accept only [+-]?[0-9]+ and cli_float only parse.h's decimal grammar
  *    ("the whole text must be a number"; parse.h: "\t1" and "0x1p3" are refused the same way for
- *    flags and variables), within [lo, hi];
+ *    flags and variables), within [lo, hi]; --clip-grad-norm that grammar in [0, 1e30], or inf;
  *  - parse_bytes gives digits times 1, 1024, 1024^2 or 1024^3 (K, M, G), from 1 to 4G;
  *  - cli_list calls back once per non-empty comma-separated item, at most max times;
  *  - a CPU list, formatted and parsed again, is the same set;
@@ -122,6 +122,13 @@ static void check_cli_numbers(const char *s)
     float f = 0.25f;
     if (cli_float("--fuzz", s, 0, 1e7, &f) == EXIT_OK)
         FUZZ_CHECK(ref_double_syntax(s) && f >= 0 && f <= 1e7f, "cli_float accepted '%s' as %g", s, f);
+    double clip = -3;
+    if (cli_clip_grad_norm(s, &clip) == EXIT_OK)
+        FUZZ_CHECK(!strcmp(s, "inf") ? isinf(clip) && clip > 0
+                                     : ref_double_syntax(s) && clip >= 0 && clip <= (double)1e30f,
+                   "--clip-grad-norm '%s' gave %g", s, clip);
+    else
+        FUZZ_CHECK(clip == -3, "--clip-grad-norm changed *out on '%s'", s);
     int threads = -2;
     if (cli_loader_threads(s, &threads) == EXIT_OK)
         FUZZ_CHECK(threads == -1 || (threads >= 0 && threads <= 256), "--loader-threads '%s' gave %d", s, threads);
