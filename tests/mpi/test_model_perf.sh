@@ -125,7 +125,18 @@ fi
 # every rank (the plan is compared), and the parameters equal a run with the default cap bit for bit.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 run_train() { $MPIRUN -np 2 "$DTRAIN" train --model mlp --batch 16 --steps 6 --log-every 3 --dump-params "$@"; }
-expect 0 "buckets: --bucket-mb auto chose" run_train "$tmp/auto.bin" --bucket-mb auto
+# A loaded machine can time a larger allreduce no slower than a smaller one, which fits no ring:
+# the run then keeps its cap and says so (by design); once more before calling that a failure.
+run_train "$tmp/auto.bin" --bucket-mb auto >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q "link measured here fits no ring" "$tmp/out"; then
+    echo "note: the link timing fit no ring (load): the --bucket-mb auto run once more"
+    expect 0 "buckets: --bucket-mb auto chose" run_train "$tmp/auto.bin" --bucket-mb auto
+elif [ $rc -eq 0 ] && grep -q "buckets: --bucket-mb auto chose" "$tmp/out"; then
+    ok "run_train --bucket-mb auto -> 0, says 'buckets: --bucket-mb auto chose'"
+else
+    bad "run_train --bucket-mb auto exited $rc, without 'buckets: --bucket-mb auto chose'"; sed 's/^/    /' "$tmp/out"
+fi
 grep -q "cap 25 MiB until --bucket-mb auto chooses" "$tmp/out" && grep -q "parameters identical on all 2 ranks" "$tmp/out" &&
     ok "the start line says auto; parameters identical on both ranks" || { bad "auto run:"; cat "$tmp/out"; }
 expect 0 "" run_train "$tmp/fixed.bin"
