@@ -472,8 +472,8 @@ int cli_loader_auto(const dt_ctx *ctx, int requested)
     dt_placement pl;
     if (dt_get_placement(ctx, &pl) || pl.device != DT_DEVICE_CUDA) return 0;
     /* A GPU step is faster than one core makes its batch: every core of the rank but the training
-     * thread's. One core makes about 35,000 synthetic 3x32x32 samples/s (`dtrain bench data --data
-     * synthetic`), and an H200 steps the cnn on 270,000 a second (bench/GPU-NOTES.md), which 8
+     * thread's. One core makes about 80,000 synthetic 3x32x32 samples/s (`dtrain bench data --data
+     * synthetic`, docs/performance.md), and an H200 steps the cnn on 270,000 a second (bench/GPU-NOTES.md), which 8
      * threads did not feed. A worker with nothing to make sleeps; the cap keeps a single rank on a
      * host of very many cores from starting threads that would only wait. */
     const int n = pl.num_cores - 1;
