@@ -30,8 +30,8 @@ static void data_config(const train_opts *t, int threads, dt_data_config *c)
     c->cifar100_coarse = t->cifar100_coarse;
     c->normalize = t->normalize >= 0 ? (dt_normalize)t->normalize : t->data ? DT_NORMALIZE_STANDARD : DT_NORMALIZE_NONE;
     /* Figures given: none at the open (no pass over the data for figures not used), set after it
-     * once the channels are known (given_figures). */
-    if (t->norm_n) c->normalize = DT_NORMALIZE_NONE;
+     * once the channels are known (cli_normalize_apply). */
+    if (t->norm.n) c->normalize = DT_NORMALIZE_NONE;
     c->seed = (uint64_t)t->seed;
     c->shuffle = t->shuffle;
     c->drop_last = t->drop_last;
@@ -89,30 +89,6 @@ int train_data_open(const train_opts *t, int threads, train_data *d)
     return EXIT_OK;
 }
 
-/* --normalize standard:M,..:S,..: the given figures on the training set, one per channel, in
- * /255 units for bytes (torchvision's Normalize after ToTensor) and so multiplied by 255 here. */
-static int given_figures(const train_opts *t, dt_dataset *train)
-{
-    if (!t->norm_n) return EXIT_OK;
-    int C, H, W;
-    dt_dataset_shape(train, &C, &H, &W);
-    if (t->norm_n != C) {
-        cli_error("--normalize standard: %d figure%s of mean and std for data of %d channel%s (%s): give one per "
-                  "channel",
-                  t->norm_n, t->norm_n == 1 ? "" : "s", C, C == 1 ? "" : "s", dt_dataset_source(train));
-        return EXIT_USAGE;
-    }
-    const float u = dt_dataset_uint8(train) ? 255.0f : 1.0f;
-    float mean[TRAIN_NORM_MAX_C], std[TRAIN_NORM_MAX_C];
-    for (int c = 0; c < C; c++) mean[c] = t->norm_mean[c] * u, std[c] = t->norm_std[c] * u;
-    const dt_status s = dt_dataset_set_normalization(train, DT_NORMALIZE_STANDARD, mean, std);
-    if (s) {
-        cli_error("--normalize: %s", dt_last_error());
-        return EXIT_USAGE;
-    }
-    return EXIT_OK;
-}
-
 /* The --model (and --input) that end the user's own layers in fc:K, into buf: the last layer
  * widened or narrowed (it is always an fc, the model parse made sure), as an mlp suggested to a
  * cnn user would change the model. */
@@ -138,9 +114,9 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
             cli_error("%s", dt_last_error());
             return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
         }
-        return given_figures(t, d->train);
+        return cli_normalize_apply(&t->norm, d->train);
     }
-    int rc = given_figures(t, d->train);
+    int rc = cli_normalize_apply(&t->norm, d->train);
     if (rc) return rc;
     if (t->synthetic_on == DT_SYNTHETIC_DEVICE) {
         cli_error("--synthetic-on device: --data %s is read from files; only dtrain's synthetic data (no --data) is "

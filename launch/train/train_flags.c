@@ -159,71 +159,6 @@ static int cli_dbl(const char *flag, const char *arg, double lo, double hi, doub
     return rc;
 }
 
-/* One list of --normalize standard:MEANS:STDS into out[], *n entries (the same count for both):
- * comma-separated numbers, none of them empty. */
-static int norm_list(const char *what, const char *list, int positive, float *out, int *n)
-{
-    *n = 0;
-    for (const char *p = list;; p++) {
-        const char *end = strchr(p, ',');
-        const size_t len = end ? (size_t)(end - p) : strlen(p);
-        char item[128];
-        if (len == 0 || len >= sizeof item) {
-            cli_error("--normalize standard: the %s list '%s' has an %s figure: give numbers separated by commas", what,
-                      list, len ? "overlong" : "empty");
-            return EXIT_USAGE;
-        }
-        if (*n == TRAIN_NORM_MAX_C) {
-            cli_error("--normalize standard: more than %d %s figures; for more channels give --normalize standard "
-                      "(computed from the data)",
-                      TRAIN_NORM_MAX_C, what);
-            return EXIT_USAGE;
-        }
-        memcpy(item, p, len);
-        item[len] = '\0';
-        double v;
-        if (parse_double("--normalize standard", item, -1e30, 1e30, &v)) {
-            cli_error("--normalize standard: %s figure '%s': %s", what, item, dt_last_error());
-            return EXIT_USAGE;
-        }
-        /* Checked as the float it is kept in: 1e-50 would be 0 there. */
-        if (positive && !((float)v > 0)) {
-            cli_error("--normalize standard: std figure %s must be above 0 (as torchvision's Normalize requires)",
-                      item);
-            return EXIT_USAGE;
-        }
-        out[(*n)++] = (float)v;
-        if (!end) return EXIT_OK;
-        p = end;
-    }
-}
-
-int train_normalize_parse(const char *arg, train_opts *t)
-{
-    t->norm_n = 0;
-    if (strncmp(arg, "standard:", 9) != 0) return cli_normalize(arg, &t->normalize);
-    const char *means = arg + 9, *colon = strchr(means, ':');
-    if (!colon || strchr(colon + 1, ':')) {
-        cli_error("--normalize '%s' is not standard:MEAN,..:STD,.. (e.g. standard:0.4914,0.4822,0.4465:0.2470,0.2435,"
-                  "0.2616 for CIFAR-10, in the units of values / 255 for bytes)",
-                  arg);
-        return EXIT_USAGE;
-    }
-    char ms[2048];
-    snprintf(ms, sizeof ms, "%.*s", (int)(colon - means), means);
-    int nm, ns;
-    if (norm_list("mean", ms, 0, t->norm_mean, &nm) || norm_list("std", colon + 1, 1, t->norm_std, &ns))
-        return EXIT_USAGE;
-    if (nm != ns) {
-        cli_error("--normalize '%s' gives %d mean%s and %d std figure%s: one of each per channel", arg, nm,
-                  nm == 1 ? "" : "s", ns, ns == 1 ? "" : "s");
-        return EXIT_USAGE;
-    }
-    t->normalize = DT_NORMALIZE_STANDARD;
-    t->norm_n = nm;
-    return EXIT_OK;
-}
-
 /* The flag's name as the user wrote it ("--loss-scale-init"), from the table. */
 static const char *flag_name(int val)
 {
@@ -286,7 +221,7 @@ static int train_handle(int val, const char *arg, void *ud)
             t->data_format = arg;
             return EXIT_OK;
         case OPT_CIFAR100_LABELS: t->cifar100_set = 1; return cli_cifar100_labels(arg, &t->cifar100_coarse);
-        case OPT_NORMALIZE: return train_normalize_parse(arg, t);
+        case OPT_NORMALIZE: return cli_normalize_spec(arg, &t->normalize, &t->norm);
         case OPT_EVAL_DATA: t->eval_data = arg; return EXIT_OK;
         case OPT_HOLDOUT: {
             float v;

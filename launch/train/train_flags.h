@@ -5,14 +5,12 @@
 #ifndef DT_LAUNCH_TRAIN_FLAGS_H
 #define DT_LAUNCH_TRAIN_FLAGS_H
 
+#include "launch/normalize_flag.h"
 #include "launch/train/progress.h"
 
 #include "dtrain.h"
 
 enum { OPTIM_GIVEN_MOMENTUM = 1, OPTIM_GIVEN_BETA1 = 2, OPTIM_GIVEN_BETA2 = 4, OPTIM_GIVEN_EPS = 8 };
-
-/* Channels --normalize standard:M,..:S,.. may give figures for. */
-enum { TRAIN_NORM_MAX_C = 64 };
 
 typedef struct train_opts {
     const char *model, *input, *metrics, *dump, *ckpt_dir;
@@ -33,15 +31,12 @@ typedef struct train_opts {
     /* Data: --data PATH (NULL: the synthetic data) and how to read it. */
     const char *data, *data_format, *eval_data;
     int cifar100_coarse;
-    int normalize; /* -1: the default (standard for files, none for synthetic data), else dt_normalize */
-    /* --normalize standard:M,..:S,..: figures given (norm_n channels; 0: computed from the data), in
-     * /255 units for bytes as torchvision's Normalize takes them */
-    int norm_n;
-    float norm_mean[TRAIN_NORM_MAX_C], norm_std[TRAIN_NORM_MAX_C];
-    double holdout;  /* --holdout F, 0 = none */
-    long eval_every; /* --eval-every N steps, 0 = only at the end (when there is held-out data) */
-    long epochs;     /* --epochs N, 0 = --steps decides */
-    int steps_set;   /* --steps given */
+    int normalize;         /* -1: the default (standard for files, none for synthetic data), else dt_normalize */
+    cli_norm_figures norm; /* --normalize standard:M,..:S,..: the figures given (norm.n 0: none) */
+    double holdout;        /* --holdout F, 0 = none */
+    long eval_every;       /* --eval-every N steps, 0 = only at the end (when there is held-out data) */
+    long epochs;           /* --epochs N, 0 = --steps decides */
+    int steps_set;         /* --steps given */
     /* Flags given on the command line whose defaults do nothing: each is refused where it would
      * be ignored (train_flags_parse, train_data_open), whatever the order of the flags. */
     int cifar100_set, eval_every_set;
@@ -76,10 +71,5 @@ int train_flags_parse(int argc, char **argv, dt_config *cfg, train_opts *t);
 /* The flags read into *t against each other (train_flags_check.c; train_flags_parse runs it):
  * EXIT_OK, or EXIT_USAGE after printing the flags that cannot go together and the fix. */
 int train_flags_check(const train_opts *t);
-/* --normalize none|unit|standard, or standard:M1,M2,..:S1,S2,.. (the per-channel figures given, as
- * torchvision's Normalize(mean, std) takes them: 1 to TRAIN_NORM_MAX_C of each, finite, every std
- * above 0) into t->normalize and t->norm_n/norm_mean/norm_std (norm_n 0 for the plain names).
- * EXIT_OK, or EXIT_USAGE after printing why (t->norm_n then 0). */
-int train_normalize_parse(const char *arg, train_opts *t);
 
 #endif

@@ -3,7 +3,7 @@
  * parse_double and parse_double_or_zero (runtime/parse.c); the command's cli_long, cli_int,
  * cli_float, cli_list, cli_clip_grad_norm and cli_loader_threads (launch/cli.c); bench's byte sizes with K/M/G
  * (parse_bytes, static in launch/bench/cmd_bench.c over cli_bytes, hence the #include); CPU lists (affinity_parse,
- * runtime/affinity.c); --normalize's figures (train_normalize_parse, launch/train/train_flags.c).
+ * runtime/affinity.c); --normalize's figures (cli_normalize_spec, launch/normalize_flag.c).
  *
  * Input: one string, given to every parser. Beyond ASan/UBSan, each parser is held to what its
  * header promises, against an independent reading of the text:
@@ -26,6 +26,7 @@
 
 #include "launch/bench/cmd_bench.c"
 #include "launch/train/lr_schedule.h"
+#include "launch/normalize_flag.h"
 #include "launch/train/train_flags.h"
 
 #include <ctype.h>
@@ -231,35 +232,34 @@ static void check_step_range(const char *s)
                "parse_step_range('%s') gave %ld:%ld", s, a, b);
 }
 
-/* --normalize's figures (train_normalize_parse): accepted only as none, unit, standard, or
+/* --normalize's figures (cli_normalize_spec): accepted only as none, unit, standard, or
  * standard:M,..:S,.. with as many finite means as standard deviations above 0, 1 to
- * TRAIN_NORM_MAX_C of each; a refusal leaves no figures. Tried as given and after "standard:". */
+ * CLI_NORM_MAX_C of each; a refusal leaves no figures. Tried as given and after "standard:". */
 static void check_normalize(const char *s)
 {
     for (int prefixed = 0; prefixed < 2; prefixed++) {
         char arg[4200];
         if (snprintf(arg, sizeof arg, "%s%s", prefixed ? "standard:" : "", s) >= (int)sizeof arg) continue;
-        train_opts t;
-        memset(&t, 0, sizeof t);
-        t.normalize = -1;
-        const int rc = train_normalize_parse(arg, &t);
+        cli_norm_figures fig;
+        memset(&fig, 0, sizeof fig);
+        int normalize = -1;
+        const int rc = cli_normalize_spec(arg, &normalize, &fig);
         if (rc != EXIT_OK) {
-            if (rc != EXIT_USAGE || t.norm_n != 0) abort();
+            if (rc != EXIT_USAGE || fig.n != 0) abort();
             continue;
         }
-        if (t.norm_n == 0) {
+        if (fig.n == 0) {
             const int want = !strcmp(arg, "none")       ? DT_NORMALIZE_NONE
                              : !strcmp(arg, "unit")     ? DT_NORMALIZE_UNIT
                              : !strcmp(arg, "standard") ? DT_NORMALIZE_STANDARD
                                                         : -2;
-            if (t.normalize != want) abort();
+            if (normalize != want) abort();
             continue;
         }
-        if (strncmp(arg, "standard:", 9) || t.normalize != DT_NORMALIZE_STANDARD || t.norm_n < 1 ||
-            t.norm_n > TRAIN_NORM_MAX_C)
+        if (strncmp(arg, "standard:", 9) || normalize != DT_NORMALIZE_STANDARD || fig.n < 1 || fig.n > CLI_NORM_MAX_C)
             abort();
-        for (int c = 0; c < t.norm_n; c++)
-            if (!isfinite(t.norm_mean[c]) || !isfinite(t.norm_std[c]) || !(t.norm_std[c] > 0)) abort();
+        for (int c = 0; c < fig.n; c++)
+            if (!isfinite(fig.mean[c]) || !isfinite(fig.std[c]) || !(fig.std[c] > 0)) abort();
     }
 }
 

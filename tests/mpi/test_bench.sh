@@ -283,6 +283,11 @@ if grep -q "dtrain bench data: $tmp/idx (idx), 600 samples of 1x8x8; batch 64" "
 else
     bad "bench data output"; cat "$tmp/out"
 fi
+# Figures given as dtrain train takes them: no pass over the data computes them; one per channel.
+expect 0 "; normalize standard (figures given)" "$DTRAIN" bench data --data "$tmp/idx" --threads 0 --batch 64 --batches 2 \
+    --normalize standard:0.5:0.25
+expect 2 "--normalize standard: 2 figures of mean and std for data of 1 channel ($tmp/idx" \
+    "$DTRAIN" bench data --data "$tmp/idx" --threads 0 --normalize standard:0.5,0.5:0.25,0.25
 expect 2 "needs --data PATH" "$DTRAIN" bench data
 expect 2 "--data $tmp/nothing: dataset $tmp/nothing does not exist" "$DTRAIN" bench data --data "$tmp/nothing"
 # --input by the model's rules: sscanf's "%dx%dx%d" took trailing text and wrapped 2^32 + 3 to 3.
