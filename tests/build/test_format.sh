@@ -14,6 +14,9 @@ else
     mapfile -t files < <(find base kernels collectives runtime launch include examples tests \
                           \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
 fi
+# One clang-format for every file (1 s of CPU; one process a file took 12 s, most of it starting
+# them); only where it finds a difference are the files checked one by one, to name them.
+clang-format --dry-run -Werror "${files[@]}" >/dev/null 2>&1 && { echo "ok: ${#files[@]} files as .clang-format writes them"; exit 0; }
 bad=()
 for f in "${files[@]}"; do
     clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || bad+=("$f")
