@@ -194,9 +194,10 @@ expect 2 "step 9 comes after the last step of this run (--steps 3)" env DTRAIN_F
 # --kill-on-bad-exit leaves the others running) ends the job within --timeout: the others waited in
 # dt_init's first collective, the world's MPI_Comm_dup, until the job's time limit.
 t0=$(date +%s)
-expect 1 "dt_init's MPI_Comm_dup(MPI_COMM_WORLD) has waited 3." env DTRAIN_TEST_INIT_STALL=1 timeout -s KILL 60 \
+# (how long past the deadline the waiting rank notices depends on the machine's load: not checked)
+expect 1 "dt_init's MPI_Comm_dup(MPI_COMM_WORLD) has waited " env DTRAIN_TEST_INIT_STALL=1 timeout -s KILL 60 \
     "$MPIRUN" -np 2 -x DTRAIN_TEST_INIT_STALL "$DTRAIN" train --steps 2 --timeout 3
-[ $(( $(date +%s) - t0 )) -le 20 ] && grep -q "a rank has not reached dt_init" "$tmp/out" &&
+[ $(( $(date +%s) - t0 )) -le 20 ] && grep -q "s, past the 3.0 s timeout: a rank has not reached dt_init" "$tmp/out" &&
     ok "a rank that never reaches dt_init: the job ends in $(( $(date +%s) - t0 )) s, naming the likely causes" ||
     { bad "a rank that never reaches dt_init: $(( $(date +%s) - t0 )) s"; cat "$tmp/out"; }
 # A slow file system: rank 0 takes 4 s, twice the 2 s timeout, to write the final checkpoint, and
