@@ -201,22 +201,21 @@ static const char bench_reducer[] = "usage: dtrain bench reducer [options]\n"
                                     "  --wire fp32|fp16|bf16   what travels (fp32); 16-bit: B and D use a one-bucket\n"
                                     "                          reducer, since dt_allreduce has no 16-bit wire\n";
 
-static const char bench_data[] =
-    "usage: dtrain bench data --data PATH|synthetic [options]\n"
-    "Samples/s of the input pipeline alone: read, decode, augment and normalize into\n"
-    "the loader's batches, per loader thread count, side by side (one process);\n"
-    "the first count runs once untimed first, so the ratio's base is not slowed by\n"
-    "the process's first use of the batch memory.\n"
-    "\n"
-    "  --data PATH  --data-format F  --input CxHxW (image folders: the decode size)\n"
-    "  --data synthetic         dtrain train's built-in data, made not read (--input,\n"
-    "                           3x32x32; 60000 samples, normalize none)\n"
-    "  --threads LIST (1,2)    loader thread counts (0: the caller's thread)\n"
-    "  --batch N (256)  --batches N (20)  --warmup N (2)\n"
-    "  --augment none|flip|crop:P|crop:P,flip (none)\n"
-    "  --normalize none|unit|standard[:M,..:S,..] (standard; the figures as dtrain train\n"
-    "                           takes them skip the pass over the data that computes them)\n"
-    "bench/data_compare.py runs it against torchvision's ImageFolder + DataLoader.\n";
+static const char bench_data[] = "usage: dtrain bench data --data PATH|synthetic [options]\n"
+                                 "Samples/s of the input pipeline alone: read, decode, augment and normalize into\n"
+                                 "the loader's batches, per loader thread count, side by side (one process);\n"
+                                 "the first count runs once untimed first, so the ratio's base is not slowed by\n"
+                                 "the process's first use of the batch memory.\n"
+                                 "\n"
+                                 "  --data PATH  --data-format F  --input CxHxW (image folders: the decode size)\n"
+                                 "  --data synthetic         dtrain train's built-in data, made not read (--input,\n"
+                                 "                           3x32x32; 60000 samples, normalize none)\n"
+                                 "  --threads LIST (1,2)    loader thread counts (0: the caller's thread)\n"
+                                 "  --batch N (256)  --batches N (20)  --warmup N (2)\n"
+                                 "  --augment none|flip|crop:P|crop:P,flip (none)\n"
+                                 "  --normalize none|unit|standard[:M,..:S,..] (standard; figures given as\n"
+                                 "                           dtrain train takes them: no pass over the data)\n"
+                                 "bench/data_compare.py runs it against torchvision's ImageFolder + DataLoader.\n";
 
 static const char bench_allreduce[] =
     "usage: dtrain bench allreduce [options]\n"
