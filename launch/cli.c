@@ -329,21 +329,39 @@ int cli_augment(const char *arg, int *crop_pad, int *flip)
         cli_error("--augment '%.40s...' is too long: it is crop:P, flip, or crop:P,flip", arg);
         return EXIT_USAGE;
     }
+    if (!strcmp(arg, "none")) {
+        *crop_pad = 0, *flip = 0;
+        return EXIT_OK;
+    }
     snprintf(buf, sizeof buf, "%s", arg);
-    *crop_pad = 0, *flip = 0;
-    if (!strcmp(buf, "none")) return EXIT_OK;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    /* Split by hand, not strtok: an empty part ("," or "flip,") is a typo to name, not nothing. */
+    int pad = 0, flipped = 0;
+    for (char *tok = buf, *end;; tok = end + 1) {
+        end = strchr(tok, ',');
+        if (end) *end = '\0';
+        if (!*tok) {
+            cli_error("--augment '%s' has an empty part: give crop:P, flip or both, e.g. --augment crop:4,flip (none: "
+                      "no augmentation)",
+                      arg);
+            return EXIT_USAGE;
+        }
+        if (!strcmp(tok, "flip") ? flipped : !strncmp(tok, "crop:", 5) && pad) {
+            cli_error("--augment '%s' gives %s twice: give each once", arg, !strcmp(tok, "flip") ? "flip" : "crop");
+            return EXIT_USAGE;
+        }
         if (!strcmp(tok, "flip")) {
-            *flip = 1;
+            flipped = 1;
         } else if (!strncmp(tok, "crop:", 5)) {
-            if (cli_int("--augment crop:P (the padding in pixels)", tok + 5, 1, 4096, crop_pad)) return EXIT_USAGE;
+            if (cli_int("--augment crop:P (the padding in pixels)", tok + 5, 1, 4096, &pad)) return EXIT_USAGE;
         } else {
             cli_error("--augment part '%s' is not crop:P (random crop after padding P pixels) or flip (random "
                       "horizontal flip); e.g. --augment crop:4,flip",
                       tok);
             return EXIT_USAGE;
         }
+        if (!end) break;
     }
+    *crop_pad = pad, *flip = flipped;
     return EXIT_OK;
 }
 

@@ -16,6 +16,7 @@
  *  - parse_bytes gives digits times 1, 1024, 1024^2 or 1024^3 (K, M, G), from 1 to 4G;
  *  - cli_list calls back once per non-empty comma-separated item, at most max times;
  *  - a CPU list, formatted and parsed again, is the same set;
+ *  - --augment (cli_augment) is none or flip and crop:N (1..4096) each at most once, comma-separated;
  *  - --lr-schedule (lr_schedule_parse, launch/train/lr_schedule.c), as given and after "step:": a step
  *    schedule's factor reads by parse_double's grammar into (0, 1], its 1..LR_MAX_MILESTONES
  *    milestones rise strictly from 1, those in epochs are the epoch times the epoch's steps.
@@ -263,6 +264,49 @@ static void check_normalize(const char *s)
     }
 }
 
+/* One part of --augment by an independent reading: 1 flip, 2 crop:N with N a whole number in
+ * 1..4096 (*pad), 0 anything else. */
+static int ref_augment_part(const char *p, size_t len, int *pad)
+{
+    char item[300];
+    if (len >= sizeof item) return 0;
+    memcpy(item, p, len);
+    item[len] = '\0';
+    if (!strcmp(item, "flip")) return 1;
+    long double v;
+    if (strncmp(item, "crop:", 5) || !ref_int(item + 5, &v) || v < 1 || v > 4096) return 0;
+    *pad = (int)v;
+    return 2;
+}
+
+/* --augment (cli_augment): none, or one or two comma-separated parts, flip and crop:N, each at
+ * most once; anything else (an empty part among them) refused with *crop_pad and *flip as they
+ * were; an accepted text gives its parts' values. */
+static void check_augment(const char *s)
+{
+    int pad = -7, flip = -7;
+    const int rc = cli_augment(s, &pad, &flip);
+    int want_pad = 0, want_flip = 0, ok = !strcmp(s, "none");
+    if (!ok && strlen(s) < 256) {
+        const char *comma = strchr(s, ',');
+        const size_t n1 = comma ? (size_t)(comma - s) : strlen(s);
+        int p1 = 0, p2 = 0;
+        const int k1 = ref_augment_part(s, n1, &p1);
+        /* -1: no second part; 0 (refused): a bad one, or a third */
+        const int k2 = !comma ? -1 : strchr(comma + 1, ',') ? 0 : ref_augment_part(comma + 1, strlen(comma + 1), &p2);
+        if (k1 && (k2 == -1 || (k2 > 0 && k2 != k1))) {
+            ok = 1;
+            want_flip = k1 == 1 || k2 == 1;
+            want_pad = k1 == 2 ? p1 : k2 == 2 ? p2 : 0;
+        }
+    }
+    if (rc == EXIT_OK)
+        FUZZ_CHECK(ok && pad == want_pad && flip == want_flip, "--augment '%s' gave crop %d flip %d", s, pad, flip);
+    else
+        FUZZ_CHECK(!ok && rc == EXIT_USAGE && pad == -7 && flip == -7, "--augment '%s' refused (rc %d) or changed *out",
+                   s, rc);
+}
+
 /* --lr-schedule: the plain names exactly, or step:M,..:G as lr_schedule.h says; a refusal says why. */
 static void check_lr_schedule(const char *s)
 {
@@ -314,6 +358,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_cpulist(s);
     check_step_range(s);
     check_normalize(s);
+    check_augment(s);
     check_lr_schedule(s);
     free(s);
     return 0;

@@ -289,6 +289,10 @@ expect 0 "; normalize standard (figures given)" "$DTRAIN" bench data --data "$tm
 expect 2 "--normalize standard: 2 figures of mean and std for data of 1 channel ($tmp/idx" \
     "$DTRAIN" bench data --data "$tmp/idx" --threads 0 --normalize standard:0.5,0.5:0.25,0.25
 expect 2 "needs --data PATH" "$DTRAIN" bench data
+# --augment's parts: an empty one or one given twice is a typo to name, not nothing or the last.
+expect 2 "--augment 'flip,' has an empty part" "$DTRAIN" bench data --data synthetic --augment flip,
+expect 2 "--augment ',' has an empty part" "$DTRAIN" bench data --data synthetic --augment ,
+expect 2 "--augment 'crop:4,crop:8' gives crop twice" "$DTRAIN" bench data --data synthetic --augment crop:4,crop:8
 expect 2 "--data $tmp/nothing: dataset $tmp/nothing does not exist" "$DTRAIN" bench data --data "$tmp/nothing"
 # --input by the model's rules: sscanf's "%dx%dx%d" took trailing text and wrapped 2^32 + 3 to 3.
 expect 2 "--input: input shape '3x8x8junk' is not N (features) or CxHxW" \
