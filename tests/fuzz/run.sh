@@ -65,11 +65,16 @@ run_harness() {
     local log=$1
     shift
     local pid rc f left=()
+    # Only what this run made: an older run's left-over with a pid that happens to be this one's
+    # (pids are reused; earlier builds of the harnesses left their directories) is not this one's:
+    # the pid file is written as the harness starts, so anything of this run is not older.
     # In the foreground, so that ^C stops it; the subshell's pid is the harness's once it execs.
     (echo "$BASHPID" >"$log.pid" && exec "$@") >"$log" 2>&1
     rc=$?
     pid=$(cat "$log.pid")
-    for f in /tmp/fuzz-*-"$pid" /tmp/fuzz-*-"$pid".* /dev/shm/fuzz-*-"$pid"; do [ -e "$f" ] && left+=("$f"); done
+    for f in /tmp/fuzz-*-"$pid" /tmp/fuzz-*-"$pid".* /dev/shm/fuzz-*-"$pid"; do
+        [ -e "$f" ] && [ ! "$f" -ot "$log.pid" ] && left+=("$f")
+    done
     if [ ${#left[@]} -gt 0 ]; then
         rm -rf "${left[@]}"
         if [ "$rc" -eq 0 ]; then
