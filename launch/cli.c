@@ -345,13 +345,14 @@ int cli_augment(const char *arg, int *crop_pad, int *flip)
                       arg);
             return EXIT_USAGE;
         }
-        if (!strcmp(tok, "flip") ? flipped : !strncmp(tok, "crop:", 5) && pad) {
-            cli_error("--augment '%s' gives %s twice: give each once", arg, !strcmp(tok, "flip") ? "flip" : "crop");
+        const int is_flip = !strcmp(tok, "flip"), is_crop = !strncmp(tok, "crop:", 5);
+        if (is_flip ? flipped : is_crop && pad) {
+            cli_error("--augment '%s' gives %s twice: give each once", arg, is_flip ? "flip" : "crop");
             return EXIT_USAGE;
         }
-        if (!strcmp(tok, "flip")) {
+        if (is_flip) {
             flipped = 1;
-        } else if (!strncmp(tok, "crop:", 5)) {
+        } else if (is_crop) {
             if (cli_int("--augment crop:P (the padding in pixels)", tok + 5, 1, 4096, &pad)) return EXIT_USAGE;
         } else {
             cli_error("--augment part '%s' is not crop:P (random crop after padding P pixels) or flip (random "

@@ -252,13 +252,15 @@ static int batch_failed(train_run *r, long done, const next_batch *nb, int failu
     return rc;
 }
 
-/* A stop asked for on some rank, after `done` steps: the checkpoint, and rank 0 says so. */
-static int stop_now(train_run *r, long done)
+/* A stop asked for on some rank, after `done` steps: the checkpoint, and rank 0 says so. `last`:
+ * `done` is the run's last step, decided once by the loop, so the report and the loop's finishing
+ * the run cannot disagree. */
+static int stop_now(train_run *r, long done, int last)
 {
     dt_status s;
     progress_clear(&r->prog);
     if (r->t.ckpt_dir && (s = train_ckpt_save(r, done))) return save_failed(r, done, s);
-    if (done == r->t.steps) {
+    if (last) {
         r->saved_at = done;
         train_stop_report_last(r, done);
     } else {
@@ -377,11 +379,11 @@ train_end train_loop(train_run *r, int *rc)
         /* A stop logs its interval on any step, not only a log step: the resumed run starts after
          * it, so the steps since the last record would be in none (their loss and skips lost). */
         if (stop > 0) {
-            const double t_save = clock_now_s();
-            if ((*rc = stop_now(r, step + 1))) return TRAIN_END_FAILED;
-            iv.t_begin += clock_now_s() - t_save; /* a save is no step's time, as an evaluation is not */
             /* The last step's evaluation failing finishes the run without it, as without a stop. */
             const int last = step + 1 == t->steps;
+            const double t_save = clock_now_s();
+            if ((*rc = stop_now(r, step + 1, last))) return TRAIN_END_FAILED;
+            iv.t_begin += clock_now_s() - t_save; /* a save is no step's time, as an evaluation is not */
             if ((*rc = log_interval(r, &iv, step + 1, eval_step, last, lr, grad_norm))) return TRAIN_END_FAILED;
             /* A stop that came with the last step has nothing left to stop: the run finishes (the
              * parameters' check, --dump-params, exit 0) rather than exit 75 and have a requeue wait
