@@ -5,13 +5,8 @@
 #  - a GPU that hangs every run: a call of several parts ends within its LIMIT (each run gets
 #    what is left of it), names the runs it did not start, and leaves no file for a target not run;
 #  - no GPU visible: the call stops after the build with the reason, and runs nothing else.
-set -u
 here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fail=1; }
+source "$here/../mpi/lib.sh" # tmp (removed at exit), ok, bad, finish
 mkdir -p "$tmp/root/tests/gpu" "$tmp/root/build-gpu" "$tmp/bin"
 cp "$here/device_check.sh" "$here/issue20_targets.py" "$tmp/root/tests/gpu/"
 printf '#!/bin/sh\nexit 0\n' >"$tmp/bin/cmake"
@@ -58,4 +53,4 @@ took=$(( $(date +%s) - t0 ))
 grep -q "no GPU that dtrain can use: # GPU: none visible (no CUDA device)" "$tmp/nogpu/summary.txt" &&
     ok "no GPU: the summary says why" || bad "no GPU: the summary does not say why"
 [ ! -s "$tmp/runs.txt" ] && ok "no GPU: nothing else ran" || bad "no GPU: $(wc -l <"$tmp/runs.txt") runs started"
-exit $fail
+finish

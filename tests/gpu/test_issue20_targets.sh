@@ -2,13 +2,8 @@
 # test_issue20_targets.sh - issue20_targets.py judges outputs in bench gemm's and bench step's
 # formats: made-up runs with figures on both sides of each bar, the earlier version's beside them,
 # and a broken file, which must stop it (exit 1) rather than pass as a verdict. No GPU needed.
-set -u
 here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fail=1; }
+source "$here/../mpi/lib.sh" # tmp (removed at exit), ok, bad, finish
 hdr="# precision    samples/s   step ms   data ms    ratio params MiB  grads MiB  optim MiB   activ. MiB   work MiB  skipped  zero sent MiB/step  overlap   graphs      data"
 step() { # file, then rows "precision samples/s params_MiB grads_MiB activ_MiB"
     local f=$1; shift
@@ -62,4 +57,4 @@ out=$(python3 "$here/issue20_targets.py" "$tmp" 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "cannot judge: .*cnn32.txt: no bench step row" <<<"$out" && ok "a failed run's file: exit 1, named" ||
     bad "a failed run's file: exit $rc: $out"
 want "MET      mlp batch 256 bf16" # the other targets still judged
-exit $fail
+finish
