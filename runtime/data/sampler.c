@@ -5,6 +5,7 @@
 #include "base/rng.h"
 #include "base/status.h"
 
+#include <limits.h>
 #include <stdlib.h>
 
 /* The stream of the epoch orders; the synthetic dataset used it before there were formats, so
@@ -56,8 +57,16 @@ dt_status sampler_locate(const ds_sampler *s, long step, size_t g, long *epoch, 
         return DT_OK;
     }
     d -= r;
-    const size_t per = sampler_steps_per_epoch(s, g);
-    *epoch = s->e0 + 1 + (long)(d / per);
+    const size_t per = sampler_steps_per_epoch(s, g), more = d / per;
+    /* An anchor's epoch comes from a checkpoint file or the caller: a crafted one near LONG_MAX
+     * would overflow here (undefined behaviour, then a negative epoch seeding the order). */
+    if (more >= (size_t)(LONG_MAX - s->e0))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "step %ld is past the last epoch a long can count from the data position's epoch "
+                                "%ld: the position is not one a run reached (start a new --checkpoint-dir, or "
+                                "anchor at a real epoch)",
+                                step, s->e0);
+    *epoch = s->e0 + 1 + (long)more;
     *offset = (d % per) * g;
     return DT_OK;
 }

@@ -14,6 +14,7 @@
 #include "dtrain.h"
 #include "runtime/data/dataset.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,6 +108,26 @@ static void test_resume_on_other_ranks(void **state)
     }
 }
 
+/* An anchor at an epoch near LONG_MAX (a crafted checkpoint's data block): the steps of the epochs
+ * a long cannot count are refused, not given a wrapped, negative epoch. */
+static void test_epoch_past_long_max(void **state)
+{
+    (void)state;
+    ds_sampler s;
+    assert_int_equal(sampler_init(&s, 10, 3, 1, 0), DT_OK);
+    assert_int_equal(sampler_set_anchor(&s, 0, LONG_MAX - 1, 0), DT_OK);
+    long e;
+    size_t off;
+    assert_int_equal(sampler_locate(&s, 9, 1, &e, &off), DT_OK); /* still the anchor's epoch */
+    assert_int_equal(e, LONG_MAX - 1);
+    assert_int_equal(sampler_locate(&s, 10, 1, &e, &off), DT_OK); /* the last a long counts */
+    assert_int_equal(e, LONG_MAX);
+    assert_int_equal(sampler_locate(&s, 20, 1, &e, &off), DT_ERR_INVALID_ARG);
+    uint32_t idx[1];
+    assert_int_equal(sampler_batch(&s, 25, 0, 1, 1, idx, &e), DT_ERR_INVALID_ARG);
+    sampler_free(&s);
+}
+
 /* Shuffle off: batch i of rank r is samples (i * W + r) * B ... */
 static void test_file_order(void **state)
 {
@@ -156,10 +177,9 @@ static void test_augment_independent_of_rank(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_epoch_is_the_dataset),
-        cmocka_unit_test(test_resume_on_other_ranks),
-        cmocka_unit_test(test_file_order),
-        cmocka_unit_test(test_augment_independent_of_rank),
+        cmocka_unit_test(test_epoch_is_the_dataset), cmocka_unit_test(test_resume_on_other_ranks),
+        cmocka_unit_test(test_file_order),           cmocka_unit_test(test_augment_independent_of_rank),
+        cmocka_unit_test(test_epoch_past_long_max),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
