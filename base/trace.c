@@ -132,6 +132,9 @@ void trace_tracks_used(const trace_event *ev, size_t n, int *loader_tracks, int 
     *loader_tracks = *gpu_tracks = 0;
     for (size_t i = 0; i < n; i++) {
         const int t = ev[i].track;
+        /* A program's own spans (dt_trace_span) name no dtrain track: its track 40 is not loader
+         * 38, nor are tracks 2 to 39 loaders when it has none (trace_json_events names it). */
+        if (ev[i].cat == TRACE_CAT_USER) continue;
         /* dt_trace_span takes any track up to 65535: one far above the GPU's must not shift the
          * mask past its width (undefined, and on x86 it named "gpu compute" for a user track). */
         if (t >= TRACE_TRACK_GPU) {

@@ -105,9 +105,10 @@ const char *trace_cat_name(int cat);
 
 /* The GPU tracks a rank's gpu_tracks mask can name (bits of an int). */
 #define TRACE_GPU_TRACKS_MAX 30
-/* What the metadata names for n events: *loader_tracks, one past the highest loader track used
- * (0: none), and *gpu_tracks, bit t set when track TRACE_TRACK_GPU + t has events (t below
- * TRACE_GPU_TRACKS_MAX; a user track above those is left unnamed). */
+/* What the head's metadata names for n events, from dtrain's own spans (not TRACE_CAT_USER):
+ * *loader_tracks, one past the highest loader track used (0: none), and *gpu_tracks, bit t set when
+ * track TRACE_TRACK_GPU + t has events (t below TRACE_GPU_TRACKS_MAX). A program's own tracks are
+ * named by trace_json_events instead. */
 void trace_tracks_used(const trace_event *ev, size_t n, int *loader_tracks, int *gpu_tracks);
 /* Moves each of the comm track's spans (ev as trace_rec_snapshot sorts it) that begins before an
  * earlier one has ended onto the first lane whose spans have all ended: lane k on track
@@ -129,8 +130,12 @@ typedef struct trace_rank_info {
 } trace_rank_info;
 /* base_ns: rank 0's clock at the file's time 0. Returns 0, or -1 when f reports an error. */
 int trace_json_head(FILE *f, const trace_rank_info *ranks, int nranks, uint64_t base_ns);
-/* n events of rank ri; each starts with a comma (the head ends with an event of its own). */
-void trace_json_events(FILE *f, const trace_rank_info *ri, const trace_event *ev, size_t n, uint64_t base_ns);
+/* n events of rank ri; each starts with a comma (the head ends with an event of its own). A track
+ * the head does not name (a program's own, dt_trace_span's) is named "user N" before its first
+ * event; *named carries the last track so named from one call to the next of the same rank (-1
+ * before its first call), as its events come in chunks sorted by track. */
+void trace_json_events(FILE *f, const trace_rank_info *ri, const trace_event *ev, size_t n, uint64_t base_ns,
+                       int *named);
 int trace_json_tail(FILE *f);
 
 #endif

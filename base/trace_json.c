@@ -11,6 +11,10 @@
 
 #include <inttypes.h>
 
+/* The GPU tracks' names, in base/gpu_span.h's order. */
+static const char *const gpu_names[] = {"gpu compute", "gpu nccl"};
+#define GPU_NAMES ((int)(sizeof gpu_names / sizeof *gpu_names))
+
 static double us_of(uint64_t t, int64_t offset_ns, uint64_t base_ns)
 {
     return (double)((int64_t)(t - base_ns) - offset_ns) / 1000.0;
@@ -60,9 +64,8 @@ int trace_json_head(FILE *f, const trace_rank_info *ranks, int nranks, uint64_t 
             snprintf(name, sizeof name, "loader %d", t);
             meta(f, "thread_name", r->rank, TRACE_TRACK_LOADER + t, name);
         }
-        /* The GPU tracks (base/gpu_span.h's order), only where the rank has their events. */
-        static const char *const gpu_names[] = {"gpu compute", "gpu nccl"};
-        for (int t = 0; t < (int)(sizeof gpu_names / sizeof *gpu_names); t++)
+        /* The GPU tracks, only where the rank has their events. */
+        for (int t = 0; t < GPU_NAMES; t++)
             if (r->gpu_tracks & (1 << t)) meta(f, "thread_name", r->rank, TRACE_TRACK_GPU + t, gpu_names[t]);
     }
     /* The last metadata event closes the list of the head, so every event after it starts with a
@@ -71,10 +74,28 @@ int trace_json_head(FILE *f, const trace_rank_info *ranks, int nranks, uint64_t 
     return ferror(f) ? -1 : 0;
 }
 
-void trace_json_events(FILE *f, const trace_rank_info *ri, const trace_event *ev, size_t n, uint64_t base_ns)
+/* Whether the head names track t of rank r (trace_json_head's thread_name events). */
+static int head_names(const trace_rank_info *r, int t)
+{
+    if (t == TRACE_TRACK_TRAIN || t == TRACE_TRACK_COMM) return 1;
+    if (t >= TRACE_TRACK_LOADER && t < TRACE_TRACK_LOADER + r->loader_tracks) return 1;
+    if (t > TRACE_TRACK_COMM_LANE && t <= TRACE_TRACK_COMM_LANE + r->comm_lanes) return 1;
+    return t >= TRACE_TRACK_GPU && t < TRACE_TRACK_GPU + GPU_NAMES && (r->gpu_tracks & (1 << (t - TRACE_TRACK_GPU)));
+}
+
+void trace_json_events(FILE *f, const trace_rank_info *ri, const trace_event *ev, size_t n, uint64_t base_ns,
+                       int *named)
 {
     for (size_t i = 0; i < n; i++) {
         const trace_event *e = &ev[i];
+        /* A program's own track gets a name too: without one the viewers show a bare thread id, and
+         * a strict reader finds a tid that no thread_name event names. */
+        if (e->track != *named && !head_names(ri, e->track)) {
+            fprintf(f,
+                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":\"user %u\"}}",
+                    ri->rank, (unsigned)e->track, (unsigned)e->track);
+            *named = e->track;
+        }
         const double ts = us_of(e->t0, ri->offset_ns, base_ns);
         fputs(",\n{\"name\":", f);
         json_write_string(f, e->name);

@@ -53,6 +53,7 @@ DT_API uint64_t dt_trace_clock(void);
 
 /** Records one span [t0_ns, t1_ns] from dt_trace_clock() named `name` (copied; cut to 27 bytes at
  * most, never inside a UTF-8 character) on track `track`, with a number `arg` shown in its args.
+ * A track dtrain's own spans do not use is named "user N" (N: `track`) in the file.
  * Lock-free and thread-safe; a no-op when tracing is not started or paused. */
 DT_API void dt_trace_span(dt_ctx *ctx, const char *name, int track, uint64_t t0_ns, uint64_t t1_ns, long arg);
 

@@ -163,11 +163,13 @@ static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const tr
     /* The errno of the first failed write, taken at once: the MPI calls after it may set errno
      * to something of their own. */
     int rc = trace_json_head(f, info, world, base), werr = rc ? errno : 0;
-    trace_json_events(f, &info[0], own, info[0].count, base);
+    int named = -1; /* the last user track named, per rank (trace_json_events) */
+    trace_json_events(f, &info[0], own, info[0].count, base, &named);
     if (!werr && ferror(f)) werr = errno;
     /* Every rank's events are received even when writing failed, or when a receive from another
      * rank failed (the world's errors return), so no rank is left waiting in its send. */
-    for (int r = 1; r < world; r++)
+    for (int r = 1; r < world; r++) {
+        named = -1;
         for (uint64_t done = 0; done < info[r].count;) {
             const int k = (int)(info[r].count - done < chunk_events ? info[r].count - done : chunk_events);
             if (MPI_Recv(buf, k * (int)sizeof *buf, MPI_BYTE, r, TAG_EVENTS, w, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
@@ -175,10 +177,11 @@ static int write_file(MPI_Comm w, FILE *f, rank_head *heads, int world, const tr
                 rc = -2;
                 break;
             }
-            trace_json_events(f, &info[r], buf, (size_t)k, base);
+            trace_json_events(f, &info[r], buf, (size_t)k, base, &named);
             if (!werr && ferror(f)) werr = errno;
             done += (uint64_t)k;
         }
+    }
     if (trace_json_tail(f) && !werr) werr = errno;
     if (werr && rc == 0) rc = -1;
     if (rc == -1) {

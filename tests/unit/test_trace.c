@@ -128,13 +128,17 @@ static void test_late_writer(void **state)
 }
 
 /* The tracks the metadata names: loaders up to the highest used, a GPU track's bit, and no bit for
- * a user track far above the GPU's (dt_trace_span takes up to 65535). */
+ * a track far above the GPU's (dt_trace_span takes up to 65535). A program's own spans
+ * (TRACE_CAT_USER, the last two) name no loader or GPU track: its track 40 was named loader 38. */
 static void test_tracks_used(void **state)
 {
     (void)state;
-    const int tracks[] = {0, 1, TRACE_TRACK_LOADER + 2, TRACE_TRACK_GPU + 1, 5000, 65535, TRACE_TRACK_GPU + 32};
+    const int tracks[] = {
+        0, 1, TRACE_TRACK_LOADER + 2, TRACE_TRACK_GPU + 1, 5000, 65535, TRACE_TRACK_GPU + 32, 40, TRACE_TRACK_GPU};
+    const size_t n = sizeof tracks / sizeof *tracks;
     trace_event ev[sizeof tracks / sizeof *tracks] = {{0}};
-    for (size_t i = 0; i < sizeof tracks / sizeof *tracks; i++) ev[i].track = (uint16_t)tracks[i];
+    for (size_t i = 0; i < n; i++) ev[i].track = (uint16_t)tracks[i];
+    ev[n - 2].cat = ev[n - 1].cat = TRACE_CAT_USER;
     int loaders = -1, gpu = -1;
     trace_tracks_used(ev, sizeof tracks / sizeof *tracks, &loaders, &gpu);
     assert_int_equal(loaders, 3);
@@ -183,7 +187,8 @@ static void test_step_range(void **state)
 }
 
 /* The writer's file: valid JSON (python3 parses it), names escaped, the offsets applied, a GPU
- * track named only where the rank has it. */
+ * track named only where the rank has it, and a program's own tracks (dt_trace_span's) named
+ * "user N" once each, a track whose events come in two chunks included. */
 static void test_json(void **state)
 {
     (void)state;
@@ -199,23 +204,34 @@ static void test_json(void **state)
     snprintf(e0.name, sizeof e0.name, "allreduce b0");
     trace_event e1 = {.t0 = base + 3000, .t1 = base + 4000, .arg = 1, .arg2 = -1, .track = 0, .cat = TRACE_CAT_FWD};
     snprintf(e1.name, sizeof e1.name, "say \"hi\"\n");
+    trace_event u[3] = {{.t0 = base + 3000, .t1 = base + 3500, .arg2 = -1, .track = 40, .cat = TRACE_CAT_USER},
+                        {.t0 = base + 3600, .t1 = base + 3700, .arg2 = -1, .track = 40, .cat = TRACE_CAT_USER},
+                        {.t0 = base + 3000, .t1 = base + 3100, .arg2 = -1, .track = 2000, .cat = TRACE_CAT_USER}};
+    for (int i = 0; i < 3; i++) snprintf(u[i].name, sizeof u[i].name, "mine");
     assert_int_equal(trace_json_head(f, ri, 2, base), 0);
-    trace_json_events(f, &ri[0], &e0, 1, base);
-    trace_json_events(f, &ri[1], &e1, 1, base);
+    int named = -1;
+    trace_json_events(f, &ri[0], &e0, 1, base, &named);
+    named = -1;
+    trace_json_events(f, &ri[1], &e1, 1, base, &named);
+    trace_json_events(f, &ri[1], &u[0], 1, base, &named); /* track 40 in two chunks: one name */
+    trace_json_events(f, &ri[1], &u[1], 2, base, &named);
     assert_int_equal(trace_json_tail(f), 0);
     fclose(f);
     char cmd[2048];
     snprintf(
         cmd, sizeof cmd,
         "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); x=[e for e in d[\"traceEvents\"] if "
-        "e[\"ph\"]==\"X\"]; assert [(e[\"pid\"],e[\"tid\"],e[\"ts\"],e[\"dur\"]) for e in x]==[(0,1,2.0,3.0),"
+        "e[\"ph\"]==\"X\" and e[\"cat\"]!=\"user\"]; assert [(e[\"pid\"],e[\"tid\"],e[\"ts\"],e[\"dur\"]) for e in "
+        "x]==[(0,1,2.0,3.0),"
         "(1,0,2.0,1.0)], x; assert x[1][\"name\"]==\"say \\\"hi\\\"\\n\"; assert x[0][\"args\"]==dict(n=7,bytes=4096); "
         "assert d[\"otherData\"][\"dropped_events\"]==3; assert "
         "d[\"otherData\"][\"ranks\"][1][\"clock_offset_us\"]==1.0; "
         "m=[e[\"args\"][\"name\"] for e in d[\"traceEvents\"] if e[\"ph\"]==\"M\" and "
         "e[\"name\"]!=\"process_sort_index\"]; "
         "assert m==[\"rank 0 (h\\\"0)\",\"train\",\"comm\",\"loader 0\",\"rank 1 (h1)\",\"train\",\"comm\",\"gpu "
-        "nccl\"], m' %s",
+        "nccl\",\"user 40\",\"user 2000\"], m; "
+        "assert {(e[\"pid\"],e[\"tid\"]) for e in d[\"traceEvents\"] if e[\"ph\"]==\"M\" and "
+        "e[\"args\"].get(\"name\",\"\").startswith(\"user\")}=={(1,40),(1,2000)}' %s",
         path);
     if (system("python3 -c 1 >/dev/null 2>&1") != 0) {
         remove(path);
