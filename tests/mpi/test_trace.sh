@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # dtrain train --trace: one Chrome trace merged from 2 ranks, with the spans the issue asks for
 # (per-layer forward/backward, bucket allreduces on the comm track, optimizer, data wait, loader
-# chunks), times that go forward on every track, --trace-steps, a resumed run's trace beside the
-# earlier one, and the refusals.
+# chunks), times that go forward on every track, every file read by a strict reader
+# (check_outputs.py), --trace-steps, a resumed run's trace beside the earlier one, and the refusals.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 command -v python3 >/dev/null || { echo "SKIP: python3 is needed to read the trace back"; exit 77; }
 
 run="--model mlp --steps 6 --batch 16 --dataset-size 2000 --blas-threads 1 --loader-threads 2"
 
-# check_trace FILE STEPS: python3 reads the file and checks it; prints what it found.
+# check_trace FILE STEPS: python3 reads the file and checks it; prints what it found. First the
+# strict reader of check_outputs.py (what Perfetto and a JSON parser that refuses NaN require).
 check_trace() {
+    python3 "$here/check_outputs.py" trace "$1" | grep FAILED && return 1
     python3 - "$1" "$2" <<'PY'
 import json, re, sys
 d = json.load(open(sys.argv[1]))
