@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const cat_names[TRACE_CAT_COUNT] = {"step",      "forward", "backward",   "comm",
-                                                       "optimizer", "data",    "checkpoint", "user"};
+static const char *const cat_names[TRACE_CAT_COUNT] = {"step", "forward",    "backward", "comm", "optimizer",
+                                                       "data", "checkpoint", "eval",     "user"};
 
 const char *trace_cat_name(int cat) { return cat >= 0 && cat < TRACE_CAT_COUNT ? cat_names[cat] : "?"; }
 

@@ -34,6 +34,7 @@ typedef enum trace_cat {
     TRACE_CAT_OPTIM,
     TRACE_CAT_DATA,
     TRACE_CAT_CKPT,
+    TRACE_CAT_EVAL,
     TRACE_CAT_USER,
     TRACE_CAT_COUNT
 } trace_cat;

@@ -181,7 +181,9 @@ typedef struct dt_eval_result {
  * more classes or another sample size than the model; DT_ERR_NOMEM; a sample's DT_ERR_IO or
  * DT_ERR_CORRUPT; the model's DT_ERR_DEVICE; dt_allreduce's errors. A failure on one rank fails
  * every rank: it returns its own status, the others that of the lowest failing rank with a message
- * naming it (a NULL ctx fails alone, before any collective, leaving its peers waiting). */
+ * naming it (a NULL ctx fails alone, before any collective, leaving its peers waiting). While ctx
+ * traces (dt_trace_start), the call is one "eval" span on the training track, its forward passes
+ * inside it. */
 DT_API dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int threads, dt_eval_result *r);
 
 /** @} */

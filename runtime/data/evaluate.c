@@ -15,9 +15,11 @@
  */
 #include "runtime/data/dataset.h"
 #include "runtime/data/loader.h"
-#include "runtime/model/model.h" /* model_max_batch, which bounds `batch` */
+#include "runtime/model/model.h"  /* model_max_batch, which bounds `batch` */
+#include "collectives/ctx_comm.h" /* ctx_trace */
 #include "collectives/rank_verdict.h"
 #include "base/status.h"
+#include "base/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +67,11 @@ dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int th
 {
     /* Without a context no other rank can be told: this rank fails alone. */
     if (!ctx) return status_null_arg("dt_evaluate", "ctx", "pass the context of dt_init (on every rank)");
+    /* The whole evaluation is one span on the training track: its forward passes, inside a step's
+     * span, would otherwise read as that step's own forward (a step ten times as long, with no
+     * backward to its forwards). */
+    trace_rec *tr = trace_active(ctx_trace(ctx));
+    const uint64_t t0 = tr ? trace_now_ns() : 0;
     dt_status s = eval_args(m, d, batch, threads, r);
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
     /* Per-class figures: correct and count per class, the confusion matrix, then the totals. */
@@ -121,5 +128,6 @@ dt_status dt_evaluate(dt_ctx *ctx, dt_model *m, dt_dataset *d, int batch, int th
     free(cnt);
     free(wire);
     free(pred);
+    if (tr) trace_rec_add(tr, "eval", TRACE_CAT_EVAL, TRACE_TRACK_TRAIN, t0, trace_now_ns(), s ? 0 : r->count, -1);
     return s;
 }

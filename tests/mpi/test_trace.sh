@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dtrain train --trace: one Chrome trace merged from 2 ranks, with the spans the issue asks for
 # (per-layer forward/backward, bucket allreduces on the comm track, optimizer, data wait, loader
-# chunks), times that go forward on every track, every file read by a strict reader
+# chunks, evaluations), times that go forward on every track, every file read by a strict reader
 # (check_outputs.py), --trace-steps, a resumed run's trace beside the earlier one, and the refusals.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
@@ -109,6 +109,33 @@ if "$MPIRUN" -np 2 "$DTRAIN" train $run --checkpoint-dir ck --checkpoint-every 3
         bad "checkpoint spans: $n, expected steps 3 and 6 on ranks 0 and 1"
 else
     bad "train --checkpoint-dir --trace failed: $(cat out)"
+fi
+
+# An evaluation (--eval-every 2, and at the end) is one eval span in its step's span, holding the
+# forward spans of its batches: outside it, every step has the same forward spans (the held-out
+# batches' read as their step's own training forward before), and the file stays strict.
+python3 "$here/make_idx.py" idx 400 100 10 60
+if "$MPIRUN" -np 2 "$DTRAIN" train --data idx --model fc:32,relu,fc:10 --steps 4 --batch 16 --blas-threads 1 \
+    --eval-every 2 --trace te.json >out 2>&1; then
+    strict=$(python3 "$here/check_outputs.py" trace te.json) || bad "te.json read strictly: $strict"
+    msg=$(python3 - te.json 2>&1 <<'PY'
+import json, sys
+x = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]
+def inside(e, o): return o["ts"] <= e["ts"] and e["ts"] + e["dur"] <= o["ts"] + o["dur"] + 0.002
+for r in (0, 1):
+    mine = [e for e in x if e["pid"] == r]
+    steps = {e["args"]["n"]: e for e in mine if e["cat"] == "step"}
+    ev = [e for e in mine if e["cat"] == "eval"]
+    at = sorted(s for e in ev for s, o in steps.items() if inside(e, o))
+    assert at == [2, 4] and all(e["args"]["n"] == 100 for e in ev), (r, at, ev)
+    fwd = [e for e in mine if e["cat"] == "forward"]
+    own = [sum(inside(e, steps[s]) and not any(inside(e, v) for v in ev) for e in fwd) for s in sorted(steps)]
+    assert len(set(own)) == 1 and len(fwd) > sum(own), (r, own, len(fwd))
+print("eval spans at steps 2 and 4 on both ranks, %d forward spans a step outside them" % own[0])
+PY
+) && ok "$msg ($strict)" || bad "evaluation in the trace: $msg"
+else
+    bad "train --eval-every --trace failed: $(cat out)"
 fi
 
 # A run stopped by a signal (exit 143: no --checkpoint-dir) still writes the trace of the steps it did.
