@@ -200,6 +200,20 @@ print("last loss", text)
 assert 0 < float(text) < 1e-3 and len(digits) >= 4, text
 PY
 [ "$(stat -c %s "$tmp/p2")" -eq $(( (12 * 16 + 16 + 16 * 10 + 10) * 4 )) ] && ok "dump-params size = 4 x parameters" || bad "dump-params size"
+# The records as a strict consumer reads them (check_outputs.py: JSON without NaN or Infinity,
+# every field docs/training.md lists, of its type, and no other): 2 ranks in fp16 with clipping,
+# accumulation and evaluations; then a run that diverges, whose last record's loss is null.
+python3 "$here/make_idx.py" "$tmp/idx" 400 100 10 60
+train 2 --data "$tmp/idx" --model fc:32,relu,fc:10 --steps 6 --batch 8 --accum-steps 2 --precision fp16 \
+    --clip-grad-norm 1 --eval-every 4 --log-every 3 --metrics "$tmp/m5.jsonl"
+out=$(python3 "$here/check_outputs.py" metrics "$tmp/m5.jsonl" --ranks 2 --clip --steps 3,4,6 --evals 4,6) &&
+    ok "metrics read strictly: $out" || bad "metrics read strictly: $out"
+"$DTRAIN" train --data "$tmp/idx" --model fc:32,relu,fc:10 --batch 16 --lr 1000 --steps 40 --log-every 1 --blas-threads 1 \
+    --metrics "$tmp/m6.jsonl" >"$tmp/log" 2>&1
+rc=$?
+out=$(python3 "$here/check_outputs.py" metrics "$tmp/m6.jsonl")
+[ "$rc" -eq 1 ] && grep -q "null: .*loss@$(tail -1 "$tmp/m6.jsonl" | sed 's/.*"step": \([0-9]*\).*/\1/')$" <<<"$out" &&
+    ok "a diverged run's metrics read strictly, its last loss null: $out" || bad "diverged run: exit $rc, $out"
 
 # --- Refusals.
 expect 2 "layer 2 'softmax' is not a layer" "$DTRAIN" train --model fc:10,softmax --input 4
