@@ -41,8 +41,9 @@ run engine_chain.np3 "${mpirun[@]}" -np 3 "$build/tests/test_engine_chain"
 run train_chain.np3 env DTRAIN_ALLREDUCE=chain "${mpirun[@]}" -x DTRAIN_ALLREDUCE -np 3 "$build/dtrain" train --model mlp \
     --batch 16 --steps 10 --bucket-mb 0.5 --log-every 10
 run accum_clip.np2 "${mpirun[@]}" -np 2 "$build/tests/test_accum_clip"
+# Two BLAS threads a rank, as each of 2 ranks has on a machine of 4 cores or more (here 1).
 run train.np2 "${mpirun[@]}" -np 2 "$build/dtrain" train --model mlp --batch 32 --steps 20 --bucket-mb 0.5 \
-    --loader-threads 1 --log-every 10
+    --loader-threads 1 --log-every 10 --blas-threads 2
 # The trace recorder filled by the training, communication and 2 loader threads at once, then merged.
 run train_trace.np2 "${mpirun[@]}" -np 2 "$build/dtrain" train --model mlp --batch 32 --steps 20 --bucket-mb 0.5 \
     --loader-threads 2 --log-every 10 --trace "$logs/trace.json"
