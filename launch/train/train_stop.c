@@ -12,7 +12,9 @@
 #include "launch/cli.h"
 #include "runtime/checkpoint/ckpt_temps.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,21 +24,30 @@
 static const int stop_sigs[] = {SIGUSR1, SIGTERM, SIGHUP, SIGINT};
 enum { NSTOP = sizeof stop_sigs / sizeof *stop_sigs };
 
-/* One flag per signal, each written only by its own handler: no read-modify-write to race. */
-static volatile sig_atomic_t got[NSTOP];
+/* One flag per signal, each written only by its own handler: no read-modify-write to race. Atomic,
+ * not volatile sig_atomic_t: the handler runs on whichever thread the kernel hands a process's
+ * signal to (a loader or communication thread as well as the main one, all started after the
+ * handlers are in place), and volatile orders nothing between threads (C11 5.1.2.4: a data race).
+ * A lock-free atomic is as safe in a handler (C11 7.14.1.1). */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the stop flags are set in a signal handler: they must be lock-free");
+static atomic_int got[NSTOP];
 /* What the first SIGINT says at once (a step may take long), written before the handler can run:
  * during the set-up (the data's scan, a resume: minutes at times) nothing is trained or saved, so
  * that note says so instead of promising a checkpoint. */
 static char int_note[600];
 static const char int_note_setup[] = "dtrain: SIGINT: stopping before the first step, once the set-up in progress "
                                      "ends (nothing is trained or saved); Ctrl-C again ends at once\n";
-static volatile sig_atomic_t training;
+static atomic_int training;
 
 static void on_stop_signal(int sig)
 {
+    /* The thread it interrupted may be between a failed call and its look at errno (a write to a
+     * closed pipe): the calls below (sigaction, a write to a closed stderr) must not change it. */
+    const int saved_errno = errno;
     int k = 0;
     while (k < NSTOP - 1 && stop_sigs[k] != sig) k++;
-    if (sig == SIGINT && (got[0] || got[1] || got[2] || got[3])) {
+    if (sig == SIGINT &&
+        (atomic_load(&got[0]) || atomic_load(&got[1]) || atomic_load(&got[2]) || atomic_load(&got[3]))) {
         /* A stop was asked for already: this Ctrl-C ends the process now, by the signal itself
          * (SIGINT is blocked in its handler, so the raise lands once the handler returns), and
          * the partial file of a save, a dump or a trace it cuts short goes with it. */
@@ -46,9 +57,10 @@ static void on_stop_signal(int sig)
         dfl.sa_handler = SIG_DFL;
         sigaction(SIGINT, &dfl, NULL);
         raise(SIGINT);
+        errno = saved_errno;
         return;
     }
-    got[k] = 1;
+    atomic_store(&got[k], 1);
     /* From the first stop request on, a write to a pipe whose reader is gone fails (EPIPE) instead
      * of ending the process by SIGPIPE: the signal that asks for the stop often ended the reader
      * too (`dtrain train | tee log` and Ctrl-C, which the terminal sends to both), and the next
@@ -59,10 +71,11 @@ static void on_stop_signal(int sig)
     ign.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &ign, NULL);
     if (sig == SIGINT) {
-        const char *note = training ? int_note : int_note_setup;
+        const char *note = atomic_load(&training) ? int_note : int_note_setup;
         const ssize_t n = write(STDERR_FILENO, note, strlen(note));
         (void)n; /* nothing to do about a closed stderr */
     }
+    errno = saved_errno;
 }
 
 void train_stop_install(const char *ckpt_dir)
@@ -101,13 +114,13 @@ void train_stop_install(const char *ckpt_dir)
     cli_signals_unblock();
 }
 
-void train_stop_training_begins(void) { training = 1; }
+void train_stop_training_begins(void) { atomic_store(&training, 1); }
 
 dt_status train_stop_agree(train_run *r, int batch_failed, int *sig, int *batch_failures)
 {
     /* The stop signals, then the ranks whose next batch failed, in one allreduce. */
     float v[NSTOP + 1];
-    for (int k = 0; k < NSTOP; k++) v[k] = got[k] ? 1.0f : 0.0f;
+    for (int k = 0; k < NSTOP; k++) v[k] = atomic_load(&got[k]) ? 1.0f : 0.0f;
     v[NSTOP] = batch_failed ? 1.0f : 0.0f;
     if (r->world > 1) {
         const dt_status s = dt_allreduce(r->ctx, v, NSTOP + 1, DT_F32, DT_SUM);
@@ -119,7 +132,7 @@ dt_status train_stop_agree(train_run *r, int batch_failed, int *sig, int *batch_
         if (v[k] > 0) {
             *sig = stop_sigs[k];
             r->stop_sig = stop_sigs[k];
-            r->stop_own = got[k] != 0;
+            r->stop_own = atomic_load(&got[k]) != 0;
         }
     return DT_OK;
 }

@@ -3,7 +3,7 @@
 # (collectives/engine.c: its thread against the training thread) through the collectives and the
 # reducer at 2 and 3 ranks, the chain allreduce (test and training) at 3, the thread-stack, bucket and trace unit tests, and a 2-rank `dtrain train`
 # with overlapped buckets and the background loader, also with --trace (the span recorder filled from
-# every thread). BUILD_DIR must be configured with -DDTRAIN_CUDA=OFF -DDTRAIN_SANITIZE=thread (`make test-tsan` does it). Fails on any report that
+# every thread), and a stop signal handled on a loader thread. BUILD_DIR must be configured with -DDTRAIN_CUDA=OFF -DDTRAIN_SANITIZE=thread (`make test-tsan` does it). Fails on any report that
 # tests/sanitizers/tsan.supp does not name (third-party code only) and on any failing run.
 set -u
 build=${1:?usage: run_tsan.sh BUILD_DIR}
@@ -17,10 +17,13 @@ run() { # run NAME COMMAND...
     local name=$1; shift
     local t0=$SECONDS
     timeout 600 "$@" > "$logs/$name.log" 2>&1
-    local rc=$? reports
+    check "$name" $? 0 "$t0"
+}
+check() { # check NAME EXIT WANTED_EXIT T0: the run's verdict from its exit and its log's reports
+    local name=$1 rc=$2 want=$3 t0=$4 reports
     reports=$(grep -c 'WARNING: ThreadSanitizer' "$logs/$name.log")
-    if [ "$rc" -ne 0 ] || [ "$reports" -ne 0 ]; then
-        echo "FAIL $name: exit $rc, $reports ThreadSanitizer reports ($logs/$name.log)"
+    if [ "$rc" -ne "$want" ] || [ "$reports" -ne 0 ]; then
+        echo "FAIL $name: exit $rc (wanted $want), $reports ThreadSanitizer reports ($logs/$name.log)"
         grep -A14 'WARNING: ThreadSanitizer' "$logs/$name.log" | head -60
         fail=1
     else
@@ -47,4 +50,22 @@ run train.np2 "${mpirun[@]}" -np 2 "$build/dtrain" train --model mlp --batch 32 
 # The trace recorder filled by the training, communication and 2 loader threads at once, then merged.
 run train_trace.np2 "${mpirun[@]}" -np 2 "$build/dtrain" train --model mlp --batch 32 --steps 20 --bucket-mb 0.5 \
     --loader-threads 2 --log-every 10 --trace "$logs/trace.json"
+# A stop signal handled on a loader thread rather than the main one (the kernel hands a process's
+# signal to any thread that does not block it): the handler's flag, read by the main thread at the
+# step's end, must be an atomic, and the handler must leave errno as it found it. Exit 75 with a
+# checkpoint.
+run_signal() { # NAME SIGNAL: a 1-rank train that gets SIGNAL on one of its loader threads
+    local name=$1 sig=$2 t0=$SECONDS pid i
+    "$build/dtrain" train --model mlp --batch 8 --steps 1000000 --loader-threads 2 --log-every 1 \
+        --checkpoint-dir "$logs/ck-$name" > "$logs/$name.log" 2>&1 &
+    pid=$!
+    for i in $(seq 600); do grep -qs '^step ' "$logs/$name.log" && break; sleep 0.1; done
+    python3 "$here/thread_kill.py" "$pid" "$sig" > /dev/null || echo "no thread of $pid takes SIG$sig" >> "$logs/$name.log"
+    # Killed after 5 minutes (a stop never taken would train its million steps).
+    for i in $(seq 3000); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2> /dev/null
+    wait "$pid"
+    check "$name" $? 75 "$t0"
+}
+run_signal stop_on_loader_thread USR1
 exit $fail
