@@ -3,7 +3,10 @@
 # (collectives/engine.c: its thread against the training thread) through the collectives and the
 # reducer at 2 and 3 ranks, the chain allreduce (test and training) at 3, the thread-stack, bucket and trace unit tests, and a 2-rank `dtrain train`
 # with overlapped buckets and the background loader, also with --trace (the span recorder filled from
-# every thread), and a stop signal handled on a loader thread. BUILD_DIR must be configured with -DDTRAIN_CUDA=OFF -DDTRAIN_SANITIZE=thread (`make test-tsan` does it). Fails on any report that
+# every thread); the data's threads (an image folder's decoding loader with --augment, the statistics
+# pass and the held-out evaluation, checkpoints with their fsync thread, dtrain eval, bench data, and
+# the .dts writer and statistics threads of data convert, info and verify); and a stop signal
+# handled on a loader thread. BUILD_DIR must be configured with -DDTRAIN_CUDA=OFF -DDTRAIN_SANITIZE=thread (`make test-tsan` does it). Fails on any report that
 # tests/sanitizers/tsan.supp does not name (third-party code only) and on any failing run.
 set -u
 build=${1:?usage: run_tsan.sh BUILD_DIR}
@@ -50,6 +53,24 @@ run train.np2 "${mpirun[@]}" -np 2 "$build/dtrain" train --model mlp --batch 32 
 # The trace recorder filled by the training, communication and 2 loader threads at once, then merged.
 run train_trace.np2 "${mpirun[@]}" -np 2 "$build/dtrain" train --model mlp --batch 32 --steps 20 --bucket-mb 0.5 \
     --loader-threads 2 --log-every 10 --trace "$logs/trace.json"
+# The data's threads: an image folder (PNGs, one file that is no image) decoded by 3 loader threads
+# with --augment, its statistics pass (--normalize standard, by default) and the held-out pass on
+# as many, checkpoints (the writer's fsync thread beside the beat), the eval command's loader, bench
+# data, and the .dts writer's and the statistics' threads in data convert, info and verify (images
+# resized to 3x48x48 fp32: 28 KB a sample, 3 chunks of the writer's 1 MiB for 3 of its 4 threads).
+python3 "$here/../mpi/make_images.py" "$logs/imgs" 30 3 > /dev/null
+printf 'not an image' > "$logs/imgs/class1/bad.png"
+img=(--data "$logs/imgs" --input 3x10x12 --model fc:32,relu,fc:3)
+run train_images.np2 "${mpirun[@]}" -np 2 "$build/dtrain" train "${img[@]}" --batch 8 --steps 20 --loader-threads 3 \
+    --augment crop:2,flip --bad-samples skip --holdout 0.2 --eval-every 10 --log-every 10 \
+    --checkpoint-dir "$logs/ck" --checkpoint-every 5
+run eval_images.np2 "${mpirun[@]}" -np 2 "$build/dtrain" eval "${img[@]}" --checkpoint-dir "$logs/ck" --holdout 0.2 \
+    --bad-samples skip --loader-threads 3 --batch 7
+rm "$logs/imgs/class1/bad.png"
+run bench_data "$build/dtrain" bench data "${img[@]:0:4}" --threads 0,3 --batch 16 --batches 4 --augment crop:2,flip
+run data_convert "$build/dtrain" data convert "$logs/imgs" "$logs/imgs.dts" --input 3x48x48 --dtype fp32 --threads 4
+run data_info "$build/dtrain" data info "$logs/imgs.dts" --threads 3
+run data_verify "$build/dtrain" data verify "$logs/imgs" --input 3x48x48 --threads 3
 # A stop signal handled on a loader thread rather than the main one (the kernel hands a process's
 # signal to any thread that does not block it): the handler's flag, read by the main thread at the
 # step's end, must be an atomic, and the handler must leave errno as it found it. Exit 75 with a
