@@ -6,7 +6,9 @@
 # every thread); the data's threads (an image folder's decoding loader with --augment, the statistics
 # pass and the held-out evaluation, checkpoints with their fsync thread, dtrain eval, bench data, and
 # the .dts writer and statistics threads of data convert, info and verify); and a stop signal
-# handled on a loader thread. BUILD_DIR must be configured with -DDTRAIN_CUDA=OFF -DDTRAIN_SANITIZE=thread (`make test-tsan` does it). Fails on any report that
+# handled on a loader thread; two engines at once and a second thread refused a collective; and the
+# watchdogs of a rank stopped inside MPI_Allreduce (main thread) and inside the chain (communication
+# thread, whose probe shares the board with the main thread), up to the abort guard and MPI_Abort. BUILD_DIR must be configured with -DDTRAIN_CUDA=OFF -DDTRAIN_SANITIZE=thread (`make test-tsan` does it). Fails on any report that
 # tests/sanitizers/tsan.supp does not name (third-party code only) and on any failing run.
 set -u
 build=${1:?usage: run_tsan.sh BUILD_DIR}
@@ -71,6 +73,28 @@ run bench_data "$build/dtrain" bench data "${img[@]:0:4}" --threads 0,3 --batch 
 run data_convert "$build/dtrain" data convert "$logs/imgs" "$logs/imgs.dts" --input 3x48x48 --dtype fp32 --threads 4
 run data_info "$build/dtrain" data info "$logs/imgs.dts" --threads 3
 run data_verify "$build/dtrain" data verify "$logs/imgs" --input 3x48x48 --threads 3
+# Two engines at once, each with its thread (the replicas test's two models), and a second thread
+# entering a collective of a context while the first is inside one (refused: ctx_enter's atomic).
+run replicas.np2 "${mpirun[@]}" -np 2 "$build/tests/test_replicas"
+run ctx_rules.np2 "${mpirun[@]}" -np 2 "$build/tests/test_ctx_rules"
+# The watchdogs (collectives/engine.c): rank 1 stopped inside a 2-rank MPI_Allreduce, seen by the
+# main thread (PHASE_MPI) with its probe; rank 2 of 3 frozen inside the pipelined chain, seen by the
+# communication thread, whose probe shares the board with the main thread's listening; then the
+# abort guard's thread and MPI_Abort. Exit 1, each naming the rank.
+run_expect() { # NAME EXIT MUST_SAY COMMAND...: a run that must end with EXIT and say MUST_SAY
+    local name=$1 want=$2 say=$3 t0=$SECONDS rc
+    shift 3
+    timeout 600 "$@" > "$logs/$name.log" 2>&1
+    rc=$?
+    grep -q "$say" "$logs/$name.log" || { echo "run_tsan.sh: the output does not say: $say" >> "$logs/$name.log"; rc=255; }
+    check "$name" $rc "$want" "$t0"
+}
+hang=(train --model mlp --batch 8 --steps 20 --timeout 2 --log-every 10 --bucket-mb 0.5)
+run_expect watchdog_mpi.np2 1 "rank 1 on .* reached it, yet MPI_Allreduce has not completed" env DTRAIN_TEST_HANG=engine:1:2 \
+    "${mpirun[@]}" -x DTRAIN_TEST_HANG -np 2 "$build/dtrain" "${hang[@]}"
+run_expect watchdog_chain.np3 1 "the chain has not completed, and rank(s) 2 on .* do not answer a probe" env \
+    DTRAIN_ALLREDUCE=chain DTRAIN_TEST_HANG=engine:2:5 "${mpirun[@]}" -x DTRAIN_ALLREDUCE -x DTRAIN_TEST_HANG -np 3 \
+    "$build/dtrain" "${hang[@]}"
 # A stop signal handled on a loader thread rather than the main one (the kernel hands a process's
 # signal to any thread that does not block it): the handler's flag, read by the main thread at the
 # step's end, must be an atomic, and the handler must leave errno as it found it. Exit 75 with a
