@@ -236,7 +236,8 @@ static dt_status jobs_run(const ds_split *s, const ds_stats_pick *pick, int thre
         started[k] = 1;
     }
     if (!st) stats_run(&jobs[0]);
-    for (int k = 1; k < t; k++)
+    /* started is NULL when its own allocation failed: then no thread was started. */
+    for (int k = 1; started && k < t; k++)
         if (started[k]) pthread_join(tid[k], NULL);
     free(tid);
     free(started);

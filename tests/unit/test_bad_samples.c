@@ -4,7 +4,8 @@
  * counted and listed in index order, the same list whatever the thread count, the first keep of
  * them when keep is set; out of memory stops the pass. A .dts, an IDX directory and a CIFAR-10 file
  * with several bad labels, refused at the first by a plain open, open with check_on_read and name
- * every one; an IDX file whose bad labels leave fewer than 2 classes is refused saying so.
+ * every one; an IDX file whose bad labels leave fewer than 2 classes is refused saying so. Each
+ * calloc of the pass failing in turn (this test wraps calloc, tests/CMakeLists.txt) is an error.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -188,6 +189,45 @@ static void test_nomem_stops(void **st)
     nomem_at = SIZE_MAX;
 }
 
+/* Every calloc in dtrain's code comes here (-Wl,--wrap=calloc, tests/CMakeLists.txt); the one
+ * numbered calloc_fail_at (0: the next) fails, the others are libc's. */
+void *__real_calloc(size_t k, size_t n);
+void *__wrap_calloc(size_t k, size_t n);
+static long calloc_fail_at = -1;
+void *__wrap_calloc(size_t k, size_t n)
+{
+    if (calloc_fail_at >= 0 && calloc_fail_at-- == 0) return NULL;
+    return __real_calloc(k, n);
+}
+
+/* Each allocation of a pass on 4 threads failing in turn: DT_ERR_NOMEM saying so, nothing listed
+ * (the thread bookkeeping's own failing once dereferenced NULL), until one past the last, which
+ * passes. */
+static void test_nomem_each_calloc(void **st)
+{
+    (void)st;
+    nomem_at = SIZE_MAX;
+    const ds_split s = odd_split();
+    long at = 0;
+    for (;; at++) {
+        ds_bad_samples b;
+        calloc_fail_at = at;
+        const dt_status rc = ds_find_bad_samples(&s, 4, 0, &b);
+        const int failed = calloc_fail_at < 0; /* the numbered calloc came */
+        calloc_fail_at = -1;
+        if (!failed) {
+            assert_int_equal(rc, DT_OK);
+            ds_bad_samples_free(&b);
+            break;
+        }
+        if (rc != DT_ERR_NOMEM) fail_msg("calloc %ld failing: status %d (%s)", at, (int)rc, dt_last_error());
+        assert_non_null(strstr(dt_last_error(), "out of memory"));
+        assert_int_equal(b.count, 0);
+        assert_null(b.items);
+    }
+    assert_true(at >= 3); /* the jobs, their thread ids and which threads started */
+}
+
 /* ----------------------------------------------------------- opens that leave labels to reads */
 
 static void spit(const char *p, const void *b, size_t n)
@@ -345,6 +385,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_bad_sample),
         cmocka_unit_test(test_nomem_stops),
+        cmocka_unit_test(test_nomem_each_calloc),
         cmocka_unit_test(test_stats_pick),
         cmocka_unit_test_setup_teardown(test_dts_labels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idx_labels, setup, teardown),
