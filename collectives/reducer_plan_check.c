@@ -99,6 +99,7 @@ dt_status reducer_check_plan_across_ranks(dt_reducer *r, const char *fn, const c
     dt_status s = dt_broadcast(r->ctx, &zero, sizeof zero, DT_U8, 0);
     rank_verdict v;
     if (!s) s = rank_verdict_share(r->ctx, first_difference(&mine, &zero), &v);
+    /* cppcheck-suppress uninitStructMember ; v is filled whenever s is DT_OK, the only case that reads it */
     if (s || v.first_rank < 0) return s;
     /* The first differing rank's own settings, so that every rank can name both values. */
     other = mine;

@@ -335,6 +335,7 @@ train_end train_loop(train_run *r, int *rc)
             correct += res.correct;
             iv.comm_s += res.comm_wait_s;
         }
+        /* cppcheck-suppress uninitvar ; --accum-steps is at least 1, so the loop above set res */
         iv.skipped += res.skipped;
         grad_norm = res.grad_norm;
         if (step == r->first_step) train_report_step_overlap(r);

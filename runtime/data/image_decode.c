@@ -418,6 +418,7 @@ static dt_status resize_crop(const char *name, const img_raw *r, int c, int oh, 
     if (!block) return status_set_error(DT_ERR_NOMEM, "out of memory resizing %s", name);
     ax.wt = block, ay.wt = block + nwx;
     float *row = ay.wt + nwy;
+    /* cppcheck-suppress invalidPointerCast ; malloc'd memory past the floats, used only as ints (4-byte aligned) */
     int *ints = (int *)(row + rowlen);
     ax.start = ints, ax.taps = ints + nx, ay.start = ints + 2 * (size_t)nx, ay.taps = ay.start + ny;
     axis_fill(&ax, r->w, (double)rw, x0 + xs, nx);

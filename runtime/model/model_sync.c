@@ -179,6 +179,7 @@ static dt_status sync_check_ranks(const dt_model *m, const dt_sync_config *c, dt
     s = dt_broadcast(ctx, &zero, sizeof zero, DT_U8, 0);
     rank_verdict v;
     if (!s) s = rank_verdict_share(ctx, sync_first_difference(c, &zero), &v);
+    /* cppcheck-suppress uninitStructMember ; v is filled whenever s is DT_OK, the only case that reads it */
     if (s || v.first_rank < 0) return s;
     const int f = v.first_code - 1;
     char r0[32], mine[80] = "";
