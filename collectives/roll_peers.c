@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/status.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,11 @@
 #define VERDICT_BYTES 1400
 
 struct roll_board {
+    /* A rank's two waiting threads (the main thread in a collective, the communication thread's
+     * deadline) both listen and probe: MPI forbids testing one request from two threads at once,
+     * and the reposted receives and the busy times are shared. Held for each call, the probe's
+     * and the verdict's waits included (after a deadline, before the abort). */
+    pthread_mutex_t lock;
     MPI_Comm comm; /* owned: a duplicate of world, for these messages alone */
     int rank, size;
     MPI_Request verdict_rx, probe_rx, busy_rx; /* from any rank */
@@ -46,7 +52,9 @@ dt_status roll_board_create(MPI_Comm world, double timeout_s, roll_board **out)
     roll_board *b = calloc(1, sizeof *b);
     if (!b) return status_set_error(DT_ERR_NOMEM, "out of memory for the watchdogs' board");
     b->verdict_rx = b->probe_rx = b->busy_rx = MPI_REQUEST_NULL;
+    pthread_mutex_init(&b->lock, NULL);
     if (MPI_Comm_dup(world, &b->comm) != MPI_SUCCESS) {
+        pthread_mutex_destroy(&b->lock);
         free(b);
         return status_set_error(DT_ERR_MPI, "MPI_Comm_dup for the watchdogs' board failed");
     }
@@ -78,6 +86,7 @@ void roll_board_destroy(roll_board *b)
             }
         MPI_Comm_free(&b->comm);
     }
+    pthread_mutex_destroy(&b->lock);
     free(b);
 }
 
@@ -110,37 +119,62 @@ static void take_busy(roll_board *b)
 void roll_board_busy(roll_board *b, double every_s)
 {
     if (!b) return;
+    pthread_mutex_lock(&b->lock);
     const double now = clock_now_s();
-    if (b->busy_sent > 0 && now - b->busy_sent < every_s) return;
-    b->busy_sent = now;
-    static const int word = 1; /* read-only: only its arrival matters */
-    for (int j = 0; j < b->size; j++) {
-        MPI_Request r;
-        if (j != b->rank && MPI_Isend(&word, 1, MPI_INT, j, BUSY_TAG, b->comm, &r) == MPI_SUCCESS) MPI_Request_free(&r);
+    if (b->busy_sent <= 0 || now - b->busy_sent >= every_s) {
+        b->busy_sent = now;
+        static const int word = 1; /* read-only: only its arrival matters */
+        for (int j = 0; j < b->size; j++) {
+            MPI_Request r;
+            if (j != b->rank && MPI_Isend(&word, 1, MPI_INT, j, BUSY_TAG, b->comm, &r) == MPI_SUCCESS)
+                MPI_Request_free(&r);
+        }
     }
+    pthread_mutex_unlock(&b->lock);
 }
 
-double roll_board_busy_seen(const roll_board *b) { return b ? b->busy_seen : 0; }
+double roll_board_busy_seen(roll_board *b)
+{
+    if (!b) return 0;
+    pthread_mutex_lock(&b->lock);
+    const double seen = b->busy_seen;
+    pthread_mutex_unlock(&b->lock);
+    return seen;
+}
 
 const char *roll_board_listen(roll_board *b, int *from)
 {
     if (!b) return NULL;
     int got = 0;
     MPI_Status st;
+    pthread_mutex_lock(&b->lock);
     answer_probe(b);
     take_busy(b);
-    if (b->verdict_rx == MPI_REQUEST_NULL || MPI_Test(&b->verdict_rx, &got, &st) != MPI_SUCCESS || !got) return NULL;
-    b->verdict[VERDICT_BYTES - 1] = '\0';
-    *from = st.MPI_SOURCE;
-    return b->verdict;
+    /* Returned to the one call that takes it: its receive is not reposted, so the text stays put. */
+    const char *told = NULL;
+    if (b->verdict_rx != MPI_REQUEST_NULL && MPI_Test(&b->verdict_rx, &got, &st) == MPI_SUCCESS && got) {
+        b->verdict[VERDICT_BYTES - 1] = '\0';
+        *from = st.MPI_SOURCE;
+        told = b->verdict;
+    }
+    pthread_mutex_unlock(&b->lock);
+    return told;
 }
 
 void roll_board_tell(roll_board *b, const char *verdict)
 {
-    if (!b || b->told) return;
+    if (!b) return;
+    pthread_mutex_lock(&b->lock);
+    if (b->told) {
+        pthread_mutex_unlock(&b->lock);
+        return;
+    }
     b->told = 1;
     MPI_Request *r = calloc((size_t)b->size, sizeof *r);
-    if (!r) return;
+    if (!r) {
+        pthread_mutex_unlock(&b->lock);
+        return;
+    }
     int n = 0, all = 0;
     const int len = (int)strnlen(verdict, VERDICT_BYTES - 1);
     for (int j = 0; j < b->size; j++)
@@ -148,11 +182,13 @@ void roll_board_tell(roll_board *b, const char *verdict)
     const double until = clock_now_s() + ROLL_VERDICT_S;
     while (!all && clock_now_s() < until && MPI_Testall(n, r, &all, MPI_STATUSES_IGNORE) == MPI_SUCCESS) sleep_ms();
     /* r stays allocated: the sends may still be in flight when the job ends. */
+    pthread_mutex_unlock(&b->lock);
 }
 
 int roll_board_probe(roll_board *b, int *ranks, int cap)
 {
     if (!b) return 0;
+    pthread_mutex_lock(&b->lock);
     MPI_Request *r = malloc(2 * (size_t)b->size * sizeof *r);
     int *answered = calloc((size_t)b->size, sizeof *answered), *answer = calloc((size_t)b->size, sizeof *answer);
     static const int ping = 1; /* read-only: what is sent does not matter, only that it is answered */
@@ -161,6 +197,7 @@ int roll_board_probe(roll_board *b, int *ranks, int cap)
         free(r);
         free(answered);
         free(answer);
+        pthread_mutex_unlock(&b->lock);
         return 0;
     }
     for (int j = 0; j < b->size; j++) {
@@ -184,6 +221,7 @@ int roll_board_probe(roll_board *b, int *ranks, int cap)
         if (!answered[j] && n < cap) ranks[n++] = j;
     free(answered);
     /* r and answer stay allocated: MPI may write into them until the job ends. */
+    pthread_mutex_unlock(&b->lock);
     return n;
 }
 

@@ -30,9 +30,12 @@ typedef struct roll_board roll_board;
 dt_status roll_board_create(MPI_Comm world, double timeout_s, roll_board **out);
 /* Cancels what is posted and frees it all. NULL is a no-op. */
 void roll_board_destroy(roll_board *b);
-/* Called while waiting: answers a probe that has come, takes the busy words that came (see
+/* The board's calls are thread-safe: a rank's main thread and communication thread both wait on
+ * it (each call holds the board's lock, the probe's and the verdict's waits included).
+ *
+ * Called while waiting: answers a probe that has come, takes the busy words that came (see
  * roll_board_busy_seen), and returns the first verdict another rank told (NUL-terminated, owned
- * by b; *from its rank), else NULL. b NULL: NULL. */
+ * by b; *from its rank) to the one call that takes it, else NULL. b NULL: NULL. */
 const char *roll_board_listen(roll_board *b, int *from);
 /* Tells every other rank this rank's verdict and lets it travel for up to ROLL_VERDICT_S (a rank
  * that is gone or cut off never takes it; the caller aborts the job either way). b NULL: nothing. */
@@ -41,11 +44,11 @@ void roll_board_tell(roll_board *b, const char *verdict);
  * a checkpoint while the others wait for its verdict), at most once per every_s seconds: a
  * waiting rank's deadline counts from the last such word (roll_board_busy_seen), so a long
  * write is not taken for a dead rank, and one that stops (a rank stuck in it) still times out.
- * b NULL: nothing. Not thread-safe against itself: one thread of the rank sends. */
+ * b NULL: nothing. */
 void roll_board_busy(roll_board *b, double every_s);
 /* When (clock_now_s) this rank last heard that another rank is busy, 0 if never, as of the last
  * roll_board_listen (which takes the words that came). b NULL: 0. */
-double roll_board_busy_seen(const roll_board *b);
+double roll_board_busy_seen(roll_board *b);
 /* Pings every other rank and writes those that do not answer within ROLL_PROBE_S into ranks (at
  * most cap); returns how many (0 for b NULL). */
 int roll_board_probe(roll_board *b, int *ranks, int cap);
