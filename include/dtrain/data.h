@@ -59,8 +59,11 @@ typedef struct dt_data_config {
     int threads;      /**< threads for computing the statistics at open (0: one) */
     /** Image folders: the class folders numbered by this dataset's class names (the training
      * set's, also an image folder), so a held-out folder that lacks some classes keeps training's
-     * labels; a class folder it does not have fails, naming it. NULL: the folder's own sorted
-     * order (an image folder's val/ split always takes its train/'s). Other formats: ignored. */
+     * labels; a class folder it does not have fails, naming it. A classes_like of another format
+     * (no names: a .dts, IDX or CIFAR set) keeps the folder's own sorted order when the class
+     * counts agree and fails (DT_ERR_INVALID_ARG, naming both counts) when they do not, as a
+     * missing class would shift the labels after it. NULL: the folder's own sorted order (an image
+     * folder's val/ split always takes its train/'s). Other formats opened: ignored. */
     const dt_dataset *classes_like;
 } dt_data_config;
 

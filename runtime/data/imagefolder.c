@@ -196,7 +196,22 @@ static dt_status number_like(if_impl *f, const char *const *ref, int nref, const
 
 dt_status imagefolder_number_like(ds_split *s, const ds_split *ref)
 {
-    if (!s || !ref || s->ops != &if_ops || ref->ops != &if_ops) return DT_OK;
+    if (!s || !ref || s->ops != &if_ops) return DT_OK;
+    if (ref->ops != &if_ops) {
+        /* ref has labels but no class names (a .dts, IDX or CIFAR set): the folders keep their
+         * sorted order, the one `dtrain data convert` gives an image folder's labels. That is
+         * training's numbering only when no class is missing: one missing shifts every later
+         * label, and the held-out figures would be wrong without a word. */
+        if (s->classes == ref->classes) return DT_OK;
+        return status_set_error(
+            DT_ERR_INVALID_ARG,
+            "%s has %d class folders but the training set %s (%s) has %d classes and keeps no class names, so "
+            "the folders cannot be matched to its labels by name (numbered in their sorted order, every label "
+            "after a missing class would be another class's): give a held-out folder with all %d classes, convert "
+            "it together with the training folder (dtrain data convert ROOT DST, ROOT holding train/ and val/, "
+            "numbers val/ by train/'s names), or train on the image folder itself",
+            ((const if_impl *)s->impl)->root, s->classes, ref->source, ref->format, ref->classes, ref->classes);
+    }
     const if_impl *r = ref->impl;
     if (r->label_of)
         return status_set_error(DT_ERR_INVALID_ARG,

@@ -114,9 +114,10 @@ const char *imagefolder_heldout_dir(const char *root);
 int imagefolder_sample_path(const ds_split *s, size_t i, char *out, size_t n);
 /* An image folder's class k (0 <= k < s->classes): its folder name; NULL for another format. */
 const char *imagefolder_class_name(const ds_split *s, int k);
-/* s's class folders numbered by ref's names (both image folders; otherwise nothing changes), and
- * s->classes set to ref's: a held-out folder missing some classes keeps training's labels.
- * DT_ERR_INVALID_ARG names a class folder of s that ref lacks. */
+/* s's class folders numbered by ref's names (both image folders), and s->classes set to ref's: a
+ * held-out folder missing some classes keeps training's labels. DT_ERR_INVALID_ARG names a class
+ * folder of s that ref lacks. A ref of another format (no names) leaves s in its sorted order when
+ * the class counts agree and refuses otherwise; an s that is no image folder: nothing changes. */
 dt_status imagefolder_number_like(ds_split *s, const ds_split *ref);
 dt_status dts_open(const char *path, const ds_open_opts *opts, ds_split *s); /* dts.h */
 

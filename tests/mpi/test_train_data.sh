@@ -227,6 +227,11 @@ if [ -n "$want" ] && grep -qxF "$want" "$tmp/eg1" && grep -qxF "$want" "$tmp/eg2
 else
     bad "dtrain eval --eval-data on a folder lacking a class (training: '$want')"; cat "$tmp/out" "$tmp/eg1" "$tmp/eg2"
 fi
+# The same folder against training's .dts, which keeps no class names: numbered in its own order,
+# class2 would read as class1, so it is refused, naming both counts.
+"$DTRAIN" data convert "$tmp/gap/train" "$tmp/gap.dts" --input 3x8x8 >"$tmp/out" 2>&1 || { bad "convert gap/train"; cat "$tmp/out"; }
+expect 2 "$tmp/gap/val has 2 class folders but the training set $tmp/gap.dts (dts) has 3 classes" \
+    run 1 train --data "$tmp/gap.dts" --eval-data "$tmp/gap/val" $gap --steps 1
 
 # Augmentation is drawn from (seed, epoch, sample): the run is the same bits at 0 and 3 loader threads.
 for lt in 0 3; do

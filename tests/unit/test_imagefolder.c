@@ -178,6 +178,20 @@ static void test_train_val(void **state)
     assert_int_equal(ev->classes, 3);
     expect_labels(ev, want_ac, 2);
     ds_close(ev);
+    /* A training set without class names (a .dts converted from train/): the held-out folder's own
+     * sorted order stands when it has every class, and one lacking a class is refused, since its
+     * labels after the gap would be another class's (val/ has a and c: c would read as b). */
+    ev = open_ok(val, "train", 3, 4, 4);
+    ds_split named = {.classes = 2, .format = "dts"};
+    snprintf(named.source, sizeof named.source, "%s", "train.dts");
+    assert_int_equal(imagefolder_number_like(ev, &named), DT_OK);
+    assert_int_equal(ev->classes, 2);
+    const int own[2] = {0, 1};
+    expect_labels(ev, own, 2);
+    named.classes = 3;
+    assert_int_equal(imagefolder_number_like(ev, &named), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "/val has 2 class folders but the training set train.dts (dts) has 3"));
+    ds_close(ev);
     ds_close(tr);
     ds_close(s);
     /* A held-out class training does not have fails, naming it. */
