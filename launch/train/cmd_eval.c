@@ -422,6 +422,9 @@ int cmd_eval(int argc, char **argv)
         dc.split = NULL;
         if (!(s = dt_dataset_open(e.data, &dc, &ref))) {
             dc.classes_like = ref;
+            int C, H, W; /* without --input an image folder decodes to the training samples' shape */
+            dt_dataset_shape(ref, &C, &H, &W);
+            if (!dc.c && (C == 1 || C == 3)) dc.c = C, dc.h = H, dc.w = W;
             opening = e.eval_data;
             s = dt_dataset_open(e.eval_data, &dc, &d);
             dt_dataset_free(ref);

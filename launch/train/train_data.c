@@ -164,6 +164,9 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
     const char *path = t->eval_data ? t->eval_data : t->data;
     if (t->eval_data) {
         snprintf(d->eval_what, sizeof d->eval_what, "--eval-data %s", t->eval_data);
+        /* An image folder decodes to the training samples' shape when --input gives none (a .dts,
+         * IDX or CIFAR training set has one), rather than asking for a shape the model must take anyway. */
+        if (!c.c && (C == 1 || C == 3)) c.c = C, c.h = H, c.w = W;
     } else if (t->holdout > 0) {
         c.holdout = t->holdout, c.holdout_part = 1;
         snprintf(d->eval_what, sizeof d->eval_what, "--holdout %g of %s", t->holdout, t->data);

@@ -232,6 +232,12 @@ fi
 "$DTRAIN" data convert "$tmp/gap/train" "$tmp/gap.dts" --input 3x8x8 >"$tmp/out" 2>&1 || { bad "convert gap/train"; cat "$tmp/out"; }
 expect 2 "$tmp/gap/val has 2 class folders but the training set $tmp/gap.dts (dts) has 3 classes" \
     run 1 train --data "$tmp/gap.dts" --eval-data "$tmp/gap/val" $gap --steps 1
+# A folder with every class is read in its sorted order, decoded without --input to the .dts
+# samples' shape, by training and by dtrain eval.
+expect 0 "held-out: 18 samples from --eval-data $tmp/gap/train" run 1 train --data "$tmp/gap.dts" \
+    --eval-data "$tmp/gap/train" --model fc:3 --steps 1 --checkpoint-dir "$tmp/ckdts"
+expect 0 " of 18 correct), mean loss" run 1 eval --data "$tmp/gap.dts" --eval-data "$tmp/gap/train" --model fc:3 \
+    --checkpoint-dir "$tmp/ckdts"
 
 # Augmentation is drawn from (seed, epoch, sample): the run is the same bits at 0 and 3 loader threads.
 for lt in 0 3; do
