@@ -5,7 +5,8 @@
  *   token := "fc:" OUT | "conv:" OUT ":" K ":" STRIDE ":" PAD | "pool:" K | "relu" | "flatten"
  *   input := N | C "x" H "x" W
  *
- * A flatten is implied before the first fc that follows a spatial (HxW > 1x1) map. Every error
+ * A flatten is implied before the first fc that follows a spatial (HxW > 1x1) map; a conv or pool
+ * after an fc or flatten is refused (it would take the vector for a 1x1 image). Every error
  * names the token (by position and text) and says what would fit.
  *
  * Sizes are computed in 64 bits, every product checked, and held to the bounds below before any
@@ -239,6 +240,11 @@ static dt_status spec_push(model_spec *s, int *cap, layer l)
         goto fail;                                                                                                     \
     } while (0)
 
+#define SPEC_VECTOR_FAIL()                                                                                             \
+    SPEC_FAIL("model '%s': layer %d '%s' comes after layer %d '%s', whose output is a vector of %d values, not an "    \
+              "image: put the conv and pool layers before the first fc or flatten",                                    \
+              spec_in, index, tok, vec_index, vec_tok, c)
+
 dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *out)
 {
     model_spec s;
@@ -263,6 +269,10 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
     const char *p = spec;
     int index = 0;
     char n1[64];
+    /* The first fc or flatten layer: from there the map is a vector, which a conv or pool after it
+     * would take for a 1x1 image (nn.Conv2d after nn.Linear fails in PyTorch too). */
+    int vec_index = 0;
+    char vec_tok[64] = "";
     static const char *const fc_names[] = {"OUT"}, *const conv_names[] = {"OUT", "K", "STRIDE", "PAD"},
                              *const pool_names[] = {"K"};
     static const int fc_lo[] = {1}, conv_lo[] = {1, 1, 1, 0}, pool_lo[] = {1};
@@ -291,6 +301,7 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
                 c = c * h * w;
                 h = w = 1;
             }
+            if (!vec_index) vec_index = index, snprintf(vec_tok, sizeof vec_tok, "%s", tok);
             l.kind = LAYER_FC;
             l.out = v[0];
             l.in_c = c, l.in_h = 1, l.in_w = 1;
@@ -309,6 +320,7 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
                 SPEC_FAIL("model '%s': layer %d '%s' must be conv:OUT:K:STRIDE:PAD with OUT, K, STRIDE from 1 to "
                           "%" PRIu64 " and PAD from 0 to %" PRIu64,
                           spec_in, index, tok, SPEC_MAX_ELEMS, SPEC_MAX_ELEMS);
+            if (vec_index) SPEC_VECTOR_FAIL();
             if (h == 1 && w == 1 && s.in_h == 1 && s.in_w == 1)
                 SPEC_FAIL("model '%s': layer %d '%s' needs an image input with H or W above 1; --input %s is a "
                           "vector of %d values (a 1x1 map): give --input CxHxW of the images, or put fc layers first",
@@ -345,6 +357,7 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
             if (r == 0)
                 SPEC_FAIL("model '%s': layer %d '%s' must be pool:K with K a whole number from 1 to %" PRIu64, spec_in,
                           index, tok, SPEC_MAX_ELEMS);
+            if (vec_index) SPEC_VECTOR_FAIL();
             if (h < v[0] || w < v[0]) {
                 /* The map this layer gets, where it comes from, and the changes that make it fit. */
                 const int most = h < w ? h : w;
@@ -363,6 +376,7 @@ dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *o
             l.kind = LAYER_RELU;
             l.in_c = l.out_c = c, l.in_h = l.out_h = h, l.in_w = l.out_w = w;
         } else if (len == 7 && strncmp(p, "flatten", 7) == 0) {
+            if (!vec_index) vec_index = index, snprintf(vec_tok, sizeof vec_tok, "%s", tok);
             l.kind = LAYER_FLATTEN;
             l.in_c = c, l.in_h = h, l.in_w = w;
             l.out_c = c * h * w, l.out_h = 1, l.out_w = 1;

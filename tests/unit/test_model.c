@@ -83,6 +83,13 @@ static void test_spec_errors(void **st)
     expect_spec_error("fc:1", "784", "at least 2");
     expect_spec_error("conv:4:3:1:1,fc:2", "784",
                       "needs an image input with H or W above 1; --input 784 is a vector of 784 values");
+    /* A conv or pool after an fc or flatten would take the vector for a 1x1 image (accepted before
+     * with a padded kernel, as nn.Conv2d after nn.Linear is not in PyTorch). */
+    expect_spec_error("conv:4:3:1:1,fc:8,conv:4:3:1:1,fc:2", "1x8x8",
+                      "layer 3 'conv:4:3:1:1' comes after layer 2 'fc:8', whose output is a vector of 8 values, not "
+                      "an image: put the conv and pool layers before the first fc or flatten");
+    expect_spec_error("fc:64,relu,conv:16:3:1:0,fc:3", "784", "layer 3 'conv:16:3:1:0' comes after layer 1 'fc:64'");
+    expect_spec_error("conv:4:3:1:1,flatten,pool:1,fc:2", "1x8x8", "layer 3 'pool:1' comes after layer 2 'flatten'");
     expect_spec_error("", "784", "empty");
     expect_spec_error("fc:10", "28x28", "input shape '28x28'");
     expect_spec_error("fc:10", "0", "input shape '0'");
