@@ -116,8 +116,8 @@ soak: deps
 	SOAK_ROUNDS=$(SOAK_ROUNDS) bash tests/slurm/soak.sh $(SOAK_SEED) $(SOAK_SECONDS) $(BUILD)/dtrain
 
 # ThreadSanitizer over the communication engine, the reducer and a 2-rank train, in a CPU build of
-# its own (every layer but kernels/ instrumented: CMakeLists.txt says why). Not part of `make test`:
-# the instrumented build and runs take about 5 minutes on 2 cores.
+# its own (every layer but kernels/ instrumented: CMakeLists.txt says why). Not part of `make test`
+# (CI runs it after): the instrumented build and runs take about 3 minutes on 2 cores.
 TSAN_BUILD ?= build-tsan
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DDTRAIN_CUDA=OFF -DDTRAIN_SANITIZE=thread $(CMAKE_FLAGS)
