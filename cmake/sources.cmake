@@ -45,7 +45,7 @@ set(DTRAIN_RUNTIME_SOURCES
   runtime/checkpoint/ckpt_format.c runtime/checkpoint/ckpt_read.c runtime/checkpoint/ckpt_write.c
   runtime/checkpoint/ckpt_load.c runtime/checkpoint/ckpt_file.c runtime/checkpoint/ckpt_coll.c
   runtime/checkpoint/ckpt_extra.c runtime/checkpoint/ckpt_prune.c runtime/checkpoint/ckpt_lock.c
-  runtime/checkpoint/ckpt_writer.c runtime/checkpoint/ckpt_write_file.c
+  runtime/checkpoint/ckpt_writer.c runtime/checkpoint/ckpt_write_file.c runtime/checkpoint/ckpt_write_target.c
   runtime/checkpoint/ckpt_temps.c
   runtime/checkpoint/ckpt_reader.c runtime/checkpoint/ckpt_apply.c runtime/checkpoint/ckpt_read4.c
   runtime/data/dataset.c runtime/data/sampler.c runtime/data/transform.c runtime/data/synthetic.c

@@ -9,6 +9,7 @@
 #include "base/io_error.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,15 @@ static int keep_aside(const char *path, char *bad, size_t n)
 int metrics_try(const char *path, int resume, char *why, size_t len)
 {
     struct stat sb;
+    unsigned owner;
+    if (ckpt_link_foreign(path, &owner)) {
+        /* metrics_open would refuse it after the training's start-up. */
+        snprintf(why, len,
+                 "--metrics %s is a symbolic link of another user (uid %u): dtrain does not write through it (it "
+                 "could lead this run to truncate any file this user may write); remove it, or use another --metrics",
+                 path, owner);
+        return -1;
+    }
     if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || access(path, resume ? R_OK | W_OK : W_OK) == 0) return 0;
     /* Said of the file: the directory's advice (io_error_fix's for a new file) would send the user
      * to a directory that is writable already, and the open at the start would fail with exit 1. */
@@ -183,6 +193,17 @@ int metrics_try(const char *path, int resume, char *why, size_t len)
              "chmod), remove it, or use another --metrics",
              path, resume ? "read and appended to" : "written", strerror(errno), resume ? "read or write" : "write");
     return -1;
+}
+
+/* fopen(path, fresh ? "w" : "r+"), with O_NOFOLLOW when nofollow: a link is then not opened
+ * (ELOOP). NULL with errno. */
+static FILE *open_stream(const char *path, int fresh, int nofollow)
+{
+    const int flags = (fresh ? O_WRONLY | O_CREAT | O_TRUNC : O_RDWR) | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0);
+    const int fd = open(path, flags, 0666);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, fresh ? "w" : "r+");
+    if (fd >= 0 && !f) close(fd);
+    return f;
 }
 
 FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
@@ -198,10 +219,12 @@ FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
         if (!f) goto fail;
         return f;
     }
-    FILE *f = resume ? fopen(path, "r+") : NULL;
+    /* Another user's link is not opened through (ckpt_link_foreign): ELOOP, said below. */
+    const int nofollow = ckpt_link_foreign(path, NULL);
+    FILE *f = resume ? open_stream(path, 0, nofollow) : NULL;
     if (!f) {
         if (resume && errno != ENOENT) goto fail;
-        if (!(f = fopen(path, "w"))) goto fail;
+        if (!(f = open_stream(path, 1, nofollow))) goto fail;
         return f;
     }
     char *line = NULL;
@@ -258,7 +281,7 @@ FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
                 "dtrain: warning: --metrics %s: line %ld %s, so it is not this run's metrics file: kept it "
                 "as %s, starting a fresh one\n",
                 path, lineno, why, bad);
-        if (!(f = fopen(path, "w"))) goto fail;
+        if (!(f = open_stream(path, 1, nofollow))) goto fail;
         return f;
     }
     if (cut >= 0 && (fflush(f) != 0 || ftruncate(fileno(f), cut) != 0)) {
@@ -294,6 +317,13 @@ FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
 fail:;
     const int err = errno;
     char advice[IO_FIX_LEN];
+    unsigned owner;
+    if (err == ELOOP && ckpt_link_foreign(path, &owner)) {
+        cli_error("cannot write --metrics %s: it is a symbolic link of another user (uid %u), which dtrain does not "
+                  "write through; remove it, or use another --metrics",
+                  path, owner);
+        return NULL;
+    }
     cli_error("cannot write --metrics %s: %s: %s", path, strerror(err),
               io_error_fix(err, "--metrics file", "--metrics", advice, sizeof advice));
     return NULL;

@@ -104,70 +104,6 @@ static int sync_dir(const char *dir)
     return rc;
 }
 
-/* Whether the file at path (stat sb) is this process's stdout or stderr: /dev/stdout redirected to
- * a job's log, say, which a rename would replace (and the log written so far with it). */
-static int is_std_stream(const struct stat *sb)
-{
-    struct stat fs;
-    for (int fd = 1; fd <= 2; fd++)
-        if (fstat(fd, &fs) == 0 && fs.st_dev == sb->st_dev && fs.st_ino == sb->st_ino) return 1;
-    return 0;
-}
-
-const char *ckpt_write_target(const char *path, char *real, size_t n, int *in_place)
-{
-    struct stat sb, lsb;
-    const int exists = stat(path, &sb) == 0;
-    /* Not a file to replace: a device, a FIFO, a descriptor's name (/dev/stdout, /dev/fd/N,
-     * /proc/...: its file is someone's open stream), or this process's own output. */
-    *in_place =
-        exists && !S_ISDIR(sb.st_mode) &&
-        (!S_ISREG(sb.st_mode) || !strncmp(path, "/dev/", 5) || !strncmp(path, "/proc/", 6) || is_std_stream(&sb));
-    if (*in_place) return path;
-    char buf[PATH_MAX];
-    if (lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode) && realpath(path, buf) && strlen(buf) < n) {
-        memcpy(real, buf, strlen(buf) + 1);
-        return real;
-    }
-    return path;
-}
-
-/* An in-place target opened for writing (ckpt_fopen_in_place's rules; a FIFO that no process
- * reads fails with ENXIO): the fd, or -1 with errno. */
-static int ckpt_open_in_place(const char *path)
-{
-    /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking for ever; then the
-     * writes block as usual. O_APPEND: a log that is also another process's output keeps its lines. */
-    const int fd = open(path, O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return fd;
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    /* This process's own stdout or stderr (/dev/stdout of `dtrain ... > log`): a second open has an
-     * offset of its own, so the stream's next lines, written at its offset, would overwrite what
-     * went in here (and O_APPEND does not help the stream, opened by the shell without it). Its own
-     * descriptor shares its offset: the stream's buffered lines go first, then this, then its next. */
-    struct stat sb, fs;
-    for (int std = 1; std <= 2 && fstat(fd, &sb) == 0; std++) {
-        if (fstat(std, &fs) != 0 || fs.st_dev != sb.st_dev || fs.st_ino != sb.st_ino ||
-            (fcntl(std, F_GETFL) & O_ACCMODE) == O_RDONLY)
-            continue;
-        fflush(std == 1 ? stdout : stderr);
-        const int own = fcntl(std, F_DUPFD_CLOEXEC, 3);
-        if (own < 0) break; /* the fresh open still writes, appended */
-        close(fd);
-        return own;
-    }
-    return fd;
-}
-
-FILE *ckpt_fopen_in_place(const char *path)
-{
-    const int fd = ckpt_open_in_place(path);
-    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
-    if (fd >= 0 && !f) close(fd);
-    if (fd < 0 && errno == ENXIO) errno = EPIPE;
-    return f;
-}
-
 int ckpt_open_temp(const char *path, char *tmp, size_t n) { return ckpt_open_temp_as(path, ".tmp.", tmp, n); }
 
 int ckpt_open_temp_as(const char *path, const char *stem, char *tmp, size_t n)
@@ -349,8 +285,17 @@ dt_status ckpt_write_file_beating(const char *path, const char *what, const char
     }
     if (!s && rename(tmp, path) != 0) {
         const int err = errno;
-        s = status_set_error(DT_ERR_IO, "renaming %s %s to %s failed: %s: %s", what, tmp, path, strerror(err),
-                             io_error_fix(err, what, alt, advice, sizeof advice));
+        unsigned owner;
+        if ((err == EPERM || err == EACCES) && ckpt_link_foreign(path, &owner))
+            /* A sticky directory (/tmp) lets only its owner replace another user's link. */
+            s = status_set_error(DT_ERR_IO,
+                                 "cannot write %s %s: it is a symbolic link of another user (uid %u), which dtrain "
+                                 "does not write through, in a directory where only its owner may replace it: have it "
+                                 "removed, or use another %s",
+                                 what, path, owner, alt);
+        else
+            s = status_set_error(DT_ERR_IO, "renaming %s %s to %s failed: %s: %s", what, tmp, path, strerror(err),
+                                 io_error_fix(err, what, alt, advice, sizeof advice));
     }
     if (s) unlink(tmp);
     ckpt_temp_forget(noted);
@@ -373,6 +318,15 @@ dt_status ckpt_write_file_try(const char *path, const char *flag)
     if (exists && S_ISDIR(sb.st_mode))
         return status_set_error(DT_ERR_IO, "%s %s is a directory: give a file path (for example %s/out)", flag, path,
                                 path);
+    /* Another user's link: the writer would replace it rather than follow it, which a sticky
+     * directory (/tmp) refuses, and which is not what a path given by this user means. */
+    unsigned owner;
+    if (ckpt_link_foreign(path, &owner))
+        return status_set_error(DT_ERR_IO,
+                                "%s %s is a symbolic link of another user (uid %u): dtrain does not write through "
+                                "it (it could lead this run to replace any file this user may write) nor over it; "
+                                "remove it, or give another path",
+                                flag, path, owner);
     char real[PATH_MAX];
     int in_place;
     const char *target = ckpt_write_target(path, real, sizeof real, &in_place);

@@ -1,6 +1,7 @@
 /*
  * ckpt_write_file.h - the checkpoint's atomic file writer, for any file that a crash must never
- * leave half written (ckpt_write_file.c; the checkpoint itself goes through ckpt_write_atomic).
+ * leave half written (ckpt_write_file.c; the checkpoint itself goes through ckpt_write_atomic), and
+ * where a write of a path goes (ckpt_write_target.c).
  */
 #ifndef DT_RUNTIME_CHECKPOINT_CKPT_WRITE_FILE_H
 #define DT_RUNTIME_CHECKPOINT_CKPT_WRITE_FILE_H
@@ -47,7 +48,8 @@ int ckpt_call_beating(int (*fn)(void *), void *arg, const ckpt_beat *beat, doubl
  * replace: a device, a FIFO, a name under /dev or /proc (/dev/stdout, /dev/fd/N: someone's open
  * stream), or this process's stdout or stderr (a rename would put a regular file in its place, or
  * unlink the job's log); the file a link leads to (copied into real, n bytes) when path is a link
- * to a file, so the file is replaced and the link stays; else path. */
+ * of this user's (or root's) to a file, so the file is replaced and the link stays; else path,
+ * another user's link included (ckpt_link_foreign: the rename replaces the link, never its target). */
 const char *ckpt_write_target(const char *path, char *real, size_t n, int *in_place);
 /* Opens an in-place target for writing as a stdio stream, appending (a log that is also another
  * process's output keeps its lines); this process's own stdout or stderr is written through a copy
@@ -55,6 +57,11 @@ const char *ckpt_write_target(const char *path, char *real, size_t n, int *in_pl
  * overwrites the other. A FIFO that no process reads fails with EPIPE (said as a broken pipe)
  * rather than blocking. NULL with errno. */
 FILE *ckpt_fopen_in_place(const char *path);
+/* The same as a descriptor (-1 with errno; a FIFO that no process reads: ENXIO). */
+int ckpt_open_in_place(const char *path);
+/* 1 when path is a symbolic link owned by another user than this one and root (its uid into
+ * *owner when not NULL): a link planted in a shared directory, which no writer follows. */
+int ckpt_link_foreign(const char *path, unsigned *owner);
 
 /* Before a run that writes path at its end (through ckpt_write_file_atomic or path.tmp): path must
  * be a file name, not a directory, in a directory where this process can make the temporary file,

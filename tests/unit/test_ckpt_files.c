@@ -2,7 +2,8 @@
  * test_ckpt_files.c - the files the checkpoint writer makes in a directory that other users and
  * other jobs share (runtime/checkpoint/ckpt_write_file.h, ckpt_lock.h): the temporary file is the
  * writer's own (a link planted under its predictable name is never followed, a left-over file of
- * that name is never reused), files take the mode the umask gives, and a second run given the same
+ * that name is never reused), another user's link under the file's own name is never written
+ * through, files take the mode the umask gives, and a second run given the same
  * checkpoint directory is refused before it removes the first run's temporary files, while a run
  * that was killed leaves no lock behind.
  */
@@ -96,6 +97,43 @@ static void test_planted_link_not_followed(void **state)
     assert_true(S_ISLNK(sb.st_mode));
     snprintf(tmp, sizeof tmp, "%s.tmp.%d.1", out, (int)getpid());
     assert_int_equal(access(tmp, F_OK), -1);
+}
+
+/* Another user plants ckpt-<step>.dtc -> a file of this user's (outside the shared directory) before
+ * the save of that step: the writer must not replace that file, which the kernel's
+ * protected_symlinks does not prevent (realpath reads links without following them). The link is
+ * replaced by the checkpoint in its own directory; a path the user names (--dump-params) that is
+ * such a link is refused before any work; this user's own link is still written through. Root
+ * alone can make a link owned by another uid. */
+static void test_foreign_link_not_followed(void **state)
+{
+    if (geteuid() != 0) skip();
+    fixture *f = *state;
+    char victim[256], out[256], named[256], own[256];
+    put(in(f, "victim", victim), "mine");
+    assert_int_equal(symlink(victim, in(f, "ckpt-0000000005.dtc", out)), 0);
+    assert_int_equal(lchown(out, 4242, 4242), 0);
+    assert_int_equal(write_text(out, "new"), DT_OK);
+    expect_text(victim, "mine");
+    struct stat sb;
+    assert_int_equal(lstat(out, &sb), 0);
+    assert_true(S_ISREG(sb.st_mode));
+    expect_text(out, "new");
+
+    assert_int_equal(symlink(victim, in(f, "params.bin", named)), 0);
+    assert_int_equal(lchown(named, 4242, 4242), 0);
+    assert_int_equal(ckpt_write_file_try(named, "--dump-params"), DT_ERR_IO);
+    assert_non_null(strstr(dt_last_error(), "symbolic link of another user (uid 4242)"));
+    char real[4096];
+    int in_place = 1;
+    assert_string_equal(ckpt_write_target(named, real, sizeof real, &in_place), named);
+    assert_int_equal(in_place, 0);
+
+    assert_int_equal(symlink(victim, in(f, "own.bin", own)), 0);
+    assert_int_equal(write_text(own, "through"), DT_OK);
+    expect_text(victim, "through");
+    assert_int_equal(lstat(own, &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode));
 }
 
 /* A left-over file under the first temporary name (a killed job's, or another node's process with
@@ -231,6 +269,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_planted_link_not_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_link_not_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leftover_temp_not_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mode_follows_umask, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_run_refused, setup, teardown),
