@@ -69,6 +69,13 @@ static dt_status check_entries(const char *path, const ckpt4_header *h, const ck
                                     "checkpoint %s: per-rank section \"%s\" is %llu bytes, not a whole "
                                     "number of blobs for %u ranks",
                                     path, x->name, (unsigned long long)x->bytes, x->ranks);
+        /* No writer makes a larger blob (dt_ckpt_add_per_rank), and dt_ckpt_read_rank hands one
+         * blob to MPI_Scatter as an int count: a crafted size would be cut to another length. */
+        if (x->ranks != 0 && x->bytes / x->ranks > DT_CKPT_PER_RANK_MAX)
+            return status_set_error(DT_ERR_CORRUPT,
+                                    "checkpoint %s: per-rank section \"%s\" claims blobs of %llu bytes; "
+                                    "dt_ckpt_add_per_rank writes at most %zu (DT_CKPT_PER_RANK_MAX)",
+                                    path, x->name, (unsigned long long)(x->bytes / x->ranks), DT_CKPT_PER_RANK_MAX);
     }
     if (h->nsections < 2) return DT_OK;
     const ckpt4_entry **sorted = malloc(h->nsections * sizeof *sorted);

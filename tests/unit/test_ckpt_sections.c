@@ -2,7 +2,8 @@
  * test_ckpt_sections.c - checkpoints of named sections (dt_ckpt_* in include/dtrain/checkpoint.h,
  * format version 4) on one process: what is added is what is read back, by name; every bad name,
  * size or missing section is an error naming it; a damaged, truncated or crafted file (valid CRCs,
- * lengths past its end, duplicate names, a table larger than the file) is refused from its header
+ * lengths past its end, duplicate names, a table larger than the file, a per-rank blob past
+ * DT_CKPT_PER_RANK_MAX) is refused from its header
  * and table and skipped for an older sound one; a file-size limit or an unwritable directory is an
  * error and leaves no file; dt_model's checkpoints are such files, and its reader refuses a user's;
  * the loss scaler's window of recent overflows survives a checkpoint.
@@ -285,6 +286,11 @@ static void test_damaged_and_crafted(void **state)
     memcpy(c, img, len);
     entry(c, "rng", NULL)->ranks = 2;
     expect_file(c, len, 0, DT_ERR_CORRUPT, "claims blobs of 2 ranks");
+    /* A per-rank blob past the writer's cap (past 2^31 it would reach MPI_Scatter as a cut int
+     * count): refused from the table, before the sizes are added up. */
+    memcpy(c, img, len);
+    entry(c, "rng", NULL)->bytes = DT_CKPT_PER_RANK_MAX + 1;
+    expect_file(c, len, 0, DT_ERR_CORRUPT, "claims blobs of 67108865 bytes; dt_ckpt_add_per_rank writes at most");
     memcpy(c, img, len);
     ((ckpt4_header *)(void *)c)->step = 8;
     expect_file(c, len, 0, DT_ERR_CORRUPT, "header field step is 8 but the file name says step 9");
