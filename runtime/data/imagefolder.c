@@ -146,6 +146,11 @@ int imagefolder_sample_path(const ds_split *s, size_t i, char *out, size_t n)
     return 1;
 }
 
+int imagefolder_marked(const ds_split *s)
+{
+    return s && s->ops == &if_ops && s->impl && ((const if_impl *)s->impl)->marked;
+}
+
 const char *imagefolder_class_name(const ds_split *s, int k)
 {
     if (!s || s->ops != &if_ops || k < 0 || k >= s->classes) return NULL;

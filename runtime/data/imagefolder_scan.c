@@ -156,6 +156,7 @@ static dt_status scan_class(if_impl *f, int k, walk *w, size_t *nimg, offs *img)
                 if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) f->ignored++;
                 continue;
             }
+            if (d == 0 && !f->marked && ds_marker_name(e->d_name)) f->marked = 1;
             const int kind = entry_kind(dir, e);
             if (kind == 'd') {
                 if (w->depth.v[d] + 1 > IF_MAX_DEPTH) {

@@ -47,6 +47,8 @@ typedef struct if_impl {
     size_t broken;
     char broken_first[IF_PATH_MAX];
     int nfolders; /* class folders here: the entries of cls and first (less first's end) */
+    /* A class folder holds an entry named as a dataset's marker file (imagefolder_marked). */
+    int marked;
     /* The label of each class folder when another split numbers them (a val/ folder follows its
      * train/, whose classes it may not all have): NULL, the folder's own sorted order. The
      * split's class count is then the other split's, which may exceed nfolders. */

@@ -51,21 +51,34 @@ static int has_subdir(const char *dir)
     return found;
 }
 
-/* What a directory's marker files say, or NULL: the layouts that are known by a file name. */
+/* The layouts that are known by a file name (each maybe .gz). */
+static const struct {
+    const char *file, *format;
+} marks[] = {
+    {"train-images-idx3-ubyte", "idx"},
+    {"t10k-images-idx3-ubyte", "idx"},
+    {"data_batch_1.bin", "cifar10"},
+    {"test_batch.bin", "cifar10"},
+    {"train.bin", "cifar100"},
+    {"test.bin", "cifar100"},
+    {"train.dts", "dts"},
+    {"test.dts", "dts"},
+};
+
+int ds_marker_name(const char *name)
+{
+    /* Every marker starts with 't' or 'd': the image folder's scan asks this of each of its entries. */
+    if (name[0] != 't' && name[0] != 'd') return 0;
+    for (size_t i = 0; i < sizeof marks / sizeof *marks; i++) {
+        const size_t n = strlen(marks[i].file);
+        if (strncmp(name, marks[i].file, n) == 0 && (name[n] == '\0' || strcmp(name + n, ".gz") == 0)) return 1;
+    }
+    return 0;
+}
+
+/* What a directory's marker files say, or NULL. */
 static const char *detect_marks(const char *dir)
 {
-    static const struct {
-        const char *file, *format;
-    } marks[] = {
-        {"train-images-idx3-ubyte", "idx"},
-        {"t10k-images-idx3-ubyte", "idx"},
-        {"data_batch_1.bin", "cifar10"},
-        {"test_batch.bin", "cifar10"},
-        {"train.bin", "cifar100"},
-        {"test.bin", "cifar100"},
-        {"train.dts", "dts"},
-        {"test.dts", "dts"},
-    };
     char p[4200], found[4200];
     for (size_t i = 0; i < sizeof marks / sizeof *marks; i++) {
         if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, marks[i].file) >= sizeof p) return NULL;
@@ -192,6 +205,7 @@ dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
                                 io_error_fix(err, "file", NULL, advice, sizeof advice));
     }
     const char *fmt = o.format && strcmp(o.format, "auto") != 0 ? o.format : NULL;
+    int check_inside = 0;
     /* Detection reads the file or lists the directory: one this user may not read would otherwise
      * be called no dataset at all, with --data-format as the fix. */
     if (!fmt && access(path, S_ISDIR(sb.st_mode) ? R_OK | X_OK : R_OK) != 0) {
@@ -216,10 +230,9 @@ dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
                 "(CIFAR-100), train.dts (dtrain shard) and class folders (an image folder, ROOT/<class>/"
                 "<image>.jpg|.png); give --data-format to force one",
                 path);
-        if (strcmp(fmt, "imagefolder") == 0) {
-            const dt_status st = refuse_datasets_inside(path);
-            if (st) return st;
-        }
+        /* An image folder found by its subfolders is checked for datasets inside them after its
+         * open (below), where the scan has listed them anyway. */
+        check_inside = strcmp(fmt, "imagefolder") == 0;
     }
     const format_entry *f = NULL;
     for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
@@ -236,6 +249,18 @@ dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
     snprintf(s->source, sizeof s->source, "%s", path);
     o.format = f->name;
     dt_status st = f->open(path, &o, s);
+    /* Stat-ing the marker names in each of ImageNet's 1000 class folders costs 16 lookups a folder,
+     * 16 times the scan's own metadata work, on every rank's open. So the check runs only where it
+     * can find something: when the open failed (a dataset is a class without images, or --input is
+     * missing), when the scan met a marker's name in a class folder, or in the split layout, whose
+     * few folders (train/, val/) the scan of one split does not list. A test split asked of a flat
+     * folder (as training asks of every one) fails for having none, without a look at its folders. */
+    const int split_layout = check_inside && imagefolder_heldout_dir(path) != NULL;
+    const int no_test = o.split && strcmp(o.split, "test") == 0 && !split_layout;
+    if (check_inside && (split_layout || (st && !no_test) || (!st && imagefolder_marked(s)))) {
+        const dt_status in = refuse_datasets_inside(path);
+        if (in) st = in;
+    }
     if (st) {
         ds_close(s);
         return st;

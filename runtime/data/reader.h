@@ -112,6 +112,13 @@ dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split 
  * "test" that is a folder beside root/train; NULL without root/train or any of them. */
 const char *imagefolder_heldout_dir(const char *root);
 int imagefolder_sample_path(const ds_split *s, size_t i, char *out, size_t n);
+/* Whether the scan of an image folder's class folders met, in one of them, an entry named as a
+ * dataset's marker file (ds_marker_name): then ds_open looks whether they are datasets. 0 for
+ * another format. */
+int imagefolder_marked(const ds_split *s);
+/* Whether name (a directory entry) is one of the file names ds_open detects a dataset directory by:
+ * train-images-idx3-ubyte, data_batch_1.bin, train.bin, train.dts, their test files, maybe .gz. */
+int ds_marker_name(const char *name);
 /* An image folder's class k (0 <= k < s->classes): its folder name; NULL for another format. */
 const char *imagefolder_class_name(const ds_split *s, int k);
 /* s's class folders numbered by ref's names (both image folders), and s->classes set to ref's: a

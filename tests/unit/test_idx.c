@@ -1,7 +1,8 @@
 /*
  * test_idx.c - MNIST-style IDX datasets: files this test writes (every type code and rank, plain
  * and gzip) read back value for value through ds_open, and every malformed file refused with a
- * message naming the file and what is wrong.
+ * message naming the file and what is wrong; a parent folder of datasets refused as one, without
+ * an image folder's class folders searched for dataset files.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,11 +21,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 static char dir[64];
+
+/* stat() of the library counted when it looks for a dataset's marker file (train.bin, ...) in a
+ * folder below watch: an image folder's open must not look for them in every class folder (16
+ * lookups each, on every rank), only in the folder given. The library's calls bind to this
+ * definition; the real lookup is fstatat's. */
+static long marker_stats;
+static char watch[256];
+
+int stat(const char *restrict path, struct stat *restrict sb)
+{
+    const size_t wl = strlen(watch);
+    const char *base = strrchr(path, '/');
+    if (wl && strncmp(path, watch, wl) == 0 && strchr(path + wl, '/') && ds_marker_name(base + 1)) marker_stats++;
+    return fstatat(AT_FDCWD, path, sb, 0);
+}
 
 /* dir/name in one of 4 rotating buffers: valid for the next three calls, so copy one kept longer. */
 static char *path_of(const char *name)
@@ -316,6 +333,30 @@ static void test_refusals(void **st)
     expect_open_fails(path_of("parent"), NULL, DT_ERR_INVALID_ARG,
                       "parent holds a dataset in its folders, not an image folder's class folders: ");
     expect_open_fails(path_of("parent"), NULL, DT_ERR_INVALID_ARG, "parent/mnist (idx); give the dataset's own folder");
+    /* With --input: the dataset is a class without images, refused as a dataset all the same; and
+     * so is one that holds an image beside its marker file (the open itself succeeds there). */
+    const ds_open_opts in = {.c = 3, .h = 8, .w = 8};
+    mkdir(path_of("parent/cats"), 0755);
+    write_file("parent/cats/1.png", "x", 1, 0);
+    write_file("parent/notes/2.png", "x", 1, 0);
+    expect_open_fails(path_of("parent"), &in, DT_ERR_INVALID_ARG, "parent/mnist (idx); give the dataset's own folder");
+    write_file("parent/mnist/3.png", "x", 1, 0);
+    expect_open_fails(path_of("parent"), &in, DT_ERR_INVALID_ARG, "parent/mnist (idx); give the dataset's own folder");
+
+    /* An image folder without them: its class folders are not searched for marker files. */
+    assert_int_equal(rename(path_of("parent/mnist/train-images-idx3-ubyte"), path_of("parent/mnist/images")), 0);
+    assert_int_equal(rename(path_of("parent/mnist/train-labels-idx1-ubyte"), path_of("parent/mnist/labels")), 0);
+    ds_split *s = NULL;
+    snprintf(watch, sizeof watch, "%s/", path_of("parent"));
+    marker_stats = 0;
+    if (ds_open(path_of("parent"), &in, &s)) fail_msg("%s", dt_last_error());
+    /* Nor for the test split training asks of it, which such a folder does not have. */
+    const ds_open_opts test = {.split = "test", .c = 3, .h = 8, .w = 8};
+    expect_open_fails(path_of("parent"), &test, DT_ERR_INVALID_ARG, "no held-out split");
+    watch[0] = '\0';
+    assert_int_equal(s->count, 3);
+    assert_int_equal(marker_stats, 0);
+    ds_close(s);
 }
 
 static void test_fifo(void **st)
