@@ -75,6 +75,16 @@ static dt_status make_holdout(dt_dataset *d, double fraction, int part)
  * evenly spaced: a pass over ImageNet's 1.28 M JPEGs would take as long as an epoch, and 20000
  * samples pin a channel's mean and std to about 1% of its std. */
 #define STATS_DECODED_MAX 20000
+/* So does a split of more values than this (a .dts of tens of GB under --holdout, which keeps its
+ * header's figures from being the training part's): read whole, every rank would read every byte
+ * of it before the first step. MNIST's and CIFAR's passes (47 and 154 M values) stay exact. */
+#define STATS_EXACT_VALUES (1ull << 30)
+
+size_t dataset_stats_stride(const char *format, size_t n, size_t values)
+{
+    const int sampled = strcmp(format, "imagefolder") == 0 || (values && n > STATS_EXACT_VALUES / values);
+    return sampled && n > STATS_DECODED_MAX ? (n + STATS_DECODED_MAX - 1) / STATS_DECODED_MAX : 1;
+}
 
 /* The per-channel multiply-add of the normalization; standard needs the mean and std. */
 static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int threads)
@@ -101,9 +111,7 @@ static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int
         memcpy(d->std, d->split->std, (size_t)C * sizeof *d->std);
     } else {
         ds_stats st;
-        const int decoded = strcmp(d->split->format, "imagefolder") == 0;
-        const size_t stride =
-            decoded && d->n > STATS_DECODED_MAX ? (d->n + STATS_DECODED_MAX - 1) / STATS_DECODED_MAX : 1;
+        const size_t stride = dataset_stats_stride(d->split->format, d->n, d->input_size);
         /* The samples a holdout trains on (not those it keeps aside), every stride-th: on the
          * readers' threads, as a whole split's pass is (20000 images are minutes on one core). */
         const ds_stats_pick pick = {.idx = d->view, .n = d->n, .stride = stride, .skip_corrupt = d->skip_bad};

@@ -47,6 +47,12 @@ size_t dataset_split_size(const dt_dataset *d);
  * why (n bytes) saying what keeps them on the host. */
 int dataset_synth_spec(const dt_dataset *d, struct synth_spec *out, char *why, size_t n);
 
+/* --normalize standard's pass over n samples of `values` values each, of a split of format: 1 reads
+ * every one; k > 1 every k-th, at most 20000 of them, for an image folder (each sample a decode)
+ * and for a split of more than 2^30 values (each rank would read all of it before its first
+ * step). */
+size_t dataset_stats_stride(const char *format, size_t n, size_t values);
+
 /* Floats of scratch dataset_fill needs per thread. */
 size_t dataset_scratch_floats(const dt_dataset *d);
 

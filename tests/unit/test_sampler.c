@@ -3,7 +3,8 @@
  * through dt_dataset): over an epoch the multiset of sample indices seen by all ranks is exactly
  * the dataset (plus the wrap-around padding, or minus the dropped tail), for 1, 2 and 3 ranks,
  * and across a stop/resume that changes the rank count mid-epoch; epochs reshuffle; file order
- * is (i * W + r) * B...; augmentation does not depend on who makes the sample.
+ * is (i * W + r) * B...; augmentation does not depend on who makes the sample. Which samples the
+ * statistics pass of --normalize standard reads (dataset_stats_stride).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -174,12 +175,29 @@ static void test_augment_independent_of_rank(void **state)
     dt_dataset_free(plain);
 }
 
+static void test_stats_stride(void **state)
+{
+    (void)state;
+    /* MNIST, CIFAR-10 and a small .dts: every sample, as torchvision's figures are computed. */
+    assert_int_equal(dataset_stats_stride("idx", 60000, 784), 1);
+    assert_int_equal(dataset_stats_stride("cifar10", 50000, 3072), 1);
+    assert_int_equal(dataset_stats_stride("dts", 200000, 192), 1);
+    /* An image folder: at most 20000 decodes. */
+    assert_int_equal(dataset_stats_stride("imagefolder", 20000, 150528), 1);
+    assert_int_equal(dataset_stats_stride("imagefolder", 1281167, 150528), 65);
+    /* A .dts of ImageNet at 224 (193 GB) under --holdout: 20000 samples, not every byte on every
+     * rank; the same past 2^30 values in small samples. */
+    assert_int_equal(dataset_stats_stride("dts", 1281167, 150528), 65);
+    assert_int_equal(dataset_stats_stride("dts", 8000000, 192), 400);
+    assert_int_equal(dataset_stats_stride("dts", (1u << 30) / 192, 192), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_epoch_is_the_dataset), cmocka_unit_test(test_resume_on_other_ranks),
         cmocka_unit_test(test_file_order),           cmocka_unit_test(test_augment_independent_of_rank),
-        cmocka_unit_test(test_epoch_past_long_max),
+        cmocka_unit_test(test_epoch_past_long_max),  cmocka_unit_test(test_stats_stride),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
