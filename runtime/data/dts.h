@@ -71,6 +71,11 @@ size_t dts_dtype_size(int dtype);
  * sample and the fix; DT_ERR_IO when it cannot be read. */
 dt_status dts_verify(const char *path);
 
+/* A pass over s in file order (on 1: a CRC, the statistics of `data info` and `verify`) asks the
+ * kernel to read ahead; 0 goes back to the open's advice for training's shuffled reads (no
+ * read-around). Nothing for another format. Advice only: results never change. */
+void dts_advise_in_order(const ds_split *s, int on);
+
 /* The payload CRC-32 of an open "dts" split against its header's. DT_OK, or DT_ERR_CORRUPT naming
  * the file and the payload's byte range: the damage is somewhere in it, and which sample it hit is
  * for a read of every sample to find (a damaged byte of a uint8 sample reads as a valid value). */

@@ -313,10 +313,22 @@ dt_status dts_open(const char *path, const ds_open_opts *opts, ds_split *s)
     m->size = len;
     m->labels_on_read = opts && opts->check_on_read;
     if ((st = check_header(f, m->base, len, m, s))) return st;
+    /* Training reads samples in a shuffled order: the kernel's read-around (read_ahead_kb, 128 KiB
+     * to MiBs, more on Lustre) would read that much around each sample, and a first epoch over a
+     * .dts larger than the page cache would read the file many times over. Passes in file order
+     * (dts_check_payload) ask for read-ahead themselves. Advice only: a failure changes no result. */
+    (void)madvise(base, len, MADV_RANDOM);
     snprintf(s->format, sizeof s->format, "dts");
     if (!s->split[0]) snprintf(s->split, sizeof s->split, "%s", opts && opts->split ? opts->split : "train");
     snprintf(s->source, sizeof s->source, "%.*s", (int)sizeof s->source - 1, f);
     return DT_OK;
+}
+
+void dts_advise_in_order(const ds_split *s, int on)
+{
+    if (!s || s->ops != &dts_ops || !s->impl) return;
+    const dts_map *m = s->impl;
+    (void)madvise((void *)(uintptr_t)m->base, m->size, on ? MADV_SEQUENTIAL : MADV_RANDOM);
 }
 
 dt_status dts_check_payload(const ds_split *s)
@@ -324,7 +336,9 @@ dt_status dts_check_payload(const ds_split *s)
     const dts_map *m = s->impl;
     const uint64_t payload = m->size - m->header_bytes;
     const uint32_t want = le32(m->base + 56);
+    dts_advise_in_order(s, 1);
     const uint32_t got = crc_of(0, m->base + m->header_bytes, (size_t)payload);
+    dts_advise_in_order(s, 0);
     if (got == want) return DT_OK;
     return status_set_error(DT_ERR_CORRUPT,
                             "%s: the payload (bytes %zu to %zu) sums to CRC-32 %08x, the header says "

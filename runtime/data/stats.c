@@ -6,6 +6,7 @@
  * the range goes on, and the ranges' lists joined in order are the split's, in index order.
  */
 #include "runtime/data/stats.h"
+#include "runtime/data/dts.h"
 #include "base/status.h"
 #include "base/log.h"
 #include "base/thread_stack.h"
@@ -227,6 +228,10 @@ static dt_status jobs_run(const ds_split *s, const ds_stats_pick *pick, int thre
         st = ds_stats_acc_init(&j->acc, s->c, (size_t)s->h * s->w, s->classes);
         *njobs = made + 1;
     }
+    /* Every sample in file order (each thread a range of them): a .dts read ahead, as it is not
+     * for training's shuffled reads. */
+    const int in_order = !pick || pick->stride == 1;
+    if (!st && in_order) dts_advise_in_order(s, 1);
     /* Thread 0 is the caller: threads 0/1 start nothing. */
     for (int k = 1; !st && k < t; k++) {
         if (pthread_create(&tid[k], NULL, stats_run, &jobs[k]) != 0) {
@@ -239,6 +244,7 @@ static dt_status jobs_run(const ds_split *s, const ds_stats_pick *pick, int thre
     /* started is NULL when its own allocation failed: then no thread was started. */
     for (int k = 1; started && k < t; k++)
         if (started[k]) pthread_join(tid[k], NULL);
+    if (in_order) dts_advise_in_order(s, 0);
     free(tid);
     free(started);
     return st;
