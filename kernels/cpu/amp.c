@@ -70,43 +70,64 @@ DT_CPU_CLONES size_t cpu_unscale_count_nonfinite(float *restrict g, size_t n, fl
 }
 
 /* relu16 and relu16_positive (kernels/amp.h) in blocked loops, as everywhere here, so gcc
- * vectorizes. */
+ * vectorizes. The loops over two or three arrays live in helpers whose pointer parameters are
+ * restrict, one for the in-place call and one for distinct arrays: gcc 12 at -O2 does not honour
+ * restrict on block-scope pointers, and without it needs a run-time overlap check that its "very
+ * cheap" cost model refuses, so the loops stayed scalar. */
 static inline uint16_t relu16_grad(uint16_t y, uint16_t dy, uint16_t inf)
 {
     return relu16_positive(y, inf) ? dy : (uint16_t)0;
 }
 
+static inline void relu16_fwd_inplace(uint16_t *restrict y, size_t n, uint16_t inf)
+{
+    size_t i = 0;
+    for (; i + DT_CPU_BLOCK <= n; i += DT_CPU_BLOCK)
+        for (size_t k = 0; k < DT_CPU_BLOCK; k++) y[i + k] = relu16(y[i + k], inf);
+    for (; i < n; i++) y[i] = relu16(y[i], inf);
+}
+
+static inline void relu16_fwd_out(const uint16_t *restrict x, uint16_t *restrict y, size_t n, uint16_t inf)
+{
+    size_t i = 0;
+    for (; i + DT_CPU_BLOCK <= n; i += DT_CPU_BLOCK)
+        for (size_t k = 0; k < DT_CPU_BLOCK; k++) y[i + k] = relu16(x[i + k], inf);
+    for (; i < n; i++) y[i] = relu16(x[i], inf);
+}
+
 DT_CPU_CLONES void cpu_relu16_fwd(dt_dtype t, const uint16_t *x, uint16_t *y, size_t n)
 {
     const uint16_t inf = inf16_bits(t == DT_BF16);
+    if (x == y)
+        relu16_fwd_inplace(y, n, inf);
+    else
+        relu16_fwd_out(x, y, n, inf);
+}
+
+static inline void relu16_bwd_inplace(const uint16_t *restrict y, uint16_t *restrict d, size_t n, uint16_t inf)
+{
     size_t i = 0;
-    if (x == y) {
-        for (; i + DT_CPU_BLOCK <= n; i += DT_CPU_BLOCK)
-            for (size_t k = 0; k < DT_CPU_BLOCK; k++) y[i + k] = relu16(y[i + k], inf);
-    } else {
-        const uint16_t *restrict xr = x;
-        uint16_t *restrict yr = y;
-        for (; i + DT_CPU_BLOCK <= n; i += DT_CPU_BLOCK)
-            for (size_t k = 0; k < DT_CPU_BLOCK; k++) yr[i + k] = relu16(xr[i + k], inf);
-    }
-    for (; i < n; i++) y[i] = relu16(x[i], inf);
+    for (; i + DT_CPU_BLOCK <= n; i += DT_CPU_BLOCK)
+        for (size_t k = 0; k < DT_CPU_BLOCK; k++) d[i + k] = relu16_grad(y[i + k], d[i + k], inf);
+    for (; i < n; i++) d[i] = relu16_grad(y[i], d[i], inf);
+}
+
+static inline void relu16_bwd_out(const uint16_t *restrict y, const uint16_t *restrict dy, uint16_t *restrict dx,
+                                  size_t n, uint16_t inf)
+{
+    size_t i = 0;
+    for (; i + DT_CPU_BLOCK <= n; i += DT_CPU_BLOCK)
+        for (size_t k = 0; k < DT_CPU_BLOCK; k++) dx[i + k] = relu16_grad(y[i + k], dy[i + k], inf);
+    for (; i < n; i++) dx[i] = relu16_grad(y[i], dy[i], inf);
 }
 
 DT_CPU_CLONES void cpu_relu16_bwd(dt_dtype t, const uint16_t *y, const uint16_t *dy, uint16_t *dx, size_t n)
 {
     const uint16_t inf = inf16_bits(t == DT_BF16);
-    const uint16_t *restrict yr = y;
-    size_t i = 0;
-    if (dx == dy) {
-        for (; i + DT_CPU_BLOCK <= n; i += DT_CPU_BLOCK)
-            for (size_t k = 0; k < DT_CPU_BLOCK; k++) dx[i + k] = relu16_grad(yr[i + k], dx[i + k], inf);
-    } else {
-        const uint16_t *restrict dyr = dy;
-        uint16_t *restrict dxr = dx;
-        for (; i + DT_CPU_BLOCK <= n; i += DT_CPU_BLOCK)
-            for (size_t k = 0; k < DT_CPU_BLOCK; k++) dxr[i + k] = relu16_grad(yr[i + k], dyr[i + k], inf);
-    }
-    for (; i < n; i++) dx[i] = relu16_grad(y[i], dy[i], inf);
+    if (dx == dy)
+        relu16_bwd_inplace(y, dx, n, inf);
+    else
+        relu16_bwd_out(y, dy, dx, n, inf);
 }
 
 /* bf16: the rounded value as a float is the fp32 pattern rounded to nearest even at bit 16 with
@@ -119,22 +140,38 @@ static inline uint32_t round_bf16_bits(uint32_t x)
     return (x & 0x7fffffffu) > 0x7f800000u ? nan : rne;
 }
 
-DT_CPU_CLONES static void round_bf16(const float *in, float *out, size_t n)
+static inline float round_bf16_one(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    u = round_bf16_bits(u);
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* In place or into another array, restrict for the reason of the relu16 helpers above. */
+static inline void round_bf16_inplace(float *restrict x, size_t n)
 {
     size_t i = 0;
     for (; i + DT_CPU_BLOCK <= n; i += DT_CPU_BLOCK)
-        for (size_t k = 0; k < DT_CPU_BLOCK; k++) {
-            uint32_t u;
-            memcpy(&u, &in[i + k], sizeof u);
-            u = round_bf16_bits(u);
-            memcpy(&out[i + k], &u, sizeof u);
-        }
-    for (; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &in[i], sizeof u);
-        u = round_bf16_bits(u);
-        memcpy(&out[i], &u, sizeof u);
-    }
+        for (size_t k = 0; k < DT_CPU_BLOCK; k++) x[i + k] = round_bf16_one(x[i + k]);
+    for (; i < n; i++) x[i] = round_bf16_one(x[i]);
+}
+
+static inline void round_bf16_out(const float *restrict in, float *restrict out, size_t n)
+{
+    size_t i = 0;
+    for (; i + DT_CPU_BLOCK <= n; i += DT_CPU_BLOCK)
+        for (size_t k = 0; k < DT_CPU_BLOCK; k++) out[i + k] = round_bf16_one(in[i + k]);
+    for (; i < n; i++) out[i] = round_bf16_one(in[i]);
+}
+
+DT_CPU_CLONES static void round_bf16(const float *in, float *out, size_t n)
+{
+    if (in == out)
+        round_bf16_inplace(out, n);
+    else
+        round_bf16_out(in, out, n);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
