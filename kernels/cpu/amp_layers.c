@@ -93,10 +93,7 @@ static void params32(dt_dtype t, const float *p, const uint16_t *p16, size_t off
 static void col_sums(const float *dy, int batch, int n, float *db)
 {
     memset(db, 0, (size_t)n * sizeof *db);
-    for (int b = 0; b < batch; b++) {
-        const float *row = dy + (size_t)b * (size_t)n;
-        for (int j = 0; j < n; j++) db[j] += row[j];
-    }
+    for (int b = 0; b < batch; b++) cpu_add_into(db, dy + (size_t)b * (size_t)n, (size_t)n);
 }
 
 /* ReLU in place over a layer output of a->prec (relu 0: nothing), as layer_relu_fwd computes it,
@@ -253,8 +250,8 @@ dt_status cpu_layer_conv_bwd(backend *be, const pass_args *a, const layer_params
         input32(a, x, x_f32, in_n, b0, bs, a->sx);
         cpu_conv_bwd_filter(&cs, a->sx, a->sdy, b0 ? a->st : aw, b0 ? a->st + wn : ab, a->ws);
         if (b0) {
-            for (size_t j = 0; j < wn; j++) aw[j] += a->st[j];
-            for (size_t j = 0; j < bn; j++) ab[j] += a->st[wn + j];
+            cpu_add_into(aw, a->st, wn);
+            cpu_add_into(ab, a->st + wn, bn);
         }
         if (dx) {
             cpu_conv_bwd_data(&cs, a->sdy, a->sw, a->sy, a->ws);

@@ -258,10 +258,8 @@ static dt_status c_softmax_xent(backend *be, const float *logits, const int32_t 
 /* g *= m1, then g *= m2, each skipped when 1 (optim_grads' rule, backend.h). */
 static void scale2(float *g, size_t n, float m1, float m2)
 {
-    if (m1 != 1.0f)
-        for (size_t i = 0; i < n; i++) g[i] *= m1;
-    if (m2 != 1.0f)
-        for (size_t i = 0; i < n; i++) g[i] *= m2;
+    if (m1 != 1.0f) cpu_scale(g, n, m1);
+    if (m2 != 1.0f) cpu_scale(g, n, m2);
 }
 
 /* Gradients [o, o + c) as the step uses them: in place, or made in blk. */
@@ -413,8 +411,7 @@ static dt_status c_accum_grads(backend *be, dt_dtype t, void *gv, float *acc, si
     (void)be;
     if (t == DT_F32) {
         float *g = gv;
-        if (add)
-            for (size_t j = 0; j < n; j++) g[j] += acc[j];
+        if (add) cpu_add_into(g, acc, n);
         if (store) memcpy(acc, g, n * sizeof *g);
         return DT_OK;
     }
@@ -424,8 +421,7 @@ static dt_status c_accum_grads(backend *be, dt_dtype t, void *gv, float *acc, si
     for (size_t o = 0; o < n; o += BLK) {
         const size_t c = n - o < BLK ? n - o : BLK;
         cpu_cast_16_to_f32(t, g16 + o, g, c);
-        if (add)
-            for (size_t i = 0; i < c; i++) g[i] += acc[o + i];
+        if (add) cpu_add_into(g, acc + o, c);
         if (store) memcpy(acc + o, g, c * sizeof *g);
         if (add) cpu_cast_f32_to_16(t, g, g16 + o, c);
     }

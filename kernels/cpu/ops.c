@@ -63,6 +63,24 @@ dt_status conv_shape_init(conv_shape *s)
     return DT_OK;
 }
 
+/* ---------------------------------------------------------------- elementwise helpers */
+
+DT_CPU_CLONES void cpu_add_into(float *restrict dst, const float *restrict src, size_t n)
+{
+    size_t j = 0;
+    for (; j + DT_CPU_BLOCK <= n; j += DT_CPU_BLOCK)
+        for (size_t t = 0; t < DT_CPU_BLOCK; t++) dst[j + t] += src[j + t];
+    for (; j < n; j++) dst[j] += src[j];
+}
+
+DT_CPU_CLONES void cpu_scale(float *restrict x, size_t n, float m)
+{
+    size_t j = 0;
+    for (; j + DT_CPU_BLOCK <= n; j += DT_CPU_BLOCK)
+        for (size_t t = 0; t < DT_CPU_BLOCK; t++) x[j + t] *= m;
+    for (; j < n; j++) x[j] *= m;
+}
+
 /* ---------------------------------------------------------------- GEMM and fully connected */
 
 void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
@@ -81,15 +99,6 @@ void cpu_linear_fwd(const float *x, const float *w, const float *b, float *y, in
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out);
 }
 
-/* db[0..n) += dy[0..n) (one row of dy), blocked so that gcc vectorizes it at -O2. */
-static inline void add_row(float *restrict db, const float *restrict dy, size_t n)
-{
-    size_t j = 0;
-    for (; j + DT_CPU_BLOCK <= n; j += DT_CPU_BLOCK)
-        for (size_t t = 0; t < DT_CPU_BLOCK; t++) db[j + t] += dy[j + t];
-    for (; j < n; j++) db[j] += dy[j];
-}
-
 /* dW(OUT,IN) = dy^T x;  db(OUT) = column sums of dy;  dx(B,IN) = dy W (when dx is not NULL). */
 void cpu_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, int batch, int in,
                     int out)
@@ -97,7 +106,7 @@ void cpu_linear_bwd(const float *x, const float *w, const float *dy, float *dx, 
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dy, out, x, in, 0.0f, dw, in);
     if (db) {
         memset(db, 0, (size_t)out * sizeof *db);
-        for (int i = 0; i < batch; i++) add_row(db, dy + (size_t)i * out, (size_t)out);
+        for (int i = 0; i < batch; i++) cpu_add_into(db, dy + (size_t)i * out, (size_t)out);
     }
     if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
 }

@@ -24,6 +24,10 @@
 #endif
 
 /* ops.c */
+/* dst[0..n) += src[0..n) and x[0..n) *= m, blocked over restrict pointers so that gcc vectorizes
+ * them at -O2, where a plain loop over n (or one that may alias) stays scalar. */
+void cpu_add_into(float *dst, const float *src, size_t n);
+void cpu_scale(float *x, size_t n, float m);
 void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
               int ldb, float beta, float *c, int ldc);
 void cpu_linear_fwd(const float *x, const float *w, const float *b, float *y, int batch, int in, int out);
