@@ -27,6 +27,8 @@ void cpu_cast_f32_to_f16(const float *in, uint16_t *out, size_t n);
 void cpu_cast_f16_to_f32(const uint16_t *in, float *out, size_t n);
 void cpu_cast_f32_to_bf16(const float *in, uint16_t *out, size_t n);
 void cpu_cast_bf16_to_f32(const uint16_t *in, float *out, size_t n);
+/* Bytes to floats, each value exactly (the samples of uint8 data sets: .dts, CIFAR, IDX). */
+void cpu_cast_u8_to_f32(const uint8_t *in, float *out, size_t n);
 
 /* Dispatch on t, which must be DT_F16 or DT_BF16 (callers validate the dtype; anything else
  * converts nothing). */

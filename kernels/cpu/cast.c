@@ -121,6 +121,14 @@ DT_CAST_CLONES void cpu_cast_bf16_to_f32(const uint16_t *restrict in, float *res
     for (; i < n; i++) out[i] = half_bf16_to_f32(in[i]);
 }
 
+DT_CAST_CLONES void cpu_cast_u8_to_f32(const uint8_t *restrict in, float *restrict out, size_t n)
+{
+    size_t i = 0;
+    for (; i + DT_CAST_BLOCK <= n; i += DT_CAST_BLOCK)
+        for (size_t j = 0; j < DT_CAST_BLOCK; j++) out[i + j] = (float)in[i + j];
+    for (; i < n; i++) out[i] = (float)in[i];
+}
+
 void cpu_cast_f32_to_16(dt_dtype t, const float *in, uint16_t *out, size_t n)
 {
     switch (t) {

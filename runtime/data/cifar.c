@@ -22,6 +22,7 @@
 #include "runtime/data/reader.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "kernels/cast.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -74,7 +75,7 @@ static dt_status cifar_read(const ds_split *s, size_t i, float *x, int32_t *labe
     while (i >= c->first[f + 1]) f++;
     const unsigned char *r = c->data[f] + (i - c->first[f]) * c->rec;
     const unsigned char *px = r + c->hdr;
-    for (size_t k = 0; k < CIFAR_PIXELS; k++) x[k] = (float)px[k];
+    cpu_cast_u8_to_f32(px, x, CIFAR_PIXELS);
     *label = (int32_t)r[c->label_at];
     return c->labels_on_read ? check_record(c->file[f], c->name, c->cifar100, c->rec, i - c->first[f], i, r) : DT_OK;
 }

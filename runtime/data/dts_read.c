@@ -99,9 +99,7 @@ static dt_status dts_read(const ds_split *s, size_t i, float *x, int32_t *label)
     const size_t per = (size_t)s->c * s->h * s->w;
     const unsigned char *row = m->base + m->header_bytes + i * m->row_bytes;
     switch (m->dtype) {
-        case DTS_UINT8:
-            for (size_t j = 0; j < per; j++) x[j] = (float)row[j];
-            break;
+        case DTS_UINT8: cpu_cast_u8_to_f32(row, x, per); break;
         case DTS_FP16: cpu_cast_16_to_f32(DT_F16, (const uint16_t *)(const void *)row, x, per); break;
         default: memcpy(x, row, per * sizeof *x); break;
     }

@@ -12,6 +12,7 @@
 #include "runtime/data/file_io.h"
 #include "runtime/data/reader.h"
 #include "base/status.h"
+#include "kernels/cast.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -177,11 +178,10 @@ static dt_status idx_read(const ds_split *s, size_t i, float *x, int32_t *label)
     const idx_split *d = s->impl;
     const size_t per = d->img.per_sample;
     if (d->img.type == 0x08) {
-        /* Bytes (MNIST and every IDX image set in use): one loop the compiler vectorizes, where a
-         * call of idx_value per value, with its switch on the type, read MNIST at half the rate of
-         * the same bytes in a .dts. The same floats. */
-        const unsigned char *p = d->img.data + i * per;
-        for (size_t j = 0; j < per; j++) x[j] = (float)p[j];
+        /* Bytes (MNIST and every IDX image set in use): one vectorized conversion, where a call of
+         * idx_value per value, with its switch on the type, read MNIST at half the rate of the
+         * same bytes in a .dts. The same floats. */
+        cpu_cast_u8_to_f32(d->img.data + i * per, x, per);
     } else
         for (size_t j = 0; j < per; j++) x[j] = idx_value(&d->img, i, j);
     const float v = idx_value(&d->lab, i, 0);

@@ -407,6 +407,26 @@ static void test_widen_arrays_match_scalar(void **state)
     free(out2);
 }
 
+/* Bytes to floats: every byte value exactly, at every length from every start 0..2 (the blocks,
+ * the tail, unaligned starts), and nothing written past n. */
+static void test_u8_array(void **state)
+{
+    (void)state;
+    enum { N = 256 + 3 };
+    uint8_t in[N];
+    float out[N + 1];
+    for (size_t i = 0; i < N; i++) in[i] = (uint8_t)(i * 7 + 3);
+    for (size_t start = 0; start < 3; start++)
+        for (size_t m = 0; m <= N - start; m++) {
+            out[m] = -1.0f;
+            cpu_cast_u8_to_f32(in + start, out, m);
+            assert_true(out[m] == -1.0f);
+            for (size_t i = 0; i < m; i++)
+                if (out[i] != (float)in[start + i])
+                    fail_msg("u8 array[%zu] (start %zu, n %zu) of %u: %g", i, start, m, in[start + i], (double)out[i]);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -417,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_f32_to_f16_vs_native),
         cmocka_unit_test(test_f32_to_bf16_vs_reference),
         cmocka_unit_test(test_arrays_n0),
+        cmocka_unit_test(test_u8_array),
         cmocka_unit_test(test_narrow_arrays_match_scalar),
         cmocka_unit_test(test_widen_arrays_match_scalar),
         /* Again on the portable loops, which a CPU with F16C would otherwise never run. */
