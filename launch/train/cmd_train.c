@@ -328,9 +328,14 @@ static int train_setup(train_run *r, const dt_placement *pl)
     /* Every rank opens --data on its own: a wrong path fails on all of them alike, said once
      * (with how many ranks met it) and ended by every rank, not once per rank and an abort. The
      * synthetic data reads no file, and its flag errors are every rank's alike: no exchange. */
+    /* --resume auto: the figures the checkpoint brings, before the open, which then makes no
+     * statistics pass the load would throw away. */
+    train_figures fig;
+    if ((s = train_ckpt_peek(r, &fig))) return train_status_error(s);
     char why[2048] = "";
     if (t->data) cli_error_capture(why, sizeof why);
-    rc = train_data_open(t, r->read_threads, &r->data);
+    rc = train_data_open(t, r->read_threads, &fig, &r->data);
+    free(fig.figures);
     if (t->data) {
         cli_error_capture(NULL, 0);
         int shared = 0;

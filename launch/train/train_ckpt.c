@@ -113,6 +113,17 @@ static dt_status check_record(dt_ctx *ctx, const char *dir, const train_data *d,
     return train_record_check(&saved, &d->rec, step, epoch, offset, scaler_fresh);
 }
 
+dt_status train_ckpt_peek(const train_run *r, train_figures *out)
+{
+    const train_opts *t = &r->t;
+    *out = (train_figures){.step = -1};
+    /* The flags alone decide, alike on every rank: all join the collective or none. */
+    if (!t->resume || !t->ckpt_dir || !t->data || t->norm.n ||
+        (t->normalize >= 0 && t->normalize != DT_NORMALIZE_STANDARD))
+        return DT_OK;
+    return ckpt_peek_figures(r->ctx, t->ckpt_dir, &out->step, &out->channels, &out->figures);
+}
+
 dt_status train_ckpt_resume(train_run *r)
 {
     dt_ctx *ctx = r->ctx;
@@ -151,6 +162,14 @@ dt_status train_ckpt_resume(train_run *r)
                                 "(the data changed, or --normalize did): training goes on as it started\n");
         }
     }
+    /* The open took the figures of a newer file that the load then skipped as damaged, and the one
+     * loaded keeps none: those figures stay, said (the pass they replaced would have given the
+     * data's own). */
+    if (!s && d->figures_of >= 0 && d->figures_of != *first_step && !(cd.present && cd.normalize >= 0) && rank0)
+        fprintf(stderr,
+                "dtrain: warning: normalize: the checkpoint of step %ld keeps no figures; the run uses those of the "
+                "damaged checkpoint of step %ld, which it skipped\n",
+                *first_step, d->figures_of);
     if (!s && cd.present && *first_step > 0) {
         s = dt_dataset_set_position(d->train, *first_step * accum, cd.epoch, cd.offset);
         if (!s && rank0 && !r->t.quiet)

@@ -46,9 +46,10 @@ static void data_config(const train_opts *t, int threads, dt_data_config *c)
     }
 }
 
-int train_data_open(const train_opts *t, int threads, train_data *d)
+int train_data_open(const train_opts *t, int threads, const train_figures *ckpt, train_data *d)
 {
     memset(d, 0, sizeof *d);
+    d->figures_of = -1;
     if (!t->data) {
         /* Each of these only changes how files are read or evaluated: without --data it would do nothing. */
         if (t->eval_data || t->holdout > 0 || t->data_format || t->eval_every_set || t->cifar100_set) {
@@ -73,7 +74,25 @@ int train_data_open(const train_opts *t, int threads, train_data *d)
     dt_data_config c;
     data_config(t, threads, &c);
     c.holdout = t->holdout;
+    /* A resume replaces the computed figures by its checkpoint's: opened without the pass, the
+     * checkpoint's are set once the channels are known to agree (else the pass runs after all, and
+     * the load refuses the checkpoint of other data). */
+    const int take = ckpt && ckpt->figures && c.normalize == DT_NORMALIZE_STANDARD;
+    if (take) c.normalize = DT_NORMALIZE_NONE;
     dt_status s = dt_dataset_open(t->data, &c, &d->train);
+    if (!s && take) {
+        int C;
+        dt_dataset_shape(d->train, &C, NULL, NULL);
+        if (C == ckpt->channels) {
+            s = dt_dataset_set_normalization(d->train, DT_NORMALIZE_STANDARD, ckpt->figures, ckpt->figures + C);
+            if (!s) d->figures_of = ckpt->step;
+        } else {
+            dt_dataset_free(d->train);
+            d->train = NULL;
+            c.normalize = DT_NORMALIZE_STANDARD;
+            s = dt_dataset_open(t->data, &c, &d->train);
+        }
+    }
     if (s) {
         cli_error("--data %s: %s", t->data, dt_last_error());
         return cli_input_exit(s, t->data);
@@ -256,7 +275,9 @@ void train_data_describe(const train_opts *t, const train_data *d, int world, FI
         const double u = dt_dataset_uint8(d->train) ? 1.0 / 255.0 : 1.0;
         fprintf(out, "normalize: standard, per channel mean / std%s:", u != 1.0 ? " (of values / 255)" : "");
         for (int c = 0; c < C && c < 8; c++) fprintf(out, " %.4f / %.4f", mean[c] * u, std[c] * u);
-        fprintf(out, "%s\n", C > 8 ? " ..." : "");
+        fprintf(out, "%s", C > 8 ? " ..." : "");
+        if (d->figures_of >= 0) fprintf(out, " (from the checkpoint of step %ld)", d->figures_of);
+        fprintf(out, "\n");
     } else {
         const int bytes = dt_dataset_uint8(d->train), dts = !strcmp(dt_dataset_format(d->train), "dts");
         fprintf(out, "normalize: %s%s\n",

@@ -16,12 +16,23 @@ typedef struct train_data {
     char eval_what[1100];     /* where the held-out samples come from */
     char input[64];           /* the model's input shape: --input, else the data's "CxHxW" */
     train_record rec;         /* this run's record, saved with each checkpoint (train_record_make) */
+    long figures_of;          /* the step of the checkpoint whose normalization the open took (-1: none) */
 } train_data;
+
+/* The normalization figures a resumed run's checkpoint keeps (train_ckpt_peek): mean[channels]
+ * then std[channels]. */
+typedef struct train_figures {
+    float *figures; /* NULL: none */
+    int channels;
+    long step;
+} train_figures;
 
 /* Opens the training set (before the model: its shape and classes size the model, when --input
  * is not given) with the sampler, augmentation and normalization of t. threads: for the
- * statistics pass. Returns EXIT_OK, or EXIT_USAGE / EXIT_FAIL after printing why. */
-int train_data_open(const train_opts *t, int threads, train_data *d);
+ * statistics pass. ckpt: the figures of the checkpoint a resume will load (NULL or none: its own),
+ * taken instead of that pass when the run normalizes by computed statistics and the channels
+ * agree. Returns EXIT_OK, or EXIT_USAGE / EXIT_FAIL after printing why. */
+int train_data_open(const train_opts *t, int threads, const train_figures *ckpt, train_data *d);
 /* Checks the training set against the model, and opens the held-out set with the training set's
  * normalization. */
 int train_data_check_and_eval(const train_opts *t, const dt_model *m, int threads, train_data *d);

@@ -149,6 +149,10 @@ void train_ckpt_report_unsaved(const train_run *r, long step);
  * position goes on from where it was (so a different rank count continues mid-epoch). Rank 0 says
  * what it did. Collective. */
 dt_status train_ckpt_resume(train_run *r);
+/* Before the data is opened, under --resume auto with --data normalized by computed statistics:
+ * the figures of the checkpoint the resume will load into *out (ckpt_peek_figures; out->figures
+ * NULL when none, else the caller frees it). Errors as ckpt_peek_figures'. Collective. */
+dt_status train_ckpt_peek(const train_run *r, train_figures *out);
 
 /* ---------------------------------------------------------------- --trace (train_trace.c) */
 

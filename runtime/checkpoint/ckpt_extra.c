@@ -2,7 +2,8 @@
  * ckpt_extra.c - reading back a caller's own section of a dt_model checkpoint (ckpt_extra.h) from
  * the file of a given step: rank 0 opens it (the header and table checked, the section's CRC
  * checked as it is read) and every rank gets its size and bytes by broadcast. Writing it is
- * ckpt_save_model_with (ckpt_write.c), in the model's own commit.
+ * ckpt_save_model_with (ckpt_write.c), in the model's own commit. And the normalization figures
+ * of the checkpoint a resume will load, read before the model exists (ckpt_peek_figures).
  */
 #include "runtime/checkpoint/ckpt_extra.h"
 #include "runtime/checkpoint/ckpt_format.h"
@@ -10,6 +11,7 @@
 #include "base/status.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -56,5 +58,83 @@ dt_status ckpt_read_extra(dt_ctx *ctx, const char *dir, long step, const char *n
     if ((s = ckpt_bcast_bytes(ctx, &found, sizeof found))) return s;
     if (found == bytes && (s = ckpt_bcast_bytes(ctx, dst, bytes))) return s;
     *found_bytes = (size_t)found;
+    return DT_OK;
+}
+
+/* Rank 0: the figures of the first checkpoint, newest first, whose header, table and "data"
+ * section pass their checks. A file of an older format (no sections) or one without figures
+ * ends the search with nothing: the load will read that file, and the caller's own figures stand. */
+static dt_status peek_on_root(const char *dir, long *step, uint32_t *channels, float **figures)
+{
+    ckpt_entry *e;
+    size_t n;
+    if (ckpt_list(dir, &e, &n)) return DT_OK; /* the load names the problem */
+    for (size_t i = 0; i < n; i++) {
+        char path[4200];
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e[i].name) >= sizeof path) break;
+        int fd;
+        uint64_t size;
+        uint32_t version;
+        dt_status s = ckpt_open_regular(path, &fd, &size, &version);
+        if (s == DT_ERR_INVALID_ARG) break; /* unreadable: the load stops there too */
+        if (s) continue;
+        if (version != CKPT_VERSION) {
+            close(fd);
+            if (version >= 1 && version <= CKPT_VERSION_NEWER_MAX) break; /* a file the load reads or refuses */
+            continue;                                                     /* damage: the load skips it */
+        }
+        ckpt_file *f;
+        if (ckpt_file_open_fd(fd, size, path, e[i].step, 0, &f)) continue;
+        const int k = ckpt_file_find(f, CKPT4_DATA);
+        const uint64_t bytes = k >= 0 ? f->e[k].bytes : 0;
+        unsigned char *buf = NULL;
+        int damaged = 0;
+        if (k >= 0 && f->e[k].ranks == 0 && bytes >= sizeof(ckpt4_data) &&
+            bytes <= sizeof(ckpt4_data) + 2 * (uint64_t)CKPT_MAX_CHANNELS * sizeof(float) &&
+            (buf = malloc((size_t)bytes))) {
+            ckpt4_data cd;
+            damaged = ckpt_file_read(f, (uint32_t)k, buf) != DT_OK;
+            memcpy(&cd, buf, sizeof cd);
+            if (!damaged && cd.normalize == DT_NORMALIZE_STANDARD && cd.channels > 0 &&
+                cd.channels <= CKPT_MAX_CHANNELS && bytes == sizeof cd + 2 * (uint64_t)cd.channels * sizeof(float) &&
+                !ckpt_check_data(path, cd.epoch, cd.offset, cd.normalize, cd.channels,
+                                 (const float *)(buf + sizeof cd))) {
+                memmove(buf, buf + sizeof cd, 2 * (size_t)cd.channels * sizeof(float));
+                *figures = (float *)buf, buf = NULL;
+                *channels = cd.channels;
+                *step = f->step;
+            }
+        }
+        free(buf);
+        ckpt_file_close(f);
+        if (!damaged) break;
+    }
+    status_clear_error();
+    ckpt_list_free(e, n);
+    return DT_OK;
+}
+
+dt_status ckpt_peek_figures(dt_ctx *ctx, const char *dir, long *step, int *channels, float **figures)
+{
+    *step = -1, *channels = 0, *figures = NULL;
+    if (!dir) return DT_OK;
+    const int rank = ctx ? dt_rank(ctx) : 0;
+    long at = -1;
+    uint32_t c = 0;
+    float *fig = NULL;
+    if (rank == 0) peek_on_root(dir, &at, &c, &fig);
+    int64_t hdr[2] = {at, c};
+    dt_status s = ckpt_bcast_bytes(ctx, hdr, sizeof hdr);
+    if (!s && hdr[1] > 0) {
+        if (rank != 0 && !(fig = malloc(2 * (size_t)hdr[1] * sizeof *fig)))
+            s = status_set_error(DT_ERR_NOMEM, "out of memory for %lld channels' normalization", (long long)hdr[1]);
+        /* Every rank joins the figures' broadcast or none. */
+        if (!(s = ckpt_agree(ctx, s))) s = ckpt_bcast_bytes(ctx, fig, 2 * (size_t)hdr[1] * sizeof *fig);
+    }
+    if (s || hdr[1] <= 0) {
+        free(fig);
+        return s;
+    }
+    *step = (long)hdr[0], *channels = (int)hdr[1], *figures = fig;
     return DT_OK;
 }

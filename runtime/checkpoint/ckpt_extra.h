@@ -32,4 +32,16 @@ dt_status ckpt_save_model_with(dt_ctx *ctx, const char *dir, const dt_model *m, 
 dt_status ckpt_read_extra(dt_ctx *ctx, const char *dir, long step, const char *name, void *dst, size_t bytes,
                           size_t *found_bytes);
 
+/* The normalization figures of the checkpoint dt_checkpoint_load_latest will load from dir, read
+ * before it can be (the model is not made yet), so that a resumed run opens its data without the
+ * statistics pass whose figures the load would replace: rank 0 reads the header, the table and the
+ * "data" section (its CRC checked) of the newest file that has them sound, and every rank gets them.
+ * *figures (malloc'd, the caller frees): mean[*channels] then std[*channels], of the checkpoint of
+ * *step; NULL, *channels 0 and *step -1 when the newest loadable file keeps no standard figures
+ * (none, an older format, another normalization) or dir holds no checkpoint or cannot be read (the
+ * load says why). The file the load picks can still be older (a damaged section the peek does not
+ * read): its own figures then win. DT_ERR_NOMEM, DT_ERR_MPI / DT_ERR_TIMEOUT on every rank alike.
+ * Collective. */
+dt_status ckpt_peek_figures(dt_ctx *ctx, const char *dir, long *step, int *channels, float **figures);
+
 #endif

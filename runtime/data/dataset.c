@@ -86,6 +86,18 @@ size_t dataset_stats_stride(const char *format, size_t n, size_t values)
     return sampled && n > STATS_DECODED_MAX ? (n + STATS_DECODED_MAX - 1) / STATS_DECODED_MAX : 1;
 }
 
+/* Test hook: with DTRAIN_TEST_STATS_LOG=PATH in the environment, each statistics pass at an open
+ * appends "stats pass: N samples" to PATH, so tests can count the passes a run makes (none when a
+ * resume brings its checkpoint's figures). */
+static void stats_log(size_t samples)
+{
+    const char *path = getenv("DTRAIN_TEST_STATS_LOG");
+    FILE *f = path && *path ? fopen(path, "a") : NULL;
+    if (!f) return;
+    fprintf(f, "stats pass: %zu samples\n", samples);
+    fclose(f);
+}
+
 /* The per-channel multiply-add of the normalization; standard needs the mean and std. */
 static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int threads)
 {
@@ -117,6 +129,7 @@ static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int
         const ds_stats_pick pick = {.idx = d->view, .n = d->n, .stride = stride, .skip_corrupt = d->skip_bad};
         dt_status s = ds_compute_stats_pick(d->split, &pick, threads, &st);
         if (s) return s;
+        stats_log((d->n + stride - 1) / stride);
         for (int c = 0; c < C; c++) d->mean[c] = (float)st.mean[c], d->std[c] = (float)st.std[c];
         ds_stats_free(&st);
     }

@@ -173,6 +173,25 @@ grep -qF "$tmp/imgs/class1/zz.png is neither JPEG" "$tmp/out" && [ -f "$tmp/ckba
 expect 0 "resumed after step 5" run 2 train --data "$tmp/imgs" --input 3x8x8 --normalize unit --shuffle none \
     --batch 4 --steps 10 --checkpoint-dir "$tmp/ckbad" --resume auto --bad-samples skip
 
+# --normalize standard (the default) on an image folder: each run computes its figures (one pass a
+# rank), except a resumed one, which opens with its checkpoint's (the load would replace any it
+# computed) and still ends on the uninterrupted run's bits.
+python3 "$here/make_images.py" "$tmp/rs" 20 3
+rsf="--data $tmp/rs --input 3x8x8 --batch 4 --steps 8 --lr 0.05 --seed 2 --loader-threads 1"
+rm -f "$tmp/rs.log"
+DTRAIN_TEST_STATS_LOG="$tmp/rs.log" timeout 240 "$MPIRUN" -np 2 -x DTRAIN_TEST_STATS_LOG "$DTRAIN" train $rsf \
+    --dump-params "$tmp/rs0.bin" >"$tmp/out" 2>&1 || { bad "image folder, standard normalization"; cat "$tmp/out"; }
+passes_fresh=$(grep -c "^stats pass: 60 samples$" "$tmp/rs.log" 2>/dev/null)
+DTRAIN_FAULT=usr1:0:4 timeout 240 "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" train $rsf --checkpoint-dir "$tmp/ckrs" \
+    >"$tmp/out" 2>&1
+rm -f "$tmp/rs.log"
+DTRAIN_TEST_STATS_LOG="$tmp/rs.log" timeout 240 "$MPIRUN" -np 2 -x DTRAIN_TEST_STATS_LOG "$DTRAIN" train $rsf \
+    --checkpoint-dir "$tmp/ckrs" --resume auto --dump-params "$tmp/rs1.bin" >"$tmp/out" 2>&1
+[ "$passes_fresh" = 2 ] && [ ! -s "$tmp/rs.log" ] && grep -q "resumed from .*ckpt-0000000004.dtc at step 4" "$tmp/out" &&
+    grep -q "^normalize: standard, .* (from the checkpoint of step 4)$" "$tmp/out" && cmp -s "$tmp/rs0.bin" "$tmp/rs1.bin" &&
+    ok "standard normalization: a pass a rank when fresh, none when resumed (the checkpoint's figures), same bits" ||
+    { bad "resumed run's normalization: $passes_fresh passes fresh, resumed: $(cat "$tmp/rs.log" 2>/dev/null)"; cat "$tmp/out"; }
+
 # A bad image among the held-out data, first read by the evaluation (at the end by default), on one
 # rank and on two: at the end the run finishes without it (--dump-params written) and exits 1;
 # mid-run (--eval-every) the steps trained are saved before the run fails.
