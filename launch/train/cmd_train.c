@@ -340,6 +340,7 @@ static int train_setup(train_run *r, const dt_placement *pl)
         cli_error_capture(NULL, 0);
         int shared = 0;
         rc = cli_agree_failure(r->ctx, rc, why, &shared);
+        if (!rc) rc = train_data_normalize(r->ctx, t, &r->data, &shared);
         if (rc) g_failure_shared = shared;
     }
     if (rc) return rc;

@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "launch/cli.h"
+#include "runtime/data/dataset.h"
 #include "runtime/data/reader.h"
 #include "runtime/model/model.h"
 
@@ -74,37 +75,42 @@ int train_data_open(const train_opts *t, int threads, const train_figures *ckpt,
     dt_data_config c;
     data_config(t, threads, &c);
     c.holdout = t->holdout;
-    /* A resume replaces the computed figures by its checkpoint's: opened without the pass, the
-     * checkpoint's are set once the channels are known to agree (else the pass runs after all, and
-     * the load refuses the checkpoint of other data). */
-    const int take = ckpt && ckpt->figures && c.normalize == DT_NORMALIZE_STANDARD;
-    if (take) c.normalize = DT_NORMALIZE_NONE;
-    dt_status s = dt_dataset_open(t->data, &c, &d->train);
-    if (!s && take) {
-        int C;
-        dt_dataset_shape(d->train, &C, NULL, NULL);
-        if (C == ckpt->channels) {
-            s = dt_dataset_set_normalization(d->train, DT_NORMALIZE_STANDARD, ckpt->figures, ckpt->figures + C);
-            if (!s) d->figures_of = ckpt->step;
-        } else {
-            dt_dataset_free(d->train);
-            d->train = NULL;
-            c.normalize = DT_NORMALIZE_STANDARD;
-            s = dt_dataset_open(t->data, &c, &d->train);
-        }
+    /* Figures to compute are not computed by every rank alone at the open, but once for the job
+     * (train_data_normalize), or not at all where a resume's checkpoint brings them (the load
+     * would replace computed ones): those are taken when the channels agree (else the pass runs,
+     * and the load refuses the checkpoint of other data). */
+    dt_status s = dataset_open_deferred(t->data, &c, &d->train);
+    int C;
+    dt_dataset_shape(d->train, &C, NULL, NULL);
+    if (!s && dataset_normalization_deferred(d->train) && ckpt && ckpt->figures && C == ckpt->channels) {
+        s = dt_dataset_set_normalization(d->train, DT_NORMALIZE_STANDARD, ckpt->figures, ckpt->figures + C);
+        if (!s) d->figures_of = ckpt->step;
     }
     if (s) {
         cli_error("--data %s: %s", t->data, dt_last_error());
         return cli_input_exit(s, t->data);
     }
-    int C, H, W;
-    dt_dataset_shape(d->train, &C, &H, &W);
+    int H, W;
+    dt_dataset_shape(d->train, NULL, &H, &W);
     if (t->input)
         snprintf(d->input, sizeof d->input, "%s", t->input);
     else if (H == 1 && W == 1)
         snprintf(d->input, sizeof d->input, "%d", C);
     else
         snprintf(d->input, sizeof d->input, "%dx%dx%d", C, H, W);
+    return EXIT_OK;
+}
+
+int train_data_normalize(dt_ctx *ctx, const train_opts *t, train_data *d, int *shared)
+{
+    *shared = 0;
+    if (!d->train) return EXIT_OK;
+    const dt_status s = dataset_compute_normalization(ctx, d->train);
+    if (s) {
+        *shared = status_shared(s);
+        if (!cli_peer_failure(s)) cli_error("--data %s: %s", t->data, dt_last_error());
+        return cli_input_exit(s, t->data);
+    }
     return EXIT_OK;
 }
 

@@ -28,11 +28,18 @@ typedef struct train_figures {
 } train_figures;
 
 /* Opens the training set (before the model: its shape and classes size the model, when --input
- * is not given) with the sampler, augmentation and normalization of t. threads: for the
- * statistics pass. ckpt: the figures of the checkpoint a resume will load (NULL or none: its own),
- * taken instead of that pass when the run normalizes by computed statistics and the channels
- * agree. Returns EXIT_OK, or EXIT_USAGE / EXIT_FAIL after printing why. */
+ * is not given) with the sampler, augmentation and normalization of t; figures to compute are left
+ * to train_data_normalize. threads: for the statistics pass. ckpt: the figures of the checkpoint a
+ * resume will load (NULL or none: its own), taken instead of that pass when the run normalizes by
+ * computed statistics and the channels agree. Local. Returns EXIT_OK, or EXIT_USAGE / EXIT_FAIL
+ * after printing why. */
 int train_data_open(const train_opts *t, int threads, const train_figures *ckpt, train_data *d);
+/* The training set's normalization figures that the open left to compute (dataset_open_deferred),
+ * computed once for the job: each rank reads its share of the samples and every rank gets the same
+ * figures (dataset_compute_normalization); nothing when none are left. EXIT_OK, or the exit code
+ * after the failing rank printed why, *shared 1 when every rank knows of the failure (each ends on
+ * its own). Collective. */
+int train_data_normalize(dt_ctx *ctx, const train_opts *t, train_data *d, int *shared);
 /* Checks the training set against the model, and opens the held-out set with the training set's
  * normalization. */
 int train_data_check_and_eval(const train_opts *t, const dt_model *m, int threads, train_data *d);

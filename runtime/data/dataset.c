@@ -3,7 +3,6 @@
  * the holdout's view of it, the normalization's figures, and the sampler's position.
  */
 #include "runtime/data/dataset.h"
-#include "runtime/data/stats.h"
 #include "runtime/data/synthetic.h"
 #include "base/rng.h"
 #include "base/status.h"
@@ -86,20 +85,9 @@ size_t dataset_stats_stride(const char *format, size_t n, size_t values)
     return sampled && n > STATS_DECODED_MAX ? (n + STATS_DECODED_MAX - 1) / STATS_DECODED_MAX : 1;
 }
 
-/* Test hook: with DTRAIN_TEST_STATS_LOG=PATH in the environment, each statistics pass at an open
- * appends "stats pass: N samples" to PATH, so tests can count the passes a run makes (none when a
- * resume brings its checkpoint's figures). */
-static void stats_log(size_t samples)
-{
-    const char *path = getenv("DTRAIN_TEST_STATS_LOG");
-    FILE *f = path && *path ? fopen(path, "a") : NULL;
-    if (!f) return;
-    fprintf(f, "stats pass: %zu samples\n", samples);
-    fclose(f);
-}
-
-/* The per-channel multiply-add of the normalization; standard needs the mean and std. */
-static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int threads)
+/* The per-channel multiply-add of the normalization; standard needs the mean and std. defer: the
+ * figures that would be computed here are left to dataset_compute_normalization. */
+static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int threads, int defer)
 {
     const int C = d->c;
     d->norm = cfg->normalize;
@@ -122,16 +110,19 @@ static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int
         memcpy(d->mean, d->split->mean, (size_t)C * sizeof *d->mean);
         memcpy(d->std, d->split->std, (size_t)C * sizeof *d->std);
     } else {
-        ds_stats st;
-        const size_t stride = dataset_stats_stride(d->split->format, d->n, d->input_size);
-        /* The samples a holdout trains on (not those it keeps aside), every stride-th: on the
-         * readers' threads, as a whole split's pass is (20000 images are minutes on one core). */
-        const ds_stats_pick pick = {.idx = d->view, .n = d->n, .stride = stride, .skip_corrupt = d->skip_bad};
-        dt_status s = ds_compute_stats_pick(d->split, &pick, threads, &st);
+        /* Deferred: the figures are computed once for the job by dataset_compute_normalization,
+         * its ranks sharing the pass; nothing is normalized (and no batch made) until then. */
+        if (defer) {
+            d->norm = DT_NORMALIZE_NONE;
+            d->norm_deferred = 1;
+            return DT_OK;
+        }
+        double *fig = malloc(2 * (size_t)C * sizeof *fig);
+        dt_status s = fig ? dataset_figures(d, NULL, threads, fig, fig + C)
+                          : status_set_error(DT_ERR_NOMEM, "out of memory for the statistics of %d channels", C);
+        for (int c = 0; !s && c < C; c++) d->mean[c] = (float)fig[c], d->std[c] = (float)fig[C + c];
+        free(fig);
         if (s) return s;
-        stats_log((d->n + stride - 1) / stride);
-        for (int c = 0; c < C; c++) d->mean[c] = (float)st.mean[c], d->std[c] = (float)st.std[c];
-        ds_stats_free(&st);
     }
     for (int c = 0; c < C; c++) {
         if (!isfinite(d->mean[c]) || !isfinite(d->std[c]) || d->std[c] < 0)
@@ -148,7 +139,8 @@ static dt_status set_normalization(dt_dataset *d, const dt_data_config *cfg, int
 }
 
 /* The common part of both opens: takes split (owned from here on). */
-static dt_status dataset_finish(ds_split *split, const dt_data_config *cfg, int use_holdout, dt_dataset **out)
+static dt_status dataset_finish(ds_split *split, const dt_data_config *cfg, int use_holdout, int defer,
+                                dt_dataset **out)
 {
     *out = NULL;
     dt_dataset *d = calloc(1, sizeof *d);
@@ -162,6 +154,7 @@ static dt_status dataset_finish(ds_split *split, const dt_data_config *cfg, int 
     d->input_size = (size_t)d->c * d->h * d->w;
     d->seed = cfg->seed;
     d->crop_pad = cfg->crop_pad, d->flip = cfg->flip, d->skip_bad = cfg->skip_bad;
+    d->stats_threads = cfg->threads;
     dt_status s = DT_OK;
     if (cfg->crop_pad < 0 || cfg->crop_pad > 4096 || (cfg->crop_pad && (d->h < 2 || d->w < 2)))
         s = status_set_error(DT_ERR_INVALID_ARG,
@@ -174,7 +167,7 @@ static dt_status dataset_finish(ds_split *split, const dt_data_config *cfg, int 
         s = status_set_error(DT_ERR_INVALID_ARG, "--holdout %g is not a fraction in (0, 1)", cfg->holdout);
     if (!s && use_holdout && cfg->holdout > 0) s = make_holdout(d, cfg->holdout, cfg->holdout_part);
     if (!s) s = sampler_init(&d->smp, d->n, cfg->seed, cfg->shuffle, cfg->drop_last);
-    if (!s) s = set_normalization(d, cfg, cfg->threads);
+    if (!s) s = set_normalization(d, cfg, cfg->threads, defer);
     if (s) {
         dt_dataset_free(d);
         return s;
@@ -206,17 +199,17 @@ static dt_status data_flags_check(const char *fn, const dt_data_config *cfg, int
     return DT_OK;
 }
 
-dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset **out)
+static dt_status open_as(const char *fn, const char *path, const dt_data_config *c, int defer, dt_dataset **out)
 {
-    if (!out) return status_null_arg("dt_dataset_open", "out", "pass the address of a dt_dataset pointer");
+    if (!out) return status_null_arg(fn, "out", "pass the address of a dt_dataset pointer");
     *out = NULL;
-    if (!path) return status_null_arg("dt_dataset_open", "path", "pass a dataset directory or file");
+    if (!path) return status_null_arg(fn, "path", "pass a dataset directory or file");
     dt_data_config cfg;
     if (c)
         cfg = *c;
     else
         dt_data_defaults(&cfg);
-    const dt_status fs = data_flags_check("dt_dataset_open", &cfg, 1);
+    const dt_status fs = data_flags_check(fn, &cfg, 1);
     if (fs) return fs;
     const ds_open_opts o = {.format = cfg.format,
                             .split = cfg.split,
@@ -231,7 +224,17 @@ dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset 
         if (split) ds_close(split);
         return s;
     }
-    return dataset_finish(split, &cfg, 1, out);
+    return dataset_finish(split, &cfg, 1, defer, out);
+}
+
+dt_status dt_dataset_open(const char *path, const dt_data_config *c, dt_dataset **out)
+{
+    return open_as("dt_dataset_open", path, c, 0, out);
+}
+
+dt_status dataset_open_deferred(const char *path, const dt_data_config *c, dt_dataset **out)
+{
+    return open_as("dt_dataset_open", path, c, 1, out);
 }
 
 dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint64_t data_seed,
@@ -249,7 +252,7 @@ dt_status dt_synthetic_open(int c, int h, int w, int classes, size_t size, uint6
     ds_split *split;
     dt_status s = synthetic_open(c, h, w, classes, size, data_seed, &split);
     if (s) return s;
-    return dataset_finish(split, cfg, 0, out);
+    return dataset_finish(split, cfg, 0, 0, out);
 }
 
 dt_status dt_synthetic_create(int c, int h, int w, int classes, size_t size, uint64_t seed, dt_dataset **out)
@@ -286,7 +289,7 @@ dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const f
     float *old[4] = {d->mean, d->std, d->mul, d->add};
     const dt_normalize old_kind = d->norm;
     d->mean = d->std = d->mul = d->add = NULL;
-    dt_status s = set_normalization(d, &cfg, 1);
+    dt_status s = set_normalization(d, &cfg, 1, 0);
     if (s) {
         free(d->mean), free(d->std), free(d->mul), free(d->add);
         d->mean = old[0], d->std = old[1], d->mul = old[2], d->add = old[3];
@@ -294,6 +297,7 @@ dt_status dt_dataset_set_normalization(dt_dataset *d, dt_normalize kind, const f
         return s;
     }
     for (int i = 0; i < 4; i++) free(old[i]);
+    d->norm_deferred = 0;
     return DT_OK;
 }
 
@@ -322,6 +326,10 @@ int dataset_synth_spec(const dt_dataset *d, synth_spec *out, char *why, size_t n
     }
     if (d->crop_pad || d->flip) {
         snprintf(why, n, "its augmentation (random crop, flip) runs on the host");
+        return 0;
+    }
+    if (d->norm_deferred) { /* the host's batches refuse it, saying why */
+        snprintf(why, n, "its normalization's figures are deferred");
         return 0;
     }
     if (d->norm != DT_NORMALIZE_NONE) out->mul = d->mul, out->add = d->add;

@@ -36,7 +36,37 @@ struct dt_dataset {
     dt_synthetic_on synth_on; /* where loaders make synthetic batches */
     atomic_int loaders;       /* loaders reading it now (loader.c): while any does, its
                                  normalization must not change under their threads */
+    int norm_deferred;        /* standard figures left to dataset_compute_normalization: no batch is
+                                 made until they are set (mean, std, mul, add allocated) */
+    int stats_threads;        /* dt_data_config.threads: the statistics pass's */
 };
+
+/* dt_dataset_open, except that the standard figures the open would compute (DT_NORMALIZE_STANDARD
+ * with no mean and std given and none in the file) are not: dataset_normalization_deferred(*out)
+ * says so, dt_dataset_normalization gives DT_NORMALIZE_NONE, and a batch is refused
+ * (DT_ERR_INVALID_ARG) until dataset_compute_normalization or dt_dataset_set_normalization sets
+ * them. Errors as dt_dataset_open's. */
+dt_status dataset_open_deferred(const char *path, const dt_data_config *c, dt_dataset **out);
+/* 1 while d's figures are deferred (dataset_open_deferred); 0 otherwise and for a NULL d. */
+int dataset_normalization_deferred(const dt_dataset *d);
+/* Computes the deferred figures of d once for the job (dataset_norm.c): the samples a plain open
+ * would read (every one, or an image folder's 20000 evenly spaced) in fixed blocks (stats.h), the
+ * blocks split over ctx's ranks and d's dt_data_config.threads threads, every rank getting every
+ * block's partial sums (double) and merging them in block order: the same bits on every rank, for
+ * any rank or thread count, and a plain open's bits. Collective (ctx NULL: this process reads
+ * every block): every rank calls it with its own open of the same data and config. No deferred
+ * figures: DT_OK at once, on every rank alike. DT_ERR_INVALID_ARG: a NULL d (at once), figures
+ * that cannot normalize, a loader using d; a sample's DT_ERR_IO or DT_ERR_CORRUPT (skip_bad
+ * leaves an undecodable one out); DT_ERR_NOMEM; dt_broadcast's errors. A failure on one rank fails
+ * every rank: its own status there, the lowest failing rank's status and a message naming it on
+ * the others; d stays deferred. */
+dt_status dataset_compute_normalization(dt_ctx *ctx, dt_dataset *d);
+
+/* The standard normalization's figures of d (mean[c], std[c], in double), as
+ * dataset_compute_normalization computes them (ctx NULL: this process reads every block), on
+ * `threads` threads. With a ctx, collective: a rank's failure fails every rank
+ * (rank_verdict_status). */
+dt_status dataset_figures(const dt_dataset *d, dt_ctx *ctx, int threads, double *mean, double *std);
 
 /* The split's samples before the holdout's view (dt_dataset_size counts those of the view): what
  * `dtrain eval --holdout` compares with the size of the set training kept. 0 for a NULL d. */

@@ -114,6 +114,21 @@ void ds_stats_free(ds_stats *st)
     memset(st, 0, sizeof *st);
 }
 
+dt_status ds_read_checked(const ds_split *s, size_t i, float *x, int32_t *y)
+{
+    dt_status st = ds_read(s, i, x, y);
+    if (!st && (*y < 0 || *y >= s->classes))
+        st = status_set_error(DT_ERR_CORRUPT, "%s: label %d of sample %zu is outside 0 to %d", s->source, (int)*y, i,
+                              s->classes - 1);
+    const size_t per = (size_t)s->c * s->h * s->w;
+    for (size_t k = 0; !st && k < per; k++)
+        if (!isfinite(x[k]))
+            st =
+                status_set_error(DT_ERR_CORRUPT, "%s: value %zu of sample %zu is %g: a dataset must hold finite values",
+                                 s->source, k, i, (double)x[k]);
+    return st;
+}
+
 typedef struct stats_job {
     const ds_split *s;
     const ds_stats_pick *pick; /* the samples read (NULL: every one) */
@@ -170,17 +185,8 @@ static void *stats_run(void *arg)
     for (size_t p = j->begin; p < j->end; p++) {
         int32_t y;
         const size_t at = pk ? p * pk->stride : p, i = pk && pk->idx ? pk->idx[at] : at;
-        dt_status st = ds_read(s, i, x, &y);
+        dt_status st = ds_read_checked(s, i, x, &y);
         if (st == DT_ERR_CORRUPT && pk && pk->skip_corrupt) continue; /* not in the figures */
-        if (!st && (y < 0 || y >= s->classes))
-            st = status_set_error(DT_ERR_CORRUPT, "%s: label %d of sample %zu is outside 0 to %d", s->source, (int)y, i,
-                                  s->classes - 1);
-        for (size_t k = 0; !st && k < per; k++)
-            if (!isfinite(x[k]))
-                st = status_set_error(DT_ERR_CORRUPT,
-                                      "%s: value %zu of sample %zu is %g: a dataset must hold finite "
-                                      "values",
-                                      s->source, k, i, (double)x[k]);
         /* Out of memory is no fault of the sample, and the next read would meet it too: it ends
          * the pass whatever the mode. */
         if (st && j->keep_going && st != DT_ERR_NOMEM)

@@ -6,7 +6,9 @@
  * that goes on past a bad sample (ds_find_bad_samples), so one run names them all.
  *
  * Sums are in double, one accumulator per thread over a fixed range of samples, merged in thread
- * order: the result depends on the thread count (in the last bits) but never on timing.
+ * order: the result depends on the thread count (in the last bits) but never on timing. The
+ * normalization's figures come from fixed blocks instead (ds_stats_blocks), the same bits for any
+ * thread and rank count.
  */
 #ifndef DT_RUNTIME_DATA_STATS_H
 #define DT_RUNTIME_DATA_STATS_H
@@ -44,6 +46,31 @@ typedef struct ds_stats_pick {
 /* As ds_compute_stats over pick's samples, split over threads as it is (a holdout's training part,
  * or every stride-th image of a large folder). */
 dt_status ds_compute_stats_pick(const ds_split *s, const ds_stats_pick *pick, int threads, ds_stats *out);
+
+/* ds_read of sample i, then its checks: a label outside [0, classes) or a value that is not finite
+ * is DT_ERR_CORRUPT naming the sample. */
+dt_status ds_read_checked(const ds_split *s, size_t i, float *x, int32_t *y);
+
+/* The normalization's figures in fixed blocks (stats_blocks.c), so that they are the same bits
+ * whatever the thread and rank counts: the picked samples (positions 0 .. ceil(n / stride) - 1)
+ * fall in blocks of DS_STATS_BLOCK consecutive positions; each block's sums are in double, each
+ * sample's own partial sums first as ds_stats_acc_add makes them, and the blocks are merged in
+ * block order. Any split of the blocks over threads or ranks gives the same partials. */
+#define DS_STATS_BLOCK 16
+/* Doubles per block in a partials array: sum[c], then sum of squares[c], then the samples read. */
+#define DS_STATS_BLOCK_WIDTH(c) (2 * (size_t)(c) + 1)
+/* The blocks of pick's samples. */
+size_t ds_stats_nblocks(const ds_stats_pick *pick);
+/* Reads blocks first .. end - 1 over threads pthreads (0 or 1: the caller alone), block b's
+ * partials into part + (b - first) * DS_STATS_BLOCK_WIDTH(s->c) (overwritten). A sample that fails
+ * (ds_read_checked; with pick->skip_corrupt a DT_ERR_CORRUPT one is left out instead) fails the
+ * pass: the lowest such sample's status and message, its index in *bad_sample when not NULL;
+ * DT_ERR_NOMEM. */
+dt_status ds_stats_blocks(const ds_split *s, const ds_stats_pick *pick, size_t first, size_t end, int threads,
+                          double *part, size_t *bad_sample);
+/* The mean and population std of each of c channels (hw values each a sample) from nblocks
+ * partials, merged in block order. */
+void ds_stats_blocks_merge(const double *part, size_t nblocks, int c, size_t hw, double *mean, double *std);
 
 /* A bad sample: its index, what reading or checking it returned, and the message naming it. */
 typedef struct ds_bad_sample {

@@ -82,6 +82,13 @@ dt_status dataset_fill(dt_dataset *d, const uint32_t *idx, long epoch, int n, in
 {
     const size_t hw = (size_t)d->h * d->w;
     const int aug = train && (d->crop_pad || d->flip);
+    /* Unnormalized batches would train without a word of it. */
+    if (d->norm_deferred)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s: its standard normalization's figures were deferred (dataset_open_deferred): "
+                                "call dataset_compute_normalization (collective) or dt_dataset_set_normalization "
+                                "before reading batches",
+                                d->split->source);
     for (int j = 0; j < n; j++) {
         float *row = x + (size_t)j * d->input_size;
         dt_status s = read_sample(d, idx[j], train, aug ? scratch : row, &labels[j]);

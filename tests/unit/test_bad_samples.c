@@ -174,6 +174,53 @@ static void test_stats_pick(void **st)
     assert_int_equal(ds_compute_stats_pick(&s, &strict, 4, &stats), DT_ERR_CORRUPT);
 }
 
+/* The same pick in the fixed blocks --normalize standard reads now: exactly those samples, the
+ * undecodable one left out (a failure without skip_corrupt, naming the lowest), and the partials of
+ * all the blocks on 4 threads the same bits as those of 3 ranges read apart on 1 thread each (the
+ * ranks' shares), so the merged figures are too, and they are the samples' figures. */
+static void test_stats_blocks(void **st)
+{
+    (void)st;
+    ds_split s = {.ops = &pick_ops, .count = N, .c = 2, .h = 1, .w = 1, .classes = CLASSES};
+    snprintf(s.source, sizeof s.source, "pick");
+    static uint32_t idx[N];
+    for (size_t k = 0; k < N; k++) idx[k] = (uint32_t)(k * 7 % N);
+    const ds_stats_pick pick = {.idx = idx, .n = 900, .stride = 2, .skip_corrupt = 1};
+    const size_t nb = ds_stats_nblocks(&pick), width = DS_STATS_BLOCK_WIDTH(2);
+    assert_int_equal(nb, (450 + DS_STATS_BLOCK - 1) / DS_STATS_BLOCK);
+    double *whole = calloc(nb * width, sizeof *whole), *split = calloc(nb * width, sizeof *split);
+    assert_non_null(whole);
+    assert_non_null(split);
+    memset(pick_reads, 0, sizeof pick_reads);
+    assert_int_equal(ds_stats_blocks(&s, &pick, 0, nb, 4, whole, NULL), DT_OK);
+    const size_t cut[4] = {0, nb / 3, 2 * nb / 3, nb};
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(ds_stats_blocks(&s, &pick, cut[r], cut[r + 1], 1, split + cut[r] * width, NULL), DT_OK);
+    assert_memory_equal(whole, split, nb * width * sizeof *whole);
+    double sum = 0, sq = 0, n = 0;
+    for (size_t k = 0; k < N; k++) {
+        const uint32_t i = idx[k];
+        const int picked = k < 900 && k % 2 == 0;
+        if (pick_reads[i] != 2 * picked) fail_msg("sample %u read %d times, want %d", i, pick_reads[i], 2 * picked);
+        if (picked && i % 97 != 3) sum += i, sq += (double)i * i, n++;
+    }
+    double mean[2], std[2];
+    ds_stats_blocks_merge(whole, nb, 2, 1, mean, std);
+    const double m = sum / n, sd = sqrt(sq / n - m * m);
+    assert_true(fabs(mean[0] - m) < 1e-6 && fabs(mean[1] - (m + 1)) < 1e-6);
+    assert_true(fabs(std[0] - sd) < 1e-6 && fabs(std[1] - sd) < 1e-6);
+    const ds_stats_pick strict = {.idx = idx, .n = 900, .stride = 2};
+    size_t bad = 0;
+    assert_int_equal(ds_stats_blocks(&s, &strict, 0, nb, 4, whole, &bad), DT_ERR_CORRUPT);
+    for (size_t k = 0; k < 900; k += 2) /* the first picked sample that fails */
+        if (idx[k] % 97 == 3) {
+            assert_int_equal(bad, idx[k]);
+            break;
+        }
+    free(whole);
+    free(split);
+}
+
 static void test_nomem_stops(void **st)
 {
     (void)st;
@@ -387,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_nomem_stops),
         cmocka_unit_test(test_nomem_each_calloc),
         cmocka_unit_test(test_stats_pick),
+        cmocka_unit_test(test_stats_blocks),
         cmocka_unit_test_setup_teardown(test_dts_labels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idx_labels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idx_too_few_classes, setup, teardown),
