@@ -95,15 +95,20 @@ static dt_status peek_on_root(const char *dir, long *step, uint32_t *channels, f
             ckpt4_data cd;
             damaged = ckpt_file_read(f, (uint32_t)k, buf) != DT_OK;
             memcpy(&cd, buf, sizeof cd);
+            /* The figures copied out of the bytes, not read through a cast pointer: the section's
+             * bytes are no float array (type and alignment). */
+            float *fig = NULL;
             if (!damaged && cd.normalize == DT_NORMALIZE_STANDARD && cd.channels > 0 &&
                 cd.channels <= CKPT_MAX_CHANNELS && bytes == sizeof cd + 2 * (uint64_t)cd.channels * sizeof(float) &&
-                !ckpt_check_data(path, cd.epoch, cd.offset, cd.normalize, cd.channels,
-                                 (const float *)(buf + sizeof cd))) {
-                memmove(buf, buf + sizeof cd, 2 * (size_t)cd.channels * sizeof(float));
-                *figures = (float *)buf, buf = NULL;
-                *channels = cd.channels;
-                *step = f->step;
+                (fig = malloc(2 * (size_t)cd.channels * sizeof *fig))) {
+                memcpy(fig, buf + sizeof cd, 2 * (size_t)cd.channels * sizeof *fig);
+                if (!ckpt_check_data(path, cd.epoch, cd.offset, cd.normalize, cd.channels, fig)) {
+                    *figures = fig, fig = NULL;
+                    *channels = cd.channels;
+                    *step = f->step;
+                }
             }
+            free(fig);
         }
         free(buf);
         ckpt_file_close(f);
