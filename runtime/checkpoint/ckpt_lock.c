@@ -52,6 +52,11 @@ static void holder_of(int fd, char *who, size_t n)
     if (k <= 0) return;
     buf[k] = '\0';
     buf[strcspn(buf, "\n")] = '\0';
+    /* Anyone who can write the lock file writes this line, and it reaches another user's terminal
+     * in a message: only printable ASCII passes (a pid, a host name and a time need no more), so
+     * no escape sequence in it can retitle, clear or recolour that terminal. */
+    for (char *c = buf; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e) *c = '?';
     if (buf[0]) snprintf(who, n, "%s", buf);
 }
 

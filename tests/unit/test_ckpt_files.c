@@ -265,6 +265,28 @@ static void test_holder_elsewhere_waited_for(void **state)
     unsetenv("DTRAIN_TEST_LOCK_WAIT_S");
 }
 
+/* The holder's line is written by whoever can write the lock file and printed in another user's
+ * refusal: its control and non-ASCII bytes are shown as '?', so a planted escape sequence never
+ * reaches that user's terminal. */
+static void test_holder_line_escaped(void **state)
+{
+    fixture *f = *state;
+    char ck[256];
+    in(f, "ck", ck);
+    const pid_t child = start_holder(ck, "\x1b]0;owned\x07\x1b[2Jpid 7 \x9b" "31m\n", 0);
+    int fd = -1;
+    const dt_status s = ckpt_dir_prepare(ck, &fd);
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", dt_last_error());
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    assert_int_equal(s, DT_ERR_IO);
+    assert_non_null(strstr(msg, "(?]0;owned??[2Jpid 7 ?31m)"));
+    for (const char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+            fail_msg("byte 0x%02x in: %s", (unsigned char)*c, msg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +296,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mode_follows_umask, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_run_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_holder_elsewhere_waited_for, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_holder_line_escaped, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
