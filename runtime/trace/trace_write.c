@@ -322,6 +322,13 @@ dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
     /* A second Ctrl-C while the trace is written takes its partial file along. */
     const int noted = rank == 0 && f && !in_place ? ckpt_temp_note(tmp) : -1;
     if (MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, w) != MPI_SUCCESS) msg[0] = '?';
+    if (msg[0] && f) {
+        /* The broadcast failed after rank 0 opened the file: nothing is written, and the empty
+         * temporary file goes (a device written in place stays). */
+        fclose(f);
+        if (!in_place) remove(tmp);
+        f = NULL;
+    }
     if (!msg[0]) {
         if (rank == 0) {
             if (write_file(w, f, heads, world, own, info, buf, alt, msg, sizeof msg)) {
