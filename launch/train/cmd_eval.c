@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,8 +224,10 @@ static void print_result(const eval_opts *e, long step, const dt_eval_result *r,
     else
         printf("dtrain eval: %s (%s split), checkpoint of step %ld in %s\n", e->data,
                e->holdout > 0 ? "the --holdout part of the train" : e->split, step, e->ckpt_dir);
+    const double loss = r->count ? r->loss_sum / (double)r->count : 0;
+    /* fabs: glibc prints a NaN with its sign bit as "-nan", which reads as a value. */
     printf("accuracy %.4f (%ld of %ld correct), mean loss %.4f\n", r->count ? (double)r->correct / r->count : 0,
-           r->correct, r->count, r->count ? r->loss_sum / (double)r->count : 0);
+           r->correct, r->count, isnan(loss) ? fabs(loss) : loss);
     if ((long)all > r->count)
         printf("--bad-samples skip: %ld of the %zu samples could not be decoded: left out of these figures "
                "(dtrain data verify PATH names them)\n",

@@ -30,8 +30,10 @@ static dt_status run_eval(const train_run *r, long step, double *loss, double *a
     char why[96] = "";
     if (left_out > 0)
         snprintf(why, sizeof why, "; %ld undecodable sample%s left out", left_out, left_out == 1 ? "" : "s");
+    /* fabs: glibc prints a NaN with its sign bit as "-nan", which reads as a value (the record's
+     * loss stays as it is: JSON writes any NaN as null). */
     snprintf(line, len, "eval %6ld/%ld  held-out loss %.4f  acc %.4f  (%ld of %ld correct%s)\n", step, r->t.steps,
-             *loss, *acc, e.correct, e.count, why);
+             isnan(*loss) ? fabs(*loss) : *loss, *acc, e.correct, e.count, why);
     return DT_OK;
 }
 
