@@ -49,7 +49,7 @@ set(DTRAIN_RUNTIME_SOURCES
   runtime/checkpoint/ckpt_temps.c
   runtime/checkpoint/ckpt_reader.c runtime/checkpoint/ckpt_apply.c runtime/checkpoint/ckpt_read4.c
   runtime/data/dataset.c runtime/data/sampler.c runtime/data/transform.c runtime/data/synthetic.c
-  runtime/data/loader.c runtime/data/evaluate.c runtime/data/stats.c runtime/data/stats_blocks.c runtime/data/dataset_norm.c runtime/data/reader.c
+  runtime/data/loader.c runtime/data/evaluate.c runtime/data/stats.c runtime/data/stats_pass.c runtime/data/dataset_norm.c runtime/data/reader.c
   runtime/data/file_io.c runtime/data/idx.c runtime/data/cifar.c runtime/data/imagefolder.c runtime/data/imagefolder_scan.c
   runtime/data/image_decode.c runtime/data/dts_read.c runtime/data/dts_write.c)
 

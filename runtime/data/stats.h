@@ -5,10 +5,9 @@
  * stores them in the header. `dtrain data verify` reads every sample through the same pass in a mode
  * that goes on past a bad sample (ds_find_bad_samples), so one run names them all.
  *
- * Sums are in double, one accumulator per thread over a fixed range of samples, merged in thread
- * order: the result depends on the thread count (in the last bits) but never on timing. The
- * normalization's figures come from fixed blocks instead (ds_stats_blocks), the same bits for any
- * thread and rank count.
+ * One pass serves them all (stats_pass.c): the samples in fixed blocks of DS_STATS_BLOCK, each
+ * block's sums in double, the blocks merged in block order, so the figures are the same bits
+ * whatever the thread count, and for the normalization's figures whatever the rank count.
  */
 #ifndef DT_RUNTIME_DATA_STATS_H
 #define DT_RUNTIME_DATA_STATS_H
@@ -25,9 +24,10 @@ typedef struct ds_stats {
 } ds_stats;
 
 /* One pass over every sample of s, split over threads pthreads (0 or 1: the caller alone). Fills
- * *out (free with ds_stats_free). A label outside [0, classes) or a value that is not finite is
- * DT_ERR_CORRUPT naming the sample; a read error passes through with the reader's message;
- * DT_ERR_NOMEM. On failure *out holds nothing to free. */
+ * *out (free with ds_stats_free); an empty split has figures of 0. A label outside [0, classes) or
+ * a value that is not finite is DT_ERR_CORRUPT naming the sample; a read error passes through with
+ * the reader's message; DT_ERR_NOMEM (the pass keeps 2c + 1 doubles a block of DS_STATS_BLOCK
+ * samples: 3.5 bytes a sample of 3 channels). On failure *out holds nothing to free. */
 dt_status ds_compute_stats(const ds_split *s, int threads, ds_stats *out);
 /* As ds_compute_stats, and on a failure *bad_sample is the lowest sample index that failed (the
  * one the message names), when bad_sample is not NULL. */
@@ -43,16 +43,12 @@ typedef struct ds_stats_pick {
     int skip_corrupt;
 } ds_stats_pick;
 
-/* As ds_compute_stats over pick's samples, split over threads as it is (a holdout's training part,
- * or every stride-th image of a large folder). */
-dt_status ds_compute_stats_pick(const ds_split *s, const ds_stats_pick *pick, int threads, ds_stats *out);
-
 /* ds_read of sample i, then its checks: a label outside [0, classes) or a value that is not finite
  * is DT_ERR_CORRUPT naming the sample. */
 dt_status ds_read_checked(const ds_split *s, size_t i, float *x, int32_t *y);
 
-/* The normalization's figures in fixed blocks (stats_blocks.c), so that they are the same bits
- * whatever the thread and rank counts: the picked samples (positions 0 .. ceil(n / stride) - 1)
+/* The normalization's figures in the pass's fixed blocks, so that they are the same bits whatever
+ * the thread and rank counts: the picked samples (positions 0 .. ceil(n / stride) - 1)
  * fall in blocks of DS_STATS_BLOCK consecutive positions; each block's sums are in double, each
  * sample's own partial sums first as ds_stats_acc_add makes them, and the blocks are merged in
  * block order. Any split of the blocks over threads or ranks gives the same partials. */
@@ -94,8 +90,10 @@ typedef struct ds_bad_samples {
 dt_status ds_find_bad_samples(const ds_split *s, int threads, size_t keep, ds_bad_samples *out);
 void ds_bad_samples_free(ds_bad_samples *b);
 
-/* The accumulator under them, for a pass that reads samples anyway (the .dts writer): init for a
- * shape and class count, add samples, merge others in a fixed order, finish into a ds_stats. */
+/* An accumulator for a pass that reads the samples anyway (the .dts writer): init for a shape and
+ * class count, add samples, merge others in a fixed order, finish into a ds_stats. Its sums are
+ * each sample's own first, as the pass's blocks make them: byte values (CIFAR, image folders,
+ * IDX and .dts of bytes) sum exactly in double, so the writer's figures are the pass's bits there. */
 typedef struct ds_stats_acc {
     int c, classes;
     size_t hw, samples;

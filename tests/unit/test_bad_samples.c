@@ -140,44 +140,11 @@ static dt_status pick_read(const ds_split *s, size_t i, float *x, int32_t *label
 static const ds_ops pick_ops = {pick_read, NULL};
 
 /* A holdout's training part (900 of the 1000 in a shuffled order) every 2nd, as --normalize
- * standard takes it: exactly those samples are read, an undecodable one left out with
- * skip_corrupt (a failure without), the figures those of the samples read, and with 4 threads the
- * pass runs on more than the caller's (the start-up of a run over 20000 images). */
-static void test_stats_pick(void **st)
-{
-    (void)st;
-    ds_split s = {.ops = &pick_ops, .count = N, .c = 2, .h = 1, .w = 1, .classes = CLASSES};
-    snprintf(s.source, sizeof s.source, "pick");
-    static uint32_t idx[N];
-    for (size_t k = 0; k < N; k++) idx[k] = (uint32_t)(k * 7 % N);
-    const ds_stats_pick pick = {.idx = idx, .n = 900, .stride = 2, .skip_corrupt = 1};
-    pick_main = pthread_self();
-    memset(pick_reads, 0, sizeof pick_reads);
-    memset(pick_off_main, 0, sizeof pick_off_main);
-    ds_stats stats;
-    assert_int_equal(ds_compute_stats_pick(&s, &pick, 4, &stats), DT_OK);
-    double sum = 0, sq = 0, n = 0;
-    size_t off_main = 0;
-    for (size_t k = 0; k < N; k++) {
-        const uint32_t i = idx[k];
-        const int picked = k < 900 && k % 2 == 0;
-        if (pick_reads[i] != picked) fail_msg("sample %u read %d times, want %d", i, pick_reads[i], picked);
-        off_main += pick_off_main[i];
-        if (picked && i % 97 != 3) sum += i, sq += (double)i * i, n++;
-    }
-    assert_true(off_main > 0);
-    const double mean = sum / n, sd = sqrt(sq / n - mean * mean);
-    assert_true(fabs(stats.mean[0] - mean) < 1e-6 && fabs(stats.mean[1] - (mean + 1)) < 1e-6);
-    assert_true(fabs(stats.std[0] - sd) < 1e-6 && fabs(stats.std[1] - sd) < 1e-6);
-    ds_stats_free(&stats);
-    const ds_stats_pick strict = {.idx = idx, .n = 900, .stride = 2};
-    assert_int_equal(ds_compute_stats_pick(&s, &strict, 4, &stats), DT_ERR_CORRUPT);
-}
-
-/* The same pick in the fixed blocks --normalize standard reads now: exactly those samples, the
- * undecodable one left out (a failure without skip_corrupt, naming the lowest), and the partials of
- * all the blocks on 4 threads the same bits as those of 3 ranges read apart on 1 thread each (the
- * ranks' shares), so the merged figures are too, and they are the samples' figures. */
+ * standard takes it, in its fixed blocks: exactly those samples are read, on more threads than the
+ * caller's with 4 (the start-up of a run over 20000 images), the undecodable one left out (a
+ * failure without skip_corrupt, naming the lowest), and the partials of all the blocks on 4
+ * threads the same bits as those of 3 ranges read apart on 1 thread each (the ranks' shares), so
+ * the merged figures are too, and they are the samples' figures. */
 static void test_stats_blocks(void **st)
 {
     (void)st;
@@ -192,7 +159,12 @@ static void test_stats_blocks(void **st)
     assert_non_null(whole);
     assert_non_null(split);
     memset(pick_reads, 0, sizeof pick_reads);
+    memset(pick_off_main, 0, sizeof pick_off_main);
+    pick_main = pthread_self();
     assert_int_equal(ds_stats_blocks(&s, &pick, 0, nb, 4, whole, NULL), DT_OK);
+    size_t off_main = 0;
+    for (size_t i = 0; i < N; i++) off_main += pick_off_main[i];
+    assert_true(off_main > 0);
     const size_t cut[4] = {0, nb / 3, 2 * nb / 3, nb};
     for (int r = 0; r < 3; r++)
         assert_int_equal(ds_stats_blocks(&s, &pick, cut[r], cut[r + 1], 1, split + cut[r] * width, NULL), DT_OK);
@@ -249,7 +221,7 @@ void *__wrap_calloc(size_t k, size_t n)
 
 /* Each allocation of a pass on 4 threads failing in turn: DT_ERR_NOMEM saying so, nothing listed
  * (the thread bookkeeping's own failing once dereferenced NULL), until one past the last, which
- * passes. */
+ * passes; the same for the statistics pass over the split's good samples. */
 static void test_nomem_each_calloc(void **st)
 {
     (void)st;
@@ -272,7 +244,25 @@ static void test_nomem_each_calloc(void **st)
         assert_int_equal(b.count, 0);
         assert_null(b.items);
     }
-    assert_true(at >= 3); /* the jobs, their thread ids and which threads started */
+    assert_true(at >= 3); /* the jobs, their thread ids and the list */
+    ds_split good = s;
+    good.count = 3; /* below the first bad sample (3): one block, one job */
+    for (at = 0;; at++) {
+        ds_stats stats;
+        calloc_fail_at = at;
+        const dt_status rc = ds_compute_stats(&good, 4, &stats);
+        const int failed = calloc_fail_at < 0;
+        calloc_fail_at = -1;
+        if (!failed) {
+            assert_int_equal(rc, DT_OK);
+            ds_stats_free(&stats);
+            break;
+        }
+        if (rc != DT_ERR_NOMEM) fail_msg("stats: calloc %ld failing: status %d (%s)", at, (int)rc, dt_last_error());
+        assert_null(stats.mean);
+        assert_null(stats.class_counts);
+    }
+    assert_true(at >= 7); /* the figures (3), the blocks, the jobs, their thread ids, a job's counts */
 }
 
 /* ----------------------------------------------------------- opens that leave labels to reads */
@@ -433,7 +423,6 @@ int main(void)
         cmocka_unit_test(test_every_bad_sample),
         cmocka_unit_test(test_nomem_stops),
         cmocka_unit_test(test_nomem_each_calloc),
-        cmocka_unit_test(test_stats_pick),
         cmocka_unit_test(test_stats_blocks),
         cmocka_unit_test_setup_teardown(test_dts_labels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idx_labels, setup, teardown),
