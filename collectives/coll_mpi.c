@@ -16,6 +16,7 @@
 #include "collectives/coll_mpi_internal.h"
 #include "collectives/engine.h"
 #include "kernels/cast.h"
+#include "kernels/host_vec.h"
 #include "base/status.h"
 
 #include <limits.h>
@@ -48,12 +49,6 @@ int coll_mpi_cuda_aware(void)
 /* Elements per MPI call for fp32 (the count argument is an int). */
 #define MPI32_CHUNK ((size_t)1 << 30)
 
-static void scale_f32(float *p, size_t n, int size)
-{
-    const float w = (float)size;
-    for (size_t i = 0; i < n; i++) p[i] /= w;
-}
-
 static dt_status mpi_allreduce_host(coll *c, void *buf, size_t count, dt_dtype t, dt_redop op)
 {
     mpi_state *st = c->impl;
@@ -77,7 +72,7 @@ static dt_status mpi_allreduce_host(coll *c, void *buf, size_t count, dt_dtype t
         rc = MPI_Iallreduce(MPI_IN_PLACE, p, (int)n, MPI_FLOAT, MPI_SUM, c->comm, &r);
         if (rc == MPI_SUCCESS) rc = mpi_op_wait(c, &r, OP_ALLREDUCE, count, start);
         if (rc != MPI_SUCCESS) break;
-        if (op == DT_AVG) scale_f32(p, n, c->size);
+        if (op == DT_AVG) cpu_div_by(p, n, (float)c->size);
         if (t != DT_F32) cpu_cast_f32_to_16(t, p, (uint16_t *)buf + off, n);
     }
     return mpi_op_end(c, OP_ALLREDUCE, count, count * dt_dtype_size(t), start, rc);
@@ -238,7 +233,7 @@ static dt_status mpi_halves_host(coll *c, float *buf, size_t count, dt_redop op,
     if (rc == MPI_SUCCESS) rc = mpi_op_wait(c, &r, kind, count, start);
     if (rc == MPI_SUCCESS && kind == OP_REDUCE_SCATTER) {
         if (mine) memmove(buf + mine, buf, b * sizeof(float));
-        if (op == DT_AVG) scale_f32(buf + mine, b, c->size);
+        if (op == DT_AVG) cpu_div_by(buf + mine, b, (float)c->size);
     }
     return mpi_op_end(c, kind, count, count * sizeof(float), start, rc);
 }

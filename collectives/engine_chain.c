@@ -25,6 +25,7 @@
 #include "collectives/engine_impl.h"
 #include "collectives/coll.h"
 #include "base/status.h"
+#include "kernels/host_vec.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -126,9 +127,8 @@ static void ch_fold(const engine *e, req *q, size_t off, size_t cnt)
 {
     float *own = q->buf + off;
     const float *part = q->scratch + off;
-    for (size_t i = 0; i < cnt; i++) own[i] = part[i] + own[i];
-    if (q->op == DT_AVG && e->rank == e->size - 1)
-        for (size_t i = 0; i < cnt; i++) own[i] /= (float)e->size;
+    cpu_add_into(own, part, cnt); /* part + own: IEEE addition commutes, bit for bit */
+    if (q->op == DT_AVG && e->rank == e->size - 1) cpu_div_by(own, cnt, (float)e->size);
 }
 
 int engine_chain_progress(engine *e, req *q, int *mpi_rc)

@@ -16,6 +16,7 @@
 #include "base/trace.h"
 #include "collectives/ctx_comm.h"
 #include "kernels/cast.h"
+#include "kernels/host_vec.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -191,8 +192,7 @@ dt_status engine_req_post(engine *e, req *q)
             return status_set_error(DT_ERR_MPI, "collective #%llu (bucket %d) failed: a peer may have died",
                                     (unsigned long long)q->seq, q->bucket);
         }
-        if (q->op == DT_AVG)
-            for (size_t i = 0; i < q->count; i++) q->buf[i] /= 2.0f;
+        if (q->op == DT_AVG) cpu_div_by(q->buf, q->count, 2.0f);
         q->phase = PHASE_DONE;
         req_log_end(e, q, 1);
         return DT_OK;
@@ -244,11 +244,9 @@ static void req_reduce(engine *e, req *q)
                 const uint16_t *src = (k == me ? q->wire16 + moff : recv + (size_t)(k < me ? k : k - 1) * mcnt) + b;
                 /* cppcheck-suppress legacyUninitvar ; tmp is read (k > 0) only after this call wrote it */
                 cpu_cast_16_to_f32(q->wire, src, k == 0 ? acc : tmp, n);
-                if (k > 0)
-                    for (size_t i = 0; i < n; i++) acc[i] += tmp[i];
+                if (k > 0) cpu_add_into(acc, tmp, n);
             }
-            if (q->op == DT_AVG)
-                for (size_t i = 0; i < n; i++) acc[i] /= (float)W;
+            if (q->op == DT_AVG) cpu_div_by(acc, n, (float)W);
             cpu_cast_f32_to_16(q->wire, acc, q->wire16 + moff + b, n);
         }
         return;
@@ -261,10 +259,9 @@ static void req_reduce(engine *e, req *q)
             if (k == 0)
                 memcpy(acc, src, n * sizeof(float));
             else
-                for (size_t i = 0; i < n; i++) acc[i] += src[i];
+                cpu_add_into(acc, src, n);
         }
-        if (q->op == DT_AVG)
-            for (size_t i = 0; i < n; i++) acc[i] /= (float)W;
+        if (q->op == DT_AVG) cpu_div_by(acc, n, (float)W);
         memcpy(own + b, acc, n * sizeof(float));
     }
 }

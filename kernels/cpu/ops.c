@@ -81,6 +81,14 @@ DT_CPU_CLONES void cpu_scale(float *restrict x, size_t n, float m)
     for (; j < n; j++) x[j] *= m;
 }
 
+DT_CPU_CLONES void cpu_div_by(float *restrict x, size_t n, float d)
+{
+    size_t j = 0;
+    for (; j + DT_CPU_BLOCK <= n; j += DT_CPU_BLOCK)
+        for (size_t t = 0; t < DT_CPU_BLOCK; t++) x[j + t] /= d;
+    for (; j < n; j++) x[j] /= d;
+}
+
 /* ---------------------------------------------------------------- GEMM and fully connected */
 
 void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,

@@ -10,6 +10,7 @@
 #define DT_KERNELS_CPU_OPS_CPU_H
 
 #include "kernels/backend.h"
+#include "kernels/host_vec.h"
 
 /* Elementwise loops run in fixed blocks of this many floats plus a scalar tail: at -O2, gcc 12's
  * "very cheap" vectorizer cost model only vectorizes a loop whose trip count is a known multiple
@@ -23,11 +24,7 @@
 #define DT_CPU_CLONES
 #endif
 
-/* ops.c */
-/* dst[0..n) += src[0..n) and x[0..n) *= m, blocked over restrict pointers so that gcc vectorizes
- * them at -O2, where a plain loop over n (or one that may alias) stays scalar. */
-void cpu_add_into(float *dst, const float *src, size_t n);
-void cpu_scale(float *x, size_t n, float m);
+/* ops.c; its elementwise loops (cpu_add_into, cpu_scale, cpu_div_by) are in kernels/host_vec.h. */
 void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
               int ldb, float beta, float *c, int ldc);
 void cpu_linear_fwd(const float *x, const float *w, const float *b, float *y, int batch, int in, int out);
