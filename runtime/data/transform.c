@@ -41,13 +41,21 @@ static dt_status read_sample(dt_dataset *d, uint32_t k, int replace, float *x, i
     return status_set_error(DT_ERR_CORRUPT, "%s: no sample could be decoded", d->split->source);
 }
 
-/* Crop after zero padding and flip, from src into dst (one C x H x W sample). */
+/* Crop after zero padding and flip, from src into dst (one C x H x W sample). Each output row is
+ * zeros, a run of one source row (reversed when flipped) and zeros: the run's columns are worked
+ * out once, not a bounds test per pixel (which made this half of an augmented CIFAR pipeline). */
 static void augment(const dt_dataset *d, uint64_t r, const float *src, float *dst)
 {
     const int P = d->crop_pad, H = d->h, W = d->w;
     const int dy = P ? (int)(r % (uint64_t)(2 * P + 1)) - P : 0;
     const int dx = P ? (int)((r >> 16) % (uint64_t)(2 * P + 1)) - P : 0;
     const int flip = d->flip && (r >> 63);
+    /* Output column x reads source column x + dx, or W - 1 - x + dx flipped: [x0, x1) lie inside. */
+    int x0 = flip ? (dx > 0 ? dx : 0) : (dx < 0 ? -dx : 0);
+    int x1 = flip ? (dx < 0 ? W + dx : W) : (dx > 0 ? W - dx : W);
+    /* A pad wider than the image can shift it out whole: then the row is zeros. */
+    if (x0 > W) x0 = W;
+    if (x1 < x0) x1 = x0;
     for (int c = 0; c < d->c; c++) {
         const float *sp = src + (size_t)c * H * W;
         float *dp = dst + (size_t)c * H * W;
@@ -58,10 +66,15 @@ static void augment(const dt_dataset *d, uint64_t r, const float *src, float *ds
                 memset(row, 0, (size_t)W * sizeof *row);
                 continue;
             }
-            for (int x = 0; x < W; x++) {
-                const int ox = flip ? W - 1 - x : x, sx = ox + dx;
-                row[x] = sx >= 0 && sx < W ? sp[(size_t)sy * W + sx] : 0.0f;
+            const float *srow = sp + (size_t)sy * W;
+            memset(row, 0, (size_t)x0 * sizeof *row);
+            if (flip) {
+                const float *from = srow + (W - 1 + dx); /* column x reads from[-x] */
+                for (int x = x0; x < x1; x++) row[x] = from[-x];
+            } else {
+                memcpy(row + x0, srow + x0 + dx, (size_t)(x1 - x0) * sizeof *row);
             }
+            memset(row + x1, 0, (size_t)(W - x1) * sizeof *row);
         }
     }
 }

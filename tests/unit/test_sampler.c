@@ -175,6 +175,61 @@ static void test_augment_independent_of_rank(void **state)
     dt_dataset_free(plain);
 }
 
+/* Sample src (c x h x w) shifted by (dy, dx) with zeros where the padded source lies, flipped
+ * first when flip: what --augment crop:P,flip means, one pixel at a time. */
+static void crop_flip_ref(const float *src, float *dst, int c, int h, int w, int dy, int dx, int flip)
+{
+    for (int k = 0; k < c; k++)
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                const int sy = y + dy, sx = (flip ? w - 1 - x : x) + dx;
+                dst[((size_t)k * h + y) * w + x] =
+                    sy >= 0 && sy < h && sx >= 0 && sx < w ? src[((size_t)k * h + sy) * w + sx] : 0.0f;
+            }
+}
+
+/* Every augmented sample is one of the (2P + 1)^2 x 2 crops and flips of its plain read, exactly;
+ * over 64 samples both flips and several shifts come up; a pad wider than the image (P 9 on 8x8)
+ * shifts whole rows and columns out. */
+static void test_augment_is_a_crop_and_flip(void **state)
+{
+    (void)state;
+    enum { C = 3, H = 8, W = 8, N = 64, PER = C * H * W };
+    for (int P = 2; P <= 9; P += 7) {
+        dt_data_config c;
+        dt_data_defaults(&c);
+        c.normalize = DT_NORMALIZE_NONE;
+        c.seed = 11;
+        dt_dataset *plain, *aug;
+        assert_int_equal(dt_synthetic_open(C, H, W, 5, N, 9, &c, &plain), DT_OK);
+        c.crop_pad = P, c.flip = 1;
+        assert_int_equal(dt_synthetic_open(C, H, W, 5, N, 9, &c, &aug), DT_OK);
+        static float ref[N * PER], got[N * PER], cand[PER];
+        int32_t lref[N], lgot[N];
+        assert_int_equal(dt_dataset_batch(plain, 0, 0, 1, N, ref, lref), DT_OK);
+        assert_int_equal(dt_dataset_batch(aug, 0, 0, 1, N, got, lgot), DT_OK);
+        int flips = 0, shifts = 0;
+        for (int j = 0; j < N; j++) {
+            int found = 0;
+            for (int f = 0; f <= 1 && !found; f++)
+                for (int dy = -P; dy <= P && !found; dy++)
+                    for (int dx = -P; dx <= P && !found; dx++) {
+                        crop_flip_ref(ref + (size_t)j * PER, cand, C, H, W, dy, dx, f);
+                        if (!memcmp(cand, got + (size_t)j * PER, sizeof cand)) {
+                            found = 1;
+                            flips += f;
+                            shifts += dx != 0;
+                        }
+                    }
+            if (!found) fail_msg("pad %d: augmented sample %d is no crop and flip of its plain read", P, j);
+        }
+        assert_true(flips > 0 && flips < N);
+        assert_true(shifts > 0);
+        dt_dataset_free(plain);
+        dt_dataset_free(aug);
+    }
+}
+
 static void test_stats_stride(void **state)
 {
     (void)state;
@@ -195,9 +250,13 @@ static void test_stats_stride(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_epoch_is_the_dataset), cmocka_unit_test(test_resume_on_other_ranks),
-        cmocka_unit_test(test_file_order),           cmocka_unit_test(test_augment_independent_of_rank),
-        cmocka_unit_test(test_epoch_past_long_max),  cmocka_unit_test(test_stats_stride),
+        cmocka_unit_test(test_epoch_is_the_dataset),
+        cmocka_unit_test(test_resume_on_other_ranks),
+        cmocka_unit_test(test_file_order),
+        cmocka_unit_test(test_augment_independent_of_rank),
+        cmocka_unit_test(test_augment_is_a_crop_and_flip),
+        cmocka_unit_test(test_epoch_past_long_max),
+        cmocka_unit_test(test_stats_stride),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
