@@ -3,6 +3,7 @@
  * terminal do not interleave mid-line.
  */
 #include "base/log.h"
+#include "base/printable.h"
 #include "base/status.h"
 
 #include <stdarg.h>
@@ -46,9 +47,15 @@ static void log_vwrite(log_level l, const char *fmt, va_list ap)
     else
         n = snprintf(line, sizeof line, "%s:%d [rank ?] dtrain %s ", host, (int)getpid(), level_names[l]);
     if (n < 0 || (size_t)n >= sizeof line) n = 0;
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    size_t len = (m < 0) ? (size_t)n : strnlen(line, sizeof line - 1);
-    if (len == 0 || line[len - 1] != '\n') line[len++] = '\n';
+    char msg[sizeof line];
+    if (vsnprintf(msg, sizeof msg, fmt, ap) < 0) msg[0] = '\0';
+    const size_t end = strlen(msg);
+    if (end > 0 && msg[end - 1] == '\n') msg[end - 1] = '\0';
+    /* One line, no control character: a name in the message cannot forge a log line or act on
+     * the terminal (printable.h). */
+    text_escape_controls(msg, line + n, sizeof line - (size_t)n - 1);
+    size_t len = strlen(line);
+    line[len++] = '\n';
     fwrite(line, 1, len, stderr);
     fflush(stderr);
 }

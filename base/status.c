@@ -2,6 +2,7 @@
  * status.c - status codes, their descriptions and the per-thread last-error message.
  */
 #include "base/status.h"
+#include "base/printable.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -77,7 +78,9 @@ static dt_status set_error(dt_status s, int from_peer, const char *fmt, va_list 
      * reading from is undefined behaviour. */
     char msg[sizeof last_error];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    memcpy(last_error, msg, sizeof msg);
+    /* A message names files and values dtrain did not choose (a dataset's file names): one line
+     * with no control character, whoever prints it (the command, the log, a library caller). */
+    text_escape_controls(msg, last_error, sizeof last_error);
     last_from_peer = from_peer;
     last_shared = DT_OK;
     return s;

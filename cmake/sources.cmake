@@ -4,7 +4,7 @@
 # each may include its own headers and those of the layers below (cmake/layers.cmake enforces it).
 
 set(DTRAIN_BASE_SOURCES
-  base/status.c base/log.c base/parse.c base/thread_stack.c base/dtype.c base/median.c base/path.c base/io_error.c base/json.c
+  base/status.c base/log.c base/parse.c base/thread_stack.c base/dtype.c base/median.c base/path.c base/io_error.c base/json.c base/printable.c
   base/trace.c base/trace_json.c base/gpu_span.c base/abort_guard.c base/mem_limit.c
   base/host_budget.c base/cgroup.c)
 

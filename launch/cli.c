@@ -8,6 +8,7 @@
 #include "base/parse.h"
 #include "base/status.h"
 #include "base/path.h"
+#include "base/printable.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -47,9 +48,10 @@ void cli_error_capture(char *buf, size_t n)
 /* cli_error's and cli_error_job's printing; identity: end with the rank that prints it. */
 static void error_vprint(int identity, const char *fmt, va_list ap)
 {
-    char msg[4096];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    if (g_capture) { /* a second message follows the first: none is lost */
+    char raw[4096], msg[4096];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    text_escape_controls(raw, msg, sizeof msg); /* names from a dataset or another user's file */
+    if (g_capture) {                            /* a second message follows the first: none is lost */
         const size_t used = strlen(g_capture);
         snprintf(g_capture + used, g_capture_n - used, "%s%s", used ? "; " : "", msg);
         return;

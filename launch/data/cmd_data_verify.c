@@ -8,6 +8,7 @@
 #include "launch/cli.h"
 #include "runtime/data/dts.h"
 #include "runtime/data/stats.h"
+#include "base/printable.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +18,12 @@
  * for the other formats, whose messages name the file and record. */
 static void sample_where(const ds_split *s, size_t i, char *out, size_t n)
 {
-    char path[4200];
-    out[0] = '\0';
+    char path[4200], raw[4400] = "";
     if (imagefolder_sample_path(s, i, path, sizeof path))
-        snprintf(out, n, " (%s)", path);
+        snprintf(raw, sizeof raw, " (%s)", path);
     else if (strcmp(s->format, "dts") == 0)
-        snprintf(out, n, " (byte offset %llu of %s)", (unsigned long long)dts_sample_offset(s, i), s->source);
+        snprintf(raw, sizeof raw, " (byte offset %llu of %s)", (unsigned long long)dts_sample_offset(s, i), s->source);
+    text_escape_controls(raw, out, n); /* a file name in a shared dataset is anyone's: no escape reaches the terminal */
 }
 
 /* Every sample and label of one split, and for a .dts the payload CRC. Prints OK, or each bad

@@ -17,12 +17,16 @@
 #include "dtrain.h"
 #include "runtime/placement/hostlist.h"
 #include "base/status.h"
+#include "base/printable.h"
 
-/* Fails the test, showing the message, unless the last error contains needle. */
+/* Fails the test, showing the message, unless the last error contains needle, as a message
+ * writes it: its control characters as C escapes (base/printable.h). */
 static void expect_error_contains(const char *needle)
 {
     const char *msg = dt_last_error();
-    if (strstr(msg, needle) == NULL) fail_msg("last error \"%s\" does not contain \"%s\"", msg, needle);
+    char shown[1024];
+    text_escape_controls(needle, shown, sizeof shown);
+    if (strstr(msg, shown) == NULL) fail_msg("last error \"%s\" does not contain \"%s\"", msg, shown);
 }
 
 /* Non-NULL garbage the parsers must overwrite with NULL / 0 on failure. */

@@ -18,16 +18,20 @@
 #include "dtrain.h"
 #include "base/parse.h"
 #include "base/status.h"
+#include "base/printable.h"
 
 /* A value no test expects, to prove a failing parse did not write the output. */
 #define INT_SENTINEL 123456
 #define DOUBLE_SENTINEL -777.25
 
-/* Fails the test, showing the message, unless the last error contains needle. */
+/* Fails the test, showing the message, unless the last error contains needle, as a message
+ * writes it: its control characters as C escapes (base/printable.h). */
 static void expect_error_contains(const char *needle)
 {
     const char *msg = dt_last_error();
-    if (strstr(msg, needle) == NULL) fail_msg("last error \"%s\" does not contain \"%s\"", msg, needle);
+    char shown[1024];
+    text_escape_controls(needle, shown, sizeof shown);
+    if (strstr(msg, shown) == NULL) fail_msg("last error \"%s\" does not contain \"%s\"", msg, shown);
 }
 
 /* ---------------------------------------------------------------- parse_int: accepted */
@@ -291,7 +295,7 @@ static void test_flags_same_rule(void **state)
     assert_string_equal(dt_last_error(),
                         "--blas-threads '1.5' is not a whole number (expected an integer from 0 to 4096)");
     assert_int_equal(parse_int("--blas-threads", "\t1", 0, 4096, &out), DT_ERR_INVALID_ARG);
-    assert_string_equal(dt_last_error(), "--blas-threads '\t1' has leading or trailing whitespace (expected an "
+    assert_string_equal(dt_last_error(), "--blas-threads '\\t1' has leading or trailing whitespace (expected an "
                                          "integer from 0 to 4096)");
     assert_int_equal(parse_int("--blas-threads", NULL, 0, 4096, &out), DT_ERR_INVALID_ARG);
     assert_string_equal(dt_last_error(), "--blas-threads needs a value (expected an integer from 0 to 4096)");

@@ -15,6 +15,7 @@
 
 #include "dtrain.h"
 #include "base/status.h"
+#include "base/printable.h"
 
 /* Cleanup that fails on its own account, as freeing device memory or a settle may. */
 static void failing_cleanup(void) { (void)status_set_error(DT_ERR_DEVICE, "cleanup's own failure"); }
@@ -121,6 +122,26 @@ static void test_carried_across_threads(void **state)
     assert_string_equal(dt_last_error(), "sample 7: label 12 is outside 0 to 9");
 }
 
+/* A message naming a file of a shared dataset prints no control character: ESC, BEL, a newline
+ * (a forged log line) and the C1 CSI (UTF-8 c2 9b) come out as C escapes, other UTF-8 as it was;
+ * an escape is never cut in half at the end of the room. */
+static void test_message_printable(void **state)
+{
+    (void)state;
+    const char *name = "bad\x1b]0;pwned\x07 \xc2\x9b"
+                       "31m\nrank 3 dtrain ERROR\tx\x7f caf\xc3\xa9";
+    status_set_error(DT_ERR_CORRUPT, "%s cannot be decoded", name);
+    assert_string_equal(dt_last_error(), "bad\\x1b]0;pwned\\x07 \\xc2\\x9b31m\\nrank 3 dtrain ERROR\\tx\\x7f "
+                                         "caf\xc3\xa9 cannot be decoded");
+    char out[8];
+    text_escape_controls("ab\x1b", out, sizeof out); /* "ab\x1b" needs 7 bytes and the end */
+    assert_string_equal(out, "ab\\x1b");
+    text_escape_controls("abcd\x1b", out, sizeof out);
+    assert_string_equal(out, "abcd");
+    text_escape_controls("\xc2", out, sizeof out); /* a lone lead byte at the end is no C1 control */
+    assert_string_equal(out, "\xc2");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -129,6 +150,7 @@ int main(void)
         cmocka_unit_test(test_carried_across_threads),
         cmocka_unit_test(test_peer_mark),
         cmocka_unit_test(test_shared_mark),
+        cmocka_unit_test(test_message_printable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
