@@ -242,7 +242,6 @@ static void req_reduce(engine *e, req *q)
             size_t n = mcnt - b < ENGINE_BLOCK ? mcnt - b : ENGINE_BLOCK;
             for (int k = 0; k < W; k++) {
                 const uint16_t *src = (k == me ? q->wire16 + moff : recv + (size_t)(k < me ? k : k - 1) * mcnt) + b;
-                /* cppcheck-suppress legacyUninitvar ; tmp is read (k > 0) only after this call wrote it */
                 cpu_cast_16_to_f32(q->wire, src, k == 0 ? acc : tmp, n);
                 if (k > 0) cpu_add_into(acc, tmp, n);
             }
