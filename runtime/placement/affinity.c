@@ -156,6 +156,126 @@ static int affinity_cores(hwloc_topology_t topo, const cpu_set_t *allowed, cpu_s
     return n;
 }
 
+/* Whether the launcher bound this rank: the local ranks were given different CPU sets, or a lone
+ * rank may use fewer CPUs than its cgroup allows. Ranks that were all given the same subset
+ * (taskset around mpirun) are still split among themselves. */
+static int bound_by_launcher(hwloc_topology_t topo, int foreign, const cpu_set_t *allowed, const cpu_set_t *all_allowed,
+                             int lsize)
+{
+    for (int i = 0; i < lsize; i++)
+        if (!CPU_EQUAL(&all_allowed[i], allowed)) return 1;
+    if (lsize > 1) return 0;
+    if (foreign) {
+        /* A foreign topology's CPUs are not this machine's: count the kernel's instead. */
+        const long online = sysconf(_SC_NPROCESSORS_ONLN);
+        return online > 0 && CPU_COUNT(allowed) < online;
+    }
+    int fewer = 0, pu;
+    hwloc_const_cpuset_t machine = hwloc_topology_get_allowed_cpuset(topo);
+    hwloc_bitmap_foreach_begin(pu, machine)
+    {
+        if (pu < CPU_SETSIZE && !CPU_ISSET(pu, allowed)) fewer = 1;
+    }
+    hwloc_bitmap_foreach_end();
+    return fewer;
+}
+
+/* dtrain's own pinning: this rank's block of the whole cores of its candidates, among the local
+ * ranks with the same candidates (the same GPU NUMA node), in local-rank order; or no pinning when
+ * there are fewer cores than those ranks. Sets *final (what the kernel reports), out->pinned_by,
+ * out->shared and why (n bytes). DT_ERR_INTERNAL when the binding fails. */
+static dt_status pin_own_block(hwloc_topology_t topo, const cpu_set_t *allowed, const cpu_set_t *cand,
+                               const cpu_set_t *all_cand, int lrank, int lsize, cpu_set_t *cores, cpu_set_t *final,
+                               affinity_result *out, char *why, size_t n)
+{
+    int gidx = 0, gsize = 0;
+    for (int i = 0; i < lsize; i++)
+        if (CPU_EQUAL(&all_cand[i], cand)) {
+            if (i < lrank) gidx++;
+            gsize++;
+        }
+    const int ncores = affinity_cores(topo, cand, cores, CPU_SETSIZE);
+    if (gsize > ncores) {
+        /* Fewer cores than ranks: pinning would stack ranks on cores while others idle, so leave
+         * the scheduler to spread them, and say so. */
+        out->shared = 1;
+        out->pinned_by = DT_PINNED_NONE;
+        snprintf(why, n, "not pinned: %d local ranks share %d candidate cores, the scheduler spreads them", gsize,
+                 ncores);
+        return DT_OK;
+    }
+    int first, count;
+    affinity_block(ncores, gidx, gsize, &first, &count);
+    CPU_ZERO(final);
+    for (int i = first; i < first + count; i++) CPU_OR(final, final, &cores[i]);
+    hwloc_bitmap_t bm = hwloc_bitmap_alloc();
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, final)) hwloc_bitmap_set(bm, (unsigned)c);
+    const int rc = hwloc_set_cpubind(topo, bm, HWLOC_CPUBIND_PROCESS);
+    hwloc_bitmap_free(bm);
+    if (rc != 0)
+        return status_set_error(DT_ERR_INTERNAL, "binding to CPUs failed: %s. Fix: run with --pin none",
+                                strerror(errno));
+    out->pinned_by = DT_PINNED_BY_DTRAIN;
+    snprintf(why, n,
+             "pinned: cores %d..%d of the %d candidate cores, block %d of the %d local ranks with these candidates",
+             first, first + count - 1, ncores, gidx, gsize);
+    /* Report what the kernel did, not what was asked: a binding that did not take (hwloc misled
+     * about the machine) must not be claimed. */
+    cpu_set_t now;
+    if (sched_getaffinity(0, sizeof now, &now) == 0 && !CPU_EQUAL(&now, final)) {
+        char want[256], got[256];
+        affinity_format(final, want, sizeof want);
+        affinity_format(&now, got, sizeof got);
+        log_msg(LOG_LEVEL_WARN,
+                "binding to CPUs %s did not take: the kernel reports CPUs %s, which dtrain reports instead. "
+                "Check the HWLOC_* variables, or run with --pin none",
+                want, got);
+        *final = now;
+        if (CPU_EQUAL(&now, allowed)) out->pinned_by = DT_PINNED_NONE;
+        snprintf(why, n, "the binding did not take: the kernel's CPUs are reported");
+    }
+    return DT_OK;
+}
+
+/* The BLAS threads of a rank placed on out->cpus: blas_threads when given, else one per core
+ * divided among the local ranks whose CPUs overlap this rank's (*sharing of them, itself included:
+ * dtrain's own blocks are disjoint, but a launcher's binding or no pinning may give several ranks
+ * the same cores, which their BLAS threads then share), 1 where cores are shared; never more than
+ * OpenBLAS can add. */
+static int blas_thread_count(const affinity_result *out, const cpu_set_t *all_allowed, int lsize, int blas_threads,
+                             int *sharing)
+{
+    *sharing = 1;
+    if (out->pinned_by != DT_PINNED_BY_DTRAIN) {
+        *sharing = 0;
+        for (int i = 0; i < lsize; i++) {
+            cpu_set_t both;
+            CPU_AND(&both, &all_allowed[i], &out->cpus);
+            if (CPU_COUNT(&both) > 0) ++*sharing;
+        }
+        if (*sharing < 1) *sharing = 1;
+    }
+    int threads = blas_threads > 0 ? blas_threads : out->num_cores / *sharing;
+    if (out->shared && blas_threads <= 0) threads = 1;
+    if (threads < 1) threads = 1;
+    /* Each thread OpenBLAS adds maps its working buffer as it starts and, where it cannot, spins
+     * for ever (kernels/cpu/blas_reserve.c): the room for them is probed first, and without it the
+     * count stays (a warning, not an error: this rank alone would fail a collective set-up). The
+     * count before is at most OpenBLAS's pool, so this may ask for more than it maps, never less. */
+    const int before = openblas_get_num_threads();
+    if (threads > before) {
+        char need[64];
+        snprintf(need, sizeof need, "%d more BLAS thread(s) (%d asked)", threads - before, threads);
+        if (backend_cpu_blas_probe(threads - before, need) != DT_OK) {
+            log_msg(LOG_LEVEL_WARN, "%s; keeping %d BLAS thread(s)", dt_last_error(), before);
+            status_clear_error();
+            threads = before;
+        }
+    }
+    return threads;
+}
+
 dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_id, int blas_threads,
                          affinity_result *out)
 {
@@ -212,26 +332,7 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
         goto done;
     }
 
-    /* The launcher bound us when the local ranks were given different sets. */
-    int launcher_bound = 0;
-    for (int i = 0; i < lsize; i++)
-        if (!CPU_EQUAL(&all_allowed[i], &allowed)) launcher_bound = 1;
-    /* ...or, for a lone rank, when it may use fewer CPUs than its cgroup allows. Ranks that were all
-     * given the same subset (taskset around mpirun) are still split among themselves. */
-    if (lsize == 1 && !foreign) {
-        hwloc_const_cpuset_t machine = hwloc_topology_get_allowed_cpuset(topo);
-        int pu;
-        hwloc_bitmap_foreach_begin(pu, machine)
-        {
-            if (pu < CPU_SETSIZE && !CPU_ISSET(pu, &allowed)) launcher_bound = 1;
-        }
-        hwloc_bitmap_foreach_end();
-    } else if (lsize == 1) {
-        /* A foreign topology's CPUs are not this machine's: count the kernel's instead. */
-        const long online = sysconf(_SC_NPROCESSORS_ONLN);
-        if (online > 0 && CPU_COUNT(&allowed) < online) launcher_bound = 1;
-    }
-
+    const int launcher_bound = bound_by_launcher(topo, foreign, &allowed, all_allowed, lsize);
     cpu_set_t final = allowed;
     char why[256] = "";
     if (mode == DT_PIN_NONE) {
@@ -253,58 +354,9 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
                     "on the CPUs the launcher allowed (%s), and dtrain reports those",
                     fix, a);
         }
-    } else {
-        /* The group: local ranks with the same candidate set (same GPU NUMA node), by local rank. */
-        int gidx = 0, gsize = 0;
-        for (int i = 0; i < lsize; i++)
-            if (CPU_EQUAL(&all_cand[i], &cand)) {
-                if (i < lrank) gidx++;
-                gsize++;
-            }
-        int ncores = affinity_cores(topo, &cand, cores, CPU_SETSIZE);
-        if (gsize > ncores) {
-            /* Fewer cores than ranks: pinning would stack ranks on cores while others idle, so
-             * leave the scheduler to spread them, and say so. */
-            out->shared = 1;
-            out->pinned_by = DT_PINNED_NONE;
-            snprintf(why, sizeof why, "not pinned: %d local ranks share %d candidate cores, the scheduler spreads them",
-                     gsize, ncores);
-        } else {
-            int first, count;
-            affinity_block(ncores, gidx, gsize, &first, &count);
-            CPU_ZERO(&final);
-            for (int i = first; i < first + count; i++) CPU_OR(&final, &final, &cores[i]);
-            hwloc_bitmap_t bm = hwloc_bitmap_alloc();
-            for (int c = 0; c < CPU_SETSIZE; c++)
-                if (CPU_ISSET(c, &final)) hwloc_bitmap_set(bm, (unsigned)c);
-            int rc = hwloc_set_cpubind(topo, bm, HWLOC_CPUBIND_PROCESS);
-            hwloc_bitmap_free(bm);
-            if (rc != 0) {
-                s = status_set_error(DT_ERR_INTERNAL, "binding to CPUs failed: %s. Fix: run with --pin none",
-                                     strerror(errno));
-                goto done;
-            }
-            out->pinned_by = DT_PINNED_BY_DTRAIN;
-            snprintf(why, sizeof why,
-                     "pinned: cores %d..%d of the %d candidate cores, block %d of the %d local ranks "
-                     "with these candidates",
-                     first, first + count - 1, ncores, gidx, gsize);
-            /* Report what the kernel did, not what was asked: a binding that did not take (hwloc
-             * misled about the machine) must not be claimed. */
-            cpu_set_t now;
-            if (sched_getaffinity(0, sizeof now, &now) == 0 && !CPU_EQUAL(&now, &final)) {
-                char want[256], got[256];
-                affinity_format(&final, want, sizeof want);
-                affinity_format(&now, got, sizeof got);
-                log_msg(LOG_LEVEL_WARN,
-                        "binding to CPUs %s did not take: the kernel reports CPUs %s, which dtrain reports instead. "
-                        "Check the HWLOC_* variables, or run with --pin none",
-                        want, got);
-                final = now;
-                if (CPU_EQUAL(&now, &allowed)) out->pinned_by = DT_PINNED_NONE;
-                snprintf(why, sizeof why, "the binding did not take: the kernel's CPUs are reported");
-            }
-        }
+    } else if ((s = pin_own_block(topo, &allowed, &cand, all_cand, lrank, lsize, cores, &final, out, why,
+                                  sizeof why))) {
+        goto done;
     }
     if (lsize > 1 && !out->shared && mode != DT_PIN_NONE) {
         /* Launcher bindings and the no-pin mode may still stack more ranks than cores. */
@@ -318,36 +370,8 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
     out->num_cores = affinity_cores(topo, &final, cores, CPU_SETSIZE);
     affinity_format(&final, out->list, sizeof out->list);
 
-    /* Local ranks whose CPUs overlap this rank's, itself included: dtrain's own blocks are
-     * disjoint, but a launcher's binding or no pinning may give several ranks the same cores,
-     * which their BLAS threads then share instead of each taking one per core. */
-    int sharing = 1;
-    if (out->pinned_by != DT_PINNED_BY_DTRAIN) {
-        sharing = 0;
-        for (int i = 0; i < lsize; i++) {
-            cpu_set_t both;
-            CPU_AND(&both, &all_allowed[i], &final);
-            if (CPU_COUNT(&both) > 0) sharing++;
-        }
-        if (sharing < 1) sharing = 1;
-    }
-    int threads = blas_threads > 0 ? blas_threads : out->num_cores / sharing;
-    if (out->shared && blas_threads <= 0) threads = 1;
-    if (threads < 1) threads = 1;
-    /* Each thread OpenBLAS adds maps its working buffer as it starts and, where it cannot, spins
-     * for ever (kernels/cpu/blas_reserve.c): the room for them is probed first, and without it the
-     * count stays (a warning, not an error: this rank alone would fail a collective set-up). The
-     * count before is at most OpenBLAS's pool, so this may ask for more than it maps, never less. */
-    const int before = openblas_get_num_threads();
-    if (threads > before) {
-        char need[64];
-        snprintf(need, sizeof need, "%d more BLAS thread(s) (%d asked)", threads - before, threads);
-        if (backend_cpu_blas_probe(threads - before, need) != DT_OK) {
-            log_msg(LOG_LEVEL_WARN, "%s; keeping %d BLAS thread(s)", dt_last_error(), before);
-            status_clear_error();
-            threads = before;
-        }
-    }
+    int sharing;
+    const int threads = blas_thread_count(out, all_allowed, lsize, blas_threads, &sharing);
     openblas_set_num_threads(threads);
     out->blas_threads = threads;
     if (debug)
