@@ -215,23 +215,15 @@ static FILE *open_temp(const char *target, char *tmp, size_t n)
     return f;
 }
 
-dt_status dt_trace_write(dt_ctx *ctx, const char *path) { return trace_write_named(ctx, path, NULL); }
-
-dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
+/* Whether every rank may write the trace: all have a recorder that is still open, and rank 0 can
+ * write path (tried first: a path it cannot write fails every rank before the recorder closes, so
+ * the spans are kept for a second call with another path). Collective: through the watched
+ * allreduce, so a rank that never comes is named, not waited for; the sums are exact in fp32 up to
+ * 2^24 ranks. */
+static dt_status agree_to_write(dt_ctx *ctx, trace_rec *rec, const char *path, const char *name, const char *flag)
 {
-    if (!ctx) return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_write needs a context");
-    /* What the messages call the path, and what a user changes to get past a failure. */
-    const char *name = flag ? flag : "dt_trace_write", *alt = flag ? flag : "path";
-    MPI_Comm w = ctx_world_comm(ctx);
     const int rank = dt_rank(ctx), world = dt_world_size(ctx);
-    trace_rec *rec = ctx_trace(ctx);
-    /* All ranks or none: a rank without a recorder would leave the others waiting for its events. */
-    /* Through the watched allreduce: a rank that never comes here is named, not waited for. The
-     * sums are exact in fp32 up to 2^24 ranks. */
     const int started = rec && !atomic_load(&rec->closed);
-    /* Rank 0 tries the path first, and its verdict travels in the same allreduce: a path it
-     * cannot write fails every rank before the recorder closes, so the spans are kept for a
-     * second call with another path. */
     dt_status path_s = DT_OK;
     if (rank == 0 && started)
         path_s = !path || !*path
@@ -245,38 +237,45 @@ dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
     if (!all)
         return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_write: %s",
                                 any ? "tracing was started on some ranks only" : "call dt_trace_start first");
-    if (votes[1] != 0) {
-        if (rank == 0) return path_s; /* its message names the path and the cause */
-        if (flag)
-            return status_set_error((dt_status)votes[1],
-                                    "rank 0 cannot write the trace at %s (its message says why): give a %s path in a "
-                                    "directory it can write",
-                                    flag, flag);
+    if (votes[1] == 0) return DT_OK;
+    if (rank == 0) return path_s; /* its message names the path and the cause */
+    if (flag)
         return status_set_error((dt_status)votes[1],
-                                "dt_trace_write: rank 0 cannot write the trace at the path it was given (its message "
-                                "says why); the spans are kept: call again with another path");
-    }
-    close_step(rec, trace_now_ns());
-    flush_gpu(trace_active(rec), 1);
-    trace_rec_close(rec);
-    /* A copy, sorted per track: a loader thread may still be finishing a span in the recorder. */
+                                "rank 0 cannot write the trace at %s (its message says why): give a %s path in a "
+                                "directory it can write",
+                                flag, flag);
+    return status_set_error((dt_status)votes[1],
+                            "dt_trace_write: rank 0 cannot write the trace at the path it was given (its message "
+                            "says why); the spans are kept: call again with another path");
+}
+
+/* This rank's events: a copy, sorted per track (a loader thread may still be finishing a span in
+ * the recorder), and its head for rank 0 (count, first time, lanes, tracks, host). NULL when the
+ * copy found no memory: the rank's track stays empty, said. The caller frees it. */
+static trace_event *own_events(dt_ctx *ctx, trace_rec *rec, rank_head *me)
+{
     const size_t have = trace_rec_count(rec);
     trace_event *own = malloc((have ? have : 1) * sizeof *own);
-    rank_head me = {.min_t0 = UINT64_MAX};
-    me.info.rank = rank;
-    me.info.dropped = trace_rec_dropped(rec);
-    if (own) {
-        me.info.count = trace_rec_snapshot(rec, own, have);
-    } else {
+    *me = (rank_head){.min_t0 = UINT64_MAX};
+    me->info.rank = dt_rank(ctx);
+    me->info.dropped = trace_rec_dropped(rec);
+    if (own)
+        me->info.count = trace_rec_snapshot(rec, own, have);
+    else
         log_msg(LOG_LEVEL_WARN, "out of memory copying %zu trace events: this rank's track stays empty", have);
-    }
-    for (uint64_t i = 0; i < me.info.count; i++)
-        if (own[i].t0 < me.min_t0) me.min_t0 = own[i].t0;
-    me.info.comm_lanes = trace_comm_lanes(own, me.info.count);
-    trace_tracks_used(own, me.info.count, &me.info.loader_tracks, &me.info.gpu_tracks);
+    for (uint64_t i = 0; i < me->info.count; i++)
+        if (own[i].t0 < me->min_t0) me->min_t0 = own[i].t0;
+    me->info.comm_lanes = trace_comm_lanes(own, me->info.count);
+    trace_tracks_used(own, me->info.count, &me->info.loader_tracks, &me->info.gpu_tracks);
     dt_placement pl;
-    if (dt_get_placement(ctx, &pl) == DT_OK) snprintf(me.info.host, sizeof me.info.host, "%.63s", pl.hostname);
-    /* Rank 0 measures each peer in turn and sends it its figures, which come back in the gather. */
+    if (dt_get_placement(ctx, &pl) == DT_OK) snprintf(me->info.host, sizeof me->info.host, "%.63s", pl.hostname);
+    return own;
+}
+
+/* Rank 0 measures each peer's clock in turn and sends it its figures, into me->info (offset, round
+ * trip), which come back to rank 0 in the gather. Nonzero when an MPI call failed. Collective. */
+static int measure_clocks(MPI_Comm w, int rank, int world, rank_head *me)
+{
     int failed = 0;
     for (int r = 1; r < world && !failed; r++) {
         int64_t fig[2] = {0, 0}; /* offset, round trip */
@@ -284,8 +283,29 @@ dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
             failed = ping_peer(w, r, &fig[0], &fig[1]) || MPI_Send(fig, 2, MPI_INT64_T, r, TAG_PING, w) != MPI_SUCCESS;
         else if (rank == r)
             failed = pong(w) || MPI_Recv(fig, 2, MPI_INT64_T, 0, TAG_PING, w, MPI_STATUS_IGNORE) != MPI_SUCCESS;
-        if (rank == r) me.info.offset_ns = fig[0], me.info.rtt_ns = fig[1];
+        if (rank == r) me->info.offset_ns = fig[0], me->info.rtt_ns = fig[1];
     }
+    return failed;
+}
+
+dt_status dt_trace_write(dt_ctx *ctx, const char *path) { return trace_write_named(ctx, path, NULL); }
+
+dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
+{
+    if (!ctx) return status_set_error(DT_ERR_INVALID_ARG, "dt_trace_write needs a context");
+    /* What the messages call the path, and what a user changes to get past a failure. */
+    const char *name = flag ? flag : "dt_trace_write", *alt = flag ? flag : "path";
+    MPI_Comm w = ctx_world_comm(ctx);
+    const int rank = dt_rank(ctx), world = dt_world_size(ctx);
+    trace_rec *rec = ctx_trace(ctx);
+    dt_status s = agree_to_write(ctx, rec, path, name, flag);
+    if (s) return s;
+    close_step(rec, trace_now_ns());
+    flush_gpu(trace_active(rec), 1);
+    trace_rec_close(rec);
+    rank_head me;
+    trace_event *own = own_events(ctx, rec, &me);
+    const int failed = measure_clocks(w, rank, world, &me);
     rank_head *heads = rank == 0 ? calloc((size_t)world, sizeof *heads) : NULL;
     if (failed || (rank == 0 && !heads) ||
         MPI_Gather(&me, sizeof me, MPI_BYTE, heads, sizeof me, MPI_BYTE, 0, w) != MPI_SUCCESS) {
