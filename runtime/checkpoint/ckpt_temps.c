@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 enum { TEMP_SLOTS = 4, TEMP_NAME_MAX = 4400 };
-enum { SLOT_FREE, SLOT_FILLING, SLOT_SET };
+enum { SLOT_FREE, SLOT_FILLING, SLOT_SET, SLOT_REMOVING };
 
 /* Lock-free atomics are async-signal-safe; the name is complete before its slot reads SET. */
 static atomic_int slot_state[TEMP_SLOTS];
@@ -38,6 +38,11 @@ void ckpt_temp_forget(int slot)
 
 void ckpt_temps_remove(void)
 {
-    for (int k = 0; k < TEMP_SLOTS; k++)
-        if (atomic_load(&slot_state[k]) == SLOT_SET) unlink(slot_name[k]);
+    /* Each slot is claimed before its name is read: a thread that renamed its file and forgot the
+     * slot cannot note a new name into it while unlink reads this one (a torn name). The slot
+     * stays claimed, as the process is ending: its owner's forget frees it, and only it. */
+    for (int k = 0; k < TEMP_SLOTS; k++) {
+        int expected = SLOT_SET;
+        if (atomic_compare_exchange_strong(&slot_state[k], &expected, SLOT_REMOVING)) unlink(slot_name[k]);
+    }
 }
