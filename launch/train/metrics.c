@@ -58,15 +58,30 @@ static void num_f32(FILE *f, const char *key, double v)
     fprintf(f, ", \"%s\": %s", key, buf);
 }
 
+/* ", "epoch": v" in ten decimals without the trailing zeros (2, 0.25, 0.0000425): four decimals
+ * repeated the epoch over consecutive records once a step was below 0.0001 of one (ImageNet at a
+ * global batch of 128), and %g's exponents (4.25e-05) trip line-oriented readers. */
+static void num_epoch(FILE *f, double v)
+{
+    if (!isfinite(v)) {
+        num(f, "epoch", "%g", v);
+        return;
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.10f", v);
+    char *end = buf + strlen(buf);
+    while (end > buf && end[-1] == '0') *--end = '\0';
+    if (end > buf && end[-1] == '.') *--end = '\0';
+    fprintf(f, ", \"epoch\": %s", buf);
+}
+
 /* The record r, formatted into f (a memory stream). */
 static void format_record(FILE *f, const metrics_record *r)
 {
     char when[40];
     utc_now(when, sizeof when, 1);
     fprintf(f, "{\"time\": \"%s\", \"step\": %ld", when, r->step);
-    /* Ten significant digits: four decimals repeated the epoch over consecutive records once a step
-     * was below 0.0001 of one (ImageNet at a global batch of 128), where these resolve 1e-9. */
-    num(f, "epoch", "%.10g", r->epoch);
+    num_epoch(f, r->epoch);
     num(f, "loss", "%.7g", r->loss);
     num(f, "accuracy", "%.6f", r->accuracy);
     num(f, "samples_per_s", "%.3f", r->samples_per_s);

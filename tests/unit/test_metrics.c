@@ -80,6 +80,13 @@ static void test_null_and_rate(void **st)
     assert_non_null(strstr(text, "\"loss\": null"));
     assert_non_null(strstr(text, "\"lr\": 0.05}"));
     assert_non_null(strstr(text, "\"epoch\": 0.5,"));
+    /* No exponent (a reader taking [0-9.]* would stop at 4.25e): 0.0000425 in decimals. */
+    const metrics_record small = {.step = 1, .epoch = 0.0000425, .precision = "fp32", .lr = 0.1f};
+    record_text(&small, text, sizeof text);
+    assert_non_null(strstr(text, "\"epoch\": 0.0000425,"));
+    const metrics_record whole = {.step = 8, .epoch = 2, .precision = "fp32", .lr = 0.1f};
+    record_text(&whole, text, sizeof text);
+    assert_non_null(strstr(text, "\"epoch\": 2,"));
 }
 
 int main(void)
