@@ -273,7 +273,10 @@ static void test_holder_line_escaped(void **state)
     fixture *f = *state;
     char ck[256];
     in(f, "ck", ck);
-    const pid_t child = start_holder(ck, "\x1b]0;owned\x07\x1b[2Jpid 7 \x9b" "31m\n", 0);
+    const pid_t child = start_holder(ck,
+                                     "\x1b]0;owned\x07\x1b[2Jpid 7 \x9b"
+                                     "31m\n",
+                                     0);
     int fd = -1;
     const dt_status s = ckpt_dir_prepare(ck, &fd);
     char msg[2048];
