@@ -2,8 +2,10 @@
  * test_checkpoint.c - dt_model's checkpoint reader trusts nothing in a file of the fixed layout
  * (format versions 1 to 3, which users still have on disk; ckpt_v3.h lays them out): CRC-valid
  * crafted files, one per header and section field, are refused with a message naming the field and
- * both values, and leave the model untouched; FIFOs and directories named like checkpoints are
- * skipped without blocking; a newer dtrain's file stops the search, a damaged version does not.
+ * both values, and leave the model untouched; a byte damaged after the seal in each block a CRC
+ * covers is refused naming the block (a weights-only load reads no optimizer section); FIFOs and
+ * directories named like checkpoints are skipped without blocking; a newer dtrain's file stops the
+ * search, a damaged version does not.
  * What a checkpoint keeps and gives back is test_ckpt_state.c's; the named-section files of version
  * 4 are test_ckpt_sections.c's.
  */
@@ -176,6 +178,57 @@ static void test_names(void **state)
         if (ckpt_name_step(bad[i], &st)) fail_msg("'%s' taken as a checkpoint name", bad[i]);
 }
 
+/* A byte damaged after the seal, in each block the CRCs cover: refused naming the block, the model
+ * untouched; the optimizer's sections are not read for a weights-only load, so damage there does
+ * not stop one. A data block whose present field is neither 0 nor 1 is refused too. */
+static void test_damaged_blocks(void **state)
+{
+    fixture *f = *state;
+    unsigned char *c = copy7(f);
+    const char *p = path_in(f, "ckpt-0000000007.dtc");
+    const size_t data_at = sizeof(ckpt_header) + sizeof(ckpt_scaler);
+    const struct {
+        size_t at;
+        const char *must;
+    } cases[] = {
+        {sizeof(ckpt_header) + 8, "the loss-scaler block is damaged (CRC mismatch)"},
+        {data_at, "the data block is damaged (CRC mismatch)"},
+        {(size_t)((unsigned char *)&section(c, 0)[4] - c), "section 0 is damaged (CRC mismatch)"},
+    };
+    long step = -1;
+    int world = -1;
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        memcpy(c, f->img, f->len);
+        hdr(c)->step = 7;
+        ckpt_seal(c, f->len);
+        c[cases[k].at] ^= 0x08;
+        write_whole(p, c, f->len);
+        if (ckpt_read_file(p, 7, f->m, f->o, f->sc, &step, &world) != DT_ERR_CORRUPT ||
+            !strstr(dt_last_error(), cases[k].must))
+            fail_msg("damage at byte %zu: \"%s\" lacks \"%s\"", cases[k].at, dt_last_error(), cases[k].must);
+        assert_memory_equal(dt_model_params(f->m), f->before, sizeof f->before);
+    }
+    memcpy(c, f->img, f->len);
+    hdr(c)->step = 7;
+    ckpt_seal(c, f->len);
+    section(c, 1)[2] = 1e30f; /* optim.m, its CRC now wrong */
+    write_whole(p, c, f->len);
+    assert_int_equal(ckpt_read_file(p, 7, f->m, f->o, f->sc, &step, &world), DT_ERR_CORRUPT);
+    assert_non_null(strstr(dt_last_error(), "section 1 is damaged (CRC mismatch)"));
+    assert_int_equal(ckpt_read_file(p, 7, f->m, NULL, NULL, &step, &world), DT_OK);
+    assert_int_equal(step, 7);
+    unlink(p);
+    memcpy(dt_model_params(f->m), f->before, sizeof f->before);
+    memcpy(c, f->img, f->len);
+    hdr(c)->step = 7;
+    ckpt_data cd;
+    memcpy(&cd, c + data_at, sizeof cd);
+    cd.present = 2;
+    memcpy(c + data_at, &cd, sizeof cd);
+    expect_refused(f, c, f->len, DT_ERR_CORRUPT, "data block fields present 2 and channels 0 are out of range", NULL);
+    free(c);
+}
+
 /* A FIFO and a directory named like newer checkpoints are skipped without blocking: the sound
  * step-5 file loads. */
 static void test_fifo_and_directory(void **state)
@@ -256,6 +309,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_header_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scaler_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_section_values_and_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_damaged_blocks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo_and_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_latest_skips_crafted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_latest_refuses_newer, setup, teardown),
