@@ -5,7 +5,8 @@
  * that name is never reused), another user's link under the file's own name is never written
  * through, files take the mode the umask gives, and a second run given the same
  * checkpoint directory is refused before it removes the first run's temporary files, while a run
- * that was killed leaves no lock behind.
+ * that was killed leaves no lock behind; a link planted as the lock file is not written through,
+ * and the temporary files in flight are what the second Ctrl-C's clean-up removes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "runtime/checkpoint/ckpt_lock.h"
+#include "runtime/checkpoint/ckpt_temps.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
 #include "dtrain.h"
 #include "tmp_dir.h"
@@ -97,6 +100,38 @@ static void test_planted_link_not_followed(void **state)
     assert_true(S_ISLNK(sb.st_mode));
     snprintf(tmp, sizeof tmp, "%s.tmp.%d.1", out, (int)getpid());
     assert_int_equal(access(tmp, F_OK), -1);
+}
+
+/* A link planted under the lock file's name (DIR/.dtrain.lock -> a file of this user's): taking the
+ * lock writes its holder's line over the file, so the link is refused and the file left as it was. */
+static void test_lock_link_not_followed(void **state)
+{
+    fixture *f = *state;
+    char victim[256], lock[256];
+    put(in(f, "victim", victim), "mine");
+    assert_int_equal(symlink(victim, in(f, ".dtrain.lock", lock)), 0);
+    int fd = -1;
+    assert_int_equal(ckpt_dir_lock(f->dir, &fd), DT_ERR_IO);
+    assert_non_null(strstr(dt_last_error(), ".dtrain.lock is a symbolic link, not dtrain's lock file"));
+    assert_int_equal(fd, -1);
+    expect_text(victim, "mine");
+}
+
+/* The temporary files noted in flight are what a second Ctrl-C removes; one forgotten (renamed
+ * into place) is not. */
+static void test_temps_removed(void **state)
+{
+    fixture *f = *state;
+    char a[256], b[256];
+    put(in(f, "a.tmp", a), "partial");
+    put(in(f, "b.tmp", b), "done");
+    const int sa = ckpt_temp_note(a), sb = ckpt_temp_note(b);
+    assert_true(sa >= 0 && sb >= 0 && sa != sb);
+    ckpt_temp_forget(sb);
+    ckpt_temps_remove();
+    assert_int_equal(access(a, F_OK), -1);
+    expect_text(b, "done");
+    ckpt_temp_forget(sa);
 }
 
 /* Another user plants ckpt-<step>.dtc -> a file of this user's (outside the shared directory) before
@@ -294,6 +329,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_planted_link_not_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lock_link_not_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_temps_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_link_not_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leftover_temp_not_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mode_follows_umask, setup, teardown),
