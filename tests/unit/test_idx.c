@@ -1,8 +1,9 @@
 /*
  * test_idx.c - MNIST-style IDX datasets: files this test writes (every type code and rank, plain
  * and gzip) read back value for value through ds_open, and every malformed file refused with a
- * message naming the file and what is wrong; a parent folder of datasets refused as one, without
- * an image folder's class folders searched for dataset files.
+ * message naming the file and what is wrong (idx_parse on buffers of exactly the file's length, so
+ * a read past a short header or a fifth dimension would be a read past the buffer); a parent folder
+ * of datasets refused as one, without an image folder's class folders searched for dataset files.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -359,6 +360,59 @@ static void test_refusals(void **st)
     ds_close(s);
 }
 
+/* idx_parse on buffers of exactly the file's length (a header cut inside a dimension, a byte short
+ * of the magic, one dimension too many: each read would go past the buffer or the dims array), and
+ * the labels and values the checks refuse at their bounds. */
+static unsigned char *exact; /* a->data points into it until the next call */
+
+static dt_status parse_exact(const unsigned char *bytes, size_t len, idx_array *a)
+{
+    free(exact);
+    exact = malloc(len ? len : 1); /* nothing after it to read by mistake */
+    assert_non_null(exact);
+    memcpy(exact, bytes, len);
+    return idx_parse("f", exact, len, a);
+}
+
+static void expect_parse(const unsigned char *bytes, size_t len, const char *must)
+{
+    idx_array a;
+    if (parse_exact(bytes, len, &a) != DT_ERR_CORRUPT || !strstr(dt_last_error(), must))
+        fail_msg("%zu bytes: \"%s\" lacks \"%s\"", len, dt_last_error(), must);
+}
+
+static void test_parse_bounds(void **st)
+{
+    (void)st;
+    const unsigned char head[] = {0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
+    expect_parse(head, 3, "is 3 bytes, too short for an IDX header (4 bytes at least)");
+    expect_parse(head, 12, "is truncated: 12 bytes, its header needs 16");
+    const unsigned char five[] = {0, 0, 8, 5, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 7};
+    expect_parse(five, sizeof five, "byte 3 says 5 dimensions; dtrain reads 1 to 4");
+    /* Labels: 2^20 is one past the last class; more labels than images; two dimensions. */
+    idx_array a;
+    int classes;
+    const unsigned char top[] = {0, 0, 0x0C, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0x10, 0, 0};
+    assert_int_equal(parse_exact(top, sizeof top, &a), DT_OK);
+    assert_int_equal(idx_check_labels("l", &a, 2, 0, &classes), DT_ERR_CORRUPT);
+    if (!strstr(dt_last_error(), "label 1048576 of sample 1 is outside 0 to 1048575")) fail_msg("%s", dt_last_error());
+    const unsigned char three[] = {0, 0, 8, 1, 0, 0, 0, 3, 0, 1, 1};
+    assert_int_equal(parse_exact(three, sizeof three, &a), DT_OK);
+    assert_int_equal(idx_check_labels("l", &a, 2, 0, &classes), DT_ERR_CORRUPT);
+    assert_non_null(strstr(dt_last_error(), "holds 3 labels but its images file 2 images"));
+    const unsigned char wide[] = {0, 0, 8, 2, 0, 0, 0, 2, 0, 0, 0, 1, 0, 1};
+    assert_int_equal(parse_exact(wide, sizeof wide, &a), DT_OK);
+    assert_int_equal(idx_check_labels("l", &a, 2, 0, &classes), DT_ERR_CORRUPT);
+    assert_non_null(strstr(dt_last_error(), "a labels file has one dimension (N); this one has 2"));
+    /* An infinity is no finite value any more than a NaN is. */
+    const unsigned char inf[] = {0, 0, 0x0D, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0x7f, 0x80, 0, 0};
+    assert_int_equal(parse_exact(inf, sizeof inf, &a), DT_OK);
+    assert_int_equal(idx_check_finite("f", &a), DT_ERR_CORRUPT);
+    assert_non_null(strstr(dt_last_error(), "value 0 of sample 1 is inf"));
+    free(exact);
+    exact = NULL;
+}
+
 static void test_fifo(void **st)
 {
     (void)st;
@@ -379,6 +433,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_types_and_ranks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo, setup, teardown),
+        cmocka_unit_test(test_parse_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
