@@ -3,8 +3,10 @@
  * through dt_dataset): over an epoch the multiset of sample indices seen by all ranks is exactly
  * the dataset (plus the wrap-around padding, or minus the dropped tail), for 1, 2 and 3 ranks,
  * and across a stop/resume that changes the rank count mid-epoch; epochs reshuffle; file order
- * is (i * W + r) * B...; augmentation does not depend on who makes the sample. Which samples the
- * statistics pass of --normalize standard reads (dataset_stats_stride).
+ * is (i * W + r) * B...; augmentation does not depend on who makes the sample, and is torchvision's
+ * RandomCrop(padding) and RandomHorizontalFlip; the 6 orders of 3 samples equally likely; the
+ * bounds (2^32 samples, an anchor offset, a rank). Which samples the statistics pass of --normalize
+ * standard reads (dataset_stats_stride).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -175,59 +177,131 @@ static void test_augment_independent_of_rank(void **state)
     dt_dataset_free(plain);
 }
 
-/* Sample src (c x h x w) shifted by (dy, dx) with zeros where the padded source lies, flipped
- * first when flip: what --augment crop:P,flip means, one pixel at a time. */
-static void crop_flip_ref(const float *src, float *dst, int c, int h, int w, int dy, int dx, int flip)
-{
-    for (int k = 0; k < c; k++)
-        for (int y = 0; y < h; y++)
-            for (int x = 0; x < w; x++) {
-                const int sy = y + dy, sx = (flip ? w - 1 - x : x) + dx;
-                dst[((size_t)k * h + y) * w + x] =
-                    sy >= 0 && sy < h && sx >= 0 && sx < w ? src[((size_t)k * h + sy) * w + sx] : 0.0f;
-            }
-}
-
-/* Every augmented sample is one of the (2P + 1)^2 x 2 crops and flips of its plain read, exactly;
- * over 64 samples both flips and several shifts come up; a pad wider than the image (P 9 on 8x8)
- * shifts whole rows and columns out. */
-static void test_augment_is_a_crop_and_flip(void **state)
+/* The sampler's bounds: 2^32 samples and no more (indices are uint32), a dataset that fills one
+ * drop_last step exactly, an anchor offset inside the dataset, a rank inside the world. */
+static void test_bounds(void **state)
 {
     (void)state;
-    enum { C = 3, H = 8, W = 8, N = 64, PER = C * H * W };
-    for (int P = 2; P <= 9; P += 7) {
-        dt_data_config c;
-        dt_data_defaults(&c);
-        c.normalize = DT_NORMALIZE_NONE;
-        c.seed = 11;
-        dt_dataset *plain, *aug;
-        assert_int_equal(dt_synthetic_open(C, H, W, 5, N, 9, &c, &plain), DT_OK);
-        c.crop_pad = P, c.flip = 1;
-        assert_int_equal(dt_synthetic_open(C, H, W, 5, N, 9, &c, &aug), DT_OK);
-        static float ref[N * PER], got[N * PER], cand[PER];
-        int32_t lref[N], lgot[N];
-        assert_int_equal(dt_dataset_batch(plain, 0, 0, 1, N, ref, lref), DT_OK);
-        assert_int_equal(dt_dataset_batch(aug, 0, 0, 1, N, got, lgot), DT_OK);
-        int flips = 0, shifts = 0;
-        for (int j = 0; j < N; j++) {
-            int found = 0;
-            for (int f = 0; f <= 1 && !found; f++)
-                for (int dy = -P; dy <= P && !found; dy++)
-                    for (int dx = -P; dx <= P && !found; dx++) {
-                        crop_flip_ref(ref + (size_t)j * PER, cand, C, H, W, dy, dx, f);
-                        if (!memcmp(cand, got + (size_t)j * PER, sizeof cand)) {
-                            found = 1;
-                            flips += f;
-                            shifts += dx != 0;
-                        }
-                    }
-            if (!found) fail_msg("pad %d: augmented sample %d is no crop and flip of its plain read", P, j);
-        }
-        assert_true(flips > 0 && flips < N);
-        assert_true(shifts > 0);
-        dt_dataset_free(plain);
-        dt_dataset_free(aug);
+    ds_sampler s;
+    assert_int_equal(sampler_init(&s, (size_t)UINT32_MAX + 1, 1, 0, 0), DT_OK);
+    sampler_free(&s);
+    assert_int_equal(sampler_init(&s, (size_t)UINT32_MAX + 2, 1, 0, 0), DT_ERR_INVALID_ARG);
+    assert_int_equal(sampler_init(&s, 8, 1, 1, 1), DT_OK);
+    long e;
+    size_t off;
+    assert_int_equal(sampler_steps_per_epoch(&s, 8), 1);
+    assert_int_equal(sampler_locate(&s, 3, 8, &e, &off), DT_OK);
+    assert_int_equal(e, 3);
+    assert_int_equal(sampler_locate(&s, 0, 9, &e, &off), DT_ERR_INVALID_ARG);
+    assert_int_equal(sampler_set_anchor(&s, 0, 0, 7), DT_OK);
+    assert_int_equal(sampler_set_anchor(&s, 0, 0, 8), DT_ERR_INVALID_ARG);
+    uint32_t idx[4];
+    assert_int_equal(sampler_batch(&s, 0, 1, 2, 4, idx, &e), DT_OK);
+    assert_int_equal(sampler_batch(&s, 0, 2, 2, 4, idx, &e), DT_ERR_INVALID_ARG);
+    sampler_free(&s);
+}
+
+/* Every order of 3 samples comes about equally often over the epochs (Fisher-Yates: 6 orders;
+ * a shuffle that stops a swap early or never leaves a sample in place makes fewer). */
+static void test_orders_uniform(void **state)
+{
+    (void)state;
+    ds_sampler s;
+    assert_int_equal(sampler_init(&s, 3, 11, 1, 0), DT_OK);
+    int seen[27] = {0};
+    for (long e = 0; e < 600; e++) seen[sampler_at(&s, e, 0) * 9 + sampler_at(&s, e, 1) * 3 + sampler_at(&s, e, 2)]++;
+    const int orders[6] = {0 * 9 + 1 * 3 + 2, 0 * 9 + 2 * 3 + 1, 1 * 9 + 0 * 3 + 2,
+                           1 * 9 + 2 * 3 + 0, 2 * 9 + 0 * 3 + 1, 2 * 9 + 1 * 3 + 0};
+    for (int k = 0; k < 6; k++)
+        if (seen[orders[k]] < 60 || seen[orders[k]] > 140)
+            fail_msg("order %d came %d times in 600 epochs (100 expected)", orders[k], seen[orders[k]]);
+    sampler_free(&s);
+}
+
+/* Each augmented sample is torchvision's RandomCrop(padding=P) then RandomHorizontalFlip of the
+ * plain one: zero-padded by P, cut at an offset 0..2P in each direction, then mirrored or not;
+ * every offset comes about, and the flip about half the time. */
+static float torch_aug(const float *src, int H, int W, int P, int top, int left, int flip, int y, int x)
+{
+    const int xx = flip ? W - 1 - x : x; /* the flip is of the crop */
+    const int sy = y + top - P, sx = xx + left - P;
+    return sy >= 0 && sy < H && sx >= 0 && sx < W ? src[sy * W + sx] : 0.0f;
+}
+
+static void test_augment_is_torchvision(void **state)
+{
+    (void)state;
+    enum { N = 300, H = 6, W = 5, P = 1 };
+    dt_data_config c;
+    dt_data_defaults(&c);
+    c.normalize = DT_NORMALIZE_NONE, c.shuffle = 0, c.seed = 3;
+    dt_dataset *plain, *aug;
+    assert_int_equal(dt_synthetic_open(1, H, W, 3, N, 9, &c, &plain), DT_OK);
+    c.crop_pad = P, c.flip = 1;
+    assert_int_equal(dt_synthetic_open(1, H, W, 3, N, 9, &c, &aug), DT_OK);
+    static float a[N * H * W], b[N * H * W];
+    int32_t la[N], lb[N];
+    assert_int_equal(dt_dataset_batch(plain, 0, 0, 1, N, a, la), DT_OK);
+    assert_int_equal(dt_dataset_batch(aug, 0, 0, 1, N, b, lb), DT_OK);
+    int tops[2 * P + 1] = {0}, lefts[2 * P + 1] = {0}, flips = 0;
+    for (int i = 0; i < N; i++) {
+        const float *src = a + i * H * W, *got = b + i * H * W;
+        int found = 0;
+        for (int t = 0; t <= 2 * P && !found; t++)
+            for (int l = 0; l <= 2 * P && !found; l++)
+                for (int f = 0; f <= 1 && !found; f++) {
+                    int same = 1;
+                    for (int y = 0; y < H && same; y++)
+                        for (int x = 0; x < W && same; x++)
+                            same = got[y * W + x] == torch_aug(src, H, W, P, t, l, f, y, x);
+                    if (same) found = 1, tops[t]++, lefts[l]++, flips += f;
+                }
+        if (!found) fail_msg("sample %d is no crop of padding %d and flip of its plain read", i, P);
     }
+    for (int k = 0; k <= 2 * P; k++)
+        if (!tops[k] || !lefts[k]) fail_msg("crop offset %d never drawn (top %d, left %d times)", k, tops[k], lefts[k]);
+    if (flips < N * 35 / 100 || flips > N * 65 / 100) fail_msg("%d flips in %d samples", flips, N);
+    dt_dataset_free(plain);
+    dt_dataset_free(aug);
+}
+
+/* A pad wider than the image (9 on 8x8, 3 channels) shifts whole rows and columns out: every
+ * augmented sample is still one of torchvision's crops and flips of its plain read, channel by
+ * channel, and some are shifted. */
+static void test_augment_wide_pad(void **state)
+{
+    (void)state;
+    enum { C = 3, H = 8, W = 8, N = 64, P = 9, PER = C * H * W };
+    dt_data_config c;
+    dt_data_defaults(&c);
+    c.normalize = DT_NORMALIZE_NONE, c.seed = 11;
+    dt_dataset *plain, *aug;
+    assert_int_equal(dt_synthetic_open(C, H, W, 5, N, 9, &c, &plain), DT_OK);
+    c.crop_pad = P, c.flip = 1;
+    assert_int_equal(dt_synthetic_open(C, H, W, 5, N, 9, &c, &aug), DT_OK);
+    static float ref[N * PER], got[N * PER];
+    int32_t lref[N], lgot[N];
+    assert_int_equal(dt_dataset_batch(plain, 0, 0, 1, N, ref, lref), DT_OK);
+    assert_int_equal(dt_dataset_batch(aug, 0, 0, 1, N, got, lgot), DT_OK);
+    int shifted = 0;
+    for (int j = 0; j < N; j++) {
+        int found = 0;
+        for (int t = 0; t <= 2 * P && !found; t++)
+            for (int l = 0; l <= 2 * P && !found; l++)
+                for (int f = 0; f <= 1 && !found; f++) {
+                    int same = 1;
+                    for (int k = 0; k < C && same; k++)
+                        for (int y = 0; y < H && same; y++)
+                            for (int x = 0; x < W && same; x++)
+                                same = got[(size_t)j * PER + (k * H + y) * W + x] ==
+                                       torch_aug(ref + (size_t)j * PER + k * H * W, H, W, P, t, l, f, y, x);
+                    if (same) found = 1, shifted += l != P;
+                }
+        if (!found) fail_msg("pad %d: augmented sample %d is no crop and flip of its plain read", P, j);
+    }
+    assert_true(shifted > 0);
+    dt_dataset_free(plain);
+    dt_dataset_free(aug);
 }
 
 static void test_stats_stride(void **state)
@@ -254,9 +328,12 @@ int main(void)
         cmocka_unit_test(test_resume_on_other_ranks),
         cmocka_unit_test(test_file_order),
         cmocka_unit_test(test_augment_independent_of_rank),
-        cmocka_unit_test(test_augment_is_a_crop_and_flip),
         cmocka_unit_test(test_epoch_past_long_max),
         cmocka_unit_test(test_stats_stride),
+        cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_orders_uniform),
+        cmocka_unit_test(test_augment_is_torchvision),
+        cmocka_unit_test(test_augment_wide_pad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
