@@ -8,7 +8,8 @@
  *     section, a reserved field; each refused with the model untouched, and a weights-only load
  *     that leaves a damaged optimizer section unread;
  *   - the file's header and table (ckpt_file.c): its CRC, world and reserved fields, bytes after a
- *     name's NUL, a per-rank section that is no whole number of blobs;
+ *     name's NUL, a per-rank section that is no whole number of blobs or was written by more ranks
+ *     than read it;
  *   - the newest-file search: a damaged last section is skipped for the older file, and a read of a
  *     file that changed after its open fails;
  *   - section names of DT_CKPT_NAME_MAX characters and no more, never empty.
@@ -326,6 +327,18 @@ static void test_header_and_table(void **state)
     im.h.world = 2;
     add(&im, "rng", 2, "123456789", 9);
     expect_file(&im, DT_ERR_CORRUPT, "per-rank section \"rng\" is 9 bytes, not a whole number of blobs for 2 ranks");
+    /* Whole blobs of 2 ranks, read by a job of 1: one blob each cannot be handed out. */
+    find(&im, "rng")->bytes = 8;
+    write_image(&im, 9, SIZE_MAX);
+    dt_ckpt_reader *r;
+    long step = -1;
+    assert_int_equal(dt_ckpt_open_latest(NULL, dir, &r, &step), DT_OK);
+    assert_int_equal(step, 9);
+    unsigned char blob[4];
+    expect_msg(dt_ckpt_read_rank(r, "rng", blob, sizeof blob), DT_ERR_INVALID_ARG,
+               "holds one blob for each of the 2 ranks that wrote it, and this job has 1");
+    dt_ckpt_close(r);
+    unlink(at("ckpt-0000000009.dtc"));
     image_free(&im);
     /* A header byte changed after the seal (world 1 -> 2, a field no other check can doubt). */
     parse(at("ckpt-0000000004.dtc"), &im);
