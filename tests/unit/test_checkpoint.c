@@ -3,11 +3,11 @@
  * (format versions 1 to 3, which users still have on disk; ckpt_v3.h lays them out): CRC-valid
  * crafted files, one per header and section field, are refused with a message naming the field and
  * both values, and leave the model untouched; a byte damaged after the seal in each block a CRC
- * covers is refused naming the block (a weights-only load reads no optimizer section); FIFOs and
- * directories named like checkpoints are skipped without blocking; a newer dtrain's file stops the
- * search, a damaged version does not.
- * What a checkpoint keeps and gives back is test_ckpt_state.c's; the named-section files of version
- * 4 are test_ckpt_sections.c's.
+ * covers is refused naming the block (a weights-only load reads no optimizer section), as are the
+ * figures of more channels than the data's; FIFOs and directories named like checkpoints are skipped
+ * without blocking; a newer dtrain's file stops the search, a damaged version does not. What a
+ * checkpoint keeps and gives back is test_ckpt_state.c's; the named-section files of version 4 are
+ * test_ckpt_sections.c's.
  */
 #include "block_guard.h"
 #include "ckpt_v3_fixture.h"
@@ -226,6 +226,20 @@ static void test_damaged_blocks(void **state)
     cd.present = 2;
     memcpy(c + data_at, &cd, sizeof cd);
     expect_refused(f, c, f->len, DT_ERR_CORRUPT, "data block fields present 2 and channels 0 are out of range", NULL);
+    free(c);
+    /* Figures of 3 channels for data of 1: refused, not copied into the caller's room for 1. */
+    float mean3[3] = {0.1f, 0.2f, 0.3f}, std3[3] = {1, 2, 3}, mean1[1] = {5}, std1[1] = {6};
+    dt_ckpt_data three = {.present = 1, .normalize = 2, .channels = 3, .mean = mean3, .std = std3};
+    size_t len;
+    c = ckpt_v3_image(f->m, f->o, f->sc, &three, 7, &len);
+    assert_non_null(c);
+    write_whole(p, c, len);
+    dt_ckpt_data one = {.channels = 1, .mean = mean1, .std = std1};
+    assert_int_equal(ckpt_read_file_data(p, 7, f->m, f->o, f->sc, &one, &step, &world, NULL), DT_ERR_INVALID_ARG);
+    assert_non_null(strstr(dt_last_error(), "was trained on data of 3 channels; this data has 1"));
+    assert_true(mean1[0] == 5 && std1[0] == 6);
+    assert_memory_equal(dt_model_params(f->m), f->before, sizeof f->before);
+    unlink(p);
     free(c);
 }
 
