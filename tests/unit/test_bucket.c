@@ -1,7 +1,8 @@
 /*
  * test_bucket.c - the reducer's bucket planner: ranges given in backward order, caps, the small
  * first bucket, oversized ranges, one bucket for everything, ranges that are not adjacent in ready
- * order, plans by size alone, the lookups, the cross-rank fingerprint, and the tiling errors (a
+ * order, contiguous ranges given in forward order (one bucket), plans by size alone (a cap below
+ * one element holds one), the lookups, the cross-rank fingerprint, and the tiling errors (a
  * range whose end passes SIZE_MAX named by offset and count, not a wrapped end); and
  * ZeRO-1's split of a device bucket over the ranks (coll_part).
  */
@@ -99,6 +100,15 @@ static void test_not_adjacent(void **st)
     assert_int_equal(bucket_plan_bucket_at(&p, 0), 0);
     assert_int_equal(bucket_plan_bucket_at(&p, 29), 1);
     bucket_plan_free(&p);
+    /* Ready in forward order (a loop that marks its layers front to back): each range starts where
+     * the bucket so far ends, so all three share one bucket instead of one bucket each. */
+    const dt_range f[3] = {{0, 10}, {10, 10}, {20, 10}};
+    assert_int_equal(bucket_plan_ranges(30, f, 3, 4, 0, 0, &p), DT_OK);
+    assert_int_equal(p.nb, 1);
+    assert_int_equal(p.b[0].off, 0);
+    assert_int_equal(p.b[0].n, 30);
+    assert_int_equal(p.b[0].nranges, 3);
+    bucket_plan_free(&p);
 }
 
 static void test_auto(void **st)
@@ -118,6 +128,17 @@ static void test_auto(void **st)
     bucket_plan_free(&p);
     assert_int_equal(bucket_plan_auto(1000, 4, 0, 0, &p), DT_OK);
     assert_int_equal(p.nb, 1);
+    bucket_plan_free(&p);
+    /* Caps below one element still hold one: 3 buckets of 1 float for a 1-byte cap, and a first
+     * bucket of 1 float before an uncapped rest for a 1-byte first cap. */
+    assert_int_equal(bucket_plan_auto(3, 4, 0, 1, &p), DT_OK);
+    assert_int_equal(p.nb, 3);
+    for (int b = 0; b < 3; b++) assert_int_equal(p.b[b].n, 1);
+    bucket_plan_free(&p);
+    assert_int_equal(bucket_plan_auto(3, 4, 1, 0, &p), DT_OK);
+    assert_int_equal(p.nb, 2);
+    assert_int_equal(p.b[0].n, 1);
+    assert_int_equal(p.b[1].n, 2);
     bucket_plan_free(&p);
     assert_int_equal(bucket_plan_auto(0, 4, 0, 0, &p), DT_ERR_INVALID_ARG);
 }
