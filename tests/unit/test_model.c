@@ -1,7 +1,7 @@
 /*
  * test_model.c - the layer-list grammar and shapes, a finite-difference gradient check of whole
- * models through the public API, the optimizers' formulas, and the synthetic dataset's
- * determinism and sharding.
+ * models through the public API, the optimizers' formulas, the clipping coefficient (fp32, and
+ * pending on 16-bit gradients), and the synthetic dataset's determinism and sharding.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -273,6 +273,47 @@ static void test_forward_backward_errors(void **st)
     assert_null(m);
 }
 
+/* dt_model_clip_grad_norm multiplies by PyTorch's clip_coef = max_norm / (norm + 1e-6), rounded to
+ * fp32: at a norm of ~1e-5 the 1e-6 moves the coefficient by ~10%, so the gradients after clipping
+ * are compared bit for bit with that product. */
+static void test_clip_coef(void **st)
+{
+    (void)st;
+    dt_model *m;
+    assert_int_equal(dt_model_create(NULL, "fc:4,relu,fc:3", "5", 3, 2, &m), DT_OK);
+    const size_t np = dt_model_num_params(m);
+    const float x[10] = {0.5f, -1.0f, 0.25f, 2.0f, -0.75f, 1.5f, 0.1f, -0.3f, 0.9f, -2.0f};
+    const int32_t y[2] = {0, 2};
+    double loss, norm = 0;
+    int c;
+    assert_int_equal(dt_model_forward_backward(m, x, y, 2, 1e-5f, &loss, &c), DT_OK);
+    float *g = malloc(np * sizeof *g);
+    memcpy(g, dt_model_grads(m), np * sizeof *g);
+    double ss = 0;
+    for (size_t i = 0; i < np; i++) ss += (double)g[i] * g[i];
+    const double max = sqrt(ss) / 4;
+    assert_int_equal(dt_model_clip_grad_norm(m, max, &norm), DT_OK);
+    assert_true(fabs(norm - sqrt(ss)) <= 1e-9 * norm);
+    assert_true(norm > 1e-7 && norm < 1e-4); /* where the 1e-6 shows */
+    const float coef = (float)(max / (norm + 1e-6));
+    for (size_t i = 0; i < np; i++)
+        if (dt_model_grads(m)[i] != g[i] * coef)
+            fail_msg("clipped gradient %zu: %.9g, want %.9g * %.9g", i, dt_model_grads(m)[i], g[i], coef);
+    free(g);
+    /* 16-bit gradients keep the coefficient pending: a second clip multiplies it in, so clipping
+     * to half and then to a quarter of the norm leaves a quarter. */
+    assert_int_equal(dt_model_set_precision(m, DT_BF16, DT_BF16), DT_OK);
+    assert_int_equal(dt_model_forward_backward(m, x, y, 2, 0.5f, &loss, &c), DT_OK);
+    double n0 = 0, n1 = 0, n2 = 0;
+    assert_int_equal(dt_model_grad_norm(m, &n0), DT_OK);
+    assert_int_equal(dt_model_clip_grad_norm(m, n0 / 2, NULL), DT_OK);
+    assert_int_equal(dt_model_clip_grad_norm(m, n0 / 4, &n1), DT_OK);
+    assert_int_equal(dt_model_grad_norm(m, &n2), DT_OK);
+    assert_true(fabs(n1 - n0 / 2) <= 1e-5 * n0);
+    assert_true(fabs(n2 - n0 / 4) <= 1e-5 * n0);
+    dt_model_free(m);
+}
+
 static void test_optimizers(void **st)
 {
     (void)st;
@@ -467,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_model_gradients), cmocka_unit_test(test_forward_backward_errors),
         cmocka_unit_test(test_optimizers),      cmocka_unit_test(test_dataset),
         cmocka_unit_test(test_loader),          cmocka_unit_test(test_softmax_xent_labels),
+        cmocka_unit_test(test_clip_coef),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
