@@ -219,8 +219,8 @@ dt_status dt_scaler_update(dt_scaler *s, int found_inf)
     }
 
     /* Give up when more than max_overflow_fraction of the window overflowed. The overflow count is
-     * an integer, so compare it with floor(fraction * window); the epsilon keeps e.g. 0.3 * 10 from
-     * rounding to 2.999... and tolerating one overflow less than asked. */
+     * an integer, so compare it with floor(fraction * window); the epsilon keeps e.g. 0.7 * 90
+     * (62.99999999999999 in double) from flooring to 62 and tolerating one overflow less than asked. */
     long allowed = (long)floor(c->max_overflow_fraction * (double)c->window + 1e-9);
     if (s->ring_overflows > allowed) {
         scaler_format_history(s, hist, sizeof hist);

@@ -293,6 +293,17 @@ static void test_overflow_fraction(void **st)
     for (int i = 0; i < 15; i++) assert_int_equal(dt_scaler_update(s, 1), DT_OK);
     assert_true(dt_scaler_scale(s) == 32.0f);
     dt_scaler_free(s);
+
+    /* 0.7 of 90 is 62.99999999999999 in double: 63 overflows are allowed, the 64th gives up (a
+     * static scale, so that the backoffs never reach the floor). */
+    c.window = 90;
+    c.max_overflow_fraction = 0.7;
+    c.dynamic = 0;
+    assert_int_equal(dt_scaler_create(&c, &s), DT_OK);
+    for (int i = 0; i < 63; i++) assert_int_equal(dt_scaler_update(s, 1), DT_OK);
+    assert_int_equal(dt_scaler_update(s, 1), DT_ERR_NUMERIC);
+    assert_non_null(strstr(dt_last_error(), "64 of the last 64 updates"));
+    dt_scaler_free(s);
 }
 
 static void test_static(void **st)
