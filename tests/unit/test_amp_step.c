@@ -24,7 +24,8 @@
 /* DT_NONFINITE_CHECK_AT_RISK (what dtrain train uses): dt_model_train_step looks layer by layer
  * only in steps where one more overflow makes the scaler give up, so a healthy run's overflow
  * (skipped, the scale backs off) names no layer, while the overflow that stops a run does: at the
- * floor of the scale, and at the window's limit (window 4, at most 2 overflows). */
+ * floor of the scale, and at the window's limit (window 4, at most 2 overflows), but not where the
+ * overflow that would pass the limit leaves the window as the next one enters. */
 static int at_risk_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, int inject)
 {
     float *x;
@@ -46,7 +47,7 @@ static void test_check_at_risk(void **st)
     dt_optim_config oc;
     dt_optim_defaults(&oc);
     rng_seed("at risk", 0);
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < 4; c++) {
         dt_model *m = make_model("fc:32,relu,fc:10", "20", 8, DT_F16, DT_F16);
         dt_optimizer *o;
         dt_scaler *sc;
@@ -54,7 +55,7 @@ static void test_check_at_risk(void **st)
         dt_scaler_config cfg;
         dt_scaler_defaults(&cfg);
         if (c == 1) cfg.init_scale = cfg.min_scale = 4.0; /* at the floor from the start */
-        if (c == 2) cfg.window = 4;                       /* gives up at the third overflow of 4 */
+        if (c >= 2) cfg.window = 4;                       /* gives up at the third overflow of 4 */
         assert_int_equal(dt_scaler_create(&cfg, &sc), DT_OK);
         dt_model_set_nonfinite_check(m, DT_NONFINITE_CHECK_AT_RISK);
         if (c == 0) {
@@ -69,6 +70,15 @@ static void test_check_at_risk(void **st)
             assert_int_equal(at_risk_step(m, o, sc, 1), DT_ERR_NUMERIC);
             assert_non_null(strstr(dt_last_error(), "already at min_scale"));
             assert_int_equal(dt_model_nonfinite_layer(m), 2);
+        } else if (c == 3) {
+            /* The window full, its oldest verdict an overflow: the next overflow takes that one's
+             * place, 2 of 4 stay, the run goes on, and no layer is looked for. */
+            assert_int_equal(at_risk_step(m, o, sc, 1), DT_OK);
+            assert_int_equal(at_risk_step(m, o, sc, 1), DT_OK);
+            assert_int_equal(at_risk_step(m, o, sc, 0), DT_OK);
+            assert_int_equal(at_risk_step(m, o, sc, 0), DT_OK);
+            assert_int_equal(at_risk_step(m, o, sc, 1), DT_OK);
+            assert_int_equal(dt_model_nonfinite_layer(m), -1);
         } else {
             assert_int_equal(at_risk_step(m, o, sc, 1), DT_OK);
             assert_int_equal(at_risk_step(m, o, sc, 1), DT_OK);
