@@ -2,18 +2,21 @@
  * test_reducer.c - the gradient reducer on the caller's host buffers, at any rank count.
  *
  * Results: per-range ready() with overlap, any ready order on any rank, plans by size with slices
- * across buckets, overlap off, fp16/bf16 wire and 16-bit buffers, DT_SUM: each equals dt_allreduce
- * of the whole buffer bit for bit. No-sync steps leave the buffer local. Bad input: ranges that
+ * across buckets and one ending inside a bucket (which waits for the rest), overlap off, fp16/bf16
+ * wire and 16-bit buffers, DT_SUM: each equals dt_allreduce of the whole buffer bit for bit.
+ * No-sync steps leave the buffer local. Bad input: ranges that
  * overlap, leave a gap or run past the buffer, ready twice, a slice that is no range, a range
  * never ready (on every rank, and on one rank only: no hang either way, and the next step works),
  * host memory given as device memory, a plan that differs between ranks. The buffer utilities:
  * unscale and finite check, norms local and across ranks, clipping, checksums.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "mpi_check.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { N = 10007 }; /* not a multiple of any rank count: uneven parts */
 
@@ -95,7 +98,17 @@ static void test_results(dt_ctx *ctx)
         } else {
             CHECK(dt_allreduce(ctx, want, N, DT_F32, c.op) == DT_OK, "allreduce");
         }
-        CHECK(dt_reducer_ready(red, 5000, 5007) == DT_OK, "slice across buckets");
+        /* As backward writes them: the first bucket (the last 250 floats) holds NaN past a slice that
+         * ends inside it until that slice is ready, which must not start the bucket; 10 ms lets a
+         * bucket started early carry the NaN. */
+        float rest[150];
+        memcpy(rest, g + N - 150, sizeof rest);
+        for (int i = 0; i < 150; i++) g[N - 150 + i] = NAN;
+        CHECK(dt_reducer_ready(red, N - 250, 100) == DT_OK, "slice inside the first bucket");
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+        memcpy(g + N - 150, rest, sizeof rest);
+        CHECK(dt_reducer_ready(red, N - 150, 150) == DT_OK, "its rest");
+        CHECK(dt_reducer_ready(red, 5000, N - 250 - 5000) == DT_OK, "slice across buckets");
         CHECK(dt_reducer_ready(red, 0, 3000) == DT_OK, "slice");
         CHECK(dt_reducer_ready(red, 4000, 1500) == DT_ERR_INVALID_ARG, "overlapping slice refused");
         CHECK(strstr(dt_last_error(), "ready twice") != NULL, "names it: %s", dt_last_error());
