@@ -8,7 +8,8 @@
  * dt_model_set_precision, dt_model_set_accum_steps; a value outside the allowed ones on one rank
  * (sync 2, accumulation 0) fails every rank with that rank's code. dt_reducer_create's plan check
  * names the setting that differs and both ranks' values (the caps, the overlap, the buffer size),
- * and dt_check_replicas given another length on one rank says so instead of blaming the values.
+ * and dt_check_replicas given another length on one rank says so instead of blaming the values
+ * (and, given other values on several ranks, names the lowest).
  * With one rank there is nobody to disagree with: the calls succeed alone.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
@@ -176,7 +177,8 @@ static void check_plan_message(dt_ctx *ctx)
     dt_reducer_free(red);
 }
 
-/* 5. dt_check_replicas of another length on the last rank: the lengths are named, not the values. */
+/* 5. dt_check_replicas of another length on the last rank: the lengths are named, not the values;
+ * then values that differ on ranks 1 and up: rank 1 is named first. */
 static void check_replicas_length(dt_ctx *ctx)
 {
     if (world < 2) return;
@@ -190,6 +192,11 @@ static void check_replicas_length(dt_ctx *ctx)
     expect_refused("lengths differ", s, t0, want, "nothing was compared", NULL);
     CHECK(differ == 0 && first == -1, "nothing compared: differ %d, first %d", differ, first);
     CHECK(dt_check_replicas(ctx, buf, sizeof buf, &differ, &first) == DT_OK, "alike");
+    /* Values that differ on every rank but rank 0: the count, and the lowest of them named. */
+    buf[3] = (float)rank;
+    CHECK(dt_check_replicas(ctx, buf, sizeof buf, &differ, &first) == DT_ERR_NUMERIC, "values differ");
+    CHECK(differ == world - 1 && first == 1, "differ %d (want %d), first %d (want 1)", differ, world - 1, first);
+    CHECK(strstr(dt_last_error(), "the first is rank 1") != NULL, "names rank 1: %s", dt_last_error());
 }
 
 int main(void)
