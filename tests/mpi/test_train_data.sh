@@ -32,12 +32,15 @@ grep -q "normalize: standard, per channel mean / std (of values / 255): 0.1" "$t
 
 # --- The sampler through real runs: 2 ranks x 25 for 20 steps (1000 samples of the 3000), then
 # --resume auto on 3 ranks x 25 to the end of the epoch: ceil(2000 / 75) = 27 steps, the last one
-# padded with 25 samples from the epoch's start. Every sample is seen, exactly 25 twice.
+# padded with 25 samples from the epoch's start. Every sample is seen, exactly 25 twice. The first
+# leg is the same for both resumes: run once, its checkpoint and sample logs copied for each.
+mkdir -p "$tmp/leg1"
+DTRAIN_TEST_SAMPLE_LOG="$tmp/leg1/log" run 2 train --data "$tmp/hard" --batch 25 --steps 20 \
+    --checkpoint-dir "$tmp/leg1/ck" --log-every 10 >"$tmp/out1" 2>&1
+rc1=$?
 for W2 in 3 1; do
     rm -rf "$tmp/ck" "$tmp/log".*
-    DTRAIN_TEST_SAMPLE_LOG="$tmp/log" run 2 train --data "$tmp/hard" --batch 25 --steps 20 --checkpoint-dir "$tmp/ck" \
-        --log-every 10 >"$tmp/out1" 2>&1
-    rc1=$?
+    cp -r "$tmp/leg1/ck" "$tmp/ck" && for f in "$tmp/leg1/log".*; do cp "$f" "$tmp/${f##*/}"; done
     steps2=$((20 + (2000 + 25 * W2 - 1) / (25 * W2)))
     DTRAIN_TEST_SAMPLE_LOG="$tmp/log" run $W2 train --data "$tmp/hard" --batch 25 --steps $steps2 \
         --checkpoint-dir "$tmp/ck" --resume auto --log-every 10 >"$tmp/out2" 2>&1
@@ -175,31 +178,37 @@ expect 0 "resumed after step 5" run 2 train --data "$tmp/imgs" --input 3x8x8 --n
 
 # --normalize standard (the default) on an image folder: the figures are computed once for the job,
 # each rank reading its share of the samples (blocks of 16: 32 + 28 of the 60 at 2 ranks, 16 + 16
-# + 28 at 3), and they are the same bits at 1, 2 and 3 ranks and 1 or 3 threads. A resumed run
-# computes none: it opens with its checkpoint's (the load would replace any it computed) and still
-# ends on the uninterrupted run's bits.
+# + 28 at 3), and they are the same bits at 1, 2 and 3 ranks and 1 or 3 threads. Four runs show it:
+# 1 rank x 3 threads (its 4 blocks on 3 threads: one thread reads two), 3 ranks x 1 and x 3 threads
+# (the thread count alone changes; the last rank's 2 blocks on 3 threads), and 2 ranks x 1 thread,
+# the uninterrupted run of the resume check below. A resumed run computes none: it opens with its
+# checkpoint's (the load would replace any it computed) and still ends on the uninterrupted run's
+# bits.
 python3 "$here/make_images.py" "$tmp/rs" 20 3
 declare -A rs_parts=([1]="60 " [2]="32 28 " [3]="16 16 28 ")
 rs_figs=""
-for np in 1 2 3; do
-    for lt in 1 3; do
-        rm -f "$tmp/rs.log"
-        DTRAIN_TEST_STATS_LOG="$tmp/rs.log" timeout 240 "$MPIRUN" -np $np -x DTRAIN_TEST_STATS_LOG "$DTRAIN" train \
-            --data "$tmp/rs" --input 3x8x8 --batch 4 --steps 1 --loader-threads $lt >"$tmp/out" 2>&1 ||
-            { bad "$np rank(s), $lt thread(s): the run failed"; cat "$tmp/out"; }
-        parts=$(sed -n 's/^stats pass: \([0-9]*\) samples in .*/\1/p' "$tmp/rs.log" 2>/dev/null | sort -n | tr '\n' ' ')
-        want=$(tr ' ' '\n' <<<"${rs_parts[$np]}" | sed '/^$/d' | sort -n | tr '\n' ' ')
-        figs=$(grep "^stats figures:" "$tmp/rs.log" 2>/dev/null | sort -u)
-        [ -n "$figs" ] && [ "$(wc -l <<<"$figs")" = 1 ] && [ "$parts" = "$want" ] && [ -z "$rs_figs" -o "$figs" = "$rs_figs" ] &&
-            ok "standard figures at $np rank(s), $lt thread(s): samples read ${parts}, the same bits ($figs)" ||
-            { bad "standard figures at $np rank(s), $lt thread(s): samples read '$parts' (want '$want'), '$figs' against '$rs_figs'"; cat "$tmp/rs.log"; }
-        rs_figs=${rs_figs:-$figs}
-    done
-done
+# rs_stats NP THREADS TRAIN-FLAGS...: a run that logs its statistics pass (output in $tmp/out);
+# checks each rank's share and that the figures are the first run's bits.
+rs_stats() {
+    local np=$1 lt=$2 parts want figs
+    shift 2
+    rm -f "$tmp/rs.log"
+    DTRAIN_TEST_STATS_LOG="$tmp/rs.log" timeout 240 "$MPIRUN" -np $np -x DTRAIN_TEST_STATS_LOG "$DTRAIN" train \
+        --data "$tmp/rs" --input 3x8x8 --batch 4 --loader-threads $lt "$@" >"$tmp/out" 2>&1 ||
+        { bad "$np rank(s), $lt thread(s): the run failed"; cat "$tmp/out"; }
+    parts=$(sed -n 's/^stats pass: \([0-9]*\) samples in .*/\1/p' "$tmp/rs.log" 2>/dev/null | sort -n | tr '\n' ' ')
+    want=$(tr ' ' '\n' <<<"${rs_parts[$np]}" | sed '/^$/d' | sort -n | tr '\n' ' ')
+    figs=$(grep "^stats figures:" "$tmp/rs.log" 2>/dev/null | sort -u)
+    [ -n "$figs" ] && [ "$(wc -l <<<"$figs")" = 1 ] && [ "$parts" = "$want" ] && [ -z "$rs_figs" -o "$figs" = "$rs_figs" ] &&
+        ok "standard figures at $np rank(s), $lt thread(s): samples read ${parts}, the same bits ($figs)" ||
+        { bad "standard figures at $np rank(s), $lt thread(s): samples read '$parts' (want '$want'), '$figs' against '$rs_figs'"; cat "$tmp/rs.log"; }
+    rs_figs=${rs_figs:-$figs}
+}
+rs_stats 1 3 --steps 1
+rs_stats 3 1 --steps 1
+rs_stats 3 3 --steps 1
 rsf="--data $tmp/rs --input 3x8x8 --batch 4 --steps 8 --lr 0.05 --seed 2 --loader-threads 1"
-rm -f "$tmp/rs.log"
-DTRAIN_TEST_STATS_LOG="$tmp/rs.log" timeout 240 "$MPIRUN" -np 2 -x DTRAIN_TEST_STATS_LOG "$DTRAIN" train $rsf \
-    --dump-params "$tmp/rs0.bin" >"$tmp/out" 2>&1 || { bad "image folder, standard normalization"; cat "$tmp/out"; }
+rs_stats 2 1 --steps 8 --lr 0.05 --seed 2 --dump-params "$tmp/rs0.bin"
 passes_fresh=$(grep -c "^stats pass: " "$tmp/rs.log" 2>/dev/null)
 DTRAIN_FAULT=usr1:0:4 timeout 240 "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" train $rsf --checkpoint-dir "$tmp/ckrs" \
     >"$tmp/out" 2>&1
