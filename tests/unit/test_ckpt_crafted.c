@@ -105,7 +105,8 @@ static void parse(const char *path, image *im)
         memcpy(im->s[i].name, e[i].name, sizeof e[i].name);
         im->s[i].bytes = e[i].bytes;
         im->s[i].ranks = e[i].ranks;
-        assert_non_null(im->s[i].data = malloc(e[i].bytes + 1));
+        /* One spare byte, zeroed: a test that lengthens a section by one writes it. */
+        assert_non_null(im->s[i].data = calloc(1, e[i].bytes + 1));
         assert_int_equal(fread(im->s[i].data, 1, e[i].bytes, fp), e[i].bytes);
     }
     fclose(fp);
@@ -129,7 +130,7 @@ static sec *find(image *im, const char *name)
 static void set_bytes(sec *s, const void *p, uint64_t n)
 {
     free(s->data);
-    assert_non_null(s->data = malloc(n + 1));
+    assert_non_null(s->data = calloc(1, n + 1));
     memcpy(s->data, p, n);
     s->bytes = n;
 }
