@@ -30,26 +30,41 @@ dt_status ds_stats_acc_init(ds_stats_acc *a, int c, size_t hw, int classes)
     return DT_OK;
 }
 
-void ds_stats_acc_add(ds_stats_acc *a, const float *x, int32_t label)
+void ds_stats_sample_sums(const float *x, int c, size_t hw, double *sum, double *sq, float *lo, float *hi)
 {
-    float lo = a->lo, hi = a->hi;
-    for (int c = 0; c < a->c; c++) {
+    float l = *lo, h = *hi;
+    for (int k = 0; k < c; k++) {
         /* A per-sample partial sum first: fewer dependent double additions, same exactness for
-         * bytes (a sum of up to 2^28 values below 2^8 stays exact below 2^53 in double). */
+         * bytes (a sum of up to 2^28 values below 2^8 stays exact below 2^53 in double). The range
+         * rides in the same loop: its compares hide in the additions' latency. */
         double s = 0, q = 0;
-        const float *p = x + (size_t)c * a->hw;
-        for (size_t j = 0; j < a->hw; j++) {
+        const float *p = x + (size_t)k * hw;
+        for (size_t j = 0; j < hw; j++) {
             const float v = p[j];
-            lo = v < lo ? v : lo;
-            hi = v > hi ? v : hi;
+            l = v < l ? v : l;
+            h = v > h ? v : h;
             s += v;
             q += (double)v * v;
         }
-        a->sum[c] += s;
-        a->sq[c] += q;
+        sum[k] += s;
+        sq[k] += q;
     }
-    a->lo = lo;
-    a->hi = hi;
+    *lo = l;
+    *hi = h;
+}
+
+void ds_stats_moments(const double *sum, const double *sq, int c, double n, double *mean, double *std)
+{
+    for (int k = 0; k < c; k++) {
+        const double m = n > 0 ? sum[k] / n : 0, var = n > 0 ? sq[k] / n - m * m : 0;
+        mean[k] = m;
+        std[k] = sqrt(var > 0 ? var : 0); /* rounding can make a constant channel's var -1e-17 */
+    }
+}
+
+void ds_stats_acc_add(ds_stats_acc *a, const float *x, int32_t label)
+{
+    ds_stats_sample_sums(x, a->c, a->hw, a->sum, a->sq, &a->lo, &a->hi);
     a->counts[label]++;
     a->samples++;
 }
@@ -85,12 +100,7 @@ dt_status ds_stats_acc_finish(ds_stats_acc *a, ds_stats *out)
         ds_stats_acc_free(a);
         return status_set_error(DT_ERR_NOMEM, "out of memory for the statistics of %d channels", a->c);
     }
-    const double n = (double)a->samples * (double)a->hw;
-    for (int c = 0; c < a->c; c++) {
-        const double mean = n > 0 ? a->sum[c] / n : 0, var = n > 0 ? a->sq[c] / n - mean * mean : 0;
-        out->mean[c] = mean;
-        out->std[c] = sqrt(var > 0 ? var : 0); /* rounding can make a constant channel's var -1e-17 */
-    }
+    ds_stats_moments(a->sum, a->sq, a->c, (double)a->samples * (double)a->hw, out->mean, out->std);
     out->lo = a->samples ? a->lo : 0;
     out->hi = a->samples ? a->hi : 0;
     out->class_counts = a->counts;

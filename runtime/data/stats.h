@@ -68,6 +68,14 @@ dt_status ds_stats_blocks(const ds_split *s, const ds_stats_pick *pick, size_t f
  * partials, merged in block order. */
 void ds_stats_blocks_merge(const double *part, size_t nblocks, int c, size_t hw, double *mean, double *std);
 
+/* The one accumulation under every statistic: adds each of sample x's c channels (hw values each)
+ * into sum[k] and sq[k] (the sum of squares), summed over the sample first in double, and widens
+ * [*lo, *hi] to its values. */
+void ds_stats_sample_sums(const float *x, int c, size_t hw, double *sum, double *sq, float *lo, float *hi);
+/* The mean and population std of each of c channels from sum[k] and sq[k] over n values (zero
+ * when n is 0); mean and std may be sum and sq themselves. */
+void ds_stats_moments(const double *sum, const double *sq, int c, double n, double *mean, double *std);
+
 /* A bad sample: its index, what reading or checking it returned, and the message naming it. */
 typedef struct ds_bad_sample {
     size_t index;

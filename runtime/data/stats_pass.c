@@ -67,35 +67,14 @@ static dt_status bad_list_add(pass_job *j, size_t i, dt_status st)
     return DT_OK;
 }
 
-/* Sample x (label y) into the block's partials (each channel's own sums first, as
- * ds_stats_acc_add makes them) and, when wanted, the job's range and class counts. */
+/* Sample x (label y) into the block's partials and, when wanted, the job's class counts (the
+ * range is the job's either way: it costs nothing beside the sums). */
 static void add_sample(pass_job *j, const float *x, int32_t y, double *sum)
 {
     const int C = j->s->c;
-    const size_t hw = (size_t)j->s->h * j->s->w;
-    if (sum) {
-        double *sq = sum + C;
-        for (int c = 0; c < C; c++) {
-            const float *v = x + (size_t)c * hw;
-            double a = 0, q = 0;
-            for (size_t k = 0; k < hw; k++) {
-                a += v[k];
-                q += (double)v[k] * v[k];
-            }
-            sum[c] += a;
-            sq[c] += q;
-        }
-        sum[2 * C] += 1;
-    }
-    if (j->counts) {
-        float lo = j->lo, hi = j->hi;
-        for (size_t k = 0; k < (size_t)C * hw; k++) {
-            lo = x[k] < lo ? x[k] : lo;
-            hi = x[k] > hi ? x[k] : hi;
-        }
-        j->lo = lo, j->hi = hi;
-        j->counts[y]++;
-    }
+    ds_stats_sample_sums(x, C, (size_t)j->s->h * j->s->w, sum, sum + C, &j->lo, &j->hi);
+    sum[2 * C] += 1;
+    if (j->counts) j->counts[y]++;
 }
 
 static void *pass_run(void *arg)
@@ -127,7 +106,7 @@ static void *pass_run(void *arg)
              * ends the pass whatever the mode. */
             if (st && j->want->keep_going && st != DT_ERR_NOMEM)
                 st = bad_list_add(j, i, st);
-            else if (!st)
+            else if (!st && sum) /* the bad-sample listing keeps no sums */
                 add_sample(j, x, y, sum);
             if (st) {
                 j->status = st;
@@ -235,16 +214,16 @@ dt_status ds_stats_blocks(const ds_split *s, const ds_stats_pick *pick, size_t f
 void ds_stats_blocks_merge(const double *part, size_t nblocks, int c, size_t hw, double *mean, double *std)
 {
     const size_t width = DS_STATS_BLOCK_WIDTH(c);
+    /* Each channel's sum and sum of squares over the blocks, in block order, gathered in mean and
+     * std, which ds_stats_moments then turns into the figures in place. */
     double samples = 0;
-    for (size_t b = 0; b < nblocks; b++) samples += part[b * width + 2 * (size_t)c];
-    const double n = samples * (double)hw;
-    for (int k = 0; k < c; k++) {
-        double sum = 0, sq = 0;
-        for (size_t b = 0; b < nblocks; b++) sum += part[b * width + k], sq += part[b * width + c + k];
-        const double m = n > 0 ? sum / n : 0, var = n > 0 ? sq / n - m * m : 0;
-        mean[k] = m;
-        std[k] = sqrt(var > 0 ? var : 0); /* rounding can make a constant channel's var -1e-17 */
+    for (int k = 0; k < c; k++) mean[k] = std[k] = 0;
+    for (size_t b = 0; b < nblocks; b++) {
+        const double *p = part + b * width;
+        for (int k = 0; k < c; k++) mean[k] += p[k], std[k] += p[c + k];
+        samples += p[2 * (size_t)c];
     }
+    ds_stats_moments(mean, std, c, samples * (double)hw, mean, std);
 }
 
 dt_status ds_compute_stats_at(const ds_split *s, int threads, ds_stats *out, size_t *bad_sample)
