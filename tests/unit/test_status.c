@@ -139,7 +139,25 @@ static void test_message_printable(void **state)
     text_escape_controls("abcd\x1b", out, sizeof out);
     assert_string_equal(out, "abcd");
     text_escape_controls("\xc2", out, sizeof out); /* a lone lead byte at the end is no C1 control */
-    assert_string_equal(out, "\xc2");
+    assert_string_equal(out, "\\xc2");
+    text_escape_controls("abcdef\xc3\xa9", out, sizeof out); /* é would need bytes 7-8 and the end */
+    assert_string_equal(out, "abcdef");
+}
+
+/* A byte of no well-formed UTF-8 sequence is escaped: a lone CSI byte (0x9b, which an 8-bit
+ * terminal acts on), Latin-1, a stray continuation byte, an overlong '/', a UTF-16 surrogate, a
+ * code point past U+10FFFF, a sequence cut short; well-formed 2- to 4-byte characters are kept. */
+static void test_ill_formed_utf8_escaped(void **state)
+{
+    (void)state;
+    char out[128];
+    text_escape_controls("x\x9b"
+                         "31m caf\xe9 \x80 \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xe2\x82",
+                         out, sizeof out);
+    assert_string_equal(out, "x\\x9b31m caf\\xe9 \\x80 \\xc0\\xaf \\xed\\xa0\\x80 \\xf4\\x90\\x80\\x80 "
+                             "\\xe2\\x82");
+    text_escape_controls("\xc3\xa9 \xe2\x82\xac \xed\x9f\xbf \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf", out, sizeof out);
+    assert_string_equal(out, "\xc3\xa9 \xe2\x82\xac \xed\x9f\xbf \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf");
 }
 
 int main(void)
@@ -151,6 +169,7 @@ int main(void)
         cmocka_unit_test(test_peer_mark),
         cmocka_unit_test(test_shared_mark),
         cmocka_unit_test(test_message_printable),
+        cmocka_unit_test(test_ill_formed_utf8_escaped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
