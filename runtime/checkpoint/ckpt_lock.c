@@ -15,6 +15,7 @@
 #include "runtime/checkpoint/ckpt_lock.h"
 #include "base/io_error.h"
 #include "base/log.h"
+#include "base/printable.h"
 #include "base/status.h"
 
 #include <errno.h>
@@ -53,11 +54,9 @@ static void holder_of(int fd, char *who, size_t n)
     buf[k] = '\0';
     buf[strcspn(buf, "\n")] = '\0';
     /* Anyone who can write the lock file writes this line, and it reaches another user's terminal
-     * in a message: only printable ASCII passes (a pid, a host name and a time need no more), so
-     * no escape sequence in it can retitle, clear or recolour that terminal. */
-    for (char *c = buf; *c; c++)
-        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e) *c = '?';
-    if (buf[0]) snprintf(who, n, "%s", buf);
+     * (doctor prints it outside any status message): its control characters are written as
+     * escapes, so no escape sequence in it can retitle, clear or recolour that terminal. */
+    if (buf[0]) text_escape_controls(buf, who, n);
 }
 
 int ckpt_lock_held_elsewhere(const char *who)

@@ -301,8 +301,8 @@ static void test_holder_elsewhere_waited_for(void **state)
 }
 
 /* The holder's line is written by whoever can write the lock file and printed in another user's
- * refusal: its control and non-ASCII bytes are shown as '?', so a planted escape sequence never
- * reaches that user's terminal. */
+ * refusal: its control characters and ill-formed UTF-8 bytes are shown as C escapes, so a planted
+ * escape sequence never reaches that user's terminal. */
 static void test_holder_line_escaped(void **state)
 {
     fixture *f = *state;
@@ -319,7 +319,7 @@ static void test_holder_line_escaped(void **state)
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     assert_int_equal(s, DT_ERR_IO);
-    assert_non_null(strstr(msg, "(?]0;owned??[2Jpid 7 ?31m)"));
+    assert_non_null(strstr(msg, "(\\x1b]0;owned\\x07\\x1b[2Jpid 7 \\x9b31m)"));
     for (const char *c = msg; *c; c++)
         if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
             fail_msg("byte 0x%02x in: %s", (unsigned char)*c, msg);
