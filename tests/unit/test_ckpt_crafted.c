@@ -126,6 +126,14 @@ static sec *find(image *im, const char *name)
     return NULL;
 }
 
+/* Where section s's bytes start past the table (the sections lie in table order, back to back). */
+static size_t data_offset(const image *im, const sec *s)
+{
+    size_t off = 0;
+    for (const sec *t = im->s; t < s; t++) off += t->bytes;
+    return off;
+}
+
 /* Section s's bytes replaced by n bytes of p. */
 static void set_bytes(sec *s, const void *p, uint64_t n)
 {
@@ -279,9 +287,7 @@ static void test_weights_only_skips_moments(void **state)
     (void)state;
     image im;
     parse(at("ckpt-0000000004.dtc"), &im);
-    size_t off = 0;
-    for (uint32_t i = 0; strcmp(im.s[i].name, CKPT4_MOMENT1) != 0; i++) off += im.s[i].bytes;
-    const char *p = write_image(&im, 7, off + 2);
+    const char *p = write_image(&im, 7, data_offset(&im, find(&im, CKPT4_MOMENT1)) + 2);
     long step = -1;
     int world = -1;
     expect_msg(ckpt_read_file(p, 7, g_m, g_o, g_sc, &step, &world), DT_ERR_CORRUPT,
@@ -366,9 +372,8 @@ static void test_newest_and_changed(void **state)
     (void)state;
     image im;
     parse(at("ckpt-0000000004.dtc"), &im);
-    size_t last = 0;
-    for (uint32_t i = 0; i + 1 < im.n; i++) last += im.s[i].bytes;
-    write_image(&im, 9, last); /* the first byte of the last section ("scaler.window") */
+    /* The first byte of the last section ("scaler.window"). */
+    write_image(&im, 9, data_offset(&im, &im.s[im.n - 1]));
     dt_ckpt_reader *r;
     long step = -1;
     log_set_level(LOG_LEVEL_ERROR);
@@ -380,8 +385,7 @@ static void test_newest_and_changed(void **state)
 
     assert_int_equal(dt_ckpt_open_latest(NULL, dir, &r, &step), DT_OK);
     assert_int_equal(step, 4);
-    size_t off = sizeof(ckpt4_header) + im.n * sizeof(ckpt4_entry);
-    for (uint32_t i = 0; strcmp(im.s[i].name, CKPT4_PARAMS) != 0; i++) off += im.s[i].bytes;
+    const size_t off = sizeof(ckpt4_header) + im.n * sizeof(ckpt4_entry) + data_offset(&im, find(&im, CKPT4_PARAMS));
     int fd = open(at("ckpt-0000000004.dtc"), O_RDWR);
     assert_true(fd >= 0);
     unsigned char b;
