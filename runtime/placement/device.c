@@ -195,6 +195,92 @@ static int cvd_classify(const char *p, size_t len, unsigned long *index, int *ta
     return CVD_INDEX;
 }
 
+/* One entry of the list: its text with the blanks around it trimmed (CUDA skips them, as strtoul
+ * does), and what cvd_classify makes of it. */
+typedef struct cvd_entry {
+    const char *text;
+    size_t len;
+    int kind;
+    unsigned long index;
+    int tail;
+} cvd_entry;
+
+/* Reads the entry that starts at p into *x; returns where the next one starts. */
+static const char *cvd_read(const char *p, cvd_entry *x)
+{
+    const size_t len = strcspn(p, ",");
+    size_t lead = 0;
+    while (lead < len && (p[lead] == ' ' || p[lead] == '\t')) lead++;
+    x->text = p + lead;
+    x->len = len - lead;
+    while (x->len > 0 && (x->text[x->len - 1] == ' ' || x->text[x->len - 1] == '\t')) x->len--;
+    x->kind = cvd_classify(x->text, x->len, &x->index, &x->tail);
+    return p + len + (p[len] == ',');
+}
+
+/* How much of an entry a message quotes. */
+static int cvd_shown(const cvd_entry *x) { return (int)(x->len < 64 ? x->len : 64); }
+
+/* The entry (1-based) among list's first e that names the same device as x, or 0: the same device
+ * twice makes CUDA report none at all. */
+static int cvd_same_before(const char *list, int e, const cvd_entry *x)
+{
+    const char *r = list;
+    for (int f = 0; f < e; f++) {
+        cvd_entry y;
+        r = cvd_read(r, &y);
+        const int same = x->kind == CVD_INDEX
+                             ? y.kind == CVD_INDEX && y.index == x->index
+                             : y.kind == CVD_UUID && y.len == x->len && strncmp(y.text, x->text, x->len) == 0;
+        if (same) return f + 1;
+    }
+    return 0;
+}
+
+/* Why entry e (0-based, of entries, starting at p) is where CUDA stops reading list, after seen
+ * valid entries. */
+static void cvd_why_invalid(const char *list, int entries, int e, const char *p, const cvd_entry *x, int seen,
+                            char *why, size_t n)
+{
+    char what[160];
+    switch (x->kind) {
+        case CVD_EMPTY:
+            snprintf(what, sizeof what, "entry %d is empty (a doubled, leading or trailing comma?)", e + 1);
+            break;
+        case CVD_NEGATIVE:
+            snprintf(what, sizeof what, "entry %d '%.*s' is negative", e + 1, cvd_shown(x), x->text);
+            break;
+        case CVD_BAD_UUID:
+            snprintf(what, sizeof what,
+                     "entry %d '%.*s' is not a GPU UUID (GPU- or MIG- and hex digits, as "
+                     "nvidia-smi -L prints them)",
+                     e + 1, cvd_shown(x), x->text);
+            break;
+        default:
+            snprintf(what, sizeof what,
+                     "entry %d '%.*s' is not a device index (0, 1, ...) or UUID (GPU-..., "
+                     "MIG-...)",
+                     e + 1, cvd_shown(x), x->text);
+    }
+    const int after = entries - e - 1;
+    char seen_txt[96], hid[64];
+    if (seen == 0)
+        snprintf(seen_txt, sizeof seen_txt, "it sees no GPU");
+    else
+        snprintf(seen_txt, sizeof seen_txt, "it sees only the %d entr%s before it (%.*s)", seen,
+                 seen == 1 ? "y" : "ies", (int)(p - list - 1 < 48 ? p - list - 1 : 48), list);
+    if (after == 0)
+        snprintf(hid, sizeof hid, "nothing follows it");
+    else
+        snprintf(hid, sizeof hid, "the %d entr%s after it %s hidden", after, after == 1 ? "y" : "ies",
+                 after == 1 ? "is" : "are");
+    snprintf(why, n,
+             "CUDA_VISIBLE_DEVICES='%.200s': %s; CUDA reads the list up to its first invalid entry, "
+             "so %s and %s%s",
+             list, what, seen_txt, hid,
+             x->kind == CVD_NEGATIVE && seen == 0 ? " (-1 is the usual way to hide every GPU)" : "");
+}
+
 int device_visible_parse(const char *list, char *why, size_t n)
 {
     if (why && n) why[0] = '\0';
@@ -211,108 +297,45 @@ int device_visible_parse(const char *list, char *why, size_t n)
     const char *p = list;
     int seen = 0;
     for (int e = 0; e < entries; e++) {
-        size_t len = strcspn(p, ",");
-        const char *next = p + len + (p[len] == ',');
-        /* Blanks around an entry are skipped by CUDA, as by strtoul. */
-        size_t lead = 0;
-        while (lead < len && (p[lead] == ' ' || p[lead] == '\t')) lead++;
-        const char *t = p + lead;
-        size_t tl = len - lead;
-        while (tl > 0 && (t[tl - 1] == ' ' || t[tl - 1] == '\t')) tl--;
-        unsigned long idx = 0;
-        int tail = 0;
-        const int kind = cvd_classify(t, tl, &idx, &tail);
-        if (kind == CVD_INDEX || kind == CVD_UUID) {
-            /* The same device twice makes CUDA report none at all. */
-            const char *r = list;
-            for (int f = 0; f < e; f++) {
-                size_t rl = strcspn(r, ",");
-                size_t rlead = 0;
-                while (rlead < rl && (r[rlead] == ' ' || r[rlead] == '\t')) rlead++;
-                unsigned long ridx = 0;
-                int rtail = 0;
-                size_t rtl = rl - rlead;
-                while (rtl > 0 && (r[rlead + rtl - 1] == ' ' || r[rlead + rtl - 1] == '\t')) rtl--;
-                const int rk = cvd_classify(r + rlead, rtl, &ridx, &rtail);
-                const int same = kind == CVD_INDEX ? rk == CVD_INDEX && ridx == idx
-                                                   : rk == CVD_UUID && rtl == tl && strncmp(r + rlead, t, tl) == 0;
-                if (same) {
-                    if (why && n)
-                        snprintf(why, n,
-                                 "CUDA_VISIBLE_DEVICES='%.200s': entries %d and %d name the same GPU (%.*s); "
-                                 "CUDA then shows no GPU at all. Fix: list each GPU once",
-                                 list, f + 1, e + 1, (int)(tl < 64 ? tl : 64), t);
-                    return 0;
-                }
-                r += rl + 1;
-            }
-            if (kind == CVD_UUID && t[0] == 'M') {
-                /* CUDA enumerates one MIG device per process (NVIDIA's MIG User Guide, "CUDA
-                 * Device Enumeration"; the CUDA Programming Guide on CUDA_VISIBLE_DEVICES: "Only
-                 * single MIG instance enumeration is supported"): a second one is not seen, so
-                 * planning stops before it, as at an invalid entry. */
-                if (mig_first) {
-                    if (why && n)
-                        snprintf(why, n,
-                                 "CUDA_VISIBLE_DEVICES='%.200s': entry %d '%.*s' is a second MIG device, and CUDA "
-                                 "shows a process only one MIG device (entry %d): it sees %d GPU%s and the "
-                                 "entries from %d on are not used. Fix: give each rank exactly one MIG device "
-                                 "(srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES=MIG-<uuid> set per rank)",
-                                 list, e + 1, (int)(tl < 64 ? tl : 64), t, mig_first, seen, seen == 1 ? "" : "s",
-                                 e + 1);
-                    return seen;
-                }
-                mig_first = e + 1;
-            }
-            if (kind == CVD_INDEX && tail && why && n && !why[0])
+        cvd_entry x;
+        const char *next = cvd_read(p, &x);
+        if (x.kind != CVD_INDEX && x.kind != CVD_UUID) {
+            if (why && n) cvd_why_invalid(list, entries, e, p, &x, seen, why, n);
+            return seen;
+        }
+        const int same = cvd_same_before(list, e, &x);
+        if (same) {
+            if (why && n)
                 snprintf(why, n,
-                         "CUDA_VISIBLE_DEVICES='%.200s': entry %d '%.*s' is read by CUDA as index %lu (the "
-                         "text after the number is ignored). Fix: give indices or GPU-/MIG- UUIDs only",
-                         list, e + 1, (int)(tl < 64 ? tl : 64), t, idx);
-            seen++;
-            p = next;
-            continue;
+                         "CUDA_VISIBLE_DEVICES='%.200s': entries %d and %d name the same GPU (%.*s); "
+                         "CUDA then shows no GPU at all. Fix: list each GPU once",
+                         list, same, e + 1, cvd_shown(&x), x.text);
+            return 0;
         }
-        if (why && n) {
-            char what[160];
-            switch (kind) {
-                case CVD_EMPTY:
-                    snprintf(what, sizeof what, "entry %d is empty (a doubled, leading or trailing comma?)", e + 1);
-                    break;
-                case CVD_NEGATIVE:
-                    snprintf(what, sizeof what, "entry %d '%.*s' is negative", e + 1, (int)(tl < 64 ? tl : 64), t);
-                    break;
-                case CVD_BAD_UUID:
-                    snprintf(what, sizeof what,
-                             "entry %d '%.*s' is not a GPU UUID (GPU- or MIG- and hex digits, as "
-                             "nvidia-smi -L prints them)",
-                             e + 1, (int)(tl < 64 ? tl : 64), t);
-                    break;
-                default:
-                    snprintf(what, sizeof what,
-                             "entry %d '%.*s' is not a device index (0, 1, ...) or UUID (GPU-..., "
-                             "MIG-...)",
-                             e + 1, (int)(tl < 64 ? tl : 64), t);
+        if (x.kind == CVD_UUID && x.text[0] == 'M') {
+            /* CUDA enumerates one MIG device per process (NVIDIA's MIG User Guide, "CUDA Device
+             * Enumeration"; the CUDA Programming Guide on CUDA_VISIBLE_DEVICES: "Only single MIG
+             * instance enumeration is supported"): a second one is not seen, so planning stops
+             * before it, as at an invalid entry. */
+            if (mig_first) {
+                if (why && n)
+                    snprintf(why, n,
+                             "CUDA_VISIBLE_DEVICES='%.200s': entry %d '%.*s' is a second MIG device, and CUDA "
+                             "shows a process only one MIG device (entry %d): it sees %d GPU%s and the "
+                             "entries from %d on are not used. Fix: give each rank exactly one MIG device "
+                             "(srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES=MIG-<uuid> set per rank)",
+                             list, e + 1, cvd_shown(&x), x.text, mig_first, seen, seen == 1 ? "" : "s", e + 1);
+                return seen;
             }
-            const int after = entries - e - 1;
-            char seen_txt[96], hid[64];
-            if (seen == 0)
-                snprintf(seen_txt, sizeof seen_txt, "it sees no GPU");
-            else
-                snprintf(seen_txt, sizeof seen_txt, "it sees only the %d entr%s before it (%.*s)", seen,
-                         seen == 1 ? "y" : "ies", (int)(p - list - 1 < 48 ? p - list - 1 : 48), list);
-            if (after == 0)
-                snprintf(hid, sizeof hid, "nothing follows it");
-            else
-                snprintf(hid, sizeof hid, "the %d entr%s after it %s hidden", after, after == 1 ? "y" : "ies",
-                         after == 1 ? "is" : "are");
-            snprintf(why, n,
-                     "CUDA_VISIBLE_DEVICES='%.200s': %s; CUDA reads the list up to its first invalid entry, "
-                     "so %s and %s%s",
-                     list, what, seen_txt, hid,
-                     kind == CVD_NEGATIVE && seen == 0 ? " (-1 is the usual way to hide every GPU)" : "");
+            mig_first = e + 1;
         }
-        return seen;
+        if (x.kind == CVD_INDEX && x.tail && why && n && !why[0])
+            snprintf(why, n,
+                     "CUDA_VISIBLE_DEVICES='%.200s': entry %d '%.*s' is read by CUDA as index %lu (the "
+                     "text after the number is ignored). Fix: give indices or GPU-/MIG- UUIDs only",
+                     list, e + 1, cvd_shown(&x), x.text, x.index);
+        seen++;
+        p = next;
     }
     return seen;
 }
