@@ -127,8 +127,15 @@ uint64_t dts_sample_offset(const ds_split *s, size_t i)
     return (uint64_t)m->header_bytes + (uint64_t)i * m->row_bytes;
 }
 
-/* Checks the mapped file f (len bytes) as a .dts and fills m's offsets and s's fields. */
-static dt_status check_header(const char *f, const unsigned char *b, size_t len, dts_map *m, ds_split *s)
+/* A .dts header's fixed fields, as the file holds them (little-endian), before any check. */
+typedef struct dts_fields {
+    uint32_t version, header_bytes, c, h, w, dtype, classes, hcrc, flags;
+    uint64_t count, payload_bytes;
+} dts_fields;
+
+/* That f (len bytes at b) is a whole .dts header of this version, its CRC right; reads its fields
+ * into *d. */
+static dt_status check_framing(const char *f, const unsigned char *b, size_t len, dts_fields *d)
 {
     if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b)
         return status_set_error(DT_ERR_CORRUPT,
@@ -145,10 +152,18 @@ static dt_status check_header(const char *f, const unsigned char *b, size_t len,
                                 "%s is not a .dts shard: it does not start with the magic \"%s\" "
                                 "(offset 0); give --data-format to read it as another format",
                                 f, DTS_MAGIC);
-    const uint32_t version = le32(b + 8), header_bytes = le32(b + 12), c = le32(b + 16), h = le32(b + 20),
-                   w = le32(b + 24), dtype = le32(b + 28), classes = le32(b + 40), hcrc = le32(b + 44),
-                   flags = le32(b + 60);
-    const uint64_t count = le64(b + 32), payload_bytes = le64(b + 48);
+    *d = (dts_fields){.version = le32(b + 8),
+                      .header_bytes = le32(b + 12),
+                      .c = le32(b + 16),
+                      .h = le32(b + 20),
+                      .w = le32(b + 24),
+                      .dtype = le32(b + 28),
+                      .count = le64(b + 32),
+                      .classes = le32(b + 40),
+                      .hcrc = le32(b + 44),
+                      .payload_bytes = le64(b + 48),
+                      .flags = le32(b + 60)};
+    const uint32_t version = d->version, header_bytes = d->header_bytes, c = d->c, hcrc = d->hcrc;
     if (version > DTS_VERSION)
         return status_set_error(DT_ERR_CORRUPT,
                                 "%s: .dts version %u (offset 8), written by a newer dtrain; this dtrain (%s) "
@@ -185,6 +200,16 @@ static dt_status check_header(const char *f, const unsigned char *b, size_t len,
                                 "%08x: the header is damaged; copy the file again or write it again with dtrain data "
                                 "convert",
                                 f, hcrc, header_bytes, crc);
+    return DT_OK;
+}
+
+/* That the fields describe samples dtrain reads and a file of exactly len bytes; the bytes of the
+ * samples (without padding) into *samples, of a row into *row. */
+static dt_status check_fields(const char *f, size_t len, const dts_fields *d, uint64_t *samples, uint64_t *row_out)
+{
+    const uint32_t header_bytes = d->header_bytes, c = d->c, h = d->h, w = d->w, dtype = d->dtype, classes = d->classes,
+                   flags = d->flags;
+    const uint64_t count = d->count, payload_bytes = d->payload_bytes;
     if (flags & ~DTS_FLAG_BYTES)
         return status_set_error(
             DT_ERR_CORRUPT,
@@ -205,10 +230,10 @@ static dt_status check_header(const char *f, const unsigned char *b, size_t len,
         return status_set_error(DT_ERR_CORRUPT, "%s: %u classes (offset 40); a dataset has 1 to %d", f, classes,
                                 DS_MAX_CLASSES);
     const uint64_t row = (uint64_t)c * h * w * esize; /* <= 2^30 */
-    uint64_t samples, labels, total;
-    if (__builtin_mul_overflow(count, row, &samples) || samples > UINT64_MAX - DTS_ALIGN ||
+    uint64_t labels, total;
+    if (__builtin_mul_overflow(count, row, samples) || *samples > UINT64_MAX - DTS_ALIGN ||
         __builtin_mul_overflow(count, 4u, &labels) ||
-        __builtin_add_overflow(round_up(samples, DTS_ALIGN), labels, &total) || total > (uint64_t)len - header_bytes)
+        __builtin_add_overflow(round_up(*samples, DTS_ALIGN), labels, &total) || total > (uint64_t)len - header_bytes)
         return status_set_error(DT_ERR_CORRUPT,
                                 "%s: %llu samples of %ux%ux%u %s (offsets 32, 16-28) need more than "
                                 "the file's %zu bytes: truncated or a damaged count; write it again with dtrain data "
@@ -221,15 +246,13 @@ static dt_status check_header(const char *f, const unsigned char *b, size_t len,
                                 "after the labels or a damaged header; write it again with dtrain data convert",
                                 f, len, header_bytes, (unsigned long long)total, (unsigned long long)count,
                                 (unsigned long long)payload_bytes);
-    m->header_bytes = header_bytes;
-    m->row_bytes = (size_t)row;
-    m->labels_offset = (size_t)(header_bytes + round_up(samples, DTS_ALIGN));
-    m->dtype = (int)dtype;
-    s->count = (size_t)count;
-    s->c = (int)c, s->h = (int)h, s->w = (int)w;
-    s->classes = (int)classes;
-    /* uint8 is bytes; an fp16/fp32 shard of an image source says so in its flags. */
-    s->uint8_values = dtype == DTS_UINT8 || (flags & DTS_FLAG_BYTES);
+    *row_out = row;
+    return DT_OK;
+}
+
+/* Each of the c channels' mean and std from the header at b into m, checked. */
+static dt_status read_channel_stats(const char *f, const unsigned char *b, uint32_t c, dts_map *m)
+{
     m->mean = malloc(c * sizeof *m->mean);
     m->std = malloc(c * sizeof *m->std);
     if (!m->mean || !m->std) return status_set_error(DT_ERR_NOMEM, "out of memory opening %s (%u channels)", f, c);
@@ -242,10 +265,31 @@ static dt_status check_header(const char *f, const unsigned char *b, size_t len,
                                     "and std >= 0: write it again with dtrain data convert",
                                     f, k, (double)m->mean[k], (double)m->std[k], DTS_FIXED_BYTES + 4 * (size_t)k);
     }
+    return DT_OK;
+}
+
+/* Checks the mapped file f (len bytes) as a .dts and fills m's offsets and s's fields. */
+static dt_status check_header(const char *f, const unsigned char *b, size_t len, dts_map *m, ds_split *s)
+{
+    dts_fields d = {0};
+    uint64_t samples = 0, row = 0;
+    dt_status st = check_framing(f, b, len, &d);
+    if (!st) st = check_fields(f, len, &d, &samples, &row);
+    if (st) return st;
+    m->header_bytes = d.header_bytes;
+    m->row_bytes = (size_t)row;
+    m->labels_offset = (size_t)(d.header_bytes + round_up(samples, DTS_ALIGN));
+    m->dtype = (int)d.dtype;
+    s->count = (size_t)d.count;
+    s->c = (int)d.c, s->h = (int)d.h, s->w = (int)d.w;
+    s->classes = (int)d.classes;
+    /* uint8 is bytes; an fp16/fp32 shard of an image source says so in its flags. */
+    s->uint8_values = d.dtype == DTS_UINT8 || (d.flags & DTS_FLAG_BYTES);
+    st = read_channel_stats(f, b, d.c, m);
+    if (st) return st;
     s->mean = m->mean;
     s->std = m->std;
-    dt_status st = DT_OK;
-    for (uint64_t i = 0; !m->labels_on_read && !st && i < count; i++) st = check_label(f, m, i, classes);
+    for (uint64_t i = 0; !m->labels_on_read && !st && i < d.count; i++) st = check_label(f, m, i, d.classes);
     return st;
 }
 
