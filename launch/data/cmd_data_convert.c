@@ -145,91 +145,101 @@ static int commit_all(ds_split *const split[2], const char *const path[2], const
     return EXIT_OK;
 }
 
-int cmd_data_convert(int argc, char **argv)
+/* The stop signals' handler installed (each removes the temporary files), their set into *stops
+ * for the renames to hold off; a file past the size limit fails with a message instead of killing
+ * the process (SIGXFSZ). */
+static void stops_install(sigset_t *stops)
 {
-    data_args a;
-    int rc = data_parse_args("data convert", argc, argv, 2, &a);
-    if (rc) return rc < 0 ? EXIT_OK : rc;
-    const char *src = a.pos[0], *dst = a.pos[1];
-    /* A file past the size limit must fail with a message, not kill the process (SIGXFSZ). */
     signal(SIGXFSZ, SIG_IGN);
     struct sigaction sa = {.sa_handler = on_stop};
     sigemptyset(&sa.sa_mask);
-    sigset_t stops, unblocked;
-    sigemptyset(&stops);
+    sigemptyset(stops);
     for (size_t i = 0; i < sizeof stop_signals / sizeof *stop_signals; i++) {
         sigaction(stop_signals[i], &sa, NULL);
-        sigaddset(&stops, stop_signals[i]);
+        sigaddset(stops, stop_signals[i]);
     }
-    const int one_file = ends_with(dst, ".dts");
+}
+
+/* One file is its own samples whatever the split asked for: --split test would pick nothing in it,
+ * and into a directory would write a training file as DST/test.dts. EXIT_USAGE then. */
+static int refuse_test_of_one_file(const char *src, const char *dst, const data_args *a, int one_file)
+{
     struct stat sb;
-    /* One file is its own samples whatever the split asked for: --split test would pick nothing in
-     * it, and into a directory would write a training file as DST/test.dts. */
-    if (a.split && !strcmp(a.split, "test") && stat(src, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
-        if (one_file)
-            cli_error("--split test picks the test split of a dataset directory, and SRC %s is one file, which is "
-                      "one split: drop --split",
-                      src);
-        else
-            cli_error(
-                "--split test picks the test split of a dataset directory, and SRC %s is one file, which is "
-                "one split: it would be written as %s/test.dts whatever it holds. Drop --split, or, to keep "
-                "this file as a test set, name the file to write (the directory must exist): dtrain data convert %s "
-                "%s/test.dts",
-                src, dst, src, dst);
+    if (!a->split || strcmp(a->split, "test") != 0 || stat(src, &sb) != 0 || S_ISDIR(sb.st_mode)) return EXIT_OK;
+    if (one_file)
+        cli_error("--split test picks the test split of a dataset directory, and SRC %s is one file, which is "
+                  "one split: drop --split",
+                  src);
+    else
+        cli_error("--split test picks the test split of a dataset directory, and SRC %s is one file, which is "
+                  "one split: it would be written as %s/test.dts whatever it holds. Drop --split, or, to keep "
+                  "this file as a test set, name the file to write (the directory must exist): dtrain data convert %s "
+                  "%s/test.dts",
+                  src, dst, src, dst);
+    return EXIT_USAGE;
+}
+
+/* DST ending in .dts: one split into one file. */
+static int convert_to_file(const char *src, const char *dst, data_args *a)
+{
+    if (a->split && strcmp(a->split, "all") == 0) {
+        cli_error("DST %s is one .dts file, which holds one split: give --split train or test, or a directory "
+                  "as DST for both",
+                  dst);
         return EXIT_USAGE;
     }
-    if (one_file) {
-        if (a.split && strcmp(a.split, "all") == 0) {
-            cli_error("DST %s is one .dts file, which holds one split: give --split train or test, or a directory "
-                      "as DST for both",
-                      dst);
-            return EXIT_USAGE;
-        }
-        ds_split *s = NULL;
-        if ((rc = data_open_split(src, &a, a.split ? a.split : "train", &s))) return rc;
-        dts_write_result r;
-        rc = convert_one(s, dst, &a, 0, 0, &r);
-        if (!rc) report(s, dst, &r);
-        ds_close(s);
-        return rc;
-    }
-    const char *want = a.split ? a.split : "all";
-    ds_split *train = NULL, *test = NULL;
-    char why[1200] = "";
-    if (strcmp(want, "test") != 0 && (rc = data_open_split(src, &a, "train", &train))) return rc;
-    if (strcmp(want, "test") == 0 && (rc = data_open_split(src, &a, "test", &test))) return rc;
-    /* A test split that does not open fails the conversion before anything is written: a train.dts
-     * alone would read as a set without one. */
-    if (strcmp(want, "all") == 0 && data_open_test(src, &a, &test, why, sizeof why)) {
+    ds_split *s = NULL;
+    int rc = data_open_split(src, a, a->split ? a->split : "train", &s);
+    if (rc) return rc;
+    dts_write_result r;
+    rc = convert_one(s, dst, a, 0, 0, &r);
+    if (!rc) report(s, dst, &r);
+    ds_close(s);
+    return rc;
+}
+
+/* The splits a directory DST receives (want: all, train or test) opened into *train and *test; a
+ * test split that does not open fails the conversion before anything is written (a train.dts alone
+ * would read as a set without one), and with none why says so. */
+static int open_splits(const char *src, data_args *a, const char *want, ds_split **train, ds_split **test, char *why,
+                       size_t n)
+{
+    int rc;
+    if (strcmp(want, "test") != 0 && (rc = data_open_split(src, a, "train", train))) return rc;
+    if (strcmp(want, "test") == 0 && (rc = data_open_split(src, a, "test", test))) return rc;
+    if (strcmp(want, "all") == 0 && data_open_test(src, a, test, why, n)) {
         data_test_error(src, why, "nothing was written; give --split train to convert the train split alone");
-        ds_close(train);
+        ds_close(*train);
+        *train = NULL;
         return EXIT_FAIL;
     }
-    char tp[4200], sp[4200];
-    snprintf(tp, sizeof tp, "%s/train.dts", dst);
-    snprintf(sp, sizeof sp, "%s/test.dts", dst);
-    /* Both refusals before anything is written, so a half-done pair is never left behind. */
-    for (int k = 0; k < 2 && !a.force; k++)
-        if ((k ? test : train) && stat(k ? sp : tp, &sb) == 0) {
-            cli_error("%s exists: give --force to replace it, or another DST", k ? sp : tp);
+    return EXIT_OK;
+}
+
+/* Every refusal of a directory DST before anything is written, so a half-done pair is never left
+ * behind; then DST made when it is not there (*made: removed again if the convert fails). *stale:
+ * a test.dts of an earlier conversion that the new train.dts would be read with (data info, train
+ * --data DIR): refused without --force, removed with it once the new train.dts is in place. */
+static int prepare_dir(const char *src, const char *dst, const data_args *a, ds_split *const split[2],
+                       const char *const path[2], const char *why, int *stale, int *made)
+{
+    struct stat sb;
+    int rc = EXIT_OK;
+    for (int k = 0; k < 2 && !a->force; k++)
+        if (split[k] && stat(path[k], &sb) == 0) {
+            cli_error("%s exists: give --force to replace it, or another DST", path[k]);
             rc = EXIT_USAGE;
         }
-    /* A test.dts of an earlier conversion beside the new train.dts would be read as its test split
-     * (data info, train --data DIR): without --force refused, with --force removed once the new
-     * train.dts is in place (a failed convert leaves the old pair as it was). */
-    const int stale = !strcmp(want, "all") && !test && stat(sp, &sb) == 0;
-    if (!rc && stale && !a.force) {
+    *stale = !strcmp(a->split ? a->split : "all", "all") && !split[1] && stat(path[1], &sb) == 0;
+    if (!rc && *stale && !a->force) {
         cli_error("%s exists from an earlier conversion and %s has no test split (%s), so it would stay beside the "
                   "new train.dts as its test split: give --force to remove it, or another DST",
-                  sp, src, why);
+                  path[1], src, why);
         rc = EXIT_USAGE;
     }
-    /* A directory made here goes again when the convert fails: the place is left as it was. */
-    int made = 0;
     snprintf(g_made_dir, sizeof g_made_dir, "%s", dst);
     if (!rc && mkdir(dst, 0777) == 0)
-        made = g_made_set = 1;
+        *made = g_made_set = 1;
     else if (!rc && errno != EEXIST) {
         const int err = errno;
         char advice[IO_FIX_LEN];
@@ -241,21 +251,39 @@ int cmd_data_convert(int argc, char **argv)
         cli_error("%s is a file and not a directory: name a .dts file DST ending in .dts, or give a directory", dst);
         rc = EXIT_USAGE;
     }
+    return rc;
+}
+
+/* Any other DST: a directory receiving train.dts and test.dts, all or nothing (see commit_all). */
+static int convert_to_dir(const char *src, const char *dst, data_args *a, const sigset_t *stops)
+{
+    const char *want = a->split ? a->split : "all";
+    ds_split *train = NULL, *test = NULL;
+    char why[1200] = "";
+    int rc = open_splits(src, a, want, &train, &test, why, sizeof why);
+    if (rc) return rc;
+    char tp[4200], sp[4200];
+    snprintf(tp, sizeof tp, "%s/train.dts", dst);
+    snprintf(sp, sizeof sp, "%s/test.dts", dst);
     ds_split *const split[2] = {train, test};
     const char *const path[2] = {tp, sp};
+    int stale = 0, made = 0;
+    rc = prepare_dir(src, dst, a, split, path, why, &stale, &made);
+    struct stat sb;
     const int existed[2] = {stat(tp, &sb) == 0, stat(sp, &sb) == 0};
     dts_write_result res[2];
-    if (!rc) rc = check_room(split, path, dst, &a);
+    if (!rc) rc = check_room(split, path, dst, a);
     int tried = 0;
     for (int k = 0; k < 2 && !rc; k++)
-        if (split[k]) rc = convert_one(split[k], path[k], &a, k, 1, &res[k]), tried = 1;
+        if (split[k]) rc = convert_one(split[k], path[k], a, k, 1, &res[k]), tried = 1;
     if (rc && tried)
         fprintf(stderr, "  nothing was put into %s: the splits go in together or not at all, once each is whole\n",
                 dst);
     /* Every shard is whole: the renames (and the removal of a stale test.dts) run with the stop
      * signals held, so only a crash can come between them. */
-    sigprocmask(SIG_BLOCK, &stops, &unblocked);
-    if (!rc) rc = commit_all(split, path, existed, a.force);
+    sigset_t unblocked;
+    sigprocmask(SIG_BLOCK, stops, &unblocked);
+    if (!rc) rc = commit_all(split, path, existed, a->force);
     if (!rc && stale && unlink(sp) != 0) {
         cli_error("cannot remove %s, left from an earlier conversion (%s has no test split): %s; remove it by "
                   "hand, or it is read as the test split of %s",
@@ -274,4 +302,17 @@ int cmd_data_convert(int argc, char **argv)
     ds_close(train);
     ds_close(test);
     return rc;
+}
+
+int cmd_data_convert(int argc, char **argv)
+{
+    data_args a;
+    int rc = data_parse_args("data convert", argc, argv, 2, &a);
+    if (rc) return rc < 0 ? EXIT_OK : rc;
+    const char *src = a.pos[0], *dst = a.pos[1];
+    sigset_t stops;
+    stops_install(&stops);
+    const int one_file = ends_with(dst, ".dts");
+    if ((rc = refuse_test_of_one_file(src, dst, &a, one_file))) return rc;
+    return one_file ? convert_to_file(src, dst, &a) : convert_to_dir(src, dst, &a, &stops);
 }
