@@ -95,39 +95,34 @@ static void advise_nothing_fits(dt_ctx *ctx, const oom_case *c, size_t budget, c
            " every rank.\n");
 }
 
-size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
+/* What this rank needs at the failed batch, by kind, and its biggest buffers. */
+static void put_needs(text *t, const dt_memory_plan_config *f, const dt_memory_plan *pp)
 {
-    text t = {buf, n, 0};
-    if (n) buf[0] = '\0';
-    const dt_memory_plan_config *f = &c->plans[c->failed];
-    char host[64] = "?";
-    gethostname(host, sizeof host - 1);
-    put(&t, "dtrain: out of memory on rank %d of %d (%s)%s%s: dtrain %s --model %.200s%s%s --batch %d --precision %s\n",
-        dt_rank(ctx), dt_world_size(ctx), host, c->stage ? " " : "", c->stage ? c->stage : "", c->command, f->spec,
-        f->input ? " --input " : "", f->input ? f->input : "", f->batch, dt_dtype_name(f->compute));
-    dt_memory_plan p;
-    if (dt_model_plan_memory(ctx, f, &p) != DT_OK) {
-        put(&t, "  (no memory plan: %s)\n", dt_last_error());
-        return t.len;
-    }
-    const dt_memory_summary *k = &p.kinds;
-    put(&t, "  what this rank needs at batch %d, by kind:\n", f->batch);
-    kind_row(&t, "parameters", k->params);
-    kind_row(&t, "gradients", k->grads);
-    kind_row(&t, "optimizer state", k->optimizer);
-    kind_row(&t, "activations", k->activations);
-    kind_row(&t, "workspace", k->workspace);
-    kind_row(&t, "other", p.other);
-    kind_row(&t, "total while training", p.total);
-    kind_row(&t, "peak while setting up", p.peak);
-    put(&t, "  the biggest buffers:\n");
-    for (int i = 0; i < p.n_top; i++) {
+    const dt_memory_summary *k = &pp->kinds;
+    put(t, "  what this rank needs at batch %d, by kind:\n", f->batch);
+    kind_row(t, "parameters", k->params);
+    kind_row(t, "gradients", k->grads);
+    kind_row(t, "optimizer state", k->optimizer);
+    kind_row(t, "activations", k->activations);
+    kind_row(t, "workspace", k->workspace);
+    kind_row(t, "other", pp->other);
+    kind_row(t, "total while training", pp->total);
+    kind_row(t, "peak while setting up", pp->peak);
+    put(t, "  the biggest buffers:\n");
+    for (int i = 0; i < pp->n_top; i++) {
         char s[32];
-        put(&t, "    %12s  %s\n", size_text(p.top[i].bytes, s, sizeof s), p.top[i].what);
+        put(t, "    %12s  %s\n", size_text(pp->top[i].bytes, s, sizeof s), pp->top[i].what);
     }
+}
+
+/* The memory a fitting batch is measured against into *budget, said in a line: the device's free
+ * memory, or host memory under a limit the kernel enforces; *bigger: where more of it comes from.
+ * 0 when there is no such measure (host memory without a limit), the advice then said; else 1. */
+static int put_budget(text *t, dt_ctx *ctx, const dt_memory_summary *k, size_t *budget_out, const char **bigger)
+{
     char fr[32], tot[32];
     size_t budget = k->device_free;
-    const char *bigger = "a device with more memory";
+    *bigger = "a device with more memory";
     host_budget hb = {0};
     if (!k->device_total) {
         /* Host memory under a limit the kernel enforces (the memory cgroup, split among the node's
@@ -143,50 +138,57 @@ size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
         mem_limit lim;
         mem_limit_get(&lim);
         budget = hb.bytes;
-        bigger = lim.flag == 'v' ? "a larger ulimit -v" : "a larger ulimit -d";
-        put(&t,
+        *bigger = lim.flag == 'v' ? "a larger ulimit -v" : "a larger ulimit -d";
+        put(t,
             "  device: host memory under ulimit -%c %zu KiB (%s): about %s of it free (%zu bytes), with this rank's "
             "model freed\n",
             lim.flag, lim.bytes / 1024, lim.name, size_text(budget, fr, sizeof fr), budget);
     } else if (hb.kind == HOST_BUDGET_CGROUP) {
         budget = hb.bytes;
-        bigger = "more memory for the job (sbatch --mem, the cgroup's memory.max) or fewer ranks per node";
-        put(&t,
-            "  device: host memory under %s: about %s of it this rank's (%zu bytes), with this rank's model freed\n",
+        *bigger = "more memory for the job (sbatch --mem, the cgroup's memory.max) or fewer ranks per node";
+        put(t, "  device: host memory under %s: about %s of it this rank's (%zu bytes), with this rank's model freed\n",
             hb.source, size_text(budget, fr, sizeof fr), budget);
     } else if (!k->device_total) {
         /* The CPU backend without a test limit, a cgroup limit or an rlimit: host memory, whose free
          * memory is no measure of what failed. */
-        put(&t, "  device: host memory, whose free memory dtrain does not know\n"
-                "  fix: free memory on this node, run fewer ranks on it, or use a smaller --batch\n");
-        return t.len;
+        put(t, "  device: host memory, whose free memory dtrain does not know\n"
+               "  fix: free memory on this node, run fewer ranks on it, or use a smaller --batch\n");
+        return 0;
     } else {
-        put(&t, "  device: %s free of %s (%zu of %zu bytes), with this rank's model freed\n",
+        put(t, "  device: %s free of %s (%zu of %zu bytes), with this rank's model freed\n",
             size_text(k->device_free, fr, sizeof fr), size_text(k->device_total, tot, sizeof tot), k->device_free,
             k->device_total);
     }
+    *budget_out = budget;
+    return 1;
+}
+
+/* The fix: the largest batch that fits budget, by precision, or what to change when none does. */
+static void put_advice(text *t, dt_ctx *ctx, const oom_case *c, size_t budget, const char *bigger)
+{
+    const dt_memory_plan_config *f = &c->plans[c->failed];
     int best = 0, each[8] = {0};
     if (c->n_plans > (int)(sizeof each / sizeof each[0])) {
         /* dt_last_error would be some earlier error, not why: say it. */
-        put(&t, "  fix: use a smaller --batch (no batch advice: %d precisions, the summary plans at most %d)\n",
+        put(t, "  fix: use a smaller --batch (no batch advice: %d precisions, the summary plans at most %d)\n",
             c->n_plans, (int)(sizeof each / sizeof each[0]));
-        return t.len;
+        return;
     }
     if (fitting_batch(ctx, c, budget, &best, each) != DT_OK) {
-        put(&t, "  fix: use a smaller --batch (no batch advice: %s)\n", dt_last_error());
-        return t.len;
+        put(t, "  fix: use a smaller --batch (no batch advice: %s)\n", dt_last_error());
+        return;
     }
     if (c->n_plans > 1) {
-        put(&t, "  the largest batch that fits, by precision:");
-        for (int i = 0; i < c->n_plans; i++) put(&t, " %s %d", dt_dtype_name(c->plans[i].compute), each[i]);
-        put(&t, "\n");
+        put(t, "  the largest batch that fits, by precision:");
+        for (int i = 0; i < c->n_plans; i++) put(t, " %s %d", dt_dtype_name(c->plans[i].compute), each[i]);
+        put(t, "\n");
     }
     dt_memory_plan_config fb = *f;
     fb.batch = best > 0 ? best : 1;
     dt_memory_plan at_best;
     if (best > 0 && dt_model_plan_memory(ctx, &fb, &at_best) == DT_OK) {
         char pk[32];
-        put(&t, "  fix: batch %d fits (it peaks at %s): use --batch %d\n", best, size_text(at_best.peak, pk, sizeof pk),
+        put(t, "  fix: batch %d fits (it peaks at %s): use --batch %d\n", best, size_text(at_best.peak, pk, sizeof pk),
             best);
         /* The samples of a step kept with accumulation, whose buffer costs one gradient more. */
         if (c->samples > best) {
@@ -197,21 +199,41 @@ size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
             if (dt_model_max_batch(ctx, &a, budget, &na, &pa) == DT_OK && na > 0) {
                 const int steps = (c->samples + na - 1) / na;
                 if (steps <= (1 << 16))
-                    put(&t, "       or --batch %d --accum-steps %d for %ld samples per rank per step (%d asked)\n", na,
+                    put(t, "       or --batch %d --accum-steps %d for %ld samples per rank per step (%d asked)\n", na,
                         steps, (long)na * steps, c->samples);
             }
         }
     } else if (best > 0) {
-        put(&t, "  fix: use --batch %d\n", best); /* its plan fitted a moment ago: cannot fail here */
+        put(t, "  fix: use --batch %d\n", best); /* its plan fitted a moment ago: cannot fail here */
     } else if (c->n_plans == 1 || each[c->failed] == 0) {
-        if (dt_model_plan_memory(ctx, &fb, &at_best) == DT_OK)
-            advise_nothing_fits(ctx, c, budget, &at_best, bigger, &t);
+        if (dt_model_plan_memory(ctx, &fb, &at_best) == DT_OK) advise_nothing_fits(ctx, c, budget, &at_best, bigger, t);
     } else {
-        put(&t, "  fix: even batch 1 of");
+        put(t, "  fix: even batch 1 of");
         for (int i = 0; i < c->n_plans; i++)
-            if (!each[i]) put(&t, " --precision %s", dt_dtype_name(c->plans[i].compute));
-        put(&t, " does not fit: leave it out of --precision (the others fit at the batches above)\n");
+            if (!each[i]) put(t, " --precision %s", dt_dtype_name(c->plans[i].compute));
+        put(t, " does not fit: leave it out of --precision (the others fit at the batches above)\n");
     }
+}
+
+size_t oom_report_format(dt_ctx *ctx, const oom_case *c, char *buf, size_t n)
+{
+    text t = {buf, n, 0};
+    if (n) buf[0] = '\0';
+    const dt_memory_plan_config *f = &c->plans[c->failed];
+    char host[64] = "?";
+    gethostname(host, sizeof host - 1);
+    put(&t, "dtrain: out of memory on rank %d of %d (%s)%s%s: dtrain %s --model %.200s%s%s --batch %d --precision %s\n",
+        dt_rank(ctx), dt_world_size(ctx), host, c->stage ? " " : "", c->stage ? c->stage : "", c->command, f->spec,
+        f->input ? " --input " : "", f->input ? f->input : "", f->batch, dt_dtype_name(f->compute));
+    dt_memory_plan p;
+    if (dt_model_plan_memory(ctx, f, &p) != DT_OK) {
+        put(&t, "  (no memory plan: %s)\n", dt_last_error());
+        return t.len;
+    }
+    put_needs(&t, f, &p);
+    const char *bigger;
+    size_t budget;
+    if (put_budget(&t, ctx, &p.kinds, &budget, &bigger)) put_advice(&t, ctx, c, budget, bigger);
     return t.len;
 }
 
