@@ -284,6 +284,125 @@ static int plot_args(int argc, char **argv, const char **metrics, const char **o
     return EXIT_OK;
 }
 
+/* The metrics file and the PNG's path checked before any work: METRICS no directory, one process,
+ * OUT (by default METRICS' name with .png; "-": standard output, never a terminal) writable and not
+ * the input (gnuplot, failing to open it, would draw to its stdout instead). def: room for the
+ * default name. 0, or the exit code. */
+static int check_paths(const char *metrics, const char **out, char *def, size_t n)
+{
+    /* Read as a file, a directory fails with only "Is a directory": name what to give instead. */
+    struct stat sb;
+    if (stat(metrics, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return plot_usage_error("%s is a directory: give the file a run wrote with dtrain train --metrics FILE",
+                                metrics);
+    const int one = cli_one_process("plot", "draw the same PNG and race the others to write it");
+    if (one) return one;
+    if (!*out) {
+        /* run.jsonl -> run.png; another name gets .png added. */
+        size_t len = strlen(metrics);
+        if (len > 6 && !strcmp(metrics + len - 6, ".jsonl")) len -= 6;
+        if (snprintf(def, n, "%.*s.png", (int)len, metrics) >= (int)n)
+            return plot_usage_error("the metrics file name '%.200s...' is too long to name the PNG after: use -o",
+                                    metrics);
+        *out = def;
+    }
+    /* -o -: the PNG's bytes on standard output, as many tools take '-' (a file named '-' is
+     * -o ./-). Never onto a terminal, where they would be binary noise. */
+    const int to_stdout = !strcmp(*out, "-");
+    const char *inputs[] = {metrics};
+    if (to_stdout && isatty(STDOUT_FILENO)) {
+        cli_error("plot: -o - writes the PNG's bytes to standard output, which is a terminal: redirect it "
+                  "(dtrain plot %s -o - > file.png) or give -o FILE.png",
+                  metrics);
+        return EXIT_USAGE;
+    }
+    if (!to_stdout && gnuplot_output_check("plot", *out == def ? "the PNG" : "-o", *out, inputs, 1,
+                                           *out == def ? " (or -o OUT.png writes elsewhere)" : ""))
+        return EXIT_USAGE;
+    return 0;
+}
+
+/* The temporary file gnuplot draws into (n bytes at tmp): beside OUT, or for standard output
+ * beside the other temporary files (TMPDIR). 0, or -1 said. */
+static int make_temp(const char *out, int to_stdout, char *tmp, size_t n)
+{
+    const char *shown = to_stdout ? "standard output" : out;
+    char base[4200];
+    const char *tmpdir = getenv("TMPDIR");
+    snprintf(base, sizeof base, "%.4000s/dtrain-plot.png", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    if (gnuplot_temp_path(tmp, n, to_stdout ? base : out) == 0) return 0;
+    if (errno == ENAMETOOLONG)
+        cli_error("plot: %s '%.200s...' is too long a name", to_stdout ? "TMPDIR" : "-o", to_stdout ? base : out);
+    else
+        cli_error("plot: cannot make the temporary file %s for %s: %s%s", tmp, shown, strerror(errno),
+                  to_stdout ? " (set TMPDIR to a directory this user may write)" : "");
+    return -1;
+}
+
+/* What a drawing drew: its panels, the rows drawn, the gaps in the steps and the first one. */
+typedef struct drawing {
+    int panels;
+    size_t drawn, first_gap;
+    long gaps;
+} drawing;
+
+/* d's PNG drawn by gnuplot (exe) into tmp and checked to be one. 0, or -1 said. */
+static int draw(const plot_data *d, const char *metrics, const char *exe, const char *tmp, const char *shown,
+                int to_stdout, drawing *w)
+{
+    int rc = -1;
+    char *script = NULL;
+    size_t len = 0;
+    FILE *f = NULL;
+    unsigned char *keep = malloc(2 * d->n); /* the rows drawn, then (keep + d->n) those after a gap */
+    w->first_gap = 0;
+    w->gaps = -1;
+    if (!keep || (w->gaps = find_gaps(d, keep + d->n, &w->first_gap)) < 0 || !(f = open_memstream(&script, &len))) {
+        cli_error("plot: out of memory");
+        goto done;
+    }
+    const unsigned char *gap = keep + d->n;
+    w->drawn = pick_rows(d, gap, keep);
+    w->panels = write_script(f, d, keep, gap, metrics, tmp);
+    if (fclose(f) != 0) {
+        cli_error("plot: out of memory");
+        goto done;
+    }
+    if (!w->panels) {
+        cli_error("%s: no series has a finite value in its %zu step%s: nothing to draw", metrics, d->n,
+                  cli_s((long)d->n));
+        goto done;
+    }
+    if (gnuplot_run("plot", exe, script, len) != 0) goto done;
+    if (!gnuplot_is_png(tmp)) {
+        cli_error("plot: gnuplot exited 0 but %s is not a PNG; not %s %s", tmp, to_stdout ? "writing to" : "replacing",
+                  shown);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(script);
+    free(keep);
+    return rc;
+}
+
+/* The summary line, on stderr when stdout holds the PNG. */
+static void say_drawn(const plot_data *d, const drawing *w, const char *out, int to_stdout)
+{
+    FILE *say = to_stdout ? stderr : stdout;
+    fprintf(say, "plot: wrote %s: %d panel%s over %zu record%s (steps %ld to %ld)",
+            to_stdout ? "the PNG to standard output" : out, w->panels, cli_s(w->panels), d->n, cli_s((long)d->n),
+            d->rows[0].step, d->rows[d->n - 1].step);
+    if (w->drawn < d->n)
+        fprintf(say,
+                "; %zu of them drawn: the first, last, lowest and highest of each series in each of %d step ranges",
+                w->drawn, PLOT_RANGES);
+    if (w->gaps)
+        fprintf(say, "; the curves break at %ld gap%s in the steps (%sfrom %ld to %ld)", w->gaps, cli_s(w->gaps),
+                w->gaps > 1 ? "the first " : "", d->rows[w->first_gap - 1].step, d->rows[w->first_gap].step);
+    fprintf(say, "\n");
+}
+
 int cmd_plot(int argc, char **argv)
 {
     /* DTRAIN_LOG as every command reads it (cli_parse): a malformed value is bad usage here too. */
@@ -295,40 +414,11 @@ int cmd_plot(int argc, char **argv)
     const int args = plot_args(argc, argv, &metrics, &out);
     if (args) return args < 0 ? EXIT_OK : args;
     if (!metrics) return plot_usage_error("%s", "no metrics file given (dtrain train --metrics FILE writes one)");
-    /* Read as a file, a directory fails with only "Is a directory": name what to give instead. */
-    struct stat sb;
-    if (stat(metrics, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return plot_usage_error("%s is a directory: give the file a run wrote with dtrain train --metrics FILE",
-                                metrics);
-    const int one = cli_one_process("plot", "draw the same PNG and race the others to write it");
-    if (one) return one;
     char def[4200];
-    if (!out) {
-        /* run.jsonl -> run.png; another name gets .png added. */
-        size_t len = strlen(metrics);
-        if (len > 6 && !strcmp(metrics + len - 6, ".jsonl")) len -= 6;
-        if (snprintf(def, sizeof def, "%.*s.png", (int)len, metrics) >= (int)sizeof def)
-            return plot_usage_error("the metrics file name '%.200s...' is too long to name the PNG after: use -o",
-                                    metrics);
-        out = def;
-    }
-    /* -o -: the PNG's bytes on standard output, as many tools take '-' (a file named '-' is
-     * -o ./-). Never onto a terminal, where they would be binary noise. */
+    const int bad = check_paths(metrics, &out, def, sizeof def);
+    if (bad) return bad;
     const int to_stdout = !strcmp(out, "-");
     const char *shown = to_stdout ? "standard output" : out;
-    /* Checks of the output before any work: it must not replace the input, and a path that cannot
-     * be written stops the plot before gnuplot draws (gnuplot, failing to open it, would draw to
-     * its stdout instead). */
-    const char *inputs[] = {metrics};
-    if (to_stdout && isatty(STDOUT_FILENO)) {
-        cli_error("plot: -o - writes the PNG's bytes to standard output, which is a terminal: redirect it "
-                  "(dtrain plot %s -o - > file.png) or give -o FILE.png",
-                  metrics);
-        return EXIT_USAGE;
-    }
-    if (!to_stdout && gnuplot_output_check("plot", out == def ? "the PNG" : "-o", out, inputs, 1,
-                                           out == def ? " (or -o OUT.png writes elsewhere)" : ""))
-        return EXIT_USAGE;
     plot_data d;
     /* A file that is not there (or may not be read) is the command's to fix, exit 2; one that
      * fails its checks, 1. */
@@ -336,52 +426,14 @@ int cmd_plot(int argc, char **argv)
     int rc = EXIT_FAIL;
     char exe[4200], tmp[4300];
     int made = 0; /* tmp exists and is this run's */
-    char *script = NULL;
-    unsigned char *keep = NULL; /* the rows drawn, then (keep + d.n) those after a gap */
-    size_t len = 0;
+    drawing w;
     if (gnuplot_find(exe, sizeof exe) != 0) {
         cli_error("plot: gnuplot is not on PATH: install it (Debian/Ubuntu: apt-get install gnuplot-nox)");
         goto done;
     }
-    /* The PNG for standard output is drawn beside the other temporary files (TMPDIR). */
-    char base[4200];
-    const char *tmpdir = getenv("TMPDIR");
-    snprintf(base, sizeof base, "%.4000s/dtrain-plot.png", tmpdir && *tmpdir ? tmpdir : "/tmp");
-    if (gnuplot_temp_path(tmp, sizeof tmp, to_stdout ? base : out) != 0) {
-        if (errno == ENAMETOOLONG)
-            cli_error("plot: %s '%.200s...' is too long a name", to_stdout ? "TMPDIR" : "-o", to_stdout ? base : out);
-        else
-            cli_error("plot: cannot make the temporary file %s for %s: %s%s", tmp, shown, strerror(errno),
-                      to_stdout ? " (set TMPDIR to a directory this user may write)" : "");
-        goto done;
-    }
+    if (make_temp(out, to_stdout, tmp, sizeof tmp) != 0) goto done;
     made = 1;
-    FILE *f = NULL;
-    size_t first_gap = 0;
-    long gaps = -1;
-    if (!(keep = malloc(2 * d.n)) || (gaps = find_gaps(&d, keep + d.n, &first_gap)) < 0 ||
-        !(f = open_memstream(&script, &len))) {
-        cli_error("plot: out of memory");
-        goto done;
-    }
-    const unsigned char *gap = keep + d.n;
-    const size_t drawn = pick_rows(&d, gap, keep);
-    const int count = write_script(f, &d, keep, gap, metrics, tmp);
-    if (fclose(f) != 0) {
-        cli_error("plot: out of memory");
-        goto done;
-    }
-    if (!count) {
-        cli_error("%s: no series has a finite value in its %zu step%s: nothing to draw", metrics, d.n,
-                  cli_s((long)d.n));
-        goto done;
-    }
-    if (gnuplot_run("plot", exe, script, len) != 0) goto done;
-    if (!gnuplot_is_png(tmp)) {
-        cli_error("plot: gnuplot exited 0 but %s is not a PNG; not %s %s", tmp, to_stdout ? "writing to" : "replacing",
-                  shown);
-        goto done;
-    }
+    if (draw(&d, metrics, exe, tmp, shown, to_stdout, &w) != 0) goto done;
     if (to_stdout) {
         /* Its temporary file is removed below. A refused write is said by cli_close_stdout. */
         if (png_to_stdout(tmp) != 0) goto done;
@@ -391,24 +443,10 @@ int cmd_plot(int argc, char **argv)
     } else {
         made = 0; /* it is out now */
     }
-    /* The summary goes to stderr when stdout holds the PNG. */
-    FILE *say = to_stdout ? stderr : stdout;
-    fprintf(say, "plot: wrote %s: %d panel%s over %zu record%s (steps %ld to %ld)",
-            to_stdout ? "the PNG to standard output" : out, count, cli_s(count), d.n, cli_s((long)d.n), d.rows[0].step,
-            d.rows[d.n - 1].step);
-    if (drawn < d.n)
-        fprintf(say,
-                "; %zu of them drawn: the first, last, lowest and highest of each series in each of %d step ranges",
-                drawn, PLOT_RANGES);
-    if (gaps)
-        fprintf(say, "; the curves break at %ld gap%s in the steps (%sfrom %ld to %ld)", gaps, cli_s(gaps),
-                gaps > 1 ? "the first " : "", d.rows[first_gap - 1].step, d.rows[first_gap].step);
-    fprintf(say, "\n");
+    say_drawn(&d, &w, out, to_stdout);
     rc = EXIT_OK;
 done:
     if (made) unlink(tmp);
-    free(script);
-    free(keep);
     plot_data_free(&d);
     return rc;
 }
