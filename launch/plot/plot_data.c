@@ -133,113 +133,139 @@ static int skip_value(cursor *c)
     return number(c, &d);
 }
 
+/* One "key": value member of a record into row: a series' number (null: a gap), the step, the
+ * precision (*mixed: fp16 or bf16), another key's value skipped. seen: the series and (bit
+ * PLOT_NCOL) step, precision (PLOT_NCOL+1) read so far, none of them twice. */
+static int parse_member(cursor *c, plot_row *row, unsigned *seen, int *mixed)
+{
+    char key[32];
+    const size_t key_at = c->at;
+    if (string(c, key, sizeof key) != 0) return -1;
+    blanks(c);
+    if (peek(c) != ':') return fail(c, "expected ':' after a key");
+    c->at++;
+    blanks(c);
+    int col = -1;
+    for (int i = 0; i < PLOT_NCOL; i++)
+        if (!strcmp(key, keys[i])) col = i;
+    const int is_step = !strcmp(key, "step"), is_prec = !strcmp(key, "precision");
+    const unsigned bit = col >= 0 ? 1u << col : is_step ? 1u << PLOT_NCOL : is_prec ? 1u << (PLOT_NCOL + 1) : 0;
+    if (bit & *seen) {
+        c->at = key_at;
+        snprintf(c->why, c->n, "\"%s\" given twice at column %zu", key, key_at + 1);
+        return -1;
+    }
+    *seen |= bit;
+    if (col >= 0 && c->len - c->at >= 4 && !memcmp(c->s + c->at, "null", 4)) {
+        /* A non-finite figure (metrics.c writes null: JSON has no NaN): a gap in its series. */
+        c->at += 4;
+        row->v[col] = NAN;
+        row->have |= 1u << col;
+    } else if (col >= 0 || is_step) {
+        const size_t at = c->at;
+        double v;
+        if (number(c, &v) != 0) {
+            snprintf(c->why, c->n, "\"%s\" is not a number at column %zu", key, at + 1);
+            return -1;
+        }
+        if (is_step) {
+            if (!(v >= 0 && v <= 1e15) || v != floor(v)) {
+                snprintf(c->why, c->n, "\"step\" %.*s is not a whole number >= 0 at column %zu", (int)(c->at - at),
+                         c->s + at, at + 1);
+                return -1;
+            }
+            row->step = (long)v;
+        } else {
+            row->v[col] = v;
+            row->have |= 1u << col;
+        }
+    } else if (is_prec) {
+        char p[16];
+        if (peek(c) != '"') return fail(c, "\"precision\" is not a string");
+        if (string(c, p, sizeof p) != 0) return -1;
+        *mixed = !strcmp(p, "fp16") || !strcmp(p, "bf16");
+    } else if (skip_value(c) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* The line's one flat JSON object into row (and *mixed), with a step. */
+static int parse_record(cursor *c, plot_row *row, int *mixed)
+{
+    unsigned seen = 0;
+    blanks(c);
+    if (c->at == c->len) return fail(c, "an empty line where a record should be");
+    if (peek(c) != '{') return fail(c, "expected '{' (each line is one JSON object)");
+    c->at++;
+    blanks(c);
+    if (peek(c) == '}') return fail(c, "an empty object, without \"step\"");
+    for (;;) {
+        blanks(c);
+        if (parse_member(c, row, &seen, mixed) != 0) return -1;
+        blanks(c);
+        if (peek(c) == ',') {
+            c->at++;
+            continue;
+        }
+        if (peek(c) == '}') break;
+        return fail(c, "expected ',' or '}' after a value");
+    }
+    c->at++;
+    blanks(c);
+    if (c->at != c->len) return fail(c, "text after the object");
+    if (row->step < 0) {
+        snprintf(c->why, c->n, "a record without \"step\"");
+        return -1;
+    }
+    return 0;
+}
+
+/* row appended to d, or merged into the last row when it has the same step (an eval record after
+ * a training one) as long as no series is given twice. -2: out of memory. */
+static int add_row(plot_data *d, const plot_row *row, char *why, size_t n)
+{
+    plot_row *last = d->n ? &d->rows[d->n - 1] : NULL;
+    if (last && row->step < last->step) {
+        snprintf(why, n, "step %ld comes after step %ld (steps never go back in a metrics file)", row->step,
+                 last->step);
+        return -1;
+    }
+    if (last && row->step == last->step) {
+        const unsigned both = last->have & row->have;
+        if (both) {
+            int i = 0;
+            while (!(both & (1u << i))) i++;
+            snprintf(why, n, "step %ld has \"%s\" again (the line before gave it)", row->step, keys[i]);
+            return -1;
+        }
+        for (int i = 0; i < PLOT_NCOL; i++)
+            if (row->have & (1u << i)) last->v[i] = row->v[i];
+        last->have |= row->have;
+        return 0;
+    }
+    if (d->n == d->cap) {
+        const size_t cap = d->cap ? d->cap * 2 : 256;
+        plot_row *rows = realloc(d->rows, cap * sizeof *rows);
+        if (!rows) {
+            snprintf(why, n, "out of memory");
+            return -2;
+        }
+        d->rows = rows, d->cap = cap;
+    }
+    d->rows[d->n++] = *row;
+    return 0;
+}
+
 int plot_parse_line(plot_data *d, const char *line, size_t len, char *why, size_t n)
 {
     cursor c = {line, len, 0, why, n};
     plot_row row = {.step = -1};
-    unsigned seen = 0; /* the series and (bit PLOT_NCOL) step, precision (PLOT_NCOL+1) read */
     int mixed = 0;
     why[0] = '\0';
-    blanks(&c);
-    if (c.at == len) return fail(&c, "an empty line where a record should be");
-    if (peek(&c) != '{') return fail(&c, "expected '{' (each line is one JSON object)");
-    c.at++;
-    blanks(&c);
-    if (peek(&c) == '}') return fail(&c, "an empty object, without \"step\"");
-    for (;;) {
-        blanks(&c);
-        char key[32];
-        const size_t key_at = c.at;
-        if (string(&c, key, sizeof key) != 0) return -1;
-        blanks(&c);
-        if (peek(&c) != ':') return fail(&c, "expected ':' after a key");
-        c.at++;
-        blanks(&c);
-        int col = -1;
-        for (int i = 0; i < PLOT_NCOL; i++)
-            if (!strcmp(key, keys[i])) col = i;
-        const int is_step = !strcmp(key, "step"), is_prec = !strcmp(key, "precision");
-        const unsigned bit = col >= 0 ? 1u << col : is_step ? 1u << PLOT_NCOL : is_prec ? 1u << (PLOT_NCOL + 1) : 0;
-        if (bit & seen) {
-            c.at = key_at;
-            snprintf(why, n, "\"%s\" given twice at column %zu", key, key_at + 1);
-            return -1;
-        }
-        seen |= bit;
-        if (col >= 0 && c.len - c.at >= 4 && !memcmp(c.s + c.at, "null", 4)) {
-            /* A non-finite figure (metrics.c writes null: JSON has no NaN): a gap in its series. */
-            c.at += 4;
-            row.v[col] = NAN;
-            row.have |= 1u << col;
-        } else if (col >= 0 || is_step) {
-            const size_t at = c.at;
-            double v;
-            if (number(&c, &v) != 0) {
-                snprintf(why, n, "\"%s\" is not a number at column %zu", key, at + 1);
-                return -1;
-            }
-            if (is_step) {
-                if (!(v >= 0 && v <= 1e15) || v != floor(v)) {
-                    snprintf(why, n, "\"step\" %.*s is not a whole number >= 0 at column %zu", (int)(c.at - at),
-                             line + at, at + 1);
-                    return -1;
-                }
-                row.step = (long)v;
-            } else {
-                row.v[col] = v;
-                row.have |= 1u << col;
-            }
-        } else if (is_prec) {
-            char p[16];
-            if (peek(&c) != '"') return fail(&c, "\"precision\" is not a string");
-            if (string(&c, p, sizeof p) != 0) return -1;
-            mixed = !strcmp(p, "fp16") || !strcmp(p, "bf16");
-        } else if (skip_value(&c) != 0) {
-            return -1;
-        }
-        blanks(&c);
-        if (peek(&c) == ',') {
-            c.at++;
-            continue;
-        }
-        if (peek(&c) == '}') break;
-        return fail(&c, "expected ',' or '}' after a value");
-    }
-    c.at++;
-    blanks(&c);
-    if (c.at != len) return fail(&c, "text after the object");
-    if (row.step < 0) {
-        snprintf(why, n, "a record without \"step\"");
-        return -1;
-    }
-    plot_row *last = d->n ? &d->rows[d->n - 1] : NULL;
-    if (last && row.step < last->step) {
-        snprintf(why, n, "step %ld comes after step %ld (steps never go back in a metrics file)", row.step, last->step);
-        return -1;
-    }
-    if (last && row.step == last->step) {
-        const unsigned both = last->have & row.have;
-        if (both) {
-            int i = 0;
-            while (!(both & (1u << i))) i++;
-            snprintf(why, n, "step %ld has \"%s\" again (the line before gave it)", row.step, keys[i]);
-            return -1;
-        }
-        for (int i = 0; i < PLOT_NCOL; i++)
-            if (row.have & (1u << i)) last->v[i] = row.v[i];
-        last->have |= row.have;
-    } else {
-        if (d->n == d->cap) {
-            const size_t cap = d->cap ? d->cap * 2 : 256;
-            plot_row *rows = realloc(d->rows, cap * sizeof *rows);
-            if (!rows) {
-                snprintf(why, n, "out of memory");
-                return -2;
-            }
-            d->rows = rows, d->cap = cap;
-        }
-        d->rows[d->n++] = row;
-    }
+    if (parse_record(&c, &row, &mixed) != 0) return -1;
+    const int rc = add_row(d, &row, why, n);
+    if (rc) return rc;
     d->have |= row.have;
     d->mixed |= mixed;
     return 0;
