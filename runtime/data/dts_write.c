@@ -395,14 +395,10 @@ static int enospc_hook_due(void)
     return ++calls == (v ? strtol(v, NULL, 10) : 0);
 }
 
-dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts *opts, dts_write_result *res)
+/* That src can be a .dts shard: a known dtype, shape and classes in bounds, a sample at least. */
+static dt_status check_source(const ds_split *src, const dts_write_opts *o, size_t esize)
 {
-    const double t0 = clock_now_s();
-    dts_write_opts o = {0};
-    if (opts) o = *opts;
-    const int dtype = resolve_dtype(src, &o);
-    const size_t esize = dts_dtype_size(dtype);
-    if (!esize) return status_set_error(DT_ERR_INVALID_ARG, "dtype %d is not uint8, fp16 or fp32", o.dtype);
+    if (!esize) return status_set_error(DT_ERR_INVALID_ARG, "dtype %d is not uint8, fp16 or fp32", o->dtype);
     const uint64_t per = (uint64_t)src->c * (uint64_t)src->h * (uint64_t)src->w;
     if (src->c < 1 || src->h < 1 || src->w < 1 || per > DS_MAX_SAMPLE_VALUES || src->count < 1 || src->classes < 1 ||
         src->classes > DS_MAX_CLASSES)
@@ -411,6 +407,68 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
                                 "(1 to %u values a sample, 1 to %d classes, at least one sample)",
                                 src->source, src->count, src->c, src->h, src->w, src->classes, DS_MAX_SAMPLE_VALUES,
                                 DS_MAX_CLASSES);
+    return DT_OK;
+}
+
+/* The header of src's shard (header_bytes, payload total bytes of CRC pcrc, the channels' figures
+ * in stats) into hdr, zeroed, its own CRC last. */
+static void fill_header(unsigned char *hdr, const ds_split *src, int dtype, uint64_t header_bytes, uint64_t total,
+                        uint32_t pcrc, const ds_stats *stats)
+{
+    memcpy(hdr, DTS_MAGIC, 8);
+    put32(hdr + 8, DTS_VERSION);
+    put32(hdr + 12, (uint32_t)header_bytes);
+    put32(hdr + 16, (uint32_t)src->c);
+    put32(hdr + 20, (uint32_t)src->h);
+    put32(hdr + 24, (uint32_t)src->w);
+    put32(hdr + 28, (uint32_t)dtype);
+    put64(hdr + 32, src->count);
+    put32(hdr + 40, (uint32_t)src->classes);
+    put64(hdr + 48, total);
+    put32(hdr + 56, pcrc);
+    /* A source of bytes stays one in fp16/fp32: --normalize unit divides by 255 either way.
+     * (uint8 says it by its dtype, and keeps 0 here, which every dtrain reads.) */
+    put32(hdr + 60, src->uint8_values && dtype != DTS_UINT8 ? DTS_FLAG_BYTES : 0u);
+    for (int c = 0; c < src->c; c++) {
+        const float m = (float)stats->mean[c], sd = (float)stats->std[c];
+        uint32_t u;
+        memcpy(&u, &m, 4);
+        put32(hdr + DTS_FIXED_BYTES + 4 * (size_t)c, u);
+        memcpy(&u, &sd, 4);
+        put32(hdr + DTS_FIXED_BYTES + 4 * ((size_t)src->c + (size_t)c), u);
+    }
+    put32(hdr + 44, (uint32_t)crc32(0, hdr, (uInt)header_bytes)); /* with the field still 0 */
+}
+
+/* fd (the temporary file of path) made durable and closed: a failed fsync or close is a
+ * failed write (NFS reports a full quota at close). */
+static dt_status finish_file(int fd, const char *path, dt_status st)
+{
+    char advice[IO_FIX_LEN];
+    if (!st && fsync(fd) != 0) {
+        const int err = errno;
+        st = status_set_error(DT_ERR_IO, "cannot write %s: fsync failed (%s): %s", path, strerror(err),
+                              io_error_fix(err, "shard", "DST", advice, sizeof advice));
+    }
+    g_enospc_fd = -1;
+    if (close(fd) != 0 && !st) {
+        const int err = errno;
+        st = status_set_error(DT_ERR_IO, "cannot write %s: close failed (%s): %s", path, strerror(err),
+                              io_error_fix(err, "shard", "DST", advice, sizeof advice));
+    }
+    return st;
+}
+
+dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts *opts, dts_write_result *res)
+{
+    const double t0 = clock_now_s();
+    dts_write_opts o = {0};
+    if (opts) o = *opts;
+    const int dtype = resolve_dtype(src, &o);
+    const size_t esize = dts_dtype_size(dtype);
+    dt_status st = check_source(src, &o, esize);
+    if (st) return st;
+    const uint64_t per = (uint64_t)src->c * (uint64_t)src->h * (uint64_t)src->w;
     struct stat sb;
     if (!o.force && stat(path, &sb) == 0)
         return status_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it, or another name", path);
@@ -422,13 +480,12 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     dts_temp_path(path, tmp, sizeof tmp);
     /* 0666: the umask decides, as for checkpoints (a group project space keeps it group-writable). */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    char advice[IO_FIX_LEN];
     if (fd < 0) {
         const int err = errno;
+        char advice[IO_FIX_LEN];
         return status_set_error(DT_ERR_IO, "cannot create %s (for %s): %s: %s", tmp, path, strerror(err),
                                 io_error_fix(err, "shard", "DST", advice, sizeof advice));
     }
-    dt_status st = DT_OK;
     if (enospc_hook_due()) g_enospc_fd = fd;
     /* A full disk found now rather than after an hour of decoding images. */
     uint64_t avail;
@@ -456,44 +513,12 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     if (!st && !(hdr = calloc(1, (size_t)header_bytes)))
         st = status_set_error(DT_ERR_NOMEM, "out of memory writing the header of %s", path);
     if (!st) {
-        memcpy(hdr, DTS_MAGIC, 8);
-        put32(hdr + 8, DTS_VERSION);
-        put32(hdr + 12, (uint32_t)header_bytes);
-        put32(hdr + 16, (uint32_t)src->c);
-        put32(hdr + 20, (uint32_t)src->h);
-        put32(hdr + 24, (uint32_t)src->w);
-        put32(hdr + 28, (uint32_t)dtype);
-        put64(hdr + 32, src->count);
-        put32(hdr + 40, (uint32_t)src->classes);
-        put64(hdr + 48, total);
-        put32(hdr + 56, pcrc);
-        /* A source of bytes stays one in fp16/fp32: --normalize unit divides by 255 either way.
-         * (uint8 says it by its dtype, and keeps 0 here, which every dtrain reads.) */
-        put32(hdr + 60, src->uint8_values && dtype != DTS_UINT8 ? DTS_FLAG_BYTES : 0u);
-        for (int c = 0; c < src->c; c++) {
-            const float m = (float)stats.mean[c], sd = (float)stats.std[c];
-            uint32_t u;
-            memcpy(&u, &m, 4);
-            put32(hdr + DTS_FIXED_BYTES + 4 * (size_t)c, u);
-            memcpy(&u, &sd, 4);
-            put32(hdr + DTS_FIXED_BYTES + 4 * ((size_t)src->c + (size_t)c), u);
-        }
-        put32(hdr + 44, (uint32_t)crc32(0, hdr, (uInt)header_bytes)); /* with the field still 0 */
+        fill_header(hdr, src, dtype, header_bytes, total, pcrc, &stats);
         st = write_at(fd, tmp, hdr, (size_t)header_bytes, 0, file_bytes);
     }
     free(hdr);
     ds_stats_free(&stats);
-    if (!st && fsync(fd) != 0) {
-        const int err = errno;
-        st = status_set_error(DT_ERR_IO, "cannot write %s: fsync failed (%s): %s", path, strerror(err),
-                              io_error_fix(err, "shard", "DST", advice, sizeof advice));
-    }
-    g_enospc_fd = -1;
-    if (close(fd) != 0 && !st) {
-        const int err = errno;
-        st = status_set_error(DT_ERR_IO, "cannot write %s: close failed (%s): %s", path, strerror(err),
-                              io_error_fix(err, "shard", "DST", advice, sizeof advice));
-    }
+    st = finish_file(fd, path, st);
     if (!st && !o.keep_temp) st = place(tmp, path, dir, o.force);
     if (st) {
         unlink(tmp);
