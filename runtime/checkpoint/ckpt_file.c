@@ -123,6 +123,86 @@ void ckpt_test_slow(const ckpt_beat *beat)
     }
 }
 
+/* The header of the file fd (size bytes) into *h, checked: the magic and CRC, version 4, the step
+ * of its name, a world in bounds, a table of at most DT_CKPT_MAX_SECTIONS that fits the file. */
+static dt_status read_header(int fd, uint64_t size, const char *path, long name_step, ckpt4_header *h)
+{
+    if (size < sizeof *h || !pread_exact(fd, h, sizeof *h, 0))
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is truncated (%llu bytes, a header needs %zu)", path,
+                                (unsigned long long)size, sizeof *h);
+    const uint32_t want = h->header_crc;
+    h->header_crc = 0;
+    if (memcmp(h->magic, CKPT_MAGIC, 8) != 0 || ckpt_crc(h, sizeof *h) != want)
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is not a dtrain checkpoint or its header is damaged",
+                                path);
+    if (h->version != 4)
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this reader reads version 4", path,
+                                h->version);
+    if (h->step != name_step)
+        return status_set_error(DT_ERR_CORRUPT,
+                                "checkpoint %s: header field step is %lld but the file name says step %ld", path,
+                                (long long)h->step, name_step);
+    if (h->world < 1 || h->world > CKPT_MAX_WORLD)
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field world is %u; it must be 1 to %u", path,
+                                h->world, CKPT_MAX_WORLD);
+    if (h->reserved != 0)
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: reserved header field is %u; it must be 0", path,
+                                h->reserved);
+    /* The table's size from the count, bounded before it is allocated. */
+    const uint64_t table = (uint64_t)h->nsections * sizeof(ckpt4_entry);
+    if (h->nsections > DT_CKPT_MAX_SECTIONS)
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field nsections is %u; a file holds at most %d",
+                                path, h->nsections, DT_CKPT_MAX_SECTIONS);
+    if (table > size - sizeof *h)
+        return status_set_error(DT_ERR_CORRUPT,
+                                "checkpoint %s is %llu bytes; its header describes a table of %u "
+                                "sections, %llu bytes with the header (truncated)",
+                                path, (unsigned long long)size, h->nsections, (unsigned long long)(sizeof *h + table));
+    return DT_OK;
+}
+
+/* The section table that h describes into f (f->e, f->off), its CRC and entries checked, and each
+ * section's offset: the sizes must add up to the file's exactly. */
+static dt_status read_table(ckpt_file *f, const ckpt4_header *h)
+{
+    const uint64_t table = (uint64_t)h->nsections * sizeof(ckpt4_entry);
+    f->e = malloc(table ? (size_t)table : 1);
+    f->off = malloc(h->nsections ? h->nsections * sizeof *f->off : 1);
+    if (!f->e || !f->off)
+        return status_set_error(DT_ERR_NOMEM, "out of memory reading the section table of checkpoint %s", f->path);
+    if (table && !pread_exact(f->fd, f->e, (size_t)table, sizeof *h))
+        return status_set_error(DT_ERR_IO, "cannot read the section table of checkpoint %s: %s", f->path,
+                                errno ? strerror(errno) : "end of file");
+    if (ckpt_crc(f->e, (size_t)table) != h->table_crc)
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: the section table is damaged (CRC mismatch)", f->path);
+    dt_status s = check_entries(f->path, h, f->e);
+    if (s) return s;
+    /* Sizes add up to the file's exactly; a sum past 2^64 saturates (and is then far too big). */
+    uint64_t total = sizeof *h + table;
+    for (uint32_t i = 0; i < f->n; i++) {
+        f->off[i] = total;
+        total = f->e[i].bytes > UINT64_MAX - total ? UINT64_MAX : total + f->e[i].bytes;
+    }
+    if (total != f->size)
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is %llu bytes; its header describes %s%llu (%s)",
+                                f->path, (unsigned long long)f->size, total == UINT64_MAX ? "at least " : "",
+                                (unsigned long long)total,
+                                f->size < total ? "truncated" : "data after its last section");
+    return DT_OK;
+}
+
+/* Every section's CRC against its bytes, read through one 1 MiB buffer. */
+static dt_status verify_sections(ckpt_file *f)
+{
+    const size_t cap = (size_t)1 << 20;
+    unsigned char *buf = malloc(cap);
+    if (!buf) return status_set_error(DT_ERR_NOMEM, "out of memory checking checkpoint %s", f->path);
+    dt_status s = DT_OK;
+    for (uint32_t i = 0; i < f->n && !s; i++) s = verify_section(f, i, buf, cap);
+    free(buf);
+    return s;
+}
+
 dt_status ckpt_file_open_fd(int fd, uint64_t size, const char *path, long name_step, int verify, ckpt_file **out)
 {
     *out = NULL;
@@ -134,99 +214,21 @@ dt_status ckpt_file_open_fd(int fd, uint64_t size, const char *path, long name_s
     f->fd = fd;
     f->path = path;
     f->size = size;
-    dt_status s = DT_OK;
     ckpt4_header h;
-    if (size < sizeof h || !pread_exact(fd, &h, sizeof h, 0)) {
-        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s is truncated (%llu bytes, a header needs %zu)", path,
-                             (unsigned long long)size, sizeof h);
-        goto fail;
+    dt_status s = read_header(fd, size, path, name_step, &h);
+    if (!s) {
+        f->n = h.nsections;
+        f->step = (long)h.step;
+        f->world = (int)h.world;
+        s = read_table(f, &h);
     }
-    const uint32_t want = h.header_crc;
-    h.header_crc = 0;
-    if (memcmp(h.magic, CKPT_MAGIC, 8) != 0 || ckpt_crc(&h, sizeof h) != want) {
-        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s is not a dtrain checkpoint or its header is damaged", path);
-        goto fail;
-    }
-    if (h.version != 4) {
-        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this reader reads version 4", path,
-                             h.version);
-        goto fail;
-    }
-    if (h.step != name_step) {
-        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field step is %lld but the file name says step %ld",
-                             path, (long long)h.step, name_step);
-        goto fail;
-    }
-    if (h.world < 1 || h.world > CKPT_MAX_WORLD) {
-        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field world is %u; it must be 1 to %u", path,
-                             h.world, CKPT_MAX_WORLD);
-        goto fail;
-    }
-    if (h.reserved != 0) {
-        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: reserved header field is %u; it must be 0", path,
-                             h.reserved);
-        goto fail;
-    }
-    /* The table's size from the count, bounded before it is allocated. */
-    const uint64_t table = (uint64_t)h.nsections * sizeof(ckpt4_entry);
-    if (h.nsections > DT_CKPT_MAX_SECTIONS || table > size - sizeof h) {
-        if (h.nsections > DT_CKPT_MAX_SECTIONS)
-            s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: header field nsections is %u; a file holds at most %d",
-                                 path, h.nsections, DT_CKPT_MAX_SECTIONS);
-        else
-            s = status_set_error(DT_ERR_CORRUPT,
-                                 "checkpoint %s is %llu bytes; its header describes a table of %u "
-                                 "sections, %llu bytes with the header (truncated)",
-                                 path, (unsigned long long)size, h.nsections, (unsigned long long)(sizeof h + table));
-        goto fail;
-    }
-    f->n = h.nsections;
-    f->step = (long)h.step;
-    f->world = (int)h.world;
-    f->e = malloc(table ? (size_t)table : 1);
-    f->off = malloc(h.nsections ? h.nsections * sizeof *f->off : 1);
-    if (!f->e || !f->off) {
-        s = status_set_error(DT_ERR_NOMEM, "out of memory reading the section table of checkpoint %s", path);
-        goto fail;
-    }
-    if (table && !pread_exact(fd, f->e, (size_t)table, sizeof h)) {
-        s = status_set_error(DT_ERR_IO, "cannot read the section table of checkpoint %s: %s", path,
-                             errno ? strerror(errno) : "end of file");
-        goto fail;
-    }
-    if (ckpt_crc(f->e, (size_t)table) != h.table_crc) {
-        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s: the section table is damaged (CRC mismatch)", path);
-        goto fail;
-    }
-    if ((s = check_entries(path, &h, f->e))) goto fail;
-    /* Sizes add up to the file's exactly; a sum past 2^64 saturates (and is then far too big). */
-    uint64_t total = sizeof h + table;
-    for (uint32_t i = 0; i < f->n; i++) {
-        f->off[i] = total;
-        total = f->e[i].bytes > UINT64_MAX - total ? UINT64_MAX : total + f->e[i].bytes;
-    }
-    if (total != size) {
-        s = status_set_error(DT_ERR_CORRUPT, "checkpoint %s is %llu bytes; its header describes %s%llu (%s)", path,
-                             (unsigned long long)size, total == UINT64_MAX ? "at least " : "",
-                             (unsigned long long)total, size < total ? "truncated" : "data after its last section");
-        goto fail;
-    }
-    if (verify && f->n) {
-        const size_t cap = (size_t)1 << 20;
-        unsigned char *buf = malloc(cap);
-        if (!buf) {
-            s = status_set_error(DT_ERR_NOMEM, "out of memory checking checkpoint %s", path);
-            goto fail;
-        }
-        for (uint32_t i = 0; i < f->n && !s; i++) s = verify_section(f, i, buf, cap);
-        free(buf);
-        if (s) goto fail;
+    if (!s && verify && f->n) s = verify_sections(f);
+    if (s) {
+        ckpt_file_close(f);
+        return s;
     }
     *out = f;
     return DT_OK;
-fail:
-    ckpt_file_close(f);
-    return s;
 }
 
 int ckpt_file_find(const ckpt_file *f, const char *name)
