@@ -276,6 +276,73 @@ static int blas_thread_count(const affinity_result *out, const cpu_set_t *all_al
     return threads;
 }
 
+/* The candidate CPUs into *cand: the allowed ones, narrowed to the GPU's NUMA node when that leaves
+ * some; said at debug level. */
+static void candidates(const cpu_set_t *allowed, const char *gpu_bus_id, int lrank, int lsize, cpu_set_t *cand)
+{
+    cpu_set_t gpu;
+    *cand = *allowed;
+    const int gpu_known = affinity_gpu_cpus(gpu_bus_id, &gpu);
+    if (gpu_known) {
+        cpu_set_t both;
+        CPU_AND(&both, allowed, &gpu);
+        if (CPU_COUNT(&both) > 0) *cand = both;
+    }
+    if (log_enabled(LOG_LEVEL_DEBUG)) {
+        char a[256], g[256] = "", k[256];
+        affinity_format(allowed, a, sizeof a);
+        if (gpu_known) affinity_format(&gpu, g, sizeof g);
+        affinity_format(cand, k, sizeof k);
+        log_msg(LOG_LEVEL_DEBUG, "placement: allowed CPUs %s (%d); GPU %s%s%s; candidates %s (%d), local rank %d of %d",
+                a, CPU_COUNT(allowed), gpu_bus_id && gpu_bus_id[0] ? gpu_bus_id : "none",
+                gpu_known ? " near CPUs " : "", gpu_known ? g : "", k, CPU_COUNT(cand), lrank, lsize);
+    }
+}
+
+/* Who binds this rank and to which CPUs (*final; out->pinned_by, out->shared; why in words): no one
+ * (--pin none, or a topology hwloc cannot bind on), the launcher (a binding it gave), or dtrain
+ * (this rank's own block of cores, pin_own_block). */
+static dt_status choose_binding(dt_pin_mode mode, hwloc_topology_t topo, int foreign, const cpu_set_t *allowed,
+                                const cpu_set_t *cand, const cpu_set_t *all_allowed, const cpu_set_t *all_cand,
+                                int lrank, int lsize, cpu_set_t *cores, cpu_set_t *final, affinity_result *out,
+                                char *why, size_t n)
+{
+    const int launcher_bound = bound_by_launcher(topo, foreign, allowed, all_allowed, lsize);
+    *final = *allowed;
+    if (mode == DT_PIN_NONE) {
+        out->pinned_by = DT_PINNED_NONE;
+        snprintf(why, n, "--pin none: not pinned");
+    } else if (launcher_bound) {
+        out->pinned_by = DT_PINNED_BY_LAUNCHER;
+        snprintf(why, n, "kept the launcher's binding (%s)",
+                 lsize > 1 ? "the local ranks were given different CPU sets" : "fewer CPUs than the machine allows");
+    } else if (foreign) {
+        out->pinned_by = DT_PINNED_NONE;
+        snprintf(why, n, "not pinned: hwloc's topology is not this machine's");
+        if (lrank == 0) {
+            char a[256], fix[320];
+            affinity_format(allowed, a, sizeof a);
+            affinity_foreign_why(fix, sizeof fix);
+            log_msg(LOG_LEVEL_WARN,
+                    "CPU pinning skipped on this node, as binding would silently do nothing: %s. The ranks stay "
+                    "on the CPUs the launcher allowed (%s), and dtrain reports those",
+                    fix, a);
+        }
+    } else {
+        dt_status s = pin_own_block(topo, allowed, cand, all_cand, lrank, lsize, cores, final, out, why, n);
+        if (s) return s;
+    }
+    if (lsize > 1 && !out->shared && mode != DT_PIN_NONE) {
+        /* Launcher bindings and the no-pin mode may still stack more ranks than cores. */
+        cpu_set_t uni;
+        CPU_ZERO(&uni);
+        for (int i = 0; i < lsize; i++) CPU_OR(&uni, &uni, &all_allowed[i]);
+        if (affinity_cores(topo, &uni, cores, CPU_SETSIZE) < lsize) out->shared = 1;
+    }
+    if (mode == DT_PIN_NONE && lsize > affinity_cores(topo, allowed, cores, CPU_SETSIZE)) out->shared = 1;
+    return DT_OK;
+}
+
 dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_id, int blas_threads,
                          affinity_result *out)
 {
@@ -298,25 +365,8 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
     /* A topology read from a file or made up (HWLOC_XMLFILE, HWLOC_SYNTHETIC) is another machine's
      * to hwloc unless HWLOC_THISSYSTEM=1: it binds nothing then, though it returns success. */
     const int foreign = !hwloc_topology_is_thissystem(topo);
-
-    /* The candidate set: the allowed CPUs, narrowed to the GPU's NUMA node when that leaves some. */
-    cpu_set_t cand = allowed, gpu;
-    const int gpu_known = affinity_gpu_cpus(gpu_bus_id, &gpu);
-    if (gpu_known) {
-        cpu_set_t both;
-        CPU_AND(&both, &allowed, &gpu);
-        if (CPU_COUNT(&both) > 0) cand = both;
-    }
-    const int debug = log_enabled(LOG_LEVEL_DEBUG);
-    if (debug) {
-        char a[256], g[256] = "", k[256];
-        affinity_format(&allowed, a, sizeof a);
-        if (gpu_known) affinity_format(&gpu, g, sizeof g);
-        affinity_format(&cand, k, sizeof k);
-        log_msg(LOG_LEVEL_DEBUG, "placement: allowed CPUs %s (%d); GPU %s%s%s; candidates %s (%d), local rank %d of %d",
-                a, CPU_COUNT(&allowed), gpu_bus_id && gpu_bus_id[0] ? gpu_bus_id : "none",
-                gpu_known ? " near CPUs " : "", gpu_known ? g : "", k, CPU_COUNT(&cand), lrank, lsize);
-    }
+    cpu_set_t cand;
+    candidates(&allowed, gpu_bus_id, lrank, lsize, &cand);
 
     all_allowed = malloc(sizeof(cpu_set_t) * (size_t)lsize);
     all_cand = malloc(sizeof(cpu_set_t) * (size_t)lsize);
@@ -332,40 +382,11 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
         goto done;
     }
 
-    const int launcher_bound = bound_by_launcher(topo, foreign, &allowed, all_allowed, lsize);
-    cpu_set_t final = allowed;
+    cpu_set_t final;
     char why[256] = "";
-    if (mode == DT_PIN_NONE) {
-        out->pinned_by = DT_PINNED_NONE;
-        snprintf(why, sizeof why, "--pin none: not pinned");
-    } else if (launcher_bound) {
-        out->pinned_by = DT_PINNED_BY_LAUNCHER;
-        snprintf(why, sizeof why, "kept the launcher's binding (%s)",
-                 lsize > 1 ? "the local ranks were given different CPU sets" : "fewer CPUs than the machine allows");
-    } else if (foreign) {
-        out->pinned_by = DT_PINNED_NONE;
-        snprintf(why, sizeof why, "not pinned: hwloc's topology is not this machine's");
-        if (lrank == 0) {
-            char a[256], fix[320];
-            affinity_format(&allowed, a, sizeof a);
-            affinity_foreign_why(fix, sizeof fix);
-            log_msg(LOG_LEVEL_WARN,
-                    "CPU pinning skipped on this node, as binding would silently do nothing: %s. The ranks stay "
-                    "on the CPUs the launcher allowed (%s), and dtrain reports those",
-                    fix, a);
-        }
-    } else if ((s = pin_own_block(topo, &allowed, &cand, all_cand, lrank, lsize, cores, &final, out, why,
-                                  sizeof why))) {
-        goto done;
-    }
-    if (lsize > 1 && !out->shared && mode != DT_PIN_NONE) {
-        /* Launcher bindings and the no-pin mode may still stack more ranks than cores. */
-        cpu_set_t uni;
-        CPU_ZERO(&uni);
-        for (int i = 0; i < lsize; i++) CPU_OR(&uni, &uni, &all_allowed[i]);
-        if (affinity_cores(topo, &uni, cores, CPU_SETSIZE) < lsize) out->shared = 1;
-    }
-    if (mode == DT_PIN_NONE && lsize > affinity_cores(topo, &allowed, cores, CPU_SETSIZE)) out->shared = 1;
+    s = choose_binding(mode, topo, foreign, &allowed, &cand, all_allowed, all_cand, lrank, lsize, cores, &final, out,
+                       why, sizeof why);
+    if (s) goto done;
     out->cpus = final;
     out->num_cores = affinity_cores(topo, &final, cores, CPU_SETSIZE);
     affinity_format(&final, out->list, sizeof out->list);
@@ -374,7 +395,7 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
     const int threads = blas_thread_count(out, all_allowed, lsize, blas_threads, &sharing);
     openblas_set_num_threads(threads);
     out->blas_threads = threads;
-    if (debug)
+    if (log_enabled(LOG_LEVEL_DEBUG))
         log_msg(LOG_LEVEL_DEBUG, "placement: CPUs %s (%d cores): %s; %d BLAS thread(s)%s", out->list, out->num_cores,
                 why, threads,
                 blas_threads > 0 ? " (--blas-threads)"
