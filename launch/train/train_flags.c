@@ -171,111 +171,33 @@ static const char *flag_name(int val)
     return "?";
 }
 
-static int train_handle(int val, const char *arg, void *ud)
+/* A flag group's handler returns this for a flag of another group. */
+enum { FLAG_NOT_MINE = -1 };
+
+static int parse_optim(const char *arg, train_opts *t)
 {
-    train_opts *t = ud;
-    /* The dynamic scaler's flags do nothing under --loss-scale none or a fixed scale: remember the
-     * first one given, to refuse the pair once every flag is read (any order). */
-    if (val >= OPT_LS_INIT && val <= OPT_LS_FRACTION && !t->scaler_flag) t->scaler_flag = flag_name(val);
+    if (!strcmp(arg, "sgd"))
+        t->optim.kind = DT_OPTIM_SGD;
+    else if (!strcmp(arg, "adamw"))
+        t->optim.kind = DT_OPTIM_ADAMW;
+    else {
+        cli_error("--optim '%s' is not one of sgd, adamw", arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* The model, the optimizer and its learning rate over the steps. */
+static int handle_model_flag(int val, const char *arg, train_opts *t)
+{
     switch (val) {
-        case OPT_DATA: t->data = arg; return EXIT_OK;
-        case OPT_INIT_PARAMS: t->init_params = arg; return EXIT_OK;
-        case OPT_LR_SCHEDULE: t->lr_schedule = arg; return EXIT_OK;
-        case OPT_WARMUP: return cli_long("--warmup-steps", arg, 0, 1L << 40, &t->warmup_steps);
-        case OPT_MIN_LR: return cli_float("--min-lr", arg, 0, 1e3, &t->min_lr);
-        case OPT_ACCUM: return cli_int("--accum-steps", arg, 1, 1 << 16, &t->accum_steps);
-        case OPT_ZERO:
-            /* Spelled out rather than cli_int's range message: the stages are a choice, not a range. */
-            if (strcmp(arg, "0") && strcmp(arg, "1")) {
-                cli_error("--zero '%s' is not supported: use 0 (every rank keeps the whole optimizer state) or 1 "
-                          "(ZeRO-1: optimizer state sharded across the ranks)",
-                          arg);
-                return EXIT_USAGE;
-            }
-            t->sync.zero = arg[0] == '1';
-            return EXIT_OK;
-        case OPT_STEP_OVERLAP: return cli_step_overlap(arg, &t->step_overlap);
-        case OPT_GRAPHS: return cli_graphs(arg, &t->graphs);
-        case OPT_FUSED_RELU: return cli_fused_relu(arg, &t->fused_relu);
-        case OPT_SYNTHETIC_ON: return cli_synthetic_on(arg, &t->synthetic_on);
-        case OPT_CLIP: return cli_clip_grad_norm(arg, &t->clip_grad_norm);
-        case OPT_PROGRESS:
-            if (!strcmp(arg, "auto"))
-                t->progress = PROGRESS_AUTO;
-            else if (!strcmp(arg, "always"))
-                t->progress = PROGRESS_ALWAYS;
-            else if (!strcmp(arg, "never"))
-                t->progress = PROGRESS_NEVER;
-            else {
-                cli_error("--progress '%s' is not one of auto (on a terminal), always, never", arg);
-                return EXIT_USAGE;
-            }
-            return EXIT_OK;
-        case OPT_QUIET: t->quiet = 1; return EXIT_OK;
-        case OPT_DATA_FORMAT:
-            if (strcmp(arg, "auto") && strcmp(arg, "idx") && strcmp(arg, "cifar10") && strcmp(arg, "cifar100") &&
-                strcmp(arg, "imagefolder") && strcmp(arg, "dts")) {
-                cli_error("--data-format '%s' is not one of auto, idx, cifar10, cifar100, imagefolder, dts", arg);
-                return EXIT_USAGE;
-            }
-            t->data_format = arg;
-            return EXIT_OK;
-        case OPT_CIFAR100_LABELS: t->cifar100_set = 1; return cli_cifar100_labels(arg, &t->cifar100_coarse);
-        case OPT_NORMALIZE: return cli_normalize_spec(arg, &t->normalize, &t->norm);
-        case OPT_EVAL_DATA: t->eval_data = arg; return EXIT_OK;
-        case OPT_HOLDOUT: {
-            float v;
-            if (cli_float("--holdout (the fraction kept aside)", arg, 1e-6, 0.999999, &v)) return EXIT_USAGE;
-            t->holdout = v;
-            return EXIT_OK;
-        }
-        case OPT_EVAL_EVERY: t->eval_every_set = 1; return cli_long("--eval-every", arg, 0, 1L << 40, &t->eval_every);
-        case OPT_EPOCHS: return cli_long("--epochs", arg, 1, 1L << 30, &t->epochs);
-        case OPT_DROP_LAST: t->drop_last = 1; return EXIT_OK;
-        case OPT_SHUFFLE:
-            if (!strcmp(arg, "none"))
-                t->shuffle = 0;
-            else if (!strcmp(arg, "epoch"))
-                t->shuffle = 1;
-            else {
-                cli_error("--shuffle '%s' is not epoch (a new order each epoch, the default) or none (file order)",
-                          arg);
-                return EXIT_USAGE;
-            }
-            return EXIT_OK;
-        case OPT_AUGMENT: return cli_augment(arg, &t->crop_pad, &t->flip);
-        case OPT_BAD_SAMPLES: return cli_bad_samples(arg, "replace it and count it", &t->skip_bad);
-        case OPT_PRECISION: return cli_float_dtype("--precision", arg, &t->precision);
-        case OPT_LS:
-            t->loss_scale_arg = arg;
-            if (!strcmp(arg, "dynamic"))
-                t->loss_scale = 1;
-            else if (!strcmp(arg, "none"))
-                t->loss_scale = 0;
-            else {
-                float v;
-                if (cli_float("--loss-scale (dynamic, none or a number)", arg, 1.0 / 16777216.0, 16777216.0 * 256, &v))
-                    return EXIT_USAGE;
-                t->loss_scale = 2;
-                t->scaler.init_scale = v;
-            }
-            return EXIT_OK;
-        case OPT_LS_INIT:
-            return cli_dbl("--loss-scale-init", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.init_scale);
-        case OPT_LS_GROWTH: return cli_dbl("--loss-scale-growth", arg, 1.0000001, 1e6, &t->scaler.growth_factor);
-        case OPT_LS_BACKOFF: return cli_dbl("--loss-scale-backoff", arg, 1e-6, 0.9999999, &t->scaler.backoff_factor);
-        case OPT_LS_INTERVAL: return cli_int("--loss-scale-interval", arg, 1, 1 << 30, &t->scaler.growth_interval);
-        case OPT_LS_HYST: return cli_int("--loss-scale-hysteresis", arg, 1, 1 << 20, &t->scaler.hysteresis);
-        case OPT_LS_MIN: return cli_dbl("--loss-scale-min", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.min_scale);
-        case OPT_LS_MAX:
-            return cli_dbl("--loss-scale-max", arg, 1.0 / 16777216.0, 4294967296.0 * 65536.0, &t->scaler.max_scale);
-        case OPT_LS_WINDOW: return cli_int("--loss-scale-window", arg, 1, 1 << 20, &t->scaler.window);
-        case OPT_LS_FRACTION: return cli_dbl("--max-overflow-fraction", arg, 1e-6, 1, &t->scaler.max_overflow_fraction);
-        case OPT_LOADER: return cli_loader_threads(arg, &t->loader_threads);
         case OPT_MODEL: t->model = arg; return EXIT_OK;
         case OPT_INPUT: t->input = arg; return EXIT_OK;
         case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &t->batch);
         case OPT_STEPS: t->steps_set = 1; return cli_long("--steps", arg, 1, 1L << 40, &t->steps);
+        case OPT_SEED: return cli_long("--seed", arg, 0, 1L << 62, &t->seed);
+        case OPT_INIT_PARAMS: t->init_params = arg; return EXIT_OK;
+        case OPT_OPTIM: return parse_optim(arg, t);
         case OPT_LR: return cli_float("--lr", arg, 1e-12, 1e3, &t->optim.lr);
         case OPT_MOMENTUM:
             t->optim_given |= OPTIM_GIVEN_MOMENTUM;
@@ -288,17 +210,126 @@ static int train_handle(int val, const char *arg, void *ud)
             t->optim_given |= OPTIM_GIVEN_BETA2;
             return cli_float("--beta2", arg, 0, 0.999999, &t->optim.beta2);
         case OPT_EPS: t->optim_given |= OPTIM_GIVEN_EPS; return cli_float("--eps", arg, 1e-30, 1, &t->optim.eps);
-        case OPT_SEED: return cli_long("--seed", arg, 0, 1L << 62, &t->seed);
-        case OPT_LOG_EVERY: return cli_long("--log-every", arg, 1, 1L << 40, &t->log_every);
-        case OPT_STRAGGLER: {
+        case OPT_LR_SCHEDULE: t->lr_schedule = arg; return EXIT_OK;
+        case OPT_WARMUP: return cli_long("--warmup-steps", arg, 0, 1L << 40, &t->warmup_steps);
+        case OPT_MIN_LR: return cli_float("--min-lr", arg, 0, 1e3, &t->min_lr);
+        case OPT_ACCUM: return cli_int("--accum-steps", arg, 1, 1 << 16, &t->accum_steps);
+        case OPT_CLIP: return cli_clip_grad_norm(arg, &t->clip_grad_norm);
+    }
+    return FLAG_NOT_MINE;
+}
+
+static int parse_data_format(const char *arg, train_opts *t)
+{
+    if (strcmp(arg, "auto") && strcmp(arg, "idx") && strcmp(arg, "cifar10") && strcmp(arg, "cifar100") &&
+        strcmp(arg, "imagefolder") && strcmp(arg, "dts")) {
+        cli_error("--data-format '%s' is not one of auto, idx, cifar10, cifar100, imagefolder, dts", arg);
+        return EXIT_USAGE;
+    }
+    t->data_format = arg;
+    return EXIT_OK;
+}
+
+static int parse_shuffle(const char *arg, train_opts *t)
+{
+    if (!strcmp(arg, "none"))
+        t->shuffle = 0;
+    else if (!strcmp(arg, "epoch"))
+        t->shuffle = 1;
+    else {
+        cli_error("--shuffle '%s' is not epoch (a new order each epoch, the default) or none (file order)", arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* The training and held-out data, and how they are read. */
+static int handle_data_flag(int val, const char *arg, train_opts *t)
+{
+    switch (val) {
+        case OPT_DATA: t->data = arg; return EXIT_OK;
+        case OPT_DATA_FORMAT: return parse_data_format(arg, t);
+        case OPT_CIFAR100_LABELS: t->cifar100_set = 1; return cli_cifar100_labels(arg, &t->cifar100_coarse);
+        case OPT_NORMALIZE: return cli_normalize_spec(arg, &t->normalize, &t->norm);
+        case OPT_EVAL_DATA: t->eval_data = arg; return EXIT_OK;
+        case OPT_HOLDOUT: {
             float v;
-            if (cli_float("--straggler-threshold (a rank this many times busier than the median is named; above 1)",
-                          arg, 1.001, 1e6, &v))
-                return EXIT_USAGE;
-            t->straggler_threshold = v;
+            if (cli_float("--holdout (the fraction kept aside)", arg, 1e-6, 0.999999, &v)) return EXIT_USAGE;
+            t->holdout = v;
             return EXIT_OK;
         }
+        case OPT_EVAL_EVERY: t->eval_every_set = 1; return cli_long("--eval-every", arg, 0, 1L << 40, &t->eval_every);
+        case OPT_EPOCHS: return cli_long("--epochs", arg, 1, 1L << 30, &t->epochs);
+        case OPT_DROP_LAST: t->drop_last = 1; return EXIT_OK;
+        case OPT_SHUFFLE: return parse_shuffle(arg, t);
+        case OPT_AUGMENT: return cli_augment(arg, &t->crop_pad, &t->flip);
+        case OPT_BAD_SAMPLES: return cli_bad_samples(arg, "replace it and count it", &t->skip_bad);
         case OPT_DATASET: return cli_long("--dataset-size", arg, 1, 4294967295L, &t->dataset_size);
+        case OPT_LOADER: return cli_loader_threads(arg, &t->loader_threads);
+        case OPT_SYNTHETIC_ON: return cli_synthetic_on(arg, &t->synthetic_on);
+    }
+    return FLAG_NOT_MINE;
+}
+
+static int parse_loss_scale(const char *arg, train_opts *t)
+{
+    t->loss_scale_arg = arg;
+    if (!strcmp(arg, "dynamic"))
+        t->loss_scale = 1;
+    else if (!strcmp(arg, "none"))
+        t->loss_scale = 0;
+    else {
+        float v;
+        if (cli_float("--loss-scale (dynamic, none or a number)", arg, 1.0 / 16777216.0, 16777216.0 * 256, &v))
+            return EXIT_USAGE;
+        t->loss_scale = 2;
+        t->scaler.init_scale = v;
+    }
+    return EXIT_OK;
+}
+
+/* --precision and the loss scaler's flags. */
+static int handle_precision_flag(int val, const char *arg, train_opts *t)
+{
+    /* The dynamic scaler's flags do nothing under --loss-scale none or a fixed scale: remember the
+     * first one given, to refuse the pair once every flag is read (any order). */
+    if (val >= OPT_LS_INIT && val <= OPT_LS_FRACTION && !t->scaler_flag) t->scaler_flag = flag_name(val);
+    switch (val) {
+        case OPT_PRECISION: return cli_float_dtype("--precision", arg, &t->precision);
+        case OPT_LS: return parse_loss_scale(arg, t);
+        case OPT_LS_INIT:
+            return cli_dbl("--loss-scale-init", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.init_scale);
+        case OPT_LS_GROWTH: return cli_dbl("--loss-scale-growth", arg, 1.0000001, 1e6, &t->scaler.growth_factor);
+        case OPT_LS_BACKOFF: return cli_dbl("--loss-scale-backoff", arg, 1e-6, 0.9999999, &t->scaler.backoff_factor);
+        case OPT_LS_INTERVAL: return cli_int("--loss-scale-interval", arg, 1, 1 << 30, &t->scaler.growth_interval);
+        case OPT_LS_HYST: return cli_int("--loss-scale-hysteresis", arg, 1, 1 << 20, &t->scaler.hysteresis);
+        case OPT_LS_MIN: return cli_dbl("--loss-scale-min", arg, 1.0 / 16777216.0, 4294967296.0, &t->scaler.min_scale);
+        case OPT_LS_MAX:
+            return cli_dbl("--loss-scale-max", arg, 1.0 / 16777216.0, 4294967296.0 * 65536.0, &t->scaler.max_scale);
+        case OPT_LS_WINDOW: return cli_int("--loss-scale-window", arg, 1, 1 << 20, &t->scaler.window);
+        case OPT_LS_FRACTION: return cli_dbl("--max-overflow-fraction", arg, 1e-6, 1, &t->scaler.max_overflow_fraction);
+    }
+    return FLAG_NOT_MINE;
+}
+
+static int parse_zero(const char *arg, train_opts *t)
+{
+    /* Spelled out rather than cli_int's range message: the stages are a choice, not a range. */
+    if (strcmp(arg, "0") && strcmp(arg, "1")) {
+        cli_error("--zero '%s' is not supported: use 0 (every rank keeps the whole optimizer state) or 1 "
+                  "(ZeRO-1: optimizer state sharded across the ranks)",
+                  arg);
+        return EXIT_USAGE;
+    }
+    t->sync.zero = arg[0] == '1';
+    return EXIT_OK;
+}
+
+/* The gradients' reduction and how a step runs. */
+static int handle_sync_flag(int val, const char *arg, train_opts *t)
+{
+    switch (val) {
+        case OPT_ZERO: return parse_zero(arg, t);
         case OPT_BUCKET: {
             t->bucket_auto = !strcmp(arg, "auto");
             if (t->bucket_auto) return EXIT_OK;
@@ -315,20 +346,51 @@ static int train_handle(int val, const char *arg, void *ud)
         }
         case OPT_NO_OVERLAP: t->sync.overlap = 0; return EXIT_OK;
         case OPT_GRAD_COMM: t->grad_comm_set = 1; return cli_float_dtype("--grad-comm", arg, &t->sync.grad_comm);
+        case OPT_STEP_OVERLAP: return cli_step_overlap(arg, &t->step_overlap);
+        case OPT_GRAPHS: return cli_graphs(arg, &t->graphs);
+        case OPT_FUSED_RELU: return cli_fused_relu(arg, &t->fused_relu);
+    }
+    return FLAG_NOT_MINE;
+}
+
+static int parse_resume(const char *arg, train_opts *t)
+{
+    if (!strcmp(arg, "auto"))
+        t->resume = 1;
+    else if (!strcmp(arg, "never"))
+        t->resume = 0;
+    else {
+        cli_error("--resume '%s' is not one of auto, never", arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+static int parse_progress(const char *arg, train_opts *t)
+{
+    if (!strcmp(arg, "auto"))
+        t->progress = PROGRESS_AUTO;
+    else if (!strcmp(arg, "always"))
+        t->progress = PROGRESS_ALWAYS;
+    else if (!strcmp(arg, "never"))
+        t->progress = PROGRESS_NEVER;
+    else {
+        cli_error("--progress '%s' is not one of auto (on a terminal), always, never", arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* The checkpoints, and what the run writes and prints. */
+static int handle_output_flag(int val, const char *arg, train_opts *t)
+{
+    switch (val) {
         case OPT_CKPT_DIR: t->ckpt_dir = arg; return EXIT_OK;
         case OPT_CKPT_EVERY: return cli_long("--checkpoint-every", arg, 0, 1L << 40, &t->ckpt_every);
         case OPT_KEEP_CKPTS: return cli_int("--keep-checkpoints", arg, 0, 1000000, &t->keep_ckpts);
-        case OPT_RESUME:
-            if (!strcmp(arg, "auto"))
-                t->resume = 1;
-            else if (!strcmp(arg, "never"))
-                t->resume = 0;
-            else {
-                cli_error("--resume '%s' is not one of auto, never", arg);
-                return EXIT_USAGE;
-            }
-            return EXIT_OK;
+        case OPT_RESUME: return parse_resume(arg, t);
         case OPT_METRICS: t->metrics = arg; return EXIT_OK;
+        case OPT_DUMP: t->dump = arg; return EXIT_OK;
         case OPT_TRACE:
             if (!*arg) {
                 cli_error("--trace needs a file name (such as trace.json)");
@@ -342,17 +404,31 @@ static int train_handle(int val, const char *arg, void *ud)
                 return EXIT_USAGE;
             }
             return EXIT_OK;
-        case OPT_DUMP: t->dump = arg; return EXIT_OK;
-        case OPT_OPTIM:
-            if (!strcmp(arg, "sgd"))
-                t->optim.kind = DT_OPTIM_SGD;
-            else if (!strcmp(arg, "adamw"))
-                t->optim.kind = DT_OPTIM_ADAMW;
-            else {
-                cli_error("--optim '%s' is not one of sgd, adamw", arg);
+        case OPT_LOG_EVERY: return cli_long("--log-every", arg, 1, 1L << 40, &t->log_every);
+        case OPT_STRAGGLER: {
+            float v;
+            if (cli_float("--straggler-threshold (a rank this many times busier than the median is named; above 1)",
+                          arg, 1.001, 1e6, &v))
                 return EXIT_USAGE;
-            }
+            t->straggler_threshold = v;
             return EXIT_OK;
+        }
+        case OPT_PROGRESS: return parse_progress(arg, t);
+        case OPT_QUIET: t->quiet = 1; return EXIT_OK;
+    }
+    return FLAG_NOT_MINE;
+}
+
+/* Each flag belongs to one group; a flag of none is the table's mistake (EXIT_USAGE, as before). */
+static int (*const flag_groups[])(int val, const char *arg, train_opts *t) = {
+    handle_model_flag, handle_data_flag, handle_precision_flag, handle_sync_flag, handle_output_flag,
+};
+
+static int train_handle(int val, const char *arg, void *ud)
+{
+    for (size_t i = 0; i < sizeof flag_groups / sizeof flag_groups[0]; i++) {
+        const int rc = flag_groups[i](val, arg, ud);
+        if (rc != FLAG_NOT_MINE) return rc;
     }
     return EXIT_USAGE;
 }
