@@ -284,6 +284,150 @@ static void human_bytes(unsigned long long v, char *buf, size_t n)
         snprintf(buf, n, "%llu", v);
 }
 
+/* The run's own duplicate of the world communicator, its engine and its buffer of maxcount floats.
+ * EXIT_OK, or EXIT_FAIL after printing why. */
+static int bench_open(bench_run *b, dt_ctx *ctx, size_t maxcount)
+{
+    int mrc;
+    dt_status s;
+    if ((mrc = MPI_Comm_dup(ctx_world_comm(ctx), &b->comm)) != MPI_SUCCESS) {
+        b->comm = MPI_COMM_NULL;
+        return mpi_fail("MPI_Comm_dup of the world communicator", mrc);
+    }
+    MPI_Comm_set_errhandler(b->comm, MPI_ERRORS_RETURN);
+    if ((s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), ctx_config(ctx)->comm_thread,
+                           ctx_config(ctx)->allreduce, &b->eng))) {
+        cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+        return EXIT_FAIL;
+    }
+    if (!(b->buf = malloc(maxcount * sizeof *b->buf))) {
+        cli_error("out of memory for a %zu-byte buffer: lower -e/--maxbytes", maxcount * sizeof *b->buf);
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}
+
+/* Rank 0's header: the run's settings, what each column means, and the column names. */
+static void print_header(const bench_run *b, dt_ctx *ctx, const bench_opts *o, const char *tname, size_t es)
+{
+    char lo[32], hi[32];
+    human_bytes(o->minbytes, lo, sizeof lo);
+    human_bytes(o->maxbytes, hi, sizeof hi);
+    printf("# dtrain bench allreduce: %d rank%s, engine %s, op %s, %s, sizes %s to %s x%ld, iters "
+           "%ld, warmup %ld\n",
+           b->world, cli_s(b->world),
+           engine_threaded(b->eng) ? "threaded (communication thread)"
+                                   : "inline (no MPI_THREAD_MULTIPLE, or DTRAIN_COMM_THREAD=0)",
+           o->op == DT_AVG ? "avg" : "sum", dt_dtype_name(o->wire), lo, hi, o->factor, o->iters, o->warmup);
+    printf("# dtrain: engine_start + engine_wait_all on host memory; MPI: MPI_Allreduce(MPI_IN_PLACE, "
+           "MPI_FLOAT, MPI_SUM)%s\n",
+           o->op == DT_AVG ? " (sum: MPI has no average)" : "");
+    if (o->wire != DT_F32)
+        printf("# --dtype %s: the engine sends 16-bit copies of fp32 buffers (size = its bytes on the wire); MPI "
+               "reduces the same count in fp32 (twice the bytes, its algbw from those); ratio = MPI time / "
+               "dtrain time for the same count\n",
+               tname);
+    /* Which algorithm the engine takes at each size (engine.h, DTRAIN_ALLREDUCE): its
+     * transitions over the run's sizes. */
+    printf("# dtrain algorithm by size (DTRAIN_ALLREDUCE=%s):", dt_allreduce_algo_name(ctx_config(ctx)->allreduce));
+    const char *prev = NULL;
+    for (unsigned long long by = o->minbytes;;) {
+        const size_t cnt = by / es ? (size_t)(by / es) : 1;
+        const char *name = o->wire == DT_F32 ? engine_algo_name(b->eng, cnt) : b->world > 1 ? "direct" : "none";
+        if (!prev || strcmp(prev, name) != 0) printf("%s %s from %zu bytes", prev ? "," : "", name, cnt * es);
+        prev = name;
+        if (!next_size(o, &by)) break;
+    }
+    printf("\n");
+    printf("# time: the largest over ranks of each rank's mean per iteration; algbw = size / time, busbw = "
+           "algbw * 2(n-1)/n; ratio = %s\n",
+           o->wire == DT_F32 ? "dtrain busbw / MPI busbw = MPI time / dtrain time"
+                             : "MPI time / dtrain time for the same count (twice the busbw ratio on a 16-bit wire)");
+    printf("# in place: each iteration reduces the last one's result, which a sum over %d rank%s multiplies "
+           "by %d, so the buffer is filled afresh (not timed, then a barrier) every %ld iterations of dtrain and "
+           "%ld of MPI, the most that keep every value an integer the type holds exactly; #wrong: elements of "
+           "the last timed result and of one allreduce of a fresh fill that are not their exact value\n",
+           b->world, cli_s(b->world), b->world, b->block[0], b->block[1]);
+    if (b->world == 1)
+        printf("# note: 1 rank: nothing moves between ranks, so busbw = algbw * 2(n-1)/n is 0, and algbw is "
+               "size over the time of a call that moves and adds nothing (no bandwidth); the ratio still "
+               "compares times\n");
+    printf("# min-max(us): the fastest and slowest single iteration over every rank's timed ones; - where a "
+           "warm-up iteration took under %.0f us, too short to time one by one without the clock reads "
+           "adding to the mean\n",
+           BENCH_SPREAD_FROM_S * 1e6);
+    printf("#\n#%11s %10s %7s %16s %12s %12s %7s %14s %8s %8s %7s %10s %21s %17s\n", "size", "count", "type",
+           "dtrain time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "MPI time(us)", "algbw", "busbw", "#wrong",
+           o->wire == DT_F32 ? "ratio(busbw dtrain/MPI)" : "ratio(MPI/dtrain time)", "dtrain min-max(us)",
+           "MPI min-max(us)");
+    fflush(stdout);
+}
+
+/* What the rows add up to, for the summary and the verdict. */
+typedef struct bench_totals {
+    double bus_sum[2], min_ratio; /* min_ratio -1: no size from BENCH_RATIO_FROM */
+    size_t min_ratio_bytes;
+    int rows;
+    long long wrong, nonfinite;
+} bench_totals;
+
+/* One size, `bytes`: the engine's and MPI's timings and checks (collective), and rank 0's row.
+ * EXIT_OK, or the failure's code after printing why. */
+static int bench_size(bench_run *b, const bench_opts *o, unsigned long long bytes, const char *tname, size_t es,
+                      bench_totals *tot)
+{
+    const double busf = b->world > 1 ? 2.0 * (b->world - 1) / b->world : 0.0;
+    size_t count = bytes / es ? (size_t)(bytes / es) : 1;
+    size_t size = count * es, size_mpi = count * sizeof(float);
+    double t[2], spread[2][2];
+    long long wrong[2], bad[2][2];
+    int rc;
+    for (int which = 0; which < 2; which++) {
+        if ((rc = measure(b, which, count, o, &t[which], spread[which], bad[which]))) return rc;
+        wrong[which] = bad[which][0];
+        tot->nonfinite += bad[which][1];
+    }
+    double alg[2], bus[2];
+    for (int k = 0; k < 2; k++) {
+        alg[k] = t[k] > 0 ? (double)(k == 0 ? size : size_mpi) / t[k] / 1e9 : 0;
+        bus[k] = alg[k] * busf;
+        tot->bus_sum[k] += bus[k];
+    }
+    double ratio = t[0] > 0 ? t[1] / t[0] : 0;
+    if (size >= BENCH_RATIO_FROM && (tot->min_ratio < 0 || ratio < tot->min_ratio)) {
+        tot->min_ratio = ratio;
+        tot->min_ratio_bytes = size;
+    }
+    tot->wrong += wrong[0] + wrong[1];
+    tot->rows++;
+    if (b->rank == 0) {
+        char mm[2][64];
+        for (int k = 0; k < 2; k++)
+            if (spread[k][0] < 0) /* some rank's iterations too short to time one by one */
+                snprintf(mm[k], sizeof mm[k], "-");
+            else
+                snprintf(mm[k], sizeof mm[k], "%.1f-%.1f", 1e6 * spread[k][0], 1e6 * spread[k][1]);
+        printf("%12zu %10zu %7s %16.1f %12.3f %12.3f %7lld %14.1f %8.3f %8.3f %7lld %10.3f %21s %17s\n", size, count,
+               tname, 1e6 * t[0], alg[0], bus[0], wrong[0], 1e6 * t[1], alg[1], bus[1], wrong[1], ratio, mm[0], mm[1]);
+        fflush(stdout);
+    }
+    return EXIT_OK;
+}
+
+/* Rank 0's summary lines, nccl-tests' names. */
+static void print_summary(const bench_run *b, const bench_opts *o, const bench_totals *tot)
+{
+    printf("# Out of bounds values : %lld %s\n", tot->wrong, tot->wrong ? "FAILED" : "OK");
+    printf("# Avg bus bandwidth    : dtrain %.3f GB/s, MPI %.3f GB/s%s\n", tot->bus_sum[0] / tot->rows,
+           tot->bus_sum[1] / tot->rows, b->world == 1 ? " (0 on 1 rank)" : "");
+    if (tot->min_ratio >= 0)
+        printf("# Min ratio from 4 MiB : %.3f (%s, at %zu bytes)\n", tot->min_ratio,
+               o->wire == DT_F32 ? "busbw dtrain/MPI" : "MPI time / dtrain time", tot->min_ratio_bytes);
+    else
+        printf("# Min ratio from 4 MiB : - (no size of 4 MiB or more)\n");
+    fflush(stdout);
+}
+
 static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
 {
     bench_run b = {.eng = NULL,
@@ -292,8 +436,7 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
                    .rank = dt_rank(ctx),
                    .world = dt_world_size(ctx),
                    .wire = o->wire};
-    int rc = EXIT_OK, mrc;
-    dt_status s;
+    int rc = EXIT_OK;
     const size_t es = dt_dtype_size(o->wire);
     const char *tname = o->wire == DT_F16 ? "half" : o->wire == DT_BF16 ? "bf16" : "float";
     const size_t maxcount = o->maxbytes / es ? (size_t)(o->maxbytes / es) : 1;
@@ -303,137 +446,21 @@ static int run_allreduce(dt_ctx *ctx, const bench_opts *o)
     const char *forced = getenv("DTRAIN_TEST_BENCH_BLOCK");
     if (forced && atol(forced) > 0) b.block[0] = b.block[1] = atol(forced);
 
-    if ((mrc = MPI_Comm_dup(ctx_world_comm(ctx), &b.comm)) != MPI_SUCCESS) {
-        b.comm = MPI_COMM_NULL;
-        mpi_fail("MPI_Comm_dup of the world communicator", mrc);
-        goto fail;
-    }
-    MPI_Comm_set_errhandler(b.comm, MPI_ERRORS_RETURN);
-    if ((s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), ctx_config(ctx)->comm_thread,
-                           ctx_config(ctx)->allreduce, &b.eng))) {
-        cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
-        goto fail;
-    }
-    if (!(b.buf = malloc(maxcount * sizeof *b.buf))) {
-        cli_error("out of memory for a %zu-byte buffer: lower -e/--maxbytes", maxcount * sizeof *b.buf);
-        goto fail;
-    }
-
-    if (b.rank == 0) {
-        char lo[32], hi[32];
-        human_bytes(o->minbytes, lo, sizeof lo);
-        human_bytes(o->maxbytes, hi, sizeof hi);
-        printf("# dtrain bench allreduce: %d rank%s, engine %s, op %s, %s, sizes %s to %s x%ld, iters "
-               "%ld, warmup %ld\n",
-               b.world, cli_s(b.world),
-               engine_threaded(b.eng) ? "threaded (communication thread)"
-                                      : "inline (no MPI_THREAD_MULTIPLE, or DTRAIN_COMM_THREAD=0)",
-               o->op == DT_AVG ? "avg" : "sum", dt_dtype_name(o->wire), lo, hi, o->factor, o->iters, o->warmup);
-        printf("# dtrain: engine_start + engine_wait_all on host memory; MPI: MPI_Allreduce(MPI_IN_PLACE, "
-               "MPI_FLOAT, MPI_SUM)%s\n",
-               o->op == DT_AVG ? " (sum: MPI has no average)" : "");
-        if (o->wire != DT_F32)
-            printf("# --dtype %s: the engine sends 16-bit copies of fp32 buffers (size = its bytes on the wire); MPI "
-                   "reduces the same count in fp32 (twice the bytes, its algbw from those); ratio = MPI time / "
-                   "dtrain time for the same count\n",
-                   tname);
-        /* Which algorithm the engine takes at each size (engine.h, DTRAIN_ALLREDUCE): its
-         * transitions over the run's sizes. */
-        printf("# dtrain algorithm by size (DTRAIN_ALLREDUCE=%s):", dt_allreduce_algo_name(ctx_config(ctx)->allreduce));
-        const char *prev = NULL;
-        for (unsigned long long by = o->minbytes;;) {
-            const size_t cnt = by / es ? (size_t)(by / es) : 1;
-            const char *name = o->wire == DT_F32 ? engine_algo_name(b.eng, cnt) : b.world > 1 ? "direct" : "none";
-            if (!prev || strcmp(prev, name) != 0) printf("%s %s from %zu bytes", prev ? "," : "", name, cnt * es);
-            prev = name;
-            if (!next_size(o, &by)) break;
-        }
-        printf("\n");
-        printf("# time: the largest over ranks of each rank's mean per iteration; algbw = size / time, busbw = "
-               "algbw * 2(n-1)/n; ratio = %s\n",
-               o->wire == DT_F32
-                   ? "dtrain busbw / MPI busbw = MPI time / dtrain time"
-                   : "MPI time / dtrain time for the same count (twice the busbw ratio on a 16-bit wire)");
-        printf("# in place: each iteration reduces the last one's result, which a sum over %d rank%s multiplies "
-               "by %d, so the buffer is filled afresh (not timed, then a barrier) every %ld iterations of dtrain and "
-               "%ld of MPI, the most that keep every value an integer the type holds exactly; #wrong: elements of "
-               "the last timed result and of one allreduce of a fresh fill that are not their exact value\n",
-               b.world, cli_s(b.world), b.world, b.block[0], b.block[1]);
-        if (b.world == 1)
-            printf("# note: 1 rank: nothing moves between ranks, so busbw = algbw * 2(n-1)/n is 0, and algbw is "
-                   "size over the time of a call that moves and adds nothing (no bandwidth); the ratio still "
-                   "compares times\n");
-        printf("# min-max(us): the fastest and slowest single iteration over every rank's timed ones; - where a "
-               "warm-up iteration took under %.0f us, too short to time one by one without the clock reads "
-               "adding to the mean\n",
-               BENCH_SPREAD_FROM_S * 1e6);
-        printf("#\n#%11s %10s %7s %16s %12s %12s %7s %14s %8s %8s %7s %10s %21s %17s\n", "size", "count", "type",
-               "dtrain time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "MPI time(us)", "algbw", "busbw", "#wrong",
-               o->wire == DT_F32 ? "ratio(busbw dtrain/MPI)" : "ratio(MPI/dtrain time)", "dtrain min-max(us)",
-               "MPI min-max(us)");
-        fflush(stdout);
-    }
-
-    const double busf = b.world > 1 ? 2.0 * (b.world - 1) / b.world : 0.0;
-    double bus_sum[2] = {0, 0}, min_ratio = -1;
-    size_t min_ratio_bytes = 0;
-    int rows = 0;
-    long long wrong_total = 0, nonfinite_total = 0;
+    if (bench_open(&b, ctx, maxcount)) goto fail;
+    if (b.rank == 0) print_header(&b, ctx, o, tname, es);
+    bench_totals tot = {.min_ratio = -1};
     for (unsigned long long bytes = o->minbytes;;) {
-        size_t count = bytes / es ? (size_t)(bytes / es) : 1;
-        size_t size = count * es, size_mpi = count * sizeof(float);
-        double t[2], spread[2][2];
-        long long wrong[2], bad[2][2];
-        for (int which = 0; which < 2; which++) {
-            if (measure(&b, which, count, o, &t[which], spread[which], bad[which])) goto fail;
-            wrong[which] = bad[which][0];
-            nonfinite_total += bad[which][1];
-        }
-        double alg[2], bus[2];
-        for (int k = 0; k < 2; k++) {
-            alg[k] = t[k] > 0 ? (double)(k == 0 ? size : size_mpi) / t[k] / 1e9 : 0;
-            bus[k] = alg[k] * busf;
-            bus_sum[k] += bus[k];
-        }
-        double ratio = t[0] > 0 ? t[1] / t[0] : 0;
-        if (size >= BENCH_RATIO_FROM && (min_ratio < 0 || ratio < min_ratio)) {
-            min_ratio = ratio;
-            min_ratio_bytes = size;
-        }
-        wrong_total += wrong[0] + wrong[1];
-        rows++;
-        if (b.rank == 0) {
-            char mm[2][64];
-            for (int k = 0; k < 2; k++)
-                if (spread[k][0] < 0) /* some rank's iterations too short to time one by one */
-                    snprintf(mm[k], sizeof mm[k], "-");
-                else
-                    snprintf(mm[k], sizeof mm[k], "%.1f-%.1f", 1e6 * spread[k][0], 1e6 * spread[k][1]);
-            printf("%12zu %10zu %7s %16.1f %12.3f %12.3f %7lld %14.1f %8.3f %8.3f %7lld %10.3f %21s %17s\n", size,
-                   count, tname, 1e6 * t[0], alg[0], bus[0], wrong[0], 1e6 * t[1], alg[1], bus[1], wrong[1], ratio,
-                   mm[0], mm[1]);
-            fflush(stdout);
-        }
+        if (bench_size(&b, o, bytes, tname, es, &tot)) goto fail;
         if (!next_size(o, &bytes)) break;
     }
-    if (b.rank == 0) {
-        printf("# Out of bounds values : %lld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
-        printf("# Avg bus bandwidth    : dtrain %.3f GB/s, MPI %.3f GB/s%s\n", bus_sum[0] / rows, bus_sum[1] / rows,
-               b.world == 1 ? " (0 on 1 rank)" : "");
-        if (min_ratio >= 0)
-            printf("# Min ratio from 4 MiB : %.3f (%s, at %zu bytes)\n", min_ratio,
-                   o->wire == DT_F32 ? "busbw dtrain/MPI" : "MPI time / dtrain time", min_ratio_bytes);
-        else
-            printf("# Min ratio from 4 MiB : - (no size of 4 MiB or more)\n");
-        fflush(stdout);
-    }
-    if (wrong_total) {
+    if (b.rank == 0) print_summary(&b, o, &tot);
+    if (tot.wrong) {
         if (b.rank == 0)
             cli_error(
                 "%lld element(s) differ from the exact allreduce result (see #wrong), %lld of them not finite: %s",
-                wrong_total, nonfinite_total,
-                nonfinite_total ? "the allreduce is broken, or its in-place sums outgrew the type"
-                                : "the allreduce is broken");
+                tot.wrong, tot.nonfinite,
+                tot.nonfinite ? "the allreduce is broken, or its in-place sums outgrew the type"
+                              : "the allreduce is broken");
         rc = EXIT_FAIL; /* every rank knows the total: all exit 1 together, no abort needed */
     }
 
