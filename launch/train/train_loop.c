@@ -271,29 +271,35 @@ static int stop_now(train_run *r, long done, int last)
     return EXIT_OK;
 }
 
-train_end train_loop(train_run *r, int *rc)
+/* A failure (s) of this rank's: the progress line cleared, the error printed. */
+static train_end loop_failed(train_run *r, dt_status s, int *rc)
+{
+    progress_clear(&r->prog);
+    *rc = train_status_error(s);
+    return TRAIN_END_FAILED;
+}
+
+/* Before the first step: the progress line, --bucket-mb auto, the first batch, and the ranks'
+ * agreement on it and on a stop asked for during the set-up. TRAIN_END_DONE: train. */
+static train_end loop_begin(train_run *r, interval *iv, next_batch *nb, int *rc)
 {
     const train_opts *t = &r->t;
-    /* The gradient of the mean loss over the K x W x B samples of an optimizer step, so summing
-     * over the ranks is the average: one pass over the gradients fewer than averaging after the sum. */
-    const float scale = 1.0f / ((float)t->accum_steps * (float)t->batch * (float)r->world);
-    double grad_norm = NAN;
-    dt_status s = DT_OK;
+    dt_status s;
     r->strag = (straggler_state){.rank = -1, .run = 0};
-    interval iv = {.t_begin = clock_now_s()};
-    r->t_start = iv.t_begin;
+    *iv = (interval){.t_begin = clock_now_s()};
+    r->t_start = iv->t_begin;
     const double samples_per_step = (double)r->world * t->batch * t->accum_steps;
     progress_start(&r->prog, r->rank == 0 && !t->quiet && progress_wanted(t->progress, stdout) ? stdout : NULL,
-                   r->first_step, t->steps, samples_per_step, iv.t_begin);
-    if ((s = train_bucket_auto_begin(r))) goto fail;
+                   r->first_step, t->steps, samples_per_step, iv->t_begin);
+    if ((s = train_bucket_auto_begin(r))) return loop_failed(r, s, rc);
     /* A stop asked for during the set-up (the data, the model, a resume can take minutes) ends the
      * run before it trains: there is nothing new to save, and a requeue starts where this run did. */
-    next_batch nb = {0};
-    if (r->first_step < t->steps) next_batch_take(r, &nb);
+    *nb = (next_batch){0};
+    if (r->first_step < t->steps) next_batch_take(r, nb);
     int stop_sig = 0, failures = 0;
-    if ((s = train_stop_agree(r, nb.err != DT_OK, &stop_sig, &failures))) goto fail;
+    if ((s = train_stop_agree(r, nb->err != DT_OK, &stop_sig, &failures))) return loop_failed(r, s, rc);
     if (failures) {
-        *rc = batch_failed(r, r->first_step, &nb, failures, 0);
+        *rc = batch_failed(r, r->first_step, nb, failures, 0);
         return TRAIN_END_FAILED;
     }
     if (stop_sig) {
@@ -302,55 +308,157 @@ train_end train_loop(train_run *r, int *rc)
         return TRAIN_END_STOPPED;
     }
     train_stop_training_begins();
+    return TRAIN_END_DONE;
+}
+
+/* What the micro-batches of one optimizer step add up to on this rank. */
+typedef struct step_sums {
+    double loss;
+    long correct;
+    dt_step_result res; /* the last micro-batch's */
+} step_sums;
+
+/* Step `step` + 1's K micro-batches (data steps step * K ..): only the last one communicates and
+ * steps. The step before it is settled once this step's first batch is staged. TRAIN_END_DONE, or
+ * how the run ends. */
+static train_end run_micro_batches(train_run *r, interval *iv, next_batch *nb, long step, float scale, step_sums *sum,
+                                   int *rc)
+{
+    const train_opts *t = &r->t;
+    dt_status s;
+    sum->loss = 0;
+    sum->correct = 0;
+    for (int j = 0; j < t->accum_steps; j++) {
+        const float *x;
+        const int32_t *labels;
+        long data_step;
+        if (j == 0 && nb->have)
+            x = nb->x, labels = nb->labels, nb->have = 0;
+        else if ((s = dt_loader_next(r->ld, &data_step, &x, &labels)))
+            return loop_failed(r, s, rc);
+        /* A host batch's copy to the GPU queued first, so it runs during the wait below. */
+        if ((s = dt_model_stage_batch(r->m, x, labels, t->batch))) return loop_failed(r, s, rc);
+        /* The last step's verdict, now that its successor's batch is made. */
+        train_end e;
+        if (j == 0 && (e = settle_step(r, iv, step, rc)) != TRAIN_END_DONE) return e;
+        s = dt_model_train_step(r->m, r->opt, r->sc, x, labels, t->batch, scale, &sum->res);
+        if (s == DT_ERR_NUMERIC) {
+            progress_clear(&r->prog);
+            train_report_numeric_stop(r, step + 1);
+            return TRAIN_END_NUMERIC;
+        }
+        if (s == DT_ERR_NOMEM && !status_from_peer()) snprintf(r->oom_at, sizeof r->oom_at, "at step %ld", step + 1);
+        if (s) return loop_failed(r, s, rc);
+        sum->loss += sum->res.loss_sum;
+        sum->correct += sum->res.correct;
+        iv->comm_s += sum->res.comm_wait_s;
+    }
+    return TRAIN_END_DONE;
+}
+
+/* The ranks agreed that `failures` of them could not make the batch after step `done`: as a stop,
+ * the steps saved, then the interval logged, for the resumed run's records. Always FAILED. */
+static train_end batch_failed_after(train_run *r, interval *iv, long done, const next_batch *nb, int failures,
+                                    double lr, double grad_norm, int *rc)
+{
+    dt_status s;
+    if (r->t.ckpt_dir && (s = train_ckpt_save(r, done))) {
+        *rc = save_failed(r, done, s);
+        return TRAIN_END_FAILED;
+    }
+    if ((*rc = log_interval(r, iv, done, 0, 0, lr, grad_norm)) == EXIT_OK)
+        *rc = batch_failed(r, done, nb, failures, r->t.ckpt_dir != NULL);
+    return TRAIN_END_FAILED;
+}
+
+/* A stop the ranks agreed on after step `done`. A stop on a log or evaluation step saves first (an
+ * evaluation may take longer than the grace before a SIGKILL), then logs the step: the resumed run
+ * starts after it, so its record and held-out figures would otherwise be lost. A stop logs its
+ * interval on any step, not only a log step: the resumed run starts after it, so the steps since
+ * the last record would be in none (their loss and skips lost). TRAIN_END_DONE: `done` was the
+ * last step and the run finishes. */
+static train_end stop_after(train_run *r, interval *iv, long done, int eval_step, double lr, double grad_norm, int *rc)
+{
+    /* The last step's evaluation failing finishes the run without it, as without a stop. */
+    const int last = done == r->t.steps;
+    const double t_save = clock_now_s();
+    if ((*rc = stop_now(r, done, last))) return TRAIN_END_FAILED;
+    iv->t_begin += clock_now_s() - t_save; /* a save is no step's time, as an evaluation is not */
+    if ((*rc = log_interval(r, iv, done, eval_step, last, lr, grad_norm))) return TRAIN_END_FAILED;
+    /* A stop that came with the last step has nothing left to stop: the run finishes (the
+     * parameters' check, --dump-params, exit 0) rather than exit 75 and have a requeue wait
+     * in the queue for a job that would only write the dump. Saved first all the same, as
+     * the evaluation may outlast the grace before a SIGKILL. */
+    return last ? TRAIN_END_DONE : TRAIN_END_STOPPED;
+}
+
+/* The --checkpoint-every save after step `done`, and a stop asked for while it was written.
+ * TRAIN_END_DONE: train on. */
+static train_end checkpoint_after(train_run *r, interval *iv, long done, int *rc)
+{
+    dt_status s;
+    const double t_save = clock_now_s();
+    if ((s = train_ckpt_save(r, done))) {
+        *rc = save_failed(r, done, s);
+        return TRAIN_END_FAILED;
+    }
+    iv->t_begin += clock_now_s() - t_save;
+    /* A stop asked for while the checkpoint was written: that checkpoint holds what the
+     * stop would save, so stop now rather than run a step more and save again (twice the
+     * time to stop, under a kill deadline). The ranks agree on it here, after the save. */
+    int stop = 0;
+    if ((s = train_stop_agree(r, 0, &stop, NULL))) return loop_failed(r, s, rc);
+    if (stop) {
+        progress_clear(&r->prog);
+        train_stop_report(r, done, 0);
+        return TRAIN_END_STOPPED;
+    }
+    return TRAIN_END_DONE;
+}
+
+/* Rank 0's progress line after step `done` (loss: the step's summed loss on this rank). */
+static void progress_after(train_run *r, long done, double loss)
+{
+    const train_opts *t = &r->t;
+    long ep = 0, off = 0;
+    dt_dataset_position(r->data.train, done * t->accum_steps, r->world, t->batch, &ep, &off);
+    progress_step(&r->prog, done, (double)ep + (double)off / (double)dt_dataset_size(r->data.train),
+                  loss / ((double)t->batch * t->accum_steps), clock_now_s());
+}
+
+train_end train_loop(train_run *r, int *rc)
+{
+    const train_opts *t = &r->t;
+    /* The gradient of the mean loss over the K x W x B samples of an optimizer step, so summing
+     * over the ranks is the average: one pass over the gradients fewer than averaging after the sum. */
+    const float scale = 1.0f / ((float)t->accum_steps * (float)t->batch * (float)r->world);
+    double grad_norm = NAN;
+    dt_status s = DT_OK;
+    interval iv;
+    next_batch nb;
+    train_end e;
+    if ((e = loop_begin(r, &iv, &nb, rc)) != TRAIN_END_DONE) return e;
     for (long step = r->first_step; step < t->steps; step++) {
         fault_maybe(&r->flt, r->rank, step + 1, r->m);
         dt_trace_step(r->ctx, step + 1); /* a no-op without --trace */
         const double lr = lr_at(&r->sched, t->optim.lr, t->min_lr, step, t->steps, t->warmup_steps);
-        if ((s = dt_optimizer_set_lr(r->opt, (float)lr))) goto fail;
-        /* K micro-batches (data steps step * K ..): only the last one communicates and steps. */
-        dt_step_result res;
-        double loss = 0;
-        long correct = 0;
-        for (int j = 0; j < t->accum_steps; j++) {
-            const float *x;
-            const int32_t *labels;
-            long data_step;
-            if (j == 0 && nb.have)
-                x = nb.x, labels = nb.labels, nb.have = 0;
-            else if ((s = dt_loader_next(r->ld, &data_step, &x, &labels)))
-                goto fail;
-            /* A host batch's copy to the GPU queued first, so it runs during the wait below. */
-            if ((s = dt_model_stage_batch(r->m, x, labels, t->batch))) goto fail;
-            /* The last step's verdict, now that its successor's batch is made. */
-            train_end e;
-            if (j == 0 && (e = settle_step(r, &iv, step, rc)) != TRAIN_END_DONE) return e;
-            s = dt_model_train_step(r->m, r->opt, r->sc, x, labels, t->batch, scale, &res);
-            if (s == DT_ERR_NUMERIC) {
-                progress_clear(&r->prog);
-                train_report_numeric_stop(r, step + 1);
-                return TRAIN_END_NUMERIC;
-            }
-            if (s == DT_ERR_NOMEM && !status_from_peer())
-                snprintf(r->oom_at, sizeof r->oom_at, "at step %ld", step + 1);
-            if (s) goto fail;
-            loss += res.loss_sum;
-            correct += res.correct;
-            iv.comm_s += res.comm_wait_s;
-        }
-        /* cppcheck-suppress uninitvar ; --accum-steps is at least 1, so the loop above set res */
-        iv.skipped += res.skipped;
-        grad_norm = res.grad_norm;
+        if ((s = dt_optimizer_set_lr(r->opt, (float)lr))) return loop_failed(r, s, rc);
+        step_sums sum;
+        if ((e = run_micro_batches(r, &iv, &nb, step, scale, &sum, rc)) != TRAIN_END_DONE) return e;
+        /* cppcheck-suppress uninitvar ; --accum-steps is at least 1, so run_micro_batches set sum.res */
+        iv.skipped += sum.res.skipped;
+        grad_norm = sum.res.grad_norm;
         if (step == r->first_step) train_report_step_overlap(r);
         /* Choosing the cap (timing the link, rebuilding the reducer) is no step's time, as a save
          * is not: without this, the first interval's steps of a small model read 70x slower. */
         const double t_auto = clock_now_s();
-        if ((s = train_bucket_auto_after_step(r, step + 1 - r->first_step))) goto fail;
+        if ((s = train_bucket_auto_after_step(r, step + 1 - r->first_step))) return loop_failed(r, s, rc);
         iv.t_begin += clock_now_s() - t_auto;
         /* Stop requests are agreed by all ranks at the same step (a signal reaches ranks at
          * different times, or only some of them). */
         if (step + 1 < t->steps) next_batch_take(r, &nb);
-        int stop = 0;
-        if ((s = train_stop_agree(r, nb.err != DT_OK, &stop, &failures))) goto fail;
+        int stop = 0, failures = 0;
+        if ((s = train_stop_agree(r, nb.err != DT_OK, &stop, &failures))) return loop_failed(r, s, rc);
         const int ckpt_step = t->ckpt_every && (step + 1) % t->ckpt_every == 0 && step + 1 < t->steps;
         /* An evaluation step is a log step too, so its record carries the held-out figures. So is
          * a checkpoint step: a run resumed from it starts a fresh interval there, so an interval
@@ -361,72 +469,21 @@ train_end train_loop(train_run *r, int *rc)
             r->data.eval && ((t->eval_every && (step + 1) % t->eval_every == 0) || step + 1 == t->steps);
         const int log_step = (step + 1) % t->log_every == 0 || step + 1 == t->steps || eval_step || ckpt_step;
         /* What a checkpoint saves and a log line reports counts this step's verdict. */
-        train_end e;
         if ((stop > 0 || failures || log_step) && (e = settle_step(r, &iv, step + 1, rc)) != TRAIN_END_DONE) return e;
-        iv.loss += loss;
-        iv.correct += correct;
+        iv.loss += sum.loss;
+        iv.correct += sum.correct;
         iv.steps++;
-        /* As a stop: saved, then the interval logged, for the resumed run's records. */
-        if (failures) {
-            if (t->ckpt_dir && (s = train_ckpt_save(r, step + 1))) {
-                *rc = save_failed(r, step + 1, s);
-                return TRAIN_END_FAILED;
-            }
-            if ((*rc = log_interval(r, &iv, step + 1, 0, 0, lr, grad_norm)) == EXIT_OK)
-                *rc = batch_failed(r, step + 1, &nb, failures, t->ckpt_dir != NULL);
-            return TRAIN_END_FAILED;
-        }
-        /* A stop on a log or evaluation step saves first (an evaluation may take longer than the
-         * grace before a SIGKILL), then logs the step: the resumed run starts after it, so its
-         * record and held-out figures would otherwise be lost. */
-        /* A stop logs its interval on any step, not only a log step: the resumed run starts after
-         * it, so the steps since the last record would be in none (their loss and skips lost). */
+        if (failures) return batch_failed_after(r, &iv, step + 1, &nb, failures, lr, grad_norm, rc);
         if (stop > 0) {
-            /* The last step's evaluation failing finishes the run without it, as without a stop. */
-            const int last = step + 1 == t->steps;
-            const double t_save = clock_now_s();
-            if ((*rc = stop_now(r, step + 1, last))) return TRAIN_END_FAILED;
-            iv.t_begin += clock_now_s() - t_save; /* a save is no step's time, as an evaluation is not */
-            if ((*rc = log_interval(r, &iv, step + 1, eval_step, last, lr, grad_norm))) return TRAIN_END_FAILED;
-            /* A stop that came with the last step has nothing left to stop: the run finishes (the
-             * parameters' check, --dump-params, exit 0) rather than exit 75 and have a requeue wait
-             * in the queue for a job that would only write the dump. Saved first all the same, as
-             * the evaluation may outlast the grace before a SIGKILL. */
-            if (!last) return TRAIN_END_STOPPED;
+            if ((e = stop_after(r, &iv, step + 1, eval_step, lr, grad_norm, rc)) != TRAIN_END_DONE) return e;
             break;
         }
         if (log_step && (*rc = log_interval(r, &iv, step + 1, eval_step, 1, lr, grad_norm))) return TRAIN_END_FAILED;
-        if (ckpt_step) {
-            const double t_save = clock_now_s();
-            if ((s = train_ckpt_save(r, step + 1))) {
-                *rc = save_failed(r, step + 1, s);
-                return TRAIN_END_FAILED;
-            }
-            iv.t_begin += clock_now_s() - t_save;
-            /* A stop asked for while the checkpoint was written: that checkpoint holds what the
-             * stop would save, so stop now rather than run a step more and save again (twice the
-             * time to stop, under a kill deadline). The ranks agree on it here, after the save. */
-            if ((s = train_stop_agree(r, 0, &stop, NULL))) goto fail;
-            if (stop) {
-                progress_clear(&r->prog);
-                train_stop_report(r, step + 1, 0);
-                return TRAIN_END_STOPPED;
-            }
-        }
-        if (r->prog.out) {
-            long ep = 0, off = 0;
-            dt_dataset_position(r->data.train, (step + 1) * t->accum_steps, r->world, t->batch, &ep, &off);
-            progress_step(&r->prog, step + 1, (double)ep + (double)off / (double)dt_dataset_size(r->data.train),
-                          loss / ((double)t->batch * t->accum_steps), clock_now_s());
-        }
+        if (ckpt_step && (e = checkpoint_after(r, &iv, step + 1, rc)) != TRAIN_END_DONE) return e;
+        if (r->prog.out) progress_after(r, step + 1, sum.loss);
     }
     /* The last lines take the progress line's place: what stays on the screen is the step lines. */
     progress_clear(&r->prog);
     r->t_end = clock_now_s();
     return TRAIN_END_DONE;
-
-fail:
-    progress_clear(&r->prog);
-    *rc = train_status_error(s);
-    return TRAIN_END_FAILED;
 }
