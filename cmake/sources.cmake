@@ -34,7 +34,7 @@ set(DTRAIN_COLLECTIVES_NO_NCCL_SOURCES collectives/coll_nccl_none.c)
 set(DTRAIN_RUNTIME_SOURCES
   runtime/placement/config.c runtime/placement/topo.c runtime/placement/mpi_pmi2.c runtime/placement/hostlist.c
   runtime/placement/device.c runtime/placement/affinity.c runtime/placement/blas.c
-  runtime/placement/ctx.c runtime/placement/ctx_mpi.c
+  runtime/placement/ctx.c runtime/placement/ctx_gpu.c runtime/placement/ctx_mpi.c
   runtime/placement/ctx_ops.c
   runtime/trace/trace_write.c
   runtime/model/model_spec.c runtime/model/model.c runtime/model/model_plan.c runtime/model/model_pass.c

@@ -44,61 +44,6 @@ static _Thread_local int ctx_depth;
  * the first's dt_finalize would end MPI under it. */
 static atomic_int ctx_live;
 
-/* The room for why a rank runs on the CPU (CUDA's reason), for the warning of GPUs assigned but unusable. */
-enum { CTX_WHY_LEN = 256 };
-
-/* Selects and activates the GPU, the rank being the index-th of the size ranks of its node that see
- * the same GPUs; on the CPU just records it (why: the reason --device auto found no GPU, or "").
- * *chosen says whether it was decided: early (before MPI_Init, by the launcher's node-wide local
- * rank), more ranks than visible GPUs is left to after MPI_Init, when the ranks that share this
- * rank's list are known (srun --gpus-per-task=2 gives three tasks three lists of two). */
-static dt_status ctx_select_device(dt_ctx *c, int index, int size, int early, char *bus_id, size_t n, char *why,
-                                   size_t wn, int *chosen)
-{
-    dt_device_kind kind;
-    int ordinal = -1;
-    const int share = c->cfg.gpu_comm == DT_GPU_COMM_MPI;
-    *chosen = 0;
-    dt_status s = device_resolve(c->cfg.device, index, size, share, &kind, &ordinal, why, wn);
-    if (s) {
-        char none[256];
-        if (!early || s != DT_ERR_DEVICE || device_count(none, sizeof none) <= 1) return s;
-        status_clear_error();
-        return DT_OK;
-    }
-    *chosen = 1;
-    c->pl.device = kind;
-    c->pl.cuda_device = ordinal;
-    bus_id[0] = '\0';
-    if (log_enabled(LOG_LEVEL_DEBUG)) {
-        char gpu[32] = "";
-        if (kind == DT_DEVICE_CUDA) snprintf(gpu, sizeof gpu, ", visible GPU %d", ordinal);
-        log_msg(LOG_LEVEL_DEBUG, "placement: device %s%s (--device %s, %d of the %d local ranks that see these GPUs)",
-                dt_device_kind_name(kind), gpu,
-                c->cfg.device == DT_DEVICE_CUDA  ? "cuda"
-                : c->cfg.device == DT_DEVICE_CPU ? "cpu"
-                                                 : "auto",
-                index, size);
-    }
-    if (kind == DT_DEVICE_CUDA) return device_activate(ordinal, bus_id, n);
-    return DT_OK;
-}
-
-/* After MPI_Init: the ranks of this node that see the same GPU list (CUDA_VISIBLE_DEVICES, else
- * SLURM_STEP_GPUS) split it; *index and *size are this rank's place among them (device_group). */
-static dt_status ctx_gpu_group(dt_ctx *c, const char *list, int *index, int *size)
-{
-    const int n = c->pl.local_size, me = c->pl.local_rank;
-    unsigned long long key = device_list_key(list);
-    unsigned long long *keys = calloc((size_t)n, sizeof *keys);
-    if (!keys) return status_set_error(DT_ERR_NOMEM, "out of memory for the GPU lists of %d local ranks", n);
-    const int rc = MPI_Allgather(&key, 1, MPI_UNSIGNED_LONG_LONG, keys, 1, MPI_UNSIGNED_LONG_LONG, c->local);
-    if (rc == MPI_SUCCESS) device_group(keys, n, me, index, size);
-    free(keys);
-    return rc == MPI_SUCCESS ? DT_OK
-                             : status_set_error(DT_ERR_MPI, "MPI_Allgather of the local ranks' GPU lists failed");
-}
-
 /* Whether a failure of this rank before MPI_Init can wait for the other ranks there (or in their
  * first collective, when the caller started MPI) to fail with them: without it a rank refused alone
  * under srun (which does not end a step when one task exits) leaves the others in MPI_Init until
@@ -132,92 +77,6 @@ static void ctx_release(dt_ctx *c)
     if (c->world != MPI_COMM_NULL && !mpi_gone) MPI_Comm_free(&c->world);
     free(c);
     atomic_store(&ctx_live, 0);
-}
-
-/* Step 4 of dt_init, after MPI: this rank's GPU. The ranks of a node that see the same GPU list
- * split it; a rank with a list of its own takes its first GPU. device_chosen: chosen before
- * MPI_Init already (by the node-wide local rank, checked here against the rank's place in its
- * group). Two ranks of a node on one GPU are refused unless --gpu-comm mpi; GPUs assigned but none
- * usable are warned of under --device auto; c->pl.gpu is the GPU of the plan. bus_id (bus_len
- * bytes) receives the GPU's PCI bus id, for the cores near it; cpu_why (CTX_WHY_LEN) why the CPU. */
-static dt_status ctx_place_gpu(dt_ctx *c, const topo_mpi *m, int device_chosen, char *bus_id, size_t bus_len,
-                               char *cpu_why)
-{
-    dt_status s;
-    const char *list = getenv("CUDA_VISIBLE_DEVICES");
-    if (!list) list = getenv("SLURM_STEP_GPUS");
-    const int share = c->cfg.gpu_comm == DT_GPU_COMM_MPI;
-    int gidx = 0, gsize = 1;
-    if ((s = ctx_gpu_group(c, list, &gidx, &gsize))) return s;
-    if (!device_chosen) {
-        if ((s = ctx_select_device(c, gidx, gsize, 0, bus_id, bus_len, cpu_why, CTX_WHY_LEN, &device_chosen))) return s;
-    } else if (c->pl.device == DT_DEVICE_CUDA) {
-        /* Chosen before MPI_Init by the node-wide local rank, which is the place in the group
-         * unless the local ranks see different lists: then this rank takes its place in its own
-         * list (the GPU chosen first is one of this rank's own, so no other rank's GPU holds a
-         * context of it). */
-        char none[256];
-        int want = -1;
-        if ((s = device_map(device_count(none, sizeof none), gidx, gsize, share, &want))) return s;
-        if (want != c->pl.cuda_device) {
-            c->pl.cuda_device = want;
-            if ((s = device_activate(want, bus_id, bus_len))) return s;
-        }
-    }
-    {
-        char *ids = calloc((size_t)m->local_size, bus_len);
-        unsigned char *mig = calloc((size_t)m->local_size, 1);
-        if (!ids || !mig) {
-            free(ids);
-            free(mig);
-            return status_set_error(DT_ERR_NOMEM, "out of memory for the GPU ids of %d local ranks", m->local_size);
-        }
-        /* A MIG device: the refusal of two ranks on one bus id then says why slices share it. */
-        unsigned char mig_me = c->pl.device == DT_DEVICE_CUDA && list && strstr(list, "MIG-");
-        int rc = MPI_Allgather(bus_id, (int)bus_len, MPI_CHAR, ids, (int)bus_len, MPI_CHAR, c->local);
-        if (rc == MPI_SUCCESS) rc = MPI_Allgather(&mig_me, 1, MPI_BYTE, mig, 1, MPI_BYTE, c->local);
-        /* Collectives through MPI (--gpu-comm mpi) let ranks share a GPU; NCCL does not. */
-        s = rc != MPI_SUCCESS ? status_set_error(DT_ERR_MPI, "MPI_Allgather of GPU ids failed")
-            : share           ? DT_OK
-                              : device_check_unique(ids, mig, m->local_size, bus_len);
-        free(ids);
-        free(mig);
-        if (s) return s;
-    }
-    /* GPUs assigned but none usable (a container started without --gpus/--nv, no driver, a driver
-     * older than this build): --device auto trains on the CPU, and says so once per node. */
-    char assigned[128];
-    if (c->cfg.device == DT_DEVICE_AUTO && c->pl.device == DT_DEVICE_CPU && m->local_rank == 0 &&
-        device_gpus_assigned(getenv("CUDA_VISIBLE_DEVICES"), getenv("SLURM_STEP_GPUS"), getenv("SLURM_JOB_GPUS"),
-                             assigned, sizeof assigned))
-        log_msg(LOG_LEVEL_WARN,
-                "GPUs are assigned to this node's ranks (%s) but no GPU is usable, so they train on the CPU: %s. "
-                "--device cuda makes this an error; --device cpu silences it",
-                assigned, cpu_why[0] ? cpu_why : "CUDA found no device");
-    /* The GPU this rank takes, or would take where none is usable (fake GPUs of a test cluster,
-     * or a CPU run on a GPU allocation): its entry in the list the launcher gave. */
-    {
-        if (c->pl.device == DT_DEVICE_CUDA && (!list || !*list))
-            snprintf(c->pl.gpu, sizeof c->pl.gpu, "%d", c->pl.cuda_device);
-        else
-            device_plan(list, gidx, gsize, share, c->pl.gpu, sizeof c->pl.gpu);
-        /* Two ranks of a node on one GPU are refused when the GPU is used (above); when it is only
-         * planned, say so in the plan. */
-        char *all = calloc((size_t)m->local_size, sizeof c->pl.gpu);
-        if (all &&
-            MPI_Allgather(c->pl.gpu, sizeof c->pl.gpu, MPI_CHAR, all, sizeof c->pl.gpu, MPI_CHAR, c->local) ==
-                MPI_SUCCESS &&
-            c->pl.gpu[0] && c->pl.gpu[0] != '-' && c->cfg.gpu_comm != DT_GPU_COMM_MPI)
-            for (int r = 0; r < m->local_size; r++)
-                if (r != m->local_rank && strcmp(all + (size_t)r * sizeof c->pl.gpu, c->pl.gpu) == 0) {
-                    char keep[64];
-                    snprintf(keep, sizeof keep, "%s", c->pl.gpu);
-                    snprintf(c->pl.gpu, sizeof c->pl.gpu, "- (%.24s also local rank %d)", keep, r);
-                    break;
-                }
-        free(all);
-    }
-    return DT_OK;
 }
 
 /* The communicators: on a GPU NCCL's (or MPI's through host memory, --gpu-comm mpi or a build
@@ -261,13 +120,152 @@ static void ctx_warn_blas_coretype(void)
                  dt_blas_corename(), better, better);
 }
 
+/* What dt_init learns before MPI_Init and takes on after it. */
+typedef struct init_state {
+    topo_env env;
+    int env_read;         /* env holds the launcher's variables (free it) */
+    dt_status held;       /* this rank's failure before MPI_Init, told to every rank after it */
+    status_kept held_why; /* and its message */
+    char bus_id[64], cpu_why[CTX_WHY_LEN];
+    int device_chosen; /* the device was chosen before MPI_Init */
+} init_state;
+
+/* The context, its configuration (cfg_in, or the defaults and DTRAIN_*) and the log level. On a
+ * failure the context is released and *out untouched. */
+static dt_status ctx_new(const dt_config *cfg_in, dt_ctx **out)
+{
+    dt_status s;
+    dt_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        atomic_store(&ctx_live, 0);
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the context");
+    }
+    c->world = c->local = MPI_COMM_NULL;
+    if (cfg_in) {
+        c->cfg = *cfg_in;
+        s = config_check(&c->cfg);
+    } else {
+        dt_config_defaults(&c->cfg);
+        s = dt_config_from_env(&c->cfg);
+    }
+    if (!s) s = log_init_from_env();
+    if (s) {
+        ctx_release(c);
+        return s;
+    }
+    *out = c;
+    return DT_OK;
+}
+
+/* Steps 1 and 2: the launcher's word, then the device while no CUDA context exists. A failure of
+ * this rank's own (a malformed per-rank variable, a GPU that will not start) is held in st where
+ * the other ranks can be joined in MPI_Init (joinable), to be told to all of them right after it;
+ * otherwise it is returned. */
+static dt_status ctx_before_mpi(dt_ctx *c, int joinable, init_state *st)
+{
+    dt_status s;
+    if ((s = topo_read_env(NULL, NULL, &st->env))) {
+        if (!joinable) return s;
+        st->held = s;
+        status_keep(&st->held_why);
+    } else {
+        st->env_read = 1;
+        c->pl.launcher = st->env.launcher;
+        if (log_enabled(LOG_LEVEL_DEBUG))
+            log_msg(LOG_LEVEL_DEBUG, "placement: launcher %s (rank %d of %d, local rank %d of %d by its variables)",
+                    dt_launcher_name(st->env.launcher), st->env.rank, st->env.size, st->env.local_rank,
+                    st->env.local_size);
+    }
+    /* PMIx-only launchers give no local rank before MPI; their device is chosen right after
+     * MPI_Init, which touches no GPU in this MPI. */
+    const int early_local = !st->env_read ? -1 : st->env.launcher == DT_LAUNCHER_NONE ? 0 : st->env.local_rank;
+    if (early_local >= 0 && (s = ctx_select_device(c, early_local, st->env.local_size, 1, st->bus_id, sizeof st->bus_id,
+                                                   st->cpu_why, sizeof st->cpu_why, &st->device_chosen))) {
+        if (!joinable) return s;
+        st->held = s;
+        status_keep(&st->held_why);
+    }
+    return DT_OK;
+}
+
+/* Step 3: MPI, the world's duplicate, and every rank's outcome before MPI to every rank: one
+ * refused alone stops all of them now, each naming it, rather than leaving them to wait for it. A
+ * held failure wins over what follows from it. *all_failed: every rank fails here together and
+ * knows it, in an MPI that dt_init started. */
+static dt_status ctx_join_mpi(dt_ctx *c, init_state *st, int *all_failed)
+{
+    dt_status s;
+    *all_failed = 0;
+    if ((st->env_read && (s = topo_check_before_mpi(&st->env))) || (s = ctx_mpi_init(&c->cfg, &c->we_initialized_mpi)))
+        return st->held ? status_restore(st->held, &st->held_why) : s;
+    if (ctx_world_dup(c->cfg.timeout_s, &c->world) != DT_OK)
+        return st->held ? status_restore(st->held, &st->held_why) : DT_ERR_MPI;
+    if (st->held) status_restore(st->held, &st->held_why);
+    int shared = 0;
+    s = rank_verdict_comm_status(c->world, st->held, "dt_init", " before MPI_Init, so no rank goes on", &shared);
+    *all_failed = s && shared && c->we_initialized_mpi;
+    return s;
+}
+
+/* Who this rank is by MPI, checked against the launcher's word, into c->pl; SLURM's node names
+ * (the step's list, in SLURM's node order) when SLURM placed us. */
+static dt_status ctx_record_placement(dt_ctx *c, init_state *st, topo_mpi *m)
+{
+    dt_status s;
+    if ((s = topo_query_mpi(c->world, m, &c->local, &c->node_names))) return s;
+    c->num_node_names = m->num_nodes;
+    log_set_rank(m->rank);
+    if ((s = topo_check(&st->env, m))) return s;
+    c->pl.rank = m->rank;
+    c->pl.world_size = m->size;
+    c->pl.local_rank = m->local_rank;
+    c->pl.local_size = m->local_size;
+    c->pl.node = m->node;
+    c->pl.num_nodes = m->num_nodes;
+    if (st->env.hosts && st->env.node >= 0 && st->env.num_hosts == m->num_nodes) {
+        topo_free_names(c->node_names, c->num_node_names);
+        c->node_names = st->env.hosts;
+        c->num_node_names = st->env.num_hosts;
+        st->env.hosts = NULL;
+        st->env.num_hosts = 0;
+        c->pl.node = st->env.node;
+    }
+    char host[MPI_MAX_PROCESSOR_NAME] = "";
+    int len = 0;
+    MPI_Get_processor_name(host, &len);
+    snprintf(c->pl.hostname, sizeof c->pl.hostname, "%s", host);
+    return DT_OK;
+}
+
+/* Every rank's node, while the network is sound: a watchdog verdict names the nodes of the ranks
+ * it misses, and by then no collective may be trusted to ask. Then the watchdogs' board. */
+static dt_status ctx_share_rank_nodes(dt_ctx *c, int size)
+{
+    c->rank_node = calloc((size_t)size, sizeof *c->rank_node);
+    if (!c->rank_node) return status_set_error(DT_ERR_NOMEM, "out of memory for the node of each of %d ranks", size);
+    if (MPI_Allgather(&c->pl.node, 1, MPI_INT, c->rank_node, 1, MPI_INT, c->world) != MPI_SUCCESS)
+        return status_set_error(DT_ERR_MPI, "MPI_Allgather of every rank's node index failed");
+    return roll_board_create(c->world, c->cfg.timeout_s, &c->board);
+}
+
+/* The cores (near the GPU of bus_id, if any) and the BLAS threads, into c->pl. */
+static dt_status ctx_pin(dt_ctx *c, const char *bus_id)
+{
+    affinity_result aff;
+    dt_status s;
+    if ((s = affinity_apply(c->cfg.pin, c->local, bus_id, c->cfg.blas_threads, &aff))) return s;
+    snprintf(c->pl.cores, sizeof c->pl.cores, "%s", aff.list);
+    c->pl.num_cores = aff.num_cores;
+    c->pl.pinned_by = aff.pinned_by;
+    c->pl.cores_shared = aff.shared;
+    c->pl.blas_threads = aff.blas_threads;
+    return DT_OK;
+}
+
 dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
 {
     dt_status s;
-    topo_env env;
-    int env_read = 0;
-    char bus_id[64] = "", cpu_why[CTX_WHY_LEN] = "";
-    int device_chosen = 0;
+    init_state st = {.env_read = 0, .held = DT_OK, .bus_id = "", .cpu_why = "", .device_chosen = 0};
     if (!out) return status_set_error(DT_ERR_INVALID_ARG, "dt_init: out is NULL: pass the address of a dt_ctx *");
     /* *out untouched: a caller that passes its live context's own variable keeps its handle. */
     if (atomic_exchange(&ctx_live, 1))
@@ -277,67 +275,17 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     *out = NULL;
     status_clear_error();
 
-    dt_ctx *c = calloc(1, sizeof *c);
-    if (!c) {
-        atomic_store(&ctx_live, 0);
-        return status_set_error(DT_ERR_NOMEM, "out of memory for the context");
-    }
-    c->world = c->local = MPI_COMM_NULL;
-    if (cfg_in) {
-        c->cfg = *cfg_in;
-        if ((s = config_check(&c->cfg))) goto fail;
-    } else {
-        dt_config_defaults(&c->cfg);
-        if ((s = dt_config_from_env(&c->cfg))) goto fail;
-    }
-    if ((s = log_init_from_env())) goto fail;
-
-    /* 1. The launcher's word. A failure of this rank's own here or at its device (a malformed
-     * per-rank variable, a GPU that will not start) is held where the other ranks can be joined in
-     * MPI_Init, and told to all of them right after it (the verdict below). */
-    const int joinable = ctx_can_join(&c->cfg);
-    dt_status held = DT_OK;
-    status_kept held_why;
-    if ((s = topo_read_env(NULL, NULL, &env))) {
-        if (!joinable) goto fail;
-        held = s;
-        status_keep(&held_why);
-    } else {
-        env_read = 1;
-        c->pl.launcher = env.launcher;
-        if (log_enabled(LOG_LEVEL_DEBUG))
-            log_msg(LOG_LEVEL_DEBUG, "placement: launcher %s (rank %d of %d, local rank %d of %d by its variables)",
-                    dt_launcher_name(env.launcher), env.rank, env.size, env.local_rank, env.local_size);
-    }
-
-    /* 2. The device, while no CUDA context exists. PMIx-only launchers give no local rank before
-     * MPI; their device is chosen right after MPI_Init, which touches no GPU in this MPI. */
-    const int early_local = !env_read ? -1 : env.launcher == DT_LAUNCHER_NONE ? 0 : env.local_rank;
-    if (early_local >= 0 && (s = ctx_select_device(c, early_local, env.local_size, 1, bus_id, sizeof bus_id, cpu_why,
-                                                   sizeof cpu_why, &device_chosen))) {
-        if (!joinable) goto fail;
-        held = s;
-        status_keep(&held_why);
-    }
-
-    /* 3. MPI, and its view of who we are. A held failure wins over what follows from it. */
-    if ((env_read && (s = topo_check_before_mpi(&env))) || (s = ctx_mpi_init(&c->cfg, &c->we_initialized_mpi))) {
-        if (held) s = status_restore(held, &held_why);
-        goto fail;
-    }
-    if (ctx_world_dup(c->cfg.timeout_s, &c->world) != DT_OK) {
-        s = held ? status_restore(held, &held_why) : DT_ERR_MPI;
-        goto fail;
-    }
-    /* Every rank's outcome before MPI, to every rank: one refused alone stops all of them now,
-     * each naming it, rather than leaving them to wait for it. */
-    if (held) status_restore(held, &held_why);
-    int shared = 0;
-    if ((s = rank_verdict_comm_status(c->world, held, "dt_init", " before MPI_Init, so no rank goes on", &shared))) {
-        /* Every rank fails here together and knows it: MPI ends as it began, so that each process
-         * exits with its own message instead of the first one's MPI_Abort cutting the others off. */
-        if (shared && c->we_initialized_mpi) {
-            if (env_read) topo_env_free(&env);
+    dt_ctx *c = NULL;
+    if ((s = ctx_new(cfg_in, &c))) return s;
+    /* 1 and 2. The launcher's word and the device. */
+    if ((s = ctx_before_mpi(c, ctx_can_join(&c->cfg), &st))) goto fail;
+    /* 3. MPI, and its view of who we are. */
+    int all_failed;
+    if ((s = ctx_join_mpi(c, &st, &all_failed))) {
+        /* MPI ends as it began, so that each process exits with its own message instead of the
+         * first one's MPI_Abort cutting the others off. */
+        if (all_failed) {
+            if (st.env_read) topo_env_free(&st.env);
             ctx_release(c);
             ctx_mpi_finalize();
             return s;
@@ -346,55 +294,12 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     }
     MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
     topo_mpi m;
-    if ((s = topo_query_mpi(c->world, &m, &c->local, &c->node_names))) goto fail;
-    c->num_node_names = m.num_nodes;
-    log_set_rank(m.rank);
-    if ((s = topo_check(&env, &m))) goto fail;
-    c->pl.rank = m.rank;
-    c->pl.world_size = m.size;
-    c->pl.local_rank = m.local_rank;
-    c->pl.local_size = m.local_size;
-    c->pl.node = m.node;
-    c->pl.num_nodes = m.num_nodes;
-    /* SLURM's node names (the step's list, in SLURM's node order) when SLURM placed us. */
-    if (env.hosts && env.node >= 0 && env.num_hosts == m.num_nodes) {
-        topo_free_names(c->node_names, c->num_node_names);
-        c->node_names = env.hosts;
-        c->num_node_names = env.num_hosts;
-        env.hosts = NULL;
-        env.num_hosts = 0;
-        c->pl.node = env.node;
-    }
-    {
-        char host[MPI_MAX_PROCESSOR_NAME] = "";
-        int len = 0;
-        MPI_Get_processor_name(host, &len);
-        snprintf(c->pl.hostname, sizeof c->pl.hostname, "%s", host);
-    }
-    /* Every rank's node, while the network is sound: a watchdog verdict names the nodes of the
-     * ranks it misses, and by then no collective may be trusted to ask. */
-    c->rank_node = calloc((size_t)m.size, sizeof *c->rank_node);
-    if (!c->rank_node) {
-        s = status_set_error(DT_ERR_NOMEM, "out of memory for the node of each of %d ranks", m.size);
-        goto fail;
-    }
-    if (MPI_Allgather(&c->pl.node, 1, MPI_INT, c->rank_node, 1, MPI_INT, c->world) != MPI_SUCCESS) {
-        s = status_set_error(DT_ERR_MPI, "MPI_Allgather of every rank's node index failed");
-        goto fail;
-    }
-    if ((s = roll_board_create(c->world, c->cfg.timeout_s, &c->board))) goto fail;
+    if ((s = ctx_record_placement(c, &st, &m)) || (s = ctx_share_rank_nodes(c, m.size))) goto fail;
 
     /* 4. One GPU per local rank, then the cores, then the communicators. */
-    if ((s = ctx_place_gpu(c, &m, device_chosen, bus_id, sizeof bus_id, cpu_why))) goto fail;
-    affinity_result aff;
-    if ((s = affinity_apply(c->cfg.pin, c->local, bus_id, c->cfg.blas_threads, &aff))) goto fail;
-    snprintf(c->pl.cores, sizeof c->pl.cores, "%s", aff.list);
-    c->pl.num_cores = aff.num_cores;
-    c->pl.pinned_by = aff.pinned_by;
-    c->pl.cores_shared = aff.shared;
-    c->pl.blas_threads = aff.blas_threads;
-
-    if ((s = ctx_make_collectives(c))) goto fail;
+    if ((s = ctx_place_gpu(c, &m, st.device_chosen, st.bus_id, sizeof st.bus_id, st.cpu_why)) ||
+        (s = ctx_pin(c, st.bus_id)) || (s = ctx_make_collectives(c)))
+        goto fail;
     /* The watchdogs name a missing rank's node. */
     c->coll->ctx = c;
     if (c->coll_host) c->coll_host->ctx = c;
@@ -402,15 +307,15 @@ dt_status dt_init(const dt_config *cfg_in, dt_ctx **out)
     log_msg0(LOG_LEVEL_INFO,
              "dtrain %s: %d ranks on %d nodes, launcher %s, device %s, backend %s, pin %s, "
              "timeout %.0f s, comm thread %s, comm world1 %s",
-             dt_version_string(), m.size, m.num_nodes, dt_launcher_name(env.launcher),
+             dt_version_string(), m.size, m.num_nodes, dt_launcher_name(st.env.launcher),
              dt_device_kind_name(c->pl.device), c->coll->ops->name, c->cfg.pin == DT_PIN_NONE ? "none" : "auto",
              c->cfg.timeout_s, c->cfg.comm_thread ? "on" : "off", c->cfg.comm_world1 ? "on" : "off");
     ctx_warn_blas_coretype();
-    topo_env_free(&env);
+    topo_env_free(&st.env);
     *out = c;
     return DT_OK;
 fail:
-    if (env_read) topo_env_free(&env);
+    if (st.env_read) topo_env_free(&st.env);
     ctx_release(c);
     return s;
 }

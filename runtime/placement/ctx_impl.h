@@ -10,6 +10,7 @@
 #include "collectives/coll.h"
 #include "collectives/ctx_comm.h"
 #include "base/trace.h"
+#include "runtime/placement/topo.h"
 #include "dtrain.h"
 
 #include <mpi.h>
@@ -41,5 +42,19 @@ int ctx_mpi_finalize(void);
 /* *world = a duplicate of MPI_COMM_WORLD, made within timeout_s (0: no limit; past it the job is
  * aborted naming the likely causes, collectives/comm_dup.h). */
 dt_status ctx_world_dup(double timeout_s, MPI_Comm *world);
+
+/* The room for why a rank runs on the CPU (CUDA's reason), for the warning of GPUs assigned but unusable. */
+enum { CTX_WHY_LEN = 256 };
+
+/* ctx_gpu.c. Selects and activates the GPU, the rank being the index-th of the size ranks of its
+ * node that see the same GPUs; on the CPU just records it (why, wn bytes: the reason --device auto
+ * found no GPU, or ""). *chosen says whether it was decided: early (before MPI_Init, by the
+ * launcher's node-wide local rank), more ranks than visible GPUs is left to after MPI_Init. */
+dt_status ctx_select_device(dt_ctx *c, int index, int size, int early, char *bus_id, size_t n, char *why, size_t wn,
+                            int *chosen);
+/* ctx_gpu.c. Step 4 of dt_init, after MPI: this rank's GPU, one per local rank (or shared under
+ * --gpu-comm mpi), and c->pl.gpu; bus_id (bus_len bytes) its PCI bus id, cpu_why (CTX_WHY_LEN)
+ * why the CPU. Collective over c->local. */
+dt_status ctx_place_gpu(dt_ctx *c, const topo_mpi *m, int device_chosen, char *bus_id, size_t bus_len, char *cpu_why);
 
 #endif
