@@ -11,9 +11,6 @@
 
 #include "launch/cli.h"
 #include "base/status.h"
-#include "launch/oom_report.h"
-#include "launch/doctor/doctor_memory.h"
-#include "base/host_budget.h"
 #include "launch/train/params_io.h"
 #include "runtime/checkpoint/ckpt_format.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
@@ -52,6 +49,8 @@ int train_shared_error(const train_run *r, const char *fmt, ...)
     return EXIT_FAIL;
 }
 
+void train_failure_shared(void) { g_failure_shared = 1; }
+
 /* A failure of the model's set-up: train_status_error, and when it ran out of memory, what did, for
  * the summary (train_oom_report) once the run is freed. */
 static int setup_error(train_run *r, dt_status s, const char *what)
@@ -59,89 +58,6 @@ static int setup_error(train_run *r, dt_status s, const char *what)
     /* The summary is for the rank that ran out: a peer's, reported here, is said by that rank. */
     if (s == DT_ERR_NOMEM && !status_from_peer()) snprintf(r->oom_at, sizeof r->oom_at, "%s", what);
     return train_status_error(s);
-}
-
-/* The memory plan of the model as this run sets it up, into *pc. */
-static void train_plan_config(const train_run *r, dt_memory_plan_config *pc)
-{
-    const train_opts *t = &r->t;
-    dt_memory_plan_defaults(pc);
-    pc->spec = t->model;
-    pc->input = r->data.input[0] ? r->data.input : NULL;
-    pc->batch = t->batch;
-    pc->compute = t->precision;
-    pc->grads = r->grad_t;
-    pc->optim = &t->optim;
-    pc->accum_steps = t->accum_steps;
-    if (t->sync.zero) { /* this rank's shard of the optimizer state, as the run would hold it */
-        pc->zero_world = dt_world_size(r->ctx);
-        pc->zero_rank = dt_rank(r->ctx);
-        pc->bucket_mb = t->sync.bucket_mb;
-        pc->first_bucket_mb = t->sync.first_bucket_mb;
-    }
-}
-
-/* The out-of-memory summary of the plan of r (the model ran out, r->oom_at, after train_release; or
- * its plan is over a limit before it was made): the batch that fits in what the device has now. */
-static void train_oom_report(const train_run *r)
-{
-    dt_memory_plan_config pc;
-    train_plan_config(r, &pc);
-    const long samples = (long)r->t.batch * r->t.accum_steps;
-    const oom_case c = {.command = "train",
-                        .stage = r->oom_at,
-                        .plans = &pc,
-                        .n_plans = 1,
-                        .failed = 0,
-                        .samples = samples < (1L << 30) ? (int)samples : 0};
-    oom_report(r->ctx, &c);
-}
-
-/* Before the model is made on the CPU: its plan's peak against this rank's host budget
- * (base/host_budget.h). Over a limit the kernel enforces (a memory cgroup, which kills without a
- * word, or ulimit -v / -d) it is an error on every rank, with the summary naming the limit and the
- * batch that fits: the plan counts the model's buffers alone (not MPI, OpenBLAS or the loader), so
- * a run it puts over the limit cannot fit. Over MemAvailable alone it is a warning: swap and
- * reclaimed cache may stretch it. Collective. */
-static int train_memory_check(train_run *r, const dt_placement *pl)
-{
-    float over = 0;
-    int mine = 0; /* this rank's plan is over: its summary to print */
-    dt_memory_plan_config pc;
-    train_plan_config(r, &pc);
-    dt_memory_plan p;
-    /* A plan error is dt_model_create's to report; the test limit's device refuses by itself. */
-    if (pl->device != DT_DEVICE_CUDA && dt_model_plan_memory(r->ctx, &pc, &p) == DT_OK && !p.kinds.device_total) {
-        size_t total = 0, avail = 0;
-        char why[192];
-        if (doctor_meminfo_read(&total, &avail, why, sizeof why)) avail = 0;
-        host_budget hb;
-        host_budget_get(&hb, avail, pl->local_size, NULL);
-        char need[24], have[24];
-        if (hb.kind != HOST_BUDGET_NONE && p.peak > hb.bytes) {
-            host_budget_bytes(p.peak, need, sizeof need);
-            host_budget_bytes(hb.bytes, have, sizeof have);
-            if (hb.enforced) {
-                over = 1, mine = 1;
-                cli_error("rank %d: --model %s --batch %d plans %s peak, more than this rank's %s of host memory "
-                          "under %s: the kernel would %s it mid-run; the batch that fits follows",
-                          r->rank, r->t.model, r->t.batch, need, have, hb.source,
-                          hb.kind == HOST_BUDGET_CGROUP ? "kill" : "refuse");
-            } else {
-                fprintf(stderr,
-                        "dtrain: warning: rank %d: --model %s --batch %d plans %s peak, more than this rank's %s "
-                        "of %s: training may swap or be killed; dtrain doctor --model says the batch that fits\n",
-                        r->rank, r->t.model, r->t.batch, need, have, hb.source);
-                fflush(stderr);
-            }
-        }
-    }
-    dt_status s;
-    if (r->world > 1 && (s = dt_allreduce(r->ctx, &over, 1, DT_F32, DT_SUM))) return train_status_error(s);
-    if (over == 0) return EXIT_OK;
-    if (mine) snprintf(r->oom_at, sizeof r->oom_at, "before the first step (planned)");
-    g_failure_shared = 1; /* every rank refuses together */
-    return EXIT_FAIL;
 }
 
 /* Frees what a run holds (any of it may be NULL); the context stays. */
@@ -297,12 +213,12 @@ static int train_ckpt_dir_begin(train_run *r)
     return rank0_verdict(r, why, sizeof why);
 }
 
-/* After dt_init, up to the first step. EXIT_OK, or the exit code after printing why. Collective. */
-static int train_setup(train_run *r, const dt_placement *pl)
+/* The refusals that need dt_init's answers: --device auto took a GPU (gpu_grads' rule), and the
+ * synthetic data smaller than one global batch. */
+static int setup_refusals(train_run *r, const dt_placement *pl)
 {
-    train_opts *t = &r->t;
+    const train_opts *t = &r->t;
     int rc;
-    dt_status s;
     /* --device auto took a GPU: the same rule. */
     if (pl->device == DT_DEVICE_CUDA &&
         (rc = gpu_grads(r, "--device auto chose the GPU, which", ", or train on the CPU with --device cpu")))
@@ -316,25 +232,24 @@ static int train_setup(train_run *r, const dt_placement *pl)
                           r->world, cli_s(r->world), t->batch);
         return EXIT_USAGE;
     }
-    /* With --epochs the steps are not known before the data: the fault's step is not checked. */
-    if ((rc = fault_check(&r->flt, r->world, t->epochs ? LONG_MAX : t->steps, t->ckpt_dir)) ||
-        (rc = train_outputs_begin(r)) || (rc = train_ckpt_dir_begin(r)))
-        return rc;
-    fault_maybe(&r->flt, r->rank, 0, NULL);
-    r->loader_threads = cli_loader_auto(r->ctx, t->loader_threads);
-    /* The statistics pass and evaluation read with the loader's threads, at least one. */
-    r->read_threads = r->loader_threads > 0 ? r->loader_threads : 1;
+    return EXIT_OK;
+}
 
-    /* Every rank opens --data on its own: a wrong path fails on all of them alike, said once
-     * (with how many ranks met it) and ended by every rank, not once per rank and an abort. The
-     * synthetic data reads no file, and its flag errors are every rank's alike: no exchange. */
+/* The training data (and held-out data). Every rank opens --data on its own: a wrong path fails on
+ * all of them alike, said once (with how many ranks met it) and ended by every rank, not once per
+ * rank and an abort. The synthetic data reads no file, and its flag errors are every rank's alike:
+ * no exchange. Collective with --data. */
+static int setup_data(train_run *r)
+{
+    const train_opts *t = &r->t;
     /* --resume auto: the figures the checkpoint brings, before the open, which then makes no
      * statistics pass the load would throw away. */
     train_figures fig;
+    dt_status s;
     if ((s = train_ckpt_peek(r, &fig))) return train_status_error(s);
     char why[2048] = "";
     if (t->data) cli_error_capture(why, sizeof why);
-    rc = train_data_open(t, r->read_threads, &fig, &r->data);
+    int rc = train_data_open(t, r->read_threads, &fig, &r->data);
     free(fig.figures);
     if (t->data) {
         cli_error_capture(NULL, 0);
@@ -343,7 +258,16 @@ static int train_setup(train_run *r, const dt_placement *pl)
         if (!rc) rc = train_data_normalize(r->ctx, t, &r->data, &shared);
         if (rc) g_failure_shared = shared;
     }
-    if (rc) return rc;
+    return rc;
+}
+
+/* The model and its optimizer state, once the memory they need is known to fit, checked against
+ * the data; and the run's record of the data. */
+static int setup_model(train_run *r, const dt_placement *pl)
+{
+    const train_opts *t = &r->t;
+    int rc;
+    dt_status s;
     if ((rc = train_memory_check(r, pl))) return rc;
     if ((s = dt_model_create(r->ctx, t->model, r->data.input[0] ? r->data.input : NULL, (uint64_t)t->seed, t->batch,
                              &r->m)))
@@ -353,20 +277,34 @@ static int train_setup(train_run *r, const dt_placement *pl)
     if ((rc = train_data_check_and_eval(t, r->m, r->read_threads, &r->data))) return rc;
     /* The BLAS threads on the CPU alone: a GPU run's GEMMs are cuBLAS's. */
     train_record_make(t, r->world, r->data.train, pl->device == DT_DEVICE_CUDA ? 0 : pl->blas_threads, &r->data.rec);
-    /* Placed from step 0 now, so the start line says the run's steps; again after a resume. Their
-     * refusals (--epochs with --steps, an --lr-schedule that does not fit the steps) come from the
-     * flags and the data's size, alike on every rank: said once and ended by every rank, as
-     * --data's; a rank whose data differs says its own and all still end together. */
+    return EXIT_OK;
+}
+
+/* The steps and the learning rate schedule, placed from step 0 now, so the start line says the
+ * run's steps; again after a resume. Their refusals (--epochs with --steps, an --lr-schedule that
+ * does not fit the steps) come from the flags and the data's size, alike on every rank: said once
+ * and ended by every rank, as --data's; a rank whose data differs says its own and all still end
+ * together. Collective. */
+static int setup_schedule(train_run *r)
+{
     char sched_why[1024] = "";
     cli_error_capture(sched_why, sizeof sched_why);
-    if (!(rc = train_steps_and_schedule(r))) rc = train_epochs_place(r);
+    int rc = train_steps_and_schedule(r);
+    if (!rc) rc = train_epochs_place(r);
     cli_error_capture(NULL, 0);
     int sched_shared = 0;
     rc = cli_agree_failure(r->ctx, rc, sched_why, &sched_shared);
-    if (rc) {
-        g_failure_shared = sched_shared;
-        return rc;
-    }
+    if (rc) g_failure_shared = sched_shared;
+    return rc;
+}
+
+/* How the model trains: the flags' settings, the parameters of --init-params, the precision, the
+ * gradients' reduction and the optimizer state's sharding. */
+static int setup_training(train_run *r)
+{
+    train_opts *t = &r->t;
+    int rc;
+    dt_status s;
     if (t->accum_steps > 1 && (s = dt_model_set_accum_steps(r->m, t->accum_steps)))
         return setup_error(r, s, "while making the gradient accumulation buffer");
     dt_model_set_step_overlap(r->m, t->step_overlap);
@@ -384,9 +322,16 @@ static int train_setup(train_run *r, const dt_placement *pl)
     if ((s = dt_model_set_sync(r->m, &t->sync))) return setup_error(r, s, "while setting up the gradient reduction");
     if ((s = dt_model_shard_optimizer(r->m, r->opt))) return setup_error(r, s, "while sharding the optimizer state");
     if (r->sc) dt_model_set_nonfinite_check(r->m, DT_NONFINITE_CHECK_AT_RISK);
-    if (r->rank == 0 && !t->quiet) train_report_start(r);
-    train_report_wire(r);
+    return EXIT_OK;
+}
 
+/* --resume auto: the newest checkpoint loaded (rank 0 says which), the steps placed after it, and a
+ * checkpoint past --steps refused. */
+static int setup_resume(train_run *r)
+{
+    const train_opts *t = &r->t;
+    int rc;
+    dt_status s;
     if (t->resume) {
         if ((s = train_ckpt_resume(r))) return train_status_error(s);
         if (r->rank == 0 && !t->quiet) {
@@ -405,6 +350,15 @@ static int train_setup(train_run *r, const dt_placement *pl)
                   t->steps, t->ckpt_dir, r->first_step, r->first_step);
         return EXIT_USAGE;
     }
+    return EXIT_OK;
+}
+
+/* From the first step on: --metrics opened, the trace's name, the loader. */
+static int setup_first_step(train_run *r)
+{
+    const train_opts *t = &r->t;
+    int rc;
+    dt_status s;
     /* After the resume: its step says which records of an earlier run stay. */
     if (r->rank == 0 && t->metrics && !(r->metrics = metrics_open(t->metrics, t->resume, r->first_step, t->quiet)))
         return EXIT_FAIL;
@@ -416,6 +370,28 @@ static int train_setup(train_run *r, const dt_placement *pl)
         return train_status_error(s);
     if (r->rank == 0 && !t->quiet) train_report_data(r);
     return EXIT_OK;
+}
+
+/* After dt_init, up to the first step. EXIT_OK, or the exit code after printing why. Collective. */
+static int train_setup(train_run *r, const dt_placement *pl)
+{
+    const train_opts *t = &r->t;
+    int rc;
+    if ((rc = setup_refusals(r, pl))) return rc;
+    /* With --epochs the steps are not known before the data: the fault's step is not checked. */
+    if ((rc = fault_check(&r->flt, r->world, t->epochs ? LONG_MAX : t->steps, t->ckpt_dir)) ||
+        (rc = train_outputs_begin(r)) || (rc = train_ckpt_dir_begin(r)))
+        return rc;
+    fault_maybe(&r->flt, r->rank, 0, NULL);
+    r->loader_threads = cli_loader_auto(r->ctx, t->loader_threads);
+    /* The statistics pass and evaluation read with the loader's threads, at least one. */
+    r->read_threads = r->loader_threads > 0 ? r->loader_threads : 1;
+    if ((rc = setup_data(r)) || (rc = setup_model(r, pl)) || (rc = setup_schedule(r)) || (rc = setup_training(r)))
+        return rc;
+    if (r->rank == 0 && !t->quiet) train_report_start(r);
+    train_report_wire(r);
+    if ((rc = setup_resume(r))) return rc;
+    return setup_first_step(r);
 }
 
 /* The finished run: the final parameters compared over the ranks, the last lines, --dump-params,

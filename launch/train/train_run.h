@@ -75,6 +75,18 @@ int train_status_error(dt_status s);
  * and every rank ends on it without an abort, each finalizing (cli_end_failed, shared). Returns
  * EXIT_FAIL. */
 int train_shared_error(const train_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Marks the failure that ends this run, already printed, as one every rank got: each rank then
+ * ends on it without an abort (cli_end_failed, shared). */
+void train_failure_shared(void);
+
+/* ---------------------------------------------------------------- memory (train_memory.c) */
+
+/* Before the model is made on the CPU: its plan's peak against this rank's host budget; over a
+ * limit the kernel enforces, EXIT_FAIL on every rank (r->oom_at set where this rank's plan is
+ * over), else EXIT_OK. Collective. */
+int train_memory_check(train_run *r, const dt_placement *pl);
+/* The out-of-memory summary of r's plan (r->oom_at says where it ran out): the batch that fits. */
+void train_oom_report(const train_run *r);
 
 /* ---------------------------------------------------------------- stop signals (train_stop.c) */
 
