@@ -161,100 +161,130 @@ static unsigned long long hostlist_range_chars(unsigned long long lo, unsigned l
     return sum;
 }
 
+/* What one bracket group expands to: its numbers, the characters they print, the widest. */
+typedef struct hostlist_group_size {
+    unsigned long long numbers, chars;
+    size_t width;
+} hostlist_group_size;
+
+/* Scans the group opened at s[*pos] ('['), up to and past its ']', into *g. */
+static dt_status hostlist_scan_group(const char *what, const char *s, size_t *pos, hostlist_group_size *g)
+{
+    char desc[24];
+    size_t i = *pos;
+    const size_t open = i++;
+    *g = (hostlist_group_size){0};
+    for (;;) {
+        const size_t rpos = i;
+        unsigned long long lo = 0, hi = 0;
+        int wlo = 0, whi = 0;
+        dt_status st = hostlist_scan_bound(what, s, &i, open, rpos, 0, &lo, &wlo);
+        if (st != DT_OK) return st;
+        hi = lo;
+        if (s[i] == '-') {
+            i++;
+            st = hostlist_scan_bound(what, s, &i, open, rpos, 1, &hi, &whi);
+            if (st != DT_OK) return st;
+            if (hi < lo)
+                return HL_FAIL("the range %.*s at position %zu is descending", (int)(i - rpos), s + rpos, rpos + 1);
+        }
+        g->numbers = hostlist_sat_add(g->numbers, hi - lo + 1);
+        g->chars = hostlist_sat_add(g->chars, hostlist_range_chars(lo, hi, wlo));
+        /* Padding comes from the lower bound's text; the upper bound may be wider. */
+        size_t w = hostlist_num_digits(hi);
+        if ((size_t)wlo > w) w = (size_t)wlo;
+        if (w > g->width) g->width = w;
+
+        const char c = s[i];
+        if (c == ',') {
+            i++;
+            continue;
+        }
+        if (c == ']') {
+            *pos = i + 1;
+            return DT_OK;
+        }
+        if (c == '\0') return HL_FAIL("the '[' at position %zu is never closed", open + 1);
+        if (c == '[') return HL_FAIL("nested '[' at position %zu (brackets cannot nest)", i + 1);
+        if (c == '-') return HL_FAIL("the range at position %zu has more than one '-'", rpos + 1);
+        return HL_FAIL("%s at position %zu is not a digit (brackets hold numbers and "
+                       "ranges such as 01-04)",
+                       hostlist_char_desc(c, desc), i + 1);
+    }
+}
+
+/* What one element (up to the next ',' or the end) expands to. */
+typedef struct hostlist_element {
+    unsigned long long count; /* names */
+    unsigned long long chars; /* characters of those names, terminators not counted */
+    size_t groups, len;       /* its bracket groups; its longest name */
+} hostlist_element;
+
+/* Scans the element that starts at s[*pos] into *e, leaving *pos at the ',' or the end after it. */
+static dt_status hostlist_scan_element(const char *what, const char *s, size_t *pos, hostlist_element *e)
+{
+    char desc[24];
+    size_t i = *pos;
+    *e = (hostlist_element){.count = 1};
+    while (s[i] != '\0' && s[i] != ',') {
+        const char c = s[i];
+        const unsigned char u = (unsigned char)c;
+        if (c == '[') {
+            hostlist_group_size g;
+            const dt_status st = hostlist_scan_group(what, s, &i, &g);
+            if (st != DT_OK) return st;
+            e->groups++;
+            e->len += g.width;
+            /* Each name so far is followed by each of the group's numbers. */
+            e->chars = hostlist_sat_add(hostlist_sat_mul(e->chars, g.numbers), hostlist_sat_mul(g.chars, e->count));
+            e->count = hostlist_sat_mul(e->count, g.numbers);
+        } else if (c == ']') {
+            return HL_FAIL("the ']' at position %zu has no matching '['", i + 1);
+        } else if (u <= 0x20 || u == 0x7f) {
+            /* A blank or control character can never be part of a host name; it is almost always
+             * a quoting mistake, better caught here than by a failed connection. */
+            return HL_FAIL("%s at position %zu cannot be part of a host name", hostlist_char_desc(c, desc), i + 1);
+        } else {
+            e->len++;
+            e->chars = hostlist_sat_add(e->chars, e->count);
+            i++;
+        }
+    }
+    *pos = i;
+    return DT_OK;
+}
+
 /* Pass 1: validates the whole list and measures it, allocating nothing. */
 static dt_status hostlist_scan(const char *what, const char *s, hostlist_shape *shape)
 {
-    char desc[24];
     size_t i = 0;
     unsigned long long total = 0, bytes = 0;
 
     shape->total = shape->max_groups = shape->max_len = 0;
     if (s[0] == '\0') return HL_FAIL("it is empty");
     for (;;) {
-        size_t start = i, groups = 0, len = 0;
-        unsigned long long count = 1; /* names this element expands to */
-        unsigned long long chars = 0; /* characters of those names, terminators not counted */
-        while (s[i] != '\0' && s[i] != ',') {
-            char c = s[i];
-            unsigned char u = (unsigned char)c;
-            if (c == '[') {
-                size_t open = i++;
-                unsigned long long gsize = 0;  /* numbers in this group */
-                unsigned long long gchars = 0; /* characters they print */
-                size_t gwidth = 0;             /* widest number it prints */
-                for (;;) {
-                    size_t rpos = i;
-                    unsigned long long lo = 0, hi = 0;
-                    int wlo = 0, whi = 0;
-                    dt_status st = hostlist_scan_bound(what, s, &i, open, rpos, 0, &lo, &wlo);
-                    if (st != DT_OK) return st;
-                    hi = lo;
-                    if (s[i] == '-') {
-                        i++;
-                        st = hostlist_scan_bound(what, s, &i, open, rpos, 1, &hi, &whi);
-                        if (st != DT_OK) return st;
-                        if (hi < lo)
-                            return HL_FAIL("the range %.*s at position %zu is descending", (int)(i - rpos), s + rpos,
-                                           rpos + 1);
-                    }
-                    gsize = hostlist_sat_add(gsize, hi - lo + 1);
-                    gchars = hostlist_sat_add(gchars, hostlist_range_chars(lo, hi, wlo));
-                    /* Padding comes from the lower bound's text; the upper bound may be wider. */
-                    size_t w = hostlist_num_digits(hi);
-                    if ((size_t)wlo > w) w = (size_t)wlo;
-                    if (w > gwidth) gwidth = w;
-
-                    c = s[i];
-                    if (c == ',') {
-                        i++;
-                        continue;
-                    }
-                    if (c == ']') {
-                        i++;
-                        break;
-                    }
-                    if (c == '\0') return HL_FAIL("the '[' at position %zu is never closed", open + 1);
-                    if (c == '[') return HL_FAIL("nested '[' at position %zu (brackets cannot nest)", i + 1);
-                    if (c == '-') return HL_FAIL("the range at position %zu has more than one '-'", rpos + 1);
-                    return HL_FAIL("%s at position %zu is not a digit (brackets hold numbers and "
-                                   "ranges such as 01-04)",
-                                   hostlist_char_desc(c, desc), i + 1);
-                }
-                groups++;
-                len += gwidth;
-                /* Each name so far is followed by each of the group's numbers. */
-                chars = hostlist_sat_add(hostlist_sat_mul(chars, gsize), hostlist_sat_mul(gchars, count));
-                count = hostlist_sat_mul(count, gsize);
-            } else if (c == ']') {
-                return HL_FAIL("the ']' at position %zu has no matching '['", i + 1);
-            } else if (u <= 0x20 || u == 0x7f) {
-                /* A blank or control character can never be part of a host name; it is almost
-                 * always a quoting mistake, better caught here than by a failed connection. */
-                return HL_FAIL("%s at position %zu cannot be part of a host name", hostlist_char_desc(c, desc), i + 1);
-            } else {
-                len++;
-                chars = hostlist_sat_add(chars, count);
-                i++;
-            }
-        }
+        const size_t start = i;
+        hostlist_element e;
+        const dt_status st = hostlist_scan_element(what, s, &i, &e);
+        if (st != DT_OK) return st;
         if (i == start)
             return HL_FAIL("empty element at position %zu (a comma at the start or end, or two in a "
                            "row)",
                            i + 1);
-        total = hostlist_sat_add(total, count);
+        total = hostlist_sat_add(total, e.count);
         if (total > HOSTLIST_MAX_ENTRIES)
             return HL_FAIL("it expands to more than %d names (the limit is passed by the element at "
                            "position %zu)",
                            HOSTLIST_MAX_ENTRIES, start + 1);
         /* What the output takes: the names, their terminators and the array of pointers. */
-        bytes = hostlist_sat_add(bytes, hostlist_sat_add(chars, hostlist_sat_mul(count, 1 + sizeof(char *))));
+        bytes = hostlist_sat_add(bytes, hostlist_sat_add(e.chars, hostlist_sat_mul(e.count, 1 + sizeof(char *))));
         if (bytes > HOSTLIST_MAX_BYTES)
             return HL_FAIL("it expands to more than %d MiB of names (the limit is passed by the element at "
                            "position %zu: %llu names of up to %zu characters); real clusters' lists take a "
                            "few MiB at most",
-                           HOSTLIST_MAX_BYTES >> 20, start + 1, count, len);
-        if (groups > shape->max_groups) shape->max_groups = groups;
-        if (len > shape->max_len) shape->max_len = len;
+                           HOSTLIST_MAX_BYTES >> 20, start + 1, e.count, e.len);
+        if (e.groups > shape->max_groups) shape->max_groups = e.groups;
+        if (e.len > shape->max_len) shape->max_len = e.len;
         if (s[i] == '\0') break;
         i++; /* the comma */
     }
