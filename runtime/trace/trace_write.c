@@ -288,6 +288,61 @@ static int measure_clocks(MPI_Comm w, int rank, int world, rank_head *me)
     return failed;
 }
 
+/* Rank 0's output: the stream it writes (a temporary file beside the target, or a device or FIFO
+ * written in place), and the file it becomes. */
+typedef struct trace_out {
+    FILE *f;
+    int in_place;
+    const char *target;
+    char tmp[4096], real[4096];
+} trace_out;
+
+/* Rank 0 opens the output for path into *o; msg (n bytes) says why not, "" when it is open. */
+static void open_output(const char *path, const char *alt, trace_out *o, char *msg, size_t n)
+{
+    /* A link to a file: that file is replaced; a device (/dev/null) or FIFO: written in place. */
+    o->in_place = 0;
+    o->f = NULL;
+    o->target = path && *path ? ckpt_write_target(path, o->real, sizeof o->real, &o->in_place) : path;
+    if (!path || !*path)
+        snprintf(msg, n, "dt_trace_write needs a path");
+    else if (o->in_place && snprintf(o->tmp, sizeof o->tmp, "%s", o->target) >= (int)sizeof o->tmp)
+        snprintf(msg, n, "the trace path is longer than %zu bytes", sizeof o->tmp - 16);
+    /* The temporary file is the checkpoint writer's kind (ckpt_open_temp): two jobs given one
+     * --trace path never write into each other's, and a link planted under its name in a shared
+     * directory is never followed. */
+    else if (!(o->f = o->in_place ? ckpt_fopen_in_place(o->tmp) : open_temp(o->target, o->tmp, sizeof o->tmp))) {
+        const int err = errno;
+        char advice[IO_FIX_LEN];
+        snprintf(msg, n, "cannot write the trace %.200s: %s: %s", o->tmp, strerror(err),
+                 io_error_fix(err, "trace", alt, advice, sizeof advice));
+    }
+}
+
+/* Rank 0: every rank's events merged into o's stream (write_file), which is closed and renamed
+ * into place; msg (n bytes) says what failed, and the temporary file then goes. */
+static void write_and_place(MPI_Comm w, trace_out *o, const char *path, const char *alt, rank_head *heads, int world,
+                            const trace_event *own, trace_rank_info *info, trace_event *buf, char *msg, size_t n)
+{
+    if (write_file(w, o->f, heads, world, own, info, buf, alt, msg, n)) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", msg);
+        snprintf(msg, n, "trace %.100s: %s", path, why);
+    }
+    char advice[IO_FIX_LEN];
+    if (fclose(o->f) != 0 && !msg[0]) {
+        const int err = errno;
+        snprintf(msg, n, "trace %.200s: closing failed: %s: %s", o->tmp, strerror(err),
+                 io_error_fix(err, "trace", alt, advice, sizeof advice));
+    }
+    if (!o->in_place && !msg[0] && rename(o->tmp, o->target) != 0) {
+        const int err = errno;
+        snprintf(msg, n, "trace: renaming %.150s to %.150s failed: %s: %s", o->tmp, o->target, strerror(err),
+                 io_error_fix(err, "trace", alt, advice, sizeof advice));
+    }
+    if (!o->in_place && msg[0]) remove(o->tmp);
+}
+
 dt_status dt_trace_write(dt_ctx *ctx, const char *path) { return trace_write_named(ctx, path, NULL); }
 
 dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
@@ -313,64 +368,31 @@ dt_status trace_write_named(dt_ctx *ctx, const char *path, const char *flag)
         return status_set_error(DT_ERR_MPI,
                                 "dt_trace_write: the clock pings or the gather of the ranks' counts failed");
     }
-    /* Rank 0 opens the file; every rank learns whether it could before any event travels. */
-    char msg[512] = "", tmp[4096], real[4096];
-    FILE *f = NULL;
-    /* A link to a file: that file is replaced; a device (/dev/null) or FIFO: written in place. */
-    int in_place = 0;
-    const char *target = rank == 0 && path && *path ? ckpt_write_target(path, real, sizeof real, &in_place) : path;
-    /* Rank 0's memory for the merge, had before any rank sends. */
+    /* Rank 0 opens the file; every rank learns whether it could before any event travels. Rank
+     * 0's memory for the merge is had before any rank sends. */
+    char msg[512] = "";
+    trace_out o = {0};
     trace_rank_info *info = rank == 0 ? malloc((size_t)world * sizeof *info) : NULL;
     trace_event *buf = rank == 0 ? malloc(chunk_events * sizeof *buf) : NULL;
-    if (rank == 0) {
-        if (!info || !buf)
-            snprintf(msg, sizeof msg, "out of memory for merging the trace (%.0f MiB)", CHUNK_BYTES / 1048576.0);
-        else if (!path || !*path)
-            snprintf(msg, sizeof msg, "dt_trace_write needs a path");
-        else if (in_place && snprintf(tmp, sizeof tmp, "%s", target) >= (int)sizeof tmp)
-            snprintf(msg, sizeof msg, "the trace path is longer than %zu bytes", sizeof tmp - 16);
-        /* The temporary file is the checkpoint writer's kind (ckpt_open_temp): two jobs given one
-         * --trace path never write into each other's, and a link planted under its name in a
-         * shared directory is never followed. */
-        else if (!(f = in_place ? ckpt_fopen_in_place(tmp) : open_temp(target, tmp, sizeof tmp))) {
-            const int err = errno;
-            char advice[IO_FIX_LEN];
-            snprintf(msg, sizeof msg, "cannot write the trace %.200s: %s: %s", tmp, strerror(err),
-                     io_error_fix(err, "trace", alt, advice, sizeof advice));
-        }
-    }
+    if (rank == 0 && (!info || !buf))
+        snprintf(msg, sizeof msg, "out of memory for merging the trace (%.0f MiB)", CHUNK_BYTES / 1048576.0);
+    else if (rank == 0)
+        open_output(path, alt, &o, msg, sizeof msg);
     /* A second Ctrl-C while the trace is written takes its partial file along. */
-    const int noted = rank == 0 && f && !in_place ? ckpt_temp_note(tmp) : -1;
+    const int noted = rank == 0 && o.f && !o.in_place ? ckpt_temp_note(o.tmp) : -1;
     if (MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, w) != MPI_SUCCESS) msg[0] = '?';
-    if (msg[0] && f) {
+    if (msg[0] && o.f) {
         /* The broadcast failed after rank 0 opened the file: nothing is written, and the empty
          * temporary file goes (a device written in place stays). */
-        fclose(f);
-        if (!in_place) remove(tmp);
-        f = NULL;
+        fclose(o.f);
+        if (!o.in_place) remove(o.tmp);
+        o.f = NULL;
     }
     if (!msg[0]) {
-        if (rank == 0) {
-            if (write_file(w, f, heads, world, own, info, buf, alt, msg, sizeof msg)) {
-                char why[400];
-                snprintf(why, sizeof why, "%s", msg);
-                snprintf(msg, sizeof msg, "trace %.100s: %s", path, why);
-            }
-            char advice[IO_FIX_LEN];
-            if (fclose(f) != 0 && !msg[0]) {
-                const int err = errno;
-                snprintf(msg, sizeof msg, "trace %.200s: closing failed: %s: %s", tmp, strerror(err),
-                         io_error_fix(err, "trace", alt, advice, sizeof advice));
-            }
-            if (!in_place && !msg[0] && rename(tmp, target) != 0) {
-                const int err = errno;
-                snprintf(msg, sizeof msg, "trace: renaming %.150s to %.150s failed: %s: %s", tmp, target, strerror(err),
-                         io_error_fix(err, "trace", alt, advice, sizeof advice));
-            }
-            if (!in_place && msg[0]) remove(tmp);
-        } else if (send_events(w, own, me.info.count)) {
+        if (rank == 0)
+            write_and_place(w, &o, path, alt, heads, world, own, info, buf, msg, sizeof msg);
+        else if (send_events(w, own, me.info.count))
             snprintf(msg, sizeof msg, "rank %d could not send its trace events (MPI)", rank);
-        }
         /* The verdict of rank 0 (a peer's failure to send shows there as a failed receive). */
         char verdict[sizeof msg];
         memcpy(verdict, msg, sizeof msg);
