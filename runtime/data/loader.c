@@ -305,11 +305,9 @@ static dt_status make_on_device(dt_loader *l, const lslot *sl)
     return l->mem_be->ops->synth_batch(l->mem_be, &l->syn, l->syn_idx, sl->n, sl->x, sl->labels);
 }
 
-/* Both modes: eval with items batches of the shard, or training from first_step. */
-static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first, int threads,
-                              int depth, int eval, long items, dt_loader **out)
+/* The arguments of dt_loader_create / dt_loader_create_eval checked. */
+static dt_status check_args(const dt_dataset *d, int rank, int world, int batch, long first, int threads, int depth)
 {
-    *out = NULL;
     if (!d) return status_null_arg("dt_loader_create", "d", "pass the dataset the loader reads");
     if (batch < 1 || world < 1 || rank < 0 || rank >= world || first < 0)
         return status_set_error(DT_ERR_INVALID_ARG,
@@ -320,6 +318,53 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
         return status_set_error(DT_ERR_INVALID_ARG, "loader threads %d must be from 0 to 256", threads);
     if (threads > 0 && (depth < 2 || depth > 64))
         return status_set_error(DT_ERR_INVALID_ARG, "loader depth %d must be from 2 to 64 batches", depth);
+    return DT_OK;
+}
+
+/* The depth slots of host batches (pinned where the memory backend is CUDA's). */
+static dt_status alloc_slots(dt_loader *l, int batch)
+{
+    for (int i = 0; i < l->depth; i++) {
+        lslot *sl = &l->slot[i];
+        dt_status s;
+        if ((s = l->mem_be->ops->host_alloc(l->mem_be, (size_t)batch * l->in_sz * sizeof(float), "a batch of inputs",
+                                            (void **)&sl->x)) ||
+            (s = l->mem_be->ops->host_alloc(l->mem_be, (size_t)batch * sizeof(int32_t), "a batch of labels",
+                                            (void **)&sl->labels)))
+            return s;
+        if (!(sl->idx = malloc((size_t)batch * sizeof *sl->idx)))
+            return status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+    }
+    return DT_OK;
+}
+
+/* The worker threads, each with scratch floats of its own; those started are marked, for
+ * dt_loader_free to join. */
+static dt_status start_workers(dt_loader *l, int threads, size_t scratch)
+{
+    if (!(l->w = calloc((size_t)threads, sizeof *l->w)))
+        return status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+    for (int t = 0; t < threads; t++) {
+        l->w[t].l = l;
+        if (!(l->w[t].scratch = malloc(scratch * sizeof(float))))
+            return status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
+        int rc = pthread_create(&l->w[t].th, NULL, worker_main, &l->w[t]);
+        if (rc)
+            return status_set_error(DT_ERR_NOMEM,
+                                    "cannot start loader thread %d of %d (%s): use fewer --loader-threads", t + 1,
+                                    threads, strerror(rc));
+        l->w[t].started = 1;
+    }
+    return DT_OK;
+}
+
+/* Both modes: eval with items batches of the shard, or training from first_step. */
+static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first, int threads,
+                              int depth, int eval, long items, dt_loader **out)
+{
+    *out = NULL;
+    dt_status s = check_args(d, rank, world, batch, first, threads, depth);
+    if (s) return s;
     dt_loader *l = calloc(1, sizeof *l);
     if (!l) return status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     pthread_mutex_init(&l->mu, NULL);
@@ -351,7 +396,6 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
         snprintf(p, sizeof p, "%s.%d", log_path, rank);
         l->sample_log = fopen(p, "a");
     }
-    dt_status s = DT_OK;
     backend *cuda_be = NULL;
     if (cuda && backend_for_memory(DT_MEMORY_DEVICE, &cuda_be))
         s = status_set_error(DT_ERR_DEVICE, "dt_loader_create: the context is placed on CUDA: %s", dt_last_error());
@@ -363,37 +407,10 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
     if (!s && !(l->slot = calloc((size_t)l->depth, sizeof *l->slot)))
         s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     if (!s && l->device) s = device_start(l, batch, &host_spec);
-    for (int i = 0; !s && !l->device && i < l->depth; i++) {
-        lslot *sl = &l->slot[i];
-        if ((s = l->mem_be->ops->host_alloc(l->mem_be, (size_t)batch * l->in_sz * sizeof(float), "a batch of inputs",
-                                            (void **)&sl->x)) ||
-            (s = l->mem_be->ops->host_alloc(l->mem_be, (size_t)batch * sizeof(int32_t), "a batch of labels",
-                                            (void **)&sl->labels)))
-            break;
-        if (!(sl->idx = malloc((size_t)batch * sizeof *sl->idx)))
-            s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
-    }
+    if (!s && !l->device) s = alloc_slots(l, batch);
     if (!s && !threads && !l->device && !(l->scratch = malloc(scratch * sizeof(float))))
         s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
-    if (!s && threads) {
-        if (!(l->w = calloc((size_t)threads, sizeof *l->w)))
-            s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
-        for (int t = 0; !s && t < threads; t++) {
-            l->w[t].l = l;
-            if (!(l->w[t].scratch = malloc(scratch * sizeof(float)))) {
-                s = status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
-                break;
-            }
-            int rc = pthread_create(&l->w[t].th, NULL, worker_main, &l->w[t]);
-            if (rc) {
-                s = status_set_error(DT_ERR_NOMEM,
-                                     "cannot start loader thread %d of %d (%s): use fewer --loader-threads", t + 1,
-                                     threads, strerror(rc));
-                break;
-            }
-            l->w[t].started = 1;
-        }
-    }
+    if (!s && threads) s = start_workers(l, threads, scratch);
     if (s) {
         dt_loader_free(l);
         return s;
