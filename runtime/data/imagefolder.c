@@ -284,7 +284,9 @@ static int is_split_name(const char *name)
     return 0;
 }
 
-dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split *s)
+/* That path is an image folder and opts a shape and split it can give: its held-out folder's name
+ * into *heldout (NULL: no split layout), *test for the test split. */
+static dt_status check_request(const char *path, const ds_open_opts *opts, int *test, const char **heldout)
 {
     if (!path || !*path) return status_set_error(DT_ERR_INVALID_ARG, "no image folder path given");
     const int c = opts ? opts->c : 0, h = opts ? opts->h : 0, w = opts ? opts->w : 0;
@@ -299,8 +301,8 @@ dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split 
                                 "(gray) or 3 (RGB), H and W 1..%d; e.g. --input 3x224x224",
                                 c, h, w, path, IMG_MAX_SIDE);
     const char *split = opts && opts->split ? opts->split : "train";
-    const int test = strcmp(split, "test") == 0;
-    if (!test && strcmp(split, "train") != 0)
+    *test = strcmp(split, "test") == 0;
+    if (!*test && strcmp(split, "train") != 0)
         return status_set_error(DT_ERR_INVALID_ARG, "split '%s' is not train or test", split);
     struct stat sb;
     if (stat(path, &sb) != 0) return status_set_error(DT_ERR_IO, "image folder %s does not exist", path);
@@ -309,40 +311,21 @@ dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split 
                                 "%s is not a folder: an image folder is ROOT/<class>/<image>.jpg; "
                                 "point --data at ROOT",
                                 path);
-    const char *heldout = imagefolder_heldout_dir(path);
-    const int split_dirs = heldout != NULL;
-    if (test && !split_dirs)
+    *heldout = imagefolder_heldout_dir(path);
+    if (*test && !*heldout)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "no held-out split: %s has %s (ROOT/val/<class>/... is the test split, or "
                                 "valid/, validation/ or test/ beside train/); use --eval-data PATH or --holdout F",
                                 path,
                                 is_dir(path, "train") ? "train/ but no val/, valid/, validation/ or test/ beside it"
                                                       : "no train/ folder");
+    return DT_OK;
+}
 
-    if_impl *f = calloc(1, sizeof *f);
-    if (!f) return status_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
-    const size_t pl = strlen(path);
-    const int n = snprintf(f->root, sizeof f->root, "%.*s%s%s", (int)(pl > 1 && path[pl - 1] == '/' ? pl - 1 : pl),
-                           path, split_dirs ? "/" : "", split_dirs ? (test ? heldout : "train") : "");
-    if (n < 0 || (size_t)n >= sizeof f->root) {
-        if_free(f);
-        return status_set_error(DT_ERR_INVALID_ARG, "image folder path %s is longer than %d bytes", path, IF_PATH_MAX);
-    }
-    int classes = 0;
-    size_t count = 0;
-    dt_status st = imagefolder_scan(f, &classes, &count);
-    if (!st && test) st = number_like_train(f, path, &classes);
-    /* ROOT/train alone (or ROOT/val) would read as one class named "train" of all its images. */
-    if (!st && classes == 1 && !test && is_split_name(f->names.p + f->cls[0]))
-        st = status_set_error(DT_ERR_INVALID_ARG,
-                              "%s holds only a %s/ folder, which would be one class of all its images: the split "
-                              "layout needs %s/train and beside it %s/val (or valid/, validation/, test/); or point "
-                              "--data at %s/%s",
-                              path, f->names.p + f->cls[0], path, path, path, f->names.p + f->cls[0]);
-    if (st) {
-        if_free(f);
-        return st;
-    }
+/* What the scan of f (count images in classes) passed over, said: images of other formats and
+ * broken links as warnings on rank 0 (every rank scans the same folder), other entries at info. */
+static void say_skipped(const if_impl *f, size_t count, int classes)
+{
     char other[256] = "";
     size_t nother = 0;
     for (int i = 0; i < IF_OTHER_EXTS; i++) {
@@ -370,6 +353,42 @@ dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split 
                 "%s: %zu images in %d classes; %zu other entries ignored (not .jpg/.jpeg/.png "
                 "regular files, or hidden)",
                 f->root, count, classes, f->ignored);
+}
+
+dt_status imagefolder_open(const char *path, const ds_open_opts *opts, ds_split *s)
+{
+    int test = 0;
+    const char *heldout = NULL;
+    const dt_status bad = check_request(path, opts, &test, &heldout);
+    if (bad) return bad;
+    /* opts is not NULL here: check_request refuses a request without a shape. */
+    const int c = opts->c, h = opts->h, w = opts->w, split_dirs = heldout != NULL;
+    const char *split = opts->split ? opts->split : "train";
+    if_impl *f = calloc(1, sizeof *f);
+    if (!f) return status_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
+    const size_t pl = strlen(path);
+    const int n = snprintf(f->root, sizeof f->root, "%.*s%s%s", (int)(pl > 1 && path[pl - 1] == '/' ? pl - 1 : pl),
+                           path, split_dirs ? "/" : "", split_dirs ? (test ? heldout : "train") : "");
+    if (n < 0 || (size_t)n >= sizeof f->root) {
+        if_free(f);
+        return status_set_error(DT_ERR_INVALID_ARG, "image folder path %s is longer than %d bytes", path, IF_PATH_MAX);
+    }
+    int classes = 0;
+    size_t count = 0;
+    dt_status st = imagefolder_scan(f, &classes, &count);
+    if (!st && test) st = number_like_train(f, path, &classes);
+    /* ROOT/train alone (or ROOT/val) would read as one class named "train" of all its images. */
+    if (!st && classes == 1 && !test && is_split_name(f->names.p + f->cls[0]))
+        st = status_set_error(DT_ERR_INVALID_ARG,
+                              "%s holds only a %s/ folder, which would be one class of all its images: the split "
+                              "layout needs %s/train and beside it %s/val (or valid/, validation/, test/); or point "
+                              "--data at %s/%s",
+                              path, f->names.p + f->cls[0], path, path, path, f->names.p + f->cls[0]);
+    if (st) {
+        if_free(f);
+        return st;
+    }
+    say_skipped(f, count, classes);
     s->ops = &if_ops;
     s->impl = f;
     s->count = count;
