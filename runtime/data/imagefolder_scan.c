@@ -129,6 +129,79 @@ dt_status imagefolder_nomem(const char *what)
     return status_set_error(DT_ERR_NOMEM, "out of memory scanning %s", what);
 }
 
+/* One entry e of folder d (path dir) of class cname: a subfolder to walk, an image to keep, or
+ * something counted as ignored (an image of another format, a broken link: counted for the
+ * warnings too). */
+static dt_status scan_entry(if_impl *f, walk *w, size_t d, const char *dir, const struct dirent *e, const char *cname)
+{
+    if (e->d_name[0] == '.') {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) f->ignored++;
+        return DT_OK;
+    }
+    if (d == 0 && !f->marked && ds_marker_name(e->d_name)) f->marked = 1;
+    const int kind = entry_kind(dir, e);
+    size_t at;
+    if (kind == 'd') {
+        if (w->depth.v[d] + 1 > IF_MAX_DEPTH)
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "%s/%s is nested more than %d folders below its class "
+                                    "folder %s/%s: a symlink loop? remove the loop or flatten the folders",
+                                    dir, e->d_name, IF_MAX_DEPTH, f->root, cname);
+        const size_t parent = w->dirs.v[d], depth = w->depth.v[d] + 1;
+        /* arena_add may move w->a.p: copy the parent's path out first */
+        char rel[IF_PATH_MAX];
+        snprintf(rel, sizeof rel, "%s", w->a.p + parent);
+        if (imagefolder_arena_add(&w->a, rel, e->d_name, &at) || imagefolder_offs_add(&w->dirs, at) ||
+            imagefolder_offs_add(&w->depth, depth))
+            return imagefolder_nomem(f->root);
+        return DT_OK;
+    }
+    if (kind == 'f' && is_image_name(e->d_name)) {
+        if (w->nfiles == w->capfiles) {
+            const size_t cap = w->capfiles ? w->capfiles * 2 : 256;
+            found *nf = realloc(w->files, cap * sizeof *nf);
+            if (!nf) return imagefolder_nomem(f->root);
+            w->files = nf, w->capfiles = cap;
+        }
+        if (imagefolder_arena_add(&w->a, e->d_name, NULL, &at)) return imagefolder_nomem(f->root);
+        w->files[w->nfiles++] = (found){d, at};
+        return DT_OK;
+    }
+    const int other = kind == 'f' ? other_image_ext(e->d_name) : -1;
+    if (other >= 0) f->other_images[other]++;
+    /* The first one's path, for the warning (cut short if it must be). */
+    if (kind == 0 && is_image_name(e->d_name) && dangling_link(dir, e) && f->broken++ == 0 &&
+        (size_t)snprintf(f->broken_first, sizeof f->broken_first, "%s/%s", dir, e->d_name) >= sizeof f->broken_first)
+        f->broken_first[sizeof f->broken_first - 1] = '\0';
+    f->ignored++;
+    return DT_OK;
+}
+
+/* The entries of folder d of class cname, in readdir's order. */
+static dt_status scan_dir(if_impl *f, walk *w, size_t d, const char *cname)
+{
+    char dir[IF_PATH_MAX];
+    if ((size_t)snprintf(dir, sizeof dir, "%s/%s", f->root, w->a.p + w->dirs.v[d]) >= sizeof dir)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "a path under %s/%s is longer than %d bytes; shorten the "
+                                "folder names",
+                                f->root, cname, IF_PATH_MAX);
+    DIR *dh = opendir(dir);
+    if (!dh) return dir_error(dir, errno);
+    struct dirent *e;
+    dt_status st = DT_OK;
+    errno = 0;
+    while (!st && (e = readdir(dh)) != NULL) {
+        st = scan_entry(f, w, d, dir, e, cname);
+        errno = 0;
+    }
+    const int err = errno;
+    closedir(dh);
+    if (st) return st;
+    if (err) return dir_error(dir, err);
+    return DT_OK;
+}
+
 /* Appends the images of class k (folder name at f->names + f->cls[k]) to f->img, in torchvision's
  * order. w is reused from class to class. */
 static dt_status scan_class(if_impl *f, int k, walk *w, size_t *nimg, offs *img)
@@ -139,70 +212,9 @@ static dt_status scan_class(if_impl *f, int k, walk *w, size_t *nimg, offs *img)
     if (imagefolder_arena_add(&w->a, cname, NULL, &at) || imagefolder_offs_add(&w->dirs, at) ||
         imagefolder_offs_add(&w->depth, 0))
         return imagefolder_nomem(f->root);
-    char dir[IF_PATH_MAX];
     for (size_t d = 0; d < w->dirs.n; d++) {
-        if ((size_t)snprintf(dir, sizeof dir, "%s/%s", f->root, w->a.p + w->dirs.v[d]) >= sizeof dir)
-            return status_set_error(DT_ERR_INVALID_ARG,
-                                    "a path under %s/%s is longer than %d bytes; shorten the "
-                                    "folder names",
-                                    f->root, cname, IF_PATH_MAX);
-        DIR *dh = opendir(dir);
-        if (!dh) return dir_error(dir, errno);
-        struct dirent *e;
-        dt_status st = DT_OK;
-        errno = 0;
-        while (!st && (e = readdir(dh)) != NULL) {
-            if (e->d_name[0] == '.') {
-                if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) f->ignored++;
-                continue;
-            }
-            if (d == 0 && !f->marked && ds_marker_name(e->d_name)) f->marked = 1;
-            const int kind = entry_kind(dir, e);
-            if (kind == 'd') {
-                if (w->depth.v[d] + 1 > IF_MAX_DEPTH) {
-                    st = status_set_error(DT_ERR_INVALID_ARG,
-                                          "%s/%s is nested more than %d folders below its class "
-                                          "folder %s/%s: a symlink loop? remove the loop or flatten the folders",
-                                          dir, e->d_name, IF_MAX_DEPTH, f->root, cname);
-                    break;
-                }
-                const size_t parent = w->dirs.v[d], depth = w->depth.v[d] + 1;
-                /* arena_add may move w->a.p: copy the parent's path out first */
-                char rel[IF_PATH_MAX];
-                snprintf(rel, sizeof rel, "%s", w->a.p + parent);
-                if (imagefolder_arena_add(&w->a, rel, e->d_name, &at) || imagefolder_offs_add(&w->dirs, at) ||
-                    imagefolder_offs_add(&w->depth, depth))
-                    st = imagefolder_nomem(f->root);
-            } else if (kind == 'f' && is_image_name(e->d_name)) {
-                if (w->nfiles == w->capfiles) {
-                    const size_t cap = w->capfiles ? w->capfiles * 2 : 256;
-                    found *nf = realloc(w->files, cap * sizeof *nf);
-                    if (!nf) {
-                        st = imagefolder_nomem(f->root);
-                        break;
-                    }
-                    w->files = nf, w->capfiles = cap;
-                }
-                if (imagefolder_arena_add(&w->a, e->d_name, NULL, &at))
-                    st = imagefolder_nomem(f->root);
-                else
-                    w->files[w->nfiles++] = (found){d, at};
-            } else {
-                const int other = kind == 'f' ? other_image_ext(e->d_name) : -1;
-                if (other >= 0) f->other_images[other]++;
-                /* The first one's path, for the warning (cut short if it must be). */
-                if (kind == 0 && is_image_name(e->d_name) && dangling_link(dir, e) && f->broken++ == 0 &&
-                    (size_t)snprintf(f->broken_first, sizeof f->broken_first, "%s/%s", dir, e->d_name) >=
-                        sizeof f->broken_first)
-                    f->broken_first[sizeof f->broken_first - 1] = '\0';
-                f->ignored++;
-            }
-            errno = 0;
-        }
-        const int err = errno;
-        closedir(dh);
+        const dt_status st = scan_dir(f, w, d, cname);
         if (st) return st;
-        if (err) return dir_error(dir, err);
     }
     if (w->nfiles == 0)
         return status_set_error(DT_ERR_INVALID_ARG,
