@@ -67,6 +67,56 @@ static dt_status read_phases(const char *line, int lineno, pm_profile *o)
                             lineno, line);
 }
 
+/* The bench step header at h ("# dtrain bench step: model M[, input S], N rank(s) x batch B, ...")
+ * into out's model, input, ranks and batch. */
+static dt_status read_header(const char *h, int lineno, const char *line, pm_profile *out)
+{
+    /* The model may be a layer list with commas: it ends at the ", N rank(s) x batch B". */
+    const char *m = h + strlen("# dtrain bench step: model "), *r = strstr(m, " ranks x batch ");
+    if (!r) r = strstr(m, " rank x batch ");
+    const char *e = r;
+    while (e && e > m && !(e[0] == ',' && e[1] == ' ')) e--;
+    if (!r || e <= m || (size_t)(e - m) >= sizeof out->model || sscanf(e + 2, "%d", &out->ranks) != 1 ||
+        sscanf(strstr(r, " x batch ") + strlen(" x batch "), "%d", &out->batch) != 1)
+        return status_set_error(DT_ERR_INVALID_ARG, "line %d: the bench step header does not parse: '%.120s'", lineno,
+                                line);
+    if (out->ranks < 1 || out->batch < 1)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "line %d: the bench step header says %d rank(s) x batch %d; both must be "
+                                ">= 1: '%.120s'",
+                                lineno, out->ranks, out->batch, line);
+    memcpy(out->model, m, (size_t)(e - m));
+    out->model[e - m] = 0;
+    /* "model M, input S": the input shape, which headers before it was recorded lack. A model holds
+     * no ", " (its layer list is commas alone). */
+    char *in = strstr(out->model, ", input ");
+    out->input[0] = 0;
+    if (in) {
+        snprintf(out->input, sizeof out->input, "%s", in + strlen(", input "));
+        *in = 0;
+    }
+    return DT_OK;
+}
+
+/* A layer line of the kept profile (" layer I (kind) forward F backward B") into out when line is
+ * one (*read set), checked. */
+static dt_status read_layer(const char *line, int lineno, pm_profile *out, int *read)
+{
+    int idx;
+    double f, b;
+    *read = sscanf(line, " layer %d (%*[^)]) forward %lf backward %lf", &idx, &f, &b) == 3;
+    if (!*read) return DT_OK;
+    if (idx < 0 || idx >= PM_MAX_LAYERS)
+        return status_set_error(DT_ERR_INVALID_ARG, "line %d: layer %d is outside 0..%d", lineno, idx,
+                                PM_MAX_LAYERS - 1);
+    dt_status s = check_ms("forward", f, lineno, line);
+    if (!s) s = check_ms("backward", b, lineno, line);
+    if (s) return s;
+    out->fwd_ms[idx] = f, out->bwd_ms[idx] = b;
+    if (idx + 1 > out->nlayers) out->nlayers = idx + 1;
+    return DT_OK;
+}
+
 dt_status pm_read_step_profile(const char *text, pm_profile *out)
 {
     memset(out, 0, sizeof *out);
@@ -81,30 +131,8 @@ dt_status pm_read_step_profile(const char *text, pm_profile *out)
         lineno++;
         const char *h = strstr(line, "# dtrain bench step: model ");
         if (h) {
-            /* The model may be a layer list with commas: it ends at the ", N rank(s) x batch B". */
-            const char *m = h + strlen("# dtrain bench step: model "), *r = strstr(m, " ranks x batch ");
-            if (!r) r = strstr(m, " rank x batch ");
-            const char *e = r;
-            while (e && e > m && !(e[0] == ',' && e[1] == ' ')) e--;
-            if (!r || e <= m || (size_t)(e - m) >= sizeof out->model || sscanf(e + 2, "%d", &out->ranks) != 1 ||
-                sscanf(strstr(r, " x batch ") + strlen(" x batch "), "%d", &out->batch) != 1)
-                return status_set_error(DT_ERR_INVALID_ARG, "line %d: the bench step header does not parse: '%.120s'",
-                                        lineno, line);
-            if (out->ranks < 1 || out->batch < 1)
-                return status_set_error(DT_ERR_INVALID_ARG,
-                                        "line %d: the bench step header says %d rank(s) x batch %d; both must be "
-                                        ">= 1: '%.120s'",
-                                        lineno, out->ranks, out->batch, line);
-            memcpy(out->model, m, (size_t)(e - m));
-            out->model[e - m] = 0;
-            /* "model M, input S": the input shape, which headers before it was recorded lack. A model
-             * holds no ", " (its layer list is commas alone). */
-            char *in = strstr(out->model, ", input ");
-            out->input[0] = 0;
-            if (in) {
-                snprintf(out->input, sizeof out->input, "%s", in + strlen(", input "));
-                *in = 0;
-            }
+            dt_status s = read_header(h, lineno, line, out);
+            if (s) return s;
             row_prec[0] = 0;
             continue;
         }
@@ -125,19 +153,12 @@ dt_status pm_read_step_profile(const char *text, pm_profile *out)
             snprintf(out->precision, sizeof out->precision, "%s", row_prec);
             continue;
         }
-        int idx;
-        double f, b;
-        if (nprofiles == 1 && sscanf(line, " layer %d (%*[^)]) forward %lf backward %lf", &idx, &f, &b) == 3) {
-            if (idx < 0 || idx >= PM_MAX_LAYERS)
-                return status_set_error(DT_ERR_INVALID_ARG, "line %d: layer %d is outside 0..%d", lineno, idx,
-                                        PM_MAX_LAYERS - 1);
-            dt_status s = check_ms("forward", f, lineno, line);
-            if (!s) s = check_ms("backward", b, lineno, line);
+        int layer = 0;
+        if (nprofiles == 1) {
+            dt_status s = read_layer(line, lineno, out, &layer);
             if (s) return s;
-            out->fwd_ms[idx] = f, out->bwd_ms[idx] = b;
-            if (idx + 1 > out->nlayers) out->nlayers = idx + 1;
-            continue;
         }
+        if (layer) continue;
         char prec[16];
         double sps, ms, data_ms;
         const int got = out->ranks ? sscanf(line, " %15s %lf %lf %lf", prec, &sps, &ms, &data_ms) : 0;
