@@ -160,6 +160,33 @@ static void test_ill_formed_utf8_escaped(void **state)
     assert_string_equal(out, "\xc3\xa9 \xe2\x82\xac \xed\x9f\xbf \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf");
 }
 
+/* Properties over random byte strings (fixed seed): the output holds no C0 control, DEL or C1
+ * control (as UTF-8), escaping it again changes nothing (so a message escaped twice, as cli_error
+ * does with dt_last_error, reads the same), and printable ASCII comes through as it was. */
+static void test_escape_properties(void **state)
+{
+    (void)state;
+    unsigned seed = 12345;
+    char in[24], out[128], again[128];
+    for (int round = 0; round < 20000; round++) {
+        const int len = (int)((seed = seed * 1103515245u + 12345u) >> 16) % (int)(sizeof in);
+        for (int i = 0; i < len; i++) {
+            seed = seed * 1103515245u + 12345u;
+            in[i] = (char)(1 + (seed >> 16) % 255); /* no NUL inside */
+        }
+        in[len] = '\0';
+        text_escape_controls(in, out, sizeof out);
+        for (const unsigned char *p = (const unsigned char *)out; *p; p++) {
+            if (*p < 0x20 || *p == 0x7f) fail_msg("control byte 0x%02x in the output of round %d", *p, round);
+            if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) fail_msg("C1 control in the output of round %d", round);
+        }
+        text_escape_controls(out, again, sizeof again);
+        assert_string_equal(again, out);
+    }
+    text_escape_controls("node-01 rank 3: ok ~!@#$%^&*()_+{}|:<>?", out, sizeof out);
+    assert_string_equal(out, "node-01 rank 3: ok ~!@#$%^&*()_+{}|:<>?");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +197,7 @@ int main(void)
         cmocka_unit_test(test_shared_mark),
         cmocka_unit_test(test_message_printable),
         cmocka_unit_test(test_ill_formed_utf8_escaped),
+        cmocka_unit_test(test_escape_properties),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
