@@ -11,7 +11,7 @@
 # At the end the parameters must equal those of an undisturbed run with the same seed and steps
 # bit for bit (a step's batches follow from the seed and the step, so steps run again after a kill
 # or a damaged checkpoint give the same result), no dtrain process and no /dev/shm segment of the
-# job may be left, and a summary gives faults per kind, outcomes, seconds from fault to job end
+# job may be left (those of a start Open MPI crashed in MPI_Init aside: removed and counted), and a summary gives faults per kind, outcomes, seconds from fault to job end
 # and the steps run again. Exit 77 (SKIP) where the cluster cannot start here.
 #
 # Its length does not follow the machine's speed (which swings 45-650 steps/s on the shared VM):
@@ -100,6 +100,18 @@ bg_wait() { "${@:2}" >"$1" 2>&1 & job=$!; wait "$job"; local rc=$?; job=""; retu
 
 # Segments in /dev/shm before: whatever the job leaves there is new and names a node of ours.
 ls /dev/shm >"$tmp/shm.before" 2>/dev/null
+# A start that Open MPI crashed inside MPI_Init (ompi_init_crash) may leave the vader segments of
+# its ranks in /dev/shm (seen once, at load 6-10): they die inside Open MPI's start-up, where no
+# dtrain code runs that could remove them. shm_crashed SNAPSHOT removes the segments of our
+# nodes that are new since SNAPSHOT (taken before that start) and counts them; segments left by a
+# run that started training stay for the final check, which is dtrain's (its exits, a kill included).
+shm_removed=0
+shm_crashed() {
+    local f n=0
+    while read -r f; do rm -f "/dev/shm/$f" && n=$((n + 1)); done < <(ls /dev/shm 2>/dev/null | grep -vxF -f "$1" | grep -E 'node[0-9]')
+    shm_removed=$((shm_removed + n))
+    [ $n -eq 0 ] || say "  its $n /dev/shm segment(s) removed (Open MPI's, of ranks that died in MPI_Init)"
+}
 if ! bg_wait "$tmp/up.log" bash "$repo/slurm/cluster/up.sh" "$cluster" $NODES 2 0; then
     cat "$tmp/up.log"; bad "the local SLURM cluster did not start"; finish; exit 1
 fi
@@ -119,9 +131,11 @@ ompi_crashes=0
 
 # The undisturbed run, at full speed (pacing changes no result, only the time).
 t0=$(now)
+ls /dev/shm >"$tmp/shm.run" 2>/dev/null
 while ! bg_wait "$tmp/ref.log" srun_job "" --dump-params "$tmp/ref"; do
     if ompi_init_crash "$tmp/ref.log" && [ $ompi_crashes -lt 3 ]; then
-        ompi_crashes=$((ompi_crashes + 1)); say "undisturbed run: Open MPI crashed in MPI_Init (third-party): resubmitted"; continue
+        ompi_crashes=$((ompi_crashes + 1)); say "undisturbed run: Open MPI crashed in MPI_Init (third-party): resubmitted"
+        shm_crashed "$tmp/shm.run"; ls /dev/shm >"$tmp/shm.run" 2>/dev/null; continue
     fi
     cat "$tmp/ref.log"; bad "the undisturbed run failed"; finish; exit 1
 done
@@ -183,6 +197,7 @@ while :; do
     # Paced while faults are due; the run after them at full speed.
     pace=""; faults_due && pace=$PACE
     [ -z "$pace" ] && [ -z "$unpaced_at" ] && unpaced_at=$resume_at && faults_over "$resume_at"
+    ls /dev/shm >"$tmp/shm.run" 2>/dev/null
     srun_job "$pace" --checkpoint-dir "$ck" --resume auto --checkpoint-every 25 --dump-params "$tmp/soak" >"$log" 2>&1 &
     job=$!
     # What this run must have resumed from (checked once it has started training).
@@ -306,6 +321,7 @@ while :; do
     if [ $rc -ne 0 ] && [ $rc -ne 75 ] && ompi_init_crash "$log"; then
         ompi_crashes=$((ompi_crashes + 1))
         say "run $run: Open MPI's TCP BTL crashed in MPI_Init before training (exit $rc, third-party): resubmitted"
+        shm_crashed "$tmp/shm.run"
         [ $ompi_crashes -le 3 ] || { bad "Open MPI crashed in MPI_Init $ompi_crashes times"; break; }
         resume_at=$(sound_step)
         continue
@@ -339,7 +355,7 @@ for k in usr1 stop kill damage finale; do
         "$(tr ' ' '\n' <<<"${outcome[$k]-}" | grep . | sort | uniq -c | awk '{printf "%s %s, ", $1, $2}' | sed 's/, $//')" "${ends[$k]:--}"
 done
 echo "  steps run again after kills and damaged checkpoints (at least): $redone_total; data lost: $(cmp -s "$tmp/soak" "$tmp/ref" && echo none || echo 'the parameters differ')"
-echo "  runs lost to Open MPI crashing in MPI_Init (third-party, resubmitted): $ompi_crashes"
+echo "  runs lost to Open MPI crashing in MPI_Init (third-party, resubmitted): $ompi_crashes; their /dev/shm segments removed: $shm_removed"
 echo "  files in the checkpoint directory other than checkpoints (temporaries of writes cut by SIGKILL): ${tmps:-none}"
 bash "$repo/slurm/cluster/down.sh" "$cluster" >"$tmp/down.log" 2>&1 && ok "cluster down" || { bad "down.sh: $(cat "$tmp/down.log")"; }
 finish
