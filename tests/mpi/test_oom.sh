@@ -117,8 +117,14 @@ fi
 # 6. Under `ulimit -v` (host memory, one process): OpenBLAS retries a failed map of its 128 MiB GEMM
 # buffer for ever, so a limit that leaves the model room but not the buffer used to spin at 100%
 # CPU in the first step, silently. Where that lies depends on the build (the CUDA libraries map
-# more), so the smallest limit that trains is found first (the spin lay 20 to 140 MB below it in
-# the CPU build); 64 MiB below it must now end at once, naming OpenBLAS's buffer and the limit.
+# more) and moves with the limit itself (under a tight one Open MPI loads fewer components: the
+# address space in use at the probe was 1125680 KiB under 1256000 and 1256752 under 1264000), so it
+# is measured, not assumed: the smallest limit that trains is found first, then limits 16 MiB apart
+# below it, each of which must end at once (trained, or dtrain's own out-of-memory message), until
+# one names OpenBLAS's buffer and the limit. One BLAS thread (--blas-threads 1; dtrain's own count,
+# one per core, overrides OPENBLAS_NUM_THREADS): a second thread's buffer is mapped by its worker
+# whenever the scheduler first runs it, a race of its own (kept out of this check: under taskset -c
+# 0, `ulimit -v 1328000` and --blas-threads 2, `dtrain train --model mlp` spins as before).
 # ulim KIB ARGS...: dtrain ARGS under ulimit -v KIB, output in $tmp/out, exit code in $rc.
 ulim() {
     local kib=$1
@@ -128,32 +134,47 @@ ulim() {
 }
 # ended RC: the run failed and was not ended by timeout (a hang).
 ended() { [ "$1" -ne 0 ] && [ "$1" -ne 124 ] && [ "$1" -ne 137 ]; }
+one=(train --model mlp --blas-threads 1)
 lo=200000 hi=4000000 # KiB: MPI_Init alone needs more than lo; hi trains in any build
 if [ -n "${ASAN_OPTIONS:-}" ]; then
     # AddressSanitizer reserves terabytes of shadow address space: no ulimit -v leaves it room.
     echo "skip: 6. ulimit -v under AddressSanitizer (its shadow memory needs the address space)"
-elif ulim $hi train --model mlp --steps 1 --quiet && [ "$rc" -ne 0 ]; then
+elif ulim $hi "${one[@]}" --steps 1 --quiet && [ "$rc" -ne 0 ]; then
     bad "ulimit -v $hi: train exited $rc"; sed 's/^/    /' "$tmp/out" | tail -10
 else
+    hung=""
     while [ $((hi - lo)) -gt 8000 ]; do
         mid=$(((lo + hi) / 2))
-        ulim $mid train --model mlp --steps 1 --quiet
+        ulim $mid "${one[@]}" --steps 1 --quiet
+        [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && hung="$hung $mid"
         [ "$rc" -eq 0 ] && hi=$mid || lo=$mid
     done
-    v=$((hi - 65536))
-    ulim $v train --model mlp --steps 2
-    ended "$rc" &&
-        says "ulimit -v $v, $hi trains (exit $rc)" "out of memory for OpenBLAS's GEMM buffers" \
-            "under ulimit -v $v KiB (RLIMIT_AS" "OPENBLAS_NUM_THREADS=1" ||
-        { bad "ulimit -v $v ($hi trains): exit $rc, wanted a clear error, not a hang"; sed 's/^/    /' "$tmp/out" | tail -10; }
+    [ -z "$hung" ] || bad "ulimit -v:$hung KiB: train did not end within 30 s (a spin, not an error)"
+    v=$hi named="" broke=""
+    while [ -z "$named$broke" ] && [ $v -gt $((hi - 12 * 16384)) ]; do
+        v=$((v - 16384))
+        ulim $v "${one[@]}" --steps 2
+        [ "$rc" -eq 0 ] && continue
+        if ! ended "$rc" || ! grep -q "out of memory" "$tmp/out"; then
+            broke=1; bad "ulimit -v $v ($hi trains): exit $rc, wanted training or an out-of-memory message, not a hang"
+            sed 's/^/    /' "$tmp/out" | tail -10
+        fi
+        grep -qF "out of memory for OpenBLAS's GEMM buffers" "$tmp/out" && named=$v
+    done
+    if [ -n "$named" ]; then
+        says "ulimit -v $v, $hi trains, $(((hi - v) / 1024)) MiB less (exit $rc)" "out of memory for OpenBLAS's GEMM buffers" \
+            "under ulimit -v $v KiB (RLIMIT_AS" "OPENBLAS_NUM_THREADS=1"
+    elif [ -z "$broke" ]; then
+        bad "no limit from $hi KiB down to $v KiB named OpenBLAS's GEMM buffer"
+    fi
     # A --batch too big for the limit: the summary names the limit and a batch that fits.
-    ulim $hi train --model mlp --batch 16384 --dataset-size 16384 --steps 1
+    ulim $hi "${one[@]}" --batch 16384 --dataset-size 16384 --steps 1
     ended "$rc" &&
         says "ulimit -v $hi --batch 16384 (exit $rc)" "dtrain: out of memory on rank 0 of 1" \
             "device: host memory under ulimit -v $hi KiB (RLIMIT_AS)" "  fix: batch " ||
         { bad "ulimit -v $hi --batch 16384: exit $rc"; sed 's/^/    /' "$tmp/out" | tail -10; }
     # A model too big at any batch: the advice is the model or the limit, not the batch.
-    ulim $hi train --model fc:8192,relu,fc:10 --input 8192 --steps 1
+    ulim $hi train --model fc:8192,relu,fc:10 --input 8192 --blas-threads 1 --steps 1
     if ended "$rc" && says "ulimit -v $hi, 67 M parameters (exit $rc)" "under ulimit -v $hi KiB" \
         "fix: even batch 1 needs" "or a larger ulimit -v"; then
         grep -q 'use --batch' "$tmp/out" && bad "ulimit -v $hi, 67 M parameters: a --batch advice"
