@@ -4,8 +4,13 @@
 # accumulation, loss scaling) and within 1e-6 with clipping (the norm's sum runs in another order);
 # at 1 to 4 ranks (3: parts of unequal size); the optimizer memory per rank 1/W; checkpoints that
 # any world size and either --zero reads; bad values refused.
+# PART (the fourth argument): bits, the checks of bits, counts and messages, which ctest runs beside
+# other tests (mpi.zero.bits); timed, the two that watch the clock (the overlap seen in a trace, the
+# watchdog's deadline), run alone (mpi.zero.timed); all (the default), both.
 here=$(dirname "$0"); source "$here/lib.sh"
-DTRAIN=$1 MPIRUN=$2 CMP=$3
+DTRAIN=$1 MPIRUN=$2 CMP=$3 PART=${4:-all}
+case $PART in bits | timed | all) ;; *) echo "test_zero.sh: PART '$PART' is not bits, timed or all" >&2; exit 2 ;; esac
+part() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
 
 train() { # ranks, then train flags
     local np=$1; shift
@@ -14,6 +19,7 @@ train() { # ranks, then train flags
 
 # Small buckets, so that every bucket is split and some parts cross layers.
 bk="--bucket-mb 0.05 --first-bucket-mb 0.01"
+if part bits; then
 # One rank (one shard: everything) once; 2-4 ranks (3: parts of unequal size) for each rule.
 zero_same 1 exact --model mlp --steps 8 --batch 4 --optim adamw --lr 0.003 --weight-decay 0.01 --seed 3 --log-every 8 $bk
 for np in 2 3 4; do
@@ -52,53 +58,6 @@ DTRAIN_COMM_THREAD=0 "$MPIRUN" -np 2 -x DTRAIN_COMM_THREAD "$DTRAIN" train --bla
     --optim adamw --lr 0.003 --seed 5 --log-every 6 $bk --zero 1 --dump-params "$tmp/inl" >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "inline failed"; }
 train 2 --model mlp --steps 6 --batch 4 --optim adamw --lr 0.003 --seed 5 --log-every 6 $bk --dump-params "$tmp/z0"
 out=$("$CMP" "$tmp/inl" "$tmp/z0" exact) && ok "--zero 1 inline (DTRAIN_COMM_THREAD=0) == --zero 0: $out" || bad "inline: $out"
-
-# --- Overlap: in a --trace of --zero 1, bucket reduce-scatters start while backward still runs
-# (before the backward of layer 0, the last one, ends), and the parameters' allgathers follow.
-if command -v python3 >/dev/null; then
-    "$MPIRUN" -np 2 "$DTRAIN" train --blas-threads 1 --model mlp --steps 4 --batch 8 --optim adamw --seed 5 --log-every 4 $bk \
-        --zero 1 --trace "$tmp/t.json" >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "--zero 1 --trace failed"; }
-    msg=$(python3 - "$tmp/t.json" <<'PY'
-import json, sys
-x = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
-bad = []
-for r in (0, 1):
-    mine = [e for e in x if e["pid"] == r]
-    steps = [e for e in mine if e["cat"] == "step"]
-    early = 0
-    for st in steps:
-        inside = lambda e: st["ts"] <= e["ts"] <= st["ts"] + st["dur"]
-        bwd0 = [e for e in mine if e["name"].startswith("bwd 0 ") and inside(e)]
-        rs = [e for e in mine if e["name"].startswith("reduce-scatter b") and inside(e)]
-        ag = [e for e in mine if e["name"].startswith("allgather b") and inside(e)]
-        if not bwd0 or not rs or not ag:
-            bad.append("rank %d step %s: bwd 0 %d, reduce-scatters %d, allgathers %d" % (r, st["args"]["n"], len(bwd0), len(rs), len(ag)))
-            continue
-        end0 = bwd0[0]["ts"] + bwd0[0]["dur"]
-        early += any(e["ts"] < end0 for e in rs)
-        if min(e["ts"] for e in ag) < max(e["ts"] for e in rs):
-            bad.append("rank %d step %s: an allgather before a reduce-scatter" % (r, st["args"]["n"]))
-    if early < len(steps):
-        bad.append("rank %d: only %d of %d steps started a reduce-scatter during backward" % (r, early, len(steps)))
-    if any(e["name"].startswith("allreduce b") for e in mine):
-        bad.append("rank %d: a gradient allreduce under --zero 1" % r)
-print("; ".join(bad) if bad else "every step of both ranks started reduce-scatters during backward, then allgathered")
-sys.exit(1 if bad else 0)
-PY
-)
-    [ $? -eq 0 ] && ok "--zero 1 overlap: $msg" || bad "--zero 1 overlap: $msg"
-fi
-
-# --- The watchdog still names who is missing: rank 2 stalls at step 3, the others' reduce-scatter
-# of that step names it within the timeout.
-t0=$(date +%s)
-DTRAIN_FAULT=stall:2:3 timeout -s KILL 60 "$MPIRUN" -np 4 -x DTRAIN_FAULT "$DTRAIN" train --blas-threads 1 --timeout 3 \
-    --steps 40 --batch 4 --model fc:32,relu,fc:10 --input 16 --log-every 1 --zero 1 >"$tmp/log" 2>&1
-rc=$? took=$(($(date +%s) - t0))
-[ $rc -ne 0 ] && [ $rc -ne 137 ] && [ $took -le 20 ] &&
-    grep -q "watchdog: collective #4 (reduce-scatter of bucket 0, .*no data yet from rank(s) 2" "$tmp/log" &&
-    ok "--zero 1, rank 2 stalled: the watchdog named it in the reduce-scatter, job ended in $took s (exit $rc)" ||
-    { bad "--zero 1 stall: exit $rc after $took s"; tail -5 "$tmp/log"; }
 
 # --- Memory: the optimizer line is 1/W of the replicated one (AdamW: two moments of 4 bytes).
 mem() { sed -n 's/.* optimizer \([0-9.]*\) MiB.*/\1/p' "$tmp/log"; }
@@ -157,6 +116,57 @@ expect 2 "--zero '3' is not supported" "$DTRAIN" bench step --zero 0,3
 expect 2 "--zero '2' is not supported: use 0 (every rank keeps the whole optimizer state) or 1" "$DTRAIN" train --zero 2
 expect 2 "--zero 'x' is not supported" "$DTRAIN" train --zero x
 expect 2 "--zero '' is not supported" "$DTRAIN" train --zero ""
+
+fi
+
+if part timed; then
+# --- Overlap: in a --trace of --zero 1, bucket reduce-scatters start while backward still runs
+# (before the backward of layer 0, the last one, ends), and the parameters' allgathers follow.
+if command -v python3 >/dev/null; then
+    "$MPIRUN" -np 2 "$DTRAIN" train --blas-threads 1 --model mlp --steps 4 --batch 8 --optim adamw --seed 5 --log-every 4 $bk \
+        --zero 1 --trace "$tmp/t.json" >"$tmp/log" 2>&1 || { cat "$tmp/log"; bad "--zero 1 --trace failed"; }
+    msg=$(python3 - "$tmp/t.json" <<'PY'
+import json, sys
+x = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+bad = []
+for r in (0, 1):
+    mine = [e for e in x if e["pid"] == r]
+    steps = [e for e in mine if e["cat"] == "step"]
+    early = 0
+    for st in steps:
+        inside = lambda e: st["ts"] <= e["ts"] <= st["ts"] + st["dur"]
+        bwd0 = [e for e in mine if e["name"].startswith("bwd 0 ") and inside(e)]
+        rs = [e for e in mine if e["name"].startswith("reduce-scatter b") and inside(e)]
+        ag = [e for e in mine if e["name"].startswith("allgather b") and inside(e)]
+        if not bwd0 or not rs or not ag:
+            bad.append("rank %d step %s: bwd 0 %d, reduce-scatters %d, allgathers %d" % (r, st["args"]["n"], len(bwd0), len(rs), len(ag)))
+            continue
+        end0 = bwd0[0]["ts"] + bwd0[0]["dur"]
+        early += any(e["ts"] < end0 for e in rs)
+        if min(e["ts"] for e in ag) < max(e["ts"] for e in rs):
+            bad.append("rank %d step %s: an allgather before a reduce-scatter" % (r, st["args"]["n"]))
+    if early < len(steps):
+        bad.append("rank %d: only %d of %d steps started a reduce-scatter during backward" % (r, early, len(steps)))
+    if any(e["name"].startswith("allreduce b") for e in mine):
+        bad.append("rank %d: a gradient allreduce under --zero 1" % r)
+print("; ".join(bad) if bad else "every step of both ranks started reduce-scatters during backward, then allgathered")
+sys.exit(1 if bad else 0)
+PY
+)
+    [ $? -eq 0 ] && ok "--zero 1 overlap: $msg" || bad "--zero 1 overlap: $msg"
+fi
+
+# --- The watchdog still names who is missing: rank 2 stalls at step 3, the others' reduce-scatter
+# of that step names it within the timeout.
+t0=$(date +%s)
+DTRAIN_FAULT=stall:2:3 timeout -s KILL 60 "$MPIRUN" -np 4 -x DTRAIN_FAULT "$DTRAIN" train --blas-threads 1 --timeout 3 \
+    --steps 40 --batch 4 --model fc:32,relu,fc:10 --input 16 --log-every 1 --zero 1 >"$tmp/log" 2>&1
+rc=$? took=$(($(date +%s) - t0))
+[ $rc -ne 0 ] && [ $rc -ne 137 ] && [ $took -le 20 ] &&
+    grep -q "watchdog: collective #4 (reduce-scatter of bucket 0, .*no data yet from rank(s) 2" "$tmp/log" &&
+    ok "--zero 1, rank 2 stalled: the watchdog named it in the reduce-scatter, job ended in $took s (exit $rc)" ||
+    { bad "--zero 1 stall: exit $rc after $took s"; tail -5 "$tmp/log"; }
+fi
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
