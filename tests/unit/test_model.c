@@ -51,6 +51,22 @@ static void test_presets(void **st)
     assert_int_equal(s.layers[1].out_w, 1);
     assert_int_equal(s.layers[3].in_c, 4 * 2 * 1);
     model_spec_free(&s);
+
+    /* An explicit flatten, and a preset given an empty --input (its own shape). */
+    assert_int_equal(model_spec_parse("conv:4:3:1:1,flatten,fc:2", "1x8x8", &s), DT_OK);
+    assert_int_equal(s.layers[1].kind, LAYER_FLATTEN);
+    assert_int_equal(s.layers[1].out_c, 4 * 8 * 8);
+    assert_int_equal(s.layers[2].in_c, 4 * 8 * 8);
+    assert_int_equal(s.num_params, 4 * 9 + 4 + 2 * 256 + 2);
+    model_spec_free(&s);
+    assert_int_equal(model_spec_parse("mlp", "", &s), DT_OK);
+    assert_int_equal(s.in_c, 784);
+    model_spec_free(&s);
+    /* A conv on a map pooled down to 1x1 from an image: padded, it fits (only a vector --input
+     * has no image to convolve). */
+    assert_int_equal(model_spec_parse("conv:4:3:1:1,pool:8,conv:2:3:1:1,fc:2", "1x8x8", &s), DT_OK);
+    assert_int_equal(s.layers[2].out_h, 1);
+    model_spec_free(&s);
 }
 
 static void test_spec_errors(void **st)
@@ -100,6 +116,17 @@ static void test_spec_errors(void **st)
     expect_spec_error("resnet18", "3x32x32", "is neither a preset (mlp, cnn) nor a layer list");
     expect_spec_error("CNN", NULL, "model 'CNN' is not a preset: preset names are lower case (cnn)");
     expect_spec_error("relu", NULL, "needs an input shape");
+    /* A name the grammar knows, with more after it, is no layer. */
+    expect_spec_error("fc:10,relux,fc:2", "784", "layer 2 'relux' is not a layer");
+    expect_spec_error("conv:4:3:1:1,flattened,fc:2", "1x8x8", "layer 2 'flattened' is not a layer");
+    expect_spec_error("conv:4:3:1:1", "1x8x8", "the last layer must be fc:CLASSES (the logits), not 'conv:4:3:1:1'");
+    /* The first fc is named, not the latest. */
+    expect_spec_error("fc:8,relu,fc:6,conv:4:3:1:1,fc:2", "1x8x8", "layer 4 'conv:4:3:1:1' comes after layer 1 'fc:8'");
+    /* A kernel too tall for a wide map: either side too small refuses it, and the smaller side
+     * sets the kernel that fits. */
+    expect_spec_error("conv:8:5:1:0,fc:2", "1x3x9",
+                      "kernel 5 does not fit the 3x9 map it gets (--input 1x3x9) with padding 0: use a kernel of 3 or "
+                      "less or a padding of 1 or more here");
 }
 
 /* --input alone (model_spec_input), as `dtrain bench data` sizes its data by it: the model's rules,
@@ -113,8 +140,8 @@ static void test_spec_input(void **st)
     assert_true(c == 3 && h == 32 && w == 24);
     assert_int_equal(model_spec_input("784", &c, &h, &w), 1);
     assert_true(c == 784 && h == 1 && w == 1);
-    static const char *const bad[] = {"3x8x8junk", "4294967299x8x8", " 3x8x8", "+3x8x8", "3x-8x8",       "3x8x8x1",
-                                      "3x8",       "0x8x8",          "",       "3x8x",   "1x65536x65537"};
+    static const char *const bad[] = {"3x8x8junk", "4294967299x8x8", " 3x8x8", "+3x8x8", "3x-8x8",        "3x8x8x1",
+                                      "3x8",       "0x8x8",          "",       "3x8x",   "1x65536x65537", "7:4"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         c = h = w = -7;
         if (model_spec_input(bad[i], &c, &h, &w) != 0) fail_msg("--input '%s' accepted as %dx%dx%d", bad[i], c, h, w);
@@ -180,6 +207,13 @@ static void test_spec_bounds(void **st)
     assert_int_equal(model_spec_parse("conv:2:3:1:1,fc:2", "1x8192x8192", &s), DT_OK);
     assert_int_equal(s.layers[0].out_h, 8192);
     assert_true(s.max_act == (size_t)2 * 8192 * 8192);
+    model_spec_free(&s);
+    /* A layer's output of exactly 2^28, and exactly 2^32 parameters in all. */
+    assert_int_equal(model_spec_parse("conv:4:3:1:1,fc:2", "1x8192x8192", &s), DT_OK);
+    assert_true(s.max_act == 268435456);
+    model_spec_free(&s);
+    assert_int_equal(model_spec_parse("fc:8,fc:195225786,fc:2", "268435455", &s), DT_OK);
+    assert_true(s.num_params == (size_t)1 << 32);
     model_spec_free(&s);
 }
 
