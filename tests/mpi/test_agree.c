@@ -6,7 +6,8 @@
  *
  * The calls: dt_reducer_set_sync (the last rank keeps its gradients while the others reduce),
  * dt_model_set_precision, dt_model_set_accum_steps; a value outside the allowed ones on one rank
- * (sync 2, accumulation 0) fails every rank with that rank's code. dt_reducer_create's plan check
+ * (sync 2, accumulation 0; also on rank 0) fails every rank with that rank's code, and values that
+ * differ on several ranks name the lowest of them. dt_reducer_create's plan check
  * names the setting that differs and both ranks' values (the caps, the overlap, the buffer size),
  * and dt_check_replicas given another length on one rank says so instead of blaming the values
  * (and, given other values on several ranks, names the lowest).
@@ -132,6 +133,7 @@ static void check_accum(dt_ctx *ctx)
         char want[64];
         snprintf(want, sizeof want, "rank %d gave accum_steps 2 where rank 0 gave 1", bad);
         expect_refused("accum_steps differs", s, t0, want, "no rank changed its accumulation", NULL);
+        CHECK(!strstr(dt_last_error(), "other ranks differ"), "one rank differs: rank %d says more", rank);
         CHECK(dt_model_accum_steps(m) == 1, "rank %d kept 1 micro-batch a step", rank);
     } else {
         CHECK(s == DT_OK && dt_model_accum_steps(m) == 2, "one rank: 2 alone");
@@ -141,6 +143,17 @@ static void check_accum(dt_ctx *ctx)
     expect_refused("accum_steps 0", s, t0,
                    rank == bad || world == 1 ? "--accum-steps 0" : "dt_model_set_accum_steps failed on rank", NULL,
                    NULL);
+    /* Rank 0's own failure (not a value to compare): every rank names rank 0. */
+    t0 = now();
+    s = dt_model_set_accum_steps(m, rank == 0 ? 0 : 2);
+    expect_refused("accum_steps 0 on rank 0", s, t0,
+                   rank == 0 ? "--accum-steps 0" : "dt_model_set_accum_steps failed on rank 0", NULL, NULL);
+    if (world > 2) { /* ranks 1 and up each give another value: the lowest is named, and the others said */
+        t0 = now();
+        s = dt_model_set_accum_steps(m, rank == 0 ? 1 : 2 + rank);
+        expect_refused("accum_steps differs on ranks 1 and up", s, t0, "rank 1 gave accum_steps 3 where rank 0 gave 1",
+                       ", and other ranks differ too", NULL);
+    }
     CHECK(dt_model_set_accum_steps(m, 2) == DT_OK && dt_model_accum_steps(m) == 2, "accum_steps alike");
     reduces_alike(ctx, m, "after the accumulation refusals");
     dt_model_free(m);
