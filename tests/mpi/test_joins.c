@@ -14,7 +14,8 @@
  * memory (their exchange needs none: they succeed alike); dt_buffer_norm across ranks with a NULL
  * norm or a bad element type; dt_reducer_create with a NULL out, a bad overlap or an allocation
  * that fails (each in turn), and its retune with a bad reduction; dt_check_replicas with a NULL
- * buffer; and the verdicts every rank reaches from one exchange marked shared. With one rank
+ * buffer; under ZeRO-1 the full-size optimizer state a rank cannot get (the others fail with it,
+ * none left in the allgather); and the verdicts every rank reaches from one exchange marked shared. With one rank
  * there is nobody to wait: the failing calls fail alone. Run as `test_joins
  * late-dup`, it checks that the reducer's engine duplicates its communicator under the deadline.
  */
@@ -22,6 +23,7 @@
 #include "dtrain.h"
 #include "collectives/engine.h"
 #include "collectives/reducer_internal.h"
+#include "runtime/model/model.h"
 #include "base/status.h"
 #include "mpi_check.h"
 
@@ -158,6 +160,22 @@ static void check_set_sync(dt_ctx *ctx)
     t0 = now();
     s = dt_model_set_sync(m, rank == bad ? NULL : &sc);
     expect_join("set_sync with a NULL config", s, t0, DT_ERR_INVALID_ARG, bad, "c is NULL", "dt_model_set_sync", NULL);
+    /* Every rank returned it from the one exchange (a launcher then ends each rank on its own),
+     * and one rank failed: no "other ranks" are said to. */
+    CHECK(world == 1 || status_shared(s), "set_sync with a NULL config: rank %d's verdict is not marked shared", rank);
+    CHECK(!strstr(dt_last_error(), "and on other ranks"), "one rank failed: rank %d says more (%s)", rank,
+          dt_last_error());
+    /* Rank 0 and the last rank fail: the lowest is named, its code returned, the others said. */
+    t0 = now();
+    s = dt_model_set_sync(m, rank == 0 || rank == bad ? NULL : &sc);
+    CHECK(s == DT_ERR_INVALID_ARG && (world == 1 || status_shared(s)), "set_sync NULL on ranks 0 and %d: rank %d: %d",
+          bad, rank, (int)s);
+    CHECK(now() - t0 < PROMPT_S, "set_sync NULL on ranks 0 and %d: rank %d was not prompt", bad, rank);
+    if (rank == 0 || rank == bad)
+        CHECK(strstr(dt_last_error(), "c is NULL") != NULL, "rank %d's own message: %s", rank, dt_last_error());
+    else
+        CHECK(strstr(dt_last_error(), "dt_model_set_sync failed on rank 0 (invalid argument) and on other ranks"),
+              "rank %d names rank 0 and the others: %s", rank, dt_last_error());
     for (int f = 0; f < NFIELD && world > 1; f++) {
         dt_sync_defaults(&sc);
         if (rank == bad) change(&sc, f);
@@ -337,9 +355,33 @@ static void check_replicas_null(dt_ctx *ctx)
     CHECK(differ == 0, "nothing compared, nothing counted");
 }
 
-/* 9. Verdicts every rank reaches from one exchange are marked shared (status_shared), so that a
+/* 9. Under ZeRO-1 a rank that cannot get the full-size optimizer state (a checkpoint's, the unshard
+ * before a replan): the ranks agree on it before the allgather, so every rank fails at once, and
+ * with memory the unshard then works. */
+static void check_zero_full_no_memory(dt_ctx *ctx)
+{
+    dt_model *m = model(ctx, 1);
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    oc.kind = DT_OPTIM_ADAMW;
+    dt_optimizer *o = NULL;
+    CHECK(dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK, "optimizer");
+    CHECK(dt_model_shard_optimizer(m, o) == DT_OK, "shard the optimizer");
+    const int bad = world - 1;
+    const double t0 = now();
+    no_memory = rank == bad;
+    const dt_status s = model_zero_unshard(m, o);
+    no_memory = 0;
+    expect_join("unshard without memory", s, t0, DT_ERR_NOMEM, bad, "out of memory for the full-size optimizer state",
+                "making the full-size optimizer state for the checkpoint", NULL);
+    CHECK(model_zero_unshard(m, o) == DT_OK, "the unshard with memory");
+    dt_optimizer_free(o);
+    dt_model_free(m);
+}
+
+/* 10. Verdicts every rank reaches from one exchange are marked shared (status_shared), so that a
  * launcher ends each rank on its own instead of aborting the job: the replicas' values or lengths
- * differing, and dt_model_create of another model on one rank. */
+ * differing, dt_model_create of another model on one rank, and a setting out of range on one. */
 static void check_shared_verdicts(dt_ctx *ctx)
 {
     if (world < 2) return;
@@ -357,6 +399,12 @@ static void check_shared_verdicts(dt_ctx *ctx)
     CHECK(s == DT_ERR_INVALID_ARG && status_shared(s) && strstr(dt_last_error(), "built another model"),
           "another model on rank %d: rank %d got %d, shared %d (%s)", bad, rank, (int)s, status_shared(s),
           dt_last_error());
+    dt_model_free(m);
+    /* A setting compared across the ranks (rank_agree_status) that one rank gave out of range. */
+    m = model(ctx, 0);
+    s = dt_model_set_accum_steps(m, rank == bad ? 0 : 1);
+    CHECK(s == DT_ERR_INVALID_ARG && status_shared(s), "accum_steps 0 on rank %d: rank %d got %d, shared %d", bad, rank,
+          (int)s, status_shared(s));
     dt_model_free(m);
 }
 
@@ -379,6 +427,7 @@ int main(int argc, char **argv)
     check_buffer_norm(ctx);
     check_reducer(ctx);
     check_replicas_null(ctx);
+    check_zero_full_no_memory(ctx);
     check_shared_verdicts(ctx);
     const int rc = mpi_check_finish(ctx, "test_joins");
     dt_finalize(ctx);
