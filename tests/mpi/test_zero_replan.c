@@ -8,7 +8,8 @@
  * momentum. Without the unshard, the first step after the replan is refused (the optimizer is
  * sharded for another plan): the failure `--bucket-mb auto --zero 1` ran into. A replan between a
  * backward and its step completes the reduce-scatter, whose owned slices are not the new plan's:
- * among ranks the step after it is refused as unreduced.
+ * among ranks the step after it is refused as unreduced. Also: an inf in the last bucket is found on
+ * every rank, and an optimizer cut for zero 1 is refused at zero 0.
  */
 #include "dtrain.h"
 #include "mpi_check.h"
@@ -106,6 +107,45 @@ static void check_replan_mid_step(dt_ctx *ctx)
     dt_model_free(m);
 }
 
+/* Under ZeRO-1 an inf in the last bucket (the first layer's first weight: rank 0's part) is found
+ * on every rank; and an optimizer cut for zero 1 is refused once the model is at zero 0, by
+ * dt_model_shard_optimizer and by the step, rather than stepping slices of allreduced gradients. */
+static void check_last_bucket_and_zero0(dt_ctx *ctx)
+{
+    dt_model *m = model(ctx, 1, 1e-6);
+    float x[B * IN];
+    int32_t y[B];
+    double loss;
+    int correct, inf = -1;
+    mpi_rank_batch(0, B, IN, 5, x, y);
+    CHECK(dt_model_forward_backward(m, x, y, B, 1.0f / B, &loss, &correct) == DT_OK && dt_model_sync_grads(m) == DT_OK,
+          "backward");
+    dt_model_grads(m)[0] = 1.0f / 0.0f;
+    CHECK(dt_model_unscale_grads(m, 0.5f, &inf) == DT_OK && inf == 1, "rank %d: the inf in the last bucket: %d", rank,
+          inf);
+    dt_model_free(m);
+
+    m = model(ctx, 1, 1e-6);
+    dt_optim_config oc;
+    dt_optim_defaults(&oc);
+    dt_optimizer *o = NULL;
+    CHECK(dt_optimizer_create(&oc, dt_model_num_params(m), &o) == DT_OK, "optimizer");
+    CHECK(dt_model_shard_optimizer(m, o) == DT_OK, "shard for zero 1");
+    dt_sync_config sc;
+    dt_sync_defaults(&sc);
+    sc.bucket_mb = sc.first_bucket_mb = 1e-6;
+    CHECK(dt_model_set_sync(m, &sc) == DT_OK, "zero 0, the same buckets");
+    const char *want = "the optimizer's state is sharded (--zero 1) but the model's gradients are allreduced";
+    CHECK(dt_model_shard_optimizer(m, o) == DT_ERR_INVALID_ARG && strstr(dt_last_error(), want),
+          "shard at zero 0 refused");
+    CHECK(dt_model_forward_backward(m, x, y, B, 1.0f / B, &loss, &correct) == DT_OK && dt_model_sync_grads(m) == DT_OK,
+          "backward at zero 0");
+    CHECK(dt_model_optimizer_step(m, o) == DT_ERR_INVALID_ARG && strstr(dt_last_error(), want),
+          "step at zero 0 refused");
+    dt_optimizer_free(o);
+    dt_model_free(m);
+}
+
 int main(void)
 {
     dt_ctx *ctx = mpi_check_init("test_zero_replan");
@@ -113,6 +153,7 @@ int main(void)
     run(ctx, DT_OPTIM_SGD, 1);
     run(ctx, DT_OPTIM_ADAMW, 0);
     check_replan_mid_step(ctx);
+    check_last_bucket_and_zero0(ctx);
     const int rc = mpi_check_finish(ctx, "test_zero_replan");
     dt_finalize(ctx);
     return rc;
