@@ -357,6 +357,126 @@ static void print_cell(const gemm_result *r, int digits_ms)
         printf(" %10s %11s", "-", "-");
 }
 
+/* Rank 0's header: what is multiplied, on which cores and GPU, how rows are made, the columns. */
+static void print_header(const gemm_opts *o, const dt_placement *pl, int world, const char *gpu_desc)
+{
+    printf("# dtrain bench gemm: C = A B, n x n x n, fp32 in and out (bf16/fp16: 16-bit in and out, fp32 "
+           "accumulation), 2 n^3 flops\n");
+    printf("# CPU: OpenBLAS %s kernels, %d thread%s on cores %s%s\n", dt_blas_corename(), pl->blas_threads,
+           cli_s(pl->blas_threads), pl->cores, o->cpu ? "" : " (not run: --no-cpu)");
+    printf("# GPU: %s%s\n", gpu_desc, o->gpu ? "" : " (not run: --no-gpu)");
+    if (world > 1)
+        printf("# all %d ranks run every product, each size's CPU side and each GPU type started together (a "
+               "barrier); a row is the slowest rank's: its mean, the fewest reps, min-max over every rank's "
+               "products, the worst error\n",
+               world);
+    printf("# OpenBLAS has no tf32/bf16/fp16 GEMM: the CPU column is fp32, and GPU/CPU is against it\n");
+    printf("# ms: the mean of one product over reps timed ones after %d warm-up (--iters %d, fewer once "
+           "--max-seconds %g is spent); CPU min-max: its fastest and slowest product\n",
+           o->warmup, o->iters, o->max_s);
+    printf("# %7s %6s %10s %11s %10s %11s %8s %5s %17s %5s %10s %6s\n", "n", "type", "CPU ms", "CPU TFLOP/s", "GPU ms",
+           "GPU TFLOP/s", "GPU/CPU", "reps", "CPU min-max ms", "reps", "max err", "check");
+    fflush(stdout);
+}
+
+/* What the rows add up to, for the last lines: results outside the tolerance, GPU products that
+ * failed, and whether the GPU is gone for good (no GPU at all: gpu_note says why). */
+typedef struct gemm_totals {
+    int wrong, failed, gpu_gone;
+    char gpu_note[160];
+} gemm_totals;
+
+/* Rank 0's row of size n, type t. cpu_row: the CPU's result on the fp32 row, else NULL; cpu (the
+ * ratio's) is CPU fp32 on every row. grc: gpu_run's return; mine_ran: whether this rank's GPU ran
+ * it (gpu: every rank's merged). */
+static void print_row(size_t n, gemm_type t, const gemm_result *cpu_row, const gemm_result *cpu, const gemm_result *gpu,
+                      double err, int bad, int grc, int mine_ran)
+{
+    printf("  %7zu %6s", n, type_name[t]);
+    static const gemm_result none = {0};
+    print_cell(cpu_row ? cpu_row : &none, 2);
+    print_cell(gpu, 3);
+    if (gpu->ran && cpu->ran)
+        printf(" %8.1f", gpu->tflops / cpu->tflops);
+    else
+        printf(" %8s", "-");
+    print_reps(cpu_row ? cpu_row : &none, 1);
+    print_reps(gpu, 0);
+    if (isnan(err))
+        printf(" %10s %6s\n", "-", "-");
+    else
+        printf(" %10.2e %6s\n", err, bad ? "WRONG" : "ok");
+    /* Why this row's GPU cell is empty (no GPU at all: one line at the end). */
+    if (grc >= 0 && !mine_ran && gpu->note[0])
+        printf("#   GPU %s: %s\n", grc ? "FAILED" : "not run", gpu->note);
+    else if (mine_ran && !gpu->ran)
+        printf("#   GPU not run on every rank (the others say why on stderr): no slowest time\n");
+    fflush(stdout);
+}
+
+/* Size n, type t on the GPU (every rank's merged) and its row, counted in tot. 0, or 1 when the
+ * barrier or the merge failed (*mrc: the merge's MPI error; MPI_SUCCESS for the barrier's). */
+static int gpu_type_row(dt_ctx *ctx, const gemm_opts *o, size_t n, gemm_type t, const float *a, const float *b,
+                        const gemm_result *cpu, int rank, int world, gemm_totals *tot, int *mrc)
+{
+    gemm_result gpu = {0};
+    int some_ran = 0;
+    if (gemm_barrier(ctx, world)) return 1;
+    const int grc = tot->gpu_gone ? 0 : gpu_run(n, t, o, a, b, &gpu);
+    if (grc < 0) {
+        tot->gpu_gone = 1;
+        snprintf(tot->gpu_note, sizeof tot->gpu_note, "%s", gpu.note);
+    }
+    tot->failed += grc > 0;
+    const int mine_ran = gpu.ran;
+    if (world > 1 && (*mrc = merge_ranks(n, &gpu, &some_ran))) return 1;
+    /* A rank whose GPU did not run where another's did empties the row: it says why. */
+    if (some_ran && !mine_ran && rank != 0 && gpu.note[0])
+        cli_error("rank %d: GPU not run at n %zu %s: %s", rank, n, type_name[t], gpu.note);
+    const gemm_result *cpu_row = t == GEMM_FP32 ? cpu : NULL;
+    const double err = gpu.ran ? gpu.max_err : cpu_row && cpu_row->ran ? cpu_row->max_err : NAN;
+    const int bad = (gpu.ran && !(gpu.max_err <= type_tol[t])) ||
+                    (cpu_row && cpu_row->ran && !(cpu_row->max_err <= type_tol[GEMM_FP32]));
+    tot->wrong += bad;
+    if (rank == 0) print_row(n, t, cpu_row, cpu, &gpu, err, bad, grc, mine_ran);
+    return 0;
+}
+
+/* Size n's CPU side, every rank's merged into cpu. 0, or 1 when the barrier or the merge failed
+ * (*mrc: the merge's MPI error). */
+static int cpu_side(dt_ctx *ctx, const gemm_opts *o, size_t n, const float *a, const float *b, float *c, int rank,
+                    int world, gemm_result *cpu, int *mrc)
+{
+    int some_ran = 0;
+    if (gemm_barrier(ctx, world)) return 1;
+    cpu_run(n, o, a, b, c, rank, cpu);
+    return world > 1 && (*mrc = merge_ranks(n, cpu, &some_ran)) != MPI_SUCCESS;
+}
+
+/* Size n: its seeded matrices, the CPU side, then each GPU type's row. 0, or 1 once it said why
+ * (out of host memory, a failed barrier or merge): the caller aborts the job. */
+static int bench_size(dt_ctx *ctx, const gemm_opts *o, size_t n, int rank, int world, gemm_totals *tot)
+{
+    float *a = malloc(n * n * sizeof *a), *b = malloc(n * n * sizeof *b);
+    float *c = o->cpu ? malloc(n * n * sizeof *c) : NULL;
+    if (!a || !b || (o->cpu && !c)) {
+        free(a), free(b), free(c);
+        cli_error("out of host memory for three %zu x %zu matrices (%.1f GiB): use a smaller --n", n, n,
+                  3.0 * (double)n * (double)n * 4 / (1 << 30));
+        return 1;
+    }
+    gemm_fill(a, n, 1);
+    gemm_fill(b, n, 2);
+    gemm_result cpu = {0};
+    int mrc = MPI_SUCCESS;
+    int failed = o->cpu && cpu_side(ctx, o, n, a, b, c, rank, world, &cpu, &mrc);
+    for (int t = 0; !failed && t < GEMM_NTYPES; t++)
+        if (o->types[t]) failed = gpu_type_row(ctx, o, n, (gemm_type)t, a, b, &cpu, rank, world, tot, &mrc);
+    free(a), free(b), free(c);
+    if (mrc != MPI_SUCCESS) cli_error("MPI_Allreduce of the ranks' timings failed (MPI error %d)", mrc);
+    return failed;
+}
+
 int cmd_bench_gemm(int argc, char **argv)
 {
     gemm_opts o = {.nn = 3,
@@ -381,112 +501,27 @@ int cmd_bench_gemm(int argc, char **argv)
     if ((rc = gemm_memory_check(ctx, &o, pl.local_size, rank))) return cli_end_failed(ctx, rc, rc == EXIT_USAGE);
     char gpu_desc[256];
     gemm_gpu_describe(gpu_desc, sizeof gpu_desc);
-    if (rank == 0) {
-        printf("# dtrain bench gemm: C = A B, n x n x n, fp32 in and out (bf16/fp16: 16-bit in and out, fp32 "
-               "accumulation), 2 n^3 flops\n");
-        printf("# CPU: OpenBLAS %s kernels, %d thread%s on cores %s%s\n", dt_blas_corename(), pl.blas_threads,
-               cli_s(pl.blas_threads), pl.cores, o.cpu ? "" : " (not run: --no-cpu)");
-        printf("# GPU: %s%s\n", gpu_desc, o.gpu ? "" : " (not run: --no-gpu)");
-        if (world > 1)
-            printf("# all %d ranks run every product, each size's CPU side and each GPU type started together (a "
-                   "barrier); a row is the slowest rank's: its mean, the fewest reps, min-max over every rank's "
-                   "products, the worst error\n",
-                   world);
-        printf("# OpenBLAS has no tf32/bf16/fp16 GEMM: the CPU column is fp32, and GPU/CPU is against it\n");
-        printf("# ms: the mean of one product over reps timed ones after %d warm-up (--iters %d, fewer once "
-               "--max-seconds %g is spent); CPU min-max: its fastest and slowest product\n",
-               o.warmup, o.iters, o.max_s);
-        printf("# %7s %6s %10s %11s %10s %11s %8s %5s %17s %5s %10s %6s\n", "n", "type", "CPU ms", "CPU TFLOP/s",
-               "GPU ms", "GPU TFLOP/s", "GPU/CPU", "reps", "CPU min-max ms", "reps", "max err", "check");
-        fflush(stdout);
-    }
+    if (rank == 0) print_header(&o, &pl, world, gpu_desc);
     /* OpenBLAS spins for ever where its working buffer cannot be mapped (kernels/cpu/blas_reserve.c). */
     if (o.cpu && backend_cpu_blas_reserve() != DT_OK) {
         cli_error("%s", dt_last_error());
         dt_abort_job(ctx, EXIT_FAIL);
         return EXIT_FAIL;
     }
-    int wrong = 0, failed = 0, gpu_gone = !o.gpu;
-    char gpu_note[160] = "";
-    for (int si = 0; si < o.nn; si++) {
-        const size_t n = o.n[si];
-        float *a = malloc(n * n * sizeof *a), *b = malloc(n * n * sizeof *b);
-        float *c = o.cpu ? malloc(n * n * sizeof *c) : NULL;
-        if (!a || !b || (o.cpu && !c)) {
-            free(a), free(b), free(c);
-            cli_error("out of host memory for three %zu x %zu matrices (%.1f GiB): use a smaller --n", n, n,
-                      3.0 * (double)n * (double)n * 4 / (1 << 30));
+    gemm_totals tot = {.gpu_gone = !o.gpu};
+    for (int si = 0; si < o.nn; si++)
+        if (bench_size(ctx, &o, o.n[si], rank, world, &tot)) {
             dt_abort_job(ctx, EXIT_FAIL);
             return EXIT_FAIL;
         }
-        gemm_fill(a, n, 1);
-        gemm_fill(b, n, 2);
-        gemm_result cpu = {0};
-        int some_ran = 0, mrc = MPI_SUCCESS;
-        if (o.cpu) {
-            if (gemm_barrier(ctx, world)) goto collective_failed;
-            cpu_run(n, &o, a, b, c, rank, &cpu);
-            if (world > 1 && (mrc = merge_ranks(n, &cpu, &some_ran))) goto collective_failed;
-        }
-        for (int t = 0; t < GEMM_NTYPES; t++) {
-            if (!o.types[t]) continue;
-            gemm_result gpu = {0};
-            if (gemm_barrier(ctx, world)) goto collective_failed;
-            const int grc = gpu_gone ? 0 : gpu_run(n, (gemm_type)t, &o, a, b, &gpu);
-            if (grc < 0) {
-                gpu_gone = 1;
-                snprintf(gpu_note, sizeof gpu_note, "%s", gpu.note);
-            }
-            failed += grc > 0;
-            const int mine_ran = gpu.ran;
-            if (world > 1 && (mrc = merge_ranks(n, &gpu, &some_ran))) goto collective_failed;
-            /* A rank whose GPU did not run where another's did empties the row: it says why. */
-            if (some_ran && !mine_ran && rank != 0 && gpu.note[0])
-                cli_error("rank %d: GPU not run at n %zu %s: %s", rank, n, type_name[t], gpu.note);
-            const gemm_result *cpu_row = t == GEMM_FP32 ? &cpu : NULL;
-            const double err = gpu.ran ? gpu.max_err : cpu_row && cpu_row->ran ? cpu_row->max_err : NAN;
-            const int bad = (gpu.ran && !(gpu.max_err <= type_tol[t])) ||
-                            (cpu_row && cpu_row->ran && !(cpu_row->max_err <= type_tol[GEMM_FP32]));
-            wrong += bad;
-            if (rank == 0) {
-                printf("  %7zu %6s", n, type_name[t]);
-                static const gemm_result none = {0};
-                print_cell(cpu_row ? cpu_row : &none, 2);
-                print_cell(&gpu, 3);
-                if (gpu.ran && cpu.ran)
-                    printf(" %8.1f", gpu.tflops / cpu.tflops);
-                else
-                    printf(" %8s", "-");
-                print_reps(cpu_row ? cpu_row : &none, 1);
-                print_reps(&gpu, 0);
-                if (isnan(err))
-                    printf(" %10s %6s\n", "-", "-");
-                else
-                    printf(" %10.2e %6s\n", err, bad ? "WRONG" : "ok");
-                /* Why this row's GPU cell is empty (no GPU at all: one line at the end). */
-                if (grc >= 0 && !mine_ran && gpu.note[0])
-                    printf("#   GPU %s: %s\n", grc ? "FAILED" : "not run", gpu.note);
-                else if (mine_ran && !gpu.ran)
-                    printf("#   GPU not run on every rank (the others say why on stderr): no slowest time\n");
-                fflush(stdout);
-            }
-        }
-        free(a), free(b), free(c);
-        continue;
-    collective_failed:
-        free(a), free(b), free(c);
-        if (mrc != MPI_SUCCESS) cli_error("MPI_Allreduce of the ranks' timings failed (MPI error %d)", mrc);
-        dt_abort_job(ctx, EXIT_FAIL);
-        return EXIT_FAIL;
-    }
-    if (rank == 0 && o.gpu && gpu_gone && gpu_note[0]) printf("# GPU columns skipped: %s\n", gpu_note);
-    if (rank == 0 && wrong)
+    if (rank == 0 && o.gpu && tot.gpu_gone && tot.gpu_note[0]) printf("# GPU columns skipped: %s\n", tot.gpu_note);
+    if (rank == 0 && tot.wrong)
         cli_error("%d result(s) outside the tolerance (fp32 1e-5, tf32 5e-3, bf16 1e-2, fp16 2e-3 of sum |a b|): "
                   "the GEMM library or the device is computing wrong values",
-                  wrong);
-    if (failed)
+                  tot.wrong);
+    if (tot.failed)
         cli_error("rank %d: %d GPU product(s) failed with a CUDA or cuBLAS error (the '# GPU FAILED' lines name the "
                   "call): their GPU columns are empty, not measured",
-                  rank, failed);
-    return cli_finish(ctx, wrong || failed ? EXIT_FAIL : EXIT_OK);
+                  rank, tot.failed);
+    return cli_finish(ctx, tot.wrong || tot.failed ? EXIT_FAIL : EXIT_OK);
 }
