@@ -125,24 +125,28 @@ static void model_for_classes(const train_opts *t, int K, char *buf, size_t len)
     snprintf(buf, len, "--model '%.*sfc:%d'%s%s", keep, spec, K, t->input ? " --input " : "", t->input ? t->input : "");
 }
 
-int train_data_check_and_eval(const train_opts *t, const dt_model *m, int threads, train_data *d)
+/* Without --data: the synthetic set of the model's shape and classes, made now that the model
+ * gives them. */
+static int open_synthetic(const train_opts *t, const dt_model *m, int threads, train_data *d)
 {
-    if (!d->train) {
-        int c, h, w;
-        dt_model_input_shape(m, &c, &h, &w);
-        dt_data_config cfg;
-        data_config(t, threads, &cfg);
-        dt_status s = dt_synthetic_open(c, h, w, dt_model_num_classes(m), (size_t)t->dataset_size, (uint64_t)t->seed,
-                                        &cfg, &d->train);
-        if (!s) s = dt_dataset_set_synthetic_on(d->train, t->synthetic_on);
-        if (s) {
-            cli_error("%s", dt_last_error());
-            return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
-        }
-        return cli_normalize_apply(&t->norm, d->train);
+    int c, h, w;
+    dt_model_input_shape(m, &c, &h, &w);
+    dt_data_config cfg;
+    data_config(t, threads, &cfg);
+    dt_status s = dt_synthetic_open(c, h, w, dt_model_num_classes(m), (size_t)t->dataset_size, (uint64_t)t->seed, &cfg,
+                                    &d->train);
+    if (!s) s = dt_dataset_set_synthetic_on(d->train, t->synthetic_on);
+    if (s) {
+        cli_error("%s", dt_last_error());
+        return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
     }
-    int rc = cli_normalize_apply(&t->norm, d->train);
-    if (rc) return rc;
+    return cli_normalize_apply(&t->norm, d->train);
+}
+
+/* The --data training set against the model: samples of its input's size, no more classes than
+ * its outputs (fewer: a warning). *K: the data's classes. */
+static int check_train_set(const train_opts *t, const dt_model *m, const train_data *d, int *K)
+{
     if (t->synthetic_on == DT_SYNTHETIC_DEVICE) {
         cli_error("--synthetic-on device: --data %s is read from files; only dtrain's synthetic data (no --data) is "
                   "made on the GPU",
@@ -160,44 +164,61 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
                   t->data, C, H, W, values, mc, mh, mw, dt_model_input_size(m));
         return EXIT_USAGE;
     }
-    const int K = dt_dataset_num_classes(d->train);
+    *K = dt_dataset_num_classes(d->train);
     const int outputs = dt_model_num_classes(m);
     char model_k[4200];
-    model_for_classes(t, K, model_k, sizeof model_k);
-    if (K > outputs) {
+    model_for_classes(t, *K, model_k, sizeof model_k);
+    if (*K > outputs) {
         cli_error("--data %s has %d classes but the model's last layer has %d outputs: end the model with fc:%d "
                   "(%s); more classes than the data should have are a label out of range: dtrain data info %s "
                   "counts the samples of each",
-                  t->data, K, outputs, K, model_k, t->data);
+                  t->data, *K, outputs, *K, model_k, t->data);
         return EXIT_USAGE;
     }
     /* Fewer classes than outputs trains, the extra outputs never a label: a warning, not a refusal,
      * as classes may be added to the data later. */
-    if (K < outputs)
+    if (*K < outputs)
         log_msg0(LOG_LEVEL_WARN,
                  "--data %s has %d classes but the model's last layer has %d outputs: the %d without a class are "
                  "trained never to be predicted; to match the data end the model with fc:%d (%s), or keep it for "
                  "classes still to come",
-                 t->data, K, outputs, outputs - K, K, model_k);
-    dt_data_config c;
-    data_config(t, threads, &c);
-    c.shuffle = 0, c.crop_pad = 0, c.flip = 0;
+                 t->data, *K, outputs, outputs - *K, *K, model_k);
+    return EXIT_OK;
+}
+
+/* The held-out set's configuration into c: training's reading without its shuffle and
+ * augmentation, with its normalization figures and class numbering; which set (--eval-data,
+ * --holdout's part, or the test split) named in d->eval_what. Returns the path to open. */
+static const char *eval_config(const train_opts *t, int threads, train_data *d, dt_data_config *c)
+{
+    int C, H, W;
+    dt_dataset_shape(d->train, &C, &H, &W);
+    data_config(t, threads, c);
+    c->shuffle = 0, c->crop_pad = 0, c->flip = 0;
     const float *mean, *std;
-    c.normalize = dt_dataset_normalization(d->train, &mean, &std);
-    c.mean = mean, c.std = std;
-    c.classes_like = d->train; /* an image folder's classes keep training's numbering */
-    const char *path = t->eval_data ? t->eval_data : t->data;
+    c->normalize = dt_dataset_normalization(d->train, &mean, &std);
+    c->mean = mean, c->std = std;
+    c->classes_like = d->train; /* an image folder's classes keep training's numbering */
     if (t->eval_data) {
         snprintf(d->eval_what, sizeof d->eval_what, "--eval-data %s", t->eval_data);
         /* An image folder decodes to the training samples' shape when --input gives none (a .dts,
          * IDX or CIFAR training set has one), rather than asking for a shape the model must take anyway. */
-        if (!c.c && (C == 1 || C == 3)) c.c = C, c.h = H, c.w = W;
+        if (!c->c && (C == 1 || C == 3)) c->c = C, c->h = H, c->w = W;
     } else if (t->holdout > 0) {
-        c.holdout = t->holdout, c.holdout_part = 1;
+        c->holdout = t->holdout, c->holdout_part = 1;
         snprintf(d->eval_what, sizeof d->eval_what, "--holdout %g of %s", t->holdout, t->data);
     } else {
-        c.split = "test";
+        c->split = "test";
     }
+    return t->eval_data ? t->eval_data : t->data;
+}
+
+/* The held-out set into d->eval: --eval-data, --holdout's part, or --data's test split, which may
+ * be none (d->eval NULL, d->eval_what says why, EXIT_OK). */
+static int open_eval(const train_opts *t, int threads, train_data *d)
+{
+    dt_data_config c;
+    const char *path = eval_config(t, threads, d, &c);
     dt_status s = dt_dataset_open(path, &c, &d->eval);
     if (s && !t->eval_data && t->holdout <= 0) {
         /* A test split whose files are there but do not open is refused: training would run to its
@@ -230,7 +251,15 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
         }
         snprintf(d->eval_what, sizeof d->eval_what, "the test split of %s", t->data);
     }
-    int ec, eh, ew;
+    return EXIT_OK;
+}
+
+/* The held-out set against the training set's samples and the model's outputs (K: the training
+ * data's classes, for the message). */
+static int check_eval_set(const dt_model *m, const train_data *d, int K)
+{
+    int C, H, W, ec, eh, ew;
+    dt_dataset_shape(d->train, &C, &H, &W);
     dt_dataset_shape(d->eval, &ec, &eh, &ew);
     if (ec != C || eh != H || ew != W) {
         cli_error(
@@ -249,6 +278,16 @@ int train_data_check_and_eval(const train_opts *t, const dt_model *m, int thread
         return EXIT_USAGE;
     }
     return EXIT_OK;
+}
+
+int train_data_check_and_eval(const train_opts *t, const dt_model *m, int threads, train_data *d)
+{
+    if (!d->train) return open_synthetic(t, m, threads, d);
+    int K = 0, rc;
+    if ((rc = cli_normalize_apply(&t->norm, d->train)) || (rc = check_train_set(t, m, d, &K)) ||
+        (rc = open_eval(t, threads, d)))
+        return rc;
+    return d->eval ? check_eval_set(m, d, K) : EXIT_OK;
 }
 
 void train_data_describe(const train_opts *t, const train_data *d, int world, FILE *out)
