@@ -13,6 +13,7 @@
  * lower than the model learned it.
  */
 #include "launch/cli.h"
+#include "launch/train/eval_figures.h"
 #include "launch/train/train_record.h"
 #include "runtime/checkpoint/ckpt_extra.h"
 #include "runtime/checkpoint/ckpt_write_file.h"
@@ -153,68 +154,7 @@ static int eval_check(dt_config *cfg, void *ud)
     return EXIT_OK;
 }
 
-/* Up to 20 classes every class's figures are printed, and the matrix; more would be a line of
- * thousands of characters and a matrix no terminal shows, so the classes that need a look are
- * picked instead: the EVAL_WORST lowest accuracies and the EVAL_WORST largest confusions. */
-#define EVAL_PRINT_ALL 20
-#define EVAL_WORST 10
-
-/* Inserts (key, a, b) into the n-long list best (at most EVAL_WORST, sorted by key, highest first
- * when high, else lowest; ties keep the order met, the lower class first). */
-typedef struct eval_pick {
-    double key;
-    int a, b;
-} eval_pick;
-
-static void pick_insert(eval_pick *best, int *n, int high, double key, int a, int b)
-{
-    int at = *n;
-    while (at > 0 && (high ? key > best[at - 1].key : key < best[at - 1].key)) at--;
-    if (at >= EVAL_WORST) return;
-    if (*n < EVAL_WORST) (*n)++;
-    memmove(best + at + 1, best + at, (size_t)(*n - 1 - at) * sizeof *best);
-    best[at] = (eval_pick){key, a, b};
-}
-
-/* Over EVAL_PRINT_ALL classes: the mean of the per-class accuracies, the classes with the lowest,
- * and the largest off-diagonal counts of the matrix (which class is taken for which). */
-static void print_summary(const dt_eval_result *r, int K)
-{
-    eval_pick low[EVAL_WORST], conf[EVAL_WORST];
-    int nlow = 0, nconf = 0, seen = 0, none_right = 0;
-    long off = 0;
-    double mean = 0;
-    for (int k = 0; k < K; k++) {
-        if (!r->class_count[k]) continue;
-        const double acc = (double)r->class_correct[k] / r->class_count[k];
-        mean += acc, seen++, none_right += !r->class_correct[k];
-        pick_insert(low, &nlow, 0, acc, k, 0);
-    }
-    for (int i = 0; i < K; i++)
-        for (int j = 0; j < K; j++) {
-            const long c = r->confusion[(size_t)i * K + j];
-            if (i == j || !c) continue;
-            off++;
-            pick_insert(conf, &nconf, 1, (double)c, i, j);
-        }
-    printf("per class: %d of the %d classes have samples, mean accuracy over them %.4f, %d with none right; the %d "
-           "lowest (class: accuracy (samples)):",
-           seen, K, seen ? mean / seen : 0, none_right, nlow);
-    for (int i = 0; i < nlow; i++)
-        printf("%s %d: %.3f (%ld)", i ? "," : "", low[i].a, low[i].key, r->class_count[low[i].a]);
-    printf("\n");
-    if (!nconf) {
-        printf("confusions: none, every sample's prediction is its class\n");
-        return;
-    }
-    printf("confusions: %ld (true, predicted) pairs of classes have some; the %d largest (true -> predicted: "
-           "samples):",
-           off, nconf);
-    for (int i = 0; i < nconf; i++) printf("%s %d -> %d: %.0f", i ? "," : "", conf[i].a, conf[i].b, conf[i].key);
-    printf("\n");
-}
-
-/* The figures, as rank 0 prints them: totals, per class, and the matrix for up to 20 classes;
+/* The figures, as rank 0 prints them: what was evaluated, the totals, then per class (eval_figures.h);
  * `all` samples in the set, of which those not in r->count were left out as undecodable. */
 static void print_result(const eval_opts *e, long step, const dt_eval_result *r, int K, size_t all)
 {
@@ -232,62 +172,7 @@ static void print_result(const eval_opts *e, long step, const dt_eval_result *r,
         printf("--bad-samples skip: %ld of the %zu samples could not be decoded: left out of these figures "
                "(dtrain data verify PATH names them)\n",
                (long)all - r->count, all);
-    if (K > EVAL_PRINT_ALL) {
-        print_summary(r, K);
-        if (!e->confusion_csv)
-            printf("confusion matrix: %d classes, too many to print: --confusion-csv FILE writes it\n", K);
-        return;
-    }
-    printf("per class (accuracy, samples):");
-    for (int k = 0, first = 1; k < K; k++) {
-        if (!r->class_count[k]) continue;
-        printf("%s %d: %.3f (%ld)", first ? "" : ",", k, (double)r->class_correct[k] / r->class_count[k],
-               r->class_count[k]);
-        first = 0;
-    }
-    printf("\n");
-    printf("confusion matrix (row: true class, column: predicted):\n      ");
-    for (int k = 0; k < K; k++) printf(" %6d", k);
-    printf("\n");
-    for (int i = 0; i < K; i++) {
-        printf("%6d", i);
-        for (int j = 0; j < K; j++) printf(" %6ld", r->confusion[(size_t)i * K + j]);
-        printf("\n");
-    }
-}
-
-/* The matrix as CSV at path, built in memory and written atomically: a full disk or a crash leaves
- * the previous file whole, never a truncated one. */
-static int write_csv(const char *path, const dt_eval_result *r, int K)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) {
-        cli_error("--confusion-csv %s: out of memory for the matrix of %d classes", path, K);
-        return EXIT_FAIL;
-    }
-    fprintf(f, "true\\predicted");
-    for (int k = 0; k < K; k++) fprintf(f, ",%d", k);
-    fprintf(f, "\n");
-    for (int i = 0; i < K; i++) {
-        fprintf(f, "%d", i);
-        for (int j = 0; j < K; j++) fprintf(f, ",%ld", r->confusion[(size_t)i * K + j]);
-        fprintf(f, "\n");
-    }
-    if (fclose(f) != 0) {
-        free(buf);
-        cli_error("--confusion-csv %s: out of memory for the matrix of %d classes", path, K);
-        return EXIT_FAIL;
-    }
-    const ckpt_part part = {buf, len};
-    const dt_status s = ckpt_write_file_atomic(path, "confusion matrix", "--confusion-csv", &part, 1);
-    free(buf);
-    if (s) {
-        cli_error("%s (the figures are printed above; %s is as it was)", dt_last_error(), path);
-        return EXIT_FAIL;
-    }
-    return EXIT_OK;
+    eval_figures_print(r, K, e->confusion_csv != NULL);
 }
 
 /* path is an input or would sit among them: the --data or --eval-data file itself, or a file in
@@ -380,6 +265,153 @@ static dt_status check_record(dt_ctx *ctx, const eval_opts *e, const dt_dataset 
     return DT_OK;
 }
 
+/* How the data is read: the checkpoint's normalization (set once it is loaded, so no statistics
+ * pass), not shuffled, the split or --holdout's part of the train split. */
+static void eval_data_config(const eval_opts *e, dt_data_config *dc)
+{
+    dt_data_defaults(dc);
+    dc->format = e->format;
+    dc->cifar100_coarse = e->cifar100_coarse;
+    dc->split = e->holdout > 0 ? "train" : e->split;
+    dc->holdout = e->holdout, dc->holdout_part = 1;
+    dc->shuffle = 0;
+    dc->skip_bad = e->skip_bad;
+    dc->normalize = DT_NORMALIZE_NONE; /* the checkpoint's comes below: no statistics pass */
+    if (e->input && model_spec_input(e->input, &dc->c, &dc->h, &dc->w) != 3) {
+        dc->c = dc->h = dc->w = 0; /* N (features) sizes no image; a bad shape is the model's to refuse */
+        status_clear_error();
+    }
+}
+
+/* What one evaluation holds, freed by eval_free; on a failure, what the exit code is made of. */
+typedef struct eval_run {
+    dt_dataset *d;
+    dt_model *m;
+    dt_eval_result r;
+    float *stats;        /* the checkpoint's normalization figures: mean then std, C each */
+    dt_status s;         /* the failure, DT_OK for one said already (EVAL_FAILED_SAID) */
+    int shared;          /* the failure is one every rank knows of (cli_end_failed) */
+    const char *opening; /* the path an open failure is about */
+} eval_run;
+
+enum { EVAL_FAILED = 1, EVAL_FAILED_SAID };
+
+static void eval_free(eval_run *er)
+{
+    free(er->r.class_correct), free(er->r.class_count), free(er->r.confusion), free(er->stats);
+    dt_model_free(er->m);
+    dt_dataset_free(er->d);
+}
+
+/* The data into er->d: --data's split, or --eval-data whole with --data's class numbering. Every
+ * rank opens the data on its own: a wrong path fails on all of them alike, said once (with how
+ * many ranks met it) and ended by every rank, as dtrain train does, not once per rank and an
+ * abort. Collective. EXIT_OK, or the exit code every rank has. */
+static int eval_open_data(dt_ctx *ctx, const eval_opts *e, dt_data_config *dc, eval_run *er)
+{
+    dt_status s;
+    char open_why[2048] = "";
+    cli_error_capture(open_why, sizeof open_why);
+    if (e->eval_data) {
+        /* --data's train split gives the class numbering alone (an image folder's names; other
+         * formats' labels are numbers already), then goes: eval reads --eval-data only. */
+        dt_dataset *ref = NULL;
+        dc->split = NULL;
+        if (!(s = dt_dataset_open(e->data, dc, &ref))) {
+            dc->classes_like = ref;
+            int C, H, W; /* without --input an image folder decodes to the training samples' shape */
+            dt_dataset_shape(ref, &C, &H, &W);
+            if (!dc->c && (C == 1 || C == 3)) dc->c = C, dc->h = H, dc->w = W;
+            er->opening = e->eval_data;
+            s = dt_dataset_open(e->eval_data, dc, &er->d);
+            dt_dataset_free(ref);
+        }
+    } else {
+        s = dt_dataset_open(e->data, dc, &er->d);
+    }
+    if (s) cli_error("%s %s: %s", er->opening == e->data ? "--data" : "--eval-data", er->opening, dt_last_error());
+    cli_error_capture(NULL, 0);
+    er->s = s;
+    return cli_agree_failure(ctx, s ? cli_input_exit(s, er->opening) : EXIT_OK, open_why, &er->shared);
+}
+
+/* The model (--model, and --input or the data's shape) with the newest sound checkpoint's weights,
+ * its run record checked, and its normalization set on the data. *step: the checkpoint's. 0, or
+ * EVAL_FAILED(_SAID). Collective. */
+static int eval_load(dt_ctx *ctx, const eval_opts *e, eval_run *er, long *step)
+{
+    int C, H, W;
+    dt_dataset_shape(er->d, &C, &H, &W);
+    char input[64];
+    if (e->input)
+        snprintf(input, sizeof input, "%s", e->input);
+    else if (H == 1 && W == 1)
+        snprintf(input, sizeof input, "%d", C);
+    else
+        snprintf(input, sizeof input, "%dx%dx%d", C, H, W);
+    if ((er->s = dt_model_create(ctx, e->model, input, 1, e->batch, &er->m))) return EVAL_FAILED;
+    if (!(er->stats = malloc(2 * (size_t)C * sizeof *er->stats))) {
+        cli_error("out of memory");
+        return EVAL_FAILED_SAID;
+    }
+    dt_ckpt_data cd = {.channels = C, .mean = er->stats, .std = er->stats + C};
+    *step = 0;
+    if ((er->s = dt_checkpoint_load_latest(ctx, e->ckpt_dir, er->m, NULL, NULL, &cd, step))) return EVAL_FAILED;
+    if (*step == 0 && !cd.present) {
+        /* Rank 0 read the directory and every rank has its outcome: said once, by rank 0. */
+        if (dt_rank(ctx) == 0)
+            cli_error("no loadable checkpoint in %s: train with --checkpoint-dir %s first", e->ckpt_dir, e->ckpt_dir);
+        er->shared = 1;
+        return EVAL_FAILED_SAID;
+    }
+    if ((er->s = check_record(ctx, e, er->d, *step))) return EVAL_FAILED;
+    if (cd.present && cd.normalize >= 0) {
+        if ((er->s = dt_dataset_set_normalization(er->d, (dt_normalize)cd.normalize, cd.mean, cd.std)))
+            return EVAL_FAILED;
+    } else if (dt_rank(ctx) == 0) {
+        fprintf(stderr,
+                "dtrain: warning: the checkpoint in %s keeps no normalization (an older one): evaluating on "
+                "the values as read\n",
+                e->ckpt_dir);
+    }
+    return 0;
+}
+
+/* The evaluation, and rank 0's figures (and --confusion-csv). 0, or EVAL_FAILED(_SAID). Collective. */
+static int eval_figures(dt_ctx *ctx, const eval_opts *e, int threads, eval_run *er, long step)
+{
+    const int K = dt_model_num_classes(er->m);
+    er->r.class_correct = calloc((size_t)K, sizeof(long));
+    er->r.class_count = calloc((size_t)K, sizeof(long));
+    er->r.confusion = calloc((size_t)K * K, sizeof(long));
+    if (!er->r.class_correct || !er->r.class_count || !er->r.confusion) {
+        cli_error("out of memory for the figures of %d classes", K);
+        return EVAL_FAILED_SAID;
+    }
+    if ((er->s = dt_evaluate(ctx, er->m, er->d, e->batch, threads, &er->r))) return EVAL_FAILED;
+    if (dt_rank(ctx) == 0) {
+        print_result(e, step, &er->r, K, dt_dataset_size(er->d));
+        if (e->confusion_csv && eval_figures_write_csv(e->confusion_csv, &er->r, K)) return EVAL_FAILED_SAID;
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* A failure after the data opened (how: EVAL_FAILED, said here, or EVAL_FAILED_SAID): everything
+ * freed, the job ended. */
+static int eval_failed(dt_ctx *ctx, eval_run *er, int how)
+{
+    if (how == EVAL_FAILED) {
+        er->shared = status_shared(er->s);
+        if (!cli_peer_failure(er->s)) cli_error("%s (%s)", dt_last_error(), dt_strerror(er->s));
+    }
+    const int opened = er->d != NULL;
+    eval_free(er);
+    /* Before d opened, the failure was its open: a --data that cannot be reached is bad usage. */
+    const int rc = opened ? (er->s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL) : cli_input_exit(er->s, er->opening);
+    return cli_end_failed(ctx, rc, er->shared);
+}
+
 int cmd_eval(int argc, char **argv)
 {
     eval_opts e = {.model = "mlp", .split = "test", .batch = 256, .loader_threads = -1};
@@ -395,111 +427,16 @@ int cmd_eval(int argc, char **argv)
     if (why[0]) return cli_finish(ctx, EXIT_USAGE); /* rank 0 said why */
     const int auto_threads = cli_loader_auto(ctx, e.loader_threads), threads = auto_threads > 0 ? auto_threads : 1;
     dt_data_config dc;
-    dt_data_defaults(&dc);
-    dc.format = e.format;
-    dc.cifar100_coarse = e.cifar100_coarse;
-    dc.split = e.holdout > 0 ? "train" : e.split;
-    dc.holdout = e.holdout, dc.holdout_part = 1;
-    dc.shuffle = 0;
-    dc.skip_bad = e.skip_bad;
-    dc.normalize = DT_NORMALIZE_NONE; /* the checkpoint's comes below: no statistics pass */
-    if (e.input && model_spec_input(e.input, &dc.c, &dc.h, &dc.w) != 3) {
-        dc.c = dc.h = dc.w = 0; /* N (features) sizes no image; a bad shape is the model's to refuse */
-        status_clear_error();
+    eval_data_config(&e, &dc);
+    eval_run er = {.opening = e.data};
+    if ((rc = eval_open_data(ctx, &e, &dc, &er))) {
+        dt_dataset_free(er.d);
+        return cli_end_failed(ctx, rc, er.shared);
     }
-    dt_dataset *d = NULL;
-    dt_model *m = NULL;
-    dt_eval_result r = {0};
-    float *stats = NULL;
-    int shared = 0;               /* the failure is one every rank knows of (cli_end_failed) */
-    const char *opening = e.data; /* the path an open failure is about */
-    /* Every rank opens the data on its own: a wrong path fails on all of them alike, said once (with
-     * how many ranks met it) and ended by every rank, as dtrain train does, not once per rank and
-     * an abort. */
-    char open_why[2048] = "";
-    cli_error_capture(open_why, sizeof open_why);
-    if (e.eval_data) {
-        /* --data's train split gives the class numbering alone (an image folder's names; other
-         * formats' labels are numbers already), then goes: eval reads --eval-data only. */
-        dt_dataset *ref = NULL;
-        dc.split = NULL;
-        if (!(s = dt_dataset_open(e.data, &dc, &ref))) {
-            dc.classes_like = ref;
-            int C, H, W; /* without --input an image folder decodes to the training samples' shape */
-            dt_dataset_shape(ref, &C, &H, &W);
-            if (!dc.c && (C == 1 || C == 3)) dc.c = C, dc.h = H, dc.w = W;
-            opening = e.eval_data;
-            s = dt_dataset_open(e.eval_data, &dc, &d);
-            dt_dataset_free(ref);
-        }
-    } else {
-        s = dt_dataset_open(e.data, &dc, &d);
-    }
-    if (s) cli_error("%s %s: %s", opening == e.data ? "--data" : "--eval-data", opening, dt_last_error());
-    cli_error_capture(NULL, 0);
-    if ((rc = cli_agree_failure(ctx, s ? cli_input_exit(s, opening) : EXIT_OK, open_why, &shared))) {
-        dt_dataset_free(d);
-        return cli_end_failed(ctx, rc, shared);
-    }
-    int C, H, W;
-    dt_dataset_shape(d, &C, &H, &W);
-    char input[64];
-    if (e.input)
-        snprintf(input, sizeof input, "%s", e.input);
-    else if (H == 1 && W == 1)
-        snprintf(input, sizeof input, "%d", C);
-    else
-        snprintf(input, sizeof input, "%dx%dx%d", C, H, W);
-    if ((s = dt_model_create(ctx, e.model, input, 1, e.batch, &m))) goto fail;
-    const int K = dt_model_num_classes(m);
-    if (!(stats = malloc(2 * (size_t)C * sizeof *stats))) {
-        cli_error("out of memory");
-        goto fail_quiet;
-    }
-    dt_ckpt_data cd = {.channels = C, .mean = stats, .std = stats + C};
     long step = 0;
-    if ((s = dt_checkpoint_load_latest(ctx, e.ckpt_dir, m, NULL, NULL, &cd, &step))) goto fail;
-    if (step == 0 && !cd.present) {
-        /* Rank 0 read the directory and every rank has its outcome: said once, by rank 0. */
-        if (dt_rank(ctx) == 0)
-            cli_error("no loadable checkpoint in %s: train with --checkpoint-dir %s first", e.ckpt_dir, e.ckpt_dir);
-        shared = 1;
-        goto fail_quiet;
-    }
-    if ((s = check_record(ctx, &e, d, step))) goto fail;
-    if (cd.present && cd.normalize >= 0) {
-        if ((s = dt_dataset_set_normalization(d, (dt_normalize)cd.normalize, cd.mean, cd.std))) goto fail;
-    } else if (dt_rank(ctx) == 0) {
-        fprintf(stderr,
-                "dtrain: warning: the checkpoint in %s keeps no normalization (an older one): evaluating on "
-                "the values as read\n",
-                e.ckpt_dir);
-    }
-    r.class_correct = calloc((size_t)K, sizeof(long));
-    r.class_count = calloc((size_t)K, sizeof(long));
-    r.confusion = calloc((size_t)K * K, sizeof(long));
-    if (!r.class_correct || !r.class_count || !r.confusion) {
-        cli_error("out of memory for the figures of %d classes", K);
-        goto fail_quiet;
-    }
-    if ((s = dt_evaluate(ctx, m, d, e.batch, threads, &r))) goto fail;
-    if (dt_rank(ctx) == 0) {
-        print_result(&e, step, &r, K, dt_dataset_size(d));
-        if (e.confusion_csv && (rc = write_csv(e.confusion_csv, &r, K))) goto fail_quiet;
-        fflush(stdout);
-    }
-    free(r.class_correct), free(r.class_count), free(r.confusion), free(stats);
-    dt_model_free(m);
-    dt_dataset_free(d);
+    int how = eval_load(ctx, &e, &er, &step);
+    if (!how) how = eval_figures(ctx, &e, threads, &er, step);
+    if (how) return eval_failed(ctx, &er, how);
+    eval_free(&er);
     return cli_finish(ctx, EXIT_OK);
-fail:
-    shared = status_shared(s);
-    if (!cli_peer_failure(s)) cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
-fail_quiet:
-    free(r.class_correct), free(r.class_count), free(r.confusion), free(stats);
-    dt_model_free(m);
-    dt_dataset_free(d);
-    /* Before d opened, the failure was its open: a --data that cannot be reached is bad usage. */
-    rc = d ? (s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL) : cli_input_exit(s, opening);
-    return cli_end_failed(ctx, rc, shared);
 }
