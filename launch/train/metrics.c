@@ -223,115 +223,9 @@ static FILE *open_stream(const char *path, int fresh, int nofollow)
     return f;
 }
 
-FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
+/* The fopen of path failed (errno): why, with the fix. NULL. */
+static FILE *open_failed(const char *path)
 {
-    char real[4096];
-    int in_place;
-    ckpt_write_target(path, real, sizeof real, &in_place);
-    /* A device, FIFO or stream (/dev/stdout, /dev/null): not truncated (fopen's "w" emptied the
-     * job's log behind /dev/stdout) and not read back on a resume (a FIFO has nothing to read, and
-     * a log is no metrics file to cut). */
-    if (in_place) {
-        FILE *f = ckpt_fopen_in_place(path);
-        if (!f) goto fail;
-        return f;
-    }
-    /* Another user's link is not opened through (ckpt_link_foreign): ELOOP, said below. */
-    const int nofollow = ckpt_link_foreign(path, NULL);
-    FILE *f = resume ? open_stream(path, 0, nofollow) : NULL;
-    if (!f) {
-        if (resume && errno != ENOENT) goto fail;
-        if (!(f = open_stream(path, 1, nofollow))) goto fail;
-        return f;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    long cut = -1, off = 0, lineno = 0, kept = 0, dropped = 0, last_step = 0, prev = -1;
-    long drop_first = -1, drop_last = -1; /* the steps of the first and last record dropped */
-    int torn = 0;
-    const char *why = NULL;
-    ssize_t got;
-    while ((got = getline(&line, &cap, f)) > 0) {
-        lineno++;
-        const int whole = line[got - 1] == '\n';
-        if (!whole && !strncmp(line, "{\"", 2)) {
-            /* The last line, cut short: a write that the stop interrupted; its step runs again, or
-             * (a checkpoint came just before it) its record is lost, and the note says so. */
-            torn = 1;
-            if (cut < 0) cut = off;
-            break;
-        }
-        const long step = whole ? record_step(line, (size_t)got - 1) : -1;
-        if (step < 0) {
-            why = "is not a metrics record";
-        } else if (step <= prev) {
-            why = "has a step that is not after the line before's";
-        } else if (step > first_step) {
-            if (cut < 0) cut = off;
-        } else {
-            kept++;
-            last_step = step;
-        }
-        if (why) break;
-        if (cut >= 0) {
-            dropped++;
-            if (drop_first < 0) drop_first = step;
-            drop_last = step;
-        }
-        if (step >= 0) prev = step;
-        off += got;
-    }
-    free(line);
-    if (!why && ferror(f)) {
-        fclose(f);
-        goto fail;
-    }
-    if (why) {
-        fclose(f);
-        char bad[4200];
-        if (keep_aside(path, bad, sizeof bad) != 0) {
-            cli_error("--metrics %s: line %ld %s, and moving the file aside failed (%s): move or remove it", path,
-                      lineno, why, strerror(errno));
-            return NULL;
-        }
-        fprintf(stderr,
-                "dtrain: warning: --metrics %s: line %ld %s, so it is not this run's metrics file: kept it "
-                "as %s, starting a fresh one\n",
-                path, lineno, why, bad);
-        if (!(f = open_stream(path, 1, nofollow))) goto fail;
-        return f;
-    }
-    if (cut >= 0 && (fflush(f) != 0 || ftruncate(fileno(f), cut) != 0)) {
-        fclose(f);
-        goto fail;
-    }
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        goto fail;
-    }
-    if (!quiet) {
-        printf("metrics: appending to %s after its %ld record%s up to step %ld", path, kept, cli_s(kept), last_step);
-        /* Which records went, so a reader of the file can tell which steps its new records redo. */
-        if (dropped == 1)
-            printf("; dropped 1 record of step %ld (those steps run again)", drop_first);
-        else if (dropped)
-            printf("; dropped %ld records of steps %ld to %ld (those steps run again)", dropped, drop_first, drop_last);
-        if (torn) printf("; dropped a last line cut short (line %ld)", lineno);
-        printf("\n");
-    }
-    /* Every checkpoint step has a record (train_loop.c), so this is a record lost: one cut short
-     * by the stop that wrote it, or a file of a run that logged otherwise. */
-    if (last_step < first_step) {
-        char had[64] = "it keeps no record";
-        if (kept) snprintf(had, sizeof had, "its last record kept is of step %ld", last_step);
-        fprintf(stderr,
-                "dtrain: warning: --metrics %s: %s but this run resumed after step %ld: steps %ld to %ld are in no "
-                "record\n",
-                path, had, first_step, last_step + 1, first_step);
-    }
-    return f;
-
-fail:;
     const int err = errno;
     char advice[IO_FIX_LEN];
     unsigned owner;
@@ -344,4 +238,139 @@ fail:;
     cli_error("cannot write --metrics %s: %s: %s", path, strerror(err),
               io_error_fix(err, "--metrics file", "--metrics", advice, sizeof advice));
     return NULL;
+}
+
+/* What the read of a resumed run's file found. */
+typedef struct metrics_scan {
+    long cut;                   /* where the records after first_step begin; -1: none */
+    long lineno, kept, dropped; /* the lines read; the records kept and dropped */
+    long last_step;             /* the last record kept's step */
+    long drop_first, drop_last; /* the steps of the first and last record dropped */
+    int torn;                   /* the last line was cut short */
+    const char *why;            /* line lineno is not this run's record: why; NULL when it is */
+} metrics_scan;
+
+/* Reads f's records: those up to first_step are kept, those after it (and a last line cut short)
+ * are to be cut; a line that is no record, or a step not after the line before's, stops the read
+ * (sc->why). */
+static void scan_records(FILE *f, long first_step, metrics_scan *sc)
+{
+    *sc = (metrics_scan){.cut = -1, .drop_first = -1, .drop_last = -1};
+    char *line = NULL;
+    size_t cap = 0;
+    long off = 0, prev = -1;
+    ssize_t got;
+    while ((got = getline(&line, &cap, f)) > 0) {
+        sc->lineno++;
+        const int whole = line[got - 1] == '\n';
+        if (!whole && !strncmp(line, "{\"", 2)) {
+            /* The last line, cut short: a write that the stop interrupted; its step runs again, or
+             * (a checkpoint came just before it) its record is lost, and the note says so. */
+            sc->torn = 1;
+            if (sc->cut < 0) sc->cut = off;
+            break;
+        }
+        const long step = whole ? record_step(line, (size_t)got - 1) : -1;
+        if (step < 0) {
+            sc->why = "is not a metrics record";
+        } else if (step <= prev) {
+            sc->why = "has a step that is not after the line before's";
+        } else if (step > first_step) {
+            if (sc->cut < 0) sc->cut = off;
+        } else {
+            sc->kept++;
+            sc->last_step = step;
+        }
+        if (sc->why) break;
+        if (sc->cut >= 0) {
+            sc->dropped++;
+            if (sc->drop_first < 0) sc->drop_first = step;
+            sc->drop_last = step;
+        }
+        if (step >= 0) prev = step;
+        off += got;
+    }
+    free(line);
+}
+
+/* The file is not this run's (sc->why of line sc->lineno): kept aside, and a fresh one opened. */
+static FILE *start_fresh(const char *path, const metrics_scan *sc, int nofollow)
+{
+    char bad[4200];
+    if (keep_aside(path, bad, sizeof bad) != 0) {
+        cli_error("--metrics %s: line %ld %s, and moving the file aside failed (%s): move or remove it", path,
+                  sc->lineno, sc->why, strerror(errno));
+        return NULL;
+    }
+    fprintf(stderr,
+            "dtrain: warning: --metrics %s: line %ld %s, so it is not this run's metrics file: kept it "
+            "as %s, starting a fresh one\n",
+            path, sc->lineno, sc->why, bad);
+    FILE *f = open_stream(path, 1, nofollow);
+    return f ? f : open_failed(path);
+}
+
+/* What a resume keeps of the file and drops (unless quiet), and a warning for the steps in no record. */
+static void report_resume(const char *path, const metrics_scan *sc, long first_step, int quiet)
+{
+    if (!quiet) {
+        printf("metrics: appending to %s after its %ld record%s up to step %ld", path, sc->kept, cli_s(sc->kept),
+               sc->last_step);
+        /* Which records went, so a reader of the file can tell which steps its new records redo. */
+        if (sc->dropped == 1)
+            printf("; dropped 1 record of step %ld (those steps run again)", sc->drop_first);
+        else if (sc->dropped)
+            printf("; dropped %ld records of steps %ld to %ld (those steps run again)", sc->dropped, sc->drop_first,
+                   sc->drop_last);
+        if (sc->torn) printf("; dropped a last line cut short (line %ld)", sc->lineno);
+        printf("\n");
+    }
+    /* Every checkpoint step has a record (train_loop.c), so this is a record lost: one cut short
+     * by the stop that wrote it, or a file of a run that logged otherwise. */
+    if (sc->last_step < first_step) {
+        char had[64] = "it keeps no record";
+        if (sc->kept) snprintf(had, sizeof had, "its last record kept is of step %ld", sc->last_step);
+        fprintf(stderr,
+                "dtrain: warning: --metrics %s: %s but this run resumed after step %ld: steps %ld to %ld are in no "
+                "record\n",
+                path, had, first_step, sc->last_step + 1, first_step);
+    }
+}
+
+FILE *metrics_open(const char *path, int resume, long first_step, int quiet)
+{
+    char real[4096];
+    int in_place;
+    ckpt_write_target(path, real, sizeof real, &in_place);
+    /* A device, FIFO or stream (/dev/stdout, /dev/null): not truncated (fopen's "w" emptied the
+     * job's log behind /dev/stdout) and not read back on a resume (a FIFO has nothing to read, and
+     * a log is no metrics file to cut). */
+    if (in_place) {
+        FILE *f = ckpt_fopen_in_place(path);
+        return f ? f : open_failed(path);
+    }
+    /* Another user's link is not opened through (ckpt_link_foreign): ELOOP, said below. */
+    const int nofollow = ckpt_link_foreign(path, NULL);
+    FILE *f = resume ? open_stream(path, 0, nofollow) : NULL;
+    if (!f) {
+        if (resume && errno != ENOENT) return open_failed(path);
+        if (!(f = open_stream(path, 1, nofollow))) return open_failed(path);
+        return f;
+    }
+    metrics_scan sc;
+    scan_records(f, first_step, &sc);
+    if (!sc.why && ferror(f)) {
+        fclose(f);
+        return open_failed(path);
+    }
+    if (sc.why) {
+        fclose(f);
+        return start_fresh(path, &sc, nofollow);
+    }
+    if ((sc.cut >= 0 && (fflush(f) != 0 || ftruncate(fileno(f), sc.cut) != 0)) || fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return open_failed(path);
+    }
+    report_resume(path, &sc, first_step, quiet);
+    return f;
 }
