@@ -25,36 +25,16 @@
  * waiting for the device (a wait would change what is timed); every step waits for its loss, so
  * the host runs at most a step or two ahead of the device and an edge is off by at most that.
  */
+#include "launch/bench/bench_step.h"
 #include "launch/cli.h"
 #include "launch/oom_report.h"
 #include "runtime/model/model.h"
-#include "base/clock.h"
 #include "base/status.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct step_opts {
-    const char *model, *input;
-    int batch, steps, warmup;
-    dt_dtype prec[3];
-    int nprec;
-    int loader_threads; /* -1 auto */
-    int profile;        /* --profile: steps profiled after the timed ones */
-    int zero[2], nzero; /* --zero: the ZeRO stages to run, in order */
-    dt_optim_kind optim;
-    double clip;                /* --clip-grad-norm: 0 off, inf the norm only */
-    dt_step_overlap overlap[3]; /* --step-overlap: the settings to run, in order */
-    int noverlap;
-    dt_graphs graphs[3]; /* --graphs: the same */
-    int ngraphs;
-    dt_synthetic_on synth[3]; /* --synthetic-on: the same */
-    int nsynth;
-    int defer_verdict; /* --defer-verdict: as dtrain train (1), or each step waits for its verdict */
-    int fused_relu;    /* --fused-relu: as dtrain train (1), or every relu layer kernels of its own */
-} step_opts;
 
 enum {
     OPT_MODEL = 256,
@@ -191,189 +171,12 @@ static int step_handle(int val, const char *arg, void *ud)
     return EXIT_USAGE;
 }
 
-/* The profile of the steps just taken, per step, into buf: the phases, then every layer that
- * took time. data_s: the seconds those steps waited for their batches (dt_loader_next, outside the
- * model's profile), its first phase: the measured step includes it, so a prediction built from the
- * phases (dtrain model-perf) must too. */
-static void profile_text(const dt_model *m, double data_s, char *buf, size_t n)
-{
-    dt_step_profile pr;
-    dt_model_profile(m, &pr);
-    const double k = 1e3 / (double)(pr.steps ? pr.steps : 1);
-    const double total =
-        data_s + pr.input_s + pr.forward_s + pr.loss_s + pr.backward_s + pr.allreduce_s + pr.check_s + pr.optimizer_s;
-    int w = snprintf(buf, n,
-                     "    profile, ms per step over %ld steps (waiting for the device at each boundary): "
-                     "data %.3f, input %.3f, forward %.3f, loss %.3f, backward %.3f, allreduce %.3f, check %.3f, "
-                     "optimizer %.3f; total %.3f\n",
-                     pr.steps, k * data_s, k * pr.input_s, k * pr.forward_s, k * pr.loss_s, k * pr.backward_s,
-                     k * pr.allreduce_s, k * pr.check_s, k * pr.optimizer_s, k * total);
-    size_t u = w > 0 && (size_t)w < n ? (size_t)w : n;
-    for (int i = 0; u < n; i++) {
-        char name[96];
-        dt_model_layer_name(m, i, name, sizeof name);
-        if (!strcmp(name, "-")) break; /* past the last layer */
-        double f, b;
-        dt_model_layer_profile(m, i, &f, &b);
-        if (f + b <= 0) continue;
-        w = snprintf(buf + u, n - u, "      %-26s forward %8.3f  backward %8.3f\n", name, k * f, k * b);
-        u = w > 0 && (size_t)w < n - u ? u + (size_t)w : n;
-    }
-}
-
-/* What --clip-grad-norm did over the timed steps: steps whose norm was over the limit, and the
- * range of the norms before clipping. */
-typedef struct clip_seen {
-    long clipped, steps;
-    double lo, hi;
-} clip_seen;
-
-/* One training step on the loader's next batch; cs (NULL: not counted) notes its norm. */
-static dt_status one_step(dt_loader *ld, dt_model *m, dt_optimizer *opt, dt_scaler *sc, int batch, float scale,
-                          double clip, clip_seen *cs)
-{
-    dt_step_result r;
-    const float *x;
-    const int32_t *labels;
-    long data_step;
-    dt_status s = dt_loader_next(ld, &data_step, &x, &labels);
-    /* The batch's copy queued before the step takes the last one's verdict (as dtrain train). */
-    if (!s) s = dt_model_stage_batch(m, x, labels, batch);
-    if (!s) s = dt_model_train_step(m, opt, sc, x, labels, batch, scale, &r);
-    if (!s && cs && clip > 0 && r.stepped) {
-        cs->lo = cs->steps ? (r.grad_norm < cs->lo ? r.grad_norm : cs->lo) : r.grad_norm;
-        cs->hi = cs->steps ? (r.grad_norm > cs->hi ? r.grad_norm : cs->hi) : r.grad_norm;
-        cs->steps++;
-        cs->clipped += r.grad_norm > clip;
-    }
-    return s;
-}
-
-/* The windows the timed steps are cut into for the spread columns (fewer with fewer steps). */
-#define SPREAD_WINDOWS 5
-
-/* One row's settings, and what they came to in its timed steps. */
-typedef struct row_setting {
-    int zero;
-    dt_step_overlap overlap, overlapped;
-    dt_graphs graphs, graphed;
-    dt_synthetic_on synth;
-    int synth_on_device; /* what synth came to */
-    size_t nparams;      /* the model's parameters, and the bytes a gradient travels in */
-    int grad_bytes;
-    double min_ms, max_ms; /* the fastest and slowest window's step time */
-} row_setting;
-
-/* One configuration: fills *sps (global samples/s), *ms (step), *mem. */
-static dt_status run_precision(dt_ctx *ctx, const step_opts *o, dt_dtype p, row_setting *rs, double *sps, double *ms,
-                               double *wait_ms, dt_memory_summary *mem, long *skipped, clip_seen *cs, char *prof,
-                               size_t nprof)
-{
-    const int world = dt_world_size(ctx), rank = dt_rank(ctx);
-    dt_model *m = NULL;
-    dt_optimizer *opt = NULL;
-    dt_dataset *data = NULL;
-    dt_loader *ld = NULL;
-    dt_scaler *sc = NULL;
-    dt_optim_config oc;
-    dt_optim_defaults(&oc);
-    oc.kind = o->optim;
-    dt_sync_config sy;
-    dt_sync_defaults(&sy);
-    sy.op = DT_SUM; /* the gradient of the global mean, as dtrain train */
-    sy.zero = rs->zero;
-    int c, h, w;
-    dt_status s;
-    if ((s = dt_model_create(ctx, o->model, o->input, 1, o->batch, &m))) goto out;
-    dt_model_set_step_overlap(m, rs->overlap);
-    dt_model_set_graphs(m, rs->graphs);
-    dt_model_set_deferred_verdict(m, o->defer_verdict);
-    dt_model_set_fused_relu(m, o->fused_relu);
-    const dt_dtype gt = p != DT_F32 && !dt_model_on_gpu(m) ? p : DT_F32;
-    rs->nparams = dt_model_num_params(m);
-    rs->grad_bytes = (int)dt_dtype_size(gt); /* the wire is the gradients' type (sync's defaults) */
-    if ((s = dt_model_set_precision(m, p, gt)) || (s = dt_model_set_sync(m, &sy)) ||
-        (o->clip > 0 && (s = dt_model_set_clip_grad_norm(m, o->clip))) ||
-        (s = dt_optimizer_create(&oc, dt_model_num_params(m), &opt)) || (s = dt_model_shard_optimizer(m, opt)))
-        goto out;
-    dt_model_input_shape(m, &c, &h, &w);
-    if ((s = dt_synthetic_create(c, h, w, dt_model_num_classes(m), 60000, 1, &data)) ||
-        (s = dt_dataset_set_synthetic_on(data, rs->synth)))
-        goto out;
-    if (p == DT_F16) {
-        dt_scaler_config scc;
-        dt_scaler_defaults(&scc);
-        if ((s = dt_scaler_create(&scc, &sc))) goto out;
-        dt_model_set_nonfinite_check(m, DT_NONFINITE_CHECK_AT_RISK);
-    }
-    if ((s = dt_loader_create(ctx, data, rank, world, o->batch, 0, o->loader_threads, CLI_LOADER_DEPTH, &ld))) goto out;
-    rs->synth_on_device = dt_loader_on_device(ld);
-    const float scale = 1.0f / ((float)o->batch * (float)world);
-    double t0 = 0, w0 = 0, edge[SPREAD_WINDOWS + 1];
-    const int windows = o->steps < SPREAD_WINDOWS ? o->steps : SPREAD_WINDOWS;
-    int window = 0; /* the window the next timed step belongs to */
-    long skipped0 = 0;
-    for (int step = 0; step < o->warmup + o->steps; step++) {
-        if (window > 0 && step - o->warmup == (long)window * o->steps / windows) edge[window++] = clock_now_s();
-        if (step == o->warmup) {
-            /* The clock starts with the warm-up steps' verdicts taken and their work done on the
-             * device (as it stops, below), so none of it lands in the timed steps. */
-            if ((s = dt_model_settle_step(m, NULL)) || (s = dt_model_synchronize(m)) || (s = dt_barrier(ctx))) goto out;
-            edge[0] = t0 = clock_now_s();
-            window = 1;
-            w0 = dt_loader_wait_s(ld);
-            skipped0 = sc ? dt_scaler_skipped(sc) : 0;
-        }
-        if ((s = one_step(ld, m, opt, sc, o->batch, scale, o->clip, step >= o->warmup ? cs : NULL))) goto out;
-    }
-    /* The timed steps end with the last one's verdict and its work done on the device. */
-    if ((s = dt_model_settle_step(m, NULL)) || (s = dt_model_synchronize(m)) || (s = dt_barrier(ctx))) goto out;
-    edge[windows] = clock_now_s();
-    const double t = edge[windows] - t0;
-    for (int k = 0; k < windows; k++) {
-        const long n = (long)(k + 1) * o->steps / windows - (long)k * o->steps / windows;
-        const double wms = 1e3 * (edge[k + 1] - edge[k]) / (double)n;
-        rs->min_ms = k == 0 || wms < rs->min_ms ? wms : rs->min_ms;
-        rs->max_ms = k == 0 || wms > rs->max_ms ? wms : rs->max_ms;
-    }
-    *sps = (double)o->steps * o->batch * world / t;
-    *ms = 1e3 * t / o->steps;
-    *wait_ms = 1e3 * (dt_loader_wait_s(ld) - w0) / o->steps;
-    /* The timed steps' skips: every verdict of theirs is in (settled above), none of the warm-up
-     * or profiled steps'. */
-    *skipped = sc ? dt_scaler_skipped(sc) - skipped0 : 0;
-    /* What the settings came to in the timed steps (the profiled ones run kernel by kernel). */
-    rs->overlapped = dt_model_step_overlapped(m);
-    rs->graphed = dt_model_graphed(m);
-    prof[0] = '\0';
-    if (o->profile) {
-        /* Profiling runs the step kernel by kernel, without graphs or overlap: one profiled step
-         * first takes that path's first-use costs, then dt_model_set_profile(m, 1) zeroes the
-         * counters for the N reported. */
-        if ((s = dt_model_set_profile(m, 1)) || (s = one_step(ld, m, opt, sc, o->batch, scale, o->clip, NULL)) ||
-            (s = dt_model_set_profile(m, 1)))
-            goto out;
-        const double wait0 = dt_loader_wait_s(ld);
-        for (int step = 0; step < o->profile; step++)
-            if ((s = one_step(ld, m, opt, sc, o->batch, scale, o->clip, NULL))) goto out;
-        profile_text(m, dt_loader_wait_s(ld) - wait0, prof, nprof);
-    }
-    dt_model_memory(m, opt, mem);
-out:
-    dt_loader_free(ld);
-    dt_scaler_free(sc);
-    dt_dataset_free(data);
-    dt_optimizer_free(opt);
-    dt_model_free(m);
-    return s;
-}
-
-/* Precision o->prec[failed] ran out of memory (run_precision freed its model): the error, the
+/* Precision o->prec[failed] ran out of memory (bench_step_run freed its model): the error, the
  * summary over every precision of the run (the batch it suggests fits them all), the job ended. */
 static int step_oom(dt_ctx *ctx, const step_opts *o, int failed, int zero, int gpu, int shared)
 {
     cli_error("%s: %s (%s)", dt_dtype_name(o->prec[failed]), dt_last_error(), dt_strerror(DT_ERR_NOMEM));
-    dt_optim_config oc; /* run_precision's optimizer */
+    dt_optim_config oc; /* bench_step_run's optimizer */
     dt_optim_defaults(&oc);
     oc.kind = o->optim;
     dt_memory_plan_config pc[3];
@@ -383,9 +186,9 @@ static int step_oom(dt_ctx *ctx, const step_opts *o, int failed, int zero, int g
         pc[i].input = o->input;
         pc[i].batch = o->batch;
         pc[i].compute = o->prec[i];
-        pc[i].grads = o->prec[i] != DT_F32 && !gpu ? o->prec[i] : DT_F32; /* as run_precision keeps them */
+        pc[i].grads = o->prec[i] != DT_F32 && !gpu ? o->prec[i] : DT_F32; /* as bench_step_run keeps them */
         pc[i].optim = &oc;
-        if (zero) { /* the failed row's --zero: this rank's shard at run_precision's default caps */
+        if (zero) { /* the failed row's --zero: this rank's shard at bench_step_run's default caps */
             pc[i].zero_world = dt_world_size(ctx);
             pc[i].zero_rank = dt_rank(ctx);
         }
@@ -469,19 +272,14 @@ int cmd_bench_step(int argc, char **argv)
             /* Rows in the order of the flags' lists, the last flag's changing fastest. */
             const int di = zvg % o.nsynth, gi = zvg / o.nsynth % o.ngraphs;
             const int v = zvg / (o.nsynth * o.ngraphs) % o.noverlap, z = zvg / (o.nsynth * o.ngraphs * o.noverlap);
-            double sps = 0, ms = 0, wait_ms = 0;
-            long skipped = 0;
-            dt_memory_summary mem;
-            char prof[4096];
-            clip_seen cs = {0};
+            row_figures f = {0};
             row_setting rs = {.zero = o.zero[z], .overlap = o.overlap[v], .graphs = o.graphs[gi], .synth = o.synth[di]};
-            dt_status s =
-                run_precision(ctx, &o, o.prec[i], &rs, &sps, &ms, &wait_ms, &mem, &skipped, &cs, prof, sizeof prof);
+            dt_status s = bench_step_run(ctx, &o, o.prec[i], &rs, &f);
             /* The summary is the rank's that ran out; a peer's failure reported here is a plain one. */
             if (s == DT_ERR_NOMEM && !status_from_peer())
                 return step_oom(ctx, &o, i, o.zero[z], pl.device == DT_DEVICE_CUDA, status_shared(s));
             if (s) return cli_fail(ctx, s, dt_dtype_name(o.prec[i]));
-            if (i == 0 && zvg == 0) base = sps;
+            if (i == 0 && zvg == 0) base = f.sps;
             if (rank == 0) {
                 const double M = 1048576.0;
                 /* What the engine sends per rank (its algorithm, see the top): 16-bit gradients on a
@@ -491,16 +289,16 @@ int cmd_bench_step(int argc, char **argv)
                 const double sent = (o.zero[z] ? np * (wb + 4.0) : 2.0 * np * wb) * (world - 1) / world;
                 printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f %8s %8s "
                        "%9s %9.2f %9.2f\n",
-                       dt_dtype_name(o.prec[i]), sps, ms, wait_ms, sps / base, mem.params / M, mem.grads / M,
-                       mem.optimizer / M, mem.activations / M, mem.workspace / M, skipped, o.zero[z], sent / M,
-                       setting_text((int)o.overlap[v], (int)rs.overlapped),
+                       dt_dtype_name(o.prec[i]), f.sps, f.ms, f.wait_ms, f.sps / base, f.mem.params / M,
+                       f.mem.grads / M, f.mem.optimizer / M, f.mem.activations / M, f.mem.workspace / M, f.skipped,
+                       o.zero[z], sent / M, setting_text((int)o.overlap[v], (int)rs.overlapped),
                        setting_text((int)o.graphs[gi], (int)rs.graphed), synth_text(o.synth[di], rs.synth_on_device),
                        rs.min_ms, rs.max_ms);
                 if (o.clip > 0)
                     printf("    clipping: %ld of %ld stepped timed steps over norm %g (norms %.4g to %.4g before "
                            "clipping)\n",
-                           cs.clipped, cs.steps, o.clip, cs.lo, cs.hi);
-                fputs(prof, stdout);
+                           f.cs.clipped, f.cs.steps, o.clip, f.cs.lo, f.cs.hi);
+                fputs(f.prof, stdout);
                 fflush(stdout);
             }
         }
