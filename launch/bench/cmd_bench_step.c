@@ -198,6 +198,69 @@ static int step_oom(dt_ctx *ctx, const step_opts *o, int failed, int zero, int g
     return cli_end_failed(ctx, EXIT_FAIL, shared);
 }
 
+/* Rank 0's header: the model, the ranks, the steps, the device (the CPU's OpenBLAS threads), a note
+ * on 16-bit rows on a CPU, and the columns. */
+static void print_header(const step_opts *o, const dt_placement *pl, int world)
+{
+    char clip[64] = "";
+    if (o->clip > 0) snprintf(clip, sizeof clip, ", clipping at norm %g", o->clip);
+    /* The input shape too, so that model-perf --profile needs no --input for a model that is
+     * not a preset. */
+    const char *in = o->input ? o->input : model_preset_input(o->model);
+    /* On the CPU the step's speed is OpenBLAS's threads (--blas-threads, the pinning): say them. */
+    char blas[320] = "";
+    if (pl->device != DT_DEVICE_CUDA)
+        snprintf(blas, sizeof blas, " (OpenBLAS, %d thread%s on cores %s)", pl->blas_threads, cli_s(pl->blas_threads),
+                 pl->cores);
+    printf("# dtrain bench step: model %s%s%s, %d rank%s x batch %d, %d timed step%s after %d, %s%s, "
+           "device %s%s%s, %d loader thread%s%s%s%s\n",
+           o->model, in ? ", input " : "", in ? in : "", world, cli_s(world), o->batch, o->steps, cli_s(o->steps),
+           o->warmup, o->optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", clip,
+           pl->device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl->device == DT_DEVICE_CUDA ? pl->gpu : "", blas,
+           o->loader_threads, cli_s(o->loader_threads),
+           pl->device == DT_DEVICE_CUDA ? " for the rows whose batches the host makes" : "",
+           o->defer_verdict ? "" : ", each fp16 step waiting for its verdict",
+           o->fused_relu ? "" : ", every relu layer a kernel of its own");
+    /* A user from GPU AMP expects 16-bit rows to be faster; on the CPU they cannot be (no 16-bit
+     * GEMM in OpenBLAS: every op widens its inputs to fp32), so the ratio column would be read
+     * wrongly without this line. What they do save is memory and bytes sent. */
+    int any16 = 0;
+    for (int i = 0; i < o->nprec; i++) any16 |= o->prec[i] != DT_F32;
+    if (pl->device != DT_DEVICE_CUDA && any16)
+        printf("# cpu: fp16 and bf16 are stored in 16 bits but computed in fp32 (OpenBLAS has no 16-bit GEMM: "
+               "each op widens its inputs): expect about fp32's speed, not a GPU's 16-bit speed-up; they save "
+               "memory and bytes sent\n");
+    printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s %8s %8s %9s %9s %9s\n", "precision",
+           "samples/s", "step ms", "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB", "work MiB",
+           "skipped", "zero", "sent MiB/step", "overlap", "graphs", "data", "min ms", "max ms");
+    fflush(stdout);
+}
+
+/* Rank 0's row of precision p in setting rs: its figures f, the ratio to the first row's base,
+ * what the engine sends, the clipping line and the profile. */
+static void print_row(const step_opts *o, dt_dtype p, const row_setting *rs, const row_figures *f, double base,
+                      int world)
+{
+    const double M = 1048576.0;
+    /* What the engine sends per rank (its algorithm, see the top): 16-bit gradients on a
+     * CPU travel in 16 bits, a GPU keeps them in fp32 (its memory summary's parameters
+     * include the 16-bit copy, so they cannot tell the count). */
+    const double np = (double)rs->nparams, wb = (double)rs->grad_bytes;
+    const double sent = (rs->zero ? np * (wb + 4.0) : 2.0 * np * wb) * (world - 1) / world;
+    printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f %8s %8s "
+           "%9s %9.2f %9.2f\n",
+           dt_dtype_name(p), f->sps, f->ms, f->wait_ms, f->sps / base, f->mem.params / M, f->mem.grads / M,
+           f->mem.optimizer / M, f->mem.activations / M, f->mem.workspace / M, f->skipped, rs->zero, sent / M,
+           setting_text((int)rs->overlap, (int)rs->overlapped), setting_text((int)rs->graphs, (int)rs->graphed),
+           synth_text(rs->synth, rs->synth_on_device), rs->min_ms, rs->max_ms);
+    if (o->clip > 0)
+        printf("    clipping: %ld of %ld stepped timed steps over norm %g (norms %.4g to %.4g before "
+               "clipping)\n",
+               f->cs.clipped, f->cs.steps, o->clip, f->cs.lo, f->cs.hi);
+    fputs(f->prof, stdout);
+    fflush(stdout);
+}
+
 int cmd_bench_step(int argc, char **argv)
 {
     step_opts o = {.model = "mlp",
@@ -232,40 +295,7 @@ int cmd_bench_step(int argc, char **argv)
     const dt_status bad_model = model_spec_parse(o.model, o.input, &spec);
     if (bad_model) return cli_fail(ctx, bad_model, "--model");
     model_spec_free(&spec);
-    if (rank == 0) {
-        char clip[64] = "";
-        if (o.clip > 0) snprintf(clip, sizeof clip, ", clipping at norm %g", o.clip);
-        /* The input shape too, so that model-perf --profile needs no --input for a model that is
-         * not a preset. */
-        const char *in = o.input ? o.input : model_preset_input(o.model);
-        /* On the CPU the step's speed is OpenBLAS's threads (--blas-threads, the pinning): say them. */
-        char blas[320] = "";
-        if (pl.device != DT_DEVICE_CUDA)
-            snprintf(blas, sizeof blas, " (OpenBLAS, %d thread%s on cores %s)", pl.blas_threads, cli_s(pl.blas_threads),
-                     pl.cores);
-        printf("# dtrain bench step: model %s%s%s, %d rank%s x batch %d, %d timed step%s after %d, %s%s, "
-               "device %s%s%s, %d loader thread%s%s%s%s\n",
-               o.model, in ? ", input " : "", in ? in : "", world, cli_s(world), o.batch, o.steps, cli_s(o.steps),
-               o.warmup, o.optim == DT_OPTIM_ADAMW ? "AdamW" : "SGD momentum 0.9", clip,
-               pl.device == DT_DEVICE_CUDA ? "cuda:" : "cpu", pl.device == DT_DEVICE_CUDA ? pl.gpu : "", blas,
-               o.loader_threads, cli_s(o.loader_threads),
-               pl.device == DT_DEVICE_CUDA ? " for the rows whose batches the host makes" : "",
-               o.defer_verdict ? "" : ", each fp16 step waiting for its verdict",
-               o.fused_relu ? "" : ", every relu layer a kernel of its own");
-        /* A user from GPU AMP expects 16-bit rows to be faster; on the CPU they cannot be (no 16-bit
-         * GEMM in OpenBLAS: every op widens its inputs to fp32), so the ratio column would be read
-         * wrongly without this line. What they do save is memory and bytes sent. */
-        int any16 = 0;
-        for (int i = 0; i < o.nprec; i++) any16 |= o.prec[i] != DT_F32;
-        if (pl.device != DT_DEVICE_CUDA && any16)
-            printf("# cpu: fp16 and bf16 are stored in 16 bits but computed in fp32 (OpenBLAS has no 16-bit GEMM: "
-                   "each op widens its inputs): expect about fp32's speed, not a GPU's 16-bit speed-up; they save "
-                   "memory and bytes sent\n");
-        printf("# %-9s %12s %9s %9s %8s %10s %10s %10s %12s %10s %8s %5s %13s %8s %8s %9s %9s %9s\n", "precision",
-               "samples/s", "step ms", "data ms", "ratio", "params MiB", "grads MiB", "optim MiB", "activ. MiB",
-               "work MiB", "skipped", "zero", "sent MiB/step", "overlap", "graphs", "data", "min ms", "max ms");
-        fflush(stdout);
-    }
+    if (rank == 0) print_header(&o, &pl, world);
     double base = 0;
     for (int i = 0; i < o.nprec; i++)
         for (int zvg = 0; zvg < o.nzero * o.noverlap * o.ngraphs * o.nsynth; zvg++) {
@@ -280,27 +310,7 @@ int cmd_bench_step(int argc, char **argv)
                 return step_oom(ctx, &o, i, o.zero[z], pl.device == DT_DEVICE_CUDA, status_shared(s));
             if (s) return cli_fail(ctx, s, dt_dtype_name(o.prec[i]));
             if (i == 0 && zvg == 0) base = f.sps;
-            if (rank == 0) {
-                const double M = 1048576.0;
-                /* What the engine sends per rank (its algorithm, see the top): 16-bit gradients on a
-                 * CPU travel in 16 bits, a GPU keeps them in fp32 (its memory summary's parameters
-                 * include the 16-bit copy, so they cannot tell the count). */
-                const double np = (double)rs.nparams, wb = (double)rs.grad_bytes;
-                const double sent = (o.zero[z] ? np * (wb + 4.0) : 2.0 * np * wb) * (world - 1) / world;
-                printf("  %-9s %12.1f %9.2f %9.2f %8.2f %10.2f %10.2f %10.2f %12.2f %10.2f %8ld %5d %13.2f %8s %8s "
-                       "%9s %9.2f %9.2f\n",
-                       dt_dtype_name(o.prec[i]), f.sps, f.ms, f.wait_ms, f.sps / base, f.mem.params / M,
-                       f.mem.grads / M, f.mem.optimizer / M, f.mem.activations / M, f.mem.workspace / M, f.skipped,
-                       o.zero[z], sent / M, setting_text((int)o.overlap[v], (int)rs.overlapped),
-                       setting_text((int)o.graphs[gi], (int)rs.graphed), synth_text(o.synth[di], rs.synth_on_device),
-                       rs.min_ms, rs.max_ms);
-                if (o.clip > 0)
-                    printf("    clipping: %ld of %ld stepped timed steps over norm %g (norms %.4g to %.4g before "
-                           "clipping)\n",
-                           f.cs.clipped, f.cs.steps, o.clip, f.cs.lo, f.cs.hi);
-                fputs(f.prof, stdout);
-                fflush(stdout);
-            }
+            if (rank == 0) print_row(&o, o.prec[i], &rs, &f, base, world);
         }
     return cli_finish(ctx, EXIT_OK);
 }
