@@ -354,6 +354,73 @@ static int mp_curve_run(const mp_opts *o)
     return mp_engine_curve(o->curve, o->ncurve, scales, nscales, net, o->plot);
 }
 
+/* The step model's flags together: none of --engine-curve's alone, and a model to predict. */
+static int mp_step_flags_check(const mp_opts *o)
+{
+    if (o->curve_flag) {
+        cli_error("%s belongs to --engine-curve (the engine's host model); the step model's fixed cost of a "
+                  "collective is --call-us",
+                  o->curve_flag);
+        return EXIT_USAGE;
+    }
+    if (!o->nmodels) {
+        cli_error("model-perf: no model: give --profile FILE (the output of dtrain bench step --profile 10) or "
+                  "--synthetic NAME:PARAMS_M:LAYERS:COMPUTE_MS");
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* The PNG before any work: not a --profile it reads, and writable. files[i]: model i's profile,
+ * FILE of FILE:MS when FILE:MS is none. */
+static int mp_plot_check(const mp_opts *o, char files[][4096])
+{
+    const char *inputs[MP_MAX_MODELS];
+    int ninputs = 0;
+    for (int i = 0; i < o->nmodels; i++) {
+        if (o->kind[i] != MP_PROFILE) continue;
+        snprintf(files[i], sizeof files[i], "%s", o->src[i]);
+        char *colon = strrchr(files[i], ':');
+        if (colon && access(files[i], F_OK) != 0) *colon = '\0';
+        inputs[ninputs++] = files[i];
+    }
+    if (o->plot && gnuplot_output_check("model-perf", "--plot", o->plot, inputs, ninputs, "")) return EXIT_USAGE;
+    return EXIT_OK;
+}
+
+/* Every model into mm (files: their profiles' paths, for the exit code). EXIT_OK, or the exit code
+ * after saying why. */
+static int mp_load_models(const mp_opts *o, char files[][4096], mp_model *mm)
+{
+    for (int i = 0; i < o->nmodels; i++) {
+        const dt_status s = mp_model_load(o->src[i], o->kind[i], &o->model_flops[i], &mm[i]);
+        if (s) {
+            cli_error("%s", dt_last_error());
+            /* a bad value, or a file not there (exit 2); a file that does not read or parse (1) */
+            return o->kind[i] == MP_PROFILE  ? cli_input_exit(s, files[i])
+                   : s == DT_ERR_INVALID_ARG ? EXIT_USAGE
+                                             : EXIT_FAIL;
+        }
+    }
+    return EXIT_OK;
+}
+
+/* The network's lines: the fitted link (--allreduce), then the links and the sync settings. */
+static void mp_print_links(const mp_opts *o, const pm_net *net, const pm_link *fit, int fit_ranks)
+{
+    if (o->allreduce)
+        printf("# fitted %s (%d ranks): alpha %.2f us a step, busbw %.4g GB/s\n", o->allreduce, fit_ranks,
+               fit->alpha_s * 1e6, fit->busbw / 1e9);
+    printf("# links: within a node alpha %.2f us, busbw %.4g GB/s; between nodes alpha %.2f us, busbw %.4g GB/s a "
+           "node; %.1f us a call; %d ranks a node; algo %s; overlap %s; buckets %g MiB, first %g MiB\n",
+           net->intra.alpha_s * 1e6, net->intra.busbw / 1e9, net->inter.alpha_s * 1e6, net->inter.busbw / 1e9,
+           net->call_s * 1e6, net->per_node,
+           o->sync.algo == PM_RING   ? "ring"
+           : o->sync.algo == PM_TREE ? "tree"
+                                     : "auto",
+           o->sync.overlap ? "on" : "off", o->sync.bucket_mb, o->sync.first_bucket_mb);
+}
+
 int cmd_model_perf(int argc, char **argv)
 {
     mp_opts o = {.alpha_us = -1,
@@ -376,67 +443,22 @@ int cmd_model_perf(int argc, char **argv)
         if (!o.model_flops[i].input) o.model_flops[i].late_input = o.flops.input;
     if (o.ncurve && o.plot && gnuplot_output_check("model-perf", "--plot", o.plot, NULL, 0, "")) return EXIT_USAGE;
     if (o.ncurve) return mp_curve_run(&o);
-    if (o.curve_flag) {
-        cli_error("%s belongs to --engine-curve (the engine's host model); the step model's fixed cost of a "
-                  "collective is --call-us",
-                  o.curve_flag);
-        return EXIT_USAGE;
-    }
-    if (!o.nmodels) {
-        cli_error("model-perf: no model: give --profile FILE (the output of dtrain bench step --profile 10) or "
-                  "--synthetic NAME:PARAMS_M:LAYERS:COMPUTE_MS");
-        return EXIT_USAGE;
-    }
-    /* The PNG before any work: not a --profile it reads, and writable. */
-    const char *inputs[MP_MAX_MODELS];
     static char files[MP_MAX_MODELS][4096]; /* model i's profile: FILE of FILE:MS when FILE:MS is none */
-    int ninputs = 0;
-    for (int i = 0; i < o.nmodels; i++) {
-        if (o.kind[i] != MP_PROFILE) continue;
-        snprintf(files[i], sizeof files[i], "%s", o.src[i]);
-        char *colon = strrchr(files[i], ':');
-        if (colon && access(files[i], F_OK) != 0) *colon = '\0';
-        inputs[ninputs++] = files[i];
-    }
-    if (o.plot && gnuplot_output_check("model-perf", "--plot", o.plot, inputs, ninputs, "")) return EXIT_USAGE;
+    int rc;
+    if ((rc = mp_step_flags_check(&o)) || (rc = mp_plot_check(&o, files))) return rc;
     /* Every input is read and checked before the first line of output: a profile that cannot be
      * read fails the command with an empty stdout, not under a header a script would take for a
      * prediction. */
     pm_net net;
     pm_link fit = {0, 0};
     int fit_ranks = 0;
-    int rc = mp_network(&o, &net, &fit, &fit_ranks);
-    if (rc) return rc;
+    if ((rc = mp_network(&o, &net, &fit, &fit_ranks))) return rc;
     mp_model *mm = calloc((size_t)o.nmodels, sizeof *mm);
     mp_series *ser = calloc(MP_MAX_MODELS, sizeof *ser);
     rc = mm && ser ? EXIT_OK : EXIT_FAIL;
     if (rc) cli_error("model-perf: out of memory");
-    for (int i = 0; !rc && i < o.nmodels; i++) {
-        const dt_status s = mp_model_load(o.src[i], o.kind[i], &o.model_flops[i], &mm[i]);
-        if (s) {
-            cli_error("%s", dt_last_error());
-            /* a bad value, or a file not there (exit 2); a file that does not read or parse (1) */
-            rc = o.kind[i] == MP_PROFILE   ? cli_input_exit(s, files[i])
-                 : s == DT_ERR_INVALID_ARG ? EXIT_USAGE
-                                           : EXIT_FAIL;
-        }
-    }
-    if (rc) {
-        free(mm);
-        free(ser);
-        return rc;
-    }
-    if (o.allreduce)
-        printf("# fitted %s (%d ranks): alpha %.2f us a step, busbw %.4g GB/s\n", o.allreduce, fit_ranks,
-               fit.alpha_s * 1e6, fit.busbw / 1e9);
-    printf("# links: within a node alpha %.2f us, busbw %.4g GB/s; between nodes alpha %.2f us, busbw %.4g GB/s a "
-           "node; %.1f us a call; %d ranks a node; algo %s; overlap %s; buckets %g MiB, first %g MiB\n",
-           net.intra.alpha_s * 1e6, net.intra.busbw / 1e9, net.inter.alpha_s * 1e6, net.inter.busbw / 1e9,
-           net.call_s * 1e6, net.per_node,
-           o.sync.algo == PM_RING   ? "ring"
-           : o.sync.algo == PM_TREE ? "tree"
-                                    : "auto",
-           o.sync.overlap ? "on" : "off", o.sync.bucket_mb, o.sync.first_bucket_mb);
+    if (!rc) rc = mp_load_models(&o, files, mm);
+    if (!rc) mp_print_links(&o, &net, &fit, fit_ranks);
     for (int i = 0; !rc && i < o.nmodels; i++) rc = mp_predict(&o, &mm[i], net, &ser[i]);
     if (!rc && o.plot) rc = mp_plot(o.plot, ser, o.nmodels, &o.sync, &net) ? EXIT_FAIL : EXIT_OK;
     free(mm);
