@@ -445,7 +445,6 @@ train_end train_loop(train_run *r, int *rc)
         if ((s = dt_optimizer_set_lr(r->opt, (float)lr))) return loop_failed(r, s, rc);
         step_sums sum;
         if ((e = run_micro_batches(r, &iv, &nb, step, scale, &sum, rc)) != TRAIN_END_DONE) return e;
-        /* cppcheck-suppress uninitvar ; --accum-steps is at least 1, so run_micro_batches set sum.res */
         iv.skipped += sum.res.skipped;
         grad_norm = sum.res.grad_norm;
         if (step == r->first_step) train_report_step_overlap(r);
