@@ -158,12 +158,19 @@ static int eval_check(dt_config *cfg, void *ud)
  * `all` samples in the set, of which those not in r->count were left out as undecodable. */
 static void print_result(const eval_opts *e, long step, const dt_eval_result *r, int K, size_t all)
 {
+    struct stat sb;
     if (e->eval_data)
         printf("dtrain eval: --eval-data %s (classes numbered as in %s), checkpoint of step %ld in %s\n", e->eval_data,
                e->data, step, e->ckpt_dir);
+    else if (e->holdout > 0)
+        printf("dtrain eval: %s (the --holdout part of the train split), checkpoint of step %ld in %s\n", e->data, step,
+               e->ckpt_dir);
+    else if (stat(e->data, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        /* One file is its own samples whatever the split, as for dtrain train: no test split of it. */
+        printf("dtrain eval: %s (one file: all its samples), checkpoint of step %ld in %s\n", e->data, step,
+               e->ckpt_dir);
     else
-        printf("dtrain eval: %s (%s split), checkpoint of step %ld in %s\n", e->data,
-               e->holdout > 0 ? "the --holdout part of the train" : e->split, step, e->ckpt_dir);
+        printf("dtrain eval: %s (%s split), checkpoint of step %ld in %s\n", e->data, e->split, step, e->ckpt_dir);
     const double loss = r->count ? r->loss_sum / (double)r->count : 0;
     /* fabs: glibc prints a NaN with its sign bit as "-nan", which reads as a value. */
     printf("accuracy %.4f (%ld of %ld correct), mean loss %.4f\n", r->count ? (double)r->correct / r->count : 0,

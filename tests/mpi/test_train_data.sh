@@ -285,6 +285,9 @@ expect 0 "held-out: 18 samples from --eval-data $tmp/gap/train" run 1 train --da
     --eval-data "$tmp/gap/train" --model fc:3 --steps 1 --checkpoint-dir "$tmp/ckdts"
 expect 0 " of 18 correct), mean loss" run 1 eval --data "$tmp/gap.dts" --eval-data "$tmp/gap/train" --model fc:3 \
     --checkpoint-dir "$tmp/ckdts"
+# One file is its own samples: eval says it scored all of them, not a test split it does not have.
+expect 0 "dtrain eval: $tmp/gap.dts (one file: all its samples)" run 1 eval --data "$tmp/gap.dts" --model fc:3 \
+    --checkpoint-dir "$tmp/ckdts"
 
 # Augmentation is drawn from (seed, epoch, sample): the run is the same bits at 0 and 3 loader threads.
 for lt in 0 3; do
