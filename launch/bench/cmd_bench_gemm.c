@@ -126,7 +126,7 @@ static int gemm_handle(int val, const char *arg, void *ud)
 static int gemm_flags_check(dt_config *cfg, void *ud)
 {
     (void)cfg;
-    const gemm_opts *o = ud;
+    gemm_opts *o = ud;
     if (!o->cpu && !o->gpu) {
         cli_error("--no-cpu with --no-gpu leaves nothing to measure: drop one of them");
         return EXIT_USAGE;
@@ -137,6 +137,10 @@ static int gemm_flags_check(dt_config *cfg, void *ud)
                   "only): add fp32 to --dtype, or drop --no-gpu");
         return EXIT_USAGE;
     }
+    /* Without the GPU a tf32, bf16 or fp16 row would hold only dashes: fp32's row alone. */
+    if (!o->gpu)
+        for (int t = 0; t < GEMM_NTYPES; t++)
+            if (t != GEMM_FP32) o->types[t] = 0;
     return EXIT_OK;
 }
 
@@ -370,7 +374,8 @@ static void print_header(const gemm_opts *o, const dt_placement *pl, int world, 
                "barrier); a row is the slowest rank's: its mean, the fewest reps, min-max over every rank's "
                "products, the worst error\n",
                world);
-    printf("# OpenBLAS has no tf32/bf16/fp16 GEMM: the CPU column is fp32, and GPU/CPU is against it\n");
+    if (o->gpu && o->cpu)
+        printf("# OpenBLAS has no tf32/bf16/fp16 GEMM: the CPU column is fp32, and GPU/CPU is against it\n");
     printf("# ms: the mean of one product over reps timed ones after %d warm-up (--iters %d, fewer once "
            "--max-seconds %g is spent); CPU min-max: its fastest and slowest product\n",
            o->warmup, o->iters, o->max_s);

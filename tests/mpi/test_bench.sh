@@ -142,6 +142,10 @@ expect 2 "--n (a comma-separated list of sizes) '0'" "$DTRAIN" bench gemm --n 0
 expect 2 "--n (a comma-separated list of sizes) 'x'" "$DTRAIN" bench gemm --n 64,x
 expect 2 "--dtype 'fp8' is not one of fp32, tf32, bf16, fp16" "$DTRAIN" bench gemm --dtype fp8
 expect 2 "unexpected argument 'more'" "$DTRAIN" bench gemm more
+# --no-gpu: the CPU's fp32 row alone, not rows of dashes for the GPU's types (default --dtype).
+"$DTRAIN" bench gemm --n 64 --no-gpu --iters 1 >"$tmp/g" 2>&1 && grep -qE '^ +64 +fp32 .* ok$' "$tmp/g" &&
+    ! grep -qE '^ +64 +(tf32|bf16|fp16) ' "$tmp/g" && ok "bench gemm --no-gpu: the fp32 row alone" ||
+    { bad "bench gemm --no-gpu: rows of the GPU's types"; cat "$tmp/g"; }
 expect 2 "--no-cpu with --no-gpu leaves nothing to measure" "$DTRAIN" bench gemm --n 64 --no-cpu --no-gpu
 expect 2 "--no-gpu with --dtype of tf32, bf16, fp16 alone leaves nothing to measure" "$DTRAIN" bench gemm --n 64 \
     --dtype bf16,tf32 --no-gpu
