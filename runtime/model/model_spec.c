@@ -234,197 +234,268 @@ static dt_status spec_push(model_spec *s, int *cap, layer l)
     return DT_OK;
 }
 
-#define SPEC_FAIL(...)                                                                                                 \
-    do {                                                                                                               \
-        st = status_set_error(DT_ERR_INVALID_ARG, __VA_ARGS__);                                                        \
-        goto fail;                                                                                                     \
-    } while (0)
+/* Where the parse of a layer list stands: the current map, the first layer whose output is a
+ * vector, the layer being read, and what is made so far. */
+typedef struct spec_walk {
+    const char *spec_in, *input;
+    model_spec s;
+    int cap;
+    /* The current map. Its element count is at most SPEC_MAX_ELEMS (checked for the input and after
+     * every layer), so c * h * w always fits an int. */
+    int c, h, w;
+    uint64_t params;
+    size_t max_act;
+    /* The first fc or flatten layer: from there the map is a vector, which a conv or pool after it
+     * would take for a 1x1 image (nn.Conv2d after nn.Linear fails in PyTorch too). */
+    int vec_index;
+    char vec_tok[64];
+    int index;    /* the layer being read, from 1 */
+    char tok[64]; /* its text as messages quote it */
+} spec_walk;
 
-#define SPEC_VECTOR_FAIL()                                                                                             \
-    SPEC_FAIL("model '%s': layer %d '%s' comes after layer %d '%s', whose output is a vector of %d values, not an "    \
-              "image: put the conv and pool layers before the first fc or flatten",                                    \
-              spec_in, index, tok, vec_index, vec_tok, c)
+#define SPEC_REFUSE(...) return status_set_error(DT_ERR_INVALID_ARG, __VA_ARGS__)
+
+#define SPEC_VECTOR_REFUSE(k)                                                                                          \
+    SPEC_REFUSE("model '%s': layer %d '%s' comes after layer %d '%s', whose output is a vector of %d values, not an "  \
+                "image: put the conv and pool layers before the first fc or flatten",                                  \
+                (k)->spec_in, (k)->index, (k)->tok, (k)->vec_index, (k)->vec_tok, (k)->c)
+
+/* This layer's output is a vector from here on, when it is the first. */
+static void mark_vector(spec_walk *k)
+{
+    if (!k->vec_index) k->vec_index = k->index, snprintf(k->vec_tok, sizeof k->vec_tok, "%s", k->tok);
+}
+
+/* fc:OUT at [p, p+len) into *l (its weights' count *w_n), after the implied flatten of an image. */
+static dt_status parse_fc(spec_walk *k, const char *p, size_t len, layer *l, uint64_t *w_n)
+{
+    static const char *const names[] = {"OUT"};
+    static const int lo[] = {1};
+    int v[4];
+    dt_status st = DT_OK;
+    const int r = spec_fields(k->spec_in, k->index, k->tok, p, len, 1, names, lo, v, &st);
+    if (r < 0) return st;
+    if (r == 0)
+        SPEC_REFUSE("model '%s': layer %d '%s' must be fc:OUT with OUT a whole number from 1 to %" PRIu64, k->spec_in,
+                    k->index, k->tok, SPEC_MAX_ELEMS);
+    if (k->h != 1 || k->w != 1) {
+        /* The implied flatten. */
+        const int c = k->c, h = k->h, w = k->w;
+        layer f = {.kind = LAYER_FLATTEN, .in_c = c, .in_h = h, .in_w = w, .out_c = c * h * w, .out_h = 1, .out_w = 1};
+        if ((st = spec_push(&k->s, &k->cap, f))) return st;
+        k->c = c * h * w;
+        k->h = k->w = 1;
+    }
+    mark_vector(k);
+    const int c = k->c;
+    l->kind = LAYER_FC;
+    l->out = v[0];
+    l->in_c = c, l->in_h = 1, l->in_w = 1;
+    l->out_c = v[0], l->out_h = 1, l->out_w = 1;
+    *w_n = spec_mul((uint64_t)v[0], (uint64_t)c);
+    char n1[64];
+    if (*w_n > SPEC_MAX_LAYER_WEIGHTS)
+        SPEC_REFUSE("model '%s': layer %d '%s' has %s weights (%d outputs x %d inputs); at most %" PRIu64
+                    " per layer are supported (GEMM dimensions are ints): use fewer outputs, or shrink its "
+                    "input (a pool or a strided conv before it)",
+                    k->spec_in, k->index, k->tok, spec_count(n1, *w_n, (double)v[0] * c), v[0], c,
+                    SPEC_MAX_LAYER_WEIGHTS);
+    l->b_n = (size_t)v[0];
+    return DT_OK;
+}
+
+/* conv:OUT:K:STRIDE:PAD at [p, p+len) into *l (its weights' count *w_n): on an image, its kernel
+ * within the padded map. */
+static dt_status parse_conv(spec_walk *k, const char *p, size_t len, layer *l, uint64_t *w_n)
+{
+    static const char *const names[] = {"OUT", "K", "STRIDE", "PAD"};
+    static const int lo[] = {1, 1, 1, 0};
+    int v[4];
+    dt_status st = DT_OK;
+    const int r = spec_fields(k->spec_in, k->index, k->tok, p, len, 4, names, lo, v, &st);
+    if (r < 0) return st;
+    if (r == 0)
+        SPEC_REFUSE("model '%s': layer %d '%s' must be conv:OUT:K:STRIDE:PAD with OUT, K, STRIDE from 1 to "
+                    "%" PRIu64 " and PAD from 0 to %" PRIu64,
+                    k->spec_in, k->index, k->tok, SPEC_MAX_ELEMS, SPEC_MAX_ELEMS);
+    if (k->vec_index) SPEC_VECTOR_REFUSE(k);
+    const int c = k->c, h = k->h, w = k->w;
+    if (h == 1 && w == 1 && k->s.in_h == 1 && k->s.in_w == 1)
+        SPEC_REFUSE("model '%s': layer %d '%s' needs an image input with H or W above 1; --input %s is a "
+                    "vector of %d values (a 1x1 map): give --input CxHxW of the images, or put fc layers first",
+                    k->spec_in, k->index, k->tok, k->input, k->s.in_c);
+    l->kind = LAYER_CONV;
+    l->out = v[0], l->k = v[1], l->stride = v[2], l->pad = v[3];
+    /* Each term is at most 2^28, so these fit an int64 and the output sizes an int. */
+    const int64_t hp = (int64_t)h + 2 * (int64_t)l->pad, wp = (int64_t)w + 2 * (int64_t)l->pad;
+    if (l->k > hp || l->k > wp) {
+        /* The map this layer gets, where it comes from, and the changes that make it fit. */
+        const int64_t most = hp < wp ? hp : wp, side = h < w ? h : w;
+        char from[96];
+        map_origin(from, sizeof from, k->index, k->input);
+        SPEC_REFUSE("model '%s': layer %d '%s': kernel %d does not fit the %dx%d map it gets (%s) with padding "
+                    "%d: use a kernel of %" PRId64 " or less or a padding of %" PRId64
+                    " or more here, fewer pools or strides before it, or a larger --input",
+                    k->spec_in, k->index, k->tok, l->k, h, w, from, l->pad, most, ((int64_t)l->k - side + 1) / 2);
+    }
+    l->in_c = c, l->in_h = h, l->in_w = w;
+    l->out_c = l->out;
+    l->out_h = (int)((hp - l->k) / l->stride + 1);
+    l->out_w = (int)((wp - l->k) / l->stride + 1);
+    *w_n = spec_mul(spec_mul((uint64_t)l->out, (uint64_t)c), spec_mul((uint64_t)l->k, (uint64_t)l->k));
+    char n1[64];
+    if (*w_n > SPEC_MAX_LAYER_WEIGHTS)
+        SPEC_REFUSE("model '%s': layer %d '%s' has %s weights (%d outputs x %d channels x %dx%d); at most "
+                    "%" PRIu64 " per layer are supported (GEMM dimensions are ints): use fewer outputs or "
+                    "a smaller kernel",
+                    k->spec_in, k->index, k->tok, spec_count(n1, *w_n, (double)l->out * c * l->k * l->k), l->out, c,
+                    l->k, l->k, SPEC_MAX_LAYER_WEIGHTS);
+    l->b_n = (size_t)l->out;
+    return DT_OK;
+}
+
+/* pool:K at [p, p+len) into *l: on an image, its window within the map. */
+static dt_status parse_pool(spec_walk *k, const char *p, size_t len, layer *l)
+{
+    static const char *const names[] = {"K"};
+    static const int lo[] = {1};
+    int v[4];
+    dt_status st = DT_OK;
+    const int r = spec_fields(k->spec_in, k->index, k->tok, p, len, 1, names, lo, v, &st);
+    if (r < 0) return st;
+    if (r == 0)
+        SPEC_REFUSE("model '%s': layer %d '%s' must be pool:K with K a whole number from 1 to %" PRIu64, k->spec_in,
+                    k->index, k->tok, SPEC_MAX_ELEMS);
+    if (k->vec_index) SPEC_VECTOR_REFUSE(k);
+    const int c = k->c, h = k->h, w = k->w;
+    if (h < v[0] || w < v[0]) {
+        /* The map this layer gets, where it comes from, and the changes that make it fit. */
+        const int most = h < w ? h : w;
+        char from[96], fix[64] = "drop this pool, or use";
+        map_origin(from, sizeof from, k->index, k->input);
+        if (most > 1) snprintf(fix, sizeof fix, "use pool:%d or smaller here,", most);
+        SPEC_REFUSE("model '%s': layer %d '%s': its %dx%d window does not fit the %dx%d map it gets (%s): %s "
+                    "fewer pools or strides before it, or a larger --input",
+                    k->spec_in, k->index, k->tok, v[0], v[0], h, w, from, fix);
+    }
+    l->kind = LAYER_POOL;
+    l->k = v[0];
+    l->in_c = c, l->in_h = h, l->in_w = w;
+    l->out_c = c, l->out_h = h / l->k, l->out_w = w / l->k;
+    return DT_OK;
+}
+
+/* The layer at [p, p+len) into *l (its weights' count *w_n), by its kind. */
+static dt_status parse_layer(spec_walk *k, const char *p, size_t len, layer *l, uint64_t *w_n)
+{
+    const int c = k->c, h = k->h, w = k->w;
+    if (len > 3 && strncmp(p, "fc:", 3) == 0) return parse_fc(k, p, len, l, w_n);
+    if (len > 5 && strncmp(p, "conv:", 5) == 0) return parse_conv(k, p, len, l, w_n);
+    if (len > 5 && strncmp(p, "pool:", 5) == 0) return parse_pool(k, p, len, l);
+    if (len == 4 && strncmp(p, "relu", 4) == 0) {
+        l->kind = LAYER_RELU;
+        l->in_c = l->out_c = c, l->in_h = l->out_h = h, l->in_w = l->out_w = w;
+        return DT_OK;
+    }
+    if (len == 7 && strncmp(p, "flatten", 7) == 0) {
+        mark_vector(k);
+        l->kind = LAYER_FLATTEN;
+        l->in_c = c, l->in_h = h, l->in_w = w;
+        l->out_c = c * h * w, l->out_h = 1, l->out_w = 1;
+        return DT_OK;
+    }
+    SPEC_REFUSE("model '%s': layer %d '%s' is not a layer; use fc:OUT, conv:OUT:K:STRIDE:PAD, pool:K, "
+                "relu or flatten",
+                k->spec_in, k->index, k->tok);
+}
+
+/* Layer l (w_n weights) appended, within the bounds of a layer's output and of the model's
+ * parameters; its parameters placed after those before it; its output the current map. */
+static dt_status add_layer(spec_walk *k, layer l, uint64_t w_n)
+{
+    char n1[64];
+    const uint64_t out_n = spec_mul(spec_mul((uint64_t)l.out_c, (uint64_t)l.out_h), (uint64_t)l.out_w);
+    if (out_n > SPEC_MAX_ELEMS)
+        SPEC_REFUSE("model '%s': layer %d '%s' has %s outputs per sample (%dx%dx%d); at most %" PRIu64 " (1 GiB "
+                    "of fp32) are supported: use fewer outputs or channels, a larger stride, or a pool before it",
+                    k->spec_in, k->index, k->tok, spec_count(n1, out_n, (double)l.out_c * l.out_h * l.out_w), l.out_c,
+                    l.out_h, l.out_w, SPEC_MAX_ELEMS);
+    /* Both terms are at most 2^32, so the sum cannot wrap. */
+    const uint64_t total = k->params + w_n + (uint64_t)l.b_n;
+    if (total > SPEC_MAX_PARAMS)
+        SPEC_REFUSE("model '%s' has more than %" PRIu64 " parameters (%" PRIu64 " through layer %d '%s'); at most "
+                    "%" PRIu64 " are supported (16 GiB of fp32, 64 GiB on every rank with the gradients and the "
+                    "optimizer's state): make the model smaller",
+                    k->spec_in, SPEC_MAX_PARAMS, total, k->index, k->tok, SPEC_MAX_PARAMS);
+    l.w_n = (size_t)w_n;
+    l.w_off = (size_t)k->params;
+    l.b_off = (size_t)k->params + l.w_n;
+    k->params = total;
+    k->c = l.out_c, k->h = l.out_h, k->w = l.out_w;
+    if (out_n > k->max_act) k->max_act = (size_t)out_n;
+    return spec_push(&k->s, &k->cap, l);
+}
+
+/* The last layer: an fc of 2 to SPEC_MAX_CLASSES outputs, the classes' logits. */
+static dt_status check_classes(spec_walk *k, const char *spec)
+{
+    const model_spec *s = &k->s;
+    if (s->layers[s->n - 1].kind != LAYER_FC)
+        SPEC_REFUSE("model '%s': the last layer must be fc:CLASSES (the logits), not '%s'", k->spec_in,
+                    strrchr(spec, ',') ? strrchr(spec, ',') + 1 : spec);
+    k->s.classes = s->layers[s->n - 1].out;
+    if (s->classes < 2)
+        SPEC_REFUSE("model '%s': the last fc has %d output; classification needs at least 2", k->spec_in, s->classes);
+    if (s->classes > SPEC_MAX_CLASSES)
+        SPEC_REFUSE("model '%s': the last fc has %d outputs, one per class; at most %d classes are supported: use "
+                    "fewer classes",
+                    k->spec_in, s->classes, SPEC_MAX_CLASSES);
+    return DT_OK;
+}
 
 dt_status model_spec_parse(const char *spec_in, const char *input, model_spec *out)
 {
-    model_spec s;
-    memset(&s, 0, sizeof s);
-    dt_status st = DT_OK;
-    int cap = 0;
     if (!spec_in || !*spec_in)
         return status_set_error(DT_ERR_INVALID_ARG, "the model is empty: give a preset (mlp, cnn) or a "
                                                     "layer list such as fc:128,relu,fc:10");
-    if ((st = model_spec_check_name(spec_in))) return st;
+    dt_status st = model_spec_check_name(spec_in);
+    if (st) return st;
     const char *spec = model_preset(spec_in) ? model_preset(spec_in) : spec_in;
     if (!input || !*input) input = model_preset_input(spec_in);
     if (!input)
         return status_set_error(DT_ERR_INVALID_ARG, "model '%s' needs an input shape (--input N or CxHxW)", spec_in);
-    if ((st = spec_input(input, &s))) return st;
-
-    /* The current map. Its element count is at most SPEC_MAX_ELEMS (checked for the input and after
-     * every layer), so c * h * w always fits an int. */
-    int c = s.in_c, h = s.in_h, w = s.in_w;
-    uint64_t params = 0;
-    size_t max_act = (size_t)c * h * w;
-    const char *p = spec;
-    int index = 0;
-    char n1[64];
-    /* The first fc or flatten layer: from there the map is a vector, which a conv or pool after it
-     * would take for a 1x1 image (nn.Conv2d after nn.Linear fails in PyTorch too). */
-    int vec_index = 0;
-    char vec_tok[64] = "";
-    static const char *const fc_names[] = {"OUT"}, *const conv_names[] = {"OUT", "K", "STRIDE", "PAD"},
-                             *const pool_names[] = {"K"};
-    static const int fc_lo[] = {1}, conv_lo[] = {1, 1, 1, 0}, pool_lo[] = {1};
-    while (1) {
+    spec_walk k;
+    memset(&k, 0, sizeof k);
+    k.spec_in = spec_in, k.input = input;
+    if ((st = spec_input(input, &k.s))) return st;
+    k.c = k.s.in_c, k.h = k.s.in_h, k.w = k.s.in_w;
+    k.max_act = (size_t)k.c * k.h * k.w;
+    for (const char *p = spec;;) {
         const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        index++;
-        char tok[64];
-        snprintf(tok, sizeof tok, "%.*s%s", (int)(len < 60 ? len : 60), p, len > 60 ? "..." : "");
-        if (len == 0) SPEC_FAIL("model '%s': layer %d is empty (a doubled or trailing comma?)", spec_in, index);
+        const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        k.index++;
+        snprintf(k.tok, sizeof k.tok, "%.*s%s", (int)(len < 60 ? len : 60), p, len > 60 ? "..." : "");
+        if (len == 0) {
+            st = status_set_error(DT_ERR_INVALID_ARG, "model '%s': layer %d is empty (a doubled or trailing comma?)",
+                                  spec_in, k.index);
+            break;
+        }
         layer l;
         memset(&l, 0, sizeof l);
-        int v[4];
         uint64_t w_n = 0;
-        if (len > 3 && strncmp(p, "fc:", 3) == 0) {
-            const int r = spec_fields(spec_in, index, tok, p, len, 1, fc_names, fc_lo, v, &st);
-            if (r < 0) goto fail;
-            if (r == 0)
-                SPEC_FAIL("model '%s': layer %d '%s' must be fc:OUT with OUT a whole number from 1 to %" PRIu64,
-                          spec_in, index, tok, SPEC_MAX_ELEMS);
-            if (h != 1 || w != 1) {
-                /* The implied flatten. */
-                layer f = {
-                    .kind = LAYER_FLATTEN, .in_c = c, .in_h = h, .in_w = w, .out_c = c * h * w, .out_h = 1, .out_w = 1};
-                if ((st = spec_push(&s, &cap, f))) goto fail;
-                c = c * h * w;
-                h = w = 1;
-            }
-            if (!vec_index) vec_index = index, snprintf(vec_tok, sizeof vec_tok, "%s", tok);
-            l.kind = LAYER_FC;
-            l.out = v[0];
-            l.in_c = c, l.in_h = 1, l.in_w = 1;
-            l.out_c = v[0], l.out_h = 1, l.out_w = 1;
-            w_n = spec_mul((uint64_t)v[0], (uint64_t)c);
-            if (w_n > SPEC_MAX_LAYER_WEIGHTS)
-                SPEC_FAIL("model '%s': layer %d '%s' has %s weights (%d outputs x %d inputs); at most %" PRIu64
-                          " per layer are supported (GEMM dimensions are ints): use fewer outputs, or shrink its "
-                          "input (a pool or a strided conv before it)",
-                          spec_in, index, tok, spec_count(n1, w_n, (double)v[0] * c), v[0], c, SPEC_MAX_LAYER_WEIGHTS);
-            l.b_n = (size_t)v[0];
-        } else if (len > 5 && strncmp(p, "conv:", 5) == 0) {
-            const int r = spec_fields(spec_in, index, tok, p, len, 4, conv_names, conv_lo, v, &st);
-            if (r < 0) goto fail;
-            if (r == 0)
-                SPEC_FAIL("model '%s': layer %d '%s' must be conv:OUT:K:STRIDE:PAD with OUT, K, STRIDE from 1 to "
-                          "%" PRIu64 " and PAD from 0 to %" PRIu64,
-                          spec_in, index, tok, SPEC_MAX_ELEMS, SPEC_MAX_ELEMS);
-            if (vec_index) SPEC_VECTOR_FAIL();
-            if (h == 1 && w == 1 && s.in_h == 1 && s.in_w == 1)
-                SPEC_FAIL("model '%s': layer %d '%s' needs an image input with H or W above 1; --input %s is a "
-                          "vector of %d values (a 1x1 map): give --input CxHxW of the images, or put fc layers first",
-                          spec_in, index, tok, input, s.in_c);
-            l.kind = LAYER_CONV;
-            l.out = v[0], l.k = v[1], l.stride = v[2], l.pad = v[3];
-            /* Each term is at most 2^28, so these fit an int64 and the output sizes an int. */
-            const int64_t hp = (int64_t)h + 2 * (int64_t)l.pad, wp = (int64_t)w + 2 * (int64_t)l.pad;
-            if (l.k > hp || l.k > wp) {
-                /* The map this layer gets, where it comes from, and the changes that make it fit. */
-                const int64_t most = hp < wp ? hp : wp, side = h < w ? h : w;
-                char from[96];
-                map_origin(from, sizeof from, index, input);
-                SPEC_FAIL("model '%s': layer %d '%s': kernel %d does not fit the %dx%d map it gets (%s) with padding "
-                          "%d: use a kernel of %" PRId64 " or less or a padding of %" PRId64
-                          " or more here, fewer pools or strides before it, or a larger --input",
-                          spec_in, index, tok, l.k, h, w, from, l.pad, most, ((int64_t)l.k - side + 1) / 2);
-            }
-            l.in_c = c, l.in_h = h, l.in_w = w;
-            l.out_c = l.out;
-            l.out_h = (int)((hp - l.k) / l.stride + 1);
-            l.out_w = (int)((wp - l.k) / l.stride + 1);
-            w_n = spec_mul(spec_mul((uint64_t)l.out, (uint64_t)c), spec_mul((uint64_t)l.k, (uint64_t)l.k));
-            if (w_n > SPEC_MAX_LAYER_WEIGHTS)
-                SPEC_FAIL("model '%s': layer %d '%s' has %s weights (%d outputs x %d channels x %dx%d); at most "
-                          "%" PRIu64 " per layer are supported (GEMM dimensions are ints): use fewer outputs or "
-                          "a smaller kernel",
-                          spec_in, index, tok, spec_count(n1, w_n, (double)l.out * c * l.k * l.k), l.out, c, l.k, l.k,
-                          SPEC_MAX_LAYER_WEIGHTS);
-            l.b_n = (size_t)l.out;
-        } else if (len > 5 && strncmp(p, "pool:", 5) == 0) {
-            const int r = spec_fields(spec_in, index, tok, p, len, 1, pool_names, pool_lo, v, &st);
-            if (r < 0) goto fail;
-            if (r == 0)
-                SPEC_FAIL("model '%s': layer %d '%s' must be pool:K with K a whole number from 1 to %" PRIu64, spec_in,
-                          index, tok, SPEC_MAX_ELEMS);
-            if (vec_index) SPEC_VECTOR_FAIL();
-            if (h < v[0] || w < v[0]) {
-                /* The map this layer gets, where it comes from, and the changes that make it fit. */
-                const int most = h < w ? h : w;
-                char from[96], fix[64] = "drop this pool, or use";
-                map_origin(from, sizeof from, index, input);
-                if (most > 1) snprintf(fix, sizeof fix, "use pool:%d or smaller here,", most);
-                SPEC_FAIL("model '%s': layer %d '%s': its %dx%d window does not fit the %dx%d map it gets (%s): %s "
-                          "fewer pools or strides before it, or a larger --input",
-                          spec_in, index, tok, v[0], v[0], h, w, from, fix);
-            }
-            l.kind = LAYER_POOL;
-            l.k = v[0];
-            l.in_c = c, l.in_h = h, l.in_w = w;
-            l.out_c = c, l.out_h = h / l.k, l.out_w = w / l.k;
-        } else if (len == 4 && strncmp(p, "relu", 4) == 0) {
-            l.kind = LAYER_RELU;
-            l.in_c = l.out_c = c, l.in_h = l.out_h = h, l.in_w = l.out_w = w;
-        } else if (len == 7 && strncmp(p, "flatten", 7) == 0) {
-            if (!vec_index) vec_index = index, snprintf(vec_tok, sizeof vec_tok, "%s", tok);
-            l.kind = LAYER_FLATTEN;
-            l.in_c = c, l.in_h = h, l.in_w = w;
-            l.out_c = c * h * w, l.out_h = 1, l.out_w = 1;
-        } else {
-            SPEC_FAIL("model '%s': layer %d '%s' is not a layer; use fc:OUT, conv:OUT:K:STRIDE:PAD, pool:K, "
-                      "relu or flatten",
-                      spec_in, index, tok);
-        }
-        const uint64_t out_n = spec_mul(spec_mul((uint64_t)l.out_c, (uint64_t)l.out_h), (uint64_t)l.out_w);
-        if (out_n > SPEC_MAX_ELEMS)
-            SPEC_FAIL("model '%s': layer %d '%s' has %s outputs per sample (%dx%dx%d); at most %" PRIu64 " (1 GiB "
-                      "of fp32) are supported: use fewer outputs or channels, a larger stride, or a pool before it",
-                      spec_in, index, tok, spec_count(n1, out_n, (double)l.out_c * l.out_h * l.out_w), l.out_c, l.out_h,
-                      l.out_w, SPEC_MAX_ELEMS);
-        /* Both terms are at most 2^32, so the sum cannot wrap. */
-        const uint64_t total = params + w_n + (uint64_t)l.b_n;
-        if (total > SPEC_MAX_PARAMS)
-            SPEC_FAIL("model '%s' has more than %" PRIu64 " parameters (%" PRIu64 " through layer %d '%s'); at most "
-                      "%" PRIu64 " are supported (16 GiB of fp32, 64 GiB on every rank with the gradients and the "
-                      "optimizer's state): make the model smaller",
-                      spec_in, SPEC_MAX_PARAMS, total, index, tok, SPEC_MAX_PARAMS);
-        l.w_n = (size_t)w_n;
-        l.w_off = (size_t)params;
-        l.b_off = (size_t)params + l.w_n;
-        params = total;
-        c = l.out_c, h = l.out_h, w = l.out_w;
-        if (out_n > max_act) max_act = (size_t)out_n;
-        if ((st = spec_push(&s, &cap, l))) goto fail;
+        if ((st = parse_layer(&k, p, len, &l, &w_n)) || (st = add_layer(&k, l, w_n))) break;
         if (!comma) break;
         p = comma + 1;
     }
-    if (s.layers[s.n - 1].kind != LAYER_FC)
-        SPEC_FAIL("model '%s': the last layer must be fc:CLASSES (the logits), not '%s'", spec_in,
-                  strrchr(spec, ',') ? strrchr(spec, ',') + 1 : spec);
-    s.classes = s.layers[s.n - 1].out;
-    if (s.classes < 2)
-        SPEC_FAIL("model '%s': the last fc has %d output; classification needs at least 2", spec_in, s.classes);
-    if (s.classes > SPEC_MAX_CLASSES)
-        SPEC_FAIL("model '%s': the last fc has %d outputs, one per class; at most %d classes are supported: use "
-                  "fewer classes",
-                  spec_in, s.classes, SPEC_MAX_CLASSES);
-    s.num_params = (size_t)params;
-    s.max_act = max_act;
-    *out = s;
+    if (!st) st = check_classes(&k, spec);
+    if (st) {
+        free(k.s.layers);
+        return st;
+    }
+    k.s.num_params = (size_t)k.params;
+    k.s.max_act = k.max_act;
+    *out = k.s;
     return DT_OK;
-fail:
-    free(s.layers);
-    return st;
 }
 
 void model_spec_free(model_spec *s)
