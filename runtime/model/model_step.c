@@ -253,6 +253,74 @@ static dt_status step_behind_verdict(dt_model *m, dt_optimizer *o, dt_scaler *sc
     return s;
 }
 
+/* The end of a step whose parameter layers each stepped as backward finished them
+ * (model_overlap_layers). early: they stepped into the spare 16-bit copy. */
+static dt_status finish_by_layer(dt_model *m, int early, dt_step_result *r)
+{
+    /* One rank: closes the reducer's step (nothing was sent). Every parameter layer stepped
+     * as backward finished it, the 16-bit copy with it. */
+    dt_status s = dt_model_sync_grads(m);
+    if (s) {
+        if (early) model_params_changed(m); /* the copy the forward reads is the old one */
+        return s;
+    }
+    /* Stepped early: the spare holds the new copy whole (every layer wrote its part). */
+    if (early) model_spare16_swap(m);
+    if (m->p16) m->p16_current = 1;
+    m->prof_step.optimizer_s += model_prof_mark(m);
+    r->stepped = 1;
+    m->overlapped = 1;
+    return DT_OK;
+}
+
+/* The end of a step after its whole backward: the wait for the gradients' reduction, the loss
+ * scaler's verdict (ls: the step's loss scale), clipping and the optimizer step. in_graph: the
+ * step graph held the optimizer step. */
+static dt_status finish_whole(dt_model *m, dt_optimizer *o, dt_scaler *sc, float ls, int in_graph, dt_step_result *r)
+{
+    dt_status s;
+    const double t0 = clock_now_s();
+    trace_rec *tw = trace_active(ctx_trace(m->ctx));
+    const uint64_t t_wait = tw ? trace_now_ns() : 0;
+    if ((s = dt_model_sync_grads(m))) return s;
+    r->comm_wait_s = clock_now_s() - t0;
+    /* The training thread's wait for the buckets still in flight after backward. */
+    if (tw) trace_rec_add(tw, "grad wait", TRACE_CAT_COMM, TRACE_TRACK_TRAIN, t_wait, trace_now_ns(), 0, -1);
+    m->prof_step.allreduce_s += model_prof_mark(m);
+    if (sc && (in_graph || verdict_queued(m, o, ls))) return step_behind_verdict(m, o, sc, ls, in_graph, r);
+    if (in_graph) {
+        /* The graph held the step (no scaler: nothing to decide). */
+        m->pending32 = !m->g16;
+        optimizer_graph_stepped(m, o);
+        r->stepped = 1;
+        m->overlapped = 0;
+        return DT_OK;
+    }
+    if (sc) {
+        /* The reduced gradients are the same on every rank, and so is the verdict. */
+        /* Checked only: the unscale (and clipping's coefficient) are applied as the norm and the
+         * optimizer step read the gradients, saving a write of every gradient. */
+        if ((s = model_unscale_deferred(m, 1.0f / ls, &r->skipped))) return s;
+        if ((s = dt_scaler_update(sc, r->skipped))) return s;
+        m->prof_step.check_s += model_prof_mark(m);
+    }
+    if (r->skipped) {
+        if (m->clip_norm > 0) r->grad_norm = INFINITY; /* overflowed: not computed, no clipping */
+        return DT_OK;
+    }
+    /* Clipping sees the unscaled gradients, as torch's scaler.unscale_ then clip_grad_norm_ does;
+     * its coefficient too is left to the optimizer step (no pass over fp32 gradients of its own). */
+    m->pending32 = !m->g16;
+    if (m->clip_norm > 0 && (s = dt_model_clip_grad_norm(m, m->clip_norm, &r->grad_norm))) return s;
+    s = traced_optimizer_step(m, o);
+    m->prof_step.optimizer_s += model_prof_mark(m);
+    if (!s) {
+        r->stepped = 1;
+        m->overlapped = 0;
+    }
+    return s;
+}
+
 static dt_status train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
                             int batch, float grad_scale, dt_step_result *r)
 {
@@ -295,67 +363,14 @@ static dt_status train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const f
         model_params_changed(m);
     }
     if (s) return s;
-    if (by_layer) {
-        /* One rank: closes the reducer's step (nothing was sent). Every parameter layer stepped
-         * as backward finished it, the 16-bit copy with it. */
-        if ((s = dt_model_sync_grads(m))) {
-            if (early) model_params_changed(m); /* the copy the forward reads is the old one */
-            return s;
-        }
-        /* Stepped early: the spare holds the new copy whole (every layer wrote its part). */
-        if (early) model_spare16_swap(m);
-        if (m->p16) m->p16_current = 1;
-        m->prof_step.optimizer_s += model_prof_mark(m);
-        r->stepped = 1;
-        m->overlapped = 1;
-        return DT_OK;
-    }
+    if (by_layer) return finish_by_layer(m, early, r);
     if (m->accum_pos != 0) return DT_OK; /* the group goes on: nothing to send or step yet */
     if (model_overlap_buckets(m, o, sc)) {
         s = model_step_by_bucket(m, o, &r->comm_wait_s);
         if (!s) r->stepped = m->overlapped = 1;
         return s;
     }
-    const double t0 = clock_now_s();
-    trace_rec *tw = trace_active(ctx_trace(m->ctx));
-    const uint64_t t_wait = tw ? trace_now_ns() : 0;
-    if ((s = dt_model_sync_grads(m))) return s;
-    r->comm_wait_s = clock_now_s() - t0;
-    /* The training thread's wait for the buckets still in flight after backward. */
-    if (tw) trace_rec_add(tw, "grad wait", TRACE_CAT_COMM, TRACE_TRACK_TRAIN, t_wait, trace_now_ns(), 0, -1);
-    m->prof_step.allreduce_s += model_prof_mark(m);
-    if (sc && (in_graph || verdict_queued(m, o, ls))) return step_behind_verdict(m, o, sc, ls, in_graph, r);
-    if (in_graph) {
-        /* The graph held the step (no scaler: nothing to decide). */
-        m->pending32 = !m->g16;
-        optimizer_graph_stepped(m, o);
-        r->stepped = 1;
-        m->overlapped = 0;
-        return DT_OK;
-    }
-    if (sc) {
-        /* The reduced gradients are the same on every rank, and so is the verdict. */
-        /* Checked only: the unscale (and clipping's coefficient) are applied as the norm and the
-         * optimizer step read the gradients, saving a write of every gradient. */
-        if ((s = model_unscale_deferred(m, 1.0f / ls, &r->skipped))) return s;
-        if ((s = dt_scaler_update(sc, r->skipped))) return s;
-        m->prof_step.check_s += model_prof_mark(m);
-    }
-    if (r->skipped) {
-        if (m->clip_norm > 0) r->grad_norm = INFINITY; /* overflowed: not computed, no clipping */
-        return DT_OK;
-    }
-    /* Clipping sees the unscaled gradients, as torch's scaler.unscale_ then clip_grad_norm_ does;
-     * its coefficient too is left to the optimizer step (no pass over fp32 gradients of its own). */
-    m->pending32 = !m->g16;
-    if (m->clip_norm > 0 && (s = dt_model_clip_grad_norm(m, m->clip_norm, &r->grad_norm))) return s;
-    s = traced_optimizer_step(m, o);
-    m->prof_step.optimizer_s += model_prof_mark(m);
-    if (!s) {
-        r->stepped = 1;
-        m->overlapped = 0;
-    }
-    return s;
+    return finish_whole(m, o, sc, ls, in_graph, r);
 }
 
 dt_status dt_model_train_step(dt_model *m, dt_optimizer *o, dt_scaler *sc, const float *x, const int32_t *labels,
