@@ -68,11 +68,9 @@ static dt_status finish_plan(bucket_plan *p, size_t elem_bytes, size_t first_cap
     return DT_OK;
 }
 
-dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t elem_bytes, size_t first_cap_bytes,
-                             size_t cap_bytes, bucket_plan *out)
+/* Each range non-empty and inside the buffer of count elements. */
+static dt_status check_ranges(size_t count, const dt_range *r, int nr)
 {
-    memset(out, 0, sizeof *out);
-    if (nr < 1 || !r) return status_set_error(DT_ERR_INVALID_ARG, "bucket plan: no ranges given");
     for (int i = 0; i < nr; i++) {
         if (r[i].count == 0)
             return status_set_error(DT_ERR_INVALID_ARG,
@@ -90,71 +88,76 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
             return status_set_error(DT_ERR_INVALID_ARG, "range %d [%zu, %zu) runs past the buffer of %zu elements", i,
                                     r[i].offset, r[i].offset + r[i].count, count);
     }
+    return DT_OK;
+}
+
+/* The plan's arrays, a copy of the ranges and their order by offset (out->by_off). */
+static dt_status plan_arrays(size_t count, const dt_range *r, int nr, bucket_plan *out)
+{
     out->count = count;
     out->nr = nr;
     out->r = malloc((size_t)nr * sizeof *out->r);
     out->by_off = malloc((size_t)nr * sizeof *out->by_off);
     out->of_range = malloc((size_t)nr * sizeof *out->of_range);
     out->b = calloc((size_t)nr, sizeof *out->b);
-    if (!out->r || !out->by_off || !out->of_range || !out->b) {
-        bucket_plan_free(out);
+    range_key *key = malloc((size_t)nr * sizeof *key);
+    if (!out->r || !out->by_off || !out->of_range || !out->b || !key) {
+        free(key);
         return status_set_error(DT_ERR_NOMEM, "out of memory planning buckets over %d ranges", nr);
     }
     memcpy(out->r, r, (size_t)nr * sizeof *r);
-    range_key *key = malloc((size_t)nr * sizeof *key);
-    if (!key) {
-        bucket_plan_free(out);
-        return status_set_error(DT_ERR_NOMEM, "out of memory planning buckets over %d ranges", nr);
-    }
     for (int i = 0; i < nr; i++) key[i] = (range_key){r[i].offset, i};
     qsort(key, (size_t)nr, sizeof *key, cmp_range_key);
     for (int i = 0; i < nr; i++) out->by_off[i] = key[i].index;
     free(key);
-    /* The tiling: sorted by offset, each range starts where the previous one ends. */
+    return DT_OK;
+}
+
+/* The tiling: sorted by offset, each range starts where the previous one ends, the last at the
+ * buffer's end. */
+static dt_status check_tiling(const bucket_plan *p)
+{
     size_t end = 0;
-    for (int k = 0; k < nr; k++) {
-        const int i = out->by_off[k];
-        const dt_range *x = &out->r[i];
+    for (int k = 0; k < p->nr; k++) {
+        const int i = p->by_off[k];
+        const dt_range *x = &p->r[i];
         if (x->offset < end) {
-            const int j = out->by_off[k - 1];
-            dt_status s = status_set_error(DT_ERR_INVALID_ARG,
-                                           "ranges %d [%zu, %zu) and %d [%zu, %zu) overlap: each "
-                                           "element of the buffer belongs to exactly one range",
-                                           j, out->r[j].offset, out->r[j].offset + out->r[j].count, i, x->offset,
-                                           x->offset + x->count);
-            bucket_plan_free(out);
-            return s;
+            const int j = p->by_off[k - 1];
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "ranges %d [%zu, %zu) and %d [%zu, %zu) overlap: each "
+                                    "element of the buffer belongs to exactly one range",
+                                    j, p->r[j].offset, p->r[j].offset + p->r[j].count, i, x->offset,
+                                    x->offset + x->count);
         }
-        if (x->offset > end) {
-            dt_status s = status_set_error(DT_ERR_INVALID_ARG,
-                                           "the ranges leave elements [%zu, %zu) of the buffer "
-                                           "uncovered (before range %d): the ranges must tile [0, %zu) exactly",
-                                           end, x->offset, i, count);
-            bucket_plan_free(out);
-            return s;
-        }
+        if (x->offset > end)
+            return status_set_error(DT_ERR_INVALID_ARG,
+                                    "the ranges leave elements [%zu, %zu) of the buffer "
+                                    "uncovered (before range %d): the ranges must tile [0, %zu) exactly",
+                                    end, x->offset, i, p->count);
         end = x->offset + x->count;
     }
-    if (end != count) {
-        dt_status s = status_set_error(DT_ERR_INVALID_ARG,
-                                       "the ranges leave elements [%zu, %zu) of the buffer uncovered "
-                                       "(after the last range): the ranges must tile [0, %zu) exactly",
-                                       end, count, count);
-        bucket_plan_free(out);
-        return s;
-    }
-    /* Buckets in ready order. */
+    if (end != p->count)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "the ranges leave elements [%zu, %zu) of the buffer uncovered "
+                                "(after the last range): the ranges must tile [0, %zu) exactly",
+                                end, p->count, p->count);
+    return DT_OK;
+}
+
+/* Buckets in ready order: consecutive ranges adjacent in memory share one up to the cap. */
+static void fill_buckets(bucket_plan *p, size_t elem_bytes, size_t first_cap_bytes, size_t cap_bytes)
+{
     int nb = 0;
     size_t bytes = 0;
-    for (int i = 0; i < nr; i++) {
-        const dt_range *x = &out->r[i];
+    for (int i = 0; i < p->nr; i++) {
+        const dt_range *x = &p->r[i];
         const size_t rb = x->count * elem_bytes;
-        bucket *cur = nb ? &out->b[nb - 1] : NULL;
+        bucket *cur = nb ? &p->b[nb - 1] : NULL;
         /* A first cap of 0: the first bucket is capped as the others (so is a plan by size). */
         const size_t cap = nb == 1 && first_cap_bytes ? first_cap_bytes : cap_bytes;
         const int adjacent = cur && (x->offset + x->count == cur->off || cur->off + cur->n == x->offset);
         if (!cur || !adjacent || (cap > 0 && bytes + rb > cap)) {
-            cur = &out->b[nb++];
+            cur = &p->b[nb++];
             cur->off = x->offset;
             cur->n = 0;
             cur->first_range = i;
@@ -165,9 +168,23 @@ dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t ele
         cur->n += x->count;
         cur->nranges++;
         bytes += rb;
-        out->of_range[i] = nb - 1;
+        p->of_range[i] = nb - 1;
     }
-    out->nb = nb;
+    p->nb = nb;
+}
+
+dt_status bucket_plan_ranges(size_t count, const dt_range *r, int nr, size_t elem_bytes, size_t first_cap_bytes,
+                             size_t cap_bytes, bucket_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    if (nr < 1 || !r) return status_set_error(DT_ERR_INVALID_ARG, "bucket plan: no ranges given");
+    dt_status s = check_ranges(count, r, nr);
+    if (s) return s;
+    if ((s = plan_arrays(count, r, nr, out)) || (s = check_tiling(out))) {
+        bucket_plan_free(out);
+        return s;
+    }
+    fill_buckets(out, elem_bytes, first_cap_bytes, cap_bytes);
     return finish_plan(out, elem_bytes, first_cap_bytes, cap_bytes);
 }
 
