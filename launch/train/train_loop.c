@@ -91,17 +91,17 @@ static int eval_failed(train_run *r, long step, dt_status s, int save)
     return rc;
 }
 
-/* The end of a log interval after `step` steps: the figures averaged over the ranks, the
- * evaluation when due (its failure saving the steps first when save_if_eval_fails: eval_failed),
- * rank 0's line and record. Collective. EXIT_OK or the exit code after printing why. */
-static int log_interval(train_run *r, interval *iv, long step, int do_eval, int save_if_eval_fails, double lr,
-                        double grad_norm)
+/* The interval's figures over the ranks, in one allreduce: red[0..2] the summed loss, correct
+ * count and communication wait; *data_s this rank's wait for the loader per step; with more than
+ * one rank each rank's row of seconds per step goes to rank 0's straggler verdict (*sv). Collective.
+ * EXIT_OK or the exit code after printing why. */
+static int reduce_interval(train_run *r, interval *iv, float red3[3], double *data_s, straggler_verdict *sv)
 {
-    const train_opts *t = &r->t;
     /* This rank's own seconds per step, before the collective below waits for the others. */
     const double own_step_s = (clock_now_s() - iv->t_begin) / (double)iv->steps;
     /* This rank's wait for the loader in the interval: input is the bottleneck when it grows. */
-    const double wait_now = dt_loader_wait_s(r->ld), data_s = (wait_now - iv->wait_mark) / (double)iv->steps;
+    const double wait_now = dt_loader_wait_s(r->ld);
+    *data_s = (wait_now - iv->wait_mark) / (double)iv->steps;
     iv->wait_mark = wait_now;
     /* One allreduce: summed loss, correct count, communication wait, then with more than one rank
      * a W x STRAGGLER_NCOLS array where each rank fills its own row (zeros elsewhere), for the
@@ -116,7 +116,7 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, int 
     if (r->world > 1) {
         float *row = red + 3 + (size_t)r->rank * STRAGGLER_NCOLS;
         row[STRAGGLER_STEP] = (float)own_step_s;
-        row[STRAGGLER_DATA] = (float)data_s;
+        row[STRAGGLER_DATA] = (float)*data_s;
         row[STRAGGLER_COMM] = (float)(iv->comm_s / (double)iv->steps);
     }
     dt_status s = dt_allreduce(r->ctx, red, nred, DT_F32, DT_SUM);
@@ -124,8 +124,45 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, int 
         free(red);
         return train_status_error(s);
     }
+    if (r->world > 1 && r->rank == 0) straggler_assess(red + 3, r->world, r->t.straggler_threshold, &r->strag, sv);
+    memcpy(red3, red, 3 * sizeof *red);
+    free(red);
+    return EXIT_OK;
+}
+
+/* The run's end when an interval's mean loss is not finite: its record (loss null) and the error,
+ * on every rank (the mean came out of one allreduce: every rank is here on it, rank 0 says it). */
+static int diverged(train_run *r, const metrics_record *rec)
+{
+    const train_opts *t = &r->t;
+    /* The interval that diverged is the record a plot of the run most needs: its loss is null. */
+    if (r->rank == 0) train_report_record(r, rec);
+    /* fabs: glibc prints a NaN with its sign bit as "-nan", which reads as a value. */
+    const double shown = isnan(rec->loss) ? fabs(rec->loss) : rec->loss;
+    /* In fp16 the forward pass itself can overflow (65504 is fp16's largest value): the loss
+     * scaler only scales the backward pass, so it cannot help, while bf16 has fp32's range and
+     * trains the same weights on. Advice to lower the learning rate alone would mislead there. */
+    const char *fp16 = t->precision == DT_F16 ? "in fp16 a layer's output or the loss passed 65504, fp16's "
+                                                "largest value, which loss scaling cannot prevent (it scales "
+                                                "the backward pass only): use --precision bf16 (fp32's range) "
+                                                "or fp32, or "
+                                              : "";
+    return train_shared_error(r, "the loss became %g at step %ld: %slower --lr (now %g)", shown, rec->step, fp16,
+                              (double)t->optim.lr);
+}
+
+/* The end of a log interval after `step` steps: the figures averaged over the ranks, the
+ * evaluation when due (its failure saving the steps first when save_if_eval_fails: eval_failed),
+ * rank 0's line and record. Collective. EXIT_OK or the exit code after printing why. */
+static int log_interval(train_run *r, interval *iv, long step, int do_eval, int save_if_eval_fails, double lr,
+                        double grad_norm)
+{
+    const train_opts *t = &r->t;
+    float red[3] = {0};
+    double data_s;
     straggler_verdict sv = {0};
-    if (r->world > 1 && r->rank == 0) straggler_assess(red + 3, r->world, t->straggler_threshold, &r->strag, &sv);
+    int rc = reduce_interval(r, iv, red, &data_s, &sv);
+    if (rc) return rc;
     const double dt_int = clock_now_s() - iv->t_begin;
     const double samples = (double)iv->steps * r->world * t->batch * t->accum_steps;
     const double mean_loss = red[0] / samples;
@@ -153,8 +190,8 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, int 
                           .slowest_busy_s = sv.busy_s,
                           .median_busy_s = sv.median_busy_s,
                           .straggler_phase = straggler_phase_name(sv.phase)};
-    free(red);
     char eval_line[256] = "";
+    dt_status s;
     if (do_eval && (s = run_eval(r, step, &rec.eval_loss, &rec.eval_accuracy, eval_line, sizeof eval_line))) {
         const int erc = eval_failed(r, step, s, save_if_eval_fails);
         if (erc) return erc;
@@ -163,23 +200,7 @@ static int log_interval(train_run *r, interval *iv, long step, int do_eval, int 
     }
     /* The progress line gives way to the lines below (the next step redraws it). */
     progress_clear(&r->prog);
-    if (!isfinite(mean_loss)) {
-        /* The interval that diverged is the record a plot of the run most needs: its loss is null. */
-        if (r->rank == 0) train_report_record(r, &rec);
-        /* fabs: glibc prints a NaN with its sign bit as "-nan", which reads as a value. */
-        const double shown = isnan(mean_loss) ? fabs(mean_loss) : mean_loss;
-        /* In fp16 the forward pass itself can overflow (65504 is fp16's largest value): the loss
-         * scaler only scales the backward pass, so it cannot help, while bf16 has fp32's range and
-         * trains the same weights on. Advice to lower the learning rate alone would mislead there.
-         * The mean loss came out of one allreduce: every rank is here on it, rank 0 says it. */
-        const char *fp16 = t->precision == DT_F16 ? "in fp16 a layer's output or the loss passed 65504, fp16's "
-                                                    "largest value, which loss scaling cannot prevent (it scales "
-                                                    "the backward pass only): use --precision bf16 (fp32's range) "
-                                                    "or fp32, or "
-                                                  : "";
-        return train_shared_error(r, "the loss became %g at step %ld: %slower --lr (now %g)", shown, step, fp16,
-                                  (double)t->optim.lr);
-    }
+    if (!isfinite(mean_loss)) return diverged(r, &rec);
     r->samples_sum += samples;
     r->interval_s_sum += dt_int;
     r->intervals++;
