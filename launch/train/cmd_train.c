@@ -237,8 +237,9 @@ static int setup_refusals(train_run *r, const dt_placement *pl)
 
 /* The training data (and held-out data). Every rank opens --data on its own: a wrong path fails on
  * all of them alike, said once (with how many ranks met it) and ended by every rank, not once per
- * rank and an abort. The synthetic data reads no file, and its flag errors are every rank's alike:
- * no exchange. Collective with --data. */
+ * rank and an abort. So are the synthetic data's flag errors (--eval-every without --data): every
+ * rank meets them, and one exchange says them once instead of every rank and MPI_Abort's banner.
+ * Collective. */
 static int setup_data(train_run *r)
 {
     const train_opts *t = &r->t;
@@ -248,16 +249,14 @@ static int setup_data(train_run *r)
     dt_status s;
     if ((s = train_ckpt_peek(r, &fig))) return train_status_error(s);
     char why[2048] = "";
-    if (t->data) cli_error_capture(why, sizeof why);
+    cli_error_capture(why, sizeof why);
     int rc = train_data_open(t, r->read_threads, &fig, &r->data);
     free(fig.figures);
-    if (t->data) {
-        cli_error_capture(NULL, 0);
-        int shared = 0;
-        rc = cli_agree_failure(r->ctx, rc, why, &shared);
-        if (!rc) rc = train_data_normalize(r->ctx, t, &r->data, &shared);
-        if (rc) g_failure_shared = shared;
-    }
+    cli_error_capture(NULL, 0);
+    int shared = 0;
+    rc = cli_agree_failure(r->ctx, rc, why, &shared);
+    if (!rc && t->data) rc = train_data_normalize(r->ctx, t, &r->data, &shared);
+    if (rc) g_failure_shared = shared;
     return rc;
 }
 
