@@ -52,12 +52,23 @@ int train_shared_error(const train_run *r, const char *fmt, ...)
 void train_failure_shared(void) { g_failure_shared = 1; }
 
 /* A failure of the model's set-up: train_status_error, and when it ran out of memory, what did, for
- * the summary (train_oom_report) once the run is freed. */
+ * the summary (train_oom_report) once the run is freed. A failure every rank returned (shared: a
+ * model the grammar refuses, met by every rank) goes through one exchange more, so that the ranks
+ * that met it alike say it once, not each with its rank; a rank that has it from a peer says
+ * nothing, as before. */
 static int setup_error(train_run *r, dt_status s, const char *what)
 {
     /* The summary is for the rank that ran out: a peer's, reported here, is said by that rank. */
     if (s == DT_ERR_NOMEM && !status_from_peer()) snprintf(r->oom_at, sizeof r->oom_at, "%s", what);
-    return train_status_error(s);
+    if (r->world <= 1 || !status_shared(s)) return train_status_error(s);
+    const int own = !status_from_peer();
+    char why[2048] = "";
+    if (own) snprintf(why, sizeof why, "%s (%s)", dt_last_error(), dt_strerror(s));
+    int shared = 0;
+    const int rc =
+        cli_agree_failure(r->ctx, own ? (s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL) : EXIT_OK, why, &shared);
+    g_failure_shared = shared;
+    return rc ? rc : EXIT_FAIL;
 }
 
 /* Frees what a run holds (any of it may be NULL); the context stays. */
@@ -273,7 +284,17 @@ static int setup_model(train_run *r, const dt_placement *pl)
         return setup_error(r, s, "while making the model");
     if ((s = dt_optimizer_create(&t->optim, dt_model_num_params(r->m), &r->opt)))
         return setup_error(r, s, "while making the optimizer state");
-    if ((rc = train_data_check_and_eval(t, r->m, r->read_threads, &r->data))) return rc;
+    /* The data against the model and the held-out set's open: each rank's own, alike on all of
+     * them (a shape that does not fit, a missing --eval-data), so said once as --data's open. */
+    char why[2048] = "";
+    cli_error_capture(why, sizeof why);
+    rc = train_data_check_and_eval(t, r->m, r->read_threads, &r->data);
+    cli_error_capture(NULL, 0);
+    int shared = 0;
+    if ((rc = cli_agree_failure(r->ctx, rc, why, &shared))) {
+        g_failure_shared = shared;
+        return rc;
+    }
     /* The BLAS threads on the CPU alone: a GPU run's GEMMs are cuBLAS's. */
     train_record_make(t, r->world, r->data.train, pl->device == DT_DEVICE_CUDA ? 0 : pl->blas_threads, &r->data.rec);
     return EXIT_OK;

@@ -330,6 +330,18 @@ expect 2 "dataset $tmp/nothing does not exist (the same on all 4 ranks)" run 4 t
     --data "$tmp/nothing" --steps 5
 [ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" && ! grep -q "ranks) (rank" "$tmp/out" &&
     ok "missing data on all 4 ranks: one error line, no MPI_Abort" || { bad "missing data on 4 ranks"; cat "$tmp/out"; }
+# So are the refusals every rank meets once the model is made: data of another shape, a missing
+# --eval-data, a model the grammar refuses (each was one line per rank, the first two then MPI_Abort).
+alike() { # TEXT train-flags...: 2 ranks, exit 2, one error line saying TEXT "... (the same on all 2 ranks)", no abort
+    local text=$1; shift
+    expect 2 "$text" run 2 train --steps 1 "$@"
+    [ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && grep -q "(the same on all 2 ranks)$" "$tmp/out" &&
+        ! grep -q "MPI_ABORT" "$tmp/out" &&
+        ok "2 ranks, train $*: one error line, no MPI_Abort" || { bad "2 ranks, train $*"; cat "$tmp/out"; }
+}
+alike "holds samples of 1x8x8 (64 values) but the model takes 1x28x28 (784)" --data "$tmp/hard" --model cnn --input 1x28x28
+alike "--eval-data $tmp/nothing: dataset $tmp/nothing does not exist" --data "$tmp/hard" --eval-data "$tmp/nothing"
+alike "model 'conv:8:3,relu,fc:10' needs an input shape" --model conv:8:3,relu,fc:10
 # Held-out labels past the model's outputs are named against those outputs (it said the training
 # data's classes, which are not the limit).
 expect 2 "the held-out data (--eval-data $tmp/k12) has labels up to 11 (12 classes), the model only 10 outputs (labels 0 to 9; the training data has 10 classes)" \
