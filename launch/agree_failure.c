@@ -73,3 +73,16 @@ int cli_agree_failure(dt_ctx *ctx, int rc, const char *why, int *shared)
     }
     return rc ? rc : s.first_rc;
 }
+
+int cli_say_shared_failure(dt_ctx *ctx, dt_status s, const char *what, int *shared)
+{
+    const int own = !cli_peer_failure(s);
+    char why[2048] = "";
+    if (own && what)
+        snprintf(why, sizeof why, "%s: %s (%s)", what, dt_last_error(), dt_strerror(s));
+    else if (own)
+        snprintf(why, sizeof why, "%s (%s)", dt_last_error(), dt_strerror(s));
+    const int rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
+    const int out = cli_agree_failure(ctx, own ? rc : EXIT_OK, why, shared);
+    return out ? out : rc;
+}

@@ -204,6 +204,13 @@ void cli_error_capture(char *buf, size_t n);
  * them, with how many ranks met it; different messages by each failing rank. A failed exchange
  * prints this rank's message and returns with *shared 0 (the job must be aborted). */
 int cli_agree_failure(dt_ctx *ctx, int rc, const char *why, int *shared);
+/* Collective: a failure s that every rank returned from the same call (status_shared(s)), said as
+ * cli_agree_failure says a step's: once where the ranks that met it have it alike ("what: <message>
+ * (<status>)", what may be NULL); a rank that has it from a peer (cli_peer_failure) says nothing.
+ * Returns the exit code (EXIT_USAGE for DT_ERR_INVALID_ARG, else EXIT_FAIL; a peer-informed rank
+ * the first failing rank's), *shared as cli_agree_failure's. Call it only with a shared s, on
+ * every rank: it is one more exchange over ctx. */
+int cli_say_shared_failure(dt_ctx *ctx, dt_status s, const char *what, int *shared);
 
 /* For the commands that run in one process: EXIT_OK when the launcher's variables say one
  * process (or none) was started, else EXIT_USAGE after an error naming the variable, the count

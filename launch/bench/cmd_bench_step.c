@@ -293,8 +293,17 @@ int cmd_bench_step(int argc, char **argv)
     /* A model that cannot be built is refused before the header, not after it with no rows. */
     model_spec spec;
     const dt_status bad_model = model_spec_parse(o.model, o.input, &spec);
-    if (bad_model) return cli_fail(ctx, bad_model, "--model");
-    model_spec_free(&spec);
+    if (!bad_model) model_spec_free(&spec);
+    /* Every rank parses the same flags: a refusal is said once, and every rank ends by itself. */
+    char why[2048] = "";
+    if (bad_model) snprintf(why, sizeof why, "--model: %s (%s)", dt_last_error(), dt_strerror(bad_model));
+    int shared = 0;
+    if ((rc = cli_agree_failure(ctx,
+                                bad_model == DT_ERR_INVALID_ARG ? EXIT_USAGE
+                                : bad_model                     ? EXIT_FAIL
+                                                                : EXIT_OK,
+                                why, &shared)))
+        return cli_end_failed(ctx, rc, shared);
     if (rank == 0) print_header(&o, &pl, world);
     double base = 0;
     for (int i = 0; i < o.nprec; i++)

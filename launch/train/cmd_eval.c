@@ -408,7 +408,10 @@ static int eval_figures(dt_ctx *ctx, const eval_opts *e, int threads, eval_run *
  * freed, the job ended. */
 static int eval_failed(dt_ctx *ctx, eval_run *er, int how)
 {
-    if (how == EVAL_FAILED) {
+    if (how == EVAL_FAILED && status_shared(er->s) && dt_world_size(ctx) > 1) {
+        /* Every rank returned it (a model the grammar refuses): said once where met alike. */
+        cli_say_shared_failure(ctx, er->s, NULL, &er->shared);
+    } else if (how == EVAL_FAILED) {
         er->shared = status_shared(er->s);
         if (!cli_peer_failure(er->s)) cli_error("%s (%s)", dt_last_error(), dt_strerror(er->s));
     }

@@ -61,14 +61,10 @@ static int setup_error(train_run *r, dt_status s, const char *what)
     /* The summary is for the rank that ran out: a peer's, reported here, is said by that rank. */
     if (s == DT_ERR_NOMEM && !status_from_peer()) snprintf(r->oom_at, sizeof r->oom_at, "%s", what);
     if (r->world <= 1 || !status_shared(s)) return train_status_error(s);
-    const int own = !status_from_peer();
-    char why[2048] = "";
-    if (own) snprintf(why, sizeof why, "%s (%s)", dt_last_error(), dt_strerror(s));
     int shared = 0;
-    const int rc =
-        cli_agree_failure(r->ctx, own ? (s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL) : EXIT_OK, why, &shared);
+    const int rc = cli_say_shared_failure(r->ctx, s, NULL, &shared);
     g_failure_shared = shared;
-    return rc ? rc : EXIT_FAIL;
+    return rc;
 }
 
 /* Frees what a run holds (any of it may be NULL); the context stays. */

@@ -217,6 +217,11 @@ expect 2 "--graphs 'on' is not one of auto, 1, 0" "$DTRAIN" bench step --graphs 
 expect 2 "--model: model 'fc:xx': layer 1 'fc:xx' must be fc:OUT" "$DTRAIN" bench step --model fc:xx --input 8
 ! grep -q "^# dtrain bench step" "$tmp/out" && ok "bench step --model fc:xx: no header before the refusal" ||
     { bad "bench step --model fc:xx printed its header first"; cat "$tmp/out"; }
+# At 2 ranks every rank refuses the same flags: one line for both, and each ends by itself.
+expect 2 "layer 1 'fc:xx' must be fc:OUT" "$MPIRUN" -np 2 "$DTRAIN" bench step --model fc:xx --input 8
+[ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && grep -q "(the same on all 2 ranks)$" "$tmp/out" &&
+    ! grep -q "MPI_ABORT" "$tmp/out" && ok "bench step --model fc:xx at 2 ranks: one line, no MPI_Abort" ||
+    { bad "bench step --model fc:xx at 2 ranks"; cat "$tmp/out"; }
 expect 2 "--graphs '2' is not one of auto, 1, 0" "$DTRAIN" train --graphs 2
 # --synthetic-on: the 16th column, where the batches were made. On the CPU auto makes them on the
 # host and device is refused naming why; with the CPU standing in for a device (a test hook), auto

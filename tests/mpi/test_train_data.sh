@@ -398,6 +398,7 @@ once() { # NP CODE TEXT eval-flags...
 once 3 2 "dataset $tmp/nothing does not exist (the same on all 3 ranks)" --data "$tmp/nothing" --checkpoint-dir "$tmp/ck"
 once 3 1 "no loadable checkpoint in $tmp/empty" --data "$tmp/hard" --checkpoint-dir "$tmp/empty"
 once 3 2 "was written for another model (fingerprint" --data "$tmp/hard" --model cnn --checkpoint-dir "$tmp/ck"
+once 2 2 "layer 1 'conv:8:3' must be conv:OUT:K:STRIDE:PAD" --data "$tmp/hard" --model conv:8:3,relu,fc:10 --checkpoint-dir "$tmp/ck"
 # --normalize unit on an fp32 shard of bytes: divided by 255 as the bytes are (the shard's byte
 # flag), so a checkpoint evaluates the same on the IDX files and on their shard.
 run 1 train --data "$tmp/hard" --model fc:10 --steps 5 --batch 20 --normalize unit --checkpoint-dir "$tmp/cku" \
