@@ -330,7 +330,11 @@ static int setup_training(train_run *r)
     dt_model_set_deferred_verdict(r->m, 1);
     if (t->clip_grad_norm > 0 && (s = dt_model_set_clip_grad_norm(r->m, t->clip_grad_norm)))
         return train_status_error(s);
-    if (t->init_params && (rc = params_load(r->ctx, r->m, t->init_params))) return rc;
+    if (t->init_params && (rc = params_load(r->ctx, r->m, t->init_params))) {
+        /* EXIT_USAGE: every rank learned rank 0's verdict on the file, and ends on its own. */
+        if (rc == EXIT_USAGE) g_failure_shared = 1;
+        return rc;
+    }
     /* Gradients are already divided by the global batch (train_loop.c's scale): sum them. */
     t->sync.op = DT_SUM;
     if ((s = dt_model_set_precision(r->m, t->precision, r->grad_t)))

@@ -19,7 +19,9 @@
  * file. EXIT_OK, or EXIT_FAIL after printing why (the file, the cause, the fix). */
 int params_dump(const char *path, const float *p, size_t n);
 /* Rank 0 reads path, which must hold exactly the model's parameter count of floats, and every
- * rank takes its values (collective). EXIT_OK, or EXIT_FAIL / EXIT_USAGE after printing why. */
+ * rank takes its values (collective). EXIT_OK, or EXIT_FAIL / EXIT_USAGE after printing why:
+ * EXIT_USAGE on every rank when the file could not be read or this memory not had (the ranks
+ * agreed on it: each may end on its own), EXIT_FAIL when the exchange itself failed. */
 int params_load(dt_ctx *ctx, dt_model *m, const char *path);
 
 #endif

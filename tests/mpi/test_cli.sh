@@ -175,6 +175,11 @@ expect 0 "1 rank on 1 node," "$DTRAIN" env
 head -c 100 /dev/zero >"$tmp/short.bin"
 expect 2 "in the layout of docs/training.md, Parameter files" "$DTRAIN" train --model fc:16,relu,fc:10 --input 16 \
     --batch 4 --steps 1 --init-params "$tmp/short.bin"
+# At 3 ranks rank 0 reads it for all and says why; every rank learns that and ends on its own.
+expect 2 "in the layout of docs/training.md, Parameter files" "$MPIRUN" -np 3 "$DTRAIN" train --model fc:16,relu,fc:10 \
+    --input 16 --batch 4 --steps 1 --init-params "$tmp/short.bin"
+[ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" &&
+    ok "a short --init-params at 3 ranks: one line, no MPI_Abort" || bad "a short --init-params at 3 ranks: $(cat "$tmp/out")"
 
 # Output files: two flags naming one file would leave only the one written last; refused at parsing,
 # naming both, whether the names are equal, meet once the directory is resolved, or link one file.
