@@ -362,12 +362,26 @@ static int setup_resume(train_run *r)
             fflush(stdout);
         }
     }
-    if (r->first_step && (rc = train_epochs_place(r))) return rc;
+    /* The refusals below come from the flags, the data's size and the checkpoint's step, which
+     * rank 0 read for all: alike on every rank, said once, and every rank ends on its own. */
+    if (r->first_step) {
+        char why[1024] = "";
+        cli_error_capture(why, sizeof why);
+        rc = train_epochs_place(r);
+        cli_error_capture(NULL, 0);
+        int shared = 0;
+        if ((rc = cli_agree_failure(r->ctx, rc, why, &shared))) {
+            g_failure_shared = shared;
+            return rc;
+        }
+    }
     /* --epochs ends no earlier than the checkpoint; --steps may (a rerun with a smaller count). */
     if (r->first_step > t->steps) {
-        cli_error("--steps %ld: the checkpoint in %s is of step %ld, past it, so there is nothing to train; give "
-                  "--steps above %ld to go on training, or another --checkpoint-dir to start afresh",
-                  t->steps, t->ckpt_dir, r->first_step, r->first_step);
+        g_failure_shared = 1;
+        if (r->rank == 0)
+            cli_error_job("--steps %ld: the checkpoint in %s is of step %ld, past it, so there is nothing to train; "
+                          "give --steps above %ld to go on training, or another --checkpoint-dir to start afresh",
+                          t->steps, t->ckpt_dir, r->first_step, r->first_step);
         return EXIT_USAGE;
     }
     return EXIT_OK;

@@ -100,6 +100,12 @@ expect 0 "trained in fp16, this one in fp32: the fp32 master weights go on; the 
 fresh
 expect 2 "--steps 3: the checkpoint in $tmp/ck is of step 5, past it, so there is nothing to train" \
     dt train $D --steps 3 --checkpoint-dir "$tmp/ck" --resume auto
+# At 2 ranks rank 0 says it once (every rank has the checkpoint's step), and no rank aborts the job.
+expect 2 "--steps 3: the checkpoint in $tmp/ck is of step 5, past it, so there is nothing to train" \
+    timeout 120 "$MPIRUN" -np 2 "$DTRAIN" train $D --steps 3 --checkpoint-dir "$tmp/ck" --resume auto
+[ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" && ! grep -q "(rank " "$tmp/out" &&
+    ok "--steps below the checkpoint at 2 ranks: one line, no MPI_Abort" ||
+    { bad "--steps below the checkpoint at 2 ranks"; cat "$tmp/out"; }
 # At it: nothing to train, said plainly with how to go on (not a rate of 0 samples/s).
 expect 0 "done: nothing to train: the run had already reached --steps 5 (its checkpoint in $tmp/ck is of step 5); give --steps 6 or more to train further" \
     dt train $D --steps 5 --checkpoint-dir "$tmp/ck" --resume auto
