@@ -75,9 +75,12 @@ dt_status model_zero_allgather_params(dt_model *m)
  * failure (mine then unused). Such a rank still joins, sharing -own in place of its value (the
  * values, counts and sums of squares, are never negative), so that no rank waits for it: it
  * returns own with its own message, the others the code of the first rank that failed, with a
- * message naming it (fn: what failed there). Each rank's value is carried exactly: it sits in its
- * own slot of a zeroed array summed over the ranks (v + 0 is v), SUM_CHUNK ranks per allreduce
- * over the context's host backend, under the collective deadline; nothing is allocated. */
+ * message naming it (fn: what failed there). Past a complete exchange every rank knows of every
+ * failure, so the failure is marked shared (status_mark_shared, as rank_verdict_status does): a
+ * launcher then lets each rank end on its own instead of aborting the job as for a failure a
+ * rank may have alone. Each rank's value is carried exactly: it sits in its own slot of a zeroed
+ * array summed over the ranks (v + 0 is v), SUM_CHUNK ranks per allreduce over the context's host
+ * backend, under the collective deadline; nothing is allocated. */
 static dt_status sum_over_ranks(const dt_model *m, double mine, dt_status own, const char *fn, double *total)
 {
     status_kept why;
@@ -98,12 +101,13 @@ static dt_status sum_over_ranks(const dt_model *m, double mine, dt_status own, c
             sum += slot[k];
         }
     }
-    if (own) return status_restore(own, &why);
+    /* Alone (no exchange) or past a failed one, no peer is known to have the failure. */
+    if (own) return c && !s ? status_mark_shared(status_restore(own, &why)) : status_restore(own, &why);
     if (s) return s;
     if (bad >= 0) {
         const dt_status code = (dt_status)(int)-bad_v;
-        return status_set_error(code, "%s failed on rank %d (%s): read rank %d's message for the cause", fn, bad,
-                                dt_strerror(code), bad);
+        return status_mark_shared(status_set_peer_error(
+            code, "%s failed on rank %d (%s): read rank %d's message for the cause", fn, bad, dt_strerror(code), bad));
     }
     *total = sum;
     return DT_OK;

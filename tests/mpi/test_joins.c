@@ -15,9 +15,10 @@
  * norm or a bad element type; dt_reducer_create with a NULL out, a bad overlap or an allocation
  * that fails (each in turn), and its retune with a bad reduction; dt_check_replicas with a NULL
  * buffer; under ZeRO-1 the full-size optimizer state a rank cannot get (the others fail with it,
- * none left in the allgather); and the verdicts every rank reaches from one exchange marked shared. With one rank
- * there is nobody to wait: the failing calls fail alone. Run as `test_joins
- * late-dup`, it checks that the reducer's engine duplicates its communicator under the deadline.
+ * none left in the allgather); and the verdicts every rank reaches from one exchange (these ZeRO-1
+ * sums among them) marked shared. With one rank there is nobody to wait: the failing calls fail
+ * alone. Run as `test_joins late-dup`, it checks that the reducer's engine duplicates its
+ * communicator under the deadline.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "dtrain.h"
@@ -87,6 +88,17 @@ static void expect_join(const char *what, dt_status s, double t0, dt_status want
     const char *e = dt_last_error();
     CHECK(strstr(e, want_msg) != NULL, "%s: rank %d's message names rank %d (\"%s\")", what, rank, bad, want_msg);
     if (also_peer) CHECK(strstr(e, also_peer) != NULL, "%s: rank %d's message holds \"%s\"", what, rank, also_peer);
+}
+
+/* A verdict every rank reached from one complete exchange (read right after the call returned s):
+ * marked shared on every rank, so a launcher lets each end on its own rather than abort the job,
+ * and reported as the peer's on all but rank bad, which alone says why. */
+static void expect_shared(const char *what, dt_status s, int bad)
+{
+    if (world == 1) return;
+    CHECK(status_shared(s), "%s: rank %d's failure %d is not marked shared", what, rank, (int)s);
+    CHECK(status_from_peer() == (rank != bad), "%s: rank %d's failure is %s, not %s", what, rank,
+          status_from_peer() ? "a peer's" : "its own", rank != bad ? "a peer's" : "its own");
 }
 
 static dt_model *model(dt_ctx *ctx, int zero)
@@ -213,10 +225,12 @@ static void check_zero(dt_ctx *ctx)
     dt_status s = dt_model_grad_norm(m, rank == bad ? NULL : &norm);
     expect_join("grad_norm with a NULL norm", s, t0, DT_ERR_INVALID_ARG, bad, "norm is NULL", "dt_model_grad_norm",
                 NULL);
+    expect_shared("grad_norm with a NULL norm", s, bad);
     t0 = now();
     s = dt_model_unscale_grads(m, 1.0f, rank == bad ? NULL : &inf);
     expect_join("unscale with a NULL found_inf", s, t0, DT_ERR_INVALID_ARG, bad, "found_inf is NULL",
                 "dt_model_unscale_grads", NULL);
+    expect_shared("unscale with a NULL found_inf", s, bad);
     t0 = now();
     s = dt_model_unscale_grads(m, rank == 0 ? NAN : 1.0f, &inf);
     expect_join("unscale by NaN", s, t0, DT_ERR_INVALID_ARG, 0, "unscale factor nan", "dt_model_unscale_grads", NULL);
@@ -224,6 +238,7 @@ static void check_zero(dt_ctx *ctx)
     s = dt_model_clip_grad_norm(m, rank == bad ? -1.0 : 1.0, &norm);
     expect_join("clip to -1", s, t0, DT_ERR_INVALID_ARG, bad, "maximum gradient norm -1", "dt_model_clip_grad_norm",
                 NULL);
+    expect_shared("clip to -1", s, bad);
     /* Nothing was left in flight: the same calls, whole, agree on every rank. */
     double n2 = -1;
     CHECK(dt_model_unscale_grads(m, 1.0f, &inf) == DT_OK && inf == 0, "unscale after the refusals");
@@ -374,6 +389,7 @@ static void check_zero_full_no_memory(dt_ctx *ctx)
     no_memory = 0;
     expect_join("unshard without memory", s, t0, DT_ERR_NOMEM, bad, "out of memory for the full-size optimizer state",
                 "making the full-size optimizer state for the checkpoint", NULL);
+    expect_shared("unshard without memory", s, bad);
     CHECK(model_zero_unshard(m, o) == DT_OK, "the unshard with memory");
     dt_optimizer_free(o);
     dt_model_free(m);
