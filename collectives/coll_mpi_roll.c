@@ -260,13 +260,17 @@ int mpi_op_wait(coll *c, MPI_Request *r, int kind, size_t count, double start)
         const double now = clock_now_s(), age = now - start;
         int from = -1;
         const char *told = roll_board_listen(ctx_board(c->ctx), &from);
-        if (told) verdict_forwarded(c, told, from, mpi_op_name(kind), count, age);
         /* A peer that said it is busy with work of its own (rank 0 writing a checkpoint) is alive:
          * the deadline counts from its last word. */
         const double busy = c->timeout_s > 0 && age > c->timeout_s ? roll_board_busy_seen(ctx_board(c->ctx)) : 0;
-        if (c->timeout_s > 0 && now - (busy > start ? busy : start) > c->timeout_s &&
-            !(c->rank != 0 && st->t_hub && now < st->t_hub + c->timeout_s + ROLL_GRACE_S))
-            roll_expire(c, mpi_op_name(kind), count, age);
+        const int expired = c->timeout_s > 0 && now - (busy > start ? busy : start) > c->timeout_s &&
+                            !(c->rank != 0 && st->t_hub && now < st->t_hub + c->timeout_s + ROLL_GRACE_S);
+        /* Rank 0 past its own deadline with a roll call knows who never arrived; a verdict told
+         * meanwhile comes from a rank that hears only from rank 0, and one told while rank 0 was
+         * slow to poll (a loaded machine) blames rank 0 itself: rank 0 says its own instead. */
+        if (told && !(expired && c->rank == 0 && st->nroll))
+            verdict_forwarded(c, told, from, mpi_op_name(kind), count, age);
+        if (expired) roll_expire(c, mpi_op_name(kind), count, age);
         struct timespec ts = {0, 20000};
         nanosleep(&ts, NULL);
     }

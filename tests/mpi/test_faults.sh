@@ -20,6 +20,16 @@ export OMPI_MCA_odls_base_sigkill_timeout=1
 # fault_case reports into $tmp/case.N; cases_done waits for the running ones and counts their
 # verdicts in order.
 n_case=0
+# How many processes with this marker are left: a rank may take a moment to exit after mpirun, so
+# leftovers are those still there after 1 s.
+leftovers() {
+    local left tries=0
+    while left=$(pgrep -f -- "$1" | wc -l) && [ "$left" -gt 0 ] && [ $tries -lt 10 ]; do
+        sleep 0.1
+        tries=$((tries + 1))
+    done
+    echo "$left"
+}
 fault_case() { # N, then fault's arguments
     local n=$1 spec=$2 np=$3 say=$4 limit=$5 t0 t1 rc var=DTRAIN_FAULT
     local out=$tmp/out.$n case_marker
@@ -31,12 +41,7 @@ fault_case() { # N, then fault's arguments
     rc=$?
     t1=$(date +%s.%N)
     local took; took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-    # A rank may take a moment to exit after mpirun: leftovers are those still there after 1 s.
-    local left tries=0
-    while left=$(pgrep -f -- "$case_marker" | wc -l) && [ "$left" -gt 0 ] && [ $tries -lt 10 ]; do
-        sleep 0.1
-        tries=$((tries + 1))
-    done
+    local left; left=$(leftovers "$case_marker")
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -qF -- "$say" "$out" &&
        awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t <= l) }' && [ "$left" -eq 0 ]; then
         ok "$var=$spec ${mpi_opts-}on $np ranks: job ended in $took s (limit $limit), exit $rc, says '$say', no rank left"
@@ -46,11 +51,48 @@ fault_case() { # N, then fault's arguments
         pkill -9 -f -- "$case_marker"
     fi
 }
-fault() { # kind:rank:step (or hang=LAYER:RANK:SEQ for DTRAIN_TEST_HANG), ranks, must-say, time limit
+# A case function, given its number N and then the arguments, run beside the others into $tmp/case.N.
+run_case() {
+    local fn=$1
+    shift
     n_case=$((n_case + 1))
     while [ "$(jobs -rp | wc -l)" -ge 4 ]; do wait -n; done
-    fault_case "$n_case" "$@" >"$tmp/case.$n_case" 2>&1 &
+    "$fn" "$n_case" "$@" >"$tmp/case.$n_case" 2>&1 &
     last_out=$tmp/out.$n_case
+}
+fault() { # kind:rank:step (or hang=LAYER:RANK:SEQ for DTRAIN_TEST_HANG), ranks, must-say, time limit
+    run_case fault_case "$@"
+}
+# Rank 0 slow to poll (a loaded machine; here stopped with SIGSTOP inside collective #0, before its
+# deadline) while rank 2 of 3 never arrives: rank 1 times out first, and its verdict, from a rank
+# that hears only from rank 0, blames rank 0. Rank 0, continued past its own deadline, still knows
+# who never arrived: it says that itself instead of logging rank 1's verdict about rank 0 as its
+# own. (mpirun's grace before SIGKILL, 3 s here, lets it print after rank 1's MPI_Abort.)
+rank0_late_case() { # N
+    local n=$1 out=$tmp/out.$1 pids=$tmp/pids.$1 job i rc left case_marker
+    case_marker="--seed 9$(printf %02d "$n")$$"
+    mkdir -p "$pids"
+    env OMPI_MCA_odls_base_sigkill_timeout=3 DTRAIN_FAULT=stall:2:0 timeout 120 "$MPIRUN" -np 3 -x DTRAIN_FAULT \
+        bash -c 'echo $$ >"$0/pid.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$pids" "$DTRAIN" train --timeout $TIMEOUT \
+        --steps 4 --batch 4 --model fc:32,relu,fc:10 --input 16 $marker $case_marker >"$out" 2>&1 &
+    job=$!
+    for i in $(seq 400); do [ -s "$pids/pid.0" ] && grep -q "fault injection" "$out" && break; sleep 0.05; done
+    sleep 1.5
+    kill -STOP "$(cat "$pids/pid.0")"
+    for i in $(seq 1000); do grep -q "\[rank 1\] dtrain ERROR watchdog" "$out" && break; sleep 0.02; done
+    kill -CONT "$(cat "$pids/pid.0")"
+    wait $job
+    rc=$?
+    left=$(leftovers "$case_marker")
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$left" -eq 0 ] && ! grep -q "\[rank 0\] .*timed out first" "$out" &&
+        grep -F "[rank 0] dtrain ERROR watchdog: collective #0 " "$out" |
+        grep -qF "rank(s) 2 on $host have not reached it (no word from them)"; then
+        ok "rank 0 slow past rank 1's verdict, rank 2 of 3 missing: rank 0 names rank 2 itself, exit $rc, no rank left"
+    else
+        bad "rank 0 slow past rank 1's verdict: exit $rc, $left processes left, wanted rank 0's own verdict naming rank 2"
+        sed 's/^/    /' "$out" | tail -20
+        pkill -9 -f -- "$case_marker"
+    fi
 }
 counted=0
 cases_done() {
@@ -84,6 +126,7 @@ fault stall:2:0 4 "rank 0 on $host timed out first: rank(s) 2 on $host have not 
 fault hang=mpi:1:3 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
 fault hang=mpi:0:1 2 "rank 0 on $host reached it" $((TIMEOUT + 10))
 fault hang=engine:1:2 2 "rank 1 on $host reached it, yet MPI_Allreduce has not completed" $((TIMEOUT + 10))
+run_case rank0_late_case
 cases_done
 twice=$(grep -o '\[rank [0-9]*\] dtrain ERROR watchdog' "$eight" | sort | uniq -d | tr '\n' ' ')
 [ -z "$twice" ] && ok "stall at 8 ranks: each rank logs one watchdog verdict" ||
