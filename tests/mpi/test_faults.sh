@@ -30,26 +30,36 @@ leftovers() {
     done
     echo "$left"
 }
+# late (optional): an extended regular expression for the output of a try that lost a race the
+# machine's load decides, not dtrain; such a try is run again, up to 3 tries, and the last must
+# say what is wanted.
 fault_case() { # N, then fault's arguments
-    local n=$1 spec=$2 np=$3 say=$4 limit=$5 t0 t1 rc var=DTRAIN_FAULT
+    local n=$1 spec=$2 np=$3 say=$4 limit=$5 late=${6-} t0 t1 rc var=DTRAIN_FAULT try took left
     local out=$tmp/out.$n case_marker
     case_marker="--seed 9$(printf %02d "$n")$$"   # unique to this case, to find its leftovers
     case $spec in hang=*) var=DTRAIN_TEST_HANG spec=${spec#hang=} ;; esac
-    t0=$(date +%s.%N)
-    env "$var=$spec" timeout 120 "$MPIRUN" ${mpi_opts-} -np "$np" -x "$var" "$DTRAIN" train --timeout $TIMEOUT --steps 40 \
-        --batch 4 --model fc:32,relu,fc:10 --input 16 --log-every 1 $marker $case_marker >"$out" 2>&1
-    rc=$?
-    t1=$(date +%s.%N)
-    local took; took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-    local left; left=$(leftovers "$case_marker")
-    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -qF -- "$say" "$out" &&
-       awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t <= l) }' && [ "$left" -eq 0 ]; then
-        ok "$var=$spec ${mpi_opts-}on $np ranks: job ended in $took s (limit $limit), exit $rc, says '$say', no rank left"
-    else
+    for try in 1 2 3; do
+        t0=$(date +%s.%N)
+        env "$var=$spec" timeout 120 "$MPIRUN" ${mpi_opts-} -np "$np" -x "$var" "$DTRAIN" train --timeout $TIMEOUT \
+            --steps 40 --batch 4 --model fc:32,relu,fc:10 --input 16 --log-every 1 $marker $case_marker >"$out" 2>&1
+        rc=$?
+        t1=$(date +%s.%N)
+        took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+        left=$(leftovers "$case_marker")
+        if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -qF -- "$say" "$out" &&
+           awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t <= l) }' && [ "$left" -eq 0 ]; then
+            ok "$var=$spec ${mpi_opts-}on $np ranks: job ended in $took s (limit $limit), exit $rc, says '$say', no rank left${late:+ (try $try)}"
+            return
+        fi
+        if [ -n "$late" ] && [ $try -lt 3 ] && [ "$rc" -ne 0 ] && [ "$left" -eq 0 ] && grep -qE -- "$late" "$out"; then
+            echo "note: $var=$spec on $np ranks, try $try: no '$say', and the load decided the race; again"
+            continue
+        fi
         bad "$var=$spec ${mpi_opts-}on $np ranks: exit $rc after $took s (limit $limit), $left processes left, wanted '$say'"
         sed 's/^/    /' "$out" | tail -20
         pkill -9 -f -- "$case_marker"
-    fi
+        return
+    done
 }
 # A case function, given its number N and then the arguments, run beside the others into $tmp/case.N.
 run_case() {
@@ -117,7 +127,15 @@ eight=$last_out
 fault stall:1:0 2 "rank(s) 1 on $host have not reached it (no word from them)" $((TIMEOUT + 10)) # before the broadcast
 fault stall:0:0 2 "rank 0 on $host has not reached it (no word from it)" $((TIMEOUT + 10))
 # ...and the other ranks, which hear only from rank 0, log rank 0's verdict as theirs (the board).
-fault stall:2:0 4 "rank 0 on $host timed out first: rank(s) 2 on $host have not reached it (no word from them)" $((TIMEOUT + 10))
+# Two races decide whether one does, and a loaded machine (load 10 on the 2 cores) can lose either:
+# rank 0 must poll within the others' 2 s of grace past their deadline (ROLL_GRACE_S), else a
+# rank times out on its own, saying that rank 0's verdict has not come (rank 0 then still names
+# rank 2 itself: rank0_late_case); and the others must take rank 0's verdict and print it within
+# the 0.5 s it travels and the launcher's grace after rank 0's MPI_Abort, else only rank 0's own
+# verdict is there. The job's output then still names rank 2, so such a try is run again, and
+# the board must carry rank 0's verdict in one of 3.
+fault stall:2:0 4 "rank 0 on $host timed out first: rank(s) 2 on $host have not reached it (no word from them)" $((TIMEOUT + 10)) \
+    "yet neither the collective nor rank 0's verdict has come|\[rank 0\] dtrain ERROR watchdog: .*rank\(s\) 2 on $host have not reached it"
 # Every rank arrived, one stopped inside: rank 0's probe finds the one that does not answer. The
 # collective must be one rank 0 cannot finish alone: #3 is dt_model_create's allreduce comparing
 # the ranks' models (#0 train's check of the planned model against each rank's memory budget, #1
