@@ -108,7 +108,10 @@ typedef enum dt_synthetic_on {
  * cores making data. DT_ERR_INVALID_ARG: a NULL d, where is not in the enum, or DT_SYNTHETIC_DEVICE
  * for a dataset that is not synthetic (d unchanged). */
 DT_API dt_status dt_dataset_set_synthetic_on(dt_dataset *d, dt_synthetic_on where);
-/** Closes the dataset's files and frees it. NULL is a no-op. */
+/** Closes the dataset's files and frees it. NULL is a no-op. Free the loaders that read d first
+ * (dt_loader_free; dt_evaluate's own is gone when it returns): while any lives, d is not freed
+ * (their threads read it ahead of use), dt_last_error() says DT_ERR_INVALID_ARG naming how many,
+ * the same line is logged as an error, and a call after their dt_loader_free frees it. */
 DT_API void dt_dataset_free(dt_dataset *d);
 /** Samples in the dataset (after the holdout); 0 for a NULL d. */
 DT_API size_t dt_dataset_size(const dt_dataset *d);

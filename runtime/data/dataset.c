@@ -4,6 +4,7 @@
  */
 #include "runtime/data/dataset.h"
 #include "runtime/data/synthetic.h"
+#include "base/log.h"
 #include "base/rng.h"
 #include "base/status.h"
 
@@ -26,6 +27,20 @@ void dt_data_defaults(dt_data_config *c)
 void dt_dataset_free(dt_dataset *d)
 {
     if (!d) return;
+    /* A loader's threads read the dataset ahead of use, at any moment until dt_loader_free joins
+     * them: freeing it under them was a use after free that crashed the process on a loader
+     * thread, at a random later point. Kept instead (a leak the message names), as dt_finalize
+     * keeps the context while objects made on it live. */
+    const int loaders = atomic_load_explicit(&d->loaders, memory_order_relaxed);
+    if (loaders > 0) {
+        status_set_error(DT_ERR_INVALID_ARG,
+                         "dt_dataset_free: %d loader(s) still read this dataset, so it is not freed (their "
+                         "threads would read freed memory): call dt_loader_free on them first, then "
+                         "dt_dataset_free again",
+                         loaders);
+        log_msg(LOG_LEVEL_ERROR, "%s", dt_last_error());
+        return;
+    }
     ds_close(d->split);
     free(d->view);
     sampler_free(&d->smp);

@@ -6,8 +6,9 @@
  * with a neutral value and skip NULL outputs; dt_evaluate refuses a batch outside 1..the model's
  * max batch and bad thread counts by name before it allocates anything (batch -1 was
  * DT_ERR_NOMEM); the flags of dt_data_config outside 0 and 1 are refused by name, and so is
- * dt_dataset_set_normalization while a loader reads the dataset. The cross-rank
- * verdict of dt_evaluate is tested under mpirun (mpi.replicas.np2).
+ * dt_dataset_set_normalization while a loader reads the dataset, and dt_dataset_free then leaves
+ * the dataset to the loader, saying so. The cross-rank verdict of dt_evaluate is tested under
+ * mpirun (mpi.replicas.np2).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -189,6 +190,33 @@ static void test_normalization_under_loader(void **state)
     dt_dataset_free(d);
 }
 
+/* dt_dataset_free while a loader's threads read the dataset ahead: not freed (it was, and the
+ * threads then read freed memory: a crash on a loader thread at some later point), said by name;
+ * the loader goes on making sound batches, and the free after dt_loader_free releases it. */
+static void test_free_under_loader(void **state)
+{
+    (void)state;
+    dt_dataset *d = synthetic();
+    dt_loader *l = NULL;
+    assert_int_equal(dt_loader_create(g_ctx, d, 0, 1, BATCH, 0, 2, 4, &l), DT_OK);
+    long step;
+    const float *x;
+    const int32_t *y;
+    assert_int_equal(dt_loader_next(l, &step, &x, &y), DT_OK);
+    dt_dataset_free(d);
+    const char *msg = dt_last_error();
+    if (!strstr(msg, "dt_dataset_free: 1 loader(s) still read this dataset") || !strstr(msg, "dt_loader_free"))
+        fail_msg("dt_dataset_free under a loader said \"%s\"", msg);
+    assert_int_equal(dt_dataset_size(d), SIZE);
+    for (int i = 0; i < 40; i++) {
+        assert_int_equal(dt_loader_next(l, &step, &x, &y), DT_OK);
+        assert_int_equal(step, i + 1);
+        for (int k = 0; k < BATCH; k++) assert_true(y[k] >= 0 && y[k] < CLASSES);
+    }
+    dt_loader_free(l);
+    dt_dataset_free(d);
+}
+
 static void test_loader_null_arguments(void **state)
 {
     (void)state;
@@ -267,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_getters_accept_null),   cmocka_unit_test(test_dataset_calls_null_arguments),
         cmocka_unit_test(test_loader_null_arguments), cmocka_unit_test(test_evaluate_bad_arguments),
         cmocka_unit_test(test_config_flags),          cmocka_unit_test(test_normalization_under_loader),
+        cmocka_unit_test(test_free_under_loader),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
