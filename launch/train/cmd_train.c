@@ -244,9 +244,9 @@ static int setup_refusals(train_run *r, const dt_placement *pl)
 
 /* The training data (and held-out data). Every rank opens --data on its own: a wrong path fails on
  * all of them alike, said once (with how many ranks met it) and ended by every rank, not once per
- * rank and an abort. So are the synthetic data's flag errors (--eval-every without --data): every
- * rank meets them, and one exchange says them once instead of every rank and MPI_Abort's banner.
- * Collective. */
+ * rank and an abort. The synthetic data reads no file, and its flag errors (--eval-every without
+ * --data) are every rank's alike: rank 0 says them, every rank ends on its own, and a run adds no
+ * exchange (the collectives keep their numbers: DTRAIN_TEST_HANG). Collective with --data. */
 static int setup_data(train_run *r)
 {
     const train_opts *t = &r->t;
@@ -261,8 +261,13 @@ static int setup_data(train_run *r)
     free(fig.figures);
     cli_error_capture(NULL, 0);
     int shared = 0;
-    rc = cli_agree_failure(r->ctx, rc, why, &shared);
-    if (!rc && t->data) rc = train_data_normalize(r->ctx, t, &r->data, &shared);
+    if (t->data) {
+        rc = cli_agree_failure(r->ctx, rc, why, &shared);
+        if (!rc) rc = train_data_normalize(r->ctx, t, &r->data, &shared);
+    } else if (rc) {
+        shared = 1;
+        if (r->rank == 0) cli_error_job("%s", why);
+    }
     if (rc) g_failure_shared = shared;
     return rc;
 }
@@ -281,16 +286,17 @@ static int setup_model(train_run *r, const dt_placement *pl)
     if ((s = dt_optimizer_create(&t->optim, dt_model_num_params(r->m), &r->opt)))
         return setup_error(r, s, "while making the optimizer state");
     /* The data against the model and the held-out set's open: each rank's own, alike on all of
-     * them (a shape that does not fit, a missing --eval-data), so said once as --data's open. */
+     * them (a shape that does not fit, a missing --eval-data), so said once as --data's open (the
+     * synthetic data's, made here, needs no exchange: the collectives keep their numbers). */
     char why[2048] = "";
-    cli_error_capture(why, sizeof why);
+    if (t->data) cli_error_capture(why, sizeof why);
     rc = train_data_check_and_eval(t, r->m, r->read_threads, &r->data);
-    cli_error_capture(NULL, 0);
-    int shared = 0;
-    if ((rc = cli_agree_failure(r->ctx, rc, why, &shared))) {
-        g_failure_shared = shared;
-        return rc;
+    if (t->data) {
+        cli_error_capture(NULL, 0);
+        int shared = 0;
+        if ((rc = cli_agree_failure(r->ctx, rc, why, &shared))) g_failure_shared = shared;
     }
+    if (rc) return rc;
     /* The BLAS threads on the CPU alone: a GPU run's GEMMs are cuBLAS's. */
     train_record_make(t, r->world, r->data.train, pl->device == DT_DEVICE_CUDA ? 0 : pl->blas_threads, &r->data.rec);
     return EXIT_OK;
