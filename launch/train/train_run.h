@@ -78,6 +78,18 @@ int train_shared_error(const train_run *r, const char *fmt, ...) __attribute__((
 /* Marks the failure that ends this run, already printed, as one every rank got: each rank then
  * ends on it without an abort (cli_end_failed, shared). */
 void train_failure_shared(void);
+/* On the GPU, 16-bit models keep fp32 gradients (as torch.cuda.amp): r->grad_t becomes fp32, or a
+ * 16-bit --grad-comm given with them is a usage error naming `who` chose the GPU and `alt`
+ * (cmd_train.c). EXIT_OK or EXIT_USAGE after printing why. */
+int train_gpu_grads(train_run *r, const char *who, const char *alt);
+
+/* ---------------------------------------------------------------- set-up (train_setup.c) */
+
+/* After dt_init, up to the first step: the refusals that need the world, the output paths and the
+ * checkpoint directory tried, the data, model, optimizer, steps and schedule, a resumed run's
+ * checkpoint, the loader. EXIT_OK, or the exit code after printing why (a failure every rank
+ * shares marked with train_failure_shared). Collective. */
+int train_setup(train_run *r, const dt_placement *pl);
 
 /* ---------------------------------------------------------------- memory (train_memory.c) */
 
