@@ -95,6 +95,16 @@ dt_status status_set_error(dt_status s, const char *fmt, ...)
     return s;
 }
 
+dt_status status_prefix(dt_status s, const char *prefix)
+{
+    const int from_peer = last_from_peer;
+    const dt_status shared = last_shared;
+    status_set_error(s, "%s: %s", prefix, last_error);
+    last_from_peer = from_peer;
+    last_shared = shared;
+    return s;
+}
+
 dt_status status_set_peer_error(dt_status s, const char *fmt, ...)
 {
     va_list ap;

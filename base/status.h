@@ -32,6 +32,10 @@ dt_status status_mark_shared(dt_status s);
  * a call returned s, for how the job ends (a launcher may then let every rank finalize and exit
  * with its own code, where a failure this rank may have alone needs MPI_Abort). */
 int status_shared(dt_status s);
+/* Puts "<prefix>: " before this thread's last error, which stays of status s, another rank's
+ * (status_from_peer) and shared (status_shared) as it was: a caller naming where a callee's
+ * failure happened ("--bucket-mb auto: ...") keeps how the job must end. Returns s. */
+dt_status status_prefix(dt_status s, const char *prefix);
 /* A public call given NULL for a required argument, refused before it does any work: the one
  * wording of every layer, DT_ERR_INVALID_ARG with "fn: arg is NULL: fix" (fix: what to pass). */
 dt_status status_null_arg(const char *fn, const char *arg, const char *fix);

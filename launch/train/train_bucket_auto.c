@@ -69,7 +69,7 @@ static dt_status measure_link(train_run *r, pm_link *link)
     dt_status s = backend_for_memory(dt_model_on_gpu(r->m) ? DT_MEMORY_DEVICE : DT_MEMORY_HOST, &be);
     void *buf = NULL; /* zeroed: the sums stay finite */
     if (!s) s = be->ops->alloc(be, counts[NSIZES - 1] * sizeof(float), "--bucket-mb auto's allreduce timing", &buf);
-    if (s) return status_set_error(s, "--bucket-mb auto: %s", dt_last_error());
+    if (s) return status_prefix(s, "--bucket-mb auto");
     float secs[NSIZES];
     for (int k = 0; !s && k < NSIZES; k++) {
         s = dt_allreduce(r->ctx, buf, counts[k], DT_F32, DT_SUM);
@@ -148,7 +148,7 @@ dt_status train_bucket_auto_after_step(train_run *r, long steps_run)
     }
     if (s) {
         free(mm);
-        return status_set_error(s, "--bucket-mb auto: %s", dt_last_error());
+        return status_prefix(s, "--bucket-mb auto");
     }
     /* 16-bit gradients are kept and sent as they are; fp32 ones sent in --grad-comm's type. */
     const dt_dtype wire = r->grad_t != DT_F32 ? r->grad_t : r->t.sync.grad_comm;
@@ -163,7 +163,7 @@ dt_status train_bucket_auto_after_step(train_run *r, long steps_run)
     s = pm_step_time(&pm, &net, &sync, &before);
     if (!s) s = pm_best_bucket(&pm, &net, &sync, caps, AUTO_NCAPS + 1, &best_mb, &best);
     free(mm);
-    if (s) return status_set_error(s, "--bucket-mb auto: %s", dt_last_error());
+    if (s) return status_prefix(s, "--bucket-mb auto");
     if (r->rank == 0 && !r->t.quiet)
         printf("buckets: --bucket-mb auto chose %g MiB (%d bucket%s) after %d profiled steps: predicted step %.3f ms, "
                "%.3f ms with %g MiB; the link measured here: alpha %.1f us, busbw %.3g GB/s; choosing took %.1f ms, "
@@ -174,7 +174,7 @@ dt_status train_bucket_auto_after_step(train_run *r, long steps_run)
     r->t.sync.bucket_mb = best_mb;
     /* Under --zero 1 the optimizer's slices follow the plan: gathered whole by the old one, cut
      * again for the new one. */
-    if ((s = model_zero_unshard(r->m, r->opt))) return status_set_error(s, "--bucket-mb auto: %s", dt_last_error());
+    if ((s = model_zero_unshard(r->m, r->opt))) return status_prefix(s, "--bucket-mb auto");
     if ((s = dt_model_set_sync(r->m, &r->t.sync))) return s;
     return dt_model_shard_optimizer(r->m, r->opt);
 }

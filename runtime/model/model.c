@@ -335,7 +335,7 @@ dt_status dt_model_synchronize(dt_model *m)
                                 "dt_model_synchronize: m is NULL: pass the model dt_model_create made");
     if (m->be->ops->host_memory) return DT_OK;
     const dt_status s = m->be->ops->sync(m->be);
-    return s ? status_set_error(s, "dt_model_synchronize: %s", dt_last_error()) : DT_OK;
+    return s ? status_prefix(s, "dt_model_synchronize") : DT_OK;
 }
 
 float *dt_model_grads(dt_model *m)

@@ -109,6 +109,23 @@ static void test_shared_mark(void **state)
     assert_int_equal(status_shared(DT_OK), 0);
 }
 
+/* A caller's prefix keeps whose failure it is and that every rank has it. */
+static void test_prefix_keeps_marks(void **state)
+{
+    (void)state;
+    status_mark_shared(status_set_peer_error(DT_ERR_NOMEM, "unshard failed on rank 1"));
+    assert_int_equal(status_prefix(DT_ERR_NOMEM, "--bucket-mb auto"), DT_ERR_NOMEM);
+    assert_string_equal(dt_last_error(), "--bucket-mb auto: unshard failed on rank 1");
+    assert_int_equal(status_shared(DT_ERR_NOMEM), 1);
+    assert_int_equal(status_from_peer(), 1);
+    status_set_error(DT_ERR_IO, "mine");
+    status_prefix(DT_ERR_IO, "dt_model_synchronize");
+    assert_string_equal(dt_last_error(), "dt_model_synchronize: mine");
+    assert_int_equal(status_shared(DT_ERR_IO), 0);
+    assert_int_equal(status_from_peer(), 0);
+    status_clear_error();
+}
+
 static void test_carried_across_threads(void **state)
 {
     (void)state;
@@ -195,6 +212,7 @@ int main(void)
         cmocka_unit_test(test_carried_across_threads),
         cmocka_unit_test(test_peer_mark),
         cmocka_unit_test(test_shared_mark),
+        cmocka_unit_test(test_prefix_keeps_marks),
         cmocka_unit_test(test_message_printable),
         cmocka_unit_test(test_ill_formed_utf8_escaped),
         cmocka_unit_test(test_escape_properties),
