@@ -399,9 +399,16 @@ backend *backend_cpu(void);
  * DT_ERR_NOMEM naming the size, the ulimit in force and the fix. Call it before the first GEMM of
  * a thread that runs them (dt_model_create does for CPU models, dt_sgemm for itself).
  * backend_cpu_blas_probe: DT_OK when `buffers` such buffers could be mapped now (mapped and given
- * back), else DT_ERR_NOMEM as above, `why` naming what needs them ("3 new BLAS threads"). */
+ * back), else DT_ERR_NOMEM as above, `why` naming what needs them ("3 new BLAS threads").
+ * backend_cpu_blas_set_threads: OpenBLAS's count set to `threads` (*got: the count set). Without a
+ * memory limit at once, after a probe for the workers it adds. Under one (ulimit -v or -d), every
+ * worker that OpenBLAS has or adds gets its buffer now, in a warm-up GEMM they all take part in,
+ * after a probe for their buffers, their stacks and this thread's buffer; DT_ERR_NOMEM when these
+ * do not fit, the count then left where no worker without a buffer runs a GEMM (*got, 1 where a
+ * pool started at load was never warmed up). Call it from the thread that runs the GEMMs. */
 dt_status backend_cpu_blas_reserve(void);
 dt_status backend_cpu_blas_probe(int buffers, const char *why);
+dt_status backend_cpu_blas_set_threads(int threads, int *got);
 
 /* Testing (runtime/test_hooks.h): the CPU backend's alloc acts as a device of `bytes` memory,
  * failing with DT_ERR_NOMEM once what it holds would pass the limit, and its mem_info reports

@@ -9,7 +9,6 @@
 #include "base/log.h"
 #include "base/status.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <hwloc.h>
 #include <stdio.h>
@@ -241,8 +240,7 @@ static dt_status pin_own_block(hwloc_topology_t topo, const cpu_set_t *allowed, 
 /* The BLAS threads of a rank placed on out->cpus: blas_threads when given, else one per core
  * divided among the local ranks whose CPUs overlap this rank's (*sharing of them, itself included:
  * dtrain's own blocks are disjoint, but a launcher's binding or no pinning may give several ranks
- * the same cores, which their BLAS threads then share), 1 where cores are shared; never more than
- * OpenBLAS can add. */
+ * the same cores, which their BLAS threads then share), 1 where cores are shared. */
 static int blas_thread_count(const affinity_result *out, const cpu_set_t *all_allowed, int lsize, int blas_threads,
                              int *sharing)
 {
@@ -259,20 +257,6 @@ static int blas_thread_count(const affinity_result *out, const cpu_set_t *all_al
     int threads = blas_threads > 0 ? blas_threads : out->num_cores / *sharing;
     if (out->shared && blas_threads <= 0) threads = 1;
     if (threads < 1) threads = 1;
-    /* Each thread OpenBLAS adds maps its working buffer as it starts and, where it cannot, spins
-     * for ever (kernels/cpu/blas_reserve.c): the room for them is probed first, and without it the
-     * count stays (a warning, not an error: this rank alone would fail a collective set-up). The
-     * count before is at most OpenBLAS's pool, so this may ask for more than it maps, never less. */
-    const int before = openblas_get_num_threads();
-    if (threads > before) {
-        char need[64];
-        snprintf(need, sizeof need, "%d more BLAS thread(s) (%d asked)", threads - before, threads);
-        if (backend_cpu_blas_probe(threads - before, need) != DT_OK) {
-            log_msg(LOG_LEVEL_WARN, "%s; keeping %d BLAS thread(s)", dt_last_error(), before);
-            status_clear_error();
-            threads = before;
-        }
-    }
     return threads;
 }
 
@@ -392,8 +376,15 @@ dt_status affinity_apply(dt_pin_mode mode, MPI_Comm local, const char *gpu_bus_i
     affinity_format(&final, out->list, sizeof out->list);
 
     int sharing;
-    const int threads = blas_thread_count(out, all_allowed, lsize, blas_threads, &sharing);
-    openblas_set_num_threads(threads);
+    int threads = blas_thread_count(out, all_allowed, lsize, blas_threads, &sharing);
+    /* Each thread OpenBLAS adds maps its working buffer as it first runs and, where it cannot,
+     * spins for ever (kernels/cpu/blas_reserve.c): the count is raised only where there is room
+     * for them, and without it stays lower (a warning, not an error: this rank alone would fail a
+     * collective set-up). */
+    if (backend_cpu_blas_set_threads(threads, &threads) != DT_OK) {
+        log_msg(LOG_LEVEL_WARN, "%s; keeping %d BLAS thread(s)", dt_last_error(), threads);
+        status_clear_error();
+    }
     out->blas_threads = threads;
     if (log_enabled(LOG_LEVEL_DEBUG))
         log_msg(LOG_LEVEL_DEBUG, "placement: CPUs %s (%d cores): %s; %d BLAS thread(s)%s", out->list, out->num_cores,

@@ -4,7 +4,7 @@
 # non-zero within the time limit, prints the plan's kinds, the biggest buffers, the device's
 # memory and a fix; the --batch the fix names then trains under the same limit. A model that does
 # not fit even at batch 1 gets the other advice. Under `ulimit -v` (6.) the same, and OpenBLAS's
-# buffer fails with a message instead of a silent spin.
+# buffer fails with a message instead of a silent spin, with more than one BLAS thread too (7.).
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 LIMIT=67108864 # 64 MiB per rank
@@ -123,8 +123,7 @@ fi
 # below it, each of which must end at once (trained, or dtrain's own out-of-memory message), until
 # one names OpenBLAS's buffer and the limit. One BLAS thread (--blas-threads 1; dtrain's own count,
 # one per core, overrides OPENBLAS_NUM_THREADS): a second thread's buffer is mapped by its worker
-# whenever the scheduler first runs it, a race of its own (kept out of this check: under taskset -c
-# 0, `ulimit -v 1328000` and --blas-threads 2, `dtrain train --model mlp` spins as before).
+# whenever the scheduler first runs it, a race of its own (checked in 7.).
 # ulim KIB ARGS...: dtrain ARGS under ulimit -v KIB, output in $tmp/out, exit code in $rc.
 ulim() {
     local kib=$1
@@ -180,6 +179,42 @@ else
         grep -q 'use --batch' "$tmp/out" && bad "ulimit -v $hi, 67 M parameters: a --batch advice"
     else
         bad "ulimit -v $hi, 67 M parameters: exit $rc"; sed 's/^/    /' "$tmp/out" | tail -10
+    fi
+    # 7. More than one BLAS thread: each worker OpenBLAS starts maps its buffer when the scheduler
+    # first runs it, which on one core was inside the model's first GEMM, after the model took the
+    # room: `taskset -c 0`, --blas-threads 2 and a limit up to a buffer above the one-thread minimum
+    # spun for ever (at 5 or 6 of the 8 limits 16 MiB apart below; kernels/cpu/blas_reserve.c).
+    # Now the workers get their buffers at placement, or the count stays 1 with a warning: every
+    # limit ends at once, and with room for the workers' buffers the count is 2.
+    # OPENBLAS_NUM_THREADS as users leave it (unset), and 10 s per run (each takes under 1 s) so
+    # that a spin fails the check instead of the test's time limit.
+    if command -v taskset >/dev/null; then
+        hung=""
+        for v in $(seq $((hi + 16384)) 16384 $((hi + 8 * 16384))); do
+            timeout -k 5 10 env -u OPENBLAS_NUM_THREADS taskset -c 0 bash -c 'ulimit -v "$1" && shift && exec "$@"' \
+                _ "$v" "$DTRAIN" train --model mlp --blas-threads 2 --steps 2 >"$tmp/out" 2>&1
+            rc=$?
+            if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+                hung="$hung $v"
+            elif [ "$rc" -ne 0 ] && ! grep -q "out of memory" "$tmp/out"; then
+                bad "taskset -c 0, --blas-threads 2, ulimit -v $v: exit $rc without an out-of-memory message"
+                sed 's/^/    /' "$tmp/out" | tail -10
+            fi
+        done
+        [ -z "$hung" ] && ok "taskset -c 0, --blas-threads 2: ulimit -v $((hi + 16384))..$v KiB each ended at once" ||
+            bad "taskset -c 0, --blas-threads 2, ulimit -v:$hung KiB: train did not end within 10 s (a spin)"
+        v=$((hi + 320 * 1024))
+        timeout -k 5 10 env -u OPENBLAS_NUM_THREADS taskset -c 0 bash -c 'ulimit -v "$1" && shift && exec "$@"' \
+            _ "$v" "$DTRAIN" env --blas-threads 2 >"$tmp/out" 2>&1
+        rc=$?
+        if [ "$rc" -eq 0 ] && awk '$1 == "0/1" && $10 == 2 { found = 1 } END { exit !found }' "$tmp/out" &&
+            ! grep -q "keeping" "$tmp/out"; then
+            ok "ulimit -v $v (320 MiB above the one-thread minimum): 2 BLAS threads, no warning"
+        else
+            bad "ulimit -v $v, --blas-threads 2: exit $rc, wanted 2 BLAS threads"; sed 's/^/    /' "$tmp/out" | tail -10
+        fi
+    else
+        echo "skip: 7. no taskset"
     fi
 fi
 
