@@ -107,15 +107,18 @@ dt_status cli_rank0_verdict(dt_ctx *ctx, char *why, size_t len, int *refused);
 
 /* ---------------------------------------------------------------- the prologue (prologue.c) */
 
-/* Before anything else: restarts the program with a better OPENBLAS_CORETYPE when OpenBLAS chose
- * kernels below this CPU (execv; returns when there is nothing to fix or exec failed, with a
- * warning). OPENBLAS_CORETYPE set by the user, or DTRAIN_BLAS_COREFIX=0, leaves it alone. */
-void cli_blas_corefix(char **argv);
+/* Before anything else: restarts the program once (execv, the same arguments) where OpenBLAS
+ * started badly: with a better OPENBLAS_CORETYPE when it chose kernels below this CPU (unless the
+ * user set OPENBLAS_CORETYPE, or DTRAIN_BLAS_COREFIX=0), and with OPENBLAS_NUM_THREADS=1 when a
+ * memory limit is in force (ulimit -v or -d) and it started a pool of threads, whose buffers
+ * could then not be taken in time (the user's value is given back after the restart). Returns
+ * when there is nothing to fix or exec failed, with a warning. */
+void cli_blas_restart(char **argv);
 /* Blocks SIGTERM, SIGUSR1, SIGINT and SIGHUP, the signals that ask `dtrain train` to stop: the
  * dtrain program runs it from .preinit_array (main.c), after the libraries are loaded and before
  * their constructors run, which in a CUDA build take 50 ms and more (cuBLAS's); a signal arriving
  * then waits, pending, for train's handler instead of ending the process with nothing said. The
- * mask and the pending signals survive cli_blas_corefix's exec. Its arguments are unused. */
+ * mask and the pending signals survive cli_blas_restart's exec. Its arguments are unused. */
 void cli_signals_block(int argc, char **argv, char **envp);
 /* Unblocks them: main calls it for every command but train, which calls it once its stop handlers
  * are in place (train_stop_install), so a signal that came meanwhile then acts as it would have.

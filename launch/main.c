@@ -1,7 +1,7 @@
 /*
- * main.c - the `dtrain` command: the OpenBLAS kernel fix every command starts with, then the
- * dispatch to the command (cmd_*.c; help and version live in help.c and cmd_version.c), then the
- * check that its output was written (close_stdout.c).
+ * main.c - the `dtrain` command: the OpenBLAS restart every command starts with (prologue.c),
+ * then the dispatch to the command (cmd_*.c; help and version live in help.c and cmd_version.c),
+ * then the check that its output was written (close_stdout.c).
  */
 #include "launch/cli.h"
 
@@ -65,7 +65,7 @@ static int dispatch(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    cli_blas_corefix(argv);
+    cli_blas_restart(argv);
     /* Every command ends here (or in cli_parse's --help): output that could not be written makes
      * the exit code non-zero, with the reason on stderr. */
     return cli_close_stdout(dispatch(argc, argv));

@@ -1,13 +1,16 @@
 /*
- * prologue.c - how every `dtrain` command starts and ends: the OpenBLAS kernel fix before anything
- * runs, then parse the flags, check them together, dt_init with the job-wide abort that a failure
- * needs, this rank's placement; at the end dt_finalize, and a failure after dt_init that takes the
- * job down. The commands call these rather than repeat the lines (cli.h).
+ * prologue.c - how every `dtrain` command starts and ends: the OpenBLAS restart (its kernels; its
+ * pool of threads under a memory limit) before anything runs, then parse the flags, check them
+ * together, dt_init with the job-wide abort that a failure needs, this rank's placement; at the
+ * end dt_finalize, and a failure after dt_init that takes the job down. The commands call these
+ * rather than repeat the lines (cli.h).
  */
 #include "launch/cli.h"
+#include "base/mem_limit.h"
 #include "base/status.h"
 #include "runtime/placement/topo.h"
 
+#include <cblas.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,20 +40,60 @@ void cli_signals_unblock(void)
     sigprocmask(SIG_UNBLOCK, &set, NULL);
 }
 
+/* The user's OPENBLAS_NUM_THREADS, carried over the restart (cli_blas_restart): "" where it was
+ * unset, "=VALUE" where set. Its presence also says the restart happened, so it happens once. */
+#define POOL_FROM "DTRAIN_BLAS_POOL_FROM"
+
+/* Whether OpenBLAS should start again without its pool of workers: under a memory limit (ulimit
+ * -v or -d), where the pool it started at load (one fewer than the cores, or OPENBLAS_NUM_THREADS)
+ * has workers. Each maps its 128 MiB buffer when the scheduler first runs it, which may be after
+ * the model took the room, and then spins for ever (kernels/cpu/blas_reserve.c). With
+ * OPENBLAS_NUM_THREADS=1 there is no pool, and dt_init raises the count where the workers it adds
+ * take their buffers at once, or says why not. dtrain sets the count itself (--blas-threads, or
+ * the cores), so the variable changes only the pool, and the user's own value is given back in the
+ * new image for what reads it (doctor, child processes). Without a limit, nothing changes. */
+static int blas_pool_restart(void)
+{
+    const char *from = getenv(POOL_FROM);
+    if (from) {
+        if (from[0] == '=')
+            setenv("OPENBLAS_NUM_THREADS", from + 1, 1);
+        else
+            unsetenv("OPENBLAS_NUM_THREADS");
+        return 0;
+    }
+    mem_limit lim;
+    if (!mem_limit_get(&lim) || openblas_get_num_threads() <= 1) return 0;
+    const char *user = getenv("OPENBLAS_NUM_THREADS");
+    char was[64] = "";
+    if (user && strlen(user) < sizeof was - 1) snprintf(was, sizeof was, "=%s", user);
+    setenv(POOL_FROM, was, 1);
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    return 1;
+}
+
 /* OpenBLAS picks its kernels when it loads; when it guessed below this CPU (VMs that hide the
  * CPU model get the SSE3 kernels), start again with the right OPENBLAS_CORETYPE. A user's own
- * OPENBLAS_CORETYPE always wins, and DTRAIN_BLAS_COREFIX=0 turns this off. */
-void cli_blas_corefix(char **argv)
+ * OPENBLAS_CORETYPE always wins, and DTRAIN_BLAS_COREFIX=0 turns this off. NULL: no fix. */
+static const char *blas_corefix(void)
 {
     const char *fix = getenv("DTRAIN_BLAS_COREFIX");
-    if (getenv("OPENBLAS_CORETYPE") || (fix && strcmp(fix, "0") == 0)) return;
+    if (getenv("OPENBLAS_CORETYPE") || (fix && strcmp(fix, "0") == 0)) return NULL;
     /* Test hook: DTRAIN_TEST_BLAS_ADVICE=CORE acts as if OpenBLAS had guessed below this CPU and
      * CORE were the fix, so the re-exec runs on any machine (tests/mpi/test_reexec.sh). */
     const char *forced = getenv("DTRAIN_TEST_BLAS_ADVICE");
     const char *better = forced && *forced ? forced : dt_blas_coretype_advice();
-    if (!better) return;
+    if (!better) return NULL;
     setenv("OPENBLAS_CORETYPE", better, 1);
     setenv("DTRAIN_BLAS_COREFIX", "0", 1); /* never loop */
+    return better;
+}
+
+void cli_blas_restart(char **argv)
+{
+    const char *better = blas_corefix();
+    const int pool = blas_pool_restart();
+    if (!better && !pool) return;
     /* Exec the file /proc/self/exe points to, not the link: the kernel names the process (comm:
      * ps, top, pgrep) after the basename of the path it executed, and "exe" is not what users
      * look for. The link itself is the fallback when it cannot be read or the file is gone. */
@@ -61,12 +104,23 @@ void cli_blas_corefix(char **argv)
         execv(self, argv);
     }
     execv("/proc/self/exe", argv);
-    /* exec failed: carry on with the slower kernels, and say so. */
-    unsetenv("OPENBLAS_CORETYPE");
-    fprintf(stderr,
-            "dtrain: warning: OpenBLAS runs its %s kernels on a CPU that can run %s ones; "
-            "set OPENBLAS_CORETYPE=%s for faster GEMM\n",
-            dt_blas_corename(), better, better);
+    /* exec failed: carry on as loaded, and say what that costs. */
+    if (better) {
+        unsetenv("OPENBLAS_CORETYPE");
+        fprintf(stderr,
+                "dtrain: warning: OpenBLAS runs its %s kernels on a CPU that can run %s ones; "
+                "set OPENBLAS_CORETYPE=%s for faster GEMM\n",
+                dt_blas_corename(), better, better);
+    }
+    if (pool) {
+        blas_pool_restart(); /* the user's OPENBLAS_NUM_THREADS back */
+        unsetenv(POOL_FROM);
+        fprintf(stderr,
+                "dtrain: warning: under a memory limit (ulimit -v or -d), OpenBLAS's %d threads started at load "
+                "may take their 128 MiB buffers too late and spin for ever; set OPENBLAS_NUM_THREADS=1 in the "
+                "environment (dtrain still runs --blas-threads)\n",
+                openblas_get_num_threads());
+    }
 }
 
 /* dt_init with the message and the job-wide abort that a failure needs; NULL on failure after

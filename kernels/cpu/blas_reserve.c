@@ -35,8 +35,10 @@
  * takes part in (64 rows a thread: OpenBLAS splits M over all of them and hands each worker one
  * part): when it returns, each worker holds its buffer and the calling thread's is mapped and free
  * for its next GEMM, before the model allocates anything. The workers OpenBLAS starts at load (one
- * fewer than the cores, or OPENBLAS_NUM_THREADS) are warmed up the same way, their buffers counted
- * as not mapped yet. Without a limit nothing changes: the count is set at once.
+ * fewer than the cores, or OPENBLAS_NUM_THREADS) run whenever the scheduler lets them, so under a
+ * limit `dtrain` starts OpenBLAS with OPENBLAS_NUM_THREADS=1 (launch/prologue.c) and a program of
+ * its own should too (docs/library.md); a pool started at load is warmed up the same way, its
+ * buffers counted as not mapped yet. Without a limit nothing changes: the count is set at once.
  */
 #include "kernels/backend.h"
 #include "base/mem_limit.h"
