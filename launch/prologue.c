@@ -60,6 +60,9 @@ static int blas_pool_restart(void)
             setenv("OPENBLAS_NUM_THREADS", from + 1, 1);
         else
             unsetenv("OPENBLAS_NUM_THREADS");
+        /* Gone, so that a dtrain this one starts decides for itself; this image loaded OpenBLAS
+         * with no pool, so it never restarts again. */
+        unsetenv(POOL_FROM);
         return 0;
     }
     mem_limit lim;
