@@ -70,7 +70,7 @@ void ds_stats_blocks_merge(const double *part, size_t nblocks, int c, size_t hw,
 
 /* The one accumulation under every statistic: adds each of sample x's c channels (hw values each)
  * into sum[k] and sq[k] (the sum of squares), summed over the sample first in double, and widens
- * [*lo, *hi] to its values. */
+ * [*lo, *hi] to its values (lo or hi NULL: no range, the same sums). */
 void ds_stats_sample_sums(const float *x, int c, size_t hw, double *sum, double *sq, float *lo, float *hi);
 /* The mean and population std of each of c channels from sum[k] and sq[k] over n values (zero
  * when n is 0); mean and std may be sum and sq themselves. */

@@ -72,7 +72,8 @@ static dt_status bad_list_add(pass_job *j, size_t i, dt_status st)
 static void add_sample(pass_job *j, const float *x, int32_t y, double *sum)
 {
     const int C = j->s->c;
-    ds_stats_sample_sums(x, C, (size_t)j->s->h * j->s->w, sum, sum + C, &j->lo, &j->hi);
+    const int range = j->want->range_and_classes;
+    ds_stats_sample_sums(x, C, (size_t)j->s->h * j->s->w, sum, sum + C, range ? &j->lo : NULL, range ? &j->hi : NULL);
     sum[2 * C] += 1;
     if (j->counts) j->counts[y]++;
 }
