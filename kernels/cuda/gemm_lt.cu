@@ -21,8 +21,12 @@
  * cuBLASLt does with one).
  *
  * Plans (the matmul descriptor, the layouts and the algorithm cuBLASLt's heuristic chose) are made
- * once per shape, type and pointer alignment and kept for the process; making one costs tens of
- * microseconds, a lookup none. A shape the heuristic has no algorithm for, a plan that cannot be
+ * once per shape, type and pointer alignment and kept; making one costs tens of microseconds, a
+ * lookup none. The table holds LT_PLANS; a new shape past them takes the place of the plan used
+ * longest ago (a process that makes many models one after another, a sweep, would otherwise run
+ * every later shape unfused: slower, and other bits than the same model in a fresh process).
+ * A plan's descriptors are read by cublasLtMatmul as it queues the work and by nothing after, so
+ * one may go once its last call returned (graphs recorded with it hold their kernels' arguments). A shape the heuristic has no algorithm for, a plan that cannot be
  * made while a step graph is being recorded (nothing is created then), or an Lt call that fails
  * is answered `no`, and the caller runs the unfused GEMM and kernel instead (gemm.cu), which
  * computes the same values with the summation in another order.
@@ -33,7 +37,7 @@
 
 /* cuBLAS's recommended workspace on Hopper; allocated at the first plan. */
 #define LT_WS_BYTES ((size_t)32 << 20)
-#define LT_PLANS 64
+#define LT_PLANS 128
 
 /* Forward: bias; bias + ReLU; bias + ReLU keeping its bit mask (aux) for the backward. Backward:
  * the weight gradient with the bias gradient; the data gradient through the ReLU below (its
@@ -54,6 +58,7 @@ typedef struct lt_plan {
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
     size_t ws;
+    unsigned long used; /* g_tick at its last lookup: the least recent gives way to a new shape */
 } lt_plan;
 
 static cublasLtHandle_t g_lt;
@@ -64,6 +69,7 @@ static cublasLtHandle_t g_lt;
 static void *g_lt_ws;
 static lt_plan g_plans[LT_PLANS];
 static int g_nplans;
+static unsigned long g_tick;
 /* cuBLASLt could not be set up (its handle or workspace): every GEMM takes the fallback, and the
  * setup is not tried again at each call of each step. */
 static int g_lt_off;
@@ -184,12 +190,16 @@ static void plan_make(lt_plan *p, const void *bias, const void *mask)
 /* The plan for key (made now if new; NULL when none can be used). */
 static lt_plan *plan_for(const lt_key *key, const void *bias, const void *mask)
 {
+    g_tick++;
     for (int i = 0; i < g_nplans; i++)
-        if (key_equal(&g_plans[i].key, key)) return g_plans[i].usable ? &g_plans[i] : NULL;
-    /* Nothing is created while a step graph (ours, or a caller's capture of the stream) is being
-     * recorded, and the table does not grow past its size. */
+        if (key_equal(&g_plans[i].key, key)) {
+            g_plans[i].used = g_tick;
+            return g_plans[i].usable ? &g_plans[i] : NULL;
+        }
+    /* Nothing is created (or given way) while a step graph (ours, or a caller's capture of the
+     * stream) is being recorded. */
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    if (g_lt_off || cuda_recording() || g_nplans == LT_PLANS || cudaStreamIsCapturing(g_stream, &cap) != cudaSuccess ||
+    if (g_lt_off || cuda_recording() || cudaStreamIsCapturing(g_stream, &cap) != cudaSuccess ||
         cap != cudaStreamCaptureStatusNone)
         return NULL;
     if (!g_lt && cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS) {
@@ -208,9 +218,18 @@ static lt_plan *plan_for(const lt_key *key, const void *bias, const void *mask)
             return NULL;
         }
     }
-    lt_plan *p = &g_plans[g_nplans++];
+    lt_plan *p;
+    if (g_nplans < LT_PLANS) {
+        p = &g_plans[g_nplans++];
+    } else {
+        p = &g_plans[0];
+        for (int i = 1; i < LT_PLANS; i++)
+            if (g_plans[i].used < p->used) p = &g_plans[i];
+        plan_destroy(p);
+    }
     memset(p, 0, sizeof *p);
     p->key = *key;
+    p->used = g_tick;
     plan_make(p, bias, mask);
     return p->usable ? p : NULL;
 }

@@ -468,8 +468,46 @@ static void check_fc16_relu_chain(void)
     }
 }
 
+/* cuBLASLt's plans are kept per shape in a table of 128 (gemm_lt.cu); past it a new shape takes
+ * the place of the one used longest ago, so a process that makes many models (a sweep) still fuses
+ * every shape, as a fresh process would: 140 forwards of distinct bf16 shapes (aligned, 16-multiple
+ * widths, which cuBLASLt's heuristic plans) each fuse, and so does the first shape again after. */
+static void check_lt_plans_give_way(void)
+{
+    enum { SHAPES = 140, B = 32, I = 64 };
+    const dt_dtype t = DT_BF16;
+    long fused = 0;
+    for (int z = 0; z <= SHAPES; z++) {
+        const int O = 16 * (1 + (z % SHAPES)); /* z == SHAPES: the first shape again */
+        const size_t nx = (size_t)B * I, nw = (size_t)O * I;
+        float *x = fmalloc(nx), *w = fmalloc(nw), *b = fmalloc(O);
+        uint16_t *x16 = xmalloc(nx * 2), *p16 = xmalloc((nw + O) * 2);
+        fill16(t, x, x16, nx, 1.0f);
+        fill16(t, w, p16, nw, 0.1f);
+        fill16(t, b, p16 + nw, (size_t)O, 1.0f);
+        uint16_t *d_p16 = dcopy16(p16, nw + O), *d_x16 = dcopy16(x16, nx), *d_y16 = dmalloc((size_t)B * O * 2),
+                 *d_x16s = dmalloc(nx * 2);
+        float *d_sy = dfloats((size_t)B * O);
+        pass_args a = {.prec = t, .grad_t = DT_F32, .sy = d_sy, .x16 = d_x16s};
+        layer_params lp = {.w16 = d_p16, .b16 = d_p16 + nw};
+        long f0, u0, f1, u1;
+        cuda_lt_counts(&f0, &u0);
+        GPU(layer_fc_fwd, &a, &lp, d_x16, 0, d_y16, 0, B, I, O);
+        ops_ok("lt plans give way");
+        cuda_lt_counts(&f1, &u1);
+        fused += f1 - f0;
+        if (z == SHAPES)
+            check(f1 - f0 == 1, "the first of %d shapes again after the others: %ld of 1 GEMM fused", SHAPES, f1 - f0);
+        cudaFree(d_p16), cudaFree(d_x16), cudaFree(d_y16), cudaFree(d_x16s), cudaFree(d_sy);
+        free(x), free(w), free(b), free(x16), free(p16);
+    }
+    check(fused == SHAPES + 1, "%d forwards of distinct shapes and the first again: %ld fused (want all %d)", SHAPES,
+          fused, SHAPES + 1);
+}
+
 int main(void)
 {
-    const cuda_check_fn checks[] = {check_amp16, check_layer_fc16, check_fused_relu_nan, check_fc16_relu_chain};
+    const cuda_check_fn checks[] = {check_amp16, check_layer_fc16, check_fused_relu_nan, check_fc16_relu_chain,
+                                    check_lt_plans_give_way};
     return cuda_ops_main(NULL, checks, sizeof checks / sizeof *checks);
 }
