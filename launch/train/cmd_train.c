@@ -36,17 +36,17 @@ int train_status_error(dt_status s)
     return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
 }
 
-int train_shared_error(const train_run *r, const char *fmt, ...)
+int train_shared_error(const train_run *r, int rc, const char *fmt, ...)
 {
     g_failure_shared = 1;
-    if (r->rank != 0) return EXIT_FAIL;
-    char msg[1024];
+    if (r->rank != 0) return rc;
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     cli_error_job("%s", msg); /* every rank has it, and rank 0 says it for all */
-    return EXIT_FAIL;
+    return rc;
 }
 
 void train_failure_shared(void) { g_failure_shared = 1; }

@@ -147,8 +147,8 @@ static int diverged(train_run *r, const metrics_record *rec)
                                                 "the backward pass only): use --precision bf16 (fp32's range) "
                                                 "or fp32, or "
                                               : "";
-    return train_shared_error(r, "the loss became %g at step %ld: %slower --lr (now %g)", shown, rec->step, fp16,
-                              (double)t->optim.lr);
+    return train_shared_error(r, EXIT_FAIL, "the loss became %g at step %ld: %slower --lr (now %g)", shown, rec->step,
+                              fp16, (double)t->optim.lr);
 }
 
 /* The end of a log interval after `step` steps: the figures averaged over the ranks, the

@@ -70,11 +70,12 @@ static inline const char *train_type_name(dt_dtype t) { return t == DT_F16 ? "fp
 /* A library failure s on this rank: prints "<last error> (<status>)" and returns the exit code,
  * EXIT_USAGE for DT_ERR_INVALID_ARG and EXIT_FAIL otherwise (the caller aborts the job). */
 int train_status_error(dt_status s);
-/* A failure every rank meets alike, on figures one allreduce gave them all (a loss that became
- * nan): rank 0 alone prints "dtrain: error: <msg>" (W ranks would print W copies of one line),
- * and every rank ends on it without an abort, each finalizing (cli_end_failed, shared). Returns
- * EXIT_FAIL. */
-int train_shared_error(const train_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A failure every rank meets alike, from figures one allreduce gave them all (a loss that became
+ * nan) or from what every rank has (the flags, the world, a checkpoint's step rank 0 read for
+ * all): rank 0 alone prints "dtrain: error: <msg>" (W ranks would print W copies of one line), and
+ * every rank ends on it without an abort, each finalizing (cli_end_failed, shared). Returns rc
+ * (EXIT_FAIL, or EXIT_USAGE for a refusal of the flags). */
+int train_shared_error(const train_run *r, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Marks the failure that ends this run, already printed, as one every rank got: each rank then
  * ends on it without an abort (cli_end_failed, shared). */
 void train_failure_shared(void);

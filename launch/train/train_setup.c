@@ -125,11 +125,9 @@ static int setup_refusals(train_run *r, const dt_placement *pl)
     if (!t->data && (size_t)t->dataset_size < (size_t)r->world * (size_t)t->batch) {
         /* Every rank has the same flags and world, so the same verdict: all end, none aborts the
          * others, and rank 0 says it once for all (no exchange needed). */
-        train_failure_shared();
-        if (r->rank == 0)
-            cli_error_job("--dataset-size %ld is smaller than one global batch of %d rank%s x %d", t->dataset_size,
-                          r->world, cli_s(r->world), t->batch);
-        return EXIT_USAGE;
+        return train_shared_error(r, EXIT_USAGE,
+                                  "--dataset-size %ld is smaller than one global batch of %d rank%s x %d",
+                                  t->dataset_size, r->world, cli_s(r->world), t->batch);
     }
     return EXIT_OK;
 }
@@ -152,16 +150,11 @@ static int setup_data(train_run *r)
     int rc = train_data_open(t, r->read_threads, &fig, &r->data);
     free(fig.figures);
     cli_error_capture(NULL, 0);
+    if (!t->data) return rc ? train_shared_error(r, rc, "%s", why) : EXIT_OK;
     int shared = 0;
-    if (t->data) {
-        rc = cli_agree_failure(r->ctx, rc, why, &shared);
-        if (!rc) rc = train_data_normalize(r->ctx, t, &r->data, &shared);
-    } else if (rc) {
-        shared = 1;
-        if (r->rank == 0) cli_error_job("%s", why);
-    }
-    if (rc)
-        if (shared) train_failure_shared();
+    rc = cli_agree_failure(r->ctx, rc, why, &shared);
+    if (!rc) rc = train_data_normalize(r->ctx, t, &r->data, &shared);
+    if (rc && shared) train_failure_shared();
     return rc;
 }
 
@@ -187,8 +180,7 @@ static int setup_model(train_run *r, const dt_placement *pl)
     if (t->data) {
         cli_error_capture(NULL, 0);
         int shared = 0;
-        if ((rc = cli_agree_failure(r->ctx, rc, why, &shared)))
-            if (shared) train_failure_shared();
+        if ((rc = cli_agree_failure(r->ctx, rc, why, &shared)) && shared) train_failure_shared();
     }
     if (rc) return rc;
     /* The BLAS threads on the CPU alone: a GPU run's GEMMs are cuBLAS's. */
@@ -277,12 +269,11 @@ static int setup_resume(train_run *r)
     }
     /* --epochs ends no earlier than the checkpoint; --steps may (a rerun with a smaller count). */
     if (r->first_step > t->steps) {
-        train_failure_shared();
-        if (r->rank == 0)
-            cli_error_job("--steps %ld: the checkpoint in %s is of step %ld, past it, so there is nothing to train; "
-                          "give --steps above %ld to go on training, or another --checkpoint-dir to start afresh",
-                          t->steps, t->ckpt_dir, r->first_step, r->first_step);
-        return EXIT_USAGE;
+        return train_shared_error(r, EXIT_USAGE,
+                                  "--steps %ld: the checkpoint in %s is of step %ld, past it, so there is nothing to "
+                                  "train; give --steps above %ld to go on training, or another --checkpoint-dir to "
+                                  "start afresh",
+                                  t->steps, t->ckpt_dir, r->first_step, r->first_step);
     }
     return EXIT_OK;
 }
