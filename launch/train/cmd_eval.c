@@ -229,13 +229,30 @@ static dt_status csv_try(dt_ctx *ctx, const eval_opts *e, char *why, size_t len)
     return s;
 }
 
+/* --holdout against the checkpoint's run record (train_record_check_holdout). The record is rank
+ * 0's, given to every rank, and the split each rank's own open of the same --data: a refusal is
+ * every rank's alike, said once ("(the same on all N ranks)") and ended by every rank, not once per
+ * rank and an abort; a rank whose data differs says its own. *said: the refusal was printed, on a
+ * rank that met it or learned of it. Collective: one exchange, only with --holdout and a record. */
+static dt_status holdout_agreed(dt_ctx *ctx, const eval_opts *e, const train_record *saved, const dt_dataset *d,
+                                int *said, int *shared)
+{
+    const dt_status s = train_record_check_holdout(saved, e->holdout_arg, dataset_split_size(d), dt_dataset_size(d));
+    char why[1024] = "";
+    if (s) snprintf(why, sizeof why, "%s (%s)", dt_last_error(), dt_strerror(s));
+    const int rc = cli_agree_failure(ctx, s ? EXIT_USAGE : EXIT_OK, why, shared);
+    *said = rc != EXIT_OK;
+    return rc == EXIT_OK ? DT_OK : rc == EXIT_USAGE ? DT_ERR_INVALID_ARG : DT_ERR_MPI;
+}
+
 /* What the checkpoint's run record says of the samples eval reads from the train split: --holdout
- * must set aside exactly what training kept aside (train_record_check_holdout), else trained
- * samples would count as held out; without --holdout, --split train on a run that kept some aside
- * evaluates samples it never saw beside those it trained on, said in a note. A checkpoint without a
- * record (older, or the library's dt_checkpoint_save) cannot tell: said in one line. The test
- * split is not the record's business. Collective (rank 0 reads the record, every rank gets it). */
-static dt_status check_record(dt_ctx *ctx, const eval_opts *e, const dt_dataset *d, long step)
+ * must set aside exactly what training kept aside (holdout_agreed), else trained samples would
+ * count as held out; without --holdout, --split train on a run that kept some aside evaluates
+ * samples it never saw beside those it trained on, said in a note. A checkpoint without a record
+ * (older, or the library's dt_checkpoint_save) cannot tell: said in one line. The test split is not
+ * the record's business. *said and *shared: holdout_agreed's. Collective (rank 0 reads the record,
+ * every rank gets it). */
+static dt_status check_record(dt_ctx *ctx, const eval_opts *e, const dt_dataset *d, long step, int *said, int *shared)
 {
     if (e->holdout <= 0 && strcmp(e->split, "train")) return DT_OK;
     train_record saved;
@@ -261,7 +278,7 @@ static dt_status check_record(dt_ctx *ctx, const eval_opts *e, const dt_dataset 
     }
     if (saved.synthetic) return DT_OK; /* trained on dtrain's synthetic data: none of these samples */
     const size_t n = dataset_split_size(d);
-    if (e->holdout > 0) return train_record_check_holdout(&saved, e->holdout_arg, n, dt_dataset_size(d));
+    if (e->holdout > 0) return holdout_agreed(ctx, e, &saved, d, said, shared);
     if (saved.samples > 0 && saved.samples < n && dt_rank(ctx) == 0) {
         char f[32];
         train_record_holdout_for(n - (size_t)saved.samples, n, f, sizeof f);
@@ -296,7 +313,7 @@ typedef struct eval_run {
     dt_model *m;
     dt_eval_result r;
     float *stats;        /* the checkpoint's normalization figures: mean then std, C each */
-    dt_status s;         /* the failure, DT_OK for one said already (EVAL_FAILED_SAID) */
+    dt_status s;         /* the failure; for one said already (EVAL_FAILED_SAID), its code's: DT_OK is 1 */
     int shared;          /* the failure is one every rank knows of (cli_end_failed) */
     const char *opening; /* the path an open failure is about */
 } eval_run;
@@ -371,7 +388,8 @@ static int eval_load(dt_ctx *ctx, const eval_opts *e, eval_run *er, long *step)
         er->shared = 1;
         return EVAL_FAILED_SAID;
     }
-    if ((er->s = check_record(ctx, e, er->d, *step))) return EVAL_FAILED;
+    int said = 0;
+    if ((er->s = check_record(ctx, e, er->d, *step, &said, &er->shared))) return said ? EVAL_FAILED_SAID : EVAL_FAILED;
     if (cd.present && cd.normalize >= 0) {
         if ((er->s = dt_dataset_set_normalization(er->d, (dt_normalize)cd.normalize, cd.mean, cd.std)))
             return EVAL_FAILED;

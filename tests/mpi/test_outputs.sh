@@ -207,6 +207,12 @@ expect 2 "--holdout 0.2 sets 80 of the train split's 400 samples aside and leave
     "$DTRAIN" $evh --holdout 0.2
 expect 2 "training kept 49 of 400 samples aside (--holdout 0.122), and 9 more held-out samples would go unevaluated" \
     "$DTRAIN" $evh --holdout 0.1
+# At 3 ranks the refusal is every rank's alike (rank 0's record, the same data): said once, and each
+# rank ends by itself, with no abort's banner.
+expect 2 "the fraction training used (invalid argument) (the same on all 3 ranks)" \
+    "$MPIRUN" -np 3 "$DTRAIN" $evh --holdout 0.1
+[ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" &&
+    ok "eval --holdout refused at 3 ranks: one line, no abort" || { bad "eval --holdout at 3 ranks"; cat "$tmp/out"; }
 expect 0 "accuracy" "$DTRAIN" $evh --holdout 0.122
 grep -q "(.* of 49 correct)" "$tmp/out" && ok "--holdout 0.122 evaluates the 49 samples training kept aside" ||
     bad "--holdout 0.122 did not evaluate 49 samples"
