@@ -86,6 +86,10 @@ int cli_graphs(const char *arg, dt_graphs *out);
 int cli_fused_relu(const char *arg, int *out);
 /* --synthetic-on auto|host|device (dt_synthetic_on). */
 int cli_synthetic_on(const char *arg, dt_synthetic_on *out);
+/* --synthetic-on device on a rank placed on the CPU: EXIT_USAGE after cli_error says why, as
+ * dt_loader_create would (synthetic_on.c), else EXIT_OK. For a command to refuse it in an exchange
+ * it makes anyway (cli_agree_failure), before its loaders. */
+int cli_synthetic_on_check(const dt_placement *pl, dt_synthetic_on on);
 int cli_loader_auto(const dt_ctx *ctx, int requested);
 #define CLI_LOADER_MAX_AUTO 32
 #define CLI_LOADER_DEPTH 3 /* batches: the one in use and two made ahead */

@@ -294,16 +294,19 @@ int cmd_bench_step(int argc, char **argv)
     model_spec spec;
     const dt_status bad_model = model_spec_parse(o.model, o.input, &spec);
     if (!bad_model) model_spec_free(&spec);
-    /* Every rank parses the same flags: a refusal is said once, and every rank ends by itself. */
+    /* Every rank parses the same flags: a refusal is said once, and every rank ends by itself. So
+     * is --synthetic-on device on the CPU, which each row's loader would refuse on every rank of a
+     * CPU job, each rank then aborting the job. */
     char why[2048] = "";
     if (bad_model) snprintf(why, sizeof why, "--model: %s (%s)", dt_last_error(), dt_strerror(bad_model));
+    rc = bad_model == DT_ERR_INVALID_ARG ? EXIT_USAGE : bad_model ? EXIT_FAIL : EXIT_OK;
+    for (int i = 0; !rc && i < o.nsynth; i++) {
+        cli_error_capture(why, sizeof why);
+        rc = cli_synthetic_on_check(&pl, o.synth[i]);
+        cli_error_capture(NULL, 0);
+    }
     int shared = 0;
-    if ((rc = cli_agree_failure(ctx,
-                                bad_model == DT_ERR_INVALID_ARG ? EXIT_USAGE
-                                : bad_model                     ? EXIT_FAIL
-                                                                : EXIT_OK,
-                                why, &shared)))
-        return cli_end_failed(ctx, rc, shared);
+    if ((rc = cli_agree_failure(ctx, rc, why, &shared))) return cli_end_failed(ctx, rc, shared);
     if (rank == 0) print_header(&o, &pl, world);
     double base = 0;
     for (int i = 0; i < o.nprec; i++)

@@ -192,12 +192,14 @@ static int setup_model(train_run *r, const dt_placement *pl)
  * run's steps; again after a resume. Their refusals (--epochs with --steps, an --lr-schedule that
  * does not fit the steps) come from the flags and the data's size, alike on every rank: said once
  * and ended by every rank, as --data's; a rank whose data differs says its own and all still end
- * together. Collective. */
-static int setup_schedule(train_run *r)
+ * together. --synthetic-on device on a rank placed on the CPU joins the same exchange: the loader
+ * that would refuse it comes after the resume, and on a CPU job every rank meets it. Collective. */
+static int setup_schedule(train_run *r, const dt_placement *pl)
 {
     char sched_why[1024] = "";
     cli_error_capture(sched_why, sizeof sched_why);
-    int rc = train_steps_and_schedule(r);
+    int rc = cli_synthetic_on_check(pl, r->t.synthetic_on);
+    if (!rc) rc = train_steps_and_schedule(r);
     if (!rc) rc = train_epochs_place(r);
     cli_error_capture(NULL, 0);
     int sched_shared = 0;
@@ -311,7 +313,7 @@ int train_setup(train_run *r, const dt_placement *pl)
     r->loader_threads = cli_loader_auto(r->ctx, t->loader_threads);
     /* The statistics pass and evaluation read with the loader's threads, at least one. */
     r->read_threads = r->loader_threads > 0 ? r->loader_threads : 1;
-    if ((rc = setup_data(r)) || (rc = setup_model(r, pl)) || (rc = setup_schedule(r)) || (rc = setup_training(r)))
+    if ((rc = setup_data(r)) || (rc = setup_model(r, pl)) || (rc = setup_schedule(r, pl)) || (rc = setup_training(r)))
         return rc;
     if (r->rank == 0 && !t->quiet) train_report_start(r);
     train_report_wire(r);

@@ -241,6 +241,14 @@ expect 2 "--synthetic-on 'gpu' is not one of auto, host, device" "$DTRAIN" bench
 expect 2 "--synthetic-on 'x' is not one of auto, host, device" "$DTRAIN" train --synthetic-on x
 expect 2 "synthetic batches cannot be made on the device: the run is placed on the CPU" \
     "$DTRAIN" train --steps 1 --synthetic-on device
+# At several ranks every rank of a CPU job meets it alike: said once, before the header or the
+# first step, and each rank ends by itself, with no abort's banner.
+for cmd in "bench step --steps 1 --warmup 0 --precision fp32 --synthetic-on host,device" "train --steps 1 --synthetic-on device"; do
+    expect 2 "the run is placed on the CPU (make them on the host: --synthetic-on host or auto) (the same on all 3 ranks)" \
+        "$MPIRUN" -np 3 "$DTRAIN" $cmd
+    [ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" && ! grep -q "^# precision" "$tmp/out" &&
+        ok "$cmd at 3 ranks: one line, no abort" || { bad "$cmd at 3 ranks"; cat "$tmp/out"; }
+done
 # --defer-verdict 0: every fp16 step waits for its verdict (the header says so); 1, the default,
 # skips no more steps than waiting does (the CPU's fp16 at the default scale skips none).
 for d in 1 0; do
