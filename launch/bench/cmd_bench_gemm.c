@@ -148,8 +148,9 @@ static int gemm_flags_check(dt_config *cfg, void *ud)
  * and B. Of the largest --n against this rank's host budget (base/host_budget.h), before anything
  * is allocated: past it malloc still succeeds (overcommit), and the fill or the product then
  * swaps, timing the disk, or the kernel kills the rank without a word. Collective: every rank
- * refuses together. */
-static int gemm_memory_check(dt_ctx *ctx, const gemm_opts *o, int local_ranks, int rank)
+ * refuses together, and ranks whose budgets are alike (one limit, nodes of one kind) say it once
+ * (cli_agree_failure), not once each. *shared: cli_agree_failure's. */
+static int gemm_memory_check(dt_ctx *ctx, const gemm_opts *o, int local_ranks, int *shared)
 {
     size_t n = 0;
     for (int i = 0; i < o->nn; i++) n = o->n[i] > n ? o->n[i] : n;
@@ -161,8 +162,8 @@ static int gemm_memory_check(dt_ctx *ctx, const gemm_opts *o, int local_ranks, i
     if (doctor_meminfo_read(&total, &avail, why, sizeof why)) avail = 0;
     host_budget hb;
     host_budget_get(&hb, avail, local_ranks, NULL);
-    float over = hb.kind != HOST_BUDGET_NONE && need > hb.bytes;
-    if (over) {
+    char msg[1024] = "";
+    if (hb.kind != HOST_BUDGET_NONE && need > hb.bytes) {
         char nb[24], hbs[24];
         host_budget_bytes(need, nb, sizeof nb);
         host_budget_bytes(hb.bytes, hbs, sizeof hbs);
@@ -171,11 +172,11 @@ static int gemm_memory_check(dt_ctx *ctx, const gemm_opts *o, int local_ranks, i
         while ((fit + 256) * (fit + 256) * per <= hb.bytes) fit += 256;
         char hint[64] = "nothing fits: free host memory";
         if (fit) snprintf(hint, sizeof hint, "use --n %zu or less", fit);
-        cli_error("rank %d: --n %zu needs %s of host memory for its matrices, more than this rank's %s of %s: %s", rank,
-                  n, nb, hbs, hb.source, hint);
+        snprintf(msg, sizeof msg,
+                 "--n %zu needs %s of host memory for its matrices, more than this rank's %s of %s: %s", n, nb, hbs,
+                 hb.source, hint);
     }
-    if (dt_world_size(ctx) > 1 && dt_allreduce(ctx, &over, 1, DT_F32, DT_SUM)) return EXIT_FAIL;
-    return over > 0 ? EXIT_USAGE : EXIT_OK;
+    return cli_agree_failure(ctx, msg[0] ? EXIT_USAGE : EXIT_OK, msg, shared);
 }
 
 /* Fills a (n x n, row-major) with the seeded values both sides use: uniform in [-1, 1). */
@@ -502,8 +503,9 @@ int cmd_bench_gemm(int argc, char **argv)
     const dt_placement pl = job.pl;
     const int rank = job.rank, world = job.world;
 
-    /* A refusal every rank knows of (shared); a failed allreduce of it may be this rank's alone. */
-    if ((rc = gemm_memory_check(ctx, &o, pl.local_size, rank))) return cli_end_failed(ctx, rc, rc == EXIT_USAGE);
+    /* A refusal every rank knows of (shared); a failed exchange of it may be this rank's alone. */
+    int shared = 0;
+    if ((rc = gemm_memory_check(ctx, &o, pl.local_size, &shared))) return cli_end_failed(ctx, rc, shared);
     char gpu_desc[256];
     gemm_gpu_describe(gpu_desc, sizeof gpu_desc);
     if (rank == 0) print_header(&o, &pl, world, gpu_desc);

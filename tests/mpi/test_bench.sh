@@ -157,6 +157,11 @@ expect 2 "--n 4096 needs 192.0 MiB of host memory for its matrices, more than th
 grep -q "use --n 2304 or less" "$tmp/out" && ! grep -qE '^ +256 +fp32' "$tmp/out" &&
     ok "bench gemm: the refusal names the n that fits, and comes before any row" ||
     { bad "bench gemm: no n that fits, or rows before the refusal"; cat "$tmp/out"; }
+# At 3 ranks of one node each rank's share is alike: said once, and each rank ends by itself.
+expect 2 "more than this rank's 21.3 MiB of MemAvailable 64.0 MiB, shared by 3 ranks: use --n 1280 or less (the same on all 3 ranks)" \
+    env DTRAIN_TEST_MEMINFO="$tmp/meminfo" "$MPIRUN" -np 3 -x DTRAIN_TEST_MEMINFO "$DTRAIN" bench gemm --n 4096 --dtype fp32
+[ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" &&
+    ok "bench gemm's refusal at 3 ranks: one line, no abort" || { bad "bench gemm's refusal at 3 ranks"; cat "$tmp/out"; }
 
 # --- bench step: one row per precision, side by side, with samples/s and the memory summary;
 # 16-bit rows hold fewer gradient and activation bytes than fp32's.
