@@ -313,7 +313,7 @@ typedef struct eval_run {
     dt_model *m;
     dt_eval_result r;
     float *stats;        /* the checkpoint's normalization figures: mean then std, C each */
-    dt_status s;         /* the failure; for one said already (EVAL_FAILED_SAID), its code's: DT_OK is 1 */
+    dt_status s;         /* the failure; for one said already (EVAL_FAILED_SAID) DT_OK (exit 1) or its status */
     int shared;          /* the failure is one every rank knows of (cli_end_failed) */
     const char *opening; /* the path an open failure is about */
 } eval_run;
