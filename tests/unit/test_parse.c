@@ -232,6 +232,9 @@ static void test_parse_double_rejects(void **state)
         {"-1", 0, 86400, "is out of range (expected a number from 0 to 86400)"},
         {"86400.5", 0, 86400, "is out of range"},
         {"0.25", 0.5, 1, "is out of range (expected a number from 0.5 to 1)"},
+        /* 0 is taken outside [lo, hi] by parse_double_or_zero only (--lr 0 would be no step at all). */
+        {"0", 1e-12, 1e3, "is out of range (expected a number from 1e-12 to 1000)"},
+        {"-0.0", 0.5, 1, "is out of range"},
         {"1e999", 0, 86400, "is out of range: too large or too small in magnitude"}, /* overflow */
         {"-1e999", -1, 86400, "is out of range: too large or too small in magnitude"},
         {"1e-999", 0, 86400, "is out of range: too large or too small in magnitude"}, /* underflow */
@@ -259,6 +262,24 @@ static void test_parse_double_unset_and_caller_bugs(void **state)
     assert_int_equal(parse_double("X", "1", NAN, 1, &out), DT_ERR_INTERNAL);
     assert_int_equal(parse_double("X", "1", 0, 2, NULL), DT_ERR_INTERNAL);
     assert_int_equal(parse_double(NULL, "1", 0, 2, &out), DT_ERR_INTERNAL);
+    assert_true(out == DOUBLE_SENTINEL);
+}
+
+/* parse_double_or_zero: 0 outside [lo, hi] is taken and named in the range ("off" when the caller
+ * names nothing); any other value outside is refused as parse_double refuses it. */
+static void test_parse_double_or_zero(void **state)
+{
+    (void)state;
+    double out = DOUBLE_SENTINEL;
+    assert_int_equal(parse_double_or_zero("DTRAIN_TIMEOUT", "0", 1, 10, "never", &out), DT_OK);
+    assert_true(out == 0);
+    assert_int_equal(parse_double_or_zero("DTRAIN_TIMEOUT", "10", 1, 10, "never", &out), DT_OK);
+    assert_true(out == 10);
+    out = DOUBLE_SENTINEL;
+    assert_int_equal(parse_double_or_zero("DTRAIN_TIMEOUT", "0.5", 1, 10, "never", &out), DT_ERR_ENV);
+    expect_error_contains("DTRAIN_TIMEOUT='0.5' is out of range (expected 0 (never) or a number from 1 to 10)");
+    assert_int_equal(parse_double_or_zero("--x", "11", 1, 10, NULL, &out), DT_ERR_INVALID_ARG);
+    expect_error_contains("--x '11' is out of range (expected 0 (off) or a number from 1 to 10)");
     assert_true(out == DOUBLE_SENTINEL);
 }
 
@@ -371,12 +392,19 @@ static void test_parse_step_range(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_step_range),      cmocka_unit_test(test_parse_int_accepts),
-        cmocka_unit_test(test_parse_int_rejects),     cmocka_unit_test(test_parse_int_exact_messages),
-        cmocka_unit_test(test_parse_int_unset),       cmocka_unit_test(test_parse_int_long_value),
-        cmocka_unit_test(test_parse_int_caller_bugs), cmocka_unit_test(test_parse_double_accepts),
-        cmocka_unit_test(test_parse_double_rejects),  cmocka_unit_test(test_parse_double_unset_and_caller_bugs),
-        cmocka_unit_test(test_flags_same_rule),       cmocka_unit_test(test_parse_long),
+        cmocka_unit_test(test_parse_step_range),
+        cmocka_unit_test(test_parse_int_accepts),
+        cmocka_unit_test(test_parse_int_rejects),
+        cmocka_unit_test(test_parse_int_exact_messages),
+        cmocka_unit_test(test_parse_int_unset),
+        cmocka_unit_test(test_parse_int_long_value),
+        cmocka_unit_test(test_parse_int_caller_bugs),
+        cmocka_unit_test(test_parse_double_accepts),
+        cmocka_unit_test(test_parse_double_rejects),
+        cmocka_unit_test(test_parse_double_unset_and_caller_bugs),
+        cmocka_unit_test(test_parse_double_or_zero),
+        cmocka_unit_test(test_flags_same_rule),
+        cmocka_unit_test(test_parse_long),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
