@@ -226,5 +226,10 @@ expect 2 "--optim 'sgdm'" "$DTRAIN" train --optim sgdm
 expect 2 "--momentum '1'" "$DTRAIN" train --momentum 1
 expect 2 "--metrics /nonexistent/dir/m.jsonl cannot be written" "$DTRAIN" train --steps 1 --metrics /nonexistent/dir/m.jsonl
 expect 2 "smaller than one global batch" "$DTRAIN" train --steps 1 --batch 64 --dataset-size 10
+# A 0 that would divide by zero (--accum-steps, --log-every) or be taken as unset (--epochs, --holdout).
+expect 2 "--accum-steps '0' is out of range" "$DTRAIN" train --accum-steps 0
+expect 2 "--log-every '0' is out of range" "$DTRAIN" train --log-every 0
+expect 2 "--epochs '0' is out of range" "$DTRAIN" train --epochs 0
+expect 2 "--holdout (the fraction kept aside) '0' is out of range" "$DTRAIN" train --holdout 0
 expect 1 "the loss became" "$DTRAIN" train --model fc:64,relu,fc:10 --input 32 --steps 40 --lr 900 --log-every 10
 finish
