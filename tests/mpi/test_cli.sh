@@ -199,6 +199,8 @@ mkdir -p "$tmp/mdir"
 expect 2 "--metrics $tmp/mdir is a directory: give a file path" "$DTRAIN" train $small --metrics "$tmp/mdir"
 # --init-params may be --dump-params' file: it is read before anything is written (here it is too short).
 expect 2 "--init-params $tmp/p.bin holds 1 bytes" "$DTRAIN" train $small --init-params "$tmp/p.bin" --dump-params "$tmp/p.bin"
+# A character device keeps nothing, so every output may share it.
+expect 0 "trace of 1 rank in /dev/null" "$DTRAIN" train $small --metrics /dev/null --dump-params /dev/null --trace /dev/null
 # Flags that would be ignored, or override another silently, are refused naming both (any order).
 expect 2 "--loss-scale-init tunes the dynamic loss scaler, but --loss-scale 1024 fixes the scale: drop --loss-scale-init" \
     "$DTRAIN" train $small --loss-scale 1024 --loss-scale-init 8
