@@ -23,6 +23,10 @@ expect 2 "--loss-scale-min 1000 is above --loss-scale-max 10" "$DTRAIN" train --
 # Within the flag's own range, but above the default maximum: named by the flags, with the fix.
 expect 2 "--loss-scale-init 1000000000 is outside [--loss-scale-min 1, --loss-scale-max 16777216]: give a start" \
     "$DTRAIN" train --precision fp16 --loss-scale-init 1e9
+expect 2 "or move the bound (--loss-scale-max up to 2^48)" "$DTRAIN" train --precision fp16 --loss-scale-init 1e9
+# The bounds are inclusive: a start equal to both is a scale that never moves.
+expect 0 "loss scale 1024 at the end" "$DTRAIN" train --precision fp16 --model fc:8,relu,fc:10 --input 8 --batch 4 \
+    --steps 1 --loss-scale-min 1024 --loss-scale-max 1024 --loss-scale-init 1024
 
 # --- Accuracy: fp16 and bf16 within 1 percentage point of fp32 at the same budget (the accuracy
 # of the second half of the run, 4,800 (mlp) or 2,400 (cnn) samples never seen before).
