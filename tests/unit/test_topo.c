@@ -108,6 +108,15 @@ static void test_slurm_job_nodelist_fallback(void **st)
     assert_string_equal(e.hosts[2], "login");
     assert_int_equal(e.local_size, 1);
     topo_env_free(&e);
+    /* A node past the end of the per-node counts (and no node list to refuse it): its count is
+     * unknown, not read from beyond the list. */
+    assert_int_equal(read_env(ENV("SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_NODEID=2",
+                                  "SLURM_STEP_TASKS_PER_NODE=2(x2)"),
+                              &e),
+                     DT_OK);
+    assert_int_equal(e.local_size, -1);
+    assert_null(e.local_size_var);
+    topo_env_free(&e);
 }
 
 static void test_hydra_torchrun_pmix(void **st)
