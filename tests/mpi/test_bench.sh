@@ -63,6 +63,7 @@ expect 2 "--stepfactor '1.5'" "$DTRAIN" bench allreduce -f 1.5
 expect 2 "--iters '0'" "$DTRAIN" bench allreduce --iters 0
 expect 2 "--op 'max' is not one of sum, avg" "$DTRAIN" bench allreduce --op max
 expect 2 "--dtype 'fp64' is not one of fp32, fp16, bf16" "$DTRAIN" bench allreduce --dtype fp64
+expect 2 "'64KB' is not a size" "$DTRAIN" bench allreduce -e 64KB
 # 16-bit wire: the sums of small integers are exact in fp16 and bf16 too.
 for dt in fp16 bf16; do
     bench "np2 --dtype $dt" "$(nsizes 8 1048576 16)" "$MPIRUN" -np 2 "$DTRAIN" bench allreduce -b 8 -e 1M -f 16 --dtype $dt $common
