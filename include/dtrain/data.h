@@ -211,18 +211,20 @@ typedef struct dt_loader dt_loader;
  * synthetic batches on the device (dt_loader_on_device) starts no threads: dt_loader_next queues
  * each batch itself, and threads and depth are ignored. ctx may be NULL: host buffers, no trace.
  * The caller owns *out (dt_loader_free). DT_ERR_INVALID_ARG: a NULL d or out, rank outside
- * 0..world-1, batch or world < 1, a negative first_step, threads or depth out of range, or
- * DT_SYNTHETIC_DEVICE asked where it cannot be honoured (the message says why); DT_ERR_NOMEM (a
+ * 0..world-1, batch or world < 1, a negative first_step, threads or depth out of range, a global
+ * batch (world x batch) the dataset cannot fill (drop_last), a first_step before the data
+ * position's anchor (dt_dataset_set_position), or DT_SYNTHETIC_DEVICE asked where it cannot be
+ * honoured (the message says why); DT_ERR_NOMEM (a
  * loader thread that cannot start too); DT_ERR_DEVICE: ctx's GPU unusable. */
 DT_API dt_status dt_loader_create(const dt_ctx *ctx, dt_dataset *d, int rank, int world, int batch, long first_step,
                                   int threads, int depth, dt_loader **out);
 /** The next step's batch, in step order: *step, inputs *x (batch x input size) and *labels. The
  * buffers stay valid until the next call, which hands them back for refilling. An error of a
- * worker (a dataset smaller than one global batch, ...) is returned here. When the loader makes
+ * worker (a sample that cannot be read, ...) is returned here. When the loader makes
  * its batches on the device (dt_loader_on_device), x and labels are device memory, written by
  * work queued on the stream of ctx's backend (the default stream of ctx's GPU) when this returns:
  * work queued after it on that stream, such as dt_model_train_step's, sees the batch.
- * DT_ERR_INVALID_ARG: a NULL l, step, x or labels, or a global batch the dataset cannot fill; a
+ * DT_ERR_INVALID_ARG: a NULL l, step, x or labels; a
  * sample's DT_ERR_CORRUPT (unless skip_bad) or DT_ERR_IO; DT_ERR_DEVICE from the batch's kernel on
  * the device. */
 DT_API dt_status dt_loader_next(dt_loader *l, long *step, const float **x, const int32_t **labels);

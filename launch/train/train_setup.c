@@ -132,6 +132,24 @@ static int setup_refusals(train_run *r, const dt_placement *pl)
     return EXIT_OK;
 }
 
+/* --drop-last leaves out the samples that do not fill a whole step: data smaller than one global
+ * batch would have no step at all. Refused before the model is made (and within the open's own
+ * exchange, so said once), not by the first batch on every rank. */
+static int data_fills_a_step(const train_run *r, char *why, size_t cap)
+{
+    const train_opts *t = &r->t;
+    const size_t n = dt_dataset_size(r->data.train), global = (size_t)r->world * (size_t)t->batch;
+    if (!t->drop_last || n >= global) return EXIT_OK;
+    char held[64] = "";
+    if (t->holdout > 0) snprintf(held, sizeof held, " (after --holdout %g)", t->holdout);
+    snprintf(why, cap,
+             "--data %s: %zu training samples%s are fewer than one global batch of %d rank%s x --batch %d, and "
+             "--drop-last leaves out a step the data cannot fill: use a smaller --batch or fewer ranks, or drop "
+             "--drop-last",
+             t->data, n, held, r->world, cli_s(r->world), t->batch);
+    return EXIT_USAGE;
+}
+
 /* The training data (and held-out data). Every rank opens --data on its own: a wrong path fails on
  * all of them alike, said once (with how many ranks met it) and ended by every rank, not once per
  * rank and an abort. The synthetic data reads no file, and its flag errors (--eval-every without
@@ -151,6 +169,7 @@ static int setup_data(train_run *r)
     free(fig.figures);
     cli_error_capture(NULL, 0);
     if (!t->data) return rc ? train_shared_error(r, rc, "%s", why) : EXIT_OK;
+    if (!rc) rc = data_fills_a_step(r, why, sizeof why);
     int shared = 0;
     rc = cli_agree_failure(r->ctx, rc, why, &shared);
     if (!rc) rc = train_data_normalize(r->ctx, t, &r->data, &shared);

@@ -365,6 +365,11 @@ static dt_status loader_start(const dt_ctx *ctx, dt_dataset *d, int rank, int wo
     *out = NULL;
     dt_status s = check_args(d, rank, world, batch, first, threads, depth);
     if (s) return s;
+    /* A global batch the dataset cannot fill (drop_last) or a first step before the data
+     * position's anchor would fail every batch: said here, not by the first dt_loader_next. */
+    long epoch;
+    size_t offset;
+    if (!eval && (s = sampler_locate(&d->smp, first, (size_t)world * (size_t)batch, &epoch, &offset))) return s;
     dt_loader *l = calloc(1, sizeof *l);
     if (!l) return status_set_error(DT_ERR_NOMEM, "out of memory for the loader");
     pthread_mutex_init(&l->mu, NULL);

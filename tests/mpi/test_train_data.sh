@@ -342,6 +342,13 @@ alike() { # TEXT train-flags...: 2 ranks, exit 2, one error line saying TEXT "..
 alike "holds samples of 1x8x8 (64 values) but the model takes 1x28x28 (784)" --data "$tmp/hard" --model cnn --input 1x28x28
 alike "--eval-data $tmp/nothing: dataset $tmp/nothing does not exist" --data "$tmp/hard" --eval-data "$tmp/nothing"
 alike "model 'conv:8:3,relu,fc:10' needs an input shape" --model conv:8:3,relu,fc:10
+# --drop-last and data smaller than one global batch: no step at all, refused before the model is
+# made (it was each rank's failure at its first batch).
+alike "--data $tmp/hard: 3000 training samples are fewer than one global batch of 2 ranks x --batch 2000, and --drop-last leaves out a step" \
+    --data "$tmp/hard" --drop-last --batch 2000
+expect 2 "2700 training samples (after --holdout 0.1) are fewer than one global batch of 1 rank x --batch 2800" \
+    run 1 train --data "$tmp/hard" --holdout 0.1 --drop-last --batch 2800
+! grep -q "parameters" "$tmp/out" && ok "--drop-last's empty epoch refused before the model" || { bad "refused after the model"; cat "$tmp/out"; }
 # Held-out labels past the model's outputs are named against those outputs (it said the training
 # data's classes, which are not the limit).
 expect 2 "the held-out data (--eval-data $tmp/k12) has labels up to 11 (12 classes), the model only 10 outputs (labels 0 to 9; the training data has 10 classes)" \

@@ -283,18 +283,35 @@ static void test_loader(void **st)
         free(x);
         dt_dataset_free(ref);
     }
-    /* 100 samples cannot make a global batch of 4 x 30: every batch fails, with the fix. */
+    /* 100 samples cannot make a global batch of 4 x 30 (the synthetic set drops a partial step):
+     * the loader is refused at its creation, with the fix, not by its first batch. */
     dt_dataset *d;
     assert_int_equal(dt_synthetic_create(5, 1, 1, 10, 100, 9, &d), DT_OK);
     for (int t = 0; t <= 2; t += 2) {
+        dt_loader *l = (dt_loader *)&l;
+        assert_int_equal(dt_loader_create(NULL, d, 0, 4, 30, 0, t, 3, &l), DT_ERR_INVALID_ARG);
+        assert_null(l);
+        assert_non_null(strstr(dt_last_error(), "smaller than one global batch of 120"));
+    }
+    /* 4 x 25 fills it exactly: made, and its first batch comes. */
+    {
         dt_loader *l;
-        assert_int_equal(dt_loader_create(NULL, d, 0, 4, 30, 0, t, 3, &l), DT_OK);
+        assert_int_equal(dt_loader_create(NULL, d, 3, 4, 25, 0, 0, 3, &l), DT_OK);
         long got;
         const float *lx;
         const int32_t *ll;
-        assert_int_equal(dt_loader_next(l, &got, &lx, &ll), DT_ERR_INVALID_ARG);
-        assert_non_null(strstr(dt_last_error(), "smaller than one global batch of 120"));
+        assert_int_equal(dt_loader_next(l, &got, &lx, &ll), DT_OK);
+        assert_int_equal(got, 0);
         dt_loader_free(l);
+    }
+    /* A first step before the data position's anchor (a checkpoint's) has no batch either. */
+    {
+        dt_loader *l = (dt_loader *)&l;
+        assert_int_equal(dt_dataset_set_position(d, 10, 0, 0), DT_OK);
+        assert_int_equal(dt_loader_create(NULL, d, 0, 1, 4, 9, 0, 3, &l), DT_ERR_INVALID_ARG);
+        assert_null(l);
+        assert_non_null(strstr(dt_last_error(), "step 9 comes before the data position's anchor at step 10"));
+        assert_int_equal(dt_dataset_set_position(d, 0, 0, 0), DT_OK);
     }
     dt_loader *l = NULL;
     assert_int_equal(dt_loader_create(NULL, d, 0, 1, 4, 0, 2, 1, &l), DT_ERR_INVALID_ARG);
