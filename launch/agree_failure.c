@@ -78,10 +78,7 @@ int cli_say_shared_failure(dt_ctx *ctx, dt_status s, const char *what, int *shar
 {
     const int own = !cli_peer_failure(s);
     char why[2048] = "";
-    if (own && what)
-        snprintf(why, sizeof why, "%s: %s (%s)", what, dt_last_error(), dt_strerror(s));
-    else if (own)
-        snprintf(why, sizeof why, "%s (%s)", dt_last_error(), dt_strerror(s));
+    if (own) cli_status_text(why, sizeof why, what, s);
     const int rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
     const int out = cli_agree_failure(ctx, own ? rc : EXIT_OK, why, shared);
     return out ? out : rc;

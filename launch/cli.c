@@ -80,6 +80,21 @@ void cli_error_job(const char *fmt, ...)
 
 int cli_peer_failure(dt_status s) { return status_shared(s) && status_from_peer(); }
 
+const char *cli_status_text(char *buf, size_t n, const char *what, dt_status s)
+{
+    if (what)
+        snprintf(buf, n, "%s: %s (%s)", what, dt_last_error(), dt_strerror(s));
+    else
+        snprintf(buf, n, "%s (%s)", dt_last_error(), dt_strerror(s));
+    return buf;
+}
+
+void cli_status_error(const char *what, dt_status s)
+{
+    char line[4096]; /* error_vprint's own limit: the line is cut where it would cut it */
+    cli_error("%s", cli_status_text(line, sizeof line, what, s));
+}
+
 /* The command's numbers go through runtime/parse.c, the one parser of numbers for flags and
  * variables: "\t5", " 5" and "0x10" are refused alike, with the range in the message. */
 int cli_long(const char *flag, const char *arg, long lo, long hi, long *out)

@@ -170,6 +170,12 @@ int cli_end_failed(dt_ctx *ctx, int rc, int shared);
  * DT_ERR_INVALID_ARG and EXIT_FAIL otherwise. The caller must hold nothing made on ctx (else the
  * job is aborted) and must not call dt_finalize. */
 int cli_fail(dt_ctx *ctx, dt_status s, const char *what);
+/* The one wording of a library failure s, which the tests and users grep: "[what: ]<last error>
+ * (<status>)" (what may be NULL) into buf, cut to its n bytes; returns buf. For a message that
+ * goes into an exchange (cli_agree_failure) rather than straight to stderr. */
+const char *cli_status_text(char *buf, size_t n, const char *what, dt_status s);
+/* cli_error of cli_status_text's line: this rank's own report of s, named by rank. */
+void cli_status_error(const char *what, dt_status s);
 
 /* A crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) then prints the rank, the host, the faulting
  * address and where the program was as FILE+0xOFFSET for addr2line, and dies of the same signal

@@ -140,7 +140,7 @@ static dt_ctx *cli_init(const dt_config *cfg)
         cli_error_identity(pl.rank, pl.world_size, pl.hostname);
         return ctx;
     }
-    cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+    cli_status_error(NULL, s);
     /* Peers that initialized fine would otherwise wait for this rank forever. */
     dt_abort_job(NULL, EXIT_FAIL);
     return NULL;
@@ -208,13 +208,8 @@ int cli_end_failed(dt_ctx *ctx, int rc, int shared)
 
 int cli_fail(dt_ctx *ctx, dt_status s, const char *what)
 {
-    const int shared = status_shared(s); /* before the messages below: about the failure itself */
-    if (!cli_peer_failure(s)) {          /* else the rank that met it says why */
-        if (what)
-            cli_error("%s: %s (%s)", what, dt_last_error(), dt_strerror(s));
-        else
-            cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
-    }
+    const int shared = status_shared(s);                 /* before the messages below: about the failure itself */
+    if (!cli_peer_failure(s)) cli_status_error(what, s); /* else the rank that met it says why */
     /* A bad value given to the library is a usage error; anything else is a run-time failure. */
     const int rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
     return cli_end_failed(ctx, rc, shared);

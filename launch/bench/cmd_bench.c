@@ -197,7 +197,9 @@ static int engine_once(bench_run *b, size_t count, dt_redop op)
     dt_status s = engine_start(b->eng, b->buf, count, op, 0, b->wire);
     if (!s) s = engine_wait_all(b->eng);
     if (s) {
-        cli_error("engine allreduce of %zu floats: %s (%s)", count, dt_last_error(), dt_strerror(s));
+        char what[64];
+        snprintf(what, sizeof what, "engine allreduce of %zu floats", count);
+        cli_status_error(what, s);
         return EXIT_FAIL;
     }
     return EXIT_OK;
@@ -297,7 +299,7 @@ static int bench_open(bench_run *b, dt_ctx *ctx, size_t maxcount)
     MPI_Comm_set_errhandler(b->comm, MPI_ERRORS_RETURN);
     if ((s = engine_create(ctx_world_comm(ctx), ctx_timeout(ctx), ctx_config(ctx)->comm_thread,
                            ctx_config(ctx)->allreduce, &b->eng))) {
-        cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+        cli_status_error(NULL, s);
         return EXIT_FAIL;
     }
     if (!(b->buf = malloc(maxcount * sizeof *b->buf))) {

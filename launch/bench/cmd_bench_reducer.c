@@ -483,7 +483,7 @@ int cmd_bench_reducer(int argc, char **argv)
     if (!s) s = run_rounds(ctx, &m, &o, &v, t, &warm);
     if (s) {
         const int shared = status_shared(s);
-        cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+        cli_status_error(NULL, s);
         /* A rank that may have failed alone must not wait for its peers (nor free reducers whose
          * collectives they may still be in): the job is aborted. One every rank knows of (a reducer
          * no rank could make) frees what it made and ends with every rank finalizing. */

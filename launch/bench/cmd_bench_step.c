@@ -175,7 +175,7 @@ static int step_handle(int val, const char *arg, void *ud)
  * summary over every precision of the run (the batch it suggests fits them all), the job ended. */
 static int step_oom(dt_ctx *ctx, const step_opts *o, int failed, int zero, int gpu, int shared)
 {
-    cli_error("%s: %s (%s)", dt_dtype_name(o->prec[failed]), dt_last_error(), dt_strerror(DT_ERR_NOMEM));
+    cli_status_error(dt_dtype_name(o->prec[failed]), DT_ERR_NOMEM);
     dt_optim_config oc; /* bench_step_run's optimizer */
     dt_optim_defaults(&oc);
     oc.kind = o->optim;
@@ -298,7 +298,7 @@ int cmd_bench_step(int argc, char **argv)
      * is --synthetic-on device on the CPU, which each row's loader would refuse on every rank of a
      * CPU job, each rank then aborting the job. */
     char why[2048] = "";
-    if (bad_model) snprintf(why, sizeof why, "--model: %s (%s)", dt_last_error(), dt_strerror(bad_model));
+    if (bad_model) cli_status_text(why, sizeof why, "--model", bad_model);
     rc = bad_model == DT_ERR_INVALID_ARG ? EXIT_USAGE : bad_model ? EXIT_FAIL : EXIT_OK;
     for (int i = 0; !rc && i < o.nsynth; i++) {
         cli_error_capture(why, sizeof why);

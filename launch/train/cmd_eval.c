@@ -239,7 +239,7 @@ static dt_status holdout_agreed(dt_ctx *ctx, const eval_opts *e, const train_rec
 {
     const dt_status s = train_record_check_holdout(saved, e->holdout_arg, dataset_split_size(d), dt_dataset_size(d));
     char why[1024] = "";
-    if (s) snprintf(why, sizeof why, "%s (%s)", dt_last_error(), dt_strerror(s));
+    if (s) cli_status_text(why, sizeof why, NULL, s);
     const int rc = cli_agree_failure(ctx, s ? EXIT_USAGE : EXIT_OK, why, shared);
     *said = rc != EXIT_OK;
     return rc == EXIT_OK ? DT_OK : rc == EXIT_USAGE ? DT_ERR_INVALID_ARG : DT_ERR_MPI;
@@ -431,7 +431,7 @@ static int eval_failed(dt_ctx *ctx, eval_run *er, int how)
         cli_say_shared_failure(ctx, er->s, NULL, &er->shared);
     } else if (how == EVAL_FAILED) {
         er->shared = status_shared(er->s);
-        if (!cli_peer_failure(er->s)) cli_error("%s (%s)", dt_last_error(), dt_strerror(er->s));
+        if (!cli_peer_failure(er->s)) cli_status_error(NULL, er->s);
     }
     const int opened = er->d != NULL;
     eval_free(er);

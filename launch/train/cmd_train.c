@@ -32,7 +32,7 @@ static int g_failure_shared;
 int train_status_error(dt_status s)
 {
     g_failure_shared = status_shared(s);
-    if (!cli_peer_failure(s)) cli_error("%s (%s)", dt_last_error(), dt_strerror(s));
+    if (!cli_peer_failure(s)) cli_status_error(NULL, s);
     return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
 }
 
