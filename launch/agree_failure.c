@@ -4,7 +4,8 @@
  * every rank of a job with the same error: a wrong path at 1024 ranks printed 1024 identical
  * errors, and the job ended through MPI_Abort and its banner. Each rank's exit code and a hash of
  * its message go to every rank in one exchange (rank_share_slots); the lowest failing rank says a
- * shared message once, with the count.
+ * shared message once, with the count. A verdict only rank 0 can reach (cli_rank0_verdict) goes
+ * to every rank likewise, so that all stop together.
  */
 #include "launch/cli.h"
 #include "collectives/rank_verdict.h"
@@ -82,4 +83,15 @@ int cli_say_shared_failure(dt_ctx *ctx, dt_status s, const char *what, int *shar
     const int rc = s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;
     const int out = cli_agree_failure(ctx, own ? rc : EXIT_OK, why, shared);
     return out ? out : rc;
+}
+
+dt_status cli_rank0_verdict(dt_ctx *ctx, char *why, size_t len, int *refused)
+{
+    *refused = 0;
+    const dt_status s = dt_broadcast(ctx, why, len, DT_U8, 0);
+    if (s) return s;
+    why[len - 1] = '\0';
+    *refused = why[0] != '\0';
+    if (*refused && dt_rank(ctx) == 0) cli_error("%s", why);
+    return DT_OK;
 }

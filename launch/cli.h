@@ -1,5 +1,6 @@
 /*
- * cli.h - what the `dtrain` subcommands share: common flags and exit codes (cli.c), the prologue
+ * cli.h - what the `dtrain` subcommands share: common flags and exit codes (cli.c), flag values
+ * (cli_values.c), paths (cli_paths.c), error messages (cli_error.c), the prologue
  * and epilogue of a command that runs on the job (prologue.c), the help screens (help.c).
  *
  * Exit codes: 0 success, 1 a run-time failure (the message says what and how to fix it), 2 bad

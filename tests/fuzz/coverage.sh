@@ -40,7 +40,7 @@ declare -A under_test=(
     [fuzz_model_spec]="runtime/model/model_spec.c"
     [fuzz_net_env]="launch/doctor/net_env.c"
     [fuzz_params]="launch/train/params_io.c"
-    [fuzz_parse]="base/parse.c launch/cli.c runtime/placement/affinity.c launch/train/lr_schedule.c"
+    [fuzz_parse]="base/parse.c launch/cli_values.c runtime/placement/affinity.c launch/train/lr_schedule.c"
     [fuzz_perfmodel]="launch/perfmodel/perfmodel_input.c launch/perfmodel/model_source.c launch/perfmodel/perfmodel.c"
     [fuzz_topo]="runtime/placement/topo.c runtime/placement/device.c"
 )

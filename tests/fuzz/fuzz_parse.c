@@ -1,7 +1,7 @@
 /*
  * fuzz_parse.c - the number, size and list parsers of variables and flags: parse_int, parse_long,
  * parse_double and parse_double_or_zero (runtime/parse.c); the command's cli_long, cli_int,
- * cli_float, cli_list, cli_clip_grad_norm and cli_loader_threads (launch/cli.c); bench's byte sizes with K/M/G
+ * cli_float, cli_list, cli_clip_grad_norm and cli_loader_threads (launch/cli_values.c); bench's byte sizes with K/M/G
  * (parse_bytes, static in launch/bench/cmd_bench.c over cli_bytes, hence the #include); CPU lists (affinity_parse,
  * runtime/affinity.c); --normalize's figures (cli_normalize_spec, launch/normalize_flag.c).
  *
