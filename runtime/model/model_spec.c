@@ -266,18 +266,27 @@ static void mark_vector(spec_walk *k)
     if (!k->vec_index) k->vec_index = k->index, snprintf(k->vec_tok, sizeof k->vec_tok, "%s", k->tok);
 }
 
-/* fc:OUT at [p, p+len) into *l (its weights' count *w_n), after the implied flatten of an image. */
-static dt_status parse_fc(spec_walk *k, const char *p, size_t len, layer *l, uint64_t *w_n)
+/* The one number of a layer "kind:NAME" at [p, p+len) into *v, from 1 to SPEC_MAX_ELEMS: fc:OUT
+ * and pool:K read it, and refuse it, in the same words. */
+static dt_status one_field(const spec_walk *k, const char *p, size_t len, const char *kind, const char *name, int *v)
 {
-    static const char *const names[] = {"OUT"};
+    const char *const names[] = {name};
     static const int lo[] = {1};
-    int v[4];
     dt_status st = DT_OK;
     const int r = spec_fields(k->spec_in, k->index, k->tok, p, len, 1, names, lo, v, &st);
     if (r < 0) return st;
     if (r == 0)
-        SPEC_REFUSE("model '%s': layer %d '%s' must be fc:OUT with OUT a whole number from 1 to %" PRIu64, k->spec_in,
-                    k->index, k->tok, SPEC_MAX_ELEMS);
+        SPEC_REFUSE("model '%s': layer %d '%s' must be %s:%s with %s a whole number from 1 to %" PRIu64, k->spec_in,
+                    k->index, k->tok, kind, name, name, SPEC_MAX_ELEMS);
+    return DT_OK;
+}
+
+/* fc:OUT at [p, p+len) into *l (its weights' count *w_n), after the implied flatten of an image. */
+static dt_status parse_fc(spec_walk *k, const char *p, size_t len, layer *l, uint64_t *w_n)
+{
+    int v[1];
+    dt_status st = one_field(k, p, len, "fc", "OUT", v);
+    if (st) return st;
     if (k->h != 1 || k->w != 1) {
         /* The implied flatten. */
         const int c = k->c, h = k->h, w = k->w;
@@ -357,15 +366,9 @@ static dt_status parse_conv(spec_walk *k, const char *p, size_t len, layer *l, u
 /* pool:K at [p, p+len) into *l: on an image, its window within the map. */
 static dt_status parse_pool(spec_walk *k, const char *p, size_t len, layer *l)
 {
-    static const char *const names[] = {"K"};
-    static const int lo[] = {1};
-    int v[4];
-    dt_status st = DT_OK;
-    const int r = spec_fields(k->spec_in, k->index, k->tok, p, len, 1, names, lo, v, &st);
-    if (r < 0) return st;
-    if (r == 0)
-        SPEC_REFUSE("model '%s': layer %d '%s' must be pool:K with K a whole number from 1 to %" PRIu64, k->spec_in,
-                    k->index, k->tok, SPEC_MAX_ELEMS);
+    int v[1];
+    const dt_status st = one_field(k, p, len, "pool", "K", v);
+    if (st) return st;
     if (k->vec_index) SPEC_VECTOR_REFUSE(k);
     const int c = k->c, h = k->h, w = k->w;
     if (h < v[0] || w < v[0]) {

@@ -174,6 +174,9 @@ static void test_spec_bounds(void **st)
     expect_spec_error("conv:8:3:0:1,fc:2", "1x8x8", "STRIDE = 0 is out of range: it must be from 1 to 268435456");
     expect_spec_error("pool:0,fc:2", "1x8x8", "K = 0 is out of range");
     expect_spec_error("fc:ten", "784", "must be fc:OUT with OUT a whole number from 1 to 268435456");
+    expect_spec_error("pool:2:2,fc:2", "1x8x8",
+                      "model 'pool:2:2,fc:2': layer 1 'pool:2:2' must be pool:K with K a whole number from 1 to "
+                      "268435456");
     expect_spec_error("conv:8:3:1:1:1,fc:2", "1x8x8", "with OUT, K, STRIDE from 1 to 268435456 and PAD from 0");
     /* Conv output: the padded size no longer wraps into "kernel 1 does not fit". */
     expect_spec_error("conv:1:1:1:200000000,fc:2", "1x200000000x1",
