@@ -474,15 +474,27 @@ int cmd_bench_reducer(int argc, char **argv)
     variants v = {NULL, NULL, {NULL, NULL}};
     double *t = calloc((size_t)NV * o.steps, sizeof *t);
     dt_status s = net_alloc(&m, &o, dt_world_size(ctx));
+    const int have_net = s == DT_OK;
     if (s || !t)
         s = status_set_error(DT_ERR_NOMEM, "out of memory for %llu parameters (x 5 buffers): lower --layers or --width",
                              n);
-    if (!s) s = make_reducers(ctx, &m, &o, &v);
+    /* Each rank allocates on its own, and a net too large for the memory limit is too large on
+     * every rank alike: said once for all of them, every rank ending by itself, not once per rank
+     * and an abort's banner (a rank that ran out alone says so with its rank). */
+    char why[2048] = "";
+    if (s) cli_status_text(why, sizeof why, NULL, s);
+    int shared = 0;
+    if ((rc = cli_agree_failure(ctx, s ? EXIT_FAIL : EXIT_OK, why, &shared))) {
+        if (have_net) net_free(&m);
+        free(t);
+        return cli_end_failed(ctx, rc, shared);
+    }
+    s = make_reducers(ctx, &m, &o, &v);
     if (!s && dt_rank(ctx) == 0) print_header(ctx, &m, &o, &v);
     dt_reducer_stats warm = {0};
     if (!s) s = run_rounds(ctx, &m, &o, &v, t, &warm);
     if (s) {
-        const int shared = status_shared(s);
+        shared = status_shared(s);
         cli_status_error(NULL, s);
         /* A rank that may have failed alone must not wait for its peers (nor free reducers whose
          * collectives they may still be in): the job is aborted. One every rank knows of (a reducer

@@ -378,6 +378,15 @@ grep -q '^# A, E: 3 buckets (caps 0.02 / first 0.02 MiB), wire bf16; B, D: a one
 "$DTRAIN" bench reducer --layers 2 --width 32 --batch 2 --steps 2 --warmup 0 >"$tmp/r" 2>&1 &&
     grep -q "^note: 1 rank: nothing is communicated" "$tmp/r" && ok "bench reducer np1: runs, says nothing is communicated" ||
     { bad "bench reducer np1"; sed 's/^/    /' "$tmp/r"; }
+# A net past the memory limit fails on every rank alike: said once, each rank ending by itself,
+# with no abort's banner. ulimit -v inside each rank (none under AddressSanitizer, whose shadow
+# memory needs the address space); the allocations fail before any page is touched.
+if [ -z "${ASAN_OPTIONS:-}" ]; then
+    expect 1 "out of memory for 251719680 parameters (x 5 buffers): lower --layers or --width (out of memory) (the same on all 2 ranks)" \
+        "$MPIRUN" -np 2 bash -c "ulimit -S -v 4000000 && exec $DTRAIN bench reducer --layers 15 --width 4096 --steps 1 --warmup 0"
+    [ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" &&
+        ok "bench reducer out of memory at 2 ranks: one line, no MPI_Abort" || { bad "bench reducer out of memory at 2 ranks"; cat "$tmp/out"; }
+fi
 expect 2 "--layers '0' is out of range" "$DTRAIN" bench reducer --layers 0
 expect 2 "--width '1' is out of range" "$DTRAIN" bench reducer --width 1
 expect 2 "--batch 'x' is not" "$DTRAIN" bench reducer --batch x
