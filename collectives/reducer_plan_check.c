@@ -108,10 +108,12 @@ dt_status reducer_check_plan_across_ranks(dt_reducer *r, const char *fn, const c
     char v0[64], vr[64];
     field_text(&zero, f, v0, sizeof v0);
     field_text(&other, f, vr, sizeof vr);
-    return status_set_error(DT_ERR_INVALID_ARG,
-                            "%s: rank %d gave %s %s where rank 0 gave %s%s: every rank must give the reducer the same "
-                            "buffer size, ranges, types, reduction, caps (--bucket-mb / --first-bucket-mb), overlap "
-                            "and memory kind%s",
-                            fn, v.first_rank, field_name[f], vr, v0,
-                            v.failed > 1 ? " (and other ranks differ too)" : "", consequence);
+    /* Every rank took part in both broadcasts and words the same verdict: shared, so that each
+     * ends on its own with it (said once) rather than the job being aborted. */
+    return status_mark_shared(status_set_error(
+        DT_ERR_INVALID_ARG,
+        "%s: rank %d gave %s %s where rank 0 gave %s%s: every rank must give the reducer the same "
+        "buffer size, ranges, types, reduction, caps (--bucket-mb / --first-bucket-mb), overlap "
+        "and memory kind%s",
+        fn, v.first_rank, field_name[f], vr, v0, v.failed > 1 ? " (and other ranks differ too)" : "", consequence));
 }

@@ -495,13 +495,18 @@ int cmd_bench_reducer(int argc, char **argv)
     if (!s) s = run_rounds(ctx, &m, &o, &v, t, &warm);
     if (s) {
         shared = status_shared(s);
-        cli_status_error(NULL, s);
+        /* One every rank returned (ranks that gave the reducer other settings) is said once by the
+         * ranks that met it alike, through one exchange more; a rank's own failure by that rank. */
+        if (shared && dt_world_size(ctx) > 1)
+            rc = cli_say_shared_failure(ctx, s, NULL, &shared);
+        else
+            cli_status_error(NULL, s), rc = EXIT_FAIL;
         /* A rank that may have failed alone must not wait for its peers (nor free reducers whose
          * collectives they may still be in): the job is aborted. One every rank knows of (a reducer
          * no rank could make) frees what it made and ends with every rank finalizing. */
         if (shared) release(&v, &m);
         free(t);
-        return cli_end_failed(ctx, EXIT_FAIL, shared);
+        return cli_end_failed(ctx, rc, shared);
     }
     rc = report(ctx, &m, &o, &v, t, &warm);
     release(&v, &m);

@@ -387,6 +387,14 @@ if [ -z "${ASAN_OPTIONS:-}" ]; then
     [ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" &&
         ok "bench reducer out of memory at 2 ranks: one line, no MPI_Abort" || { bad "bench reducer out of memory at 2 ranks"; cat "$tmp/out"; }
 fi
+# Ranks that give the reducer other caps: every rank words the same verdict, said once with no
+# abort (it was said by every rank, then MPI_Abort).
+expect 2 "rank 1 gave bucket_mb 25 where rank 0 gave 0.02 (and other ranks differ too)" "$MPIRUN" \
+    -np 1 "$DTRAIN" bench reducer --layers 2 --width 32 --batch 2 --steps 2 --warmup 0 --bucket-mb 0.02 \
+    --first-bucket-mb 0.02 : -np 2 "$DTRAIN" bench reducer --layers 2 --width 32 --batch 2 --steps 2 --warmup 0
+[ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && grep -q "(the same on all 3 ranks)$" "$tmp/out" &&
+    ! grep -q "MPI_ABORT" "$tmp/out" && ok "bench reducer, other caps per rank: one line, no MPI_Abort" ||
+    { bad "bench reducer, other caps per rank"; cat "$tmp/out"; }
 expect 2 "--layers '0' is out of range" "$DTRAIN" bench reducer --layers 0
 expect 2 "--width '1' is out of range" "$DTRAIN" bench reducer --width 1
 expect 2 "--batch 'x' is not" "$DTRAIN" bench reducer --batch x
