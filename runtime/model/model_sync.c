@@ -181,20 +181,21 @@ static dt_status sync_check_ranks(const dt_model *m, const dt_sync_config *c, dt
     if (!s) s = rank_verdict_share(ctx, sync_first_difference(c, &zero), &v);
     /* cppcheck-suppress uninitStructMember ; v is filled whenever s is DT_OK, the only case that reads it */
     if (s || v.first_rank < 0) return s;
+    /* The first differing rank's own settings, so that every rank names both values: the same
+     * verdict on every rank, which is then shared (said once, each rank ending on its own, where
+     * the job was aborted). */
+    dt_sync_config other = *c;
+    if ((s = dt_broadcast(ctx, &other, sizeof other, DT_U8, v.first_rank))) return s;
     const int f = v.first_code - 1;
-    char r0[32], mine[80] = "";
+    char r0[32], rf[32];
     sync_field_value(&zero, f, r0, sizeof r0);
-    if (dt_rank(ctx) == v.first_rank) {
-        char val[32];
-        sync_field_value(c, f, val, sizeof val);
-        snprintf(mine, sizeof mine, ", this rank %s", val);
-    }
-    return status_set_error(DT_ERR_INVALID_ARG,
-                            "%s: rank %d gave %s another value than rank 0 (rank 0 %s%s)%s: every rank must give "
-                            "the same dt_sync_config, since the ranks reduce their gradients together; no rank "
-                            "changed its settings",
-                            fn, v.first_rank, sync_field_name[f], r0, mine,
-                            v.failed > 1 ? ", and other ranks differ too" : "");
+    sync_field_value(&other, f, rf, sizeof rf);
+    return status_mark_shared(status_set_error(
+        DT_ERR_INVALID_ARG,
+        "%s: rank %d gave %s another value than rank 0 (rank 0 %s, rank %d %s)%s: every rank must give the same "
+        "dt_sync_config, since the ranks reduce their gradients together; no rank changed its settings",
+        fn, v.first_rank, sync_field_name[f], r0, v.first_rank, rf,
+        v.failed > 1 ? ", and other ranks differ too" : ""));
 }
 
 dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)

@@ -218,6 +218,11 @@ expect 2 "DTRAIN_FAULT='sleep:1:2'" env DTRAIN_FAULT=sleep:1:2 "$DTRAIN" train -
 # by dt_model_set_sync's comparison of the settings before any plan is made.
 expect 2 "dt_model_set_sync: rank 1 gave bucket_mb another value than rank 0 (rank 0 4" timeout 60 "$MPIRUN" -np 2 bash -c \
     "exec $DTRAIN train --steps 2 --bucket-mb \$(( OMPI_COMM_WORLD_RANK == 0 ? 4 : 25 ))"
+# Every rank words that verdict alike: said once, each rank ending on its own (it was said by
+# every rank, then MPI_Abort).
+grep -q "(rank 0 4, rank 1 25): every rank must give .*(the same on all 2 ranks)$" "$tmp/out" &&
+    [ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" &&
+    ok "settings that differ between ranks: one line, no MPI_Abort" || { bad "settings that differ between ranks"; cat "$tmp/out"; }
 
 # DTRAIN_LOG=debug: placement, the bucket plan, each collective's start and end; info: none of it.
 for level in debug info; do
