@@ -92,6 +92,13 @@ int train_gpu_grads(train_run *r, const char *who, const char *alt);
  * shares marked with train_failure_shared). Collective. */
 int train_setup(train_run *r, const dt_placement *pl);
 
+/* The training flags every rank must share (all but paths, and of those whether each is given),
+ * compared across the ranks: EXIT_OK, or EXIT_USAGE after saying once, for all the ranks, the
+ * first rank whose flags differ from rank 0's, the flag and both values (train_flags_agree.c).
+ * One exchange (dt_check_replicas of the flags' text); two broadcasts more when they differ.
+ * Collective. */
+int train_flags_agree(train_run *r);
+
 /* ---------------------------------------------------------------- memory (train_memory.c) */
 
 /* Before the model is made on the CPU: its plan's peak against this rank's host budget; over a

@@ -323,7 +323,7 @@ int train_setup(train_run *r, const dt_placement *pl)
 {
     const train_opts *t = &r->t;
     int rc;
-    if ((rc = setup_refusals(r, pl))) return rc;
+    if ((rc = train_flags_agree(r)) || (rc = setup_refusals(r, pl))) return rc;
     /* With --epochs the steps are not known before the data: the fault's step is not checked. */
     if ((rc = fault_check(&r->flt, r->world, t->epochs ? LONG_MAX : t->steps, t->ckpt_dir)) ||
         (rc = train_outputs_begin(r)) || (rc = train_ckpt_dir_begin(r)))

@@ -5,7 +5,7 @@
  * changes on any rank, and the call given alike afterwards works.
  *
  * The calls: dt_reducer_set_sync (the last rank keeps its gradients while the others reduce),
- * dt_model_set_precision, dt_model_set_accum_steps; a value outside the allowed ones on one rank
+ * dt_model_set_precision, dt_model_set_accum_steps, dt_model_set_sync; a value outside the allowed ones on one rank
  * (sync 2, accumulation 0; also on rank 0) fails every rank with that rank's code, and values that
  * differ on several ranks name the lowest of them. dt_reducer_create's plan check
  * names the setting that differs and both ranks' values (the caps, the overlap, the buffer size),
@@ -190,6 +190,27 @@ static void check_plan_message(dt_ctx *ctx)
     dt_reducer_free(red);
 }
 
+/* 4b. dt_model_set_sync with another cap on the last rank: every rank names both values, in one
+ * message alike on every rank (the first differing rank's value reaches them all). */
+static void check_model_sync(dt_ctx *ctx)
+{
+    if (world < 2) return;
+    dt_model *m = model(ctx);
+    const int bad = world - 1;
+    dt_sync_config c;
+    dt_sync_defaults(&c);
+    c.bucket_mb = rank == bad ? 4 : 25;
+    const double t0 = now();
+    const dt_status s = dt_model_set_sync(m, &c);
+    char want[96];
+    snprintf(want, sizeof want, "rank %d gave bucket_mb another value than rank 0 (rank 0 25, rank %d 4)", bad, bad);
+    expect_refused("model sync differs", s, t0, want, "no rank changed its settings", NULL);
+    dt_sync_defaults(&c);
+    CHECK(dt_model_set_sync(m, &c) == DT_OK, "model sync alike");
+    reduces_alike(ctx, m, "after the model sync refusal");
+    dt_model_free(m);
+}
+
 /* 5. dt_check_replicas of another length on the last rank: the lengths are named, not the values;
  * then values that differ on ranks 1 and up: rank 1 is named first. */
 static void check_replicas_length(dt_ctx *ctx)
@@ -223,6 +244,7 @@ int main(void)
     check_precision(ctx);
     check_accum(ctx);
     check_plan_message(ctx);
+    check_model_sync(ctx);
     check_replicas_length(ctx);
     const int rc = mpi_check_finish(ctx, "test_agree");
     dt_finalize(ctx);

@@ -73,7 +73,8 @@ run_case() {
 fault() { # kind:rank:step (or hang=LAYER:RANK:SEQ for DTRAIN_TEST_HANG), ranks, must-say, time limit
     run_case fault_case "$@"
 }
-# Rank 0 slow to poll (a loaded machine; here stopped with SIGSTOP inside collective #0, before its
+# Rank 0 slow to poll (a loaded machine; here stopped with SIGSTOP inside collective #2, the first
+# after the stall at step 0 (#0 and #1 compare the ranks' flags), before its
 # deadline) while rank 2 of 3 never arrives: rank 1 times out first, and its verdict, from a rank
 # that hears only from rank 0, blames rank 0. Rank 0, continued past its own deadline, still knows
 # who never arrived: it says that itself instead of logging rank 1's verdict about rank 0 as its
@@ -95,7 +96,7 @@ rank0_late_case() { # N
     rc=$?
     left=$(leftovers "$case_marker")
     if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$left" -eq 0 ] && ! grep -q "\[rank 0\] .*timed out first" "$out" &&
-        grep -F "[rank 0] dtrain ERROR watchdog: collective #0 " "$out" |
+        grep -F "[rank 0] dtrain ERROR watchdog: collective #2 " "$out" |
         grep -qF "rank(s) 2 on $host have not reached it (no word from them)"; then
         ok "rank 0 slow past rank 1's verdict, rank 2 of 3 missing: rank 0 names rank 2 itself, exit $rc, no rank left"
     else
@@ -137,12 +138,13 @@ fault stall:0:0 2 "rank 0 on $host has not reached it (no word from it)" $((TIME
 fault stall:2:0 4 "rank 0 on $host timed out first: rank(s) 2 on $host have not reached it (no word from them)" $((TIMEOUT + 10)) \
     "yet neither the collective nor rank 0's verdict has come|\[rank 0\] dtrain ERROR watchdog: .*rank\(s\) 2 on $host have not reached it"
 # Every rank arrived, one stopped inside: rank 0's probe finds the one that does not answer. The
-# collective must be one rank 0 cannot finish alone: #3 is dt_model_create's allreduce comparing
-# the ranks' models (#0 train's check of the planned model against each rank's memory budget, #1
-# the allreduce of dt_model_create's verdict on each rank's arguments, #2 the broadcast of rank
-# 0's fingerprint, which its root completes without the others).
-fault hang=mpi:1:3 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
-fault hang=mpi:0:1 2 "rank 0 on $host reached it" $((TIMEOUT + 10))
+# collective must be one rank 0 cannot finish alone: #5 is dt_model_create's allreduce comparing
+# the ranks' models (#0 and #1 dt_check_replicas of the ranks' flags, #2 train's check of the
+# planned model against each rank's memory budget, #3 the allreduce of dt_model_create's verdict
+# on each rank's arguments, #4 the broadcast of rank 0's fingerprint, which its root completes
+# without the others).
+fault hang=mpi:1:5 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
+fault hang=mpi:0:3 2 "rank 0 on $host reached it" $((TIMEOUT + 10))
 fault hang=engine:1:2 2 "rank 1 on $host reached it, yet MPI_Allreduce has not completed" $((TIMEOUT + 10))
 run_case rank0_late_case
 cases_done
@@ -215,14 +217,25 @@ fn=$(addr2line -f -e ${caller% *} ${caller#* } 2>/dev/null | head -1) # binutils
     { bad "crash report: caller '$caller' -> '$fn', wanted fault_segv"; tail -12 "$segv_out"; }
 expect 2 "DTRAIN_FAULT='sleep:1:2'" env DTRAIN_FAULT=sleep:1:2 "$DTRAIN" train --steps 1
 # Ranks with different bucket plans would pair wrong buffers and hang: refused at start instead,
-# by dt_model_set_sync's comparison of the settings before any plan is made.
-expect 2 "dt_model_set_sync: rank 1 gave bucket_mb another value than rank 0 (rank 0 4" timeout 60 "$MPIRUN" -np 2 bash -c \
+# by the comparison of the ranks' flags before anything is made (dt_model_set_sync compares the
+# settings too, for a library caller: mpi.agree).
+expect 2 "rank 1 was given '--bucket-mb 25' where rank 0 was given '--bucket-mb 4'" timeout 60 "$MPIRUN" -np 2 bash -c \
     "exec $DTRAIN train --steps 2 --bucket-mb \$(( OMPI_COMM_WORLD_RANK == 0 ? 4 : 25 ))"
-# Every rank words that verdict alike: said once, each rank ending on its own (it was said by
-# every rank, then MPI_Abort).
-grep -q "(rank 0 4, rank 1 25): every rank must give .*(the same on all 2 ranks)$" "$tmp/out" &&
+# Every rank words that verdict alike: said once, each rank ending on its own.
+grep -q "every rank of a job must get the same training flags .*(the same on all 2 ranks)$" "$tmp/out" &&
     [ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" &&
     ok "settings that differ between ranks: one line, no MPI_Abort" || { bad "settings that differ between ranks"; cat "$tmp/out"; }
+# So are other flags given differently: another --lr (it ended in "the ranks ended with different
+# parameters: a bug in dtrain"), another --steps (ranks waited in collectives the others never
+# joined until the watchdog's deadline), --data on some ranks only. Paths may differ.
+expect 2 "rank 1 was given '--lr 0.05' where rank 0 was given '--lr 0.01' (2 ranks differ from rank 0)" timeout 60 \
+    "$MPIRUN" -np 3 bash -c "exec $DTRAIN train --steps 2 --lr \$(( OMPI_COMM_WORLD_RANK == 0 ? 1 : 5 ))e-2"
+[ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" &&
+    ok "--lr that differs between ranks: one line, no MPI_Abort" || { bad "--lr that differs between ranks"; cat "$tmp/out"; }
+expect 2 "rank 1 was given '--steps 3' where rank 0 was given '--steps 2'" timeout 60 "$MPIRUN" \
+    -np 1 "$DTRAIN" train --steps 2 : -np 1 "$DTRAIN" train --steps 3
+expect 2 "rank 1 was given 'no --data' where rank 0 was given '--data PATH'" timeout 60 "$MPIRUN" \
+    -np 1 "$DTRAIN" train --steps 2 --data /nonexistent : -np 1 "$DTRAIN" train --steps 2
 
 # DTRAIN_LOG=debug: placement, the bucket plan, each collective's start and end; info: none of it.
 for level in debug info; do
