@@ -135,20 +135,86 @@ static dt_status load_file(cifar_impl *c, const char *file, const char *name, in
     return DT_OK;
 }
 
-dt_status cifar_open(const char *path, const ds_open_opts *opts, ds_split *s)
+/* That opts asks for a CIFAR format and split this reader has, and that path exists: *cifar100,
+ * *test and *is_dir for the open. The checks in the order a user meets them: format, split, path. */
+static dt_status check_request(const char *path, const ds_open_opts *opts, int *cifar100, int *test, int *is_dir)
 {
     if (!opts || !opts->format || (strcmp(opts->format, "cifar10") != 0 && strcmp(opts->format, "cifar100") != 0))
         return status_set_error(DT_ERR_INVALID_ARG, "cifar_open: format '%s' is not cifar10 or cifar100",
                                 opts && opts->format ? opts->format : "(none)");
-    const int cifar100 = strcmp(opts->format, "cifar100") == 0;
-    const char *name = cifar100 ? "CIFAR-100" : "CIFAR-10";
+    *cifar100 = strcmp(opts->format, "cifar100") == 0;
+    const char *name = *cifar100 ? "CIFAR-100" : "CIFAR-10";
     const char *split = opts->split ? opts->split : "train";
-    const int test = strcmp(split, "test") == 0;
-    if (!test && strcmp(split, "train") != 0)
+    *test = strcmp(split, "test") == 0;
+    if (!*test && strcmp(split, "train") != 0)
         return status_set_error(DT_ERR_INVALID_ARG, "split '%s' is not train or test", split);
     if (!path || !*path) return status_set_error(DT_ERR_INVALID_ARG, "no %s path given", name);
     struct stat sb;
     if (stat(path, &sb) != 0) return status_set_error(DT_ERR_IO, "%s dataset %s does not exist", name, path);
+    *is_dir = S_ISDIR(sb.st_mode);
+    return DT_OK;
+}
+
+/* The file name of a directory's file number f (from 0) of the split: CIFAR-10's data_batch_N.bin
+ * or test_batch.bin, CIFAR-100's train.bin or test.bin. */
+static void split_file_name(int cifar100, int test, int f, char *base, size_t n)
+{
+    if (cifar100)
+        snprintf(base, n, "%s.bin", test ? "test" : "train");
+    else if (test)
+        snprintf(base, n, "test_batch.bin");
+    else
+        snprintf(base, n, "data_batch_%d.bin", f + 1);
+}
+
+/* The split's files of the dataset directory at path, each loaded into c in order; a file that
+ * holds another number of records than the distributed one is said in a warning. */
+static dt_status load_directory(cifar_impl *c, const char *path, const char *split, int test)
+{
+    const int cifar100 = c->cifar100;
+    const char *name = c->name;
+    dt_status st = DT_OK;
+    const int nfiles = cifar100 || test ? 1 : CIFAR10_BATCHES;
+    for (int f = 0; f < nfiles && !st; f++) {
+        char base[32], want[4200], found[4200];
+        split_file_name(cifar100, test, f, base, sizeof base);
+        int n = snprintf(want, sizeof want, "%s/%s", path, base);
+        if (n < 0 || (size_t)n >= sizeof want - 3)
+            return status_set_error(DT_ERR_INVALID_ARG, "%s dataset path %.64s... is too long (%zu characters)", name,
+                                    path, strlen(path));
+        if (!ds_find_file(want, found, sizeof found)) {
+            if (cifar100 || test)
+                return status_set_error(DT_ERR_IO,
+                                        "%s %s split: %s (or %s.gz) does not exist; the binary version of "
+                                        "the dataset (%s) has it",
+                                        name, split, want, want,
+                                        cifar100 ? "cifar-100-binary.tar.gz" : "cifar-10-binary.tar.gz");
+            return status_set_error(DT_ERR_IO,
+                                    "CIFAR-10 train split: %s (or %s.gz) does not exist, and the split "
+                                    "is data_batch_1.bin .. data_batch_5.bin, all five (%d found before it): "
+                                    "extract cifar-10-binary.tar.gz again",
+                                    want, want, f);
+        }
+        st = load_file(c, found, name, cifar100);
+        /* The distributed files hold a fixed number of records: one cut short at a record
+         * boundary passes every check above, and would train on part of the set unsaid. */
+        const size_t official = cifar100 && !test ? 50000 : 10000, got = st ? official : c->first[f + 1] - c->first[f];
+        if (got != official)
+            log_msg0(LOG_LEVEL_WARN,
+                     "%s holds %zu record%s where %s's %s holds %zu: cut short (download and extract it again), "
+                     "or a subset made on purpose",
+                     found, got, got == 1 ? "" : "s", name, base, official);
+    }
+    return st;
+}
+
+dt_status cifar_open(const char *path, const ds_open_opts *opts, ds_split *s)
+{
+    int cifar100 = 0, test = 0, is_dir = 0;
+    const dt_status bad = check_request(path, opts, &cifar100, &test, &is_dir);
+    if (bad) return bad;
+    const char *name = cifar100 ? "CIFAR-100" : "CIFAR-10";
+    const char *split = opts->split ? opts->split : "train";
 
     cifar_impl *c = calloc(1, sizeof *c);
     if (!c) return status_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
@@ -159,53 +225,8 @@ dt_status cifar_open(const char *path, const ds_open_opts *opts, ds_split *s)
     c->cifar100 = cifar100;
     c->name = name;
 
-    dt_status st = DT_OK;
-    if (!S_ISDIR(sb.st_mode)) {
-        /* One file: that file is the split (ds_read_file refuses what is not a regular file). */
-        st = load_file(c, path, name, cifar100);
-    } else {
-        const int nfiles = cifar100 || test ? 1 : CIFAR10_BATCHES;
-        for (int f = 0; f < nfiles && !st; f++) {
-            char base[32], want[4200], found[4200];
-            if (cifar100)
-                snprintf(base, sizeof base, "%s.bin", test ? "test" : "train");
-            else if (test)
-                snprintf(base, sizeof base, "test_batch.bin");
-            else
-                snprintf(base, sizeof base, "data_batch_%d.bin", f + 1);
-            int n = snprintf(want, sizeof want, "%s/%s", path, base);
-            if (n < 0 || (size_t)n >= sizeof want - 3) {
-                st = status_set_error(DT_ERR_INVALID_ARG, "%s dataset path %.64s... is too long (%zu characters)", name,
-                                      path, strlen(path));
-                break;
-            }
-            if (!ds_find_file(want, found, sizeof found)) {
-                if (cifar100 || test)
-                    st = status_set_error(DT_ERR_IO,
-                                          "%s %s split: %s (or %s.gz) does not exist; the binary version of "
-                                          "the dataset (%s) has it",
-                                          name, split, want, want,
-                                          cifar100 ? "cifar-100-binary.tar.gz" : "cifar-10-binary.tar.gz");
-                else
-                    st = status_set_error(DT_ERR_IO,
-                                          "CIFAR-10 train split: %s (or %s.gz) does not exist, and the split "
-                                          "is data_batch_1.bin .. data_batch_5.bin, all five (%d found before it): "
-                                          "extract cifar-10-binary.tar.gz again",
-                                          want, want, f);
-                break;
-            }
-            st = load_file(c, found, name, cifar100);
-            /* The distributed files hold a fixed number of records: one cut short at a record
-             * boundary passes every check above, and would train on part of the set unsaid. */
-            const size_t official = cifar100 && !test ? 50000 : 10000,
-                         got = st ? official : c->first[f + 1] - c->first[f];
-            if (got != official)
-                log_msg0(LOG_LEVEL_WARN,
-                         "%s holds %zu record%s where %s's %s holds %zu: cut short (download and extract it again), "
-                         "or a subset made on purpose",
-                         found, got, got == 1 ? "" : "s", name, base, official);
-        }
-    }
+    /* One file: that file is the split (ds_read_file refuses what is not a regular file). */
+    const dt_status st = is_dir ? load_directory(c, path, split, test) : load_file(c, path, name, cifar100);
     if (st) {
         cifar_free(c);
         return st;
