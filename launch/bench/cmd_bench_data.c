@@ -116,6 +116,83 @@ static dt_status time_setting(dt_dataset *d, const bdata_opts *o, int T, setting
     return s;
 }
 
+/* The dataset o names (--data PATH or synthetic) opened as o's flags ask into *d, its figures
+ * applied when --normalize gave them: EXIT_OK, or the exit code after saying what failed. */
+static int open_dataset(bdata_opts *o, dt_dataset **d)
+{
+    /* The synthetic data as dtrain train makes it: 60,000 samples, not normalized unless asked. */
+    const int synthetic = !strcmp(o->data, "synthetic");
+    if (synthetic && !o->normalize_set) o->normalize = DT_NORMALIZE_NONE;
+    dt_data_config dc;
+    dt_data_defaults(&dc);
+    dc.format = o->format;
+    /* Figures given: no pass over the data for figures (minutes on a large image folder), set
+     * after the open, as dtrain train does. */
+    dc.normalize = o->norm.n ? DT_NORMALIZE_NONE : (dt_normalize)o->normalize;
+    dc.crop_pad = o->crop_pad, dc.flip = o->flip;
+    dc.threads = 2;
+    /* The model's reading of --input (model_spec_input), of which only CxHxW sizes the data. */
+    const int dims = o->input ? model_spec_input(o->input, &dc.c, &dc.h, &dc.w) : 3;
+    if (dims != 3) {
+        if (dims == 0)
+            cli_error("--input: %s", dt_last_error());
+        else
+            cli_error("--input '%s' is one size (features); bench data needs CxHxW, e.g. 3x32x32", o->input);
+        return EXIT_USAGE;
+    }
+    /* The built-in data dtrain train and bench step use by default: what its samples cost to make
+     * (no file to read) sizes the loader threads a GPU step needs. */
+    if (synthetic && !o->input) dc.c = 3, dc.h = dc.w = 32;
+    dt_status s = synthetic ? dt_synthetic_open(dc.c, dc.h, dc.w, 10, SYNTHETIC_SAMPLES, 1, &dc, d)
+                            : dt_dataset_open(o->data, &dc, d);
+    if (s) {
+        cli_error("--data %s: %s", o->data, dt_last_error());
+        return cli_input_exit(s, o->data);
+    }
+    const int rc = cli_normalize_apply(&o->norm, *d);
+    if (rc) dt_dataset_free(*d);
+    return rc;
+}
+
+/* The table's header: what is measured (the data, its shape, the batches, the augmentation and
+ * normalization), then the column names. */
+static void print_header(const bdata_opts *o, dt_dataset *d, int C, int H, int W)
+{
+    printf("dtrain bench data: %s (%s), %zu samples of %dx%dx%d; batch %d, %d timed batches after %d warmup (and "
+           "the first thread count once untimed before the rows);%s%s normalize %s\n",
+           o->data, dt_dataset_format(d), dt_dataset_size(d), C, H, W, o->batch, o->batches, o->warmup,
+           o->crop_pad ? " random crop," : "", o->flip ? " flip," : "",
+           o->norm.n                               ? "standard (figures given)"
+           : o->normalize == DT_NORMALIZE_STANDARD ? "standard"
+           : o->normalize == DT_NORMALIZE_UNIT     ? "unit"
+                                                   : "none");
+    printf("%8s %14s %16s %12s %10s %14s %14s\n", "threads", "samples/s", "per thread", "MB/s out", "ratio",
+           "min samples/s", "max samples/s");
+}
+
+/* One row per --threads count, each timed on d (samples of C x H x W), ratios to the first row's. */
+static dt_status print_rows(dt_dataset *d, const bdata_opts *o, int C, int H, int W)
+{
+    /* The first setting once untimed: the first loader's buffers are the process's first touch of
+     * that memory (the allocator's and the kernel's first-use costs, which --warmup batches of a
+     * loader do not take off its own timed ones), and made the first row some 5% slower than the
+     * same setting later, inflating every ratio to it. */
+    setting_time st;
+    double first = 0;
+    dt_status s = DT_OK;
+    if (o->nthreads) s = time_setting(d, o, o->threads[0], &st);
+    for (int k = 0; k < o->nthreads && !s; k++) {
+        const int T = o->threads[k];
+        if ((s = time_setting(d, o, T, &st))) break;
+        const double sps = (double)o->batches * o->batch / st.el;
+        if (k == 0) first = sps;
+        printf("%8d %14.1f %16.1f %12.1f %9.2fx %14.1f %14.1f\n", T, sps, sps / (T ? T : 1),
+               sps * (double)C * H * W * sizeof(float) / 1e6, sps / first, st.min_sps, st.max_sps);
+        fflush(stdout);
+    }
+    return s;
+}
+
 int cmd_bench_data(int argc, char **argv)
 {
     bdata_opts o = {
@@ -133,68 +210,12 @@ int cmd_bench_data(int argc, char **argv)
     if ((rc = cli_one_process("bench data", "time its loaders on cores the others use and print its own table (its "
                                             "--threads list compares thread counts)")))
         return rc;
-    /* The synthetic data as dtrain train makes it: 60,000 samples, not normalized unless asked. */
-    const int synthetic = !strcmp(o.data, "synthetic");
-    if (synthetic && !o.normalize_set) o.normalize = DT_NORMALIZE_NONE;
-    dt_data_config dc;
-    dt_data_defaults(&dc);
-    dc.format = o.format;
-    /* Figures given: no pass over the data for figures (minutes on a large image folder), set
-     * after the open, as dtrain train does. */
-    dc.normalize = o.norm.n ? DT_NORMALIZE_NONE : (dt_normalize)o.normalize;
-    dc.crop_pad = o.crop_pad, dc.flip = o.flip;
-    dc.threads = 2;
-    /* The model's reading of --input (model_spec_input), of which only CxHxW sizes the data. */
-    const int dims = o.input ? model_spec_input(o.input, &dc.c, &dc.h, &dc.w) : 3;
-    if (dims != 3) {
-        if (dims == 0)
-            cli_error("--input: %s", dt_last_error());
-        else
-            cli_error("--input '%s' is one size (features); bench data needs CxHxW, e.g. 3x32x32", o.input);
-        return EXIT_USAGE;
-    }
     dt_dataset *d;
-    /* The built-in data dtrain train and bench step use by default: what its samples cost to make
-     * (no file to read) sizes the loader threads a GPU step needs. */
-    if (synthetic && !o.input) dc.c = 3, dc.h = dc.w = 32;
-    dt_status s = synthetic ? dt_synthetic_open(dc.c, dc.h, dc.w, 10, SYNTHETIC_SAMPLES, 1, &dc, &d)
-                            : dt_dataset_open(o.data, &dc, &d);
-    if (s) {
-        cli_error("--data %s: %s", o.data, dt_last_error());
-        return cli_input_exit(s, o.data);
-    }
-    if ((rc = cli_normalize_apply(&o.norm, d))) {
-        dt_dataset_free(d);
-        return rc;
-    }
+    if ((rc = open_dataset(&o, &d))) return rc;
     int C, H, W;
     dt_dataset_shape(d, &C, &H, &W);
-    printf("dtrain bench data: %s (%s), %zu samples of %dx%dx%d; batch %d, %d timed batches after %d warmup (and "
-           "the first thread count once untimed before the rows);%s%s normalize %s\n",
-           o.data, dt_dataset_format(d), dt_dataset_size(d), C, H, W, o.batch, o.batches, o.warmup,
-           o.crop_pad ? " random crop," : "", o.flip ? " flip," : "",
-           o.norm.n                               ? "standard (figures given)"
-           : o.normalize == DT_NORMALIZE_STANDARD ? "standard"
-           : o.normalize == DT_NORMALIZE_UNIT     ? "unit"
-                                                  : "none");
-    printf("%8s %14s %16s %12s %10s %14s %14s\n", "threads", "samples/s", "per thread", "MB/s out", "ratio",
-           "min samples/s", "max samples/s");
-    /* The first setting once untimed: the first loader's buffers are the process's first touch of
-     * that memory (the allocator's and the kernel's first-use costs, which --warmup batches of a
-     * loader do not take off its own timed ones), and made the first row some 5% slower than the
-     * same setting later, inflating every ratio to it. */
-    setting_time st;
-    double first = 0;
-    if (o.nthreads) s = time_setting(d, &o, o.threads[0], &st);
-    for (int k = 0; k < o.nthreads && !s; k++) {
-        const int T = o.threads[k];
-        if ((s = time_setting(d, &o, T, &st))) break;
-        const double sps = (double)o.batches * o.batch / st.el;
-        if (k == 0) first = sps;
-        printf("%8d %14.1f %16.1f %12.1f %9.2fx %14.1f %14.1f\n", T, sps, sps / (T ? T : 1),
-               sps * (double)C * H * W * sizeof(float) / 1e6, sps / first, st.min_sps, st.max_sps);
-        fflush(stdout);
-    }
+    print_header(&o, d, C, H, W);
+    const dt_status s = print_rows(d, &o, C, H, W);
     if (dt_dataset_bad_samples(d)) printf("samples replaced (undecodable): %ld\n", dt_dataset_bad_samples(d));
     dt_dataset_free(d);
     if (s) {
