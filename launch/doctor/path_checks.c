@@ -55,22 +55,23 @@ static uint64_t ckpt_bytes(const doctor_model_query *m)
     return (uint64_t)p.kinds.params + (uint64_t)p.kinds.optimizer;
 }
 
-static void check_ckpt(const doctor_path_query *p, const doctor_model_query *m, doc_list *job)
+/* The checkpoint directory's row: whether train may make or use it, and whose lock is on it.
+ * *exists: it is there already. 1 when it fails (the row said why; nothing more to check). */
+static int check_ckpt_dir(const doctor_path_query *p, int *exists, doc_list *job)
 {
-    int exists = 0;
-    if (ckpt_dir_check(p->ckpt_dir, &exists)) {
+    if (ckpt_dir_check(p->ckpt_dir, exists)) {
         doc_add(job, "path.checkpoint", DOC_FAIL, "make the directory writable or give another --checkpoint-dir",
                 "%s (dtrain train refuses it before training, exit 2)", dt_last_error());
-        return;
+        return 1;
     }
     /* Another run's lock: train would be refused there now (ckpt_dir_lock). Asked, not taken. */
     int held = 0;
     char who[256] = "";
-    if (exists && ckpt_dir_lock_query(p->ckpt_dir, &held, who, sizeof who)) {
+    if (*exists && ckpt_dir_lock_query(p->ckpt_dir, &held, who, sizeof who)) {
         doc_add(job, "path.checkpoint", DOC_FAIL,
                 "mend the lock file " CKPT_LOCK_NAME " as the error says, or give another --checkpoint-dir",
                 "%s (dtrain train refuses it before training, exit 2)", dt_last_error());
-        return;
+        return 1;
     }
     if (held && ckpt_lock_held_elsewhere(who))
         doc_add(job, "path.checkpoint", DOC_WARN,
@@ -86,24 +87,33 @@ static void check_ckpt(const doctor_path_query *p, const doctor_model_query *m, 
                 "--checkpoint-dir %s is a writable directory, but a dtrain run holds its lock now (%s): dtrain train "
                 "given it is refused before training (exit 2)",
                 p->ckpt_dir, who);
-    else if (exists)
+    else if (*exists)
         doc_add(job, "path.checkpoint", DOC_PASS, NULL, "--checkpoint-dir %s is a writable directory; %s", p->ckpt_dir,
                 who[0] ? who : "no run holds its lock");
     else
         doc_add(job, "path.checkpoint", DOC_PASS, NULL, "--checkpoint-dir %s can be made (its parent is writable)",
                 p->ckpt_dir);
-    /* The file system it is on: the directory's, or its parent's until it is made. */
-    char parent[4096];
-    snprintf(parent, sizeof parent, "%s", p->ckpt_dir);
-    if (!exists) {
-        char *slash = strrchr(parent, '/');
-        if (!slash)
-            snprintf(parent, sizeof parent, ".");
-        else if (slash == parent)
-            parent[1] = '\0';
-        else
-            *slash = '\0';
-    }
+    return 0;
+}
+
+/* Into parent (n bytes), the directory whose file system the checkpoints land on: dir itself, or
+ * its parent until it is made. */
+static void ckpt_fs_dir(const char *dir, int exists, char *parent, size_t n)
+{
+    snprintf(parent, n, "%s", dir);
+    if (exists) return;
+    char *slash = strrchr(parent, '/');
+    if (!slash)
+        snprintf(parent, n, ".");
+    else if (slash == parent)
+        parent[1] = '\0';
+    else
+        *slash = '\0';
+}
+
+/* A warning row when the file system at parent is held in memory (tmpfs, ramfs). */
+static void check_ckpt_fs(const doctor_path_query *p, const char *parent, doc_list *job)
+{
     struct statfs fs;
     if (statfs(parent, &fs) == 0 &&
         ((unsigned long)fs.f_type == TMPFS_MAGIC || (unsigned long)fs.f_type == RAMFS_MAGIC))
@@ -113,6 +123,12 @@ static void check_ckpt(const doctor_path_query *p, const doctor_model_query *m, 
                 "--checkpoint-dir %s is on a %s, held in memory: its checkpoints are lost at reboot and count "
                 "against the node's memory",
                 p->ckpt_dir, (unsigned long)fs.f_type == TMPFS_MAGIC ? "tmpfs" : "ramfs");
+}
+
+/* The free space at parent against what saving the model's checkpoints needs (all of them kept, or
+ * --keep-checkpoints N and the one being written); without a model, the free space alone. */
+static void check_ckpt_space(const doctor_path_query *p, const doctor_model_query *m, const char *parent, doc_list *job)
+{
     uint64_t avail = 0;
     if (dts_free_bytes(parent, &avail)) {
         doc_add(job, "path.checkpoint_space", DOC_SKIP, NULL, "the free space of %s is unknown (statvfs: %s)",
@@ -139,6 +155,16 @@ static void check_ckpt(const doctor_path_query *p, const doctor_model_query *m, 
         doc_add(job, "path.checkpoint_space", DOC_PASS, NULL,
                 "%.1f MiB free under %s; one checkpoint of %s is %.1f MiB%s%s", mib(avail), p->ckpt_dir, m->model,
                 mib(one), kept, p->keep > 0 ? "" : " (every checkpoint is kept: --keep-checkpoints N bounds them)");
+}
+
+static void check_ckpt(const doctor_path_query *p, const doctor_model_query *m, doc_list *job)
+{
+    int exists = 0;
+    if (check_ckpt_dir(p, &exists, job)) return;
+    char parent[4096];
+    ckpt_fs_dir(p->ckpt_dir, exists, parent, sizeof parent);
+    check_ckpt_fs(p, parent, job);
+    check_ckpt_space(p, m, parent, job);
 }
 
 static uint64_t tree_bytes;
