@@ -145,88 +145,121 @@ static void board_wait(coll *c, const char *what, size_t count, double age, doub
     } while (clock_now_s() < until);
 }
 
+/* More ranks than fit a verdict's 512 bytes of names are not named anyway. */
+#define ROLL_NAMED 256
+
+/* Rank 0's reading of the roll call of collective `count` elements: the ranks whose roll call
+ * never arrived into ranks (up to ROLL_NAMED, *more past them), and those that arrived from another
+ * collective said into elsewhere (n bytes). Returns the number named in ranks. */
+static int roll_scan(coll *c, size_t count, int *ranks, int *more, char *elsewhere, size_t n)
+{
+    mpi_state *st = c->impl;
+    const unsigned long long seq = st->roll_out.seq;
+    size_t ne = 0;
+    int nm = 0;
+    for (int j = 1; j < c->size; j++) {
+        if (!roll_arrived(st, j - 1)) {
+            if (nm < ROLL_NAMED)
+                ranks[nm++] = j;
+            else
+                (*more)++;
+        } else if (st->roll_in[j - 1].seq != seq || st->roll_in[j - 1].kind != st->roll_out.kind ||
+                   st->roll_in[j - 1].count != count) {
+            const roll_msg *m = &st->roll_in[j - 1];
+            if (ne < n - 80)
+                ne += (size_t)snprintf(elsewhere + ne, n - ne,
+                                       "%srank %d is at #%llu (%s of %llu "
+                                       "elements)",
+                                       ne ? ", " : "", j, m->seq, mpi_op_name(m->kind), m->count);
+        }
+    }
+    return nm;
+}
+
+/* Rank 0's verdict into verdict (n bytes): the ranks that never arrived, those at another
+ * collective, or, when every rank arrived, those that do not answer a probe. */
+static void hub_verdict(coll *c, size_t count, char *verdict, size_t n)
+{
+    char missing[512] = "", elsewhere[512] = "";
+    int ranks[ROLL_NAMED] = {0}, more = 0;
+    int nm = roll_scan(c, count, ranks, &more, elsewhere, sizeof elsewhere);
+    rank_names_ctx(c->ctx, ranks, nm, missing, sizeof missing);
+    if (nm)
+        snprintf(verdict, n,
+                 "rank(s) %s%s have not reached it (no word from them): they are dead, stuck "
+                 "or far behind%s%s",
+                 missing, more ? " and more" : "", elsewhere[0] ? "; " : "", elsewhere);
+    else if (elsewhere[0])
+        snprintf(verdict, n, "the ranks called different collectives: %s (a bug in the program)", elsewhere);
+    else if ((nm = roll_board_probe(ctx_board(c->ctx), ranks, ROLL_NAMED)) > 0)
+        snprintf(verdict, n,
+                 "every rank reached it, yet it has not completed, and rank(s) %s do not answer a probe "
+                 "within %.1f s: they stopped or died inside it, or the network to them failed",
+                 rank_names_ctx(c->ctx, ranks, nm, missing, sizeof missing), ROLL_PROBE_S);
+    else
+        snprintf(verdict, n,
+                 "every rank reached it, yet it has not completed, though every rank answers a probe: "
+                 "a rank stopped or died inside it, or the network between the ranks failed (MPI does "
+                 "not say which rank)");
+}
+
+/* The verdict of a rank other than 0 into verdict (n bytes): it hears only from rank 0 (hub, its
+ * name), so it can say whether rank 0 reached the collective and when. */
+static void peer_verdict(const coll *c, const char *hub, char *verdict, size_t n)
+{
+    const mpi_state *st = c->impl;
+    if (!st->t_hub)
+        snprintf(verdict, n,
+                 "rank %s has not reached it (no word from it): it is dead, stuck or far "
+                 "behind (rank 0 knows about the other ranks; this rank hears only from rank 0)",
+                 hub);
+    else
+        snprintf(verdict, n,
+                 "rank %s reached it %.1f s ago, yet neither the collective nor rank 0's verdict has come: "
+                 "rank 0 is dead or stuck, or the network between it and this rank failed (this rank hears "
+                 "only from rank 0; rank 0's own output names the ranks it missed)",
+                 hub, clock_now_s() - st->t_hub);
+}
+
+/* A rank other than 0 knows only about rank 0; the probe tells it who else is out of reach (on a
+ * node cut off: every rank beyond the dead link), added to verdict (n bytes). A verdict told on
+ * the board meanwhile still wins. */
+static void add_probed(coll *c, char *verdict, size_t n, const char *what, size_t count, double age)
+{
+    char missing[512] = "";
+    int ranks[ROLL_NAMED] = {0};
+    const int nm = roll_board_probe(ctx_board(c->ctx), ranks, ROLL_NAMED);
+    if (nm <= 0) return;
+    const size_t used = strlen(verdict);
+    snprintf(verdict + used, n - used, "; rank(s) %s do not answer a probe within %.1f s",
+             rank_names_ctx(c->ctx, ranks, nm, missing, sizeof missing), ROLL_PROBE_S);
+    board_wait(c, what, count, age, 0);
+}
+
 /* The watchdog's verdict, from the roll call; logs it and ends the job. Never returns. */
 static void roll_expire(coll *c, const char *what, size_t count, double age)
 {
     mpi_state *st = c->impl;
     const unsigned long long seq = st->roll_out.seq;
-    char missing[512] = "", elsewhere[512] = "", hub[160];
-    size_t ne = 0;
-    /* More ranks than fit the message's 512 bytes are not named anyway. */
-    int ranks[256] = {0}, nm = 0, more = 0;
+    char hub[160], verdict[1400];
     const int root = 0;
     rank_names_ctx(c->ctx, &root, 1, hub, sizeof hub); /* "0 on node1" */
-    const char *cause;
-    char verdict[1400];
     /* Rank 0 knows who is missing and its deadline may pass a moment after this rank's: its
      * verdict, when it comes in time, says more than this rank could. */
     if (c->rank != 0) board_wait(c, what, count, age, ROLL_VERDICT_S);
-    if (st->nroll == 0) {
-        /* No roll call: nothing is known about the others. */
+    if (st->nroll == 0) /* No roll call: nothing is known about the others. */
         snprintf(verdict, sizeof verdict, "a peer rank is dead, stuck or far behind");
-    } else if (c->rank == 0) {
-        for (int j = 1; j < c->size; j++) {
-            if (!roll_arrived(st, j - 1)) {
-                if (nm < (int)(sizeof ranks / sizeof ranks[0]))
-                    ranks[nm++] = j;
-                else
-                    more++;
-            } else if (st->roll_in[j - 1].seq != seq || st->roll_in[j - 1].kind != st->roll_out.kind ||
-                       st->roll_in[j - 1].count != count) {
-                const roll_msg *m = &st->roll_in[j - 1];
-                if (ne < sizeof elsewhere - 80)
-                    ne += (size_t)snprintf(elsewhere + ne, sizeof elsewhere - ne,
-                                           "%srank %d is at #%llu (%s of %llu "
-                                           "elements)",
-                                           ne ? ", " : "", j, m->seq, mpi_op_name(m->kind), m->count);
-            }
-        }
-        rank_names_ctx(c->ctx, ranks, nm, missing, sizeof missing);
-        if (nm)
-            snprintf(verdict, sizeof verdict,
-                     "rank(s) %s%s have not reached it (no word from them): they are dead, stuck "
-                     "or far behind%s%s",
-                     missing, more ? " and more" : "", ne ? "; " : "", elsewhere);
-        else if (ne)
-            snprintf(verdict, sizeof verdict, "the ranks called different collectives: %s (a bug in the program)",
-                     elsewhere);
-        else if ((nm = roll_board_probe(ctx_board(c->ctx), ranks, (int)(sizeof ranks / sizeof ranks[0]))) > 0)
-            snprintf(verdict, sizeof verdict,
-                     "every rank reached it, yet it has not completed, and rank(s) %s do not answer a probe "
-                     "within %.1f s: they stopped or died inside it, or the network to them failed",
-                     rank_names_ctx(c->ctx, ranks, nm, missing, sizeof missing), ROLL_PROBE_S);
-        else
-            snprintf(verdict, sizeof verdict,
-                     "every rank reached it, yet it has not completed, though every rank answers a probe: "
-                     "a rank stopped or died inside it, or the network between the ranks failed (MPI does "
-                     "not say which rank)");
-    } else if (!st->t_hub) {
-        snprintf(verdict, sizeof verdict,
-                 "rank %s has not reached it (no word from it): it is dead, stuck or far "
-                 "behind (rank 0 knows about the other ranks; this rank hears only from rank 0)",
-                 hub);
-    } else {
-        snprintf(verdict, sizeof verdict,
-                 "rank %s reached it %.1f s ago, yet neither the collective nor rank 0's verdict has come: "
-                 "rank 0 is dead or stuck, or the network between it and this rank failed (this rank hears "
-                 "only from rank 0; rank 0's own output names the ranks it missed)",
-                 hub, clock_now_s() - st->t_hub);
-    }
-    /* A rank other than 0 knows only about rank 0; the probe tells it who else is out of reach
-     * (on a node cut off: every rank beyond the dead link). */
-    if (c->rank != 0 && (nm = roll_board_probe(ctx_board(c->ctx), ranks, (int)(sizeof ranks / sizeof ranks[0]))) > 0) {
-        const size_t used = strlen(verdict);
-        snprintf(verdict + used, sizeof verdict - used, "; rank(s) %s do not answer a probe within %.1f s",
-                 rank_names_ctx(c->ctx, ranks, nm, missing, sizeof missing), ROLL_PROBE_S);
-        board_wait(c, what, count, age, 0); /* one that came meanwhile still wins */
-    }
-    cause = verdict;
+    else if (c->rank == 0)
+        hub_verdict(c, count, verdict, sizeof verdict);
+    else
+        peer_verdict(c, hub, verdict, sizeof verdict);
+    if (c->rank != 0) add_probed(c, verdict, sizeof verdict, what, count, age);
     if (!roll_board_claim()) roll_board_wait_end(); /* this rank's other thread says why */
     roll_board_tell(ctx_board(c->ctx), verdict);
     log_msg(LOG_LEVEL_ERROR,
             "watchdog: collective #%llu (%s of %zu elements) has waited %.1f s, past the %.1f s timeout; "
             "%s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately this slow)",
-            seq, what, count, age, c->timeout_s, cause);
+            seq, what, count, age, c->timeout_s, verdict);
     if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, nothing may go on */
