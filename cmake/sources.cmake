@@ -24,7 +24,7 @@ set(DTRAIN_KERNELS_CUDA_SOURCES
 set(DTRAIN_KERNELS_NO_CUDA_SOURCES kernels/cpu/no_cuda.c kernels/cpu/device_info_none.c)
 
 set(DTRAIN_COLLECTIVES_SOURCES
-  collectives/coll.c collectives/coll_mpi.c collectives/coll_mpi_roll.c collectives/bucket.c collectives/engine.c collectives/comm_dup.c collectives/engine_req.c collectives/engine_chain.c collectives/engine_policy.c
+  collectives/coll.c collectives/coll_mpi.c collectives/coll_mpi_roll.c collectives/bucket.c collectives/engine.c collectives/engine_expire.c collectives/comm_dup.c collectives/engine_req.c collectives/engine_chain.c collectives/engine_policy.c
   collectives/reducer.c collectives/reducer_plan_check.c collectives/reducer_step.c collectives/reducer_zero.c collectives/rank_names.c collectives/rank_verdict.c
   collectives/roll_peers.c collectives/buffers.c collectives/replicas.c)
 # Exactly one of the next two joins the collectives: the NCCL backend, or its refusal.

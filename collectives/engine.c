@@ -5,8 +5,8 @@
  *
  * The watchdog knows exactly who is missing: a receive that has not completed names the peer
  * that has not sent. A request older than the deadline is reported (sequence number, bucket,
- * bytes, phase, age, the ranks not heard from) and the job is aborted with MPI_Abort, so mpirun or
- * srun ends every process instead of leaving them hanging.
+ * bytes, phase, age, the ranks not heard from: engine_expire.c) and the job is aborted with
+ * MPI_Abort, so mpirun or srun ends every process instead of leaving them hanging.
  */
 #include "collectives/engine_impl.h"
 #include "collectives/rank_names.h"
@@ -73,107 +73,6 @@ static void engine_topology(engine *e)
 int engine_rank(const engine *e) { return e->rank; }
 int engine_size(const engine *e) { return e->size; }
 void engine_set_ctx(engine *e, const dt_ctx *ctx) { e->ctx = ctx; }
-
-/* A chain whose every rank arrived: the data of one segment comes only from a neighbour, who may
- * itself wait for a rank further along, so the neighbour alone names no culprit. A rank that is
- * stopped or cut off does not answer a probe (collectives/roll_peers.h); a waiting one does. On
- * the communication thread the main thread also answers probes (engine_wait_all) on the same
- * board: mu keeps the two apart. Returns how many ranks did not answer (written to ranks). */
-static int chain_probe(engine *e, int *ranks, int cap)
-{
-    if (e->threaded) pthread_mutex_lock(&e->mu);
-    const int n = roll_board_probe(ctx_board(e->ctx), ranks, cap);
-    if (e->threaded) pthread_mutex_unlock(&e->mu);
-    return n;
-}
-
-/* The watchdog: which peers have not delivered, then abort the job. Never returns. In threaded
- * mode a request in PHASE_MPI is watched by the main thread, holding mu; a chain by the
- * communication thread, not holding it. */
-static void engine_expire(engine *e, req *q, double age)
-{
-    char missing[512] = "", verdict[768];
-    /* More ranks than fit the message's 512 bytes are not named anyway. */
-    int ranks[256] = {0}, nmissing = 0, more = 0, unsent[256] = {0}, nunsent = 0;
-    if (q->phase == PHASE_MPI) {
-        int flag = 0;
-        MPI_Request_get_status(q->arrive[0], &flag, MPI_STATUS_IGNORE);
-        if (!flag) ranks[nmissing++] = 1 - e->rank;
-    }
-    for (int j = 0, slot = 0; j < e->size && q->phase != PHASE_MPI; j++) {
-        if (j == e->rank) continue;
-        int flag = 1;
-        /* Receives sit at even slots (posted first for each peer). */
-        MPI_Request_get_status(q->mr[2 * slot], &flag, MPI_STATUS_IGNORE);
-        if (!flag && nmissing < (int)(sizeof ranks / sizeof ranks[0]))
-            ranks[nmissing++] = j;
-        else if (!flag)
-            more++;
-        /* ...and sends at odd slots: one not done names a peer that stopped taking data. */
-        flag = 1;
-        MPI_Request_get_status(q->mr[2 * slot + 1], &flag, MPI_STATUS_IGNORE);
-        if (!flag && nunsent < (int)(sizeof unsent / sizeof unsent[0])) unsent[nunsent++] = j;
-        slot++;
-    }
-    /* With their nodes: after a link fails, the node is what to look at. */
-    rank_names_ctx(e->ctx, ranks, nmissing, missing, sizeof missing);
-    if (nmissing)
-        snprintf(verdict, sizeof verdict, "no data yet from rank(s) %s%s: they are dead, stuck or far behind", missing,
-                 more ? " and more" : "");
-    else if (q->phase == PHASE_CHAIN && (nmissing = chain_probe(e, ranks, 256)) > 0) {
-        snprintf(verdict, sizeof verdict,
-                 "every rank reached it, yet the chain has not completed, and rank(s) %s do not answer a probe "
-                 "within %.1f s: they stopped or died inside it, or the network to them failed",
-                 rank_names_ctx(e->ctx, ranks, nmissing, missing, sizeof missing), ROLL_PROBE_S);
-    } else if (q->phase == PHASE_CHAIN && engine_chain_waiting_on(e, q) >= 0) {
-        const int peer = engine_chain_waiting_on(e, q);
-        rank_names_ctx(e->ctx, &peer, 1, missing, sizeof missing);
-        snprintf(verdict, sizeof verdict,
-                 "every rank reached it and answers a probe, but the chain's data from rank %s has stopped coming: "
-                 "a rank stopped inside it, or the network between the ranks failed",
-                 missing);
-    } else if (q->phase == PHASE_MPI) {
-        /* The peer arrived, and MPI does not say why the allreduce stalls: the probe tells a peer
-         * that waits (it answers) from one stopped or cut off. This thread holds mu
-         * (engine_wait_upto) and the communication thread is blocked in MPI_Allreduce: the board
-         * is this thread's. */
-        const int peer = 1 - e->rank;
-        rank_names_ctx(e->ctx, &peer, 1, missing, sizeof missing);
-        if (roll_board_probe(ctx_board(e->ctx), ranks, 256) > 0)
-            snprintf(verdict, sizeof verdict,
-                     "rank %s reached it, yet MPI_Allreduce has not completed, and it does not answer a probe "
-                     "within %.1f s: it stopped or died inside it, or the network to it failed",
-                     missing, ROLL_PROBE_S);
-        else
-            snprintf(verdict, sizeof verdict,
-                     "rank %s reached it, yet MPI_Allreduce has not completed, though it answers a probe: a rank "
-                     "stopped inside it, or the network between the ranks failed",
-                     missing);
-    } else if (nunsent)
-        snprintf(verdict, sizeof verdict,
-                 "every rank's data for this phase has come, but this rank's sends to rank(s) %s are not done: "
-                 "they stopped receiving, or the network to them failed",
-                 rank_names_ctx(e->ctx, unsent, nunsent, missing, sizeof missing));
-    else
-        snprintf(verdict, sizeof verdict,
-                 "every rank's data for this phase has come, but this rank's own sends are "
-                 "not done: a peer stopped receiving, or the network between the ranks failed");
-    if (!roll_board_claim()) roll_board_wait_end(); /* this rank's other thread says why */
-    log_msg(LOG_LEVEL_ERROR,
-            "watchdog: collective #%llu (%s of bucket %d, %zu bytes, %s) has waited %.1f s, past the "
-            "%.1f s timeout; %s. Aborting the job so no rank hangs (raise --timeout only if steps are legitimately "
-            "this slow)",
-            (unsigned long long)q->seq, engine_req_kind_name(q), q->bucket, engine_req_wire_bytes(q),
-            q->phase == PHASE_SCATTER  ? "reduce-scatter phase"
-            : q->phase == PHASE_GATHER ? "allgather phase"
-            : q->phase == PHASE_CHAIN  ? "pipelined chain"
-                                       : "by MPI_Allreduce",
-            age, e->timeout_s, verdict);
-    roll_board_tell(ctx_board(e->ctx), verdict);
-    if (abort_guard_arm(ABORT_GUARD_S, 1, "MPI_Abort")) abort_guard_wait(); /* another thread ends it */
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    abort(); /* MPI_Abort does not return; if it did, nothing may go on */
-}
 
 /* While this rank waits: answers a probe, and when another rank has timed out first (told on the
  * board, collectives/roll_peers.h), logs its verdict as this rank's own and ends the job, so every

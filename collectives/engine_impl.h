@@ -1,7 +1,8 @@
 /*
  * engine_impl.h - what the two halves of the communication engine share: a request and the
  * engine's state. engine_req.c moves one request through its phases over MPI; engine.c owns the
- * engine (the communication thread, the watchdog, starting and waiting). Nothing else includes it.
+ * engine (the communication thread, the watchdog, starting and waiting), engine_expire.c says the
+ * watchdog's verdict. Nothing else includes it.
  */
 #ifndef DT_COLLECTIVES_ENGINE_IMPL_H
 #define DT_COLLECTIVES_ENGINE_IMPL_H
@@ -142,5 +143,11 @@ int engine_chain_pays(const engine *e);
 dt_status engine_chain_post(engine *e, req *q, float *scratch);
 int engine_chain_progress(engine *e, req *q, int *mpi_rc);
 int engine_chain_waiting_on(const engine *e, const req *q);
+
+/* engine_expire.c: the watchdog's verdict on request q, past the deadline after age seconds: logs
+ * which peers have not delivered and aborts the job. Never returns. In threaded mode a request in
+ * PHASE_MPI is watched by the main thread, holding mu; a chain by the communication thread, not
+ * holding it. */
+void engine_expire(engine *e, req *q, double age);
 
 #endif

@@ -44,7 +44,7 @@ for np in 2 3; do
     run reducer.np$np "${mpirun[@]}" -np $np "$build/tests/test_reducer"
 done
 # The pipelined chain (engine_chain.c): its progress counter read by the thread's loop, its probe
-# beside the training thread's answers (engine.c chain_probe).
+# beside the training thread's answers (engine_expire.c chain_probe).
 run engine_chain.np3 "${mpirun[@]}" -np 3 "$build/tests/test_engine_chain"
 run train_chain.np3 env DTRAIN_ALLREDUCE=chain "${mpirun[@]}" -x DTRAIN_ALLREDUCE -np 3 "$build/dtrain" train --model mlp \
     --batch 16 --steps 10 --bucket-mb 0.5 --log-every 10
