@@ -56,6 +56,97 @@ static dt_status check_figures(const dt_ckpt_data *data, uint32_t ch)
     return DT_OK;
 }
 
+/* A GPU model's parameters (and its optimizer's state) copied down on rank 0: *host the copy, the
+ * caller's to free or hand over, and *params pointed at it; NULL and unchanged elsewhere. A
+ * failure marks the writer failed. */
+static dt_status copy_down(dt_ckpt_writer *w, const dt_model *m, const dt_optimizer *o, size_t np, const float **params,
+                           float **host)
+{
+    *host = NULL;
+    if (ckpt_writer_rank(w) != 0 || !dt_model_on_gpu(m)) return DT_OK;
+    dt_status s;
+    if (!(*host = malloc(np ? np * sizeof **host : 1))) {
+        status_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's parameters (%.1f MiB)",
+                         (double)np * sizeof(float) / 1048576.0);
+        return ckpt_writer_fail(w, DT_ERR_NOMEM);
+    }
+    if ((s = dt_model_get_params(m, *host)) || (o && (s = optimizer_to_host((dt_optimizer *)o)))) {
+        free(*host);
+        *host = NULL;
+        return ckpt_writer_fail(w, s);
+    }
+    *params = *host;
+    return DT_OK;
+}
+
+/* The meta section, then the parameters (host: rank 0's copy of a GPU model's, handed over; else
+ * params, rank 0's own) and the optimizer's moments of v. The same sections on every rank; only
+ * rank 0's bytes are read. */
+static dt_status add_state(dt_ckpt_writer *w, model_blocks *b, float *host, const float *params, size_t np,
+                           const optimizer_view *v)
+{
+    const int root = ckpt_writer_rank(w) == 0;
+    dt_status s;
+    /* The meta section first: a reader finds what the file is before anything else. The same order
+     * on every rank, a GPU model's rank 0 included: the commit compares the ranks' lists, and one
+     * that differs fails the save everywhere. */
+    if ((s = ckpt_writer_add_ref(w, CKPT4_MODEL, &b->meta, sizeof b->meta))) {
+        free(host);
+        return s;
+    }
+    /* add_owned takes host over (it frees it on a failure too). */
+    s = host ? ckpt_writer_add_owned(w, CKPT4_PARAMS, host, np * sizeof(float))
+             : ckpt_writer_add_ref(w, CKPT4_PARAMS, root ? params : NULL, np * sizeof(float));
+    if (s) return s;
+    if (v->n1 && (s = ckpt_writer_add_ref(w, CKPT4_MOMENT1, root ? v->s1 : NULL, v->n1 * sizeof(float)))) return s;
+    if (v->n2 && (s = ckpt_writer_add_ref(w, CKPT4_MOMENT2, root ? v->s2 : NULL, v->n2 * sizeof(float)))) return s;
+    return DT_OK;
+}
+
+/* The loss scaler's state (into *out, which the section refers to) and its window of recent
+ * overflows, so that a resumed run gives up where this one would. */
+static dt_status add_scaler(dt_ckpt_writer *w, const dt_scaler *sc, ckpt4_scaler *out)
+{
+    dt_scaler_state st;
+    dt_scaler_get_state(sc, &st);
+    *out = (ckpt4_scaler){.scale = st.scale,
+                          .good_steps = st.good_steps,
+                          .hysteresis_left = st.hysteresis_left,
+                          .updates = st.updates,
+                          .skipped = st.skipped};
+    dt_status s;
+    if ((s = ckpt_writer_add_ref(w, CKPT4_SCALER, out, sizeof *out))) return s;
+    const int n = scaler_window_len(sc);
+    unsigned char *win = malloc(sizeof(uint32_t) + (size_t)n);
+    if (!win) {
+        status_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's loss-scaler window");
+        return ckpt_writer_fail(w, DT_ERR_NOMEM);
+    }
+    const uint32_t count = (uint32_t)scaler_window_get(sc, win + sizeof count, n);
+    memcpy(win, &count, sizeof count);
+    return ckpt_writer_add_owned(w, CKPT4_SCALER_WINDOW, win, sizeof count + count);
+}
+
+/* The data block: where the data stands (epoch, offset) and its normalization's figures. */
+static dt_status add_data(dt_ckpt_writer *w, const dt_ckpt_data *data)
+{
+    const uint32_t ch = data->mean && data->std && data->channels > 0 ? (uint32_t)data->channels : 0;
+    const size_t bytes = sizeof(ckpt4_data) + 2 * (size_t)ch * sizeof(float);
+    unsigned char *buf = calloc(1, bytes);
+    if (!buf) {
+        status_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's data block");
+        return ckpt_writer_fail(w, DT_ERR_NOMEM);
+    }
+    const ckpt4_data cd = {
+        .epoch = data->epoch, .offset = data->offset, .normalize = (uint32_t)data->normalize, .channels = ch};
+    memcpy(buf, &cd, sizeof cd);
+    if (ch) {
+        memcpy(buf + sizeof cd, data->mean, ch * sizeof(float));
+        memcpy(buf + sizeof cd + ch * sizeof(float), data->std, ch * sizeof(float));
+    }
+    return ckpt_writer_add_owned(w, CKPT4_DATA, buf, bytes);
+}
+
 static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimizer *o, const dt_scaler *sc,
                            const dt_ckpt_data *data, model_blocks *b)
 {
@@ -64,19 +155,8 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
     optimizer_view v = {.t = 0};
     dt_status s;
     const float *params = model_params_const(m);
-    float *host = NULL; /* rank 0's host copy of a GPU model's parameters, what the file gets */
-    if (root && dt_model_on_gpu(m)) {
-        if (!(host = malloc(np ? np * sizeof *host : 1))) {
-            status_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's parameters (%.1f MiB)",
-                             (double)np * sizeof(float) / 1048576.0);
-            return ckpt_writer_fail(w, DT_ERR_NOMEM);
-        }
-        if ((s = dt_model_get_params(m, host)) || (o && (s = optimizer_to_host((dt_optimizer *)o)))) {
-            free(host);
-            return ckpt_writer_fail(w, s);
-        }
-        params = host;
-    }
+    float *host; /* rank 0's host copy of a GPU model's parameters, what the file gets */
+    if ((s = copy_down(w, m, o, np, &params, &host))) return s;
     if (o) v = optimizer_state(o);
     /* Only rank 0's bytes reach the file, so only its values are checked. A bad one marks the
      * writer failed and the sections are still added: every rank's list stays the same, so the
@@ -89,56 +169,9 @@ static dt_status add_model(dt_ckpt_writer *w, const dt_model *m, const dt_optimi
     b->meta.nparams = np;
     b->meta.optim_kind = o ? (uint32_t)v.cfg.kind : CKPT_OPTIM_NONE;
     b->meta.optim_t = v.t;
-    /* The meta section first: a reader finds what the file is before anything else. The same order
-     * on every rank, a GPU model's rank 0 included: the commit compares the ranks' lists, and one
-     * that differs fails the save everywhere. */
-    if ((s = ckpt_writer_add_ref(w, CKPT4_MODEL, &b->meta, sizeof b->meta))) {
-        free(host);
-        return s;
-    }
-    /* add_owned takes host over (it frees it on a failure too). */
-    s = host ? ckpt_writer_add_owned(w, CKPT4_PARAMS, host, np * sizeof(float))
-             : ckpt_writer_add_ref(w, CKPT4_PARAMS, root ? params : NULL, np * sizeof(float));
-    if (s) return s;
-    if (v.n1 && (s = ckpt_writer_add_ref(w, CKPT4_MOMENT1, root ? v.s1 : NULL, v.n1 * sizeof(float)))) return s;
-    if (v.n2 && (s = ckpt_writer_add_ref(w, CKPT4_MOMENT2, root ? v.s2 : NULL, v.n2 * sizeof(float)))) return s;
-    if (sc) {
-        dt_scaler_state st;
-        dt_scaler_get_state(sc, &st);
-        b->scaler = (ckpt4_scaler){.scale = st.scale,
-                                   .good_steps = st.good_steps,
-                                   .hysteresis_left = st.hysteresis_left,
-                                   .updates = st.updates,
-                                   .skipped = st.skipped};
-        if ((s = ckpt_writer_add_ref(w, CKPT4_SCALER, &b->scaler, sizeof b->scaler))) return s;
-        /* The window of recent overflows, so that a resumed run gives up where this one would. */
-        const int n = scaler_window_len(sc);
-        unsigned char *win = malloc(sizeof(uint32_t) + (size_t)n);
-        if (!win) {
-            status_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's loss-scaler window");
-            return ckpt_writer_fail(w, DT_ERR_NOMEM);
-        }
-        const uint32_t count = (uint32_t)scaler_window_get(sc, win + sizeof count, n);
-        memcpy(win, &count, sizeof count);
-        if ((s = ckpt_writer_add_owned(w, CKPT4_SCALER_WINDOW, win, sizeof count + count))) return s;
-    }
-    if (data) {
-        const uint32_t ch = data->mean && data->std && data->channels > 0 ? (uint32_t)data->channels : 0;
-        const size_t bytes = sizeof(ckpt4_data) + 2 * (size_t)ch * sizeof(float);
-        unsigned char *buf = calloc(1, bytes);
-        if (!buf) {
-            status_set_error(DT_ERR_NOMEM, "out of host memory for the checkpoint's data block");
-            return ckpt_writer_fail(w, DT_ERR_NOMEM);
-        }
-        const ckpt4_data cd = {
-            .epoch = data->epoch, .offset = data->offset, .normalize = (uint32_t)data->normalize, .channels = ch};
-        memcpy(buf, &cd, sizeof cd);
-        if (ch) {
-            memcpy(buf + sizeof cd, data->mean, ch * sizeof(float));
-            memcpy(buf + sizeof cd + ch * sizeof(float), data->std, ch * sizeof(float));
-        }
-        if ((s = ckpt_writer_add_owned(w, CKPT4_DATA, buf, bytes))) return s;
-    }
+    if ((s = add_state(w, b, host, params, np, &v))) return s;
+    if (sc && (s = add_scaler(w, sc, &b->scaler))) return s;
+    if (data && (s = add_data(w, data))) return s;
     return DT_OK;
 }
 
