@@ -98,21 +98,10 @@ static void world_row(doc_list *job, const char *name, double bytes, double t, i
             bytes / (double)MIB, t * 1e3, alg / 1e9, busbw(bytes, t, n) / 1e9);
 }
 
-void doctor_comm_check_job(const doctor_facts *all, int world, doc_list *job)
+/* The 8-byte allreduce's row: on one node with a core for each rank the ranks talk through shared
+ * memory, and an allreduce far slower than that means they do not (Open MPI fell back to TCP). */
+static void latency_row(const doctor_facts *all, int world, const doctor_comm_facts *c, doc_list *job)
 {
-    const doctor_comm_facts *c = &all[0].host.comm;
-    if (!c->ran) {
-        doc_add(job, "comm.allreduce", DOC_SKIP, NULL, "not measured: %s", c->skipped);
-        return;
-    }
-    if (c->error[0]) {
-        doc_add(job, "comm.allreduce", DOC_FAIL,
-                "run `dtrain bench allreduce` with DTRAIN_LOG=debug to see which rank and which transfer fails", "%s",
-                c->error);
-        return;
-    }
-    /* One node, a core for each rank: the ranks talk through shared memory, and an 8-byte
-     * allreduce far slower than that means they do not (Open MPI fell back to TCP). */
     int shared_cores = 0;
     for (int r = 0; r < world; r++) shared_cores |= all[r].pl.cores_shared;
     const int one_node = all[0].pl.num_nodes == 1 && world > 1 && !shared_cores;
@@ -130,10 +119,41 @@ void doctor_comm_check_job(const doctor_facts *all, int world, doc_list *job)
                 "an 8-byte allreduce takes %.2f ms (healthy: tens of microseconds)", c->small_s * 1e3);
     else
         doc_add(job, "comm.latency", DOC_PASS, NULL, "an 8-byte allreduce takes %.1f us", c->small_s * 1e6);
-    world_row(job, "comm.allreduce_1m", (double)MIB, c->t1m_s, world);
-    world_row(job, "comm.allreduce_64m", 64.0 * (double)MIB, c->t64m_s, world);
+}
 
-    /* Per node: its own allreduce, all nodes at once; one far below the median is named. */
+/* The comm.nodes row over the nodes' own allreduces (bw, B/s, 0 where not measured; lead: each
+ * node's first rank, for its name): the slowest below DOC_SLOW_NODE_FRACTION of the median named. */
+static void compare_nodes(const doctor_facts *all, const double *bw, const int *lead, int nodes, int measured,
+                          doc_list *job)
+{
+    double *sorted = calloc((size_t)nodes, sizeof *sorted);
+    int n = 0, slow = -1;
+    for (int i = 0; sorted && i < nodes; i++)
+        if (bw[i] > 0) sorted[n++] = bw[i];
+    const double med = sorted ? median_sort(sorted, (size_t)n) : 0;
+    free(sorted);
+    for (int i = 0; i < nodes; i++)
+        if (bw[i] > 0 && bw[i] < DOC_SLOW_NODE_FRACTION * med && (slow < 0 || bw[i] < bw[slow])) slow = i;
+    if (slow >= 0) {
+        char fix[DOC_TEXT];
+        snprintf(fix, sizeof fix,
+                 "check node %.64s (other jobs on it: top; CPU frequency; its memory), or leave it out: "
+                 "sbatch --exclude=%.64s",
+                 all[lead[slow]].pl.hostname, all[lead[slow]].pl.hostname);
+        doc_add(job, "comm.nodes", DOC_WARN, fix,
+                "node %d (%s) allreduces 16 MiB at %.2f GB/s busbw inside itself, below %.0f%% of the median "
+                "node's %.2f GB/s",
+                slow, all[lead[slow]].pl.hostname, bw[slow] / 1e9, DOC_SLOW_NODE_FRACTION * 100, med / 1e9);
+    } else {
+        doc_add(job, "comm.nodes", DOC_PASS, NULL,
+                "%d nodes allreduce 16 MiB inside themselves at %.2f GB/s busbw (median); none below %.0f%% of it",
+                measured, med / 1e9, DOC_SLOW_NODE_FRACTION * 100);
+    }
+}
+
+/* Per node: its own allreduce, all nodes at once, each node's as its first rank measured it. */
+static void nodes_row(const doctor_facts *all, int world, doc_list *job)
+{
     const int nodes = all[0].pl.num_nodes;
     double *bw = calloc((size_t)(nodes > 0 ? nodes : 1), sizeof *bw);
     int *lead = calloc((size_t)(nodes > 0 ? nodes : 1), sizeof *lead);
@@ -151,34 +171,30 @@ void doctor_comm_check_job(const doctor_facts *all, int world, doc_list *job)
         bw[nd] = all[r].host.comm.node_busbw;
         measured += bw[nd] > 0;
     }
-    if (nodes < 2 || measured < 2) {
+    if (nodes < 2 || measured < 2)
         doc_add(job, "comm.nodes", DOC_SKIP, NULL, "%s",
                 nodes < 2 ? "one node: no node to compare with"
                           : "fewer than 2 nodes run 2 or more ranks: no node allreduce to compare");
-    } else {
-        double *sorted = calloc((size_t)nodes, sizeof *sorted);
-        int n = 0, slow = -1;
-        for (int i = 0; sorted && i < nodes; i++)
-            if (bw[i] > 0) sorted[n++] = bw[i];
-        const double med = sorted ? median_sort(sorted, (size_t)n) : 0;
-        free(sorted);
-        for (int i = 0; i < nodes; i++)
-            if (bw[i] > 0 && bw[i] < DOC_SLOW_NODE_FRACTION * med && (slow < 0 || bw[i] < bw[slow])) slow = i;
-        if (slow >= 0) {
-            char fix[DOC_TEXT];
-            snprintf(fix, sizeof fix,
-                     "check node %.64s (other jobs on it: top; CPU frequency; its memory), or leave it out: "
-                     "sbatch --exclude=%.64s",
-                     all[lead[slow]].pl.hostname, all[lead[slow]].pl.hostname);
-            doc_add(job, "comm.nodes", DOC_WARN, fix,
-                    "node %d (%s) allreduces 16 MiB at %.2f GB/s busbw inside itself, below %.0f%% of the median "
-                    "node's %.2f GB/s",
-                    slow, all[lead[slow]].pl.hostname, bw[slow] / 1e9, DOC_SLOW_NODE_FRACTION * 100, med / 1e9);
-        } else {
-            doc_add(job, "comm.nodes", DOC_PASS, NULL,
-                    "%d nodes allreduce 16 MiB inside themselves at %.2f GB/s busbw (median); none below %.0f%% of it",
-                    measured, med / 1e9, DOC_SLOW_NODE_FRACTION * 100);
-        }
-    }
+    else
+        compare_nodes(all, bw, lead, nodes, measured, job);
     free(bw), free(lead);
+}
+
+void doctor_comm_check_job(const doctor_facts *all, int world, doc_list *job)
+{
+    const doctor_comm_facts *c = &all[0].host.comm;
+    if (!c->ran) {
+        doc_add(job, "comm.allreduce", DOC_SKIP, NULL, "not measured: %s", c->skipped);
+        return;
+    }
+    if (c->error[0]) {
+        doc_add(job, "comm.allreduce", DOC_FAIL,
+                "run `dtrain bench allreduce` with DTRAIN_LOG=debug to see which rank and which transfer fails", "%s",
+                c->error);
+        return;
+    }
+    latency_row(all, world, c, job);
+    world_row(job, "comm.allreduce_1m", (double)MIB, c->t1m_s, world);
+    world_row(job, "comm.allreduce_64m", 64.0 * (double)MIB, c->t64m_s, world);
+    nodes_row(all, world, job);
 }
