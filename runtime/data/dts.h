@@ -1,7 +1,7 @@
 /*
  * dts.h - dtrain shards (.dts): one split of a dataset in one file, read by mmap without copying
- * (dts_read.c) and written from any open ds_split (dts_write.c). docs/dts-format.md is the
- * user's description, with a numpy reader.
+ * (dts_read.c) and written from any open ds_split (dts_write.c; its temporary files: dts_temp.c).
+ * docs/dts-format.md is the user's description, with a numpy reader.
  *
  * Layout, every integer little-endian, every offset from the start of the file:
  *
@@ -113,6 +113,12 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
 /* The temporary file dts_write(path) writes in this process (DIR/.NAME.tmp.PID), for a caller that
  * must remove it when a signal ends the process mid-write (dtrain data convert). */
 void dts_temp_path(const char *path, char *out, size_t n);
+
+/* Removes the temporary files that earlier writes of DIR/BASE left when they were killed (SIGKILL,
+ * a node crash: no handler ran), and says each in a warning: .BASE.tmp.<pid> in dir whose process
+ * is gone from this host and that nobody has written for 10 minutes (a convert on another node
+ * sharing the directory keeps its file fresh). dts_write calls it before writing. */
+void dts_remove_stale_temps(const char *dir, const char *base);
 
 /* The size of the file dts_write(src, path, opts) writes (opts->dtype 0 resolved as there), for
  * a caller that checks the room for several shards before writing any; 0 when src cannot be a

@@ -22,9 +22,7 @@
 #include "base/thread_stack.h"
 #include "kernels/cast.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -33,7 +31,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -272,57 +269,6 @@ static dt_status write_payload(writer *w, int fd, const char *tmp, uint64_t head
     return st;
 }
 
-/* The temporary files of earlier writes of path that were killed (SIGKILL, a node crash: no
- * handler ran): .BASE.tmp.<pid> in path's directory whose process is gone from this host and that
- * nobody has written for DTS_STALE_TEMP_S (a convert on another node sharing the directory has a
- * pid that is not alive here, but it keeps its file fresh). They are removed, and said. */
-#define DTS_STALE_TEMP_S 600
-
-/* Whether process pid runs on this host: a zombie (killed, not yet reaped) does not. */
-static int process_alive(long pid)
-{
-    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 0;
-    char p[64], line[256];
-    snprintf(p, sizeof p, "/proc/%ld/stat", pid);
-    FILE *f = fopen(p, "r");
-    if (!f) return 1; /* no /proc: kill's word */
-    const int got = fgets(line, sizeof line, f) != NULL;
-    fclose(f);
-    const char *state = got ? strrchr(line, ')') : NULL; /* "pid (comm) S ..." */
-    return !(state && state[1] == ' ' && state[2] == 'Z');
-}
-
-static void remove_stale_temps(const char *dir, const char *base)
-{
-    DIR *dh = opendir(dir);
-    if (!dh) return;
-    char prefix[4200], p[8500];
-    const int plen = snprintf(prefix, sizeof prefix, ".%s.tmp.", base);
-    const time_t now = time(NULL);
-    struct dirent *e;
-    while ((e = readdir(dh)) != NULL) {
-        if (plen <= 0 || (size_t)plen >= sizeof prefix || strncmp(e->d_name, prefix, (size_t)plen)) continue;
-        char *end;
-        const long pid = strtol(e->d_name + plen, &end, 10);
-        struct stat sb;
-        if (*end || pid <= 0 || pid == (long)getpid() || process_alive(pid) ||
-            (size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= sizeof p || lstat(p, &sb) != 0 ||
-            !S_ISREG(sb.st_mode) || now - sb.st_mtime < DTS_STALE_TEMP_S)
-            continue;
-        if (unlink(p) == 0)
-            log_msg(LOG_LEVEL_WARN, "removed %s (%.1f MiB): the temporary file of a convert that was killed", p,
-                    (double)sb.st_size / 1048576.0);
-    }
-    closedir(dh);
-}
-
-void dts_temp_path(const char *path, char *out, size_t n)
-{
-    char dir[4200];
-    const char *base = path_parent_dir(path, dir, sizeof dir);
-    snprintf(out, n, "%s/.%s.tmp.%d", dir, base, (int)getpid());
-}
-
 static int resolve_dtype(const ds_split *src, const dts_write_opts *o)
 {
     return o && o->dtype ? o->dtype : src->uint8_values ? DTS_UINT8 : DTS_FP32;
@@ -476,7 +422,7 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     const uint64_t total = payload_size(src, esize), file_bytes = header_bytes + total;
     char dir[4200], tmp[4300];
     const char *base = path_parent_dir(path, dir, sizeof dir);
-    remove_stale_temps(dir, base);
+    dts_remove_stale_temps(dir, base);
     dts_temp_path(path, tmp, sizeof tmp);
     /* 0666: the umask decides, as for checkpoints (a group project space keeps it group-writable). */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
