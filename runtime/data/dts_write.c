@@ -183,17 +183,12 @@ static dt_status write_at(int fd, const char *path, const void *p, size_t n, uin
     return DT_OK;
 }
 
-/* Runs the workers and writes samples, padding and labels at their offsets; fills stats and crc. */
-static dt_status write_payload(writer *w, int fd, const char *tmp, uint64_t header_bytes, uint64_t total,
-                               ds_stats *stats, uint32_t *crc_out)
+/* Each of w's workers given its buffers (its sample's values, two chunk slots) and its statistics'
+ * accumulator. */
+static dt_status init_workers(writer *w, worker *ks)
 {
     const ds_split *s = w->src;
-    worker *ks = calloc((size_t)w->threads, sizeof *ks);
-    pthread_t *tid = calloc((size_t)w->threads, sizeof *tid);
-    int32_t *labels = malloc(s->count * sizeof *labels);
     dt_status st = DT_OK;
-    int started = 0;
-    if (!ks || !tid || !labels) st = status_set_error(DT_ERR_NOMEM, "out of memory writing %s", tmp);
     for (int t = 0; !st && t < w->threads; t++) {
         worker *k = &ks[t];
         k->w = w;
@@ -209,60 +204,96 @@ static dt_status write_payload(writer *w, int fd, const char *tmp, uint64_t head
                                   w->threads);
         if (!st) st = ds_stats_acc_init(&k->acc, s->c, (size_t)s->h * s->w, s->classes);
     }
-    for (; !st && started < w->threads; started++)
-        if (pthread_create(&tid[started], NULL, worker_run, &ks[started]) != 0)
-            st = status_set_error(DT_ERR_NOMEM, "cannot start writer thread %d of %d: lower --threads", started + 1,
-                                  w->threads);
-    uint32_t crc = 0;
-    uint64_t off = header_bytes;
+    return st;
+}
+
+/* The chunks in order as the workers fill them, each written at *off onward and added to *crc,
+ * its labels kept in labels (the whole split's); the first failure, a worker's or a write's, ends
+ * it. */
+static dt_status write_chunks(writer *w, worker *ks, int fd, const char *tmp, uint64_t total, int32_t *labels,
+                              uint64_t *off, uint32_t *crc)
+{
+    dt_status st = DT_OK;
     for (size_t c = 0; !st && c < w->nchunks; c++) {
         chunk_slot *sl = &ks[c % (size_t)w->threads].slot[(c / (size_t)w->threads) % 2];
         pthread_mutex_lock(&w->mu);
         while (!sl->full) pthread_cond_wait(&w->cv, &w->mu);
         pthread_mutex_unlock(&w->mu);
-        if (sl->status) {
-            st = status_restore(sl->status, &sl->msg);
-            break;
-        }
+        if (sl->status) return status_restore(sl->status, &sl->msg);
         const size_t bytes = sl->n * w->row_bytes;
-        st = write_at(fd, tmp, sl->buf, bytes, off, total);
-        crc = (uint32_t)crc32(crc, sl->buf, (uInt)bytes); /* a chunk is far below 4 GiB */
-        off += bytes;
+        st = write_at(fd, tmp, sl->buf, bytes, *off, total);
+        *crc = (uint32_t)crc32(*crc, sl->buf, (uInt)bytes); /* a chunk is far below 4 GiB */
+        *off += bytes;
         memcpy(labels + sl->first, sl->labels, sl->n * sizeof *labels);
         pthread_mutex_lock(&w->mu);
         sl->full = 0;
         pthread_cond_broadcast(&w->cv);
         pthread_mutex_unlock(&w->mu);
     }
-    pthread_mutex_lock(&w->mu);
-    w->abort = 1; /* a failure stops the workers; after success they have finished anyway */
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
-    if (!st) {
-        static const unsigned char zeros[DTS_ALIGN];
-        const size_t pad = (size_t)(round_up(off, DTS_ALIGN) - off);
-        unsigned char *lb = (unsigned char *)labels;
-        for (size_t i = 0; i < s->count; i++) put32(lb + 4 * i, (uint32_t)labels[i]); /* little-endian on disk */
-        crc = (uint32_t)crc32(crc, zeros, (uInt)pad);
-        st = write_at(fd, tmp, zeros, pad, off, total);
-        if (!st) st = write_at(fd, tmp, lb, s->count * 4, off + pad, total);
-        for (size_t done = 0; !st && done < s->count * 4;) {
-            const size_t n = s->count * 4 - done > (1u << 30) ? (1u << 30) : s->count * 4 - done;
-            crc = (uint32_t)crc32(crc, lb + done, (uInt)n);
-            done += n;
-        }
+    return st;
+}
+
+/* After the samples (which end at off): zeros up to DTS_ALIGN, then the count labels, little-endian
+ * on disk (converted in place), both added to *crc. */
+static dt_status write_labels(int fd, const char *tmp, int32_t *labels, size_t count, uint64_t off, uint64_t total,
+                              uint32_t *crc)
+{
+    static const unsigned char zeros[DTS_ALIGN];
+    const size_t pad = (size_t)(round_up(off, DTS_ALIGN) - off);
+    unsigned char *lb = (unsigned char *)labels;
+    for (size_t i = 0; i < count; i++) put32(lb + 4 * i, (uint32_t)labels[i]);
+    *crc = (uint32_t)crc32(*crc, zeros, (uInt)pad);
+    dt_status st = write_at(fd, tmp, zeros, pad, off, total);
+    if (!st) st = write_at(fd, tmp, lb, count * 4, off + pad, total);
+    for (size_t done = 0; !st && done < count * 4;) {
+        const size_t n = count * 4 - done > (1u << 30) ? (1u << 30) : count * 4 - done;
+        *crc = (uint32_t)crc32(*crc, lb + done, (uInt)n);
+        done += n;
     }
-    if (!st) {
-        for (int t = 1; t < w->threads; t++) ds_stats_acc_merge(&ks[0].acc, &ks[t].acc);
-        st = ds_stats_acc_finish(&ks[0].acc, stats);
-    }
-    for (int t = 0; ks && t < w->threads; t++) {
+    return st;
+}
+
+/* The workers' buffers and accumulators freed (ks may be NULL, or its workers never set up). */
+static void free_workers(worker *ks, int threads)
+{
+    for (int t = 0; ks && t < threads; t++) {
         ds_stats_acc_free(&ks[t].acc);
         free(ks[t].x), free(ks[t].h);
         for (int b = 0; b < 2; b++) free(ks[t].slot[b].buf), free(ks[t].slot[b].labels);
     }
     free(ks);
+}
+
+/* Runs the workers and writes samples, padding and labels at their offsets; fills stats and crc. */
+static dt_status write_payload(writer *w, int fd, const char *tmp, uint64_t header_bytes, uint64_t total,
+                               ds_stats *stats, uint32_t *crc_out)
+{
+    const ds_split *s = w->src;
+    worker *ks = calloc((size_t)w->threads, sizeof *ks);
+    pthread_t *tid = calloc((size_t)w->threads, sizeof *tid);
+    int32_t *labels = malloc(s->count * sizeof *labels);
+    dt_status st = DT_OK;
+    int started = 0;
+    if (!ks || !tid || !labels) st = status_set_error(DT_ERR_NOMEM, "out of memory writing %s", tmp);
+    if (!st) st = init_workers(w, ks);
+    for (; !st && started < w->threads; started++)
+        if (pthread_create(&tid[started], NULL, worker_run, &ks[started]) != 0)
+            st = status_set_error(DT_ERR_NOMEM, "cannot start writer thread %d of %d: lower --threads", started + 1,
+                                  w->threads);
+    uint32_t crc = 0;
+    uint64_t off = header_bytes;
+    if (!st) st = write_chunks(w, ks, fd, tmp, total, labels, &off, &crc);
+    pthread_mutex_lock(&w->mu);
+    w->abort = 1; /* a failure stops the workers; after success they have finished anyway */
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    if (!st) st = write_labels(fd, tmp, labels, s->count, off, total, &crc);
+    if (!st) {
+        for (int t = 1; t < w->threads; t++) ds_stats_acc_merge(&ks[0].acc, &ks[t].acc);
+        st = ds_stats_acc_finish(&ks[0].acc, stats);
+    }
+    free_workers(ks, w->threads);
     free(tid);
     free(labels);
     *crc_out = crc;
