@@ -186,17 +186,16 @@ static const char *detect_file(const char *path, const struct stat *sb)
     return S_ISREG(sb->st_mode) && m[0] == 0 && m[1] == 0 && idx_type_size(m[2]) ? "idx" : NULL;
 }
 
-dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
+/* That path names a dataset this user can reach, and o a split there is: its stat into *sb. With
+ * no format given, detection reads the file or lists the directory, so one this user may not read
+ * is refused here rather than called no dataset at all, with --data-format as the fix. */
+static dt_status check_path(const char *path, const ds_open_opts *o, struct stat *sb)
 {
-    *out = NULL;
-    ds_open_opts o = {0};
-    if (opts) o = *opts;
     if (!path || !*path) return status_set_error(DT_ERR_INVALID_ARG, "no dataset path given");
-    if (o.split && strcmp(o.split, "train") != 0 && strcmp(o.split, "test") != 0)
-        return status_set_error(DT_ERR_INVALID_ARG, "split '%s' is not train or test", o.split);
-    struct stat sb;
+    if (o->split && strcmp(o->split, "train") != 0 && strcmp(o->split, "test") != 0)
+        return status_set_error(DT_ERR_INVALID_ARG, "split '%s' is not train or test", o->split);
     char advice[IO_FIX_LEN];
-    if (stat(path, &sb) != 0) {
+    if (stat(path, sb) != 0) {
         const int err = errno;
         if (err == ENOENT || err == ENOTDIR) return status_set_error(DT_ERR_IO, "dataset %s does not exist", path);
         /* A directory above it that this user may not search: the path is there, and "does not
@@ -204,63 +203,97 @@ dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
         return status_set_error(DT_ERR_IO, "cannot reach dataset %s: %s: %s", path, strerror(err),
                                 io_error_fix(err, "file", NULL, advice, sizeof advice));
     }
-    const char *fmt = o.format && strcmp(o.format, "auto") != 0 ? o.format : NULL;
-    int check_inside = 0;
-    /* Detection reads the file or lists the directory: one this user may not read would otherwise
-     * be called no dataset at all, with --data-format as the fix. */
-    if (!fmt && access(path, S_ISDIR(sb.st_mode) ? R_OK | X_OK : R_OK) != 0) {
+    const int forced = o->format && strcmp(o->format, "auto") != 0;
+    if (!forced && access(path, S_ISDIR(sb->st_mode) ? R_OK | X_OK : R_OK) != 0) {
         const int err = errno;
         return status_set_error(DT_ERR_IO, "cannot read dataset %s: %s: %s", path, strerror(err),
                                 io_error_fix(err, "file", NULL, advice, sizeof advice));
     }
-    if (!fmt) {
-        fmt = S_ISDIR(sb.st_mode) ? detect_dir(path) : detect_file(path, &sb);
-        if (!fmt && !S_ISDIR(sb.st_mode))
-            return status_set_error(DT_ERR_INVALID_ARG,
-                                    "%s is not a dataset file dtrain recognises: not IDX (it starts "
-                                    "00 00 <type> <rank>), not a .dts shard (it starts DTSHARD1), and not "
-                                    "whole CIFAR-10 or CIFAR-100 records (%lld bytes is "
-                                    "no multiple of 3073 or 3074); give --data-format to force a format",
-                                    path, (long long)sb.st_size);
-        if (!fmt)
-            return status_set_error(
-                DT_ERR_INVALID_ARG,
-                "no dataset recognised in %s: looked for "
-                "train-images-idx3-ubyte[.gz] (MNIST IDX), data_batch_1.bin (CIFAR-10), train.bin "
-                "(CIFAR-100), train.dts (dtrain shard) and class folders (an image folder, ROOT/<class>/"
-                "<image>.jpg|.png); give --data-format to force one",
-                path);
-        /* An image folder found by its subfolders is checked for datasets inside them after its
-         * open (below), where the scan has listed them anyway. */
-        check_inside = strcmp(fmt, "imagefolder") == 0;
-    }
-    const format_entry *f = NULL;
+    return DT_OK;
+}
+
+/* The format at path (sb its stat) by its layout or contents into *fmt; DT_ERR_INVALID_ARG saying
+ * what was looked for when nothing is recognised. */
+static dt_status detect_format(const char *path, const struct stat *sb, const char **fmt)
+{
+    *fmt = S_ISDIR(sb->st_mode) ? detect_dir(path) : detect_file(path, sb);
+    if (!*fmt && !S_ISDIR(sb->st_mode))
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "%s is not a dataset file dtrain recognises: not IDX (it starts "
+                                "00 00 <type> <rank>), not a .dts shard (it starts DTSHARD1), and not "
+                                "whole CIFAR-10 or CIFAR-100 records (%lld bytes is "
+                                "no multiple of 3073 or 3074); give --data-format to force a format",
+                                path, (long long)sb->st_size);
+    if (!*fmt)
+        return status_set_error(
+            DT_ERR_INVALID_ARG,
+            "no dataset recognised in %s: looked for "
+            "train-images-idx3-ubyte[.gz] (MNIST IDX), data_batch_1.bin (CIFAR-10), train.bin "
+            "(CIFAR-100), train.dts (dtrain shard) and class folders (an image folder, ROOT/<class>/"
+            "<image>.jpg|.png); give --data-format to force one",
+            path);
+    return DT_OK;
+}
+
+/* The reader of format fmt into *f, or DT_ERR_INVALID_ARG naming the formats there are. */
+static dt_status find_format(const char *fmt, const format_entry **f)
+{
+    *f = NULL;
     for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
-        if (strcmp(formats[i].name, fmt) == 0) f = &formats[i];
-    if (!f)
+        if (strcmp(formats[i].name, fmt) == 0) *f = &formats[i];
+    if (!*f)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "dataset format '%s' is not idx, cifar10, cifar100, "
                                 "imagefolder, dts or auto",
                                 fmt);
+    return DT_OK;
+}
+
+/* After the open (st) of a folder detected as an image folder by its subfolders: st, or the error
+ * for datasets in its "class folders". Stat-ing the marker names in each of ImageNet's 1000 class
+ * folders costs 16 lookups a folder, 16 times the scan's own metadata work, on every rank's open.
+ * So the check runs only where it can find something: when the open failed (a dataset is a class
+ * without images, or --input is missing), when the scan met a marker's name in a class folder, or
+ * in the split layout, whose few folders (train/, val/) the scan of one split does not list. A test
+ * split asked of a flat folder (as training asks of every one) fails for having none, without a
+ * look at its folders. */
+static dt_status check_inside(const char *path, const ds_open_opts *o, const ds_split *s, dt_status st)
+{
+    const int split_layout = imagefolder_heldout_dir(path) != NULL;
+    const int no_test = o->split && strcmp(o->split, "test") == 0 && !split_layout;
+    if (split_layout || (st && !no_test) || (!st && imagefolder_marked(s))) {
+        const dt_status in = refuse_datasets_inside(path);
+        if (in) st = in;
+    }
+    return st;
+}
+
+dt_status ds_open(const char *path, const ds_open_opts *opts, ds_split **out)
+{
+    *out = NULL;
+    ds_open_opts o = {0};
+    if (opts) o = *opts;
+    struct stat sb;
+    dt_status st = check_path(path, &o, &sb);
+    if (st) return st;
+    const char *fmt = o.format && strcmp(o.format, "auto") != 0 ? o.format : NULL;
+    /* An image folder found by its subfolders is checked for datasets inside them after its open
+     * (check_inside), where the scan has listed them anyway. */
+    int inside = 0;
+    if (!fmt) {
+        if ((st = detect_format(path, &sb, &fmt))) return st;
+        inside = strcmp(fmt, "imagefolder") == 0;
+    }
+    const format_entry *f;
+    if ((st = find_format(fmt, &f))) return st;
     ds_split *s = calloc(1, sizeof *s);
     if (!s) return status_set_error(DT_ERR_NOMEM, "out of memory opening %s", path);
     snprintf(s->format, sizeof s->format, "%s", f->name);
     snprintf(s->split, sizeof s->split, "%s", o.split ? o.split : "train");
     snprintf(s->source, sizeof s->source, "%s", path);
     o.format = f->name;
-    dt_status st = f->open(path, &o, s);
-    /* Stat-ing the marker names in each of ImageNet's 1000 class folders costs 16 lookups a folder,
-     * 16 times the scan's own metadata work, on every rank's open. So the check runs only where it
-     * can find something: when the open failed (a dataset is a class without images, or --input is
-     * missing), when the scan met a marker's name in a class folder, or in the split layout, whose
-     * few folders (train/, val/) the scan of one split does not list. A test split asked of a flat
-     * folder (as training asks of every one) fails for having none, without a look at its folders. */
-    const int split_layout = check_inside && imagefolder_heldout_dir(path) != NULL;
-    const int no_test = o.split && strcmp(o.split, "test") == 0 && !split_layout;
-    if (check_inside && (split_layout || (st && !no_test) || (!st && imagefolder_marked(s)))) {
-        const dt_status in = refuse_datasets_inside(path);
-        if (in) st = in;
-    }
+    st = f->open(path, &o, s);
+    if (inside) st = check_inside(path, &o, s, st);
     if (st) {
         ds_close(s);
         return st;
