@@ -149,6 +149,17 @@ static int open_dataset(bdata_opts *o, dt_dataset **d)
         cli_error("--data %s: %s", o->data, dt_last_error());
         return cli_input_exit(s, o->data);
     }
+    /* --input sizes what an image folder's samples are decoded to; the other formats have their
+     * own shape, which the table would measure instead of the one asked for without a word. */
+    int C, H, W;
+    dt_dataset_shape(*d, &C, &H, &W);
+    if (o->input && (C != dc.c || H != dc.h || W != dc.w)) {
+        cli_error("--input %s: %s (%s) holds samples of %dx%dx%d, which --input does not change (it sizes an image "
+                  "folder's decoded samples): drop --input, or give %dx%dx%d",
+                  o->input, o->data, dt_dataset_format(*d), C, H, W, C, H, W);
+        dt_dataset_free(*d);
+        return EXIT_USAGE;
+    }
     const int rc = cli_normalize_apply(&o->norm, *d);
     if (rc) dt_dataset_free(*d);
     return rc;

@@ -323,6 +323,10 @@ expect 2 "--input: input shape '3x8x8junk' is not N (features) or CxHxW" \
 expect 2 "input shape '4294967299x8x8': every size must be from 1 to 268435456" \
     "$DTRAIN" bench data --data synthetic --input 4294967299x8x8
 expect 2 "--input '784' is one size (features); bench data needs CxHxW" "$DTRAIN" bench data --data synthetic --input 784
+# A shape the data does not have would be measured as the data's own, without a word.
+expect 2 "--input 3x32x32: $tmp/idx (idx) holds samples of 1x8x8, which --input does not change" \
+    "$DTRAIN" bench data --data "$tmp/idx" --input 3x32x32 --threads 0 --batches 1
+expect 0 "600 samples of 1x8x8" "$DTRAIN" bench data --data "$tmp/idx" --input 1x8x8 --threads 0 --batch 64 --batches 1
 # One process measures the pipeline: two under mpirun would each time loaders on the other's cores
 # and print two tables; refused (by each rank: mpirun may kill the other once one exits).
 expect 2 "dtrain bench data runs in one process, and OMPI_COMM_WORLD_SIZE says 2 were started: each would time its loaders" \
