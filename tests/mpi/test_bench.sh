@@ -64,6 +64,12 @@ expect 2 "--iters '0'" "$DTRAIN" bench allreduce --iters 0
 expect 2 "--op 'max' is not one of sum, avg" "$DTRAIN" bench allreduce --op max
 expect 2 "--dtype 'fp64' is not one of fp32, fp16, bf16" "$DTRAIN" bench allreduce --dtype fp64
 expect 2 "'64KB' is not a size" "$DTRAIN" bench allreduce -e 64KB
+# The edges the flags allow: --warmup 0, one size (-b equal to -e), -b after --maxbytes=V, and an
+# --op the header names; -b above the default -e alone measures that one size; after "--" nothing
+# is a flag, not even a short form.
+expect 0 ", op avg, fp32, sizes 8 to 8 x2, iters 1, warmup 0" "$DTRAIN" bench allreduce --maxbytes=8 -b 8 --iters 1 --warmup 0 --op avg
+expect 0 ", sizes 65M to 65M x2," "$DTRAIN" bench allreduce -b 65M --iters 1 --warmup 0
+expect 2 "unexpected argument '-b'" "$DTRAIN" bench allreduce -- -b 8
 # 16-bit wire: the sums of small integers are exact in fp16 and bf16 too.
 for dt in fp16 bf16; do
     bench "np2 --dtype $dt" "$(nsizes 8 1048576 16)" "$MPIRUN" -np 2 "$DTRAIN" bench allreduce -b 8 -e 1M -f 16 --dtype $dt $common
@@ -150,6 +156,7 @@ expect 2 "unexpected argument 'more'" "$DTRAIN" bench gemm more
 expect 2 "--no-cpu with --no-gpu leaves nothing to measure" "$DTRAIN" bench gemm --n 64 --no-cpu --no-gpu
 expect 2 "--no-gpu with --dtype of tf32, bf16, fp16 alone leaves nothing to measure" "$DTRAIN" bench gemm --n 64 \
     --dtype bf16,tf32 --no-gpu
+expect 0 "ok" "$DTRAIN" bench gemm --n 1 --no-gpu --iters 1 --warmup 0
 # Matrices past the host budget (a faked MemAvailable of 64 MiB) are refused before any is made:
 # malloc would overcommit them, and the product swap or be killed instead of being timed.
 printf 'MemTotal: 1048576 kB\nMemAvailable: 65536 kB\n' >"$tmp/meminfo"
@@ -158,6 +165,11 @@ expect 2 "--n 4096 needs 192.0 MiB of host memory for its matrices, more than th
 grep -q "use --n 2304 or less" "$tmp/out" && ! grep -qE '^ +256 +fp32' "$tmp/out" &&
     ok "bench gemm: the refusal names the n that fits, and comes before any row" ||
     { bad "bench gemm: no n that fits, or rows before the refusal"; cat "$tmp/out"; }
+# Just past the budget is refused as well, and the n offered may fill it exactly: 512 x 512 x 12
+# bytes (A, B and C in fp32) is the 3 MiB here.
+printf 'MemTotal: 1048576 kB\nMemAvailable: 3072 kB\n' >"$tmp/meminfo3"
+expect 2 "--n 600 needs 4.1 MiB of host memory for its matrices, more than this rank's 3.0 MiB of MemAvailable 3.0 MiB: use --n 512 or less" \
+    env DTRAIN_TEST_MEMINFO="$tmp/meminfo3" "$DTRAIN" bench gemm --n 600 --dtype fp32
 # At 3 ranks of one node each rank's share is alike: said once, and each rank ends by itself.
 expect 2 "more than this rank's 21.3 MiB of MemAvailable 64.0 MiB, shared by 3 ranks: use --n 1280 or less (the same on all 3 ranks)" \
     env DTRAIN_TEST_MEMINFO="$tmp/meminfo" "$MPIRUN" -np 3 -x DTRAIN_TEST_MEMINFO "$DTRAIN" bench gemm --n 4096 --dtype fp32
@@ -295,6 +307,11 @@ expect 2 "--fused-relu (1: relu layers run inside their neighbours, 0: on their 
 expect 2 "--precision 'fp8' is not one of fp32, fp16, bf16" "$DTRAIN" bench step --precision fp8
 expect 2 "--steps '0'" "$DTRAIN" bench step --steps 0
 expect 2 "fc:0" "$DTRAIN" bench step --model fc:0 --input 4
+# --optim and --zero as given: the header names the optimizer, the row's zero column (the 12th) the stage.
+expect 0 "AdamW, device cpu" "$DTRAIN" bench step --model fc:10 --input 4 --batch 2 --steps 1 --warmup 0 --precision fp32 \
+    --optim adamw --zero 1
+expect 0 "zero 1" bash -c '"$0" bench step --model fc:10 --input 4 --batch 2 --steps 1 --warmup 0 --precision fp32 --zero 1 |
+    awk "\$1 == \"fp32\" { print \"zero \" \$12 }"' "$DTRAIN"
 # bench data: the input pipeline per thread count, on an IDX set this test writes.
 python3 "$(dirname "$0")/make_idx.py" "$tmp/idx" 600 10 10 60
 "$DTRAIN" bench data --data "$tmp/idx" --threads 0,2 --batch 64 --batches 3 >"$tmp/out" 2>&1
