@@ -344,6 +344,14 @@ expect 2 "--input '784' is one size (features); bench data needs CxHxW" "$DTRAIN
 expect 2 "--input 3x32x32: $tmp/idx (idx) holds samples of 1x8x8, which --input does not change" \
     "$DTRAIN" bench data --data "$tmp/idx" --input 3x32x32 --threads 0 --batches 1
 expect 0 "600 samples of 1x8x8" "$DTRAIN" bench data --data "$tmp/idx" --input 1x8x8 --threads 0 --batch 64 --batches 1
+# --normalize standard:M,..:S,..: one figure per channel, 1 to 64 of each, none empty or past 127 characters.
+expect 2 "--normalize standard: 1 figure of mean and std for data of 3 channels (synthetic" \
+    "$DTRAIN" bench data --data synthetic --normalize standard:0.5:0.25
+expect 2 "--normalize standard: 64 figures of mean and std for data of 1 channel" "$DTRAIN" bench data --data "$tmp/idx" \
+    --normalize "standard:$(printf '0.5,%.0s' {1..63})0.5:$(printf '0.25,%.0s' {1..63})0.25"
+expect 2 "more than 64 mean figures" "$DTRAIN" bench data --data "$tmp/idx" --normalize "standard:$(printf '0.5,%.0s' {1..65})0.5:0.25"
+expect 2 "the mean list '0.5,' has an empty figure" "$DTRAIN" bench data --data "$tmp/idx" --normalize standard:0.5,:0.25
+expect 2 "has an overlong figure" "$DTRAIN" bench data --data "$tmp/idx" --normalize "standard:0.$(printf '5%.0s' {1..126}):0.25"
 # One process measures the pipeline: two under mpirun would each time loaders on the other's cores
 # and print two tables; refused (by each rank: mpirun may kill the other once one exits).
 expect 2 "dtrain bench data runs in one process, and OMPI_COMM_WORLD_SIZE says 2 were started: each would time its loaders" \
