@@ -270,6 +270,11 @@ expect 2 "rank 1 is not in this job: the world size is 1 (rank 0 only)" env DTRA
 expect 2 "rank 2 is not in this job: the world size is 2 (ranks 0 to 1)" env DTRAIN_FAULT=stall:2:1 timeout -s KILL 60 \
     "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" $quick
 expect 2 "step 9 comes after the last step of this run (--steps 3)" env DTRAIN_FAULT=stall:0:9 timeout -s KILL 10 "$DTRAIN" $quick
+# The last step is a step of the run; a ckpt fault on a rank but 0 is refused with --checkpoint-dir too.
+expect 0 "rank 0 sleeps 20 ms in every step from then on, the first at step 3" env DTRAIN_FAULT=slow:0:3 \
+    timeout -s KILL 10 "$DTRAIN" $quick
+expect 2 "a ckpt fault needs rank 0 (the rank that writes the checkpoint files)" env DTRAIN_FAULT=ckpt:1:1 timeout -s KILL 60 \
+    "$MPIRUN" -np 2 -x DTRAIN_FAULT "$DTRAIN" $quick --checkpoint-dir "$tmp/ck-r1"
 # A rank that never reaches dt_init (its node could not start dtrain: srun without
 # --kill-on-bad-exit leaves the others running) ends the job within --timeout: the others waited in
 # dt_init's first collective, the world's MPI_Comm_dup, until the job's time limit.
