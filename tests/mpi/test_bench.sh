@@ -307,9 +307,10 @@ expect 2 "--fused-relu (1: relu layers run inside their neighbours, 0: on their 
 expect 2 "--precision 'fp8' is not one of fp32, fp16, bf16" "$DTRAIN" bench step --precision fp8
 expect 2 "--steps '0'" "$DTRAIN" bench step --steps 0
 expect 2 "fc:0" "$DTRAIN" bench step --model fc:0 --input 4
-# --optim and --zero as given: the header names the optimizer, the row's zero column (the 12th) the stage.
+# --optim and --zero as given (and --profile 0, the default, said): the header names the optimizer, the
+# row's zero column (the 12th) the stage.
 expect 0 "AdamW, device cpu" "$DTRAIN" bench step --model fc:10 --input 4 --batch 2 --steps 1 --warmup 0 --precision fp32 \
-    --optim adamw --zero 1
+    --optim adamw --zero 1 --profile 0
 expect 0 "zero 1" bash -c '"$0" bench step --model fc:10 --input 4 --batch 2 --steps 1 --warmup 0 --precision fp32 --zero 1 |
     awk "\$1 == \"fp32\" { print \"zero \" \$12 }"' "$DTRAIN"
 # bench data: the input pipeline per thread count, on an IDX set this test writes.
