@@ -226,6 +226,33 @@ int cli_agree_failure(dt_ctx *ctx, int rc, const char *why, int *shared);
  * every rank: it is one more exchange over ctx. */
 int cli_say_shared_failure(dt_ctx *ctx, dt_status s, const char *what, int *shared);
 
+/* ---------------------------------------------------------------- flags that must agree (flags_agree.c) */
+
+/* The text of a command's flags that every rank must share, one "--flag value" line each, made from
+ * the parsed values (so "--lr 0.10" and "--lr 0.1" agree). Texts of any length go last: a text cut
+ * at the buffer's end then cuts no number. */
+enum { CLI_FLAGS_TEXT = 4096 };
+typedef struct cli_flags_text {
+    char s[CLI_FLAGS_TEXT];
+    size_t len;
+} cli_flags_text;
+/* One line, printf-style. */
+void cli_flags_line(cli_flags_text *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A path flag's line: whether it is given ("--data PATH" or "no --data"), not the path, since a
+ * node may read its own copy under another name. */
+void cli_flags_path(cli_flags_text *a, const char *flag, const char *path);
+/* The shortest text of v that reads back as v (as a float when is_float): "0.01", not
+ * 0.00999999978, so equal texts mean equal values. Returns buf. */
+const char *cli_flags_num(char buf[32], double v, int is_float);
+/* Collective, before the command makes anything: text compared across the ranks (one
+ * dt_check_replicas, two broadcasts more where it differs). EXIT_OK where every rank has rank 0's
+ * text (and in a world of 1); else EXIT_USAGE after saying once, for all the ranks, "rank R was
+ * given '<its line>' where rank 0 was given '<rank 0's line>' [(N ranks differ from rank 0)]: every
+ * rank of a job must get the same <what>; start them all with one command line", with *shared 1.
+ * A failed exchange says why and returns its code (*shared as status_shared). End a failure with
+ * cli_end_failed(ctx, rc, *shared). */
+int cli_flags_agree(dt_ctx *ctx, const char *what, const cli_flags_text *text, int *shared);
+
 /* For the commands that run in one process: EXIT_OK when the launcher's variables say one
  * process (or none) was started, else EXIT_USAGE after an error naming the variable, the count
  * and what_each_would_do (one_process.c). */
