@@ -440,6 +440,27 @@ static int eval_failed(dt_ctx *ctx, eval_run *er, int how)
     return cli_end_failed(ctx, rc, er->shared);
 }
 
+/* The flags every rank must share: what is evaluated and how. Another --eval-data or --split on one
+ * rank evaluated its shard of other samples, summed into rank 0's figures under rank 0's header;
+ * another --confusion-csv or --holdout ran other collectives. Paths only as given or not (a node
+ * may read its own copy); --batch and --loader-threads are the rank's own (the figures do not
+ * depend on them). */
+static void eval_flags_text(const eval_opts *e, cli_flags_text *a)
+{
+    memset(a, 0, sizeof *a);
+    cli_flags_path(a, "--data", e->data);
+    cli_flags_path(a, "--eval-data", e->eval_data);
+    cli_flags_path(a, "--checkpoint-dir", e->ckpt_dir);
+    cli_flags_path(a, "--confusion-csv", e->confusion_csv);
+    cli_flags_line(a, "--split %s", e->split);
+    cli_flags_line(a, "--holdout %s", cli_flags_num((char[32]){0}, e->holdout, 0));
+    cli_flags_line(a, "--cifar100-labels %s", e->cifar100_coarse ? "coarse" : "fine");
+    cli_flags_line(a, "--bad-samples %s", e->skip_bad ? "skip" : "fail");
+    cli_flags_line(a, "--data-format %s", e->format ? e->format : "(auto)");
+    cli_flags_line(a, "--input %s", e->input ? e->input : "(the data's)");
+    cli_flags_line(a, "--model %s", e->model);
+}
+
 int cmd_eval(int argc, char **argv)
 {
     eval_opts e = {.model = "mlp", .split = "test", .batch = 256, .loader_threads = -1};
@@ -449,6 +470,12 @@ int cmd_eval(int argc, char **argv)
     int rc = cli_start(argc, argv, "eval", &cfg, &extra, &job);
     if (rc) return rc;
     dt_ctx *ctx = job.ctx;
+    cli_flags_text flags;
+    eval_flags_text(&e, &flags);
+    int shared = 0;
+    if ((rc = cli_flags_agree(ctx, "evaluation flags (paths aside), since the ranks evaluate one model together",
+                              &flags, &shared)))
+        return cli_end_failed(ctx, rc, shared);
     char why[1024];
     dt_status s = csv_try(ctx, &e, why, sizeof why);
     if (s) return cli_fail(ctx, s, "--confusion-csv");

@@ -93,6 +93,16 @@ fi
 grep -q "$(grep '^accuracy' "$tmp/eval1" | sed 's/accuracy \([0-9.]*\) (\([0-9]*\) of.*/acc \1  (\2 of 500 correct/')" "$tmp/out" &&
     ok "training's last eval line equals dtrain eval's" || { bad "train vs eval figures"; grep "^eval" "$tmp/out"; cat "$tmp/eval1"; }
 
+# Ranks given other evaluation flags (an MPMD line, a wrapper computing one per rank) are refused at
+# once, said once: another --eval-data on rank 1 summed its shard of other samples into rank 0's
+# figures under rank 0's header, without a word.
+expect 2 "rank 1 was given '--eval-data PATH' where rank 0 was given 'no --eval-data'" timeout 60 "$MPIRUN" \
+    -np 1 "$DTRAIN" eval --data "$tmp/hard" --checkpoint-dir "$tmp/ck" : \
+    -np 1 "$DTRAIN" eval --data "$tmp/hard" --checkpoint-dir "$tmp/ck" --eval-data "$tmp/hard"
+[ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" && ! grep -q "^accuracy" "$tmp/out" &&
+    ok "eval flags that differ between ranks: one line, no figures, no MPI_Abort" ||
+    { bad "eval flags that differ between ranks"; cat "$tmp/out"; }
+
 # --- Over 20 classes, eval prints no line of every class (at 1000 it ran to 17 KB) and no matrix: the
 # mean of the classes' accuracies, the 10 lowest and the 10 largest confusions, the same at 1 and 2 ranks.
 python3 - "$tmp/k40" <<'PY'
