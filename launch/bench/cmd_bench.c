@@ -26,6 +26,7 @@
 #include "base/clock.h"
 #include "collectives/ctx_comm.h"
 #include "collectives/engine.h"
+#include "launch/bench/bench_args.h"
 #include "launch/bench/bench_values.h"
 
 #include <getopt.h>
@@ -61,12 +62,6 @@ static const struct option bench_options[] = {
     {"dtype", required_argument, NULL, OPT_DTYPE},           {NULL, 0, NULL, 0},
 };
 
-/* Short forms, as nccl-tests spells them; cli_parse takes long options only, so they are rewritten
- * before it runs. */
-static const struct {
-    const char *shrt, *lng;
-} bench_short[] = {{"-b", "--minbytes"}, {"-e", "--maxbytes"}, {"-f", "--stepfactor"}};
-
 /* A byte count of -b/-e (cli_bytes), up to BENCH_MAX_BYTES. */
 static int parse_bytes(const char *flag, const char *arg, unsigned long long *out)
 {
@@ -95,64 +90,6 @@ static int bench_handle(int val, const char *arg, void *ud)
         case OPT_DTYPE: return cli_float_dtype("--dtype", arg, &b->wire);
     }
     return EXIT_USAGE;
-}
-
-/* Takes a long option's value from the next word (no '=' in it)? Then that word is not a flag. */
-static int takes_next(const char *a)
-{
-    if (strncmp(a, "--", 2) != 0 || strchr(a, '=') || !a[2]) return 0;
-    return strcmp(a, "--help") != 0;
-}
-
-/* argv without the benchmark name, with -b/-e/-f (also -b8 and the like) as their long forms.
- * Returns a NULL-terminated array whose strings are argv's or malloc'd (listed in *owned). */
-static char **rewrite_args(int argc, char **argv, int *nargc, char ***owned, int *nowned)
-{
-    char **out = calloc((size_t)argc + 1, sizeof *out);
-    char **own = calloc((size_t)argc + 1, sizeof *own);
-    if (!out || !own) {
-        free(out);
-        free(own);
-        return NULL;
-    }
-    int n = 0, no = 0, raw = 0;
-    out[n++] = argv[0];
-    for (int i = 2; i < argc; i++) {
-        char *a = argv[i];
-        if (raw || (i > 2 && takes_next(argv[i - 1]))) {
-            out[n++] = a; /* a value, or everything after "--" */
-            continue;
-        }
-        if (!strcmp(a, "--")) raw = 1;
-        int done = 0;
-        for (size_t k = 0; k < sizeof bench_short / sizeof *bench_short && !done; k++) {
-            size_t sl = strlen(bench_short[k].shrt);
-            if (strncmp(a, bench_short[k].shrt, sl) != 0) continue;
-            done = 1;
-            if (!a[sl]) {
-                out[n++] = (char *)bench_short[k].lng;
-                if (i + 1 < argc) out[n++] = argv[++i]; /* its value, whatever it looks like */
-            } else {
-                size_t len = strlen(bench_short[k].lng) + 1 + strlen(a + sl) + 1;
-                char *s = malloc(len);
-                if (!s) {
-                    for (int j = 0; j < no; j++) free(own[j]);
-                    free(own);
-                    free(out);
-                    return NULL;
-                }
-                snprintf(s, len, "%s=%s", bench_short[k].lng, a + sl);
-                own[no++] = s;
-                out[n++] = s;
-            }
-        }
-        if (!done) out[n++] = a;
-    }
-    out[n] = NULL;
-    *nargc = n;
-    *owned = own;
-    *nowned = no;
-    return out;
 }
 
 typedef struct bench_run {
@@ -501,6 +438,24 @@ static int bench_check(dt_config *cfg, void *ud)
     return EXIT_OK;
 }
 
+/* Every flag of the benchmark, which every rank must share: the ranks time one allreduce together.
+ * Another size, --iters or --warmup on a rank left the others waiting in an allreduce it never
+ * joined until the watchdog's deadline; another --op or --dtype failed the run as "the allreduce
+ * is broken". */
+static int bench_flags_agree(dt_ctx *ctx, const bench_opts *o, int *shared)
+{
+    cli_flags_text a;
+    memset(&a, 0, sizeof a);
+    cli_flags_line(&a, "-b/--minbytes %llu", o->minbytes);
+    cli_flags_line(&a, "-e/--maxbytes %llu", o->maxbytes);
+    cli_flags_line(&a, "-f/--stepfactor %ld", o->factor);
+    cli_flags_line(&a, "--iters %ld", o->iters);
+    cli_flags_line(&a, "--warmup %ld", o->warmup);
+    cli_flags_line(&a, "--op %s", o->op == DT_AVG ? "avg" : "sum");
+    cli_flags_line(&a, "--dtype %s", dt_dtype_name(o->wire));
+    return cli_flags_agree(ctx, "bench allreduce flags, since the ranks time one allreduce together", &a, shared);
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
@@ -532,7 +487,7 @@ int cmd_bench(int argc, char **argv)
         .minbytes = 8, .maxbytes = 64ULL << 20, .factor = 2, .iters = 20, .warmup = 5, .op = DT_SUM, .wire = DT_F32};
     int nargc = 0, nowned = 0;
     char **owned = NULL;
-    char **nargv = rewrite_args(argc, argv, &nargc, &owned, &nowned);
+    char **nargv = bench_rewrite_args(argc, argv, &nargc, &owned, &nowned);
     if (!nargv) {
         cli_error("out of memory parsing the command line");
         return EXIT_FAIL;
@@ -545,6 +500,8 @@ int cmd_bench(int argc, char **argv)
     free(owned);
     free(nargv);
     if (rc) return rc;
+    int shared = 0;
+    if ((rc = bench_flags_agree(job.ctx, &o, &shared))) return cli_end_failed(job.ctx, rc, shared);
     rc = run_allreduce(job.ctx, &o);
     if (rc == BENCH_ABORTED) return EXIT_FAIL;
     return cli_finish(job.ctx, rc);

@@ -483,6 +483,25 @@ static int bench_size(dt_ctx *ctx, const gemm_opts *o, size_t n, int rank, int w
     return failed;
 }
 
+/* Every flag of the benchmark, which every rank must share: a row is the slowest rank's. Another
+ * --n on a rank merged its other size's times into rank 0's row without a word; another --dtype,
+ * --no-cpu or --no-gpu left ranks at barriers the others never reached until the deadline. */
+static int gemm_flags_agree(dt_ctx *ctx, const gemm_opts *o, int *shared)
+{
+    char ns[GEMM_MAX_SIZES * 8] = "", ts[32] = "";
+    for (int i = 0; i < o->nn; i++) snprintf(ns + strlen(ns), sizeof ns - strlen(ns), ",%zu" + !i, o->n[i]);
+    for (int t = 0; t < GEMM_NTYPES; t++)
+        if (o->types[t]) snprintf(ts + strlen(ts), sizeof ts - strlen(ts), ",%s" + !ts[0], type_name[t]);
+    cli_flags_text a;
+    memset(&a, 0, sizeof a);
+    cli_flags_line(&a, "--n %s", ns);
+    cli_flags_line(&a, "--dtype %s", ts);
+    cli_flags_line(&a, "--iters %d --warmup %d --max-seconds %s", o->iters, o->warmup,
+                   cli_flags_num((char[32]){0}, o->max_s, 0));
+    cli_flags_line(&a, "--no-cpu %d --no-gpu %d", !o->cpu, !o->gpu);
+    return cli_flags_agree(ctx, "bench gemm flags, since a row is the slowest rank's", &a, shared);
+}
+
 int cmd_bench_gemm(int argc, char **argv)
 {
     gemm_opts o = {.nn = 3,
@@ -505,6 +524,7 @@ int cmd_bench_gemm(int argc, char **argv)
 
     /* A refusal every rank knows of (shared); a failed exchange of it may be this rank's alone. */
     int shared = 0;
+    if ((rc = gemm_flags_agree(ctx, &o, &shared))) return cli_end_failed(ctx, rc, shared);
     if ((rc = gemm_memory_check(ctx, &o, pl.local_size, &shared))) return cli_end_failed(ctx, rc, shared);
     char gpu_desc[256];
     gemm_gpu_describe(gpu_desc, sizeof gpu_desc);

@@ -452,6 +452,21 @@ static void release(variants *v, net *m)
     net_free(m);
 }
 
+/* The flags every rank must share that the reducer does not compare: the ranks time one reducer
+ * together. Another --steps or --warmup on a rank left the others waiting in a round it never
+ * joined until the watchdog's deadline; another --batch was timed under rank 0's "batch B per
+ * rank". The net's size, the caps and the wire are dt_reducer_create's to compare (it refuses
+ * ranks that differ there, naming both values, said once). */
+static int red_flags_agree(dt_ctx *ctx, const red_opts *o, int *shared)
+{
+    cli_flags_text a;
+    memset(&a, 0, sizeof a);
+    cli_flags_line(&a, "--batch %d", o->batch);
+    cli_flags_line(&a, "--steps %d", o->steps);
+    cli_flags_line(&a, "--warmup %d", o->warmup);
+    return cli_flags_agree(ctx, "bench reducer flags, since the ranks time one reducer together", &a, shared);
+}
+
 int cmd_bench_reducer(int argc, char **argv)
 {
     red_opts o = {.layers = 6,
@@ -468,6 +483,8 @@ int cmd_bench_reducer(int argc, char **argv)
     int rc = cli_start(argc, argv, "bench reducer", &cfg, &extra, &job);
     if (rc) return rc;
     dt_ctx *ctx = job.ctx;
+    int shared = 0;
+    if ((rc = red_flags_agree(ctx, &o, &shared))) return cli_end_failed(ctx, rc, shared);
     const unsigned long long n = ((unsigned long long)o.width * o.width + o.width) * (unsigned long long)o.layers;
 
     net m;
@@ -483,7 +500,6 @@ int cmd_bench_reducer(int argc, char **argv)
      * and an abort's banner (a rank that ran out alone says so with its rank). */
     char why[2048] = "";
     if (s) cli_status_text(why, sizeof why, NULL, s);
-    int shared = 0;
     if ((rc = cli_agree_failure(ctx, s ? EXIT_FAIL : EXIT_OK, why, &shared))) {
         if (have_net) net_free(&m);
         free(t);

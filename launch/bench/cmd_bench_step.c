@@ -261,6 +261,49 @@ static void print_row(const step_opts *o, dt_dtype p, const row_setting *rs, con
     fflush(stdout);
 }
 
+/* A list flag's values as given ("fp32,bf16"): one line, compared as a whole. */
+static void list_line(cli_flags_text *a, const char *flag, const char *const *v, int n)
+{
+    char t[64] = "";
+    for (int i = 0; i < n; i++) snprintf(t + strlen(t), sizeof t - strlen(t), ",%s" + !i, v[i]);
+    cli_flags_line(a, "%s %s", flag, t);
+}
+
+/* Every flag but --loader-threads (the rank's own cores), which every rank must share: the ranks
+ * time one training step together. Another --steps, --warmup, --profile or list of rows left ranks
+ * waiting in a step the others never took until the watchdog's deadline; another --batch,
+ * --optim or --clip-grad-norm was timed under rank 0's header without a word. */
+static int step_flags_agree(dt_ctx *ctx, const step_opts *o, int *shared)
+{
+    static const char *const set[] = {"0", "1", "auto"};        /* dt_step_overlap, dt_graphs: OFF, ON, AUTO */
+    static const char *const on[] = {"auto", "host", "device"}; /* dt_synthetic_on */
+    const char *prec[3], *zero[2], *over[3], *graphs[3], *synth[3];
+    for (int i = 0; i < o->nprec; i++) prec[i] = dt_dtype_name(o->prec[i]);
+    for (int i = 0; i < o->nzero; i++) zero[i] = set[o->zero[i] != 0];
+    for (int i = 0; i < o->noverlap; i++) over[i] = set[o->overlap[i]];
+    for (int i = 0; i < o->ngraphs; i++) graphs[i] = set[o->graphs[i]];
+    for (int i = 0; i < o->nsynth; i++) synth[i] = on[o->synth[i]];
+    cli_flags_text a;
+    memset(&a, 0, sizeof a);
+    cli_flags_line(&a, "--batch %d", o->batch);
+    cli_flags_line(&a, "--steps %d", o->steps);
+    cli_flags_line(&a, "--warmup %d", o->warmup);
+    cli_flags_line(&a, "--profile %d", o->profile);
+    cli_flags_line(&a, "--optim %s", o->optim == DT_OPTIM_ADAMW ? "adamw" : "sgd");
+    cli_flags_line(&a, "--clip-grad-norm %s", cli_flags_num((char[32]){0}, o->clip, 0));
+    cli_flags_line(&a, "--defer-verdict %d", o->defer_verdict);
+    cli_flags_line(&a, "--fused-relu %d", o->fused_relu);
+    list_line(&a, "--precision", prec, o->nprec);
+    list_line(&a, "--zero", zero, o->nzero);
+    list_line(&a, "--step-overlap", over, o->noverlap);
+    list_line(&a, "--graphs", graphs, o->ngraphs);
+    list_line(&a, "--synthetic-on", synth, o->nsynth);
+    cli_flags_line(&a, "--input %s", o->input ? o->input : "(the preset's)");
+    cli_flags_line(&a, "--model %s", o->model);
+    return cli_flags_agree(ctx, "bench step flags (but --loader-threads), since the ranks time one step together", &a,
+                           shared);
+}
+
 int cmd_bench_step(int argc, char **argv)
 {
     step_opts o = {.model = "mlp",
@@ -289,6 +332,8 @@ int cmd_bench_step(int argc, char **argv)
     dt_ctx *ctx = job.ctx;
     const dt_placement pl = job.pl;
     const int rank = job.rank, world = job.world;
+    int shared = 0;
+    if ((rc = step_flags_agree(ctx, &o, &shared))) return cli_end_failed(ctx, rc, shared);
     o.loader_threads = cli_loader_auto(ctx, o.loader_threads);
     /* A model that cannot be built is refused before the header, not after it with no rows. */
     model_spec spec;
@@ -305,7 +350,6 @@ int cmd_bench_step(int argc, char **argv)
         rc = cli_synthetic_on_check(&pl, o.synth[i]);
         cli_error_capture(NULL, 0);
     }
-    int shared = 0;
     if ((rc = cli_agree_failure(ctx, rc, why, &shared))) return cli_end_failed(ctx, rc, shared);
     if (rank == 0) print_header(&o, &pl, world);
     double base = 0;

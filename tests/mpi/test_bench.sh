@@ -7,6 +7,13 @@ DTRAIN=$1 MPIRUN=$2
 # Rows of the table: lines that start with a size and a count.
 rows() { grep -E '^ *[0-9]+ +[0-9]+ +(float|half|bf16) ' "$1"; }
 
+# once NAME: the last expect's refusal was said in one line, without MPI_Abort's banner (ranks
+# given other flags: every rank knows it and ends by itself).
+once() {
+    [ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" &&
+        ok "$1: said once, no MPI_Abort" || { bad "$1: not said once"; sed 's/^/    /' "$tmp/out"; }
+}
+
 # bench NAME EXPECTED_ROWS LAUNCH... : runs, then checks exit 0, row count and #wrong columns.
 bench() {
     local name=$1 want=$2
@@ -92,6 +99,12 @@ rc=$?
     [ "$(rows "$tmp/out" | awk '$7 > 0 && $11 == 0' | wc -l)" -eq 2 ] &&
     ok "np2 fp16 without refills: inf in the engine's timed result, the run fails naming it" ||
     { bad "np2 fp16 without refills (exit $rc)"; sed 's/^/    /' "$tmp/out"; }
+# Ranks given other flags (an MPMD line, a wrapper computing one per rank) are refused at once:
+# another --iters left rank 0 in an allreduce rank 1 never joined until the watchdog's deadline.
+expect 2 "rank 1 was given '--iters 3' where rank 0 was given '--iters 2'" timeout 60 "$MPIRUN" \
+    -np 1 "$DTRAIN" bench allreduce -b 8 -e 64 --iters 2 --timeout 20 : \
+    -np 1 "$DTRAIN" bench allreduce -b 8 -e 64 --iters 3 --timeout 20
+once "bench allreduce flags that differ between ranks"
 expect 2 "unknown benchmark 'foo'" "$DTRAIN" bench foo
 expect 2 "name a benchmark" "$DTRAIN" bench
 expect 2 "benchmark name (allreduce, gemm, step, data, reducer), not '-b'" "$DTRAIN" bench -b 8
@@ -145,6 +158,12 @@ expect 1 "1 GPU product(s) failed with a CUDA or cuBLAS error" env DTRAIN_TEST_G
     --n 64 --dtype bf16 --iters 2
 grep -A1 -E '^ +64 +bf16 ' "$tmp/out" | grep -q '^#   GPU FAILED: cublasGemmEx' &&
     ok "bench gemm: the failed call is named under its row" || { bad "bench gemm: no FAILED line"; cat "$tmp/out"; }
+# Ranks given other flags are refused at the start: another --n on rank 1 merged its times of
+# n 96 into rank 0's row of n 128 (the slowest rank's) without a word.
+expect 2 "rank 1 was given '--n 64,96' where rank 0 was given '--n 64,128'" timeout 60 "$MPIRUN" \
+    -np 1 "$DTRAIN" bench gemm --n 64,128 --no-gpu --iters 1 --timeout 20 : \
+    -np 1 "$DTRAIN" bench gemm --n 64,96 --no-gpu --iters 1 --timeout 20
+once "bench gemm flags that differ between ranks"
 expect 2 "--n (a comma-separated list of sizes) '0'" "$DTRAIN" bench gemm --n 0
 expect 2 "--n (a comma-separated list of sizes) 'x'" "$DTRAIN" bench gemm --n 64,x
 expect 2 "--dtype 'fp8' is not one of fp32, tf32, bf16, fp16" "$DTRAIN" bench gemm --dtype fp8
@@ -189,6 +208,12 @@ if [ $rc -eq 0 ] && [ "$rows" -eq 3 ] && grep -q "2 ranks x batch 8" "$tmp/s" &&
 else
     bad "bench step (exit $rc, $rows rows)"; cat "$tmp/s"
 fi
+# Ranks given other flags are refused at the start: another --batch on rank 1 was timed under
+# rank 0's "2 ranks x batch 8" without a word (--loader-threads, the rank's own, may differ).
+expect 2 "rank 1 was given '--batch 4' where rank 0 was given '--batch 8'" timeout 60 "$MPIRUN" \
+    -np 1 "$DTRAIN" bench step --model mlp --batch 8 --steps 1 --warmup 0 --precision fp32 --timeout 20 : \
+    -np 1 "$DTRAIN" bench step --model mlp --batch 4 --steps 1 --warmup 0 --precision fp32 --timeout 20 --loader-threads 2
+once "bench step flags that differ between ranks"
 # The spread: each row ends with its fastest and slowest window's step time, around the mean.
 spread=$(awk '$1 ~ /^(fp32|bf16|fp16)$/ { n++; if (NF == 18 && $17 > 0 && $17 <= $3 + 0.01 && $18 >= $3 - 0.01) k++ }
               END { print k + 0 "/" n + 0 }' "$tmp/s")
@@ -425,6 +450,12 @@ expect 2 "rank 1 gave bucket_mb 25 where rank 0 gave 0.02 (and other ranks diffe
 [ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && grep -q "(the same on all 3 ranks)$" "$tmp/out" &&
     ! grep -q "MPI_ABORT" "$tmp/out" && ok "bench reducer, other caps per rank: one line, no MPI_Abort" ||
     { bad "bench reducer, other caps per rank"; cat "$tmp/out"; }
+# Other flags the reducer does not compare are refused at the start: another --steps left rank 0
+# waiting in a round rank 1 never joined until the watchdog's deadline.
+expect 2 "rank 1 was given '--steps 3' where rank 0 was given '--steps 2'" timeout 60 "$MPIRUN" \
+    -np 1 "$DTRAIN" bench reducer --layers 2 --width 32 --batch 2 --steps 2 --warmup 0 --timeout 20 : \
+    -np 1 "$DTRAIN" bench reducer --layers 2 --width 32 --batch 2 --steps 3 --warmup 0 --timeout 20
+once "bench reducer flags that differ between ranks"
 expect 2 "--layers '0' is out of range" "$DTRAIN" bench reducer --layers 0
 expect 2 "--width '1' is out of range" "$DTRAIN" bench reducer --width 1
 expect 2 "--batch 'x' is not" "$DTRAIN" bench reducer --batch x
