@@ -292,6 +292,24 @@ static int doctor_report(const doctor_facts *all, int world, const doctor_opts *
     return rc;
 }
 
+/* The flags whose checks every rank takes part in, which every rank must share: another --no-comm
+ * on a rank left the others in the communication check's collectives with no deadline (a hang
+ * until the launcher's), and another --model, --input, --precision or --batch reported one rank's
+ * model in the job's memory rows. The paths' checks are each rank's own (a node-local path), and
+ * --json is rank 0's to print. */
+static int doctor_flags_agree(dt_ctx *ctx, const doctor_opts *o, int *shared)
+{
+    cli_flags_text a;
+    memset(&a, 0, sizeof a);
+    cli_flags_line(&a, "--no-comm %s", o->no_comm ? "on" : "off");
+    cli_flags_line(&a, "--precision %s", dt_dtype_name(o->q.precision));
+    cli_flags_line(&a, "--batch %d", o->q.batch);
+    cli_flags_line(&a, "--model %s", o->q.model ? o->q.model : "(none)");
+    cli_flags_line(&a, "--input %s", o->q.input ? o->q.input : "(none)");
+    return cli_flags_agree(ctx, "doctor flags (paths and --json aside), since the ranks check one job together", &a,
+                           shared);
+}
+
 int cmd_doctor(int argc, char **argv)
 {
     doctor_opts o;
@@ -335,6 +353,13 @@ int cmd_doctor(int argc, char **argv)
     if (rc) {
         free(me);
         return rc; /* cli_begin said why and took the job down */
+    }
+    int shared = 0;
+    if ((rc = doctor_flags_agree(job.ctx, &o, &shared))) {
+        free(me);
+        rc = cli_end_failed(job.ctx, rc, shared);
+        if (shared) MPI_Finalize(); /* ours, as below; an abort does not return at several ranks */
+        return rc;
     }
     me->pl = job.pl;
     doctor_host_collect(&me->host, &job.pl);

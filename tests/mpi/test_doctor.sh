@@ -146,6 +146,13 @@ env SLURM_STEP_ID=0 SLURM_PROCID=2 SLURM_NTASKS=4 SLURM_NODELIST=localhost "$DTR
 rc=$?
 [ $rc -eq 1 ] && ! grep -q CHECK "$tmp/q" && ok "task 2 of a refused srun: quiet, exit 1" || bad "task 2: rc $rc"
 
+# Ranks given other flags whose checks they share are refused at once, said once: another
+# --no-comm left rank 0 in the communication check with no deadline, a hang until the launcher's.
+expect 2 "rank 1 was given '--no-comm on' where rank 0 was given '--no-comm off'" timeout 60 "$MPIRUN" \
+    -np 1 "$DTRAIN" doctor : -np 1 "$DTRAIN" doctor --no-comm
+[ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" &&
+    ok "doctor flags that differ between ranks: said once, no MPI_Abort" ||
+    { bad "doctor flags that differ between ranks"; cat "$tmp/out"; }
 expect 2 "unknown option '--bogus'" "$DTRAIN" doctor --bogus
 expect 2 "add --model" "$DTRAIN" doctor --batch 8
 expect 0 "usage: dtrain doctor" "$DTRAIN" help doctor
