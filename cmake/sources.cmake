@@ -59,7 +59,7 @@ set(DTRAIN_LAUNCH_SOURCES
   launch/train/progress.c launch/train/train_flags.c launch/train/train_flags_check.c launch/train/train_data.c launch/train/lr_schedule.c launch/train/params_io.c launch/train/train_loop.c launch/train/train_stop.c
   launch/train/train_report.c launch/train/train_record.c launch/train/train_ckpt.c launch/train/train_trace.c launch/train/train_bucket_auto.c launch/train/train_epochs.c launch/train/straggler.c launch/train/cmd_train.c launch/train/train_setup.c launch/train/train_flags_agree.c launch/train/train_memory.c launch/train/cmd_eval.c launch/train/eval_figures.c launch/data/cmd_data.c launch/data/cmd_data_info.c
   launch/data/cmd_data_convert.c launch/data/cmd_data_verify.c launch/cmd_env.c launch/cmd_version.c
-  launch/bench/cmd_bench.c launch/bench/bench_args.c launch/bench/bench_values.c launch/bench/cmd_bench_gemm.c launch/bench/cmd_bench_step.c launch/bench/bench_step_run.c launch/bench/cmd_bench_data.c launch/oom_report.c
+  launch/bench/cmd_bench.c launch/bench/bench_args.c launch/bench/bench_values.c launch/bench/cmd_bench_gemm.c launch/bench/bench_gemm_check.c launch/bench/cmd_bench_step.c launch/bench/bench_step_run.c launch/bench/cmd_bench_data.c launch/oom_report.c
   launch/bench/cmd_bench_reducer.c launch/plot/plot_data.c launch/plot/cmd_plot.c launch/plot/gnuplot.c
   launch/perfmodel/perfmodel.c launch/perfmodel/perfmodel_step.c launch/perfmodel/perfmodel_input.c
   launch/perfmodel/host_model.c launch/perfmodel/engine_curve.c launch/perfmodel/engine_curve_plot.c

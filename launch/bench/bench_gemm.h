@@ -24,6 +24,12 @@ typedef struct gemm_result {
     char note[160];        /* why it did not run ("" when it ran) */
 } gemm_result;
 
+/* The entries of C every product is checked at: GEMM_SAMPLES of them, the corners (0, 0) and
+ * (n - 1, n - 1) among them, the same on both sides (bench_gemm_check.c). */
+#define GEMM_SAMPLES 16
+void gemm_sample_points(size_t n, size_t *rows, size_t *cols);
+/* Fills a (n x n, row-major) with the seeded values both sides use: uniform in [-1, 1). */
+void gemm_fill(float *a, size_t n, unsigned seed);
 /* Checks `samples` entries of C = A B (C given at those entries by c_at) against fp64 sums of the
  * products of A and B as the GEMM saw them (rounded to its input type). */
 double gemm_check(const float *a, const float *b, size_t n, gemm_type t, const size_t *rows, const size_t *cols,

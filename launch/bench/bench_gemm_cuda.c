@@ -141,15 +141,10 @@ int gemm_gpu_run(size_t n, gemm_type t, int warmup, int iters, double max_s, con
     r->tflops = 2.0 * (double)n * (double)n * (double)n / (r->ms * 1e-3) * 1e-12;
     {
         /* Check sampled entries (the same points as the CPU side picks). */
-        enum { S = 16 };
+        enum { S = GEMM_SAMPLES };
         size_t rows[S], cols[S];
         float vals[S];
-        for (int s = 0; s < S; s++) {
-            rows[s] = (size_t)((s * 7919u + 13u) % n);
-            cols[s] = (size_t)((s * 104729u + 7u) % n);
-        }
-        rows[0] = cols[0] = 0;
-        rows[1] = cols[1] = n - 1;
+        gemm_sample_points(n, rows, cols);
         for (int s = 0; s < S; s++) {
             const size_t off = (rows[s] * n + cols[s]) * esz;
             if (half) {
