@@ -34,6 +34,10 @@ grep -q "values: min 0, max 255; per channel mean / std: 127.5 / 127.5 127.5 / 1
     ok "CIFAR-10 channels: mean 127.5, std 127.5 each" || { bad "CIFAR channel statistics"; cat "$tmp/out"; }
 grep -q "samples per class: 0: 0, 1: 0, 2: 0, 3: 1, 4: 0, 5: 0, 6: 0, 7: 1, 8: 0, 9: 0; 8 classes without a sample" "$tmp/out" &&
     ok "labels 7 and 3 counted, 8 classes without a sample" || { bad "per-class counts"; cat "$tmp/out"; }
+# Over 20 classes the counts are summed up by the fewest and the most (CIFAR-100: fine labels 5, 7, 7).
+{ for l in 5 7 7; do printf "\\x01\\x0$l"; head -c 3072 /dev/zero; done; } >"$tmp/c100.bin"
+expect 0 "samples per class: fewest 0 (class 0), most 2 (class 7); 98 classes without a sample" \
+    "$DTRAIN" data info --data-format cifar100 "$tmp/c100.bin"
 
 # convert: the IDX directory -> a directory of train.dts + test.dts, which info reads with the same
 # counts and statistics (and the ones stored in the header), and verify checks whole.
@@ -46,6 +50,9 @@ grep -q "wrote $tmp/shards/train.dts: 3 samples of 1x2x2 uint8, 2 classes, 204 b
 (umask 002 && "$DTRAIN" data convert --split test "$d" "$tmp/group.dts" >/dev/null 2>&1)
 [ "$(stat -c %a "$tmp/group.dts" 2>/dev/null)" = 664 ] && ok "convert under umask 002 writes a 664 shard" ||
     bad "convert under umask 002 wrote mode $(stat -c %a "$tmp/group.dts" 2>&1)"
+(umask 002 && "$DTRAIN" data convert --split train "$d" "$tmp/groupdir" >/dev/null 2>&1)
+[ "$(stat -c %a "$tmp/groupdir" 2>/dev/null)" = 775 ] && ok "convert under umask 002 makes a 775 directory" ||
+    bad "convert under umask 002 made a directory of mode $(stat -c %a "$tmp/groupdir" 2>&1)"
 "$DTRAIN" data info "$tmp/shards" >"$tmp/dts.info" 2>&1
 if grep -q "^dataset $tmp/shards: dts$" "$tmp/dts.info" &&
     grep -q "stored in the file, mean / std: 94.58 / 68.45" "$tmp/dts.info" &&
@@ -103,6 +110,10 @@ expect 0 "test: none ($tmp/notest has no test split: $tmp/notest/t10k-images-idx
 grep -q "^OK: 3 samples checked$" "$tmp/out" && ok "verify without a test split: OK" || { bad "verify notest"; cat "$tmp/out"; }
 expect 2 "$tmp/shards/train.dts exists: give --force" "$DTRAIN" data convert "$d" "$tmp/shards"
 expect 0 "wrote $tmp/shards/train.dts" "$DTRAIN" data convert --force "$d" "$tmp/shards"
+mkdir -p "$tmp/onlytest" && cp "$tmp/shards/test.dts" "$tmp/onlytest/"
+expect 2 "$tmp/onlytest/test.dts exists: give --force" "$DTRAIN" data convert "$d" "$tmp/onlytest"
+: >"$tmp/afile"
+expect 2 "$tmp/afile is a file and not a directory" "$DTRAIN" data convert "$d" "$tmp/afile"
 # A convert into a directory is all or nothing. The room for both splits (204 + 196 bytes) is checked
 # before either is written (DTRAIN_TEST_DTS_FREE fakes the free space); a second split that fails
 # (DTRAIN_TEST_DTS_ENOSPC=2: its write meets a full disk) leaves the directory as it was: a new one
@@ -110,6 +121,11 @@ expect 0 "wrote $tmp/shards/train.dts" "$DTRAIN" data convert --force "$d" "$tmp
 expect 1 "need 400 bytes and its filesystem has 399 free; nothing was written" \
     env DTRAIN_TEST_DTS_FREE=399 "$DTRAIN" data convert "$d" "$tmp/room"
 [ ! -e "$tmp/room" ] && ok "no room for both splits: nothing written" || bad "no room: left $(ls -A "$tmp/room")"
+# Exactly the room they need is enough.
+expect 0 "wrote $tmp/room/test.dts" env DTRAIN_TEST_DTS_FREE=400 "$DTRAIN" data convert "$d" "$tmp/room"
+# The room is that of the --dtype written: 2 CIFAR samples take 6280 bytes as uint8, 24712 as fp32.
+expect 1 "$tmp/room32/train.dts needs 24712 bytes and its filesystem has 6280 free" \
+    env DTRAIN_TEST_DTS_FREE=6280 "$DTRAIN" data convert --dtype fp32 "$c/test_batch.bin" "$tmp/room32"
 expect 1 "cannot write $tmp/half/.test.dts.tmp." env DTRAIN_TEST_DTS_ENOSPC=2 "$DTRAIN" data convert "$d" "$tmp/half"
 grep -q "nothing was put into $tmp/half" "$tmp/out" && [ ! -e "$tmp/half" ] &&
     ok "the test split's write failed: no train.dts, no directory left" || { bad "half convert: left $(ls -A "$tmp/half")"; cat "$tmp/out"; }
@@ -131,6 +147,7 @@ expect 2 "$tmp/stale/test.dts exists from an earlier conversion and $tmp/notest 
     bad "the refused convert changed $tmp/stale: $(ls "$tmp/stale")"
 expect 0 "removed $tmp/stale/test.dts: it was left from an earlier conversion, and $tmp/notest has no test split" \
     "$DTRAIN" data convert --force "$tmp/notest" "$tmp/stale"
+grep -qF "test: none ($tmp/notest has no test split" "$tmp/out" && ok "convert said: test: none" || bad "convert: no 'test: none'"
 [ "$(ls "$tmp/stale")" = train.dts ] && ok "--force left train.dts alone in the directory" || bad "left: $(ls "$tmp/stale")"
 # cut_convert SIG DIR: a convert into DIR (the test hook pauses 1 s per sample) signalled once its
 # temporary file is there, so the signal comes mid-write on a loaded machine too; its exit code.
@@ -175,14 +192,24 @@ expect 2 "SRC $tmp/shards/train.dts is one file, which is one split: drop --spli
     "$DTRAIN" data convert --split test "$tmp/shards/train.dts" "$tmp/t1.dts"
 expect 0 "wrote $tmp/one.dts: 1 sample of 1x2x2 fp16" "$DTRAIN" data convert --split test --dtype fp16 "$d" "$tmp/one.dts"
 expect 0 "per channel mean / std: 2.5 / 1.118" "$DTRAIN" data info "$tmp/one.dts"
+expect 2 "$tmp/one.dts exists: give --force" "$DTRAIN" data convert --split test "$d" "$tmp/one.dts"
 expect 2 "holds one split: give --split train or test" "$DTRAIN" data convert --split all "$d" "$tmp/x.dts"
 expect 2 "--dtype 'int8' is not uint8, fp16 or fp32" "$DTRAIN" data convert --dtype int8 "$d" "$tmp/x.dts"
 expect 2 "data info takes no --dtype" "$DTRAIN" data info --dtype fp16 "$d"
+expect 2 "data info takes no --split (it is an option of dtrain data convert)" "$DTRAIN" data info --split train "$d"
+expect 2 "data verify takes no --force (it is an option of dtrain data convert)" "$DTRAIN" data verify --force "$d"
+expect 2 "--split 'both' is not train, test or all" "$DTRAIN" data convert --split both "$d" "$tmp/x"
 # A flipped sample byte: info still opens it (the payload is not read at open), verify finds it.
 cp "$tmp/shards/train.dts" "$tmp/flip.dts"
 printf '\x55' | dd of="$tmp/flip.dts" bs=1 seek=129 conv=notrunc 2>/dev/null
 expect 0 "train: 3 samples" "$DTRAIN" data info "$tmp/flip.dts"
 expect 1 "samples or labels are damaged" "$DTRAIN" data verify "$tmp/flip.dts"
+# With a broken test split beside it, both faults are said.
+mkdir -p "$tmp/flipdir" && cp "$tmp/flip.dts" "$tmp/flipdir/train.dts" && head -c 100 "$tmp/shards/test.dts" >"$tmp/flipdir/test.dts"
+expect 1 "the payload CRC-32 of the train shard does not match, though every sample reads as valid" \
+    "$DTRAIN" data verify "$tmp/flipdir"
+grep -qF "$tmp/flipdir has a test split, and it does not open: $tmp/flipdir/test.dts is 100 bytes" "$tmp/out" &&
+    ok "verify: a bad CRC and a broken test split, both said" || { bad "verify flipdir"; cat "$tmp/out"; }
 # A label >= classes is refused at open, naming the sample and offset (labels at 128 + 64 = 192).
 cp "$tmp/shards/train.dts" "$tmp/label.dts"
 printf '\x07' | dd of="$tmp/label.dts" bs=1 seek=196 conv=notrunc 2>/dev/null
@@ -243,6 +270,9 @@ verify_both 1 "$tmp/imgs: 3 of 12 samples bad (train 3 of 12)" "sample 1,sample 
 grep -qF "    sample 1 ($tmp/imgs/class0/001.png): " "$tmp/out" && grep -qF "    sample 6 ($tmp/imgs/class1/002.png): " "$tmp/out" &&
     grep -qF "    sample 11 ($tmp/imgs/class2/003.png): $tmp/imgs/class2/003.png is empty" "$tmp/out" &&
     ok "image folder: each bad image's path" || { bad "image folder list"; cat "$tmp/out"; }
+! grep -q "more (--max-errors" "$tmp/out" && ok "every bad sample listed: no '... and N more'" || bad "'... and N more' of none"
+expect 1 "3 of 12 samples bad" "$DTRAIN" data verify --max-errors 0 --input 3x8x8 "$tmp/imgs"
+check_list "$tmp/out" "sample 1,sample 6,sample 11"
 # The fix it gives holds for the command that met it: only training takes --bad-samples.
 expect 1 "$tmp/imgs/class0/001.png is neither JPEG" "$DTRAIN" data convert --input 3x8x8 "$tmp/imgs" "$tmp/imgs.dts"
 grep -qF "fix or remove the file, or train with --bad-samples skip" "$tmp/out" &&
@@ -287,6 +317,10 @@ else
 fi
 expect 2 "dataset format 'hdf5' is not idx, cifar10, cifar100, " "$DTRAIN" data info --data-format hdf5 "$tmp/empty"
 expect 2 "takes one PATH" "$DTRAIN" data info
+expect 2 "takes one PATH (a dataset directory or file), got 2 arguments" "$DTRAIN" data info "$d" "$d"
+for v in 0 257; do
+    expect 2 "--threads '$v' is out of range (expected an integer from 1 to 256)" "$DTRAIN" data info --threads $v "$d"
+done
 expect 0 "usage: dtrain data info PATH" "$DTRAIN" data info --help
 # A missing value, or a value given to a flag that takes none, says so (not "unknown option").
 expect 2 "--threads needs a value (see dtrain help data info)" "$DTRAIN" data info --threads
@@ -299,11 +333,20 @@ expect 2 "option '--d' is ambiguous: it could be --data-format, --dtype (see dtr
     "$DTRAIN" data info --d idx "$d"
 # --input is read strictly, whole numbers only, and applies to image folders only (an IDX or CIFAR
 # or .dts file has its own shape, which a different --input would not change).
-for bad_input in "3x 32x32" "+3x32x32" "3x32" "3x32x32x" "0x32x32"; do
+for bad_input in "3x 32x32" "+3x32x32" "3x32" "3x32x32x" "0x32x32" "3x65536x8"; do
     expect 2 "--input '$bad_input' is not CxHxW" "$DTRAIN" data info --input "$bad_input" "$c/test_batch.bin"
 done
 expect 2 "--input resizes image folders only, and $tmp/shards/train.dts (dts) holds samples of 1x2x2" \
     "$DTRAIN" data convert --input 3x16x16 "$tmp/shards/train.dts" "$tmp/in.dts"
 [ ! -e "$tmp/in.dts" ] && ok "nothing written for a refused --input" || bad "$tmp/in.dts written"
 expect 0 "wrote $tmp/in.dts: 3 samples of 1x2x2" "$DTRAIN" data convert --input 1x2x2 "$tmp/shards/train.dts" "$tmp/in.dts"
+expect 2 "--input 3x2x2: --input resizes image folders only" "$DTRAIN" data info --input 3x2x2 "$tmp/in.dts"
+# C, H and W each in its place: an IDX set of 2x3 images takes 1x2x3 and refuses 1x3x2.
+mkdir -p "$tmp/wide"
+printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x03\x01\x02\x03\x04\x05\x06\x01\x02\x03\x04\x05\x06' \
+    >"$tmp/wide/train-images-idx3-ubyte"
+printf '\x00\x00\x08\x01\x00\x00\x00\x02\x00\x01' >"$tmp/wide/train-labels-idx1-ubyte"
+expect 0 "train: 2 samples of 1x2x3" "$DTRAIN" data info --input 1x2x3 "$tmp/wide"
+expect 2 "--input 1x3x2: --input resizes image folders only, and $tmp/wide (idx) holds samples of 1x2x3" \
+    "$DTRAIN" data info --input 1x3x2 "$tmp/wide"
 finish
