@@ -59,6 +59,9 @@ refuse "$(rec 10 2.3)
 refuse "$(rec 20 2.3)
 $(rec 10 2.1)
 " "line 2: step 10 comes after step 20"
+refuse "$(rec 20 2.3)
+$(rec 19 2.1)
+" "line 2: step 19 comes after step 20"
 refuse "$(rec 10 '"low"')
 " "line 1: \"loss\" is not a number at column 58"
 refuse "$(rec 10 2.3 '"loss": 2.4')
@@ -81,6 +84,8 @@ $(rec 10 2.2)
 " "line 2: step 10 has \"loss\" again"
 refuse "{\"step\": 1, \"loss\": 2.0, \"tag\": \"a
 " "line 1: a string not closed"
+# A first line cut short is no record at all: refused, not drawn without (a torn last line is).
+refuse "{\"step\": 1, \"lo" "line 1: a string not closed"
 : >"$tmp/empty.jsonl"
 expect 1 "$tmp/empty.jsonl holds no step records (0 lines)" "$DTRAIN" plot "$tmp/empty.jsonl"
 # A file that is not there is the command's to fix: exit 2, as every command refuses a missing input.
@@ -122,6 +127,9 @@ rc=$?
     grep -q "^plot: wrote the PNG to standard output: 3 panels over 2 records" "$tmp/stderr" &&
     [ -z "$(ls -A "$tmp/cwd")$(ls -A "$tmp/td")" ] && ok "-o -: the PNG on stdout, the summary on stderr, no file left" ||
     bad "-o -: exit $rc, stdout $(od -c "$tmp/stdout.png" | head -2), stderr $(cat "$tmp/stderr"), left: $(ls -A "$tmp/cwd" "$tmp/td")"
+# The PNG's name by default: the metrics file's, .jsonl replaced (however short the name).
+cp "$tmp/good.jsonl" "$tmp/cwd/g.jsonl"
+expect 0 "plot: wrote g.png:" env PATH="$tmp/fakebin:$PATH" bash -c 'cd "$1" && exec "$2" plot g.jsonl' _ "$tmp/cwd" "$DTRAIN"
 if command -v script >/dev/null; then
     expect 2 "plot: -o - writes the PNG's bytes to standard output, which is a terminal: redirect it (dtrain plot $tmp/good.jsonl -o - > file.png)" \
         script -qec "env PATH=$tmp/fakebin:\$PATH $DTRAIN plot $tmp/good.jsonl -o -" /dev/null
@@ -150,6 +158,13 @@ got=$(data_breaks "$tmp/gap.jsonl")
 { for s in 10 20 25 30 40 50 55; do rec $s 2; done; } >"$tmp/nogap.jsonl"
 got=$(data_breaks "$tmp/nogap.jsonl")
 [ -z "$got" ] && ok "steps 10 20 25 30 40 50 55: no break" || bad "nogap.jsonl: breaks '$got'"
+# A step of 3 intervals is no gap; one wider is (docs/training.md: "more than 3 logging intervals").
+{ for s in 10 20 30 60; do rec $s 2; done; } >"$tmp/three.jsonl"
+got=$(data_breaks "$tmp/three.jsonl")
+[ -z "$got" ] && ok "steps 10 20 30 60: no break" || bad "three.jsonl: breaks '$got'"
+{ for s in 10 20 30 61; do rec $s 2; done; } >"$tmp/over.jsonl"
+got=$(data_breaks "$tmp/over.jsonl")
+[ "$got" = "30|61 " ] && ok "steps 10 20 30 61: a break from 30 to 61" || bad "over.jsonl: breaks '$got', not '30|61 '"
 # A file drawn from a subset keeps the records either side of a gap, though neither is the first,
 # last, lowest or highest of its step range (steps 10001 to 10010 here, a constant loss).
 python3 -c 'for s in [s for s in range(1, 20001) if not 10003 < s < 10007]: print("{\"step\": %d, \"loss\": 1}" % s)' \
@@ -157,6 +172,15 @@ python3 -c 'for s in [s for s in range(1, 20001) if not 10003 < s < 10007]: prin
 got=$(data_breaks "$tmp/longgap.jsonl")
 [ "$got" = "10003|10007 " ] && ok "19997 records: the gap from 10003 to 10007 breaks the curve" ||
     bad "longgap.jsonl: breaks '$got', not '10003|10007 '"
+# 8000 records, the first file drawn from a subset: of 2000 ranges of 4 steps, the first and last
+# of each, and in the middle of theirs a null (step 2002), the highest (4002) and the lowest (6003).
+python3 -c 'for s in range(1, 8001): print("{\"step\": %d, \"loss\": %s}" % (s, {2002: "null", 4002: "9", 6003: "0.5"}.get(s, "1")))' \
+    >"$tmp/subset.jsonl"
+data_breaks "$tmp/subset.jsonl" >/dev/null
+sed -n '/^\$D << EOD$/,/^EOD$/p' "$tmp/script.gp" | sed '1d;$d' | cut -d' ' -f1,2 >"$tmp/rows"
+[ "$(wc -l <"$tmp/rows")" = 4003 ] && grep -qx '2002 ?' "$tmp/rows" && grep -qx '4002 9' "$tmp/rows" &&
+    grep -qx '6003 0.5' "$tmp/rows" && ok "8000 records: 4003 drawn, the null, highest and lowest among them" ||
+    bad "8000 records: $(wc -l <"$tmp/rows") drawn, $(grep -E '^(2002|4002|6003) ' "$tmp/rows" | paste -sd,)"
 
 if ! command -v gnuplot >/dev/null; then
     echo "gnuplot is not installed (apt-get install gnuplot-nox): skipping the checks that draw"
