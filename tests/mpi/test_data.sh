@@ -111,7 +111,9 @@ grep -q "^OK: 3 samples checked$" "$tmp/out" && ok "verify without a test split:
 expect 2 "$tmp/shards/train.dts exists: give --force" "$DTRAIN" data convert "$d" "$tmp/shards"
 expect 0 "wrote $tmp/shards/train.dts" "$DTRAIN" data convert --force "$d" "$tmp/shards"
 mkdir -p "$tmp/onlytest" && cp "$tmp/shards/test.dts" "$tmp/onlytest/"
+# Refused before any split is read and written (a large set would take hours, then be refused).
 expect 2 "$tmp/onlytest/test.dts exists: give --force" "$DTRAIN" data convert "$d" "$tmp/onlytest"
+! grep -q "^converting" "$tmp/out" && ok "a lone test.dts is refused before any writing" || { bad "onlytest"; cat "$tmp/out"; }
 : >"$tmp/afile"
 expect 2 "$tmp/afile is a file and not a directory" "$DTRAIN" data convert "$d" "$tmp/afile"
 # A convert into a directory is all or nothing. The room for both splits (204 + 196 bytes) is checked
