@@ -320,6 +320,16 @@ if [ "$state" != COMPLETED ] && ompi_init_crash "$tmp/req.out"; then
     rm -rf "$tmp/req-ck"
     run_requeue_job
 fi
+# slurmd's own race: the requeued batch job, started at once (StartTime=now above), reached a
+# slurmd still ending its previous run, which refused it ("Job N already killed, do not launch
+# batch job") and SLURM marked the job FAILED with dtrain's run never started again (seen once in
+# a full suite beside other work). Not dtrain's: submitted once more, saying so.
+if [ "$state" = FAILED ] && grep -q "Job $jid already killed, do not launch batch job" "$cluster"/log/slurmd.node*.log; then
+    echo "    requeue job $jid: slurmd refused the requeued start of a job it was still ending (SLURM's race): submitted again"
+    mv "$tmp/req.out" "$tmp/req.out.race"
+    rm -rf "$tmp/req-ck"
+    run_requeue_job
+fi
 stopped=$(sed -n 's/^stopping after step \([0-9]*\) on a signal.*/\1/p' "$tmp/req.out" | head -1)
 if [ "$state" = COMPLETED ] && [ "${restarts:-0}" -ge 1 ] && [ -n "$stopped" ] &&
    grep -q "resumed from .* at step $stopped" "$tmp/req.out"; then
