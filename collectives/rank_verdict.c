@@ -180,3 +180,20 @@ dt_status rank_agree_status(const dt_ctx *ctx, dt_status own, int value, const c
 }
 
 void rank_value_int(int value, char *buf, size_t n) { snprintf(buf, n, "%d", value); }
+
+dt_status rank_compare_struct(dt_ctx *ctx, const void *mine, size_t bytes, rank_first_difference differ, void *zero,
+                              void *other, rank_verdict *v)
+{
+    if (!ctx || !mine || !differ || !zero || !other || !v)
+        return status_set_error(DT_ERR_INTERNAL, "rank_compare_struct: a NULL argument");
+    memcpy(zero, mine, bytes);
+    memcpy(other, mine, bytes);
+    *v = (rank_verdict){-1, 0, 0};
+    if (dt_world_size(ctx) <= 1) return DT_OK;
+    /* Both collectives run under the watchdog's deadline: a rank that never arrives is named
+     * instead of hanging every other rank here. */
+    dt_status s = dt_broadcast(ctx, zero, bytes, DT_U8, 0);
+    if (!s) s = rank_verdict_share(ctx, differ(mine, zero), v);
+    if (s || v->first_rank < 0) return s;
+    return dt_broadcast(ctx, other, bytes, DT_U8, v->first_rank);
+}

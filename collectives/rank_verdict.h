@@ -88,4 +88,22 @@ void rank_value_int(int value, char *buf, size_t n);
 dt_status rank_agree_status(const dt_ctx *ctx, dt_status own, int value, const char *fn, const char *setting,
                             rank_value_text text, const char *consequence);
 
+/* Tells where two copies of a caller's plain struct differ: 0 when they agree, else a code of the
+ * caller's (1 + the index of the first field that differs, say), below 2^24. */
+typedef int (*rank_first_difference)(const void *a, const void *b);
+
+/* Collective over ctx's ranks: one plain struct (bytes long, sent as bytes: the ranks run the same
+ * build, and the caller has zeroed any padding) compared across the ranks before any rank acts on
+ * it. Rank 0's copy of mine reaches every rank in *zero; each rank's code is differ(mine, zero); the
+ * ranks' verdict (*v) names the first rank whose code is not 0, its code, and how many differ. When
+ * some rank differs, that rank's copy reaches every rank in *other, so that every rank can word the
+ * same message naming both values (the failure path alone pays for it). zero and other are the
+ * caller's buffers of bytes each, not overlapping mine; *other is left as mine where every rank
+ * agrees. In a world of one nothing is sent: *zero is mine, v->first_rank -1. Returns DT_OK
+ * (whether or not the copies agree: v says), the collectives' own failure (DT_ERR_MPI,
+ * DT_ERR_TIMEOUT), or DT_ERR_INTERNAL for a NULL argument. Two collectives where every rank
+ * agrees (rank 0's broadcast, the verdict's allreduce), three where one differs. */
+dt_status rank_compare_struct(dt_ctx *ctx, const void *mine, size_t bytes, rank_first_difference differ, void *zero,
+                              void *other, rank_verdict *v);
+
 #endif

@@ -1,9 +1,8 @@
 /*
  * reducer_plan_check.c - a reducer's plan and settings compared across the ranks (reducer_impl.h):
  * every rank must reduce the same buckets of the same buffer the same way, or the collectives
- * would pair wrong buffers and hang. Rank 0's settings reach every rank; each rank finds the first
- * that differs from its own; the ranks' verdict names the first such rank, whose settings then
- * reach every rank too, so that every rank's message names the setting and both values.
+ * would pair wrong buffers and hang. The settings are compared by rank_compare_struct, so that
+ * every rank's message names the first differing rank, the setting and both values.
  */
 #include "collectives/reducer_impl.h"
 #include "collectives/rank_verdict.h"
@@ -46,9 +45,10 @@ static void plan_fields_of(const dt_reducer *r, plan_fields *f)
     f->nb = p->nb;
 }
 
-/* 1 + the index of the first field where a and b differ, 0 when none does. */
-static int first_difference(const plan_fields *a, const plan_fields *b)
+/* 1 + the index of the first field where a and b (plan_fields) differ, 0 when none does. */
+static int first_difference(const void *pa, const void *pb)
 {
+    const plan_fields *a = pa, *b = pb;
     const int differ[NFIELDS] = {a->count != b->count,
                                  a->ranges != b->ranges || a->nranges != b->nranges,
                                  a->dtype != b->dtype,
@@ -93,17 +93,9 @@ dt_status reducer_check_plan_across_ranks(dt_reducer *r, const char *fn, const c
 {
     plan_fields mine, zero, other;
     plan_fields_of(r, &mine);
-    zero = mine;
-    /* dt_broadcast and the verdict's allreduce run under the watchdog's deadline: a rank that
-     * never arrives is named instead of hanging every other rank here. */
-    dt_status s = dt_broadcast(r->ctx, &zero, sizeof zero, DT_U8, 0);
     rank_verdict v;
-    if (!s) s = rank_verdict_share(r->ctx, first_difference(&mine, &zero), &v);
-    /* cppcheck-suppress uninitStructMember ; v is filled whenever s is DT_OK, the only case that reads it */
+    const dt_status s = rank_compare_struct(r->ctx, &mine, sizeof mine, first_difference, &zero, &other, &v);
     if (s || v.first_rank < 0) return s;
-    /* The first differing rank's own settings, so that every rank can name both values. */
-    other = mine;
-    if ((s = dt_broadcast(r->ctx, &other, sizeof other, DT_U8, v.first_rank))) return s;
     const int f = v.first_code - 1;
     char v0[64], vr[64];
     field_text(&zero, f, v0, sizeof v0);

@@ -244,8 +244,12 @@ void cli_flags_path(cli_flags_text *a, const char *flag, const char *path);
 /* The shortest text of v that reads back as v (as a float when is_float): "0.01", not
  * 0.00999999978, so equal texts mean equal values. Returns buf. */
 const char *cli_flags_num(char buf[32], double v, int is_float);
+/* cli_flags_num's text of a float (fp32) or a double setting, in a buffer that lives to the end of
+ * the enclosing block: for the argument lists of cli_flags_line. */
+#define CLI_F32_TEXT(v) cli_flags_num((char[32]){0}, (double)(v), 1)
+#define CLI_F64_TEXT(v) cli_flags_num((char[32]){0}, (double)(v), 0)
 /* Collective, before the command makes anything: text compared across the ranks (one
- * dt_check_replicas, two broadcasts more where it differs). EXIT_OK where every rank has rank 0's
+ * broadcast of rank 0's text and one small allreduce, one broadcast more where it differs). EXIT_OK where every rank has rank 0's
  * text (and in a world of 1); else EXIT_USAGE after saying once, for all the ranks, "rank R was
  * given '<its line>' where rank 0 was given '<rank 0's line>' [(N ranks differ from rank 0)]: every
  * rank of a job must get the same <what>; start them all with one command line", with *shared 1.

@@ -8,9 +8,11 @@
  * (another --steps, --iters, --no-comm), rows that mix two settings under rank 0's header (another
  * --batch, --n, --eval-data), or a verdict that blames the library ("the allreduce is broken" for
  * another --op). Each command writes the flags that must agree as text, one "--flag value" line
- * each (cli_flags_line), and cli_flags_agree compares that text across the ranks.
+ * each (cli_flags_line), and cli_flags_agree compares that text across the ranks
+ * (rank_compare_struct: rank 0's text reaches every rank, which names the first line it differs in).
  */
 #include "launch/cli.h"
+#include "collectives/rank_verdict.h"
 #include "base/status.h"
 
 #include <stdarg.h>
@@ -69,36 +71,39 @@ static int line_len(const char *l)
     return (int)(e ? (size_t)(e - l) : strlen(l));
 }
 
+/* 1 + the index of the first line where the texts a and b (cli_flags_text) differ, 0 when none. */
+static int first_difference(const void *a, const void *b)
+{
+    const char *la, *lb;
+    return 1 + first_different_line(((const cli_flags_text *)a)->s, ((const cli_flags_text *)b)->s, &la, &lb);
+}
+
 int cli_flags_agree(dt_ctx *ctx, const char *what, const cli_flags_text *text, int *shared)
 {
     *shared = 0;
     if (dt_world_size(ctx) <= 1) return EXIT_OK;
-    /* The whole buffer, zero past the text, so every rank compares the same number of bytes. */
-    cli_flags_text zero = {{0}, 0}, other;
-    memcpy(zero.s, text->s, text->len < sizeof zero.s ? text->len : sizeof zero.s - 1);
-    int differ = 0, first = -1;
-    dt_status s = dt_check_replicas(ctx, zero.s, sizeof zero.s, &differ, &first);
-    if (s == DT_ERR_NUMERIC) {
-        /* Some rank differs (every rank knows which is first): rank 0's text and that rank's reach
-         * every rank, so that each words the same verdict, said once for all. Failure path only. */
-        other = zero;
-        if (!(s = dt_broadcast(ctx, zero.s, sizeof zero.s, DT_U8, 0)))
-            s = dt_broadcast(ctx, other.s, sizeof other.s, DT_U8, first);
-        if (!s) {
-            zero.s[sizeof zero.s - 1] = other.s[sizeof other.s - 1] = '\0';
-            const char *l0 = "", *lf = "";
-            first_different_line(zero.s, other.s, &l0, &lf);
-            char more[48] = "";
-            if (differ > 1) snprintf(more, sizeof more, " (%d ranks differ from rank 0)", differ);
-            s = status_mark_shared(status_set_error(DT_ERR_INVALID_ARG,
-                                                    "rank %d was given '%.*s' where rank 0 was given '%.*s'%s: every "
-                                                    "rank of a job must get the same %s; start them all with one "
-                                                    "command line",
-                                                    first, line_len(lf), lf, line_len(l0), l0, more, what));
-            return cli_say_shared_failure(ctx, s, NULL, shared);
-        }
+    /* The whole buffer, zero past the text and a NUL at its end, so every rank sends and compares
+     * the same bytes. */
+    cli_flags_text mine = {{0}, 0}, zero, other;
+    memcpy(mine.s, text->s, text->len < sizeof mine.s ? text->len : sizeof mine.s - 1);
+    rank_verdict v;
+    dt_status s = rank_compare_struct(ctx, &mine, sizeof mine, first_difference, &zero, &other, &v);
+    if (!s && v.first_rank < 0) return EXIT_OK;
+    if (!s) {
+        /* Rank 0's text and the first differing rank's reached every rank, so that each words the
+         * same verdict, said once for all. */
+        zero.s[sizeof zero.s - 1] = other.s[sizeof other.s - 1] = '\0';
+        const char *l0 = "", *lf = "";
+        first_different_line(zero.s, other.s, &l0, &lf);
+        char more[48] = "";
+        if (v.failed > 1) snprintf(more, sizeof more, " (%d ranks differ from rank 0)", v.failed);
+        s = status_mark_shared(status_set_error(DT_ERR_INVALID_ARG,
+                                                "rank %d was given '%.*s' where rank 0 was given '%.*s'%s: every "
+                                                "rank of a job must get the same %s; start them all with one "
+                                                "command line",
+                                                v.first_rank, line_len(lf), lf, line_len(l0), l0, more, what));
+        return cli_say_shared_failure(ctx, s, NULL, shared);
     }
-    if (!s) return EXIT_OK;
     *shared = status_shared(s);
     if (!cli_peer_failure(s)) cli_status_error(NULL, s);
     return s == DT_ERR_INVALID_ARG ? EXIT_USAGE : EXIT_FAIL;

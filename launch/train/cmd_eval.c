@@ -453,7 +453,7 @@ static void eval_flags_text(const eval_opts *e, cli_flags_text *a)
     cli_flags_path(a, "--checkpoint-dir", e->ckpt_dir);
     cli_flags_path(a, "--confusion-csv", e->confusion_csv);
     cli_flags_line(a, "--split %s", e->split);
-    cli_flags_line(a, "--holdout %s", cli_flags_num((char[32]){0}, e->holdout, 0));
+    cli_flags_line(a, "--holdout %s", CLI_F64_TEXT(e->holdout));
     cli_flags_line(a, "--cifar100-labels %s", e->cifar100_coarse ? "coarse" : "fine");
     cli_flags_line(a, "--bad-samples %s", e->skip_bad ? "skip" : "fail");
     cli_flags_line(a, "--data-format %s", e->format ? e->format : "(auto)");

@@ -16,9 +16,6 @@
 
 #include <string.h>
 
-#define F(v) cli_flags_num((char[32]){0}, (double)(v), 1)
-#define D(v) cli_flags_num((char[32]){0}, (v), 0)
-
 /* One line per flag, "--flag value", from the parsed values (so "--lr 0.10" and "--lr 0.1" agree). */
 static void settings_text(const train_opts *t, cli_flags_text *a)
 {
@@ -29,15 +26,15 @@ static void settings_text(const train_opts *t, cli_flags_text *a)
     cli_flags_line(a, "--dataset-size %ld", t->dataset_size);
     cli_flags_line(a, "--seed %ld", t->seed);
     cli_flags_line(a, "--optim %s", t->optim.kind == DT_OPTIM_ADAMW ? "adamw" : "sgd");
-    cli_flags_line(a, "--lr %s", F(t->optim.lr));
-    cli_flags_line(a, "--momentum %s", F(t->optim.momentum));
-    cli_flags_line(a, "--weight-decay %s", F(t->optim.weight_decay));
-    cli_flags_line(a, "--betas %s,%s", F(t->optim.beta1), F(t->optim.beta2));
-    cli_flags_line(a, "--eps %s", F(t->optim.eps));
+    cli_flags_line(a, "--lr %s", CLI_F32_TEXT(t->optim.lr));
+    cli_flags_line(a, "--momentum %s", CLI_F32_TEXT(t->optim.momentum));
+    cli_flags_line(a, "--weight-decay %s", CLI_F32_TEXT(t->optim.weight_decay));
+    cli_flags_line(a, "--betas %s,%s", CLI_F32_TEXT(t->optim.beta1), CLI_F32_TEXT(t->optim.beta2));
+    cli_flags_line(a, "--eps %s", CLI_F32_TEXT(t->optim.eps));
     cli_flags_line(a, "--warmup-steps %ld", t->warmup_steps);
-    cli_flags_line(a, "--min-lr %s", F(t->min_lr));
+    cli_flags_line(a, "--min-lr %s", CLI_F32_TEXT(t->min_lr));
     cli_flags_line(a, "--accum-steps %d", t->accum_steps);
-    cli_flags_line(a, "--clip-grad-norm %s", D(t->clip_grad_norm));
+    cli_flags_line(a, "--clip-grad-norm %s", CLI_F64_TEXT(t->clip_grad_norm));
     cli_flags_line(a, "--precision %s", dt_dtype_name(t->precision));
     const dt_scaler_config *c = &t->scaler;
     cli_flags_line(a, "--loss-scale %d (scaler %d %.17g %.17g %.17g %d %d %.17g %.17g %d %.17g)", t->loss_scale,
@@ -46,8 +43,8 @@ static void settings_text(const train_opts *t, cli_flags_text *a)
     if (t->bucket_auto)
         cli_flags_line(a, "--bucket-mb auto");
     else
-        cli_flags_line(a, "--bucket-mb %s", D(t->sync.bucket_mb));
-    cli_flags_line(a, "--first-bucket-mb %s", D(t->sync.first_bucket_mb));
+        cli_flags_line(a, "--bucket-mb %s", CLI_F64_TEXT(t->sync.bucket_mb));
+    cli_flags_line(a, "--first-bucket-mb %s", CLI_F64_TEXT(t->sync.first_bucket_mb));
     cli_flags_line(a, "--no-overlap %s", t->sync.overlap ? "off" : "on");
     cli_flags_line(a, "--grad-comm %s", dt_dtype_name(t->sync.grad_comm));
     cli_flags_line(a, "--zero %d", t->sync.zero);
@@ -67,7 +64,7 @@ static void settings_text(const train_opts *t, cli_flags_text *a)
     cli_flags_line(a, "--trace-steps %ld:%ld", t->trace_first, t->trace_last);
     cli_flags_path(a, "--data", t->data);
     cli_flags_path(a, "--eval-data", t->eval_data);
-    cli_flags_line(a, "--holdout %s", D(t->holdout));
+    cli_flags_line(a, "--holdout %s", CLI_F64_TEXT(t->holdout));
     cli_flags_line(a, "--eval-every %ld", t->eval_every);
     cli_flags_line(a, "--cifar100-labels %d", t->cifar100_coarse);
     cli_flags_line(a, "--drop-last %s", t->drop_last ? "on" : "off");
@@ -76,7 +73,8 @@ static void settings_text(const train_opts *t, cli_flags_text *a)
     cli_flags_line(a, "--bad-samples %s", t->skip_bad ? "skip" : "fail");
     cli_flags_line(a, "--normalize %d", t->normalize);
     for (int i = 0; i < t->norm.n; i++)
-        cli_flags_line(a, "--normalize channel %d %s/%s", i, F(t->norm.mean[i]), F(t->norm.std[i]));
+        cli_flags_line(a, "--normalize channel %d %s/%s", i, CLI_F32_TEXT(t->norm.mean[i]),
+                       CLI_F32_TEXT(t->norm.std[i]));
     /* Texts of any length last: one cut at the buffer's end cuts no number (the model's spec is
      * compared in full by dt_model_create as well). */
     cli_flags_line(a, "--data-format %s", t->data_format ? t->data_format : "(auto)");

@@ -147,9 +147,10 @@ static void sync_field_value(const dt_sync_config *c, int f, char *buf, size_t n
     }
 }
 
-/* 1 + the index of the first field where a and b differ, 0 when none does. */
-static int sync_first_difference(const dt_sync_config *a, const dt_sync_config *b)
+/* 1 + the index of the first field where a and b (dt_sync_config) differ, 0 when none does. */
+static int sync_first_difference(const void *pa, const void *pb)
 {
+    const dt_sync_config *a = pa, *b = pb;
     const int differ[SYNC_FIELDS] = {a->overlap != b->overlap,
                                      a->bucket_mb != b->bucket_mb,
                                      a->first_bucket_mb != b->first_bucket_mb,
@@ -175,17 +176,13 @@ static dt_status sync_check_ranks(const dt_model *m, const dt_sync_config *c, dt
     if (!ctx || dt_world_size(ctx) <= 1) return own;
     dt_status s = rank_verdict_status(ctx, own, fn, ", so no rank changed its settings");
     if (s) return s;
-    dt_sync_config zero = *c; /* rank 0's */
-    s = dt_broadcast(ctx, &zero, sizeof zero, DT_U8, 0);
+    /* Rank 0's settings and the first differing rank's reach every rank, so that every rank words
+     * the same verdict, which is then shared (said once, each rank ending on its own, where the
+     * job was aborted). */
+    dt_sync_config zero, other;
     rank_verdict v;
-    if (!s) s = rank_verdict_share(ctx, sync_first_difference(c, &zero), &v);
-    /* cppcheck-suppress uninitStructMember ; v is filled whenever s is DT_OK, the only case that reads it */
+    s = rank_compare_struct(ctx, c, sizeof *c, sync_first_difference, &zero, &other, &v);
     if (s || v.first_rank < 0) return s;
-    /* The first differing rank's own settings, so that every rank names both values: the same
-     * verdict on every rank, which is then shared (said once, each rank ending on its own, where
-     * the job was aborted). */
-    dt_sync_config other = *c;
-    if ((s = dt_broadcast(ctx, &other, sizeof other, DT_U8, v.first_rank))) return s;
     const int f = v.first_code - 1;
     char r0[32], rf[32];
     sync_field_value(&zero, f, r0, sizeof r0);

@@ -139,10 +139,10 @@ fault stall:2:0 4 "rank 0 on $host timed out first: rank(s) 2 on $host have not 
     "yet neither the collective nor rank 0's verdict has come|\[rank 0\] dtrain ERROR watchdog: .*rank\(s\) 2 on $host have not reached it"
 # Every rank arrived, one stopped inside: rank 0's probe finds the one that does not answer. The
 # collective must be one rank 0 cannot finish alone: #5 is dt_model_create's allreduce comparing
-# the ranks' models (#0 and #1 dt_check_replicas of the ranks' flags, #2 train's check of the
-# planned model against each rank's memory budget, #3 the allreduce of dt_model_create's verdict
-# on each rank's arguments, #4 the broadcast of rank 0's fingerprint, which its root completes
-# without the others).
+# the ranks' models (#0 and #1 compare the ranks' flags, rank 0's text broadcast and the verdict's
+# allreduce, #2 train's check of the planned model against each rank's memory budget, #3 the
+# allreduce of dt_model_create's verdict on each rank's arguments, #4 the broadcast of rank 0's
+# fingerprint, which its root completes without the others).
 fault hang=mpi:1:5 2 "every rank reached it, yet it has not completed, and rank(s) 1 on $host do not answer a probe" $((TIMEOUT + 10))
 fault hang=mpi:0:3 2 "rank 0 on $host reached it" $((TIMEOUT + 10))
 fault hang=engine:1:2 2 "rank 1 on $host reached it, yet MPI_Allreduce has not completed" $((TIMEOUT + 10))
