@@ -47,12 +47,20 @@ const char *dt_node_name(const dt_ctx *c, int i)
     return c->node_names[i];
 }
 
+/* The start of each public collective fn: a NULL context is refused by name (ctx_enter would let
+ * it through as nothing to mark), then ctx_enter's one-thread mark, which ctx_leave clears when
+ * this returned DT_OK. */
+static dt_status enter_call(const dt_ctx *c, const char *fn)
+{
+    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "%s needs a context", fn);
+    return ctx_enter(c, fn);
+}
+
 static dt_status gather_placement(const dt_ctx *c, dt_placement *all);
 
 dt_status dt_gather_placement(const dt_ctx *c, dt_placement *all)
 {
-    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_gather_placement needs a context");
-    dt_status s = ctx_enter(c, "dt_gather_placement");
+    dt_status s = enter_call(c, "dt_gather_placement");
     if (s) return s;
     s = gather_placement(c, all);
     ctx_leave(c);
@@ -89,8 +97,7 @@ static coll *coll_for(const dt_ctx *c, const void *buf)
 
 dt_status dt_allreduce(dt_ctx *c, void *buf, size_t count, dt_dtype t, dt_redop op)
 {
-    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_allreduce needs a context");
-    dt_status s = ctx_enter(c, "dt_allreduce");
+    dt_status s = enter_call(c, "dt_allreduce");
     if (s) return s;
     coll *k = coll_for(c, buf);
     s = k->ops->allreduce(k, buf, count, t, op);
@@ -100,8 +107,7 @@ dt_status dt_allreduce(dt_ctx *c, void *buf, size_t count, dt_dtype t, dt_redop 
 
 dt_status dt_broadcast(dt_ctx *c, void *buf, size_t count, dt_dtype t, int root)
 {
-    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_broadcast needs a context");
-    dt_status s = ctx_enter(c, "dt_broadcast");
+    dt_status s = enter_call(c, "dt_broadcast");
     if (s) return s;
     coll *k = coll_for(c, buf);
     s = k->ops->broadcast(k, buf, count, t, root);
@@ -111,8 +117,7 @@ dt_status dt_broadcast(dt_ctx *c, void *buf, size_t count, dt_dtype t, int root)
 
 dt_status dt_barrier(dt_ctx *c)
 {
-    if (!c) return status_set_error(DT_ERR_INVALID_ARG, "dt_barrier needs a context");
-    dt_status s = ctx_enter(c, "dt_barrier");
+    dt_status s = enter_call(c, "dt_barrier");
     if (s) return s;
     /* The MPI backend's barrier, also on a GPU context: it has the watchdog's deadline, where
      * NCCL's backend would wait in a plain MPI_Barrier. */

@@ -82,6 +82,16 @@ static void second_init_keeps_handle(dt_ctx *ctx)
     /* The accessors' documented answers without a context. */
     CHECK(strcmp(dt_backend_name(NULL), "none") == 0 && dt_rank(NULL) == -1 && dt_node_name(NULL, 0) == NULL,
           "the accessors given a NULL context");
+    /* The collectives refuse one by name, before any one-thread mark is taken. */
+    float v = 0;
+    CHECK(dt_allreduce(NULL, &v, 1, DT_F32, DT_SUM) == DT_ERR_INVALID_ARG && says("dt_allreduce needs a context"),
+          "dt_allreduce(NULL): %s", dt_last_error());
+    CHECK(dt_broadcast(NULL, &v, 1, DT_F32, 0) == DT_ERR_INVALID_ARG && says("dt_broadcast needs a context"),
+          "dt_broadcast(NULL): %s", dt_last_error());
+    CHECK(dt_barrier(NULL) == DT_ERR_INVALID_ARG && says("dt_barrier needs a context"), "dt_barrier(NULL): %s",
+          dt_last_error());
+    CHECK(dt_gather_placement(NULL, NULL) == DT_ERR_INVALID_ARG && says("dt_gather_placement needs a context"),
+          "dt_gather_placement(NULL): %s", dt_last_error());
 }
 
 static dt_ctx *g_ctx;
