@@ -34,6 +34,9 @@ static int chunk_of(size_t in_n, size_t out_n, int batch)
     return c > (size_t)batch ? batch : (int)c;
 }
 
+/* Samples in the chunk of C that starts at sample b0: C, or the rest of the batch. */
+static int chunk_at(int batch, int b0, int C) { return batch - b0 < C ? batch - b0 : C; }
+
 /* Output rows of an fc layer (in -> out) whose weights are widened at a time. */
 static int fc_rows(int in, int out)
 {
@@ -213,7 +216,7 @@ dt_status cpu_layer_conv_fwd(backend *be, const pass_args *a, const layer_params
     params32(a->prec, lp->w, lp->w16, 0, wn, a->sw);
     params32(a->prec, lp->b, lp->b16, 0, (size_t)s->c_out, a->sw + wn);
     for (int b0 = 0; b0 < s->batch; b0 += C) {
-        const int bs = s->batch - b0 < C ? s->batch - b0 : C;
+        const int bs = chunk_at(s->batch, b0, C);
         conv_shape cs = *s;
         cs.batch = bs;
         input32(a, x, x_f32, in_n, b0, bs, a->sx);
@@ -243,7 +246,7 @@ dt_status cpu_layer_conv_bwd(backend *be, const pass_args *a, const layer_params
         params32(a->prec, lp->b, lp->b16, 0, bn, a->sw + wn);
     }
     for (int b0 = 0; b0 < s->batch; b0 += C) {
-        const int bs = s->batch - b0 < C ? s->batch - b0 : C;
+        const int bs = chunk_at(s->batch, b0, C);
         conv_shape cs = *s;
         cs.batch = bs;
         cpu_cast_16_to_f32(a->prec, (const uint16_t *)dy + (size_t)b0 * out_n, a->sdy, (size_t)bs * out_n);
@@ -265,6 +268,10 @@ dt_status cpu_layer_conv_bwd(backend *be, const pass_args *a, const layer_params
     return DT_OK;
 }
 
+/* A pool layer's values per sample: c planes of h x w in, of (h / k) x (w / k) windows out. */
+static size_t pool_in_n(int c, int h, int w) { return (size_t)c * h * w; }
+static size_t pool_out_n(int c, int h, int w, int k) { return (size_t)c * (h / k) * (w / k); }
+
 dt_status cpu_layer_pool_fwd(backend *be, const pass_args *a, const void *x, int x_f32, void *y, int32_t *idx,
                              int batch, int c, int h, int w, int k)
 {
@@ -273,10 +280,10 @@ dt_status cpu_layer_pool_fwd(backend *be, const pass_args *a, const void *x, int
         cpu_maxpool_fwd(x, y, idx, batch, c, h, w, k);
         return DT_OK;
     }
-    const size_t in_n = (size_t)c * h * w, out_n = (size_t)c * (h / k) * (w / k);
+    const size_t in_n = pool_in_n(c, h, w), out_n = pool_out_n(c, h, w, k);
     const int C = chunk_of(in_n, out_n, batch);
     for (int b0 = 0; b0 < batch; b0 += C) {
-        const int bs = batch - b0 < C ? batch - b0 : C;
+        const int bs = chunk_at(batch, b0, C);
         input32(a, x, x_f32, in_n, b0, bs, a->sx);
         cpu_maxpool_fwd(a->sx, a->sy, idx + (size_t)b0 * out_n, bs, c, h, w, k);
         /* exact: a maximum of 16-bit values */
@@ -322,10 +329,10 @@ dt_status cpu_layer_pool_bwd(backend *be, const pass_args *a, const void *dy, co
             cpu_maxpool_bwd(dy, idx, dx, batch, c, h, w, k);
         return DT_OK;
     }
-    const size_t in_n = (size_t)c * h * w, out_n = (size_t)c * (h / k) * (w / k);
+    const size_t in_n = pool_in_n(c, h, w), out_n = pool_out_n(c, h, w, k);
     const int C = chunk_of(in_n, out_n, batch);
     for (int b0 = 0; b0 < batch; b0 += C) {
-        const int bs = batch - b0 < C ? batch - b0 : C;
+        const int bs = chunk_at(batch, b0, C);
         const size_t off = (size_t)b0 * out_n;
         cpu_cast_16_to_f32(a->prec, (const uint16_t *)dy + off, a->sdy, (size_t)bs * out_n);
         if (relu_y)
