@@ -24,6 +24,7 @@
 #include "base/status.h"
 #include "kernels/cast.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,7 +151,14 @@ static dt_status check_request(const char *path, const ds_open_opts *opts, int *
         return status_set_error(DT_ERR_INVALID_ARG, "split '%s' is not train or test", split);
     if (!path || !*path) return status_set_error(DT_ERR_INVALID_ARG, "no %s path given", name);
     struct stat sb;
-    if (stat(path, &sb) != 0) return status_set_error(DT_ERR_IO, "%s dataset %s does not exist", name, path);
+    if (stat(path, &sb) != 0) {
+        /* Only a missing path is "does not exist": a name too long for the system, or a folder
+         * on the way that cannot be searched, is named as what it is (as ds_open names it). */
+        const int err = errno;
+        if (err == ENOENT) return status_set_error(DT_ERR_IO, "%s dataset %s does not exist", name, path);
+        return status_set_error(DT_ERR_IO, "cannot reach %s dataset %.200s%s: %s", name, path,
+                                strlen(path) > 200 ? "..." : "", strerror(err));
+    }
     *is_dir = S_ISDIR(sb.st_mode);
     return DT_OK;
 }
@@ -179,6 +187,8 @@ static dt_status load_directory(cifar_impl *c, const char *path, const char *spl
         char base[32], want[4200], found[4200];
         split_file_name(cifar100, test, f, base, sizeof base);
         int n = snprintf(want, sizeof want, "%s/%s", path, base);
+        /* Cannot trigger after check_request's stat (a path it reached is under PATH_MAX), but
+         * keeps the ".gz" that ds_find_file appends inside want whatever the caller passed. */
         if (n < 0 || (size_t)n >= sizeof want - 3)
             return status_set_error(DT_ERR_INVALID_ARG, "%s dataset path %.64s... is too long (%zu characters)", name,
                                     path, strlen(path));

@@ -18,6 +18,7 @@
 #include "dtrain.h"
 #include "tmp_dir.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +249,16 @@ static void test_cifar_open_direct(void **state)
     assert_int_equal(cifar_open(f->dir, &o, &s), DT_ERR_INVALID_ARG);
     assert_null(s.ops);
     assert_null(s.impl);
+
+    /* A path the system cannot take is named as too long, not as missing (stat's errno). */
+    char longp[5000];
+    memset(longp, 'a', sizeof longp - 1);
+    longp[0] = '/', longp[sizeof longp - 1] = '\0';
+    o = (ds_open_opts){.format = "cifar10"};
+    assert_int_equal(cifar_open(longp, &o, &s), DT_ERR_IO);
+    assert_non_null(strstr(dt_last_error(), "cannot reach CIFAR-10 dataset /aaa"));
+    assert_non_null(strstr(dt_last_error(), strerror(ENAMETOOLONG)));
+    assert_null(strstr(dt_last_error(), "does not exist"));
 }
 
 /* CIFAR-100, detected from train.bin: fine labels by default, coarse when asked; the test split. */
