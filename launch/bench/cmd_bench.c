@@ -444,8 +444,7 @@ static int bench_check(dt_config *cfg, void *ud)
  * is broken". */
 static int bench_flags_agree(dt_ctx *ctx, const bench_opts *o, int *shared)
 {
-    cli_flags_text a;
-    memset(&a, 0, sizeof a);
+    cli_flags_text a = {{0}, 0};
     cli_flags_line(&a, "-b/--minbytes %llu", o->minbytes);
     cli_flags_line(&a, "-e/--maxbytes %llu", o->maxbytes);
     cli_flags_line(&a, "-f/--stepfactor %ld", o->factor);

@@ -435,12 +435,10 @@ static int gemm_flags_agree(dt_ctx *ctx, const gemm_opts *o, int *shared)
     for (int i = 0; i < o->nn; i++) snprintf(ns + strlen(ns), sizeof ns - strlen(ns), ",%zu" + !i, o->n[i]);
     for (int t = 0; t < GEMM_NTYPES; t++)
         if (o->types[t]) snprintf(ts + strlen(ts), sizeof ts - strlen(ts), ",%s" + !ts[0], type_name[t]);
-    cli_flags_text a;
-    memset(&a, 0, sizeof a);
+    cli_flags_text a = {{0}, 0};
     cli_flags_line(&a, "--n %s", ns);
     cli_flags_line(&a, "--dtype %s", ts);
-    cli_flags_line(&a, "--iters %d --warmup %d --max-seconds %s", o->iters, o->warmup,
-                   cli_flags_num((char[32]){0}, o->max_s, 0));
+    cli_flags_line(&a, "--iters %d --warmup %d --max-seconds %s", o->iters, o->warmup, CLI_F64_TEXT(o->max_s));
     cli_flags_line(&a, "--no-cpu %d --no-gpu %d", !o->cpu, !o->gpu);
     return cli_flags_agree(ctx, "bench gemm flags, since a row is the slowest rank's", &a, shared);
 }

@@ -459,8 +459,7 @@ static void release(variants *v, net *m)
  * ranks that differ there, naming both values, said once). */
 static int red_flags_agree(dt_ctx *ctx, const red_opts *o, int *shared)
 {
-    cli_flags_text a;
-    memset(&a, 0, sizeof a);
+    cli_flags_text a = {{0}, 0};
     cli_flags_line(&a, "--batch %d", o->batch);
     cli_flags_line(&a, "--steps %d", o->steps);
     cli_flags_line(&a, "--warmup %d", o->warmup);

@@ -283,14 +283,13 @@ static int step_flags_agree(dt_ctx *ctx, const step_opts *o, int *shared)
     for (int i = 0; i < o->noverlap; i++) over[i] = set[o->overlap[i]];
     for (int i = 0; i < o->ngraphs; i++) graphs[i] = set[o->graphs[i]];
     for (int i = 0; i < o->nsynth; i++) synth[i] = on[o->synth[i]];
-    cli_flags_text a;
-    memset(&a, 0, sizeof a);
+    cli_flags_text a = {{0}, 0};
     cli_flags_line(&a, "--batch %d", o->batch);
     cli_flags_line(&a, "--steps %d", o->steps);
     cli_flags_line(&a, "--warmup %d", o->warmup);
     cli_flags_line(&a, "--profile %d", o->profile);
     cli_flags_line(&a, "--optim %s", o->optim == DT_OPTIM_ADAMW ? "adamw" : "sgd");
-    cli_flags_line(&a, "--clip-grad-norm %s", cli_flags_num((char[32]){0}, o->clip, 0));
+    cli_flags_line(&a, "--clip-grad-norm %s", CLI_F64_TEXT(o->clip));
     cli_flags_line(&a, "--defer-verdict %d", o->defer_verdict);
     cli_flags_line(&a, "--fused-relu %d", o->fused_relu);
     list_line(&a, "--precision", prec, o->nprec);
