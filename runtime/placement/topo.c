@@ -154,6 +154,97 @@ static const char *local_size_desc(const topo_env *e, char *buf, size_t n)
     return buf;
 }
 
+/* The rank, size, local rank and local size each launcher exports under its own names. */
+static dt_status topo_read_openmpi(topo_getenv_fn get, void *arg, topo_env *e)
+{
+    dt_status s;
+    if ((s = read_req(get, arg, "OMPI_COMM_WORLD_RANK", 0, &e->rank, &e->rank_var, "mpirun")) ||
+        (s = read_req(get, arg, "OMPI_COMM_WORLD_SIZE", 1, &e->size, &e->size_var, "mpirun")) ||
+        (s = read_opt(get, arg, "OMPI_COMM_WORLD_LOCAL_RANK", 0, &e->local_rank, &e->local_rank_var)) ||
+        (s = read_opt(get, arg, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, &e->local_size, &e->local_size_var)))
+        return s;
+    return DT_OK;
+}
+
+static dt_status topo_read_hydra(topo_getenv_fn get, void *arg, topo_env *e)
+{
+    dt_status s;
+    if ((s = read_req(get, arg, "PMI_RANK", 0, &e->rank, &e->rank_var, "mpiexec")) ||
+        (s = read_opt(get, arg, "PMI_SIZE", 1, &e->size, &e->size_var)) ||
+        (s = read_opt(get, arg, "MPI_LOCALRANKID", 0, &e->local_rank, &e->local_rank_var)) ||
+        (s = read_opt(get, arg, "MPI_LOCALNRANKS", 1, &e->local_size, &e->local_size_var)))
+        return s;
+    return DT_OK;
+}
+
+/* GROUP_RANK (torchrun's node index) is not read: MPI numbers the nodes, and nothing would check
+ * it, so a malformed one must not refuse the run. */
+static dt_status topo_read_torchrun(topo_getenv_fn get, void *arg, topo_env *e)
+{
+    dt_status s;
+    if ((s = read_req(get, arg, "RANK", 0, &e->rank, &e->rank_var, "torchrun")) ||
+        (s = read_req(get, arg, "WORLD_SIZE", 1, &e->size, &e->size_var, "torchrun")) ||
+        (s = read_opt(get, arg, "LOCAL_RANK", 0, &e->local_rank, &e->local_rank_var)) ||
+        (s = read_opt(get, arg, "LOCAL_WORLD_SIZE", 1, &e->local_size, &e->local_size_var)))
+        return s;
+    return DT_OK;
+}
+
+static dt_status topo_read_launcher_vars(topo_getenv_fn get, void *arg, topo_env *e)
+{
+    switch (e->launcher) {
+        case DT_LAUNCHER_OPENMPI: return topo_read_openmpi(get, arg, e);
+        case DT_LAUNCHER_SLURM: return topo_read_slurm(get, arg, e);
+        case DT_LAUNCHER_HYDRA: return topo_read_hydra(get, arg, e);
+        case DT_LAUNCHER_TORCHRUN: return topo_read_torchrun(get, arg, e);
+        case DT_LAUNCHER_PMIX:
+        case DT_LAUNCHER_NONE: break;
+    }
+    return DT_OK;
+}
+
+/* What the PMI side of the launch looks like, which decides how MPI_Init will find its peers. */
+static dt_status topo_read_pmi(topo_getenv_fn get, void *arg, topo_env *e)
+{
+    e->has_pmi = has(get, arg, "PMIX_RANK") || has(get, arg, "PMI_RANK") || has(get, arg, "PMI_FD");
+    const char *mt = get("SLURM_MPI_TYPE", arg);
+    snprintf(e->mpi_type, sizeof e->mpi_type, "%s", mt ? mt : "");
+    e->slurm_direct = has(get, arg, "SLURM_STEP_ID") && has(get, arg, "SLURM_NODELIST");
+    /* PMIX_RANK comes from the PMIx server of mpirun or srun --mpi=pmix, so it is never stale. */
+    if (e->launcher == DT_LAUNCHER_OPENMPI || e->launcher == DT_LAUNCHER_SLURM || e->launcher == DT_LAUNCHER_PMIX) {
+        dt_status s = read_opt(get, arg, "PMIX_RANK", 0, &e->pmix_rank, NULL);
+        if (s) return s;
+        if (e->launcher == DT_LAUNCHER_PMIX) {
+            e->rank = e->pmix_rank;
+            e->rank_var = "PMIX_RANK";
+        }
+    }
+    return DT_OK;
+}
+
+/* Relations within the launcher's own variables. */
+static dt_status topo_check_relations(const topo_env *e)
+{
+    if (e->rank >= 0 && e->size >= 0 && e->rank >= e->size)
+        return status_set_error(DT_ERR_ENV,
+                                "%s=%d is not below %s=%d: a rank must be smaller than the world "
+                                "size; the launcher's variables are inconsistent (set by hand?)",
+                                e->rank_var, e->rank, e->size_var, e->size);
+    char ls[160];
+    if (e->local_rank >= 0 && e->local_size >= 0 && e->local_rank >= e->local_size)
+        return status_set_error(DT_ERR_ENV,
+                                "%s=%d is not below %s: a local rank must be smaller than the "
+                                "number of ranks on the node; the launcher's variables are inconsistent (set by hand?)",
+                                e->local_rank_var, e->local_rank, local_size_desc(e, ls, sizeof ls));
+    if (e->local_size >= 0 && e->size >= 0 && e->local_size > e->size)
+        return status_set_error(DT_ERR_ENV,
+                                "%s is larger than %s=%d (more ranks on this node than in the job): the launcher's "
+                                "variables are inconsistent (set by hand or left from another job). Fix: unset them, "
+                                "or start the job again with the launcher",
+                                local_size_desc(e, ls, sizeof ls), e->size_var, e->size);
+    return DT_OK;
+}
+
 dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out)
 {
     if (!get) get = topo_process_getenv;
@@ -161,80 +252,14 @@ dt_status topo_read_env(topo_getenv_fn get, void *arg, topo_env *out)
     memset(&e, 0, sizeof e);
     e.rank = e.size = e.local_rank = e.local_size = e.node = e.num_nodes = e.pmix_rank = -1;
     e.launcher = topo_detect(get, arg);
-    dt_status s = DT_OK;
-
-    switch (e.launcher) {
-        case DT_LAUNCHER_OPENMPI:
-            if ((s = read_req(get, arg, "OMPI_COMM_WORLD_RANK", 0, &e.rank, &e.rank_var, "mpirun")) ||
-                (s = read_req(get, arg, "OMPI_COMM_WORLD_SIZE", 1, &e.size, &e.size_var, "mpirun")) ||
-                (s = read_opt(get, arg, "OMPI_COMM_WORLD_LOCAL_RANK", 0, &e.local_rank, &e.local_rank_var)) ||
-                (s = read_opt(get, arg, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, &e.local_size, &e.local_size_var)))
-                goto fail;
-            break;
-        case DT_LAUNCHER_SLURM:
-            if ((s = topo_read_slurm(get, arg, &e))) goto fail;
-            break;
-        case DT_LAUNCHER_HYDRA:
-            if ((s = read_req(get, arg, "PMI_RANK", 0, &e.rank, &e.rank_var, "mpiexec")) ||
-                (s = read_opt(get, arg, "PMI_SIZE", 1, &e.size, &e.size_var)) ||
-                (s = read_opt(get, arg, "MPI_LOCALRANKID", 0, &e.local_rank, &e.local_rank_var)) ||
-                (s = read_opt(get, arg, "MPI_LOCALNRANKS", 1, &e.local_size, &e.local_size_var)))
-                goto fail;
-            break;
-        case DT_LAUNCHER_TORCHRUN:
-            if ((s = read_req(get, arg, "RANK", 0, &e.rank, &e.rank_var, "torchrun")) ||
-                (s = read_req(get, arg, "WORLD_SIZE", 1, &e.size, &e.size_var, "torchrun")) ||
-                (s = read_opt(get, arg, "LOCAL_RANK", 0, &e.local_rank, &e.local_rank_var)) ||
-                (s = read_opt(get, arg, "LOCAL_WORLD_SIZE", 1, &e.local_size, &e.local_size_var)))
-                goto fail;
-            /* GROUP_RANK (torchrun's node index) is not read: MPI numbers the nodes, and nothing
-             * would check it, so a malformed one must not refuse the run. */
-            break;
-        case DT_LAUNCHER_PMIX:
-        case DT_LAUNCHER_NONE: break;
-    }
-    e.has_pmi = has(get, arg, "PMIX_RANK") || has(get, arg, "PMI_RANK") || has(get, arg, "PMI_FD");
-    const char *mt = get("SLURM_MPI_TYPE", arg);
-    snprintf(e.mpi_type, sizeof e.mpi_type, "%s", mt ? mt : "");
-    e.slurm_direct = has(get, arg, "SLURM_STEP_ID") && has(get, arg, "SLURM_NODELIST");
-    /* PMIX_RANK comes from the PMIx server of mpirun or srun --mpi=pmix, so it is never stale. */
-    if (e.launcher == DT_LAUNCHER_OPENMPI || e.launcher == DT_LAUNCHER_SLURM || e.launcher == DT_LAUNCHER_PMIX) {
-        if ((s = read_opt(get, arg, "PMIX_RANK", 0, &e.pmix_rank, NULL))) goto fail;
-        if (e.launcher == DT_LAUNCHER_PMIX) {
-            e.rank = e.pmix_rank;
-            e.rank_var = "PMIX_RANK";
-        }
-    }
-
-    /* Relations within the launcher's own variables. */
-    if (e.rank >= 0 && e.size >= 0 && e.rank >= e.size) {
-        s = status_set_error(DT_ERR_ENV,
-                             "%s=%d is not below %s=%d: a rank must be smaller than the world "
-                             "size; the launcher's variables are inconsistent (set by hand?)",
-                             e.rank_var, e.rank, e.size_var, e.size);
-        goto fail;
-    }
-    char ls[160];
-    if (e.local_rank >= 0 && e.local_size >= 0 && e.local_rank >= e.local_size) {
-        s = status_set_error(DT_ERR_ENV,
-                             "%s=%d is not below %s: a local rank must be smaller than the "
-                             "number of ranks on the node; the launcher's variables are inconsistent (set by hand?)",
-                             e.local_rank_var, e.local_rank, local_size_desc(&e, ls, sizeof ls));
-        goto fail;
-    }
-    if (e.local_size >= 0 && e.size >= 0 && e.local_size > e.size) {
-        s = status_set_error(DT_ERR_ENV,
-                             "%s is larger than %s=%d (more ranks on this node than in the job): the launcher's "
-                             "variables are inconsistent (set by hand or left from another job). Fix: unset them, or "
-                             "start the job again with the launcher",
-                             local_size_desc(&e, ls, sizeof ls), e.size_var, e.size);
-        goto fail;
+    dt_status s;
+    if ((s = topo_read_launcher_vars(get, arg, &e)) || (s = topo_read_pmi(get, arg, &e)) ||
+        (s = topo_check_relations(&e))) {
+        topo_env_free(&e);
+        return s;
     }
     *out = e;
     return DT_OK;
-fail:
-    topo_env_free(&e);
-    return s;
 }
 
 int topo_job_tasks_outside_step(topo_getenv_fn get, void *arg, const char **var)
