@@ -32,16 +32,10 @@ void train_report_data(const train_run *r)
     fflush(stdout);
 }
 
-void train_report_start(const train_run *r)
+/* The lr schedule and gradient clipping lines, printed only when the run sets them. */
+static void report_lr_and_clipping(const train_run *r)
 {
     const train_opts *t = &r->t;
-    const int world = r->world;
-    char desc[4096];
-    dt_model_describe(r->m, desc, sizeof desc);
-    const int nbuckets = dt_model_num_buckets(r->m);
-    train_data_describe(t, &r->data, world, stdout);
-    char accum_txt[48] = "";
-    if (t->accum_steps > 1) snprintf(accum_txt, sizeof accum_txt, " x %d accumulated", t->accum_steps);
     if (t->lr_schedule || t->warmup_steps)
         printf("lr schedule: %s from %g%s, %ld warmup step%s\n", lr_schedule_name(&r->sched), (double)t->optim.lr,
                r->sched.kind == LR_CONSTANT ? ""
@@ -53,31 +47,22 @@ void train_report_start(const train_run *r)
         printf("gradient norm: reported as grad_norm, not clipped (--clip-grad-norm inf)\n");
     else if (t->clip_grad_norm > 0)
         printf("gradient clipping: global L2 norm at most %g\n", t->clip_grad_norm);
-    /* 16-bit gradients travel as they are; fp32 ones in --grad-comm's type. */
-    const dt_dtype wire = r->grad_t != DT_F32 ? r->grad_t : t->sync.grad_comm;
-    /* GPU buffers through MPI (--gpu-comm mpi, or a build without NCCL): one whole-buffer allreduce
-     * through host memory after backward, under --zero 1 too (collectives/reducer_zero.c). */
-    const int staged = dt_model_on_gpu(r->m) && strcmp(dt_backend_name(r->ctx), "mpi") == 0;
-    /* This line comes before --resume reads the checkpoint: an --epochs run's steps are then those
-     * from step 0, and the data position may move the end (the "epochs:" line says where). */
-    char epochs_txt[96] = "";
-    if (t->epochs && t->resume)
-        snprintf(epochs_txt, sizeof epochs_txt,
-                 " to epoch %ld from step 0 (a checkpoint's data position moves the end)", t->epochs);
-    /* Each optimizer's own settings (torch.optim's names): momentum is SGD's, betas and eps AdamW's. */
-    char optim_txt[160];
+}
+
+/* Each optimizer's own settings (torch.optim's names): momentum is SGD's, betas and eps AdamW's. */
+static void format_optim(const train_opts *t, char *buf, size_t n)
+{
     if (t->optim.kind == DT_OPTIM_SGD)
-        snprintf(optim_txt, sizeof optim_txt, "sgd lr %g momentum %g", (double)t->optim.lr, (double)t->optim.momentum);
+        snprintf(buf, n, "sgd lr %g momentum %g", (double)t->optim.lr, (double)t->optim.momentum);
     else
-        snprintf(optim_txt, sizeof optim_txt, "adamw lr %g betas (%g, %g) eps %g", (double)t->optim.lr,
-                 (double)t->optim.beta1, (double)t->optim.beta2, (double)t->optim.eps);
-    printf("dtrain train: model %s, %d rank%s x batch %d%s = %ld per step, %ld step%s%s, %s weight decay %g, seed %ld\n"
-           "gradients: %d bucket%s (cap %g MiB%s, first %g MiB), %s, %s on the wire\n%s",
-           t->model, world, cli_s(world), t->batch, accum_txt, (long)world * t->batch * t->accum_steps, t->steps,
-           cli_s(t->steps), epochs_txt, optim_txt, (double)t->optim.weight_decay, t->seed, nbuckets, cli_s(nbuckets),
-           t->sync.bucket_mb, t->bucket_auto && world > 1 ? " until --bucket-mb auto chooses" : "",
-           t->sync.first_bucket_mb,
-           world == 1 ? "no communication (1 rank)"
+        snprintf(buf, n, "adamw lr %g betas (%g, %g) eps %g", (double)t->optim.lr, (double)t->optim.beta1,
+                 (double)t->optim.beta2, (double)t->optim.eps);
+}
+
+/* How and when the gradients cross between ranks. staged: GPU buffers through MPI. */
+static const char *gradient_path(const train_opts *t, int world, int staged)
+{
+    return world == 1 ? "no communication (1 rank)"
            : staged && t->sync.zero
                ? "allreduced after backward through host memory, parameters allgathered (--zero 1 shards the "
                  "optimizer state; through MPI the gradients' bytes are not cut)"
@@ -85,11 +70,40 @@ void train_report_start(const train_run *r)
            : t->sync.zero && t->sync.overlap ? "reduce-scattered during backward, parameters allgathered (--zero 1)"
            : t->sync.zero                    ? "reduce-scattered after backward, parameters allgathered (--zero 1)"
            : t->sync.overlap                 ? "allreduced during backward"
-                                             : "allreduced after backward (--no-overlap)",
-           train_type_name(wire), desc);
-    dt_memory_summary mem;
-    dt_model_memory(r->m, r->opt, &mem);
-    const double MiB = 1048576.0;
+                                             : "allreduced after backward (--no-overlap)";
+}
+
+/* The run's shape (model, ranks, batch, steps, optimizer), its gradient buckets and the layers. */
+static void report_run_shape(const train_run *r, dt_dtype wire, int staged)
+{
+    const train_opts *t = &r->t;
+    const int world = r->world;
+    char desc[4096];
+    dt_model_describe(r->m, desc, sizeof desc);
+    const int nbuckets = dt_model_num_buckets(r->m);
+    char accum_txt[48] = "";
+    if (t->accum_steps > 1) snprintf(accum_txt, sizeof accum_txt, " x %d accumulated", t->accum_steps);
+    /* This line comes before --resume reads the checkpoint: an --epochs run's steps are then those
+     * from step 0, and the data position may move the end (the "epochs:" line says where). */
+    char epochs_txt[96] = "";
+    if (t->epochs && t->resume)
+        snprintf(epochs_txt, sizeof epochs_txt,
+                 " to epoch %ld from step 0 (a checkpoint's data position moves the end)", t->epochs);
+    char optim_txt[160];
+    format_optim(t, optim_txt, sizeof optim_txt);
+    printf("dtrain train: model %s, %d rank%s x batch %d%s = %ld per step, %ld step%s%s, %s weight decay %g, seed %ld\n"
+           "gradients: %d bucket%s (cap %g MiB%s, first %g MiB), %s, %s on the wire\n%s",
+           t->model, world, cli_s(world), t->batch, accum_txt, (long)world * t->batch * t->accum_steps, t->steps,
+           cli_s(t->steps), epochs_txt, optim_txt, (double)t->optim.weight_decay, t->seed, nbuckets, cli_s(nbuckets),
+           t->sync.bucket_mb, t->bucket_auto && world > 1 ? " until --bucket-mb auto chooses" : "",
+           t->sync.first_bucket_mb, gradient_path(t, world, staged), train_type_name(wire), desc);
+}
+
+/* The precision, loss scaling and the gradient bytes each rank sends per step. */
+static void report_precision_and_traffic(const train_run *r, dt_dtype wire, int staged)
+{
+    const train_opts *t = &r->t;
+    const int world = r->world;
     /* The engine's reduce-scatter + allgather (or MPI's allreduce at 2 ranks) sends 2 (W-1)/W of
      * the gradient bytes from each rank; --zero 1 sends (W-1)/W of the gradients in the wire type
      * and (W-1)/W of the fp32 parameters. */
@@ -101,17 +115,40 @@ void train_report_start(const train_run *r)
            !r->sc              ? "off"
            : t->scaler.dynamic ? "dynamic"
                                : "static",
-           sent, sent / MiB);
+           sent, sent / 1048576.0);
+}
+
+static void report_memory(const train_run *r)
+{
+    const train_opts *t = &r->t;
+    dt_memory_summary mem;
+    dt_model_memory(r->m, r->opt, &mem);
+    const double MiB = 1048576.0;
     printf("memory per rank (batch %d): parameters %.2f MiB, gradients %.2f MiB, optimizer %.2f MiB%s, "
            "activations %.2f MiB, workspace %.2f MiB, total %.2f MiB\n",
            t->batch, mem.params / MiB, mem.grads / MiB, mem.optimizer / MiB,
-           t->sync.zero && world > 1 ? " (this rank's 1/W shard, --zero 1)" : "", mem.activations / MiB,
+           t->sync.zero && r->world > 1 ? " (this rank's 1/W shard, --zero 1)" : "", mem.activations / MiB,
            mem.workspace / MiB,
            (double)(mem.params + mem.grads + mem.optimizer + mem.activations + mem.workspace) / MiB);
     if (mem.device_total)
         printf("GPU memory: activations and workspace in one pool of %.2f MiB, reused by every step; the device "
                "has %.0f MiB free of %.0f MiB\n",
                mem.pool / MiB, mem.device_free / MiB, mem.device_total / MiB);
+}
+
+void train_report_start(const train_run *r)
+{
+    const train_opts *t = &r->t;
+    train_data_describe(t, &r->data, r->world, stdout);
+    report_lr_and_clipping(r);
+    /* 16-bit gradients travel as they are; fp32 ones in --grad-comm's type. */
+    const dt_dtype wire = r->grad_t != DT_F32 ? r->grad_t : t->sync.grad_comm;
+    /* GPU buffers through MPI (--gpu-comm mpi, or a build without NCCL): one whole-buffer allreduce
+     * through host memory after backward, under --zero 1 too (collectives/reducer_zero.c). */
+    const int staged = dt_model_on_gpu(r->m) && strcmp(dt_backend_name(r->ctx), "mpi") == 0;
+    report_run_shape(r, wire, staged);
+    report_precision_and_traffic(r, wire, staged);
+    report_memory(r);
     fflush(stdout);
 }
 
