@@ -53,16 +53,11 @@ static dt_status refuse_order(long step, long epoch, long offset, const char *fl
                             step, flag, was, flag, now, at, why, flag, was);
 }
 
-dt_status train_record_check(const train_record *saved, const train_record *now, long step, long epoch, long offset,
-                             int scaler_fresh)
+/* The data order: refused where the saved position counts in another order (mid-epoch, or any
+ * seed of synthetic data), said where the epochs from here simply follow the new one. */
+static dt_status check_data_order(const train_record *saved, const train_record *now, long step, long epoch,
+                                  long offset)
 {
-    if (saved->version != TRAIN_RECORD_VERSION) {
-        log_msg0(LOG_LEVEL_WARN,
-                 "--resume: the checkpoint of step %ld holds a run record of version %u, which this dtrain "
-                 "(version %u) does not read: the data order, precision and batch are not compared",
-                 step, saved->version, TRAIN_RECORD_VERSION);
-        return DT_OK;
-    }
     char a[32], b[32];
     const int mid_epoch = offset > 0;
     static const char *const repeats =
@@ -98,32 +93,44 @@ dt_status train_record_check(const train_record *saved, const train_record *now,
                  "augmentation from here follow the new seed",
                  b, a);
     }
-    /* A load that restarted this run's loss scaler has said so, and why (ckpt_apply.c): nothing to add. */
+    return DT_OK;
+}
+
+/* A load that restarted this run's loss scaler has said so, and why (ckpt_apply.c): nothing to add. */
+static void warn_precision_change(const train_record *saved, const train_record *now, int scaler_fresh)
+{
     if (saved->precision != now->precision && !scaler_fresh)
         log_msg0(LOG_LEVEL_WARN,
                  "--resume: the checkpoint's run trained in %s, this one in %s: the fp32 master weights go on%s",
                  precision_name(saved->precision), precision_name(now->precision),
                  saved->precision == DT_F16 ? "; the fp16 loss scaler's state is not used" : "");
-    /* The global batch is what the step, the gradient's mean and the learning rate are of: a new
-     * split of the same batch over ranks, --batch and --accum-steps trains as before. */
+}
+
+/* The global batch is what the step, the gradient's mean and the learning rate are of: a new
+ * split of the same batch over ranks, --batch and --accum-steps trains as before. */
+static void warn_global_batch_change(const train_record *saved, const train_record *now)
+{
     const unsigned long long was = (unsigned long long)saved->world * saved->batch * saved->accum,
                              is = (unsigned long long)now->world * now->batch * now->accum,
                              per = (unsigned long long)now->world * now->accum;
+    if (was == is) return;
     char keep[96] = "";
-    if (was != is && was % per == 0)
-        snprintf(keep, sizeof keep, "; --batch %llu keeps the global batch of %llu", was / per, was);
-    if (was != is)
-        log_msg0(LOG_LEVEL_WARN,
-                 "--resume: the checkpoint's run had a global batch of %llu samples a step (%u rank%s x --batch %u x "
-                 "--accum-steps %u), this one %llu (%u x %u x %u): the data position goes on, and the "
-                 "learning-rate schedule by optimizer steps%s",
-                 was, saved->world, saved->world == 1 ? "" : "s", saved->batch, saved->accum, is, now->world,
-                 now->batch, now->accum, keep);
-    /* OpenBLAS sums a GEMM in another order at another thread count (0.3.21 on Haswell: above about 64
-     * x 64 x 64 on), so a resume that is otherwise the same run no longer gives the uninterrupted
-     * run's bits. The default count follows the rank's cores, which a requeue onto another
-     * allocation, another launcher binding or --pin changes unseen: said, with the flag that keeps
-     * it. Another rank count or batch changes the sums anyway, and says so above. */
+    if (was % per == 0) snprintf(keep, sizeof keep, "; --batch %llu keeps the global batch of %llu", was / per, was);
+    log_msg0(LOG_LEVEL_WARN,
+             "--resume: the checkpoint's run had a global batch of %llu samples a step (%u rank%s x --batch %u x "
+             "--accum-steps %u), this one %llu (%u x %u x %u): the data position goes on, and the "
+             "learning-rate schedule by optimizer steps%s",
+             was, saved->world, saved->world == 1 ? "" : "s", saved->batch, saved->accum, is, now->world, now->batch,
+             now->accum, keep);
+}
+
+/* OpenBLAS sums a GEMM in another order at another thread count (0.3.21 on Haswell: above about 64
+ * x 64 x 64 on), so a resume that is otherwise the same run no longer gives the uninterrupted
+ * run's bits. The default count follows the rank's cores, which a requeue onto another
+ * allocation, another launcher binding or --pin changes unseen: said, with the flag that keeps
+ * it. Another rank count or batch changes the sums anyway, and says so before this. */
+static void warn_blas_threads_change(const train_record *saved, const train_record *now)
+{
     if (saved->blas_threads && now->blas_threads && saved->blas_threads != now->blas_threads &&
         saved->world == now->world && saved->batch == now->batch && saved->accum == now->accum)
         log_msg0(LOG_LEVEL_WARN,
@@ -132,6 +139,23 @@ dt_status train_record_check(const train_record *saved, const train_record *now,
                  "%u (--blas-threads %u keeps them)",
                  saved->blas_threads, saved->blas_threads == 1 ? "" : "s", now->blas_threads, saved->blas_threads,
                  saved->blas_threads);
+}
+
+dt_status train_record_check(const train_record *saved, const train_record *now, long step, long epoch, long offset,
+                             int scaler_fresh)
+{
+    if (saved->version != TRAIN_RECORD_VERSION) {
+        log_msg0(LOG_LEVEL_WARN,
+                 "--resume: the checkpoint of step %ld holds a run record of version %u, which this dtrain "
+                 "(version %u) does not read: the data order, precision and batch are not compared",
+                 step, saved->version, TRAIN_RECORD_VERSION);
+        return DT_OK;
+    }
+    const dt_status s = check_data_order(saved, now, step, epoch, offset);
+    if (s) return s;
+    warn_precision_change(saved, now, scaler_fresh);
+    warn_global_batch_change(saved, now);
+    warn_blas_threads_change(saved, now);
     return DT_OK;
 }
 
