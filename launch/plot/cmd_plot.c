@@ -141,14 +141,11 @@ static size_t pick_rows(const plot_data *d, const unsigned char *gap, unsigned c
     return kept;
 }
 
-/* The gnuplot script drawing d's panels (those with a drawable series; loss scale only for a
- * mixed-precision run) into tmp, the rows in keep[] with an empty line before each gap[] row.
- * Returns the number of panels. */
-static int write_script(FILE *f, const plot_data *d, const unsigned char *keep, const unsigned char *gap,
-                        const char *metrics, const char *tmp)
+/* Which panels are drawn (those with a drawable series in m; loss scale only for a mixed-precision
+ * run), in show[]. Returns how many. */
+static int choose_panels(const plot_data *d, unsigned m, int show[NPANELS])
 {
-    const unsigned m = drawable(d);
-    int show[NPANELS], count = 0;
+    int count = 0;
     for (int p = 0; p < NPANELS; p++) {
         show[p] = 0;
         for (int k = 0; k < 2; k++)
@@ -156,7 +153,13 @@ static int write_script(FILE *f, const plot_data *d, const unsigned char *keep, 
         if (panels[p].series[0] == PLOT_LOSS_SCALE && !d->mixed) show[p] = 0;
         count += show[p];
     }
-    if (!count) return 0;
+    return count;
+}
+
+/* The rows in keep[] as an inline data block, an empty line before each gap[] row so the curves
+ * break there; '?' for a series a row lacks or has no finite value of. */
+static void write_data_block(FILE *f, const plot_data *d, const unsigned char *keep, const unsigned char *gap)
+{
     fprintf(f, "$D << EOD\n");
     for (size_t r = 0; r < d->n; r++) {
         if (!keep[r]) continue;
@@ -172,6 +175,11 @@ static int write_script(FILE *f, const plot_data *d, const unsigned char *keep, 
         fputc('\n', f);
     }
     fprintf(f, "EOD\n");
+}
+
+/* The terminal, the output file tmp and the page of count panels titled with the metrics file. */
+static void write_page(FILE *f, const plot_data *d, int count, const char *metrics, const char *tmp)
+{
     fprintf(f, "set datafile missing '?'\n");
     /* pngcairo draws smoother lines; Debian's gnuplot-nox has it, other builds may have only png. */
     fprintf(f,
@@ -186,47 +194,74 @@ static int write_script(FILE *f, const plot_data *d, const unsigned char *keep, 
     fprintf(f, "\nset grid\nset lmargin 12\nset multiplot layout %d,1 title ", count);
     gnuplot_quoted(f, metrics);
     fprintf(f, "\n");
-    int drawn = 0;
-    for (int p = 0; p < NPANELS; p++) {
-        if (!show[p]) continue;
-        drawn++;
-        double lo, hi;
-        panel_range(d, &panels[p], m, &lo, &hi);
-        const int log_y = panels[p].log_y && lo > 0;
-        fprintf(f, "set ylabel '%s'\n%s\n", panels[p].ylabel, log_y ? "set logscale y" : "unset logscale y");
-        /* A constant series (a constant lr): the range gnuplot would warn about and widen, made here. */
-        if (lo < hi)
-            fprintf(f, "set yrange [*:*]\n");
-        else if (log_y)
-            fprintf(f, "set yrange [%.9g:%.9g]\n", lo / 2, lo * 2);
-        else
-            fprintf(f, "set yrange [%.9g:%.9g]\n", lo - (lo ? fabs(lo) / 10 : 1), lo + (lo ? fabs(lo) / 10 : 1));
-        if (panels[p].key) fprintf(f, "set key %s\n", panels[p].key);
-        fprintf(f, "%s\n", drawn == count ? "set xlabel 'step'" : "unset xlabel");
-        fprintf(f, "plot");
-        int first = 1;
-        for (int k = 0; k < 2; k++) {
-            const int s = panels[p].series[k];
-            if (s < 0 || !(m & (1u << s))) continue;
-            const int eval = s == PLOT_EVAL_LOSS || s == PLOT_EVAL_ACCURACY;
-            const int two = panels[p].series[1] >= 0 && (m & (1u << panels[p].series[1]));
-            fprintf(f, "%s $D using 1:%d with %s lw 1.5 %s", first ? "" : ",", s + 2,
-                    eval                   ? "linespoints pt 7 ps 0.6"
-                    : s == PLOT_LOSS_SCALE ? "steps"
-                                           : "lines",
-                    !two   ? "notitle"
-                    : eval ? "title 'eval'"
-                           : "title 'train'");
-            first = 0;
-        }
-        fprintf(f, "\n");
+}
+
+/* The panel's y axis: its label, log scale where asked and every value is positive, and its range. */
+static void write_y_axis(FILE *f, const plot_data *d, const struct panel *pn, unsigned m)
+{
+    double lo, hi;
+    panel_range(d, pn, m, &lo, &hi);
+    const int log_y = pn->log_y && lo > 0;
+    fprintf(f, "set ylabel '%s'\n%s\n", pn->ylabel, log_y ? "set logscale y" : "unset logscale y");
+    /* A constant series (a constant lr): the range gnuplot would warn about and widen, made here. */
+    if (lo < hi)
+        fprintf(f, "set yrange [*:*]\n");
+    else if (log_y)
+        fprintf(f, "set yrange [%.9g:%.9g]\n", lo / 2, lo * 2);
+    else
+        fprintf(f, "set yrange [%.9g:%.9g]\n", lo - (lo ? fabs(lo) / 10 : 1), lo + (lo ? fabs(lo) / 10 : 1));
+}
+
+/* The plot command of the panel's drawable series: eval ones as points on a line, the loss scale
+ * as steps, a title each only when there are two. */
+static void write_plot(FILE *f, const struct panel *pn, unsigned m)
+{
+    fprintf(f, "plot");
+    int first = 1;
+    for (int k = 0; k < 2; k++) {
+        const int s = pn->series[k];
+        if (s < 0 || !(m & (1u << s))) continue;
+        const int eval = s == PLOT_EVAL_LOSS || s == PLOT_EVAL_ACCURACY;
+        const int two = pn->series[1] >= 0 && (m & (1u << pn->series[1]));
+        fprintf(f, "%s $D using 1:%d with %s lw 1.5 %s", first ? "" : ",", s + 2,
+                eval                   ? "linespoints pt 7 ps 0.6"
+                : s == PLOT_LOSS_SCALE ? "steps"
+                                       : "lines",
+                !two   ? "notitle"
+                : eval ? "title 'eval'"
+                       : "title 'train'");
+        first = 0;
     }
+    fprintf(f, "\n");
+}
+
+/* One panel; only the bottom one (last) labels the step axis. */
+static void write_panel(FILE *f, const plot_data *d, const struct panel *pn, unsigned m, int last)
+{
+    write_y_axis(f, d, pn, m);
+    if (pn->key) fprintf(f, "set key %s\n", pn->key);
+    fprintf(f, "%s\n", last ? "set xlabel 'step'" : "unset xlabel");
+    write_plot(f, pn, m);
+}
+
+/* The gnuplot script drawing d's panels into tmp, the rows in keep[] with an empty line before
+ * each gap[] row. Returns the number of panels. */
+static int write_script(FILE *f, const plot_data *d, const unsigned char *keep, const unsigned char *gap,
+                        const char *metrics, const char *tmp)
+{
+    const unsigned m = drawable(d);
+    int show[NPANELS];
+    const int count = choose_panels(d, m, show);
+    if (!count) return 0;
+    write_data_block(f, d, keep, gap);
+    write_page(f, d, count, metrics, tmp);
+    int drawn = 0;
+    for (int p = 0; p < NPANELS; p++)
+        if (show[p]) write_panel(f, d, &panels[p], m, ++drawn == count);
     fprintf(f, "unset multiplot\nset output\n");
     return count;
 }
 
-/* Copies the PNG at path to standard output. 0; -1 after printing why the file could not be read;
- * -2 when standard output refused the bytes (cli_close_stdout reports that, with its cause). */
 static int png_to_stdout(const char *path)
 {
     FILE *f = fopen(path, "rb");
