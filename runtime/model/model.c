@@ -165,14 +165,10 @@ void dt_model_free(dt_model *m)
 
 /* The part of dt_model_create each rank does alone: the backend, the spec, every buffer and the
  * parameters from seed. *out NULL on failure (everything freed, the error set). */
-static dt_status model_build(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed, int max_batch,
-                             dt_model **out)
+/* The context's placement picks the backend; across ranks the gradients go through NCCL, or (a
+ * build without NCCL) through host memory by MPI: both take the backend's buffers. */
+static dt_status model_pick_backend(dt_ctx *ctx, backend **out)
 {
-    *out = NULL;
-    if (max_batch < 1)
-        return status_set_error(DT_ERR_INVALID_ARG, "dt_model_create: max_batch %d must be at least 1", max_batch);
-    /* The context's placement picks the backend; across ranks the gradients go through NCCL, or
-     * (a build without NCCL) through host memory by MPI: both take the backend's buffers. */
     backend *be = backend_cpu();
     dt_placement pl;
     dt_status s;
@@ -180,26 +176,23 @@ static dt_status model_build(dt_ctx *ctx, const char *spec, const char *input, u
     /* OpenBLAS's buffer before the model's memory: a limit too tight for both fails here with a
      * message, not in the first step's GEMM, where OpenBLAS would spin for ever (cpu/blas_reserve.c). */
     if (be->ops->host_memory && (s = backend_cpu_blas_reserve())) return s;
-    dt_model *m = calloc(1, sizeof *m);
-    if (!m) return status_set_error(DT_ERR_NOMEM, "out of memory for the model");
-    s = model_spec_parse(spec, input, &m->spec);
-    if (s) {
-        free(m);
-        return s;
-    }
-    m->ctx = ctx;
-    ctx_hold(ctx, CTX_HELD_MODEL); /* dt_finalize refuses while the model lives */
-    m->be = be;
-    m->max_batch = max_batch;
-    const size_t B = (size_t)max_batch, n = (size_t)m->spec.n;
+    *out = be;
+    return DT_OK;
+}
+
+/* The buffers sized by the model and max_batch alone. A failed one stays NULL with the error set
+ * (model_buffers_made checks them all at once). */
+static void model_alloc_buffers(dt_model *m)
+{
+    backend *be = m->be;
+    const size_t B = (size_t)m->max_batch, n = (size_t)m->spec.n;
     m->params = mbuf(m, m->spec.num_params * sizeof(float), "parameters");
     m->grads = mbuf(m, m->spec.num_params * sizeof(float), "gradients");
     /* One more than the layers: the last is the loss scaler's queued verdict (model_step.c); then
      * a step graph's optimizer values (model_graph.c). */
     m->dflags = mbuf(m, flags_bytes(n), "the finite-check flags");
     if (m->dflags) m->live_dev = (optim_consts *)(void *)((char *)m->dflags + flags_live_offset(n));
-    const int host = be->ops->host_memory;
-    if (!host) {
+    if (!be->ops->host_memory) {
         m->xdev = mbuf(m, B * dt_model_input_size(m) * sizeof(float), "the input batch");
         m->ldev = mbuf(m, B * sizeof(int32_t), "the labels");
         if (be->ops->copy_in) {
@@ -213,24 +206,61 @@ static dt_status model_build(dt_ctx *ctx, const char *spec, const char *input, u
     m->in = calloc(n, sizeof *m->in);
     m->pool_idx = calloc(n, sizeof *m->pool_idx);
     m->relu_mask = calloc(n, sizeof *m->relu_mask);
+}
+
+/* A new model trains in fp32, one step a batch, with the runtime's choices left to it. */
+static void model_set_defaults(dt_model *m)
+{
     m->prec = m->grad_t = DT_F32;
     m->inv_scale = m->grad_mul = 1.0f;
     m->accum_steps = 1;
     m->step_overlap = DT_STEP_OVERLAP_AUTO;
     m->graphs = DT_GRAPHS_AUTO;
     m->fused_relu = 1;
+}
+
+/* 1 when model_alloc_buffers made every buffer this backend needs; else 0 with the error set
+ * (by the failed allocation itself, or here for the layer tables). */
+static int model_buffers_made(const dt_model *m)
+{
+    const backend *be = m->be;
+    const int host = be->ops->host_memory;
+    if (!(m->params && m->grads && m->dflags && m->lossh && (host || (m->xdev && m->ldev)) &&
+          (!be->ops->copy_in || host || (m->xdev2 && m->ldev2))))
+        return 0;
+    if (!(m->act && m->in && m->pool_idx && m->relu_mask)) {
+        status_set_error(DT_ERR_NOMEM, "out of host memory for the model's layer tables");
+        return 0;
+    }
+    return 1;
+}
+
+static dt_status model_build(dt_ctx *ctx, const char *spec, const char *input, uint64_t seed, int max_batch,
+                             dt_model **out)
+{
+    *out = NULL;
+    if (max_batch < 1)
+        return status_set_error(DT_ERR_INVALID_ARG, "dt_model_create: max_batch %d must be at least 1", max_batch);
+    backend *be = NULL;
+    dt_status s;
+    if ((s = model_pick_backend(ctx, &be))) return s;
+    dt_model *m = calloc(1, sizeof *m);
+    if (!m) return status_set_error(DT_ERR_NOMEM, "out of memory for the model");
+    if ((s = model_spec_parse(spec, input, &m->spec))) {
+        free(m);
+        return s;
+    }
+    m->ctx = ctx;
+    ctx_hold(ctx, CTX_HELD_MODEL); /* dt_finalize refuses while the model lives */
+    m->be = be;
+    m->max_batch = max_batch;
+    model_alloc_buffers(m);
+    model_set_defaults(m);
     if ((s = plan_conv_shapes(&m->spec, max_batch))) {
         dt_model_free(m);
         return s;
     }
-    /* else the error is set */
-    int ok = m->params && m->grads && m->dflags && m->lossh && (host || (m->xdev && m->ldev)) &&
-             (!be->ops->copy_in || host || (m->xdev2 && m->ldev2));
-    if (ok && !(m->act && m->in && m->pool_idx && m->relu_mask)) {
-        status_set_error(DT_ERR_NOMEM, "out of host memory for the model's layer tables");
-        ok = 0;
-    }
-    if (!ok || !model_alloc_acts(m)) {
+    if (!model_buffers_made(m) || !model_alloc_acts(m)) {
         /* dt_last_error names the allocation, the bytes asked for and (GPU) free, and the fix. */
         status_kept why;
         status_keep(&why);
@@ -245,13 +275,6 @@ static dt_status model_build(dt_ctx *ctx, const char *spec, const char *input, u
     return DT_OK;
 }
 
-/* Every rank must build the same model: the broadcast of the parameters pairs each rank's buffer
- * with rank 0's, and a rank given another spec or input would reach it with another count (which
- * MPI leaves undefined). Every rank joins, also one whose own build failed or that was given no
- * `out` (own != DT_OK, m NULL), so that none waits for it: first the ranks' verdict, after which
- * every rank returns the code of the first rank that failed, naming it (that rank its own error);
- * then the architectures are compared by the fingerprint checkpoints check (model_fingerprint),
- * through dt_broadcast and dt_check_replicas, all under the collective deadline. */
 static dt_status model_check_ranks(dt_ctx *ctx, const dt_model *m, dt_status own, const char *spec, const char *input)
 {
     if (!ctx || dt_world_size(ctx) <= 1) return own;
