@@ -106,58 +106,76 @@ static dt_status read_data_block(int fd, const char *path, ckpt_state *st)
     return DT_OK;
 }
 
-/* Versions 1 to 3 from fd (at its start) into st. */
-static dt_status read_fixed(int fd, uint64_t size, const char *path, long name_step, const dt_model *m,
-                            const dt_optimizer *o, const dt_ckpt_data *data, ckpt_state *st)
+/* The header, read whole and sealed by its CRC, of a version this reader takes. */
+static dt_status read_header(int fd, uint64_t size, const char *path, ckpt_header *h)
 {
-    ckpt_header h;
-    ckpt_scaler cs;
-    memset(&cs, 0, sizeof cs);
-    if (!read_exact(fd, &h, sizeof h))
+    if (!read_exact(fd, h, sizeof *h))
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is truncated (%llu bytes, a header needs %zu)", path,
-                                (unsigned long long)size, sizeof h);
-    uint32_t want = h.header_crc;
-    h.header_crc = 0;
-    if (memcmp(h.magic, CKPT_MAGIC, 8) != 0 || ckpt_crc(&h, sizeof h) != want)
+                                (unsigned long long)size, sizeof *h);
+    uint32_t want = h->header_crc;
+    h->header_crc = 0;
+    if (memcmp(h->magic, CKPT_MAGIC, 8) != 0 || ckpt_crc(h, sizeof *h) != want)
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is not a dtrain checkpoint or its header is damaged",
                                 path);
-    if (h.version < 1 || h.version > CKPT_VERSION_FIXED)
+    if (h->version < 1 || h->version > CKPT_VERSION_FIXED)
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s has version %u; this dtrain reads versions 1 to %u",
-                                path, h.version, CKPT_VERSION);
-    if (h.version >= 2) {
-        if (!read_exact(fd, &cs, sizeof cs))
-            return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is truncated (no loss-scaler block)", path);
-        uint32_t cwant = cs.crc;
-        cs.crc = 0;
-        if (ckpt_crc(&cs, sizeof cs) != cwant)
-            return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: the loss-scaler block is damaged (CRC mismatch)",
-                                    path);
-    }
-    dt_status s = check_header(path, &h, name_step, m, o);
-    if (s) return s;
-    if (cs.present > 1)
+                                path, h->version, CKPT_VERSION);
+    return DT_OK;
+}
+
+/* The loss-scaler block of version 2 on, sealed by its CRC; version 1 has none (cs stays zero). */
+static dt_status read_scaler_block(int fd, const char *path, uint32_t version, ckpt_scaler *cs)
+{
+    if (version < 2) return DT_OK;
+    if (!read_exact(fd, cs, sizeof *cs))
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is truncated (no loss-scaler block)", path);
+    uint32_t cwant = cs->crc;
+    cs->crc = 0;
+    if (ckpt_crc(cs, sizeof *cs) != cwant)
+        return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: the loss-scaler block is damaged (CRC mismatch)", path);
+    return DT_OK;
+}
+
+/* The scaler block's fields, which its CRC does not make sane. */
+static dt_status check_scaler_block(const char *path, const ckpt_scaler *cs)
+{
+    if (cs->present > 1)
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: scaler field present is %u; it must be 0 or 1", path,
-                                cs.present);
-    if (cs.present &&
-        (s = ckpt_check_scaler(path, cs.scale, cs.good_steps, cs.hysteresis_left, cs.updates, cs.skipped)))
-        return s;
-    if (h.version >= 3 && (s = read_data_block(fd, path, st))) return s;
+                                cs->present);
+    if (cs->present)
+        return ckpt_check_scaler(path, cs->scale, cs->good_steps, cs->hysteresis_left, cs->updates, cs->skipped);
+    return DT_OK;
+}
+
+static dt_status check_data_channels(const char *path, const dt_ckpt_data *data, const ckpt_state *st)
+{
     if (data && st->has_data && st->channels && st->channels != data->channels)
         return status_set_error(DT_ERR_INVALID_ARG,
                                 "checkpoint %s was trained on data of %d channels; this data has %d: "
                                 "use the same --data, or a new --checkpoint-dir",
                                 path, st->channels, data->channels);
-    /* The sizes are now bounded by the model's, so this sum cannot overflow; it must be the file's. */
-    uint64_t payload = (h.section_n[0] + h.section_n[1] + h.section_n[2]) * sizeof(float);
-    uint64_t expect = sizeof h + (h.version >= 2 ? sizeof cs : 0) +
-                      (h.version >= 3 ? sizeof(ckpt_data) + 2 * (uint64_t)st->channels * sizeof(float) : 0) + payload;
+    return DT_OK;
+}
+
+/* The file's size against the one its header and blocks describe. The sizes are bounded by the
+ * model's by now (check_header), so this sum cannot overflow. */
+static dt_status check_file_size(const char *path, uint64_t size, const ckpt_header *h, const ckpt_state *st)
+{
+    uint64_t payload = (h->section_n[0] + h->section_n[1] + h->section_n[2]) * sizeof(float);
+    uint64_t expect = sizeof *h + (h->version >= 2 ? sizeof(ckpt_scaler) : 0) +
+                      (h->version >= 3 ? sizeof(ckpt_data) + 2 * (uint64_t)st->channels * sizeof(float) : 0) + payload;
     if (size != expect)
         return status_set_error(DT_ERR_CORRUPT, "checkpoint %s is %llu bytes; its header describes %llu (%s)", path,
                                 (unsigned long long)size, (unsigned long long)expect,
                                 size < expect ? "truncated" : "data after its last section");
-    const int nsec = o ? 3 : 1; /* weights only: the optimizer sections are not read */
+    return DT_OK;
+}
+
+/* The first nsec sections into st->sec[], each checked against its CRC and for finite values. */
+static dt_status read_sections(int fd, const char *path, const ckpt_header *h, int nsec, ckpt_state *st)
+{
     for (int i = 0; i < nsec; i++) {
-        size_t n = (size_t)h.section_n[i];
+        size_t n = (size_t)h->section_n[i];
         if (n == 0) continue;
         char label[16] = "section 0";
         label[8] = (char)('0' + i);
@@ -169,19 +187,44 @@ static dt_status read_fixed(int fd, uint64_t size, const char *path, long name_s
         if (!read_exact(fd, st->sec[i], n * sizeof(float)))
             return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section %d is truncated (%s)", path, i,
                                     errno ? strerror(errno) : "end of file");
-        if (ckpt_crc(st->sec[i], n * sizeof(float)) != h.section_crc[i])
+        if (ckpt_crc(st->sec[i], n * sizeof(float)) != h->section_crc[i])
             return status_set_error(DT_ERR_CORRUPT, "checkpoint %s: section %d is damaged (CRC mismatch)", path, i);
-        if ((s = ckpt_check_values(path, label, st->sec[i], n, i == 2))) return s;
+        dt_status s = ckpt_check_values(path, label, st->sec[i], n, i == 2);
+        if (s) return s;
     }
-    st->optim_t = h.optim_t;
-    st->has_scaler = (int)cs.present;
-    st->scaler = (dt_scaler_state){.scale = cs.scale,
-                                   .good_steps = cs.good_steps,
-                                   .hysteresis_left = cs.hysteresis_left,
-                                   .updates = (long)cs.updates,
-                                   .skipped = (long)cs.skipped};
-    st->step = (long)h.step;
-    st->world = (int)h.world;
+    return DT_OK;
+}
+
+/* What the header and the scaler block say beyond the sections, once all of it has been checked. */
+static void keep_header_facts(const ckpt_header *h, const ckpt_scaler *cs, ckpt_state *st)
+{
+    st->optim_t = h->optim_t;
+    st->has_scaler = (int)cs->present;
+    st->scaler = (dt_scaler_state){.scale = cs->scale,
+                                   .good_steps = cs->good_steps,
+                                   .hysteresis_left = cs->hysteresis_left,
+                                   .updates = (long)cs->updates,
+                                   .skipped = (long)cs->skipped};
+    st->step = (long)h->step;
+    st->world = (int)h->world;
+}
+
+/* Versions 1 to 3 from fd (at its start) into st. */
+static dt_status read_fixed(int fd, uint64_t size, const char *path, long name_step, const dt_model *m,
+                            const dt_optimizer *o, const dt_ckpt_data *data, ckpt_state *st)
+{
+    ckpt_header h;
+    ckpt_scaler cs;
+    memset(&cs, 0, sizeof cs);
+    dt_status s;
+    if ((s = read_header(fd, size, path, &h)) || (s = read_scaler_block(fd, path, h.version, &cs)) ||
+        (s = check_header(path, &h, name_step, m, o)) || (s = check_scaler_block(path, &cs)))
+        return s;
+    if (h.version >= 3 && (s = read_data_block(fd, path, st))) return s;
+    if ((s = check_data_channels(path, data, st)) || (s = check_file_size(path, size, &h, st))) return s;
+    /* weights only: the optimizer sections are not read */
+    if ((s = read_sections(fd, path, &h, o ? 3 : 1, st))) return s;
+    keep_header_facts(&h, &cs, st);
     return DT_OK;
 }
 
