@@ -195,28 +195,71 @@ static dt_status sync_check_ranks(const dt_model *m, const dt_sync_config *c, dt
         v.failed > 1 ? ", and other ranks differ too" : ""));
 }
 
+/* A backward whose gradients are being reduced is reduced to the end first (the call is
+ * collective, as the reduction is), so the plan changes between steps and no gradients are left
+ * unreduced behind a dt_model_sync_grads that would find nothing to do. A reduce-scatter reduced
+ * only the slices its plan owned: under another plan or stage (c) they are not the slices the next
+ * step reads, so those gradients count as unreduced again (the optimizer step refuses them, and
+ * sync_grads says to run backward again). */
+static dt_status sync_settle_open_step(dt_model *m, const dt_sync_config *c)
+{
+    dt_status ws = dt_model_settle_step(m, NULL);
+    const int open = m->red && reducer_step_open(m->red);
+    const int scattered = open && model_zero(m);
+    if (!ws && open) ws = dt_model_sync_grads(m);
+    if (ws) return ws;
+    if (scattered &&
+        (c->zero != m->sync.zero || c->bucket_mb != m->sync.bucket_mb || c->first_bucket_mb != m->sync.first_bucket_mb))
+        m->unreduced = dt_world_size(m->ctx) > 1;
+    return DT_OK;
+}
+
+/* The reducer settings of c for m's gradient buffer (*buf), on m's backend and stream. */
+static void sync_reducer_config(dt_model *m, const dt_sync_config *c, void **buf, dt_reducer_config *rc)
+{
+    dt_reducer_defaults(rc);
+    sync_buffer(m, buf, &rc->dtype, &rc->wire);
+    rc->memory = m->be->ops->host_memory ? DT_MEMORY_HOST : DT_MEMORY_DEVICE;
+    rc->op = c->op;
+    rc->bucket_mb = c->bucket_mb;
+    rc->first_bucket_mb = c->first_bucket_mb;
+    rc->overlap = c->overlap;
+    rc->stream = m->be->ops->stream(m->be);
+}
+
+/* A new reducer over buf for the settings rc (sharded when zero), its ranges the parameter layers
+ * last first (the order backward finishes them), in place of m's. m is unchanged on failure. */
+static dt_status sync_new_reducer(dt_model *m, void *buf, const dt_reducer_config *rc, int zero)
+{
+    dt_range *r = calloc((size_t)m->spec.n, sizeof *r);
+    if (!r) return status_set_error(DT_ERR_NOMEM, "out of memory planning buckets");
+    int nr = 0;
+    for (int i = m->spec.n - 1; i >= 0; i--) {
+        const layer *l = &m->spec.layers[i];
+        if (l->w_n + l->b_n) r[nr++] = (dt_range){l->w_off, l->w_n + l->b_n};
+    }
+    dt_reducer *red = NULL;
+    dt_status s = dt_reducer_create(m->ctx, buf, m->spec.num_params, r, nr, rc, &red);
+    free(r);
+    if (!s && zero) s = reducer_set_shard(red, 1);
+    if (s) {
+        dt_reducer_free(red);
+        return s;
+    }
+    dt_reducer_free(m->red);
+    m->red = red;
+    return DT_OK;
+}
+
 dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
 {
     if (!m) return status_null_arg("dt_model_set_sync", "m", "pass the model dt_model_create made");
     const dt_status own =
         !c ? status_null_arg("dt_model_set_sync", "c", "pass a dt_sync_config filled by dt_sync_defaults")
            : sync_check_config(c);
-    const dt_status cs = sync_check_ranks(m, c, own);
-    if (cs) return cs;
-    /* A backward whose gradients are being reduced is reduced to the end first (the call is
-     * collective, as the reduction is), so the plan changes between steps and no gradients are
-     * left unreduced behind a dt_model_sync_grads that would find nothing to do. */
-    dt_status ws = dt_model_settle_step(m, NULL);
-    const int open = m->red && reducer_step_open(m->red);
-    const int scattered = open && model_zero(m);
-    if (!ws && open) ws = dt_model_sync_grads(m);
-    if (ws) return ws;
-    /* A reduce-scatter reduced only the slices its plan owned: under another plan or stage they
-     * are not the slices the next step reads, so those gradients count as unreduced again (the
-     * optimizer step refuses them, and sync_grads says to run backward again). */
-    if (scattered &&
-        (c->zero != m->sync.zero || c->bucket_mb != m->sync.bucket_mb || c->first_bucket_mb != m->sync.first_bucket_mb))
-        m->unreduced = dt_world_size(m->ctx) > 1;
+    dt_status s = sync_check_ranks(m, c, own);
+    if (!s) s = sync_settle_open_step(m, c);
+    if (s) return s;
     if (!m->ctx) { /* a model without a context (unit tests) reduces nothing */
         m->sync = *c;
         return DT_OK;
@@ -224,50 +267,20 @@ dt_status dt_model_set_sync(dt_model *m, const dt_sync_config *c)
     const dt_sync_config old = m->sync;
     m->sync = *c;
     dt_reducer_config rc;
-    dt_reducer_defaults(&rc);
     void *buf;
-    sync_buffer(m, &buf, &rc.dtype, &rc.wire);
-    rc.memory = m->be->ops->host_memory ? DT_MEMORY_HOST : DT_MEMORY_DEVICE;
-    rc.op = c->op;
-    rc.bucket_mb = c->bucket_mb;
-    rc.first_bucket_mb = c->first_bucket_mb;
-    rc.overlap = c->overlap;
-    rc.stream = m->be->ops->stream(m->be);
+    sync_reducer_config(m, c, &buf, &rc);
     /* The same buckets on the same buffer (dt_model_create's defaults, then the caller's settings):
      * the reducer, and its engine with its thread and communicators, stay; only the reduction,
      * the overlap and the sharding change. */
     if (m->red && reducer_same_plan(m->red, buf, &rc)) {
-        dt_status s = reducer_set_shard(m->red, c->zero);
+        s = reducer_set_shard(m->red, c->zero);
         if (!s) s = reducer_retune(m->red, c->op, c->overlap);
-        if (s) {
-            (void)reducer_set_shard(m->red, old.zero);
-            m->sync = old;
-        }
-        return s;
+        if (s) (void)reducer_set_shard(m->red, old.zero);
+    } else {
+        s = sync_new_reducer(m, buf, &rc, c->zero);
     }
-    /* The parameter layers, last first: the order backward finishes them. */
-    dt_range *r = calloc((size_t)m->spec.n, sizeof *r);
-    if (!r) {
-        m->sync = old;
-        return status_set_error(DT_ERR_NOMEM, "out of memory planning buckets");
-    }
-    int nr = 0;
-    for (int i = m->spec.n - 1; i >= 0; i--) {
-        const layer *l = &m->spec.layers[i];
-        if (l->w_n + l->b_n) r[nr++] = (dt_range){l->w_off, l->w_n + l->b_n};
-    }
-    dt_reducer *red = NULL;
-    dt_status s = dt_reducer_create(m->ctx, buf, m->spec.num_params, r, nr, &rc, &red);
-    free(r);
-    if (!s && c->zero) s = reducer_set_shard(red, 1);
-    if (s) {
-        dt_reducer_free(red);
-        m->sync = old;
-        return s;
-    }
-    dt_reducer_free(m->red);
-    m->red = red;
-    return DT_OK;
+    if (s) m->sync = old;
+    return s;
 }
 
 long model_comm_starts(const dt_model *m)
