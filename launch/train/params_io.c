@@ -50,7 +50,10 @@ int params_dump(const char *path, const float *p, size_t n)
     return EXIT_OK;
 }
 
-/* Rank 0's read: 0 on success, else a message in why. */
+/* Rank 0's read: EXIT_OK, else a message in why and the exit code it calls for: EXIT_USAGE for a
+ * path that cannot be used (missing, unreadable, not a file, another model's size: the command
+ * line named the wrong file), EXIT_FAIL for a file that is there but damaged (a read that fails,
+ * a value that is not finite), as a damaged --data file is. */
 static int read_params(const char *path, float *p, size_t n, char *why, size_t len)
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -60,12 +63,12 @@ static int read_params(const char *path, float *p, size_t n, char *why, size_t l
         char advice[IO_FIX_LEN];
         snprintf(why, len, "cannot open --init-params %s: %s: %s", path, strerror(err),
                  io_error_fix(err, "--init-params file", NULL, advice, sizeof advice));
-        return -1;
+        return EXIT_USAGE;
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         snprintf(why, len, "--init-params %s is not a regular file", path);
         close(fd);
-        return -1;
+        return EXIT_USAGE;
     }
     if ((unsigned long long)sb.st_size != (unsigned long long)n * 4) {
         snprintf(why, len,
@@ -74,7 +77,7 @@ static int read_params(const char *path, float *p, size_t n, char *why, size_t l
                  "tofile of a float32 array in the layout of docs/training.md, Parameter files)",
                  path, (long long)sb.st_size, n, n * 4);
         close(fd);
-        return -1;
+        return EXIT_USAGE;
     }
     size_t got = 0;
     char *b = (char *)p;
@@ -84,7 +87,7 @@ static int read_params(const char *path, float *p, size_t n, char *why, size_t l
         if (r <= 0) {
             snprintf(why, len, "reading --init-params %s failed: %s", path, r < 0 ? strerror(errno) : "end of file");
             close(fd);
-            return -1;
+            return EXIT_FAIL;
         }
         got += (size_t)r;
     }
@@ -100,25 +103,28 @@ static int read_params(const char *path, float *p, size_t n, char *why, size_t l
         if (!isfinite(p[i])) {
             snprintf(why, len, "--init-params %s: parameter %zu (byte offset %zu) is %g, not a finite number", path, i,
                      i * 4, (double)p[i]);
-            return -1;
+            return EXIT_FAIL;
         }
-    return 0;
+    return EXIT_OK;
 }
 
-int params_load(dt_ctx *ctx, dt_model *m, const char *path)
+int params_load(dt_ctx *ctx, dt_model *m, const char *path, int *agreed)
 {
+    *agreed = 0;
     const size_t n = dt_model_num_params(m);
     float *p = malloc(n * sizeof *p);
     char why[1024] = "";
-    float failed = 0;
+    float failed = EXIT_OK;
     if (!p) {
         cli_error("out of memory for the %zu parameters of --init-params", n);
-        failed = 1;
-    } else if (dt_rank(ctx) == 0 && read_params(path, p, n, why, sizeof why) != 0) {
-        cli_error("%s", why);
-        failed = 1;
+        failed = EXIT_USAGE;
+    } else if (dt_rank(ctx) == 0) {
+        const int rc = read_params(path, p, n, why, sizeof why);
+        if (rc != EXIT_OK) cli_error("%s", why);
+        failed = (float)rc;
     }
-    /* Rank 0's verdict is everyone's: then all start from its values, or all stop. */
+    /* Rank 0's verdict is everyone's (only rank 0 reads, so the sum is its exit code, unless memory
+     * failed elsewhere too): then all start from its values, or all stop with one code. */
     dt_status s = dt_world_size(ctx) > 1 ? dt_allreduce(ctx, &failed, 1, DT_F32, DT_SUM) : DT_OK;
     if (!s && !failed && dt_world_size(ctx) > 1) s = dt_broadcast(ctx, p, n, DT_F32, 0);
     if (!s && !failed) s = dt_model_set_params(m, p);
@@ -127,5 +133,7 @@ int params_load(dt_ctx *ctx, dt_model *m, const char *path)
         cli_error("%s", dt_last_error());
         return EXIT_FAIL;
     }
-    return failed ? EXIT_USAGE : EXIT_OK;
+    if (failed == EXIT_OK) return EXIT_OK;
+    *agreed = 1;
+    return failed == EXIT_FAIL ? EXIT_FAIL : EXIT_USAGE;
 }

@@ -19,9 +19,11 @@
  * file. EXIT_OK, or EXIT_FAIL after printing why (the file, the cause, the fix). */
 int params_dump(const char *path, const float *p, size_t n);
 /* Rank 0 reads path, which must hold exactly the model's parameter count of floats, and every
- * rank takes its values (collective). EXIT_OK, or EXIT_FAIL / EXIT_USAGE after printing why:
- * EXIT_USAGE on every rank when the file could not be read or this memory not had (the ranks
- * agreed on it: each may end on its own), EXIT_FAIL when the exchange itself failed. */
-int params_load(dt_ctx *ctx, dt_model *m, const char *path);
+ * rank takes its values (collective). EXIT_OK, or EXIT_FAIL / EXIT_USAGE after printing why. When
+ * the ranks agreed on a refusal (*agreed 1: each may end on its own), EXIT_USAGE for a path that
+ * cannot be used (missing, unreadable, not a file, another model's size) or memory not had, and
+ * EXIT_FAIL for a damaged file (a read error, a value that is not finite); *agreed 0 and
+ * EXIT_FAIL when the exchange itself failed. */
+int params_load(dt_ctx *ctx, dt_model *m, const char *path, int *agreed);
 
 #endif

@@ -243,9 +243,10 @@ static int setup_training(train_run *r)
     dt_model_set_deferred_verdict(r->m, 1);
     if (t->clip_grad_norm > 0 && (s = dt_model_set_clip_grad_norm(r->m, t->clip_grad_norm)))
         return train_status_error(s);
-    if (t->init_params && (rc = params_load(r->ctx, r->m, t->init_params))) {
-        /* EXIT_USAGE: every rank learned rank 0's verdict on the file, and ends on its own. */
-        if (rc == EXIT_USAGE) train_failure_shared();
+    int agreed = 0;
+    if (t->init_params && (rc = params_load(r->ctx, r->m, t->init_params, &agreed))) {
+        /* Every rank learned rank 0's verdict on the file, and ends on its own. */
+        if (agreed) train_failure_shared();
         return rc;
     }
     /* Gradients are already divided by the global batch (train_loop.c's scale): sum them. */

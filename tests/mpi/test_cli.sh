@@ -199,6 +199,13 @@ mkdir -p "$tmp/mdir"
 expect 2 "--metrics $tmp/mdir is a directory: give a file path" "$DTRAIN" train $small --metrics "$tmp/mdir"
 # --init-params may be --dump-params' file: it is read before anything is written (here it is too short).
 expect 2 "--init-params $tmp/p.bin holds 1 bytes" "$DTRAIN" train $small --init-params "$tmp/p.bin" --dump-params "$tmp/p.bin"
+# A file of the right size holding a NaN is there but damaged, as a truncated --data file is: a
+# run-time failure, 1 (docs/troubleshooting.md, Exit codes), on every rank and without MPI_Abort.
+head -c 1768 /dev/zero | tr '\0' '\377' >"$tmp/nan.bin"
+expect 1 "--init-params $tmp/nan.bin: parameter 0 (byte offset 0) is -nan, not a finite number" \
+    "$DTRAIN" train $small --init-params "$tmp/nan.bin"
+expect 1 "is -nan, not a finite number" "$MPIRUN" -np 2 "$DTRAIN" train $small --init-params "$tmp/nan.bin"
+grep -q MPI_ABORT "$tmp/out" && bad "a damaged --init-params aborted the job" || ok "a damaged --init-params: no MPI_Abort"
 # A character device keeps nothing, so every output may share it.
 expect 0 "trace of 1 rank in /dev/null" "$DTRAIN" train $small --metrics /dev/null --dump-params /dev/null --trace /dev/null
 # Flags that would be ignored, or override another silently, are refused naming both (any order).
