@@ -249,7 +249,8 @@ const char *cli_flags_num(char buf[32], double v, int is_float);
 #define CLI_F32_TEXT(v) cli_flags_num((char[32]){0}, (double)(v), 1)
 #define CLI_F64_TEXT(v) cli_flags_num((char[32]){0}, (double)(v), 0)
 /* Collective, before the command makes anything: text compared across the ranks (one
- * broadcast of rank 0's text and one small allreduce, one broadcast more where it differs). EXIT_OK where every rank has rank 0's
+ * broadcast of rank 0's text and one small allreduce; where it differs, one broadcast more and
+ * cli_say_shared_failure's exchange). EXIT_OK where every rank has rank 0's
  * text (and in a world of 1); else EXIT_USAGE after saying once, for all the ranks, "rank R was
  * given '<its line>' where rank 0 was given '<rank 0's line>' [(N ranks differ from rank 0)]: every
  * rank of a job must get the same <what>; start them all with one command line", with *shared 1.

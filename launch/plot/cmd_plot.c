@@ -262,6 +262,8 @@ static int write_script(FILE *f, const plot_data *d, const unsigned char *keep, 
     return count;
 }
 
+/* Copies the PNG at path to standard output. 0; -1 after printing why the file could not be read;
+ * -2 when standard output refused the bytes (cli_close_stdout reports that, with its cause). */
 static int png_to_stdout(const char *path)
 {
     FILE *f = fopen(path, "rb");

@@ -95,8 +95,9 @@ int train_setup(train_run *r, const dt_placement *pl);
 /* The training flags every rank must share (all but paths, and of those whether each is given),
  * compared across the ranks: EXIT_OK, or EXIT_USAGE after saying once, for all the ranks, the
  * first rank whose flags differ from rank 0's, the flag and both values (train_flags_agree.c).
- * One exchange (dt_check_replicas of the flags' text); two broadcasts more when they differ.
- * Collective. */
+ * Two collectives where the flags agree (rank 0's text broadcast, the verdict's allreduce:
+ * rank_compare_struct); where they differ, the first differing rank's text broadcast and the
+ * exchange that says the refusal once (cli_say_shared_failure). Collective. */
 int train_flags_agree(train_run *r);
 
 /* ---------------------------------------------------------------- memory (train_memory.c) */

@@ -275,6 +275,13 @@ static dt_status model_build(dt_ctx *ctx, const char *spec, const char *input, u
     return DT_OK;
 }
 
+/* Every rank must build the same model: the broadcast of the parameters pairs each rank's buffer
+ * with rank 0's, and a rank given another spec or input would reach it with another count (which
+ * MPI leaves undefined). Every rank joins, also one whose own build failed or that was given no
+ * `out` (own != DT_OK, m NULL), so that none waits for it: first the ranks' verdict, after which
+ * every rank returns the code of the first rank that failed, naming it (that rank its own error);
+ * then the architectures are compared by the fingerprint checkpoints check (model_fingerprint),
+ * through dt_broadcast and dt_check_replicas, all under the collective deadline. */
 static dt_status model_check_ranks(dt_ctx *ctx, const dt_model *m, dt_status own, const char *spec, const char *input)
 {
     if (!ctx || dt_world_size(ctx) <= 1) return own;
