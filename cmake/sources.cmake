@@ -55,7 +55,7 @@ set(DTRAIN_RUNTIME_SOURCES
 
 # The command (launch/main.c holds main()).
 set(DTRAIN_LAUNCH_SOURCES
-  launch/main.c launch/close_stdout.c launch/cli.c launch/cli_values.c launch/cli_paths.c launch/cli_error.c launch/normalize_flag.c launch/synthetic_on.c launch/one_process.c launch/agree_failure.c launch/flags_agree.c launch/prologue.c launch/help.c launch/crash.c launch/train/fault_inject.c launch/train/metrics.c
+  launch/main.c launch/close_stdout.c launch/cli.c launch/cli_values.c launch/cli_paths.c launch/cli_error.c launch/normalize_flag.c launch/synthetic_on.c launch/one_process.c launch/agree_failure.c launch/flags_text.c launch/flags_agree.c launch/prologue.c launch/help.c launch/crash.c launch/train/fault_inject.c launch/train/metrics.c
   launch/train/progress.c launch/train/train_flags.c launch/train/train_flags_check.c launch/train/train_data.c launch/train/lr_schedule.c launch/train/params_io.c launch/train/train_loop.c launch/train/train_stop.c
   launch/train/train_report.c launch/train/train_record.c launch/train/train_ckpt.c launch/train/train_trace.c launch/train/train_bucket_auto.c launch/train/train_epochs.c launch/train/straggler.c launch/train/cmd_train.c launch/train/train_setup.c launch/train/train_flags_agree.c launch/train/train_memory.c launch/train/cmd_eval.c launch/train/eval_figures.c launch/data/cmd_data.c launch/data/cmd_data_info.c
   launch/data/cmd_data_convert.c launch/data/cmd_data_verify.c launch/cmd_env.c launch/cmd_version.c

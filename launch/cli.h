@@ -226,7 +226,7 @@ int cli_agree_failure(dt_ctx *ctx, int rc, const char *why, int *shared);
  * every rank: it is one more exchange over ctx. */
 int cli_say_shared_failure(dt_ctx *ctx, dt_status s, const char *what, int *shared);
 
-/* ---------------------------------------------------------------- flags that must agree (flags_agree.c) */
+/* ------------------------------------------- flags that must agree (flags_text.c, flags_agree.c) */
 
 /* The text of a command's flags that every rank must share, one "--flag value" line each, made from
  * the parsed values (so "--lr 0.10" and "--lr 0.1" agree). Texts of any length go last: a text cut
@@ -236,7 +236,7 @@ typedef struct cli_flags_text {
     char s[CLI_FLAGS_TEXT];
     size_t len;
 } cli_flags_text;
-/* One line, printf-style. */
+/* One line, printf-style; a line past the buffer's end is cut there (len stays below the size). */
 void cli_flags_line(cli_flags_text *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A path flag's line: whether it is given ("--data PATH" or "no --data"), not the path, since a
  * node may read its own copy under another name. */

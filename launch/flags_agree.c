@@ -15,39 +15,9 @@
 #include "collectives/rank_verdict.h"
 #include "base/status.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-void cli_flags_line(cli_flags_text *a, const char *fmt, ...)
-{
-    if (a->len >= sizeof a->s) return;
-    va_list ap;
-    va_start(ap, fmt);
-    const int n = vsnprintf(a->s + a->len, sizeof a->s - a->len, fmt, ap);
-    va_end(ap);
-    if (n > 0) a->len += (size_t)n;
-    if (a->len < sizeof a->s - 1) a->s[a->len++] = '\n';
-}
-
-void cli_flags_path(cli_flags_text *a, const char *flag, const char *path)
-{
-    if (path)
-        cli_flags_line(a, "%s PATH", flag);
-    else
-        cli_flags_line(a, "no %s", flag);
-}
-
-const char *cli_flags_num(char buf[32], double v, int is_float)
-{
-    for (int digits = 6; digits < 17; digits++) {
-        snprintf(buf, 32, "%.*g", digits, v);
-        const double back = strtod(buf, NULL);
-        if (is_float ? (float)back == (float)v : back == v) break;
-    }
-    return buf;
-}
 
 /* The first line where a and b differ (its start in each), or -1. */
 static int first_different_line(const char *a, const char *b, const char **la, const char **lb)
