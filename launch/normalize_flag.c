@@ -59,7 +59,15 @@ int cli_normalize_spec(const char *arg, int *normalize, cli_norm_figures *fig)
                   arg);
         return EXIT_USAGE;
     }
-    char ms[2048];
+    /* Room for the most a list can hold (CLI_NORM_MAX_C figures, each under 128 characters, and
+     * their commas): a longer one is refused whole, never cut to fewer figures that may pass. */
+    char ms[CLI_NORM_MAX_C * 128];
+    if ((size_t)(colon - means) >= sizeof ms) {
+        cli_error("--normalize standard: the mean list is %zu characters, more than %d figures of under 128 "
+                  "characters can take: give at most %d, or --normalize standard (computed from the data)",
+                  (size_t)(colon - means), CLI_NORM_MAX_C, CLI_NORM_MAX_C);
+        return EXIT_USAGE;
+    }
     snprintf(ms, sizeof ms, "%.*s", (int)(colon - means), means);
     int nm, ns;
     if (norm_list("mean", ms, 0, fig->mean, &nm) || norm_list("std", colon + 1, 1, fig->std, &ns)) return EXIT_USAGE;

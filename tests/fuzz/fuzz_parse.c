@@ -16,6 +16,8 @@
  *  - parse_bytes gives digits times 1, 1024, 1024^2 or 1024^3 (K, M, G), from 1 to 4G;
  *  - cli_list calls back once per non-empty comma-separated item, at most max times;
  *  - a CPU list, formatted and parsed again, is the same set;
+ *  - --normalize (cli_normalize_spec) standard:M,..:S,.. is accepted exactly when an independent
+ *    reading of its two lists is, with the figures that reading gives (those the command sets);
  *  - --augment (cli_augment) is none or flip and crop:N (1..4096) each at most once, comma-separated;
  *  - --lr-schedule (lr_schedule_parse, launch/train/lr_schedule.c), as given and after "step:": a step
  *    schedule's factor reads by parse_double's grammar into (0, 1], its 1..LR_MAX_MILESTONES
@@ -233,34 +235,68 @@ static void check_step_range(const char *s)
                "parse_step_range('%s') gave %ld:%ld", s, a, b);
 }
 
-/* --normalize's figures (cli_normalize_spec): accepted only as none, unit, standard, or
- * standard:M,..:S,.. with as many finite means as standard deviations above 0, 1 to
- * CLI_NORM_MAX_C of each; a refusal leaves no figures. Tried as given and after "standard:". */
+/* One list of --normalize standard:MEANS:STDS by an independent reading: 1 to CLI_NORM_MAX_C
+ * comma-separated items, none empty or of 128 characters or more, each of parse.h's grammar, finite
+ * and within +-1e30, a std above 0 as the float it is kept in. The count, or 0 when refused. */
+static int ref_norm_list(const char *list, int positive, float *out)
+{
+    int n = 0;
+    for (const char *p = list;; p++) {
+        const size_t len = strcspn(p, ",");
+        char item[128];
+        if (len == 0 || len >= sizeof item || n == CLI_NORM_MAX_C) return 0;
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if (!ref_double_syntax(item)) return 0;
+        errno = 0;
+        const double v = strtod(item, NULL);
+        if (errno == ERANGE || !isfinite(v) || v < -1e30 || v > 1e30 || (positive && !((float)v > 0))) return 0;
+        out[n++] = (float)v;
+        if (!p[len]) return n;
+        p += len;
+    }
+}
+
+/* --normalize's figures (cli_normalize_spec): accepted exactly as none, unit, standard, or
+ * standard:M,..:S,.. with as many means as standard deviations (ref_norm_list), and then with the
+ * figures an independent reading of the text gives, the ones the command sets on its dataset; a
+ * refusal leaves no figures. Tried as given and after "standard:". */
 static void check_normalize(const char *s)
 {
     for (int prefixed = 0; prefixed < 2; prefixed++) {
         char arg[4200];
         if (snprintf(arg, sizeof arg, "%s%s", prefixed ? "standard:" : "", s) >= (int)sizeof arg) continue;
-        cli_norm_figures fig;
+        cli_norm_figures fig, ref;
         memset(&fig, 0, sizeof fig);
+        memset(&ref, 0, sizeof ref);
         int normalize = -1;
         const int rc = cli_normalize_spec(arg, &normalize, &fig);
+        const int plain = !strcmp(arg, "none")       ? DT_NORMALIZE_NONE
+                          : !strcmp(arg, "unit")     ? DT_NORMALIZE_UNIT
+                          : !strcmp(arg, "standard") ? DT_NORMALIZE_STANDARD
+                                                     : -2;
+        const char *colon = strncmp(arg, "standard:", 9) ? NULL : strchr(arg + 9, ':');
+        int want = plain != -2;
+        if (colon && !strchr(colon + 1, ':')) {
+            char means[sizeof arg];
+            snprintf(means, sizeof means, "%.*s", (int)(colon - arg - 9), arg + 9);
+            const int nm = ref_norm_list(means, 0, ref.mean), ns = nm ? ref_norm_list(colon + 1, 1, ref.std) : 0;
+            ref.n = nm && nm == ns ? nm : 0;
+            want = ref.n > 0;
+        }
+        FUZZ_CHECK((rc == EXIT_OK) == want, "--normalize '%s' %s", arg, rc == EXIT_OK ? "accepted" : "refused");
         if (rc != EXIT_OK) {
-            if (rc != EXIT_USAGE || fig.n != 0) abort();
+            FUZZ_CHECK(rc == EXIT_USAGE && fig.n == 0, "--normalize '%s' refused with rc %d, %d figures", arg, rc,
+                       fig.n);
             continue;
         }
-        if (fig.n == 0) {
-            const int want = !strcmp(arg, "none")       ? DT_NORMALIZE_NONE
-                             : !strcmp(arg, "unit")     ? DT_NORMALIZE_UNIT
-                             : !strcmp(arg, "standard") ? DT_NORMALIZE_STANDARD
-                                                        : -2;
-            if (normalize != want) abort();
-            continue;
-        }
-        if (strncmp(arg, "standard:", 9) || normalize != DT_NORMALIZE_STANDARD || fig.n < 1 || fig.n > CLI_NORM_MAX_C)
-            abort();
+        FUZZ_CHECK(normalize == (fig.n ? DT_NORMALIZE_STANDARD : plain), "--normalize '%s' gave mode %d", arg,
+                   normalize);
+        FUZZ_CHECK(fig.n == ref.n, "--normalize '%s' gave %d channels, expected %d", arg, fig.n, ref.n);
         for (int c = 0; c < fig.n; c++)
-            if (!isfinite(fig.mean[c]) || !isfinite(fig.std[c]) || !(fig.std[c] > 0)) abort();
+            FUZZ_CHECK(fig.mean[c] == ref.mean[c] && fig.std[c] == ref.std[c],
+                       "--normalize '%s' channel %d: mean %.9g std %.9g, the text says %.9g and %.9g", arg, c,
+                       fig.mean[c], fig.std[c], ref.mean[c], ref.std[c]);
     }
 }
 
