@@ -40,6 +40,12 @@ grep -q "GPUs are assigned to this node" "$tmp/hidden" && bad "an empty CUDA_VIS
     ok "CUDA_VISIBLE_DEVICES='': no assigned-GPU warning"
 grep -q "CUDA_VISIBLE_DEVICES is empty (no GPU visible)" "$tmp/hidden" && ok "CUDA_VISIBLE_DEVICES='' named as empty" ||
     { bad "empty CUDA_VISIBLE_DEVICES message"; cat "$tmp/hidden"; }
+# The env table's own note on those runs: why no GPU is used (no driver, or --device cpu), and none
+# for ranks planned no GPU at all ("-": more ranks than GPUs on one list).
+grep -q "note: GPUs are assigned but none is usable here (no driver or device)" "$tmp/warn" &&
+    grep -q "note: GPUs are assigned but none is usable here (--device cpu)" "$tmp/quiet" &&
+    ! grep -q "note: GPUs are assigned" "$tmp/few" && ok "env's GPU note: its reason, and none for '-' rows" ||
+    { bad "env's GPU note"; cat "$tmp/warn" "$tmp/quiet" "$tmp/few"; }
 
 # --- A simulated `srun --mpi=pmix` step (PMIx live, OMPI_* unset): task 1's SLURM_LOCALID is
 # malformed. Both tasks end at once, and task 0 names task 1 and its reason (before, it waited in

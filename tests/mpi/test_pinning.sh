@@ -69,6 +69,10 @@ cat "$tmp/env"; env_rows "$tmp/env" >"$tmp/rows"
 [ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "shared" ] && grep -q "confined ranks to fewer CPUs than their node has" \
     "$tmp/env" && ! grep -q "start fewer ranks per node" "$tmp/env" && ok "taskset -c 0: the note names the confinement" ||
     bad "taskset -c 0: no note on the launcher's confinement"
+# The note names the first confined rank, the CPUs it may use and how many its node has online.
+grep -qF "(rank 0 may run on CPUs 0, $(getconf _NPROCESSORS_ONLN) online on " "$tmp/env" &&
+    ok "taskset -c 0: the note names rank 0, CPU 0 and the node's $(getconf _NPROCESSORS_ONLN) CPUs" ||
+    bad "taskset -c 0: the note's rank or CPUs: $(grep -o '(rank [^)]*)' "$tmp/env")"
 DTRAIN_PIN=none "$MPIRUN" -np 2 --bind-to none -x DTRAIN_PIN "$DTRAIN" env >"$tmp/env" 2>&1; env_rows "$tmp/env" >"$tmp/rows"
 [ "$(awk '{print $9}' "$tmp/rows" | sort -u)" = "none" ] && ok "DTRAIN_PIN=none: not pinned" || bad "DTRAIN_PIN=none ignored"
 finish
