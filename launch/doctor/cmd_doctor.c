@@ -69,7 +69,9 @@ static int doctor_flag(int val, const char *arg, void *ud)
         case OPT_MODEL: o->q.model = arg; return EXIT_OK;
         case OPT_INPUT: o->q.input = arg; return EXIT_OK;
         case OPT_PRECISION: o->precision_text = arg; return cli_float_dtype("--precision", arg, &o->q.precision);
-        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 24, &o->q.batch);
+        /* train's limit: a batch doctor says fits must be one train takes (the largest it reports
+         * stops there too). */
+        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &o->q.batch);
         case OPT_CKPT_DIR: o->paths.ckpt_dir = arg; return EXIT_OK;
         case OPT_DATA: o->paths.data = arg; return EXIT_OK;
         case OPT_METRICS: o->paths.metrics = arg; return EXIT_OK;

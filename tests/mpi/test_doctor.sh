@@ -2,7 +2,8 @@
 # `dtrain doctor`: a healthy mpirun -np 2 passes with a table; --json parses with the expected
 # checks; faked environments (thread variables, no yield with more ranks than cores, torchrun
 # variables without a launcher, srun variables without PMIx or that do not parse, CPUs narrowed by
-# taskset) give their WARN or FAIL and exit code; --json stays valid UTF-8.
+# taskset) give their WARN or FAIL and exit code; --json stays valid UTF-8; ranks given other shared
+# flags are refused; the model flags' bounds.
 here=$(dirname "$0"); source "$here/lib.sh"
 DTRAIN=$1 MPIRUN=$2
 # A healthy job lets dtrain pick OpenBLAS's kernels; an OPENBLAS_CORETYPE the machine exports
@@ -112,6 +113,12 @@ doctor_status "$tmp/j" cpu.blas=warn && grep -q "runs its Prescott kernels" "$tm
 expect 1 "unset RANK and WORLD_SIZE" env RANK=0 WORLD_SIZE=4 "$DTRAIN" doctor --no-comm
 expect 1 "srun --mpi=pmix" env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_NODELIST=localhost \
     "$DTRAIN" doctor --no-comm
+# The first task of such an srun says that the others ran alone; a lone task has no others.
+grep -qF "(each of the 4 tasks ran alone; only the first printed this report)" "$tmp/out" &&
+    ok "srun without PMIx, 4 tasks: the first says the others ran alone" || bad "4 tasks: no tasks-ran-alone line"
+env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_NODELIST=localhost "$DTRAIN" doctor --no-comm >"$tmp/one" 2>&1
+grep -q "srun --mpi=pmix" "$tmp/one" && ! grep -q "ran alone" "$tmp/one" && ok "srun without PMIx, 1 task: no others named" ||
+    bad "1 task: $(grep "ran alone" "$tmp/one")"
 # Launcher variables that do not parse: launch.launcher FAILs naming the variable, and the PMI row
 # does not pretend to know the launcher.
 env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=2x SLURM_NODELIST=localhost "$DTRAIN" doctor --no-comm --json \
@@ -153,6 +160,26 @@ expect 2 "rank 1 was given '--no-comm on' where rank 0 was given '--no-comm off'
 [ "$(grep -c "dtrain: error" "$tmp/out")" -eq 1 ] && ! grep -q "MPI_ABORT" "$tmp/out" &&
     ok "doctor flags that differ between ranks: said once, no MPI_Abort" ||
     { bad "doctor flags that differ between ranks"; cat "$tmp/out"; }
+# Each of the shared flags, not only --no-comm, is compared: another --batch, --precision, --model
+# or --input on a rank would report that rank's model in the job's memory rows.
+# BASE|A|B: rank 0 given BASE A, rank 1 BASE B.
+for set in "--model cnn|--batch 8|--batch 16" "--model cnn|--precision fp32|--precision bf16" "|--model cnn|--model mlp" \
+    "--model cnn|--input 3x32x32|--input 3x16x16"; do
+    IFS='|' read -r base a b <<<"$set"
+    # shellcheck disable=SC2086 # the flags' words
+    expect 2 "rank 1 was given '$b' where rank 0 was given '$a'" timeout 60 "$MPIRUN" \
+        -np 1 "$DTRAIN" doctor --no-comm $base $a : -np 1 "$DTRAIN" doctor --no-comm $base $b
+done
+# The model flags' bounds: --batch from 1 to train's limit of 1048576 (a batch doctor says fits,
+# train must take), --keep-checkpoints from 0; each model flag wants --model.
+expect 2 "--batch '0' is out of range (expected an integer from 1 to 1048576)" "$DTRAIN" doctor --model cnn --batch 0
+expect 2 "--batch '1048577' is out of range (expected an integer from 1 to 1048576)" \
+    "$DTRAIN" doctor --model cnn --batch 1048577
+expect 2 "--keep-checkpoints '-1' is out of range" "$DTRAIN" doctor --checkpoint-dir "$tmp/kc" --keep-checkpoints -1
+"$DTRAIN" doctor --no-comm --json --checkpoint-dir "$tmp/kc" --keep-checkpoints 0 >"$tmp/j" 2>&1
+doctor_status "$tmp/j" path.checkpoint=pass && ok "--keep-checkpoints 0 (keep all) is taken" || bad "--keep-checkpoints 0"
+expect 2 "add --model" "$DTRAIN" doctor --input 3x32x32
+expect 2 "add --model" "$DTRAIN" doctor --precision bf16
 expect 2 "unknown option '--bogus'" "$DTRAIN" doctor --bogus
 expect 2 "add --model" "$DTRAIN" doctor --batch 8
 expect 0 "usage: dtrain doctor" "$DTRAIN" help doctor
