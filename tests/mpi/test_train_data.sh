@@ -438,6 +438,10 @@ grep -qF "normalize: standard, per channel mean / std (of values / 255): 0.0000 
 expect 2 "2 figures of mean and std for data of 1 channel" run 1 train --data "$tmp/hard" --normalize standard:0.1,0.2:0.3,0.4
 expect 2 "std figure 0 must be above 0" run 1 train --data "$tmp/hard" --normalize standard:0.1:0
 expect 2 "gives 2 means and 1 std figure" run 1 train --data "$tmp/hard" --normalize standard:0.1,0.2:0.3
+# A long list is read whole: 60 means of 40 characters (2459) were cut at 2047 to 50 and passed
+# beside 50 stds.
+long=$(printf '0.10000000000000000000000000000000000001,%.0s' $(seq 60)) ones=$(printf '1,%.0s' $(seq 50))
+expect 2 "gives 60 means and 50 std figures" run 1 train --data "$tmp/hard" --normalize "standard:${long%,}:${ones%,}"
 # Each figure where it was given, negative means and large ones included (the synthetic data: not bytes).
 expect 0 "normalize: standard, per channel mean / std: -1000.5000 / 2000.0000 0.2500 / 0.5000 0.1250 / 64.0000" \
     "$DTRAIN" train --steps 1 --batch 2 --model fc:10 --input 3x2x2 --normalize standard:-1000.5,0.25,0.125:2000,0.5,64
