@@ -195,7 +195,7 @@ static int mp_flag(int c, const char *arg, void *ud)
             return EXIT_OK;
         case OPT_INPUT: o->flops.input = arg; return EXIT_OK;
         case OPT_NAME: o->flops.name = arg; return EXIT_OK;
-        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 24, &o->flops.batch);
+        case OPT_BATCH: return cli_int("--batch", arg, 1, 1 << 20, &o->flops.batch);
         case OPT_TFLOPS:
             rc = cli_float("--tflops", arg, 1e-6, 1e6, &v);
             o->flops.tflops = v;

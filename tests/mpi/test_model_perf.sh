@@ -16,6 +16,9 @@ expect 2 "--synthetic's PARAMS_M (millions of parameters) '0x10' is not a number
     "$DTRAIN" model-perf --synthetic a:0x10:4:10
 expect 2 "--algo 'star' is not ring, tree or auto" "$DTRAIN" model-perf --synthetic a:1:4:10 --algo star
 expect 2 "unexpected argument 'extra'" "$DTRAIN" model-perf --synthetic a:1:4:10 extra
+# train's largest batch: a step modelled for a batch train refuses would model no run.
+expect 2 "--batch '1048577' is out of range (expected an integer from 1 to 1048576)" "$DTRAIN" model-perf \
+    --synthetic a:1:4:10 --batch 1048577
 # A missing input is bad usage (exit 2), refused before any output: no "# links" header on stdout
 # that a script would take for the start of a prediction, even after a model that loads.
 expect 2 "cannot open --profile '$tmp/none.txt': No such file or directory: check the path" "$DTRAIN" model-perf \
