@@ -312,6 +312,97 @@ static int doctor_flags_agree(dt_ctx *ctx, const doctor_opts *o, int *shared)
                            shared);
 }
 
+/* What starting the job learned that the facts and the report need: who the launcher said this
+ * process was, and what dt_init would have refused. */
+typedef struct doctor_start {
+    int refused; /* the launcher's variables were hidden from dt_init */
+    int orig_rank, orig_launcher;
+    dt_device_kind device_req;
+    char cuda_refusal[sizeof((doctor_facts *)0)->cuda.device_refusal];
+} doctor_start;
+
+/* --device cuda where dt_init would refuse it (no GPU, a build without CUDA): the refusal is
+ * recorded for the cuda rows and the job starts as --device auto would, so it still reports. */
+static void cuda_fallback(dt_config *cfg, char *refusal, size_t n)
+{
+    refusal[0] = '\0';
+    if (cfg->device != DT_DEVICE_CUDA) return;
+    dt_device_kind kind;
+    int ordinal;
+    if (device_resolve(DT_DEVICE_CUDA, 0, 1, 1, &kind, &ordinal, NULL, 0) != DT_OK) {
+        snprintf(refusal, n, "%s", dt_last_error());
+        cfg->device = DT_DEVICE_AUTO;
+    }
+}
+
+/* dt_init's launcher checks, then dt_init itself with a refused launcher hidden from it. Returns
+ * EXIT_OK with the job started; otherwise the failure was reported (by the preflight or by
+ * cli_begin, which also took the job down). */
+static int doctor_start_job(const doctor_opts *o, dt_config *cfg, doctor_facts *me, doctor_start *st, cli_job *job)
+{
+    hidden_vars hidden = {NULL, 0};
+    st->orig_rank = -1;
+    st->orig_launcher = -1;
+    int rc = doctor_preflight(me, o->json, &hidden, &st->orig_rank, &st->orig_launcher);
+    if (rc) {
+        restore_launcher(&hidden);
+        return rc;
+    }
+    st->refused = hidden.kv != NULL;
+    if (st->refused) cfg->gpu_comm = DT_GPU_COMM_MPI; /* ranks may then land on one GPU: let them, to report */
+    st->device_req = cfg->device;
+    cuda_fallback(cfg, st->cuda_refusal, sizeof st->cuda_refusal);
+    rc = cli_begin(cfg, job);
+    restore_launcher(&hidden);
+    return rc;
+}
+
+/* This rank's facts, each group's collector in turn; the communication check runs with every rank. */
+static void doctor_collect(doctor_facts *me, const cli_job *job, const dt_config *cfg, doctor_opts *o,
+                           const doctor_start *st)
+{
+    me->pl = job->pl;
+    doctor_host_collect(&me->host, &job->pl);
+    me->host.gpu_comm = cfg->gpu_comm;
+    doctor_cuda_collect(&me->cuda, &job->pl);
+    me->cuda.device_req = st->device_req;
+    snprintf(me->cuda.device_refusal, sizeof me->cuda.device_refusal, "%s", st->cuda_refusal);
+    doctor_memory_collect(&me->mem, job->ctx, o->q.model ? &o->q : NULL);
+    doctor_paths_collect(&o->paths, o->q.model ? &o->q : NULL, &me->paths);
+    doctor_comm_measure(job->ctx, &job->pl,
+                        o->no_comm        ? "--no-comm"
+                        : job->world == 1 ? "a world of 1 sends nothing"
+                                          : NULL,
+                        &me->host.comm);
+}
+
+/* A task of a refused srun that MPI started alone: the first task reports for all. A lone process
+ * (stale torchrun variables, a hand-set SLURM_PROCID outside srun) reports itself. */
+static int doctor_quiet(const doctor_start *st, int world)
+{
+    return st->refused && world == 1 && st->orig_rank > 0 && st->orig_launcher == DT_LAUNCHER_SLURM &&
+           getenv("SLURM_STEP_ID") != NULL;
+}
+
+/* Rank 0 gathers every rank's facts and reports; returns the exit code, the same at every rank. */
+static int doctor_gather_report(const doctor_facts *me, const cli_job *job, const doctor_opts *o, int quiet)
+{
+    int rc = EXIT_OK;
+    doctor_facts *all = job->rank == 0 ? calloc((size_t)job->world, sizeof *all) : NULL;
+    int ok = job->rank != 0 || all;
+    if (MPI_Gather(me, (int)sizeof *me, MPI_BYTE, all, (int)sizeof *me, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+        ok = 0;
+    if (job->rank == 0 && !ok) {
+        cli_error("gathering %d ranks' facts failed (out of memory or MPI)", job->world);
+        rc = EXIT_FAIL;
+    }
+    if (job->rank == 0 && ok && !quiet) rc = doctor_report(all, job->world, o, job->ctx);
+    if (quiet) rc = EXIT_FAIL;
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    free(all);
+    return rc;
+}
+
 int cmd_doctor(int argc, char **argv)
 {
     doctor_opts o;
@@ -328,33 +419,11 @@ int cmd_doctor(int argc, char **argv)
         cli_error("out of memory for doctor's facts");
         return EXIT_FAIL;
     }
-    hidden_vars hidden = {NULL, 0};
-    int orig_rank = -1, orig_launcher = -1;
-    if ((rc = doctor_preflight(me, o.json, &hidden, &orig_rank, &orig_launcher))) {
-        restore_launcher(&hidden);
+    doctor_start st;
+    cli_job job;
+    if ((rc = doctor_start_job(&o, &cfg, me, &st, &job))) {
         free(me);
         return rc;
-    }
-    const int refused = hidden.kv != NULL;
-    if (refused) cfg.gpu_comm = DT_GPU_COMM_MPI; /* ranks may then land on one GPU: let them, to report */
-    /* --device cuda where dt_init would refuse it (no GPU, a build without CUDA): the refusal is
-     * recorded for the cuda rows and the job starts as --device auto would, so it still reports. */
-    char cuda_refusal[sizeof me->cuda.device_refusal] = "";
-    const dt_device_kind device_req = cfg.device;
-    if (cfg.device == DT_DEVICE_CUDA) {
-        dt_device_kind kind;
-        int ordinal;
-        if (device_resolve(DT_DEVICE_CUDA, 0, 1, 1, &kind, &ordinal, NULL, 0) != DT_OK) {
-            snprintf(cuda_refusal, sizeof cuda_refusal, "%s", dt_last_error());
-            cfg.device = DT_DEVICE_AUTO;
-        }
-    }
-    cli_job job;
-    rc = cli_begin(&cfg, &job);
-    restore_launcher(&hidden);
-    if (rc) {
-        free(me);
-        return rc; /* cli_begin said why and took the job down */
     }
     int shared = 0;
     if ((rc = doctor_flags_agree(job.ctx, &o, &shared))) {
@@ -363,36 +432,8 @@ int cmd_doctor(int argc, char **argv)
         if (shared) MPI_Finalize(); /* ours, as below; an abort does not return at several ranks */
         return rc;
     }
-    me->pl = job.pl;
-    doctor_host_collect(&me->host, &job.pl);
-    me->host.gpu_comm = cfg.gpu_comm;
-    doctor_cuda_collect(&me->cuda, &job.pl);
-    me->cuda.device_req = device_req;
-    snprintf(me->cuda.device_refusal, sizeof me->cuda.device_refusal, "%s", cuda_refusal);
-    doctor_memory_collect(&me->mem, job.ctx, o.q.model ? &o.q : NULL);
-    doctor_paths_collect(&o.paths, o.q.model ? &o.q : NULL, &me->paths);
-    doctor_comm_measure(job.ctx, &job.pl,
-                        o.no_comm        ? "--no-comm"
-                        : job.world == 1 ? "a world of 1 sends nothing"
-                                         : NULL,
-                        &me->host.comm);
-
-    doctor_facts *all = job.rank == 0 ? calloc((size_t)job.world, sizeof *all) : NULL;
-    int ok = job.rank != 0 || all;
-    if (MPI_Gather(me, (int)sizeof *me, MPI_BYTE, all, (int)sizeof *me, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-        ok = 0;
-    if (job.rank == 0 && !ok) {
-        cli_error("gathering %d ranks' facts failed (out of memory or MPI)", job.world);
-        rc = EXIT_FAIL;
-    }
-    /* A task of a refused srun that MPI started alone: the first task reports for all. A lone
-     * process (stale torchrun variables, a hand-set SLURM_PROCID outside srun) reports itself. */
-    const int quiet = refused && job.world == 1 && orig_rank > 0 && orig_launcher == DT_LAUNCHER_SLURM &&
-                      getenv("SLURM_STEP_ID") != NULL;
-    if (job.rank == 0 && ok && !quiet) rc = doctor_report(all, job.world, &o, job.ctx);
-    if (quiet) rc = EXIT_FAIL;
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    free(all);
+    doctor_collect(me, &job, &cfg, &o, &st);
+    rc = doctor_gather_report(me, &job, &o, doctor_quiet(&st, job.world));
     free(me);
     rc = cli_finish(job.ctx, rc);
     MPI_Finalize(); /* ours: dt_init found MPI started and leaves it */
