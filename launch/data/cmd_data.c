@@ -51,74 +51,79 @@ static int parse_input(const char *arg, ds_open_opts *o)
     return EXIT_OK;
 }
 
-/* The flags of `data <cmd>`; convert takes them all, info and verify the reading ones. */
-int data_parse_args(const char *cmd, int argc, char **argv, int npos, data_args *a)
+/* The flags of the three commands; convert takes them all, info and verify the reading ones. */
+static const struct option data_options[] = {{"data-format", required_argument, NULL, OPT_FORMAT},
+                                             {"cifar100-labels", required_argument, NULL, OPT_CIFAR100_LABELS},
+                                             {"threads", required_argument, NULL, OPT_THREADS},
+                                             {"split", required_argument, NULL, OPT_SPLIT},
+                                             {"input", required_argument, NULL, OPT_INPUT},
+                                             {"dtype", required_argument, NULL, OPT_DTYPE},
+                                             {"force", no_argument, NULL, OPT_FORCE},
+                                             {"max-errors", required_argument, NULL, OPT_MAX_ERRORS},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+
+/* A flag of convert or verify given to another data command: refused by name, with the command it
+ * belongs to. Returns EXIT_USAGE once it said so, EXIT_OK for a flag that cmd takes. */
+static int refuse_other_commands_flag(const char *cmd, int c)
 {
-    static const struct option opts[] = {{"data-format", required_argument, NULL, OPT_FORMAT},
-                                         {"cifar100-labels", required_argument, NULL, OPT_CIFAR100_LABELS},
-                                         {"threads", required_argument, NULL, OPT_THREADS},
-                                         {"split", required_argument, NULL, OPT_SPLIT},
-                                         {"input", required_argument, NULL, OPT_INPUT},
-                                         {"dtype", required_argument, NULL, OPT_DTYPE},
-                                         {"force", no_argument, NULL, OPT_FORCE},
-                                         {"max-errors", required_argument, NULL, OPT_MAX_ERRORS},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
     const int convert = strcmp(cmd, "data convert") == 0, verify = strcmp(cmd, "data verify") == 0;
-    memset(a, 0, sizeof *a);
-    a->threads = default_threads();
-    a->max_errors = DATA_VERIFY_MAX_LISTED;
-    optind = 1;
-    opterr = 0;
-    /* A leading ':' makes a missing value ':' rather than '?', so each error names its cause. */
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
-        /* --input is the decode size of an image folder: info and verify need it too. */
-        const int convert_only = c == OPT_SPLIT || c == OPT_DTYPE || c == OPT_FORCE;
-        if ((!convert && convert_only) || (!verify && c == OPT_MAX_ERRORS)) {
-            const char *name = "";
-            for (const struct option *q = opts; q->name; q++)
-                if (q->val == c) name = q->name;
-            cli_error("%s takes no --%s (it is an option of dtrain data %s)", cmd, name,
-                      convert_only ? "convert" : "verify");
-            return EXIT_USAGE;
-        }
-        switch (c) {
-            case OPT_FORMAT: a->open.format = optarg; break;
-            case OPT_CIFAR100_LABELS:
-                if (cli_cifar100_labels(optarg, &a->open.cifar100_coarse)) return EXIT_USAGE;
-                break;
-            case OPT_THREADS:
-                if (cli_int("--threads", optarg, 1, 256, &a->threads)) return EXIT_USAGE;
-                break;
-            case OPT_SPLIT:
-                if (strcmp(optarg, "train") != 0 && strcmp(optarg, "test") != 0 && strcmp(optarg, "all") != 0) {
-                    cli_error("--split '%s' is not train, test or all", optarg);
-                    return EXIT_USAGE;
-                }
-                a->split = optarg;
-                break;
-            case OPT_INPUT:
-                if (parse_input(optarg, &a->open)) return EXIT_USAGE;
-                break;
-            case OPT_DTYPE:
-                if (!(a->dtype = dts_dtype_parse(optarg))) {
-                    cli_error("--dtype '%s' is not uint8, fp16 or fp32", optarg);
-                    return EXIT_USAGE;
-                }
-                break;
-            case OPT_FORCE: a->force = 1; break;
-            case OPT_MAX_ERRORS:
-                if (cli_int("--max-errors", optarg, 0, 1000000000, &a->max_errors)) return EXIT_USAGE;
-                break;
-            case 'h': cli_help(cmd, stdout); return -1;
-            case ':': cli_error("%s needs a value (see dtrain help %s)", argv[optind - 1], cmd); return EXIT_USAGE;
-            /* '?': an unknown flag (with the closest one), an ambiguous abbreviation, or a value given
-             * to a flag that takes none, in the words of every command (cli.c). The table holds the
-             * three commands' flags, as getopt_long saw it: one of another command's that it
-             * suggests is then refused by name above, with the command it belongs to. */
-            default: cli_unknown_option(argc, argv, cmd, opts); return EXIT_USAGE;
-        }
+    /* --input is the decode size of an image folder: info and verify need it too. */
+    const int convert_only = c == OPT_SPLIT || c == OPT_DTYPE || c == OPT_FORCE;
+    const int refused = (!convert && convert_only) || (!verify && c == OPT_MAX_ERRORS);
+    if (!refused) return EXIT_OK;
+    const char *name = "";
+    for (const struct option *q = data_options; q->name; q++)
+        if (q->val == c) name = q->name;
+    cli_error("%s takes no --%s (it is an option of dtrain data %s)", cmd, name, convert_only ? "convert" : "verify");
+    return EXIT_USAGE;
+}
+
+static int parse_split(const char *arg, const char **split)
+{
+    if (strcmp(arg, "train") != 0 && strcmp(arg, "test") != 0 && strcmp(arg, "all") != 0) {
+        cli_error("--split '%s' is not train, test or all", arg);
+        return EXIT_USAGE;
     }
+    *split = arg;
+    return EXIT_OK;
+}
+
+static int parse_dtype(const char *arg, int *dtype)
+{
+    if (!(*dtype = dts_dtype_parse(arg))) {
+        cli_error("--dtype '%s' is not uint8, fp16 or fp32", arg);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* One flag getopt_long returned (c, with optarg). EXIT_OK, EXIT_USAGE once it said why, or -1 after
+ * printing the help. */
+static int data_flag(const char *cmd, int c, int argc, char **argv, data_args *a)
+{
+    switch (c) {
+        case OPT_FORMAT: a->open.format = optarg; return EXIT_OK;
+        case OPT_CIFAR100_LABELS: return cli_cifar100_labels(optarg, &a->open.cifar100_coarse);
+        case OPT_THREADS: return cli_int("--threads", optarg, 1, 256, &a->threads);
+        case OPT_SPLIT: return parse_split(optarg, &a->split);
+        case OPT_INPUT: return parse_input(optarg, &a->open);
+        case OPT_DTYPE: return parse_dtype(optarg, &a->dtype);
+        case OPT_FORCE: a->force = 1; return EXIT_OK;
+        case OPT_MAX_ERRORS: return cli_int("--max-errors", optarg, 0, 1000000000, &a->max_errors);
+        case 'h': cli_help(cmd, stdout); return -1;
+        case ':': cli_error("%s needs a value (see dtrain help %s)", argv[optind - 1], cmd); return EXIT_USAGE;
+        /* '?': an unknown flag (with the closest one), an ambiguous abbreviation, or a value given
+         * to a flag that takes none, in the words of every command (cli.c). The table holds the
+         * three commands' flags, as getopt_long saw it: one of another command's that it
+         * suggests is then refused by name (refuse_other_commands_flag), with the command it belongs to. */
+        default: cli_unknown_option(argc, argv, cmd, data_options); return EXIT_USAGE;
+    }
+}
+
+/* The paths after the flags: npos of them (1: PATH; 2: SRC and DST). */
+static int data_positionals(const char *cmd, int argc, char **argv, int npos, data_args *a)
+{
     if (argc - optind != npos) {
         cli_error("dtrain %s takes %s, got %d argument%s", cmd,
                   npos == 1 ? "one PATH (a dataset directory or file)"
@@ -129,6 +134,22 @@ int data_parse_args(const char *cmd, int argc, char **argv, int npos, data_args 
     for (int i = 0; i < npos; i++) a->pos[i] = argv[optind + i];
     a->npos = npos;
     return EXIT_OK;
+}
+
+int data_parse_args(const char *cmd, int argc, char **argv, int npos, data_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->threads = default_threads();
+    a->max_errors = DATA_VERIFY_MAX_LISTED;
+    optind = 1;
+    opterr = 0;
+    /* A leading ':' makes a missing value ':' rather than '?', so each error names its cause. */
+    for (int c; (c = getopt_long(argc, argv, ":h", data_options, NULL)) != -1;) {
+        int rc = refuse_other_commands_flag(cmd, c);
+        if (!rc) rc = data_flag(cmd, c, argc, argv, a);
+        if (rc) return rc;
+    }
+    return data_positionals(cmd, argc, argv, npos, a);
 }
 
 /* --input is the size an image folder's images are decoded to; any other format has a fixed
