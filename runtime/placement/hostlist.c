@@ -318,82 +318,112 @@ static void hostlist_group_load(const char *s, hostlist_group *g, size_t pos)
     g->next = i;
 }
 
+/* Pass 2's state: the validated list, its groups, the names written so far, and the buffer each
+ * name is composed in before it is copied out. */
+typedef struct hostlist_writer {
+    const char *s;
+    hostlist_group *groups; /* the current element's, in order */
+    char *buf;
+    size_t cap; /* buf's size: the longest name and its terminator */
+    char **names;
+    size_t k; /* names written */
+} hostlist_writer;
+
+/* Loads the groups of the element that starts at s[*pos] at their first numbers, leaving *pos at
+ * the ',' or the end after it. Returns how many groups it has. */
+static size_t hostlist_element_groups(const char *s, size_t *pos, hostlist_group *groups)
+{
+    size_t i = *pos, ng = 0;
+    while (s[i] != '\0' && s[i] != ',') {
+        if (s[i] == '[') {
+            groups[ng].first = i + 1;
+            hostlist_group_load(s, &groups[ng], i + 1);
+            ng++;
+            while (s[i] != ']') i++;
+        }
+        i++;
+    }
+    *pos = i;
+    return ng;
+}
+
+/* Composes in w->buf the name the element s[start, end) stands for at its groups' current
+ * numbers. Returns its length. */
+static size_t hostlist_compose(hostlist_writer *w, size_t start, size_t end)
+{
+    size_t len = 0, g = 0;
+    for (size_t j = start; j < end; j++) {
+        if (w->s[j] == '[') {
+            len += (size_t)snprintf(w->buf + len, w->cap - len, "%0*llu", w->groups[g].width, w->groups[g].val);
+            g++;
+            while (w->s[j] != ']') j++;
+        } else {
+            w->buf[len++] = w->s[j];
+        }
+    }
+    w->buf[len] = '\0';
+    return len;
+}
+
+/* Turns the odometer over the ng groups by one name, the last group turning fastest, as SLURM
+ * orders them. Returns 0 once every group wrapped around: the element's names are all written. */
+static int hostlist_odometer_turn(const char *s, hostlist_group *groups, size_t ng)
+{
+    for (size_t t = ng; t > 0; t--) {
+        hostlist_group *gr = &groups[t - 1];
+        if (gr->val < gr->hi) {
+            gr->val++;
+            return 1;
+        }
+        if (s[gr->next] == ',') {
+            hostlist_group_load(s, gr, gr->next + 1);
+            return 1;
+        }
+        hostlist_group_load(s, gr, gr->first); /* wrap around and carry */
+    }
+    return 0;
+}
+
+/* Writes every name of the element s[start, end), whose ng groups are loaded. Returns 0 when out
+ * of memory (the names written so far stay in w). */
+static int hostlist_expand_element(hostlist_writer *w, size_t start, size_t end, size_t ng)
+{
+    do {
+        const size_t len = hostlist_compose(w, start, end);
+        w->names[w->k] = malloc(len + 1);
+        if (w->names[w->k] == NULL) return 0;
+        memcpy(w->names[w->k], w->buf, len + 1);
+        w->k++;
+    } while (hostlist_odometer_turn(w->s, w->groups, ng));
+    return 1;
+}
+
 /* Pass 2: writes every name of the validated list s into names[0 .. shape->total). On failure the
  * names written so far are freed; the array itself stays the caller's. */
 static dt_status hostlist_expand(const char *s, const hostlist_shape *shape, char **names)
 {
     size_t ngroups_max = shape->max_groups > 0 ? shape->max_groups : 1;
-    hostlist_group *groups = malloc(ngroups_max * sizeof *groups);
-    char *buf = malloc(shape->max_len + 1);
-    size_t k = 0, i = 0;
-
-    if (groups == NULL || buf == NULL) goto nomem;
-    for (;;) {
-        size_t start = i, ng = 0;
-        /* Find this element's groups and its end. */
-        while (s[i] != '\0' && s[i] != ',') {
-            if (s[i] == '[') {
-                groups[ng].first = i + 1;
-                hostlist_group_load(s, &groups[ng], i + 1);
-                ng++;
-                while (s[i] != ']') i++;
-            }
-            i++;
-        }
-        size_t end = i;
-
-        /* Odometer over the groups, the last one turning fastest, as SLURM orders them. */
-        for (;;) {
-            size_t len = 0, g = 0;
-            for (size_t j = start; j < end; j++) {
-                if (s[j] == '[') {
-                    len +=
-                        (size_t)snprintf(buf + len, shape->max_len + 1 - len, "%0*llu", groups[g].width, groups[g].val);
-                    g++;
-                    while (s[j] != ']') j++;
-                } else {
-                    buf[len++] = s[j];
-                }
-            }
-            buf[len] = '\0';
-            names[k] = malloc(len + 1);
-            if (names[k] == NULL) goto nomem;
-            memcpy(names[k], buf, len + 1);
-            k++;
-
-            size_t t = ng;
-            while (t > 0) {
-                hostlist_group *gr = &groups[t - 1];
-                if (gr->val < gr->hi) {
-                    gr->val++;
-                    break;
-                }
-                if (s[gr->next] == ',') {
-                    hostlist_group_load(s, gr, gr->next + 1);
-                    break;
-                }
-                hostlist_group_load(s, gr, gr->first); /* wrap around and carry */
-                t--;
-            }
-            if (t == 0) break;
-        }
+    hostlist_writer w = {
+        s, malloc(ngroups_max * sizeof *w.groups), malloc(shape->max_len + 1), shape->max_len + 1, names, 0};
+    int ok = w.groups != NULL && w.buf != NULL;
+    for (size_t i = 0; ok; i++) { /* i++ steps over the comma */
+        const size_t start = i;
+        const size_t ng = hostlist_element_groups(s, &i, w.groups);
+        ok = hostlist_expand_element(&w, start, i, ng);
         if (s[i] == '\0') break;
-        i++;
     }
-    free(groups);
-    free(buf);
-    if (k != shape->total) { /* the two passes disagree: a bug, never a bad input */
-        for (size_t j = 0; j < k; j++) free(names[j]);
-        return status_set_error(DT_ERR_INTERNAL, "host list '%.200s': expanded %zu names, counted %zu", s, k,
+    free(w.groups);
+    free(w.buf);
+    if (!ok) {
+        for (size_t j = 0; j < w.k; j++) free(names[j]);
+        return status_set_error(DT_ERR_NOMEM, "out of memory expanding a host list of %zu names", shape->total);
+    }
+    if (w.k != shape->total) { /* the two passes disagree: a bug, never a bad input */
+        for (size_t j = 0; j < w.k; j++) free(names[j]);
+        return status_set_error(DT_ERR_INTERNAL, "host list '%.200s': expanded %zu names, counted %zu", s, w.k,
                                 shape->total);
     }
     return DT_OK;
-
-nomem:
-    free(groups);
-    free(buf);
-    for (size_t j = 0; j < k; j++) free(names[j]);
-    return status_set_error(DT_ERR_NOMEM, "out of memory expanding a host list of %zu names", shape->total);
 }
 
 dt_status hostlist_parse(const char *what, const char *s, char ***names, int *count)
