@@ -436,6 +436,99 @@ static dt_status finish_file(int fd, const char *path, dt_status st)
     return st;
 }
 
+/* What src's shard is: its dtype and sizes in bytes. */
+typedef struct shard_layout {
+    int dtype;
+    uint64_t per;     /* values a sample */
+    uint64_t row;     /* bytes a sample */
+    uint64_t header;  /* bytes of the header, padded */
+    uint64_t payload; /* bytes of the samples, padded, and the labels */
+    uint64_t file;    /* header + payload */
+} shard_layout;
+
+static shard_layout layout_of(const ds_split *src, int dtype, size_t esize)
+{
+    shard_layout l = {.dtype = dtype};
+    l.per = (uint64_t)src->c * (uint64_t)src->h * (uint64_t)src->w;
+    l.row = l.per * esize;
+    l.header = header_size(src);
+    l.payload = payload_size(src, esize);
+    l.file = l.header + l.payload;
+    return l;
+}
+
+/* Creates path's temporary file in its directory (their names into tmp and dir), the stale ones
+ * of earlier runs cleared first. */
+static dt_status create_temp(const char *path, char *dir, size_t dir_n, char *tmp, size_t tmp_n, int *fd)
+{
+    const char *base = path_parent_dir(path, dir, dir_n);
+    dts_remove_stale_temps(dir, base);
+    dts_temp_path(path, tmp, tmp_n);
+    /* 0666: the umask decides, as for checkpoints (a group project space keeps it group-writable). */
+    *fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (*fd >= 0) return DT_OK;
+    const int err = errno;
+    char advice[IO_FIX_LEN];
+    return status_set_error(DT_ERR_IO, "cannot create %s (for %s): %s: %s", tmp, path, strerror(err),
+                            io_error_fix(err, "shard", "DST", advice, sizeof advice));
+}
+
+/* A full disk found now rather than after an hour of decoding images. */
+static dt_status check_free_space(const char *path, const char *dir, uint64_t file_bytes)
+{
+    uint64_t avail;
+    if (dts_free_bytes(dir, &avail) == 0 && avail < file_bytes)
+        return status_set_error(DT_ERR_IO,
+                                "cannot write %s: it needs %llu bytes and its filesystem has %llu free: free "
+                                "space there or write the shard to another directory",
+                                path, (unsigned long long)file_bytes, (unsigned long long)avail);
+    return DT_OK;
+}
+
+/* The writer of src's samples in chunks of about CHUNK_BYTES, one per worker at most. */
+static void writer_init(writer *w, const ds_split *src, const shard_layout *l, int threads)
+{
+    *w = (writer){.src = src, .dtype = l->dtype, .per = (size_t)l->per, .row_bytes = (size_t)l->row};
+    w->chunk = l->row >= CHUNK_BYTES ? 1 : CHUNK_BYTES / (size_t)l->row;
+    w->nchunks = (src->count + w->chunk - 1) / w->chunk;
+    if (threads < 1) threads = 1;
+    if ((size_t)threads > w->nchunks) threads = (int)w->nchunks;
+    w->threads = threads;
+    const char *slow = getenv("DTRAIN_TEST_DTS_SLOW_MS");
+    w->slow_ms = slow ? strtol(slow, NULL, 10) : 0;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+}
+
+/* The header, which sums up the payload written (its CRC pcrc, the channels' figures), at the
+ * start of fd (the temporary file tmp of path). */
+static dt_status write_header(int fd, const char *tmp, const char *path, const ds_split *src, const shard_layout *l,
+                              uint32_t pcrc, const ds_stats *stats)
+{
+    unsigned char *hdr = calloc(1, (size_t)l->header);
+    if (!hdr) return status_set_error(DT_ERR_NOMEM, "out of memory writing the header of %s", path);
+    fill_header(hdr, src, l->dtype, l->header, l->payload, pcrc, stats);
+    const dt_status st = write_at(fd, tmp, hdr, (size_t)l->header, 0, l->file);
+    free(hdr);
+    return st;
+}
+
+/* The whole shard into fd (the temporary file tmp of path): the payload, then its header. */
+static dt_status write_shard(int fd, const char *tmp, const char *path, const ds_split *src, const shard_layout *l,
+                             int threads)
+{
+    writer w;
+    writer_init(&w, src, l, threads);
+    ds_stats stats = {0};
+    uint32_t pcrc = 0;
+    dt_status st = write_payload(&w, fd, tmp, l->header, l->file, &stats, &pcrc);
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    if (!st) st = write_header(fd, tmp, path, src, l, pcrc, &stats);
+    ds_stats_free(&stats);
+    return st;
+}
+
 dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts *opts, dts_write_result *res)
 {
     const double t0 = clock_now_s();
@@ -445,56 +538,16 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     const size_t esize = dts_dtype_size(dtype);
     dt_status st = check_source(src, &o, esize);
     if (st) return st;
-    const uint64_t per = (uint64_t)src->c * (uint64_t)src->h * (uint64_t)src->w;
     struct stat sb;
     if (!o.force && stat(path, &sb) == 0)
         return status_set_error(DT_ERR_INVALID_ARG, "%s exists: give --force to replace it, or another name", path);
-    const uint64_t header_bytes = header_size(src), row = per * esize;
-    const uint64_t total = payload_size(src, esize), file_bytes = header_bytes + total;
+    const shard_layout l = layout_of(src, dtype, esize);
     char dir[4200], tmp[4300];
-    const char *base = path_parent_dir(path, dir, sizeof dir);
-    dts_remove_stale_temps(dir, base);
-    dts_temp_path(path, tmp, sizeof tmp);
-    /* 0666: the umask decides, as for checkpoints (a group project space keeps it group-writable). */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        const int err = errno;
-        char advice[IO_FIX_LEN];
-        return status_set_error(DT_ERR_IO, "cannot create %s (for %s): %s: %s", tmp, path, strerror(err),
-                                io_error_fix(err, "shard", "DST", advice, sizeof advice));
-    }
+    int fd;
+    if ((st = create_temp(path, dir, sizeof dir, tmp, sizeof tmp, &fd))) return st;
     if (enospc_hook_due()) g_enospc_fd = fd;
-    /* A full disk found now rather than after an hour of decoding images. */
-    uint64_t avail;
-    if (dts_free_bytes(dir, &avail) == 0 && avail < file_bytes)
-        st = status_set_error(DT_ERR_IO,
-                              "cannot write %s: it needs %llu bytes and its filesystem has %llu free: free "
-                              "space there or write the shard to another directory",
-                              path, (unsigned long long)file_bytes, (unsigned long long)avail);
-    int threads = o.threads < 1 ? 1 : o.threads;
-    writer w = {.src = src, .dtype = dtype, .per = (size_t)per, .row_bytes = (size_t)row};
-    w.chunk = row >= CHUNK_BYTES ? 1 : CHUNK_BYTES / (size_t)row;
-    w.nchunks = (src->count + w.chunk - 1) / w.chunk;
-    if ((size_t)threads > w.nchunks) threads = (int)w.nchunks;
-    w.threads = threads;
-    const char *slow = getenv("DTRAIN_TEST_DTS_SLOW_MS");
-    w.slow_ms = slow ? strtol(slow, NULL, 10) : 0;
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
-    ds_stats stats = {0};
-    uint32_t pcrc = 0;
-    if (!st) st = write_payload(&w, fd, tmp, header_bytes, file_bytes, &stats, &pcrc);
-    pthread_mutex_destroy(&w.mu);
-    pthread_cond_destroy(&w.cv);
-    unsigned char *hdr = NULL;
-    if (!st && !(hdr = calloc(1, (size_t)header_bytes)))
-        st = status_set_error(DT_ERR_NOMEM, "out of memory writing the header of %s", path);
-    if (!st) {
-        fill_header(hdr, src, dtype, header_bytes, total, pcrc, &stats);
-        st = write_at(fd, tmp, hdr, (size_t)header_bytes, 0, file_bytes);
-    }
-    free(hdr);
-    ds_stats_free(&stats);
+    st = check_free_space(path, dir, l.file);
+    if (!st) st = write_shard(fd, tmp, path, src, &l, o.threads);
     st = finish_file(fd, path, st);
     if (!st && !o.keep_temp) st = place(tmp, path, dir, o.force);
     if (st) {
@@ -503,7 +556,7 @@ dt_status dts_write(const ds_split *src, const char *path, const dts_write_opts 
     }
     if (res) {
         res->count = src->count;
-        res->bytes = file_bytes;
+        res->bytes = l.file;
         res->dtype = dtype;
         res->seconds = clock_now_s() - t0;
     }
