@@ -326,7 +326,8 @@ typedef struct hostlist_writer {
     char *buf;
     size_t cap; /* buf's size: the longest name and its terminator */
     char **names;
-    size_t k; /* names written */
+    size_t k;     /* names written */
+    size_t total; /* names pass 1 counted: names[] holds no more */
 } hostlist_writer;
 
 /* Loads the groups of the element that starts at s[*pos] at their first numbers, leaving *pos at
@@ -384,11 +385,13 @@ static int hostlist_odometer_turn(const char *s, hostlist_group *groups, size_t 
     return 0;
 }
 
-/* Writes every name of the element s[start, end), whose ng groups are loaded. Returns 0 when out
- * of memory (the names written so far stay in w). */
+/* Writes every name of the element s[start, end), whose ng groups are loaded. Returns 1, 0 when out
+ * of memory, -1 when the element has more names than pass 1 counted (a bug, never a bad input:
+ * names[] ends there); the names written so far stay in w. */
 static int hostlist_expand_element(hostlist_writer *w, size_t start, size_t end, size_t ng)
 {
     do {
+        if (w->k == w->total) return -1;
         const size_t len = hostlist_compose(w, start, end);
         w->names[w->k] = malloc(len + 1);
         if (w->names[w->k] == NULL) return 0;
@@ -403,22 +406,26 @@ static int hostlist_expand_element(hostlist_writer *w, size_t start, size_t end,
 static dt_status hostlist_expand(const char *s, const hostlist_shape *shape, char **names)
 {
     size_t ngroups_max = shape->max_groups > 0 ? shape->max_groups : 1;
-    hostlist_writer w = {
-        s, malloc(ngroups_max * sizeof *w.groups), malloc(shape->max_len + 1), shape->max_len + 1, names, 0};
+    hostlist_writer w = {.s = s,
+                         .groups = malloc(ngroups_max * sizeof *w.groups),
+                         .buf = malloc(shape->max_len + 1),
+                         .cap = shape->max_len + 1,
+                         .names = names,
+                         .total = shape->total};
     int ok = w.groups != NULL && w.buf != NULL;
     for (size_t i = 0; ok; i++) { /* i++ steps over the comma */
         const size_t start = i;
         const size_t ng = hostlist_element_groups(s, &i, w.groups);
         ok = hostlist_expand_element(&w, start, i, ng);
-        if (s[i] == '\0') break;
+        if (ok < 0 || s[i] == '\0') break;
     }
     free(w.groups);
     free(w.buf);
-    if (!ok) {
+    if (ok == 0) {
         for (size_t j = 0; j < w.k; j++) free(names[j]);
         return status_set_error(DT_ERR_NOMEM, "out of memory expanding a host list of %zu names", shape->total);
     }
-    if (w.k != shape->total) { /* the two passes disagree: a bug, never a bad input */
+    if (ok < 0 || w.k != shape->total) { /* the two passes disagree: a bug, never a bad input */
         for (size_t j = 0; j < w.k; j++) free(names[j]);
         return status_set_error(DT_ERR_INTERNAL, "host list '%.200s': expanded %zu names, counted %zu", s, w.k,
                                 shape->total);
