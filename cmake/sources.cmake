@@ -32,7 +32,7 @@ set(DTRAIN_COLLECTIVES_NCCL_SOURCES collectives/coll_nccl.c)
 set(DTRAIN_COLLECTIVES_NO_NCCL_SOURCES collectives/coll_nccl_none.c)
 
 set(DTRAIN_RUNTIME_SOURCES
-  runtime/placement/config.c runtime/placement/topo.c runtime/placement/mpi_pmi2.c runtime/placement/hostlist.c
+  runtime/placement/config.c runtime/placement/topo.c runtime/placement/mpi_pmi2.c runtime/placement/hostlist.c runtime/placement/hostlist_fail.c runtime/placement/tasks_per_node.c
   runtime/placement/device.c runtime/placement/affinity.c runtime/placement/blas.c
   runtime/placement/ctx.c runtime/placement/ctx_gpu.c runtime/placement/ctx_mpi.c
   runtime/placement/ctx_ops.c

@@ -1,17 +1,17 @@
 /*
- * hostlist.c - SLURM host lists ("node[01-04,07],login") and SLURM_TASKS_PER_NODE ("2(x3),1")
- * expanded in-process (see hostlist.h).
+ * hostlist.c - SLURM host lists ("node[01-04,07],login") expanded in-process (see hostlist.h;
+ * SLURM_TASKS_PER_NODE's "2(x3),1" in tasks_per_node.c, with the same wording of refusals).
  *
  * Both parsers run in two passes over the string: the first validates everything and counts the
  * output without allocating, so a malformed or oversized list is refused before any memory is
  * taken and the second pass, which fills the output, has only out-of-memory left to fail on.
  */
 #include "runtime/placement/hostlist.h"
+#include "runtime/placement/hostlist_fail.h"
 
 #include "base/status.h"
 
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,50 +19,6 @@
 /* Numbers inside brackets: 18 decimal digits always fit an unsigned long long, and no real
  * cluster numbers its nodes beyond that. */
 #define HOSTLIST_MAX_DIGITS 18
-
-/* Inputs are quoted in full in messages up to this length; the 2 KiB last-error buffer must keep
- * room for the explanation that follows the quote. Positions still refer to the full string. */
-#define HOSTLIST_MAX_QUOTED 1000
-
-static int hostlist_is_digit(char c) { return c >= '0' && c <= '9'; }
-
-/* Describes one character for a message: printable ones quoted, others by code, so a stray
- * tab or newline is visible. */
-static const char *hostlist_char_desc(char c, char buf[24])
-{
-    unsigned char u = (unsigned char)c;
-    if (u == ' ')
-        snprintf(buf, 24, "a blank");
-    else if (u > 0x20 && u < 0x7f)
-        snprintf(buf, 24, "'%c'", c);
-    else
-        snprintf(buf, 24, "character 0x%02x", u);
-    return buf;
-}
-
-/* Records "<what>='<s>' is not a valid <kind>: <reason> (expected <example>)" and returns
- * DT_ERR_ENV. Without a what: "<kind> '<s>' is not valid: ...". */
-static dt_status hostlist_fail(const char *what, const char *kind, const char *example, const char *s, const char *fmt,
-                               ...) __attribute__((format(printf, 5, 6)));
-
-static dt_status hostlist_fail(const char *what, const char *kind, const char *example, const char *s, const char *fmt,
-                               ...)
-{
-    char reason[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(reason, sizeof reason, fmt, ap);
-    va_end(ap);
-
-    size_t n = strlen(s);
-    int shown = n > HOSTLIST_MAX_QUOTED ? HOSTLIST_MAX_QUOTED : (int)n;
-    const char *cut = n > HOSTLIST_MAX_QUOTED ? "..." : "";
-    if (what != NULL)
-        return status_set_error(DT_ERR_ENV, "%s='%.*s%s' is not a valid %s: %s (expected %s)", what, shown, s, cut,
-                                kind, reason, example);
-    return status_set_error(DT_ERR_ENV, "%s '%.*s%s' is not valid: %s (expected %s)", kind, shown, s, cut, reason,
-                            example);
-}
 
 /* ================================================================ host lists */
 
@@ -462,103 +418,4 @@ void hostlist_free(char **names, int count)
     if (names == NULL) return;
     for (int i = 0; i < count; i++) free(names[i]);
     free(names);
-}
-
-/* ================================================================ tasks per node */
-
-#define TPN_KIND "tasks-per-node list"
-#define TPN_EXAMPLE "comma-separated task counts such as 2(x3),1"
-#define TPN_FAIL(...) hostlist_fail(what, TPN_KIND, TPN_EXAMPLE, s, __VA_ARGS__)
-
-/* Reads the positive int at s[*pos]; `role` names it in messages ("task count", "repeat count"). */
-static dt_status tasks_per_node_number(const char *what, const char *s, size_t *pos, const char *role, int *out)
-{
-    char desc[24];
-    size_t i = *pos;
-    if (s[i] == '-') return TPN_FAIL("negative %s at position %zu", role, i + 1);
-    if (!hostlist_is_digit(s[i]))
-        return TPN_FAIL("%s at position %zu where a %s was expected",
-                        s[i] == '\0' ? "the end" : hostlist_char_desc(s[i], desc), i + 1, role);
-    long long v = 0;
-    while (hostlist_is_digit(s[i])) {
-        v = v * 10 + (s[i] - '0');
-        if (v > INT_MAX) return TPN_FAIL("the %s at position %zu is too large (at most %d)", role, *pos + 1, INT_MAX);
-        i++;
-    }
-    if (v == 0) return TPN_FAIL("the %s at position %zu is 0 (it must be at least 1)", role, *pos + 1);
-    *out = (int)v;
-    *pos = i;
-    return DT_OK;
-}
-
-/* Validates s and counts its entries; when counts is not NULL also writes them (the second pass,
- * with counts sized from the first). */
-static dt_status tasks_per_node_scan(const char *what, const char *s, int *counts, size_t *total)
-{
-    char desc[24];
-    size_t i = 0;
-    unsigned long long n = 0;
-
-    if (s[0] == '\0') return TPN_FAIL("it is empty");
-    for (;;) {
-        if (s[i] == ',' || s[i] == '\0')
-            return TPN_FAIL("empty element at position %zu (a comma at the start or end, or two in a "
-                            "row)",
-                            i + 1);
-        if (s[i] == '(') return TPN_FAIL("the '(' at position %zu has no task count before it", i + 1);
-        int tasks = 0, reps = 1;
-        dt_status st = tasks_per_node_number(what, s, &i, "task count", &tasks);
-        if (st != DT_OK) return st;
-        if (s[i] == '(') {
-            size_t open = i++;
-            if (s[i] == '\0') return TPN_FAIL("the '(' at position %zu is never closed", open + 1);
-            if (s[i] != 'x')
-                return TPN_FAIL("%s at position %zu where 'x' was expected (repeats read like 2(x3))",
-                                hostlist_char_desc(s[i], desc), i + 1);
-            i++;
-            if (s[i] == '\0') return TPN_FAIL("the '(' at position %zu is never closed", open + 1);
-            st = tasks_per_node_number(what, s, &i, "repeat count", &reps);
-            if (st != DT_OK) return st;
-            if (s[i] == '\0') return TPN_FAIL("the '(' at position %zu is never closed", open + 1);
-            if (s[i] != ')')
-                return TPN_FAIL("%s at position %zu where ')' was expected", hostlist_char_desc(s[i], desc), i + 1);
-            i++;
-        }
-        if (n + (unsigned long long)reps > HOSTLIST_MAX_ENTRIES)
-            return TPN_FAIL("it expands to more than %d entries", HOSTLIST_MAX_ENTRIES);
-        if (counts != NULL)
-            for (int r = 0; r < reps; r++) counts[n + (unsigned long long)r] = tasks;
-        n += (unsigned long long)reps;
-        if (s[i] == '\0') break;
-        if (s[i] != ',')
-            return TPN_FAIL("%s at position %zu where ',' or '(xN)' was expected after a task count",
-                            hostlist_char_desc(s[i], desc), i + 1);
-        i++;
-    }
-    *total = (size_t)n;
-    return DT_OK;
-}
-
-dt_status hostlist_tasks_per_node_parse(const char *what, const char *s, int **counts, int *n)
-{
-    if (counts == NULL || n == NULL)
-        return status_set_error(DT_ERR_INTERNAL, "hostlist_tasks_per_node_parse called with a NULL output pointer");
-    *counts = NULL;
-    *n = 0;
-    if (s == NULL) return status_set_error(DT_ERR_ENV, "%s is not set", what != NULL ? what : "tasks per node");
-
-    size_t total;
-    dt_status st = tasks_per_node_scan(what, s, NULL, &total);
-    if (st != DT_OK) return st;
-    int *out = malloc(total * sizeof *out);
-    if (out == NULL)
-        return status_set_error(DT_ERR_NOMEM, "out of memory expanding a tasks-per-node list of %zu entries", total);
-    st = tasks_per_node_scan(what, s, out, &total); /* cannot fail: s was validated above */
-    if (st != DT_OK) {
-        free(out);
-        return st;
-    }
-    *counts = out;
-    *n = (int)total;
-    return DT_OK;
 }
