@@ -154,38 +154,33 @@ static const char *local_size_desc(const topo_env *e, char *buf, size_t n)
     return buf;
 }
 
-/* The rank, size, local rank and local size each launcher exports under its own names. */
-static dt_status topo_read_openmpi(topo_getenv_fn get, void *arg, topo_env *e)
-{
-    dt_status s;
-    if ((s = read_req(get, arg, "OMPI_COMM_WORLD_RANK", 0, &e->rank, &e->rank_var, "mpirun")) ||
-        (s = read_req(get, arg, "OMPI_COMM_WORLD_SIZE", 1, &e->size, &e->size_var, "mpirun")) ||
-        (s = read_opt(get, arg, "OMPI_COMM_WORLD_LOCAL_RANK", 0, &e->local_rank, &e->local_rank_var)) ||
-        (s = read_opt(get, arg, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, &e->local_size, &e->local_size_var)))
-        return s;
-    return DT_OK;
-}
+/* The rank, size, local rank and local size a launcher exports under its own names; the size is
+ * optional where the launcher may leave it out (Hydra's PMI_SIZE). command names the launcher in
+ * the message for a missing required variable. */
+typedef struct launcher_names {
+    const char *rank, *size, *local_rank, *local_size, *command;
+    int size_required;
+} launcher_names;
 
-static dt_status topo_read_hydra(topo_getenv_fn get, void *arg, topo_env *e)
-{
-    dt_status s;
-    if ((s = read_req(get, arg, "PMI_RANK", 0, &e->rank, &e->rank_var, "mpiexec")) ||
-        (s = read_opt(get, arg, "PMI_SIZE", 1, &e->size, &e->size_var)) ||
-        (s = read_opt(get, arg, "MPI_LOCALRANKID", 0, &e->local_rank, &e->local_rank_var)) ||
-        (s = read_opt(get, arg, "MPI_LOCALNRANKS", 1, &e->local_size, &e->local_size_var)))
-        return s;
-    return DT_OK;
-}
-
+static const launcher_names openmpi_names = {"OMPI_COMM_WORLD_RANK",
+                                             "OMPI_COMM_WORLD_SIZE",
+                                             "OMPI_COMM_WORLD_LOCAL_RANK",
+                                             "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                             "mpirun",
+                                             1};
+static const launcher_names hydra_names = {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "mpiexec", 0};
 /* GROUP_RANK (torchrun's node index) is not read: MPI numbers the nodes, and nothing would check
  * it, so a malformed one must not refuse the run. */
-static dt_status topo_read_torchrun(topo_getenv_fn get, void *arg, topo_env *e)
+static const launcher_names torchrun_names = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun", 1};
+
+static dt_status topo_read_named(topo_getenv_fn get, void *arg, const launcher_names *n, topo_env *e)
 {
     dt_status s;
-    if ((s = read_req(get, arg, "RANK", 0, &e->rank, &e->rank_var, "torchrun")) ||
-        (s = read_req(get, arg, "WORLD_SIZE", 1, &e->size, &e->size_var, "torchrun")) ||
-        (s = read_opt(get, arg, "LOCAL_RANK", 0, &e->local_rank, &e->local_rank_var)) ||
-        (s = read_opt(get, arg, "LOCAL_WORLD_SIZE", 1, &e->local_size, &e->local_size_var)))
+    if ((s = read_req(get, arg, n->rank, 0, &e->rank, &e->rank_var, n->command)) ||
+        (s = n->size_required ? read_req(get, arg, n->size, 1, &e->size, &e->size_var, n->command)
+                              : read_opt(get, arg, n->size, 1, &e->size, &e->size_var)) ||
+        (s = read_opt(get, arg, n->local_rank, 0, &e->local_rank, &e->local_rank_var)) ||
+        (s = read_opt(get, arg, n->local_size, 1, &e->local_size, &e->local_size_var)))
         return s;
     return DT_OK;
 }
@@ -193,10 +188,10 @@ static dt_status topo_read_torchrun(topo_getenv_fn get, void *arg, topo_env *e)
 static dt_status topo_read_launcher_vars(topo_getenv_fn get, void *arg, topo_env *e)
 {
     switch (e->launcher) {
-        case DT_LAUNCHER_OPENMPI: return topo_read_openmpi(get, arg, e);
+        case DT_LAUNCHER_OPENMPI: return topo_read_named(get, arg, &openmpi_names, e);
         case DT_LAUNCHER_SLURM: return topo_read_slurm(get, arg, e);
-        case DT_LAUNCHER_HYDRA: return topo_read_hydra(get, arg, e);
-        case DT_LAUNCHER_TORCHRUN: return topo_read_torchrun(get, arg, e);
+        case DT_LAUNCHER_HYDRA: return topo_read_named(get, arg, &hydra_names, e);
+        case DT_LAUNCHER_TORCHRUN: return topo_read_named(get, arg, &torchrun_names, e);
         case DT_LAUNCHER_PMIX:
         case DT_LAUNCHER_NONE: break;
     }
