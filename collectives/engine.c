@@ -74,6 +74,19 @@ int engine_rank(const engine *e) { return e->rank; }
 int engine_size(const engine *e) { return e->size; }
 void engine_set_ctx(engine *e, const dt_ctx *ctx) { e->ctx = ctx; }
 
+/* The oldest of requests [e->done, seq) not finished, or NULL: the one the watchdog watches. It may
+ * lie past e->done: the communication thread posts every request queued when it woke before it
+ * counts the finished ones, so when it is blocked in the MPI_Allreduce of the third of a batch, the
+ * first two are finished yet e->done has not moved past them. A threaded engine's caller holds mu. */
+static req *oldest_unfinished(engine *e, uint64_t seq)
+{
+    for (uint64_t i = e->done; i < seq; i++) {
+        req *q = &e->reqs[i % ENGINE_MAX_REQS];
+        if (q->phase != PHASE_DONE) return q;
+    }
+    return NULL;
+}
+
 /* While this rank waits: answers a probe, and when another rank has timed out first (told on the
  * board, collectives/roll_peers.h), logs its verdict as this rank's own and ends the job, so every
  * rank's output names the missing ranks, whichever collective it waits in. */
@@ -85,7 +98,7 @@ static void engine_listen(engine *e)
     if (!roll_board_claim()) roll_board_wait_end(); /* this rank's other thread says why */
     char teller[160];
     rank_names_ctx(e->ctx, &from, 1, teller, sizeof teller);
-    const req *q = &e->reqs[e->done % ENGINE_MAX_REQS];
+    const req *open = oldest_unfinished(e, e->next_seq), *q = open ? open : &e->reqs[e->done % ENGINE_MAX_REQS];
     log_msg(LOG_LEVEL_ERROR,
             "watchdog: collective #%llu (%s of bucket %d) has waited %.1f s; rank %s timed out first: %s. "
             "Aborting the job so no rank hangs",
@@ -410,10 +423,9 @@ dt_status engine_wait_upto(engine *e, uint64_t seq)
             ts.tv_nsec += 100000000L;
             if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
             pthread_cond_timedwait(&e->cv_done, &e->mu, &ts);
-            req *q = &e->reqs[e->done % ENGINE_MAX_REQS];
-            double age = clock_now_s() - q->t_start;
-            if (e->done < seq && q->phase == PHASE_MPI && e->timeout_s > 0 && age > e->timeout_s)
-                engine_expire(e, q, age);
+            req *q = oldest_unfinished(e, seq);
+            const double age = q ? clock_now_s() - q->t_start : 0;
+            if (q && q->phase == PHASE_MPI && e->timeout_s > 0 && age > e->timeout_s) engine_expire(e, q, age);
             if (e->done < seq) engine_listen(e);
         }
         const dt_status failed = e->failure;
