@@ -52,16 +52,24 @@ static void verdict_visit(int rank, const float *slot, void *state)
 dt_status rank_verdict_share(const dt_ctx *ctx, int code, rank_verdict *out)
 {
     if (!ctx || !out) return status_set_error(DT_ERR_INVALID_ARG, "rank_verdict_share: ctx or out is NULL");
-    if (code <= -CODE_LIMIT || code >= CODE_LIMIT)
-        return status_set_error(DT_ERR_INTERNAL, "rank_verdict_share: code %d is not exact in fp32", code);
+    /* A code fp32 cannot carry exactly still takes part, saturated, so that no rank is left
+     * waiting in the exchange for this one; this rank then reports the caller's mistake. */
+    const int given = code, too_large = code <= -CODE_LIMIT || code >= CODE_LIMIT;
+    if (too_large) code = code < 0 ? -(CODE_LIMIT - 1) : CODE_LIMIT - 1;
     /* This rank alone until the exchange says otherwise (also what a failed exchange leaves). */
     *out = (rank_verdict){code ? dt_rank(ctx) : -1, code, code != 0};
-    if (dt_world_size(ctx) <= 1) return DT_OK;
-    rank_verdict v = {-1, 0, 0};
-    const float mine = (float)code;
-    const dt_status s = rank_share_slots(ctx, &mine, 1, verdict_visit, &v);
-    if (s) return s;
-    *out = v;
+    if (dt_world_size(ctx) > 1) {
+        rank_verdict v = {-1, 0, 0};
+        const float mine = (float)code;
+        const dt_status s = rank_share_slots(ctx, &mine, 1, verdict_visit, &v);
+        if (s) return s;
+        *out = v;
+    }
+    if (too_large)
+        return status_set_error(DT_ERR_INVALID_ARG,
+                                "rank_verdict_share: code %d is not exact in fp32 (its magnitude must be below 2^24); "
+                                "the ranks were told %d",
+                                given, code);
     return DT_OK;
 }
 

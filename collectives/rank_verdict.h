@@ -48,7 +48,9 @@ typedef struct rank_verdict {
  * magnitude below 2^24 (a dt_status, a field's index: the caller's to decode). *out gets the
  * first rank with a code and its code. In a world of one nothing is sent and *out describes this
  * rank. Returns DT_OK, or the collective's own failure (DT_ERR_MPI, DT_ERR_TIMEOUT), *out then
- * describing this rank alone. DT_ERR_INVALID_ARG for a NULL ctx or out, or a code out of range. */
+ * describing this rank alone. DT_ERR_INVALID_ARG for a NULL ctx or out (nothing sent), or a code
+ * out of range: that one still takes part, as the nearest code in range, and *out is the
+ * exchange's, so the other ranks are not left waiting. */
 dt_status rank_verdict_share(const dt_ctx *ctx, int code, rank_verdict *out);
 
 /* The usual ending of a call that every rank joins, also a failed one: own is this rank's

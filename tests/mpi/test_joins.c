@@ -16,13 +16,15 @@
  * that fails (each in turn), and its retune with a bad reduction; dt_check_replicas with a NULL
  * buffer; under ZeRO-1 the full-size optimizer state a rank cannot get (the others fail with it,
  * none left in the allgather); and the verdicts every rank reaches from one exchange (these ZeRO-1
- * sums among them) marked shared. With one rank there is nobody to wait: the failing calls fail
+ * sums among them) marked shared; and rank_verdict_share given a code out of its range on one
+ * rank (it still takes part). With one rank there is nobody to wait: the failing calls fail
  * alone. Run as `test_joins late-dup`, it checks that the reducer's engine duplicates its
  * communicator under the deadline.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "dtrain.h"
 #include "collectives/engine.h"
+#include "collectives/rank_verdict.h"
 #include "collectives/reducer_internal.h"
 #include "runtime/model/model.h"
 #include "base/status.h"
@@ -424,6 +426,22 @@ static void check_shared_verdicts(dt_ctx *ctx)
     dt_model_free(m);
 }
 
+/* 11. rank_verdict_share given a code fp32 cannot carry exactly on one rank: that rank still takes
+ * part (as the largest code in range) and alone returns DT_ERR_INVALID_ARG; every rank returns at
+ * once and names it. */
+static void check_verdict_code_range(dt_ctx *ctx)
+{
+    const int bad = world - 1;
+    rank_verdict v = {0, 0, 0};
+    const double t0 = now();
+    const dt_status s = rank_verdict_share(ctx, rank == bad ? 1 << 25 : 0, &v);
+    CHECK(s == (rank == bad ? DT_ERR_INVALID_ARG : DT_OK), "verdict code 2^25 on rank %d: rank %d got %d", bad, rank,
+          (int)s);
+    CHECK(now() - t0 < PROMPT_S, "verdict code 2^25: rank %d returned after %.1f s", rank, now() - t0);
+    CHECK(v.first_rank == bad && v.first_code == (1 << 24) - 1 && v.failed == 1,
+          "verdict code 2^25: rank %d sees rank %d code %d (%d failed)", rank, v.first_rank, v.first_code, v.failed);
+}
+
 int main(int argc, char **argv)
 {
     dt_config cfg;
@@ -445,6 +463,7 @@ int main(int argc, char **argv)
     check_replicas_null(ctx);
     check_zero_full_no_memory(ctx);
     check_shared_verdicts(ctx);
+    check_verdict_code_range(ctx);
     const int rc = mpi_check_finish(ctx, "test_joins");
     dt_finalize(ctx);
     return rc;
