@@ -51,7 +51,8 @@ set(DTRAIN_RUNTIME_SOURCES
   runtime/data/dataset.c runtime/data/sampler.c runtime/data/transform.c runtime/data/synthetic.c
   runtime/data/loader.c runtime/data/evaluate.c runtime/data/stats.c runtime/data/stats_pass.c runtime/data/dataset_norm.c runtime/data/reader.c
   runtime/data/file_io.c runtime/data/idx.c runtime/data/cifar.c runtime/data/imagefolder.c runtime/data/imagefolder_scan.c
-  runtime/data/image_decode.c runtime/data/dts_read.c runtime/data/dts_write.c runtime/data/dts_temp.c)
+  runtime/data/image_decode.c runtime/data/dts_read.c runtime/data/dts_write.c runtime/data/dts_payload.c
+  runtime/data/dts_temp.c)
 
 # The command (launch/main.c holds main()).
 set(DTRAIN_LAUNCH_SOURCES
