@@ -53,7 +53,8 @@ int params_dump(const char *path, const float *p, size_t n)
 /* Rank 0's read: EXIT_OK, else a message in why and the exit code it calls for: EXIT_USAGE for a
  * path that cannot be used (missing, unreadable, not a file, another model's size: the command
  * line named the wrong file), EXIT_FAIL for a file that is there but damaged (a read that fails,
- * a value that is not finite), as a damaged --data file is. */
+ * a value that is not finite), as a damaged --data file is, and for an open that the system
+ * failed (EIO, EMFILE: the same command may work again; cli_input_exit's rule). */
 static int read_params(const char *path, float *p, size_t n, char *why, size_t len)
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -63,7 +64,7 @@ static int read_params(const char *path, float *p, size_t n, char *why, size_t l
         char advice[IO_FIX_LEN];
         snprintf(why, len, "cannot open --init-params %s: %s: %s", path, strerror(err),
                  io_error_fix(err, "--init-params file", NULL, advice, sizeof advice));
-        return EXIT_USAGE;
+        return cli_input_exit(DT_ERR_IO, path);
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         snprintf(why, len, "--init-params %s is not a regular file", path);

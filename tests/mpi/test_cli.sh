@@ -206,6 +206,19 @@ expect 1 "--init-params $tmp/nan.bin: parameter 0 (byte offset 0) is -nan, not a
     "$DTRAIN" train $small --init-params "$tmp/nan.bin"
 expect 1 "is -nan, not a finite number" "$MPIRUN" -np 2 "$DTRAIN" train $small --init-params "$tmp/nan.bin"
 grep -q MPI_ABORT "$tmp/out" && bad "a damaged --init-params aborted the job" || ok "a damaged --init-params: no MPI_Abort"
+# An open of a good file that the system fails (EMFILE, injected by strace into the opens of that
+# path alone) is no fault of the command line: 1, as a failed read is; a missing file stays 2.
+head -c 1768 /dev/zero >"$tmp/zero.bin"
+if command -v strace >/dev/null && strace -f -qq -o /dev/null true 2>/dev/null; then
+    # LeakSanitizer cannot run under ptrace (make test-asan): its leak check off for this run alone.
+    expect 1 "cannot open --init-params $tmp/zero.bin: Too many open files" \
+        env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -f -qq -o /dev/null -P "$tmp/zero.bin" \
+        -e trace=openat -e inject=openat:error=EMFILE "$DTRAIN" train $small --init-params "$tmp/zero.bin"
+else
+    ok "an --init-params open failed by the system: SKIP: no strace that can trace here"
+fi
+expect 2 "cannot open --init-params $tmp/none.bin: No such file or directory" "$DTRAIN" train $small \
+    --init-params "$tmp/none.bin"
 # A character device keeps nothing, so every output may share it.
 expect 0 "trace of 1 rank in /dev/null" "$DTRAIN" train $small --metrics /dev/null --dump-params /dev/null --trace /dev/null
 # Flags that would be ignored, or override another silently, are refused naming both (any order).
