@@ -64,7 +64,10 @@ static int read_params(const char *path, float *p, size_t n, char *why, size_t l
         char advice[IO_FIX_LEN];
         snprintf(why, len, "cannot open --init-params %s: %s: %s", path, strerror(err),
                  io_error_fix(err, "--init-params file", NULL, advice, sizeof advice));
-        return cli_input_exit(DT_ERR_IO, path);
+        /* A path that is not a regular file is the command line's mistake however the open failed
+         * (a socket's is ENXIO); so are a missing or unreadable one (cli_input_exit). */
+        struct stat sp;
+        return stat(path, &sp) == 0 && !S_ISREG(sp.st_mode) ? EXIT_USAGE : cli_input_exit(DT_ERR_IO, path);
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         snprintf(why, len, "--init-params %s is not a regular file", path);

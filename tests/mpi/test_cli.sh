@@ -219,6 +219,9 @@ else
 fi
 expect 2 "cannot open --init-params $tmp/none.bin: No such file or directory" "$DTRAIN" train $small \
     --init-params "$tmp/none.bin"
+# A socket cannot be opened at all (ENXIO): not a regular file, the command line's mistake, 2.
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$tmp/sock"
+expect 2 "cannot open --init-params $tmp/sock" "$DTRAIN" train $small --init-params "$tmp/sock"
 # A character device keeps nothing, so every output may share it.
 expect 0 "trace of 1 rank in /dev/null" "$DTRAIN" train $small --metrics /dev/null --dump-params /dev/null --trace /dev/null
 # Flags that would be ignored, or override another silently, are refused naming both (any order).
