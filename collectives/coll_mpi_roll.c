@@ -290,9 +290,13 @@ int mpi_op_wait(coll *c, MPI_Request *r, int kind, size_t count, double start)
         }
         if (flag && (!st->nroll || st->roll_done)) return MPI_SUCCESS;
         if (++spins < 2000) continue;
-        const double now = clock_now_s(), age = now - start;
         int from = -1;
         const char *told = roll_board_listen(ctx_board(c->ctx), &from);
+        /* The clock after the board: a process stopped between the two (a loaded machine, a
+         * debugger, SIGSTOP) would otherwise weigh a verdict told while it was stopped against a
+         * time from before, and rank 0 far past its deadline would forward a peer's verdict
+         * instead of saying its own. */
+        const double now = clock_now_s(), age = now - start;
         /* A peer that said it is busy with work of its own (rank 0 writing a checkpoint) is alive:
          * the deadline counts from its last word. */
         const double busy = c->timeout_s > 0 && age > c->timeout_s ? roll_board_busy_seen(ctx_board(c->ctx)) : 0;
