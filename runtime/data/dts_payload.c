@@ -223,10 +223,11 @@ static dt_status write_labels(const dts_out *o, int32_t *labels, size_t count, u
 }
 
 /* The writer of src's samples in chunks of about CHUNK_BYTES, one per worker at most. */
-static void writer_init(writer *w, const ds_split *src, int dtype, size_t per, size_t row_bytes, int threads)
+static void writer_init(writer *w, const ds_split *src, int dtype, int threads)
 {
-    *w = (writer){.src = src, .dtype = dtype, .per = per, .row_bytes = row_bytes};
-    w->chunk = row_bytes >= CHUNK_BYTES ? 1 : CHUNK_BYTES / row_bytes;
+    const size_t per = (size_t)src->c * (size_t)src->h * (size_t)src->w;
+    *w = (writer){.src = src, .dtype = dtype, .per = per, .row_bytes = per * dts_dtype_size(dtype)};
+    w->chunk = w->row_bytes >= CHUNK_BYTES ? 1 : CHUNK_BYTES / w->row_bytes;
     w->nchunks = (src->count + w->chunk - 1) / w->chunk;
     if (threads < 1) threads = 1;
     if ((size_t)threads > w->nchunks) threads = (int)w->nchunks;
@@ -283,11 +284,11 @@ static dt_status run_workers(writer *w, const dts_out *o, uint64_t start, ds_sta
     return st;
 }
 
-dt_status dts_write_payload(const dts_out *o, const ds_split *src, int dtype, size_t per, size_t row_bytes, int threads,
-                            uint64_t start, ds_stats *stats, uint32_t *crc)
+dt_status dts_write_payload(const dts_out *o, const ds_split *src, int dtype, int threads, uint64_t start,
+                            ds_stats *stats, uint32_t *crc)
 {
     writer w;
-    writer_init(&w, src, dtype, per, row_bytes, threads);
+    writer_init(&w, src, dtype, threads);
     const dt_status st = run_workers(&w, o, start, stats, crc);
     pthread_mutex_destroy(&w.mu);
     pthread_cond_destroy(&w.cv);

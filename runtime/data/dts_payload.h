@@ -25,16 +25,16 @@ typedef struct dts_out {
  * naming the file, the offset and the fix (a full disk and a size limit said as such). */
 dt_status dts_out_write(const dts_out *o, const void *p, size_t n, uint64_t off);
 
-/* Writes src's samples, each of per values stored as dtype (DTS_UINT8/FP16/FP32) in row_bytes,
- * from byte `start` of o on, read and converted by `threads` workers (fewer when there are fewer
+/* Writes src's samples, each of its c*h*w values stored as dtype (DTS_UINT8/FP16/FP32), from byte
+ * `start` of o on, read and converted by `threads` workers (fewer when there are fewer
  * chunks of about 1 MiB; at least 1); then zeros up to DTS_ALIGN and the labels, little-endian.
  * *stats gets the channels' figures of the values as stored (the caller frees them with
  * ds_stats_free, also after a failure) and *crc the CRC-32 of every byte written. The first
  * failure ends it: a value that is not finite, not a byte for uint8 or past fp16's range
  * (DT_ERR_INVALID_ARG), a label out of range (DT_ERR_CORRUPT), the reader's own error, a write
  * (DT_ERR_IO), memory or a thread (DT_ERR_NOMEM). */
-dt_status dts_write_payload(const dts_out *o, const ds_split *src, int dtype, size_t per, size_t row_bytes, int threads,
-                            uint64_t start, ds_stats *stats, uint32_t *crc);
+dt_status dts_write_payload(const dts_out *o, const ds_split *src, int dtype, int threads, uint64_t start,
+                            ds_stats *stats, uint32_t *crc);
 
 /* v little-endian at p. */
 static inline void dts_put32(unsigned char *p, uint32_t v)

@@ -172,8 +172,6 @@ static dt_status finish_file(int fd, const char *path, dt_status st)
 /* What src's shard is: its dtype and sizes in bytes. */
 typedef struct shard_layout {
     int dtype;
-    uint64_t per;     /* values a sample */
-    uint64_t row;     /* bytes a sample */
     uint64_t header;  /* bytes of the header, padded */
     uint64_t payload; /* bytes of the samples, padded, and the labels */
     uint64_t file;    /* header + payload */
@@ -182,8 +180,6 @@ typedef struct shard_layout {
 static shard_layout layout_of(const ds_split *src, int dtype, size_t esize)
 {
     shard_layout l = {.dtype = dtype};
-    l.per = (uint64_t)src->c * (uint64_t)src->h * (uint64_t)src->w;
-    l.row = l.per * esize;
     l.header = header_size(src);
     l.payload = payload_size(src, esize);
     l.file = l.header + l.payload;
@@ -237,8 +233,7 @@ static dt_status write_shard(const dts_out *o, const char *path, const ds_split 
 {
     ds_stats stats = {0};
     uint32_t pcrc = 0;
-    dt_status st =
-        dts_write_payload(o, src, l->dtype, (size_t)l->per, (size_t)l->row, threads, l->header, &stats, &pcrc);
+    dt_status st = dts_write_payload(o, src, l->dtype, threads, l->header, &stats, &pcrc);
     if (!st) st = write_header(o, path, src, l, pcrc, &stats);
     ds_stats_free(&stats);
     return st;
