@@ -92,3 +92,17 @@ once_more() {
     done
     return "$rc"
 }
+
+# can_trace: strace is here and may trace (ptrace is refused in some containers).
+can_trace() { command -v strace >/dev/null && strace -f -qq -o /dev/null true 2>/dev/null; }
+
+# traced STRACE_ARGS... -- CMD...: CMD under strace -f -qq with STRACE_ARGS (which calls to fail,
+# and how), its trace discarded. LeakSanitizer cannot run under ptrace (it ends the process with
+# its own error code at exit), so an ASan build's leak check is off for traced runs alone (make
+# test-asan).
+traced() {
+    local args=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+    shift
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -f -qq -o /dev/null "${args[@]}" "$@"
+}

@@ -209,11 +209,10 @@ grep -q MPI_ABORT "$tmp/out" && bad "a damaged --init-params aborted the job" ||
 # An open of a good file that the system fails (EMFILE, injected by strace into the opens of that
 # path alone) is no fault of the command line: 1, as a failed read is; a missing file stays 2.
 head -c 1768 /dev/zero >"$tmp/zero.bin"
-if command -v strace >/dev/null && strace -f -qq -o /dev/null true 2>/dev/null; then
-    # LeakSanitizer cannot run under ptrace (make test-asan): its leak check off for this run alone.
+if can_trace; then
     expect 1 "cannot open --init-params $tmp/zero.bin: Too many open files" \
-        env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -f -qq -o /dev/null -P "$tmp/zero.bin" \
-        -e trace=openat -e inject=openat:error=EMFILE "$DTRAIN" train $small --init-params "$tmp/zero.bin"
+        traced -P "$tmp/zero.bin" -e trace=openat -e inject=openat:error=EMFILE -- "$DTRAIN" train $small \
+        --init-params "$tmp/zero.bin"
 else
     ok "an --init-params open failed by the system: SKIP: no strace that can trace here"
 fi

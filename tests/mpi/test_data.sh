@@ -145,13 +145,8 @@ expect 1 "No space left on device" env DTRAIN_TEST_DTS_ENOSPC=2 "$DTRAIN" data c
 # out, and over an earlier pair (--force) says that the new test.dts is beside the old train.dts; a
 # SIGTERM at the first rename waits for the second.
 renames=rename,renameat,renameat2
-# LeakSanitizer cannot run under ptrace (it ends the process with its own error code at exit), so
-# an ASan build's leak check is off for the traced runs alone (make test-asan).
-at_rename() {
-    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
-        strace -f -qq -o /dev/null -e trace=$renames -e inject=$renames:"$1" "${@:2}"
-}
-if command -v strace >/dev/null && strace -f -qq -o /dev/null true 2>/dev/null; then
+at_rename() { traced -e trace=$renames -e inject=$renames:"$1" -- "${@:2}"; }
+if can_trace; then
     at_rename error=EIO:signal=KILL:when=2 "$DTRAIN" data convert "$d" "$tmp/torn" >"$tmp/out" 2>&1
     [ -e "$tmp/torn/test.dts" ] && [ ! -e "$tmp/torn/train.dts" ] && ok "killed between the renames: test.dts alone" ||
         { bad "killed between the renames: left $(ls -A "$tmp/torn" | tr '\n' ' ')"; cat "$tmp/out"; }
