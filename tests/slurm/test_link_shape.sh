@@ -3,7 +3,7 @@
 # allreduce` between two nodes (one rank each, so every byte crosses the shaped veths over Open
 # MPI's TCP BTL) measures an MPI_Allreduce busbw within 25% of RATE at two rates (the engine's at
 # least half of RATE, never above 1.25x), and four times the rate gives four times the busbw
-# (within 25%). First the same run unshaped, to know the host can outrun the
+# (within 25%), each from the fastest of 3 timed allreduces. First the same run unshaped, to know the host can outrun the
 # faster rate at all: on a loaded 2-core VM it may not, and then the shaping cannot be told apart
 # from the CPU limit (exit 77, SKIP, with the numbers). Also: bad --link specs are refused naming
 # the value and the fix, and a DELAY is refused naming CONFIG_NET_SCH_NETEM where the kernel has
@@ -60,34 +60,36 @@ else
     bad "up.sh --link=100mbit,400mbit did not start"; cat "$tmp/pn.log"
 fi
 
-# bench NAME MINBYTES MAXBYTES [--link SPEC]: brings the 2-node cluster up, runs allreduces from
-# MINBYTES to MAXBYTES (x2), tears it down; sets bus_mpi / bus_dt to the better of the two rows (bytes/s, from the size and time
-# columns: the GB/s columns have only 3 decimals, 8% of 12.5 MB/s) and shows how the cluster says
-# it is shaped. The sizes grow with the rate (8-16 MiB at 100 Mbit/s, 32-64 MiB at 400), so an
-# allreduce takes ~1 s at either and the fixed costs (rendezvous handshakes, TCP's ramp after each
-# phase, a rank waiting for a CPU) weigh the same: with 8-16 MiB at 400 Mbit/s they cost ~20%.
-# The better row: both sizes are long enough for the link to be the limit, and the
-# background load of the shared 2-core VM (fuzzers) only ever slows a row down: one row of a
-# pair measured 0.77x of 400 Mbit/s while the other measured 0.92x.
+# bench NAME BYTES [--link SPEC]: brings the 2-node cluster up, times allreduces of BYTES, tears
+# it down; sets bus_mpi / bus_dt from each side's fastest timed allreduce (bytes/s, from the size
+# and the min-max columns: the GB/s columns have only 3 decimals, 8% of 12.5 MB/s) and shows how
+# the cluster says it is shaped. The size grows with the rate (8 MiB at 100 Mbit/s, 32 MiB at
+# 400), so an allreduce takes ~0.7 s at either and the fixed costs (rendezvous handshakes, TCP's
+# ramp after each phase, a rank waiting for a CPU) weigh the same: with 8 MiB at 400 Mbit/s they
+# cost ~20%. The fastest: the background load of a shared 2-core VM only ever slows an allreduce
+# down (one of a pair of means measured 0.77x of 400 Mbit/s while the other measured 0.92x), and
+# no allreduce can beat the shaper by more than its bucket (128 KiB, 1.5% of 8 MiB). One size
+# and the fastest of its 3 rather than the better mean of two sizes (8 and 16 MiB, 32 and 64):
+# as robust, in a third of the time (~7 s a rate instead of ~23 s).
 cluster_allreduce() ( # NODES NP MINBYTES MAXBYTES: bench allreduce on the cluster, in its environment
     source "$repo/slurm/cluster/env.sh" "$cluster" >/dev/null
     timeout 120 srun -N "$1" -n "$2" --mpi=pmix "$DTRAIN" bench allreduce -b "$3" -e "$4" --iters 3 --warmup 1
 )
 bench() {
-    local name=$1 minb=$2 maxb=$3; shift 3
+    local name=$1 bytes=$2; shift 2
     bus_mpi=; bus_dt=
     if ! bash "$up" "$cluster" 2 1 0 "$@" >"$tmp/up.log" 2>&1; then
         cat "$tmp/up.log"; bad "$name: the cluster did not start"; return 1
     fi
     "$repo/slurm/cluster/env.sh" "$cluster" | grep -E '^# link|btl' | sed "s/^/    $name env: /"
     # once more after Open MPI's crash inside MPI_Init (once_more, tests/mpi/lib.sh)
-    once_more "$tmp/$name.out" "$tmp/$name.out" cluster_allreduce 2 2 "$minb" "$maxb"
+    once_more "$tmp/$name.out" "$tmp/$name.out" cluster_allreduce 2 2 "$bytes" "$bytes"
     local rc=$?
     bash "$down" "$cluster" >/dev/null 2>&1
     # size count type dtrain_us algbw busbw #wrong mpi_us algbw busbw #wrong ratio min-max min-max; n = 2:
-    # busbw = algbw * 2(n-1)/n = size / time, the best of the rows
-    read -r bus_dt bus_mpi < <(awk '$1 ~ /^[0-9]+$/ && NF == 14 { d = $1 / $4 * 1e6; m = $1 / $8 * 1e6; if (d > bd) bd = d; if (m > bm) bm = m }
-        END { if (bm > 0) printf "%.0f %.0f\n", bd, bm }' "$tmp/$name.out")
+    # busbw = algbw * 2(n-1)/n = size / time, here of the fastest allreduce (min-max's first number)
+    read -r bus_dt bus_mpi < <(awk '$1 ~ /^[0-9]+$/ && NF == 14 { split($13, d, "-"); split($14, m, "-")
+        if (d[1] > 0 && m[1] > 0) printf "%.0f %.0f\n", $1 / d[1] * 1e6, $1 / m[1] * 1e6 }' "$tmp/$name.out")
     if [ $rc -ne 0 ] || [ -z "$bus_mpi" ]; then
         cat "$tmp/$name.out"; bad "$name: srun dtrain bench allreduce failed (rc $rc)"; return 1
     fi
@@ -111,7 +113,7 @@ within() {
 # with 2 ranks a node at the end (engine_vs_mpi).
 
 low=100mbit; high=400mbit; low_bits=100000000; high_bits=400000000
-bench unshaped 32M 64M || { finish; exit 1; }
+bench unshaped 32M || { finish; exit 1; }
 unshaped=$bus_mpi
 # The shaper can only be seen where the host is faster than it: ask for 1.5x the faster rate.
 if awk -v b="$unshaped" -v l="$high_bits" 'BEGIN { exit !(b * 8 < 1.5 * l) }'; then
@@ -120,11 +122,11 @@ if awk -v b="$unshaped" -v l="$high_bits" 'BEGIN { exit !(b * 8 < 1.5 * l) }'; t
 fi
 ok "unshaped: busbw $(awk -v b="$unshaped" 'BEGIN { printf "%.1f", b / 1e6 }') MB/s, over 1.5x the $high link"
 
-bench "$low" 8M 16M --link "$low" || { finish; exit 1; }
+bench "$low" 8M --link "$low" || { finish; exit 1; }
 low_mpi=$bus_mpi; low_dt=$bus_dt
 within "$low link, MPI_Allreduce" "$low_mpi" "$low_bits" 0.75
 within "$low link, dtrain engine" "$low_dt" "$low_bits" 0.5
-bench "$high" 32M 64M --link "$high" || { finish; exit 1; }
+bench "$high" 32M --link "$high" || { finish; exit 1; }
 high_mpi=$bus_mpi; high_dt=$bus_dt
 within "$high link, MPI_Allreduce" "$high_mpi" "$high_bits" 0.75
 within "$high link, dtrain engine" "$high_dt" "$high_bits" 0.5
@@ -140,24 +142,32 @@ fi
 # engine_vs_mpi NODES NP: the engine against MPI_Allreduce with 2 ranks a node at 200 Mbit/s, 1-4 MiB,
 # where DT_ALLREDUCE_AUTO takes the pipelined chain (its header line says so): the busbw ratio
 # (dtrain / MPI, the last column) at least 0.9 on average over the sizes and 0.8 at each, the issue's
-# target with room for a loaded host (measured 1.03-1.37 at 2 x 2 and 0.99-1.33 at 3 x 2).
+# target with room for a loaded host (measured 1.03-1.37 at 2 x 2 and 0.99-1.33 at 3 x 2). A run
+# that misses it is measured once more on the same cluster, and that one decides: MPI_Allreduce's
+# time over the shaped link varies from run to run (at 4 MiB, 2 x 2, on an idle host: 176 to
+# 240 ms in five runs, the engine's 176 to 184 ms), so one run's ratio at a size ranged 0.80-1.35.
 engine_vs_mpi() {
     local nodes=$1 np=$2 name="$1 nodes x $(($2 / $1)) ranks, 200mbit"
     if ! bash "$up" "$cluster" "$nodes" 2 0 --link 200mbit >"$tmp/up.log" 2>&1; then
         cat "$tmp/up.log"; bad "$name: the cluster did not start"; return 1
     fi
-    local rc
-    # once more after Open MPI's crash inside MPI_Init (once_more, tests/mpi/lib.sh)
-    once_more "$tmp/evm.out" "$tmp/evm.out" cluster_allreduce "$nodes" "$np" 1M 4M
-    rc=$?
+    local rc verdict try
+    for try in 1 2; do
+        # once more after Open MPI's crash inside MPI_Init (once_more, tests/mpi/lib.sh)
+        once_more "$tmp/evm.out" "$tmp/evm.out" cluster_allreduce "$nodes" "$np" 1M 4M
+        rc=$?
+        verdict=$(awk '$1 ~ /^[0-9]+$/ && NF == 14 { n++; s += $12; if (min == "" || $12 < min) min = $12; r = r sprintf(" %d MiB %.2f,", $1 / 1048576, $12) }
+            END { if (!n) { print "none"; exit } printf "%s mean %.2f min %.2f %s\n", (s / n >= 0.9 && min >= 0.8) ? "ok" : "low", s / n, min, r }' "$tmp/evm.out")
+        case "$rc:$verdict" in
+        0:low*) [ $try -eq 1 ] && echo "    $name: run 1 ${verdict#low }: measured once more" ;;
+        *) break ;;
+        esac
+    done
     bash "$down" "$cluster" >/dev/null 2>&1
     grep -q "algorithm by size (DTRAIN_ALLREDUCE=auto): chain from 1048576 bytes" "$tmp/evm.out" ||
         { bad "$name: the engine does not take the chain from 1 MiB"; cat "$tmp/evm.out"; return 1; }
-    local verdict
-    verdict=$(awk '$1 ~ /^[0-9]+$/ && NF == 14 { n++; s += $12; if (min == "" || $12 < min) min = $12; r = r sprintf(" %d MiB %.2f,", $1 / 1048576, $12) }
-        END { if (!n) { print "none"; exit } printf "%s mean %.2f min %.2f %s\n", (s / n >= 0.9 && min >= 0.8) ? "ok" : "low", s / n, min, r }' "$tmp/evm.out")
     case "$rc:$verdict" in
-    0:ok*) ok "$name: engine busbw / MPI_Allreduce's: ${verdict#ok }" ;;
+    0:ok*) ok "$name: engine busbw / MPI_Allreduce's: ${verdict#ok }$([ "$try" -eq 2 ] && echo " (run 2)")" ;;
     *) bad "$name: engine busbw / MPI_Allreduce's (want mean >= 0.9, each >= 0.8; rc $rc): $verdict"; cat "$tmp/evm.out" ;;
     esac
 }
