@@ -7,7 +7,7 @@ JOBS    ?= $(shell nproc)
 # "what may run side by side") wait in MPI, in process start-up and in files much of their time,
 # so at -j 2 the 2-core machine's CPUs were 75-82% busy and at -j 3 94% (their part of the suite
 # 379 -> 332 s). The tests that run alone still run alone.
-TEST_JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
+TEST_JOBS ?= $(shell echo $$(( $(JOBS) + 1 )))
 CMAKE_FLAGS ?=
 NP      ?= 2
 PREFIX  ?= /usr/local

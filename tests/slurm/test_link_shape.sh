@@ -3,11 +3,12 @@
 # allreduce` between two nodes (one rank each, so every byte crosses the shaped veths over Open
 # MPI's TCP BTL) measures an MPI_Allreduce busbw within 25% of RATE at two rates (the engine's at
 # least half of RATE, never above 1.25x), and four times the rate gives four times the busbw
-# (within 25%), each from the fastest of 3 timed allreduces. First the same run unshaped, to know the host can outrun the
-# faster rate at all: on a loaded 2-core VM it may not, and then the shaping cannot be told apart
-# from the CPU limit (exit 77, SKIP, with the numbers). Also: bad --link specs are refused naming
-# the value and the fix, and a DELAY is refused naming CONFIG_NET_SCH_NETEM where the kernel has
-# no netem (found out at run time), or shaped with netem where it has. Last, the engine across
+# (within 25%), each from the fastest of 3 timed allreduces. First the same run unshaped, to know
+# the host can outrun the faster rate at all: on a loaded 2-core VM it may not, and then the
+# shaping cannot be told apart from the CPU limit (exit 77, SKIP, with the numbers). Also: bad
+# --link specs are refused naming the value and the fix, and a DELAY is refused naming
+# CONFIG_NET_SCH_NETEM where the kernel has no netem (found out at run time), or shaped with netem
+# where it has. Last, the engine across
 # nodes with 2 ranks a node (2 x 2 and 3 x 2 at 200 Mbit/s, where it takes its pipelined chain):
 # at least 0.9x MPI_Allreduce's busbw on average from 1 to 4 MiB, 0.8x at each size.
 here=$(dirname "$0"); source "$here/../mpi/lib.sh"
